@@ -1,0 +1,56 @@
+//! `gpumem-agent`: the estimator on the command line, GPU measurements phase by phase,
+//! and the local server that pairs with the page.
+//!
+//! Exit codes (see [`exit::Exit`]): 0 ok; 1 a measurement failed but its result was
+//! recorded; 2 cannot measure here, or bad usage.
+
+mod bisect;
+mod environment;
+mod estimate;
+mod exit;
+mod measure;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Will this workload fit in GPU memory, and why did the measured peak exceed the estimate?
+#[derive(Debug, Parser)]
+#[command(name = "gpumem-agent", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Compute weights, KV cache, training state and reserve (no GPU needed).
+    Estimate(Box<estimate::Args>),
+    /// Report the GPU environment: devices, memory, driver, allocator.
+    Environment(environment::Args),
+    /// Measure the dense test network phase by phase on a GPU (seed §7–§8).
+    Measure(measure::Args),
+    /// Find the boundary between passing and failing for one dimension.
+    Bisect(bisect::Args),
+    /// Serve the page and pair it with this agent over a local WebSocket.
+    Serve(serve::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Estimate(args) => estimate::run(*args),
+        Command::Environment(args) => environment::run(args),
+        Command::Measure(args) => measure::run(args),
+        Command::Bisect(args) => bisect::run(args),
+        Command::Serve(args) => serve::run(args),
+    };
+    match outcome {
+        Ok(exit) => exit.into(),
+        Err(err) => {
+            eprintln!("gpumem-agent: error: {err:#}");
+            exit::Exit::Unavailable.into()
+        }
+    }
+}

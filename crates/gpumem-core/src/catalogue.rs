@@ -1,0 +1,1 @@
+//! GPU catalogue (placeholder; being written).

@@ -1,0 +1,1 @@
+//! Expected allocations of the agent's measurement network (placeholder; being written).

@@ -1,0 +1,1 @@
+//! The measurement results file (placeholder; being written).

@@ -1,0 +1,2 @@
+//! Placeholder until the page lands.
+fn main() {}
