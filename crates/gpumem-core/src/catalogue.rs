@@ -1,1 +1,707 @@
-//! GPU catalogue (placeholder; being written).
+//! Catalogue of GPU cards and their memory capacities (requirement R-EST-9).
+//!
+//! Each [`GpuCard`] carries two capacity figures:
+//!
+//! * **The marketing label** ([`GpuCard::label`], [`GpuCard::label_bytes`]). Vendors print
+//!   "80 GB", "24 GB" and so on. For HBM and GDDR cards the number means binary
+//!   gibibytes of DRAM: an H100 80GB carries five 16 GiB HBM3 stacks, and an
+//!   RTX 4090's 24 GB is twelve 2 GiB GDDR6X chips. So the catalogue stores the label
+//!   text word for word (e.g. `"80 GB HBM3"`) and sets `label_bytes` to
+//!   *label number × 2^30*. It never uses 10^9.
+//! * **The reported capacity** ([`GpuCard::reported_bytes`]), when known. This is the
+//!   total the device itself reports to software. Examples: the nvidia-smi / NVML
+//!   "FB Memory Usage → Total", `rocm-smi --showmeminfo vram` "VRAM Total Memory",
+//!   `torch.cuda.mem_get_info()` total. Devices report less than the label, because
+//!   ECC metadata, firmware and driver reservations are taken out before software
+//!   sees the memory. Some cards report exactly the label (e.g. A100 80GB:
+//!   81920 MiB). nvidia-smi prints whole MiB, so an nvidia-smi figure is
+//!   "nvidia-smi total, MiB-rounded": `reported_bytes` = printed MiB × 2^20, which
+//!   can differ from the NVML byte count by up to 1 MiB. The reported total can
+//!   also change with the driver version and the ECC setting (e.g. an A100 40GB
+//!   printed a smaller total on an older driver; see its entry). Each source
+//!   says which reading it is, and the catalogue records one public reading, not a
+//!   guarantee.
+//!
+//! [`GpuCard::capacity`] picks the figure to compare against: the reported one
+//! when known, else the label, tagged with a [`CapacityKind`] so callers can say
+//! which one they used.
+//!
+//! # Sources
+//!
+//! Every entry names where its figures come from. `label_source` names the
+//! vendor document that gives the label (a datasheet or product page, by title).
+//! `reported_source` names the public readout the reported figure was taken from.
+//! That is a GitHub issue or pull request, a repository file or a web page, with
+//! its address, and the figure is quoted as printed. A card with no public readout
+//! that could be found and cited has `reported_bytes: None`. The catalogue never
+//! estimates a reported figure.
+
+/// Bytes in one binary gibibyte (2^30), the unit vendors' "GB" labels stand for.
+const GIB: u64 = 1 << 30;
+/// Bytes in one binary mebibyte (2^20), the unit nvidia-smi prints.
+const MIB: u64 = 1 << 20;
+
+/// Who makes the card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vendor {
+    /// NVIDIA Corporation.
+    Nvidia,
+    /// Advanced Micro Devices.
+    Amd,
+}
+
+/// Market segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Segment {
+    /// Data-centre accelerators (Tesla / Hopper / Blackwell / Instinct class).
+    DataCentre,
+    /// Professional workstation cards (RTX A-series, RTX Ada, Radeon PRO).
+    Workstation,
+    /// Consumer gaming cards (GeForce, Radeon RX).
+    Consumer,
+}
+
+/// Which figure a capacity is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapacityKind {
+    /// What the device reports (a measured, public readout).
+    Reported,
+    /// The marketing label converted at 2^30 bytes per "GB".
+    Label,
+}
+
+/// One card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuCard {
+    /// Stable kebab-case key used in URLs and on the command line, e.g. `"h100-sxm-80gb"`.
+    pub id: &'static str,
+    /// Who makes the card.
+    pub vendor: Vendor,
+    /// Market segment.
+    pub segment: Segment,
+    /// Human-readable product name, e.g. `"NVIDIA H100 SXM 80GB"`.
+    pub name: &'static str,
+    /// Memory label word for word as the vendor prints it, e.g. `"80 GB HBM3"`.
+    pub label: &'static str,
+    /// The label number × 2^30 bytes.
+    pub label_bytes: u64,
+    /// The vendor document the label comes from.
+    pub label_source: &'static str,
+    /// Total the device reports to software, in bytes, when a public readout is known.
+    pub reported_bytes: Option<u64>,
+    /// Where `reported_bytes` comes from (tool, figure as printed, address); `Some` exactly
+    /// when `reported_bytes` is.
+    pub reported_source: Option<&'static str>,
+}
+
+impl GpuCard {
+    /// The capacity to compare against: the reported figure when known, else the label.
+    pub const fn capacity(&self) -> (u64, CapacityKind) {
+        match self.reported_bytes {
+            Some(bytes) => (bytes, CapacityKind::Reported),
+            None => (self.label_bytes, CapacityKind::Label),
+        }
+    }
+}
+
+/// Every card, data-centre first.
+pub static CATALOGUE: &[GpuCard] = &[
+    // ---------------------------------------------------------------- NVIDIA data centre
+    GpuCard {
+        id: "b200",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA B200",
+        label: "180 GB HBM3e",
+        label_bytes: 180 * GIB,
+        label_source: "NVIDIA DGX B200 datasheet (1,440 GB total GPU memory across 8 B200 GPUs, \
+             i.e. 180 GB each); some third-party spec sheets list the raw 192 GB instead \
+             (see https://github.com/huggingface/huggingface.js/pull/1539)",
+        reported_bytes: Some(183_359 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 183359MiB (MiB-rounded), driver 580.95.05, seen in \
+             https://github.com/NVIDIA/TensorRT-LLM/issues/10278",
+        ),
+    },
+    GpuCard {
+        id: "h200-141gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA H200 141GB",
+        label: "141 GB HBM3e",
+        label_bytes: 141 * GIB,
+        label_source: "NVIDIA H200 Tensor Core GPU datasheet / product page (GPU memory 141GB)",
+        reported_bytes: Some(143_771 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 143771MiB (MiB-rounded) for \"NVIDIA H200\", listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity (table of NVML/nvidia-smi \
+             totals); the same figure appears in many public nvidia-smi captures",
+        ),
+    },
+    GpuCard {
+        id: "h100-sxm-80gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA H100 SXM 80GB",
+        label: "80 GB HBM3",
+        label_bytes: 80 * GIB,
+        label_source: "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: GPU memory 80GB)",
+        reported_bytes: Some(81_559 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 81559MiB (MiB-rounded) for \"NVIDIA H100 80GB HBM3\", seen in \
+             https://github.com/NVIDIA/nccl/issues/1264 and \
+             https://github.com/wilicc/gpu-burn/issues/114; also in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
+        ),
+    },
+    GpuCard {
+        id: "h100-pcie-80gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA H100 PCIe 80GB",
+        label: "80 GB HBM2e",
+        label_bytes: 80 * GIB,
+        label_source: "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe: GPU memory 80GB)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "h100-nvl-94gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA H100 NVL 94GB",
+        label: "94 GB HBM3",
+        label_bytes: 94 * GIB,
+        label_source: "NVIDIA H100 Tensor Core GPU datasheet (H100 NVL: GPU memory 94GB)",
+        reported_bytes: Some(95_830 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 95830MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 95830 MiB, \
+             ECC enabled, driver 550.54.14) for \"NVIDIA H100 NVL\", captured in \
+             https://github.com/thamada/nvidia-smi/blob/198aebb60732de6969556867659756f4685637c2/nvsim/H100NVLx2_smi.py",
+        ),
+    },
+    GpuCard {
+        id: "a100-80gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA A100 80GB",
+        label: "80 GB HBM2e",
+        label_bytes: 80 * GIB,
+        label_source: "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB: 80GB HBM2e)",
+        reported_bytes: Some(81_920 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 81920MiB (MiB-rounded) for A100 80GB, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+    },
+    GpuCard {
+        id: "a100-40gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA A100 40GB",
+        label: "40 GB HBM2",
+        label_bytes: 40 * GIB,
+        label_source: "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB: 40GB HBM2)",
+        reported_bytes: Some(40_960 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 40960MiB (MiB-rounded) for A100 40GB, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797; older drivers printed less \
+             (40536MiB on driver 470.82.01 in https://github.com/nanopool/phoenix-miner/issues/17)",
+        ),
+    },
+    GpuCard {
+        id: "l40s-48gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA L40S",
+        label: "48 GB GDDR6",
+        label_bytes: 48 * GIB,
+        label_source: "NVIDIA L40S GPU datasheet (GPU memory 48GB GDDR6 with ECC)",
+        reported_bytes: Some(46_068 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 46068MiB (MiB-rounded) for L40S, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+    },
+    GpuCard {
+        id: "l4-24gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA L4",
+        label: "24 GB GDDR6",
+        label_bytes: 24 * GIB,
+        label_source: "NVIDIA L4 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
+        reported_bytes: Some(23_034 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 23034MiB (MiB-rounded) for L4, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+    },
+    GpuCard {
+        id: "a10-24gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA A10",
+        label: "24 GB GDDR6",
+        label_bytes: 24 * GIB,
+        label_source: "NVIDIA A10 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
+        reported_bytes: Some(24_146_608_128),
+        reported_source: Some(
+            "NVML memoryInfo Total 24146608128 bytes (exact, = 23028 MiB) for \"NVIDIA A10\", \
+             driver 535.129.03, seen in https://github.com/mayooot/detect-gpu/issues/3; \
+             nvidia-smi 23028MiB listed in https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
+        ),
+    },
+    GpuCard {
+        id: "a10g-24gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA A10G",
+        label: "24 GB GDDR6",
+        label_bytes: 24 * GIB,
+        label_source: "AWS Amazon EC2 G5 instance page (NVIDIA A10G Tensor Core GPU, 24 GB memory \
+             per GPU); the A10G is an AWS-specific A10 variant",
+        reported_bytes: Some(23_028 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 23028MiB (MiB-rounded) for \"NVIDIA A10G\", driver 535.247.01, \
+             seen in https://github.com/NVIDIA/DCGM/issues/232",
+        ),
+    },
+    GpuCard {
+        id: "t4-16gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA T4",
+        label: "16 GB GDDR6",
+        label_bytes: 16 * GIB,
+        label_source: "NVIDIA T4 Tensor Core GPU datasheet (GPU memory 16 GB GDDR6)",
+        reported_bytes: Some(15_360 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 15360MiB (MiB-rounded) for T4, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+    },
+    GpuCard {
+        id: "v100-32gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA Tesla V100 32GB",
+        label: "32 GB HBM2",
+        label_bytes: 32 * GIB,
+        label_source: "NVIDIA Tesla V100 GPU datasheet (V100 32GB: 32 GB HBM2)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "v100-16gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::DataCentre,
+        name: "NVIDIA Tesla V100 16GB",
+        label: "16 GB HBM2",
+        label_bytes: 16 * GIB,
+        label_source: "NVIDIA Tesla V100 GPU datasheet (V100 16GB: 16 GB HBM2)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    // ------------------------------------------------------------------- AMD data centre
+    GpuCard {
+        id: "mi325x",
+        vendor: Vendor::Amd,
+        segment: Segment::DataCentre,
+        name: "AMD Instinct MI325X",
+        label: "256 GB HBM3E",
+        label_bytes: 256 * GIB,
+        label_source: "AMD Instinct MI325X accelerator product page / data sheet \
+             (256 GB HBM3E)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "mi300x",
+        vendor: Vendor::Amd,
+        segment: Segment::DataCentre,
+        name: "AMD Instinct MI300X",
+        label: "192 GB HBM3",
+        label_bytes: 192 * GIB,
+        label_source: "AMD Instinct MI300X accelerator product page / data sheet (192 GB HBM3)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "mi250x",
+        vendor: Vendor::Amd,
+        segment: Segment::DataCentre,
+        name: "AMD Instinct MI250X",
+        label: "128 GB HBM2e",
+        label_bytes: 128 * GIB,
+        label_source: "AMD Instinct MI250X accelerator product page / data sheet (128 GB HBM2e). \
+             The card has two GCDs that software sees as two devices of 64 GB each, so \
+             a single framework device holds at most half the label",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "mi210",
+        vendor: Vendor::Amd,
+        segment: Segment::DataCentre,
+        name: "AMD Instinct MI210",
+        label: "64 GB HBM2e",
+        label_bytes: 64 * GIB,
+        label_source: "AMD Instinct MI210 accelerator product page / data sheet (64 GB HBM2e)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    // ----------------------------------------------------------------------- workstation
+    GpuCard {
+        id: "rtx-6000-ada",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Workstation,
+        name: "NVIDIA RTX 6000 Ada Generation",
+        label: "48 GB GDDR6",
+        label_bytes: 48 * GIB,
+        label_source: "NVIDIA RTX 6000 Ada Generation datasheet (GPU memory 48 GB GDDR6 with ECC)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "rtx-a6000",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Workstation,
+        name: "NVIDIA RTX A6000",
+        label: "48 GB GDDR6",
+        label_bytes: 48 * GIB,
+        label_source: "NVIDIA RTX A6000 datasheet (GPU memory 48 GB GDDR6 with ECC)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "radeon-pro-w7900",
+        vendor: Vendor::Amd,
+        segment: Segment::Workstation,
+        name: "AMD Radeon PRO W7900",
+        label: "48 GB GDDR6",
+        label_bytes: 48 * GIB,
+        label_source: "AMD Radeon PRO W7900 product page (48 GB GDDR6 with ECC)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    // -------------------------------------------------------------------------- consumer
+    GpuCard {
+        id: "rtx-5090",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        name: "NVIDIA GeForce RTX 5090",
+        label: "32 GB GDDR7",
+        label_bytes: 32 * GIB,
+        label_source: "NVIDIA GeForce RTX 5090 product page / specifications (32 GB GDDR7)",
+        reported_bytes: Some(32_607 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 32607MiB (MiB-rounded) for \"NVIDIA GeForce RTX 5090\", seen in \
+             https://github.com/noonghunna/club-3090/issues/1261",
+        ),
+    },
+    GpuCard {
+        id: "rtx-4090",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        name: "NVIDIA GeForce RTX 4090",
+        label: "24 GB GDDR6X",
+        label_bytes: 24 * GIB,
+        label_source: "NVIDIA GeForce RTX 4090 product page / specifications (24 GB GDDR6X)",
+        reported_bytes: Some(24_564 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 24564MiB (MiB-rounded) for \"NVIDIA GeForce RTX 4090\", seen in \
+             https://github.com/RLinf/RLinf/issues/255 (driver 550.163.01) and \
+             https://github.com/vllm-project/vllm/issues/7553 (driver 535.54.03)",
+        ),
+    },
+    GpuCard {
+        id: "rtx-3090",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        name: "NVIDIA GeForce RTX 3090",
+        label: "24 GB GDDR6X",
+        label_bytes: 24 * GIB,
+        label_source: "NVIDIA GeForce RTX 3090 product page / specifications (24 GB GDDR6X)",
+        reported_bytes: Some(24_576 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 24576MiB (MiB-rounded) for \"NVIDIA GeForce RTX 3090\", seen in \
+             https://github.com/noonghunna/club-3090/issues/1128 and \
+             https://github.com/noonghunna/club-3090/issues/32",
+        ),
+    },
+    GpuCard {
+        id: "rtx-4080",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        name: "NVIDIA GeForce RTX 4080",
+        label: "16 GB GDDR6X",
+        label_bytes: 16 * GIB,
+        label_source: "NVIDIA GeForce RTX 4080 product page / specifications (16 GB GDDR6X)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "rtx-4060-ti-16gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        name: "NVIDIA GeForce RTX 4060 Ti 16GB",
+        label: "16 GB GDDR6",
+        label_bytes: 16 * GIB,
+        label_source: "NVIDIA GeForce RTX 4060 Ti product page / specifications (16 GB or 8 GB \
+             GDDR6; this entry is the 16 GB model)",
+        reported_bytes: Some(16_380 * MIB),
+        reported_source: Some(
+            "nvidia-smi total 16380MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 16380 MiB, \
+             BAR1 16384 MiB, driver 550.54.14) for \"NVIDIA GeForce RTX 4060 Ti\", captured in \
+             https://github.com/thamada/nvidia-smi/blob/03fbe6e68c0bb4c28b72d5da786a9712a33cf408/nvsim/RTX4060Ti_smi.py",
+        ),
+    },
+    GpuCard {
+        id: "rtx-5070",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        name: "NVIDIA GeForce RTX 5070",
+        label: "12 GB GDDR7",
+        label_bytes: 12 * GIB,
+        label_source: "NVIDIA GeForce RTX 5070 product page / specifications (12 GB GDDR7)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "radeon-rx-7900-xtx",
+        vendor: Vendor::Amd,
+        segment: Segment::Consumer,
+        name: "AMD Radeon RX 7900 XTX",
+        label: "24 GB GDDR6",
+        label_bytes: 24 * GIB,
+        label_source: "AMD Radeon RX 7900 XTX product page / specifications (24 GB GDDR6)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+];
+
+/// Looks a card up by id (exact, case-insensitive ASCII).
+pub fn find(id: &str) -> Option<&'static GpuCard> {
+    CATALOGUE
+        .iter()
+        .find(|card| card.id.eq_ignore_ascii_case(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_kebab_case(id: &str) -> bool {
+        !id.is_empty()
+            && !id.starts_with('-')
+            && !id.ends_with('-')
+            && !id.contains("--")
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    }
+
+    fn leading_integer(label: &str) -> Option<u64> {
+        let digits: String = label.chars().take_while(|c| c.is_ascii_digit()).collect();
+        digits.parse().ok()
+    }
+
+    fn segment_rank(segment: Segment) -> u8 {
+        match segment {
+            Segment::DataCentre => 0,
+            Segment::Workstation => 1,
+            Segment::Consumer => 2,
+        }
+    }
+
+    #[test]
+    fn catalogue_is_not_empty() {
+        assert!(CATALOGUE.len() >= 25, "only {} cards", CATALOGUE.len());
+    }
+
+    #[test]
+    fn ids_are_unique_and_kebab_case() {
+        for (i, card) in CATALOGUE.iter().enumerate() {
+            assert!(is_kebab_case(card.id), "id not kebab-case: {:?}", card.id);
+            for other in &CATALOGUE[i + 1..] {
+                assert!(
+                    !card.id.eq_ignore_ascii_case(other.id),
+                    "duplicate id {:?}",
+                    card.id
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_unique() {
+        for (i, card) in CATALOGUE.iter().enumerate() {
+            for other in &CATALOGUE[i + 1..] {
+                assert_ne!(card.name, other.name);
+            }
+        }
+    }
+
+    #[test]
+    fn label_bytes_match_label_number_in_gib() {
+        for card in CATALOGUE {
+            let n = leading_integer(card.label)
+                .unwrap_or_else(|| panic!("{}: label has no leading number", card.id));
+            assert!(n > 0, "{}: zero label", card.id);
+            assert_eq!(card.label_bytes, n * (1u64 << 30), "{}", card.id);
+            assert!(
+                card.label[n.to_string().len()..].starts_with(" GB "),
+                "{}: label {:?} is not of the form \"N GB TYPE\"",
+                card.id,
+                card.label
+            );
+        }
+    }
+
+    #[test]
+    fn reported_figures_have_sources_and_do_not_exceed_label() {
+        for card in CATALOGUE {
+            assert_eq!(
+                card.reported_bytes.is_some(),
+                card.reported_source.is_some(),
+                "{}: reported_bytes and reported_source must come together",
+                card.id
+            );
+            if let Some(reported) = card.reported_bytes {
+                assert!(reported > 0, "{}", card.id);
+                assert!(
+                    reported <= card.label_bytes,
+                    "{}: reported {} > label {}",
+                    card.id,
+                    reported,
+                    card.label_bytes
+                );
+                // Devices do not lose more than a tenth of the label to reservations.
+                assert!(reported >= card.label_bytes / 10 * 9, "{}", card.id);
+            }
+        }
+    }
+
+    #[test]
+    fn sources_are_non_empty() {
+        for card in CATALOGUE {
+            assert!(!card.label_source.trim().is_empty(), "{}", card.id);
+            assert!(!card.name.trim().is_empty(), "{}", card.id);
+            if let Some(source) = card.reported_source {
+                assert!(!source.trim().is_empty(), "{}", card.id);
+                assert!(
+                    source.contains("https://"),
+                    "{}: reported source must cite an address",
+                    card.id
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn data_centre_first() {
+        for pair in CATALOGUE.windows(2) {
+            assert!(
+                segment_rank(pair[0].segment) <= segment_rank(pair[1].segment),
+                "{} ({:?}) listed before {} ({:?})",
+                pair[0].id,
+                pair[0].segment,
+                pair[1].id,
+                pair[1].segment
+            );
+        }
+    }
+
+    #[test]
+    fn capacity_prefers_reported() {
+        for card in CATALOGUE {
+            let (bytes, kind) = card.capacity();
+            match card.reported_bytes {
+                Some(r) => {
+                    assert_eq!(bytes, r);
+                    assert_eq!(kind, CapacityKind::Reported);
+                }
+                None => {
+                    assert_eq!(bytes, card.label_bytes);
+                    assert_eq!(kind, CapacityKind::Label);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn find_is_case_insensitive() {
+        let card = find("H100-SXM-80GB").expect("h100 present");
+        assert_eq!(card.id, "h100-sxm-80gb");
+        assert_eq!(find("rtx-4090").map(|c| c.id), Some("rtx-4090"));
+        assert_eq!(find("RTX-4090").map(|c| c.id), Some("rtx-4090"));
+        assert!(find("rtx-9999").is_none());
+        assert!(find("").is_none());
+        assert!(find("h100").is_none(), "lookup is exact, not prefix");
+    }
+
+    #[test]
+    fn known_figures() {
+        let h100 = find("h100-sxm-80gb").expect("present");
+        assert_eq!(h100.label_bytes, 85_899_345_920);
+        assert_eq!(h100.reported_bytes, Some(85_520_809_984));
+        let h200 = find("h200-141gb").expect("present");
+        assert_eq!(h200.capacity(), (143_771 << 20, CapacityKind::Reported));
+        let a10 = find("a10-24gb").expect("present");
+        assert_eq!(a10.reported_bytes, Some(23_028 << 20));
+        let mi300x = find("mi300x").expect("present");
+        assert_eq!(mi300x.capacity(), (192 << 30, CapacityKind::Label));
+    }
+
+    #[test]
+    fn required_cards_present() {
+        for id in [
+            "h200-141gb",
+            "h100-sxm-80gb",
+            "h100-pcie-80gb",
+            "h100-nvl-94gb",
+            "a100-80gb",
+            "a100-40gb",
+            "l40s-48gb",
+            "l4-24gb",
+            "a10-24gb",
+            "a10g-24gb",
+            "t4-16gb",
+            "v100-16gb",
+            "v100-32gb",
+            "b200",
+            "rtx-5090",
+            "rtx-4090",
+            "rtx-3090",
+            "rtx-4080",
+            "rtx-5070",
+            "rtx-4060-ti-16gb",
+            "rtx-a6000",
+            "rtx-6000-ada",
+            "mi300x",
+            "mi325x",
+            "mi250x",
+            "mi210",
+            "radeon-rx-7900-xtx",
+            "radeon-pro-w7900",
+        ] {
+            assert!(find(id).is_some(), "missing {id}");
+        }
+    }
+
+    #[test]
+    fn vendors_match_names() {
+        for card in CATALOGUE {
+            match card.vendor {
+                Vendor::Nvidia => assert!(card.name.starts_with("NVIDIA "), "{}", card.id),
+                Vendor::Amd => assert!(card.name.starts_with("AMD "), "{}", card.id),
+            }
+        }
+    }
+}

@@ -32,7 +32,9 @@ pub enum EstimateError {
         reason: String,
     },
     /// The bytes end before the header does; `needed` is a lower bound of the bytes required.
-    #[error("{format}: the file ends inside its header ({have} bytes read, at least {needed} needed)")]
+    #[error(
+        "{format}: the file ends inside its header ({have} bytes read, at least {needed} needed)"
+    )]
     Truncated {
         /// "safetensors" or "gguf".
         format: &'static str,

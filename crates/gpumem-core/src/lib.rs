@@ -4,10 +4,23 @@
 //! sockets or a GPU (enforced by `clippy.toml` and by building for `wasm32`). The same
 //! code runs natively in `gpumem-agent` and as WebAssembly in the page, so both print
 //! identical numbers for the same input.
+//!
+//! Front door: [`estimate::estimate`] turns an [`estimate::EstimateInput`] — usually
+//! built from `key=value` pairs by [`params::from_pairs`], the vocabulary the CLI
+//! flags and the page's URL share — into an [`estimate::Estimate`]: headline bytes
+//! and [`estimate::Line`]s, each computed or assumed, with its formula's inputs.
 
+pub mod arch;
 pub mod catalogue;
 pub mod error;
+pub mod estimate;
+pub mod fit;
+pub mod format;
+pub mod import;
+pub mod kv;
 pub mod network;
+pub mod params;
+pub mod training;
 pub mod units;
 
 pub use error::EstimateError;

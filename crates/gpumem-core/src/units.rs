@@ -17,7 +17,9 @@ pub const GIB: u64 = 1 << 30;
 pub const MIB: u64 = 1 << 20;
 
 /// An exact count of bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Bytes(pub u64);
 
@@ -39,7 +41,10 @@ impl Bytes {
     }
 
     /// Sum of many byte counts, checked.
-    pub fn sum<I: IntoIterator<Item = Bytes>>(items: I, what: &'static str) -> Result<Bytes, EstimateError> {
+    pub fn sum<I: IntoIterator<Item = Bytes>>(
+        items: I,
+        what: &'static str,
+    ) -> Result<Bytes, EstimateError> {
         items
             .into_iter()
             .try_fold(Bytes::ZERO, |acc, b| acc.checked_add(b, what))
@@ -49,7 +54,9 @@ impl Bytes {
     pub fn from_gib(gib: u64) -> Result<Bytes, EstimateError> {
         gib.checked_mul(GIB)
             .map(Bytes)
-            .ok_or(EstimateError::Overflow { what: "GiB to bytes" })
+            .ok_or(EstimateError::Overflow {
+                what: "GiB to bytes",
+            })
     }
 
     /// The value in GB rounded half-up to `decimals` places, as a decimal string.
@@ -97,7 +104,7 @@ pub fn group_digits(value: u64) -> String {
     let digits = value.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(' ');
         }
         out.push(ch);
@@ -138,7 +145,8 @@ mod tests {
     #[test]
     fn rounding_is_half_up_and_exact_at_boundaries() {
         assert_eq!(Bytes(GIB).gib_string(2), "1.00");
-        assert_eq!(Bytes(GIB / 200).gib_string(2), "0.01"); // 0.005 rounds up
+        assert_eq!(Bytes(GIB / 200 + 1).gib_string(2), "0.01"); // just past 0.005 rounds up
+        assert_eq!(Bytes(GIB / 200).gib_string(2), "0.00"); // just below stays down
         assert_eq!(Bytes(u64::MAX).gb_string(3), "18446744073.710");
         assert_eq!(Bytes(0).gib_string(0), "0");
     }

@@ -1,0 +1,1115 @@
+//! The front door: [`EstimateInput`] in, [`Estimate`] out.
+//!
+//! The input is flat and named exactly like the CLI flags and the page's URL keys
+//! (`parameters`, `bits`, `reserve-gib`, `kv-heads`, …: the flag without its
+//! dashes), so one vocabulary serves the agent, the page and shared links. Each
+//! output [`Line`] is tagged *computed* (follows from the inputs and a format's
+//! layout) or *assumed* (a hypothesis only a measurement settles), and carries its
+//! formula and inputs so the page can show them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::arch::{Architecture, MAX_DIM, ModuleFormats, Moe, ParamClass};
+use crate::error::EstimateError;
+use crate::format::{Dtype, StorageFormat};
+use crate::import::TensorSummary;
+use crate::kv::{KvDtype, KvShape};
+use crate::training::{AttentionImpl, Optimizer, activation_bytes};
+use crate::units::{Bytes, GIB, MIB, checked_product};
+
+/// Side of the square matrices assumed in parameter-count mode to count a
+/// quantised format's per-group and per-channel overhead.
+pub const ASSUMED_MATRIX_DIM: u64 = 4096;
+
+/// What is trained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrainMode {
+    /// Inference only.
+    #[default]
+    None,
+    /// Every parameter is trainable.
+    Full,
+    /// LoRA adapters on a frozen base.
+    Lora,
+}
+
+/// Which positions' logits the framework keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Logits {
+    /// Only the last position (Hugging Face `generate` with `logits_to_keep=1`).
+    #[default]
+    Last,
+    /// Every position of the prompt.
+    All,
+}
+
+/// Every input of an estimate, named like the CLI flags (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct EstimateInput {
+    /// Parameter-count mode: total parameters.
+    pub parameters: Option<u64>,
+    /// Parameter-count mode: bits per parameter (32, 16, 8, 4, 3, 2), mapped to a format.
+    pub bits: Option<u32>,
+    /// Storage format of the linear layers (or of everything in parameter-count mode).
+    pub format: Option<StorageFormat>,
+    /// Format of embeddings, lm_head, norms and biases (default bf16).
+    pub keep_format: StorageFormat,
+    /// Compute / activation dtype (default bf16).
+    pub compute_dtype: Dtype,
+    /// Architecture mode.
+    pub arch: Option<Architecture>,
+    /// Exact tensors read from file headers.
+    pub tensors: Option<TensorSummary>,
+    /// Sequences processed together (the batch; also the training micro-batch).
+    pub sequences: u64,
+    /// Prompt (prefill) tokens per sequence; for training, the sequence length.
+    pub context: Option<u64>,
+    /// Tokens generated per sequence after the prompt.
+    pub generate: u64,
+    /// KV-cache value type (default: the compute dtype).
+    pub kv_dtype: Option<KvDtype>,
+    /// Sliding-window size.
+    pub sliding_window: Option<u64>,
+    /// Layers that use the sliding window (default all, when a window is set).
+    pub sliding_layers: Option<u64>,
+    /// Static cache length (pre-allocated per sequence).
+    pub static_cache: Option<u64>,
+    /// Attention implementation (decides whether a tokens² score matrix exists).
+    pub attention: AttentionImpl,
+    /// Logits kept in prefill.
+    pub logits: Logits,
+    /// CUDA context + library workspaces per device, in MiB (assumed; `None` = inside the reserve).
+    pub cuda_context_mib: Option<u64>,
+    /// Training mode.
+    pub train: TrainMode,
+    /// Optimizer (training).
+    pub optimizer: Optimizer,
+    /// Gradient dtype (training; default: the compute dtype).
+    pub grad_dtype: Option<Dtype>,
+    /// Keep fp32 master weights (mixed precision).
+    pub master_weights: bool,
+    /// LoRA rank.
+    pub lora_rank: u64,
+    /// LoRA target projections, e.g. "q,k,v,o" or "all".
+    pub lora_targets: String,
+    /// Full activation checkpointing.
+    pub checkpointing: bool,
+    /// Reserve per device in whole GiB (seed §2: a preparation hypothesis).
+    pub reserve_gib: u64,
+    /// Reserve per device in bytes (overrides `reserve-gib`, e.g. an observed overhead).
+    pub reserve_bytes: Option<u64>,
+    /// GPUs in total.
+    pub gpus: u64,
+    /// Tensor-parallel degree.
+    pub tp: u64,
+    /// Pipeline stages.
+    pub pp: u64,
+}
+
+impl Default for EstimateInput {
+    fn default() -> Self {
+        EstimateInput {
+            parameters: None,
+            bits: None,
+            format: None,
+            keep_format: StorageFormat::BF16,
+            compute_dtype: Dtype::Bf16,
+            arch: None,
+            tensors: None,
+            sequences: 1,
+            context: None,
+            generate: 0,
+            kv_dtype: None,
+            sliding_window: None,
+            sliding_layers: None,
+            static_cache: None,
+            attention: AttentionImpl::Sdpa,
+            logits: Logits::Last,
+            cuda_context_mib: None,
+            train: TrainMode::None,
+            optimizer: Optimizer::Adamw,
+            grad_dtype: None,
+            master_weights: true,
+            lora_rank: 16,
+            lora_targets: "q,k,v,o".into(),
+            checkpointing: false,
+            reserve_gib: 4,
+            reserve_bytes: None,
+            gpus: 1,
+            tp: 1,
+            pp: 1,
+        }
+    }
+}
+
+/// Whether a line follows from the inputs or is a hypothesis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Follows from the inputs and the formats' layouts.
+    Computed,
+    /// A hypothesis: only a measurement settles it.
+    Assumed,
+}
+
+/// One line of the breakdown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Line {
+    /// Stable key ("weights.mlp", "kv_cache", "reserve", …).
+    pub key: String,
+    /// Human label.
+    pub label: String,
+    /// Bytes for the whole workload.
+    pub bytes: u64,
+    /// Bytes on the most loaded device under the chosen split.
+    pub device_bytes: u64,
+    /// Computed or assumed.
+    pub kind: Kind,
+    /// Whether the line is part of the total (informational lines are not).
+    pub in_total: bool,
+    /// The formula, in words.
+    pub formula: String,
+    /// The formula's inputs, name → value.
+    pub inputs: BTreeMap<String, String>,
+}
+
+/// The result: headline figures (a public contract, also in `--json`) and lines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// All weights, stored bytes.
+    pub weights_bytes: u64,
+    /// KV cache at its largest (end of generation, or the static length).
+    pub kv_cache_bytes: u64,
+    /// Gradients + optimizer states + master weights + adapters (0 for inference).
+    pub training_bytes: u64,
+    /// Assumed activations and transients (training activations, prefill
+    /// intermediates, logits, CUDA context).
+    pub transient_bytes: u64,
+    /// The reserve, per device.
+    pub reserve_bytes: u64,
+    /// Sum of the lines in the total (reserve counted once).
+    pub total_bytes: u64,
+    /// What the most loaded device must hold (reserve included).
+    pub per_device_bytes: u64,
+    /// Parameters (logical, unquantised elements).
+    pub parameters: u64,
+    /// Parameters used per token (MoE: active experts only).
+    pub active_parameters: u64,
+    /// Every line.
+    pub lines: Vec<Line>,
+    /// Hypotheses the figures rest on, in words.
+    pub assumptions: Vec<String>,
+    /// Soft problems with the input.
+    pub warnings: Vec<String>,
+}
+
+struct Builder {
+    lines: Vec<Line>,
+    assumptions: Vec<String>,
+    warnings: Vec<String>,
+}
+
+impl Builder {
+    #[allow(clippy::too_many_arguments)]
+    fn line(
+        &mut self,
+        key: &str,
+        label: &str,
+        bytes: u64,
+        device_bytes: u64,
+        kind: Kind,
+        in_total: bool,
+        formula: String,
+        inputs: &[(&str, String)],
+    ) {
+        self.lines.push(Line {
+            key: key.into(),
+            label: label.into(),
+            bytes,
+            device_bytes,
+            kind,
+            in_total,
+            formula,
+            inputs: inputs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), v.clone()))
+                .collect(),
+        });
+    }
+}
+
+/// The most loaded device's share under tensor/pipeline parallelism.
+struct Split {
+    tp: u64,
+    pp: u64,
+    layers: Option<u64>,
+}
+
+impl Split {
+    /// `bytes × num / den`, rounded up, in u128.
+    fn part(bytes: u64, num: u64, den: u64) -> u64 {
+        if den == 0 {
+            return bytes;
+        }
+        let v = (u128::from(bytes) * u128::from(num)).div_ceil(u128::from(den));
+        u64::try_from(v).unwrap_or(u64::MAX)
+    }
+    /// Per-layer weights (attention, MLP, norms, KV, activations): the heaviest
+    /// stage holds ceil(layers / pp) layers; tensor parallelism divides by tp.
+    fn layered(&self, bytes: u64, tp_splits: bool) -> u64 {
+        let tp = if tp_splits { self.tp } else { 1 };
+        match self.layers {
+            Some(l) => Self::part(bytes, l.div_ceil(self.pp), l * tp),
+            None => Self::part(bytes, 1, self.pp * tp),
+        }
+    }
+}
+
+/// Computes an estimate.
+pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
+    validate(input)?;
+    let mut b = Builder {
+        lines: Vec::new(),
+        assumptions: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let arch = input.arch;
+    if let Some(a) = arch {
+        a.validate()?;
+    }
+    let split = Split {
+        tp: input.tp,
+        pp: input.pp,
+        layers: arch.map(|a| a.layers),
+    };
+    if input.tp > 1 || input.pp > 1 {
+        if let Some(a) = arch {
+            if a.kv_heads % input.tp != 0 && !input.tp.is_multiple_of(a.kv_heads) {
+                b.warnings.push(format!(
+                    "tp = {} does not divide {} KV heads evenly",
+                    input.tp, a.kv_heads
+                ));
+            }
+            if a.layers % input.pp != 0 {
+                b.warnings.push(format!(
+                    "{} layers do not split evenly into {} stages: the heaviest stage is counted",
+                    a.layers, input.pp
+                ));
+            }
+        } else {
+            b.assumptions.push("no architecture given: weights and states are assumed to split evenly across tp × pp devices".into());
+        }
+    }
+    if input.gpus > input.tp * input.pp {
+        b.assumptions.push(format!(
+            "{} GPUs with tp × pp = {}: {} data-parallel replicas, each device holding its own copy (memory is never pooled across GPUs, seed §12)",
+            input.gpus,
+            input.tp * input.pp,
+            input.gpus / (input.tp * input.pp)
+        ));
+    }
+
+    // Weights.
+    let (params, active_params) = weights(input, &split, &mut b)?;
+    let weights_bytes = sum_lines(&b.lines, "weights")?;
+
+    // KV cache.
+    let kv_cache_bytes = kv_cache(input, &split, &mut b)?;
+
+    // Training state.
+    let training_bytes = training(input, params, weights_bytes, &split, &mut b)?;
+
+    // Activations and transients.
+    transients(input, &split, &mut b)?;
+
+    // Reserve.
+    let reserve = match input.reserve_bytes {
+        Some(r) => r,
+        None => Bytes::from_gib(input.reserve_gib)?.get(),
+    };
+    let reserve_formula = match input.reserve_bytes {
+        Some(_) => "a reserve given in bytes (e.g. the agent's observed context/non-pool overhead)"
+            .to_string(),
+        None => format!("{} GiB × 2^30", input.reserve_gib),
+    };
+    b.line(
+        "reserve",
+        "Reserve (preparation hypothesis, not proof — seed §2)",
+        reserve,
+        reserve,
+        Kind::Assumed,
+        true,
+        reserve_formula,
+        &[("reserve-gib", input.reserve_gib.to_string())],
+    );
+    if input.cuda_context_mib.is_none() {
+        b.assumptions.push("the CUDA context and library workspaces are assumed to fit inside the reserve (set cuda-context-mib, or use the agent's observed value)".into());
+    }
+
+    let transient_bytes = b
+        .lines
+        .iter()
+        .filter(|l| l.in_total && l.kind == Kind::Assumed && l.key != "reserve")
+        .try_fold(0u64, |a, l| a.checked_add(l.bytes))
+        .ok_or(EstimateError::Overflow { what: "transients" })?;
+    let total_bytes = b
+        .lines
+        .iter()
+        .filter(|l| l.in_total)
+        .try_fold(0u64, |a, l| a.checked_add(l.bytes))
+        .ok_or(EstimateError::Overflow { what: "total" })?;
+    let per_device_bytes = b
+        .lines
+        .iter()
+        .filter(|l| l.in_total)
+        .try_fold(0u64, |a, l| a.checked_add(l.device_bytes))
+        .ok_or(EstimateError::Overflow {
+            what: "per-device total",
+        })?;
+    Ok(Estimate {
+        weights_bytes,
+        kv_cache_bytes,
+        training_bytes,
+        transient_bytes,
+        reserve_bytes: reserve,
+        total_bytes,
+        per_device_bytes,
+        parameters: params,
+        active_parameters: active_params,
+        lines: b.lines,
+        assumptions: b.assumptions,
+        warnings: b.warnings,
+    })
+}
+
+fn sum_lines(lines: &[Line], prefix: &str) -> Result<u64, EstimateError> {
+    lines
+        .iter()
+        .filter(|l| l.in_total && (l.key == prefix || l.key.starts_with(&format!("{prefix}."))))
+        .try_fold(0u64, |a, l| a.checked_add(l.bytes))
+        .ok_or(EstimateError::Overflow { what: "sum" })
+}
+
+/// Checks ranges that cut across fields.
+fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
+    let positive = [
+        ("sequences", i.sequences),
+        ("gpus", i.gpus),
+        ("tp", i.tp),
+        ("pp", i.pp),
+    ];
+    for (f, v) in positive {
+        if v == 0 {
+            return Err(EstimateError::invalid(f, "must be at least 1"));
+        }
+        if v > MAX_DIM {
+            return Err(EstimateError::invalid(f, "absurdly large"));
+        }
+    }
+    if !i.gpus.is_multiple_of(i.tp * i.pp) {
+        return Err(EstimateError::invalid(
+            "gpus",
+            format!(
+                "{} GPUs cannot be split into tp {} × pp {} groups",
+                i.gpus, i.tp, i.pp
+            ),
+        ));
+    }
+    if let Some(a) = i.arch
+        && i.pp > a.layers
+    {
+        return Err(EstimateError::invalid(
+            "pp",
+            format!("{} stages for {} layers", i.pp, a.layers),
+        ));
+    }
+    for (f, v) in [
+        ("context", i.context.unwrap_or(0)),
+        ("generate", i.generate),
+        ("static-cache", i.static_cache.unwrap_or(0)),
+        ("sliding-window", i.sliding_window.unwrap_or(0)),
+    ] {
+        if v > MAX_DIM {
+            return Err(EstimateError::invalid(f, "absurdly large"));
+        }
+    }
+    if i.sliding_window == Some(0) {
+        return Err(EstimateError::invalid(
+            "sliding-window",
+            "must be at least 1",
+        ));
+    }
+    if let Some(p) = i.parameters
+        && p == 0
+    {
+        return Err(EstimateError::invalid("parameters", "must be at least 1"));
+    }
+    if i.train == TrainMode::Lora && i.lora_rank == 0 {
+        return Err(EstimateError::invalid("lora-rank", "must be at least 1"));
+    }
+    Ok(())
+}
+
+/// Maps the seed script's `--bits` to a storage format.
+pub fn format_for_bits(bits: u32) -> Result<StorageFormat, EstimateError> {
+    let name = match bits {
+        32 => "fp32",
+        16 => "bf16",
+        8 => "int8",
+        4 => "gptq-4-g128",
+        3 => "gptq-3-g128",
+        2 => "gptq-2-g128",
+        _ => {
+            return Err(EstimateError::invalid(
+                "bits",
+                format!(
+                    "{bits} bits is not a storage format; use 32, 16, 8, 4, 3 or 2, or name one with format"
+                ),
+            ));
+        }
+    };
+    StorageFormat::parse("bits", name)
+}
+
+fn weights(
+    input: &EstimateInput,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(u64, u64), EstimateError> {
+    let linear = match (input.format, input.bits) {
+        (Some(f), Some(bits)) => {
+            let implied = format_for_bits(bits).ok();
+            if implied.is_some_and(|i| i != f)
+                && !matches!(f, StorageFormat::Dense { dtype } if u64::from(bits) == dtype.bytes() * 8)
+            {
+                b.warnings.push(format!(
+                    "bits = {bits} ignored: format {} is used",
+                    f.name()
+                ));
+            }
+            f
+        }
+        (Some(f), None) => f,
+        (None, Some(bits)) => format_for_bits(bits)?,
+        (None, None) => StorageFormat::BF16,
+    };
+    if let Some(t) = &input.tensors {
+        return imported_weights(t, input.arch.as_ref(), split, b);
+    }
+    if let Some(a) = input.arch {
+        let formats = ModuleFormats {
+            linear,
+            vocab: input.keep_format,
+            kept: input.keep_format,
+        };
+        let w = a.weights(&formats)?;
+        for c in &w.classes {
+            let device = match c.class {
+                ParamClass::Attention | ParamClass::Mlp => split.layered(c.bytes, true),
+                ParamClass::Norms => split.layered(c.bytes, false),
+                // Vocab-parallel across tp; held by the first (embeddings) or last (lm_head) stage.
+                ParamClass::Embeddings | ParamClass::LmHead => Split::part(c.bytes, 1, split.tp),
+            };
+            let label = match c.class {
+                ParamClass::Embeddings => "Weights: embeddings",
+                ParamClass::Attention => "Weights: attention",
+                ParamClass::Mlp => "Weights: MLP",
+                ParamClass::Norms => "Weights: norms",
+                ParamClass::LmHead => "Weights: lm_head",
+            };
+            b.line(
+                &format!("weights.{}", c.class.key()),
+                label,
+                c.bytes,
+                device,
+                Kind::Computed,
+                true,
+                format!("{} parameters stored as {}", c.params, c.formats),
+                &[
+                    ("parameters", c.params.to_string()),
+                    ("format", c.formats.clone()),
+                ],
+            );
+        }
+        if split.pp > 1 {
+            // Embeddings sit on the first stage, lm_head on the last: only the larger counts per device.
+            let emb = b.lines.iter().position(|l| l.key == "weights.embeddings");
+            let head = b.lines.iter().position(|l| l.key == "weights.lm_head");
+            if let (Some(e), Some(h)) = (emb, head) {
+                let smaller = if b.lines[e].device_bytes <= b.lines[h].device_bytes {
+                    e
+                } else {
+                    h
+                };
+                b.lines[smaller].device_bytes = 0;
+            }
+        }
+        b.warnings.extend(w.notes.iter().cloned());
+        let active = w.classes.iter().map(|c| c.active_params).sum();
+        return Ok((w.params(), active));
+    }
+    let Some(n) = input.parameters else {
+        return Err(EstimateError::invalid(
+            "parameters",
+            "give the parameter count, the architecture (layers, hidden, heads, …) or a model file",
+        ));
+    };
+    let (bytes, kind, formula) = match linear {
+        StorageFormat::Dense { dtype } => (
+            checked_product(&[n, dtype.bytes()], "weights")?,
+            Kind::Computed,
+            format!("parameters × {} B ({})", dtype.bytes(), dtype.name()),
+        ),
+        q => {
+            let d = ASSUMED_MATRIX_DIM;
+            let square = q.matrix_bytes(d, d)?.bytes;
+            let full = n / (d * d);
+            let rest = n % (d * d);
+            let mut bytes = checked_product(&[square, full], "weights")?;
+            if rest > 0 {
+                bytes = bytes
+                    .checked_add(q.matrix_bytes(rest.div_ceil(d), d)?.bytes)
+                    .ok_or(EstimateError::Overflow { what: "weights" })?;
+            }
+            b.assumptions.push(format!(
+                "parameter-count mode with {}: every parameter is assumed quantised, in {d}×{d} linear layers, to count its scales and zero-points; use the architecture mode or a model file for exact bytes",
+                q.name()
+            ));
+            (
+                bytes,
+                Kind::Assumed,
+                format!(
+                    "{} layout over {d}×{d} matrices (scales, zero-points, indices included)",
+                    q.name()
+                ),
+            )
+        }
+    };
+    b.line(
+        "weights",
+        "Weights",
+        bytes,
+        Split::part(bytes, 1, split.tp * split.pp),
+        kind,
+        true,
+        formula,
+        &[("parameters", n.to_string()), ("format", linear.name())],
+    );
+    Ok((n, n))
+}
+
+fn imported_weights(
+    t: &TensorSummary,
+    arch: Option<&Architecture>,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(u64, u64), EstimateError> {
+    for (class, tally) in &t.by_class {
+        let device = match class.as_str() {
+            "attention" | "mlp" => split.layered(tally.bytes, true),
+            "norms" => split.layered(tally.bytes, false),
+            _ => Split::part(tally.bytes, 1, split.tp),
+        };
+        b.line(
+            &format!("weights.{class}"),
+            &format!(
+                "Weights: {class} (from {} header{})",
+                t.source,
+                if t.files > 1 { "s" } else { "" }
+            ),
+            tally.bytes,
+            device,
+            Kind::Computed,
+            true,
+            format!(
+                "{} tensors, dtype × shape from the file header, every scale and index included",
+                tally.tensors
+            ),
+            &[
+                ("tensors", tally.tensors.to_string()),
+                ("files", t.files.to_string()),
+            ],
+        );
+    }
+    if arch.is_none() && (split.tp > 1 || split.pp > 1) {
+        b.assumptions.push(
+            "imported weights without an architecture: layers are assumed to split evenly".into(),
+        );
+    }
+    // A file header gives bytes, not logical parameters.
+    Ok((0, 0))
+}
+
+fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<u64, EstimateError> {
+    let Some(context) = input.context else {
+        if input.generate > 0 || input.static_cache.is_some() {
+            return Err(EstimateError::invalid(
+                "context",
+                "the KV cache needs the prompt length (context)",
+            ));
+        }
+        return Ok(0);
+    };
+    if input.train != TrainMode::None {
+        return Ok(0);
+    }
+    let Some(a) = input.arch else {
+        return Err(EstimateError::invalid(
+            "context",
+            "the KV cache needs the architecture: layers, kv-heads and head-dim (give them, a preset or a config.json)",
+        ));
+    };
+    let shape = KvShape {
+        layers: a.layers,
+        kv_heads: a.kv_heads,
+        head_dim: a.head_dim,
+        dtype: input.kv_dtype.unwrap_or(KvDtype::Dense {
+            dtype: input.compute_dtype,
+        }),
+        sequences: input.sequences,
+        sliding_window: input.sliding_window,
+        sliding_layers: input.sliding_layers,
+        static_tokens: input.static_cache,
+    };
+    if let Some(s) = input.static_cache
+        && context + input.generate > s
+    {
+        b.warnings.push(format!(
+            "prompt + generated tokens ({}) exceed the static cache ({s})",
+            context + input.generate
+        ));
+    }
+    // KV heads are split across tp; when tp exceeds them each device keeps one head's copy.
+    let kv_per_device = |bytes: u64| -> u64 {
+        let heads_here = a.kv_heads.div_ceil(split.tp).max(1);
+        Split::part(split.layered(bytes, false), heads_here, a.kv_heads)
+    };
+    let inputs = [
+        ("layers", a.layers.to_string()),
+        ("kv-heads", a.kv_heads.to_string()),
+        ("head-dim", a.head_dim.to_string()),
+        ("kv-dtype", shape.dtype.name()),
+        ("sequences", input.sequences.to_string()),
+    ];
+    let prefill = shape.bytes(context)?;
+    let end = context
+        .checked_add(input.generate)
+        .ok_or(EstimateError::Overflow { what: "tokens" })?;
+    let generation = shape.bytes(end)?;
+    let mut pre_inputs = inputs.to_vec();
+    pre_inputs.push(("tokens", context.to_string()));
+    b.line(
+        "kv_cache.prefill",
+        "KV cache after prefill (shown, not added)",
+        prefill,
+        kv_per_device(prefill),
+        Kind::Computed,
+        false,
+        shape.formula(),
+        &pre_inputs,
+    );
+    let mut gen_inputs = inputs.to_vec();
+    gen_inputs.push(("tokens", end.to_string()));
+    b.line(
+        "kv_cache",
+        "KV cache at the end of generation",
+        generation,
+        kv_per_device(generation),
+        Kind::Computed,
+        true,
+        shape.formula(),
+        &gen_inputs,
+    );
+    Ok(generation)
+}
+
+/// LoRA-trainable parameters: r × (in + out) per targeted projection per layer.
+fn lora_params(a: &Architecture, rank: u64, targets: &str) -> Result<u64, EstimateError> {
+    let q = a.heads * a.head_dim;
+    let kv = a.kv_heads * a.head_dim;
+    let h = a.hidden;
+    let (inter, mlp_count) = match a.moe {
+        Some(Moe {
+            experts,
+            expert_intermediate,
+            dense_layers,
+            ..
+        }) => (
+            expert_intermediate,
+            experts * (a.layers - dense_layers) + dense_layers,
+        ),
+        None => (a.intermediate, a.layers),
+    };
+    let all = targets.trim() == "all";
+    let mut per_layer_attn = 0u64;
+    let mut mlp = 0u64;
+    for t in ["q", "k", "v", "o", "gate", "up", "down"] {
+        let on = all
+            || targets
+                .split(',')
+                .any(|x| x.trim().trim_end_matches("_proj") == t);
+        if !on {
+            continue;
+        }
+        match t {
+            "q" => per_layer_attn += h + q,
+            "k" | "v" => per_layer_attn += h + kv,
+            "o" => per_layer_attn += q + h,
+            "gate" | "up" if a.gated_mlp || t == "up" => mlp += h + inter,
+            "down" => mlp += inter + h,
+            _ => {}
+        }
+    }
+    for t in targets
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && !all)
+    {
+        if !["q", "k", "v", "o", "gate", "up", "down"].contains(&t.trim_end_matches("_proj")) {
+            return Err(EstimateError::invalid(
+                "lora-targets",
+                format!("unknown projection {t:?}; use q,k,v,o,gate,up,down or all"),
+            ));
+        }
+    }
+    let attn = checked_product(&[rank, per_layer_attn, a.layers], "LoRA parameters")?;
+    let mlp = checked_product(&[rank, mlp, mlp_count], "LoRA parameters")?;
+    attn.checked_add(mlp).ok_or(EstimateError::Overflow {
+        what: "LoRA parameters",
+    })
+}
+
+fn training(
+    input: &EstimateInput,
+    params: u64,
+    weights_bytes: u64,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<u64, EstimateError> {
+    if input.train == TrainMode::None {
+        return Ok(0);
+    }
+    let grad = input.grad_dtype.unwrap_or(input.compute_dtype);
+    let (trainable, state_dtype, master) = match input.train {
+        TrainMode::Full => {
+            if params == 0 {
+                return Err(EstimateError::invalid(
+                    "train",
+                    "full training needs the parameter count or the architecture",
+                ));
+            }
+            let master = input.master_weights && input.compute_dtype != Dtype::F32;
+            (
+                params,
+                if master {
+                    Dtype::F32
+                } else {
+                    input.compute_dtype
+                },
+                master,
+            )
+        }
+        TrainMode::Lora => {
+            let Some(a) = input.arch else {
+                return Err(EstimateError::invalid(
+                    "train",
+                    "LoRA needs the architecture to size its adapters",
+                ));
+            };
+            // PEFT keeps adapter weights in fp32 (autocast_adapter_dtype) on a frozen base.
+            (
+                lora_params(&a, input.lora_rank, &input.lora_targets)?,
+                Dtype::F32,
+                false,
+            )
+        }
+        TrainMode::None => return Ok(0),
+    };
+    // Device share of trainable state follows the weights' split.
+    let device_share = |bytes: u64| split.layered(bytes, true);
+    let mut total = 0u64;
+    let mut add = |b: &mut Builder,
+                   key: &str,
+                   label: &str,
+                   bytes: u64,
+                   formula: String,
+                   inputs: &[(&str, String)]| {
+        total = total.saturating_add(bytes);
+        b.line(
+            key,
+            label,
+            bytes,
+            device_share(bytes),
+            Kind::Computed,
+            true,
+            formula,
+            inputs,
+        );
+    };
+    let tr = ("trainable parameters", trainable.to_string());
+    if input.train == TrainMode::Lora {
+        let bytes = checked_product(&[trainable, 4], "adapters")?;
+        add(
+            b,
+            "training.adapters",
+            "LoRA adapters (fp32)",
+            bytes,
+            "r × (in + out) per targeted projection × 4 B".into(),
+            &[
+                tr.clone(),
+                ("lora-rank", input.lora_rank.to_string()),
+                ("lora-targets", input.lora_targets.clone()),
+            ],
+        );
+    }
+    let grad_dtype = if input.train == TrainMode::Lora {
+        Dtype::F32
+    } else {
+        grad
+    };
+    let gbytes = checked_product(&[trainable, grad_dtype.bytes()], "gradients")?;
+    add(
+        b,
+        "training.gradients",
+        "Gradients",
+        gbytes,
+        format!(
+            "trainable × {} B ({})",
+            grad_dtype.bytes(),
+            grad_dtype.name()
+        ),
+        std::slice::from_ref(&tr),
+    );
+    let obytes = input.optimizer.state_bytes(trainable, state_dtype)?;
+    if obytes > 0 {
+        let formula = match input.optimizer {
+            Optimizer::Adamw => format!(
+                "2 states × trainable × {} B ({})",
+                state_dtype.bytes(),
+                state_dtype.name()
+            ),
+            Optimizer::Adamw8bit => {
+                "2 states × (trainable × 1 B + fp32 absmax per 256 values)".into()
+            }
+            _ => format!("1 state × trainable × {} B", state_dtype.bytes()),
+        };
+        add(
+            b,
+            "training.optimizer",
+            &format!("Optimizer states ({})", input.optimizer.name()),
+            obytes,
+            formula,
+            &[tr.clone(), ("optimizer", input.optimizer.name().into())],
+        );
+    }
+    if master {
+        let mbytes = checked_product(&[trainable, 4], "master weights")?;
+        add(
+            b,
+            "training.master_weights",
+            "fp32 master weights",
+            mbytes,
+            "trainable × 4 B".into(),
+            &[tr],
+        );
+    }
+    if input.train == TrainMode::Lora {
+        b.assumptions.push(format!(
+            "LoRA: the frozen base stays in its storage format ({} B of weights)",
+            weights_bytes
+        ));
+    }
+    // Activations: an assumption with its formula.
+    if let (Some(a), Some(seq)) = (input.arch, input.context) {
+        let (bytes, formula) = activation_bytes(
+            a.layers,
+            a.hidden,
+            a.heads,
+            seq,
+            input.sequences,
+            input.checkpointing,
+            input.attention,
+        )?;
+        b.line(
+            "activations",
+            "Activations kept for backward (assumed — only a measured step settles it)",
+            bytes,
+            split.layered(bytes, false),
+            Kind::Assumed,
+            true,
+            format!("{formula} (Korthikanti et al. 2022, 16-bit activations)"),
+            &[
+                ("L (layers)", a.layers.to_string()),
+                ("h (hidden)", a.hidden.to_string()),
+                ("a (heads)", a.heads.to_string()),
+                ("s (context)", seq.to_string()),
+                ("b (sequences)", input.sequences.to_string()),
+                ("checkpointing", input.checkpointing.to_string()),
+                ("attention", input.attention.name().into()),
+            ],
+        );
+        let logits = checked_product(&[2, input.sequences, seq, a.vocab, 4], "logits")?;
+        b.line(
+            "logits",
+            "Logits and their gradient in fp32 (assumed)",
+            logits,
+            Split::part(logits, 1, split.tp),
+            Kind::Assumed,
+            true,
+            "2 × sequences × tokens × vocab × 4 B (fp32 upcast for the loss)".into(),
+            &[
+                ("sequences", input.sequences.to_string()),
+                ("tokens", seq.to_string()),
+                ("vocab", a.vocab.to_string()),
+            ],
+        );
+    } else {
+        b.assumptions.push("training activations are not estimated: give the architecture and the context (sequence length)".into());
+    }
+    Ok(total)
+}
+
+fn transients(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<(), EstimateError> {
+    if let Some(mib) = input.cuda_context_mib {
+        let bytes = checked_product(&[mib, MIB], "CUDA context")?;
+        b.line(
+            "cuda_context",
+            "CUDA context and library workspaces, per device (assumed; outside any allocator)",
+            bytes,
+            bytes,
+            Kind::Assumed,
+            true,
+            "cuda-context-mib × 2^20 (the agent measures it on your device)".into(),
+            &[("cuda-context-mib", mib.to_string())],
+        );
+    }
+    if input.train != TrainMode::None {
+        return Ok(());
+    }
+    let (Some(a), Some(tokens)) = (input.arch, input.context) else {
+        return Ok(());
+    };
+    let value = input.compute_dtype.bytes();
+    let (inter, live) = match a.moe {
+        Some(m) => (
+            checked_product(&[m.expert_intermediate, m.active], "MLP intermediate")?,
+            if a.gated_mlp { 3 } else { 2 },
+        ),
+        None => (a.intermediate, if a.gated_mlp { 3 } else { 2 }),
+    };
+    let mlp = checked_product(
+        &[live, input.sequences, tokens, inter, value],
+        "MLP intermediate",
+    )?;
+    b.line(
+        "prefill.mlp",
+        "Prefill MLP intermediates (assumed)",
+        mlp,
+        Split::part(mlp, 1, split.tp),
+        Kind::Assumed,
+        true,
+        format!("{live} live tensors × sequences × tokens × intermediate × {value} B"),
+        &[
+            ("sequences", input.sequences.to_string()),
+            ("tokens", tokens.to_string()),
+            ("intermediate", inter.to_string()),
+        ],
+    );
+    let scores = match input.attention {
+        AttentionImpl::Eager => checked_product(
+            &[2, input.sequences, a.heads, tokens, tokens, value],
+            "attention scores",
+        )?,
+        _ => 0,
+    };
+    b.line(
+        "prefill.attention_scores",
+        "Attention score matrix (assumed)",
+        scores,
+        Split::part(scores, 1, split.tp),
+        Kind::Assumed,
+        true,
+        match input.attention {
+            AttentionImpl::Eager => format!(
+                "eager: scores + probabilities, 2 × sequences × heads × tokens² × {value} B"
+            ),
+            other => format!("{}: fused kernel, no tokens² matrix is kept", other.name()),
+        },
+        &[
+            ("attention", input.attention.name().into()),
+            ("heads", a.heads.to_string()),
+            ("tokens", tokens.to_string()),
+        ],
+    );
+    let kept = match input.logits {
+        Logits::Last => 1,
+        Logits::All => tokens,
+    };
+    let logits = checked_product(&[input.sequences, kept, a.vocab, 4], "logits")?;
+    b.line(
+        "prefill.logits",
+        "Logits in fp32 (assumed)",
+        logits,
+        Split::part(logits, 1, split.tp),
+        Kind::Assumed,
+        true,
+        format!(
+            "sequences × {} × vocab × 4 B",
+            if kept == 1 {
+                "1 (last position)".to_string()
+            } else {
+                "tokens".into()
+            }
+        ),
+        &[
+            ("logits", format!("{:?}", input.logits).to_lowercase()),
+            ("vocab", a.vocab.to_string()),
+        ],
+    );
+    b.assumptions.push(
+        "prefill transients are summed although they are not all alive at once: an upper bound"
+            .into(),
+    );
+    Ok(())
+}
+
+/// A named workload (seed §1: typical, long-but-expected, near the limit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workload {
+    /// "typical", "long", "near-limit" or the user's name.
+    pub name: String,
+    /// Sequences together.
+    pub sequences: u64,
+    /// Prompt tokens.
+    pub context: u64,
+    /// Generated tokens.
+    pub generate: u64,
+}
+
+impl Workload {
+    /// The estimate input for this workload: the base with its dimensions.
+    pub fn apply(&self, base: &EstimateInput) -> EstimateInput {
+        EstimateInput {
+            sequences: self.sequences,
+            context: Some(self.context),
+            generate: self.generate,
+            ..base.clone()
+        }
+    }
+}
+
+/// Estimates each workload; one failing workload does not hide the others.
+pub fn estimate_workloads(
+    base: &EstimateInput,
+    workloads: &[Workload],
+) -> Vec<Result<Estimate, EstimateError>> {
+    workloads.iter().map(|w| estimate(&w.apply(base))).collect()
+}
+
+/// Bytes as the 4 GiB default reserve, for callers that need the constant.
+pub const DEFAULT_RESERVE_BYTES: u64 = 4 * GIB;

@@ -1,0 +1,351 @@
+//! The header of a GGUF file (versions 2 and 3): magic `GGUF`, version u32, tensor
+//! count u64, metadata count u64, the metadata key/values, then one tensor info per
+//! tensor (name, dims, ggml type, offset). Layout: ggml's `docs/gguf.md` and
+//! `gguf.c`. Every tensor's bytes follow from its ggml type's block layout
+//! ([`crate::format::GgufType::block`]).
+//!
+//! Every length read from the file is checked against the bytes present before it
+//! is used, so a garbage or truncated file gives an error, never a panic or an
+//! allocation sized by the garbage.
+
+use std::collections::BTreeMap;
+
+use super::TensorSummary;
+use crate::error::EstimateError;
+use crate::format::GgufType;
+
+const FORMAT: &str = "gguf";
+/// GGML_MAX_DIMS.
+const MAX_DIMS: u32 = 4;
+const MAX_NESTING: u32 = 4;
+
+/// A GGUF header, counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GgufHeader {
+    /// 2 or 3.
+    pub version: u32,
+    /// Every tensor, counted exactly.
+    pub tensors: TensorSummary,
+    /// `general.architecture`, when present.
+    pub architecture: Option<String>,
+    /// Integer metadata useful for the architecture mode (`llama.block_count`, …).
+    pub numbers: BTreeMap<String, u64>,
+    /// Bytes the header occupies (where the tensor data section starts, before padding).
+    pub header_bytes: u64,
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: u64) -> Result<&'a [u8], EstimateError> {
+        let end = (self.pos as u64).saturating_add(n);
+        if end > self.buf.len() as u64 {
+            return Err(EstimateError::Truncated {
+                format: FORMAT,
+                have: self.buf.len() as u64,
+                needed: end,
+            });
+        }
+        let s = &self.buf[self.pos..end as usize];
+        self.pos = end as usize;
+        Ok(s)
+    }
+    fn u32(&mut self) -> Result<u32, EstimateError> {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(b))
+    }
+    fn u64(&mut self) -> Result<u64, EstimateError> {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(b))
+    }
+    fn string(&mut self) -> Result<&'a str, EstimateError> {
+        let at = self.pos;
+        let n = self.u64()?;
+        let bytes = self.take(n)?;
+        std::str::from_utf8(bytes).map_err(|_| parse(format!("string at byte {at} is not UTF-8")))
+    }
+    fn remaining(&self) -> u64 {
+        (self.buf.len() - self.pos) as u64
+    }
+}
+
+fn parse(reason: String) -> EstimateError {
+    EstimateError::Parse {
+        format: FORMAT,
+        reason,
+    }
+}
+
+/// A metadata value, reduced to what the estimator uses.
+enum Value<'a> {
+    Int(u64),
+    Str(&'a str),
+    Other,
+}
+
+/// Fixed size of a scalar metadata type, or `None` for strings and arrays.
+fn scalar_size(ty: u32) -> Option<u64> {
+    match ty {
+        0 | 1 | 7 => Some(1),
+        2 | 3 => Some(2),
+        4..=6 => Some(4),
+        10..=12 => Some(8),
+        _ => None,
+    }
+}
+
+fn read_value<'a>(r: &mut Reader<'a>, ty: u32, depth: u32) -> Result<Value<'a>, EstimateError> {
+    if let Some(size) = scalar_size(ty) {
+        let raw = r.take(size)?;
+        return Ok(match ty {
+            0 => Value::Int(u64::from(raw[0])),
+            2 => Value::Int(u64::from(u16::from_le_bytes([raw[0], raw[1]]))),
+            4 => Value::Int(u64::from(u32::from_le_bytes([
+                raw[0], raw[1], raw[2], raw[3],
+            ]))),
+            10 => {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(raw);
+                Value::Int(u64::from_le_bytes(b))
+            }
+            5 => {
+                let v = i32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]);
+                u64::try_from(v).map_or(Value::Other, Value::Int)
+            }
+            _ => Value::Other,
+        });
+    }
+    match ty {
+        8 => Ok(Value::Str(r.string()?)),
+        9 => {
+            if depth >= MAX_NESTING {
+                return Err(parse("metadata arrays nested too deeply".into()));
+            }
+            let elem = r.u32()?;
+            let count = r.u64()?;
+            match scalar_size(elem) {
+                Some(size) => {
+                    r.take(count.saturating_mul(size))?;
+                }
+                None => {
+                    // Strings need 8 bytes each at least: check before looping.
+                    if count > r.remaining() / 8 {
+                        return Err(EstimateError::Truncated {
+                            format: FORMAT,
+                            have: r.buf.len() as u64,
+                            needed: (r.pos as u64).saturating_add(count.saturating_mul(8)),
+                        });
+                    }
+                    for _ in 0..count {
+                        read_value(r, elem, depth + 1)?;
+                    }
+                }
+            }
+            Ok(Value::Other)
+        }
+        other => Err(parse(format!(
+            "unknown metadata value type {other} at byte {}",
+            r.pos
+        ))),
+    }
+}
+
+/// Counts every tensor of a GGUF header. `bytes` must hold the file from its
+/// start to at least the end of the tensor infos (a header-only prefix is enough;
+/// a shorter one gives [`EstimateError::Truncated`] with the bytes needed so far).
+pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, EstimateError> {
+    let mut r = Reader { buf: bytes, pos: 0 };
+    if r.take(4)? != b"GGUF" {
+        return Err(parse(
+            "not a GGUF file (the magic bytes are not \"GGUF\")".into(),
+        ));
+    }
+    let version = r.u32()?;
+    if !(2..=3).contains(&version) {
+        return Err(parse(format!(
+            "version {version} is not supported (versions 2 and 3 are; a huge number means a big-endian file)"
+        )));
+    }
+    let tensor_count = r.u64()?;
+    let kv_count = r.u64()?;
+    // Each key/value takes at least 12 bytes and each tensor info at least 24.
+    const PLAUSIBLE: u64 = 1 << 32;
+    if tensor_count > PLAUSIBLE || kv_count > PLAUSIBLE {
+        return Err(parse(format!(
+            "{tensor_count} tensors / {kv_count} metadata entries is implausible"
+        )));
+    }
+    let mut architecture = None;
+    let mut numbers = BTreeMap::new();
+    for _ in 0..kv_count {
+        let key = r.string()?;
+        let ty = r.u32()?;
+        match read_value(&mut r, ty, 0)? {
+            Value::Str(s) if key == "general.architecture" => architecture = Some(s.to_string()),
+            Value::Int(v) if is_useful_number(key) => {
+                numbers.insert(key.to_string(), v);
+            }
+            _ => {}
+        }
+    }
+    let mut tensors = TensorSummary::new(FORMAT);
+    for _ in 0..tensor_count {
+        let name = r.string()?;
+        let n_dims = r.u32()?;
+        if n_dims == 0 || n_dims > MAX_DIMS {
+            return Err(parse(format!(
+                "tensor {name:?} has {n_dims} dimensions (1 to {MAX_DIMS} allowed)"
+            )));
+        }
+        let mut dims = [1u64; MAX_DIMS as usize];
+        for d in dims.iter_mut().take(n_dims as usize) {
+            *d = r.u64()?;
+        }
+        let type_id = r.u32()?;
+        let _offset = r.u64()?;
+        let ty = GgufType::from_id(type_id).ok_or_else(|| {
+            parse(format!(
+                "tensor {name:?} has unknown ggml type id {type_id}"
+            ))
+        })?;
+        let (per_block, block_bytes) = ty.block();
+        if dims[0] % per_block != 0 {
+            return Err(parse(format!(
+                "tensor {name:?}: row length {} is not a multiple of {}'s block of {per_block}",
+                dims[0],
+                ty.name()
+            )));
+        }
+        let mut b = u128::from(dims[0] / per_block) * u128::from(block_bytes);
+        for &d in &dims[1..] {
+            b = b
+                .checked_mul(u128::from(d))
+                .ok_or(EstimateError::Overflow {
+                    what: "tensor bytes",
+                })?;
+        }
+        let b = u64::try_from(b).map_err(|_| EstimateError::Overflow {
+            what: "tensor bytes",
+        })?;
+        tensors.add(name, ty.name(), b)?;
+    }
+    Ok(GgufHeader {
+        version,
+        tensors,
+        architecture,
+        numbers,
+        header_bytes: r.pos as u64,
+    })
+}
+
+fn is_useful_number(key: &str) -> bool {
+    const SUFFIXES: [&str; 9] = [
+        ".block_count",
+        ".context_length",
+        ".embedding_length",
+        ".feed_forward_length",
+        ".attention.head_count",
+        ".attention.head_count_kv",
+        ".attention.key_length",
+        ".expert_count",
+        ".expert_used_count",
+    ];
+    SUFFIXES.iter().any(|s| key.ends_with(s)) || key == "general.alignment"
+}
+
+/// Builds a header-only GGUF v3 prefix with one string and one u32 metadata entry
+/// and the given `(name, dims, ggml type id)` tensors — for tests and fixtures.
+pub fn build_header(arch: &str, tensors: &[(&str, &[u64], u32)]) -> Vec<u8> {
+    let mut out = b"GGUF".to_vec();
+    let push_str = |out: &mut Vec<u8>, s: &str| {
+        out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        out.extend_from_slice(s.as_bytes());
+    };
+    out.extend_from_slice(&3u32.to_le_bytes());
+    out.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    out.extend_from_slice(&2u64.to_le_bytes());
+    push_str(&mut out, "general.architecture");
+    out.extend_from_slice(&8u32.to_le_bytes());
+    push_str(&mut out, arch);
+    push_str(&mut out, &format!("{arch}.block_count"));
+    out.extend_from_slice(&4u32.to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes());
+    let mut offset = 0u64;
+    for (name, dims, ty) in tensors {
+        push_str(&mut out, name);
+        out.extend_from_slice(&(dims.len() as u32).to_le_bytes());
+        for d in *dims {
+            out.extend_from_slice(&d.to_le_bytes());
+        }
+        out.extend_from_slice(&ty.to_le_bytes());
+        out.extend_from_slice(&offset.to_le_bytes());
+        offset += 1 << 20;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_block_types_exactly() {
+        let h = build_header(
+            "llama",
+            &[
+                ("token_embd.weight", &[4096, 32000], 12),    // Q4_K
+                ("blk.0.attn_q.weight", &[4096, 4096], 14),   // Q6_K
+                ("blk.0.ffn_down.weight", &[11008, 4096], 8), // Q8_0
+                ("output_norm.weight", &[4096], 0),           // F32
+            ],
+        );
+        let g = parse_header(&h).unwrap();
+        assert_eq!(g.version, 3);
+        assert_eq!(g.architecture.as_deref(), Some("llama"));
+        assert_eq!(g.numbers["llama.block_count"], 1);
+        assert_eq!(
+            g.tensors.class_bytes("embeddings"),
+            4096 / 256 * 144 * 32000
+        );
+        assert_eq!(g.tensors.class_bytes("attention"), 4096 / 256 * 210 * 4096);
+        assert_eq!(g.tensors.class_bytes("mlp"), 11008 / 32 * 34 * 4096);
+        assert_eq!(g.tensors.class_bytes("norms"), 4096 * 4);
+        assert_eq!(g.header_bytes, h.len() as u64);
+    }
+
+    #[test]
+    fn truncation_and_garbage_are_errors() {
+        let h = build_header("llama", &[("a.weight", &[32, 2], 8)]);
+        for cut in 0..h.len() {
+            assert!(parse_header(&h[..cut]).is_err(), "cut at {cut}");
+        }
+        assert!(
+            parse_header(b"GGML\x03\0\0\0")
+                .unwrap_err()
+                .to_string()
+                .contains("magic")
+        );
+        let mut v1 = h.clone();
+        v1[4] = 1;
+        assert!(
+            parse_header(&v1)
+                .unwrap_err()
+                .to_string()
+                .contains("version 1")
+        );
+        let mut bad_type = h.clone();
+        let at = h.len() - 12;
+        bad_type[at] = 99;
+        assert!(
+            parse_header(&bad_type)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown ggml type")
+        );
+    }
+}

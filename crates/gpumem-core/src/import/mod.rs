@@ -1,0 +1,159 @@
+//! Exact import, offline (R-EST-4): a Hugging Face `config.json`, and the *headers*
+//! of `.safetensors` and GGUF files, whose tensor tables give every tensor's dtype
+//! and shape — so weights are counted byte for byte, scales and zero-points
+//! included, without reading (or uploading) the weights themselves.
+//!
+//! Parsers take byte slices and never allocate in proportion to a number read from
+//! the file before checking it against the bytes actually present.
+
+pub mod gguf;
+pub mod hf_config;
+pub mod safetensors;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::arch::ParamClass;
+use crate::error::EstimateError;
+
+/// Count and bytes of a set of tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Tally {
+    /// Number of tensors.
+    pub tensors: u64,
+    /// Stored bytes.
+    pub bytes: u64,
+}
+
+/// Every tensor of one or more files, counted exactly from their headers.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TensorSummary {
+    /// "safetensors" or "gguf".
+    pub source: String,
+    /// Files read.
+    pub files: u64,
+    /// All tensors.
+    pub total: Tally,
+    /// By parameter class ("embeddings", "attention", "mlp", "norms", "lm_head", "other").
+    pub by_class: BTreeMap<String, Tally>,
+    /// By stored dtype or ggml type ("BF16", "I32", "Q4_K", …).
+    pub by_dtype: BTreeMap<String, Tally>,
+}
+
+impl TensorSummary {
+    pub(crate) fn new(source: &str) -> Self {
+        TensorSummary {
+            source: source.to_string(),
+            files: 1,
+            ..TensorSummary::default()
+        }
+    }
+
+    pub(crate) fn add(&mut self, name: &str, dtype: &str, bytes: u64) -> Result<(), EstimateError> {
+        let over = || EstimateError::Overflow {
+            what: "tensor bytes",
+        };
+        let bump = |t: &mut Tally| -> Result<(), EstimateError> {
+            t.tensors += 1;
+            t.bytes = t.bytes.checked_add(bytes).ok_or_else(over)?;
+            Ok(())
+        };
+        bump(&mut self.total)?;
+        bump(self.by_class.entry(classify(name).to_string()).or_default())?;
+        match self.by_dtype.get_mut(dtype) {
+            Some(t) => bump(t)?,
+            None => {
+                self.by_dtype
+                    .insert(dtype.to_string(), Tally { tensors: 1, bytes });
+            }
+        }
+        Ok(())
+    }
+
+    /// Merges another file's summary (shards of one checkpoint).
+    pub fn merge(&mut self, other: &TensorSummary) -> Result<(), EstimateError> {
+        let over = || EstimateError::Overflow {
+            what: "tensor bytes",
+        };
+        let join = |a: &mut Tally, b: &Tally| -> Result<(), EstimateError> {
+            a.tensors += b.tensors;
+            a.bytes = a.bytes.checked_add(b.bytes).ok_or_else(over)?;
+            Ok(())
+        };
+        self.files += other.files;
+        join(&mut self.total, &other.total)?;
+        for (k, v) in &other.by_class {
+            join(self.by_class.entry(k.clone()).or_default(), v)?;
+        }
+        for (k, v) in &other.by_dtype {
+            join(self.by_dtype.entry(k.clone()).or_default(), v)?;
+        }
+        Ok(())
+    }
+
+    /// Bytes of one class.
+    pub fn class_bytes(&self, class: &str) -> u64 {
+        self.by_class.get(class).map_or(0, |t| t.bytes)
+    }
+}
+
+/// The parameter class a tensor name belongs to, from the naming conventions of
+/// Hugging Face checkpoints and of llama.cpp's GGUF files; "other" when unknown
+/// (vision towers, projectors…).
+pub fn classify(name: &str) -> &'static str {
+    let n = name.to_ascii_lowercase();
+    let has = |s: &str| n.contains(s);
+    if has("lm_head") || n == "output.weight" || n.starts_with("output.") {
+        return ParamClass::LmHead.key();
+    }
+    if has("embed") || has("wte") || has("token_embd") || has("tok_embeddings") || has("wpe") {
+        return ParamClass::Embeddings.key();
+    }
+    if has("norm") || has(".ln_") || n.starts_with("ln_") {
+        return ParamClass::Norms.key();
+    }
+    if has("attn")
+        || has("attention")
+        || has("q_proj")
+        || has("k_proj")
+        || has("v_proj")
+        || has("o_proj")
+    {
+        return ParamClass::Attention.key();
+    }
+    if has("mlp")
+        || has("ffn")
+        || has("feed_forward")
+        || has("expert")
+        || has("gate")
+        || has("up_proj")
+        || has("down_proj")
+    {
+        return ParamClass::Mlp.key();
+    }
+    "other"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::classify;
+
+    #[test]
+    fn classifies_common_names() {
+        assert_eq!(classify("model.embed_tokens.weight"), "embeddings");
+        assert_eq!(
+            classify("model.layers.0.self_attn.q_proj.qweight"),
+            "attention"
+        );
+        assert_eq!(classify("model.layers.0.mlp.down_proj.scales"), "mlp");
+        assert_eq!(classify("model.layers.0.input_layernorm.weight"), "norms");
+        assert_eq!(classify("lm_head.weight"), "lm_head");
+        assert_eq!(classify("token_embd.weight"), "embeddings");
+        assert_eq!(classify("blk.3.attn_k.weight"), "attention");
+        assert_eq!(classify("blk.3.ffn_gate_exps.weight"), "mlp");
+        assert_eq!(classify("output_norm.weight"), "norms");
+        assert_eq!(classify("output.weight"), "lm_head");
+        assert_eq!(classify("vision_tower.patch.weight"), "other");
+    }
+}

@@ -1,0 +1,528 @@
+//! The shared vocabulary: `key=value` pairs ↔ [`EstimateInput`].
+//!
+//! Keys are the CLI flags without their dashes (`reserve-gib`, `kv-heads`), so a
+//! page URL (`?parameters=7000000000&bits=16&reserve-gib=4`) and a command line
+//! describe the same estimate. Parsing collects one error per bad field so the page
+//! can show each message beside its field, and loses nothing the user typed.
+
+use crate::arch::{Architecture, Moe};
+use crate::error::EstimateError;
+use crate::estimate::{EstimateInput, Logits, TrainMode};
+use crate::format::{Dtype, StorageFormat};
+use crate::kv::KvDtype;
+use crate::training::{AttentionImpl, Optimizer};
+
+/// Every key, in the order the page and `--help` present them.
+pub const KEYS: &[&str] = &[
+    "parameters",
+    "bits",
+    "format",
+    "keep-format",
+    "compute-dtype",
+    "layers",
+    "hidden",
+    "heads",
+    "kv-heads",
+    "head-dim",
+    "intermediate",
+    "vocab",
+    "gated-mlp",
+    "tied-embeddings",
+    "qkv-bias",
+    "o-bias",
+    "mlp-bias",
+    "qk-norm",
+    "layernorm-bias",
+    "experts",
+    "active-experts",
+    "expert-intermediate",
+    "shared-experts",
+    "shared-intermediate",
+    "dense-layers",
+    "sequences",
+    "context",
+    "generate",
+    "kv-dtype",
+    "sliding-window",
+    "sliding-layers",
+    "static-cache",
+    "attention",
+    "logits",
+    "cuda-context-mib",
+    "train",
+    "optimizer",
+    "grad-dtype",
+    "master-weights",
+    "lora-rank",
+    "lora-targets",
+    "checkpointing",
+    "reserve-gib",
+    "reserve-bytes",
+    "gpus",
+    "tp",
+    "pp",
+];
+
+/// Parses a whole number as users type it: `7000000000`, `7_000_000_000`,
+/// `7 000 000 000`, `7,000,000,000` or `7e9`.
+pub fn parse_count(field: &'static str, text: &str) -> Result<u64, EstimateError> {
+    let t: String = text
+        .trim()
+        .chars()
+        .filter(|c| !matches!(c, '_' | ',' | ' ' | '\u{202f}' | '\u{a0}'))
+        .collect();
+    if t.is_empty() {
+        return Err(EstimateError::invalid(
+            field,
+            "is empty; type a whole number",
+        ));
+    }
+    if t.starts_with('-') {
+        return Err(EstimateError::invalid(
+            field,
+            format!("{text:?} is negative; type a whole number ≥ 0"),
+        ));
+    }
+    let (mantissa, exp) = match t.to_ascii_lowercase().split_once('e') {
+        Some((m, e)) => (m.to_string(), Some(e.to_string())),
+        None => (t.clone(), None),
+    };
+    let not_number = || EstimateError::invalid(field, format!("{text:?} is not a whole number"));
+    let too_big = || EstimateError::invalid(field, format!("{text:?} is absurdly large"));
+    let exp: u32 = match exp {
+        Some(e) => e.parse().map_err(|_| not_number())?,
+        None => 0,
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((&mantissa, ""));
+    if int.is_empty() && frac.is_empty()
+        || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
+    {
+        return Err(not_number());
+    }
+    let frac_len = frac.len() as u32;
+    if frac_len > exp && frac.chars().skip(exp as usize).any(|c| c != '0') {
+        return Err(EstimateError::invalid(
+            field,
+            format!("{text:?} is not a whole number"),
+        ));
+    }
+    let digits = format!("{int}{frac}");
+    let mut v: u128 = 0;
+    for c in digits.chars() {
+        v = v
+            .checked_mul(10)
+            .and_then(|x| x.checked_add(u128::from(c as u8 - b'0')))
+            .ok_or_else(too_big)?;
+    }
+    if exp >= frac_len {
+        for _ in 0..exp - frac_len {
+            v = v.checked_mul(10).ok_or_else(too_big)?;
+        }
+    } else {
+        for _ in 0..frac_len - exp {
+            v /= 10;
+        }
+    }
+    u64::try_from(v).map_err(|_| too_big())
+}
+
+fn parse_bool(field: &'static str, text: &str) -> Result<bool, EstimateError> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        other => Err(EstimateError::invalid(
+            field,
+            format!("{other:?} is not true or false"),
+        )),
+    }
+}
+
+fn key_static(key: &str) -> Option<&'static str> {
+    KEYS.iter().copied().find(|k| *k == key)
+}
+
+/// Reads `key=value` pairs into an input. Unknown keys and bad values each give
+/// one error; valid fields are still applied.
+pub fn from_pairs<'a, I>(pairs: I) -> (EstimateInput, Vec<EstimateError>)
+where
+    I: IntoIterator<Item = (&'a str, &'a str)>,
+{
+    let mut input = EstimateInput::default();
+    let mut errors = Vec::new();
+    let mut arch_fields: Vec<(&'static str, u64)> = Vec::new();
+    let mut arch_flags: Vec<(&'static str, bool)> = Vec::new();
+    let mut kv_text: Option<String> = None;
+    for (key, value) in pairs {
+        let Some(k) = key_static(key) else {
+            errors.push(EstimateError::invalid(
+                "input",
+                format!("unknown key {key:?}"),
+            ));
+            continue;
+        };
+        if let Err(e) = apply(
+            &mut input,
+            k,
+            value,
+            &mut arch_fields,
+            &mut arch_flags,
+            &mut kv_text,
+        ) {
+            errors.push(e);
+        }
+    }
+    if let Some(t) = kv_text {
+        match KvDtype::parse("kv-dtype", &t, input.compute_dtype) {
+            Ok(d) => input.kv_dtype = Some(d),
+            Err(e) => errors.push(e),
+        }
+    }
+    match build_arch(&arch_fields, &arch_flags) {
+        Ok(a) => input.arch = a,
+        Err(e) => errors.push(e),
+    }
+    (input, errors)
+}
+
+fn apply(
+    input: &mut EstimateInput,
+    k: &'static str,
+    v: &str,
+    arch_fields: &mut Vec<(&'static str, u64)>,
+    arch_flags: &mut Vec<(&'static str, bool)>,
+    kv_text: &mut Option<String>,
+) -> Result<(), EstimateError> {
+    let count = || parse_count(k, v);
+    match k {
+        "parameters" => input.parameters = Some(count()?),
+        "bits" => {
+            input.bits = Some(
+                u32::try_from(count()?).map_err(|_| EstimateError::invalid(k, "absurdly large"))?,
+            )
+        }
+        "format" => input.format = Some(StorageFormat::parse(k, v)?),
+        "keep-format" => input.keep_format = StorageFormat::parse(k, v)?,
+        "compute-dtype" => input.compute_dtype = Dtype::parse(k, v)?,
+        "layers"
+        | "hidden"
+        | "heads"
+        | "kv-heads"
+        | "head-dim"
+        | "intermediate"
+        | "vocab"
+        | "experts"
+        | "active-experts"
+        | "expert-intermediate"
+        | "shared-experts"
+        | "shared-intermediate"
+        | "dense-layers" => {
+            arch_fields.push((k, count()?));
+        }
+        "gated-mlp" | "tied-embeddings" | "qkv-bias" | "o-bias" | "mlp-bias" | "qk-norm"
+        | "layernorm-bias" => {
+            arch_flags.push((k, parse_bool(k, v)?));
+        }
+        "sequences" => input.sequences = count()?,
+        "context" => input.context = Some(count()?),
+        "generate" => input.generate = count()?,
+        "kv-dtype" => *kv_text = Some(v.to_string()),
+        "sliding-window" => input.sliding_window = Some(count()?),
+        "sliding-layers" => input.sliding_layers = Some(count()?),
+        "static-cache" => input.static_cache = Some(count()?),
+        "attention" => input.attention = AttentionImpl::parse(k, v)?,
+        "logits" => {
+            input.logits = match v.trim() {
+                "last" => Logits::Last,
+                "all" => Logits::All,
+                other => {
+                    return Err(EstimateError::invalid(
+                        k,
+                        format!("{other:?}: use last or all"),
+                    ));
+                }
+            }
+        }
+        "cuda-context-mib" => input.cuda_context_mib = Some(count()?),
+        "train" => {
+            input.train = match v.trim() {
+                "none" | "" => TrainMode::None,
+                "full" => TrainMode::Full,
+                "lora" => TrainMode::Lora,
+                other => {
+                    return Err(EstimateError::invalid(
+                        k,
+                        format!("{other:?}: use none, full or lora"),
+                    ));
+                }
+            }
+        }
+        "optimizer" => input.optimizer = Optimizer::parse(k, v)?,
+        "grad-dtype" => input.grad_dtype = Some(Dtype::parse(k, v)?),
+        "master-weights" => input.master_weights = parse_bool(k, v)?,
+        "lora-rank" => input.lora_rank = count()?,
+        "lora-targets" => input.lora_targets = v.trim().to_string(),
+        "checkpointing" => input.checkpointing = parse_bool(k, v)?,
+        "reserve-gib" => input.reserve_gib = count()?,
+        "reserve-bytes" => input.reserve_bytes = Some(count()?),
+        "gpus" => input.gpus = count()?,
+        "tp" => input.tp = count()?,
+        "pp" => input.pp = count()?,
+        _ => {
+            return Err(EstimateError::invalid(
+                "input",
+                format!("unknown key {k:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn build_arch(
+    fields: &[(&'static str, u64)],
+    flags: &[(&'static str, bool)],
+) -> Result<Option<Architecture>, EstimateError> {
+    if fields.is_empty() && flags.is_empty() {
+        return Ok(None);
+    }
+    let get = |k: &str| fields.iter().rev().find(|(f, _)| *f == k).map(|(_, v)| *v);
+    let flag = |k: &str, d: bool| {
+        flags
+            .iter()
+            .rev()
+            .find(|(f, _)| *f == k)
+            .map_or(d, |(_, v)| *v)
+    };
+    let need = |k: &'static str| {
+        get(k).ok_or_else(|| EstimateError::invalid(k, "needed by the architecture mode"))
+    };
+    let hidden = need("hidden")?;
+    let heads = need("heads")?;
+    if heads == 0 {
+        return Err(EstimateError::invalid("heads", "must be at least 1"));
+    }
+    let moe = match get("experts") {
+        Some(e) if e > 1 => Some(Moe {
+            experts: e,
+            active: get("active-experts")
+                .ok_or_else(|| EstimateError::invalid("active-experts", "needed with experts"))?,
+            expert_intermediate: get("expert-intermediate")
+                .or(get("intermediate"))
+                .unwrap_or(0),
+            shared_experts: get("shared-experts").unwrap_or(0),
+            shared_intermediate: get("shared-intermediate")
+                .or(get("expert-intermediate"))
+                .unwrap_or(0),
+            dense_layers: get("dense-layers").unwrap_or(0),
+        }),
+        _ => None,
+    };
+    let a = Architecture {
+        vocab: need("vocab")?,
+        hidden,
+        layers: need("layers")?,
+        heads,
+        kv_heads: get("kv-heads").unwrap_or(heads),
+        head_dim: get("head-dim").unwrap_or(hidden / heads),
+        intermediate: need("intermediate")?,
+        gated_mlp: flag("gated-mlp", true),
+        tied_embeddings: flag("tied-embeddings", false),
+        qkv_bias: flag("qkv-bias", false),
+        o_bias: flag("o-bias", false),
+        mlp_bias: flag("mlp-bias", false),
+        qk_norm: flag("qk-norm", false),
+        layernorm_bias: flag("layernorm-bias", false),
+        moe,
+    };
+    a.validate()?;
+    Ok(Some(a))
+}
+
+/// Writes an input back as pairs, omitting defaults — the page's URL query.
+pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
+    let d = EstimateInput::default();
+    let mut out: Vec<(&'static str, String)> = Vec::new();
+    let mut put = |k: &'static str, v: String| out.push((k, v));
+    if let Some(p) = input.parameters {
+        put("parameters", p.to_string());
+    }
+    if let Some(b) = input.bits {
+        put("bits", b.to_string());
+    }
+    if let Some(f) = input.format {
+        put("format", f.name());
+    }
+    if input.keep_format != d.keep_format {
+        put("keep-format", input.keep_format.name());
+    }
+    if input.compute_dtype != d.compute_dtype {
+        put("compute-dtype", input.compute_dtype.name().into());
+    }
+    if let Some(a) = input.arch {
+        for (k, v) in [
+            ("layers", a.layers),
+            ("hidden", a.hidden),
+            ("heads", a.heads),
+            ("kv-heads", a.kv_heads),
+            ("head-dim", a.head_dim),
+            ("intermediate", a.intermediate),
+            ("vocab", a.vocab),
+        ] {
+            put(k, v.to_string());
+        }
+        for (k, v, dflt) in [
+            ("gated-mlp", a.gated_mlp, true),
+            ("tied-embeddings", a.tied_embeddings, false),
+            ("qkv-bias", a.qkv_bias, false),
+            ("o-bias", a.o_bias, false),
+            ("mlp-bias", a.mlp_bias, false),
+            ("qk-norm", a.qk_norm, false),
+            ("layernorm-bias", a.layernorm_bias, false),
+        ] {
+            if v != dflt {
+                put(k, v.to_string());
+            }
+        }
+        if let Some(m) = a.moe {
+            for (k, v) in [
+                ("experts", m.experts),
+                ("active-experts", m.active),
+                ("expert-intermediate", m.expert_intermediate),
+                ("shared-experts", m.shared_experts),
+                ("shared-intermediate", m.shared_intermediate),
+                ("dense-layers", m.dense_layers),
+            ] {
+                put(k, v.to_string());
+            }
+        }
+    }
+    if input.sequences != d.sequences {
+        put("sequences", input.sequences.to_string());
+    }
+    if let Some(c) = input.context {
+        put("context", c.to_string());
+    }
+    if input.generate != d.generate {
+        put("generate", input.generate.to_string());
+    }
+    if let Some(k) = input.kv_dtype {
+        put("kv-dtype", k.name());
+    }
+    for (k, v) in [
+        ("sliding-window", input.sliding_window),
+        ("sliding-layers", input.sliding_layers),
+        ("static-cache", input.static_cache),
+        ("cuda-context-mib", input.cuda_context_mib),
+        ("reserve-bytes", input.reserve_bytes),
+    ] {
+        if let Some(v) = v {
+            put(k, v.to_string());
+        }
+    }
+    if input.attention != d.attention {
+        put("attention", input.attention.name().into());
+    }
+    if input.logits != d.logits {
+        put("logits", "all".into());
+    }
+    if input.train != d.train {
+        put(
+            "train",
+            if input.train == TrainMode::Full {
+                "full"
+            } else {
+                "lora"
+            }
+            .into(),
+        );
+    }
+    if input.optimizer != d.optimizer {
+        put("optimizer", input.optimizer.name().into());
+    }
+    if let Some(g) = input.grad_dtype {
+        put("grad-dtype", g.name().into());
+    }
+    if input.master_weights != d.master_weights {
+        put("master-weights", input.master_weights.to_string());
+    }
+    if input.lora_rank != d.lora_rank {
+        put("lora-rank", input.lora_rank.to_string());
+    }
+    if input.lora_targets != d.lora_targets {
+        put("lora-targets", input.lora_targets.clone());
+    }
+    if input.checkpointing != d.checkpointing {
+        put("checkpointing", input.checkpointing.to_string());
+    }
+    for (k, v, dv) in [
+        ("reserve-gib", input.reserve_gib, d.reserve_gib),
+        ("gpus", input.gpus, d.gpus),
+        ("tp", input.tp, d.tp),
+        ("pp", input.pp, d.pp),
+    ] {
+        if v != dv {
+            put(k, v.to_string());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_as_users_type_them() {
+        assert_eq!(parse_count("p", "7000000000").unwrap(), 7_000_000_000);
+        assert_eq!(parse_count("p", "7e9").unwrap(), 7_000_000_000);
+        assert_eq!(parse_count("p", "7.5e9").unwrap(), 7_500_000_000);
+        assert_eq!(parse_count("p", "7 000 000 000").unwrap(), 7_000_000_000);
+        assert_eq!(parse_count("p", "1,024").unwrap(), 1024);
+        for bad in ["", "-1", "abc", "1.5", "1e999", "99999999999999999999999"] {
+            assert!(parse_count("p", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn pairs_round_trip() {
+        let pairs = [
+            ("layers", "32"),
+            ("hidden", "4096"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("head-dim", "128"),
+            ("intermediate", "14336"),
+            ("vocab", "128256"),
+            ("format", "gptq-4-g128"),
+            ("context", "8192"),
+            ("sequences", "4"),
+            ("kv-dtype", "fp8"),
+            ("reserve-gib", "2"),
+            ("tp", "2"),
+            ("gpus", "2"),
+        ];
+        let (input, errors) = from_pairs(pairs);
+        assert!(errors.is_empty(), "{errors:?}");
+        let back = to_pairs(&input);
+        let (again, errors) = from_pairs(back.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty());
+        assert_eq!(again, input);
+    }
+
+    #[test]
+    fn each_bad_field_gets_its_own_error_and_good_fields_stay() {
+        let (input, errors) = from_pairs([
+            ("parameters", "7e9"),
+            ("bits", "x"),
+            ("reserve-gib", "-4"),
+            ("nope", "1"),
+        ]);
+        assert_eq!(input.parameters, Some(7_000_000_000));
+        assert_eq!(errors.len(), 3);
+        assert!(errors.iter().any(|e| e.to_string().starts_with("bits:")));
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.to_string().starts_with("reserve-gib:"))
+        );
+    }
+}
