@@ -526,3 +526,69 @@ mod tests {
         );
     }
 }
+
+/// One sentence of help per key, shared by `--help` and the page's field hints.
+pub fn describe(key: &str) -> &'static str {
+    match key {
+        "parameters" => "Total parameters (parameter-count mode), e.g. 7e9",
+        "bits" => {
+            "Bits per parameter as in the seed's script: 32, 16, 8, 4, 3 or 2 (mapped to fp32, bf16, int8, gptq-N-g128)"
+        }
+        "format" => {
+            "Storage format of the linear layers: fp32, bf16, fp16, fp8, fp8-block, int8, gptq-4-g128, awq-4-g128, nf4, nf4-dq, fp4, q4_0, q4_k, q5_k, q6_k, q8_0, …"
+        }
+        "keep-format" => "Format of embeddings, lm_head, norms and biases (default bf16)",
+        "compute-dtype" => "Compute/activation dtype: bf16 (default), fp16, fp32",
+        "layers" => "Decoder layers",
+        "hidden" => "Hidden size",
+        "heads" => "Attention (query) heads",
+        "kv-heads" => "Key/value heads (GQA/MQA); default = heads",
+        "head-dim" => "Width of one head; default hidden / heads",
+        "intermediate" => "MLP intermediate size",
+        "vocab" => "Vocabulary size",
+        "gated-mlp" => "Gated MLP (gate, up, down): true (default) or false",
+        "tied-embeddings" => "lm_head shares the embedding matrix: true or false (default)",
+        "qkv-bias" => "Biases on q, k, v projections (e.g. Qwen2)",
+        "o-bias" => "Bias on the attention output projection",
+        "mlp-bias" => "Biases on the MLP projections",
+        "qk-norm" => "Per-head norms on queries and keys (e.g. Qwen3)",
+        "layernorm-bias" => "LayerNorm with bias (GPT-2 style)",
+        "experts" => "MoE: routed experts per layer",
+        "active-experts" => "MoE: experts per token",
+        "expert-intermediate" => "MoE: intermediate size of one expert",
+        "shared-experts" => "MoE: always-on shared experts per layer",
+        "shared-intermediate" => "MoE: intermediate size of one shared expert",
+        "dense-layers" => "MoE: leading layers with a dense MLP",
+        "sequences" => "Sequences processed together (batch / concurrent requests)",
+        "context" => "Prompt tokens per sequence (training: sequence length)",
+        "generate" => "Tokens generated per sequence",
+        "kv-dtype" => {
+            "KV-cache dtype: compute dtype by default; fp16, bf16, fp32, fp8, int8, int4, int2"
+        }
+        "sliding-window" => "Sliding-window size of windowed layers",
+        "sliding-layers" => "How many layers use the window (default all)",
+        "static-cache" => "Static cache length pre-allocated per sequence",
+        "attention" => {
+            "Attention implementation: sdpa (default), flash or eager (eager keeps a tokens² matrix)"
+        }
+        "logits" => "Logits kept in prefill: last (default) or all",
+        "cuda-context-mib" => {
+            "CUDA context + library workspaces per device in MiB (assumed; default: inside the reserve)"
+        }
+        "train" => "Training: none (default), full or lora",
+        "optimizer" => "Optimizer: adamw (default), adamw8bit, sgd-momentum, sgd, none",
+        "grad-dtype" => "Gradient dtype (default: compute dtype)",
+        "master-weights" => "Keep fp32 master weights: true (default) or false",
+        "lora-rank" => "LoRA rank r (default 16)",
+        "lora-targets" => "LoRA target projections: q,k,v,o (default), gate, up, down, or all",
+        "checkpointing" => "Full activation checkpointing: true or false (default)",
+        "reserve-gib" => "Reserve per device in GiB (default 4): a preparation hypothesis",
+        "reserve-bytes" => {
+            "Reserve per device in bytes (overrides reserve-gib), e.g. the agent's observed overhead"
+        }
+        "gpus" => "GPUs in total (default 1)",
+        "tp" => "Tensor-parallel degree (default 1)",
+        "pp" => "Pipeline stages (default 1)",
+        _ => "",
+    }
+}

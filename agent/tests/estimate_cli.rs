@@ -1,0 +1,216 @@
+//! `gpumem-agent estimate` end to end: the seed's command, the `--json` contract,
+//! header-only model files, and refusals of bad input (exit 2, clear message).
+
+use std::process::{Command, Output};
+
+use gpumem_core::import::{gguf, safetensors};
+use serde_json::Value;
+
+fn agent(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+        .args(args)
+        .output()
+        .expect("the agent binary runs")
+}
+
+fn json(args: &[&str]) -> Value {
+    let mut all = vec!["estimate", "--json"];
+    all.extend_from_slice(args);
+    let out = agent(&all);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+#[test]
+fn seed_command_prints_exact_bytes_gb_and_gib() {
+    let out = agent(&[
+        "estimate",
+        "--parameters",
+        "7000000000",
+        "--bits",
+        "16",
+        "--reserve-gib",
+        "4",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let weights = text
+        .lines()
+        .find(|l| l.starts_with("Weights"))
+        .expect("a weights line");
+    assert!(
+        weights.contains("14 000 000 000")
+            && weights.contains("14.00")
+            && weights.contains("13.04"),
+        "{weights}"
+    );
+    let total = text
+        .lines()
+        .find(|l| l.starts_with("Total"))
+        .expect("a total line");
+    assert!(
+        total.contains("18 294 967 296") && total.contains("17.04"),
+        "{total}"
+    );
+}
+
+#[test]
+fn json_contract_has_the_headline_integers() {
+    let v = json(&[
+        "--parameters",
+        "7000000000",
+        "--bits",
+        "16",
+        "--reserve-gib",
+        "4",
+    ]);
+    assert_eq!(v["schema"], "gpumem.estimate/v1");
+    assert_eq!(v["weights_bytes"], 14_000_000_000u64);
+    assert_eq!(v["kv_cache_bytes"], 0);
+    assert_eq!(v["reserve_bytes"], 4u64 << 30);
+    assert_eq!(v["total_bytes"], 14_000_000_000u64 + (4u64 << 30));
+    assert!(v["lines"].as_array().is_some_and(|l| l.len() == 2));
+    assert!(v["fit"].as_array().is_some_and(|f| !f.is_empty()));
+}
+
+#[test]
+fn seed_kv_example_through_architecture_flags() {
+    let v = json(&[
+        "--layers",
+        "32",
+        "--hidden",
+        "4096",
+        "--heads",
+        "32",
+        "--kv-heads",
+        "8",
+        "--head-dim",
+        "128",
+        "--intermediate",
+        "14336",
+        "--vocab",
+        "128256",
+        "--context",
+        "8192",
+        "--sequences",
+        "4",
+        "--kv-dtype",
+        "fp16",
+    ]);
+    assert_eq!(v["kv_cache_bytes"], 4u64 << 30);
+}
+
+#[test]
+fn quantised_bits_are_never_params_over_two() {
+    let v = json(&["--parameters", "7000000000", "--bits", "4"]);
+    let w = v["weights_bytes"].as_u64().expect("integer");
+    assert!(w > 3_500_000_000, "{w}");
+}
+
+#[test]
+fn bad_input_exits_2_naming_each_flag() {
+    let out = agent(&[
+        "estimate",
+        "--parameters",
+        "-5",
+        "--bits",
+        "x",
+        "--format",
+        "gptq-5-g128",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for flag in ["--parameters", "--bits", "--format"] {
+        assert!(err.contains(flag), "{flag} missing in {err}");
+    }
+    assert!(!err.contains("panicked"));
+    let out = agent(&["estimate"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("parameter count"));
+}
+
+#[test]
+fn header_only_safetensors_shards_are_counted_exactly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = dir.path().join("model-00001-of-00002.safetensors");
+    let b = dir.path().join("model-00002-of-00002.safetensors");
+    std::fs::write(
+        &a,
+        safetensors::build_header(&[("model.embed_tokens.weight", "BF16", &[32000, 4096])]),
+    )
+    .expect("write");
+    std::fs::write(
+        &b,
+        safetensors::build_header(&[
+            ("model.layers.0.mlp.down_proj.qweight", "I32", &[1792, 4096]),
+            ("model.layers.0.mlp.down_proj.scales", "F16", &[112, 4096]),
+        ]),
+    )
+    .expect("write");
+    let v = json(&[
+        "--safetensors",
+        a.to_str().expect("utf8"),
+        "--safetensors",
+        b.to_str().expect("utf8"),
+        "--reserve-gib",
+        "0",
+    ]);
+    assert_eq!(
+        v["weights_bytes"],
+        32000u64 * 4096 * 2 + 1792 * 4096 * 4 + 112 * 4096 * 2
+    );
+}
+
+#[test]
+fn header_only_gguf_is_counted_exactly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let p = dir.path().join("m.gguf");
+    std::fs::write(
+        &p,
+        gguf::build_header("llama", &[("blk.0.ffn_up.weight", &[4096, 14336], 12)]),
+    )
+    .expect("write");
+    let v = json(&["--gguf", p.to_str().expect("utf8"), "--reserve-gib", "0"]);
+    assert_eq!(v["weights_bytes"], 4096u64 / 256 * 144 * 14336);
+}
+
+#[test]
+fn garbage_model_files_are_refused_clearly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let p = dir.path().join("junk.safetensors");
+    std::fs::write(&p, b"this is not a model").expect("write");
+    let out = agent(&["estimate", "--safetensors", p.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("safetensors") && !err.contains("panicked"),
+        "{err}"
+    );
+}
+
+#[test]
+fn config_json_fills_the_architecture_and_flags_override_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let p = dir.path().join("config.json");
+    std::fs::write(
+        &p,
+        r#"{"model_type":"llama","hidden_size":4096,"num_hidden_layers":32,"num_attention_heads":32,
+            "num_key_value_heads":8,"intermediate_size":14336,"vocab_size":128256}"#,
+    )
+    .expect("write");
+    let v = json(&["--config", p.to_str().expect("utf8"), "--reserve-gib", "0"]);
+    assert_eq!(v["parameters"], 8_030_261_248u64);
+    let v = json(&[
+        "--config",
+        p.to_str().expect("utf8"),
+        "--layers",
+        "16",
+        "--reserve-gib",
+        "0",
+    ]);
+    assert!(v["parameters"].as_u64().expect("integer") < 5_000_000_000);
+}

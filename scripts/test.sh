@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The one test command (README, CI): installs what is missing, then runs every
+# check. Each step prints its name and duration; the first failure stops the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+
+step() {
+  local name=$1; shift
+  local t0=$SECONDS
+  printf '\n==> %s\n' "$name"
+  "$@"
+  printf '<== %s (%ss)\n' "$name" "$((SECONDS - t0))"
+}
+
+step "install tools (idempotent)" ./scripts/install-tools.sh
+step "fetch crates" cargo fetch --quiet
+step "format" cargo fmt --all --check
+step "clippy (native)" cargo clippy --workspace --all-targets --quiet -- -D warnings
+step "clippy (page, wasm32)" cargo clippy -p gpumem-web --target wasm32-unknown-unknown --quiet -- -D warnings
+step "core builds for wasm32" cargo build -p gpumem-core --target wasm32-unknown-unknown --quiet
+if [ -x scripts/check-dist.sh ]; then
+  step "dist/ is up to date" ./scripts/check-dist.sh
+fi
+step "native tests" cargo test --workspace --quiet
+step "core cases under wasm32 in headless Chromium" \
+  env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
+  cargo test -p gpumem-core --target wasm32-unknown-unknown --test cases --quiet
+step "fuzz the header parsers (bounded: ${GPUMEM_FUZZ_SECONDS:-30}s)" \
+  env RUSTC_BOOTSTRAP=1 bash -c 'set -o pipefail; cd fuzz && cargo fuzz run headers --sanitizer none -- -max_total_time="${GPUMEM_FUZZ_SECONDS:-30}" -rss_limit_mb=2048 2>&1 | tail -n 3'
+printf '\nall checks passed\n'
