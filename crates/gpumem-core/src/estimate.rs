@@ -7,6 +7,7 @@
 //! layout) or *assumed* (a hypothesis only a measurement settles), and carries its
 //! formula and inputs so the page can show them.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -161,9 +162,9 @@ pub enum Kind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Line {
     /// Stable key ("weights.mlp", "kv_cache", "reserve", …).
-    pub key: String,
+    pub key: Cow<'static, str>,
     /// Human label.
-    pub label: String,
+    pub label: Cow<'static, str>,
     /// Bytes for the whole workload.
     pub bytes: u64,
     /// Bytes on the most loaded device under the chosen split.
@@ -175,7 +176,7 @@ pub struct Line {
     /// The formula, in words.
     pub formula: String,
     /// The formula's inputs, name → value.
-    pub inputs: BTreeMap<String, String>,
+    pub inputs: BTreeMap<Cow<'static, str>, String>,
 }
 
 /// The result: headline figures (a public contract, also in `--json`) and lines.
@@ -218,14 +219,14 @@ impl Builder {
     #[allow(clippy::too_many_arguments)]
     fn line(
         &mut self,
-        key: &str,
-        label: &str,
+        key: impl Into<Cow<'static, str>>,
+        label: impl Into<Cow<'static, str>>,
         bytes: u64,
         device_bytes: u64,
         kind: Kind,
         in_total: bool,
         formula: String,
-        inputs: &[(&str, String)],
+        inputs: &[(&'static str, String)],
     ) {
         self.lines.push(Line {
             key: key.into(),
@@ -237,7 +238,7 @@ impl Builder {
             formula,
             inputs: inputs
                 .iter()
-                .map(|(k, v)| ((*k).to_string(), v.clone()))
+                .map(|(k, v)| (Cow::Borrowed(*k), v.clone()))
                 .collect(),
         });
     }
@@ -523,7 +524,7 @@ fn weights(
                 ParamClass::LmHead => "Weights: lm_head",
             };
             b.line(
-                &format!("weights.{}", c.class.key()),
+                format!("weights.{}", c.class.key()),
                 label,
                 c.bytes,
                 device,
@@ -616,8 +617,8 @@ fn imported_weights(
             _ => Split::part(tally.bytes, 1, split.tp),
         };
         b.line(
-            &format!("weights.{class}"),
-            &format!(
+            format!("weights.{class}"),
+            format!(
                 "Weights: {class} (from {} header{})",
                 t.source,
                 if t.files > 1 { "s" } else { "" }
@@ -834,11 +835,11 @@ fn training(
     let device_share = |bytes: u64| split.layered(bytes, true);
     let mut total = 0u64;
     let mut add = |b: &mut Builder,
-                   key: &str,
-                   label: &str,
+                   key: &'static str,
+                   label: Cow<'static, str>,
                    bytes: u64,
                    formula: String,
-                   inputs: &[(&str, String)]| {
+                   inputs: &[(&'static str, String)]| {
         total = total.saturating_add(bytes);
         b.line(
             key,
@@ -857,7 +858,7 @@ fn training(
         add(
             b,
             "training.adapters",
-            "LoRA adapters (fp32)",
+            "LoRA adapters (fp32)".into(),
             bytes,
             "r × (in + out) per targeted projection × 4 B".into(),
             &[
@@ -876,7 +877,7 @@ fn training(
     add(
         b,
         "training.gradients",
-        "Gradients",
+        "Gradients".into(),
         gbytes,
         format!(
             "trainable × {} B ({})",
@@ -901,7 +902,7 @@ fn training(
         add(
             b,
             "training.optimizer",
-            &format!("Optimizer states ({})", input.optimizer.name()),
+            format!("Optimizer states ({})", input.optimizer.name()).into(),
             obytes,
             formula,
             &[tr.clone(), ("optimizer", input.optimizer.name().into())],
@@ -912,7 +913,7 @@ fn training(
         add(
             b,
             "training.master_weights",
-            "fp32 master weights",
+            "fp32 master weights".into(),
             mbytes,
             "trainable × 4 B".into(),
             &[tr],
@@ -1113,3 +1114,94 @@ pub fn estimate_workloads(
 
 /// Bytes as the 4 GiB default reserve, for callers that need the constant.
 pub const DEFAULT_RESERVE_BYTES: u64 = 4 * GIB;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::from_pairs;
+
+    fn llama_8b(extra: &[(&'static str, &'static str)]) -> EstimateInput {
+        let mut pairs = vec![
+            ("layers", "32"),
+            ("hidden", "4096"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("intermediate", "14336"),
+            ("vocab", "128256"),
+        ];
+        pairs.extend_from_slice(extra);
+        let (input, errors) = from_pairs(pairs);
+        assert!(errors.is_empty(), "{errors:?}");
+        input
+    }
+
+    #[test]
+    fn three_workloads_side_by_side_vary_one_dimension() {
+        let base = llama_8b(&[]);
+        let w = |name: &str, context| Workload {
+            name: name.into(),
+            sequences: 1,
+            context,
+            generate: 0,
+        };
+        let results = estimate_workloads(
+            &base,
+            &[w("typical", 2048), w("long", 4096), w("near-limit", 8192)],
+        );
+        let kv: Vec<u64> = results
+            .iter()
+            .map(|r| r.as_ref().map(|e| e.kv_cache_bytes).unwrap_or(0))
+            .collect();
+        // Doubling the context at constant batch doubles a dense cache (seed §11).
+        assert_eq!(kv, vec![1 << 28, 1 << 29, 1 << 30]);
+    }
+
+    #[test]
+    fn pipeline_stages_hold_their_layers_and_one_vocab_matrix() {
+        let one = estimate(&llama_8b(&[])).unwrap();
+        let two = estimate(&llama_8b(&[("gpus", "2"), ("pp", "2")])).unwrap();
+        let line = |e: &Estimate, k: &str| {
+            e.lines
+                .iter()
+                .find(|l| l.key == k)
+                .map(|l| l.device_bytes)
+                .unwrap()
+        };
+        assert_eq!(line(&two, "weights.mlp") * 2, line(&one, "weights.mlp"));
+        // Embeddings and lm_head are the same size here: only one counts per device.
+        assert_eq!(
+            line(&two, "weights.embeddings") + line(&two, "weights.lm_head"),
+            line(&one, "weights.lm_head")
+        );
+        assert!(two.per_device_bytes < one.per_device_bytes);
+        // The reserve is per device, never pooled.
+        assert_eq!(line(&two, "reserve"), line(&one, "reserve"));
+    }
+
+    #[test]
+    fn a_split_that_does_not_divide_the_gpus_is_refused() {
+        let err = estimate(&llama_8b(&[("gpus", "3"), ("tp", "2")])).unwrap_err();
+        assert!(err.to_string().starts_with("gpus:"), "{err}");
+    }
+
+    #[test]
+    fn eager_attention_adds_a_tokens_squared_matrix_and_sdpa_does_not() {
+        let sdpa = estimate(&llama_8b(&[("context", "4096")])).unwrap();
+        let eager = estimate(&llama_8b(&[("context", "4096"), ("attention", "eager")])).unwrap();
+        let scores = |e: &Estimate| {
+            e.lines
+                .iter()
+                .find(|l| l.key == "prefill.attention_scores")
+                .unwrap()
+                .bytes
+        };
+        assert_eq!(scores(&sdpa), 0);
+        assert_eq!(scores(&eager), 2 * 32 * 4096 * 4096 * 2);
+        assert!(
+            eager
+                .lines
+                .iter()
+                .all(|l| l.key != "prefill.attention_scores" || l.kind == Kind::Assumed)
+        );
+    }
+}

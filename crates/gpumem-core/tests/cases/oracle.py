@@ -109,13 +109,22 @@ MODELS = {
                      "mistralai/Mixtral-8x7B-v0.1 config.json", 46_702_792_704),
 }
 
+def active_params(c):
+    """Parameters used per token: MoE layers count only the routed experts."""
+    if "experts" not in c:
+        return sum(model_lines(c).values()) // 2
+    dense = dict(c); del dense["experts"]; dense["intermediate"] = c["expert-intermediate"]
+    per_expert_mlp = 3 * c["expert-intermediate"] * c["hidden"]
+    base = sum(model_lines(dense).values()) // 2 - c["layers"] * per_expert_mlp
+    return base + c["layers"] * (c["active-experts"] * per_expert_mlp + c["experts"] * c["hidden"])
+
 for name, (c, src, params) in MODELS.items():
     lines = model_lines(c)
     assert sum(lines.values()) == 2 * params, (name, sum(lines.values()) // 2, params)
     write(f"{name}-bf16", src + f" (published parameter count {params})",
           {**arch_inputs(c), "reserve-gib": 4},
-          {"weights_bytes": 2 * params, "parameters": params, "lines": lines,
-           "total_bytes": 2 * params + 4 * GIB})
+          {"weights_bytes": 2 * params, "parameters": params, "active_parameters": active_params(c),
+           "lines": lines, "total_bytes": 2 * params + 4 * GIB})
 
 # Quantised formats on Llama-3.1-8B: linear layers quantised, the rest bf16.
 c = MODELS["llama-3.1-8b"][0]
