@@ -466,67 +466,6 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counts_as_users_type_them() {
-        assert_eq!(parse_count("p", "7000000000").unwrap(), 7_000_000_000);
-        assert_eq!(parse_count("p", "7e9").unwrap(), 7_000_000_000);
-        assert_eq!(parse_count("p", "7.5e9").unwrap(), 7_500_000_000);
-        assert_eq!(parse_count("p", "7 000 000 000").unwrap(), 7_000_000_000);
-        assert_eq!(parse_count("p", "1,024").unwrap(), 1024);
-        for bad in ["", "-1", "abc", "1.5", "1e999", "99999999999999999999999"] {
-            assert!(parse_count("p", bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn pairs_round_trip() {
-        let pairs = [
-            ("layers", "32"),
-            ("hidden", "4096"),
-            ("heads", "32"),
-            ("kv-heads", "8"),
-            ("head-dim", "128"),
-            ("intermediate", "14336"),
-            ("vocab", "128256"),
-            ("format", "gptq-4-g128"),
-            ("context", "8192"),
-            ("sequences", "4"),
-            ("kv-dtype", "fp8"),
-            ("reserve-gib", "2"),
-            ("tp", "2"),
-            ("gpus", "2"),
-        ];
-        let (input, errors) = from_pairs(pairs);
-        assert!(errors.is_empty(), "{errors:?}");
-        let back = to_pairs(&input);
-        let (again, errors) = from_pairs(back.iter().map(|(k, v)| (*k, v.as_str())));
-        assert!(errors.is_empty());
-        assert_eq!(again, input);
-    }
-
-    #[test]
-    fn each_bad_field_gets_its_own_error_and_good_fields_stay() {
-        let (input, errors) = from_pairs([
-            ("parameters", "7e9"),
-            ("bits", "x"),
-            ("reserve-gib", "-4"),
-            ("nope", "1"),
-        ]);
-        assert_eq!(input.parameters, Some(7_000_000_000));
-        assert_eq!(errors.len(), 3);
-        assert!(errors.iter().any(|e| e.to_string().starts_with("bits:")));
-        assert!(
-            errors
-                .iter()
-                .any(|e| e.to_string().starts_with("reserve-gib:"))
-        );
-    }
-}
-
 /// One sentence of help per key, shared by `--help` and the page's field hints.
 pub fn describe(key: &str) -> &'static str {
     match key {
@@ -590,5 +529,66 @@ pub fn describe(key: &str) -> &'static str {
         "tp" => "Tensor-parallel degree (default 1)",
         "pp" => "Pipeline stages (default 1)",
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_as_users_type_them() {
+        assert_eq!(parse_count("p", "7000000000").unwrap(), 7_000_000_000);
+        assert_eq!(parse_count("p", "7e9").unwrap(), 7_000_000_000);
+        assert_eq!(parse_count("p", "7.5e9").unwrap(), 7_500_000_000);
+        assert_eq!(parse_count("p", "7 000 000 000").unwrap(), 7_000_000_000);
+        assert_eq!(parse_count("p", "1,024").unwrap(), 1024);
+        for bad in ["", "-1", "abc", "1.5", "1e999", "99999999999999999999999"] {
+            assert!(parse_count("p", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn pairs_round_trip() {
+        let pairs = [
+            ("layers", "32"),
+            ("hidden", "4096"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("head-dim", "128"),
+            ("intermediate", "14336"),
+            ("vocab", "128256"),
+            ("format", "gptq-4-g128"),
+            ("context", "8192"),
+            ("sequences", "4"),
+            ("kv-dtype", "fp8"),
+            ("reserve-gib", "2"),
+            ("tp", "2"),
+            ("gpus", "2"),
+        ];
+        let (input, errors) = from_pairs(pairs);
+        assert!(errors.is_empty(), "{errors:?}");
+        let back = to_pairs(&input);
+        let (again, errors) = from_pairs(back.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty());
+        assert_eq!(again, input);
+    }
+
+    #[test]
+    fn each_bad_field_gets_its_own_error_and_good_fields_stay() {
+        let (input, errors) = from_pairs([
+            ("parameters", "7e9"),
+            ("bits", "x"),
+            ("reserve-gib", "-4"),
+            ("nope", "1"),
+        ]);
+        assert_eq!(input.parameters, Some(7_000_000_000));
+        assert_eq!(errors.len(), 3);
+        assert!(errors.iter().any(|e| e.to_string().starts_with("bits:")));
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.to_string().starts_with("reserve-gib:"))
+        );
     }
 }
