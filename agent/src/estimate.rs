@@ -253,7 +253,7 @@ pub fn render_table(est: &Estimate, fit: &[CardFit], per_device: bool) -> String
             Kind::Assumed => "assumed",
         };
         let label = if l.in_total {
-            l.label.clone()
+            l.label.to_string()
         } else {
             format!("({})", l.label)
         };

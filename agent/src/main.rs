@@ -8,6 +8,7 @@ mod bisect;
 mod environment;
 mod estimate;
 mod exit;
+mod gpu;
 mod measure;
 mod serve;
 
