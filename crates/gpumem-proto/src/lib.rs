@@ -2,3 +2,5 @@
 //! measurement results file, the agent↔page wire messages and the sheet.
 
 pub mod results;
+pub mod sheet;
+pub mod wire;

@@ -1,0 +1,623 @@
+//! The agent↔page wire protocol (R-PAIR-4): versioned JSON messages over the local
+//! WebSocket, defined once here and compiled into both `gpumem-agent` (native) and the
+//! page (wasm32), so the two sides cannot drift apart.
+//!
+//! Every message is one JSON object in one WebSocket text message, tagged by `"type"`.
+//! The page speaks [`ClientMessage`]; the agent answers with [`AgentFrame`]s, each of
+//! which wraps an [`AgentMessage`] with two fields every message carries: whether it
+//! comes from a replayed file rather than a live GPU (R-PAIR-5), and the wall-clock
+//! time at which the agent produced it (used to measure push latency).
+//!
+//! The flow, in order:
+//! 1. the page connects to `ws://127.0.0.1:<port>/ws?token=<token>` and sends
+//!    [`ClientMessage::Hello`] with [`PROTOCOL_VERSION`];
+//! 2. the agent answers [`AgentMessage::Hello`] (its frame's `replay` says the mode) (or [`AgentMessage::Error`] with
+//!    [`ErrorCode::VersionMismatch`] and closes) and then [`AgentMessage::Environment`]
+//!    when it knows it;
+//! 3. the page sends [`ClientMessage::StartMeasure`]; the agent answers
+//!    [`AgentMessage::RunStarted`], then per device [`AgentMessage::DeviceStarted`], one
+//!    [`AgentMessage::Phase`] per finished phase and [`AgentMessage::DeviceFinished`],
+//!    then exactly one of [`AgentMessage::RunFinished`] or [`AgentMessage::RunFailed`];
+//! 4. [`ClientMessage::Cancel`] stops the run in progress (it ends with `run_failed`,
+//!    code `cancelled`).
+//!
+//! **Invariant:** nothing here touches files, sockets or clocks — the page compiles this
+//! module to wasm32. Timestamps are filled in by the agent and only carried here.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use crate::results::Dtype;
+use crate::results::{
+    Computed, Dimensions, Environment, EnvironmentReport, PhaseName, PhaseResult, Protocol, Status,
+};
+
+/// The protocol version both sides must agree on; bumped on any incompatible change.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A message from the page to the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMessage {
+    /// First message of every connection: the protocol version the page speaks.
+    Hello {
+        /// The page's [`PROTOCOL_VERSION`].
+        version: u32,
+        /// Free text naming the client (e.g. `"gpumem-web 0.1.0"`), for the agent's log.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client: Option<String>,
+    },
+    /// Run the built-in measurement network with these dimensions (live), or replay the
+    /// saved results file (when the agent was started with `--replay`).
+    StartMeasure(MeasureRequest),
+    /// Stop the run in progress on this connection.
+    Cancel,
+    /// Liveness check; the agent answers [`AgentMessage::Pong`] with the same nonce.
+    Ping {
+        /// Echoed back unchanged.
+        nonce: u64,
+    },
+}
+
+/// Every `type` value [`ClientMessage`] accepts, so that an unknown one can be named in
+/// the error instead of being reported as a generic parse failure.
+pub const CLIENT_MESSAGE_TYPES: &[&str] = &["hello", "start_measure", "cancel", "ping"];
+
+/// The dimensions of one measurement series: the only thing the page may ask the agent
+/// to run. There is no field for a command, a path or a file, by design (R-PAIR-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct MeasureRequest {
+    /// Sequences in the synthetic input.
+    pub batch: u64,
+    /// Tokens per sequence (the tensor's second dimension, not an LLM context, seed §9).
+    pub context: u64,
+    /// Width of each Linear(width, width) layer.
+    pub width: u64,
+    /// Number of Linear + activation layers.
+    pub layers: u64,
+    /// Element type of weights and activations.
+    pub dtype: Dtype,
+    /// Warm-up iterations before the kept repeats (seed §8).
+    pub warmup: u64,
+    /// Warm forward passes kept, each recorded.
+    pub repeats: u64,
+    /// Return unused pool memory to the device between repeats (seed §10); it changes the
+    /// conditions, so it is recorded with the result.
+    #[serde(default)]
+    pub trim_between_repeats: bool,
+}
+
+impl MeasureRequest {
+    /// The seed's example series (§9): batch 2, context 128, width 1024, float32, 3
+    /// warm-up iterations, 5 repeats; four layers.
+    pub const SEED_EXAMPLE: MeasureRequest = MeasureRequest {
+        batch: 2,
+        context: 128,
+        width: 1024,
+        layers: 4,
+        dtype: Dtype::Float32,
+        warmup: 3,
+        repeats: 5,
+        trim_between_repeats: false,
+    };
+
+    /// The request that reproduces a recorded run (used to label a replay).
+    pub fn from_recorded(dimensions: &Dimensions, protocol: &Protocol) -> MeasureRequest {
+        MeasureRequest {
+            batch: dimensions.batch,
+            context: dimensions.context,
+            width: dimensions.width,
+            layers: dimensions.layers,
+            dtype: dimensions.dtype,
+            warmup: u64::from(protocol.warmup_iterations),
+            repeats: u64::from(protocol.warm_repeats),
+            trim_between_repeats: protocol.trim_between_repeats,
+        }
+    }
+
+    /// Checks every dimension against `limits`; the agent refuses a request that fails,
+    /// and the page can call the same function to explain the refusal before sending.
+    pub fn validate(&self, limits: &MeasureLimits) -> Result<(), String> {
+        let checks: [(&str, u64, u64, u64); 6] = [
+            ("batch", self.batch, 1, limits.max_batch),
+            ("context", self.context, 1, limits.max_context),
+            ("width", self.width, 1, limits.max_width),
+            ("layers", self.layers, 1, limits.max_layers),
+            ("warmup", self.warmup, 0, limits.max_warmup),
+            ("repeats", self.repeats, 1, limits.max_repeats),
+        ];
+        for (name, value, min, max) in checks {
+            if value < min || value > max {
+                return Err(format!(
+                    "{name} = {value} is outside the agent's bounds ({min} to {max})"
+                ));
+            }
+        }
+        // The input tensor is [batch × context, width]; bound its element count so one
+        // request cannot ask for an absurd allocation even within the per-axis limits.
+        let elements = u128::from(self.batch) * u128::from(self.context) * u128::from(self.width);
+        if elements > u128::from(limits.max_input_elements) {
+            return Err(format!(
+                "batch × context × width = {elements} elements exceeds the agent's bound of {}",
+                limits.max_input_elements
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The bounds the agent enforces on a [`MeasureRequest`]; sent in the agent's hello so
+/// the page can show them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct MeasureLimits {
+    /// Largest `batch`.
+    pub max_batch: u64,
+    /// Largest `context`.
+    pub max_context: u64,
+    /// Largest `width`.
+    pub max_width: u64,
+    /// Largest `layers`.
+    pub max_layers: u64,
+    /// Largest `warmup`.
+    pub max_warmup: u64,
+    /// Largest `repeats`.
+    pub max_repeats: u64,
+    /// Largest batch × context × width.
+    pub max_input_elements: u64,
+}
+
+impl MeasureLimits {
+    /// The agent's built-in bounds: generous enough to reach an out-of-memory boundary on
+    /// today's largest cards (2^34 fp32 elements is 64 GiB of input), small enough that
+    /// the page cannot ask for a run that never ends.
+    pub const DEFAULT: MeasureLimits = MeasureLimits {
+        max_batch: 4096,
+        max_context: 131_072,
+        max_width: 65_536,
+        max_layers: 256,
+        max_warmup: 100,
+        max_repeats: 100,
+        max_input_elements: 1 << 34,
+    };
+}
+
+impl Default for MeasureLimits {
+    fn default() -> Self {
+        MeasureLimits::DEFAULT
+    }
+}
+
+/// One message from the agent, with the fields every agent message carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct AgentFrame {
+    /// `true` on every message of an agent started with `serve --replay`: nothing it
+    /// reports comes from a GPU now, but from a saved results file (R-PAIR-5). The page
+    /// labels such data *replay*; on the agent's hello it tells the page the mode.
+    pub replay: bool,
+    /// Wall-clock time at which the agent produced the message, in nanoseconds since the
+    /// Unix epoch; the page may compare it with its own clock to show push latency.
+    pub sent_unix_ns: u64,
+    /// The message itself (its `type` field is flattened into this object).
+    #[serde(flatten)]
+    pub message: AgentMessage,
+}
+
+/// A message from the agent to the page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentMessage {
+    /// Answer to the page's hello: the connection is paired.
+    Hello {
+        /// The agent's [`PROTOCOL_VERSION`].
+        version: u32,
+        /// `gpumem-agent`'s own version.
+        agent_version: String,
+        /// The bounds the agent enforces on [`ClientMessage::StartMeasure`].
+        limits: MeasureLimits,
+    },
+    /// The GPU environment, sent right after the agent's hello: what
+    /// `gpumem-agent environment --json` reports (live), or what the replayed file
+    /// recorded (replay; facts the file does not hold are `null` with a reason).
+    Environment {
+        /// The report, as the results module defines it (R-AGENT-2).
+        report: EnvironmentReport,
+    },
+    /// A run was accepted and started.
+    RunStarted {
+        /// Identifies the run in the messages that follow.
+        run_id: u64,
+        /// The dimensions requested (in replay: those recorded in the file).
+        request: MeasureRequest,
+    },
+    /// The measurement of one device begins (there is one per device in a run).
+    DeviceStarted {
+        /// The run.
+        run_id: u64,
+        /// `"cuda:N"`.
+        device: String,
+        /// The network's dimensions as the measurement recorded them.
+        dimensions: Dimensions,
+        /// Phase order and warm-up policy.
+        protocol: Protocol,
+        /// The device and software used.
+        environment: Box<Environment>,
+    },
+    /// One finished phase, pushed the moment the agent read it (R-PAIR-3).
+    Phase {
+        /// The run.
+        run_id: u64,
+        /// `"cuda:N"`.
+        device: String,
+        /// The phase's figures exactly as they appear in the results file.
+        result: Box<PhaseResult>,
+    },
+    /// The measurement of one device ended.
+    DeviceFinished {
+        /// The run.
+        run_id: u64,
+        /// `"cuda:N"`.
+        device: String,
+        /// `ok` when every phase passed.
+        status: Status,
+        /// The failed phase, when `status` is `failed`.
+        failed_phase: Option<PhaseName>,
+        /// The error text, when `status` is `failed`.
+        error: Option<String>,
+        /// The prediction for the same network (R-EST-10), to show beside each phase.
+        computed: Option<Computed>,
+        /// Wall time of the run on this device.
+        wall_time_ns: Option<u64>,
+    },
+    /// The run ended and its results file was read back.
+    RunFinished {
+        /// The run that finished.
+        run_id: u64,
+        /// `true` when every phase succeeded; `false` when a phase failed but its
+        /// failure was recorded (exit code 1: an observation, seed §10).
+        ok: bool,
+        /// The complete results document (`gpumem.results/v1`) exactly as the
+        /// measurement wrote it, so the sheet can attach it unchanged; read it with
+        /// `serde_json::from_value::<ResultsFile>` to display it.
+        result: Value,
+    },
+    /// The run ended without a results document.
+    RunFailed {
+        /// The run that failed.
+        run_id: u64,
+        /// Why, as a machine-readable code.
+        code: RunFailure,
+        /// Why, in words (e.g. the child's "no CUDA driver" message).
+        message: String,
+    },
+    /// Answer to [`ClientMessage::Ping`].
+    Pong {
+        /// The nonce the page sent.
+        nonce: u64,
+    },
+    /// The agent could not act on a message; the connection stays usable unless the
+    /// code says otherwise ([`ErrorCode::VersionMismatch`] closes it).
+    Error {
+        /// What went wrong, as a machine-readable code.
+        code: ErrorCode,
+        /// What went wrong, in words the page can show as they are.
+        message: String,
+    },
+}
+
+/// Why a run ended without results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum RunFailure {
+    /// The GPU, the CUDA driver or a device is not available here (child exit code 2).
+    Unavailable,
+    /// The page cancelled the run.
+    Cancelled,
+    /// The measurement process ended abnormally or its output could not be read.
+    Crashed,
+}
+
+/// Machine-readable error codes carried by [`AgentMessage::Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The message is not a JSON object with a string `type`.
+    Malformed,
+    /// The `type` is not one the agent knows.
+    UnknownMessage,
+    /// The `type` is known but its fields are missing or wrong.
+    BadFields,
+    /// The page speaks another protocol version; the agent closes the connection.
+    VersionMismatch,
+    /// A message other than `hello` arrived before `hello`.
+    HelloFirst,
+    /// The requested dimensions are outside the agent's bounds.
+    OutOfBounds,
+    /// A run is already in progress (one at a time per agent, or per connection in replay).
+    Busy,
+    /// `cancel` arrived with no run in progress on this connection.
+    NoRun,
+    /// The page sends faster than the agent accepts; messages were dropped.
+    RateLimited,
+    /// Binary messages are not part of the protocol.
+    Binary,
+    /// Something went wrong inside the agent; the message says what.
+    Internal,
+}
+
+/// Why a text message could not be read as a [`ClientMessage`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireError {
+    /// The code to send back in [`AgentMessage::Error`].
+    pub code: ErrorCode,
+    /// The explanation in words.
+    pub message: String,
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for WireError {}
+
+impl ClientMessage {
+    /// Reads one text message from the page, telling apart "not JSON", "unknown type"
+    /// and "known type, wrong fields" so each gets its own answer.
+    pub fn parse(text: &str) -> Result<ClientMessage, WireError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| WireError {
+            code: ErrorCode::Malformed,
+            message: format!("the message is not valid JSON: {e}"),
+        })?;
+        let Some(kind) = value.get("type").and_then(Value::as_str) else {
+            return Err(WireError {
+                code: ErrorCode::Malformed,
+                message: "the message must be a JSON object with a string field \"type\"".into(),
+            });
+        };
+        if !CLIENT_MESSAGE_TYPES.contains(&kind) {
+            return Err(WireError {
+                code: ErrorCode::UnknownMessage,
+                message: format!(
+                    "unknown message type {:?}; this agent understands {}",
+                    truncate(kind, 64),
+                    CLIENT_MESSAGE_TYPES.join(", ")
+                ),
+            });
+        }
+        let kind = kind.to_owned();
+        serde_json::from_value(value).map_err(|e| WireError {
+            code: ErrorCode::BadFields,
+            message: format!("message {kind:?} has missing or wrong fields: {e}"),
+        })
+    }
+
+    /// The JSON text of this message.
+    pub fn to_json(&self) -> String {
+        // Serialising these plain enums cannot fail (no maps with non-string keys).
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+impl AgentFrame {
+    /// Reads one text message from the agent (the page's side of [`ClientMessage::parse`]).
+    pub fn parse(text: &str) -> Result<AgentFrame, WireError> {
+        serde_json::from_str(text).map_err(|e| WireError {
+            code: ErrorCode::Malformed,
+            message: format!("the agent sent a message this page cannot read: {e}"),
+        })
+    }
+
+    /// The JSON text of this frame.
+    pub fn to_json(&self) -> String {
+        // Values inside come from serde_json themselves, so serialising cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The JSON text of a [`AgentMessage::RunFinished`] frame whose `result` is already
+    /// serialised (`result_json` must be one JSON value). A replayed document is the same
+    /// for every viewer, so the agent serialises it once instead of once per viewer;
+    /// parsed, this text equals the frame built the ordinary way (tested below).
+    pub fn run_finished_json(
+        replay: bool,
+        sent_unix_ns: u64,
+        run_id: u64,
+        ok: bool,
+        result_json: &str,
+    ) -> String {
+        format!(
+            "{{\"replay\":{replay},\"sent_unix_ns\":{sent_unix_ns},\"type\":\"run_finished\",\
+             \"run_id\":{run_id},\"ok\":{ok},\"result\":{result_json}}}"
+        )
+    }
+}
+
+/// Checks the other side's protocol version, with the refusal in words for whichever
+/// side reads it.
+pub fn check_version(theirs: u32) -> Result<(), String> {
+    if theirs == PROTOCOL_VERSION {
+        Ok(())
+    } else {
+        let advice = if theirs > PROTOCOL_VERSION {
+            "the other side is newer: update gpumem-agent (or use the page it serves)"
+        } else {
+            "the other side is older: reload the page or update it to match this agent"
+        };
+        Err(format!(
+            "protocol version mismatch: this side speaks version {PROTOCOL_VERSION}, the other side \
+             speaks version {theirs}; {advice}"
+        ))
+    }
+}
+
+fn truncate(text: &str, max_chars: usize) -> String {
+    text.chars().take(max_chars).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_messages_round_trip() {
+        let messages = [
+            ClientMessage::Hello {
+                version: PROTOCOL_VERSION,
+                client: Some("test".into()),
+            },
+            ClientMessage::Hello {
+                version: 7,
+                client: None,
+            },
+            ClientMessage::StartMeasure(MeasureRequest::SEED_EXAMPLE),
+            ClientMessage::Cancel,
+            ClientMessage::Ping { nonce: u64::MAX },
+        ];
+        for message in messages {
+            let text = message.to_json();
+            assert_eq!(ClientMessage::parse(&text), Ok(message), "{text}");
+        }
+    }
+
+    #[test]
+    fn start_measure_is_flat_and_trim_defaults_to_false() {
+        let text = r#"{"type":"start_measure","batch":2,"context":128,"width":1024,
+            "layers":4,"dtype":"float32","warmup":3,"repeats":5}"#;
+        assert_eq!(
+            ClientMessage::parse(text),
+            Ok(ClientMessage::StartMeasure(MeasureRequest::SEED_EXAMPLE))
+        );
+    }
+
+    #[test]
+    fn agent_frames_round_trip_with_flattened_type() {
+        let frames = [
+            AgentMessage::Hello {
+                version: PROTOCOL_VERSION,
+                agent_version: "0.1.0".into(),
+                limits: MeasureLimits::DEFAULT,
+            },
+            AgentMessage::RunStarted {
+                run_id: 1,
+                request: MeasureRequest::SEED_EXAMPLE,
+            },
+            AgentMessage::RunFinished {
+                run_id: 1,
+                ok: false,
+                result: serde_json::json!({}),
+            },
+            AgentMessage::RunFailed {
+                run_id: 2,
+                code: RunFailure::Unavailable,
+                message: "no CUDA driver".into(),
+            },
+            AgentMessage::Pong { nonce: 3 },
+            AgentMessage::Error {
+                code: ErrorCode::Busy,
+                message: "busy".into(),
+            },
+        ];
+        for message in frames {
+            let frame = AgentFrame {
+                replay: true,
+                sent_unix_ns: 1_700_000_000_000_000_000,
+                message,
+            };
+            let text = frame.to_json();
+            let value: Value = serde_json::from_str(&text).expect("valid JSON");
+            assert!(value["type"].is_string(), "type is flattened: {text}");
+            assert_eq!(value["replay"], Value::Bool(true));
+            assert_eq!(AgentFrame::parse(&text), Ok(frame));
+        }
+    }
+
+    #[test]
+    fn pre_serialised_run_finished_equals_the_typed_frame() {
+        let result = serde_json::json!({"schema": "gpumem.results/v1", "runs": [{"a": [1, null]}]});
+        let text = AgentFrame::run_finished_json(true, 42, 7, false, &result.to_string());
+        let typed = AgentFrame {
+            replay: true,
+            sent_unix_ns: 42,
+            message: AgentMessage::RunFinished {
+                run_id: 7,
+                ok: false,
+                result,
+            },
+        };
+        assert_eq!(AgentFrame::parse(&text), Ok(typed));
+    }
+
+    #[test]
+    fn unknown_version_is_refused_in_words() {
+        assert_eq!(check_version(PROTOCOL_VERSION), Ok(()));
+        let newer = check_version(PROTOCOL_VERSION + 1).expect_err("newer refused");
+        assert!(newer.contains("version mismatch") && newer.contains("update gpumem-agent"));
+        let older = check_version(0).expect_err("older refused");
+        assert!(older.contains("reload the page"));
+    }
+
+    #[test]
+    fn unknown_type_malformed_and_bad_fields_are_told_apart() {
+        let cases = [
+            ("not json", ErrorCode::Malformed),
+            ("[1,2]", ErrorCode::Malformed),
+            (r#"{"kind":"hello"}"#, ErrorCode::Malformed),
+            (r#"{"type":5}"#, ErrorCode::Malformed),
+            (
+                r#"{"type":"run_shell","cmd":"rm -rf /"}"#,
+                ErrorCode::UnknownMessage,
+            ),
+            (r#"{"type":"hello"}"#, ErrorCode::BadFields),
+            (
+                r#"{"type":"start_measure","batch":-1}"#,
+                ErrorCode::BadFields,
+            ),
+            (
+                r#"{"type":"start_measure","batch":2,"context":1,"width":1,"layers":1,"dtype":"int4","warmup":0,"repeats":1}"#,
+                ErrorCode::BadFields,
+            ),
+        ];
+        for (text, code) in cases {
+            let err = ClientMessage::parse(text).expect_err(text);
+            assert_eq!(err.code, code, "{text}: {}", err.message);
+            assert!(!err.message.is_empty());
+        }
+    }
+
+    #[test]
+    fn bounds_are_enforced_per_axis_and_in_total() {
+        let limits = MeasureLimits::DEFAULT;
+        assert_eq!(MeasureRequest::SEED_EXAMPLE.validate(&limits), Ok(()));
+        let zero_batch = MeasureRequest {
+            batch: 0,
+            ..MeasureRequest::SEED_EXAMPLE
+        };
+        assert!(
+            zero_batch
+                .validate(&limits)
+                .is_err_and(|m| m.contains("batch = 0"))
+        );
+        let huge = MeasureRequest {
+            batch: limits.max_batch,
+            context: limits.max_context,
+            width: limits.max_width,
+            ..MeasureRequest::SEED_EXAMPLE
+        };
+        assert!(
+            huge.validate(&limits)
+                .is_err_and(|m| m.contains("elements"))
+        );
+        let no_repeats = MeasureRequest {
+            repeats: 0,
+            ..MeasureRequest::SEED_EXAMPLE
+        };
+        assert!(no_repeats.validate(&limits).is_err());
+    }
+}
