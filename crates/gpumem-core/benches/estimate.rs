@@ -1,6 +1,6 @@
 //! Benchmarks: a full estimate (architecture mode with KV cache and fit table) and
-//! the safetensors header parser on a 1 000-tensor header. Budget: a full estimate
-//! well under 10 µs natively.
+//! the safetensors header parser on 1 000- and 100 000-tensor headers. Budgets: a
+//! full estimate under 10 µs natively; 100k tensors well under a second.
 
 use std::hint::black_box;
 
@@ -48,6 +48,27 @@ fn header_parsing(c: &mut Criterion) {
     c.bench_function("safetensors/header-1000-tensors", |b| {
         b.iter(|| parse_header(black_box(&header)))
     });
+    // A large MoE checkpoint's scale (R-EST-4): ~100k tensors, well under a second.
+    let names: Vec<String> = (0..100_000)
+        .map(|i| {
+            format!(
+                "model.layers.{}.mlp.experts.{}.down_proj.weight",
+                i / 1000,
+                i % 1000
+            )
+        })
+        .collect();
+    let tensors: Vec<(&str, &str, &[u64])> = names
+        .iter()
+        .map(|n| (n.as_str(), "BF16", &[2048u64, 7168][..]))
+        .collect();
+    let header = build_header(&tensors);
+    let mut group = c.benchmark_group("safetensors-large");
+    group.sample_size(10);
+    group.bench_function("header-100k-tensors", |b| {
+        b.iter(|| parse_header(black_box(&header)))
+    });
+    group.finish();
 }
 
 criterion_group!(benches, full_estimate, header_parsing);
