@@ -1,2 +1,4 @@
-//! Placeholder until the page lands.
-fn main() {}
+//! Entry point of the page: everything else is in the library.
+fn main() {
+    gpumem_web::start();
+}

@@ -20,6 +20,7 @@ pub mod import;
 pub mod kv;
 pub mod network;
 pub mod params;
+pub mod presets;
 pub mod training;
 pub mod units;
 

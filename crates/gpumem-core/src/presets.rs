@@ -1,0 +1,380 @@
+//! Presets: the published shapes of well-known open models, as `key=value` pairs
+//! in the shared vocabulary of [`crate::params`] (the CLI flags without dashes).
+//!
+//! Every number comes from the model's Hugging Face `config.json`; each preset
+//! names that file and the public copy it was checked against, so a reader can
+//! verify it. Presets describe the *shape* only: the storage format, workload and
+//! split stay whatever the user chose, so picking a preset never silently changes
+//! them.
+//!
+//! A config field the architecture mode cannot express is said in the preset's
+//! `note` rather than approximated in silence (e.g. Gemma 2's extra norms).
+
+/// One model's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preset {
+    /// Stable key used in the page (`?preset=` is never needed: the pairs are the state).
+    pub id: &'static str,
+    /// The model's name as its publisher writes it.
+    pub name: &'static str,
+    /// Where the numbers come from.
+    pub source: &'static str,
+    /// The shape as `key=value` pairs, readable by [`crate::params::from_pairs`].
+    pub pairs: &'static [(&'static str, &'static str)],
+    /// What the architecture mode leaves out, in words (empty when nothing).
+    pub note: &'static str,
+}
+
+/// The keys a preset sets; picking a preset clears the others of this list so
+/// that no field of a previous model survives (e.g. `experts`).
+pub const SHAPE_KEYS: &[&str] = &[
+    "layers",
+    "hidden",
+    "heads",
+    "kv-heads",
+    "head-dim",
+    "intermediate",
+    "vocab",
+    "gated-mlp",
+    "tied-embeddings",
+    "qkv-bias",
+    "o-bias",
+    "mlp-bias",
+    "qk-norm",
+    "layernorm-bias",
+    "experts",
+    "active-experts",
+    "expert-intermediate",
+    "shared-experts",
+    "shared-intermediate",
+    "dense-layers",
+    "sliding-window",
+    "sliding-layers",
+];
+
+/// Every preset, smallest family member first within a family.
+pub static PRESETS: &[Preset] = &[
+    Preset {
+        id: "llama-3.1-8b",
+        name: "Llama 3.1 8B",
+        source: concat!(
+            "huggingface.co/meta-llama/Llama-3.1-8B config.json ",
+            "(copy: mlc-ai/mlc-llm python/mlc_llm/model/model_preset.py \"llama3_1_8b\")"
+        ),
+        pairs: &[
+            ("layers", "32"),
+            ("hidden", "4096"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("head-dim", "128"),
+            ("intermediate", "14336"),
+            ("vocab", "128256"),
+        ],
+        note: "",
+    },
+    Preset {
+        id: "llama-3.1-70b",
+        name: "Llama 3.1 70B",
+        source: concat!(
+            "huggingface.co/meta-llama/Llama-3.1-70B config.json ",
+            "(copy: mlc-ai/mlc-llm python/mlc_llm/model/model_preset.py \"llama3_1_70b\")"
+        ),
+        pairs: &[
+            ("layers", "80"),
+            ("hidden", "8192"),
+            ("heads", "64"),
+            ("kv-heads", "8"),
+            ("head-dim", "128"),
+            ("intermediate", "28672"),
+            ("vocab", "128256"),
+        ],
+        note: "",
+    },
+    Preset {
+        id: "llama-3.2-1b",
+        name: "Llama 3.2 1B",
+        source: concat!(
+            "huggingface.co/meta-llama/Llama-3.2-1B config.json ",
+            "(copy: mlc-ai/mlc-llm python/mlc_llm/model/model_preset.py \"llama3_2_1b\")"
+        ),
+        pairs: &[
+            ("layers", "16"),
+            ("hidden", "2048"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("head-dim", "64"),
+            ("intermediate", "8192"),
+            ("vocab", "128256"),
+            ("tied-embeddings", "true"),
+        ],
+        note: "",
+    },
+    Preset {
+        id: "mistral-7b-v0.3",
+        name: "Mistral 7B v0.3",
+        source: concat!(
+            "huggingface.co/mistralai/Mistral-7B-v0.3 config.json ",
+            "(copy: mlc-ai/mlc-llm python/mlc_llm/model/model_preset.py \"mistral_7b_v03\"; sliding_window null)"
+        ),
+        pairs: &[
+            ("layers", "32"),
+            ("hidden", "4096"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("head-dim", "128"),
+            ("intermediate", "14336"),
+            ("vocab", "32768"),
+        ],
+        note: "",
+    },
+    Preset {
+        id: "mixtral-8x7b",
+        name: "Mixtral 8x7B v0.1",
+        source: concat!(
+            "huggingface.co/mistralai/Mixtral-8x7B-v0.1 config.json ",
+            "(copy: mlc-ai/mlc-llm python/mlc_llm/model/model_preset.py \"Mixtral-8x7B-v0.1\")"
+        ),
+        pairs: &[
+            ("layers", "32"),
+            ("hidden", "4096"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("head-dim", "128"),
+            ("intermediate", "14336"),
+            ("vocab", "32000"),
+            ("experts", "8"),
+            ("active-experts", "2"),
+            ("expert-intermediate", "14336"),
+        ],
+        note: "",
+    },
+    Preset {
+        id: "qwen2.5-7b",
+        name: "Qwen2.5 7B",
+        source: concat!(
+            "huggingface.co/Qwen/Qwen2.5-7B-Instruct config.json ",
+            "(hidden 3584, intermediate 18944, 28 layers, 28 heads, 4 KV heads, vocab 152064, ",
+            "use_sliding_window false; copy: NVIDIA/TensorRT-LLM tests, Qwen_2_7B_CONFIG)"
+        ),
+        pairs: &[
+            ("layers", "28"),
+            ("hidden", "3584"),
+            ("heads", "28"),
+            ("kv-heads", "4"),
+            ("head-dim", "128"),
+            ("intermediate", "18944"),
+            ("vocab", "152064"),
+            ("qkv-bias", "true"),
+        ],
+        note: "",
+    },
+    Preset {
+        id: "qwen2-0.5b",
+        name: "Qwen2 0.5B",
+        source: concat!(
+            "huggingface.co/Qwen/Qwen2-0.5B config.json ",
+            "(copy: mlc-ai/mlc-llm python/mlc_llm/model/model_preset.py \"qwen2_0_5b\"; ",
+            "Qwen2.5-0.5B has the same shape)"
+        ),
+        pairs: &[
+            ("layers", "24"),
+            ("hidden", "896"),
+            ("heads", "14"),
+            ("kv-heads", "2"),
+            ("head-dim", "64"),
+            ("intermediate", "4864"),
+            ("vocab", "151936"),
+            ("tied-embeddings", "true"),
+            ("qkv-bias", "true"),
+        ],
+        note: "",
+    },
+    Preset {
+        id: "qwen3-0.6b",
+        name: "Qwen3 0.6B",
+        source: "huggingface.co/Qwen/Qwen3-0.6B config.json (head_dim 128, tie_word_embeddings true, transformers 4.51.0)",
+        pairs: &[
+            ("layers", "28"),
+            ("hidden", "1024"),
+            ("heads", "16"),
+            ("kv-heads", "8"),
+            ("head-dim", "128"),
+            ("intermediate", "3072"),
+            ("vocab", "151936"),
+            ("tied-embeddings", "true"),
+            ("qk-norm", "true"),
+        ],
+        note: "",
+    },
+    Preset {
+        id: "qwen1.5-moe-a2.7b",
+        name: "Qwen1.5-MoE-A2.7B",
+        source: concat!(
+            "huggingface.co/Qwen/Qwen1.5-MoE-A2.7B config.json ",
+            "(copy: mlc-ai/mlc-llm python/mlc_llm/model/model_preset.py \"qwen2moe\": 60 experts, 4 per token, ",
+            "moe_intermediate_size 1408, shared_expert_intermediate_size 5632)"
+        ),
+        pairs: &[
+            ("layers", "24"),
+            ("hidden", "2048"),
+            ("heads", "16"),
+            ("kv-heads", "16"),
+            ("head-dim", "128"),
+            ("intermediate", "5632"),
+            ("vocab", "151936"),
+            ("qkv-bias", "true"),
+            ("experts", "60"),
+            ("active-experts", "4"),
+            ("expert-intermediate", "1408"),
+            ("shared-experts", "1"),
+            ("shared-intermediate", "5632"),
+        ],
+        note: "the shared expert's 1-wide gate (hidden parameters per layer) is not counted",
+    },
+    Preset {
+        id: "gemma-2-9b",
+        name: "Gemma 2 9B",
+        source: concat!(
+            "huggingface.co/google/gemma-2-9b config.json ",
+            "(copy: mlc-ai/mlc-llm python/mlc_llm/model/model_preset.py \"gemma2_9b\"; ",
+            "sliding_window 4096 on every other layer, the Gemma 2 pattern)"
+        ),
+        pairs: &[
+            ("layers", "42"),
+            ("hidden", "3584"),
+            ("heads", "16"),
+            ("kv-heads", "8"),
+            ("head-dim", "256"),
+            ("intermediate", "14336"),
+            ("vocab", "256000"),
+            ("tied-embeddings", "true"),
+            ("sliding-window", "4096"),
+            ("sliding-layers", "21"),
+        ],
+        note: "Gemma 2's post-attention and post-MLP norms (2 × hidden per layer) are not counted",
+    },
+    Preset {
+        id: "gemma-2-27b",
+        name: "Gemma 2 27B",
+        source: concat!(
+            "huggingface.co/google/gemma-2-27b config.json ",
+            "(copy: mlc-ai/mlc-llm python/mlc_llm/model/model_preset.py \"gemma2_27b\")"
+        ),
+        pairs: &[
+            ("layers", "46"),
+            ("hidden", "4608"),
+            ("heads", "32"),
+            ("kv-heads", "16"),
+            ("head-dim", "128"),
+            ("intermediate", "36864"),
+            ("vocab", "256000"),
+            ("tied-embeddings", "true"),
+            ("sliding-window", "4096"),
+            ("sliding-layers", "23"),
+        ],
+        note: "Gemma 2's post-attention and post-MLP norms (2 × hidden per layer) are not counted",
+    },
+    Preset {
+        id: "phi-3-mini-4k",
+        name: "Phi-3 mini 4k",
+        source: concat!(
+            "huggingface.co/microsoft/Phi-3-mini-4k-instruct config.json ",
+            "(copy, commented out: mlc-ai/mlc-llm python/mlc_llm/model/model_preset.py \"phi-3\")"
+        ),
+        pairs: &[
+            ("layers", "32"),
+            ("hidden", "3072"),
+            ("heads", "32"),
+            ("kv-heads", "32"),
+            ("head-dim", "96"),
+            ("intermediate", "8192"),
+            ("vocab", "32064"),
+        ],
+        note: "the config's sliding_window 2047 is not applied: a default dynamic cache keeps every token",
+    },
+];
+
+/// The preset with this id.
+pub fn find(id: &str) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| p.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimate::estimate;
+    use crate::import::hf_config::parse_config;
+    use crate::params::{KEYS, from_pairs};
+
+    #[test]
+    fn every_preset_parses_and_estimates() {
+        assert!(PRESETS.len() >= 8);
+        for p in PRESETS {
+            for (k, _) in p.pairs {
+                assert!(KEYS.contains(k), "{}: unknown key {k}", p.id);
+                assert!(SHAPE_KEYS.contains(k), "{}: {k} is not a shape key", p.id);
+            }
+            let mut pairs = p.pairs.to_vec();
+            pairs.push(("context", "4096"));
+            let (input, errors) = from_pairs(pairs);
+            assert!(errors.is_empty(), "{}: {errors:?}", p.id);
+            let e = estimate(&input).unwrap_or_else(|e| panic!("{}: {e}", p.id));
+            assert!(e.weights_bytes > 0 && e.kv_cache_bytes > 0, "{}", p.id);
+            assert!(!p.source.is_empty() && p.source.contains("config.json"));
+            assert_eq!(find(p.id), Some(p));
+        }
+    }
+
+    #[test]
+    fn ids_are_unique() {
+        for (i, p) in PRESETS.iter().enumerate() {
+            assert!(PRESETS[i + 1..].iter().all(|q| q.id != p.id), "{}", p.id);
+        }
+    }
+
+    /// Published parameter totals (the model cards' exact counts) for presets
+    /// whose every tensor the architecture mode models.
+    #[test]
+    fn parameter_counts_match_the_published_totals() {
+        for (id, published) in [
+            ("llama-3.1-8b", 8_030_261_248u64),
+            ("llama-3.1-70b", 70_553_706_496),
+            ("llama-3.2-1b", 1_235_814_400),
+            ("mistral-7b-v0.3", 7_248_023_552),
+            ("mixtral-8x7b", 46_702_792_704),
+            ("qwen2.5-7b", 7_615_616_512),
+            ("qwen2-0.5b", 494_032_768),
+            ("qwen3-0.6b", 596_049_920),
+        ] {
+            let p = find(id).unwrap();
+            let (input, errors) = from_pairs(p.pairs.iter().copied());
+            assert!(errors.is_empty());
+            assert_eq!(estimate(&input).unwrap().parameters, published, "{id}");
+        }
+    }
+
+    /// The preset and the core's own config.json reader agree on the shape.
+    #[test]
+    fn presets_agree_with_the_config_reader() {
+        let llama = r#"{"model_type":"llama","hidden_size":4096,"intermediate_size":14336,
+            "num_attention_heads":32,"num_hidden_layers":32,"num_key_value_heads":8,
+            "tie_word_embeddings":false,"vocab_size":128256}"#;
+        let mixtral = r#"{"model_type":"mixtral","hidden_size":4096,"intermediate_size":14336,
+            "num_attention_heads":32,"num_hidden_layers":32,"num_key_value_heads":8,
+            "num_local_experts":8,"num_experts_per_tok":2,"tie_word_embeddings":false,
+            "vocab_size":32000}"#;
+        let qwen = r#"{"model_type":"qwen2","hidden_size":3584,"intermediate_size":18944,
+            "num_attention_heads":28,"num_hidden_layers":28,"num_key_value_heads":4,
+            "max_window_layers":28,"sliding_window":131072,"use_sliding_window":false,
+            "tie_word_embeddings":false,"vocab_size":152064}"#;
+        for (id, json) in [
+            ("llama-3.1-8b", llama),
+            ("mixtral-8x7b", mixtral),
+            ("qwen2.5-7b", qwen),
+        ] {
+            let from_config = parse_config(json).unwrap().arch;
+            let (input, _) = from_pairs(find(id).unwrap().pairs.iter().copied());
+            assert_eq!(input.arch, Some(from_config), "{id}");
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! From raw pairs to results: the three workloads, each through
+//! [`gpumem_core::params::from_pairs`] and [`gpumem_core::estimate::estimate`].
+//! No formula lives here; this module only routes text to the core and errors
+//! back to the field that caused them.
+
+use std::collections::BTreeMap;
+
+use gpumem_core::EstimateError;
+use gpumem_core::estimate::{Estimate, estimate};
+use gpumem_core::import::TensorSummary;
+use gpumem_core::params::from_pairs;
+
+/// The workloads, in display order: (title, page-key prefix).
+pub const WORKLOADS: [(&str, &str); 3] = [
+    ("Typical", ""),
+    ("Long but expected", "long"),
+    ("Near the limit", "limit"),
+];
+
+/// The dimensions a workload sets (seed §1): the rest of the input is shared.
+pub const DIMS: [&str; 3] = ["sequences", "context", "generate"];
+
+/// One workload's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadResult {
+    /// The pairs it was computed from (the CLI flags that reproduce it).
+    pub pairs: Vec<(&'static str, String)>,
+    /// The estimate, or why there is none.
+    pub result: Result<Estimate, EstimateError>,
+}
+
+/// Everything the results panels show.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Computed {
+    /// Typical, long, near-limit.
+    pub workloads: Vec<WorkloadResult>,
+    /// Field key → message, for every field with a problem.
+    pub field_errors: BTreeMap<String, String>,
+    /// Problems not tied to one field.
+    pub general_errors: Vec<String>,
+    /// Milliseconds the three estimates took (performance.now() around them).
+    pub elapsed_ms: f64,
+}
+
+/// The page key a workload uses for a dimension (`long-context`), or the shared
+/// key itself for the typical workload.
+pub fn dim_key(prefix: &str, dim: &'static str) -> String {
+    if prefix.is_empty() {
+        dim.to_string()
+    } else {
+        format!("{prefix}-{dim}")
+    }
+}
+
+/// The pairs of workload `prefix`: the shared pairs with its own dimensions in
+/// place of the typical ones, plus the names of the dimensions it overrides.
+pub fn workload_pairs(
+    cli: &[(&'static str, String)],
+    page: &[(&'static str, String)],
+    prefix: &str,
+) -> (Vec<(&'static str, String)>, Vec<&'static str>) {
+    let mut pairs = cli.to_vec();
+    let mut overridden = Vec::new();
+    if prefix.is_empty() {
+        return (pairs, overridden);
+    }
+    for dim in DIMS {
+        let key = dim_key(prefix, dim);
+        if let Some((_, v)) = page.iter().find(|(k, _)| *k == key) {
+            pairs.retain(|(k, _)| *k != dim);
+            pairs.push((dim, v.clone()));
+            overridden.push(dim);
+        }
+    }
+    (pairs, overridden)
+}
+
+/// Computes the three workloads. `now` is a clock in milliseconds (the page
+/// passes `performance.now()`; tests pass a constant).
+pub fn compute(
+    cli: &[(&'static str, String)],
+    page: &[(&'static str, String)],
+    tensors: Option<&TensorSummary>,
+    now: &dyn Fn() -> f64,
+) -> Computed {
+    let mut field_errors = BTreeMap::new();
+    let mut general_errors = Vec::new();
+    let t0 = now();
+    let mut workloads = Vec::with_capacity(3);
+    for (i, (_, prefix)) in WORKLOADS.iter().enumerate() {
+        let (pairs, overridden) = workload_pairs(cli, page, prefix);
+        let (mut input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        input.tensors = tensors.cloned();
+        // Route each parse error to the field the user typed it in; a workload's
+        // own dimension reports at its own column.
+        let at = |field: &str| -> String {
+            match DIMS.iter().find(|d| **d == field) {
+                Some(d) if overridden.contains(d) => dim_key(prefix, d),
+                _ => field.to_string(),
+            }
+        };
+        for e in &errors {
+            match e {
+                EstimateError::Invalid { field, reason } if *field != "input" => {
+                    let key = at(field);
+                    if i == 0 || key != *field {
+                        field_errors.entry(key).or_insert_with(|| reason.clone());
+                    }
+                }
+                other if i == 0 => general_errors.push(other.to_string()),
+                _ => {}
+            }
+        }
+        let result = estimate(&input);
+        if let Err(EstimateError::Invalid { field, reason }) = &result {
+            let key = at(field);
+            if i == 0 || key != *field {
+                field_errors.entry(key).or_insert_with(|| reason.clone());
+            }
+        }
+        workloads.push(WorkloadResult { pairs, result });
+    }
+    let elapsed_ms = now() - t0;
+    Computed {
+        workloads,
+        field_errors,
+        general_errors,
+        elapsed_ms,
+    }
+}
+
+/// The values a one-dimension sweep visits around `base` (seed §11: change one
+/// variable at a time): ¼×, ½×, 1×, 2×, 4×, 8×, 16×, at least 1, without repeats.
+pub fn sweep_values(base: u64) -> Vec<u64> {
+    let mut out: Vec<u64> = [
+        base / 4,
+        base / 2,
+        base,
+        base.saturating_mul(2),
+        base.saturating_mul(4),
+        base.saturating_mul(8),
+        base.saturating_mul(16),
+    ]
+    .into_iter()
+    .map(|v| v.max(1))
+    .collect();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+        pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
+    }
+
+    #[test]
+    fn seed_section_2_through_the_page_path() {
+        let c = compute(
+            &p(&[
+                ("parameters", "7000000000"),
+                ("bits", "16"),
+                ("reserve-gib", "4"),
+            ]),
+            &[],
+            None,
+            &|| 0.0,
+        );
+        let e = c.workloads[0].result.as_ref().unwrap();
+        assert_eq!(e.weights_bytes, 14_000_000_000);
+        assert_eq!(e.total_bytes, 14_000_000_000 + 4 * (1 << 30));
+        assert!(c.field_errors.is_empty());
+    }
+
+    #[test]
+    fn workload_dimensions_override_and_errors_land_on_their_column() {
+        let cli = p(&[
+            ("layers", "32"),
+            ("hidden", "4096"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("intermediate", "14336"),
+            ("vocab", "128256"),
+            ("context", "8192"),
+        ]);
+        let page = p(&[("long-context", "16384"), ("limit-context", "-3")]);
+        let c = compute(&cli, &page, None, &|| 0.0);
+        let kv = |i: usize| c.workloads[i].result.as_ref().unwrap().kv_cache_bytes;
+        // Seed §4: 2 × 32 layers × 8 KV heads × 128 × 8192 tokens × 2 B = 1 GiB.
+        assert_eq!(kv(0), 1 << 30);
+        assert_eq!(kv(1), 2 << 30);
+        assert!(c.field_errors["limit-context"].contains("negative"));
+        assert!(!c.field_errors.contains_key("context"));
+    }
+
+    #[test]
+    fn sweep_is_monotonic_and_positive() {
+        assert_eq!(sweep_values(1), vec![1, 2, 4, 8, 16]);
+        assert_eq!(sweep_values(4096)[0], 1024);
+    }
+}

@@ -1,0 +1,134 @@
+//! Local import of model files (R-EST-4): a `config.json`, one or more
+//! `.safetensors` shards, or a `.gguf` file. Only header bytes are read, through
+//! `File.slice`; nothing leaves the browser. Parsing is the core's
+//! ([`gpumem_core::import`]); this module only fetches the bytes it asks for.
+
+use gpumem_core::EstimateError;
+use gpumem_core::import::hf_config::{ImportedConfig, parse_config};
+use gpumem_core::import::{TensorSummary, gguf, safetensors};
+use js_sys::Uint8Array;
+use wasm_bindgen::JsValue;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::File;
+
+/// A config.json larger than this is not a config.
+const MAX_CONFIG_BYTES: f64 = 8.0 * 1024.0 * 1024.0;
+/// First read of a GGUF file; grown as the parser asks for more.
+const GGUF_FIRST_READ: u64 = 1 << 20;
+
+/// What a batch of dropped files gave.
+pub enum Outcome {
+    /// A model shape.
+    Config(String, Box<ImportedConfig>),
+    /// Tensors, merged across the files.
+    Tensors(Vec<String>, TensorSummary),
+}
+
+fn js_err(e: JsValue) -> String {
+    e.as_string()
+        .or_else(|| {
+            js_sys::Reflect::get(&e, &"message".into())
+                .ok()
+                .and_then(|m| m.as_string())
+        })
+        .unwrap_or_else(|| "the browser could not read the file".into())
+}
+
+/// Bytes `[start, end)` of `file`, read locally.
+async fn read_range(file: &File, start: u64, end: u64) -> Result<Vec<u8>, String> {
+    let blob = file
+        .slice_with_f64_and_f64(start as f64, end as f64)
+        .map_err(js_err)?;
+    let buf = JsFuture::from(blob.array_buffer()).await.map_err(js_err)?;
+    Ok(Uint8Array::new(&buf).to_vec())
+}
+
+/// The size of `file` in bytes.
+fn size(file: &File) -> u64 {
+    file.size() as u64
+}
+
+async fn read_safetensors(file: &File) -> Result<TensorSummary, String> {
+    let name = file.name();
+    let prefix = read_range(file, 0, 8).await?;
+    let n = safetensors::header_len(&prefix).map_err(|e| format!("{name}: {e}"))?;
+    if 8 + n > size(file) {
+        return Err(format!(
+            "{name}: the header says {n} bytes but the file has only {}: a broken or partial file",
+            size(file)
+        ));
+    }
+    let bytes = read_range(file, 0, 8 + n).await?;
+    safetensors::parse_header(&bytes).map_err(|e| format!("{name}: {e}"))
+}
+
+async fn read_gguf(file: &File) -> Result<TensorSummary, String> {
+    let name = file.name();
+    let total = size(file);
+    let mut want = GGUF_FIRST_READ.min(total);
+    loop {
+        let bytes = read_range(file, 0, want).await?;
+        match gguf::parse_header(&bytes) {
+            Ok(h) => return Ok(h.tensors),
+            Err(EstimateError::Truncated { needed, .. }) if want < total => {
+                // Grow at least geometrically so a long metadata section costs few reads.
+                want = needed.max(want.saturating_mul(2)).min(total);
+            }
+            Err(e) => return Err(format!("{name}: {e}")),
+        }
+    }
+}
+
+/// Reads a batch of files. A config.json gives a shape; safetensors shards (or one
+/// GGUF file) give tensors. Mixed batches are refused with a message saying why.
+pub async fn read_files(files: Vec<File>) -> Result<Outcome, String> {
+    if files.is_empty() {
+        return Err("no file was given".into());
+    }
+    let lower: Vec<String> = files
+        .iter()
+        .map(|f| f.name().to_ascii_lowercase())
+        .collect();
+    let all = |ext: &str| lower.iter().all(|n| n.ends_with(ext));
+    if lower.len() == 1 && lower[0].ends_with(".json") {
+        let file = &files[0];
+        if file.size() > MAX_CONFIG_BYTES {
+            return Err(format!("{}: too large for a config.json", file.name()));
+        }
+        let text = JsFuture::from(file.text()).await.map_err(js_err)?;
+        let text = text.as_string().unwrap_or_default();
+        let c = parse_config(&text).map_err(|e| format!("{}: {e}", file.name()))?;
+        return Ok(Outcome::Config(file.name(), Box::new(c)));
+    }
+    let names: Vec<String> = files.iter().map(File::name).collect();
+    if all(".safetensors") {
+        let mut merged: Option<TensorSummary> = None;
+        for f in &files {
+            let s = read_safetensors(f).await?;
+            match merged.as_mut() {
+                Some(m) => m.merge(&s).map_err(|e| e.to_string())?,
+                None => merged = Some(s),
+            }
+        }
+        return merged
+            .map(|m| Outcome::Tensors(names, m))
+            .ok_or_else(|| "no file was given".into());
+    }
+    if all(".gguf") {
+        let mut merged: Option<TensorSummary> = None;
+        for f in &files {
+            let s = read_gguf(f).await?;
+            match merged.as_mut() {
+                Some(m) => m.merge(&s).map_err(|e| e.to_string())?,
+                None => merged = Some(s),
+            }
+        }
+        return merged
+            .map(|m| Outcome::Tensors(names, m))
+            .ok_or_else(|| "no file was given".into());
+    }
+    Err(
+        "drop one config.json, or the .safetensors shards of one checkpoint, or .gguf files — one kind at a time"
+            .into(),
+    )
+}

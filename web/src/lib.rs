@@ -1,0 +1,194 @@
+//! gpumem-web: the dimensioner page, a thin Leptos (CSR) layer over
+//! [`gpumem_core`].
+//!
+//! **Architecture Invariant:** no formula lives here. Raw input text goes through
+//! [`gpumem_core::params::from_pairs`] and [`gpumem_core::estimate::estimate`] —
+//! the same calls `gpumem-agent estimate` makes — so the page and the CLI print the
+//! same bytes for the same keys.
+//!
+//! Shape of the app (after the Leptos examples): components in [`inputs`] and
+//! [`results`]; derived values are `Memo`s over the input signals of
+//! [`state::Form`]; I/O (URL, local storage, file reading, performance marks) runs
+//! only in [`start`], in `Effect`s and in event handlers.
+
+pub mod compute;
+pub mod import;
+pub mod inputs;
+pub mod query;
+pub mod results;
+pub mod state;
+
+use leptos::prelude::*;
+use wasm_bindgen::prelude::*;
+
+use crate::compute::{Computed, compute};
+use crate::state::{Form, Imported, PAGE_KEYS};
+
+/// Local-storage key of the last query string.
+const STORE_QUERY: &str = "gpumem.query";
+/// Local-storage key of the last imported tensors (they cannot live in a URL).
+const STORE_IMPORTED: &str = "gpumem.imported";
+/// The performance mark set once the first results are in the DOM.
+pub const FIRST_RESULTS_MARK: &str = "gpumem-first-results";
+
+fn storage() -> Option<web_sys::Storage> {
+    web_sys::window()?.local_storage().ok().flatten()
+}
+
+/// `performance.now()`, or 0 where there is no window (native tests).
+pub fn now_ms() -> f64 {
+    web_sys::window()
+        .and_then(|w| w.performance())
+        .map_or(0.0, |p| p.now())
+}
+
+/// Reads the starting state (the URL's query, else local storage, else the
+/// defaults) and mounts the page. The only place that reads the outside world
+/// before the first render.
+pub fn start() {
+    let search = web_sys::window()
+        .and_then(|w| w.location().search().ok())
+        .unwrap_or_default();
+    let pairs = if search.trim_start_matches('?').is_empty() {
+        storage()
+            .and_then(|s| s.get_item(STORE_QUERY).ok().flatten())
+            .filter(|q| !q.is_empty())
+            .map(|q| query::parse(&q))
+            .unwrap_or_else(state::default_pairs)
+    } else {
+        query::parse(&search)
+    };
+    let imported: Option<Imported> = storage()
+        .and_then(|s| s.get_item(STORE_IMPORTED).ok().flatten())
+        .and_then(|j| serde_json::from_str(&j).ok());
+    leptos::mount::mount_to_body(move || view! { <App pairs imported/> });
+}
+
+/// The page.
+#[component]
+pub fn App(
+    /// The starting `key=value` pairs (from the URL, local storage or defaults).
+    pairs: Vec<(String, String)>,
+    /// Tensors imported in an earlier visit.
+    imported: Option<Imported>,
+) -> impl IntoView {
+    let unknown: Vec<String> = pairs
+        .iter()
+        .filter(|(k, _)| {
+            !gpumem_core::params::KEYS.contains(&k.as_str()) && !PAGE_KEYS.contains(&k.as_str())
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    let form = Form::new(&pairs, imported);
+    provide_context(form.clone());
+
+    let cli = {
+        let form = form.clone();
+        Memo::new(move |_| form.cli_pairs())
+    };
+    let page = {
+        let form = form.clone();
+        Memo::new(move |_| form.page_pairs())
+    };
+    let computed: Memo<Computed> = {
+        let form = form.clone();
+        Memo::new(move |_| {
+            let imported = form.imported.get();
+            cli.with(|c| {
+                page.with(|p| compute(c, p, imported.as_ref().map(|i| &i.summary), &now_ms))
+            })
+        })
+    };
+    provide_context(computed);
+
+    // URL and local storage follow the state (replaceState: no history spam).
+    let query = Memo::new(move |_| {
+        let c = cli.get();
+        let p = page.get();
+        query::build(c.iter().chain(p.iter()).map(|(k, v)| (*k, v.as_str())))
+    });
+    Effect::new(move |_| {
+        let q = query.get();
+        if let Some(h) = web_sys::window().and_then(|w| w.history().ok()) {
+            let _ = h.replace_state_with_url(&JsValue::NULL, "", Some(&format!("?{q}")));
+        }
+        if let Some(s) = storage() {
+            let _ = s.set_item(STORE_QUERY, &q);
+        }
+    });
+    {
+        let form = form.clone();
+        Effect::new(move |_| {
+            let imported = form.imported.get();
+            if let Some(s) = storage() {
+                let _ = match imported.and_then(|i| serde_json::to_string(&i).ok()) {
+                    Some(j) => s.set_item(STORE_IMPORTED, &j),
+                    None => s.remove_item(STORE_IMPORTED),
+                };
+            }
+        });
+    }
+    // Mark the first render of results, for the first-render budget.
+    Effect::new(move |marked: Option<bool>| {
+        computed.track();
+        if marked != Some(true)
+            && let Some(p) = web_sys::window().and_then(|w| w.performance())
+        {
+            let _ = p.mark(FIRST_RESULTS_MARK);
+        }
+        true
+    });
+
+    view! {
+        <header class="top">
+            <div class="brand">
+                <h1>"gpumem " <span class="sub">"dimensioner"</span></h1>
+                <p class="tagline">
+                    "Will this workload fit in GPU memory — and on which card? "
+                    "Exact bytes, what is computed and what is assumed, per device."
+                </p>
+            </div>
+            <p class="privacy">"Runs entirely in your browser: no request leaves this page."</p>
+        </header>
+        {(!unknown.is_empty()).then(|| view! {
+            <p class="banner warn" role="status">
+                "Ignored unknown keys in the link: " {unknown.join(", ")}
+            </p>
+        })}
+        <main class="layout">
+            <inputs::InputsPanel/>
+            <results::ResultsPanel/>
+        </main>
+        <footer class="foot">
+            <p>
+                "Keys in the address bar are the flags of "
+                <code>"gpumem-agent estimate"</code>
+                " without their dashes, so a link and a command line describe the same estimate. "
+                "GB = 10⁹ bytes, GiB = 2³⁰ bytes."
+            </p>
+        </footer>
+    }
+}
+
+/// Benchmark hook for the budget script: estimates the query `iterations` times
+/// and returns the mean milliseconds per estimate (`window.wasmBindings.gpumem_bench`).
+#[wasm_bindgen]
+pub fn gpumem_bench(query_string: &str, iterations: u32) -> f64 {
+    let pairs = query::parse(query_string);
+    let (input, _) = gpumem_core::params::from_pairs(
+        pairs
+            .iter()
+            .filter(|(k, _)| gpumem_core::params::KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    let n = iterations.max(1);
+    let t0 = now_ms();
+    let mut sink = 0u64;
+    for _ in 0..n {
+        if let Ok(e) = gpumem_core::estimate::estimate(std::hint::black_box(&input)) {
+            sink = sink.wrapping_add(e.total_bytes);
+        }
+    }
+    std::hint::black_box(sink);
+    (now_ms() - t0) / f64::from(n)
+}

@@ -1,0 +1,608 @@
+//! The results column: the three workloads side by side, the focused workload's
+//! headline figures (raw bytes, GB, GiB), its stacked-bar breakdown and lines
+//! (computed or assumed, with the formula's inputs), the per-card fit table and a
+//! one-dimension sweep. Every number is the core's; this module only formats.
+
+use gpumem_core::catalogue::{CATALOGUE, GpuCard, Vendor, find};
+use gpumem_core::estimate::{Estimate, Kind as LineKind, Line, estimate};
+use gpumem_core::fit::{CardFit, fit_card};
+use gpumem_core::params::{from_pairs, parse_count};
+use gpumem_core::units::{Bytes, group_digits};
+use leptos::prelude::*;
+
+use crate::compute::{Computed, DIMS, WORKLOADS, sweep_values};
+use crate::inputs::{Field, Kind};
+use crate::state::Form;
+
+/// "13.04 GiB".
+fn gib(b: u64) -> String {
+    format!("{} GiB", Bytes(b).gib_string(2))
+}
+
+/// "14.00 GB".
+fn gb(b: u64) -> String {
+    format!("{} GB", Bytes(b).gb_string(2))
+}
+
+/// Milliseconds with three decimals, in integer arithmetic (keeps float
+/// formatting out of the wasm).
+fn millis(ms: f64) -> String {
+    let us = (ms.max(0.0) * 1000.0).round() as u64;
+    format!("{}.{:03}", us / 1000, us % 1000)
+}
+
+/// The card the chart and the sweep are judged against.
+fn target_card(form: &Form) -> Memo<&'static GpuCard> {
+    let sig = form.sig("card");
+    Memo::new(move |_| {
+        let id = sig.get();
+        find(id.trim()).unwrap_or(&CATALOGUE[0])
+    })
+}
+
+/// A plain verdict for one card.
+fn verdict(f: &CardFit) -> (&'static str, &'static str) {
+    if !f.fits {
+        ("Does not fit", "no")
+    } else if (f.headroom_bytes as u128) * 10 < u128::from(f.capacity_bytes) {
+        ("Fits, tight (< 10 % free)", "tight")
+    } else {
+        ("Fits", "yes")
+    }
+}
+
+fn color(key: &str) -> &'static str {
+    match key {
+        "weights.embeddings" => "#2f5fb8",
+        "weights.attention" => "#4f86e6",
+        "weights.mlp" => "#1f4a94",
+        "weights.norms" => "#8fb3f2",
+        "weights.lm_head" => "#6b9bef",
+        k if k.starts_with("weights") => "#3d6fd0",
+        "kv_cache" => "#2a9867",
+        k if k.starts_with("kv_cache") => "#7cc8a4",
+        "training.gradients" => "#e0862a",
+        "training.optimizer" => "#b8650f",
+        "training.master_weights" => "#f2a75a",
+        "training.adapters" => "#f6c787",
+        "activations" => "#8e57c2",
+        "logits" | "prefill.logits" => "#b58ad8",
+        "prefill.mlp" => "#9d6ccd",
+        "prefill.attention_scores" => "#c9a7e6",
+        "cuda_context" => "#6f6484",
+        "reserve" => "#98a2ad",
+        _ => "#b0b7bf",
+    }
+}
+
+/// The whole results column.
+#[component]
+pub fn ResultsPanel() -> impl IntoView {
+    let computed = expect_context::<Memo<Computed>>();
+    let form = expect_context::<Form>();
+    let focus = form.focus;
+    let focused = Memo::new(move |_| {
+        computed.with(|c| c.workloads.get(focus.get()).map(|w| w.result.clone()))
+    });
+    view! {
+        <section class="panel results" aria-label="Results">
+            <WorkloadCards/>
+            <div class="focus-head">
+                <h2>
+                    "Breakdown — "
+                    <span data-testid="focused-workload">{move || WORKLOADS[focus.get()].0}</span>
+                </h2>
+                <p class="timing">
+                    "3 workloads estimated in "
+                    <span data-testid="recompute-ms">{move || millis(computed.with(|c| c.elapsed_ms))}</span>
+                    " ms"
+                </p>
+            </div>
+            {move || computed.with(|c| (!c.general_errors.is_empty()).then(|| view! {
+                <p class="banner error" role="alert">{c.general_errors.join(" · ")}</p>
+            }))}
+            {move || computed.with(|c| (!c.field_errors.is_empty()).then(|| {
+                let fields: Vec<String> = c.field_errors.keys().cloned().collect();
+                view! {
+                    <p class="banner warn" role="status" data-testid="invalid-summary">
+                        "Check " {fields.join(", ")}
+                        ": the figures below leave out what could not be read (its default is used)."
+                    </p>
+                }
+            }))}
+            {move || match focused.get() {
+                Some(Ok(e)) => view! { <Breakdown e/> }.into_any(),
+                Some(Err(err)) => view! {
+                    <div class="banner error" role="alert" data-testid="estimate-error">
+                        <p><strong>"No estimate yet: "</strong> {err.to_string()}</p>
+                    </div>
+                    <Headline e=None/>
+                }
+                .into_any(),
+                None => ().into_any(),
+            }}
+            <Sweep/>
+            <Command/>
+        </section>
+    }
+}
+
+/// Typical / long / near-limit, side by side, judged on the target card.
+#[component]
+fn WorkloadCards() -> impl IntoView {
+    let computed = expect_context::<Memo<Computed>>();
+    let form = expect_context::<Form>();
+    let focus = form.focus;
+    let card = target_card(&form);
+    view! {
+        <div class="wcards" role="tablist" aria-label="Workloads">
+            {WORKLOADS
+                .iter()
+                .enumerate()
+                .map(|(i, (title, _))| {
+                    let w = Memo::new(move |_| computed.with(|c| c.workloads[i].clone()));
+                    view! {
+                        <button
+                            type="button"
+                            role="tab"
+                            class="wcard"
+                            data-testid=format!("workload-{i}")
+                            aria-selected=move || (focus.get() == i).to_string()
+                            on:click=move |_| focus.set(i)
+                        >
+                            <span class="wtitle">{*title}</span>
+                            {move || {
+                                let w = w.get();
+                                let dims: Vec<String> = DIMS
+                                    .iter()
+                                    .map(|d| {
+                                        w.pairs
+                                            .iter()
+                                            .find(|(k, _)| k == d)
+                                            .map_or("–".to_string(), |(_, v)| v.clone())
+                                    })
+                                    .collect();
+                                let shape = format!(
+                                    "{} seq × {} prompt + {} generated",
+                                    dims[0].replace('–', "1"),
+                                    dims[1],
+                                    dims[2].replace('–', "0")
+                                );
+                                match w.result {
+                                    Ok(e) => {
+                                        let f = fit_card(card.get(), e.per_device_bytes);
+                                        let (v, cls) = verdict(&f);
+                                        view! {
+                                            <span class="wdims">{shape}</span>
+                                            <span class="wtotal" data-testid=format!("workload-{i}-device-bytes")>
+                                                {gib(e.per_device_bytes)}
+                                            </span>
+                                            <span class="wsub">"per device · " {group_digits(e.per_device_bytes)} " B"</span>
+                                            <span class=format!("verdict {cls}")>{v} " on " {card.get().name}</span>
+                                        }
+                                        .into_any()
+                                    }
+                                    Err(err) => view! {
+                                        <span class="wdims">{shape}</span>
+                                        <span class="wtotal muted">"—"</span>
+                                        <span class="verdict no">{err.to_string()}</span>
+                                    }
+                                    .into_any(),
+                                }
+                            }}
+                        </button>
+                    }
+                })
+                .collect_view()}
+        </div>
+    }
+}
+
+/// One headline figure: GiB large, then raw bytes and GB.
+#[component]
+fn Figure(
+    label: &'static str,
+    /// The `data-testid` of the raw byte count, if it is a stable test hook.
+    #[prop(optional)]
+    testid: Option<&'static str>,
+    bytes: Option<u64>,
+    #[prop(optional)] strong: bool,
+) -> impl IntoView {
+    view! {
+        <div class="figure" class:strong=strong>
+            <span class="flabel">{label}</span>
+            <span class="fgib">{bytes.map_or("—".to_string(), gib)}</span>
+            <span class="fraw">
+                <span class="bytes" data-testid=testid>{bytes.map_or("—".to_string(), group_digits)}</span>
+                " B · " {bytes.map_or("—".to_string(), gb)}
+            </span>
+        </div>
+    }
+}
+
+#[component]
+fn Headline(e: Option<Estimate>) -> impl IntoView {
+    let f = |g: fn(&Estimate) -> u64| e.as_ref().map(g);
+    view! {
+        <div class="figures" aria-label="Headline figures">
+            <Figure label="Weights" testid="weights-bytes" bytes=f(|e| e.weights_bytes)/>
+            <Figure label="KV cache" testid="kv-cache-bytes" bytes=f(|e| e.kv_cache_bytes)/>
+            <Figure label="Training state" testid="training-bytes" bytes=f(|e| e.training_bytes)/>
+            <Figure label="Transients (assumed)" testid="transient-bytes" bytes=f(|e| e.transient_bytes)/>
+            <Figure label="Reserve (per device)" testid="reserve-bytes" bytes=f(|e| e.reserve_bytes)/>
+            <Figure label="Total" testid="total-bytes" bytes=f(|e| e.total_bytes) strong=true/>
+            <Figure label="Most loaded device" testid="per-device-bytes" bytes=f(|e| e.per_device_bytes) strong=true/>
+        </div>
+    }
+}
+
+#[component]
+fn Breakdown(e: Estimate) -> impl IntoView {
+    let params = (e.parameters > 0).then(|| {
+        let active = (e.active_parameters != e.parameters)
+            .then(|| format!(", {} active per token", group_digits(e.active_parameters)));
+        view! {
+            <p class="params">
+                {group_digits(e.parameters)} " parameters" {active}
+            </p>
+        }
+    });
+    let lines = e.lines.clone();
+    let assumptions = e.assumptions.clone();
+    let warnings = e.warnings.clone();
+    let need = e.per_device_bytes;
+    view! {
+        <Headline e=Some(e.clone())/>
+        {params}
+        <Chart e=e.clone()/>
+        <LinesTable lines/>
+        {(!warnings.is_empty()).then(|| view! {
+            <div class="notes warn">
+                <h3>"Warnings"</h3>
+                <ul>{warnings.into_iter().map(|w| view! { <li>{w}</li> }).collect_view()}</ul>
+            </div>
+        })}
+        {(!assumptions.is_empty()).then(|| view! {
+            <div class="notes">
+                <h3>"Assumed"</h3>
+                <ul>{assumptions.into_iter().map(|a| view! { <li>{a}</li> }).collect_view()}</ul>
+            </div>
+        })}
+        <FitTable need/>
+    }
+}
+
+/// Stacked bar of what the most loaded device holds, against the target card.
+#[component]
+fn Chart(e: Estimate) -> impl IntoView {
+    let form = expect_context::<Form>();
+    let card = target_card(&form);
+    let segments: Vec<(String, String, u64)> = e
+        .lines
+        .iter()
+        .filter(|l| l.in_total && l.device_bytes > 0)
+        .map(|l| (l.key.to_string(), l.label.to_string(), l.device_bytes))
+        .collect();
+    let need = e.per_device_bytes;
+    let legend = segments.clone();
+    view! {
+        <figure class="chart">
+            {move || {
+                let cap = card.get().capacity().0;
+                // Integer geometry in a 100 000-unit-wide view box: no float formatting.
+                let scale = u128::from(need.max(cap).max(1)) * 104 / 100;
+                let unit = |b: u64| (u128::from(b) * 100_000 / scale) as u64;
+                let mut x = 0u64;
+                let rects = segments
+                    .iter()
+                    .map(|(key, label, bytes)| {
+                        let w = unit(*bytes);
+                        let r = view! {
+                            <rect x=x.to_string() y="8" width=w.to_string() height="44"
+                                fill=color(key)>
+                                <title>{format!("{label}: {} B · {}", group_digits(*bytes), gib(*bytes))}</title>
+                            </rect>
+                        };
+                        x += w;
+                        r
+                    })
+                    .collect_view();
+                let cx = unit(cap).to_string();
+                let fits = need <= cap;
+                view! {
+                    <svg viewBox="0 0 100000 60" preserveAspectRatio="none" role="img" class="bar"
+                        aria-label=format!("Most loaded device needs {}; {} holds {}", gib(need), card.get().name, gib(cap))>
+                        <rect x="0" y="8" width="100000" height="44" class="track"/>
+                        {rects}
+                        <line x1=cx.clone() x2=cx y1="0" y2="60"
+                            class=if fits { "cap fits" } else { "cap over" }/>
+                    </svg>
+                    <figcaption>
+                        <span class="caption-need">"Most loaded device: " <strong>{gib(need)}</strong></span>
+                        <span class=if fits { "caption-cap fits" } else { "caption-cap over" }>
+                            "│ " {card.get().name} ": " {gib(cap)}
+                            {if fits { " — fits" } else { " — does not fit" }}
+                        </span>
+                    </figcaption>
+                }
+            }}
+            <ul class="legend">
+                {legend
+                    .iter()
+                    .map(|(key, label, bytes)| view! {
+                        <li><span class="swatch" style=format!("background:{}", color(key))></span>
+                            {label.clone()} " " <span class="muted">{gib(*bytes)}</span></li>
+                    })
+                    .collect_view()}
+            </ul>
+        </figure>
+    }
+}
+
+#[component]
+fn LinesTable(lines: Vec<Line>) -> impl IntoView {
+    view! {
+        <table class="lines">
+            <caption class="sr">"Every line of the estimate"</caption>
+            <thead>
+                <tr>
+                    <th scope="col">"Line"</th>
+                    <th scope="col" class="num">"Bytes"</th>
+                    <th scope="col" class="num">"GB"</th>
+                    <th scope="col" class="num">"GiB"</th>
+                    <th scope="col" class="num">"Per device"</th>
+                </tr>
+            </thead>
+            <tbody>
+                {lines
+                    .into_iter()
+                    .map(|l| {
+                        let kind = match l.kind {
+                            LineKind::Computed => ("computed", "tag computed"),
+                            LineKind::Assumed => ("assumed", "tag assumed"),
+                        };
+                        let inputs = l.inputs.clone();
+                        view! {
+                            <tr class:aside=!l.in_total data-line=l.key.to_string()>
+                                <td>
+                                    <details>
+                                        <summary>
+                                            <span class="swatch" style=format!("background:{}", color(&l.key))></span>
+                                            {l.label.to_string()} " "
+                                            <span class=kind.1>{kind.0}</span>
+                                            {(!l.in_total).then_some(" (not added)")}
+                                        </summary>
+                                        <div class="formula">
+                                            <p><code>{l.formula.clone()}</code></p>
+                                            <dl>
+                                                {inputs.into_iter().map(|(k, v)| view! {
+                                                    <dt>{k.to_string()}</dt><dd>{v}</dd>
+                                                }).collect_view()}
+                                            </dl>
+                                        </div>
+                                    </details>
+                                </td>
+                                <td class="num mono">{group_digits(l.bytes)}</td>
+                                <td class="num">{Bytes(l.bytes).gb_string(2)}</td>
+                                <td class="num">{Bytes(l.bytes).gib_string(2)}</td>
+                                <td class="num">{Bytes(l.device_bytes).gib_string(2)} " GiB"</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+}
+
+/// Every catalogue card against the per-device need.
+#[component]
+fn FitTable(need: u64) -> impl IntoView {
+    let form = expect_context::<Form>();
+    let card_sig = form.sig("card");
+    let fits: Vec<CardFit> = CATALOGUE.iter().map(|c| fit_card(c, need)).collect();
+    let n_fit = fits.iter().filter(|f| f.fits).count();
+    view! {
+        <h3 class="fit-title">
+            "Per-card fit — " {n_fit} " of " {fits.len()} " cards hold the most loaded device"
+        </h3>
+        <p class="note">
+            "Capacity is what the device reports where a public reading exists, else the label "
+            "(label GB × 2³⁰). Each device is judged alone: memory is never pooled across GPUs."
+        </p>
+        <div class="scroll">
+            <table class="fit" data-testid="fit-table">
+                <thead>
+                    <tr>
+                        <th scope="col">"Card"</th>
+                        <th scope="col" class="num">"Capacity"</th>
+                        <th scope="col" class="num">"Need per device"</th>
+                        <th scope="col" class="num">"Headroom"</th>
+                        <th scope="col">"Verdict"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {CATALOGUE
+                        .iter()
+                        .zip(fits)
+                        .map(|(c, f)| {
+                            let (v, cls) = verdict(&f);
+                            let id = c.id;
+                            let head = f.headroom_bytes;
+                            let abs = head.unsigned_abs();
+                            let sign = if head < 0 { "−" } else { "" };
+                            view! {
+                                <tr class:target=move || card_sig.get() == id data-card=id>
+                                    <td>
+                                        <button type="button" class="linkish" title="Judge the chart and sweep against this card"
+                                            on:click=move |_| card_sig.set(id.to_string())>{c.name}</button>
+                                        <span class="muted small">
+                                            {match c.vendor { Vendor::Nvidia => " NVIDIA", Vendor::Amd => " AMD" }}
+                                            " · " {c.label}
+                                        </span>
+                                    </td>
+                                    <td class="num">
+                                        {gib(f.capacity_bytes)}
+                                        <span class="muted small block">
+                                            {group_digits(f.capacity_bytes)} " B, " {f.capacity_kind.clone()}
+                                        </span>
+                                    </td>
+                                    <td class="num">{gib(f.need_bytes)}</td>
+                                    <td class="num">
+                                        {sign}{Bytes(abs).gib_string(2)} " GiB"
+                                        <span class="muted small block">
+                                            {sign}{group_digits(abs)} " B · " {sign}{Bytes(abs).gb_string(2)} " GB"
+                                        </span>
+                                    </td>
+                                    <td><span class=format!("verdict {cls}")>{v}</span></td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+}
+
+/// Seed §11: change one variable at a time and watch the need move.
+#[component]
+fn Sweep() -> impl IntoView {
+    let computed = expect_context::<Memo<Computed>>();
+    let form = expect_context::<Form>();
+    let vary = form.sig("vary");
+    let card = target_card(&form);
+    let rows = Memo::new(move |_| {
+        let dim = match vary.get().trim() {
+            "sequences" => "sequences",
+            "generate" => "generate",
+            _ => "context",
+        };
+        let pairs = computed.with(|c| c.workloads[0].pairs.clone());
+        let tensors = form
+            .imported
+            .with(|i| i.as_ref().map(|i| i.summary.clone()));
+        let base = pairs
+            .iter()
+            .find(|(k, _)| *k == dim)
+            .and_then(|(_, v)| parse_count(dim, v).ok())
+            .unwrap_or(match dim {
+                "sequences" => 1,
+                "generate" => 256,
+                _ => 2048,
+            })
+            .max(1);
+        sweep_values(base)
+            .into_iter()
+            .map(|v| {
+                let mut p = pairs.clone();
+                p.retain(|(k, _)| *k != dim);
+                p.push((dim, v.to_string()));
+                let (mut input, _) = from_pairs(p.iter().map(|(k, v)| (*k, v.as_str())));
+                input.tensors = tensors.clone();
+                (v, v == base, estimate(&input).map_err(|e| e.to_string()))
+            })
+            .collect::<Vec<_>>()
+    });
+    view! {
+        <section class="sweep" aria-label="Vary one dimension">
+            <h3>"Vary one dimension at a time"</h3>
+            <div class="sweep-controls">
+                <Field key="vary" label="Dimension" kind=Kind::Choice(&[
+                    ("", "prompt tokens (context)"), ("sequences", "sequences together"),
+                    ("generate", "generated tokens"),
+                ])/>
+                <Field key="card" label="Judged on" kind=Kind::Choice(card_choices())/>
+            </div>
+            <table class="sweep-table" data-testid="sweep">
+                <thead>
+                    <tr>
+                        <th scope="col" class="num">"Value"</th>
+                        <th scope="col" class="num">"KV cache"</th>
+                        <th scope="col" class="num">"Most loaded device"</th>
+                        <th scope="col">"On the chosen card"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {move || {
+                        let card = card.get();
+                        let cap = card.capacity().0;
+                        rows.get()
+                            .into_iter()
+                            .map(|(v, is_base, r)| match r {
+                                Ok(e) => {
+                                    let f = fit_card(card, e.per_device_bytes);
+                                    let (verdict_text, cls) = verdict(&f);
+                                    let pct = (u128::from(e.per_device_bytes) * 100 / u128::from(cap.max(1))).min(100);
+                                    view! {
+                                        <tr class:base=is_base>
+                                            <td class="num mono">{group_digits(v)}</td>
+                                            <td class="num">{gib(e.kv_cache_bytes)}</td>
+                                            <td class="num">
+                                                {gib(e.per_device_bytes)}
+                                                <span class="meter"><span class=format!("fill {cls}") style=format!("width:{pct}%")></span></span>
+                                            </td>
+                                            <td><span class=format!("verdict {cls}")>{verdict_text}</span></td>
+                                        </tr>
+                                    }
+                                    .into_any()
+                                }
+                                Err(err) => view! {
+                                    <tr><td class="num mono">{group_digits(v)}</td><td colspan="3" class="muted">{err}</td></tr>
+                                }
+                                .into_any(),
+                            })
+                            .collect_view()
+                    }}
+                </tbody>
+            </table>
+        </section>
+    }
+}
+
+/// (id, name) of every catalogue card for the target-card select; "" stands for
+/// the first card, which is what an empty `card` key means.
+fn card_choices() -> &'static [(&'static str, &'static str)] {
+    static CHOICES: std::sync::OnceLock<Vec<(&'static str, &'static str)>> =
+        std::sync::OnceLock::new();
+    CHOICES.get_or_init(|| {
+        let first: &'static str =
+            Box::leak(format!("{} (default)", CATALOGUE[0].name).into_boxed_str());
+        std::iter::once(("", first))
+            .chain(CATALOGUE.iter().map(|c| (c.id, c.name)))
+            .collect()
+    })
+}
+
+/// The same estimate as a command line (the typical workload).
+#[component]
+fn Command() -> impl IntoView {
+    let computed = expect_context::<Memo<Computed>>();
+    let form = expect_context::<Form>();
+    let cmd = Memo::new(move |_| {
+        let pairs = computed.with(|c| c.workloads[0].pairs.clone());
+        let mut s = String::from("gpumem-agent estimate");
+        for (k, v) in pairs {
+            let quoted = if v
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.,".contains(c))
+            {
+                v
+            } else {
+                format!("'{}'", v.replace('\'', "'\\''"))
+            };
+            s.push_str(&format!(" --{k} {quoted}"));
+        }
+        if form.imported.with(|i| i.is_some()) {
+            s.push_str(" --safetensors … (the imported files)");
+        }
+        s
+    });
+    view! {
+        <section class="command" aria-label="Command line">
+            <h3>"Same estimate on the command line"</h3>
+            <pre data-testid="cli-command"><code>{move || cmd.get()}</code></pre>
+            <p class="note">"The link in the address bar carries the same keys; share it to reproduce this page."</p>
+        </section>
+    }
+}

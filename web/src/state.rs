@@ -1,0 +1,187 @@
+//! The page's state: the text of every input, exactly as typed, keyed by the
+//! shared vocabulary ([`gpumem_core::params::KEYS`]: the CLI flags without their
+//! dashes) plus a few page-only keys for the two extra workloads.
+//!
+//! Nothing here parses or estimates: raw text goes in, and the [`crate::compute`]
+//! memos turn it into results. Keeping the raw text is what lets an invalid value
+//! stay on screen (and in the URL) beside its error instead of being lost.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use gpumem_core::import::TensorSummary;
+use gpumem_core::params::KEYS;
+use gpumem_core::presets::SHAPE_KEYS;
+use leptos::prelude::*;
+
+/// Keys that exist only in the page: the long and near-limit workloads' dimensions,
+/// the card the sweep is judged against and the dimension it varies. The CLI
+/// estimates one workload, so these have no flag.
+pub const PAGE_KEYS: &[&str] = &[
+    "long-sequences",
+    "long-context",
+    "long-generate",
+    "limit-sequences",
+    "limit-context",
+    "limit-generate",
+    "card",
+    "vary",
+];
+
+/// Keys that belong to the parameter-count mode only.
+pub const COUNT_KEYS: &[&str] = &["parameters"];
+
+/// Keys that belong to the architecture mode only (the shape, without the
+/// sliding-window keys, which describe the cache).
+pub fn is_arch_key(key: &str) -> bool {
+    SHAPE_KEYS.contains(&key) && key != "sliding-window" && key != "sliding-layers"
+}
+
+/// How the model is described.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `parameters` (+ `bits`/`format`): seed §9's `estimate --parameters --bits`.
+    Count,
+    /// The decoder-only shape (R-EST-3).
+    Arch,
+}
+
+/// Tensors counted from file headers. Not expressible in a URL: kept in memory
+/// and local storage only, and the page says so.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Imported {
+    /// The files read (names only).
+    pub files: Vec<String>,
+    /// Their tensors, merged.
+    pub summary: TensorSummary,
+}
+
+/// Every input signal. Cheap to clone (an `Arc` and signal handles).
+#[derive(Clone)]
+pub struct Form {
+    values: Arc<BTreeMap<&'static str, RwSignal<String>>>,
+    /// Parameter-count or architecture mode.
+    pub mode: RwSignal<Mode>,
+    /// Tensors imported from model files, if any.
+    pub imported: RwSignal<Option<Imported>>,
+    /// Which workload the detailed breakdown shows (0 typical, 1 long, 2 near-limit).
+    pub focus: RwSignal<usize>,
+}
+
+impl Form {
+    /// A form holding `pairs` (unknown keys are kept out; the caller reports them).
+    pub fn new(pairs: &[(String, String)], imported: Option<Imported>) -> Form {
+        let values: BTreeMap<&'static str, RwSignal<String>> = KEYS
+            .iter()
+            .chain(PAGE_KEYS)
+            .map(|k| {
+                let v = pairs
+                    .iter()
+                    .rev()
+                    .find(|(pk, _)| pk == k)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default();
+                (*k, RwSignal::new(v))
+            })
+            .collect();
+        let arch = pairs
+            .iter()
+            .any(|(k, v)| is_arch_key(k) && !v.trim().is_empty());
+        let count = pairs
+            .iter()
+            .any(|(k, v)| COUNT_KEYS.contains(&k.as_str()) && !v.trim().is_empty());
+        let mode = if arch || !count {
+            Mode::Arch
+        } else {
+            Mode::Count
+        };
+        Form {
+            values: Arc::new(values),
+            mode: RwSignal::new(mode),
+            imported: RwSignal::new(imported),
+            focus: RwSignal::new(0),
+        }
+    }
+
+    /// The signal of one key. Every key of [`KEYS`] and [`PAGE_KEYS`] exists.
+    pub fn sig(&self, key: &str) -> RwSignal<String> {
+        match self.values.get(key) {
+            Some(s) => *s,
+            // A programming error (a view naming a key outside the vocabulary):
+            // a detached signal keeps the page alive.
+            None => RwSignal::new(String::new()),
+        }
+    }
+
+    /// Whether a key takes part in the estimate in the current mode.
+    pub fn active(mode: Mode, key: &str) -> bool {
+        match mode {
+            Mode::Count => !is_arch_key(key),
+            Mode::Arch => !COUNT_KEYS.contains(&key),
+        }
+    }
+
+    /// The CLI pairs that take part in the estimate: active, non-empty, in
+    /// [`KEYS`] order — exactly what `gpumem-agent estimate` would get as flags.
+    pub fn cli_pairs(&self) -> Vec<(&'static str, String)> {
+        let mode = self.mode.get();
+        KEYS.iter()
+            .filter(|k| Form::active(mode, k))
+            .filter_map(|k| {
+                let v = self.sig(k).get();
+                let t = v.trim();
+                (!t.is_empty()).then(|| (*k, t.to_string()))
+            })
+            .collect()
+    }
+
+    /// The page-only pairs that are set.
+    pub fn page_pairs(&self) -> Vec<(&'static str, String)> {
+        PAGE_KEYS
+            .iter()
+            .filter_map(|k| {
+                let v = self.sig(k).get();
+                let t = v.trim();
+                (!t.is_empty()).then(|| (*k, t.to_string()))
+            })
+            .collect()
+    }
+
+    /// Replaces the model's shape with `pairs` (a preset or an imported
+    /// config.json): every shape key not in `pairs` is cleared so nothing of the
+    /// previous model survives.
+    pub fn set_shape(&self, pairs: &[(&str, String)]) {
+        for k in SHAPE_KEYS {
+            let v = pairs
+                .iter()
+                .find(|(pk, _)| pk == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            self.sig(k).set(v);
+        }
+        self.mode.set(Mode::Arch);
+    }
+}
+
+/// The state a first visit starts from: Llama 3.1 8B in bf16, a 4 GiB reserve, and
+/// three workloads that differ by context (seed §1: typical, long, near-limit).
+pub fn default_pairs() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = gpumem_core::presets::find("llama-3.1-8b")
+        .map(|p| {
+            p.pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (k, val) in [
+        ("context", "4096"),
+        ("generate", "512"),
+        ("long-context", "32768"),
+        ("limit-context", "131072"),
+        ("card", "h100-sxm-80gb"),
+    ] {
+        v.push((k.to_string(), val.to_string()));
+    }
+    v
+}
