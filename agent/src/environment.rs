@@ -36,7 +36,7 @@ pub fn run(args: Args) -> Result<Exit> {
         Ok(Exit::Ok)
     } else {
         for m in &report.missing {
-            eprintln!("gpumem-agent: cannot measure here: {m}");
+            eprintln!("gpumem-agent: {m}");
         }
         Ok(Exit::Unavailable)
     }

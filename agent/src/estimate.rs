@@ -159,11 +159,21 @@ pub fn run(args: Args) -> Result<Exit> {
             estimate: &est,
             fit,
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        emit(&(serde_json::to_string_pretty(&out)? + "\n"))?;
     } else {
-        print!("{}", render_table(&est, &fit, input.gpus > 1));
+        emit(&render_table(&est, &fit, input.gpus > 1))?;
     }
     Ok(Exit::Ok)
+}
+
+/// Writes to stdout; a closed pipe (`… | head`) ends the output quietly instead of
+/// panicking as `print!` would.
+fn emit(text: &str) -> Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to stdout"),
+    }
 }
 
 /// `field: reason` → `--field: reason` so the message names the flag to fix.
@@ -268,14 +278,10 @@ pub fn render_table(est: &Estimate, fit: &[CardFit], per_device: bool) -> String
             est.per_device_bytes,
         );
     }
-    if est.parameters > 0 {
-        let _ = writeln!(s, "\nparameters: {}", group_digits(est.parameters));
-        if est.active_parameters != est.parameters {
-            let _ = writeln!(
-                s,
-                "active parameters per token: {}",
-                group_digits(est.active_parameters)
-            );
+    if let Some(p) = est.parameters {
+        let _ = writeln!(s, "\nparameters: {}", group_digits(p));
+        if let Some(a) = est.active_parameters.filter(|a| *a != p) {
+            let _ = writeln!(s, "active parameters per token: {}", group_digits(a));
         }
     }
     for a in &est.assumptions {

@@ -238,12 +238,14 @@ fn Headline(e: Option<Estimate>) -> impl IntoView {
 
 #[component]
 fn Breakdown(e: Estimate) -> impl IntoView {
-    let params = (e.parameters > 0).then(|| {
-        let active = (e.active_parameters != e.parameters)
-            .then(|| format!(", {} active per token", group_digits(e.active_parameters)));
+    let params = e.parameters.map(|p| {
+        let active = e
+            .active_parameters
+            .filter(|a| *a != p)
+            .map(|a| format!(", {} active per token", group_digits(a)));
         view! {
             <p class="params">
-                {group_digits(e.parameters)} " parameters" {active}
+                {group_digits(p)} " parameters" {active}
             </p>
         }
     });

@@ -197,10 +197,11 @@ pub struct Estimate {
     pub total_bytes: u64,
     /// What the most loaded device must hold (reserve included).
     pub per_device_bytes: u64,
-    /// Parameters (logical, unquantised elements).
-    pub parameters: u64,
-    /// Parameters used per token (MoE: active experts only).
-    pub active_parameters: u64,
+    /// Parameters (logical, unquantised elements); `None` when weights come from a
+    /// file header, which gives bytes but not the logical count of packed tensors.
+    pub parameters: Option<u64>,
+    /// Parameters used per token (MoE: active experts only); `None` as above.
+    pub active_parameters: Option<u64>,
     /// Every line.
     pub lines: Vec<Line>,
     /// Hypotheses the figures rest on, in words.
@@ -481,7 +482,7 @@ fn weights(
     input: &EstimateInput,
     split: &Split,
     b: &mut Builder,
-) -> Result<(u64, u64), EstimateError> {
+) -> Result<(Option<u64>, Option<u64>), EstimateError> {
     let linear = match (input.format, input.bits) {
         (Some(f), Some(bits)) => {
             let implied = format_for_bits(bits).ok();
@@ -552,7 +553,7 @@ fn weights(
         }
         b.warnings.extend(w.notes.iter().cloned());
         let active = w.classes.iter().map(|c| c.active_params).sum();
-        return Ok((w.params(), active));
+        return Ok((Some(w.params()), Some(active)));
     }
     let Some(n) = input.parameters else {
         return Err(EstimateError::invalid(
@@ -601,7 +602,7 @@ fn weights(
         formula,
         &[("parameters", n.to_string()), ("format", linear.name())],
     );
-    Ok((n, n))
+    Ok((Some(n), Some(n)))
 }
 
 fn imported_weights(
@@ -609,7 +610,7 @@ fn imported_weights(
     arch: Option<&Architecture>,
     split: &Split,
     b: &mut Builder,
-) -> Result<(u64, u64), EstimateError> {
+) -> Result<(Option<u64>, Option<u64>), EstimateError> {
     for (class, tally) in &t.by_class {
         let device = match class.as_str() {
             "attention" | "mlp" => split.layered(tally.bytes, true),
@@ -642,8 +643,8 @@ fn imported_weights(
             "imported weights without an architecture: layers are assumed to split evenly".into(),
         );
     }
-    // A file header gives bytes, not logical parameters.
-    Ok((0, 0))
+    // A file header gives bytes, not the logical parameters of packed tensors.
+    Ok((None, None))
 }
 
 fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<u64, EstimateError> {
@@ -787,7 +788,7 @@ fn lora_params(a: &Architecture, rank: u64, targets: &str) -> Result<u64, Estima
 
 fn training(
     input: &EstimateInput,
-    params: u64,
+    params: Option<u64>,
     weights_bytes: u64,
     split: &Split,
     b: &mut Builder,
@@ -798,12 +799,12 @@ fn training(
     let grad = input.grad_dtype.unwrap_or(input.compute_dtype);
     let (trainable, state_dtype, master) = match input.train {
         TrainMode::Full => {
-            if params == 0 {
+            let Some(params) = params else {
                 return Err(EstimateError::invalid(
                     "train",
                     "full training needs the parameter count or the architecture",
                 ));
-            }
+            };
             let master = input.master_weights && input.compute_dtype != Dtype::F32;
             (
                 params,

@@ -349,7 +349,11 @@ mod tests {
             let p = find(id).unwrap();
             let (input, errors) = from_pairs(p.pairs.iter().copied());
             assert!(errors.is_empty());
-            assert_eq!(estimate(&input).unwrap().parameters, published, "{id}");
+            assert_eq!(
+                estimate(&input).unwrap().parameters,
+                Some(published),
+                "{id}"
+            );
         }
     }
 
