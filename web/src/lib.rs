@@ -11,17 +11,23 @@
 //! [`state::Form`]; I/O (URL, local storage, file reading, performance marks) runs
 //! only in [`start`], in `Effect`s and in event handlers.
 
+pub mod agent;
+pub mod agent_panel;
 pub mod compute;
 pub mod import;
 pub mod inputs;
 pub mod query;
 pub mod results;
+pub mod sheet;
 pub mod state;
 
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
 
+use crate::agent::{PairTarget, token_from_fragment};
+use crate::agent_panel::Agent;
 use crate::compute::{Computed, compute};
+use crate::sheet::SheetForm;
 use crate::state::{Form, Imported, PAGE_KEYS};
 
 /// Local-storage key of the last query string.
@@ -42,10 +48,37 @@ pub fn now_ms() -> f64 {
         .map_or(0.0, |p| p.now())
 }
 
+/// Reads the pairing token from the URL's fragment (`#token=…`, as `gpumem-agent serve`
+/// prints it) and removes it from the address bar at once, so it is neither kept in
+/// history nor shared with a copied link. The page is then served by the agent itself,
+/// so the agent is at `location.host`.
+fn take_pairing() -> Option<PairTarget> {
+    let window = web_sys::window()?;
+    let location = window.location();
+    let hash = location.hash().ok()?;
+    if hash.is_empty() {
+        return None;
+    }
+    let token = token_from_fragment(&hash);
+    let clean = format!(
+        "{}{}",
+        location.pathname().unwrap_or_default(),
+        location.search().unwrap_or_default()
+    );
+    if let Ok(h) = window.history() {
+        let _ = h.replace_state_with_url(&JsValue::NULL, "", Some(&clean));
+    }
+    Some(PairTarget {
+        host: location.host().ok()?,
+        token: token?,
+    })
+}
+
 /// Reads the starting state (the URL's query, else local storage, else the
 /// defaults) and mounts the page. The only place that reads the outside world
 /// before the first render.
 pub fn start() {
+    let pair = take_pairing();
     let search = web_sys::window()
         .and_then(|w| w.location().search().ok())
         .unwrap_or_default();
@@ -61,7 +94,7 @@ pub fn start() {
     let imported: Option<Imported> = storage()
         .and_then(|s| s.get_item(STORE_IMPORTED).ok().flatten())
         .and_then(|j| serde_json::from_str(&j).ok());
-    leptos::mount::mount_to_body(move || view! { <App pairs imported/> });
+    leptos::mount::mount_to_body(move || view! { <App pairs imported pair/> });
 }
 
 /// The page.
@@ -71,6 +104,8 @@ pub fn App(
     pairs: Vec<(String, String)>,
     /// Tensors imported in an earlier visit.
     imported: Option<Imported>,
+    /// The agent to pair with at once (from the pairing URL), if any.
+    pair: Option<PairTarget>,
 ) -> impl IntoView {
     let unknown: Vec<String> = pairs
         .iter()
@@ -81,6 +116,8 @@ pub fn App(
         .collect();
     let form = Form::new(&pairs, imported);
     provide_context(form.clone());
+    provide_context(Agent::new(pair));
+    provide_context(SheetForm::new());
 
     let cli = {
         let form = form.clone();
@@ -148,7 +185,7 @@ pub fn App(
                     "Exact bytes, what is computed and what is assumed, per device."
                 </p>
             </div>
-            <p class="privacy">"Runs entirely in your browser: no request leaves this page."</p>
+            <p class="privacy">"Runs entirely in your browser: no request leaves this page, except to a gpumem agent you pair it with."</p>
         </header>
         {(!unknown.is_empty()).then(|| view! {
             <p class="banner warn" role="status">
@@ -159,6 +196,10 @@ pub fn App(
             <inputs::InputsPanel/>
             <results::ResultsPanel/>
         </main>
+        <div class="wide">
+            <agent_panel::AgentPanel/>
+            <sheet::SheetPanel/>
+        </div>
         <footer class="foot">
             <p>
                 "Keys in the address bar are the flags of "

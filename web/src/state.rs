@@ -84,20 +84,9 @@ impl Form {
                 (*k, RwSignal::new(v))
             })
             .collect();
-        let arch = pairs
-            .iter()
-            .any(|(k, v)| is_arch_key(k) && !v.trim().is_empty());
-        let count = pairs
-            .iter()
-            .any(|(k, v)| COUNT_KEYS.contains(&k.as_str()) && !v.trim().is_empty());
-        let mode = if arch || !count {
-            Mode::Arch
-        } else {
-            Mode::Count
-        };
         Form {
             values: Arc::new(values),
-            mode: RwSignal::new(mode),
+            mode: RwSignal::new(mode_of(pairs)),
             imported: RwSignal::new(imported),
             focus: RwSignal::new(0),
         }
@@ -147,6 +136,22 @@ impl Form {
             .collect()
     }
 
+    /// Replaces every input with `pairs` (an imported sheet): keys not in `pairs` are
+    /// cleared, so nothing of the previous state survives; the mode follows the keys.
+    pub fn replace_all(&self, pairs: &[(String, String)]) {
+        for k in KEYS.iter().chain(PAGE_KEYS) {
+            let v = pairs
+                .iter()
+                .rev()
+                .find(|(pk, _)| pk == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            self.sig(k).set(v);
+        }
+        self.mode.set(mode_of(pairs));
+        self.imported.set(None);
+    }
+
     /// Replaces the model's shape with `pairs` (a preset or an imported
     /// config.json): every shape key not in `pairs` is cleared so nothing of the
     /// previous model survives.
@@ -160,6 +165,21 @@ impl Form {
             self.sig(k).set(v);
         }
         self.mode.set(Mode::Arch);
+    }
+}
+
+/// The mode a set of pairs describes: architecture unless only a parameter count is set.
+fn mode_of(pairs: &[(String, String)]) -> Mode {
+    let arch = pairs
+        .iter()
+        .any(|(k, v)| is_arch_key(k) && !v.trim().is_empty());
+    let count = pairs
+        .iter()
+        .any(|(k, v)| COUNT_KEYS.contains(&k.as_str()) && !v.trim().is_empty());
+    if arch || !count {
+        Mode::Arch
+    } else {
+        Mode::Count
     }
 }
 

@@ -415,6 +415,85 @@ impl AgentFrame {
         })
     }
 
+    /// Reads a frame already parsed into a JSON [`Value`], with the same result as
+    /// [`AgentFrame::parse`] on the same text (tested below). Each field is read straight
+    /// from the value instead of going through serde's buffering of internally tagged
+    /// and flattened types, so a program that also reads other documents from values
+    /// (the page reads sheets that way) carries one deserializer per type instead of
+    /// two — a smaller wasm. The page uses this one.
+    pub fn from_value(value: Value) -> Result<AgentFrame, WireError> {
+        let Value::Object(mut map) = value else {
+            return Err(unreadable("the message is not a JSON object".into()));
+        };
+        let m = &mut map;
+        let replay = take(m, "replay")?;
+        let sent_unix_ns = take(m, "sent_unix_ns")?;
+        let kind: String = take(m, "type")?;
+        let message = match kind.as_str() {
+            "hello" => AgentMessage::Hello {
+                version: take(m, "version")?,
+                agent_version: take(m, "agent_version")?,
+                limits: take(m, "limits")?,
+            },
+            "environment" => AgentMessage::Environment {
+                report: take(m, "report")?,
+            },
+            "run_started" => AgentMessage::RunStarted {
+                run_id: take(m, "run_id")?,
+                request: take(m, "request")?,
+            },
+            "device_started" => AgentMessage::DeviceStarted {
+                run_id: take(m, "run_id")?,
+                device: take(m, "device")?,
+                dimensions: take(m, "dimensions")?,
+                protocol: take(m, "protocol")?,
+                environment: take(m, "environment")?,
+            },
+            "phase" => AgentMessage::Phase {
+                run_id: take(m, "run_id")?,
+                device: take(m, "device")?,
+                result: take(m, "result")?,
+            },
+            "device_finished" => AgentMessage::DeviceFinished {
+                run_id: take(m, "run_id")?,
+                device: take(m, "device")?,
+                status: take(m, "status")?,
+                failed_phase: take(m, "failed_phase")?,
+                error: take(m, "error")?,
+                computed: take(m, "computed")?,
+                wall_time_ns: take(m, "wall_time_ns")?,
+            },
+            "run_finished" => AgentMessage::RunFinished {
+                run_id: take(m, "run_id")?,
+                ok: take(m, "ok")?,
+                result: m.remove("result").unwrap_or(Value::Null),
+            },
+            "run_failed" => AgentMessage::RunFailed {
+                run_id: take(m, "run_id")?,
+                code: take(m, "code")?,
+                message: take(m, "message")?,
+            },
+            "pong" => AgentMessage::Pong {
+                nonce: take(m, "nonce")?,
+            },
+            "error" => AgentMessage::Error {
+                code: take(m, "code")?,
+                message: take(m, "message")?,
+            },
+            other => {
+                return Err(unreadable(format!(
+                    "unknown message type {:?}",
+                    truncate(other, 64)
+                )));
+            }
+        };
+        Ok(AgentFrame {
+            replay,
+            sent_unix_ns,
+            message,
+        })
+    }
+
     /// The JSON text of this frame.
     pub fn to_json(&self) -> String {
         // Values inside come from serde_json themselves, so serialising cannot fail.
@@ -455,6 +534,23 @@ pub fn check_version(theirs: u32) -> Result<(), String> {
              speaks version {theirs}; {advice}"
         ))
     }
+}
+
+fn unreadable(why: String) -> WireError {
+    WireError {
+        code: ErrorCode::Malformed,
+        message: format!("the agent sent a message this page cannot read: {why}"),
+    }
+}
+
+/// Removes `key` from a message object and reads it; a missing key reads as `null`, as
+/// serde's derive does for `Option` fields (and refuses for the others).
+fn take<T: serde::de::DeserializeOwned>(
+    map: &mut serde_json::Map<String, Value>,
+    key: &str,
+) -> Result<T, WireError> {
+    let value = map.remove(key).unwrap_or(Value::Null);
+    serde_json::from_value(value).map_err(|e| unreadable(format!("field {key:?}: {e}")))
 }
 
 fn truncate(text: &str, max_chars: usize) -> String {
@@ -535,6 +631,104 @@ mod tests {
             assert!(value["type"].is_string(), "type is flattened: {text}");
             assert_eq!(value["replay"], Value::Bool(true));
             assert_eq!(AgentFrame::parse(&text), Ok(frame));
+        }
+    }
+
+    #[test]
+    fn from_value_reads_every_message_as_parse_does() {
+        use crate::results::{EnvironmentReport, Fact, ResultsFile};
+        let file: ResultsFile = serde_json::from_str(include_str!(
+            "../../../tests/fixtures/measurements/synthetic-seed-dims.json"
+        ))
+        .expect("the replay fixture reads");
+        let run = &file.runs[0];
+        let messages = vec![
+            AgentMessage::Hello {
+                version: PROTOCOL_VERSION,
+                agent_version: "0.1.0".into(),
+                limits: MeasureLimits::DEFAULT,
+            },
+            AgentMessage::Environment {
+                report: EnvironmentReport {
+                    schema: "gpumem.environment/v1".into(),
+                    agent_version: "0.1.0".into(),
+                    os: "linux".into(),
+                    cuda_driver_library: Fact::unknown("none"),
+                    cublas_library: Fact::known("libcublas.so.13".into()),
+                    device_count: Fact::known(1),
+                    devices: vec![run.environment.clone()],
+                    missing: vec!["a GPU".into()],
+                },
+            },
+            AgentMessage::RunStarted {
+                run_id: 1,
+                request: MeasureRequest::SEED_EXAMPLE,
+            },
+            AgentMessage::DeviceStarted {
+                run_id: 1,
+                device: run.device.clone(),
+                dimensions: file.dimensions,
+                protocol: file.protocol.clone(),
+                environment: Box::new(run.environment.clone()),
+            },
+            AgentMessage::Phase {
+                run_id: 1,
+                device: run.device.clone(),
+                result: Box::new(run.phases[2].clone()),
+            },
+            AgentMessage::DeviceFinished {
+                run_id: 1,
+                device: run.device.clone(),
+                status: Status::Failed,
+                failed_phase: Some(PhaseName::Warmup),
+                error: Some("out of memory".into()),
+                computed: run.computed.clone(),
+                wall_time_ns: None,
+            },
+            AgentMessage::RunFinished {
+                run_id: 1,
+                ok: true,
+                result: serde_json::to_value(&file).expect("serialisable"),
+            },
+            AgentMessage::RunFailed {
+                run_id: 2,
+                code: RunFailure::Cancelled,
+                message: "cancelled".into(),
+            },
+            AgentMessage::Pong { nonce: 9 },
+            AgentMessage::Error {
+                code: ErrorCode::OutOfBounds,
+                message: "batch".into(),
+            },
+        ];
+        for message in messages {
+            let text = AgentFrame {
+                replay: true,
+                sent_unix_ns: 5,
+                message,
+            }
+            .to_json();
+            let value: Value = serde_json::from_str(&text).expect("JSON");
+            assert_eq!(
+                AgentFrame::from_value(value),
+                AgentFrame::parse(&text),
+                "{text}"
+            );
+        }
+        // Missing optional fields read as null in both; bad ones are refused by both.
+        for text in [
+            r#"{"replay":false,"sent_unix_ns":1,"type":"device_finished","run_id":1,"device":"cuda:0","status":"ok"}"#,
+            r#"{"replay":false,"sent_unix_ns":1,"type":"hello","version":1}"#,
+            r#"{"replay":false,"sent_unix_ns":1,"type":"teleport"}"#,
+            r#"{"sent_unix_ns":1,"type":"pong","nonce":1}"#,
+            "[1]",
+        ] {
+            let value: Value = serde_json::from_str(text).expect("JSON");
+            assert_eq!(
+                AgentFrame::from_value(value).is_ok(),
+                AgentFrame::parse(text).is_ok(),
+                "{text}"
+            );
         }
     }
 

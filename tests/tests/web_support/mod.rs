@@ -198,6 +198,11 @@ impl Browser {
     /// Starts chromedriver and a fresh headless Chromium (new profile, no
     /// background networking).
     pub fn start(driver: &Path) -> Browser {
+        Browser::start_with_downloads(driver, None)
+    }
+
+    /// As [`Browser::start`], saving downloads into `downloads` without asking.
+    pub fn start_with_downloads(driver: &Path, downloads: Option<&Path>) -> Browser {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -231,18 +236,37 @@ impl Browser {
             "--window-size=1440,1800".into(),
             format!("--user-data-dir={}", profile.path().display()),
         ];
+        let mut options = json!({"binary": chromium().to_string_lossy(), "args": args});
+        if let Some(dir) = downloads {
+            options["prefs"] = json!({
+                "download.default_directory": dir.to_string_lossy(),
+                "download.prompt_for_download": false,
+                "download.directory_upgrade": true,
+            });
+        }
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
-            "goog:chromeOptions": {"binary": chromium().to_string_lossy(), "args": args}
+            "goog:chromeOptions": options
         }}});
         let v = http(port, "POST", "/session", Some(&caps)).expect("new session");
         let session = v["sessionId"].as_str().expect("session id").to_string();
-        Browser {
+        let browser = Browser {
             driver: child,
             port,
             session,
             _profile: profile,
+        };
+        if let Some(dir) = downloads {
+            // Headless Chromium may ignore the profile preference; the DevTools command
+            // sets the same folder for this session either way.
+            let _ = browser.cmd(
+                "POST",
+                "/goog/cdp/execute",
+                Some(json!({"cmd": "Browser.setDownloadBehavior",
+                    "params": {"behavior": "allow", "downloadPath": dir.to_string_lossy()}})),
+            );
         }
+        browser
     }
 
     fn cmd(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, String> {
@@ -282,6 +306,11 @@ impl Browser {
 
     /// Polls `script` until it returns something other than null/false/"".
     pub fn wait_for(&self, what: &str, script: &str) -> Value {
+        self.wait_for_within(what, script, Duration::from_secs(20))
+    }
+
+    /// As [`Browser::wait_for`], with its own time limit.
+    pub fn wait_for_within(&self, what: &str, script: &str, limit: Duration) -> Value {
         let t0 = Instant::now();
         loop {
             let v = self.js(script, json!([]));
@@ -293,10 +322,7 @@ impl Browser {
             if done {
                 return v;
             }
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "timed out waiting for {what}"
-            );
+            assert!(t0.elapsed() < limit, "timed out waiting for {what}");
             thread::sleep(Duration::from_millis(20));
         }
     }
@@ -353,6 +379,16 @@ impl Browser {
             Some(json!({"text": text})),
         )
         .expect("upload");
+    }
+
+    /// Clicks the element matching `css` (through the DOM, as a user's click would
+    /// reach the page's handler).
+    pub fn click(&self, css: &str) {
+        let found = self.js(
+            "const e = document.querySelector(arguments[0]); if (e) { e.click(); return true; } return false;",
+            json!([css]),
+        );
+        assert_eq!(found, json!(true), "nothing to click at {css}");
     }
 
     /// Saves a PNG screenshot of the viewport.
