@@ -1,7 +1,8 @@
 //! The page paired with the real agent (R-PAIR, R-SHEET), end to end: the
 //! `gpumem-agent` binary (built here, so it embeds the current `dist/`) runs
-//! `serve --replay` on loopback, and headless Chromium opens the pairing URL it prints,
-//! pairs, starts the replay, sees every phase arrive, downloads the sheet — which is
+//! `serve --replay` on loopback, and headless Chromium opens the pairing URL it prints
+//! (the dimensioner at `/`, which forwards the token to the agent & sheet page at
+//! `/agent/`), pairs, starts the replay, sees every phase arrive, downloads the sheet — which is
 //! validated against `schemas/sheet.v1.schema.json` — and imports it into a fresh page.
 //! A second test stops the agent mid-run; a third pairs a page hosted elsewhere by
 //! pasting the URL. Screenshot: `target/artifacts/paired.png`.
@@ -173,6 +174,16 @@ fn set_input(b: &Browser, id: &str, value: &str) {
     );
 }
 
+/// Waits until the dimensioner's results show `reserve` bytes as the reserve.
+fn wait_reserve(b: &Browser, reserve: u64) {
+    b.wait_for(
+        "the reserve to follow",
+        &format!(
+            "const e = document.querySelector('[data-testid=reserve-bytes]'); return !!e && e.textContent.replace(/\\D/g, '') === '{reserve}'"
+        ),
+    );
+}
+
 /// The figures the fixture holds for phase `i`: (allocated peak, reserved end).
 fn fixture_phase(fixture: &Value, i: usize) -> (u64, u64) {
     let pool = &fixture["runs"][0]["phases"][i]["pool"];
@@ -238,10 +249,15 @@ fn pair_replay_end_to_end() {
     let downloads = tempfile::tempdir().expect("download dir");
     let b = Browser::start_with_downloads(&driver, Some(downloads.path()));
 
-    // Open the URL the agent printed: the page pairs by itself and drops the token
-    // from the address bar.
+    // Open the URL the agent printed: the dimensioner forwards it to the agent page,
+    // which pairs by itself and drops the token from the address bar.
     b.goto(&agent.url);
     wait_state(&b, "replay");
+    assert_eq!(
+        b.js("return location.pathname", json!([])),
+        json!("/agent/"),
+        "the pairing URL leads to the agent page"
+    );
     let status = b.testid("pair-state");
     assert!(
         status.contains("gpumem-agent v") && status.contains("replay"),
@@ -354,17 +370,11 @@ fn pair_replay_end_to_end() {
         "the timeline draws the counters"
     );
 
-    // The observed non-pool overhead becomes the reserve.
+    // The observed non-pool overhead becomes the reserve (the dimensioner shows it
+    // once back there, below; the sheet holds it at once).
     let overhead = fixture_overhead(&fixture);
     assert!(b.testid("overhead").contains("observed"));
     b.click("[data-testid=use-as-reserve]");
-    assert_eq!(input_value(&b, "reserve-bytes"), overhead.to_string());
-    b.wait_for(
-        "the reserve to follow",
-        &format!(
-            "return document.querySelector('[data-testid=reserve-bytes]').textContent.replace(/\\D/g, '') === '{overhead}'"
-        ),
-    );
 
     // Identity and decision, then the sheet.
     set_input(&b, "sheet-model", "example/model-7b");
@@ -428,14 +438,28 @@ fn pair_replay_end_to_end() {
         file.display(),
         text.len()
     );
+    // Back on the dimensioner, the reserve is the one chosen on the agent page.
+    b.click("[data-testid=to-dimensioner]");
+    b.wait_for(
+        "the dimensioner",
+        "return location.pathname === '/' && !!document.getElementById('reserve-bytes')",
+    );
+    assert_eq!(input_value(&b, "reserve-bytes"), overhead.to_string());
+    wait_reserve(&b, overhead);
     drop(b);
 
-    // A fresh browser (empty storage) on the agent's page, not paired: import.
+    // A fresh browser (empty storage), from the dimensioner to the agent's page, not
+    // paired: import.
     let b = Browser::start(&driver);
     b.goto(&format!("{}/", agent.origin));
-    wait_state(&b, "not-paired");
-    assert_eq!(input_value(&b, "sheet-model"), "");
     assert_eq!(input_value(&b, "reserve-bytes"), "");
+    b.click("[data-testid=to-agent-page]");
+    wait_state(&b, "not-paired");
+    assert_eq!(
+        b.js("return location.pathname", json!([])),
+        json!("/agent/")
+    );
+    assert_eq!(input_value(&b, "sheet-model"), "");
     // Bad and foreign files are refused in words, and nothing is lost.
     let bad = downloads.path().join("bad.txt");
     for (content, words) in [
@@ -469,7 +493,20 @@ fn pair_replay_end_to_end() {
     assert_eq!(input_value(&b, "sheet-revision"), "r1");
     assert_eq!(input_value(&b, "sheet-seed"), "7");
     assert_eq!(input_value(&b, "sheet-card"), "h100-sxm-80gb");
+    assert_eq!(phase_rows(&b), order, "the observed run is restored");
+    let restored = b.js(
+        "return document.querySelector('[data-testid=run]').dataset.source",
+        json!([]),
+    );
+    assert_eq!(restored, json!("replay"), "still labelled replay");
+    // The sheet's inputs are the dimensioner's state now.
+    b.click("[data-testid=to-dimensioner]");
+    b.wait_for(
+        "the dimensioner",
+        "return location.pathname === '/' && !!document.getElementById('reserve-bytes')",
+    );
     assert_eq!(input_value(&b, "reserve-bytes"), overhead.to_string());
+    wait_reserve(&b, overhead);
     let pairs: Vec<(String, String)> = sheet.computed.estimates[0]
         .input
         .as_object()
@@ -486,12 +523,6 @@ fn pair_replay_end_to_end() {
         );
         assert_eq!(shown.as_str(), Some(v.as_str()), "input {k} restored");
     }
-    assert_eq!(phase_rows(&b), order, "the observed run is restored");
-    let restored = b.js(
-        "return document.querySelector('[data-testid=run]').dataset.source",
-        json!([]),
-    );
-    assert_eq!(restored, json!("replay"), "still labelled replay");
     println!(
         "pair: paired, {} phases live, sheet downloaded, validated and imported in {:.1} s",
         order.len(),
@@ -554,7 +585,7 @@ fn pair_by_pasting_the_url_into_a_page_hosted_elsewhere() {
     let elsewhere = StaticServer::start(&root().join("dist"));
     let agent = Agent::start(&["--allow-origin", &elsewhere.origin]);
     let b = Browser::start(&driver);
-    b.goto(&format!("{}/", elsewhere.origin));
+    b.goto(&format!("{}/agent/", elsewhere.origin));
     wait_state(&b, "not-paired");
     // A wrong token is refused, and the page says so.
     let wrong = format!("{}/#token={}", agent.origin, "ab".repeat(32));

@@ -74,51 +74,54 @@ fn take_pairing() -> Option<PairTarget> {
     })
 }
 
-/// Reads the starting state (the URL's query, else local storage, else the
-/// defaults) and mounts the page. The only place that reads the outside world
-/// before the first render.
-pub fn start() {
-    let pair = take_pairing();
-    let search = web_sys::window()
-        .and_then(|w| w.location().search().ok())
-        .unwrap_or_default();
-    let pairs = if search.trim_start_matches('?').is_empty() {
-        storage()
-            .and_then(|s| s.get_item(STORE_QUERY).ok().flatten())
-            .filter(|q| !q.is_empty())
-            .map(|q| query::parse(&q))
-            .unwrap_or_else(state::default_pairs)
-    } else {
-        query::parse(&search)
-    };
+/// The stored state: the last query string (else the defaults) and the imported tensors.
+fn stored_state() -> (Vec<(String, String)>, Option<Imported>) {
+    let pairs = storage()
+        .and_then(|s| s.get_item(STORE_QUERY).ok().flatten())
+        .filter(|q| !q.is_empty())
+        .map(|q| query::parse(&q))
+        .unwrap_or_else(state::default_pairs);
     let imported: Option<Imported> = storage()
         .and_then(|s| s.get_item(STORE_IMPORTED).ok().flatten())
         .and_then(|j| serde_json::from_str(&j).ok());
-    leptos::mount::mount_to_body(move || view! { <App pairs imported pair/> });
+    (pairs, imported)
 }
 
-/// The page.
-#[component]
-pub fn App(
-    /// The starting `key=value` pairs (from the URL, local storage or defaults).
-    pairs: Vec<(String, String)>,
-    /// Tensors imported in an earlier visit.
-    imported: Option<Imported>,
-    /// The agent to pair with at once (from the pairing URL), if any.
-    pair: Option<PairTarget>,
-) -> impl IntoView {
-    let unknown: Vec<String> = pairs
-        .iter()
-        .filter(|(k, _)| {
-            !gpumem_core::params::KEYS.contains(&k.as_str()) && !PAGE_KEYS.contains(&k.as_str())
-        })
-        .map(|(k, _)| k.clone())
-        .collect();
-    let form = Form::new(&pairs, imported);
-    provide_context(form.clone());
-    provide_context(Agent::new(pair));
-    provide_context(SheetForm::new());
+/// Reads the starting state (the URL's query, else local storage, else the
+/// defaults) and mounts the dimensioner. The only place that reads the outside world
+/// before the first render.
+pub fn start() {
+    let search = web_sys::window()
+        .and_then(|w| w.location().search().ok())
+        .unwrap_or_default();
+    let (stored, imported) = stored_state();
+    let pairs = if search.trim_start_matches('?').is_empty() {
+        stored
+    } else {
+        query::parse(&search)
+    };
+    leptos::mount::mount_to_body(move || view! { <App pairs imported/> });
+}
 
+/// Mounts the agent & sheet page (`/agent/`): the pairing target comes from the URL's
+/// fragment (forwarded by the dimensioner's `index.html`), the estimator state from
+/// the local storage the dimensioner writes — and changes made here (a reserve, an
+/// imported sheet) go back there, so the dimensioner shows them.
+pub fn start_agent() {
+    let pair = take_pairing();
+    let (pairs, imported) = stored_state();
+    leptos::mount::mount_to_body(move || view! { <AgentApp pairs imported pair/> });
+}
+
+/// The form and its computed estimate, provided as context; local storage (and, on
+/// the dimensioner, the URL) follows the state.
+fn provide_state(
+    pairs: &[(String, String)],
+    imported: Option<Imported>,
+    in_url: bool,
+) -> Memo<Computed> {
+    let form = Form::new(pairs, imported);
+    provide_context(form.clone());
     let cli = {
         let form = form.clone();
         Memo::new(move |_| form.cli_pairs())
@@ -146,25 +149,53 @@ pub fn App(
     });
     Effect::new(move |_| {
         let q = query.get();
-        if let Some(h) = web_sys::window().and_then(|w| w.history().ok()) {
+        if in_url && let Some(h) = web_sys::window().and_then(|w| w.history().ok()) {
             let _ = h.replace_state_with_url(&JsValue::NULL, "", Some(&format!("?{q}")));
         }
         if let Some(s) = storage() {
             let _ = s.set_item(STORE_QUERY, &q);
         }
     });
+    Effect::new(move |_| {
+        let imported = form.imported.get();
+        if let Some(s) = storage() {
+            let _ = match imported.and_then(|i| serde_json::to_string(&i).ok()) {
+                Some(j) => s.set_item(STORE_IMPORTED, &j),
+                None => s.remove_item(STORE_IMPORTED),
+            };
+        }
+    });
+    computed
+}
+
+/// Drops the query from the address bar before leaving for the agent page, so that
+/// coming back (the browser's Back button included) reads local storage, where the
+/// agent page writes what it changes (a reserve, an imported sheet).
+fn forget_query() {
+    if let Some(w) = web_sys::window()
+        && let Ok(h) = w.history()
     {
-        let form = form.clone();
-        Effect::new(move |_| {
-            let imported = form.imported.get();
-            if let Some(s) = storage() {
-                let _ = match imported.and_then(|i| serde_json::to_string(&i).ok()) {
-                    Some(j) => s.set_item(STORE_IMPORTED, &j),
-                    None => s.remove_item(STORE_IMPORTED),
-                };
-            }
-        });
+        let path = w.location().pathname().unwrap_or_default();
+        let _ = h.replace_state_with_url(&JsValue::NULL, "", Some(&path));
     }
+}
+
+/// The dimensioner.
+#[component]
+pub fn App(
+    /// The starting `key=value` pairs (from the URL, local storage or defaults).
+    pairs: Vec<(String, String)>,
+    /// Tensors imported in an earlier visit.
+    imported: Option<Imported>,
+) -> impl IntoView {
+    let unknown: Vec<String> = pairs
+        .iter()
+        .filter(|(k, _)| {
+            !gpumem_core::params::KEYS.contains(&k.as_str()) && !PAGE_KEYS.contains(&k.as_str())
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    let computed = provide_state(&pairs, imported, true);
     // Mark the first render of results, for the first-render budget.
     Effect::new(move |marked: Option<bool>| {
         computed.track();
@@ -186,6 +217,11 @@ pub fn App(
                 </p>
             </div>
             <p class="privacy">"Runs entirely in your browser: no request leaves this page, except to a gpumem agent you pair it with."</p>
+            <p class="nav">
+                <a href="agent/" class="nav-link" data-testid="to-agent-page" on:click=move |_| forget_query()>
+                    "Agent & sheet →"
+                </a>
+            </p>
         </header>
         {(!unknown.is_empty()).then(|| view! {
             <p class="banner warn" role="status">
@@ -196,10 +232,6 @@ pub fn App(
             <inputs::InputsPanel/>
             <results::ResultsPanel/>
         </main>
-        <div class="wide">
-            <agent_panel::AgentPanel/>
-            <sheet::SheetPanel/>
-        </div>
         <footer class="foot">
             <p>
                 "Keys in the address bar are the flags of "
@@ -208,6 +240,40 @@ pub fn App(
                 "GB = 10⁹ bytes, GiB = 2³⁰ bytes."
             </p>
         </footer>
+    }
+}
+
+/// The agent & sheet page: pairing, measuring and the sheet, over the dimensioner's
+/// stored state.
+#[component]
+pub fn AgentApp(
+    /// The dimensioner's stored `key=value` pairs (or the defaults).
+    pairs: Vec<(String, String)>,
+    /// Its imported tensors, if any.
+    imported: Option<Imported>,
+    /// The agent to pair with at once (from the pairing URL), if any.
+    pair: Option<PairTarget>,
+) -> impl IntoView {
+    provide_state(&pairs, imported, false);
+    provide_context(Agent::new(pair));
+    provide_context(SheetForm::new());
+    view! {
+        <header class="top">
+            <div class="brand">
+                <h1>"gpumem " <span class="sub">"agent & sheet"</span></h1>
+                <p class="tagline">
+                    "Pair with a gpumem agent, measure or replay, and keep the decision in a sheet. "
+                    "The estimate is the dimensioner's, as you left it."
+                </p>
+            </div>
+            <p class="nav">
+                <a href="../" class="nav-link" data-testid="to-dimensioner">"← Dimensioner"</a>
+            </p>
+        </header>
+        <div class="wide">
+            <agent_panel::AgentPanel/>
+            <sheet::SheetPanel/>
+        </div>
     }
 }
 

@@ -1,4 +1,4 @@
-//! Entry point of the page: everything else is in the library.
+//! Entry point of the dimensioner page (`/`): everything else is in the library.
 fn main() {
     gpumem_web::start();
 }

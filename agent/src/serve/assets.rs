@@ -94,10 +94,16 @@ impl Assets {
     }
 
     /// The content type and bytes for a URL path; `/` is `/index.html`, which falls back
-    /// to the not-built notice.
+    /// to the not-built notice. A directory's path (`/agent/` or `/agent`: the agent &
+    /// sheet page) is its `index.html`, when the table holds one.
     pub fn get(&self, path: &str) -> Option<(&'static str, &[u8])> {
         let path = if path == "/" { "/index.html" } else { path };
-        match self.find(path) {
+        let index = if path.ends_with('/') {
+            format!("{path}index.html")
+        } else {
+            format!("{path}/index.html")
+        };
+        match self.find(path).or_else(|| self.find(&index)) {
             Some(asset) => Some((asset.content_type, &asset.bytes)),
             None if path == "/index.html" => {
                 Some(("text/html; charset=utf-8", NOT_BUILT.as_bytes()))
@@ -182,6 +188,25 @@ mod tests {
         assert_eq!(assets.get("/.hidden"), None);
         assert_eq!(assets.get("/../Cargo.toml"), None);
         assert_eq!(assets.get("/pkg/../index.html"), None);
+    }
+
+    #[test]
+    fn a_directory_path_is_its_index() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(dir.path().join("index.html"), "<p>page</p>").expect("write");
+        fs::create_dir(dir.path().join("agent")).expect("mkdir");
+        fs::write(dir.path().join("agent").join("index.html"), "<p>agent</p>").expect("write");
+        let assets = Assets::from_dir(dir.path()).expect("load");
+        for path in ["/agent/", "/agent", "/agent/index.html"] {
+            assert_eq!(
+                assets.get(path),
+                Some(("text/html; charset=utf-8", &b"<p>agent</p>"[..])),
+                "{path}"
+            );
+        }
+        assert_eq!(assets.get("/missing/"), None);
+        assert_eq!(assets.get("/agent//"), None);
+        assert_eq!(assets.get("/agent/../"), None);
     }
 
     #[test]

@@ -98,13 +98,14 @@ fn serve_one(mut stream: TcpStream, dir: &Path, log: &Mutex<Vec<String>>) {
     let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
     log.lock().unwrap().push(path.clone());
     let clean = path.split(['?', '#']).next().unwrap_or("/");
-    let rel = if clean == "/" {
-        "index.html"
+    // A directory's path (`/`, `/agent/`) is its index.html, as the agent serves it.
+    let rel = if clean.ends_with('/') {
+        format!("{}index.html", clean.trim_start_matches('/'))
     } else {
-        clean.trim_start_matches('/')
+        clean.trim_start_matches('/').to_owned()
     };
-    let file = dir.join(rel);
     let safe = !rel.contains("..");
+    let file = dir.join(rel);
     let (status, body, ctype) = match std::fs::read(&file) {
         Ok(b) if safe => {
             let ctype = match file.extension().and_then(|e| e.to_str()) {

@@ -169,14 +169,6 @@ function __wbg_get_imports() {
         __wbg_add_cf82c8d153d93ae1: function() { return handleError(function (arg0, arg1, arg2) {
             arg0.add(getStringFromWasm0(arg1, arg2));
         }, arguments); },
-        __wbg_appendChild_dbf7ad2f48413560: function() { return handleError(function (arg0, arg1) {
-            const ret = arg0.appendChild(arg1);
-            return ret;
-        }, arguments); },
-        __wbg_arrayBuffer_5abbcb61bd48f427: function(arg0) {
-            const ret = arg0.arrayBuffer();
-            return ret;
-        },
         __wbg_body_5f971cbc6950ca4f: function(arg0) {
             const ret = arg0.body;
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
@@ -264,10 +256,6 @@ function __wbg_get_imports() {
             const ret = arg0.createTextNode(getStringFromWasm0(arg1, arg2));
             return ret;
         },
-        __wbg_dataTransfer_3f478a3e477952f6: function(arg0) {
-            const ret = arg0.dataTransfer;
-            return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
-        },
         __wbg_data_c7e5e8500f1bca2f: function(arg0) {
             const ret = arg0.data;
             return ret;
@@ -283,10 +271,6 @@ function __wbg_get_imports() {
         __wbg_enqueue_c11626eae1c54509: function() { return handleError(function (arg0, arg1) {
             arg0.enqueue(arg1);
         }, arguments); },
-        __wbg_files_2d8b9138ca028e2c: function(arg0) {
-            const ret = arg0.files;
-            return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
-        },
         __wbg_files_d7e65f35a3acc89f: function(arg0) {
             const ret = arg0.files;
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
@@ -391,10 +375,6 @@ function __wbg_get_imports() {
             const ret = arg0.length;
             return ret;
         },
-        __wbg_length_694310723930d77e: function(arg0) {
-            const ret = arg0.length;
-            return ret;
-        },
         __wbg_localStorage_6827cfe6db14a9f6: function() { return handleError(function (arg0) {
             const ret = arg0.localStorage;
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
@@ -403,9 +383,6 @@ function __wbg_get_imports() {
             const ret = arg0.location;
             return ret;
         },
-        __wbg_mark_cbe602acd7c75ad6: function() { return handleError(function (arg0, arg1, arg2) {
-            arg0.mark(getStringFromWasm0(arg1, arg2));
-        }, arguments); },
         __wbg_name_f721590be23206c9: function(arg0, arg1) {
             const ret = arg1.name;
             const ptr1 = passStringToWasm0(ret, wasm.__wbindgen_export, wasm.__wbindgen_export2);
@@ -415,10 +392,6 @@ function __wbg_get_imports() {
         },
         __wbg_new_0_36d738a0c8cfac43: function() {
             const ret = new Date();
-            return ret;
-        },
-        __wbg_new_13de428334042d26: function(arg0) {
-            const ret = new Uint8Array(arg0);
             return ret;
         },
         __wbg_new_787b9fb330d55d78: function(arg0, arg1) {
@@ -440,7 +413,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_3233(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2453(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -481,12 +454,6 @@ function __wbg_get_imports() {
         __wbg_performance_50e6a3f8dc80bbca: function(arg0) {
             const ret = arg0.performance;
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
-        },
-        __wbg_preventDefault_cfb06b02e7406899: function(arg0) {
-            arg0.preventDefault();
-        },
-        __wbg_prototypesetcall_13162965d1fe7aa3: function(arg0, arg1, arg2) {
-            Uint8Array.prototype.set.call(getArrayU8FromWasm0(arg0, arg1), arg2);
         },
         __wbg_queueMicrotask_1e8503a8a690f0a3: function(arg0) {
             const ret = arg0.queueMicrotask;
@@ -591,14 +558,6 @@ function __wbg_get_imports() {
         __wbg_set_value_cb7e77c93a95e491: function(arg0, arg1, arg2) {
             arg0.value = getStringFromWasm0(arg1, arg2);
         },
-        __wbg_size_9d1084e29743663c: function(arg0) {
-            const ret = arg0.size;
-            return ret;
-        },
-        __wbg_slice_b94f88ac0a502e53: function() { return handleError(function (arg0, arg1, arg2) {
-            const ret = arg0.slice(arg1, arg2);
-            return ret;
-        }, arguments); },
         __wbg_static_accessor_GLOBAL_THIS_003ee833af9699fc: function() {
             const ret = typeof globalThis === 'undefined' ? undefined : globalThis;
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
@@ -647,33 +606,33 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 487, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4675);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 402, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3887);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 596, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3157);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 415, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2378);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("CloseEvent")], shim_idx: 92, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_316);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("CloseEvent")], shim_idx: 83, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_300);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 487, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4675_15);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 402, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3887_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("MessageEvent")], shim_idx: 92, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_316_16);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("MessageEvent")], shim_idx: 83, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_300_16);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 380, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4674);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 318, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3886);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -692,38 +651,38 @@ function __wbg_get_imports() {
     };
     return {
         __proto__: null,
-        "./gpumem-web_bg.js": import0,
+        "./gpumem-web-agent_bg.js": import0,
     };
 }
 
-function __wasm_bindgen_func_elem_4674(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_4674(arg0, arg1);
+function __wasm_bindgen_func_elem_3886(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3886(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_4675(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_4675(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3887(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3887(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_316(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_316(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_300(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_300(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_4675_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_4675_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3887_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3887_15(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_316_16(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_316_16(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_300_16(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_300_16(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3233(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_3233(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2453(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2453(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_3157(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2378(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_3157(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2378(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
@@ -1044,7 +1003,7 @@ async function __wbg_init_once(module_or_path) {
     }
 
     if (module_or_path === undefined) {
-        module_or_path = new URL('gpumem-web_bg.wasm', import.meta.url);
+        module_or_path = new URL('gpumem-web-agent_bg.wasm', import.meta.url);
     }
     const imports = __wbg_get_imports();
 
