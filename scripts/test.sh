@@ -29,7 +29,7 @@ step "build the agent" cargo build -p gpumem-agent --quiet
 step "native tests (unit, CLI, sockets, browser end to end)" cargo test --workspace --quiet
 step "core cases under wasm32 in headless Chromium" \
   env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
-  cargo test -p gpumem-core --target wasm32-unknown-unknown --test cases --quiet
+  cargo test -p gpumem-core --target wasm32-unknown-unknown --test cases
 step "fuzz the header parsers (bounded: ${GPUMEM_FUZZ_SECONDS:-30}s)" \
   env RUSTC_BOOTSTRAP=1 bash -c 'set -o pipefail; cd fuzz && cargo fuzz run headers --sanitizer none -- -max_total_time="${GPUMEM_FUZZ_SECONDS:-30}" -rss_limit_mb=2048 2>&1 | tail -n 3'
 # One closing line over every test runner above (cargo's libtest and wasm-bindgen-test).
