@@ -247,12 +247,14 @@ impl Received {
             .and_then(|value| {
                 // Kept as it came, before the typed reading takes it apart.
                 let raw = (value["type"] == "environment").then(|| value["report"].clone());
-                AgentFrame::from_value(value)
+                // Per-device messages are not shown: recognised, not read (None).
+                AgentFrame::from_value_shown(value)
                     .map(|f| (f, raw))
                     .map_err(|e| e.message)
             });
         match frame {
-            Ok((frame, raw)) => {
+            Ok((None, _)) => After::Continue,
+            Ok((Some(frame), raw)) => {
                 if raw.is_some() {
                     self.environment_raw = raw;
                 }

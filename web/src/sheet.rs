@@ -13,7 +13,7 @@ use gpumem_core::params::parse_count;
 use gpumem_proto::sheet::{
     AssumedValue, Assumption, Computed as SheetComputed, ComputedEstimate, Decision, Identity,
     MaximumLoad, ObservationsProvenance, Observed, ObservedRun, Provenance, SHEET_SCHEMA, Sheet,
-    Workload, WorkloadKey, WorkloadMode, Workloads,
+    SheetImport, Workload, WorkloadKey, WorkloadMode, Workloads,
 };
 use gpumem_proto::wire::PROTOCOL_VERSION;
 use leptos::prelude::*;
@@ -350,7 +350,7 @@ pub fn assemble(
 
 /// The page inputs a sheet describes: the typical workload's pairs, plus the long and
 /// near-limit workloads' own dimensions where they differ, plus the chosen card.
-pub fn restore_pairs(sheet: &Sheet) -> Result<Vec<(String, String)>, String> {
+pub fn restore_pairs(sheet: &SheetImport) -> Result<Vec<(String, String)>, String> {
     let input = |key: WorkloadKey| -> Option<Vec<(String, String)>> {
         let e = sheet
             .computed
@@ -475,7 +475,7 @@ pub fn SheetPanel() -> impl IntoView {
                     .and_then(|t| t.as_string());
                 let outcome = match text {
                     None => Err(format!("{name}: the browser could not read the file")),
-                    Some(text) => gpumem_proto::sheet::Sheet::from_json(&text)
+                    Some(text) => SheetImport::from_json(&text)
                         .map_err(|e| format!("{name}: {e}"))
                         .and_then(|s| restore_pairs(&s).map(|p| (s, p))),
                 };

@@ -355,33 +355,7 @@ impl Sheet {
 
     /// As [`Sheet::from_json`], from an already-parsed value.
     pub fn from_value(value: Value) -> Result<Sheet, SheetError> {
-        let Some(object) = value.as_object() else {
-            return Err(refuse(
-                "this JSON is not a gpumem sheet: it is not an object",
-            ));
-        };
-        match object.get("schema") {
-            None => {
-                return Err(refuse(
-                    "this JSON is not a gpumem sheet: it has no \"schema\" field \
-                     (expected \"gpumem.sheet/v1\")",
-                ));
-            }
-            Some(Value::String(s)) if s == SHEET_SCHEMA => {}
-            Some(Value::String(s)) if s.starts_with(SHEET_SCHEMA_FAMILY) => {
-                return Err(refuse(format!(
-                    "this sheet is version {:?}; this page reads only \"gpumem.sheet/v1\"",
-                    s.chars().take(64).collect::<String>()
-                )));
-            }
-            Some(other) => {
-                let shown: String = other.to_string().chars().take(64).collect();
-                return Err(refuse(format!(
-                    "this JSON is not a gpumem sheet: its \"schema\" is {shown}, \
-                     expected \"gpumem.sheet/v1\""
-                )));
-            }
-        }
+        check_schema(&value)?;
         let sheet: Sheet = serde_json::from_value(value)
             .map_err(|e| refuse(format!("this gpumem sheet is incomplete or damaged: {e}")))?;
         sheet.validate()?;
@@ -402,26 +376,7 @@ impl Sheet {
                 self.observed.runs.len()
             )));
         }
-        for (index, run) in self.observed.runs.iter().enumerate() {
-            if run.raw.is_none() && run.failure.is_none() {
-                return Err(refuse(format!(
-                    "observed run {index} has neither its raw results nor a failure reason"
-                )));
-            }
-            if run.ok && run.phases.iter().any(|p| p.status == Status::Failed) {
-                return Err(refuse(format!(
-                    "observed run {index} is marked ok but one of its phases failed"
-                )));
-            }
-        }
-        let expected = ObservationsProvenance::of(&self.observed.runs);
-        if self.provenance.observations != expected {
-            return Err(refuse(format!(
-                "provenance.observations says {:?}, but the observed runs are {:?}",
-                self.provenance.observations, expected
-            )));
-        }
-        Ok(())
+        check_runs(&self.observed.runs, self.provenance.observations)
     }
 
     /// The sheet as pretty-printed JSON (what *Download sheet* saves).
@@ -429,6 +384,120 @@ impl Sheet {
         // Every map key is a string and every number finite, so this cannot fail;
         // a non-finite assumed value would be the only way, and JSON has no such number.
         serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// The `schema` check of [`Sheet::from_value`]: refuses foreign JSON and other sheet
+/// versions, in words.
+fn check_schema(value: &Value) -> Result<(), SheetError> {
+    let Some(object) = value.as_object() else {
+        return Err(refuse(
+            "this JSON is not a gpumem sheet: it is not an object",
+        ));
+    };
+    match object.get("schema") {
+        None => Err(refuse(
+            "this JSON is not a gpumem sheet: it has no \"schema\" field \
+             (expected \"gpumem.sheet/v1\")",
+        )),
+        Some(Value::String(s)) if s == SHEET_SCHEMA => Ok(()),
+        Some(Value::String(s)) if s.starts_with(SHEET_SCHEMA_FAMILY) => Err(refuse(format!(
+            "this sheet is version {:?}; this page reads only \"gpumem.sheet/v1\"",
+            s.chars().take(64).collect::<String>()
+        ))),
+        Some(other) => {
+            let shown: String = other.to_string().chars().take(64).collect();
+            Err(refuse(format!(
+                "this JSON is not a gpumem sheet: its \"schema\" is {shown}, \
+                 expected \"gpumem.sheet/v1\""
+            )))
+        }
+    }
+}
+
+/// The checks of [`Sheet::validate`] on the observed runs and their provenance summary.
+fn check_runs(
+    runs: &[ObservedRun],
+    observations: ObservationsProvenance,
+) -> Result<(), SheetError> {
+    for (index, run) in runs.iter().enumerate() {
+        if run.raw.is_none() && run.failure.is_none() {
+            return Err(refuse(format!(
+                "observed run {index} has neither its raw results nor a failure reason"
+            )));
+        }
+        if run.ok && run.phases.iter().any(|p| p.status == Status::Failed) {
+            return Err(refuse(format!(
+                "observed run {index} is marked ok but one of its phases failed"
+            )));
+        }
+    }
+    let expected = ObservationsProvenance::of(runs);
+    if observations != expected {
+        return Err(refuse(format!(
+            "provenance.observations says {observations:?}, but the observed runs are {expected:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// What a page restores from a sheet: [`Sheet`]'s identity, environment, estimator
+/// inputs, observed runs, decision and agent version, read with the same field names,
+/// the same `schema` check and the same checks on the runs as [`Sheet::from_json`].
+/// The sections a page does not restore (dimensions, lines, assumptions, maximum load)
+/// are not read, so their deserializers stay out of the page's wasm.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct SheetImport {
+    /// As [`Sheet::identity`].
+    pub identity: Identity,
+    /// As [`Sheet::environment`].
+    pub environment: Option<Value>,
+    /// [`Sheet::computed`]'s estimates, their workload and input only.
+    pub computed: ImportComputed,
+    /// As [`Sheet::observed`].
+    pub observed: Observed,
+    /// As [`Sheet::decision`].
+    pub decision: Option<Decision>,
+    /// [`Sheet::provenance`]'s agent version and observations.
+    pub provenance: ImportProvenance,
+}
+
+/// [`Computed`] as [`SheetImport`] reads it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ImportComputed {
+    /// [`Computed::estimates`], each its workload and input.
+    pub estimates: Vec<ImportEstimate>,
+}
+
+/// [`ComputedEstimate`] as [`SheetImport`] reads it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ImportEstimate {
+    /// As [`ComputedEstimate::workload`].
+    pub workload: WorkloadKey,
+    /// As [`ComputedEstimate::input`].
+    pub input: Value,
+}
+
+/// [`Provenance`] as [`SheetImport`] reads it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ImportProvenance {
+    /// As [`Provenance::agent_version`].
+    pub agent_version: Option<String>,
+    /// As [`Provenance::observations`].
+    pub observations: ObservationsProvenance,
+}
+
+impl SheetImport {
+    /// Reads a sheet's text for import: the same refusals as [`Sheet::from_json`] for
+    /// foreign JSON, another version and inconsistent runs.
+    pub fn from_json(text: &str) -> Result<SheetImport, SheetError> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| refuse(format!("this file is not JSON: {e}")))?;
+        check_schema(&value)?;
+        let sheet: SheetImport = serde_json::from_value(value)
+            .map_err(|e| refuse(format!("this gpumem sheet is incomplete or damaged: {e}")))?;
+        check_runs(&sheet.observed.runs, sheet.provenance.observations)?;
+        Ok(sheet)
     }
 }
 
@@ -532,7 +601,34 @@ mod tests {
     fn a_sheet_round_trips() {
         let sheet = example();
         let text = sheet.to_json_pretty();
-        assert_eq!(Sheet::from_json(&text), Ok(sheet));
+        assert_eq!(Sheet::from_json(&text), Ok(sheet.clone()));
+        // The page's import reads the same sections, unchanged.
+        let import = SheetImport::from_json(&text).expect("imports");
+        assert_eq!(import.identity, sheet.identity);
+        assert_eq!(import.environment, sheet.environment);
+        assert_eq!(import.observed, sheet.observed);
+        assert_eq!(import.decision, sheet.decision);
+        assert_eq!(
+            import.provenance.agent_version,
+            sheet.provenance.agent_version
+        );
+        assert_eq!(
+            import.provenance.observations,
+            sheet.provenance.observations
+        );
+        let inputs: Vec<_> = sheet
+            .computed
+            .estimates
+            .iter()
+            .map(|e| (e.workload, e.input.clone()))
+            .collect();
+        let read: Vec<_> = import
+            .computed
+            .estimates
+            .into_iter()
+            .map(|e| (e.workload, e.input))
+            .collect();
+        assert_eq!(read, inputs);
     }
 
     #[test]
@@ -586,6 +682,16 @@ mod tests {
                 "{expected:?} not in {:?}",
                 err.message
             );
+            // The page's import refuses the same way, except for the sections it
+            // does not read (the maximum load's run index).
+            if expected != "only 1 runs" {
+                let err = SheetImport::from_json(&text).expect_err(&text);
+                assert!(
+                    err.message.contains(expected),
+                    "import: {expected:?} not in {:?}",
+                    err.message
+                );
+            }
         }
     }
 }

@@ -422,6 +422,47 @@ impl AgentFrame {
     /// (the page reads sheets that way) carries one deserializer per type instead of
     /// two — a smaller wasm. The page uses this one.
     pub fn from_value(value: Value) -> Result<AgentFrame, WireError> {
+        Self::read(value, |kind, m| match kind {
+            "device_started" => Ok(Some(AgentMessage::DeviceStarted {
+                run_id: take(m, "run_id")?,
+                device: take(m, "device")?,
+                dimensions: take(m, "dimensions")?,
+                protocol: take(m, "protocol")?,
+                environment: take(m, "environment")?,
+            })),
+            "device_finished" => Ok(Some(AgentMessage::DeviceFinished {
+                run_id: take(m, "run_id")?,
+                device: take(m, "device")?,
+                status: take(m, "status")?,
+                failed_phase: take(m, "failed_phase")?,
+                error: take(m, "error")?,
+                computed: take(m, "computed")?,
+                wall_time_ns: take(m, "wall_time_ns")?,
+            })),
+            _ => Ok(None),
+        })?
+        .ok_or_else(|| unreadable("a per-device message was not read".into()))
+    }
+
+    /// As [`AgentFrame::from_value`], except that the per-device messages
+    /// (`device_started`, `device_finished`), which the page does not show, are
+    /// recognised but not read: they give `Ok(None)`. Every other message is read and
+    /// checked exactly as [`AgentFrame::from_value`] reads it. Leaving those two
+    /// unread keeps their deserializers (the measurement's environment, protocol and
+    /// prediction) out of the page's wasm.
+    pub fn from_value_shown(value: Value) -> Result<Option<AgentFrame>, WireError> {
+        Self::read(value, |_, _| Ok(None))
+    }
+
+    /// Reads the fields every frame carries and the message; `device` reads the
+    /// per-device messages (`Ok(None)`: recognised, not read).
+    fn read(
+        value: Value,
+        device: impl FnOnce(
+            &str,
+            &mut serde_json::Map<String, Value>,
+        ) -> Result<Option<AgentMessage>, WireError>,
+    ) -> Result<Option<AgentFrame>, WireError> {
         let Value::Object(mut map) = value else {
             return Err(unreadable("the message is not a JSON object".into()));
         };
@@ -442,26 +483,10 @@ impl AgentFrame {
                 run_id: take(m, "run_id")?,
                 request: take(m, "request")?,
             },
-            "device_started" => AgentMessage::DeviceStarted {
-                run_id: take(m, "run_id")?,
-                device: take(m, "device")?,
-                dimensions: take(m, "dimensions")?,
-                protocol: take(m, "protocol")?,
-                environment: take(m, "environment")?,
-            },
             "phase" => AgentMessage::Phase {
                 run_id: take(m, "run_id")?,
                 device: take(m, "device")?,
                 result: take(m, "result")?,
-            },
-            "device_finished" => AgentMessage::DeviceFinished {
-                run_id: take(m, "run_id")?,
-                device: take(m, "device")?,
-                status: take(m, "status")?,
-                failed_phase: take(m, "failed_phase")?,
-                error: take(m, "error")?,
-                computed: take(m, "computed")?,
-                wall_time_ns: take(m, "wall_time_ns")?,
             },
             "run_finished" => AgentMessage::RunFinished {
                 run_id: take(m, "run_id")?,
@@ -480,6 +505,10 @@ impl AgentFrame {
                 code: take(m, "code")?,
                 message: take(m, "message")?,
             },
+            "device_started" | "device_finished" => match device(&kind, m)? {
+                Some(message) => message,
+                None => return Ok(None),
+            },
             other => {
                 return Err(unreadable(format!(
                     "unknown message type {:?}",
@@ -487,11 +516,11 @@ impl AgentFrame {
                 )));
             }
         };
-        Ok(AgentFrame {
+        Ok(Some(AgentFrame {
             replay,
             sent_unix_ns,
             message,
-        })
+        }))
     }
 
     /// The JSON text of this frame.
@@ -709,6 +738,21 @@ mod tests {
             }
             .to_json();
             let value: Value = serde_json::from_str(&text).expect("JSON");
+            let per_device = matches!(
+                value["type"].as_str(),
+                Some("device_started" | "device_finished")
+            );
+            // The page's reading: the same frame, except the per-device ones (unread).
+            let shown = AgentFrame::from_value_shown(value.clone());
+            if per_device {
+                assert_eq!(shown, Ok(None), "{text}");
+            } else {
+                assert_eq!(
+                    shown.map(Option::unwrap),
+                    AgentFrame::parse(&text),
+                    "{text}"
+                );
+            }
             assert_eq!(
                 AgentFrame::from_value(value),
                 AgentFrame::parse(&text),
@@ -724,6 +768,13 @@ mod tests {
             "[1]",
         ] {
             let value: Value = serde_json::from_str(text).expect("JSON");
+            if !text.contains("device_finished") {
+                assert_eq!(
+                    AgentFrame::from_value_shown(value.clone()).is_ok(),
+                    AgentFrame::parse(text).is_ok(),
+                    "{text}"
+                );
+            }
             assert_eq!(
                 AgentFrame::from_value(value).is_ok(),
                 AgentFrame::parse(text).is_ok(),
