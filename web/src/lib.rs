@@ -74,8 +74,11 @@ fn take_pairing() -> Option<PairTarget> {
     })
 }
 
-/// The stored state: the last query string (else the defaults) and the imported tensors.
-fn stored_state() -> (Vec<(String, String)>, Option<Imported>) {
+/// The stored state: the last query string (else the defaults) and the imported tensors,
+/// read from their JSON by `read_imported`.
+fn stored_state(
+    read_imported: fn(&str) -> Option<Imported>,
+) -> (Vec<(String, String)>, Option<Imported>) {
     let pairs = storage()
         .and_then(|s| s.get_item(STORE_QUERY).ok().flatten())
         .filter(|q| !q.is_empty())
@@ -83,7 +86,7 @@ fn stored_state() -> (Vec<(String, String)>, Option<Imported>) {
         .unwrap_or_else(state::default_pairs);
     let imported: Option<Imported> = storage()
         .and_then(|s| s.get_item(STORE_IMPORTED).ok().flatten())
-        .and_then(|j| serde_json::from_str(&j).ok());
+        .and_then(|j| read_imported(&j));
     (pairs, imported)
 }
 
@@ -94,7 +97,7 @@ pub fn start() {
     let search = web_sys::window()
         .and_then(|w| w.location().search().ok())
         .unwrap_or_default();
-    let (stored, imported) = stored_state();
+    let (stored, imported) = stored_state(|j| serde_json::from_str(j).ok());
     let pairs = if search.trim_start_matches('?').is_empty() {
         stored
     } else {
@@ -109,7 +112,13 @@ pub fn start() {
 /// imported sheet) go back there, so the dimensioner shows them.
 pub fn start_agent() {
     let pair = take_pairing();
-    let (pairs, imported) = stored_state();
+    // Through a JSON value: this page reads every other document that way, so it then
+    // carries one deserializer for the stored tensors, not a second one from text.
+    let (pairs, imported) = stored_state(|j| {
+        serde_json::from_str(j)
+            .ok()
+            .and_then(|v| serde_json::from_value(v).ok())
+    });
     leptos::mount::mount_to_body(move || view! { <AgentApp pairs imported pair/> });
 }
 
