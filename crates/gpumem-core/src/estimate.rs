@@ -318,7 +318,12 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
 
     // Weights.
     let (params, active_params) = weights(input, &split, &mut b)?;
-    let weights_bytes = sum_lines(&b.lines, "weights")?;
+    let weights_bytes = sum_lines(
+        &b.lines,
+        |l| l.in_total && (l.key == "weights" || l.key.starts_with("weights.")),
+        |l| l.bytes,
+        "weights",
+    )?;
 
     // KV cache.
     let kv_cache_bytes = kv_cache(input, &split, &mut b)?;
@@ -353,26 +358,15 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
         b.assumptions.push("the CUDA context and library workspaces are assumed to fit inside the reserve (set cuda-context-mib, or use the agent's observed value)".into());
     }
 
-    let transient_bytes = b
-        .lines
-        .iter()
-        .filter(|l| l.in_total && l.kind == Kind::Assumed && l.key != "reserve")
-        .try_fold(0u64, |a, l| a.checked_add(l.bytes))
-        .ok_or(EstimateError::Overflow { what: "transients" })?;
-    let total_bytes = b
-        .lines
-        .iter()
-        .filter(|l| l.in_total)
-        .try_fold(0u64, |a, l| a.checked_add(l.bytes))
-        .ok_or(EstimateError::Overflow { what: "total" })?;
-    let per_device_bytes = b
-        .lines
-        .iter()
-        .filter(|l| l.in_total)
-        .try_fold(0u64, |a, l| a.checked_add(l.device_bytes))
-        .ok_or(EstimateError::Overflow {
-            what: "per-device total",
-        })?;
+    let counted = |l: &&Line| l.in_total;
+    let transient_bytes = sum_lines(
+        &b.lines,
+        |l| l.in_total && l.kind == Kind::Assumed && l.key != "reserve",
+        |l| l.bytes,
+        "transients",
+    )?;
+    let total_bytes = sum_lines(&b.lines, counted, |l| l.bytes, "total")?;
+    let per_device_bytes = sum_lines(&b.lines, counted, |l| l.device_bytes, "per-device total")?;
     Ok(Estimate {
         weights_bytes,
         kv_cache_bytes,
@@ -389,12 +383,14 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     })
 }
 
-fn sum_lines(lines: &[Line], prefix: &str) -> Result<u64, EstimateError> {
-    lines
-        .iter()
-        .filter(|l| l.in_total && (l.key == prefix || l.key.starts_with(&format!("{prefix}."))))
-        .try_fold(0u64, |a, l| a.checked_add(l.bytes))
-        .ok_or(EstimateError::Overflow { what: "sum" })
+/// Checked sum of one field over the lines that `keep` selects.
+fn sum_lines(
+    lines: &[Line],
+    keep: impl Fn(&&Line) -> bool,
+    field: impl Fn(&Line) -> u64,
+    what: &'static str,
+) -> Result<u64, EstimateError> {
+    Bytes::sum(lines.iter().filter(keep).map(|l| Bytes(field(l))), what).map(Bytes::get)
 }
 
 /// Checks ranges that cut across fields.
