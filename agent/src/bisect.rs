@@ -272,10 +272,10 @@ pub fn run(args: Args) -> Result<Exit> {
     bar.finish_and_clear();
 
     let flag = args.vary.flag();
-    println!("bisect --vary {flag} from {} to {}:", args.from, args.to);
+    crate::out::outln!("bisect --vary {flag} from {} to {}:", args.from, args.to);
     trials.sort_by_key(|t| t.value);
     for t in &trials {
-        println!(
+        crate::out::outln!(
             "  --{flag} {:>12}  {:<5} {:<14} {}",
             t.value,
             if t.outcome == Outcome::Pass {
@@ -291,8 +291,8 @@ pub fn run(args: Args) -> Result<Exit> {
         v.map(|v| v.to_string())
             .unwrap_or_else(|| "none".to_owned())
     };
-    println!("largest passing {flag}: {}", show(lo));
-    println!("smallest failing {flag}: {}", show(hi));
+    crate::out::outln!("largest passing {flag}: {}", show(lo));
+    crate::out::outln!("smallest failing {flag}: {}", show(hi));
     let summary = serde_json::json!({
         "vary": flag,
         "from": args.from,
@@ -312,9 +312,9 @@ pub fn run(args: Args) -> Result<Exit> {
         &summary_path,
         serde_json::to_string_pretty(&summary)?.as_bytes(),
     )?;
-    println!("summary: {}", summary_path.display());
+    crate::out::outln!("summary: {}", summary_path.display());
     if let Some(why) = stopped {
-        eprintln!("gpumem-agent: bisect stopped: {why}");
+        crate::out::errln!("gpumem-agent: bisect stopped: {why}");
         return Ok(Exit::Unavailable);
     }
     Ok(Exit::Ok)

@@ -28,15 +28,15 @@ pub fn run(args: Args) -> Result<Exit> {
     let sel = parse_device(&args.device)?;
     let report = report(sel);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::out::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", human(&report));
+        crate::out::out!("{}", human(&report));
     }
     if report.missing.is_empty() {
         Ok(Exit::Ok)
     } else {
         for m in &report.missing {
-            eprintln!("gpumem-agent: {m}");
+            crate::out::errln!("gpumem-agent: {m}");
         }
         Ok(Exit::Unavailable)
     }

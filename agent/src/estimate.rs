@@ -124,7 +124,7 @@ pub fn run(args: Args) -> Result<Exit> {
         params::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     if !errors.is_empty() {
         for e in &errors {
-            eprintln!("gpumem-agent: invalid input: --{e}");
+            crate::out::errln!("gpumem-agent: invalid input: --{e}");
         }
         return Ok(Exit::Unavailable);
     }
@@ -147,7 +147,7 @@ pub fn run(args: Args) -> Result<Exit> {
     let est = match estimate(&input) {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("gpumem-agent: invalid input: {}", flagify(&e));
+            crate::out::errln!("gpumem-agent: invalid input: {}", flagify(&e));
             return Ok(Exit::Unavailable);
         }
     };

@@ -10,6 +10,7 @@ mod estimate;
 mod exit;
 mod gpu;
 mod measure;
+mod out;
 mod serve;
 
 use std::process::ExitCode;
@@ -50,7 +51,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(exit) => exit.into(),
         Err(err) => {
-            eprintln!("gpumem-agent: error: {err:#}");
+            crate::out::errln!("gpumem-agent: error: {err:#}");
             exit::Exit::Unavailable.into()
         }
     }

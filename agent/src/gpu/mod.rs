@@ -476,7 +476,7 @@ mod tests {
     #[test]
     fn without_libcuda_init_refuses_cleanly() {
         if loader::driver_library_present() {
-            println!("SKIPPED: libcuda is present; this test checks the no-driver path");
+            crate::out::outln!("SKIPPED: libcuda is present; this test checks the no-driver path");
             return;
         }
         let err = Driver::init().unwrap_err();

@@ -369,9 +369,9 @@ pub fn finish(plan: &Plan, runs: Vec<MeasurementResult>, events: &Events) -> Res
     let file = results_file(plan, runs);
     let report = output::human_report(&file);
     if events.enabled {
-        eprint!("{report}");
+        crate::out::err!("{report}");
     } else {
-        print!("{report}");
+        crate::out::out!("{report}");
     }
     if let Some(path) = &plan.output {
         let text = serde_json::to_string_pretty(&file).context("serialising the results")?;
@@ -392,9 +392,9 @@ pub fn finish(plan: &Plan, runs: Vec<MeasurementResult>, events: &Events) -> Res
         });
         let note = format!("results written to {}\n", path.display());
         if events.enabled {
-            eprint!("{note}");
+            crate::out::err!("{note}");
         } else {
-            print!("{note}");
+            crate::out::out!("{note}");
         }
     }
     Ok(if file.any_failed() {

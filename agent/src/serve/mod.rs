@@ -260,7 +260,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             Ok(stream) => accept(&state, stream),
             Err(e) => {
                 // Typically out of file descriptors: back off instead of spinning.
-                eprintln!("gpumem-agent serve: accept failed: {e}");
+                crate::out::errln!("gpumem-agent serve: accept failed: {e}");
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
@@ -376,7 +376,7 @@ fn handle_connection(state: &Arc<State>, mut stream: TcpStream, pending: Slot) {
         }
     };
     if let Err(refusal) = check_common(state, &head) {
-        eprintln!(
+        crate::out::errln!(
             "gpumem-agent serve: refused {peer} {} {}: {}",
             head.method, head.path, refusal.0
         );
@@ -389,7 +389,7 @@ fn handle_connection(state: &Arc<State>, mut stream: TcpStream, pending: Slot) {
             .check_origin(head.header("origin"), true)
             .and_then(|()| security::check_token(&state.token, head.query.as_deref()))
         {
-            eprintln!(
+            crate::out::errln!(
                 "gpumem-agent serve: refused WebSocket from {peer}: {}",
                 refusal.0
             );

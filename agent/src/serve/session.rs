@@ -365,7 +365,7 @@ impl Session {
             return Err(End::with(CloseCode::Policy, "protocol version mismatch"));
         }
         if !self.paired {
-            eprintln!("gpumem-agent serve: paired with a page at {}", self.peer);
+            crate::out::errln!("gpumem-agent serve: paired with a page at {}", self.peer);
         }
         self.paired = true;
         self.reply(AgentMessage::Hello {
