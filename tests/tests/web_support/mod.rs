@@ -39,7 +39,7 @@ pub fn serial() -> MutexGuard<'static, ()> {
 /// chromedriver's path, or `None` when it is absent (see [`browser_tools`]).
 pub fn chromedriver() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("CHROMEDRIVER") {
-        return Some(PathBuf::from(p));
+        return Some(PathBuf::from(p)).filter(|p| p.exists());
     }
     ["/usr/bin/chromedriver", "/usr/local/bin/chromedriver"]
         .iter()
