@@ -106,7 +106,7 @@ impl TensorSummary {
 /// Hugging Face checkpoints and of llama.cpp's GGUF files; "other" when unknown
 /// (vision towers, projectors…).
 #[deny(clippy::arithmetic_side_effects)]
-pub fn classify(name: &str) -> &'static str {
+pub(crate) fn classify(name: &str) -> &'static str {
     let n = name.to_ascii_lowercase();
     let has = |s: &str| n.contains(s);
     if has("lm_head") || n == "output.weight" || n.starts_with("output.") {

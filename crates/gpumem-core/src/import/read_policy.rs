@@ -194,6 +194,7 @@ mod tests {
 
     /// Reads a header from an in-memory file through the policy, `chunk` bytes at most
     /// per read (a host's short reads), as the agent and the page do; also counts reads.
+    #[cfg(not(target_arch = "wasm32"))]
     fn read_all(
         format: HeaderFormat,
         file: &[u8],
