@@ -26,7 +26,8 @@ use crate::error::EstimateError;
 /// First read of a GGUF file: the fixed part and most metadata of small files.
 pub const GGUF_FIRST_READ: u64 = 1 << 20;
 /// Largest GGUF header read. The metadata of the largest vocabularies (token strings,
-/// scores, types, merges) takes tens of MB; a header claiming more is refused.
+/// scores, types, merges) takes tens of MB; a header claiming more is refused (the
+/// refusal names this limit as "256 MiB").
 pub const GGUF_MAX_HEADER: u64 = 256 << 20;
 /// safetensors: the 8-byte length that precedes the JSON header.
 const SAFETENSORS_PREFIX: u64 = 8;
@@ -97,10 +98,7 @@ impl HeaderRead {
         if have > self.file_size {
             return Err(EstimateError::invalid(
                 "file",
-                format!(
-                    "{have} bytes read from a file of {} bytes: the file changed while it was read",
-                    self.file_size
-                ),
+                "more bytes read than the file has: it changed while it was read",
             ));
         }
         match self.format {
@@ -153,19 +151,12 @@ impl HeaderRead {
             Err(EstimateError::Truncated { needed, .. }) => needed,
             Err(e) => return Err(e),
         };
-        if needed <= have {
-            // The parser asks for bytes it already has: a parser bug, not a reason to loop.
+        // A parser asking for bytes it already has would loop forever: refused like a
+        // header beyond the limit.
+        if needed <= have || needed > GGUF_MAX_HEADER {
             return Err(EstimateError::Parse {
                 format: "gguf",
-                reason: format!("the header parser asked for {needed} bytes with {have} read"),
-            });
-        }
-        if needed > GGUF_MAX_HEADER {
-            return Err(EstimateError::Parse {
-                format: "gguf",
-                reason: format!(
-                    "the header needs more than {needed} bytes, beyond the {GGUF_MAX_HEADER}-byte limit: a corrupt file?"
-                ),
+                reason: "the header is longer than the 256 MiB limit: a corrupt file?".into(),
             });
         }
         if needed > self.file_size {
