@@ -14,7 +14,8 @@ use std::process::Command;
 
 use gpumem_core::estimate::{Estimate, estimate};
 use gpumem_core::fit::{CardFit, Verdict};
-use gpumem_core::import::safetensors;
+use gpumem_core::import::read_policy::GGUF_FIRST_READ;
+use gpumem_core::import::{gguf, safetensors};
 use gpumem_core::params::from_pairs;
 use gpumem_core::units::{signed_gib_string, signed_group_digits};
 use serde_json::{Value, json};
@@ -332,6 +333,49 @@ fn web_imports_header_only_safetensors_shards() {
     // Imported tensors are not in the link, and the page says so.
     let text = page.browser.js("return document.body.innerText", json!([]));
     assert!(text.as_str().unwrap().contains("not part of the link"));
+
+    // A GGUF file whose header is longer than the first read (1 MiB): the page reads
+    // on as the core's read policy asks, and counts it as if read whole.
+    let long_name = format!(
+        "blk.0.ffn_up.{}",
+        "x".repeat(GGUF_FIRST_READ as usize + 4096)
+    );
+    let mut gguf_file = gguf::build_header(
+        "llama",
+        &[
+            ("token_embd.weight", &[4096, 32000], 1),
+            (&long_name, &[4096, 14336], 12),
+        ],
+    );
+    let gguf_want = gguf::parse_header(&gguf_file).unwrap().tensors;
+    gguf_file.resize(gguf_file.len() + 2 * GGUF_FIRST_READ as usize, 0x77);
+    let pg = dir.path().join("long-header.gguf");
+    std::fs::write(&pg, &gguf_file).unwrap();
+    page.browser.upload("[data-testid=import-file]", &[&pg]);
+    let status = page.browser.wait_for(
+        "the GGUF import",
+        "const s = document.querySelector('[data-testid=import-status]').textContent; return s.includes('in 1 file') && s",
+    );
+    assert!(
+        status
+            .as_str()
+            .unwrap()
+            .contains("Counted 2 tensors in 1 file:"),
+        "{status}"
+    );
+    let (mut gguf_input, _) = from_pairs(
+        format!("{LLAMA_8B}&context=2048")
+            .split('&')
+            .filter_map(|p| p.split_once('=')),
+    );
+    gguf_input.tensors = Some(gguf_want.clone());
+    let ge = estimate(&gguf_input).unwrap();
+    assert_eq!(ge.weights_bytes, gguf_want.total.bytes);
+    wait_figures(&page, expect(&ge), "after importing a long GGUF header");
+    // Back to the two shards for the broken-file check below.
+    page.browser
+        .upload("[data-testid=import-file]", &[&p1, &p2]);
+    wait_figures(&page, expect(&e), "after re-importing two shards");
 
     // A broken file: a clear message, the previous import and figures unchanged.
     let bad = dir.path().join("broken.safetensors");
