@@ -282,7 +282,9 @@ mod tests {
         let mut prefix = file.clone();
         prefix.resize(GGUF_FIRST_READ as usize, 0);
         let e = p.next_read(&prefix).unwrap_err();
-        assert!(e.to_string().contains("limit"), "{e}");
+        // The message names the limit in words: keep the two in step.
+        assert_eq!(GGUF_MAX_HEADER, 256 * crate::units::MIB);
+        assert!(e.to_string().contains("256 MiB limit"), "{e}");
     }
 
     #[test]
