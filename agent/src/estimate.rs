@@ -14,16 +14,14 @@ use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
 use gpumem_core::EstimateError;
 use gpumem_core::estimate::{Estimate, Kind, estimate};
-use gpumem_core::fit::{CardFit, fit_table};
-use gpumem_core::import::{TensorSummary, gguf, hf_config, safetensors};
+use gpumem_core::fit::{CardFit, Verdict, fit_table};
+use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
+use gpumem_core::import::{TensorSummary, gguf, hf_config};
 use gpumem_core::params::{self, KEYS, describe};
-use gpumem_core::units::{Bytes, group_digits};
+use gpumem_core::units::{Bytes, group_digits, signed_gib_string, signed_group_digits};
 use serde::Serialize;
 
 use crate::exit::Exit;
-
-/// Largest GGUF header read (the metadata of big vocabularies is tens of MB).
-const MAX_GGUF_HEADER: u64 = 1 << 30;
 
 /// Arguments of `estimate`: the shared keys as flags, plus files and output mode.
 #[derive(Debug, Default)]
@@ -202,40 +200,45 @@ fn config_pairs(c: &hf_config::ImportedConfig) -> Vec<(String, String)> {
     out
 }
 
-fn read_prefix(path: &Path, len: u64) -> Result<Vec<u8>> {
-    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut buf = Vec::new();
-    file.take(len)
-        .read_to_end(&mut buf)
-        .with_context(|| format!("reading {}", path.display()))?;
-    Ok(buf)
+/// Reads only a file's header, as [`gpumem_core::import::read_policy`] asks: the same bounds and growth
+/// as the page's import, and the weights are never read.
+pub fn read_header(path: &Path, format: HeaderFormat) -> Result<Header> {
+    let what = || format!("reading {}", path.display());
+    let mut file = File::open(path).with_context(what)?;
+    let size = file.metadata().with_context(what)?.len();
+    let policy = HeaderRead::new(format, size);
+    let mut prefix = Vec::new();
+    loop {
+        match policy.next_read(&prefix).with_context(what)? {
+            Step::Done(header) => return Ok(header),
+            // The file is read from its start in order, so its position is always
+            // `prefix.len()` = `range.start`.
+            Step::Need(range) => {
+                let got = (&mut file)
+                    .take(range.end.saturating_sub(range.start))
+                    .read_to_end(&mut prefix)
+                    .with_context(what)?;
+                if got == 0 {
+                    anyhow::bail!(
+                        "{}: the file ended inside its header (it changed while being read?)",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// Reads only the safetensors header: 8 bytes, then the JSON they announce.
 pub fn read_safetensors(path: &Path) -> Result<TensorSummary> {
-    let head = read_prefix(path, 8)?;
-    let n =
-        safetensors::header_len(&head).with_context(|| format!("reading {}", path.display()))?;
-    let bytes = read_prefix(path, 8 + n)?;
-    safetensors::parse_header(&bytes).with_context(|| format!("reading {}", path.display()))
+    read_header(path, HeaderFormat::Safetensors).map(Header::into_tensors)
 }
 
 /// Reads a GGUF header, fetching more of the file only while the parser asks for it.
 pub fn read_gguf(path: &Path) -> Result<gguf::GgufHeader> {
-    let size = std::fs::metadata(path)
-        .with_context(|| format!("reading {}", path.display()))?
-        .len();
-    let mut want: u64 = 1 << 20;
-    loop {
-        let bytes = read_prefix(path, want.min(size))?;
-        match gguf::parse_header(&bytes) {
-            Err(EstimateError::Truncated { needed, .. })
-                if (bytes.len() as u64) < size && want < MAX_GGUF_HEADER =>
-            {
-                want = needed.max(want.saturating_mul(4)).min(MAX_GGUF_HEADER);
-            }
-            other => return other.with_context(|| format!("reading {}", path.display())),
-        }
+    match read_header(path, HeaderFormat::Gguf)? {
+        Header::Gguf(h) => Ok(*h),
+        Header::Safetensors(_) => anyhow::bail!("{}: not a GGUF header", path.display()),
     }
 }
 
@@ -295,30 +298,19 @@ pub fn render_table(est: &Estimate, fit: &[CardFit], per_device: bool) -> String
         "\nfit per device ({} B each):",
         group_digits(est.per_device_bytes)
     );
+    // Verdict and signed headroom come from the core's shared helpers, so this table
+    // and the page's fit table print the same words and digits for the same need.
     for f in fit {
         let _ = writeln!(
             s,
-            "  {:<4} {:<28} {:>22} B ({:<8}) headroom {:>23} B  {:>8} GiB",
-            if f.fits { "fits" } else { "NO" },
+            "  {:<25} {:<28} {:>22} B ({:<8}) headroom {:>23} B  {:>8} GiB",
+            Verdict::of(f).text(),
             f.name,
             group_digits(f.capacity_bytes),
             f.capacity_kind,
-            signed(f.headroom_bytes),
-            signed_gib(f.headroom_bytes)
+            signed_group_digits(f.headroom_bytes),
+            signed_gib_string(f.headroom_bytes, 2)
         );
     }
     s
-}
-
-fn signed(v: i64) -> String {
-    if v < 0 {
-        format!("-{}", group_digits(v.unsigned_abs()))
-    } else {
-        group_digits(v.unsigned_abs())
-    }
-}
-
-fn signed_gib(v: i64) -> String {
-    let g = Bytes(v.unsigned_abs()).gib_string(2);
-    if v < 0 { format!("-{g}") } else { g }
 }

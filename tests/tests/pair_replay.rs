@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 use gpumem_core::network::{Dtype, NetworkSpec, predict};
 use gpumem_proto::sheet::Sheet;
 use serde_json::{Value, json};
-use web_support::{Browser, StaticServer, artifacts, bytes_of, chromedriver, root, serial};
+use web_support::{Browser, StaticServer, artifacts, browser_tools, bytes_of, root, serial};
 
 const FIXTURE: &str = "tests/fixtures/measurements/synthetic-seed-dims.json";
 
@@ -236,8 +236,7 @@ fn wait_download(dir: &Path) -> PathBuf {
 
 #[test]
 fn pair_replay_end_to_end() {
-    let Some(driver) = chromedriver() else {
-        println!("SKIPPED: chromedriver not found (pair_replay_end_to_end)");
+    let Some(driver) = browser_tools("pair_replay_end_to_end") else {
         return;
     };
     let _guard = serial();
@@ -532,8 +531,7 @@ fn pair_replay_end_to_end() {
 
 #[test]
 fn pair_agent_going_away_keeps_what_was_received() {
-    let Some(driver) = chromedriver() else {
-        println!("SKIPPED: chromedriver not found (pair_agent_going_away_keeps_what_was_received)");
+    let Some(driver) = browser_tools("pair_agent_going_away_keeps_what_was_received") else {
         return;
     };
     let _guard = serial();
@@ -574,10 +572,7 @@ fn pair_agent_going_away_keeps_what_was_received() {
 
 #[test]
 fn pair_by_pasting_the_url_into_a_page_hosted_elsewhere() {
-    let Some(driver) = chromedriver() else {
-        println!(
-            "SKIPPED: chromedriver not found (pair_by_pasting_the_url_into_a_page_hosted_elsewhere)"
-        );
+    let Some(driver) = browser_tools("pair_by_pasting_the_url_into_a_page_hosted_elsewhere") else {
         return;
     };
     let _guard = serial();

@@ -13,8 +13,11 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use gpumem_core::estimate::{Estimate, estimate};
-use gpumem_core::import::safetensors;
+use gpumem_core::fit::{CardFit, Verdict};
+use gpumem_core::import::read_policy::GGUF_FIRST_READ;
+use gpumem_core::import::{gguf, safetensors};
 use gpumem_core::params::from_pairs;
+use gpumem_core::units::{signed_gib_string, signed_group_digits};
 use serde_json::{Value, json};
 use web_support::{Page, artifacts, bytes_of, root};
 
@@ -331,6 +334,49 @@ fn web_imports_header_only_safetensors_shards() {
     let text = page.browser.js("return document.body.innerText", json!([]));
     assert!(text.as_str().unwrap().contains("not part of the link"));
 
+    // A GGUF file whose header is longer than the first read (1 MiB): the page reads
+    // on as the core's read policy asks, and counts it as if read whole.
+    let long_name = format!(
+        "blk.0.ffn_up.{}",
+        "x".repeat(GGUF_FIRST_READ as usize + 4096)
+    );
+    let mut gguf_file = gguf::build_header(
+        "llama",
+        &[
+            ("token_embd.weight", &[4096, 32000], 1),
+            (&long_name, &[4096, 14336], 12),
+        ],
+    );
+    let gguf_want = gguf::parse_header(&gguf_file).unwrap().tensors;
+    gguf_file.resize(gguf_file.len() + 2 * GGUF_FIRST_READ as usize, 0x77);
+    let pg = dir.path().join("long-header.gguf");
+    std::fs::write(&pg, &gguf_file).unwrap();
+    page.browser.upload("[data-testid=import-file]", &[&pg]);
+    let status = page.browser.wait_for(
+        "the GGUF import",
+        "const s = document.querySelector('[data-testid=import-status]').textContent; return s.includes('in 1 file') && s",
+    );
+    assert!(
+        status
+            .as_str()
+            .unwrap()
+            .contains("Counted 2 tensors in 1 file:"),
+        "{status}"
+    );
+    let (mut gguf_input, _) = from_pairs(
+        format!("{LLAMA_8B}&context=2048")
+            .split('&')
+            .filter_map(|p| p.split_once('=')),
+    );
+    gguf_input.tensors = Some(gguf_want.clone());
+    let ge = estimate(&gguf_input).unwrap();
+    assert_eq!(ge.weights_bytes, gguf_want.total.bytes);
+    wait_figures(&page, expect(&ge), "after importing a long GGUF header");
+    // Back to the two shards for the broken-file check below.
+    page.browser
+        .upload("[data-testid=import-file]", &[&p1, &p2]);
+    wait_figures(&page, expect(&e), "after re-importing two shards");
+
     // A broken file: a clear message, the previous import and figures unchanged.
     let bad = dir.path().join("broken.safetensors");
     std::fs::write(&bad, b"\xff\xff\xff\xff\xff\xff\xff\x7fnot a header").unwrap();
@@ -362,6 +408,11 @@ fn web_imports_header_only_safetensors_shards() {
 
 /// `gpumem-agent estimate --json` for the same keys, built if needed.
 fn agent_json(query: &str) -> Value {
+    serde_json::from_str(&agent_estimate(query, true)).expect("JSON from the agent")
+}
+
+/// `gpumem-agent estimate [--json]` for the same keys: its stdout.
+fn agent_estimate(query: &str, json: bool) -> String {
     let bin = root().join("target").join("debug").join("gpumem-agent");
     if !bin.exists() {
         let ok = Command::new(env!("CARGO"))
@@ -372,7 +423,10 @@ fn agent_json(query: &str) -> Value {
         assert!(ok.success(), "could not build gpumem-agent");
     }
     let mut cmd = Command::new(&bin);
-    cmd.args(["estimate", "--json"]);
+    cmd.arg("estimate");
+    if json {
+        cmd.arg("--json");
+    }
     for (k, v) in query.split('&').filter_map(|p| p.split_once('=')) {
         cmd.arg(format!("--{k}")).arg(v);
     }
@@ -382,7 +436,50 @@ fn agent_json(query: &str) -> Value {
         "gpumem-agent estimate failed for {query}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("JSON from the agent")
+    String::from_utf8(out.stdout).expect("UTF-8 from the agent")
+}
+
+/// The CLI's table and the page's fit table say the same verdict and signed headroom
+/// for every card (both print through the core's `Verdict` and `signed_*` helpers).
+fn assert_fit_rows_agree(page: &Page, query: &str, cli: &Value) {
+    let fits: Vec<CardFit> = serde_json::from_value(cli["fit"].clone()).expect("fit rows");
+    let table = agent_estimate(query, false);
+    for f in &fits {
+        let verdict = Verdict::of(f).text();
+        let gib = format!("{} GiB", signed_gib_string(f.headroom_bytes, 2));
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(&format!("  {verdict:<25} {:<28} ", f.name)))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{query}: no CLI row says {verdict:?} for {}:\n{table}",
+                    f.name
+                )
+            });
+        assert!(
+            line.contains(&format!(" {} B ", signed_group_digits(f.headroom_bytes)))
+                && line.trim_end().ends_with(&gib),
+            "{query}: CLI row for {}: {line}",
+            f.name
+        );
+        let cells = page.browser.js(
+            "const r = document.querySelector(`tr[data-card=\"${arguments[0]}\"]`); \
+             return r ? [...r.cells].map(c => c.textContent) : null;",
+            json!([f.id]),
+        );
+        let headroom = cells[3].as_str().unwrap_or_default();
+        assert!(
+            headroom.starts_with(&gib),
+            "{query}: page headroom for {}: {headroom:?}, CLI says {gib:?}",
+            f.id
+        );
+        assert_eq!(
+            cells[4],
+            json!(verdict),
+            "{query}: page verdict for {}",
+            f.id
+        );
+    }
 }
 
 #[test]
@@ -417,6 +514,7 @@ fn web_parity_with_gpumem_agent_estimate() {
             "agent JSON lacks figures: {cli}"
         );
         wait_figures(&page, want, q);
+        assert_fit_rows_agree(&page, q, &cli);
         // And the engine agrees with both (one estimator, two targets).
         assert_eq!(expect(&core_estimate(q)), want, "{q}");
         println!("web-parity: ok {q} → total {}", want[3].unwrap());

@@ -3,9 +3,9 @@
 //! `File.slice`; nothing leaves the browser. Parsing is the core's
 //! ([`gpumem_core::import`]); this module only fetches the bytes it asks for.
 
-use gpumem_core::EstimateError;
+use gpumem_core::import::TensorSummary;
 use gpumem_core::import::hf_config::{ImportedConfig, parse_config};
-use gpumem_core::import::{TensorSummary, gguf, safetensors};
+use gpumem_core::import::read_policy::{HeaderFormat, HeaderRead, Step};
 use js_sys::Uint8Array;
 use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
@@ -13,8 +13,6 @@ use web_sys::File;
 
 /// A config.json larger than this is not a config.
 const MAX_CONFIG_BYTES: f64 = 8.0 * 1024.0 * 1024.0;
-/// First read of a GGUF file; grown as the parser asks for more.
-const GGUF_FIRST_READ: u64 = 1 << 20;
 
 /// What a batch of dropped files gave.
 pub enum Outcome {
@@ -43,38 +41,25 @@ async fn read_range(file: &File, start: u64, end: u64) -> Result<Vec<u8>, String
     Ok(Uint8Array::new(&buf).to_vec())
 }
 
-/// The size of `file` in bytes.
-fn size(file: &File) -> u64 {
-    file.size() as u64
-}
-
-async fn read_safetensors(file: &File) -> Result<TensorSummary, String> {
+/// Reads only `file`'s header, as [`gpumem_core::import::read_policy`] asks: the same bounds and growth as
+/// the agent's `estimate --safetensors/--gguf`, and the weights are never read.
+async fn read_header(file: &File, format: HeaderFormat) -> Result<TensorSummary, String> {
     let name = file.name();
-    let prefix = read_range(file, 0, 8).await?;
-    let n = safetensors::header_len(&prefix).map_err(|e| format!("{name}: {e}"))?;
-    if 8 + n > size(file) {
-        return Err(format!(
-            "{name}: the header says {n} bytes but the file has only {}: a broken or partial file",
-            size(file)
-        ));
-    }
-    let bytes = read_range(file, 0, 8 + n).await?;
-    safetensors::parse_header(&bytes).map_err(|e| format!("{name}: {e}"))
-}
-
-async fn read_gguf(file: &File) -> Result<TensorSummary, String> {
-    let name = file.name();
-    let total = size(file);
-    let mut want = GGUF_FIRST_READ.min(total);
+    let policy = HeaderRead::new(format, file.size() as u64);
+    let mut prefix: Vec<u8> = Vec::new();
     loop {
-        let bytes = read_range(file, 0, want).await?;
-        match gguf::parse_header(&bytes) {
-            Ok(h) => return Ok(h.tensors),
-            Err(EstimateError::Truncated { needed, .. }) if want < total => {
-                // Grow at least geometrically so a long metadata section costs few reads.
-                want = needed.max(want.saturating_mul(2)).min(total);
+        match policy
+            .next_read(&prefix)
+            .map_err(|e| format!("{name}: {e}"))?
+        {
+            Step::Done(header) => return Ok(header.into_tensors()),
+            Step::Need(range) => {
+                let bytes = read_range(file, range.start, range.end).await?;
+                if bytes.is_empty() {
+                    return Err(format!("{name}: the file ended inside its header"));
+                }
+                prefix.extend_from_slice(&bytes);
             }
-            Err(e) => return Err(format!("{name}: {e}")),
         }
     }
 }
@@ -104,7 +89,7 @@ pub async fn read_files(files: Vec<File>) -> Result<Outcome, String> {
     if all(".safetensors") {
         let mut merged: Option<TensorSummary> = None;
         for f in &files {
-            let s = read_safetensors(f).await?;
+            let s = read_header(f, HeaderFormat::Safetensors).await?;
             match merged.as_mut() {
                 Some(m) => m.merge(&s).map_err(|e| e.to_string())?,
                 None => merged = Some(s),
@@ -117,7 +102,7 @@ pub async fn read_files(files: Vec<File>) -> Result<Outcome, String> {
     if all(".gguf") {
         let mut merged: Option<TensorSummary> = None;
         for f in &files {
-            let s = read_gguf(f).await?;
+            let s = read_header(f, HeaderFormat::Gguf).await?;
             match merged.as_mut() {
                 Some(m) => m.merge(&s).map_err(|e| e.to_string())?,
                 None => merged = Some(s),

@@ -5,9 +5,11 @@
 
 use gpumem_core::catalogue::{CATALOGUE, GpuCard, Vendor, find};
 use gpumem_core::estimate::{Estimate, Kind as LineKind, Line, estimate};
-use gpumem_core::fit::{CardFit, fit_card};
+use gpumem_core::fit::{CardFit, Verdict, fit_card};
 use gpumem_core::params::{from_pairs, parse_count};
-use gpumem_core::units::{Bytes, group_digits};
+use gpumem_core::units::{
+    Bytes, group_digits, signed_gb_string, signed_gib_string, signed_group_digits,
+};
 use leptos::prelude::*;
 
 use crate::compute::{Computed, DIMS, WORKLOADS, sweep_values};
@@ -40,15 +42,23 @@ fn target_card(form: &Form) -> Memo<&'static GpuCard> {
     })
 }
 
-/// A plain verdict for one card.
+/// The core's verdict for one card: its words and its CSS key.
 fn verdict(f: &CardFit) -> (&'static str, &'static str) {
-    if !f.fits {
-        ("Does not fit", "no")
-    } else if (f.headroom_bytes as u128) * 10 < u128::from(f.capacity_bytes) {
-        ("Fits, tight (< 10 % free)", "tight")
-    } else {
-        ("Fits", "yes")
-    }
+    let v = Verdict::of(f);
+    (v.text(), v.key())
+}
+
+/// The texts of one fit-table row that the CLI's table prints too, from the core's
+/// shared helpers: (verdict, its CSS key, headroom in GiB, in bytes, in GB).
+fn fit_texts(f: &CardFit) -> (&'static str, &'static str, String, String, String) {
+    let (text, key) = verdict(f);
+    (
+        text,
+        key,
+        format!("{} GiB", signed_gib_string(f.headroom_bytes, 2)),
+        format!("{} B", signed_group_digits(f.headroom_bytes)),
+        format!("{} GB", signed_gb_string(f.headroom_bytes, 2)),
+    )
 }
 
 fn color(key: &str) -> &'static str {
@@ -428,11 +438,8 @@ fn FitTable(need: u64) -> impl IntoView {
                         .iter()
                         .zip(fits)
                         .map(|(c, f)| {
-                            let (v, cls) = verdict(&f);
+                            let (v, cls, head_gib, head_bytes, head_gb) = fit_texts(&f);
                             let id = c.id;
-                            let head = f.headroom_bytes;
-                            let abs = head.unsigned_abs();
-                            let sign = if head < 0 { "−" } else { "" };
                             view! {
                                 <tr class:target=move || card_sig.get() == id data-card=id>
                                     <td>
@@ -451,9 +458,9 @@ fn FitTable(need: u64) -> impl IntoView {
                                     </td>
                                     <td class="num">{gib(f.need_bytes)}</td>
                                     <td class="num">
-                                        {sign}{Bytes(abs).gib_string(2)} " GiB"
+                                        {head_gib}
                                         <span class="muted small block">
-                                            {sign}{group_digits(abs)} " B · " {sign}{Bytes(abs).gb_string(2)} " GB"
+                                            {head_bytes} " · " {head_gb}
                                         </span>
                                     </td>
                                     <td><span class=format!("verdict {cls}")>{v}</span></td>
@@ -606,5 +613,33 @@ fn Command() -> impl IntoView {
             <pre data-testid="cli-command"><code>{move || cmd.get()}</code></pre>
             <p class="note">"The link in the address bar carries the same keys; share it to reproduce this page."</p>
         </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gpumem_core::catalogue::CATALOGUE;
+    use gpumem_core::fit::{Verdict, fit_card};
+    use gpumem_core::units::GIB;
+
+    use super::fit_texts;
+
+    #[test]
+    fn fit_rows_use_the_shared_signed_views_and_verdict() {
+        let card = &CATALOGUE[0];
+        let (cap, _) = card.capacity();
+        let over = fit_card(card, cap + GIB);
+        let (v, key, gib, bytes, gb) = fit_texts(&over);
+        assert_eq!((v, key), (Verdict::DoesNotFit.text(), "no"));
+        assert_eq!(gib, "-1.00 GiB");
+        assert_eq!(bytes, "-1 073 741 824 B");
+        assert_eq!(gb, "-1.07 GB");
+        let roomy = fit_card(card, 0);
+        let (v, _, gib, _, _) = fit_texts(&roomy);
+        assert_eq!(v, "Fits");
+        assert_eq!(
+            gib,
+            format!("{} GiB", gpumem_core::units::Bytes(cap).gib_string(2))
+        );
     }
 }

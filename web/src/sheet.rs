@@ -628,3 +628,131 @@ pub fn SheetPanel() -> impl IntoView {
         </section>
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! `assemble` and `restore_pairs` natively: a sheet made from computed workloads
+    //! validates, survives its own JSON, and gives back pairs that recompute the same
+    //! estimates; the refusals name what to fix.
+
+    use gpumem_proto::sheet::{Sheet, SheetImport};
+
+    use super::{Typed, assemble, restore_pairs};
+    use crate::compute::{Computed, compute};
+
+    const SHAPE: [(&str, &str); 7] = [
+        ("layers", "32"),
+        ("hidden", "4096"),
+        ("heads", "32"),
+        ("kv-heads", "8"),
+        ("intermediate", "14336"),
+        ("vocab", "128256"),
+        ("context", "4096"),
+    ];
+
+    fn pairs(p: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+        p.iter().map(|(k, v)| (*k, (*v).to_string())).collect()
+    }
+
+    fn computed(page: &[(&'static str, &str)]) -> Computed {
+        compute(&pairs(&SHAPE), &pairs(page), None, &|| 0.0)
+    }
+
+    fn sheet_of(c: &Computed, typed: &Typed) -> Result<Sheet, String> {
+        assemble(
+            c,
+            typed,
+            &[],
+            None,
+            None,
+            Some("2026-01-01T00:00:00Z".into()),
+        )
+    }
+
+    /// Restored pairs as the page would hold them again (`&'static str` keys).
+    fn as_page_pairs(restored: &[(String, String)]) -> Vec<(&'static str, String)> {
+        restored
+            .iter()
+            .map(|(k, v)| (&*Box::leak(k.clone().into_boxed_str()), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_sheet_round_trips_to_the_same_estimates() {
+        let page = [("long-context", "32768"), ("limit-sequences", "8")];
+        let c = computed(&page);
+        let typed = Typed {
+            model: "Llama-3.1-8B".into(),
+            seed: "42".into(),
+            card: "h100-sxm-80".into(),
+            ..Typed::default()
+        };
+        let sheet = sheet_of(&c, &typed).expect("a valid sheet");
+        assert_eq!(sheet.computed.estimates.len(), 3);
+        for (e, w) in sheet.computed.estimates.iter().zip(&c.workloads) {
+            assert_eq!(e.total_bytes, w.result.as_ref().unwrap().total_bytes);
+        }
+        assert_eq!(sheet.identity.seed, Some(42));
+        assert!(sheet.observed.runs.is_empty());
+        // Through its own JSON, as a user downloads and drops it back.
+        let back = SheetImport::from_json(&sheet.to_json_pretty()).expect("reads back");
+        let restored = restore_pairs(&back).expect("restores");
+        // The workloads' own dimensions come back under their page keys…
+        let has = |k: &str, v: &str| restored.iter().any(|(a, b)| a == k && b == v);
+        assert!(has("long-context", "32768"), "{restored:?}");
+        assert!(has("limit-sequences", "8"), "{restored:?}");
+        assert!(has("context", "4096"), "{restored:?}");
+        // …and recompute to the same three estimates.
+        let all = as_page_pairs(&restored);
+        let (cli, page): (Vec<_>, Vec<_>) = all
+            .into_iter()
+            .partition(|(k, _)| !k.starts_with("long-") && !k.starts_with("limit-"));
+        let again = compute(&cli, &page, None, &|| 0.0);
+        for (a, b) in again.workloads.iter().zip(&c.workloads) {
+            assert_eq!(
+                a.result.as_ref().unwrap().total_bytes,
+                b.result.as_ref().unwrap().total_bytes
+            );
+        }
+    }
+
+    #[test]
+    fn the_chosen_card_comes_back_as_its_catalogue_id() {
+        let card = &gpumem_core::catalogue::CATALOGUE[0];
+        let typed = Typed {
+            card: card.id.into(),
+            reason: "fits with room".into(),
+            ..Typed::default()
+        };
+        let sheet = sheet_of(&computed(&[]), &typed).unwrap();
+        let decision = sheet.decision.as_ref().expect("a decision");
+        assert_eq!(decision.card.as_deref(), Some(card.name));
+        let back = SheetImport::from_json(&sheet.to_json_pretty()).unwrap();
+        let restored = restore_pairs(&back).unwrap();
+        assert!(restored.contains(&("card".to_string(), card.id.to_string())));
+    }
+
+    #[test]
+    fn refusals_name_what_to_fix() {
+        // A workload that cannot be computed.
+        let bad = computed(&[("long-context", "-3")]);
+        let e = sheet_of(&bad, &Typed::default()).unwrap_err();
+        assert!(e.starts_with("Long but expected:"), "{e}");
+        // A seed that is not a whole number.
+        let typed = Typed {
+            seed: "4.2".into(),
+            ..Typed::default()
+        };
+        let e = sheet_of(&computed(&[]), &typed).unwrap_err();
+        assert!(e.contains("seed"), "{e}");
+        // A sheet without a typical workload has nothing to restore from.
+        let sheet = sheet_of(&computed(&[]), &Typed::default()).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&sheet.to_json_pretty()).unwrap();
+        v["computed"]["estimates"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|e| e["workload"] != "typical");
+        let back = SheetImport::from_json(&v.to_string()).unwrap();
+        assert!(restore_pairs(&back).unwrap_err().contains("typical"));
+    }
+}

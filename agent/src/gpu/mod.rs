@@ -476,7 +476,11 @@ mod tests {
     #[test]
     fn without_libcuda_init_refuses_cleanly() {
         if loader::driver_library_present() {
-            crate::out::outln!("SKIPPED: libcuda is present; this test checks the no-driver path");
+            gpumem_e2e::skip(
+                "gpu::tests::without_libcuda_init_refuses_cleanly",
+                gpumem_e2e::Missing::Machine,
+                "libcuda is present; this test checks the no-driver path",
+            );
             return;
         }
         let err = Driver::init().unwrap_err();

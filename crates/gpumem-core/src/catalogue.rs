@@ -36,6 +36,8 @@
 //! that could be found and cited has `reported_bytes: None`. The catalogue never
 //! estimates a reported figure.
 
+#![deny(clippy::arithmetic_side_effects)]
+
 /// Bytes in one binary gibibyte (2^30), the unit vendors' "GB" labels stand for.
 const GIB: u64 = 1 << 30;
 /// Bytes in one binary mebibyte (2^20), the unit nvidia-smi prints.
@@ -494,6 +496,7 @@ pub fn find(id: &str) -> Option<&'static GpuCard> {
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 

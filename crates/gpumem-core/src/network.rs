@@ -26,6 +26,8 @@
 //! [`KNOWN_DIFFERENCES`]: allocation granularity, cuBLAS's workspace (outside the pool)
 //! and the CUDA context (visible only in device-level figures).
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::EstimateError;
@@ -199,6 +201,7 @@ pub fn predict(
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 

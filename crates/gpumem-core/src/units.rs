@@ -5,6 +5,8 @@
 //! Display conversion happens once, here, in integer arithmetic so that the page
 //! (wasm32) and the agent (native) print the same digits (seed §2).
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::EstimateError;
@@ -88,28 +90,60 @@ impl std::fmt::Display for Bytes {
 
 /// `value / unit` rounded half-up to `decimals` places, computed in integers.
 fn decimal(value: u64, unit: u64, decimals: u32) -> String {
-    let scale = 10u128.pow(decimals.min(18));
-    let unit = u128::from(unit);
-    let scaled = (u128::from(value) * scale + unit / 2) / unit;
-    let whole = scaled / scale;
+    let decimals = decimals.min(18);
+    // 10^18 × u64::MAX < 2^124: no step below can overflow u128, and `unit` and
+    // `scale` are at least 1; the checked forms only make that visible to the lint.
+    let scale = 10u128.checked_pow(decimals).unwrap_or(1);
+    let unit = u128::from(unit.max(1));
+    let scaled = u128::from(value)
+        .saturating_mul(scale)
+        .saturating_add(unit / 2)
+        .checked_div(unit)
+        .unwrap_or(0);
+    let whole = scaled.checked_div(scale).unwrap_or(0);
     if decimals == 0 {
         return whole.to_string();
     }
-    let frac = scaled % scale;
+    let frac = scaled.checked_rem(scale).unwrap_or(0);
     format!("{whole}.{frac:0width$}", width = decimals as usize)
 }
 
 /// Groups digits by thousands with a thin space-free separator: `14000000000` → `14 000 000 000`.
 pub fn group_digits(value: u64) -> String {
     let digits = value.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    let mut out = String::with_capacity(digits.len().saturating_add(digits.len() / 3));
     for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+        if i > 0 && digits.len().saturating_sub(i).is_multiple_of(3) {
             out.push(' ');
         }
         out.push(ch);
     }
     out
+}
+
+/// A signed byte count with grouped digits: `-1 073 741 824`, `0`, `5 000`. The minus
+/// is ASCII so a copied figure parses as a number; the CLI and the page share it.
+pub fn signed_group_digits(value: i64) -> String {
+    with_sign(value, group_digits(value.unsigned_abs()))
+}
+
+/// A signed byte count in GiB, rounded half-up on its magnitude: `-1.00`, `12.50`.
+/// A negative count that rounds to zero keeps its sign (`-0.00`): it still does not fit.
+pub fn signed_gib_string(value: i64, decimals: u32) -> String {
+    with_sign(value, Bytes(value.unsigned_abs()).gib_string(decimals))
+}
+
+/// A signed byte count in GB, rounded half-up on its magnitude: `-1.07`, `12.50`.
+pub fn signed_gb_string(value: i64, decimals: u32) -> String {
+    with_sign(value, Bytes(value.unsigned_abs()).gb_string(decimals))
+}
+
+fn with_sign(value: i64, magnitude: String) -> String {
+    if value < 0 {
+        format!("-{magnitude}")
+    } else {
+        magnitude
+    }
 }
 
 /// `a × b × …` in `u128`, then narrowed to `u64`; any overflow is an error naming `what`.
@@ -123,12 +157,8 @@ pub fn checked_product(factors: &[u64], what: &'static str) -> Result<u64, Estim
     u64::try_from(acc).map_err(|_| EstimateError::Overflow { what })
 }
 
-/// `ceil(a / b)` for `b > 0`.
-pub const fn div_ceil(a: u64, b: u64) -> u64 {
-    a.div_ceil(b)
-}
-
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 
@@ -149,6 +179,18 @@ mod tests {
         assert_eq!(Bytes(GIB / 200).gib_string(2), "0.00"); // just below stays down
         assert_eq!(Bytes(u64::MAX).gb_string(3), "18446744073.710");
         assert_eq!(Bytes(0).gib_string(0), "0");
+    }
+
+    #[test]
+    fn signed_views_keep_the_sign_and_round_the_magnitude() {
+        let gib = i64::try_from(GIB).unwrap();
+        assert_eq!(signed_group_digits(-gib), "-1 073 741 824");
+        assert_eq!(signed_group_digits(0), "0");
+        assert_eq!(signed_gib_string(-gib, 2), "-1.00");
+        assert_eq!(signed_gib_string(gib / 2, 2), "0.50");
+        assert_eq!(signed_gib_string(-1, 2), "-0.00");
+        assert_eq!(signed_gb_string(-1_500_000_000, 2), "-1.50");
+        assert_eq!(signed_group_digits(i64::MIN), "-9 223 372 036 854 775 808");
     }
 
     #[test]

@@ -173,6 +173,8 @@ fn every_case_matches_the_oracle() {
 /// Guards against a case file that exists but is not listed above.
 #[cfg(not(target_arch = "wasm32"))]
 #[test]
+// The core's clippy.toml bans file access; this test (not the core) lists a folder.
+#[allow(clippy::disallowed_methods)]
 fn every_case_file_is_listed() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
     let mut files: Vec<String> = std::fs::read_dir(dir)
@@ -184,20 +186,4 @@ fn every_case_file_is_listed() {
     let mut listed: Vec<String> = CASES.iter().map(|(n, _)| (*n).to_string()).collect();
     listed.sort();
     assert_eq!(files, listed);
-}
-
-/// Seed §6: two peaks are not one moment. Fictitious checkpoints whose allocated
-/// peak is 8 GiB and reserved peak 12 GiB: the gaps read at the same checkpoint are
-/// 2 GiB and 6 GiB; "12 − 8 = 4 GiB" was never observed.
-#[cfg_attr(not(target_arch = "wasm32"), test)]
-#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test)]
-fn seed_section_6_two_maxima_are_not_one_moment() {
-    use gpumem_core::units::GIB;
-    let checkpoints = [(8 * GIB, 10 * GIB), (6 * GIB, 12 * GIB)];
-    let peak_alloc = checkpoints.iter().map(|c| c.0).max().unwrap_or(0);
-    let peak_res = checkpoints.iter().map(|c| c.1).max().unwrap_or(0);
-    let gaps: Vec<u64> = checkpoints.iter().map(|(a, r)| r - a).collect();
-    assert_eq!((peak_alloc, peak_res), (8 * GIB, 12 * GIB));
-    assert_eq!(gaps, vec![2 * GIB, 6 * GIB]);
-    assert!(!gaps.contains(&(peak_res - peak_alloc)));
 }

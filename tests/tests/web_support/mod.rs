@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use gpumem_e2e::{Missing, skip};
 use serde_json::{Value, json};
 
 /// The workspace root.
@@ -35,10 +36,10 @@ pub fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// chromedriver's path, or `None` (the caller prints "SKIPPED: chromedriver not found").
+/// chromedriver's path, or `None` when it is absent (see [`browser_tools`]).
 pub fn chromedriver() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("CHROMEDRIVER") {
-        return Some(PathBuf::from(p));
+        return Some(PathBuf::from(p)).filter(|p| p.exists());
     }
     ["/usr/bin/chromedriver", "/usr/local/bin/chromedriver"]
         .iter()
@@ -51,6 +52,31 @@ pub fn chromium() -> PathBuf {
     std::env::var_os("CHROMIUM")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"))
+}
+
+/// chromedriver's path when both it and Chromium are here; otherwise `None`, after
+/// [`gpumem_e2e::skip`] has failed the test (test script, CI) or printed `SKIPPED`.
+pub fn browser_tools(test: &str) -> Option<PathBuf> {
+    let Some(driver) = chromedriver() else {
+        skip(
+            test,
+            Missing::Tool,
+            "chromedriver not found (set CHROMEDRIVER, or install /usr/bin/chromedriver)",
+        );
+        return None;
+    };
+    if !chromium().exists() {
+        skip(
+            test,
+            Missing::Tool,
+            &format!(
+                "Chromium not found at {} (set CHROMIUM)",
+                chromium().display()
+            ),
+        );
+        return None;
+    }
+    Some(driver)
 }
 
 // ------------------------------------------------------------------ static server
@@ -448,7 +474,7 @@ pub fn bytes_of(text: &str) -> Option<u64> {
     d.parse().ok()
 }
 
-/// Everything a browser test needs, or `None` after printing why it is skipped.
+/// Everything a browser test needs.
 pub struct Page {
     /// The static server for dist/.
     pub server: StaticServer,
@@ -458,12 +484,10 @@ pub struct Page {
 }
 
 impl Page {
-    /// Serves dist/ and starts a browser; `None` (visibly skipped) without chromedriver.
+    /// Serves dist/ and starts a browser; `None` without the browser tools, after
+    /// [`browser_tools`] has failed the test or printed why it is skipped.
     pub fn open(test: &str) -> Option<Page> {
-        let Some(driver) = chromedriver() else {
-            println!("SKIPPED: chromedriver not found ({test})");
-            return None;
-        };
+        let driver = browser_tools(test)?;
         let guard = serial();
         let dist = root().join("dist");
         assert!(

@@ -8,6 +8,7 @@
 
 pub mod gguf;
 pub mod hf_config;
+pub mod read_policy;
 pub mod safetensors;
 
 use std::collections::BTreeMap;
@@ -41,6 +42,9 @@ pub struct TensorSummary {
     pub by_dtype: BTreeMap<String, Tally>,
 }
 
+// Denied here item by item: an inner attribute would also cover the format parsers
+// below this module.
+#[deny(clippy::arithmetic_side_effects)]
 impl TensorSummary {
     pub(crate) fn new(source: &str) -> Self {
         TensorSummary {
@@ -55,7 +59,7 @@ impl TensorSummary {
             what: "tensor bytes",
         };
         let bump = |t: &mut Tally| -> Result<(), EstimateError> {
-            t.tensors += 1;
+            t.tensors = t.tensors.checked_add(1).ok_or_else(over)?;
             t.bytes = t.bytes.checked_add(bytes).ok_or_else(over)?;
             Ok(())
         };
@@ -77,11 +81,11 @@ impl TensorSummary {
             what: "tensor bytes",
         };
         let join = |a: &mut Tally, b: &Tally| -> Result<(), EstimateError> {
-            a.tensors += b.tensors;
+            a.tensors = a.tensors.checked_add(b.tensors).ok_or_else(over)?;
             a.bytes = a.bytes.checked_add(b.bytes).ok_or_else(over)?;
             Ok(())
         };
-        self.files += other.files;
+        self.files = self.files.checked_add(other.files).ok_or_else(over)?;
         join(&mut self.total, &other.total)?;
         for (k, v) in &other.by_class {
             join(self.by_class.entry(k.clone()).or_default(), v)?;
@@ -101,7 +105,8 @@ impl TensorSummary {
 /// The parameter class a tensor name belongs to, from the naming conventions of
 /// Hugging Face checkpoints and of llama.cpp's GGUF files; "other" when unknown
 /// (vision towers, projectors…).
-pub fn classify(name: &str) -> &'static str {
+#[deny(clippy::arithmetic_side_effects)]
+pub(crate) fn classify(name: &str) -> &'static str {
     let n = name.to_ascii_lowercase();
     let has = |s: &str| n.contains(s);
     if has("lm_head") || n == "output.weight" || n.starts_with("output.") {
