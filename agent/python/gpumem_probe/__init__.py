@@ -43,6 +43,17 @@ _MAX_TEXT = 4000
 _MAX_SHAPES = 16
 _WALK_LIMIT = 20000
 
+# The transformer dimensions the estimator needs, read from a `config` attribute (HF
+# models carry one) when the model has it.
+_CONFIG_KEYS = (
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "hidden_size",
+    "head_dim",
+    "vocab_size",
+)
+
 _ENV_SOCKET = "GPUMEM_PROBE_SOCKET"
 _ENV_STEPS = "GPUMEM_PROBE_STEPS"
 
@@ -417,9 +428,16 @@ class _Probe:
         for a in list(args)[:_MAX_SHAPES]:
             if isinstance(a, torch.Tensor):
                 shapes.append({"shape": [int(s) for s in a.shape[:8]], "dtype": _dtype_name(a.dtype)})
+        config = {}
+        cfg = getattr(module, "config", None)
+        for key in _CONFIG_KEYS:
+            value = getattr(cfg, key, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                config[key] = value
         self.channel.send(
             "model",
             module=_clip(type(module).__name__, _MAX_NAME),
+            config=config,
             parameters_by_dtype=_by_dtype(params),
             buffers_by_dtype=_by_dtype(buffers),
             trainable_parameters=trainable,

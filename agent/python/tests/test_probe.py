@@ -182,6 +182,8 @@ class GenerationLoop(unittest.TestCase):
             self.assertEqual(g["kv_bytes"], 2 * layers * batch * tokens * dim * 4)
         model = one(self.msgs, "model")
         self.assertEqual(model["input_shapes"], [{"shape": [2, 10], "dtype": "int64"}])
+        self.assertEqual(model["config"]["num_hidden_layers"], 2)
+        self.assertEqual(model["config"]["num_key_value_heads"], 4)
 
 
 class MarkersAndFailures(unittest.TestCase):

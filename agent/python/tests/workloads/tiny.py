@@ -1,5 +1,7 @@
 """Tiny models in plain torch for the probe tests (CPU): an MLP and a decoder with a KV cache."""
 
+from types import SimpleNamespace
+
 import torch
 from torch import nn
 
@@ -44,6 +46,14 @@ class TinyDecoder(nn.Module):
 
     def __init__(self, vocab=97, dim=32, heads=4, layers=2):
         super().__init__()
+        # The dimensions under the names HF configs use, which the probe reports.
+        self.config = SimpleNamespace(
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=heads,
+            hidden_size=dim,
+            vocab_size=vocab,
+        )
         self.embed = nn.Embedding(vocab, dim)
         self.blocks = nn.ModuleList([Block(dim, heads) for _ in range(layers)])
         self.head = nn.Linear(dim, vocab, bias=False)
