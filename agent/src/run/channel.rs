@@ -126,13 +126,16 @@ fn accept_loop(
         let spawned = std::thread::Builder::new()
             .name(format!("probe-{id}"))
             .spawn(move || {
-                read_connection(stream, |item| {
+                read_connection(&stream, |item| {
                     let event = match item {
                         Some(Ok(m)) => ChannelEvent::Message(id, Box::new(m)),
                         _ => ChannelEvent::Rejected,
                     };
                     events.send(event).is_ok()
                 });
+                // Past a bound the peer may still be writing: shut the socket (the clone
+                // kept for `close` holds it open) so its writes fail instead of blocking.
+                let _ = stream.shutdown(std::net::Shutdown::Both);
                 let _ = events.send(ChannelEvent::Closed);
             });
         if spawned.is_err() {
@@ -279,14 +282,12 @@ mod tests {
     #[test]
     fn a_flood_is_cut_at_the_bounds() {
         let input = format!("{BYE}\n").repeat(MAX_MESSAGES_PER_CONNECTION as usize + 500);
+        let t0 = Instant::now();
         let (ok, refused) = collect(input.as_bytes());
-        // The rate bound refuses most of a flood that arrives at once, and nothing past
-        // the message bound is even looked at.
-        assert!(
-            ok.len() <= MAX_RATE_PER_SECOND as usize + 100,
-            "{}",
-            ok.len()
-        );
+        // The rate bound refuses what exceeds a burst plus the sustained rate over the
+        // time the reading took, and nothing past the message bound is even looked at.
+        let allowed = MAX_RATE_PER_SECOND * (1.0 + t0.elapsed().as_secs_f64()) + 1.0;
+        assert!((ok.len() as f64) <= allowed, "{} > {allowed}", ok.len());
         assert!(ok.len() + refused <= MAX_MESSAGES_PER_CONNECTION as usize);
         assert!(refused > 0);
     }

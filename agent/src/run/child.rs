@@ -219,7 +219,9 @@ mod tests {
         let mut child = sh.spawn().expect("sh");
         std::thread::sleep(std::time::Duration::from_millis(300));
         let tree = process_tree(child.id());
-        let _ = child.kill();
+        for pid in tree.iter().rev() {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
         let _ = child.wait();
         assert!(tree.len() >= 3, "{tree:?}");
         assert_eq!(tree[0], child.id());

@@ -88,7 +88,7 @@ fn sample_loop(
     let mut last_error = None;
     let mut seen_any = false;
     while !stop.load(Ordering::SeqCst) {
-        if n % TREE_EVERY == 0 {
+        if n.is_multiple_of(TREE_EVERY) {
             tree = process_tree(root);
         }
         n += 1;
