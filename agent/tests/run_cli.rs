@@ -490,3 +490,58 @@ fn oom_crash_and_a_missing_probe_on_cpu_are_recorded_with_exit_1() {
     assert_eq!(failure_kinds(&r), ["probe_never_connected"]);
     assert!(text(&out.stdout).contains("chained 1"));
 }
+
+#[test]
+fn events_stream_one_json_line_per_phase() {
+    let Some(py) = torch_python("events_stream") else {
+        return;
+    };
+    let (out, r) = torch_run(&py, "markers.py", &["--events", "jsonl"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The command shares stdout (unbuffered Python writes a print in pieces), so an event
+    // line may start after some of its text: find the event's opening.
+    let events: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .filter_map(|l| l.find("{\"connection\"").map(|i| &l[i..]))
+        .map(|l| serde_json::from_str(l).expect("an event line is JSON"))
+        .collect();
+    let names: Vec<_> = events
+        .iter()
+        .map(|e| e["phase"]["name"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(names, ["model_load", "eval", "export"]);
+    assert_eq!(
+        events.len(),
+        r["ranks"][0]["phases"].as_array().unwrap().len()
+    );
+}
+
+#[test]
+fn serve_without_a_gpu_says_so_at_start_up() {
+    if gpu_here("serve_without_a_gpu") {
+        return;
+    }
+    let mut child = agent()
+        .args(["serve", "--no-open", "--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut banner = String::new();
+    let mut buf = [0u8; 4096];
+    let t0 = Instant::now();
+    while !banner.contains("mode:") || !banner.contains("page:") {
+        use std::io::Read;
+        let n = stdout.read(&mut buf).unwrap_or(0);
+        if n == 0 || t0.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+        banner.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(banner.contains("NO GPU here"), "{banner}");
+    assert!(banner.contains("--replay"), "{banner}");
+    assert!(!banner.contains("live measurements on this machine's GPU"));
+}

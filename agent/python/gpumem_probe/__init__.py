@@ -237,6 +237,7 @@ class _Probe:
         self.forward_index = 0
         self.depth = 0
         self.first_forward = True
+        self.first_module = None
         self.generate_depth = 0
         self.generate_calls = 0
         self.gen_forwards = 0
@@ -386,7 +387,7 @@ class _Probe:
             return
         if self.first_forward:
             self.first_forward = False
-            self._model_facts(module, args)
+            self.first_module = module
         if self.generate_depth:
             self.gen_forwards += 1
             if self.gen_forwards == 1:
@@ -396,7 +397,7 @@ class _Probe:
         else:
             self.forward_token = self.begin("forward")
 
-    def _post_forward(self, module, args, output):
+    def _post_forward(self, module, args, output, kwargs=None):
         self.depth = max(0, self.depth - 1)
         if self.depth != 0:
             return
@@ -411,6 +412,10 @@ class _Probe:
                 self.end(getattr(self, "gen_token", None), error)
         else:
             self.end(getattr(self, "forward_token", None), error)
+        # After the phase ended, so its reading costs the phase nothing.
+        if self.first_module is not None and module is self.first_module:
+            self.first_module = None
+            self._model_facts(module, list(args) + list((kwargs or {}).values()))
 
     def _model_facts(self, module, args):
         torch = self.torch
@@ -561,11 +566,13 @@ class _Probe:
 
         g = self._guard
         self.handles.append(mm.register_module_forward_pre_hook(lambda m, a: g(self._pre_forward, m, a)))
-        post = lambda m, a, o: g(self._post_forward, m, a, o)  # noqa: E731
+        # with_kwargs: HF models are called with keyword tensors (input_ids=...), and the
+        # global pre-hook does not see keywords; the first forward's shapes are read here.
+        post = lambda m, a, k, o: g(self._post_forward, m, a, o, k)  # noqa: E731
         try:
-            self.handles.append(mm.register_module_forward_hook(post, always_call=True))
+            self.handles.append(mm.register_module_forward_hook(post, with_kwargs=True, always_call=True))
         except TypeError:  # torch < 2.1: no always_call
-            self.handles.append(mm.register_module_forward_hook(post))
+            self.handles.append(mm.register_module_forward_hook(post, with_kwargs=True))
         from torch.optim import optimizer as om
 
         if hasattr(om, "register_optimizer_step_pre_hook"):
@@ -704,10 +711,11 @@ def _on_torch_imported(torch):
 
 
 class _TorchLoader:
-    """Wraps torch's loader so the probe starts right after ``import torch`` finished."""
+    """Wraps a watched module's loader so ``then`` runs right after its import finished."""
 
-    def __init__(self, inner):
+    def __init__(self, inner, then):
         self._inner = inner
+        self._then = then
 
     def create_module(self, spec):
         return self._inner.create_module(spec)
@@ -715,7 +723,7 @@ class _TorchLoader:
     def exec_module(self, module):
         self._inner.exec_module(module)
         try:
-            _on_torch_imported(module)
+            self._then(module)
         except Exception as e:  # noqa: BLE001 - never break the user's import
             sys.stderr.write("gpumem_probe: disabled (%s: %s)\n" % (type(e).__name__, e))
 
@@ -723,19 +731,39 @@ class _TorchLoader:
         return getattr(self._inner, name)
 
 
+def _on_generation_utils_imported(module):
+    """Wraps HF's ``GenerationMixin.generate`` (models inherit it without redefining it)."""
+    probe = _PROBE
+    mixin = getattr(module, "GenerationMixin", None)
+    gen = getattr(mixin, "generate", None)
+    if probe is None or not probe.installed or gen is None or getattr(gen, "_gpumem_wrapped", False):
+        return
+    mixin.generate = probe._wrap_generate(gen)
+    probe.restores.append((mixin, "generate", gen))
+
+
 class _TorchFinder:
-    """A ``sys.meta_path`` finder that only reacts to the top-level ``torch`` import."""
+    """A ``sys.meta_path`` finder that only reacts to two imports: ``torch`` (starts the
+    probe) and HF's ``transformers.generation.utils`` (wraps ``generate``)."""
+
+    _WATCHED = {"torch": "_on_torch_imported", "transformers.generation.utils": "_on_generation_utils_imported"}
+
+    def __init__(self):
+        self._busy = set()
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch":
+        if fullname not in self._WATCHED or fullname in self._busy:
             return None
-        sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
         import importlib.util
 
-        spec = importlib.util.find_spec("torch")
+        self._busy.add(fullname)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._busy.discard(fullname)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _TorchLoader(spec.loader)
+        spec.loader = _TorchLoader(spec.loader, globals()[self._WATCHED[fullname]])
         return spec
 
 
@@ -745,5 +773,4 @@ def _activate_from_env():
         return
     if "torch" in sys.modules:
         _on_torch_imported(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _TorchFinder())
+    sys.meta_path.insert(0, _TorchFinder())
