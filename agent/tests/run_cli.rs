@@ -545,3 +545,30 @@ fn serve_without_a_gpu_says_so_at_start_up() {
     assert!(banner.contains("--replay"), "{banner}");
     assert!(!banner.contains("live measurements on this machine's GPU"));
 }
+
+#[test]
+fn every_rank_of_a_multi_process_job_is_kept_apart() {
+    let Some(py) = torch_python("multi_process_ranks") else {
+        return;
+    };
+    let (out, r) = torch_run(&py, "two_ranks.py", &["--steps", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let ranks = r["ranks"].as_array().unwrap();
+    let mut seen: Vec<(u64, u64, u64)> = ranks
+        .iter()
+        .map(|k| {
+            (
+                k["rank"].as_u64().unwrap(),
+                k["local_rank"].as_u64().unwrap(),
+                k["world_size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, [(0, 0, 2), (1, 1, 2)]);
+    for k in ranks {
+        // Each rank has its own full set of phases: never pooled.
+        assert_eq!(k["phases"].as_array().unwrap().len(), 7, "{k}");
+    }
+    assert_ne!(ranks[0]["pid"], ranks[1]["pid"]);
+}
