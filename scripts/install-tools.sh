@@ -47,4 +47,13 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
+# PyTorch (CPU use only; the PyPI wheel imports without a GPU) in its own venv, for the
+# `run` probe tests (agent/python). 2.11 is the version the GPU machine carries.
+TORCH_VERSION=2.11.0
+torch_py="$GPUMEM_TOOLS/torch-venv/bin/python"
+if [ "$("$torch_py" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null)" != "$TORCH_VERSION" ]; then
+  log "installing torch $TORCH_VERSION into $GPUMEM_TOOLS/torch-venv (about 5 GB, a few minutes)"
+  python3 -m venv "$GPUMEM_TOOLS/torch-venv"
+  "$torch_py" -m pip install --quiet --disable-pip-version-check "torch==$TORCH_VERSION" numpy
+fi
 log "tools ready in $GPUMEM_TOOLS"

@@ -29,6 +29,10 @@ if [ -x scripts/check-dist.sh ]; then
 fi
 # The end-to-end tests drive the real agent binary (which embeds dist/).
 step "build the agent" cargo build -p gpumem-agent --quiet
+# The `run` probe against real PyTorch on CPU (memory reader replaced by the recording
+# stand-in); the agent's run_cli tests then also require the torch venv instead of skipping.
+step "run probe against PyTorch on CPU" "$GPUMEM_TOOLS/torch-venv/bin/python" -m unittest discover -s agent/python/tests
+export GPUMEM_REQUIRE_TORCH=1
 step "native tests (unit, CLI, sockets, browser end to end)" cargo test --workspace --quiet
 step "core cases under wasm32 in headless Chromium" \
   env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \

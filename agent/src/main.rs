@@ -11,6 +11,7 @@ mod exit;
 mod gpu;
 mod measure;
 mod out;
+mod run;
 mod serve;
 
 use std::process::ExitCode;
@@ -37,6 +38,8 @@ enum Command {
     Bisect(bisect::Args),
     /// Serve the page and pair it with this agent over a local WebSocket.
     Serve(serve::Args),
+    /// Run your own command and measure it phase by phase against the estimate.
+    Run(run::Args),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Measure(args) => measure::run(args),
         Command::Bisect(args) => bisect::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Run(args) => run::run(args),
     };
     match outcome {
         Ok(exit) => exit.into(),

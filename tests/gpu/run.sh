@@ -122,6 +122,28 @@ else
   echo "torch cross-check: SKIPPED (no python3 with CUDA-enabled torch)" >> "$SUMMARY"
 fi
 
+# `run`: the user's-own-workload path, on a tiny Llama from a config (random init, no
+# download), training 3 steps with AdamW and generating 64 tokens; each script prints its
+# own torch.cuda counters, and compare_run.py sets them beside the probe's figures and
+# NVML's timeline beside nvidia-smi.
+if command -v python3 >/dev/null && python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null; then
+  step run-llama-train     0 run --device cuda:0 --output "$OUTDIR/gpu-run-llama-train.json" -- \
+    python3 "$HERE/llama_train.py" --device cuda:0 --steps 3 --stats "$OUTDIR/gpu-run-llama-train.stats.json"
+  step run-llama-generate  0 run --device cuda:0 --output "$OUTDIR/gpu-run-llama-generate.json" -- \
+    python3 "$HERE/llama_generate.py" --device cuda:0 --new 64 --stats "$OUTDIR/gpu-run-llama-generate.stats.json"
+  step run-refuse-overwrite 2 run --output "$OUTDIR/gpu-run-llama-train.json" -- python3 -c 'print(1)'
+  for k in train generate; do
+    if [ -f "$OUTDIR/gpu-run-llama-$k.json" ] && [ -f "$OUTDIR/gpu-run-llama-$k.stats.json" ]; then
+      python3 "$HERE/compare_run.py" "$OUTDIR/gpu-run-llama-$k.json" "$OUTDIR/gpu-run-llama-$k.stats.json" "$k" >> "$SUMMARY" 2>&1 \
+        || { echo "compare_run.py $k: MISMATCH" >> "$SUMMARY"; FAILED=1; }
+    else
+      echo "run llama $k: no result or stats written" >> "$SUMMARY"; FAILED=1
+    fi
+  done
+else
+  echo "run (tiny Llama): SKIPPED (no python3 with CUDA-enabled torch and transformers)" >> "$SUMMARY"
+fi
+
 # Comparison and budgets (needs python3 only, no torch).
 if command -v python3 >/dev/null; then
   python3 "$HERE/compare.py" "$OUTDIR" >> "$SUMMARY" 2>&1 || { echo "compare.py failed" >> "$SUMMARY"; FAILED=1; }

@@ -271,7 +271,11 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
 fn print_banner(state: &State, args: &Args, port: u16, url: &str) {
     let mode = match &args.replay {
         Some(path) => format!("REPLAY of {} (no GPU is used)", path.display()),
-        None => "live measurements on this machine's GPU".to_owned(),
+        None if crate::gpu::libraries().0 => "live measurements on this machine's GPU".to_owned(),
+        // Say so at start-up rather than when the page's first run fails.
+        None => "NO GPU here (no CUDA driver library, libcuda.so): live measurements will fail; \
+                 use --replay FILE to show a saved result"
+            .to_owned(),
     };
     let banner = format!(
         "gpumem-agent serve: listening on 127.0.0.1:{port} (loopback only)\n  mode: {mode}\n  \

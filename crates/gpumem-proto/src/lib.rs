@@ -1,6 +1,8 @@
 //! gpumem-proto: serialisable documents shared by the agent and the page — the
-//! measurement results file, the agent↔page wire messages and the sheet.
+//! measurement results file, the agent↔page wire messages, the sheet and the workload
+//! results of `gpumem-agent run`.
 
 pub mod results;
 pub mod sheet;
 pub mod wire;
+pub mod workload;

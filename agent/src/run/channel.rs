@@ -1,0 +1,321 @@
+//! The probe channel: a unix socket in a private folder, one connection per process that
+//! loaded the probe (every rank of a torchrun job), read on threads of their own.
+//!
+//! Everything is bounded because the other end is the user's program: line length
+//! ([`MAX_LINE_BYTES`]), messages per connection, connections, and a per-connection
+//! rate. Over a bound, lines are dropped and counted ([`ChannelStats::rejected`]); the
+//! reader never allocates more than one line and never panics.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use super::messages::{MAX_LINE_BYTES, ProbeMessage, parse_line};
+
+/// Most connections accepted (a torchrun job on one node has a handful).
+pub const MAX_CONNECTIONS: u64 = 256;
+/// Most lines read on one connection.
+pub const MAX_MESSAGES_PER_CONNECTION: u64 = 20_000;
+/// Most lines per second on one connection, sustained (a burst of the same size is fine).
+pub const MAX_RATE_PER_SECOND: f64 = 2_000.0;
+
+/// What the reader threads report.
+#[derive(Debug)]
+pub enum ChannelEvent {
+    /// A connection was accepted.
+    Connected(u64),
+    /// A valid message on a connection.
+    Message(u64, Box<ProbeMessage>),
+    /// A line was refused (too long, malformed, over a bound).
+    Rejected,
+    /// A connection was refused (too many).
+    ConnectionRefused,
+    /// A connection ended.
+    Closed,
+}
+
+/// The listening side.
+pub struct Channel {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    streams: Arc<Mutex<Vec<UnixStream>>>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl Channel {
+    /// Listens on `path` and reports to `events`.
+    pub fn listen(path: &Path, events: Sender<ChannelEvent>) -> Result<Channel> {
+        let listener =
+            UnixListener::bind(path).with_context(|| format!("listening on {}", path.display()))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let streams = Arc::new(Mutex::new(Vec::new()));
+        let accept = {
+            let stop = Arc::clone(&stop);
+            let streams = Arc::clone(&streams);
+            std::thread::Builder::new()
+                .name("probe-accept".into())
+                .spawn(move || accept_loop(&listener, &stop, &streams, &events))
+                .context("starting the probe channel")?
+        };
+        Ok(Channel {
+            path: path.to_path_buf(),
+            stop,
+            streams,
+            accept: Some(accept),
+        })
+    }
+
+    /// Stops accepting and closes every connection (readers then see end of file).
+    pub fn close(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the blocking accept with a connection of our own.
+        let _ = UnixStream::connect(&self.path);
+        if let Some(h) = self.accept.take() {
+            let _ = h.join();
+        }
+        if let Ok(streams) = self.streams.lock() {
+            for s in streams.iter() {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        if self.accept.is_some() {
+            self.shutdown();
+        }
+    }
+}
+
+fn accept_loop(
+    listener: &UnixListener,
+    stop: &AtomicBool,
+    streams: &Mutex<Vec<UnixStream>>,
+    events: &Sender<ChannelEvent>,
+) {
+    let mut next_id = 0u64;
+    for incoming in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(stream) = incoming else { continue };
+        if next_id >= MAX_CONNECTIONS {
+            let _ = events.send(ChannelEvent::ConnectionRefused);
+            continue;
+        }
+        let id = next_id;
+        next_id += 1;
+        if let (Ok(mut list), Ok(clone)) = (streams.lock(), stream.try_clone()) {
+            list.push(clone);
+        }
+        let _ = events.send(ChannelEvent::Connected(id));
+        let events = events.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("probe-{id}"))
+            .spawn(move || {
+                read_connection(&stream, |item| {
+                    let event = match item {
+                        Some(Ok(m)) => ChannelEvent::Message(id, Box::new(m)),
+                        _ => ChannelEvent::Rejected,
+                    };
+                    events.send(event).is_ok()
+                });
+                // Past a bound the peer may still be writing: shut the socket (the clone
+                // kept for `close` holds it open) so its writes fail instead of blocking.
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+                let _ = events.send(ChannelEvent::Closed);
+            });
+        if spawned.is_err() {
+            continue;
+        }
+    }
+}
+
+/// A token bucket: at most `MAX_RATE_PER_SECOND` lines per second, bursts of as many.
+struct Rate {
+    tokens: f64,
+    last: Instant,
+}
+
+impl Rate {
+    fn new() -> Rate {
+        Rate {
+            tokens: MAX_RATE_PER_SECOND,
+            last: Instant::now(),
+        }
+    }
+
+    fn allow(&mut self) -> bool {
+        let now = Instant::now();
+        let refill = now.duration_since(self.last).as_secs_f64() * MAX_RATE_PER_SECOND;
+        self.tokens = (self.tokens + refill).min(MAX_RATE_PER_SECOND);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Reads bounded lines from `source` and hands each to `on_item`: `Some(Ok(message))`,
+/// `Some(Err(()))` for a refused line, `None` for a line over a bound. Stops at end of
+/// file, on a read error, at the message bound, or when `on_item` returns false.
+pub fn read_connection<R: Read>(
+    source: R,
+    mut on_item: impl FnMut(Option<Result<ProbeMessage, ()>>) -> bool,
+) {
+    let mut reader = BufReader::with_capacity(16 * 1024, source);
+    let mut line: Vec<u8> = Vec::new();
+    let mut discarding = false;
+    let mut count = 0u64;
+    let mut rate = Rate::new();
+    let mut deliver = |bytes: Option<&[u8]>, count: &mut u64, rate: &mut Rate| -> bool {
+        *count += 1;
+        if *count > MAX_MESSAGES_PER_CONNECTION {
+            return false;
+        }
+        if !rate.allow() {
+            return on_item(None);
+        }
+        match bytes {
+            Some(b) => on_item(Some(parse_line(b).map_err(|_| ()))),
+            None => on_item(Some(Err(()))),
+        }
+    };
+    loop {
+        let available = match reader.fill_buf() {
+            Ok([]) => break,
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        match available.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                let go_on = if discarding || line.len() + i >= MAX_LINE_BYTES {
+                    deliver(None, &mut count, &mut rate)
+                } else {
+                    line.extend_from_slice(&available[..i]);
+                    deliver(Some(&line), &mut count, &mut rate)
+                };
+                line.clear();
+                discarding = false;
+                reader.consume(i + 1);
+                if !go_on {
+                    return;
+                }
+            }
+            None => {
+                let n = available.len();
+                if !discarding {
+                    if line.len() + n >= MAX_LINE_BYTES {
+                        discarding = true;
+                        line = Vec::new();
+                    } else {
+                        line.extend_from_slice(available);
+                    }
+                }
+                reader.consume(n);
+            }
+        }
+    }
+    if discarding || !line.is_empty() {
+        // A last line without its newline: refused (the probe always ends lines).
+        deliver(None, &mut count, &mut rate);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(input: &[u8]) -> (Vec<ProbeMessage>, usize) {
+        let mut ok = Vec::new();
+        let mut refused = 0;
+        read_connection(input, |item| {
+            match item {
+                Some(Ok(m)) => ok.push(m),
+                _ => refused += 1,
+            }
+            true
+        });
+        (ok, refused)
+    }
+
+    const BYE: &str = r#"{"v":1,"type":"bye","overhead_ns":5,"hook_calls":2,"instrumented_ns":9}"#;
+
+    #[test]
+    fn good_lines_pass_and_bad_ones_are_counted() {
+        let input = format!("{BYE}\nnot json\n\n{{\"v\":1}}\n{BYE}\n");
+        let (ok, refused) = collect(input.as_bytes());
+        assert_eq!(ok.len(), 2);
+        assert_eq!(refused, 3);
+    }
+
+    #[test]
+    fn an_oversized_line_is_dropped_whole_and_reading_goes_on() {
+        let mut input = vec![b'{'; MAX_LINE_BYTES * 3];
+        input.push(b'\n');
+        input.extend_from_slice(BYE.as_bytes());
+        input.push(b'\n');
+        let (ok, refused) = collect(&input);
+        assert_eq!((ok.len(), refused), (1, 1));
+        // Endless garbage without a newline: one refusal at the end, bounded memory.
+        let (ok, refused) = collect(&vec![b'x'; MAX_LINE_BYTES * 4]);
+        assert_eq!((ok.len(), refused), (0, 1));
+    }
+
+    #[test]
+    fn a_flood_is_cut_at_the_bounds() {
+        let input = format!("{BYE}\n").repeat(MAX_MESSAGES_PER_CONNECTION as usize + 500);
+        let t0 = Instant::now();
+        let (ok, refused) = collect(input.as_bytes());
+        // The rate bound refuses what exceeds a burst plus the sustained rate over the
+        // time the reading took, and nothing past the message bound is even looked at.
+        let allowed = MAX_RATE_PER_SECOND * (1.0 + t0.elapsed().as_secs_f64()) + 1.0;
+        assert!((ok.len() as f64) <= allowed, "{} > {allowed}", ok.len());
+        assert!(ok.len() + refused <= MAX_MESSAGES_PER_CONNECTION as usize);
+        assert!(refused > 0);
+    }
+
+    #[test]
+    fn a_real_socket_reports_connections_messages_and_closes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("probe.sock");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let channel = Channel::listen(&path, tx).expect("listen");
+        {
+            use std::io::Write;
+            let mut s = UnixStream::connect(&path).expect("connect");
+            writeln!(s, "{BYE}").expect("write");
+            writeln!(s, "garbage").expect("write");
+        }
+        let mut seen = Vec::new();
+        while let Ok(e) = rx.recv_timeout(std::time::Duration::from_secs(5)) {
+            let closed = matches!(e, ChannelEvent::Closed);
+            seen.push(e);
+            if closed {
+                break;
+            }
+        }
+        channel.close();
+        assert!(matches!(seen[0], ChannelEvent::Connected(0)));
+        assert!(matches!(seen[1], ChannelEvent::Message(0, _)));
+        assert!(matches!(seen[2], ChannelEvent::Rejected));
+        assert!(matches!(seen[3], ChannelEvent::Closed));
+    }
+}

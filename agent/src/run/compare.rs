@@ -1,0 +1,444 @@
+//! The computed-vs-observed table: gpumem-core's lines for the workload the probe saw
+//! (parameters by dtype, trainable parameters, optimizer, input and generation shapes)
+//! beside what the phases observed, and each difference named.
+//!
+//! This is the answer to "why did my peak exceed the estimate?": weights, gradients,
+//! optimizer states and the KV cache are computed from the probe's facts with the
+//! estimator's own formulas (`gpumem_core::training`, `gpumem_core::kv`); activations are
+//! the estimator's *assumption*; the differences name what the estimate leaves out
+//! (allocator caching, memory outside the allocator, first-step state, activations above
+//! the assumption).
+
+use gpumem_core::format::Dtype;
+use gpumem_core::kv::{KvDtype, KvShape};
+use gpumem_core::training::{AttentionImpl, Optimizer, activation_bytes};
+use gpumem_core::units::checked_product;
+use gpumem_proto::workload::{
+    Basis, Comparison, ComparisonLine, Difference, DifferenceKind, ProbeFacts, WorkloadPhase,
+};
+
+/// The estimator's dtype for a torch dtype name.
+fn core_dtype(name: &str) -> Option<Dtype> {
+    match name {
+        "float32" => Some(Dtype::F32),
+        "bfloat16" => Some(Dtype::Bf16),
+        "float16" => Some(Dtype::F16),
+        n if n.starts_with("float8") => Some(Dtype::Fp8),
+        _ => None,
+    }
+}
+
+/// The estimator's optimizer for a torch optimizer class name (momentum of SGD is not
+/// reported by the probe, so SGD is taken as plain SGD).
+fn core_optimizer(class: &str) -> Option<Optimizer> {
+    match class {
+        "AdamW" | "Adam" => Some(Optimizer::Adamw),
+        "AdamW8bit" | "Adam8bit" | "PagedAdamW8bit" => Some(Optimizer::Adamw8bit),
+        "SGD" => Some(Optimizer::Sgd),
+        _ => None,
+    }
+}
+
+fn first<'a>(phases: &'a [WorkloadPhase], name: &str, step: u32) -> Option<&'a WorkloadPhase> {
+    phases
+        .iter()
+        .find(|p| p.name == name && p.step == Some(step) && p.error.is_none())
+}
+
+fn diff(a: Option<u64>, b: Option<u64>) -> Option<i64> {
+    let d = i128::from(a?) - i128::from(b?);
+    i64::try_from(d).ok()
+}
+
+fn nonneg(d: Option<i64>) -> Option<u64> {
+    d.and_then(|v| u64::try_from(v).ok())
+}
+
+struct Line {
+    item: &'static str,
+    computed: Result<u64, String>,
+    basis: Basis,
+    formula: String,
+    observed: Result<u64, String>,
+    observed_how: &'static str,
+}
+
+impl Line {
+    fn done(self) -> ComparisonLine {
+        let why = [&self.computed, &self.observed]
+            .iter()
+            .filter_map(|r| r.as_ref().err().cloned())
+            .collect::<Vec<_>>();
+        ComparisonLine {
+            item: self.item.to_owned(),
+            computed_bytes: self.computed.ok(),
+            basis: self.basis,
+            formula: self.formula,
+            observed_bytes: self.observed.ok(),
+            observed_how: self.observed_how.to_owned(),
+            why: (!why.is_empty()).then(|| why.join("; ")),
+        }
+    }
+}
+
+/// Builds the table for one rank.
+pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
+    let mut lines: Vec<Line> = Vec::new();
+    let mut differences = Vec::new();
+    let Some(model) = &facts.model else {
+        return Comparison {
+            source: "no model seen: the probe reports the model at its first forward".into(),
+            lines: Vec::new(),
+            differences,
+        };
+    };
+    // The dominant parameter dtype: the one holding the most bytes.
+    let main_dtype = model
+        .parameters_by_dtype
+        .iter()
+        .max_by_key(|(_, c)| c.bytes)
+        .and_then(|(name, _)| core_dtype(name).map(|d| (name.clone(), d)));
+    let no_dtype = || {
+        format!(
+            "no parameter dtype the estimator knows ({:?})",
+            model.parameters_by_dtype.keys().collect::<Vec<_>>()
+        )
+    };
+
+    // Weights: every parameter and buffer at its dtype's size.
+    let weights: Result<u64, String> = model
+        .parameters_by_dtype
+        .iter()
+        .chain(model.buffers_by_dtype.iter())
+        .try_fold(0u64, |acc, (name, c)| {
+            let per = core_dtype(name)
+                .map(Dtype::bytes)
+                .or_else(|| (c.count > 0).then(|| c.bytes / c.count))
+                .unwrap_or(0);
+            checked_product(&[c.count, per], "weights")
+                .ok()
+                .and_then(|b| acc.checked_add(b))
+                .ok_or_else(|| "overflow".to_owned())
+        });
+    let load = phases.iter().find(|p| p.name == "model_load");
+    lines.push(Line {
+        item: "weights",
+        computed: weights,
+        basis: Basis::Computed,
+        formula: "Σ parameters and buffers × bytes of their dtype".into(),
+        observed: load
+            .and_then(|p| p.allocator.allocated_end_bytes)
+            .ok_or_else(|| "no allocated figure at the end of model_load".into()),
+        observed_how: "allocated at the end of model_load (everything allocated before the first forward)",
+    });
+
+    let training = facts.optimizer.is_some() || phases.iter().any(|p| p.name == "backward");
+    if training {
+        let trainable = model.trainable_parameters;
+        lines.push(Line {
+            item: "gradients",
+            computed: main_dtype
+                .as_ref()
+                .ok_or_else(no_dtype)
+                .and_then(|(_, d)| {
+                    checked_product(&[trainable, d.bytes()], "gradients").map_err(|e| e.to_string())
+                }),
+            basis: Basis::Computed,
+            formula: match &main_dtype {
+                Some((n, d)) => format!("trainable parameters × {} B ({n})", d.bytes()),
+                None => "trainable parameters × bytes of their dtype".into(),
+            },
+            observed: nonneg(diff(
+                first(phases, "backward", 0).and_then(|p| p.allocator.allocated_end_bytes),
+                first(phases, "forward", 0).and_then(|p| p.allocator.allocated_start_bytes),
+            ))
+            .ok_or_else(|| "no first forward and backward with allocated figures".into()),
+            observed_how: "allocated at the end of the first backward − at the start of the first forward",
+        });
+        if let Some(opt) = &facts.optimizer {
+            let computed = match (core_optimizer(&opt.optimizer_class), &main_dtype) {
+                (Some(o), Some((_, d))) => o
+                    .state_bytes(model.trainable_parameters, *d)
+                    .map_err(|e| e.to_string()),
+                (None, _) => Err(format!(
+                    "the estimator has no layout for {}",
+                    opt.optimizer_class
+                )),
+                (_, None) => Err(no_dtype()),
+            };
+            lines.push(Line {
+                item: "optimizer_states",
+                computed,
+                basis: Basis::Computed,
+                formula: format!(
+                    "{} states for the trainable parameters (gpumem-core Optimizer::state_bytes)",
+                    opt.optimizer_class
+                ),
+                observed: Ok(opt.state_bytes),
+                observed_how: "bytes of the tensors in optimizer.state after the first step",
+            });
+        }
+    }
+
+    let config = |k: &str| model.config.get(k).copied();
+    let layers = config("num_hidden_layers");
+    let heads = config("num_attention_heads");
+    let hidden = config("hidden_size");
+    let batch_tokens = model
+        .input_shapes
+        .first()
+        .and_then(|s| Some((*s.shape.first()?, *s.shape.get(1)?)));
+
+    if let Some(generation) = facts.generations.last() {
+        let kv_heads = config("num_key_value_heads").or(heads);
+        let head_dim = config("head_dim").or_else(|| Some(hidden? / heads?.max(1)));
+        let tokens = generation
+            .output_shape
+            .as_ref()
+            .and_then(|s| s.get(1).copied());
+        let computed = match (
+            layers,
+            kv_heads,
+            head_dim,
+            &main_dtype,
+            batch_tokens,
+            tokens,
+        ) {
+            (Some(l), Some(k), Some(h), Some((_, d)), Some((b, _)), Some(t)) => KvShape {
+                layers: l,
+                kv_heads: k,
+                head_dim: h,
+                dtype: KvDtype::Dense { dtype: *d },
+                sequences: b,
+                sliding_window: None,
+                sliding_layers: None,
+                static_tokens: None,
+            }
+            .bytes(t)
+            .map_err(|e| e.to_string()),
+            _ => Err("the model has no config with layers, KV heads and head size".into()),
+        };
+        lines.push(Line {
+            item: "kv_cache",
+            computed,
+            basis: Basis::Computed,
+            formula: "2 × layers × KV heads × head dim × (prompt + generated tokens) × sequences × bytes (gpumem-core KvShape)".into(),
+            observed: generation
+                .kv_bytes
+                .ok_or_else(|| "no cache found in the last forward's output".into()),
+            observed_how: "bytes of the distinct tensors in the cache returned by the last forward of the last generate call",
+        });
+    }
+
+    if training {
+        let assumed = match (layers, hidden, heads, batch_tokens) {
+            (Some(l), Some(h), Some(a), Some((b, s))) => {
+                activation_bytes(l, h, a, s, b, false, AttentionImpl::Sdpa)
+                    .map(|(bytes, _)| bytes)
+                    .map_err(|e| e.to_string())
+            }
+            _ => Err("the model has no config with layers, hidden size and heads".into()),
+        };
+        let observed = nonneg(diff(
+            first(phases, "forward", 0).and_then(|p| p.allocator.allocated_peak_bytes),
+            first(phases, "forward", 0).and_then(|p| p.allocator.allocated_start_bytes),
+        ));
+        if let (Ok(a), Some(o)) = (&assumed, observed) {
+            differences.push(Difference {
+                kind: DifferenceKind::ActivationsAboveAssumption,
+                bytes: diff(Some(o), Some(*a)),
+                explanation: "observed activations of the first forward − the estimator's assumption (Korthikanti et al., 16-bit, SDPA)".into(),
+            });
+        }
+        lines.push(Line {
+            item: "activations",
+            computed: assumed,
+            basis: Basis::Assumed,
+            formula: "L × 34·s·b·h (Korthikanti et al. 2022, 16-bit activations, SDPA)".into(),
+            observed: observed.ok_or_else(|| "no first forward with allocated figures".into()),
+            observed_how: "allocated peak − start of the first forward (includes its transients)",
+        });
+    }
+
+    // Allocator caching at one checkpoint (seed §6): the phase that reserved the most.
+    if let Some(p) = phases
+        .iter()
+        .filter(|p| p.allocator.reserved_end_bytes.is_some())
+        .max_by_key(|p| p.allocator.reserved_peak_bytes.unwrap_or(0))
+    {
+        differences.push(Difference {
+            kind: DifferenceKind::AllocatorCaching,
+            bytes: diff(p.allocator.reserved_end_bytes, p.allocator.allocated_end_bytes),
+            explanation: format!(
+                "reserved − allocated at the end of {} (step {:?}), read at the same checkpoint: rounding and caching of the allocator",
+                p.name, p.step
+            ),
+        });
+    }
+    // Outside the allocator: the NVML process-tree peak over a phase − its reserved peak.
+    let outside = phases
+        .iter()
+        .filter_map(|p| diff(p.process_tree_peak_bytes, p.allocator.reserved_peak_bytes))
+        .max();
+    differences.push(Difference {
+        kind: DifferenceKind::OutsideAllocator,
+        bytes: outside,
+        explanation: if outside.is_some() {
+            "NVML process-tree peak − reserved peak of the same phase (largest): CUDA context, cuBLAS/cuDNN workspaces, NCCL".into()
+        } else {
+            "not available: no NVML timeline to set beside the allocator's figures".into()
+        },
+    });
+    if let Some(p) = first(phases, "optimizer_step", 0) {
+        differences.push(Difference {
+            kind: DifferenceKind::FirstStepState,
+            bytes: diff(
+                p.allocator.allocated_end_bytes,
+                p.allocator.allocated_start_bytes,
+            ),
+            explanation:
+                "allocated after − before the first optimizer step: the states it created (seed §3)"
+                    .into(),
+        });
+    }
+
+    Comparison {
+        source: "gpumem-core formulas applied to the probe's facts (parameters by dtype, trainable parameters, optimizer, input and generation shapes, model config)".into(),
+        lines: lines.into_iter().map(Line::done).collect(),
+        differences,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use gpumem_proto::workload::{
+        AllocatorCounters, DtypeCount, GenerationFacts, InputShape, ModelFacts, OptimizerFacts,
+    };
+
+    use super::*;
+
+    fn phase(name: &str, step: Option<u32>, start: u64, peak: u64, end: u64) -> WorkloadPhase {
+        WorkloadPhase {
+            name: name.into(),
+            step,
+            first_step: step == Some(0),
+            manual: false,
+            device: Some(0),
+            allocator: AllocatorCounters {
+                allocated_start_bytes: Some(start),
+                allocated_peak_bytes: Some(peak),
+                allocated_end_bytes: Some(end),
+                reserved_start_bytes: Some(start + 100),
+                reserved_peak_bytes: Some(peak + 300),
+                reserved_end_bytes: Some(end + 200),
+            },
+            device_free_end_bytes: None,
+            device_total_bytes: None,
+            process_tree_peak_bytes: Some(peak + 1000),
+            wall_time_ns: 1,
+            error: None,
+        }
+    }
+
+    fn model(config: BTreeMap<String, u64>) -> ModelFacts {
+        ModelFacts {
+            module: "M".into(),
+            parameters_by_dtype: [(
+                "bfloat16".to_owned(),
+                DtypeCount {
+                    count: 1000,
+                    bytes: 2000,
+                },
+            )]
+            .into(),
+            buffers_by_dtype: BTreeMap::new(),
+            trainable_parameters: 1000,
+            input_shapes: vec![InputShape {
+                shape: vec![2, 8],
+                dtype: "int64".into(),
+            }],
+            config,
+        }
+    }
+
+    fn get<'a>(c: &'a Comparison, item: &str) -> &'a ComparisonLine {
+        c.lines.iter().find(|l| l.item == item).expect(item)
+    }
+
+    #[test]
+    fn training_lines_come_from_the_estimator_and_the_phases() {
+        let facts = ProbeFacts {
+            model: Some(model(BTreeMap::new())),
+            optimizer: Some(OptimizerFacts {
+                optimizer_class: "AdamW".into(),
+                state_bytes: 4100,
+                state_by_dtype: BTreeMap::new(),
+                parameters_covered: 1000,
+            }),
+            generations: Vec::new(),
+        };
+        let phases = vec![
+            phase("model_load", None, 0, 2000, 2000),
+            phase("forward", Some(0), 2000, 9000, 5000),
+            phase("backward", Some(0), 5000, 8000, 4000),
+            phase("optimizer_step", Some(0), 4000, 8200, 8100),
+        ];
+        let c = compare(&facts, &phases);
+        assert_eq!(get(&c, "weights").computed_bytes, Some(2000));
+        assert_eq!(get(&c, "weights").observed_bytes, Some(2000));
+        assert_eq!(get(&c, "gradients").computed_bytes, Some(2000));
+        assert_eq!(get(&c, "gradients").observed_bytes, Some(2000));
+        // AdamW: two bf16 states per trainable parameter, from gpumem-core.
+        assert_eq!(get(&c, "optimizer_states").computed_bytes, Some(4000));
+        assert_eq!(get(&c, "optimizer_states").observed_bytes, Some(4100));
+        let act = get(&c, "activations");
+        assert_eq!(act.basis, Basis::Assumed);
+        assert_eq!(act.computed_bytes, None);
+        assert!(act.why.as_deref().unwrap_or("").contains("config"));
+        assert_eq!(act.observed_bytes, Some(7000));
+        let kinds: Vec<_> = c.differences.iter().map(|d| (d.kind, d.bytes)).collect();
+        assert!(kinds.contains(&(DifferenceKind::FirstStepState, Some(4100))));
+        assert!(kinds.contains(&(DifferenceKind::OutsideAllocator, Some(700))));
+        // The phase with the largest reserved peak is the forward: 5200 − 5000.
+        assert!(kinds.contains(&(DifferenceKind::AllocatorCaching, Some(200))));
+    }
+
+    #[test]
+    fn the_kv_cache_is_computed_from_the_config() {
+        let config: BTreeMap<String, u64> = [
+            ("num_hidden_layers", 2),
+            ("num_attention_heads", 4),
+            ("num_key_value_heads", 2),
+            ("hidden_size", 32),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let facts = ProbeFacts {
+            model: Some(model(config)),
+            optimizer: None,
+            generations: vec![GenerationFacts {
+                forwards: 4,
+                output_shape: Some(vec![2, 12]),
+                kv_bytes: Some(1234),
+                kv_tensors: Some(4),
+            }],
+        };
+        let c = compare(&facts, &[phase("model_load", None, 0, 1, 1)]);
+        // 2 (K,V) × 2 layers × 2 KV heads × 8 head dim × 12 tokens × 2 sequences × 2 B.
+        assert_eq!(
+            get(&c, "kv_cache").computed_bytes,
+            Some(2 * 2 * 2 * 8 * 12 * 2 * 2)
+        );
+        assert_eq!(get(&c, "kv_cache").observed_bytes, Some(1234));
+        assert!(c.lines.iter().all(|l| l.item != "gradients"));
+    }
+
+    #[test]
+    fn no_model_no_lines() {
+        let c = compare(&ProbeFacts::default(), &[]);
+        assert!(c.lines.is_empty());
+    }
+}

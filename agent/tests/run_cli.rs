@@ -1,0 +1,574 @@
+//! `gpumem-agent run` through the real (debug) binary, without a GPU.
+//!
+//! - The no-GPU gate: exit 2, no file, and the command is **not started**; the same for
+//!   bad usage and an existing `--output`.
+//! - With the debug-only test switch (`GPUMEM_RUN_SYNTHETIC_FOR_TESTS=1`, everything
+//!   labelled SYNTHETIC): the child's stdin/stdout pass through, its exit code and ending
+//!   signal are recorded, SIGTERM/SIGINT sent to the agent reach it, and a hostile
+//!   "probe" (malformed, oversized, flooding, too many connections) is bounded and never
+//!   makes the agent panic.
+//! - With PyTorch on CPU (`$GPUMEM_TOOLS/torch-venv`, installed by
+//!   scripts/install-tools.sh): the probe's workloads end to end, memory reader replaced
+//!   by the recording stand-in. Without that venv the tests print SKIPPED — unless
+//!   `GPUMEM_REQUIRE_TORCH=1` (scripts/test.sh sets it), where a missing torch fails.
+#![allow(clippy::disallowed_macros)] // the test harness captures test output
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const SWITCH: &str = "GPUMEM_RUN_SYNTHETIC_FOR_TESTS";
+
+fn agent() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"));
+    c.env_remove(SWITCH).env_remove("PYTHONPATH");
+    c
+}
+
+fn synthetic() -> Command {
+    let mut c = agent();
+    c.env(SWITCH, "1");
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn no_panic(out: &Output) {
+    let err = text(&out.stderr);
+    assert!(!err.contains("panicked"), "the agent panicked: {err}");
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("result written"))
+        .expect("result is JSON")
+}
+
+fn gpu_here(test: &str) -> bool {
+    let present = Path::new("/dev/nvidiactl").exists() || Path::new("/dev/kfd").exists();
+    if present {
+        println!("SKIPPED: {test}: a GPU is present; this test checks the no-GPU gate");
+    }
+    present
+}
+
+fn failure_kinds(result: &serde_json::Value) -> Vec<String> {
+    result["outcome"]["failures"]
+        .as_array()
+        .expect("failures")
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[test]
+fn without_a_gpu_the_command_is_not_started_and_nothing_is_written() {
+    if gpu_here("without_a_gpu") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let output = dir.path().join("r.json");
+    let out = agent()
+        .args(["run", "--output"])
+        .arg(&output)
+        .args(["--", "sh", "-c"])
+        .arg(format!("touch {}", marker.display()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    no_panic(&out);
+    assert!(text(&out.stderr).contains("cannot measure here"));
+    assert!(text(&out.stderr).contains("not started"));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!marker.exists(), "the command was started");
+    assert!(!output.exists(), "a result was written");
+}
+
+#[test]
+fn bad_usage_and_an_existing_output_start_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let existing = dir.path().join("exists.json");
+    std::fs::write(&existing, "keep me").unwrap();
+    let touch = format!("touch {}", marker.display());
+    let cases: Vec<Vec<String>> = vec![
+        // An existing --output (checked even with the test switch on).
+        vec![
+            "--output".into(),
+            existing.display().to_string(),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            touch.clone(),
+        ],
+        vec![
+            "--device".into(),
+            "gpu7".into(),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            touch.clone(),
+        ],
+        vec![
+            "--steps".into(),
+            "0".into(),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            touch.clone(),
+        ],
+        // No `--` before the command.
+        vec!["sh".into(), "-c".into(), touch.clone()],
+        // No command at all.
+        vec![],
+        vec!["--".into(), "/nonexistent/program".into()],
+    ];
+    for args in cases {
+        let out = synthetic().arg("run").args(&args).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        no_panic(&out);
+        assert!(!marker.exists(), "{args:?} started the command");
+    }
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep me");
+}
+
+#[test]
+fn stdio_passes_through_and_the_exit_code_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("r.json");
+    let mut child = synthetic()
+        .args(["run", "--output"])
+        .arg(&output)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "read x; echo got:$x; echo err:$x >&2; exit 3",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    no_panic(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "got:hello\n");
+    assert!(text(&out.stderr).contains("err:hello"));
+    let r = read_json(&output);
+    assert_eq!(r["schema"], "gpumem.workload/v1");
+    assert_eq!(r["synthetic"], true);
+    assert_eq!(r["outcome"]["exit_code"], 3);
+    assert_eq!(r["outcome"]["status"], "failed");
+    assert_eq!(
+        failure_kinds(&r),
+        ["probe_never_connected".to_owned(), "exit_code".to_owned()]
+    );
+    assert_eq!(r["command"][0], "sh");
+    // The file is refused a second time: never overwritten.
+    let again = synthetic()
+        .args(["run", "--output"])
+        .arg(&output)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+}
+
+/// Starts `sh -c script` under the agent, waits for the script to write its pid file,
+/// sends `sig` to the agent, and returns the agent's output and the result.
+fn signal_run(script: &str, sig: i32) -> (Output, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("r.json");
+    let ready = dir.path().join("ready");
+    let child = synthetic()
+        .args(["run", "--output"])
+        .arg(&output)
+        .args(["--", "sh", "-c", script])
+        .env("READY", &ready)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !ready.exists() && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ready.exists(), "the command never started");
+    let pid = child.id().to_string();
+    let status = Command::new("kill")
+        .args([format!("-{sig}"), pid])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    no_panic(&out);
+    let r = read_json(&output);
+    (out, r)
+}
+
+#[test]
+fn sigterm_and_sigint_reach_the_command_and_are_recorded() {
+    // The script exits with a code of its own when the signal reaches it.
+    let script =
+        r#"trap 'exit 42' TERM; trap 'exit 43' INT; touch "$READY"; while :; do sleep 0.05; done"#;
+    let (out, r) = signal_run(script, 15);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(r["outcome"]["exit_code"], 42);
+    assert_eq!(r["outcome"]["forwarded_signals"], serde_json::json!([15]));
+    let (_, r) = signal_run(script, 2);
+    assert_eq!(r["outcome"]["exit_code"], 43);
+    assert_eq!(r["outcome"]["forwarded_signals"], serde_json::json!([2]));
+}
+
+#[test]
+fn a_command_killed_by_a_signal_is_recorded_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("r.json");
+    let out = synthetic()
+        .args(["run", "--output"])
+        .arg(&output)
+        .args(["--", "sh", "-c", "kill -KILL $$"])
+        .output()
+        .unwrap();
+    no_panic(&out);
+    assert_eq!(out.status.code(), Some(1));
+    let r = read_json(&output);
+    assert_eq!(r["outcome"]["signal"], 9);
+    assert!(failure_kinds(&r).contains(&"signal".to_owned()));
+}
+
+/// A hostile probe in Python (no torch needed): every kind of bad line, a flood and too
+/// many connections, then one well-formed process whose phase must still arrive.
+const HOSTILE: &str = r#"
+import json, os, socket
+path = os.environ["GPUMEM_PROBE_SOCKET"]
+def conn():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(path); return s
+bad = conn()
+for line in [b"not json", b"{}", b'{"v":2,"type":"bye"}', b'{"v":1,"type":"nope"}',
+             b'{"v":1,"type":"phase","name":"x"}', b"\xff\xfe\x00", b"[" * 60000,
+             b'{"v":1,"type":"bye","overhead_ns":-5,"hook_calls":0,"instrumented_ns":0}']:
+    bad.sendall(line + b"\n")
+bad.sendall(b"x" * 300000 + b"\n")
+try:
+    bad.sendall(b'{"v":1,"type":"probe_error","message":"x"}\n' * 30000)
+except OSError:
+    pass
+bad.close()
+good = conn()
+hello = dict(v=1, type="hello", pid=os.getpid(), rank=1, local_rank=1, world_size=2,
+             reader="hostile-test", backend="none", torch_version=None, cuda_version=None,
+             hip_version=None, cudnn_version=None, allocator_backend=None, alloc_conf=None)
+phase = dict(v=1, type="phase", name="forward" * 1000, step=0, first_step=True, manual=False,
+             device=None, wall_ns=1, allocated_start_bytes=18446744073709551615,
+             allocated_peak_bytes=None, allocated_end_bytes=None, reserved_start_bytes=None,
+             reserved_peak_bytes=None, reserved_end_bytes=None, device_free_bytes=None,
+             device_total_bytes=None, error=None)
+for m in (hello, phase, dict(v=1, type="bye", overhead_ns=1, hook_calls=1, instrumented_ns=2)):
+    good.sendall(json.dumps(m).encode() + b"\n")
+good.close()
+many = []
+for _ in range(300):
+    try:
+        many.append(conn())
+    except OSError:
+        break
+for s in many:
+    s.close()
+"#;
+
+#[test]
+fn a_hostile_probe_is_bounded_and_never_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("r.json");
+    let out = synthetic()
+        .args(["run", "--output"])
+        .arg(&output)
+        .args(["--", "python3", "-c", HOSTILE])
+        .output()
+        .unwrap();
+    no_panic(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = read_json(&output);
+    let ch = &r["channel"];
+    assert!(ch["rejected"].as_u64().unwrap() >= 10, "{ch}");
+    assert!(ch["connections_refused"].as_u64().unwrap() > 0, "{ch}");
+    assert!(ch["connections"].as_u64().unwrap() <= 256, "{ch}");
+    // The one well-formed process is kept, its text clipped, its bytes raw.
+    let ranks = r["ranks"].as_array().unwrap();
+    let good: Vec<_> = ranks.iter().filter(|k| k["rank"] == 1).collect();
+    assert_eq!(good.len(), 1, "{ranks:?}");
+    let phase = &good[0]["phases"][0];
+    assert!(phase["name"].as_str().unwrap().len() <= 4_010);
+    assert_eq!(
+        phase["allocator"]["allocated_start_bytes"],
+        serde_json::json!(u64::MAX)
+    );
+    // A reader that is not torch.cuda makes the whole result SYNTHETIC.
+    assert_eq!(r["synthetic"], true);
+}
+
+// ---- PyTorch on CPU ------------------------------------------------------------------
+
+fn torch_python(test: &str) -> Option<PathBuf> {
+    let tools = std::env::var_os("GPUMEM_TOOLS")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gpumem-tools")));
+    let python = tools.map(|t| t.join("torch-venv/bin/python"));
+    match python {
+        Some(p) if p.is_file() => Some(p),
+        _ => {
+            assert!(
+                std::env::var_os("GPUMEM_REQUIRE_TORCH").is_none(),
+                "{test}: no torch venv (run scripts/install-tools.sh)"
+            );
+            println!(
+                "SKIPPED: {test}: no $GPUMEM_TOOLS/torch-venv (scripts/install-tools.sh installs it)"
+            );
+            None
+        }
+    }
+}
+
+fn python_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python")
+}
+
+/// Runs a probe test workload under the agent with the recording stand-in.
+fn torch_run(python: &Path, workload: &str, extra: &[&str]) -> (Output, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("r.json");
+    let out = synthetic()
+        .arg("run")
+        .args(extra)
+        .arg("--output")
+        .arg(&output)
+        .arg("--")
+        .arg(python)
+        .arg(python_dir().join("tests/workloads").join(workload))
+        .env("PYTHONPATH", python_dir().join("tests/standin"))
+        .env("GPUMEM_TEST_READER", "recording")
+        .output()
+        .unwrap();
+    no_panic(&out);
+    let r = read_json(&output);
+    (out, r)
+}
+
+fn phase_names(r: &serde_json::Value) -> Vec<String> {
+    r["ranks"][0]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let step = p["step"].as_u64().map_or("-".into(), |s| s.to_string());
+            format!("{}:{step}", p["name"].as_str().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_training_loop_on_cpu_end_to_end() {
+    let Some(py) = torch_python("a_training_loop_on_cpu") else {
+        return;
+    };
+    let (out, r) = torch_run(&py, "train_adamw.py", &["--steps", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(r["synthetic"], true);
+    assert!(r["note"].as_str().unwrap().contains("SYNTHETIC"));
+    assert!(text(&out.stderr).contains("SYNTHETIC"));
+    assert_eq!(
+        phase_names(&r),
+        [
+            "model_load:-",
+            "forward:0",
+            "backward:0",
+            "optimizer_step:0",
+            "forward:1",
+            "backward:1",
+            "optimizer_step:1"
+        ]
+    );
+    let rank = &r["ranks"][0];
+    assert_eq!(rank["environment"]["reader"], "recording-standin");
+    assert_eq!(rank["ended_cleanly"], true);
+    assert!(
+        rank["hooks_removed"]
+            .as_str()
+            .unwrap()
+            .contains("after 2 steps")
+    );
+    assert!(rank["overhead"]["overhead_ns"].as_u64().unwrap() > 0);
+    assert_eq!(rank["facts"]["optimizer"]["optimizer_class"], "AdamW");
+    let lines = rank["comparison"]["lines"].as_array().unwrap();
+    let items: Vec<_> = lines.iter().map(|l| l["item"].as_str().unwrap()).collect();
+    assert_eq!(
+        items,
+        ["weights", "gradients", "optimizer_states", "activations"]
+    );
+    // 3 × (64·64 + 64) + 64 + 1 fp32 parameters + 64 fp32 buffer values.
+    let params = 3 * (64 * 64 + 64) + 64 + 1;
+    assert_eq!(lines[0]["computed_bytes"], (params + 64) * 4);
+    assert_eq!(lines[2]["computed_bytes"], 2 * params * 4);
+}
+
+#[test]
+fn a_generation_loop_and_markers_on_cpu_end_to_end() {
+    let Some(py) = torch_python("a_generation_loop_on_cpu") else {
+        return;
+    };
+    let (out, r) = torch_run(&py, "generate_kv.py", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        phase_names(&r),
+        [
+            "model_load:-",
+            "prefill:0",
+            "decode:0",
+            "prefill:1",
+            "decode:1"
+        ]
+    );
+    let kv = r["ranks"][0]["comparison"]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["item"] == "kv_cache")
+        .cloned()
+        .expect("a kv_cache line");
+    // 2 layers, 4 KV heads × 8, fp32, 2 sequences: the estimator counts prompt +
+    // generated (26 tokens); the cache holds 25 (the last token is never fed back).
+    assert_eq!(kv["computed_bytes"], 2 * 2 * 4 * 8 * 26 * 2 * 4);
+    assert_eq!(kv["observed_bytes"], 2 * 2 * 4 * 8 * 25 * 2 * 4);
+
+    let (out, r) = torch_run(&py, "markers.py", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(phase_names(&r), ["model_load:-", "eval:0", "export:0"]);
+}
+
+#[test]
+fn oom_crash_and_a_missing_probe_on_cpu_are_recorded_with_exit_1() {
+    let Some(py) = torch_python("failures_on_cpu") else {
+        return;
+    };
+    let (out, r) = torch_run(&py, "oom.py", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let failures = r["outcome"]["failures"].as_array().unwrap();
+    let oom = failures
+        .iter()
+        .find(|f| f["kind"] == "out_of_memory")
+        .expect("an out_of_memory failure");
+    assert_eq!(oom["phase"], "forward");
+    assert_eq!(oom["requested_bytes"], 20 * 1024 * 1024);
+    assert!(failure_kinds(&r).contains(&"exit_code".to_owned()));
+
+    let (out, r) = torch_run(&py, "crash.py", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let crash = &r["outcome"]["failures"][0];
+    assert_eq!(crash["kind"], "exception");
+    assert_eq!(crash["phase"], "export");
+    assert!(
+        crash["message"]
+            .as_str()
+            .unwrap()
+            .contains("ValueError: boom")
+    );
+
+    let (out, r) = torch_run(&py, "no_torch.py", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(failure_kinds(&r), ["probe_never_connected"]);
+    assert!(text(&out.stdout).contains("chained 1"));
+}
+
+#[test]
+fn events_stream_one_json_line_per_phase() {
+    let Some(py) = torch_python("events_stream") else {
+        return;
+    };
+    let (out, r) = torch_run(&py, "markers.py", &["--events", "jsonl"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The command shares stdout (unbuffered Python writes a print in pieces), so an event
+    // line may start after some of its text: find the event's opening.
+    let events: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .filter_map(|l| l.find("{\"connection\"").map(|i| &l[i..]))
+        .map(|l| serde_json::from_str(l).expect("an event line is JSON"))
+        .collect();
+    let names: Vec<_> = events
+        .iter()
+        .map(|e| e["phase"]["name"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(names, ["model_load", "eval", "export"]);
+    assert_eq!(
+        events.len(),
+        r["ranks"][0]["phases"].as_array().unwrap().len()
+    );
+}
+
+#[test]
+fn serve_without_a_gpu_says_so_at_start_up() {
+    if gpu_here("serve_without_a_gpu") {
+        return;
+    }
+    let mut child = agent()
+        .args(["serve", "--no-open", "--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut banner = String::new();
+    let mut buf = [0u8; 4096];
+    let t0 = Instant::now();
+    while !banner.contains("mode:") || !banner.contains("page:") {
+        use std::io::Read;
+        let n = stdout.read(&mut buf).unwrap_or(0);
+        if n == 0 || t0.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+        banner.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(banner.contains("NO GPU here"), "{banner}");
+    assert!(banner.contains("--replay"), "{banner}");
+    assert!(!banner.contains("live measurements on this machine's GPU"));
+}
+
+#[test]
+fn every_rank_of_a_multi_process_job_is_kept_apart() {
+    let Some(py) = torch_python("multi_process_ranks") else {
+        return;
+    };
+    let (out, r) = torch_run(&py, "two_ranks.py", &["--steps", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let ranks = r["ranks"].as_array().unwrap();
+    let mut seen: Vec<(u64, u64, u64)> = ranks
+        .iter()
+        .map(|k| {
+            (
+                k["rank"].as_u64().unwrap(),
+                k["local_rank"].as_u64().unwrap(),
+                k["world_size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, [(0, 0, 2), (1, 1, 2)]);
+    for k in ranks {
+        // Each rank has its own full set of phases: never pooled.
+        assert_eq!(k["phases"].as_array().unwrap().len(), 7, "{k}");
+    }
+    assert_ne!(ranks[0]["pid"], ranks[1]["pid"]);
+}

@@ -1,0 +1,479 @@
+//! The workload results document (`gpumem.workload/v1`) written by `gpumem-agent run`:
+//! the user's own program measured phase by phase, per rank, beside the estimator's
+//! prediction for the same workload.
+//!
+//! The rules of [`crate::results`] hold here too: raw integer bytes in `_bytes` fields,
+//! durations in `_ns` fields, `null` for what was not measured (never `0`), allocator
+//! figures ([`AllocatorCounters`]) and device-level figures (the NVML [`Timeline`]) in
+//! separate places, never added together (seed §5). Ranks and devices are kept apart,
+//! never pooled (seed §12). A document whose figures come from the test stand-in carries
+//! `synthetic: true` and must never be read as a GPU measurement.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::results::{SchemaError, Status};
+
+/// Schema identifier of the file written by `gpumem-agent run --output`.
+pub const WORKLOAD_SCHEMA: &str = "gpumem.workload/v1";
+
+/// The whole document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct WorkloadFile {
+    /// Always [`WORKLOAD_SCHEMA`].
+    pub schema: String,
+    /// True when the figures come from a stand-in, not a GPU (tests, fixtures).
+    pub synthetic: bool,
+    /// Free text, e.g. what the synthetic figures are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// `gpumem-agent` version.
+    pub agent_version: String,
+    /// When the run started (seconds since the Unix epoch).
+    pub created_unix_s: Option<u64>,
+    /// `--device` as given (`cuda:N` or `all`).
+    pub requested_device: String,
+    /// The command's argv, exactly as run (no environment variables).
+    pub command: Vec<String>,
+    /// Allocator settings in the child's environment (`PYTORCH_CUDA_ALLOC_CONF`, …); the
+    /// only environment variables recorded.
+    pub allocator_env: BTreeMap<String, String>,
+    /// Training steps / generate calls instrumented before the probe removed its hooks.
+    pub steps_instrumented: u32,
+    /// The command's outcome.
+    pub outcome: Outcome,
+    /// One entry per process that loaded the probe (each rank of a torchrun job).
+    pub ranks: Vec<RankResult>,
+    /// Device-level memory of the command's whole process tree, sampled over time.
+    pub timeline: Timeline,
+    /// What the probe channel received and refused.
+    pub channel: ChannelStats,
+}
+
+impl WorkloadFile {
+    /// Refuses a file whose `schema` is not [`WORKLOAD_SCHEMA`].
+    pub fn check_schema(&self) -> Result<(), SchemaError> {
+        if self.schema == WORKLOAD_SCHEMA {
+            Ok(())
+        } else {
+            Err(SchemaError::UnknownVersion {
+                found: self.schema.clone(),
+                expected: WORKLOAD_SCHEMA,
+            })
+        }
+    }
+}
+
+/// How the command ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Outcome {
+    /// `ok` when the command exited 0 and nothing failed; `failed` otherwise.
+    pub status: Status,
+    /// The command's exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// Signals the agent forwarded to the command's process group (e.g. Ctrl-C).
+    pub forwarded_signals: Vec<i32>,
+    /// Wall time from start to exit.
+    pub wall_time_ns: u64,
+    /// What went wrong, in the order found (empty when all went well).
+    pub failures: Vec<Failure>,
+}
+
+/// One recorded failure (seed §10).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Failure {
+    /// What kind.
+    pub kind: FailureKind,
+    /// The rank it happened on, when known.
+    pub rank: Option<u32>,
+    /// The phase it happened in, when known.
+    pub phase: Option<String>,
+    /// The step it happened in, when known.
+    pub step: Option<u32>,
+    /// The bytes the failed allocation asked for, parsed from the error text.
+    pub requested_bytes: Option<u64>,
+    /// The error text or a description, bounded.
+    pub message: String,
+}
+
+/// Kinds of [`Failure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The program ran out of device memory.
+    OutOfMemory,
+    /// An uncaught exception other than out-of-memory.
+    Exception,
+    /// The command exited with a non-zero code.
+    ExitCode,
+    /// The command was ended by a signal (a crash or a kill).
+    Signal,
+    /// The probe never connected (not a PyTorch program, or torch never imported).
+    ProbeNeverConnected,
+    /// A probe connected but its process ended without saying goodbye (killed, crashed).
+    ProbeLost,
+}
+
+/// One process that loaded the probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct RankResult {
+    /// Its process id.
+    pub pid: u32,
+    /// `RANK`, when set (torchrun).
+    pub rank: Option<u32>,
+    /// `LOCAL_RANK`, when set.
+    pub local_rank: Option<u32>,
+    /// `WORLD_SIZE`, when set.
+    pub world_size: Option<u32>,
+    /// The device its phases ran on (`cuda:N`), when read.
+    pub device: Option<String>,
+    /// What the probe found about its environment.
+    pub environment: ProbeEnvironment,
+    /// The phases, in the order they ended.
+    pub phases: Vec<WorkloadPhase>,
+    /// What the estimator needs for a prediction of the same workload.
+    pub facts: ProbeFacts,
+    /// The probe's own cost, from its goodbye message.
+    pub overhead: Option<Overhead>,
+    /// Why and when the probe removed its hooks.
+    pub hooks_removed: Option<String>,
+    /// False when the process ended without the probe's goodbye.
+    pub ended_cleanly: bool,
+    /// The estimator's lines beside what was observed.
+    pub comparison: Comparison,
+}
+
+/// The probe's view of the software environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ProbeEnvironment {
+    /// `torch.cuda` for the real reader, `recording-standin` in tests (SYNTHETIC).
+    pub reader: String,
+    /// `cuda`, `rocm` (HIP) or `none`: what torch was built for (seed §12).
+    pub backend: String,
+    /// Whether torch saw a usable device.
+    pub device_available: bool,
+    /// `torch.__version__`.
+    pub torch_version: Option<String>,
+    /// `torch.version.cuda`.
+    pub cuda_version: Option<String>,
+    /// `torch.version.hip`.
+    pub hip_version: Option<String>,
+    /// `torch.backends.cudnn.version()`.
+    pub cudnn_version: Option<u64>,
+    /// `torch.cuda.get_allocator_backend()` (`native` or `cudaMallocAsync`).
+    pub allocator_backend: Option<String>,
+    /// `PYTORCH_CUDA_ALLOC_CONF` (or the HIP one) as the process saw it.
+    pub alloc_conf: Option<String>,
+}
+
+/// The caching allocator's four counters around a phase (seed §7), as read by
+/// `torch.cuda`; absolute values, not deltas.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct AllocatorCounters {
+    /// `memory_allocated` at the start, after synchronising.
+    pub allocated_start_bytes: Option<u64>,
+    /// `max_memory_allocated` over the phase (peaks reset at its start).
+    pub allocated_peak_bytes: Option<u64>,
+    /// `memory_allocated` at the end, after synchronising.
+    pub allocated_end_bytes: Option<u64>,
+    /// `memory_reserved` at the start.
+    pub reserved_start_bytes: Option<u64>,
+    /// `max_memory_reserved` over the phase.
+    pub reserved_peak_bytes: Option<u64>,
+    /// `memory_reserved` at the end.
+    pub reserved_end_bytes: Option<u64>,
+}
+
+/// One measured phase of one rank.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct WorkloadPhase {
+    /// `model_load`, `forward`, `backward`, `optimizer_step`, `prefill`, `decode`, or a
+    /// manual marker's name.
+    pub name: String,
+    /// The step (training) or generate call; `null` for `model_load`.
+    pub step: Option<u32>,
+    /// True for step 0: the first step is kept apart (seed §3, §8).
+    pub first_step: bool,
+    /// True for a manual `gpumem_probe.phase(...)` marker.
+    pub manual: bool,
+    /// The device index the counters were read on.
+    pub device: Option<u32>,
+    /// The allocator's counters.
+    pub allocator: AllocatorCounters,
+    /// Free device memory at the end (`torch.cuda.mem_get_info`): every process.
+    pub device_free_end_bytes: Option<u64>,
+    /// Total device memory (`mem_get_info`).
+    pub device_total_bytes: Option<u64>,
+    /// Largest NVML per-process-tree figure sampled during the phase, when the timeline
+    /// is available (device-level: context, library workspaces, NCCL included).
+    pub process_tree_peak_bytes: Option<u64>,
+    /// Wall time of the phase, synchronisations included.
+    pub wall_time_ns: u64,
+    /// The error that ended the phase, when it failed.
+    pub error: Option<String>,
+}
+
+/// Facts the probe reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ProbeFacts {
+    /// The model of the first top-level forward.
+    pub model: Option<ModelFacts>,
+    /// The optimizer after its first step.
+    pub optimizer: Option<OptimizerFacts>,
+    /// One entry per instrumented generate call.
+    pub generations: Vec<GenerationFacts>,
+}
+
+/// Count and bytes of one dtype.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DtypeCount {
+    /// Elements.
+    pub count: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// The model as the first top-level forward saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ModelFacts {
+    /// The module's class name.
+    pub module: String,
+    /// Parameters by dtype name (`float32`, `bfloat16`, …).
+    pub parameters_by_dtype: BTreeMap<String, DtypeCount>,
+    /// Buffers by dtype name.
+    pub buffers_by_dtype: BTreeMap<String, DtypeCount>,
+    /// Parameters with `requires_grad`.
+    pub trainable_parameters: u64,
+    /// Shapes and dtypes of the first forward's tensor arguments (batch, tokens).
+    pub input_shapes: Vec<InputShape>,
+    /// Transformer dimensions from the model's `config`, when it has one.
+    pub config: BTreeMap<String, u64>,
+}
+
+/// One tensor argument of the first forward.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct InputShape {
+    /// Its shape.
+    pub shape: Vec<u64>,
+    /// Its dtype name.
+    pub dtype: String,
+}
+
+/// The optimizer after its first step.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct OptimizerFacts {
+    /// Its class name (`AdamW`, …).
+    pub optimizer_class: String,
+    /// Bytes of the tensors in its state after the first step.
+    pub state_bytes: u64,
+    /// The same by dtype.
+    pub state_by_dtype: BTreeMap<String, DtypeCount>,
+    /// Parameters in its groups.
+    pub parameters_covered: u64,
+}
+
+/// One generate call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct GenerationFacts {
+    /// Top-level forwards inside it (1 prefill + decode steps).
+    pub forwards: u64,
+    /// Shape of the returned tensor (batch, prompt + generated), when it was one.
+    pub output_shape: Option<Vec<u64>>,
+    /// Bytes of the KV cache returned by its last forward (distinct storages).
+    pub kv_bytes: Option<u64>,
+    /// Tensors in that cache.
+    pub kv_tensors: Option<u64>,
+}
+
+/// The probe's cost, as it measured itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Overhead {
+    /// Time spent inside the probe's hooks (synchronisations included).
+    pub overhead_ns: u64,
+    /// Hook calls.
+    pub hook_calls: u64,
+    /// Wall time from the probe's start to the removal of its hooks (or the exit).
+    pub instrumented_ns: u64,
+}
+
+/// Whether an estimator line follows from the inputs or is a hypothesis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// Follows from the probe's facts.
+    Computed,
+    /// An assumption (activations): only a measurement settles it.
+    Assumed,
+}
+
+/// The estimator's lines for the same workload beside what was observed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Comparison {
+    /// Where the computed figures come from.
+    pub source: String,
+    /// One line per item (weights, gradients, optimizer states, KV cache, activations).
+    pub lines: Vec<ComparisonLine>,
+    /// The named differences between computed and observed.
+    pub differences: Vec<Difference>,
+}
+
+/// One item, computed and observed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ComparisonLine {
+    /// `weights`, `gradients`, `optimizer_states`, `kv_cache`, `activations`.
+    pub item: String,
+    /// The estimator's bytes, or `null` when the facts do not allow it (with `why`).
+    pub computed_bytes: Option<u64>,
+    /// Computed or assumed.
+    pub basis: Basis,
+    /// The estimator's formula in words.
+    pub formula: String,
+    /// What was observed, or `null`.
+    pub observed_bytes: Option<u64>,
+    /// How the observed figure was obtained.
+    pub observed_how: String,
+    /// Why a figure is `null`, when one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// A named difference between the estimate and the observation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Difference {
+    /// Which difference.
+    pub kind: DifferenceKind,
+    /// Its size in bytes (signed: observed − computed where it compares the two).
+    pub bytes: Option<i64>,
+    /// Where it was read, in words.
+    pub explanation: String,
+}
+
+/// Kinds of [`Difference`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum DifferenceKind {
+    /// reserved − allocated at one checkpoint: allocator rounding and caching (seed §6).
+    AllocatorCaching,
+    /// NVML process-tree peak − reserved peak: CUDA context, cuBLAS/cuDNN workspaces,
+    /// NCCL (what vLLM calls "non-torch").
+    OutsideAllocator,
+    /// Allocated after − before the first optimizer step: the states it created.
+    FirstStepState,
+    /// Observed activations − the estimator's assumption.
+    ActivationsAboveAssumption,
+}
+
+/// Device-level memory of the whole process tree over time (NVML).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Timeline {
+    /// Sampling interval asked for (`--sample-ms`).
+    pub interval_ms: u64,
+    /// Why there are no samples, when there are none (no NVML, synthetic run, …).
+    pub reason: Option<String>,
+    /// One series per device.
+    pub devices: Vec<DeviceTimeline>,
+}
+
+/// Samples of one device.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DeviceTimeline {
+    /// NVML device index.
+    pub index: u32,
+    /// Its UUID, when read.
+    pub uuid: Option<String>,
+    /// Samples (bounded; `truncated` says when later ones were dropped).
+    pub samples: Vec<Sample>,
+    /// Largest sampled value.
+    pub peak_bytes: Option<u64>,
+    /// True when the sample bound was reached.
+    pub truncated: bool,
+}
+
+/// One NVML sample.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Sample {
+    /// Time since the command started.
+    pub t_ns: u64,
+    /// Device memory used by the command's process tree on this device.
+    pub used_bytes: u64,
+}
+
+/// The probe channel's accounting: what was accepted and what was refused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ChannelStats {
+    /// Connections accepted.
+    pub connections: u64,
+    /// Connections refused (over the bound).
+    pub connections_refused: u64,
+    /// Messages accepted.
+    pub messages: u64,
+    /// Lines refused: too long, not JSON, unknown version or type, over a bound.
+    pub rejected: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_versions_are_refused() {
+        let file = WorkloadFile {
+            schema: "gpumem.workload/v9".into(),
+            synthetic: true,
+            note: None,
+            agent_version: "0".into(),
+            created_unix_s: None,
+            requested_device: "cuda:0".into(),
+            command: vec!["python".into()],
+            allocator_env: BTreeMap::new(),
+            steps_instrumented: 3,
+            outcome: Outcome {
+                status: Status::Ok,
+                exit_code: Some(0),
+                signal: None,
+                forwarded_signals: Vec::new(),
+                wall_time_ns: 1,
+                failures: Vec::new(),
+            },
+            ranks: Vec::new(),
+            timeline: Timeline::default(),
+            channel: ChannelStats::default(),
+        };
+        assert!(file.check_schema().is_err());
+        let ok = WorkloadFile {
+            schema: WORKLOAD_SCHEMA.into(),
+            ..file
+        };
+        assert!(ok.check_schema().is_ok());
+        let text = serde_json::to_string(&ok).expect("serialises");
+        let back: WorkloadFile = serde_json::from_str(&text).expect("parses");
+        assert_eq!(back, ok);
+    }
+}
