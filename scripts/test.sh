@@ -30,8 +30,11 @@ step "native tests (unit, CLI, sockets, browser end to end)" cargo test --worksp
 step "core cases under wasm32 in headless Chromium" \
   env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
   cargo test -p gpumem-core --target wasm32-unknown-unknown --test cases
-step "fuzz the header parsers (bounded: ${GPUMEM_FUZZ_SECONDS:-30}s)" \
-  env RUSTC_BOOTSTRAP=1 bash -c 'set -o pipefail; cd fuzz && cargo fuzz run headers --sanitizer none -- -max_total_time="${GPUMEM_FUZZ_SECONDS:-30}" -rss_limit_mb=2048 2>&1 | tail -n 3'
+# Three targets, bounded together to 60 s by default (20 s each).
+for target in headers sheet wire; do
+  step "fuzz the $target reader (bounded: ${GPUMEM_FUZZ_SECONDS:-20}s)" \
+    env RUSTC_BOOTSTRAP=1 TARGET="$target" bash -c 'set -o pipefail; cd fuzz && cargo fuzz run "$TARGET" --sanitizer none -- -max_total_time="${GPUMEM_FUZZ_SECONDS:-20}" -rss_limit_mb=2048 2>&1 | tail -n 3'
+done
 # One closing line over every test runner above (cargo's libtest and wasm-bindgen-test).
 passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' "$log" | awk '{s += $4} END {print s + 0}')
 printf '\nall checks passed\ntests: %s passed, 0 failed\n' "$passed"
