@@ -22,10 +22,10 @@ rm -rf dist
 # (Only for the trunk builds: check-dist.sh's `cargo tree` must not see it.)
 flags="--cfg erase_components"
 # The wasm must not carry this machine's paths (home, cargo registry, checkout) in its
-# panic locations: remap them to neutral prefixes (the last matching rule wins, so the
-# most specific comes last).
+# panic locations: remap them to neutral prefixes (rustc applies the last rule that
+# matches, so the most specific comes last).
 cargo_home="${CARGO_HOME:-$HOME/.cargo}"
-flags="$flags --remap-path-prefix=$HOME=~ --remap-path-prefix=$cargo_home/registry/src=/crates --remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$root=/gpumem"
+flags="$flags --remap-path-prefix=$HOME=~ --remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$cargo_home/registry/src=/crates --remap-path-prefix=$root=/gpumem"
 # The agent page first, into a scratch directory (trunk empties its --dist), then the
 # dimensioner into dist/, then the agent page copied under dist/agent/.
 stage="$root/target/web-agent-dist"

@@ -35,9 +35,9 @@ inputs_hash() { inputs | sha256sum | cut -d' ' -f1; }
 wasm_paths() {
   local bad=0 f
   while IFS= read -r -d '' f; do
-    if grep -a -q -e '/root/' -e '.cargo/registry' -e '/home/' "$f"; then
+    if grep -a -q -F -e '/root/' -e '.cargo/registry' -e '/home/' "$f"; then
       echo "check-dist: $f carries build-machine paths:" >&2
-      grep -a -o -E '(/root/|/home/)[^"[:space:][:cntrl:]]{0,60}|[^"[:space:][:cntrl:]]{0,30}\.cargo/registry[^"[:space:][:cntrl:]]{0,40}' "$f" | sort -u | head -5 >&2
+      grep -a -o -E '(/root/|/home/|\.cargo/registry)[[:alnum:]/._-]{0,60}' "$f" | sort -u | head -5 >&2
       bad=1
     fi
   done < <(find dist -name '*.wasm' -print0)

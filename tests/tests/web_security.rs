@@ -24,8 +24,12 @@ use web_support::{Browser, chromedriver, root, serial};
 
 const FIXTURE: &str = "tests/fixtures/measurements/synthetic-seed-dims.json";
 
-/// Builds `gpumem-agent` (it embeds the current `dist/`) and returns its path.
+/// Builds `gpumem-agent` (it embeds the current `dist/`) and returns its path;
+/// `GPUMEM_AGENT_UNDER_TEST` names another build instead (to measure a "before").
 fn agent_binary() -> PathBuf {
+    if let Some(other) = std::env::var_os("GPUMEM_AGENT_UNDER_TEST") {
+        return PathBuf::from(other);
+    }
     let ok = Command::new(env!("CARGO"))
         .args(["build", "-q", "-p", "gpumem-agent"])
         .current_dir(root())
@@ -258,37 +262,46 @@ fn hostile_sheets_are_refused_or_shown_bounded() {
     let mut big = sheet_with(vec![phase(0, 1)], MeasureRequest::SEED_EXAMPLE).into_bytes();
     big.pop(); // the closing brace: pad inside the object, so the file stays JSON
     big.extend_from_slice(b",\"padding\":\"");
-    big.resize(60_000_000, b'x');
+    big.resize(60_000_000 - 2, b'x');
     big.extend_from_slice(b"\"}");
     let big = write(dir.path(), "huge-sheet.json", &big);
     let t0 = Instant::now();
     b.upload("[data-testid=sheet-import]", &[&big]);
-    b.wait_for(
-        "the 60 MB sheet to be refused",
-        "const e = document.querySelector('[data-testid=sheet-status]'); return e && e.textContent.includes('Not imported');",
+    b.wait_for_within(
+        "the page's answer to the 60 MB sheet",
+        "const e = document.querySelector('[data-testid=sheet-status]'); return e && e.textContent.includes('huge-sheet.json');",
+        Duration::from_secs(60),
     );
-    let refused_in = t0.elapsed();
+    let answered_in = t0.elapsed();
     let words = status_text(&b);
-    assert!(
-        words.contains("huge-sheet.json")
-            && words.contains("8 MiB")
-            && words.contains("60 000 000"),
-        "the refusal says what and why: {words}"
-    );
-    println!("60 MB sheet refused in {refused_in:?}: {words}");
+    println!("60 MB sheet answered in {answered_in:?}: {words}");
+    // Each case is checked, then all are reported, so one run measures every case.
+    let mut failures = Vec::new();
+    if !(words.contains("Not imported")
+        && words.contains("16 MiB")
+        && words.contains("60 000 000")
+        && words.contains("Nothing was read"))
+    {
+        failures.push(format!(
+            "the 60 MB refusal does not say what and why: {words}"
+        ));
+    }
 
     // 20 000 phases: a bounded view, quickly.
     let many: Vec<ObservedPhase> = (0..20_000).map(|i| phase(i, 1 << 30)).collect();
-    let many = write(
-        dir.path(),
-        "many-phases.json",
-        sheet_with(many, MeasureRequest::SEED_EXAMPLE).as_bytes(),
+    let many = sheet_with(many, MeasureRequest::SEED_EXAMPLE);
+    assert!(
+        many.len() < 16 << 20,
+        "{} bytes: over the import cap",
+        many.len()
     );
+    let many = write(dir.path(), "many-phases.json", many.as_bytes());
     let t0 = Instant::now();
     b.upload("[data-testid=sheet-import]", &[&many]);
-    b.wait_for(
+    b.wait_for_within(
         "the 20 000-phase sheet to be shown",
-        "const e = document.querySelector('[data-testid=sheet-status]'); return e && e.textContent.includes('many-phases.json') && !!document.querySelector('[data-testid=timeline]');",
+        "const e = document.querySelector('[data-testid=sheet-status]'); return e && e.textContent.includes('many-phases.json') && document.querySelectorAll('[data-testid=run] [data-testid=phase-row]').length > 1;",
+        Duration::from_secs(60),
     );
     let shown_in = t0.elapsed();
     let (rows, note): (u64, String) = serde_json::from_value(b.js(
@@ -299,22 +312,21 @@ fn hostile_sheets_are_refused_or_shown_bounded() {
     ))
     .expect("rows and note");
     println!("20 000-phase sheet shown in {shown_in:?}: {rows} rows, {note:?}");
-    assert!(rows > 0 && rows <= 500, "a bounded view, not {rows} rows");
+    if !(rows > 0 && rows <= 500) {
+        failures.push(format!("not a bounded view: {rows} rows"));
+    }
     let hidden: u64 = note
         .chars()
         .filter(char::is_ascii_digit)
         .collect::<String>()
         .parse()
         .unwrap_or(0);
-    assert_eq!(
-        rows + hidden,
-        20_000,
-        "it says how many it left out: {note}"
-    );
-    assert!(
-        shown_in < Duration::from_secs(3),
-        "20 000 phases took {shown_in:?} to show (15 s before the cap)"
-    );
+    if rows + hidden != 20_000 {
+        failures.push(format!("it does not say how many it left out: {note:?}"));
+    }
+    if shown_in >= Duration::from_secs(3) {
+        failures.push(format!("20 000 phases took {shown_in:?} to show"));
+    }
 
     // u64::MAX counters and dimensions: drawn on the chart, no wrap, no panic.
     let max = MeasureRequest {
@@ -351,18 +363,25 @@ fn hostile_sheets_are_refused_or_shown_bounded() {
     ))
     .expect("viewBox");
     assert!(!points.is_empty(), "the counters are drawn");
-    for (x, y) in &points {
-        assert!(
-            x.is_finite() && y.is_finite() && *x >= 0.0 && *x <= w && *y >= 0.0 && *y <= h,
-            "point ({x}, {y}) is off the {w}×{h} chart: a wrapped counter"
-        );
+    let off: Vec<&(f64, f64)> = points
+        .iter()
+        .filter(|(x, y)| !(*x >= 0.0 && *x <= w && *y >= 0.0 && *y <= h))
+        .collect();
+    println!(
+        "u64::MAX counters: {} points, {} off the {w}×{h} chart",
+        points.len(),
+        off.len()
+    );
+    if !off.is_empty() {
+        failures.push(format!("points off the chart (a wrapped counter): {off:?}"));
     }
     // u64::MAX is the top of its panel, 0 its bottom: the two differ.
     let ys: Vec<f64> = points.iter().map(|p| p.1).collect();
-    assert!(
-        ys.iter().cloned().fold(f64::MIN, f64::max) > ys.iter().cloned().fold(f64::MAX, f64::min),
-        "u64::MAX and 0 are drawn at different heights: {points:?}"
-    );
+    if ys.iter().cloned().fold(f64::MIN, f64::max) <= ys.iter().cloned().fold(f64::MAX, f64::min) {
+        failures.push(format!(
+            "u64::MAX and 0 are drawn at one height: {points:?}"
+        ));
+    }
     let text: String = b
         .js(
             "return document.querySelector('[data-testid=run] h3').textContent;",
@@ -380,7 +399,8 @@ fn hostile_sheets_are_refused_or_shown_bounded() {
     let summary = summary
         .as_str()
         .unwrap_or_else(|| panic!("no sheet summary: {summary}"));
-    if summary.contains("Maximum load tested") {
-        assert!(summary.contains("batch 18446744073709551615"), "{summary}");
+    if summary.contains("Maximum load tested") && !summary.contains("batch 18446744073709551615") {
+        failures.push(format!("the maximum load misstates the run: {summary}"));
     }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

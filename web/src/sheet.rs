@@ -184,10 +184,11 @@ fn assumptions_of(e: &Estimate, prefix: &str, out: &mut Vec<Assumption>) {
     }
 }
 
-/// Largest sheet file imported, like the cap on `config.json`: a sheet holds a few
-/// runs of a few dozen phases with their raw results (tens of KB each), so 8 MiB is
-/// hundreds of runs.
-pub const MAX_SHEET_BYTES: u64 = 8 * 1024 * 1024;
+/// Largest sheet file imported, like the cap on `config.json`: a real sheet holds a
+/// few runs of a few dozen phases with their raw results (tens of KB each); 16 MiB is
+/// hundreds of runs, and still lets a 20 000-phase sheet (about 12 MB) in, whose
+/// drawing is bounded separately (`agent_panel::MAX_PHASES_SHOWN`).
+pub const MAX_SHEET_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The refusal of a file over [`MAX_SHEET_BYTES`], in words.
 fn too_large(name: &str, size: f64) -> String {
@@ -198,7 +199,7 @@ fn too_large(name: &str, size: f64) -> String {
         "?".into()
     };
     format!(
-        "Not imported: {name} is {size} bytes, larger than the {} bytes (8 MiB) a sheet may be. \
+        "Not imported: {name} is {size} bytes, larger than the {} bytes (16 MiB) a sheet may be. \
          Nothing was read.",
         group_digits(MAX_SHEET_BYTES)
     )
