@@ -5,6 +5,8 @@
 //!
 //! Every test is bounded in time and in connections (200 drippers at most).
 
+#![allow(clippy::disallowed_macros)] // the test harness captures test output
+
 mod serve_support;
 
 use std::io::{ErrorKind, Read, Write};
