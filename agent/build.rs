@@ -5,6 +5,7 @@
 //! `include_bytes!`). A missing or empty `dist/` is not an error — the agent then serves
 //! a short page saying the page was not built, and the WebSocket works as usual — because
 //! the agent must build on a fresh clone before anyone has run trunk.
+#![allow(clippy::disallowed_macros)] // build scripts talk to cargo through stdout
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

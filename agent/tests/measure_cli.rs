@@ -5,6 +5,7 @@
 //! Tests of the no-driver path check first whether a driver is present (via
 //! `environment --json`) and print `SKIPPED: …` instead of passing silently on a GPU
 //! machine, where `tests/gpu/run.sh` covers the real path.
+#![allow(clippy::disallowed_macros)] // the test harness captures test output
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -8,6 +8,7 @@
 //! socket and the client's read. Both clocks are the same machine's. The target is a p99
 //! under 5 ms on loopback; the assertion is looser (250 ms) so a loaded two-core CI box
 //! does not flake, and the real figures are printed.
+#![allow(clippy::disallowed_macros)] // the test harness captures test output
 
 mod serve_support;
 

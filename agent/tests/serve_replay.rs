@@ -1,5 +1,6 @@
 //! `serve --replay` with the repository's saved results file, and `serve --dist`: what
 //! the page engineer's browser tests will rely on, checked here at the socket level.
+#![allow(clippy::disallowed_macros)] // the test harness captures test output
 
 mod serve_support;
 
