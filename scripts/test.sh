@@ -30,10 +30,11 @@ step "native tests (unit, CLI, sockets, browser end to end)" cargo test --worksp
 step "core cases under wasm32 in headless Chromium" \
   env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
   cargo test -p gpumem-core --target wasm32-unknown-unknown --test cases
-# Three targets, bounded together to 60 s by default (20 s each).
+# Three targets, bounded together to 60 s by default (20 s each); fuzz/seeds/<target>
+# (valid documents, when present) starts the fuzzer past the JSON syntax.
 for target in headers sheet wire; do
   step "fuzz the $target reader (bounded: ${GPUMEM_FUZZ_SECONDS:-20}s)" \
-    env RUSTC_BOOTSTRAP=1 TARGET="$target" bash -c 'set -o pipefail; cd fuzz && cargo fuzz run "$TARGET" --sanitizer none -- -max_total_time="${GPUMEM_FUZZ_SECONDS:-20}" -rss_limit_mb=2048 2>&1 | tail -n 3'
+    env RUSTC_BOOTSTRAP=1 TARGET="$target" bash -c 'set -o pipefail; cd fuzz && mkdir -p "corpus/$TARGET" && seeds=() && { [ ! -d "seeds/$TARGET" ] || seeds=("corpus/$TARGET" "seeds/$TARGET"); } && cargo fuzz run "$TARGET" "${seeds[@]}" --sanitizer none -- -max_total_time="${GPUMEM_FUZZ_SECONDS:-20}" -rss_limit_mb=2048 2>&1 | tail -n 3'
 done
 # One closing line over every test runner above (cargo's libtest and wasm-bindgen-test).
 passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' "$log" | awk '{s += $4} END {print s + 0}')
