@@ -159,11 +159,12 @@ fn two_hundred_drippers_do_not_lock_out_a_good_client() {
                     };
                     let closed = gone(d.stream.read(&mut buf))
                         || (d.drips && gone(d.stream.write(b"a").map(|n| n.max(1))));
-                    if closed && reconnects < 5_000 {
-                        if let Some(fresh) = open(d.drips) {
-                            *d = fresh;
-                            reconnects += 1;
-                        }
+                    if closed
+                        && reconnects < 5_000
+                        && let Some(fresh) = open(d.drips)
+                    {
+                        *d = fresh;
+                        reconnects += 1;
                     }
                 }
                 std::thread::sleep(Duration::from_millis(100));
