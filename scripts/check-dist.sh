@@ -9,6 +9,8 @@
 #   check-dist.sh          check (exit 1 when stale or missing)
 #   check-dist.sh --stamp  write the hash (called by build-web.sh after a build)
 #   check-dist.sh --print  print the hashed inputs, one per line
+#   check-dist.sh --wasm-paths  only check that no dist/**/*.wasm names a build-machine
+#                          path (/root/, /home/, .cargo/registry); the plain check does too
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -29,7 +31,20 @@ inputs() {
     | sed -e 's/ ([^)]*)//g' | LC_ALL=C sort -u | sed 's/^/dep /'
 }
 inputs_hash() { inputs | sha256sum | cut -d' ' -f1; }
+# The built wasm must not name the build machine's paths (build-web.sh remaps them).
+wasm_paths() {
+  local bad=0 f
+  while IFS= read -r -d '' f; do
+    if grep -a -q -F -e '/root/' -e '.cargo/registry' -e '/home/' "$f"; then
+      echo "check-dist: $f carries build-machine paths:" >&2
+      grep -a -o -E '(/root/|/home/|\.cargo/registry)[[:alnum:]/._-]{0,60}' "$f" | sort -u | head -5 >&2
+      bad=1
+    fi
+  done < <(find dist -name '*.wasm' -print0)
+  return "$bad"
+}
 case "${1:-}" in
+  --wasm-paths) wasm_paths && echo "check-dist: no build-machine paths in dist/**/*.wasm";;
   --stamp) inputs_hash > dist/.inputs-hash; echo "check-dist: stamped $(cat dist/.inputs-hash)";;
   --print) inputs;;
   "")
@@ -41,6 +56,7 @@ case "${1:-}" in
       echo "check-dist: dist/ is stale (built from $have, sources are $want); run scripts/build-web.sh and commit dist/" >&2
       exit 1
     fi
-    echo "check-dist: dist/ matches its sources ($want)";;
+    echo "check-dist: dist/ matches its sources ($want)"
+    wasm_paths;;
   *) echo "usage: $0 [--stamp|--print]" >&2; exit 2;;
 esac

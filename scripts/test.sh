@@ -37,8 +37,12 @@ step "native tests (unit, CLI, sockets, browser end to end)" cargo test --worksp
 step "core cases under wasm32 in headless Chromium" \
   env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
   cargo test -p gpumem-core --target wasm32-unknown-unknown --test cases
-step "fuzz the header parsers (bounded: ${GPUMEM_FUZZ_SECONDS:-30}s)" \
-  env RUSTC_BOOTSTRAP=1 bash -c 'set -o pipefail; cd fuzz && cargo fuzz run headers --sanitizer none -- -max_total_time="${GPUMEM_FUZZ_SECONDS:-30}" -rss_limit_mb=2048 2>&1 | tail -n 3'
+# Three targets, bounded together to 60 s by default (20 s each); fuzz/seeds/<target>
+# (valid documents, when present) starts the fuzzer past the JSON syntax.
+for target in headers sheet wire; do
+  step "fuzz the $target reader (bounded: ${GPUMEM_FUZZ_SECONDS:-20}s)" \
+    env RUSTC_BOOTSTRAP=1 TARGET="$target" bash -c 'set -o pipefail; cd fuzz && mkdir -p "corpus/$TARGET" && seeds=() && { [ ! -d "seeds/$TARGET" ] || seeds=("corpus/$TARGET" "seeds/$TARGET"); } && cargo fuzz run "$TARGET" "${seeds[@]}" --sanitizer none -- -max_total_time="${GPUMEM_FUZZ_SECONDS:-20}" -rss_limit_mb=2048 2>&1 | tail -n 3'
+done
 # GPU-only: the real device path (tests/gpu/README.md). On a machine without a CUDA
 # driver it is counted as skipped, never as passed.
 script_skips=0
@@ -56,9 +60,13 @@ fi
 # and returned, which libtest counts as passed: those are moved to "skipped", as are
 # tests libtest ignored and the script's own skipped steps.
 passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' "$log" | awk '{s += $4} END {print s + 0}')
+# Python's unittest (the run probe): "Ran N tests" then "OK" or "OK (skipped=K)".
+py_ran=$(grep -Eo '^Ran [0-9]+ tests?' "$log" | awk '{s += $2} END {print s + 0}')
+py_skipped=$(grep -Eo '^OK \(skipped=[0-9]+\)' "$log" | grep -Eo '[0-9]+' | awk '{s += $1} END {print s + 0}')
+passed=$((passed + py_ran - py_skipped))
 ignored=$(grep -E 'test result: ok\.' "$log" | grep -Eo '[0-9]+ ignored' | awk '{s += $1} END {print s + 0}')
 skip_lines=$(grep -c '^SKIPPED: ' "$log" || true)
 test_skips=$((skip_lines - script_skips))
 printf '\nall checks passed\n'
 grep '^SKIPPED: ' "$log" || true
-printf 'tests: %s passed, 0 failed, %s skipped\n' "$((passed - test_skips))" "$((test_skips + ignored + script_skips))"
+printf 'tests: %s passed, 0 failed, %s skipped\n' "$((passed - test_skips))" "$((test_skips + ignored + script_skips + py_skipped))"

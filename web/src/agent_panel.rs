@@ -230,10 +230,27 @@ pub fn AgentPanel() -> impl IntoView {
             {move || received.with(|r| r.environment.clone()).map(|e| view! { <EnvironmentView e/> })}
             {move || matches!(link.get(), Link::Paired { .. }).then(|| view! { <MeasureForm/> })}
             <div class="runs">
-                {move || (0..runs_len.get()).rev().map(|i| view! { <RunView index=i/> }).collect_view()}
+                {move || (0..runs_len.get()).rev().take(MAX_RUNS_SHOWN).map(|i| view! { <RunView index=i/> }).collect_view()}
+                {move || more_note(runs_len.get(), MAX_RUNS_SHOWN, "older run(s) not shown here; the sheet keeps them all")}
             </div>
         </section>
     }
+}
+
+/// Runs drawn at once, newest first. A sheet (or an agent) can carry any number; the
+/// page draws a bounded view so a hostile file cannot freeze it (issue 11: 20 000
+/// phases took 15 s), and says how many it left out.
+pub const MAX_RUNS_SHOWN: usize = 20;
+
+/// Phases drawn per run, in the table and the timeline (a real run has a few dozen).
+pub const MAX_PHASES_SHOWN: usize = 200;
+
+/// "n more …" when `total` exceeds what is shown.
+fn more_note(total: usize, shown: usize, what: &'static str) -> Option<impl IntoView> {
+    let hidden = total.saturating_sub(shown);
+    (hidden > 0).then(|| {
+        view! { <p class="note more" data-testid="more-note">{group_digits(hidden as u64)} " " {what} "."</p> }
+    })
 }
 
 /// What the agent reported about its GPU and software; unknown facts with their reason.
@@ -409,6 +426,13 @@ fn RunView(index: usize) -> impl IntoView {
             RunState::Imported => ("imported from a sheet", "imported"),
         };
         let overhead = observed_overhead(&observed.phases);
+        let total = observed.phases.len();
+        let shown: Vec<ObservedPhase> = observed
+            .phases
+            .iter()
+            .take(MAX_PHASES_SHOWN)
+            .cloned()
+            .collect();
         let set_reserve = form.sig("reserve-bytes");
         Some(view! {
             <article class="run" data-testid="run" data-run=index.to_string() data-state=state_cls
@@ -454,8 +478,9 @@ fn RunView(index: usize) -> impl IntoView {
                             on:click=move |_| unit.set(u)>{u.name()}</button>
                     }).collect_view()}
                 </div>
-                <PhasesTable phases=observed.phases.clone() request=q unit replay/>
-                <Timeline phases=observed.phases request=q/>
+                <PhasesTable phases=shown.clone() request=q unit replay/>
+                <Timeline phases=shown request=q/>
+                {more_note(total, MAX_PHASES_SHOWN, "more phase(s) not drawn; the sheet keeps them all")}
             </article>
         })
     }
@@ -463,7 +488,7 @@ fn RunView(index: usize) -> impl IntoView {
 
 fn phase_label(p: &ObservedPhase) -> String {
     match p.repeat {
-        Some(r) => format!("{} #{}", p.phase, r + 1),
+        Some(r) => format!("{} #{}", p.phase, u64::from(r) + 1),
         None => p.phase.to_string(),
     }
 }
@@ -570,9 +595,10 @@ fn series(points: &[(u64, Option<u64>)], max: u64, top: u64) -> Vec<String> {
     for (x, v) in points {
         match v {
             Some(v) => {
-                let y = top + PANEL_H
-                    - u64::try_from(u128::from(*v) * u128::from(PANEL_H) / u128::from(max.max(1)))
-                        .unwrap_or(0);
+                // In u128 and clamped to the panel: counters up to u64::MAX stay on it.
+                let h = (u128::from(*v) * u128::from(PANEL_H) / u128::from(max.max(1)))
+                    .min(u128::from(PANEL_H));
+                let y = top + PANEL_H - u64::try_from(h).unwrap_or(PANEL_H);
                 if !current.is_empty() {
                     current.push(' ');
                 }
@@ -597,9 +623,22 @@ fn Timeline(phases: Vec<ObservedPhase>, request: MeasureRequest) -> impl IntoVie
         return None;
     }
     let predicted = predictions(&request).unwrap_or_default();
-    let n = phases.len() as u64;
-    let step = CHART_W / (3 * n);
-    let x = |i: usize, k: u64| step / 2 + (i as u64 * 3 + k) * step;
+    // The caller passes at most MAX_PHASES_SHOWN phases; the arithmetic is saturating
+    // anyway. Slot j of 3n is centred at (2j + 1) · W / 6n, so the chart spans the
+    // whole width at any n (a whole-number step was 0 beyond 333 phases).
+    let n = u64::try_from(phases.len()).unwrap_or(u64::MAX);
+    let slots6 = n.saturating_mul(6).max(1);
+    let x = |i: usize, k: u64| {
+        let j = u64::try_from(i)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(3)
+            .saturating_add(k);
+        j.saturating_mul(2)
+            .saturating_add(1)
+            .saturating_mul(CHART_W)
+            / slots6
+    };
+    let sep_at = |i: usize| u64::try_from(i).unwrap_or(u64::MAX).saturating_mul(CHART_W) / n.max(1);
     let mut alloc = Vec::new();
     let mut reserved = Vec::new();
     let mut computed = Vec::new();
@@ -636,9 +675,7 @@ fn Timeline(phases: Vec<ObservedPhase>, request: MeasureRequest) -> impl IntoVie
         sets.iter()
             .flat_map(|s| s.iter().filter_map(|(_, v)| *v))
             .max()
-            .unwrap_or(1)
-            * 21
-            / 20
+            .map_or(1, |m| m.saturating_add(m / 20))
     };
     let pool_max = max_of(&[&alloc, &reserved, &computed]);
     let dev_max = max_of(&[&used, &process]);
@@ -658,9 +695,9 @@ fn Timeline(phases: Vec<ObservedPhase>, request: MeasureRequest) -> impl IntoVie
                 (PhaseName::Inputs, _) => "inputs".into(),
                 (PhaseName::ColdForward, _) => "cold".into(),
                 (PhaseName::Warmup, _) => "warmup".into(),
-                (PhaseName::WarmForward, r) => format!("warm{}", r.map_or(0, |r| r + 1)),
+                (PhaseName::WarmForward, r) => format!("warm{}", r.map_or(0, |r| u64::from(r) + 1)),
             };
-            let sep = (i as u64 * 3) * step;
+            let sep = sep_at(i);
             view! {
                 <line x1=sep.to_string() x2=sep.to_string() y1="0" y2=(2 * PANEL_H + 40).to_string() class="sep"/>
                 <text x=x(i, 1).to_string() y=(2 * PANEL_H + 58).to_string() class="lbl">{short}</text>

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use gpumem_core::catalogue::{CATALOGUE, GpuCard};
 use gpumem_core::estimate::{Estimate, Kind as LineKind};
 use gpumem_core::params::parse_count;
+use gpumem_core::units::group_digits;
 use gpumem_proto::sheet::{
     AssumedValue, Assumption, Computed as SheetComputed, ComputedEstimate, Decision, Identity,
     MaximumLoad, ObservationsProvenance, Observed, ObservedRun, Provenance, SHEET_SCHEMA, Sheet,
@@ -183,11 +184,36 @@ fn assumptions_of(e: &Estimate, prefix: &str, out: &mut Vec<Assumption>) {
     }
 }
 
+/// Largest sheet file imported, like the cap on `config.json`: a real sheet holds a
+/// few runs of a few dozen phases with their raw results (tens of KB each); 16 MiB is
+/// hundreds of runs, and still lets a 20 000-phase sheet (about 12 MB) in, whose
+/// drawing is bounded separately (`agent_panel::MAX_PHASES_SHOWN`).
+pub const MAX_SHEET_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The refusal of a file over [`MAX_SHEET_BYTES`], in words.
+fn too_large(name: &str, size: f64) -> String {
+    // A browser's File.size is an integer number of bytes (below 2^53).
+    let size = if size.is_finite() && size >= 0.0 {
+        group_digits(size as u64)
+    } else {
+        "?".into()
+    };
+    format!(
+        "Not imported: {name} is {size} bytes, larger than the {} bytes (16 MiB) a sheet may be. \
+         Nothing was read.",
+        group_digits(MAX_SHEET_BYTES)
+    )
+}
+
 /// The largest load the agent ran, and whether it passed (seed §11).
 fn maximum_load(runs: &[ObservedRun]) -> Option<MaximumLoad> {
     let (index, run) = runs.iter().enumerate().max_by_key(|(_, r)| {
         let q = r.request;
-        u128::from(q.batch) * u128::from(q.context) * u128::from(q.width) * u128::from(q.layers)
+        // Saturating: four u64 dimensions of a hostile sheet overflow even u128.
+        u128::from(q.batch)
+            .saturating_mul(u128::from(q.context))
+            .saturating_mul(u128::from(q.width))
+            .saturating_mul(u128::from(q.layers))
     })?;
     let q = run.request;
     let failed = run
@@ -466,6 +492,11 @@ pub fn SheetPanel() -> impl IntoView {
                 return;
             };
             input.set_value("");
+            // Refused before a byte is read: a huge file would freeze the page while
+            // it is parsed (a 60 MB file was), and no real sheet comes near the cap.
+            if file.size() > MAX_SHEET_BYTES as f64 {
+                return status.set(Some(Err(too_large(&file.name(), file.size()))));
+            }
             let form = form.clone();
             leptos::task::spawn_local(async move {
                 let name = file.name();

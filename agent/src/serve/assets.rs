@@ -13,6 +13,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 
 use super::content_type::content_type;
+use super::csp;
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/dist_assets.rs"));
@@ -41,6 +42,9 @@ struct Asset {
 pub struct Assets {
     files: Vec<Asset>,
     origin: String,
+    /// The Content-Security-Policy of the built page (its `index.html` meta tag), sent
+    /// as a header with each of its files; the strict one when there is no page.
+    policy: String,
 }
 
 impl Assets {
@@ -73,7 +77,22 @@ impl Assets {
 
     fn sorted(mut files: Vec<Asset>, origin: String) -> Assets {
         files.sort_by(|a, b| a.path.cmp(&b.path));
-        Assets { files, origin }
+        let mut assets = Assets {
+            files,
+            origin,
+            policy: String::new(),
+        };
+        assets.policy = assets
+            .find("/index.html")
+            .and_then(|page| std::str::from_utf8(&page.bytes).ok())
+            .and_then(csp::policy_from_html)
+            .unwrap_or_else(|| csp::STRICT.to_owned());
+        assets
+    }
+
+    /// The Content-Security-Policy sent with the page's files.
+    pub fn policy(&self) -> &str {
+        &self.policy
     }
 
     /// Whether the page itself (`/index.html`) is present.

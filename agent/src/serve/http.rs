@@ -136,25 +136,33 @@ pub fn read_head(stream: &mut TcpStream) -> Result<RequestHead, HeadError> {
 }
 
 /// Security headers sent with every answer: no framing (clickjacking), no MIME
-/// sniffing, no referrer.
+/// sniffing, no referrer. The Content-Security-Policy is per answer (see [`respond`]).
 const COMMON_HEADERS: &str = "X-Content-Type-Options: nosniff\r\n\
      X-Frame-Options: DENY\r\n\
-     Content-Security-Policy: frame-ancestors 'none'\r\n\
      Referrer-Policy: no-referrer\r\n\
      Connection: close\r\n";
 
-/// Writes a complete answer and flushes it. `body` is omitted for HEAD requests by the
-/// caller passing `send_body = false`.
+/// Writes a complete answer under `policy` (a Content-Security-Policy, sent as a header
+/// with `frame-ancestors 'none'` appended) and flushes it. `body` is omitted for HEAD
+/// requests by the caller passing `send_body = false`.
 pub fn respond(
     stream: &mut TcpStream,
     status: u16,
     content_type: &str,
     body: &[u8],
     send_body: bool,
+    policy: &str,
 ) -> io::Result<()> {
+    let policy = policy.trim_end_matches([';', ' ']);
+    let frame_ancestors = if policy.contains("frame-ancestors") {
+        ""
+    } else {
+        "; frame-ancestors 'none'"
+    };
     let head = format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {len}\r\n\
-         Cache-Control: no-cache\r\n{COMMON_HEADERS}\r\n",
+         Cache-Control: no-cache\r\nContent-Security-Policy: {policy}{frame_ancestors}\r\n\
+         {COMMON_HEADERS}\r\n",
         reason = reason_phrase(status),
         len = body.len(),
     );
@@ -177,6 +185,7 @@ pub fn respond_text(stream: &mut TcpStream, status: u16, reason: &str) -> io::Re
         "text/plain; charset=utf-8",
         body.as_bytes(),
         true,
+        super::csp::STRICT,
     )
 }
 

@@ -2,7 +2,9 @@
 //! (R-PAIR).
 //!
 //! One port on 127.0.0.1 answers both plain HTTP GETs for the page's files and the
-//! WebSocket at `/ws`. Every connection gets its own thread, bounded in number; each
+//! WebSocket at `/ws`. Every connection gets its own thread, bounded in number, and
+//! the connection waiting longest for its head gives way to a newcomer when all are
+//! taken ([`pending`]), so dripping connections cannot lock a page out; each
 //! request head is read in full under size and time bounds ([`http`]) and passes the
 //! security checks ([`security`]) before it is routed. A paired page then talks the
 //! versioned protocol of `gpumem_proto::wire` ([`session`]); a measurement it asks for
@@ -15,7 +17,9 @@
 
 mod assets;
 mod content_type;
+mod csp;
 mod http;
+mod pending;
 mod replay;
 mod runner;
 mod security;
@@ -36,13 +40,9 @@ use crate::exit::Exit;
 
 use self::assets::Assets;
 use self::http::{HeadError, RequestHead};
+use self::pending::{MAX_PENDING, Pending, Ticket};
 use self::replay::Replay;
 use self::security::{OriginPolicy, Token};
-
-/// Connections still sending their request head (or being answered a file) at once;
-/// beyond it new connections get 503 at once, so half-open sockets cannot pile up
-/// threads.
-const MAX_PENDING: usize = 64;
 
 /// Paired WebSocket sessions at once (each holds two threads).
 const MAX_SESSIONS: usize = 64;
@@ -97,7 +97,7 @@ pub(crate) struct State {
     /// The live run in progress, if any: one GPU measurement at a time per agent.
     pub live_run: Mutex<Option<u64>>,
     pub next_run_id: AtomicU64,
-    pub pending: Arc<AtomicUsize>,
+    pub pending: Arc<Pending>,
     pub sessions: Arc<AtomicUsize>,
     pub environment: EnvironmentCell,
 }
@@ -237,7 +237,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         limits: MeasureLimits::DEFAULT,
         live_run: Mutex::new(None),
         next_run_id: AtomicU64::new(1),
-        pending: Arc::new(AtomicUsize::new(0)),
+        pending: Pending::new(MAX_PENDING),
         sessions: Arc::new(AtomicUsize::new(0)),
         environment,
     });
@@ -337,11 +337,13 @@ fn open_browser(url: &str) {
     }
 }
 
-/// Starts a thread for one connection, or refuses it at once if too many are pending.
+/// Starts a thread for one connection (evicting the oldest head still being read when
+/// every slot is taken, see [`pending`]), or refuses it at once if every slot is busy
+/// answering.
 fn accept(state: &Arc<State>, mut stream: TcpStream) {
     // Answers to stuck peers must not block the accept loop or a connection thread.
     let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
-    let Some(slot) = Slot::take(&state.pending, MAX_PENDING) else {
+    let Some(slot) = state.pending.admit(&stream) else {
         let _ = stream.set_nonblocking(true);
         let _ = http::respond_text(
             &mut stream,
@@ -358,12 +360,14 @@ fn accept(state: &Arc<State>, mut stream: TcpStream) {
 }
 
 /// Reads the request head, checks it and routes it to a file or to the WebSocket.
-fn handle_connection(state: &Arc<State>, mut stream: TcpStream, pending: Slot) {
+fn handle_connection(state: &Arc<State>, mut stream: TcpStream, pending: Ticket) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
     let head = match http::read_head(&mut stream) {
+        // Evicted while its head was complete but not yet marked: the socket is closed.
+        Ok(_) if !pending.head_read() => return,
         Ok(head) => head,
         Err(HeadError::Closed) | Err(HeadError::Failed) => return,
         Err(HeadError::Timeout) => {
@@ -380,11 +384,13 @@ fn handle_connection(state: &Arc<State>, mut stream: TcpStream, pending: Slot) {
         }
     };
     if let Err(refusal) = check_common(state, &head) {
+        // Everything but the peer address comes from the client: escaped, so control
+        // characters and bidirectional overrides cannot reach the terminal.
         crate::out::errln!(
             "gpumem-agent serve: refused {peer} {} {}: {}",
-            head.method,
-            head.path,
-            refusal.0
+            escape_for_log(&head.method),
+            escape_for_log(&head.path),
+            escape_for_log(&refusal.0)
         );
         let _ = http::respond_text(&mut stream, 403, &refusal.0);
         return;
@@ -397,7 +403,7 @@ fn handle_connection(state: &Arc<State>, mut stream: TcpStream, pending: Slot) {
         {
             crate::out::errln!(
                 "gpumem-agent serve: refused WebSocket from {peer}: {}",
-                refusal.0
+                escape_for_log(&refusal.0)
             );
             let _ = http::respond_text(&mut stream, 403, &refusal.0);
             return;
@@ -412,6 +418,21 @@ fn handle_connection(state: &Arc<State>, mut stream: TcpStream, pending: Slot) {
         return;
     }
     serve_file(state, &mut stream, &head);
+}
+
+/// `text` with everything but printable ASCII escaped (`\\`, `\u{..}`): a log line
+/// that names what a client sent must not carry terminal escapes, control characters
+/// or bidirectional overrides (U+202E would make the line read backwards).
+fn escape_for_log(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            ' '..='~' => out.push(c),
+            _ => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+        }
+    }
+    out
 }
 
 /// Checks shared by every request: method, duplicated headers, Host and (when present)
@@ -435,10 +456,32 @@ fn serve_file(state: &State, stream: &mut TcpStream, head: &RequestHead) {
     };
     match state.assets.get(&head.path) {
         Some((content_type, body)) => {
-            let _ = http::respond(stream, 200, content_type, body, send_body);
+            let _ = http::respond(
+                stream,
+                200,
+                content_type,
+                body,
+                send_body,
+                state.assets.policy(),
+            );
         }
         None => {
             let _ = http::respond_text(stream, 404, "no such file in the page");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape_for_log;
+
+    #[test]
+    fn log_escaping_keeps_printable_ascii_and_escapes_the_rest() {
+        assert_eq!(escape_for_log("/a b?c=1"), "/a b?c=1");
+        assert_eq!(
+            escape_for_log("/\u{1b}[31mred\u{7}\u{202e}gpj.exe\\"),
+            "/\\u{1b}[31mred\\u{7}\\u{202e}gpj.exe\\\\"
+        );
+        assert_eq!(escape_for_log("é\n"), "\\u{e9}\\u{a}");
     }
 }

@@ -38,6 +38,17 @@ impl Agent {
     /// Starts `gpumem-agent serve --port 0 --no-open` with `extra` arguments and waits for
     /// the pairing URL.
     pub fn start(extra: &[&str]) -> Agent {
+        Agent::start_with(extra, false)
+    }
+
+    /// Like [`Agent::start`], but both of the agent's output pipes are closed as soon as
+    /// the pairing URL is read (`gpumem-agent serve 2>&1 | head`, or a service manager
+    /// that closed the log): every later line it prints meets a closed pipe.
+    pub fn start_with_closed_output(extra: &[&str]) -> Agent {
+        Agent::start_with(extra, true)
+    }
+
+    fn start_with(extra: &[&str], close_output: bool) -> Agent {
         let mut child = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
             .args(["serve", "--port", "0", "--no-open"])
             .args(extra)
@@ -50,21 +61,33 @@ impl Agent {
         let stderr = child.stderr.take().expect("stderr piped");
         let (url_tx, url_rx) = mpsc::channel();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Some(Ok(line)) = lines.next() {
                 if let Some(at) = line
                     .find("http://127.0.0.1:")
                     .filter(|_| line.contains("/#token="))
                 {
-                    let _ = url_tx.send(line[at..].trim().to_owned());
+                    let url = line[at..].trim().to_owned();
+                    if close_output {
+                        // Close the pipe's read end before the test goes on.
+                        drop(lines);
+                        let _ = url_tx.send(url);
+                        return;
+                    }
+                    let _ = url_tx.send(url);
                 }
             }
         });
         let (err_tx, err_rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = err_tx.send(line);
-            }
-        });
+        if close_output {
+            drop(stderr);
+        } else {
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let _ = err_tx.send(line);
+                }
+            });
+        }
         let url = match url_rx.recv_timeout(Duration::from_secs(30)) {
             Ok(url) => url,
             Err(_) => {
