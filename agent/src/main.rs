@@ -9,6 +9,7 @@ mod environment;
 mod estimate;
 mod exit;
 mod gpu;
+mod manual;
 mod measure;
 mod out;
 mod serve;
@@ -17,9 +18,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `--version`: the workspace version and the commit built from (agent/build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("GPUMEM_GIT_COMMIT"),
+    ")"
+);
+
 /// Will this workload fit in GPU memory, and why did the measured peak exceed the estimate?
 #[derive(Debug, Parser)]
-#[command(name = "gpumem-agent", version, about, propagate_version = true)]
+#[command(name = "gpumem-agent", version = VERSION, about, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -37,6 +46,10 @@ enum Command {
     Bisect(bisect::Args),
     /// Serve the page and pair it with this agent over a local WebSocket.
     Serve(serve::Args),
+    /// Print shell completions (bash, zsh, fish) generated from these definitions.
+    Completions(manual::CompletionsArgs),
+    /// Print the man page (roff), or write one page per command with --dir.
+    Man(manual::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +60,8 @@ fn main() -> ExitCode {
         Command::Measure(args) => measure::run(args),
         Command::Bisect(args) => bisect::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Completions(args) => manual::completions(args),
+        Command::Man(args) => manual::man(args),
     };
     match outcome {
         Ok(exit) => exit.into(),
