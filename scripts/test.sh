@@ -27,6 +27,10 @@ fi
 # The end-to-end tests drive the real agent binary (which embeds dist/).
 step "build the agent" cargo build -p gpumem-agent --quiet
 step "native tests (unit, CLI, sockets, browser end to end)" cargo test --workspace --quiet
+# The wheel a user pip-installs: built by maturin (release, manylinux2014 via zig; cold
+# about 4 min on two cores, about 15 s when target/ is warm), installed into a fresh
+# venv, and run from there (estimate, serve, import gpumem_probe, completions, man).
+step "wheel: build, install in a fresh venv, run" ./scripts/test-wheel.sh
 step "core cases under wasm32 in headless Chromium" \
   env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
   cargo test -p gpumem-core --target wasm32-unknown-unknown --test cases
