@@ -28,8 +28,9 @@ fi
 step "build the agent" cargo build -p gpumem-agent --quiet
 step "native tests (unit, CLI, sockets, browser end to end)" cargo test --workspace --quiet
 # The wheel a user pip-installs: built by maturin (release, manylinux2014 via zig; cold
-# about 4 min on two cores, about 15 s when target/ is warm), installed into a fresh
-# venv, and run from there (estimate, serve, import gpumem_probe, completions, man).
+# about 1.5 min of CPU — 5.6 min wall on a 2-core machine shared five ways — and about
+# 15 s when target/ is warm), installed into a fresh venv and run from there
+# (estimate, serve, import gpumem_probe, completions, man).
 step "wheel: build, install in a fresh venv, run" ./scripts/test-wheel.sh
 step "core cases under wasm32 in headless Chromium" \
   env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
