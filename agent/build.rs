@@ -5,10 +5,13 @@
 //! `include_bytes!`). A missing or empty `dist/` is not an error — the agent then serves
 //! a short page saying the page was not built, and the WebSocket works as usual — because
 //! the agent must build on a fresh clone before anyone has run trunk.
+//!
+//! It also sets `GPUMEM_GIT_COMMIT` (shown by `--version`): see [`git_commit`].
 #![allow(clippy::disallowed_macros)] // build scripts talk to cargo through stdout
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::{env, fs};
 
 // Shared with the agent's `--dist` loader so both agree on every content type.
@@ -22,6 +25,7 @@ fn main() {
     // Cargo rescans a directory given here for any change inside it.
     println!("cargo:rerun-if-changed=../dist");
     println!("cargo:rerun-if-changed=build.rs");
+    git_commit(&manifest_dir);
 
     let mut files = Vec::new();
     if dist.is_dir() {
@@ -81,6 +85,49 @@ fn collect(root: &Path, dir: &Path, files: &mut Vec<(String, PathBuf)>) {
             let url = format!("/{}", relative.replace(std::path::MAIN_SEPARATOR, "/"));
             let absolute = fs::canonicalize(&path).unwrap_or(path);
             files.push((url, absolute));
+        }
+    }
+}
+
+/// Sets `GPUMEM_GIT_COMMIT` to `git rev-parse --short HEAD` of this checkout, or to
+/// "unknown" where that cannot be had: no git, or no repository around the sources (a
+/// wheel built from an sdist, `cargo install` from a tarball). Never a build failure,
+/// and never the commit of an unrelated repository that happens to contain the sources.
+fn git_commit(manifest_dir: &Path) {
+    let git = |args: &[&str]| -> Option<String> {
+        let output = Command::new("git")
+            .args(args)
+            .current_dir(manifest_dir)
+            .output()
+            .ok()?;
+        let text = String::from_utf8(output.stdout).ok()?;
+        let text = text.trim();
+        (output.status.success() && !text.is_empty()).then(|| text.to_owned())
+    };
+    let workspace = fs::canonicalize(manifest_dir.join("..")).ok();
+    let ours = git(&["rev-parse", "--show-toplevel"])
+        .and_then(|top| fs::canonicalize(top).ok())
+        .is_some_and(|top| Some(top) == workspace);
+    let commit = ours
+        .then(|| git(&["rev-parse", "--short", "HEAD"]))
+        .flatten()
+        .filter(|c| c.chars().all(|ch| ch.is_ascii_hexdigit()))
+        .unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rustc-env=GPUMEM_GIT_COMMIT={commit}");
+    if !ours {
+        return;
+    }
+    // Rebuild when HEAD moves: HEAD itself (a checkout), the branch it names (a commit)
+    // and packed-refs (where a branch lives after `git gc`). Only existing files are
+    // named: cargo reruns a build script on every build for a missing one.
+    let mut watched = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
+    watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    for name in watched {
+        if let Some(path) = git(&["rev-parse", "--git-path", &name]) {
+            let path = manifest_dir.join(path);
+            if path.is_file() {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
         }
     }
 }

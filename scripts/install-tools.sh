@@ -10,6 +10,9 @@ source "$here/env.sh"
 TRUNK_VERSION=0.21.14
 BINARYEN_VERSION=132
 CARGO_FUZZ_VERSION=0.13.2
+# The wheel (scripts/test-wheel.sh): maturin, and zig for the manylinux2014 link.
+MATURIN_VERSION=1.16.0
+ZIGLANG_VERSION=0.17.0
 # wasm-bindgen-cli must match the wasm-bindgen in Cargo.lock exactly.
 WASM_BINDGEN_VERSION="$(grep -A1 '^name = "wasm-bindgen"$' "$here/../Cargo.lock" | sed -n 's/^version = "\(.*\)"/\1/p')"
 
@@ -41,6 +44,19 @@ if [ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]
   log "installing cargo-fuzz $CARGO_FUZZ_VERSION"
   cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --root "$GPUMEM_TOOLS" --quiet
 fi
+
+# maturin and ziglang from PyPI into their own virtual environment; only maturin goes
+# on PATH (the venv's python must not shadow the system's), and test-wheel.sh points
+# maturin's zig lookup at this venv's python (CARGO_ZIGBUILD_PYTHON_PATH).
+py="$GPUMEM_TOOLS/python"
+if [ "$("$py/bin/maturin" --version 2>/dev/null)" != "maturin $MATURIN_VERSION" ] \
+    || [ "$("$py/bin/python" -m ziglang version 2>/dev/null)" != "$ZIGLANG_VERSION" ]; then
+  log "installing maturin $MATURIN_VERSION and ziglang $ZIGLANG_VERSION from PyPI"
+  python3 -m venv "$py"
+  "$py/bin/pip" install --quiet --disable-pip-version-check \
+    "maturin==$MATURIN_VERSION" "ziglang==$ZIGLANG_VERSION"
+fi
+ln -sf "$py/bin/maturin" "$GPUMEM_TOOLS/bin/maturin"
 
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
   log "installing Debian chromium + chromium-driver"

@@ -34,6 +34,11 @@ step "build the agent" cargo build -p gpumem-agent --quiet
 step "run probe against PyTorch on CPU" "$GPUMEM_TOOLS/torch-venv/bin/python" -m unittest discover -s agent/python/tests
 export GPUMEM_REQUIRE_TORCH=1
 step "native tests (unit, CLI, sockets, browser end to end)" cargo test --workspace --quiet
+# The wheel a user pip-installs: built by maturin (release, manylinux2014 via zig; cold
+# about 1.5 min of CPU — 5.6 min wall on a 2-core machine shared five ways — and about
+# 15 s when target/ is warm), installed into a fresh venv and run from there
+# (estimate, serve, import gpumem_probe, completions, man).
+step "wheel: build, install in a fresh venv, run" ./scripts/test-wheel.sh
 step "core cases under wasm32 in headless Chromium" \
   env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
   cargo test -p gpumem-core --target wasm32-unknown-unknown --test cases

@@ -9,6 +9,7 @@ mod environment;
 mod estimate;
 mod exit;
 mod gpu;
+mod manual;
 mod measure;
 mod out;
 mod run;
@@ -18,9 +19,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `--version`: the workspace version and the commit built from (agent/build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("GPUMEM_GIT_COMMIT"),
+    ")"
+);
+
 /// Will this workload fit in GPU memory, and why did the measured peak exceed the estimate?
 #[derive(Debug, Parser)]
-#[command(name = "gpumem-agent", version, about, propagate_version = true)]
+#[command(name = "gpumem-agent", version = VERSION, about, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -40,6 +49,10 @@ enum Command {
     Serve(serve::Args),
     /// Run your own command and measure it phase by phase against the estimate.
     Run(run::Args),
+    /// Print shell completions (bash, zsh, fish) generated from these definitions.
+    Completions(manual::CompletionsArgs),
+    /// Print the man page (roff), or write one page per command with --dir.
+    Man(manual::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +64,8 @@ fn main() -> ExitCode {
         Command::Bisect(args) => bisect::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Run(args) => run::run(args),
+        Command::Completions(args) => manual::completions(args),
+        Command::Man(args) => manual::man(args),
     };
     match outcome {
         Ok(exit) => exit.into(),
