@@ -9,6 +9,7 @@ mod environment;
 mod estimate;
 mod exit;
 mod gpu;
+mod hub;
 mod measure;
 mod out;
 mod run;
