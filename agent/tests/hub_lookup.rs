@@ -268,7 +268,10 @@ fn a_gated_repo_needs_the_token_which_never_reaches_the_cdn() {
 fn unknown_repos_files_and_revisions_are_not_found() {
     let (repo, _, _) = single_repo();
     let hub = StandIn::start(
-        BTreeMap::from([("tiny/single".to_string(), repo)]),
+        BTreeMap::from([
+            ("tiny/single".to_string(), repo),
+            ("tiny/weightless".to_string(), Repo::default()),
+        ]),
         Duration::ZERO,
         &[],
     );
@@ -286,6 +289,14 @@ fn unknown_repos_files_and_revisions_are_not_found() {
             "{args:?}: {err}"
         );
     }
+    // A repository without config.json or safetensors: the message names --model-file.
+    let out = agent(&hub, home.path(), None, &["--model", "tiny/weightless"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("not found") && err.contains("--model-file"),
+        "{err}"
+    );
     let out = agent(&hub, home.path(), None, &["--model", "../etc/passwd"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(hub.log().iter().all(|l| !l.path.contains("etc")));

@@ -66,7 +66,9 @@ pub fn lookup(repo: &str, revision: &str, file: Option<&str>) -> Result<Found> {
     let known = cache.commit_of(revision);
     let cached = known
         .as_deref()
-        .and_then(|k| cache.manifest(k, variant).map(|m| (k.to_string(), m)));
+        .and_then(|k| cache.manifest(k, variant).map(|m| (k.to_string(), m)))
+        // A cache entry is data like any other: its file names are checked again.
+        .filter(|(_, m)| m.files.iter().all(|f| check_file(f).is_ok()));
     let (key, manifest) = match cached {
         Some(hit) => hit,
         None => {
@@ -80,7 +82,16 @@ pub fn lookup(repo: &str, revision: &str, file: Option<&str>) -> Result<Found> {
     };
 
     // Step 2: every file's header, concurrently (cached ones without a request).
-    let summaries = read_headers(&client, &cache, repo, &key, &manifest.files, &label)?;
+    let summaries = read_headers(&client, &cache, repo, &key, &manifest.files, &label)
+        .map_err(|e| {
+            if e.is::<NotFound>() && file.is_none() && manifest.files == [SINGLE] {
+                anyhow!(
+                    "{e}: the repository has neither {INDEX} nor {SINGLE}; for a GGUF repository name the file with --model-file"
+                )
+            } else {
+                e
+            }
+        })?;
     let mut tensors: Option<TensorSummary> = None;
     for s in summaries {
         match &mut tensors {
@@ -129,6 +140,9 @@ fn fetch_manifest(
     let config = match config {
         Ok(f) => Some(f),
         Err(e) if file.is_some() && e.is::<NotFound>() => None,
+        Err(e) if e.is::<NotFound>() && !e.to_string().contains("no such repository") => {
+            bail!("{e}; if this is a GGUF repository, name its file with --model-file")
+        }
         Err(e) => return Err(e),
     };
     let mut commit = config.as_ref().and_then(|c| c.commit.clone());
