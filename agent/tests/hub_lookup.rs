@@ -303,12 +303,15 @@ fn unknown_repos_files_and_revisions_are_not_found() {
 }
 
 #[test]
-fn a_429_is_retried_after_the_time_asked() {
+fn a_429_and_a_503_are_retried() {
     let (repo, bytes, _) = single_repo();
     let hub = StandIn::start(
         BTreeMap::from([("tiny/single".to_string(), repo)]),
         Duration::ZERO,
-        &["tiny/single/model.safetensors"],
+        &[
+            "tiny/single/model.safetensors",
+            "503 tiny/single/config.json",
+        ],
     );
     let home = tempfile::tempdir().expect("temp dir");
     let t = Instant::now();
@@ -321,6 +324,7 @@ fn a_429_is_retried_after_the_time_asked() {
     assert_eq!(v["weights_bytes"], bytes);
     let log = hub.log();
     assert_eq!(log.iter().filter(|l| l.status == 429).count(), 1, "{log:?}");
+    assert_eq!(log.iter().filter(|l| l.status == 503).count(), 1, "{log:?}");
     // Retry-After: 1 was honoured.
     assert!(t.elapsed() >= Duration::from_secs(1));
 }

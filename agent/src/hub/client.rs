@@ -224,6 +224,10 @@ impl Client {
                         final_url: current,
                     }));
                 }
+                // From the CDN, a refusal is of its signed address (expired), not of the user.
+                401 | 403 if !same_origin(&current, &self.endpoint) => {
+                    bail!("{what}: the download host refused the signed address (HTTP {status})")
+                }
                 401 | 403 => {
                     if header("x-error-code").as_deref() == Some("RepositoryNotFound") {
                         bail!(

@@ -73,7 +73,8 @@ pub struct StandIn {
 pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
 impl StandIn {
-    /// Starts both servers. `fail_once`: `org/name/file` answered 429 once.
+    /// Starts both servers. `fail_once`: `org/name/file` answered 429 (with
+    /// `Retry-After: 1`) once, or 503 once when written `503 org/name/file`.
     pub fn start(repos: BTreeMap<String, Repo>, delay: Duration, fail_once: &[&str]) -> StandIn {
         let hub = TcpListener::bind("127.0.0.1:0").expect("bind hub");
         let cdn = TcpListener::bind("127.0.0.1:0").expect("bind cdn");
@@ -162,6 +163,7 @@ fn handle(state: &State, server: &'static str, mut conn: TcpStream) {
         404 => "Not Found",
         416 => "Range Not Satisfiable",
         429 => "Too Many Requests",
+        503 => "Service Unavailable",
         _ => "Error",
     };
     let mut head = format!(
@@ -204,13 +206,14 @@ fn hub(state: &State, target: &str, auth: Option<&str>) -> Answer {
         );
     }
     let commit = ("X-Repo-Commit", state.commit.clone());
-    if state
-        .fail_once
-        .lock()
-        .expect("fail_once")
-        .remove(&format!("{repo_id}/{file}"))
     {
-        return (429, vec![("Retry-After", "1".into())], vec![]);
+        let mut fail = state.fail_once.lock().expect("fail_once");
+        if fail.remove(&format!("{repo_id}/{file}")) {
+            return (429, vec![("Retry-After", "1".into())], vec![]);
+        }
+        if fail.remove(&format!("503 {repo_id}/{file}")) {
+            return (503, vec![], vec![]);
+        }
     }
     match repo.files.get(*file) {
         None => (
