@@ -390,3 +390,29 @@ fn a_gguf_file_is_read_by_name_without_a_config() {
     // The read policy's first GGUF read, not the file.
     assert!(largest_byte_asked(&hub) <= gpumem_core::import::read_policy::GGUF_FIRST_READ);
 }
+
+#[test]
+fn an_unreachable_hub_is_named_quickly() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let home = tempfile::tempdir().expect("temp dir");
+    let t = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+        .args(["estimate", "--model", "org/name"])
+        .env("HF_ENDPOINT", format!("http://127.0.0.1:{port}"))
+        .env("HOME", home.path())
+        .env("XDG_CACHE_HOME", home.path())
+        .env_remove("HF_TOKEN")
+        .output()
+        .expect("the agent binary runs");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("could not reach") && err.contains("HF_ENDPOINT"),
+        "{err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}

@@ -27,6 +27,8 @@ pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 pub const TEXT_LIMIT: u64 = 64 << 20;
 /// Attempts per request when the Hub answers 429 or 5xx, or the connection fails.
 const ATTEMPTS: u32 = 5;
+/// Attempts when the connection itself fails (no network, a name that does not resolve).
+const UNREACHABLE_ATTEMPTS: u32 = 2;
 /// First pause before a retry; doubled each time, capped by [`BACKOFF_CAP`].
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
 /// Longest pause between two attempts, `Retry-After` included (a Hub asking for
@@ -121,9 +123,26 @@ impl Client {
             attempt = attempt.saturating_add(1);
             let pause = match self.once(url, range.clone(), what)? {
                 Attempt::Done(f) => return Ok(f),
-                Attempt::Retry { pause, reason } => {
-                    if attempt >= ATTEMPTS {
-                        bail!("{what}: {reason}, still after {ATTEMPTS} attempts");
+                Attempt::Retry {
+                    pause,
+                    reason,
+                    unreachable,
+                } => {
+                    // An unreachable host (offline, DNS) is given fewer chances than
+                    // a Hub that answers "later".
+                    let limit = if unreachable {
+                        UNREACHABLE_ATTEMPTS
+                    } else {
+                        ATTEMPTS
+                    };
+                    if attempt >= limit {
+                        if unreachable {
+                            bail!(
+                                "{what}: could not reach {} ({reason}) after {limit} attempts: check the network, or set HF_ENDPOINT to a mirror",
+                                self.endpoint
+                            );
+                        }
+                        bail!("{what}: {reason}, still after {limit} attempts");
                     }
                     pause.unwrap_or_else(|| {
                         BACKOFF_BASE.saturating_mul(1u32 << (attempt.saturating_sub(1)).min(8))
@@ -160,6 +179,7 @@ impl Client {
                     return Ok(Attempt::Retry {
                         pause: None,
                         reason: format!("{e}"),
+                        unreachable: true,
                     });
                 }
                 Err(e) => return Err(anyhow!(e).context(format!("{what}: request failed"))),
@@ -261,6 +281,7 @@ impl Client {
                     return Ok(Attempt::Retry {
                         pause,
                         reason: format!("HTTP {status}"),
+                        unreachable: false,
                     });
                 }
                 other => bail!("{what}: unexpected HTTP {other}"),
@@ -287,6 +308,7 @@ enum Attempt {
     Retry {
         pause: Option<Duration>,
         reason: String,
+        unreachable: bool,
     },
 }
 
