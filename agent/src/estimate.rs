@@ -36,6 +36,11 @@ pub struct Args {
     safetensors: Vec<PathBuf>,
     /// A GGUF file.
     gguf: Option<PathBuf>,
+    /// A model on the Hugging Face Hub (`--model ORG/NAME`), its revision and an
+    /// optional weight file (a `.gguf`) to read instead of the safetensors checkpoint.
+    model: Option<String>,
+    revision: Option<String>,
+    model_file: Option<String>,
 }
 
 impl clap::Args for Args {
@@ -51,7 +56,10 @@ impl clap::Args for Args {
                     .value_parser(clap::value_parser!(PathBuf))
                     .help("Count every tensor of a .safetensors file from its header (repeat for shards)"),
             )
-            .arg(Arg::new("gguf").long("gguf").value_name("PATH").value_parser(clap::value_parser!(PathBuf)).help("Count every tensor of a GGUF file from its header"));
+            .arg(Arg::new("gguf").long("gguf").value_name("PATH").value_parser(clap::value_parser!(PathBuf)).help("Count every tensor of a GGUF file from its header"))
+            .arg(Arg::new("model").long("model").value_name("ORG/NAME").help("Look the model up on the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN): config.json and every weight file's header, by ranged reads"))
+            .arg(Arg::new("revision").long("revision").value_name("REV").requires("model").help("Branch, tag or commit of --model (default: main)"))
+            .arg(Arg::new("model-file").long("model-file").value_name("FILE").requires("model").help("Read this weight file of --model (e.g. a .gguf) instead of model.safetensors[.index.json]"));
         for key in KEYS {
             cmd = cmd.arg(
                 Arg::new(*key)
@@ -88,6 +96,9 @@ impl FromArgMatches for Args {
                 .map(|v| v.cloned().collect())
                 .unwrap_or_default(),
             gguf: m.get_one::<PathBuf>("gguf").cloned(),
+            model: m.get_one::<String>("model").cloned(),
+            revision: m.get_one::<String>("revision").cloned(),
+            model_file: m.get_one::<String>("model-file").cloned(),
         })
     }
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
@@ -110,6 +121,28 @@ struct JsonOutput<'a> {
 pub fn run(args: Args) -> Result<Exit> {
     // Step 1: gather every input (files are read, headers only), then validate once.
     let mut pairs: Vec<(String, String)> = Vec::new();
+    // --model: the Hub gives the config text and the tensors; both then take the
+    // same path as --config and --safetensors/--gguf.
+    let mut hub_tensors: Option<TensorSummary> = None;
+    if let Some(model) = &args.model {
+        if !args.safetensors.is_empty() || args.gguf.is_some() {
+            anyhow::bail!("give either --model or --safetensors/--gguf, not both");
+        }
+        let revision = args.revision.as_deref().unwrap_or("main");
+        let found = crate::hub::lookup(model, revision, args.model_file.as_deref())?;
+        crate::out::errln!(
+            "gpumem-agent: {model}@{}: {} weight file(s), {} HTTP request(s)",
+            found.key,
+            found.files.len(),
+            found.requests
+        );
+        if let (Some(text), None) = (&found.config, &args.config) {
+            let imported = hf_config::parse_config(text)
+                .with_context(|| format!("reading {model}'s config.json"))?;
+            pairs.extend(config_pairs(&imported));
+        }
+        hub_tensors = Some(found.tensors);
+    }
     if let Some(path) = &args.config {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -126,7 +159,7 @@ pub fn run(args: Args) -> Result<Exit> {
         }
         return Ok(Exit::Unavailable);
     }
-    let mut summary: Option<TensorSummary> = None;
+    let mut summary: Option<TensorSummary> = hub_tensors;
     for path in &args.safetensors {
         let s = read_safetensors(path)?;
         match &mut summary {

@@ -9,6 +9,7 @@ mod environment;
 mod estimate;
 mod exit;
 mod gpu;
+mod hub;
 mod manual;
 mod measure;
 mod out;

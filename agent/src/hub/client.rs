@@ -1,0 +1,457 @@
+//! HTTP for the Hub lookup: the Hub's URL and token conventions, redirects followed by
+//! hand (so the token never leaves the Hub's own origin), bounded retries of 429 and
+//! 5xx, and reads that are always bounded (a text file by [`TEXT_LIMIT`], a ranged read
+//! by the range asked for).
+//!
+//! Conventions followed (those of `huggingface_hub`, the Hub's own client library —
+//! github.com/huggingface/huggingface_hub `src/huggingface_hub/constants.py` and
+//! `file_download.py`): `HF_ENDPOINT` (default `https://huggingface.co`), files at
+//! `{endpoint}/{repo}/resolve/{revision}/{file}` with the revision percent-encoded,
+//! the token from `HF_TOKEN`, else the file `HF_TOKEN_PATH`, else `$HF_HOME/token`
+//! (default `~/.cache/huggingface/token`), sent as `Authorization: Bearer`, and the
+//! commit a revision resolved to in the `X-Repo-Commit` response header. The Hub
+//! names its refusals in `X-Error-Code` (`GatedRepo`, `RepositoryNotFound`,
+//! `RevisionNotFound`, `EntryNotFound`); they are used when present.
+
+use std::io::Read;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+
+/// The Hub used when `HF_ENDPOINT` is not set.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+/// Largest `config.json` or `model.safetensors.index.json` read. The index of the
+/// largest checkpoints (hundreds of shards, tens of thousands of tensors) is a few MB.
+pub const TEXT_LIMIT: u64 = 64 << 20;
+/// Attempts per request when the Hub answers 429 or 5xx, or the connection fails.
+const ATTEMPTS: u32 = 5;
+/// Attempts when the connection itself fails (no network, a name that does not resolve).
+const UNREACHABLE_ATTEMPTS: u32 = 2;
+/// First pause before a retry; doubled each time, capped by [`BACKOFF_CAP`].
+const BACKOFF_BASE: Duration = Duration::from_millis(500);
+/// Longest pause between two attempts, `Retry-After` included (a Hub asking for
+/// minutes is better answered by an error the user can act on).
+const BACKOFF_CAP: Duration = Duration::from_secs(20);
+/// Redirects followed for one request (resolve → CDN is one; renamed repos add one).
+const MAX_REDIRECTS: u32 = 5;
+
+/// A response that ended well.
+#[derive(Debug)]
+pub struct Fetched {
+    /// The body (bounded by what was asked for).
+    pub body: Vec<u8>,
+    /// The file's full size, from `Content-Range` (or `Content-Length` of a 200).
+    pub total: Option<u64>,
+    /// `X-Repo-Commit` seen on the way (the Hub's resolve answer carries it).
+    pub commit: Option<String>,
+    /// The URL that finally answered (the CDN's, after a redirect).
+    pub final_url: String,
+}
+
+/// One Hub: endpoint, token and a shared connection pool; counts its requests.
+pub struct Client {
+    agent: ureq::Agent,
+    endpoint: String,
+    token: Option<String>,
+    requests: AtomicU64,
+}
+
+impl Client {
+    /// The Hub named by the environment (`HF_ENDPOINT`, `HF_TOKEN`, the token file).
+    pub fn from_env() -> Self {
+        let endpoint = std::env::var("HF_ENDPOINT")
+            .ok()
+            .map(|e| e.trim().trim_end_matches('/').to_string())
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
+        Client::new(endpoint, token_from_env())
+    }
+
+    /// A client for `endpoint` (no trailing slash) with an optional token.
+    pub fn new(endpoint: String, token: Option<String>) -> Self {
+        let config = ureq::Agent::config_builder()
+            // Redirects by hand: the token must go only to the endpoint's origin.
+            .max_redirects(0)
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_secs(15)))
+            .timeout_recv_response(Some(Duration::from_secs(60)))
+            // A 100 MB safetensors header at a slow 1 MB/s still ends in time.
+            .timeout_global(Some(Duration::from_secs(300)))
+            .user_agent(concat!("gpumem-agent/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Client {
+            agent: config.new_agent(),
+            endpoint,
+            token,
+            requests: AtomicU64::new(0),
+        }
+    }
+
+    /// HTTP requests sent so far (each redirect hop and retry counts).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// `{endpoint}/{repo}/resolve/{revision}/{file}`; `repo` and `file` are validated
+    /// by the caller to need no escaping, the revision is percent-encoded (`refs/pr/1`).
+    pub fn resolve_url(&self, repo: &str, revision: &str, file: &str) -> String {
+        format!(
+            "{}/{repo}/resolve/{}/{file}",
+            self.endpoint,
+            percent_encode(revision)
+        )
+    }
+
+    /// A whole small file (config.json, the shard index), at most [`TEXT_LIMIT`] bytes.
+    pub fn get_text(&self, url: &str, what: &str) -> Result<Fetched> {
+        self.get(url, None, what)
+    }
+
+    /// Bytes `range` of a file (at most its length are read, whatever the server sends).
+    pub fn get_range(&self, url: &str, range: Range<u64>, what: &str) -> Result<Fetched> {
+        if range.is_empty() {
+            bail!("{what}: empty read asked for");
+        }
+        self.get(url, Some(range), what)
+    }
+
+    fn get(&self, url: &str, range: Option<Range<u64>>, what: &str) -> Result<Fetched> {
+        let mut attempt: u32 = 0;
+        loop {
+            attempt = attempt.saturating_add(1);
+            let pause = match self.once(url, range.clone(), what)? {
+                Attempt::Done(f) => return Ok(f),
+                Attempt::Retry {
+                    pause,
+                    reason,
+                    unreachable,
+                } => {
+                    // An unreachable host (offline, DNS) is given fewer chances than
+                    // a Hub that answers "later".
+                    let limit = if unreachable {
+                        UNREACHABLE_ATTEMPTS
+                    } else {
+                        ATTEMPTS
+                    };
+                    if attempt >= limit {
+                        if unreachable {
+                            bail!(
+                                "{what}: could not reach {} ({reason}) after {limit} attempts: check the network, or set HF_ENDPOINT to a mirror",
+                                self.endpoint
+                            );
+                        }
+                        bail!("{what}: {reason}, still after {limit} attempts");
+                    }
+                    pause.unwrap_or_else(|| {
+                        BACKOFF_BASE.saturating_mul(1u32 << (attempt.saturating_sub(1)).min(8))
+                    })
+                }
+            };
+            std::thread::sleep(pause.min(BACKOFF_CAP));
+        }
+    }
+
+    /// One request with its redirects.
+    fn once(&self, url: &str, range: Option<Range<u64>>, what: &str) -> Result<Attempt> {
+        let mut current = url.to_string();
+        let mut commit: Option<String> = None;
+        for _ in 0..=MAX_REDIRECTS {
+            let mut req = self.agent.get(&current);
+            if let Some(r) = &range {
+                // HTTP ranges are inclusive; `r` is not empty (checked above).
+                req = req.header("Range", format!("bytes={}-{}", r.start, r.end - 1));
+            }
+            if let Some(t) = &self.token
+                && same_origin(&current, &self.endpoint)
+            {
+                req = req.header("Authorization", format!("Bearer {t}"));
+            }
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            let mut resp = match req.call() {
+                Ok(r) => r,
+                Err(
+                    e @ (ureq::Error::Io(_)
+                    | ureq::Error::Timeout(_)
+                    | ureq::Error::ConnectionFailed),
+                ) => {
+                    return Ok(Attempt::Retry {
+                        pause: None,
+                        reason: format!("{e}"),
+                        unreachable: true,
+                    });
+                }
+                Err(e) => return Err(anyhow!(e).context(format!("{what}: request failed"))),
+            };
+            let header = |name: &str| {
+                resp.headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            if commit.is_none() {
+                commit = header("x-repo-commit").filter(|c| is_commit(c));
+            }
+            let status = resp.status().as_u16();
+            match status {
+                301 | 302 | 303 | 307 | 308 => {
+                    let location = header("location")
+                        .ok_or_else(|| anyhow!("{what}: redirect ({status}) without a Location"))?;
+                    current = join_location(&current, &location)
+                        .with_context(|| format!("{what}: redirect to {location:?}"))?;
+                }
+                200 | 206 => {
+                    let limit = match &range {
+                        Some(r) => r.end - r.start,
+                        None => TEXT_LIMIT,
+                    };
+                    let total = match (&range, status) {
+                        (Some(r), 206) => {
+                            let cr = header("content-range")
+                                .ok_or_else(|| anyhow!("{what}: 206 without Content-Range"))?;
+                            let (start, total) = parse_content_range(&cr)
+                                .ok_or_else(|| anyhow!("{what}: bad Content-Range {cr:?}"))?;
+                            if start != r.start {
+                                bail!("{what}: asked for bytes from {}, got from {start}", r.start);
+                            }
+                            Some(total)
+                        }
+                        // A server that ignores Range sends the file from its start:
+                        // fine for a first read, which is all that is kept.
+                        (Some(r), _) if r.start != 0 => {
+                            bail!("{what}: the server ignored the Range header")
+                        }
+                        _ => header("content-length").and_then(|l| l.parse().ok()),
+                    };
+                    let mut body = Vec::new();
+                    resp.body_mut()
+                        .as_reader()
+                        .take(limit.saturating_add(1))
+                        .read_to_end(&mut body)
+                        .with_context(|| format!("{what}: reading the response"))?;
+                    if body.len() as u64 > limit {
+                        if range.is_some() {
+                            body.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+                        } else {
+                            bail!("{what}: larger than the {} MiB limit", TEXT_LIMIT >> 20);
+                        }
+                    }
+                    return Ok(Attempt::Done(Fetched {
+                        body,
+                        total,
+                        commit,
+                        final_url: current,
+                    }));
+                }
+                // From the CDN, a refusal is of its signed address (expired), not of the user.
+                401 | 403 if !same_origin(&current, &self.endpoint) => {
+                    bail!("{what}: the download host refused the signed address (HTTP {status})")
+                }
+                401 | 403 => {
+                    if header("x-error-code").as_deref() == Some("RepositoryNotFound") {
+                        bail!(
+                            "{what}: not found (no such repository, or a private one: check the id, or set HF_TOKEN)"
+                        );
+                    }
+                    let repo = what.split('@').next().unwrap_or(what);
+                    let hint = if self.token.is_some() {
+                        "a token was sent, but it has no access to this repository"
+                    } else {
+                        "no token was found"
+                    };
+                    bail!(
+                        "{what}: access refused (HTTP {status}): the model is gated or private ({hint}): accept the licence on the model page ({}/{repo}) and set HF_TOKEN (or run `huggingface-cli login`)",
+                        self.endpoint
+                    );
+                }
+                404 => {
+                    let reason = match header("x-error-code").as_deref() {
+                        Some("RepositoryNotFound") => "no such repository",
+                        Some("RevisionNotFound") => "no such revision",
+                        Some("EntryNotFound") => "no such file in this revision",
+                        _ => "HTTP 404",
+                    };
+                    return Err(NotFound(format!("{what}: not found ({reason})")).into());
+                }
+                429 | 500..=599 => {
+                    let pause = header("retry-after")
+                        .and_then(|s| s.trim().parse::<u64>().ok())
+                        .map(Duration::from_secs);
+                    return Ok(Attempt::Retry {
+                        pause,
+                        reason: format!("HTTP {status}"),
+                        unreachable: false,
+                    });
+                }
+                other => bail!("{what}: unexpected HTTP {other}"),
+            }
+        }
+        bail!("{what}: more than {MAX_REDIRECTS} redirects")
+    }
+}
+
+/// A 404: the caller may treat it as "absent" (the shard index of a single-file model).
+#[derive(Debug)]
+pub struct NotFound(pub String);
+
+impl std::fmt::Display for NotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotFound {}
+
+enum Attempt {
+    Done(Fetched),
+    Retry {
+        pause: Option<Duration>,
+        reason: String,
+        unreachable: bool,
+    },
+}
+
+/// The token `huggingface_hub` would use: `HF_TOKEN`, else the token file.
+fn token_from_env() -> Option<String> {
+    let clean = |s: String| Some(s.trim().to_string()).filter(|t| !t.is_empty());
+    if let Some(t) = std::env::var("HF_TOKEN").ok().and_then(clean) {
+        return Some(t);
+    }
+    let path = match std::env::var_os("HF_TOKEN_PATH") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => {
+            let home = match std::env::var_os("HF_HOME") {
+                Some(h) => std::path::PathBuf::from(h),
+                None => {
+                    std::path::PathBuf::from(std::env::var_os("HOME")?).join(".cache/huggingface")
+                }
+            };
+            home.join("token")
+        }
+    };
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
+    clean(text)
+}
+
+/// `scheme://host:port` of a URL, lower-cased, the port made explicit.
+fn origin(url: &str) -> Option<(String, String, u16)> {
+    let uri: ureq::http::Uri = url.parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let host = uri.host()?.to_ascii_lowercase();
+    let port = uri
+        .port_u16()
+        .unwrap_or(if scheme == "https" { 443 } else { 80 });
+    Some((scheme, host, port))
+}
+
+/// Whether two URLs share scheme, host and port (where a token may go).
+fn same_origin(a: &str, b: &str) -> bool {
+    match (origin(a), origin(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// A `Location` made absolute against the URL that sent it (absolute or root-relative;
+/// the Hub sends one or the other).
+fn join_location(current: &str, location: &str) -> Result<String> {
+    if location.starts_with("https://") || location.starts_with("http://") {
+        return Ok(location.to_string());
+    }
+    if location.starts_with('/') && !location.starts_with("//") {
+        let (scheme, host, port) = origin(current).ok_or_else(|| anyhow!("bad URL {current}"))?;
+        return Ok(format!("{scheme}://{host}:{port}{location}"));
+    }
+    bail!("unsupported redirect target")
+}
+
+/// `bytes START-END/TOTAL` → (START, TOTAL).
+fn parse_content_range(v: &str) -> Option<(u64, u64)> {
+    let rest = v.trim().strip_prefix("bytes ")?;
+    let (span, total) = rest.split_once('/')?;
+    let (start, end) = span.split_once('-')?;
+    let (start, end, total): (u64, u64, u64) = (
+        start.trim().parse().ok()?,
+        end.trim().parse().ok()?,
+        total.trim().parse().ok()?,
+    );
+    (start <= end && end < total).then_some((start, total))
+}
+
+/// A 40-hex commit id.
+pub fn is_commit(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Percent-encodes everything but unreserved characters (as `quote(rev, safe="")`).
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_compare_scheme_host_and_port() {
+        assert!(same_origin(
+            "https://huggingface.co/a",
+            "https://huggingface.co"
+        ));
+        assert!(same_origin(
+            "https://HuggingFace.co:443/x",
+            "https://huggingface.co"
+        ));
+        assert!(!same_origin(
+            "https://cdn-lfs.hf.co/x",
+            "https://huggingface.co"
+        ));
+        assert!(!same_origin("http://127.0.0.1:1/x", "http://127.0.0.1:2"));
+        assert!(!same_origin(
+            "http://huggingface.co/x",
+            "https://huggingface.co"
+        ));
+    }
+
+    #[test]
+    fn content_range_is_checked() {
+        assert_eq!(parse_content_range("bytes 0-7/100"), Some((0, 100)));
+        assert_eq!(parse_content_range("bytes 8-99/100"), Some((8, 100)));
+        assert_eq!(parse_content_range("bytes 0-7/*"), None);
+        assert_eq!(parse_content_range("bytes 9-7/100"), None);
+        assert_eq!(parse_content_range("bytes 0-100/100"), None);
+    }
+
+    #[test]
+    fn locations_are_joined() {
+        assert_eq!(
+            join_location("https://h.co/a/b", "/api/x").unwrap(),
+            "https://h.co:443/api/x"
+        );
+        assert_eq!(
+            join_location("https://h.co/a", "http://c:9/z").unwrap(),
+            "http://c:9/z"
+        );
+        assert!(join_location("https://h.co/a", "//evil/x").is_err());
+    }
+
+    #[test]
+    fn revisions_are_percent_encoded() {
+        assert_eq!(percent_encode("refs/pr/1"), "refs%2Fpr%2F1");
+        assert_eq!(percent_encode("main"), "main");
+    }
+}
