@@ -112,12 +112,14 @@ struct JsonOutput<'a> {
 pub fn run(args: Args) -> Result<Exit> {
     // Step 1: gather every input (files are read, headers only), then validate once.
     let mut pairs: Vec<(String, String)> = Vec::new();
+    let mut imported: Option<hf_config::ImportedConfig> = None;
     if let Some(path) = &args.config {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let imported = hf_config::parse_config(&text)
+        let c = hf_config::parse_config(&text)
             .with_context(|| format!("reading {}", path.display()))?;
-        pairs.extend(config_pairs(&imported));
+        pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
+        imported = Some(c);
     }
     pairs.extend(args.pairs.iter().cloned());
     let (mut input, errors) =
@@ -144,13 +146,20 @@ pub fn run(args: Args) -> Result<Exit> {
     }
     input.tensors = summary;
     // Step 2: compute.
-    let est = match estimate(&input) {
+    let mut est = match estimate(&input) {
         Ok(e) => e,
         Err(e) => {
             crate::out::errln!("gpumem-agent: invalid input: {}", flagify(&e));
             return Ok(Exit::Unavailable);
         }
     };
+    // What the config reader assumed and could not model belongs with the figures.
+    if let Some(c) = &imported {
+        est.assumptions
+            .extend(c.notes.iter().map(|n| format!("config.json: {n}")));
+        est.warnings
+            .extend(c.warnings.iter().map(|w| format!("config.json: {w}")));
+    }
     let fit = fit_table(&est);
     if args.json {
         let out = JsonOutput {
@@ -182,24 +191,6 @@ fn flagify(e: &EstimateError) -> String {
         EstimateError::Invalid { field, .. } if KEYS.contains(field) => format!("--{e}"),
         _ => e.to_string(),
     }
-}
-
-/// The pairs a config.json stands for (explicit flags given later override them).
-fn config_pairs(c: &hf_config::ImportedConfig) -> Vec<(String, String)> {
-    let input = gpumem_core::estimate::EstimateInput {
-        arch: Some(c.arch),
-        sliding_window: c.sliding_window,
-        sliding_layers: c.sliding_layers,
-        ..Default::default()
-    };
-    let mut out: Vec<(String, String)> = params::to_pairs(&input)
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    if let Some(f) = &c.format {
-        out.push(("format".into(), f.clone()));
-    }
-    out
 }
 
 fn read_prefix(path: &Path, len: u64) -> Result<Vec<u8>> {

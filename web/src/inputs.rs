@@ -2,8 +2,7 @@
 //! its error (if any) shown beside it. Presets and file import write into the
 //! same keys, so whatever they set is visible, editable and in the URL.
 
-use gpumem_core::estimate::EstimateInput;
-use gpumem_core::params::{from_pairs, to_pairs};
+use gpumem_core::params::from_pairs;
 use gpumem_core::presets::PRESETS;
 use gpumem_core::units::group_digits;
 use leptos::prelude::*;
@@ -188,6 +187,10 @@ fn Cell(key: String, aria: String, placeholder: Signal<String>) -> impl IntoView
 
 const FORMATS: &[&str] = &[
     "bf16",
+    "mxfp4",
+    "nvfp4",
+    "fp8-channel",
+    "w4a16-g128",
     "fp16",
     "fp32",
     "fp8",
@@ -290,6 +293,26 @@ pub fn InputsPanel() -> impl IntoView {
                             <Field key="shared-experts" label="Shared experts" placeholder="0"/>
                             <Field key="shared-intermediate" label="Shared intermediate"/>
                             <Field key="dense-layers" label="Leading dense layers" placeholder="0"/>
+                            <Field key="moe-every" label="MoE every n-th layer" placeholder="1"/>
+                            <Field key="router-bias" label="Router bias" kind=Kind::Bool(false)/>
+                        </div>
+                    </details>
+                    <details class="sub">
+                        <summary>"Attention variants and extra tensors"</summary>
+                        <div class="grid3">
+                            <Field key="layer-norms" label="Norms per layer" placeholder="2"/>
+                            <Field key="learned-positions" label="Learned positions" placeholder="none"/>
+                            <Field key="max-position" label="Trained positions" placeholder="unknown"/>
+                            <Field key="kv-lora-rank" label="MLA KV latent rank" placeholder="no MLA"/>
+                            <Field key="q-lora-rank" label="MLA query rank" placeholder="0"/>
+                            <Field key="qk-nope-dim" label="MLA q/k no-RoPE dim"/>
+                            <Field key="qk-rope-dim" label="MLA RoPE dim"/>
+                            <Field key="v-head-dim" label="MLA value dim"/>
+                            <Field key="mtp-layers" label="MTP layers" placeholder="0"/>
+                        </div>
+                        <div class="flags">
+                            <Field key="qk-norm-whole" label="q/k norm over the projection" kind=Kind::Bool(false)/>
+                            <Field key="attn-sinks" label="Attention sinks" kind=Kind::Bool(false)/>
                         </div>
                     </details>
                 </Show>
@@ -301,6 +324,8 @@ pub fn InputsPanel() -> impl IntoView {
                 <div class="grid3">
                     <Field key="format" label="Storage (linear layers)" kind=Kind::Text("formats")
                         placeholder="bf16" hint="gptq-4-g128, awq-4-g128, nf4-dq, q4_k, fp8-block …"/>
+                    <Field key="attention-format" label="Attention projections" kind=Kind::Text("formats")
+                        placeholder="= storage" hint="bf16 when the quantiser left attention out"/>
                     <Field key="keep-format" label="Kept modules" kind=Kind::Text("keep-formats")
                         placeholder="bf16" hint="Embeddings, lm_head, norms, biases"/>
                     <Field key="compute-dtype" label="Compute dtype" kind=Kind::Text("dtypes")
@@ -507,20 +532,12 @@ fn ImportZone() -> impl IntoView {
                 busy.set(false);
                 status.set(Some(match outcome {
                     Ok(Outcome::Config(name, c)) => {
-                        let input = EstimateInput {
-                            arch: Some(c.arch),
-                            ..EstimateInput::default()
-                        };
-                        let mut pairs: Vec<(&str, String)> = to_pairs(&input);
-                        if let Some(w) = c.sliding_window {
-                            pairs.push(("sliding-window", w.to_string()));
-                        }
-                        if let Some(l) = c.sliding_layers {
-                            pairs.push(("sliding-layers", l.to_string()));
-                        }
+                        let pairs = c.pairs();
                         form.set_shape(&pairs);
-                        if let Some(f) = &c.format {
-                            form.sig("format").set(f.clone());
+                        for key in ["format", "attention-format", "max-position"] {
+                            if let Some((_, v)) = pairs.iter().find(|(k, _)| *k == key) {
+                                form.sig(key).set(v.clone());
+                            }
                         }
                         let mut text = format!(
                             "Read {name} ({}): the shape is now in the fields above and in the link.",
@@ -528,6 +545,9 @@ fn ImportZone() -> impl IntoView {
                         );
                         for n in &c.notes {
                             text.push_str(&format!(" Note: {n}."));
+                        }
+                        for w in &c.warnings {
+                            text.push_str(&format!(" Warning: {w}."));
                         }
                         Ok(text)
                     }

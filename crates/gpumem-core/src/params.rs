@@ -5,9 +5,10 @@
 //! describe the same estimate. Parsing collects one error per bad field so the page
 //! can show each message beside its field, and loses nothing the user typed.
 
-use crate::arch::{Architecture, Moe};
+use crate::arch::{Architecture, MAX_DIM, Moe};
 use crate::error::EstimateError;
-use crate::estimate::{EstimateInput, Logits, TrainMode};
+use crate::arch::Mla;
+use crate::estimate::{EstimateInput, KvDims, Logits, TrainMode};
 use crate::format::{Dtype, StorageFormat};
 use crate::kv::KvDtype;
 use crate::training::{AttentionImpl, Optimizer};
@@ -18,6 +19,7 @@ pub const KEYS: &[&str] = &[
     "bits",
     "format",
     "keep-format",
+    "attention-format",
     "compute-dtype",
     "layers",
     "hidden",
@@ -33,12 +35,25 @@ pub const KEYS: &[&str] = &[
     "mlp-bias",
     "qk-norm",
     "layernorm-bias",
+    "layer-norms",
+    "qk-norm-whole",
+    "learned-positions",
+    "attn-sinks",
+    "max-position",
+    "q-lora-rank",
+    "kv-lora-rank",
+    "qk-nope-dim",
+    "qk-rope-dim",
+    "v-head-dim",
+    "mtp-layers",
     "experts",
     "active-experts",
     "expert-intermediate",
     "shared-experts",
     "shared-intermediate",
     "dense-layers",
+    "moe-every",
+    "router-bias",
     "sequences",
     "context",
     "generate",
@@ -90,7 +105,12 @@ pub fn parse_count(field: &'static str, text: &str) -> Result<u64, EstimateError
     let not_number = || EstimateError::invalid(field, format!("{text:?} is not a whole number"));
     let too_big = || EstimateError::invalid(field, format!("{text:?} is absurdly large"));
     let exp: u32 = match exp {
-        Some(e) => e.parse().map_err(|_| not_number())?,
+        Some(e) if !e.is_empty() && e.chars().all(|c| c.is_ascii_digit()) => {
+            // u64 holds 20 digits: an exponent beyond 64 is absurd whatever the
+            // mantissa, and bounding it keeps the scaling loops below short.
+            e.parse::<u32>().ok().filter(|x| *x <= 64).ok_or_else(too_big)?
+        }
+        Some(_) => return Err(not_number()),
         None => 0,
     };
     let (int, frac) = mantissa.split_once('.').unwrap_or((&mantissa, ""));
@@ -178,7 +198,9 @@ where
         }
     }
     match build_arch(&arch_fields, &arch_flags) {
-        Ok(a) => input.arch = a,
+        Ok(Shape::Full(a)) => input.arch = Some(a),
+        Ok(Shape::Kv(k)) => input.kv_only = Some(k),
+        Ok(Shape::None) => {}
         Err(e) => errors.push(e),
     }
     (input, errors)
@@ -202,6 +224,8 @@ fn apply(
         }
         "format" => input.format = Some(StorageFormat::parse(k, v)?),
         "keep-format" => input.keep_format = StorageFormat::parse(k, v)?,
+        "attention-format" => input.attention_format = Some(StorageFormat::parse(k, v)?),
+        "max-position" => input.max_position = Some(count()?),
         "compute-dtype" => input.compute_dtype = Dtype::parse(k, v)?,
         "layers"
         | "hidden"
@@ -215,11 +239,20 @@ fn apply(
         | "expert-intermediate"
         | "shared-experts"
         | "shared-intermediate"
-        | "dense-layers" => {
+        | "dense-layers"
+        | "moe-every"
+        | "layer-norms"
+        | "learned-positions"
+        | "q-lora-rank"
+        | "kv-lora-rank"
+        | "qk-nope-dim"
+        | "qk-rope-dim"
+        | "v-head-dim"
+        | "mtp-layers" => {
             arch_fields.push((k, count()?));
         }
         "gated-mlp" | "tied-embeddings" | "qkv-bias" | "o-bias" | "mlp-bias" | "qk-norm"
-        | "layernorm-bias" => {
+        | "layernorm-bias" | "qk-norm-whole" | "attn-sinks" | "router-bias" => {
             arch_flags.push((k, parse_bool(k, v)?));
         }
         "sequences" => input.sequences = count()?,
@@ -277,12 +310,22 @@ fn apply(
     Ok(())
 }
 
+/// What the shape keys describe.
+enum Shape {
+    /// No shape key at all.
+    None,
+    /// Only the KV cache's dimensions (seed §4).
+    Kv(KvDims),
+    /// A whole architecture.
+    Full(Architecture),
+}
+
 fn build_arch(
     fields: &[(&'static str, u64)],
     flags: &[(&'static str, bool)],
-) -> Result<Option<Architecture>, EstimateError> {
+) -> Result<Shape, EstimateError> {
     if fields.is_empty() && flags.is_empty() {
-        return Ok(None);
+        return Ok(Shape::None);
     }
     let get = |k: &str| fields.iter().rev().find(|(f, _)| *f == k).map(|(_, v)| *v);
     let flag = |k: &str, d: bool| {
@@ -295,6 +338,31 @@ fn build_arch(
     let need = |k: &'static str| {
         get(k).ok_or_else(|| EstimateError::invalid(k, "needed by the architecture mode"))
     };
+    // Seed §4: layers, KV heads and head dim are all the KV line needs. Without any
+    // of the weight-only sizes, the shape is the cache's alone.
+    let weight_keys = ["hidden", "intermediate", "vocab"];
+    if weight_keys.iter().all(|k| get(k).is_none())
+        && let (Some(layers), Some(head_dim)) = (get("layers"), get("head-dim"))
+        && let Some(kv_heads) = get("kv-heads").or(get("heads"))
+    {
+        for (f, v) in [
+            ("layers", layers),
+            ("kv-heads", kv_heads),
+            ("head-dim", head_dim),
+        ] {
+            if v == 0 {
+                return Err(EstimateError::invalid(f, "must be at least 1"));
+            }
+            if v > MAX_DIM {
+                return Err(EstimateError::invalid(f, "absurdly large"));
+            }
+        }
+        return Ok(Shape::Kv(KvDims {
+            layers,
+            kv_heads,
+            head_dim,
+        }));
+    }
     let hidden = need("hidden")?;
     let heads = need("heads")?;
     if heads == 0 {
@@ -313,8 +381,20 @@ fn build_arch(
                 .or(get("expert-intermediate"))
                 .unwrap_or(0),
             dense_layers: get("dense-layers").unwrap_or(0),
+            every: get("moe-every").unwrap_or(1),
+            router_bias: flag("router-bias", false),
         }),
         _ => None,
+    };
+    let mla = match get("kv-lora-rank") {
+        Some(kv_lora_rank) => Some(Mla {
+            q_lora_rank: get("q-lora-rank").unwrap_or(0),
+            kv_lora_rank,
+            qk_nope_dim: need("qk-nope-dim")?,
+            qk_rope_dim: need("qk-rope-dim")?,
+            v_head_dim: need("v-head-dim")?,
+        }),
+        None => None,
     };
     let a = Architecture {
         vocab: need("vocab")?,
@@ -330,11 +410,17 @@ fn build_arch(
         o_bias: flag("o-bias", false),
         mlp_bias: flag("mlp-bias", false),
         qk_norm: flag("qk-norm", false),
+        qk_norm_whole: flag("qk-norm-whole", false),
         layernorm_bias: flag("layernorm-bias", false),
+        layer_norms: get("layer-norms").unwrap_or(2),
+        learned_positions: get("learned-positions").unwrap_or(0),
+        attn_sinks: flag("attn-sinks", false),
+        mla,
         moe,
+        mtp_layers: get("mtp-layers").unwrap_or(0),
     };
     a.validate()?;
-    Ok(Some(a))
+    Ok(Shape::Full(a))
 }
 
 /// Writes an input back as pairs, omitting defaults — the page's URL query.
@@ -354,8 +440,16 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     if input.keep_format != d.keep_format {
         put("keep-format", input.keep_format.name());
     }
+    if let Some(f) = input.attention_format {
+        put("attention-format", f.name());
+    }
     if input.compute_dtype != d.compute_dtype {
         put("compute-dtype", input.compute_dtype.name().into());
+    }
+    if let Some(k) = input.kv_only {
+        put("layers", k.layers.to_string());
+        put("kv-heads", k.kv_heads.to_string());
+        put("head-dim", k.head_dim.to_string());
     }
     if let Some(a) = input.arch {
         for (k, v) in [
@@ -376,11 +470,31 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
             ("o-bias", a.o_bias, false),
             ("mlp-bias", a.mlp_bias, false),
             ("qk-norm", a.qk_norm, false),
+            ("qk-norm-whole", a.qk_norm_whole, false),
             ("layernorm-bias", a.layernorm_bias, false),
+            ("attn-sinks", a.attn_sinks, false),
         ] {
             if v != dflt {
                 put(k, v.to_string());
             }
+        }
+        for (k, v, dflt) in [
+            ("layer-norms", a.layer_norms, 2),
+            ("learned-positions", a.learned_positions, 0),
+            ("mtp-layers", a.mtp_layers, 0),
+        ] {
+            if v != dflt {
+                put(k, v.to_string());
+            }
+        }
+        if let Some(m) = a.mla {
+            if m.q_lora_rank > 0 {
+                put("q-lora-rank", m.q_lora_rank.to_string());
+            }
+            put("kv-lora-rank", m.kv_lora_rank.to_string());
+            put("qk-nope-dim", m.qk_nope_dim.to_string());
+            put("qk-rope-dim", m.qk_rope_dim.to_string());
+            put("v-head-dim", m.v_head_dim.to_string());
         }
         if let Some(m) = a.moe {
             for (k, v) in [
@@ -393,6 +507,12 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
             ] {
                 put(k, v.to_string());
             }
+            if m.every != 1 {
+                put("moe-every", m.every.to_string());
+            }
+            if m.router_bias {
+                put("router-bias", "true".into());
+            }
         }
     }
     if input.sequences != d.sequences {
@@ -400,6 +520,9 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     }
     if let Some(c) = input.context {
         put("context", c.to_string());
+    }
+    if let Some(m) = input.max_position {
+        put("max-position", m.to_string());
     }
     if input.generate != d.generate {
         put("generate", input.generate.to_string());
@@ -477,6 +600,22 @@ pub fn describe(key: &str) -> &'static str {
             "Storage format of the linear layers: fp32, bf16, fp16, fp8, fp8-block, int8, gptq-4-g128, awq-4-g128, nf4, nf4-dq, fp4, q4_0, q4_k, q5_k, q6_k, q8_0, …"
         }
         "keep-format" => "Format of embeddings, lm_head, norms and biases (default bf16)",
+        "attention-format" => {
+            "Format of the attention projections (default: format); e.g. bf16 for gpt-oss's MXFP4 checkpoint"
+        }
+        "layer-norms" => "Norms per decoder layer (default 2; Gemma-2/3: 4; Falcon-7B, GPT-J: 1)",
+        "qk-norm-whole" => "q/k norms over the whole projection, not one head (OLMo-2)",
+        "learned-positions" => "Rows of a learned position-embedding table (GPT-2: n_positions)",
+        "attn-sinks" => "A learned attention-sink logit per head and layer (gpt-oss)",
+        "max-position" => "Positions the model was trained for; a longer context is warned about",
+        "q-lora-rank" => "MLA: query compression rank (0 = plain q_proj)",
+        "kv-lora-rank" => "MLA: key/value latent rank; turns on multi-head latent attention",
+        "qk-nope-dim" => "MLA: per-head q/k width without rotary",
+        "qk-rope-dim" => "MLA: rotary width (shared key part, cached with the latent)",
+        "v-head-dim" => "MLA: per-head value width",
+        "mtp-layers" => "Multi-token-prediction layers stored in the checkpoint (DeepSeek-V3: 1)",
+        "moe-every" => "MoE: every n-th layer is MoE, the others dense (Llama-4 Maverick: 2)",
+        "router-bias" => "MoE: a bias on the router (gpt-oss, DeepSeek-V3's correction bias)",
         "compute-dtype" => "Compute/activation dtype: bf16 (default), fp16, fp32",
         "layers" => "Decoder layers",
         "hidden" => "Hidden size",
