@@ -161,7 +161,6 @@ lora = 16 * 32 * ((4096 + 4096) + 2 * (4096 + 1024) + (4096 + 4096))
 write("llama-3.1-8b-lora-r16", "LoRA: r x (in + out) per projection (PEFT), adapters fp32, AdamW fp32",
       {**arch_inputs(c), "train": "lora", "lora-rank": 16, "lora-targets": "q,k,v,o", "reserve-gib": 0},
       {"lines": {"training.adapters": 4 * lora, "training.gradients": 4 * lora, "training.optimizer": 8 * lora}})
-print("cases written")
 
 # ---------------------------------------------------------------------------
 # Real published config.json files (issue 9, deliverable 6).
@@ -407,14 +406,93 @@ REAL = {
     "gemma-3-1b": (999_885_952, "safetensors index"),
     "olmo-2-7b": (7_298_617_344, "safetensors index"),
     "falcon-7b": (6_921_720_704, "safetensors index"),
-    "falcon-40b": (41_303_393_280, "safetensors index"),
+    "falcon-40b": (None, "model card: 40B (41.3B counted; no exact published total found)"),
     "gpt2": (124_439_808, "safetensors index"),
     "gpt2-medium": (354_823_168, "safetensors index"),
     "pythia-160m": (162_322_944, "safetensors index"),
     "deepseek-v2-lite": (15_706_484_224, "safetensors index"),
-    "deepseek-v3": (671_026_419_200 + 14_000_000_000, "671B main + ~14B MTP (model card: 685B)"),
+    "deepseek-v3": (671_026_419_200, "671B main model (model card: 671B + 14B MTP module = 685B); checked without the MTP layer"),
     "gpt-oss-20b": (20_914_757_184, "model card: 20.9B (21B)"),
     "gpt-oss-120b": (116_829_156_672, "model card: 116.8B (117B)"),
     "llama-4-scout": (None, "model card: 109B total with the vision tower, 17B active"),
     "llama-4-maverick": (None, "model card: 400B total with the vision tower, 17B active"),
 }
+
+# Compressed-tensors checkpoints of Llama-3.1-8B (RedHatAI model cards), their
+# quantization_config blocks copied; the shape is Llama-3.1-8B's.
+CT = {
+    "llama-3.1-8b-ct-fp8-dynamic": ("https://huggingface.co/RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic/blob/main/config.json",
+        {"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True, "dynamic": False},
+                                       "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True}}}},
+        "fp8-channel"),
+    "llama-3.1-8b-ct-w4a16": ("https://huggingface.co/RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16/blob/main/config.json",
+        {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
+         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True, "dynamic": False},
+                                       "input_activations": None}}},
+        "w4a16-g128"),
+    "llama-3.1-8b-ct-nvfp4": ("https://huggingface.co/RedHatAI/Llama-3.1-8B-Instruct-NVFP4/blob/main/config.json",
+        {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized", "ignore": ["lm_head"],
+         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": True, "dynamic": False},
+                                       "input_activations": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": True, "dynamic": "local"}}}},
+        "nvfp4"),
+}
+
+def config_format(cfg):
+    """(linear format, attention format) the checkpoint's quantization_config names."""
+    q = cfg.get("quantization_config")
+    if not q: return "bf16", "bf16"
+    if q["quant_method"] == "mxfp4":
+        keep = any("self_attn" in m for m in q.get("modules_to_not_convert", []))
+        return "mxfp4", ("bf16" if keep else "mxfp4")
+    if q["quant_method"] == "fp8": return "fp8-block", "fp8-block"
+    raise ValueError(q)
+
+# Warnings a reader must see (deliverable 5): substrings of the estimate's or the
+# config reader's warnings.
+WARN = {
+    "gpt2": ["exceed the 1024 positions"],
+    "gpt2-medium": ["exceed the 1024 positions"],
+    "llama-4-scout": ["vision tower is not counted"],
+    "llama-4-maverick": ["vision tower is not counted"],
+    "olmo-2-7b": ["exceed the 4096 positions"],
+    "phi-3-mini-4k": ["exceed the 4096 positions"],
+}
+
+def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
+    params, active, wbytes, mtp = summarise(cfg, fmt, attn_fmt)
+    kvb = kv_bytes(cfg, tokens)
+    expect = {"parameters": params, "active_parameters": active, "weights_bytes": wbytes, "kv_cache_bytes": kvb}
+    if "kv_lora_rank" in cfg.get("text_config", cfg):
+        expect["lines"] = {"kv_cache.decompressed": kv_bytes(cfg, tokens, engine="decompressed")}
+    case = {"name": name, "source": source,
+            "published_parameters": published,
+            "config": {k: v for k, v in cfg.items() if not k.startswith("_")},
+            "input": {"context": str(tokens), "kv-dtype": "bf16", "reserve-gib": "0"},
+            "expect": expect}
+    if name.split("@")[0] in WARN:
+        case["warnings"] = WARN[name.split("@")[0]]
+    (HERE / f"real-{name.replace('@', '-')}.json").write_text(json.dumps(case, indent=1) + "\n")
+    return params, mtp, kvb
+
+TABLE = []
+for name, (published, how) in REAL.items():
+    cfg = load(name)
+    fmt, attn = config_format(cfg)
+    params, mtp, kvb = write_real(name, cfg, cfg["_source"] + (f" (checked against {cfg['_checked_against']})" if "_checked_against" in cfg else ""),
+                                  8192, fmt, attn, published)
+    if published is not None:
+        assert params - mtp == published, (name, params - mtp, published)
+    TABLE.append((name, published, how, params, kvb))
+# Llama-4's chunked attention matters beyond one chunk: 64k tokens.
+cfg = load("llama-4-scout")
+write_real("llama-4-scout@64k", cfg, cfg["_source"], 65536, "bf16", "bf16", None)
+base = load("llama-3.1-8b")
+for name, (src, q, fmt) in CT.items():
+    cfg = dict(base); cfg["quantization_config"] = q
+    write_real(name, cfg, src + " (quantization_config; shape of meta-llama/Llama-3.1-8B)", 8192, fmt, fmt, None)
+
+if __name__ == "__main__":
+    print("| model | published | oracle parameters | KV at 8k (bf16, 1 seq) |")
+    for name, published, how, params, kvb in TABLE:
+        print(f"| {name} | {published if published else how} | {params} | {kvb} |")
