@@ -378,7 +378,9 @@ fn handle_connection(state: &Arc<State>, mut stream: TcpStream, pending: Slot) {
     if let Err(refusal) = check_common(state, &head) {
         crate::out::errln!(
             "gpumem-agent serve: refused {peer} {} {}: {}",
-            head.method, head.path, refusal.0
+            head.method,
+            head.path,
+            refusal.0
         );
         let _ = http::respond_text(&mut stream, 403, &refusal.0);
         return;

@@ -449,7 +449,14 @@ impl Architecture {
             self.push_layers(&mut t, Some(Mtp), n, n * (1 - moe), n * moe)?;
             t.push(grp(Mtp, Kept, "mtp norms", h, 1, 3 * n));
             t.push(grp(Mtp, Linear, "mtp eh_proj", h, 2 * h, n));
-            t.push(grp(Mtp, Vocab, "mtp embed/head copies", self.vocab, h, 2 * n));
+            t.push(grp(
+                Mtp,
+                Vocab,
+                "mtp embed/head copies",
+                self.vocab,
+                h,
+                2 * n,
+            ));
             // Not used to produce a token: no part of the active parameters.
             for tg in t.iter_mut().filter(|tg| tg.class == Mtp) {
                 tg.active = 0;
@@ -490,7 +497,10 @@ impl Architecture {
                 }
                 let kv_a = add(m.kv_lora_rank, m.qk_rope_dim, "attention width")?;
                 let kv_b = checked_product(
-                    &[self.heads, add(m.qk_nope_dim, m.v_head_dim, "attention width")?],
+                    &[
+                        self.heads,
+                        add(m.qk_nope_dim, m.v_head_dim, "attention width")?,
+                    ],
                     "attention width",
                 )?;
                 let o_in = checked_product(&[self.heads, m.v_head_dim], "attention width")?;

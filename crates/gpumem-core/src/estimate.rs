@@ -344,9 +344,7 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     let split = Split {
         tp: input.tp,
         pp: input.pp,
-        layers: arch
-            .map(|a| a.layers)
-            .or(input.kv_only.map(|k| k.layers)),
+        layers: arch.map(|a| a.layers).or(input.kv_only.map(|k| k.layers)),
     };
     if input.tp > 1 || input.pp > 1 {
         if let Some(a) = arch {
@@ -582,7 +580,7 @@ fn weights(
                 ParamClass::Mlp => "Weights: MLP",
                 ParamClass::Norms => "Weights: norms",
                 ParamClass::LmHead => "Weights: lm_head",
-                ParamClass::Mtp => "Weights: multi-token-prediction layers (in the checkpoint)",
+                ParamClass::Mtp => "Weights: MTP layers (stored in the checkpoint)",
             };
             b.line(
                 format!("weights.{}", c.class.key()),
@@ -734,7 +732,12 @@ fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<u64
         return Ok(0);
     }
     let dims = match (input.arch, input.kv_only) {
-        (Some(a), _) => Some((a.layers, a.kv_heads, a.kv_values_per_token()?, a.mla.is_some())),
+        (Some(a), _) => Some((
+            a.layers,
+            a.kv_heads,
+            a.kv_values_per_token()?,
+            a.mla.is_some(),
+        )),
         (None, Some(k)) => Some((
             k.layers,
             k.kv_heads,
@@ -824,7 +827,12 @@ fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<u64
         shape.formula(),
         &gen_inputs,
     );
-    if let Some(full) = input.arch.map(|a| a.mla_decompressed_values()).transpose()?.flatten() {
+    if let Some(full) = input
+        .arch
+        .map(|a| a.mla_decompressed_values())
+        .transpose()?
+        .flatten()
+    {
         let wide = KvShape {
             values: full,
             layout: KvLayout::MlaDecompressed,
@@ -833,7 +841,7 @@ fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<u64
         let bytes = wide.bytes(end)?;
         b.line(
             "kv_cache.decompressed",
-            "KV cache if the engine caches decompressed K/V (shown, not added)",
+            "KV cache, decompressed K/V (shown, not added)",
             bytes,
             split.layered(bytes, true),
             Kind::Computed,

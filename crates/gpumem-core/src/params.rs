@@ -5,9 +5,9 @@
 //! describe the same estimate. Parsing collects one error per bad field so the page
 //! can show each message beside its field, and loses nothing the user typed.
 
+use crate::arch::Mla;
 use crate::arch::{Architecture, MAX_DIM, Moe};
 use crate::error::EstimateError;
-use crate::arch::Mla;
 use crate::estimate::{EstimateInput, KvDims, Logits, TrainMode};
 use crate::format::{Dtype, StorageFormat};
 use crate::kv::KvDtype;
@@ -108,7 +108,10 @@ pub fn parse_count(field: &'static str, text: &str) -> Result<u64, EstimateError
         Some(e) if !e.is_empty() && e.chars().all(|c| c.is_ascii_digit()) => {
             // u64 holds 20 digits: an exponent beyond 64 is absurd whatever the
             // mantissa, and bounding it keeps the scaling loops below short.
-            e.parse::<u32>().ok().filter(|x| *x <= 64).ok_or_else(too_big)?
+            e.parse::<u32>()
+                .ok()
+                .filter(|x| *x <= 64)
+                .ok_or_else(too_big)?
         }
         Some(_) => return Err(not_number()),
         None => 0,
@@ -682,7 +685,22 @@ mod tests {
         assert_eq!(parse_count("p", "7.5e9").unwrap(), 7_500_000_000);
         assert_eq!(parse_count("p", "7 000 000 000").unwrap(), 7_000_000_000);
         assert_eq!(parse_count("p", "1,024").unwrap(), 1024);
-        for bad in ["", "-1", "abc", "1.5", "1e999", "99999999999999999999999"] {
+        assert_eq!(
+            parse_count("p", "1e19").unwrap(),
+            10_000_000_000_000_000_000
+        );
+        for bad in [
+            "",
+            "-1",
+            "abc",
+            "1.5",
+            "1e999",
+            "99999999999999999999999",
+            "0e4294967295",
+            "1e99999999999999",
+            "1e",
+            "1e-3",
+        ] {
             assert!(parse_count("p", bad).is_err(), "{bad}");
         }
     }
@@ -704,6 +722,66 @@ mod tests {
             ("reserve-gib", "2"),
             ("tp", "2"),
             ("gpus", "2"),
+        ];
+        let (input, errors) = from_pairs(pairs);
+        assert!(errors.is_empty(), "{errors:?}");
+        let back = to_pairs(&input);
+        let (again, errors) = from_pairs(back.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty());
+        assert_eq!(again, input);
+    }
+
+    #[test]
+    fn the_kv_shape_alone_is_a_kv_only_input_and_round_trips() {
+        let (input, errors) = from_pairs([
+            ("layers", "32"),
+            ("kv-heads", "8"),
+            ("head-dim", "128"),
+            ("context", "8192"),
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(input.arch.is_none());
+        assert_eq!(
+            input.kv_only,
+            Some(KvDims {
+                layers: 32,
+                kv_heads: 8,
+                head_dim: 128
+            })
+        );
+        let back = to_pairs(&input);
+        let (again, _) = from_pairs(back.iter().map(|(k, v)| (*k, v.as_str())));
+        assert_eq!(again, input);
+        // A weight-only size turns it into the architecture mode, which then needs the rest.
+        let (_, errors) = from_pairs([("layers", "32"), ("head-dim", "128"), ("hidden", "4096")]);
+        assert!(!errors.is_empty());
+    }
+
+    #[test]
+    fn mla_and_new_shape_keys_round_trip() {
+        let pairs = [
+            ("layers", "4"),
+            ("hidden", "1024"),
+            ("heads", "8"),
+            ("intermediate", "2048"),
+            ("vocab", "1000"),
+            ("kv-lora-rank", "512"),
+            ("q-lora-rank", "256"),
+            ("qk-nope-dim", "128"),
+            ("qk-rope-dim", "64"),
+            ("v-head-dim", "128"),
+            ("layer-norms", "4"),
+            ("learned-positions", "1024"),
+            ("attn-sinks", "true"),
+            ("qk-norm-whole", "true"),
+            ("mtp-layers", "1"),
+            ("experts", "8"),
+            ("active-experts", "2"),
+            ("moe-every", "2"),
+            ("router-bias", "true"),
+            ("attention-format", "bf16"),
+            ("format", "mxfp4"),
+            ("max-position", "4096"),
         ];
         let (input, errors) = from_pairs(pairs);
         assert!(errors.is_empty(), "{errors:?}");

@@ -103,10 +103,7 @@ const CASES: &[(&str, &str)] = &[
         "real-falcon-40b",
         include_str!("cases/real-falcon-40b.json"),
     ),
-    (
-        "real-falcon-7b",
-        include_str!("cases/real-falcon-7b.json"),
-    ),
+    ("real-falcon-7b", include_str!("cases/real-falcon-7b.json")),
     (
         "real-gemma-2-2b",
         include_str!("cases/real-gemma-2-2b.json"),
@@ -127,10 +124,7 @@ const CASES: &[(&str, &str)] = &[
         "real-gpt-oss-20b",
         include_str!("cases/real-gpt-oss-20b.json"),
     ),
-    (
-        "real-gpt2",
-        include_str!("cases/real-gpt2.json"),
-    ),
+    ("real-gpt2", include_str!("cases/real-gpt2.json")),
     (
         "real-gpt2-medium",
         include_str!("cases/real-gpt2-medium.json"),
@@ -179,10 +173,7 @@ const CASES: &[(&str, &str)] = &[
         "real-mixtral-8x7b",
         include_str!("cases/real-mixtral-8x7b.json"),
     ),
-    (
-        "real-olmo-2-7b",
-        include_str!("cases/real-olmo-2-7b.json"),
-    ),
+    ("real-olmo-2-7b", include_str!("cases/real-olmo-2-7b.json")),
     (
         "real-phi-3-mini-4k",
         include_str!("cases/real-phi-3-mini-4k.json"),
@@ -235,7 +226,12 @@ fn check(name: &str, text: &str) -> Vec<String> {
     let mut warnings: Vec<String> = Vec::new();
     if let Some(config) = case.get("config") {
         let imported = parse_config(&config.to_string()).unwrap_or_else(|e| panic!("{name}: {e}"));
-        pairs.extend(imported.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
+        pairs.extend(
+            imported
+                .pairs()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v)),
+        );
         warnings.extend(imported.warnings);
     }
     pairs.extend(
@@ -252,7 +248,9 @@ fn check(name: &str, text: &str) -> Vec<String> {
     for want in case["warnings"].as_array().into_iter().flatten() {
         let want = want.as_str().expect("warning text");
         if !warnings.iter().any(|w| w.contains(want)) {
-            wrong.push(format!("{name}: no warning says {want:?}; got {warnings:?}"));
+            wrong.push(format!(
+                "{name}: no warning says {want:?}; got {warnings:?}"
+            ));
         }
     }
     let got = serde_json::to_value(&est).expect("serialisable");

@@ -52,7 +52,9 @@ impl ImportedConfig {
         let input = EstimateInput {
             arch: Some(self.arch),
             sliding_window: self.sliding_window,
-            sliding_layers: self.sliding_layers.filter(|_| self.sliding_window.is_some()),
+            sliding_layers: self
+                .sliding_layers
+                .filter(|_| self.sliding_window.is_some()),
             max_position: self.max_position,
             ..EstimateInput::default()
         };
@@ -156,18 +158,42 @@ const STATE_SPACE: &[&str] = &[
 
 /// Config fields that change memory and that the architecture mode does not model.
 const NOT_MODELLED: &[(&str, &str)] = &[
-    ("mlp_only_layers", "dense layers among MoE layers are counted as MoE"),
-    ("cross_attention_layers", "cross-attention layers are not counted"),
+    (
+        "mlp_only_layers",
+        "dense layers among MoE layers are counted as MoE",
+    ),
+    (
+        "cross_attention_layers",
+        "cross-attention layers are not counted",
+    ),
     ("is_encoder_decoder", "the encoder is not counted"),
     ("encoder_layers", "the encoder is not counted"),
     ("altup_num_inputs", "AltUp projections are not counted"),
     ("laurel_rank", "LAuReL blocks are not counted"),
-    ("hidden_size_per_layer_input", "per-layer input embeddings are not counted"),
-    ("num_kv_shared_layers", "KV sharing across layers is not modelled (the KV cache is overcounted)"),
-    ("word_embed_proj_dim", "embedding projections are not counted"),
-    ("shared_expert_gate", "the shared expert's gate is not counted"),
-    ("layers_block_type", "non-attention layers are counted as attention layers"),
-    ("hybrid_override_pattern", "non-attention layers are counted as attention layers"),
+    (
+        "hidden_size_per_layer_input",
+        "per-layer input embeddings are not counted",
+    ),
+    (
+        "num_kv_shared_layers",
+        "KV sharing across layers is not modelled (the KV cache is overcounted)",
+    ),
+    (
+        "word_embed_proj_dim",
+        "embedding projections are not counted",
+    ),
+    (
+        "shared_expert_gate",
+        "the shared expert's gate is not counted",
+    ),
+    (
+        "layers_block_type",
+        "non-attention layers are counted as attention layers",
+    ),
+    (
+        "hybrid_override_pattern",
+        "non-attention layers are counted as attention layers",
+    ),
 ];
 
 /// Multimodal towers: named, never silently dropped.
@@ -257,7 +283,15 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     let vocab = need(v, &["vocab_size"])?;
     let non_gated = matches!(
         mt,
-        "gpt2" | "gpt_neox" | "gptj" | "opt" | "bloom" | "falcon" | "gpt_bigcode" | "phi" | "starcoder2"
+        "gpt2"
+            | "gpt_neox"
+            | "gptj"
+            | "opt"
+            | "bloom"
+            | "falcon"
+            | "gpt_bigcode"
+            | "phi"
+            | "starcoder2"
     );
     let dense_key = if mt == "llama4" || mt == "llama4_text" {
         "intermediate_size_mlp"
@@ -317,7 +351,15 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     let mlp_bias = flag(v, "mlp_bias").unwrap_or(false) || all_bias || mt == "gpt_oss";
     let layernorm_bias = matches!(
         mt,
-        "gpt2" | "gpt_neox" | "gptj" | "opt" | "bloom" | "falcon" | "gpt_bigcode" | "phi" | "starcoder2"
+        "gpt2"
+            | "gpt_neox"
+            | "gptj"
+            | "opt"
+            | "bloom"
+            | "falcon"
+            | "gpt_bigcode"
+            | "phi"
+            | "starcoder2"
     );
     let layer_norms = match mt {
         "gemma2" | "gemma3" | "gemma3_text" => 4,
@@ -493,6 +535,12 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
                 Some("float32") => "fp32".to_string(),
                 _ => "bf16".to_string(),
             });
+            notes.push(format!(
+                "quantization_config: linear layers {f}{}; embeddings, lm_head, norms, biases and routers kept in 16 bits",
+                kept.as_ref()
+                    .map(|k| format!(", attention projections kept in {k} (not converted)"))
+                    .unwrap_or_default()
+            ));
             (Some(f), kept)
         }
         None => (None, None),
@@ -515,9 +563,9 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
 /// attention projections out of quantisation.
 fn keeps_attention(list: Option<&Value>) -> bool {
     list.and_then(Value::as_array).is_some_and(|l| {
-        l.iter().filter_map(Value::as_str).any(|m| {
-            m.contains("self_attn") || m.ends_with(".attn") || m.contains("attention")
-        })
+        l.iter()
+            .filter_map(Value::as_str)
+            .any(|m| m.contains("self_attn") || m.ends_with(".attn") || m.contains("attention"))
     })
 }
 
@@ -587,7 +635,10 @@ fn compressed_tensors(q: &Value) -> Option<String> {
     let w = groups.values().next()?.get("weights")?;
     let bits = w.get("num_bits")?.as_u64()?;
     let ty = w.get("type").and_then(Value::as_str).unwrap_or("int");
-    let strategy = w.get("strategy").and_then(Value::as_str).unwrap_or("tensor");
+    let strategy = w
+        .get("strategy")
+        .and_then(Value::as_str)
+        .unwrap_or("tensor");
     match (bits, ty, strategy) {
         (4, "float", "tensor_group") => Some("nvfp4".into()),
         (8, "float", "channel") => Some("fp8-channel".into()),
@@ -627,6 +678,82 @@ mod tests {
         .unwrap();
         assert_eq!(c.format.as_deref(), Some("gptq-4-g128"));
         assert!(!c.arch.tied_embeddings);
+    }
+
+    fn field<'a>(c: &'a ImportedConfig, key: &str) -> Option<&'a str> {
+        c.warnings
+            .iter()
+            .chain(&c.notes)
+            .find(|w| w.contains(key))
+            .map(String::as_str)
+    }
+
+    #[test]
+    fn falcon_multi_query_has_one_kv_head_and_one_norm() {
+        let c = parse_config(
+            r#"{"model_type":"falcon","hidden_size":4544,"num_attention_heads":71,"num_hidden_layers":32,
+            "vocab_size":65024,"multi_query":true,"parallel_attn":true,"bias":false}"#,
+        )
+        .unwrap();
+        assert_eq!((c.arch.kv_heads, c.arch.layer_norms), (1, 1));
+        assert!(c.arch.layernorm_bias && !c.arch.qkv_bias && !c.arch.gated_mlp);
+        assert!(c.arch.tied_embeddings);
+    }
+
+    #[test]
+    fn gpt_oss_keeps_attention_in_bf16_and_counts_sinks_and_biases() {
+        let c = parse_config(
+            r#"{"model_type":"gpt_oss","hidden_size":2880,"num_hidden_layers":2,"num_attention_heads":64,
+            "num_key_value_heads":8,"head_dim":64,"intermediate_size":2880,"vocab_size":201088,
+            "num_local_experts":32,"num_experts_per_tok":4,"attention_bias":true,"tie_word_embeddings":false,
+            "sliding_window":128,"layer_types":["sliding_attention","full_attention"],
+            "quantization_config":{"quant_method":"mxfp4","modules_to_not_convert":["model.layers.*.self_attn"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.format.as_deref(), Some("mxfp4"));
+        assert_eq!(c.attention_format.as_deref(), Some("bf16"));
+        assert!(c.arch.attn_sinks && c.arch.mlp_bias && c.arch.moe.unwrap().router_bias);
+        assert_eq!((c.sliding_window, c.sliding_layers), (Some(128), Some(1)));
+    }
+
+    #[test]
+    fn unknown_memory_fields_towers_and_quantisers_are_named() {
+        let c = parse_config(
+            r#"{"model_type":"mystery","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+            "vocab_size":100,"intermediate_size":128,"vision_config":{"hidden_size":32},
+            "mlp_only_layers":[1],"quantization_config":{"quant_method":"hqq"}}"#,
+        )
+        .unwrap();
+        for key in ["mystery", "vision tower", "mlp_only_layers", "hqq"] {
+            assert!(
+                c.warnings.iter().any(|w| w.contains(key)),
+                "{key}: {:?}",
+                c.warnings
+            );
+        }
+        assert!(field(&c, "num_key_value_heads absent").is_some());
+        assert!(field(&c, "tie_word_embeddings absent").is_some());
+    }
+
+    #[test]
+    fn state_space_models_are_refused_with_a_reason() {
+        let e = parse_config(r#"{"model_type":"jamba","hidden_size":64}"#).unwrap_err();
+        assert!(e.to_string().contains("constant per-sequence state"), "{e}");
+    }
+
+    #[test]
+    fn gemma3_nests_text_config_and_defaults_head_dim() {
+        let c = parse_config(
+            r#"{"model_type":"gemma3","text_config":{"model_type":"gemma3_text","hidden_size":2560,
+            "num_hidden_layers":34,"num_attention_heads":8,"num_key_value_heads":4,"intermediate_size":10240,
+            "vocab_size":262208,"sliding_window":1024},"vision_config":{"hidden_size":1152}}"#,
+        )
+        .unwrap();
+        assert_eq!((c.arch.head_dim, c.arch.layer_norms), (256, 4));
+        assert!(c.arch.qk_norm && c.arch.tied_embeddings);
+        assert_eq!(c.sliding_layers, Some(34 - 34 / 6));
+        assert!(field(&c, "head_dim absent").is_some());
+        assert!(field(&c, "vision tower").is_some());
     }
 
     #[test]
