@@ -378,7 +378,7 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     let weights_bytes = group_sum(&b.lines, Group::Weights)?;
 
     // KV cache.
-    let kv_cache_bytes = kv_cache(input, &split, &mut b)?;
+    kv_cache(input, &split, &mut b)?;
 
     // Training state.
     training(input, params, weights_bytes, &split, &mut b)?;
@@ -411,6 +411,7 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     }
 
     let counted = |l: &&Line| l.in_total;
+    let kv_cache_bytes = group_sum(&b.lines, Group::KvCache)?;
     let training_bytes = group_sum(&b.lines, Group::Training)?;
     let transient_bytes = group_sum(&b.lines, Group::Transient)?;
     let total_bytes = sum_lines(&b.lines, counted, |l| l.bytes, "total")?;
@@ -718,7 +719,7 @@ fn imported_weights(
     Ok((None, None))
 }
 
-fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<u64, EstimateError> {
+fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<(), EstimateError> {
     let Some(context) = input.context else {
         if input.generate > 0 || input.static_cache.is_some() {
             return Err(EstimateError::invalid(
@@ -726,10 +727,10 @@ fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<u64
                 "the KV cache needs the prompt length (context)",
             ));
         }
-        return Ok(0);
+        return Ok(());
     };
     if input.train != TrainMode::None {
-        return Ok(0);
+        return Ok(());
     }
     let dims = match (input.arch, input.kv_only) {
         (Some(a), _) => Some((
@@ -851,7 +852,7 @@ fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<u64
         );
         b.assumptions.push("MLA: the cache holds the compressed latent (vLLM, SGLang); an engine caching decompressed K and V (e.g. transformers' eager path) needs the kv_cache.decompressed line instead".into());
     }
-    Ok(generation)
+    Ok(())
 }
 
 /// LoRA-trainable parameters: r × (in + out) per targeted projection per layer.
@@ -916,9 +917,9 @@ fn training(
     weights_bytes: u64,
     split: &Split,
     b: &mut Builder,
-) -> Result<u64, EstimateError> {
+) -> Result<(), EstimateError> {
     if input.train == TrainMode::None {
-        return Ok(0);
+        return Ok(());
     }
     let grad = input.grad_dtype.unwrap_or(input.compute_dtype);
     let (trainable, state_dtype, master) = match input.train {
@@ -954,18 +955,16 @@ fn training(
                 false,
             )
         }
-        TrainMode::None => return Ok(0),
+        TrainMode::None => return Ok(()),
     };
     // Device share of trainable state follows the weights' split.
     let device_share = |bytes: u64| split.layered(bytes, true);
-    let mut total = 0u64;
-    let mut add = |b: &mut Builder,
-                   key: &'static str,
-                   label: Cow<'static, str>,
-                   bytes: u64,
-                   formula: String,
-                   inputs: &[(&'static str, String)]| {
-        total = total.saturating_add(bytes);
+    let add = |b: &mut Builder,
+               key: &'static str,
+               label: Cow<'static, str>,
+               bytes: u64,
+               formula: String,
+               inputs: &[(&'static str, String)]| {
         b.line(
             key,
             label,
@@ -1097,7 +1096,7 @@ fn training(
     } else {
         b.assumptions.push("training activations are not estimated: give the architecture and the context (sequence length)".into());
     }
-    Ok(total)
+    Ok(())
 }
 
 fn transients(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<(), EstimateError> {

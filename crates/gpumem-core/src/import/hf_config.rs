@@ -255,6 +255,20 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         return Err(parse("num_attention_heads is 0".into()));
     }
     let falcon_new = mt == "falcon" && flag(v, "new_decoder_architecture") == Some(true);
+    if mt == "falcon" {
+        // FalconConfig's defaults, listed when the config leaves them out.
+        for (key, default) in [
+            ("multi_query", "true"),
+            ("parallel_attn", "true"),
+            ("bias", "false"),
+        ] {
+            if flag(v, key).is_none() {
+                notes.push(format!(
+                    "{key} absent: {default} assumed (FalconConfig's default)"
+                ));
+            }
+        }
+    }
     let kv_heads = if falcon_new {
         uint(v, "num_kv_heads")?.unwrap_or(heads)
     } else if matches!(mt, "falcon" | "gpt_bigcode") && flag(v, "multi_query").unwrap_or(true) {
