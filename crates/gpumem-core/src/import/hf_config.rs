@@ -229,6 +229,19 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             "model_type {mt}: state-space / linear-attention layers keep a constant per-sequence state instead of a KV cache, and their tensors differ from attention layers; this is not expressible yet (give the parameters and the attention layers' KV shape by hand)"
         )));
     }
+    let other_layer = v
+        .get("layer_types")
+        .and_then(Value::as_array)
+        .and_then(|t| {
+            t.iter()
+                .filter_map(Value::as_str)
+                .find(|t| !matches!(*t, "sliding_attention" | "full_attention"))
+        });
+    if let Some(kind) = other_layer {
+        return Err(parse(format!(
+            "layer_types has {kind:?} layers: layers that keep a constant state instead of a KV cache are not expressible yet"
+        )));
+    }
     let mut notes = Vec::new();
     let mut warnings = Vec::new();
     if !MODELLED.contains(&mt) {
@@ -753,6 +766,11 @@ mod tests {
     fn state_space_models_are_refused_with_a_reason() {
         let e = parse_config(r#"{"model_type":"jamba","hidden_size":64}"#).unwrap_err();
         assert!(e.to_string().contains("constant per-sequence state"), "{e}");
+        let e = parse_config(
+            r#"{"model_type":"new","layer_types":["linear_attention","full_attention"]}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("linear_attention"), "{e}");
     }
 
     #[test]
