@@ -309,6 +309,7 @@ pub fn InputsPanel() -> impl IntoView {
                             <Field key="qk-rope-dim" label="MLA RoPE dim"/>
                             <Field key="v-head-dim" label="MLA value dim"/>
                             <Field key="mtp-layers" label="MTP layers" placeholder="0"/>
+                            <Field key="tower-params" label="Vision/audio tower parameters" placeholder="0"/>
                         </div>
                         <div class="flags">
                             <Field key="qk-norm-whole" label="q/k norm over the projection" kind=Kind::Bool(false)/>

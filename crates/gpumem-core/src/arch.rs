@@ -107,6 +107,9 @@ pub struct Architecture {
     /// Multi-token-prediction layers the checkpoint stores after the last layer
     /// (DeepSeek-V3's `num_nextn_predict_layers`), counted as DeepSeek stores them.
     pub mtp_layers: u64,
+    /// Parameters of vision/audio towers and their projectors (counted by the config
+    /// reader from the tower's own config), kept in 16 bits; 0 = none.
+    pub tower_params: u64,
 }
 
 /// The classes parameters are counted in.
@@ -126,17 +129,20 @@ pub enum ParamClass {
     /// Multi-token-prediction layers (their own decoder layer, projections and
     /// vocabulary copies), stored in the checkpoint but used only for speculation.
     Mtp,
+    /// Vision/audio towers and their projectors, kept in 16 bits.
+    Tower,
 }
 
 impl ParamClass {
     /// Every class, in display order.
-    pub const ALL: [ParamClass; 6] = [
+    pub const ALL: [ParamClass; 7] = [
         ParamClass::Embeddings,
         ParamClass::Attention,
         ParamClass::Mlp,
         ParamClass::Norms,
         ParamClass::LmHead,
         ParamClass::Mtp,
+        ParamClass::Tower,
     ];
 
     /// A short key ("embeddings", "attention", …).
@@ -148,6 +154,7 @@ impl ParamClass {
             ParamClass::Norms => "norms",
             ParamClass::LmHead => "lm_head",
             ParamClass::Mtp => "mtp",
+            ParamClass::Tower => "tower",
         }
     }
 }
@@ -318,6 +325,7 @@ impl Architecture {
             ("layer-norms", self.layer_norms),
             ("learned-positions", self.learned_positions),
             ("mtp-layers", self.mtp_layers),
+            ("tower-params", self.tower_params),
         ];
         if let Some(m) = self.mla {
             bounded.extend([
@@ -461,6 +469,13 @@ impl Architecture {
             for tg in t.iter_mut().filter(|tg| tg.class == Mtp) {
                 tg.active = 0;
             }
+        }
+        if self.tower_params > 0 {
+            // Not used to produce a text token: no part of the active parameters.
+            t.push(TensorGroup {
+                active: 0,
+                ..grp(Tower, Kept, "vision/audio tower", self.tower_params, 1, 1)
+            });
         }
         t.retain(|tg| tg.count > 0);
         Ok(t)

@@ -573,7 +573,9 @@ fn weights(
                 }
                 ParamClass::Norms => split.layered(c.bytes, false),
                 // Vocab-parallel across tp; held by the first (embeddings) or last (lm_head) stage.
-                ParamClass::Embeddings | ParamClass::LmHead => Split::part(c.bytes, 1, split.tp),
+                ParamClass::Embeddings | ParamClass::LmHead | ParamClass::Tower => {
+                    Split::part(c.bytes, 1, split.tp)
+                }
             };
             let label = match c.class {
                 ParamClass::Embeddings => "Weights: embeddings",
@@ -582,6 +584,7 @@ fn weights(
                 ParamClass::Norms => "Weights: norms",
                 ParamClass::LmHead => "Weights: lm_head",
                 ParamClass::Mtp => "Weights: MTP layers (stored in the checkpoint)",
+                ParamClass::Tower => "Weights: vision/audio tower",
             };
             b.line(
                 format!("weights.{}", c.class.key()),

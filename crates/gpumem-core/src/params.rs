@@ -46,6 +46,7 @@ pub const KEYS: &[&str] = &[
     "qk-rope-dim",
     "v-head-dim",
     "mtp-layers",
+    "tower-params",
     "experts",
     "active-experts",
     "expert-intermediate",
@@ -251,7 +252,8 @@ fn apply(
         | "qk-nope-dim"
         | "qk-rope-dim"
         | "v-head-dim"
-        | "mtp-layers" => {
+        | "mtp-layers"
+        | "tower-params" => {
             arch_fields.push((k, count()?));
         }
         "gated-mlp" | "tied-embeddings" | "qkv-bias" | "o-bias" | "mlp-bias" | "qk-norm"
@@ -421,6 +423,7 @@ fn build_arch(
         mla,
         moe,
         mtp_layers: get("mtp-layers").unwrap_or(0),
+        tower_params: get("tower-params").unwrap_or(0),
     };
     a.validate()?;
     Ok(Shape::Full(a))
@@ -485,6 +488,7 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
             ("layer-norms", a.layer_norms, 2),
             ("learned-positions", a.learned_positions, 0),
             ("mtp-layers", a.mtp_layers, 0),
+            ("tower-params", a.tower_params, 0),
         ] {
             if v != dflt {
                 put(k, v.to_string());
@@ -617,6 +621,7 @@ pub fn describe(key: &str) -> &'static str {
         "qk-rope-dim" => "MLA: rotary width (shared key part, cached with the latent)",
         "v-head-dim" => "MLA: per-head value width",
         "mtp-layers" => "Multi-token-prediction layers stored in the checkpoint (DeepSeek-V3: 1)",
+        "tower-params" => "Parameters of vision/audio towers and projectors, kept in 16 bits",
         "moe-every" => "MoE: every n-th layer is MoE, the others dense (Llama-4 Maverick: 2)",
         "router-bias" => "MoE: a bias on the router (gpt-oss, DeepSeek-V3's correction bias)",
         "compute-dtype" => "Compute/activation dtype: bf16 (default), fp16, fp32",
@@ -775,6 +780,7 @@ mod tests {
             ("attn-sinks", "true"),
             ("qk-norm-whole", "true"),
             ("mtp-layers", "1"),
+            ("tower-params", "1000"),
             ("experts", "8"),
             ("active-experts", "2"),
             ("moe-every", "2"),

@@ -52,6 +52,7 @@ pub const SHAPE_KEYS: &[&str] = &[
     "qk-rope-dim",
     "v-head-dim",
     "mtp-layers",
+    "tower-params",
     "experts",
     "active-experts",
     "expert-intermediate",

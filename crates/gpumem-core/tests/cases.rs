@@ -117,6 +117,10 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/real-gemma-3-1b.json"),
     ),
     (
+        "real-gemma-3-4b",
+        include_str!("cases/real-gemma-3-4b.json"),
+    ),
+    (
         "real-gpt-oss-120b",
         include_str!("cases/real-gpt-oss-120b.json"),
     ),

@@ -216,6 +216,34 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         Some(t) if t.is_object() => t,
         _ => &root,
     };
+    let mut notes = Vec::new();
+    // Gemma-3's published configs are sparse: transformers' Gemma3TextConfig
+    // defaults fill the rest, so they are filled here too, each one listed.
+    let filled;
+    let v = if v.get("model_type").and_then(Value::as_str) == Some("gemma3_text") {
+        let mut t = v.clone();
+        for (key, default) in [
+            ("num_attention_heads", 8u64),
+            ("num_key_value_heads", 4),
+            ("head_dim", 256),
+            ("vocab_size", 262_208),
+            ("max_position_embeddings", 131_072),
+            ("sliding_window_pattern", 6),
+        ] {
+            if t.get(key).is_none_or(Value::is_null)
+                && let Some(o) = t.as_object_mut()
+            {
+                o.insert(key.into(), default.into());
+                notes.push(format!(
+                    "{key} absent: {default} assumed (Gemma3TextConfig's default)"
+                ));
+            }
+        }
+        filled = t;
+        &filled
+    } else {
+        v
+    };
     let model_type = v
         .get("model_type")
         .or_else(|| root.get("model_type"))
@@ -242,18 +270,28 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             "layer_types has {kind:?} layers: layers that keep a constant state instead of a KV cache are not expressible yet"
         )));
     }
-    let mut notes = Vec::new();
     let mut warnings = Vec::new();
     if !MODELLED.contains(&mt) {
         warnings.push(format!(
             "model_type {mt} is read with the generic decoder rules: tensors it adds beyond them are not counted"
         ));
     }
+    let hidden = need(v, &["hidden_size", "n_embd", "d_model"])?;
+    let mut tower_params = 0;
     for (key, what) in TOWERS {
-        if root.get(*key).is_some_and(|x| !x.is_null()) {
-            warnings.push(format!(
+        let Some(tower) = root.get(*key).filter(|x| !x.is_null()) else {
+            continue;
+        };
+        match gemma3_siglip(&root, tower, hidden)? {
+            Some(n) => {
+                tower_params = n;
+                notes.push(format!(
+                    "{key}: the SigLIP {what} and Gemma-3's projector are counted ({n} parameters, 16-bit)"
+                ));
+            }
+            None => warnings.push(format!(
                 "{key}: the {what} is not counted; its weights add to the total"
-            ));
+            )),
         }
     }
     for (key, what) in NOT_MODELLED {
@@ -261,7 +299,6 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             warnings.push(format!("{key} is not modelled: {what}"));
         }
     }
-    let hidden = need(v, &["hidden_size", "n_embd", "d_model"])?;
     let layers = need(v, &["num_hidden_layers", "n_layer", "num_layers"])?;
     let heads = need(v, &["num_attention_heads", "n_head"])?;
     if heads == 0 {
@@ -479,6 +516,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         mla,
         moe,
         mtp_layers,
+        tower_params,
     };
     arch.validate()
         .map_err(|e| parse(format!("inconsistent shape: {e}")))?;
@@ -584,6 +622,62 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         notes,
         warnings,
     })
+}
+
+/// Parameters of Gemma-3's SigLIP vision tower and its projector, counted as the
+/// checkpoint stores them (transformers' SiglipVisionModel without the pooling
+/// head, and Gemma3MultiModalProjector: `mm_input_projection_weight`
+/// [vision, text hidden] + `mm_soft_emb_norm` [vision]); `None` for other towers.
+fn gemma3_siglip(
+    root: &Value,
+    tower: &Value,
+    text_hidden: u64,
+) -> Result<Option<u64>, EstimateError> {
+    let is = |v: &Value, t: &str| v.get("model_type").and_then(Value::as_str) == Some(t);
+    if !is(root, "gemma3")
+        || !is(tower, "siglip_vision_model")
+        || flag(tower, "vision_use_head") != Some(false)
+    {
+        return Ok(None);
+    }
+    // SiglipVisionConfig's defaults where the config is silent.
+    let get = |k: &str, d: u64| uint(tower, k).map(|x| x.unwrap_or(d));
+    let (h, inter, layers) = (
+        get("hidden_size", 768)?,
+        get("intermediate_size", 3072)?,
+        get("num_hidden_layers", 12)?,
+    );
+    let (channels, image, patch) = (
+        get("num_channels", 3)?,
+        get("image_size", 224)?,
+        get("patch_size", 16)?.max(1),
+    );
+    // Far above any real tower; keeps every product below in u128.
+    if [h, inter, layers, channels, image, patch]
+        .into_iter()
+        .any(|v| v > 1 << 20)
+    {
+        return Err(parse("vision_config: absurdly large".into()));
+    }
+    let [h, inter, layers, channels, side, patch, text] = [
+        h,
+        inter,
+        layers,
+        channels,
+        image / patch,
+        patch,
+        text_hidden,
+    ]
+    .map(u128::from);
+    // Patch embedding (conv weight + bias), positions, post-layernorm.
+    let embed = h * channels * patch * patch + h + side * side * h + 2 * h;
+    // Per layer: two LayerNorms, q/k/v/out with biases, fc1 and fc2 with biases.
+    let layer = 4 * h + 4 * (h * h + h) + 2 * h * inter + inter + h;
+    let projector = h * text + h;
+    let total = embed + layers * layer + projector;
+    u64::try_from(total)
+        .map(Some)
+        .map_err(|_| parse("vision_config: absurdly large".into()))
 }
 
 /// Whether a module-name list (`modules_to_not_convert`, `ignore`) keeps the

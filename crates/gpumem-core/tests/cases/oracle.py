@@ -179,17 +179,46 @@ def g(cfg, *keys, default=None):
             return cfg[k]
     return default
 
+GEMMA3_TEXT_DEFAULTS = {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 262208,
+                        "max_position_embeddings": 131072, "sliding_window_pattern": 6}
+
+def text_config(config):
+    """The language model's config, with transformers' Gemma3TextConfig defaults filled in."""
+    c = dict(config.get("text_config", config))
+    if c.get("model_type") == "gemma3_text":
+        for k, v in GEMMA3_TEXT_DEFAULTS.items():
+            c.setdefault(k, v)
+    return c
+
 def checkpoint_tensors(config):
     """[(name, shape, kind)] with kind in linear_attn / linear_mlp / vocab / kept / mtp_*.
 
     Per-layer tensors are listed once per layer, as checkpoints store them."""
-    c = config.get("text_config", config)
+    c = text_config(config)
     mt = c.get("model_type", config.get("model_type"))
     h = g(c, "hidden_size", "n_embd")
     L = g(c, "num_hidden_layers", "n_layer")
     H = g(c, "num_attention_heads", "n_head")
     V = c["vocab_size"]
     T = []
+    vc = config.get("vision_config")
+    if config.get("model_type") == "gemma3" and vc and vc.get("model_type") == "siglip_vision_model":
+        # transformers' SiglipVisionModel (no pooling head) + Gemma3MultiModalProjector.
+        vh, vi, vl = vc["hidden_size"], vc["intermediate_size"], vc["num_hidden_layers"]
+        p, ch, n = vc["patch_size"], vc.get("num_channels", 3), (vc["image_size"] // vc["patch_size"]) ** 2
+        T.append(("vision.patch_embedding.weight", (vh, ch, p, p), "tower"))
+        T.append(("vision.patch_embedding.bias", (vh,), "tower"))
+        T.append(("vision.position_embedding", (n, vh), "tower"))
+        for i in range(vl):
+            for nm in ("layer_norm1", "layer_norm2"):
+                T.append((f"vision.layers.{i}.{nm}.weight", (vh,), "tower")); T.append((f"vision.layers.{i}.{nm}.bias", (vh,), "tower"))
+            for nm in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                T.append((f"vision.layers.{i}.{nm}.weight", (vh, vh), "tower")); T.append((f"vision.layers.{i}.{nm}.bias", (vh,), "tower"))
+            T.append((f"vision.layers.{i}.fc1.weight", (vi, vh), "tower")); T.append((f"vision.layers.{i}.fc1.bias", (vi,), "tower"))
+            T.append((f"vision.layers.{i}.fc2.weight", (vh, vi), "tower")); T.append((f"vision.layers.{i}.fc2.bias", (vh,), "tower"))
+        T.append(("vision.post_layernorm.weight", (vh,), "tower")); T.append(("vision.post_layernorm.bias", (vh,), "tower"))
+        T.append(("multi_modal_projector.mm_input_projection_weight", (vh, h), "tower"))
+        T.append(("multi_modal_projector.mm_soft_emb_norm.weight", (vh,), "tower"))
     add = lambda name, shape, kind: T.append((name, tuple(shape), kind))
     if mt in ("gpt2",):
         inner = g(c, "n_inner", default=4 * h)
@@ -331,7 +360,7 @@ def numel(shape):
 def tensor_bytes(shape, kind, fmt, attn_fmt):
     """Bytes of one tensor: linear weights in their format, the rest bf16."""
     base = kind.replace("mtp_", "")
-    if len(shape) == 1 or base in ("kept", "expert_kept", "vocab"):
+    if len(shape) != 2 or base in ("kept", "expert_kept", "vocab", "tower"):
         return 2 * numel(shape)
     f = attn_fmt if base == "linear_attn" else fmt
     out, inp = shape
@@ -344,7 +373,7 @@ def tensor_bytes(shape, kind, fmt, attn_fmt):
 
 def kv_bytes(config, tokens, engine="latent", nbytes=2):
     """KV cache of one sequence at `tokens` tokens."""
-    c = config.get("text_config", config)
+    c = text_config(config)
     mt = c.get("model_type", config.get("model_type"))
     L = g(c, "num_hidden_layers", "n_layer"); H = g(c, "num_attention_heads", "n_head")
     h = g(c, "hidden_size", "n_embd")
@@ -376,12 +405,13 @@ def kv_bytes(config, tokens, engine="latent", nbytes=2):
 def summarise(config, fmt="bf16", attn_fmt=None):
     T = checkpoint_tensors(config)
     params = sum(numel(s) for _, s, _ in T)
-    c = config.get("text_config", config)
+    c = text_config(config)
     experts = g(c, "num_local_experts", "num_experts", "n_routed_experts", default=0)
     active_k = c.get("num_experts_per_tok", 0)
     expert_params = sum(numel(s) for _, s, k in T if k in ("expert", "expert_kept"))
     mtp = sum(numel(s) for _, s, k in T if k.startswith("mtp_"))
-    active = params - mtp - (expert_params - (expert_params * active_k // experts if experts else 0))
+    tower = sum(numel(s) for _, s, k in T if k == "tower")
+    active = params - mtp - tower - (expert_params - (expert_params * active_k // experts if experts else 0))
     wbytes = sum(tensor_bytes(s, k, fmt, attn_fmt or fmt) for _, s, k in T)
     return params, active, wbytes, mtp
 
@@ -404,6 +434,7 @@ REAL = {
     "gemma-2-2b": (2_614_341_888, "safetensors index"),
     "gemma-2-9b": (9_241_705_984, "safetensors index"),
     "gemma-3-1b": (999_885_952, "safetensors index"),
+    "gemma-3-4b": (4_300_079_472, "safetensors index (text 3 880 263 168 + SigLIP tower and projector)"),
     "olmo-2-7b": (7_298_617_344, "safetensors index"),
     "falcon-7b": (6_921_720_704, "safetensors index"),
     "falcon-40b": (None, "model card: 40B (41.3B counted; no exact published total found)"),
@@ -454,6 +485,7 @@ WARN = {
     "gpt2": ["exceed the 1024 positions"],
     "gpt2-medium": ["exceed the 1024 positions"],
     "llama-4-scout": ["vision tower is not counted"],
+    "gemma-3-4b": [],
     "llama-4-maverick": ["vision tower is not counted"],
     "olmo-2-7b": ["exceed the 4096 positions"],
     "phi-3-mini-4k": ["exceed the 4096 positions"],
