@@ -1305,6 +1305,79 @@ mod tests {
         assert_eq!(line(&two, "reserve"), line(&one, "reserve"));
     }
 
+    /// Every headline figure is the sum of its group and the total is their sum:
+    /// no line counts twice (issue 9: the assumed weights line of parameter-count
+    /// mode was also summed as a transient).
+    #[test]
+    fn headline_figures_partition_the_total() {
+        let cases: [&[(&str, &str)]; 4] = [
+            &[("parameters", "7e9"), ("bits", "4")],
+            &[
+                ("parameters", "7e9"),
+                ("train", "full"),
+                ("cuda-context-mib", "500"),
+            ],
+            &[
+                ("layers", "32"),
+                ("kv-heads", "8"),
+                ("head-dim", "128"),
+                ("context", "8192"),
+            ],
+            &[
+                ("layers", "32"),
+                ("hidden", "4096"),
+                ("heads", "32"),
+                ("intermediate", "14336"),
+                ("vocab", "128256"),
+                ("context", "4096"),
+                ("attention", "eager"),
+            ],
+        ];
+        for pairs in cases {
+            let (input, errors) = from_pairs(pairs.iter().copied());
+            assert!(errors.is_empty(), "{errors:?}");
+            let e = estimate(&input).unwrap();
+            let parts = e.weights_bytes
+                + e.kv_cache_bytes
+                + e.training_bytes
+                + e.transient_bytes
+                + e.reserve_bytes;
+            assert_eq!(parts, e.total_bytes, "{pairs:?}");
+        }
+        let (input, _) = from_pairs([("parameters", "7e9"), ("bits", "4")]);
+        assert_eq!(estimate(&input).unwrap().transient_bytes, 0);
+    }
+
+    /// DeepSeek-style MLA caches one latent per token and layer: 61 layers ×
+    /// (512 + 64) values × 8192 tokens × 2 B; the decompressed line is shown aside.
+    #[test]
+    fn mla_caches_the_latent_and_shows_the_decompressed_cache_aside() {
+        let (input, errors) = from_pairs([
+            ("layers", "61"),
+            ("hidden", "7168"),
+            ("heads", "128"),
+            ("intermediate", "18432"),
+            ("vocab", "129280"),
+            ("kv-lora-rank", "512"),
+            ("q-lora-rank", "1536"),
+            ("qk-nope-dim", "128"),
+            ("qk-rope-dim", "64"),
+            ("v-head-dim", "128"),
+            ("context", "8192"),
+            ("kv-dtype", "bf16"),
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        let e = estimate(&input).unwrap();
+        assert_eq!(e.kv_cache_bytes, 61 * 576 * 8192 * 2);
+        let wide = e
+            .lines
+            .iter()
+            .find(|l| l.key == "kv_cache.decompressed")
+            .unwrap();
+        assert_eq!(wide.bytes, 61 * 128 * (192 + 128) * 8192 * 2);
+        assert!(!wide.in_total);
+    }
+
     #[test]
     fn a_split_that_does_not_divide_the_gpus_is_refused() {
         let err = estimate(&llama_8b(&[("gpus", "3"), ("tp", "2")])).unwrap_err();
