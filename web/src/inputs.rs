@@ -344,6 +344,9 @@ pub fn InputsPanel() -> impl IntoView {
                         hint="Pre-allocated tokens per sequence"/>
                     <Field key="sliding-window" label="Sliding window" placeholder="none"/>
                     <Field key="sliding-layers" label="Sliding layers" placeholder="all"/>
+                    <Field key="state-layers" label="State layers (Mamba / linear)" placeholder="0"
+                        hint="Layers with a constant per-sequence state instead of KV"/>
+                    <Field key="state-bytes" label="State bytes per layer" placeholder="0"/>
                 </div>
             </fieldset>
 

@@ -35,7 +35,10 @@ pub const COUNT_KEYS: &[&str] = &["parameters"];
 /// sliding-window keys, which describe the cache).
 pub fn is_arch_key(key: &str) -> bool {
     SHAPE_KEYS.contains(&key)
-        && !matches!(key, "sliding-window" | "sliding-layers" | "max-position")
+        && !matches!(
+            key,
+            "sliding-window" | "sliding-layers" | "max-position" | "state-layers" | "state-bytes"
+        )
 }
 
 /// How the model is described.

@@ -89,6 +89,12 @@ pub struct EstimateInput {
     pub sliding_layers: Option<u64>,
     /// Static cache length (pre-allocated per sequence).
     pub static_cache: Option<u64>,
+    /// Layers that keep a constant per-sequence state instead of a KV cache
+    /// (Mamba / linear-attention layers of hybrid models); the rest keep KV.
+    pub state_layers: u64,
+    /// Bytes of that state per layer and sequence (e.g. Mamba-2: heads × head dim
+    /// × d_state plus the convolution window, in the state's dtype).
+    pub state_bytes: u64,
     /// Attention implementation (decides whether a tokens² score matrix exists).
     pub attention: AttentionImpl,
     /// Logits kept in prefill.
@@ -141,6 +147,8 @@ impl Default for EstimateInput {
             sliding_window: None,
             sliding_layers: None,
             static_cache: None,
+            state_layers: 0,
+            state_bytes: 0,
             attention: AttentionImpl::Sdpa,
             logits: Logits::Last,
             cuda_context_mib: None,
@@ -756,8 +764,14 @@ fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<(),
             "the KV cache needs layers, kv-heads and head-dim (give them, a preset or a config.json)",
         ));
     };
+    if input.state_layers > layers {
+        return Err(EstimateError::invalid(
+            "state-layers",
+            format!("{} state layers of {layers} layers", input.state_layers),
+        ));
+    }
     let shape = KvShape {
-        layers,
+        layers: layers - input.state_layers,
         values,
         layout: if mla {
             KvLayout::MlaLatent
@@ -831,6 +845,26 @@ fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<(),
         shape.formula(),
         &gen_inputs,
     );
+    if input.state_layers > 0 {
+        let bytes = checked_product(
+            &[input.state_layers, input.state_bytes, input.sequences],
+            "recurrent state",
+        )?;
+        b.line(
+            "kv_cache.state",
+            "Recurrent state of state-space / linear-attention layers",
+            bytes,
+            split.layered(bytes, true),
+            Kind::Computed,
+            true,
+            "state layers × state bytes per layer × sequences (constant in tokens)".into(),
+            &[
+                ("state-layers", input.state_layers.to_string()),
+                ("state-bytes", input.state_bytes.to_string()),
+                ("sequences", input.sequences.to_string()),
+            ],
+        );
+    }
     if let Some(full) = input
         .arch
         .map(|a| a.mla_decompressed_values())
@@ -1376,6 +1410,44 @@ mod tests {
             .unwrap();
         assert_eq!(wide.bytes, 61 * 128 * (192 + 128) * 8192 * 2);
         assert!(!wide.in_total);
+    }
+
+    /// A hybrid's state layers keep a constant state instead of KV: 48 layers of
+    /// which 36 linear-attention layers (Qwen3-Next's 3:1 pattern) keep 1 MiB each.
+    #[test]
+    fn state_layers_replace_kv_with_a_constant_state() {
+        let pairs = |tokens: &'static str| {
+            from_pairs([
+                ("parameters", "80e9"),
+                ("layers", "48"),
+                ("kv-heads", "2"),
+                ("head-dim", "256"),
+                ("state-layers", "36"),
+                ("state-bytes", "1048576"),
+                ("sequences", "2"),
+                ("context", tokens),
+            ])
+            .0
+        };
+        let short = estimate(&pairs("1024")).unwrap();
+        let long = estimate(&pairs("2048")).unwrap();
+        let state = 36 * 1_048_576 * 2;
+        let kv = |t: u64| 12 * 2 * 2 * 256 * t * 2 * 2;
+        assert_eq!(short.kv_cache_bytes, kv(1024) + state);
+        assert_eq!(long.kv_cache_bytes, kv(2048) + state);
+        let (bad, _) = from_pairs([
+            ("layers", "4"),
+            ("kv-heads", "2"),
+            ("head-dim", "64"),
+            ("state-layers", "5"),
+            ("context", "8"),
+        ]);
+        assert!(
+            estimate(&bad)
+                .unwrap_err()
+                .to_string()
+                .starts_with("state-layers:")
+        );
     }
 
     #[test]

@@ -62,6 +62,8 @@ pub const KEYS: &[&str] = &[
     "sliding-window",
     "sliding-layers",
     "static-cache",
+    "state-layers",
+    "state-bytes",
     "attention",
     "logits",
     "cuda-context-mib",
@@ -267,6 +269,8 @@ fn apply(
         "sliding-window" => input.sliding_window = Some(count()?),
         "sliding-layers" => input.sliding_layers = Some(count()?),
         "static-cache" => input.static_cache = Some(count()?),
+        "state-layers" => input.state_layers = count()?,
+        "state-bytes" => input.state_bytes = count()?,
         "attention" => input.attention = AttentionImpl::parse(k, v)?,
         "logits" => {
             input.logits = match v.trim() {
@@ -584,6 +588,8 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
         put("checkpointing", input.checkpointing.to_string());
     }
     for (k, v, dv) in [
+        ("state-layers", input.state_layers, d.state_layers),
+        ("state-bytes", input.state_bytes, d.state_bytes),
         ("reserve-gib", input.reserve_gib, d.reserve_gib),
         ("gpus", input.gpus, d.gpus),
         ("tp", input.tp, d.tp),
@@ -654,6 +660,12 @@ pub fn describe(key: &str) -> &'static str {
         "sliding-window" => "Sliding-window size of windowed layers",
         "sliding-layers" => "How many layers use the window (default all)",
         "static-cache" => "Static cache length pre-allocated per sequence",
+        "state-layers" => {
+            "Layers keeping a constant per-sequence state instead of KV (Mamba / linear-attention layers of hybrids)"
+        }
+        "state-bytes" => {
+            "State bytes per such layer and sequence (Mamba-2: heads × head dim × d_state + conv window, × dtype)"
+        }
         "attention" => {
             "Attention implementation: sdpa (default), flash or eager (eager keeps a tokens² matrix)"
         }

@@ -64,6 +64,8 @@ pub const SHAPE_KEYS: &[&str] = &[
     "sliding-window",
     "sliding-layers",
     "max-position",
+    "state-layers",
+    "state-bytes",
 ];
 
 /// Every preset, smallest family member first within a family.

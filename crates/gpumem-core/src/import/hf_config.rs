@@ -254,7 +254,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     let root_type = root.get("model_type").and_then(Value::as_str).unwrap_or(mt);
     if STATE_SPACE.contains(&mt) || STATE_SPACE.contains(&root_type) {
         return Err(parse(format!(
-            "model_type {mt}: state-space / linear-attention layers keep a constant per-sequence state instead of a KV cache, and their tensors differ from attention layers; this is not expressible yet (give the parameters and the attention layers' KV shape by hand)"
+            "model_type {mt}: state-space / linear-attention layers keep a constant per-sequence state instead of a KV cache, and their tensors differ from attention layers; the config reader does not count them yet: give parameters, the attention layers' KV shape and state-layers / state-bytes by hand"
         )));
     }
     let other_layer = v
@@ -267,7 +267,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         });
     if let Some(kind) = other_layer {
         return Err(parse(format!(
-            "layer_types has {kind:?} layers: layers that keep a constant state instead of a KV cache are not expressible yet"
+            "layer_types has {kind:?} layers: layers that keep a constant state instead of a KV cache are not read from a config yet (give parameters, the KV shape and state-layers / state-bytes by hand)"
         )));
     }
     let mut warnings = Vec::new();
