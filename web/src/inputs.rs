@@ -189,6 +189,7 @@ const FORMATS: &[&str] = &[
     "bf16",
     "mxfp4",
     "nvfp4",
+    "nvfp4a16",
     "fp8-channel",
     "w4a16-g128",
     "fp16",

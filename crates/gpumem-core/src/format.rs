@@ -30,7 +30,8 @@
 //!   bits/weight; ggml's `block_mxfp4` (ggml-common.h) is the same 17 B per 32.
 //! - **NVFP4** (compressed-tensors `nvfp4-pack-quantized`, ModelOpt NVFP4): E2M1
 //!   packed two per byte, one FP8 E4M3 scale per 16 values, and two fp32 per-tensor
-//!   scales (`weight_global_scale` + `input_global_scale`): 4.5 bits/weight + 8 B.
+//!   scales (`weight_global_scale` + `input_global_scale`): 4.5 bits/weight + 8 B;
+//!   `nvfp4a16` (weights only) stores no input scale: + 4 B.
 //! - **compressed-tensors FP8 per channel** (`fp8-channel`, llm-compressor's
 //!   FP8_DYNAMIC): e4m3 values + a 16-bit `weight_scale` [out, 1] (the scale keeps the
 //!   original dtype).
@@ -323,8 +324,12 @@ pub enum StorageFormat {
     },
     /// OCP MXFP4: E2M1 values + an E8M0 scale per 32.
     Mxfp4,
-    /// NVIDIA NVFP4: E2M1 values + an FP8 scale per 16 + two fp32 per-tensor scales.
-    Nvfp4,
+    /// NVIDIA NVFP4: E2M1 values + an FP8 scale per 16 + an fp32 per-tensor weight
+    /// scale, and an fp32 input scale when activations are FP4 too (W4A4).
+    Nvfp4 {
+        /// Activations quantised too (`input_global_scale` stored); false for NVFP4A16.
+        w4a4: bool,
+    },
     /// compressed-tensors FP8 with one 16-bit scale per output channel.
     Fp8Channel,
     /// compressed-tensors W4A16 `pack-quantized`, symmetric, one 16-bit scale per group.
@@ -377,7 +382,8 @@ impl StorageFormat {
             }
             "int8" | "llm-int8" => return Ok(StorageFormat::Int8),
             "mxfp4" => return Ok(StorageFormat::Mxfp4),
-            "nvfp4" => return Ok(StorageFormat::Nvfp4),
+            "nvfp4" => return Ok(StorageFormat::Nvfp4 { w4a4: true }),
+            "nvfp4a16" => return Ok(StorageFormat::Nvfp4 { w4a4: false }),
             "fp8-channel" | "fp8-dynamic" => return Ok(StorageFormat::Fp8Channel),
             "nf4" => {
                 return Ok(StorageFormat::Bnb4 {
@@ -484,7 +490,7 @@ impl StorageFormat {
                 if double_quant { "-dq" } else { "" }
             ),
             StorageFormat::Mxfp4 => "mxfp4".into(),
-            StorageFormat::Nvfp4 => "nvfp4".into(),
+            StorageFormat::Nvfp4 { w4a4 } => if w4a4 { "nvfp4" } else { "nvfp4a16" }.into(),
             StorageFormat::Fp8Channel => "fp8-channel".into(),
             StorageFormat::W4a16 { group } => format!("w4a16-g{group}"),
             StorageFormat::Gguf { ty } => ty.name().to_ascii_lowercase(),
@@ -580,10 +586,10 @@ impl StorageFormat {
                 &[out, inp.div_ceil(32), 17],
                 "MXFP4 blocks and scales",
             )?),
-            StorageFormat::Nvfp4 => {
+            StorageFormat::Nvfp4 { w4a4 } => {
                 let packed = checked_product(&[out, inp.div_ceil(2)], "NVFP4 values")?;
                 let scales = checked_product(&[out, inp.div_ceil(16)], "NVFP4 scales")?;
-                plain(sum(&[packed, scales, 8])?)
+                plain(sum(&[packed, scales, if w4a4 { 8 } else { 4 }])?)
             }
             StorageFormat::Fp8Channel => {
                 plain(sum(&[n, checked_product(&[out, 2], "fp8 scales")?])?)
@@ -671,6 +677,7 @@ mod tests {
             "iq4_xs",
             "mxfp4",
             "nvfp4",
+            "nvfp4a16",
             "fp8-channel",
             "w4a16-g128",
         ] {

@@ -150,6 +150,10 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/real-llama-3.1-8b-ct-nvfp4.json"),
     ),
     (
+        "real-llama-3.1-8b-ct-nvfp4a16",
+        include_str!("cases/real-llama-3.1-8b-ct-nvfp4a16.json"),
+    ),
+    (
         "real-llama-3.1-8b-ct-w4a16",
         include_str!("cases/real-llama-3.1-8b-ct-w4a16.json"),
     ),

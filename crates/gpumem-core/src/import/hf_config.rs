@@ -753,7 +753,9 @@ fn compressed_tensors(q: &Value) -> Option<String> {
     if groups.len() != 1 {
         return None;
     }
-    let w = groups.values().next()?.get("weights")?;
+    let group = groups.values().next()?;
+    let w = group.get("weights")?;
+    let activations = group.get("input_activations").is_some_and(|a| !a.is_null());
     let bits = w.get("num_bits")?.as_u64()?;
     let ty = w.get("type").and_then(Value::as_str).unwrap_or("int");
     let strategy = w
@@ -761,7 +763,7 @@ fn compressed_tensors(q: &Value) -> Option<String> {
         .and_then(Value::as_str)
         .unwrap_or("tensor");
     match (bits, ty, strategy) {
-        (4, "float", "tensor_group") => Some("nvfp4".into()),
+        (4, "float", "tensor_group") => Some(if activations { "nvfp4" } else { "nvfp4a16" }.into()),
         (8, "float", "channel") => Some("fp8-channel".into()),
         (8, "float", "block") => Some("fp8-block".into()),
         (4, "int", "group") if w.get("symmetric").and_then(Value::as_bool) != Some(false) => {

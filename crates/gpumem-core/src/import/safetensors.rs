@@ -255,7 +255,7 @@ mod tests {
             ),
         ]);
         let s = parse_header(&h).unwrap();
-        let nv = StorageFormat::Nvfp4
+        let nv = StorageFormat::Nvfp4 { w4a4: true }
             .matrix_bytes(4096, 14336)
             .unwrap()
             .bytes;

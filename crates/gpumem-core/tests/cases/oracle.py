@@ -366,6 +366,7 @@ def tensor_bytes(shape, kind, fmt, attn_fmt):
     out, inp = shape
     if f == "mxfp4": return out * cdiv(inp, 32) * 17
     if f == "nvfp4": return out * cdiv(inp, 2) + out * cdiv(inp, 16) + 8
+    if f == "nvfp4a16": return out * cdiv(inp, 2) + out * cdiv(inp, 16) + 4
     if f == "fp8-channel": return out * inp + 2 * out
     if f.startswith("w4a16-g"):
         gs = int(f.split("-g")[1]); return out * cdiv(inp, 8) * 4 + out * cdiv(inp, gs) * 2 + 8
@@ -462,11 +463,16 @@ CT = {
          "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True, "dynamic": False},
                                        "input_activations": None}}},
         "w4a16-g128"),
-    "llama-3.1-8b-ct-nvfp4": ("https://huggingface.co/RedHatAI/Llama-3.1-8B-Instruct-NVFP4/blob/main/config.json",
+    "llama-3.1-8b-ct-nvfp4": ("quantization_config as llm-compressor writes its NVFP4 scheme (compressed-tensors nvfp4-pack-quantized, W4A4; e.g. the RedHatAI NVFP4 checkpoints)",
         {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized", "ignore": ["lm_head"],
          "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": True, "dynamic": False},
                                        "input_activations": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": True, "dynamic": "local"}}}},
         "nvfp4"),
+    "llama-3.1-8b-ct-nvfp4a16": ("quantization_config as llm-compressor writes its NVFP4A16 scheme (weights only: input_activations null)",
+        {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized", "ignore": ["lm_head"],
+         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": True, "dynamic": False},
+                                       "input_activations": None}}},
+        "nvfp4a16"),
 }
 
 def config_format(cfg):
