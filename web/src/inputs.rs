@@ -185,6 +185,29 @@ fn Cell(key: String, aria: String, placeholder: Signal<String>) -> impl IntoView
     }
 }
 
+/// Shape counts beyond the plain decoder (one loop, so the page's code stays small):
+/// (key, label, placeholder).
+const EXTRA_COUNTS: &[(&str, &str, &str)] = &[
+    ("layer-norms", "Norms per layer", "2"),
+    ("learned-positions", "Learned positions", "none"),
+    ("max-position", "Trained positions", "unknown"),
+    ("kv-lora-rank", "MLA KV latent rank", "no MLA"),
+    ("q-lora-rank", "MLA query rank", "0"),
+    ("qk-nope-dim", "MLA q/k no-RoPE dim", ""),
+    ("qk-rope-dim", "MLA RoPE dim", ""),
+    ("v-head-dim", "MLA value dim", ""),
+    ("mtp-layers", "MTP layers", "0"),
+    ("tower-params", "Vision/audio tower parameters", "0"),
+    ("moe-every", "MoE every n-th layer", "1"),
+];
+
+/// Flags beyond the plain decoder: (key, label).
+const EXTRA_FLAGS: &[(&str, &str)] = &[
+    ("qk-norm-whole", "q/k norm over the projection"),
+    ("attn-sinks", "Attention sinks"),
+    ("router-bias", "MoE router bias"),
+];
+
 const FORMATS: &[&str] = &[
     "bf16",
     "mxfp4",
@@ -294,27 +317,19 @@ pub fn InputsPanel() -> impl IntoView {
                             <Field key="shared-experts" label="Shared experts" placeholder="0"/>
                             <Field key="shared-intermediate" label="Shared intermediate"/>
                             <Field key="dense-layers" label="Leading dense layers" placeholder="0"/>
-                            <Field key="moe-every" label="MoE every n-th layer" placeholder="1"/>
-                            <Field key="router-bias" label="Router bias" kind=Kind::Bool(false)/>
                         </div>
                     </details>
                     <details class="sub">
                         <summary>"Attention variants and extra tensors"</summary>
                         <div class="grid3">
-                            <Field key="layer-norms" label="Norms per layer" placeholder="2"/>
-                            <Field key="learned-positions" label="Learned positions" placeholder="none"/>
-                            <Field key="max-position" label="Trained positions" placeholder="unknown"/>
-                            <Field key="kv-lora-rank" label="MLA KV latent rank" placeholder="no MLA"/>
-                            <Field key="q-lora-rank" label="MLA query rank" placeholder="0"/>
-                            <Field key="qk-nope-dim" label="MLA q/k no-RoPE dim"/>
-                            <Field key="qk-rope-dim" label="MLA RoPE dim"/>
-                            <Field key="v-head-dim" label="MLA value dim"/>
-                            <Field key="mtp-layers" label="MTP layers" placeholder="0"/>
-                            <Field key="tower-params" label="Vision/audio tower parameters" placeholder="0"/>
+                            {EXTRA_COUNTS.iter().map(|&(key, label, placeholder)| view! {
+                                <Field key label placeholder/>
+                            }).collect_view()}
                         </div>
                         <div class="flags">
-                            <Field key="qk-norm-whole" label="q/k norm over the projection" kind=Kind::Bool(false)/>
-                            <Field key="attn-sinks" label="Attention sinks" kind=Kind::Bool(false)/>
+                            {EXTRA_FLAGS.iter().map(|&(key, label)| view! {
+                                <Field key label kind=Kind::Bool(false)/>
+                            }).collect_view()}
                         </div>
                     </details>
                 </Show>
