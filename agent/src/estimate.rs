@@ -121,6 +121,7 @@ struct JsonOutput<'a> {
 pub fn run(args: Args) -> Result<Exit> {
     // Step 1: gather every input (files are read, headers only), then validate once.
     let mut pairs: Vec<(String, String)> = Vec::new();
+    let mut imported: Option<hf_config::ImportedConfig> = None;
     // --model: the Hub gives the config text and the tensors; both then take the
     // same path as --config and --safetensors/--gguf.
     let mut hub_tensors: Option<TensorSummary> = None;
@@ -137,18 +138,20 @@ pub fn run(args: Args) -> Result<Exit> {
             found.requests
         );
         if let (Some(text), None) = (&found.config, &args.config) {
-            let imported = hf_config::parse_config(text)
+            let c = hf_config::parse_config(text)
                 .with_context(|| format!("reading {model}'s config.json"))?;
-            pairs.extend(config_pairs(&imported));
+            pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
+            imported = Some(c);
         }
         hub_tensors = Some(found.tensors);
     }
     if let Some(path) = &args.config {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let imported = hf_config::parse_config(&text)
+        let c = hf_config::parse_config(&text)
             .with_context(|| format!("reading {}", path.display()))?;
-        pairs.extend(config_pairs(&imported));
+        pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
+        imported = Some(c);
     }
     pairs.extend(args.pairs.iter().cloned());
     let (mut input, errors) =
@@ -175,13 +178,20 @@ pub fn run(args: Args) -> Result<Exit> {
     }
     input.tensors = summary;
     // Step 2: compute.
-    let est = match estimate(&input) {
+    let mut est = match estimate(&input) {
         Ok(e) => e,
         Err(e) => {
             crate::out::errln!("gpumem-agent: invalid input: {}", flagify(&e));
             return Ok(Exit::Unavailable);
         }
     };
+    // What the config reader assumed and could not model belongs with the figures.
+    if let Some(c) = &imported {
+        est.assumptions
+            .extend(c.notes.iter().map(|n| format!("config.json: {n}")));
+        est.warnings
+            .extend(c.warnings.iter().map(|w| format!("config.json: {w}")));
+    }
     let fit = fit_table(&est);
     if args.json {
         let out = JsonOutput {
@@ -213,24 +223,6 @@ fn flagify(e: &EstimateError) -> String {
         EstimateError::Invalid { field, .. } if KEYS.contains(field) => format!("--{e}"),
         _ => e.to_string(),
     }
-}
-
-/// The pairs a config.json stands for (explicit flags given later override them).
-fn config_pairs(c: &hf_config::ImportedConfig) -> Vec<(String, String)> {
-    let input = gpumem_core::estimate::EstimateInput {
-        arch: Some(c.arch),
-        sliding_window: c.sliding_window,
-        sliding_layers: c.sliding_layers,
-        ..Default::default()
-    };
-    let mut out: Vec<(String, String)> = params::to_pairs(&input)
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    if let Some(f) = &c.format {
-        out.push(("format".into(), f.clone()));
-    }
-    out
 }
 
 /// Reads only a file's header, as [`gpumem_core::import::read_policy`] asks: the same bounds and growth
@@ -333,10 +325,21 @@ pub fn render_table(est: &Estimate, fit: &[CardFit], per_device: bool) -> String
     );
     // Verdict and signed headroom come from the core's shared helpers, so this table
     // and the page's fit table print the same words and digits for the same need.
+    // Columns as wide as the longest verdict and card name, so every row lines up.
+    let verdict_width = fit
+        .iter()
+        .map(|f| Verdict::of(f).text().chars().count())
+        .max()
+        .unwrap_or(0);
+    let name_width = fit
+        .iter()
+        .map(|f| f.name.chars().count())
+        .max()
+        .unwrap_or(0);
     for f in fit {
         let _ = writeln!(
             s,
-            "  {:<25} {:<28} {:>22} B ({:<8}) headroom {:>23} B  {:>8} GiB",
+            "  {:<verdict_width$} {:<name_width$} {:>22} B ({:<8}) headroom {:>23} B  {:>8} GiB",
             Verdict::of(f).text(),
             f.name,
             group_digits(f.capacity_bytes),

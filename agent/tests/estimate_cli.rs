@@ -214,3 +214,145 @@ fn config_json_fills_the_architecture_and_flags_override_it() {
     ]);
     assert!(v["parameters"].as_u64().expect("integer") < 5_000_000_000);
 }
+
+/// Issue 9: in parameter-count mode the weights line is assumed, and it was summed
+/// as a transient too. Each line now belongs to one headline group.
+#[test]
+fn no_line_is_counted_twice_in_the_headline_figures() {
+    let v = json(&["--parameters", "7e9", "--bits", "4"]);
+    assert_eq!(v["transient_bytes"], 0, "{v}");
+    let sum: u64 = [
+        "weights_bytes",
+        "kv_cache_bytes",
+        "training_bytes",
+        "transient_bytes",
+        "reserve_bytes",
+    ]
+    .iter()
+    .map(|k| v[*k].as_u64().expect("integer"))
+    .sum();
+    assert_eq!(v["total_bytes"].as_u64(), Some(sum));
+}
+
+/// Issue 9: an exponent of 4 294 967 295 used to loop for ever; now it is refused.
+#[test]
+fn a_huge_exponent_is_refused_at_once() {
+    let start = std::time::Instant::now();
+    let out = agent(&["estimate", "--parameters", "0e4294967295"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--parameters"));
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+}
+
+/// Seed §4 exactly as the seed types it: the KV shape alone, no weights.
+#[test]
+fn seed_kv_example_from_the_shape_alone() {
+    let v = json(&[
+        "--layers",
+        "32",
+        "--kv-heads",
+        "8",
+        "--head-dim",
+        "128",
+        "--context",
+        "8192",
+        "--kv-dtype",
+        "bf16",
+    ]);
+    assert_eq!(v["kv_cache_bytes"], 1u64 << 30);
+    assert_eq!(v["weights_bytes"], 0);
+    let warnings = v["warnings"].to_string();
+    assert!(warnings.contains("weights not counted"), "{warnings}");
+}
+
+fn config(name: &str) -> String {
+    format!(
+        "{}/../crates/gpumem-core/tests/cases/configs/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// The printed table and `--json` compared with committed snapshots
+/// (`agent/tests/snapshots/`). After an intended change of the output, rerun with
+/// `UPDATE_SNAPSHOTS=1` and review the diff.
+#[test]
+fn table_and_json_match_their_snapshots() {
+    let gpt_oss = config("gpt-oss-20b");
+    let deepseek = config("deepseek-v3");
+    let runs: [(&str, Vec<&str>); 5] = [
+        (
+            "seed-s2.txt",
+            vec![
+                "estimate",
+                "--parameters",
+                "7e9",
+                "--bits",
+                "16",
+                "--reserve-gib",
+                "4",
+            ],
+        ),
+        (
+            "seed-s4-kv-only.json",
+            vec![
+                "estimate",
+                "--json",
+                "--layers",
+                "32",
+                "--kv-heads",
+                "8",
+                "--head-dim",
+                "128",
+                "--context",
+                "8192",
+                "--kv-dtype",
+                "bf16",
+            ],
+        ),
+        (
+            "params-4bit.json",
+            vec!["estimate", "--json", "--parameters", "7e9", "--bits", "4"],
+        ),
+        (
+            "gpt-oss-20b.txt",
+            vec!["estimate", "--config", &gpt_oss, "--context", "8192"],
+        ),
+        (
+            "deepseek-v3.json",
+            vec![
+                "estimate",
+                "--json",
+                "--config",
+                &deepseek,
+                "--context",
+                "8192",
+                "--kv-dtype",
+                "bf16",
+            ],
+        ),
+    ];
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let update = std::env::var_os("UPDATE_SNAPSHOTS").is_some();
+    let mut wrong = Vec::new();
+    for (file, args) in runs {
+        let out = agent(&args);
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got = String::from_utf8(out.stdout).expect("UTF-8 output");
+        let path = dir.join(file);
+        if update {
+            std::fs::write(&path, &got).expect("snapshot written");
+            continue;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        if got != want {
+            wrong.push(format!(
+                "{file} differs from its snapshot:\n--- want\n{want}\n--- got\n{got}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -2,8 +2,7 @@
 //! its error (if any) shown beside it. Presets and file import write into the
 //! same keys, so whatever they set is visible, editable and in the URL.
 
-use gpumem_core::estimate::EstimateInput;
-use gpumem_core::params::{from_pairs, to_pairs};
+use gpumem_core::params::from_pairs;
 use gpumem_core::presets::PRESETS;
 use gpumem_core::units::group_digits;
 use leptos::prelude::*;
@@ -186,8 +185,36 @@ fn Cell(key: String, aria: String, placeholder: Signal<String>) -> impl IntoView
     }
 }
 
+/// Shape counts beyond the plain decoder (one loop, so the page's code stays small):
+/// (key, label, placeholder).
+const EXTRA_COUNTS: &[(&str, &str, &str)] = &[
+    ("layer-norms", "Norms per layer", "2"),
+    ("learned-positions", "Learned positions", "none"),
+    ("max-position", "Trained positions", "unknown"),
+    ("kv-lora-rank", "MLA KV latent rank", "no MLA"),
+    ("q-lora-rank", "MLA query rank", "0"),
+    ("qk-nope-dim", "MLA q/k no-RoPE dim", ""),
+    ("qk-rope-dim", "MLA RoPE dim", ""),
+    ("v-head-dim", "MLA value dim", ""),
+    ("mtp-layers", "MTP layers", "0"),
+    ("tower-params", "Vision/audio tower parameters", "0"),
+    ("moe-every", "MoE every n-th layer", "1"),
+];
+
+/// Flags beyond the plain decoder: (key, label).
+const EXTRA_FLAGS: &[(&str, &str)] = &[
+    ("qk-norm-whole", "q/k norm over the projection"),
+    ("attn-sinks", "Attention sinks"),
+    ("router-bias", "MoE router bias"),
+];
+
 const FORMATS: &[&str] = &[
     "bf16",
+    "mxfp4",
+    "nvfp4",
+    "nvfp4a16",
+    "fp8-channel",
+    "w4a16-g128",
     "fp16",
     "fp32",
     "fp8",
@@ -292,6 +319,19 @@ pub fn InputsPanel() -> impl IntoView {
                             <Field key="dense-layers" label="Leading dense layers" placeholder="0"/>
                         </div>
                     </details>
+                    <details class="sub">
+                        <summary>"Attention variants and extra tensors"</summary>
+                        <div class="grid3">
+                            {EXTRA_COUNTS.iter().map(|&(key, label, placeholder)| view! {
+                                <Field key label placeholder/>
+                            }).collect_view()}
+                        </div>
+                        <div class="flags">
+                            {EXTRA_FLAGS.iter().map(|&(key, label)| view! {
+                                <Field key label kind=Kind::Bool(false)/>
+                            }).collect_view()}
+                        </div>
+                    </details>
                 </Show>
                 <ImportZone/>
             </fieldset>
@@ -301,6 +341,8 @@ pub fn InputsPanel() -> impl IntoView {
                 <div class="grid3">
                     <Field key="format" label="Storage (linear layers)" kind=Kind::Text("formats")
                         placeholder="bf16" hint="gptq-4-g128, awq-4-g128, nf4-dq, q4_k, fp8-block …"/>
+                    <Field key="attention-format" label="Attention projections" kind=Kind::Text("formats")
+                        placeholder="= storage" hint="bf16 when the quantiser left attention out"/>
                     <Field key="keep-format" label="Kept modules" kind=Kind::Text("keep-formats")
                         placeholder="bf16" hint="Embeddings, lm_head, norms, biases"/>
                     <Field key="compute-dtype" label="Compute dtype" kind=Kind::Text("dtypes")
@@ -318,6 +360,9 @@ pub fn InputsPanel() -> impl IntoView {
                         hint="Pre-allocated tokens per sequence"/>
                     <Field key="sliding-window" label="Sliding window" placeholder="none"/>
                     <Field key="sliding-layers" label="Sliding layers" placeholder="all"/>
+                    <Field key="state-layers" label="State layers (Mamba / linear)" placeholder="0"
+                        hint="Layers with a constant per-sequence state instead of KV"/>
+                    <Field key="state-bytes" label="State bytes per layer" placeholder="0"/>
                 </div>
             </fieldset>
 
@@ -507,20 +552,12 @@ fn ImportZone() -> impl IntoView {
                 busy.set(false);
                 status.set(Some(match outcome {
                     Ok(Outcome::Config(name, c)) => {
-                        let input = EstimateInput {
-                            arch: Some(c.arch),
-                            ..EstimateInput::default()
-                        };
-                        let mut pairs: Vec<(&str, String)> = to_pairs(&input);
-                        if let Some(w) = c.sliding_window {
-                            pairs.push(("sliding-window", w.to_string()));
-                        }
-                        if let Some(l) = c.sliding_layers {
-                            pairs.push(("sliding-layers", l.to_string()));
-                        }
+                        let pairs = c.pairs();
                         form.set_shape(&pairs);
-                        if let Some(f) = &c.format {
-                            form.sig("format").set(f.clone());
+                        for key in ["format", "attention-format", "max-position"] {
+                            if let Some((_, v)) = pairs.iter().find(|(k, _)| *k == key) {
+                                form.sig(key).set(v.clone());
+                            }
                         }
                         let mut text = format!(
                             "Read {name} ({}): the shape is now in the fields above and in the link.",
@@ -528,6 +565,9 @@ fn ImportZone() -> impl IntoView {
                         );
                         for n in &c.notes {
                             text.push_str(&format!(" Note: {n}."));
+                        }
+                        for w in &c.warnings {
+                            text.push_str(&format!(" Warning: {w}."));
                         }
                         Ok(text)
                     }

@@ -34,7 +34,11 @@ pub const COUNT_KEYS: &[&str] = &["parameters"];
 /// Keys that belong to the architecture mode only (the shape, without the
 /// sliding-window keys, which describe the cache).
 pub fn is_arch_key(key: &str) -> bool {
-    SHAPE_KEYS.contains(&key) && key != "sliding-window" && key != "sliding-layers"
+    SHAPE_KEYS.contains(&key)
+        && !matches!(
+            key,
+            "sliding-window" | "sliding-layers" | "max-position" | "state-layers" | "state-bytes"
+        )
 }
 
 /// How the model is described.

@@ -10,7 +10,7 @@
 //! the assumption).
 
 use gpumem_core::format::Dtype;
-use gpumem_core::kv::{KvDtype, KvShape};
+use gpumem_core::kv::{KvDtype, KvLayout, KvShape};
 use gpumem_core::training::{AttentionImpl, Optimizer, activation_bytes};
 use gpumem_core::units::checked_product;
 use gpumem_proto::workload::{
@@ -204,18 +204,24 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
             batch_tokens,
             tokens,
         ) {
-            (Some(l), Some(k), Some(h), Some((_, d)), Some((b, _)), Some(t)) => KvShape {
-                layers: l,
-                kv_heads: k,
-                head_dim: h,
-                dtype: KvDtype::Dense { dtype: *d },
-                sequences: b,
-                sliding_window: None,
-                sliding_layers: None,
-                static_tokens: None,
-            }
-            .bytes(t)
-            .map_err(|e| e.to_string()),
+            (Some(l), Some(k), Some(h), Some((_, d)), Some((b, _)), Some(t)) => k
+                .checked_mul(h)
+                .and_then(|v| v.checked_mul(2))
+                .ok_or_else(|| "KV heads × head dim overflows".to_string())
+                .and_then(|values| {
+                    KvShape {
+                        layers: l,
+                        values,
+                        layout: KvLayout::Heads,
+                        dtype: KvDtype::Dense { dtype: *d },
+                        sequences: b,
+                        sliding_window: None,
+                        sliding_layers: None,
+                        static_tokens: None,
+                    }
+                    .bytes(t)
+                    .map_err(|e| e.to_string())
+                }),
             _ => Err("the model has no config with layers, KV heads and head size".into()),
         };
         lines.push(Line {

@@ -21,12 +21,42 @@ pub struct Moe {
     pub active: u64,
     /// Intermediate size of one routed expert.
     pub expert_intermediate: u64,
-    /// Always-on shared experts per MoE layer (DeepSeek, Qwen2-MoE); 0 if none.
+    /// Always-on shared experts per MoE layer (DeepSeek, Qwen2-MoE, Llama-4); 0 if none.
     pub shared_experts: u64,
     /// Intermediate size of one shared expert.
     pub shared_intermediate: u64,
     /// Leading layers that keep a dense MLP (DeepSeek's `first_k_dense_replace`).
     pub dense_layers: u64,
+    /// After the leading dense layers, every `every`-th layer is MoE and the others
+    /// dense (Llama-4's `interleave_moe_layer_step`, Qwen-MoE's `decoder_sparse_step`).
+    pub every: u64,
+    /// A bias on the router (gpt-oss) or DeepSeek-V3's `e_score_correction_bias`.
+    pub router_bias: bool,
+}
+
+impl Moe {
+    /// MoE layers among `layers`: layer `i` (0-based) is MoE when `i ≥ dense_layers`
+    /// and `(i + 1) % every == 0` — transformers' Llama-4 and Qwen-MoE rule.
+    pub fn moe_layers(&self, layers: u64) -> u64 {
+        let every = self.every.max(1);
+        (layers / every).saturating_sub(self.dense_layers / every)
+    }
+}
+
+/// Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values pass
+/// through low-rank projections, and engines cache the compressed latent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mla {
+    /// Rank of the query compression (`q_lora_rank`); 0 = a plain `q_proj`.
+    pub q_lora_rank: u64,
+    /// Rank of the key/value latent (`kv_lora_rank`).
+    pub kv_lora_rank: u64,
+    /// Per-head query/key width without rotary embedding (`qk_nope_head_dim`).
+    pub qk_nope_dim: u64,
+    /// Per-head rotary width, shared by all heads in the latent (`qk_rope_head_dim`).
+    pub qk_rope_dim: u64,
+    /// Per-head value width (`v_head_dim`).
+    pub v_head_dim: u64,
 }
 
 /// A decoder-only transformer's shape, as in a Hugging Face `config.json`.
@@ -54,14 +84,32 @@ pub struct Architecture {
     pub qkv_bias: bool,
     /// Bias on the output projection.
     pub o_bias: bool,
-    /// Biases on the MLP projections.
+    /// Biases on the MLP projections (experts included).
     pub mlp_bias: bool,
-    /// RMSNorm/LayerNorm on queries and keys per head (e.g. Qwen3).
+    /// RMSNorm/LayerNorm on queries and keys per head (e.g. Qwen3, Gemma-3).
     pub qk_norm: bool,
+    /// q/k norms over the whole projection (OLMo-2: `heads × head_dim` and
+    /// `kv_heads × head_dim` weights) rather than one head's width.
+    pub qk_norm_whole: bool,
     /// LayerNorm with a bias (GPT-2 style) rather than RMSNorm.
     pub layernorm_bias: bool,
+    /// Norms per decoder layer: 2 usually, 4 in Gemma-2/3, 1 in Falcon-7B and GPT-J
+    /// (one norm feeding parallel attention and MLP).
+    pub layer_norms: u64,
+    /// Rows of a learned position-embedding table (GPT-2's `n_positions`); 0 = none.
+    pub learned_positions: u64,
+    /// One learned attention-sink logit per head and layer (gpt-oss).
+    pub attn_sinks: bool,
+    /// Multi-head latent attention, replacing q/k/v projections.
+    pub mla: Option<Mla>,
     /// Mixture-of-experts blocks, if any.
     pub moe: Option<Moe>,
+    /// Multi-token-prediction layers the checkpoint stores after the last layer
+    /// (DeepSeek-V3's `num_nextn_predict_layers`), counted as DeepSeek stores them.
+    pub mtp_layers: u64,
+    /// Parameters of vision/audio towers and their projectors (counted by the config
+    /// reader from the tower's own config), kept in 16 bits; 0 = none.
+    pub tower_params: u64,
 }
 
 /// The classes parameters are counted in.
@@ -78,16 +126,23 @@ pub enum ParamClass {
     Norms,
     /// The output projection to the vocabulary.
     LmHead,
+    /// Multi-token-prediction layers (their own decoder layer, projections and
+    /// vocabulary copies), stored in the checkpoint but used only for speculation.
+    Mtp,
+    /// Vision/audio towers and their projectors, kept in 16 bits.
+    Tower,
 }
 
 impl ParamClass {
     /// Every class, in display order.
-    pub const ALL: [ParamClass; 5] = [
+    pub const ALL: [ParamClass; 7] = [
         ParamClass::Embeddings,
         ParamClass::Attention,
         ParamClass::Mlp,
         ParamClass::Norms,
         ParamClass::LmHead,
+        ParamClass::Mtp,
+        ParamClass::Tower,
     ];
 
     /// A short key ("embeddings", "attention", …).
@@ -98,6 +153,8 @@ impl ParamClass {
             ParamClass::Mlp => "mlp",
             ParamClass::Norms => "norms",
             ParamClass::LmHead => "lm_head",
+            ParamClass::Mtp => "mtp",
+            ParamClass::Tower => "tower",
         }
     }
 }
@@ -105,8 +162,11 @@ impl ParamClass {
 /// The role of a tensor in a layer, which decides its storage format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
-    /// A linear weight a quantiser converts.
+    /// An MLP / expert linear weight a quantiser converts.
     Linear,
+    /// An attention linear weight (some checkpoints keep these unquantised:
+    /// gpt-oss's `modules_to_not_convert`, compressed-tensors' `ignore`).
+    AttnLinear,
     /// A bias, norm or router weight that stays in the "other" format.
     Kept,
     /// An embedding / lm_head matrix (its own format).
@@ -142,8 +202,10 @@ impl TensorGroup {
 /// Which format each role is stored in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleFormats {
-    /// Attention and MLP linear weights.
+    /// MLP and expert linear weights.
     pub linear: StorageFormat,
+    /// Attention linear weights.
+    pub attention: StorageFormat,
     /// Embeddings and lm_head.
     pub vocab: StorageFormat,
     /// Norms, biases and routers.
@@ -154,6 +216,7 @@ impl ModuleFormats {
     fn for_role(&self, role: Role) -> StorageFormat {
         match role {
             Role::Linear => self.linear,
+            Role::AttnLinear => self.attention,
             Role::Vocab => self.vocab,
             Role::Kept => self.kept,
         }
@@ -203,15 +266,40 @@ impl WeightBreakdown {
     }
 }
 
+/// A group whose tensors are all used by every token.
+fn grp(
+    class: ParamClass,
+    role: Role,
+    name: &'static str,
+    rows: u64,
+    cols: u64,
+    count: u64,
+) -> TensorGroup {
+    TensorGroup {
+        class,
+        role,
+        name,
+        rows,
+        cols,
+        count,
+        active: count,
+    }
+}
+
+/// Checked sum of two sizes.
+fn add(a: u64, b: u64, what: &'static str) -> Result<u64, EstimateError> {
+    a.checked_add(b).ok_or(EstimateError::Overflow { what })
+}
+
 /// Upper bound on any one dimension: far above any real model, low enough that
 /// products of a few dimensions stay well inside `u128`.
 pub const MAX_DIM: u64 = 1 << 40;
 
 impl Architecture {
-    /// Checks that the shape is usable: every size ≥ 1 where required, heads
-    /// divisible by KV heads, MoE counts coherent.
+    /// Checks that the shape is usable: every size ≥ 1 where required and at most
+    /// [`MAX_DIM`], heads divisible by KV heads, MoE counts coherent.
     pub fn validate(&self) -> Result<(), EstimateError> {
-        let positive: [(&'static str, u64); 7] = [
+        let positive: [(&'static str, u64); 8] = [
             ("vocab", self.vocab),
             ("hidden", self.hidden),
             ("layers", self.layers),
@@ -219,11 +307,53 @@ impl Architecture {
             ("kv-heads", self.kv_heads),
             ("head-dim", self.head_dim),
             ("intermediate", self.intermediate),
+            ("layer-norms", self.layer_norms),
         ];
         for (field, v) in positive {
             if v == 0 {
                 return Err(EstimateError::invalid(field, "must be at least 1"));
             }
+        }
+        let mut bounded = vec![
+            ("vocab", self.vocab),
+            ("hidden", self.hidden),
+            ("layers", self.layers),
+            ("heads", self.heads),
+            ("kv-heads", self.kv_heads),
+            ("head-dim", self.head_dim),
+            ("intermediate", self.intermediate),
+            ("layer-norms", self.layer_norms),
+            ("learned-positions", self.learned_positions),
+            ("mtp-layers", self.mtp_layers),
+            ("tower-params", self.tower_params),
+        ];
+        if let Some(m) = self.mla {
+            bounded.extend([
+                ("q-lora-rank", m.q_lora_rank),
+                ("kv-lora-rank", m.kv_lora_rank),
+                ("qk-nope-dim", m.qk_nope_dim),
+                ("qk-rope-dim", m.qk_rope_dim),
+                ("v-head-dim", m.v_head_dim),
+            ]);
+            for (field, v) in [
+                ("kv-lora-rank", m.kv_lora_rank),
+                ("v-head-dim", m.v_head_dim),
+            ] {
+                if v == 0 {
+                    return Err(EstimateError::invalid(field, "must be at least 1 with MLA"));
+                }
+            }
+        }
+        if let Some(m) = self.moe {
+            bounded.extend([
+                ("experts", m.experts),
+                ("expert-intermediate", m.expert_intermediate),
+                ("shared-experts", m.shared_experts),
+                ("shared-intermediate", m.shared_intermediate),
+                ("moe-every", m.every),
+            ]);
+        }
+        for (field, v) in bounded {
             if v > MAX_DIM {
                 return Err(EstimateError::invalid(
                     field,
@@ -256,15 +386,8 @@ impl Architecture {
                     "more dense layers than layers",
                 ));
             }
-            for (field, v) in [
-                ("experts", m.experts),
-                ("expert-intermediate", m.expert_intermediate),
-                ("shared-experts", m.shared_experts),
-                ("shared-intermediate", m.shared_intermediate),
-            ] {
-                if v > MAX_DIM {
-                    return Err(EstimateError::invalid(field, "absurdly large"));
-                }
+            if m.every == 0 {
+                return Err(EstimateError::invalid("moe-every", "must be at least 1"));
             }
             if m.expert_intermediate == 0 {
                 return Err(EstimateError::invalid(
@@ -276,68 +399,178 @@ impl Architecture {
         Ok(())
     }
 
+    /// Layers that keep a KV cache (every decoder layer; MTP layers are not counted).
+    pub fn kv_values_per_token(&self) -> Result<u64, EstimateError> {
+        match self.mla {
+            // The latent c_kv and the shared rotary key: one vector per token and layer.
+            Some(m) => add(m.kv_lora_rank, m.qk_rope_dim, "KV values"),
+            None => checked_product(&[2, self.kv_heads, self.head_dim], "KV values"),
+        }
+    }
+
+    /// Values per token and layer an engine that caches decompressed K and V keeps
+    /// under MLA: heads × (qk_nope + qk_rope) for K and heads × v_head_dim for V.
+    pub fn mla_decompressed_values(&self) -> Result<Option<u64>, EstimateError> {
+        let Some(m) = self.mla else { return Ok(None) };
+        let k = add(m.qk_nope_dim, m.qk_rope_dim, "KV values")?;
+        Ok(Some(checked_product(
+            &[self.heads, add(k, m.v_head_dim, "KV values")?],
+            "KV values",
+        )?))
+    }
+
     /// Every tensor of the model, grouped by identical shape.
-    pub fn tensors(&self) -> Vec<TensorGroup> {
+    pub fn tensors(&self) -> Result<Vec<TensorGroup>, EstimateError> {
         use ParamClass::*;
         use Role::*;
-        let l = self.layers;
         let h = self.hidden;
-        let q = self.heads * self.head_dim;
-        let kv = self.kv_heads * self.head_dim;
-        let g = |class, role, name, rows, cols, count| TensorGroup {
-            class,
-            role,
-            name,
-            rows,
-            cols,
-            count,
-            active: count,
+        let mut t = vec![grp(Embeddings, Vocab, "embed_tokens", self.vocab, h, 1)];
+        if self.learned_positions > 0 {
+            t.push(grp(
+                Embeddings,
+                Vocab,
+                "position embeddings",
+                self.learned_positions,
+                h,
+                1,
+            ));
+        }
+        let (dense, moe_layers) = match self.moe {
+            Some(m) => {
+                let moe = m.moe_layers(self.layers);
+                (self.layers - moe, moe)
+            }
+            None => (self.layers, 0),
         };
-        let mut t = vec![
-            g(Embeddings, Vocab, "embed_tokens", self.vocab, h, 1),
-            g(Attention, Linear, "q_proj", q, h, l),
-            g(Attention, Linear, "k_proj", kv, h, l),
-            g(Attention, Linear, "v_proj", kv, h, l),
-            g(Attention, Linear, "o_proj", h, q, l),
-        ];
-        if self.qkv_bias {
-            t.push(g(Attention, Kept, "q_proj.bias", q, 1, l));
-            t.push(g(Attention, Kept, "k_proj.bias", kv, 1, l));
-            t.push(g(Attention, Kept, "v_proj.bias", kv, 1, l));
-        }
-        if self.o_bias {
-            t.push(g(Attention, Kept, "o_proj.bias", h, 1, l));
-        }
+        self.push_layers(&mut t, None, self.layers, dense, moe_layers)?;
         let norm_count = if self.layernorm_bias { 2 } else { 1 };
-        t.push(g(Norms, Kept, "layer norms", h, 1, 2 * l * norm_count));
-        t.push(g(Norms, Kept, "final norm", h, 1, norm_count));
-        if self.qk_norm {
-            t.push(g(Norms, Kept, "q_norm/k_norm", self.head_dim, 1, 2 * l));
+        t.push(grp(Norms, Kept, "final norm", h, 1, norm_count));
+        if !self.tied_embeddings {
+            t.push(grp(LmHead, Vocab, "lm_head", self.vocab, h, 1));
         }
-        let (dense_layers, moe) = match self.moe {
-            Some(m) => (m.dense_layers, Some((m, l - m.dense_layers))),
-            None => (l, None),
-        };
-        self.push_mlp(&mut t, "mlp", self.intermediate, dense_layers, dense_layers);
-        if let Some((m, moe_layers)) = moe {
-            t.push(g(Mlp, Kept, "router", m.experts, h, moe_layers));
-            self.push_mlp(
-                &mut t,
-                "experts",
-                m.expert_intermediate,
-                moe_layers * m.experts,
-                moe_layers * m.active,
-            );
-            if m.shared_experts > 0 {
-                let n = moe_layers * m.shared_experts;
-                self.push_mlp(&mut t, "shared_experts", m.shared_intermediate.max(1), n, n);
+        if self.mtp_layers > 0 {
+            // DeepSeek-V3's layout (modeling_deepseek / the checkpoint's layer 61):
+            // a full MoE decoder layer, enorm + hnorm + shared_head.norm, eh_proj
+            // [hidden, 2·hidden], and its own embed_tokens and shared_head.head copies.
+            let n = self.mtp_layers;
+            let moe = u64::from(self.moe.is_some());
+            self.push_layers(&mut t, Some(Mtp), n, n * (1 - moe), n * moe)?;
+            t.push(grp(Mtp, Kept, "mtp norms", h, 1, 3 * n));
+            t.push(grp(Mtp, Linear, "mtp eh_proj", h, 2 * h, n));
+            t.push(grp(
+                Mtp,
+                Vocab,
+                "mtp embed/head copies",
+                self.vocab,
+                h,
+                2 * n,
+            ));
+            // Not used to produce a token: no part of the active parameters.
+            for tg in t.iter_mut().filter(|tg| tg.class == Mtp) {
+                tg.active = 0;
             }
         }
-        if !self.tied_embeddings {
-            t.push(g(LmHead, Vocab, "lm_head", self.vocab, h, 1));
+        if self.tower_params > 0 {
+            // Not used to produce a text token: no part of the active parameters.
+            t.push(TensorGroup {
+                active: 0,
+                ..grp(Tower, Kept, "vision/audio tower", self.tower_params, 1, 1)
+            });
         }
         t.retain(|tg| tg.count > 0);
-        t
+        Ok(t)
+    }
+
+    /// The tensors of `layers` decoder layers, `dense` of them with a dense MLP and
+    /// `moe` with experts; `class` overrides the classes (MTP layers).
+    fn push_layers(
+        &self,
+        t: &mut Vec<TensorGroup>,
+        class: Option<ParamClass>,
+        l: u64,
+        dense: u64,
+        moe: u64,
+    ) -> Result<(), EstimateError> {
+        use ParamClass::*;
+        use Role::*;
+        let h = self.hidden;
+        let start = t.len();
+        let attn = class.unwrap_or(Attention);
+        let norms = class.unwrap_or(Norms);
+        let q = checked_product(&[self.heads, self.head_dim], "attention width")?;
+        let kv = checked_product(&[self.kv_heads, self.head_dim], "attention width")?;
+        match self.mla {
+            Some(m) => {
+                let qk = add(m.qk_nope_dim, m.qk_rope_dim, "attention width")?;
+                let q_out = checked_product(&[self.heads, qk], "attention width")?;
+                if m.q_lora_rank > 0 {
+                    t.push(grp(attn, AttnLinear, "q_a_proj", m.q_lora_rank, h, l));
+                    t.push(grp(norms, Kept, "q_a_layernorm", m.q_lora_rank, 1, l));
+                    t.push(grp(attn, AttnLinear, "q_b_proj", q_out, m.q_lora_rank, l));
+                } else {
+                    t.push(grp(attn, AttnLinear, "q_proj", q_out, h, l));
+                }
+                let kv_a = add(m.kv_lora_rank, m.qk_rope_dim, "attention width")?;
+                let kv_b = checked_product(
+                    &[
+                        self.heads,
+                        add(m.qk_nope_dim, m.v_head_dim, "attention width")?,
+                    ],
+                    "attention width",
+                )?;
+                let o_in = checked_product(&[self.heads, m.v_head_dim], "attention width")?;
+                t.push(grp(attn, AttnLinear, "kv_a_proj_with_mqa", kv_a, h, l));
+                t.push(grp(norms, Kept, "kv_a_layernorm", m.kv_lora_rank, 1, l));
+                t.push(grp(attn, AttnLinear, "kv_b_proj", kv_b, m.kv_lora_rank, l));
+                t.push(grp(attn, AttnLinear, "o_proj", h, o_in, l));
+            }
+            None => {
+                t.push(grp(attn, AttnLinear, "q_proj", q, h, l));
+                t.push(grp(attn, AttnLinear, "k_proj", kv, h, l));
+                t.push(grp(attn, AttnLinear, "v_proj", kv, h, l));
+                t.push(grp(attn, AttnLinear, "o_proj", h, q, l));
+                if self.qkv_bias {
+                    t.push(grp(attn, Kept, "q_proj.bias", q, 1, l));
+                    t.push(grp(attn, Kept, "k_proj.bias", kv, 1, l));
+                    t.push(grp(attn, Kept, "v_proj.bias", kv, 1, l));
+                }
+            }
+        }
+        if self.o_bias {
+            t.push(grp(attn, Kept, "o_proj.bias", h, 1, l));
+        }
+        if self.attn_sinks {
+            t.push(grp(attn, Kept, "sinks", self.heads, 1, l));
+        }
+        let norm_count = if self.layernorm_bias { 2 } else { 1 };
+        let per_layer = checked_product(&[l, self.layer_norms, norm_count], "norms")?;
+        t.push(grp(norms, Kept, "layer norms", h, 1, per_layer));
+        if self.qk_norm_whole {
+            t.push(grp(norms, Kept, "q_norm", q, 1, l));
+            t.push(grp(norms, Kept, "k_norm", kv, 1, l));
+        } else if self.qk_norm {
+            t.push(grp(norms, Kept, "q_norm/k_norm", self.head_dim, 1, 2 * l));
+        }
+        self.push_mlp(t, "mlp", self.intermediate, dense, dense)?;
+        if let Some(m) = self.moe.filter(|_| moe > 0) {
+            t.push(grp(Mlp, Kept, "router", m.experts, h, moe));
+            if m.router_bias {
+                t.push(grp(Mlp, Kept, "router.bias", m.experts, 1, moe));
+            }
+            let all = checked_product(&[moe, m.experts], "experts")?;
+            let active = checked_product(&[moe, m.active], "experts")?;
+            self.push_mlp(t, "experts", m.expert_intermediate, all, active)?;
+            if m.shared_experts > 0 {
+                let n = checked_product(&[moe, m.shared_experts], "experts")?;
+                self.push_mlp(t, "shared_experts", m.shared_intermediate.max(1), n, n)?;
+            }
+        }
+        if let Some(c) = class {
+            for tg in &mut t[start..] {
+                tg.class = c;
+            }
+        }
+        Ok(())
     }
 
     fn push_mlp(
@@ -347,7 +580,7 @@ impl Architecture {
         inter: u64,
         count: u64,
         active: u64,
-    ) {
+    ) -> Result<(), EstimateError> {
         let h = self.hidden;
         let names: &[(&'static str, u64, u64)] = match (prefix, self.gated_mlp) {
             ("mlp", true) => &[
@@ -394,6 +627,7 @@ impl Architecture {
                 });
             }
         }
+        Ok(())
     }
 
     /// Parameters and stored bytes per class, each tensor in the format of its role.
@@ -401,7 +635,7 @@ impl Architecture {
         self.validate()?;
         let mut classes: Vec<ClassTotal> = Vec::new();
         let mut notes: Vec<String> = Vec::new();
-        for tg in self.tensors() {
+        for tg in self.tensors()? {
             let fmt = formats.for_role(tg.role);
             let one = if tg.cols == 1 {
                 fmt.vector_bytes(tg.rows)?

@@ -16,7 +16,7 @@ use crate::arch::{Architecture, MAX_DIM, ModuleFormats, Moe, ParamClass};
 use crate::error::EstimateError;
 use crate::format::{Dtype, StorageFormat};
 use crate::import::TensorSummary;
-use crate::kv::{KvDtype, KvShape};
+use crate::kv::{KvDtype, KvLayout, KvShape};
 use crate::training::{AttentionImpl, Optimizer, activation_bytes};
 use crate::units::{Bytes, GIB, MIB, checked_product};
 
@@ -60,10 +60,19 @@ pub struct EstimateInput {
     pub format: Option<StorageFormat>,
     /// Format of embeddings, lm_head, norms and biases (default bf16).
     pub keep_format: StorageFormat,
+    /// Format of the attention projections (default: `format`); gpt-oss and many
+    /// compressed-tensors checkpoints keep attention in bf16.
+    pub attention_format: Option<StorageFormat>,
     /// Compute / activation dtype (default bf16).
     pub compute_dtype: Dtype,
     /// Architecture mode.
     pub arch: Option<Architecture>,
+    /// The KV cache's shape alone (seed §4: layers, KV heads, head dim), when no
+    /// full architecture is given; weights then come from `parameters` or are absent.
+    pub kv_only: Option<KvDims>,
+    /// Positions the model was trained for (`max_position_embeddings`); a longer
+    /// context is warned about.
+    pub max_position: Option<u64>,
     /// Exact tensors read from file headers.
     pub tensors: Option<TensorSummary>,
     /// Sequences processed together (the batch; also the training micro-batch).
@@ -80,6 +89,12 @@ pub struct EstimateInput {
     pub sliding_layers: Option<u64>,
     /// Static cache length (pre-allocated per sequence).
     pub static_cache: Option<u64>,
+    /// Layers that keep a constant per-sequence state instead of a KV cache
+    /// (Mamba / linear-attention layers of hybrid models); the rest keep KV.
+    pub state_layers: u64,
+    /// Bytes of that state per layer and sequence (e.g. Mamba-2: heads × head dim
+    /// × d_state plus the convolution window, in the state's dtype).
+    pub state_bytes: u64,
     /// Attention implementation (decides whether a tokens² score matrix exists).
     pub attention: AttentionImpl,
     /// Logits kept in prefill.
@@ -119,8 +134,11 @@ impl Default for EstimateInput {
             bits: None,
             format: None,
             keep_format: StorageFormat::BF16,
+            attention_format: None,
             compute_dtype: Dtype::Bf16,
             arch: None,
+            kv_only: None,
+            max_position: None,
             tensors: None,
             sequences: 1,
             context: None,
@@ -129,6 +147,8 @@ impl Default for EstimateInput {
             sliding_window: None,
             sliding_layers: None,
             static_cache: None,
+            state_layers: 0,
+            state_bytes: 0,
             attention: AttentionImpl::Sdpa,
             logits: Logits::Last,
             cuda_context_mib: None,
@@ -144,6 +164,47 @@ impl Default for EstimateInput {
             gpus: 1,
             tp: 1,
             pp: 1,
+        }
+    }
+}
+
+/// The KV cache's dimensions without the rest of the architecture (seed §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvDims {
+    /// Attention layers.
+    pub layers: u64,
+    /// KV heads per layer.
+    pub kv_heads: u64,
+    /// Width of one head.
+    pub head_dim: u64,
+}
+
+/// Which headline figure a line adds to; each line belongs to exactly one, so no
+/// line is counted twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Group {
+    /// Stored weights (`weights_bytes`).
+    Weights,
+    /// The KV cache (`kv_cache_bytes`).
+    KvCache,
+    /// Gradients, optimizer states, master weights, adapters (`training_bytes`).
+    Training,
+    /// Activations, prefill intermediates, logits, CUDA context (`transient_bytes`).
+    Transient,
+    /// The reserve (`reserve_bytes`).
+    Reserve,
+}
+
+impl Group {
+    /// The group of a line key: the part before the first dot names it.
+    pub fn of(key: &str) -> Group {
+        match key.split('.').next().unwrap_or("") {
+            "weights" => Group::Weights,
+            "kv_cache" => Group::KvCache,
+            "training" => Group::Training,
+            "reserve" => Group::Reserve,
+            _ => Group::Transient,
         }
     }
 }
@@ -171,6 +232,8 @@ pub struct Line {
     pub device_bytes: u64,
     /// Computed or assumed.
     pub kind: Kind,
+    /// The headline figure the line adds to.
+    pub group: Group,
     /// Whether the line is part of the total (informational lines are not).
     pub in_total: bool,
     /// The formula, in words.
@@ -229,8 +292,10 @@ impl Builder {
         formula: String,
         inputs: &[(&'static str, String)],
     ) {
+        let key: Cow<'static, str> = key.into();
         self.lines.push(Line {
-            key: key.into(),
+            group: Group::of(&key),
+            key,
             label: label.into(),
             bytes,
             device_bytes,
@@ -287,7 +352,7 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     let split = Split {
         tp: input.tp,
         pp: input.pp,
-        layers: arch.map(|a| a.layers),
+        layers: arch.map(|a| a.layers).or(input.kv_only.map(|k| k.layers)),
     };
     if input.tp > 1 || input.pp > 1 {
         if let Some(a) = arch {
@@ -318,18 +383,13 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
 
     // Weights.
     let (params, active_params) = weights(input, &split, &mut b)?;
-    let weights_bytes = sum_lines(
-        &b.lines,
-        |l| l.in_total && (l.key == "weights" || l.key.starts_with("weights.")),
-        |l| l.bytes,
-        "weights",
-    )?;
+    let weights_bytes = group_sum(&b.lines, Group::Weights)?;
 
     // KV cache.
-    let kv_cache_bytes = kv_cache(input, &split, &mut b)?;
+    kv_cache(input, &split, &mut b)?;
 
     // Training state.
-    let training_bytes = training(input, params, weights_bytes, &split, &mut b)?;
+    training(input, params, weights_bytes, &split, &mut b)?;
 
     // Activations and transients.
     transients(input, &split, &mut b)?;
@@ -359,12 +419,9 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     }
 
     let counted = |l: &&Line| l.in_total;
-    let transient_bytes = sum_lines(
-        &b.lines,
-        |l| l.in_total && l.kind == Kind::Assumed && l.key != "reserve",
-        |l| l.bytes,
-        "transients",
-    )?;
+    let kv_cache_bytes = group_sum(&b.lines, Group::KvCache)?;
+    let training_bytes = group_sum(&b.lines, Group::Training)?;
+    let transient_bytes = group_sum(&b.lines, Group::Transient)?;
     let total_bytes = sum_lines(&b.lines, counted, |l| l.bytes, "total")?;
     let per_device_bytes = sum_lines(&b.lines, counted, |l| l.device_bytes, "per-device total")?;
     Ok(Estimate {
@@ -391,6 +448,16 @@ fn sum_lines(
     what: &'static str,
 ) -> Result<u64, EstimateError> {
     Bytes::sum(lines.iter().filter(keep).map(|l| Bytes(field(l))), what).map(Bytes::get)
+}
+
+/// Checked sum of the bytes of the counted lines of one group.
+fn group_sum(lines: &[Line], group: Group) -> Result<u64, EstimateError> {
+    sum_lines(
+        lines,
+        |l| l.in_total && l.group == group,
+        |l| l.bytes,
+        "headline figure",
+    )
 }
 
 /// Checks ranges that cut across fields.
@@ -502,16 +569,21 @@ fn weights(
     if let Some(a) = input.arch {
         let formats = ModuleFormats {
             linear,
+            attention: input.attention_format.unwrap_or(linear),
             vocab: input.keep_format,
             kept: input.keep_format,
         };
         let w = a.weights(&formats)?;
         for c in &w.classes {
             let device = match c.class {
-                ParamClass::Attention | ParamClass::Mlp => split.layered(c.bytes, true),
+                ParamClass::Attention | ParamClass::Mlp | ParamClass::Mtp => {
+                    split.layered(c.bytes, true)
+                }
                 ParamClass::Norms => split.layered(c.bytes, false),
                 // Vocab-parallel across tp; held by the first (embeddings) or last (lm_head) stage.
-                ParamClass::Embeddings | ParamClass::LmHead => Split::part(c.bytes, 1, split.tp),
+                ParamClass::Embeddings | ParamClass::LmHead | ParamClass::Tower => {
+                    Split::part(c.bytes, 1, split.tp)
+                }
             };
             let label = match c.class {
                 ParamClass::Embeddings => "Weights: embeddings",
@@ -519,6 +591,8 @@ fn weights(
                 ParamClass::Mlp => "Weights: MLP",
                 ParamClass::Norms => "Weights: norms",
                 ParamClass::LmHead => "Weights: lm_head",
+                ParamClass::Mtp => "Weights: MTP layers (stored in the checkpoint)",
+                ParamClass::Tower => "Weights: vision/audio tower",
             };
             b.line(
                 format!("weights.{}", c.class.key()),
@@ -548,13 +622,26 @@ fn weights(
             }
         }
         b.warnings.extend(w.notes.iter().cloned());
+        if a.mtp_layers > 0 {
+            b.assumptions.push(format!(
+                "{} multi-token-prediction layer(s) counted because the checkpoint stores them; an engine that does not speculate with them may skip loading them",
+                a.mtp_layers
+            ));
+        }
         let active = w.classes.iter().map(|c| c.active_params).sum();
         return Ok((Some(w.params()), Some(active)));
     }
     let Some(n) = input.parameters else {
+        if input.kv_only.is_some() {
+            b.warnings.push(
+                "weights not counted: only the KV cache's shape was given (add parameters, the full architecture or a model file)"
+                    .into(),
+            );
+            return Ok((None, None));
+        }
         return Err(EstimateError::invalid(
             "parameters",
-            "give the parameter count, the architecture (layers, hidden, heads, …) or a model file",
+            "give the parameter count, the architecture (layers, hidden, heads, …), the KV shape (layers, kv-heads, head-dim) or a model file",
         ));
     };
     let (bytes, kind, formula) = match linear {
@@ -643,7 +730,7 @@ fn imported_weights(
     Ok((None, None))
 }
 
-fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<u64, EstimateError> {
+fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<(), EstimateError> {
     let Some(context) = input.context else {
         if input.generate > 0 || input.static_cache.is_some() {
             return Err(EstimateError::invalid(
@@ -651,21 +738,46 @@ fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<u64
                 "the KV cache needs the prompt length (context)",
             ));
         }
-        return Ok(0);
+        return Ok(());
     };
     if input.train != TrainMode::None {
-        return Ok(0);
+        return Ok(());
     }
-    let Some(a) = input.arch else {
+    let dims = match (input.arch, input.kv_only) {
+        (Some(a), _) => Some((
+            a.layers,
+            a.kv_heads,
+            a.kv_values_per_token()?,
+            a.mla.is_some(),
+        )),
+        (None, Some(k)) => Some((
+            k.layers,
+            k.kv_heads,
+            checked_product(&[2, k.kv_heads, k.head_dim], "KV values")?,
+            false,
+        )),
+        (None, None) => None,
+    };
+    let Some((layers, kv_heads, values, mla)) = dims else {
         return Err(EstimateError::invalid(
             "context",
-            "the KV cache needs the architecture: layers, kv-heads and head-dim (give them, a preset or a config.json)",
+            "the KV cache needs layers, kv-heads and head-dim (give them, a preset or a config.json)",
         ));
     };
+    if input.state_layers > layers {
+        return Err(EstimateError::invalid(
+            "state-layers",
+            format!("{} state layers of {layers} layers", input.state_layers),
+        ));
+    }
     let shape = KvShape {
-        layers: a.layers,
-        kv_heads: a.kv_heads,
-        head_dim: a.head_dim,
+        layers: layers - input.state_layers,
+        values,
+        layout: if mla {
+            KvLayout::MlaLatent
+        } else {
+            KvLayout::Heads
+        },
         dtype: input.kv_dtype.unwrap_or(KvDtype::Dense {
             dtype: input.compute_dtype,
         }),
@@ -674,6 +786,16 @@ fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<u64
         sliding_layers: input.sliding_layers,
         static_tokens: input.static_cache,
     };
+    let end = context
+        .checked_add(input.generate)
+        .ok_or(EstimateError::Overflow { what: "tokens" })?;
+    if let Some(max) = input.max_position
+        && end > max
+    {
+        b.warnings.push(format!(
+            "{end} tokens per sequence exceed the {max} positions the model was trained for (max-position); quality beyond them needs rope scaling the model supports"
+        ));
+    }
     if let Some(s) = input.static_cache
         && context + input.generate > s
     {
@@ -682,22 +804,22 @@ fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<u64
             context + input.generate
         ));
     }
-    // KV heads are split across tp; when tp exceeds them each device keeps one head's copy.
+    // KV heads are split across tp; when tp exceeds them each device keeps one head's
+    // copy. MLA's latent is one "head": every tp rank keeps all of it.
     let kv_per_device = |bytes: u64| -> u64 {
-        let heads_here = a.kv_heads.div_ceil(split.tp).max(1);
-        Split::part(split.layered(bytes, false), heads_here, a.kv_heads)
+        if mla {
+            return split.layered(bytes, false);
+        }
+        let heads_here = kv_heads.div_ceil(split.tp).max(1);
+        Split::part(split.layered(bytes, false), heads_here, kv_heads)
     };
     let inputs = [
-        ("layers", a.layers.to_string()),
-        ("kv-heads", a.kv_heads.to_string()),
-        ("head-dim", a.head_dim.to_string()),
+        ("layers", layers.to_string()),
+        ("values per token and layer", values.to_string()),
         ("kv-dtype", shape.dtype.name()),
         ("sequences", input.sequences.to_string()),
     ];
     let prefill = shape.bytes(context)?;
-    let end = context
-        .checked_add(input.generate)
-        .ok_or(EstimateError::Overflow { what: "tokens" })?;
     let generation = shape.bytes(end)?;
     let mut pre_inputs = inputs.to_vec();
     pre_inputs.push(("tokens", context.to_string()));
@@ -723,7 +845,51 @@ fn kv_cache(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<u64
         shape.formula(),
         &gen_inputs,
     );
-    Ok(generation)
+    if input.state_layers > 0 {
+        let bytes = checked_product(
+            &[input.state_layers, input.state_bytes, input.sequences],
+            "recurrent state",
+        )?;
+        b.line(
+            "kv_cache.state",
+            "Recurrent state of state-space / linear-attention layers",
+            bytes,
+            split.layered(bytes, true),
+            Kind::Computed,
+            true,
+            "state layers × state bytes per layer × sequences (constant in tokens)".into(),
+            &[
+                ("state-layers", input.state_layers.to_string()),
+                ("state-bytes", input.state_bytes.to_string()),
+                ("sequences", input.sequences.to_string()),
+            ],
+        );
+    }
+    if let Some(full) = input
+        .arch
+        .map(|a| a.mla_decompressed_values())
+        .transpose()?
+        .flatten()
+    {
+        let wide = KvShape {
+            values: full,
+            layout: KvLayout::MlaDecompressed,
+            ..shape
+        };
+        let bytes = wide.bytes(end)?;
+        b.line(
+            "kv_cache.decompressed",
+            "KV cache, decompressed K/V (shown, not added)",
+            bytes,
+            split.layered(bytes, true),
+            Kind::Computed,
+            false,
+            wide.formula(),
+            &[("values per token and layer", full.to_string())],
+        );
+        b.assumptions.push("MLA: the cache holds the compressed latent (vLLM, SGLang); an engine caching decompressed K and V (e.g. transformers' eager path) needs the kv_cache.decompressed line instead".into());
+    }
+    Ok(())
 }
 
 /// LoRA-trainable parameters: r × (in + out) per targeted projection per layer.
@@ -788,9 +954,9 @@ fn training(
     weights_bytes: u64,
     split: &Split,
     b: &mut Builder,
-) -> Result<u64, EstimateError> {
+) -> Result<(), EstimateError> {
     if input.train == TrainMode::None {
-        return Ok(0);
+        return Ok(());
     }
     let grad = input.grad_dtype.unwrap_or(input.compute_dtype);
     let (trainable, state_dtype, master) = match input.train {
@@ -826,18 +992,16 @@ fn training(
                 false,
             )
         }
-        TrainMode::None => return Ok(0),
+        TrainMode::None => return Ok(()),
     };
     // Device share of trainable state follows the weights' split.
     let device_share = |bytes: u64| split.layered(bytes, true);
-    let mut total = 0u64;
-    let mut add = |b: &mut Builder,
-                   key: &'static str,
-                   label: Cow<'static, str>,
-                   bytes: u64,
-                   formula: String,
-                   inputs: &[(&'static str, String)]| {
-        total = total.saturating_add(bytes);
+    let add = |b: &mut Builder,
+               key: &'static str,
+               label: Cow<'static, str>,
+               bytes: u64,
+               formula: String,
+               inputs: &[(&'static str, String)]| {
         b.line(
             key,
             label,
@@ -969,7 +1133,7 @@ fn training(
     } else {
         b.assumptions.push("training activations are not estimated: give the architecture and the context (sequence length)".into());
     }
-    Ok(total)
+    Ok(())
 }
 
 fn transients(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<(), EstimateError> {
@@ -1173,6 +1337,117 @@ mod tests {
         assert!(two.per_device_bytes < one.per_device_bytes);
         // The reserve is per device, never pooled.
         assert_eq!(line(&two, "reserve"), line(&one, "reserve"));
+    }
+
+    /// Every headline figure is the sum of its group and the total is their sum:
+    /// no line counts twice (issue 9: the assumed weights line of parameter-count
+    /// mode was also summed as a transient).
+    #[test]
+    fn headline_figures_partition_the_total() {
+        let cases: [&[(&str, &str)]; 4] = [
+            &[("parameters", "7e9"), ("bits", "4")],
+            &[
+                ("parameters", "7e9"),
+                ("train", "full"),
+                ("cuda-context-mib", "500"),
+            ],
+            &[
+                ("layers", "32"),
+                ("kv-heads", "8"),
+                ("head-dim", "128"),
+                ("context", "8192"),
+            ],
+            &[
+                ("layers", "32"),
+                ("hidden", "4096"),
+                ("heads", "32"),
+                ("intermediate", "14336"),
+                ("vocab", "128256"),
+                ("context", "4096"),
+                ("attention", "eager"),
+            ],
+        ];
+        for pairs in cases {
+            let (input, errors) = from_pairs(pairs.iter().copied());
+            assert!(errors.is_empty(), "{errors:?}");
+            let e = estimate(&input).unwrap();
+            let parts = e.weights_bytes
+                + e.kv_cache_bytes
+                + e.training_bytes
+                + e.transient_bytes
+                + e.reserve_bytes;
+            assert_eq!(parts, e.total_bytes, "{pairs:?}");
+        }
+        let (input, _) = from_pairs([("parameters", "7e9"), ("bits", "4")]);
+        assert_eq!(estimate(&input).unwrap().transient_bytes, 0);
+    }
+
+    /// DeepSeek-style MLA caches one latent per token and layer: 61 layers ×
+    /// (512 + 64) values × 8192 tokens × 2 B; the decompressed line is shown aside.
+    #[test]
+    fn mla_caches_the_latent_and_shows_the_decompressed_cache_aside() {
+        let (input, errors) = from_pairs([
+            ("layers", "61"),
+            ("hidden", "7168"),
+            ("heads", "128"),
+            ("intermediate", "18432"),
+            ("vocab", "129280"),
+            ("kv-lora-rank", "512"),
+            ("q-lora-rank", "1536"),
+            ("qk-nope-dim", "128"),
+            ("qk-rope-dim", "64"),
+            ("v-head-dim", "128"),
+            ("context", "8192"),
+            ("kv-dtype", "bf16"),
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        let e = estimate(&input).unwrap();
+        assert_eq!(e.kv_cache_bytes, 61 * 576 * 8192 * 2);
+        let wide = e
+            .lines
+            .iter()
+            .find(|l| l.key == "kv_cache.decompressed")
+            .unwrap();
+        assert_eq!(wide.bytes, 61 * 128 * (192 + 128) * 8192 * 2);
+        assert!(!wide.in_total);
+    }
+
+    /// A hybrid's state layers keep a constant state instead of KV: 48 layers of
+    /// which 36 linear-attention layers (Qwen3-Next's 3:1 pattern) keep 1 MiB each.
+    #[test]
+    fn state_layers_replace_kv_with_a_constant_state() {
+        let pairs = |tokens: &'static str| {
+            from_pairs([
+                ("parameters", "80e9"),
+                ("layers", "48"),
+                ("kv-heads", "2"),
+                ("head-dim", "256"),
+                ("state-layers", "36"),
+                ("state-bytes", "1048576"),
+                ("sequences", "2"),
+                ("context", tokens),
+            ])
+            .0
+        };
+        let short = estimate(&pairs("1024")).unwrap();
+        let long = estimate(&pairs("2048")).unwrap();
+        let state = 36 * 1_048_576 * 2;
+        let kv = |t: u64| 12 * 2 * 2 * 256 * t * 2 * 2;
+        assert_eq!(short.kv_cache_bytes, kv(1024) + state);
+        assert_eq!(long.kv_cache_bytes, kv(2048) + state);
+        let (bad, _) = from_pairs([
+            ("layers", "4"),
+            ("kv-heads", "2"),
+            ("head-dim", "64"),
+            ("state-layers", "5"),
+            ("context", "8"),
+        ]);
+        assert!(
+            estimate(&bad)
+                .unwrap_err()
+                .to_string()
+                .starts_with("state-layers:")
+        );
     }
 
     #[test]

@@ -25,6 +25,20 @@
 //!   (ggml-common.h): Q4_0 18 B / 32, Q4_K 144 B / 256 (4.5 bits), Q5_K 176 B / 256,
 //!   Q6_K 210 B / 256 (6.5625 bits), Q8_0 34 B / 32 (8.5 bits), and the rest in
 //!   [`GgufType`].
+//! - **MXFP4** (OCP microscaling; gpt-oss `*_blocks` u8 [.., in/32, 16] + `*_scales`
+//!   u8 [.., in/32]): 16 B of E2M1 pairs + one E8M0 scale byte per 32 values, 4.25
+//!   bits/weight; ggml's `block_mxfp4` (ggml-common.h) is the same 17 B per 32.
+//! - **NVFP4** (compressed-tensors `nvfp4-pack-quantized`, ModelOpt NVFP4): E2M1
+//!   packed two per byte, one FP8 E4M3 scale per 16 values, and two fp32 per-tensor
+//!   scales (`weight_global_scale` + `input_global_scale`): 4.5 bits/weight + 8 B;
+//!   `nvfp4a16` (weights only) stores no input scale: + 4 B.
+//! - **compressed-tensors FP8 per channel** (`fp8-channel`, llm-compressor's
+//!   FP8_DYNAMIC): e4m3 values + a 16-bit `weight_scale` [out, 1] (the scale keeps the
+//!   original dtype).
+//! - **compressed-tensors W4A16** (`w4a16-g128`, `pack-quantized`): `weight_packed`
+//!   int32 [out, ⌈in/8⌉], 16-bit `weight_scale` [out, ⌈in/g⌉], `weight_shape` int32
+//!   [2] (compressed_tensors/compressors/quantized_compressors/pack_quantized.py);
+//!   symmetric, so no zero-point.
 
 use serde::{Deserialize, Serialize};
 
@@ -308,6 +322,21 @@ pub enum StorageFormat {
         /// Double quantisation of the absmax.
         double_quant: bool,
     },
+    /// OCP MXFP4: E2M1 values + an E8M0 scale per 32.
+    Mxfp4,
+    /// NVIDIA NVFP4: E2M1 values + an FP8 scale per 16 + an fp32 per-tensor weight
+    /// scale, and an fp32 input scale when activations are FP4 too (W4A4).
+    Nvfp4 {
+        /// Activations quantised too (`input_global_scale` stored); false for NVFP4A16.
+        w4a4: bool,
+    },
+    /// compressed-tensors FP8 with one 16-bit scale per output channel.
+    Fp8Channel,
+    /// compressed-tensors W4A16 `pack-quantized`, symmetric, one 16-bit scale per group.
+    W4a16 {
+        /// Group size along the input dimension.
+        group: u32,
+    },
     /// A GGUF/ggml block type.
     Gguf {
         /// The ggml type.
@@ -352,6 +381,10 @@ impl StorageFormat {
                 });
             }
             "int8" | "llm-int8" => return Ok(StorageFormat::Int8),
+            "mxfp4" => return Ok(StorageFormat::Mxfp4),
+            "nvfp4" => return Ok(StorageFormat::Nvfp4 { w4a4: true }),
+            "nvfp4a16" => return Ok(StorageFormat::Nvfp4 { w4a4: false }),
+            "fp8-channel" | "fp8-dynamic" => return Ok(StorageFormat::Fp8Channel),
             "nf4" => {
                 return Ok(StorageFormat::Bnb4 {
                     code: Bnb4::Nf4,
@@ -413,6 +446,15 @@ impl StorageFormat {
                 Ok(StorageFormat::Gptq { bits, group, g_idx })
             };
         }
+        if let Some(g) = t.strip_prefix("w4a16-g") {
+            let group: u32 = g
+                .parse()
+                .map_err(|_| bad("the group size is not a number"))?;
+            if group == 0 || group > 1 << 20 {
+                return Err(bad("the group size must be between 1 and 1048576"));
+            }
+            return Ok(StorageFormat::W4a16 { group });
+        }
         let upper = t.to_ascii_uppercase();
         for id in 0..64 {
             if let Some(ty) = GgufType::from_id(id)
@@ -447,6 +489,10 @@ impl StorageFormat {
                 if code == Bnb4::Nf4 { "nf4" } else { "fp4" },
                 if double_quant { "-dq" } else { "" }
             ),
+            StorageFormat::Mxfp4 => "mxfp4".into(),
+            StorageFormat::Nvfp4 { w4a4 } => if w4a4 { "nvfp4" } else { "nvfp4a16" }.into(),
+            StorageFormat::Fp8Channel => "fp8-channel".into(),
+            StorageFormat::W4a16 { group } => format!("w4a16-g{group}"),
             StorageFormat::Gguf { ty } => ty.name().to_ascii_lowercase(),
         }
     }
@@ -536,6 +582,26 @@ impl StorageFormat {
                     ])?)
                 }
             }
+            StorageFormat::Mxfp4 => plain(checked_product(
+                &[out, inp.div_ceil(32), 17],
+                "MXFP4 blocks and scales",
+            )?),
+            StorageFormat::Nvfp4 { w4a4 } => {
+                let packed = checked_product(&[out, inp.div_ceil(2)], "NVFP4 values")?;
+                let scales = checked_product(&[out, inp.div_ceil(16)], "NVFP4 scales")?;
+                plain(sum(&[packed, scales, if w4a4 { 8 } else { 4 }])?)
+            }
+            StorageFormat::Fp8Channel => {
+                plain(sum(&[n, checked_product(&[out, 2], "fp8 scales")?])?)
+            }
+            StorageFormat::W4a16 { group } => {
+                let packed = checked_product(&[out, inp.div_ceil(8), 4], "W4A16 weight_packed")?;
+                let scales = checked_product(
+                    &[out, inp.div_ceil(u64::from(group)), 2],
+                    "W4A16 weight_scale",
+                )?;
+                plain(sum(&[packed, scales, 8])?)
+            }
             StorageFormat::Gguf { ty } => gguf_matrix_bytes(ty, out, inp),
         }
     }
@@ -582,6 +648,9 @@ mod tests {
         assert_eq!(bits_per_weight_x1000("q8_0", 4096, 4096), 8500);
         assert_eq!(bits_per_weight_x1000("q4_0", 4096, 4096), 4500);
         assert_eq!(bits_per_weight_x1000("q5_k", 4096, 4096), 5500);
+        assert_eq!(bits_per_weight_x1000("mxfp4", 4096, 4096), 4250);
+        assert_eq!(bits_per_weight_x1000("nvfp4", 4096, 4096), 4500);
+        assert_eq!(bits_per_weight_x1000("w4a16-g128", 4096, 4096), 4125);
     }
 
     #[test]
@@ -606,6 +675,11 @@ mod tests {
             "q6_k",
             "q8_0",
             "iq4_xs",
+            "mxfp4",
+            "nvfp4",
+            "nvfp4a16",
+            "fp8-channel",
+            "w4a16-g128",
         ] {
             let f = StorageFormat::parse("format", name).unwrap();
             assert_eq!(f.name(), name);

@@ -2,7 +2,9 @@
 //!
 //! bytes = 2 (K and V) × layers × KV heads × head dim × tokens kept × bytes per
 //! value × sequences together. KV heads, not query heads: grouped- and multi-query
-//! attention fall out of the KV-head count. Variants: sliding-window layers keep
+//! attention fall out of the KV-head count. Multi-head latent attention (DeepSeek)
+//! caches one latent vector per token and layer instead: kv_lora_rank +
+//! qk_rope_head_dim values (vLLM's and SGLang's MLA cache). Variants: sliding-window layers keep
 //! `min(tokens, window)`; a static cache allocates its maximum length up front; a
 //! quantised cache stores packed values with per-group scales and zero-points.
 
@@ -70,15 +72,27 @@ impl KvDtype {
     }
 }
 
+/// What one cached token of one layer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KvLayout {
+    /// K and V per KV head: 2 × KV heads × head dim values.
+    Heads,
+    /// MLA's compressed latent: kv_lora_rank + qk_rope_head_dim values.
+    MlaLatent,
+    /// MLA decompressed by the engine: heads × (qk_nope + qk_rope + v_head_dim).
+    MlaDecompressed,
+}
+
 /// Inputs of the KV-cache formula.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvShape {
     /// Attention layers.
     pub layers: u64,
-    /// KV heads per layer.
-    pub kv_heads: u64,
-    /// Width of one head.
-    pub head_dim: u64,
+    /// Values one token keeps in one layer, K and V together.
+    pub values: u64,
+    /// How `values` arises (for the formula in words).
+    pub layout: KvLayout,
     /// Value type.
     pub dtype: KvDtype,
     /// Sequences kept at the same time.
@@ -101,34 +115,37 @@ impl KvShape {
 
     /// Bytes one layer keeps for one sequence holding `kept` tokens, K and V together.
     fn layer_bytes(&self, kept: u64) -> Result<u64, EstimateError> {
-        let values = checked_product(&[self.kv_heads, self.head_dim, kept], "KV values")?;
-        let one = match self.dtype {
-            KvDtype::Dense { dtype } => checked_product(&[values, dtype.bytes()], "KV bytes")?,
+        let values = checked_product(&[self.values, kept], "KV values")?;
+        match self.dtype {
+            KvDtype::Dense { dtype } => checked_product(&[values, dtype.bytes()], "KV bytes"),
             KvDtype::Quantised {
                 bits,
                 group,
                 residual,
                 residual_dtype,
             } => {
+                // K and V are quantised as separate tensors, each with its own scales;
+                // MLA's latent is one tensor.
+                let (parts, per) = match self.layout {
+                    KvLayout::Heads => (2, self.values / 2),
+                    _ => (1, self.values),
+                };
                 let full = kept.min(residual);
-                let quantised =
-                    checked_product(&[self.kv_heads, self.head_dim, kept - full], "KV values")?;
+                let quantised = checked_product(&[per, kept - full], "KV values")?;
                 let packed = checked_product(&[quantised, u64::from(bits)], "KV bits")?.div_ceil(8);
                 let scales = checked_product(
                     &[quantised.div_ceil(u64::from(group.max(1))), 4],
                     "KV scales",
                 )?;
-                let residual_bytes = checked_product(
-                    &[self.kv_heads, self.head_dim, full, residual_dtype.bytes()],
-                    "KV residual",
-                )?;
-                packed
+                let residual_bytes =
+                    checked_product(&[per, full, residual_dtype.bytes()], "KV residual")?;
+                let one = packed
                     .checked_add(scales)
                     .and_then(|x| x.checked_add(residual_bytes))
-                    .ok_or(EstimateError::Overflow { what: "KV bytes" })?
+                    .ok_or(EstimateError::Overflow { what: "KV bytes" })?;
+                checked_product(&[parts, one], "KV bytes")
             }
-        };
-        checked_product(&[2, one], "KV bytes")
+        }
     }
 
     /// Bytes of the whole cache when every sequence holds `tokens` tokens (a static
@@ -162,7 +179,12 @@ impl KvShape {
                 )
             }
         };
-        let mut f = format!("2 × layers × KV heads × head dim × tokens kept × {per} × sequences");
+        let what = match self.layout {
+            KvLayout::Heads => "2 × KV heads × head dim",
+            KvLayout::MlaLatent => "(kv_lora_rank + qk_rope_head_dim) latent",
+            KvLayout::MlaDecompressed => "heads × (qk_nope + qk_rope + v_head_dim) decompressed",
+        };
+        let mut f = format!("layers × {what} × tokens kept × {per} × sequences");
         if let Some(w) = self.sliding_window {
             f.push_str(&format!(
                 "; {} sliding layers keep min(tokens, {w})",
@@ -183,8 +205,8 @@ mod tests {
     fn seed_shape(sequences: u64) -> KvShape {
         KvShape {
             layers: 32,
-            kv_heads: 8,
-            head_dim: 128,
+            values: 2 * 8 * 128,
+            layout: KvLayout::Heads,
             dtype: KvDtype::Dense { dtype: Dtype::F16 },
             sequences,
             sliding_window: None,

@@ -5,9 +5,10 @@
 //! describe the same estimate. Parsing collects one error per bad field so the page
 //! can show each message beside its field, and loses nothing the user typed.
 
-use crate::arch::{Architecture, Moe};
+use crate::arch::Mla;
+use crate::arch::{Architecture, MAX_DIM, Moe};
 use crate::error::EstimateError;
-use crate::estimate::{EstimateInput, Logits, TrainMode};
+use crate::estimate::{EstimateInput, KvDims, Logits, TrainMode};
 use crate::format::{Dtype, StorageFormat};
 use crate::kv::KvDtype;
 use crate::training::{AttentionImpl, Optimizer};
@@ -18,6 +19,7 @@ pub const KEYS: &[&str] = &[
     "bits",
     "format",
     "keep-format",
+    "attention-format",
     "compute-dtype",
     "layers",
     "hidden",
@@ -33,12 +35,26 @@ pub const KEYS: &[&str] = &[
     "mlp-bias",
     "qk-norm",
     "layernorm-bias",
+    "layer-norms",
+    "qk-norm-whole",
+    "learned-positions",
+    "attn-sinks",
+    "max-position",
+    "q-lora-rank",
+    "kv-lora-rank",
+    "qk-nope-dim",
+    "qk-rope-dim",
+    "v-head-dim",
+    "mtp-layers",
+    "tower-params",
     "experts",
     "active-experts",
     "expert-intermediate",
     "shared-experts",
     "shared-intermediate",
     "dense-layers",
+    "moe-every",
+    "router-bias",
     "sequences",
     "context",
     "generate",
@@ -46,6 +62,8 @@ pub const KEYS: &[&str] = &[
     "sliding-window",
     "sliding-layers",
     "static-cache",
+    "state-layers",
+    "state-bytes",
     "attention",
     "logits",
     "cuda-context-mib",
@@ -90,7 +108,15 @@ pub fn parse_count(field: &'static str, text: &str) -> Result<u64, EstimateError
     let not_number = || EstimateError::invalid(field, format!("{text:?} is not a whole number"));
     let too_big = || EstimateError::invalid(field, format!("{text:?} is absurdly large"));
     let exp: u32 = match exp {
-        Some(e) => e.parse().map_err(|_| not_number())?,
+        Some(e) if !e.is_empty() && e.chars().all(|c| c.is_ascii_digit()) => {
+            // u64 holds 20 digits: an exponent beyond 64 is absurd whatever the
+            // mantissa, and bounding it keeps the scaling loops below short.
+            e.parse::<u32>()
+                .ok()
+                .filter(|x| *x <= 64)
+                .ok_or_else(too_big)?
+        }
+        Some(_) => return Err(not_number()),
         None => 0,
     };
     let (int, frac) = mantissa.split_once('.').unwrap_or((&mantissa, ""));
@@ -178,7 +204,9 @@ where
         }
     }
     match build_arch(&arch_fields, &arch_flags) {
-        Ok(a) => input.arch = a,
+        Ok(Shape::Full(a)) => input.arch = Some(a),
+        Ok(Shape::Kv(k)) => input.kv_only = Some(k),
+        Ok(Shape::None) => {}
         Err(e) => errors.push(e),
     }
     (input, errors)
@@ -202,6 +230,8 @@ fn apply(
         }
         "format" => input.format = Some(StorageFormat::parse(k, v)?),
         "keep-format" => input.keep_format = StorageFormat::parse(k, v)?,
+        "attention-format" => input.attention_format = Some(StorageFormat::parse(k, v)?),
+        "max-position" => input.max_position = Some(count()?),
         "compute-dtype" => input.compute_dtype = Dtype::parse(k, v)?,
         "layers"
         | "hidden"
@@ -215,11 +245,21 @@ fn apply(
         | "expert-intermediate"
         | "shared-experts"
         | "shared-intermediate"
-        | "dense-layers" => {
+        | "dense-layers"
+        | "moe-every"
+        | "layer-norms"
+        | "learned-positions"
+        | "q-lora-rank"
+        | "kv-lora-rank"
+        | "qk-nope-dim"
+        | "qk-rope-dim"
+        | "v-head-dim"
+        | "mtp-layers"
+        | "tower-params" => {
             arch_fields.push((k, count()?));
         }
         "gated-mlp" | "tied-embeddings" | "qkv-bias" | "o-bias" | "mlp-bias" | "qk-norm"
-        | "layernorm-bias" => {
+        | "layernorm-bias" | "qk-norm-whole" | "attn-sinks" | "router-bias" => {
             arch_flags.push((k, parse_bool(k, v)?));
         }
         "sequences" => input.sequences = count()?,
@@ -229,6 +269,8 @@ fn apply(
         "sliding-window" => input.sliding_window = Some(count()?),
         "sliding-layers" => input.sliding_layers = Some(count()?),
         "static-cache" => input.static_cache = Some(count()?),
+        "state-layers" => input.state_layers = count()?,
+        "state-bytes" => input.state_bytes = count()?,
         "attention" => input.attention = AttentionImpl::parse(k, v)?,
         "logits" => {
             input.logits = match v.trim() {
@@ -277,12 +319,22 @@ fn apply(
     Ok(())
 }
 
+/// What the shape keys describe.
+enum Shape {
+    /// No shape key at all.
+    None,
+    /// Only the KV cache's dimensions (seed §4).
+    Kv(KvDims),
+    /// A whole architecture.
+    Full(Architecture),
+}
+
 fn build_arch(
     fields: &[(&'static str, u64)],
     flags: &[(&'static str, bool)],
-) -> Result<Option<Architecture>, EstimateError> {
+) -> Result<Shape, EstimateError> {
     if fields.is_empty() && flags.is_empty() {
-        return Ok(None);
+        return Ok(Shape::None);
     }
     let get = |k: &str| fields.iter().rev().find(|(f, _)| *f == k).map(|(_, v)| *v);
     let flag = |k: &str, d: bool| {
@@ -295,6 +347,31 @@ fn build_arch(
     let need = |k: &'static str| {
         get(k).ok_or_else(|| EstimateError::invalid(k, "needed by the architecture mode"))
     };
+    // Seed §4: layers, KV heads and head dim are all the KV line needs. Without any
+    // of the weight-only sizes, the shape is the cache's alone.
+    let weight_keys = ["hidden", "intermediate", "vocab"];
+    if weight_keys.iter().all(|k| get(k).is_none())
+        && let (Some(layers), Some(head_dim)) = (get("layers"), get("head-dim"))
+        && let Some(kv_heads) = get("kv-heads").or(get("heads"))
+    {
+        for (f, v) in [
+            ("layers", layers),
+            ("kv-heads", kv_heads),
+            ("head-dim", head_dim),
+        ] {
+            if v == 0 {
+                return Err(EstimateError::invalid(f, "must be at least 1"));
+            }
+            if v > MAX_DIM {
+                return Err(EstimateError::invalid(f, "absurdly large"));
+            }
+        }
+        return Ok(Shape::Kv(KvDims {
+            layers,
+            kv_heads,
+            head_dim,
+        }));
+    }
     let hidden = need("hidden")?;
     let heads = need("heads")?;
     if heads == 0 {
@@ -313,8 +390,20 @@ fn build_arch(
                 .or(get("expert-intermediate"))
                 .unwrap_or(0),
             dense_layers: get("dense-layers").unwrap_or(0),
+            every: get("moe-every").unwrap_or(1),
+            router_bias: flag("router-bias", false),
         }),
         _ => None,
+    };
+    let mla = match get("kv-lora-rank") {
+        Some(kv_lora_rank) => Some(Mla {
+            q_lora_rank: get("q-lora-rank").unwrap_or(0),
+            kv_lora_rank,
+            qk_nope_dim: need("qk-nope-dim")?,
+            qk_rope_dim: need("qk-rope-dim")?,
+            v_head_dim: need("v-head-dim")?,
+        }),
+        None => None,
     };
     let a = Architecture {
         vocab: need("vocab")?,
@@ -330,11 +419,18 @@ fn build_arch(
         o_bias: flag("o-bias", false),
         mlp_bias: flag("mlp-bias", false),
         qk_norm: flag("qk-norm", false),
+        qk_norm_whole: flag("qk-norm-whole", false),
         layernorm_bias: flag("layernorm-bias", false),
+        layer_norms: get("layer-norms").unwrap_or(2),
+        learned_positions: get("learned-positions").unwrap_or(0),
+        attn_sinks: flag("attn-sinks", false),
+        mla,
         moe,
+        mtp_layers: get("mtp-layers").unwrap_or(0),
+        tower_params: get("tower-params").unwrap_or(0),
     };
     a.validate()?;
-    Ok(Some(a))
+    Ok(Shape::Full(a))
 }
 
 /// Writes an input back as pairs, omitting defaults — the page's URL query.
@@ -354,8 +450,16 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     if input.keep_format != d.keep_format {
         put("keep-format", input.keep_format.name());
     }
+    if let Some(f) = input.attention_format {
+        put("attention-format", f.name());
+    }
     if input.compute_dtype != d.compute_dtype {
         put("compute-dtype", input.compute_dtype.name().into());
+    }
+    if let Some(k) = input.kv_only {
+        put("layers", k.layers.to_string());
+        put("kv-heads", k.kv_heads.to_string());
+        put("head-dim", k.head_dim.to_string());
     }
     if let Some(a) = input.arch {
         for (k, v) in [
@@ -376,11 +480,32 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
             ("o-bias", a.o_bias, false),
             ("mlp-bias", a.mlp_bias, false),
             ("qk-norm", a.qk_norm, false),
+            ("qk-norm-whole", a.qk_norm_whole, false),
             ("layernorm-bias", a.layernorm_bias, false),
+            ("attn-sinks", a.attn_sinks, false),
         ] {
             if v != dflt {
                 put(k, v.to_string());
             }
+        }
+        for (k, v, dflt) in [
+            ("layer-norms", a.layer_norms, 2),
+            ("learned-positions", a.learned_positions, 0),
+            ("mtp-layers", a.mtp_layers, 0),
+            ("tower-params", a.tower_params, 0),
+        ] {
+            if v != dflt {
+                put(k, v.to_string());
+            }
+        }
+        if let Some(m) = a.mla {
+            if m.q_lora_rank > 0 {
+                put("q-lora-rank", m.q_lora_rank.to_string());
+            }
+            put("kv-lora-rank", m.kv_lora_rank.to_string());
+            put("qk-nope-dim", m.qk_nope_dim.to_string());
+            put("qk-rope-dim", m.qk_rope_dim.to_string());
+            put("v-head-dim", m.v_head_dim.to_string());
         }
         if let Some(m) = a.moe {
             for (k, v) in [
@@ -393,6 +518,12 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
             ] {
                 put(k, v.to_string());
             }
+            if m.every != 1 {
+                put("moe-every", m.every.to_string());
+            }
+            if m.router_bias {
+                put("router-bias", "true".into());
+            }
         }
     }
     if input.sequences != d.sequences {
@@ -400,6 +531,9 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     }
     if let Some(c) = input.context {
         put("context", c.to_string());
+    }
+    if let Some(m) = input.max_position {
+        put("max-position", m.to_string());
     }
     if input.generate != d.generate {
         put("generate", input.generate.to_string());
@@ -454,6 +588,8 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
         put("checkpointing", input.checkpointing.to_string());
     }
     for (k, v, dv) in [
+        ("state-layers", input.state_layers, d.state_layers),
+        ("state-bytes", input.state_bytes, d.state_bytes),
         ("reserve-gib", input.reserve_gib, d.reserve_gib),
         ("gpus", input.gpus, d.gpus),
         ("tp", input.tp, d.tp),
@@ -477,6 +613,23 @@ pub fn describe(key: &str) -> &'static str {
             "Storage format of the linear layers: fp32, bf16, fp16, fp8, fp8-block, int8, gptq-4-g128, awq-4-g128, nf4, nf4-dq, fp4, q4_0, q4_k, q5_k, q6_k, q8_0, …"
         }
         "keep-format" => "Format of embeddings, lm_head, norms and biases (default bf16)",
+        "attention-format" => {
+            "Format of the attention projections (default: format); e.g. bf16 for gpt-oss's MXFP4 checkpoint"
+        }
+        "layer-norms" => "Norms per decoder layer (default 2; Gemma-2/3: 4; Falcon-7B, GPT-J: 1)",
+        "qk-norm-whole" => "q/k norms over the whole projection, not one head (OLMo-2)",
+        "learned-positions" => "Rows of a learned position-embedding table (GPT-2: n_positions)",
+        "attn-sinks" => "A learned attention-sink logit per head and layer (gpt-oss)",
+        "max-position" => "Positions the model was trained for; a longer context is warned about",
+        "q-lora-rank" => "MLA: query compression rank (0 = plain q_proj)",
+        "kv-lora-rank" => "MLA: key/value latent rank; turns on multi-head latent attention",
+        "qk-nope-dim" => "MLA: per-head q/k width without rotary",
+        "qk-rope-dim" => "MLA: rotary width (shared key part, cached with the latent)",
+        "v-head-dim" => "MLA: per-head value width",
+        "mtp-layers" => "Multi-token-prediction layers stored in the checkpoint (DeepSeek-V3: 1)",
+        "tower-params" => "Parameters of vision/audio towers and projectors, kept in 16 bits",
+        "moe-every" => "MoE: every n-th layer is MoE, the others dense (Llama-4 Maverick: 2)",
+        "router-bias" => "MoE: a bias on the router (gpt-oss, DeepSeek-V3's correction bias)",
         "compute-dtype" => "Compute/activation dtype: bf16 (default), fp16, fp32",
         "layers" => "Decoder layers",
         "hidden" => "Hidden size",
@@ -507,6 +660,12 @@ pub fn describe(key: &str) -> &'static str {
         "sliding-window" => "Sliding-window size of windowed layers",
         "sliding-layers" => "How many layers use the window (default all)",
         "static-cache" => "Static cache length pre-allocated per sequence",
+        "state-layers" => {
+            "Layers keeping a constant per-sequence state instead of KV (Mamba / linear-attention layers of hybrids)"
+        }
+        "state-bytes" => {
+            "State bytes per such layer and sequence (Mamba-2: heads × head dim × d_state + conv window, × dtype)"
+        }
         "attention" => {
             "Attention implementation: sdpa (default), flash or eager (eager keeps a tokens² matrix)"
         }
@@ -543,7 +702,22 @@ mod tests {
         assert_eq!(parse_count("p", "7.5e9").unwrap(), 7_500_000_000);
         assert_eq!(parse_count("p", "7 000 000 000").unwrap(), 7_000_000_000);
         assert_eq!(parse_count("p", "1,024").unwrap(), 1024);
-        for bad in ["", "-1", "abc", "1.5", "1e999", "99999999999999999999999"] {
+        assert_eq!(
+            parse_count("p", "1e19").unwrap(),
+            10_000_000_000_000_000_000
+        );
+        for bad in [
+            "",
+            "-1",
+            "abc",
+            "1.5",
+            "1e999",
+            "99999999999999999999999",
+            "0e4294967295",
+            "1e99999999999999",
+            "1e",
+            "1e-3",
+        ] {
             assert!(parse_count("p", bad).is_err(), "{bad}");
         }
     }
@@ -565,6 +739,67 @@ mod tests {
             ("reserve-gib", "2"),
             ("tp", "2"),
             ("gpus", "2"),
+        ];
+        let (input, errors) = from_pairs(pairs);
+        assert!(errors.is_empty(), "{errors:?}");
+        let back = to_pairs(&input);
+        let (again, errors) = from_pairs(back.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty());
+        assert_eq!(again, input);
+    }
+
+    #[test]
+    fn the_kv_shape_alone_is_a_kv_only_input_and_round_trips() {
+        let (input, errors) = from_pairs([
+            ("layers", "32"),
+            ("kv-heads", "8"),
+            ("head-dim", "128"),
+            ("context", "8192"),
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(input.arch.is_none());
+        assert_eq!(
+            input.kv_only,
+            Some(KvDims {
+                layers: 32,
+                kv_heads: 8,
+                head_dim: 128
+            })
+        );
+        let back = to_pairs(&input);
+        let (again, _) = from_pairs(back.iter().map(|(k, v)| (*k, v.as_str())));
+        assert_eq!(again, input);
+        // A weight-only size turns it into the architecture mode, which then needs the rest.
+        let (_, errors) = from_pairs([("layers", "32"), ("head-dim", "128"), ("hidden", "4096")]);
+        assert!(!errors.is_empty());
+    }
+
+    #[test]
+    fn mla_and_new_shape_keys_round_trip() {
+        let pairs = [
+            ("layers", "4"),
+            ("hidden", "1024"),
+            ("heads", "8"),
+            ("intermediate", "2048"),
+            ("vocab", "1000"),
+            ("kv-lora-rank", "512"),
+            ("q-lora-rank", "256"),
+            ("qk-nope-dim", "128"),
+            ("qk-rope-dim", "64"),
+            ("v-head-dim", "128"),
+            ("layer-norms", "4"),
+            ("learned-positions", "1024"),
+            ("attn-sinks", "true"),
+            ("qk-norm-whole", "true"),
+            ("mtp-layers", "1"),
+            ("tower-params", "1000"),
+            ("experts", "8"),
+            ("active-experts", "2"),
+            ("moe-every", "2"),
+            ("router-bias", "true"),
+            ("attention-format", "bf16"),
+            ("format", "mxfp4"),
+            ("max-position", "4096"),
         ];
         let (input, errors) = from_pairs(pairs);
         assert!(errors.is_empty(), "{errors:?}");

@@ -1,10 +1,13 @@
 //! Estimator cases as data: each `cases/*.json` file holds inputs (the shared
-//! `key=value` vocabulary) and the bytes each line must have, derived independently
-//! by `cases/oracle.py` from the formats' layouts and published model configs.
+//! `key=value` vocabulary, and for `real-*` cases a published config.json read by
+//! the same reader as `--config`) and the figures each must give, derived
+//! independently by `cases/oracle.py` from the formats' layouts and the tensors the
+//! checkpoints store, cross-checked there against the published parameter totals.
 //! One `check()` runs them all — natively, and compiled to wasm32 in headless
 //! Chromium (wasm-bindgen-test), so both targets must compute identical numbers.
 
 use gpumem_core::estimate::estimate;
+use gpumem_core::import::hf_config::parse_config;
 use gpumem_core::params::from_pairs;
 use gpumem_core::units::Bytes;
 use serde_json::Value;
@@ -25,12 +28,12 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/llama-3.1-8b-bf16.json"),
     ),
     (
-        "llama-3.1-8b-fp8-block",
-        include_str!("cases/llama-3.1-8b-fp8-block.json"),
-    ),
-    (
         "llama-3.1-8b-fp8",
         include_str!("cases/llama-3.1-8b-fp8.json"),
+    ),
+    (
+        "llama-3.1-8b-fp8-block",
+        include_str!("cases/llama-3.1-8b-fp8-block.json"),
     ),
     (
         "llama-3.1-8b-gptq-4-g128",
@@ -45,12 +48,12 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/llama-3.1-8b-lora-r16.json"),
     ),
     (
-        "llama-3.1-8b-nf4-dq",
-        include_str!("cases/llama-3.1-8b-nf4-dq.json"),
-    ),
-    (
         "llama-3.1-8b-nf4",
         include_str!("cases/llama-3.1-8b-nf4.json"),
+    ),
+    (
+        "llama-3.1-8b-nf4-dq",
+        include_str!("cases/llama-3.1-8b-nf4-dq.json"),
     ),
     (
         "llama-3.1-8b-q4_k",
@@ -89,6 +92,125 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/qwen2.5-7b-kv-fp8-tp2.json"),
     ),
     (
+        "real-deepseek-v2-lite",
+        include_str!("cases/real-deepseek-v2-lite.json"),
+    ),
+    (
+        "real-deepseek-v3",
+        include_str!("cases/real-deepseek-v3.json"),
+    ),
+    (
+        "real-falcon-40b",
+        include_str!("cases/real-falcon-40b.json"),
+    ),
+    ("real-falcon-7b", include_str!("cases/real-falcon-7b.json")),
+    (
+        "real-gemma-2-2b",
+        include_str!("cases/real-gemma-2-2b.json"),
+    ),
+    (
+        "real-gemma-2-9b",
+        include_str!("cases/real-gemma-2-9b.json"),
+    ),
+    (
+        "real-gemma-3-1b",
+        include_str!("cases/real-gemma-3-1b.json"),
+    ),
+    (
+        "real-gemma-3-4b",
+        include_str!("cases/real-gemma-3-4b.json"),
+    ),
+    (
+        "real-gpt-oss-120b",
+        include_str!("cases/real-gpt-oss-120b.json"),
+    ),
+    (
+        "real-gpt-oss-20b",
+        include_str!("cases/real-gpt-oss-20b.json"),
+    ),
+    ("real-gpt2", include_str!("cases/real-gpt2.json")),
+    (
+        "real-gpt2-medium",
+        include_str!("cases/real-gpt2-medium.json"),
+    ),
+    (
+        "real-llama-3.1-70b",
+        include_str!("cases/real-llama-3.1-70b.json"),
+    ),
+    (
+        "real-llama-3.1-8b",
+        include_str!("cases/real-llama-3.1-8b.json"),
+    ),
+    (
+        "real-llama-3.1-8b-ct-fp8-dynamic",
+        include_str!("cases/real-llama-3.1-8b-ct-fp8-dynamic.json"),
+    ),
+    (
+        "real-llama-3.1-8b-ct-nvfp4",
+        include_str!("cases/real-llama-3.1-8b-ct-nvfp4.json"),
+    ),
+    (
+        "real-llama-3.1-8b-ct-nvfp4a16",
+        include_str!("cases/real-llama-3.1-8b-ct-nvfp4a16.json"),
+    ),
+    (
+        "real-llama-3.1-8b-ct-w4a16",
+        include_str!("cases/real-llama-3.1-8b-ct-w4a16.json"),
+    ),
+    (
+        "real-llama-3.2-1b",
+        include_str!("cases/real-llama-3.2-1b.json"),
+    ),
+    (
+        "real-llama-4-maverick",
+        include_str!("cases/real-llama-4-maverick.json"),
+    ),
+    (
+        "real-llama-4-scout",
+        include_str!("cases/real-llama-4-scout.json"),
+    ),
+    (
+        "real-llama-4-scout-64k",
+        include_str!("cases/real-llama-4-scout-64k.json"),
+    ),
+    (
+        "real-mistral-7b-v0.1",
+        include_str!("cases/real-mistral-7b-v0.1.json"),
+    ),
+    (
+        "real-mixtral-8x7b",
+        include_str!("cases/real-mixtral-8x7b.json"),
+    ),
+    ("real-olmo-2-7b", include_str!("cases/real-olmo-2-7b.json")),
+    (
+        "real-phi-3-mini-4k",
+        include_str!("cases/real-phi-3-mini-4k.json"),
+    ),
+    (
+        "real-pythia-160m",
+        include_str!("cases/real-pythia-160m.json"),
+    ),
+    (
+        "real-qwen2.5-0.5b",
+        include_str!("cases/real-qwen2.5-0.5b.json"),
+    ),
+    (
+        "real-qwen2.5-72b",
+        include_str!("cases/real-qwen2.5-72b.json"),
+    ),
+    (
+        "real-qwen2.5-7b",
+        include_str!("cases/real-qwen2.5-7b.json"),
+    ),
+    (
+        "real-qwen3-0.6b",
+        include_str!("cases/real-qwen3-0.6b.json"),
+    ),
+    (
+        "real-qwen3-30b-a3b",
+        include_str!("cases/real-qwen3-30b-a3b.json"),
+    ),
+    (
         "seed-s2-7b-bf16",
         include_str!("cases/seed-s2-7b-bf16.json"),
     ),
@@ -105,17 +227,41 @@ const CASES: &[(&str, &str)] = &[
 /// Runs one case; returns every mismatch in words.
 fn check(name: &str, text: &str) -> Vec<String> {
     let case: Value = serde_json::from_str(text).expect("case file is JSON");
-    let pairs: Vec<(String, String)> = case["input"]
-        .as_object()
-        .expect("input object")
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().expect("string value").to_string()))
-        .collect();
+    let mut wrong = Vec::new();
+    // A real config.json goes through the same reader as `--config` and the page's
+    // import; the case's own pairs follow it, as flags after `--config` do.
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    if let Some(config) = case.get("config") {
+        let imported = parse_config(&config.to_string()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        pairs.extend(
+            imported
+                .pairs()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v)),
+        );
+        warnings.extend(imported.warnings);
+    }
+    pairs.extend(
+        case["input"]
+            .as_object()
+            .expect("input object")
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().expect("string value").to_string())),
+    );
     let (input, errors) = from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     assert!(errors.is_empty(), "{name}: input errors {errors:?}");
     let est = estimate(&input).unwrap_or_else(|e| panic!("{name}: {e}"));
+    warnings.extend(est.warnings.iter().cloned());
+    for want in case["warnings"].as_array().into_iter().flatten() {
+        let want = want.as_str().expect("warning text");
+        if !warnings.iter().any(|w| w.contains(want)) {
+            wrong.push(format!(
+                "{name}: no warning says {want:?}; got {warnings:?}"
+            ));
+        }
+    }
     let got = serde_json::to_value(&est).expect("serialisable");
-    let mut wrong = Vec::new();
     let expect = &case["expect"];
     for (field, want) in expect.as_object().expect("expect object") {
         match field.as_str() {

@@ -2,14 +2,20 @@
 //!
 //! Key names follow `transformers`' configuration classes (LlamaConfig,
 //! MistralConfig, Qwen2Config, Qwen3Config, MixtralConfig, Gemma2Config,
-//! DeepseekV3Config, …). Multimodal configs nest the language model under
-//! `text_config`, which is used when present.
+//! DeepseekV3Config, GptOssConfig, Llama4TextConfig, FalconConfig, GPT2Config, …).
+//! Multimodal configs nest the language model under `text_config`, which is used
+//! when present; their towers are named in a warning, never dropped silently.
+//! Every default assumed is listed in `notes`; every field that changes memory and
+//! is not modelled is named in `warnings`; state-space and hybrid families, whose
+//! layers keep a constant state instead of a KV cache, are refused with a reason.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::arch::{Architecture, Moe};
+use crate::arch::{Architecture, Mla, Moe};
 use crate::error::EstimateError;
+use crate::estimate::EstimateInput;
+use crate::params::to_pairs;
 
 const FORMAT: &str = "config.json";
 
@@ -20,18 +26,47 @@ pub struct ImportedConfig {
     pub model_type: String,
     /// The shape.
     pub arch: Architecture,
-    /// `sliding_window`, when sliding attention is in use.
+    /// `sliding_window` (or Llama-4's `attention_chunk_size`), when in use.
     pub sliding_window: Option<u64>,
     /// Layers using the window (from `layer_types` or the model family's pattern).
     pub sliding_layers: Option<u64>,
-    /// `max_position_embeddings`.
+    /// `max_position_embeddings` / `n_positions`.
     pub max_position: Option<u64>,
     /// `torch_dtype` / `dtype`.
     pub dtype: Option<String>,
     /// The storage format named by `quantization_config`, in this crate's vocabulary.
     pub format: Option<String>,
+    /// The attention projections' format when the quantiser left them out
+    /// (`modules_to_not_convert`, compressed-tensors `ignore`).
+    pub attention_format: Option<String>,
     /// Defaults that were assumed because the config did not say.
     pub notes: Vec<String>,
+    /// Fields that change memory and are not modelled, and other soft problems.
+    pub warnings: Vec<String>,
+}
+
+impl ImportedConfig {
+    /// The `key=value` pairs the config stands for (explicit flags given later
+    /// override them) — shared by the agent's `--config` and the page's import.
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+        let input = EstimateInput {
+            arch: Some(self.arch),
+            sliding_window: self.sliding_window,
+            sliding_layers: self
+                .sliding_layers
+                .filter(|_| self.sliding_window.is_some()),
+            max_position: self.max_position,
+            ..EstimateInput::default()
+        };
+        let mut out = to_pairs(&input);
+        if let Some(f) = &self.format {
+            out.push(("format", f.clone()));
+        }
+        if let Some(f) = &self.attention_format {
+            out.push(("attention-format", f.clone()));
+        }
+        out
+    }
 }
 
 fn parse(reason: String) -> EstimateError {
@@ -64,6 +99,112 @@ fn flag(v: &Value, key: &str) -> Option<bool> {
     v.get(key).and_then(Value::as_bool)
 }
 
+/// True when `key` holds something other than null, false, 0 or an empty list.
+fn present(v: &Value, key: &str) -> bool {
+    match v.get(key) {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::Number(n)) => n.as_u64() != Some(0),
+        Some(_) => true,
+    }
+}
+
+/// Model types whose every tensor the architecture mode models.
+const MODELLED: &[&str] = &[
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "olmo2",
+    "phi3",
+    "deepseek_v2",
+    "deepseek_v3",
+    "gpt_oss",
+    "llama4",
+    "llama4_text",
+    "falcon",
+    "gpt2",
+    "gpt_bigcode",
+    "gpt_neox",
+    "starcoder2",
+    "granite",
+];
+
+/// Families whose layers keep a constant state instead of (some) KV: not expressible.
+const STATE_SPACE: &[&str] = &[
+    "mamba",
+    "mamba2",
+    "jamba",
+    "falcon_h1",
+    "falcon_mamba",
+    "nemotron_h",
+    "qwen3_next",
+    "zamba",
+    "zamba2",
+    "bamba",
+    "granitemoehybrid",
+    "lfm2",
+    "rwkv",
+    "recurrent_gemma",
+    "minimax",
+];
+
+/// Config fields that change memory and that the architecture mode does not model.
+const NOT_MODELLED: &[(&str, &str)] = &[
+    (
+        "mlp_only_layers",
+        "dense layers among MoE layers are counted as MoE",
+    ),
+    (
+        "cross_attention_layers",
+        "cross-attention layers are not counted",
+    ),
+    ("is_encoder_decoder", "the encoder is not counted"),
+    ("encoder_layers", "the encoder is not counted"),
+    ("altup_num_inputs", "AltUp projections are not counted"),
+    ("laurel_rank", "LAuReL blocks are not counted"),
+    (
+        "hidden_size_per_layer_input",
+        "per-layer input embeddings are not counted",
+    ),
+    (
+        "num_kv_shared_layers",
+        "KV sharing across layers is not modelled (the KV cache is overcounted)",
+    ),
+    (
+        "word_embed_proj_dim",
+        "embedding projections are not counted",
+    ),
+    (
+        "shared_expert_gate",
+        "the shared expert's gate is not counted",
+    ),
+    (
+        "layers_block_type",
+        "non-attention layers are counted as attention layers",
+    ),
+    (
+        "hybrid_override_pattern",
+        "non-attention layers are counted as attention layers",
+    ),
+];
+
+/// Multimodal towers: named, never silently dropped.
+const TOWERS: &[(&str, &str)] = &[
+    ("vision_config", "vision tower"),
+    ("audio_config", "audio tower"),
+    ("speech_config", "speech tower"),
+    ("vision_tower", "vision tower"),
+    ("perceiver_config", "perceiver resampler"),
+];
+
 /// Reads a `config.json` document.
 pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     let root: Value =
@@ -75,41 +216,156 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         Some(t) if t.is_object() => t,
         _ => &root,
     };
+    let mut notes = Vec::new();
+    // Gemma-3's published configs are sparse: transformers' Gemma3TextConfig
+    // defaults fill the rest, so they are filled here too, each one listed.
+    let filled;
+    let v = if v.get("model_type").and_then(Value::as_str) == Some("gemma3_text") {
+        let mut t = v.clone();
+        for (key, default) in [
+            ("num_attention_heads", 8u64),
+            ("num_key_value_heads", 4),
+            ("head_dim", 256),
+            ("vocab_size", 262_208),
+            ("max_position_embeddings", 131_072),
+            ("sliding_window_pattern", 6),
+        ] {
+            if t.get(key).is_none_or(Value::is_null)
+                && let Some(o) = t.as_object_mut()
+            {
+                o.insert(key.into(), default.into());
+                notes.push(format!(
+                    "{key} absent: {default} assumed (Gemma3TextConfig's default)"
+                ));
+            }
+        }
+        filled = t;
+        &filled
+    } else {
+        v
+    };
     let model_type = v
         .get("model_type")
         .or_else(|| root.get("model_type"))
         .and_then(Value::as_str)
         .unwrap_or("unknown")
         .to_string();
-    let mut notes = Vec::new();
+    let mt = model_type.as_str();
+    let root_type = root.get("model_type").and_then(Value::as_str).unwrap_or(mt);
+    if STATE_SPACE.contains(&mt) || STATE_SPACE.contains(&root_type) {
+        return Err(parse(format!(
+            "model_type {mt}: state-space / linear-attention layers keep a constant per-sequence state instead of a KV cache, and their tensors differ from attention layers; the config reader does not count them yet: give parameters, the attention layers' KV shape and state-layers / state-bytes by hand"
+        )));
+    }
+    let other_layer = v
+        .get("layer_types")
+        .and_then(Value::as_array)
+        .and_then(|t| {
+            t.iter()
+                .filter_map(Value::as_str)
+                .find(|t| !matches!(*t, "sliding_attention" | "full_attention"))
+        });
+    if let Some(kind) = other_layer {
+        return Err(parse(format!(
+            "layer_types has {kind:?} layers: layers that keep a constant state instead of a KV cache are not read from a config yet (give parameters, the KV shape and state-layers / state-bytes by hand)"
+        )));
+    }
+    let mut warnings = Vec::new();
+    if !MODELLED.contains(&mt) {
+        warnings.push(format!(
+            "model_type {mt} is read with the generic decoder rules: tensors it adds beyond them are not counted"
+        ));
+    }
     let hidden = need(v, &["hidden_size", "n_embd", "d_model"])?;
+    let mut tower_params = 0;
+    for (key, what) in TOWERS {
+        let Some(tower) = root.get(*key).filter(|x| !x.is_null()) else {
+            continue;
+        };
+        match gemma3_siglip(&root, tower, hidden)? {
+            Some(n) => {
+                tower_params = n;
+                notes.push(format!(
+                    "{key}: the SigLIP {what} and Gemma-3's projector are counted ({n} parameters, 16-bit)"
+                ));
+            }
+            None => warnings.push(format!(
+                "{key}: the {what} is not counted; its weights add to the total"
+            )),
+        }
+    }
+    for (key, what) in NOT_MODELLED {
+        if present(v, key) {
+            warnings.push(format!("{key} is not modelled: {what}"));
+        }
+    }
     let layers = need(v, &["num_hidden_layers", "n_layer", "num_layers"])?;
     let heads = need(v, &["num_attention_heads", "n_head"])?;
-    let kv_heads = match uint(v, "num_key_value_heads")? {
-        Some(k) => k,
-        None => {
-            notes.push(
-                "num_key_value_heads absent: KV heads = attention heads (multi-head attention)"
-                    .into(),
-            );
-            heads
-        }
-    };
     if heads == 0 {
         return Err(parse("num_attention_heads is 0".into()));
     }
+    let falcon_new = mt == "falcon" && flag(v, "new_decoder_architecture") == Some(true);
+    if mt == "falcon" {
+        // FalconConfig's defaults, listed when the config leaves them out.
+        for (key, default) in [
+            ("multi_query", "true"),
+            ("parallel_attn", "true"),
+            ("bias", "false"),
+        ] {
+            if flag(v, key).is_none() {
+                notes.push(format!(
+                    "{key} absent: {default} assumed (FalconConfig's default)"
+                ));
+            }
+        }
+    }
+    let kv_heads = if falcon_new {
+        uint(v, "num_kv_heads")?.unwrap_or(heads)
+    } else if matches!(mt, "falcon" | "gpt_bigcode") && flag(v, "multi_query").unwrap_or(true) {
+        // FalconConfig and GPTBigCodeConfig default multi_query to true: one K/V head.
+        1
+    } else {
+        match uint(v, "num_key_value_heads")?.or(uint(v, "num_kv_heads")?) {
+            Some(k) => k,
+            None => {
+                notes.push(
+                    "num_key_value_heads absent: KV heads = attention heads (multi-head attention)"
+                        .into(),
+                );
+                heads
+            }
+        }
+    };
     let head_dim = match uint(v, "head_dim")? {
         Some(d) => d,
+        None if matches!(mt, "gemma2" | "gemma3" | "gemma3_text") => {
+            notes.push(format!("head_dim absent: 256 assumed ({mt}'s default)"));
+            256
+        }
         None => hidden / heads,
     };
     let vocab = need(v, &["vocab_size"])?;
-    let gpt2_like = matches!(
-        model_type.as_str(),
-        "gpt2" | "gpt_neox" | "gptj" | "opt" | "bloom" | "falcon"
+    let non_gated = matches!(
+        mt,
+        "gpt2"
+            | "gpt_neox"
+            | "gptj"
+            | "opt"
+            | "bloom"
+            | "falcon"
+            | "gpt_bigcode"
+            | "phi"
+            | "starcoder2"
     );
-    let intermediate = match uint(v, "intermediate_size")?
+    let dense_key = if mt == "llama4" || mt == "llama4_text" {
+        "intermediate_size_mlp"
+    } else {
+        "intermediate_size"
+    };
+    let intermediate = match uint(v, dense_key)?
         .or(uint(v, "n_inner")?)
         .or(uint(v, "ffn_dim")?)
+        .or(uint(v, "ffn_hidden_size")?)
     {
         Some(i) => i,
         None => {
@@ -119,10 +375,10 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     };
     let tied = flag(v, "tie_word_embeddings").or_else(|| flag(&root, "tie_word_embeddings"));
     let tied_embeddings = tied.unwrap_or_else(|| {
-        // transformers' PretrainedConfig defaults to tied; Llama/Mistral/Qwen2/Mixtral
-        // override the default to untied.
+        // transformers' PretrainedConfig defaults to tied; these classes override
+        // the default to untied.
         let untied = matches!(
-            model_type.as_str(),
+            mt,
             "llama"
                 | "mistral"
                 | "mixtral"
@@ -130,37 +386,114 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
                 | "qwen2_moe"
                 | "qwen3"
                 | "qwen3_moe"
+                | "deepseek_v2"
                 | "deepseek_v3"
                 | "phi3"
+                | "gpt_oss"
+                | "llama4"
+                | "llama4_text"
+                | "olmo2"
+                | "gpt_neox"
+                | "gptj"
         );
         notes.push(format!(
-            "tie_word_embeddings absent: {} (default for {model_type})",
+            "tie_word_embeddings absent: {} (default for {mt})",
             if untied { "untied" } else { "tied" }
         ));
         !untied
     });
-    let qkv_bias = flag(v, "attention_bias").unwrap_or(false)
-        || matches!(model_type.as_str(), "qwen2" | "qwen2_moe");
-    let o_bias = flag(v, "attention_bias").unwrap_or(false) || gpt2_like;
-    let mlp_bias = flag(v, "mlp_bias").unwrap_or(false) || gpt2_like;
+    let attention_bias = flag(v, "attention_bias").unwrap_or(false);
+    // Falcon's `bias` and Starcoder2's `use_bias` put biases on every linear layer.
+    let all_bias = match mt {
+        "falcon" => flag(v, "bias").unwrap_or(false),
+        "starcoder2" => flag(v, "use_bias").unwrap_or(true),
+        "gpt2" | "gpt_bigcode" | "gpt_neox" => true,
+        _ => false,
+    };
+    let qkv_bias = attention_bias || all_bias || matches!(mt, "qwen2" | "qwen2_moe");
+    let o_bias = attention_bias || all_bias;
+    let mlp_bias = flag(v, "mlp_bias").unwrap_or(false) || all_bias || mt == "gpt_oss";
+    let layernorm_bias = matches!(
+        mt,
+        "gpt2"
+            | "gpt_neox"
+            | "gptj"
+            | "opt"
+            | "bloom"
+            | "falcon"
+            | "gpt_bigcode"
+            | "phi"
+            | "starcoder2"
+    );
+    let layer_norms = match mt {
+        "gemma2" | "gemma3" | "gemma3_text" => 4,
+        "falcon" if falcon_new => uint(v, "num_ln_in_parallel_attn")?.unwrap_or(2),
+        "falcon" if flag(v, "parallel_attn").unwrap_or(true) => 1,
+        "gptj" | "phi" => 1,
+        _ => 2,
+    };
+    let learned_positions = match mt {
+        "gpt2" | "gpt_bigcode" => need(v, &["n_positions", "max_position_embeddings"])?,
+        _ => 0,
+    };
     let experts = uint(v, "num_local_experts")?
         .or(uint(v, "num_experts")?)
         .or(uint(v, "n_routed_experts")?);
+    let llama4 = mt == "llama4" || mt == "llama4_text";
     let moe = match experts {
         Some(e) if e > 1 => Some(Moe {
             experts: e,
             active: need(v, &["num_experts_per_tok", "num_experts_per_token"])?,
-            expert_intermediate: uint(v, "moe_intermediate_size")?.unwrap_or(intermediate),
-            shared_experts: uint(v, "n_shared_experts")?.unwrap_or(u64::from(
-                uint(v, "shared_expert_intermediate_size")?.is_some(),
-            )),
-            shared_intermediate: uint(v, "shared_expert_intermediate_size")?
-                .or(uint(v, "moe_intermediate_size")?)
-                .unwrap_or(intermediate),
+            expert_intermediate: if llama4 {
+                need(v, &["intermediate_size"])?
+            } else {
+                uint(v, "moe_intermediate_size")?.unwrap_or(intermediate)
+            },
+            shared_experts: if llama4 {
+                1
+            } else {
+                uint(v, "n_shared_experts")?.unwrap_or(u64::from(
+                    uint(v, "shared_expert_intermediate_size")?.is_some(),
+                ))
+            },
+            shared_intermediate: if llama4 {
+                need(v, &["intermediate_size"])?
+            } else {
+                uint(v, "shared_expert_intermediate_size")?
+                    .or(uint(v, "moe_intermediate_size")?)
+                    .unwrap_or(intermediate)
+            },
             dense_layers: uint(v, "first_k_dense_replace")?.unwrap_or(0),
+            every: uint(v, "interleave_moe_layer_step")?
+                .or(uint(v, "decoder_sparse_step")?)
+                .or(uint(v, "moe_layer_freq")?)
+                .unwrap_or(1)
+                .max(1),
+            router_bias: mt == "gpt_oss"
+                || (mt == "deepseek_v3"
+                    && v.get("topk_method").and_then(Value::as_str) == Some("noaux_tc")),
         }),
         _ => None,
     };
+    if mt == "qwen2_moe" && moe.is_some_and(|m| m.shared_experts > 0) {
+        warnings.push("shared_expert_gate ([1, hidden] per layer) is not counted".into());
+    }
+    let mla = match uint(v, "kv_lora_rank")? {
+        Some(kv_lora_rank) => Some(Mla {
+            q_lora_rank: uint(v, "q_lora_rank")?.unwrap_or(0),
+            kv_lora_rank,
+            qk_nope_dim: need(v, &["qk_nope_head_dim"])?,
+            qk_rope_dim: need(v, &["qk_rope_head_dim"])?,
+            v_head_dim: need(v, &["v_head_dim"])?,
+        }),
+        None => None,
+    };
+    let mtp_layers = uint(v, "num_nextn_predict_layers")?.unwrap_or(0);
+    if mtp_layers > 0 {
+        notes.push(format!(
+            "num_nextn_predict_layers = {mtp_layers}: the multi-token-prediction layer(s) are counted, as the checkpoint stores them"
+        ));
+    }
     let arch = Architecture {
         vocab,
         hidden,
@@ -169,80 +502,207 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         kv_heads,
         head_dim,
         intermediate,
-        gated_mlp: !gpt2_like,
+        gated_mlp: !non_gated,
         tied_embeddings,
         qkv_bias,
         o_bias,
         mlp_bias,
-        qk_norm: matches!(
-            model_type.as_str(),
-            "qwen3" | "qwen3_moe" | "gemma3" | "gemma3_text" | "olmo2"
-        ),
-        layernorm_bias: gpt2_like,
+        qk_norm: matches!(mt, "qwen3" | "qwen3_moe" | "gemma3" | "gemma3_text"),
+        qk_norm_whole: mt == "olmo2",
+        layernorm_bias,
+        layer_norms,
+        learned_positions,
+        attn_sinks: mt == "gpt_oss",
+        mla,
         moe,
+        mtp_layers,
+        tower_params,
     };
     arch.validate()
         .map_err(|e| parse(format!("inconsistent shape: {e}")))?;
-    let window =
-        uint(v, "sliding_window")?.filter(|_| flag(v, "use_sliding_window") != Some(false));
-    let sliding_layers = window.and_then(|_| {
-        if let Some(types) = v.get("layer_types").and_then(Value::as_array) {
-            return Some(
-                types
-                    .iter()
-                    .filter(|t| t.as_str() == Some("sliding_attention"))
-                    .count() as u64,
-            );
-        }
-        match model_type.as_str() {
-            "gemma2" => Some(layers / 2),
-            "gemma3" | "gemma3_text" => {
-                let p = uint(v, "sliding_window_pattern")
-                    .ok()
-                    .flatten()
-                    .unwrap_or(6)
-                    .max(1);
-                Some(layers - layers / p)
+    let (window, sliding_layers) = if let Some(chunk) =
+        uint(v, "attention_chunk_size")?.filter(|_| llama4)
+    {
+        // Llama-4: RoPE layers attend within chunks (each keeps at most one chunk of
+        // tokens); every `no_rope_layer_interval`-th layer is a global NoPE layer.
+        let rope_layers = match v.get("no_rope_layers").and_then(Value::as_array) {
+            Some(l) if !l.is_empty() => l.iter().filter(|x| x.as_u64() == Some(1)).count() as u64,
+            _ => {
+                let every = uint(v, "no_rope_layer_interval")?.unwrap_or(4).max(1);
+                layers - layers / every
             }
-            "qwen2" | "qwen2_moe" => {
-                let full = uint(v, "max_window_layers")
-                    .ok()
-                    .flatten()
-                    .unwrap_or(layers)
-                    .min(layers);
-                Some(layers - full)
+        };
+        notes.push(format!(
+            "attention_chunk_size = {chunk}: {rope_layers} chunked-attention layers keep at most {chunk} tokens (counted as a window)"
+        ));
+        (Some(chunk), Some(rope_layers))
+    } else {
+        let window =
+            uint(v, "sliding_window")?.filter(|_| flag(v, "use_sliding_window") != Some(false));
+        let sliding = window.and_then(|_| {
+            if let Some(types) = v.get("layer_types").and_then(Value::as_array) {
+                return Some(
+                    types
+                        .iter()
+                        .filter(|t| t.as_str() == Some("sliding_attention"))
+                        .count() as u64,
+                );
             }
-            _ => None,
+            match mt {
+                "gemma2" => Some(layers / 2),
+                "gemma3" | "gemma3_text" => {
+                    let p = uint(v, "sliding_window_pattern")
+                        .ok()
+                        .flatten()
+                        .unwrap_or(6)
+                        .max(1);
+                    Some(layers - layers / p)
+                }
+                "qwen2" | "qwen2_moe" => {
+                    let full = uint(v, "max_window_layers")
+                        .ok()
+                        .flatten()
+                        .unwrap_or(layers)
+                        .min(layers);
+                    Some(layers - full)
+                }
+                _ => None,
+            }
+        });
+        (window, sliding)
+    };
+    let max_position = uint(v, "max_position_embeddings")?
+        .or(uint(v, "n_positions")?)
+        .or(uint(v, "max_seq_len")?);
+    if let Some(r) = v.get("rope_scaling").filter(|r| r.is_object()) {
+        let kind = r
+            .get("rope_type")
+            .or_else(|| r.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        let factor = r.get("factor").map(Value::to_string).unwrap_or_default();
+        notes.push(format!(
+            "rope_scaling {kind} (factor {factor}): max-position is the config's max_position_embeddings"
+        ));
+    }
+    let dtype = v
+        .get("torch_dtype")
+        .or_else(|| v.get("dtype"))
+        .or_else(|| root.get("torch_dtype"))
+        .or_else(|| root.get("dtype"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let q = quant_format(root.get("quantization_config"), &mut warnings);
+    let (format, attention_format) = match q {
+        Some((f, keep_attention)) => {
+            let kept = keep_attention.then(|| match dtype.as_deref() {
+                Some("float16") => "fp16".to_string(),
+                Some("float32") => "fp32".to_string(),
+                _ => "bf16".to_string(),
+            });
+            notes.push(format!(
+                "quantization_config: linear layers {f}{}; embeddings, lm_head, norms, biases and routers kept in 16 bits",
+                kept.as_ref()
+                    .map(|k| format!(", attention projections kept in {k} (not converted)"))
+                    .unwrap_or_default()
+            ));
+            (Some(f), kept)
         }
-    });
-    let format = quant_format(root.get("quantization_config"));
+        None => (None, None),
+    };
     Ok(ImportedConfig {
         model_type,
         arch,
         sliding_window: window,
         sliding_layers,
-        max_position: uint(v, "max_position_embeddings")?,
-        dtype: v
-            .get("torch_dtype")
-            .or_else(|| v.get("dtype"))
-            .or_else(|| root.get("torch_dtype"))
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        max_position,
+        dtype,
         format,
+        attention_format,
         notes,
+        warnings,
     })
 }
 
-/// The storage-format name for a `quantization_config`, when recognised.
-fn quant_format(q: Option<&Value>) -> Option<String> {
+/// Parameters of Gemma-3's SigLIP vision tower and its projector, counted as the
+/// checkpoint stores them (transformers' SiglipVisionModel without the pooling
+/// head, and Gemma3MultiModalProjector: `mm_input_projection_weight`
+/// [vision, text hidden] + `mm_soft_emb_norm` [vision]); `None` for other towers.
+fn gemma3_siglip(
+    root: &Value,
+    tower: &Value,
+    text_hidden: u64,
+) -> Result<Option<u64>, EstimateError> {
+    let is = |v: &Value, t: &str| v.get("model_type").and_then(Value::as_str) == Some(t);
+    if !is(root, "gemma3")
+        || !is(tower, "siglip_vision_model")
+        || flag(tower, "vision_use_head") != Some(false)
+    {
+        return Ok(None);
+    }
+    // SiglipVisionConfig's defaults where the config is silent.
+    let get = |k: &str, d: u64| uint(tower, k).map(|x| x.unwrap_or(d));
+    let (h, inter, layers) = (
+        get("hidden_size", 768)?,
+        get("intermediate_size", 3072)?,
+        get("num_hidden_layers", 12)?,
+    );
+    let (channels, image, patch) = (
+        get("num_channels", 3)?,
+        get("image_size", 224)?,
+        get("patch_size", 16)?.max(1),
+    );
+    // Far above any real tower; keeps every product below in u128.
+    if [h, inter, layers, channels, image, patch]
+        .into_iter()
+        .any(|v| v > 1 << 20)
+    {
+        return Err(parse("vision_config: absurdly large".into()));
+    }
+    let [h, inter, layers, channels, side, patch, text] = [
+        h,
+        inter,
+        layers,
+        channels,
+        image / patch,
+        patch,
+        text_hidden,
+    ]
+    .map(u128::from);
+    // Patch embedding (conv weight + bias), positions, post-layernorm.
+    let embed = h * channels * patch * patch + h + side * side * h + 2 * h;
+    // Per layer: two LayerNorms, q/k/v/out with biases, fc1 and fc2 with biases.
+    let layer = 4 * h + 4 * (h * h + h) + 2 * h * inter + inter + h;
+    let projector = h * text + h;
+    let total = embed + layers * layer + projector;
+    u64::try_from(total)
+        .map(Some)
+        .map_err(|_| parse("vision_config: absurdly large".into()))
+}
+
+/// Whether a module-name list (`modules_to_not_convert`, `ignore`) keeps the
+/// attention projections out of quantisation.
+fn keeps_attention(list: Option<&Value>) -> bool {
+    list.and_then(Value::as_array).is_some_and(|l| {
+        l.iter()
+            .filter_map(Value::as_str)
+            .any(|m| m.contains("self_attn") || m.ends_with(".attn") || m.contains("attention"))
+    })
+}
+
+/// The storage-format name for a `quantization_config`, and whether it leaves the
+/// attention projections unquantised; an unrecognised method is warned about.
+fn quant_format(q: Option<&Value>, warnings: &mut Vec<String>) -> Option<(String, bool)> {
     let q = q?;
     let method = q
         .get("quant_method")
-        .and_then(Value::as_str)?
+        .and_then(Value::as_str)
+        .unwrap_or("")
         .to_ascii_lowercase();
     let bits = q.get("bits").and_then(Value::as_u64).unwrap_or(4);
     let group = q.get("group_size").and_then(Value::as_i64).unwrap_or(128);
-    match method.as_str() {
+    let skip = keeps_attention(q.get("modules_to_not_convert"));
+    let name = match method.as_str() {
         "gptq" if group > 0 => Some(format!("gptq-{bits}-g{group}")),
         "awq" if group > 0 => Some(format!("awq-{bits}-g{group}")),
         "fp8" => Some(
@@ -253,16 +713,62 @@ fn quant_format(q: Option<&Value>) -> Option<String> {
             }
             .into(),
         ),
+        "mxfp4" => Some("mxfp4".into()),
         "bitsandbytes" => {
             if q.get("load_in_8bit").and_then(Value::as_bool) == Some(true) {
-                return Some("int8".into());
+                Some("int8".into())
+            } else {
+                let ty = q
+                    .get("bnb_4bit_quant_type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("fp4");
+                let dq = q.get("bnb_4bit_use_double_quant").and_then(Value::as_bool) == Some(true);
+                Some(format!("{ty}{}", if dq { "-dq" } else { "" }))
             }
-            let ty = q
-                .get("bnb_4bit_quant_type")
-                .and_then(Value::as_str)
-                .unwrap_or("fp4");
-            let dq = q.get("bnb_4bit_use_double_quant").and_then(Value::as_bool) == Some(true);
-            Some(format!("{ty}{}", if dq { "-dq" } else { "" }))
+        }
+        "compressed-tensors" => {
+            let f = compressed_tensors(q);
+            let ignore = keeps_attention(q.get("ignore"));
+            return match f {
+                Some(f) => Some((f, ignore)),
+                None => {
+                    warnings.push("quantization_config: this compressed-tensors scheme is not modelled; weights are counted in bf16".into());
+                    None
+                }
+            };
+        }
+        _ => None,
+    };
+    if name.is_none() {
+        warnings.push(format!(
+            "quantization_config (quant_method {method:?}) is not modelled: weights are counted in the format you give (bf16 by default)"
+        ));
+    }
+    name.map(|n| (n, skip))
+}
+
+/// compressed-tensors `config_groups`: the first group's weight scheme.
+fn compressed_tensors(q: &Value) -> Option<String> {
+    let groups = q.get("config_groups")?.as_object()?;
+    if groups.len() != 1 {
+        return None;
+    }
+    let group = groups.values().next()?;
+    let w = group.get("weights")?;
+    let activations = group.get("input_activations").is_some_and(|a| !a.is_null());
+    let bits = w.get("num_bits")?.as_u64()?;
+    let ty = w.get("type").and_then(Value::as_str).unwrap_or("int");
+    let strategy = w
+        .get("strategy")
+        .and_then(Value::as_str)
+        .unwrap_or("tensor");
+    match (bits, ty, strategy) {
+        (4, "float", "tensor_group") => Some(if activations { "nvfp4" } else { "nvfp4a16" }.into()),
+        (8, "float", "channel") => Some("fp8-channel".into()),
+        (8, "float", "block") => Some("fp8-block".into()),
+        (4, "int", "group") if w.get("symmetric").and_then(Value::as_bool) != Some(false) => {
+            let g = w.get("group_size")?.as_u64()?;
+            Some(format!("w4a16-g{g}"))
         }
         _ => None,
     }
@@ -295,6 +801,87 @@ mod tests {
         .unwrap();
         assert_eq!(c.format.as_deref(), Some("gptq-4-g128"));
         assert!(!c.arch.tied_embeddings);
+    }
+
+    fn field<'a>(c: &'a ImportedConfig, key: &str) -> Option<&'a str> {
+        c.warnings
+            .iter()
+            .chain(&c.notes)
+            .find(|w| w.contains(key))
+            .map(String::as_str)
+    }
+
+    #[test]
+    fn falcon_multi_query_has_one_kv_head_and_one_norm() {
+        let c = parse_config(
+            r#"{"model_type":"falcon","hidden_size":4544,"num_attention_heads":71,"num_hidden_layers":32,
+            "vocab_size":65024,"multi_query":true,"parallel_attn":true,"bias":false}"#,
+        )
+        .unwrap();
+        assert_eq!((c.arch.kv_heads, c.arch.layer_norms), (1, 1));
+        assert!(c.arch.layernorm_bias && !c.arch.qkv_bias && !c.arch.gated_mlp);
+        assert!(c.arch.tied_embeddings);
+    }
+
+    #[test]
+    fn gpt_oss_keeps_attention_in_bf16_and_counts_sinks_and_biases() {
+        let c = parse_config(
+            r#"{"model_type":"gpt_oss","hidden_size":2880,"num_hidden_layers":2,"num_attention_heads":64,
+            "num_key_value_heads":8,"head_dim":64,"intermediate_size":2880,"vocab_size":201088,
+            "num_local_experts":32,"num_experts_per_tok":4,"attention_bias":true,"tie_word_embeddings":false,
+            "sliding_window":128,"layer_types":["sliding_attention","full_attention"],
+            "quantization_config":{"quant_method":"mxfp4","modules_to_not_convert":["model.layers.*.self_attn"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.format.as_deref(), Some("mxfp4"));
+        assert_eq!(c.attention_format.as_deref(), Some("bf16"));
+        assert!(c.arch.attn_sinks && c.arch.mlp_bias && c.arch.moe.unwrap().router_bias);
+        assert_eq!((c.sliding_window, c.sliding_layers), (Some(128), Some(1)));
+    }
+
+    #[test]
+    fn unknown_memory_fields_towers_and_quantisers_are_named() {
+        let c = parse_config(
+            r#"{"model_type":"mystery","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+            "vocab_size":100,"intermediate_size":128,"vision_config":{"hidden_size":32},
+            "mlp_only_layers":[1],"quantization_config":{"quant_method":"hqq"}}"#,
+        )
+        .unwrap();
+        for key in ["mystery", "vision tower", "mlp_only_layers", "hqq"] {
+            assert!(
+                c.warnings.iter().any(|w| w.contains(key)),
+                "{key}: {:?}",
+                c.warnings
+            );
+        }
+        assert!(field(&c, "num_key_value_heads absent").is_some());
+        assert!(field(&c, "tie_word_embeddings absent").is_some());
+    }
+
+    #[test]
+    fn state_space_models_are_refused_with_a_reason() {
+        let e = parse_config(r#"{"model_type":"jamba","hidden_size":64}"#).unwrap_err();
+        assert!(e.to_string().contains("constant per-sequence state"), "{e}");
+        let e = parse_config(
+            r#"{"model_type":"new","layer_types":["linear_attention","full_attention"]}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("linear_attention"), "{e}");
+    }
+
+    #[test]
+    fn gemma3_nests_text_config_and_defaults_head_dim() {
+        let c = parse_config(
+            r#"{"model_type":"gemma3","text_config":{"model_type":"gemma3_text","hidden_size":2560,
+            "num_hidden_layers":34,"num_attention_heads":8,"num_key_value_heads":4,"intermediate_size":10240,
+            "vocab_size":262208,"sliding_window":1024},"vision_config":{"hidden_size":1152}}"#,
+        )
+        .unwrap();
+        assert_eq!((c.arch.head_dim, c.arch.layer_norms), (256, 4));
+        assert!(c.arch.qk_norm && c.arch.tied_embeddings);
+        assert_eq!(c.sliding_layers, Some(34 - 34 / 6));
+        assert!(field(&c, "head_dim absent").is_some());
+        assert!(field(&c, "vision tower").is_some());
     }
 
     #[test]

@@ -197,6 +197,71 @@ mod tests {
         assert_eq!(s.by_dtype["I32"].bytes, 512 * 4096 * 4);
     }
 
+    /// gpt-oss's MXFP4 experts (U8 `_blocks` [E, out, in/32, 16] + U8 `_scales`
+    /// [E, out, in/32]) and a compressed-tensors NVFP4 linear (U8 packed, F8_E4M3
+    /// scales per 16, two F32 globals) counted from the header equal the format
+    /// layouts of `format.rs`.
+    #[test]
+    fn mxfp4_and_nvfp4_headers_match_the_format_layouts() {
+        use crate::format::StorageFormat;
+        let h = build_header(&[
+            (
+                "model.layers.0.mlp.experts.gate_up_proj_blocks",
+                "U8",
+                &[32, 5760, 90, 16],
+            ),
+            (
+                "model.layers.0.mlp.experts.gate_up_proj_scales",
+                "U8",
+                &[32, 5760, 90],
+            ),
+            (
+                "model.layers.0.mlp.experts.down_proj_blocks",
+                "U8",
+                &[32, 2880, 90, 16],
+            ),
+            (
+                "model.layers.0.mlp.experts.down_proj_scales",
+                "U8",
+                &[32, 2880, 90],
+            ),
+        ]);
+        let s = parse_header(&h).unwrap();
+        let mx = |out, inp| StorageFormat::Mxfp4.matrix_bytes(out, inp).unwrap().bytes;
+        assert_eq!(
+            s.class_bytes("mlp"),
+            32 * (2 * mx(2880, 2880) + mx(2880, 2880))
+        );
+        let h = build_header(&[
+            (
+                "model.layers.0.mlp.down_proj.weight_packed",
+                "U8",
+                &[4096, 7168],
+            ),
+            (
+                "model.layers.0.mlp.down_proj.weight_scale",
+                "F8_E4M3",
+                &[4096, 896],
+            ),
+            (
+                "model.layers.0.mlp.down_proj.weight_global_scale",
+                "F32",
+                &[1],
+            ),
+            (
+                "model.layers.0.mlp.down_proj.input_global_scale",
+                "F32",
+                &[1],
+            ),
+        ]);
+        let s = parse_header(&h).unwrap();
+        let nv = StorageFormat::Nvfp4 { w4a4: true }
+            .matrix_bytes(4096, 14336)
+            .unwrap()
+            .bytes;
+        assert_eq!(s.class_bytes("mlp"), nv);
+    }
+
     #[test]
     fn refuses_garbage_clearly() {
         assert!(matches!(

@@ -161,4 +161,376 @@ lora = 16 * 32 * ((4096 + 4096) + 2 * (4096 + 1024) + (4096 + 4096))
 write("llama-3.1-8b-lora-r16", "LoRA: r x (in + out) per projection (PEFT), adapters fp32, AdamW fp32",
       {**arch_inputs(c), "train": "lora", "lora-rank": 16, "lora-targets": "q,k,v,o", "reserve-gib": 0},
       {"lines": {"training.adapters": 4 * lora, "training.gradients": 4 * lora, "training.optimizer": 8 * lora}})
-print("cases written")
+
+# ---------------------------------------------------------------------------
+# Real published config.json files (issue 9, deliverable 6).
+#
+# Each model below is a copy of the fields of its Hugging Face config.json that
+# matter for memory (plus a few that must be ignored), with the URL it comes from
+# and, where one exists, the copy in a public repository it was checked against.
+# `checkpoint_tensors` enumerates the tensors the way each family's checkpoint
+# stores them (names as in the safetensors index), independently of the Rust
+# reader; the totals are asserted against the published parameter counts.
+# ---------------------------------------------------------------------------
+
+def g(cfg, *keys, default=None):
+    for k in keys:
+        if cfg.get(k) is not None:
+            return cfg[k]
+    return default
+
+GEMMA3_TEXT_DEFAULTS = {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 262208,
+                        "max_position_embeddings": 131072, "sliding_window_pattern": 6}
+
+def text_config(config):
+    """The language model's config, with transformers' Gemma3TextConfig defaults filled in."""
+    c = dict(config.get("text_config", config))
+    if c.get("model_type") == "gemma3_text":
+        for k, v in GEMMA3_TEXT_DEFAULTS.items():
+            c.setdefault(k, v)
+    return c
+
+def checkpoint_tensors(config):
+    """[(name, shape, kind)] with kind in linear_attn / linear_mlp / vocab / kept / mtp_*.
+
+    Per-layer tensors are listed once per layer, as checkpoints store them."""
+    c = text_config(config)
+    mt = c.get("model_type", config.get("model_type"))
+    h = g(c, "hidden_size", "n_embd")
+    L = g(c, "num_hidden_layers", "n_layer")
+    H = g(c, "num_attention_heads", "n_head")
+    V = c["vocab_size"]
+    T = []
+    vc = config.get("vision_config")
+    if config.get("model_type") == "gemma3" and vc and vc.get("model_type") == "siglip_vision_model":
+        # transformers' SiglipVisionModel (no pooling head) + Gemma3MultiModalProjector.
+        vh, vi, vl = vc["hidden_size"], vc["intermediate_size"], vc["num_hidden_layers"]
+        p, ch, n = vc["patch_size"], vc.get("num_channels", 3), (vc["image_size"] // vc["patch_size"]) ** 2
+        T.append(("vision.patch_embedding.weight", (vh, ch, p, p), "tower"))
+        T.append(("vision.patch_embedding.bias", (vh,), "tower"))
+        T.append(("vision.position_embedding", (n, vh), "tower"))
+        for i in range(vl):
+            for nm in ("layer_norm1", "layer_norm2"):
+                T.append((f"vision.layers.{i}.{nm}.weight", (vh,), "tower")); T.append((f"vision.layers.{i}.{nm}.bias", (vh,), "tower"))
+            for nm in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                T.append((f"vision.layers.{i}.{nm}.weight", (vh, vh), "tower")); T.append((f"vision.layers.{i}.{nm}.bias", (vh,), "tower"))
+            T.append((f"vision.layers.{i}.fc1.weight", (vi, vh), "tower")); T.append((f"vision.layers.{i}.fc1.bias", (vi,), "tower"))
+            T.append((f"vision.layers.{i}.fc2.weight", (vh, vi), "tower")); T.append((f"vision.layers.{i}.fc2.bias", (vh,), "tower"))
+        T.append(("vision.post_layernorm.weight", (vh,), "tower")); T.append(("vision.post_layernorm.bias", (vh,), "tower"))
+        T.append(("multi_modal_projector.mm_input_projection_weight", (vh, h), "tower"))
+        T.append(("multi_modal_projector.mm_soft_emb_norm.weight", (vh,), "tower"))
+    add = lambda name, shape, kind: T.append((name, tuple(shape), kind))
+    if mt in ("gpt2",):
+        inner = g(c, "n_inner", default=4 * h)
+        add("wte", (V, h), "vocab"); add("wpe", (c["n_positions"], h), "vocab")
+        for i in range(L):
+            p = f"h.{i}"
+            for ln in ("ln_1", "ln_2"):
+                add(f"{p}.{ln}.weight", (h,), "kept"); add(f"{p}.{ln}.bias", (h,), "kept")
+            add(f"{p}.attn.c_attn.weight", (3 * h, h), "linear_attn"); add(f"{p}.attn.c_attn.bias", (3 * h,), "kept")
+            add(f"{p}.attn.c_proj.weight", (h, h), "linear_attn"); add(f"{p}.attn.c_proj.bias", (h,), "kept")
+            add(f"{p}.mlp.c_fc.weight", (inner, h), "linear_mlp"); add(f"{p}.mlp.c_fc.bias", (inner,), "kept")
+            add(f"{p}.mlp.c_proj.weight", (h, inner), "linear_mlp"); add(f"{p}.mlp.c_proj.bias", (h,), "kept")
+        add("ln_f.weight", (h,), "kept"); add("ln_f.bias", (h,), "kept")
+        return T
+    if mt == "gpt_neox":
+        I = c["intermediate_size"]
+        add("gpt_neox.embed_in", (V, h), "vocab")
+        for i in range(L):
+            p = f"layers.{i}"
+            for ln in ("input_layernorm", "post_attention_layernorm"):
+                add(f"{p}.{ln}.weight", (h,), "kept"); add(f"{p}.{ln}.bias", (h,), "kept")
+            add(f"{p}.attention.query_key_value.weight", (3 * h, h), "linear_attn"); add(f"{p}.attention.query_key_value.bias", (3 * h,), "kept")
+            add(f"{p}.attention.dense.weight", (h, h), "linear_attn"); add(f"{p}.attention.dense.bias", (h,), "kept")
+            add(f"{p}.mlp.dense_h_to_4h.weight", (I, h), "linear_mlp"); add(f"{p}.mlp.dense_h_to_4h.bias", (I,), "kept")
+            add(f"{p}.mlp.dense_4h_to_h.weight", (h, I), "linear_mlp"); add(f"{p}.mlp.dense_4h_to_h.bias", (h,), "kept")
+        add("final_layer_norm.weight", (h,), "kept"); add("final_layer_norm.bias", (h,), "kept")
+        add("embed_out", (V, h), "vocab")
+        return T
+    if mt == "falcon":
+        hd = h // H
+        new = c.get("new_decoder_architecture", False)
+        kv = c.get("num_kv_heads", H) if new else (1 if c.get("multi_query", True) else H)
+        I = g(c, "ffn_hidden_size", default=4 * h)
+        bias = c.get("bias", False)
+        add("word_embeddings", (V, h), "vocab")
+        for i in range(L):
+            p = f"h.{i}"
+            lns = ("ln_attn", "ln_mlp") if new else (("input_layernorm",) if c.get("parallel_attn", True) else ("input_layernorm", "post_attention_layernorm"))
+            for ln in lns:
+                add(f"{p}.{ln}.weight", (h,), "kept"); add(f"{p}.{ln}.bias", (h,), "kept")
+            add(f"{p}.self_attention.query_key_value.weight", ((H + 2 * kv) * hd, h), "linear_attn")
+            add(f"{p}.self_attention.dense.weight", (h, H * hd), "linear_attn")
+            add(f"{p}.mlp.dense_h_to_4h.weight", (I, h), "linear_mlp")
+            add(f"{p}.mlp.dense_4h_to_h.weight", (h, I), "linear_mlp")
+            if bias:
+                add(f"{p}.self_attention.query_key_value.bias", ((H + 2 * kv) * hd,), "kept")
+                add(f"{p}.self_attention.dense.bias", (h,), "kept")
+                add(f"{p}.mlp.dense_h_to_4h.bias", (I,), "kept"); add(f"{p}.mlp.dense_4h_to_h.bias", (h,), "kept")
+        add("ln_f.weight", (h,), "kept"); add("ln_f.bias", (h,), "kept")
+        if c.get("tie_word_embeddings") is False:
+            add("lm_head", (V, h), "vocab")
+        return T
+    # Llama-style decoders (model.layers.N.self_attn / mlp), with the families' extras.
+    hd = g(c, "head_dim", default=(256 if mt in ("gemma2", "gemma3", "gemma3_text") else h // H))
+    KV = g(c, "num_key_value_heads", default=H)
+    I = c.get("intermediate_size_mlp") if mt == "llama4_text" else c.get("intermediate_size")
+    add("model.embed_tokens", (V, h), "vocab")
+    experts = g(c, "num_local_experts", "num_experts", "n_routed_experts", default=0)
+    def layer(i, prefix, mtp=False):
+        k = (lambda base: "mtp_" + base) if mtp else (lambda base: base)
+        p = f"{prefix}.{i}"
+        if "kv_lora_rank" in c:
+            qk = c["qk_nope_head_dim"] + c["qk_rope_head_dim"]
+            if c.get("q_lora_rank"):
+                add(f"{p}.self_attn.q_a_proj", (c["q_lora_rank"], h), k("linear_attn"))
+                add(f"{p}.self_attn.q_a_layernorm", (c["q_lora_rank"],), k("kept"))
+                add(f"{p}.self_attn.q_b_proj", (H * qk, c["q_lora_rank"]), k("linear_attn"))
+            else:
+                add(f"{p}.self_attn.q_proj", (H * qk, h), k("linear_attn"))
+            add(f"{p}.self_attn.kv_a_proj_with_mqa", (c["kv_lora_rank"] + c["qk_rope_head_dim"], h), k("linear_attn"))
+            add(f"{p}.self_attn.kv_a_layernorm", (c["kv_lora_rank"],), k("kept"))
+            add(f"{p}.self_attn.kv_b_proj", (H * (c["qk_nope_head_dim"] + c["v_head_dim"]), c["kv_lora_rank"]), k("linear_attn"))
+            add(f"{p}.self_attn.o_proj", (h, H * c["v_head_dim"]), k("linear_attn"))
+        else:
+            for n, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
+                add(f"{p}.self_attn.{n}_proj", (rows, h), k("linear_attn"))
+                if c.get("attention_bias") or mt in ("qwen2", "qwen2_moe"):
+                    add(f"{p}.self_attn.{n}_proj.bias", (rows,), k("kept"))
+            add(f"{p}.self_attn.o_proj", (h, H * hd), k("linear_attn"))
+            if c.get("attention_bias"):
+                add(f"{p}.self_attn.o_proj.bias", (h,), k("kept"))
+        if mt == "gpt_oss":
+            add(f"{p}.self_attn.sinks", (H,), k("kept"))
+        norms = {"gemma2": 4, "gemma3": 4, "gemma3_text": 4}.get(mt, 2)
+        for n in range(norms):
+            add(f"{p}.norm{n}", (h,), k("kept"))
+        if mt in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"):
+            add(f"{p}.self_attn.q_norm", (hd,), k("kept")); add(f"{p}.self_attn.k_norm", (hd,), k("kept"))
+        if mt == "olmo2":
+            add(f"{p}.self_attn.q_norm", (H * hd,), k("kept")); add(f"{p}.self_attn.k_norm", (KV * hd,), k("kept"))
+        step = g(c, "interleave_moe_layer_step", "decoder_sparse_step", "moe_layer_freq", default=1)
+        is_moe = experts > 1 and i >= c.get("first_k_dense_replace", 0) and (i + 1) % step == 0
+        if not is_moe:
+            for n in ("gate", "up"):
+                add(f"{p}.mlp.{n}_proj", (I, h), k("linear_mlp"))
+            add(f"{p}.mlp.down_proj", (h, I), k("linear_mlp"))
+            return
+        EI = c["intermediate_size"] if mt in ("llama4_text", "mixtral", "gpt_oss") else c["moe_intermediate_size"]
+        add(f"{p}.mlp.router", (experts, h), k("kept"))
+        if mt == "gpt_oss" or c.get("topk_method") == "noaux_tc":
+            add(f"{p}.mlp.router.bias", (experts,), k("kept"))
+        for e in range(experts):
+            for n in ("gate", "up"):
+                add(f"{p}.mlp.experts.{e}.{n}_proj", (EI, h), k("expert"))
+                if mt == "gpt_oss":
+                    add(f"{p}.mlp.experts.{e}.{n}_proj.bias", (EI,), k("expert_kept"))
+            add(f"{p}.mlp.experts.{e}.down_proj", (h, EI), k("expert"))
+            if mt == "gpt_oss":
+                add(f"{p}.mlp.experts.{e}.down_proj.bias", (h,), k("expert_kept"))
+        shared = 1 if mt == "llama4_text" else c.get("n_shared_experts", 1 if c.get("shared_expert_intermediate_size") else 0)
+        SI = c["intermediate_size"] if mt == "llama4_text" else g(c, "shared_expert_intermediate_size", "moe_intermediate_size")
+        for s in range(shared or 0):
+            for n in ("gate", "up"):
+                add(f"{p}.mlp.shared_experts.{s}.{n}_proj", (SI, h), k("linear_mlp"))
+            add(f"{p}.mlp.shared_experts.{s}.down_proj", (h, SI), k("linear_mlp"))
+    for i in range(L):
+        layer(i, "model.layers")
+    add("model.norm", (h,), "kept")
+    tied = c.get("tie_word_embeddings", config.get("tie_word_embeddings"))
+    if tied is None:
+        tied = mt in ("gemma", "gemma2", "gemma3", "gemma3_text", "qwen2") and False or mt in ("gemma", "gemma2", "gemma3", "gemma3_text")
+    if not tied:
+        add("lm_head", (V, h), "vocab")
+    for m in range(c.get("num_nextn_predict_layers", 0)):
+        # DeepSeek-V3's checkpoint layer 61: a full MoE layer plus its extras.
+        layer(L + m, "model.layers", mtp=True)
+        for n in ("enorm", "hnorm", "shared_head.norm"):
+            add(f"model.layers.{L + m}.{n}", (h,), "mtp_kept")
+        add(f"model.layers.{L + m}.eh_proj", (h, 2 * h), "mtp_linear_mlp")
+        add(f"model.layers.{L + m}.embed_tokens", (V, h), "mtp_vocab")
+        add(f"model.layers.{L + m}.shared_head.head", (V, h), "mtp_vocab")
+    return T
+
+def numel(shape):
+    n = 1
+    for d in shape: n *= d
+    return n
+
+def tensor_bytes(shape, kind, fmt, attn_fmt):
+    """Bytes of one tensor: linear weights in their format, the rest bf16."""
+    base = kind.replace("mtp_", "")
+    if len(shape) != 2 or base in ("kept", "expert_kept", "vocab", "tower"):
+        return 2 * numel(shape)
+    f = attn_fmt if base == "linear_attn" else fmt
+    out, inp = shape
+    if f == "mxfp4": return out * cdiv(inp, 32) * 17
+    if f == "nvfp4": return out * cdiv(inp, 2) + out * cdiv(inp, 16) + 8
+    if f == "nvfp4a16": return out * cdiv(inp, 2) + out * cdiv(inp, 16) + 4
+    if f == "fp8-channel": return out * inp + 2 * out
+    if f.startswith("w4a16-g"):
+        gs = int(f.split("-g")[1]); return out * cdiv(inp, 8) * 4 + out * cdiv(inp, gs) * 2 + 8
+    return linear_bytes(f, out, inp)
+
+def kv_bytes(config, tokens, engine="latent", nbytes=2):
+    """KV cache of one sequence at `tokens` tokens."""
+    c = text_config(config)
+    mt = c.get("model_type", config.get("model_type"))
+    L = g(c, "num_hidden_layers", "n_layer"); H = g(c, "num_attention_heads", "n_head")
+    h = g(c, "hidden_size", "n_embd")
+    if "kv_lora_rank" in c:
+        per = (c["kv_lora_rank"] + c["qk_rope_head_dim"]) if engine == "latent" else H * (c["qk_nope_head_dim"] + c["qk_rope_head_dim"] + c["v_head_dim"])
+        return L * per * tokens * nbytes
+    hd = g(c, "head_dim", default=(256 if mt in ("gemma2", "gemma3", "gemma3_text") else h // H))
+    if mt == "falcon":
+        kv = c.get("num_kv_heads", H) if c.get("new_decoder_architecture") else (1 if c.get("multi_query", True) else H)
+    else:
+        kv = g(c, "num_key_value_heads", default=H)
+    kept = [tokens] * L
+    if mt == "llama4_text" and c.get("attention_chunk_size"):
+        rope = c.get("no_rope_layers") or [0 if (i + 1) % 4 == 0 else 1 for i in range(L)]
+        kept = [min(tokens, c["attention_chunk_size"]) if r else tokens for r in rope]
+    elif c.get("sliding_window") and c.get("use_sliding_window", True):
+        w = c["sliding_window"]
+        if "layer_types" in c:
+            kept = [min(tokens, w) if t == "sliding_attention" else tokens for t in c["layer_types"]]
+        elif mt == "gemma2":
+            kept = [min(tokens, w) if i % 2 == 0 else tokens for i in range(L)]
+        elif mt in ("gemma3", "gemma3_text"):
+            p = c.get("sliding_window_pattern", 6)
+            kept = [tokens if (i + 1) % p == 0 else min(tokens, w) for i in range(L)]
+        else:
+            kept = [min(tokens, w)] * L
+    return sum(2 * kv * hd * k * nbytes for k in kept)
+
+def summarise(config, fmt="bf16", attn_fmt=None):
+    T = checkpoint_tensors(config)
+    params = sum(numel(s) for _, s, _ in T)
+    c = text_config(config)
+    experts = g(c, "num_local_experts", "num_experts", "n_routed_experts", default=0)
+    active_k = c.get("num_experts_per_tok", 0)
+    expert_params = sum(numel(s) for _, s, k in T if k in ("expert", "expert_kept"))
+    mtp = sum(numel(s) for _, s, k in T if k.startswith("mtp_"))
+    tower = sum(numel(s) for _, s, k in T if k == "tower")
+    active = params - mtp - tower - (expert_params - (expert_params * active_k // experts if experts else 0))
+    wbytes = sum(tensor_bytes(s, k, fmt, attn_fmt or fmt) for _, s, k in T)
+    return params, active, wbytes, mtp
+
+def load(name):
+    return json.loads((HERE / "configs" / f"{name}.json").read_text())
+
+# name -> (published total parameters or None, published source of that total)
+REAL = {
+    "llama-3.1-8b": (8_030_261_248, "model card / safetensors index"),
+    "llama-3.1-70b": (70_553_706_496, "model card / safetensors index"),
+    "llama-3.2-1b": (1_235_814_400, "model card / safetensors index"),
+    "qwen2.5-0.5b": (494_032_768, "model card"),
+    "qwen2.5-7b": (7_615_616_512, "model card"),
+    "qwen2.5-72b": (72_706_203_648, "model card"),
+    "qwen3-0.6b": (596_049_920, "safetensors index"),
+    "qwen3-30b-a3b": (30_532_122_624, "safetensors index"),
+    "mistral-7b-v0.1": (7_241_732_096, "safetensors index"),
+    "mixtral-8x7b": (46_702_792_704, "safetensors index"),
+    "phi-3-mini-4k": (3_821_079_552, "safetensors index"),
+    "gemma-2-2b": (2_614_341_888, "safetensors index"),
+    "gemma-2-9b": (9_241_705_984, "safetensors index"),
+    "gemma-3-1b": (999_885_952, "safetensors index"),
+    "gemma-3-4b": (4_300_079_472, "safetensors index (text 3 880 263 168 + SigLIP tower and projector)"),
+    "olmo-2-7b": (7_298_617_344, "safetensors index"),
+    "falcon-7b": (6_921_720_704, "safetensors index"),
+    "falcon-40b": (None, "model card: 40B (41.3B counted; no exact published total found)"),
+    "gpt2": (124_439_808, "safetensors index"),
+    "gpt2-medium": (354_823_168, "safetensors index"),
+    "pythia-160m": (162_322_944, "safetensors index"),
+    "deepseek-v2-lite": (15_706_484_224, "safetensors index"),
+    "deepseek-v3": (671_026_419_200, "671B main model (model card: 671B + 14B MTP module = 685B); checked without the MTP layer"),
+    "gpt-oss-20b": (20_914_757_184, "model card: 20.9B (21B)"),
+    "gpt-oss-120b": (116_829_156_672, "model card: 116.8B (117B)"),
+    "llama-4-scout": (None, "model card: 109B total with the vision tower, 17B active"),
+    "llama-4-maverick": (None, "model card: 400B total with the vision tower, 17B active"),
+}
+
+# Compressed-tensors checkpoints of Llama-3.1-8B (RedHatAI model cards), their
+# quantization_config blocks copied; the shape is Llama-3.1-8B's.
+CT = {
+    "llama-3.1-8b-ct-fp8-dynamic": ("https://huggingface.co/RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic/blob/main/config.json",
+        {"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True, "dynamic": False},
+                                       "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True}}}},
+        "fp8-channel"),
+    "llama-3.1-8b-ct-w4a16": ("https://huggingface.co/RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16/blob/main/config.json",
+        {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
+         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True, "dynamic": False},
+                                       "input_activations": None}}},
+        "w4a16-g128"),
+    "llama-3.1-8b-ct-nvfp4": ("quantization_config as llm-compressor writes its NVFP4 scheme (compressed-tensors nvfp4-pack-quantized, W4A4; e.g. the RedHatAI NVFP4 checkpoints)",
+        {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized", "ignore": ["lm_head"],
+         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": True, "dynamic": False},
+                                       "input_activations": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": True, "dynamic": "local"}}}},
+        "nvfp4"),
+    "llama-3.1-8b-ct-nvfp4a16": ("quantization_config as llm-compressor writes its NVFP4A16 scheme (weights only: input_activations null)",
+        {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized", "ignore": ["lm_head"],
+         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": True, "dynamic": False},
+                                       "input_activations": None}}},
+        "nvfp4a16"),
+}
+
+def config_format(cfg):
+    """(linear format, attention format) the checkpoint's quantization_config names."""
+    q = cfg.get("quantization_config")
+    if not q: return "bf16", "bf16"
+    if q["quant_method"] == "mxfp4":
+        keep = any("self_attn" in m for m in q.get("modules_to_not_convert", []))
+        return "mxfp4", ("bf16" if keep else "mxfp4")
+    if q["quant_method"] == "fp8": return "fp8-block", "fp8-block"
+    raise ValueError(q)
+
+# Warnings a reader must see (deliverable 5): substrings of the estimate's or the
+# config reader's warnings.
+WARN = {
+    "gpt2": ["exceed the 1024 positions"],
+    "gpt2-medium": ["exceed the 1024 positions"],
+    "llama-4-scout": ["vision tower is not counted"],
+    "gemma-3-4b": [],
+    "llama-4-maverick": ["vision tower is not counted"],
+    "olmo-2-7b": ["exceed the 4096 positions"],
+    "phi-3-mini-4k": ["exceed the 4096 positions"],
+}
+
+def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
+    params, active, wbytes, mtp = summarise(cfg, fmt, attn_fmt)
+    kvb = kv_bytes(cfg, tokens)
+    expect = {"parameters": params, "active_parameters": active, "weights_bytes": wbytes, "kv_cache_bytes": kvb}
+    if "kv_lora_rank" in cfg.get("text_config", cfg):
+        expect["lines"] = {"kv_cache.decompressed": kv_bytes(cfg, tokens, engine="decompressed")}
+    case = {"name": name, "source": source,
+            "published_parameters": published,
+            "config": {k: v for k, v in cfg.items() if not k.startswith("_")},
+            "input": {"context": str(tokens), "kv-dtype": "bf16", "reserve-gib": "0"},
+            "expect": expect}
+    if name.split("@")[0] in WARN:
+        case["warnings"] = WARN[name.split("@")[0]]
+    (HERE / f"real-{name.replace('@', '-')}.json").write_text(json.dumps(case, indent=1) + "\n")
+    return params, mtp, kvb
+
+TABLE = []
+for name, (published, how) in REAL.items():
+    cfg = load(name)
+    fmt, attn = config_format(cfg)
+    params, mtp, kvb = write_real(name, cfg, cfg["_source"] + (f" (checked against {cfg['_checked_against']})" if "_checked_against" in cfg else ""),
+                                  8192, fmt, attn, published)
+    if published is not None:
+        assert params - mtp == published, (name, params - mtp, published)
+    TABLE.append((name, published, how, params, kvb))
+# Llama-4's chunked attention matters beyond one chunk: 64k tokens.
+cfg = load("llama-4-scout")
+write_real("llama-4-scout@64k", cfg, cfg["_source"], 65536, "bf16", "bf16", None)
+base = load("llama-3.1-8b")
+for name, (src, q, fmt) in CT.items():
+    cfg = dict(base); cfg["quantization_config"] = q
+    write_real(name, cfg, src + " (quantization_config; shape of meta-llama/Llama-3.1-8B)", 8192, fmt, fmt, None)
+
+if __name__ == "__main__":
+    print("| model | published | oracle parameters | KV at 8k (bf16, 1 seq) |")
+    for name, published, how, params, kvb in TABLE:
+        print(f"| {name} | {published if published else how} | {params} | {kvb} |")
