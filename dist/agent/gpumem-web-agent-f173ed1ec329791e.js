@@ -413,7 +413,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2367(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2376(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -611,12 +611,12 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 402, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3806);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3815);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 415, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2293);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2302);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
@@ -626,7 +626,7 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 402, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3806_15);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3815_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
@@ -635,8 +635,8 @@ function __wbg_get_imports() {
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 318, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3805);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 336, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3814);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -659,34 +659,34 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3805(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3805(arg0, arg1);
+function __wasm_bindgen_func_elem_3814(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3814(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_3806(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3806(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3815(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3815(arg0, arg1, arg2);
 }
 
 function __wasm_bindgen_func_elem_301(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_301(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3806_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3806_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3815_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3815_15(arg0, arg1, arg2);
 }
 
 function __wasm_bindgen_func_elem_301_16(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_301_16(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2367(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2367(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2376(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2376(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2293(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2302(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2293(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2302(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
