@@ -151,7 +151,10 @@ fn run_serve_pushes_each_phase_as_it_happens() {
         let line = rx
             .recv_timeout(Duration::from_secs(30))
             .unwrap_or_else(|_| panic!("no pairing URL on stderr: {seen:?}"));
-        if let Some(at) = line.find("http://127.0.0.1:").filter(|_| line.contains("#token=")) {
+        if let Some(at) = line
+            .find("http://127.0.0.1:")
+            .filter(|_| line.contains("#token="))
+        {
             break line[at..].trim().to_owned();
         }
         seen.push(line);

@@ -232,6 +232,12 @@ pub fn AgentPanel() -> impl IntoView {
             <div class="runs">
                 {move || (0..runs_len.get()).rev().map(|i| view! { <RunView index=i/> }).collect_view()}
             </div>
+            <div class="workloads">
+                {move || received.with(|r| r.workloads.iter().rev().cloned().collect::<Vec<_>>())
+                    .into_iter()
+                    .map(|record| view! { <crate::workload::WorkloadView record/> })
+                    .collect_view()}
+            </div>
         </section>
     }
 }

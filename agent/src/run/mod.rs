@@ -46,8 +46,8 @@ use gpumem_proto::workload::{
 use crate::exit::Exit;
 use crate::measure::{self, EventsFormat};
 use crate::serve::live::{Feed, WORKLOAD_RUN_ID};
-use gpumem_proto::wire::AgentMessage;
 use channel::{Channel, ChannelEvent};
+use gpumem_proto::wire::AgentMessage;
 use messages::ProbeMessage;
 
 /// Environment variable that, in debug builds only, lets `run` proceed without a GPU and
@@ -207,13 +207,15 @@ pub fn run(args: Args) -> Result<Exit> {
         })
     } else {
         let on_samples = live.clone().map(|feed| {
-            Box::new(move |device: u32, samples: Vec<gpumem_proto::workload::Sample>| {
-                feed.push(AgentMessage::WorkloadSamples {
-                    run_id: WORKLOAD_RUN_ID,
-                    device,
-                    samples,
-                });
-            }) as sampler::OnSamples
+            Box::new(
+                move |device: u32, samples: Vec<gpumem_proto::workload::Sample>| {
+                    feed.push(AgentMessage::WorkloadSamples {
+                        run_id: WORKLOAD_RUN_ID,
+                        device,
+                        samples,
+                    });
+                },
+            ) as sampler::OnSamples
         });
         sampler::start(running.pid(), devices, args.sample_ms, started, on_samples)
     };
