@@ -13,9 +13,10 @@ use gpumem_core::units::{Bytes, group_digits};
 use gpumem_proto::sheet::{ObservationSource, ObservedWorkload};
 use gpumem_proto::wire::AgentMessage;
 use gpumem_proto::workload::{
-    Basis, Comparison, DifferenceKind, RankResult, Sample, WorkloadFile, WorkloadPhase,
+    Basis, Comparison, DifferenceKind, Sample, WORKLOAD_SCHEMA, WorkloadPhase,
 };
 use leptos::prelude::*;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::agent::RunState;
@@ -32,6 +33,62 @@ pub const MAX_RENDERED_PHASES: usize = 60;
 pub const MAX_RENDERED_RANKS: usize = 8;
 /// Most points drawn per chart series (samples are thinned to this).
 pub const MAX_CHART_POINTS: usize = 600;
+
+/// The part of a `gpumem.workload/v1` document the page shows. Read with serde's
+/// default of ignoring the other fields, so the probe's facts, the outcome and the
+/// channel accounting (attached unchanged to the sheet as `raw`) add no deserializers to
+/// the page's wasm.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ShownDocument {
+    /// Must be [`WORKLOAD_SCHEMA`].
+    pub schema: String,
+    /// One entry per process that loaded the probe.
+    pub ranks: Vec<ShownRank>,
+    /// The device-level timeline.
+    pub timeline: ShownTimeline,
+}
+
+/// One process of the document, as shown.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ShownRank {
+    /// Its process id.
+    pub pid: u32,
+    /// `RANK`, when set.
+    pub rank: Option<u32>,
+    /// Its device, when read.
+    pub device: Option<String>,
+    /// Backend and reader.
+    pub environment: ShownEnvironment,
+    /// The phases, in the order they ended.
+    pub phases: Vec<WorkloadPhase>,
+    /// The computed-vs-observed table.
+    pub comparison: Comparison,
+}
+
+/// The probe's environment, as shown.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ShownEnvironment {
+    /// `torch.cuda`, or the test stand-in.
+    pub reader: String,
+    /// `cuda`, `rocm` or `none`.
+    pub backend: String,
+}
+
+/// The timeline, as shown.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ShownTimeline {
+    /// Why there are no samples, when there are none.
+    pub reason: Option<String>,
+    /// One series per device.
+    pub devices: Vec<ShownDevice>,
+}
+
+/// One device's samples.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ShownDevice {
+    /// The samples.
+    pub samples: Vec<Sample>,
+}
 
 /// One pushed phase with where it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,7 +127,7 @@ pub struct WorkloadRecord {
     /// The final document, exactly as it arrived (the sheet attaches it).
     pub raw: Option<Value>,
     /// The same, typed; `None` until it arrives or when it cannot be read.
-    pub file: Option<Box<WorkloadFile>>,
+    pub file: Option<Box<ShownDocument>>,
     /// Why there is no document, in words.
     pub failure: Option<String>,
 }
@@ -158,8 +215,14 @@ pub fn apply(records: &mut Vec<WorkloadRecord>, source: ObservationSource, messa
             if let Some(r) = records.iter_mut().find(|r| r.run_id == run_id) {
                 r.state = RunState::Finished;
                 r.ok = ok;
-                match serde_json::from_value::<WorkloadFile>(result.clone()) {
-                    Ok(file) => r.file = Some(Box::new(file)),
+                match serde_json::from_value::<ShownDocument>(result.clone()) {
+                    Ok(file) if file.schema == WORKLOAD_SCHEMA => r.file = Some(Box::new(file)),
+                    Ok(file) => {
+                        r.failure = Some(format!(
+                            "the workload document has schema {:?}, not {WORKLOAD_SCHEMA}",
+                            file.schema.chars().take(64).collect::<String>()
+                        ))
+                    }
                     Err(e) => {
                         r.failure = Some(format!("the workload document could not be read: {e}"))
                     }
@@ -220,7 +283,7 @@ fn processes(record: &WorkloadRecord) -> Vec<ProcessView> {
     out.into_iter().map(|(_, v)| v).collect()
 }
 
-fn process_of_rank(r: &RankResult) -> ProcessView {
+fn process_of_rank(r: &ShownRank) -> ProcessView {
     let mut label = match r.rank {
         Some(rank) => format!("rank {rank}"),
         None => format!("pid {}", r.pid),
@@ -612,7 +675,8 @@ mod tests {
     #[test]
     fn pushed_messages_build_the_record_and_the_sheet_view() {
         let raw = fixture();
-        let file: WorkloadFile = serde_json::from_value(raw.clone()).expect("file");
+        let file: gpumem_proto::workload::WorkloadFile =
+            serde_json::from_value(raw.clone()).expect("file");
         let mut records = Vec::new();
         let source = ObservationSource::Replay;
         apply(
@@ -704,5 +768,41 @@ mod tests {
         went_away(&mut records);
         assert_eq!(records[0].state, RunState::Interrupted);
         assert!(records[0].observed().failure.is_some());
+    }
+
+    #[test]
+    fn a_document_of_another_schema_or_shape_is_refused_in_words() {
+        for (result, words) in [
+            (
+                serde_json::json!({"schema": "gpumem.results/v1", "ranks": [], "timeline": {"reason": null, "devices": []}}),
+                "schema",
+            ),
+            (serde_json::json!([1, 2]), "could not be read"),
+        ] {
+            let mut records = Vec::new();
+            let source = ObservationSource::Live;
+            apply(
+                &mut records,
+                source,
+                AgentMessage::WorkloadStarted {
+                    run_id: 7,
+                    command: Vec::new(),
+                    synthetic: false,
+                    steps_instrumented: 1,
+                },
+            );
+            apply(
+                &mut records,
+                source,
+                AgentMessage::WorkloadFinished {
+                    run_id: 7,
+                    ok: true,
+                    result,
+                },
+            );
+            assert!(records[0].file.is_none());
+            let failure = records[0].failure.clone().unwrap_or_default();
+            assert!(failure.contains(words), "{failure}");
+        }
     }
 }
