@@ -124,21 +124,35 @@ s.close()
 sys.exit(3)
 "#;
 
-#[test]
-fn run_serve_pushes_each_phase_as_it_happens() {
-    let dir = tempfile::tempdir().unwrap();
-    let go = dir.path().join("go");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
-        .env("GPUMEM_RUN_SYNTHETIC_FOR_TESTS", "1")
+/// A running `gpumem-agent run --serve` with a paired client.
+struct RunServe {
+    child: std::process::Child,
+    stderr: mpsc::Receiver<String>,
+    client: Client,
+}
+
+impl Drop for RunServe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `run --serve` (test switch on) with `command`, pairs a client from the URL
+/// printed on stderr and waits for `workload_started` (the command then runs).
+fn start_run_serve(command: &[&std::ffi::OsStr], env: &[(&str, &std::ffi::OsStr)]) -> RunServe {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"));
+    cmd.env("GPUMEM_RUN_SYNTHETIC_FOR_TESTS", "1")
         .env_remove("PYTHONPATH")
         .args(["run", "--serve", "--no-open", "--port", "0", "--"])
-        .args(["python3", "-c", MARKED])
-        .arg(&go)
+        .args(command)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start gpumem-agent run --serve");
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("start gpumem-agent run --serve");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -177,21 +191,62 @@ fn run_serve_pushes_each_phase_as_it_happens() {
     );
     let hello = recv_frame(&mut client).expect("hello");
     assert!(!hello.replay, "a live run is not labelled replay");
-    // The command has started and waits for us: its start is already on the page.
     loop {
         let frame: AgentFrame = recv_frame(&mut client).expect("workload_started");
         if let AgentMessage::WorkloadStarted {
             command, synthetic, ..
         } = frame.message
         {
-            assert_eq!(command[0], "python3");
+            assert!(!command.is_empty());
             assert!(synthetic);
             break;
         }
     }
-    refuses_start_measure(&mut client);
+    RunServe {
+        child,
+        stderr: rx,
+        client,
+    }
+}
+
+impl RunServe {
+    /// Waits for the agent to exit; returns its exit code and stdout.
+    fn finish(&mut self) -> (Option<i32>, String) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "the agent did not exit");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut stdout = String::new();
+        if let Some(mut out) = self.child.stdout.take() {
+            out.read_to_string(&mut stdout).unwrap();
+        }
+        let errors: Vec<String> = self.stderr.try_iter().collect();
+        assert!(!errors.iter().any(|l| l.contains("panicked")), "{errors:?}");
+        (status.code(), stdout)
+    }
+}
+
+#[test]
+fn run_serve_pushes_each_phase_as_it_happens() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let mut run = start_run_serve(
+        &[
+            "python3".as_ref(),
+            "-c".as_ref(),
+            MARKED.as_ref(),
+            go.as_os_str(),
+        ],
+        &[],
+    );
+    // The command has started and waits for us: the page can still start nothing.
+    refuses_start_measure(&mut run.client);
     std::fs::write(&go, "").unwrap();
-    let (phases, result) = read_workload(&mut client, false);
+    let (phases, result) = read_workload(&mut run.client, false);
     assert_eq!(
         phases,
         [
@@ -206,29 +261,86 @@ fn run_serve_pushes_each_phase_as_it_happens() {
         Some(123_456_789)
     );
     assert!(file.synthetic);
-
-    // The command's own output and exit code are unchanged.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the agent did not exit");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
+    // The command's own output and exit code are unchanged: it exited 3, recorded, and
+    // the agent exits 1 as it does without --serve.
+    let (code, stdout) = run.finish();
     assert_eq!(stdout, "stdout of the command\n");
-    // The command exited 3: recorded, and the agent exits 1 as without --serve.
-    assert_eq!(status.code(), Some(1));
+    assert_eq!(code, Some(1));
     assert_eq!(file.outcome.exit_code, Some(3));
-    let errors: Vec<String> = rx.try_iter().collect();
-    assert!(!errors.iter().any(|l| l.contains("panicked")), "{errors:?}");
+}
+
+/// The torch venv's python, or `None` (SKIPPED) — unless `GPUMEM_REQUIRE_TORCH` is set.
+fn torch_python(test: &str) -> Option<std::path::PathBuf> {
+    let tools = std::env::var_os("GPUMEM_TOOLS")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| std::path::PathBuf::from(h).join(".cache/gpumem-tools"))
+        });
+    match tools.map(|t| t.join("torch-venv/bin/python")) {
+        Some(p) if p.is_file() => Some(p),
+        _ => {
+            assert!(
+                std::env::var_os("GPUMEM_REQUIRE_TORCH").is_none(),
+                "{test}: no torch venv (run scripts/install-tools.sh)"
+            );
+            println!(
+                "SKIPPED: {test}: no $GPUMEM_TOOLS/torch-venv (scripts/install-tools.sh installs it)"
+            );
+            None
+        }
+    }
+}
+
+/// Waits for the file in argv[1], then runs the script in argv[2] as `__main__`.
+const AFTER_GO: &str = r#"
+import os, runpy, sys, time
+go, script = sys.argv[1], sys.argv[2]
+deadline = time.time() + 60
+while not os.path.exists(go) and time.time() < deadline:
+    time.sleep(0.05)
+sys.argv = [script]
+runpy.run_path(script, run_name="__main__")
+"#;
+
+#[test]
+fn run_serve_with_pytorch_on_cpu_pushes_the_probes_phases() {
+    let Some(python) = torch_python("run_serve_with_pytorch_on_cpu") else {
+        return;
+    };
+    let python_dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python");
+    let script = python_dir.join("tests/workloads/markers.py");
+    let standin = python_dir.join("tests/standin");
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let mut run = start_run_serve(
+        &[
+            python.as_os_str(),
+            "-c".as_ref(),
+            AFTER_GO.as_ref(),
+            go.as_os_str(),
+            script.as_os_str(),
+        ],
+        &[
+            ("PYTHONPATH", standin.as_os_str()),
+            ("GPUMEM_TEST_READER", "recording".as_ref()),
+        ],
+    );
+    std::fs::write(&go, "").unwrap();
+    let (phases, result) = read_workload(&mut run.client, false);
+    let names: Vec<&str> = phases.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["model_load", "eval", "export"]);
+    let file: WorkloadFile = serde_json::from_value(result).expect("the workload document");
+    let kept: Vec<&str> = file.ranks[0]
+        .phases
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(kept, names, "pushed live = recorded in the document");
+    assert_eq!(file.ranks[0].environment.reader, "recording-standin");
+    let (code, stdout) = run.finish();
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("markers 2"), "{stdout}");
 }
 
 fn connect(port: u16, query: &str) -> Result<Client, String> {
