@@ -108,7 +108,8 @@ fn a_replayed_workload_shows_its_phases_and_computed_vs_observed() {
     let rank = &fixture["ranks"][0];
     let phases = rank["phases"].as_array().expect("phases");
     let (_agent, url) = start_agent();
-    let b = Browser::start(&driver);
+    let downloads = tempfile::tempdir().expect("download dir");
+    let b = Browser::start_with_downloads(&driver, Some(downloads.path()));
     b.goto(&url);
     // Pushed without asking: the page never clicks "start".
     b.wait_for(
@@ -214,4 +215,67 @@ fn a_replayed_workload_shows_its_phases_and_computed_vs_observed() {
         json!([]),
     );
     b.screenshot(&artifacts().join("workload.png"));
+
+    // The sheet attaches the workload, its document unchanged, within the schema.
+    b.click("[data-testid=sheet-download]");
+    let file = wait_download(downloads.path());
+    let text = std::fs::read_to_string(&file).expect("read the sheet");
+    let value: Value = serde_json::from_str(&text).expect("the sheet is JSON");
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("schemas/sheet.v1.schema.json")).expect("schema"),
+    )
+    .expect("schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "the sheet breaks its schema: {errors:#?}"
+    );
+    let attached = &value["observed"]["workloads"][0];
+    assert_eq!(attached["source"], "replay");
+    assert_eq!(attached["synthetic"], true);
+    assert_eq!(
+        attached["raw"], fixture,
+        "the document is attached unchanged"
+    );
+    drop(b);
+
+    // Imported into a fresh, unpaired page, the workload is shown again.
+    let b = Browser::start(&driver);
+    let origin = url.split("/#").next().unwrap_or_default().to_owned();
+    b.goto(&format!("{origin}/agent/"));
+    b.upload("[data-testid=sheet-import]", &[&file]);
+    b.wait_for(
+        "the imported workload",
+        "const w = document.querySelector('[data-testid=workload]'); return w && w.dataset.state === 'imported';",
+    );
+    let again = strings(
+        &b,
+        "return [...document.querySelectorAll('[data-testid=workload-phase-row]')].map(r => r.dataset.phase);",
+    );
+    assert_eq!(again, expected_names);
+}
+
+/// Waits for one finished `.json` download in `dir`.
+fn wait_download(dir: &Path) -> PathBuf {
+    let t0 = std::time::Instant::now();
+    loop {
+        let done: Vec<PathBuf> = std::fs::read_dir(dir)
+            .expect("download dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        if let Some(p) = done.into_iter().next() {
+            return p;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no sheet was downloaded into {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -536,6 +536,13 @@ pub fn SheetPanel() -> impl IntoView {
                             run,
                         })
                         .collect();
+                    r.workloads = s
+                        .observed
+                        .workloads
+                        .into_iter()
+                        .take(crate::workload::MAX_WORKLOADS)
+                        .map(crate::workload::WorkloadRecord::imported)
+                        .collect();
                 });
                 status.set(Some(Ok(format!(
                     "Imported {name}: inputs, identity, decision and {n} observed run(s) restored."

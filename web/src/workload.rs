@@ -215,22 +215,48 @@ pub fn apply(records: &mut Vec<WorkloadRecord>, source: ObservationSource, messa
             if let Some(r) = records.iter_mut().find(|r| r.run_id == run_id) {
                 r.state = RunState::Finished;
                 r.ok = ok;
-                match serde_json::from_value::<ShownDocument>(result.clone()) {
-                    Ok(file) if file.schema == WORKLOAD_SCHEMA => r.file = Some(Box::new(file)),
-                    Ok(file) => {
-                        r.failure = Some(format!(
-                            "the workload document has schema {:?}, not {WORKLOAD_SCHEMA}",
-                            file.schema.chars().take(64).collect::<String>()
-                        ))
-                    }
-                    Err(e) => {
-                        r.failure = Some(format!("the workload document could not be read: {e}"))
-                    }
+                match read_document(&result) {
+                    Ok(file) => r.file = Some(Box::new(file)),
+                    Err(e) => r.failure = Some(e),
                 }
                 r.raw = Some(result);
             }
         }
         _ => {}
+    }
+}
+
+/// Reads the shown part of a workload document; `Err` says in words why not.
+fn read_document(raw: &Value) -> Result<ShownDocument, String> {
+    match ShownDocument::deserialize(raw) {
+        Ok(file) if file.schema == WORKLOAD_SCHEMA => Ok(file),
+        Ok(file) => Err(format!(
+            "the workload document has schema {:?}, not {WORKLOAD_SCHEMA}",
+            file.schema.chars().take(64).collect::<String>()
+        )),
+        Err(e) => Err(format!("the workload document could not be read: {e}")),
+    }
+}
+
+impl WorkloadRecord {
+    /// A workload restored from an imported sheet.
+    pub fn imported(w: ObservedWorkload) -> WorkloadRecord {
+        let file = w.raw.as_ref().and_then(|raw| read_document(raw).ok());
+        WorkloadRecord {
+            run_id: 0,
+            source: w.source,
+            state: RunState::Imported,
+            command: w.command,
+            synthetic: w.synthetic,
+            phases: Vec::new(),
+            phases_dropped: 0,
+            samples: Vec::new(),
+            samples_dropped: 0,
+            ok: w.ok,
+            raw: w.raw,
+            file: file.map(Box::new),
+            failure: w.failure,
+        }
     }
 }
 
@@ -606,7 +632,8 @@ pub fn WorkloadView(
         RunState::Running => ("running — phases arrive as they end", "running"),
         RunState::Finished if record.ok => ("finished: the command succeeded", "ok"),
         RunState::Finished => ("finished: the command failed (recorded)", "failed"),
-        RunState::Failed | RunState::Interrupted | RunState::Imported => ("ended", "failed"),
+        RunState::Imported => ("imported from a sheet", "imported"),
+        RunState::Failed | RunState::Interrupted => ("ended", "failed"),
     };
     let samples: Vec<Sample> = match &record.file {
         Some(f) => f
@@ -745,6 +772,11 @@ mod tests {
         let done = processes(r);
         assert_eq!(done[0].phases, file.ranks[0].phases);
         assert!(done[0].comparison.is_some());
+        // Through a sheet and back: the same document, shown the same way.
+        let back = WorkloadRecord::imported(r.observed());
+        assert_eq!(back.state, RunState::Imported);
+        assert_eq!(back.raw, r.raw);
+        assert_eq!(processes(&back)[0].phases, file.ranks[0].phases);
         // Scaling never panics on extreme values.
         assert_eq!(y_of(u64::MAX, 1, 0), 0);
         assert_eq!(y_of(0, 0, u64::MAX), u64::MAX);
