@@ -208,6 +208,22 @@ impl WorkloadReplay {
     }
 }
 
+/// The environment report `run --serve` sends: nothing probed, with the reason.
+fn unprobed_environment() -> EnvironmentReport {
+    const NOT_PROBED: &str = "not probed by run --serve (a probe would use the device beside \
+                              the command); see the workload's own environment per rank";
+    EnvironmentReport {
+        schema: ENVIRONMENT_SCHEMA.to_owned(),
+        agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+        os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        cuda_driver_library: Fact::unknown(NOT_PROBED),
+        cublas_library: Fact::unknown(NOT_PROBED),
+        device_count: Fact::unknown(NOT_PROBED),
+        devices: Vec::new(),
+        missing: Vec::new(),
+    }
+}
+
 /// Pushes a replayed workload into `feed` on a thread of its own, `delay` apart.
 pub fn start_replay(
     replay: WorkloadReplay,
@@ -258,15 +274,10 @@ pub fn start_for_run(port: u16, no_open: bool, feed: Arc<Feed>) -> anyhow::Resul
         .context("reading the bound port")?
         .port();
     let state = state(port, &[], Assets::embedded(), feed)?;
-    let probe_state = Arc::clone(&state);
-    std::thread::Builder::new()
-        .name("environment-probe".into())
-        .spawn(move || {
-            probe_state
-                .environment
-                .set(super::runner::probe_environment())
-        })
-        .context("starting the environment probe")?;
+    // No `environment` child here (serve runs one): it would open a CUDA context on the
+    // device beside the user's command, and the probe reports the command's own
+    // environment anyway.
+    state.environment.set(Ok(unprobed_environment()));
     let url = format!("http://127.0.0.1:{port}/#token={}", state.token.as_str());
     crate::out::errln!(
         "gpumem-agent run: serving the page on 127.0.0.1:{port} (loopback only); phases are \
