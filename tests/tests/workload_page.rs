@@ -116,6 +116,14 @@ fn a_replayed_workload_shows_its_phases_and_computed_vs_observed() {
         "the workload document",
         "const w = document.querySelector('[data-testid=workload]'); return w && w.dataset.state !== 'running' && !!w.querySelector('[data-testid=workload-comparison]');",
     );
+    // The page can start nothing here: no measurement form.
+    assert_eq!(
+        b.js(
+            "return document.querySelector('[data-testid=measure-start]') === null",
+            json!([])
+        ),
+        json!(true)
+    );
     let workload = b.testid("workload");
     assert!(workload.contains("replay"), "{workload}");
     assert!(b.testid("synthetic-label").contains("SYNTHETIC"));

@@ -148,7 +148,7 @@ impl Link {
                 replay: true,
             } => format!(
                 "Paired to gpumem-agent v{agent_version} at {host} in replay mode: it pushes a \
-                 saved results file, nothing is measured now."
+                 saved file, nothing is measured now."
             ),
             Link::Refused { message } => format!("The agent refused this page: {message}"),
             Link::Gone { message } => message.clone(),

@@ -228,7 +228,9 @@ pub fn AgentPanel() -> impl IntoView {
                 <p class="banner warn" role="status" data-testid="agent-notice">"Agent: " {n}</p>
             })}
             {move || received.with(|r| r.environment.clone()).map(|e| view! { <EnvironmentView e/> })}
-            {move || matches!(link.get(), Link::Paired { .. }).then(|| view! { <MeasureForm/> })}
+            // An agent showing a workload measures nothing on request: no form then.
+            {move || (matches!(link.get(), Link::Paired { .. }) && received.with(|r| r.workloads.is_empty()))
+                .then(|| view! { <MeasureForm/> })}
             <div class="runs">
                 {move || (0..runs_len.get()).rev().map(|i| view! { <RunView index=i/> }).collect_view()}
             </div>
