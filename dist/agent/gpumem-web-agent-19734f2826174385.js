@@ -413,7 +413,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2609(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2608(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -607,12 +607,12 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 440, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4050);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4049);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 453, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2535);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2534);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
@@ -622,7 +622,7 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 440, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4050_15);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4049_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
@@ -632,7 +632,7 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 369, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4049);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4048);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -655,34 +655,34 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_4049(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_4049(arg0, arg1);
+function __wasm_bindgen_func_elem_4048(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_4048(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_4050(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_4050(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_4049(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_4049(arg0, arg1, arg2);
 }
 
 function __wasm_bindgen_func_elem_300(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_300(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_4050_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_4050_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_4049_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_4049_15(arg0, arg1, arg2);
 }
 
 function __wasm_bindgen_func_elem_300_16(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_300_16(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2609(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2609(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2608(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2608(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2535(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2534(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2535(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2534(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
