@@ -348,4 +348,38 @@ mod tests {
         assert!(texts.iter().all(|t| t.contains("\"replay\":true")));
         assert_eq!(feed.subscribers(), 1);
     }
+
+    #[test]
+    fn the_history_is_bounded_but_keeps_the_final_document() {
+        let feed = Feed::new(false);
+        for nonce in 0..(MAX_HISTORY_FRAMES as u64 + 5) {
+            feed.push(AgentMessage::Pong { nonce });
+        }
+        feed.push(AgentMessage::WorkloadFinished {
+            run_id: WORKLOAD_RUN_ID,
+            ok: true,
+            result: Value::Null,
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        feed.subscribe(tx);
+        let texts: Vec<String> = rx
+            .try_iter()
+            .filter_map(|e| match e {
+                SessionEvent::SendText(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts.len(), MAX_HISTORY_FRAMES + 1);
+        assert!(
+            texts
+                .last()
+                .is_some_and(|t| t.contains("workload_finished"))
+        );
+        let dropped = feed.inner.lock().map(|i| i.dropped).unwrap_or(0);
+        assert_eq!(dropped, 5);
+        // A session that went away is dropped from the subscribers at the next push.
+        drop(rx);
+        feed.push(AgentMessage::Pong { nonce: 0 });
+        assert_eq!(feed.subscribers(), 0);
+    }
 }
