@@ -148,7 +148,7 @@ impl Link {
                 replay: true,
             } => format!(
                 "Paired to gpumem-agent v{agent_version} at {host} in replay mode: it pushes a \
-                 saved results file, nothing is measured now."
+                 saved file, nothing is measured now."
             ),
             Link::Refused { message } => format!("The agent refused this page: {message}"),
             Link::Gone { message } => message.clone(),
@@ -197,6 +197,9 @@ pub struct Received {
     pub environment_raw: Option<Value>,
     /// Every run, oldest first.
     pub runs: Vec<RunRecord>,
+    /// The user's workloads the agent pushed (`run --serve`, or a replayed workload
+    /// file), oldest first.
+    pub workloads: Vec<crate::workload::WorkloadRecord>,
     /// The agent's last complaint (`error` message), or a frame the page could not read.
     pub notice: Option<String>,
 }
@@ -210,6 +213,7 @@ impl Default for Received {
             environment: None,
             environment_raw: None,
             runs: Vec::new(),
+            workloads: Vec::new(),
             notice: None,
         }
     }
@@ -345,6 +349,12 @@ impl Received {
                 }
                 self.notice = Some(message);
             }
+            message @ (AgentMessage::WorkloadStarted { .. }
+            | AgentMessage::WorkloadPhase { .. }
+            | AgentMessage::WorkloadSamples { .. }
+            | AgentMessage::WorkloadFinished { .. }) => {
+                crate::workload::apply(&mut self.workloads, source, message);
+            }
             AgentMessage::DeviceStarted { .. }
             | AgentMessage::DeviceFinished { .. }
             | AgentMessage::Pong { .. } => {}
@@ -375,6 +385,7 @@ impl Received {
             },
             other => other.clone(),
         };
+        crate::workload::went_away(&mut self.workloads);
         for r in &mut self.runs {
             if r.state == RunState::Running {
                 r.state = RunState::Interrupted;

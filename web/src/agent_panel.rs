@@ -228,10 +228,18 @@ pub fn AgentPanel() -> impl IntoView {
                 <p class="banner warn" role="status" data-testid="agent-notice">"Agent: " {n}</p>
             })}
             {move || received.with(|r| r.environment.clone()).map(|e| view! { <EnvironmentView e/> })}
-            {move || matches!(link.get(), Link::Paired { .. }).then(|| view! { <MeasureForm/> })}
+            // An agent showing a workload measures nothing on request: no form then.
+            {move || (matches!(link.get(), Link::Paired { .. }) && received.with(|r| r.workloads.is_empty()))
+                .then(|| view! { <MeasureForm/> })}
             <div class="runs">
                 {move || (0..runs_len.get()).rev().take(MAX_RUNS_SHOWN).map(|i| view! { <RunView index=i/> }).collect_view()}
                 {move || more_note(runs_len.get(), MAX_RUNS_SHOWN, "older run(s) not shown here; the sheet keeps them all")}
+            </div>
+            <div class="workloads">
+                {move || received.with(|r| r.workloads.iter().rev().cloned().collect::<Vec<_>>())
+                    .into_iter()
+                    .map(|record| view! { <crate::workload::WorkloadView record/> })
+                    .collect_view()}
             </div>
         </section>
     }

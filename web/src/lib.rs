@@ -20,6 +20,7 @@ pub mod query;
 pub mod results;
 pub mod sheet;
 pub mod state;
+pub mod workload;
 
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;

@@ -266,6 +266,7 @@ pub fn assemble(
     computed: &Computed,
     typed: &Typed,
     runs: &[RunRecord],
+    workload_runs: &[crate::workload::WorkloadRecord],
     agent_version: Option<String>,
     environment: Option<Value>,
     created_at: Option<String>,
@@ -366,7 +367,11 @@ pub fn assemble(
             observations: ObservationsProvenance::of(&runs),
             created_at,
         },
-        observed: Observed { runs },
+        observed: Observed {
+            runs,
+            // The user's own workloads the page was shown, documents attached unchanged.
+            workloads: workload_runs.iter().map(|w| w.observed()).collect(),
+        },
         assumed,
         decision,
     };
@@ -469,6 +474,7 @@ pub fn SheetPanel() -> impl IntoView {
                     c,
                     &typed,
                     &r.runs,
+                    &r.workloads,
                     r.agent_version.clone(),
                     environment,
                     created_at,
@@ -560,6 +566,13 @@ pub fn SheetPanel() -> impl IntoView {
                             state: RunState::Imported,
                             run,
                         })
+                        .collect();
+                    r.workloads = s
+                        .observed
+                        .workloads
+                        .into_iter()
+                        .take(crate::workload::MAX_WORKLOADS)
+                        .map(crate::workload::WorkloadRecord::imported)
                         .collect();
                 });
                 status.set(Some(Ok(format!(
@@ -694,6 +707,7 @@ mod tests {
             c,
             typed,
             &[],
+            &[],
             None,
             None,
             Some("2026-01-01T00:00:00Z".into()),
@@ -706,6 +720,46 @@ mod tests {
             .iter()
             .map(|(k, v)| (&*Box::leak(k.clone().into_boxed_str()), v.clone()))
             .collect()
+    }
+
+    #[test]
+    fn a_workload_the_page_was_shown_is_attached_unchanged() {
+        let raw: serde_json::Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/workloads/synthetic-generate_kv.json"
+        ))
+        .expect("fixture");
+        let mut records = Vec::new();
+        let source = gpumem_proto::sheet::ObservationSource::Replay;
+        crate::workload::apply(
+            &mut records,
+            source,
+            gpumem_proto::wire::AgentMessage::WorkloadStarted {
+                run_id: 1,
+                command: vec!["python".into()],
+                synthetic: true,
+                steps_instrumented: 3,
+            },
+        );
+        crate::workload::apply(
+            &mut records,
+            source,
+            gpumem_proto::wire::AgentMessage::WorkloadFinished {
+                run_id: 1,
+                ok: true,
+                result: raw.clone(),
+            },
+        );
+        let c = computed(&[]);
+        let typed = Typed::default();
+        let sheet = assemble(&c, &typed, &[], &records, None, None, None).expect("a sheet");
+        assert_eq!(sheet.observed.workloads.len(), 1);
+        assert_eq!(sheet.observed.workloads[0].raw.as_ref(), Some(&raw));
+        let text = sheet.to_json_pretty();
+        assert!(text.contains("\"workloads\""));
+        // Without one, the key is absent: older readers see the sheet they know.
+        let none = sheet_of(&c, &typed).expect("a sheet").to_json_pretty();
+        assert!(!none.contains("\"workloads\": ["));
+        assert!(SheetImport::from_json(&text).is_ok());
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! connects to the probe channel ([`channel`], bounded against hostile input) and reports
 //! phases and facts ([`messages`]). NVML samples the process tree's device memory
 //! ([`sampler`]). The result (`gpumem.workload/v1`) keeps each rank apart and carries the
-//! computed-vs-observed table ([`compare`]).
+//! computed-vs-observed table ([`compare`]). With `--serve` the page is served as by
+//! `gpumem-agent serve` and every phase and timeline sample is pushed to paired pages as
+//! it happens (`crate::serve::live`); the command's output and exit code are unchanged.
 //!
 //! Exit codes: 0 measured and the command succeeded; 1 the command failed, ran out of
 //! memory, crashed, was killed, or the probe never connected — recorded in the result;
@@ -43,7 +45,9 @@ use gpumem_proto::workload::{
 
 use crate::exit::Exit;
 use crate::measure::{self, EventsFormat};
+use crate::serve::live::{Feed, WORKLOAD_RUN_ID};
 use channel::{Channel, ChannelEvent};
+use gpumem_proto::wire::AgentMessage;
 use messages::ProbeMessage;
 
 /// Environment variable that, in debug builds only, lets `run` proceed without a GPU and
@@ -58,6 +62,8 @@ const MAX_PHASES: usize = 5_000;
 const MAX_GENERATIONS: usize = 1_000;
 /// How long the channel stays open after the command exited, for the last lines.
 const GRACE: Duration = Duration::from_secs(2);
+/// With `--serve`, how long the paired pages get to receive the final document.
+const FINAL_PUSH_GRACE: Duration = Duration::from_millis(500);
 
 /// Arguments of `run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -79,6 +85,17 @@ pub struct Args {
     /// stdout: redirect one of them).
     #[arg(long, value_enum)]
     pub events: Option<EventsFormat>,
+    /// Serve the page (as `gpumem-agent serve` does: loopback only, token pairing) and
+    /// push each phase and timeline sample to paired pages as it happens. The pairing
+    /// URL goes to stderr; stdout stays the command's.
+    #[arg(long)]
+    pub serve: bool,
+    /// With `--serve`: port on 127.0.0.1 to listen on; 0 picks a free one.
+    #[arg(long, default_value_t = 0, requires = "serve")]
+    pub port: u16,
+    /// With `--serve`: do not try to open the pairing URL in a browser.
+    #[arg(long, requires = "serve")]
+    pub no_open: bool,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, num_args = 1..)]
     pub command: Vec<OsString>,
@@ -120,6 +137,15 @@ pub fn run(args: Args) -> Result<Exit> {
         );
     }
 
+    // The page, before the command starts: a port that cannot be bound starts nothing.
+    let live = if args.serve {
+        let feed = Feed::new(false);
+        crate::serve::live::start_for_run(args.port, args.no_open, Arc::clone(&feed))?;
+        Some(feed)
+    } else {
+        None
+    };
+
     // Step two: the probe, the channel, the child.
     let dir = tempfile::Builder::new()
         .prefix("gpumem-run-")
@@ -153,6 +179,14 @@ pub fn run(args: Args) -> Result<Exit> {
     .filter_map(|k| Some((k.to_owned(), std::env::var(k).ok()?)))
     .collect();
 
+    if let Some(feed) = &live {
+        feed.push(AgentMessage::WorkloadStarted {
+            run_id: WORKLOAD_RUN_ID,
+            command: argv.clone(),
+            synthetic,
+            steps_instrumented: args.steps,
+        });
+    }
     let created_unix_s = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .ok()
@@ -172,16 +206,28 @@ pub fn run(args: Args) -> Result<Exit> {
                 .to_owned()
         })
     } else {
-        sampler::start(running.pid(), devices, args.sample_ms, started)
+        let on_samples = live.clone().map(|feed| {
+            Box::new(
+                move |device: u32, samples: Vec<gpumem_proto::workload::Sample>| {
+                    feed.push(AgentMessage::WorkloadSamples {
+                        run_id: WORKLOAD_RUN_ID,
+                        device,
+                        samples,
+                    });
+                },
+            ) as sampler::OnSamples
+        });
+        sampler::start(running.pid(), devices, args.sample_ms, started, on_samples)
     };
 
     let events = args.events.is_some();
     let open = Arc::new(AtomicI64::new(0));
     let collector = {
         let open = Arc::clone(&open);
+        let live = live.clone();
         std::thread::Builder::new()
             .name("probe-collector".into())
-            .spawn(move || collect(&rx, started, events, &open))
+            .spawn(move || collect(&rx, started, events, live.as_deref(), &open))
             .context("starting the collector")?
     };
     let ended = running.wait();
@@ -221,6 +267,18 @@ pub fn run(args: Args) -> Result<Exit> {
         timeline,
     });
     crate::out::err!("{}", report(&file));
+    if let Some(feed) = &live {
+        feed.push(AgentMessage::WorkloadFinished {
+            run_id: WORKLOAD_RUN_ID,
+            ok: file.outcome.status == Status::Ok,
+            result: serde_json::to_value(&file).unwrap_or_default(),
+        });
+        // The sessions write on threads of their own: give them a moment to send the
+        // document before the process ends (the page keeps it after the agent goes).
+        if feed.subscribers() > 0 {
+            std::thread::sleep(FINAL_PUSH_GRACE);
+        }
+    }
     if let Some(path) = &args.output {
         let text = serde_json::to_string_pretty(&file).context("serialising the result")?;
         measure::output::write_new_atomically(path, text.as_bytes())?;
@@ -243,6 +301,8 @@ struct RankState {
     overhead: Option<Overhead>,
     hooks_removed: Option<String>,
     bye: bool,
+    /// Phases already pushed to the page (`--serve`).
+    pushed: usize,
 }
 
 /// Everything the channel delivered.
@@ -266,6 +326,7 @@ fn collect(
     rx: &mpsc::Receiver<ChannelEvent>,
     started: Instant,
     events: bool,
+    live: Option<&Feed>,
     open: &AtomicI64,
 ) -> Collected {
     let mut c = Collected::default();
@@ -290,6 +351,7 @@ fn collect(
                 };
                 let at = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 if absorb(rank, *message, at, events, id) {
+                    push_phase(live, rank, id);
                     c.stats.messages += 1;
                 } else {
                     c.stats.rejected += 1;
@@ -500,6 +562,28 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
         }
     }
     true
+}
+
+/// Pushes the phase `absorb` has just kept, if it kept one, to the paired pages.
+fn push_phase(live: Option<&Feed>, rank: &mut RankState, id: u64) {
+    let Some(feed) = live else { return };
+    if rank.pushed >= rank.phases.len() {
+        return;
+    }
+    rank.pushed = rank.phases.len();
+    let Some((phase, _)) = rank.phases.last() else {
+        return;
+    };
+    let rank_number = match &rank.hello {
+        Some(ProbeMessage::Hello { rank, .. }) => *rank,
+        _ => None,
+    };
+    feed.push(AgentMessage::WorkloadPhase {
+        run_id: WORKLOAD_RUN_ID,
+        process: id,
+        rank: rank_number,
+        phase: Box::new(phase.clone()),
+    });
 }
 
 struct Assembly {

@@ -24,6 +24,13 @@ pub const MAX_SAMPLES: usize = 200_000;
 /// sample).
 const TREE_EVERY: u64 = 10;
 
+/// Receives new samples of one device (NVML index) as they are taken, in batches
+/// (`run --serve` pushes them to the page).
+pub type OnSamples = Box<dyn Fn(u32, Vec<Sample>) + Send>;
+
+/// Samples are handed to [`OnSamples`] at most this often.
+const PUSH_EVERY: Duration = Duration::from_millis(250);
+
 /// A running sampler.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
@@ -36,6 +43,7 @@ pub fn start(
     devices: DeviceSel,
     interval_ms: u64,
     started: Instant,
+    on_samples: Option<OnSamples>,
 ) -> Result<Sampler, String> {
     let nvml = Nvml::init().map_err(|e| format!("NVML unavailable (libnvidia-ml): {e}"))?;
     let count = nvml
@@ -50,7 +58,17 @@ pub fn start(
     let thread_stop = Arc::clone(&stop);
     let handle = std::thread::Builder::new()
         .name("nvml-sampler".into())
-        .spawn(move || sample_loop(&nvml, &indices, root, interval_ms, started, &thread_stop))
+        .spawn(move || {
+            sample_loop(
+                &nvml,
+                &indices,
+                root,
+                interval_ms,
+                started,
+                &thread_stop,
+                on_samples.as_ref(),
+            )
+        })
         .map_err(|e| format!("starting the sampler: {e}"))?;
     Ok(Sampler { stop, handle })
 }
@@ -74,6 +92,7 @@ fn sample_loop(
     interval_ms: u64,
     started: Instant,
     stop: &AtomicBool,
+    on_samples: Option<&OnSamples>,
 ) -> Timeline {
     let mut series: Vec<DeviceTimeline> = indices
         .iter()
@@ -87,13 +106,16 @@ fn sample_loop(
     let mut n = 0u64;
     let mut last_error = None;
     let mut seen_any = false;
+    // Per device, the samples not yet handed to `on_samples`.
+    let mut unsent: Vec<Vec<Sample>> = vec![Vec::new(); series.len()];
+    let mut last_push = Instant::now();
     while !stop.load(Ordering::SeqCst) {
         if n.is_multiple_of(TREE_EVERY) {
             tree = process_tree(root);
         }
         n += 1;
         let t_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        for s in &mut series {
+        for (s, unsent) in series.iter_mut().zip(unsent.iter_mut()) {
             let used = nvml.device_by_index(s.index).and_then(|d| {
                 let mut procs = d.running_compute_processes()?;
                 procs.extend(d.running_graphics_processes().unwrap_or_default());
@@ -109,6 +131,12 @@ fn sample_loop(
                         }
                     }
                     s.peak_bytes = Some(s.peak_bytes.map_or(total, |p| p.max(total)));
+                    if on_samples.is_some() && unsent.len() < MAX_SAMPLES {
+                        unsent.push(Sample {
+                            t_ns,
+                            used_bytes: total,
+                        });
+                    }
                     if s.samples.len() < MAX_SAMPLES {
                         s.samples.push(Sample {
                             t_ns,
@@ -119,6 +147,14 @@ fn sample_loop(
                     }
                 }
                 Err(e) => last_error = Some(format!("NVML running processes: {e}")),
+            }
+        }
+        if let Some(push) = on_samples.filter(|_| last_push.elapsed() >= PUSH_EVERY) {
+            last_push = Instant::now();
+            for (s, unsent) in series.iter().zip(unsent.iter_mut()) {
+                if !unsent.is_empty() {
+                    push(s.index, std::mem::take(unsent));
+                }
             }
         }
         std::thread::sleep(Duration::from_millis(interval_ms));

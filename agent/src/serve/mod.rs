@@ -9,7 +9,9 @@
 //! security checks ([`security`]) before it is routed. A paired page then talks the
 //! versioned protocol of `gpumem_proto::wire` ([`session`]); a measurement it asks for
 //! runs as a child `gpumem-agent measure --events jsonl` process ([`runner`]), or, with
-//! `--replay FILE`, a saved results file is pushed as if live ([`replay`]).
+//! `--replay FILE`, a saved results file is pushed as if live ([`replay`]). A workload
+//! (`gpumem-agent run --serve`, or `--replay` of a `gpumem.workload/v1` file) is pushed
+//! to every paired page without being asked for ([`live`]).
 //!
 //! **Architecture Invariant:** the page can only ask for the built-in bounded
 //! measurement: a `start_measure` carries dimensions, never a command, a path or a file
@@ -19,6 +21,7 @@ mod assets;
 mod content_type;
 mod csp;
 mod http;
+pub(crate) mod live;
 mod pending;
 mod replay;
 mod runner;
@@ -85,6 +88,9 @@ pub(crate) enum Mode {
         replay: Arc<Replay>,
         delay: Duration,
     },
+    /// A workload, live or replayed, pushed to every paired page; nothing is measured on
+    /// request.
+    Workload(Arc<live::Feed>),
 }
 
 /// Everything the connection threads share.
@@ -104,7 +110,11 @@ pub(crate) struct State {
 
 impl State {
     pub fn is_replay(&self) -> bool {
-        matches!(self.mode, Mode::Replay { .. })
+        match &self.mode {
+            Mode::Live => false,
+            Mode::Replay { .. } => true,
+            Mode::Workload(feed) => feed.is_replay(),
+        }
     }
 
     /// Wraps a message into a frame stamped now, marked replay in replay mode.
@@ -197,7 +207,15 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         .map(|o| security::normalise_origin(o))
         .collect::<anyhow::Result<Vec<_>>>()
         .context("checking --allow-origin")?;
+    // A workload document is told apart from a results file by its `schema` field.
+    let workload = match &args.replay {
+        Some(path) if live::is_workload_file(path).with_context(|| replay_error(path))? => {
+            Some(live::WorkloadReplay::load(path).with_context(|| replay_error(path))?)
+        }
+        _ => None,
+    };
     let replay = match &args.replay {
+        Some(_) if workload.is_some() => None,
         Some(path) => {
             Some(Arc::new(Replay::load(path).with_context(|| {
                 format!("cannot replay {}", path.display())
@@ -219,15 +237,25 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         .port();
 
     let environment = EnvironmentCell::new();
-    let mode = match replay {
-        Some(replay) => {
+    let mode = match (replay, workload) {
+        (_, Some(workload)) => {
+            environment.set(Ok(workload.environment_report()));
+            let feed = live::Feed::new(true);
+            live::start_replay(
+                workload,
+                Arc::clone(&feed),
+                Duration::from_millis(args.replay_delay_ms),
+            )?;
+            Mode::Workload(feed)
+        }
+        (Some(replay), None) => {
             environment.set(Ok(replay.environment_report()));
             Mode::Replay {
                 replay,
                 delay: Duration::from_millis(args.replay_delay_ms),
             }
         }
-        None => Mode::Live,
+        (None, None) => Mode::Live,
     };
     let state = Arc::new(State {
         token,
@@ -266,6 +294,10 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         }
     }
     Ok(Exit::Ok)
+}
+
+fn replay_error(path: &std::path::Path) -> String {
+    format!("cannot replay {}", path.display())
 }
 
 fn print_banner(state: &State, args: &Args, port: u16, url: &str) {

@@ -364,7 +364,8 @@ impl Session {
             self.error(ErrorCode::VersionMismatch, &words)?;
             return Err(End::with(CloseCode::Policy, "protocol version mismatch"));
         }
-        if !self.paired {
+        let first = !self.paired;
+        if first {
             crate::out::errln!("gpumem-agent serve: paired with a page at {}", self.peer);
         }
         self.paired = true;
@@ -380,7 +381,12 @@ impl Session {
                 &format!("the agent could not read its GPU environment: {reason}"),
             ),
             None => Ok(()),
+        }?;
+        // A workload is pushed, not asked for: the history, then each new message.
+        if let (true, Mode::Workload(feed)) = (first, &self.state.mode) {
+            feed.subscribe(self.events_tx.clone());
         }
+        Ok(())
     }
 
     fn start(&mut self, request: gpumem_proto::wire::MeasureRequest) -> Result<(), End> {
@@ -398,6 +404,13 @@ impl Session {
         let to_session = self.events_tx.clone();
         let started = match &self.state.mode {
             Mode::Replay { replay, delay } => replay::start(replay, run_id, *delay, to_session),
+            Mode::Workload(_) => {
+                return self.error(
+                    ErrorCode::Busy,
+                    "this agent shows a workload run (gpumem-agent run --serve, or a replayed \
+                     workload file); it measures nothing on request",
+                );
+            }
             Mode::Live => {
                 {
                     let mut live = self

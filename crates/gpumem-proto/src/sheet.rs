@@ -151,6 +151,30 @@ pub struct ComputedEstimate {
 pub struct Observed {
     /// Every run received from the agent, in the order they were run.
     pub runs: Vec<ObservedRun>,
+    /// The user's own workloads the page was shown (`gpumem-agent run --serve`, or a
+    /// replayed `gpumem.workload/v1` file); absent in sheets made before they existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<ObservedWorkload>,
+}
+
+/// One workload run of the user's own command, as the page received it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ObservedWorkload {
+    /// Live (`run --serve`) or replayed from a saved workload file.
+    pub source: ObservationSource,
+    /// The command's argv.
+    pub command: Vec<String>,
+    /// True when the figures come from a test stand-in, not a GPU.
+    pub synthetic: bool,
+    /// `true` when the command succeeded and nothing failed; `false` otherwise or when
+    /// it had not ended.
+    pub ok: bool,
+    /// The `gpumem.workload/v1` document, attached unchanged (seed §12); `null` when it
+    /// had not arrived (then `failure` says why).
+    pub raw: Option<Value>,
+    /// Why there is no document, in words.
+    pub failure: Option<String>,
 }
 
 /// One measurement series (one agent process, seed §8).
@@ -538,6 +562,7 @@ mod tests {
                 }],
             },
             observed: Observed {
+                workloads: Vec::new(),
                 runs: vec![ObservedRun {
                     source: ObservationSource::Replay,
                     workload: None,

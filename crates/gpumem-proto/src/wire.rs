@@ -21,6 +21,18 @@
 //! 4. [`ClientMessage::Cancel`] stops the run in progress (it ends with `run_failed`,
 //!    code `cancelled`).
 //!
+//! **Workload runs** (`gpumem-agent run --serve`, or `serve --replay` of a
+//! `gpumem.workload/v1` file) are pushed, not requested: right after its hello the agent
+//! sends the workload so far — [`AgentMessage::WorkloadStarted`], one
+//! [`AgentMessage::WorkloadPhase`] per phase a process of the command ended,
+//! [`AgentMessage::WorkloadSamples`] for the device-level timeline, and at the end
+//! [`AgentMessage::WorkloadFinished`] with the whole document (its computed-vs-observed
+//! table included) — then each new message as it happens. Such an agent refuses
+//! `start_measure` (code `busy`): the page can start nothing there. These four messages
+//! were added to version 1 without a bump: an agent sends them only in the workload
+//! modes, which only a page of the same build (served by that agent) is shown, and
+//! older messages are unchanged.
+//!
 //! **Invariant:** nothing here touches files, sockets or clocks — the page compiles this
 //! module to wasm32. Timestamps are filled in by the agent and only carried here.
 
@@ -31,6 +43,7 @@ pub use crate::results::Dtype;
 use crate::results::{
     Computed, Dimensions, Environment, EnvironmentReport, PhaseName, PhaseResult, Protocol, Status,
 };
+use crate::workload::{Sample, WorkloadPhase};
 
 /// The protocol version both sides must agree on; bumped on any incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -294,6 +307,48 @@ pub enum AgentMessage {
         /// Why, in words (e.g. the child's "no CUDA driver" message).
         message: String,
     },
+    /// A workload run (`gpumem-agent run --serve`, or a replayed workload file) began.
+    WorkloadStarted {
+        /// Identifies the workload in the messages that follow.
+        run_id: u64,
+        /// The command's argv, exactly as run.
+        command: Vec<String>,
+        /// True when the figures come from the test stand-in, not a GPU.
+        synthetic: bool,
+        /// Steps the probe instruments (`--steps`).
+        steps_instrumented: u32,
+    },
+    /// One phase of one process of the workload, pushed when the probe reported it.
+    WorkloadPhase {
+        /// The workload.
+        run_id: u64,
+        /// The process (probe connection) it came from, in connection order.
+        process: u64,
+        /// Its `RANK`, when set.
+        rank: Option<u32>,
+        /// The phase, as the workload document records it (its device-level peak is
+        /// only known at the end, from the timeline, so it is `null` live).
+        phase: Box<WorkloadPhase>,
+    },
+    /// New device-level (NVML) samples of the workload's process tree on one device.
+    WorkloadSamples {
+        /// The workload.
+        run_id: u64,
+        /// NVML device index.
+        device: u32,
+        /// The samples, oldest first.
+        samples: Vec<Sample>,
+    },
+    /// The workload ended and its document was assembled.
+    WorkloadFinished {
+        /// The workload.
+        run_id: u64,
+        /// `true` when the command succeeded and nothing failed.
+        ok: bool,
+        /// The complete `gpumem.workload/v1` document, per-rank computed-vs-observed
+        /// tables included; read it with `serde_json::from_value::<WorkloadFile>`.
+        result: Value,
+    },
     /// Answer to [`ClientMessage::Ping`].
     Pong {
         /// The nonce the page sent.
@@ -501,6 +556,28 @@ impl AgentFrame {
             "pong" => AgentMessage::Pong {
                 nonce: take(m, "nonce")?,
             },
+            "workload_started" => AgentMessage::WorkloadStarted {
+                run_id: take(m, "run_id")?,
+                command: take(m, "command")?,
+                synthetic: take(m, "synthetic")?,
+                steps_instrumented: take(m, "steps_instrumented")?,
+            },
+            "workload_phase" => AgentMessage::WorkloadPhase {
+                run_id: take(m, "run_id")?,
+                process: take(m, "process")?,
+                rank: take(m, "rank")?,
+                phase: take(m, "phase")?,
+            },
+            "workload_samples" => AgentMessage::WorkloadSamples {
+                run_id: take(m, "run_id")?,
+                device: take(m, "device")?,
+                samples: take(m, "samples")?,
+            },
+            "workload_finished" => AgentMessage::WorkloadFinished {
+                run_id: take(m, "run_id")?,
+                ok: take(m, "ok")?,
+                result: m.remove("result").unwrap_or(Value::Null),
+            },
             "error" => AgentMessage::Error {
                 code: take(m, "code")?,
                 message: take(m, "message")?,
@@ -670,6 +747,10 @@ mod tests {
             "../../../tests/fixtures/measurements/synthetic-seed-dims.json"
         ))
         .expect("the replay fixture reads");
+        let workload: crate::workload::WorkloadFile = serde_json::from_str(include_str!(
+            "../../../tests/fixtures/workloads/synthetic-train_adamw.json"
+        ))
+        .expect("the workload fixture reads");
         let run = &file.runs[0];
         let messages = vec![
             AgentMessage::Hello {
@@ -725,6 +806,31 @@ mod tests {
                 message: "cancelled".into(),
             },
             AgentMessage::Pong { nonce: 9 },
+            AgentMessage::WorkloadStarted {
+                run_id: 3,
+                command: vec!["python".into(), "train.py".into()],
+                synthetic: true,
+                steps_instrumented: 3,
+            },
+            AgentMessage::WorkloadPhase {
+                run_id: 3,
+                process: 0,
+                rank: Some(1),
+                phase: Box::new(workload.ranks[0].phases[1].clone()),
+            },
+            AgentMessage::WorkloadSamples {
+                run_id: 3,
+                device: 0,
+                samples: vec![crate::workload::Sample {
+                    t_ns: 20_000_000,
+                    used_bytes: u64::MAX,
+                }],
+            },
+            AgentMessage::WorkloadFinished {
+                run_id: 3,
+                ok: false,
+                result: serde_json::to_value(&workload).expect("serialisable"),
+            },
             AgentMessage::Error {
                 code: ErrorCode::OutOfBounds,
                 message: "batch".into(),
