@@ -126,7 +126,12 @@ pub fn start(
             if send(started).is_err() {
                 return;
             }
+            // The session forgets the run *before* the page reads how it ended: events
+            // are handled in order, so a page that starts again as soon as it sees the
+            // last message is never told "busy" by a run that has in fact ended.
+            let end = || to_session.send(SessionEvent::RunEnded(run_id));
             let cancelled = || {
+                let _ = end();
                 send(AgentMessage::RunFailed {
                     run_id,
                     code: RunFailure::Cancelled,
@@ -151,6 +156,7 @@ pub fn start(
                 if thread_control.is_cancelled() {
                     let _ = cancelled();
                 } else {
+                    let _ = end();
                     let text = AgentFrame::run_finished_json(
                         true,
                         super::unix_nanos(),
@@ -161,7 +167,6 @@ pub fn start(
                     let _ = to_session.send(SessionEvent::SendText(text));
                 }
             }
-            let _ = to_session.send(SessionEvent::RunEnded(run_id));
         })
         .context("starting the replay thread")?;
     Ok(control)

@@ -227,8 +227,10 @@ pub fn start_live(
                     *live = None;
                 }
             }
-            let _ = send(outcome);
+            // The session forgets the run before the page reads the outcome (events are
+            // handled in order), so a page that starts again at once is not told "busy".
             let _ = to_session.send(SessionEvent::RunEnded(run_id));
+            let _ = send(outcome);
         })
         .context("starting the event reader")?;
     Ok(control)
