@@ -413,7 +413,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2376(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2623(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -610,13 +610,13 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 402, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3815);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 440, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4064);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 415, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2302);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 453, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2549);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
@@ -625,8 +625,8 @@ function __wbg_get_imports() {
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 402, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3815_15);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 440, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4064_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
@@ -635,8 +635,8 @@ function __wbg_get_imports() {
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 336, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3814);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 381, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4063);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -659,34 +659,34 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3814(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3814(arg0, arg1);
+function __wasm_bindgen_func_elem_4063(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_4063(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_3815(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3815(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_4064(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_4064(arg0, arg1, arg2);
 }
 
 function __wasm_bindgen_func_elem_301(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_301(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3815_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3815_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_4064_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_4064_15(arg0, arg1, arg2);
 }
 
 function __wasm_bindgen_func_elem_301_16(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_301_16(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2376(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2376(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2623(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2623(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2302(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2549(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2302(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2549(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
