@@ -6,7 +6,7 @@
 //! [`augment`], [`collect`] and [`compute`], so this stays one self-contained hook.
 
 use clap::{Arg, ArgMatches, Command};
-use gpumem_core::engine::{self, ENGINE_KEYS, EngineBudget, Largest};
+use gpumem_core::engine::{self, CardKv, ENGINE_KEYS, EngineBudget, Largest};
 use gpumem_core::estimate::{Estimate, EstimateInput, Kind};
 use gpumem_core::units::{
     Bytes, group_digits, signed_gb_string, signed_gib_string, signed_group_digits,
@@ -38,6 +38,9 @@ pub struct EngineOutput {
     /// The engine's KV budget, with `--engine`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineBudget>,
+    /// With `--engine` and no `--card`: the engine's KV pool on every catalogue card.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_per_card: Option<Vec<CardKv>>,
     /// The largest context and most sequences on `--card`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub largest: Option<Largest>,
@@ -58,9 +61,18 @@ pub fn compute(
         return Err(errors.iter().map(|e| format!("--{e}")).collect());
     }
     let Some(card) = params.card else {
-        return Err(vec![
-            "--card: name a card (e.g. --card h100-sxm-80gb) for the engine flags".into(),
-        ]);
+        if params.engine.is_none() {
+            return Err(vec![
+                "--card: name a card (e.g. --card h100-sxm-80gb) or an --engine for these flags"
+                    .into(),
+            ]);
+        }
+        let rows =
+            engine::budget_per_card(input, est, &params).map_err(|e| vec![format!("--{e}")])?;
+        return Ok(EngineOutput {
+            engine_per_card: Some(rows),
+            ..EngineOutput::default()
+        });
     };
     let budget = match params.engine {
         Some(_) => Some(engine::budget(input, est, &params).map_err(|e| vec![format!("--{e}")])?),
@@ -68,6 +80,7 @@ pub fn compute(
     };
     Ok(EngineOutput {
         engine: budget,
+        engine_per_card: None,
         largest: Some(engine::largest(input, card)),
     })
 }
@@ -124,6 +137,28 @@ pub fn render(out: &EngineOutput) -> String {
         }
         for w in &b.warnings {
             let _ = writeln!(s, "  warning: {w}");
+        }
+    }
+    if let Some(rows) = &out.engine_per_card {
+        let _ = writeln!(
+            s,
+            "\nKV cache the engine leaves per device, on each card (--card CARD for the lines):"
+        );
+        let width = rows
+            .iter()
+            .map(|r| r.name.chars().count())
+            .max()
+            .unwrap_or(0);
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "  {:<width$} {:>24} B {:>9} GiB {:>13} tokens {:>7} sequence(s)",
+                r.name,
+                signed_group_digits(r.kv_capacity_bytes),
+                signed_gib_string(r.kv_capacity_bytes, 2),
+                group_digits(r.kv_capacity_tokens),
+                group_digits(r.max_sequences)
+            );
         }
     }
     if let Some(l) = &out.largest {

@@ -210,12 +210,35 @@ fn bad_engine_flags_exit_2_with_one_message_each() {
     for flag in ["--engine:", "--card:", "--gpu-memory-utilization:"] {
         assert!(err.contains(flag), "{flag} in {err}");
     }
-    // An engine without a card cannot be answered.
-    let out = agent(&["--engine", "vllm", "--max-model-len", "100"]);
+    // Engine options without an engine or a card cannot be answered.
+    let out = agent(&["--gpu-memory-utilization", "0.8", "--max-model-len", "100"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--card"));
     // Nor without a length to serve.
     let out = agent(&["--engine", "sglang", "--card", "h100-sxm-80gb"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--max-model-len"));
+}
+
+#[test]
+fn engine_without_a_card_answers_for_every_card() {
+    let v = json(&["--engine", "vllm", "--max-model-len", "16000"]);
+    assert!(v.get("engine").is_none() && v.get("largest").is_none());
+    let rows = v["engine_per_card"].as_array().expect("one row per card");
+    assert_eq!(rows.len(), v["fit"].as_array().unwrap().len());
+    let h100 = rows.iter().find(|r| r["id"] == "h100-sxm-80gb").unwrap();
+    assert_eq!(h100["kv_capacity_bytes"], 59_409_278_361i64);
+    assert_eq!(h100["max_sequences"], 28);
+    let t4 = rows.iter().find(|r| r["id"] == "t4-16gb").unwrap();
+    assert!(t4["kv_capacity_bytes"].as_i64().unwrap() < 0);
+    let out = agent(&["--engine", "vllm", "--max-model-len", "16000"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("NVIDIA H100 SXM 80GB") && l.contains("tokens"))
+        .expect("an H100 row");
+    assert!(
+        row.contains("59 409 278 361") && row.contains("28 sequence(s)"),
+        "{row}"
+    );
 }

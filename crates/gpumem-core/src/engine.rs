@@ -499,6 +499,9 @@ pub fn budget(
     if input.sliding_window.is_some() {
         assumptions.push("sliding-window layers are counted at the full length per token (the engines' hybrid allocators may keep less for them)".into());
     }
+    if weights == 0 {
+        warnings.push("no weights counted (only the KV cache's shape was given): the KV capacity is an upper bound".into());
+    }
     if input.state_layers > 0 {
         warnings.push("recurrent-state layers are not counted in the engine budget".into());
     }
@@ -844,6 +847,46 @@ pub fn budget(
         assumptions,
         warnings,
     })
+}
+
+/// One card's row of the engine fit table: the KV pool the engine leaves there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CardKv {
+    /// Catalogue id.
+    pub id: String,
+    /// Card name.
+    pub name: String,
+    /// [`EngineBudget::kv_capacity_bytes`] on this card (negative: the engine refuses to start).
+    pub kv_capacity_bytes: i64,
+    /// [`EngineBudget::kv_capacity_tokens`].
+    pub kv_capacity_tokens: u64,
+    /// [`EngineBudget::max_sequences`].
+    pub max_sequences: u64,
+}
+
+/// The engine's budget on every catalogue card, in catalogue order (the fit table's
+/// engine columns); `params.card` is ignored.
+pub fn budget_per_card(
+    input: &EstimateInput,
+    est: &Estimate,
+    params: &EngineParams,
+) -> Result<Vec<CardKv>, EstimateError> {
+    CATALOGUE
+        .iter()
+        .map(|card| {
+            let p = EngineParams {
+                card: Some(card),
+                ..params.clone()
+            };
+            budget(input, est, &p).map(|b| CardKv {
+                id: b.card,
+                name: b.card_name,
+                kv_capacity_bytes: b.kv_capacity_bytes,
+                kv_capacity_tokens: b.kv_capacity_tokens,
+                max_sequences: b.max_sequences,
+            })
+        })
+        .collect()
 }
 
 /// The largest workload that fits one card (the estimate's per-device need ≤ capacity).
@@ -1223,6 +1266,21 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("KV cache's shape"), "{e}");
+    }
+
+    #[test]
+    fn per_card_rows_match_single_card_budgets() {
+        let input = llama_8b(&[]);
+        let est = estimate(&input).unwrap();
+        let p = engine(&[("engine", "vllm"), ("max-model-len", "16000")]);
+        let rows = budget_per_card(&input, &est, &p).unwrap();
+        assert_eq!(rows.len(), CATALOGUE.len());
+        let h100 = rows.iter().find(|r| r.id == "h100-sxm-80gb").unwrap();
+        assert_eq!(h100.kv_capacity_bytes, 59_409_278_361);
+        assert_eq!(h100.max_sequences, 28);
+        // A 16 GB T4 cannot hold 16.06 GB of weights: negative, nothing served.
+        let t4 = rows.iter().find(|r| r.id == "t4-16gb").unwrap();
+        assert!(t4.kv_capacity_bytes < 0 && t4.max_sequences == 0);
     }
 
     fn need(input: &EstimateInput) -> u64 {
