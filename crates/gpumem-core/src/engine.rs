@@ -43,11 +43,12 @@ pub const VLLM_DEFAULT_UTILIZATION_PPM: u64 = 900_000;
 /// vLLM's KV block size on CUDA (vllm/config/cache.py `block_size`, 16 when unset).
 pub const VLLM_BLOCK_SIZE: u64 = 16;
 /// Assumed `--max-num-batched-tokens` of `vllm serve` (vllm/engine/arg_utils.py
-/// `_set_default_args`: 8192 for the OpenAI server on a card of ≥ 70 GiB, 2048 below).
+/// `get_batch_defaults`: 8192 for the OpenAI server on a card of ≥ 70 GiB other than
+/// an A100, 2048 otherwise).
 pub const VLLM_ASSUMED_BATCHED_TOKENS_LARGE: u64 = 8192;
 /// The same default below 70 GiB.
 pub const VLLM_ASSUMED_BATCHED_TOKENS_SMALL: u64 = 2048;
-/// Assumed `--max-num-seqs` of `vllm serve` (same function: 1024 on ≥ 70 GiB, 256 below).
+/// Assumed `--max-num-seqs` of `vllm serve` (same function: 1024 on ≥ 70 GiB non-A100, 256 otherwise).
 pub const VLLM_ASSUMED_NUM_SEQS_LARGE: u64 = 1024;
 /// The same default below 70 GiB.
 pub const VLLM_ASSUMED_NUM_SEQS_SMALL: u64 = 256;
@@ -149,11 +150,11 @@ pub const ENGINE_KEYS: &[(&str, &str)] = &[
     ),
     (
         "max-num-seqs",
-        "vLLM: sequences scheduled at once (default assumed: 1024 on ≥ 70 GiB cards, else 256)",
+        "vLLM: sequences scheduled at once (default assumed: 1024 on ≥ 70 GiB cards but A100s, else 256)",
     ),
     (
         "max-num-batched-tokens",
-        "Tokens of the profiling / warmup forward (vLLM default assumed 8192 on ≥ 70 GiB cards, else 2048)",
+        "Tokens of the profiling / warmup forward (vLLM default assumed 8192 on ≥ 70 GiB cards but A100s, else 2048)",
     ),
     (
         "mem-fraction-static",
@@ -509,7 +510,10 @@ pub fn budget(
         warnings.push("an engine budget is for inference; the training mode is ignored".into());
     }
     let cap_text = format!("{capacity} B ({capacity_kind})");
-    let large = capacity >= 70u64.saturating_mul(1 << 30);
+    // vllm/engine/arg_utils.py `get_batch_defaults`: the larger defaults on ≥ 70 GiB
+    // cards except A100s ("Setting large max_num_batched_tokens for A100 reduces throughput").
+    let large = capacity >= 70u64.saturating_mul(1 << 30)
+        && !card.name.to_ascii_lowercase().contains("a100");
     let weights_line = line(
         "weights",
         "Weights on this device",
@@ -557,7 +561,7 @@ pub fn budget(
                 VLLM_ASSUMED_NUM_SEQS_SMALL
             });
             if params.max_num_batched_tokens.is_none() || params.max_num_seqs.is_none() {
-                assumptions.push(format!("vllm serve defaults assumed for a {} card: max-num-batched-tokens {batched}, max-num-seqs {seqs} (vllm/engine/arg_utils.py _set_default_args)", if large { "≥ 70 GiB" } else { "< 70 GiB" }));
+                assumptions.push(format!("vllm serve defaults assumed for {} card: max-num-batched-tokens {batched}, max-num-seqs {seqs} (vllm/engine/arg_utils.py get_batch_defaults)", if large { "a ≥ 70 GiB non-A100" } else { "an A100 or a < 70 GiB" }));
             }
             let peak = forward_peak(input, batched)?;
             lines.push(line(
@@ -1281,6 +1285,24 @@ mod tests {
         // A 16 GB T4 cannot hold 16.06 GB of weights: negative, nothing served.
         let t4 = rows.iter().find(|r| r.id == "t4-16gb").unwrap();
         assert!(t4.kv_capacity_bytes < 0 && t4.max_sequences == 0);
+    }
+
+    /// vLLM's A100 exception: 2048 batched tokens and 256 sequences on an A100 80GB.
+    /// Activation peak: 3 × 2048 × 14 336 × 2 + 128 256 × 4 = 176 160 768 + 513 024
+    /// = 176 673 792 B; sampler: 256 × 128 256 × 4 = 131 334 144 B.
+    #[test]
+    fn vllm_defaults_follow_its_a100_exception() {
+        let b = run(
+            &llama_8b(&[]),
+            &[
+                ("engine", "vllm"),
+                ("card", "a100-80gb"),
+                ("max-model-len", "4096"),
+            ],
+        );
+        assert_eq!(bytes_of(&b, "activation_peak"), 176_673_792);
+        assert_eq!(bytes_of(&b, "sampler"), 131_334_144);
+        assert!(b.assumptions.iter().any(|a| a.contains("max-num-seqs 256")));
     }
 
     fn need(input: &EstimateInput) -> u64 {
