@@ -603,7 +603,9 @@ pub fn budget(
                 &[("non-torch-mib", VLLM_ASSUMED_NON_TORCH_MIB.to_string())],
                 "vllm/v1/worker/gpu_worker.py (determine_available_memory: non_torch_increase)",
             ));
-            assumptions.push("vLLM captures CUDA graphs after the KV cache is sized: their memory comes out of the 1 − gpu_memory_utilization margin, not out of the KV pool".into());
+            // Recent gpu_worker.py versions can also subtract a profiled CUDA-graph
+            // estimate (`cudagraph_memory_estimate_applied`); counted as 0 here.
+            assumptions.push("CUDA graphs: counted as 0 — vLLM captures them after the KV cache is sized, out of the 1 − gpu_memory_utilization margin; recent versions may instead subtract a profiled estimate (gpu_worker.py cudagraph_memory_estimate_applied), which lowers the KV capacity by that much".into());
             block_size = VLLM_BLOCK_SIZE;
         }
         Engine::Sglang => {
