@@ -41,6 +41,8 @@ pub struct Args {
     model: Option<String>,
     revision: Option<String>,
     model_file: Option<String>,
+    /// Engine flags (`--engine`, `--card`, …) as `key=value` pairs.
+    engine: Vec<(String, String)>,
 }
 
 impl clap::Args for Args {
@@ -69,7 +71,7 @@ impl clap::Args for Args {
                     .help(describe(key)),
             );
         }
-        cmd
+        crate::engine_cli::augment(cmd)
     }
     fn augment_args_for_update(cmd: Command) -> Command {
         Self::augment_args(cmd)
@@ -99,6 +101,7 @@ impl FromArgMatches for Args {
             model: m.get_one::<String>("model").cloned(),
             revision: m.get_one::<String>("revision").cloned(),
             model_file: m.get_one::<String>("model-file").cloned(),
+            engine: crate::engine_cli::collect(m),
         })
     }
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
@@ -115,6 +118,8 @@ struct JsonOutput<'a> {
     #[serde(flatten)]
     estimate: &'a Estimate,
     fit: Vec<CardFit>,
+    #[serde(flatten)]
+    engine: crate::engine_cli::EngineOutput,
 }
 
 /// Runs `estimate`.
@@ -193,16 +198,26 @@ pub fn run(args: Args) -> Result<Exit> {
             .extend(c.warnings.iter().map(|w| format!("config.json: {w}")));
     }
     let fit = fit_table(&est);
+    let engine = match crate::engine_cli::compute(&args.engine, &input, &est) {
+        Ok(e) => e,
+        Err(errors) => {
+            for e in &errors {
+                crate::out::errln!("gpumem-agent: invalid input: {e}");
+            }
+            return Ok(Exit::Unavailable);
+        }
+    };
     if args.json {
         let out = JsonOutput {
             schema: "gpumem.estimate/v1",
             input: params::to_pairs(&input).into_iter().collect(),
             estimate: &est,
             fit,
+            engine,
         };
         emit(&(serde_json::to_string_pretty(&out)? + "\n"))?;
     } else {
-        emit(&render_table(&est, &fit, input.gpus > 1))?;
+        emit(&(render_table(&est, &fit, input.gpus > 1) + &crate::engine_cli::render(&engine)))?;
     }
     Ok(Exit::Ok)
 }

@@ -5,6 +5,7 @@
 //! recorded; 2 cannot measure here, or bad usage.
 
 mod bisect;
+mod engine_cli;
 mod environment;
 mod estimate;
 mod exit;

@@ -14,6 +14,7 @@
 pub mod agent;
 pub mod agent_panel;
 pub mod compute;
+pub mod engine_panel;
 pub mod import;
 pub mod inputs;
 pub mod query;

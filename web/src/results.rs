@@ -131,6 +131,7 @@ pub fn ResultsPanel() -> impl IntoView {
                 .into_any(),
                 None => ().into_any(),
             }}
+            <crate::engine_panel::EnginePanel/>
             <Sweep/>
             <Command/>
         </section>

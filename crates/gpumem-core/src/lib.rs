@@ -12,6 +12,7 @@
 
 pub mod arch;
 pub mod catalogue;
+pub mod engine;
 pub mod error;
 pub mod estimate;
 pub mod fit;

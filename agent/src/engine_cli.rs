@@ -1,0 +1,201 @@
+//! `estimate --engine … --card …`: the engine budget and the largest workload that
+//! fits, on the command line (issue #10, items 3 and 4).
+//!
+//! The flags come from [`gpumem_core::engine::ENGINE_KEYS`] (the engines' own flag
+//! names); the figures from [`gpumem_core::engine`]. `estimate.rs` only calls
+//! [`augment`], [`collect`] and [`compute`], so this stays one self-contained hook.
+
+use clap::{Arg, ArgMatches, Command};
+use gpumem_core::engine::{self, CardKv, ENGINE_KEYS, EngineBudget, Largest};
+use gpumem_core::estimate::{Estimate, EstimateInput, Kind};
+use gpumem_core::units::{
+    Bytes, group_digits, signed_gb_string, signed_gib_string, signed_group_digits,
+};
+use serde::Serialize;
+
+/// Adds one flag per engine key.
+pub fn augment(mut cmd: Command) -> Command {
+    for (key, help) in ENGINE_KEYS {
+        cmd = cmd.arg(Arg::new(*key).long(*key).value_name("VALUE").help(*help));
+    }
+    cmd
+}
+
+/// The engine flags given, as `key=value` pairs.
+pub fn collect(m: &ArgMatches) -> Vec<(String, String)> {
+    ENGINE_KEYS
+        .iter()
+        .filter_map(|(k, _)| {
+            m.get_one::<String>(k)
+                .map(|v| ((*k).to_string(), v.clone()))
+        })
+        .collect()
+}
+
+/// What the engine flags add to the output (`engine` and `largest` in `--json`).
+#[derive(Debug, Default, Serialize)]
+pub struct EngineOutput {
+    /// The engine's KV budget, with `--engine`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineBudget>,
+    /// With `--engine` and no `--card`: the engine's KV pool on every catalogue card.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_per_card: Option<Vec<CardKv>>,
+    /// The largest context and most sequences on `--card`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub largest: Option<Largest>,
+}
+
+/// Computes the engine budget and the largest workload; `Err` holds one message per
+/// invalid flag (the caller prints them and exits 2).
+pub fn compute(
+    pairs: &[(String, String)],
+    input: &EstimateInput,
+    est: &Estimate,
+) -> Result<EngineOutput, Vec<String>> {
+    if pairs.is_empty() {
+        return Ok(EngineOutput::default());
+    }
+    let (params, errors) = engine::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    if !errors.is_empty() {
+        return Err(errors.iter().map(|e| format!("--{e}")).collect());
+    }
+    let Some(card) = params.card else {
+        if params.engine.is_none() {
+            return Err(vec![
+                "--card: name a card (e.g. --card h100-sxm-80gb) or an --engine for these flags"
+                    .into(),
+            ]);
+        }
+        let rows =
+            engine::budget_per_card(input, est, &params).map_err(|e| vec![format!("--{e}")])?;
+        return Ok(EngineOutput {
+            engine_per_card: Some(rows),
+            ..EngineOutput::default()
+        });
+    };
+    let budget = match params.engine {
+        Some(_) => Some(engine::budget(input, est, &params).map_err(|e| vec![format!("--{e}")])?),
+        None => None,
+    };
+    Ok(EngineOutput {
+        engine: budget,
+        engine_per_card: None,
+        largest: Some(engine::largest(input, card)),
+    })
+}
+
+/// The human section printed after the estimate's table.
+pub fn render(out: &EngineOutput) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    if let Some(b) = &out.engine {
+        let _ = writeln!(
+            s,
+            "\nengine {} on {} ({} B {}), per device:",
+            b.engine.name(),
+            b.card_name,
+            group_digits(b.capacity_bytes),
+            b.capacity_kind
+        );
+        for (i, l) in b.lines.iter().enumerate() {
+            let kind = match l.kind {
+                Kind::Computed => "computed",
+                Kind::Assumed => "assumed",
+            };
+            let sign = if i == 0 { " " } else { "−" };
+            let _ = writeln!(
+                s,
+                "  {sign} {:<70} {kind:<9} {:>22} {:>10} GB {:>10} GiB",
+                l.label,
+                group_digits(l.bytes),
+                Bytes(l.bytes).gb_string(2),
+                Bytes(l.bytes).gib_string(2)
+            );
+            let _ = writeln!(s, "      {}  [{}]", l.formula, l.source);
+        }
+        let _ = writeln!(
+            s,
+            "  = {:<70} {:<9} {:>22} {:>10} GB {:>10} GiB",
+            "KV cache capacity",
+            "",
+            signed_group_digits(b.kv_capacity_bytes),
+            signed_gb_string(b.kv_capacity_bytes, 2),
+            signed_gib_string(b.kv_capacity_bytes, 2)
+        );
+        let _ = writeln!(
+            s,
+            "  KV per token {} B, block {} token(s): {} tokens; max-model-len {} → {} sequence(s) at once",
+            group_digits(b.kv_bytes_per_token),
+            b.block_size,
+            group_digits(b.kv_capacity_tokens),
+            group_digits(b.max_model_len),
+            group_digits(b.max_sequences)
+        );
+        for a in &b.assumptions {
+            let _ = writeln!(s, "  assumed: {a}");
+        }
+        for w in &b.warnings {
+            let _ = writeln!(s, "  warning: {w}");
+        }
+    }
+    if let Some(rows) = &out.engine_per_card {
+        let _ = writeln!(
+            s,
+            "\nKV cache the engine leaves per device, on each card (--card CARD for the lines):"
+        );
+        let width = rows
+            .iter()
+            .map(|r| r.name.chars().count())
+            .max()
+            .unwrap_or(0);
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "  {:<width$} {:>24} B {:>9} GiB {:>13} tokens {:>7} sequence(s)",
+                r.name,
+                signed_group_digits(r.kv_capacity_bytes),
+                signed_gib_string(r.kv_capacity_bytes, 2),
+                group_digits(r.kv_capacity_tokens),
+                group_digits(r.max_sequences)
+            );
+        }
+    }
+    if let Some(l) = &out.largest {
+        let _ = writeln!(
+            s,
+            "\nlargest workload on {} ({} B, reserve included in the need):",
+            l.card,
+            group_digits(l.capacity_bytes)
+        );
+        let _ = match l.largest_context {
+            Some(c) => writeln!(
+                s,
+                "  largest context at {} sequence(s): {} tokens",
+                l.at_sequences,
+                group_digits(c)
+            ),
+            None => writeln!(
+                s,
+                "  largest context at {} sequence(s): none (not even 1 token fits)",
+                l.at_sequences
+            ),
+        };
+        if let Some(ctx) = l.at_context {
+            let _ = match l.most_sequences {
+                Some(n) => writeln!(
+                    s,
+                    "  most sequences at context {}: {}",
+                    group_digits(ctx),
+                    group_digits(n)
+                ),
+                None => writeln!(
+                    s,
+                    "  most sequences at context {}: none (not even 1 fits)",
+                    group_digits(ctx)
+                ),
+            };
+        }
+    }
+    s
+}

@@ -1,0 +1,244 @@
+//! `gpumem-agent estimate --engine … --card …` end to end: the `engine` JSON object,
+//! the table's engine section, the largest workload on a card (checked against the
+//! CLI's own fit table at N and N + 1), and refusals of bad engine flags (exit 2).
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// Llama-3.1-8B's shape (huggingface.co/meta-llama/Llama-3.1-8B config.json).
+const LLAMA_8B: &[&str] = &[
+    "--layers",
+    "32",
+    "--hidden",
+    "4096",
+    "--heads",
+    "32",
+    "--kv-heads",
+    "8",
+    "--head-dim",
+    "128",
+    "--intermediate",
+    "14336",
+    "--vocab",
+    "128256",
+];
+
+fn agent(extra: &[&str]) -> Output {
+    let mut args = vec!["estimate"];
+    args.extend_from_slice(LLAMA_8B);
+    args.extend_from_slice(extra);
+    Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+        .args(&args)
+        .output()
+        .expect("the agent binary runs")
+}
+
+fn json(extra: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(extra);
+    let out = agent(&all);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+const VLLM_H100: &[&str] = &[
+    "--engine",
+    "vllm",
+    "--card",
+    "h100-sxm-80gb",
+    "--gpu-memory-utilization",
+    "0.9",
+    "--max-model-len",
+    "16000",
+];
+
+/// The figure, derived by hand in `gpumem-core`'s engine tests:
+/// ⌊85 520 809 984 × 0.9⌋ − 16 060 522 496 (weights) − 705 156 096 (activation peak,
+/// assumed) − 525 336 576 (sampler, assumed) − 268 435 456 (non-torch, assumed)
+/// = 59 409 278 361 B → 28 328 blocks of 16 tokens → 28 sequences of 16 000 tokens.
+#[test]
+fn vllm_budget_is_in_the_json_as_an_engine_object() {
+    let v = json(VLLM_H100);
+    let e = &v["engine"];
+    assert_eq!(e["engine"], "vllm");
+    assert_eq!(e["card"], "h100-sxm-80gb");
+    assert_eq!(e["kv_capacity_bytes"], 59_409_278_361i64);
+    assert_eq!(e["kv_capacity_tokens"], 453_248);
+    assert_eq!(e["max_sequences"], 28);
+    assert_eq!(e["max_model_len"], 16000);
+    let lines = e["lines"].as_array().expect("lines");
+    let keys: Vec<&str> = lines.iter().map(|l| l["key"].as_str().unwrap()).collect();
+    assert_eq!(
+        keys,
+        [
+            "budget",
+            "weights",
+            "activation_peak",
+            "sampler",
+            "non_torch"
+        ]
+    );
+    // Each line names the engine source its rule comes from; profiled ones are assumed.
+    for l in lines {
+        assert!(!l["source"].as_str().unwrap().is_empty());
+    }
+    assert_eq!(lines[2]["kind"], "assumed");
+    assert_eq!(lines[0]["kind"], "computed");
+    // The sum of what was subtracted closes the account.
+    let sum: i64 = lines[1..]
+        .iter()
+        .map(|l| l["bytes"].as_i64().unwrap())
+        .sum();
+    assert_eq!(lines[0]["bytes"].as_i64().unwrap() - sum, 59_409_278_361);
+    // And the estimate's own fields are still there.
+    assert_eq!(v["weights_bytes"], 16_060_522_496u64);
+}
+
+#[test]
+fn table_prints_an_engine_section_with_each_subtracted_line() {
+    let out = agent(VLLM_H100);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let section = text
+        .split("\nengine vllm on NVIDIA H100 SXM 80GB")
+        .nth(1)
+        .expect("an engine section");
+    assert!(section.contains("76 968 728 985"), "{section}");
+    assert!(section.contains("16 060 522 496"), "{section}");
+    let kv = section
+        .lines()
+        .find(|l| l.trim_start().starts_with("= KV cache capacity"))
+        .expect("the KV line");
+    assert!(
+        kv.contains("59 409 278 361") && kv.contains("55.33"),
+        "{kv}"
+    );
+    assert!(section.contains("453 248 tokens"), "{section}");
+    assert!(section.contains("→ 28 sequence(s)"), "{section}");
+    assert!(section.contains("vllm/v1/worker/gpu_worker.py"));
+}
+
+#[test]
+fn too_little_memory_is_a_negative_capacity_not_an_error() {
+    let v = json(&[
+        "--engine",
+        "vllm",
+        "--card",
+        "h100-sxm-80gb",
+        "--gpu-memory-utilization",
+        "0.2",
+        "--max-model-len",
+        "16000",
+    ]);
+    assert_eq!(v["engine"]["kv_capacity_bytes"], -455_288_628i64);
+    assert_eq!(v["engine"]["kv_capacity_tokens"], 0);
+    let warnings = v["engine"]["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("No available memory"))
+    );
+}
+
+/// The CLI's fit table must agree with the search at the boundary: N fits, N + 1 not.
+fn fits_on_h100(extra: &[&str]) -> bool {
+    let v = json(extra);
+    v["fit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "h100-sxm-80gb")
+        .expect("h100 in the fit table")["fits"]
+        .as_bool()
+        .unwrap()
+}
+
+#[test]
+fn card_alone_gives_the_largest_context_and_most_sequences_exactly() {
+    let v = json(&[
+        "--card",
+        "h100-sxm-80gb",
+        "--sequences",
+        "4",
+        "--context",
+        "8000",
+    ]);
+    assert!(v.get("engine").is_none(), "no engine was named");
+    let l = &v["largest"];
+    assert_eq!(l["at_sequences"], 4);
+    let n = l["largest_context"].as_u64().expect("some context fits");
+    let (n_s, n1_s) = (n.to_string(), (n + 1).to_string());
+    assert!(fits_on_h100(&["--sequences", "4", "--context", &n_s]));
+    assert!(!fits_on_h100(&["--sequences", "4", "--context", &n1_s]));
+    let m = l["most_sequences"].as_u64().expect("some sequences fit");
+    let (m_s, m1_s) = (m.to_string(), (m + 1).to_string());
+    assert!(fits_on_h100(&["--sequences", &m_s, "--context", "8000"]));
+    assert!(!fits_on_h100(&["--sequences", &m1_s, "--context", "8000"]));
+    // The table says the same.
+    let out = agent(&[
+        "--card",
+        "h100-sxm-80gb",
+        "--sequences",
+        "4",
+        "--context",
+        "8000",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("most sequences at context 8 000: {}", m)),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_engine_flags_exit_2_with_one_message_each() {
+    let out = agent(&[
+        "--engine",
+        "vlm",
+        "--card",
+        "nope",
+        "--gpu-memory-utilization",
+        "1.5",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for flag in ["--engine:", "--card:", "--gpu-memory-utilization:"] {
+        assert!(err.contains(flag), "{flag} in {err}");
+    }
+    // Engine options without an engine or a card cannot be answered.
+    let out = agent(&["--gpu-memory-utilization", "0.8", "--max-model-len", "100"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--card"));
+    // Nor without a length to serve.
+    let out = agent(&["--engine", "sglang", "--card", "h100-sxm-80gb"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-model-len"));
+}
+
+#[test]
+fn engine_without_a_card_answers_for_every_card() {
+    let v = json(&["--engine", "vllm", "--max-model-len", "16000"]);
+    assert!(v.get("engine").is_none() && v.get("largest").is_none());
+    let rows = v["engine_per_card"].as_array().expect("one row per card");
+    assert_eq!(rows.len(), v["fit"].as_array().unwrap().len());
+    let h100 = rows.iter().find(|r| r["id"] == "h100-sxm-80gb").unwrap();
+    assert_eq!(h100["kv_capacity_bytes"], 59_409_278_361i64);
+    assert_eq!(h100["max_sequences"], 28);
+    let t4 = rows.iter().find(|r| r["id"] == "t4-16gb").unwrap();
+    assert!(t4["kv_capacity_bytes"].as_i64().unwrap() < 0);
+    let out = agent(&["--engine", "vllm", "--max-model-len", "16000"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("NVIDIA H100 SXM 80GB") && l.contains("tokens"))
+        .expect("an H100 row");
+    assert!(
+        row.contains("59 409 278 361") && row.contains("28 sequence(s)"),
+        "{row}"
+    );
+}

@@ -1,0 +1,173 @@
+//! The page's engine section: on the target card, the largest workload that fits
+//! (largest context at the focused workload's sequences, most sequences at its
+//! context) and what each serving engine leaves for the KV cache at its defaults.
+//! Every figure is [`gpumem_core::engine`]'s; this module only formats.
+//!
+//! The engine flags (`gpu-memory-utilization`, `mem-fraction-static`, …) are not page
+//! keys yet: the engines' defaults are used here and said so; the agent takes the flags.
+
+use gpumem_core::catalogue::{CATALOGUE, GpuCard, find};
+use gpumem_core::engine::{self, Engine, EngineBudget, EngineParams, Largest};
+use gpumem_core::estimate::{EstimateInput, estimate};
+use gpumem_core::import::TensorSummary;
+use gpumem_core::params::from_pairs;
+use gpumem_core::units::{group_digits, signed_gib_string, signed_group_digits};
+use leptos::prelude::*;
+
+use crate::compute::Computed;
+use crate::state::Form;
+
+/// Every engine, in the order shown.
+pub const ENGINES: [Engine; 5] = [
+    Engine::Vllm,
+    Engine::Sglang,
+    Engine::Tgi,
+    Engine::LlamaCpp,
+    Engine::Transformers,
+];
+
+/// What the section shows for one workload on one card.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineView {
+    /// The largest workload that fits.
+    pub largest: Largest,
+    /// Each engine's budget at its defaults, or why there is none.
+    pub budgets: Vec<(Engine, Result<EngineBudget, String>)>,
+}
+
+/// The section's figures for a workload given as `key=value` pairs.
+pub fn engine_view(
+    pairs: &[(&'static str, String)],
+    tensors: Option<&TensorSummary>,
+    card: &'static GpuCard,
+) -> Option<EngineView> {
+    let (mut input, errors): (EstimateInput, _) =
+        from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+    if !errors.is_empty() {
+        return None;
+    }
+    input.tensors = tensors.cloned();
+    let est = estimate(&input).ok()?;
+    let budgets = ENGINES
+        .iter()
+        .map(|e| {
+            let params = EngineParams {
+                engine: Some(*e),
+                card: Some(card),
+                ..EngineParams::default()
+            };
+            (
+                *e,
+                engine::budget(&input, &est, &params).map_err(|err| err.to_string()),
+            )
+        })
+        .collect();
+    Some(EngineView {
+        largest: engine::largest(&input, card),
+        budgets,
+    })
+}
+
+/// The engine section of the results column.
+#[component]
+pub fn EnginePanel() -> impl IntoView {
+    let computed = expect_context::<Memo<Computed>>();
+    let form = expect_context::<Form>();
+    let focus = form.focus;
+    let card_key = form.sig("card");
+    let imported = form.imported;
+    let view_memo = Memo::new(move |_| {
+        let card = find(card_key.get().trim()).unwrap_or(&CATALOGUE[0]);
+        let pairs = computed.with(|c| c.workloads.get(focus.get()).map(|w| w.pairs.clone()))?;
+        imported
+            .with(|i| engine_view(&pairs, i.as_ref().map(|i| &i.summary), card))
+            .map(|v| (card.name, v))
+    });
+    view! {
+        <section class="engines" aria-label="Largest workload and engine budgets" data-testid="engine-panel">
+            {move || view_memo.get().map(|(name, v)| {
+                let l = v.largest.clone();
+                let ctx = match l.largest_context {
+                    Some(c) => format!("{} tokens", group_digits(c)),
+                    None => "none (not even 1 token fits)".into(),
+                };
+                let seqs = match (l.at_context, l.most_sequences) {
+                    (Some(c), Some(n)) => Some(format!("{} at {} tokens", group_digits(n), group_digits(c))),
+                    (Some(c), None) => Some(format!("none at {} tokens", group_digits(c))),
+                    _ => None,
+                };
+                view! {
+                    <h3>"Largest workload on " {name}</h3>
+                    <p>
+                        "Largest context at " {l.at_sequences} " sequence(s): "
+                        <strong data-testid="largest-context">{ctx}</strong>
+                        {seqs.map(|s| view! { " · most sequences: " <strong data-testid="most-sequences">{s}</strong> })}
+                    </p>
+                    <h3>"KV cache each engine leaves on " {name} " (per device, engines' defaults)"</h3>
+                    <table class="lines engines-table">
+                        <thead><tr><th>"engine"</th><th>"KV capacity"</th><th>"GiB"</th><th>"tokens"</th><th>"sequences at max-model-len"</th></tr></thead>
+                        <tbody>
+                            {v.budgets.into_iter().map(|(e, b)| match b {
+                                Ok(b) => view! {
+                                    <tr data-testid=format!("engine-{}", e.name())>
+                                        <td>{e.name()}</td>
+                                        <td class="num">{signed_group_digits(b.kv_capacity_bytes)} " B"</td>
+                                        <td class="num">{signed_gib_string(b.kv_capacity_bytes, 2)}</td>
+                                        <td class="num">{group_digits(b.kv_capacity_tokens)}</td>
+                                        <td class="num">{group_digits(b.max_sequences)} " × " {group_digits(b.max_model_len)}</td>
+                                    </tr>
+                                    <tr class="formula"><td colspan="5">
+                                        {b.lines.iter().enumerate().map(|(i, l)| format!(
+                                            "{}{} {} B ({})",
+                                            if i == 0 { "" } else { " − " },
+                                            l.label,
+                                            group_digits(l.bytes),
+                                            l.source
+                                        )).collect::<String>()}
+                                    </td></tr>
+                                }.into_any(),
+                                Err(err) => view! {
+                                    <tr><td>{e.name()}</td><td colspan="4" class="muted">{err}</td></tr>
+                                }.into_any(),
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                }
+            })}
+        </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn view_matches_the_core_for_llama_8b_on_h100() {
+        let pairs: Vec<(&'static str, String)> = [
+            ("layers", "32"),
+            ("hidden", "4096"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("head-dim", "128"),
+            ("intermediate", "14336"),
+            ("vocab", "128256"),
+            ("context", "16000"),
+        ]
+        .iter()
+        .map(|(k, v)| (*k, v.to_string()))
+        .collect();
+        let card = find("h100-sxm-80gb").unwrap();
+        let v = engine_view(&pairs, None, card).expect("a view");
+        let (e, vllm) = &v.budgets[0];
+        assert_eq!(*e, Engine::Vllm);
+        // The same figure the core and the CLI derive (max-model-len = context here).
+        let vllm = vllm.as_ref().unwrap();
+        assert_eq!(vllm.kv_capacity_bytes, 59_409_278_361);
+        assert_eq!(vllm.max_sequences, 28);
+        assert_eq!(v.largest.at_context, Some(16000));
+        assert!(v.largest.most_sequences.is_some());
+        // Bad input: no view rather than a wrong one.
+        assert!(engine_view(&[("layers", "x".into())], None, card).is_none());
+    }
+}
