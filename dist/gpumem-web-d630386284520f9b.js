@@ -380,7 +380,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2377(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2481(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -536,23 +536,23 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 511, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2300);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 531, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2404);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 569, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3823);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 589, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3927);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 569, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3823_14);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 589, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3927_14);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 567, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3822);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 587, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3926);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
@@ -575,26 +575,26 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3822(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3822(arg0, arg1);
+function __wasm_bindgen_func_elem_3926(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3926(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_3823(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3823(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3927(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3927(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3823_14(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3823_14(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3927_14(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3927_14(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2377(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2377(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2481(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2481(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2300(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2404(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2300(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2404(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
