@@ -134,17 +134,6 @@ pub enum ParamClass {
 }
 
 impl ParamClass {
-    /// Every class, in display order.
-    pub const ALL: [ParamClass; 7] = [
-        ParamClass::Embeddings,
-        ParamClass::Attention,
-        ParamClass::Mlp,
-        ParamClass::Norms,
-        ParamClass::LmHead,
-        ParamClass::Mtp,
-        ParamClass::Tower,
-    ];
-
     /// A short key ("embeddings", "attention", …).
     pub const fn key(self) -> &'static str {
         match self {
@@ -672,16 +661,20 @@ impl Architecture {
                         c.formats = format!("{} + {name}", c.formats);
                     }
                 }
-                None => classes.push(ClassTotal {
-                    class: tg.class,
-                    params,
-                    active_params: active,
-                    bytes,
-                    formats: name,
-                }),
+                // Kept in class order as they come (no sort: one class at most
+                // once, and a sort instance costs the page's wasm kilobytes).
+                None => classes.insert(
+                    classes.partition_point(|c| c.class < tg.class),
+                    ClassTotal {
+                        class: tg.class,
+                        params,
+                        active_params: active,
+                        bytes,
+                        formats: name,
+                    },
+                ),
             }
         }
-        classes.sort_by_key(|c| c.class);
         let total = classes.iter().try_fold(0u64, |a, c| a.checked_add(c.bytes));
         if total.is_none() {
             return Err(EstimateError::Overflow { what: "weights" });

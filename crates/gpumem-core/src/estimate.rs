@@ -18,7 +18,7 @@ use crate::format::{Dtype, StorageFormat};
 use crate::import::TensorSummary;
 use crate::kv::{KvDtype, KvLayout, KvShape};
 use crate::training::{AttentionImpl, Optimizer, activation_bytes};
-use crate::units::{Bytes, GIB, MIB, checked_product};
+use crate::units::{Bytes, MIB, checked_product};
 
 /// Side of the square matrices assumed in parameter-count mode to count a
 /// quantised format's per-group and per-channel overhead.
@@ -292,20 +292,47 @@ impl Builder {
         formula: String,
         inputs: &[(&'static str, String)],
     ) {
-        let key: Cow<'static, str> = key.into();
+        self.push_line(
+            key.into(),
+            label.into(),
+            [bytes, device_bytes],
+            kind,
+            in_total,
+            formula,
+            inputs,
+        );
+    }
+
+    /// The one non-generic body of [`Builder::line`]: kept out of line so the
+    /// fifteen call sites share it (the page's wasm size).
+    #[inline(never)]
+    fn push_line(
+        &mut self,
+        key: Cow<'static, str>,
+        label: Cow<'static, str>,
+        [bytes, device_bytes]: [u64; 2],
+        kind: Kind,
+        in_total: bool,
+        formula: String,
+        inputs: &[(&'static str, String)],
+    ) {
+        // Inserted one by one rather than collected: `BTreeMap::from_iter` sorts,
+        // and each sort instance costs the page kilobytes. A repeated name keeps
+        // its last value either way.
+        let mut map = BTreeMap::new();
+        for (k, v) in inputs {
+            map.insert(Cow::Borrowed(*k), v.clone());
+        }
         self.lines.push(Line {
             group: Group::of(&key),
             key,
-            label: label.into(),
+            label,
             bytes,
             device_bytes,
             kind,
             in_total,
             formula,
-            inputs: inputs
-                .iter()
-                .map(|(k, v)| (Cow::Borrowed(*k), v.clone()))
-                .collect(),
+            inputs: map,
         });
     }
 }
@@ -521,7 +548,7 @@ fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
 }
 
 /// Maps the seed script's `--bits` to a storage format.
-pub fn format_for_bits(bits: u32) -> Result<StorageFormat, EstimateError> {
+fn format_for_bits(bits: u32) -> Result<StorageFormat, EstimateError> {
     let name = match bits {
         32 => "fp32",
         16 => "bf16",
@@ -1240,42 +1267,6 @@ fn transients(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<(
     Ok(())
 }
 
-/// A named workload (seed §1: typical, long-but-expected, near the limit).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Workload {
-    /// "typical", "long", "near-limit" or the user's name.
-    pub name: String,
-    /// Sequences together.
-    pub sequences: u64,
-    /// Prompt tokens.
-    pub context: u64,
-    /// Generated tokens.
-    pub generate: u64,
-}
-
-impl Workload {
-    /// The estimate input for this workload: the base with its dimensions.
-    pub fn apply(&self, base: &EstimateInput) -> EstimateInput {
-        EstimateInput {
-            sequences: self.sequences,
-            context: Some(self.context),
-            generate: self.generate,
-            ..base.clone()
-        }
-    }
-}
-
-/// Estimates each workload; one failing workload does not hide the others.
-pub fn estimate_workloads(
-    base: &EstimateInput,
-    workloads: &[Workload],
-) -> Vec<Result<Estimate, EstimateError>> {
-    workloads.iter().map(|w| estimate(&w.apply(base))).collect()
-}
-
-/// Bytes as the 4 GiB default reserve, for callers that need the constant.
-pub const DEFAULT_RESERVE_BYTES: u64 = 4 * GIB;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1299,16 +1290,15 @@ mod tests {
     #[test]
     fn three_workloads_side_by_side_vary_one_dimension() {
         let base = llama_8b(&[]);
-        let w = |name: &str, context| Workload {
-            name: name.into(),
-            sequences: 1,
-            context,
-            generate: 0,
-        };
-        let results = estimate_workloads(
-            &base,
-            &[w("typical", 2048), w("long", 4096), w("near-limit", 8192)],
-        );
+        let results: Vec<Result<Estimate, EstimateError>> = [2048, 4096, 8192]
+            .into_iter()
+            .map(|context| {
+                estimate(&EstimateInput {
+                    context: Some(context),
+                    ..base.clone()
+                })
+            })
+            .collect();
         let kv: Vec<u64> = results
             .iter()
             .map(|r| r.as_ref().map(|e| e.kv_cache_bytes).unwrap_or(0))
