@@ -48,6 +48,16 @@ pub enum Logits {
     All,
 }
 
+impl Logits {
+    /// The key's value: `last` or `all` (as serde writes it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Logits::Last => "last",
+            Logits::All => "all",
+        }
+    }
+}
+
 /// Every input of an estimate, named like the CLI flags (see the module doc).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case")]
@@ -1256,7 +1266,7 @@ fn transients(input: &EstimateInput, split: &Split, b: &mut Builder) -> Result<(
             }
         ),
         &[
-            ("logits", format!("{:?}", input.logits).to_lowercase()),
+            ("logits", input.logits.name().into()),
             ("vocab", a.vocab.to_string()),
         ],
     );

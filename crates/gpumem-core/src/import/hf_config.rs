@@ -79,10 +79,25 @@ fn parse(reason: String) -> EstimateError {
 fn uint(v: &Value, key: &str) -> Result<Option<u64>, EstimateError> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(x) => x
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| parse(format!("{key} should be a non-negative integer, found {x}"))),
+        Some(x) => x.as_u64().map(Some).ok_or_else(|| {
+            parse(format!(
+                "{key} should be a non-negative integer, found {}",
+                shown(x)
+            ))
+        }),
+    }
+}
+
+/// A scalar as the config wrote it, a container by its kind: without `Value`'s
+/// `Display`, which would bring a JSON writer into the page's wasm.
+fn shown(x: &Value) -> String {
+    match x {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("{s:?}"),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => "null".into(),
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
     }
 }
 
@@ -207,8 +222,9 @@ const TOWERS: &[(&str, &str)] = &[
 
 /// Reads a `config.json` document.
 pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
-    let root: Value =
-        serde_json::from_str(text).map_err(|e| parse(format!("not valid JSON: {e}")))?;
+    // From bytes, like the safetensors header: one JSON reader in the page's wasm.
+    let root: Value = serde_json::from_slice(text.as_bytes())
+        .map_err(|e| parse(format!("not valid JSON: {e}")))?;
     if !root.is_object() {
         return Err(parse("expected a JSON object".into()));
     }
@@ -777,6 +793,26 @@ fn compressed_tensors(q: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_named_with_what_was_found() {
+        let base = r#""hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100"#;
+        for (value, found) in [
+            ("-1", "found -1"),
+            ("2.5", "found 2.5"),
+            (r#""32""#, r#"found "32""#),
+            ("true", "found true"),
+            ("[32]", "found an array"),
+        ] {
+            let text = format!(r#"{{{base}, "num_hidden_layers": {value}}}"#);
+            let e = parse_config(&text).unwrap_err().to_string();
+            assert!(
+                e.contains("num_hidden_layers should be a non-negative integer")
+                    && e.contains(found),
+                "{value}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn qwen2_has_qkv_bias_and_sliding_layers() {
