@@ -449,7 +449,14 @@ fn assert_fit_rows_agree(page: &Page, query: &str, cli: &Value) {
         let gib = format!("{} GiB", signed_gib_string(f.headroom_bytes, 2));
         let line = table
             .lines()
-            .find(|l| l.starts_with(&format!("  {verdict:<25} {:<28} ", f.name)))
+            .find(|l| {
+                // Columns are sized to their contents: the verdict, spaces, the name, a space.
+                l.trim_start()
+                    .strip_prefix(verdict)
+                    .filter(|r| r.starts_with(' '))
+                    .and_then(|r| r.trim_start().strip_prefix(f.name.as_str()))
+                    .is_some_and(|r| r.starts_with(' '))
+            })
             .unwrap_or_else(|| {
                 panic!(
                     "{query}: no CLI row says {verdict:?} for {}:\n{table}",
