@@ -184,7 +184,8 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
             return Err(EstimateError::invalid(f, "absurdly large"));
         }
     }
-    if !i.gpus.is_multiple_of(i.tp * i.pp) {
+    // Both are at most MAX_DIM (checked above): the product cannot saturate.
+    if !i.gpus.is_multiple_of(i.tp.saturating_mul(i.pp)) {
         return Err(EstimateError::invalid(
             "gpus",
             format!(

@@ -47,7 +47,7 @@ pub(super) fn kv_cache(
         ));
     }
     let shape = KvShape {
-        layers: layers - input.state_layers,
+        layers: layers.saturating_sub(input.state_layers),
         values,
         layout: if mla {
             KvLayout::MlaLatent
@@ -73,11 +73,10 @@ pub(super) fn kv_cache(
         ));
     }
     if let Some(s) = input.static_cache
-        && context + input.generate > s
+        && end > s
     {
         b.warnings.push(format!(
-            "prompt + generated tokens ({}) exceed the static cache ({s})",
-            context + input.generate
+            "prompt + generated tokens ({end}) exceed the static cache ({s})"
         ));
     }
     // KV heads are split across tp; when tp exceeds them each device keeps one head's

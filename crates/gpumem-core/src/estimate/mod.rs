@@ -11,6 +11,10 @@
 //! checks), `split` (the most loaded device's share), `weights`, `kv`,
 //! `training` and `transients` (each adds its lines to one builder).
 
+// Checked arithmetic only (here and in the submodules): user input reaches every
+// operation, and an overflow must be an error, never a panic or a wrapped number.
+#![deny(clippy::arithmetic_side_effects)]
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
@@ -216,13 +220,13 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     };
     if input.tp > 1 || input.pp > 1 {
         if let Some(a) = arch {
-            if a.kv_heads % input.tp != 0 && !input.tp.is_multiple_of(a.kv_heads) {
+            if !a.kv_heads.is_multiple_of(input.tp) && !input.tp.is_multiple_of(a.kv_heads) {
                 b.warnings.push(format!(
                     "tp = {} does not divide {} KV heads evenly",
                     input.tp, a.kv_heads
                 ));
             }
-            if a.layers % input.pp != 0 {
+            if !a.layers.is_multiple_of(input.pp) {
                 b.warnings.push(format!(
                     "{} layers do not split evenly into {} stages: the heaviest stage is counted",
                     a.layers, input.pp
@@ -232,12 +236,15 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
             b.assumptions.push("no architecture given: weights and states are assumed to split evenly across tp × pp devices".into());
         }
     }
-    if input.gpus > input.tp * input.pp {
+    // tp and pp are at most MAX_DIM each (validated): the product cannot saturate,
+    // and it is at least 1.
+    let devices = input.tp.saturating_mul(input.pp);
+    if input.gpus > devices {
         b.assumptions.push(format!(
             "{} GPUs with tp × pp = {}: {} data-parallel replicas, each device holding its own copy (memory is never pooled across GPUs, seed §12)",
             input.gpus,
-            input.tp * input.pp,
-            input.gpus / (input.tp * input.pp)
+            devices,
+            input.gpus.checked_div(devices).unwrap_or(input.gpus)
         ));
     }
 

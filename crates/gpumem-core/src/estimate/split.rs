@@ -13,7 +13,10 @@ impl Split {
         if den == 0 {
             return bytes;
         }
-        let v = (u128::from(bytes) * u128::from(num)).div_ceil(u128::from(den));
+        // Two u64 factors cannot overflow u128.
+        let v = u128::from(bytes)
+            .saturating_mul(u128::from(num))
+            .div_ceil(u128::from(den));
         u64::try_from(v).unwrap_or(u64::MAX)
     }
     /// Per-layer weights (attention, MLP, norms, KV, activations): the heaviest
@@ -21,8 +24,8 @@ impl Split {
     pub(super) fn layered(&self, bytes: u64, tp_splits: bool) -> u64 {
         let tp = if tp_splits { self.tp } else { 1 };
         match self.layers {
-            Some(l) => Self::part(bytes, l.div_ceil(self.pp), l * tp),
-            None => Self::part(bytes, 1, self.pp * tp),
+            Some(l) => Self::part(bytes, l.div_ceil(self.pp), l.saturating_mul(tp)),
+            None => Self::part(bytes, 1, self.pp.saturating_mul(tp)),
         }
     }
 }

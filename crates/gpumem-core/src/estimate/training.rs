@@ -5,8 +5,16 @@ use super::*;
 
 /// LoRA-trainable parameters: r × (in + out) per targeted projection per layer.
 fn lora_params(a: &Architecture, rank: u64, targets: &str) -> Result<u64, EstimateError> {
-    let q = a.heads * a.head_dim;
-    let kv = a.kv_heads * a.head_dim;
+    let what = "LoRA parameters";
+    let over = || EstimateError::Overflow { what };
+    // acc + x + y, checked.
+    let add = |acc: u64, x: u64, y: u64| {
+        acc.checked_add(x)
+            .and_then(|s| s.checked_add(y))
+            .ok_or_else(over)
+    };
+    let q = checked_product(&[a.heads, a.head_dim], what)?;
+    let kv = checked_product(&[a.kv_heads, a.head_dim], what)?;
     let h = a.hidden;
     let (inter, mlp_count) = match a.moe {
         Some(Moe {
@@ -16,7 +24,11 @@ fn lora_params(a: &Architecture, rank: u64, targets: &str) -> Result<u64, Estima
             ..
         }) => (
             expert_intermediate,
-            experts * (a.layers - dense_layers) + dense_layers,
+            add(
+                checked_product(&[experts, a.layers.saturating_sub(dense_layers)], what)?,
+                dense_layers,
+                0,
+            )?,
         ),
         None => (a.intermediate, a.layers),
     };
@@ -32,11 +44,10 @@ fn lora_params(a: &Architecture, rank: u64, targets: &str) -> Result<u64, Estima
             continue;
         }
         match t {
-            "q" => per_layer_attn += h + q,
-            "k" | "v" => per_layer_attn += h + kv,
-            "o" => per_layer_attn += q + h,
-            "gate" | "up" if a.gated_mlp || t == "up" => mlp += h + inter,
-            "down" => mlp += inter + h,
+            "q" | "o" => per_layer_attn = add(per_layer_attn, h, q)?,
+            "k" | "v" => per_layer_attn = add(per_layer_attn, h, kv)?,
+            "gate" | "up" if a.gated_mlp || t == "up" => mlp = add(mlp, h, inter)?,
+            "down" => mlp = add(mlp, inter, h)?,
             _ => {}
         }
     }
@@ -54,9 +65,7 @@ fn lora_params(a: &Architecture, rank: u64, targets: &str) -> Result<u64, Estima
     }
     let attn = checked_product(&[rank, per_layer_attn, a.layers], "LoRA parameters")?;
     let mlp = checked_product(&[rank, mlp, mlp_count], "LoRA parameters")?;
-    attn.checked_add(mlp).ok_or(EstimateError::Overflow {
-        what: "LoRA parameters",
-    })
+    add(attn, mlp, 0)
 }
 
 pub(super) fn training(

@@ -33,7 +33,7 @@ pub(super) fn weights(
         (Some(f), Some(bits)) => {
             let implied = format_for_bits(bits).ok();
             if implied.is_some_and(|i| i != f)
-                && !matches!(f, StorageFormat::Dense { dtype } if u64::from(bits) == dtype.bytes() * 8)
+                && !matches!(f, StorageFormat::Dense { dtype } if u64::from(bits) == dtype.bytes().saturating_mul(8))
             {
                 b.warnings.push(format!(
                     "bits = {bits} ignored: format {} is used",
@@ -136,8 +136,8 @@ pub(super) fn weights(
         q => {
             let d = ASSUMED_MATRIX_DIM;
             let square = q.matrix_bytes(d, d)?.bytes;
-            let full = n / (d * d);
-            let rest = n % (d * d);
+            const SQUARE: u64 = ASSUMED_MATRIX_DIM * ASSUMED_MATRIX_DIM;
+            let (full, rest) = (n / SQUARE, n % SQUARE);
             let mut bytes = checked_product(&[square, full], "weights")?;
             if rest > 0 {
                 bytes = bytes
@@ -162,7 +162,7 @@ pub(super) fn weights(
         "weights",
         "Weights",
         bytes,
-        Split::part(bytes, 1, split.tp * split.pp),
+        Split::part(bytes, 1, split.tp.saturating_mul(split.pp)),
         kind,
         true,
         formula,
