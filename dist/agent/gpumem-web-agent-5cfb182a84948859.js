@@ -413,7 +413,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2351(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2350(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -611,32 +611,32 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 401, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3784);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3783);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 414, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2277);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2276);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("CloseEvent")], shim_idx: 83, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_303);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_302);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 401, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3784_15);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3783_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("MessageEvent")], shim_idx: 83, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_303_16);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_302_16);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 335, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3783);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3782);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -659,34 +659,34 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3783(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3783(arg0, arg1);
+function __wasm_bindgen_func_elem_3782(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3782(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_3784(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3784(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3783(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3783(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_303(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_303(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_302(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_302(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3784_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3784_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3783_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3783_15(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_303_16(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_303_16(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_302_16(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_302_16(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2351(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2351(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2350(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2350(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2277(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2276(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2277(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2276(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
