@@ -10,6 +10,7 @@
 
 // Checked arithmetic only: every operand here is user input.
 #![deny(clippy::arithmetic_side_effects)]
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::EstimateError;

@@ -7,6 +7,7 @@
 
 // Checked arithmetic only: every operand here is user input.
 #![deny(clippy::arithmetic_side_effects)]
+
 use crate::arch::Mla;
 use crate::arch::{Architecture, MAX_DIM, Moe};
 use crate::error::EstimateError;
