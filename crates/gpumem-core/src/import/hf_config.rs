@@ -358,7 +358,8 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             notes.push(format!("head_dim absent: 256 assumed ({mt}'s default)"));
             256
         }
-        None => hidden / heads,
+        // heads is at least 1 (checked above).
+        None => hidden.checked_div(heads).unwrap_or(0),
     };
     let vocab = need(v, &["vocab_size"])?;
     let non_gated = matches!(
@@ -386,7 +387,8 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         Some(i) => i,
         None => {
             notes.push("intermediate size absent: 4 × hidden assumed".into());
-            4 * hidden
+            // Saturates rather than wraps: an absurd hidden size is then refused.
+            hidden.saturating_mul(4)
         }
     };
     let tied = flag(v, "tie_word_embeddings").or_else(|| flag(&root, "tie_word_embeddings"));
@@ -545,7 +547,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             Some(l) if !l.is_empty() => l.iter().filter(|x| x.as_u64() == Some(1)).count() as u64,
             _ => {
                 let every = uint(v, "no_rope_layer_interval")?.unwrap_or(4).max(1);
-                layers - layers / every
+                layers.saturating_sub(layers.checked_div(every).unwrap_or(0))
             }
         };
         notes.push(format!(
@@ -572,7 +574,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
                         .flatten()
                         .unwrap_or(6)
                         .max(1);
-                    Some(layers - layers / p)
+                    Some(layers.saturating_sub(layers.checked_div(p).unwrap_or(0)))
                 }
                 "qwen2" | "qwen2_moe" => {
                     let full = uint(v, "max_window_layers")
@@ -580,7 +582,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
                         .flatten()
                         .unwrap_or(layers)
                         .min(layers);
-                    Some(layers - full)
+                    Some(layers.saturating_sub(full))
                 }
                 _ => None,
             }
@@ -644,6 +646,9 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
 /// checkpoint stores them (transformers' SiglipVisionModel without the pooling
 /// head, and Gemma3MultiModalProjector: `mm_input_projection_weight`
 /// [vision, text hidden] + `mm_soft_emb_norm` [vision]); `None` for other towers.
+// Every factor is at most 2^20 (checked below) but the text hidden size (a u64):
+// the u128 products stay below 2^90.
+#[allow(clippy::arithmetic_side_effects)]
 fn gemma3_siglip(
     root: &Value,
     tower: &Value,
@@ -680,7 +685,7 @@ fn gemma3_siglip(
         inter,
         layers,
         channels,
-        image / patch,
+        image.checked_div(patch).unwrap_or(0),
         patch,
         text_hidden,
     ]
