@@ -1,39 +1,43 @@
 #!/usr/bin/env bash
-# Prints the pages' budgets (issue: web dimensioner):
-#   wasm size of each page, raw and gzip -9 (budget ≤ 250 KB gzip, aim ≤ 150 KB; a
-#   hard failure for the dimensioner, reported for the agent & sheet page);
+# Prints the pages' budgets (issue: web dimensioner; issue 9: no larger than 222 KB):
+#   wasm size of each page, raw and gzip -9: the dimensioner's is a hard failure over
+#   DIMENSIONER_BUDGET (the size reached when it was last cut, rounded up by about
+#   1 KB: a change that grows the page must say why and raise it here); the agent &
+#   sheet page is reported against 250 KB;
 #   first results rendered after navigation and recompute time, measured in
 #   headless Chromium by the browser test `web_budgets` (tests/tests/web_page.rs),
 #   which this script runs unless --size-only is given.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-# One wasm per page: the dimensioner (dist/, hard budget 250 KB gzip) and the agent &
-# sheet page (dist/agent/, reported against the same 250 KB; over it, it is reported,
-# not failed: it carries the estimator, the agent protocol and the sheet).
+# Bytes of gzip -9. The dimensioner was 234.6 KB after the estimator work of issue 9,
+# 218.3 KB after its size cuts (no sort instances, no Unicode case tables, one JSON
+# reader); the issue asks for no more than 222 KB.
+DIMENSIONER_BUDGET=219500
+AGENT_PAGE_BUDGET=250000
 fail=0
-report() { # report LABEL DIR HARD(yes|no)
-  local label="$1" dir="$2" hard="$3" wasm js raw gz jsgz verdict
+report() { # report LABEL DIR BUDGET HARD(yes|no)
+  local label="$1" dir="$2" budget="$3" hard="$4" wasm js raw gz jsgz verdict
   wasm="$(ls "$dir"/*.wasm 2>/dev/null | head -1 || true)"
   [ -n "$wasm" ] || { echo "web-budgets: no .wasm in $dir/; run scripts/build-web.sh" >&2; fail=1; return; }
   raw=$(stat -c %s "$wasm")
   gz=$(gzip -9 -c "$wasm" | wc -c)
   js="$(ls "$dir"/*.js | head -1)"
   jsgz=$(gzip -9 -c "$js" | wc -c)
-  printf 'web-budgets: %s wasm %s: %d B raw, %d B gzip (%.1f KB; budget 250 KB, aim 150 KB)\n' \
-    "$label" "$(basename "$wasm")" "$raw" "$gz" "$(echo "$gz / 1000" | bc -l)"
+  printf 'web-budgets: %s wasm %s: %d B raw, %d B gzip (%.1f KB; budget %.1f KB, aim 150 KB)\n' \
+    "$label" "$(basename "$wasm")" "$raw" "$gz" "$(echo "$gz / 1000" | bc -l)" "$(echo "$budget / 1000" | bc -l)"
   printf 'web-budgets: %s js glue: %d B gzip\n' "$label" "$jsgz"
-  if [ "$gz" -gt 250000 ]; then
+  if [ "$gz" -gt "$budget" ]; then
+    verdict="$(echo "($gz - $budget) / 1000" | bc -l)"
     if [ "$hard" = yes ]; then
-      echo "web-budgets: FAIL $label wasm over 250 KB gzip" >&2; fail=1
+      printf 'web-budgets: FAIL %s wasm over its %d B gzip budget by %.1f KB\n' "$label" "$budget" "$verdict" >&2; fail=1
     else
-      verdict="$(echo "($gz - 250000) / 1000" | bc -l)"
-      printf 'web-budgets: WARN %s wasm over its 250 KB gzip budget by %.1f KB (reported, not enforced)\n' "$label" "$verdict" >&2
+      printf 'web-budgets: WARN %s wasm over its %d B gzip budget by %.1f KB (reported, not enforced)\n' "$label" "$budget" "$verdict" >&2
     fi
   fi
 }
-report dimensioner dist yes
-report "agent page" dist/agent no
+report dimensioner dist "$DIMENSIONER_BUDGET" yes
+report "agent page" dist/agent "$AGENT_PAGE_BUDGET" no
 [ "$fail" = 0 ] || exit 1
 [ "${1:-}" = "--size-only" ] && exit 0
 # Timings need the browser: the test prints them (and fails over budget).

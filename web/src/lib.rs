@@ -99,7 +99,8 @@ pub fn start() {
     let search = web_sys::window()
         .and_then(|w| w.location().search().ok())
         .unwrap_or_default();
-    let (stored, imported) = stored_state(|j| serde_json::from_str(j).ok());
+    // From bytes, like every other JSON the page reads: one reader in the wasm.
+    let (stored, imported) = stored_state(|j| serde_json::from_slice(j.as_bytes()).ok());
     let pairs = if search.trim_start_matches('?').is_empty() {
         stored
     } else {
@@ -117,7 +118,7 @@ pub fn start_agent() {
     // Through a JSON value: this page reads every other document that way, so it then
     // carries one deserializer for the stored tensors, not a second one from text.
     let (pairs, imported) = stored_state(|j| {
-        serde_json::from_str(j)
+        serde_json::from_slice(j.as_bytes())
             .ok()
             .and_then(|v| serde_json::from_value(v).ok())
     });

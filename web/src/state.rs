@@ -75,19 +75,18 @@ pub struct Form {
 impl Form {
     /// A form holding `pairs` (unknown keys are kept out; the caller reports them).
     pub fn new(pairs: &[(String, String)], imported: Option<Imported>) -> Form {
-        let values: BTreeMap<&'static str, RwSignal<String>> = KEYS
-            .iter()
-            .chain(PAGE_KEYS)
-            .map(|k| {
-                let v = pairs
-                    .iter()
-                    .rev()
-                    .find(|(pk, _)| pk == k)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default();
-                (*k, RwSignal::new(v))
-            })
-            .collect();
+        // Inserted one by one: `collect` into a map sorts, and every sort instance
+        // costs the wasm kilobytes.
+        let mut values = BTreeMap::new();
+        for k in KEYS.iter().chain(PAGE_KEYS) {
+            let v = pairs
+                .iter()
+                .rev()
+                .find(|(pk, _)| pk == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            values.insert(*k, RwSignal::new(v));
+        }
         Form {
             values: Arc::new(values),
             mode: RwSignal::new(mode_of(pairs)),

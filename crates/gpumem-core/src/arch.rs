@@ -6,6 +6,9 @@
 //! routers usually stay in 16 bits. Counting them as one "4-bit model" is the error
 //! the seed (§2) warns against.
 
+// Checked arithmetic only: every dimension here comes from user input.
+#![deny(clippy::arithmetic_side_effects)]
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::EstimateError;
@@ -39,7 +42,9 @@ impl Moe {
     /// and `(i + 1) % every == 0` — transformers' Llama-4 and Qwen-MoE rule.
     pub fn moe_layers(&self, layers: u64) -> u64 {
         let every = self.every.max(1);
-        (layers / every).saturating_sub(self.dense_layers / every)
+        // `every` is at least 1.
+        let per = |n: u64| n.checked_div(every).unwrap_or(0);
+        per(layers).saturating_sub(per(self.dense_layers))
     }
 }
 
@@ -134,17 +139,6 @@ pub enum ParamClass {
 }
 
 impl ParamClass {
-    /// Every class, in display order.
-    pub const ALL: [ParamClass; 7] = [
-        ParamClass::Embeddings,
-        ParamClass::Attention,
-        ParamClass::Mlp,
-        ParamClass::Norms,
-        ParamClass::LmHead,
-        ParamClass::Mtp,
-        ParamClass::Tower,
-    ];
-
     /// A short key ("embeddings", "attention", …).
     pub const fn key(self) -> &'static str {
         match self {
@@ -438,7 +432,7 @@ impl Architecture {
         let (dense, moe_layers) = match self.moe {
             Some(m) => {
                 let moe = m.moe_layers(self.layers);
-                (self.layers - moe, moe)
+                (self.layers.saturating_sub(moe), moe)
             }
             None => (self.layers, 0),
         };
@@ -454,16 +448,19 @@ impl Architecture {
             // [hidden, 2·hidden], and its own embed_tokens and shared_head.head copies.
             let n = self.mtp_layers;
             let moe = u64::from(self.moe.is_some());
-            self.push_layers(&mut t, Some(Mtp), n, n * (1 - moe), n * moe)?;
-            t.push(grp(Mtp, Kept, "mtp norms", h, 1, 3 * n));
-            t.push(grp(Mtp, Linear, "mtp eh_proj", h, 2 * h, n));
+            // Dimensions are at most MAX_DIM (validated): these small multiples
+            // cannot saturate.
+            let (dense_mtp, moe_mtp) = if moe == 1 { (0, n) } else { (n, 0) };
+            self.push_layers(&mut t, Some(Mtp), n, dense_mtp, moe_mtp)?;
+            t.push(grp(Mtp, Kept, "mtp norms", h, 1, n.saturating_mul(3)));
+            t.push(grp(Mtp, Linear, "mtp eh_proj", h, h.saturating_mul(2), n));
             t.push(grp(
                 Mtp,
                 Vocab,
                 "mtp embed/head copies",
                 self.vocab,
                 h,
-                2 * n,
+                n.saturating_mul(2),
             ));
             // Not used to produce a token: no part of the active parameters.
             for tg in t.iter_mut().filter(|tg| tg.class == Mtp) {
@@ -549,7 +546,14 @@ impl Architecture {
             t.push(grp(norms, Kept, "q_norm", q, 1, l));
             t.push(grp(norms, Kept, "k_norm", kv, 1, l));
         } else if self.qk_norm {
-            t.push(grp(norms, Kept, "q_norm/k_norm", self.head_dim, 1, 2 * l));
+            t.push(grp(
+                norms,
+                Kept,
+                "q_norm/k_norm",
+                self.head_dim,
+                1,
+                l.saturating_mul(2),
+            ));
         }
         self.push_mlp(t, "mlp", self.intermediate, dense, dense)?;
         if let Some(m) = self.moe.filter(|_| moe > 0) {
@@ -672,16 +676,20 @@ impl Architecture {
                         c.formats = format!("{} + {name}", c.formats);
                     }
                 }
-                None => classes.push(ClassTotal {
-                    class: tg.class,
-                    params,
-                    active_params: active,
-                    bytes,
-                    formats: name,
-                }),
+                // Kept in class order as they come (no sort: one class at most
+                // once, and a sort instance costs the page's wasm kilobytes).
+                None => classes.insert(
+                    classes.partition_point(|c| c.class < tg.class),
+                    ClassTotal {
+                        class: tg.class,
+                        params,
+                        active_params: active,
+                        bytes,
+                        formats: name,
+                    },
+                ),
             }
         }
-        classes.sort_by_key(|c| c.class);
         let total = classes.iter().try_fold(0u64, |a, c| a.checked_add(c.bytes));
         if total.is_none() {
             return Err(EstimateError::Overflow { what: "weights" });

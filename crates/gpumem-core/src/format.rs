@@ -40,6 +40,9 @@
 //!   [2] (compressed_tensors/compressors/quantized_compressors/pack_quantized.py);
 //!   symmetric, so no zero-point.
 
+// Checked arithmetic only: every dimension here comes from user input.
+#![deny(clippy::arithmetic_side_effects)]
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::EstimateError;
@@ -541,8 +544,22 @@ impl StorageFormat {
             StorageFormat::Gptq { bits, group, g_idx } => {
                 let b = u64::from(bits);
                 let groups = inp.div_ceil(u64::from(group));
-                let qweight = checked_product(&[(inp * b).div_ceil(32), out, 4], "GPTQ qweight")?;
-                let qzeros = checked_product(&[groups, (out * b).div_ceil(32), 4], "GPTQ qzeros")?;
+                let qweight = checked_product(
+                    &[
+                        checked_product(&[inp, b], "GPTQ qweight")?.div_ceil(32),
+                        out,
+                        4,
+                    ],
+                    "GPTQ qweight",
+                )?;
+                let qzeros = checked_product(
+                    &[
+                        groups,
+                        checked_product(&[out, b], "GPTQ qzeros")?.div_ceil(32),
+                        4,
+                    ],
+                    "GPTQ qzeros",
+                )?;
                 let scales = checked_product(&[groups, out, 2], "GPTQ scales")?;
                 let gidx = if g_idx {
                     checked_product(&[inp, 4], "GPTQ g_idx")?
@@ -554,7 +571,7 @@ impl StorageFormat {
             StorageFormat::Awq { bits, group } => {
                 let b = u64::from(bits);
                 let groups = inp.div_ceil(u64::from(group));
-                let packed_cols = (out * b).div_ceil(32);
+                let packed_cols = checked_product(&[out, b], "AWQ qweight")?.div_ceil(32);
                 let qweight = checked_product(&[inp, packed_cols, 4], "AWQ qweight")?;
                 let qzeros = checked_product(&[groups, packed_cols, 4], "AWQ qzeros")?;
                 let scales = checked_product(&[groups, out, 2], "AWQ scales")?;
@@ -565,7 +582,8 @@ impl StorageFormat {
                 let blocks = n.div_ceil(64);
                 let quant_map = 16 * 4;
                 if double_quant {
-                    let nested_absmax = blocks.div_ceil(256) * 4;
+                    let nested_absmax =
+                        checked_product(&[blocks.div_ceil(256), 4], "nested absmax")?;
                     let nested_quant_map = 256 * 4;
                     plain(sum(&[
                         packed,
@@ -623,11 +641,15 @@ fn gguf_matrix_bytes(ty: GgufType, out: u64, inp: u64) -> Result<TensorBytes, Es
         used = next;
     }
     let (per_block, block_bytes) = used.block();
-    let bytes = checked_product(&[out, inp / per_block, block_bytes], "GGUF tensor bytes")?;
+    // Every block type has a non-zero row block.
+    let blocks = inp.checked_div(per_block).unwrap_or(0);
+    let bytes = checked_product(&[out, blocks, block_bytes], "GGUF tensor bytes")?;
     Ok(TensorBytes { bytes, note })
 }
 
+// Test arithmetic on known small numbers.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 

@@ -8,6 +8,9 @@
 //! `min(tokens, window)`; a static cache allocates its maximum length up front; a
 //! quantised cache stores packed values with per-group scales and zero-points.
 
+// Checked arithmetic only: every operand here is user input.
+#![deny(clippy::arithmetic_side_effects)]
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::EstimateError;
@@ -131,7 +134,7 @@ impl KvShape {
                     _ => (1, self.values),
                 };
                 let full = kept.min(residual);
-                let quantised = checked_product(&[per, kept - full], "KV values")?;
+                let quantised = checked_product(&[per, kept.saturating_sub(full)], "KV values")?;
                 let packed = checked_product(&[quantised, u64::from(bits)], "KV bits")?.div_ceil(8);
                 let scales = checked_product(
                     &[quantised.div_ceil(u64::from(group.max(1))), 4],
@@ -153,7 +156,7 @@ impl KvShape {
     pub fn bytes(&self, tokens: u64) -> Result<u64, EstimateError> {
         let tokens = self.static_tokens.unwrap_or(tokens);
         let sliding = self.sliding_count();
-        let full_layers = self.layers - sliding;
+        let full_layers = self.layers.saturating_sub(sliding);
         let window_kept = self.sliding_window.map_or(tokens, |w| tokens.min(w));
         let per_seq = checked_product(&[self.layer_bytes(tokens)?, full_layers], "KV bytes")?
             .checked_add(checked_product(

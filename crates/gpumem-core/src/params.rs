@@ -5,6 +5,9 @@
 //! describe the same estimate. Parsing collects one error per bad field so the page
 //! can show each message beside its field, and loses nothing the user typed.
 
+// Checked arithmetic only: every operand here is user input.
+#![deny(clippy::arithmetic_side_effects)]
+
 use crate::arch::Mla;
 use crate::arch::{Architecture, MAX_DIM, Moe};
 use crate::error::EstimateError;
@@ -137,15 +140,15 @@ pub fn parse_count(field: &'static str, text: &str) -> Result<u64, EstimateError
     for c in digits.chars() {
         v = v
             .checked_mul(10)
-            .and_then(|x| x.checked_add(u128::from(c as u8 - b'0')))
+            .and_then(|x| x.checked_add(u128::from(c.to_digit(10)?)))
             .ok_or_else(too_big)?;
     }
     if exp >= frac_len {
-        for _ in 0..exp - frac_len {
+        for _ in 0..exp.saturating_sub(frac_len) {
             v = v.checked_mul(10).ok_or_else(too_big)?;
         }
     } else {
-        for _ in 0..frac_len - exp {
+        for _ in 0..frac_len.saturating_sub(exp) {
             v /= 10;
         }
     }
@@ -411,7 +414,7 @@ fn build_arch(
         layers: need("layers")?,
         heads,
         kv_heads: get("kv-heads").unwrap_or(heads),
-        head_dim: get("head-dim").unwrap_or(hidden / heads),
+        head_dim: get("head-dim").unwrap_or(hidden.checked_div(heads).unwrap_or(0)),
         intermediate: need("intermediate")?,
         gated_mlp: flag("gated-mlp", true),
         tied_embeddings: flag("tied-embeddings", false),

@@ -3,6 +3,9 @@
 //! and activations, which have no universal constant and are therefore an
 //! *assumption* with its formula shown.
 
+// Checked arithmetic only: every operand here is user input.
+#![deny(clippy::arithmetic_side_effects)]
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::EstimateError;

@@ -79,10 +79,25 @@ fn parse(reason: String) -> EstimateError {
 fn uint(v: &Value, key: &str) -> Result<Option<u64>, EstimateError> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(x) => x
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| parse(format!("{key} should be a non-negative integer, found {x}"))),
+        Some(x) => x.as_u64().map(Some).ok_or_else(|| {
+            parse(format!(
+                "{key} should be a non-negative integer, found {}",
+                shown(x)
+            ))
+        }),
+    }
+}
+
+/// A scalar as the config wrote it, a container by its kind: without `Value`'s
+/// `Display`, which would bring a JSON writer into the page's wasm.
+fn shown(x: &Value) -> String {
+    match x {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("{s:?}"),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => "null".into(),
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
     }
 }
 
@@ -207,8 +222,9 @@ const TOWERS: &[(&str, &str)] = &[
 
 /// Reads a `config.json` document.
 pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
-    let root: Value =
-        serde_json::from_str(text).map_err(|e| parse(format!("not valid JSON: {e}")))?;
+    // From bytes, like the safetensors header: one JSON reader in the page's wasm.
+    let root: Value = serde_json::from_slice(text.as_bytes())
+        .map_err(|e| parse(format!("not valid JSON: {e}")))?;
     if !root.is_object() {
         return Err(parse("expected a JSON object".into()));
     }
@@ -342,7 +358,8 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             notes.push(format!("head_dim absent: 256 assumed ({mt}'s default)"));
             256
         }
-        None => hidden / heads,
+        // heads is at least 1 (checked above).
+        None => hidden.checked_div(heads).unwrap_or(0),
     };
     let vocab = need(v, &["vocab_size"])?;
     let non_gated = matches!(
@@ -370,7 +387,8 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         Some(i) => i,
         None => {
             notes.push("intermediate size absent: 4 × hidden assumed".into());
-            4 * hidden
+            // Saturates rather than wraps: an absurd hidden size is then refused.
+            hidden.saturating_mul(4)
         }
     };
     let tied = flag(v, "tie_word_embeddings").or_else(|| flag(&root, "tie_word_embeddings"));
@@ -529,7 +547,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             Some(l) if !l.is_empty() => l.iter().filter(|x| x.as_u64() == Some(1)).count() as u64,
             _ => {
                 let every = uint(v, "no_rope_layer_interval")?.unwrap_or(4).max(1);
-                layers - layers / every
+                layers.saturating_sub(layers.checked_div(every).unwrap_or(0))
             }
         };
         notes.push(format!(
@@ -556,7 +574,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
                         .flatten()
                         .unwrap_or(6)
                         .max(1);
-                    Some(layers - layers / p)
+                    Some(layers.saturating_sub(layers.checked_div(p).unwrap_or(0)))
                 }
                 "qwen2" | "qwen2_moe" => {
                     let full = uint(v, "max_window_layers")
@@ -564,7 +582,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
                         .flatten()
                         .unwrap_or(layers)
                         .min(layers);
-                    Some(layers - full)
+                    Some(layers.saturating_sub(full))
                 }
                 _ => None,
             }
@@ -628,6 +646,9 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
 /// checkpoint stores them (transformers' SiglipVisionModel without the pooling
 /// head, and Gemma3MultiModalProjector: `mm_input_projection_weight`
 /// [vision, text hidden] + `mm_soft_emb_norm` [vision]); `None` for other towers.
+// Every factor is at most 2^20 (checked below) but the text hidden size (a u64):
+// the u128 products stay below 2^90.
+#[allow(clippy::arithmetic_side_effects)]
 fn gemma3_siglip(
     root: &Value,
     tower: &Value,
@@ -664,7 +685,7 @@ fn gemma3_siglip(
         inter,
         layers,
         channels,
-        image / patch,
+        image.checked_div(patch).unwrap_or(0),
         patch,
         text_hidden,
     ]
@@ -777,6 +798,26 @@ fn compressed_tensors(q: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_named_with_what_was_found() {
+        let base = r#""hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100"#;
+        for (value, found) in [
+            ("-1", "found -1"),
+            ("2.5", "found 2.5"),
+            (r#""32""#, r#"found "32""#),
+            ("true", "found true"),
+            ("[32]", "found an array"),
+        ] {
+            let text = format!(r#"{{{base}, "num_hidden_layers": {value}}}"#);
+            let e = parse_config(&text).unwrap_err().to_string();
+            assert!(
+                e.contains("num_hidden_layers should be a non-negative integer")
+                    && e.contains(found),
+                "{value}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn qwen2_has_qkv_bias_and_sliding_layers() {

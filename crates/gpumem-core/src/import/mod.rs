@@ -6,6 +6,9 @@
 //! Parsers take byte slices and never allocate in proportion to a number read from
 //! the file before checking it against the bytes actually present.
 
+// Checked arithmetic only (here and in every reader): the numbers come from files.
+#![deny(clippy::arithmetic_side_effects)]
+
 pub mod gguf;
 pub mod hf_config;
 pub mod read_policy;

@@ -63,7 +63,11 @@ fn dtype_bits(dtype: &str) -> Option<u64> {
 /// first `8 + header_len` bytes of the file (a header-only prefix is enough).
 pub fn parse_header(bytes: &[u8]) -> Result<TensorSummary, EstimateError> {
     let n = header_len(bytes)?;
-    let end = 8 + n as usize;
+    // Past the address space it cannot be held: reported as truncated below.
+    let end = usize::try_from(n)
+        .ok()
+        .and_then(|n| n.checked_add(8))
+        .unwrap_or(usize::MAX);
     let Some(json) = bytes.get(8..end) else {
         return Err(EstimateError::Truncated {
             format: FORMAT,
@@ -132,10 +136,10 @@ impl<'de> Visitor<'de> for HeaderSeed<'_> {
                     de::Error::custom(format!("tensor {name:?}: shape overflows"))
                 })?;
             }
-            let bytes = u64::try_from((elements * u128::from(bits)).div_ceil(8))
+            let bytes = u64::try_from(elements.saturating_mul(u128::from(bits)).div_ceil(8))
                 .map_err(|_| de::Error::custom(format!("tensor {name:?}: shape overflows")))?;
             let [start, stop] = info.data_offsets;
-            if stop < start || stop - start != bytes {
+            if stop.checked_sub(start) != Some(bytes) {
                 return Err(de::Error::custom(format!(
                     "tensor {name:?}: data_offsets [{start}, {stop}] span {} bytes but {} × {:?} needs {bytes}",
                     stop.wrapping_sub(start),
@@ -153,6 +157,8 @@ impl<'de> Visitor<'de> for HeaderSeed<'_> {
 
 /// Builds a header-only safetensors prefix from `(name, dtype, shape)` triples —
 /// for tests, fixtures and the benchmark (offsets laid out contiguously).
+// Fixtures from small known shapes.
+#[allow(clippy::arithmetic_side_effects)]
 pub fn build_header(tensors: &[(&str, &str, &[u64])]) -> Vec<u8> {
     let mut json = String::from("{\"__metadata__\":{\"format\":\"pt\"}");
     let mut offset = 0u64;

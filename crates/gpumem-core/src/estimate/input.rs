@@ -1,0 +1,230 @@
+//! The estimate's input: every field named like a CLI flag, its defaults and the
+//! checks made before anything is counted.
+
+use super::*;
+
+/// What is trained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrainMode {
+    /// Inference only.
+    #[default]
+    None,
+    /// Every parameter is trainable.
+    Full,
+    /// LoRA adapters on a frozen base.
+    Lora,
+}
+
+/// Which positions' logits the framework keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Logits {
+    /// Only the last position (Hugging Face `generate` with `logits_to_keep=1`).
+    #[default]
+    Last,
+    /// Every position of the prompt.
+    All,
+}
+
+impl Logits {
+    /// The key's value: `last` or `all` (as serde writes it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Logits::Last => "last",
+            Logits::All => "all",
+        }
+    }
+}
+
+/// Every input of an estimate, named like the CLI flags (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct EstimateInput {
+    /// Parameter-count mode: total parameters.
+    pub parameters: Option<u64>,
+    /// Parameter-count mode: bits per parameter (32, 16, 8, 4, 3, 2), mapped to a format.
+    pub bits: Option<u32>,
+    /// Storage format of the linear layers (or of everything in parameter-count mode).
+    pub format: Option<StorageFormat>,
+    /// Format of embeddings, lm_head, norms and biases (default bf16).
+    pub keep_format: StorageFormat,
+    /// Format of the attention projections (default: `format`); gpt-oss and many
+    /// compressed-tensors checkpoints keep attention in bf16.
+    pub attention_format: Option<StorageFormat>,
+    /// Compute / activation dtype (default bf16).
+    pub compute_dtype: Dtype,
+    /// Architecture mode.
+    pub arch: Option<Architecture>,
+    /// The KV cache's shape alone (seed §4: layers, KV heads, head dim), when no
+    /// full architecture is given; weights then come from `parameters` or are absent.
+    pub kv_only: Option<KvDims>,
+    /// Positions the model was trained for (`max_position_embeddings`); a longer
+    /// context is warned about.
+    pub max_position: Option<u64>,
+    /// Exact tensors read from file headers.
+    pub tensors: Option<TensorSummary>,
+    /// Sequences processed together (the batch; also the training micro-batch).
+    pub sequences: u64,
+    /// Prompt (prefill) tokens per sequence; for training, the sequence length.
+    pub context: Option<u64>,
+    /// Tokens generated per sequence after the prompt.
+    pub generate: u64,
+    /// KV-cache value type (default: the compute dtype).
+    pub kv_dtype: Option<KvDtype>,
+    /// Sliding-window size.
+    pub sliding_window: Option<u64>,
+    /// Layers that use the sliding window (default all, when a window is set).
+    pub sliding_layers: Option<u64>,
+    /// Static cache length (pre-allocated per sequence).
+    pub static_cache: Option<u64>,
+    /// Layers that keep a constant per-sequence state instead of a KV cache
+    /// (Mamba / linear-attention layers of hybrid models); the rest keep KV.
+    pub state_layers: u64,
+    /// Bytes of that state per layer and sequence (e.g. Mamba-2: heads × head dim
+    /// × d_state plus the convolution window, in the state's dtype).
+    pub state_bytes: u64,
+    /// Attention implementation (decides whether a tokens² score matrix exists).
+    pub attention: AttentionImpl,
+    /// Logits kept in prefill.
+    pub logits: Logits,
+    /// CUDA context + library workspaces per device, in MiB (assumed; `None` = inside the reserve).
+    pub cuda_context_mib: Option<u64>,
+    /// Training mode.
+    pub train: TrainMode,
+    /// Optimizer (training).
+    pub optimizer: Optimizer,
+    /// Gradient dtype (training; default: the compute dtype).
+    pub grad_dtype: Option<Dtype>,
+    /// Keep fp32 master weights (mixed precision).
+    pub master_weights: bool,
+    /// LoRA rank.
+    pub lora_rank: u64,
+    /// LoRA target projections, e.g. "q,k,v,o" or "all".
+    pub lora_targets: String,
+    /// Full activation checkpointing.
+    pub checkpointing: bool,
+    /// Reserve per device in whole GiB (seed §2: a preparation hypothesis).
+    pub reserve_gib: u64,
+    /// Reserve per device in bytes (overrides `reserve-gib`, e.g. an observed overhead).
+    pub reserve_bytes: Option<u64>,
+    /// GPUs in total.
+    pub gpus: u64,
+    /// Tensor-parallel degree.
+    pub tp: u64,
+    /// Pipeline stages.
+    pub pp: u64,
+}
+
+impl Default for EstimateInput {
+    fn default() -> Self {
+        EstimateInput {
+            parameters: None,
+            bits: None,
+            format: None,
+            keep_format: StorageFormat::BF16,
+            attention_format: None,
+            compute_dtype: Dtype::Bf16,
+            arch: None,
+            kv_only: None,
+            max_position: None,
+            tensors: None,
+            sequences: 1,
+            context: None,
+            generate: 0,
+            kv_dtype: None,
+            sliding_window: None,
+            sliding_layers: None,
+            static_cache: None,
+            state_layers: 0,
+            state_bytes: 0,
+            attention: AttentionImpl::Sdpa,
+            logits: Logits::Last,
+            cuda_context_mib: None,
+            train: TrainMode::None,
+            optimizer: Optimizer::Adamw,
+            grad_dtype: None,
+            master_weights: true,
+            lora_rank: 16,
+            lora_targets: "q,k,v,o".into(),
+            checkpointing: false,
+            reserve_gib: 4,
+            reserve_bytes: None,
+            gpus: 1,
+            tp: 1,
+            pp: 1,
+        }
+    }
+}
+
+/// The KV cache's dimensions without the rest of the architecture (seed §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvDims {
+    /// Attention layers.
+    pub layers: u64,
+    /// KV heads per layer.
+    pub kv_heads: u64,
+    /// Width of one head.
+    pub head_dim: u64,
+}
+
+/// Checks ranges that cut across fields.
+pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
+    let positive = [
+        ("sequences", i.sequences),
+        ("gpus", i.gpus),
+        ("tp", i.tp),
+        ("pp", i.pp),
+    ];
+    for (f, v) in positive {
+        if v == 0 {
+            return Err(EstimateError::invalid(f, "must be at least 1"));
+        }
+        if v > MAX_DIM {
+            return Err(EstimateError::invalid(f, "absurdly large"));
+        }
+    }
+    // Both are at most MAX_DIM (checked above): the product cannot saturate.
+    if !i.gpus.is_multiple_of(i.tp.saturating_mul(i.pp)) {
+        return Err(EstimateError::invalid(
+            "gpus",
+            format!(
+                "{} GPUs cannot be split into tp {} × pp {} groups",
+                i.gpus, i.tp, i.pp
+            ),
+        ));
+    }
+    if let Some(a) = i.arch
+        && i.pp > a.layers
+    {
+        return Err(EstimateError::invalid(
+            "pp",
+            format!("{} stages for {} layers", i.pp, a.layers),
+        ));
+    }
+    for (f, v) in [
+        ("context", i.context.unwrap_or(0)),
+        ("generate", i.generate),
+        ("static-cache", i.static_cache.unwrap_or(0)),
+        ("sliding-window", i.sliding_window.unwrap_or(0)),
+    ] {
+        if v > MAX_DIM {
+            return Err(EstimateError::invalid(f, "absurdly large"));
+        }
+    }
+    if i.sliding_window == Some(0) {
+        return Err(EstimateError::invalid(
+            "sliding-window",
+            "must be at least 1",
+        ));
+    }
+    if let Some(p) = i.parameters
+        && p == 0
+    {
+        return Err(EstimateError::invalid("parameters", "must be at least 1"));
+    }
+    if i.train == TrainMode::Lora && i.lora_rank == 0 {
+        return Err(EstimateError::invalid("lora-rank", "must be at least 1"));
+    }
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! The KV cache's lines (prefill, end of generation, recurrent state, MLA decompressed).
+
+use super::*;
+
+pub(super) fn kv_cache(
+    input: &EstimateInput,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    let Some(context) = input.context else {
+        if input.generate > 0 || input.static_cache.is_some() {
+            return Err(EstimateError::invalid(
+                "context",
+                "the KV cache needs the prompt length (context)",
+            ));
+        }
+        return Ok(());
+    };
+    if input.train != TrainMode::None {
+        return Ok(());
+    }
+    let dims = match (input.arch, input.kv_only) {
+        (Some(a), _) => Some((
+            a.layers,
+            a.kv_heads,
+            a.kv_values_per_token()?,
+            a.mla.is_some(),
+        )),
+        (None, Some(k)) => Some((
+            k.layers,
+            k.kv_heads,
+            checked_product(&[2, k.kv_heads, k.head_dim], "KV values")?,
+            false,
+        )),
+        (None, None) => None,
+    };
+    let Some((layers, kv_heads, values, mla)) = dims else {
+        return Err(EstimateError::invalid(
+            "context",
+            "the KV cache needs layers, kv-heads and head-dim (give them, a preset or a config.json)",
+        ));
+    };
+    if input.state_layers > layers {
+        return Err(EstimateError::invalid(
+            "state-layers",
+            format!("{} state layers of {layers} layers", input.state_layers),
+        ));
+    }
+    let shape = KvShape {
+        layers: layers.saturating_sub(input.state_layers),
+        values,
+        layout: if mla {
+            KvLayout::MlaLatent
+        } else {
+            KvLayout::Heads
+        },
+        dtype: input.kv_dtype.unwrap_or(KvDtype::Dense {
+            dtype: input.compute_dtype,
+        }),
+        sequences: input.sequences,
+        sliding_window: input.sliding_window,
+        sliding_layers: input.sliding_layers,
+        static_tokens: input.static_cache,
+    };
+    let end = context
+        .checked_add(input.generate)
+        .ok_or(EstimateError::Overflow { what: "tokens" })?;
+    if let Some(max) = input.max_position
+        && end > max
+    {
+        b.warnings.push(format!(
+            "{end} tokens per sequence exceed the {max} positions the model was trained for (max-position); quality beyond them needs rope scaling the model supports"
+        ));
+    }
+    if let Some(s) = input.static_cache
+        && end > s
+    {
+        b.warnings.push(format!(
+            "prompt + generated tokens ({end}) exceed the static cache ({s})"
+        ));
+    }
+    // KV heads are split across tp; when tp exceeds them each device keeps one head's
+    // copy. MLA's latent is one "head": every tp rank keeps all of it.
+    let kv_per_device = |bytes: u64| -> u64 {
+        if mla {
+            return split.layered(bytes, false);
+        }
+        let heads_here = kv_heads.div_ceil(split.tp).max(1);
+        Split::part(split.layered(bytes, false), heads_here, kv_heads)
+    };
+    let inputs = [
+        ("layers", layers.to_string()),
+        ("values per token and layer", values.to_string()),
+        ("kv-dtype", shape.dtype.name()),
+        ("sequences", input.sequences.to_string()),
+    ];
+    let prefill = shape.bytes(context)?;
+    let generation = shape.bytes(end)?;
+    let mut pre_inputs = inputs.to_vec();
+    pre_inputs.push(("tokens", context.to_string()));
+    b.line(
+        "kv_cache.prefill",
+        "KV cache after prefill (shown, not added)",
+        prefill,
+        kv_per_device(prefill),
+        Kind::Computed,
+        false,
+        shape.formula(),
+        &pre_inputs,
+    );
+    let mut gen_inputs = inputs.to_vec();
+    gen_inputs.push(("tokens", end.to_string()));
+    b.line(
+        "kv_cache",
+        "KV cache at the end of generation",
+        generation,
+        kv_per_device(generation),
+        Kind::Computed,
+        true,
+        shape.formula(),
+        &gen_inputs,
+    );
+    if input.state_layers > 0 {
+        let bytes = checked_product(
+            &[input.state_layers, input.state_bytes, input.sequences],
+            "recurrent state",
+        )?;
+        b.line(
+            "kv_cache.state",
+            "Recurrent state of state-space / linear-attention layers",
+            bytes,
+            split.layered(bytes, true),
+            Kind::Computed,
+            true,
+            "state layers × state bytes per layer × sequences (constant in tokens)".into(),
+            &[
+                ("state-layers", input.state_layers.to_string()),
+                ("state-bytes", input.state_bytes.to_string()),
+                ("sequences", input.sequences.to_string()),
+            ],
+        );
+    }
+    if let Some(full) = input
+        .arch
+        .map(|a| a.mla_decompressed_values())
+        .transpose()?
+        .flatten()
+    {
+        let wide = KvShape {
+            values: full,
+            layout: KvLayout::MlaDecompressed,
+            ..shape
+        };
+        let bytes = wide.bytes(end)?;
+        b.line(
+            "kv_cache.decompressed",
+            "KV cache, decompressed K/V (shown, not added)",
+            bytes,
+            split.layered(bytes, true),
+            Kind::Computed,
+            false,
+            wide.formula(),
+            &[("values per token and layer", full.to_string())],
+        );
+        b.assumptions.push("MLA: the cache holds the compressed latent (vLLM, SGLang); an engine caching decompressed K and V (e.g. transformers' eager path) needs the kv_cache.decompressed line instead".into());
+    }
+    Ok(())
+}

@@ -1,0 +1,529 @@
+//! The front door: [`EstimateInput`] in, [`Estimate`] out.
+//!
+//! The input is flat and named exactly like the CLI flags and the page's URL keys
+//! (`parameters`, `bits`, `reserve-gib`, `kv-heads`, …: the flag without its
+//! dashes), so one vocabulary serves the agent, the page and shared links. Each
+//! output [`Line`] is tagged *computed* (follows from the inputs and a format's
+//! layout) or *assumed* (a hypothesis only a measurement settles), and carries its
+//! formula and inputs so the page can show them.
+//!
+//! One module per part of the estimate: `input` (the flat input and its
+//! checks), `split` (the most loaded device's share), `weights`, `kv`,
+//! `training` and `transients` (each adds its lines to one builder).
+
+// Checked arithmetic only (here and in the submodules): user input reaches every
+// operation, and an overflow must be an error, never a panic or a wrapped number.
+#![deny(clippy::arithmetic_side_effects)]
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::arch::{Architecture, MAX_DIM, ModuleFormats, Moe, ParamClass};
+use crate::error::EstimateError;
+use crate::format::{Dtype, StorageFormat};
+use crate::import::TensorSummary;
+use crate::kv::{KvDtype, KvLayout, KvShape};
+use crate::training::{AttentionImpl, Optimizer, activation_bytes};
+use crate::units::{Bytes, MIB, checked_product};
+
+mod input;
+mod kv;
+mod split;
+mod training;
+mod transients;
+mod weights;
+
+pub use input::{EstimateInput, KvDims, Logits, TrainMode};
+use split::Split;
+
+/// Side of the square matrices assumed in parameter-count mode to count a
+/// quantised format's per-group and per-channel overhead.
+pub const ASSUMED_MATRIX_DIM: u64 = 4096;
+
+/// Which headline figure a line adds to; each line belongs to exactly one, so no
+/// line is counted twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Group {
+    /// Stored weights (`weights_bytes`).
+    Weights,
+    /// The KV cache (`kv_cache_bytes`).
+    KvCache,
+    /// Gradients, optimizer states, master weights, adapters (`training_bytes`).
+    Training,
+    /// Activations, prefill intermediates, logits, CUDA context (`transient_bytes`).
+    Transient,
+    /// The reserve (`reserve_bytes`).
+    Reserve,
+}
+
+impl Group {
+    /// The group of a line key: the part before the first dot names it.
+    pub fn of(key: &str) -> Group {
+        match key.split('.').next().unwrap_or("") {
+            "weights" => Group::Weights,
+            "kv_cache" => Group::KvCache,
+            "training" => Group::Training,
+            "reserve" => Group::Reserve,
+            _ => Group::Transient,
+        }
+    }
+}
+
+/// Whether a line follows from the inputs or is a hypothesis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Follows from the inputs and the formats' layouts.
+    Computed,
+    /// A hypothesis: only a measurement settles it.
+    Assumed,
+}
+
+/// One line of the breakdown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Line {
+    /// Stable key ("weights.mlp", "kv_cache", "reserve", …).
+    pub key: Cow<'static, str>,
+    /// Human label.
+    pub label: Cow<'static, str>,
+    /// Bytes for the whole workload.
+    pub bytes: u64,
+    /// Bytes on the most loaded device under the chosen split.
+    pub device_bytes: u64,
+    /// Computed or assumed.
+    pub kind: Kind,
+    /// The headline figure the line adds to.
+    pub group: Group,
+    /// Whether the line is part of the total (informational lines are not).
+    pub in_total: bool,
+    /// The formula, in words.
+    pub formula: String,
+    /// The formula's inputs, name → value.
+    pub inputs: BTreeMap<Cow<'static, str>, String>,
+}
+
+/// The result: headline figures (a public contract, also in `--json`) and lines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// All weights, stored bytes.
+    pub weights_bytes: u64,
+    /// KV cache at its largest (end of generation, or the static length).
+    pub kv_cache_bytes: u64,
+    /// Gradients + optimizer states + master weights + adapters (0 for inference).
+    pub training_bytes: u64,
+    /// Assumed activations and transients (training activations, prefill
+    /// intermediates, logits, CUDA context).
+    pub transient_bytes: u64,
+    /// The reserve, per device.
+    pub reserve_bytes: u64,
+    /// Sum of the lines in the total (reserve counted once).
+    pub total_bytes: u64,
+    /// What the most loaded device must hold (reserve included).
+    pub per_device_bytes: u64,
+    /// Parameters (logical, unquantised elements); `None` when weights come from a
+    /// file header, which gives bytes but not the logical count of packed tensors.
+    pub parameters: Option<u64>,
+    /// Parameters used per token (MoE: active experts only); `None` as above.
+    pub active_parameters: Option<u64>,
+    /// Every line.
+    pub lines: Vec<Line>,
+    /// Hypotheses the figures rest on, in words.
+    pub assumptions: Vec<String>,
+    /// Soft problems with the input.
+    pub warnings: Vec<String>,
+}
+
+struct Builder {
+    lines: Vec<Line>,
+    assumptions: Vec<String>,
+    warnings: Vec<String>,
+}
+
+impl Builder {
+    #[allow(clippy::too_many_arguments)]
+    fn line(
+        &mut self,
+        key: impl Into<Cow<'static, str>>,
+        label: impl Into<Cow<'static, str>>,
+        bytes: u64,
+        device_bytes: u64,
+        kind: Kind,
+        in_total: bool,
+        formula: String,
+        inputs: &[(&'static str, String)],
+    ) {
+        self.push_line(
+            key.into(),
+            label.into(),
+            [bytes, device_bytes],
+            kind,
+            in_total,
+            formula,
+            inputs,
+        );
+    }
+
+    /// The one non-generic body of [`Builder::line`]: kept out of line so the
+    /// fifteen call sites share it (the page's wasm size).
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn push_line(
+        &mut self,
+        key: Cow<'static, str>,
+        label: Cow<'static, str>,
+        [bytes, device_bytes]: [u64; 2],
+        kind: Kind,
+        in_total: bool,
+        formula: String,
+        inputs: &[(&'static str, String)],
+    ) {
+        // Inserted one by one rather than collected: `BTreeMap::from_iter` sorts,
+        // and each sort instance costs the page kilobytes. A repeated name keeps
+        // its last value either way.
+        let mut map = BTreeMap::new();
+        for (k, v) in inputs {
+            map.insert(Cow::Borrowed(*k), v.clone());
+        }
+        self.lines.push(Line {
+            group: Group::of(&key),
+            key,
+            label,
+            bytes,
+            device_bytes,
+            kind,
+            in_total,
+            formula,
+            inputs: map,
+        });
+    }
+}
+
+/// Computes an estimate.
+pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
+    input::validate(input)?;
+    let mut b = Builder {
+        lines: Vec::new(),
+        assumptions: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let arch = input.arch;
+    if let Some(a) = arch {
+        a.validate()?;
+    }
+    let split = Split {
+        tp: input.tp,
+        pp: input.pp,
+        layers: arch.map(|a| a.layers).or(input.kv_only.map(|k| k.layers)),
+    };
+    if input.tp > 1 || input.pp > 1 {
+        if let Some(a) = arch {
+            if !a.kv_heads.is_multiple_of(input.tp) && !input.tp.is_multiple_of(a.kv_heads) {
+                b.warnings.push(format!(
+                    "tp = {} does not divide {} KV heads evenly",
+                    input.tp, a.kv_heads
+                ));
+            }
+            if !a.layers.is_multiple_of(input.pp) {
+                b.warnings.push(format!(
+                    "{} layers do not split evenly into {} stages: the heaviest stage is counted",
+                    a.layers, input.pp
+                ));
+            }
+        } else {
+            b.assumptions.push("no architecture given: weights and states are assumed to split evenly across tp × pp devices".into());
+        }
+    }
+    // tp and pp are at most MAX_DIM each (validated): the product cannot saturate,
+    // and it is at least 1.
+    let devices = input.tp.saturating_mul(input.pp);
+    if input.gpus > devices {
+        b.assumptions.push(format!(
+            "{} GPUs with tp × pp = {}: {} data-parallel replicas, each device holding its own copy (memory is never pooled across GPUs, seed §12)",
+            input.gpus,
+            devices,
+            input.gpus.checked_div(devices).unwrap_or(input.gpus)
+        ));
+    }
+
+    // Weights.
+    let (params, active_params) = weights::weights(input, &split, &mut b)?;
+    let weights_bytes = group_sum(&b.lines, Group::Weights)?;
+
+    // KV cache.
+    kv::kv_cache(input, &split, &mut b)?;
+
+    // Training state.
+    training::training(input, params, weights_bytes, &split, &mut b)?;
+
+    // Activations and transients.
+    transients::transients(input, &split, &mut b)?;
+
+    // Reserve.
+    let reserve = match input.reserve_bytes {
+        Some(r) => r,
+        None => Bytes::from_gib(input.reserve_gib)?.get(),
+    };
+    let reserve_formula = match input.reserve_bytes {
+        Some(_) => "a reserve given in bytes (e.g. the agent's observed context/non-pool overhead)"
+            .to_string(),
+        None => format!("{} GiB × 2^30", input.reserve_gib),
+    };
+    b.line(
+        "reserve",
+        "Reserve (preparation hypothesis, not proof — seed §2)",
+        reserve,
+        reserve,
+        Kind::Assumed,
+        true,
+        reserve_formula,
+        &[("reserve-gib", input.reserve_gib.to_string())],
+    );
+    if input.cuda_context_mib.is_none() {
+        b.assumptions.push("the CUDA context and library workspaces are assumed to fit inside the reserve (set cuda-context-mib, or use the agent's observed value)".into());
+    }
+
+    let counted = |l: &&Line| l.in_total;
+    let kv_cache_bytes = group_sum(&b.lines, Group::KvCache)?;
+    let training_bytes = group_sum(&b.lines, Group::Training)?;
+    let transient_bytes = group_sum(&b.lines, Group::Transient)?;
+    let total_bytes = sum_lines(&b.lines, counted, |l| l.bytes, "total")?;
+    let per_device_bytes = sum_lines(&b.lines, counted, |l| l.device_bytes, "per-device total")?;
+    Ok(Estimate {
+        weights_bytes,
+        kv_cache_bytes,
+        training_bytes,
+        transient_bytes,
+        reserve_bytes: reserve,
+        total_bytes,
+        per_device_bytes,
+        parameters: params,
+        active_parameters: active_params,
+        lines: b.lines,
+        assumptions: b.assumptions,
+        warnings: b.warnings,
+    })
+}
+
+/// Checked sum of one field over the lines that `keep` selects.
+fn sum_lines(
+    lines: &[Line],
+    keep: impl Fn(&&Line) -> bool,
+    field: impl Fn(&Line) -> u64,
+    what: &'static str,
+) -> Result<u64, EstimateError> {
+    Bytes::sum(lines.iter().filter(keep).map(|l| Bytes(field(l))), what).map(Bytes::get)
+}
+
+/// Checked sum of the bytes of the counted lines of one group.
+fn group_sum(lines: &[Line], group: Group) -> Result<u64, EstimateError> {
+    sum_lines(
+        lines,
+        |l| l.in_total && l.group == group,
+        |l| l.bytes,
+        "headline figure",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::from_pairs;
+
+    fn llama_8b(extra: &[(&'static str, &'static str)]) -> EstimateInput {
+        let mut pairs = vec![
+            ("layers", "32"),
+            ("hidden", "4096"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("intermediate", "14336"),
+            ("vocab", "128256"),
+        ];
+        pairs.extend_from_slice(extra);
+        let (input, errors) = from_pairs(pairs);
+        assert!(errors.is_empty(), "{errors:?}");
+        input
+    }
+
+    #[test]
+    fn three_workloads_side_by_side_vary_one_dimension() {
+        let base = llama_8b(&[]);
+        let results: Vec<Result<Estimate, EstimateError>> = [2048, 4096, 8192]
+            .into_iter()
+            .map(|context| {
+                estimate(&EstimateInput {
+                    context: Some(context),
+                    ..base.clone()
+                })
+            })
+            .collect();
+        let kv: Vec<u64> = results
+            .iter()
+            .map(|r| r.as_ref().map(|e| e.kv_cache_bytes).unwrap_or(0))
+            .collect();
+        // Doubling the context at constant batch doubles a dense cache (seed §11).
+        assert_eq!(kv, vec![1 << 28, 1 << 29, 1 << 30]);
+    }
+
+    #[test]
+    fn pipeline_stages_hold_their_layers_and_one_vocab_matrix() {
+        let one = estimate(&llama_8b(&[])).unwrap();
+        let two = estimate(&llama_8b(&[("gpus", "2"), ("pp", "2")])).unwrap();
+        let line = |e: &Estimate, k: &str| {
+            e.lines
+                .iter()
+                .find(|l| l.key == k)
+                .map(|l| l.device_bytes)
+                .unwrap()
+        };
+        assert_eq!(line(&two, "weights.mlp") * 2, line(&one, "weights.mlp"));
+        // Embeddings and lm_head are the same size here: only one counts per device.
+        assert_eq!(
+            line(&two, "weights.embeddings") + line(&two, "weights.lm_head"),
+            line(&one, "weights.lm_head")
+        );
+        assert!(two.per_device_bytes < one.per_device_bytes);
+        // The reserve is per device, never pooled.
+        assert_eq!(line(&two, "reserve"), line(&one, "reserve"));
+    }
+
+    /// Every headline figure is the sum of its group and the total is their sum:
+    /// no line counts twice (issue 9: the assumed weights line of parameter-count
+    /// mode was also summed as a transient).
+    #[test]
+    fn headline_figures_partition_the_total() {
+        let cases: [&[(&str, &str)]; 4] = [
+            &[("parameters", "7e9"), ("bits", "4")],
+            &[
+                ("parameters", "7e9"),
+                ("train", "full"),
+                ("cuda-context-mib", "500"),
+            ],
+            &[
+                ("layers", "32"),
+                ("kv-heads", "8"),
+                ("head-dim", "128"),
+                ("context", "8192"),
+            ],
+            &[
+                ("layers", "32"),
+                ("hidden", "4096"),
+                ("heads", "32"),
+                ("intermediate", "14336"),
+                ("vocab", "128256"),
+                ("context", "4096"),
+                ("attention", "eager"),
+            ],
+        ];
+        for pairs in cases {
+            let (input, errors) = from_pairs(pairs.iter().copied());
+            assert!(errors.is_empty(), "{errors:?}");
+            let e = estimate(&input).unwrap();
+            let parts = e.weights_bytes
+                + e.kv_cache_bytes
+                + e.training_bytes
+                + e.transient_bytes
+                + e.reserve_bytes;
+            assert_eq!(parts, e.total_bytes, "{pairs:?}");
+        }
+        let (input, _) = from_pairs([("parameters", "7e9"), ("bits", "4")]);
+        assert_eq!(estimate(&input).unwrap().transient_bytes, 0);
+    }
+
+    /// DeepSeek-style MLA caches one latent per token and layer: 61 layers ×
+    /// (512 + 64) values × 8192 tokens × 2 B; the decompressed line is shown aside.
+    #[test]
+    fn mla_caches_the_latent_and_shows_the_decompressed_cache_aside() {
+        let (input, errors) = from_pairs([
+            ("layers", "61"),
+            ("hidden", "7168"),
+            ("heads", "128"),
+            ("intermediate", "18432"),
+            ("vocab", "129280"),
+            ("kv-lora-rank", "512"),
+            ("q-lora-rank", "1536"),
+            ("qk-nope-dim", "128"),
+            ("qk-rope-dim", "64"),
+            ("v-head-dim", "128"),
+            ("context", "8192"),
+            ("kv-dtype", "bf16"),
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        let e = estimate(&input).unwrap();
+        assert_eq!(e.kv_cache_bytes, 61 * 576 * 8192 * 2);
+        let wide = e
+            .lines
+            .iter()
+            .find(|l| l.key == "kv_cache.decompressed")
+            .unwrap();
+        assert_eq!(wide.bytes, 61 * 128 * (192 + 128) * 8192 * 2);
+        assert!(!wide.in_total);
+    }
+
+    /// A hybrid's state layers keep a constant state instead of KV: 48 layers of
+    /// which 36 linear-attention layers (Qwen3-Next's 3:1 pattern) keep 1 MiB each.
+    #[test]
+    fn state_layers_replace_kv_with_a_constant_state() {
+        let pairs = |tokens: &'static str| {
+            from_pairs([
+                ("parameters", "80e9"),
+                ("layers", "48"),
+                ("kv-heads", "2"),
+                ("head-dim", "256"),
+                ("state-layers", "36"),
+                ("state-bytes", "1048576"),
+                ("sequences", "2"),
+                ("context", tokens),
+            ])
+            .0
+        };
+        let short = estimate(&pairs("1024")).unwrap();
+        let long = estimate(&pairs("2048")).unwrap();
+        let state = 36 * 1_048_576 * 2;
+        let kv = |t: u64| 12 * 2 * 2 * 256 * t * 2 * 2;
+        assert_eq!(short.kv_cache_bytes, kv(1024) + state);
+        assert_eq!(long.kv_cache_bytes, kv(2048) + state);
+        let (bad, _) = from_pairs([
+            ("layers", "4"),
+            ("kv-heads", "2"),
+            ("head-dim", "64"),
+            ("state-layers", "5"),
+            ("context", "8"),
+        ]);
+        assert!(
+            estimate(&bad)
+                .unwrap_err()
+                .to_string()
+                .starts_with("state-layers:")
+        );
+    }
+
+    #[test]
+    fn a_split_that_does_not_divide_the_gpus_is_refused() {
+        let err = estimate(&llama_8b(&[("gpus", "3"), ("tp", "2")])).unwrap_err();
+        assert!(err.to_string().starts_with("gpus:"), "{err}");
+    }
+
+    #[test]
+    fn eager_attention_adds_a_tokens_squared_matrix_and_sdpa_does_not() {
+        let sdpa = estimate(&llama_8b(&[("context", "4096")])).unwrap();
+        let eager = estimate(&llama_8b(&[("context", "4096"), ("attention", "eager")])).unwrap();
+        let scores = |e: &Estimate| {
+            e.lines
+                .iter()
+                .find(|l| l.key == "prefill.attention_scores")
+                .unwrap()
+                .bytes
+        };
+        assert_eq!(scores(&sdpa), 0);
+        assert_eq!(scores(&eager), 2 * 32 * 4096 * 4096 * 2);
+        assert!(
+            eager
+                .lines
+                .iter()
+                .all(|l| l.key != "prefill.attention_scores" || l.kind == Kind::Assumed)
+        );
+    }
+}

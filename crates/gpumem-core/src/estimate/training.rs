@@ -1,0 +1,257 @@
+//! The training state's lines: gradients, optimizer states, master weights, LoRA
+//! adapters and activations.
+
+use super::*;
+
+/// LoRA-trainable parameters: r × (in + out) per targeted projection per layer.
+fn lora_params(a: &Architecture, rank: u64, targets: &str) -> Result<u64, EstimateError> {
+    let what = "LoRA parameters";
+    let over = || EstimateError::Overflow { what };
+    // acc + x + y, checked.
+    let add = |acc: u64, x: u64, y: u64| {
+        acc.checked_add(x)
+            .and_then(|s| s.checked_add(y))
+            .ok_or_else(over)
+    };
+    let q = checked_product(&[a.heads, a.head_dim], what)?;
+    let kv = checked_product(&[a.kv_heads, a.head_dim], what)?;
+    let h = a.hidden;
+    let (inter, mlp_count) = match a.moe {
+        Some(Moe {
+            experts,
+            expert_intermediate,
+            dense_layers,
+            ..
+        }) => (
+            expert_intermediate,
+            add(
+                checked_product(&[experts, a.layers.saturating_sub(dense_layers)], what)?,
+                dense_layers,
+                0,
+            )?,
+        ),
+        None => (a.intermediate, a.layers),
+    };
+    let all = targets.trim() == "all";
+    let mut per_layer_attn = 0u64;
+    let mut mlp = 0u64;
+    for t in ["q", "k", "v", "o", "gate", "up", "down"] {
+        let on = all
+            || targets
+                .split(',')
+                .any(|x| x.trim().trim_end_matches("_proj") == t);
+        if !on {
+            continue;
+        }
+        match t {
+            "q" | "o" => per_layer_attn = add(per_layer_attn, h, q)?,
+            "k" | "v" => per_layer_attn = add(per_layer_attn, h, kv)?,
+            "gate" | "up" if a.gated_mlp || t == "up" => mlp = add(mlp, h, inter)?,
+            "down" => mlp = add(mlp, inter, h)?,
+            _ => {}
+        }
+    }
+    for t in targets
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && !all)
+    {
+        if !["q", "k", "v", "o", "gate", "up", "down"].contains(&t.trim_end_matches("_proj")) {
+            return Err(EstimateError::invalid(
+                "lora-targets",
+                format!("unknown projection {t:?}; use q,k,v,o,gate,up,down or all"),
+            ));
+        }
+    }
+    let attn = checked_product(&[rank, per_layer_attn, a.layers], "LoRA parameters")?;
+    let mlp = checked_product(&[rank, mlp, mlp_count], "LoRA parameters")?;
+    add(attn, mlp, 0)
+}
+
+pub(super) fn training(
+    input: &EstimateInput,
+    params: Option<u64>,
+    weights_bytes: u64,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    if input.train == TrainMode::None {
+        return Ok(());
+    }
+    let grad = input.grad_dtype.unwrap_or(input.compute_dtype);
+    let (trainable, state_dtype, master) = match input.train {
+        TrainMode::Full => {
+            let Some(params) = params else {
+                return Err(EstimateError::invalid(
+                    "train",
+                    "full training needs the parameter count or the architecture",
+                ));
+            };
+            let master = input.master_weights && input.compute_dtype != Dtype::F32;
+            (
+                params,
+                if master {
+                    Dtype::F32
+                } else {
+                    input.compute_dtype
+                },
+                master,
+            )
+        }
+        TrainMode::Lora => {
+            let Some(a) = input.arch else {
+                return Err(EstimateError::invalid(
+                    "train",
+                    "LoRA needs the architecture to size its adapters",
+                ));
+            };
+            // PEFT keeps adapter weights in fp32 (autocast_adapter_dtype) on a frozen base.
+            (
+                lora_params(&a, input.lora_rank, &input.lora_targets)?,
+                Dtype::F32,
+                false,
+            )
+        }
+        TrainMode::None => return Ok(()),
+    };
+    // Device share of trainable state follows the weights' split.
+    let device_share = |bytes: u64| split.layered(bytes, true);
+    let add = |b: &mut Builder,
+               key: &'static str,
+               label: Cow<'static, str>,
+               bytes: u64,
+               formula: String,
+               inputs: &[(&'static str, String)]| {
+        b.line(
+            key,
+            label,
+            bytes,
+            device_share(bytes),
+            Kind::Computed,
+            true,
+            formula,
+            inputs,
+        );
+    };
+    let tr = ("trainable parameters", trainable.to_string());
+    if input.train == TrainMode::Lora {
+        let bytes = checked_product(&[trainable, 4], "adapters")?;
+        add(
+            b,
+            "training.adapters",
+            "LoRA adapters (fp32)".into(),
+            bytes,
+            "r × (in + out) per targeted projection × 4 B".into(),
+            &[
+                tr.clone(),
+                ("lora-rank", input.lora_rank.to_string()),
+                ("lora-targets", input.lora_targets.clone()),
+            ],
+        );
+    }
+    let grad_dtype = if input.train == TrainMode::Lora {
+        Dtype::F32
+    } else {
+        grad
+    };
+    let gbytes = checked_product(&[trainable, grad_dtype.bytes()], "gradients")?;
+    add(
+        b,
+        "training.gradients",
+        "Gradients".into(),
+        gbytes,
+        format!(
+            "trainable × {} B ({})",
+            grad_dtype.bytes(),
+            grad_dtype.name()
+        ),
+        std::slice::from_ref(&tr),
+    );
+    let obytes = input.optimizer.state_bytes(trainable, state_dtype)?;
+    if obytes > 0 {
+        let formula = match input.optimizer {
+            Optimizer::Adamw => format!(
+                "2 states × trainable × {} B ({})",
+                state_dtype.bytes(),
+                state_dtype.name()
+            ),
+            Optimizer::Adamw8bit => {
+                "2 states × (trainable × 1 B + fp32 absmax per 256 values)".into()
+            }
+            _ => format!("1 state × trainable × {} B", state_dtype.bytes()),
+        };
+        add(
+            b,
+            "training.optimizer",
+            format!("Optimizer states ({})", input.optimizer.name()).into(),
+            obytes,
+            formula,
+            &[tr.clone(), ("optimizer", input.optimizer.name().into())],
+        );
+    }
+    if master {
+        let mbytes = checked_product(&[trainable, 4], "master weights")?;
+        add(
+            b,
+            "training.master_weights",
+            "fp32 master weights".into(),
+            mbytes,
+            "trainable × 4 B".into(),
+            &[tr],
+        );
+    }
+    if input.train == TrainMode::Lora {
+        b.assumptions.push(format!(
+            "LoRA: the frozen base stays in its storage format ({} B of weights)",
+            weights_bytes
+        ));
+    }
+    // Activations: an assumption with its formula.
+    if let (Some(a), Some(seq)) = (input.arch, input.context) {
+        let (bytes, formula) = activation_bytes(
+            a.layers,
+            a.hidden,
+            a.heads,
+            seq,
+            input.sequences,
+            input.checkpointing,
+            input.attention,
+        )?;
+        b.line(
+            "activations",
+            "Activations kept for backward (assumed — only a measured step settles it)",
+            bytes,
+            split.layered(bytes, false),
+            Kind::Assumed,
+            true,
+            format!("{formula} (Korthikanti et al. 2022, 16-bit activations)"),
+            &[
+                ("L (layers)", a.layers.to_string()),
+                ("h (hidden)", a.hidden.to_string()),
+                ("a (heads)", a.heads.to_string()),
+                ("s (context)", seq.to_string()),
+                ("b (sequences)", input.sequences.to_string()),
+                ("checkpointing", input.checkpointing.to_string()),
+                ("attention", input.attention.name().into()),
+            ],
+        );
+        let logits = checked_product(&[2, input.sequences, seq, a.vocab, 4], "logits")?;
+        b.line(
+            "logits",
+            "Logits and their gradient in fp32 (assumed)",
+            logits,
+            Split::part(logits, 1, split.tp),
+            Kind::Assumed,
+            true,
+            "2 × sequences × tokens × vocab × 4 B (fp32 upcast for the loss)".into(),
+            &[
+                ("sequences", input.sequences.to_string()),
+                ("tokens", seq.to_string()),
+                ("vocab", a.vocab.to_string()),
+            ],
+        );
+    } else {
+        b.assumptions.push("training activations are not estimated: give the architecture and the context (sequence length)".into());
+    }
+    Ok(())
+}

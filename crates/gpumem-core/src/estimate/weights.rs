@@ -1,0 +1,214 @@
+//! The weights' lines: from the architecture, from imported tensors or from the
+//! parameter count.
+
+use super::*;
+
+/// Maps the seed script's `--bits` to a storage format.
+fn format_for_bits(bits: u32) -> Result<StorageFormat, EstimateError> {
+    let name = match bits {
+        32 => "fp32",
+        16 => "bf16",
+        8 => "int8",
+        4 => "gptq-4-g128",
+        3 => "gptq-3-g128",
+        2 => "gptq-2-g128",
+        _ => {
+            return Err(EstimateError::invalid(
+                "bits",
+                format!(
+                    "{bits} bits is not a storage format; use 32, 16, 8, 4, 3 or 2, or name one with format"
+                ),
+            ));
+        }
+    };
+    StorageFormat::parse("bits", name)
+}
+
+pub(super) fn weights(
+    input: &EstimateInput,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(Option<u64>, Option<u64>), EstimateError> {
+    let linear = match (input.format, input.bits) {
+        (Some(f), Some(bits)) => {
+            let implied = format_for_bits(bits).ok();
+            if implied.is_some_and(|i| i != f)
+                && !matches!(f, StorageFormat::Dense { dtype } if u64::from(bits) == dtype.bytes().saturating_mul(8))
+            {
+                b.warnings.push(format!(
+                    "bits = {bits} ignored: format {} is used",
+                    f.name()
+                ));
+            }
+            f
+        }
+        (Some(f), None) => f,
+        (None, Some(bits)) => format_for_bits(bits)?,
+        (None, None) => StorageFormat::BF16,
+    };
+    if let Some(t) = &input.tensors {
+        return imported_weights(t, input.arch.as_ref(), split, b);
+    }
+    if let Some(a) = input.arch {
+        let formats = ModuleFormats {
+            linear,
+            attention: input.attention_format.unwrap_or(linear),
+            vocab: input.keep_format,
+            kept: input.keep_format,
+        };
+        let w = a.weights(&formats)?;
+        for c in &w.classes {
+            let device = match c.class {
+                ParamClass::Attention | ParamClass::Mlp | ParamClass::Mtp => {
+                    split.layered(c.bytes, true)
+                }
+                ParamClass::Norms => split.layered(c.bytes, false),
+                // Vocab-parallel across tp; held by the first (embeddings) or last (lm_head) stage.
+                ParamClass::Embeddings | ParamClass::LmHead | ParamClass::Tower => {
+                    Split::part(c.bytes, 1, split.tp)
+                }
+            };
+            let label = match c.class {
+                ParamClass::Embeddings => "Weights: embeddings",
+                ParamClass::Attention => "Weights: attention",
+                ParamClass::Mlp => "Weights: MLP",
+                ParamClass::Norms => "Weights: norms",
+                ParamClass::LmHead => "Weights: lm_head",
+                ParamClass::Mtp => "Weights: MTP layers (stored in the checkpoint)",
+                ParamClass::Tower => "Weights: vision/audio tower",
+            };
+            b.line(
+                format!("weights.{}", c.class.key()),
+                label,
+                c.bytes,
+                device,
+                Kind::Computed,
+                true,
+                format!("{} parameters stored as {}", c.params, c.formats),
+                &[
+                    ("parameters", c.params.to_string()),
+                    ("format", c.formats.clone()),
+                ],
+            );
+        }
+        if split.pp > 1 {
+            // Embeddings sit on the first stage, lm_head on the last: only the larger counts per device.
+            let emb = b.lines.iter().position(|l| l.key == "weights.embeddings");
+            let head = b.lines.iter().position(|l| l.key == "weights.lm_head");
+            if let (Some(e), Some(h)) = (emb, head) {
+                let smaller = if b.lines[e].device_bytes <= b.lines[h].device_bytes {
+                    e
+                } else {
+                    h
+                };
+                b.lines[smaller].device_bytes = 0;
+            }
+        }
+        b.warnings.extend(w.notes.iter().cloned());
+        if a.mtp_layers > 0 {
+            b.assumptions.push(format!(
+                "{} multi-token-prediction layer(s) counted because the checkpoint stores them; an engine that does not speculate with them may skip loading them",
+                a.mtp_layers
+            ));
+        }
+        let active = w.classes.iter().map(|c| c.active_params).sum();
+        return Ok((Some(w.params()), Some(active)));
+    }
+    let Some(n) = input.parameters else {
+        if input.kv_only.is_some() {
+            b.warnings.push(
+                "weights not counted: only the KV cache's shape was given (add parameters, the full architecture or a model file)"
+                    .into(),
+            );
+            return Ok((None, None));
+        }
+        return Err(EstimateError::invalid(
+            "parameters",
+            "give the parameter count, the architecture (layers, hidden, heads, …), the KV shape (layers, kv-heads, head-dim) or a model file",
+        ));
+    };
+    let (bytes, kind, formula) = match linear {
+        StorageFormat::Dense { dtype } => (
+            checked_product(&[n, dtype.bytes()], "weights")?,
+            Kind::Computed,
+            format!("parameters × {} B ({})", dtype.bytes(), dtype.name()),
+        ),
+        q => {
+            let d = ASSUMED_MATRIX_DIM;
+            let square = q.matrix_bytes(d, d)?.bytes;
+            const SQUARE: u64 = ASSUMED_MATRIX_DIM * ASSUMED_MATRIX_DIM;
+            let (full, rest) = (n / SQUARE, n % SQUARE);
+            let mut bytes = checked_product(&[square, full], "weights")?;
+            if rest > 0 {
+                bytes = bytes
+                    .checked_add(q.matrix_bytes(rest.div_ceil(d), d)?.bytes)
+                    .ok_or(EstimateError::Overflow { what: "weights" })?;
+            }
+            b.assumptions.push(format!(
+                "parameter-count mode with {}: every parameter is assumed quantised, in {d}×{d} linear layers, to count its scales and zero-points; use the architecture mode or a model file for exact bytes",
+                q.name()
+            ));
+            (
+                bytes,
+                Kind::Assumed,
+                format!(
+                    "{} layout over {d}×{d} matrices (scales, zero-points, indices included)",
+                    q.name()
+                ),
+            )
+        }
+    };
+    b.line(
+        "weights",
+        "Weights",
+        bytes,
+        Split::part(bytes, 1, split.tp.saturating_mul(split.pp)),
+        kind,
+        true,
+        formula,
+        &[("parameters", n.to_string()), ("format", linear.name())],
+    );
+    Ok((Some(n), Some(n)))
+}
+
+fn imported_weights(
+    t: &TensorSummary,
+    arch: Option<&Architecture>,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(Option<u64>, Option<u64>), EstimateError> {
+    for (class, tally) in &t.by_class {
+        let device = match class.as_str() {
+            "attention" | "mlp" => split.layered(tally.bytes, true),
+            "norms" => split.layered(tally.bytes, false),
+            _ => Split::part(tally.bytes, 1, split.tp),
+        };
+        b.line(
+            format!("weights.{class}"),
+            format!(
+                "Weights: {class} (from {} header{})",
+                t.source,
+                if t.files > 1 { "s" } else { "" }
+            ),
+            tally.bytes,
+            device,
+            Kind::Computed,
+            true,
+            format!(
+                "{} tensors, dtype × shape from the file header, every scale and index included",
+                tally.tensors
+            ),
+            &[
+                ("tensors", tally.tensors.to_string()),
+                ("files", t.files.to_string()),
+            ],
+        );
+    }
+    if arch.is_none() && (split.tp > 1 || split.pp > 1) {
+        b.assumptions.push(
+            "imported weights without an architecture: layers are assumed to split evenly".into(),
+        );
+    }
+    // A file header gives bytes, not the logical parameters of packed tensors.
+    Ok((None, None))
+}
