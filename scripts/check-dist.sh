@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dist/ is committed (the site is hosted from the repository and embedded in the
 # agent), so it must match its sources. The build writes dist/.inputs-hash: a hash
-# of every input of the page — the files of web/, gpumem-core's sources and
+# of every input of the page — the files of web/, gpumem-core's and gpumem-proto's sources and
 # manifest, rust-toolchain.toml, scripts/build-web.sh (its flags), the release profile, and the page's resolved
 # dependency graph (crate versions and features, from `cargo tree`, so a Cargo.lock
 # change that only touches the agent does not mark dist/ stale). This script
@@ -17,7 +17,8 @@ cd "$root"
 inputs() {
   # Tracked and untracked-but-not-ignored files, so a new source file counts too.
   {
-    git ls-files -co --exclude-standard -- web crates/gpumem-core/src crates/gpumem-core/Cargo.toml
+    git ls-files -co --exclude-standard -- web crates/gpumem-core/src crates/gpumem-core/Cargo.toml \
+      crates/gpumem-proto/src crates/gpumem-proto/Cargo.toml
     echo rust-toolchain.toml
     echo scripts/build-web.sh
   } | LC_ALL=C sort -u | while read -r f; do
