@@ -20,7 +20,7 @@ use gpumem_proto::results::{DeviceLevel, PhaseName, PoolCounters, Status};
 use gpumem_proto::sheet::{ObservationSource, ObservedPhase, ObservedRun, SheetImport};
 use gpumem_proto::wire::MeasureRequest;
 use serde_json::{Value, json};
-use web_support::{Browser, chromedriver, root, serial};
+use web_support::{Browser, browser_tools, root, serial};
 
 const FIXTURE: &str = "tests/fixtures/measurements/synthetic-seed-dims.json";
 
@@ -85,12 +85,10 @@ impl Drop for Agent {
     }
 }
 
+/// A headless browser, or `None` after the shared skip rule has run: under the test
+/// script a missing Chromium or chromedriver fails the test instead of passing it.
 fn browser(test: &str) -> Option<Browser> {
-    let Some(driver) = chromedriver() else {
-        println!("SKIPPED: chromedriver not found ({test})");
-        return None;
-    };
-    Some(Browser::start(&driver))
+    browser_tools(test).map(|driver| Browser::start(&driver))
 }
 
 /// Counts CSP violations from now on (in `window.__violations`).
