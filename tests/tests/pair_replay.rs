@@ -11,16 +11,15 @@
 
 mod web_support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use gpumem_core::network::{Dtype, NetworkSpec, predict};
 use gpumem_proto::sheet::Sheet;
 use serde_json::{Value, json};
-use web_support::{Browser, StaticServer, artifacts, browser_tools, bytes_of, root, serial};
+use web_support::{
+    Browser, ReplayAgent, StaticServer, artifacts, browser_tools, bytes_of, root, serial,
+};
 
 const FIXTURE: &str = "tests/fixtures/measurements/synthetic-seed-dims.json";
 
@@ -28,92 +27,6 @@ const FIXTURE: &str = "tests/fixtures/measurements/synthetic-seed-dims.json";
 fn fixture() -> Value {
     let text = std::fs::read_to_string(root().join(FIXTURE)).expect("read the fixture");
     serde_json::from_str(&text).expect("fixture is JSON")
-}
-
-/// Builds `gpumem-agent` (a no-op when it is up to date) and returns its path. Its
-/// build script embeds `dist/` and reruns when `dist/` changes, so the binary serves
-/// the page as built now; the test checks that too.
-fn agent_binary() -> PathBuf {
-    let ok = Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", "gpumem-agent"])
-        .current_dir(root())
-        .status()
-        .expect("run cargo build -p gpumem-agent");
-    assert!(ok.success(), "could not build gpumem-agent");
-    // This test runs from <target>/debug/deps; the agent is in <target>/debug.
-    let exe = std::env::current_exe().expect("test binary path");
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/debug")
-        .join("gpumem-agent");
-    assert!(bin.exists(), "{} not found", bin.display());
-    let built = mtime(&bin);
-    for entry in std::fs::read_dir(root().join("dist")).expect("dist/") {
-        let path = entry.expect("dist entry").path();
-        assert!(
-            mtime(&path) <= built,
-            "{} is newer than {}: the agent would serve a stale page",
-            path.display(),
-            bin.display()
-        );
-    }
-    bin
-}
-
-fn mtime(path: &Path) -> SystemTime {
-    std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .expect("mtime")
-}
-
-/// A running `gpumem-agent serve`, stopped when dropped.
-struct Agent {
-    child: Child,
-    /// The pairing URL it printed.
-    url: String,
-    /// `http://127.0.0.1:PORT`.
-    origin: String,
-}
-
-impl Agent {
-    fn start(extra: &[&str]) -> Agent {
-        let mut child = Command::new(agent_binary())
-            .args(["serve", "--replay", FIXTURE, "--port", "0", "--no-open"])
-            .args(extra)
-            .current_dir(root())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start gpumem-agent serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("http://127.0.0.1:")
-                    && line.contains("#token=")
-                {
-                    let _ = tx.send(line[at..].trim().to_string());
-                }
-            }
-        });
-        let url = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the agent printed no pairing URL");
-        let origin = url.split("/#").next().unwrap_or_default().to_string();
-        Agent { child, url, origin }
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 /// The page's pairing state (`data-state` of the status line).
@@ -244,7 +157,7 @@ fn pair_replay_end_to_end() {
     let fixture = fixture();
     let order: Vec<String> =
         serde_json::from_value(fixture["protocol"]["phase_order"].clone()).expect("phase order");
-    let agent = Agent::start(&[]);
+    let agent = ReplayAgent::start(FIXTURE, &[]);
     let downloads = tempfile::tempdir().expect("download dir");
     let b = Browser::start_with_downloads(&driver, Some(downloads.path()));
 
@@ -535,7 +448,7 @@ fn pair_agent_going_away_keeps_what_was_received() {
         return;
     };
     let _guard = serial();
-    let mut agent = Agent::start(&["--replay-delay-ms", "400"]);
+    let mut agent = ReplayAgent::start(FIXTURE, &["--replay-delay-ms", "400"]);
     let b = Browser::start(&driver);
     b.goto(&agent.url);
     wait_state(&b, "replay");
@@ -578,7 +491,7 @@ fn pair_by_pasting_the_url_into_a_page_hosted_elsewhere() {
     let _guard = serial();
     // The same built page, served from another origin, which the agent allows.
     let elsewhere = StaticServer::start(&root().join("dist"));
-    let agent = Agent::start(&["--allow-origin", &elsewhere.origin]);
+    let agent = ReplayAgent::start(FIXTURE, &["--allow-origin", &elsewhere.origin]);
     let b = Browser::start(&driver);
     b.goto(&format!("{}/agent/", elsewhere.origin));
     wait_state(&b, "not-paired");

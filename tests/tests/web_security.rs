@@ -10,80 +10,17 @@
 
 mod web_support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use gpumem_proto::results::{DeviceLevel, PhaseName, PoolCounters, Status};
 use gpumem_proto::sheet::{ObservationSource, ObservedPhase, ObservedRun, SheetImport};
 use gpumem_proto::wire::MeasureRequest;
 use serde_json::{Value, json};
-use web_support::{Browser, browser_tools, root, serial};
+use web_support::{Browser, ReplayAgent, browser_tools, serial};
 
 const FIXTURE: &str = "tests/fixtures/measurements/synthetic-seed-dims.json";
-
-/// Builds `gpumem-agent` (it embeds the current `dist/`) and returns its path;
-/// `GPUMEM_AGENT_UNDER_TEST` names another build instead (to measure a "before").
-fn agent_binary() -> PathBuf {
-    if let Some(other) = std::env::var_os("GPUMEM_AGENT_UNDER_TEST") {
-        return PathBuf::from(other);
-    }
-    let ok = Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", "gpumem-agent"])
-        .current_dir(root())
-        .status()
-        .expect("run cargo build -p gpumem-agent");
-    assert!(ok.success(), "could not build gpumem-agent");
-    let exe = std::env::current_exe().expect("test binary path");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/debug")
-        .join("gpumem-agent")
-}
-
-/// A running `gpumem-agent serve --replay`, stopped when dropped.
-struct Agent {
-    child: Child,
-    url: String,
-    origin: String,
-}
-
-impl Agent {
-    fn start() -> Agent {
-        let mut child = Command::new(agent_binary())
-            .args(["serve", "--replay", FIXTURE, "--port", "0", "--no-open"])
-            .current_dir(root())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start gpumem-agent serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("http://127.0.0.1:")
-                    && line.contains("#token=")
-                {
-                    let _ = tx.send(line[at..].trim().to_string());
-                }
-            }
-        });
-        let url = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the agent printed no pairing URL");
-        let origin = url.split("/#").next().unwrap_or_default().to_string();
-        Agent { child, url, origin }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A headless browser, or `None` after the shared skip rule has run: under the test
 /// script a missing Chromium or chromedriver fails the test instead of passing it.
@@ -102,7 +39,7 @@ fn csp_without_unsafe_inline_boots_both_pages_and_the_pairing_redirect() {
     else {
         return;
     };
-    let agent = Agent::start();
+    let agent = ReplayAgent::start(FIXTURE, &[]);
 
     // The pairing URL: index.html's inline forwarder (allowed by its hash) sends the
     // token on to the agent page, whose inline bootstrap (hash) starts the wasm.
@@ -248,7 +185,7 @@ fn hostile_sheets_are_refused_or_shown_bounded() {
     let Some(b) = browser("hostile_sheets_are_refused_or_shown_bounded") else {
         return;
     };
-    let agent = Agent::start();
+    let agent = ReplayAgent::start(FIXTURE, &[]);
     let dir = tempfile::tempdir().expect("tempdir");
     b.goto(&format!("{}/agent/", agent.origin));
     b.wait_for(

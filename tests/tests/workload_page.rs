@@ -10,87 +10,13 @@
 
 mod web_support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use web_support::{Browser, artifacts, browser_tools, bytes_of, root, serial};
+use web_support::{Browser, ReplayAgent, artifacts, browser_tools, bytes_of, root, serial};
 
 const FIXTURE: &str = "tests/fixtures/workloads/synthetic-train_adamw.json";
-
-/// Builds `gpumem-agent` (a no-op when up to date) and checks it embeds the current
-/// `dist/` (its build script reruns when `dist/` changes).
-fn agent_binary() -> PathBuf {
-    let ok = Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", "gpumem-agent"])
-        .current_dir(root())
-        .status()
-        .expect("run cargo build -p gpumem-agent");
-    assert!(ok.success(), "could not build gpumem-agent");
-    let exe = std::env::current_exe().expect("test binary path");
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/debug")
-        .join("gpumem-agent");
-    let built = mtime(&bin);
-    for entry in std::fs::read_dir(root().join("dist")).expect("dist/") {
-        let path = entry.expect("dist entry").path();
-        assert!(
-            mtime(&path) <= built,
-            "{} is newer than {}: the agent would serve a stale page",
-            path.display(),
-            bin.display()
-        );
-    }
-    bin
-}
-
-fn mtime(path: &Path) -> SystemTime {
-    std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .expect("mtime")
-}
-
-struct Agent(Child);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `serve --replay FIXTURE` and returns it with the pairing URL.
-fn start_agent() -> (Agent, String) {
-    let mut child = Command::new(agent_binary())
-        .args(["serve", "--replay", FIXTURE, "--replay-delay-ms", "20"])
-        .args(["--port", "0", "--no-open"])
-        .current_dir(root())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start gpumem-agent serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(at) = line.find("http://127.0.0.1:")
-                && line.contains("#token=")
-            {
-                let _ = tx.send(line[at..].trim().to_string());
-            }
-        }
-    });
-    let agent = Agent(child);
-    let url = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the agent printed no pairing URL");
-    (agent, url)
-}
 
 fn strings(b: &Browser, script: &str) -> Vec<String> {
     serde_json::from_value(b.js(script, json!([]))).unwrap_or_default()
@@ -107,7 +33,8 @@ fn a_replayed_workload_shows_its_phases_and_computed_vs_observed() {
             .expect("JSON");
     let rank = &fixture["ranks"][0];
     let phases = rank["phases"].as_array().expect("phases");
-    let (_agent, url) = start_agent();
+    let agent = ReplayAgent::start(FIXTURE, &["--replay-delay-ms", "20"]);
+    let url = agent.url.clone();
     let downloads = tempfile::tempdir().expect("download dir");
     let b = Browser::start_with_downloads(&driver, Some(downloads.path()));
     b.goto(&url);

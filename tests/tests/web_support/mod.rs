@@ -11,9 +11,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use gpumem_e2e::{Missing, skip};
 use serde_json::{Value, json};
@@ -28,6 +28,99 @@ pub fn artifacts() -> PathBuf {
     let d = root().join("target").join("artifacts");
     std::fs::create_dir_all(&d).expect("create target/artifacts");
     d
+}
+
+/// Builds `gpumem-agent` (a no-op when it is up to date) and returns its path. Its
+/// build script embeds `dist/` and reruns when `dist/` changes, so the binary serves
+/// the page as built now; this checks that too. `GPUMEM_AGENT_UNDER_TEST` names
+/// another build instead (to measure a "before").
+pub fn agent_binary() -> PathBuf {
+    if let Some(other) = std::env::var_os("GPUMEM_AGENT_UNDER_TEST") {
+        return PathBuf::from(other);
+    }
+    let ok = Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", "gpumem-agent"])
+        .current_dir(root())
+        .status()
+        .expect("run cargo build -p gpumem-agent");
+    assert!(ok.success(), "could not build gpumem-agent");
+    // The tests run from <target>/debug/deps; the agent is in <target>/debug.
+    let exe = std::env::current_exe().expect("test binary path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/debug")
+        .join("gpumem-agent");
+    assert!(bin.exists(), "{} not found", bin.display());
+    let built = mtime(&bin);
+    for entry in std::fs::read_dir(root().join("dist")).expect("dist/") {
+        let path = entry.expect("dist entry").path();
+        assert!(
+            mtime(&path) <= built,
+            "{} is newer than {}: the agent would serve a stale page",
+            path.display(),
+            bin.display()
+        );
+    }
+    bin
+}
+
+fn mtime(path: &Path) -> SystemTime {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .expect("mtime")
+}
+
+/// A running `gpumem-agent serve --replay FILE`, stopped when dropped.
+pub struct ReplayAgent {
+    child: Child,
+    /// The pairing URL it printed.
+    pub url: String,
+    /// `http://127.0.0.1:PORT`.
+    pub origin: String,
+}
+
+impl ReplayAgent {
+    /// Starts the agent replaying `fixture` (relative to the workspace root) on a free
+    /// port, with `extra` flags, and waits for the pairing URL it prints.
+    pub fn start(fixture: &str, extra: &[&str]) -> ReplayAgent {
+        let mut child = Command::new(agent_binary())
+            .args(["serve", "--replay", fixture, "--port", "0", "--no-open"])
+            .args(extra)
+            .current_dir(root())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start gpumem-agent serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(at) = line.find("http://127.0.0.1:")
+                    && line.contains("#token=")
+                {
+                    let _ = tx.send(line[at..].trim().to_string());
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the agent printed no pairing URL");
+        let origin = url.split("/#").next().unwrap_or_default().to_string();
+        ReplayAgent { child, url, origin }
+    }
+
+    /// Stops the agent (the page then sees it go away).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ReplayAgent {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// Browser tests share one machine's two cores: run them one at a time.
