@@ -21,18 +21,10 @@ fn generated() -> String {
 
 #[test]
 fn the_checked_in_workload_schema_matches_the_types() {
-    let path = root().join("schemas/workload.v1.schema.json");
-    let fresh = generated();
-    if std::env::var_os("GPUMEM_BLESS").is_some() {
-        std::fs::write(&path, &fresh).expect("write the schema");
-        return;
-    }
-    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        checked_in == fresh,
-        "{} is stale or missing; regenerate it with \
-         GPUMEM_BLESS=1 cargo test -p gpumem-agent --test run_workload_schema",
-        path.display()
+    gpumem_e2e::check_generated(
+        &root().join("schemas/workload.v1.schema.json"),
+        &generated(),
+        "cargo test -p gpumem-agent --test run_workload_schema",
     );
 }
 

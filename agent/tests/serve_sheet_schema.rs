@@ -20,18 +20,10 @@ fn generated() -> String {
 
 #[test]
 fn the_checked_in_sheet_schema_matches_the_types() {
-    let path = schema_path();
-    let fresh = generated();
-    if std::env::var_os("GPUMEM_BLESS").is_some() {
-        std::fs::write(&path, &fresh).expect("write the schema");
-        return;
-    }
-    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        checked_in == fresh,
-        "{} is stale or missing; regenerate it with \
-         GPUMEM_BLESS=1 cargo test -p gpumem-agent --test serve_sheet_schema",
-        path.display()
+    gpumem_e2e::check_generated(
+        &schema_path(),
+        &generated(),
+        "cargo test -p gpumem-agent --test serve_sheet_schema",
     );
 }
 

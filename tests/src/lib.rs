@@ -76,6 +76,22 @@ pub fn skip(test: &str, missing: Missing, reason: &str) {
     }
 }
 
+/// Checks a generated file (a JSON Schema made from the types) against its checked-in
+/// copy at `path`, or, with `GPUMEM_BLESS` set, writes it there. `regenerate` is the
+/// command that blesses it, named in the failure so the fix is one copy-paste away.
+pub fn check_generated(path: &std::path::Path, fresh: &str, regenerate: &str) {
+    if std::env::var_os("GPUMEM_BLESS").is_some() {
+        std::fs::write(path, fresh).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        return;
+    }
+    let checked_in = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        checked_in == fresh,
+        "{} is stale or missing; regenerate it with GPUMEM_BLESS=1 {regenerate}",
+        path.display()
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Missing, decide};
