@@ -26,22 +26,49 @@ flags="--cfg erase_components"
 # matches, so the most specific comes last).
 cargo_home="${CARGO_HOME:-$HOME/.cargo}"
 flags="$flags --remap-path-prefix=$HOME=~ --remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$cargo_home/registry/src=/crates --remap-path-prefix=$root=/gpumem"
-# The agent page first, into a scratch directory (trunk empties its --dist), then the
-# dimensioner into dist/, then the agent page copied under dist/agent/.
+# The lookup module (web/lookup: the file and Hub readers) first, as a plain
+# wasm-bindgen ES module that the dimensioner imports on the first import or lookup;
+# its folder is named by its content's hash, which the dimensioner is compiled with
+# (GPUMEM_LOOKUP_JS), so a browser never pairs a page with a stale module. The same
+# RUSTFLAGS as the trunk builds keep the shared crates' build cache warm.
+wasm_features="--enable-bulk-memory --enable-multivalue --enable-mutable-globals --enable-nontrapping-float-to-int --enable-reference-types --enable-sign-ext"
+lookup_stage="$root/target/web-lookup-dist"
+rm -rf "$lookup_stage"
+mkdir -p "$lookup_stage"
+RUSTFLAGS="$flags" cargo build --locked --release --quiet --target wasm32-unknown-unknown -p gpumem-lookup
+wasm-bindgen --target web --no-typescript --out-dir "$lookup_stage" --out-name gpumem_lookup \
+  "$root/target/wasm32-unknown-unknown/release/gpumem_lookup.wasm"
+# shellcheck disable=SC2086 # the feature flags are separate words
+wasm-opt -Oz $wasm_features "$lookup_stage/gpumem_lookup_bg.wasm" -o "$lookup_stage/gpumem_lookup_bg.wasm"
+lookup_dir="lookup-$(cat "$lookup_stage"/gpumem_lookup.js "$lookup_stage"/gpumem_lookup_bg.wasm | sha256sum | cut -c1-16)"
+export GPUMEM_LOOKUP_JS="/$lookup_dir/gpumem_lookup.js"
+# The agent page next, into a scratch directory (trunk empties its --dist), then the
+# dimensioner into dist/, then the agent page copied under dist/agent/ and the lookup
+# module under dist/lookup-<hash>/.
 stage="$root/target/web-agent-dist"
 rm -rf "$stage"
 (cd web && RUSTFLAGS="$flags" trunk build agent.html --release --html-output index.html --public-url /agent/ --dist "$stage")
 (cd web && RUSTFLAGS="$flags" trunk build --release)
-mkdir -p dist/agent
+mkdir -p dist/agent "dist/$lookup_dir"
 cp -R "$stage"/. dist/agent/
-rm -rf "$stage"
+cp -R "$lookup_stage"/. "dist/$lookup_dir/"
+rm -rf "$stage" "$lookup_stage"
 # Content-Security-Policy: the one policy is the meta tag of web/index.html. Add the
 # sha256 of every inline script of both built pages to its script-src (trunk's
 # bootstrap and the #token= forwarder; no 'unsafe-inline') and write it, as a plain
 # <meta http-equiv="Content-Security-Policy" content="…">, into both built pages.
+# The Hub the dimensioner's model lookup asks: https://huggingface.co (whose hosts the
+# policy's connect-src names), or a mirror given as GPUMEM_HUB_ENDPOINT, which is then
+# added to connect-src (its host, any port). The dimensioner reads it from
+# <meta name="gpumem-hub" content="…">, written here; `gpumem-agent serve` rewrites
+# both for its own HF_ENDPOINT.
 python3 - web/index.html dist/index.html dist/agent/index.html <<'PY'
-import base64, hashlib, re, sys
+import base64, hashlib, os, re, sys
 source, *pages = sys.argv[1:]
+hub = os.environ.get("GPUMEM_HUB_ENDPOINT", "https://huggingface.co").strip().rstrip("/")
+hub_match = re.fullmatch(r"(https?)://([A-Za-z0-9.-]+)(:[0-9]{1,5})?", hub)
+if not hub_match:
+    sys.exit(f"build-web: GPUMEM_HUB_ENDPOINT must be scheme://host[:port], not {hub!r}")
 meta = re.compile(r'<meta\b[^>]*http-equiv\s*=\s*"?content-security-policy"?[^>]*>', re.I)
 found = meta.search(open(source, encoding="utf-8").read())
 if not found:
@@ -54,12 +81,19 @@ inline = re.compile(r"<script\b(?![^>]*\bsrc\s*=)[^>]*>(.*?)</script>", re.S | r
 texts = {p: open(p, encoding="utf-8").read() for p in pages}
 hashes = sorted({"'sha256-" + base64.b64encode(hashlib.sha256(m.encode()).digest()).decode() + "'"
                  for text in texts.values() for m in inline.findall(text)})
+if hub != "https://huggingface.co":
+    base = [d + f" {hub_match.group(1)}://{hub_match.group(2)}:*" if d.startswith("connect-src") else d for d in base]
 policy = "; ".join(d + "".join(" " + h for h in hashes) if d.startswith("script-src") else d for d in base)
 tag = f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
 for page, text in texts.items():
-    text, n = meta.subn(lambda _: tag, text)
+    if page == pages[0]:
+        # The dimensioner only: it holds the model lookup.
+        tag_here = tag + f'<meta name="gpumem-hub" content="{hub}">'
+    else:
+        tag_here = tag
+    text, n = meta.subn(lambda _: tag_here, text)
     if n == 0:
-        text, n = re.subn(r"<meta\s+charset[^>]*>", lambda m: m.group(0) + tag, text, count=1, flags=re.I)
+        text, n = re.subn(r"<meta\s+charset[^>]*>", lambda m: m.group(0) + tag_here, text, count=1, flags=re.I)
     if n != 1:
         sys.exit(f"build-web: cannot place the policy in {page}")
     open(page, "w", encoding="utf-8").write(text)

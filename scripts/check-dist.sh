@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dist/ is committed (the site is hosted from the repository and embedded in the
 # agent), so it must match its sources. The build writes dist/.inputs-hash: a hash
-# of every input of the page — the files of web/, gpumem-core's and gpumem-proto's sources and
+# of every input of the pages — the files of web/ (the lookup module web/lookup too), gpumem-core's and gpumem-proto's sources and
 # manifest, rust-toolchain.toml, scripts/build-web.sh (its flags), the release profile, and the page's resolved
 # dependency graph (crate versions and features, from `cargo tree`, so a Cargo.lock
 # change that only touches the agent does not mark dist/ stale). This script
@@ -27,7 +27,7 @@ inputs() {
   # The [profile.release] section of the workspace manifest.
   awk '/^\[/{p = ($0 == "[profile.release]")} p' Cargo.toml | sed 's/^/profile /'
   # Resolved dependencies of the page, without checkout-specific paths.
-  cargo tree --offline --locked -q -p gpumem-web --target wasm32-unknown-unknown \
+  cargo tree --offline --locked -q -p gpumem-web -p gpumem-lookup --target wasm32-unknown-unknown \
       -e normal,features --prefix none 2>/dev/null \
     | sed -e 's/ ([^)]*)//g' | LC_ALL=C sort -u | sed 's/^/dep /'
 }

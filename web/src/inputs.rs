@@ -4,13 +4,11 @@
 
 use gpumem_core::params::from_pairs;
 use gpumem_core::presets::PRESETS;
-use gpumem_core::units::group_digits;
 use leptos::prelude::*;
-use web_sys::{File, FileList, HtmlInputElement};
 
 use crate::compute::{Computed, WORKLOADS, dim_key};
-use crate::import::{Outcome, read_files};
-use crate::state::{Form, Imported, Mode};
+use crate::lookup::ImportZone;
+use crate::state::{Form, Mode};
 
 /// How a field is edited.
 #[derive(Clone, Copy)]
@@ -529,117 +527,6 @@ fn PresetPicker() -> impl IntoView {
                     None => "Type a shape, pick a published one, or import a config.json.".into_any(),
                 }}
             </p>
-        </div>
-    }
-}
-
-/// Drop or pick model files; only their headers are read, locally.
-#[component]
-fn ImportZone() -> impl IntoView {
-    let form = expect_context::<Form>();
-    let status: RwSignal<Option<Result<String, String>>> = RwSignal::new(None);
-    let busy = RwSignal::new(false);
-    let dragging = RwSignal::new(false);
-    let handle = {
-        let form = form.clone();
-        move |list: Option<FileList>| {
-            let Some(list) = list else { return };
-            let files: Vec<File> = (0..list.length()).filter_map(|i| list.get(i)).collect();
-            let form = form.clone();
-            busy.set(true);
-            leptos::task::spawn_local(async move {
-                let outcome = read_files(files).await;
-                busy.set(false);
-                status.set(Some(match outcome {
-                    Ok(Outcome::Config(name, c)) => {
-                        let pairs = c.pairs();
-                        form.set_shape(&pairs);
-                        for key in ["format", "attention-format", "max-position"] {
-                            if let Some((_, v)) = pairs.iter().find(|(k, _)| *k == key) {
-                                form.sig(key).set(v.clone());
-                            }
-                        }
-                        let mut text = format!(
-                            "Read {name} ({}): the shape is now in the fields above and in the link.",
-                            c.model_type
-                        );
-                        for n in &c.notes {
-                            text.push_str(&format!(" Note: {n}."));
-                        }
-                        for w in &c.warnings {
-                            text.push_str(&format!(" Warning: {w}."));
-                        }
-                        Ok(text)
-                    }
-                    Ok(Outcome::Tensors(files, summary)) => {
-                        let text = format!(
-                            "Counted {} tensors in {} file{}: {} B of weights, exactly.",
-                            group_digits(summary.total.tensors),
-                            files.len(),
-                            if files.len() > 1 { "s" } else { "" },
-                            group_digits(summary.total.bytes)
-                        );
-                        form.imported.set(Some(Imported { files, summary }));
-                        Ok(text)
-                    }
-                    Err(e) => Err(e),
-                }));
-            });
-        }
-    };
-    let on_drop = {
-        let handle = handle.clone();
-        move |ev: web_sys::DragEvent| {
-            ev.prevent_default();
-            dragging.set(false);
-            handle(ev.data_transfer().and_then(|d| d.files()));
-        }
-    };
-    let on_pick = move |ev: web_sys::Event| {
-        let input: HtmlInputElement = event_target(&ev);
-        handle(input.files());
-        input.set_value("");
-    };
-    let imported = form.imported;
-    view! {
-        <div
-            class="drop"
-            class:dragging=move || dragging.get()
-            on:dragover=move |ev: web_sys::DragEvent| { ev.prevent_default(); dragging.set(true); }
-            on:dragleave=move |_| dragging.set(false)
-            on:drop=on_drop
-        >
-            <label for="import-file" class="drop-label">
-                <strong>"Import a model file"</strong>
-                " — drop or pick a config.json, the .safetensors shards of a checkpoint, or a .gguf file. "
-                "Only the header bytes are read, in this browser; nothing is uploaded."
-            </label>
-            <input
-                type="file"
-                id="import-file"
-                data-testid="import-file"
-                multiple
-                accept=".json,.safetensors,.gguf"
-                on:change=on_pick
-            />
-            <p class="msg" role="status" data-testid="import-status"
-                class:error=move || matches!(status.get(), Some(Err(_)))>
-                {move || if busy.get() { Some("Reading headers…".to_string()) } else {
-                    status.get().map(|s| match s { Ok(t) => t, Err(e) => format!("Could not import: {e}") })
-                }}
-            </p>
-            {move || imported.get().map(|i| view! {
-                <div class="imported" data-testid="imported">
-                    <p>
-                        "Weights are counted from the headers of "
-                        <strong>{i.files.join(", ")}</strong>
-                        " (" {group_digits(i.summary.total.tensors)} " tensors, "
-                        {group_digits(i.summary.total.bytes)} " B). "
-                        "Imported tensors are not part of the link: they stay in this browser."
-                    </p>
-                    <button type="button" on:click=move |_| imported.set(None)>"Forget imported tensors"</button>
-                </div>
-            })}
         </div>
     }
 }

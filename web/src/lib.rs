@@ -15,8 +15,8 @@ pub mod agent;
 pub mod agent_panel;
 pub mod compute;
 pub mod engine_panel;
-pub mod import;
 pub mod inputs;
+pub mod lookup;
 pub mod query;
 pub mod results;
 pub mod sheet;
@@ -228,7 +228,7 @@ pub fn App(
                     "Exact bytes, what is computed and what is assumed, per device."
                 </p>
             </div>
-            <p class="privacy">"Runs entirely in your browser: no request leaves this page, except to a gpumem agent you pair it with."</p>
+            <p class="privacy">"Runs entirely in your browser. The only requests that leave this page are a model lookup you ask for (to the Hub named above: config.json, the file list and the weight files' headers) and a gpumem agent you pair it with."</p>
             <p class="nav">
                 <a href="agent/" class="nav-link" data-testid="to-agent-page" on:click=move |_| forget_query()>
                     "Agent & sheet →"

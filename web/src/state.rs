@@ -26,6 +26,10 @@ pub const PAGE_KEYS: &[&str] = &[
     "limit-generate",
     "card",
     "vary",
+    // The Hub lookup (issue 10): a link that names a model looks it up on opening.
+    "model",
+    "revision",
+    "model-file",
 ];
 
 /// Keys that belong to the parameter-count mode only.

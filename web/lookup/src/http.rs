@@ -1,0 +1,244 @@
+//! HTTP for the page's Hub lookup, through the browser's `fetch`: bounded bodies, 429
+//! and 5xx retried with capped backoff, the token only to the Hub's own origin, no
+//! cookies, and a count of the requests sent.
+//!
+//! Redirects (the Hub's `resolve` URL → its CDN) are followed by the browser, which
+//! drops `Authorization` on a cross-origin redirect (Fetch standard, "HTTP-redirect
+//! fetch", step 13); a file's later reads go straight to the address its first answer
+//! came from (`Response.url`), without the token.
+
+use std::cell::Cell;
+
+use js_sys::{Reflect, Uint8Array};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{
+    Headers, ReadableStreamDefaultReader, Request, RequestCredentials, RequestInit, Response,
+};
+
+use crate::js_message;
+
+/// Retries of one request answered 429 or 5xx (the first try not counted).
+const RETRIES: u32 = 3;
+/// The longest wait before a retry, in milliseconds, whatever `Retry-After` says.
+const MAX_WAIT_MS: u32 = 8_000;
+
+/// An answer: status, the address it finally came from, the headers the lookup
+/// reads (when the server exposed them to the page) and the body read so far.
+pub struct Answer {
+    /// HTTP status.
+    pub status: u16,
+    /// The URL after redirects.
+    pub url: String,
+    /// `X-Error-Code` (the Hub names its refusals there).
+    pub error_code: Option<String>,
+    /// `X-Repo-Commit`.
+    pub commit: Option<String>,
+    /// The body, up to the cap asked for.
+    pub body: Vec<u8>,
+    /// Whether the body went past the cap (the rest was not read).
+    pub truncated: bool,
+}
+
+/// The page's HTTP client for one lookup.
+pub struct Http {
+    endpoint: String,
+    token: Option<String>,
+    requests: Cell<u32>,
+}
+
+impl Http {
+    /// A client for `endpoint` (scheme://host[:port], no trailing slash).
+    pub fn new(endpoint: &str, token: Option<String>) -> Http {
+        Http {
+            endpoint: endpoint.to_string(),
+            token: token.filter(|t| !t.trim().is_empty()),
+            requests: Cell::new(0),
+        }
+    }
+
+    /// Requests sent so far (retries included).
+    pub fn requests(&self) -> u32 {
+        self.requests.get()
+    }
+
+    /// Whether a token was given.
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// GETs `url`, reading at most `cap` bytes of the body; `range` asks for bytes
+    /// `[start, end)`. 429 and 5xx are retried with backoff; every other status is
+    /// returned for the caller to name.
+    pub async fn get(
+        &self,
+        url: &str,
+        range: Option<(u64, u64)>,
+        cap: usize,
+    ) -> Result<Answer, String> {
+        let mut attempt = 0u32;
+        loop {
+            let (response, answer_status) = self.send(url, range).await?;
+            let retry = answer_status == 429 || (500..600).contains(&answer_status);
+            if retry && attempt < RETRIES {
+                let wait = header(&response, "retry-after")
+                    .and_then(|s| s.trim().parse::<u32>().ok())
+                    .map_or(500u32.saturating_mul(1 << attempt), |s| {
+                        s.saturating_mul(1000)
+                    })
+                    .min(MAX_WAIT_MS);
+                if let Some(body) = response.body() {
+                    let _ = body.cancel();
+                }
+                sleep_ms(wait).await;
+                attempt = attempt.saturating_add(1);
+                continue;
+            }
+            let (body, truncated) = read_body(&response, cap).await?;
+            return Ok(Answer {
+                status: answer_status,
+                url: response.url(),
+                error_code: header(&response, "x-error-code"),
+                commit: header(&response, "x-repo-commit"),
+                body,
+                truncated,
+            });
+        }
+    }
+
+    async fn send(&self, url: &str, range: Option<(u64, u64)>) -> Result<(Response, u16), String> {
+        let headers = Headers::new().map_err(|e| js_message(&e, "no Headers"))?;
+        if let Some((start, end)) = range {
+            let last = end.checked_sub(1).ok_or("an empty range was asked for")?;
+            headers
+                .set("Range", &format!("bytes={start}-{last}"))
+                .map_err(|e| js_message(&e, "bad Range header"))?;
+        }
+        if let Some(t) = &self.token
+            && same_origin(url, &self.endpoint)
+        {
+            headers
+                .set("Authorization", &format!("Bearer {t}"))
+                .map_err(|_| "the token has characters a header cannot carry".to_string())?;
+        }
+        let init = RequestInit::new();
+        init.set_method("GET");
+        init.set_headers(&headers);
+        init.set_credentials(RequestCredentials::Omit);
+        let request =
+            Request::new_with_str_and_init(url, &init).map_err(|e| js_message(&e, "bad URL"))?;
+        let window = web_sys::window().ok_or("no window to fetch from")?;
+        self.requests.set(self.requests.get().saturating_add(1));
+        let response = JsFuture::from(window.fetch_with_request(&request))
+            .await
+            .map_err(|e| {
+                format!(
+                    "{}: the request failed ({}) — offline, blocked by the page's Content-Security-Policy, or refused by the server",
+                    origin(url),
+                    js_message(&e, "network error")
+                )
+            })?;
+        let response: Response = response
+            .dyn_into()
+            .map_err(|_| "fetch did not answer a Response".to_string())?;
+        let status = response.status();
+        Ok((response, status))
+    }
+}
+
+/// A response header the server exposed to the page, if any.
+fn header(response: &Response, name: &str) -> Option<String> {
+    response.headers().get(name).ok().flatten()
+}
+
+/// Reads at most `cap` bytes of the body; says whether more was there.
+async fn read_body(response: &Response, cap: usize) -> Result<(Vec<u8>, bool), String> {
+    let Some(body) = response.body() else {
+        return Ok((Vec::new(), false));
+    };
+    let reader: ReadableStreamDefaultReader = body.get_reader().unchecked_into();
+    let mut out: Vec<u8> = Vec::new();
+    loop {
+        let chunk = JsFuture::from(reader.read())
+            .await
+            .map_err(|e| js_message(&e, "the answer broke off"))?;
+        if Reflect::get(&chunk, &"done".into())
+            .ok()
+            .and_then(|d| d.as_bool())
+            .unwrap_or(true)
+        {
+            return Ok((out, false));
+        }
+        let value: Uint8Array = Reflect::get(&chunk, &"value".into())
+            .map_err(|e| js_message(&e, "a chunk without bytes"))?
+            .unchecked_into();
+        let room = cap.saturating_sub(out.len());
+        let n = value.length() as usize;
+        if n > room {
+            let keep = u32::try_from(room).unwrap_or(u32::MAX);
+            out.extend_from_slice(&value.subarray(0, keep).to_vec());
+            let _ = reader.cancel();
+            return Ok((out, true));
+        }
+        out.extend_from_slice(&value.to_vec());
+    }
+}
+
+/// Waits `ms` milliseconds (at once where there is no window).
+async fn sleep_ms(ms: u32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        let scheduled = web_sys::window().and_then(|w| {
+            w.set_timeout_with_callback_and_timeout_and_arguments_0(
+                &resolve,
+                i32::try_from(ms).unwrap_or(i32::MAX),
+            )
+            .ok()
+        });
+        if scheduled.is_none() {
+            let _ = resolve.call0(&JsValue::NULL);
+        }
+    });
+    let _ = JsFuture::from(promise).await;
+}
+
+/// `scheme://host[:port]` of `url`.
+pub fn origin(url: &str) -> &str {
+    let after = url.find("://").map_or(0, |i| i.saturating_add(3));
+    let end = url[after..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| i.saturating_add(after));
+    &url[..end]
+}
+
+/// Whether `url` is on the same origin (scheme, host, port) as `endpoint`.
+pub fn same_origin(url: &str, endpoint: &str) -> bool {
+    origin(url).eq_ignore_ascii_case(origin(endpoint))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins() {
+        assert_eq!(
+            origin("https://huggingface.co/a/b/resolve/main/x"),
+            "https://huggingface.co"
+        );
+        assert_eq!(origin("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
+        assert_eq!(origin("http://127.0.0.1:8080?x"), "http://127.0.0.1:8080");
+        assert!(same_origin(
+            "https://huggingface.co/x",
+            "https://huggingface.co"
+        ));
+        assert!(!same_origin(
+            "https://cdn-lfs.hf.co/x",
+            "https://huggingface.co"
+        ));
+        assert!(!same_origin("http://127.0.0.1:81/x", "http://127.0.0.1:8"));
+        assert!(!same_origin(
+            "https://huggingface.co.evil.example/x",
+            "https://huggingface.co"
+        ));
+    }
+}

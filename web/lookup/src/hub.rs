@@ -1,0 +1,243 @@
+//! A model looked up on the Hugging Face Hub (or a mirror) by its id, from the page:
+//! the same conventions and the same shared pieces as `gpumem-agent estimate --model`
+//! ([`gpumem_core::import::hub`]: ids, URLs, the file list, which weight files to read).
+//!
+//! Round 1 asks for `config.json`, the file list (with sizes) and
+//! `model.safetensors.index.json` together; then every weight file's header is read
+//! with Range requests, all files at once, each file's reads grown as
+//! [`gpumem_core::import::read_policy`] asks. A 61-shard checkpoint costs round 1 plus
+//! the reads of its slowest file (two for a safetensors header: its length, then the
+//! header), not 61 sequential round trips.
+
+use futures_util::future::join_all;
+use gpumem_core::import::TensorSummary;
+use gpumem_core::import::hf_config::parse_config;
+use gpumem_core::import::hub::{
+    CONFIG_FILE, INDEX_FILE, MAX_LISTING_BYTES, RepoFile, WeightFiles, check_file, check_repo_id,
+    choose_weights, parse_tree, resolve_url, tree_url,
+};
+use gpumem_core::import::read_policy::{HeaderFormat, HeaderRead, Step};
+use gpumem_proto::lookup::{LookupOutcome, LookupRequest, TensorsRead};
+
+use crate::config_read;
+use crate::http::{Answer, Http};
+
+/// A config.json larger than this is not a config.
+const MAX_CONFIG_BYTES: usize = 8 << 20;
+
+/// Looks `request.model` up on `endpoint`; `say` hears progress in words.
+pub async fn lookup(
+    endpoint: &str,
+    request: &LookupRequest,
+    say: &dyn Fn(&str),
+) -> Result<LookupOutcome, String> {
+    let repo = request.model.trim();
+    check_repo_id(repo).map_err(|e| e.to_string())?;
+    let revision = match request.revision.trim() {
+        "" => "main",
+        r => r,
+    };
+    if revision.len() > 256 || revision.chars().any(char::is_control) {
+        return Err("revision: expected a branch, tag or commit id".into());
+    }
+    let file = request
+        .file
+        .as_deref()
+        .map(str::trim)
+        .filter(|f| !f.is_empty());
+    if let Some(f) = file {
+        check_file(f).map_err(|e| format!("file: {e}"))?;
+    }
+    let http = Http::new(endpoint, request.token.clone());
+    let named = |what: &str| format!("{repo}@{revision}: {what}");
+
+    say(&format!(
+        "Asking {endpoint} for {repo}: config.json and the file list…"
+    ));
+    let config_url = resolve_url(endpoint, repo, revision, CONFIG_FILE);
+    let list_url = tree_url(endpoint, repo, revision);
+    let index_url = resolve_url(endpoint, repo, revision, INDEX_FILE);
+    let mut round = join_all([
+        http.get(&config_url, None, MAX_CONFIG_BYTES),
+        http.get(&list_url, None, MAX_LISTING_BYTES),
+        http.get(&index_url, None, MAX_LISTING_BYTES),
+    ])
+    .await
+    .into_iter();
+    let mut next = || {
+        round
+            .next()
+            .unwrap_or_else(|| Err("a request went missing".into()))
+    };
+    let (config, list, index) = (next()?, next()?, next()?);
+    // The file list first: it names a missing repository or revision best.
+    let list = body_of(list, &named("the file list"), repo, endpoint, &http)?;
+    let config = optional(config, &named("config.json"), repo, endpoint, &http)?;
+    let index = optional(index, &named(INDEX_FILE), repo, endpoint, &http)?;
+    let commit = list
+        .commit
+        .clone()
+        .or_else(|| config.as_ref().and_then(|c| c.commit.clone()));
+    let tree = parse_tree(&list.body).map_err(|e| named(&e.to_string()))?;
+    let chosen = choose_weights(&tree, index.as_ref().map(|i| i.body.as_slice()), file)
+        .map_err(|e| named(&e.to_string()))?;
+    let (files, format) = match chosen {
+        WeightFiles::Safetensors(v) => (v, HeaderFormat::Safetensors),
+        WeightFiles::Gguf(f) => (vec![f], HeaderFormat::Gguf),
+    };
+
+    say(&format!(
+        "Reading the headers of {} weight file{} (only the headers)…",
+        files.len(),
+        if files.len() == 1 { "" } else { "s" }
+    ));
+    let reads = join_all(files.iter().map(|f| {
+        let url = resolve_url(endpoint, repo, revision, &f.path);
+        read_header(&http, url, f, format, repo, endpoint)
+    }))
+    .await;
+    let mut merged: Option<TensorSummary> = None;
+    let mut slowest = 0u32;
+    for read in reads {
+        let (summary, n) = read?;
+        slowest = slowest.max(n);
+        match merged.as_mut() {
+            Some(m) => m.merge(&summary).map_err(|e| e.to_string())?,
+            None => merged = Some(summary),
+        }
+    }
+    let summary = merged.ok_or_else(|| named("no weight file to read"))?;
+    let config = match config {
+        Some(c) => {
+            let text =
+                String::from_utf8(c.body).map_err(|_| named("config.json is not UTF-8 text"))?;
+            let parsed = parse_config(&text).map_err(|e| named(&format!("config.json: {e}")))?;
+            Some(config_read(
+                format!("{repo}@{revision}/config.json"),
+                &parsed,
+            ))
+        }
+        None => None,
+    };
+    Ok(LookupOutcome {
+        config,
+        tensors: Some(TensorsRead {
+            files: files.into_iter().map(|f| f.path).collect(),
+            summary,
+        }),
+        requests: http.requests(),
+        round_trips: slowest.saturating_add(1),
+        commit,
+    })
+}
+
+/// Reads one weight file's header by Range requests; the number of reads it took.
+async fn read_header(
+    http: &Http,
+    first: String,
+    file: &RepoFile,
+    format: HeaderFormat,
+    repo: &str,
+    endpoint: &str,
+) -> Result<(TensorSummary, u32), String> {
+    let policy = HeaderRead::new(format, file.size);
+    let name = &file.path;
+    let mut url = first;
+    let mut prefix: Vec<u8> = Vec::new();
+    let mut reads = 0u32;
+    loop {
+        let range = match policy
+            .next_read(&prefix)
+            .map_err(|e| format!("{name}: {e}"))?
+        {
+            Step::Done(header) => return Ok((header.into_tensors(), reads)),
+            Step::Need(range) => range,
+        };
+        let want = range
+            .end
+            .checked_sub(range.start)
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| format!("{name}: a read the page cannot hold"))?;
+        let answer = http.get(&url, Some((range.start, range.end)), want).await?;
+        reads = reads.saturating_add(1);
+        match answer.status {
+            206 => {}
+            // A server that ignores Range answers the whole file: its first bytes are
+            // still the header's, and no more than asked was read.
+            200 if range.start == 0 => {}
+            200 => return Err(format!("{name}: the server ignored the Range request")),
+            _ => return Err(refusal(&answer, name, repo, endpoint, http)),
+        }
+        if answer.body.is_empty() {
+            return Err(format!("{name}: the file ended inside its header"));
+        }
+        // Later reads go straight to where the first answer came from (the CDN).
+        url = answer.url;
+        prefix.extend_from_slice(&answer.body);
+    }
+}
+
+/// A text answer that must be there.
+fn body_of(
+    answer: Answer,
+    what: &str,
+    repo: &str,
+    endpoint: &str,
+    http: &Http,
+) -> Result<Answer, String> {
+    if answer.status != 200 {
+        return Err(refusal(&answer, what, repo, endpoint, http));
+    }
+    if answer.truncated {
+        return Err(format!("{what}: larger than the page reads"));
+    }
+    Ok(answer)
+}
+
+/// A text answer that may be missing (404 for the file, not the repository).
+fn optional(
+    answer: Answer,
+    what: &str,
+    repo: &str,
+    endpoint: &str,
+    http: &Http,
+) -> Result<Option<Answer>, String> {
+    let missing_file = answer.status == 404
+        && !matches!(
+            answer.error_code.as_deref(),
+            Some("RepositoryNotFound" | "RevisionNotFound")
+        );
+    if missing_file {
+        return Ok(None);
+    }
+    body_of(answer, what, repo, endpoint, http).map(Some)
+}
+
+/// The Hub's refusal in words, as the agent says it.
+fn refusal(answer: &Answer, what: &str, repo: &str, endpoint: &str, http: &Http) -> String {
+    let code = answer.error_code.as_deref();
+    match answer.status {
+        401 | 403 if code == Some("RepositoryNotFound") => format!(
+            "{what}: not found — no such repository, or it is private (give a token that can read it)"
+        ),
+        401 | 403 => format!(
+            "{what}: access refused (HTTP {}): the model is gated or private ({}): accept the licence on {endpoint}/{repo} and give an access token (kept in this page's memory only)",
+            answer.status,
+            if http.has_token() {
+                "the token given has no access to it"
+            } else {
+                "no token was given"
+            }
+        ),
+        404 => format!(
+            "{what}: not found ({})",
+            match code {
+                Some("RepositoryNotFound") => "no such repository",
+                Some("RevisionNotFound") => "no such revision",
+                Some("EntryNotFound") => "no such file in this revision",
+                _ => "HTTP 404",
+            }
+        ),
+        s => format!("{what}: the Hub answered HTTP {s}"),
+    }
+}

@@ -1,0 +1,89 @@
+//! gpumem-lookup: the readers the dimensioner loads only when they are needed — model
+//! files dropped in the browser ([`files`]) and a model looked up on the Hugging Face Hub
+//! by its id ([`hub`]), both reading headers only.
+//!
+//! Built as a wasm-bindgen module of its own (`scripts/build-web.sh` → `dist/lookup-*/`)
+//! and imported by the page on the first import or lookup, so the dimensioner's wasm
+//! carries none of the config, safetensors, GGUF or HTTP code. Parsing is the core's
+//! ([`gpumem_core::import`]); this crate only fetches the bytes the core asks for, and
+//! answers with a [`gpumem_proto::lookup::LookupOutcome`] as JSON.
+
+pub mod files;
+pub mod http;
+pub mod hub;
+
+use gpumem_core::import::hf_config::ImportedConfig;
+use gpumem_proto::lookup::{ConfigRead, LookupOutcome, LookupRequest};
+use wasm_bindgen::prelude::*;
+
+/// The Hub the page talks to when the page names none.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+
+/// Reads dropped or picked files (a `config.json`, the `.safetensors` shards of one
+/// checkpoint, or `.gguf` files): a JSON [`LookupOutcome`], or an error in words.
+#[wasm_bindgen]
+pub async fn read_files(files: js_sys::Array) -> Result<String, JsValue> {
+    let files: Vec<web_sys::File> = files.iter().filter_map(|f| f.dyn_into().ok()).collect();
+    let outcome = files::read_files(files).await.map_err(JsValue::from)?;
+    answer(&outcome)
+}
+
+/// Looks a model up on the Hub the page names (its `gpumem-hub` meta tag, else
+/// [`DEFAULT_ENDPOINT`]). `request` is a JSON [`LookupRequest`]; `progress` is called
+/// with a line of text as the reads go on. A JSON [`LookupOutcome`], or an error in words.
+#[wasm_bindgen]
+pub async fn lookup(request: String, progress: js_sys::Function) -> Result<String, JsValue> {
+    let request: LookupRequest = serde_json::from_str(&request)
+        .map_err(|e| JsValue::from(format!("bad lookup request: {e}")))?;
+    let endpoint = hub_endpoint();
+    let say = move |text: &str| {
+        let _ = progress.call1(&JsValue::NULL, &JsValue::from(text));
+    };
+    let outcome = hub::lookup(&endpoint, &request, &say)
+        .await
+        .map_err(JsValue::from)?;
+    answer(&outcome)
+}
+
+/// The Hub endpoint of this page: `<meta name="gpumem-hub" content="…">`, which the
+/// build (a mirror) or `gpumem-agent serve` (its `HF_ENDPOINT`) sets together with the
+/// Content-Security-Policy that allows it.
+pub fn hub_endpoint() -> String {
+    web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.query_selector("meta[name=\"gpumem-hub\"]").ok().flatten())
+        .and_then(|m| m.get_attribute("content"))
+        .map(|c| c.trim().trim_end_matches('/').to_string())
+        .filter(|c| c.starts_with("https://") || c.starts_with("http://"))
+        .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
+}
+
+/// The shape a config gave, as the page applies it.
+pub fn config_read(name: String, c: &ImportedConfig) -> ConfigRead {
+    ConfigRead {
+        name,
+        model_type: c.model_type.clone(),
+        pairs: c
+            .pairs()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        notes: c.notes.clone(),
+        warnings: c.warnings.clone(),
+    }
+}
+
+fn answer(outcome: &LookupOutcome) -> Result<String, JsValue> {
+    serde_json::to_string(outcome).map_err(|e| JsValue::from(e.to_string()))
+}
+
+/// A JavaScript error's message, or `fallback`.
+pub fn js_message(e: &JsValue, fallback: &str) -> String {
+    e.as_string()
+        .or_else(|| {
+            js_sys::Reflect::get(e, &"message".into())
+                .ok()
+                .and_then(|m| m.as_string())
+        })
+        .unwrap_or_else(|| fallback.to_string())
+}

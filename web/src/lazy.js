@@ -1,0 +1,17 @@
+// Loads the page's lookup module (web/lookup: file and Hub readers) on first use, once.
+// A wasm-bindgen snippet of the dimensioner: dynamic import() is the one way to load a
+// second module lazily; its URL (a content-hashed folder) comes from the build.
+let loading = null;
+
+export function load_lookup(url) {
+  if (loading === null) {
+    loading = import(url).then(async (m) => {
+      const init = m["default"];
+      await init();
+      return m;
+    });
+    // A failed load (offline) may be tried again.
+    loading.catch(() => { loading = null; });
+  }
+  return loading;
+}

@@ -1,0 +1,291 @@
+//! Model files and Hub lookups (R-EST-4; issue 10): the import zone and the model field.
+//! The readers themselves — config, safetensors and GGUF headers, HTTP Range reads — are
+//! the lookup module (`web/lookup`, a wasm module of its own) that this page imports on
+//! the first import or lookup, so the dimensioner's wasm carries none of them. What it
+//! answers is a [`LookupOutcome`], applied here to the form: the shape into the fields
+//! (and the link), the tensors as the imported weights.
+//!
+//! The token for a gated model lives in this component's memory only: never in the URL,
+//! in local storage or in the sheet.
+
+use gpumem_core::units::group_digits;
+use gpumem_proto::lookup::{LookupOutcome, LookupRequest};
+use js_sys::{Array, Function, Promise, Reflect};
+use leptos::prelude::*;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{FileList, HtmlInputElement};
+
+use crate::state::{Form, Imported};
+
+/// Where the build put the lookup module (`scripts/build-web.sh` passes its
+/// content-hashed path); the fallback serves builds without it (native checks).
+pub const LOOKUP_JS: &str = match option_env!("GPUMEM_LOOKUP_JS") {
+    Some(url) => url,
+    None => "/lookup/gpumem_lookup.js",
+};
+
+#[wasm_bindgen(module = "/src/lazy.js")]
+extern "C" {
+    #[wasm_bindgen(catch)]
+    async fn load_lookup(url: &str) -> Result<JsValue, JsValue>;
+}
+
+fn js_text(e: &JsValue, fallback: &str) -> String {
+    e.as_string()
+        .or_else(|| {
+            Reflect::get(e, &"message".into())
+                .ok()
+                .and_then(|m| m.as_string())
+        })
+        .unwrap_or_else(|| fallback.to_string())
+}
+
+/// Calls `name(a, b)` of the lookup module (loading it first) and reads its answer.
+async fn call(name: &str, a: &JsValue, b: &JsValue) -> Result<LookupOutcome, String> {
+    let module = load_lookup(LOOKUP_JS)
+        .await
+        .map_err(|e| format!("the reader did not load: {}", js_text(&e, "unknown error")))?;
+    let f: Function = Reflect::get(&module, &name.into())
+        .ok()
+        .and_then(|f| f.dyn_into().ok())
+        .ok_or("the reader module is not the one this page was built with")?;
+    let promise: Promise = f
+        .call2(&JsValue::NULL, a, b)
+        .ok()
+        .and_then(|p| p.dyn_into().ok())
+        .ok_or("the reader did not start")?;
+    let text = JsFuture::from(promise)
+        .await
+        .map_err(|e| js_text(&e, "the read failed"))?
+        .as_string()
+        .unwrap_or_default();
+    serde_json::from_slice(text.as_bytes()).map_err(|e| format!("the reader's answer: {e}"))
+}
+
+/// Applies an outcome to the form and says what changed.
+fn apply(form: &Form, outcome: LookupOutcome) -> String {
+    let mut said: Vec<String> = Vec::new();
+    if let Some(c) = outcome.config {
+        let pairs: Vec<(&str, String)> = c
+            .pairs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        form.set_shape(&pairs);
+        for key in ["format", "attention-format", "max-position"] {
+            if let Some((_, v)) = pairs.iter().find(|(k, _)| *k == key) {
+                form.sig(key).set(v.clone());
+            }
+        }
+        let mut text = format!(
+            "Read {} ({}): the shape is now in the fields above and in the link.",
+            c.name, c.model_type
+        );
+        for n in &c.notes {
+            text.push_str(&format!(" Note: {n}."));
+        }
+        for w in &c.warnings {
+            text.push_str(&format!(" Warning: {w}."));
+        }
+        said.push(text);
+    }
+    if let Some(t) = outcome.tensors {
+        let n = t.files.len();
+        said.push(format!(
+            "Counted {} tensors in {} file{}: {} B of weights, exactly.",
+            group_digits(t.summary.total.tensors),
+            n,
+            if n == 1 { "" } else { "s" },
+            group_digits(t.summary.total.bytes)
+        ));
+        form.imported.set(Some(Imported {
+            files: t.files,
+            summary: t.summary,
+        }));
+    }
+    if outcome.requests > 0 {
+        said.push(format!(
+            "{} requests in {} round trips{}.",
+            outcome.requests,
+            outcome.round_trips,
+            outcome
+                .commit
+                .map(|c| format!(", commit {}", c.get(..12).unwrap_or(&c)))
+                .unwrap_or_default()
+        ));
+    }
+    said.join(" ")
+}
+
+/// The files read, named in full up to three, else the first and last and how many.
+fn files_label(files: &[String]) -> String {
+    match files {
+        [first, .., last] if files.len() > 3 => format!("{first} … {last} ({} files)", files.len()),
+        _ => files.join(", "),
+    }
+}
+
+/// Drop or pick model files, or look a model up on the Hub; only headers are read.
+#[component]
+pub fn ImportZone() -> impl IntoView {
+    let form = expect_context::<Form>();
+    let status: RwSignal<Option<Result<String, String>>> = RwSignal::new(None);
+    let busy: RwSignal<Option<String>> = RwSignal::new(None);
+    let dragging = RwSignal::new(false);
+    // In memory only (issue 10): not a form key, so never in the link or storage.
+    let token = RwSignal::new(String::new());
+
+    let read = {
+        let form = form.clone();
+        move |list: Option<FileList>| {
+            let Some(list) = list else { return };
+            let files: Array = (0..list.length()).filter_map(|i| list.get(i)).collect();
+            let form = form.clone();
+            busy.set(Some("Reading headers…".into()));
+            leptos::task::spawn_local(async move {
+                let outcome = call("read_files", &files, &JsValue::UNDEFINED).await;
+                busy.set(None);
+                status.set(Some(outcome.map(|o| apply(&form, o))));
+            });
+        }
+    };
+    let look_up = {
+        let form = form.clone();
+        move || {
+            let request = LookupRequest {
+                model: form.sig("model").get_untracked().trim().to_string(),
+                revision: form.sig("revision").get_untracked().trim().to_string(),
+                file: Some(form.sig("model-file").get_untracked().trim().to_string())
+                    .filter(|f| !f.is_empty()),
+                token: Some(token.get_untracked()).filter(|t| !t.trim().is_empty()),
+            };
+            if request.model.is_empty() {
+                status.set(Some(Err(
+                    "type a model id, e.g. meta-llama/Llama-3.1-8B".into()
+                )));
+                return;
+            }
+            let Ok(json) = serde_json::to_string(&request) else {
+                return;
+            };
+            let form = form.clone();
+            busy.set(Some(format!("Looking up {}…", request.model)));
+            leptos::task::spawn_local(async move {
+                let progress = Closure::<dyn Fn(JsValue)>::new(move |line: JsValue| {
+                    if let Some(line) = line.as_string() {
+                        busy.set(Some(line));
+                    }
+                });
+                let outcome = call("lookup", &JsValue::from(json), progress.as_ref()).await;
+                drop(progress);
+                busy.set(None);
+                status.set(Some(outcome.map(|o| apply(&form, o))));
+            });
+        }
+    };
+    // A link that names a model looks it up when the page opens (unless its tensors
+    // are already here, restored from this browser's storage).
+    {
+        let look_up = look_up.clone();
+        let form = form.clone();
+        Effect::new(move |done: Option<bool>| {
+            if done.is_none()
+                && form.imported.get_untracked().is_none()
+                && !form.sig("model").get_untracked().trim().is_empty()
+            {
+                look_up();
+            }
+            true
+        });
+    }
+    let on_drop = {
+        let read = read.clone();
+        move |ev: web_sys::DragEvent| {
+            ev.prevent_default();
+            dragging.set(false);
+            read(ev.data_transfer().and_then(|d| d.files()));
+        }
+    };
+    let on_pick = move |ev: web_sys::Event| {
+        let input: HtmlInputElement = event_target(&ev);
+        read(input.files());
+        input.set_value("");
+    };
+    let on_submit = {
+        let look_up = look_up.clone();
+        move |ev: web_sys::SubmitEvent| {
+            ev.prevent_default();
+            look_up();
+        }
+    };
+    let (model, revision, file) = (
+        form.sig("model"),
+        form.sig("revision"),
+        form.sig("model-file"),
+    );
+    let imported = form.imported;
+    view! {
+        <form class="lookup" data-testid="lookup" on:submit=on_submit>
+            <label for="model"><strong>"Model on the Hub"</strong></label>
+            <div class="lookup-row">
+                <input id="model" data-testid="model" type="text" placeholder="meta-llama/Llama-3.1-8B"
+                    spellcheck="false" autocomplete="off"
+                    prop:value=move || model.get() on:input=move |ev| model.set(event_target_value(&ev))/>
+                <button type="submit" data-testid="lookup-go"
+                    prop:disabled=move || busy.get().is_some()>"Look up"</button>
+            </div>
+            <details class="sub">
+                <summary>"Revision, GGUF file, access token"</summary>
+                <div class="grid3">
+                    <label>"Revision" <input data-testid="revision" type="text" placeholder="main"
+                        prop:value=move || revision.get() on:input=move |ev| revision.set(event_target_value(&ev))/></label>
+                    <label>"Weight file (a .gguf)" <input data-testid="model-file" type="text" placeholder="chosen from the repository"
+                        prop:value=move || file.get() on:input=move |ev| file.set(event_target_value(&ev))/></label>
+                    <label>"Access token (gated models)" <input data-testid="token" type="password" autocomplete="off"
+                        prop:value=move || token.get() on:input=move |ev| token.set(event_target_value(&ev))/></label>
+                </div>
+                <p class="hint">"Only config.json, the file list and each weight file's header are read, by Range requests to the Hub. The token stays in this page's memory: not in the link, not stored."</p>
+            </details>
+        </form>
+        <div
+            class="drop"
+            class:dragging=move || dragging.get()
+            on:dragover=move |ev: web_sys::DragEvent| { ev.prevent_default(); dragging.set(true); }
+            on:dragleave=move |_| dragging.set(false)
+            on:drop=on_drop
+        >
+            <label for="import-file" class="drop-label">
+                <strong>"Import a model file"</strong>
+                " — drop or pick a config.json, the .safetensors shards of a checkpoint, or a .gguf file. "
+                "Only the header bytes are read, in this browser; nothing is uploaded."
+            </label>
+            <input
+                type="file"
+                id="import-file"
+                data-testid="import-file"
+                multiple
+                accept=".json,.safetensors,.gguf"
+                on:change=on_pick
+            />
+        </div>
+        <p class="msg" role="status" data-testid="import-status"
+            class:error=move || matches!(status.get(), Some(Err(_)))>
+            {move || busy.get().or_else(|| {
+                status.get().map(|s| match s { Ok(t) => t, Err(e) => format!("Could not import: {e}") })
+            })}
+        </p>
+        {move || imported.get().map(|i| view! {
+            <div class="imported" data-testid="imported">
+                <p>
+                    "Weights are counted from the headers of "
+                    <strong>{files_label(&i.files)}</strong>
+                    " (" {group_digits(i.summary.total.tensors)} " tensors, "
+                    {group_digits(i.summary.total.bytes)} " B). "
+                    "Imported tensors are not part of the link: they stay in this browser."
+                </p>
+                <button type="button" on:click=move |_| imported.set(None)>"Forget imported tensors"</button>
+            </div>
+        })}
+    }
+}
