@@ -31,6 +31,9 @@ or start <code>gpumem-agent serve --dist DIR</code>.</p>\n\
 <p>The agent's WebSocket at <code>/ws</code> works regardless: a page hosted elsewhere can \
 pair by pasting the pairing URL.</p>\n</body></html>\n";
 
+/// The Hub the built page looks models up on (`scripts/build-web.sh`'s default).
+const HUGGING_FACE: &str = "https://huggingface.co";
+
 /// One file of the page.
 struct Asset {
     path: String,
@@ -88,6 +91,35 @@ impl Assets {
             .and_then(csp::policy_from_html)
             .unwrap_or_else(|| csp::STRICT.to_owned());
         assets
+    }
+
+    /// Points the page's model lookup at `endpoint` (the agent's `HF_ENDPOINT`, a
+    /// mirror or a test stand-in) instead of huggingface.co: the dimensioner's
+    /// `<meta name="gpumem-hub">` names it, and the policy's connect-src allows its
+    /// host — in the header and in every page's meta tag alike, since a browser
+    /// enforces both. An endpoint that is not `http(s)://host[:port]` is refused.
+    pub fn with_hub(mut self, endpoint: &str) -> anyhow::Result<Assets> {
+        let endpoint = endpoint.trim().trim_end_matches('/');
+        let Some(source) = csp::hub_source(endpoint) else {
+            bail!("HF_ENDPOINT={endpoint}: expected http(s)://host[:port]");
+        };
+        let old = self.policy.clone();
+        let new = csp::with_connect_source(&old, &source);
+        let old_tag = format!("content=\"{old}\"");
+        let new_tag = format!("content=\"{new}\"");
+        let hub_tag = format!("<meta name=\"gpumem-hub\" content=\"{HUGGING_FACE}\">");
+        let our_tag = format!("<meta name=\"gpumem-hub\" content=\"{endpoint}\">");
+        for asset in &mut self.files {
+            if !asset.path.ends_with(".html") {
+                continue;
+            }
+            if let Ok(text) = std::str::from_utf8(&asset.bytes) {
+                let text = text.replace(&old_tag, &new_tag).replace(&hub_tag, &our_tag);
+                asset.bytes = Cow::Owned(text.into_bytes());
+            }
+        }
+        self.policy = new;
+        Ok(self)
     }
 
     /// The Content-Security-Policy sent with the page's files.
@@ -186,6 +218,35 @@ fn load_dir(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hub_endpoint_reaches_the_header_and_the_meta_tags() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let policy = "default-src 'self'; connect-src 'self' https://huggingface.co";
+        fs::write(
+            dir.path().join("index.html"),
+            format!("<head><meta http-equiv=\"Content-Security-Policy\" content=\"{policy}\"><meta name=\"gpumem-hub\" content=\"https://huggingface.co\">"),
+        )
+        .expect("write");
+        let assets = Assets::from_dir(dir.path())
+            .expect("load")
+            .with_hub("http://127.0.0.1:4321/")
+            .expect("a loopback endpoint");
+        let want = format!("{policy} http://127.0.0.1:*");
+        assert_eq!(assets.policy(), want);
+        let page = String::from_utf8(assets.get("/").expect("page").1.to_vec()).expect("utf8");
+        assert!(page.contains(&format!("content=\"{want}\"")), "{page}");
+        assert!(
+            page.contains("<meta name=\"gpumem-hub\" content=\"http://127.0.0.1:4321\">"),
+            "{page}"
+        );
+        assert!(
+            Assets::from_dir(dir.path())
+                .expect("load")
+                .with_hub("https://x; script-src *")
+                .is_err()
+        );
+    }
 
     #[test]
     fn a_directory_is_served_by_exact_path_only() {

@@ -37,6 +37,47 @@ pub fn policy_from_html(html: &str) -> Option<String> {
     None
 }
 
+/// The connect-src source for a Hub endpoint (`HF_ENDPOINT`): its scheme and host on
+/// any port (a mirror's CDN may answer on another port of the same host, as the test
+/// stand-in's does). `None` for anything but `http(s)://host[:port]`.
+pub fn hub_source(endpoint: &str) -> Option<String> {
+    let (scheme, rest) = endpoint.split_once("://")?;
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = rest.split_once(':').unwrap_or((rest, ""));
+    let host_ok = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+    let port_ok = port.is_empty() || (port.len() <= 5 && port.chars().all(|c| c.is_ascii_digit()));
+    (host_ok && port_ok).then(|| format!("{scheme}://{host}:*"))
+}
+
+/// `policy` with `source` added to its `connect-src` directive (appended as one when
+/// there is none).
+pub fn with_connect_source(policy: &str, source: &str) -> String {
+    let mut found = false;
+    let mut directives: Vec<String> = policy
+        .split(';')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| {
+            if d.split_whitespace().next() == Some("connect-src") {
+                found = true;
+                format!("{d} {source}")
+            } else {
+                d.to_owned()
+            }
+        })
+        .collect();
+    if !found {
+        directives.push(format!("connect-src 'self' {source}"));
+    }
+    directives.join("; ")
+}
+
 fn find_ci(haystack: &str, needle: &str) -> Option<usize> {
     haystack
         .as_bytes()
@@ -78,6 +119,39 @@ fn attribute<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hub_endpoint_adds_its_host_to_connect_src() {
+        assert_eq!(
+            hub_source("http://127.0.0.1:8080").as_deref(),
+            Some("http://127.0.0.1:*")
+        );
+        assert_eq!(
+            hub_source("https://hf-mirror.com/").as_deref(),
+            Some("https://hf-mirror.com:*")
+        );
+        for bad in [
+            "ftp://x",
+            "https://",
+            "https://a b",
+            "https://x;script-src *",
+            "https://x:99999999",
+            "x",
+        ] {
+            assert_eq!(hub_source(bad), None, "{bad}");
+        }
+        assert_eq!(
+            with_connect_source(
+                "default-src 'self'; connect-src 'self' ws://127.0.0.1:*; object-src 'none'",
+                "http://h:*"
+            ),
+            "default-src 'self'; connect-src 'self' ws://127.0.0.1:* http://h:*; object-src 'none'"
+        );
+        assert_eq!(
+            with_connect_source("default-src 'self'", "http://h:*"),
+            "default-src 'self'; connect-src 'self' http://h:*"
+        );
+    }
 
     #[test]
     fn reads_the_policy_in_either_attribute_order_and_quoting() {

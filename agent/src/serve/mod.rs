@@ -227,6 +227,14 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         Some(dir) => Assets::from_dir(dir)?,
         None => Assets::embedded(),
     };
+    // The page's model lookup asks the agent's Hub (a mirror, or a test stand-in).
+    let assets = match std::env::var("HF_ENDPOINT")
+        .ok()
+        .filter(|e| !e.trim().is_empty())
+    {
+        Some(endpoint) => assets.with_hub(&endpoint)?,
+        None => assets,
+    };
     let token = Token::generate()?;
 
     let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)))
