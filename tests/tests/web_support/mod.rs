@@ -84,9 +84,18 @@ impl ReplayAgent {
     /// Starts the agent replaying `fixture` (relative to the workspace root) on a free
     /// port, with `extra` flags, and waits for the pairing URL it prints.
     pub fn start(fixture: &str, extra: &[&str]) -> ReplayAgent {
+        let mut args = vec!["--replay", fixture];
+        args.extend_from_slice(extra);
+        ReplayAgent::serve(&args, &[])
+    }
+
+    /// Starts `gpumem-agent serve` on a free port with `args` and the environment
+    /// `envs`, and waits for the pairing URL it prints.
+    pub fn serve(args: &[&str], envs: &[(&str, &str)]) -> ReplayAgent {
         let mut child = Command::new(agent_binary())
-            .args(["serve", "--replay", fixture, "--port", "0", "--no-open"])
-            .args(extra)
+            .args(["serve", "--port", "0", "--no-open"])
+            .args(args)
+            .envs(envs.iter().copied())
             .current_dir(root())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -1,0 +1,239 @@
+//! The page's model lookup (issue 10) in headless Chromium against the loopback Hub
+//! stand-in ([`gpumem_e2e::hub_standin`]: resolve → 302 → CDN on a second port, Range
+//! → 206, 401 for a gated repository, 404, one 429). The page is served by
+//! `gpumem-agent serve` with `HF_ENDPOINT` set to the stand-in, so this also checks the
+//! agent's rewrite of the page's Hub and Content-Security-Policy.
+//!
+//! Exact bytes are the fixtures' own (computed from the tensors they wrote) and the
+//! agent's `estimate --model` answer for the same repository.
+
+mod web_support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use gpumem_e2e::hub_standin::{
+    GATED, MANY_GGUF, MANY_GGUF_FILES, ONE_GGUF, SHARDED, SHARDS, SINGLE, StandIn, TEST_TOKEN,
+    expected_bytes, expected_file_bytes, fixture_repos,
+};
+use serde_json::{Value, json};
+use web_support::{Browser, ReplayAgent, agent_binary, browser_tools, bytes_of, root, serial};
+
+const STATUS: &str =
+    "return (document.querySelector('[data-testid=import-status]') || {}).textContent || ''";
+
+/// Waits until the status line is final (not a progress line) and returns it.
+fn final_status(browser: &Browser, what: &str) -> String {
+    let script = format!(
+        "const s = (function() {{ {STATUS} }})(); const go = document.querySelector('[data-testid=lookup-go]'); \
+         return go && !go.disabled && (s.startsWith('Could not') || s.includes('round trips')) && s"
+    );
+    browser
+        .wait_for_within(what, &script, Duration::from_secs(60))
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The bytes the imported-tensors box reports.
+fn imported_bytes(browser: &Browser) -> Option<u64> {
+    let text = browser.js(
+        "const e = document.querySelector('[data-testid=imported]'); return e ? e.textContent : ''",
+        json!([]),
+    );
+    // "… (N tensors, B B)": the figure before the last " B)".
+    let text = text.as_str()?;
+    let end = text.rfind(" B)")?;
+    let start = text[..end].rfind(", ")? + 2;
+    bytes_of(&text[start..end])
+}
+
+fn look_up(browser: &Browser, model: &str) {
+    browser.js(
+        "const i = document.querySelector('[data-testid=model]'); i.value = arguments[0]; \
+         i.dispatchEvent(new Event('input', {bubbles: true}));",
+        json!([model]),
+    );
+    browser.click("[data-testid=lookup-go]");
+}
+
+fn set_field(browser: &Browser, testid: &str, value: &str) {
+    browser.js(
+        "const i = document.querySelector('[data-testid=' + arguments[0] + ']'); i.value = arguments[1]; \
+         i.dispatchEvent(new Event('input', {bubbles: true}));",
+        json!([testid, value]),
+    );
+}
+
+/// `gpumem-agent estimate --model REPO --json` against the stand-in.
+fn agent_weights(endpoint: &str, repo: &str) -> u64 {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(agent_binary())
+        .args(["estimate", "--model", repo, "--json"])
+        .env("HF_ENDPOINT", endpoint)
+        .env("XDG_CACHE_HOME", cache.path())
+        .env_remove("HF_TOKEN")
+        .env("HF_HOME", cache.path())
+        .current_dir(root())
+        .output()
+        .expect("run gpumem-agent estimate --model");
+    assert!(
+        out.status.success(),
+        "estimate --model {repo}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    v["weights_bytes"].as_u64().expect("weights_bytes")
+}
+
+#[test]
+fn web_looks_models_up_on_the_hub() {
+    let Some(driver) = browser_tools("web_looks_models_up_on_the_hub") else {
+        return;
+    };
+    let _guard = serial();
+    // One 429 on a shard's first read: retried, not fatal.
+    let hub = StandIn::start(
+        fixture_repos(),
+        Duration::ZERO,
+        &[&format!("{SHARDED}/model-00007-of-{SHARDS:05}.safetensors")],
+    );
+    let endpoint = hub.endpoint();
+    let agent = ReplayAgent::serve(&[], &[("HF_ENDPOINT", endpoint.as_str())]);
+    let browser = Browser::start(&driver);
+
+    // 1. A link naming a model looks it up on opening; the shape comes from its
+    //    config.json, the weights from its header, exactly.
+    browser.goto(&format!("{}/?model={SINGLE}", agent.origin));
+    let status = final_status(&browser, "the lookup a link asked for");
+    assert!(status.starts_with("Read "), "{status}");
+    let single = expected_bytes(SINGLE);
+    assert_eq!(imported_bytes(&browser), Some(single), "{status}");
+    assert_eq!(agent_weights(&endpoint, SINGLE), single, "the agent agrees");
+    let layers = browser.js(
+        "return document.getElementById('layers') && document.getElementById('layers').value",
+        json!([]),
+    );
+    assert!(
+        layers.as_str().is_some_and(|l| !l.is_empty()),
+        "the config's shape is in the fields: {layers}"
+    );
+
+    // 2. 61 shards: read concurrently, a handful of round trips, one 429 retried.
+    hub.clear();
+    look_up(&browser, SHARDED);
+    let status = final_status(&browser, "the 61-shard lookup");
+    let log = hub.log();
+    let sharded = expected_bytes(SHARDED);
+    assert_eq!(imported_bytes(&browser), Some(sharded), "{status}");
+    assert!(status.contains(&format!("in {SHARDS} files")), "{status}");
+    assert_eq!(
+        agent_weights(&endpoint, SHARDED),
+        sharded,
+        "the agent agrees"
+    );
+    let gets = log.iter().filter(|l| l.method == "GET").count();
+    let round_trips: u32 = status
+        .split(" round trips")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("round trips in the status");
+    println!(
+        "web_lookup: {SHARDED}: {gets} GETs received by the stand-in (redirects included), {round_trips} round trips: {status}"
+    );
+    assert!(round_trips <= 4, "{status}");
+    assert!(
+        log.iter().any(|l| l.status == 429),
+        "the stand-in's 429 was sent"
+    );
+    assert!(
+        log.iter()
+            .filter(|l| l.server == "cdn" && l.method == "GET")
+            .all(|l| l.range.is_some_and(|(a, b)| b - a < 1 << 20)),
+        "only header ranges were read from the CDN"
+    );
+
+    // 3. Gated: refused with words without a token; read with one, which goes to the
+    //    Hub only — never to the CDN, the link or storage.
+    hub.clear();
+    look_up(&browser, GATED);
+    let status = final_status(&browser, "the gated lookup without a token");
+    assert!(status.contains("gated or private"), "{status}");
+    set_field(&browser, "token", TEST_TOKEN);
+    look_up(&browser, GATED);
+    let status = final_status(&browser, "the gated lookup with a token");
+    assert!(status.starts_with("Read "), "{status}");
+    assert_eq!(imported_bytes(&browser), Some(expected_bytes(GATED)));
+    let log = hub.log();
+    assert!(
+        log.iter()
+            .any(|l| l.server == "hub" && l.auth.as_deref() == Some("Bearer hf_test_token")),
+        "the token went to the Hub"
+    );
+    assert!(
+        log.iter().all(|l| l.server != "cdn" || l.auth.is_none()),
+        "the token never reaches the CDN"
+    );
+    let leaked = browser.js(
+        "return location.href.includes(arguments[0]) || JSON.stringify(localStorage).includes(arguments[0])",
+        json!([TEST_TOKEN]),
+    );
+    assert_eq!(leaked, json!(false), "the token is in memory only");
+
+    // 4. Unknown repository: "not found", the previous import kept.
+    look_up(&browser, "tiny-org/no-such-model");
+    let status = final_status(&browser, "an unknown repository");
+    assert!(status.contains("not found"), "{status}");
+    assert_eq!(imported_bytes(&browser), Some(expected_bytes(GATED)));
+
+    // 5. GGUF: one file is found by itself; of three, the page names them and reads
+    //    the one asked for.
+    look_up(&browser, ONE_GGUF);
+    let status = final_status(&browser, "the one-GGUF lookup");
+    assert_eq!(
+        imported_bytes(&browser),
+        Some(expected_bytes(ONE_GGUF)),
+        "{status}"
+    );
+    look_up(&browser, MANY_GGUF);
+    let status = final_status(&browser, "the three-GGUF lookup");
+    assert!(
+        MANY_GGUF_FILES.iter().all(|f| status.contains(f)),
+        "the choices are named: {status}"
+    );
+    set_field(&browser, "model-file", MANY_GGUF_FILES[2]);
+    look_up(&browser, MANY_GGUF);
+    let status = final_status(&browser, "the chosen GGUF file");
+    assert_eq!(
+        imported_bytes(&browser),
+        Some(expected_file_bytes(MANY_GGUF, MANY_GGUF_FILES[2])),
+        "{status}"
+    );
+
+    drop(browser);
+    drop(agent);
+
+    // 6. Over a slow link (every answer 100 ms late), the 61-shard lookup costs a few
+    //    round trips of latency, not 61 × 2 (reported; the browser's six connections
+    //    per host over the stand-in's HTTP/1.1 queue the reads in waves — the Hub's
+    //    HTTP/2 does not).
+    let slow = StandIn::start(fixture_repos(), Duration::from_millis(100), &[]);
+    let slow_endpoint = slow.endpoint();
+    let agent = ReplayAgent::serve(&[], &[("HF_ENDPOINT", slow_endpoint.as_str())]);
+    let browser = Browser::start(&driver);
+    browser.goto(&format!("{}/", agent.origin));
+    let started = std::time::Instant::now();
+    look_up(&browser, SHARDED);
+    let status = final_status(&browser, "the 61-shard lookup over a 100 ms link");
+    let took = started.elapsed();
+    assert_eq!(imported_bytes(&browser), Some(sharded), "{status}");
+    println!(
+        "web_lookup: {SHARDED} with 100 ms per answer: {} ms in the browser ({status})",
+        took.as_millis()
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "61 shards × 2 sequential reads would take over 12 s: {took:?}"
+    );
+}
