@@ -63,6 +63,13 @@ async fn call(name: &str, a: &JsValue, b: &JsValue) -> Result<LookupOutcome, Str
     serde_json::from_slice(text.as_bytes()).map_err(|e| format!("the reader's answer: {e}"))
 }
 
+/// Clears the lookup's keys, so a link or a reload does not look the model up again.
+fn forget_model(form: &Form) {
+    for key in ["model", "revision", "model-file"] {
+        form.sig(key).set(String::new());
+    }
+}
+
 /// Applies an outcome to the form and says what changed.
 fn apply(form: &Form, outcome: LookupOutcome) -> String {
     let mut said: Vec<String> = Vec::new();
@@ -146,6 +153,10 @@ pub fn ImportZone() -> impl IntoView {
             leptos::task::spawn_local(async move {
                 let outcome = call("read_files", &files, &JsValue::UNDEFINED).await;
                 busy.set(None);
+                if outcome.is_ok() {
+                    // The link must not name a model the page no longer shows.
+                    forget_model(&form);
+                }
                 status.set(Some(outcome.map(|o| apply(&form, o))));
             });
         }
@@ -275,7 +286,7 @@ pub fn ImportZone() -> impl IntoView {
                 status.get().map(|s| match s { Ok(t) => t, Err(e) => format!("Could not import: {e}") })
             })}
         </p>
-        {move || imported.get().map(|i| view! {
+        {move || imported.get().map(|i| { let form = form.clone(); view! {
             <div class="imported" data-testid="imported">
                 <p>
                     "Weights are counted from the headers of "
@@ -284,8 +295,8 @@ pub fn ImportZone() -> impl IntoView {
                     {group_digits(i.summary.total.bytes)} " B). "
                     "Imported tensors are not part of the link: they stay in this browser."
                 </p>
-                <button type="button" on:click=move |_| imported.set(None)>"Forget imported tensors"</button>
+                <button type="button" on:click=move |_| { imported.set(None); forget_model(&form); }>"Forget imported tensors"</button>
             </div>
-        })}
+        }})}
     }
 }
