@@ -211,10 +211,22 @@ fn web_looks_models_up_on_the_hub() {
         "{status}"
     );
 
+
+    // 6. A mirror without the listing API: the shards come from the index, their sizes
+    //    from Content-Range, the bytes the same.
+    hub.serve_listing(false);
+    set_field(&browser, "model-file", "");
+    look_up(&browser, SHARDED);
+    let status = final_status(&browser, "the 61-shard lookup without a listing");
+    assert_eq!(imported_bytes(&browser), Some(sharded), "{status}");
+    look_up(&browser, SINGLE);
+    let status = final_status(&browser, "the single-file lookup without a listing");
+    assert_eq!(imported_bytes(&browser), Some(single), "{status}");
+    hub.serve_listing(true);
     drop(browser);
     drop(agent);
 
-    // 6. Over a slow link (every answer 100 ms late), the 61-shard lookup costs a few
+    // 7. Over a slow link (every answer 100 ms late), the 61-shard lookup costs a few
     //    round trips of latency, not 61 × 2 (reported; the browser's six connections
     //    per host over the stand-in's HTTP/1.1 queue the reads in waves — the Hub's
     //    HTTP/2 does not).

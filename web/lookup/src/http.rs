@@ -34,6 +34,8 @@ pub struct Answer {
     pub error_code: Option<String>,
     /// `X-Repo-Commit`.
     pub commit: Option<String>,
+    /// The whole file's size, from `Content-Range: bytes a-b/SIZE` (a 206).
+    pub total_size: Option<u64>,
     /// The body, up to the cap asked for.
     pub body: Vec<u8>,
     /// Whether the body went past the cap (the rest was not read).
@@ -100,6 +102,8 @@ impl Http {
                 url: response.url(),
                 error_code: header(&response, "x-error-code"),
                 commit: header(&response, "x-repo-commit"),
+                total_size: header(&response, "content-range")
+                    .and_then(|r| r.rsplit_once('/').and_then(|(_, n)| n.trim().parse().ok())),
                 body,
                 truncated,
             });

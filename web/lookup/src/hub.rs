@@ -13,8 +13,8 @@ use futures_util::future::join_all;
 use gpumem_core::import::TensorSummary;
 use gpumem_core::import::hf_config::parse_config;
 use gpumem_core::import::hub::{
-    CONFIG_FILE, INDEX_FILE, MAX_LISTING_BYTES, RepoFile, WeightFiles, check_file, check_repo_id,
-    choose_weights, parse_tree, resolve_url, tree_url,
+    CONFIG_FILE, INDEX_FILE, MAX_LISTING_BYTES, RepoFile, SINGLE_FILE, WeightFiles, check_file,
+    check_repo_id, choose_weights, index_shards, parse_tree, resolve_url, tree_url,
 };
 use gpumem_core::import::read_policy::{HeaderFormat, HeaderRead, Step};
 use gpumem_proto::lookup::{LookupOutcome, LookupRequest, TensorsRead};
@@ -70,20 +70,65 @@ pub async fn lookup(
             .unwrap_or_else(|| Err("a request went missing".into()))
     };
     let (config, list, index) = (next()?, next()?, next()?);
-    // The file list first: it names a missing repository or revision best.
-    let list = body_of(list, &named("the file list"), repo, endpoint, &http)?;
-    let config = optional(config, &named("config.json"), repo, endpoint, &http)?;
+    // The file list first: it names a missing repository or revision best. A mirror
+    // without the listing API (404 for it alone, config.json served) is read the way
+    // the agent reads it: the file named, else the index's shards, else the single
+    // file, their sizes learnt from the first answer's Content-Range.
+    let no_listing = list.status == 404
+        && config.status == 200
+        && !matches!(
+            list.error_code.as_deref(),
+            Some("RepositoryNotFound" | "RevisionNotFound")
+        );
+    let list = if no_listing {
+        say("This Hub has no file listing: choosing the weight files without it…");
+        None
+    } else {
+        Some(body_of(
+            list,
+            &named("the file list"),
+            repo,
+            endpoint,
+            &http,
+        )?)
+    };
+    let config = optional(config, &named(CONFIG_FILE), repo, endpoint, &http)?;
     let index = optional(index, &named(INDEX_FILE), repo, endpoint, &http)?;
     let commit = list
-        .commit
-        .clone()
+        .as_ref()
+        .and_then(|l| l.commit.clone())
         .or_else(|| config.as_ref().and_then(|c| c.commit.clone()));
-    let tree = parse_tree(&list.body).map_err(|e| named(&e.to_string()))?;
-    let chosen = choose_weights(&tree, index.as_ref().map(|i| i.body.as_slice()), file)
-        .map_err(|e| named(&e.to_string()))?;
-    let (files, format) = match chosen {
-        WeightFiles::Safetensors(v) => (v, HeaderFormat::Safetensors),
-        WeightFiles::Gguf(f) => (vec![f], HeaderFormat::Gguf),
+    let (files, format) = match &list {
+        Some(list) => {
+            let tree = parse_tree(&list.body).map_err(|e| named(&e.to_string()))?;
+            match choose_weights(&tree, index.as_ref().map(|i| i.body.as_slice()), file)
+                .map_err(|e| named(&e.to_string()))?
+            {
+                WeightFiles::Safetensors(v) => (v, HeaderFormat::Safetensors),
+                WeightFiles::Gguf(f) => (vec![f], HeaderFormat::Gguf),
+            }
+        }
+        None => {
+            let paths = match (file, &index) {
+                (Some(f), _) => vec![f.to_string()],
+                (None, Some(i)) => index_shards(&i.body).map_err(|e| named(&e.to_string()))?,
+                (None, None) => vec![SINGLE_FILE.to_string()],
+            };
+            let gguf = paths
+                .iter()
+                .all(|p| p.to_ascii_lowercase().ends_with(".gguf"));
+            let format = if gguf {
+                HeaderFormat::Gguf
+            } else {
+                HeaderFormat::Safetensors
+            };
+            // Size 0: not listed; the first read's Content-Range tells it.
+            let files = paths
+                .into_iter()
+                .map(|path| RepoFile { path, size: 0 })
+                .collect();
+            (files, format)
+        }
     };
 
     say(&format!(
@@ -140,7 +185,10 @@ async fn read_header(
     repo: &str,
     endpoint: &str,
 ) -> Result<(TensorSummary, u32), String> {
-    let policy = HeaderRead::new(format, file.size);
+    // Size 0: not listed (a mirror without the listing); the first read's
+    // Content-Range tells it.
+    let mut sized = file.size != 0;
+    let mut policy = HeaderRead::new(format, if sized { file.size } else { u64::MAX });
     let name = &file.path;
     let mut url = first;
     let mut prefix: Vec<u8> = Vec::new();
@@ -170,6 +218,13 @@ async fn read_header(
         }
         if answer.body.is_empty() {
             return Err(format!("{name}: the file ended inside its header"));
+        }
+        if !sized {
+            let size = answer.total_size.ok_or_else(|| {
+                format!("{name}: the Hub lists no files and its answer does not say the file's size (Content-Range)")
+            })?;
+            policy = HeaderRead::new(format, size);
+            sized = true;
         }
         // Later reads go straight to where the first answer came from (the CDN).
         url = answer.url;
