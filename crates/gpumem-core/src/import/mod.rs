@@ -11,6 +11,7 @@
 
 pub mod gguf;
 pub mod hf_config;
+pub mod hub;
 pub mod read_policy;
 pub mod safetensors;
 

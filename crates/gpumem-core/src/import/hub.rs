@@ -1,0 +1,764 @@
+//! The Hugging Face Hub's conventions, without I/O: one implementation for the agent
+//! (`estimate --model`) and the page's lookup, so both pick the same files from the
+//! same answers and build the same URLs.
+//!
+//! The host fetches; this module only
+//!
+//! - checks what the user typed ([`check_repo_id`], [`check_file`]) before it becomes
+//!   part of a URL or a cache path;
+//! - builds the two URLs a lookup needs ([`tree_url`], [`resolve_url`]), encoded as
+//!   `huggingface_hub` encodes them;
+//! - reads the Hub's file listing ([`parse_tree`]) and decides which files hold the
+//!   weights ([`choose_weights`]): a file the user named, else the shards of
+//!   `model.safetensors.index.json`, else `model.safetensors`, else the one GGUF file.
+//!
+//! The listing format is the Hub's `GET {endpoint}/api/models/{repo}/tree/{revision}`
+//! answer, a JSON array of entries `{"type": "file" | "directory", "oid", "path",
+//! "size", "lfs": {"oid", "size", "pointerSize"}?, "xetHash"?}` — as read by
+//! `huggingface_hub` (github.com/huggingface/huggingface_hub,
+//! `src/huggingface_hub/hf_api.py`: `list_repo_tree` builds
+//! `{endpoint}/api/{repo_type}s/{repo_id}/tree/{quote(revision, safe="")}` and turns
+//! each entry into `RepoFile` when `type == "file"`, else `RepoFolder`; `RepoFile`
+//! reads `path`, `size` and `lfs.size`) and by huggingface.js
+//! (`packages/hub/src/lib/list-files.ts`, `ListFileEntry`). Without `recursive=true`
+//! the listing holds the repository's top level only, which is where checkpoints keep
+//! their weights; the Hub pages long listings (`Link: rel="next"`), a concern only
+//! past a thousand top-level entries.
+
+#![deny(clippy::arithmetic_side_effects)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::Deserialize;
+
+use crate::units::Bytes;
+
+/// Largest tree listing / index JSON read.
+pub const MAX_LISTING_BYTES: usize = 16 << 20;
+/// The shard index of a sharded safetensors checkpoint (`transformers`' name).
+pub const INDEX_FILE: &str = "model.safetensors.index.json";
+/// The single file of an unsharded safetensors checkpoint.
+pub const SINGLE_FILE: &str = "model.safetensors";
+/// The model's configuration.
+pub const CONFIG_FILE: &str = "config.json";
+/// Longest repository id accepted (the Hub's own limit is 96 characters per name).
+const MAX_REPO_ID: usize = 200;
+/// Longest file path accepted.
+const MAX_FILE_PATH: usize = 500;
+/// Files named in a [`HubError::NoWeights`] message (a listing may hold thousands).
+const NAMED_IN_ERRORS: usize = 20;
+
+/// One file of a repository, as listed by the Hub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoFile {
+    /// Path from the repository's root.
+    pub path: String,
+    /// Size in bytes (of the LFS object for a large file, not of its pointer).
+    pub size: u64,
+}
+
+/// The files that hold a checkpoint's weights.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WeightFiles {
+    /// One or more safetensors files, read and summed (shards in name order).
+    Safetensors(Vec<RepoFile>),
+    /// One GGUF file.
+    Gguf(RepoFile),
+}
+
+impl WeightFiles {
+    /// The chosen files, in reading order.
+    pub fn files(&self) -> Vec<&RepoFile> {
+        match self {
+            WeightFiles::Safetensors(v) => v.iter().collect(),
+            WeightFiles::Gguf(f) => vec![f],
+        }
+    }
+
+    /// The chosen files' paths, in reading order.
+    pub fn paths(&self) -> Vec<String> {
+        self.files().into_iter().map(|f| f.path.clone()).collect()
+    }
+}
+
+/// Why a listing, an index or a name was refused, or no weights could be chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubError {
+    /// A JSON answer larger than [`MAX_LISTING_BYTES`].
+    TooLarge {
+        /// What was being read ("file listing", "shard index").
+        what: &'static str,
+        /// Its length.
+        bytes: usize,
+    },
+    /// A JSON answer that is not what the Hub sends.
+    BadJson {
+        /// What was being read.
+        what: &'static str,
+        /// The parser's words.
+        reason: String,
+    },
+    /// A repository id that is not `ORG/NAME` made of plain characters.
+    BadRepoId(String),
+    /// A file path that is not plain (empty segments, `..`, odd characters).
+    BadFile(String),
+    /// The file the user named is not in the repository.
+    FileNotFound {
+        /// The name given.
+        file: String,
+        /// Weight-like files that are there (safetensors and GGUF), for the message.
+        candidates: Vec<String>,
+    },
+    /// The file the user named is neither safetensors nor GGUF.
+    UnsupportedFile(String),
+    /// The shard index names a file the listing does not have.
+    ShardMissing(String),
+    /// Several GGUF files and none named: the user must pick one.
+    ManyGguf(Vec<RepoFile>),
+    /// Nothing that holds weights in a format read here.
+    NoWeights {
+        /// The files found (the first few).
+        found: Vec<String>,
+        /// How many files the listing had.
+        total: usize,
+    },
+}
+
+impl fmt::Display for HubError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HubError::TooLarge { what, bytes } => write!(
+                f,
+                "the {what} is {bytes} bytes, more than the {} MiB read at most",
+                MAX_LISTING_BYTES >> 20
+            ),
+            HubError::BadJson { what, reason } => {
+                write!(f, "the {what} is not what the Hub sends: {reason}")
+            }
+            HubError::BadRepoId(r) => write!(
+                f,
+                "expected ORG/NAME as on the Hub (letters, digits, '-', '_', '.'), got {r:?}"
+            ),
+            HubError::BadFile(p) => write!(f, "{p:?}: not a plain file path"),
+            HubError::FileNotFound { file, candidates } => {
+                write!(f, "{file}: not found in the repository")?;
+                if candidates.is_empty() {
+                    write!(f, " (it has no safetensors or GGUF file)")
+                } else {
+                    write!(f, "; weight files there: {}", candidates.join(", "))
+                }
+            }
+            HubError::UnsupportedFile(p) => write!(
+                f,
+                "{p}: only .safetensors and .gguf files are read (their headers give every tensor)"
+            ),
+            HubError::ShardMissing(p) => write!(
+                f,
+                "{INDEX_FILE} names {p}, which is not in the repository's file list"
+            ),
+            HubError::ManyGguf(files) => {
+                write!(f, "{} GGUF files in the repository; pick one:", files.len())?;
+                for file in files {
+                    let b = Bytes(file.size);
+                    write!(
+                        f,
+                        "\n  {}  {} GB ({} GiB)",
+                        file.path,
+                        b.gb_string(2),
+                        b.gib_string(2)
+                    )?;
+                }
+                Ok(())
+            }
+            HubError::NoWeights { found, total } => {
+                write!(
+                    f,
+                    "no weights found: neither {INDEX_FILE}, {SINGLE_FILE}, safetensors shards nor a .gguf file"
+                )?;
+                if found.is_empty() {
+                    return write!(f, " (the repository lists no files)");
+                }
+                write!(f, "; the repository has {}", found.join(", "))?;
+                if *total > found.len() {
+                    write!(f, " and {} more", total.saturating_sub(found.len()))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for HubError {}
+
+/// One entry of the listing. Unknown fields (`oid`, `xetHash`, `lastCommit`, …) are
+/// ignored, so a Hub that adds fields is still read.
+#[derive(Deserialize)]
+struct TreeEntry {
+    #[serde(rename = "type")]
+    kind: String,
+    path: String,
+    #[serde(default)]
+    size: Option<u64>,
+    #[serde(default)]
+    lfs: Option<LfsInfo>,
+}
+
+#[derive(Deserialize)]
+struct LfsInfo {
+    size: u64,
+}
+
+#[derive(Deserialize)]
+struct ShardIndex {
+    weight_map: BTreeMap<String, String>,
+}
+
+fn bounded(json: &[u8], what: &'static str) -> Result<(), HubError> {
+    if json.len() > MAX_LISTING_BYTES {
+        return Err(HubError::TooLarge {
+            what,
+            bytes: json.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Parses the Hub's `GET {endpoint}/api/models/{repo}/tree/{revision}` answer (a JSON
+/// array of `{"type":"file"|"directory","path":…,"size":…,"lfs":{"size":…}?}`); files
+/// only, size = `lfs.size` when present else `size`.
+pub fn parse_tree(json: &[u8]) -> Result<Vec<RepoFile>, HubError> {
+    const WHAT: &str = "file listing";
+    bounded(json, WHAT)?;
+    let entries: Vec<TreeEntry> = serde_json::from_slice(json).map_err(|e| HubError::BadJson {
+        what: WHAT,
+        reason: e.to_string(),
+    })?;
+    let mut files = Vec::new();
+    for e in entries {
+        if e.kind != "file" {
+            continue;
+        }
+        let size = match (e.lfs, e.size) {
+            (Some(lfs), _) => lfs.size,
+            (None, Some(s)) => s,
+            (None, None) => {
+                return Err(HubError::BadJson {
+                    what: WHAT,
+                    reason: format!("{:?} has no size", e.path),
+                });
+            }
+        };
+        files.push(RepoFile { path: e.path, size });
+    }
+    Ok(files)
+}
+
+fn lower(path: &str) -> String {
+    path.to_ascii_lowercase()
+}
+
+fn is_gguf(path: &str) -> bool {
+    lower(path).ends_with(".gguf")
+}
+
+fn is_safetensors(path: &str) -> bool {
+    lower(path).ends_with(".safetensors")
+}
+
+/// The last path segment.
+fn base_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// `{stem}-NNNNN-of-MMMMM.safetensors` → (stem, MMMMM): `transformers`' shard names
+/// (`model-00001-of-00004.safetensors`) and Mistral's (`consolidated-00001-of-00002`).
+fn shard_of(path: &str) -> Option<(&str, u64)> {
+    let name = base_name(path);
+    let cut = name.len().checked_sub(".safetensors".len())?;
+    let stem = name.get(..cut)?;
+    let (rest, of) = stem.rsplit_once("-of-")?;
+    let (prefix, number) = rest.rsplit_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(number) || !digits(of) || !is_safetensors(name) {
+        return None;
+    }
+    Some((prefix, of.parse().ok()?))
+}
+
+/// A complete set of `{prefix}-NNNNN-of-MMMMM.safetensors` shards at the top level,
+/// for a checkpoint that ships its shards without an index.
+fn shard_set<'a>(tree: &'a [RepoFile], prefix: &str) -> Option<Vec<&'a RepoFile>> {
+    let shards: Vec<&RepoFile> = tree
+        .iter()
+        .filter(|f| !f.path.contains('/'))
+        .filter(|f| shard_of(&f.path).is_some_and(|(p, _)| p == prefix))
+        .collect();
+    let counts: BTreeSet<u64> = shards
+        .iter()
+        .filter_map(|f| shard_of(&f.path).map(|(_, n)| n))
+        .collect();
+    match counts.iter().next() {
+        Some(&n) if counts.len() == 1 && u64::try_from(shards.len()).ok() == Some(n) => {
+            Some(shards)
+        }
+        _ => None,
+    }
+}
+
+fn checked(files: Vec<&RepoFile>) -> Result<Vec<RepoFile>, HubError> {
+    let mut out: Vec<RepoFile> = files.into_iter().cloned().collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    for f in &out {
+        check_file(&f.path)?;
+    }
+    Ok(out)
+}
+
+/// Chooses the weight files: `requested` (a file name the user gave, must be in the
+/// tree) wins; else the shards named by `model.safetensors.index.json`'s `weight_map`
+/// (its text given as `index`, when present, sizes from the tree), else
+/// `model.safetensors`, else a complete set of `model-NNNNN-of-MMMMM.safetensors`
+/// shards, else Mistral's `consolidated.safetensors` (or its shards), else exactly one
+/// `.gguf` file (vision projectors, `mmproj*.gguf`, set aside); several `.gguf` →
+/// [`HubError::ManyGguf`], none → [`HubError::NoWeights`] naming what was found.
+///
+/// Mistral repositories ship `consolidated.safetensors` beside the sharded
+/// `model-*.safetensors` (the same weights in two layouts): the index, the single file
+/// or the shard set is chosen first, so the two are never added up.
+pub fn choose_weights(
+    tree: &[RepoFile],
+    index: Option<&[u8]>,
+    requested: Option<&str>,
+) -> Result<WeightFiles, HubError> {
+    if let Some(name) = requested {
+        check_file(name)?;
+        let Some(file) = tree.iter().find(|f| f.path == name) else {
+            return Err(HubError::FileNotFound {
+                file: name.to_string(),
+                candidates: tree
+                    .iter()
+                    .filter(|f| is_gguf(&f.path) || is_safetensors(&f.path))
+                    .take(NAMED_IN_ERRORS)
+                    .map(|f| f.path.clone())
+                    .collect(),
+            });
+        };
+        return if is_gguf(name) {
+            Ok(WeightFiles::Gguf(file.clone()))
+        } else if is_safetensors(name) {
+            Ok(WeightFiles::Safetensors(vec![file.clone()]))
+        } else {
+            Err(HubError::UnsupportedFile(name.to_string()))
+        };
+    }
+    if let Some(text) = index {
+        const WHAT: &str = "shard index";
+        bounded(text, WHAT)?;
+        let idx: ShardIndex = serde_json::from_slice(text).map_err(|e| HubError::BadJson {
+            what: WHAT,
+            reason: e.to_string(),
+        })?;
+        let names: BTreeSet<&String> = idx.weight_map.values().collect();
+        if names.is_empty() {
+            return Err(HubError::BadJson {
+                what: WHAT,
+                reason: "weight_map is empty".to_string(),
+            });
+        }
+        let mut shards = Vec::with_capacity(names.len());
+        for name in names {
+            check_file(name)?;
+            let file = tree
+                .iter()
+                .find(|f| &f.path == name)
+                .ok_or_else(|| HubError::ShardMissing(name.clone()))?;
+            shards.push(file);
+        }
+        return Ok(WeightFiles::Safetensors(checked(shards)?));
+    }
+    if let Some(single) = tree.iter().find(|f| f.path == SINGLE_FILE) {
+        return Ok(WeightFiles::Safetensors(vec![single.clone()]));
+    }
+    if let Some(shards) = shard_set(tree, "model") {
+        return Ok(WeightFiles::Safetensors(checked(shards)?));
+    }
+    if let Some(single) = tree.iter().find(|f| f.path == "consolidated.safetensors") {
+        return Ok(WeightFiles::Safetensors(vec![single.clone()]));
+    }
+    if let Some(shards) = shard_set(tree, "consolidated") {
+        return Ok(WeightFiles::Safetensors(checked(shards)?));
+    }
+    let ggufs: Vec<&RepoFile> = tree
+        .iter()
+        .filter(|f| is_gguf(&f.path) && !lower(base_name(&f.path)).starts_with("mmproj"))
+        .collect();
+    match ggufs.as_slice() {
+        [one] => {
+            check_file(&one.path)?;
+            Ok(WeightFiles::Gguf((*one).clone()))
+        }
+        [] => Err(HubError::NoWeights {
+            found: tree
+                .iter()
+                .take(NAMED_IN_ERRORS)
+                .map(|f| f.path.clone())
+                .collect(),
+            total: tree.len(),
+        }),
+        many => {
+            let mut list: Vec<RepoFile> = many.iter().map(|f| (*f).clone()).collect();
+            list.sort_by(|a, b| a.path.cmp(&b.path));
+            Err(HubError::ManyGguf(list))
+        }
+    }
+}
+
+/// `ORG/NAME` (or a legacy `NAME`): plain segments, no traversal — safe in a URL and
+/// as a cache folder.
+pub fn check_repo_id(repo: &str) -> Result<(), HubError> {
+    let segments: Vec<&str> = repo.split('/').collect();
+    let ok = (1..=2).contains(&segments.len())
+        && repo.len() <= MAX_REPO_ID
+        && segments.iter().all(|s| {
+            plain_segment(s)
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(HubError::BadRepoId(repo.to_string()))
+    }
+}
+
+/// A file path inside a repository, safe both in a URL and under a cache folder.
+pub fn check_file(path: &str) -> Result<(), HubError> {
+    let ok = path.len() <= MAX_FILE_PATH
+        && path.split('/').all(|s| {
+            plain_segment(s)
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.+=@".contains(&b))
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(HubError::BadFile(path.to_string()))
+    }
+}
+
+fn plain_segment(s: &str) -> bool {
+    !s.is_empty() && s != "." && s != ".."
+}
+
+/// Percent-encodes everything but unreserved characters, as Python's
+/// `quote(s, safe="")` does (how `huggingface_hub` puts a revision in a URL).
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `{endpoint}/{repo}/resolve/{revision}/{file}` (`huggingface_hub`'s `hf_hub_url`):
+/// the revision encoded whole (`refs/pr/1` → `refs%2Fpr%2F1`), the file segment by
+/// segment (its `/` kept). `endpoint` has no trailing slash; `repo` is checked by
+/// [`check_repo_id`].
+pub fn resolve_url(endpoint: &str, repo: &str, revision: &str, file: &str) -> String {
+    let file: Vec<String> = file.split('/').map(percent_encode).collect();
+    format!(
+        "{endpoint}/{repo}/resolve/{}/{}",
+        percent_encode(revision),
+        file.join("/")
+    )
+}
+
+/// `{endpoint}/api/models/{repo}/tree/{revision}`: the repository's top-level listing.
+pub fn tree_url(endpoint: &str, repo: &str, revision: &str) -> String {
+    format!(
+        "{endpoint}/api/models/{repo}/tree/{}",
+        percent_encode(revision)
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // test data from small known numbers
+mod tests {
+    use super::*;
+
+    fn file(path: &str, size: u64) -> RepoFile {
+        RepoFile {
+            path: path.to_string(),
+            size,
+        }
+    }
+
+    fn paths(w: &WeightFiles) -> Vec<String> {
+        w.paths()
+    }
+
+    /// The shape of a real answer (google-bert/bert-base-uncased, as recorded in
+    /// huggingface.js `packages/hub/src/lib/list-files.spec.ts`), plus a folder.
+    const TREE: &str = r#"[
+      {"type":"file","oid":"dc08351d4dc0732d9c8af04070ced089b201ce2f","size":345,"path":".gitattributes"},
+      {"type":"file","oid":"fca794a5f07ff8f963fe8b61e3694b0fb7f955df","size":313,"path":"config.json"},
+      {"type":"directory","oid":"6f0e5a6c1e6b8c9d0a1b2c3d4e5f60718293a4b5","size":0,"path":"coreml"},
+      {"type":"file","oid":"ba5d19791be1dd7992e33bd61f20207b0f7f50a5","size":440473133,
+       "lfs":{"oid":"097417381d6c7230bd9e3557456d726de6e83245ec8b24f529f60198a67b203a","size":440473133,"pointerSize":134},
+       "xetHash":"2d8408d3a894d02517d04956e2f7546ff08362594072f3527ce144b5212a3296","path":"model.safetensors"}
+    ]"#;
+
+    #[test]
+    fn the_tree_keeps_files_with_their_lfs_size() {
+        let t = parse_tree(TREE.as_bytes()).unwrap();
+        assert_eq!(
+            t,
+            vec![
+                file(".gitattributes", 345),
+                file("config.json", 313),
+                file("model.safetensors", 440_473_133)
+            ]
+        );
+        // lfs.size wins over size (the pointer's) when both are given.
+        let t = parse_tree(br#"[{"type":"file","path":"a.gguf","size":134,"lfs":{"size":9}}]"#)
+            .unwrap();
+        assert_eq!(t, vec![file("a.gguf", 9)]);
+    }
+
+    #[test]
+    fn a_bad_or_oversized_tree_is_refused() {
+        for bad in [
+            &b"{}"[..],
+            b"not json",
+            b"[{\"type\":\"file\",\"path\":\"x\"}]",
+            b"[{\"type\":\"file\",\"path\":\"x\",\"size\":-1}]",
+            b"[{\"type\":\"file\",\"size\":1}]",
+        ] {
+            let e = parse_tree(bad).unwrap_err();
+            assert!(matches!(e, HubError::BadJson { .. }), "{e}");
+            assert!(e.to_string().contains("file listing"), "{e}");
+        }
+        let mut big = b"[".to_vec();
+        big.resize(MAX_LISTING_BYTES + 1, b' ');
+        let e = parse_tree(&big).unwrap_err();
+        assert!(matches!(e, HubError::TooLarge { .. }), "{e}");
+        assert!(e.to_string().contains("16 MiB"), "{e}");
+        let e = choose_weights(&[], Some(&big), None).unwrap_err();
+        assert!(matches!(e, HubError::TooLarge { .. }), "{e}");
+    }
+
+    #[test]
+    fn the_index_names_the_shards_with_sizes_from_the_tree() {
+        let tree = vec![
+            file("config.json", 600),
+            file(INDEX_FILE, 30_000),
+            file("model-00002-of-00002.safetensors", 2_000),
+            file("model-00001-of-00002.safetensors", 5_000),
+            file("model.safetensors", 7_000),
+        ];
+        let idx = br#"{"metadata":{"total_size":6900},"weight_map":{
+            "a":"model-00002-of-00002.safetensors","b":"model-00001-of-00002.safetensors",
+            "c":"model-00002-of-00002.safetensors"}}"#;
+        let w = choose_weights(&tree, Some(idx), None).unwrap();
+        assert_eq!(
+            w,
+            WeightFiles::Safetensors(vec![
+                file("model-00001-of-00002.safetensors", 5_000),
+                file("model-00002-of-00002.safetensors", 2_000)
+            ])
+        );
+        // A shard the listing lacks, a traversal, an empty map, a bad index.
+        let e = choose_weights(
+            &tree,
+            Some(br#"{"weight_map":{"a":"m-9.safetensors"}}"#),
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(e, HubError::ShardMissing("m-9.safetensors".into()));
+        let e = choose_weights(&tree, Some(br#"{"weight_map":{"a":"../x"}}"#), None).unwrap_err();
+        assert!(matches!(e, HubError::BadFile(_)), "{e}");
+        for bad in [&br#"{"weight_map":{}}"#[..], b"[]", b"{"] {
+            let e = choose_weights(&tree, Some(bad), None).unwrap_err();
+            assert!(matches!(e, HubError::BadJson { .. }), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_single_file_without_an_index() {
+        let tree = vec![file("config.json", 600), file(SINGLE_FILE, 7_000)];
+        assert_eq!(
+            choose_weights(&tree, None, None).unwrap(),
+            WeightFiles::Safetensors(vec![file(SINGLE_FILE, 7_000)])
+        );
+    }
+
+    #[test]
+    fn consolidated_beside_shards_is_never_counted_twice() {
+        // Mistral-7B-v0.3's layout: the same weights as consolidated and as shards.
+        let tree = vec![
+            file("consolidated.safetensors", 14_496_078_512),
+            file("model-00001-of-00003.safetensors", 4_949_453_792),
+            file("model-00002-of-00003.safetensors", 4_999_819_336),
+            file("model-00003-of-00003.safetensors", 4_546_807_800),
+            file(INDEX_FILE, 23_950),
+            file("params.json", 202),
+        ];
+        let idx = br#"{"weight_map":{"a":"model-00001-of-00003.safetensors",
+            "b":"model-00002-of-00003.safetensors","c":"model-00003-of-00003.safetensors"}}"#;
+        let want = vec![
+            "model-00001-of-00003.safetensors".to_string(),
+            "model-00002-of-00003.safetensors".to_string(),
+            "model-00003-of-00003.safetensors".to_string(),
+        ];
+        assert_eq!(
+            paths(&choose_weights(&tree, Some(idx), None).unwrap()),
+            want
+        );
+        // Without the index, the complete shard set still wins over consolidated.
+        assert_eq!(paths(&choose_weights(&tree, None, None).unwrap()), want);
+        // An incomplete set is not a checkpoint: consolidated is then the weights.
+        let partial: Vec<RepoFile> = tree
+            .iter()
+            .filter(|f| f.path != "model-00002-of-00003.safetensors")
+            .cloned()
+            .collect();
+        assert_eq!(
+            paths(&choose_weights(&partial, None, None).unwrap()),
+            vec!["consolidated.safetensors".to_string()]
+        );
+    }
+
+    #[test]
+    fn one_gguf_is_chosen_and_projectors_are_set_aside() {
+        let tree = vec![
+            file("README.md", 3_000),
+            file("Llama-3.2-1B-Q4_K_M.gguf", 807_694_464),
+            file("mmproj-F16.gguf", 851_251_104),
+        ];
+        assert_eq!(
+            choose_weights(&tree, None, None).unwrap(),
+            WeightFiles::Gguf(file("Llama-3.2-1B-Q4_K_M.gguf", 807_694_464))
+        );
+    }
+
+    #[test]
+    fn many_gguf_files_are_listed_with_gb_and_gib() {
+        let tree = vec![
+            file("m-Q8_0.gguf", 1_321_083_072),
+            file("m-Q4_K_M.gguf", 807_694_464),
+            file("m-Q6_K.gguf", 1_021_800_640),
+        ];
+        let e = choose_weights(&tree, None, None).unwrap_err();
+        let HubError::ManyGguf(list) = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(list.len(), 3);
+        let text = e.to_string();
+        assert!(text.contains("pick one"), "{text}");
+        // Sorted by name, each with both units.
+        assert!(
+            text.contains("m-Q4_K_M.gguf  0.81 GB (0.75 GiB)")
+                && text.contains("m-Q6_K.gguf  1.02 GB (0.95 GiB)")
+                && text.contains("m-Q8_0.gguf  1.32 GB (1.23 GiB)"),
+            "{text}"
+        );
+        assert!(text.find("Q4_K_M") < text.find("Q6_K"), "{text}");
+        // Naming one settles it.
+        assert_eq!(
+            choose_weights(&tree, None, Some("m-Q6_K.gguf")).unwrap(),
+            WeightFiles::Gguf(file("m-Q6_K.gguf", 1_021_800_640))
+        );
+    }
+
+    #[test]
+    fn a_requested_file_must_be_in_the_tree() {
+        let tree = vec![
+            file("config.json", 600),
+            file(SINGLE_FILE, 7_000),
+            file("m.gguf", 9),
+        ];
+        let e = choose_weights(&tree, None, Some("absent.gguf")).unwrap_err();
+        assert!(matches!(e, HubError::FileNotFound { .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("absent.gguf: not found") && text.contains("m.gguf"),
+            "{text}"
+        );
+        // The request wins over the index and the single file.
+        assert_eq!(
+            choose_weights(&tree, Some(b"{}"), Some(SINGLE_FILE)).unwrap(),
+            WeightFiles::Safetensors(vec![file(SINGLE_FILE, 7_000)])
+        );
+        let e = choose_weights(&tree, None, Some("config.json")).unwrap_err();
+        assert!(matches!(e, HubError::UnsupportedFile(_)), "{e}");
+        let e = choose_weights(&tree, None, Some("../etc/passwd")).unwrap_err();
+        assert!(matches!(e, HubError::BadFile(_)), "{e}");
+    }
+
+    #[test]
+    fn no_weights_names_what_was_found() {
+        let tree = vec![file("README.md", 1), file("pytorch_model.bin", 2)];
+        let e = choose_weights(&tree, None, None).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("no weights") && text.contains("pytorch_model.bin"),
+            "{text}"
+        );
+        let many: Vec<RepoFile> = (0..30).map(|i| file(&format!("f{i}.txt"), 1)).collect();
+        let text = choose_weights(&many, None, None).unwrap_err().to_string();
+        assert!(text.contains("and 10 more"), "{text}");
+        let text = choose_weights(&[], None, None).unwrap_err().to_string();
+        assert!(text.contains("lists no files"), "{text}");
+    }
+
+    #[test]
+    fn repo_ids_and_file_names_are_checked() {
+        assert!(check_repo_id("meta-llama/Llama-3.1-8B").is_ok());
+        assert!(check_repo_id("gpt2").is_ok());
+        for bad in ["", "a/b/c", "../x", "a/..", "a b/c", "a/b?x", "/a", "a/b+c"] {
+            assert!(check_repo_id(bad).is_err(), "{bad}");
+        }
+        assert!(check_file("model-00001-of-00061.safetensors").is_ok());
+        assert!(check_file("gguf/Llama-3.1-8B-Q4_K_M.gguf").is_ok());
+        for bad in [
+            "",
+            "../config.json",
+            "a//b",
+            "a/./b",
+            "a b",
+            "a?b",
+            "a%2Fb",
+            "/a",
+        ] {
+            assert!(check_file(bad).is_err(), "{bad}");
+        }
+        assert!(check_file(&"a".repeat(MAX_FILE_PATH + 1)).is_err());
+    }
+
+    #[test]
+    fn urls_are_encoded_as_huggingface_hub_does() {
+        assert_eq!(
+            resolve_url(
+                "https://huggingface.co",
+                "org/m",
+                "refs/pr/1",
+                "gguf/a+b.gguf"
+            ),
+            "https://huggingface.co/org/m/resolve/refs%2Fpr%2F1/gguf/a%2Bb.gguf"
+        );
+        assert_eq!(
+            resolve_url("http://127.0.0.1:9", "org/m", "main", "config.json"),
+            "http://127.0.0.1:9/org/m/resolve/main/config.json"
+        );
+        assert_eq!(
+            tree_url("https://huggingface.co", "org/m", "v1.0"),
+            "https://huggingface.co/api/models/org/m/tree/v1.0"
+        );
+        assert_eq!(percent_encode("a b/é"), "a%20b%2F%C3%A9");
+    }
+}
