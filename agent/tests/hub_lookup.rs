@@ -1,19 +1,17 @@
 //! `gpumem-agent estimate --model ORG/NAME` against a local Hub stand-in
-//! (`hub_support`): exact bytes from header-only files read by ranged requests, the
+//! (`gpumem_e2e::hub_standin`): exact bytes from header-only files read by ranged requests, the
 //! body never asked for, shards read concurrently, the cache, the token kept off the
 //! CDN, and the refusals (gated, not found, a header over the limit, a 429 retried).
 
 #![allow(clippy::disallowed_macros)] // the test harness captures test output
-
-mod hub_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use gpumem_core::import::{gguf, safetensors};
-use hub_support::{Blob, Repo, StandIn};
+use gpumem_core::import::gguf;
+use gpumem_e2e::hub_standin::{Blob, Repo, StTensor, StandIn, safetensors_blob};
 use serde_json::Value;
 
 const CONFIG: &str = r#"{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
@@ -60,22 +58,13 @@ fn stderr(out: &Output) -> String {
 }
 
 /// A header-only safetensors file: its header and the size it claims, and the sum of
-/// its tensor bytes computed here from dtype × shape (independently of the parser).
-fn shard(tensors: &[(&str, &str, &[u64])]) -> (Blob, u64) {
-    let head = safetensors::build_header(tensors);
-    let bytes: u64 = tensors
+/// its tensor bytes computed from dtype × shape (independently of the parser).
+fn shard(tensors: &[(&str, &'static str, &[u64])]) -> (Blob, u64) {
+    let t: Vec<StTensor> = tensors
         .iter()
-        .map(|(_, dtype, shape)| {
-            let width = match *dtype {
-                "F32" | "I32" => 4,
-                "BF16" | "F16" => 2,
-                other => panic!("width of {other}"),
-            };
-            shape.iter().product::<u64>() * width
-        })
-        .sum();
-    let size = head.len() as u64 + bytes;
-    (Blob::Head { head, size }, bytes)
+        .map(|(n, d, s)| (n.to_string(), *d, s.to_vec()))
+        .collect();
+    safetensors_blob(&t)
 }
 
 fn text(s: &str) -> Blob {

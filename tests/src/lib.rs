@@ -1,5 +1,6 @@
 //! End-to-end tests live in `tests/`; this library holds the one rule every test of
-//! the workspace follows when it cannot run here ([`skip`]).
+//! the workspace follows when it cannot run here ([`skip`]), and the local Hugging
+//! Face Hub stand-in the agent's and the page's lookup tests share ([`hub_standin`]).
 //!
 //! A test that returns early without saying so counts as passed, which is a lie. So a
 //! test that lacks something calls [`skip`] and returns, and [`skip`] decides:
@@ -15,6 +16,8 @@
 //!   never as passed — in its closing summary.
 
 use std::io::Write;
+
+pub mod hub_standin;
 
 /// The variable `scripts/test.sh` sets so that a missing tool fails the run.
 pub const REQUIRE_TOOLS: &str = "GPUMEM_REQUIRE_TOOLS";
