@@ -160,14 +160,7 @@ impl fmt::Display for HubError {
             HubError::ManyGguf(files) => {
                 write!(f, "{} GGUF files in the repository; pick one:", files.len())?;
                 for file in files {
-                    let b = Bytes(file.size);
-                    write!(
-                        f,
-                        "\n  {}  {} GB ({} GiB)",
-                        file.path,
-                        b.gb_string(2),
-                        b.gib_string(2)
-                    )?;
+                    write!(f, "\n  {}  {}", file.path, Bytes(file.size).describe())?;
                 }
                 Ok(())
             }
@@ -353,26 +346,12 @@ pub fn choose_weights(
         };
     }
     if let Some(text) = index {
-        const WHAT: &str = "shard index";
-        bounded(text, WHAT)?;
-        let idx: ShardIndex = serde_json::from_slice(text).map_err(|e| HubError::BadJson {
-            what: WHAT,
-            reason: e.to_string(),
-        })?;
-        let names: BTreeSet<&String> = idx.weight_map.values().collect();
-        if names.is_empty() {
-            return Err(HubError::BadJson {
-                what: WHAT,
-                reason: "weight_map is empty".to_string(),
-            });
-        }
-        let mut shards = Vec::with_capacity(names.len());
-        for name in names {
-            check_file(name)?;
+        let mut shards = Vec::new();
+        for name in index_shards(text)? {
             let file = tree
                 .iter()
-                .find(|f| &f.path == name)
-                .ok_or_else(|| HubError::ShardMissing(name.clone()))?;
+                .find(|f| f.path == name)
+                .ok_or(HubError::ShardMissing(name))?;
             shards.push(file);
         }
         return Ok(WeightFiles::Safetensors(checked(shards)?));
@@ -412,6 +391,28 @@ pub fn choose_weights(
             Err(HubError::ManyGguf(list))
         }
     }
+}
+
+/// The distinct files named by a `model.safetensors.index.json`'s `weight_map`, in
+/// name order, each checked by [`check_file`] (for a host that has no listing).
+pub fn index_shards(index: &[u8]) -> Result<Vec<String>, HubError> {
+    const WHAT: &str = "shard index";
+    bounded(index, WHAT)?;
+    let idx: ShardIndex = serde_json::from_slice(index).map_err(|e| HubError::BadJson {
+        what: WHAT,
+        reason: e.to_string(),
+    })?;
+    let names: BTreeSet<String> = idx.weight_map.into_values().collect();
+    if names.is_empty() {
+        return Err(HubError::BadJson {
+            what: WHAT,
+            reason: "weight_map is empty".to_string(),
+        });
+    }
+    for name in &names {
+        check_file(name)?;
+    }
+    Ok(names.into_iter().collect())
 }
 
 /// `ORG/NAME` (or a legacy `NAME`): plain segments, no traversal — safe in a URL and
@@ -662,9 +663,9 @@ mod tests {
         assert!(text.contains("pick one"), "{text}");
         // Sorted by name, each with both units.
         assert!(
-            text.contains("m-Q4_K_M.gguf  0.81 GB (0.75 GiB)")
-                && text.contains("m-Q6_K.gguf  1.02 GB (0.95 GiB)")
-                && text.contains("m-Q8_0.gguf  1.32 GB (1.23 GiB)"),
+            text.contains("m-Q4_K_M.gguf  807 694 464 B · 0.81 GB · 0.75 GiB")
+                && text.contains("m-Q6_K.gguf  1 021 800 640 B · 1.02 GB · 0.95 GiB")
+                && text.contains("m-Q8_0.gguf  1 321 083 072 B · 1.32 GB · 1.23 GiB"),
             "{text}"
         );
         assert!(text.find("Q4_K_M") < text.find("Q6_K"), "{text}");
