@@ -26,6 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -78,6 +79,8 @@ struct State {
     delay: Duration,
     fail_once: Mutex<BTreeSet<String>>,
     log: Mutex<Vec<Logged>>,
+    /// Whether `/api/models/…/tree/…` is served (a plain mirror may serve files only).
+    listing: AtomicBool,
 }
 
 /// The running stand-in.
@@ -106,6 +109,7 @@ impl StandIn {
             delay,
             fail_once: Mutex::new(fail_once.iter().map(|s| s.to_string()).collect()),
             log: Mutex::new(Vec::new()),
+            listing: AtomicBool::new(true),
         });
         let hub_port = hub.local_addr().expect("addr").port();
         for (listener, server) in [(hub, "hub"), (cdn, "cdn")] {
@@ -133,6 +137,12 @@ impl StandIn {
     /// Every request so far.
     pub fn log(&self) -> Vec<Logged> {
         self.state.log.lock().expect("log").clone()
+    }
+
+    /// Serves the file listing API, or (off) answers it 404 without an error code,
+    /// like a mirror that serves files only.
+    pub fn serve_listing(&self, on: bool) {
+        self.state.listing.store(on, Ordering::Relaxed);
     }
 
     /// Forgets the requests so far.
@@ -291,6 +301,9 @@ fn hub(state: &State, target: &str, auth: Option<&str>) -> Answer {
     let path = target.split('?').next().unwrap_or("");
     let parts: Vec<&str> = path.trim_start_matches('/').splitn(6, '/').collect();
     if let ["api", "models", org, name, "tree", rev @ ..] = parts.as_slice() {
+        if !state.listing.load(Ordering::Relaxed) {
+            return (404, vec![], b"no such route".to_vec());
+        }
         // `tree/{rev}` or `tree/{rev}/{path}`: only the top level is listed here.
         let rev = percent_decode(rev.first().copied().unwrap_or(""));
         return tree(state, &format!("{org}/{name}"), &rev, auth);
@@ -833,6 +846,7 @@ mod tests {
             delay: Duration::ZERO,
             fail_once: Mutex::new(BTreeSet::new()),
             log: Mutex::new(Vec::new()),
+            listing: AtomicBool::new(true),
         };
         let (status, _, body) = tree(&state, SHARDED, "main", None);
         assert_eq!(status, 200);
