@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use gpumem_core::import::gguf;
 use gpumem_e2e::hub_standin::{
-    Blob, GATED, MANY_GGUF, MANY_GGUF_FILES, ONE_GGUF, ONE_GGUF_FILE, Repo, SHARDED, SHARDS,
-    SINGLE, StandIn, TEST_TOKEN, expected_bytes, expected_file_bytes, fixture_repos,
+    Blob, GATED, Logged, MANY_GGUF, MANY_GGUF_FILES, ONE_GGUF, ONE_GGUF_FILE, Repo, SHARDED,
+    SHARDS, SINGLE, StandIn, TEST_TOKEN, expected_bytes, expected_file_bytes, fixture_repos,
 };
 use serde_json::Value;
 
@@ -147,13 +147,27 @@ fn sixty_one_shards_are_read_concurrently_in_a_few_round_trips() {
     let v = json_ok(&agent(&hub, home.path(), None, &args));
     let wall = t.elapsed();
     assert_eq!(v["weights_bytes"], expected);
-    let requests = hub.log().len();
+    let log = hub.log();
+    let requests = log.len();
     let sequential = DELAY * (SHARDS as u32) * 2;
+    let rounds = Logged::rounds(&log, DELAY);
     println!(
-        "61 shards: weights_bytes {expected}, {requests} requests, wall {wall:.2?} with {DELAY:?} per response \
-         (≈ {:.1} sequential rounds; 61 × 2 × 100 ms sequential = {sequential:.2?})",
-        wall.as_secs_f64() / DELAY.as_secs_f64()
+        "61 shards: weights_bytes {expected}, {requests} requests in {rounds:.1} rounds of {DELAY:?} \
+         (first request to last), process wall {wall:.2?} (61 × 2 × 100 ms sequential = {sequential:.2?})"
     );
+    // The listing is asked for in the first round, with config.json and the index:
+    // it adds no sequential round trip.
+    let first = log.iter().map(|l| l.at).min().expect("requests");
+    for what in ["/config.json", "/model.safetensors.index.json", "/tree/"] {
+        let l = log
+            .iter()
+            .find(|l| l.path.contains(what))
+            .unwrap_or_else(|| panic!("{what} not asked: {log:?}"));
+        assert!(l.at - first < DELAY / 2, "{what} came in a later round");
+    }
+    // 1 round (config, index, listing) + 4 files per worker × 3 answers, with slack
+    // for a loaded machine.
+    assert!(rounds < 17.0, "{rounds:.1} rounds");
     // config + index + listing, then per shard: resolve (302), 8 bytes, the header
     // (CDN direct).
     assert_eq!(requests, 3 + SHARDS * 3);
