@@ -6,10 +6,10 @@
 //! weight files are chosen from them by the rules the page shares
 //! ([`gpumem_core::import::hub::choose_weights`]: a `--model-file` that must be listed,
 //! else the index's shards, else `model.safetensors`, else the one `.gguf` file).
-//! Then every weight file's header is read with HTTP Range requests, grown exactly as the core's
-//! read policy asks ([`gpumem_core::import::read_policy`], the same policy the agent
-//! uses for local files and the page for dropped ones), the file's size learnt from the
-//! first answer's `Content-Range`. The files are read concurrently by a bounded pool
+//! Then every weight file's header is read with HTTP Range requests, grown exactly as
+//! the core's read policy asks ([`gpumem_core::import::read_policy`], the same policy
+//! the agent uses for local files and the page for dropped ones), the file's size
+//! learnt from the first answer's `Content-Range`. The files are read concurrently by a bounded pool
 //! ([`WORKERS`]), and a file's later reads go straight to the CDN address its first
 //! read was redirected to, so a 61-shard checkpoint costs a handful of sequential round
 //! trips, not 61 × 2. What was read is cached ([`cache`]); a cached lookup sends nothing.
