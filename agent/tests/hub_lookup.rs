@@ -1,7 +1,8 @@
 //! `gpumem-agent estimate --model ORG/NAME` against a local Hub stand-in
 //! (`gpumem_e2e::hub_standin`): exact bytes from header-only files read by ranged requests, the
 //! body never asked for, shards read concurrently, the cache, the token kept off the
-//! CDN, and the refusals (gated, not found, a header over the limit, a 429 retried).
+//! CDN, GGUF repositories (one file chosen, several listed), and the refusals (gated,
+//! not found, a header over the limit, a 429 retried).
 
 #![allow(clippy::disallowed_macros)] // the test harness captures test output
 
@@ -11,9 +12,13 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use gpumem_core::import::gguf;
-use gpumem_e2e::hub_standin::{Blob, Repo, StTensor, StandIn, safetensors_blob};
+use gpumem_e2e::hub_standin::{
+    Blob, GATED, Logged, MANY_GGUF, MANY_GGUF_FILES, ONE_GGUF, ONE_GGUF_FILE, Repo, SHARDED,
+    SHARDS, SINGLE, StandIn, TEST_TOKEN, expected_bytes, expected_file_bytes, fixture_repos,
+};
 use serde_json::Value;
 
+/// A config.json for the hand-made repositories below (the fixtures bring their own).
 const CONFIG: &str = r#"{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
 "num_key_value_heads":2,"intermediate_size":128,"vocab_size":256,"torch_dtype":"bfloat16"}"#;
 
@@ -57,38 +62,21 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
 
-/// A header-only safetensors file: its header and the size it claims, and the sum of
-/// its tensor bytes computed from dtype × shape (independently of the parser).
-fn shard(tensors: &[(&str, &'static str, &[u64])]) -> (Blob, u64) {
-    let t: Vec<StTensor> = tensors
-        .iter()
-        .map(|(n, d, s)| (n.to_string(), *d, s.to_vec()))
-        .collect();
-    safetensors_blob(&t)
-}
-
 fn text(s: &str) -> Blob {
     Blob::Text(s.as_bytes().to_vec())
 }
 
-/// The single-file model and its exact tensor bytes.
-fn single_repo() -> (Repo, u64, usize) {
-    let (blob, bytes) = shard(&[
-        ("model.embed_tokens.weight", "BF16", &[256, 64]),
-        ("model.layers.0.self_attn.q_proj.weight", "BF16", &[64, 64]),
-        ("model.layers.0.mlp.up_proj.weight", "BF16", &[128, 64]),
-        ("model.layers.1.mlp.down_proj.weight", "F32", &[64, 128]),
-        ("model.norm.weight", "BF16", &[64]),
-        ("lm_head.weight", "BF16", &[256, 64]),
-    ]);
-    let Blob::Head { head, .. } = &blob else {
-        unreachable!()
-    };
-    let head_len = head.len();
-    let mut files = BTreeMap::new();
-    files.insert("config.json".to_string(), text(CONFIG));
-    files.insert("model.safetensors".to_string(), blob);
-    (Repo { files, token: None }, bytes, head_len)
+/// The stand-in serving the fixture repositories.
+fn fixtures(delay: Duration, fail_once: &[&str]) -> StandIn {
+    StandIn::start(fixture_repos(), delay, fail_once)
+}
+
+/// The header length of a fixture's weight file (what a reader must read, no more).
+fn head_len(repo: &str, file: &str) -> u64 {
+    match fixture_repos()[repo].files.get(file) {
+        Some(Blob::Head { head, .. }) => head.len() as u64,
+        other => panic!("{repo}/{file}: {other:?}"),
+    }
 }
 
 /// Largest byte asked of the CDN (exclusive end of the highest range).
@@ -102,14 +90,10 @@ fn largest_byte_asked(hub: &StandIn) -> u64 {
 
 #[test]
 fn single_file_exact_bytes_by_ranged_reads_then_from_the_cache() {
-    let (repo, bytes, head_len) = single_repo();
-    let hub = StandIn::start(
-        BTreeMap::from([("tiny/single".to_string(), repo)]),
-        Duration::ZERO,
-        &[],
-    );
+    let hub = fixtures(Duration::ZERO, &[]);
+    let bytes = expected_bytes(SINGLE);
     let home = tempfile::tempdir().expect("temp dir");
-    let args = ["--json", "--model", "tiny/single", "--reserve-gib", "0"];
+    let args = ["--json", "--model", SINGLE, "--reserve-gib", "0"];
     let v = json_ok(&agent(&hub, home.path(), None, &args));
     assert_eq!(v["weights_bytes"], bytes);
     // The architecture came from config.json.
@@ -122,9 +106,18 @@ fn single_file_exact_bytes_by_ranged_reads_then_from_the_cache() {
             .map(|l| (l.server, l.status, l.range))
             .collect::<Vec<_>>()
     );
-    // config.json, the index (404), the resolve (302), 8 bytes, then the header.
-    assert_eq!(log.len(), 5, "{log:?}");
-    assert_eq!(largest_byte_asked(&hub), head_len as u64);
+    // config.json, the index (404) and the listing together; the resolve (302),
+    // 8 bytes, then the header.
+    assert_eq!(log.len(), 6, "{log:?}");
+    assert_eq!(
+        log.iter().filter(|l| l.path.contains("/tree/")).count(),
+        1,
+        "{log:?}"
+    );
+    assert_eq!(
+        largest_byte_asked(&hub),
+        head_len(SINGLE, "model.safetensors")
+    );
     assert!(log.iter().all(|l| l.status < 500), "{log:?}");
 
     hub.clear();
@@ -145,67 +138,53 @@ fn single_file_exact_bytes_by_ranged_reads_then_from_the_cache() {
 
 #[test]
 fn sixty_one_shards_are_read_concurrently_in_a_few_round_trips() {
-    const SHARDS: usize = 61;
     const DELAY: Duration = Duration::from_millis(100);
-    let mut files = BTreeMap::new();
-    let mut weight_map = serde_json::Map::new();
-    let mut expected = 0u64;
-    let mut header_len: BTreeMap<String, u64> = BTreeMap::new();
-    let names: Vec<String> = (0..SHARDS)
-        .map(|i| format!("model.layers.{i}.mlp.up_proj.weight"))
-        .collect();
-    for (i, name) in names.iter().enumerate() {
-        let file = format!("model-{:05}-of-{SHARDS:05}.safetensors", i + 1);
-        let cols = 64 + i as u64;
-        let (blob, bytes) = shard(&[
-            (name, "BF16", &[128, cols]),
-            ("model.norm.weight", "F32", &[cols]),
-        ]);
-        if let Blob::Head { head, .. } = &blob {
-            header_len.insert(file.clone(), head.len() as u64);
-        }
-        expected += bytes;
-        weight_map.insert(name.clone(), Value::String(file.clone()));
-        files.insert(file, blob);
-    }
-    let index = serde_json::json!({"metadata": {"total_size": expected}, "weight_map": weight_map});
-    files.insert(
-        "model.safetensors.index.json".into(),
-        text(&index.to_string()),
-    );
-    files.insert("config.json".into(), text(CONFIG));
-    let hub = StandIn::start(
-        BTreeMap::from([("big/sharded".to_string(), Repo { files, token: None })]),
-        DELAY,
-        &[],
-    );
+    let hub = fixtures(DELAY, &[]);
+    let expected = expected_bytes(SHARDED);
     let home = tempfile::tempdir().expect("temp dir");
-    let args = ["--json", "--model", "big/sharded", "--reserve-gib", "0"];
+    let args = ["--json", "--model", SHARDED, "--reserve-gib", "0"];
     let t = Instant::now();
     let v = json_ok(&agent(&hub, home.path(), None, &args));
     let wall = t.elapsed();
     assert_eq!(v["weights_bytes"], expected);
-    let requests = hub.log().len();
+    let log = hub.log();
+    let requests = log.len();
     let sequential = DELAY * (SHARDS as u32) * 2;
+    let rounds = Logged::rounds(&log, DELAY);
     println!(
-        "61 shards: weights_bytes {expected}, {requests} requests, wall {wall:.2?} with {DELAY:?} per response \
-         (≈ {:.1} sequential rounds; 61 × 2 × 100 ms sequential = {sequential:.2?})",
-        wall.as_secs_f64() / DELAY.as_secs_f64()
+        "61 shards: weights_bytes {expected}, {requests} requests in {rounds:.1} rounds of {DELAY:?} \
+         (first request to last), process wall {wall:.2?} (61 × 2 × 100 ms sequential = {sequential:.2?})"
     );
-    // config + index, then per shard: resolve (302), 8 bytes, the header (CDN direct).
-    assert_eq!(requests, 2 + SHARDS * 3);
+    // The listing is asked for in the first round, with config.json and the index:
+    // it adds no sequential round trip.
+    let first = log.iter().map(|l| l.at).min().expect("requests");
+    for what in ["/config.json", "/model.safetensors.index.json", "/tree/"] {
+        let l = log
+            .iter()
+            .find(|l| l.path.contains(what))
+            .unwrap_or_else(|| panic!("{what} not asked: {log:?}"));
+        assert!(l.at - first < DELAY / 2, "{what} came in a later round");
+    }
+    // 1 round (config, index, listing) + 4 files per worker × 3 answers, with slack
+    // for a loaded machine.
+    assert!(rounds < 17.0, "{rounds:.1} rounds");
+    // config + index + listing, then per shard: resolve (302), 8 bytes, the header
+    // (CDN direct).
+    assert_eq!(requests, 3 + SHARDS * 3);
     // Each file: exactly its header was read, nothing past it.
-    for (file, len) in &header_len {
+    for i in 1..=SHARDS {
+        let file = format!("model-{i:05}-of-{SHARDS:05}.safetensors");
         let end = hub
             .log()
             .iter()
             .filter(|l| l.server == "cdn" && l.path.contains(file.as_str()))
             .filter_map(|l| l.range.map(|(_, b)| b + 1))
             .max();
-        assert_eq!(end, Some(*len), "{file}");
+        assert_eq!(end, Some(head_len(SHARDED, &file)), "{file}");
     }
-    // 61 files on 16 workers: 4 files × 3 responses + 2 (config and index together)
-    // ≈ 1.4 s; bounded loosely for a loaded machine, still far from sequential.
+    // 61 files on 16 workers: 4 files × 3 responses + 1 (config, index and listing
+    // together) ≈ 1.3 s; bounded loosely for a loaded machine, still far from
+    // sequential.
     assert!(wall < sequential / 3, "{wall:?}");
 
     hub.clear();
@@ -216,31 +195,38 @@ fn sixty_one_shards_are_read_concurrently_in_a_few_round_trips() {
 
 #[test]
 fn a_gated_repo_needs_the_token_which_never_reaches_the_cdn() {
-    let (mut repo, bytes, _) = single_repo();
-    repo.token = Some("hf_standin_secret".into());
-    let hub = StandIn::start(
-        BTreeMap::from([("org/gated".to_string(), repo)]),
-        Duration::ZERO,
-        &[],
-    );
-    let args = ["--json", "--model", "org/gated", "--reserve-gib", "0"];
+    let hub = fixtures(Duration::ZERO, &[]);
+    let bytes = expected_bytes(GATED);
+    let args = ["--json", "--model", GATED, "--reserve-gib", "0"];
     let home = tempfile::tempdir().expect("temp dir");
     let out = agent(&hub, home.path(), None, &args);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
+    // The listing's 401 is the one reported, in the words a user can act on.
     assert!(
-        err.contains("accept the licence") && err.contains("HF_TOKEN") && !err.contains("panicked"),
+        err.contains("(file list)")
+            && err.contains("HTTP 401")
+            && err.contains("accept the licence")
+            && err.contains("HF_TOKEN")
+            && !err.contains("panicked"),
         "{err}"
     );
+    let listing = hub
+        .log()
+        .into_iter()
+        .find(|l| l.path.contains("/tree/"))
+        .expect("the listing was asked for");
+    assert_eq!(listing.status, 401);
 
     hub.clear();
-    let v = json_ok(&agent(&hub, home.path(), Some("hf_standin_secret"), &args));
+    let v = json_ok(&agent(&hub, home.path(), Some(TEST_TOKEN), &args));
     assert_eq!(v["weights_bytes"], bytes);
     let log = hub.log();
     assert!(log.iter().any(|l| l.server == "cdn"), "{log:?}");
+    let bearer = format!("Bearer {TEST_TOKEN}");
     for l in &log {
         match l.server {
-            "hub" => assert_eq!(l.auth.as_deref(), Some("Bearer hf_standin_secret")),
+            "hub" => assert_eq!(l.auth.as_deref(), Some(bearer.as_str())),
             _ => assert_eq!(l.auth, None, "the token reached the CDN: {l:?}"),
         }
     }
@@ -248,27 +234,21 @@ fn a_gated_repo_needs_the_token_which_never_reaches_the_cdn() {
     // The token file of huggingface_hub ($HF_HOME/token), with a fresh cache.
     let home = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir_all(home.path().join("hf")).expect("mkdir");
-    std::fs::write(home.path().join("hf/token"), "hf_standin_secret\n").expect("write");
+    std::fs::write(home.path().join("hf/token"), format!("{TEST_TOKEN}\n")).expect("write");
     let v = json_ok(&agent(&hub, home.path(), None, &args));
     assert_eq!(v["weights_bytes"], bytes);
 }
 
 #[test]
 fn unknown_repos_files_and_revisions_are_not_found() {
-    let (repo, _, _) = single_repo();
-    let hub = StandIn::start(
-        BTreeMap::from([
-            ("tiny/single".to_string(), repo),
-            ("tiny/weightless".to_string(), Repo::default()),
-        ]),
-        Duration::ZERO,
-        &[],
-    );
+    let mut repos = fixture_repos();
+    repos.insert("tiny/weightless".to_string(), Repo::default());
+    let hub = StandIn::start(repos, Duration::ZERO, &[]);
     let home = tempfile::tempdir().expect("temp dir");
     for args in [
         vec!["--model", "nobody/nothing"],
-        vec!["--model", "tiny/single", "--revision", "v9"],
-        vec!["--model", "tiny/single", "--model-file", "absent.gguf"],
+        vec!["--model", SINGLE, "--revision", "v9"],
+        vec!["--model", SINGLE, "--model-file", "absent.gguf"],
     ] {
         let out = agent(&hub, home.path(), None, &args);
         let err = stderr(&out);
@@ -278,41 +258,42 @@ fn unknown_repos_files_and_revisions_are_not_found() {
             "{args:?}: {err}"
         );
     }
-    // A repository without config.json or safetensors: the message names --model-file.
+    // A repository with no weights: the message says what it looked for.
     let out = agent(&hub, home.path(), None, &["--model", "tiny/weightless"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("not found") && err.contains("--model-file"),
+        err.contains("no weights found") && err.contains("model.safetensors"),
         "{err}"
     );
     let out = agent(&hub, home.path(), None, &["--model", "../etc/passwd"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(hub.log().iter().all(|l| !l.path.contains("etc")));
+    // Nothing was read from the CDN for any of these.
+    assert!(
+        hub.log().iter().all(|l| l.server == "hub"),
+        "{:?}",
+        hub.log()
+    );
 }
 
 #[test]
 fn a_429_and_a_503_are_retried() {
-    let (repo, bytes, _) = single_repo();
-    let hub = StandIn::start(
-        BTreeMap::from([("tiny/single".to_string(), repo)]),
-        Duration::ZERO,
-        &[
-            "tiny/single/model.safetensors",
-            "503 tiny/single/config.json",
-        ],
-    );
+    let weights = format!("{SINGLE}/model.safetensors");
+    let listing = format!("{SINGLE}/@tree");
+    let config = format!("503 {SINGLE}/config.json");
+    let hub = fixtures(Duration::ZERO, &[&weights, &listing, &config]);
     let home = tempfile::tempdir().expect("temp dir");
     let t = Instant::now();
     let v = json_ok(&agent(
         &hub,
         home.path(),
         None,
-        &["--json", "--model", "tiny/single", "--reserve-gib", "0"],
+        &["--json", "--model", SINGLE, "--reserve-gib", "0"],
     ));
-    assert_eq!(v["weights_bytes"], bytes);
+    assert_eq!(v["weights_bytes"], expected_bytes(SINGLE));
     let log = hub.log();
-    assert_eq!(log.iter().filter(|l| l.status == 429).count(), 1, "{log:?}");
+    assert_eq!(log.iter().filter(|l| l.status == 429).count(), 2, "{log:?}");
     assert_eq!(log.iter().filter(|l| l.status == 503).count(), 1, "{log:?}");
     // Retry-After: 1 was honoured.
     assert!(t.elapsed() >= Duration::from_secs(1));
@@ -355,6 +336,7 @@ fn a_gguf_file_is_read_by_name_without_a_config() {
             head,
         },
     );
+    files.insert("m-Q8_0.gguf".to_string(), text("not read"));
     let hub = StandIn::start(
         BTreeMap::from([("q/gguf".to_string(), Repo { files, token: None })]),
         Duration::ZERO,
@@ -378,6 +360,116 @@ fn a_gguf_file_is_read_by_name_without_a_config() {
     assert_eq!(v["weights_bytes"], bytes);
     // The read policy's first GGUF read, not the file.
     assert!(largest_byte_asked(&hub) <= gpumem_core::import::read_policy::GGUF_FIRST_READ);
+}
+
+#[test]
+fn the_only_gguf_file_of_a_repository_is_chosen_and_named() {
+    let hub = fixtures(Duration::ZERO, &[]);
+    let home = tempfile::tempdir().expect("temp dir");
+    let args = ["--json", "--model", ONE_GGUF, "--reserve-gib", "0"];
+    let out = agent(&hub, home.path(), None, &args);
+    let v = json_ok(&out);
+    // Exactly the tensors the GGUF header lists, by their ggml block layouts.
+    assert_eq!(v["weights_bytes"], expected_bytes(ONE_GGUF));
+    assert_eq!(
+        v["weights_bytes"],
+        expected_file_bytes(ONE_GGUF, ONE_GGUF_FILE)
+    );
+    let err = stderr(&out);
+    assert!(err.contains(&format!("reading {ONE_GGUF_FILE}")), "{err}");
+    let log = hub.log();
+    assert!(
+        log.iter()
+            .any(|l| l.server == "cdn" && l.path.contains(ONE_GGUF_FILE)),
+        "{log:?}"
+    );
+    assert!(largest_byte_asked(&hub) <= head_len(ONE_GGUF, ONE_GGUF_FILE).max(1 << 20));
+
+    // From the cache: the same answer, no request, the file still named.
+    hub.clear();
+    let out = agent(&hub, home.path(), None, &args);
+    assert_eq!(json_ok(&out)["weights_bytes"], expected_bytes(ONE_GGUF));
+    assert!(hub.log().is_empty(), "{:?}", hub.log());
+    assert!(stderr(&out).contains(ONE_GGUF_FILE), "{}", stderr(&out));
+}
+
+#[test]
+fn several_gguf_files_are_listed_and_one_must_be_named() {
+    let hub = fixtures(Duration::ZERO, &[]);
+    let home = tempfile::tempdir().expect("temp dir");
+    let out = agent(&hub, home.path(), None, &["--model", MANY_GGUF]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for f in MANY_GGUF_FILES {
+        let line = err
+            .lines()
+            .find(|l| l.contains(f))
+            .unwrap_or_else(|| panic!("{f} not listed: {err}"));
+        assert!(line.contains(" GB · ") && line.ends_with(" GiB"), "{line}");
+    }
+    assert!(err.contains("--model-file NAME"), "{err}");
+    // Nothing was read before the choice.
+    assert!(
+        hub.log().iter().all(|l| l.server == "hub"),
+        "{:?}",
+        hub.log()
+    );
+
+    // Naming one reads that one.
+    let [_, q6, _] = MANY_GGUF_FILES;
+    let v = json_ok(&agent(
+        &hub,
+        home.path(),
+        None,
+        &[
+            "--json",
+            "--model",
+            MANY_GGUF,
+            "--model-file",
+            q6,
+            "--reserve-gib",
+            "0",
+        ],
+    ));
+    assert_eq!(v["weights_bytes"], expected_file_bytes(MANY_GGUF, q6));
+}
+
+#[test]
+fn a_model_file_missing_from_the_listing_is_not_found() {
+    let hub = fixtures(Duration::ZERO, &[]);
+    let home = tempfile::tempdir().expect("temp dir");
+    let out = agent(
+        &hub,
+        home.path(),
+        None,
+        &["--model", ONE_GGUF, "--model-file", "llama-tiny-Q2_K.gguf"],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("llama-tiny-Q2_K.gguf: not found") && err.contains(ONE_GGUF_FILE),
+        "{err}"
+    );
+    assert!(
+        hub.log().iter().all(|l| l.server == "hub"),
+        "{:?}",
+        hub.log()
+    );
+}
+
+#[test]
+fn a_mirror_without_the_listing_still_serves_a_checkpoint() {
+    let hub = fixtures(Duration::ZERO, &[]);
+    hub.serve_listing(false);
+    let home = tempfile::tempdir().expect("temp dir");
+    let out = agent(
+        &hub,
+        home.path(),
+        None,
+        &["--json", "--model", SHARDED, "--reserve-gib", "0"],
+    );
+    assert_eq!(json_ok(&out)["weights_bytes"], expected_bytes(SHARDED));
+    assert!(stderr(&out).contains("without it"), "{}", stderr(&out));
 }
 
 #[test]

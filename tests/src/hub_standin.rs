@@ -28,7 +28,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gpumem_core::import::{gguf, safetensors};
 
@@ -70,6 +70,23 @@ pub struct Logged {
     pub auth: Option<String>,
     /// The status answered.
     pub status: u16,
+    /// When the request arrived (before the answer's delay): requests of one round
+    /// arrive together, a later round at least one delay later.
+    pub at: Instant,
+}
+
+impl Logged {
+    /// Rounds of sequential answers the log spans at `delay` per answer: the time
+    /// from the first request's arrival to the last one's, in delays, plus one.
+    pub fn rounds(log: &[Logged], delay: Duration) -> f64 {
+        let (Some(first), Some(last)) = (
+            log.iter().map(|l| l.at).min(),
+            log.iter().map(|l| l.at).max(),
+        ) else {
+            return 0.0;
+        };
+        (last - first).as_secs_f64() / delay.as_secs_f64().max(1e-9) + 1.0
+    }
 }
 
 struct State {
@@ -161,6 +178,7 @@ fn handle(state: &State, server: &'static str, mut conn: TcpStream) {
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
+    let arrived = Instant::now();
     let text = String::from_utf8_lossy(&buf).to_string();
     let mut lines = text.split("\r\n");
     let mut request_line = lines.next().unwrap_or("").split(' ');
@@ -204,6 +222,7 @@ fn handle(state: &State, server: &'static str, mut conn: TcpStream) {
         range,
         auth,
         status,
+        at: arrived,
     });
     std::thread::sleep(state.delay);
     let reason = match status {

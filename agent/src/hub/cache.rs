@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::client::{is_commit, percent_encode};
+use gpumem_core::import::hub::percent_encode;
+
+use super::client::is_commit;
 
 /// How long a branch or tag is trusted to point at the commit it last resolved to.
 pub const REF_TTL: Duration = Duration::from_secs(24 * 3600);

@@ -22,9 +22,10 @@ use anyhow::{Context, Result, anyhow, bail};
 
 /// The Hub used when `HF_ENDPOINT` is not set.
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
-/// Largest `config.json` or `model.safetensors.index.json` read. The index of the
-/// largest checkpoints (hundreds of shards, tens of thousands of tensors) is a few MB.
-pub const TEXT_LIMIT: u64 = 64 << 20;
+/// Largest `config.json`, `model.safetensors.index.json` or file listing read: the
+/// core's bound for the JSON it parses. The index of the largest checkpoints (hundreds
+/// of shards, tens of thousands of tensors) is a few MB.
+pub const TEXT_LIMIT: u64 = gpumem_core::import::hub::MAX_LISTING_BYTES as u64;
 /// Attempts per request when the Hub answers 429 or 5xx, or the connection fails.
 const ATTEMPTS: u32 = 5;
 /// Attempts when the connection itself fails (no network, a name that does not resolve).
@@ -94,14 +95,15 @@ impl Client {
         self.requests.load(Ordering::Relaxed)
     }
 
-    /// `{endpoint}/{repo}/resolve/{revision}/{file}`; `repo` and `file` are validated
-    /// by the caller to need no escaping, the revision is percent-encoded (`refs/pr/1`).
+    /// `{endpoint}/{repo}/resolve/{revision}/{file}`, encoded as `huggingface_hub`
+    /// does ([`gpumem_core::import::hub::resolve_url`]).
     pub fn resolve_url(&self, repo: &str, revision: &str, file: &str) -> String {
-        format!(
-            "{}/{repo}/resolve/{}/{file}",
-            self.endpoint,
-            percent_encode(revision)
-        )
+        gpumem_core::import::hub::resolve_url(&self.endpoint, repo, revision, file)
+    }
+
+    /// `{endpoint}/api/models/{repo}/tree/{revision}`: the top-level file listing.
+    pub fn tree_url(&self, repo: &str, revision: &str) -> String {
+        gpumem_core::import::hub::tree_url(&self.endpoint, repo, revision)
     }
 
     /// A whole small file (config.json, the shard index), at most [`TEXT_LIMIT`] bytes.
@@ -234,7 +236,10 @@ impl Client {
                         if range.is_some() {
                             body.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
                         } else {
-                            bail!("{what}: larger than the {} MiB limit", TEXT_LIMIT >> 20);
+                            bail!(
+                                "{what}: larger than the {} MiB read at most",
+                                TEXT_LIMIT >> 20
+                            );
                         }
                     }
                     return Ok(Attempt::Done(Fetched {
@@ -389,19 +394,6 @@ pub fn is_commit(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Percent-encodes everything but unreserved characters (as `quote(rev, safe="")`).
-pub fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,11 +439,5 @@ mod tests {
             "http://c:9/z"
         );
         assert!(join_location("https://h.co/a", "//evil/x").is_err());
-    }
-
-    #[test]
-    fn revisions_are_percent_encoded() {
-        assert_eq!(percent_encode("refs/pr/1"), "refs%2Fpr%2F1");
-        assert_eq!(percent_encode("main"), "main");
     }
 }

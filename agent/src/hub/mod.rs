@@ -1,11 +1,15 @@
 //! `estimate --model ORG/NAME`: a model's architecture and exact weight bytes from the
 //! Hugging Face Hub (or a mirror), without downloading the weights.
 //!
-//! `config.json` and `model.safetensors.index.json` are fetched together; then every
-//! weight file's header is read with HTTP Range requests, grown exactly as the core's
-//! read policy asks ([`gpumem_core::import::read_policy`], the same policy the agent
-//! uses for local files and the page for dropped ones), the file's size learnt from the
-//! first answer's `Content-Range`. The files are read concurrently by a bounded pool
+//! `config.json`, `model.safetensors.index.json` and the repository's file listing
+//! (`/api/models/{repo}/tree/{revision}`) are fetched together, in one round; the
+//! weight files are chosen from them by the rules the page shares
+//! ([`gpumem_core::import::hub::choose_weights`]: a `--model-file` that must be listed,
+//! else the index's shards, else `model.safetensors`, else the one `.gguf` file).
+//! Then every weight file's header is read with HTTP Range requests, grown exactly as
+//! the core's read policy asks ([`gpumem_core::import::read_policy`], the same policy
+//! the agent uses for local files and the page for dropped ones), the file's size
+//! learnt from the first answer's `Content-Range`. The files are read concurrently by a bounded pool
 //! ([`WORKERS`]), and a file's later reads go straight to the CDN address its first
 //! read was redirected to, so a 61-shard checkpoint costs a handful of sequential round
 //! trips, not 61 × 2. What was read is cached ([`cache`]); a cached lookup sends nothing.
@@ -21,6 +25,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use anyhow::{Context, Result, anyhow, bail};
 use gpumem_core::import::TensorSummary;
+use gpumem_core::import::hub::{
+    self as rules, CONFIG_FILE, HubError, INDEX_FILE as INDEX, SINGLE_FILE as SINGLE,
+};
 use gpumem_core::import::read_policy::{HeaderFormat, HeaderRead, Step};
 
 use cache::{Cache, Manifest};
@@ -29,8 +36,6 @@ use client::{Client, NotFound};
 /// Weight files read at once. Enough that 61 shards take 4 files per worker; few
 /// enough to stay a polite client of the Hub.
 pub const WORKERS: usize = 16;
-const INDEX: &str = "model.safetensors.index.json";
-const SINGLE: &str = "model.safetensors";
 
 /// What a lookup found.
 #[derive(Debug)]
@@ -50,12 +55,12 @@ pub struct Found {
 /// Looks `repo` up at `revision`; `file` names the weight file to read instead of
 /// the safetensors checkpoint (a `.gguf` in a GGUF repository).
 pub fn lookup(repo: &str, revision: &str, file: Option<&str>) -> Result<Found> {
-    check_repo(repo)?;
+    rules::check_repo_id(repo).context("--model")?;
     if revision.is_empty() || revision.len() > 256 || revision.chars().any(char::is_control) {
         bail!("--revision: expected a branch, tag or commit id");
     }
     if let Some(f) = file {
-        check_file(f).context("--model-file")?;
+        rules::check_file(f).context("--model-file")?;
     }
     let variant = file.unwrap_or("default");
     let cache = Cache::for_repo(repo);
@@ -68,7 +73,7 @@ pub fn lookup(repo: &str, revision: &str, file: Option<&str>) -> Result<Found> {
         .as_deref()
         .and_then(|k| cache.manifest(k, variant).map(|m| (k.to_string(), m)))
         // A cache entry is data like any other: its file names are checked again.
-        .filter(|(_, m)| m.files.iter().all(|f| check_file(f).is_ok()));
+        .filter(|(_, m)| m.files.iter().all(|f| rules::check_file(f).is_ok()));
     let (key, manifest) = match cached {
         Some(hit) => hit,
         None => {
@@ -80,6 +85,14 @@ pub fn lookup(repo: &str, revision: &str, file: Option<&str>) -> Result<Found> {
             (key, m)
         }
     };
+
+    if let (None, [only]) = (file, manifest.files.as_slice())
+        && only.to_ascii_lowercase().ends_with(".gguf")
+    {
+        crate::out::errln!(
+            "gpumem-agent: {repo}: reading {only}, the repository's only GGUF file (name another with --model-file)"
+        );
+    }
 
     // Step 2: every file's header, concurrently (cached ones without a request).
     let summaries = read_headers(&client, &cache, repo, &key, &manifest.files, &label)
@@ -108,7 +121,8 @@ pub fn lookup(repo: &str, revision: &str, file: Option<&str>) -> Result<Found> {
     })
 }
 
-/// `config.json` and the weight files' names, fetched together.
+/// `config.json`, the shard index and the file listing, fetched together (one round
+/// of concurrent requests); then the weight files chosen from them.
 fn fetch_manifest(
     client: &Client,
     repo: &str,
@@ -116,50 +130,80 @@ fn fetch_manifest(
     file: Option<&str>,
     label: &(dyn Fn(&str) -> String + Sync),
 ) -> Result<(String, Manifest)> {
-    let (config, index) = std::thread::scope(|s| {
-        let config = s.spawn(|| {
-            client.get_text(
-                &client.resolve_url(repo, revision, "config.json"),
-                &label("config.json"),
-            )
-        });
-        let index = match file {
-            Some(_) => None,
-            None => {
-                Some(client.get_text(&client.resolve_url(repo, revision, INDEX), &label(INDEX)))
-            }
+    let tree_label = format!("{repo}@{revision} (file list)");
+    let (config, index, tree) = std::thread::scope(|s| {
+        let get = |url: String, what: String| s.spawn(move || client.get_text(&url, &what));
+        let config = get(
+            client.resolve_url(repo, revision, CONFIG_FILE),
+            label(CONFIG_FILE),
+        );
+        // A named file needs no index: the listing says whether it is there.
+        let index = file
+            .is_none()
+            .then(|| get(client.resolve_url(repo, revision, INDEX), label(INDEX)));
+        let tree = get(client.tree_url(repo, revision), tree_label.clone());
+        let join = |h: std::thread::ScopedJoinHandle<'_, Result<client::Fetched>>| {
+            h.join()
+                .unwrap_or_else(|_| Err(anyhow!("{repo}: a reader panicked")))
         };
-        (
-            config
-                .join()
-                .unwrap_or_else(|_| Err(anyhow!("config.json: reader panicked"))),
-            index,
-        )
+        (join(config), index.map(join), join(tree))
     });
-    // A GGUF repository often has no config.json: the named file is enough.
-    let config = match config {
-        Ok(f) => Some(f),
-        Err(e) if file.is_some() && e.is::<NotFound>() => None,
-        Err(e) if e.is::<NotFound>() && !e.to_string().contains("no such repository") => {
-            bail!("{e}; if this is a GGUF repository, name its file with --model-file")
+    let absent = |r: Result<client::Fetched>| -> Result<Option<client::Fetched>> {
+        match r {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.is::<NotFound>() => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    // The listing's refusal first: it names a missing repository, revision or access
+    // as well as any file would, and it is the one answer every lookup needs.
+    let tree = match tree {
+        Ok(t) => Some(t),
+        // A mirror without the listing API, where the files themselves are served:
+        // the weights are then chosen the way they were before the listing existed.
+        Err(e) if e.is::<NotFound>() && config.is_ok() => {
+            crate::out::errln!("gpumem-agent: {e}; choosing the weight files without it");
+            None
         }
         Err(e) => return Err(e),
     };
-    let mut commit = config.as_ref().and_then(|c| c.commit.clone());
-    let files = match (file, index) {
-        (Some(f), _) => vec![f.to_string()],
-        (None, Some(Ok(idx))) => {
-            commit = commit.or(idx.commit.clone());
-            shard_names(&idx.body).with_context(|| label(INDEX))?
-        }
-        (None, Some(Err(e))) if e.is::<NotFound>() => vec![SINGLE.to_string()],
-        (None, Some(Err(e))) => return Err(e),
-        (None, None) => vec![SINGLE.to_string()],
+    let config = absent(config)?;
+    let index = match index {
+        Some(r) => absent(r)?,
+        None => None,
     };
+    let mut commit = config.as_ref().and_then(|c| c.commit.clone());
+    if let Some(i) = &index {
+        commit = commit.or(i.commit.clone());
+    }
+    let files = match &tree {
+        Some(t) => {
+            let listing = rules::parse_tree(&t.body).with_context(|| tree_label.clone())?;
+            let chosen =
+                rules::choose_weights(&listing, index.as_ref().map(|i| i.body.as_slice()), file)
+                    .map_err(|e| explain(repo, e))?;
+            chosen.paths()
+        }
+        None => match (file, &index) {
+            (Some(f), _) => vec![f.to_string()],
+            (None, Some(i)) => rules::index_shards(&i.body).with_context(|| label(INDEX))?,
+            (None, None) => vec![SINGLE.to_string()],
+        },
+    };
+    let is_gguf = files
+        .iter()
+        .all(|f| f.to_ascii_lowercase().ends_with(".gguf"));
+    // safetensors headers carry no architecture: without config.json there is
+    // nothing to estimate from (a GGUF header carries its own).
+    if config.is_none() && !is_gguf {
+        bail!(
+            "{}: not found: the architecture comes from it",
+            label(CONFIG_FILE)
+        );
+    }
     let config = match config {
         Some(c) => Some(
-            String::from_utf8(c.body)
-                .map_err(|_| anyhow!("{}: not UTF-8", label("config.json")))?,
+            String::from_utf8(c.body).map_err(|_| anyhow!("{}: not UTF-8", label(CONFIG_FILE)))?,
         ),
         None => None,
     };
@@ -169,27 +213,15 @@ fn fetch_manifest(
     ))
 }
 
-/// The distinct files of an index's `weight_map`, sorted.
-fn shard_names(text: &[u8]) -> Result<Vec<String>> {
-    let v: serde_json::Value = serde_json::from_slice(text).context("not valid JSON")?;
-    let map = v
-        .get("weight_map")
-        .and_then(|m| m.as_object())
-        .ok_or_else(|| anyhow!("no weight_map"))?;
-    let mut files: Vec<String> = Vec::new();
-    for f in map.values() {
-        let f = f
-            .as_str()
-            .ok_or_else(|| anyhow!("weight_map values should be file names"))?;
-        check_file(f)?;
-        files.push(f.to_string());
+/// The core's refusal in the agent's words (its flag names).
+fn explain(repo: &str, e: HubError) -> anyhow::Error {
+    match e {
+        HubError::ManyGguf(_) => anyhow!("{repo}: {e}\npass --model-file NAME to choose one"),
+        HubError::FileNotFound { .. } | HubError::UnsupportedFile(_) => {
+            anyhow!("--model-file {e}")
+        }
+        other => anyhow!("{repo}: {other}"),
     }
-    files.sort();
-    files.dedup();
-    if files.is_empty() {
-        bail!("weight_map is empty");
-    }
-    Ok(files)
 }
 
 /// Reads every file's header with [`WORKERS`] threads; results in file order, the
@@ -299,74 +331,5 @@ fn read_one(
         if got.final_url != resolve {
             direct = Some(got.final_url);
         }
-    }
-}
-
-/// `ORG/NAME` (or a legacy `NAME`): plain segments, no traversal.
-fn check_repo(repo: &str) -> Result<()> {
-    let segments: Vec<&str> = repo.split('/').collect();
-    let ok = (1..=2).contains(&segments.len())
-        && repo.len() <= 200
-        && segments.iter().all(|s| plain_segment(s));
-    if !ok {
-        bail!(
-            "--model: expected ORG/NAME as on the Hub (letters, digits, '-', '_', '.'), got {repo:?}"
-        );
-    }
-    Ok(())
-}
-
-/// A file path inside a repository, safe both in a URL and under the cache folder.
-fn check_file(file: &str) -> Result<()> {
-    let ok = file.len() <= 500
-        && file.split('/').all(|s| {
-            !s.is_empty()
-                && s != "."
-                && s != ".."
-                && s.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.+=@".contains(&b))
-        });
-    if !ok {
-        bail!("{file:?}: not a plain file path");
-    }
-    Ok(())
-}
-
-fn plain_segment(s: &str) -> bool {
-    !s.is_empty()
-        && s != "."
-        && s != ".."
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn repo_ids_and_file_names_are_checked() {
-        assert!(check_repo("meta-llama/Llama-3.1-8B").is_ok());
-        assert!(check_repo("gpt2").is_ok());
-        for bad in ["", "a/b/c", "../x", "a/..", "a b/c", "a/b?x", "/a"] {
-            assert!(check_repo(bad).is_err(), "{bad}");
-        }
-        assert!(check_file("model-00001-of-00061.safetensors").is_ok());
-        assert!(check_file("gguf/Llama-3.1-8B-Q4_K_M.gguf").is_ok());
-        for bad in ["", "../config.json", "a//b", "a/./b", "a b", "a?b", "a%2Fb"] {
-            assert!(check_file(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn shard_names_are_distinct_and_sorted() {
-        let idx = br#"{"metadata":{},"weight_map":{"a":"m-2.safetensors","b":"m-1.safetensors","c":"m-2.safetensors"}}"#;
-        assert_eq!(
-            shard_names(idx).unwrap(),
-            vec!["m-1.safetensors", "m-2.safetensors"]
-        );
-        assert!(shard_names(br#"{"weight_map":{"a":"../x"}}"#).is_err());
-        assert!(shard_names(br#"{"weight_map":{}}"#).is_err());
-        assert!(shard_names(b"[]").is_err());
     }
 }

@@ -741,6 +741,66 @@ mod tests {
         assert!(check_file(&"a".repeat(MAX_FILE_PATH + 1)).is_err());
     }
 
+    /// Property tests (native only: proptest does not build for wasm32).
+    #[cfg(not(target_arch = "wasm32"))]
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn names() -> impl Strategy<Value = String> {
+            prop::sample::select(vec![
+                "config.json",
+                "model.safetensors",
+                "model-00001-of-00002.safetensors",
+                "model-00002-of-00002.safetensors",
+                "consolidated.safetensors",
+                "a.gguf",
+                "b.GGUF",
+                "mmproj-f16.gguf",
+                "sub/c.gguf",
+                "bad name.gguf",
+                "../x.safetensors",
+            ])
+            .prop_map(str::to_string)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+            /// Any bytes: a listing or an error, never a panic.
+            #[test]
+            fn any_bytes_are_answered(data in prop::collection::vec(any::<u8>(), 0..512)) {
+                let _ = parse_tree(&data);
+                let _ = choose_weights(&[], Some(&data), None);
+                let _ = index_shards(&data);
+            }
+
+            /// Whatever the listing, a choice names only listed, plain files, and the
+            /// safetensors and GGUF answers never mix.
+            #[test]
+            fn a_choice_is_always_listed_and_plain(
+                listed in prop::collection::vec((names(), 0u64..u64::MAX), 0..12),
+                requested in prop::option::of(names()),
+            ) {
+                let tree: Vec<RepoFile> = listed
+                    .into_iter()
+                    .map(|(path, size)| RepoFile { path, size })
+                    .collect();
+                if let Ok(w) = choose_weights(&tree, None, requested.as_deref()) {
+                    let files = w.files();
+                    prop_assert!(!files.is_empty());
+                    for f in files {
+                        prop_assert!(tree.contains(f));
+                        prop_assert!(check_file(&f.path).is_ok());
+                        let gguf = is_gguf(&f.path);
+                        prop_assert_eq!(gguf, matches!(w, WeightFiles::Gguf(_)));
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn urls_are_encoded_as_huggingface_hub_does() {
         assert_eq!(
