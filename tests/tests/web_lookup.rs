@@ -211,7 +211,6 @@ fn web_looks_models_up_on_the_hub() {
         "{status}"
     );
 
-
     // 6. A mirror without the listing API: the shards come from the index, their sizes
     //    from Content-Range, the bytes the same.
     hub.serve_listing(false);
