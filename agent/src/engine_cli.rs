@@ -1,13 +1,15 @@
 //! `estimate --engine … --card …`: the engine budget and the largest workload that
 //! fits, on the command line (issue #10, items 3 and 4).
 //!
-//! The flags come from [`gpumem_core::engine::ENGINE_KEYS`] (the engines' own flag
-//! names); the figures from [`gpumem_core::engine`]. `estimate.rs` only calls
+//! The flags come from the engine group of the field table
+//! ([`gpumem_core::params::FIELDS`], the engines' own flag names); the figures from
+//! [`gpumem_core::engine`]. `estimate.rs` only calls
 //! [`augment`], [`collect`] and [`compute`], so this stays one self-contained hook.
 
-use clap::{Arg, ArgMatches, Command};
-use gpumem_core::engine::{self, CardKv, ENGINE_KEYS, EngineBudget, Largest};
+use clap::{ArgMatches, Command};
+use gpumem_core::engine::{self, CardKv, EngineBudget, Largest};
 use gpumem_core::estimate::{Estimate, EstimateInput, Kind};
+use gpumem_core::params::FIELDS;
 use gpumem_core::units::{
     Bytes, group_digits, signed_gb_string, signed_gib_string, signed_group_digits,
 };
@@ -15,20 +17,16 @@ use serde::Serialize;
 
 /// Adds one flag per engine key.
 pub fn augment(mut cmd: Command) -> Command {
-    for (key, help) in ENGINE_KEYS {
-        cmd = cmd.arg(Arg::new(*key).long(*key).value_name("VALUE").help(*help));
+    for f in FIELDS.iter().filter(|f| f.is_engine()) {
+        cmd = cmd.arg(crate::estimate::flag_of(f));
     }
     cmd
 }
 
 /// The engine flags given, as `key=value` pairs.
 pub fn collect(m: &ArgMatches) -> Vec<(String, String)> {
-    ENGINE_KEYS
-        .iter()
-        .filter_map(|(k, _)| {
-            m.get_one::<String>(k)
-                .map(|v| ((*k).to_string(), v.clone()))
-        })
+    engine::engine_keys()
+        .filter_map(|k| m.get_one::<String>(k).map(|v| (k.to_string(), v.clone())))
         .collect()
 }
 

@@ -1,7 +1,8 @@
 //! `gpumem-agent estimate`: the estimator on the command line.
 //!
-//! Every estimator flag is generated from [`gpumem_core::params::KEYS`], so the
-//! flags are exactly the page's URL keys with two dashes in front, and values are
+//! Every estimator flag is generated from the field table
+//! ([`gpumem_core::params::FIELDS`]: help, value name, possible values), so the flags
+//! are exactly the page's URL keys with two dashes in front, and values are
 //! validated by the same parser the page uses. Model files are read here (the core
 //! does no I/O) and only their headers: a safetensors header or a GGUF header is
 //! enough, the weights are never read.
@@ -17,7 +18,7 @@ use gpumem_core::estimate::{Estimate, Kind, estimate};
 use gpumem_core::fit::{CardFit, Verdict, fit_table};
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
 use gpumem_core::import::{TensorSummary, gguf, hf_config};
-use gpumem_core::params::{self, KEYS, describe};
+use gpumem_core::params::{self, FIELDS, Field, FieldKind, field, keys};
 use gpumem_core::units::{Bytes, group_digits, signed_gib_string, signed_group_digits};
 use serde::Serialize;
 
@@ -62,14 +63,8 @@ impl clap::Args for Args {
             .arg(Arg::new("model").long("model").value_name("ORG/NAME").help("Look the model up on the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN): config.json and every weight file's header, by ranged reads"))
             .arg(Arg::new("revision").long("revision").value_name("REV").requires("model").help("Branch, tag or commit of --model (default: main)"))
             .arg(Arg::new("model-file").long("model-file").value_name("FILE").requires("model").help("Read this weight file of --model (e.g. a .gguf) instead of model.safetensors[.index.json]"));
-        for key in KEYS {
-            cmd = cmd.arg(
-                Arg::new(*key)
-                    .long(*key)
-                    .value_name("VALUE")
-                    .allow_hyphen_values(true)
-                    .help(describe(key)),
-            );
+        for f in FIELDS.iter().filter(|f| !f.is_engine()) {
+            cmd = cmd.arg(flag_of(f));
         }
         crate::engine_cli::augment(cmd)
     }
@@ -81,7 +76,7 @@ impl clap::Args for Args {
 impl FromArgMatches for Args {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
         let mut pairs: Vec<(usize, String, String)> = Vec::new();
-        for key in KEYS {
+        for key in keys() {
             if let (Some(values), Some(indices)) = (m.get_many::<String>(key), m.indices_of(key)) {
                 for (v, i) in values.zip(indices) {
                     pairs.push((i, (*key).to_string(), v.clone()));
@@ -120,6 +115,78 @@ struct JsonOutput<'a> {
     fit: Vec<CardFit>,
     #[serde(flatten)]
     engine: crate::engine_cli::EngineOutput,
+}
+
+/// The flag of one field of the table: its help, a value name from its kind and
+/// unit, and a choice field's choices as possible values (shown in `--help` and
+/// offered by the completions). The value itself is still checked by the core's parser, which
+/// accepts aliases (`flash_attention_2`, `llamacpp`) and gives the field's message.
+pub fn flag_of(f: &'static Field) -> Arg {
+    let name = match f.kind {
+        FieldKind::Count => match f.unit {
+            "" => "N",
+            "GiB" => "GIB",
+            "MiB" => "MIB",
+            "bytes" => "BYTES",
+            "tokens" => "TOKENS",
+            _ => "N",
+        },
+        FieldKind::Bool(_) => "BOOL",
+        FieldKind::Choice => "NAME",
+        FieldKind::Text if !f.choices.is_empty() => "NAME",
+        FieldKind::Text => "TEXT",
+        FieldKind::Fraction => "FRACTION",
+        FieldKind::Card => "CARD",
+    };
+    Arg::new(f.key)
+        .long(f.key)
+        .value_name(name)
+        .allow_hyphen_values(true)
+        .value_parser(Offered(f))
+        .help(f.help)
+}
+
+/// A value parser that takes any text and offers the field's choices.
+#[derive(Clone)]
+struct Offered(&'static Field);
+
+impl clap::builder::TypedValueParser for Offered {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &Command,
+        arg: Option<&Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let choices: Box<dyn Iterator<Item = clap::builder::PossibleValue>> = match self.0.kind {
+            FieldKind::Bool(_) => Box::new(
+                ["true", "false"]
+                    .into_iter()
+                    .map(clap::builder::PossibleValue::new),
+            ),
+            // Only a closed set: a text field's suggestions (formats, dtypes) are not
+            // all it accepts, and clap would print them as "possible values".
+            FieldKind::Choice => Box::new(
+                self.0
+                    .choices
+                    .iter()
+                    .filter(|(v, _)| !v.is_empty())
+                    .map(|(v, l)| {
+                        let p = clap::builder::PossibleValue::new(*v);
+                        if l == v { p } else { p.help(*l) }
+                    }),
+            ),
+            _ => return None,
+        };
+        Some(choices)
+    }
 }
 
 /// Runs `estimate`.
@@ -235,7 +302,7 @@ fn emit(text: &str) -> Result<()> {
 /// `field: reason` → `--field: reason` so the message names the flag to fix.
 fn flagify(e: &EstimateError) -> String {
     match e {
-        EstimateError::Invalid { field, .. } if KEYS.contains(field) => format!("--{e}"),
+        EstimateError::Invalid { field: f, .. } if field(f).is_some() => format!("--{e}"),
         _ => e.to_string(),
     }
 }

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use gpumem_core::EstimateError;
+use gpumem_core::engine::{self, is_engine_key};
 use gpumem_core::estimate::{Estimate, estimate};
 use gpumem_core::import::TensorSummary;
 use gpumem_core::params::from_pairs;
@@ -120,6 +121,18 @@ pub fn compute(
         }
         workloads.push(WorkloadResult { pairs, result });
     }
+    // The engine's keys (page pairs like the workloads' own): their messages go
+    // beside their fields too.
+    let (_, errors) = engine::from_pairs(
+        page.iter()
+            .filter(|(k, _)| is_engine_key(k))
+            .map(|(k, v)| (*k, v.as_str())),
+    );
+    for e in errors {
+        if let EstimateError::Invalid { field, reason } = e {
+            field_errors.entry(field.to_string()).or_insert(reason);
+        }
+    }
     let elapsed_ms = now() - t0;
     Computed {
         workloads,
@@ -193,6 +206,11 @@ mod tests {
         assert_eq!(kv(1), 2 << 30);
         assert!(c.field_errors["limit-context"].contains("negative"));
         assert!(!c.field_errors.contains_key("context"));
+        // An engine key's message lands on its field; a valid one adds none.
+        let page = p(&[("gpu-memory-utilization", "1.5"), ("engine", "vllm")]);
+        let c = compute(&cli, &page, None, &|| 0.0);
+        assert!(c.field_errors["gpu-memory-utilization"].contains("fraction"));
+        assert!(!c.field_errors.contains_key("engine"));
     }
 
     #[test]

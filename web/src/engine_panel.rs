@@ -3,18 +3,21 @@
 //! context) and what each serving engine leaves for the KV cache at its defaults.
 //! Every figure is [`gpumem_core::engine`]'s; this module only formats.
 //!
-//! The engine flags (`gpu-memory-utilization`, `mem-fraction-static`, …) are not page
-//! keys yet: the engines' defaults are used here and said so; the agent takes the flags.
+//! The engine flags (`engine`, `gpu-memory-utilization`, `max-model-len`, …) are
+//! fields of the table like every other key, hence URL keys: a link reproduces this
+//! section. An empty field is the engine's default; `engine` narrows the table to one
+//! engine. The card is the page's target card (the `card` field by the sweep).
 
 use gpumem_core::catalogue::{CATALOGUE, GpuCard, find};
-use gpumem_core::engine::{self, Engine, EngineBudget, EngineParams, Largest};
+use gpumem_core::engine::{self, Engine, EngineBudget, EngineParams, Largest, engine_keys};
 use gpumem_core::estimate::{EstimateInput, estimate};
 use gpumem_core::import::TensorSummary;
-use gpumem_core::params::from_pairs;
+use gpumem_core::params::{FieldGroup, from_pairs};
 use gpumem_core::units::{group_digits, signed_gib_string, signed_group_digits};
 use leptos::prelude::*;
 
 use crate::compute::Computed;
+use crate::inputs::group_fields;
 use crate::state::Form;
 
 /// Every engine, in the order shown.
@@ -31,15 +34,17 @@ pub const ENGINES: [Engine; 5] = [
 pub struct EngineView {
     /// The largest workload that fits.
     pub largest: Largest,
-    /// Each engine's budget at its defaults, or why there is none.
+    /// Each engine's budget (every engine, or the one named), or why there is none.
     pub budgets: Vec<(Engine, Result<EngineBudget, String>)>,
 }
 
-/// The section's figures for a workload given as `key=value` pairs.
+/// The section's figures for a workload given as `key=value` pairs, with the
+/// engine flags of `settings` (its card is replaced by `card`).
 pub fn engine_view(
     pairs: &[(&'static str, String)],
     tensors: Option<&TensorSummary>,
     card: &'static GpuCard,
+    settings: &EngineParams,
 ) -> Option<EngineView> {
     let (mut input, errors): (EstimateInput, _) =
         from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
@@ -50,11 +55,12 @@ pub fn engine_view(
     let est = estimate(&input).ok()?;
     let budgets = ENGINES
         .iter()
+        .filter(|e| settings.engine.is_none_or(|s| s == **e))
         .map(|e| {
             let params = EngineParams {
                 engine: Some(*e),
                 card: Some(card),
-                ..EngineParams::default()
+                ..settings.clone()
             };
             (
                 *e,
@@ -76,15 +82,28 @@ pub fn EnginePanel() -> impl IntoView {
     let focus = form.focus;
     let card_key = form.sig("card");
     let imported = form.imported;
+    let sigs: Vec<(&'static str, RwSignal<String>)> = engine_keys()
+        .filter(|k| *k != "card")
+        .map(|k| (k, form.sig(k)))
+        .collect();
     let view_memo = Memo::new(move |_| {
         let card = find(card_key.get().trim()).unwrap_or(&CATALOGUE[0]);
         let pairs = computed.with(|c| c.workloads.get(focus.get()).map(|w| w.pairs.clone()))?;
+        // Valid flags apply; an invalid one is shown beside its field (compute.rs)
+        // and left at the engine's default here.
+        let typed: Vec<(&'static str, String)> = sigs
+            .iter()
+            .map(|(k, s)| (*k, s.get()))
+            .filter(|(_, v)| !v.trim().is_empty())
+            .collect();
+        let (settings, _) = engine::from_pairs(typed.iter().map(|(k, v)| (*k, v.as_str())));
         imported
-            .with(|i| engine_view(&pairs, i.as_ref().map(|i| &i.summary), card))
+            .with(|i| engine_view(&pairs, i.as_ref().map(|i| &i.summary), card, &settings))
             .map(|v| (card.name, v))
     });
     view! {
         <section class="engines" aria-label="Largest workload and engine budgets" data-testid="engine-panel">
+            <div class="engine-fields">{group_fields(&[FieldGroup::Engine], &["card"])}</div>
             {move || view_memo.get().map(|(name, v)| {
                 let l = v.largest.clone();
                 let ctx = match l.largest_context {
@@ -103,7 +122,7 @@ pub fn EnginePanel() -> impl IntoView {
                         <strong data-testid="largest-context">{ctx}</strong>
                         {seqs.map(|s| view! { " · most sequences: " <strong data-testid="most-sequences">{s}</strong> })}
                     </p>
-                    <h3>"KV cache each engine leaves on " {name} " (per device, engines' defaults)"</h3>
+                    <h3>"KV cache each engine leaves on " {name} " (per device; an empty field is the engine's default)"</h3>
                     <table class="lines engines-table">
                         <thead><tr><th>"engine"</th><th>"KV capacity"</th><th>"GiB"</th><th>"tokens"</th><th>"sequences at max-model-len"</th></tr></thead>
                         <tbody>
@@ -158,7 +177,7 @@ mod tests {
         .map(|(k, v)| (*k, v.to_string()))
         .collect();
         let card = find("h100-sxm-80gb").unwrap();
-        let v = engine_view(&pairs, None, card).expect("a view");
+        let v = engine_view(&pairs, None, card, &EngineParams::default()).expect("a view");
         let (e, vllm) = &v.budgets[0];
         assert_eq!(*e, Engine::Vllm);
         // The same figure the core and the CLI derive (max-model-len = context here).
@@ -168,6 +187,32 @@ mod tests {
         assert_eq!(v.largest.at_context, Some(16000));
         assert!(v.largest.most_sequences.is_some());
         // Bad input: no view rather than a wrong one.
-        assert!(engine_view(&[("layers", "x".into())], None, card).is_none());
+        assert!(
+            engine_view(
+                &[("layers", "x".into())],
+                None,
+                card,
+                &EngineParams::default()
+            )
+            .is_none()
+        );
+        // The engine flags apply, and `engine` keeps only that engine.
+        let (settings, errors) =
+            engine::from_pairs([("engine", "vllm"), ("gpu-memory-utilization", "0.85")]);
+        assert!(errors.is_empty());
+        let v85 = engine_view(&pairs, None, card, &settings).expect("a view");
+        assert_eq!(v85.budgets.len(), 1);
+        let want = engine::budget(
+            &from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))).0,
+            &estimate(&from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))).0).unwrap(),
+            &EngineParams {
+                card: Some(card),
+                ..settings.clone()
+            },
+        )
+        .unwrap();
+        let got = v85.budgets[0].1.as_ref().unwrap();
+        assert_eq!(got.kv_capacity_bytes, want.kv_capacity_bytes);
+        assert!(got.kv_capacity_bytes < vllm.kv_capacity_bytes);
     }
 }

@@ -30,7 +30,7 @@ use crate::agent::{PairTarget, token_from_fragment};
 use crate::agent_panel::Agent;
 use crate::compute::{Computed, compute};
 use crate::sheet::SheetForm;
-use crate::state::{Form, Imported, PAGE_KEYS};
+use crate::state::{Form, Imported};
 
 /// Local-storage key of the last query string.
 const STORE_QUERY: &str = "gpumem.query";
@@ -202,9 +202,7 @@ pub fn App(
 ) -> impl IntoView {
     let unknown: Vec<String> = pairs
         .iter()
-        .filter(|(k, _)| {
-            !gpumem_core::params::KEYS.contains(&k.as_str()) && !PAGE_KEYS.contains(&k.as_str())
-        })
+        .filter(|(k, _)| !crate::state::url_keys().any(|u| u == k))
         .map(|(k, _)| k.clone())
         .collect();
     let computed = provide_state(&pairs, imported, true);
@@ -297,7 +295,7 @@ pub fn gpumem_bench(query_string: &str, iterations: u32) -> f64 {
     let (input, _) = gpumem_core::params::from_pairs(
         pairs
             .iter()
-            .filter(|(k, _)| gpumem_core::params::KEYS.contains(&k.as_str()))
+            .filter(|(k, _)| gpumem_core::params::keys().any(|p| p == k))
             .map(|(k, v)| (k.as_str(), v.as_str())),
     );
     let n = iterations.max(1);

@@ -4,7 +4,7 @@
 //! one-dimension sweep. Every number is the core's; this module only formats.
 
 use gpumem_core::catalogue::{CATALOGUE, GpuCard, Vendor, find};
-use gpumem_core::estimate::{Estimate, Kind as LineKind, Line, estimate};
+use gpumem_core::estimate::{Estimate, Kind as LineKind, Line, LineKey, estimate};
 use gpumem_core::fit::{CardFit, Verdict, fit_card};
 use gpumem_core::params::{from_pairs, parse_count};
 use gpumem_core::units::{
@@ -13,7 +13,7 @@ use gpumem_core::units::{
 use leptos::prelude::*;
 
 use crate::compute::{Computed, DIMS, WORKLOADS, sweep_values};
-use crate::inputs::{Field, Kind};
+use crate::inputs::Field;
 use crate::state::Form;
 
 /// "13.04 GiB".
@@ -61,27 +61,29 @@ fn fit_texts(f: &CardFit) -> (&'static str, &'static str, String, String, String
     )
 }
 
-fn color(key: &str) -> &'static str {
+/// The colour of a line: one per key, shades of one hue per headline group.
+fn color(key: LineKey) -> &'static str {
     match key {
-        "weights.embeddings" => "#2f5fb8",
-        "weights.attention" => "#4f86e6",
-        "weights.mlp" => "#1f4a94",
-        "weights.norms" => "#8fb3f2",
-        "weights.lm_head" => "#6b9bef",
-        k if k.starts_with("weights") => "#3d6fd0",
-        "kv_cache" => "#2a9867",
-        k if k.starts_with("kv_cache") => "#7cc8a4",
-        "training.gradients" => "#e0862a",
-        "training.optimizer" => "#b8650f",
-        "training.master_weights" => "#f2a75a",
-        "training.adapters" => "#f6c787",
-        "activations" => "#8e57c2",
-        "logits" | "prefill.logits" => "#b58ad8",
-        "prefill.mlp" => "#9d6ccd",
-        "prefill.attention_scores" => "#c9a7e6",
-        "cuda_context" => "#6f6484",
-        "reserve" => "#98a2ad",
-        _ => "#b0b7bf",
+        LineKey::WeightsEmbeddings => "#2f5fb8",
+        LineKey::WeightsAttention => "#4f86e6",
+        LineKey::WeightsMlp => "#1f4a94",
+        LineKey::WeightsNorms => "#8fb3f2",
+        LineKey::WeightsLmHead => "#6b9bef",
+        LineKey::Weights | LineKey::WeightsMtp | LineKey::WeightsTower | LineKey::WeightsOther => {
+            "#3d6fd0"
+        }
+        LineKey::KvCache => "#2a9867",
+        LineKey::KvCachePrefill | LineKey::KvCacheState | LineKey::KvCacheDecompressed => "#7cc8a4",
+        LineKey::TrainingGradients => "#e0862a",
+        LineKey::TrainingOptimizer => "#b8650f",
+        LineKey::TrainingMasterWeights => "#f2a75a",
+        LineKey::TrainingAdapters => "#f6c787",
+        LineKey::Activations => "#8e57c2",
+        LineKey::Logits | LineKey::PrefillLogits => "#b58ad8",
+        LineKey::PrefillMlp => "#9d6ccd",
+        LineKey::PrefillAttentionScores => "#c9a7e6",
+        LineKey::CudaContext => "#6f6484",
+        LineKey::Reserve => "#98a2ad",
     }
 }
 
@@ -290,11 +292,11 @@ fn Breakdown(e: Estimate) -> impl IntoView {
 fn Chart(e: Estimate) -> impl IntoView {
     let form = expect_context::<Form>();
     let card = target_card(&form);
-    let segments: Vec<(String, String, u64)> = e
+    let segments: Vec<(LineKey, String, u64)> = e
         .lines
         .iter()
         .filter(|l| l.in_total && l.device_bytes > 0)
-        .map(|l| (l.key.to_string(), l.label.to_string(), l.device_bytes))
+        .map(|l| (l.key, l.label.to_string(), l.device_bytes))
         .collect();
     let need = e.per_device_bytes;
     let legend = segments.clone();
@@ -312,7 +314,7 @@ fn Chart(e: Estimate) -> impl IntoView {
                         let w = unit(*bytes);
                         let r = view! {
                             <rect x=x.to_string() y="8" width=w.to_string() height="44"
-                                fill=color(key)>
+                                fill=color(*key)>
                                 <title>{format!("{label}: {} B · {}", group_digits(*bytes), gib(*bytes))}</title>
                             </rect>
                         };
@@ -343,7 +345,7 @@ fn Chart(e: Estimate) -> impl IntoView {
                 {legend
                     .iter()
                     .map(|(key, label, bytes)| view! {
-                        <li><span class="swatch" style=format!("background:{}", color(key))></span>
+                        <li><span class="swatch" style=format!("background:{}", color(*key))></span>
                             {label.clone()} " " <span class="muted">{gib(*bytes)}</span></li>
                     })
                     .collect_view()}
@@ -376,11 +378,11 @@ fn LinesTable(lines: Vec<Line>) -> impl IntoView {
                         };
                         let inputs = l.inputs.clone();
                         view! {
-                            <tr class:aside=!l.in_total data-line=l.key.to_string()>
+                            <tr class:aside=!l.in_total data-line=l.key.as_str()>
                                 <td>
                                     <details>
                                         <summary>
-                                            <span class="swatch" style=format!("background:{}", color(&l.key))></span>
+                                            <span class="swatch" style=format!("background:{}", color(l.key))></span>
                                             {l.label.to_string()} " "
                                             <span class=kind.1>{kind.0}</span>
                                             {(!l.in_total).then_some(" (not added)")}
@@ -518,11 +520,11 @@ fn Sweep() -> impl IntoView {
         <section class="sweep" aria-label="Vary one dimension">
             <h3>"Vary one dimension at a time"</h3>
             <div class="sweep-controls">
-                <Field key="vary" label="Dimension" kind=Kind::Choice(&[
+                <Field key="vary" label="Dimension" choices=&[
                     ("", "prompt tokens (context)"), ("sequences", "sequences together"),
                     ("generate", "generated tokens"),
-                ])/>
-                <Field key="card" label="Judged on" kind=Kind::Choice(card_choices())/>
+                ]/>
+                <Field key="card"/>
             </div>
             <table class="sweep-table" data-testid="sweep">
                 <thead>
@@ -568,20 +570,6 @@ fn Sweep() -> impl IntoView {
             </table>
         </section>
     }
-}
-
-/// (id, name) of every catalogue card for the target-card select; "" stands for
-/// the first card, which is what an empty `card` key means.
-fn card_choices() -> &'static [(&'static str, &'static str)] {
-    static CHOICES: std::sync::OnceLock<Vec<(&'static str, &'static str)>> =
-        std::sync::OnceLock::new();
-    CHOICES.get_or_init(|| {
-        let first: &'static str =
-            Box::leak(format!("{} (default)", CATALOGUE[0].name).into_boxed_str());
-        std::iter::once(("", first))
-            .chain(CATALOGUE.iter().map(|c| (c.id, c.name)))
-            .collect()
-    })
 }
 
 /// The same estimate as a command line (the typical workload).

@@ -159,7 +159,7 @@ fn assumptions_of(e: &Estimate, prefix: &str, out: &mut Vec<Assumption>) {
         if prefix.is_empty()
             || !out
                 .iter()
-                .any(|a| a.key == l.key && a.bytes == Some(l.bytes))
+                .any(|a| a.key == l.key.as_str() && a.bytes == Some(l.bytes))
         {
             out.push(Assumption {
                 key,

@@ -1,6 +1,7 @@
 //! The page's state: the text of every input, exactly as typed, keyed by the
-//! shared vocabulary ([`gpumem_core::params::KEYS`]: the CLI flags without their
-//! dashes) plus a few page-only keys for the two extra workloads.
+//! field table ([`gpumem_core::params::FIELDS`]: the CLI flags without their
+//! dashes, the engine's included) plus a few page-only keys for the two extra
+//! workloads and the sweep. Every key is a URL key.
 //!
 //! Nothing here parses or estimates: raw text goes in, and the [`crate::compute`]
 //! memos turn it into results. Keeping the raw text is what lets an invalid value
@@ -9,14 +10,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use gpumem_core::engine::engine_keys;
 use gpumem_core::import::TensorSummary;
-use gpumem_core::params::KEYS;
-use gpumem_core::presets::SHAPE_KEYS;
+use gpumem_core::params::{FIELDS, field, keys};
+use gpumem_core::presets::shape_keys;
 use leptos::prelude::*;
 
-/// Keys that exist only in the page: the long and near-limit workloads' dimensions,
-/// the card the sweep is judged against and the dimension it varies. The CLI
-/// estimates one workload, so these have no flag.
+/// Keys that exist only in the page: the long and near-limit workloads' dimensions
+/// and the dimension the sweep varies. The CLI estimates one workload, so these
+/// have no flag. (The card the page judges against is the engine's `card` field.)
 pub const PAGE_KEYS: &[&str] = &[
     "long-sequences",
     "long-context",
@@ -24,7 +26,6 @@ pub const PAGE_KEYS: &[&str] = &[
     "limit-sequences",
     "limit-context",
     "limit-generate",
-    "card",
     "vary",
     // The Hub lookup (issue 10): a link that names a model looks it up on opening.
     "model",
@@ -32,17 +33,21 @@ pub const PAGE_KEYS: &[&str] = &[
     "model-file",
 ];
 
+/// Every key the page keeps and writes to its URL: the field table's, then [`PAGE_KEYS`].
+pub fn url_keys() -> impl Iterator<Item = &'static str> + Clone {
+    FIELDS
+        .iter()
+        .map(|f| f.key)
+        .chain(PAGE_KEYS.iter().copied())
+}
+
 /// Keys that belong to the parameter-count mode only.
 pub const COUNT_KEYS: &[&str] = &["parameters"];
 
-/// Keys that belong to the architecture mode only (the shape, without the
-/// sliding-window keys, which describe the cache).
+/// Keys that belong to the architecture mode only (the shape's architecture groups,
+/// without the keys that describe the cache).
 pub fn is_arch_key(key: &str) -> bool {
-    SHAPE_KEYS.contains(&key)
-        && !matches!(
-            key,
-            "sliding-window" | "sliding-layers" | "max-position" | "state-layers" | "state-bytes"
-        )
+    field(key).is_some_and(|f| f.group.is_arch())
 }
 
 /// How the model is described.
@@ -82,14 +87,14 @@ impl Form {
         // Inserted one by one: `collect` into a map sorts, and every sort instance
         // costs the wasm kilobytes.
         let mut values = BTreeMap::new();
-        for k in KEYS.iter().chain(PAGE_KEYS) {
+        for k in url_keys() {
             let v = pairs
                 .iter()
                 .rev()
                 .find(|(pk, _)| pk == k)
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default();
-            values.insert(*k, RwSignal::new(v));
+            values.insert(k, RwSignal::new(v));
         }
         Form {
             values: Arc::new(values),
@@ -99,7 +104,7 @@ impl Form {
         }
     }
 
-    /// The signal of one key. Every key of [`KEYS`] and [`PAGE_KEYS`] exists.
+    /// The signal of one key. Every key of [`url_keys`] exists.
     pub fn sig(&self, key: &str) -> RwSignal<String> {
         match self.values.get(key) {
             Some(s) => *s,
@@ -118,35 +123,31 @@ impl Form {
     }
 
     /// The CLI pairs that take part in the estimate: active, non-empty, in
-    /// [`KEYS`] order — exactly what `gpumem-agent estimate` would get as flags.
+    /// table order — exactly what `gpumem-agent estimate` would get as flags.
     pub fn cli_pairs(&self) -> Vec<(&'static str, String)> {
         let mode = self.mode.get();
-        KEYS.iter()
-            .filter(|k| Form::active(mode, k))
-            .filter_map(|k| {
-                let v = self.sig(k).get();
-                let t = v.trim();
-                (!t.is_empty()).then(|| (*k, t.to_string()))
-            })
-            .collect()
+        self.set_pairs(keys().filter(|k| Form::active(mode, k)))
     }
 
-    /// The page-only pairs that are set.
+    /// The other pairs that are set: the engine's keys, then the page-only keys.
     pub fn page_pairs(&self) -> Vec<(&'static str, String)> {
-        PAGE_KEYS
-            .iter()
-            .filter_map(|k| {
-                let v = self.sig(k).get();
-                let t = v.trim();
-                (!t.is_empty()).then(|| (*k, t.to_string()))
-            })
-            .collect()
+        self.set_pairs(engine_keys().chain(PAGE_KEYS.iter().copied()))
+    }
+
+    /// The non-empty values of `keys`, trimmed.
+    fn set_pairs(&self, keys: impl Iterator<Item = &'static str>) -> Vec<(&'static str, String)> {
+        keys.filter_map(|k| {
+            let v = self.sig(k).get();
+            let t = v.trim();
+            (!t.is_empty()).then(|| (k, t.to_string()))
+        })
+        .collect()
     }
 
     /// Replaces every input with `pairs` (an imported sheet): keys not in `pairs` are
     /// cleared, so nothing of the previous state survives; the mode follows the keys.
     pub fn replace_all(&self, pairs: &[(String, String)]) {
-        for k in KEYS.iter().chain(PAGE_KEYS) {
+        for k in url_keys() {
             let v = pairs
                 .iter()
                 .rev()
@@ -163,10 +164,10 @@ impl Form {
     /// config.json): every shape key not in `pairs` is cleared so nothing of the
     /// previous model survives.
     pub fn set_shape(&self, pairs: &[(&str, String)]) {
-        for k in SHAPE_KEYS {
+        for k in shape_keys() {
             let v = pairs
                 .iter()
-                .find(|(pk, _)| pk == k)
+                .find(|(pk, _)| *pk == k)
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default();
             self.sig(k).set(v);
@@ -211,4 +212,61 @@ pub fn default_pairs() -> Vec<(String, String)> {
         v.push((k.to_string(), val.to_string()));
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpumem_core::engine::is_engine_key;
+
+    #[test]
+    fn the_url_keys_are_the_table_and_the_page_keys_once_each() {
+        let url: Vec<&str> = url_keys().collect();
+        for (i, k) in url.iter().enumerate() {
+            assert!(!url[..i].contains(k), "{k} twice");
+        }
+        assert_eq!(url.len(), FIELDS.len() + PAGE_KEYS.len());
+        for f in FIELDS {
+            assert!(url.contains(&f.key), "{} is not a URL key", f.key);
+        }
+        for k in PAGE_KEYS {
+            assert!(field(k).is_none(), "{k} is a page key and a field");
+        }
+    }
+
+    #[test]
+    fn engine_keys_travel_in_the_page_pairs() {
+        let typed = [
+            ("layers", "32"),
+            ("engine", "vllm"),
+            ("card", "h100-sxm-80gb"),
+            ("gpu-memory-utilization", "0.85"),
+            ("max-model-len", "16000"),
+            ("long-context", "32768"),
+        ];
+        let pairs: Vec<(String, String)> = typed
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let form = Form::new(&pairs, None);
+        let cli = form.cli_pairs();
+        let page = form.page_pairs();
+        // The estimate's keys go to the estimate (and the CLI), the engine's and the
+        // page's to the rest of the link; together they are everything typed.
+        assert!(cli.iter().all(|(k, _)| !is_engine_key(k)));
+        assert!(page.iter().filter(|(k, _)| is_engine_key(k)).count() == 4);
+        let mut all: Vec<(&str, &str)> = cli
+            .iter()
+            .chain(&page)
+            .map(|(k, v)| (*k, v.as_str()))
+            .collect();
+        all.sort();
+        let mut want = typed.to_vec();
+        want.sort();
+        assert_eq!(all, want);
+        // …and come back from the query string the page writes.
+        let q = crate::query::build(all.iter().copied());
+        let again = Form::new(&crate::query::parse(&q), None);
+        assert_eq!(again.page_pairs(), page);
+    }
 }

@@ -16,8 +16,9 @@
 //! per-device need never decreases when the context or the sequences grow, so the
 //! boundary found is exact to the token (no closed form is guessed).
 //!
-//! The engine flags live in their own small key table ([`ENGINE_KEYS`]), named like
-//! the engines' own flags (`--gpu-memory-utilization`, `--max-model-len`, …).
+//! The engine flags are the engine group of the one field table
+//! ([`crate::fields::FIELDS`]), named like the engines' own flags
+//! (`--gpu-memory-utilization`, `--max-model-len`, …); [`from_pairs`] parses them.
 
 #![deny(clippy::arithmetic_side_effects)]
 
@@ -29,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::arch::MAX_DIM;
 use crate::catalogue::{CATALOGUE, CapacityKind, GpuCard};
 use crate::error::EstimateError;
-use crate::estimate::{Estimate, EstimateInput, Group, Kind, Logits, TrainMode, estimate};
+use crate::estimate::{Estimate, EstimateInput, Group, Kind, LineKey, Logits, TrainMode, estimate};
 use crate::params::parse_count;
 use crate::training::AttentionImpl;
 
@@ -130,37 +131,14 @@ impl Engine {
     }
 }
 
-/// The engine flags: key (the flag without dashes, also the URL key) and its help.
-pub const ENGINE_KEYS: &[(&str, &str)] = &[
-    (
-        "engine",
-        "Serving engine whose KV-cache budget to predict: vllm, sglang, tgi, llama.cpp or transformers (needs --card)",
-    ),
-    (
-        "card",
-        "GPU card (catalogue id such as h100-sxm-80gb, or its name): prints the engine budget, or alone the largest context and most sequences that fit",
-    ),
-    (
-        "gpu-memory-utilization",
-        "vLLM: fraction of the card's total memory the instance may use (default 0.9)",
-    ),
-    (
-        "max-model-len",
-        "Tokens per sequence the engine must serve (default: context + generate, else max-position)",
-    ),
-    (
-        "max-num-seqs",
-        "vLLM: sequences scheduled at once (default assumed: 1024 on ≥ 70 GiB cards but A100s, else 256)",
-    ),
-    (
-        "max-num-batched-tokens",
-        "Tokens of the profiling / warmup forward (vLLM default assumed 8192 on ≥ 70 GiB cards but A100s, else 2048)",
-    ),
-    (
-        "mem-fraction-static",
-        "SGLang: fraction of the card for weights + KV pool (default assumed 0.88)",
-    ),
-];
+/// The engine's keys (the fields of [`crate::fields::FIELDS`] in the engine group:
+/// the flags without dashes, also the page's URL keys), in table order.
+pub fn engine_keys() -> impl Iterator<Item = &'static str> + Clone {
+    crate::fields::FIELDS
+        .iter()
+        .filter(|f| f.is_engine())
+        .map(|f| f.key)
+}
 
 /// The engine flags as parsed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -189,9 +167,9 @@ impl EngineParams {
     }
 }
 
-/// Whether `key` is one of [`ENGINE_KEYS`].
+/// Whether `key` is one of the engine's keys ([`engine_keys`]).
 pub fn is_engine_key(key: &str) -> bool {
-    ENGINE_KEYS.iter().any(|(k, _)| *k == key)
+    crate::fields::field(key).is_some_and(|f| f.is_engine())
 }
 
 /// Looks a card up by catalogue id or by name (case-insensitive).
@@ -430,7 +408,7 @@ fn kv_bytes_per_token(input: &EstimateInput) -> Result<u64, EstimateError> {
     let bytes = est
         .lines
         .iter()
-        .find(|l| l.key == "kv_cache")
+        .find(|l| l.key == LineKey::KvCache)
         .map(|l| l.device_bytes)
         .unwrap_or(0);
     if bytes == 0 {
@@ -773,7 +751,7 @@ pub fn budget(
                 .filter(|l| l.in_total && l.group != Group::KvCache)
             {
                 lines.push(EngineLine {
-                    key: l.key.clone(),
+                    key: Cow::Borrowed(l.key.as_str()),
                     label: l.label.clone(),
                     bytes: l.device_bytes,
                     kind: l.kind,
@@ -1070,10 +1048,10 @@ mod tests {
             find_card("nvidia h100 sxm 80gb").map(|c| c.id),
             Some("h100-sxm-80gb")
         );
-        for (k, _) in ENGINE_KEYS {
+        for k in engine_keys() {
             assert!(is_engine_key(k));
             assert!(
-                !crate::params::KEYS.contains(k),
+                !crate::params::keys().any(|p| p == k),
                 "{k} collides with a params key"
             );
         }

@@ -15,6 +15,7 @@ pub mod catalogue;
 pub mod engine;
 pub mod error;
 pub mod estimate;
+pub mod fields;
 pub mod fit;
 pub mod format;
 pub mod import;

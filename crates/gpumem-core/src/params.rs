@@ -16,73 +16,12 @@ use crate::format::{Dtype, StorageFormat};
 use crate::kv::KvDtype;
 use crate::training::{AttentionImpl, Optimizer};
 
-/// Every key, in the order the page and `--help` present them.
-pub const KEYS: &[&str] = &[
-    "parameters",
-    "bits",
-    "format",
-    "keep-format",
-    "attention-format",
-    "compute-dtype",
-    "layers",
-    "hidden",
-    "heads",
-    "kv-heads",
-    "head-dim",
-    "intermediate",
-    "vocab",
-    "gated-mlp",
-    "tied-embeddings",
-    "qkv-bias",
-    "o-bias",
-    "mlp-bias",
-    "qk-norm",
-    "layernorm-bias",
-    "layer-norms",
-    "qk-norm-whole",
-    "learned-positions",
-    "attn-sinks",
-    "max-position",
-    "q-lora-rank",
-    "kv-lora-rank",
-    "qk-nope-dim",
-    "qk-rope-dim",
-    "v-head-dim",
-    "mtp-layers",
-    "tower-params",
-    "experts",
-    "active-experts",
-    "expert-intermediate",
-    "shared-experts",
-    "shared-intermediate",
-    "dense-layers",
-    "moe-every",
-    "router-bias",
-    "sequences",
-    "context",
-    "generate",
-    "kv-dtype",
-    "sliding-window",
-    "sliding-layers",
-    "static-cache",
-    "state-layers",
-    "state-bytes",
-    "attention",
-    "logits",
-    "cuda-context-mib",
-    "train",
-    "optimizer",
-    "grad-dtype",
-    "master-weights",
-    "lora-rank",
-    "lora-targets",
-    "checkpointing",
-    "reserve-gib",
-    "reserve-bytes",
-    "gpus",
-    "tp",
-    "pp",
-];
+pub use crate::fields::{FIELDS, Field, FieldGroup, FieldKind, field};
+
+/// The estimate's keys (every field of [`FIELDS`] but the engine's), in table order.
+pub fn keys() -> impl Iterator<Item = &'static str> + Clone {
+    FIELDS.iter().filter(|f| !f.is_engine()).map(|f| f.key)
+}
 
 /// Parses a whole number as users type it: `7000000000`, `7_000_000_000`,
 /// `7 000 000 000`, `7,000,000,000` or `7e9`.
@@ -167,7 +106,7 @@ fn parse_bool(field: &'static str, text: &str) -> Result<bool, EstimateError> {
 }
 
 fn key_static(key: &str) -> Option<&'static str> {
-    KEYS.iter().copied().find(|k| *k == key)
+    field(key).filter(|f| !f.is_engine()).map(|f| f.key)
 }
 
 /// Reads `key=value` pairs into an input. Unknown keys and bad values each give
@@ -605,93 +544,10 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     out
 }
 
-/// One sentence of help per key, shared by `--help` and the page's field hints.
+/// One sentence of help per key (from [`FIELDS`]), shared by `--help` and the page's
+/// field hints; "" for an unknown key.
 pub fn describe(key: &str) -> &'static str {
-    match key {
-        "parameters" => "Total parameters (parameter-count mode), e.g. 7e9",
-        "bits" => {
-            "Bits per parameter as in the seed's script: 32, 16, 8, 4, 3 or 2 (mapped to fp32, bf16, int8, gptq-N-g128)"
-        }
-        "format" => {
-            "Storage format of the linear layers: fp32, bf16, fp16, fp8, fp8-block, int8, gptq-4-g128, awq-4-g128, nf4, nf4-dq, fp4, q4_0, q4_k, q5_k, q6_k, q8_0, …"
-        }
-        "keep-format" => "Format of embeddings, lm_head, norms and biases (default bf16)",
-        "attention-format" => {
-            "Format of the attention projections (default: format); e.g. bf16 for gpt-oss's MXFP4 checkpoint"
-        }
-        "layer-norms" => "Norms per decoder layer (default 2; Gemma-2/3: 4; Falcon-7B, GPT-J: 1)",
-        "qk-norm-whole" => "q/k norms over the whole projection, not one head (OLMo-2)",
-        "learned-positions" => "Rows of a learned position-embedding table (GPT-2: n_positions)",
-        "attn-sinks" => "A learned attention-sink logit per head and layer (gpt-oss)",
-        "max-position" => "Positions the model was trained for; a longer context is warned about",
-        "q-lora-rank" => "MLA: query compression rank (0 = plain q_proj)",
-        "kv-lora-rank" => "MLA: key/value latent rank; turns on multi-head latent attention",
-        "qk-nope-dim" => "MLA: per-head q/k width without rotary",
-        "qk-rope-dim" => "MLA: rotary width (shared key part, cached with the latent)",
-        "v-head-dim" => "MLA: per-head value width",
-        "mtp-layers" => "Multi-token-prediction layers stored in the checkpoint (DeepSeek-V3: 1)",
-        "tower-params" => "Parameters of vision/audio towers and projectors, kept in 16 bits",
-        "moe-every" => "MoE: every n-th layer is MoE, the others dense (Llama-4 Maverick: 2)",
-        "router-bias" => "MoE: a bias on the router (gpt-oss, DeepSeek-V3's correction bias)",
-        "compute-dtype" => "Compute/activation dtype: bf16 (default), fp16, fp32",
-        "layers" => "Decoder layers",
-        "hidden" => "Hidden size",
-        "heads" => "Attention (query) heads",
-        "kv-heads" => "Key/value heads (GQA/MQA); default = heads",
-        "head-dim" => "Width of one head; default hidden / heads",
-        "intermediate" => "MLP intermediate size",
-        "vocab" => "Vocabulary size",
-        "gated-mlp" => "Gated MLP (gate, up, down): true (default) or false",
-        "tied-embeddings" => "lm_head shares the embedding matrix: true or false (default)",
-        "qkv-bias" => "Biases on q, k, v projections (e.g. Qwen2)",
-        "o-bias" => "Bias on the attention output projection",
-        "mlp-bias" => "Biases on the MLP projections",
-        "qk-norm" => "Per-head norms on queries and keys (e.g. Qwen3)",
-        "layernorm-bias" => "LayerNorm with bias (GPT-2 style)",
-        "experts" => "MoE: routed experts per layer",
-        "active-experts" => "MoE: experts per token",
-        "expert-intermediate" => "MoE: intermediate size of one expert",
-        "shared-experts" => "MoE: always-on shared experts per layer",
-        "shared-intermediate" => "MoE: intermediate size of one shared expert",
-        "dense-layers" => "MoE: leading layers with a dense MLP",
-        "sequences" => "Sequences processed together (batch / concurrent requests)",
-        "context" => "Prompt tokens per sequence (training: sequence length)",
-        "generate" => "Tokens generated per sequence",
-        "kv-dtype" => {
-            "KV-cache dtype: compute dtype by default; fp16, bf16, fp32, fp8, int8, int4, int2"
-        }
-        "sliding-window" => "Sliding-window size of windowed layers",
-        "sliding-layers" => "How many layers use the window (default all)",
-        "static-cache" => "Static cache length pre-allocated per sequence",
-        "state-layers" => {
-            "Layers keeping a constant per-sequence state instead of KV (Mamba / linear-attention layers of hybrids)"
-        }
-        "state-bytes" => {
-            "State bytes per such layer and sequence (Mamba-2: heads × head dim × d_state + conv window, × dtype)"
-        }
-        "attention" => {
-            "Attention implementation: sdpa (default), flash or eager (eager keeps a tokens² matrix)"
-        }
-        "logits" => "Logits kept in prefill: last (default) or all",
-        "cuda-context-mib" => {
-            "CUDA context + library workspaces per device in MiB (assumed; default: inside the reserve)"
-        }
-        "train" => "Training: none (default), full or lora",
-        "optimizer" => "Optimizer: adamw (default), adamw8bit, sgd-momentum, sgd, none",
-        "grad-dtype" => "Gradient dtype (default: compute dtype)",
-        "master-weights" => "Keep fp32 master weights: true (default) or false",
-        "lora-rank" => "LoRA rank r (default 16)",
-        "lora-targets" => "LoRA target projections: q,k,v,o (default), gate, up, down, or all",
-        "checkpointing" => "Full activation checkpointing: true or false (default)",
-        "reserve-gib" => "Reserve per device in GiB (default 4): a preparation hypothesis",
-        "reserve-bytes" => {
-            "Reserve per device in bytes (overrides reserve-gib), e.g. the agent's observed overhead"
-        }
-        "gpus" => "GPUs in total (default 1)",
-        "tp" => "Tensor-parallel degree (default 1)",
-        "pp" => "Pipeline stages (default 1)",
-        _ => "",
-    }
+    field(key).map_or("", |f| f.help)
 }
 
 #[cfg(test)]

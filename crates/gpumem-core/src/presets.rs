@@ -25,48 +25,20 @@ pub struct Preset {
     pub note: &'static str,
 }
 
-/// The keys a preset sets; picking a preset clears the others of this list so
-/// that no field of a previous model survives (e.g. `experts`).
-pub const SHAPE_KEYS: &[&str] = &[
-    "layers",
-    "hidden",
-    "heads",
-    "kv-heads",
-    "head-dim",
-    "intermediate",
-    "vocab",
-    "gated-mlp",
-    "tied-embeddings",
-    "qkv-bias",
-    "o-bias",
-    "mlp-bias",
-    "qk-norm",
-    "layernorm-bias",
-    "layer-norms",
-    "qk-norm-whole",
-    "learned-positions",
-    "attn-sinks",
-    "q-lora-rank",
-    "kv-lora-rank",
-    "qk-nope-dim",
-    "qk-rope-dim",
-    "v-head-dim",
-    "mtp-layers",
-    "tower-params",
-    "experts",
-    "active-experts",
-    "expert-intermediate",
-    "shared-experts",
-    "shared-intermediate",
-    "dense-layers",
-    "moe-every",
-    "router-bias",
-    "sliding-window",
-    "sliding-layers",
-    "max-position",
-    "state-layers",
-    "state-bytes",
-];
+/// The keys a preset sets (the shape groups of [`crate::fields::FIELDS`]); picking a
+/// preset clears the others of these so that no field of a previous model survives
+/// (e.g. `experts`).
+pub fn shape_keys() -> impl Iterator<Item = &'static str> + Clone {
+    crate::fields::FIELDS
+        .iter()
+        .filter(|f| f.group.is_shape())
+        .map(|f| f.key)
+}
+
+/// Whether `key` is one of [`shape_keys`].
+pub fn is_shape_key(key: &str) -> bool {
+    crate::fields::field(key).is_some_and(|f| f.group.is_shape())
+}
 
 /// Every preset, smallest family member first within a family.
 pub static PRESETS: &[Preset] = &[
@@ -423,15 +395,15 @@ mod tests {
     use super::*;
     use crate::estimate::estimate;
     use crate::import::hf_config::parse_config;
-    use crate::params::{KEYS, from_pairs};
+    use crate::params::{field, from_pairs};
 
     #[test]
     fn every_preset_parses_and_estimates() {
         assert!(PRESETS.len() >= 8);
         for p in PRESETS {
             for (k, _) in p.pairs {
-                assert!(KEYS.contains(k), "{}: unknown key {k}", p.id);
-                assert!(SHAPE_KEYS.contains(k), "{}: {k} is not a shape key", p.id);
+                assert!(field(k).is_some(), "{}: unknown key {k}", p.id);
+                assert!(is_shape_key(k), "{}: {k} is not a shape key", p.id);
             }
             let mut pairs = p.pairs.to_vec();
             pairs.push(("context", "4096"));

@@ -268,7 +268,7 @@ fn check(name: &str, text: &str) -> Vec<String> {
             "lines" | "device_lines" => {
                 let device = field == "device_lines";
                 for (key, want) in want.as_object().expect("lines object") {
-                    let line = est.lines.iter().find(|l| &l.key == key);
+                    let line = est.lines.iter().find(|l| l.key.as_str() == key);
                     let have = line.map(|l| if device { l.device_bytes } else { l.bytes });
                     if have != want.as_u64() {
                         wrong.push(format!(

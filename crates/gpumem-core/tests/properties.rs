@@ -4,7 +4,7 @@
 
 use gpumem_core::estimate::estimate;
 use gpumem_core::import::{gguf, hf_config, safetensors};
-use gpumem_core::params::{KEYS, from_pairs};
+use gpumem_core::params::{from_pairs, keys};
 use proptest::prelude::*;
 
 fn arch_pairs(layers: u64, kv: u64, context: u64, seqs: u64) -> Vec<(String, String)> {
@@ -60,7 +60,7 @@ proptest! {
 
     #[test]
     fn any_pairs_give_a_result_or_an_error_never_a_panic(
-        pairs in prop::collection::vec((prop::sample::select(KEYS.to_vec()),
+        pairs in prop::collection::vec((prop::sample::select(keys().collect::<Vec<_>>()),
             prop_oneof![Just("0".to_string()), Just("18446744073709551615".to_string()), Just("1e30".to_string()),
                         Just("-1".to_string()), Just("true".to_string()), Just("q4_k".to_string()),
                         "[0-9]{1,20}", ".{0,8}"]), 0..24)) {

@@ -99,7 +99,7 @@ pub(super) fn kv_cache(
     let mut pre_inputs = inputs.to_vec();
     pre_inputs.push(("tokens", context.to_string()));
     b.line(
-        "kv_cache.prefill",
+        LineKey::KvCachePrefill,
         "KV cache after prefill (shown, not added)",
         prefill,
         kv_per_device(prefill),
@@ -111,7 +111,7 @@ pub(super) fn kv_cache(
     let mut gen_inputs = inputs.to_vec();
     gen_inputs.push(("tokens", end.to_string()));
     b.line(
-        "kv_cache",
+        LineKey::KvCache,
         "KV cache at the end of generation",
         generation,
         kv_per_device(generation),
@@ -126,7 +126,7 @@ pub(super) fn kv_cache(
             "recurrent state",
         )?;
         b.line(
-            "kv_cache.state",
+            LineKey::KvCacheState,
             "Recurrent state of state-space / linear-attention layers",
             bytes,
             split.layered(bytes, true),
@@ -153,7 +153,7 @@ pub(super) fn kv_cache(
         };
         let bytes = wide.bytes(end)?;
         b.line(
-            "kv_cache.decompressed",
+            LineKey::KvCacheDecompressed,
             "KV cache, decompressed K/V (shown, not added)",
             bytes,
             split.layered(bytes, true),

@@ -30,12 +30,14 @@ use crate::units::{Bytes, MIB, checked_product};
 
 mod input;
 mod kv;
+mod line_key;
 mod split;
 mod training;
 mod transients;
 mod weights;
 
 pub use input::{EstimateInput, KvDims, Logits, TrainMode};
+pub use line_key::LineKey;
 use split::Split;
 
 /// Side of the square matrices assumed in parameter-count mode to count a
@@ -59,19 +61,6 @@ pub enum Group {
     Reserve,
 }
 
-impl Group {
-    /// The group of a line key: the part before the first dot names it.
-    pub fn of(key: &str) -> Group {
-        match key.split('.').next().unwrap_or("") {
-            "weights" => Group::Weights,
-            "kv_cache" => Group::KvCache,
-            "training" => Group::Training,
-            "reserve" => Group::Reserve,
-            _ => Group::Transient,
-        }
-    }
-}
-
 /// Whether a line follows from the inputs or is a hypothesis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -85,8 +74,8 @@ pub enum Kind {
 /// One line of the breakdown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Line {
-    /// Stable key ("weights.mlp", "kv_cache", "reserve", …).
-    pub key: Cow<'static, str>,
+    /// Its key; serialised as the stable string ("weights.mlp", "kv_cache", "reserve", …).
+    pub key: LineKey,
     /// Human label.
     pub label: Cow<'static, str>,
     /// Bytes for the whole workload.
@@ -95,7 +84,8 @@ pub struct Line {
     pub device_bytes: u64,
     /// Computed or assumed.
     pub kind: Kind,
-    /// The headline figure the line adds to.
+    /// The headline figure the line adds to (always `key.group()`; kept in the
+    /// output so a reader of `--json` need not know the keys).
     pub group: Group,
     /// Whether the line is part of the total (informational lines are not).
     pub in_total: bool,
@@ -146,7 +136,7 @@ impl Builder {
     #[allow(clippy::too_many_arguments)]
     fn line(
         &mut self,
-        key: impl Into<Cow<'static, str>>,
+        key: LineKey,
         label: impl Into<Cow<'static, str>>,
         bytes: u64,
         device_bytes: u64,
@@ -156,7 +146,7 @@ impl Builder {
         inputs: &[(&'static str, String)],
     ) {
         self.push_line(
-            key.into(),
+            key,
             label.into(),
             [bytes, device_bytes],
             kind,
@@ -172,7 +162,7 @@ impl Builder {
     #[allow(clippy::too_many_arguments)]
     fn push_line(
         &mut self,
-        key: Cow<'static, str>,
+        key: LineKey,
         label: Cow<'static, str>,
         [bytes, device_bytes]: [u64; 2],
         kind: Kind,
@@ -188,7 +178,7 @@ impl Builder {
             map.insert(Cow::Borrowed(*k), v.clone());
         }
         self.lines.push(Line {
-            group: Group::of(&key),
+            group: key.group(),
             key,
             label,
             bytes,
@@ -272,7 +262,7 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
         None => format!("{} GiB × 2^30", input.reserve_gib),
     };
     b.line(
-        "reserve",
+        LineKey::Reserve,
         "Reserve (preparation hypothesis, not proof — seed §2)",
         reserve,
         reserve,
@@ -371,22 +361,25 @@ mod tests {
     fn pipeline_stages_hold_their_layers_and_one_vocab_matrix() {
         let one = estimate(&llama_8b(&[])).unwrap();
         let two = estimate(&llama_8b(&[("gpus", "2"), ("pp", "2")])).unwrap();
-        let line = |e: &Estimate, k: &str| {
+        let line = |e: &Estimate, k: LineKey| {
             e.lines
                 .iter()
                 .find(|l| l.key == k)
                 .map(|l| l.device_bytes)
                 .unwrap()
         };
-        assert_eq!(line(&two, "weights.mlp") * 2, line(&one, "weights.mlp"));
+        assert_eq!(
+            line(&two, LineKey::WeightsMlp) * 2,
+            line(&one, LineKey::WeightsMlp)
+        );
         // Embeddings and lm_head are the same size here: only one counts per device.
         assert_eq!(
-            line(&two, "weights.embeddings") + line(&two, "weights.lm_head"),
-            line(&one, "weights.lm_head")
+            line(&two, LineKey::WeightsEmbeddings) + line(&two, LineKey::WeightsLmHead),
+            line(&one, LineKey::WeightsLmHead)
         );
         assert!(two.per_device_bytes < one.per_device_bytes);
         // The reserve is per device, never pooled.
-        assert_eq!(line(&two, "reserve"), line(&one, "reserve"));
+        assert_eq!(line(&two, LineKey::Reserve), line(&one, LineKey::Reserve));
     }
 
     /// Every headline figure is the sum of its group and the total is their sum:
@@ -456,7 +449,7 @@ mod tests {
         let wide = e
             .lines
             .iter()
-            .find(|l| l.key == "kv_cache.decompressed")
+            .find(|l| l.key == LineKey::KvCacheDecompressed)
             .unwrap();
         assert_eq!(wide.bytes, 61 * 128 * (192 + 128) * 8192 * 2);
         assert!(!wide.in_total);
@@ -513,7 +506,7 @@ mod tests {
         let scores = |e: &Estimate| {
             e.lines
                 .iter()
-                .find(|l| l.key == "prefill.attention_scores")
+                .find(|l| l.key == LineKey::PrefillAttentionScores)
                 .unwrap()
                 .bytes
         };
@@ -523,7 +516,7 @@ mod tests {
             eager
                 .lines
                 .iter()
-                .all(|l| l.key != "prefill.attention_scores" || l.kind == Kind::Assumed)
+                .all(|l| l.key != LineKey::PrefillAttentionScores || l.kind == Kind::Assumed)
         );
     }
 }

@@ -117,7 +117,7 @@ pub(super) fn training(
     // Device share of trainable state follows the weights' split.
     let device_share = |bytes: u64| split.layered(bytes, true);
     let add = |b: &mut Builder,
-               key: &'static str,
+               key: LineKey,
                label: Cow<'static, str>,
                bytes: u64,
                formula: String,
@@ -138,7 +138,7 @@ pub(super) fn training(
         let bytes = checked_product(&[trainable, 4], "adapters")?;
         add(
             b,
-            "training.adapters",
+            LineKey::TrainingAdapters,
             "LoRA adapters (fp32)".into(),
             bytes,
             "r × (in + out) per targeted projection × 4 B".into(),
@@ -157,7 +157,7 @@ pub(super) fn training(
     let gbytes = checked_product(&[trainable, grad_dtype.bytes()], "gradients")?;
     add(
         b,
-        "training.gradients",
+        LineKey::TrainingGradients,
         "Gradients".into(),
         gbytes,
         format!(
@@ -182,7 +182,7 @@ pub(super) fn training(
         };
         add(
             b,
-            "training.optimizer",
+            LineKey::TrainingOptimizer,
             format!("Optimizer states ({})", input.optimizer.name()).into(),
             obytes,
             formula,
@@ -193,7 +193,7 @@ pub(super) fn training(
         let mbytes = checked_product(&[trainable, 4], "master weights")?;
         add(
             b,
-            "training.master_weights",
+            LineKey::TrainingMasterWeights,
             "fp32 master weights".into(),
             mbytes,
             "trainable × 4 B".into(),
@@ -218,7 +218,7 @@ pub(super) fn training(
             input.attention,
         )?;
         b.line(
-            "activations",
+            LineKey::Activations,
             "Activations kept for backward (assumed — only a measured step settles it)",
             bytes,
             split.layered(bytes, false),
@@ -237,7 +237,7 @@ pub(super) fn training(
         );
         let logits = checked_product(&[2, input.sequences, seq, a.vocab, 4], "logits")?;
         b.line(
-            "logits",
+            LineKey::Logits,
             "Logits and their gradient in fp32 (assumed)",
             logits,
             Split::part(logits, 1, split.tp),

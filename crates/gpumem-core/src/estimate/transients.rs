@@ -11,7 +11,7 @@ pub(super) fn transients(
     if let Some(mib) = input.cuda_context_mib {
         let bytes = checked_product(&[mib, MIB], "CUDA context")?;
         b.line(
-            "cuda_context",
+            LineKey::CudaContext,
             "CUDA context and library workspaces, per device (assumed; outside any allocator)",
             bytes,
             bytes,
@@ -40,7 +40,7 @@ pub(super) fn transients(
         "MLP intermediate",
     )?;
     b.line(
-        "prefill.mlp",
+        LineKey::PrefillMlp,
         "Prefill MLP intermediates (assumed)",
         mlp,
         Split::part(mlp, 1, split.tp),
@@ -61,7 +61,7 @@ pub(super) fn transients(
         _ => 0,
     };
     b.line(
-        "prefill.attention_scores",
+        LineKey::PrefillAttentionScores,
         "Attention score matrix (assumed)",
         scores,
         Split::part(scores, 1, split.tp),
@@ -85,7 +85,7 @@ pub(super) fn transients(
     };
     let logits = checked_product(&[input.sequences, kept, a.vocab, 4], "logits")?;
     b.line(
-        "prefill.logits",
+        LineKey::PrefillLogits,
         "Logits in fp32 (assumed)",
         logits,
         Split::part(logits, 1, split.tp),

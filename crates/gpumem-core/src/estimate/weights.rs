@@ -78,7 +78,7 @@ pub(super) fn weights(
                 ParamClass::Tower => "Weights: vision/audio tower",
             };
             b.line(
-                format!("weights.{}", c.class.key()),
+                LineKey::weights(c.class),
                 label,
                 c.bytes,
                 device,
@@ -93,8 +93,11 @@ pub(super) fn weights(
         }
         if split.pp > 1 {
             // Embeddings sit on the first stage, lm_head on the last: only the larger counts per device.
-            let emb = b.lines.iter().position(|l| l.key == "weights.embeddings");
-            let head = b.lines.iter().position(|l| l.key == "weights.lm_head");
+            let emb = b
+                .lines
+                .iter()
+                .position(|l| l.key == LineKey::WeightsEmbeddings);
+            let head = b.lines.iter().position(|l| l.key == LineKey::WeightsLmHead);
             if let (Some(e), Some(h)) = (emb, head) {
                 let smaller = if b.lines[e].device_bytes <= b.lines[h].device_bytes {
                     e
@@ -159,7 +162,7 @@ pub(super) fn weights(
         }
     };
     b.line(
-        "weights",
+        LineKey::Weights,
         "Weights",
         bytes,
         Split::part(bytes, 1, split.tp.saturating_mul(split.pp)),
@@ -184,7 +187,7 @@ fn imported_weights(
             _ => Split::part(tally.bytes, 1, split.tp),
         };
         b.line(
-            format!("weights.{class}"),
+            LineKey::weights_named(class),
             format!(
                 "Weights: {class} (from {} header{})",
                 t.source,

@@ -1,0 +1,239 @@
+//! Typed line keys: every line of an estimate is one [`LineKey`], whose
+//! [`LineKey::group`] decides the headline figure it adds to, and whose
+//! [`LineKey::as_str`] is the stable key of `--json`, the sheet and the page
+//! (`weights.mlp`, `kv_cache`, …). A match on the enum, not a string prefix, is how
+//! the page colours a line and how a figure picks its lines.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::Group;
+use crate::arch::ParamClass;
+
+/// The key of one line of the breakdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LineKey {
+    /// Weights of the parameter-count mode, one line (`weights`).
+    Weights,
+    /// Embedding tables (`weights.embeddings`).
+    WeightsEmbeddings,
+    /// Attention projections (`weights.attention`).
+    WeightsAttention,
+    /// MLP / experts (`weights.mlp`).
+    WeightsMlp,
+    /// Norms (`weights.norms`).
+    WeightsNorms,
+    /// The output head (`weights.lm_head`).
+    WeightsLmHead,
+    /// Multi-token-prediction layers (`weights.mtp`).
+    WeightsMtp,
+    /// Vision/audio towers (`weights.tower`).
+    WeightsTower,
+    /// Tensors of a file header no class claims (`weights.other`).
+    WeightsOther,
+    /// The KV cache at its largest (`kv_cache`).
+    KvCache,
+    /// The KV cache after prefill, shown, not added (`kv_cache.prefill`).
+    KvCachePrefill,
+    /// The recurrent state of state-space / linear-attention layers (`kv_cache.state`).
+    KvCacheState,
+    /// MLA's cache as an engine that decompresses K/V holds it, shown (`kv_cache.decompressed`).
+    KvCacheDecompressed,
+    /// LoRA adapters (`training.adapters`).
+    TrainingAdapters,
+    /// Gradients (`training.gradients`).
+    TrainingGradients,
+    /// Optimizer states (`training.optimizer`).
+    TrainingOptimizer,
+    /// fp32 master weights (`training.master_weights`).
+    TrainingMasterWeights,
+    /// Training activations kept for backward (`activations`).
+    Activations,
+    /// Training logits and their gradient (`logits`).
+    Logits,
+    /// CUDA context and workspaces (`cuda_context`).
+    CudaContext,
+    /// Prefill MLP intermediates (`prefill.mlp`).
+    PrefillMlp,
+    /// Eager attention's score matrix (`prefill.attention_scores`).
+    PrefillAttentionScores,
+    /// Prefill logits (`prefill.logits`).
+    PrefillLogits,
+    /// The reserve (`reserve`).
+    Reserve,
+}
+
+impl LineKey {
+    /// Every key, in the order the estimate adds its lines.
+    pub const ALL: [LineKey; 24] = [
+        LineKey::Weights,
+        LineKey::WeightsEmbeddings,
+        LineKey::WeightsAttention,
+        LineKey::WeightsMlp,
+        LineKey::WeightsNorms,
+        LineKey::WeightsLmHead,
+        LineKey::WeightsMtp,
+        LineKey::WeightsTower,
+        LineKey::WeightsOther,
+        LineKey::KvCache,
+        LineKey::KvCachePrefill,
+        LineKey::KvCacheState,
+        LineKey::KvCacheDecompressed,
+        LineKey::TrainingAdapters,
+        LineKey::TrainingGradients,
+        LineKey::TrainingOptimizer,
+        LineKey::TrainingMasterWeights,
+        LineKey::Activations,
+        LineKey::Logits,
+        LineKey::CudaContext,
+        LineKey::PrefillMlp,
+        LineKey::PrefillAttentionScores,
+        LineKey::PrefillLogits,
+        LineKey::Reserve,
+    ];
+
+    /// The stable key of `--json`, the sheet and the page.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            LineKey::Weights => "weights",
+            LineKey::WeightsEmbeddings => "weights.embeddings",
+            LineKey::WeightsAttention => "weights.attention",
+            LineKey::WeightsMlp => "weights.mlp",
+            LineKey::WeightsNorms => "weights.norms",
+            LineKey::WeightsLmHead => "weights.lm_head",
+            LineKey::WeightsMtp => "weights.mtp",
+            LineKey::WeightsTower => "weights.tower",
+            LineKey::WeightsOther => "weights.other",
+            LineKey::KvCache => "kv_cache",
+            LineKey::KvCachePrefill => "kv_cache.prefill",
+            LineKey::KvCacheState => "kv_cache.state",
+            LineKey::KvCacheDecompressed => "kv_cache.decompressed",
+            LineKey::TrainingAdapters => "training.adapters",
+            LineKey::TrainingGradients => "training.gradients",
+            LineKey::TrainingOptimizer => "training.optimizer",
+            LineKey::TrainingMasterWeights => "training.master_weights",
+            LineKey::Activations => "activations",
+            LineKey::Logits => "logits",
+            LineKey::CudaContext => "cuda_context",
+            LineKey::PrefillMlp => "prefill.mlp",
+            LineKey::PrefillAttentionScores => "prefill.attention_scores",
+            LineKey::PrefillLogits => "prefill.logits",
+            LineKey::Reserve => "reserve",
+        }
+    }
+
+    /// The headline figure the line adds to.
+    pub const fn group(self) -> Group {
+        match self {
+            LineKey::Weights
+            | LineKey::WeightsEmbeddings
+            | LineKey::WeightsAttention
+            | LineKey::WeightsMlp
+            | LineKey::WeightsNorms
+            | LineKey::WeightsLmHead
+            | LineKey::WeightsMtp
+            | LineKey::WeightsTower
+            | LineKey::WeightsOther => Group::Weights,
+            LineKey::KvCache
+            | LineKey::KvCachePrefill
+            | LineKey::KvCacheState
+            | LineKey::KvCacheDecompressed => Group::KvCache,
+            LineKey::TrainingAdapters
+            | LineKey::TrainingGradients
+            | LineKey::TrainingOptimizer
+            | LineKey::TrainingMasterWeights => Group::Training,
+            LineKey::Activations
+            | LineKey::Logits
+            | LineKey::CudaContext
+            | LineKey::PrefillMlp
+            | LineKey::PrefillAttentionScores
+            | LineKey::PrefillLogits => Group::Transient,
+            LineKey::Reserve => Group::Reserve,
+        }
+    }
+
+    /// The weights line of one parameter class.
+    pub const fn weights(class: ParamClass) -> LineKey {
+        match class {
+            ParamClass::Embeddings => LineKey::WeightsEmbeddings,
+            ParamClass::Attention => LineKey::WeightsAttention,
+            ParamClass::Mlp => LineKey::WeightsMlp,
+            ParamClass::Norms => LineKey::WeightsNorms,
+            ParamClass::LmHead => LineKey::WeightsLmHead,
+            ParamClass::Mtp => LineKey::WeightsMtp,
+            ParamClass::Tower => LineKey::WeightsTower,
+        }
+    }
+
+    /// The weights line of a class named by a file header's tally
+    /// ([`crate::import::TensorSummary::by_class`]); "other" for any other name.
+    pub fn weights_named(class: &str) -> LineKey {
+        LineKey::ALL
+            .into_iter()
+            .filter(|k| k.group() == Group::Weights && *k != LineKey::Weights)
+            .find(|k| k.as_str().strip_prefix("weights.") == Some(class))
+            .unwrap_or(LineKey::WeightsOther)
+    }
+
+    /// The key named by [`LineKey::as_str`], if any.
+    pub fn parse(text: &str) -> Option<LineKey> {
+        LineKey::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+}
+
+impl fmt::Display for LineKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for LineKey {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for LineKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<LineKey, D::Error> {
+        let text = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        LineKey::parse(&text)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown line key {text:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_distinct_and_read_back() {
+        for (i, k) in LineKey::ALL.iter().enumerate() {
+            assert!(LineKey::ALL[..i].iter().all(|o| o.as_str() != k.as_str()));
+            assert_eq!(LineKey::parse(k.as_str()), Some(*k));
+            let json = serde_json::to_string(k).unwrap();
+            assert_eq!(json, format!("\"{}\"", k.as_str()));
+            assert_eq!(serde_json::from_str::<LineKey>(&json).unwrap(), *k);
+        }
+        assert!(serde_json::from_str::<LineKey>("\"weights.nope\"").is_err());
+        assert_eq!(LineKey::weights_named("mlp"), LineKey::WeightsMlp);
+        assert_eq!(LineKey::weights_named("vision"), LineKey::WeightsOther);
+        assert_eq!(LineKey::weights_named(""), LineKey::WeightsOther);
+    }
+
+    /// The group follows the key's family, as the strings have always said.
+    #[test]
+    fn the_group_is_the_family_of_the_key() {
+        for k in LineKey::ALL {
+            let family = k.as_str().split('.').next().unwrap_or("");
+            let want = match family {
+                "weights" => Group::Weights,
+                "kv_cache" => Group::KvCache,
+                "training" => Group::Training,
+                "reserve" => Group::Reserve,
+                _ => Group::Transient,
+            };
+            assert_eq!(k.group(), want, "{k}");
+        }
+    }
+}

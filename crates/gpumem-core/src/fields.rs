@@ -1,0 +1,554 @@
+//! The field table: every input key once — its group, label, help, what an empty
+//! value means, its choices, unit and kind.
+//!
+//! A key is the CLI flag without its dashes and the page's URL key (`reserve-gib`,
+//! `kv-heads`, `gpu-memory-utilization`). Everything that presents a key is generated
+//! from [`FIELDS`]: the agent's `estimate` flags (help, value name, possible values),
+//! the page's form (label, hint, placeholder, choices, default of a switch) and its
+//! URL keys. Parsing stays where the types are ([`crate::params::from_pairs`] for the
+//! estimate's keys, [`crate::engine::from_pairs`] for the engine's); a unit test checks
+//! that each parser accepts every key and every choice of this table.
+//!
+//! The table is plain `&'static str` data (no allocation, no sorting), so the page
+//! pays only for the text.
+
+/// Which part of the input a key belongs to (the page's sections follow it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldGroup {
+    /// Parameter-count mode: `parameters`, `bits`.
+    Model,
+    /// The decoder's shape.
+    Architecture,
+    /// Mixture-of-experts shape.
+    Moe,
+    /// Attention variants and extra tensors (MLA, norms, MTP, towers).
+    Variants,
+    /// Storage and compute formats.
+    Format,
+    /// The workload's dimensions (the page has three workloads of these).
+    Workload,
+    /// The KV cache's dtype and allocation.
+    Cache,
+    /// Shape keys that describe the cache rather than the weights (sliding window,
+    /// recurrent state, trained positions): a preset sets them, the count mode keeps them.
+    CacheShape,
+    /// Inference transients (assumed).
+    Transients,
+    /// Training.
+    Training,
+    /// Devices, split and reserve.
+    Devices,
+    /// Serving-engine budget (`crate::engine`): not part of [`crate::params`].
+    Engine,
+}
+
+impl FieldGroup {
+    /// Whether a preset sets keys of this group (picking one clears the others).
+    pub const fn is_shape(self) -> bool {
+        matches!(
+            self,
+            FieldGroup::Architecture
+                | FieldGroup::Moe
+                | FieldGroup::Variants
+                | FieldGroup::CacheShape
+        )
+    }
+
+    /// Whether the keys describe the architecture (the page's architecture mode only).
+    pub const fn is_arch(self) -> bool {
+        matches!(
+            self,
+            FieldGroup::Architecture | FieldGroup::Moe | FieldGroup::Variants
+        )
+    }
+}
+
+/// How a value is typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// A whole number, typed freely (`7e9`, `7 000 000 000`).
+    Count,
+    /// true/false, and what an absent key means.
+    Bool(bool),
+    /// One of [`Field::choices`]; an absent key is the default (the choice whose value is "").
+    Choice,
+    /// Free text; [`Field::choices`] are suggestions (formats, dtypes).
+    Text,
+    /// A decimal fraction in (0, 1], e.g. 0.9.
+    Fraction,
+    /// A GPU card of [`crate::catalogue::CATALOGUE`], by id or name.
+    Card,
+}
+
+/// One input key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    /// The key: the CLI flag without dashes, the URL key.
+    pub key: &'static str,
+    /// Its part of the input.
+    pub group: FieldGroup,
+    /// How it is typed.
+    pub kind: FieldKind,
+    /// A short label (the page's field label).
+    pub label: &'static str,
+    /// The unit of the value ("" when none or obvious): the page appends it to the
+    /// label, the CLI uses it as the value's name.
+    pub unit: &'static str,
+    /// What an empty value means, shown in the empty field ("" when nothing to say).
+    pub placeholder: &'static str,
+    /// One sentence of help: `--help` and the page's hint.
+    pub help: &'static str,
+    /// (value, label): the values of a [`FieldKind::Choice`] ("" = the default), or
+    /// suggestions of a [`FieldKind::Text`].
+    pub choices: &'static [(&'static str, &'static str)],
+}
+
+const fn f(
+    key: &'static str,
+    group: FieldGroup,
+    kind: FieldKind,
+    label: &'static str,
+    placeholder: &'static str,
+    help: &'static str,
+) -> Field {
+    Field {
+        key,
+        group,
+        kind,
+        label,
+        unit: "",
+        placeholder,
+        help,
+        choices: &[],
+    }
+}
+
+impl Field {
+    const fn unit(mut self, unit: &'static str) -> Field {
+        self.unit = unit;
+        self
+    }
+
+    const fn choices(mut self, choices: &'static [(&'static str, &'static str)]) -> Field {
+        self.choices = choices;
+        self
+    }
+
+    /// Whether the key belongs to the engine flags ([`crate::engine::from_pairs`]).
+    pub fn is_engine(&self) -> bool {
+        self.group == FieldGroup::Engine
+    }
+}
+
+/// Storage formats offered as suggestions (any name [`crate::format::StorageFormat::parse`]
+/// accepts may be typed).
+const FORMATS: &[(&str, &str)] = &[
+    ("bf16", "bf16"),
+    ("mxfp4", "mxfp4"),
+    ("nvfp4", "nvfp4"),
+    ("nvfp4a16", "nvfp4a16"),
+    ("fp8-channel", "fp8-channel"),
+    ("w4a16-g128", "w4a16-g128"),
+    ("fp16", "fp16"),
+    ("fp32", "fp32"),
+    ("fp8", "fp8"),
+    ("fp8-block", "fp8-block"),
+    ("int8", "int8"),
+    ("gptq-4-g128", "gptq-4-g128"),
+    ("gptq-8-g128", "gptq-8-g128"),
+    ("gptq-3-g128", "gptq-3-g128"),
+    ("gptq-4-g32", "gptq-4-g32"),
+    ("awq-4-g128", "awq-4-g128"),
+    ("nf4", "nf4"),
+    ("nf4-dq", "nf4-dq"),
+    ("fp4", "fp4"),
+    ("q4_0", "q4_0"),
+    ("q4_k", "q4_k"),
+    ("q5_k", "q5_k"),
+    ("q6_k", "q6_k"),
+    ("q8_0", "q8_0"),
+];
+const KEEP_FORMATS: &[(&str, &str)] = &[
+    ("bf16", "bf16"),
+    ("fp16", "fp16"),
+    ("fp32", "fp32"),
+    ("fp8", "fp8"),
+    ("int8", "int8"),
+];
+const DTYPES: &[(&str, &str)] = &[
+    ("bf16", "bf16"),
+    ("fp16", "fp16"),
+    ("fp32", "fp32"),
+    ("fp8", "fp8"),
+];
+const KV_DTYPES: &[(&str, &str)] = &[
+    ("bf16", "bf16"),
+    ("fp16", "fp16"),
+    ("fp32", "fp32"),
+    ("fp8", "fp8"),
+    ("int8", "int8"),
+    ("int4", "int4"),
+    ("int2", "int2"),
+];
+
+use FieldGroup as G;
+use FieldKind as K;
+
+/// Every input key, in the order the page and `--help` present them: the estimate's
+/// keys ([`crate::params`]), then the engine's ([`crate::engine`]).
+#[rustfmt::skip]
+pub static FIELDS: &[Field] = &[
+    f("parameters", G::Model, K::Count, "Parameters", "7000000000",
+        "Total parameters (parameter-count mode), e.g. 7e9"),
+    f("bits", G::Model, K::Count, "Bits per parameter", "16",
+        "Bits per parameter as in the seed's script: 32, 16, 8, 4, 3 or 2 (mapped to fp32, bf16, int8, gptq-N-g128)"),
+    f("format", G::Format, K::Text, "Storage (linear layers)", "bf16",
+        "Storage format of the linear layers: fp32, bf16, fp16, fp8, fp8-block, int8, gptq-4-g128, awq-4-g128, nf4, nf4-dq, fp4, q4_0, q4_k, q5_k, q6_k, q8_0, …")
+        .choices(FORMATS),
+    f("keep-format", G::Format, K::Text, "Kept modules", "bf16",
+        "Format of embeddings, lm_head, norms and biases (default bf16)")
+        .choices(KEEP_FORMATS),
+    f("attention-format", G::Format, K::Text, "Attention projections", "= storage",
+        "Format of the attention projections (default: format); e.g. bf16 for gpt-oss's MXFP4 checkpoint")
+        .choices(FORMATS),
+    f("compute-dtype", G::Format, K::Text, "Compute dtype", "bf16",
+        "Compute/activation dtype: bf16 (default), fp16, fp32")
+        .choices(DTYPES),
+    f("layers", G::Architecture, K::Count, "Layers", "", "Decoder layers"),
+    f("hidden", G::Architecture, K::Count, "Hidden size", "", "Hidden size"),
+    f("heads", G::Architecture, K::Count, "Attention heads", "", "Attention (query) heads"),
+    f("kv-heads", G::Architecture, K::Count, "KV heads", "= heads",
+        "Key/value heads (GQA/MQA); default = heads"),
+    f("head-dim", G::Architecture, K::Count, "Head dim", "hidden ÷ heads",
+        "Width of one head; default hidden / heads"),
+    f("intermediate", G::Architecture, K::Count, "MLP intermediate", "", "MLP intermediate size"),
+    f("vocab", G::Architecture, K::Count, "Vocabulary", "", "Vocabulary size"),
+    f("gated-mlp", G::Architecture, K::Bool(true), "Gated MLP", "",
+        "Gated MLP (gate, up, down): true (default) or false"),
+    f("tied-embeddings", G::Architecture, K::Bool(false), "Tied embeddings", "",
+        "lm_head shares the embedding matrix: true or false (default)"),
+    f("qkv-bias", G::Architecture, K::Bool(false), "q/k/v bias", "",
+        "Biases on q, k, v projections (e.g. Qwen2)"),
+    f("o-bias", G::Architecture, K::Bool(false), "o bias", "",
+        "Bias on the attention output projection"),
+    f("mlp-bias", G::Architecture, K::Bool(false), "MLP bias", "", "Biases on the MLP projections"),
+    f("qk-norm", G::Architecture, K::Bool(false), "q/k norm", "",
+        "Per-head norms on queries and keys (e.g. Qwen3)"),
+    f("layernorm-bias", G::Architecture, K::Bool(false), "LayerNorm bias", "",
+        "LayerNorm with bias (GPT-2 style)"),
+    f("layer-norms", G::Variants, K::Count, "Norms per layer", "2",
+        "Norms per decoder layer (default 2; Gemma-2/3: 4; Falcon-7B, GPT-J: 1)"),
+    f("qk-norm-whole", G::Variants, K::Bool(false), "q/k norm over the projection", "",
+        "q/k norms over the whole projection, not one head (OLMo-2)"),
+    f("learned-positions", G::Variants, K::Count, "Learned positions", "none",
+        "Rows of a learned position-embedding table (GPT-2: n_positions)"),
+    f("attn-sinks", G::Variants, K::Bool(false), "Attention sinks", "",
+        "A learned attention-sink logit per head and layer (gpt-oss)"),
+    f("max-position", G::CacheShape, K::Count, "Trained positions", "unknown",
+        "Positions the model was trained for; a longer context is warned about"),
+    f("q-lora-rank", G::Variants, K::Count, "MLA query rank", "0",
+        "MLA: query compression rank (0 = plain q_proj)"),
+    f("kv-lora-rank", G::Variants, K::Count, "MLA KV latent rank", "no MLA",
+        "MLA: key/value latent rank; turns on multi-head latent attention"),
+    f("qk-nope-dim", G::Variants, K::Count, "MLA q/k no-RoPE dim", "",
+        "MLA: per-head q/k width without rotary"),
+    f("qk-rope-dim", G::Variants, K::Count, "MLA RoPE dim", "",
+        "MLA: rotary width (shared key part, cached with the latent)"),
+    f("v-head-dim", G::Variants, K::Count, "MLA value dim", "", "MLA: per-head value width"),
+    f("mtp-layers", G::Variants, K::Count, "MTP layers", "0",
+        "Multi-token-prediction layers stored in the checkpoint (DeepSeek-V3: 1)"),
+    f("tower-params", G::Variants, K::Count, "Vision/audio tower parameters", "0",
+        "Parameters of vision/audio towers and projectors, kept in 16 bits"),
+    f("experts", G::Moe, K::Count, "Routed experts", "none", "MoE: routed experts per layer"),
+    f("active-experts", G::Moe, K::Count, "Active per token", "", "MoE: experts per token"),
+    f("expert-intermediate", G::Moe, K::Count, "Expert intermediate", "= intermediate",
+        "MoE: intermediate size of one expert"),
+    f("shared-experts", G::Moe, K::Count, "Shared experts", "0",
+        "MoE: always-on shared experts per layer"),
+    f("shared-intermediate", G::Moe, K::Count, "Shared intermediate", "",
+        "MoE: intermediate size of one shared expert"),
+    f("dense-layers", G::Moe, K::Count, "Leading dense layers", "0",
+        "MoE: leading layers with a dense MLP"),
+    f("moe-every", G::Moe, K::Count, "MoE every n-th layer", "1",
+        "MoE: every n-th layer is MoE, the others dense (Llama-4 Maverick: 2)"),
+    f("router-bias", G::Moe, K::Bool(false), "MoE router bias", "",
+        "MoE: a bias on the router (gpt-oss, DeepSeek-V3's correction bias)"),
+    f("sequences", G::Workload, K::Count, "Sequences together", "1",
+        "Sequences processed together (batch / concurrent requests)"),
+    f("context", G::Workload, K::Count, "Prompt tokens", "none",
+        "Prompt tokens per sequence (training: sequence length)"),
+    f("generate", G::Workload, K::Count, "Generated tokens", "0", "Tokens generated per sequence"),
+    f("kv-dtype", G::Cache, K::Text, "KV cache dtype", "= compute",
+        "KV-cache dtype: compute dtype by default; fp16, bf16, fp32, fp8, int8, int4, int2")
+        .choices(KV_DTYPES),
+    f("sliding-window", G::CacheShape, K::Count, "Sliding window", "none",
+        "Sliding-window size of windowed layers"),
+    f("sliding-layers", G::CacheShape, K::Count, "Sliding layers", "all",
+        "How many layers use the window (default all)"),
+    f("static-cache", G::Cache, K::Count, "Static cache length", "dynamic",
+        "Static cache length pre-allocated per sequence"),
+    f("state-layers", G::CacheShape, K::Count, "State layers (Mamba / linear)", "0",
+        "Layers keeping a constant per-sequence state instead of KV (Mamba / linear-attention layers of hybrids)"),
+    f("state-bytes", G::CacheShape, K::Count, "State bytes per layer", "0",
+        "State bytes per such layer and sequence (Mamba-2: heads × head dim × d_state + conv window, × dtype)")
+        .unit("bytes"),
+    f("attention", G::Transients, K::Choice, "Attention kernel", "",
+        "Attention implementation: sdpa (default), flash or eager (eager keeps a tokens² matrix)")
+        .choices(&[("", "sdpa (default)"), ("flash", "flash"), ("eager", "eager — tokens² scores")]),
+    f("logits", G::Transients, K::Choice, "Logits kept", "",
+        "Logits kept in prefill: last (default) or all")
+        .choices(&[("", "last position (default)"), ("all", "all positions")]),
+    f("cuda-context-mib", G::Transients, K::Count, "CUDA context", "in reserve",
+        "CUDA context + library workspaces per device in MiB (assumed; default: inside the reserve)")
+        .unit("MiB"),
+    f("train", G::Training, K::Choice, "Mode", "", "Training: none (default), full or lora")
+        .choices(&[("", "inference (default)"), ("full", "full fine-tuning"), ("lora", "LoRA")]),
+    f("optimizer", G::Training, K::Choice, "Optimizer", "",
+        "Optimizer: adamw (default), adamw8bit, sgd-momentum, sgd, none")
+        .choices(&[
+            ("", "AdamW (default)"),
+            ("adamw8bit", "AdamW 8-bit"),
+            ("sgd-momentum", "SGD + momentum"),
+            ("sgd", "SGD"),
+            ("none", "none"),
+        ]),
+    f("grad-dtype", G::Training, K::Text, "Gradient dtype", "= compute",
+        "Gradient dtype (default: compute dtype)")
+        .choices(DTYPES),
+    f("master-weights", G::Training, K::Bool(true), "fp32 master weights", "",
+        "Keep fp32 master weights: true (default) or false"),
+    f("lora-rank", G::Training, K::Count, "LoRA rank", "16", "LoRA rank r (default 16)"),
+    f("lora-targets", G::Training, K::Text, "LoRA targets", "q,k,v,o",
+        "LoRA target projections: q,k,v,o (default), gate, up, down, or all"),
+    f("checkpointing", G::Training, K::Bool(false), "Activation checkpointing", "",
+        "Full activation checkpointing: true or false (default)"),
+    f("reserve-gib", G::Devices, K::Count, "Reserve", "4",
+        "Reserve per device in GiB (default 4): a preparation hypothesis")
+        .unit("GiB"),
+    f("reserve-bytes", G::Devices, K::Count, "…or reserve", "—",
+        "Reserve per device in bytes (overrides reserve-gib), e.g. the agent's observed overhead")
+        .unit("bytes"),
+    f("gpus", G::Devices, K::Count, "GPUs", "1", "GPUs in total (default 1)"),
+    f("tp", G::Devices, K::Count, "Tensor parallel", "1", "Tensor-parallel degree (default 1)"),
+    f("pp", G::Devices, K::Count, "Pipeline stages", "1", "Pipeline stages (default 1)"),
+    f("engine", G::Engine, K::Choice, "Engine", "",
+        "Serving engine whose KV-cache budget to predict: vllm, sglang, tgi, llama.cpp or transformers (needs --card)")
+        .choices(&[
+            ("", "every engine"),
+            ("vllm", "vLLM"),
+            ("sglang", "SGLang"),
+            ("tgi", "TGI"),
+            ("llama.cpp", "llama.cpp"),
+            ("transformers", "transformers"),
+        ]),
+    f("card", G::Engine, K::Card, "GPU card", "",
+        "GPU card (catalogue id such as h100-sxm-80gb, or its name): prints the engine budget, or alone the largest context and most sequences that fit"),
+    f("gpu-memory-utilization", G::Engine, K::Fraction, "vLLM memory utilization", "0.9",
+        "vLLM: fraction of the card's total memory the instance may use (default 0.9)"),
+    f("max-model-len", G::Engine, K::Count, "Max model length", "context + generate",
+        "Tokens per sequence the engine must serve (default: context + generate, else max-position)")
+        .unit("tokens"),
+    f("max-num-seqs", G::Engine, K::Count, "vLLM max sequences", "1024 or 256",
+        "vLLM: sequences scheduled at once (default assumed: 1024 on ≥ 70 GiB cards but A100s, else 256)"),
+    f("max-num-batched-tokens", G::Engine, K::Count, "Batched tokens (profiling)", "8192 or 2048",
+        "Tokens of the profiling / warmup forward (vLLM default assumed 8192 on ≥ 70 GiB cards but A100s, else 2048)")
+        .unit("tokens"),
+    f("mem-fraction-static", G::Engine, K::Fraction, "SGLang static fraction", "0.88",
+        "SGLang: fraction of the card for weights + KV pool (default assumed 0.88)"),
+];
+
+/// The field of a key, if it is one.
+pub fn field(key: &str) -> Option<&'static Field> {
+    FIELDS.iter().find(|f| f.key == key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::CATALOGUE;
+    use crate::params::{from_pairs, keys, to_pairs};
+
+    /// A value of the field's kind that its parser must accept.
+    fn sample(f: &Field) -> &'static str {
+        match f.kind {
+            // Not any count's default (layer-norms is 2 by default).
+            FieldKind::Count => "3",
+            FieldKind::Bool(d) => {
+                if d {
+                    "false"
+                } else {
+                    "true"
+                }
+            }
+            FieldKind::Choice => f
+                .choices
+                .iter()
+                .map(|c| c.0)
+                .find(|v| !v.is_empty())
+                .unwrap_or(""),
+            FieldKind::Text if f.key == "lora-targets" => "q,v",
+            // The last suggestion: the first is usually the default.
+            FieldKind::Text => f.choices.last().map_or("", |c| c.0),
+            FieldKind::Fraction => "0.85",
+            FieldKind::Card => CATALOGUE[0].id,
+        }
+    }
+
+    fn parse_errors(f: &Field, value: &str) -> Vec<String> {
+        let errors = if f.is_engine() {
+            crate::engine::from_pairs([(f.key, value)]).1
+        } else {
+            from_pairs([(f.key, value)]).1
+        };
+        errors
+            .into_iter()
+            .map(|e| e.to_string())
+            // A lone shape key is a parse of the key that then needs the rest of the shape.
+            .filter(|e| !e.contains("needed"))
+            .collect()
+    }
+
+    #[test]
+    fn every_field_is_described_once_and_parses() {
+        for (i, f) in FIELDS.iter().enumerate() {
+            assert!(
+                FIELDS[..i].iter().all(|g| g.key != f.key),
+                "{} twice",
+                f.key
+            );
+            assert!(!f.label.trim().is_empty(), "{}: no label", f.key);
+            assert!(!f.help.trim().is_empty(), "{}: no help", f.key);
+            assert_eq!(field(f.key), Some(f));
+            let v = sample(f);
+            assert!(!v.is_empty(), "{}: no sample value", f.key);
+            assert_eq!(parse_errors(f, v), Vec::<String>::new(), "{}={v}", f.key);
+            // Every offered value is one the parser takes ("" is the default: no key).
+            for (value, label) in f.choices {
+                assert!(!label.is_empty(), "{}: a choice without a label", f.key);
+                if !value.is_empty() {
+                    assert_eq!(
+                        parse_errors(f, value),
+                        Vec::<String>::new(),
+                        "{}={value}",
+                        f.key
+                    );
+                }
+            }
+            match f.kind {
+                FieldKind::Choice => assert!(
+                    f.choices.iter().any(|c| c.0.is_empty()) && f.choices.len() > 1,
+                    "{}: a choice field needs its default and alternatives",
+                    f.key
+                ),
+                FieldKind::Count | FieldKind::Bool(_) | FieldKind::Fraction | FieldKind::Card => {
+                    assert!(f.choices.is_empty(), "{}", f.key)
+                }
+                FieldKind::Text => {}
+            }
+            // Not a value of the field's kind: the parser says so, naming the key.
+            if !matches!(f.kind, FieldKind::Text) {
+                let bad = parse_errors(f, "x?");
+                assert!(
+                    bad.iter().any(|e| e.starts_with(&format!("{}:", f.key))),
+                    "{}: {bad:?}",
+                    f.key
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_bool_default_is_what_an_absent_key_means() {
+        // Writing a switch's default back must be a no-op: `to_pairs` omits it.
+        for f in FIELDS
+            .iter()
+            .filter(|f| matches!(f.kind, FieldKind::Bool(_)))
+        {
+            let FieldKind::Bool(d) = f.kind else { continue };
+            let base = [
+                ("layers", "2"),
+                ("hidden", "64"),
+                ("heads", "4"),
+                ("intermediate", "128"),
+                ("vocab", "100"),
+            ];
+            let d = d.to_string();
+            let (with, errors) = from_pairs(base.iter().copied().chain([(f.key, d.as_str())]));
+            assert!(errors.is_empty(), "{}: {errors:?}", f.key);
+            let (without, _) = from_pairs(base);
+            assert_eq!(
+                with, without,
+                "{}: default {d} is not the absent value",
+                f.key
+            );
+        }
+    }
+
+    #[test]
+    fn the_table_is_the_keys_and_pairs_round_trip_through_it() {
+        // The estimate's keys and the engine's keys partition the table.
+        let params: Vec<&str> = keys().collect();
+        let engine: Vec<&str> = crate::engine::engine_keys().collect();
+        assert_eq!(params.len() + engine.len(), FIELDS.len());
+        for f in FIELDS {
+            assert_eq!(params.contains(&f.key), !f.is_engine());
+            assert_eq!(engine.contains(&f.key), f.is_engine());
+        }
+        // Every key `to_pairs` writes is in the table, and reading them back gives the
+        // same input, with every non-engine field set to a non-default value.
+        let mut pairs: Vec<(&str, &str)> = vec![
+            ("layers", "4"),
+            ("hidden", "1024"),
+            ("heads", "8"),
+            ("kv-heads", "2"),
+            ("head-dim", "64"),
+            ("intermediate", "2048"),
+            ("vocab", "1000"),
+            ("experts", "8"),
+            ("active-experts", "2"),
+            ("expert-intermediate", "512"),
+            ("shared-experts", "1"),
+            ("shared-intermediate", "512"),
+            ("dense-layers", "1"),
+            ("kv-lora-rank", "512"),
+            ("qk-nope-dim", "128"),
+            ("qk-rope-dim", "64"),
+            ("v-head-dim", "128"),
+            ("q-lora-rank", "256"),
+        ];
+        let fixed: Vec<&str> = pairs.iter().map(|(k, _)| *k).collect();
+        for f in FIELDS
+            .iter()
+            .filter(|f| !f.is_engine() && f.key != "parameters")
+        {
+            if !fixed.contains(&f.key) {
+                pairs.push((f.key, sample(f)));
+            }
+        }
+        let (input, errors) = from_pairs(pairs.iter().copied());
+        assert!(errors.is_empty(), "{errors:?}");
+        let back = to_pairs(&input);
+        for (k, _) in &back {
+            assert!(
+                field(k).is_some_and(|f| !f.is_engine()),
+                "{k} not in the table"
+            );
+        }
+        let written: Vec<&str> = back.iter().map(|(k, _)| *k).collect();
+        for f in FIELDS
+            .iter()
+            .filter(|f| !f.is_engine() && f.key != "parameters")
+        {
+            assert!(written.contains(&f.key), "to_pairs drops {}", f.key);
+        }
+        let (again, errors) = from_pairs(back.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(again, input);
+        // The count mode's key as well.
+        let (count, _) = from_pairs([("parameters", "7e9")]);
+        assert_eq!(
+            to_pairs(&count),
+            vec![("parameters", "7000000000".to_string())]
+        );
+    }
+}
