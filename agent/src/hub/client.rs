@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+use gpumem_core::import::hub::{self, same_origin};
 
 /// The Hub used when `HF_ENDPOINT` is not set.
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
@@ -344,25 +345,6 @@ fn token_from_env() -> Option<String> {
     clean(text)
 }
 
-/// `scheme://host:port` of a URL, lower-cased, the port made explicit.
-fn origin(url: &str) -> Option<(String, String, u16)> {
-    let uri: ureq::http::Uri = url.parse().ok()?;
-    let scheme = uri.scheme_str()?.to_ascii_lowercase();
-    let host = uri.host()?.to_ascii_lowercase();
-    let port = uri
-        .port_u16()
-        .unwrap_or(if scheme == "https" { 443 } else { 80 });
-    Some((scheme, host, port))
-}
-
-/// Whether two URLs share scheme, host and port (where a token may go).
-fn same_origin(a: &str, b: &str) -> bool {
-    match (origin(a), origin(b)) {
-        (Some(x), Some(y)) => x == y,
-        _ => false,
-    }
-}
-
 /// A `Location` made absolute against the URL that sent it (absolute or root-relative;
 /// the Hub sends one or the other).
 fn join_location(current: &str, location: &str) -> Result<String> {
@@ -370,7 +352,8 @@ fn join_location(current: &str, location: &str) -> Result<String> {
         return Ok(location.to_string());
     }
     if location.starts_with('/') && !location.starts_with("//") {
-        let (scheme, host, port) = origin(current).ok_or_else(|| anyhow!("bad URL {current}"))?;
+        let (scheme, host, port) =
+            hub::origin(current).ok_or_else(|| anyhow!("bad URL {current}"))?;
         return Ok(format!("{scheme}://{host}:{port}{location}"));
     }
     bail!("unsupported redirect target")
@@ -397,27 +380,6 @@ pub fn is_commit(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn origins_compare_scheme_host_and_port() {
-        assert!(same_origin(
-            "https://huggingface.co/a",
-            "https://huggingface.co"
-        ));
-        assert!(same_origin(
-            "https://HuggingFace.co:443/x",
-            "https://huggingface.co"
-        ));
-        assert!(!same_origin(
-            "https://cdn-lfs.hf.co/x",
-            "https://huggingface.co"
-        ));
-        assert!(!same_origin("http://127.0.0.1:1/x", "http://127.0.0.1:2"));
-        assert!(!same_origin(
-            "http://huggingface.co/x",
-            "https://huggingface.co"
-        ));
-    }
 
     #[test]
     fn content_range_is_checked() {

@@ -16,6 +16,8 @@ use web_sys::{
     Headers, ReadableStreamDefaultReader, Request, RequestCredentials, RequestInit, Response,
 };
 
+use gpumem_core::import::hub::{origin, same_origin};
+
 use crate::js_message;
 
 /// Retries of one request answered 429 or 5xx (the first try not counted).
@@ -138,7 +140,7 @@ impl Http {
             .map_err(|e| {
                 format!(
                     "{}: the request failed ({}) — offline, blocked by the page's Content-Security-Policy, or refused by the server",
-                    origin(url),
+                    origin(url).map_or_else(|| url.to_string(), |(s, h, p)| format!("{s}://{h}:{p}")),
                     js_message(&e, "network error")
                 )
             })?;
@@ -203,46 +205,4 @@ async fn sleep_ms(ms: u32) {
         }
     });
     let _ = JsFuture::from(promise).await;
-}
-
-/// `scheme://host[:port]` of `url`.
-pub fn origin(url: &str) -> &str {
-    let after = url.find("://").map_or(0, |i| i.saturating_add(3));
-    let end = url[after..]
-        .find(['/', '?', '#'])
-        .map_or(url.len(), |i| i.saturating_add(after));
-    &url[..end]
-}
-
-/// Whether `url` is on the same origin (scheme, host, port) as `endpoint`.
-pub fn same_origin(url: &str, endpoint: &str) -> bool {
-    origin(url).eq_ignore_ascii_case(origin(endpoint))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn origins() {
-        assert_eq!(
-            origin("https://huggingface.co/a/b/resolve/main/x"),
-            "https://huggingface.co"
-        );
-        assert_eq!(origin("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
-        assert_eq!(origin("http://127.0.0.1:8080?x"), "http://127.0.0.1:8080");
-        assert!(same_origin(
-            "https://huggingface.co/x",
-            "https://huggingface.co"
-        ));
-        assert!(!same_origin(
-            "https://cdn-lfs.hf.co/x",
-            "https://huggingface.co"
-        ));
-        assert!(!same_origin("http://127.0.0.1:81/x", "http://127.0.0.1:8"));
-        assert!(!same_origin(
-            "https://huggingface.co.evil.example/x",
-            "https://huggingface.co"
-        ));
-    }
 }

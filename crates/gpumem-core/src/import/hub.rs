@@ -487,10 +487,97 @@ pub fn tree_url(endpoint: &str, repo: &str, revision: &str) -> String {
     )
 }
 
+/// The origin of an `http(s)` URL: scheme, host (lower case) and port (the scheme's
+/// default when none is written). `None` for any other scheme, an empty host, a bad
+/// port, or userinfo (`user@host`: a URL that could dress one host as another is
+/// never treated as the Hub's).
+pub fn origin(url: &str) -> Option<(&'static str, String, u16)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let (scheme, default_port): (&'static str, u16) = if scheme.eq_ignore_ascii_case("https") {
+        ("https", 443)
+    } else if scheme.eq_ignore_ascii_case("http") {
+        ("http", 80)
+    } else {
+        return None;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return None;
+    }
+    let (host, port) = match authority.rsplit_once(':') {
+        // A bracketed IPv6 literal without a port has colons but ends in `]`.
+        Some((h, p)) if !p.contains(']') => (h, Some(p)),
+        _ => (authority, None),
+    };
+    let port = match port {
+        Some(p) => p.parse::<u16>().ok()?,
+        None => default_port,
+    };
+    (!host.is_empty()).then(|| (scheme, host.to_ascii_lowercase(), port))
+}
+
+/// Whether two URLs share scheme, host and port: where the token may be sent (the
+/// Hub's own origin, never its CDN).
+pub fn same_origin(a: &str, b: &str) -> bool {
+    match (origin(a), origin(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::arithmetic_side_effects)] // test data from small known numbers
 mod tests {
     use super::*;
+
+    #[test]
+    fn origins_compare_scheme_host_and_port() {
+        assert!(same_origin(
+            "https://huggingface.co/a",
+            "https://huggingface.co"
+        ));
+        assert!(same_origin(
+            "https://HuggingFace.co:443/x",
+            "https://huggingface.co"
+        ));
+        assert!(same_origin(
+            "http://127.0.0.1:8080?x",
+            "http://127.0.0.1:8080"
+        ));
+        assert!(!same_origin(
+            "https://cdn-lfs.hf.co/x",
+            "https://huggingface.co"
+        ));
+        assert!(!same_origin("http://127.0.0.1:1/x", "http://127.0.0.1:2"));
+        assert!(!same_origin(
+            "http://huggingface.co/x",
+            "https://huggingface.co"
+        ));
+        assert!(!same_origin(
+            "https://huggingface.co.evil.example/x",
+            "https://huggingface.co"
+        ));
+        assert!(!same_origin(
+            "https://huggingface.co@evil.example/x",
+            "https://huggingface.co"
+        ));
+        assert!(!same_origin(
+            "ftp://huggingface.co/x",
+            "ftp://huggingface.co"
+        ));
+        assert!(!same_origin(
+            "https://huggingface.co:99999/x",
+            "https://huggingface.co:99999"
+        ));
+        assert_eq!(
+            origin("http://[::1]:8080/x"),
+            Some(("http", "[::1]".to_string(), 8080))
+        );
+        assert_eq!(
+            origin("http://[::1]/x"),
+            Some(("http", "[::1]".to_string(), 80))
+        );
+    }
 
     fn file(path: &str, size: u64) -> RepoFile {
         RepoFile {
