@@ -254,31 +254,21 @@ impl Client {
                 401 | 403 if !same_origin(&current, &self.endpoint) => {
                     bail!("{what}: the download host refused the signed address (HTTP {status})")
                 }
-                401 | 403 => {
-                    if header("x-error-code").as_deref() == Some("RepositoryNotFound") {
-                        bail!(
-                            "{what}: not found (no such repository, or a private one: check the id, or set HF_TOKEN)"
-                        );
-                    }
+                401 | 403 | 404 => {
                     let repo = what.split('@').next().unwrap_or(what);
-                    let hint = if self.token.is_some() {
-                        "a token was sent, but it has no access to this repository"
-                    } else {
-                        "no token was found"
-                    };
-                    bail!(
-                        "{what}: access refused (HTTP {status}): the model is gated or private ({hint}): accept the licence on the model page ({}/{repo}) and set HF_TOKEN (or run `huggingface-cli login`)",
-                        self.endpoint
-                    );
-                }
-                404 => {
-                    let reason = match header("x-error-code").as_deref() {
-                        Some("RepositoryNotFound") => "no such repository",
-                        Some("RevisionNotFound") => "no such revision",
-                        Some("EntryNotFound") => "no such file in this revision",
-                        _ => "HTTP 404",
-                    };
-                    return Err(NotFound(format!("{what}: not found ({reason})")).into());
+                    let words = hub::refusal(
+                        status,
+                        header("x-error-code").as_deref(),
+                        what,
+                        &format!("{}/{repo}", self.endpoint),
+                        self.token.is_some(),
+                        "set HF_TOKEN (or run `huggingface-cli login`)",
+                    )
+                    .unwrap_or_else(|| format!("{what}: HTTP {status}"));
+                    if status == 404 {
+                        return Err(NotFound(words).into());
+                    }
+                    bail!(words);
                 }
                 429 | 500..=599 => {
                     let pause = header("retry-after")

@@ -13,8 +13,8 @@ use futures_util::future::join_all;
 use gpumem_core::import::TensorSummary;
 use gpumem_core::import::hf_config::parse_config;
 use gpumem_core::import::hub::{
-    CONFIG_FILE, INDEX_FILE, MAX_LISTING_BYTES, RepoFile, SINGLE_FILE, WeightFiles, check_file,
-    check_repo_id, choose_weights, index_shards, parse_tree, resolve_url, tree_url,
+    self, CONFIG_FILE, INDEX_FILE, MAX_LISTING_BYTES, RepoFile, SINGLE_FILE, WeightFiles,
+    check_file, check_repo_id, choose_weights, index_shards, parse_tree, resolve_url, tree_url,
 };
 use gpumem_core::import::read_policy::{HeaderFormat, HeaderRead, Step};
 use gpumem_proto::lookup::{LookupOutcome, LookupRequest, TensorsRead};
@@ -270,29 +270,13 @@ fn optional(
 
 /// The Hub's refusal in words, as the agent says it.
 fn refusal(answer: &Answer, what: &str, repo: &str, endpoint: &str, http: &Http) -> String {
-    let code = answer.error_code.as_deref();
-    match answer.status {
-        401 | 403 if code == Some("RepositoryNotFound") => format!(
-            "{what}: not found — no such repository, or it is private (give a token that can read it)"
-        ),
-        401 | 403 => format!(
-            "{what}: access refused (HTTP {}): the model is gated or private ({}): accept the licence on {endpoint}/{repo} and give an access token (kept in this page's memory only)",
-            answer.status,
-            if http.has_token() {
-                "the token given has no access to it"
-            } else {
-                "no token was given"
-            }
-        ),
-        404 => format!(
-            "{what}: not found ({})",
-            match code {
-                Some("RepositoryNotFound") => "no such repository",
-                Some("RevisionNotFound") => "no such revision",
-                Some("EntryNotFound") => "no such file in this revision",
-                _ => "HTTP 404",
-            }
-        ),
-        s => format!("{what}: the Hub answered HTTP {s}"),
-    }
+    hub::refusal(
+        answer.status,
+        answer.error_code.as_deref(),
+        what,
+        &format!("{endpoint}/{repo}"),
+        http.has_token(),
+        "give an access token (kept in this page's memory only)",
+    )
+    .unwrap_or_else(|| format!("{what}: the Hub answered HTTP {}", answer.status))
 }

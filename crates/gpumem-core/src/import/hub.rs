@@ -487,6 +487,45 @@ pub fn tree_url(endpoint: &str, repo: &str, revision: &str) -> String {
     )
 }
 
+/// The Hub's refusal of a request in words, the same from the agent and the page:
+/// 401/403 (gated, private, or — as the Hub answers without a token — missing) and 404
+/// (repository, revision or file, as `X-Error-Code` names it). `what` names the request,
+/// `model_page` the repository's page (for the licence), `token_sent` whether a token
+/// went with it and `token_how` how this client is given one. `None` for any other
+/// status.
+pub fn refusal(
+    status: u16,
+    error_code: Option<&str>,
+    what: &str,
+    model_page: &str,
+    token_sent: bool,
+    token_how: &str,
+) -> Option<String> {
+    match status {
+        401 | 403 if error_code == Some("RepositoryNotFound") => Some(format!(
+            "{what}: not found (no such repository, or a private one: check the id, or {token_how})"
+        )),
+        401 | 403 => Some(format!(
+            "{what}: access refused (HTTP {status}): the model is gated or private ({}): accept the licence on the model page ({model_page}) and {token_how}",
+            if token_sent {
+                "a token was sent, but it has no access to this repository"
+            } else {
+                "no token was given"
+            }
+        )),
+        404 => Some(format!(
+            "{what}: not found ({})",
+            match error_code {
+                Some("RepositoryNotFound") => "no such repository",
+                Some("RevisionNotFound") => "no such revision",
+                Some("EntryNotFound") => "no such file in this revision",
+                _ => "HTTP 404",
+            }
+        )),
+        _ => None,
+    }
+}
+
 /// The origin of an `http(s)` URL: scheme, host (lower case) and port (the scheme's
 /// default when none is written). `None` for any other scheme, an empty host, a bad
 /// port, or userinfo (`user@host`: a URL that could dress one host as another is
@@ -529,6 +568,47 @@ pub fn same_origin(a: &str, b: &str) -> bool {
 #[allow(clippy::arithmetic_side_effects)] // test data from small known numbers
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_are_named() {
+        let words = |status, code| {
+            refusal(
+                status,
+                code,
+                "x/y@main: config.json",
+                "https://h/x/y",
+                false,
+                "set HF_TOKEN",
+            )
+        };
+        assert!(
+            words(401, Some("GatedRepo"))
+                .unwrap()
+                .contains("gated or private (no token was given)")
+        );
+        assert!(
+            words(401, Some("RepositoryNotFound"))
+                .unwrap()
+                .contains("not found (no such repository")
+        );
+        assert!(
+            words(404, Some("RevisionNotFound"))
+                .unwrap()
+                .ends_with("not found (no such revision)")
+        );
+        assert!(
+            words(404, Some("EntryNotFound"))
+                .unwrap()
+                .ends_with("not found (no such file in this revision)")
+        );
+        assert!(words(404, None).unwrap().ends_with("not found (HTTP 404)"));
+        assert_eq!(words(500, None), None);
+        assert!(
+            refusal(403, None, "w", "p", true, "t")
+                .unwrap()
+                .contains("a token was sent, but it has no access")
+        );
+    }
 
     #[test]
     fn origins_compare_scheme_host_and_port() {
