@@ -316,8 +316,36 @@ fn injected_failure(state: &State, key: &str) -> Option<Answer> {
     None
 }
 
+/// `GET /api/models?search=Q&…`: the ids of the repositories whose id contains Q
+/// (case-insensitive), in id order, each as `{"id": …}` like the Hub's answer.
+fn search(state: &State, target: &str) -> Answer {
+    let query = target
+        .split_once('?')
+        .map(|(_, q)| q)
+        .unwrap_or("")
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("search="))
+        .map(percent_decode)
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let found: Vec<serde_json::Value> = state
+        .repos
+        .keys()
+        .filter(|id| id.to_ascii_lowercase().contains(&query))
+        .map(|id| serde_json::json!({ "id": id, "downloads": 0 }))
+        .collect();
+    (
+        200,
+        vec![("Content-Type", "application/json".into())],
+        serde_json::to_vec(&found).unwrap_or_default(),
+    )
+}
+
 fn hub(state: &State, target: &str, auth: Option<&str>) -> Answer {
     let path = target.split('?').next().unwrap_or("");
+    if path == "/api/models" {
+        return search(state, target);
+    }
     let parts: Vec<&str> = path.trim_start_matches('/').splitn(6, '/').collect();
     if let ["api", "models", org, name, "tree", rev @ ..] = parts.as_slice() {
         if !state.listing.load(Ordering::Relaxed) {

@@ -181,6 +181,23 @@ fn web_looks_models_up_on_the_hub() {
     );
     assert_eq!(leaked, json!(false), "the token is in memory only");
 
+    // Search as you type: the Hub's model search fills the field's suggestions, and
+    // the token in memory does not go with it.
+    hub.clear();
+    set_field(&browser, "model", "");
+    browser.type_into("[data-testid=model]", "61-sh");
+    let offered = browser.wait_for(
+        "suggestions from the model search",
+        "const o = [...document.querySelectorAll('#model-suggestions option')].map(o => o.value); return o.length > 0 && o",
+    );
+    assert_eq!(offered, json!([SHARDED]), "suggestions");
+    assert!(
+        hub.log()
+            .iter()
+            .all(|l| !l.path.starts_with("/api/models?") || l.auth.is_none()),
+        "a search sends no token"
+    );
+
     // 4. Unknown repository: "not found", the previous import kept.
     look_up(&browser, "tiny-org/no-such-model");
     let status = final_status(&browser, "an unknown repository");

@@ -41,8 +41,8 @@ fn js_text(e: &JsValue, fallback: &str) -> String {
         .unwrap_or_else(|| fallback.to_string())
 }
 
-/// Calls `name(a, b)` of the lookup module (loading it first) and reads its answer.
-async fn call(name: &str, a: &JsValue, b: &JsValue) -> Result<LookupOutcome, String> {
+/// Calls `name(a, b)` of the lookup module (loading it first); its JSON answer.
+async fn call_text(name: &str, a: &JsValue, b: &JsValue) -> Result<String, String> {
     let module = load_lookup(LOOKUP_JS)
         .await
         .map_err(|e| format!("the reader did not load: {}", js_text(&e, "unknown error")))?;
@@ -55,12 +55,26 @@ async fn call(name: &str, a: &JsValue, b: &JsValue) -> Result<LookupOutcome, Str
         .ok()
         .and_then(|p| p.dyn_into().ok())
         .ok_or("the reader did not start")?;
-    let text = JsFuture::from(promise)
+    Ok(JsFuture::from(promise)
         .await
         .map_err(|e| js_text(&e, "the read failed"))?
         .as_string()
-        .unwrap_or_default();
+        .unwrap_or_default())
+}
+
+/// Calls a reader of the lookup module: what it read.
+async fn call(name: &str, a: &JsValue, b: &JsValue) -> Result<LookupOutcome, String> {
+    let text = call_text(name, a, b).await?;
     serde_json::from_slice(text.as_bytes()).map_err(|e| format!("the reader's answer: {e}"))
+}
+
+/// Asks the lookup module to fill the model field's suggestions for what is typed (it
+/// waits for a pause in the typing and asks the Hub's model search). A failed search
+/// only means no suggestions: a lookup says why it fails.
+fn suggest(typed: String) {
+    leptos::task::spawn_local(async move {
+        let _ = call_text("suggest", &JsValue::from(typed), &JsValue::UNDEFINED).await;
+    });
 }
 
 /// Clears the lookup's keys, so a link or a reload does not look the model up again.
@@ -238,11 +252,17 @@ pub fn ImportZone() -> impl IntoView {
     let imported = form.imported;
     view! {
         <form class="lookup" data-testid="lookup" on:submit=on_submit>
-            <label for="model"><strong>"Model on the Hub"</strong></label>
+            <label for="model"><strong>"Model on the Hub"</strong>" — as you type, the Hub's search suggests ids"</label>
             <div class="lookup-row">
                 <input id="model" data-testid="model" type="text" placeholder="meta-llama/Llama-3.1-8B"
-                    spellcheck="false" autocomplete="off"
-                    prop:value=move || model.get() on:input=move |ev| model.set(event_target_value(&ev))/>
+                    spellcheck="false" autocomplete="off" list="model-suggestions"
+                    prop:value=move || model.get()
+                    on:input=move |ev| {
+                        let typed = event_target_value(&ev);
+                        model.set(typed.clone());
+                        suggest(typed);
+                    }/>
+                <datalist id="model-suggestions"></datalist>
                 <button type="submit" data-testid="lookup-go"
                     prop:disabled=move || busy.get().is_some()>"Look up"</button>
             </div>
@@ -256,7 +276,7 @@ pub fn ImportZone() -> impl IntoView {
                     <label>"Access token (gated models)" <input data-testid="token" type="password" autocomplete="off"
                         prop:value=move || token.get() on:input=move |ev| token.set(event_target_value(&ev))/></label>
                 </div>
-                <p class="hint">"Only config.json, the file list and each weight file's header are read, by Range requests to the Hub. The token stays in this page's memory: not in the link, not stored."</p>
+                <p class="hint">"What you type here is sent to the Hub's model search for suggestions. A lookup reads only config.json, the file list and each weight file's header, by Range requests to the Hub. The token stays in this page's memory: not in the link, not stored."</p>
             </details>
         </form>
         <div

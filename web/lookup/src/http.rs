@@ -191,7 +191,7 @@ async fn read_body(response: &Response, cap: usize) -> Result<(Vec<u8>, bool), S
 }
 
 /// Waits `ms` milliseconds (at once where there is no window).
-async fn sleep_ms(ms: u32) {
+pub async fn sleep_ms(ms: u32) {
     let promise = js_sys::Promise::new(&mut |resolve, _| {
         let scheduled = web_sys::window().and_then(|w| {
             w.set_timeout_with_callback_and_timeout_and_arguments_0(

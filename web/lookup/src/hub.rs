@@ -14,7 +14,8 @@ use gpumem_core::import::TensorSummary;
 use gpumem_core::import::hf_config::parse_config;
 use gpumem_core::import::hub::{
     self, CONFIG_FILE, INDEX_FILE, MAX_LISTING_BYTES, RepoFile, SINGLE_FILE, WeightFiles,
-    check_file, check_repo_id, choose_weights, index_shards, parse_tree, resolve_url, tree_url,
+    check_file, check_repo_id, choose_weights, index_shards, parse_search, parse_tree, resolve_url,
+    search_url, tree_url,
 };
 use gpumem_core::import::read_policy::{HeaderFormat, HeaderRead, Step};
 use gpumem_proto::lookup::{LookupOutcome, LookupRequest, TensorsRead};
@@ -174,6 +175,27 @@ pub async fn lookup(
         round_trips: slowest.saturating_add(1),
         commit,
     })
+}
+
+/// How long the typing must pause before the page asks for suggestions.
+pub const SUGGEST_PAUSE_MS: u32 = 300;
+
+/// Model ids matching `query` (the Hub's model search, most downloaded first), for
+/// suggestions while the user types; none for a query too short to search.
+pub async fn search(endpoint: &str, query: &str) -> Result<Vec<String>, String> {
+    let Some(url) = search_url(endpoint, query) else {
+        return Ok(Vec::new());
+    };
+    // Public: no token goes with a search.
+    let http = Http::new(endpoint, None);
+    let answer = http.get(&url, None, MAX_LISTING_BYTES).await?;
+    if answer.status != 200 || answer.truncated {
+        return Err(format!(
+            "model search: the Hub answered HTTP {}",
+            answer.status
+        ));
+    }
+    parse_search(&answer.body).map_err(|e| e.to_string())
 }
 
 /// Reads one weight file's header by Range requests; the number of reads it took.

@@ -45,6 +45,48 @@ pub async fn lookup(request: String, progress: js_sys::Function) -> Result<Strin
     answer(&outcome)
 }
 
+thread_local! {
+    /// The latest suggestion request: an older one still waiting gives way.
+    static TYPED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Fills the page's `<datalist id="model-suggestions">` with the model ids matching
+/// `query` on the page's Hub (most downloaded first), once the typing has paused for
+/// [`hub::SUGGEST_PAUSE_MS`]; a newer call supersedes a waiting one. Answers how many
+/// ids were offered (as text), or an error in words.
+#[wasm_bindgen]
+pub async fn suggest(query: String) -> Result<String, JsValue> {
+    let mine = TYPED.with(|t| {
+        let n = t.get().wrapping_add(1);
+        t.set(n);
+        n
+    });
+    let current = || TYPED.with(|t| t.get()) == mine;
+    http::sleep_ms(hub::SUGGEST_PAUSE_MS).await;
+    if !current() {
+        return Ok(String::new());
+    }
+    let ids = hub::search(&hub_endpoint(), &query)
+        .await
+        .map_err(JsValue::from)?;
+    if !current() {
+        return Ok(String::new());
+    }
+    let document = web_sys::window()
+        .and_then(|w| w.document())
+        .ok_or("no document")?;
+    let list = document
+        .get_element_by_id("model-suggestions")
+        .ok_or("no suggestion list on this page")?;
+    list.set_text_content(None);
+    for id in &ids {
+        let option = document.create_element("option")?;
+        option.set_attribute("value", id)?;
+        list.append_child(&option)?;
+    }
+    Ok(ids.len().to_string())
+}
+
 /// The Hub endpoint of this page: `<meta name="gpumem-hub" content="…">`, which the
 /// build (a mirror) or `gpumem-agent serve` (its `HF_ENDPOINT`) sets together with the
 /// Content-Security-Policy that allows it.
