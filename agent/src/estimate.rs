@@ -143,7 +143,28 @@ pub fn flag_of(f: &'static Field) -> Arg {
         .value_name(name)
         .allow_hyphen_values(true)
         .value_parser(Offered(f))
-        .help(f.help)
+        .help(help_of(f))
+}
+
+/// The field's help, with what the table says beside it: a text field's suggestions
+/// and the default (a switch's, or what an empty field means).
+fn help_of(f: &Field) -> String {
+    let mut help = f.help.to_string();
+    if matches!(f.kind, FieldKind::Text) && !f.choices.is_empty() {
+        let names: Vec<&str> = f.choices.iter().map(|(v, _)| *v).collect();
+        help.push_str(&format!(" (e.g. {}, …)", names.join(", ")));
+    }
+    match f.kind {
+        FieldKind::Bool(d) => help.push_str(&format!(" [default: {d}]")),
+        // A choice field's help says its default in words.
+        FieldKind::Choice => {}
+        _ if !f.placeholder.is_empty() => help.push_str(&format!(
+            " [default: {}]",
+            f.placeholder.trim_start_matches("= ")
+        )),
+        _ => {}
+    }
+    help
 }
 
 /// A value parser that takes any text and offers the field's choices.
