@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
 use gpumem_core::EstimateError;
 use gpumem_core::estimate::{Estimate, Kind, estimate};
+use gpumem_core::fields::Unit;
 use gpumem_core::fit::{CardFit, Verdict, fit_table};
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
 use gpumem_core::import::{TensorSummary, gguf, hf_config};
@@ -124,12 +125,11 @@ struct JsonOutput<'a> {
 pub fn flag_of(f: &'static Field) -> Arg {
     let name = match f.kind {
         FieldKind::Count => match f.unit {
-            "" => "N",
-            "GiB" => "GIB",
-            "MiB" => "MIB",
-            "bytes" => "BYTES",
-            "tokens" => "TOKENS",
-            _ => "N",
+            Unit::None => "N",
+            Unit::Gib => "GIB",
+            Unit::Mib => "MIB",
+            Unit::Bytes => "BYTES",
+            Unit::Tokens => "TOKENS",
         },
         FieldKind::Bool(_) => "BOOL",
         FieldKind::Choice => "NAME",
@@ -156,8 +156,13 @@ fn help_of(f: &Field) -> String {
     }
     match f.kind {
         FieldKind::Bool(d) => help.push_str(&format!(" [default: {d}]")),
-        // A choice field's help says its default in words.
-        FieldKind::Choice => {}
+        // The engine's empty choice is "no engine" here (the page shows every engine).
+        FieldKind::Choice if f.is_engine() => {}
+        FieldKind::Choice => {
+            if let Some((_, label)) = f.choices.iter().find(|(v, _)| v.is_empty()) {
+                help.push_str(&format!(" [default: {label}]"));
+            }
+        }
         _ if !f.placeholder.is_empty() => help.push_str(&format!(
             " [default: {}]",
             f.placeholder.trim_start_matches("= ")

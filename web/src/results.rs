@@ -521,7 +521,7 @@ fn Sweep() -> impl IntoView {
             <h3>"Vary one dimension at a time"</h3>
             <div class="sweep-controls">
                 <Field key="vary" label="Dimension" choices=&[
-                    ("", "prompt tokens (context)"), ("sequences", "sequences together"),
+                    ("", "prompt tokens"), ("sequences", "sequences together"),
                     ("generate", "generated tokens"),
                 ]/>
                 <Field key="card"/>

@@ -80,6 +80,34 @@ pub enum FieldKind {
     Card,
 }
 
+/// The unit of a value, when the label does not make it obvious.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// None, or obvious from the label.
+    None,
+    /// Bytes.
+    Bytes,
+    /// MiB (2^20 bytes).
+    Mib,
+    /// GiB (2^30 bytes).
+    Gib,
+    /// Tokens.
+    Tokens,
+}
+
+impl Unit {
+    /// How the page writes it after the label ("" for none).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Unit::None => "",
+            Unit::Bytes => "bytes",
+            Unit::Mib => "MiB",
+            Unit::Gib => "GiB",
+            Unit::Tokens => "tokens",
+        }
+    }
+}
+
 /// One input key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Field {
@@ -91,16 +119,17 @@ pub struct Field {
     pub kind: FieldKind,
     /// A short label (the page's field label).
     pub label: &'static str,
-    /// The unit of the value ("" when none or obvious): the page appends it to the
-    /// label, the CLI uses it as the value's name.
-    pub unit: &'static str,
+    /// The unit of the value: the page appends it to the label, the CLI names the
+    /// value after it. (An enum, not text: the table is part of the page's wasm.)
+    pub unit: Unit,
     /// What an empty value means (the default, or what stands in for it), shown in the
     /// empty field and as `[default: …]` in `--help`; "" when nothing to say.
     pub placeholder: &'static str,
     /// One sentence of help: `--help` and the page's hint. It names neither the
     /// default nor the choices: both are generated from the fields below.
     pub help: &'static str,
-    /// (value, label): the values of a [`FieldKind::Choice`] ("" = the default), or
+    /// (value, label): the values of a [`FieldKind::Choice`] ("" = the default, its
+    /// label naming it; where shown, "(default)" is added to it), or
     /// suggestions of a [`FieldKind::Text`].
     pub choices: &'static [(&'static str, &'static str)],
 }
@@ -118,7 +147,7 @@ const fn f(
         group,
         kind,
         label,
-        unit: "",
+        unit: Unit::None,
         placeholder,
         help,
         choices: &[],
@@ -126,7 +155,7 @@ const fn f(
 }
 
 impl Field {
-    const fn unit(mut self, unit: &'static str) -> Field {
+    const fn unit(mut self, unit: Unit) -> Field {
         self.unit = unit;
         self
     }
@@ -293,22 +322,22 @@ pub static FIELDS: &[Field] = &[
         "Layers keeping a constant per-sequence state instead of KV (Mamba / linear-attention layers of hybrids)"),
     f("state-bytes", G::CacheShape, K::Count, "State bytes per layer", "0",
         "State bytes per such layer and sequence (Mamba-2: heads × head dim × d_state + conv window, × dtype)")
-        .unit("bytes"),
+        .unit(Unit::Bytes),
     f("attention", G::Transients, K::Choice, "Attention kernel", "",
-        "Attention implementation: sdpa (default), flash or eager (eager keeps a tokens² matrix)")
-        .choices(&[("", "sdpa (default)"), ("flash", "flash"), ("eager", "eager — tokens² scores")]),
+        "Attention implementation (eager keeps a tokens² matrix)")
+        .choices(&[("", "sdpa"), ("flash", "flash"), ("eager", "eager — tokens² scores")]),
     f("logits", G::Transients, K::Choice, "Logits kept", "",
-        "Logits kept in prefill: last (default) or all")
-        .choices(&[("", "last (default)"), ("all", "all positions")]),
+        "Logits kept in prefill")
+        .choices(&[("", "last position"), ("all", "all positions")]),
     f("cuda-context-mib", G::Transients, K::Count, "CUDA context", "in reserve",
         "CUDA context + library workspaces per device (assumed)")
-        .unit("MiB"),
-    f("train", G::Training, K::Choice, "Mode", "", "Training: none (default), full or lora")
-        .choices(&[("", "inference (default)"), ("full", "full fine-tuning"), ("lora", "LoRA")]),
+        .unit(Unit::Mib),
+    f("train", G::Training, K::Choice, "Mode", "", "Training (none: inference)")
+        .choices(&[("", "inference"), ("full", "full fine-tuning"), ("lora", "LoRA")]),
     f("optimizer", G::Training, K::Choice, "Optimizer", "",
-        "Optimizer: adamw (default), adamw8bit, sgd-momentum, sgd, none")
+        "Optimizer whose states training keeps")
         .choices(&[
-            ("", "AdamW (default)"),
+            ("", "AdamW"),
             ("adamw8bit", "AdamW 8-bit"),
             ("sgd-momentum", "SGD + momentum"),
             ("sgd", "SGD"),
@@ -326,10 +355,10 @@ pub static FIELDS: &[Field] = &[
         "Full activation checkpointing"),
     f("reserve-gib", G::Devices, K::Count, "Reserve", "4",
         "Reserve per device: a preparation hypothesis, not proof")
-        .unit("GiB"),
+        .unit(Unit::Gib),
     f("reserve-bytes", G::Devices, K::Count, "…or reserve", "",
         "Overrides reserve-gib, e.g. with the agent's observed overhead")
-        .unit("bytes"),
+        .unit(Unit::Bytes),
     f("gpus", G::Devices, K::Count, "GPUs", "1", "GPUs in total"),
     f("tp", G::Devices, K::Count, "Tensor parallel", "1", "Tensor-parallel degree"),
     f("pp", G::Devices, K::Count, "Pipeline stages", "1", "Devices a layer stack is cut into"),
@@ -349,12 +378,12 @@ pub static FIELDS: &[Field] = &[
         "vLLM: fraction of the card's total memory the instance may use"),
     f("max-model-len", G::Engine, K::Count, "Max model length", "context + generate",
         "Tokens per sequence the engine must serve (without a context: max-position)")
-        .unit("tokens"),
+        .unit(Unit::Tokens),
     f("max-num-seqs", G::Engine, K::Count, "vLLM max sequences", "1024 or 256",
         "vLLM: sequences scheduled at once (assumed: 1024 on ≥ 70 GiB cards but A100s)"),
     f("max-num-batched-tokens", G::Engine, K::Count, "Batched tokens (profiling)", "8192 or 2048",
         "Tokens of the profiling / warmup forward (vLLM, assumed: 8192 on ≥ 70 GiB cards but A100s)")
-        .unit("tokens"),
+        .unit(Unit::Tokens),
     f("mem-fraction-static", G::Engine, K::Fraction, "SGLang static fraction", "0.88",
         "SGLang: fraction of the card for weights + KV pool (assumed when empty)"),
 ];

@@ -105,8 +105,8 @@ fn parse_bool(field: &'static str, text: &str) -> Result<bool, EstimateError> {
     }
 }
 
-fn key_static(key: &str) -> Option<&'static str> {
-    field(key).filter(|f| !f.is_engine()).map(|f| f.key)
+fn key_static(key: &str) -> Option<&'static Field> {
+    field(key).filter(|f| !f.is_engine())
 }
 
 /// Reads `key=value` pairs into an input. Unknown keys and bad values each give
@@ -121,7 +121,7 @@ where
     let mut arch_flags: Vec<(&'static str, bool)> = Vec::new();
     let mut kv_text: Option<String> = None;
     for (key, value) in pairs {
-        let Some(k) = key_static(key) else {
+        let Some(f) = key_static(key) else {
             errors.push(EstimateError::invalid(
                 "input",
                 format!("unknown key {key:?}"),
@@ -130,7 +130,7 @@ where
         };
         if let Err(e) = apply(
             &mut input,
-            k,
+            f,
             value,
             &mut arch_fields,
             &mut arch_flags,
@@ -156,13 +156,23 @@ where
 
 fn apply(
     input: &mut EstimateInput,
-    k: &'static str,
+    f: &'static Field,
     v: &str,
     arch_fields: &mut Vec<(&'static str, u64)>,
     arch_flags: &mut Vec<(&'static str, bool)>,
     kv_text: &mut Option<String>,
 ) -> Result<(), EstimateError> {
+    let k = f.key;
     let count = || parse_count(k, v);
+    // The architecture's keys are collected by kind (the table says which they are)
+    // and checked together in `build_arch`.
+    if f.group.is_arch() {
+        match f.kind {
+            FieldKind::Bool(_) => arch_flags.push((k, parse_bool(k, v)?)),
+            _ => arch_fields.push((k, count()?)),
+        }
+        return Ok(());
+    }
     match k {
         "parameters" => input.parameters = Some(count()?),
         "bits" => {
@@ -175,35 +185,6 @@ fn apply(
         "attention-format" => input.attention_format = Some(StorageFormat::parse(k, v)?),
         "max-position" => input.max_position = Some(count()?),
         "compute-dtype" => input.compute_dtype = Dtype::parse(k, v)?,
-        "layers"
-        | "hidden"
-        | "heads"
-        | "kv-heads"
-        | "head-dim"
-        | "intermediate"
-        | "vocab"
-        | "experts"
-        | "active-experts"
-        | "expert-intermediate"
-        | "shared-experts"
-        | "shared-intermediate"
-        | "dense-layers"
-        | "moe-every"
-        | "layer-norms"
-        | "learned-positions"
-        | "q-lora-rank"
-        | "kv-lora-rank"
-        | "qk-nope-dim"
-        | "qk-rope-dim"
-        | "v-head-dim"
-        | "mtp-layers"
-        | "tower-params" => {
-            arch_fields.push((k, count()?));
-        }
-        "gated-mlp" | "tied-embeddings" | "qkv-bias" | "o-bias" | "mlp-bias" | "qk-norm"
-        | "layernorm-bias" | "qk-norm-whole" | "attn-sinks" | "router-bias" => {
-            arch_flags.push((k, parse_bool(k, v)?));
-        }
         "sequences" => input.sequences = count()?,
         "context" => input.context = Some(count()?),
         "generate" => input.generate = count()?,
