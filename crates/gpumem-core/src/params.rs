@@ -115,6 +115,15 @@ pub fn from_pairs<'a, I>(pairs: I) -> (EstimateInput, Vec<EstimateError>)
 where
     I: IntoIterator<Item = (&'a str, &'a str)>,
 {
+    read_pairs(&mut pairs.into_iter())
+}
+
+/// The one non-generic body of [`from_pairs`]: the page calls it with many iterator
+/// types, and one copy of the reader keeps its wasm small.
+#[inline(never)]
+fn read_pairs<'a>(
+    pairs: &mut dyn Iterator<Item = (&'a str, &'a str)>,
+) -> (EstimateInput, Vec<EstimateError>) {
     let mut input = EstimateInput::default();
     let mut errors = Vec::new();
     let mut arch_fields: Vec<(&'static str, u64)> = Vec::new();
@@ -163,37 +172,41 @@ fn apply(
     kv_text: &mut Option<String>,
 ) -> Result<(), EstimateError> {
     let k = f.key;
-    let count = || parse_count(k, v);
-    // The architecture's keys are collected by kind (the table says which they are)
-    // and checked together in `build_arch`.
+    // The table's kind says how a value reads: a count or a switch is parsed once
+    // here, and the match below only says where it goes.
+    let (n, on) = match f.kind {
+        FieldKind::Count => (parse_count(k, v)?, false),
+        FieldKind::Bool(_) => (0, parse_bool(k, v)?),
+        _ => (0, false),
+    };
+    // The architecture's keys are collected (by kind) and checked together in `build_arch`.
     if f.group.is_arch() {
         match f.kind {
-            FieldKind::Bool(_) => arch_flags.push((k, parse_bool(k, v)?)),
-            _ => arch_fields.push((k, count()?)),
+            FieldKind::Bool(_) => arch_flags.push((k, on)),
+            _ => arch_fields.push((k, n)),
         }
         return Ok(());
     }
     match k {
-        "parameters" => input.parameters = Some(count()?),
+        "parameters" => input.parameters = Some(n),
         "bits" => {
-            input.bits = Some(
-                u32::try_from(count()?).map_err(|_| EstimateError::invalid(k, "absurdly large"))?,
-            )
+            input.bits =
+                Some(u32::try_from(n).map_err(|_| EstimateError::invalid(k, "absurdly large"))?)
         }
         "format" => input.format = Some(StorageFormat::parse(k, v)?),
         "keep-format" => input.keep_format = StorageFormat::parse(k, v)?,
         "attention-format" => input.attention_format = Some(StorageFormat::parse(k, v)?),
-        "max-position" => input.max_position = Some(count()?),
+        "max-position" => input.max_position = Some(n),
         "compute-dtype" => input.compute_dtype = Dtype::parse(k, v)?,
-        "sequences" => input.sequences = count()?,
-        "context" => input.context = Some(count()?),
-        "generate" => input.generate = count()?,
+        "sequences" => input.sequences = n,
+        "context" => input.context = Some(n),
+        "generate" => input.generate = n,
         "kv-dtype" => *kv_text = Some(v.to_string()),
-        "sliding-window" => input.sliding_window = Some(count()?),
-        "sliding-layers" => input.sliding_layers = Some(count()?),
-        "static-cache" => input.static_cache = Some(count()?),
-        "state-layers" => input.state_layers = count()?,
-        "state-bytes" => input.state_bytes = count()?,
+        "sliding-window" => input.sliding_window = Some(n),
+        "sliding-layers" => input.sliding_layers = Some(n),
+        "static-cache" => input.static_cache = Some(n),
+        "state-layers" => input.state_layers = n,
+        "state-bytes" => input.state_bytes = n,
         "attention" => input.attention = AttentionImpl::parse(k, v)?,
         "logits" => {
             input.logits = match v.trim() {
@@ -207,7 +220,7 @@ fn apply(
                 }
             }
         }
-        "cuda-context-mib" => input.cuda_context_mib = Some(count()?),
+        "cuda-context-mib" => input.cuda_context_mib = Some(n),
         "train" => {
             input.train = match v.trim() {
                 "none" | "" => TrainMode::None,
@@ -223,15 +236,15 @@ fn apply(
         }
         "optimizer" => input.optimizer = Optimizer::parse(k, v)?,
         "grad-dtype" => input.grad_dtype = Some(Dtype::parse(k, v)?),
-        "master-weights" => input.master_weights = parse_bool(k, v)?,
-        "lora-rank" => input.lora_rank = count()?,
+        "master-weights" => input.master_weights = on,
+        "lora-rank" => input.lora_rank = n,
         "lora-targets" => input.lora_targets = v.trim().to_string(),
-        "checkpointing" => input.checkpointing = parse_bool(k, v)?,
-        "reserve-gib" => input.reserve_gib = count()?,
-        "reserve-bytes" => input.reserve_bytes = Some(count()?),
-        "gpus" => input.gpus = count()?,
-        "tp" => input.tp = count()?,
-        "pp" => input.pp = count()?,
+        "checkpointing" => input.checkpointing = on,
+        "reserve-gib" => input.reserve_gib = n,
+        "reserve-bytes" => input.reserve_bytes = Some(n),
+        "gpus" => input.gpus = n,
+        "tp" => input.tp = n,
+        "pp" => input.pp = n,
         _ => {
             return Err(EstimateError::invalid(
                 "input",
