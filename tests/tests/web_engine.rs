@@ -155,6 +155,34 @@ fn web_engine_keys_come_from_the_url_and_survive_a_reload() {
     };
     page.load(&query);
     let search = check("from the link");
+    // The page's command line carries the engine flags, and the agent prints the same
+    // budget for it.
+    let cmd = page.browser.testid("cli-command");
+    let args: Vec<&str> = cmd
+        .strip_prefix("gpumem-agent ")
+        .unwrap_or_else(|| panic!("{cmd}"))
+        .split_whitespace()
+        .collect();
+    assert!(
+        cmd.contains("--engine vllm") && cmd.contains("--gpu-memory-utilization 0.85"),
+        "{cmd}"
+    );
+    let out = std::process::Command::new(web_support::agent_binary())
+        .args(&args)
+        .arg("--json")
+        .output()
+        .expect("run the agent");
+    assert!(
+        out.status.success(),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+    assert_eq!(
+        json["engine"]["kv_capacity_bytes"],
+        serde_json::json!(want.kv_capacity_bytes),
+        "{cmd}"
+    );
     // A reload of the address the page wrote keeps the engine section.
     page.load(search.trim_start_matches('?'));
     check("after a reload");

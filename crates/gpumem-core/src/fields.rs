@@ -246,7 +246,7 @@ pub static FIELDS: &[Field] = &[
         "Compute/activation dtype")
         .choices(DTYPES),
     f("layers", G::Architecture, K::Count, "Layers", "", "Decoder layers"),
-    f("hidden", G::Architecture, K::Count, "Hidden size", "", "Hidden size"),
+    f("hidden", G::Architecture, K::Count, "Hidden size", "", "Width of the residual stream (hidden_size)"),
     f("heads", G::Architecture, K::Count, "Attention heads", "", "Attention (query) heads"),
     f("kv-heads", G::Architecture, K::Count, "KV heads", "= heads",
         "Key/value heads (GQA/MQA)"),
