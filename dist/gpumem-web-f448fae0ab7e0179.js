@@ -380,7 +380,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2439(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2440(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -537,22 +537,22 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 534, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2363);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2364);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 590, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3862);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3863);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 590, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3862_14);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3863_14);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 588, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3861);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3862);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
@@ -575,26 +575,26 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3861(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3861(arg0, arg1);
+function __wasm_bindgen_func_elem_3862(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3862(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_3862(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3862(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3863(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3863(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3862_14(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3862_14(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3863_14(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3863_14(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2439(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2439(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2440(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2440(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2363(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2364(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2363(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2364(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
