@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
 use gpumem_core::EstimateError;
 use gpumem_core::estimate::{Estimate, Kind, estimate};
+use gpumem_core::fields::Unit;
 use gpumem_core::fit::{CardFit, Verdict, fit_table};
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
 use gpumem_core::import::{TensorSummary, gguf, hf_config};
@@ -124,12 +125,11 @@ struct JsonOutput<'a> {
 pub fn flag_of(f: &'static Field) -> Arg {
     let name = match f.kind {
         FieldKind::Count => match f.unit {
-            "" => "N",
-            "GiB" => "GIB",
-            "MiB" => "MIB",
-            "bytes" => "BYTES",
-            "tokens" => "TOKENS",
-            _ => "N",
+            Unit::None => "N",
+            Unit::Gib => "GIB",
+            Unit::Mib => "MIB",
+            Unit::Bytes => "BYTES",
+            Unit::Tokens => "TOKENS",
         },
         FieldKind::Bool(_) => "BOOL",
         FieldKind::Choice => "NAME",
@@ -143,7 +143,33 @@ pub fn flag_of(f: &'static Field) -> Arg {
         .value_name(name)
         .allow_hyphen_values(true)
         .value_parser(Offered(f))
-        .help(f.help)
+        .help(help_of(f))
+}
+
+/// The field's help, with what the table says beside it: a text field's suggestions
+/// and the default (a switch's, or what an empty field means).
+fn help_of(f: &Field) -> String {
+    let mut help = f.help.to_string();
+    if matches!(f.kind, FieldKind::Text) && !f.choices.is_empty() {
+        let names: Vec<&str> = f.choices.iter().map(|(v, _)| *v).collect();
+        help.push_str(&format!(" (e.g. {}, …)", names.join(", ")));
+    }
+    match f.kind {
+        FieldKind::Bool(d) => help.push_str(&format!(" [default: {d}]")),
+        // The engine's empty choice is "no engine" here (the page shows every engine).
+        FieldKind::Choice if f.is_engine() => {}
+        FieldKind::Choice => {
+            if let Some((_, label)) = f.choices.iter().find(|(v, _)| v.is_empty()) {
+                help.push_str(&format!(" [default: {label}]"));
+            }
+        }
+        _ if !f.placeholder.is_empty() => help.push_str(&format!(
+            " [default: {}]",
+            f.placeholder.trim_start_matches("= ")
+        )),
+        _ => {}
+    }
+    help
 }
 
 /// A value parser that takes any text and offers the field's choices.

@@ -72,3 +72,125 @@ fn web_engine_section_matches_the_core() {
         "{seqs}"
     );
 }
+
+/// The engine keys are URL keys like every field: a link with `engine`, `card` and an
+/// engine flag shows them in the engine section, the figure follows the flag (the
+/// core's, for the same keys), and a reload keeps all of it.
+#[test]
+fn web_engine_keys_come_from_the_url_and_survive_a_reload() {
+    let Some(page) = Page::open("web_engine_keys_come_from_the_url_and_survive_a_reload") else {
+        return;
+    };
+    let engine_keys =
+        "engine=vllm&card=h100-sxm-80gb&gpu-memory-utilization=0.85&max-model-len=8000";
+    let query = format!("{LLAMA_8B}&context=16000&{engine_keys}");
+    let estimate_pairs: Vec<(&str, &str)> = LLAMA_8B
+        .split('&')
+        .chain(["context=16000"])
+        .filter_map(|p| p.split_once('='))
+        .collect();
+    let (input, errors) = from_pairs(estimate_pairs);
+    assert!(errors.is_empty(), "{errors:?}");
+    let est = estimate(&input).unwrap();
+    let (params, errors) =
+        engine::from_pairs(engine_keys.split('&').filter_map(|p| p.split_once('=')));
+    assert!(errors.is_empty(), "{errors:?}");
+    let want = engine::budget(&input, &est, &params).unwrap();
+    // The default utilisation gives another figure: the flag is what moves it.
+    let at_default = engine::budget(
+        &input,
+        &est,
+        &EngineParams {
+            gpu_memory_utilization_ppm: None,
+            ..params.clone()
+        },
+    )
+    .unwrap();
+    assert_ne!(want.kv_capacity_bytes, at_default.kv_capacity_bytes);
+    let bytes = format!("{} B", signed_group_digits(want.kv_capacity_bytes));
+    let check = |what: &str| {
+        let row = page.browser.wait_for(
+            what,
+            &format!(
+                "const e = document.querySelector('[data-testid=\"engine-vllm\"]'); return e && e.textContent.includes('{bytes}') && e.textContent;"
+            ),
+        );
+        let row = row.as_str().unwrap().to_string();
+        assert!(
+            row.contains(&group_digits(want.max_sequences)),
+            "{what}: {row}"
+        );
+        // `engine=vllm` keeps only vLLM's row.
+        let others = page.browser.js(
+            "return document.querySelectorAll('[data-testid^=\"engine-\"]:not([data-testid=\"engine-panel\"])').length",
+            serde_json::json!([]),
+        );
+        assert_eq!(others, serde_json::json!(1), "{what}: rows");
+        // The engine section's fields show the link's values.
+        for (k, v) in [
+            ("engine", "vllm"),
+            ("gpu-memory-utilization", "0.85"),
+            ("max-model-len", "8000"),
+            ("card", "h100-sxm-80gb"),
+        ] {
+            let got = page.browser.js(
+                "return document.getElementById(arguments[0]).value",
+                serde_json::json!([k]),
+            );
+            assert_eq!(got, serde_json::json!(v), "{what}: {k}");
+        }
+        let in_section = page.browser.js(
+            "return !!document.querySelector('[data-testid=\"engine-panel\"] #gpu-memory-utilization')",
+            serde_json::json!([]),
+        );
+        assert_eq!(in_section, serde_json::json!(true), "{what}");
+        let search = page
+            .browser
+            .js("return location.search", serde_json::json!([]));
+        let search = search.as_str().unwrap().to_string();
+        for pair in engine_keys.split('&') {
+            assert!(search.contains(pair), "{what}: {pair} not in {search}");
+        }
+        search
+    };
+    page.load(&query);
+    let search = check("from the link");
+    // The page's command line carries the engine flags, and the agent prints the same
+    // budget for it.
+    let cmd = page.browser.testid("cli-command");
+    let args: Vec<&str> = cmd
+        .strip_prefix("gpumem-agent ")
+        .unwrap_or_else(|| panic!("{cmd}"))
+        .split_whitespace()
+        .collect();
+    assert!(
+        cmd.contains("--engine vllm") && cmd.contains("--gpu-memory-utilization 0.85"),
+        "{cmd}"
+    );
+    let out = std::process::Command::new(web_support::agent_binary())
+        .args(&args)
+        .arg("--json")
+        .output()
+        .expect("run the agent");
+    assert!(
+        out.status.success(),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+    assert_eq!(
+        json["engine"]["kv_capacity_bytes"],
+        serde_json::json!(want.kv_capacity_bytes),
+        "{cmd}"
+    );
+    // A reload of the address the page wrote keeps the engine section.
+    page.load(search.trim_start_matches('?'));
+    check("after a reload");
+    // A value out of range is kept beside its field with the parser's message.
+    page.browser.type_into("#gpu-memory-utilization", "1.5");
+    let msg = page.browser.wait_for(
+        "the fraction's message",
+        "const e = document.querySelector('#gpu-memory-utilization-msg'); return e && e.textContent.includes('fraction') && e.textContent;",
+    );
+    println!("web-engine: gpu-memory-utilization=1.5 → {msg}");
+}

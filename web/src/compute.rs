@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use gpumem_core::EstimateError;
-use gpumem_core::engine::{self, is_engine_key};
 use gpumem_core::estimate::{Estimate, estimate};
 use gpumem_core::import::TensorSummary;
 use gpumem_core::params::from_pairs;
@@ -123,11 +122,7 @@ pub fn compute(
     }
     // The engine's keys (page pairs like the workloads' own): their messages go
     // beside their fields too.
-    let (_, errors) = engine::from_pairs(
-        page.iter()
-            .filter(|(k, _)| is_engine_key(k))
-            .map(|(k, v)| (*k, v.as_str())),
-    );
+    let (_, errors) = crate::engine_panel::engine_settings(page);
     for e in errors {
         if let EstimateError::Invalid { field, reason } = e {
             field_errors.entry(field.to_string()).or_insert(reason);

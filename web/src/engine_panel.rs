@@ -8,6 +8,7 @@
 //! section. An empty field is the engine's default; `engine` narrows the table to one
 //! engine. The card is the page's target card (the `card` field by the sweep).
 
+use gpumem_core::EstimateError;
 use gpumem_core::catalogue::{CATALOGUE, GpuCard, find};
 use gpumem_core::engine::{self, Engine, EngineBudget, EngineParams, Largest, engine_keys};
 use gpumem_core::estimate::{EstimateInput, estimate};
@@ -36,6 +37,18 @@ pub struct EngineView {
     pub largest: Largest,
     /// Each engine's budget (every engine, or the one named), or why there is none.
     pub budgets: Vec<(Engine, Result<EngineBudget, String>)>,
+}
+
+/// The engine flags among `pairs` (other keys are skipped), parsed by the core.
+/// One non-generic entry point, so the page holds one copy of the parser.
+#[inline(never)]
+pub fn engine_settings(pairs: &[(&'static str, String)]) -> (EngineParams, Vec<EstimateError>) {
+    engine::from_pairs(
+        pairs
+            .iter()
+            .filter(|(k, _)| engine::is_engine_key(k))
+            .map(|(k, v)| (*k, v.as_str())),
+    )
 }
 
 /// The section's figures for a workload given as `key=value` pairs, with the
@@ -96,7 +109,7 @@ pub fn EnginePanel() -> impl IntoView {
             .map(|(k, s)| (*k, s.get()))
             .filter(|(_, v)| !v.trim().is_empty())
             .collect();
-        let (settings, _) = engine::from_pairs(typed.iter().map(|(k, v)| (*k, v.as_str())));
+        let (settings, _) = engine_settings(&typed);
         imported
             .with(|i| engine_view(&pairs, i.as_ref().map(|i| &i.summary), card, &settings))
             .map(|v| (card.name, v))
@@ -197,8 +210,11 @@ mod tests {
             .is_none()
         );
         // The engine flags apply, and `engine` keeps only that engine.
-        let (settings, errors) =
-            engine::from_pairs([("engine", "vllm"), ("gpu-memory-utilization", "0.85")]);
+        let (settings, errors) = engine_settings(&[
+            ("engine", "vllm".into()),
+            ("gpu-memory-utilization", "0.85".into()),
+            ("layers", "32".into()),
+        ]);
         assert!(errors.is_empty());
         let v85 = engine_view(&pairs, None, card, &settings).expect("a view");
         assert_eq!(v85.budgets.len(), 1);

@@ -7,6 +7,7 @@
 //! goes in which section.
 
 use gpumem_core::catalogue::CATALOGUE;
+use gpumem_core::fields::Unit;
 use gpumem_core::params::{FIELDS, FieldGroup, FieldKind, field, from_pairs};
 use gpumem_core::presets::PRESETS;
 use leptos::prelude::*;
@@ -26,7 +27,7 @@ fn error_of(key: &'static str) -> Memo<Option<String>> {
 struct Spec {
     kind: FieldKind,
     label: &'static str,
-    unit: &'static str,
+    unit: Unit,
     hint: &'static str,
     placeholder: &'static str,
     choices: &'static [(&'static str, &'static str)],
@@ -49,7 +50,7 @@ fn spec(key: &str, label: &'static str, choices: &'static [(&'static str, &'stat
                 FieldKind::Choice
             },
             label,
-            unit: "",
+            unit: Unit::None,
             hint: "",
             placeholder: "",
             choices,
@@ -78,7 +79,7 @@ pub fn Field(
     let hint = s.hint;
     view! {
         <div class="field" class:invalid=move || err.get().is_some() class:bool=matches!(s.kind, FieldKind::Bool(_))>
-            <label for=key>{s.label}{(!s.unit.is_empty()).then(|| format!(" ({})", s.unit))}</label>
+            <label for=key>{s.label}{(s.unit != Unit::None).then(|| format!(" ({})", s.unit.name()))}</label>
             {control}
             <p class="msg" id=msg_id aria-live="polite">
                 {move || err.get()}
@@ -130,14 +131,16 @@ fn control(
             .into_any()
         }
         FieldKind::Choice | FieldKind::Card => {
-            let card = matches!(s.kind, FieldKind::Card);
-            let known = move |v: &str| {
-                if card {
-                    CATALOGUE.iter().any(|c| c.id == v)
-                } else {
-                    s.choices.iter().any(|(c, _)| *c == v)
-                }
+            // A card is a choice among the catalogue's; "" is the first card, which
+            // is what an empty `card` key means.
+            let options: Vec<(&'static str, &'static str)> = if matches!(s.kind, FieldKind::Card) {
+                std::iter::once(("", CATALOGUE[0].name))
+                    .chain(CATALOGUE.iter().map(|c| (c.id, c.name)))
+                    .collect()
+            } else {
+                s.choices.to_vec()
             };
+            let known = options.clone();
             view! {
                 <select
                     id=key
@@ -148,19 +151,16 @@ fn control(
                     prop:value=move || sig.get()
                     on:change=move |ev| sig.set(event_target_value(&ev))
                 >
-                    {card.then(|| view! {
-                        // "" is the first card, which is what an empty `card` key means.
-                        <option value="">{CATALOGUE[0].name} " (default)"</option>
-                        {CATALOGUE.iter().map(|c| view! { <option value=c.id>{c.name}</option> }).collect_view()}
-                    })}
-                    {s.choices
-                        .iter()
-                        .map(|(v, l)| view! { <option value=*v>{*l}</option> })
+                    {options
+                        .into_iter()
+                        .map(|(v, l)| view! {
+                            <option value=v>{l}{v.is_empty().then_some(" (default)")}</option>
+                        })
                         .collect_view()}
                     // A value from a link that is not a choice stays visible (and flagged).
                     {move || {
                         let v = sig.get();
-                        (!v.is_empty() && !known(&v))
+                        (!v.is_empty() && !known.iter().any(|(c, _)| *c == v))
                             .then(|| view! { <option value=v.clone()>{v.clone()}</option> })
                     }}
                 </select>

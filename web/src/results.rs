@@ -521,7 +521,7 @@ fn Sweep() -> impl IntoView {
             <h3>"Vary one dimension at a time"</h3>
             <div class="sweep-controls">
                 <Field key="vary" label="Dimension" choices=&[
-                    ("", "prompt tokens (context)"), ("sequences", "sequences together"),
+                    ("", "prompt tokens"), ("sequences", "sequences together"),
                     ("generate", "generated tokens"),
                 ]/>
                 <Field key="card"/>
@@ -578,7 +578,20 @@ fn Command() -> impl IntoView {
     let computed = expect_context::<Memo<Computed>>();
     let form = expect_context::<Form>();
     let cmd = Memo::new(move |_| {
-        let pairs = computed.with(|c| c.workloads[0].pairs.clone());
+        let mut pairs = computed.with(|c| c.workloads[0].pairs.clone());
+        // With an engine named, its flags too: the agent then prints the same budget
+        // as the engine section (on the page's card, the first one when none is chosen).
+        if !form.sig("engine").get().trim().is_empty() {
+            for k in gpumem_core::engine::engine_keys() {
+                let v = form.sig(k).get();
+                let v = match v.trim() {
+                    "" if k == "card" => CATALOGUE[0].id.to_string(),
+                    "" => continue,
+                    t => t.to_string(),
+                };
+                pairs.push((k, v));
+            }
+        }
         let mut s = String::from("gpumem-agent estimate");
         for (k, v) in pairs {
             let quoted = if v

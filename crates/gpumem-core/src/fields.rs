@@ -80,6 +80,34 @@ pub enum FieldKind {
     Card,
 }
 
+/// The unit of a value, when the label does not make it obvious.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// None, or obvious from the label.
+    None,
+    /// Bytes.
+    Bytes,
+    /// MiB (2^20 bytes).
+    Mib,
+    /// GiB (2^30 bytes).
+    Gib,
+    /// Tokens.
+    Tokens,
+}
+
+impl Unit {
+    /// How the page writes it after the label ("" for none).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Unit::None => "",
+            Unit::Bytes => "bytes",
+            Unit::Mib => "MiB",
+            Unit::Gib => "GiB",
+            Unit::Tokens => "tokens",
+        }
+    }
+}
+
 /// One input key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Field {
@@ -91,14 +119,17 @@ pub struct Field {
     pub kind: FieldKind,
     /// A short label (the page's field label).
     pub label: &'static str,
-    /// The unit of the value ("" when none or obvious): the page appends it to the
-    /// label, the CLI uses it as the value's name.
-    pub unit: &'static str,
-    /// What an empty value means, shown in the empty field ("" when nothing to say).
+    /// The unit of the value: the page appends it to the label, the CLI names the
+    /// value after it. (An enum, not text: the table is part of the page's wasm.)
+    pub unit: Unit,
+    /// What an empty value means (the default, or what stands in for it), shown in the
+    /// empty field and as `[default: …]` in `--help`; "" when nothing to say.
     pub placeholder: &'static str,
-    /// One sentence of help: `--help` and the page's hint.
+    /// One sentence of help: `--help` and the page's hint. It names neither the
+    /// default nor the choices: both are generated from the fields below.
     pub help: &'static str,
-    /// (value, label): the values of a [`FieldKind::Choice`] ("" = the default), or
+    /// (value, label): the values of a [`FieldKind::Choice`] ("" = the default, its
+    /// label naming it; where shown, "(default)" is added to it), or
     /// suggestions of a [`FieldKind::Text`].
     pub choices: &'static [(&'static str, &'static str)],
 }
@@ -116,7 +147,7 @@ const fn f(
         group,
         kind,
         label,
-        unit: "",
+        unit: Unit::None,
         placeholder,
         help,
         choices: &[],
@@ -124,7 +155,7 @@ const fn f(
 }
 
 impl Field {
-    const fn unit(mut self, unit: &'static str) -> Field {
+    const fn unit(mut self, unit: Unit) -> Field {
         self.unit = unit;
         self
     }
@@ -198,35 +229,35 @@ use FieldKind as K;
 /// keys ([`crate::params`]), then the engine's ([`crate::engine`]).
 #[rustfmt::skip]
 pub static FIELDS: &[Field] = &[
-    f("parameters", G::Model, K::Count, "Parameters", "7000000000",
+    f("parameters", G::Model, K::Count, "Parameters", "",
         "Total parameters (parameter-count mode), e.g. 7e9"),
     f("bits", G::Model, K::Count, "Bits per parameter", "16",
         "Bits per parameter as in the seed's script: 32, 16, 8, 4, 3 or 2 (mapped to fp32, bf16, int8, gptq-N-g128)"),
     f("format", G::Format, K::Text, "Storage (linear layers)", "bf16",
-        "Storage format of the linear layers: fp32, bf16, fp16, fp8, fp8-block, int8, gptq-4-g128, awq-4-g128, nf4, nf4-dq, fp4, q4_0, q4_k, q5_k, q6_k, q8_0, …")
+        "Storage format of the linear layers")
         .choices(FORMATS),
     f("keep-format", G::Format, K::Text, "Kept modules", "bf16",
-        "Format of embeddings, lm_head, norms and biases (default bf16)")
+        "Format of embeddings, lm_head, norms and biases")
         .choices(KEEP_FORMATS),
-    f("attention-format", G::Format, K::Text, "Attention projections", "= storage",
-        "Format of the attention projections (default: format); e.g. bf16 for gpt-oss's MXFP4 checkpoint")
+    f("attention-format", G::Format, K::Text, "Attention projections", "= format",
+        "Format of the attention projections (gpt-oss's MXFP4 checkpoint keeps them in bf16)")
         .choices(FORMATS),
     f("compute-dtype", G::Format, K::Text, "Compute dtype", "bf16",
-        "Compute/activation dtype: bf16 (default), fp16, fp32")
+        "Compute/activation dtype")
         .choices(DTYPES),
     f("layers", G::Architecture, K::Count, "Layers", "", "Decoder layers"),
-    f("hidden", G::Architecture, K::Count, "Hidden size", "", "Hidden size"),
+    f("hidden", G::Architecture, K::Count, "Hidden size", "", "Width of the residual stream (hidden_size)"),
     f("heads", G::Architecture, K::Count, "Attention heads", "", "Attention (query) heads"),
     f("kv-heads", G::Architecture, K::Count, "KV heads", "= heads",
-        "Key/value heads (GQA/MQA); default = heads"),
+        "Key/value heads (GQA/MQA)"),
     f("head-dim", G::Architecture, K::Count, "Head dim", "hidden ÷ heads",
-        "Width of one head; default hidden / heads"),
+        "Width of one head"),
     f("intermediate", G::Architecture, K::Count, "MLP intermediate", "", "MLP intermediate size"),
     f("vocab", G::Architecture, K::Count, "Vocabulary", "", "Vocabulary size"),
     f("gated-mlp", G::Architecture, K::Bool(true), "Gated MLP", "",
-        "Gated MLP (gate, up, down): true (default) or false"),
+        "Gated MLP (gate, up, down)"),
     f("tied-embeddings", G::Architecture, K::Bool(false), "Tied embeddings", "",
-        "lm_head shares the embedding matrix: true or false (default)"),
+        "lm_head shares the embedding matrix"),
     f("qkv-bias", G::Architecture, K::Bool(false), "q/k/v bias", "",
         "Biases on q, k, v projections (e.g. Qwen2)"),
     f("o-bias", G::Architecture, K::Bool(false), "o bias", "",
@@ -237,7 +268,7 @@ pub static FIELDS: &[Field] = &[
     f("layernorm-bias", G::Architecture, K::Bool(false), "LayerNorm bias", "",
         "LayerNorm with bias (GPT-2 style)"),
     f("layer-norms", G::Variants, K::Count, "Norms per layer", "2",
-        "Norms per decoder layer (default 2; Gemma-2/3: 4; Falcon-7B, GPT-J: 1)"),
+        "Norms per decoder layer (Gemma-2/3: 4; Falcon-7B, GPT-J: 1)"),
     f("qk-norm-whole", G::Variants, K::Bool(false), "q/k norm over the projection", "",
         "q/k norms over the whole projection, not one head (OLMo-2)"),
     f("learned-positions", G::Variants, K::Count, "Learned positions", "none",
@@ -279,60 +310,60 @@ pub static FIELDS: &[Field] = &[
         "Prompt tokens per sequence (training: sequence length)"),
     f("generate", G::Workload, K::Count, "Generated tokens", "0", "Tokens generated per sequence"),
     f("kv-dtype", G::Cache, K::Text, "KV cache dtype", "= compute",
-        "KV-cache dtype: compute dtype by default; fp16, bf16, fp32, fp8, int8, int4, int2")
+        "KV-cache dtype (int8/int4/int2: quantised, scales included)")
         .choices(KV_DTYPES),
     f("sliding-window", G::CacheShape, K::Count, "Sliding window", "none",
         "Sliding-window size of windowed layers"),
     f("sliding-layers", G::CacheShape, K::Count, "Sliding layers", "all",
-        "How many layers use the window (default all)"),
+        "How many layers use the window"),
     f("static-cache", G::Cache, K::Count, "Static cache length", "dynamic",
         "Static cache length pre-allocated per sequence"),
     f("state-layers", G::CacheShape, K::Count, "State layers (Mamba / linear)", "0",
         "Layers keeping a constant per-sequence state instead of KV (Mamba / linear-attention layers of hybrids)"),
     f("state-bytes", G::CacheShape, K::Count, "State bytes per layer", "0",
         "State bytes per such layer and sequence (Mamba-2: heads × head dim × d_state + conv window, × dtype)")
-        .unit("bytes"),
+        .unit(Unit::Bytes),
     f("attention", G::Transients, K::Choice, "Attention kernel", "",
-        "Attention implementation: sdpa (default), flash or eager (eager keeps a tokens² matrix)")
-        .choices(&[("", "sdpa (default)"), ("flash", "flash"), ("eager", "eager — tokens² scores")]),
+        "Attention implementation (eager keeps a tokens² matrix)")
+        .choices(&[("", "sdpa"), ("flash", "flash"), ("eager", "eager — tokens² scores")]),
     f("logits", G::Transients, K::Choice, "Logits kept", "",
-        "Logits kept in prefill: last (default) or all")
-        .choices(&[("", "last position (default)"), ("all", "all positions")]),
+        "Logits kept in prefill")
+        .choices(&[("", "last position"), ("all", "all positions")]),
     f("cuda-context-mib", G::Transients, K::Count, "CUDA context", "in reserve",
-        "CUDA context + library workspaces per device in MiB (assumed; default: inside the reserve)")
-        .unit("MiB"),
-    f("train", G::Training, K::Choice, "Mode", "", "Training: none (default), full or lora")
-        .choices(&[("", "inference (default)"), ("full", "full fine-tuning"), ("lora", "LoRA")]),
+        "CUDA context + library workspaces per device (assumed)")
+        .unit(Unit::Mib),
+    f("train", G::Training, K::Choice, "Mode", "", "Training (none: inference)")
+        .choices(&[("", "inference"), ("full", "full fine-tuning"), ("lora", "LoRA")]),
     f("optimizer", G::Training, K::Choice, "Optimizer", "",
-        "Optimizer: adamw (default), adamw8bit, sgd-momentum, sgd, none")
+        "Optimizer whose states training keeps")
         .choices(&[
-            ("", "AdamW (default)"),
+            ("", "AdamW"),
             ("adamw8bit", "AdamW 8-bit"),
             ("sgd-momentum", "SGD + momentum"),
             ("sgd", "SGD"),
             ("none", "none"),
         ]),
     f("grad-dtype", G::Training, K::Text, "Gradient dtype", "= compute",
-        "Gradient dtype (default: compute dtype)")
+        "Gradient dtype")
         .choices(DTYPES),
     f("master-weights", G::Training, K::Bool(true), "fp32 master weights", "",
-        "Keep fp32 master weights: true (default) or false"),
-    f("lora-rank", G::Training, K::Count, "LoRA rank", "16", "LoRA rank r (default 16)"),
+        "Keep fp32 master weights"),
+    f("lora-rank", G::Training, K::Count, "LoRA rank", "16", "LoRA rank r"),
     f("lora-targets", G::Training, K::Text, "LoRA targets", "q,k,v,o",
-        "LoRA target projections: q,k,v,o (default), gate, up, down, or all"),
+        "LoRA target projections: q,k,v,o,gate,up,down or all"),
     f("checkpointing", G::Training, K::Bool(false), "Activation checkpointing", "",
-        "Full activation checkpointing: true or false (default)"),
+        "Full activation checkpointing"),
     f("reserve-gib", G::Devices, K::Count, "Reserve", "4",
-        "Reserve per device in GiB (default 4): a preparation hypothesis")
-        .unit("GiB"),
-    f("reserve-bytes", G::Devices, K::Count, "…or reserve", "—",
-        "Reserve per device in bytes (overrides reserve-gib), e.g. the agent's observed overhead")
-        .unit("bytes"),
-    f("gpus", G::Devices, K::Count, "GPUs", "1", "GPUs in total (default 1)"),
-    f("tp", G::Devices, K::Count, "Tensor parallel", "1", "Tensor-parallel degree (default 1)"),
-    f("pp", G::Devices, K::Count, "Pipeline stages", "1", "Pipeline stages (default 1)"),
+        "Reserve per device: a preparation hypothesis, not proof")
+        .unit(Unit::Gib),
+    f("reserve-bytes", G::Devices, K::Count, "…or reserve", "",
+        "Overrides reserve-gib, e.g. with the agent's observed overhead")
+        .unit(Unit::Bytes),
+    f("gpus", G::Devices, K::Count, "GPUs", "1", "GPUs in total"),
+    f("tp", G::Devices, K::Count, "Tensor parallel", "1", "Tensor-parallel degree"),
+    f("pp", G::Devices, K::Count, "Pipeline stages", "1", "Devices a layer stack is cut into"),
     f("engine", G::Engine, K::Choice, "Engine", "",
-        "Serving engine whose KV-cache budget to predict: vllm, sglang, tgi, llama.cpp or transformers (needs --card)")
+        "Serving engine whose KV-cache budget to predict")
         .choices(&[
             ("", "every engine"),
             ("vllm", "vLLM"),
@@ -342,19 +373,19 @@ pub static FIELDS: &[Field] = &[
             ("transformers", "transformers"),
         ]),
     f("card", G::Engine, K::Card, "GPU card", "",
-        "GPU card (catalogue id such as h100-sxm-80gb, or its name): prints the engine budget, or alone the largest context and most sequences that fit"),
+        "Catalogue card (id such as h100-sxm-80gb, or name): the engine budget's card; the largest workload that fits on it"),
     f("gpu-memory-utilization", G::Engine, K::Fraction, "vLLM memory utilization", "0.9",
-        "vLLM: fraction of the card's total memory the instance may use (default 0.9)"),
+        "vLLM: fraction of the card's total memory the instance may use"),
     f("max-model-len", G::Engine, K::Count, "Max model length", "context + generate",
-        "Tokens per sequence the engine must serve (default: context + generate, else max-position)")
-        .unit("tokens"),
+        "Tokens per sequence the engine must serve (without a context: max-position)")
+        .unit(Unit::Tokens),
     f("max-num-seqs", G::Engine, K::Count, "vLLM max sequences", "1024 or 256",
-        "vLLM: sequences scheduled at once (default assumed: 1024 on ≥ 70 GiB cards but A100s, else 256)"),
+        "vLLM: sequences scheduled at once (assumed: 1024 on ≥ 70 GiB cards but A100s)"),
     f("max-num-batched-tokens", G::Engine, K::Count, "Batched tokens (profiling)", "8192 or 2048",
-        "Tokens of the profiling / warmup forward (vLLM default assumed 8192 on ≥ 70 GiB cards but A100s, else 2048)")
-        .unit("tokens"),
+        "Tokens of the profiling / warmup forward (vLLM, assumed: 8192 on ≥ 70 GiB cards but A100s)")
+        .unit(Unit::Tokens),
     f("mem-fraction-static", G::Engine, K::Fraction, "SGLang static fraction", "0.88",
-        "SGLang: fraction of the card for weights + KV pool (default assumed 0.88)"),
+        "SGLang: fraction of the card for weights + KV pool (assumed when empty)"),
 ];
 
 /// The field of a key, if it is one.

@@ -105,8 +105,8 @@ fn parse_bool(field: &'static str, text: &str) -> Result<bool, EstimateError> {
     }
 }
 
-fn key_static(key: &str) -> Option<&'static str> {
-    field(key).filter(|f| !f.is_engine()).map(|f| f.key)
+fn key_static(key: &str) -> Option<&'static Field> {
+    field(key).filter(|f| !f.is_engine())
 }
 
 /// Reads `key=value` pairs into an input. Unknown keys and bad values each give
@@ -115,13 +115,22 @@ pub fn from_pairs<'a, I>(pairs: I) -> (EstimateInput, Vec<EstimateError>)
 where
     I: IntoIterator<Item = (&'a str, &'a str)>,
 {
+    read_pairs(&mut pairs.into_iter())
+}
+
+/// The one non-generic body of [`from_pairs`]: the page calls it with many iterator
+/// types, and one copy of the reader keeps its wasm small.
+#[inline(never)]
+fn read_pairs<'a>(
+    pairs: &mut dyn Iterator<Item = (&'a str, &'a str)>,
+) -> (EstimateInput, Vec<EstimateError>) {
     let mut input = EstimateInput::default();
     let mut errors = Vec::new();
     let mut arch_fields: Vec<(&'static str, u64)> = Vec::new();
     let mut arch_flags: Vec<(&'static str, bool)> = Vec::new();
     let mut kv_text: Option<String> = None;
     for (key, value) in pairs {
-        let Some(k) = key_static(key) else {
+        let Some(f) = key_static(key) else {
             errors.push(EstimateError::invalid(
                 "input",
                 format!("unknown key {key:?}"),
@@ -130,7 +139,7 @@ where
         };
         if let Err(e) = apply(
             &mut input,
-            k,
+            f,
             value,
             &mut arch_fields,
             &mut arch_flags,
@@ -156,63 +165,48 @@ where
 
 fn apply(
     input: &mut EstimateInput,
-    k: &'static str,
+    f: &'static Field,
     v: &str,
     arch_fields: &mut Vec<(&'static str, u64)>,
     arch_flags: &mut Vec<(&'static str, bool)>,
     kv_text: &mut Option<String>,
 ) -> Result<(), EstimateError> {
-    let count = || parse_count(k, v);
+    let k = f.key;
+    // The table's kind says how a value reads: a count or a switch is parsed once
+    // here, and the match below only says where it goes.
+    let (n, on) = match f.kind {
+        FieldKind::Count => (parse_count(k, v)?, false),
+        FieldKind::Bool(_) => (0, parse_bool(k, v)?),
+        _ => (0, false),
+    };
+    // The architecture's keys are collected (by kind) and checked together in `build_arch`.
+    if f.group.is_arch() {
+        match f.kind {
+            FieldKind::Bool(_) => arch_flags.push((k, on)),
+            _ => arch_fields.push((k, n)),
+        }
+        return Ok(());
+    }
     match k {
-        "parameters" => input.parameters = Some(count()?),
+        "parameters" => input.parameters = Some(n),
         "bits" => {
-            input.bits = Some(
-                u32::try_from(count()?).map_err(|_| EstimateError::invalid(k, "absurdly large"))?,
-            )
+            input.bits =
+                Some(u32::try_from(n).map_err(|_| EstimateError::invalid(k, "absurdly large"))?)
         }
         "format" => input.format = Some(StorageFormat::parse(k, v)?),
         "keep-format" => input.keep_format = StorageFormat::parse(k, v)?,
         "attention-format" => input.attention_format = Some(StorageFormat::parse(k, v)?),
-        "max-position" => input.max_position = Some(count()?),
+        "max-position" => input.max_position = Some(n),
         "compute-dtype" => input.compute_dtype = Dtype::parse(k, v)?,
-        "layers"
-        | "hidden"
-        | "heads"
-        | "kv-heads"
-        | "head-dim"
-        | "intermediate"
-        | "vocab"
-        | "experts"
-        | "active-experts"
-        | "expert-intermediate"
-        | "shared-experts"
-        | "shared-intermediate"
-        | "dense-layers"
-        | "moe-every"
-        | "layer-norms"
-        | "learned-positions"
-        | "q-lora-rank"
-        | "kv-lora-rank"
-        | "qk-nope-dim"
-        | "qk-rope-dim"
-        | "v-head-dim"
-        | "mtp-layers"
-        | "tower-params" => {
-            arch_fields.push((k, count()?));
-        }
-        "gated-mlp" | "tied-embeddings" | "qkv-bias" | "o-bias" | "mlp-bias" | "qk-norm"
-        | "layernorm-bias" | "qk-norm-whole" | "attn-sinks" | "router-bias" => {
-            arch_flags.push((k, parse_bool(k, v)?));
-        }
-        "sequences" => input.sequences = count()?,
-        "context" => input.context = Some(count()?),
-        "generate" => input.generate = count()?,
+        "sequences" => input.sequences = n,
+        "context" => input.context = Some(n),
+        "generate" => input.generate = n,
         "kv-dtype" => *kv_text = Some(v.to_string()),
-        "sliding-window" => input.sliding_window = Some(count()?),
-        "sliding-layers" => input.sliding_layers = Some(count()?),
-        "static-cache" => input.static_cache = Some(count()?),
-        "state-layers" => input.state_layers = count()?,
-        "state-bytes" => input.state_bytes = count()?,
+        "sliding-window" => input.sliding_window = Some(n),
+        "sliding-layers" => input.sliding_layers = Some(n),
+        "static-cache" => input.static_cache = Some(n),
+        "state-layers" => input.state_layers = n,
+        "state-bytes" => input.state_bytes = n,
         "attention" => input.attention = AttentionImpl::parse(k, v)?,
         "logits" => {
             input.logits = match v.trim() {
@@ -226,7 +220,7 @@ fn apply(
                 }
             }
         }
-        "cuda-context-mib" => input.cuda_context_mib = Some(count()?),
+        "cuda-context-mib" => input.cuda_context_mib = Some(n),
         "train" => {
             input.train = match v.trim() {
                 "none" | "" => TrainMode::None,
@@ -242,15 +236,15 @@ fn apply(
         }
         "optimizer" => input.optimizer = Optimizer::parse(k, v)?,
         "grad-dtype" => input.grad_dtype = Some(Dtype::parse(k, v)?),
-        "master-weights" => input.master_weights = parse_bool(k, v)?,
-        "lora-rank" => input.lora_rank = count()?,
+        "master-weights" => input.master_weights = on,
+        "lora-rank" => input.lora_rank = n,
         "lora-targets" => input.lora_targets = v.trim().to_string(),
-        "checkpointing" => input.checkpointing = parse_bool(k, v)?,
-        "reserve-gib" => input.reserve_gib = count()?,
-        "reserve-bytes" => input.reserve_bytes = Some(count()?),
-        "gpus" => input.gpus = count()?,
-        "tp" => input.tp = count()?,
-        "pp" => input.pp = count()?,
+        "checkpointing" => input.checkpointing = on,
+        "reserve-gib" => input.reserve_gib = n,
+        "reserve-bytes" => input.reserve_bytes = Some(n),
+        "gpus" => input.gpus = n,
+        "tp" => input.tp = n,
+        "pp" => input.pp = n,
         _ => {
             return Err(EstimateError::invalid(
                 "input",
