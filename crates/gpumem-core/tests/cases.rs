@@ -211,6 +211,22 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/real-qwen3-30b-a3b.json"),
     ),
     (
+        "real-falcon-mamba-7b",
+        include_str!("cases/real-falcon-mamba-7b.json"),
+    ),
+    (
+        "real-jamba-1.5-mini",
+        include_str!("cases/real-jamba-1.5-mini.json"),
+    ),
+    (
+        "real-mamba-2.8b",
+        include_str!("cases/real-mamba-2.8b.json"),
+    ),
+    (
+        "real-qwen3-next-80b-a3b",
+        include_str!("cases/real-qwen3-next-80b-a3b.json"),
+    ),
+    (
         "seed-s2-7b-bf16",
         include_str!("cases/seed-s2-7b-bf16.json"),
     ),

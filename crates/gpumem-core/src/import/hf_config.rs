@@ -6,13 +6,15 @@
 //! Multimodal configs nest the language model under `text_config`, which is used
 //! when present; their towers are named in a warning, never dropped silently.
 //! Every default assumed is listed in `notes`; every field that changes memory and
-//! is not modelled is named in `warnings`; state-space and hybrid families, whose
-//! layers keep a constant state instead of a KV cache, are refused with a reason.
+//! is not modelled is named in `warnings`. Mamba(-1), Falcon-Mamba, Jamba and
+//! Qwen3-Next are read with their state-space / linear-attention mixer (layers that
+//! keep a constant per-sequence state instead of KV); the other state-space and hybrid
+//! families are refused with a reason.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::arch::{Architecture, Mla, Moe};
+use crate::arch::{Architecture, Mixer, MixerKind, Mla, Moe};
 use crate::error::EstimateError;
 use crate::estimate::EstimateInput;
 use crate::params::to_pairs;
@@ -56,6 +58,7 @@ impl ImportedConfig {
                 .sliding_layers
                 .filter(|_| self.sliding_window.is_some()),
             max_position: self.max_position,
+            state_layers: self.arch.mixer.map_or(0, |m| m.layers),
             ..EstimateInput::default()
         };
         let mut out = to_pairs(&input);
@@ -150,17 +153,18 @@ const MODELLED: &[&str] = &[
     "gpt_neox",
     "starcoder2",
     "granite",
+    "mamba",
+    "falcon_mamba",
+    "jamba",
+    "qwen3_next",
 ];
 
 /// Families whose layers keep a constant state instead of (some) KV: not expressible.
+/// (Mamba, Falcon-Mamba, Jamba and Qwen3-Next are read: see [`mamba`] and the mixer.)
 const STATE_SPACE: &[&str] = &[
-    "mamba",
     "mamba2",
-    "jamba",
     "falcon_h1",
-    "falcon_mamba",
     "nemotron_h",
-    "qwen3_next",
     "zamba",
     "zamba2",
     "bamba",
@@ -273,13 +277,18 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             "model_type {mt}: state-space / linear-attention layers keep a constant per-sequence state instead of a KV cache, and their tensors differ from attention layers; the config reader does not count them yet: give parameters, the attention layers' KV shape and state-layers / state-bytes by hand"
         )));
     }
+    if matches!(mt, "mamba" | "falcon_mamba") {
+        return mamba(v, mt, notes);
+    }
     let other_layer = v
         .get("layer_types")
         .and_then(Value::as_array)
         .and_then(|t| {
-            t.iter()
-                .filter_map(Value::as_str)
-                .find(|t| !matches!(*t, "sliding_attention" | "full_attention"))
+            t.iter().filter_map(Value::as_str).find(|t| {
+                let known = matches!(*t, "sliding_attention" | "full_attention")
+                    || (mt == "qwen3_next" && *t == "linear_attention");
+                !known
+            })
         });
     if let Some(kind) = other_layer {
         return Err(parse(format!(
@@ -413,6 +422,8 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
                 | "olmo2"
                 | "gpt_neox"
                 | "gptj"
+                | "jamba"
+                | "qwen3_next"
         );
         notes.push(format!(
             "tie_word_embeddings absent: {} (default for {mt})",
@@ -485,17 +496,29 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             every: uint(v, "interleave_moe_layer_step")?
                 .or(uint(v, "decoder_sparse_step")?)
                 .or(uint(v, "moe_layer_freq")?)
-                .unwrap_or(1)
+                .or(uint(v, "expert_layer_period")?)
+                .unwrap_or(if mt == "jamba" { 2 } else { 1 })
                 .max(1),
             router_bias: mt == "gpt_oss"
                 || (mt == "deepseek_v3"
                     && v.get("topk_method").and_then(Value::as_str) == Some("noaux_tc")),
+            // Qwen2MoeSparseMoeBlock / Qwen3NextSparseMoeBlock: `shared_expert_gate`.
+            shared_gate: matches!(mt, "qwen2_moe" | "qwen3_next"),
         }),
         _ => None,
     };
-    if mt == "qwen2_moe" && moe.is_some_and(|m| m.shared_experts > 0) {
-        warnings.push("shared_expert_gate ([1, hidden] per layer) is not counted".into());
-    }
+    let mixer = match mt {
+        "jamba" => Some(jamba_mixer(
+            v,
+            hidden,
+            layers,
+            moe,
+            &mut notes,
+            &mut warnings,
+        )?),
+        "qwen3_next" => Some(delta_net(v, layers, &mut notes)?),
+        _ => None,
+    };
     let mla = match uint(v, "kv_lora_rank")? {
         Some(kv_lora_rank) => Some(Mla {
             q_lora_rank: uint(v, "q_lora_rank")?.unwrap_or(0),
@@ -525,12 +548,18 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         qkv_bias,
         o_bias,
         mlp_bias,
-        qk_norm: matches!(mt, "qwen3" | "qwen3_moe" | "gemma3" | "gemma3_text"),
+        qk_norm: matches!(
+            mt,
+            "qwen3" | "qwen3_moe" | "gemma3" | "gemma3_text" | "qwen3_next"
+        ),
         qk_norm_whole: mt == "olmo2",
         layernorm_bias,
         layer_norms,
         learned_positions,
         attn_sinks: mt == "gpt_oss",
+        // Qwen3NextAttention: q_proj yields the queries and a sigmoid output gate.
+        attn_gate: mt == "qwen3_next",
+        mixer,
         mla,
         moe,
         mtp_layers,
@@ -639,6 +668,230 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         attention_format,
         notes,
         warnings,
+    })
+}
+
+/// An integer key with the family's default, the default listed in `notes` when assumed.
+fn or_default(
+    v: &Value,
+    key: &str,
+    default: u64,
+    class: &str,
+    notes: &mut Vec<String>,
+) -> Result<u64, EstimateError> {
+    match uint(v, key)? {
+        Some(x) => Ok(x),
+        None => {
+            notes.push(format!(
+                "{key} absent: {default} assumed ({class}'s default)"
+            ));
+            Ok(default)
+        }
+    }
+}
+
+/// Mamba's Δ rank: a number, or "auto" = ⌈hidden / 16⌉ (MambaConfig, JambaConfig).
+fn dt_rank(
+    v: &Value,
+    key: &str,
+    hidden: u64,
+    class: &str,
+    notes: &mut Vec<String>,
+) -> Result<u64, EstimateError> {
+    match v.get(key) {
+        Some(Value::String(s)) if s == "auto" => Ok(hidden.div_ceil(16)),
+        Some(Value::Null) | None => {
+            notes.push(format!(
+                "{key} absent: \"auto\" = ⌈hidden / 16⌉ assumed ({class}'s default)"
+            ));
+            Ok(hidden.div_ceil(16))
+        }
+        Some(_) => uint(v, key)?.ok_or_else(|| parse(format!("{key}: not a rank"))),
+    }
+}
+
+/// A Mamba(-1) or Falcon-Mamba config (transformers' MambaConfig /
+/// FalconMambaConfig): every layer a norm and a `MambaMixer`, no attention, no MLP.
+/// Falcon-Mamba's Δ/B/C RMSNorms have no weights (non-persistent buffers): the
+/// tensors are Mamba's.
+fn mamba(v: &Value, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, EstimateError> {
+    let class = if mt == "mamba" {
+        "MambaConfig"
+    } else {
+        "FalconMambaConfig"
+    };
+    let mut warnings = Vec::new();
+    let hidden = need(v, &["hidden_size", "d_model"])?;
+    let layers = need(v, &["num_hidden_layers", "n_layer"])?;
+    let vocab = need(v, &["vocab_size"])?;
+    let inner = match uint(v, "intermediate_size")? {
+        Some(i) => i,
+        None => {
+            let expand = or_default(v, "expand", 2, class, &mut notes)?;
+            notes.push("intermediate_size absent: d_inner = expand × hidden".into());
+            expand.saturating_mul(hidden)
+        }
+    };
+    let state = or_default(v, "state_size", 16, class, &mut notes)?;
+    let conv = or_default(v, "conv_kernel", 4, class, &mut notes)?;
+    let rank = dt_rank(v, "time_step_rank", hidden, class, &mut notes)?;
+    if flag(v, "use_bias") == Some(true) {
+        warnings.push("use_bias is not modelled: in_proj/out_proj biases are not counted".into());
+    }
+    if flag(v, "use_conv_bias") == Some(false) {
+        warnings.push("use_conv_bias = false is not modelled: the conv bias is counted".into());
+    }
+    let tied_embeddings = match flag(v, "tie_word_embeddings") {
+        Some(t) => t,
+        None => {
+            notes.push(format!(
+                "tie_word_embeddings absent: tied ({class}'s default)"
+            ));
+            true
+        }
+    };
+    let arch = Architecture {
+        vocab,
+        hidden,
+        layers,
+        heads: 0,
+        kv_heads: 0,
+        head_dim: 0,
+        intermediate: 0,
+        gated_mlp: true,
+        tied_embeddings,
+        qkv_bias: false,
+        o_bias: false,
+        mlp_bias: false,
+        qk_norm: false,
+        qk_norm_whole: false,
+        layernorm_bias: false,
+        layer_norms: 1,
+        learned_positions: 0,
+        attn_sinks: false,
+        attn_gate: false,
+        mixer: Some(Mixer {
+            kind: MixerKind::Mamba,
+            layers,
+            inner,
+            state,
+            conv,
+            dt_rank: rank,
+            heads: 0,
+            key_heads: 0,
+            norms: false,
+        }),
+        mla: None,
+        moe: None,
+        mtp_layers: 0,
+        tower_params: 0,
+    };
+    arch.validate()
+        .map_err(|e| parse(format!("inconsistent shape: {e}")))?;
+    let dtype = v
+        .get("torch_dtype")
+        .or_else(|| v.get("dtype"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let q = quant_format(v.get("quantization_config"), &mut warnings);
+    Ok(ImportedConfig {
+        model_type: mt.to_string(),
+        arch,
+        sliding_window: None,
+        sliding_layers: None,
+        max_position: None,
+        dtype,
+        format: q.map(|(f, _)| f),
+        attention_format: None,
+        notes,
+        warnings,
+    })
+}
+
+/// Jamba's Mamba layers (transformers' JambaConfig / JambaMambaMixer): every layer
+/// is attention when `i % attn_layer_period == attn_layer_offset`, Mamba otherwise.
+fn jamba_mixer(
+    v: &Value,
+    hidden: u64,
+    layers: u64,
+    moe: Option<Moe>,
+    notes: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Result<Mixer, EstimateError> {
+    let class = "JambaConfig";
+    let period = or_default(v, "attn_layer_period", 8, class, notes)?.max(1);
+    let offset = or_default(v, "attn_layer_offset", 4, class, notes)?;
+    // Layers i < layers with i % period == offset.
+    let attention = layers
+        .saturating_add(period)
+        .saturating_sub(offset.saturating_add(1))
+        .checked_div(period)
+        .unwrap_or(0)
+        .min(layers);
+    if let Some(m) = moe {
+        let e_period = m.every;
+        let e_offset = or_default(v, "expert_layer_offset", 1, class, notes)?;
+        let counted = m.moe_layers(layers);
+        let actual = layers
+            .saturating_add(e_period)
+            .saturating_sub(e_offset.saturating_add(1))
+            .checked_div(e_period)
+            .unwrap_or(0);
+        if counted != actual {
+            warnings.push(format!(
+                "expert_layer_offset {e_offset}: {actual} MoE layers, counted as {counted} (every {e_period}-th layer)"
+            ));
+        }
+    }
+    let expand = or_default(v, "mamba_expand", 2, class, notes)?;
+    if flag(v, "mamba_proj_bias") == Some(true) {
+        warnings.push(
+            "mamba_proj_bias is not modelled: in_proj/out_proj biases are not counted".into(),
+        );
+    }
+    if flag(v, "mamba_conv_bias") == Some(false) {
+        warnings.push("mamba_conv_bias = false is not modelled: the conv bias is counted".into());
+    }
+    Ok(Mixer {
+        kind: MixerKind::Mamba,
+        layers: layers.saturating_sub(attention),
+        inner: expand.saturating_mul(hidden),
+        state: or_default(v, "mamba_d_state", 16, class, notes)?,
+        conv: or_default(v, "mamba_d_conv", 4, class, notes)?,
+        dt_rank: dt_rank(v, "mamba_dt_rank", hidden, class, notes)?,
+        heads: 0,
+        key_heads: 0,
+        norms: true,
+    })
+}
+
+/// Qwen3-Next's Gated DeltaNet layers (transformers' Qwen3NextConfig /
+/// Qwen3NextGatedDeltaNet): `layer_types`, else every `full_attention_interval`-th
+/// layer is full attention and the others linear attention.
+fn delta_net(v: &Value, layers: u64, notes: &mut Vec<String>) -> Result<Mixer, EstimateError> {
+    let class = "Qwen3NextConfig";
+    let linear = match v.get("layer_types").and_then(Value::as_array) {
+        Some(t) => t
+            .iter()
+            .filter(|x| x.as_str() == Some("linear_attention"))
+            .count() as u64,
+        None => {
+            let every = or_default(v, "full_attention_interval", 4, class, notes)?.max(1);
+            layers.saturating_sub(layers.checked_div(every).unwrap_or(0))
+        }
+    };
+    let heads = or_default(v, "linear_num_value_heads", 32, class, notes)?;
+    let v_dim = or_default(v, "linear_value_head_dim", 128, class, notes)?;
+    Ok(Mixer {
+        kind: MixerKind::DeltaNet,
+        layers: linear,
+        inner: heads.saturating_mul(v_dim),
+        state: or_default(v, "linear_key_head_dim", 128, class, notes)?,
+        conv: or_default(v, "linear_conv_kernel_dim", 4, class, notes)?,
+        dt_rank: 0,
+        heads,
+        key_heads: or_default(v, "linear_num_key_heads", 16, class, notes)?,
+        norms: false,
     })
 }
 
@@ -901,13 +1154,107 @@ mod tests {
 
     #[test]
     fn state_space_models_are_refused_with_a_reason() {
-        let e = parse_config(r#"{"model_type":"jamba","hidden_size":64}"#).unwrap_err();
-        assert!(e.to_string().contains("constant per-sequence state"), "{e}");
+        for mt in ["mamba2", "nemotron_h", "falcon_h1"] {
+            let e =
+                parse_config(&format!(r#"{{"model_type":"{mt}","hidden_size":64}}"#)).unwrap_err();
+            assert!(e.to_string().contains("constant per-sequence state"), "{e}");
+        }
         let e = parse_config(
             r#"{"model_type":"new","layer_types":["linear_attention","full_attention"]}"#,
         )
         .unwrap_err();
         assert!(e.to_string().contains("linear_attention"), "{e}");
+    }
+
+    /// The total of a shape given as `key=value` pairs, through the flags' parser.
+    fn total(pairs: &[(&str, String)]) -> u64 {
+        let (input, errors) =
+            crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        let a = input.arch.expect("an architecture");
+        a.weights(&crate::arch::ModuleFormats {
+            linear: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
+            attention: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
+            vocab: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
+            kept: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
+        })
+        .unwrap()
+        .params()
+    }
+
+    #[test]
+    fn mamba_from_a_config_lists_its_defaults_and_matches_the_same_shape_typed_as_flags() {
+        // A sparse Mamba config: MambaConfig's defaults are assumed and listed.
+        let c = parse_config(
+            r#"{"model_type":"mamba","hidden_size":768,"num_hidden_layers":24,"vocab_size":50280}"#,
+        )
+        .unwrap();
+        let m = c.arch.mixer.unwrap();
+        assert_eq!(
+            (m.layers, m.inner, m.state, m.conv, m.dt_rank),
+            (24, 1536, 16, 4, 48)
+        );
+        for key in [
+            "state_size",
+            "conv_kernel",
+            "time_step_rank",
+            "expand",
+            "tie_word_embeddings",
+        ] {
+            assert!(field(&c, key).is_some(), "{key}: {:?}", c.notes);
+        }
+        // mamba-130m as typed on the command line: 129 135 360 parameters
+        // (the published mamba-130m-hf total).
+        let flags: Vec<(&str, String)> = [
+            ("layers", "24"),
+            ("hidden", "768"),
+            ("vocab", "50280"),
+            ("tied-embeddings", "true"),
+            ("layer-norms", "1"),
+            ("mixer", "mamba"),
+            ("state-layers", "24"),
+            ("mixer-inner", "1536"),
+            ("mixer-state", "16"),
+            ("mixer-dt-rank", "48"),
+        ]
+        .iter()
+        .map(|(k, v)| (*k, v.to_string()))
+        .collect();
+        assert_eq!(total(&flags), 129_135_360);
+        assert_eq!(total(&c.pairs()), 129_135_360);
+    }
+
+    #[test]
+    fn jamba_and_qwen3_next_split_layers_between_attention_and_the_mixer() {
+        let j = parse_config(
+            r#"{"model_type":"jamba","hidden_size":64,"num_hidden_layers":16,"num_attention_heads":4,
+            "num_key_value_heads":2,"intermediate_size":128,"vocab_size":100,"num_experts":4,"num_experts_per_tok":2}"#,
+        )
+        .unwrap();
+        // JambaConfig's defaults: attention at i % 8 == 4 (layers 4 and 12).
+        assert_eq!(j.arch.mixer.unwrap().layers, 14);
+        assert_eq!(j.arch.attention_layers(), 2);
+        assert!(field(&j, "attn_layer_period absent").is_some());
+        assert!(field(&j, "mamba_dt_rank absent").is_some());
+        let q = parse_config(
+            r#"{"model_type":"qwen3_next","hidden_size":64,"num_hidden_layers":8,"num_attention_heads":4,
+            "num_key_value_heads":2,"head_dim":16,"intermediate_size":128,"vocab_size":100,"num_experts":4,
+            "num_experts_per_tok":2,"moe_intermediate_size":32,"shared_expert_intermediate_size":32,
+            "linear_num_key_heads":2,"linear_num_value_heads":4,"linear_key_head_dim":8,"linear_value_head_dim":8,
+            "layer_types":["linear_attention","linear_attention","linear_attention","full_attention",
+            "linear_attention","linear_attention","linear_attention","full_attention"]}"#,
+        )
+        .unwrap();
+        let m = q.arch.mixer.unwrap();
+        assert_eq!((m.layers, m.heads, m.key_heads, m.inner), (6, 4, 2, 32));
+        assert!(q.arch.attn_gate && q.arch.qk_norm && q.arch.moe.unwrap().shared_gate);
+        assert!(field(&q, "linear_conv_kernel_dim absent").is_some());
+        // The pairs read back give the same architecture (what --config hands the flags).
+        let (input, errors) =
+            crate::params::from_pairs(q.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(input.arch, Some(q.arch));
+        assert_eq!(input.state_layers, 6);
     }
 
     #[test]
