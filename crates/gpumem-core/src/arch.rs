@@ -209,7 +209,8 @@ pub struct Architecture {
 pub enum ParamClass {
     /// Token embeddings.
     Embeddings,
-    /// Attention projections (and their biases).
+    /// Attention projections (and their biases), or the state-space / linear-attention
+    /// mixer that replaces attention in a layer (Mamba, Gated DeltaNet).
     Attention,
     /// MLP / expert projections (and their biases), routers included.
     Mlp,
