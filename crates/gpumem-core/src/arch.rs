@@ -76,6 +76,8 @@ pub enum MixerKind {
     Mamba,
     /// Gated DeltaNet linear attention (Qwen3-Next's `Qwen3NextGatedDeltaNet`).
     DeltaNet,
+    /// Mamba-2 (transformers' `Mamba2Mixer`): multi-head SSM with grouped B/C.
+    Mamba2,
 }
 
 impl MixerKind {
@@ -84,6 +86,7 @@ impl MixerKind {
         match self {
             MixerKind::Mamba => "mamba",
             MixerKind::DeltaNet => "deltanet",
+            MixerKind::Mamba2 => "mamba2",
         }
     }
 }
@@ -91,6 +94,8 @@ impl MixerKind {
 /// The state-space / linear-attention layers of a model.
 ///
 /// Mamba: `inner` = d_inner, `state` = d_state, `dt_rank` the Δ projection's rank.
+/// Mamba-2: `inner` = heads × head dim, `state` = d_state, `heads` = SSM heads,
+/// `key_heads` = groups of B/C (`n_groups`).
 /// Gated DeltaNet: `inner` = value heads × value head dim, `state` = key head dim,
 /// `heads` = value heads, `key_heads` = key heads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,9 +112,9 @@ pub struct Mixer {
     pub conv: u64,
     /// Mamba: rank of the Δ projection (`time_step_rank`, `mamba_dt_rank`).
     pub dt_rank: u64,
-    /// DeltaNet: value heads.
+    /// DeltaNet: value heads; Mamba-2: heads.
     pub heads: u64,
-    /// DeltaNet: key heads.
+    /// DeltaNet: key heads; Mamba-2: groups (`n_groups`).
     pub key_heads: u64,
     /// Mamba: RMSNorms on Δ, B and C (Jamba's `dt_layernorm`, `b_layernorm`, `c_layernorm`).
     pub norms: bool,
@@ -121,7 +126,9 @@ impl Mixer {
     /// As vLLM allocates them (`vllm/model_executor/layers/mamba/mamba_utils.py`,
     /// `MambaStateShapeCalculator`): Mamba-1 conv `d_inner × (d_conv − 1)` and SSM
     /// `d_inner × d_state`; Gated DeltaNet conv `(2 × key heads × key dim + value dim)
-    /// × (kernel − 1)` and recurrent `value heads × key dim × value head dim`.
+    /// × (kernel − 1)` and recurrent `value heads × key dim × value head dim`; Mamba-2
+    /// conv `(d_inner + 2 × groups × d_state) × (d_conv − 1)` and SSM `heads × head dim
+    /// × d_state`.
     /// (transformers' `MambaCache` keeps the whole `d_conv` window: slightly more.)
     pub fn state_values(&self) -> Result<(u64, u64), EstimateError> {
         let window = self.conv.saturating_sub(1);
@@ -131,7 +138,8 @@ impl Mixer {
                 checked_product(&[self.inner, window], what)?,
                 checked_product(&[self.inner, self.state], what)?,
             )),
-            MixerKind::DeltaNet => {
+            MixerKind::DeltaNet | MixerKind::Mamba2 => {
+                // Both: a conv over x plus two grouped projections (q/k, or B/C).
                 let conv_dim = add(
                     checked_product(&[2, self.key_heads, self.state], what)?,
                     self.inner,
@@ -416,7 +424,7 @@ impl Architecture {
             ];
             match m.kind {
                 MixerKind::Mamba => need.push(("mixer-dt-rank", m.dt_rank)),
-                MixerKind::DeltaNet => {
+                MixerKind::DeltaNet | MixerKind::Mamba2 => {
                     need.extend([("mixer-heads", m.heads), ("mixer-key-heads", m.key_heads)])
                 }
             }
@@ -431,7 +439,7 @@ impl Architecture {
                     return Err(EstimateError::invalid(field, "absurdly large"));
                 }
             }
-            if m.kind == MixerKind::DeltaNet && !m.inner.is_multiple_of(m.heads) {
+            if m.kind != MixerKind::Mamba && !m.inner.is_multiple_of(m.heads) {
                 return Err(EstimateError::invalid(
                     "mixer-inner",
                     format!("{} is not a multiple of {} value heads", m.inner, m.heads),
@@ -665,6 +673,26 @@ impl Architecture {
                         l.saturating_mul(2),
                     ));
                 }
+            }
+            MixerKind::Mamba2 => {
+                // in_proj: z and x (inner each), B and C (groups × d_state each), dt (heads).
+                let bc = checked_product(&[2, m.key_heads, n], w)?;
+                let zx = checked_product(&[2, d], w)?;
+                let in_rows = add(add(zx, bc, w)?, m.heads, w)?;
+                let conv_dim = add(d, bc, w)?;
+                t.push(grp(Attention, AttnLinear, "mixer.in_proj", in_rows, h, l));
+                t.push(grp(Attention, Kept, "mixer.conv1d", conv_dim, k, l));
+                t.push(grp(Attention, Kept, "mixer.conv1d.bias", conv_dim, 1, l));
+                t.push(grp(
+                    Attention,
+                    Kept,
+                    "mixer.dt_bias/A_log/D",
+                    m.heads,
+                    1,
+                    l.saturating_mul(3),
+                ));
+                t.push(grp(Norms, Kept, "mixer.norm", d, 1, l));
+                t.push(grp(Attention, AttnLinear, "mixer.out_proj", h, d, l));
             }
             MixerKind::DeltaNet => {
                 let key = checked_product(&[m.key_heads, n], w)?;

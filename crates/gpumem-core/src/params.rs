@@ -134,9 +134,10 @@ where
                 "" | "none" => mixer = None,
                 "mamba" => mixer = Some(MixerKind::Mamba),
                 "deltanet" => mixer = Some(MixerKind::DeltaNet),
+                "mamba2" => mixer = Some(MixerKind::Mamba2),
                 other => errors.push(EstimateError::invalid(
                     "mixer",
-                    format!("{other:?}: use mamba or deltanet"),
+                    format!("{other:?}: use mamba, mamba2 or deltanet"),
                 )),
             }
             continue;

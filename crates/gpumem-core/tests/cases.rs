@@ -223,6 +223,10 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/real-mamba-2.8b.json"),
     ),
     (
+        "real-mamba-codestral-7b",
+        include_str!("cases/real-mamba-codestral-7b.json"),
+    ),
+    (
         "real-qwen3-next-80b-a3b",
         include_str!("cases/real-qwen3-next-80b-a3b.json"),
     ),

@@ -6,8 +6,8 @@
 //! Multimodal configs nest the language model under `text_config`, which is used
 //! when present; their towers are named in a warning, never dropped silently.
 //! Every default assumed is listed in `notes`; every field that changes memory and
-//! is not modelled is named in `warnings`. Mamba(-1), Falcon-Mamba, Jamba and
-//! Qwen3-Next are read with their state-space / linear-attention mixer (layers that
+//! is not modelled is named in `warnings`. Mamba(-1), Mamba-2, Falcon-Mamba, Jamba
+//! and Qwen3-Next are read with their state-space / linear-attention mixer (layers that
 //! keep a constant per-sequence state instead of KV); the other state-space and hybrid
 //! families are refused with a reason.
 
@@ -154,15 +154,15 @@ const MODELLED: &[&str] = &[
     "starcoder2",
     "granite",
     "mamba",
+    "mamba2",
     "falcon_mamba",
     "jamba",
     "qwen3_next",
 ];
 
 /// Families whose layers keep a constant state instead of (some) KV: not expressible.
-/// (Mamba, Falcon-Mamba, Jamba and Qwen3-Next are read: see [`mamba`] and the mixer.)
+/// (Mamba, Mamba-2, Falcon-Mamba, Jamba and Qwen3-Next are read: see [`mamba`] and the mixer.)
 const STATE_SPACE: &[&str] = &[
-    "mamba2",
     "falcon_h1",
     "nemotron_h",
     "zamba",
@@ -277,7 +277,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             "model_type {mt}: state-space / linear-attention layers keep a constant per-sequence state instead of a KV cache, and their tensors differ from attention layers; the config reader does not count them yet: give parameters, the attention layers' KV shape and state-layers / state-bytes by hand"
         )));
     }
-    if matches!(mt, "mamba" | "falcon_mamba") {
+    if matches!(mt, "mamba" | "mamba2" | "falcon_mamba") {
         return mamba(v, mt, notes);
     }
     let other_layer = v
@@ -710,21 +710,23 @@ fn dt_rank(
     }
 }
 
-/// A Mamba(-1) or Falcon-Mamba config (transformers' MambaConfig /
-/// FalconMambaConfig): every layer a norm and a `MambaMixer`, no attention, no MLP.
-/// Falcon-Mamba's Δ/B/C RMSNorms have no weights (non-persistent buffers): the
-/// tensors are Mamba's.
+/// A Mamba(-1), Mamba-2 or Falcon-Mamba config (transformers' MambaConfig /
+/// Mamba2Config / FalconMambaConfig): every layer a norm and a mixer, no attention,
+/// no MLP. Falcon-Mamba's Δ/B/C RMSNorms have no weights (non-persistent buffers):
+/// the tensors are Mamba's.
 fn mamba(v: &Value, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, EstimateError> {
-    let class = if mt == "mamba" {
-        "MambaConfig"
-    } else {
-        "FalconMambaConfig"
+    let class = match mt {
+        "mamba" => "MambaConfig",
+        "mamba2" => "Mamba2Config",
+        _ => "FalconMambaConfig",
     };
     let mut warnings = Vec::new();
     let hidden = need(v, &["hidden_size", "d_model"])?;
     let layers = need(v, &["num_hidden_layers", "n_layer"])?;
     let vocab = need(v, &["vocab_size"])?;
-    let inner = match uint(v, "intermediate_size")? {
+    let mamba2 = mt == "mamba2";
+    // Mamba2Mixer: intermediate_size = expand × hidden (there is no config key).
+    let inner = match uint(v, "intermediate_size")?.filter(|_| !mamba2) {
         Some(i) => i,
         None => {
             let expand = or_default(v, "expand", 2, class, &mut notes)?;
@@ -732,9 +734,28 @@ fn mamba(v: &Value, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, 
             expand.saturating_mul(hidden)
         }
     };
-    let state = or_default(v, "state_size", 16, class, &mut notes)?;
+    let state = or_default(
+        v,
+        "state_size",
+        if mamba2 { 128 } else { 16 },
+        class,
+        &mut notes,
+    )?;
     let conv = or_default(v, "conv_kernel", 4, class, &mut notes)?;
-    let rank = dt_rank(v, "time_step_rank", hidden, class, &mut notes)?;
+    let (kind, rank, heads, groups) = if mamba2 {
+        let heads = or_default(v, "num_heads", 128, class, &mut notes)?;
+        let head_dim = or_default(v, "head_dim", 64, class, &mut notes)?;
+        if heads.checked_mul(head_dim) != Some(inner) {
+            return Err(parse(format!(
+                "num_heads × head_dim ({heads} × {head_dim}) is not expand × hidden ({inner})"
+            )));
+        }
+        let groups = or_default(v, "n_groups", 8, class, &mut notes)?;
+        (MixerKind::Mamba2, 0, heads, groups)
+    } else {
+        let rank = dt_rank(v, "time_step_rank", hidden, class, &mut notes)?;
+        (MixerKind::Mamba, rank, 0, 0)
+    };
     if flag(v, "use_bias") == Some(true) {
         warnings.push("use_bias is not modelled: in_proj/out_proj biases are not counted".into());
     }
@@ -744,10 +765,12 @@ fn mamba(v: &Value, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, 
     let tied_embeddings = match flag(v, "tie_word_embeddings") {
         Some(t) => t,
         None => {
+            // Mamba2Config defaults to untied, MambaConfig to tied.
             notes.push(format!(
-                "tie_word_embeddings absent: tied ({class}'s default)"
+                "tie_word_embeddings absent: {} ({class}'s default)",
+                if mamba2 { "untied" } else { "tied" }
             ));
-            true
+            !mamba2
         }
     };
     let arch = Architecture {
@@ -771,14 +794,14 @@ fn mamba(v: &Value, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, 
         attn_sinks: false,
         attn_gate: false,
         mixer: Some(Mixer {
-            kind: MixerKind::Mamba,
+            kind,
             layers,
             inner,
             state,
             conv,
             dt_rank: rank,
-            heads: 0,
-            key_heads: 0,
+            heads,
+            key_heads: groups,
             norms: false,
         }),
         mla: None,
@@ -1154,7 +1177,7 @@ mod tests {
 
     #[test]
     fn state_space_models_are_refused_with_a_reason() {
-        for mt in ["mamba2", "nemotron_h", "falcon_h1"] {
+        for mt in ["nemotron_h", "falcon_h1", "zamba2"] {
             let e =
                 parse_config(&format!(r#"{{"model_type":"{mt}","hidden_size":64}}"#)).unwrap_err();
             assert!(e.to_string().contains("constant per-sequence state"), "{e}");
@@ -1222,6 +1245,32 @@ mod tests {
         .collect();
         assert_eq!(total(&flags), 129_135_360);
         assert_eq!(total(&c.pairs()), 129_135_360);
+    }
+
+    #[test]
+    fn mamba2_reads_heads_and_groups_and_refuses_an_inconsistent_width() {
+        let c = parse_config(
+            r#"{"model_type":"mamba2","hidden_size":1536,"num_hidden_layers":48,"vocab_size":50288,
+            "num_heads":48,"head_dim":64,"state_size":128,"n_groups":1,"tie_word_embeddings":true}"#,
+        )
+        .unwrap();
+        let m = c.arch.mixer.unwrap();
+        assert_eq!((m.inner, m.heads, m.key_heads, m.state), (3072, 48, 1, 128));
+        assert!(field(&c, "expand absent").is_some());
+        // conv (3072 + 2·128) × 3 + SSM 48 × 64 × 128 values per layer (vLLM's shapes).
+        assert_eq!(m.state_values().unwrap(), (3328 * 3, 48 * 64 * 128));
+        // Through the flags: the same shape, 780 161 280 parameters (mamba2-780m's
+        // layout, which its model page rounds to 780M).
+        let (input, errors) =
+            crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(input.arch, Some(c.arch));
+        assert_eq!(total(&c.pairs()), 780_161_280);
+        let e = parse_config(
+            r#"{"model_type":"mamba2","hidden_size":1536,"num_hidden_layers":2,"vocab_size":10,"num_heads":40,"head_dim":64}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("num_heads × head_dim"), "{e}");
     }
 
     #[test]

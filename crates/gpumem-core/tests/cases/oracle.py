@@ -293,6 +293,26 @@ def checkpoint_tensors(config):
         if c.get("tie_word_embeddings", True) is False:
             add("lm_head", (V, h), "vocab")
         return T
+    if mt == "mamba2":
+        # transformers' Mamba2ForCausalLM: backbone.layers.N.{norm, mixer.*}; the mixer's
+        # in_proj yields z, x (d_inner each), B, C (groups x d_state each) and dt (heads).
+        d = c["expand"] * h
+        H2, G, n, k = c["num_heads"], c["n_groups"], c["state_size"], c["conv_kernel"]
+        assert H2 * c["head_dim"] == d
+        conv_dim = d + 2 * G * n
+        add("backbone.embeddings", (V, h), "vocab")
+        for i in range(L):
+            p = f"backbone.layers.{i}.mixer"
+            add(f"{p}.in_proj", (2 * d + 2 * G * n + H2, h), "linear_attn")
+            add(f"{p}.conv1d.weight", (conv_dim, 1, k), "kept"); add(f"{p}.conv1d.bias", (conv_dim,), "kept")
+            add(f"{p}.dt_bias", (H2,), "kept"); add(f"{p}.A_log", (H2,), "kept"); add(f"{p}.D", (H2,), "kept")
+            add(f"{p}.norm", (d,), "kept")
+            add(f"{p}.out_proj", (h, d), "linear_attn")
+            add(f"backbone.layers.{i}.norm", (h,), "kept")
+        add("backbone.norm_f", (h,), "kept")
+        if not c.get("tie_word_embeddings", False):
+            add("lm_head", (V, h), "vocab")
+        return T
     if mt == "jamba":
         # transformers' JambaForCausalLM: model.layers.N.{self_attn | mamba},
         # feed_forward (dense MLP or router + experts), input_layernorm, pre_ff_layernorm.
@@ -478,6 +498,10 @@ def state_bytes(config, nbytes=2):
     if mt in ("mamba", "falcon_mamba"):
         d = c["intermediate_size"]
         return L * (d * (c["conv_kernel"] - 1) + d * c["state_size"]) * nbytes
+    if mt == "mamba2":
+        d = c["expand"] * c["hidden_size"]
+        conv = (d + 2 * c["n_groups"] * c["state_size"]) * (c["conv_kernel"] - 1)
+        return L * (conv + c["num_heads"] * c["head_dim"] * c["state_size"]) * nbytes
     if mt == "jamba":
         d = c["mamba_expand"] * c["hidden_size"]
         n = sum(1 for i in range(L) if i % c["attn_layer_period"] != c["attn_layer_offset"])
@@ -494,7 +518,7 @@ def kv_bytes(config, tokens, engine="latent", nbytes=2):
     """KV cache of one sequence at `tokens` tokens (attention layers only)."""
     c = text_config(config)
     mt = c.get("model_type", config.get("model_type"))
-    if mt in ("mamba", "falcon_mamba"):
+    if mt in ("mamba", "falcon_mamba", "mamba2"):
         return 0
     if mt == "jamba":
         L = c["num_hidden_layers"]
@@ -579,12 +603,13 @@ REAL = {
     "llama-4-maverick": (None, "model card: 400B total with the vision tower, 17B active"),
     "mamba-2.8b": (None, "model page: 2.77B"),
     "falcon-mamba-7b": (None, "model page: 7.27B"),
+    "mamba-codestral-7b": (None, "model page: 7.29B"),
     "jamba-1.5-mini": (None, "model card: 52B total (51.6B), 12B active"),
     "qwen3-next-80b-a3b": (79_674_391_296, "80B (model card); 79 674 391 296 published for Qwen3-Coder-Next, the same shape, without the MTP module"),
 }
 
 # Published totals given only rounded: (value, significant digits it is rounded to).
-ROUNDED = {"mamba-2.8b": (2.77e9, 3), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
+ROUNDED = {"mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
 
 # Compressed-tensors checkpoints of Llama-3.1-8B (RedHatAI model cards), their
 # quantization_config blocks copied; the shape is Llama-3.1-8B's.
