@@ -199,6 +199,11 @@ pub struct Architecture {
     pub attn_gate: bool,
     /// State-space / linear-attention layers replacing attention in `mixer.layers` layers.
     pub mixer: Option<Mixer>,
+    /// Layers with attention when not `layers − mixer.layers`: Nemotron-H's blocks are
+    /// each attention, mixer or MLP alone.
+    pub attn_layers: Option<u64>,
+    /// Layers with an MLP (dense or MoE) when not every layer (Nemotron-H's MLP blocks).
+    pub mlp_layers: Option<u64>,
     /// Multi-head latent attention, replacing q/k/v projections.
     pub mla: Option<Mla>,
     /// Mixture-of-experts blocks, if any.
@@ -410,6 +415,14 @@ impl Architecture {
                 return Err(EstimateError::invalid(field, "must be at least 1"));
             }
         }
+        for (field, v) in [
+            ("attention-layers", self.attn_layers),
+            ("mlp-layers", self.mlp_layers),
+        ] {
+            if v.is_some_and(|v| v > self.layers) {
+                return Err(EstimateError::invalid(field, "more than layers"));
+            }
+        }
         if let Some(m) = self.mixer {
             if m.layers > self.layers {
                 return Err(EstimateError::invalid(
@@ -533,10 +546,17 @@ impl Architecture {
         Ok(())
     }
 
-    /// Layers with attention (all but the mixer's layers).
+    /// Layers with attention (all but the mixer's layers, unless given).
     pub fn attention_layers(&self) -> u64 {
-        self.layers
-            .saturating_sub(self.mixer.map_or(0, |m| m.layers))
+        self.attn_layers.unwrap_or_else(|| {
+            self.layers
+                .saturating_sub(self.mixer.map_or(0, |m| m.layers))
+        })
+    }
+
+    /// Layers with an MLP (every layer, unless given).
+    pub fn mlp_layer_count(&self) -> u64 {
+        self.mlp_layers.unwrap_or(self.layers)
     }
 
     /// KV values per token and attention layer (MTP layers are not counted).
@@ -575,12 +595,13 @@ impl Architecture {
                 1,
             ));
         }
+        let mlp = self.mlp_layer_count();
         let (dense, moe_layers) = match self.moe {
             Some(m) => {
-                let moe = m.moe_layers(self.layers);
-                (self.layers.saturating_sub(moe), moe)
+                let moe = m.moe_layers(mlp);
+                (mlp.saturating_sub(moe), moe)
             }
-            None => (self.layers, 0),
+            None => (mlp, 0),
         };
         self.push_layers(
             &mut t,

@@ -217,7 +217,9 @@ fn apply(
         | "mixer-conv"
         | "mixer-dt-rank"
         | "mixer-heads"
-        | "mixer-key-heads" => {
+        | "mixer-key-heads"
+        | "attention-layers"
+        | "mlp-layers" => {
             arch_fields.push((k, count()?));
         }
         "gated-mlp" | "tied-embeddings" | "qkv-bias" | "o-bias" | "mlp-bias" | "qk-norm"
@@ -420,6 +422,8 @@ fn build_arch(
         attn_sinks: flag("attn-sinks", false),
         attn_gate: flag("attn-gate", false),
         mixer,
+        attn_layers: get("attention-layers"),
+        mlp_layers: get("mlp-layers"),
         mla,
         moe,
         mtp_layers: get("mtp-layers").unwrap_or(0),
@@ -495,6 +499,14 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
             ("tower-params", a.tower_params, 0),
         ] {
             if v != dflt {
+                put(k, v.to_string());
+            }
+        }
+        for (k, v) in [
+            ("attention-layers", a.attn_layers),
+            ("mlp-layers", a.mlp_layers),
+        ] {
+            if let Some(v) = v {
                 put(k, v.to_string());
             }
         }

@@ -181,6 +181,10 @@ const CASES: &[(&str, &str)] = &[
         "real-mixtral-8x7b",
         include_str!("cases/real-mixtral-8x7b.json"),
     ),
+    (
+        "real-nemotron-h-8b",
+        include_str!("cases/real-nemotron-h-8b.json"),
+    ),
     ("real-olmo-2-7b", include_str!("cases/real-olmo-2-7b.json")),
     (
         "real-phi-3-mini-4k",

@@ -49,8 +49,13 @@ pub(super) fn kv_cache(
             format!("{state_layers} state layers of {layers} layers"),
         ));
     }
+    // Hybrids name their attention layers; a hand-entered state-layers replaces KV.
+    let kv_layers = match input.arch {
+        Some(a) if a.mixer.is_some() || a.attn_layers.is_some() => a.attention_layers(),
+        _ => layers.saturating_sub(state_layers),
+    };
     let shape = KvShape {
-        layers: layers.saturating_sub(state_layers),
+        layers: kv_layers,
         values,
         layout: if mla {
             KvLayout::MlaLatent

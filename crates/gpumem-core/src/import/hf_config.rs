@@ -6,8 +6,8 @@
 //! Multimodal configs nest the language model under `text_config`, which is used
 //! when present; their towers are named in a warning, never dropped silently.
 //! Every default assumed is listed in `notes`; every field that changes memory and
-//! is not modelled is named in `warnings`. Mamba(-1), Mamba-2, Falcon-Mamba, Jamba
-//! and Qwen3-Next are read with their state-space / linear-attention mixer (layers that
+//! is not modelled is named in `warnings`. Mamba(-1), Mamba-2, Falcon-Mamba, Jamba,
+//! Qwen3-Next and Nemotron-H are read with their state-space / linear-attention mixer (layers that
 //! keep a constant per-sequence state instead of KV); the other state-space and hybrid
 //! families are refused with a reason.
 
@@ -157,14 +157,15 @@ const MODELLED: &[&str] = &[
     "mamba2",
     "falcon_mamba",
     "jamba",
+    "nemotron_h",
     "qwen3_next",
 ];
 
 /// Families whose layers keep a constant state instead of (some) KV: not expressible.
-/// (Mamba, Mamba-2, Falcon-Mamba, Jamba and Qwen3-Next are read: see [`mamba`] and the mixer.)
+/// (Mamba, Mamba-2, Falcon-Mamba, Jamba, Qwen3-Next and Nemotron-H are read: see
+/// [`mamba`] and the mixer.)
 const STATE_SPACE: &[&str] = &[
     "falcon_h1",
-    "nemotron_h",
     "zamba",
     "zamba2",
     "bamba",
@@ -320,7 +321,8 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         }
     }
     for (key, what) in NOT_MODELLED {
-        if present(v, key) {
+        // Nemotron-H's pattern is read (see `nemotron_blocks`).
+        if present(v, key) && !(mt == "nemotron_h" && *key == "hybrid_override_pattern") {
             warnings.push(format!("{key} is not modelled: {what}"));
         }
     }
@@ -361,7 +363,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             }
         }
     };
-    let head_dim = match uint(v, "head_dim")? {
+    let head_dim = match uint(v, "head_dim")?.or(uint(v, "attention_head_dim")?) {
         Some(d) => d,
         None if matches!(mt, "gemma2" | "gemma3" | "gemma3_text") => {
             notes.push(format!("head_dim absent: 256 assumed ({mt}'s default)"));
@@ -382,6 +384,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             | "gpt_bigcode"
             | "phi"
             | "starcoder2"
+            | "nemotron_h"
     );
     let dense_key = if mt == "llama4" || mt == "llama4_text" {
         "intermediate_size_mlp"
@@ -424,6 +427,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
                 | "gptj"
                 | "jamba"
                 | "qwen3_next"
+                | "nemotron_h"
         );
         notes.push(format!(
             "tie_word_embeddings absent: {} (default for {mt})",
@@ -458,7 +462,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         "gemma2" | "gemma3" | "gemma3_text" => 4,
         "falcon" if falcon_new => uint(v, "num_ln_in_parallel_attn")?.unwrap_or(2),
         "falcon" if flag(v, "parallel_attn").unwrap_or(true) => 1,
-        "gptj" | "phi" => 1,
+        "gptj" | "phi" | "nemotron_h" => 1,
         _ => 2,
     };
     let learned_positions = match mt {
@@ -469,7 +473,12 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         .or(uint(v, "num_experts")?)
         .or(uint(v, "n_routed_experts")?);
     let llama4 = mt == "llama4" || mt == "llama4_text";
-    let moe = match experts {
+    let nemotron = if mt == "nemotron_h" {
+        Some(nemotron_blocks(v, layers, &mut warnings)?)
+    } else {
+        None
+    };
+    let moe = match experts.filter(|_| nemotron.is_none()) {
         Some(e) if e > 1 => Some(Moe {
             experts: e,
             active: need(v, &["num_experts_per_tok", "num_experts_per_token"])?,
@@ -517,6 +526,10 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             &mut warnings,
         )?),
         "qwen3_next" => Some(delta_net(v, layers, &mut notes)?),
+        "nemotron_h" => {
+            let (mamba, _, _) = nemotron.unwrap_or_default();
+            Some(nemotron_mixer(v, mamba, &mut notes)?)
+        }
         _ => None,
     };
     let mla = match uint(v, "kv_lora_rank")? {
@@ -560,6 +573,8 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         // Qwen3NextAttention: q_proj yields the queries and a sigmoid output gate.
         attn_gate: mt == "qwen3_next",
         mixer,
+        attn_layers: nemotron.map(|(_, attention, _)| attention),
+        mlp_layers: nemotron.map(|(_, _, mlp)| mlp),
         mla,
         moe,
         mtp_layers,
@@ -793,6 +808,8 @@ fn mamba(v: &Value, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, 
         learned_positions: 0,
         attn_sinks: false,
         attn_gate: false,
+        attn_layers: None,
+        mlp_layers: None,
         mixer: Some(Mixer {
             kind,
             layers,
@@ -885,6 +902,58 @@ fn jamba_mixer(
         heads: 0,
         key_heads: 0,
         norms: true,
+    })
+}
+
+/// Nemotron-H's blocks from `hybrid_override_pattern`: (Mamba-2 `M`, attention `*`,
+/// MLP `-`); each block is one norm and one of them (NVIDIA's modeling_nemotron_h.py).
+fn nemotron_blocks(
+    v: &Value,
+    layers: u64,
+    warnings: &mut Vec<String>,
+) -> Result<(u64, u64, u64), EstimateError> {
+    let pattern = v
+        .get("hybrid_override_pattern")
+        .and_then(Value::as_str)
+        .ok_or_else(|| parse("nemotron_h: hybrid_override_pattern is needed".into()))?;
+    let count = |c: char| pattern.chars().filter(|x| *x == c).count() as u64;
+    if let Some(other) = pattern.chars().find(|c| !matches!(c, 'M' | '*' | '-')) {
+        return Err(parse(format!(
+            "hybrid_override_pattern has {other:?} blocks (e.g. Nemotron-3's MoE 'E'), which the config reader does not count yet: give the shape by hand"
+        )));
+    }
+    if pattern.chars().count() as u64 != layers {
+        return Err(parse(format!(
+            "hybrid_override_pattern has {} blocks, num_hidden_layers {layers}",
+            pattern.chars().count()
+        )));
+    }
+    for key in ["use_bias", "mamba_proj_bias"] {
+        if flag(v, key) == Some(true) {
+            warnings.push(format!(
+                "{key} is not modelled: in_proj/out_proj biases are not counted"
+            ));
+        }
+    }
+    Ok((count('M'), count('*'), count('-')))
+}
+
+/// Nemotron-H's Mamba-2 mixer (NemotronHConfig: `mamba_num_heads` × `mamba_head_dim`,
+/// `ssm_state_size`, `n_groups`, `conv_kernel`).
+fn nemotron_mixer(v: &Value, layers: u64, notes: &mut Vec<String>) -> Result<Mixer, EstimateError> {
+    let class = "NemotronHConfig";
+    let heads = or_default(v, "mamba_num_heads", 128, class, notes)?;
+    let head_dim = or_default(v, "mamba_head_dim", 64, class, notes)?;
+    Ok(Mixer {
+        kind: MixerKind::Mamba2,
+        layers,
+        inner: heads.saturating_mul(head_dim),
+        state: or_default(v, "ssm_state_size", 128, class, notes)?,
+        conv: or_default(v, "conv_kernel", 4, class, notes)?,
+        dt_rank: 0,
+        heads,
+        key_heads: or_default(v, "n_groups", 8, class, notes)?,
+        norms: false,
     })
 }
 
@@ -1177,7 +1246,7 @@ mod tests {
 
     #[test]
     fn state_space_models_are_refused_with_a_reason() {
-        for mt in ["nemotron_h", "falcon_h1", "zamba2"] {
+        for mt in ["bamba", "falcon_h1", "zamba2"] {
             let e =
                 parse_config(&format!(r#"{{"model_type":"{mt}","hidden_size":64}}"#)).unwrap_err();
             assert!(e.to_string().contains("constant per-sequence state"), "{e}");
@@ -1271,6 +1340,37 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("num_heads × head_dim"), "{e}");
+    }
+
+    #[test]
+    fn nemotron_h_blocks_come_from_the_pattern_and_moe_blocks_are_refused() {
+        let base = r#""model_type":"nemotron_h","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,
+            "intermediate_size":128,"vocab_size":100,"mamba_num_heads":4,"mamba_head_dim":16,"ssm_state_size":8,"n_groups":2"#;
+        let c = parse_config(&format!(
+            r#"{{{base},"num_hidden_layers":6,"hybrid_override_pattern":"M-M*-M"}}"#
+        ))
+        .unwrap();
+        assert_eq!(c.arch.mixer.unwrap().layers, 3);
+        assert_eq!(
+            (c.arch.attention_layers(), c.arch.mlp_layer_count()),
+            (1, 2)
+        );
+        assert!(!c.arch.gated_mlp && c.arch.layer_norms == 1 && !c.arch.tied_embeddings);
+        assert!(
+            c.warnings
+                .iter()
+                .all(|w| !w.contains("hybrid_override_pattern"))
+        );
+        let e = parse_config(&format!(
+            r#"{{{base},"num_hidden_layers":4,"hybrid_override_pattern":"MEM*"}}"#
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("'E'"), "{e}");
+        let e = parse_config(&format!(
+            r#"{{{base},"num_hidden_layers":5,"hybrid_override_pattern":"M-M*"}}"#
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("4 blocks"), "{e}");
     }
 
     #[test]

@@ -313,6 +313,32 @@ def checkpoint_tensors(config):
         if not c.get("tie_word_embeddings", False):
             add("lm_head", (V, h), "vocab")
         return T
+    if mt == "nemotron_h":
+        # NVIDIA's modeling_nemotron_h.py: backbone.layers.N.{norm, mixer}; the mixer is
+        # Mamba-2 (M), attention (*) or a relu^2 MLP up/down (-), per hybrid_override_pattern.
+        KV, hd = c["num_key_value_heads"], c.get("attention_head_dim", h // H)
+        H2, P, G, n, k = c["mamba_num_heads"], c["mamba_head_dim"], c["n_groups"], c["ssm_state_size"], c["conv_kernel"]
+        d = H2 * P; conv_dim = d + 2 * G * n; I = c["intermediate_size"]
+        add("backbone.embeddings", (V, h), "vocab")
+        for i, block in enumerate(c["hybrid_override_pattern"]):
+            p = f"backbone.layers.{i}.mixer"
+            if block == "M":
+                add(f"{p}.in_proj", (2 * d + 2 * G * n + H2, h), "linear_attn")
+                add(f"{p}.conv1d.weight", (conv_dim, 1, k), "kept"); add(f"{p}.conv1d.bias", (conv_dim,), "kept")
+                add(f"{p}.dt_bias", (H2,), "kept"); add(f"{p}.A_log", (H2,), "kept"); add(f"{p}.D", (H2,), "kept")
+                add(f"{p}.norm", (d,), "kept")
+                add(f"{p}.out_proj", (h, d), "linear_attn")
+            elif block == "*":
+                add(f"{p}.q_proj", (H * hd, h), "linear_attn"); add(f"{p}.k_proj", (KV * hd, h), "linear_attn")
+                add(f"{p}.v_proj", (KV * hd, h), "linear_attn"); add(f"{p}.o_proj", (h, H * hd), "linear_attn")
+            else:
+                assert block == "-"
+                add(f"{p}.up_proj", (I, h), "linear_mlp"); add(f"{p}.down_proj", (h, I), "linear_mlp")
+            add(f"backbone.layers.{i}.norm", (h,), "kept")
+        add("backbone.norm_f", (h,), "kept")
+        if not c.get("tie_word_embeddings", False):
+            add("lm_head", (V, h), "vocab")
+        return T
     if mt == "jamba":
         # transformers' JambaForCausalLM: model.layers.N.{self_attn | mamba},
         # feed_forward (dense MLP or router + experts), input_layernorm, pre_ff_layernorm.
@@ -502,6 +528,11 @@ def state_bytes(config, nbytes=2):
         d = c["expand"] * c["hidden_size"]
         conv = (d + 2 * c["n_groups"] * c["state_size"]) * (c["conv_kernel"] - 1)
         return L * (conv + c["num_heads"] * c["head_dim"] * c["state_size"]) * nbytes
+    if mt == "nemotron_h":
+        d = c["mamba_num_heads"] * c["mamba_head_dim"]
+        conv = (d + 2 * c["n_groups"] * c["ssm_state_size"]) * (c["conv_kernel"] - 1)
+        m = c["hybrid_override_pattern"].count("M")
+        return m * (conv + d * c["ssm_state_size"]) * nbytes
     if mt == "jamba":
         d = c["mamba_expand"] * c["hidden_size"]
         n = sum(1 for i in range(L) if i % c["attn_layer_period"] != c["attn_layer_offset"])
@@ -520,6 +551,9 @@ def kv_bytes(config, tokens, engine="latent", nbytes=2):
     mt = c.get("model_type", config.get("model_type"))
     if mt in ("mamba", "falcon_mamba", "mamba2"):
         return 0
+    if mt == "nemotron_h":
+        hd = c.get("attention_head_dim", c["hidden_size"] // c["num_attention_heads"])
+        return c["hybrid_override_pattern"].count("*") * 2 * c["num_key_value_heads"] * hd * tokens * nbytes
     if mt == "jamba":
         L = c["num_hidden_layers"]
         attn = sum(1 for i in range(L) if i % c["attn_layer_period"] == c["attn_layer_offset"])
@@ -604,12 +638,13 @@ REAL = {
     "mamba-2.8b": (None, "model page: 2.77B"),
     "falcon-mamba-7b": (None, "model page: 7.27B"),
     "mamba-codestral-7b": (None, "model page: 7.29B"),
+    "nemotron-h-8b": (None, "model name: 8B (model page 8.1B)"),
     "jamba-1.5-mini": (None, "model card: 52B total (51.6B), 12B active"),
     "qwen3-next-80b-a3b": (79_674_391_296, "80B (model card); 79 674 391 296 published for Qwen3-Coder-Next, the same shape, without the MTP module"),
 }
 
 # Published totals given only rounded: (value, significant digits it is rounded to).
-ROUNDED = {"mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
+ROUNDED = {"mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
 
 # Compressed-tensors checkpoints of Llama-3.1-8B (RedHatAI model cards), their
 # quantization_config blocks copied; the shape is Llama-3.1-8B's.
