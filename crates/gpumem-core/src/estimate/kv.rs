@@ -138,7 +138,7 @@ pub(super) fn kv_cache(
                     what: "recurrent state",
                 })?;
                 b.assumptions.push(format!(
-                    "{} state kept in {} as vLLM allocates it (conv window of kernel − 1 columns + recurrent state; engines keeping the SSM state in fp32 need twice that part: give state-bytes)",
+                    "{} state in {}, shaped as vLLM allocates it; an fp32 SSM state needs more: give state-bytes",
                     m.kind.name(),
                     input.compute_dtype.name()
                 ));

@@ -705,6 +705,21 @@ fn or_default(
     }
 }
 
+/// The mixers are counted with a conv bias and without in/out projection biases, as
+/// every published Mamba-family checkpoint has them; the other choice is named.
+fn mixer_biases(v: &Value, proj: &str, conv: &str, warnings: &mut Vec<String>) {
+    for (key, on) in [(proj, true), (conv, false)] {
+        if flag(v, key) == Some(on) {
+            let w = format!(
+                "{key} = {on} is not modelled: the mixer's biases are counted as in Mamba (a conv bias, no projection bias)"
+            );
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
+    }
+}
+
 /// Mamba's Δ rank: a number, or "auto" = ⌈hidden / 16⌉ (MambaConfig, JambaConfig).
 fn dt_rank(
     v: &Value,
@@ -771,12 +786,7 @@ fn mamba(v: &Value, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, 
         let rank = dt_rank(v, "time_step_rank", hidden, class, &mut notes)?;
         (MixerKind::Mamba, rank, 0, 0)
     };
-    if flag(v, "use_bias") == Some(true) {
-        warnings.push("use_bias is not modelled: in_proj/out_proj biases are not counted".into());
-    }
-    if flag(v, "use_conv_bias") == Some(false) {
-        warnings.push("use_conv_bias = false is not modelled: the conv bias is counted".into());
-    }
+    mixer_biases(v, "use_bias", "use_conv_bias", &mut warnings);
     let tied_embeddings = match flag(v, "tie_word_embeddings") {
         Some(t) => t,
         None => {
@@ -884,14 +894,7 @@ fn jamba_mixer(
         }
     }
     let expand = or_default(v, "mamba_expand", 2, class, notes)?;
-    if flag(v, "mamba_proj_bias") == Some(true) {
-        warnings.push(
-            "mamba_proj_bias is not modelled: in_proj/out_proj biases are not counted".into(),
-        );
-    }
-    if flag(v, "mamba_conv_bias") == Some(false) {
-        warnings.push("mamba_conv_bias = false is not modelled: the conv bias is counted".into());
-    }
+    mixer_biases(v, "mamba_proj_bias", "mamba_conv_bias", warnings);
     Ok(Mixer {
         kind: MixerKind::Mamba,
         layers: layers.saturating_sub(attention),
@@ -928,13 +931,8 @@ fn nemotron_blocks(
             pattern.chars().count()
         )));
     }
-    for key in ["use_bias", "mamba_proj_bias"] {
-        if flag(v, key) == Some(true) {
-            warnings.push(format!(
-                "{key} is not modelled: in_proj/out_proj biases are not counted"
-            ));
-        }
-    }
+    mixer_biases(v, "use_bias", "use_conv_bias", warnings);
+    mixer_biases(v, "mamba_proj_bias", "use_conv_bias", warnings);
     Ok((count('M'), count('*'), count('-')))
 }
 
