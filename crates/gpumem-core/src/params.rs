@@ -346,6 +346,12 @@ fn build_arch(
         }));
     }
     let hidden = need("hidden")?;
+    if mixer_kind.is_some() && state_layers == 0 {
+        return Err(EstimateError::invalid(
+            "state-layers",
+            "needed with mixer: how many layers have it",
+        ));
+    }
     let mixer = match mixer_kind {
         Some(kind) => Some(Mixer {
             kind,

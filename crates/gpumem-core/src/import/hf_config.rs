@@ -1311,6 +1311,19 @@ mod tests {
         .map(|(k, v)| (*k, v.to_string()))
         .collect();
         assert_eq!(total(&flags), 129_135_360);
+        // A mixer without its layer count is refused, naming the key.
+        let (_, errors) = crate::params::from_pairs(
+            flags
+                .iter()
+                .filter(|(k, _)| *k != "state-layers")
+                .map(|(k, v)| (*k, v.as_str())),
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.to_string().starts_with("state-layers:")),
+            "{errors:?}"
+        );
         assert_eq!(total(&c.pairs()), 129_135_360);
     }
 
