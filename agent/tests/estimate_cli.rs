@@ -279,7 +279,8 @@ fn config(name: &str) -> String {
 fn table_and_json_match_their_snapshots() {
     let gpt_oss = config("gpt-oss-20b");
     let deepseek = config("deepseek-v3");
-    let runs: [(&str, Vec<&str>); 5] = [
+    let qwen3_next = config("qwen3-next-80b-a3b");
+    let runs: [(&str, Vec<&str>); 6] = [
         (
             "seed-s2.txt",
             vec![
@@ -328,6 +329,20 @@ fn table_and_json_match_their_snapshots() {
                 "8192",
                 "--kv-dtype",
                 "bf16",
+            ],
+        ),
+        (
+            // A hybrid: KV for the 12 attention layers, a constant state for the 36
+            // Gated DeltaNet layers.
+            "qwen3-next.txt",
+            vec![
+                "estimate",
+                "--config",
+                &qwen3_next,
+                "--context",
+                "8192",
+                "--sequences",
+                "4",
             ],
         ),
     ];

@@ -35,6 +35,9 @@ pub struct Moe {
     pub every: u64,
     /// A bias on the router (gpt-oss) or DeepSeek-V3's `e_score_correction_bias`.
     pub router_bias: bool,
+    /// A sigmoid gate `[1, hidden]` on the shared expert's output per MoE layer
+    /// (Qwen2-MoE's and Qwen3-Next's `shared_expert_gate`).
+    pub shared_gate: bool,
 }
 
 impl Moe {
@@ -64,6 +67,93 @@ pub struct Mla {
     pub v_head_dim: u64,
 }
 
+/// The mixer that replaces attention in a hybrid's (or a pure state-space model's)
+/// other layers; each such layer keeps a constant per-sequence state instead of KV.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MixerKind {
+    /// Mamba-1 selective scan (transformers' `MambaMixer`, Jamba's `JambaMambaMixer`).
+    Mamba,
+    /// Gated DeltaNet linear attention (Qwen3-Next's `Qwen3NextGatedDeltaNet`).
+    DeltaNet,
+    /// Mamba-2 (transformers' `Mamba2Mixer`): multi-head SSM with grouped B/C.
+    Mamba2,
+}
+
+impl MixerKind {
+    /// The key's value (`mixer=mamba`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            MixerKind::Mamba => "mamba",
+            MixerKind::DeltaNet => "deltanet",
+            MixerKind::Mamba2 => "mamba2",
+        }
+    }
+}
+
+/// The state-space / linear-attention layers of a model.
+///
+/// Mamba: `inner` = d_inner, `state` = d_state, `dt_rank` the Δ projection's rank.
+/// Mamba-2: `inner` = heads × head dim, `state` = d_state, `heads` = SSM heads,
+/// `key_heads` = groups of B/C (`n_groups`).
+/// Gated DeltaNet: `inner` = value heads × value head dim, `state` = key head dim,
+/// `heads` = value heads, `key_heads` = key heads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mixer {
+    /// Which mixer.
+    pub kind: MixerKind,
+    /// Layers with this mixer instead of attention (the rest are attention layers).
+    pub layers: u64,
+    /// Inner width (see the type's doc).
+    pub inner: u64,
+    /// State width per channel (Mamba d_state) or key head dim (DeltaNet).
+    pub state: u64,
+    /// Causal convolution width (`d_conv`, `linear_conv_kernel_dim`).
+    pub conv: u64,
+    /// Mamba: rank of the Δ projection (`time_step_rank`, `mamba_dt_rank`).
+    pub dt_rank: u64,
+    /// DeltaNet: value heads; Mamba-2: heads.
+    pub heads: u64,
+    /// DeltaNet: key heads; Mamba-2: groups (`n_groups`).
+    pub key_heads: u64,
+    /// Mamba: RMSNorms on Δ, B and C (Jamba's `dt_layernorm`, `b_layernorm`, `c_layernorm`).
+    pub norms: bool,
+}
+
+impl Mixer {
+    /// Values one layer keeps per sequence: (convolution window, recurrent state).
+    ///
+    /// As vLLM allocates them (`vllm/model_executor/layers/mamba/mamba_utils.py`,
+    /// `MambaStateShapeCalculator`): Mamba-1 conv `d_inner × (d_conv − 1)` and SSM
+    /// `d_inner × d_state`; Gated DeltaNet conv `(2 × key heads × key dim + value dim)
+    /// × (kernel − 1)` and recurrent `value heads × key dim × value head dim`; Mamba-2
+    /// conv `(d_inner + 2 × groups × d_state) × (d_conv − 1)` and SSM `heads × head dim
+    /// × d_state`.
+    /// (transformers' `MambaCache` keeps the whole `d_conv` window: slightly more.)
+    pub fn state_values(&self) -> Result<(u64, u64), EstimateError> {
+        let window = self.conv.saturating_sub(1);
+        let what = "recurrent state";
+        match self.kind {
+            MixerKind::Mamba => Ok((
+                checked_product(&[self.inner, window], what)?,
+                checked_product(&[self.inner, self.state], what)?,
+            )),
+            MixerKind::DeltaNet | MixerKind::Mamba2 => {
+                // Both: a conv over x plus two grouped projections (q/k, or B/C).
+                let conv_dim = add(
+                    checked_product(&[2, self.key_heads, self.state], what)?,
+                    self.inner,
+                    what,
+                )?;
+                Ok((
+                    checked_product(&[conv_dim, window], what)?,
+                    checked_product(&[self.inner, self.state], what)?,
+                ))
+            }
+        }
+    }
+}
+
 /// A decoder-only transformer's shape, as in a Hugging Face `config.json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Architecture {
@@ -79,7 +169,7 @@ pub struct Architecture {
     pub kv_heads: u64,
     /// Width of one head.
     pub head_dim: u64,
-    /// Intermediate width of the dense MLP.
+    /// Intermediate width of the dense MLP; 0 = no MLP (Mamba's blocks are the mixer alone).
     pub intermediate: u64,
     /// Gated MLP (SwiGLU/GeGLU: gate, up, down) rather than up, down.
     pub gated_mlp: bool,
@@ -105,6 +195,15 @@ pub struct Architecture {
     pub learned_positions: u64,
     /// One learned attention-sink logit per head and layer (gpt-oss).
     pub attn_sinks: bool,
+    /// A sigmoid output gate computed by `q_proj` (Qwen3-Next): q_proj is twice as wide.
+    pub attn_gate: bool,
+    /// State-space / linear-attention layers replacing attention in `mixer.layers` layers.
+    pub mixer: Option<Mixer>,
+    /// Layers with attention when not `layers − mixer.layers`: Nemotron-H's blocks are
+    /// each attention, mixer or MLP alone.
+    pub attn_layers: Option<u64>,
+    /// Layers with an MLP (dense or MoE) when not every layer (Nemotron-H's MLP blocks).
+    pub mlp_layers: Option<u64>,
     /// Multi-head latent attention, replacing q/k/v projections.
     pub mla: Option<Mla>,
     /// Mixture-of-experts blocks, if any.
@@ -123,7 +222,8 @@ pub struct Architecture {
 pub enum ParamClass {
     /// Token embeddings.
     Embeddings,
-    /// Attention projections (and their biases).
+    /// Attention projections (and their biases), or the state-space / linear-attention
+    /// mixer that replaces attention in a layer (Mamba, Gated DeltaNet).
     Attention,
     /// MLP / expert projections (and their biases), routers included.
     Mlp,
@@ -293,19 +393,70 @@ impl Architecture {
     /// Checks that the shape is usable: every size ≥ 1 where required and at most
     /// [`MAX_DIM`], heads divisible by KV heads, MoE counts coherent.
     pub fn validate(&self) -> Result<(), EstimateError> {
-        let positive: [(&'static str, u64); 8] = [
+        let mut positive = vec![
             ("vocab", self.vocab),
             ("hidden", self.hidden),
             ("layers", self.layers),
-            ("heads", self.heads),
-            ("kv-heads", self.kv_heads),
-            ("head-dim", self.head_dim),
-            ("intermediate", self.intermediate),
             ("layer-norms", self.layer_norms),
         ];
+        // A pure state-space model has no attention (and Mamba no MLP).
+        if self.attention_layers() > 0 {
+            positive.extend([
+                ("heads", self.heads),
+                ("kv-heads", self.kv_heads),
+                ("head-dim", self.head_dim),
+            ]);
+        }
+        if self.mixer.is_none() {
+            positive.push(("intermediate", self.intermediate));
+        }
         for (field, v) in positive {
             if v == 0 {
                 return Err(EstimateError::invalid(field, "must be at least 1"));
+            }
+        }
+        for (field, v) in [
+            ("attention-layers", self.attn_layers),
+            ("mlp-layers", self.mlp_layers),
+        ] {
+            if v.is_some_and(|v| v > self.layers) {
+                return Err(EstimateError::invalid(field, "more than layers"));
+            }
+        }
+        if let Some(m) = self.mixer {
+            if m.layers > self.layers {
+                return Err(EstimateError::invalid(
+                    "state-layers",
+                    format!("{} state layers of {} layers", m.layers, self.layers),
+                ));
+            }
+            let mut need = vec![
+                ("mixer-inner", m.inner),
+                ("mixer-state", m.state),
+                ("mixer-conv", m.conv),
+            ];
+            match m.kind {
+                MixerKind::Mamba => need.push(("mixer-dt-rank", m.dt_rank)),
+                MixerKind::DeltaNet | MixerKind::Mamba2 => {
+                    need.extend([("mixer-heads", m.heads), ("mixer-key-heads", m.key_heads)])
+                }
+            }
+            for (field, v) in need {
+                if v == 0 {
+                    return Err(EstimateError::invalid(
+                        field,
+                        format!("must be at least 1 with mixer={}", m.kind.name()),
+                    ));
+                }
+                if v > MAX_DIM {
+                    return Err(EstimateError::invalid(field, "absurdly large"));
+                }
+            }
+            if m.kind != MixerKind::Mamba && !m.inner.is_multiple_of(m.heads) {
+                return Err(EstimateError::invalid(
+                    "mixer-inner",
+                    format!("{} is not a multiple of {} value heads", m.inner, m.heads),
+                ));
             }
         }
         let mut bounded = vec![
@@ -355,7 +506,9 @@ impl Architecture {
                 ));
             }
         }
-        if self.kv_heads > self.heads || !self.heads.is_multiple_of(self.kv_heads) {
+        if self.attention_layers() > 0
+            && (self.kv_heads > self.heads || !self.heads.is_multiple_of(self.kv_heads))
+        {
             return Err(EstimateError::invalid(
                 "kv-heads",
                 format!(
@@ -393,7 +546,20 @@ impl Architecture {
         Ok(())
     }
 
-    /// Layers that keep a KV cache (every decoder layer; MTP layers are not counted).
+    /// Layers with attention (all but the mixer's layers, unless given).
+    pub fn attention_layers(&self) -> u64 {
+        self.attn_layers.unwrap_or_else(|| {
+            self.layers
+                .saturating_sub(self.mixer.map_or(0, |m| m.layers))
+        })
+    }
+
+    /// Layers with an MLP (every layer, unless given).
+    pub fn mlp_layer_count(&self) -> u64 {
+        self.mlp_layers.unwrap_or(self.layers)
+    }
+
+    /// KV values per token and attention layer (MTP layers are not counted).
     pub fn kv_values_per_token(&self) -> Result<u64, EstimateError> {
         match self.mla {
             // The latent c_kv and the shared rotary key: one vector per token and layer.
@@ -429,14 +595,25 @@ impl Architecture {
                 1,
             ));
         }
+        let mlp = self.mlp_layer_count();
         let (dense, moe_layers) = match self.moe {
             Some(m) => {
-                let moe = m.moe_layers(self.layers);
-                (self.layers.saturating_sub(moe), moe)
+                let moe = m.moe_layers(mlp);
+                (mlp.saturating_sub(moe), moe)
             }
-            None => (self.layers, 0),
+            None => (mlp, 0),
         };
-        self.push_layers(&mut t, None, self.layers, dense, moe_layers)?;
+        self.push_layers(
+            &mut t,
+            None,
+            self.layers,
+            self.attention_layers(),
+            dense,
+            moe_layers,
+        )?;
+        if let Some(m) = self.mixer {
+            self.push_mixer(&mut t, m)?;
+        }
         let norm_count = if self.layernorm_bias { 2 } else { 1 };
         t.push(grp(Norms, Kept, "final norm", h, 1, norm_count));
         if !self.tied_embeddings {
@@ -451,7 +628,7 @@ impl Architecture {
             // Dimensions are at most MAX_DIM (validated): these small multiples
             // cannot saturate.
             let (dense_mtp, moe_mtp) = if moe == 1 { (0, n) } else { (n, 0) };
-            self.push_layers(&mut t, Some(Mtp), n, dense_mtp, moe_mtp)?;
+            self.push_layers(&mut t, Some(Mtp), n, n, dense_mtp, moe_mtp)?;
             t.push(grp(Mtp, Kept, "mtp norms", h, 1, n.saturating_mul(3)));
             t.push(grp(Mtp, Linear, "mtp eh_proj", h, h.saturating_mul(2), n));
             t.push(grp(
@@ -478,13 +655,120 @@ impl Architecture {
         Ok(t)
     }
 
-    /// The tensors of `layers` decoder layers, `dense` of them with a dense MLP and
-    /// `moe` with experts; `class` overrides the classes (MTP layers).
+    /// The tensors of the mixer's layers, as transformers' `MambaMixer` /
+    /// `JambaMambaMixer` / `Qwen3NextGatedDeltaNet` store them (counted under the
+    /// attention class: they are the layer's token mixer).
+    fn push_mixer(&self, t: &mut Vec<TensorGroup>, m: Mixer) -> Result<(), EstimateError> {
+        use ParamClass::*;
+        use Role::*;
+        let (h, l, d, n, k) = (self.hidden, m.layers, m.inner, m.state, m.conv);
+        let w = "mixer width";
+        match m.kind {
+            MixerKind::Mamba => {
+                let r = m.dt_rank;
+                t.push(grp(
+                    Attention,
+                    AttnLinear,
+                    "mixer.in_proj",
+                    checked_product(&[2, d], w)?,
+                    h,
+                    l,
+                ));
+                t.push(grp(Attention, Kept, "mixer.conv1d", d, k, l));
+                t.push(grp(Attention, Kept, "mixer.conv1d.bias", d, 1, l));
+                let x_out = add(r, checked_product(&[2, n], w)?, w)?;
+                t.push(grp(Attention, AttnLinear, "mixer.x_proj", x_out, d, l));
+                t.push(grp(Attention, AttnLinear, "mixer.dt_proj", d, r, l));
+                t.push(grp(Attention, Kept, "mixer.dt_proj.bias", d, 1, l));
+                t.push(grp(Attention, Kept, "mixer.A_log", d, n, l));
+                t.push(grp(Attention, Kept, "mixer.D", d, 1, l));
+                t.push(grp(Attention, AttnLinear, "mixer.out_proj", h, d, l));
+                if m.norms {
+                    t.push(grp(Norms, Kept, "mixer.dt_layernorm", r, 1, l));
+                    t.push(grp(
+                        Norms,
+                        Kept,
+                        "mixer.b/c_layernorm",
+                        n,
+                        1,
+                        l.saturating_mul(2),
+                    ));
+                }
+            }
+            MixerKind::Mamba2 => {
+                // in_proj: z and x (inner each), B and C (groups × d_state each), dt (heads).
+                let bc = checked_product(&[2, m.key_heads, n], w)?;
+                let zx = checked_product(&[2, d], w)?;
+                let in_rows = add(add(zx, bc, w)?, m.heads, w)?;
+                let conv_dim = add(d, bc, w)?;
+                t.push(grp(Attention, AttnLinear, "mixer.in_proj", in_rows, h, l));
+                t.push(grp(Attention, Kept, "mixer.conv1d", conv_dim, k, l));
+                t.push(grp(Attention, Kept, "mixer.conv1d.bias", conv_dim, 1, l));
+                t.push(grp(
+                    Attention,
+                    Kept,
+                    "mixer.dt_bias/A_log/D",
+                    m.heads,
+                    1,
+                    l.saturating_mul(3),
+                ));
+                t.push(grp(Norms, Kept, "mixer.norm", d, 1, l));
+                t.push(grp(Attention, AttnLinear, "mixer.out_proj", h, d, l));
+            }
+            MixerKind::DeltaNet => {
+                let key = checked_product(&[m.key_heads, n], w)?;
+                let qk = checked_product(&[2, key], w)?;
+                let qkvz = add(qk, checked_product(&[2, d], w)?, w)?;
+                let ba = checked_product(&[2, m.heads], w)?;
+                t.push(grp(
+                    Attention,
+                    AttnLinear,
+                    "linear_attn.in_proj_qkvz",
+                    qkvz,
+                    h,
+                    l,
+                ));
+                t.push(grp(
+                    Attention,
+                    AttnLinear,
+                    "linear_attn.in_proj_ba",
+                    ba,
+                    h,
+                    l,
+                ));
+                t.push(grp(
+                    Attention,
+                    Kept,
+                    "linear_attn.conv1d",
+                    add(qk, d, w)?,
+                    k,
+                    l,
+                ));
+                t.push(grp(
+                    Attention,
+                    Kept,
+                    "linear_attn.dt_bias/A_log",
+                    m.heads,
+                    1,
+                    l.saturating_mul(2),
+                ));
+                // Validated: heads divide inner.
+                let dv = d.checked_div(m.heads).unwrap_or(0);
+                t.push(grp(Norms, Kept, "linear_attn.norm", dv, 1, l));
+                t.push(grp(Attention, AttnLinear, "linear_attn.out_proj", h, d, l));
+            }
+        }
+        Ok(())
+    }
+
+    /// The tensors of `layers` decoder layers, `a` of them with attention, `dense`
+    /// with a dense MLP and `moe` with experts; `class` overrides the classes (MTP layers).
     fn push_layers(
         &self,
         t: &mut Vec<TensorGroup>,
         class: Option<ParamClass>,
         l: u64,
+        a: u64,
         dense: u64,
         moe: u64,
     ) -> Result<(), EstimateError> {
@@ -495,17 +779,19 @@ impl Architecture {
         let attn = class.unwrap_or(Attention);
         let norms = class.unwrap_or(Norms);
         let q = checked_product(&[self.heads, self.head_dim], "attention width")?;
+        // Qwen3-Next's q_proj also yields the output gate: twice the width.
+        let q_rows = checked_product(&[q, if self.attn_gate { 2 } else { 1 }], "attention width")?;
         let kv = checked_product(&[self.kv_heads, self.head_dim], "attention width")?;
         match self.mla {
             Some(m) => {
                 let qk = add(m.qk_nope_dim, m.qk_rope_dim, "attention width")?;
                 let q_out = checked_product(&[self.heads, qk], "attention width")?;
                 if m.q_lora_rank > 0 {
-                    t.push(grp(attn, AttnLinear, "q_a_proj", m.q_lora_rank, h, l));
-                    t.push(grp(norms, Kept, "q_a_layernorm", m.q_lora_rank, 1, l));
-                    t.push(grp(attn, AttnLinear, "q_b_proj", q_out, m.q_lora_rank, l));
+                    t.push(grp(attn, AttnLinear, "q_a_proj", m.q_lora_rank, h, a));
+                    t.push(grp(norms, Kept, "q_a_layernorm", m.q_lora_rank, 1, a));
+                    t.push(grp(attn, AttnLinear, "q_b_proj", q_out, m.q_lora_rank, a));
                 } else {
-                    t.push(grp(attn, AttnLinear, "q_proj", q_out, h, l));
+                    t.push(grp(attn, AttnLinear, "q_proj", q_out, h, a));
                 }
                 let kv_a = add(m.kv_lora_rank, m.qk_rope_dim, "attention width")?;
                 let kv_b = checked_product(
@@ -516,35 +802,35 @@ impl Architecture {
                     "attention width",
                 )?;
                 let o_in = checked_product(&[self.heads, m.v_head_dim], "attention width")?;
-                t.push(grp(attn, AttnLinear, "kv_a_proj_with_mqa", kv_a, h, l));
-                t.push(grp(norms, Kept, "kv_a_layernorm", m.kv_lora_rank, 1, l));
-                t.push(grp(attn, AttnLinear, "kv_b_proj", kv_b, m.kv_lora_rank, l));
-                t.push(grp(attn, AttnLinear, "o_proj", h, o_in, l));
+                t.push(grp(attn, AttnLinear, "kv_a_proj_with_mqa", kv_a, h, a));
+                t.push(grp(norms, Kept, "kv_a_layernorm", m.kv_lora_rank, 1, a));
+                t.push(grp(attn, AttnLinear, "kv_b_proj", kv_b, m.kv_lora_rank, a));
+                t.push(grp(attn, AttnLinear, "o_proj", h, o_in, a));
             }
             None => {
-                t.push(grp(attn, AttnLinear, "q_proj", q, h, l));
-                t.push(grp(attn, AttnLinear, "k_proj", kv, h, l));
-                t.push(grp(attn, AttnLinear, "v_proj", kv, h, l));
-                t.push(grp(attn, AttnLinear, "o_proj", h, q, l));
+                t.push(grp(attn, AttnLinear, "q_proj", q_rows, h, a));
+                t.push(grp(attn, AttnLinear, "k_proj", kv, h, a));
+                t.push(grp(attn, AttnLinear, "v_proj", kv, h, a));
+                t.push(grp(attn, AttnLinear, "o_proj", h, q, a));
                 if self.qkv_bias {
-                    t.push(grp(attn, Kept, "q_proj.bias", q, 1, l));
-                    t.push(grp(attn, Kept, "k_proj.bias", kv, 1, l));
-                    t.push(grp(attn, Kept, "v_proj.bias", kv, 1, l));
+                    t.push(grp(attn, Kept, "q_proj.bias", q, 1, a));
+                    t.push(grp(attn, Kept, "k_proj.bias", kv, 1, a));
+                    t.push(grp(attn, Kept, "v_proj.bias", kv, 1, a));
                 }
             }
         }
         if self.o_bias {
-            t.push(grp(attn, Kept, "o_proj.bias", h, 1, l));
+            t.push(grp(attn, Kept, "o_proj.bias", h, 1, a));
         }
         if self.attn_sinks {
-            t.push(grp(attn, Kept, "sinks", self.heads, 1, l));
+            t.push(grp(attn, Kept, "sinks", self.heads, 1, a));
         }
         let norm_count = if self.layernorm_bias { 2 } else { 1 };
         let per_layer = checked_product(&[l, self.layer_norms, norm_count], "norms")?;
         t.push(grp(norms, Kept, "layer norms", h, 1, per_layer));
         if self.qk_norm_whole {
-            t.push(grp(norms, Kept, "q_norm", q, 1, l));
-            t.push(grp(norms, Kept, "k_norm", kv, 1, l));
+            t.push(grp(norms, Kept, "q_norm", q, 1, a));
+            t.push(grp(norms, Kept, "k_norm", kv, 1, a));
         } else if self.qk_norm {
             t.push(grp(
                 norms,
@@ -552,10 +838,12 @@ impl Architecture {
                 "q_norm/k_norm",
                 self.head_dim,
                 1,
-                l.saturating_mul(2),
+                a.saturating_mul(2),
             ));
         }
-        self.push_mlp(t, "mlp", self.intermediate, dense, dense)?;
+        if self.intermediate > 0 {
+            self.push_mlp(t, "mlp", self.intermediate, dense, dense)?;
+        }
         if let Some(m) = self.moe.filter(|_| moe > 0) {
             t.push(grp(Mlp, Kept, "router", m.experts, h, moe));
             if m.router_bias {
@@ -567,6 +855,9 @@ impl Architecture {
             if m.shared_experts > 0 {
                 let n = checked_product(&[moe, m.shared_experts], "experts")?;
                 self.push_mlp(t, "shared_experts", m.shared_intermediate.max(1), n, n)?;
+                if m.shared_gate {
+                    t.push(grp(Mlp, Kept, "shared_expert_gate", 1, h, n));
+                }
             }
         }
         if let Some(c) = class {

@@ -412,6 +412,12 @@ fn kv_bytes_per_token(input: &EstimateInput) -> Result<u64, EstimateError> {
         .map(|l| l.device_bytes)
         .unwrap_or(0);
     if bytes == 0 {
+        if input.arch.is_some_and(|a| a.attention_layers() == 0) {
+            return Err(EstimateError::invalid(
+                "engine",
+                "no attention layer keeps a KV cache (a pure state-space model): there is no KV pool to predict; its constant state is the kv_cache.state line",
+            ));
+        }
         return Err(no_shape());
     }
     Ok(bytes)

@@ -9,7 +9,7 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use crate::arch::Mla;
-use crate::arch::{Architecture, MAX_DIM, Moe};
+use crate::arch::{Architecture, MAX_DIM, Mixer, MixerKind, Moe};
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, KvDims, Logits, TrainMode};
 use crate::format::{Dtype, StorageFormat};
@@ -129,6 +129,7 @@ fn read_pairs<'a>(
     let mut arch_fields: Vec<(&'static str, u64)> = Vec::new();
     let mut arch_flags: Vec<(&'static str, bool)> = Vec::new();
     let mut kv_text: Option<String> = None;
+    let mut mixer: Option<MixerKind> = None;
     for (key, value) in pairs {
         let Some(f) = key_static(key) else {
             errors.push(EstimateError::invalid(
@@ -137,6 +138,19 @@ fn read_pairs<'a>(
             ));
             continue;
         };
+        if f.key == "mixer" {
+            match value.trim() {
+                "" | "none" => mixer = None,
+                "mamba" => mixer = Some(MixerKind::Mamba),
+                "deltanet" => mixer = Some(MixerKind::DeltaNet),
+                "mamba2" => mixer = Some(MixerKind::Mamba2),
+                other => errors.push(EstimateError::invalid(
+                    "mixer",
+                    format!("{other:?}: use mamba, mamba2 or deltanet"),
+                )),
+            }
+            continue;
+        }
         if let Err(e) = apply(
             &mut input,
             f,
@@ -154,8 +168,8 @@ fn read_pairs<'a>(
             Err(e) => errors.push(e),
         }
     }
-    match build_arch(&arch_fields, &arch_flags) {
-        Ok(Shape::Full(a)) => input.arch = Some(a),
+    match build_arch(&arch_fields, &arch_flags, mixer, input.state_layers) {
+        Ok(Shape::Full(a)) => input.arch = Some(*a),
         Ok(Shape::Kv(k)) => input.kv_only = Some(k),
         Ok(Shape::None) => {}
         Err(e) => errors.push(e),
@@ -262,14 +276,22 @@ enum Shape {
     /// Only the KV cache's dimensions (seed §4).
     Kv(KvDims),
     /// A whole architecture.
-    Full(Architecture),
+    Full(Box<Architecture>),
 }
 
 fn build_arch(
     fields: &[(&'static str, u64)],
     flags: &[(&'static str, bool)],
+    mixer_kind: Option<MixerKind>,
+    state_layers: u64,
 ) -> Result<Shape, EstimateError> {
     if fields.is_empty() && flags.is_empty() {
+        if mixer_kind.is_some() {
+            return Err(EstimateError::invalid(
+                "mixer",
+                "the architecture keys (layers, hidden, vocab, mixer-…) are needed with it",
+            ));
+        }
         return Ok(Shape::None);
     }
     let get = |k: &str| fields.iter().rev().find(|(f, _)| *f == k).map(|(_, v)| *v);
@@ -309,8 +331,32 @@ fn build_arch(
         }));
     }
     let hidden = need("hidden")?;
-    let heads = need("heads")?;
-    if heads == 0 {
+    if mixer_kind.is_some() && state_layers == 0 {
+        return Err(EstimateError::invalid(
+            "state-layers",
+            "needed with mixer: how many layers have it",
+        ));
+    }
+    let mixer = match mixer_kind {
+        Some(kind) => Some(Mixer {
+            kind,
+            layers: state_layers,
+            inner: need("mixer-inner")?,
+            state: need("mixer-state")?,
+            conv: get("mixer-conv").unwrap_or(4),
+            dt_rank: get("mixer-dt-rank").unwrap_or(0),
+            heads: get("mixer-heads").unwrap_or(0),
+            key_heads: get("mixer-key-heads").unwrap_or(0),
+            norms: flag("mixer-norms", false),
+        }),
+        None => None,
+    };
+    // A model whose every layer is a mixer (Mamba) has no attention heads.
+    let heads = match mixer {
+        Some(m) if m.layers >= need("layers")? => get("heads").unwrap_or(0),
+        _ => need("heads")?,
+    };
+    if heads == 0 && mixer.is_none() {
         return Err(EstimateError::invalid("heads", "must be at least 1"));
     }
     let moe = match get("experts") {
@@ -328,6 +374,7 @@ fn build_arch(
             dense_layers: get("dense-layers").unwrap_or(0),
             every: get("moe-every").unwrap_or(1),
             router_bias: flag("router-bias", false),
+            shared_gate: flag("shared-gate", false),
         }),
         _ => None,
     };
@@ -348,7 +395,11 @@ fn build_arch(
         heads,
         kv_heads: get("kv-heads").unwrap_or(heads),
         head_dim: get("head-dim").unwrap_or(hidden.checked_div(heads).unwrap_or(0)),
-        intermediate: need("intermediate")?,
+        intermediate: if mixer.is_some() {
+            get("intermediate").unwrap_or(0)
+        } else {
+            need("intermediate")?
+        },
         gated_mlp: flag("gated-mlp", true),
         tied_embeddings: flag("tied-embeddings", false),
         qkv_bias: flag("qkv-bias", false),
@@ -360,13 +411,17 @@ fn build_arch(
         layer_norms: get("layer-norms").unwrap_or(2),
         learned_positions: get("learned-positions").unwrap_or(0),
         attn_sinks: flag("attn-sinks", false),
+        attn_gate: flag("attn-gate", false),
+        mixer,
+        attn_layers: get("attention-layers"),
+        mlp_layers: get("mlp-layers"),
         mla,
         moe,
         mtp_layers: get("mtp-layers").unwrap_or(0),
         tower_params: get("tower-params").unwrap_or(0),
     };
     a.validate()?;
-    Ok(Shape::Full(a))
+    Ok(Shape::Full(Box::new(a)))
 }
 
 /// Writes an input back as pairs, omitting defaults — the page's URL query.
@@ -407,7 +462,10 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
             ("intermediate", a.intermediate),
             ("vocab", a.vocab),
         ] {
-            put(k, v.to_string());
+            // A pure state-space model has no heads (and Mamba no MLP): 0 is not written.
+            if v > 0 {
+                put(k, v.to_string());
+            }
         }
         for (k, v, dflt) in [
             ("gated-mlp", a.gated_mlp, true),
@@ -419,6 +477,7 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
             ("qk-norm-whole", a.qk_norm_whole, false),
             ("layernorm-bias", a.layernorm_bias, false),
             ("attn-sinks", a.attn_sinks, false),
+            ("attn-gate", a.attn_gate, false),
         ] {
             if v != dflt {
                 put(k, v.to_string());
@@ -432,6 +491,32 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
         ] {
             if v != dflt {
                 put(k, v.to_string());
+            }
+        }
+        for (k, v) in [
+            ("attention-layers", a.attn_layers),
+            ("mlp-layers", a.mlp_layers),
+        ] {
+            if let Some(v) = v {
+                put(k, v.to_string());
+            }
+        }
+        if let Some(m) = a.mixer {
+            put("mixer", m.kind.name().into());
+            for (k, v) in [
+                ("mixer-inner", m.inner),
+                ("mixer-state", m.state),
+                ("mixer-conv", m.conv),
+                ("mixer-dt-rank", m.dt_rank),
+                ("mixer-heads", m.heads),
+                ("mixer-key-heads", m.key_heads),
+            ] {
+                if v > 0 {
+                    put(k, v.to_string());
+                }
+            }
+            if m.norms {
+                put("mixer-norms", "true".into());
             }
         }
         if let Some(m) = a.mla {
@@ -459,6 +544,9 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
             }
             if m.router_bias {
                 put("router-bias", "true".into());
+            }
+            if m.shared_gate {
+                put("shared-gate", "true".into());
             }
         }
     }

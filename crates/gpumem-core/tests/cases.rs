@@ -181,6 +181,10 @@ const CASES: &[(&str, &str)] = &[
         "real-mixtral-8x7b",
         include_str!("cases/real-mixtral-8x7b.json"),
     ),
+    (
+        "real-nemotron-h-8b",
+        include_str!("cases/real-nemotron-h-8b.json"),
+    ),
     ("real-olmo-2-7b", include_str!("cases/real-olmo-2-7b.json")),
     (
         "real-phi-3-mini-4k",
@@ -209,6 +213,26 @@ const CASES: &[(&str, &str)] = &[
     (
         "real-qwen3-30b-a3b",
         include_str!("cases/real-qwen3-30b-a3b.json"),
+    ),
+    (
+        "real-falcon-mamba-7b",
+        include_str!("cases/real-falcon-mamba-7b.json"),
+    ),
+    (
+        "real-jamba-1.5-mini",
+        include_str!("cases/real-jamba-1.5-mini.json"),
+    ),
+    (
+        "real-mamba-2.8b",
+        include_str!("cases/real-mamba-2.8b.json"),
+    ),
+    (
+        "real-mamba-codestral-7b",
+        include_str!("cases/real-mamba-codestral-7b.json"),
+    ),
+    (
+        "real-qwen3-next-80b-a3b",
+        include_str!("cases/real-qwen3-next-80b-a3b.json"),
     ),
     (
         "seed-s2-7b-bf16",

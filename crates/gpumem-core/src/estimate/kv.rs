@@ -40,14 +40,22 @@ pub(super) fn kv_cache(
             "the KV cache needs layers, kv-heads and head-dim (give them, a preset or a config.json)",
         ));
     };
-    if input.state_layers > layers {
+    // A mixer in the architecture names its layers (and the state's shape).
+    let mixer = input.arch.and_then(|a| a.mixer);
+    let state_layers = mixer.map_or(input.state_layers, |m| m.layers);
+    if state_layers > layers {
         return Err(EstimateError::invalid(
             "state-layers",
-            format!("{} state layers of {layers} layers", input.state_layers),
+            format!("{state_layers} state layers of {layers} layers"),
         ));
     }
+    // Hybrids name their attention layers; a hand-entered state-layers replaces KV.
+    let kv_layers = match input.arch {
+        Some(a) if a.mixer.is_some() || a.attn_layers.is_some() => a.attention_layers(),
+        _ => layers.saturating_sub(state_layers),
+    };
     let shape = KvShape {
-        layers: layers.saturating_sub(input.state_layers),
+        layers: kv_layers,
         values,
         layout: if mla {
             KvLayout::MlaLatent
@@ -120,9 +128,35 @@ pub(super) fn kv_cache(
         shape.formula(),
         &gen_inputs,
     );
-    if input.state_layers > 0 {
+    if state_layers > 0 {
+        // Given by hand, or from the mixer's shape in the compute dtype (vLLM's
+        // default `mamba_cache_dtype` / `mamba_ssm_cache_dtype` "auto": the model's dtype).
+        let (per_layer, formula) = match mixer.filter(|_| input.state_bytes == 0) {
+            Some(m) => {
+                let (conv, ssm) = m.state_values()?;
+                let values = conv.checked_add(ssm).ok_or(EstimateError::Overflow {
+                    what: "recurrent state",
+                })?;
+                b.assumptions.push(format!(
+                    "{} state in {}, shaped as vLLM allocates it; an fp32 SSM state needs more: give state-bytes",
+                    m.kind.name(),
+                    input.compute_dtype.name()
+                ));
+                (
+                    checked_product(&[values, input.compute_dtype.bytes()], "recurrent state")?,
+                    format!(
+                        "state layers × ({conv} conv + {ssm} recurrent values) × {} B × sequences (constant in tokens)",
+                        input.compute_dtype.bytes()
+                    ),
+                )
+            }
+            None => (
+                input.state_bytes,
+                "state layers × state bytes per layer × sequences (constant in tokens)".into(),
+            ),
+        };
         let bytes = checked_product(
-            &[input.state_layers, input.state_bytes, input.sequences],
+            &[state_layers, per_layer, input.sequences],
             "recurrent state",
         )?;
         b.line(
@@ -132,10 +166,10 @@ pub(super) fn kv_cache(
             split.layered(bytes, true),
             Kind::Computed,
             true,
-            "state layers × state bytes per layer × sequences (constant in tokens)".into(),
+            formula,
             &[
-                ("state-layers", input.state_layers.to_string()),
-                ("state-bytes", input.state_bytes.to_string()),
+                ("state-layers", state_layers.to_string()),
+                ("state-bytes", per_layer.to_string()),
                 ("sequences", input.sequences.to_string()),
             ],
         );

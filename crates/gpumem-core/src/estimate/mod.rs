@@ -493,6 +493,46 @@ mod tests {
         );
     }
 
+    /// A mixer's layers keep no KV and no q/k/v/o for LoRA: 8 layers of which 2 attend.
+    #[test]
+    fn a_mixer_takes_its_layers_out_of_kv_and_lora_and_gives_them_a_state() {
+        let (input, errors) = from_pairs([
+            ("layers", "8"),
+            ("hidden", "64"),
+            ("heads", "4"),
+            ("kv-heads", "2"),
+            ("intermediate", "128"),
+            ("vocab", "100"),
+            ("mixer", "mamba"),
+            ("state-layers", "6"),
+            ("mixer-inner", "128"),
+            ("mixer-state", "16"),
+            ("mixer-dt-rank", "4"),
+            ("context", "100"),
+            ("kv-dtype", "bf16"),
+            ("train", "lora"),
+            ("lora-targets", "q,k,v,o"),
+            ("lora-rank", "2"),
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        let lora = estimate(&input).unwrap();
+        let adapters = lora
+            .lines
+            .iter()
+            .find(|l| l.key == LineKey::TrainingAdapters)
+            .unwrap();
+        // r × ((64 + 64) × 2 + (64 + 32) × 2) × 2 attention layers, fp32.
+        assert_eq!(adapters.bytes, 2 * (2 * 128 + 2 * 96) * 2 * 4);
+        let mut inference = input.clone();
+        inference.train = TrainMode::None;
+        let est = estimate(&inference).unwrap();
+        let line = |k: LineKey| est.lines.iter().find(|l| l.key == k).unwrap().bytes;
+        // KV: 2 attention layers × 2 × 2 heads × 16 × 100 tokens × 2 B.
+        assert_eq!(line(LineKey::KvCache), 2 * 2 * 2 * 16 * 100 * 2);
+        // State: 6 layers × (128 × 3 conv + 128 × 16 SSM) × 2 B, whatever the tokens.
+        assert_eq!(line(LineKey::KvCacheState), 6 * (128 * 3 + 128 * 16) * 2);
+    }
+
     #[test]
     fn a_split_that_does_not_divide_the_gpus_is_refused() {
         let err = estimate(&llama_8b(&[("gpus", "3"), ("tp", "2")])).unwrap_err();

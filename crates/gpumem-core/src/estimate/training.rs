@@ -3,7 +3,9 @@
 
 use super::*;
 
-/// LoRA-trainable parameters: r × (in + out) per targeted projection per layer.
+/// LoRA-trainable parameters: r × (in + out) per targeted projection per layer
+/// (attention targets on attention layers only, MLP targets on MLP layers only: a
+/// hybrid's mixer projections are not among the targets).
 fn lora_params(a: &Architecture, rank: u64, targets: &str) -> Result<u64, EstimateError> {
     let what = "LoRA parameters";
     let over = || EstimateError::Overflow { what };
@@ -16,6 +18,7 @@ fn lora_params(a: &Architecture, rank: u64, targets: &str) -> Result<u64, Estima
     let q = checked_product(&[a.heads, a.head_dim], what)?;
     let kv = checked_product(&[a.kv_heads, a.head_dim], what)?;
     let h = a.hidden;
+    let mlp_layers = a.mlp_layer_count();
     let (inter, mlp_count) = match a.moe {
         Some(Moe {
             experts,
@@ -25,12 +28,14 @@ fn lora_params(a: &Architecture, rank: u64, targets: &str) -> Result<u64, Estima
         }) => (
             expert_intermediate,
             add(
-                checked_product(&[experts, a.layers.saturating_sub(dense_layers)], what)?,
+                checked_product(&[experts, mlp_layers.saturating_sub(dense_layers)], what)?,
                 dense_layers,
                 0,
             )?,
         ),
-        None => (a.intermediate, a.layers),
+        // Mamba's blocks have no MLP (intermediate 0).
+        None if a.intermediate == 0 => (0, 0),
+        None => (a.intermediate, mlp_layers),
     };
     let all = targets.trim() == "all";
     let mut per_layer_attn = 0u64;
@@ -63,7 +68,10 @@ fn lora_params(a: &Architecture, rank: u64, targets: &str) -> Result<u64, Estima
             ));
         }
     }
-    let attn = checked_product(&[rank, per_layer_attn, a.layers], "LoRA parameters")?;
+    let attn = checked_product(
+        &[rank, per_layer_attn, a.attention_layers()],
+        "LoRA parameters",
+    )?;
     let mlp = checked_product(&[rank, mlp, mlp_count], "LoRA parameters")?;
     add(attn, mlp, 0)
 }

@@ -6,13 +6,15 @@
 //! Multimodal configs nest the language model under `text_config`, which is used
 //! when present; their towers are named in a warning, never dropped silently.
 //! Every default assumed is listed in `notes`; every field that changes memory and
-//! is not modelled is named in `warnings`; state-space and hybrid families, whose
-//! layers keep a constant state instead of a KV cache, are refused with a reason.
+//! is not modelled is named in `warnings`. Mamba(-1), Mamba-2, Falcon-Mamba, Jamba,
+//! Qwen3-Next and Nemotron-H are read with their state-space / linear-attention mixer (layers that
+//! keep a constant per-sequence state instead of KV); the other state-space and hybrid
+//! families are refused with a reason.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::arch::{Architecture, Mla, Moe};
+use crate::arch::{Architecture, Mixer, MixerKind, Mla, Moe};
 use crate::error::EstimateError;
 use crate::estimate::EstimateInput;
 use crate::params::to_pairs;
@@ -56,6 +58,7 @@ impl ImportedConfig {
                 .sliding_layers
                 .filter(|_| self.sliding_window.is_some()),
             max_position: self.max_position,
+            state_layers: self.arch.mixer.map_or(0, |m| m.layers),
             ..EstimateInput::default()
         };
         let mut out = to_pairs(&input);
@@ -150,17 +153,19 @@ const MODELLED: &[&str] = &[
     "gpt_neox",
     "starcoder2",
     "granite",
+    "mamba",
+    "mamba2",
+    "falcon_mamba",
+    "jamba",
+    "nemotron_h",
+    "qwen3_next",
 ];
 
 /// Families whose layers keep a constant state instead of (some) KV: not expressible.
+/// (Mamba, Mamba-2, Falcon-Mamba, Jamba, Qwen3-Next and Nemotron-H are read: see
+/// [`mamba`] and the mixer.)
 const STATE_SPACE: &[&str] = &[
-    "mamba",
-    "mamba2",
-    "jamba",
     "falcon_h1",
-    "falcon_mamba",
-    "nemotron_h",
-    "qwen3_next",
     "zamba",
     "zamba2",
     "bamba",
@@ -273,13 +278,18 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             "model_type {mt}: state-space / linear-attention layers keep a constant per-sequence state instead of a KV cache, and their tensors differ from attention layers; the config reader does not count them yet: give parameters, the attention layers' KV shape and state-layers / state-bytes by hand"
         )));
     }
+    if matches!(mt, "mamba" | "mamba2" | "falcon_mamba") {
+        return mamba(v, mt, notes);
+    }
     let other_layer = v
         .get("layer_types")
         .and_then(Value::as_array)
         .and_then(|t| {
-            t.iter()
-                .filter_map(Value::as_str)
-                .find(|t| !matches!(*t, "sliding_attention" | "full_attention"))
+            t.iter().filter_map(Value::as_str).find(|t| {
+                let known = matches!(*t, "sliding_attention" | "full_attention")
+                    || (mt == "qwen3_next" && *t == "linear_attention");
+                !known
+            })
         });
     if let Some(kind) = other_layer {
         return Err(parse(format!(
@@ -311,7 +321,8 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         }
     }
     for (key, what) in NOT_MODELLED {
-        if present(v, key) {
+        // Nemotron-H's pattern is read (see `nemotron_blocks`).
+        if present(v, key) && !(mt == "nemotron_h" && *key == "hybrid_override_pattern") {
             warnings.push(format!("{key} is not modelled: {what}"));
         }
     }
@@ -352,7 +363,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             }
         }
     };
-    let head_dim = match uint(v, "head_dim")? {
+    let head_dim = match uint(v, "head_dim")?.or(uint(v, "attention_head_dim")?) {
         Some(d) => d,
         None if matches!(mt, "gemma2" | "gemma3" | "gemma3_text") => {
             notes.push(format!("head_dim absent: 256 assumed ({mt}'s default)"));
@@ -373,6 +384,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             | "gpt_bigcode"
             | "phi"
             | "starcoder2"
+            | "nemotron_h"
     );
     let dense_key = if mt == "llama4" || mt == "llama4_text" {
         "intermediate_size_mlp"
@@ -413,6 +425,9 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
                 | "olmo2"
                 | "gpt_neox"
                 | "gptj"
+                | "jamba"
+                | "qwen3_next"
+                | "nemotron_h"
         );
         notes.push(format!(
             "tie_word_embeddings absent: {} (default for {mt})",
@@ -447,7 +462,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         "gemma2" | "gemma3" | "gemma3_text" => 4,
         "falcon" if falcon_new => uint(v, "num_ln_in_parallel_attn")?.unwrap_or(2),
         "falcon" if flag(v, "parallel_attn").unwrap_or(true) => 1,
-        "gptj" | "phi" => 1,
+        "gptj" | "phi" | "nemotron_h" => 1,
         _ => 2,
     };
     let learned_positions = match mt {
@@ -458,7 +473,12 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         .or(uint(v, "num_experts")?)
         .or(uint(v, "n_routed_experts")?);
     let llama4 = mt == "llama4" || mt == "llama4_text";
-    let moe = match experts {
+    let nemotron = if mt == "nemotron_h" {
+        Some(nemotron_blocks(v, layers, &mut warnings)?)
+    } else {
+        None
+    };
+    let moe = match experts.filter(|_| nemotron.is_none()) {
         Some(e) if e > 1 => Some(Moe {
             experts: e,
             active: need(v, &["num_experts_per_tok", "num_experts_per_token"])?,
@@ -485,17 +505,33 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             every: uint(v, "interleave_moe_layer_step")?
                 .or(uint(v, "decoder_sparse_step")?)
                 .or(uint(v, "moe_layer_freq")?)
-                .unwrap_or(1)
+                .or(uint(v, "expert_layer_period")?)
+                .unwrap_or(if mt == "jamba" { 2 } else { 1 })
                 .max(1),
             router_bias: mt == "gpt_oss"
                 || (mt == "deepseek_v3"
                     && v.get("topk_method").and_then(Value::as_str) == Some("noaux_tc")),
+            // Qwen2MoeSparseMoeBlock / Qwen3NextSparseMoeBlock: `shared_expert_gate`.
+            shared_gate: matches!(mt, "qwen2_moe" | "qwen3_next"),
         }),
         _ => None,
     };
-    if mt == "qwen2_moe" && moe.is_some_and(|m| m.shared_experts > 0) {
-        warnings.push("shared_expert_gate ([1, hidden] per layer) is not counted".into());
-    }
+    let mixer = match mt {
+        "jamba" => Some(jamba_mixer(
+            v,
+            hidden,
+            layers,
+            moe,
+            &mut notes,
+            &mut warnings,
+        )?),
+        "qwen3_next" => Some(delta_net(v, layers, &mut notes)?),
+        "nemotron_h" => {
+            let (mamba, _, _) = nemotron.unwrap_or_default();
+            Some(nemotron_mixer(v, mamba, &mut notes)?)
+        }
+        _ => None,
+    };
     let mla = match uint(v, "kv_lora_rank")? {
         Some(kv_lora_rank) => Some(Mla {
             q_lora_rank: uint(v, "q_lora_rank")?.unwrap_or(0),
@@ -525,12 +561,20 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         qkv_bias,
         o_bias,
         mlp_bias,
-        qk_norm: matches!(mt, "qwen3" | "qwen3_moe" | "gemma3" | "gemma3_text"),
+        qk_norm: matches!(
+            mt,
+            "qwen3" | "qwen3_moe" | "gemma3" | "gemma3_text" | "qwen3_next"
+        ),
         qk_norm_whole: mt == "olmo2",
         layernorm_bias,
         layer_norms,
         learned_positions,
         attn_sinks: mt == "gpt_oss",
+        // Qwen3NextAttention: q_proj yields the queries and a sigmoid output gate.
+        attn_gate: mt == "qwen3_next",
+        mixer,
+        attn_layers: nemotron.map(|(_, attention, _)| attention),
+        mlp_layers: nemotron.map(|(_, _, mlp)| mlp),
         mla,
         moe,
         mtp_layers,
@@ -639,6 +683,305 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         attention_format,
         notes,
         warnings,
+    })
+}
+
+/// An integer key with the family's default, the default listed in `notes` when assumed.
+fn or_default(
+    v: &Value,
+    key: &str,
+    default: u64,
+    class: &str,
+    notes: &mut Vec<String>,
+) -> Result<u64, EstimateError> {
+    match uint(v, key)? {
+        Some(x) => Ok(x),
+        None => {
+            notes.push(format!(
+                "{key} absent: {default} assumed ({class}'s default)"
+            ));
+            Ok(default)
+        }
+    }
+}
+
+/// The mixers are counted with a conv bias and without in/out projection biases, as
+/// every published Mamba-family checkpoint has them; the other choice is named.
+fn mixer_biases(v: &Value, proj: &str, conv: &str, warnings: &mut Vec<String>) {
+    for (key, on) in [(proj, true), (conv, false)] {
+        if flag(v, key) == Some(on) {
+            let w = format!(
+                "{key} = {on} is not modelled: the mixer's biases are counted as in Mamba (a conv bias, no projection bias)"
+            );
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
+    }
+}
+
+/// Mamba's Δ rank: a number, or "auto" = ⌈hidden / 16⌉ (MambaConfig, JambaConfig).
+fn dt_rank(
+    v: &Value,
+    key: &str,
+    hidden: u64,
+    class: &str,
+    notes: &mut Vec<String>,
+) -> Result<u64, EstimateError> {
+    match v.get(key) {
+        Some(Value::String(s)) if s == "auto" => Ok(hidden.div_ceil(16)),
+        Some(Value::Null) | None => {
+            notes.push(format!(
+                "{key} absent: \"auto\" = ⌈hidden / 16⌉ assumed ({class}'s default)"
+            ));
+            Ok(hidden.div_ceil(16))
+        }
+        Some(_) => uint(v, key)?.ok_or_else(|| parse(format!("{key}: not a rank"))),
+    }
+}
+
+/// A Mamba(-1), Mamba-2 or Falcon-Mamba config (transformers' MambaConfig /
+/// Mamba2Config / FalconMambaConfig): every layer a norm and a mixer, no attention,
+/// no MLP. Falcon-Mamba's Δ/B/C RMSNorms have no weights (non-persistent buffers):
+/// the tensors are Mamba's.
+fn mamba(v: &Value, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, EstimateError> {
+    let class = match mt {
+        "mamba" => "MambaConfig",
+        "mamba2" => "Mamba2Config",
+        _ => "FalconMambaConfig",
+    };
+    let mut warnings = Vec::new();
+    let hidden = need(v, &["hidden_size", "d_model"])?;
+    let layers = need(v, &["num_hidden_layers", "n_layer"])?;
+    let vocab = need(v, &["vocab_size"])?;
+    let mamba2 = mt == "mamba2";
+    // Mamba2Mixer: intermediate_size = expand × hidden (there is no config key).
+    let inner = match uint(v, "intermediate_size")?.filter(|_| !mamba2) {
+        Some(i) => i,
+        None => {
+            let expand = or_default(v, "expand", 2, class, &mut notes)?;
+            notes.push("intermediate_size absent: d_inner = expand × hidden".into());
+            expand.saturating_mul(hidden)
+        }
+    };
+    let state = or_default(
+        v,
+        "state_size",
+        if mamba2 { 128 } else { 16 },
+        class,
+        &mut notes,
+    )?;
+    let conv = or_default(v, "conv_kernel", 4, class, &mut notes)?;
+    let (kind, rank, heads, groups) = if mamba2 {
+        let heads = or_default(v, "num_heads", 128, class, &mut notes)?;
+        let head_dim = or_default(v, "head_dim", 64, class, &mut notes)?;
+        if heads.checked_mul(head_dim) != Some(inner) {
+            return Err(parse(format!(
+                "num_heads × head_dim ({heads} × {head_dim}) is not expand × hidden ({inner})"
+            )));
+        }
+        let groups = or_default(v, "n_groups", 8, class, &mut notes)?;
+        (MixerKind::Mamba2, 0, heads, groups)
+    } else {
+        let rank = dt_rank(v, "time_step_rank", hidden, class, &mut notes)?;
+        (MixerKind::Mamba, rank, 0, 0)
+    };
+    mixer_biases(v, "use_bias", "use_conv_bias", &mut warnings);
+    let tied_embeddings = match flag(v, "tie_word_embeddings") {
+        Some(t) => t,
+        None => {
+            // Mamba2Config defaults to untied, MambaConfig to tied.
+            notes.push(format!(
+                "tie_word_embeddings absent: {} ({class}'s default)",
+                if mamba2 { "untied" } else { "tied" }
+            ));
+            !mamba2
+        }
+    };
+    let arch = Architecture {
+        vocab,
+        hidden,
+        layers,
+        heads: 0,
+        kv_heads: 0,
+        head_dim: 0,
+        intermediate: 0,
+        gated_mlp: true,
+        tied_embeddings,
+        qkv_bias: false,
+        o_bias: false,
+        mlp_bias: false,
+        qk_norm: false,
+        qk_norm_whole: false,
+        layernorm_bias: false,
+        layer_norms: 1,
+        learned_positions: 0,
+        attn_sinks: false,
+        attn_gate: false,
+        attn_layers: None,
+        mlp_layers: None,
+        mixer: Some(Mixer {
+            kind,
+            layers,
+            inner,
+            state,
+            conv,
+            dt_rank: rank,
+            heads,
+            key_heads: groups,
+            norms: false,
+        }),
+        mla: None,
+        moe: None,
+        mtp_layers: 0,
+        tower_params: 0,
+    };
+    arch.validate()
+        .map_err(|e| parse(format!("inconsistent shape: {e}")))?;
+    let dtype = v
+        .get("torch_dtype")
+        .or_else(|| v.get("dtype"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let q = quant_format(v.get("quantization_config"), &mut warnings);
+    Ok(ImportedConfig {
+        model_type: mt.to_string(),
+        arch,
+        sliding_window: None,
+        sliding_layers: None,
+        max_position: None,
+        dtype,
+        format: q.map(|(f, _)| f),
+        attention_format: None,
+        notes,
+        warnings,
+    })
+}
+
+/// Jamba's Mamba layers (transformers' JambaConfig / JambaMambaMixer): every layer
+/// is attention when `i % attn_layer_period == attn_layer_offset`, Mamba otherwise.
+fn jamba_mixer(
+    v: &Value,
+    hidden: u64,
+    layers: u64,
+    moe: Option<Moe>,
+    notes: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Result<Mixer, EstimateError> {
+    let class = "JambaConfig";
+    let period = or_default(v, "attn_layer_period", 8, class, notes)?.max(1);
+    let offset = or_default(v, "attn_layer_offset", 4, class, notes)?;
+    // Layers i < layers with i % period == offset.
+    let attention = layers
+        .saturating_add(period)
+        .saturating_sub(offset.saturating_add(1))
+        .checked_div(period)
+        .unwrap_or(0)
+        .min(layers);
+    if let Some(m) = moe {
+        let e_period = m.every;
+        let e_offset = or_default(v, "expert_layer_offset", 1, class, notes)?;
+        let counted = m.moe_layers(layers);
+        let actual = layers
+            .saturating_add(e_period)
+            .saturating_sub(e_offset.saturating_add(1))
+            .checked_div(e_period)
+            .unwrap_or(0);
+        if counted != actual {
+            warnings.push(format!(
+                "expert_layer_offset {e_offset}: {actual} MoE layers, counted as {counted} (every {e_period}-th layer)"
+            ));
+        }
+    }
+    let expand = or_default(v, "mamba_expand", 2, class, notes)?;
+    mixer_biases(v, "mamba_proj_bias", "mamba_conv_bias", warnings);
+    Ok(Mixer {
+        kind: MixerKind::Mamba,
+        layers: layers.saturating_sub(attention),
+        inner: expand.saturating_mul(hidden),
+        state: or_default(v, "mamba_d_state", 16, class, notes)?,
+        conv: or_default(v, "mamba_d_conv", 4, class, notes)?,
+        dt_rank: dt_rank(v, "mamba_dt_rank", hidden, class, notes)?,
+        heads: 0,
+        key_heads: 0,
+        norms: true,
+    })
+}
+
+/// Nemotron-H's blocks from `hybrid_override_pattern`: (Mamba-2 `M`, attention `*`,
+/// MLP `-`); each block is one norm and one of them (NVIDIA's modeling_nemotron_h.py).
+fn nemotron_blocks(
+    v: &Value,
+    layers: u64,
+    warnings: &mut Vec<String>,
+) -> Result<(u64, u64, u64), EstimateError> {
+    let pattern = v
+        .get("hybrid_override_pattern")
+        .and_then(Value::as_str)
+        .ok_or_else(|| parse("nemotron_h: hybrid_override_pattern is needed".into()))?;
+    let count = |c: char| pattern.chars().filter(|x| *x == c).count() as u64;
+    if let Some(other) = pattern.chars().find(|c| !matches!(c, 'M' | '*' | '-')) {
+        return Err(parse(format!(
+            "hybrid_override_pattern has {other:?} blocks (e.g. Nemotron-3's MoE 'E'), which the config reader does not count yet: give the shape by hand"
+        )));
+    }
+    if pattern.chars().count() as u64 != layers {
+        return Err(parse(format!(
+            "hybrid_override_pattern has {} blocks, num_hidden_layers {layers}",
+            pattern.chars().count()
+        )));
+    }
+    mixer_biases(v, "use_bias", "use_conv_bias", warnings);
+    mixer_biases(v, "mamba_proj_bias", "use_conv_bias", warnings);
+    Ok((count('M'), count('*'), count('-')))
+}
+
+/// Nemotron-H's Mamba-2 mixer (NemotronHConfig: `mamba_num_heads` × `mamba_head_dim`,
+/// `ssm_state_size`, `n_groups`, `conv_kernel`).
+fn nemotron_mixer(v: &Value, layers: u64, notes: &mut Vec<String>) -> Result<Mixer, EstimateError> {
+    let class = "NemotronHConfig";
+    let heads = or_default(v, "mamba_num_heads", 128, class, notes)?;
+    let head_dim = or_default(v, "mamba_head_dim", 64, class, notes)?;
+    Ok(Mixer {
+        kind: MixerKind::Mamba2,
+        layers,
+        inner: heads.saturating_mul(head_dim),
+        state: or_default(v, "ssm_state_size", 128, class, notes)?,
+        conv: or_default(v, "conv_kernel", 4, class, notes)?,
+        dt_rank: 0,
+        heads,
+        key_heads: or_default(v, "n_groups", 8, class, notes)?,
+        norms: false,
+    })
+}
+
+/// Qwen3-Next's Gated DeltaNet layers (transformers' Qwen3NextConfig /
+/// Qwen3NextGatedDeltaNet): `layer_types`, else every `full_attention_interval`-th
+/// layer is full attention and the others linear attention.
+fn delta_net(v: &Value, layers: u64, notes: &mut Vec<String>) -> Result<Mixer, EstimateError> {
+    let class = "Qwen3NextConfig";
+    let linear = match v.get("layer_types").and_then(Value::as_array) {
+        Some(t) => t
+            .iter()
+            .filter(|x| x.as_str() == Some("linear_attention"))
+            .count() as u64,
+        None => {
+            let every = or_default(v, "full_attention_interval", 4, class, notes)?.max(1);
+            layers.saturating_sub(layers.checked_div(every).unwrap_or(0))
+        }
+    };
+    let heads = or_default(v, "linear_num_value_heads", 32, class, notes)?;
+    let v_dim = or_default(v, "linear_value_head_dim", 128, class, notes)?;
+    Ok(Mixer {
+        kind: MixerKind::DeltaNet,
+        layers: linear,
+        inner: heads.saturating_mul(v_dim),
+        state: or_default(v, "linear_key_head_dim", 128, class, notes)?,
+        conv: or_default(v, "linear_conv_kernel_dim", 4, class, notes)?,
+        dt_rank: 0,
+        heads,
+        key_heads: or_default(v, "linear_num_key_heads", 16, class, notes)?,
+        norms: false,
     })
 }
 
@@ -901,13 +1244,177 @@ mod tests {
 
     #[test]
     fn state_space_models_are_refused_with_a_reason() {
-        let e = parse_config(r#"{"model_type":"jamba","hidden_size":64}"#).unwrap_err();
-        assert!(e.to_string().contains("constant per-sequence state"), "{e}");
+        for mt in ["bamba", "falcon_h1", "zamba2"] {
+            let e =
+                parse_config(&format!(r#"{{"model_type":"{mt}","hidden_size":64}}"#)).unwrap_err();
+            assert!(e.to_string().contains("constant per-sequence state"), "{e}");
+        }
         let e = parse_config(
             r#"{"model_type":"new","layer_types":["linear_attention","full_attention"]}"#,
         )
         .unwrap_err();
         assert!(e.to_string().contains("linear_attention"), "{e}");
+    }
+
+    /// The total of a shape given as `key=value` pairs, through the flags' parser.
+    fn total(pairs: &[(&str, String)]) -> u64 {
+        let (input, errors) =
+            crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        let a = input.arch.expect("an architecture");
+        a.weights(&crate::arch::ModuleFormats {
+            linear: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
+            attention: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
+            vocab: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
+            kept: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
+        })
+        .unwrap()
+        .params()
+    }
+
+    #[test]
+    fn mamba_from_a_config_lists_its_defaults_and_matches_the_same_shape_typed_as_flags() {
+        // A sparse Mamba config: MambaConfig's defaults are assumed and listed.
+        let c = parse_config(
+            r#"{"model_type":"mamba","hidden_size":768,"num_hidden_layers":24,"vocab_size":50280}"#,
+        )
+        .unwrap();
+        let m = c.arch.mixer.unwrap();
+        assert_eq!(
+            (m.layers, m.inner, m.state, m.conv, m.dt_rank),
+            (24, 1536, 16, 4, 48)
+        );
+        for key in [
+            "state_size",
+            "conv_kernel",
+            "time_step_rank",
+            "expand",
+            "tie_word_embeddings",
+        ] {
+            assert!(field(&c, key).is_some(), "{key}: {:?}", c.notes);
+        }
+        // mamba-130m as typed on the command line: 129 135 360 parameters
+        // (the published mamba-130m-hf total).
+        let flags: Vec<(&str, String)> = [
+            ("layers", "24"),
+            ("hidden", "768"),
+            ("vocab", "50280"),
+            ("tied-embeddings", "true"),
+            ("layer-norms", "1"),
+            ("mixer", "mamba"),
+            ("state-layers", "24"),
+            ("mixer-inner", "1536"),
+            ("mixer-state", "16"),
+            ("mixer-dt-rank", "48"),
+        ]
+        .iter()
+        .map(|(k, v)| (*k, v.to_string()))
+        .collect();
+        assert_eq!(total(&flags), 129_135_360);
+        // A mixer without its layer count is refused, naming the key.
+        let (_, errors) = crate::params::from_pairs(
+            flags
+                .iter()
+                .filter(|(k, _)| *k != "state-layers")
+                .map(|(k, v)| (*k, v.as_str())),
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.to_string().starts_with("state-layers:")),
+            "{errors:?}"
+        );
+        assert_eq!(total(&c.pairs()), 129_135_360);
+    }
+
+    #[test]
+    fn mamba2_reads_heads_and_groups_and_refuses_an_inconsistent_width() {
+        let c = parse_config(
+            r#"{"model_type":"mamba2","hidden_size":1536,"num_hidden_layers":48,"vocab_size":50288,
+            "num_heads":48,"head_dim":64,"state_size":128,"n_groups":1,"tie_word_embeddings":true}"#,
+        )
+        .unwrap();
+        let m = c.arch.mixer.unwrap();
+        assert_eq!((m.inner, m.heads, m.key_heads, m.state), (3072, 48, 1, 128));
+        assert!(field(&c, "expand absent").is_some());
+        // conv (3072 + 2·128) × 3 + SSM 48 × 64 × 128 values per layer (vLLM's shapes).
+        assert_eq!(m.state_values().unwrap(), (3328 * 3, 48 * 64 * 128));
+        // Through the flags: the same shape, 780 161 280 parameters (mamba2-780m's
+        // layout, which its model page rounds to 780M).
+        let (input, errors) =
+            crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(input.arch, Some(c.arch));
+        assert_eq!(total(&c.pairs()), 780_161_280);
+        let e = parse_config(
+            r#"{"model_type":"mamba2","hidden_size":1536,"num_hidden_layers":2,"vocab_size":10,"num_heads":40,"head_dim":64}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("num_heads × head_dim"), "{e}");
+    }
+
+    #[test]
+    fn nemotron_h_blocks_come_from_the_pattern_and_moe_blocks_are_refused() {
+        let base = r#""model_type":"nemotron_h","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,
+            "intermediate_size":128,"vocab_size":100,"mamba_num_heads":4,"mamba_head_dim":16,"ssm_state_size":8,"n_groups":2"#;
+        let c = parse_config(&format!(
+            r#"{{{base},"num_hidden_layers":6,"hybrid_override_pattern":"M-M*-M"}}"#
+        ))
+        .unwrap();
+        assert_eq!(c.arch.mixer.unwrap().layers, 3);
+        assert_eq!(
+            (c.arch.attention_layers(), c.arch.mlp_layer_count()),
+            (1, 2)
+        );
+        assert!(!c.arch.gated_mlp && c.arch.layer_norms == 1 && !c.arch.tied_embeddings);
+        assert!(
+            c.warnings
+                .iter()
+                .all(|w| !w.contains("hybrid_override_pattern"))
+        );
+        let e = parse_config(&format!(
+            r#"{{{base},"num_hidden_layers":4,"hybrid_override_pattern":"MEM*"}}"#
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("'E'"), "{e}");
+        let e = parse_config(&format!(
+            r#"{{{base},"num_hidden_layers":5,"hybrid_override_pattern":"M-M*"}}"#
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("4 blocks"), "{e}");
+    }
+
+    #[test]
+    fn jamba_and_qwen3_next_split_layers_between_attention_and_the_mixer() {
+        let j = parse_config(
+            r#"{"model_type":"jamba","hidden_size":64,"num_hidden_layers":16,"num_attention_heads":4,
+            "num_key_value_heads":2,"intermediate_size":128,"vocab_size":100,"num_experts":4,"num_experts_per_tok":2}"#,
+        )
+        .unwrap();
+        // JambaConfig's defaults: attention at i % 8 == 4 (layers 4 and 12).
+        assert_eq!(j.arch.mixer.unwrap().layers, 14);
+        assert_eq!(j.arch.attention_layers(), 2);
+        assert!(field(&j, "attn_layer_period absent").is_some());
+        assert!(field(&j, "mamba_dt_rank absent").is_some());
+        let q = parse_config(
+            r#"{"model_type":"qwen3_next","hidden_size":64,"num_hidden_layers":8,"num_attention_heads":4,
+            "num_key_value_heads":2,"head_dim":16,"intermediate_size":128,"vocab_size":100,"num_experts":4,
+            "num_experts_per_tok":2,"moe_intermediate_size":32,"shared_expert_intermediate_size":32,
+            "linear_num_key_heads":2,"linear_num_value_heads":4,"linear_key_head_dim":8,"linear_value_head_dim":8,
+            "layer_types":["linear_attention","linear_attention","linear_attention","full_attention",
+            "linear_attention","linear_attention","linear_attention","full_attention"]}"#,
+        )
+        .unwrap();
+        let m = q.arch.mixer.unwrap();
+        assert_eq!((m.layers, m.heads, m.key_heads, m.inner), (6, 4, 2, 32));
+        assert!(q.arch.attn_gate && q.arch.qk_norm && q.arch.moe.unwrap().shared_gate);
+        assert!(field(&q, "linear_conv_kernel_dim absent").is_some());
+        // The pairs read back give the same architecture (what --config hands the flags).
+        let (input, errors) =
+            crate::params::from_pairs(q.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(input.arch, Some(q.arch));
+        assert_eq!(input.state_layers, 6);
     }
 
     #[test]

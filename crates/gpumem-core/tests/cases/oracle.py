@@ -190,6 +190,15 @@ def text_config(config):
             c.setdefault(k, v)
     return c
 
+def mamba_mixer(add, p, h, d, n, k, r):
+    """One Mamba(-1) mixer as MambaMixer / JambaMambaMixer store it (use_bias false, conv bias)."""
+    add(f"{p}.in_proj", (2 * d, h), "linear_attn")
+    add(f"{p}.conv1d.weight", (d, 1, k), "kept"); add(f"{p}.conv1d.bias", (d,), "kept")
+    add(f"{p}.x_proj", (r + 2 * n, d), "linear_attn")
+    add(f"{p}.dt_proj.weight", (d, r), "linear_attn"); add(f"{p}.dt_proj.bias", (d,), "kept")
+    add(f"{p}.A_log", (d, n), "kept"); add(f"{p}.D", (d,), "kept")
+    add(f"{p}.out_proj", (h, d), "linear_attn")
+
 def checkpoint_tensors(config):
     """[(name, shape, kind)] with kind in linear_attn / linear_mlp / vocab / kept / mtp_*.
 
@@ -269,6 +278,137 @@ def checkpoint_tensors(config):
                 add(f"{p}.mlp.dense_h_to_4h.bias", (I,), "kept"); add(f"{p}.mlp.dense_4h_to_h.bias", (h,), "kept")
         add("ln_f.weight", (h,), "kept"); add("ln_f.bias", (h,), "kept")
         if c.get("tie_word_embeddings") is False:
+            add("lm_head", (V, h), "vocab")
+        return T
+    if mt in ("mamba", "falcon_mamba"):
+        # transformers' MambaForCausalLM / FalconMambaForCausalLM checkpoints:
+        # backbone.layers.N.{norm, mixer.*}; Falcon-Mamba's b_c_rms / dt_rms are
+        # non-persistent buffers (not stored).
+        d, n, k, r = c["intermediate_size"], c["state_size"], c["conv_kernel"], c["time_step_rank"]
+        add("backbone.embeddings", (V, h), "vocab")
+        for i in range(L):
+            mamba_mixer(add, f"backbone.layers.{i}.mixer", h, d, n, k, r)
+            add(f"backbone.layers.{i}.norm", (h,), "kept")
+        add("backbone.norm_f", (h,), "kept")
+        if c.get("tie_word_embeddings", True) is False:
+            add("lm_head", (V, h), "vocab")
+        return T
+    if mt == "mamba2":
+        # transformers' Mamba2ForCausalLM: backbone.layers.N.{norm, mixer.*}; the mixer's
+        # in_proj yields z, x (d_inner each), B, C (groups x d_state each) and dt (heads).
+        d = c["expand"] * h
+        H2, G, n, k = c["num_heads"], c["n_groups"], c["state_size"], c["conv_kernel"]
+        assert H2 * c["head_dim"] == d
+        conv_dim = d + 2 * G * n
+        add("backbone.embeddings", (V, h), "vocab")
+        for i in range(L):
+            p = f"backbone.layers.{i}.mixer"
+            add(f"{p}.in_proj", (2 * d + 2 * G * n + H2, h), "linear_attn")
+            add(f"{p}.conv1d.weight", (conv_dim, 1, k), "kept"); add(f"{p}.conv1d.bias", (conv_dim,), "kept")
+            add(f"{p}.dt_bias", (H2,), "kept"); add(f"{p}.A_log", (H2,), "kept"); add(f"{p}.D", (H2,), "kept")
+            add(f"{p}.norm", (d,), "kept")
+            add(f"{p}.out_proj", (h, d), "linear_attn")
+            add(f"backbone.layers.{i}.norm", (h,), "kept")
+        add("backbone.norm_f", (h,), "kept")
+        if not c.get("tie_word_embeddings", False):
+            add("lm_head", (V, h), "vocab")
+        return T
+    if mt == "nemotron_h":
+        # NVIDIA's modeling_nemotron_h.py: backbone.layers.N.{norm, mixer}; the mixer is
+        # Mamba-2 (M), attention (*) or a relu^2 MLP up/down (-), per hybrid_override_pattern.
+        KV, hd = c["num_key_value_heads"], c.get("attention_head_dim", h // H)
+        H2, P, G, n, k = c["mamba_num_heads"], c["mamba_head_dim"], c["n_groups"], c["ssm_state_size"], c["conv_kernel"]
+        d = H2 * P; conv_dim = d + 2 * G * n; I = c["intermediate_size"]
+        add("backbone.embeddings", (V, h), "vocab")
+        for i, block in enumerate(c["hybrid_override_pattern"]):
+            p = f"backbone.layers.{i}.mixer"
+            if block == "M":
+                add(f"{p}.in_proj", (2 * d + 2 * G * n + H2, h), "linear_attn")
+                add(f"{p}.conv1d.weight", (conv_dim, 1, k), "kept"); add(f"{p}.conv1d.bias", (conv_dim,), "kept")
+                add(f"{p}.dt_bias", (H2,), "kept"); add(f"{p}.A_log", (H2,), "kept"); add(f"{p}.D", (H2,), "kept")
+                add(f"{p}.norm", (d,), "kept")
+                add(f"{p}.out_proj", (h, d), "linear_attn")
+            elif block == "*":
+                add(f"{p}.q_proj", (H * hd, h), "linear_attn"); add(f"{p}.k_proj", (KV * hd, h), "linear_attn")
+                add(f"{p}.v_proj", (KV * hd, h), "linear_attn"); add(f"{p}.o_proj", (h, H * hd), "linear_attn")
+            else:
+                assert block == "-"
+                add(f"{p}.up_proj", (I, h), "linear_mlp"); add(f"{p}.down_proj", (h, I), "linear_mlp")
+            add(f"backbone.layers.{i}.norm", (h,), "kept")
+        add("backbone.norm_f", (h,), "kept")
+        if not c.get("tie_word_embeddings", False):
+            add("lm_head", (V, h), "vocab")
+        return T
+    if mt == "jamba":
+        # transformers' JambaForCausalLM: model.layers.N.{self_attn | mamba},
+        # feed_forward (dense MLP or router + experts), input_layernorm, pre_ff_layernorm.
+        KV = c["num_key_value_heads"]; hd = h // H
+        d = c["mamba_expand"] * h
+        add("model.embed_tokens", (V, h), "vocab")
+        for i in range(L):
+            p = f"model.layers.{i}"
+            if i % c["attn_layer_period"] == c["attn_layer_offset"]:
+                for nm, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
+                    add(f"{p}.self_attn.{nm}_proj", (rows, h), "linear_attn")
+                add(f"{p}.self_attn.o_proj", (h, H * hd), "linear_attn")
+            else:
+                r = c["mamba_dt_rank"]; n = c["mamba_d_state"]
+                mamba_mixer(add, f"{p}.mamba", h, d, n, c["mamba_d_conv"], r)
+                add(f"{p}.mamba.dt_layernorm", (r,), "kept")
+                add(f"{p}.mamba.b_layernorm", (n,), "kept"); add(f"{p}.mamba.c_layernorm", (n,), "kept")
+            I = c["intermediate_size"]
+            if i % c["expert_layer_period"] == c["expert_layer_offset"]:
+                add(f"{p}.feed_forward.router", (c["num_experts"], h), "kept")
+                for e in range(c["num_experts"]):
+                    add(f"{p}.feed_forward.experts.{e}.gate_proj", (I, h), "expert")
+                    add(f"{p}.feed_forward.experts.{e}.up_proj", (I, h), "expert")
+                    add(f"{p}.feed_forward.experts.{e}.down_proj", (h, I), "expert")
+            else:
+                add(f"{p}.feed_forward.gate_proj", (I, h), "linear_mlp")
+                add(f"{p}.feed_forward.up_proj", (I, h), "linear_mlp")
+                add(f"{p}.feed_forward.down_proj", (h, I), "linear_mlp")
+            add(f"{p}.input_layernorm", (h,), "kept"); add(f"{p}.pre_ff_layernorm", (h,), "kept")
+        add("model.final_layernorm", (h,), "kept")
+        if not c.get("tie_word_embeddings", False):
+            add("lm_head", (V, h), "vocab")
+        return T
+    if mt == "qwen3_next":
+        # transformers' Qwen3NextForCausalLM: model.layers.N.{self_attn | linear_attn},
+        # mlp (router `gate`, experts, shared_expert, shared_expert_gate), two norms.
+        KV = c["num_key_value_heads"]; hd = c["head_dim"]
+        hk, hv = c["linear_num_key_heads"], c["linear_num_value_heads"]
+        dk, dv, kern = c["linear_key_head_dim"], c["linear_value_head_dim"], c["linear_conv_kernel_dim"]
+        types = c.get("layer_types") or ["linear_attention" if (i + 1) % c["full_attention_interval"] else "full_attention" for i in range(L)]
+        add("model.embed_tokens", (V, h), "vocab")
+        for i in range(L):
+            p = f"model.layers.{i}"
+            if types[i] == "full_attention":
+                add(f"{p}.self_attn.q_proj", (2 * H * hd, h), "linear_attn")  # queries + output gate
+                add(f"{p}.self_attn.k_proj", (KV * hd, h), "linear_attn")
+                add(f"{p}.self_attn.v_proj", (KV * hd, h), "linear_attn")
+                add(f"{p}.self_attn.o_proj", (h, H * hd), "linear_attn")
+                add(f"{p}.self_attn.q_norm", (hd,), "kept"); add(f"{p}.self_attn.k_norm", (hd,), "kept")
+            else:
+                key, val = hk * dk, hv * dv
+                add(f"{p}.linear_attn.in_proj_qkvz", (2 * key + 2 * val, h), "linear_attn")
+                add(f"{p}.linear_attn.in_proj_ba", (2 * hv, h), "linear_attn")
+                add(f"{p}.linear_attn.conv1d", (2 * key + val, 1, kern), "kept")
+                add(f"{p}.linear_attn.dt_bias", (hv,), "kept"); add(f"{p}.linear_attn.A_log", (hv,), "kept")
+                add(f"{p}.linear_attn.norm", (dv,), "kept")
+                add(f"{p}.linear_attn.out_proj", (h, val), "linear_attn")
+            E, EI, SI = c["num_experts"], c["moe_intermediate_size"], c["shared_expert_intermediate_size"]
+            add(f"{p}.mlp.gate", (E, h), "kept")
+            for e in range(E):
+                add(f"{p}.mlp.experts.{e}.gate_proj", (EI, h), "expert")
+                add(f"{p}.mlp.experts.{e}.up_proj", (EI, h), "expert")
+                add(f"{p}.mlp.experts.{e}.down_proj", (h, EI), "expert")
+            add(f"{p}.mlp.shared_expert.gate_proj", (SI, h), "linear_mlp")
+            add(f"{p}.mlp.shared_expert.up_proj", (SI, h), "linear_mlp")
+            add(f"{p}.mlp.shared_expert.down_proj", (h, SI), "linear_mlp")
+            add(f"{p}.mlp.shared_expert_gate", (1, h), "kept")
+            add(f"{p}.input_layernorm", (h,), "kept"); add(f"{p}.post_attention_layernorm", (h,), "kept")
+        add("model.norm", (h,), "kept")
+        if not c.get("tie_word_embeddings", False):
             add("lm_head", (V, h), "vocab")
         return T
     # Llama-style decoders (model.layers.N.self_attn / mlp), with the families' extras.
@@ -372,10 +512,57 @@ def tensor_bytes(shape, kind, fmt, attn_fmt):
         gs = int(f.split("-g")[1]); return out * cdiv(inp, 8) * 4 + out * cdiv(inp, gs) * 2 + 8
     return linear_bytes(f, out, inp)
 
+def state_bytes(config, nbytes=2):
+    """Constant per-sequence state of the state-space / linear-attention layers, as vLLM
+    allocates it (vllm/model_executor/layers/mamba/mamba_utils.py,
+    MambaStateShapeCalculator): Mamba-1 conv (d_inner, d_conv - 1) + SSM (d_inner,
+    d_state); Gated DeltaNet conv (conv_kernel - 1, 2 key dim + value dim) + recurrent
+    (value heads, key head dim, value head dim); in the model dtype ("auto")."""
+    c = text_config(config)
+    mt = c.get("model_type")
+    L = g(c, "num_hidden_layers", "n_layer")
+    if mt in ("mamba", "falcon_mamba"):
+        d = c["intermediate_size"]
+        return L * (d * (c["conv_kernel"] - 1) + d * c["state_size"]) * nbytes
+    if mt == "mamba2":
+        d = c["expand"] * c["hidden_size"]
+        conv = (d + 2 * c["n_groups"] * c["state_size"]) * (c["conv_kernel"] - 1)
+        return L * (conv + c["num_heads"] * c["head_dim"] * c["state_size"]) * nbytes
+    if mt == "nemotron_h":
+        d = c["mamba_num_heads"] * c["mamba_head_dim"]
+        conv = (d + 2 * c["n_groups"] * c["ssm_state_size"]) * (c["conv_kernel"] - 1)
+        m = c["hybrid_override_pattern"].count("M")
+        return m * (conv + d * c["ssm_state_size"]) * nbytes
+    if mt == "jamba":
+        d = c["mamba_expand"] * c["hidden_size"]
+        n = sum(1 for i in range(L) if i % c["attn_layer_period"] != c["attn_layer_offset"])
+        return n * (d * (c["mamba_d_conv"] - 1) + d * c["mamba_d_state"]) * nbytes
+    if mt == "qwen3_next":
+        n = sum(1 for i in range(L) if (i + 1) % c["full_attention_interval"])
+        key, val = c["linear_num_key_heads"] * c["linear_key_head_dim"], c["linear_num_value_heads"] * c["linear_value_head_dim"]
+        conv = (2 * key + val) * (c["linear_conv_kernel_dim"] - 1)
+        rec = c["linear_num_value_heads"] * c["linear_key_head_dim"] * c["linear_value_head_dim"]
+        return n * (conv + rec) * nbytes
+    return 0
+
 def kv_bytes(config, tokens, engine="latent", nbytes=2):
-    """KV cache of one sequence at `tokens` tokens."""
+    """KV cache of one sequence at `tokens` tokens (attention layers only)."""
     c = text_config(config)
     mt = c.get("model_type", config.get("model_type"))
+    if mt in ("mamba", "falcon_mamba", "mamba2"):
+        return 0
+    if mt == "nemotron_h":
+        hd = c.get("attention_head_dim", c["hidden_size"] // c["num_attention_heads"])
+        return c["hybrid_override_pattern"].count("*") * 2 * c["num_key_value_heads"] * hd * tokens * nbytes
+    if mt == "jamba":
+        L = c["num_hidden_layers"]
+        attn = sum(1 for i in range(L) if i % c["attn_layer_period"] == c["attn_layer_offset"])
+        hd = c["hidden_size"] // c["num_attention_heads"]
+        return attn * 2 * c["num_key_value_heads"] * hd * tokens * nbytes
+    if mt == "qwen3_next":
+        L = c["num_hidden_layers"]
+        attn = sum(1 for i in range(L) if (i + 1) % c["full_attention_interval"] == 0)
+        return attn * 2 * c["num_key_value_heads"] * c["head_dim"] * tokens * nbytes
     L = g(c, "num_hidden_layers", "n_layer"); H = g(c, "num_attention_heads", "n_head")
     h = g(c, "hidden_size", "n_embd")
     if "kv_lora_rank" in c:
@@ -448,7 +635,16 @@ REAL = {
     "gpt-oss-120b": (116_829_156_672, "model card: 116.8B (117B)"),
     "llama-4-scout": (None, "model card: 109B total with the vision tower, 17B active"),
     "llama-4-maverick": (None, "model card: 400B total with the vision tower, 17B active"),
+    "mamba-2.8b": (None, "model page: 2.77B"),
+    "falcon-mamba-7b": (None, "model page: 7.27B"),
+    "mamba-codestral-7b": (None, "model page: 7.29B"),
+    "nemotron-h-8b": (None, "model name: 8B (model page 8.1B)"),
+    "jamba-1.5-mini": (None, "model card: 52B total (51.6B), 12B active"),
+    "qwen3-next-80b-a3b": (79_674_391_296, "80B (model card); 79 674 391 296 published for Qwen3-Coder-Next, the same shape, without the MTP module"),
 }
+
+# Published totals given only rounded: (value, significant digits it is rounded to).
+ROUNDED = {"mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
 
 # Compressed-tensors checkpoints of Llama-3.1-8B (RedHatAI model cards), their
 # quantization_config blocks copied; the shape is Llama-3.1-8B's.
@@ -500,7 +696,10 @@ WARN = {
 def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
     params, active, wbytes, mtp = summarise(cfg, fmt, attn_fmt)
     kvb = kv_bytes(cfg, tokens)
-    expect = {"parameters": params, "active_parameters": active, "weights_bytes": wbytes, "kv_cache_bytes": kvb}
+    state = state_bytes(cfg)
+    expect = {"parameters": params, "active_parameters": active, "weights_bytes": wbytes, "kv_cache_bytes": kvb + state}
+    if state:
+        expect["lines"] = {"kv_cache": kvb, "kv_cache.state": state}
     if "kv_lora_rank" in cfg.get("text_config", cfg):
         expect["lines"] = {"kv_cache.decompressed": kv_bytes(cfg, tokens, engine="decompressed")}
     case = {"name": name, "source": source,
@@ -511,7 +710,7 @@ def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
     if name.split("@")[0] in WARN:
         case["warnings"] = WARN[name.split("@")[0]]
     (HERE / f"real-{name.replace('@', '-')}.json").write_text(json.dumps(case, indent=1) + "\n")
-    return params, mtp, kvb
+    return params, mtp, kvb + state
 
 TABLE = []
 for name, (published, how) in REAL.items():
@@ -521,6 +720,9 @@ for name, (published, how) in REAL.items():
                                   8192, fmt, attn, published)
     if published is not None:
         assert params - mtp == published, (name, params - mtp, published)
+    if name in ROUNDED:
+        value, digits = ROUNDED[name]
+        assert float(f"{params:.{digits}g}") == value, (name, params, value)
     TABLE.append((name, published, how, params, kvb))
 # Llama-4's chunked attention matters beyond one chunk: 64k tokens.
 cfg = load("llama-4-scout")
