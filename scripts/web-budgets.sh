@@ -15,12 +15,14 @@ cd "$root"
 # reader); the issue asks for no more than 222 KB. The engine section (issue 10: each
 # engine's KV pool and the largest workload on the target card) brought it to 230.0 KB;
 # moving every reader (config, safetensors, GGUF, the Hub lookup) into a lazily loaded
-# module brought it to 212.8 KB.
-DIMENSIONER_BUDGET=214000
+# module brought it to 212.8 KB; the one field table (labels, hints, units of every key,
+# engine keys as URL keys), the state-space mixers and search-as-you-type to 216.9 KB.
+DIMENSIONER_BUDGET=218000
 AGENT_PAGE_BUDGET=250000
 # The lazily loaded readers were 120.6 KB when they moved out of the dimensioner, 122.8 KB
-# with the lookup for mirrors without a file listing, 126.9 KB with the model search.
-LOOKUP_BUDGET=128000
+# with the lookup for mirrors without a file listing, 126.9 KB with the model search,
+# 131.1 KB with the state-space mixers' config reader.
+LOOKUP_BUDGET=132000
 fail=0
 report() { # report LABEL DIR BUDGET HARD(yes|no)
   local label="$1" dir="$2" budget="$3" hard="$4" wasm js raw gz jsgz verdict
