@@ -22,7 +22,7 @@ step "install tools (idempotent)" ./scripts/install-tools.sh
 step "fetch crates" cargo fetch --quiet
 step "format" cargo fmt --all --check
 step "clippy (native)" cargo clippy --workspace --all-targets --quiet -- -D warnings
-step "clippy (page, wasm32)" cargo clippy -p gpumem-web --target wasm32-unknown-unknown --quiet -- -D warnings
+step "clippy (pages and lookup module, wasm32)" cargo clippy -p gpumem-web -p gpumem-lookup --target wasm32-unknown-unknown --quiet -- -D warnings
 step "core builds for wasm32" cargo build -p gpumem-core --target wasm32-unknown-unknown --quiet
 if [ -x scripts/check-dist.sh ]; then
   step "dist/ is up to date" ./scripts/check-dist.sh
