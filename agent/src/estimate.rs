@@ -260,14 +260,13 @@ pub fn run(args: Args) -> Result<Exit> {
         }
         return Ok(Exit::Unavailable);
     }
-    let mut summary: Option<TensorSummary> = hub_tensors;
-    for path in &args.safetensors {
-        let s = read_safetensors(path)?;
-        match &mut summary {
-            Some(acc) => acc.merge(&s).context("merging safetensors shards")?,
-            None => summary = Some(s),
-        }
-    }
+    let shards = args
+        .safetensors
+        .iter()
+        .map(|path| read_safetensors(path))
+        .collect::<Result<Vec<_>>>()?;
+    let mut summary = TensorSummary::merge_all(hub_tensors.into_iter().chain(shards))
+        .context("merging safetensors shards")?;
     if let Some(path) = &args.gguf {
         if summary.is_some() {
             anyhow::bail!("give either --safetensors or --gguf, not both");

@@ -214,14 +214,13 @@ pub fn ImportZone() -> impl IntoView {
     {
         let look_up = look_up.clone();
         let form = form.clone();
-        Effect::new(move |done: Option<bool>| {
-            if done.is_none()
-                && form.imported.get_untracked().is_none()
+        // Reads nothing it tracks: it runs once, after the first render.
+        Effect::new(move |_| {
+            if form.imported.get_untracked().is_none()
                 && !form.sig("model").get_untracked().trim().is_empty()
             {
                 look_up();
             }
-            true
         });
     }
     let on_drop = {

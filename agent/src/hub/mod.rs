@@ -107,13 +107,7 @@ pub fn lookup(repo: &str, revision: &str, file: Option<&str>) -> Result<Found> {
                 e
             }
         })?;
-    let mut tensors: Option<TensorSummary> = None;
-    for s in summaries {
-        match &mut tensors {
-            Some(acc) => acc.merge(&s).context("merging shards")?,
-            None => tensors = Some(s),
-        }
-    }
+    let tensors = TensorSummary::merge_all(summaries).context("merging shards")?;
     Ok(Found {
         config: manifest.config,
         tensors: tensors.ok_or_else(|| anyhow!("{repo}: no weight files"))?,

@@ -84,15 +84,13 @@ pub async fn read_files(files: Vec<File>) -> Result<LookupOutcome, String> {
                 .into(),
         );
     };
-    let mut merged: Option<TensorSummary> = None;
+    let mut read = Vec::with_capacity(files.len());
     for f in &files {
-        let s = read_header(f, format).await?;
-        match merged.as_mut() {
-            Some(m) => m.merge(&s).map_err(|e| e.to_string())?,
-            None => merged = Some(s),
-        }
+        read.push(read_header(f, format).await?);
     }
-    let summary = merged.ok_or("no file was given")?;
+    let summary = TensorSummary::merge_all(read)
+        .map_err(|e| e.to_string())?
+        .ok_or("no file was given")?;
     Ok(LookupOutcome {
         tensors: Some(TensorsRead {
             files: files.iter().map(File::name).collect(),

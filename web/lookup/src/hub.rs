@@ -142,17 +142,15 @@ pub async fn lookup(
         read_header(&http, url, f, format, repo, endpoint)
     }))
     .await;
-    let mut merged: Option<TensorSummary> = None;
-    let mut slowest = 0u32;
-    for read in reads {
-        let (summary, n) = read?;
-        slowest = slowest.max(n);
-        match merged.as_mut() {
-            Some(m) => m.merge(&summary).map_err(|e| e.to_string())?,
-            None => merged = Some(summary),
-        }
-    }
-    let summary = merged.ok_or_else(|| named("no weight file to read"))?;
+    let (summaries, counts): (Vec<TensorSummary>, Vec<u32>) = reads
+        .into_iter()
+        .collect::<Result<Vec<_>, String>>()?
+        .into_iter()
+        .unzip();
+    let slowest = counts.into_iter().max().unwrap_or(0);
+    let summary = TensorSummary::merge_all(summaries)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| named("no weight file to read"))?;
     let config = match config {
         Some(c) => {
             let text =

@@ -79,6 +79,21 @@ impl TensorSummary {
         Ok(())
     }
 
+    /// The summaries of several files (the shards of one checkpoint) merged into one;
+    /// `None` when there is none.
+    pub fn merge_all(
+        parts: impl IntoIterator<Item = TensorSummary>,
+    ) -> Result<Option<TensorSummary>, EstimateError> {
+        let mut merged: Option<TensorSummary> = None;
+        for part in parts {
+            match merged.as_mut() {
+                Some(m) => m.merge(&part)?,
+                None => merged = Some(part),
+            }
+        }
+        Ok(merged)
+    }
+
     /// Merges another file's summary (shards of one checkpoint).
     pub fn merge(&mut self, other: &TensorSummary) -> Result<(), EstimateError> {
         let over = || EstimateError::Overflow {

@@ -390,7 +390,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2412(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2411(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -541,22 +541,22 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 530, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2337);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2336);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 593, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3808);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3807);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 593, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3808_15);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3807_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 591, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3807);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3806);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
@@ -579,30 +579,30 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3807(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3807(arg0, arg1);
+function __wasm_bindgen_func_elem_3806(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3806(arg0, arg1);
 }
 
 function __wasm_bindgen_func_elem_1472(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_1472(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3808(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3808(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3807(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3807(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3808_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3808_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3807_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3807_15(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2412(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2412(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2411(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2411(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2337(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2336(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2337(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2336(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
