@@ -58,9 +58,7 @@ pub struct Found {
 /// the safetensors checkpoint (a `.gguf` in a GGUF repository).
 pub fn lookup(repo: &str, revision: &str, file: Option<&str>) -> Result<Found> {
     rules::check_repo_id(repo).context("--model")?;
-    if revision.is_empty() || revision.len() > 256 || revision.chars().any(char::is_control) {
-        bail!("--revision: expected a branch, tag or commit id");
-    }
+    rules::check_revision(revision).context("--revision")?;
     if let Some(f) = file {
         rules::check_file(f).context("--model-file")?;
     }

@@ -14,8 +14,8 @@ use gpumem_core::import::TensorSummary;
 use gpumem_core::import::hf_config::parse_config;
 use gpumem_core::import::hub::{
     self, CONFIG_FILE, INDEX_FILE, MAX_LISTING_BYTES, RepoFile, SINGLE_FILE, WeightFiles,
-    check_file, check_repo_id, choose_weights, index_shards, parse_search, parse_tree, resolve_url,
-    search_url, tree_url,
+    check_file, check_repo_id, check_revision, choose_weights, index_shards, parse_search,
+    parse_tree, resolve_url, search_url, tree_url,
 };
 use gpumem_core::import::read_policy::{HeaderFormat, HeaderRead, Step};
 use gpumem_proto::lookup::{LookupOutcome, LookupRequest, TensorsRead};
@@ -38,9 +38,7 @@ pub async fn lookup(
         "" => "main",
         r => r,
     };
-    if revision.len() > 256 || revision.chars().any(char::is_control) {
-        return Err("revision: expected a branch, tag or commit id".into());
-    }
+    check_revision(revision).map_err(|e| format!("revision: {e}"))?;
     let file = request
         .file
         .as_deref()

@@ -103,6 +103,8 @@ pub enum HubError {
     BadRepoId(String),
     /// A file path that is not plain (empty segments, `..`, odd characters).
     BadFile(String),
+    /// Not a branch, tag or commit id.
+    BadRevision(String),
     /// The file the user named is not in the repository.
     FileNotFound {
         /// The name given.
@@ -141,6 +143,7 @@ impl fmt::Display for HubError {
                 "expected ORG/NAME as on the Hub (letters, digits, '-', '_', '.'), got {r:?}"
             ),
             HubError::BadFile(p) => write!(f, "{p:?}: not a plain file path"),
+            HubError::BadRevision(r) => write!(f, "{r:?}: expected a branch, tag or commit id"),
             HubError::FileNotFound { file, candidates } => {
                 write!(f, "{file}: not found in the repository")?;
                 if candidates.is_empty() {
@@ -433,6 +436,16 @@ pub fn check_repo_id(repo: &str) -> Result<(), HubError> {
     }
 }
 
+/// A revision: a branch, tag or commit id (non-empty, at most 256 bytes, no control
+/// characters; percent-encoded whole in a URL by [`resolve_url`]).
+pub fn check_revision(revision: &str) -> Result<(), HubError> {
+    if revision.is_empty() || revision.len() > 256 || revision.chars().any(char::is_control) {
+        Err(HubError::BadRevision(revision.to_string()))
+    } else {
+        Ok(())
+    }
+}
+
 /// A file path inside a repository, safe both in a URL and under a cache folder.
 pub fn check_file(path: &str) -> Result<(), HubError> {
     let ok = path.len() <= MAX_FILE_PATH
@@ -610,6 +623,15 @@ pub fn same_origin(a: &str, b: &str) -> bool {
 #[allow(clippy::arithmetic_side_effects)] // test data from small known numbers
 mod tests {
     use super::*;
+
+    #[test]
+    fn revisions_are_checked() {
+        assert!(check_revision("main").is_ok());
+        assert!(check_revision("refs/pr/1").is_ok());
+        assert!(check_revision("").is_err());
+        assert!(check_revision("a\nb").is_err());
+        assert!(check_revision(&"x".repeat(257)).is_err());
+    }
 
     #[test]
     fn searches_are_bounded_and_read() {
