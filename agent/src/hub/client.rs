@@ -213,7 +213,7 @@ impl Client {
                         (Some(r), 206) => {
                             let cr = header("content-range")
                                 .ok_or_else(|| anyhow!("{what}: 206 without Content-Range"))?;
-                            let (start, total) = parse_content_range(&cr)
+                            let (start, total) = hub::parse_content_range(&cr)
                                 .ok_or_else(|| anyhow!("{what}: bad Content-Range {cr:?}"))?;
                             if start != r.start {
                                 bail!("{what}: asked for bytes from {}, got from {start}", r.start);
@@ -349,19 +349,6 @@ fn join_location(current: &str, location: &str) -> Result<String> {
     bail!("unsupported redirect target")
 }
 
-/// `bytes START-END/TOTAL` → (START, TOTAL).
-fn parse_content_range(v: &str) -> Option<(u64, u64)> {
-    let rest = v.trim().strip_prefix("bytes ")?;
-    let (span, total) = rest.split_once('/')?;
-    let (start, end) = span.split_once('-')?;
-    let (start, end, total): (u64, u64, u64) = (
-        start.trim().parse().ok()?,
-        end.trim().parse().ok()?,
-        total.trim().parse().ok()?,
-    );
-    (start <= end && end < total).then_some((start, total))
-}
-
 /// A 40-hex commit id.
 pub fn is_commit(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
@@ -370,15 +357,6 @@ pub fn is_commit(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn content_range_is_checked() {
-        assert_eq!(parse_content_range("bytes 0-7/100"), Some((0, 100)));
-        assert_eq!(parse_content_range("bytes 8-99/100"), Some((8, 100)));
-        assert_eq!(parse_content_range("bytes 0-7/*"), None);
-        assert_eq!(parse_content_range("bytes 9-7/100"), None);
-        assert_eq!(parse_content_range("bytes 0-100/100"), None);
-    }
 
     #[test]
     fn locations_are_joined() {

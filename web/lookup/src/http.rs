@@ -16,7 +16,7 @@ use web_sys::{
     Headers, ReadableStreamDefaultReader, Request, RequestCredentials, RequestInit, Response,
 };
 
-use gpumem_core::import::hub::{origin, same_origin};
+use gpumem_core::import::hub::{origin, parse_content_range, same_origin};
 
 use crate::js_message;
 
@@ -82,7 +82,8 @@ impl Http {
     ) -> Result<Answer, String> {
         let mut attempt = 0u32;
         loop {
-            let (response, answer_status) = self.send(url, range).await?;
+            let response = self.send(url, range).await?;
+            let answer_status = response.status();
             let retry = answer_status == 429 || (500..600).contains(&answer_status);
             if retry && attempt < RETRIES {
                 let wait = header(&response, "retry-after")
@@ -105,14 +106,15 @@ impl Http {
                 error_code: header(&response, "x-error-code"),
                 commit: header(&response, "x-repo-commit"),
                 total_size: header(&response, "content-range")
-                    .and_then(|r| r.rsplit_once('/').and_then(|(_, n)| n.trim().parse().ok())),
+                    .and_then(|r| parse_content_range(&r))
+                    .map(|(_, total)| total),
                 body,
                 truncated,
             });
         }
     }
 
-    async fn send(&self, url: &str, range: Option<(u64, u64)>) -> Result<(Response, u16), String> {
+    async fn send(&self, url: &str, range: Option<(u64, u64)>) -> Result<Response, String> {
         let headers = Headers::new().map_err(|e| js_message(&e, "no Headers"))?;
         if let Some((start, end)) = range {
             let last = end.checked_sub(1).ok_or("an empty range was asked for")?;
@@ -144,11 +146,9 @@ impl Http {
                     js_message(&e, "network error")
                 )
             })?;
-        let response: Response = response
+        response
             .dyn_into()
-            .map_err(|_| "fetch did not answer a Response".to_string())?;
-        let status = response.status();
-        Ok((response, status))
+            .map_err(|_| "fetch did not answer a Response".to_string())
     }
 }
 

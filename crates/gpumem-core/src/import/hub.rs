@@ -581,6 +581,20 @@ pub fn refusal(
     }
 }
 
+/// `Content-Range: bytes START-END/TOTAL` → (START, TOTAL), for a range inside the
+/// file; `None` for anything else (an unknown total `*`, an inverted or outside span).
+pub fn parse_content_range(v: &str) -> Option<(u64, u64)> {
+    let rest = v.trim().strip_prefix("bytes ")?;
+    let (span, total) = rest.split_once('/')?;
+    let (start, end) = span.split_once('-')?;
+    let (start, end, total): (u64, u64, u64) = (
+        start.trim().parse().ok()?,
+        end.trim().parse().ok()?,
+        total.trim().parse().ok()?,
+    );
+    (start <= end && end < total).then_some((start, total))
+}
+
 /// The origin of an `http(s)` URL: scheme, host (lower case) and port (the scheme's
 /// default when none is written). `None` for any other scheme, an empty host, a bad
 /// port, or userinfo (`user@host`: a URL that could dress one host as another is
@@ -623,6 +637,15 @@ pub fn same_origin(a: &str, b: &str) -> bool {
 #[allow(clippy::arithmetic_side_effects)] // test data from small known numbers
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_range_is_checked() {
+        assert_eq!(parse_content_range("bytes 0-7/100"), Some((0, 100)));
+        assert_eq!(parse_content_range("bytes 8-99/100"), Some((8, 100)));
+        assert_eq!(parse_content_range("bytes 0-7/*"), None);
+        assert_eq!(parse_content_range("bytes 9-7/100"), None);
+        assert_eq!(parse_content_range("bytes 0-100/100"), None);
+    }
 
     #[test]
     fn revisions_are_checked() {
