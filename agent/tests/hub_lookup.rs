@@ -166,8 +166,10 @@ fn sixty_one_shards_are_read_concurrently_in_a_few_round_trips() {
         assert!(l.at - first < DELAY / 2, "{what} came in a later round");
     }
     // 1 round (config, index, listing) + one wave of all 61 files × 3 answers
-    // (resolve 302, 8 bytes, the header): 4, with slack for a loaded machine.
-    assert!(rounds < 7.0, "{rounds:.1} rounds");
+    // (resolve 302, 8 bytes, the header): 4 (5.0 measured on an idle machine). The
+    // bound leaves room for a loaded 2-core machine starting 64 threads (7.2 seen)
+    // and still fails a pool of 16 (13.9) or sequential reads (122).
+    assert!(rounds < 10.0, "{rounds:.1} rounds");
     // config + index + listing, then per shard: resolve (302), 8 bytes, the header
     // (CDN direct).
     assert_eq!(requests, 3 + SHARDS * 3);
