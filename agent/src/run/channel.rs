@@ -8,7 +8,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
@@ -43,7 +43,6 @@ pub enum ChannelEvent {
 
 /// The listening side.
 pub struct Channel {
-    path: PathBuf,
     stop: Arc<AtomicBool>,
     streams: Arc<Mutex<Vec<UnixStream>>>,
     accept: Option<JoinHandle<()>>,
@@ -65,7 +64,6 @@ impl Channel {
                 .context("starting the probe channel")?
         };
         Ok(Channel {
-            path: path.to_path_buf(),
             stop,
             streams,
             accept: Some(accept),
@@ -79,8 +77,6 @@ impl Channel {
 
     fn shutdown(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        // Wake the blocking accept with a connection of our own.
-        let _ = UnixStream::connect(&self.path);
         if let Some(h) = self.accept.take() {
             let _ = h.join();
         }
@@ -100,20 +96,38 @@ impl Drop for Channel {
     }
 }
 
+/// How long the accept loop sleeps when no connection is waiting.
+const ACCEPT_POLL: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Accepts until told to stop, then drains what is still queued: a process that connected,
+/// wrote and exited just before the command ended is read and counted, not dropped.
 fn accept_loop(
     listener: &UnixListener,
     stop: &AtomicBool,
     streams: &Mutex<Vec<UnixStream>>,
     events: &Sender<ChannelEvent>,
 ) {
+    if listener.set_nonblocking(true).is_err() {
+        return;
+    }
     let mut next_id = 0u64;
-    for incoming in listener.incoming() {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let Ok(stream) = incoming else { continue };
+    loop {
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            // Nothing queued (or out of descriptors): stop once told to, else wait a little.
+            Err(_) => {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                std::thread::sleep(ACCEPT_POLL);
+                continue;
+            }
+        };
         if next_id >= MAX_CONNECTIONS {
             let _ = events.send(ChannelEvent::ConnectionRefused);
+            continue;
+        }
+        if stream.set_nonblocking(false).is_err() {
             continue;
         }
         let id = next_id;
@@ -122,7 +136,7 @@ fn accept_loop(
             list.push(clone);
         }
         let _ = events.send(ChannelEvent::Connected(id));
-        let events = events.clone();
+        let reader_events = events.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("probe-{id}"))
             .spawn(move || {
@@ -131,15 +145,16 @@ fn accept_loop(
                         Some(Ok(m)) => ChannelEvent::Message(id, Box::new(m)),
                         _ => ChannelEvent::Rejected,
                     };
-                    events.send(event).is_ok()
+                    reader_events.send(event).is_ok()
                 });
                 // Past a bound the peer may still be writing: shut the socket (the clone
                 // kept for `close` holds it open) so its writes fail instead of blocking.
                 let _ = stream.shutdown(std::net::Shutdown::Both);
-                let _ = events.send(ChannelEvent::Closed);
+                let _ = reader_events.send(ChannelEvent::Closed);
             });
         if spawned.is_err() {
-            continue;
+            // Never read: say it ended, so the wait for open connections does not hang.
+            let _ = events.send(ChannelEvent::Closed);
         }
     }
 }
@@ -317,5 +332,34 @@ mod tests {
         assert!(matches!(seen[1], ChannelEvent::Message(0, _)));
         assert!(matches!(seen[2], ChannelEvent::Rejected));
         assert!(matches!(seen[3], ChannelEvent::Closed));
+    }
+
+    #[test]
+    fn connections_still_queued_at_close_are_read_and_counted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("probe.sock");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let channel = Channel::listen(&path, tx).expect("listen");
+        // Processes that connect, write and exit just before the command ends: closed at
+        // once, so whatever is still queued must be drained, read, and counted.
+        let total = MAX_CONNECTIONS + 20;
+        for _ in 0..total {
+            use std::io::Write;
+            let mut s = UnixStream::connect(&path).expect("connect");
+            writeln!(s, "{BYE}").expect("write");
+        }
+        channel.close();
+        let (mut connected, mut refused, mut messages) = (0u64, 0u64, 0u64);
+        // Every sender is gone once the readers end: the loop ends by itself.
+        for e in rx {
+            match e {
+                ChannelEvent::Connected(_) => connected += 1,
+                ChannelEvent::ConnectionRefused => refused += 1,
+                ChannelEvent::Message(..) => messages += 1,
+                _ => {}
+            }
+        }
+        assert_eq!((connected, refused), (MAX_CONNECTIONS, 20));
+        assert_eq!(messages, MAX_CONNECTIONS);
     }
 }
