@@ -118,6 +118,9 @@ pub struct Mixer {
     pub key_heads: u64,
     /// Mamba: RMSNorms on Δ, B and C (Jamba's `dt_layernorm`, `b_layernorm`, `c_layernorm`).
     pub norms: bool,
+    /// Mamba-2: the gated RMSNorm (`mixer.norm`, inner wide) before `out_proj`;
+    /// Falcon-H1 has it only with `mamba_rms_norm`. Unused by the other kinds.
+    pub gated_norm: bool,
 }
 
 impl Mixer {
@@ -712,7 +715,9 @@ impl Architecture {
                     1,
                     l.saturating_mul(3),
                 ));
-                t.push(grp(Norms, Kept, "mixer.norm", d, 1, l));
+                if m.gated_norm {
+                    t.push(grp(Norms, Kept, "mixer.norm", d, 1, l));
+                }
                 t.push(grp(Attention, AttnLinear, "mixer.out_proj", h, d, l));
             }
             MixerKind::DeltaNet => {

@@ -348,6 +348,7 @@ fn build_arch(
             heads: get("mixer-heads").unwrap_or(0),
             key_heads: get("mixer-key-heads").unwrap_or(0),
             norms: flag("mixer-norms", false),
+            gated_norm: flag("mixer-gated-norm", true),
         }),
         None => None,
     };
@@ -517,6 +518,9 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
             }
             if m.norms {
                 put("mixer-norms", "true".into());
+            }
+            if !m.gated_norm {
+                put("mixer-gated-norm", "false".into());
             }
         }
         if let Some(m) = a.mla {

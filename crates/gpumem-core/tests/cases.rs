@@ -215,6 +215,10 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/real-qwen3-30b-a3b.json"),
     ),
     (
+        "real-falcon-h1-0.5b-instruct",
+        include_str!("cases/real-falcon-h1-0.5b-instruct.json"),
+    ),
+    (
         "real-falcon-mamba-7b",
         include_str!("cases/real-falcon-mamba-7b.json"),
     ),

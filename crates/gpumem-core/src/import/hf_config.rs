@@ -7,8 +7,9 @@
 //! when present; their towers are named in a warning, never dropped silently.
 //! Every default assumed is listed in `notes`; every field that changes memory and
 //! is not modelled is named in `warnings`. Mamba(-1), Mamba-2, Falcon-Mamba, Jamba,
-//! Qwen3-Next and Nemotron-H are read with their state-space / linear-attention mixer (layers that
-//! keep a constant per-sequence state instead of KV); the other state-space and hybrid
+//! Qwen3-Next, Nemotron-H and Falcon-H1 are read with their state-space /
+//! linear-attention mixer (layers that keep a constant per-sequence state instead of
+//! KV, or beside it in Falcon-H1's parallel layers); the other state-space and hybrid
 //! families are refused with a reason.
 
 use serde::{Deserialize, Serialize};
@@ -159,13 +160,13 @@ const MODELLED: &[&str] = &[
     "jamba",
     "nemotron_h",
     "qwen3_next",
+    "falcon_h1",
 ];
 
 /// Families whose layers keep a constant state instead of (some) KV: not expressible.
-/// (Mamba, Mamba-2, Falcon-Mamba, Jamba, Qwen3-Next and Nemotron-H are read: see
-/// [`mamba`] and the mixer.)
+/// (Mamba, Mamba-2, Falcon-Mamba, Jamba, Qwen3-Next, Nemotron-H and Falcon-H1 are
+/// read: see [`mamba`] and the mixer.)
 const STATE_SPACE: &[&str] = &[
-    "falcon_h1",
     "zamba",
     "zamba2",
     "bamba",
@@ -428,6 +429,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
                 | "jamba"
                 | "qwen3_next"
                 | "nemotron_h"
+                | "falcon_h1"
         );
         notes.push(format!(
             "tie_word_embeddings absent: {} (default for {mt})",
@@ -526,6 +528,13 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             &mut warnings,
         )?),
         "qwen3_next" => Some(delta_net(v, layers, &mut notes)?),
+        "falcon_h1" => Some(falcon_h1_mixer(
+            v,
+            hidden,
+            layers,
+            &mut notes,
+            &mut warnings,
+        )?),
         "nemotron_h" => {
             let (mamba, _, _) = nemotron.unwrap_or_default();
             Some(nemotron_mixer(v, mamba, &mut notes)?)
@@ -573,7 +582,10 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         // Qwen3NextAttention: q_proj yields the queries and a sigmoid output gate.
         attn_gate: mt == "qwen3_next",
         mixer,
-        attn_layers: nemotron.map(|(_, attention, _)| attention),
+        // Falcon-H1: attention runs beside the mixer in every layer.
+        attn_layers: nemotron
+            .map(|(_, attention, _)| attention)
+            .or((mt == "falcon_h1").then_some(layers)),
         mlp_layers: nemotron.map(|(_, _, mlp)| mlp),
         mla,
         moe,
@@ -830,6 +842,7 @@ fn mamba(v: &Value, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, 
             heads,
             key_heads: groups,
             norms: false,
+            gated_norm: true,
         }),
         mla: None,
         moe: None,
@@ -905,6 +918,7 @@ fn jamba_mixer(
         heads: 0,
         key_heads: 0,
         norms: true,
+        gated_norm: true,
     })
 }
 
@@ -952,6 +966,83 @@ fn nemotron_mixer(v: &Value, layers: u64, notes: &mut Vec<String>) -> Result<Mix
         heads,
         key_heads: or_default(v, "n_groups", 8, class, notes)?,
         norms: false,
+        gated_norm: true,
+    })
+}
+
+/// Falcon-H1's Mamba-2 mixer (transformers' FalconH1Config / FalconH1Mixer), which
+/// runs beside attention in every layer: its width is `mamba_d_ssm` (not expand ×
+/// hidden unless that is null), its gated RMSNorm exists only with `mamba_rms_norm`,
+/// and `in_proj` / `conv1d` / `out_proj` take their biases from `mamba_proj_bias`,
+/// `mamba_conv_bias` and `projectors_bias`. The muP multipliers scale activations
+/// and hold no parameters.
+fn falcon_h1_mixer(
+    v: &Value,
+    hidden: u64,
+    layers: u64,
+    notes: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Result<Mixer, EstimateError> {
+    let class = "FalconH1Config";
+    let inner = match v.get("mamba_d_ssm") {
+        // An explicit null: FalconH1Mixer falls back to expand × hidden.
+        Some(Value::Null) => {
+            let expand = or_default(v, "mamba_expand", 2, class, notes)?;
+            notes.push("mamba_d_ssm null: the mixer is mamba_expand × hidden wide".into());
+            expand.saturating_mul(hidden)
+        }
+        _ => or_default(v, "mamba_d_ssm", 1024, class, notes)?,
+    };
+    let heads = or_default(v, "mamba_n_heads", 128, class, notes)?;
+    let head_dim = match v.get("mamba_d_head") {
+        Some(Value::String(s)) if s == "auto" => inner.checked_div(heads).unwrap_or(0),
+        Some(Value::Null) | None => {
+            notes.push(format!(
+                "mamba_d_head absent: \"auto\" = mamba_d_ssm / mamba_n_heads assumed ({class}'s default)"
+            ));
+            inner.checked_div(heads).unwrap_or(0)
+        }
+        Some(_) => need(v, &["mamba_d_head"])?,
+    };
+    // FalconH1Config refuses the same mismatch (validate_architecture).
+    if heads.checked_mul(head_dim) != Some(inner) {
+        return Err(parse(format!(
+            "mamba_n_heads × mamba_d_head ({heads} × {head_dim}) is not the mixer width mamba_d_ssm ({inner})"
+        )));
+    }
+    mixer_biases(v, "mamba_proj_bias", "mamba_conv_bias", warnings);
+    if flag(v, "projectors_bias") == Some(true) {
+        warnings.push(
+            "projectors_bias = true is not modelled: the mixer's out_proj is counted without a bias"
+                .into(),
+        );
+    }
+    if flag(v, "mamba_use_mlp") == Some(false) {
+        warnings.push(
+            "mamba_use_mlp = false is not modelled: every layer is counted with its MLP, as transformers' FalconH1DecoderLayer builds it"
+                .into(),
+        );
+    }
+    let gated_norm = match flag(v, "mamba_rms_norm") {
+        Some(on) => on,
+        None => {
+            notes.push(format!(
+                "mamba_rms_norm absent: false assumed ({class}'s default; no gated norm in the mixer)"
+            ));
+            false
+        }
+    };
+    Ok(Mixer {
+        kind: MixerKind::Mamba2,
+        layers,
+        inner,
+        state: or_default(v, "mamba_d_state", 256, class, notes)?,
+        conv: or_default(v, "mamba_d_conv", 4, class, notes)?,
+        dt_rank: 0,
+        heads,
+        key_heads: or_default(v, "mamba_n_groups", 1, class, notes)?,
+        norms: false,
+        gated_norm,
     })
 }
 
@@ -982,6 +1073,7 @@ fn delta_net(v: &Value, layers: u64, notes: &mut Vec<String>) -> Result<Mixer, E
         heads,
         key_heads: or_default(v, "linear_num_key_heads", 16, class, notes)?,
         norms: false,
+        gated_norm: true,
     })
 }
 
@@ -1244,7 +1336,7 @@ mod tests {
 
     #[test]
     fn state_space_models_are_refused_with_a_reason() {
-        for mt in ["bamba", "falcon_h1", "zamba2"] {
+        for mt in ["bamba", "granitemoehybrid", "zamba2"] {
             let e =
                 parse_config(&format!(r#"{{"model_type":"{mt}","hidden_size":64}}"#)).unwrap_err();
             assert!(e.to_string().contains("constant per-sequence state"), "{e}");
@@ -1382,6 +1474,48 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.to_string().contains("4 blocks"), "{e}");
+    }
+
+    #[test]
+    fn falcon_h1_runs_attention_beside_the_mixer_in_every_layer() {
+        let base = r#""model_type":"falcon_h1","hidden_size":64,"num_hidden_layers":3,"num_attention_heads":4,
+            "num_key_value_heads":2,"head_dim":8,"intermediate_size":128,"vocab_size":100,"mamba_n_heads":4,
+            "mamba_d_state":8,"mamba_n_groups":1,"mamba_d_conv":4,"ssm_multipliers":[1,1,1,1,1],"key_multiplier":0.5"#;
+        let c = parse_config(&format!(
+            r#"{{{base},"mamba_d_ssm":96,"mamba_d_head":24,"mamba_rms_norm":true}}"#
+        ))
+        .unwrap();
+        let m = c.arch.mixer.unwrap();
+        // mamba_d_ssm (96), not expand × hidden (128), is the mixer's width.
+        assert_eq!((m.layers, m.inner, m.heads, m.key_heads), (3, 96, 4, 1));
+        assert!(m.gated_norm && c.arch.gated_mlp && !c.arch.tied_embeddings);
+        assert_eq!((c.arch.attention_layers(), c.arch.layer_norms), (3, 2));
+        // The multipliers are no tensors and need no warning.
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        // What --config hands the flags reads back to the same architecture.
+        let (input, errors) =
+            crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(input.arch, Some(c.arch));
+        // Without mamba_rms_norm (FalconH1Config's default) there is no gated norm,
+        // and mamba_d_head "auto" is the width over the heads.
+        let plain = parse_config(&format!(
+            r#"{{{base},"mamba_d_ssm":96,"mamba_d_head":"auto"}}"#
+        ))
+        .unwrap();
+        assert!(!plain.arch.mixer.unwrap().gated_norm);
+        assert!(field(&plain, "mamba_rms_norm absent").is_some());
+        assert_eq!(total(&c.pairs()) - total(&plain.pairs()), 3 * 96);
+        // Biases that are not counted are named.
+        let b = parse_config(&format!(
+            r#"{{{base},"mamba_d_ssm":96,"projectors_bias":true,"mamba_proj_bias":true}}"#
+        ))
+        .unwrap();
+        assert!(field(&b, "projectors_bias").is_some() && field(&b, "mamba_proj_bias").is_some());
+        // FalconH1Config's own check: heads × head dim must be the width (here the
+        // default mamba_d_ssm 1024 against 4 × 24).
+        let e = parse_config(&format!(r#"{{{base},"mamba_d_head":24}}"#)).unwrap_err();
+        assert!(e.to_string().contains("mamba_d_ssm (1024)"), "{e}");
     }
 
     #[test]
