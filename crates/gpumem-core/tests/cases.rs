@@ -91,6 +91,7 @@ const CASES: &[(&str, &str)] = &[
         "qwen2.5-7b-kv-fp8-tp2",
         include_str!("cases/qwen2.5-7b-kv-fp8-tp2.json"),
     ),
+    ("real-bamba-9b", include_str!("cases/real-bamba-9b.json")),
     (
         "real-deepseek-v2-lite",
         include_str!("cases/real-deepseek-v2-lite.json"),

@@ -7,7 +7,7 @@
 //! when present; their towers are named in a warning, never dropped silently.
 //! Every default assumed is listed in `notes`; every field that changes memory and
 //! is not modelled is named in `warnings`. Mamba(-1), Mamba-2, Falcon-Mamba, Jamba,
-//! Qwen3-Next, Nemotron-H and Falcon-H1 are read with their state-space /
+//! Qwen3-Next, Nemotron-H, Falcon-H1 and Bamba are read with their state-space /
 //! linear-attention mixer (layers that keep a constant per-sequence state instead of
 //! KV, or beside it in Falcon-H1's parallel layers); the other state-space and hybrid
 //! families are refused with a reason.
@@ -161,15 +161,15 @@ const MODELLED: &[&str] = &[
     "nemotron_h",
     "qwen3_next",
     "falcon_h1",
+    "bamba",
 ];
 
 /// Families whose layers keep a constant state instead of (some) KV: not expressible.
-/// (Mamba, Mamba-2, Falcon-Mamba, Jamba, Qwen3-Next, Nemotron-H and Falcon-H1 are
-/// read: see [`mamba`] and the mixer.)
+/// (Mamba, Mamba-2, Falcon-Mamba, Jamba, Qwen3-Next, Nemotron-H, Falcon-H1 and Bamba
+/// are read: see [`mamba`] and the mixer.)
 const STATE_SPACE: &[&str] = &[
     "zamba",
     "zamba2",
-    "bamba",
     "granitemoehybrid",
     "lfm2",
     "rwkv",
@@ -430,6 +430,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
                 | "qwen3_next"
                 | "nemotron_h"
                 | "falcon_h1"
+                | "bamba"
         );
         notes.push(format!(
             "tie_word_embeddings absent: {} (default for {mt})",
@@ -528,6 +529,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             &mut warnings,
         )?),
         "qwen3_next" => Some(delta_net(v, layers, &mut notes)?),
+        "bamba" => Some(bamba_mixer(v, hidden, layers, &mut notes, &mut warnings)?),
         "falcon_h1" => Some(falcon_h1_mixer(
             v,
             hidden,
@@ -970,6 +972,77 @@ fn nemotron_mixer(v: &Value, layers: u64, notes: &mut Vec<String>) -> Result<Mix
     })
 }
 
+/// Bamba's Mamba-2 layers (transformers' BambaConfig / BambaMixer): the layers in
+/// `attn_layer_indices` are attention, the others Mamba-2, `mamba_expand` × hidden
+/// wide, always with the gated norm; every layer has the MLP.
+fn bamba_mixer(
+    v: &Value,
+    hidden: u64,
+    layers: u64,
+    notes: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Result<Mixer, EstimateError> {
+    let class = "BambaConfig";
+    let mut attention: Vec<u64> = Vec::new();
+    match v.get("attn_layer_indices") {
+        None | Some(Value::Null) => notes.push(
+            "attn_layer_indices absent: every layer is a Mamba-2 layer (BambaConfig's default)"
+                .into(),
+        ),
+        Some(Value::Array(list)) => {
+            for x in list {
+                let i = x.as_u64().filter(|i| *i < layers).ok_or_else(|| {
+                    parse(format!(
+                        "attn_layer_indices: {} is not a layer index below num_hidden_layers ({layers})",
+                        shown(x)
+                    ))
+                })?;
+                if !attention.contains(&i) {
+                    attention.push(i);
+                }
+            }
+        }
+        Some(x) => {
+            return Err(parse(format!(
+                "attn_layer_indices should be a list of layer indices, found {}",
+                shown(x)
+            )));
+        }
+    }
+    let expand = or_default(v, "mamba_expand", 2, class, notes)?;
+    let inner = expand.saturating_mul(hidden);
+    let heads = or_default(v, "mamba_n_heads", 128, class, notes)?;
+    let head_dim = match v.get("mamba_d_head") {
+        Some(Value::String(s)) if s == "auto" => inner.checked_div(heads).unwrap_or(0),
+        Some(Value::Null) | None => {
+            notes.push(format!(
+                "mamba_d_head absent: \"auto\" = expand × hidden / mamba_n_heads assumed ({class}'s default)"
+            ));
+            inner.checked_div(heads).unwrap_or(0)
+        }
+        Some(_) => need(v, &["mamba_d_head"])?,
+    };
+    // BambaConfig refuses the same mismatch.
+    if heads.checked_mul(head_dim) != Some(inner) {
+        return Err(parse(format!(
+            "mamba_n_heads × mamba_d_head ({heads} × {head_dim}) is not mamba_expand × hidden ({inner})"
+        )));
+    }
+    mixer_biases(v, "mamba_proj_bias", "mamba_conv_bias", warnings);
+    Ok(Mixer {
+        kind: MixerKind::Mamba2,
+        layers: layers.saturating_sub(attention.len() as u64),
+        inner,
+        state: or_default(v, "mamba_d_state", 256, class, notes)?,
+        conv: or_default(v, "mamba_d_conv", 4, class, notes)?,
+        dt_rank: 0,
+        heads,
+        key_heads: or_default(v, "mamba_n_groups", 1, class, notes)?,
+        norms: false,
+        gated_norm: true,
+    })
+}
+
 /// Falcon-H1's Mamba-2 mixer (transformers' FalconH1Config / FalconH1Mixer), which
 /// runs beside attention in every layer: its width is `mamba_d_ssm` (not expand ×
 /// hidden unless that is null), its gated RMSNorm exists only with `mamba_rms_norm`,
@@ -1336,7 +1409,7 @@ mod tests {
 
     #[test]
     fn state_space_models_are_refused_with_a_reason() {
-        for mt in ["bamba", "granitemoehybrid", "zamba2"] {
+        for mt in ["lfm2", "granitemoehybrid", "zamba2"] {
             let e =
                 parse_config(&format!(r#"{{"model_type":"{mt}","hidden_size":64}}"#)).unwrap_err();
             assert!(e.to_string().contains("constant per-sequence state"), "{e}");
@@ -1474,6 +1547,34 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.to_string().contains("4 blocks"), "{e}");
+    }
+
+    #[test]
+    fn bamba_has_attention_at_its_indices_and_mamba2_elsewhere() {
+        let base = r#""model_type":"bamba","hidden_size":64,"num_hidden_layers":6,"num_attention_heads":4,
+            "num_key_value_heads":2,"intermediate_size":128,"vocab_size":100,"mamba_n_heads":8,
+            "mamba_d_state":16,"mamba_n_groups":1"#;
+        let c = parse_config(&format!(r#"{{{base},"attn_layer_indices":[1,4,4]}}"#)).unwrap();
+        let m = c.arch.mixer.unwrap();
+        // expand (2, BambaConfig's default) × hidden, heads of 16 ("auto").
+        assert_eq!((m.layers, m.inner, m.heads), (4, 128, 8));
+        assert!(m.gated_norm && c.arch.gated_mlp && !c.arch.tied_embeddings);
+        assert_eq!(
+            (c.arch.attention_layers(), c.arch.mlp_layer_count()),
+            (2, 6)
+        );
+        assert!(field(&c, "mamba_expand absent").is_some());
+        let (input, errors) =
+            crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(input.arch, Some(c.arch));
+        let e = parse_config(&format!(r#"{{{base},"attn_layer_indices":[6]}}"#)).unwrap_err();
+        assert!(e.to_string().contains("below num_hidden_layers (6)"), "{e}");
+        let e = parse_config(&format!(
+            r#"{{{base},"attn_layer_indices":[1],"mamba_d_head":10}}"#
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("8 × 10"), "{e}");
     }
 
     #[test]

@@ -389,6 +389,39 @@ def checkpoint_tensors(config):
         if not c.get("tie_word_embeddings", False):
             add("lm_head", (V, h), "vocab")
         return T
+    if mt == "bamba":
+        # transformers' BambaForCausalLM (modeling_bamba.py): model.layers.N.{self_attn |
+        # mamba}, feed_forward (gated MLP), input_layernorm, pre_ff_layernorm; the layers in
+        # attn_layer_indices are attention, the rest BambaMixer (Mamba-2, expand x hidden
+        # wide, always with its gated norm `mamba.norm`).
+        KV, hd = c["num_key_value_heads"], h // H
+        d = c["mamba_expand"] * h
+        H2, G, n, k = c["mamba_n_heads"], c["mamba_n_groups"], c["mamba_d_state"], c["mamba_d_conv"]
+        assert H2 * c["mamba_d_head"] == d
+        conv_dim = d + 2 * G * n
+        I = c["intermediate_size"]
+        add("model.embed_tokens", (V, h), "vocab")
+        for i in range(L):
+            p = f"model.layers.{i}"
+            if i in (c.get("attn_layer_indices") or []):
+                for nm, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
+                    add(f"{p}.self_attn.{nm}_proj", (rows, h), "linear_attn")
+                add(f"{p}.self_attn.o_proj", (h, H * hd), "linear_attn")
+            else:
+                m = f"{p}.mamba"
+                add(f"{m}.in_proj", (d + conv_dim + H2, h), "linear_attn")
+                add(f"{m}.conv1d.weight", (conv_dim, 1, k), "kept"); add(f"{m}.conv1d.bias", (conv_dim,), "kept")
+                add(f"{m}.dt_bias", (H2,), "kept"); add(f"{m}.A_log", (H2,), "kept"); add(f"{m}.D", (H2,), "kept")
+                add(f"{m}.norm", (d,), "kept")
+                add(f"{m}.out_proj", (h, d), "linear_attn")
+            for nm in ("gate", "up"):
+                add(f"{p}.feed_forward.{nm}_proj", (I, h), "linear_mlp")
+            add(f"{p}.feed_forward.down_proj", (h, I), "linear_mlp")
+            add(f"{p}.input_layernorm", (h,), "kept"); add(f"{p}.pre_ff_layernorm", (h,), "kept")
+        add("model.final_layernorm", (h,), "kept")
+        if not c.get("tie_word_embeddings", False):
+            add("lm_head", (V, h), "vocab")
+        return T
     if mt == "jamba":
         # transformers' JambaForCausalLM: model.layers.N.{self_attn | mamba},
         # feed_forward (dense MLP or router + experts), input_layernorm, pre_ff_layernorm.
@@ -583,6 +616,13 @@ def state_bytes(config, nbytes=2):
         conv = (d + 2 * c["n_groups"] * c["ssm_state_size"]) * (c["conv_kernel"] - 1)
         m = c["hybrid_override_pattern"].count("M")
         return m * (conv + d * c["ssm_state_size"]) * nbytes
+    if mt == "bamba":
+        # vLLM's BambaForCausalLM: Mamba-2 shapes, intermediate_size = expand x hidden,
+        # in the layers outside attn_layer_indices.
+        d = c["mamba_expand"] * c["hidden_size"]
+        m = L - len(set(c.get("attn_layer_indices") or []))
+        conv = (d + 2 * c["mamba_n_groups"] * c["mamba_d_state"]) * (c["mamba_d_conv"] - 1)
+        return m * (conv + c["mamba_n_heads"] * c["mamba_d_head"] * c["mamba_d_state"]) * nbytes
     if mt == "falcon_h1":
         # vLLM's FalconH1ForCausalLM.get_mamba_state_shape_from_config: Mamba-2 shapes
         # with intermediate_size = mamba_d_ssm, in every layer (beside the KV cache).
@@ -607,6 +647,9 @@ def kv_bytes(config, tokens, engine="latent", nbytes=2):
     mt = c.get("model_type", config.get("model_type"))
     if mt in ("mamba", "falcon_mamba", "mamba2"):
         return 0
+    if mt == "bamba":
+        hd = c["hidden_size"] // c["num_attention_heads"]
+        return len(set(c.get("attn_layer_indices") or [])) * 2 * c["num_key_value_heads"] * hd * tokens * nbytes
     if mt == "falcon_h1":
         # Attention in every layer, beside the mixer.
         hd = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
@@ -701,11 +744,12 @@ REAL = {
     "nemotron-h-8b": (None, "model name: 8B (model page 8.1B)"),
     "jamba-1.5-mini": (None, "model card: 52B total (51.6B), 12B active"),
     "falcon-h1-0.5b-instruct": (None, "model size 521M (the Hugging Face safetensors count, as llmrun.dev/model/tiiuae-falcon-h1-0-5b-instruct shows it: 521M parameters, a 1.04 GB BF16 file)"),
+    "bamba-9b": (None, "checkpoint name ibm-fms/Bamba-9.8b-2.2T-hf (BambaConfig's docstring: its defaults come from it): 9.8B"),
     "qwen3-next-80b-a3b": (79_674_391_296, "80B (model card); 79 674 391 296 published for Qwen3-Coder-Next, the same shape, without the MTP module"),
 }
 
 # Published totals given only rounded: (value, significant digits it is rounded to).
-ROUNDED = {"falcon-h1-0.5b-instruct": (521e6, 3), "mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
+ROUNDED = {"bamba-9b": (9.8e9, 2), "falcon-h1-0.5b-instruct": (521e6, 3), "mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
 
 # Compressed-tensors checkpoints of Llama-3.1-8B (RedHatAI model cards), their
 # quantization_config blocks copied; the shape is Llama-3.1-8B's.
