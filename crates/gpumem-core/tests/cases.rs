@@ -224,6 +224,14 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/real-falcon-mamba-7b.json"),
     ),
     (
+        "real-granite-4.0-h-small",
+        include_str!("cases/real-granite-4.0-h-small.json"),
+    ),
+    (
+        "real-granite-4.0-h-tiny",
+        include_str!("cases/real-granite-4.0-h-tiny.json"),
+    ),
+    (
         "real-jamba-1.5-mini",
         include_str!("cases/real-jamba-1.5-mini.json"),
     ),

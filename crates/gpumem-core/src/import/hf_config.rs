@@ -7,7 +7,8 @@
 //! when present; their towers are named in a warning, never dropped silently.
 //! Every default assumed is listed in `notes`; every field that changes memory and
 //! is not modelled is named in `warnings`. Mamba(-1), Mamba-2, Falcon-Mamba, Jamba,
-//! Qwen3-Next, Nemotron-H, Falcon-H1 and Bamba are read with their state-space /
+//! Qwen3-Next, Nemotron-H, Falcon-H1, Bamba and GraniteMoeHybrid are read with their
+//! state-space /
 //! linear-attention mixer (layers that keep a constant per-sequence state instead of
 //! KV, or beside it in Falcon-H1's parallel layers); the other state-space and hybrid
 //! families are refused with a reason.
@@ -162,15 +163,15 @@ const MODELLED: &[&str] = &[
     "qwen3_next",
     "falcon_h1",
     "bamba",
+    "granitemoehybrid",
 ];
 
 /// Families whose layers keep a constant state instead of (some) KV: not expressible.
-/// (Mamba, Mamba-2, Falcon-Mamba, Jamba, Qwen3-Next, Nemotron-H, Falcon-H1 and Bamba
-/// are read: see [`mamba`] and the mixer.)
+/// (Mamba, Mamba-2, Falcon-Mamba, Jamba, Qwen3-Next, Nemotron-H, Falcon-H1, Bamba and
+/// GraniteMoeHybrid are read: see [`mamba`] and the mixer.)
 const STATE_SPACE: &[&str] = &[
     "zamba",
     "zamba2",
-    "granitemoehybrid",
     "lfm2",
     "rwkv",
     "recurrent_gemma",
@@ -288,7 +289,8 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         .and_then(|t| {
             t.iter().filter_map(Value::as_str).find(|t| {
                 let known = matches!(*t, "sliding_attention" | "full_attention")
-                    || (mt == "qwen3_next" && *t == "linear_attention");
+                    || (mt == "qwen3_next" && *t == "linear_attention")
+                    || (mt == "granitemoehybrid" && matches!(*t, "mamba" | "attention"));
                 !known
             })
         });
@@ -431,6 +433,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
                 | "nemotron_h"
                 | "falcon_h1"
                 | "bamba"
+                | "granitemoehybrid"
         );
         notes.push(format!(
             "tie_word_embeddings absent: {} (default for {mt})",
@@ -472,9 +475,38 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         "gpt2" | "gpt_bigcode" => need(v, &["n_positions", "max_position_embeddings"])?,
         _ => 0,
     };
-    let experts = uint(v, "num_local_experts")?
-        .or(uint(v, "num_experts")?)
-        .or(uint(v, "n_routed_experts")?);
+    // GraniteMoeHybrid: routed experts (GraniteMoeHybridConfig's default 8) beside an
+    // always-on shared MLP, or that shared MLP alone when there are no experts.
+    let granite = mt == "granitemoehybrid";
+    let experts = if granite {
+        Some(or_default(
+            v,
+            "num_local_experts",
+            8,
+            "GraniteMoeHybridConfig",
+            &mut notes,
+        )?)
+    } else {
+        uint(v, "num_local_experts")?
+            .or(uint(v, "num_experts")?)
+            .or(uint(v, "n_routed_experts")?)
+    };
+    let granite_shared = if granite {
+        or_default(
+            v,
+            "shared_intermediate_size",
+            1024,
+            "GraniteMoeHybridConfig",
+            &mut notes,
+        )?
+    } else {
+        0
+    };
+    let intermediate = if granite && experts == Some(0) {
+        granite_shared
+    } else {
+        intermediate
+    };
     let llama4 = mt == "llama4" || mt == "llama4_text";
     let nemotron = if mt == "nemotron_h" {
         Some(nemotron_blocks(v, layers, &mut warnings)?)
@@ -482,7 +514,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         None
     };
     let moe = match experts.filter(|_| nemotron.is_none()) {
-        Some(e) if e > 1 => Some(Moe {
+        Some(e) if e > 1 || (granite && e == 1) => Some(Moe {
             experts: e,
             active: need(v, &["num_experts_per_tok", "num_experts_per_token"])?,
             expert_intermediate: if llama4 {
@@ -490,7 +522,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             } else {
                 uint(v, "moe_intermediate_size")?.unwrap_or(intermediate)
             },
-            shared_experts: if llama4 {
+            shared_experts: if llama4 || granite {
                 1
             } else {
                 uint(v, "n_shared_experts")?.unwrap_or(u64::from(
@@ -499,6 +531,8 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             },
             shared_intermediate: if llama4 {
                 need(v, &["intermediate_size"])?
+            } else if granite {
+                granite_shared
             } else {
                 uint(v, "shared_expert_intermediate_size")?
                     .or(uint(v, "moe_intermediate_size")?)
@@ -529,7 +563,28 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             &mut warnings,
         )?),
         "qwen3_next" => Some(delta_net(v, layers, &mut notes)?),
-        "bamba" => Some(bamba_mixer(v, hidden, layers, &mut notes, &mut warnings)?),
+        "bamba" => {
+            let attention = bamba_attention_layers(v, layers, &mut notes)?;
+            Some(expand_mamba2(
+                v,
+                hidden,
+                layers.saturating_sub(attention),
+                "BambaConfig",
+                &mut notes,
+                &mut warnings,
+            )?)
+        }
+        "granitemoehybrid" => {
+            let mamba = granite_mamba_layers(v, layers, &mut notes)?;
+            Some(expand_mamba2(
+                v,
+                hidden,
+                mamba,
+                "GraniteMoeHybridConfig",
+                &mut notes,
+                &mut warnings,
+            )?)
+        }
         "falcon_h1" => Some(falcon_h1_mixer(
             v,
             hidden,
@@ -972,17 +1027,13 @@ fn nemotron_mixer(v: &Value, layers: u64, notes: &mut Vec<String>) -> Result<Mix
     })
 }
 
-/// Bamba's Mamba-2 layers (transformers' BambaConfig / BambaMixer): the layers in
-/// `attn_layer_indices` are attention, the others Mamba-2, `mamba_expand` × hidden
-/// wide, always with the gated norm; every layer has the MLP.
-fn bamba_mixer(
+/// Bamba's attention layers: those in `attn_layer_indices` (BambaConfig); none when
+/// the key is absent.
+fn bamba_attention_layers(
     v: &Value,
-    hidden: u64,
     layers: u64,
     notes: &mut Vec<String>,
-    warnings: &mut Vec<String>,
-) -> Result<Mixer, EstimateError> {
-    let class = "BambaConfig";
+) -> Result<u64, EstimateError> {
     let mut attention: Vec<u64> = Vec::new();
     match v.get("attn_layer_indices") {
         None | Some(Value::Null) => notes.push(
@@ -1009,6 +1060,48 @@ fn bamba_mixer(
             )));
         }
     }
+    Ok(attention.len() as u64)
+}
+
+/// GraniteMoeHybrid's Mamba-2 layers: the `"mamba"` entries of `layer_types` (one per
+/// layer), or every layer when the key is absent (GraniteMoeHybridConfig's
+/// `layers_block_type`).
+fn granite_mamba_layers(
+    v: &Value,
+    layers: u64,
+    notes: &mut Vec<String>,
+) -> Result<u64, EstimateError> {
+    match v.get("layer_types").and_then(Value::as_array) {
+        Some(types) => {
+            if types.len() as u64 != layers {
+                return Err(parse(format!(
+                    "layer_types has {} entries, num_hidden_layers {layers}",
+                    types.len()
+                )));
+            }
+            Ok(types.iter().filter(|t| t.as_str() == Some("mamba")).count() as u64)
+        }
+        None => {
+            notes.push(
+                "layer_types absent: every layer is a Mamba-2 layer (GraniteMoeHybridConfig's default)"
+                    .into(),
+            );
+            Ok(layers)
+        }
+    }
+}
+
+/// The Mamba-2 mixer of Bamba and GraniteMoeHybrid (transformers' BambaMixer, which
+/// GraniteMoeHybridMambaLayer reuses): `mamba_expand` × hidden wide, always with the
+/// gated norm; `mamba_d_head` "auto" is that width over `mamba_n_heads`.
+fn expand_mamba2(
+    v: &Value,
+    hidden: u64,
+    layers: u64,
+    class: &str,
+    notes: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Result<Mixer, EstimateError> {
     let expand = or_default(v, "mamba_expand", 2, class, notes)?;
     let inner = expand.saturating_mul(hidden);
     let heads = or_default(v, "mamba_n_heads", 128, class, notes)?;
@@ -1022,7 +1115,7 @@ fn bamba_mixer(
         }
         Some(_) => need(v, &["mamba_d_head"])?,
     };
-    // BambaConfig refuses the same mismatch.
+    // The config classes refuse the same mismatch.
     if heads.checked_mul(head_dim) != Some(inner) {
         return Err(parse(format!(
             "mamba_n_heads × mamba_d_head ({heads} × {head_dim}) is not mamba_expand × hidden ({inner})"
@@ -1031,7 +1124,7 @@ fn bamba_mixer(
     mixer_biases(v, "mamba_proj_bias", "mamba_conv_bias", warnings);
     Ok(Mixer {
         kind: MixerKind::Mamba2,
-        layers: layers.saturating_sub(attention.len() as u64),
+        layers,
         inner,
         state: or_default(v, "mamba_d_state", 256, class, notes)?,
         conv: or_default(v, "mamba_d_conv", 4, class, notes)?,
@@ -1409,7 +1502,7 @@ mod tests {
 
     #[test]
     fn state_space_models_are_refused_with_a_reason() {
-        for mt in ["lfm2", "granitemoehybrid", "zamba2"] {
+        for mt in ["lfm2", "minimax", "zamba2"] {
             let e =
                 parse_config(&format!(r#"{{"model_type":"{mt}","hidden_size":64}}"#)).unwrap_err();
             assert!(e.to_string().contains("constant per-sequence state"), "{e}");
@@ -1575,6 +1668,47 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.to_string().contains("8 × 10"), "{e}");
+    }
+
+    #[test]
+    fn granite_moe_hybrid_reads_layer_types_experts_and_the_shared_mlp() {
+        let base = r#""model_type":"granitemoehybrid","hidden_size":64,"num_hidden_layers":4,
+            "num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":32,"vocab_size":100,
+            "mamba_n_heads":8,"mamba_d_head":16,"mamba_d_state":16,"shared_intermediate_size":48,
+            "layer_types":["mamba","attention","mamba","mamba"],"embedding_multiplier":12,
+            "attention_multiplier":0.015625,"residual_multiplier":0.22,"logits_scaling":6"#;
+        let c = parse_config(&format!(
+            r#"{{{base},"num_local_experts":4,"num_experts_per_tok":2}}"#
+        ))
+        .unwrap();
+        let m = c.arch.mixer.unwrap();
+        assert_eq!((m.layers, m.inner, m.heads), (3, 128, 8));
+        assert_eq!(c.arch.attention_layers(), 1);
+        let moe = c.arch.moe.unwrap();
+        assert_eq!(
+            (moe.experts, moe.active, moe.expert_intermediate),
+            (4, 2, 32)
+        );
+        assert_eq!((moe.shared_experts, moe.shared_intermediate), (1, 48));
+        assert!(!moe.router_bias && !c.arch.tied_embeddings);
+        // The muP multipliers hold no parameters: no warning.
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        let (input, errors) =
+            crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(input.arch, Some(c.arch));
+        // No experts: the shared MLP is the layer's dense MLP.
+        let d = parse_config(&format!(r#"{{{base},"num_local_experts":0}}"#)).unwrap();
+        assert_eq!((d.arch.moe, d.arch.intermediate), (None, 48));
+        // Absent, GraniteMoeHybridConfig's 8 experts are assumed and said.
+        let dflt = parse_config(&format!(r#"{{{base},"num_experts_per_tok":2}}"#)).unwrap();
+        assert_eq!(dflt.arch.moe.unwrap().experts, 8);
+        assert!(field(&dflt, "num_local_experts absent").is_some());
+        let e = parse_config(&format!(
+            r#"{{{base},"num_local_experts":0,"num_hidden_layers":5}}"#
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("4 entries"), "{e}");
     }
 
     #[test]

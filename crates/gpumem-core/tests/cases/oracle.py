@@ -422,6 +422,49 @@ def checkpoint_tensors(config):
         if not c.get("tie_word_embeddings", False):
             add("lm_head", (V, h), "vocab")
         return T
+    if mt == "granitemoehybrid":
+        # transformers' GraniteMoeHybridForCausalLM (modular_granitemoehybrid.py): per layer
+        # input_layernorm, post_attention_layernorm, a BambaMixer (`mamba`, expand x hidden,
+        # gated norm) or attention (`self_attn`, head dim hidden / heads) by layer_types, the
+        # routed experts when num_local_experts > 0 (block_sparse_moe: router.layer [E, h],
+        # input_linear [E, 2I, h], output_linear [E, h, I]) and the always-on shared_mlp
+        # (input_linear [2S, h], output_linear [h, S]); the multipliers hold no parameters.
+        KV, hd = c["num_key_value_heads"], h // H
+        d = c["mamba_expand"] * h
+        H2, G, n, k = c["mamba_n_heads"], c["mamba_n_groups"], c["mamba_d_state"], c["mamba_d_conv"]
+        assert H2 * c["mamba_d_head"] == d
+        conv_dim = d + 2 * G * n
+        E, I, S = c["num_local_experts"], c["intermediate_size"], c["shared_intermediate_size"]
+        types = c.get("layer_types") or ["mamba"] * L
+        add("model.embed_tokens", (V, h), "vocab")
+        for i in range(L):
+            p = f"model.layers.{i}"
+            if types[i] == "attention":
+                for nm, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
+                    add(f"{p}.self_attn.{nm}_proj", (rows, h), "linear_attn")
+                    if c.get("attention_bias"):
+                        add(f"{p}.self_attn.{nm}_proj.bias", (rows,), "kept")
+                add(f"{p}.self_attn.o_proj", (h, H * hd), "linear_attn")
+                if c.get("attention_bias"):
+                    add(f"{p}.self_attn.o_proj.bias", (h,), "kept")
+            else:
+                m = f"{p}.mamba"
+                add(f"{m}.in_proj", (d + conv_dim + H2, h), "linear_attn")
+                add(f"{m}.conv1d.weight", (conv_dim, 1, k), "kept"); add(f"{m}.conv1d.bias", (conv_dim,), "kept")
+                add(f"{m}.dt_bias", (H2,), "kept"); add(f"{m}.A_log", (H2,), "kept"); add(f"{m}.D", (H2,), "kept")
+                add(f"{m}.norm", (d,), "kept")
+                add(f"{m}.out_proj", (h, d), "linear_attn")
+            if E > 0:
+                add(f"{p}.block_sparse_moe.router.layer", (E, h), "kept")
+                add(f"{p}.block_sparse_moe.input_linear", (E, 2 * I, h), "expert")
+                add(f"{p}.block_sparse_moe.output_linear", (E, h, I), "expert")
+            add(f"{p}.shared_mlp.input_linear", (2 * S, h), "linear_mlp")
+            add(f"{p}.shared_mlp.output_linear", (h, S), "linear_mlp")
+            add(f"{p}.input_layernorm", (h,), "kept"); add(f"{p}.post_attention_layernorm", (h,), "kept")
+        add("model.norm", (h,), "kept")
+        if not c.get("tie_word_embeddings", False):
+            add("lm_head", (V, h), "vocab")
+        return T
     if mt == "jamba":
         # transformers' JambaForCausalLM: model.layers.N.{self_attn | mamba},
         # feed_forward (dense MLP or router + experts), input_layernorm, pre_ff_layernorm.
@@ -616,6 +659,13 @@ def state_bytes(config, nbytes=2):
         conv = (d + 2 * c["n_groups"] * c["ssm_state_size"]) * (c["conv_kernel"] - 1)
         m = c["hybrid_override_pattern"].count("M")
         return m * (conv + d * c["ssm_state_size"]) * nbytes
+    if mt == "granitemoehybrid":
+        # vLLM's GraniteMoeHybridForCausalLM: Mamba-2 shapes, expand x hidden, in the
+        # "mamba" layers.
+        d = c["mamba_expand"] * c["hidden_size"]
+        m = (c.get("layer_types") or ["mamba"] * L).count("mamba")
+        conv = (d + 2 * c["mamba_n_groups"] * c["mamba_d_state"]) * (c["mamba_d_conv"] - 1)
+        return m * (conv + c["mamba_n_heads"] * c["mamba_d_head"] * c["mamba_d_state"]) * nbytes
     if mt == "bamba":
         # vLLM's BambaForCausalLM: Mamba-2 shapes, intermediate_size = expand x hidden,
         # in the layers outside attn_layer_indices.
@@ -647,6 +697,9 @@ def kv_bytes(config, tokens, engine="latent", nbytes=2):
     mt = c.get("model_type", config.get("model_type"))
     if mt in ("mamba", "falcon_mamba", "mamba2"):
         return 0
+    if mt == "granitemoehybrid":
+        hd = c["hidden_size"] // c["num_attention_heads"]
+        return (c.get("layer_types") or []).count("attention") * 2 * c["num_key_value_heads"] * hd * tokens * nbytes
     if mt == "bamba":
         hd = c["hidden_size"] // c["num_attention_heads"]
         return len(set(c.get("attn_layer_indices") or [])) * 2 * c["num_key_value_heads"] * hd * tokens * nbytes
@@ -745,11 +798,13 @@ REAL = {
     "jamba-1.5-mini": (None, "model card: 52B total (51.6B), 12B active"),
     "falcon-h1-0.5b-instruct": (None, "model size 521M (the Hugging Face safetensors count, as llmrun.dev/model/tiiuae-falcon-h1-0-5b-instruct shows it: 521M parameters, a 1.04 GB BF16 file)"),
     "bamba-9b": (None, "checkpoint name ibm-fms/Bamba-9.8b-2.2T-hf (BambaConfig's docstring: its defaults come from it): 9.8B"),
+    "granite-4.0-h-tiny": (None, "model card and IBM's Granite 4.0 docs: 7B total, 1B active"),
+    "granite-4.0-h-small": (None, "32.2B (en.immers.cloud/ai/ibm-granite/granite-4.0-h-small); IBM's Granite 4.0 docs: 32B total, 9B active"),
     "qwen3-next-80b-a3b": (79_674_391_296, "80B (model card); 79 674 391 296 published for Qwen3-Coder-Next, the same shape, without the MTP module"),
 }
 
 # Published totals given only rounded: (value, significant digits it is rounded to).
-ROUNDED = {"bamba-9b": (9.8e9, 2), "falcon-h1-0.5b-instruct": (521e6, 3), "mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
+ROUNDED = {"granite-4.0-h-tiny": (7e9, 1), "granite-4.0-h-small": (32.2e9, 3), "bamba-9b": (9.8e9, 2), "falcon-h1-0.5b-instruct": (521e6, 3), "mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
 
 # Compressed-tensors checkpoints of Llama-3.1-8B (RedHatAI model cards), their
 # quantization_config blocks copied; the shape is Llama-3.1-8B's.
