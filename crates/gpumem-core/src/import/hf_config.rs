@@ -1093,7 +1093,7 @@ fn granite_mamba_layers(
 
 /// The Mamba-2 mixer of Bamba and GraniteMoeHybrid (transformers' BambaMixer, which
 /// GraniteMoeHybridMambaLayer reuses): `mamba_expand` × hidden wide, always with the
-/// gated norm; `mamba_d_head` "auto" is that width over `mamba_n_heads`.
+/// gated norm.
 fn expand_mamba2(
     v: &Value,
     hidden: u64,
@@ -1104,21 +1104,44 @@ fn expand_mamba2(
 ) -> Result<Mixer, EstimateError> {
     let expand = or_default(v, "mamba_expand", 2, class, notes)?;
     let inner = expand.saturating_mul(hidden);
+    mamba2_mixer(
+        v,
+        inner,
+        "mamba_expand × hidden",
+        layers,
+        class,
+        notes,
+        warnings,
+    )
+}
+
+/// A Mamba-2 mixer `inner` wide (`width` names where that comes from) read from the
+/// `mamba_*` keys Bamba, GraniteMoeHybrid and Falcon-H1 share: `mamba_d_head` "auto"
+/// is the width over `mamba_n_heads`, and heads × head dim must be the width, as
+/// their config classes require.
+fn mamba2_mixer(
+    v: &Value,
+    inner: u64,
+    width: &str,
+    layers: u64,
+    class: &str,
+    notes: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Result<Mixer, EstimateError> {
     let heads = or_default(v, "mamba_n_heads", 128, class, notes)?;
     let head_dim = match v.get("mamba_d_head") {
         Some(Value::String(s)) if s == "auto" => inner.checked_div(heads).unwrap_or(0),
         Some(Value::Null) | None => {
             notes.push(format!(
-                "mamba_d_head absent: \"auto\" = expand × hidden / mamba_n_heads assumed ({class}'s default)"
+                "mamba_d_head absent: \"auto\" = {width} / mamba_n_heads assumed ({class}'s default)"
             ));
             inner.checked_div(heads).unwrap_or(0)
         }
         Some(_) => need(v, &["mamba_d_head"])?,
     };
-    // The config classes refuse the same mismatch.
     if heads.checked_mul(head_dim) != Some(inner) {
         return Err(parse(format!(
-            "mamba_n_heads × mamba_d_head ({heads} × {head_dim}) is not mamba_expand × hidden ({inner})"
+            "mamba_n_heads × mamba_d_head ({heads} × {head_dim}) is not {width} ({inner})"
         )));
     }
     mixer_biases(v, "mamba_proj_bias", "mamba_conv_bias", warnings);
@@ -1159,24 +1182,7 @@ fn falcon_h1_mixer(
         }
         _ => or_default(v, "mamba_d_ssm", 1024, class, notes)?,
     };
-    let heads = or_default(v, "mamba_n_heads", 128, class, notes)?;
-    let head_dim = match v.get("mamba_d_head") {
-        Some(Value::String(s)) if s == "auto" => inner.checked_div(heads).unwrap_or(0),
-        Some(Value::Null) | None => {
-            notes.push(format!(
-                "mamba_d_head absent: \"auto\" = mamba_d_ssm / mamba_n_heads assumed ({class}'s default)"
-            ));
-            inner.checked_div(heads).unwrap_or(0)
-        }
-        Some(_) => need(v, &["mamba_d_head"])?,
-    };
-    // FalconH1Config refuses the same mismatch (validate_architecture).
-    if heads.checked_mul(head_dim) != Some(inner) {
-        return Err(parse(format!(
-            "mamba_n_heads × mamba_d_head ({heads} × {head_dim}) is not the mixer width mamba_d_ssm ({inner})"
-        )));
-    }
-    mixer_biases(v, "mamba_proj_bias", "mamba_conv_bias", warnings);
+    let mut mixer = mamba2_mixer(v, inner, "mamba_d_ssm", layers, class, notes, warnings)?;
     if flag(v, "projectors_bias") == Some(true) {
         warnings.push(
             "projectors_bias = true is not modelled: the mixer's out_proj is counted without a bias"
@@ -1189,7 +1195,7 @@ fn falcon_h1_mixer(
                 .into(),
         );
     }
-    let gated_norm = match flag(v, "mamba_rms_norm") {
+    mixer.gated_norm = match flag(v, "mamba_rms_norm") {
         Some(on) => on,
         None => {
             notes.push(format!(
@@ -1198,18 +1204,7 @@ fn falcon_h1_mixer(
             false
         }
     };
-    Ok(Mixer {
-        kind: MixerKind::Mamba2,
-        layers,
-        inner,
-        state: or_default(v, "mamba_d_state", 256, class, notes)?,
-        conv: or_default(v, "mamba_d_conv", 4, class, notes)?,
-        dt_rank: 0,
-        heads,
-        key_heads: or_default(v, "mamba_n_groups", 1, class, notes)?,
-        norms: false,
-        gated_norm,
-    })
+    Ok(mixer)
 }
 
 /// Qwen3-Next's Gated DeltaNet layers (transformers' Qwen3NextConfig /
