@@ -640,7 +640,8 @@ fn an_incomplete_or_inconsistent_split_set_is_refused() {
             &[("blk.0.ffn_up.weight", &[256, 512], 12)],
             Some((i as u16, 4, 3)),
         );
-        let size = head.len() as u64 + 256 / 256 * 144 * 512;
+        // One row block of Q4_K (256 elements, 144 bytes) per row, 512 rows.
+        let size = head.len() as u64 + 144 * 512;
         liar.files.insert(f.to_string(), Blob::Head { head, size });
     }
     repos.insert("tiny-org/liar-split".to_string(), liar);
