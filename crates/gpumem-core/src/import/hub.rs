@@ -1726,6 +1726,9 @@ mod tests {
                 "b.GGUF",
                 "mmproj-f16.gguf",
                 "sub/c.gguf",
+                "q/m-00001-of-00002.gguf",
+                "q/m-00002-of-00002.gguf",
+                "q/m-2-of-3.gguf",
                 "bad name.gguf",
                 "../x.safetensors",
             ])
@@ -1741,6 +1744,10 @@ mod tests {
                 let _ = parse_tree(&data);
                 let _ = choose_weights(&[], Some(&data), None);
                 let _ = index_shards(&data);
+                let text = String::from_utf8_lossy(&data);
+                let _ = link_next(&text);
+                let _ = split_set_names(&text);
+                let _ = TreePages::new("https://h").add(&data, Some(&text));
             }
 
             /// Whatever the listing, a choice names only listed, plain files, and the
