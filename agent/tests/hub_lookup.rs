@@ -687,7 +687,7 @@ fn an_incomplete_or_inconsistent_split_set_is_refused() {
     assert_ne!(out.status.code(), Some(0), "{err}");
     assert!(
         err.contains(SPLIT_GGUF_FILES[0])
-            && err.contains("split into 4 files (split.count), 3 were read"),
+            && err.contains("split.count = 4, not 3 (read as file 1 of 3, 3 tensors in all)"),
         "{err}"
     );
 }

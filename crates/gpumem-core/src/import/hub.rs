@@ -69,8 +69,9 @@ const NAMED_IN_ERRORS: usize = 20;
 /// it refuses past this ([`HubError::ListingTooLong`]). Each page is one more
 /// sequential request, so a repository of a few hundred files costs none.
 pub const MAX_TREE_PAGES: usize = 50;
-/// Most files of one split GGUF model (`-of-NNNNN` above this is not read as a split).
-const MAX_SPLIT_FILES: u64 = 10_000;
+/// Most files of one split GGUF model (`-of-NNNNN` above this is not read as a split;
+/// real splits hold tens of files).
+const MAX_SPLIT_FILES: u64 = 1_000;
 const GGUF_EXT: &str = ".gguf";
 
 /// One file of a repository, as listed by the Hub.
@@ -271,18 +272,14 @@ impl fmt::Display for HubError {
                     c.count(),
                     c.missing.len()
                 )?;
-                let named: Vec<&str> = c
-                    .missing
-                    .iter()
-                    .take(NAMED_IN_ERRORS)
-                    .map(String::as_str)
-                    .collect();
-                write!(f, "{}", named.join(", "))?;
-                if c.missing.len() > named.len() {
+                for (i, m) in c.missing.iter().take(NAMED_IN_ERRORS).enumerate() {
+                    write!(f, "{}{m}", if i == 0 { "" } else { ", " })?;
+                }
+                if c.missing.len() > NAMED_IN_ERRORS {
                     write!(
                         f,
                         " and {} more",
-                        c.missing.len().saturating_sub(named.len())
+                        c.missing.len().saturating_sub(NAMED_IN_ERRORS)
                     )?;
                 }
                 write!(
@@ -463,49 +460,55 @@ fn shard_of(path: &str) -> Option<(&str, u64)> {
 }
 
 /// The GGUF models of a listing (vision projectors, `mmproj*.gguf`, set aside): each
-/// split set once, with the parts it lacks; in name order.
+/// split set once, with the parts it lacks; in name order. (Plain vectors and linear
+/// searches, not maps: the page's lookup module pays for every generic container in
+/// its size, and a set has at most [`MAX_SPLIT_FILES`] parts.)
 fn gguf_choices(tree: &[RepoFile]) -> Vec<GgufChoice> {
-    let mut singles = Vec::new();
-    // (prefix, count) → the parts listed, by number.
-    let mut sets: BTreeMap<(&str, u64), BTreeMap<u64, &RepoFile>> = BTreeMap::new();
-    for f in tree {
-        if !is_gguf(&f.path) || lower(base_name(&f.path)).starts_with("mmproj") {
-            continue;
-        }
-        match numbered(&f.path, GGUF_EXT) {
-            Some(n) => {
-                sets.entry((n.prefix, n.count))
-                    .or_default()
-                    .entry(n.no)
-                    .or_insert(f);
-            }
-            None => singles.push(GgufChoice {
+    let mut ggufs: Vec<RepoFile> = tree
+        .iter()
+        .filter(|f| is_gguf(&f.path) && !lower(base_name(&f.path)).starts_with("mmproj"))
+        .cloned()
+        .collect();
+    by_path(&mut ggufs);
+    let mut out: Vec<GgufChoice> = Vec::new();
+    for f in ggufs {
+        let Some(n) = numbered(&f.path, GGUF_EXT) else {
+            out.push(GgufChoice {
                 name: f.path.clone(),
-                files: vec![f.clone()],
+                files: vec![f],
+                missing: Vec::new(),
+            });
+            continue;
+        };
+        // A set goes by its first file's name, whichever part is listed first.
+        let name = n.part(1);
+        match out.iter_mut().find(|c| c.name == name) {
+            Some(set) => set.files.push(f),
+            None => out.push(GgufChoice {
+                name,
+                files: vec![f],
                 missing: Vec::new(),
             }),
         }
     }
-    for ((_, count), parts) in sets {
-        // A listed part names the others (the numbers' width and the extension).
-        let Some(template) = parts
-            .values()
-            .next()
-            .and_then(|f| numbered(&f.path, GGUF_EXT))
-        else {
+    for set in &mut out {
+        let Some(template) = set.files.first().and_then(|f| numbered(&f.path, GGUF_EXT)) else {
             continue;
         };
-        singles.push(GgufChoice {
-            name: template.part(1),
-            files: parts.values().map(|f| (*f).clone()).collect(),
-            missing: (1..=count)
-                .filter(|no| !parts.contains_key(no))
-                .map(|no| template.part(no))
-                .collect(),
-        });
+        let mut files = Vec::new();
+        for no in 1..=template.count {
+            let part = set
+                .files
+                .iter()
+                .find(|f| numbered(&f.path, GGUF_EXT).is_some_and(|n| n.no == no));
+            match part {
+                Some(f) => files.push(f.clone()),
+                None => set.missing.push(template.part(no)),
+            }
+        }
+        set.files = files;
     }
-    singles.sort_by(|a, b| a.name.cmp(&b.name));
-    singles
+    out
 }
 
 /// A GGUF choice as the files to read, or why it cannot be read.
@@ -552,41 +555,22 @@ pub fn check_split(paths: &[String], headers: &[&GgufHeader]) -> Result<(), HubE
         .try_fold(0u64, |a, h| a.checked_add(h.tensors.total.tensors))
         .ok_or_else(|| mismatch(first, "too many tensors to count".to_string()))?;
     for ((path, h), place) in paths.iter().zip(headers).zip(0u64..) {
-        let get = |key: &str| h.numbers.get(key).copied();
-        if let Some(count) = get(gguf::SPLIT_COUNT)
-            && count != files
-        {
-            return Err(mismatch(
-                path,
-                format!(
-                    "its header says the model is split into {count} files ({}), {files} were read",
-                    gguf::SPLIT_COUNT
-                ),
-            ));
-        }
-        if let Some(no) = get(gguf::SPLIT_NO)
-            && no != place
-        {
-            return Err(mismatch(
-                path,
-                format!(
-                    "its header says it is file {} of the set ({} = {no}), its name makes it file {}",
-                    no.saturating_add(1),
-                    gguf::SPLIT_NO,
-                    place.saturating_add(1)
-                ),
-            ));
-        }
-        if let Some(count) = get(gguf::SPLIT_TENSORS_COUNT)
-            && count != tensors
-        {
-            return Err(mismatch(
-                path,
-                format!(
-                    "its header says the model has {count} tensors ({}), the {files} headers hold {tensors}",
-                    gguf::SPLIT_TENSORS_COUNT
-                ),
-            ));
+        for (key, want) in [
+            (gguf::SPLIT_COUNT, files),
+            (gguf::SPLIT_NO, place),
+            (gguf::SPLIT_TENSORS_COUNT, tensors),
+        ] {
+            if let Some(said) = h.numbers.get(key)
+                && *said != want
+            {
+                return Err(mismatch(
+                    path,
+                    format!(
+                        "its header says {key} = {said}, not {want} (read as file {} of {files}, {tensors} tensors in all)",
+                        place.saturating_add(1)
+                    ),
+                ));
+            }
         }
     }
     Ok(())
@@ -612,9 +596,14 @@ fn shard_set<'a>(tree: &'a [RepoFile], prefix: &str) -> Option<Vec<&'a RepoFile>
     }
 }
 
+/// Sorts files by path (one sort for every list here).
+fn by_path(files: &mut [RepoFile]) {
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+}
+
 fn checked(files: Vec<&RepoFile>) -> Result<Vec<RepoFile>, HubError> {
     let mut out: Vec<RepoFile> = files.into_iter().cloned().collect();
-    out.sort_by(|a, b| a.path.cmp(&b.path));
+    by_path(&mut out);
     for f in &out {
         check_file(&f.path)?;
     }
@@ -1519,7 +1508,7 @@ mod tests {
                     split_header(1, Some((2, 3, 6))),
                 ],
                 "m-00001-of-00003.gguf",
-                "split into 4 files (split.count), 3 were read",
+                "split.count = 4, not 3 (read as file 1 of 3, 6 tensors in all)",
             ),
             (
                 [
@@ -1528,7 +1517,7 @@ mod tests {
                     split_header(1, Some((2, 3, 6))),
                 ],
                 "m-00002-of-00003.gguf",
-                "file 3 of the set (split.no = 2), its name makes it file 2",
+                "split.no = 2, not 1 (read as file 2 of 3, 6 tensors in all)",
             ),
             (
                 [
@@ -1537,7 +1526,7 @@ mod tests {
                     split_header(1, Some((2, 3, 6))),
                 ],
                 "m-00001-of-00003.gguf",
-                "7 tensors (split.tensors.count), the 3 headers hold 6",
+                "split.tensors.count = 7, not 6 (read as file 1 of 3, 6 tensors in all)",
             ),
         ];
         for (headers, file, words) in cases {
@@ -1547,7 +1536,11 @@ mod tests {
         }
         // One file of a set read alone is caught by its own header.
         let e = check_split(&paths[..1], &refs[..1]).unwrap_err();
-        assert!(e.to_string().contains("split into 3 files"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("split.count = 3, not 1 (read as file 1 of 1, 2 tensors in all)"),
+            "{e}"
+        );
     }
 
     #[test]
