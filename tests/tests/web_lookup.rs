@@ -249,6 +249,10 @@ fn web_looks_models_up_on_the_hub() {
         Some(expected_file_bytes(SPLIT_GGUF, SPLIT_GGUF_FILES[1])),
         "{status}"
     );
+    println!(
+        "web_lookup: {SPLIT_GGUF} by {}: {status}",
+        SPLIT_GGUF_FILES[1]
+    );
 
     // 6. A mirror without the listing API: the shards come from the index, their sizes
     //    from Content-Range, the bytes the same.
