@@ -1,8 +1,9 @@
 //! `gpumem-agent estimate --model ORG/NAME` against a local Hub stand-in
 //! (`gpumem_e2e::hub_standin`): exact bytes from header-only files read by ranged requests, the
 //! body never asked for, shards read concurrently, the cache, the token kept off the
-//! CDN, GGUF repositories (one file chosen, several listed), and the refusals (gated,
-//! not found, a header over the limit, a 429 retried).
+//! CDN, GGUF repositories (one file chosen, several listed, a split model read whole
+//! from a listing of several pages), and the refusals (gated, not found, a header
+//! over the limit, a 429 retried, an incomplete or inconsistent split set).
 
 #![allow(clippy::disallowed_macros)] // the test harness captures test output
 
@@ -12,9 +13,11 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use gpumem_core::import::gguf;
+use gpumem_core::units::Bytes;
 use gpumem_e2e::hub_standin::{
     Blob, GATED, Logged, MANY_GGUF, MANY_GGUF_FILES, ONE_GGUF, ONE_GGUF_FILE, Repo, SHARDED,
-    SHARDS, SINGLE, StandIn, TEST_TOKEN, expected_bytes, expected_file_bytes, fixture_repos,
+    SHARDS, SINGLE, SPLIT_GGUF, SPLIT_GGUF_FILES, SPLIT_GGUF_SINGLE, StandIn, TEST_TOKEN,
+    expected_bytes, expected_file_bytes, fixture_repos,
 };
 use serde_json::Value;
 
@@ -315,7 +318,14 @@ fn a_header_over_the_safetensors_limit_is_refused_unread() {
         },
     );
     let hub = StandIn::start(
-        BTreeMap::from([("bad/huge".to_string(), Repo { files, token: None })]),
+        BTreeMap::from([(
+            "bad/huge".to_string(),
+            Repo {
+                files,
+                token: None,
+                page_size: None,
+            },
+        )]),
         Duration::ZERO,
         &[],
     );
@@ -340,7 +350,14 @@ fn a_gguf_file_is_read_by_name_without_a_config() {
     );
     files.insert("m-Q8_0.gguf".to_string(), text("not read"));
     let hub = StandIn::start(
-        BTreeMap::from([("q/gguf".to_string(), Repo { files, token: None })]),
+        BTreeMap::from([(
+            "q/gguf".to_string(),
+            Repo {
+                files,
+                token: None,
+                page_size: None,
+            },
+        )]),
         Duration::ZERO,
         &[],
     );
@@ -498,4 +515,179 @@ fn an_unreachable_hub_is_named_quickly() {
         "{err}"
     );
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}
+
+/// The size a fixture file claims (what the listing says).
+fn listed_size(repo: &str, file: &str) -> u64 {
+    match fixture_repos()[repo].files.get(file) {
+        Some(Blob::Head { size, .. }) => *size,
+        other => panic!("{repo}/{file}: {other:?}"),
+    }
+}
+
+/// Listing pages asked for.
+fn tree_pages(hub: &StandIn) -> usize {
+    hub.log()
+        .iter()
+        .filter(|l| l.path.contains("/tree/"))
+        .count()
+}
+
+#[test]
+fn a_paged_listing_is_read_whole_and_a_split_gguf_set_is_one_choice() {
+    let hub = fixtures(Duration::ZERO, &[]);
+    let home = tempfile::tempdir().expect("temp dir");
+    let out = agent(&hub, home.path(), None, &["--model", SPLIT_GGUF]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    // Seven entries in pages of two: four pages, each asked for recursively.
+    assert_eq!(tree_pages(&hub), 4, "{:?}", hub.log());
+    assert!(
+        hub.log()
+            .iter()
+            .filter(|l| l.path.contains("/tree/"))
+            .all(|l| l.path.contains("recursive=true") && l.status == 200),
+        "{:?}",
+        hub.log()
+    );
+    // Two models: the split set once, named by its first file with the set's total,
+    // and the single file, which only the last page lists.
+    assert!(err.contains("2 GGUF models"), "{err}");
+    let total: u64 = SPLIT_GGUF_FILES
+        .iter()
+        .map(|f| listed_size(SPLIT_GGUF, f))
+        .sum();
+    let set_line = format!(
+        "  {} (3 split files)  {}",
+        SPLIT_GGUF_FILES[0],
+        Bytes(total).describe()
+    );
+    assert!(err.lines().any(|l| l == set_line), "{set_line:?} in {err}");
+    let single_line = format!(
+        "  {SPLIT_GGUF_SINGLE}  {}",
+        Bytes(listed_size(SPLIT_GGUF, SPLIT_GGUF_SINGLE)).describe()
+    );
+    assert!(
+        err.lines().any(|l| l == single_line),
+        "{single_line:?} in {err}"
+    );
+    for other in &SPLIT_GGUF_FILES[1..] {
+        assert!(!err.contains(other), "{other} listed: {err}");
+    }
+    assert!(hub.log().iter().all(|l| l.server == "hub"));
+    println!("split set listed: {set_line:?}, {single_line:?}");
+}
+
+#[test]
+fn any_file_of_a_split_gguf_set_reads_all_its_headers_and_sums_them() {
+    const DELAY: Duration = Duration::from_millis(100);
+    let hub = fixtures(DELAY, &[]);
+    let expected = expected_file_bytes(SPLIT_GGUF, SPLIT_GGUF_FILES[0]);
+    for named in [SPLIT_GGUF_FILES[1], SPLIT_GGUF_FILES[0]] {
+        hub.clear();
+        let home = tempfile::tempdir().expect("temp dir");
+        let args = [
+            "--json",
+            "--model",
+            SPLIT_GGUF,
+            "--model-file",
+            named,
+            "--reserve-gib",
+            "0",
+        ];
+        let v = json_ok(&agent(&hub, home.path(), None, &args));
+        assert_eq!(v["weights_bytes"], expected, "{named}");
+        let log = hub.log();
+        // Every file of the set was read, only by the first GGUF read (its header).
+        for f in SPLIT_GGUF_FILES {
+            let end = log
+                .iter()
+                .filter(|l| l.server == "cdn" && l.path.contains(f))
+                .filter_map(|l| l.range.map(|(_, b)| b + 1))
+                .max()
+                .unwrap_or_else(|| panic!("{f} not read: {log:?}"));
+            assert!(
+                end <= gpumem_core::import::read_policy::GGUF_FIRST_READ,
+                "{f}: {end}"
+            );
+        }
+        assert!(
+            !log.iter().any(|l| l.path.contains(SPLIT_GGUF_SINGLE)),
+            "{log:?}"
+        );
+        let rounds = Logged::rounds(&log, DELAY);
+        println!(
+            "split set by {named}: weights_bytes {expected}, {} requests in {rounds:.1} rounds (4 listing pages)",
+            log.len()
+        );
+        // Round 1 with config.json, three more listing pages, then the three files
+        // together: resolve, GGUF reads (not 3 × their sum).
+        assert!(rounds < 12.0, "{rounds:.1} rounds");
+    }
+}
+
+#[test]
+fn an_incomplete_or_inconsistent_split_set_is_refused() {
+    let mut repos = fixture_repos();
+    let mut broken = repos[SPLIT_GGUF].clone();
+    broken.files.remove(SPLIT_GGUF_FILES[1]);
+    repos.insert("tiny-org/broken-split".to_string(), broken);
+    // A set whose headers say it has four files.
+    let mut liar = repos[SPLIT_GGUF].clone();
+    for (i, f) in SPLIT_GGUF_FILES.iter().enumerate() {
+        let head = gguf::build_split_header(
+            "llama",
+            &[("blk.0.ffn_up.weight", &[256, 512], 12)],
+            Some((i as u16, 4, 3)),
+        );
+        // One row block of Q4_K (256 elements, 144 bytes) per row, 512 rows.
+        let size = head.len() as u64 + 144 * 512;
+        liar.files.insert(f.to_string(), Blob::Head { head, size });
+    }
+    repos.insert("tiny-org/liar-split".to_string(), liar);
+    let hub = StandIn::start(repos, Duration::ZERO, &[]);
+    let home = tempfile::tempdir().expect("temp dir");
+
+    let out = agent(
+        &hub,
+        home.path(),
+        None,
+        &[
+            "--model",
+            "tiny-org/broken-split",
+            "--model-file",
+            SPLIT_GGUF_FILES[0],
+        ],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("split into 3 files")
+            && err.contains(&format!("lacks 1 of them: {}", SPLIT_GGUF_FILES[1])),
+        "{err}"
+    );
+    assert!(
+        hub.log().iter().all(|l| l.server == "hub"),
+        "{:?}",
+        hub.log()
+    );
+
+    let out = agent(
+        &hub,
+        home.path(),
+        None,
+        &[
+            "--model",
+            "tiny-org/liar-split",
+            "--model-file",
+            SPLIT_GGUF_FILES[2],
+        ],
+    );
+    let err = stderr(&out);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(SPLIT_GGUF_FILES[0])
+            && err.contains("split.count = 4, not 3 (read as file 1 of 3, 3 tensors in all)"),
+        "{err}"
+    );
 }

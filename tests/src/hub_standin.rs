@@ -5,9 +5,11 @@
 //! `/{org}/{name}/resolve/{revision}/{file}` the way huggingface.co does — small files
 //! with a 200, large (LFS) files with a 302 to the "CDN" on another port, refusals
 //! named in `X-Error-Code`, the commit in `X-Repo-Commit` — and
-//! `/api/models/{org}/{name}/tree/{revision}`, the top-level file listing (small files
-//! with their size, large ones with `lfs: {size}`, folders as `directory`); and the
-//! CDN, which serves `Range` requests with 206 and `Content-Range`. Weight files are
+//! `/api/models/{org}/{name}/tree/{revision}`, the file listing (small files with
+//! their size, large ones with `lfs: {size}`, folders as `directory`; the top level,
+//! or with `?recursive=true` every file and folder; in pages of [`Repo::page_size`]
+//! entries when set, each naming the next in a `Link: <…>; rel="next"` header, as the
+//! Hub pages its listings); and the CDN, which serves `Range` requests with 206 and `Content-Range`. Weight files are
 //! header-only: the CDN knows the header bytes and the full size the file claims;
 //! bytes past the header are zeros (served only up to 4 MiB a request, so a client
 //! that reads the body is caught by the log, not fed gigabytes).
@@ -19,7 +21,8 @@
 //! delayed to stand for a slow link, so a test can count round trips.
 //!
 //! [`fixture_repos`] is a ready-made set of repositories (a single-file checkpoint, a
-//! 61-shard one, a gated one, GGUF repositories with one and with three files), each
+//! 61-shard one, a gated one, GGUF repositories with one and with three files, and one
+//! whose listing spans pages with a split GGUF model in a folder), each
 //! with a Llama-style `config.json`; [`expected_bytes`] gives the exact weight bytes
 //! each holds, computed from the tensor shapes and dtypes written, not typed in.
 
@@ -53,6 +56,8 @@ pub struct Repo {
     pub files: BTreeMap<String, Blob>,
     /// When set, the repository is gated: this token is needed.
     pub token: Option<String>,
+    /// When set, the listing is served in pages of this many entries.
+    pub page_size: Option<usize>,
 }
 
 /// One request as received.
@@ -92,6 +97,7 @@ impl Logged {
 struct State {
     repos: BTreeMap<String, Repo>,
     commit: String,
+    hub_port: u16,
     cdn_port: u16,
     delay: Duration,
     fail_once: Mutex<BTreeSet<String>>,
@@ -110,7 +116,7 @@ pub struct StandIn {
 pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
 /// Headers a cross-origin page may read from the answers.
-pub const EXPOSED_HEADERS: &str = "Content-Range, X-Repo-Commit, X-Error-Code, X-Linked-Size";
+pub const EXPOSED_HEADERS: &str = "Content-Range, X-Repo-Commit, X-Error-Code, X-Linked-Size, Link";
 
 impl StandIn {
     /// Starts both servers. `fail_once`: `org/name/file` (or `org/name/@tree` for the
@@ -122,6 +128,7 @@ impl StandIn {
         let state = Arc::new(State {
             repos,
             commit: COMMIT.to_string(),
+            hub_port: hub.local_addr().expect("addr").port(),
             cdn_port: cdn.local_addr().expect("addr").port(),
             delay,
             fail_once: Mutex::new(fail_once.iter().map(|s| s.to_string()).collect()),
@@ -351,9 +358,10 @@ fn hub(state: &State, target: &str, auth: Option<&str>) -> Answer {
         if !state.listing.load(Ordering::Relaxed) {
             return (404, vec![], b"no such route".to_vec());
         }
-        // `tree/{rev}` or `tree/{rev}/{path}`: only the top level is listed here.
-        let rev = percent_decode(rev.first().copied().unwrap_or(""));
-        return tree(state, &format!("{org}/{name}"), &rev, auth);
+        // `tree/{rev}` or `tree/{rev}/{path}`: listed from the top here.
+        let raw_rev = rev.first().copied().unwrap_or("");
+        let query = target.split_once('?').map_or("", |(_, q)| q);
+        return tree(state, &format!("{org}/{name}"), raw_rev, query, auth);
     }
     let parts: Vec<&str> = path.trim_start_matches('/').splitn(5, '/').collect();
     let [org, name, "resolve", rev, file] = parts.as_slice() else {
@@ -402,24 +410,39 @@ fn oid(path: &str, width: usize) -> String {
     format!("{h:016x}").repeat(4)[..width].to_string()
 }
 
-/// The top-level listing, shaped like the Hub's (see `gpumem_core::import::hub`).
-fn tree(state: &State, repo_id: &str, rev: &str, auth: Option<&str>) -> Answer {
-    let repo = match open_repo(state, repo_id, rev, auth) {
+/// The listing, shaped like the Hub's (see `gpumem_core::import::hub`): the top
+/// level, or everything with `recursive=true`; one page of it from `cursor=N` when
+/// the repository has a page size.
+fn tree(state: &State, repo_id: &str, raw_rev: &str, query: &str, auth: Option<&str>) -> Answer {
+    let rev = percent_decode(raw_rev);
+    let repo = match open_repo(state, repo_id, &rev, auth) {
         Ok(r) => r,
         Err(refusal) => return refusal,
     };
     if let Some(failure) = injected_failure(state, &format!("{repo_id}/@tree")) {
         return failure;
     }
+    let param = |name: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+    };
+    let recursive = param("recursive") == Some("true");
     let mut entries = Vec::new();
     let mut folders = BTreeSet::new();
     for (path, blob) in &repo.files {
-        if let Some((folder, _)) = path.split_once('/') {
-            if folders.insert(folder.to_string()) {
+        // Every folder above the file (only the top one without `recursive`).
+        let mut at = 0;
+        while let Some(i) = path[at..].find('/') {
+            let folder = &path[..at + i];
+            if folders.insert(folder.to_string()) && (recursive || !folder.contains('/')) {
                 entries.push(serde_json::json!({
                     "type": "directory", "oid": oid(folder, 40), "size": 0, "path": folder,
                 }));
             }
+            at += i + 1;
+        }
+        if path.contains('/') && !recursive {
             continue;
         }
         entries.push(match blob {
@@ -433,8 +456,23 @@ fn tree(state: &State, repo_id: &str, rev: &str, auth: Option<&str>) -> Answer {
             }),
         });
     }
+    let mut headers = vec![("Content-Type", "application/json".into())];
+    if let Some(size) = repo.page_size {
+        let from: usize = param("cursor").and_then(|c| c.parse().ok()).unwrap_or(0);
+        let to = (from + size).min(entries.len());
+        if to < entries.len() {
+            headers.push((
+                "Link",
+                format!(
+                    "<http://127.0.0.1:{}/api/models/{repo_id}/tree/{raw_rev}?recursive={recursive}&expand=false&cursor={to}>; rel=\"next\"",
+                    state.hub_port
+                ),
+            ));
+        }
+        entries = entries.get(from..to).unwrap_or_default().to_vec();
+    }
     let body = serde_json::to_vec(&entries).expect("JSON");
-    (200, vec![("Content-Type", "application/json".into())], body)
+    (200, headers, body)
 }
 
 fn cdn(state: &State, target: &str, range: Option<(u64, u64)>) -> Answer {
@@ -490,6 +528,21 @@ pub const ONE_GGUF: &str = "tiny-org/llama-GGUF";
 pub const MANY_GGUF: &str = "tiny-org/llama-multi-GGUF";
 /// The file of [`ONE_GGUF`].
 pub const ONE_GGUF_FILE: &str = "llama-tiny-Q4_K_M.gguf";
+/// A repository whose listing spans pages (of 2 entries) with a GGUF model split in
+/// three in a folder ([`SPLIT_GGUF_FILES`], unsloth's layout) beside a single file
+/// ([`SPLIT_GGUF_SINGLE`]).
+pub const SPLIT_GGUF: &str = "tiny-org/llama-split-GGUF";
+/// The split set of [`SPLIT_GGUF`], in split order: the Q4_K_M tensors of
+/// [`MANY_GGUF`]'s first file spread over three headers.
+pub const SPLIT_GGUF_FILES: [&str; 3] = [
+    "Q4_K_M/llama-tiny-Q4_K_M-00001-of-00003.gguf",
+    "Q4_K_M/llama-tiny-Q4_K_M-00002-of-00003.gguf",
+    "Q4_K_M/llama-tiny-Q4_K_M-00003-of-00003.gguf",
+];
+/// The single file of [`SPLIT_GGUF`].
+pub const SPLIT_GGUF_SINGLE: &str = "llama-tiny-Q8_0.gguf";
+/// The page size of [`SPLIT_GGUF`]'s listing.
+pub const SPLIT_GGUF_PAGE: usize = 2;
 /// The files of [`MANY_GGUF`], in name order.
 pub const MANY_GGUF_FILES: [&str; 3] = [
     "llama-tiny-Q4_K_M.gguf",
@@ -683,7 +736,14 @@ fn single_file_repo() -> (Repo, u64) {
     files.insert("config.json".to_string(), text(&llama_config(ST_SHAPE)));
     files.insert("model.safetensors".to_string(), blob);
     files.insert("README.md".to_string(), text("# llama-tiny\n"));
-    (Repo { files, token: None }, bytes)
+    (
+        Repo {
+            files,
+            token: None,
+            page_size: None,
+        },
+        bytes,
+    )
 }
 
 /// A checkpoint of [`SHARDS`] layers, one shard each (the embeddings in the first,
@@ -719,7 +779,14 @@ fn sharded_repo() -> (Repo, u64) {
         text(&serde_json::to_string_pretty(&index).expect("JSON")),
     );
     files.insert("config.json".to_string(), text(&llama_config(shape)));
-    (Repo { files, token: None }, total)
+    (
+        Repo {
+            files,
+            token: None,
+            page_size: None,
+        },
+        total,
+    )
 }
 
 /// ggml type ids and block layouts (elements per block, bytes per block), from
@@ -791,6 +858,12 @@ fn gguf_tensors(s: Shape, matrix: u32, sensitive: u32) -> Vec<GgufTensor> {
 
 /// A header-only GGUF file and its tensor bytes (rows × blocks per row × block bytes).
 fn gguf_blob(tensors: &[GgufTensor]) -> (Blob, u64) {
+    gguf_split_blob(tensors, None)
+}
+
+/// [`gguf_blob`] for one file of a split model: (`split.no`, `split.count`,
+/// `split.tensors.count`) in its header.
+fn gguf_split_blob(tensors: &[GgufTensor], split: Option<(u16, u16, i32)>) -> (Blob, u64) {
     let bytes: u64 = tensors
         .iter()
         .map(|(_, dims, ty)| {
@@ -804,7 +877,7 @@ fn gguf_blob(tensors: &[GgufTensor]) -> (Blob, u64) {
         .iter()
         .map(|(n, d, t)| (n.as_str(), d.as_slice(), *t))
         .collect();
-    let head = gguf::build_header("llama", &refs);
+    let head = gguf::build_split_header("llama", &refs, split);
     let size = head.len() as u64 + bytes;
     (Blob::Head { head, size }, bytes)
 }
@@ -828,6 +901,41 @@ fn gguf_files() -> BTreeMap<&'static str, (Blob, u64)> {
     ])
 }
 
+/// The three files of [`SPLIT_GGUF_FILES`]: the Q4_K_M tensors cut in three runs
+/// (the embeddings and layer 0; layer 1; the output), each file with its share.
+fn split_files() -> Vec<(&'static str, (Blob, u64))> {
+    let tensors = gguf_tensors(GGUF_SHAPE, GGML_Q4_K, GGML_Q6_K);
+    let per_layer = 9;
+    let cuts = [0, 1 + per_layer, 1 + 2 * per_layer, tensors.len()];
+    let total = i32::try_from(tensors.len()).expect("few tensors");
+    SPLIT_GGUF_FILES
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let part = &tensors[cuts[i]..cuts[i + 1]];
+            (*name, gguf_split_blob(part, Some((i as u16, 3, total))))
+        })
+        .collect()
+}
+
+fn split_gguf_repo() -> Repo {
+    let mut files = BTreeMap::new();
+    files.insert("config.json".to_string(), text(&llama_config(GGUF_SHAPE)));
+    files.insert("README.md".to_string(), text("# llama-tiny split GGUF\n"));
+    for (name, (blob, _)) in split_files() {
+        files.insert(name.to_string(), blob);
+    }
+    files.insert(
+        SPLIT_GGUF_SINGLE.to_string(),
+        gguf_files()[SPLIT_GGUF_SINGLE].0.clone(),
+    );
+    Repo {
+        files,
+        token: None,
+        page_size: Some(SPLIT_GGUF_PAGE),
+    }
+}
+
 fn gguf_repo(names: &[&str]) -> Repo {
     let all = gguf_files();
     let mut files = BTreeMap::new();
@@ -836,7 +944,11 @@ fn gguf_repo(names: &[&str]) -> Repo {
     for n in names {
         files.insert(n.to_string(), all[n].0.clone());
     }
-    Repo { files, token: None }
+    Repo {
+        files,
+        token: None,
+        page_size: None,
+    }
 }
 
 /// The fixture repositories by id ([`SINGLE`], [`SHARDED`], [`GATED`], [`ONE_GGUF`],
@@ -851,6 +963,7 @@ pub fn fixture_repos() -> BTreeMap<String, Repo> {
         (GATED.to_string(), gated),
         (ONE_GGUF.to_string(), gguf_repo(&[ONE_GGUF_FILE])),
         (MANY_GGUF.to_string(), gguf_repo(&MANY_GGUF_FILES)),
+        (SPLIT_GGUF.to_string(), split_gguf_repo()),
     ])
 }
 
@@ -866,8 +979,16 @@ pub fn expected_bytes(repo: &str) -> u64 {
     }
 }
 
-/// The exact weight bytes of one GGUF file of a fixture repository.
+/// The exact weight bytes of one GGUF file of a fixture repository (of the whole set
+/// for a file of [`SPLIT_GGUF_FILES`]: the sum of what the three headers were written
+/// with).
 pub fn expected_file_bytes(repo: &str, file: &str) -> u64 {
+    if repo == SPLIT_GGUF && SPLIT_GGUF_FILES.contains(&file) {
+        return split_files().iter().map(|(_, (_, bytes))| bytes).sum();
+    }
+    if (repo, file) == (SPLIT_GGUF, SPLIT_GGUF_SINGLE) {
+        return gguf_files()[file].1;
+    }
     let names: &[&str] = match repo {
         ONE_GGUF => &[ONE_GGUF_FILE],
         MANY_GGUF => &MANY_GGUF_FILES,
@@ -880,7 +1001,7 @@ pub fn expected_file_bytes(repo: &str, file: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpumem_core::import::hub::{WeightFiles, choose_weights, parse_tree};
+    use gpumem_core::import::hub::{TreePages, WeightFiles, choose_weights, parse_tree};
 
     /// The stand-in's listing, read by the core's parser, leads to the fixture's files.
     #[test]
@@ -889,13 +1010,14 @@ mod tests {
         let state = State {
             repos,
             commit: COMMIT.into(),
+            hub_port: 2,
             cdn_port: 1,
             delay: Duration::ZERO,
             fail_once: Mutex::new(BTreeSet::new()),
             log: Mutex::new(Vec::new()),
             listing: AtomicBool::new(true),
         };
-        let (status, _, body) = tree(&state, SHARDED, "main", None);
+        let (status, _, body) = tree(&state, SHARDED, "main", "", None);
         assert_eq!(status, 200);
         let files = parse_tree(&body).expect("listing");
         let Some(Blob::Text(index)) = state.repos[SHARDED]
@@ -908,13 +1030,42 @@ mod tests {
             WeightFiles::Safetensors(shards) => assert_eq!(shards.len(), SHARDS),
             other => panic!("{other:?}"),
         }
-        let (status, _, body) = tree(&state, MANY_GGUF, "main", None);
+        let (status, _, body) = tree(&state, MANY_GGUF, "main", "", None);
         assert_eq!(status, 200);
         let files = parse_tree(&body).expect("listing");
         assert!(choose_weights(&files, None, None).is_err());
-        assert_eq!(tree(&state, GATED, "main", None).0, 401);
-        assert_eq!(tree(&state, SINGLE, "v9", None).0, 404);
-        assert_eq!(tree(&state, "no/such", "main", None).0, 404);
+        assert_eq!(tree(&state, GATED, "main", "", None).0, 401);
+        // The paged repository: top level only without `recursive`, in pages.
+        let (_, headers, body) = tree(&state, SPLIT_GGUF, "main", "", None);
+        let top: Vec<String> = parse_tree(&body)
+            .expect("page")
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        assert_eq!(top, vec!["README.md".to_string()], "{headers:?}");
+        // Recursively, page by page through the Link headers, every file once.
+        let mut pages = TreePages::new("http://127.0.0.1:2");
+        let mut query = "recursive=true&expand=false".to_string();
+        loop {
+            let (status, headers, body) = tree(&state, SPLIT_GGUF, "main", &query, None);
+            assert_eq!(status, 200);
+            let link = headers
+                .iter()
+                .find(|(k, _)| *k == "Link")
+                .map(|(_, v)| v.as_str());
+            match pages.add(&body, link).expect("page") {
+                Some(next) => query = next.split_once('?').expect("query").1.to_string(),
+                None => break,
+            }
+        }
+        assert_eq!(pages.pages(), 4);
+        let mut all: Vec<String> = pages.into_files().into_iter().map(|f| f.path).collect();
+        all.sort();
+        let mut want: Vec<String> = state.repos[SPLIT_GGUF].files.keys().cloned().collect();
+        want.sort();
+        assert_eq!(all, want);
+        assert_eq!(tree(&state, SINGLE, "v9", "", None).0, 404);
+        assert_eq!(tree(&state, "no/such", "main", "", None).0, 404);
     }
 
     #[test]
@@ -929,6 +1080,12 @@ mod tests {
         let q4 = expected_file_bytes(MANY_GGUF, "llama-tiny-Q4_K_M.gguf");
         assert!(q4 < q8, "{q4} {q8}");
         assert_eq!(expected_bytes(ONE_GGUF), q4);
+        // The split set holds the Q4_K_M file's tensors, so their bytes add up to its.
+        for f in SPLIT_GGUF_FILES {
+            assert_eq!(expected_file_bytes(SPLIT_GGUF, f), q4);
+        }
+        let parts: Vec<u64> = split_files().iter().map(|(_, (_, b))| *b).collect();
+        assert!(parts.iter().all(|&b| b > 0 && b < q4), "{parts:?}");
     }
 
     /// One raw HTTP/1.1 exchange: the status line and headers of the answer.

@@ -13,8 +13,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use gpumem_e2e::hub_standin::{
-    GATED, MANY_GGUF, MANY_GGUF_FILES, ONE_GGUF, SHARDED, SHARDS, SINGLE, StandIn, TEST_TOKEN,
-    expected_bytes, expected_file_bytes, fixture_repos,
+    GATED, MANY_GGUF, MANY_GGUF_FILES, ONE_GGUF, SHARDED, SHARDS, SINGLE, SPLIT_GGUF,
+    SPLIT_GGUF_FILES, SPLIT_GGUF_SINGLE, StandIn, TEST_TOKEN, expected_bytes, expected_file_bytes,
+    fixture_repos,
 };
 use serde_json::{Value, json};
 use web_support::{Browser, ReplayAgent, agent_binary, browser_tools, bytes_of, root, serial};
@@ -226,6 +227,31 @@ fn web_looks_models_up_on_the_hub() {
         imported_bytes(&browser),
         Some(expected_file_bytes(MANY_GGUF, MANY_GGUF_FILES[2])),
         "{status}"
+    );
+
+    // 5b. A listing in four pages (followed through the exposed Link headers) with a
+    //     split GGUF model in a folder: the set is one choice, beside the single file
+    //     only the last page lists; naming its second file reads all three, summed.
+    set_field(&browser, "model-file", "");
+    look_up(&browser, SPLIT_GGUF);
+    let status = final_status(&browser, "the paged split-GGUF lookup");
+    assert!(
+        status.contains(&format!("{} (3 split files)", SPLIT_GGUF_FILES[0]))
+            && status.contains(SPLIT_GGUF_SINGLE)
+            && !status.contains(SPLIT_GGUF_FILES[1]),
+        "the split set is one choice: {status}"
+    );
+    set_field(&browser, "model-file", SPLIT_GGUF_FILES[1]);
+    look_up(&browser, SPLIT_GGUF);
+    let status = final_status(&browser, "the split GGUF set");
+    assert_eq!(
+        imported_bytes(&browser),
+        Some(expected_file_bytes(SPLIT_GGUF, SPLIT_GGUF_FILES[1])),
+        "{status}"
+    );
+    println!(
+        "web_lookup: {SPLIT_GGUF} by {}: {status}",
+        SPLIT_GGUF_FILES[1]
     );
 
     // 6. A mirror without the listing API: the shards come from the index, their sizes

@@ -50,6 +50,8 @@ pub struct Fetched {
     pub commit: Option<String>,
     /// The URL that finally answered (the CDN's, after a redirect).
     pub final_url: String,
+    /// The `Link` header (the file listing's next page).
+    pub link: Option<String>,
 }
 
 /// One Hub: endpoint, token and a shared connection pool; counts its requests.
@@ -102,9 +104,15 @@ impl Client {
         gpumem_core::import::hub::resolve_url(&self.endpoint, repo, revision, file)
     }
 
-    /// `{endpoint}/api/models/{repo}/tree/{revision}`: the top-level file listing.
+    /// `{endpoint}/api/models/{repo}/tree/{revision}?recursive=true…`: the first page
+    /// of the whole file listing.
     pub fn tree_url(&self, repo: &str, revision: &str) -> String {
         gpumem_core::import::hub::tree_url(&self.endpoint, repo, revision)
+    }
+
+    /// The Hub's endpoint (scheme://host[:port], no trailing slash).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
     }
 
     /// A whole small file (config.json, the shard index), at most [`TEXT_LIMIT`] bytes.
@@ -227,6 +235,7 @@ impl Client {
                         }
                         _ => header("content-length").and_then(|l| l.parse().ok()),
                     };
+                    let link = header("link");
                     let mut body = Vec::new();
                     resp.body_mut()
                         .as_reader()
@@ -248,6 +257,7 @@ impl Client {
                         total,
                         commit,
                         final_url: current,
+                        link,
                     }));
                 }
                 // From the CDN, a refusal is of its signed address (expired), not of the user.

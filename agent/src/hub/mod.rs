@@ -1,11 +1,15 @@
 //! `estimate --model ORG/NAME`: a model's architecture and exact weight bytes from the
 //! Hugging Face Hub (or a mirror), without downloading the weights.
 //!
-//! `config.json`, `model.safetensors.index.json` and the repository's file listing
-//! (`/api/models/{repo}/tree/{revision}`) are fetched together, in one round; the
-//! weight files are chosen from them by the rules the page shares
+//! `config.json`, `model.safetensors.index.json` and the first page of the repository's
+//! whole file listing (`/api/models/{repo}/tree/{revision}?recursive=true`) are fetched
+//! together, in one round; a longer listing's further pages follow its `Link` headers
+//! ([`gpumem_core::import::hub::TreePages`], one more round each, bounded). The weight
+//! files are chosen from them by the rules the page shares
 //! ([`gpumem_core::import::hub::choose_weights`]: a `--model-file` that must be listed,
-//! else the index's shards, else `model.safetensors`, else the one `.gguf` file).
+//! else the index's shards, else `model.safetensors`, else the one GGUF model — a
+//! single file or every file of a split set, whose headers are then checked against
+//! the set by [`gpumem_core::import::hub::check_split`]).
 //! Then every weight file's header is read with HTTP Range requests, grown exactly as
 //! the core's read policy asks ([`gpumem_core::import::read_policy`], the same policy
 //! the agent uses for local files and the page for dropped ones), the file's size
@@ -24,11 +28,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use anyhow::{Context, Result, anyhow, bail};
-use gpumem_core::import::TensorSummary;
 use gpumem_core::import::hub::{
     self as rules, CONFIG_FILE, HubError, INDEX_FILE as INDEX, SINGLE_FILE as SINGLE,
 };
-use gpumem_core::import::read_policy::{HeaderFormat, HeaderRead, Step};
+use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
+use gpumem_core::import::{TensorSummary, gguf};
 
 use cache::{Cache, Manifest};
 use client::{Client, NotFound};
@@ -86,16 +90,20 @@ pub fn lookup(repo: &str, revision: &str, file: Option<&str>) -> Result<Found> {
         }
     };
 
-    if let (None, [only]) = (file, manifest.files.as_slice())
-        && only.to_ascii_lowercase().ends_with(".gguf")
-    {
-        crate::out::errln!(
+    let is_gguf = |f: &String| f.to_ascii_lowercase().ends_with(".gguf");
+    match (file, manifest.files.as_slice()) {
+        (None, [only]) if is_gguf(only) => crate::out::errln!(
             "gpumem-agent: {repo}: reading {only}, the repository's only GGUF file (name another with --model-file)"
-        );
+        ),
+        (None, [first, ..]) if manifest.files.iter().all(is_gguf) => crate::out::errln!(
+            "gpumem-agent: {repo}: reading {first} and the {} other files of its split set, the repository's only GGUF model (name another with --model-file)",
+            manifest.files.len().saturating_sub(1)
+        ),
+        _ => {}
     }
 
     // Step 2: every file's header, concurrently (cached ones without a request).
-    let summaries = read_headers(&client, &cache, repo, &key, &manifest.files, &label)
+    let headers = read_headers(&client, &cache, repo, &key, &manifest.files, &label)
         .map_err(|e| {
             if e.is::<NotFound>() && file.is_none() && manifest.files == [SINGLE] {
                 anyhow!(
@@ -105,7 +113,19 @@ pub fn lookup(repo: &str, revision: &str, file: Option<&str>) -> Result<Found> {
                 e
             }
         })?;
-    let tensors = TensorSummary::merge_all(summaries).context("merging shards")?;
+    // A split GGUF model's headers must agree with the set they were read as.
+    let ggufs: Vec<&gguf::GgufHeader> = headers
+        .iter()
+        .filter_map(|h| match h {
+            Header::Gguf(g) => Some(g.as_ref()),
+            Header::Safetensors(_) => None,
+        })
+        .collect();
+    if !ggufs.is_empty() {
+        rules::check_split(&manifest.files, &ggufs).map_err(|e| anyhow!("{repo}: {e}"))?;
+    }
+    let tensors = TensorSummary::merge_all(headers.into_iter().map(Header::into_tensors))
+        .context("merging shards")?;
     Ok(Found {
         config: manifest.config,
         tensors: tensors.ok_or_else(|| anyhow!("{repo}: no weight files"))?,
@@ -170,16 +190,17 @@ fn fetch_manifest(
     if let Some(i) = &index {
         commit = commit.or(i.commit.clone());
     }
-    let files = match &tree {
-        Some(t) => {
-            let listing = rules::parse_tree(&t.body).with_context(|| tree_label.clone())?;
+    let files = match tree {
+        Some(first) => {
+            let listing = read_listing(client, first, &tree_label)?;
             let chosen =
                 rules::choose_weights(&listing, index.as_ref().map(|i| i.body.as_slice()), file)
                     .map_err(|e| explain(repo, e))?;
             chosen.paths()
         }
+        // Without the listing a split GGUF file's name still says its set's files.
         None => match (file, &index) {
-            (Some(f), _) => vec![f.to_string()],
+            (Some(f), _) => rules::split_set_names(f),
             (None, Some(i)) => rules::index_shards(&i.body).with_context(|| label(INDEX))?,
             (None, None) => vec![SINGLE.to_string()],
         },
@@ -207,10 +228,32 @@ fn fetch_manifest(
     ))
 }
 
+/// The whole listing: `first` (fetched in the first round) and the pages its `Link`
+/// headers lead to, one after the other.
+fn read_listing(
+    client: &Client,
+    first: client::Fetched,
+    what: &str,
+) -> Result<Vec<rules::RepoFile>> {
+    let mut pages = rules::TreePages::new(client.endpoint());
+    let mut page = first;
+    while let Some(next) = pages
+        .add(&page.body, page.link.as_deref())
+        .with_context(|| what.to_string())?
+    {
+        page = client.get_text(
+            &next,
+            &format!("{what}, page {}", pages.pages().saturating_add(1)),
+        )?;
+    }
+    Ok(pages.into_files())
+}
+
 /// The core's refusal in the agent's words (its flag names).
 fn explain(repo: &str, e: HubError) -> anyhow::Error {
     match e {
         HubError::ManyGguf(_) => anyhow!("{repo}: {e}\npass --model-file NAME to choose one"),
+        HubError::IncompleteSplit(_) => anyhow!("{repo}: {e}"),
         HubError::FileNotFound { .. } | HubError::UnsupportedFile(_) => {
             anyhow!("--model-file {e}")
         }
@@ -227,10 +270,10 @@ fn read_headers(
     key: &str,
     files: &[String],
     label: &(dyn Fn(&str) -> String + Sync),
-) -> Result<Vec<TensorSummary>> {
+) -> Result<Vec<Header>> {
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
-    let results: Vec<Mutex<Option<Result<TensorSummary>>>> =
+    let results: Vec<Mutex<Option<Result<Header>>>> =
         files.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|s| {
         for _ in 0..WORKERS.min(files.len()) {
@@ -274,7 +317,7 @@ fn read_one(
     key: &str,
     file: &str,
     label: &dyn Fn(&str) -> String,
-) -> Result<TensorSummary> {
+) -> Result<Header> {
     let what = label(file);
     let format = if file.to_ascii_lowercase().ends_with(".gguf") {
         HeaderFormat::Gguf
@@ -284,7 +327,7 @@ fn read_one(
     if let Some((size, prefix)) = cache.head(key, file)
         && let Ok(Step::Done(h)) = HeaderRead::new(format, size).next_read(&prefix)
     {
-        return Ok(h.into_tensors());
+        return Ok(h);
     }
     let resolve = client.resolve_url(repo, key, file);
     // After the first read, the CDN address it was sent to (no second resolve).
@@ -300,7 +343,7 @@ fn read_one(
                 if let Some(n) = size {
                     cache.set_head(key, file, n, &prefix);
                 }
-                return Ok(h.into_tensors());
+                return Ok(h);
             }
             Step::Need(r) => r,
         };

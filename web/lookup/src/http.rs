@@ -38,6 +38,8 @@ pub struct Answer {
     pub commit: Option<String>,
     /// The whole file's size, from `Content-Range: bytes a-b/SIZE` (a 206).
     pub total_size: Option<u64>,
+    /// `Link` (the file listing's next page), when the server exposed it to the page.
+    pub link: Option<String>,
     /// The body, up to the cap asked for.
     pub body: Vec<u8>,
     /// Whether the body went past the cap (the rest was not read).
@@ -108,6 +110,7 @@ impl Http {
                 total_size: header(&response, "content-range")
                     .and_then(|r| parse_content_range(&r))
                     .map(|(_, total)| total),
+                link: header(&response, "link"),
                 body,
                 truncated,
             });

@@ -2,22 +2,31 @@
 //! the same conventions and the same shared pieces as `gpumem-agent estimate --model`
 //! ([`gpumem_core::import::hub`]: ids, URLs, the file list, which weight files to read).
 //!
-//! Round 1 asks for `config.json`, the file list (with sizes) and
-//! `model.safetensors.index.json` together; then every weight file's header is read
-//! with Range requests, all files at once, each file's reads grown as
-//! [`gpumem_core::import::read_policy`] asks. A 61-shard checkpoint costs round 1 plus
-//! the reads of its slowest file (two for a safetensors header: its length, then the
-//! header), not 61 sequential round trips.
+//! Round 1 asks for `config.json`, the file list's first page (with sizes, folders'
+//! files included) and `model.safetensors.index.json` together; a longer list's further
+//! pages follow its `Link` headers, one round each ([`hub::TreePages`]); then every
+//! weight file's header is read with Range requests, all files at once, each file's
+//! reads grown as [`gpumem_core::import::read_policy`] asks. A 61-shard checkpoint
+//! costs round 1 plus the reads of its slowest file (two for a safetensors header: its
+//! length, then the header), not 61 sequential round trips.
+//!
+//! The page reads `Link` only if the Hub's CORS answer exposes it
+//! (`Access-Control-Expose-Headers`); that huggingface.co does could not be
+//! established here (huggingface.js's `listFiles`, written for browsers too, reads it
+//! the same way, which suggests so). A page that sees no `Link` cannot tell a last
+//! page from a hidden next one, so it takes the list as complete, and when the choice
+//! then fails for want of a file it says the list may have gone on unseen (the agent,
+//! outside the browser, always sees `Link`).
 
 use futures_util::future::join_all;
 use gpumem_core::import::TensorSummary;
 use gpumem_core::import::hf_config::parse_config;
 use gpumem_core::import::hub::{
-    self, CONFIG_FILE, INDEX_FILE, MAX_LISTING_BYTES, RepoFile, SINGLE_FILE, WeightFiles,
-    check_file, check_repo_id, check_revision, choose_weights, index_shards, parse_search,
-    parse_tree, resolve_url, search_url, tree_url,
+    self, CONFIG_FILE, HubError, INDEX_FILE, MAX_LISTING_BYTES, RepoFile, SINGLE_FILE, TreePages,
+    WeightFiles, check_file, check_repo_id, check_revision, check_split, choose_weights,
+    index_shards, parse_search, resolve_url, search_url, split_set_names, tree_url,
 };
-use gpumem_core::import::read_policy::{HeaderFormat, HeaderRead, Step};
+use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
 use gpumem_proto::lookup::{LookupOutcome, LookupRequest, TensorsRead};
 
 use crate::config_read;
@@ -97,19 +106,46 @@ pub async fn lookup(
         .as_ref()
         .and_then(|l| l.commit.clone())
         .or_else(|| config.as_ref().and_then(|c| c.commit.clone()));
-    let (files, format) = match &list {
-        Some(list) => {
-            let tree = parse_tree(&list.body).map_err(|e| named(&e.to_string()))?;
-            match choose_weights(&tree, index.as_ref().map(|i| i.body.as_slice()), file)
+    // Pages of the file list read (1 without a list: round 1 all the same).
+    let mut listing_pages = 1usize;
+    let (files, format) = match list {
+        Some(first) => {
+            let mut pages = TreePages::new(endpoint);
+            let mut page = first;
+            while let Some(next) = pages
+                .add(&page.body, page.link.as_deref())
                 .map_err(|e| named(&e.to_string()))?
             {
-                WeightFiles::Safetensors(v) => (v, HeaderFormat::Safetensors),
-                WeightFiles::Gguf(f) => (vec![f], HeaderFormat::Gguf),
+                say(&format!(
+                    "Reading page {} of the file list…",
+                    pages.pages().saturating_add(1)
+                ));
+                let answer = http.get(&next, None, MAX_LISTING_BYTES).await?;
+                page = body_of(answer, &named("the file list"), repo, endpoint, &http)?;
+            }
+            listing_pages = pages.pages();
+            let tree = pages.into_files();
+            match choose_weights(&tree, index.as_ref().map(|i| i.body.as_slice()), file) {
+                Ok(WeightFiles::Safetensors(v)) => (v, HeaderFormat::Safetensors),
+                Ok(WeightFiles::Gguf(v)) => (v, HeaderFormat::Gguf),
+                Err(
+                    e @ (HubError::FileNotFound { .. }
+                    | HubError::NoWeights { .. }
+                    | HubError::ShardMissing(_)
+                    | HubError::IncompleteSplit(_)),
+                ) if listing_pages == 1 => {
+                    return Err(named(&format!(
+                        "{e} (this page read the Hub's file list as one page of {} entries: if the Hub hides its Link header from pages, a longer list goes on unseen here — gpumem-agent estimate --model reads every page)",
+                        tree.len()
+                    )));
+                }
+                Err(e) => return Err(named(&e.to_string())),
             }
         }
         None => {
             let paths = match (file, &index) {
-                (Some(f), _) => vec![f.to_string()],
+                // A split GGUF file's name says its set's files.
+                (Some(f), _) => split_set_names(f),
                 (None, Some(i)) => index_shards(&i.body).map_err(|e| named(&e.to_string()))?,
                 (None, None) => vec![SINGLE_FILE.to_string()],
             };
@@ -140,13 +176,25 @@ pub async fn lookup(
         read_header(&http, url, f, format, repo, endpoint)
     }))
     .await;
-    let (summaries, counts): (Vec<TensorSummary>, Vec<u32>) = reads
+    let (headers, counts): (Vec<Header>, Vec<u32>) = reads
         .into_iter()
         .collect::<Result<Vec<_>, String>>()?
         .into_iter()
         .unzip();
     let slowest = counts.into_iter().max().unwrap_or(0);
-    let summary = TensorSummary::merge_all(summaries)
+    // A split GGUF model's headers must agree with the set they were read as.
+    let ggufs: Vec<&gpumem_core::import::gguf::GgufHeader> = headers
+        .iter()
+        .filter_map(|h| match h {
+            Header::Gguf(g) => Some(g.as_ref()),
+            Header::Safetensors(_) => None,
+        })
+        .collect();
+    if !ggufs.is_empty() {
+        let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
+        check_split(&paths, &ggufs).map_err(|e| named(&e.to_string()))?;
+    }
+    let summary = TensorSummary::merge_all(headers.into_iter().map(Header::into_tensors))
         .map_err(|e| e.to_string())?
         .ok_or_else(|| named("no weight file to read"))?;
     let config = match config {
@@ -168,7 +216,8 @@ pub async fn lookup(
             summary,
         }),
         requests: http.requests(),
-        round_trips: slowest.saturating_add(1),
+        // Round 1, each further page of the file list, then the slowest file's reads.
+        round_trips: slowest.saturating_add(u32::try_from(listing_pages).unwrap_or(u32::MAX)),
         commit,
     })
 }
@@ -202,7 +251,7 @@ async fn read_header(
     format: HeaderFormat,
     repo: &str,
     endpoint: &str,
-) -> Result<(TensorSummary, u32), String> {
+) -> Result<(Header, u32), String> {
     // Size 0: not listed (a mirror without the listing); the first read's
     // Content-Range tells it.
     let mut sized = file.size != 0;
@@ -216,7 +265,7 @@ async fn read_header(
             .next_read(&prefix)
             .map_err(|e| format!("{name}: {e}"))?
         {
-            Step::Done(header) => return Ok((header.into_tensors(), reads)),
+            Step::Done(header) => return Ok((header, reads)),
             Step::Need(range) => range,
         };
         let want = range

@@ -15,6 +15,17 @@ use crate::error::EstimateError;
 use crate::format::GgufType;
 
 const FORMAT: &str = "gguf";
+
+/// The metadata llama.cpp's `gguf-split` writes into every file of a split model
+/// (github.com/ggml-org/llama.cpp `src/llama-arch.cpp`: `LLM_KV_SPLIT_NO`,
+/// `LLM_KV_SPLIT_COUNT`, `LLM_KV_SPLIT_TENSORS_COUNT`): this file's index from 0, the
+/// number of files, and the tensors of all files together. Kept in
+/// [`GgufHeader::numbers`].
+pub const SPLIT_NO: &str = "split.no";
+/// See [`SPLIT_NO`].
+pub const SPLIT_COUNT: &str = "split.count";
+/// See [`SPLIT_NO`].
+pub const SPLIT_TENSORS_COUNT: &str = "split.tensors.count";
 /// GGML_MAX_DIMS.
 const MAX_DIMS: u32 = 4;
 const MAX_NESTING: u32 = 4;
@@ -258,7 +269,11 @@ fn is_useful_number(key: &str) -> bool {
         ".expert_count",
         ".expert_used_count",
     ];
-    SUFFIXES.iter().any(|s| key.ends_with(s)) || key == "general.alignment"
+    SUFFIXES.iter().any(|s| key.ends_with(s))
+        || matches!(
+            key,
+            "general.alignment" | SPLIT_NO | SPLIT_COUNT | SPLIT_TENSORS_COUNT
+        )
 }
 
 /// Builds a header-only GGUF v3 prefix with one string and one u32 metadata entry
@@ -266,6 +281,18 @@ fn is_useful_number(key: &str) -> bool {
 // Fixtures from small known shapes.
 #[allow(clippy::arithmetic_side_effects)]
 pub fn build_header(arch: &str, tensors: &[(&str, &[u64], u32)]) -> Vec<u8> {
+    build_split_header(arch, tensors, None)
+}
+
+/// [`build_header`] for one file of a split model: `split` is (`split.no`,
+/// `split.count`, `split.tensors.count`), written with the types `gguf-split` gives
+/// them (u16, u16, i32) — for tests and fixtures.
+#[allow(clippy::arithmetic_side_effects)]
+pub fn build_split_header(
+    arch: &str,
+    tensors: &[(&str, &[u64], u32)],
+    split: Option<(u16, u16, i32)>,
+) -> Vec<u8> {
     let mut out = b"GGUF".to_vec();
     let push_str = |out: &mut Vec<u8>, s: &str| {
         out.extend_from_slice(&(s.len() as u64).to_le_bytes());
@@ -273,13 +300,24 @@ pub fn build_header(arch: &str, tensors: &[(&str, &[u64], u32)]) -> Vec<u8> {
     };
     out.extend_from_slice(&3u32.to_le_bytes());
     out.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
-    out.extend_from_slice(&2u64.to_le_bytes());
+    let kv: u64 = if split.is_some() { 5 } else { 2 };
+    out.extend_from_slice(&kv.to_le_bytes());
     push_str(&mut out, "general.architecture");
     out.extend_from_slice(&8u32.to_le_bytes());
     push_str(&mut out, arch);
     push_str(&mut out, &format!("{arch}.block_count"));
     out.extend_from_slice(&4u32.to_le_bytes());
     out.extend_from_slice(&1u32.to_le_bytes());
+    if let Some((no, count, total)) = split {
+        for (key, v) in [(SPLIT_NO, no), (SPLIT_COUNT, count)] {
+            push_str(&mut out, key);
+            out.extend_from_slice(&2u32.to_le_bytes());
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        push_str(&mut out, SPLIT_TENSORS_COUNT);
+        out.extend_from_slice(&5u32.to_le_bytes());
+        out.extend_from_slice(&total.to_le_bytes());
+    }
     let mut offset = 0u64;
     for (name, dims, ty) in tensors {
         push_str(&mut out, name);
@@ -321,6 +359,16 @@ mod tests {
         assert_eq!(g.tensors.class_bytes("mlp"), 11008 / 32 * 34 * 4096);
         assert_eq!(g.tensors.class_bytes("norms"), 4096 * 4);
         assert_eq!(g.header_bytes, h.len() as u64);
+    }
+
+    #[test]
+    fn split_metadata_is_kept() {
+        let h = build_split_header("llama", &[("a.weight", &[32, 2], 8)], Some((1, 3, 7)));
+        let g = parse_header(&h).unwrap();
+        assert_eq!(g.numbers[SPLIT_NO], 1);
+        assert_eq!(g.numbers[SPLIT_COUNT], 3);
+        assert_eq!(g.numbers[SPLIT_TENSORS_COUNT], 7);
+        assert_eq!(g.tensors.total.tensors, 1);
     }
 
     #[test]

@@ -8,9 +8,11 @@
 //!   part of a URL or a cache path;
 //! - builds the two URLs a lookup needs ([`tree_url`], [`resolve_url`]), encoded as
 //!   `huggingface_hub` encodes them;
-//! - reads the Hub's file listing ([`parse_tree`]) and decides which files hold the
-//!   weights ([`choose_weights`]): a file the user named, else the shards of
-//!   `model.safetensors.index.json`, else `model.safetensors`, else the one GGUF file.
+//! - reads the Hub's file listing page by page ([`TreePages`], [`parse_tree`],
+//!   [`link_next`]) and decides which files hold the weights ([`choose_weights`]): a
+//!   file the user named, else the shards of `model.safetensors.index.json`, else
+//!   `model.safetensors`, else the one GGUF model — a single file or a complete split
+//!   set ([`GgufChoice`]), whose headers [`check_split`] checks once read.
 //!
 //! The listing format is the Hub's `GET {endpoint}/api/models/{repo}/tree/{revision}`
 //! answer, a JSON array of entries `{"type": "file" | "directory", "oid", "path",
@@ -20,10 +22,24 @@
 //! `{endpoint}/api/{repo_type}s/{repo_id}/tree/{quote(revision, safe="")}` and turns
 //! each entry into `RepoFile` when `type == "file"`, else `RepoFolder`; `RepoFile`
 //! reads `path`, `size` and `lfs.size`) and by huggingface.js
-//! (`packages/hub/src/lib/list-files.ts`, `ListFileEntry`). Without `recursive=true`
-//! the listing holds the repository's top level only, which is where checkpoints keep
-//! their weights; the Hub pages long listings (`Link: rel="next"`), a concern only
-//! past a thousand top-level entries.
+//! (`packages/hub/src/lib/list-files.ts`, `ListFileEntry`). It is asked for with
+//! `?recursive=true&expand=false`, as `list_repo_tree(recursive=True)` sends it
+//! (`paginate(path=tree_url, params={"recursive": recursive, "expand": expand})`), so
+//! files in folders (`Q4_K_M/Model-Q4_K_M-00001-of-00003.gguf`) are listed too. The
+//! Hub pages a long listing: each answer's `Link` header names the next page
+//! (`<URL>; rel="next"`, the URL carrying its own query), followed until there is
+//! none — `huggingface_hub`'s `utils/_pagination.py` (`paginate`, `_get_next_page`:
+//! `response.links["next"]["url"]`) and huggingface.js's `listFiles` (`parseLinkHeader(
+//! res.headers.get("Link")).next`) do the same. Here the pages are bounded
+//! ([`MAX_TREE_PAGES`], an error past it, never a silent cut) and must stay on the
+//! endpoint's origin.
+//!
+//! Split GGUF models follow llama.cpp's `gguf-split` convention (github.com/ggml-org/
+//! llama.cpp `src/llama.cpp` `llama_split_path`: `"%s-%05d-of-%05d.gguf"` with the
+//! split's number from 1; `tools/gguf-split/gguf-split.cpp` writes `split.no` (from
+//! 0), `split.count` and `split.tensors.count` into each file, keys named in
+//! `src/llama-arch.cpp`): every file is a whole GGUF file whose header holds its share
+//! of the tensors, so a split model is one choice, read and summed whole.
 
 #![deny(clippy::arithmetic_side_effects)]
 
@@ -32,6 +48,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::import::gguf::{self, GgufHeader};
 use crate::units::Bytes;
 
 /// Largest tree listing / index JSON read.
@@ -48,6 +65,14 @@ const MAX_REPO_ID: usize = 200;
 const MAX_FILE_PATH: usize = 500;
 /// Files named in a [`HubError::NoWeights`] message (a listing may hold thousands).
 const NAMED_IN_ERRORS: usize = 20;
+/// Pages of the file listing read at most: a lookup never cuts a listing silently,
+/// it refuses past this ([`HubError::ListingTooLong`]). Each page is one more
+/// sequential request, so a repository of a few hundred files costs none.
+pub const MAX_TREE_PAGES: usize = 50;
+/// Most files of one split GGUF model (`-of-NNNNN` above this is not read as a split;
+/// real splits hold tens of files).
+const MAX_SPLIT_FILES: u64 = 1_000;
+const GGUF_EXT: &str = ".gguf";
 
 /// One file of a repository, as listed by the Hub.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,22 +88,52 @@ pub struct RepoFile {
 pub enum WeightFiles {
     /// One or more safetensors files, read and summed (shards in name order).
     Safetensors(Vec<RepoFile>),
-    /// One GGUF file.
-    Gguf(RepoFile),
+    /// One GGUF model: a single file, or every file of a split set in split order,
+    /// read and summed (then checked by [`check_split`]).
+    Gguf(Vec<RepoFile>),
 }
 
 impl WeightFiles {
     /// The chosen files, in reading order.
     pub fn files(&self) -> Vec<&RepoFile> {
         match self {
-            WeightFiles::Safetensors(v) => v.iter().collect(),
-            WeightFiles::Gguf(f) => vec![f],
+            WeightFiles::Safetensors(v) | WeightFiles::Gguf(v) => v.iter().collect(),
         }
     }
 
     /// The chosen files' paths, in reading order.
     pub fn paths(&self) -> Vec<String> {
         self.files().into_iter().map(|f| f.path.clone()).collect()
+    }
+}
+
+/// One GGUF model a repository offers: a single file, or the files of one split set
+/// (`{prefix}-00001-of-00003.gguf` …, see the module's words on `gguf-split`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GgufChoice {
+    /// The name it goes by: the file, or the set's first file.
+    pub name: String,
+    /// The set's files the listing has, in split order (the one file when unsplit).
+    pub files: Vec<RepoFile>,
+    /// The set's files the listing lacks, in split order (empty when complete).
+    pub missing: Vec<String>,
+}
+
+impl GgufChoice {
+    /// The listed files' bytes together (for display; saturating).
+    pub fn size(&self) -> u64 {
+        self.files
+            .iter()
+            .fold(0u64, |a, f| a.saturating_add(f.size))
+    }
+
+    /// Files the set has when complete.
+    pub fn count(&self) -> usize {
+        self.files.len().saturating_add(self.missing.len())
+    }
+
+    fn is_split(&self) -> bool {
+        numbered(&self.name, GGUF_EXT).is_some()
     }
 }
 
@@ -116,8 +171,28 @@ pub enum HubError {
     UnsupportedFile(String),
     /// The shard index names a file the listing does not have.
     ShardMissing(String),
-    /// Several GGUF files and none named: the user must pick one.
-    ManyGguf(Vec<RepoFile>),
+    /// Several GGUF models (single files or split sets) and none named: the user must
+    /// pick one.
+    ManyGguf(Vec<GgufChoice>),
+    /// A split GGUF set of which the listing lacks files: its tensors cannot all be
+    /// counted.
+    IncompleteSplit(GgufChoice),
+    /// A split GGUF file's header disagrees with the set it was read in.
+    SplitMismatch {
+        /// The file.
+        file: String,
+        /// What disagrees, in words.
+        reason: String,
+    },
+    /// The listing goes on past [`MAX_TREE_PAGES`] pages.
+    ListingTooLong {
+        /// Pages read.
+        pages: usize,
+        /// Files listed in them.
+        files: usize,
+    },
+    /// A listing page whose next page is not on the endpoint's origin.
+    ForeignPage(String),
     /// Nothing that holds weights in a format read here.
     NoWeights {
         /// The files found (the first few).
@@ -160,13 +235,69 @@ impl fmt::Display for HubError {
                 f,
                 "{INDEX_FILE} names {p}, which is not in the repository's file list"
             ),
-            HubError::ManyGguf(files) => {
-                write!(f, "{} GGUF files in the repository; pick one:", files.len())?;
-                for file in files {
-                    write!(f, "\n  {}  {}", file.path, Bytes(file.size).describe())?;
+            HubError::ManyGguf(choices) => {
+                write!(
+                    f,
+                    "{} GGUF models in the repository; pick one (a split model by any of its files):",
+                    choices.len()
+                )?;
+                for c in choices {
+                    if !c.missing.is_empty() {
+                        write!(
+                            f,
+                            "\n  {}  incomplete: {} of its {} split files missing",
+                            c.name,
+                            c.missing.len(),
+                            c.count()
+                        )?;
+                    } else if c.is_split() {
+                        write!(
+                            f,
+                            "\n  {} ({} split files)  {}",
+                            c.name,
+                            c.count(),
+                            Bytes(c.size()).describe()
+                        )?;
+                    } else {
+                        write!(f, "\n  {}  {}", c.name, Bytes(c.size()).describe())?;
+                    }
                 }
                 Ok(())
             }
+            HubError::IncompleteSplit(c) => {
+                write!(
+                    f,
+                    "{}: a GGUF model split into {} files, but the repository lacks {} of them: ",
+                    c.name,
+                    c.count(),
+                    c.missing.len()
+                )?;
+                for (i, m) in c.missing.iter().take(NAMED_IN_ERRORS).enumerate() {
+                    write!(f, "{}{m}", if i == 0 { "" } else { ", " })?;
+                }
+                if c.missing.len() > NAMED_IN_ERRORS {
+                    write!(
+                        f,
+                        " and {} more",
+                        c.missing.len().saturating_sub(NAMED_IN_ERRORS)
+                    )?;
+                }
+                write!(
+                    f,
+                    " (every file of a split model holds part of its tensors)"
+                )
+            }
+            HubError::SplitMismatch { file, reason } => {
+                write!(f, "{file}: {reason}: not the split set its name says")
+            }
+            HubError::ListingTooLong { pages, files } => write!(
+                f,
+                "the file listing goes on past {pages} pages ({files} files so far), more than a lookup reads"
+            ),
+            HubError::ForeignPage(url) => write!(
+                f,
+                "the file listing's next page is on another site ({url}): not followed"
+            ),
             HubError::NoWeights { found, total } => {
                 write!(
                     f,
@@ -267,19 +398,182 @@ fn base_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// `{stem}-NNNNN-of-MMMMM.safetensors` → (stem, MMMMM): `transformers`' shard names
-/// (`model-00001-of-00004.safetensors`) and Mistral's (`consolidated-00001-of-00002`).
-fn shard_of(path: &str) -> Option<(&str, u64)> {
-    let name = base_name(path);
-    let cut = name.len().checked_sub(".safetensors".len())?;
-    let stem = name.get(..cut)?;
-    let (rest, of) = stem.rsplit_once("-of-")?;
-    let (prefix, number) = rest.rsplit_once('-')?;
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(number) || !digits(of) || !is_safetensors(name) {
+/// A numbered part's name, `{prefix}-NNNNN-of-MMMMM{ext}`, taken apart.
+struct Numbered<'a> {
+    /// Everything before `-NNNNN` (folders included).
+    prefix: &'a str,
+    /// NNNNN, from 1.
+    no: u64,
+    /// How many digits NNNNN is written with.
+    width: usize,
+    /// MMMMM as written.
+    of: &'a str,
+    /// MMMMM.
+    count: u64,
+    /// The extension as written (`.gguf`, `.GGUF`…).
+    ext: &'a str,
+}
+
+impl Numbered<'_> {
+    /// The name of part `no` of the same set.
+    fn part(&self, no: u64) -> String {
+        format!(
+            "{}-{no:0width$}-of-{}{}",
+            self.prefix,
+            self.of,
+            self.ext,
+            width = self.width
+        )
+    }
+}
+
+/// `{prefix}-NNNNN-of-MMMMM{ext}` (`ext` matched in any case), 1 ≤ NNNNN ≤ MMMMM ≤
+/// [`MAX_SPLIT_FILES`]: `transformers`' shard names (`model-00001-of-00004.safetensors`),
+/// Mistral's (`consolidated-00001-of-00002`) and `gguf-split`'s.
+fn numbered<'a>(path: &'a str, ext: &str) -> Option<Numbered<'a>> {
+    let cut = path.len().checked_sub(ext.len())?;
+    let (stem, found_ext) = (path.get(..cut)?, path.get(cut..)?);
+    if !found_ext.eq_ignore_ascii_case(ext) {
         return None;
     }
-    Some((prefix, of.parse().ok()?))
+    let (rest, of) = stem.rsplit_once("-of-")?;
+    let (prefix, number) = rest.rsplit_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.len() <= 12 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(number) || !digits(of) || base_name(prefix).is_empty() {
+        return None;
+    }
+    let (no, count): (u64, u64) = (number.parse().ok()?, of.parse().ok()?);
+    (1..=count).contains(&no).then_some(())?;
+    (count <= MAX_SPLIT_FILES).then_some(Numbered {
+        prefix,
+        no,
+        width: number.len(),
+        of,
+        count,
+        ext: found_ext,
+    })
+}
+
+/// `{stem}-NNNNN-of-MMMMM.safetensors` → (stem, MMMMM).
+fn shard_of(path: &str) -> Option<(&str, u64)> {
+    numbered(base_name(path), ".safetensors").map(|n| (n.prefix, n.count))
+}
+
+/// The GGUF models of a listing (vision projectors, `mmproj*.gguf`, set aside): each
+/// split set once, with the parts it lacks; in name order. (Plain vectors and linear
+/// searches, not maps: the page's lookup module pays for every generic container in
+/// its size, and a set has at most [`MAX_SPLIT_FILES`] parts.)
+fn gguf_choices(tree: &[RepoFile]) -> Vec<GgufChoice> {
+    let mut ggufs: Vec<RepoFile> = tree
+        .iter()
+        .filter(|f| is_gguf(&f.path) && !lower(base_name(&f.path)).starts_with("mmproj"))
+        .cloned()
+        .collect();
+    by_path(&mut ggufs);
+    let mut out: Vec<GgufChoice> = Vec::new();
+    for f in ggufs {
+        let Some(n) = numbered(&f.path, GGUF_EXT) else {
+            out.push(GgufChoice {
+                name: f.path.clone(),
+                files: vec![f],
+                missing: Vec::new(),
+            });
+            continue;
+        };
+        // A set goes by its first file's name, whichever part is listed first.
+        let name = n.part(1);
+        match out.iter_mut().find(|c| c.name == name) {
+            Some(set) => set.files.push(f),
+            None => out.push(GgufChoice {
+                name,
+                files: vec![f],
+                missing: Vec::new(),
+            }),
+        }
+    }
+    for set in &mut out {
+        let Some(template) = set.files.first().and_then(|f| numbered(&f.path, GGUF_EXT)) else {
+            continue;
+        };
+        let mut files = Vec::new();
+        for no in 1..=template.count {
+            let part = set
+                .files
+                .iter()
+                .find(|f| numbered(&f.path, GGUF_EXT).is_some_and(|n| n.no == no));
+            match part {
+                Some(f) => files.push(f.clone()),
+                None => set.missing.push(template.part(no)),
+            }
+        }
+        set.files = files;
+    }
+    out
+}
+
+/// A GGUF choice as the files to read, or why it cannot be read.
+fn take_gguf(choice: GgufChoice) -> Result<WeightFiles, HubError> {
+    if !choice.missing.is_empty() {
+        return Err(HubError::IncompleteSplit(choice));
+    }
+    for f in &choice.files {
+        check_file(&f.path)?;
+    }
+    Ok(WeightFiles::Gguf(choice.files))
+}
+
+/// The files of the split GGUF set `path` belongs to, in split order (just `path` for
+/// an unsplit file) — for a host without the listing, which learns from the name alone
+/// which files a split model needs.
+pub fn split_set_names(path: &str) -> Vec<String> {
+    match numbered(path, GGUF_EXT) {
+        Some(n) => (1..=n.count).map(|no| n.part(no)).collect(),
+        None => vec![path.to_string()],
+    }
+}
+
+/// Checks the headers of a GGUF model's files, read in the order of `paths`, against
+/// the set they were read as: where a header carries them, `split.count` must be the
+/// number of files, `split.no` the file's place (from 0) and `split.tensors.count`
+/// the tensors of all the headers together — what llama.cpp's loader requires of a
+/// split model (`src/llama-model-loader.cpp`). A file without the keys passes.
+pub fn check_split(paths: &[String], headers: &[&GgufHeader]) -> Result<(), HubError> {
+    let mismatch = |file: &str, reason: String| HubError::SplitMismatch {
+        file: file.to_string(),
+        reason,
+    };
+    let first = paths.first().map_or("", String::as_str);
+    if paths.len() != headers.len() {
+        return Err(mismatch(
+            first,
+            format!("{} files but {} headers read", paths.len(), headers.len()),
+        ));
+    }
+    let files = u64::try_from(paths.len()).unwrap_or(u64::MAX);
+    let tensors = headers
+        .iter()
+        .try_fold(0u64, |a, h| a.checked_add(h.tensors.total.tensors))
+        .ok_or_else(|| mismatch(first, "too many tensors to count".to_string()))?;
+    for ((path, h), place) in paths.iter().zip(headers).zip(0u64..) {
+        for (key, want) in [
+            (gguf::SPLIT_COUNT, files),
+            (gguf::SPLIT_NO, place),
+            (gguf::SPLIT_TENSORS_COUNT, tensors),
+        ] {
+            if let Some(said) = h.numbers.get(key)
+                && *said != want
+            {
+                return Err(mismatch(
+                    path,
+                    format!(
+                        "its header says {key} = {said}, not {want} (read as file {} of {files}, {tensors} tensors in all)",
+                        place.saturating_add(1)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A complete set of `{prefix}-NNNNN-of-MMMMM.safetensors` shards at the top level,
@@ -302,9 +596,14 @@ fn shard_set<'a>(tree: &'a [RepoFile], prefix: &str) -> Option<Vec<&'a RepoFile>
     }
 }
 
+/// Sorts files by path (one sort for every list here).
+fn by_path(files: &mut [RepoFile]) {
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+}
+
 fn checked(files: Vec<&RepoFile>) -> Result<Vec<RepoFile>, HubError> {
     let mut out: Vec<RepoFile> = files.into_iter().cloned().collect();
-    out.sort_by(|a, b| a.path.cmp(&b.path));
+    by_path(&mut out);
     for f in &out {
         check_file(&f.path)?;
     }
@@ -316,8 +615,11 @@ fn checked(files: Vec<&RepoFile>) -> Result<Vec<RepoFile>, HubError> {
 /// (its text given as `index`, when present, sizes from the tree), else
 /// `model.safetensors`, else a complete set of `model-NNNNN-of-MMMMM.safetensors`
 /// shards, else Mistral's `consolidated.safetensors` (or its shards), else exactly one
-/// `.gguf` file (vision projectors, `mmproj*.gguf`, set aside); several `.gguf` →
-/// [`HubError::ManyGguf`], none → [`HubError::NoWeights`] naming what was found.
+/// GGUF model (vision projectors, `mmproj*.gguf`, set aside): a single `.gguf` file or
+/// a complete split set, counted as one; several → [`HubError::ManyGguf`], a split set
+/// missing files → [`HubError::IncompleteSplit`], none → [`HubError::NoWeights`]
+/// naming what was found. A requested file of a split set (its first or any other)
+/// chooses the whole set.
 ///
 /// Mistral repositories ship `consolidated.safetensors` beside the sharded
 /// `model-*.safetensors` (the same weights in two layouts): the index, the single file
@@ -329,6 +631,14 @@ pub fn choose_weights(
 ) -> Result<WeightFiles, HubError> {
     if let Some(name) = requested {
         check_file(name)?;
+        // Any file of a split set (listed or not) stands for the whole set.
+        if let Some(choice) = gguf_choices(tree).into_iter().find(|c| {
+            c.name == name
+                || c.missing.iter().any(|m| m == name)
+                || c.files.iter().any(|f| f.path == name)
+        }) {
+            return take_gguf(choice);
+        }
         let Some(file) = tree.iter().find(|f| f.path == name) else {
             return Err(HubError::FileNotFound {
                 file: name.to_string(),
@@ -341,7 +651,7 @@ pub fn choose_weights(
             });
         };
         return if is_gguf(name) {
-            Ok(WeightFiles::Gguf(file.clone()))
+            Ok(WeightFiles::Gguf(vec![file.clone()]))
         } else if is_safetensors(name) {
             Ok(WeightFiles::Safetensors(vec![file.clone()]))
         } else {
@@ -371,16 +681,10 @@ pub fn choose_weights(
     if let Some(shards) = shard_set(tree, "consolidated") {
         return Ok(WeightFiles::Safetensors(checked(shards)?));
     }
-    let ggufs: Vec<&RepoFile> = tree
-        .iter()
-        .filter(|f| is_gguf(&f.path) && !lower(base_name(&f.path)).starts_with("mmproj"))
-        .collect();
-    match ggufs.as_slice() {
-        [one] => {
-            check_file(&one.path)?;
-            Ok(WeightFiles::Gguf((*one).clone()))
-        }
-        [] => Err(HubError::NoWeights {
+    let mut ggufs = gguf_choices(tree);
+    match ggufs.len() {
+        1 => take_gguf(ggufs.remove(0)),
+        0 => Err(HubError::NoWeights {
             found: tree
                 .iter()
                 .take(NAMED_IN_ERRORS)
@@ -388,11 +692,7 @@ pub fn choose_weights(
                 .collect(),
             total: tree.len(),
         }),
-        many => {
-            let mut list: Vec<RepoFile> = many.iter().map(|f| (*f).clone()).collect();
-            list.sort_by(|a, b| a.path.cmp(&b.path));
-            Err(HubError::ManyGguf(list))
-        }
+        _ => Err(HubError::ManyGguf(ggufs)),
     }
 }
 
@@ -492,12 +792,114 @@ pub fn resolve_url(endpoint: &str, repo: &str, revision: &str, file: &str) -> St
     )
 }
 
-/// `{endpoint}/api/models/{repo}/tree/{revision}`: the repository's top-level listing.
+/// `{endpoint}/api/models/{repo}/tree/{revision}?recursive=true&expand=false`: the
+/// first page of the repository's whole listing, folders' files included (the query
+/// `list_repo_tree(recursive=True)` sends).
 pub fn tree_url(endpoint: &str, repo: &str, revision: &str) -> String {
     format!(
-        "{endpoint}/api/models/{repo}/tree/{}",
+        "{endpoint}/api/models/{repo}/tree/{}?recursive=true&expand=false",
         percent_encode(revision)
     )
+}
+
+/// The `rel="next"` target of an HTTP `Link` header (RFC 8288: link-values
+/// `<URI>; param=value; …` separated by commas; `rel` may hold several
+/// space-separated types, quoted or not, in any case), trimmed; `None` when there is
+/// none.
+pub fn link_next(header: &str) -> Option<&str> {
+    let mut rest = header;
+    loop {
+        let open = rest.find('<')?;
+        let after = rest.get(open.checked_add(1)?..)?;
+        let close = after.find('>')?;
+        let target = after.get(..close)?.trim();
+        let tail = after.get(close.checked_add(1)?..)?;
+        // This link-value's parameters run to the next comma outside quotes.
+        let mut quoted = false;
+        let end = tail
+            .char_indices()
+            .find(|&(_, c)| {
+                if c == '"' {
+                    quoted = !quoted;
+                }
+                c == ',' && !quoted
+            })
+            .map_or(tail.len(), |(i, _)| i);
+        let params = tail.get(..end)?;
+        let next = params.split(';').any(|p| {
+            p.split_once('=').is_some_and(|(name, value)| {
+                name.trim().eq_ignore_ascii_case("rel")
+                    && value
+                        .trim()
+                        .trim_matches('"')
+                        .split_ascii_whitespace()
+                        .any(|r| r.eq_ignore_ascii_case("next"))
+            })
+        });
+        if next && !target.is_empty() {
+            return Some(target);
+        }
+        rest = tail.get(end..)?;
+    }
+}
+
+/// The file listing, read page by page. The host fetches [`tree_url`], gives each
+/// answer's body and `Link` header to [`TreePages::add`], and fetches the page it
+/// returns until it returns none; then [`TreePages::into_files`] is the whole listing.
+#[derive(Debug, Clone)]
+pub struct TreePages {
+    endpoint: String,
+    pages: usize,
+    files: Vec<RepoFile>,
+}
+
+impl TreePages {
+    /// A listing from `endpoint` (scheme://host[:port], no trailing slash).
+    pub fn new(endpoint: &str) -> TreePages {
+        TreePages {
+            endpoint: endpoint.to_string(),
+            pages: 0,
+            files: Vec::new(),
+        }
+    }
+
+    /// Adds one page (its body, and its `Link` header when the answer had one); the
+    /// next page's URL, or `None` when the listing is complete. The next page must be
+    /// on the endpoint's origin ([`HubError::ForeignPage`]; a root-relative link is
+    /// taken on it) and within [`MAX_TREE_PAGES`] ([`HubError::ListingTooLong`]).
+    pub fn add(&mut self, body: &[u8], link: Option<&str>) -> Result<Option<String>, HubError> {
+        self.files.extend(parse_tree(body)?);
+        self.pages = self.pages.saturating_add(1);
+        let Some(next) = link.and_then(link_next) else {
+            return Ok(None);
+        };
+        let next = match origin(&self.endpoint) {
+            Some((scheme, host, port)) if next.starts_with('/') && !next.starts_with("//") => {
+                format!("{scheme}://{host}:{port}{next}")
+            }
+            _ => next.to_string(),
+        };
+        if !same_origin(&next, &self.endpoint) {
+            return Err(HubError::ForeignPage(next));
+        }
+        if self.pages >= MAX_TREE_PAGES {
+            return Err(HubError::ListingTooLong {
+                pages: self.pages,
+                files: self.files.len(),
+            });
+        }
+        Ok(Some(next))
+    }
+
+    /// Pages read so far.
+    pub fn pages(&self) -> usize {
+        self.pages
+    }
+
+    /// Every file of the pages read.
+    pub fn into_files(self) -> Vec<RepoFile> {
+        self.files
+    }
 }
 
 /// Model ids offered while a user types: at most this many.
@@ -915,7 +1317,7 @@ mod tests {
         ];
         assert_eq!(
             choose_weights(&tree, None, None).unwrap(),
-            WeightFiles::Gguf(file("Llama-3.2-1B-Q4_K_M.gguf", 807_694_464))
+            WeightFiles::Gguf(vec![file("Llama-3.2-1B-Q4_K_M.gguf", 807_694_464)])
         );
     }
 
@@ -931,6 +1333,7 @@ mod tests {
             panic!("{e}")
         };
         assert_eq!(list.len(), 3);
+        assert!(e.to_string().starts_with("3 GGUF models"), "{e}");
         let text = e.to_string();
         assert!(text.contains("pick one"), "{text}");
         // Sorted by name, each with both units.
@@ -944,8 +1347,293 @@ mod tests {
         // Naming one settles it.
         assert_eq!(
             choose_weights(&tree, None, Some("m-Q6_K.gguf")).unwrap(),
-            WeightFiles::Gguf(file("m-Q6_K.gguf", 1_021_800_640))
+            WeightFiles::Gguf(vec![file("m-Q6_K.gguf", 1_021_800_640)])
         );
+    }
+
+    /// unsloth's layout: a split model in a folder beside single files.
+    fn split_tree() -> Vec<RepoFile> {
+        vec![
+            file("README.md", 3_000),
+            file("Q4_K_M/Model-Q4_K_M-00002-of-00003.gguf", 4_000_000_000),
+            file("Q4_K_M/Model-Q4_K_M-00001-of-00003.gguf", 4_900_000_000),
+            file("Q4_K_M/Model-Q4_K_M-00003-of-00003.gguf", 1_100_000_000),
+            file("Model-Q2_K.gguf", 3_000_000_000),
+            file("mmproj-F16.gguf", 800_000_000),
+        ]
+    }
+
+    #[test]
+    fn a_split_gguf_set_is_one_choice_listed_with_its_total() {
+        let tree = split_tree();
+        let e = choose_weights(&tree, None, None).unwrap_err();
+        let HubError::ManyGguf(list) = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(list.len(), 2, "{e}");
+        let set = &list[1];
+        assert_eq!(set.name, "Q4_K_M/Model-Q4_K_M-00001-of-00003.gguf");
+        assert_eq!(set.size(), 10_000_000_000);
+        assert_eq!(set.files.len(), 3);
+        let text = e.to_string();
+        assert!(text.starts_with("2 GGUF models"), "{text}");
+        assert!(
+            text.contains(
+                "\n  Q4_K_M/Model-Q4_K_M-00001-of-00003.gguf (3 split files)  10 000 000 000 B · 10.00 GB · 9.31 GiB"
+            ) && text.contains("\n  Model-Q2_K.gguf  3 000 000 000 B"),
+            "{text}"
+        );
+        assert!(!text.contains("00002"), "{text}");
+        // Any file of the set, the first or another, chooses all three in split order.
+        let want = vec![
+            "Q4_K_M/Model-Q4_K_M-00001-of-00003.gguf".to_string(),
+            "Q4_K_M/Model-Q4_K_M-00002-of-00003.gguf".to_string(),
+            "Q4_K_M/Model-Q4_K_M-00003-of-00003.gguf".to_string(),
+        ];
+        for named in &want {
+            let w = choose_weights(&tree, None, Some(named)).unwrap();
+            assert!(matches!(w, WeightFiles::Gguf(_)), "{w:?}");
+            assert_eq!(w.paths(), want);
+        }
+        // Alone, the set is the choice.
+        let only: Vec<RepoFile> = tree
+            .iter()
+            .filter(|f| f.path != "Model-Q2_K.gguf")
+            .cloned()
+            .collect();
+        assert_eq!(choose_weights(&only, None, None).unwrap().paths(), want);
+    }
+
+    #[test]
+    fn an_incomplete_split_set_is_refused_naming_what_is_missing() {
+        let tree: Vec<RepoFile> = split_tree()
+            .into_iter()
+            .filter(|f| !f.path.contains("00002"))
+            .collect();
+        let missing = "Q4_K_M/Model-Q4_K_M-00002-of-00003.gguf";
+        for named in [
+            "Q4_K_M/Model-Q4_K_M-00001-of-00003.gguf",
+            "Q4_K_M/Model-Q4_K_M-00003-of-00003.gguf",
+            missing,
+        ] {
+            let e = choose_weights(&tree, None, Some(named)).unwrap_err();
+            assert!(matches!(e, HubError::IncompleteSplit(_)), "{e}");
+            let text = e.to_string();
+            assert!(
+                text.contains("split into 3 files")
+                    && text.contains(&format!("lacks 1 of them: {missing}")),
+                "{text}"
+            );
+        }
+        // Listed among the choices as incomplete; alone, refused.
+        let text = choose_weights(&tree, None, None).unwrap_err().to_string();
+        assert!(
+            text.contains("incomplete: 1 of its 3 split files missing"),
+            "{text}"
+        );
+        let alone: Vec<RepoFile> = tree
+            .into_iter()
+            .filter(|f| f.path.starts_with("Q4_K_M/"))
+            .collect();
+        let e = choose_weights(&alone, None, None).unwrap_err();
+        assert!(matches!(e, HubError::IncompleteSplit(_)), "{e}");
+        // The numbers' width and the extension come from the files listed.
+        let odd = vec![file("m-1-of-3.GGUF", 1), file("m-3-of-3.GGUF", 1)];
+        let HubError::IncompleteSplit(c) = choose_weights(&odd, None, None).unwrap_err() else {
+            panic!()
+        };
+        assert_eq!(
+            (c.name.as_str(), c.missing.clone()),
+            ("m-1-of-3.GGUF", vec!["m-2-of-3.GGUF".to_string()])
+        );
+    }
+
+    #[test]
+    fn split_names_out_of_range_are_plain_files() {
+        for name in [
+            "m-00000-of-00002.gguf",
+            "m-00003-of-00002.gguf",
+            "-00001-of-00002.gguf",
+            "d/-00001-of-00001.gguf",
+            "m-1-of-99999999.gguf",
+        ] {
+            assert!(numbered(name, GGUF_EXT).is_none(), "{name}");
+            assert_eq!(split_set_names(name), vec![name.to_string()]);
+        }
+        assert_eq!(
+            split_set_names("a/m-00002-of-00002.gguf"),
+            vec![
+                "a/m-00001-of-00002.gguf".to_string(),
+                "a/m-00002-of-00002.gguf".to_string()
+            ]
+        );
+    }
+
+    fn split_header(tensors: usize, split: Option<(u16, u16, i32)>) -> GgufHeader {
+        let names: Vec<String> = (0..tensors)
+            .map(|i| format!("blk.{i}.attn_q.weight"))
+            .collect();
+        let list: Vec<(&str, &[u64], u32)> = names
+            .iter()
+            .map(|n| (n.as_str(), &[32u64, 2][..], 8))
+            .collect();
+        gguf::parse_header(&gguf::build_split_header("llama", &list, split)).unwrap()
+    }
+
+    #[test]
+    fn split_headers_must_agree_with_the_set() {
+        let paths: Vec<String> = split_set_names("m-00001-of-00003.gguf");
+        let good = [
+            split_header(2, Some((0, 3, 6))),
+            split_header(3, Some((1, 3, 6))),
+            split_header(1, Some((2, 3, 6))),
+        ];
+        let refs: Vec<&GgufHeader> = good.iter().collect();
+        assert_eq!(check_split(&paths, &refs), Ok(()));
+        // Without the keys, nothing to disagree with.
+        let bare = [
+            split_header(1, None),
+            split_header(1, None),
+            split_header(1, None),
+        ];
+        assert_eq!(
+            check_split(&paths, &bare.iter().collect::<Vec<_>>()),
+            Ok(())
+        );
+        let cases = [
+            (
+                [
+                    split_header(2, Some((0, 4, 6))),
+                    split_header(3, Some((1, 3, 6))),
+                    split_header(1, Some((2, 3, 6))),
+                ],
+                "m-00001-of-00003.gguf",
+                "split.count = 4, not 3 (read as file 1 of 3, 6 tensors in all)",
+            ),
+            (
+                [
+                    split_header(2, Some((0, 3, 6))),
+                    split_header(3, Some((2, 3, 6))),
+                    split_header(1, Some((2, 3, 6))),
+                ],
+                "m-00002-of-00003.gguf",
+                "split.no = 2, not 1 (read as file 2 of 3, 6 tensors in all)",
+            ),
+            (
+                [
+                    split_header(2, Some((0, 3, 7))),
+                    split_header(3, Some((1, 3, 6))),
+                    split_header(1, Some((2, 3, 6))),
+                ],
+                "m-00001-of-00003.gguf",
+                "split.tensors.count = 7, not 6 (read as file 1 of 3, 6 tensors in all)",
+            ),
+        ];
+        for (headers, file, words) in cases {
+            let e = check_split(&paths, &headers.iter().collect::<Vec<_>>()).unwrap_err();
+            let text = e.to_string();
+            assert!(text.starts_with(file) && text.contains(words), "{text}");
+        }
+        // One file of a set read alone is caught by its own header.
+        let e = check_split(&paths[..1], &refs[..1]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("split.count = 3, not 1 (read as file 1 of 1, 2 tensors in all)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn link_headers_name_the_next_page() {
+        let next = "https://huggingface.co/api/models/o/m/tree/main?recursive=true&cursor=ZXlK%3D";
+        assert_eq!(link_next(&format!("<{next}>; rel=\"next\"")), Some(next));
+        // Several links, the next one not first; rel lists, case and spacing.
+        assert_eq!(
+            link_next(&format!(
+                "<https://h/a?x=1,2>; rel=\"prev first\", < {next} > ;REL = \"last NEXT\""
+            )),
+            Some(next)
+        );
+        assert_eq!(link_next(&format!("<{next}>;rel=next")), Some(next));
+        assert_eq!(
+            link_next("<https://h/a>; title=\"next, page\"; rel=\"last\""),
+            None
+        );
+        for none in [
+            "",
+            "garbage",
+            "<https://h/a>; rel=\"last\"",
+            "<>; rel=next",
+            "<https://h/a; rel=next",
+        ] {
+            assert_eq!(link_next(none), None, "{none}");
+        }
+    }
+
+    #[test]
+    fn listing_pages_are_followed_on_the_same_origin_and_bounded() {
+        let page = |path: &str| format!(r#"[{{"type":"file","path":"{path}","size":1}}]"#);
+        let mut t = TreePages::new("https://huggingface.co");
+        let next = t
+            .add(
+                page("a").as_bytes(),
+                Some("<https://huggingface.co/api/models/o/m/tree/main?cursor=1>; rel=\"next\""),
+            )
+            .unwrap();
+        assert_eq!(
+            next.as_deref(),
+            Some("https://huggingface.co/api/models/o/m/tree/main?cursor=1")
+        );
+        // A root-relative link is on the endpoint.
+        let next = t
+            .add(
+                page("b/c").as_bytes(),
+                Some("</api/x?cursor=2>; rel=\"next\""),
+            )
+            .unwrap();
+        assert_eq!(
+            next.as_deref(),
+            Some("https://huggingface.co:443/api/x?cursor=2")
+        );
+        assert_eq!(t.add(page("d").as_bytes(), None).unwrap(), None);
+        assert_eq!(t.pages(), 3);
+        assert_eq!(
+            t.clone().into_files(),
+            vec![file("a", 1), file("b/c", 1), file("d", 1)]
+        );
+        // Another site, or a protocol-relative link, is never followed.
+        for foreign in [
+            "<https://evil.example/x>; rel=next",
+            "<//evil.example/x>; rel=next",
+            "<http://huggingface.co/x>; rel=next",
+        ] {
+            let e = t.add(b"[]", Some(foreign)).unwrap_err();
+            assert!(matches!(e, HubError::ForeignPage(_)), "{foreign}: {e}");
+        }
+        // Past the bound, an error that says so.
+        let mut t = TreePages::new("http://127.0.0.1:9");
+        let link = "<http://127.0.0.1:9/next>; rel=\"next\"";
+        for _ in 1..MAX_TREE_PAGES {
+            assert!(t.add(page("f").as_bytes(), Some(link)).unwrap().is_some());
+        }
+        let e = t.add(page("f").as_bytes(), Some(link)).unwrap_err();
+        assert_eq!(
+            e,
+            HubError::ListingTooLong {
+                pages: MAX_TREE_PAGES,
+                files: MAX_TREE_PAGES
+            }
+        );
+        assert!(
+            e.to_string()
+                .contains(&format!("past {MAX_TREE_PAGES} pages")),
+            "{e}"
+        );
+        // A bad page is the listing's error.
+        assert!(matches!(
+            TreePages::new("https://h").add(b"{", None),
+            Err(HubError::BadJson { .. })
+        ));
     }
 
     #[test]
@@ -1031,6 +1719,9 @@ mod tests {
                 "b.GGUF",
                 "mmproj-f16.gguf",
                 "sub/c.gguf",
+                "q/m-00001-of-00002.gguf",
+                "q/m-00002-of-00002.gguf",
+                "q/m-2-of-3.gguf",
                 "bad name.gguf",
                 "../x.safetensors",
             ])
@@ -1046,6 +1737,10 @@ mod tests {
                 let _ = parse_tree(&data);
                 let _ = choose_weights(&[], Some(&data), None);
                 let _ = index_shards(&data);
+                let text = String::from_utf8_lossy(&data);
+                let _ = link_next(&text);
+                let _ = split_set_names(&text);
+                let _ = TreePages::new("https://h").add(&data, Some(&text));
             }
 
             /// Whatever the listing, a choice names only listed, plain files, and the
@@ -1090,7 +1785,7 @@ mod tests {
         );
         assert_eq!(
             tree_url("https://huggingface.co", "org/m", "v1.0"),
-            "https://huggingface.co/api/models/org/m/tree/v1.0"
+            "https://huggingface.co/api/models/org/m/tree/v1.0?recursive=true&expand=false"
         );
         assert_eq!(percent_encode("a b/é"), "a%20b%2F%C3%A9");
     }
