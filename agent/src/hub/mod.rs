@@ -28,11 +28,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use anyhow::{Context, Result, anyhow, bail};
+use gpumem_core::import::TensorSummary;
 use gpumem_core::import::hub::{
     self as rules, CONFIG_FILE, HubError, INDEX_FILE as INDEX, SINGLE_FILE as SINGLE,
 };
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
-use gpumem_core::import::{TensorSummary, gguf};
 
 use cache::{Cache, Manifest};
 use client::{Client, NotFound};
@@ -114,16 +114,7 @@ pub fn lookup(repo: &str, revision: &str, file: Option<&str>) -> Result<Found> {
             }
         })?;
     // A split GGUF model's headers must agree with the set they were read as.
-    let ggufs: Vec<&gguf::GgufHeader> = headers
-        .iter()
-        .filter_map(|h| match h {
-            Header::Gguf(g) => Some(g.as_ref()),
-            Header::Safetensors(_) => None,
-        })
-        .collect();
-    if !ggufs.is_empty() {
-        rules::check_split(&manifest.files, &ggufs).map_err(|e| anyhow!("{repo}: {e}"))?;
-    }
+    rules::check_read_split(&manifest.files, &headers).map_err(|e| anyhow!("{repo}: {e}"))?;
     let tensors = TensorSummary::merge_all(headers.into_iter().map(Header::into_tensors))
         .context("merging shards")?;
     Ok(Found {

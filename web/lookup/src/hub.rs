@@ -23,7 +23,7 @@ use gpumem_core::import::TensorSummary;
 use gpumem_core::import::hf_config::parse_config;
 use gpumem_core::import::hub::{
     self, CONFIG_FILE, HubError, INDEX_FILE, MAX_LISTING_BYTES, RepoFile, SINGLE_FILE, TreePages,
-    WeightFiles, check_file, check_repo_id, check_revision, check_split, choose_weights,
+    WeightFiles, check_file, check_read_split, check_repo_id, check_revision, choose_weights,
     index_shards, parse_search, resolve_url, search_url, split_set_names, tree_url,
 };
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
@@ -183,17 +183,8 @@ pub async fn lookup(
         .unzip();
     let slowest = counts.into_iter().max().unwrap_or(0);
     // A split GGUF model's headers must agree with the set they were read as.
-    let ggufs: Vec<&gpumem_core::import::gguf::GgufHeader> = headers
-        .iter()
-        .filter_map(|h| match h {
-            Header::Gguf(g) => Some(g.as_ref()),
-            Header::Safetensors(_) => None,
-        })
-        .collect();
-    if !ggufs.is_empty() {
-        let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
-        check_split(&paths, &ggufs).map_err(|e| named(&e.to_string()))?;
-    }
+    let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
+    check_read_split(&paths, &headers).map_err(|e| named(&e.to_string()))?;
     let summary = TensorSummary::merge_all(headers.into_iter().map(Header::into_tensors))
         .map_err(|e| e.to_string())?
         .ok_or_else(|| named("no weight file to read"))?;

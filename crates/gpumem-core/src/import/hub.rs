@@ -49,6 +49,7 @@ use std::fmt;
 use serde::Deserialize;
 
 use crate::import::gguf::{self, GgufHeader};
+use crate::import::read_policy::Header;
 use crate::units::Bytes;
 
 /// Largest tree listing / index JSON read.
@@ -530,6 +531,22 @@ pub fn split_set_names(path: &str) -> Vec<String> {
         Some(n) => (1..=n.count).map(|no| n.part(no)).collect(),
         None => vec![path.to_string()],
     }
+}
+
+/// [`check_split`] on the headers a lookup read (in the order of `paths`): a model of
+/// safetensors files has nothing to check. The one call of the agent and the page.
+pub fn check_read_split(paths: &[String], headers: &[Header]) -> Result<(), HubError> {
+    let ggufs: Vec<&GgufHeader> = headers
+        .iter()
+        .filter_map(|h| match h {
+            Header::Gguf(g) => Some(g.as_ref()),
+            Header::Safetensors(_) => None,
+        })
+        .collect();
+    if ggufs.is_empty() {
+        return Ok(());
+    }
+    check_split(paths, &ggufs)
 }
 
 /// Checks the headers of a GGUF model's files, read in the order of `paths`, against
