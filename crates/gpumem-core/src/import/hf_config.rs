@@ -513,6 +513,10 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     } else {
         None
     };
+    let nemotron_experts = match nemotron.filter(|b| b.moe > 0) {
+        Some(blocks) => Some(nemotron_moe(v, blocks, &mut notes)?),
+        None => None,
+    };
     let moe = match experts.filter(|_| nemotron.is_none()) {
         Some(e) if e > 1 || (granite && e == 1) => Some(Moe {
             experts: e,
@@ -551,7 +555,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             // Qwen2MoeSparseMoeBlock / Qwen3NextSparseMoeBlock: `shared_expert_gate`.
             shared_gate: matches!(mt, "qwen2_moe" | "qwen3_next"),
         }),
-        _ => None,
+        _ => nemotron_experts,
     };
     let mixer = match mt {
         "jamba" => Some(jamba_mixer(
@@ -593,11 +597,22 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             &mut warnings,
         )?),
         "nemotron_h" => {
-            let (mamba, _, _) = nemotron.unwrap_or_default();
+            let mamba = nemotron.unwrap_or_default().mamba;
             Some(nemotron_mixer(v, mamba, &mut notes)?)
         }
         _ => None,
     };
+    if let Some(m) = mixer.filter(|_| nemotron.is_some())
+        && v.get("mamba_ssm_cache_dtype").and_then(Value::as_str) == Some("float32")
+    {
+        // vLLM's NemotronHForCausalLMConfig hook takes the SSM state's dtype from
+        // this key; the state line counts the state in the compute dtype.
+        let (conv, ssm) = m.state_values()?;
+        let per_layer = conv.saturating_mul(2).saturating_add(ssm.saturating_mul(4));
+        warnings.push(format!(
+            "mamba_ssm_cache_dtype = float32: vLLM keeps this model's SSM state in float32, the state line counts it in the compute dtype; with a 16-bit conv window give state-bytes {per_layer}"
+        ));
+    }
     let mla = match uint(v, "kv_lora_rank")? {
         Some(kv_lora_rank) => Some(Mla {
             q_lora_rank: uint(v, "q_lora_rank")?.unwrap_or(0),
@@ -608,8 +623,15 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         }),
         None => None,
     };
-    let mtp_layers = uint(v, "num_nextn_predict_layers")?.unwrap_or(0);
-    if mtp_layers > 0 {
+    let mut mtp_layers = uint(v, "num_nextn_predict_layers")?.unwrap_or(0);
+    if mtp_layers > 0 && nemotron.is_some() {
+        // Nemotron-3's `mtp.*` blocks (mtp_hybrid_override_pattern) are not
+        // DeepSeek's layer: not counted rather than counted wrongly.
+        warnings.push(format!(
+            "num_nextn_predict_layers = {mtp_layers} is not modelled: Nemotron-H's multi-token-prediction blocks (mtp.*) are not counted; the checkpoint stores them beside the model"
+        ));
+        mtp_layers = 0;
+    } else if mtp_layers > 0 {
         notes.push(format!(
             "num_nextn_predict_layers = {mtp_layers}: the multi-token-prediction layer(s) are counted, as the checkpoint stores them"
         ));
@@ -641,9 +663,9 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         mixer,
         // Falcon-H1: attention runs beside the mixer in every layer.
         attn_layers: nemotron
-            .map(|(_, attention, _)| attention)
+            .map(|b| b.attention)
             .or((mt == "falcon_h1").then_some(layers)),
-        mlp_layers: nemotron.map(|(_, _, mlp)| mlp),
+        mlp_layers: nemotron.map(|b| b.mlp.saturating_add(b.moe)),
         mla,
         moe,
         mtp_layers,
@@ -979,21 +1001,39 @@ fn jamba_mixer(
     })
 }
 
-/// Nemotron-H's blocks from `hybrid_override_pattern`: (Mamba-2 `M`, attention `*`,
-/// MLP `-`); each block is one norm and one of them (NVIDIA's modeling_nemotron_h.py).
+/// The block counts of a Nemotron-H `hybrid_override_pattern`.
+#[derive(Debug, Clone, Copy, Default)]
+struct NemotronBlocks {
+    /// Mamba-2 mixers (`M`).
+    mamba: u64,
+    /// Attention (`*`).
+    attention: u64,
+    /// Dense relu² MLPs (`-`).
+    mlp: u64,
+    /// MoE blocks (`E`, Nemotron-3).
+    moe: u64,
+}
+
+/// Nemotron-H's blocks from `hybrid_override_pattern`: Mamba-2 `M`, attention `*`,
+/// MLP `-` and (Nemotron-3) MoE `E`; each block is one norm and one of them
+/// (NVIDIA's modeling_nemotron_h.py; transformers' `NemotronHBlock`, whose
+/// `MIXER_TYPES` are mamba, attention, mlp and moe).
 fn nemotron_blocks(
     v: &Value,
     layers: u64,
     warnings: &mut Vec<String>,
-) -> Result<(u64, u64, u64), EstimateError> {
+) -> Result<NemotronBlocks, EstimateError> {
     let pattern = v
         .get("hybrid_override_pattern")
         .and_then(Value::as_str)
         .ok_or_else(|| parse("nemotron_h: hybrid_override_pattern is needed".into()))?;
     let count = |c: char| pattern.chars().filter(|x| *x == c).count() as u64;
-    if let Some(other) = pattern.chars().find(|c| !matches!(c, 'M' | '*' | '-')) {
+    if let Some(other) = pattern
+        .chars()
+        .find(|c| !matches!(c, 'M' | '*' | '-' | 'E'))
+    {
         return Err(parse(format!(
-            "hybrid_override_pattern has {other:?} blocks (e.g. Nemotron-3's MoE 'E'), which the config reader does not count yet: give the shape by hand"
+            "hybrid_override_pattern has {other:?} blocks, which the config reader does not know (it reads M Mamba-2, * attention, - MLP and E MoE): give the shape by hand"
         )));
     }
     if pattern.chars().count() as u64 != layers {
@@ -1004,7 +1044,75 @@ fn nemotron_blocks(
     }
     mixer_biases(v, "use_bias", "use_conv_bias", warnings);
     mixer_biases(v, "mamba_proj_bias", "use_conv_bias", warnings);
-    Ok((count('M'), count('*'), count('-')))
+    Ok(NemotronBlocks {
+        mamba: count('M'),
+        attention: count('*'),
+        mlp: count('-'),
+        moe: count('E'),
+    })
+}
+
+/// Nemotron-3's MoE blocks (`E`), as transformers' `NemotronHMoE` and vLLM's
+/// `NemotronHMoE` (vllm/model_executor/models/nemotron_h.py) store them: a router
+/// `gate.weight` [n_routed_experts, hidden] with its `gate.e_score_correction_bias`
+/// [n_routed_experts], `n_routed_experts` non-gated relu² experts (up_proj, down_proj,
+/// `moe_intermediate_size` wide; the caller counts them non-gated) and one shared
+/// `NemotronHMLP` `moe_shared_expert_intermediate_size × n_shared_experts` wide (vLLM;
+/// none when n_shared_experts is 0). `dense` `-` blocks among the MLP blocks keep the
+/// dense MLP.
+fn nemotron_moe(
+    v: &Value,
+    blocks: NemotronBlocks,
+    notes: &mut Vec<String>,
+) -> Result<Moe, EstimateError> {
+    if let Some(latent) = v.get("moe_latent_size").filter(|x| !x.is_null()) {
+        // Nemotron-3 Super: fc1/fc2_latent_proj around experts that work in the
+        // latent width. Not modelled: refused rather than miscounted.
+        return Err(parse(format!(
+            "moe_latent_size = {} (Nemotron-3 Super's latent MoE: experts in a narrower latent width) is not read yet: give the shape by hand",
+            shown(latent)
+        )));
+    }
+    let experts = need(v, &["n_routed_experts"])?;
+    if experts < 2 {
+        return Err(parse(format!(
+            "n_routed_experts = {experts}: the MoE blocks need at least 2 routed experts"
+        )));
+    }
+    let shared = match uint(v, "n_shared_experts")? {
+        Some(n) => n,
+        None => {
+            notes.push(
+                "n_shared_experts absent: 1 assumed (transformers' NemotronHMoE always builds one shared expert)"
+                    .into(),
+            );
+            1
+        }
+    };
+    let shared_width = need(v, &["moe_shared_expert_intermediate_size"])?;
+    notes.push(format!(
+        "hybrid_override_pattern: {} MoE blocks; gate.e_score_correction_bias is counted in the 16-bit kept format like the router (the checkpoint keeps it in fp32: {} bytes more)",
+        blocks.moe,
+        blocks.moe.saturating_mul(experts).saturating_mul(2)
+    ));
+    Ok(Moe {
+        experts,
+        active: need(v, &["num_experts_per_tok"])?,
+        expert_intermediate: need(v, &["moe_intermediate_size"])?,
+        // vLLM builds the n shared experts as one MLP n times as wide.
+        shared_experts: u64::from(shared > 0),
+        shared_intermediate: if shared > 0 {
+            shared_width.saturating_mul(shared)
+        } else {
+            0
+        },
+        // The MLP blocks are the `-` and `E` blocks; the `-` ones stay dense (their
+        // order does not change the count).
+        dense_layers: blocks.mlp,
+        every: 1,
+        router_bias: true,
+        shared_gate: false,
+    })
 }
 
 /// Nemotron-H's Mamba-2 mixer (NemotronHConfig: `mamba_num_heads` × `mamba_head_dim`,
@@ -1607,7 +1715,7 @@ mod tests {
     }
 
     #[test]
-    fn nemotron_h_blocks_come_from_the_pattern_and_moe_blocks_are_refused() {
+    fn nemotron_h_blocks_come_from_the_pattern_and_unknown_blocks_are_refused() {
         let base = r#""model_type":"nemotron_h","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,
             "intermediate_size":128,"vocab_size":100,"mamba_num_heads":4,"mamba_head_dim":16,"ssm_state_size":8,"n_groups":2"#;
         let c = parse_config(&format!(
@@ -1620,21 +1728,107 @@ mod tests {
             (1, 2)
         );
         assert!(!c.arch.gated_mlp && c.arch.layer_norms == 1 && !c.arch.tied_embeddings);
+        assert!(c.arch.moe.is_none());
         assert!(
             c.warnings
                 .iter()
                 .all(|w| !w.contains("hybrid_override_pattern"))
         );
         let e = parse_config(&format!(
-            r#"{{{base},"num_hidden_layers":4,"hybrid_override_pattern":"MEM*"}}"#
+            r#"{{{base},"num_hidden_layers":4,"hybrid_override_pattern":"MXM*"}}"#
         ))
         .unwrap_err();
-        assert!(e.to_string().contains("'E'"), "{e}");
+        assert!(e.to_string().contains("'X'"), "{e}");
+        assert!(e.to_string().contains("E MoE"), "{e}");
         let e = parse_config(&format!(
             r#"{{{base},"num_hidden_layers":5,"hybrid_override_pattern":"M-M*"}}"#
         ))
         .unwrap_err();
         assert!(e.to_string().contains("4 blocks"), "{e}");
+    }
+
+    /// Parameters and active parameters of an architecture, from its tensors.
+    fn counts(a: &Architecture) -> (u64, u64) {
+        a.tensors()
+            .unwrap()
+            .iter()
+            .fold((0, 0), |(all, active), t| {
+                (
+                    all + t.rows * t.cols * t.count,
+                    active + t.rows * t.cols * t.active,
+                )
+            })
+    }
+
+    #[test]
+    fn nemotron_3_moe_blocks_hold_a_router_with_its_bias_non_gated_experts_and_a_shared_expert() {
+        let base = r#""model_type":"nemotron_h","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,
+            "intermediate_size":128,"vocab_size":100,"mamba_num_heads":4,"mamba_head_dim":16,"ssm_state_size":8,
+            "n_groups":2,"num_hidden_layers":5,"hybrid_override_pattern":"ME*-E","n_routed_experts":4,
+            "num_experts_per_tok":2,"moe_intermediate_size":32,"moe_shared_expert_intermediate_size":48"#;
+        let c = parse_config(&format!(r#"{{{base},"n_shared_experts":1}}"#)).unwrap();
+        let m = c.arch.moe.expect("the E blocks are MoE");
+        assert_eq!((m.experts, m.active, m.expert_intermediate), (4, 2, 32));
+        assert_eq!((m.shared_experts, m.shared_intermediate), (1, 48));
+        assert!(m.router_bias && !m.shared_gate);
+        // Two E blocks and one `-` block carry an MLP; the `-` one stays dense.
+        assert_eq!(c.arch.mlp_layer_count(), 3);
+        assert_eq!(m.moe_layers(c.arch.mlp_layer_count()), 2);
+        // By hand, as modeling_nemotron_h.py stores the tensors:
+        //   embeddings + lm_head 2 × 100 × 64 = 12 800; 5 block norms + norm_f 6 × 64 = 384;
+        //   M: in_proj (2·64 + 2·2·8 + 4) × 64 = 10 496, conv1d 96 × 4 + 96 = 480,
+        //      dt_bias/A_log/D 12, norm 64, out_proj 4 096: 15 148;
+        //   *: q 4 096 + k 2 048 + v 2 048 + o 4 096 = 12 288;
+        //   -: up + down 2 × 128 × 64 = 16 384;
+        //   E: gate 4 × 64 + correction bias 4 = 260, experts 4 × 2 × 32 × 64 = 16 384,
+        //      shared 2 × 48 × 64 = 6 144: 22 788, twice: 45 576.
+        // Active: 2 of the 4 experts in each E block (− 2 × 2 × 4 096).
+        assert_eq!(counts(&c.arch), (102_580, 102_580 - 16_384));
+        // The same shape typed as keys gives the same count.
+        assert_eq!(total(&c.pairs()), 102_580);
+        let (input, errors) =
+            crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(input.arch, Some(c.arch));
+        // Absent n_shared_experts: one shared expert, named in the notes; 0: none;
+        // 2: one MLP twice as wide (vLLM's NemotronHMoE).
+        let c = parse_config(&format!("{{{base}}}")).unwrap();
+        assert_eq!(c.arch.moe.unwrap().shared_experts, 1);
+        assert!(
+            field(&c, "n_shared_experts absent").is_some(),
+            "{:?}",
+            c.notes
+        );
+        let c = parse_config(&format!(r#"{{{base},"n_shared_experts":0}}"#)).unwrap();
+        assert_eq!(counts(&c.arch).0, 102_580 - 2 * 6_144);
+        let c = parse_config(&format!(r#"{{{base},"n_shared_experts":2}}"#)).unwrap();
+        let m = c.arch.moe.unwrap();
+        assert_eq!((m.shared_experts, m.shared_intermediate), (1, 96));
+        // A latent MoE (Nemotron-3 Super) is refused with words, not miscounted.
+        let e = parse_config(&format!(r#"{{{base},"moe_latent_size":16}}"#)).unwrap_err();
+        assert!(e.to_string().contains("moe_latent_size"), "{e}");
+        // MTP blocks are named and left out, not counted as DeepSeek's layer.
+        let c = parse_config(&format!(r#"{{{base},"num_nextn_predict_layers":1}}"#)).unwrap();
+        assert_eq!(c.arch.mtp_layers, 0);
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("num_nextn_predict_layers")),
+            "{:?}",
+            c.warnings
+        );
+        // A float32 SSM cache (vLLM reads the key) is named with the per-layer bytes:
+        // conv (64 + 2·2·8) × 3 values in 16 bits + SSM 4 × 16 × 8 in 32 bits.
+        let c = parse_config(&format!(r#"{{{base},"mamba_ssm_cache_dtype":"float32"}}"#)).unwrap();
+        let w = field(&c, "mamba_ssm_cache_dtype").unwrap();
+        assert!(
+            w.contains(&format!("state-bytes {}", 96 * 3 * 2 + 64 * 8 * 4)),
+            "{w}"
+        );
+        // An E block needs its experts.
+        let e = parse_config(&format!("{{{base}}}").replace(r#""n_routed_experts":4,"#, ""))
+            .unwrap_err();
+        assert!(e.to_string().contains("n_routed_experts"), "{e}");
     }
 
     #[test]

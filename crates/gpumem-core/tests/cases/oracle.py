@@ -315,10 +315,16 @@ def checkpoint_tensors(config):
         return T
     if mt == "nemotron_h":
         # NVIDIA's modeling_nemotron_h.py: backbone.layers.N.{norm, mixer}; the mixer is
-        # Mamba-2 (M), attention (*) or a relu^2 MLP up/down (-), per hybrid_override_pattern.
-        KV, hd = c["num_key_value_heads"], c.get("attention_head_dim", h // H)
+        # Mamba-2 (M), attention (*), a relu^2 MLP up/down (-) or (Nemotron-3) an MoE
+        # block (E), per hybrid_override_pattern.
+        KV, hd = c["num_key_value_heads"], g(c, "head_dim", "attention_head_dim", default=h // H)
         H2, P, G, n, k = c["mamba_num_heads"], c["mamba_head_dim"], c["n_groups"], c["ssm_state_size"], c["conv_kernel"]
         d = H2 * P; conv_dim = d + 2 * G * n; I = c["intermediate_size"]
+        bias = c.get("mlp_bias", False)
+        def relu2_mlp(q, width, kind, bias_kind):
+            add(f"{q}.up_proj.weight", (width, h), kind); add(f"{q}.down_proj.weight", (h, width), kind)
+            if bias:
+                add(f"{q}.up_proj.bias", (width,), bias_kind); add(f"{q}.down_proj.bias", (h,), bias_kind)
         add("backbone.embeddings", (V, h), "vocab")
         for i, block in enumerate(c["hybrid_override_pattern"]):
             p = f"backbone.layers.{i}.mixer"
@@ -331,9 +337,25 @@ def checkpoint_tensors(config):
             elif block == "*":
                 add(f"{p}.q_proj", (H * hd, h), "linear_attn"); add(f"{p}.k_proj", (KV * hd, h), "linear_attn")
                 add(f"{p}.v_proj", (KV * hd, h), "linear_attn"); add(f"{p}.o_proj", (h, H * hd), "linear_attn")
+            elif block == "E":
+                # The Nemotron-3-Nano checkpoint's MoE block (transformers' NemotronHMoE,
+                # NemotronHTopkRouter and NemotronHMLP; vLLM's NemotronHMoE):
+                # gate.weight [experts, hidden] and the router's fp32 buffer
+                # gate.e_score_correction_bias [experts]; per expert a non-gated relu^2
+                # MLP experts.E.{up,down}_proj; one shared expert
+                # moe_shared_expert_intermediate_size x n_shared_experts wide (vLLM).
+                assert c.get("moe_latent_size") is None, "latent MoE (Nemotron-3 Super) not listed"
+                E, EI = c["n_routed_experts"], c["moe_intermediate_size"]
+                add(f"{p}.gate.weight", (E, h), "kept")
+                add(f"{p}.gate.e_score_correction_bias", (E,), "kept")
+                for e in range(E):
+                    relu2_mlp(f"{p}.experts.{e}", EI, "expert", "expert_kept")
+                if c.get("n_shared_experts", 1):
+                    relu2_mlp(f"{p}.shared_experts", c["moe_shared_expert_intermediate_size"] * c.get("n_shared_experts", 1),
+                              "linear_mlp", "kept")
             else:
                 assert block == "-"
-                add(f"{p}.up_proj", (I, h), "linear_mlp"); add(f"{p}.down_proj", (h, I), "linear_mlp")
+                relu2_mlp(p, I, "linear_mlp", "kept")
             add(f"backbone.layers.{i}.norm", (h,), "kept")
         add("backbone.norm_f", (h,), "kept")
         if not c.get("tie_word_embeddings", False):
@@ -708,7 +730,7 @@ def kv_bytes(config, tokens, engine="latent", nbytes=2):
         hd = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
         return c["num_hidden_layers"] * 2 * c["num_key_value_heads"] * hd * tokens * nbytes
     if mt == "nemotron_h":
-        hd = c.get("attention_head_dim", c["hidden_size"] // c["num_attention_heads"])
+        hd = g(c, "head_dim", "attention_head_dim", default=c["hidden_size"] // c["num_attention_heads"])
         return c["hybrid_override_pattern"].count("*") * 2 * c["num_key_value_heads"] * hd * tokens * nbytes
     if mt == "jamba":
         L = c["num_hidden_layers"]
@@ -795,6 +817,7 @@ REAL = {
     "falcon-mamba-7b": (None, "model page: 7.27B"),
     "mamba-codestral-7b": (None, "model page: 7.29B"),
     "nemotron-h-8b": (None, "model name: 8B (model page 8.1B)"),
+    "nemotron-3-nano-30b-a3b": (31_577_940_288, "model card: 31.6B total; 31 577 940 288 is llama.cpp's n_params for the GGUF conversion (unsloth/Nemotron-3-Nano-30B-A3B-GGUF), as public llama-bench and llama-server outputs quote it, the router's correction biases included"),
     "jamba-1.5-mini": (None, "model card: 52B total (51.6B), 12B active"),
     "falcon-h1-0.5b-instruct": (None, "model size 521M (the Hugging Face safetensors count, as llmrun.dev/model/tiiuae-falcon-h1-0-5b-instruct shows it: 521M parameters, a 1.04 GB BF16 file)"),
     "bamba-9b": (None, "checkpoint name ibm-fms/Bamba-9.8b-2.2T-hf (BambaConfig's docstring: its defaults come from it): 9.8B"),
@@ -804,7 +827,7 @@ REAL = {
 }
 
 # Published totals given only rounded: (value, significant digits it is rounded to).
-ROUNDED = {"granite-4.0-h-tiny": (7e9, 1), "granite-4.0-h-small": (32.2e9, 3), "bamba-9b": (9.8e9, 2), "falcon-h1-0.5b-instruct": (521e6, 3), "mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
+ROUNDED = {"granite-4.0-h-tiny": (7e9, 1), "granite-4.0-h-small": (32.2e9, 3), "bamba-9b": (9.8e9, 2), "falcon-h1-0.5b-instruct": (521e6, 3), "mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "nemotron-3-nano-30b-a3b": (31.6e9, 3), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
 
 # Compressed-tensors checkpoints of Llama-3.1-8B (RedHatAI model cards), their
 # quantization_config blocks copied; the shape is Llama-3.1-8B's.
