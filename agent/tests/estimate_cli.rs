@@ -371,3 +371,96 @@ fn table_and_json_match_their_snapshots() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Nemotron-3 Nano's config.json (MoE `E` blocks among Mamba-2 and attention blocks)
+/// through the agent equals the oracle's case (tests/cases/oracle.py, which lists the
+/// checkpoint's tensors independently), and the same shape typed as flags agrees.
+#[test]
+fn nemotron_3_nano_config_matches_the_oracle_and_its_flags() {
+    let case: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/../crates/gpumem-core/tests/cases/real-nemotron-3-nano-30b-a3b.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("the case file"),
+    )
+    .expect("valid JSON");
+    let expect = &case["expect"];
+    let args = [
+        "--context",
+        "8192",
+        "--kv-dtype",
+        "bf16",
+        "--reserve-gib",
+        "0",
+    ];
+    let path = config("nemotron-3-nano-30b-a3b");
+    let mut from_config = vec!["--config", path.as_str()];
+    from_config.extend_from_slice(&args);
+    let v = json(&from_config);
+    for key in [
+        "parameters",
+        "active_parameters",
+        "weights_bytes",
+        "kv_cache_bytes",
+    ] {
+        assert_eq!(v[key], expect[key], "{key}");
+    }
+    assert_eq!(v["parameters"], 31_577_940_288u64);
+    // The shape by hand, with the keys README names.
+    let mut by_hand = vec![
+        "--layers",
+        "52",
+        "--hidden",
+        "2688",
+        "--vocab",
+        "131072",
+        "--heads",
+        "32",
+        "--kv-heads",
+        "2",
+        "--head-dim",
+        "128",
+        "--intermediate",
+        "1856",
+        "--gated-mlp",
+        "false",
+        "--layer-norms",
+        "1",
+        "--mixer",
+        "mamba2",
+        "--state-layers",
+        "23",
+        "--mixer-inner",
+        "4096",
+        "--mixer-state",
+        "128",
+        "--mixer-conv",
+        "4",
+        "--mixer-heads",
+        "64",
+        "--mixer-key-heads",
+        "8",
+        "--attention-layers",
+        "6",
+        "--mlp-layers",
+        "23",
+        "--experts",
+        "128",
+        "--active-experts",
+        "6",
+        "--expert-intermediate",
+        "1856",
+        "--shared-experts",
+        "1",
+        "--shared-intermediate",
+        "3712",
+        "--router-bias",
+        "true",
+    ];
+    by_hand.extend_from_slice(&args);
+    let h = json(&by_hand);
+    for key in ["parameters", "active_parameters", "kv_cache_bytes"] {
+        assert_eq!(h[key], expect[key], "{key}");
+    }
+}

@@ -325,7 +325,9 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     }
     for (key, what) in NOT_MODELLED {
         // Nemotron-H's pattern is read (see `nemotron_blocks`).
-        if present(v, key) && !(mt == "nemotron_h" && *key == "hybrid_override_pattern") {
+        let read =
+            mt == "nemotron_h" && matches!(*key, "hybrid_override_pattern" | "layers_block_type");
+        if present(v, key) && !read {
             warnings.push(format!("{key} is not modelled: {what}"));
         }
     }
@@ -1014,7 +1016,8 @@ struct NemotronBlocks {
     moe: u64,
 }
 
-/// Nemotron-H's blocks from `hybrid_override_pattern`: Mamba-2 `M`, attention `*`,
+/// Nemotron-H's blocks from `hybrid_override_pattern` (or `layers_block_type`):
+/// Mamba-2 `M`, attention `*`,
 /// MLP `-` and (Nemotron-3) MoE `E`; each block is one norm and one of them
 /// (NVIDIA's modeling_nemotron_h.py; transformers' `NemotronHBlock`, whose
 /// `MIXER_TYPES` are mamba, attention, mlp and moe).
@@ -1023,10 +1026,34 @@ fn nemotron_blocks(
     layers: u64,
     warnings: &mut Vec<String>,
 ) -> Result<NemotronBlocks, EstimateError> {
-    let pattern = v
-        .get("hybrid_override_pattern")
-        .and_then(Value::as_str)
-        .ok_or_else(|| parse("nemotron_h: hybrid_override_pattern is needed".into()))?;
+    // Newer configs (transformers' NemotronHConfig) list the blocks by name in
+    // `layers_block_type` instead: the same four kinds.
+    let listed = match v.get("layers_block_type").and_then(Value::as_array) {
+        Some(list) if !present(v, "hybrid_override_pattern") => Some(
+            list.iter()
+                .map(|x| match x.as_str() {
+                    Some("mamba") => Ok('M'),
+                    Some("attention") => Ok('*'),
+                    Some("mlp") => Ok('-'),
+                    Some("moe") => Ok('E'),
+                    _ => Err(parse(format!(
+                        "layers_block_type has a {} block, which the config reader does not know (it reads mamba, attention, mlp and moe): give the shape by hand",
+                        shown(x)
+                    ))),
+                })
+                .collect::<Result<String, _>>()?,
+        ),
+        _ => None,
+    };
+    let pattern = match &listed {
+        Some(p) => p.as_str(),
+        None => v
+            .get("hybrid_override_pattern")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                parse("nemotron_h: hybrid_override_pattern (or layers_block_type) is needed".into())
+            })?,
+    };
     let count = |c: char| pattern.chars().filter(|x| *x == c).count() as u64;
     if let Some(other) = pattern
         .chars()
@@ -1749,15 +1776,13 @@ mod tests {
 
     /// Parameters and active parameters of an architecture, from its tensors.
     fn counts(a: &Architecture) -> (u64, u64) {
-        a.tensors()
-            .unwrap()
+        let tensors = a.tensors().unwrap();
+        let all = tensors.iter().map(|t| t.params().unwrap()).sum();
+        let active = tensors
             .iter()
-            .fold((0, 0), |(all, active), t| {
-                (
-                    all + t.rows * t.cols * t.count,
-                    active + t.rows * t.cols * t.active,
-                )
-            })
+            .map(|t| crate::units::checked_product(&[t.rows, t.cols, t.active], "test").unwrap())
+            .sum();
+        (all, active)
     }
 
     #[test]
@@ -1825,6 +1850,16 @@ mod tests {
             w.contains(&format!("state-bytes {}", 96 * 3 * 2 + 64 * 8 * 4)),
             "{w}"
         );
+        // The blocks listed by name (newer configs) read the same.
+        let named = format!("{{{base}}}").replace(
+            r#""hybrid_override_pattern":"ME*-E""#,
+            r#""layers_block_type":["mamba","moe","attention","mlp","moe"]"#,
+        );
+        let c = parse_config(&named).unwrap();
+        assert_eq!(counts(&c.arch).0, 102_580);
+        assert!(c.warnings.iter().all(|w| !w.contains("layers_block_type")));
+        let e = parse_config(&named.replace(r#""mlp""#, r#""hybrid""#)).unwrap_err();
+        assert!(e.to_string().contains("\"hybrid\""), "{e}");
         // An E block needs its experts.
         let e = parse_config(&format!("{{{base}}}").replace(r#""n_routed_experts":4,"#, ""))
             .unwrap_err();
