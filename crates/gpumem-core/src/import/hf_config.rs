@@ -608,11 +608,20 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         && v.get("mamba_ssm_cache_dtype").and_then(Value::as_str) == Some("float32")
     {
         // vLLM's NemotronHForCausalLMConfig hook takes the SSM state's dtype from
-        // this key; the state line counts the state in the compute dtype.
-        let (conv, ssm) = m.state_values()?;
-        let per_layer = conv.saturating_mul(2).saturating_add(ssm.saturating_mul(4));
+        // this key; the state line counts the state in the compute dtype. Per layer:
+        // the conv window (inner + 2 × groups × d_state) × (kernel − 1) in 16 bits and
+        // the SSM state inner × d_state in 32 (`Mixer::state_values`' shapes).
+        let conv = m
+            .key_heads
+            .saturating_mul(m.state)
+            .saturating_mul(2)
+            .saturating_add(m.inner)
+            .saturating_mul(m.conv.saturating_sub(1));
+        let per_layer = conv
+            .saturating_mul(2)
+            .saturating_add(m.inner.saturating_mul(m.state).saturating_mul(4));
         warnings.push(format!(
-            "mamba_ssm_cache_dtype = float32: vLLM keeps this model's SSM state in float32, the state line counts it in the compute dtype; with a 16-bit conv window give state-bytes {per_layer}"
+            "mamba_ssm_cache_dtype = float32: vLLM keeps the SSM state in float32 (counted here in the compute dtype): give state-bytes {per_layer}"
         ));
     }
     let mla = match uint(v, "kv_lora_rank")? {
@@ -629,9 +638,10 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     if mtp_layers > 0 && nemotron.is_some() {
         // Nemotron-3's `mtp.*` blocks (mtp_hybrid_override_pattern) are not
         // DeepSeek's layer: not counted rather than counted wrongly.
-        warnings.push(format!(
-            "num_nextn_predict_layers = {mtp_layers} is not modelled: Nemotron-H's multi-token-prediction blocks (mtp.*) are not counted; the checkpoint stores them beside the model"
-        ));
+        warnings.push(
+            "num_nextn_predict_layers is not modelled: Nemotron-H's MTP blocks (mtp.*) are not counted"
+                .into(),
+        );
         mtp_layers = 0;
     } else if mtp_layers > 0 {
         notes.push(format!(
@@ -1027,32 +1037,30 @@ fn nemotron_blocks(
     warnings: &mut Vec<String>,
 ) -> Result<NemotronBlocks, EstimateError> {
     // Newer configs (transformers' NemotronHConfig) list the blocks by name in
-    // `layers_block_type` instead: the same four kinds.
-    let listed = match v.get("layers_block_type").and_then(Value::as_array) {
-        Some(list) if !present(v, "hybrid_override_pattern") => Some(
-            list.iter()
-                .map(|x| match x.as_str() {
-                    Some("mamba") => Ok('M'),
-                    Some("attention") => Ok('*'),
-                    Some("mlp") => Ok('-'),
-                    Some("moe") => Ok('E'),
-                    _ => Err(parse(format!(
-                        "layers_block_type has a {} block, which the config reader does not know (it reads mamba, attention, mlp and moe): give the shape by hand",
-                        shown(x)
-                    ))),
-                })
-                .collect::<Result<String, _>>()?,
-        ),
-        _ => None,
-    };
-    let pattern = match &listed {
-        Some(p) => p.as_str(),
-        None => v
-            .get("hybrid_override_pattern")
+    // `layers_block_type` instead: the same four kinds (an unknown name becomes '?',
+    // refused below).
+    let mut listed = String::new();
+    if !present(v, "hybrid_override_pattern")
+        && let Some(list) = v.get("layers_block_type").and_then(Value::as_array)
+    {
+        for x in list {
+            listed.push(match x.as_str() {
+                Some("mamba") => 'M',
+                Some("attention") => '*',
+                Some("mlp") => '-',
+                Some("moe") => 'E',
+                _ => '?',
+            });
+        }
+    }
+    let pattern = if listed.is_empty() {
+        v.get("hybrid_override_pattern")
             .and_then(Value::as_str)
             .ok_or_else(|| {
                 parse("nemotron_h: hybrid_override_pattern (or layers_block_type) is needed".into())
-            })?,
+            })?
+    } else {
+        listed.as_str()
     };
     let count = |c: char| pattern.chars().filter(|x| *x == c).count() as u64;
     if let Some(other) = pattern
@@ -1060,7 +1068,7 @@ fn nemotron_blocks(
         .find(|c| !matches!(c, 'M' | '*' | '-' | 'E'))
     {
         return Err(parse(format!(
-            "hybrid_override_pattern has {other:?} blocks, which the config reader does not know (it reads M Mamba-2, * attention, - MLP and E MoE): give the shape by hand"
+            "unknown block {other:?} in the block pattern (read: M/mamba, */attention, -/mlp, E/moe): give the shape by hand"
         )));
     }
     if pattern.chars().count() as u64 != layers {
@@ -1092,36 +1100,27 @@ fn nemotron_moe(
     blocks: NemotronBlocks,
     notes: &mut Vec<String>,
 ) -> Result<Moe, EstimateError> {
-    if let Some(latent) = v.get("moe_latent_size").filter(|x| !x.is_null()) {
+    if present(v, "moe_latent_size") {
         // Nemotron-3 Super: fc1/fc2_latent_proj around experts that work in the
         // latent width. Not modelled: refused rather than miscounted.
-        return Err(parse(format!(
-            "moe_latent_size = {} (Nemotron-3 Super's latent MoE: experts in a narrower latent width) is not read yet: give the shape by hand",
-            shown(latent)
-        )));
+        return Err(parse(
+            "moe_latent_size (Nemotron-3 Super's latent MoE) is not read yet: give the shape by hand"
+                .into(),
+        ));
     }
     let experts = need(v, &["n_routed_experts"])?;
     if experts < 2 {
-        return Err(parse(format!(
-            "n_routed_experts = {experts}: the MoE blocks need at least 2 routed experts"
-        )));
+        return Err(parse("n_routed_experts: at least 2 needed".into()));
     }
     let shared = match uint(v, "n_shared_experts")? {
         Some(n) => n,
         None => {
-            notes.push(
-                "n_shared_experts absent: 1 assumed (transformers' NemotronHMoE always builds one shared expert)"
-                    .into(),
-            );
+            notes.push("n_shared_experts absent: 1 assumed (transformers' NemotronHMoE)".into());
             1
         }
     };
     let shared_width = need(v, &["moe_shared_expert_intermediate_size"])?;
-    notes.push(format!(
-        "hybrid_override_pattern: {} MoE blocks; gate.e_score_correction_bias is counted in the 16-bit kept format like the router (the checkpoint keeps it in fp32: {} bytes more)",
-        blocks.moe,
-        blocks.moe.saturating_mul(experts).saturating_mul(2)
-    ));
+    notes.push("gate.e_score_correction_bias: counted in 16 bits (stored in fp32)".into());
     Ok(Moe {
         experts,
         active: need(v, &["num_experts_per_tok"])?,
@@ -1766,7 +1765,7 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.to_string().contains("'X'"), "{e}");
-        assert!(e.to_string().contains("E MoE"), "{e}");
+        assert!(e.to_string().contains("E/moe"), "{e}");
         let e = parse_config(&format!(
             r#"{{{base},"num_hidden_layers":5,"hybrid_override_pattern":"M-M*"}}"#
         ))
@@ -1859,7 +1858,7 @@ mod tests {
         assert_eq!(counts(&c.arch).0, 102_580);
         assert!(c.warnings.iter().all(|w| !w.contains("layers_block_type")));
         let e = parse_config(&named.replace(r#""mlp""#, r#""hybrid""#)).unwrap_err();
-        assert!(e.to_string().contains("\"hybrid\""), "{e}");
+        assert!(e.to_string().contains("unknown block"), "{e}");
         // An E block needs its experts.
         let e = parse_config(&format!("{{{base}}}").replace(r#""n_routed_experts":4,"#, ""))
             .unwrap_err();
