@@ -28,7 +28,8 @@ pub struct Moe {
     pub shared_experts: u64,
     /// Intermediate size of one shared expert.
     pub shared_intermediate: u64,
-    /// Leading layers that keep a dense MLP (DeepSeek's `first_k_dense_replace`).
+    /// Layers among the MLP layers that keep a dense MLP: DeepSeek's leading
+    /// `first_k_dense_replace`, Nemotron-3's `-` blocks (only their count matters).
     pub dense_layers: u64,
     /// After the leading dense layers, every `every`-th layer is MoE and the others
     /// dense (Llama-4's `interleave_moe_layer_step`, Qwen-MoE's `decoder_sparse_step`).

@@ -1013,7 +1013,7 @@ fn jamba_mixer(
     })
 }
 
-/// The block counts of a Nemotron-H `hybrid_override_pattern`.
+/// The block counts of a Nemotron-H block pattern.
 #[derive(Debug, Clone, Copy, Default)]
 struct NemotronBlocks {
     /// Mamba-2 mixers (`M`).
@@ -1027,10 +1027,9 @@ struct NemotronBlocks {
 }
 
 /// Nemotron-H's blocks from `hybrid_override_pattern` (or `layers_block_type`):
-/// Mamba-2 `M`, attention `*`,
-/// MLP `-` and (Nemotron-3) MoE `E`; each block is one norm and one of them
-/// (NVIDIA's modeling_nemotron_h.py; transformers' `NemotronHBlock`, whose
-/// `MIXER_TYPES` are mamba, attention, mlp and moe).
+/// Mamba-2 `M`, attention `*`, MLP `-` and (Nemotron-3) MoE `E`; each block is one
+/// norm and one of them (NVIDIA's modeling_nemotron_h.py; transformers'
+/// `NemotronHBlock`, whose `MIXER_TYPES` are mamba, attention, mlp and moe).
 fn nemotron_blocks(
     v: &Value,
     layers: u64,
@@ -1093,8 +1092,8 @@ fn nemotron_blocks(
 /// [n_routed_experts], `n_routed_experts` non-gated relu² experts (up_proj, down_proj,
 /// `moe_intermediate_size` wide; the caller counts them non-gated) and one shared
 /// `NemotronHMLP` `moe_shared_expert_intermediate_size × n_shared_experts` wide (vLLM;
-/// none when n_shared_experts is 0). `dense` `-` blocks among the MLP blocks keep the
-/// dense MLP.
+/// none when n_shared_experts is 0). The `-` blocks among the MLP blocks keep the
+/// dense MLP (`Moe::dense_layers`).
 fn nemotron_moe(
     v: &Value,
     blocks: NemotronBlocks,
