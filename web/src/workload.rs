@@ -231,7 +231,7 @@ pub fn apply(records: &mut Vec<WorkloadRecord>, source: ObservationSource, messa
 /// messages are, its types share one deserializer each instead of a second one over
 /// `&Value` (1.9 KB of the agent page's gzip).
 fn read_document(raw: Value) -> Result<ShownDocument, String> {
-    match serde_json::from_value::<ShownDocument>(raw) {
+    match gpumem_proto::json::from_value::<ShownDocument>(raw) {
         Ok(file) if file.schema == WORKLOAD_SCHEMA => Ok(file),
         Ok(file) => Err(format!(
             "the workload document has schema {:?}, not {WORKLOAD_SCHEMA}",

@@ -519,7 +519,7 @@ impl SheetImport {
         let value: Value = serde_json::from_slice(text.as_bytes())
             .map_err(|e| refuse(format!("this file is not JSON: {e}")))?;
         check_schema(&value)?;
-        let sheet: SheetImport = serde_json::from_value(value)
+        let sheet: SheetImport = crate::json::from_value(value)
             .map_err(|e| refuse(format!("this gpumem sheet is incomplete or damaged: {e}")))?;
         check_runs(&sheet.observed.runs, sheet.provenance.observations)?;
         Ok(sheet)
