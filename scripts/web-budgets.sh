@@ -18,15 +18,26 @@ cd "$root"
 # module brought it to 212.8 KB; the one field table (labels, hints, units of every key,
 # engine keys as URL keys), the state-space mixers and search-as-you-type to 216.9 KB.
 DIMENSIONER_BUDGET=218000
+# The agent & sheet page: reported against 250 KB, not enforced while it is above it.
+# It was 296.2 KB; reading the workload document from an owned JSON value (as the wire
+# messages are: one deserializer per type, not a second over &Value) and every JSON text
+# from bytes (one text reader) brought it to 292.7 KB; reading structs from objects only
+# (gpumem_proto::json::from_value: no array reader per struct) to 280.1 KB. What remains
+# over 250 KB is the serde code of the wire, sheet and workload types (the sheet import
+# alone 14.0 KB) and the panels' views (the workload view 10.5 KB, the measure form 7.2 KB).
 AGENT_PAGE_BUDGET=250000
+# Until it is under 250 KB, a hard ceiling keeps it from growing back: 280.1 KB reached,
+# rounded up by about 1 KB.
+AGENT_PAGE_CEILING=281000
 # The lazily loaded readers were 120.6 KB when they moved out of the dimensioner, 122.8 KB
 # with the lookup for mirrors without a file listing, 126.9 KB with the model search,
 # 131.1 KB with the state-space mixers' config reader, 133.4 KB with the readers of
 # Falcon-H1, Bamba and GraniteMoeHybrid (their Mamba-2 keys, layer maps and notes);
 # the listing's pages and split GGUF models (recursive listing followed through its Link
 # pages, split sets as one choice and their headers checked, the page's words when it
-# cannot see further pages) added 4.5 KB on their own (131.7 → 136.2 KB); both: 137.9 KB.
-LOOKUP_BUDGET=139000
+# cannot see further pages) added 4.5 KB on their own (131.7 → 136.2 KB); both: 137.9 KB;
+# Nemotron-3's MoE blocks (and layers_block_type) 139.0 KB (138 979 B), rounded up by 1 KB.
+LOOKUP_BUDGET=140000
 fail=0
 report() { # report LABEL DIR BUDGET HARD(yes|no)
   local label="$1" dir="$2" budget="$3" hard="$4" wasm js raw gz jsgz verdict
@@ -50,6 +61,7 @@ report() { # report LABEL DIR BUDGET HARD(yes|no)
 }
 report dimensioner dist "$DIMENSIONER_BUDGET" yes
 report "agent page" dist/agent "$AGENT_PAGE_BUDGET" no
+report "agent page (ceiling)" dist/agent "$AGENT_PAGE_CEILING" yes
 # The readers (files and Hub lookup), fetched only on the first import or lookup.
 lookup_dir="$(ls -d dist/lookup-*/ 2>/dev/null | head -1 || true)"
 [ -n "$lookup_dir" ] || { echo "web-budgets: no dist/lookup-*/; run scripts/build-web.sh" >&2; fail=1; }

@@ -246,7 +246,8 @@ impl Received {
     /// Reads one text message from the agent with the proto's reader and takes it in;
     /// a message the page cannot read is kept as the notice, and changes nothing else.
     pub fn apply_text(&mut self, text: &str, host: &str) -> After {
-        let frame = serde_json::from_str::<Value>(text)
+        // From bytes, like every other JSON the page reads: one text reader in the wasm.
+        let frame = serde_json::from_slice::<Value>(text.as_bytes())
             .map_err(|e| format!("the agent sent a message this page cannot read: {e}"))
             .and_then(|value| {
                 // Kept as it came, before the typed reading takes it apart.

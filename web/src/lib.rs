@@ -120,7 +120,7 @@ pub fn start_agent() {
     let (pairs, imported) = stored_state(|j| {
         serde_json::from_slice(j.as_bytes())
             .ok()
-            .and_then(|v| serde_json::from_value(v).ok())
+            .and_then(|v| gpumem_proto::json::from_value(v).ok())
     });
     leptos::mount::mount_to_body(move || view! { <AgentApp pairs imported pair/> });
 }

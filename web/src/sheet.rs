@@ -554,7 +554,7 @@ pub fn SheetPanel() -> impl IntoView {
                         r.environment = s
                             .environment
                             .clone()
-                            .and_then(|e| serde_json::from_value(e).ok());
+                            .and_then(|e| gpumem_proto::json::from_value(e).ok());
                         r.environment_raw = s.environment.clone();
                     }
                     r.runs = s

@@ -2,6 +2,7 @@
 //! measurement results file, the agent↔page wire messages, the sheet and the workload
 //! results of `gpumem-agent run`.
 
+pub mod json;
 pub mod lookup;
 pub mod results;
 pub mod sheet;

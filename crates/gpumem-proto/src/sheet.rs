@@ -515,10 +515,11 @@ impl SheetImport {
     /// Reads a sheet's text for import: the same refusals as [`Sheet::from_json`] for
     /// foreign JSON, another version and inconsistent runs.
     pub fn from_json(text: &str) -> Result<SheetImport, SheetError> {
-        let value: Value = serde_json::from_str(text)
+        // From bytes, as the page reads every other JSON text: one text reader in its wasm.
+        let value: Value = serde_json::from_slice(text.as_bytes())
             .map_err(|e| refuse(format!("this file is not JSON: {e}")))?;
         check_schema(&value)?;
-        let sheet: SheetImport = serde_json::from_value(value)
+        let sheet: SheetImport = crate::json::from_value(value)
             .map_err(|e| refuse(format!("this gpumem sheet is incomplete or damaged: {e}")))?;
         check_runs(&sheet.observed.runs, sheet.provenance.observations)?;
         Ok(sheet)

@@ -656,7 +656,7 @@ fn take<T: serde::de::DeserializeOwned>(
     key: &str,
 ) -> Result<T, WireError> {
     let value = map.remove(key).unwrap_or(Value::Null);
-    serde_json::from_value(value).map_err(|e| unreadable(format!("field {key:?}: {e}")))
+    crate::json::from_value(value).map_err(|e| unreadable(format!("field {key:?}: {e}")))
 }
 
 fn truncate(text: &str, max_chars: usize) -> String {

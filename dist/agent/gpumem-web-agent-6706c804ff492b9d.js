@@ -413,7 +413,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2604(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2489(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -611,32 +611,32 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 440, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4040);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3909);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 455, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2530);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2415);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("CloseEvent")], shim_idx: 83, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_301);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("CloseEvent")], shim_idx: 84, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_300);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 440, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4040_15);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3909_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("MessageEvent")], shim_idx: 83, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_301_16);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("MessageEvent")], shim_idx: 84, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_300_16);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 371, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4039);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3908);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -659,34 +659,34 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_4039(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_4039(arg0, arg1);
+function __wasm_bindgen_func_elem_3908(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3908(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_4040(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_4040(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3909(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3909(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_301(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_301(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_300(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_300(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_4040_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_4040_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3909_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3909_15(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_301_16(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_301_16(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_300_16(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_300_16(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2604(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2604(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2489(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2489(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2530(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2415(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2530(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2415(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
