@@ -27,6 +27,9 @@ step "core builds for wasm32" cargo build -p gpumem-core --target wasm32-unknown
 if [ -x scripts/check-dist.sh ]; then
   step "dist/ is up to date" ./scripts/check-dist.sh
 fi
+# The committed pages' wasm against their gzip budgets (the timings run with the browser
+# tests below).
+step "page sizes within budget" ./scripts/web-budgets.sh --size-only
 # The end-to-end tests drive the real agent binary (which embeds dist/).
 step "build the agent" cargo build -p gpumem-agent --quiet
 # The `run` probe against real PyTorch on CPU (memory reader replaced by the recording
