@@ -457,6 +457,118 @@ fn nemotron_3_nano_config_matches_the_oracle_and_its_flags() {
         "3712",
         "--router-bias",
         "true",
+        // mamba_ssm_cache_dtype float32, as vLLM keeps it: per Mamba-2 layer the conv
+        // window (4096 + 2·8·128) × 3 in bf16 + the SSM state 4096 × 128 in fp32.
+        "--state-bytes",
+        "2134016",
+    ];
+    by_hand.extend_from_slice(&args);
+    let h = json(&by_hand);
+    for key in ["parameters", "active_parameters", "kv_cache_bytes"] {
+        assert_eq!(h[key], expect[key], "{key}");
+    }
+    // The user's flag overrides the state the config implies: all in bf16 here.
+    let mut overridden = from_config.clone();
+    overridden.extend_from_slice(&["--state-bytes", "1085440"]);
+    let o = json(&overridden);
+    assert_eq!(
+        o["kv_cache_bytes"],
+        Value::from(50_331_648u64 + 23 * 1_085_440)
+    );
+}
+
+/// Nemotron-3 Super's config.json (latent MoE, its "*E" MTP blocks) through the agent
+/// equals the oracle's case, whose total is the BF16 checkpoint's headers' count; the
+/// same shape typed as flags agrees.
+#[test]
+fn nemotron_3_super_config_matches_the_oracle_and_its_flags() {
+    let case: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/../crates/gpumem-core/tests/cases/real-nemotron-3-super-120b-a12b.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("the case file"),
+    )
+    .expect("valid JSON");
+    let expect = &case["expect"];
+    let args = [
+        "--context",
+        "8192",
+        "--kv-dtype",
+        "bf16",
+        "--reserve-gib",
+        "0",
+    ];
+    let path = config("nemotron-3-super-120b-a12b");
+    let mut from_config = vec!["--config", path.as_str()];
+    from_config.extend_from_slice(&args);
+    let v = json(&from_config);
+    for key in [
+        "parameters",
+        "active_parameters",
+        "weights_bytes",
+        "kv_cache_bytes",
+    ] {
+        assert_eq!(v[key], expect[key], "{key}");
+    }
+    assert_eq!(v["parameters"], 123_611_033_088u64);
+    let text = v.to_string();
+    assert!(text.contains("multi-token-prediction"), "{text}");
+    let mut by_hand = vec![
+        "--layers",
+        "88",
+        "--hidden",
+        "4096",
+        "--vocab",
+        "131072",
+        "--heads",
+        "32",
+        "--kv-heads",
+        "2",
+        "--head-dim",
+        "128",
+        "--intermediate",
+        "2688",
+        "--gated-mlp",
+        "false",
+        "--layer-norms",
+        "1",
+        "--mixer",
+        "mamba2",
+        "--state-layers",
+        "40",
+        "--mixer-inner",
+        "8192",
+        "--mixer-state",
+        "128",
+        "--mixer-conv",
+        "4",
+        "--mixer-heads",
+        "128",
+        "--mixer-key-heads",
+        "8",
+        "--attention-layers",
+        "8",
+        "--mlp-layers",
+        "40",
+        "--experts",
+        "512",
+        "--active-experts",
+        "22",
+        "--expert-intermediate",
+        "2688",
+        "--shared-experts",
+        "1",
+        "--shared-intermediate",
+        "5376",
+        "--router-bias",
+        "true",
+        "--moe-latent",
+        "1024",
+        "--mtp-layers",
+        "1",
+        "--state-bytes",
+        "4255744",
     ];
     by_hand.extend_from_slice(&args);
     let h = json(&by_hand);

@@ -39,6 +39,12 @@ pub struct Moe {
     /// A sigmoid gate `[1, hidden]` on the shared expert's output per MoE layer
     /// (Qwen2-MoE's and Qwen3-Next's `shared_expert_gate`).
     pub shared_gate: bool,
+    /// Nemotron-3 Super's latent MoE (`moe_latent_size`): the routed experts work at
+    /// this width between `fc1_latent_proj` [latent, hidden] and `fc2_latent_proj`
+    /// [hidden, latent]; the router and the shared expert stay at the hidden width
+    /// (transformers' and vLLM's `NemotronHMoE`). 0 = none.
+    #[serde(default)]
+    pub latent: u64,
 }
 
 impl Moe {
@@ -500,6 +506,7 @@ impl Architecture {
                 ("shared-experts", m.shared_experts),
                 ("shared-intermediate", m.shared_intermediate),
                 ("moe-every", m.every),
+                ("moe-latent", m.latent),
             ]);
         }
         for (field, v) in bounded {
@@ -623,7 +630,24 @@ impl Architecture {
         if !self.tied_embeddings {
             t.push(grp(LmHead, Vocab, "lm_head", self.vocab, h, 1));
         }
-        if self.mtp_layers > 0 {
+        if self.mtp_layers > 0 && self.mlp_layers.is_some() {
+            // A block-pattern model (Nemotron-H, whose blocks are each one norm and one
+            // mixer): Nemotron-3's MTP per predicted token (mtp_hybrid_override_pattern
+            // "*E"; vLLM's nemotron_h_mtp.py): an attention block then an MLP block
+            // (MoE when the backbone has one), each with its norm, enorm + hnorm and
+            // eh_proj [hidden, 2·hidden] on the first, final_layernorm on the last; the
+            // embedding and lm_head are the backbone's (no copies).
+            let n = self.mtp_layers;
+            let (dense_mtp, moe_mtp) = if self.moe.is_some() { (0, n) } else { (n, 0) };
+            self.push_layers(&mut t, Some(Mtp), n, n, dense_mtp, moe_mtp)?;
+            let blocks_norms = n.saturating_mul(self.layer_norms.max(1));
+            let norms = n.saturating_mul(5).saturating_sub(blocks_norms);
+            t.push(grp(Mtp, Kept, "mtp norms", h, 1, norms));
+            t.push(grp(Mtp, Linear, "mtp eh_proj", h, h.saturating_mul(2), n));
+            for tg in t.iter_mut().filter(|tg| tg.class == Mtp) {
+                tg.active = 0;
+            }
+        } else if self.mtp_layers > 0 {
             // DeepSeek-V3's layout (modeling_deepseek / the checkpoint's layer 61):
             // a full MoE decoder layer, enorm + hnorm + shared_head.norm, eh_proj
             // [hidden, 2·hidden], and its own embed_tokens and shared_head.head copies.
@@ -848,7 +872,7 @@ impl Architecture {
             ));
         }
         if self.intermediate > 0 {
-            self.push_mlp(t, "mlp", self.intermediate, dense, dense)?;
+            self.push_mlp(t, "mlp", self.intermediate, self.hidden, dense, dense)?;
         }
         if let Some(m) = self.moe.filter(|_| moe > 0) {
             t.push(grp(Mlp, Kept, "router", m.experts, h, moe));
@@ -857,10 +881,28 @@ impl Architecture {
             }
             let all = checked_product(&[moe, m.experts], "experts")?;
             let active = checked_product(&[moe, m.active], "experts")?;
-            self.push_mlp(t, "experts", m.expert_intermediate, all, active)?;
+            let width = if m.latent > 0 {
+                t.push(grp(Mlp, Linear, "fc1_latent_proj", m.latent, h, moe));
+                t.push(grp(Mlp, Linear, "fc2_latent_proj", h, m.latent, moe));
+                if self.mlp_bias {
+                    // vLLM's NemotronHMoE: bias=config.mlp_bias on both.
+                    t.push(grp(
+                        Mlp,
+                        Kept,
+                        "latent_proj bias",
+                        m.latent.saturating_add(h),
+                        1,
+                        moe,
+                    ));
+                }
+                m.latent
+            } else {
+                h
+            };
+            self.push_mlp(t, "experts", m.expert_intermediate, width, all, active)?;
             if m.shared_experts > 0 {
                 let n = checked_product(&[moe, m.shared_experts], "experts")?;
-                self.push_mlp(t, "shared_experts", m.shared_intermediate.max(1), n, n)?;
+                self.push_mlp(t, "shared_experts", m.shared_intermediate.max(1), h, n, n)?;
                 if m.shared_gate {
                     t.push(grp(Mlp, Kept, "shared_expert_gate", 1, h, n));
                 }
@@ -879,10 +921,10 @@ impl Architecture {
         t: &mut Vec<TensorGroup>,
         prefix: &'static str,
         inter: u64,
+        h: u64,
         count: u64,
         active: u64,
     ) -> Result<(), EstimateError> {
-        let h = self.hidden;
         let names: &[(&'static str, u64, u64)] = match (prefix, self.gated_mlp) {
             ("mlp", true) => &[
                 ("gate_proj", inter, h),

@@ -331,6 +331,8 @@ pub static FIELDS: &[Field] = &[
         "MoE: a bias on the router (gpt-oss, DeepSeek-V3's correction bias)"),
     f("shared-gate", G::Moe, K::Bool(false), "Shared-expert gate", "",
         "MoE: a [1, hidden] gate on the shared expert (Qwen2-MoE, Qwen3-Next)"),
+    f("moe-latent", G::Moe, K::Count, "Expert latent width", "none",
+        "MoE: routed experts work at this width between two projections (Nemotron-3 Super)"),
     f("sequences", G::Workload, K::Count, "Sequences together", "1",
         "Sequences processed together (batch / concurrent requests)"),
     f("context", G::Workload, K::Count, "Prompt tokens", "none",

@@ -376,6 +376,7 @@ fn build_arch(
             every: get("moe-every").unwrap_or(1),
             router_bias: flag("router-bias", false),
             shared_gate: flag("shared-gate", false),
+            latent: get("moe-latent").unwrap_or(0),
         }),
         _ => None,
     };
@@ -551,6 +552,9 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
             }
             if m.shared_gate {
                 put("shared-gate", "true".into());
+            }
+            if m.latent > 0 {
+                put("moe-latent", m.latent.to_string());
             }
         }
     }

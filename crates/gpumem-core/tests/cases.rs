@@ -190,6 +190,10 @@ const CASES: &[(&str, &str)] = &[
         "real-nemotron-3-nano-30b-a3b",
         include_str!("cases/real-nemotron-3-nano-30b-a3b.json"),
     ),
+    (
+        "real-nemotron-3-super-120b-a12b",
+        include_str!("cases/real-nemotron-3-super-120b-a12b.json"),
+    ),
     ("real-olmo-2-7b", include_str!("cases/real-olmo-2-7b.json")),
     (
         "real-phi-3-mini-4k",

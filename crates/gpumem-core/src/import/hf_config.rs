@@ -43,6 +43,9 @@ pub struct ImportedConfig {
     /// The attention projections' format when the quantiser left them out
     /// (`modules_to_not_convert`, compressed-tensors `ignore`).
     pub attention_format: Option<String>,
+    /// Recurrent-state bytes per state layer when the config fixes them beyond the
+    /// mixer's shape in the compute dtype (Nemotron-3's `mamba_ssm_cache_dtype`).
+    pub state_bytes: Option<u64>,
     /// Defaults that were assumed because the config did not say.
     pub notes: Vec<String>,
     /// Fields that change memory and are not modelled, and other soft problems.
@@ -61,6 +64,7 @@ impl ImportedConfig {
                 .filter(|_| self.sliding_window.is_some()),
             max_position: self.max_position,
             state_layers: self.arch.mixer.map_or(0, |m| m.layers),
+            state_bytes: self.state_bytes.unwrap_or(0),
             ..EstimateInput::default()
         };
         let mut out = to_pairs(&input);
@@ -556,6 +560,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
                     && v.get("topk_method").and_then(Value::as_str) == Some("noaux_tc")),
             // Qwen2MoeSparseMoeBlock / Qwen3NextSparseMoeBlock: `shared_expert_gate`.
             shared_gate: matches!(mt, "qwen2_moe" | "qwen3_next"),
+            latent: 0,
         }),
         _ => nemotron_experts,
     };
@@ -604,25 +609,30 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         }
         _ => None,
     };
+    let mut state_bytes = None;
     if let Some(m) = mixer.filter(|_| nemotron.is_some())
         && v.get("mamba_ssm_cache_dtype").and_then(Value::as_str) == Some("float32")
     {
-        // vLLM's NemotronHForCausalLMConfig hook takes the SSM state's dtype from
-        // this key; the state line counts the state in the compute dtype. Per layer:
-        // the conv window (inner + 2 × groups × d_state) × (kernel − 1) in 16 bits and
-        // the SSM state inner × d_state in 32 (`Mixer::state_values`' shapes).
-        let conv = m
-            .key_heads
-            .saturating_mul(m.state)
-            .saturating_mul(2)
-            .saturating_add(m.inner)
-            .saturating_mul(m.conv.saturating_sub(1));
+        // vLLM's NemotronHForCausalLMConfig hook (model_executor/models/config.py)
+        // sets cache_config.mamba_ssm_cache_dtype from this key; the conv state keeps
+        // mamba_cache_dtype "auto", the model's dtype (mamba_utils.py,
+        // MambaStateDtypeCalculator.mamba2_state_dtype). Per layer: the conv window
+        // (inner + 2 × groups × d_state) × (kernel − 1) in the model dtype and the
+        // SSM state inner × d_state in 4 bytes (`Mixer::state_values`' shapes).
+        let (conv, ssm) = m
+            .state_values()
+            .map_err(|e| parse(format!("inconsistent shape: {e}")))?;
+        let conv_bytes = match v.get("torch_dtype").or_else(|| v.get("dtype")) {
+            Some(Value::String(d)) if d == "float32" => 4,
+            _ => 2,
+        };
         let per_layer = conv
-            .saturating_mul(2)
-            .saturating_add(m.inner.saturating_mul(m.state).saturating_mul(4));
-        warnings.push(format!(
-            "mamba_ssm_cache_dtype = float32: vLLM keeps the SSM state in float32 (counted here in the compute dtype): give state-bytes {per_layer}"
+            .saturating_mul(conv_bytes)
+            .saturating_add(ssm.saturating_mul(4));
+        notes.push(format!(
+            "mamba_ssm_cache_dtype float32: state-bytes {per_layer} (SSM state in fp32, conv in the model dtype, as vLLM)"
         ));
+        state_bytes = Some(per_layer);
     }
     let mla = match uint(v, "kv_lora_rank")? {
         Some(kv_lora_rank) => Some(Mla {
@@ -635,11 +645,17 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         None => None,
     };
     let mut mtp_layers = uint(v, "num_nextn_predict_layers")?.unwrap_or(0);
-    if mtp_layers > 0 && nemotron.is_some() {
-        // Nemotron-3's `mtp.*` blocks (mtp_hybrid_override_pattern) are not
-        // DeepSeek's layer: not counted rather than counted wrongly.
+    let mtp_pattern = v.get("mtp_hybrid_override_pattern").and_then(Value::as_str);
+    if mtp_layers > 0 && nemotron.is_some() && mtp_pattern != Some("*E") {
+        // Nemotron-3's MTP blocks are counted for the "*E" pattern (an attention
+        // block, then the MoE block) only; another pattern is named, not miscounted.
+        warnings.push(format!(
+            "num_nextn_predict_layers: MTP pattern {mtp_pattern:?} is not modelled (only \"*E\"): the MTP blocks are not counted"
+        ));
+        mtp_layers = 0;
+    } else if mtp_layers > 0 && nemotron.is_some_and(|b| b.moe == 0) {
         warnings.push(
-            "num_nextn_predict_layers is not modelled: Nemotron-H's MTP blocks (mtp.*) are not counted"
+            "num_nextn_predict_layers: MTP blocks without MoE blocks are not modelled: not counted"
                 .into(),
         );
         mtp_layers = 0;
@@ -784,6 +800,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         dtype,
         format,
         attention_format,
+        state_bytes,
         notes,
         warnings,
     })
@@ -957,6 +974,7 @@ fn mamba(v: &Value, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, 
         dtype,
         format: q.map(|(f, _)| f),
         attention_format: None,
+        state_bytes: None,
         notes,
         warnings,
     })
@@ -1093,20 +1111,14 @@ fn nemotron_blocks(
 /// `moe_intermediate_size` wide; the caller counts them non-gated) and one shared
 /// `NemotronHMLP` `moe_shared_expert_intermediate_size × n_shared_experts` wide (vLLM;
 /// none when n_shared_experts is 0). The `-` blocks among the MLP blocks keep the
-/// dense MLP (`Moe::dense_layers`).
+/// dense MLP (`Moe::dense_layers`). With `moe_latent_size` (Nemotron-3 Super) the
+/// routed experts work at that width between `fc1_latent_proj` and `fc2_latent_proj`
+/// (vLLM's NemotronHMoE; the shared expert and the router stay at hidden width).
 fn nemotron_moe(
     v: &Value,
     blocks: NemotronBlocks,
     notes: &mut Vec<String>,
 ) -> Result<Moe, EstimateError> {
-    if present(v, "moe_latent_size") {
-        // Nemotron-3 Super: fc1/fc2_latent_proj around experts that work in the
-        // latent width. Not modelled: refused rather than miscounted.
-        return Err(parse(
-            "moe_latent_size (Nemotron-3 Super's latent MoE) is not read yet: give the shape by hand"
-                .into(),
-        ));
-    }
     let experts = need(v, &["n_routed_experts"])?;
     if experts < 2 {
         return Err(parse("n_routed_experts: at least 2 needed".into()));
@@ -1137,6 +1149,9 @@ fn nemotron_moe(
         every: 1,
         router_bias: true,
         shared_gate: false,
+        // Nemotron-3 Super: fc1_latent_proj [latent, hidden] and fc2_latent_proj
+        // [hidden, latent] around routed experts that work at the latent width.
+        latent: uint(v, "moe_latent_size")?.unwrap_or(0),
     })
 }
 
@@ -1827,10 +1842,28 @@ mod tests {
         let c = parse_config(&format!(r#"{{{base},"n_shared_experts":2}}"#)).unwrap();
         let m = c.arch.moe.unwrap();
         assert_eq!((m.shared_experts, m.shared_intermediate), (1, 96));
-        // A latent MoE (Nemotron-3 Super) is refused with words, not miscounted.
-        let e = parse_config(&format!(r#"{{{base},"moe_latent_size":16}}"#)).unwrap_err();
-        assert!(e.to_string().contains("moe_latent_size"), "{e}");
-        // MTP blocks are named and left out, not counted as DeepSeek's layer.
+        // A latent MoE (Nemotron-3 Super): fc1_latent_proj [16, 64] and fc2_latent_proj
+        // [64, 16] per E block, the routed experts at width 16 (4 × 2 × 32 × 16 = 4 096
+        // instead of 16 384), the router and the shared expert at 64: each E block
+        // 260 + 2 × 1 024 + 4 096 + 6 144 = 12 548 instead of 22 788.
+        let c = parse_config(&format!(r#"{{{base},"moe_latent_size":16}}"#)).unwrap();
+        assert_eq!(c.arch.moe.unwrap().latent, 16);
+        let latent_total = 102_580 - 2 * (22_788 - 12_548);
+        assert_eq!(
+            counts(&c.arch),
+            (latent_total, latent_total - 2 * 2 * 2 * 32 * 16)
+        );
+        assert_eq!(total(&c.pairs()), latent_total);
+        // MTP "*E" (vLLM's nemotron_h_mtp.py): an attention block (12 288) and an E
+        // block (22 788), each with its norm, enorm + hnorm + final_layernorm, eh_proj
+        // 64 × 128; no embedding or lm_head copies; none of it active.
+        let mtp = r#""num_nextn_predict_layers":1,"mtp_hybrid_override_pattern":"*E""#;
+        let c = parse_config(&format!("{{{base},{mtp}}}")).unwrap();
+        assert_eq!(c.arch.mtp_layers, 1);
+        let with_mtp = 102_580 + 12_288 + 22_788 + 5 * 64 + 64 * 128;
+        assert_eq!(counts(&c.arch), (with_mtp, 102_580 - 16_384));
+        assert_eq!(total(&c.pairs()), with_mtp);
+        // Another (or no) MTP pattern is named and left out, not miscounted.
         let c = parse_config(&format!(r#"{{{base},"num_nextn_predict_layers":1}}"#)).unwrap();
         assert_eq!(c.arch.mtp_layers, 0);
         assert!(
@@ -1840,14 +1873,24 @@ mod tests {
             "{:?}",
             c.warnings
         );
-        // A float32 SSM cache (vLLM reads the key) is named with the per-layer bytes:
-        // conv (64 + 2·2·8) × 3 values in 16 bits + SSM 4 × 16 × 8 in 32 bits.
+        // A float32 SSM cache (vLLM reads the key) sets the per-layer state bytes:
+        // conv (64 + 2·2·8) × 3 values in the model's 16 bits + SSM 4 × 16 × 8 in 32.
         let c = parse_config(&format!(r#"{{{base},"mamba_ssm_cache_dtype":"float32"}}"#)).unwrap();
-        let w = field(&c, "mamba_ssm_cache_dtype").unwrap();
+        let bytes = 96 * 3 * 2 + 64 * 8 * 4;
+        assert_eq!(c.state_bytes, Some(bytes));
         assert!(
-            w.contains(&format!("state-bytes {}", 96 * 3 * 2 + 64 * 8 * 4)),
-            "{w}"
+            field(&c, "mamba_ssm_cache_dtype").is_some(),
+            "{:?}",
+            c.notes
         );
+        assert!(c.pairs().contains(&("state-bytes", bytes.to_string())));
+        let c = parse_config(&format!(
+            r#"{{{base},"mamba_ssm_cache_dtype":"float32","torch_dtype":"float32"}}"#
+        ))
+        .unwrap();
+        assert_eq!(c.state_bytes, Some(96 * 3 * 4 + 64 * 8 * 4));
+        let c = parse_config(&format!("{{{base}}}")).unwrap();
+        assert_eq!(c.state_bytes, None);
         // The blocks listed by name (newer configs) read the same.
         let named = format!("{{{base}}}").replace(
             r#""hybrid_override_pattern":"ME*-E""#,

@@ -321,42 +321,75 @@ def checkpoint_tensors(config):
         H2, P, G, n, k = c["mamba_num_heads"], c["mamba_head_dim"], c["n_groups"], c["ssm_state_size"], c["conv_kernel"]
         d = H2 * P; conv_dim = d + 2 * G * n; I = c["intermediate_size"]
         bias = c.get("mlp_bias", False)
-        def relu2_mlp(q, width, kind, bias_kind):
-            add(f"{q}.up_proj.weight", (width, h), kind); add(f"{q}.down_proj.weight", (h, width), kind)
+        def relu2_mlp(q, width, kind, bias_kind, x=h):
+            # up_proj [width, x], down_proj [x, width]; x is the hidden width, or the
+            # latent width for Nemotron-3 Super's routed experts.
+            add(f"{q}.up_proj.weight", (width, x), kind); add(f"{q}.down_proj.weight", (x, width), kind)
             if bias:
-                add(f"{q}.up_proj.bias", (width,), bias_kind); add(f"{q}.down_proj.bias", (h,), bias_kind)
+                add(f"{q}.up_proj.bias", (width,), bias_kind); add(f"{q}.down_proj.bias", (x,), bias_kind)
         add("backbone.embeddings", (V, h), "vocab")
-        for i, block in enumerate(c["hybrid_override_pattern"]):
-            p = f"backbone.layers.{i}.mixer"
+        def block_tensors(block, p, kd):
+            # kd: the tensor kind, "mtp_"-prefixed inside the MTP blocks.
             if block == "M":
-                add(f"{p}.in_proj", (2 * d + 2 * G * n + H2, h), "linear_attn")
-                add(f"{p}.conv1d.weight", (conv_dim, 1, k), "kept"); add(f"{p}.conv1d.bias", (conv_dim,), "kept")
-                add(f"{p}.dt_bias", (H2,), "kept"); add(f"{p}.A_log", (H2,), "kept"); add(f"{p}.D", (H2,), "kept")
-                add(f"{p}.norm", (d,), "kept")
-                add(f"{p}.out_proj", (h, d), "linear_attn")
+                add(f"{p}.in_proj", (2 * d + 2 * G * n + H2, h), kd("linear_attn"))
+                add(f"{p}.conv1d.weight", (conv_dim, 1, k), kd("kept")); add(f"{p}.conv1d.bias", (conv_dim,), kd("kept"))
+                add(f"{p}.dt_bias", (H2,), kd("kept")); add(f"{p}.A_log", (H2,), kd("kept")); add(f"{p}.D", (H2,), kd("kept"))
+                add(f"{p}.norm", (d,), kd("kept"))
+                add(f"{p}.out_proj", (h, d), kd("linear_attn"))
             elif block == "*":
-                add(f"{p}.q_proj", (H * hd, h), "linear_attn"); add(f"{p}.k_proj", (KV * hd, h), "linear_attn")
-                add(f"{p}.v_proj", (KV * hd, h), "linear_attn"); add(f"{p}.o_proj", (h, H * hd), "linear_attn")
+                add(f"{p}.q_proj", (H * hd, h), kd("linear_attn")); add(f"{p}.k_proj", (KV * hd, h), kd("linear_attn"))
+                add(f"{p}.v_proj", (KV * hd, h), kd("linear_attn")); add(f"{p}.o_proj", (h, H * hd), kd("linear_attn"))
             elif block == "E":
-                # The Nemotron-3-Nano checkpoint's MoE block (transformers' NemotronHMoE,
+                # The Nemotron-3 checkpoints' MoE block (transformers' NemotronHMoE,
                 # NemotronHTopkRouter and NemotronHMLP; vLLM's NemotronHMoE):
                 # gate.weight [experts, hidden] and the router's fp32 buffer
                 # gate.e_score_correction_bias [experts]; per expert a non-gated relu^2
                 # MLP experts.E.{up,down}_proj; one shared expert
                 # moe_shared_expert_intermediate_size x n_shared_experts wide (vLLM).
-                assert c.get("moe_latent_size") is None, "latent MoE (Nemotron-3 Super) not listed"
+                # Super's latent MoE (moe_latent_size; vLLM's NemotronHMoE with
+                # use_latent_moe): fc1_latent_proj [latent, hidden] and fc2_latent_proj
+                # [hidden, latent] (bias = mlp_bias), the routed experts at the latent
+                # width; the router and the shared expert (NemotronHMLP with
+                # hidden_size = config.hidden_size) stay at the hidden width.
                 E, EI = c["n_routed_experts"], c["moe_intermediate_size"]
-                add(f"{p}.gate.weight", (E, h), "kept")
-                add(f"{p}.gate.e_score_correction_bias", (E,), "kept")
+                X = c.get("moe_latent_size") or h
+                add(f"{p}.gate.weight", (E, h), kd("kept"))
+                add(f"{p}.gate.e_score_correction_bias", (E,), kd("kept"))
+                if c.get("moe_latent_size"):
+                    add(f"{p}.fc1_latent_proj.weight", (X, h), kd("linear_mlp"))
+                    add(f"{p}.fc2_latent_proj.weight", (h, X), kd("linear_mlp"))
+                    if bias:
+                        add(f"{p}.fc1_latent_proj.bias", (X,), kd("kept")); add(f"{p}.fc2_latent_proj.bias", (h,), kd("kept"))
                 for e in range(E):
-                    relu2_mlp(f"{p}.experts.{e}", EI, "expert", "expert_kept")
+                    relu2_mlp(f"{p}.experts.{e}", EI, kd("expert"), kd("expert_kept"), X)
                 if c.get("n_shared_experts", 1):
                     relu2_mlp(f"{p}.shared_experts", c["moe_shared_expert_intermediate_size"] * c.get("n_shared_experts", 1),
-                              "linear_mlp", "kept")
+                              kd("linear_mlp"), kd("kept"))
             else:
                 assert block == "-"
-                relu2_mlp(p, I, "linear_mlp", "kept")
+                relu2_mlp(p, I, kd("linear_mlp"), kd("kept"))
+        plain = lambda base: base
+        for i, block in enumerate(c["hybrid_override_pattern"]):
+            block_tensors(block, f"backbone.layers.{i}.mixer", plain)
             add(f"backbone.layers.{i}.norm", (h,), "kept")
+        # Nemotron-3's MTP (vLLM's nemotron_h_mtp.py, NemotronHMultiTokenPredictor):
+        # per predicted step the blocks of mtp_hybrid_override_pattern as
+        # mtp.layers.N.{norm, mixer}; the step's first block also holds enorm, hnorm and
+        # eh_proj [hidden, 2 hidden], its last final_layernorm. The embedding and
+        # lm_head are the backbone's (shared from the target model), not copied.
+        mtp = lambda base: "mtp_" + base
+        pat = c.get("mtp_hybrid_override_pattern", "")
+        for step in range(c.get("num_nextn_predict_layers", 0) or 0):
+            for j, block in enumerate(pat):
+                i = step * len(pat) + j
+                q = f"mtp.layers.{i}"
+                block_tensors(block, f"{q}.mixer", mtp)
+                add(f"{q}.norm", (h,), "mtp_kept")
+                if j == 0:
+                    add(f"{q}.enorm", (h,), "mtp_kept"); add(f"{q}.hnorm", (h,), "mtp_kept")
+                    add(f"{q}.eh_proj", (h, 2 * h), "mtp_linear_mlp")
+                if j == len(pat) - 1:
+                    add(f"{q}.final_layernorm", (h,), "mtp_kept")
         add("backbone.norm_f", (h,), "kept")
         if not c.get("tie_word_embeddings", False):
             add("lm_head", (V, h), "vocab")
@@ -680,7 +713,10 @@ def state_bytes(config, nbytes=2):
         d = c["mamba_num_heads"] * c["mamba_head_dim"]
         conv = (d + 2 * c["n_groups"] * c["ssm_state_size"]) * (c["conv_kernel"] - 1)
         m = c["hybrid_override_pattern"].count("M")
-        return m * (conv + d * c["ssm_state_size"]) * nbytes
+        # vLLM's NemotronHForCausalLMConfig hook takes the SSM (temporal) state's dtype
+        # from mamba_ssm_cache_dtype; the conv state stays in the model dtype.
+        ssm_bytes = 4 if c.get("mamba_ssm_cache_dtype") == "float32" else nbytes
+        return m * (conv * nbytes + d * c["ssm_state_size"] * ssm_bytes)
     if mt == "granitemoehybrid":
         # vLLM's GraniteMoeHybridForCausalLM: Mamba-2 shapes, expand x hidden, in the
         # "mamba" layers.
@@ -818,6 +854,7 @@ REAL = {
     "mamba-codestral-7b": (None, "model page: 7.29B"),
     "nemotron-h-8b": (None, "model name: 8B (model page 8.1B)"),
     "nemotron-3-nano-30b-a3b": (31_577_940_288, "model card: 31.6B total; 31 577 940 288 is llama.cpp's n_params for the GGUF conversion (unsloth/Nemotron-3-Nano-30B-A3B-GGUF), as public llama-bench and llama-server outputs quote it, the router's correction biases included"),
+    "nemotron-3-super-120b-a12b": (123_611_033_088, "the BF16 checkpoint's safetensors headers (a public test quotes them: 123 611 033 088 in all, BF16 weights 123 611 012 096 + fp32 routing buffers; MTP 2 942 324 736; inactive backbone experts 107 898 470 400); model card 120B total, 12B active"),
     "jamba-1.5-mini": (None, "model card: 52B total (51.6B), 12B active"),
     "falcon-h1-0.5b-instruct": (None, "model size 521M (the Hugging Face safetensors count, as llmrun.dev/model/tiiuae-falcon-h1-0-5b-instruct shows it: 521M parameters, a 1.04 GB BF16 file)"),
     "bamba-9b": (None, "checkpoint name ibm-fms/Bamba-9.8b-2.2T-hf (BambaConfig's docstring: its defaults come from it): 9.8B"),
@@ -825,6 +862,10 @@ REAL = {
     "granite-4.0-h-small": (None, "32.2B (en.immers.cloud/ai/ibm-granite/granite-4.0-h-small); IBM's Granite 4.0 docs: 32B total, 9B active"),
     "qwen3-next-80b-a3b": (79_674_391_296, "80B (model card); 79 674 391 296 published for Qwen3-Coder-Next, the same shape, without the MTP module"),
 }
+
+# Published totals that include the checkpoint's MTP blocks.
+PUBLISHED_WITH_MTP = {"nemotron-3-super-120b-a12b"}
+SUPER_MTP = 2_942_324_736 + 512  # the headers' BF16 MTP figure + its fp32 correction bias
 
 # Published totals given only rounded: (value, significant digits it is rounded to).
 ROUNDED = {"granite-4.0-h-tiny": (7e9, 1), "granite-4.0-h-small": (32.2e9, 3), "bamba-9b": (9.8e9, 2), "falcon-h1-0.5b-instruct": (521e6, 3), "mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "nemotron-3-nano-30b-a3b": (31.6e9, 3), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
@@ -902,7 +943,13 @@ for name, (published, how) in REAL.items():
     params, mtp, kvb = write_real(name, cfg, cfg["_source"] + (f" (checked against {cfg['_checked_against']})" if "_checked_against" in cfg else ""),
                                   8192, fmt, attn, published)
     if published is not None:
-        assert params - mtp == published, (name, params - mtp, published)
+        counted = params if name in PUBLISHED_WITH_MTP else params - mtp
+        assert counted == published, (name, counted, published)
+    if name == "nemotron-3-super-120b-a12b":
+        # The headers' other figures: the MTP blocks, and the backbone's inactive experts.
+        assert mtp == SUPER_MTP, (name, mtp)
+        _, active, _, _ = summarise(cfg)
+        assert params - mtp - active == 107_898_470_400, (name, params - mtp - active)
     if name in ROUNDED:
         value, digits = ROUNDED[name]
         assert float(f"{params:.{digits}g}") == value, (name, params, value)
