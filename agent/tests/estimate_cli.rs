@@ -372,21 +372,12 @@ fn table_and_json_match_their_snapshots() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// Nemotron-3 Nano's config.json (MoE `E` blocks among Mamba-2 and attention blocks)
-/// through the agent equals the oracle's case (tests/cases/oracle.py, which lists the
-/// checkpoint's tensors independently), and the same shape typed as flags agrees.
-#[test]
-fn nemotron_3_nano_config_matches_the_oracle_and_its_flags() {
-    let case: Value = serde_json::from_str(
-        &std::fs::read_to_string(format!(
-            "{}/../crates/gpumem-core/tests/cases/real-nemotron-3-nano-30b-a3b.json",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .expect("the case file"),
-    )
-    .expect("valid JSON");
-    let expect = &case["expect"];
-    let args = [
+/// A real case's config.json through the agent at the case's inputs (8k tokens, bf16 KV,
+/// no reserve): its parameters, active parameters, weights and KV must be the oracle's
+/// (tests/cases/oracle.py). Returns the agent's answer and a check that runs the same
+/// inputs with the shape typed as flags and compares parameters and KV with the case.
+fn real_case_through_config(name: &str) -> (Value, impl Fn(&[&str])) {
+    const ARGS: [&str; 6] = [
         "--context",
         "8192",
         "--kv-dtype",
@@ -394,9 +385,18 @@ fn nemotron_3_nano_config_matches_the_oracle_and_its_flags() {
         "--reserve-gib",
         "0",
     ];
-    let path = config("nemotron-3-nano-30b-a3b");
+    let case: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/../crates/gpumem-core/tests/cases/real-{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("the case file"),
+    )
+    .expect("valid JSON");
+    let expect = case["expect"].clone();
+    let path = config(name);
     let mut from_config = vec!["--config", path.as_str()];
-    from_config.extend_from_slice(&args);
+    from_config.extend_from_slice(&ARGS);
     let v = json(&from_config);
     for key in [
         "parameters",
@@ -404,11 +404,28 @@ fn nemotron_3_nano_config_matches_the_oracle_and_its_flags() {
         "weights_bytes",
         "kv_cache_bytes",
     ] {
-        assert_eq!(v[key], expect[key], "{key}");
+        assert_eq!(v[key], expect[key], "{name}: {key}");
     }
+    let by_case = move |flags: &[&str]| {
+        let mut by_hand = flags.to_vec();
+        by_hand.extend_from_slice(&ARGS);
+        let h = json(&by_hand);
+        for key in ["parameters", "active_parameters", "kv_cache_bytes"] {
+            assert_eq!(h[key], expect[key], "by hand: {key}");
+        }
+    };
+    (v, by_case)
+}
+
+/// Nemotron-3 Nano's config.json (MoE `E` blocks among Mamba-2 and attention blocks)
+/// through the agent equals the oracle's case (tests/cases/oracle.py, which lists the
+/// checkpoint's tensors independently), and the same shape typed as flags agrees.
+#[test]
+fn nemotron_3_nano_config_matches_the_oracle_and_its_flags() {
+    let (v, by_case) = real_case_through_config("nemotron-3-nano-30b-a3b");
     assert_eq!(v["parameters"], 31_577_940_288u64);
     // The shape by hand, with the keys README names.
-    let mut by_hand = vec![
+    let by_hand = vec![
         "--layers",
         "52",
         "--hidden",
@@ -462,15 +479,21 @@ fn nemotron_3_nano_config_matches_the_oracle_and_its_flags() {
         "--state-bytes",
         "2134016",
     ];
-    by_hand.extend_from_slice(&args);
-    let h = json(&by_hand);
-    for key in ["parameters", "active_parameters", "kv_cache_bytes"] {
-        assert_eq!(h[key], expect[key], "{key}");
-    }
+    by_case(&by_hand);
     // The user's flag overrides the state the config implies: all in bf16 here.
-    let mut overridden = from_config.clone();
-    overridden.extend_from_slice(&["--state-bytes", "1085440"]);
-    let o = json(&overridden);
+    let path = config("nemotron-3-nano-30b-a3b");
+    let o = json(&[
+        "--config",
+        path.as_str(),
+        "--context",
+        "8192",
+        "--kv-dtype",
+        "bf16",
+        "--reserve-gib",
+        "0",
+        "--state-bytes",
+        "1085440",
+    ]);
     assert_eq!(
         o["kv_cache_bytes"],
         Value::from(50_331_648u64 + 23 * 1_085_440)
@@ -482,39 +505,11 @@ fn nemotron_3_nano_config_matches_the_oracle_and_its_flags() {
 /// same shape typed as flags agrees.
 #[test]
 fn nemotron_3_super_config_matches_the_oracle_and_its_flags() {
-    let case: Value = serde_json::from_str(
-        &std::fs::read_to_string(format!(
-            "{}/../crates/gpumem-core/tests/cases/real-nemotron-3-super-120b-a12b.json",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .expect("the case file"),
-    )
-    .expect("valid JSON");
-    let expect = &case["expect"];
-    let args = [
-        "--context",
-        "8192",
-        "--kv-dtype",
-        "bf16",
-        "--reserve-gib",
-        "0",
-    ];
-    let path = config("nemotron-3-super-120b-a12b");
-    let mut from_config = vec!["--config", path.as_str()];
-    from_config.extend_from_slice(&args);
-    let v = json(&from_config);
-    for key in [
-        "parameters",
-        "active_parameters",
-        "weights_bytes",
-        "kv_cache_bytes",
-    ] {
-        assert_eq!(v[key], expect[key], "{key}");
-    }
+    let (v, by_case) = real_case_through_config("nemotron-3-super-120b-a12b");
     assert_eq!(v["parameters"], 123_611_033_088u64);
     let text = v.to_string();
     assert!(text.contains("multi-token-prediction"), "{text}");
-    let mut by_hand = vec![
+    let by_hand = vec![
         "--layers",
         "88",
         "--hidden",
@@ -570,9 +565,5 @@ fn nemotron_3_super_config_matches_the_oracle_and_its_flags() {
         "--state-bytes",
         "4255744",
     ];
-    by_hand.extend_from_slice(&args);
-    let h = json(&by_hand);
-    for key in ["parameters", "active_parameters", "kv_cache_bytes"] {
-        assert_eq!(h[key], expect[key], "{key}");
-    }
+    by_case(&by_hand);
 }
