@@ -124,6 +124,14 @@ fn flag(v: &Value, key: &str) -> Option<bool> {
 }
 
 /// True when `key` holds something other than null, false, 0 or an empty list.
+/// The checkpoint's dtype as the config names it (`torch_dtype`, or `dtype` in newer
+/// transformers).
+fn torch_dtype(v: &Value) -> Option<&str> {
+    v.get("torch_dtype")
+        .or_else(|| v.get("dtype"))
+        .and_then(Value::as_str)
+}
+
 fn present(v: &Value, key: &str) -> bool {
     match v.get(key) {
         None | Some(Value::Null) | Some(Value::Bool(false)) => false,
@@ -609,6 +617,9 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         }
         _ => None,
     };
+    let dtype = torch_dtype(v)
+        .or_else(|| torch_dtype(&root))
+        .map(str::to_string);
     let mut state_bytes = None;
     if let Some(m) = mixer.filter(|_| nemotron.is_some())
         && v.get("mamba_ssm_cache_dtype").and_then(Value::as_str) == Some("float32")
@@ -622,9 +633,10 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         let (conv, ssm) = m
             .state_values()
             .map_err(|e| parse(format!("inconsistent shape: {e}")))?;
-        let conv_bytes = match v.get("torch_dtype").or_else(|| v.get("dtype")) {
-            Some(Value::String(d)) if d == "float32" => 4,
-            _ => 2,
+        let conv_bytes = if dtype.as_deref() == Some("float32") {
+            4
+        } else {
+            2
         };
         let per_layer = conv
             .saturating_mul(conv_bytes)
@@ -766,13 +778,6 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             "rope_scaling {kind} (factor {factor}): max-position is the config's max_position_embeddings"
         ));
     }
-    let dtype = v
-        .get("torch_dtype")
-        .or_else(|| v.get("dtype"))
-        .or_else(|| root.get("torch_dtype"))
-        .or_else(|| root.get("dtype"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
     let q = quant_format(root.get("quantization_config"), &mut warnings);
     let (format, attention_format) = match q {
         Some((f, keep_attention)) => {
@@ -959,11 +964,7 @@ fn mamba(v: &Value, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, 
     };
     arch.validate()
         .map_err(|e| parse(format!("inconsistent shape: {e}")))?;
-    let dtype = v
-        .get("torch_dtype")
-        .or_else(|| v.get("dtype"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let dtype = torch_dtype(v).map(str::to_string);
     let q = quant_format(v.get("quantization_config"), &mut warnings);
     Ok(ImportedConfig {
         model_type: mt.to_string(),
