@@ -545,6 +545,10 @@ fn bytes(v: Option<u64>) -> String {
     v.map_or("—".to_owned(), |b| Bytes(b).describe())
 }
 
+fn raw(v: Option<u64>) -> String {
+    v.map_or("—".to_owned(), gpumem_core::units::group_digits)
+}
+
 /// The human summary.
 pub fn summary(s: &FleetSheet) -> String {
     let mut out = String::new();
@@ -575,18 +579,22 @@ pub fn summary(s: &FleetSheet) -> String {
             r.documents,
             r.entries,
             r.failed,
-            if r.synthetic { " · SYNTHETIC" } else { "" }
+            if r.synthetic && r.card != "SYNTHETIC" {
+                " · SYNTHETIC"
+            } else {
+                ""
+            }
         );
         for p in &r.phases {
             let _ = writeln!(
                 out,
-                "  {:<16}{:<7} allocated peak {} (min {}) · reserved peak {} · computed {} · error {}",
+                "  {:<16}{:<7} allocated peak {} (smallest {} B) · reserved peak {} B · computed {} B · error {}",
                 p.phase,
                 if p.first_step { " first" } else { "" },
                 bytes(p.allocated_peak_bytes),
-                bytes(p.allocated_peak_min_bytes),
-                bytes(p.reserved_peak_bytes),
-                bytes(p.computed_bytes),
+                raw(p.allocated_peak_min_bytes),
+                raw(p.reserved_peak_bytes),
+                raw(p.computed_bytes),
                 p.error_bytes.map_or("—".to_owned(), |e| format!("{e:+} B")),
             );
         }
