@@ -384,6 +384,100 @@ mod tests {
         }
     }
 
+    /// A loopback stand-in for the Pushgateway: answers 200 to everything and records
+    /// each request's method, path and body.
+    fn gateway() -> (String, std::sync::mpsc::Receiver<(String, String, String)>) {
+        use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let mut parts = line.split_whitespace();
+                let (method, path) = (
+                    parts.next().unwrap_or("").to_owned(),
+                    parts.next().unwrap_or("").to_owned(),
+                );
+                let mut length = 0usize;
+                loop {
+                    let mut h = String::new();
+                    reader.read_line(&mut h).unwrap();
+                    if h.trim().is_empty() {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+                let _ = tx.send((method, path, String::from_utf8(body).unwrap()));
+            }
+        });
+        (url, rx)
+    }
+
+    #[test]
+    fn a_run_pushes_each_phase_then_deletes_its_group_and_keeps_the_textfile() {
+        let (url, rx) = gateway();
+        let dir = tempfile::tempdir().unwrap();
+        let context = RunContext {
+            run_id: "slurm-9-0".into(),
+            hostname: Some("node7".into()),
+            ..RunContext::default()
+        };
+        let args = ExportArgs {
+            textfile_dir: Some(dir.path().to_path_buf()),
+            pushgateway: Some(url),
+        };
+        let live = Live::start(&args, &context, true).unwrap().unwrap();
+        let phase = WorkloadPhase {
+            name: "forward".into(),
+            step: Some(0),
+            first_step: true,
+            manual: false,
+            device: None,
+            allocator: gpumem_proto::workload::AllocatorCounters {
+                allocated_peak_bytes: Some(4096),
+                ..Default::default()
+            },
+            device_free_end_bytes: None,
+            device_total_bytes: None,
+            process_tree_peak_bytes: None,
+            wall_time_ns: 1,
+            error: None,
+        };
+        live.workload_phase(Some(0), &phase);
+        let (method, path, body) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(method, "PUT");
+        assert_eq!(path, "/metrics/job/gpumem/instance/node7/run_id/slurm-9-0");
+        assert!(body.contains("gpumem_phase_allocated_peak_bytes{run_id=\"slurm-9-0\",Hostname=\"node7\",synthetic=\"true\",rank=\"0\",phase=\"forward\",step=\"first\"} 4096"), "{body}");
+        let mut last = Metrics::default();
+        last.int(
+            "gpumem_run_failed",
+            &[("run_id", "slurm-9-0".to_owned())],
+            0,
+        );
+        live.finish(&last);
+        let mut seen = Vec::new();
+        while let Ok((method, _, _)) = rx.recv_timeout(Duration::from_secs(10)) {
+            seen.push(method.clone());
+            if method == "DELETE" {
+                break;
+            }
+        }
+        assert_eq!(seen.last().map(String::as_str), Some("DELETE"), "{seen:?}");
+        let text = std::fs::read_to_string(dir.path().join("gpumem_slurm-9-0.prom")).unwrap();
+        assert_eq!(text, last.render(), "the textfile keeps the final text");
+    }
+
     #[test]
     fn textfile_names_are_safe_and_replaced_atomically() {
         assert_eq!(textfile_name("slurm-1-0"), "gpumem_slurm-1-0.prom");
