@@ -102,7 +102,12 @@ SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
 MaxArraySize=1001
-NodeName=gpumem-node NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+# The trials are tiny (the stand-in): eight CPUs declared so a round's eight tasks start
+# together on a small machine (config_overrides: slurmd takes them as configured), and
+# the scheduler looks every second instead of every minute.
+SlurmdParameters=config_overrides
+SchedulerParameters=sched_interval=1
+NodeName=gpumem-node NodeHostname=$host NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
 PartitionName=fleet Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF="$s/slurm.conf"
