@@ -278,6 +278,17 @@ fn submit_hint(plan: &PlanFile, path: &Path) -> String {
     }
 }
 
+/// An extra `#SBATCH` line must stay one line of printable text: a line break would
+/// add a shell command to the script.
+fn check_sbatch(lines: &[String]) -> Result<()> {
+    for l in lines {
+        if l.is_empty() || l.len() > 512 || !l.chars().all(|c| c == ' ' || c.is_ascii_graphic()) {
+            bail!("--sbatch {l:?}: one line of printable ASCII, e.g. --sbatch=--gres=gpu:1");
+        }
+    }
+    Ok(())
+}
+
 /// `bisect --plan`: writes round 1.
 pub(super) fn start(search: &Search, scheduler: Scheduler, args: &Args) -> Result<Exit> {
     let Some(k) = args.parallel else {
@@ -294,6 +305,7 @@ pub(super) fn start(search: &Search, scheduler: Scheduler, args: &Args) -> Resul
     if scheduler == Scheduler::K8s && !args.sbatch.is_empty() {
         bail!("--sbatch goes with --plan slurm");
     }
+    check_sbatch(&args.sbatch)?;
     create_empty_dir(&search.output_dir)?;
     let dir = std::fs::canonicalize(&search.output_dir)
         .with_context(|| format!("resolving {}", search.output_dir.display()))?;
@@ -375,7 +387,7 @@ fn outcome(path: &Path) -> Result<Option<bool>> {
 /// `bisect --resume DIR`.
 pub fn resume(dir: &Path) -> Result<Exit> {
     let plan_path = dir.join(PLAN_FILE);
-    let text = std::fs::read_to_string(&plan_path)
+    let text = crate::export::read_document(&plan_path)
         .with_context(|| format!("reading {} (written by bisect --plan)", plan_path.display()))?;
     let mut plan: PlanFile = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a bisect plan", plan_path.display()))?;
@@ -386,7 +398,28 @@ pub fn resume(dir: &Path) -> Result<Exit> {
             plan.schema
         );
     }
+    // The plan is read back from a shared folder: everything that reaches the next
+    // script is checked again (the values are numbers, the words are quoted).
     vary_from(&plan.vary)?;
+    check_sbatch(&plan.sbatch)?;
+    if !(2..=1000).contains(&plan.parallel) || plan.from >= plan.to {
+        bail!(
+            "{}: a damaged plan (parallel {}, range {}..{})",
+            plan_path.display(),
+            plan.parallel,
+            plan.from,
+            plan.to
+        );
+    }
+    if Path::new(&plan.dir) != dir
+        && std::fs::canonicalize(dir).ok() != Some(PathBuf::from(&plan.dir))
+    {
+        bail!(
+            "{}: the plan is for {}; resume it there (a Kubernetes claim is mounted at that path)",
+            plan_path.display(),
+            plan.dir
+        );
+    }
     let Some(last) = plan.rounds.last().cloned() else {
         bail!("{}: no round was written", plan_path.display());
     };
@@ -533,6 +566,13 @@ mod tests {
             }
             assert!(rounds <= 4, "boundary {boundary}: {rounds} rounds");
         }
+    }
+
+    #[test]
+    fn sbatch_lines_stay_one_line() {
+        assert!(check_sbatch(&["--gres=gpu:1".into(), "--partition a100".into()]).is_ok());
+        assert!(check_sbatch(&["--x\nrm -rf ~".into()]).is_err());
+        assert!(check_sbatch(&[String::new()]).is_err());
     }
 
     #[test]
