@@ -307,64 +307,35 @@ pub fn distribution(errors: &[i64]) -> ErrorDistribution {
     }
 }
 
-/// A percentage from parts per million, two decimals, from integers.
-fn percent(ppm: i64) -> String {
-    let a = ppm.unsigned_abs();
-    let sign = if ppm < 0 { "-" } else { "+" };
-    format!("{sign}{}.{:02}%", a / 10_000, (a % 10_000) / 100)
-}
-
-/// The fleet sheet in one paragraph, read from a plain JSON value: how the agent page
-/// shows an imported fleet sheet without a typed reader of its own (its wasm is near its
-/// size ceiling). `None` when `v` is not a fleet sheet.
+/// The fleet sheet in one line, read from a plain JSON value: how the agent page shows
+/// an imported fleet sheet without a typed reader of its own (its wasm is at its size
+/// ceiling, so the line is plain: errors in ppm, numbers not read as 0). `None` when `v`
+/// is not a fleet sheet.
 pub fn summary_from_value(v: &serde_json::Value) -> Option<String> {
-    use serde_json::Value;
     if v.get("schema")?.as_str()? != FLEET_SCHEMA {
         return None;
     }
-    let count = |k: &str| v.get(k).and_then(Value::as_array).map_or(0, Vec::len);
-    let text = |v: Option<&Value>, k: &str| {
-        v.and_then(|v| v.get(k))
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_owned()
-    };
-    let e = v.get("errors");
-    let ppm = |k: &str| {
-        e.and_then(|e| e.get(k))
-            .and_then(Value::as_i64)
-            .map_or("—".to_owned(), percent)
-    };
-    let mut s = format!(
-        "Fleet sheet: {} documents, {} configuration × card rows, {} refused. Error (observed − computed) / computed over {} observations: median {}, p90 {}, max {}.",
-        count("sources"),
-        count("rows"),
-        count("refused"),
-        e.and_then(|e| e.get("count"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-        ppm("p50_ppm"),
-        ppm("p90_ppm"),
-        ppm("max_ppm"),
-    );
-    if let Some(w) = v.get("worst").filter(|w| w.is_object()) {
-        let at = w.get("at");
-        s.push_str(&format!(
-            " Worst: {} of {} on {}, {}, at run {} on {}.",
-            text(Some(w), "what"),
-            text(Some(w), "configuration"),
-            text(Some(w), "card"),
-            w.get("error_ppm")
-                .and_then(Value::as_i64)
-                .map_or("—".to_owned(), percent),
-            text(at, "run_id"),
-            text(at, "hostname"),
-        ));
-    }
-    if v.get("synthetic").and_then(Value::as_bool) == Some(true) {
-        s.insert_str(0, "SYNTHETIC — not GPU figures. ");
-    }
-    Some(s)
+    let n = |k: &str| v[k].as_array().map_or(0, Vec::len);
+    let t = |x: &serde_json::Value| x.as_str().unwrap_or("?").to_owned();
+    let i = |x: &serde_json::Value| x.as_i64().unwrap_or(0);
+    let (e, w) = (&v["errors"], &v["worst"]);
+    Some(format!(
+        "{}fleet sheet: {} documents, {} rows; error over {} observations: median {} ppm, max {} ppm; worst: {} of {} at run {} on {}",
+        if v["synthetic"].as_bool() == Some(true) {
+            "SYNTHETIC (not GPU figures) "
+        } else {
+            ""
+        },
+        n("sources"),
+        n("rows"),
+        i(&e["count"]),
+        i(&e["p50_ppm"]),
+        i(&e["max_ppm"]),
+        t(&w["what"]),
+        t(&w["configuration"]),
+        t(&w["at"]["run_id"]),
+        t(&w["at"]["hostname"]),
+    ))
 }
 
 #[cfg(test)]
@@ -405,23 +376,26 @@ mod tests {
             "sources": [1, 2, 3],
             "refused": [],
             "rows": [1, 2],
-            "errors": {"count": 9, "p50_ppm": 0, "p90_ppm": 12_345, "max_ppm": -5},
+            "errors": {"count": 9, "p50_ppm": 0, "p90_ppm": 12_345, "max_ppm": 2_500_000},
             "worst": {"what": "cold_forward", "configuration": "network batch=32", "card": "SYNTHETIC",
                       "error_ppm": 2_500_000, "at": {"run_id": "slurm-7-0", "hostname": "n1"}},
         });
-        let s = summary_from_value(&v).unwrap();
-        assert!(s.starts_with("SYNTHETIC — "), "{s}");
-        assert!(
-            s.contains("3 documents, 2 configuration × card rows, 0 refused"),
-            "{s}"
+        assert_eq!(
+            summary_from_value(&v).unwrap(),
+            "SYNTHETIC (not GPU figures) fleet sheet: 3 documents, 2 rows; error over 9 observations: median 0 ppm, max 2500000 ppm; worst: cold_forward of network batch=32 at run slurm-7-0 on n1"
         );
-        assert!(s.contains("median +0.00%, p90 +1.23%, max -0.00%"), "{s}");
-        assert!(s.contains("Worst: cold_forward of network batch=32 on SYNTHETIC, +250.00%, at run slurm-7-0 on n1."), "{s}");
         assert_eq!(
             summary_from_value(&serde_json::json!({"schema": "gpumem.sheet/v1"})),
             None
         );
         assert_eq!(summary_from_value(&serde_json::json!([1])), None);
+        // A sheet without observations says so instead of failing.
+        let empty = serde_json::json!({"schema": FLEET_SCHEMA, "worst": null});
+        assert!(
+            summary_from_value(&empty)
+                .unwrap()
+                .contains("worst: ? of ?")
+        );
     }
 
     /// The published JSON Schema is generated from these types; a stale file fails
