@@ -329,19 +329,36 @@ impl Live {
     /// Pushgateway group is pushed a last time and then deleted.
     pub fn finish(&self, metrics: &Metrics) {
         self.send(Job::Finish(metrics.render()));
-        if let Ok(mut tx) = self.tx.lock() {
-            tx.take();
-        }
-        if let Ok(mut w) = self.writer.lock()
-            && let Some(handle) = w.take()
-        {
-            let _ = handle.join();
-        }
+        self.stop_writer();
         if let Err(e) = self.targets.delete() {
             crate::out::errln!("gpumem-agent: export: {e:#}");
         }
         if let Some(path) = &self.targets.textfile {
             crate::out::errln!("gpumem-agent: metrics written to {}", path.display());
+        }
+    }
+
+    /// Waits for the writer to send what it was given; true the first time only.
+    fn stop_writer(&self) -> bool {
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        match self.writer.lock().ok().and_then(|mut w| w.take()) {
+            Some(handle) => {
+                let _ = handle.join();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Drop for Live {
+    /// A run that stopped on an error before `finish` still deletes its Pushgateway
+    /// group: no series outlives the agent, except when the agent itself is killed.
+    fn drop(&mut self) {
+        if self.stop_writer() {
+            let _ = self.targets.delete();
         }
     }
 }
@@ -476,6 +493,21 @@ mod tests {
         assert_eq!(seen.last().map(String::as_str), Some("DELETE"), "{seen:?}");
         let text = std::fs::read_to_string(dir.path().join("gpumem_slurm-9-0.prom")).unwrap();
         assert_eq!(text, last.render(), "the textfile keeps the final text");
+
+        // A run that stops on an error (the exporter dropped unfinished) still deletes.
+        let args = ExportArgs {
+            textfile_dir: None,
+            pushgateway: args.pushgateway,
+        };
+        let live = Live::start(&args, &context, true).unwrap().unwrap();
+        live.workload_phase(None, &phase);
+        drop(live);
+        let methods: Vec<String> =
+            std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(10)).ok())
+                .map(|(m, _, _)| m)
+                .take_while(|m| m != "DELETE")
+                .collect();
+        assert!(methods.iter().all(|m| m == "PUT"), "{methods:?}");
     }
 
     #[test]
