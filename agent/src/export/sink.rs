@@ -502,12 +502,19 @@ mod tests {
         let live = Live::start(&args, &context, true).unwrap().unwrap();
         live.workload_phase(None, &phase);
         drop(live);
-        let methods: Vec<String> =
-            std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(10)).ok())
-                .map(|(m, _, _)| m)
-                .take_while(|m| m != "DELETE")
-                .collect();
-        assert!(methods.iter().all(|m| m == "PUT"), "{methods:?}");
+        let mut methods = Vec::new();
+        while let Ok((m, _, _)) = rx.recv_timeout(Duration::from_secs(10)) {
+            let done = m == "DELETE";
+            methods.push(m);
+            if done {
+                break;
+            }
+        }
+        assert_eq!(
+            methods.last().map(String::as_str),
+            Some("DELETE"),
+            "{methods:?}"
+        );
     }
 
     #[test]
