@@ -295,3 +295,42 @@ fn engine_flags_take_the_values_the_engines_take() {
     // 8192 cells × 32 layers × (2 × 32 blocks × 34 B).
     assert_eq!(v["engine"]["kv_cache_bytes"], 8192u64 * 32 * 2176);
 }
+
+/// One record of the calibration corpus through the CLI, as a user runs it: Llama-3.1-8B
+/// on an H100 at 0.95, max-model-len 8192 (vLLM 0.19 logged "Available KV cache memory:
+/// 58.11 GiB", "GPU KV cache size: 476,016 tokens").
+#[test]
+fn a_calibration_record_through_the_cli() {
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../crates/gpumem-core/tests/calibration/configs/llama-3.1-8b.json"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+        .args([
+            "estimate",
+            "--config",
+            config,
+            "--engine",
+            "vllm",
+            "--card",
+            "h100-sxm-80gb",
+            "--gpu-memory-utilization",
+            "0.95",
+            "--max-model-len",
+            "8192",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kv = v["engine"]["kv_capacity_bytes"].as_i64().unwrap() as f64;
+    let logged = 58.11 * (1u64 << 30) as f64;
+    assert!(((kv - logged) / logged).abs() < 0.02, "{kv}");
+    let tokens = v["engine"]["kv_capacity_tokens"].as_u64().unwrap() as f64;
+    assert!(((tokens - 476_016.0) / 476_016.0).abs() < 0.02, "{tokens}");
+}
