@@ -307,3 +307,54 @@ fn llama_70b_fp8_on_one_h100_is_refused_by_every_version() {
         );
     }
 }
+
+/// llama.cpp's KV buffer, exact for every record (f16 and q8_0 blocks, one slot and
+/// four): `llama_kv_cache: size = … MiB (N cells, L layers, …)`. Its compute buffer
+/// is an assumed line: printed against the log where one is given.
+#[test]
+fn llama_cpp_kv_buffers_are_exact() {
+    const LLAMA_CPP: &str = include_str!("calibration/llama.cpp.jsonl");
+    println!("\nllama.cpp: logged / predicted KV buffer (MiB), compute buffer (MiB)");
+    let recs = records(LLAMA_CPP);
+    assert!(recs.len() >= 4);
+    for r in &recs {
+        let config = r["config"].as_str().unwrap();
+        let text = CONFIGS.iter().find(|(n, _)| *n == config).unwrap().1;
+        let mut pairs = parse_config(text).unwrap().pairs();
+        if let Some(m) = r["max_position"].as_u64() {
+            pairs.push(("max-position", m.to_string()));
+        }
+        pairs.push(("sequences", r["sequences"].as_u64().unwrap().to_string()));
+        let (input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        let est = estimate(&input).unwrap();
+        let ctx = r["context"].as_u64().unwrap().to_string();
+        let (p, errors) = engine::from_pairs([
+            ("engine", "llama.cpp"),
+            ("card", r["card"].as_str().unwrap()),
+            ("max-model-len", ctx.as_str()),
+            ("cache-type-k", r["cache_type_k"].as_str().unwrap()),
+            ("cache-type-v", r["cache_type_v"].as_str().unwrap()),
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        let b = engine::budget(&input, &est, &p).unwrap();
+        let kv = b.kv_cache_bytes.unwrap();
+        let logged = (r["kv_mib"].as_f64().unwrap() * (1u64 << 20) as f64) as u64;
+        let compute = b
+            .lines
+            .iter()
+            .find(|l| l.key == "compute_buffer")
+            .map_or(0, |l| l.bytes) as f64
+            / (1u64 << 20) as f64;
+        println!(
+            "{:<44} KV {:>8.2}/{:>8.2}  compute {}/{compute:.2}",
+            r["id"].as_str().unwrap(),
+            logged as f64 / (1u64 << 20) as f64,
+            kv as f64 / (1u64 << 20) as f64,
+            r["compute_mib"]
+                .as_f64()
+                .map_or("–".into(), |c| format!("{c:.2}"))
+        );
+        assert_eq!(kv, logged, "{}", r["id"]);
+    }
+}

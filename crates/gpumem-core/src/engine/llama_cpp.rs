@@ -170,9 +170,15 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         }
         None => (layers, 0, 0),
     };
+    // ggml-org/llama.cpp pull request 21277 ("kv-cache : do not quantize SWA KV
+    // cache"): the sliding layers' cache stays f16 whatever the cache types.
+    let swa_cell = sum(&[
+        CacheType::F16.row_bytes(k_w)?,
+        CacheType::F16.row_bytes(v_w)?,
+    ])?;
     let kv_all = sum(&[
         prod(&[cells, full_l, cell])?,
-        prod(&[swa_cells, swa_l, cell])?,
+        prod(&[swa_cells, swa_l, swa_cell])?,
     ])?;
     let kv = frac(kv_all)?;
     // Weights on the GPU: the estimate's, less the token embeddings (always on the
@@ -183,21 +189,19 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     }
     let cpu_moe = cpu_moe_bytes(c, p.n_cpu_moe.unwrap_or(0))?;
     gpu_w = gpu_w.saturating_sub(cpu_moe);
-    // The compute buffer (assumed): the output phase holds the ubatch's fp32 logits and
-    // final-norm output, (vocab + hidden) × ubatch × 4; a layer's FFN phase ubatch ×
-    // (2 intermediate + hidden) × 4 (flash attention on).
-    let compute = prod(&[sum(&[vocab, hidden])?, ubatch, 4])?.max(prod(&[
-        sum(&[prod(&[2, inter])?, hidden])?,
-        ubatch,
-        4,
-    ])?);
+    // The compute buffer (assumed): ggml's allocator sizes it for the reserve graph of
+    // one ubatch; its largest phase is a layer's FFN in f32 — gate, up and their
+    // product (3 × intermediate) beside the input and the residual (2 × hidden) — or
+    // the output's logits for the sequences' last tokens (n_outputs = n_seq).
+    let compute = prod(&[sum(&[prod(&[3, inter])?, prod(&[2, hidden])?])?, ubatch, 4])?
+        .max(prod(&[sum(&[vocab, hidden])?, nseq, 4])?);
     let ctx_mib = 512;
     let fit = 1024;
     let mut lines = vec![
         line("budget", "Card total", capacity, Kind::Computed, "device total".into(), &[("total", format!("{capacity} B ({kind})"))], "common/fit.cpp (free memory per device)"),
         line("cuda_context", "CUDA context (assumed)", mib(ctx_mib), Kind::Assumed, format!("{ctx_mib} MiB"), &[], "common/fit.cpp"),
         line("weights", "Model buffer on this device", gpu_w, Kind::Computed, "the estimate's weights less the token embeddings (host), × offloaded layers ÷ layers, less --n-cpu-moe's experts".into(), &[("n-gpu-layers", gpu_layers.to_string()), ("n-cpu-moe-bytes", cpu_moe.to_string())], "src/llama-model.cpp (load_tensors: layer → device)"),
-        line("compute_buffer", "Compute buffer for one ubatch (assumed)", compute, Kind::Assumed, "max((vocab + hidden) × ubatch × 4, (2 intermediate + hidden) × ubatch × 4)".into(), &[("ubatch", ubatch.to_string())], "src/llama-context.cpp (graph_reserve)"),
+        line("compute_buffer", "Compute buffer for one ubatch (assumed)", compute, Kind::Assumed, "max((3 intermediate + 2 hidden) × ubatch × 4, (vocab + hidden) × sequences × 4)".into(), &[("ubatch", ubatch.to_string())], "src/llama-context.cpp (graph_reserve)"),
         line("fit_margin", "--fit margin left free", mib(fit), Kind::Assumed, format!("{fit} MiB (--fit-target default)"), &[], "common/common.h (fit_params_target)"),
     ];
     let mut kv_line = line(
@@ -224,7 +228,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         .map(|u| i128::from(capacity).saturating_sub(i128::from(u)))?;
     let per_cell = frac(prod(&[full_l, cell])?)?.max(1);
     let room_u = u64::try_from(room.max(0)).unwrap_or(0);
-    let swa_fixed = frac(prod(&[swa_cells, swa_l, cell])?)?;
+    let swa_fixed = frac(prod(&[swa_cells, swa_l, swa_cell])?)?;
     // Cells that fit beside the fixed SWA part: the "tokens" of this engine.
     let fit_cells = room_u
         .saturating_sub(swa_fixed)

@@ -287,7 +287,7 @@ fn tgi_keeps_its_wiggle_room() {
 /// llama.cpp: 16 000 cells pad to 16 128; per layer and cell K + V of 1024 values:
 /// f16 4096 B, q8_0 2 × 32 × 34 = 2176 B, q4_0 2 × 32 × 18 = 1152 B; × 32 layers.
 /// Model buffer: weights less the token embeddings (128 256 × 4096 × 2): 15 009 849 344;
-/// compute buffer (128 256 + 4096) × 512 × 4 = 271 056 896 (258.5 MiB).
+/// compute buffer (3 × 14 336 + 2 × 4096) × 512 × 4 = 104 857 600 (100 MiB).
 #[test]
 fn llama_cpp_allocates_its_cache_in_block_formats() {
     for (t, cell) in [
@@ -307,8 +307,8 @@ fn llama_cpp_allocates_its_cache_in_block_formats() {
         );
         assert_eq!(b.kv_cache_bytes, Some(16_128 * 32 * cell), "{t}");
         assert_eq!(bytes_of(&b, "weights"), 15_009_849_344);
-        assert_eq!(bytes_of(&b, "compute_buffer"), 271_056_896);
-        let room = 85_520_809_984i64 - 536_870_912 - 15_009_849_344 - 271_056_896 - 1_073_741_824;
+        assert_eq!(bytes_of(&b, "compute_buffer"), 104_857_600);
+        let room = 85_520_809_984i64 - 536_870_912 - 15_009_849_344 - 104_857_600 - 1_073_741_824;
         assert_eq!(b.kv_capacity_bytes, room);
         assert_eq!(b.outcome, Outcome::Fits);
     }
@@ -350,6 +350,20 @@ fn llama_cpp_swa_only_where_windows_alternate() {
     assert_eq!(
         b.kv_cache_bytes,
         Some(32_768 * 21 * cell + 4608 * 21 * cell)
+    );
+    // Quantised types: the sliding layers' cells stay f16 (llama.cpp PR 21277).
+    let b = run(
+        &g,
+        &with(&[
+            ("engine", "llama.cpp"),
+            ("max-model-len", "32768"),
+            ("cache-type-k", "q8_0"),
+            ("cache-type-v", "q8_0"),
+        ]),
+    );
+    assert_eq!(
+        b.kv_cache_bytes,
+        Some(32_768 * 21 * (2 * 64 * 34) + 4608 * 21 * cell)
     );
     let (all, _) = crate::params::from_pairs(base);
     let b = run(
