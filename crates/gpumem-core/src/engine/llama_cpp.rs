@@ -210,7 +210,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         kv,
         Kind::Computed,
         format!(
-            "{cells} cells × {full_l} layers + {swa_cells} SWA cells × {swa_l} layers, × (K {} + V {} per cell and layer)",
+            "{cells} cells × {full_l} layers × (K {} + V {}) + {swa_cells} SWA cells × {swa_l} layers × f16",
             tk.name(),
             tv.name()
         ),
