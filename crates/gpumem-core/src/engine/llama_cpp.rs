@@ -154,7 +154,9 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let swa = match input.sliding_window {
         Some(w) if sw_layers < layers && sw_layers > 0 => Some((w, sw_layers)),
         Some(_) => {
-            assumptions.push("a sliding window on every layer is a full cache in llama.cpp (Phi-3 runs with n_swa = 0; Llama/Mistral/Qwen2 read no window)".into());
+            assumptions.push(
+                "a window on every layer: a full cache in llama.cpp (Phi-3: n_swa = 0)".into(),
+            );
             None
         }
         None => None,

@@ -724,6 +724,36 @@ pub fn budget(
     est: &Estimate,
     params: &EngineParams,
 ) -> Result<EngineBudget, EstimateError> {
+    if !(params.max_model_len_auto && params.max_model_len.is_none()) {
+        return budget_at(input, est, params);
+    }
+    // vllm kv_cache_utils.py `_auto_fit_max_model_len`: the longest length whose one
+    // request fits the pool, up to the model's own (its positions).
+    let cap = input.max_position.unwrap_or(MAX_DIM);
+    let at = |m: u64| {
+        let p = EngineParams {
+            max_model_len: Some(m),
+            max_model_len_auto: false,
+            ..params.clone()
+        };
+        budget_at(input, est, &p)
+    };
+    let m = largest::search(cap, |m| at(m).is_ok_and(|b| b.fits_one_sequence)).unwrap_or(cap);
+    let mut b = at(m)?;
+    b.assumptions.push(format!(
+        "max-model-len auto: {m}, the longest the pool holds (≤ {cap})"
+    ));
+    Ok(b)
+}
+
+/// [`budget`] at a given (or derived) max-model-len: one copy of the rules, called
+/// by the searches (never inlined into them, which would copy every engine's rule).
+#[inline(never)]
+fn budget_at(
+    input: &EstimateInput,
+    est: &Estimate,
+    params: &EngineParams,
+) -> Result<EngineBudget, EstimateError> {
     let Some(engine) = params.engine else {
         return Err(EstimateError::invalid("engine", "name an engine"));
     };
@@ -733,25 +763,6 @@ pub fn budget(
             "an engine budget needs a card (e.g. --card h100-sxm-80gb)",
         ));
     };
-    if params.max_model_len_auto && params.max_model_len.is_none() {
-        // vllm kv_cache_utils.py `_auto_fit_max_model_len`: the longest length whose
-        // one request fits the pool, up to the model's own (its positions).
-        let cap = input.max_position.unwrap_or(MAX_DIM);
-        let at = |m: u64| {
-            let p = EngineParams {
-                max_model_len: Some(m),
-                max_model_len_auto: false,
-                ..params.clone()
-            };
-            budget(input, est, &p)
-        };
-        let m = largest::search(cap, |m| at(m).is_ok_and(|b| b.fits_one_sequence)).unwrap_or(cap);
-        let mut b = at(m)?;
-        b.assumptions.push(format!(
-            "max-model-len auto: {m}, the longest one sequence of which the pool holds (up to the model's {cap} positions; kv_cache_utils.py _auto_fit_max_model_len)"
-        ));
-        return Ok(b);
-    }
     let per_token = kv_bytes_per_token(input)?;
     let max_model_len = match params.max_model_len {
         Some(m) => m,
@@ -873,11 +884,15 @@ fn finish(engine: Engine, ctx: &Ctx, mut d: Draft) -> Result<EngineBudget, Estim
             _ => "nothing is left for the KV cache on this card".into(),
         });
     } else if !fits_one_sequence {
-        d.warnings.push(format!("one sequence of {mml} tokens needs {} but the pool holds {}: the engine refuses this max-model-len", gib_text(need), gib_text(usable)));
+        d.warnings.push(format!(
+            "one sequence of {mml} tokens needs {}, the pool holds {}: refused",
+            gib_text(need),
+            gib_text(usable)
+        ));
     }
     if outcome == Outcome::Borderline {
         d.warnings.push(format!(
-            "borderline: {} {} for one sequence of {mml} tokens, within the ±{} the assumed lines may be off by",
+            "borderline: {} {} for one sequence of {mml} tokens, within ±{}",
             gib_text(margin.unsigned_abs()),
             if margin < 0 { "short" } else { "to spare" },
             gib_text(d.uncertainty)

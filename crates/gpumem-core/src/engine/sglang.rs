@@ -54,8 +54,8 @@ pub(super) fn default_fraction(total_mib: u64, tp: u64, pp: u64, chunk: Option<u
 pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let (capacity, kind) = catalogue_capacity(c.card);
     let mut assumptions = Vec::new();
-    let (mfs, chunk) = match c.params.mem_fraction_static {
-        Some(f) => (f, c.params.max_num_batched_tokens.unwrap_or(0)),
+    let mfs = match c.params.mem_fraction_static {
+        Some(f) => f,
         None => {
             let (f, chunk) = default_fraction(
                 capacity / MIB,
@@ -63,8 +63,8 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
                 c.input.pp.max(1),
                 c.params.max_num_batched_tokens,
             );
-            assumptions.push(format!("mem-fraction-static {} by SGLang's own rule for this card and tp (chunked prefill {chunk}; arg_groups/memory_hook.py)", fraction_text(f)));
-            (f, chunk)
+            assumptions.push(format!("mem-fraction-static {} by SGLang's rule for this card and tp (chunked prefill {chunk})", fraction_text(f)));
+            f
         }
     };
     let total = format!("{capacity} B ({kind})");
@@ -111,9 +111,6 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             "python/sglang/srt/mem_cache/kv_cache_configurator.py (slack)",
         ),
     ];
-    if chunk > 0 {
-        assumptions.push(format!("activations of a {chunk}-token chunked prefill and the CUDA graphs fit in the reserved share"));
-    }
     let (group_block_bytes, groups, seq_blocks) = simple_pool(c, 1)?;
     Ok(Draft {
         version: "0.5",

@@ -96,7 +96,7 @@ const RULES: [Rules; 3] = [
         workspace_kept: true,
         v0: false,
         non_torch_mib: [256, 2140, 72],
-        non_torch_logs: "vLLM 0.19 H100 logs: 0.24–0.26 GiB at tp 1, 2.06–2.13 GiB at tp 2–4 (NCCL and all-reduce buffers allocated on first use), 0.07 GiB at pp 2–4",
+        non_torch_logs: "0.19 H100 logs: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4 (NCCL, all-reduce buffers), 0.07 at pp 2–4",
     },
     Rules {
         label: "0.10",
@@ -106,7 +106,7 @@ const RULES: [Rules; 3] = [
         workspace_kept: false,
         v0: false,
         non_torch_mib: [133, 563, 133],
-        non_torch_logs: "vLLM 0.10-era H100 logs (llm-d-benchmark): 0.13–0.14 GiB at tp 1, 0.55 GiB at tp 2",
+        non_torch_logs: "H100 logs (llm-d-benchmark): 0.13–0.14 GiB at tp 1, 0.55 at tp 2",
     },
     Rules {
         label: "0.6 (V0)",
@@ -116,7 +116,7 @@ const RULES: [Rules; 3] = [
         workspace_kept: false,
         v0: true,
         non_torch_mib: [1833, 3666, 1833],
-        non_torch_logs: "vLLM 0.6.5 logs (vllm-project/vllm pull request 10511): non_torch_memory 1.79 GiB at tp 1, 3.58 GiB at tp 2 (the CUDA context included)",
+        non_torch_logs: "0.6.5 logs (vLLM PR 10511): 1.79 GiB at tp 1, 3.58 at tp 2, the CUDA context included",
     },
 ];
 
@@ -138,7 +138,10 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         if derived { ", derived" } else { "" }
     );
     if derived {
-        assumptions.push(format!("{}: no public torch total; the catalogue's capacity less 1 % is assumed (torch reports 0.6–0.9 % less than nvidia-smi on H100/A100)", c.card.id));
+        assumptions.push(format!(
+            "{}: torch total derived: the catalogue's less 1 %",
+            c.card.id
+        ));
     }
     let mut lines = vec![line(
         "budget",
@@ -244,7 +247,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         0,
         Kind::Assumed,
         format!(
-            "estimated and printed by 0.19, subtracted only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1; comes out of the {} margin (0.5–1.8 GiB in public H100 logs)",
+            "not subtracted unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1; taken from the {} margin (0.5–1.8 GiB in H100 logs)",
             gib_text(margin)
         ),
         &[],
@@ -256,7 +259,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     } else {
         lines.push(graphs);
         if margin < GIB {
-            warnings.push(format!("only {} is left outside vLLM's share for its CUDA graphs (0.5–1.8 GiB in public logs): start-up may run out of memory after the pool is allocated", gib_text(margin)));
+            warnings.push(format!("only {} left beside vLLM's share for CUDA graphs (0.5–1.8 GiB in logs): may run out of memory", gib_text(margin)));
         }
     }
     // The activation line is computed from the source; its residue in the corpus is
@@ -270,17 +273,25 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     };
     let pool = match p.kv_cache_memory_bytes {
         Some(k) => {
-            assumptions.push(format!("--kv-cache-memory-bytes {k}: the pool is that size; the profile is run but not subtracted, and gpu-memory-utilization is ignored (gpu_worker.py)"));
+            assumptions.push(format!(
+                "--kv-cache-memory-bytes {k}: the pool; utilisation ignored"
+            ));
             let used = sum(&[c.weights, rope, lora, peak, mib(nt), k])?;
             if used > total {
-                warnings.push(format!("weights, profile and the requested pool ({}) exceed the card's {}: out of memory", gib_text(used), gib_text(total)));
+                warnings.push(format!(
+                    "pool + weights + profile {} > total {}",
+                    gib_text(used),
+                    gib_text(total)
+                ));
             }
             Some(i64::try_from(k).unwrap_or(i64::MAX))
         }
         None => None,
     };
     if input.sliding_window.is_some() && groups > 1 {
-        assumptions.push(format!("hybrid KV cache: sliding-window and full layers in {groups} groups of equal page size; the token count is vLLM's (every layer at full length), the sequences the allocator's"));
+        assumptions.push(format!(
+            "hybrid KV cache: {groups} groups of equal page size"
+        ));
     }
     Ok(Draft {
         version: r.label,
