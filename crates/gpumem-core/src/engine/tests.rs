@@ -550,3 +550,38 @@ fn largest_with_an_engine_is_the_engines_answer() {
     let small = llama_8b(&[("max-position", "4096")]);
     assert!(largest(&small, card, &EngineParams::default()).beyond_trained);
 }
+
+/// gpt-oss-20b's experts in MXFP4 at tp 2: each rank's 1440 intermediate pads to 1472
+/// (vLLM's triton MXFP4 backend on Hopper): 3 × 2880 × 32 × 32 experts × 24 layers
+/// values = 212 336 640, at 17 B per 32 = 112 803 840 B more than the checkpoint's share.
+#[test]
+fn vllm_pads_mxfp4_experts_per_rank() {
+    let pairs = [
+        ("layers", "24"),
+        ("hidden", "2880"),
+        ("heads", "64"),
+        ("kv-heads", "8"),
+        ("head-dim", "64"),
+        ("intermediate", "2880"),
+        ("vocab", "201088"),
+        ("experts", "32"),
+        ("active-experts", "4"),
+        ("format", "mxfp4"),
+        ("tp", "2"),
+        ("gpus", "2"),
+    ];
+    let (input, e) = crate::params::from_pairs(pairs);
+    assert!(e.is_empty(), "{e:?}");
+    let b = run(&input, &with(&[("engine", "vllm")]));
+    let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
+    assert_eq!(w.inputs["mxfp4-padding"], "112803840");
+    let (tp1, _) = crate::params::from_pairs(
+        pairs
+            .iter()
+            .copied()
+            .filter(|(k, _)| *k != "tp" && *k != "gpus"),
+    );
+    let b = run(&tp1, &with(&[("engine", "vllm")]));
+    let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
+    assert_eq!(w.inputs["mxfp4-padding"], "0");
+}

@@ -171,16 +171,18 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         _ => 0,
     };
     let lora = lora_bytes(c, r)?;
+    let pad = mxfp4_padding(input)?;
     lines.push(line(
         "weights",
         "Weights on this device (with the rotary cache)",
-        sum(&[c.weights, rope])?,
+        sum(&[c.weights, rope, pad])?,
         Kind::Computed,
-        "the estimate's weights + max_position × rotary_dim × dtype".into(),
+        "the estimate's weights + max_position × rotary_dim × dtype + MXFP4 expert padding".into(),
         &[
             ("tp", input.tp.to_string()),
             ("pp", input.pp.to_string()),
             ("rotary-cache", rope.to_string()),
+            ("mxfp4-padding", pad.to_string()),
         ],
         "vllm/model_executor/layers/rotary_embedding/base.py (cos_sin_cache)",
     ));
@@ -393,6 +395,24 @@ fn moe_workspace(input: &EstimateInput, tokens: u64) -> Result<u64, EstimateErro
     let w2 = prod(&[tokens, m.active, prod(&[2, i])?.max(h)])?;
     let up = |e: u64| prod(&[e, b]).map(|x| x.div_ceil(256).saturating_mul(256));
     sum(&[up(w13)?, up(w2)?])
+}
+
+/// MXFP4 experts as vLLM 0.19 loads them on Hopper: the triton backend (first
+/// supported on sm_90 in `fused_moe/oracle/mxfp4.py` `select_mxfp4_moe_backend`) pads
+/// each rank's expert intermediate size to a multiple of 64
+/// (`mxfp4_round_up_hidden_size_and_intermediate_size`): gpt-oss's 2880 is already
+/// one at tp 1; 1440 → 1472 at tp 2, 720 → 768 at tp 4. The padding adds 3 × hidden ×
+/// ΔI values per expert and layer (w13 and w2), 17 B per 32 (MXFP4 + its E8M0 scale).
+fn mxfp4_padding(input: &EstimateInput) -> Result<u64, EstimateError> {
+    let (Some(a), Some(crate::format::StorageFormat::Mxfp4)) = (input.arch, input.format) else {
+        return Ok(0);
+    };
+    let Some(m) = a.moe else { return Ok(0) };
+    let i = m.expert_intermediate.div_ceil(input.tp.max(1));
+    let delta = i.div_ceil(64).saturating_mul(64).saturating_sub(i);
+    let layers = m.moe_layers(a.layers).div_ceil(input.pp.max(1));
+    let values = prod(&[3, a.hidden, delta, m.experts, layers])?;
+    Ok(values.div_ceil(32).saturating_mul(17))
 }
 
 /// vLLM's LoRA slots (vllm/lora/layers/base_linear.py `create_lora_weights`): per
