@@ -1,7 +1,8 @@
 //! llama.cpp (`llama-server`): the KV cache is allocated for the context's cells, in
 //! its own block formats; what is left on the card is the room around it.
 //!
-//! `src/llama-context.cpp`: `n_ctx` is padded to a multiple of 256; the KV cache
+//! `src/llama-context.cpp`: `n_ctx` is padded to a multiple of 256 and split among the
+//! server's slots (`n_ctx_seq`, padded again, one stream each); the KV cache
 //! (`src/llama-kv-cache.cpp`) holds, per layer, one K row of `n_embd_k_gqa` values
 //! and one V row of `n_embd_v_gqa` values per cell, each row `ggml_row_size(type, n)`
 //! bytes: block formats store 32 values per block (`ggml/src/ggml.c` type traits:
@@ -97,8 +98,18 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     );
     let ubatch = p.max_num_batched_tokens.unwrap_or(512);
     let mut assumptions = Vec::new();
-    let cells = c.max_model_len.div_ceil(256).saturating_mul(256);
+    // llama-server splits -c among its slots (one stream each, kv_unified off):
+    // n_ctx_seq = GGML_PAD(GGML_PAD(n_ctx, 256) ÷ n_seq, 256) cells per stream.
     let nseq = input.sequences.max(1);
+    let per_seq = c
+        .max_model_len
+        .div_ceil(256)
+        .saturating_mul(256)
+        .checked_div(nseq)
+        .unwrap_or(0)
+        .div_ceil(256)
+        .saturating_mul(256);
+    let cells = prod(&[per_seq, nseq])?;
     // Per-layer K and V widths from the shape; without one, the estimator's per-token
     // bytes in f16 halves.
     let (layers, k_w, v_w, vocab, hidden, inter) = match (input.arch, input.kv_only) {
@@ -163,12 +174,12 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     };
     let (full_l, swa_cells, swa_l) = match swa {
         Some((w, s)) => {
-            let n = sum(&[prod(&[w, nseq])?, ubatch])?
-                .min(cells)
+            // Per stream: GGML_PAD(min(n_ctx_seq, n_swa + n_ubatch), 256).
+            let n = sum(&[w, ubatch])?
+                .min(per_seq)
                 .div_ceil(256)
-                .saturating_mul(256)
-                .min(cells);
-            (layers.saturating_sub(s), n, s)
+                .saturating_mul(256);
+            (layers.saturating_sub(s), prod(&[n, nseq])?, s)
         }
         None => (layers, 0, 0),
     };

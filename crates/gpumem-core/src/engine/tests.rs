@@ -351,6 +351,17 @@ fn llama_cpp_swa_only_where_windows_alternate() {
         b.kv_cache_bytes,
         Some(32_768 * 21 * cell + 4608 * 21 * cell)
     );
+    // Two slots: 16 384 cells each, and each slot's sliding cache 4096 + 512 → 4608.
+    let mut two = g.clone();
+    two.sequences = 2;
+    let b = run(
+        &two,
+        &with(&[("engine", "llama.cpp"), ("max-model-len", "32768")]),
+    );
+    assert_eq!(
+        b.kv_cache_bytes,
+        Some(2 * 16_384 * 21 * cell + 2 * 4608 * 21 * cell)
+    );
     // Quantised types: the sliding layers' cells stay f16 (llama.cpp PR 21277).
     let b = run(
         &g,
