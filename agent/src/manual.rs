@@ -231,6 +231,20 @@ fn examples(sub: &str) -> &'static [(&'static str, &'static str)] {
                 "gpumem-agent run --serve -- torchrun --nproc-per-node 2 train.py",
             ),
         ],
+        "export" => &[
+            (
+                "A saved run as Prometheus metrics for node_exporter's textfile collector:",
+                "gpumem-agent export train.workload.json --output /var/lib/node_exporter/textfile/gpumem.prom",
+            ),
+            (
+                "The same text on stdout:",
+                "gpumem-agent export mesures.json",
+            ),
+        ],
+        "merge" => &[(
+            "One fleet sheet from every results and workload file below a folder:",
+            "gpumem-agent merge /shared/gpumem --output fleet.json",
+        )],
         "completions" => &[(
             "Bash completions for the current user:",
             "gpumem-agent completions bash > ~/.local/share/bash-completion/completions/gpumem-agent",

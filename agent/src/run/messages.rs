@@ -67,7 +67,7 @@ pub enum ProbeMessage {
         /// `PYTORCH_CUDA_ALLOC_CONF`.
         alloc_conf: Option<String>,
     },
-    /// A finished phase with its §7 readings.
+    /// A finished phase with its readings (method §7).
     Phase {
         /// Phase name.
         name: String,

@@ -1,4 +1,4 @@
-//! Per-device fit against the catalogue (R-EST-9, seed §12).
+//! Per-device fit against the catalogue (method §12).
 //!
 //! Fit is judged per device: with several GPUs the split (tensor-parallel degree,
 //! pipeline stages) decides what each device holds, and the most loaded device must
