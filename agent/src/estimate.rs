@@ -18,7 +18,7 @@ use gpumem_core::estimate::{Estimate, Kind, estimate};
 use gpumem_core::fields::Unit;
 use gpumem_core::fit::{CardFit, Verdict, fit_table};
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
-use gpumem_core::import::{TensorSummary, gguf, hf_config};
+use gpumem_core::import::{TensorSummary, config, gguf};
 use gpumem_core::params::{self, FIELDS, Field, FieldKind, field, keys};
 use gpumem_core::units::{Bytes, group_digits, signed_gib_string, signed_group_digits};
 use serde::Serialize;
@@ -219,7 +219,7 @@ impl clap::builder::TypedValueParser for Offered {
 pub fn run(args: Args) -> Result<Exit> {
     // Step 1: gather every input (files are read, headers only), then validate once.
     let mut pairs: Vec<(String, String)> = Vec::new();
-    let mut imported: Option<hf_config::ImportedConfig> = None;
+    let mut imported: Option<config::ImportedConfig> = None;
     // --model: the Hub gives the config text and the tensors; both then take the
     // same path as --config and --safetensors/--gguf.
     let mut hub_tensors: Option<TensorSummary> = None;
@@ -236,7 +236,7 @@ pub fn run(args: Args) -> Result<Exit> {
             found.requests
         );
         if let (Some(text), None) = (&found.config, &args.config) {
-            let c = hf_config::parse_config(text)
+            let c = config::parse_config(text)
                 .with_context(|| format!("reading {model}'s config.json"))?;
             pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
             imported = Some(c);
@@ -246,8 +246,8 @@ pub fn run(args: Args) -> Result<Exit> {
     if let Some(path) = &args.config {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let c = hf_config::parse_config(&text)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let c =
+            config::parse_config(&text).with_context(|| format!("reading {}", path.display()))?;
         pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
         imported = Some(c);
     }

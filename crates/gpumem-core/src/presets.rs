@@ -394,7 +394,7 @@ pub fn find(id: &str) -> Option<&'static Preset> {
 mod tests {
     use super::*;
     use crate::estimate::estimate;
-    use crate::import::hf_config::parse_config;
+    use crate::import::config::parse_config;
     use crate::params::{field, from_pairs};
 
     #[test]

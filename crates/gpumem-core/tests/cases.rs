@@ -7,7 +7,7 @@
 //! Chromium (wasm-bindgen-test), so both targets must compute identical numbers.
 
 use gpumem_core::estimate::estimate;
-use gpumem_core::import::hf_config::parse_config;
+use gpumem_core::import::config::parse_config;
 use gpumem_core::params::from_pairs;
 use gpumem_core::units::Bytes;
 use serde_json::Value;

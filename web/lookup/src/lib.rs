@@ -12,7 +12,7 @@ pub mod files;
 pub mod http;
 pub mod hub;
 
-use gpumem_core::import::hf_config::ImportedConfig;
+use gpumem_core::import::config::ImportedConfig;
 use gpumem_proto::lookup::{ConfigRead, LookupOutcome, LookupRequest};
 use wasm_bindgen::prelude::*;
 

@@ -1,0 +1,346 @@
+//! A Hugging Face `config.json` read into the architecture mode.
+//!
+//! The generic decoder reader ([`decoder`]) reads the keys every decoder shares
+//! (transformers' LlamaConfig vocabulary and its aliases); each model family is one
+//! [`family::Family`] record in `families/` — its defaults and the hooks where its
+//! layers differ — found by `model_type` in the registry (`families::REGISTRY`).
+//! Quantisation (`quant`) and vision towers (`tower`) have their own files.
+//! Multimodal configs nest the language model under `text_config`, which is read
+//! when present.
+//!
+//! Never silently wrong: every default assumed is listed in `notes`; every key of
+//! the config is either read, listed by its family (or for all families) as changing
+//! nothing in memory, or named in `warnings`; an unknown `model_type` says what it
+//! was read as; and [`ImportedConfig::confidence`] sums it up.
+
+mod decoder;
+mod families;
+mod family;
+mod json;
+mod quant;
+mod tower;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::arch::Architecture;
+use crate::error::EstimateError;
+use crate::estimate::EstimateInput;
+use crate::params::to_pairs;
+
+use family::{Family, GENERIC, Tower};
+use json::{Cfg, parse};
+
+const FORMAT: &str = "config.json";
+
+/// What a `config.json` says, beyond the shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportedConfig {
+    /// `model_type`.
+    pub model_type: String,
+    /// The shape.
+    pub arch: Architecture,
+    /// `sliding_window` (or Llama-4's `attention_chunk_size`), when in use.
+    pub sliding_window: Option<u64>,
+    /// Layers using the window (from `layer_types` or the model family's pattern).
+    pub sliding_layers: Option<u64>,
+    /// `max_position_embeddings` / `n_positions`.
+    pub max_position: Option<u64>,
+    /// `torch_dtype` / `dtype`.
+    pub dtype: Option<String>,
+    /// The storage format named by `quantization_config`, in this crate's vocabulary.
+    pub format: Option<String>,
+    /// The attention projections' format when the quantiser left them out
+    /// (`modules_to_not_convert`, compressed-tensors `ignore`).
+    pub attention_format: Option<String>,
+    /// Recurrent-state bytes per state layer when the config fixes them beyond the
+    /// mixer's shape in the compute dtype (Nemotron-3's `mamba_ssm_cache_dtype`).
+    pub state_bytes: Option<u64>,
+    /// How far the shape can be trusted: `exact` (a known family, every key
+    /// accounted for), `approximate: <why>` (the first warning), or `unknown family`.
+    pub confidence: String,
+    /// Defaults that were assumed because the config did not say.
+    pub notes: Vec<String>,
+    /// Fields that change memory and are not modelled, and other soft problems.
+    pub warnings: Vec<String>,
+}
+
+impl ImportedConfig {
+    /// The `key=value` pairs the config stands for (explicit flags given later
+    /// override them) — shared by the agent's `--config` and the page's import.
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+        let input = EstimateInput {
+            arch: Some(self.arch),
+            sliding_window: self.sliding_window,
+            sliding_layers: self
+                .sliding_layers
+                .filter(|_| self.sliding_window.is_some()),
+            max_position: self.max_position,
+            state_layers: self.arch.mixer.map_or(0, |m| m.layers),
+            state_bytes: self.state_bytes.unwrap_or(0),
+            ..EstimateInput::default()
+        };
+        let mut out = to_pairs(&input);
+        if let Some(f) = &self.format {
+            out.push(("format", f.clone()));
+        }
+        if let Some(f) = &self.attention_format {
+            out.push(("attention-format", f.clone()));
+        }
+        out
+    }
+}
+
+/// Keys that change nothing in memory in any family: token ids, initialisation,
+/// dropout, activation and norm epsilons, RoPE frequencies, training-only router
+/// losses, bookkeeping. (A family's own are listed in its record.)
+const INERT: &[&str] = &[
+    "_name_or_path",
+    "architectures",
+    "attention_dropout",
+    "attn_pdrop",
+    "auto_map",
+    "bos_token_id",
+    "embd_pdrop",
+    "eos_token_id",
+    "hidden_act",
+    "hidden_activation",
+    "hidden_dropout",
+    "id2label",
+    "initializer_range",
+    "label2id",
+    "layer_norm_eps",
+    "layer_norm_epsilon",
+    "model_type",
+    "output_router_logits",
+    "pad_token_id",
+    "pretraining_tp",
+    "resid_pdrop",
+    "rms_norm_eps",
+    "rope_theta",
+    "router_aux_loss_coef",
+    "tie_word_embeddings",
+    "torch_dtype",
+    "dtype",
+    "transformers_version",
+    "use_cache",
+];
+
+/// Config fields that change memory and that no family reading them models: the
+/// reason named when one is set and unread.
+const NOT_MODELLED: &[(&str, &str)] = &[
+    (
+        "mlp_only_layers",
+        "dense layers among MoE layers are counted as MoE",
+    ),
+    (
+        "cross_attention_layers",
+        "cross-attention layers are not counted",
+    ),
+    ("is_encoder_decoder", "the encoder is not counted"),
+    ("encoder_layers", "the encoder is not counted"),
+    ("altup_num_inputs", "AltUp projections are not counted"),
+    ("laurel_rank", "LAuReL blocks are not counted"),
+    (
+        "hidden_size_per_layer_input",
+        "per-layer input embeddings are not counted",
+    ),
+    (
+        "num_kv_shared_layers",
+        "KV sharing across layers is not modelled (the KV cache is overcounted)",
+    ),
+    (
+        "word_embed_proj_dim",
+        "embedding projections are not counted",
+    ),
+    (
+        "shared_expert_gate",
+        "the shared expert's gate is not counted",
+    ),
+    (
+        "layers_block_type",
+        "non-attention layers are counted as attention layers",
+    ),
+    (
+        "hybrid_override_pattern",
+        "non-attention layers are counted as attention layers",
+    ),
+];
+
+/// Multimodal towers: counted where the family knows them, else named.
+const TOWERS: &[(&str, &str)] = &[
+    ("vision_config", "vision tower"),
+    ("audio_config", "audio tower"),
+    ("speech_config", "speech tower"),
+    ("vision_tower", "vision tower"),
+    ("perceiver_config", "perceiver resampler"),
+];
+
+/// Reads a `config.json` document.
+pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
+    // From bytes, like the safetensors header: one JSON reader in the page's wasm.
+    let doc: Value = serde_json::from_slice(text.as_bytes())
+        .map_err(|e| parse(format!("not valid JSON: {e}")))?;
+    if !doc.is_object() {
+        return Err(parse("expected a JSON object".into()));
+    }
+    let root = Cfg::new(&doc);
+    let nested = root.get("text_config").filter(|t| t.is_object());
+    let text = nested.unwrap_or(&doc);
+    let root_type = root.str("model_type");
+    let mt = text
+        .get("model_type")
+        .and_then(Value::as_str)
+        .or(root_type)
+        .unwrap_or("unknown")
+        .to_string();
+    let root_type = root_type.unwrap_or(&mt);
+    if let Some(reason) = families::refused(&mt).or_else(|| families::refused(root_type)) {
+        return Err(parse(format!("model_type {mt}: {reason}")));
+    }
+    let known = Family::find(&mt).or_else(|| Family::find(root_type));
+    let f = known.unwrap_or(&GENERIC);
+    let mut notes = Vec::new();
+    // Sparse published configs (Gemma-3's): the class's defaults fill the rest, each
+    // one listed.
+    let filled;
+    let text = if f.defaults.is_empty() {
+        text
+    } else {
+        let mut t = text.clone();
+        for (key, default) in f.defaults {
+            if t.get(*key).is_none_or(Value::is_null)
+                && let Some(o) = t.as_object_mut()
+            {
+                o.insert((*key).into(), (*default).into());
+                notes.push(format!(
+                    "{key} absent: {default} assumed ({}'s default)",
+                    f.class
+                ));
+            }
+        }
+        filled = t;
+        &filled
+    };
+    let c = Cfg::new(text);
+    let mut out = match f.whole {
+        Some(whole) => whole(&c, &mt, notes)?,
+        None => read_decoder(&c, &root, &mt, f, notes)?,
+    };
+    if known.is_none() {
+        out.warnings.insert(
+            0,
+            format!(
+                "model_type {mt} is read with the generic decoder rules (a Llama-style decoder: gated MLP, RMSNorm, no biases, tied embeddings unless said): tensors it adds beyond them are not counted"
+            ),
+        );
+    } else if !f.modelled {
+        out.warnings.insert(
+            0,
+            format!(
+                "model_type {mt} is read with the generic decoder rules: tensors it adds beyond them are not counted"
+            ),
+        );
+    }
+    // Every key set and never read is named: with its known effect, or as unknown.
+    // Without `text_config` both views are of the same object: a key read through
+    // either is read.
+    let mut unread = c.unread();
+    match nested {
+        Some(_) => unread.extend(root.unread()),
+        None => unread.retain(|k| !root.was_read(k)),
+    }
+    {
+        for key in unread {
+            if INERT.contains(&key) || f.inert.contains(&key) {
+                continue;
+            }
+            let w = match NOT_MODELLED.iter().find(|(k, _)| *k == key) {
+                Some((_, what)) => format!("{key} is not modelled: {what}"),
+                None => continue,
+            };
+            if !out.warnings.contains(&w) {
+                out.warnings.push(w);
+            }
+        }
+    }
+    out.confidence = if known.is_none() {
+        "unknown family".into()
+    } else {
+        match out.warnings.first() {
+            Some(w) => format!("approximate: {w}"),
+            None => "exact".into(),
+        }
+    };
+    Ok(out)
+}
+
+/// A decoder with attention layers (and perhaps a mixer in some of them).
+fn read_decoder(
+    c: &Cfg,
+    root: &Cfg,
+    mt: &str,
+    f: &Family,
+    notes: Vec<String>,
+) -> Result<ImportedConfig, EstimateError> {
+    if let Some(kind) = c.list("layer_types").and_then(|t| {
+        t.iter().filter_map(Value::as_str).find(|t| {
+            !matches!(*t, "sliding_attention" | "full_attention") && !f.layer_types.contains(t)
+        })
+    }) {
+        return Err(parse(format!(
+            "layer_types has {kind:?} layers: layers that keep a constant state instead of a KV cache are not read from a config yet (give parameters, the KV shape and state-layers / state-bytes by hand)"
+        )));
+    }
+    let mut d = decoder::read(c, root, mt, f, notes)?;
+    for (key, what) in TOWERS {
+        let Some(t) = root.get(key).filter(|x| !x.is_null()) else {
+            continue;
+        };
+        let counted = match f.tower {
+            Tower::GemmaSiglip => tower::gemma3_siglip(root, t, d.arch.hidden)?,
+            Tower::No => None,
+        };
+        match counted {
+            Some(n) => {
+                d.arch.tower_params = n;
+                d.notes.push(format!(
+                    "{key}: the SigLIP {what} and Gemma-3's projector are counted ({n} parameters, 16-bit)"
+                ));
+            }
+            None => d.warnings.push(format!(
+                "{key}: the {what} is not counted; its weights add to the total"
+            )),
+        }
+    }
+    let max_position = c.any(&["max_position_embeddings", "n_positions", "max_seq_len"])?;
+    if let Some(r) = c.get("rope_scaling").filter(|r| r.is_object()) {
+        let kind = r
+            .get("rope_type")
+            .or_else(|| r.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        let factor = r.get("factor").map(Value::to_string).unwrap_or_default();
+        d.notes.push(format!(
+            "rope_scaling {kind} (factor {factor}): max-position is the config's max_position_embeddings"
+        ));
+    }
+    let (format, attention_format) = quant::read(root.get("quantization_config"), &mut d);
+    Ok(ImportedConfig {
+        model_type: mt.to_string(),
+        arch: d.arch,
+        sliding_window: d.window,
+        sliding_layers: d.sliding_layers,
+        max_position,
+        dtype: d.dtype,
+        format,
+        attention_format,
+        state_bytes: d.state_bytes,
+        confidence: String::new(),
+        notes: d.notes,
+        warnings: d.warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests;
