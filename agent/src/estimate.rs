@@ -113,6 +113,10 @@ struct JsonOutput<'a> {
     input: std::collections::BTreeMap<&'static str, String>,
     #[serde(flatten)]
     estimate: &'a Estimate,
+    /// How far the config reader vouches for the shape (`exact`, `approximate: …`,
+    /// `unknown family`), when a config was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    confidence: Option<String>,
     fit: Vec<CardFit>,
     #[serde(flatten)]
     engine: crate::engine_cli::EngineOutput,
@@ -284,6 +288,10 @@ pub fn run(args: Args) -> Result<Exit> {
     };
     // What the config reader assumed and could not model belongs with the figures.
     if let Some(c) = &imported {
+        est.assumptions.push(format!(
+            "config.json: model_type {}, confidence: {}",
+            c.model_type, c.confidence
+        ));
         est.assumptions
             .extend(c.notes.iter().map(|n| format!("config.json: {n}")));
         est.warnings
@@ -304,6 +312,7 @@ pub fn run(args: Args) -> Result<Exit> {
             schema: "gpumem.estimate/v1",
             input: params::to_pairs(&input).into_iter().collect(),
             estimate: &est,
+            confidence: imported.as_ref().map(|c| c.confidence.clone()),
             fit,
             engine,
         };

@@ -272,7 +272,7 @@ const CASES: &[(&str, &str)] = &[
 /// Runs one case; returns every mismatch in words.
 fn check(name: &str, text: &str) -> Vec<String> {
     let case: Value = serde_json::from_str(text).expect("case file is JSON");
-    let mut wrong = Vec::new();
+    let mut wrong: Vec<String> = Vec::new();
     // A real config.json goes through the same reader as `--config` and the page's
     // import; the case's own pairs follow it, as flags after `--config` do.
     let mut pairs: Vec<(String, String)> = Vec::new();
@@ -286,6 +286,14 @@ fn check(name: &str, text: &str) -> Vec<String> {
                 .map(|(k, v)| (k.to_string(), v)),
         );
         warnings.extend(imported.warnings);
+        if let Some(want) = case.get("confidence")
+            && want.as_str() != Some(imported.confidence.as_str())
+        {
+            wrong.push(format!(
+                "{name}: confidence {:?}, expected {want}",
+                imported.confidence
+            ));
+        }
     }
     pairs.extend(
         case["input"]

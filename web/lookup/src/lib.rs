@@ -112,6 +112,7 @@ pub fn config_read(name: String, c: &ImportedConfig) -> ConfigRead {
             .collect(),
         notes: c.notes.clone(),
         warnings: c.warnings.clone(),
+        confidence: c.confidence.clone(),
     }
 }
 

@@ -917,6 +917,10 @@ WARN = {
     "phi-3-mini-4k": ["exceed the 4096 positions"],
 }
 
+# The config reader's confidence where it is not exact, and why.
+TOWER_NOT_COUNTED = "approximate: vision_config: the vision tower is not counted; its weights add to the total"
+CONFIDENCE = {"llama-4-scout": TOWER_NOT_COUNTED, "llama-4-maverick": TOWER_NOT_COUNTED}
+
 def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
     params, active, wbytes, mtp = summarise(cfg, fmt, attn_fmt)
     kvb = kv_bytes(cfg, tokens)
@@ -933,6 +937,8 @@ def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
             "expect": expect}
     if name.split("@")[0] in WARN:
         case["warnings"] = WARN[name.split("@")[0]]
+    # What the config reader must say of its own reading: exact unless it names why not.
+    case["confidence"] = CONFIDENCE.get(name.split("@")[0], "exact")
     (HERE / f"real-{name.replace('@', '-')}.json").write_text(json.dumps(case, indent=1) + "\n")
     return params, mtp, kvb + state
 

@@ -92,8 +92,10 @@ impl ImportedConfig {
 }
 
 /// Keys that change nothing in memory in any family: token ids, initialisation,
-/// dropout, activation and norm epsilons, RoPE frequencies, training-only router
-/// losses, bookkeeping. (A family's own are listed in its record.)
+/// dropout, activations and norm epsilons, RoPE frequencies and rotary fractions,
+/// how routers weigh and normalise their choice (not their tensors), kernel chunk
+/// sizes, keys that only matter where a family reads them (`max_window_layers`
+/// beside a disabled window), bookkeeping. (A family's own are listed in its record.)
 const INERT: &[&str] = &[
     "_name_or_path",
     "architectures",
@@ -101,6 +103,7 @@ const INERT: &[&str] = &[
     "attn_pdrop",
     "auto_map",
     "bos_token_id",
+    "chunk_size",
     "embd_pdrop",
     "eos_token_id",
     "hidden_act",
@@ -111,15 +114,28 @@ const INERT: &[&str] = &[
     "label2id",
     "layer_norm_eps",
     "layer_norm_epsilon",
+    "mamba_chunk_size",
+    "max_window_layers",
     "model_type",
+    "n_group",
+    "norm_eps",
+    "norm_topk_prob",
+    "num_logits_to_keep",
+    "original_max_position_embeddings",
     "output_router_logits",
     "pad_token_id",
+    "partial_rotary_factor",
     "pretraining_tp",
     "resid_pdrop",
+    "residual_in_fp32",
     "rms_norm_eps",
     "rope_theta",
+    "rotary_pct",
+    "routed_scaling_factor",
     "router_aux_loss_coef",
+    "scoring_func",
     "tie_word_embeddings",
+    "topk_group",
     "torch_dtype",
     "dtype",
     "transformers_version",
@@ -257,7 +273,9 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
             }
             let w = match NOT_MODELLED.iter().find(|(k, _)| *k == key) {
                 Some((_, what)) => format!("{key} is not modelled: {what}"),
-                None => continue,
+                None => format!(
+                    "{key} is not read: the {mt} reader does not know whether it changes memory"
+                ),
             };
             if !out.warnings.contains(&w) {
                 out.warnings.push(w);

@@ -533,3 +533,50 @@ fn garbage_is_refused() {
             .contains("missing")
     );
 }
+
+#[test]
+fn every_key_is_read_known_inert_or_named_and_confidence_says_so() {
+    let base = r#""hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
+        "intermediate_size":128,"vocab_size":100,"tie_word_embeddings":false,"rms_norm_eps":1e-5"#;
+    // A known family, every key read or inert: exact.
+    let c = parse_config(&format!(r#"{{"model_type":"llama",{base}}}"#)).unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    // A key no one reads is named, and the estimate is approximate because of it.
+    let c = parse_config(&format!(
+        r#"{{"model_type":"llama",{base},"dense_bottleneck":32}}"#
+    ))
+    .unwrap();
+    let w = field(&c, "dense_bottleneck").unwrap();
+    assert!(w.contains("is not read"), "{w}");
+    assert!(
+        c.confidence.starts_with("approximate: dense_bottleneck"),
+        "{}",
+        c.confidence
+    );
+    // Off (false, 0, null, empty) is not a feature turned on: no warning.
+    let c = parse_config(&format!(
+        r#"{{"model_type":"llama",{base},"dense_bottleneck":0,"extra":null,"flags":[]}}"#
+    ))
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    // A key with a known effect that this family does not read says what it is.
+    let c = parse_config(&format!(
+        r#"{{"model_type":"llama",{base},"mlp_only_layers":[1]}}"#
+    ))
+    .unwrap();
+    assert!(field(&c, "mlp_only_layers is not modelled").is_some());
+    // An unknown family names itself and what it was read as.
+    let c = parse_config(&format!(r#"{{"model_type":"brand_new",{base}}}"#)).unwrap();
+    assert_eq!(c.confidence, "unknown family");
+    let w = field(&c, "brand_new").unwrap();
+    assert!(
+        w.contains("generic decoder rules") && w.contains("Llama-style"),
+        "{w}"
+    );
+    // A nested config: unread keys at both levels are named.
+    let c = parse_config(&format!(
+        r#"{{"model_type":"gemma3","mystery_root":1,"text_config":{{"model_type":"gemma3_text",{base},"mystery_text":2}}}}"#
+    ))
+    .unwrap();
+    assert!(field(&c, "mystery_root").is_some() && field(&c, "mystery_text").is_some());
+}

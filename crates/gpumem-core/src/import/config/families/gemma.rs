@@ -43,5 +43,16 @@ pub(crate) const GEMMA3: Family = Family {
         ("sliding_window_pattern", 6),
     ],
     tower: Tower::GemmaSiglip,
+    // Image token ids, soft-capping and scaling constants, the local RoPE base.
+    inert: &[
+        "boi_token_index",
+        "eoi_token_index",
+        "image_token_index",
+        "mm_tokens_per_image",
+        "final_logit_softcapping",
+        "attn_logit_softcapping",
+        "query_pre_attn_scalar",
+        "rope_local_base_freq",
+    ],
     ..BASE
 };

@@ -16,6 +16,13 @@ pub(crate) const GRANITE: Family = Family {
     types: &["granite"],
     class: "GraniteConfig",
     tied: true,
+    // muP multipliers: constants, no tensors.
+    inert: &[
+        "attention_multiplier",
+        "embedding_multiplier",
+        "logits_scaling",
+        "residual_multiplier",
+    ],
     ..BASE
 };
 
@@ -25,6 +32,14 @@ pub(crate) const GRANITE_MOE_HYBRID: Family = Family {
     class: "GraniteMoeHybridConfig",
     layer_types: &["mamba", "attention"],
     hook: Some(granite_hybrid),
+    // muP multipliers (constants, no tensors) and the position scheme (RoPE or none: no tensors).
+    inert: &[
+        "attention_multiplier",
+        "embedding_multiplier",
+        "logits_scaling",
+        "residual_multiplier",
+        "position_embedding_type",
+    ],
     ..BASE
 };
 

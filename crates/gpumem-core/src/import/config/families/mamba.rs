@@ -18,6 +18,22 @@ pub(crate) const MAMBA: Family = Family {
     types: &["mamba", "mamba2", "falcon_mamba"],
     class: "MambaConfig",
     whole: Some(mamba),
+    // Widths given by intermediate_size / num_heads × head_dim, n_layer beside num_hidden_layers, vocab_size already padded, initialisation and kernel choices; Mamba2Mixer has no Δ projection (time_step_rank unused).
+    inert: &[
+        "expand",
+        "fused_add_norm",
+        "n_layer",
+        "norm_before_gate",
+        "pad_vocab_size_multiple",
+        "time_step_floor",
+        "time_step_init_scheme",
+        "time_step_max",
+        "time_step_min",
+        "time_step_scale",
+        "time_step_limit",
+        "time_step_rank",
+        "use_mambapy",
+    ],
     ..BASE
 };
 
@@ -107,6 +123,12 @@ fn mamba(c: &Cfg, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, Es
         (MixerKind::Mamba, rank, 0, 0)
     };
     mixer_biases(c, "use_bias", "use_conv_bias", &mut warnings);
+    if c.flag("rms_norm") == Some(false) {
+        warnings.push(
+            "rms_norm = false is not modelled: the norms are counted as RMSNorm (a LayerNorm adds a bias)"
+                .into(),
+        );
+    }
     let tied_embeddings = match c.flag("tie_word_embeddings") {
         Some(t) => t,
         None => {

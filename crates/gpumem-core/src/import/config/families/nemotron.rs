@@ -19,6 +19,18 @@ pub(crate) const NEMOTRON_H: Family = Family {
     gated_mlp: false,
     norms: 1,
     hook: Some(nemotron),
+    // The mixer's width is mamba_num_heads × mamba_head_dim (expand unused); activations, initialisation and kernel choice.
+    inert: &[
+        "expand",
+        "mamba_hidden_act",
+        "mlp_hidden_act",
+        "rescale_prenorm_residual",
+        "time_step_floor",
+        "time_step_max",
+        "time_step_min",
+        "time_step_limit",
+        "use_mamba_kernels",
+    ],
     ..BASE
 };
 
