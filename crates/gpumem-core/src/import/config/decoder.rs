@@ -75,7 +75,7 @@ pub(crate) fn read(
             qk_norm: f.qk_norm == QkNorm::PerHead,
             qk_norm_whole: f.qk_norm == QkNorm::Whole,
             layernorm_bias: f.ln_bias,
-            layer_norms: f.norms,
+            layer_norms: u64::from(f.norms),
             learned_positions: 0,
             attn_sinks: f.sinks,
             attn_gate: f.attn_gate,
@@ -118,7 +118,7 @@ pub(crate) fn read(
                 "head_dim absent: {} assumed ({mt}'s default)",
                 f.head_dim
             ));
-            f.head_dim
+            u64::from(f.head_dim)
         }
         // heads is at least 1 (checked above).
         None => hidden.checked_div(heads).unwrap_or(0),
@@ -168,12 +168,6 @@ pub(crate) fn read(
         });
     }
     d.arch.mtp_layers = c.uint("num_nextn_predict_layers")?.unwrap_or(0);
-    if d.arch.mtp_layers > 0 {
-        d.notes.push(format!(
-            "num_nextn_predict_layers = {}: the multi-token-prediction layer(s) are counted, as the checkpoint stores them",
-            d.arch.mtp_layers
-        ));
-    }
     d.window = c
         .uint("sliding_window")?
         .filter(|_| c.flag("use_sliding_window") != Some(false));
@@ -185,6 +179,13 @@ pub(crate) fn read(
     }
     if let Some(hook) = f.hook {
         hook(c, &mut d)?;
+    }
+    // After the hook, which may leave out MTP layers it cannot model (and say so).
+    if d.arch.mtp_layers > 0 {
+        d.notes.push(format!(
+            "num_nextn_predict_layers = {}: the multi-token-prediction layer(s) are counted, as the checkpoint stores them",
+            d.arch.mtp_layers
+        ));
     }
     d.arch
         .validate()
@@ -199,7 +200,10 @@ fn sliding_layers(c: &Cfg, s: Sliding, layers: u64) -> Option<u64> {
         Sliding::All => None,
         Sliding::Alternate => Some(layers / 2),
         Sliding::Pattern(p) => Some(every(
-            c.uint("sliding_window_pattern").ok().flatten().unwrap_or(p),
+            c.uint("sliding_window_pattern")
+                .ok()
+                .flatten()
+                .unwrap_or(u64::from(p)),
         )),
         Sliding::FromMaxWindowLayers => {
             let full = c
@@ -235,7 +239,7 @@ fn generic_moe(c: &Cfg, f: &Family, experts: u64, intermediate: u64) -> Result<M
                 "moe_layer_freq",
                 "expert_layer_period",
             ])?
-            .unwrap_or(f.moe_every)
+            .unwrap_or(u64::from(f.moe_every))
             .max(1),
         router_bias: match f.router_bias {
             RouterBias::No => false,

@@ -31,7 +31,7 @@ pub(crate) enum Sliding {
     /// Every other layer, from the first (Gemma-2).
     Alternate,
     /// All but every `sliding_window_pattern`-th layer (Gemma-3; the default).
-    Pattern(u64),
+    Pattern(u8),
     /// The layers from `max_window_layers` on (Qwen2).
     FromMaxWindowLayers,
 }
@@ -93,11 +93,11 @@ pub(crate) struct Family {
     /// LayerNorm with a bias rather than RMSNorm.
     pub ln_bias: bool,
     /// Norms per decoder layer.
-    pub norms: u64,
+    pub norms: u8,
     /// q/k norms.
     pub qk_norm: QkNorm,
     /// `head_dim` when absent; 0 = hidden / heads.
-    pub head_dim: u64,
+    pub head_dim: u16,
     /// Reads `multi_query` (default true): one K/V head (Falcon, GPTBigCode).
     pub multi_query: bool,
     /// A learned position table of `n_positions` rows (GPT-2).
@@ -113,13 +113,13 @@ pub(crate) struct Family {
     /// A sigmoid gate on the shared expert's output (Qwen2-MoE, Qwen3-Next).
     pub shared_gate: bool,
     /// Every how many layers an MoE layer comes when the config does not say.
-    pub moe_every: u64,
+    pub moe_every: u8,
     /// Keys the published configs leave out, filled with the class's defaults.
     pub defaults: &'static [(&'static str, u64)],
     /// `layer_types` entries beyond `sliding_attention` and `full_attention`.
     pub layer_types: &'static [&'static str],
-    /// Keys of this family known to change nothing in memory.
-    pub inert: &'static [&'static str],
+    /// Keys of this family known to change nothing in memory (space-separated).
+    pub inert: &'static str,
     /// A vision tower counted from `vision_config`.
     pub tower: Tower,
     /// Reads what the generic decoder does not (a mixer, MoE blocks, layer maps).
@@ -155,7 +155,7 @@ pub(crate) const BASE: Family = Family {
     moe_every: 1,
     defaults: &[],
     layer_types: &[],
-    inert: &[],
+    inert: "",
     tower: Tower::No,
     hook: None,
     whole: None,

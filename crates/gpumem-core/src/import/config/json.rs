@@ -56,17 +56,17 @@ impl<'a> Cfg<'a> {
         self.read.borrow().contains(&key)
     }
 
-    /// The keys never read whose value is set (not null, false, 0 or empty), in
-    /// the config's order.
-    pub(crate) fn unread(&self) -> Vec<&'a str> {
+    /// Calls `f` with every key never read (here, nor through `also`, a second view
+    /// of the same object) whose value is set (not null, false, 0 or empty).
+    pub(crate) fn each_unread(&self, also: Option<&Cfg>, f: &mut dyn FnMut(&'a str)) {
+        let Some(o) = self.v.as_object() else { return };
         let read = self.read.borrow();
-        self.v
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(k, x)| !read.contains(&k.as_str()) && set(x))
-            .map(|(k, _)| k.as_str())
-            .collect()
+        for (k, x) in o {
+            let k = k.as_str();
+            if set(x) && !read.contains(&k) && !also.is_some_and(|a| a.was_read(k)) {
+                f(k);
+            }
+        }
     }
 
     /// An integer key; `None` when absent or null, an error naming what was found

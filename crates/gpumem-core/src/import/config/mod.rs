@@ -25,8 +25,7 @@ use serde_json::Value;
 
 use crate::arch::Architecture;
 use crate::error::EstimateError;
-use crate::estimate::EstimateInput;
-use crate::params::to_pairs;
+use crate::params::arch_pairs;
 
 use family::{Family, GENERIC, Tower};
 use json::{Cfg, parse};
@@ -69,78 +68,56 @@ impl ImportedConfig {
     /// The `key=value` pairs the config stands for (explicit flags given later
     /// override them) — shared by the agent's `--config` and the page's import.
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        let input = EstimateInput {
-            arch: Some(self.arch),
-            sliding_window: self.sliding_window,
-            sliding_layers: self
-                .sliding_layers
-                .filter(|_| self.sliding_window.is_some()),
-            max_position: self.max_position,
-            state_layers: self.arch.mixer.map_or(0, |m| m.layers),
-            state_bytes: self.state_bytes.unwrap_or(0),
-            ..EstimateInput::default()
-        };
-        let mut out = to_pairs(&input);
+        // Only the keys a config sets, written directly: `params::to_pairs` would
+        // bring every other key's writer into the page's lookup module.
+        let mut out = Vec::new();
+        let mut put = |k: &'static str, v: String| out.push((k, v));
+        arch_pairs(&self.arch, &mut put);
+        let state_layers = self.arch.mixer.map_or(0, |m| m.layers);
+        for (k, v) in [
+            ("max-position", self.max_position),
+            ("sliding-window", self.sliding_window),
+            (
+                "sliding-layers",
+                self.sliding_layers
+                    .filter(|_| self.sliding_window.is_some()),
+            ),
+            ("state-layers", Some(state_layers).filter(|n| *n > 0)),
+            ("state-bytes", self.state_bytes.filter(|n| *n > 0)),
+        ] {
+            if let Some(v) = v {
+                put(k, v.to_string());
+            }
+        }
         if let Some(f) = &self.format {
-            out.push(("format", f.clone()));
+            put("format", f.clone());
         }
         if let Some(f) = &self.attention_format {
-            out.push(("attention-format", f.clone()));
+            put("attention-format", f.clone());
         }
         out
     }
 }
 
-/// Keys that change nothing in memory in any family: token ids, initialisation,
+/// Keys (space-separated) that change nothing in memory in any family: token ids, initialisation,
 /// dropout, activations and norm epsilons, RoPE frequencies and rotary fractions,
 /// how routers weigh and normalise their choice (not their tensors), kernel chunk
 /// sizes, keys that only matter where a family reads them (`max_window_layers`
 /// beside a disabled window), bookkeeping. (A family's own are listed in its record.)
-const INERT: &[&str] = &[
-    "_name_or_path",
-    "architectures",
-    "attention_dropout",
-    "attn_pdrop",
-    "auto_map",
-    "bos_token_id",
-    "chunk_size",
-    "embd_pdrop",
-    "eos_token_id",
-    "hidden_act",
-    "hidden_activation",
-    "hidden_dropout",
-    "id2label",
-    "initializer_range",
-    "label2id",
-    "layer_norm_eps",
-    "layer_norm_epsilon",
-    "mamba_chunk_size",
-    "max_window_layers",
-    "model_type",
-    "n_group",
-    "norm_eps",
-    "norm_topk_prob",
-    "num_logits_to_keep",
-    "original_max_position_embeddings",
-    "output_router_logits",
-    "pad_token_id",
-    "partial_rotary_factor",
-    "pretraining_tp",
-    "resid_pdrop",
-    "residual_in_fp32",
-    "rms_norm_eps",
-    "rope_theta",
-    "rotary_pct",
-    "routed_scaling_factor",
-    "router_aux_loss_coef",
-    "scoring_func",
-    "tie_word_embeddings",
-    "topk_group",
-    "torch_dtype",
-    "dtype",
-    "transformers_version",
-    "use_cache",
-];
+const INERT: &str = concat!(
+    "_name_or_path architectures attention_dropout attn_pdrop ",
+    "auto_map bos_token_id chunk_size embd_pdrop eos_token_id ",
+    "hidden_act hidden_activation hidden_dropout id2label ",
+    "initializer_range label2id layer_norm_eps layer_norm_epsilon ",
+    "mamba_chunk_size max_window_layers model_type n_group norm_eps ",
+    "norm_topk_prob num_logits_to_keep ",
+    "original_max_position_embeddings output_router_logits ",
+    "pad_token_id partial_rotary_factor pretraining_tp resid_pdrop ",
+    "residual_in_fp32 rms_norm_eps rope_theta rotary_pct ",
+    "routed_scaling_factor router_aux_loss_coef scoring_func ",
+    "tie_word_embeddings topk_group torch_dtype dtype ",
+    "transformers_version use_cache",
+);
 
 /// Config fields that change memory and that no family reading them models: the
 /// reason named when one is set and unread.
@@ -244,43 +221,37 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         None => read_decoder(&c, &root, &mt, f, notes)?,
     };
     if known.is_none() {
-        out.warnings.insert(
-            0,
-            format!(
-                "model_type {mt} is read with the generic decoder rules (a Llama-style decoder: gated MLP, RMSNorm, no biases, tied embeddings unless said): tensors it adds beyond them are not counted"
-            ),
-        );
+        out.warnings.push(format!(
+            "model_type {mt} is read with the generic decoder rules (a Llama-style decoder: gated MLP, RMSNorm, no biases, tied embeddings unless said): tensors it adds beyond them are not counted"
+        ));
     } else if !f.modelled {
-        out.warnings.insert(
-            0,
-            format!(
-                "model_type {mt} is read with the generic decoder rules: tensors it adds beyond them are not counted"
-            ),
-        );
+        out.warnings.push(format!(
+            "model_type {mt} is read with the generic decoder rules: tensors it adds beyond them are not counted"
+        ));
     }
     // Every key set and never read is named: with its known effect, or as unknown.
     // Without `text_config` both views are of the same object: a key read through
     // either is read.
-    let mut unread = c.unread();
-    match nested {
-        Some(_) => unread.extend(root.unread()),
-        None => unread.retain(|k| !root.was_read(k)),
-    }
-    {
-        for key in unread {
-            if INERT.contains(&key) || f.inert.contains(&key) {
-                continue;
-            }
-            let w = match NOT_MODELLED.iter().find(|(k, _)| *k == key) {
-                Some((_, what)) => format!("{key} is not modelled: {what}"),
-                None => format!(
-                    "{key} is not read: the {mt} reader does not know whether it changes memory"
-                ),
-            };
-            if !out.warnings.contains(&w) {
-                out.warnings.push(w);
-            }
+    let mut warn = |key: &str| {
+        if INERT.split(' ').any(|k| k == key) || f.inert.split(' ').any(|k| k == key) {
+            return;
         }
+        let w = match NOT_MODELLED.iter().find(|(k, _)| *k == key) {
+            Some((_, what)) => format!("{key} is not modelled: {what}"),
+            None => format!(
+                "{key} is not read: the {mt} reader does not know whether it changes memory"
+            ),
+        };
+        if !out.warnings.contains(&w) {
+            out.warnings.push(w);
+        }
+    };
+    match nested {
+        Some(_) => {
+            c.each_unread(None, &mut warn);
+            root.each_unread(None, &mut warn);
+        }
+        None => c.each_unread(Some(&root), &mut warn),
     }
     out.confidence = if known.is_none() {
         "unknown family".into()

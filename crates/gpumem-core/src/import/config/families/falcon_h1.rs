@@ -20,18 +20,12 @@ pub(crate) const FALCON_H1: Family = Family {
     class: "FalconH1Config",
     hook: Some(falcon_h1),
     // muP multipliers (constants; mup_vector is a non-persistent buffer), and mamba_expand beside mamba_d_ssm, which sets the width.
-    inert: &[
-        "attention_in_multiplier",
-        "attention_out_multiplier",
-        "embedding_multiplier",
-        "key_multiplier",
-        "lm_head_multiplier",
-        "mlp_multipliers",
-        "ssm_in_multiplier",
-        "ssm_multipliers",
-        "ssm_out_multiplier",
-        "mamba_expand",
-    ],
+    inert: concat!(
+        "attention_in_multiplier attention_out_multiplier ",
+        "embedding_multiplier key_multiplier lm_head_multiplier ",
+        "mlp_multipliers ssm_in_multiplier ssm_multipliers ",
+        "ssm_out_multiplier mamba_expand",
+    ),
     ..BASE
 };
 

@@ -44,15 +44,11 @@ pub(crate) const GEMMA3: Family = Family {
     ],
     tower: Tower::GemmaSiglip,
     // Image token ids, soft-capping and scaling constants, the local RoPE base.
-    inert: &[
-        "boi_token_index",
-        "eoi_token_index",
-        "image_token_index",
-        "mm_tokens_per_image",
-        "final_logit_softcapping",
-        "attn_logit_softcapping",
-        "query_pre_attn_scalar",
+    inert: concat!(
+        "boi_token_index eoi_token_index image_token_index ",
+        "mm_tokens_per_image final_logit_softcapping ",
+        "attn_logit_softcapping query_pre_attn_scalar ",
         "rope_local_base_freq",
-    ],
+    ),
     ..BASE
 };

@@ -14,18 +14,12 @@ pub(crate) const GPT2: Family = Family {
     ln_bias: true,
     positions: true,
     // n_ctx repeats n_positions; attention scaling switches; the sequence-summary head of GPT2DoubleHeadsModel, not in a causal-LM checkpoint.
-    inert: &[
-        "n_ctx",
-        "scale_attn_weights",
-        "reorder_and_upcast_attn",
-        "scale_attn_by_inverse_layer_idx",
-        "summary_activation",
-        "summary_first_dropout",
-        "summary_proj_to_labels",
-        "summary_type",
-        "summary_use_proj",
-        "task_specific_params",
-    ],
+    inert: concat!(
+        "n_ctx scale_attn_weights reorder_and_upcast_attn ",
+        "scale_attn_by_inverse_layer_idx summary_activation ",
+        "summary_first_dropout summary_proj_to_labels summary_type ",
+        "summary_use_proj task_specific_params",
+    ),
     ..BASE
 };
 
@@ -45,11 +39,7 @@ pub(crate) const GPT_NEOX: Family = Family {
     all_bias: true,
     ln_bias: true,
     // Residual order and RoPE base: no tensors.
-    inert: &[
-        "use_parallel_residual",
-        "rotary_emb_base",
-        "classifier_dropout",
-    ],
+    inert: "use_parallel_residual rotary_emb_base classifier_dropout",
     ..BASE
 };
 

@@ -13,10 +13,6 @@ pub(crate) const GPT_OSS: Family = Family {
     sinks: true,
     router_bias: RouterBias::Yes,
     // An alias of num_experts_per_tok, the pre-extension context, the SwiGLU clamp.
-    inert: &[
-        "experts_per_token",
-        "initial_context_length",
-        "swiglu_limit",
-    ],
+    inert: "experts_per_token initial_context_length swiglu_limit",
     ..BASE
 };

@@ -17,12 +17,10 @@ pub(crate) const GRANITE: Family = Family {
     class: "GraniteConfig",
     tied: true,
     // muP multipliers: constants, no tensors.
-    inert: &[
-        "attention_multiplier",
-        "embedding_multiplier",
-        "logits_scaling",
+    inert: concat!(
+        "attention_multiplier embedding_multiplier logits_scaling ",
         "residual_multiplier",
-    ],
+    ),
     ..BASE
 };
 
@@ -33,13 +31,10 @@ pub(crate) const GRANITE_MOE_HYBRID: Family = Family {
     layer_types: &["mamba", "attention"],
     hook: Some(granite_hybrid),
     // muP multipliers (constants, no tensors) and the position scheme (RoPE or none: no tensors).
-    inert: &[
-        "attention_multiplier",
-        "embedding_multiplier",
-        "logits_scaling",
-        "residual_multiplier",
-        "position_embedding_type",
-    ],
+    inert: concat!(
+        "attention_multiplier embedding_multiplier logits_scaling ",
+        "residual_multiplier position_embedding_type",
+    ),
     ..BASE
 };
 

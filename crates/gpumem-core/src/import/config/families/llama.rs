@@ -22,12 +22,7 @@ pub(crate) const LLAMA4: Family = Family {
     intermediate_key: "intermediate_size_mlp",
     hook: Some(llama4),
     // Llama4TextL2Norm has no weight; attention temperature constants.
-    inert: &[
-        "use_qk_norm",
-        "attn_temperature_tuning",
-        "attn_scale",
-        "floor_scale",
-    ],
+    inert: "use_qk_norm attn_temperature_tuning attn_scale floor_scale",
     ..BASE
 };
 

@@ -20,17 +20,11 @@ pub(crate) const NEMOTRON_H: Family = Family {
     norms: 1,
     hook: Some(nemotron),
     // The mixer's width is mamba_num_heads × mamba_head_dim (expand unused); activations, initialisation and kernel choice.
-    inert: &[
-        "expand",
-        "mamba_hidden_act",
-        "mlp_hidden_act",
-        "rescale_prenorm_residual",
-        "time_step_floor",
-        "time_step_max",
-        "time_step_min",
-        "time_step_limit",
-        "use_mamba_kernels",
-    ],
+    inert: concat!(
+        "expand mamba_hidden_act mlp_hidden_act ",
+        "rescale_prenorm_residual time_step_floor time_step_max ",
+        "time_step_min time_step_limit use_mamba_kernels",
+    ),
     ..BASE
 };
 
@@ -99,8 +93,6 @@ fn nemotron(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         };
         if let Some(w) = skip {
             d.warnings.push(w);
-            d.notes
-                .retain(|n| !n.starts_with("num_nextn_predict_layers ="));
             d.arch.mtp_layers = 0;
         }
     }
