@@ -9,7 +9,7 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use crate::arch::Mla;
-use crate::arch::{Architecture, MAX_DIM, Mixer, MixerKind, Moe};
+use crate::arch::{Architecture, Indexer, MAX_DIM, Mixer, MixerKind, Moe};
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, KvDims, Logits, TrainMode};
 use crate::format::{Dtype, StorageFormat};
@@ -143,10 +143,11 @@ fn read_pairs<'a>(
                 "" | "none" => mixer = None,
                 "mamba" => mixer = Some(MixerKind::Mamba),
                 "deltanet" => mixer = Some(MixerKind::DeltaNet),
+                "kda" => mixer = Some(MixerKind::Kda),
                 "mamba2" => mixer = Some(MixerKind::Mamba2),
                 other => errors.push(EstimateError::invalid(
                     "mixer",
-                    format!("{other:?}: use mamba, mamba2 or deltanet"),
+                    format!("{other:?}: use mamba, mamba2, deltanet or kda"),
                 )),
             }
             continue;
@@ -375,6 +376,7 @@ fn build_arch(
             dense_layers: get("dense-layers").unwrap_or(0),
             every: get("moe-every").unwrap_or(1),
             router_bias: flag("router-bias", false),
+            correction_bias: flag("correction-bias", false),
             shared_gate: flag("shared-gate", false),
             latent: get("moe-latent").unwrap_or(0),
         }),
@@ -418,8 +420,16 @@ fn build_arch(
         attn_layers: get("attention-layers"),
         mlp_layers: get("mlp-layers"),
         mla,
+        indexer: match get("indexer-heads") {
+            Some(heads) => Some(Indexer {
+                heads,
+                head_dim: need("indexer-head-dim")?,
+            }),
+            None => None,
+        },
         moe,
         mtp_layers: get("mtp-layers").unwrap_or(0),
+        mtp_shared_vocab: flag("mtp-shared-vocab", false),
         tower_params: get("tower-params").unwrap_or(0),
     };
     a.validate()?;
@@ -561,6 +571,7 @@ pub fn arch_pairs(a: &Architecture, put: &mut dyn FnMut(&'static str, String)) {
         ("layernorm-bias", a.layernorm_bias, false),
         ("attn-sinks", a.attn_sinks, false),
         ("attn-gate", a.attn_gate, false),
+        ("mtp-shared-vocab", a.mtp_shared_vocab, false),
     ] {
         if v != dflt {
             put(k, v.to_string());
@@ -614,6 +625,10 @@ pub fn arch_pairs(a: &Architecture, put: &mut dyn FnMut(&'static str, String)) {
         put("qk-rope-dim", m.qk_rope_dim.to_string());
         put("v-head-dim", m.v_head_dim.to_string());
     }
+    if let Some(x) = a.indexer {
+        put("indexer-heads", x.heads.to_string());
+        put("indexer-head-dim", x.head_dim.to_string());
+    }
     if let Some(m) = a.moe {
         for (k, v) in [
             ("experts", m.experts),
@@ -630,6 +645,9 @@ pub fn arch_pairs(a: &Architecture, put: &mut dyn FnMut(&'static str, String)) {
         }
         if m.router_bias {
             put("router-bias", "true".into());
+        }
+        if m.correction_bias {
+            put("correction-bias", "true".into());
         }
         if m.shared_gate {
             put("shared-gate", "true".into());
@@ -752,6 +770,10 @@ mod tests {
             ("active-experts", "2"),
             ("moe-every", "2"),
             ("router-bias", "true"),
+            ("correction-bias", "true"),
+            ("indexer-heads", "4"),
+            ("indexer-head-dim", "32"),
+            ("mtp-shared-vocab", "true"),
             ("attention-format", "bf16"),
             ("format", "mxfp4"),
             ("max-position", "4096"),

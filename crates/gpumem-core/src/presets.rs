@@ -354,7 +354,7 @@ pub static PRESETS: &[Preset] = &[
             ("shared-experts", "1"),
             ("shared-intermediate", "2048"),
             ("dense-layers", "3"),
-            ("router-bias", "true"),
+            ("correction-bias", "true"),
             ("mtp-layers", "1"),
             ("max-position", "163840"),
         ],

@@ -101,6 +101,10 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/real-deepseek-v3.json"),
     ),
     (
+        "real-deepseek-v3.2",
+        include_str!("cases/real-deepseek-v3.2.json"),
+    ),
+    (
         "real-falcon-40b",
         include_str!("cases/real-falcon-40b.json"),
     ),
@@ -130,6 +134,14 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/real-gpt-oss-20b.json"),
     ),
     ("real-gpt2", include_str!("cases/real-gpt2.json")),
+    (
+        "real-kimi-k2-instruct",
+        include_str!("cases/real-kimi-k2-instruct.json"),
+    ),
+    (
+        "real-kimi-linear-48b-a3b",
+        include_str!("cases/real-kimi-linear-48b-a3b.json"),
+    ),
     (
         "real-gpt2-medium",
         include_str!("cases/real-gpt2-medium.json"),

@@ -2,8 +2,6 @@
 //! shares (transformers' LlamaConfig vocabulary and its usual aliases), read with a
 //! family's defaults into a [`Draft`] that the family's hook may then edit.
 
-use serde_json::Value;
-
 use crate::arch::{Architecture, Mla, Moe};
 use crate::error::EstimateError;
 
@@ -83,8 +81,10 @@ pub(crate) fn read(
             attn_layers: None,
             mlp_layers: None,
             mla: None,
+            indexer: None,
             moe: None,
             mtp_layers: 0,
+            mtp_shared_vocab: false,
             tower_params: 0,
         },
         class: f.class,
@@ -241,11 +241,9 @@ fn generic_moe(c: &Cfg, f: &Family, experts: u64, intermediate: u64) -> Result<M
             ])?
             .unwrap_or(u64::from(f.moe_every))
             .max(1),
-        router_bias: match f.router_bias {
-            RouterBias::No => false,
-            RouterBias::Yes => true,
-            RouterBias::NoauxTc => c.get("topk_method").and_then(Value::as_str) == Some("noaux_tc"),
-        },
+        router_bias: f.router_bias == RouterBias::Yes,
+        correction_bias: f.router_bias == RouterBias::NoauxTc
+            && c.str("topk_method") == Some("noaux_tc"),
         shared_gate: f.shared_gate,
         latent: 0,
     })

@@ -43,7 +43,7 @@ pub(crate) enum RouterBias {
     No,
     /// Always (gpt-oss's router bias).
     Yes,
-    /// DeepSeek-V3's `e_score_correction_bias`, with `topk_method` `noaux_tc`.
+    /// DeepSeek-V3's fp32 `e_score_correction_bias`, with `topk_method` `noaux_tc`.
     NoauxTc,
 }
 

@@ -302,7 +302,12 @@ fn read_decoder(
             )),
         }
     }
-    let max_position = c.any(&["max_position_embeddings", "n_positions", "max_seq_len"])?;
+    let max_position = c.any(&[
+        "max_position_embeddings",
+        "n_positions",
+        "max_seq_len",
+        "model_max_length",
+    ])?;
     if let Some(r) = c.get("rope_scaling").filter(|r| r.is_object()) {
         let kind = r
             .get("rope_type")

@@ -263,7 +263,7 @@ fn nemotron_3_moe_blocks_hold_a_router_with_its_bias_non_gated_experts_and_a_sha
     let m = c.arch.moe.expect("the E blocks are MoE");
     assert_eq!((m.experts, m.active, m.expert_intermediate), (4, 2, 32));
     assert_eq!((m.shared_experts, m.shared_intermediate), (1, 48));
-    assert!(m.router_bias && !m.shared_gate);
+    assert!(m.correction_bias && !m.router_bias && !m.shared_gate);
     // Two E blocks and one `-` block carry an MLP; the `-` one stays dense.
     assert_eq!(c.arch.mlp_layer_count(), 3);
     assert_eq!(m.moe_layers(c.arch.mlp_layer_count()), 2);
@@ -579,4 +579,76 @@ fn every_key_is_read_known_inert_or_named_and_confidence_says_so() {
     ))
     .unwrap();
     assert!(field(&c, "mystery_root").is_some() && field(&c, "mystery_text").is_some());
+}
+
+#[test]
+fn olmoe_norms_queries_and_keys_over_the_whole_projection() {
+    // OLMoE-1B-7B's shape (allenai/OLMoE-1B-7B-0924 config.json): q_norm and k_norm
+    // are [16 × 128] each in all 16 layers: 65 536 parameters a per-head norm misses.
+    let cfg = r#"{"model_type":"olmoe","hidden_size":2048,"num_hidden_layers":16,"num_attention_heads":16,
+        "num_key_value_heads":16,"intermediate_size":1024,"num_experts":64,"num_experts_per_tok":8,
+        "vocab_size":50304,"tie_word_embeddings":false,"clip_qkv":null,"norm_topk_prob":false}"#;
+    let c = parse_config(cfg).unwrap();
+    assert!(c.arch.qk_norm_whole && !c.arch.qk_norm);
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    let per_head = Architecture {
+        qk_norm_whole: false,
+        qk_norm: true,
+        ..c.arch
+    };
+    assert_eq!(
+        counts(&c.arch).0 - counts(&per_head).0,
+        16 * 2 * (2048 - 128)
+    );
+}
+
+#[test]
+fn kimi_linear_puts_kda_in_its_listed_layers_and_mla_in_the_others() {
+    let c = parse_config(
+        r#"{"model_type":"kimi_linear","hidden_size":64,"num_hidden_layers":4,"num_attention_heads":4,
+        "num_key_value_heads":4,"intermediate_size":128,"vocab_size":100,"kv_lora_rank":16,"q_lora_rank":null,
+        "qk_nope_head_dim":8,"qk_rope_head_dim":4,"v_head_dim":8,"num_experts":4,"num_experts_per_token":2,
+        "num_shared_experts":1,"moe_intermediate_size":16,"first_k_dense_replace":1,
+        "moe_router_activation_func":"sigmoid","linear_attn_config":{"full_attn_layers":[4],
+        "kda_layers":[1,2,3],"head_dim":8,"num_heads":4,"short_conv_kernel_size":4}}"#,
+    )
+    .unwrap();
+    let m = c.arch.mixer.unwrap();
+    assert_eq!((m.layers, m.inner, m.heads, m.state), (3, 32, 4, 8));
+    assert_eq!(c.arch.attention_layers(), 1);
+    let moe = c.arch.moe.unwrap();
+    assert!(moe.router_bias && !moe.correction_bias && moe.shared_experts == 1);
+    // KDA state per layer (vLLM's kda_state_shape): q, k, v windows 3 × 32 × 3 and
+    // the recurrent 4 × 8 × 8.
+    assert_eq!(m.state_values().unwrap(), (3 * 32 * 3, 4 * 8 * 8));
+    let (input, errors) =
+        crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(c.arch));
+}
+
+#[test]
+fn deepseek_v32_reads_the_indexer_and_noaux_tc_routers_keep_an_fp32_bias() {
+    let base = r#""hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,
+        "vocab_size":100,"kv_lora_rank":16,"q_lora_rank":24,"qk_nope_head_dim":8,"qk_rope_head_dim":4,
+        "v_head_dim":8,"n_routed_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":16,
+        "topk_method":"noaux_tc","index_n_heads":2,"index_head_dim":128,"index_topk":2048"#;
+    let c = parse_config(&format!(r#"{{"model_type":"deepseek_v32",{base}}}"#)).unwrap();
+    let x = c.arch.indexer.unwrap();
+    assert_eq!((x.heads, x.head_dim, x.key_bytes()), (2, 128, 132));
+    assert!(c.arch.moe.unwrap().correction_bias);
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    // The same keys under deepseek_v3 (no indexer): index_* are then unread, named.
+    let v3 = parse_config(&format!(r#"{{"model_type":"deepseek_v3",{base}}}"#)).unwrap();
+    assert!(v3.arch.indexer.is_none());
+    assert!(field(&v3, "index_n_heads is not read").is_some());
+    // Per attention layer: wq_b 256 × 24, wk 128 × 64, k_norm 2 × 128, weights_proj 2 × 64.
+    assert_eq!(
+        counts(&c.arch).0 - counts(&v3.arch).0,
+        2 * (256 * 24 + 128 * 64 + 2 * 128 + 2 * 64)
+    );
+    let (input, errors) =
+        crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(c.arch));
 }

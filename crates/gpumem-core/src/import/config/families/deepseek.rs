@@ -1,15 +1,40 @@
 //! DeepSeek-V2 and V3 (DeepseekV2Config / DeepseekV3Config): multi-head latent
 //! attention (`kv_lora_rank`, `q_lora_rank`, the per-head widths), leading dense
 //! layers (`first_k_dense_replace`), shared experts, V3's `noaux_tc` router
-//! correction bias, and V3's multi-token-prediction layer with its own embedding
-//! and head copies. All of it is read by the generic decoder.
+//! correction bias (fp32), and V3's multi-token-prediction layer with its own
+//! embedding and head copies — all read by the generic decoder; and DeepSeek-V3.2,
+//! whose attention layers add the sparse-attention indexer (`index_n_heads`,
+//! `index_head_dim`; `index_topk` only chooses which keys are attended).
 
+use crate::arch::Indexer;
+use crate::error::EstimateError;
+use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family, RouterBias};
+use crate::import::config::json::Cfg;
 
 /// DeepSeek-V2 / V3.
 pub(crate) const DEEPSEEK: Family = Family {
     types: &["deepseek_v2", "deepseek_v3"],
     class: "DeepseekV3Config",
     router_bias: RouterBias::NoauxTc,
+    inert: "aux_loss_alpha seq_aux ep_size",
     ..BASE
 };
+
+/// DeepSeek-V3.2 (`DeepseekV32ForCausalLM`): DeepSeek-V3 with the indexer.
+pub(crate) const DEEPSEEK_V32: Family = Family {
+    types: &["deepseek_v32"],
+    hook: Some(indexer),
+    ..DEEPSEEK
+};
+
+/// The lightning indexer of DeepSeek sparse attention, beside MLA in every
+/// attention layer (and the MTP layer).
+pub(crate) fn indexer(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    c.touch(&["index_topk"]);
+    d.arch.indexer = Some(Indexer {
+        heads: c.need(&["index_n_heads"])?,
+        head_dim: c.need(&["index_head_dim"])?,
+    });
+    Ok(())
+}

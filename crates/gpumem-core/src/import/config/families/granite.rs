@@ -64,6 +64,7 @@ fn granite_hybrid(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
                 .unwrap_or(1)
                 .max(1),
             router_bias: false,
+            correction_bias: false,
             shared_gate: false,
             latent: 0,
         })

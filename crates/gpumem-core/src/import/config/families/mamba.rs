@@ -166,8 +166,10 @@ fn mamba(c: &Cfg, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, Es
             gated_norm: true,
         }),
         mla: None,
+        indexer: None,
         moe: None,
         mtp_layers: 0,
+        mtp_shared_vocab: false,
         tower_params: 0,
     };
     arch.validate()

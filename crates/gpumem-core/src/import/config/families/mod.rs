@@ -13,6 +13,7 @@ mod gpt;
 mod gpt_oss;
 mod granite;
 mod jamba;
+mod kimi;
 mod llama;
 mod mamba;
 mod nemotron;
@@ -33,8 +34,12 @@ pub(crate) const REGISTRY: &[&Family] = &[
     &gemma::GEMMA2,
     &gemma::GEMMA3,
     &deepseek::DEEPSEEK,
+    &deepseek::DEEPSEEK_V32,
+    &kimi::KIMI_K2,
+    &kimi::KIMI_LINEAR,
     &gpt_oss::GPT_OSS,
     &olmo::OLMO2,
+    &olmo::OLMOE,
     &phi::PHI3,
     &phi::PHI,
     &falcon::FALCON,

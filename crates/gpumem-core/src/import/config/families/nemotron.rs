@@ -173,7 +173,6 @@ fn moe(c: &Cfg, b: Blocks, notes: &mut Vec<String>) -> Result<Moe, EstimateError
         }
     };
     let shared_width = c.need(&["moe_shared_expert_intermediate_size"])?;
-    notes.push("gate.e_score_correction_bias: counted in 16 bits (stored in fp32)".into());
     Ok(Moe {
         experts,
         active: c.need(&["num_experts_per_tok"])?,
@@ -189,7 +188,9 @@ fn moe(c: &Cfg, b: Blocks, notes: &mut Vec<String>) -> Result<Moe, EstimateError
         // order does not change the count).
         dense_layers: b.mlp,
         every: 1,
-        router_bias: true,
+        router_bias: false,
+        // gate.e_score_correction_bias, an fp32 buffer in the checkpoints.
+        correction_bias: true,
         shared_gate: false,
         // Nemotron-3 Super: fc1_latent_proj [latent, hidden] and fc2_latent_proj
         // [hidden, latent] around routed experts that work at the latent width.

@@ -1,4 +1,6 @@
-//! OLMo-2 (Olmo2Config): q/k RMSNorms over the whole projection.
+//! OLMo-2 (Olmo2Config) and OLMoE (OlmoeConfig, transformers' modeling_olmoe.py:
+//! `q_norm` [heads × head_dim], `k_norm` [kv_heads × head_dim]): q/k RMSNorms over the
+//! whole projection; OLMoE's experts without shared experts or router bias.
 
 use crate::import::config::family::{BASE, Family, QkNorm};
 
@@ -8,4 +10,13 @@ pub(crate) const OLMO2: Family = Family {
     class: "Olmo2Config",
     qk_norm: QkNorm::Whole,
     ..BASE
+};
+
+/// OLMoE.
+pub(crate) const OLMOE: Family = Family {
+    types: &["olmoe"],
+    class: "OlmoeConfig",
+    // clip_qkv clamps activations.
+    inert: "clip_qkv",
+    ..OLMO2
 };
