@@ -242,8 +242,8 @@ fn generic_moe(c: &Cfg, f: &Family, experts: u64, intermediate: u64) -> Result<M
             .unwrap_or(u64::from(f.moe_every))
             .max(1),
         router_bias: f.router_bias == RouterBias::Yes,
-        correction_bias: f.router_bias == RouterBias::NoauxTc
-            && c.str("topk_method") == Some("noaux_tc"),
+        correction_bias: f.router_bias == RouterBias::Correction
+            || (f.router_bias == RouterBias::NoauxTc && c.str("topk_method") == Some("noaux_tc")),
         shared_gate: f.shared_gate,
         latent: 0,
     })

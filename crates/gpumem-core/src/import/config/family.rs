@@ -45,6 +45,8 @@ pub(crate) enum RouterBias {
     Yes,
     /// DeepSeek-V3's fp32 `e_score_correction_bias`, with `topk_method` `noaux_tc`.
     NoauxTc,
+    /// An fp32 `e_score_correction_bias` always (GLM-4.5 and later's routers).
+    Correction,
 }
 
 /// A family's hook: reads what the generic decoder cannot and edits the draft.

@@ -652,3 +652,44 @@ fn deepseek_v32_reads_the_indexer_and_noaux_tc_routers_keep_an_fp32_bias() {
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(input.arch, Some(c.arch));
 }
+
+#[test]
+fn glm_families_keep_an_fp32_router_bias_and_glm5_shares_its_vocabulary_with_mtp() {
+    let mla = r#""hidden_size":64,"num_hidden_layers":3,"num_attention_heads":4,"intermediate_size":128,
+        "vocab_size":1000,"kv_lora_rank":16,"q_lora_rank":24,"qk_nope_head_dim":8,"qk_rope_head_dim":4,
+        "v_head_dim":8,"n_routed_experts":4,"n_shared_experts":1,"num_experts_per_tok":2,
+        "moe_intermediate_size":16,"first_k_dense_replace":1,"num_nextn_predict_layers":1"#;
+    let glm5 = parse_config(&format!(
+        r#"{{"model_type":"glm_moe_dsa",{mla},"index_n_heads":2,"index_head_dim":128,"index_topk":2048,
+        "mlp_layer_types":["dense","sparse","sparse"]}}"#
+    ))
+    .unwrap();
+    assert!(glm5.arch.mtp_shared_vocab && glm5.arch.indexer.is_some());
+    let m = glm5.arch.moe.unwrap();
+    assert!(m.correction_bias && m.dense_layers == 1);
+    assert_eq!(glm5.confidence, "exact", "{:?}", glm5.warnings);
+    // The MTP layer stores no embedding or head: 2 × 1000 × 64 fewer than DeepSeek's.
+    let copies = Architecture {
+        mtp_shared_vocab: false,
+        ..glm5.arch
+    };
+    assert_eq!(counts(&copies).0 - counts(&glm5.arch).0, 2 * 1000 * 64);
+    let (input, errors) =
+        crate::params::from_pairs(glm5.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(glm5.arch));
+    // GLM-4.7-Flash: MLA, the fp32 bias without topk_method.
+    let flash = parse_config(&format!(r#"{{"model_type":"glm4_moe_lite",{mla}}}"#)).unwrap();
+    assert!(flash.arch.moe.unwrap().correction_bias && !flash.arch.mtp_shared_vocab);
+    // GLM-4.5: q/k/v biases without an o_proj bias, per-head q/k norms.
+    let g45 = parse_config(
+        r#"{"model_type":"glm4_moe","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+        "num_key_value_heads":2,"head_dim":16,"intermediate_size":128,"vocab_size":100,"attention_bias":true,
+        "use_qk_norm":true,"partial_rotary_factor":0.5,"n_routed_experts":4,"num_experts_per_tok":2,
+        "moe_intermediate_size":16,"n_shared_experts":1,"first_k_dense_replace":1}"#,
+    )
+    .unwrap();
+    assert!(g45.arch.qkv_bias && !g45.arch.o_bias && g45.arch.qk_norm);
+    assert!(g45.arch.moe.unwrap().correction_bias);
+    assert_eq!(g45.confidence, "exact", "{:?}", g45.warnings);
+}

@@ -9,6 +9,7 @@ mod deepseek;
 mod falcon;
 mod falcon_h1;
 mod gemma;
+mod glm;
 mod gpt;
 mod gpt_oss;
 mod granite;
@@ -36,6 +37,9 @@ pub(crate) const REGISTRY: &[&Family] = &[
     &deepseek::DEEPSEEK,
     &deepseek::DEEPSEEK_V32,
     &kimi::KIMI_K2,
+    &glm::GLM4_MOE,
+    &glm::GLM4_MOE_LITE,
+    &glm::GLM_MOE_DSA,
     &kimi::KIMI_LINEAR,
     &gpt_oss::GPT_OSS,
     &olmo::OLMO2,
