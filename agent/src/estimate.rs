@@ -255,6 +255,19 @@ pub fn run(args: Args) -> Result<Exit> {
         pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
         imported = Some(c);
     }
+    // A GGUF file alone gives the KV line its shape from the header's metadata (the
+    // weights are its tensors); a config.json, or flags given after, take precedence.
+    let gguf_header = match &args.gguf {
+        Some(path) => Some(read_gguf(path)?),
+        None => None,
+    };
+    let gguf_shape = gguf_header
+        .as_ref()
+        .filter(|_| imported.is_none())
+        .and_then(|h| h.shape());
+    if let Some(shape) = &gguf_shape {
+        pairs.extend(shape.pairs.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    }
     pairs.extend(args.pairs.iter().cloned());
     let (mut input, errors) =
         params::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
@@ -271,11 +284,11 @@ pub fn run(args: Args) -> Result<Exit> {
         .collect::<Result<Vec<_>>>()?;
     let mut summary = TensorSummary::merge_all(hub_tensors.into_iter().chain(shards))
         .context("merging safetensors shards")?;
-    if let Some(path) = &args.gguf {
+    if let Some(header) = gguf_header {
         if summary.is_some() {
             anyhow::bail!("give either --safetensors or --gguf, not both");
         }
-        summary = Some(read_gguf(path)?.tensors);
+        summary = Some(header.tensors);
     }
     input.tensors = summary;
     // Step 2: compute.
@@ -286,6 +299,25 @@ pub fn run(args: Args) -> Result<Exit> {
             return Ok(Exit::Unavailable);
         }
     };
+    if let Some(shape) = &gguf_shape {
+        est.assumptions.push(format!(
+            "GGUF header: {}{}",
+            shape
+                .pairs
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            shape
+                .vocab
+                .map(|v| format!(", vocabulary {v} tokens"))
+                .unwrap_or_default()
+        ));
+        est.assumptions
+            .extend(shape.notes.iter().map(|n| format!("GGUF header: {n}")));
+        est.warnings
+            .extend(shape.warnings.iter().map(|w| format!("GGUF header: {w}")));
+    }
     // What the config reader assumed and could not model belongs with the figures.
     if let Some(c) = &imported {
         est.assumptions.push(format!(
