@@ -8,8 +8,6 @@
 //! is used, so a garbage or truncated file gives an error, never a panic or an
 //! allocation sized by the garbage.
 
-use std::collections::BTreeMap;
-
 use super::TensorSummary;
 use crate::error::EstimateError;
 use crate::format::GgufType;
@@ -41,7 +39,7 @@ pub struct GgufHeader {
     pub architecture: Option<String>,
     /// Integer metadata useful for the architecture mode (`llama.block_count`, …;
     /// `tokenizer.ggml.tokens`: the vocabulary's length).
-    pub numbers: BTreeMap<String, u64>,
+    pub numbers: Vec<(String, u64)>,
     /// Shape keys present with a value that is no single integer (a per-layer array,
     /// a float): named when the shape is read, never taken for absent.
     pub unread: Vec<String>,
@@ -197,7 +195,8 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, EstimateError> {
         )));
     }
     let mut architecture = None;
-    let mut numbers = BTreeMap::new();
+    // A list, not a map: a handful of keys, and no map type of its own in the page.
+    let mut numbers: Vec<(String, u64)> = Vec::new();
     let mut unread = Vec::new();
     for _ in 0..kv_count {
         let key = r.string()?;
@@ -206,14 +205,12 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, EstimateError> {
             // The vocabulary: the token list's length (its strings are skipped below).
             let at = r.pos;
             let _elem = r.u32()?;
-            numbers.insert(key.to_string(), r.u64()?);
+            numbers.push((key.to_string(), r.u64()?));
             r.pos = at;
         }
         match read_value(&mut r, ty, 0)? {
             Value::Str(s) if key == "general.architecture" => architecture = Some(s.to_string()),
-            Value::Int(v) if is_useful_number(key) => {
-                numbers.insert(key.to_string(), v);
-            }
+            Value::Int(v) if is_useful_number(key) => numbers.push((key.to_string(), v)),
             _ if is_useful_number(key) => unread.push(key.to_string()),
             _ => {}
         }
@@ -313,6 +310,11 @@ pub struct GgufShape {
 }
 
 impl GgufHeader {
+    /// The integer metadata `key`, if kept in [`GgufHeader::numbers`].
+    pub fn number(&self, key: &str) -> Option<u64> {
+        self.numbers.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
     /// The KV shape from the header's metadata (llama.cpp's `LLM_KV_*` keys,
     /// `src/llama-arch.cpp`: `{arch}.block_count`, `{arch}.attention.head_count_kv`,
     /// `{arch}.attention.key_length`, `{arch}.context_length`,
@@ -321,7 +323,7 @@ impl GgufHeader {
     /// tensors. `None` without `general.architecture` or the block and head counts.
     pub fn shape(&self) -> Option<GgufShape> {
         let arch = self.architecture.as_deref()?;
-        let get = |k: &str| self.numbers.get(&format!("{arch}.{k}")).copied();
+        let get = |k: &str| self.number(&format!("{arch}.{k}"));
         let layers = get("block_count")?;
         let heads = get("attention.head_count").filter(|h| *h > 0)?;
         let mut out = GgufShape::default();
@@ -350,7 +352,7 @@ impl GgufHeader {
             ("kv-heads", kv_heads.to_string()),
             ("head-dim", head_dim.to_string()),
         ]);
-        out.vocab = self.numbers.get(TOKENS).copied();
+        out.vocab = self.number(TOKENS);
         if let Some(n) = get("context_length") {
             out.pairs.push(("max-position", n.to_string()));
         }
@@ -554,7 +556,7 @@ mod tests {
         let g = parse_header(&h).unwrap();
         assert_eq!(g.version, 3);
         assert_eq!(g.architecture.as_deref(), Some("llama"));
-        assert_eq!(g.numbers["llama.block_count"], 1);
+        assert_eq!(g.number("llama.block_count").unwrap(), 1);
         assert_eq!(
             g.tensors.class_bytes("embeddings"),
             4096 / 256 * 144 * 32000
@@ -569,9 +571,9 @@ mod tests {
     fn split_metadata_is_kept() {
         let h = build_split_header("llama", &[("a.weight", &[32, 2], 8)], Some((1, 3, 7)));
         let g = parse_header(&h).unwrap();
-        assert_eq!(g.numbers[SPLIT_NO], 1);
-        assert_eq!(g.numbers[SPLIT_COUNT], 3);
-        assert_eq!(g.numbers[SPLIT_TENSORS_COUNT], 7);
+        assert_eq!(g.number(SPLIT_NO).unwrap(), 1);
+        assert_eq!(g.number(SPLIT_COUNT).unwrap(), 3);
+        assert_eq!(g.number(SPLIT_TENSORS_COUNT).unwrap(), 7);
         assert_eq!(g.tensors.total.tensors, 1);
     }
 

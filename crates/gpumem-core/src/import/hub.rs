@@ -577,8 +577,8 @@ pub fn check_split(paths: &[String], headers: &[&GgufHeader]) -> Result<(), HubE
             (gguf::SPLIT_NO, place),
             (gguf::SPLIT_TENSORS_COUNT, tensors),
         ] {
-            if let Some(said) = h.numbers.get(key)
-                && *said != want
+            if let Some(said) = h.number(key)
+                && said != want
             {
                 return Err(mismatch(
                     path,

@@ -105,19 +105,31 @@ impl ImportedConfig {
 /// sizes, keys that only matter where a family reads them (`max_window_layers`
 /// beside a disabled window), bookkeeping. (A family's own are listed in its record.)
 const INERT: &str = concat!(
-    "_name_or_path architectures attention_dropout attn_pdrop ",
-    "auto_map bos_token_id chunk_size embd_pdrop eos_token_id ",
-    "hidden_act hidden_activation hidden_dropout id2label ",
-    "initializer_range label2id layer_norm_eps layer_norm_epsilon ",
-    "mamba_chunk_size max_window_layers model_type n_group norm_eps ",
-    "norm_topk_prob num_logits_to_keep ",
-    "original_max_position_embeddings output_router_logits ",
-    "pad_token_id partial_rotary_factor pretraining_tp resid_pdrop ",
-    "residual_in_fp32 rms_norm_eps rope_theta rotary_pct ",
-    "routed_scaling_factor router_aux_loss_coef scoring_func ",
-    "tie_word_embeddings topk_group torch_dtype dtype ",
-    "transformers_version use_cache",
+    "_name_or_path architectures auto_map chunk_size id2label initializer_range ",
+    "label2id mamba_chunk_size max_window_layers model_type n_group norm_topk_prob ",
+    "num_logits_to_keep original_max_position_embeddings partial_rotary_factor ",
+    "pretraining_tp residual_in_fp32 rotary_pct routed_scaling_factor scoring_func ",
+    "tie_word_embeddings topk_group torch_dtype dtype transformers_version use_cache",
 );
+
+/// Key endings and beginnings that change nothing in memory in any family (token
+/// ids, dropout, norm epsilons, activation names, muP multipliers, soft-caps, loss
+/// coefficients; RoPE's parameters, Mamba's Δ initialisation, what a forward pass
+/// outputs, GPT-2's sequence-summary head).
+const INERT_ENDS: &str = concat!(
+    "_token_id _token_ids _token_index _dropout _pdrop _eps _epsilon _act _activation ",
+    "_multiplier _multipliers _softcapping _coef",
+);
+const INERT_STARTS: &str = "rope_ time_step_ output_ summary_";
+
+/// Whether `key` is known to change nothing in memory, for every family or `f`.
+fn inert(key: &str, f: &Family) -> bool {
+    let listed = |list: &str| list.split(' ').any(|k| k == key);
+    listed(INERT)
+        || listed(f.inert)
+        || INERT_ENDS.split(' ').any(|e| key.ends_with(e))
+        || INERT_STARTS.split(' ').any(|b| key.starts_with(b))
+}
 
 /// Config fields that change memory and that no family reading them models: the
 /// reason named when one is set and unread.
@@ -233,7 +245,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     // Without `text_config` both views are of the same object: a key read through
     // either is read.
     let mut warn = |key: &str| {
-        if INERT.split(' ').any(|k| k == key) || f.inert.split(' ').any(|k| k == key) {
+        if inert(key, f) {
             return;
         }
         let w = match NOT_MODELLED.iter().find(|(k, _)| *k == key) {

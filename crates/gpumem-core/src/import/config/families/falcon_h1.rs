@@ -19,13 +19,9 @@ pub(crate) const FALCON_H1: Family = Family {
     types: &["falcon_h1"],
     class: "FalconH1Config",
     hook: Some(falcon_h1),
-    // muP multipliers (constants; mup_vector is a non-persistent buffer), and mamba_expand beside mamba_d_ssm, which sets the width.
-    inert: concat!(
-        "attention_in_multiplier attention_out_multiplier ",
-        "embedding_multiplier key_multiplier lm_head_multiplier ",
-        "mlp_multipliers ssm_in_multiplier ssm_multipliers ",
-        "ssm_out_multiplier mamba_expand",
-    ),
+    // mamba_expand beside mamba_d_ssm, which sets the width (the muP multipliers are
+    // inert for every family; mup_vector is a non-persistent buffer).
+    inert: "mamba_expand",
     ..BASE
 };
 

@@ -43,12 +43,7 @@ pub(crate) const GEMMA3: Family = Family {
         ("sliding_window_pattern", 6),
     ],
     tower: Tower::GemmaSiglip,
-    // Image token ids, soft-capping and scaling constants, the local RoPE base.
-    inert: concat!(
-        "boi_token_index eoi_token_index image_token_index ",
-        "mm_tokens_per_image final_logit_softcapping ",
-        "attn_logit_softcapping query_pre_attn_scalar ",
-        "rope_local_base_freq",
-    ),
+    // Image tokens per image and the query scaling constant.
+    inert: "mm_tokens_per_image query_pre_attn_scalar",
     ..BASE
 };

@@ -40,7 +40,7 @@ pub(crate) const GLM_MOE_DSA: Family = Family {
     class: "GlmMoeDsaConfig",
     router_bias: RouterBias::Correction,
     // RoPE layout switches and qk_head_dim (= qk_nope_head_dim + qk_rope_head_dim).
-    inert: "rope_interleave indexer_rope_interleave qk_head_dim head_dim",
+    inert: "indexer_rope_interleave qk_head_dim head_dim",
     hook: Some(glm_moe_dsa),
     ..BASE
 };

@@ -13,12 +13,10 @@ pub(crate) const GPT2: Family = Family {
     all_bias: true,
     ln_bias: true,
     positions: true,
-    // n_ctx repeats n_positions; attention scaling switches; the sequence-summary head of GPT2DoubleHeadsModel, not in a causal-LM checkpoint.
+    // n_ctx repeats n_positions; attention scaling switches; task parameters.
     inert: concat!(
         "n_ctx scale_attn_weights reorder_and_upcast_attn ",
-        "scale_attn_by_inverse_layer_idx summary_activation ",
-        "summary_first_dropout summary_proj_to_labels summary_type ",
-        "summary_use_proj task_specific_params",
+        "scale_attn_by_inverse_layer_idx task_specific_params",
     ),
     ..BASE
 };
@@ -39,7 +37,7 @@ pub(crate) const GPT_NEOX: Family = Family {
     all_bias: true,
     ln_bias: true,
     // Residual order and RoPE base: no tensors.
-    inert: "use_parallel_residual rotary_emb_base classifier_dropout",
+    inert: "use_parallel_residual rotary_emb_base",
     ..BASE
 };
 

@@ -16,11 +16,8 @@ pub(crate) const GRANITE: Family = Family {
     types: &["granite"],
     class: "GraniteConfig",
     tied: true,
-    // muP multipliers: constants, no tensors.
-    inert: concat!(
-        "attention_multiplier embedding_multiplier logits_scaling ",
-        "residual_multiplier",
-    ),
+    // The logits scale (a constant; the muP multipliers are inert for every family).
+    inert: "logits_scaling",
     ..BASE
 };
 
@@ -30,11 +27,8 @@ pub(crate) const GRANITE_MOE_HYBRID: Family = Family {
     class: "GraniteMoeHybridConfig",
     layer_types: &["mamba", "attention"],
     hook: Some(granite_hybrid),
-    // muP multipliers (constants, no tensors) and the position scheme (RoPE or none: no tensors).
-    inert: concat!(
-        "attention_multiplier embedding_multiplier logits_scaling ",
-        "residual_multiplier position_embedding_type",
-    ),
+    // The logits scale and the position scheme (RoPE or none: no tensors).
+    inert: "logits_scaling position_embedding_type",
     ..BASE
 };
 

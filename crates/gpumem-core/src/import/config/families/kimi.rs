@@ -25,7 +25,10 @@ pub(crate) const KIMI_LINEAR: Family = Family {
     class: "KimiLinearConfig",
     // MLA without RoPE on the latent (the tensors are the same), the router's
     // choice of groups and its renormalisation, the pre-extension length.
-    inert: "mla_use_nope moe_renormalize num_expert_group use_grouped_topk",
+    inert: concat!(
+        "mla_use_nope moe_renormalize num_expert_group ",
+        "use_grouped_topk",
+    ),
     hook: Some(kimi_linear),
     ..BASE
 };

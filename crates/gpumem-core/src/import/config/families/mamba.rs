@@ -21,9 +21,7 @@ pub(crate) const MAMBA: Family = Family {
     // Widths given by intermediate_size / num_heads × head_dim, n_layer beside num_hidden_layers, vocab_size already padded, initialisation and kernel choices; Mamba2Mixer has no Δ projection (time_step_rank unused).
     inert: concat!(
         "expand fused_add_norm n_layer norm_before_gate ",
-        "pad_vocab_size_multiple time_step_floor ",
-        "time_step_init_scheme time_step_max time_step_min ",
-        "time_step_scale time_step_limit time_step_rank use_mambapy",
+        "pad_vocab_size_multiple use_mambapy",
     ),
     ..BASE
 };

@@ -20,11 +20,7 @@ pub(crate) const NEMOTRON_H: Family = Family {
     norms: 1,
     hook: Some(nemotron),
     // The mixer's width is mamba_num_heads × mamba_head_dim (expand unused); activations, initialisation and kernel choice.
-    inert: concat!(
-        "expand mamba_hidden_act mlp_hidden_act ",
-        "rescale_prenorm_residual time_step_floor time_step_max ",
-        "time_step_min time_step_limit use_mamba_kernels",
-    ),
+    inert: "expand rescale_prenorm_residual use_mamba_kernels",
     ..BASE
 };
 
