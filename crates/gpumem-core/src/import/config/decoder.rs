@@ -124,7 +124,7 @@ pub(crate) fn read(
         None => hidden.checked_div(heads).unwrap_or(0),
     };
     a.vocab = c.need(&["vocab_size"])?;
-    a.intermediate = match c.any(&[f.intermediate_key, "n_inner", "ffn_dim", "ffn_hidden_size"])? {
+    a.intermediate = match c.any(&["intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"])? {
         Some(i) => i,
         None => {
             d.notes
@@ -144,9 +144,7 @@ pub(crate) fn read(
         f.tied
     });
     let attention_bias = c.flag("attention_bias").unwrap_or(false);
-    let all_bias = f.all_bias
-        || f.bias_key
-            .is_some_and(|(key, dflt)| c.flag(key).unwrap_or(dflt));
+    let all_bias = f.all_bias;
     a.qkv_bias = attention_bias || all_bias || f.qkv_bias;
     a.o_bias = attention_bias || all_bias;
     a.mlp_bias = c.flag("mlp_bias").unwrap_or(false) || all_bias || f.mlp_bias;

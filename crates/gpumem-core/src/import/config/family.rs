@@ -70,8 +70,8 @@ pub(crate) enum Tower {
 /// say only what differs.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Family {
-    /// `model_type` values (text or root) read with this record.
-    pub types: &'static [&'static str],
+    /// `model_type` values (text or root) read with this record, space-separated.
+    pub types: &'static str,
     /// transformers' configuration class, named when one of its defaults is assumed.
     pub class: &'static str,
     /// Whether every tensor of the family is modelled; otherwise it is read with
@@ -81,15 +81,10 @@ pub(crate) struct Family {
     pub tied: bool,
     /// Gated MLP (gate, up, down) rather than up, down.
     pub gated_mlp: bool,
-    /// The key holding the dense MLP's width.
-    pub intermediate_key: &'static str,
     /// Biases on q, k and v always (Qwen2).
     pub qkv_bias: bool,
     /// Biases on every linear layer always (GPT-2, GPT-NeoX).
     pub all_bias: bool,
-    /// A key that puts biases on every linear layer, and its default (Falcon's
-    /// `bias`, Starcoder2's `use_bias`).
-    pub bias_key: Option<(&'static str, bool)>,
     /// Biases on the MLP and expert projections always (gpt-oss).
     pub mlp_bias: bool,
     /// LayerNorm with a bias rather than RMSNorm.
@@ -118,8 +113,9 @@ pub(crate) struct Family {
     pub moe_every: u8,
     /// Keys the published configs leave out, filled with the class's defaults.
     pub defaults: &'static [(&'static str, u64)],
-    /// `layer_types` entries beyond `sliding_attention` and `full_attention`.
-    pub layer_types: &'static [&'static str],
+    /// `layer_types` entries beyond `sliding_attention` and `full_attention`
+    /// (space-separated).
+    pub layer_types: &'static str,
     /// Keys of this family known to change nothing in memory (space-separated).
     pub inert: &'static str,
     /// A vision tower counted from `vision_config`.
@@ -133,15 +129,13 @@ pub(crate) struct Family {
 /// A Llama-style decoder: gated MLP, RMSNorm before attention and MLP, no biases,
 /// untied embeddings, RoPE (no position table).
 pub(crate) const BASE: Family = Family {
-    types: &[],
+    types: "",
     class: "",
     modelled: true,
     tied: false,
     gated_mlp: true,
-    intermediate_key: "intermediate_size",
     qkv_bias: false,
     all_bias: false,
-    bias_key: None,
     mlp_bias: false,
     ln_bias: false,
     norms: 2,
@@ -156,7 +150,7 @@ pub(crate) const BASE: Family = Family {
     shared_gate: false,
     moe_every: 1,
     defaults: &[],
-    layer_types: &[],
+    layer_types: "",
     inert: "",
     tower: Tower::No,
     hook: None,
@@ -177,6 +171,6 @@ impl Family {
         super::families::REGISTRY
             .iter()
             .copied()
-            .find(|f| f.types.contains(&model_type))
+            .find(|f| f.types.split(' ').any(|t| t == model_type))
     }
 }

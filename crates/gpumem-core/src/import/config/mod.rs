@@ -286,7 +286,8 @@ fn read_decoder(
 ) -> Result<ImportedConfig, EstimateError> {
     if let Some(kind) = c.list("layer_types").and_then(|t| {
         t.iter().filter_map(Value::as_str).find(|t| {
-            !matches!(*t, "sliding_attention" | "full_attention") && !f.layer_types.contains(t)
+            !matches!(*t, "sliding_attention" | "full_attention")
+                && !f.layer_types.split(' ').any(|k| k == *t)
         })
     }) {
         return Err(parse(format!(

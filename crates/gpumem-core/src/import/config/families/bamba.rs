@@ -12,7 +12,7 @@ use super::mamba::expand_mamba2;
 
 /// Bamba.
 pub(crate) const BAMBA: Family = Family {
-    types: &["bamba"],
+    types: "bamba",
     class: "BambaConfig",
     hook: Some(bamba),
     ..BASE

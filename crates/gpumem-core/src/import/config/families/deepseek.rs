@@ -14,7 +14,7 @@ use crate::import::config::json::Cfg;
 
 /// DeepSeek-V2 / V3.
 pub(crate) const DEEPSEEK: Family = Family {
-    types: &["deepseek_v2", "deepseek_v3"],
+    types: "deepseek_v2 deepseek_v3",
     class: "DeepseekV3Config",
     router_bias: RouterBias::NoauxTc,
     inert: "aux_loss_alpha seq_aux ep_size",
@@ -23,7 +23,7 @@ pub(crate) const DEEPSEEK: Family = Family {
 
 /// DeepSeek-V3.2 (`DeepseekV32ForCausalLM`): DeepSeek-V3 with the indexer.
 pub(crate) const DEEPSEEK_V32: Family = Family {
-    types: &["deepseek_v32"],
+    types: "deepseek_v32",
     hook: Some(indexer),
     ..DEEPSEEK
 };

@@ -10,11 +10,10 @@ use crate::import::config::json::Cfg;
 
 /// Falcon.
 pub(crate) const FALCON: Family = Family {
-    types: &["falcon"],
+    types: "falcon",
     class: "FalconConfig",
     tied: true,
     gated_mlp: false,
-    bias_key: Some(("bias", false)),
     ln_bias: true,
     multi_query: true,
     hook: Some(falcon),
@@ -33,6 +32,11 @@ fn falcon(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
                 "{key} absent: {default} assumed (FalconConfig's default)"
             ));
         }
+    }
+    if c.flag("bias") == Some(true) {
+        // Biases on every linear layer.
+        let a = &mut d.arch;
+        (a.qkv_bias, a.o_bias, a.mlp_bias) = (true, true, true);
     }
     d.arch.layer_norms = if c.flag("new_decoder_architecture") == Some(true) {
         d.arch.kv_heads = c.uint("num_kv_heads")?.unwrap_or(d.arch.heads);

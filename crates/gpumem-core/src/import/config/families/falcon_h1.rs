@@ -16,7 +16,7 @@ use super::mamba::mamba2_mixer;
 
 /// Falcon-H1.
 pub(crate) const FALCON_H1: Family = Family {
-    types: &["falcon_h1"],
+    types: "falcon_h1",
     class: "FalconH1Config",
     hook: Some(falcon_h1),
     // mamba_expand beside mamba_d_ssm, which sets the width (the muP multipliers are

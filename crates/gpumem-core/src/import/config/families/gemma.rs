@@ -7,7 +7,7 @@ use crate::import::config::family::{BASE, Family, QkNorm, Sliding, Tower};
 
 /// Gemma.
 pub(crate) const GEMMA: Family = Family {
-    types: &["gemma"],
+    types: "gemma",
     class: "GemmaConfig",
     tied: true,
     ..BASE
@@ -15,7 +15,7 @@ pub(crate) const GEMMA: Family = Family {
 
 /// Gemma-2.
 pub(crate) const GEMMA2: Family = Family {
-    types: &["gemma2"],
+    types: "gemma2",
     class: "Gemma2Config",
     tied: true,
     norms: 4,
@@ -26,7 +26,7 @@ pub(crate) const GEMMA2: Family = Family {
 
 /// Gemma-3 (text, and the multimodal `gemma3` whose `text_config` it reads).
 pub(crate) const GEMMA3: Family = Family {
-    types: &["gemma3_text", "gemma3"],
+    types: "gemma3_text gemma3",
     class: "Gemma3TextConfig",
     tied: true,
     norms: 4,

@@ -19,7 +19,7 @@ use super::deepseek::indexer;
 
 /// GLM-4.5 and later.
 pub(crate) const GLM4_MOE: Family = Family {
-    types: &["glm4_moe"],
+    types: "glm4_moe",
     class: "Glm4MoeConfig",
     router_bias: RouterBias::Correction,
     hook: Some(glm4_moe),
@@ -28,7 +28,7 @@ pub(crate) const GLM4_MOE: Family = Family {
 
 /// GLM-4.7-Flash.
 pub(crate) const GLM4_MOE_LITE: Family = Family {
-    types: &["glm4_moe_lite"],
+    types: "glm4_moe_lite",
     class: "Glm4MoeLiteConfig",
     router_bias: RouterBias::Correction,
     ..BASE
@@ -36,7 +36,7 @@ pub(crate) const GLM4_MOE_LITE: Family = Family {
 
 /// GLM-5.
 pub(crate) const GLM_MOE_DSA: Family = Family {
-    types: &["glm_moe_dsa"],
+    types: "glm_moe_dsa",
     class: "GlmMoeDsaConfig",
     router_bias: RouterBias::Correction,
     // RoPE layout switches and qk_head_dim (= qk_nope_head_dim + qk_rope_head_dim).

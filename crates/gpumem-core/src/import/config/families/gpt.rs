@@ -6,7 +6,7 @@ use crate::import::config::family::{BASE, Family};
 
 /// GPT-2.
 pub(crate) const GPT2: Family = Family {
-    types: &["gpt2"],
+    types: "gpt2",
     class: "GPT2Config",
     tied: true,
     gated_mlp: false,
@@ -23,7 +23,7 @@ pub(crate) const GPT2: Family = Family {
 
 /// GPTBigCode (StarCoder): GPT-2 with one K/V head unless `multi_query` is false.
 pub(crate) const GPT_BIGCODE: Family = Family {
-    types: &["gpt_bigcode"],
+    types: "gpt_bigcode",
     class: "GPTBigCodeConfig",
     multi_query: true,
     ..GPT2
@@ -31,7 +31,7 @@ pub(crate) const GPT_BIGCODE: Family = Family {
 
 /// GPT-NeoX (Pythia).
 pub(crate) const GPT_NEOX: Family = Family {
-    types: &["gpt_neox"],
+    types: "gpt_neox",
     class: "GPTNeoXConfig",
     gated_mlp: false,
     all_bias: true,
@@ -43,7 +43,7 @@ pub(crate) const GPT_NEOX: Family = Family {
 
 /// GPT-J: one LayerNorm feeding parallel attention and MLP.
 pub(crate) const GPTJ: Family = Family {
-    types: &["gptj"],
+    types: "gptj",
     class: "GPTJConfig",
     modelled: false,
     gated_mlp: false,
@@ -54,7 +54,7 @@ pub(crate) const GPTJ: Family = Family {
 
 /// OPT and BLOOM.
 pub(crate) const OPT_BLOOM: Family = Family {
-    types: &["opt", "bloom"],
+    types: "opt bloom",
     class: "OPTConfig",
     modelled: false,
     tied: true,

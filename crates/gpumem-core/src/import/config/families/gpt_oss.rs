@@ -7,7 +7,7 @@ use crate::import::config::family::{BASE, Family, RouterBias};
 
 /// gpt-oss.
 pub(crate) const GPT_OSS: Family = Family {
-    types: &["gpt_oss"],
+    types: "gpt_oss",
     class: "GptOssConfig",
     mlp_bias: true,
     sinks: true,

@@ -13,7 +13,7 @@ use super::mamba::expand_mamba2;
 
 /// Granite.
 pub(crate) const GRANITE: Family = Family {
-    types: &["granite"],
+    types: "granite",
     class: "GraniteConfig",
     tied: true,
     // The logits scale (a constant; the muP multipliers are inert for every family).
@@ -23,9 +23,9 @@ pub(crate) const GRANITE: Family = Family {
 
 /// GraniteMoeHybrid.
 pub(crate) const GRANITE_MOE_HYBRID: Family = Family {
-    types: &["granitemoehybrid"],
+    types: "granitemoehybrid",
     class: "GraniteMoeHybridConfig",
-    layer_types: &["mamba", "attention"],
+    layer_types: "mamba attention",
     hook: Some(granite_hybrid),
     // The logits scale and the position scheme (RoPE or none: no tensors).
     inert: "logits_scaling position_embedding_type",

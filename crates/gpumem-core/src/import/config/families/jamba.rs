@@ -12,7 +12,7 @@ use super::mamba::{dt_rank, mixer_biases};
 
 /// Jamba.
 pub(crate) const JAMBA: Family = Family {
-    types: &["jamba"],
+    types: "jamba",
     class: "JambaConfig",
     moe_every: 2,
     hook: Some(jamba),

@@ -15,13 +15,13 @@ use super::deepseek::DEEPSEEK;
 
 /// Kimi-K2.
 pub(crate) const KIMI_K2: Family = Family {
-    types: &["kimi_k2"],
+    types: "kimi_k2",
     ..DEEPSEEK
 };
 
 /// Kimi-Linear.
 pub(crate) const KIMI_LINEAR: Family = Family {
-    types: &["kimi_linear"],
+    types: "kimi_linear",
     class: "KimiLinearConfig",
     // MLA without RoPE on the latent (the tensors are the same), the router's
     // choice of groups and its renormalisation, the pre-extension length.

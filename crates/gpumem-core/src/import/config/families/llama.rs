@@ -10,16 +10,15 @@ use crate::import::config::json::Cfg;
 
 /// Llama, Mistral, Mixtral.
 pub(crate) const LLAMA: Family = Family {
-    types: &["llama", "mistral", "mixtral"],
+    types: "llama mistral mixtral",
     class: "LlamaConfig",
     ..BASE
 };
 
 /// Llama-4's text model.
 pub(crate) const LLAMA4: Family = Family {
-    types: &["llama4", "llama4_text"],
+    types: "llama4 llama4_text",
     class: "Llama4TextConfig",
-    intermediate_key: "intermediate_size_mlp",
     hook: Some(llama4),
     // Llama4TextL2Norm has no weight; attention temperature constants.
     inert: "use_qk_norm attn_temperature_tuning attn_scale floor_scale",
@@ -31,6 +30,9 @@ pub(crate) const LLAMA4: Family = Family {
 /// chunks of `attention_chunk_size` (each keeps at most one chunk of tokens), every
 /// `no_rope_layer_interval`-th layer is a global NoPE layer.
 fn llama4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    if let Some(dense) = c.uint("intermediate_size_mlp")? {
+        d.arch.intermediate = dense;
+    }
     if let Some(m) = d.arch.moe.as_mut() {
         let width = c.need(&["intermediate_size"])?;
         m.expert_intermediate = width;

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 /// Mamba, Mamba-2, Falcon-Mamba.
 pub(crate) const MAMBA: Family = Family {
-    types: &["mamba", "mamba2", "falcon_mamba"],
+    types: "mamba mamba2 falcon_mamba",
     class: "MambaConfig",
     whole: Some(mamba),
     // Widths given by intermediate_size / num_heads × head_dim, n_layer beside num_hidden_layers, vocab_size already padded, initialisation and kernel choices; Mamba2Mixer has no Δ projection (time_step_rank unused).

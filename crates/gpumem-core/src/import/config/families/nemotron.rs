@@ -14,7 +14,7 @@ use super::mamba::mixer_biases;
 
 /// Nemotron-H / Nemotron-3.
 pub(crate) const NEMOTRON_H: Family = Family {
-    types: &["nemotron_h"],
+    types: "nemotron_h",
     class: "NemotronHConfig",
     gated_mlp: false,
     norms: 1,

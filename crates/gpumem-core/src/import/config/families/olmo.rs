@@ -6,7 +6,7 @@ use crate::import::config::family::{BASE, Family, QkNorm};
 
 /// OLMo-2.
 pub(crate) const OLMO2: Family = Family {
-    types: &["olmo2"],
+    types: "olmo2",
     class: "Olmo2Config",
     qk_norm: QkNorm::Whole,
     ..BASE
@@ -14,7 +14,7 @@ pub(crate) const OLMO2: Family = Family {
 
 /// OLMoE.
 pub(crate) const OLMOE: Family = Family {
-    types: &["olmoe"],
+    types: "olmoe",
     class: "OlmoeConfig",
     // clip_qkv clamps activations.
     inert: "clip_qkv",

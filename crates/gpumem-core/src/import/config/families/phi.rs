@@ -6,14 +6,14 @@ use crate::import::config::family::{BASE, Family};
 
 /// Phi-3.
 pub(crate) const PHI3: Family = Family {
-    types: &["phi3"],
+    types: "phi3",
     class: "Phi3Config",
     ..BASE
 };
 
 /// Phi-1 / Phi-2: not every tensor modelled (dense biases).
 pub(crate) const PHI: Family = Family {
-    types: &["phi"],
+    types: "phi",
     class: "PhiConfig",
     modelled: false,
     tied: true,

@@ -10,7 +10,7 @@ use crate::import::config::json::Cfg;
 
 /// Qwen2.
 pub(crate) const QWEN2: Family = Family {
-    types: &["qwen2"],
+    types: "qwen2",
     class: "Qwen2Config",
     qkv_bias: true,
     sliding: Sliding::FromMaxWindowLayers,
@@ -19,7 +19,7 @@ pub(crate) const QWEN2: Family = Family {
 
 /// Qwen2-MoE: Qwen2MoeSparseMoeBlock's `shared_expert_gate`.
 pub(crate) const QWEN2_MOE: Family = Family {
-    types: &["qwen2_moe"],
+    types: "qwen2_moe",
     class: "Qwen2MoeConfig",
     shared_gate: true,
     ..QWEN2
@@ -27,7 +27,7 @@ pub(crate) const QWEN2_MOE: Family = Family {
 
 /// Qwen3 and Qwen3-MoE.
 pub(crate) const QWEN3: Family = Family {
-    types: &["qwen3", "qwen3_moe"],
+    types: "qwen3 qwen3_moe",
     class: "Qwen3Config",
     qk_norm: QkNorm::PerHead,
     ..BASE
@@ -36,12 +36,12 @@ pub(crate) const QWEN3: Family = Family {
 /// Qwen3-Next: Qwen3NextAttention's q_proj yields the queries and a sigmoid output
 /// gate; Qwen3NextSparseMoeBlock's `shared_expert_gate`.
 pub(crate) const QWEN3_NEXT: Family = Family {
-    types: &["qwen3_next"],
+    types: "qwen3_next",
     class: "Qwen3NextConfig",
     qk_norm: QkNorm::PerHead,
     attn_gate: true,
     shared_gate: true,
-    layer_types: &["linear_attention"],
+    layer_types: "linear_attention",
     hook: Some(delta_net),
     ..BASE
 };
