@@ -102,6 +102,23 @@ impl Indexer {
     }
 }
 
+/// Global layers with their own attention shape (Gemma 4): `layers` of the attention
+/// layers — the ones without a window — use `kv_heads` and `head_dim` instead of the
+/// model's, and with `k_eq_v` their values are their keys (no `v_proj`; the cache
+/// still holds K and V). transformers' `Gemma4TextAttention`:
+/// `num_global_key_value_heads`, `global_head_dim`, `attention_k_eq_v`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GlobalAttn {
+    /// Global layers.
+    pub layers: u64,
+    /// Their KV heads.
+    pub kv_heads: u64,
+    /// Their head width (queries, keys, values).
+    pub head_dim: u64,
+    /// No `v_proj`: the values are the keys.
+    pub k_eq_v: bool,
+}
+
 /// The mixer that replaces attention in a hybrid's (or a pure state-space model's)
 /// other layers; each such layer keeps a constant per-sequence state instead of KV.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -253,6 +270,12 @@ pub struct Architecture {
     /// The sparse-attention indexer beside MLA (DeepSeek-V3.2, GLM-5).
     #[serde(default)]
     pub indexer: Option<Indexer>,
+    /// Global layers with their own attention shape (Gemma 4).
+    #[serde(default)]
+    pub global_attn: Option<GlobalAttn>,
+    /// One learned scalar per layer (Gemma 4's `layer_scalar`).
+    #[serde(default)]
+    pub layer_scalar: bool,
     /// Mixture-of-experts blocks, if any.
     pub moe: Option<Moe>,
     /// Multi-token-prediction layers the checkpoint stores after the last layer
@@ -544,6 +567,18 @@ impl Architecture {
                 }
             }
         }
+        if let Some(g) = self.global_attn {
+            if g.layers > self.attention_layers() || g.kv_heads == 0 || g.head_dim == 0 {
+                return Err(EstimateError::invalid(
+                    "global-layers",
+                    "global layers need KV heads and a head dim, and at most the attention layers",
+                ));
+            }
+            bounded.extend([
+                ("global-kv-heads", g.kv_heads),
+                ("global-head-dim", g.head_dim),
+            ]);
+        }
         if let Some(x) = self.indexer {
             bounded.extend([("indexer-heads", x.heads), ("indexer-head-dim", x.head_dim)]);
         }
@@ -625,6 +660,13 @@ impl Architecture {
             Some(m) => add(m.kv_lora_rank, m.qk_rope_dim, "KV values"),
             None => checked_product(&[2, self.kv_heads, self.head_dim], "KV values"),
         }
+    }
+
+    /// KV values per token in the global layers, when they have their own shape.
+    pub fn global_kv_values(&self) -> Result<Option<u64>, EstimateError> {
+        self.global_attn
+            .map(|g| checked_product(&[2, g.kv_heads, g.head_dim], "KV values"))
+            .transpose()
     }
 
     /// Values per token and layer an engine that caches decompressed K and V keeps
@@ -880,6 +922,11 @@ impl Architecture {
         // Qwen3-Next's q_proj also yields the output gate: twice the width.
         let q_rows = checked_product(&[q, if self.attn_gate { 2 } else { 1 }], "attention width")?;
         let kv = checked_product(&[self.kv_heads, self.head_dim], "attention width")?;
+        // Gemma 4's global layers (not in MTP layers, not with MLA) and the others.
+        let global = self
+            .global_attn
+            .filter(|_| class.is_none() && self.mla.is_none());
+        let regular = a.saturating_sub(global.map_or(0, |g| g.layers));
         match self.mla {
             Some(m) => {
                 let qk = add(m.qk_nope_dim, m.qk_rope_dim, "attention width")?;
@@ -922,14 +969,36 @@ impl Architecture {
                 }
             }
             None => {
-                t.push(grp(attn, AttnLinear, "q_proj", q_rows, h, a));
-                t.push(grp(attn, AttnLinear, "k_proj", kv, h, a));
-                t.push(grp(attn, AttnLinear, "v_proj", kv, h, a));
-                t.push(grp(attn, AttnLinear, "o_proj", h, q, a));
+                // Gemma 4's global layers: their own widths, no v_proj with k = v.
+                if let Some(g) = global {
+                    let gq = checked_product(&[self.heads, g.head_dim], "attention width")?;
+                    let gkv = checked_product(&[g.kv_heads, g.head_dim], "attention width")?;
+                    let n = g.layers;
+                    t.push(grp(attn, AttnLinear, "global q_proj", gq, h, n));
+                    t.push(grp(attn, AttnLinear, "global k_proj", gkv, h, n));
+                    if !g.k_eq_v {
+                        t.push(grp(attn, AttnLinear, "global v_proj", gkv, h, n));
+                    }
+                    t.push(grp(attn, AttnLinear, "global o_proj", h, gq, n));
+                    if self.qk_norm {
+                        t.push(grp(
+                            norms,
+                            Kept,
+                            "global q_norm/k_norm",
+                            g.head_dim,
+                            1,
+                            n.saturating_mul(2),
+                        ));
+                    }
+                }
+                t.push(grp(attn, AttnLinear, "q_proj", q_rows, h, regular));
+                t.push(grp(attn, AttnLinear, "k_proj", kv, h, regular));
+                t.push(grp(attn, AttnLinear, "v_proj", kv, h, regular));
+                t.push(grp(attn, AttnLinear, "o_proj", h, q, regular));
                 if self.qkv_bias {
-                    t.push(grp(attn, Kept, "q_proj.bias", q, 1, a));
-                    t.push(grp(attn, Kept, "k_proj.bias", kv, 1, a));
-                    t.push(grp(attn, Kept, "v_proj.bias", kv, 1, a));
+                    t.push(grp(attn, Kept, "q_proj.bias", q, 1, regular));
+                    t.push(grp(attn, Kept, "k_proj.bias", kv, 1, regular));
+                    t.push(grp(attn, Kept, "v_proj.bias", kv, 1, regular));
                 }
             }
         }
@@ -942,6 +1011,9 @@ impl Architecture {
         let norm_count = if self.layernorm_bias { 2 } else { 1 };
         let per_layer = checked_product(&[l, self.layer_norms, norm_count], "norms")?;
         t.push(grp(norms, Kept, "layer norms", h, 1, per_layer));
+        if self.layer_scalar {
+            t.push(grp(norms, Kept, "layer_scalar", 1, 1, l));
+        }
         if self.qk_norm_whole {
             t.push(grp(norms, Kept, "q_norm", q, 1, a));
             t.push(grp(norms, Kept, "k_norm", kv, 1, a));
@@ -952,7 +1024,7 @@ impl Architecture {
                 "q_norm/k_norm",
                 self.head_dim,
                 1,
-                a.saturating_mul(2),
+                regular.saturating_mul(2),
             ));
         }
         if self.intermediate > 0 {

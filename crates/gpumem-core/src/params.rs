@@ -9,7 +9,7 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use crate::arch::Mla;
-use crate::arch::{Architecture, Indexer, MAX_DIM, Mixer, MixerKind, Moe};
+use crate::arch::{Architecture, GlobalAttn, Indexer, MAX_DIM, Mixer, MixerKind, Moe};
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, KvDims, Logits, TrainMode};
 use crate::format::{Dtype, StorageFormat};
@@ -427,6 +427,16 @@ fn build_arch(
             }),
             None => None,
         },
+        global_attn: match get("global-layers") {
+            Some(layers) => Some(GlobalAttn {
+                layers,
+                kv_heads: need("global-kv-heads")?,
+                head_dim: need("global-head-dim")?,
+                k_eq_v: flag("global-k-eq-v", false),
+            }),
+            None => None,
+        },
+        layer_scalar: flag("layer-scalar", false),
         moe,
         mtp_layers: get("mtp-layers").unwrap_or(0),
         mtp_shared_vocab: flag("mtp-shared-vocab", false),
@@ -572,6 +582,7 @@ pub fn arch_pairs(a: &Architecture, put: &mut dyn FnMut(&'static str, String)) {
         ("attn-sinks", a.attn_sinks, false),
         ("attn-gate", a.attn_gate, false),
         ("mtp-shared-vocab", a.mtp_shared_vocab, false),
+        ("layer-scalar", a.layer_scalar, false),
     ] {
         if v != dflt {
             put(k, v.to_string());
@@ -624,6 +635,14 @@ pub fn arch_pairs(a: &Architecture, put: &mut dyn FnMut(&'static str, String)) {
         put("qk-nope-dim", m.qk_nope_dim.to_string());
         put("qk-rope-dim", m.qk_rope_dim.to_string());
         put("v-head-dim", m.v_head_dim.to_string());
+    }
+    if let Some(g) = a.global_attn {
+        put("global-layers", g.layers.to_string());
+        put("global-kv-heads", g.kv_heads.to_string());
+        put("global-head-dim", g.head_dim.to_string());
+        if g.k_eq_v {
+            put("global-k-eq-v", "true".into());
+        }
     }
     if let Some(x) = a.indexer {
         put("indexer-heads", x.heads.to_string());
@@ -774,6 +793,11 @@ mod tests {
             ("indexer-heads", "4"),
             ("indexer-head-dim", "32"),
             ("mtp-shared-vocab", "true"),
+            ("layer-scalar", "true"),
+            ("global-layers", "1"),
+            ("global-kv-heads", "2"),
+            ("global-head-dim", "64"),
+            ("global-k-eq-v", "true"),
             ("attention-format", "bf16"),
             ("format", "mxfp4"),
             ("max-position", "4096"),

@@ -126,6 +126,10 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/real-gemma-3-4b.json"),
     ),
     (
+        "real-gemma-4-31b",
+        include_str!("cases/real-gemma-4-31b.json"),
+    ),
+    (
         "real-gpt-oss-120b",
         include_str!("cases/real-gpt-oss-120b.json"),
     ),

@@ -69,6 +69,10 @@ pub(super) fn kv_cache(
         sliding_window: input.sliding_window,
         sliding_layers: input.sliding_layers,
         static_tokens: input.static_cache,
+        full_values: match input.arch {
+            Some(a) => a.global_kv_values()?,
+            None => None,
+        },
     };
     let end = context
         .checked_add(input.generate)

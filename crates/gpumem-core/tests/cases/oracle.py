@@ -636,6 +636,31 @@ def checkpoint_tensors(config):
         add("model.norm", (h,), "kept")
         add("lm_head", (V, h), "vocab")
         return T
+    if mt == "gemma4_text":
+        # transformers' modeling_gemma4.py (Gemma4TextDecoderLayer, Gemma4TextAttention):
+        # the full-attention layers use global_head_dim and, with attention_k_eq_v,
+        # num_global_key_value_heads and no v_proj; q_norm and k_norm per head, v_norm
+        # without weight; four norms and the layer_scalar buffer per layer; a GeGLU MLP.
+        hd, KV, I = c["head_dim"], c["num_key_value_heads"], c["intermediate_size"]
+        add("model.language_model.embed_tokens", (V, h), "vocab")
+        for i, kind in enumerate(c["layer_types"]):
+            p = f"model.language_model.layers.{i}"
+            glob = kind == "full_attention"
+            d = c["global_head_dim"] if glob else hd
+            kv = c["num_global_key_value_heads"] if glob and c["attention_k_eq_v"] else KV
+            add(f"{p}.self_attn.q_proj", (H * d, h), "linear_attn")
+            add(f"{p}.self_attn.k_proj", (kv * d, h), "linear_attn")
+            if not (glob and c["attention_k_eq_v"]):
+                add(f"{p}.self_attn.v_proj", (kv * d, h), "linear_attn")
+            add(f"{p}.self_attn.o_proj", (h, H * d), "linear_attn")
+            add(f"{p}.self_attn.q_norm", (d,), "kept"); add(f"{p}.self_attn.k_norm", (d,), "kept")
+            for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"):
+                add(f"{p}.{n}", (h,), "kept")
+            add(f"{p}.layer_scalar", (1,), "kept")
+            add(f"{p}.mlp.gate_proj", (I, h), "linear_mlp"); add(f"{p}.mlp.up_proj", (I, h), "linear_mlp")
+            add(f"{p}.mlp.down_proj", (h, I), "linear_mlp")
+        add("model.language_model.norm", (h,), "kept")
+        return T
     # Llama-style decoders (model.layers.N.self_attn / mlp), with the families' extras.
     hd = g(c, "head_dim", default=(256 if mt in ("gemma2", "gemma3", "gemma3_text") else h // H))
     KV = g(c, "num_key_value_heads", default=H)
@@ -845,6 +870,17 @@ def kv_bytes(config, tokens, engine="latent", nbytes=2):
         return attn * 2 * c["num_key_value_heads"] * c["head_dim"] * tokens * nbytes
     L = g(c, "num_hidden_layers", "n_layer"); H = g(c, "num_attention_heads", "n_head")
     h = g(c, "hidden_size", "n_embd")
+    if mt == "gemma4_text":
+        # Sliding layers keep the window with their KV heads x head_dim; the global
+        # layers all tokens with theirs (K and V both cached, also with k = v).
+        total = 0
+        for kind in c["layer_types"]:
+            if kind == "full_attention":
+                kv = c["num_global_key_value_heads"] if c["attention_k_eq_v"] else c["num_key_value_heads"]
+                total += 2 * kv * c["global_head_dim"] * tokens * nbytes
+            else:
+                total += 2 * c["num_key_value_heads"] * c["head_dim"] * min(tokens, c["sliding_window"]) * nbytes
+        return total
     if mt == "kimi_linear":
         # Only the MLA layers (full_attn_layers) keep KV: the latent and the rope key.
         L = len(c["linear_attn_config"]["full_attn_layers"])
@@ -947,6 +983,7 @@ REAL = {
     "deepseek-v3.2": (685_396_921_376, "the FP8 checkpoint's safetensors headers (a public report lists them): 685 396 921 376 values, the MTP layer and the fp32 block scales included; checked as parameters + scales"),
     "kimi-k2-instruct": (1_026_470_731_056, "the FP8 checkpoint's safetensors headers (a public report lists them): 1 026 470 731 056 values, fp32 block scales and 61 rotary inv_freq buffers [56] included; checked as parameters + scales + buffers"),
     "kimi-linear-48b-a3b": (49_122_681_728, "the BF16 checkpoint's safetensors headers (a public report lists them): 49 122 681 728 values; model card: 48B total, 3B active"),
+    "gemma-4-31b": (None, "model card: 31B, the gemma4_vision tower included; the text model counted here is 30 697 345 340, the tower is not counted (see confidence)"),
     "qwen3-next-80b-a3b": (79_674_391_296, "80B (model card); 79 674 391 296 published for Qwen3-Coder-Next, the same shape, without the MTP module"),
 }
 
@@ -958,7 +995,7 @@ HEADER_TOTALS = {"deepseek-v3.2": 0, "kimi-k2-instruct": 61 * 56}
 SUPER_MTP = 2_942_324_736 + 512  # the headers' BF16 MTP figure + its fp32 correction bias
 
 # Published totals given only rounded: (value, significant digits it is rounded to).
-ROUNDED = {"granite-4.0-h-tiny": (7e9, 1), "granite-4.0-h-small": (32.2e9, 3), "bamba-9b": (9.8e9, 2), "falcon-h1-0.5b-instruct": (521e6, 3), "mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "nemotron-3-nano-30b-a3b": (31.6e9, 3), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
+ROUNDED = {"gemma-4-31b": (31e9, 2), "granite-4.0-h-tiny": (7e9, 1), "granite-4.0-h-small": (32.2e9, 3), "bamba-9b": (9.8e9, 2), "falcon-h1-0.5b-instruct": (521e6, 3), "mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "nemotron-3-nano-30b-a3b": (31.6e9, 3), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
 
 # Compressed-tensors checkpoints of Llama-3.1-8B (RedHatAI model cards), their
 # quantization_config blocks copied; the shape is Llama-3.1-8B's.
@@ -998,6 +1035,7 @@ def config_format(cfg):
 # Warnings a reader must see (deliverable 5): substrings of the estimate's or the
 # config reader's warnings.
 WARN = {
+    "gemma-4-31b": ["vision tower is not counted"],
     "gpt2": ["exceed the 1024 positions"],
     "gpt2-medium": ["exceed the 1024 positions"],
     "llama-4-scout": ["vision tower is not counted"],
@@ -1009,7 +1047,7 @@ WARN = {
 
 # The config reader's confidence where it is not exact, and why.
 TOWER_NOT_COUNTED = "approximate: vision_config: the vision tower is not counted; its weights add to the total"
-CONFIDENCE = {"llama-4-scout": TOWER_NOT_COUNTED, "llama-4-maverick": TOWER_NOT_COUNTED}
+CONFIDENCE = {"llama-4-scout": TOWER_NOT_COUNTED, "llama-4-maverick": TOWER_NOT_COUNTED, "gemma-4-31b": TOWER_NOT_COUNTED}
 
 def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
     params, active, wbytes, mtp = summarise(cfg, fmt, attn_fmt)

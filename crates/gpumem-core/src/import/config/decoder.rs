@@ -82,6 +82,8 @@ pub(crate) fn read(
             mlp_layers: None,
             mla: None,
             indexer: None,
+            global_attn: None,
+            layer_scalar: false,
             moe: None,
             mtp_layers: 0,
             mtp_shared_vocab: false,

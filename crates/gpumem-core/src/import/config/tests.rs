@@ -693,3 +693,38 @@ fn glm_families_keep_an_fp32_router_bias_and_glm5_shares_its_vocabulary_with_mtp
     assert!(g45.arch.moe.unwrap().correction_bias);
     assert_eq!(g45.confidence, "exact", "{:?}", g45.warnings);
 }
+
+#[test]
+fn gemma4_global_layers_have_their_own_kv_shape_and_k_eq_v_drops_v_proj() {
+    let text = r#""model_type":"gemma4_text","hidden_size":64,"num_hidden_layers":6,"num_attention_heads":4,
+        "num_key_value_heads":2,"num_global_key_value_heads":1,"head_dim":16,"global_head_dim":32,
+        "intermediate_size":128,"vocab_size":100,"sliding_window":8,
+        "layer_types":["sliding_attention","sliding_attention","full_attention",
+        "sliding_attention","sliding_attention","full_attention"]"#;
+    let c = parse_config(&format!(r#"{{{text},"attention_k_eq_v":true}}"#)).unwrap();
+    let g = c.arch.global_attn.unwrap();
+    assert_eq!(
+        (g.layers, g.kv_heads, g.head_dim, g.k_eq_v),
+        (2, 1, 32, true)
+    );
+    assert_eq!((c.sliding_window, c.sliding_layers), (Some(8), Some(4)));
+    assert!(c.arch.layer_scalar && c.arch.qk_norm && c.arch.tied_embeddings);
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    // Without k = v the global layers keep the model's KV heads and their v_proj:
+    // per global layer v_proj 2 × 32 × 64 and k_proj one head wider (1 → 2).
+    let kv = parse_config(&format!(r#"{{{text},"attention_k_eq_v":false}}"#)).unwrap();
+    assert_eq!(kv.arch.global_attn.unwrap().kv_heads, 2);
+    assert_eq!(
+        counts(&kv.arch).0 - counts(&c.arch).0,
+        2 * (2 * 32 * 64 + 32 * 64)
+    );
+    // The KV line: 4 sliding layers keep 8 tokens of 2 × 2 × 16 values, the 2 global
+    // layers every token with 2 × 1 × 32 (K and V both cached), bf16, 100 tokens.
+    let mut pairs = c.pairs();
+    pairs.extend([("context", "100".to_string()), ("kv-dtype", "bf16".into())]);
+    let (input, errors) = crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(c.arch));
+    let est = crate::estimate::estimate(&input).unwrap();
+    assert_eq!(est.kv_cache_bytes, (4 * 8 * 64 + 2 * 100 * 64) * 2);
+}

@@ -165,6 +165,8 @@ fn mamba(c: &Cfg, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, Es
         }),
         mla: None,
         indexer: None,
+        global_attn: None,
+        layer_scalar: false,
         moe: None,
         mtp_layers: 0,
         mtp_shared_vocab: false,

@@ -34,6 +34,7 @@ pub(crate) const REGISTRY: &[&Family] = &[
     &gemma::GEMMA,
     &gemma::GEMMA2,
     &gemma::GEMMA3,
+    &gemma::GEMMA4,
     &deepseek::DEEPSEEK,
     &deepseek::DEEPSEEK_V32,
     &kimi::KIMI_K2,
