@@ -105,7 +105,7 @@ impl ImportedConfig {
 /// sizes, keys that only matter where a family reads them (`max_window_layers`
 /// beside a disabled window), bookkeeping. (A family's own are listed in its record.)
 const INERT: &str = concat!(
-    "_name_or_path architectures auto_map chunk_size id2label initializer_range ",
+    "architectures auto_map chunk_size id2label initializer_range ",
     "label2id mamba_chunk_size max_window_layers model_type n_group norm_topk_prob ",
     "num_logits_to_keep original_max_position_embeddings partial_rotary_factor ",
     "pretraining_tp residual_in_fp32 rotary_pct routed_scaling_factor scoring_func ",
@@ -114,13 +114,14 @@ const INERT: &str = concat!(
 
 /// Key endings and beginnings that change nothing in memory in any family (token
 /// ids, dropout, norm epsilons, activation names, muP multipliers, soft-caps, loss
-/// coefficients; RoPE's parameters, Mamba's Δ initialisation, what a forward pass
-/// outputs, GPT-2's sequence-summary head).
+/// coefficients; transformers' private bookkeeping (`_name_or_path`, `_commit_hash`,
+/// …), RoPE's parameters, Mamba's Δ initialisation, what a forward pass outputs,
+/// GPT-2's sequence-summary head).
 const INERT_ENDS: &str = concat!(
     "_token_id _token_ids _token_index _dropout _pdrop _eps _epsilon _act _activation ",
     "_multiplier _multipliers _softcapping _coef",
 );
-const INERT_STARTS: &str = "rope_ time_step_ output_ summary_";
+const INERT_STARTS: &str = "_ rope_ time_step_ output_ summary_";
 
 /// Whether `key` is known to change nothing in memory, for every family or `f`.
 fn inert(key: &str, f: &Family) -> bool {
