@@ -191,6 +191,10 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/real-llama-4-scout-64k.json"),
     ),
     (
+        "real-minimax-m2",
+        include_str!("cases/real-minimax-m2.json"),
+    ),
+    (
         "real-mistral-7b-v0.1",
         include_str!("cases/real-mistral-7b-v0.1.json"),
     ),

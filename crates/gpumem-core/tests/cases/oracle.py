@@ -706,7 +706,8 @@ def checkpoint_tensors(config):
             add(f"{p}.norm{n}", (h,), k("kept"))
         if mt in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"):
             add(f"{p}.self_attn.q_norm", (hd,), k("kept")); add(f"{p}.self_attn.k_norm", (hd,), k("kept"))
-        if mt == "olmo2":
+        if mt in ("olmo2", "olmoe", "minimax_m2"):
+            # Whole-projection q/k RMSNorms (OLMo-2, OLMoE; MiniMax-M2's "per_layer").
             add(f"{p}.self_attn.q_norm", (H * hd,), k("kept")); add(f"{p}.self_attn.k_norm", (KV * hd,), k("kept"))
         step = g(c, "interleave_moe_layer_step", "decoder_sparse_step", "moe_layer_freq", default=1)
         is_moe = experts > 1 and i >= c.get("first_k_dense_replace", 0) and (i + 1) % step == 0
@@ -715,11 +716,11 @@ def checkpoint_tensors(config):
                 add(f"{p}.mlp.{n}_proj", (I, h), k("linear_mlp"))
             add(f"{p}.mlp.down_proj", (h, I), k("linear_mlp"))
             return
-        EI = c["intermediate_size"] if mt in ("llama4_text", "mixtral", "gpt_oss") else c["moe_intermediate_size"]
+        EI = c["intermediate_size"] if mt in ("llama4_text", "mixtral", "gpt_oss", "minimax_m2") else c["moe_intermediate_size"]
         add(f"{p}.mlp.router", (experts, h), k("kept"))
         if mt == "gpt_oss":
             add(f"{p}.mlp.router.bias", (experts,), k("kept"))
-        if c.get("topk_method") == "noaux_tc":
+        if c.get("topk_method") == "noaux_tc" or c.get("use_routing_bias"):
             # DeepSeek's Gate: an fp32 parameter in the checkpoints (inference/model.py;
             # the headers list it as F32).
             add(f"{p}.mlp.gate.e_score_correction_bias", (experts,), k("fp32"))
@@ -984,6 +985,7 @@ REAL = {
     "kimi-k2-instruct": (1_026_470_731_056, "the FP8 checkpoint's safetensors headers (a public report lists them): 1 026 470 731 056 values, fp32 block scales and 61 rotary inv_freq buffers [56] included; checked as parameters + scales + buffers"),
     "kimi-linear-48b-a3b": (49_122_681_728, "the BF16 checkpoint's safetensors headers (a public report lists them): 49 122 681 728 values; model card: 48B total, 3B active"),
     "gemma-4-31b": (None, "model card: 31B, the gemma4_vision tower included; the text model counted here is 30 697 345 340, the tower is not counted (see confidence)"),
+    "minimax-m2": (None, "model card: 230B total parameters, 10B active"),
     "qwen3-next-80b-a3b": (79_674_391_296, "80B (model card); 79 674 391 296 published for Qwen3-Coder-Next, the same shape, without the MTP module"),
 }
 
@@ -995,7 +997,7 @@ HEADER_TOTALS = {"deepseek-v3.2": 0, "kimi-k2-instruct": 61 * 56}
 SUPER_MTP = 2_942_324_736 + 512  # the headers' BF16 MTP figure + its fp32 correction bias
 
 # Published totals given only rounded: (value, significant digits it is rounded to).
-ROUNDED = {"gemma-4-31b": (31e9, 2), "granite-4.0-h-tiny": (7e9, 1), "granite-4.0-h-small": (32.2e9, 3), "bamba-9b": (9.8e9, 2), "falcon-h1-0.5b-instruct": (521e6, 3), "mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "nemotron-3-nano-30b-a3b": (31.6e9, 3), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
+ROUNDED = {"minimax-m2": (230e9, 2), "gemma-4-31b": (31e9, 2), "granite-4.0-h-tiny": (7e9, 1), "granite-4.0-h-small": (32.2e9, 3), "bamba-9b": (9.8e9, 2), "falcon-h1-0.5b-instruct": (521e6, 3), "mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "nemotron-3-nano-30b-a3b": (31.6e9, 3), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
 
 # Compressed-tensors checkpoints of Llama-3.1-8B (RedHatAI model cards), their
 # quantization_config blocks copied; the shape is Llama-3.1-8B's.

@@ -17,6 +17,7 @@ mod jamba;
 mod kimi;
 mod llama;
 mod mamba;
+mod minimax;
 mod nemotron;
 mod olmo;
 mod phi;
@@ -43,6 +44,7 @@ pub(crate) const REGISTRY: &[&Family] = &[
     &glm::GLM_MOE_DSA,
     &kimi::KIMI_LINEAR,
     &gpt_oss::GPT_OSS,
+    &minimax::MINIMAX_M2,
     &olmo::OLMO2,
     &olmo::OLMOE,
     &phi::PHI3,
