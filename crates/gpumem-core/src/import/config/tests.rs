@@ -728,3 +728,25 @@ fn gemma4_global_layers_have_their_own_kv_shape_and_k_eq_v_drops_v_proj() {
     let est = crate::estimate::estimate(&input).unwrap();
     assert_eq!(est.kv_cache_bytes, (4 * 8 * 64 + 2 * 100 * 64) * 2);
 }
+
+#[test]
+fn seed_oss_biases_q_k_v_and_o_by_their_own_keys_and_smollm3_nope_layers_hold_nothing() {
+    let base = r#""hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
+        "intermediate_size":128,"vocab_size":100"#;
+    let c = parse_config(&format!(
+        r#"{{"model_type":"seed_oss",{base},"attention_bias":true,"attention_out_bias":false,"mlp_bias":false,"tie_word_embeddings":false}}"#
+    ))
+    .unwrap();
+    assert!(c.arch.qkv_bias && !c.arch.o_bias && !c.arch.mlp_bias);
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    let s = parse_config(&format!(
+        r#"{{"model_type":"smollm3",{base},"no_rope_layers":[1,0],"no_rope_layer_interval":4}}"#
+    ))
+    .unwrap();
+    let llama = parse_config(&format!(
+        r#"{{"model_type":"llama",{base},"tie_word_embeddings":true}}"#
+    ))
+    .unwrap();
+    assert_eq!(s.arch, llama.arch);
+    assert_eq!(s.confidence, "exact", "{:?}", s.warnings);
+}

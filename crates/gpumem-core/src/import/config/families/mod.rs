@@ -22,6 +22,8 @@ mod nemotron;
 mod olmo;
 mod phi;
 mod qwen;
+mod seed;
+mod smollm;
 mod starcoder;
 
 /// Every family, by `model_type` (text-level first, then the root's).
@@ -56,6 +58,8 @@ pub(crate) const REGISTRY: &[&Family] = &[
     &gpt::GPTJ,
     &gpt::OPT_BLOOM,
     &starcoder::STARCODER2,
+    &seed::SEED_OSS,
+    &smollm::SMOLLM3,
     &granite::GRANITE,
     &granite::GRANITE_MOE_HYBRID,
     &mamba::MAMBA,
