@@ -273,9 +273,10 @@ pub struct Architecture {
     /// Global layers with their own attention shape (Gemma 4).
     #[serde(default)]
     pub global_attn: Option<GlobalAttn>,
-    /// One learned scalar per layer (Gemma 4's `layer_scalar`).
+    /// Learned scalars per layer: Gemma 4's `layer_scalar` (1), Apertus's xIELU
+    /// activation (`alpha_p`, `alpha_n`, `beta`, `eps`: 4).
     #[serde(default)]
-    pub layer_scalar: bool,
+    pub layer_scalars: u64,
     /// Mixture-of-experts blocks, if any.
     pub moe: Option<Moe>,
     /// Multi-token-prediction layers the checkpoint stores after the last layer
@@ -549,6 +550,7 @@ impl Architecture {
             ("learned-positions", self.learned_positions),
             ("mtp-layers", self.mtp_layers),
             ("tower-params", self.tower_params),
+            ("layer-scalars", self.layer_scalars),
         ];
         if let Some(m) = self.mla {
             bounded.extend([
@@ -1011,8 +1013,8 @@ impl Architecture {
         let norm_count = if self.layernorm_bias { 2 } else { 1 };
         let per_layer = checked_product(&[l, self.layer_norms, norm_count], "norms")?;
         t.push(grp(norms, Kept, "layer norms", h, 1, per_layer));
-        if self.layer_scalar {
-            t.push(grp(norms, Kept, "layer_scalar", 1, 1, l));
+        if self.layer_scalars > 0 {
+            t.push(grp(norms, Kept, "layer scalars", self.layer_scalars, 1, l));
         }
         if self.qk_norm_whole {
             t.push(grp(norms, Kept, "q_norm", q, 1, a));

@@ -436,7 +436,7 @@ fn build_arch(
             }),
             None => None,
         },
-        layer_scalar: flag("layer-scalar", false),
+        layer_scalars: get("layer-scalars").unwrap_or(0),
         moe,
         mtp_layers: get("mtp-layers").unwrap_or(0),
         mtp_shared_vocab: flag("mtp-shared-vocab", false),
@@ -582,7 +582,6 @@ pub fn arch_pairs(a: &Architecture, put: &mut dyn FnMut(&'static str, String)) {
         ("attn-sinks", a.attn_sinks, false),
         ("attn-gate", a.attn_gate, false),
         ("mtp-shared-vocab", a.mtp_shared_vocab, false),
-        ("layer-scalar", a.layer_scalar, false),
     ] {
         if v != dflt {
             put(k, v.to_string());
@@ -593,6 +592,7 @@ pub fn arch_pairs(a: &Architecture, put: &mut dyn FnMut(&'static str, String)) {
         ("learned-positions", a.learned_positions, 0),
         ("mtp-layers", a.mtp_layers, 0),
         ("tower-params", a.tower_params, 0),
+        ("layer-scalars", a.layer_scalars, 0),
     ] {
         if v != dflt {
             put(k, v.to_string());
@@ -793,7 +793,7 @@ mod tests {
             ("indexer-heads", "4"),
             ("indexer-head-dim", "32"),
             ("mtp-shared-vocab", "true"),
-            ("layer-scalar", "true"),
+            ("layer-scalars", "4"),
             ("global-layers", "1"),
             ("global-kv-heads", "2"),
             ("global-head-dim", "64"),

@@ -406,3 +406,50 @@ fn every_case_file_is_listed() {
     listed.sort();
     assert_eq!(files, listed);
 }
+
+/// Family rules against transformers' own model classes: `cases/transformers/*.json`
+/// hold a config class's defaults as transformers writes them and the parameters and
+/// persistent buffers of the model it builds from them (written by `cases/meta_check.py
+/// --defaults`). Where the reader says `exact`, its count (less the MTP layers, which
+/// transformers does not build) must be transformers'; where it does not, it must say
+/// why — never a confident wrong figure.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+// The core's clippy.toml bans file access; this test (not the core) reads fixtures.
+#[allow(clippy::disallowed_methods)]
+fn transformers_defaults() {
+    use gpumem_core::arch::ParamClass;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases/transformers");
+    let mut wrong = Vec::new();
+    let mut read = 0;
+    for entry in std::fs::read_dir(dir).expect("fixtures") {
+        let path = entry.expect("entry").path();
+        let doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("text")).expect("JSON");
+        let (mt, want) = (
+            &doc["model_type"],
+            doc["parameters"].as_u64().expect("count"),
+        );
+        let Ok(c) = parse_config(&doc["config"].to_string()) else {
+            // Refused with a reason: not a confident figure.
+            continue;
+        };
+        read += 1;
+        let groups = c.arch.tensors().expect("tensors");
+        let ours: u64 = groups
+            .iter()
+            .filter(|t| t.class != ParamClass::Mtp)
+            .map(|t| t.params().expect("count"))
+            .sum();
+        if c.confidence == "exact" && ours != want {
+            wrong.push(format!(
+                "{mt}: {ours} parameters, transformers builds {want}"
+            ));
+        }
+        if c.confidence != "exact" && c.warnings.is_empty() {
+            wrong.push(format!("{mt}: {} without a warning", c.confidence));
+        }
+    }
+    assert!(read >= 20, "only {read} fixtures read");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -4,6 +4,10 @@ the meta device (no memory, no weights), its parameters and persistent buffers c
 tensor by tensor and compared with the case's parameter count (the oracle's and the
 estimator's, which the Rust test holds equal).
 
+With --defaults TYPE…, writes transformers/TYPE.json instead: the config class's
+defaults and the count of the model built from them, which the Rust test
+`transformers_defaults` reads (no transformers needed there).
+
 Run with the torch venv (scripts/install-tools.sh): it needs torch and transformers,
 and prints one row per case: the case's count, transformers' count, and the result —
 `same`, a difference named by the tensors behind it, or why transformers cannot
@@ -74,5 +78,22 @@ def main():
         print(f"| {name} | {want} | {got} | {result} |")
     return 1 if bad else 0
 
+def defaults(types):
+    """Writes transformers/<model_type>.json: the config class's defaults as
+    transformers writes them (`to_dict`) and the parameters and persistent buffers of
+    the model it builds from them, for the Rust test `transformers_defaults`."""
+    out = HERE / "transformers"
+    out.mkdir(exist_ok=True)
+    for mt in types:
+        cfg = AutoConfig.for_model(mt)
+        n = count(build(cfg))
+        doc = {"model_type": mt, "transformers": transformers.__version__, "parameters": n,
+               "config": json.loads(json.dumps(cfg.to_dict(), default=str))}
+        (out / f"{mt}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        print(mt, n)
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--defaults"]:
+        defaults(sys.argv[2:])
+        sys.exit(0)
     sys.exit(main())

@@ -83,7 +83,7 @@ pub(crate) fn read(
             mla: None,
             indexer: None,
             global_attn: None,
-            layer_scalar: false,
+            layer_scalars: 0,
             moe: None,
             mtp_layers: 0,
             mtp_shared_vocab: false,

@@ -105,10 +105,10 @@ impl ImportedConfig {
 /// sizes, keys that only matter where a family reads them (`max_window_layers`
 /// beside a disabled window), bookkeeping. (A family's own are listed in its record.)
 const INERT: &str = concat!(
-    "architectures auto_map chunk_size id2label initializer_range ",
+    "architectures auto_map chunk_size id2label initializer_range return_dict ",
     "label2id mamba_chunk_size max_window_layers model_type n_group norm_topk_prob ",
     "num_logits_to_keep original_max_position_embeddings partial_rotary_factor ",
-    "pretraining_tp residual_in_fp32 rotary_pct routed_scaling_factor scoring_func ",
+    "pretraining_tp qk_head_dim residual_in_fp32 rotary_pct routed_scaling_factor scoring_func ",
     "tie_word_embeddings topk_group torch_dtype dtype transformers_version use_cache",
 );
 

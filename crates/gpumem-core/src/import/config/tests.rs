@@ -708,7 +708,7 @@ fn gemma4_global_layers_have_their_own_kv_shape_and_k_eq_v_drops_v_proj() {
         (2, 1, 32, true)
     );
     assert_eq!((c.sliding_window, c.sliding_layers), (Some(8), Some(4)));
-    assert!(c.arch.layer_scalar && c.arch.qk_norm && c.arch.tied_embeddings);
+    assert!(c.arch.layer_scalars == 1 && c.arch.qk_norm && c.arch.tied_embeddings);
     assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
     // Without k = v the global layers keep the model's KV heads and their v_proj:
     // per global layer v_proj 2 × 32 × 64 and k_proj one head wider (1 → 2).

@@ -69,13 +69,15 @@ pub(crate) const GEMMA4: Family = Family {
     sliding: Sliding::Pattern(6),
     // The per-layer vocabulary only matters with per-layer inputs (warned about);
     // bidirectional attention over images changes the mask, not the tensors.
-    inert: "vocab_size_per_layer_input use_bidirectional_attention",
+    // transformers writes the global layers' overrides as per_layer_config (read
+    // from the global keys).
+    inert: "vocab_size_per_layer_input use_bidirectional_attention per_layer_config",
     hook: Some(gemma4),
     ..BASE
 };
 
 fn gemma4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
-    d.arch.layer_scalar = true;
+    d.arch.layer_scalars = 1;
     let layers = d.arch.layers;
     // The full-attention layers: those layer_types lists, else every sixth
     // (Gemma4TextConfig's default pattern).

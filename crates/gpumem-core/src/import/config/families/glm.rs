@@ -15,7 +15,7 @@ use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family, RouterBias};
 use crate::import::config::json::Cfg;
 
-use super::deepseek::indexer;
+use super::deepseek::{indexer, mlp_layer_types};
 
 /// GLM-4.5 and later.
 pub(crate) const GLM4_MOE: Family = Family {
@@ -31,6 +31,8 @@ pub(crate) const GLM4_MOE_LITE: Family = Family {
     types: "glm4_moe_lite",
     class: "Glm4MoeLiteConfig",
     router_bias: RouterBias::Correction,
+    inert: "rope_interleave",
+    hook: Some(mlp_layer_types),
     ..BASE
 };
 
@@ -40,7 +42,8 @@ pub(crate) const GLM_MOE_DSA: Family = Family {
     class: "GlmMoeDsaConfig",
     router_bias: RouterBias::Correction,
     // RoPE layout switches and qk_head_dim (= qk_nope_head_dim + qk_rope_head_dim).
-    inert: "indexer_rope_interleave qk_head_dim head_dim",
+    inert: "indexer_rope_interleave head_dim",
+    layer_types: "indexed_attention",
     hook: Some(glm_moe_dsa),
     ..BASE
 };
@@ -55,8 +58,5 @@ fn glm4_moe(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
 fn glm_moe_dsa(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     indexer(c, d)?;
     d.arch.mtp_shared_vocab = true;
-    if let (Some(n), Some(m)) = (c.count_of("mlp_layer_types", "dense"), d.arch.moe.as_mut()) {
-        m.dense_layers = n;
-    }
-    Ok(())
+    mlp_layer_types(c, d)
 }

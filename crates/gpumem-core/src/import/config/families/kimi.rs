@@ -25,6 +25,8 @@ pub(crate) const KIMI_LINEAR: Family = Family {
     class: "KimiLinearConfig",
     // MLA without RoPE on the latent (the tensors are the same), the router's
     // choice of groups and its renormalisation, the pre-extension length.
+    // transformers writes the layers as "linear_attention" / "full_attention".
+    layer_types: "linear_attention",
     inert: concat!(
         "mla_use_nope moe_renormalize num_expert_group ",
         "use_grouped_topk",

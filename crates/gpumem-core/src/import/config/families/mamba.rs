@@ -166,7 +166,7 @@ fn mamba(c: &Cfg, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, Es
         mla: None,
         indexer: None,
         global_attn: None,
-        layer_scalar: false,
+        layer_scalars: 0,
         moe: None,
         mtp_layers: 0,
         mtp_shared_vocab: false,

@@ -22,12 +22,13 @@ pub(crate) const MINIMAX_M2: Family = Family {
 };
 
 fn minimax_m2(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
-    if c.flag("use_qk_norm") == Some(true) {
+    // transformers' MiniMaxM2 builds both always: on unless the config turns them off.
+    if c.flag("use_qk_norm") != Some(false) {
         let whole = c.str("qk_norm_type") != Some("per_head");
         d.arch.qk_norm_whole = whole;
         d.arch.qk_norm = !whole;
     }
-    let bias = c.flag("use_routing_bias") == Some(true);
+    let bias = c.flag("use_routing_bias") != Some(false);
     if let Some(m) = d.arch.moe.as_mut() {
         m.correction_bias = bias;
     }

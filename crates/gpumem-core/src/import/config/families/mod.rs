@@ -18,6 +18,7 @@ mod kimi;
 mod llama;
 mod mamba;
 mod minimax;
+mod more;
 mod nemotron;
 mod olmo;
 mod phi;
@@ -47,6 +48,11 @@ pub(crate) const REGISTRY: &[&Family] = &[
     &kimi::KIMI_LINEAR,
     &gpt_oss::GPT_OSS,
     &minimax::MINIMAX_M2,
+    &more::COHERE2,
+    &more::EXAONE4,
+    &more::PHIMOE,
+    &more::APERTUS,
+    &more::ERNIE_GRANITEMOE,
     &olmo::OLMO2,
     &olmo::OLMOE,
     &phi::PHI3,

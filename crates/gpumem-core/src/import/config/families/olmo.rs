@@ -6,7 +6,7 @@ use crate::import::config::family::{BASE, Family, QkNorm};
 
 /// OLMo-2.
 pub(crate) const OLMO2: Family = Family {
-    types: "olmo2",
+    types: "olmo2 olmo3",
     class: "Olmo2Config",
     qk_norm: QkNorm::Whole,
     ..BASE

@@ -36,7 +36,7 @@ pub(crate) const QWEN3: Family = Family {
 /// Qwen3-Next: Qwen3NextAttention's q_proj yields the queries and a sigmoid output
 /// gate; Qwen3NextSparseMoeBlock's `shared_expert_gate`.
 pub(crate) const QWEN3_NEXT: Family = Family {
-    types: "qwen3_next",
+    types: "qwen3_next qwen3_5_text qwen3_5_moe_text",
     class: "Qwen3NextConfig",
     qk_norm: QkNorm::PerHead,
     attn_gate: true,
