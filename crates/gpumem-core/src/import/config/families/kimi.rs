@@ -36,30 +36,45 @@ pub(crate) const KIMI_LINEAR: Family = Family {
 };
 
 fn kimi_linear(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
-    let lin = c
-        .get("linear_attn_config")
-        .filter(|x| x.is_object())
-        .ok_or_else(|| parse("kimi_linear: linear_attn_config is needed".into()))?;
-    let lin = Cfg::new(lin);
     let layers = d.arch.layers;
-    // The KDA layers are listed (1-based), as are the full-attention (MLA) ones.
-    let kda = match (lin.list("kda_layers"), lin.list("full_attn_layers")) {
-        (Some(k), _) => k.len() as u64,
-        (None, Some(full)) => layers.saturating_sub(full.len() as u64),
-        (None, None) => {
-            return Err(parse(
-                "linear_attn_config: kda_layers or full_attn_layers is needed".into(),
-            ));
+    // The published configs nest the KDA layout in linear_attn_config (layers listed
+    // 1-based); transformers writes it flat (layer_types, linear_num_heads, …).
+    let (kda, heads, head_dim, conv) = match c.get("linear_attn_config").filter(|x| x.is_object()) {
+        Some(lin) => {
+            let lin = Cfg::new(lin);
+            let kda = match (lin.list("kda_layers"), lin.list("full_attn_layers")) {
+                (Some(k), _) => k.len() as u64,
+                (None, Some(full)) => layers.saturating_sub(full.len() as u64),
+                (None, None) => {
+                    return Err(parse(
+                        "linear_attn_config: kda_layers or full_attn_layers is needed".into(),
+                    ));
+                }
+            };
+            let conv = lin.or_default("short_conv_kernel_size", 4, d.class, &mut d.notes)?;
+            (
+                kda,
+                lin.need(&["num_heads"])?,
+                lin.need(&["head_dim"])?,
+                conv,
+            )
         }
+        None => (
+            c.count_of("layer_types", "linear_attention")
+                .ok_or_else(|| {
+                    parse("kimi_linear: linear_attn_config or layer_types is needed".into())
+                })?,
+            c.need(&["linear_num_heads"])?,
+            c.need(&["linear_head_dim"])?,
+            d.or_default(c, "linear_conv_kernel_dim", 4)?,
+        ),
     };
-    let heads = lin.need(&["num_heads"])?;
-    let head_dim = lin.need(&["head_dim"])?;
     d.arch.mixer = Some(Mixer {
         kind: MixerKind::Kda,
         layers: kda,
         inner: heads.saturating_mul(head_dim),
         state: head_dim,
-        conv: lin.or_default("short_conv_kernel_size", 4, d.class, &mut d.notes)?,
+        conv,
         dt_rank: 0,
         heads,
         key_heads: heads,
@@ -67,12 +82,18 @@ fn kimi_linear(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         gated_norm: true,
     });
     let shared = c.uint("num_shared_experts")?.unwrap_or(0);
-    let sigmoid = c.str("moe_router_activation_func") == Some("sigmoid");
+    // KimiMoEGate's e_score_correction_bias (bf16 in the checkpoint), with the sigmoid
+    // router: the published configs name it, transformers' class always builds it.
+    let bias = c
+        .str("moe_router_activation_func")
+        .is_none_or(|f| f == "sigmoid");
+    let dense = c.count_of("mlp_layer_types", "dense");
     if let Some(m) = d.arch.moe.as_mut() {
         m.shared_experts = shared;
-        // KimiMoEGate's e_score_correction_bias, with the sigmoid router (bf16 in
-        // the checkpoint).
-        m.router_bias = sigmoid;
+        m.router_bias = bias;
+        if let Some(n) = dense {
+            m.dense_layers = n;
+        }
     }
     Ok(())
 }
