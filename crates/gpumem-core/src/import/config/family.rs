@@ -63,6 +63,8 @@ pub(crate) enum Tower {
     No,
     /// Gemma-3's SigLIP encoder and projector.
     GemmaSiglip,
+    /// Qwen2.5-VL's vision transformer and merger.
+    Qwen25Vl,
 }
 
 /// One model family: its `model_type` names, transformers' config class, its

@@ -302,13 +302,14 @@ fn read_decoder(
         };
         let counted = match f.tower {
             Tower::GemmaSiglip => tower::gemma3_siglip(root, t, d.arch.hidden)?,
-            Tower::No => None,
+            Tower::Qwen25Vl if *key == "vision_config" => Some(tower::qwen2_5_vl(t)?),
+            _ => None,
         };
         match counted {
             Some(n) => {
                 d.arch.tower_params = n;
                 d.notes.push(format!(
-                    "{key}: the SigLIP {what} and Gemma-3's projector are counted ({n} parameters, 16-bit)"
+                    "{key}: the {what} and its projector are counted ({n} parameters, 16-bit)"
                 ));
             }
             None => d.warnings.push(format!(

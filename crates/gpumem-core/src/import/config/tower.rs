@@ -67,3 +67,37 @@ pub(crate) fn gemma3_siglip(
         .map(Some)
         .map_err(|_| parse("vision_config: absurdly large".into()))
 }
+
+/// Parameters of Qwen2.5-VL's vision tower and merger, counted as transformers'
+/// `Qwen2_5_VisionTransformerPretrainedModel` stores them: the patch embedding (a
+/// bias-free Conv3d of `in_channels × temporal_patch_size × patch_size²` per output),
+/// `depth` blocks of two RMSNorms, `qkv` and `proj` with biases and a gated MLP with
+/// biases, and the merger (`ln_q`, then `spatial_merge_size²` patches concatenated
+/// through two linears with biases to `out_hidden_size`).
+// Every factor is at most 2^20 (checked below): the u128 products stay below 2^100.
+#[allow(clippy::arithmetic_side_effects)]
+pub(crate) fn qwen2_5_vl(tower: &Value) -> Result<u64, EstimateError> {
+    let t = Cfg::new(tower);
+    // Qwen2_5_VLVisionConfig's defaults where the config is silent.
+    let get = |k: &str, d: u64| t.uint(k).map(|x| x.unwrap_or(d));
+    let dims = [
+        get("hidden_size", 3584)?,
+        get("intermediate_size", 3420)?,
+        get("depth", 32)?,
+        get("in_channels", 3)?,
+        get("patch_size", 14)?,
+        get("temporal_patch_size", 2)?,
+        get("spatial_merge_size", 2)?,
+        get("out_hidden_size", 3584)?,
+    ];
+    if dims.iter().any(|v| *v > 1 << 20) {
+        return Err(parse("vision_config: absurdly large".into()));
+    }
+    let [h, inter, depth, ch, patch, temporal, merge, out] = dims.map(u128::from);
+    let embed = h * ch * temporal * patch * patch;
+    let block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * (inter * h + inter) + h * inter + h;
+    let wide = h * merge * merge;
+    let merger = h + (wide * wide + wide) + (out * wide + out);
+    u64::try_from(embed + depth * block + merger)
+        .map_err(|_| parse("vision_config: absurdly large".into()))
+}

@@ -5,7 +5,7 @@
 use crate::arch::{Mixer, MixerKind};
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
-use crate::import::config::family::{BASE, Family, QkNorm, Sliding};
+use crate::import::config::family::{BASE, Family, QkNorm, Sliding, Tower};
 use crate::import::config::json::Cfg;
 
 /// Qwen2.
@@ -15,6 +15,16 @@ pub(crate) const QWEN2: Family = Family {
     qkv_bias: true,
     sliding: Sliding::FromMaxWindowLayers,
     ..BASE
+};
+
+/// Qwen2.5-VL: the Qwen2 language model (its `text_config`, or the root in older
+/// configs) and the vision tower counted from `vision_config`; M-RoPE's sections
+/// hold no tensor.
+pub(crate) const QWEN2_5_VL: Family = Family {
+    types: "qwen2_5_vl_text qwen2_5_vl",
+    class: "Qwen2_5_VLConfig",
+    tower: Tower::Qwen25Vl,
+    ..QWEN2
 };
 
 /// Qwen2-MoE: Qwen2MoeSparseMoeBlock's `shared_expert_gate`.
