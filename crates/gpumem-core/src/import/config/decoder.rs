@@ -135,9 +135,11 @@ pub(crate) fn read(
             hidden.saturating_mul(4)
         }
     };
-    let tied = c
+    // A multimodal config's own tie_word_embeddings decides (transformers ties the
+    // composite model's embeddings by it), else the language model's.
+    let tied = root
         .flag("tie_word_embeddings")
-        .or_else(|| root.flag("tie_word_embeddings"));
+        .or_else(|| c.flag("tie_word_embeddings"));
     a.tied_embeddings = tied.unwrap_or_else(|| {
         d.notes.push(format!(
             "tie_word_embeddings absent: {} (default for {mt})",

@@ -1,7 +1,7 @@
 //! The `Family` record: what a model family's `config.json` means beyond the generic
 //! decoder keys — its defaults (norms per layer, biases, positions, the sliding-window
 //! pattern, MoE details) and the optional hooks where its layers differ (a mixer, its
-//! own MoE blocks, a vision tower, a whole reader of its own). One record per family,
+//! own MoE blocks or layer map, a whole reader of its own). One record per family,
 //! in `families/`; the registry there maps `model_type` names to them.
 
 use crate::error::EstimateError;
@@ -56,17 +56,6 @@ pub(crate) type Hook = fn(&Cfg, &mut Draft) -> Result<(), EstimateError>;
 /// (Mamba): the text-level config, its `model_type`, the notes so far.
 pub(crate) type Whole = fn(&Cfg, &str, Vec<String>) -> Result<ImportedConfig, EstimateError>;
 
-/// A vision tower the family's config describes and the reader counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Tower {
-    /// None counted (a `vision_config` is then named in a warning).
-    No,
-    /// Gemma-3's SigLIP encoder and projector.
-    GemmaSiglip,
-    /// Qwen2.5-VL's vision transformer and merger.
-    Qwen25Vl,
-}
-
 /// One model family: its `model_type` names, transformers' config class, its
 /// defaults and its hooks. Families start from [`BASE`] (a Llama-style decoder) and
 /// say only what differs.
@@ -120,8 +109,6 @@ pub(crate) struct Family {
     pub layer_types: &'static str,
     /// Keys of this family known to change nothing in memory (space-separated).
     pub inert: &'static str,
-    /// A vision tower counted from `vision_config`.
-    pub tower: Tower,
     /// Reads what the generic decoder does not (a mixer, MoE blocks, layer maps).
     pub hook: Option<Hook>,
     /// Reads the whole config instead of the generic decoder.
@@ -154,7 +141,6 @@ pub(crate) const BASE: Family = Family {
     defaults: &[],
     layer_types: "",
     inert: "",
-    tower: Tower::No,
     hook: None,
     whole: None,
 };

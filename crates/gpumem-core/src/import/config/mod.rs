@@ -27,7 +27,7 @@ use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::params::arch_pairs;
 
-use family::{Family, GENERIC, Tower};
+use family::{Family, GENERIC};
 use json::{Cfg, parse};
 
 const FORMAT: &str = "config.json";
@@ -105,7 +105,7 @@ impl ImportedConfig {
 /// sizes, keys that only matter where a family reads them (`max_window_layers`
 /// beside a disabled window), bookkeeping. (A family's own are listed in its record.)
 const INERT: &str = concat!(
-    "architectures auto_map chunk_size id2label initializer_range return_dict ",
+    "architectures auto_map chunk_size id2label initializer_range return_dict vision_feature_layer ",
     "label2id mamba_chunk_size max_window_layers model_type n_group norm_topk_prob ",
     "num_logits_to_keep original_max_position_embeddings partial_rotary_factor ",
     "pretraining_tp qk_head_dim residual_in_fp32 rotary_pct routed_scaling_factor scoring_func ",
@@ -300,9 +300,8 @@ fn read_decoder(
         let Some(t) = root.get(key).filter(|x| !x.is_null()) else {
             continue;
         };
-        let counted = match f.tower {
-            Tower::GemmaSiglip => tower::gemma3_siglip(root, t, d.arch.hidden)?,
-            Tower::Qwen25Vl if *key == "vision_config" => Some(tower::qwen2_5_vl(t)?),
+        let counted = match *key {
+            "vision_config" => tower::count(root, t, d.arch.hidden)?,
             _ => None,
         };
         match counted {

@@ -9,7 +9,7 @@
 use crate::arch::GlobalAttn;
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
-use crate::import::config::family::{BASE, Family, QkNorm, Sliding, Tower};
+use crate::import::config::family::{BASE, Family, QkNorm, Sliding};
 use crate::import::config::json::Cfg;
 
 /// Gemma.
@@ -49,7 +49,6 @@ pub(crate) const GEMMA3: Family = Family {
         ("max_position_embeddings", 131_072),
         ("sliding_window_pattern", 6),
     ],
-    tower: Tower::GemmaSiglip,
     // Image tokens per image and the query scaling constant.
     inert: "mm_tokens_per_image query_pre_attn_scalar",
     ..BASE

@@ -33,7 +33,6 @@ pub(crate) const REGISTRY: &[&Family] = &[
     &llama::LLAMA4,
     &qwen::QWEN2,
     &qwen::QWEN2_MOE,
-    &qwen::QWEN2_5_VL,
     &qwen::QWEN3,
     &qwen::QWEN3_NEXT,
     &gemma::GEMMA,

@@ -5,26 +5,17 @@
 use crate::arch::{Mixer, MixerKind};
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
-use crate::import::config::family::{BASE, Family, QkNorm, Sliding, Tower};
+use crate::import::config::family::{BASE, Family, QkNorm, Sliding};
 use crate::import::config::json::Cfg;
 
-/// Qwen2.
+/// Qwen2, and Qwen2.5-VL's language model (its vision tower is counted by the
+/// tower reader).
 pub(crate) const QWEN2: Family = Family {
-    types: "qwen2",
+    types: "qwen2 qwen2_5_vl_text qwen2_5_vl",
     class: "Qwen2Config",
     qkv_bias: true,
     sliding: Sliding::FromMaxWindowLayers,
     ..BASE
-};
-
-/// Qwen2.5-VL: the Qwen2 language model (its `text_config`, or the root in older
-/// configs) and the vision tower counted from `vision_config`; M-RoPE's sections
-/// hold no tensor.
-pub(crate) const QWEN2_5_VL: Family = Family {
-    types: "qwen2_5_vl_text qwen2_5_vl",
-    class: "Qwen2_5_VLConfig",
-    tower: Tower::Qwen25Vl,
-    ..QWEN2
 };
 
 /// Qwen2-MoE: Qwen2MoeSparseMoeBlock's `shared_expert_gate`.
@@ -35,9 +26,10 @@ pub(crate) const QWEN2_MOE: Family = Family {
     ..QWEN2
 };
 
-/// Qwen3 and Qwen3-MoE.
+/// Qwen3 and Qwen3-MoE, and Qwen3-VL's language models (their vision tower is
+/// counted by the tower reader).
 pub(crate) const QWEN3: Family = Family {
-    types: "qwen3 qwen3_moe",
+    types: "qwen3 qwen3_moe qwen3_vl_text qwen3_vl_moe_text qwen3_vl qwen3_vl_moe",
     class: "Qwen3Config",
     qk_norm: QkNorm::PerHead,
     ..BASE
