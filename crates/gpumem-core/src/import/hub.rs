@@ -64,8 +64,12 @@ pub const CONFIG_FILE: &str = "config.json";
 const MAX_REPO_ID: usize = 200;
 /// Longest file path accepted.
 const MAX_FILE_PATH: usize = 500;
-/// Files named in a [`HubError::NoWeights`] message (a listing may hold thousands).
-const NAMED_IN_ERRORS: usize = 20;
+/// Files (or GGUF models) named in a message (a listing may hold thousands): the
+/// rest are counted, never listed, so a hostile listing cannot make a message large.
+pub const NAMED_IN_ERRORS: usize = 20;
+/// Files of a whole listing read at most, every page together (a model repository
+/// holds tens to a few thousand; [`HubError::ListingTooLong`] past it).
+pub const MAX_LISTED_FILES: usize = 200_000;
 /// Pages of the file listing read at most: a lookup never cuts a listing silently,
 /// it refuses past this ([`HubError::ListingTooLong`]). Each page is one more
 /// sequential request, so a repository of a few hundred files costs none.
@@ -116,8 +120,12 @@ pub struct GgufChoice {
     pub name: String,
     /// The set's files the listing has, in split order (the one file when unsplit).
     pub files: Vec<RepoFile>,
-    /// The set's files the listing lacks, in split order (empty when complete).
+    /// The first [`NAMED_IN_ERRORS`] of the set's files the listing lacks, in split
+    /// order (empty when complete): a set may claim a thousand parts, and only the
+    /// names a message shows are made.
     pub missing: Vec<String>,
+    /// How many of the set's files the listing lacks.
+    pub missing_count: usize,
 }
 
 impl GgufChoice {
@@ -130,7 +138,7 @@ impl GgufChoice {
 
     /// Files the set has when complete.
     pub fn count(&self) -> usize {
-        self.files.len().saturating_add(self.missing.len())
+        self.files.len().saturating_add(self.missing_count)
     }
 
     fn is_split(&self) -> bool {
@@ -242,13 +250,13 @@ impl fmt::Display for HubError {
                     "{} GGUF models in the repository; pick one (a split model by any of its files):",
                     choices.len()
                 )?;
-                for c in choices {
-                    if !c.missing.is_empty() {
+                for c in choices.iter().take(NAMED_IN_ERRORS) {
+                    if c.missing_count > 0 {
                         write!(
                             f,
                             "\n  {}  incomplete: {} of its {} split files missing",
                             c.name,
-                            c.missing.len(),
+                            c.missing_count,
                             c.count()
                         )?;
                     } else if c.is_split() {
@@ -263,6 +271,13 @@ impl fmt::Display for HubError {
                         write!(f, "\n  {}  {}", c.name, Bytes(c.size()).describe())?;
                     }
                 }
+                if choices.len() > NAMED_IN_ERRORS {
+                    write!(
+                        f,
+                        "\n  … and {} more (see the repository's file list)",
+                        choices.len().saturating_sub(NAMED_IN_ERRORS)
+                    )?;
+                }
                 Ok(())
             }
             HubError::IncompleteSplit(c) => {
@@ -271,16 +286,16 @@ impl fmt::Display for HubError {
                     "{}: a GGUF model split into {} files, but the repository lacks {} of them: ",
                     c.name,
                     c.count(),
-                    c.missing.len()
+                    c.missing_count
                 )?;
                 for (i, m) in c.missing.iter().take(NAMED_IN_ERRORS).enumerate() {
                     write!(f, "{}{m}", if i == 0 { "" } else { ", " })?;
                 }
-                if c.missing.len() > NAMED_IN_ERRORS {
+                if c.missing_count > c.missing.len() {
                     write!(
                         f,
                         " and {} more",
-                        c.missing.len().saturating_sub(NAMED_IN_ERRORS)
+                        c.missing_count.saturating_sub(c.missing.len())
                     )?;
                 }
                 write!(
@@ -460,61 +475,74 @@ fn shard_of(path: &str) -> Option<(&str, u64)> {
     numbered(base_name(path), ".safetensors").map(|n| (n.prefix, n.count))
 }
 
+/// The name of the GGUF model `path` belongs to: its split set's first file, or the
+/// file itself when it is not a split part.
+fn gguf_model_name(path: &str) -> String {
+    numbered(path, GGUF_EXT).map_or_else(|| path.to_string(), |n| n.part(1))
+}
+
 /// The GGUF models of a listing (vision projectors, `mmproj*.gguf`, set aside): each
-/// split set once, with the parts it lacks; in name order. (Plain vectors and linear
-/// searches, not maps: the page's lookup module pays for every generic container in
-/// its size, and a set has at most [`MAX_SPLIT_FILES`] parts.)
+/// split set once, with the parts it lacks; in name order. Linear after one sort (a
+/// hostile listing of 160 000 one-part sets costs a sort, not 160 000² comparisons),
+/// and a set's missing parts are counted, only the first [`NAMED_IN_ERRORS`] named.
+/// (Plain vectors, not maps: the page's lookup module pays for every generic
+/// container in its size.)
 fn gguf_choices(tree: &[RepoFile]) -> Vec<GgufChoice> {
-    let mut ggufs: Vec<RepoFile> = tree
+    // (model name, part number — 0 for an unsplit file —, file)
+    let mut keyed: Vec<(String, u64, &RepoFile)> = tree
         .iter()
         .filter(|f| is_gguf(&f.path) && !lower(base_name(&f.path)).starts_with("mmproj"))
-        .cloned()
+        .map(|f| {
+            let no = numbered(&f.path, GGUF_EXT).map_or(0, |n| n.no);
+            (gguf_model_name(&f.path), no, f)
+        })
         .collect();
-    by_path(&mut ggufs);
+    keyed.sort_unstable_by(|a, b| (&a.0, a.1, &a.2.path).cmp(&(&b.0, b.1, &b.2.path)));
     let mut out: Vec<GgufChoice> = Vec::new();
-    for f in ggufs {
-        let Some(n) = numbered(&f.path, GGUF_EXT) else {
-            out.push(GgufChoice {
-                name: f.path.clone(),
-                files: vec![f],
-                missing: Vec::new(),
-            });
-            continue;
-        };
-        // A set goes by its first file's name, whichever part is listed first.
-        let name = n.part(1);
-        match out.iter_mut().find(|c| c.name == name) {
-            Some(set) => set.files.push(f),
-            None => out.push(GgufChoice {
+    let mut last_no = 0u64;
+    for (name, no, f) in keyed {
+        match out.last_mut() {
+            // A part listed twice (the same path on two pages) counts once.
+            Some(set) if set.name == name => {
+                if no != last_no {
+                    set.files.push(f.clone());
+                }
+            }
+            _ => out.push(GgufChoice {
                 name,
-                files: vec![f],
+                files: vec![f.clone()],
                 missing: Vec::new(),
+                missing_count: 0,
             }),
         }
+        last_no = no;
     }
     for set in &mut out {
         let Some(template) = set.files.first().and_then(|f| numbered(&f.path, GGUF_EXT)) else {
             continue;
         };
-        let mut files = Vec::new();
-        for no in 1..=template.count {
-            let part = set
-                .files
-                .iter()
-                .find(|f| numbered(&f.path, GGUF_EXT).is_some_and(|n| n.no == no));
-            match part {
-                Some(f) => files.push(f.clone()),
-                None => set.missing.push(template.part(no)),
+        let count = usize::try_from(template.count).unwrap_or(usize::MAX);
+        set.missing_count = count.saturating_sub(set.files.len());
+        // The first missing parts' names, walking the listed parts in order.
+        let mut next = 1u64;
+        let listed = set
+            .files
+            .iter()
+            .filter_map(|f| numbered(&f.path, GGUF_EXT).map(|n| n.no));
+        for no in listed.chain(std::iter::once(template.count.saturating_add(1))) {
+            while next < no && set.missing.len() < NAMED_IN_ERRORS {
+                set.missing.push(template.part(next));
+                next = next.saturating_add(1);
             }
+            next = no.saturating_add(1);
         }
-        set.files = files;
     }
     out
 }
 
 /// A GGUF choice as the files to read, or why it cannot be read.
 fn take_gguf(choice: GgufChoice) -> Result<WeightFiles, HubError> {
-    if !choice.missing.is_empty() {
+    if choice.missing_count > 0 {
         return Err(HubError::IncompleteSplit(choice));
     }
     for f in &choice.files {
@@ -649,11 +677,8 @@ pub fn choose_weights(
     if let Some(name) = requested {
         check_file(name)?;
         // Any file of a split set (listed or not) stands for the whole set.
-        if let Some(choice) = gguf_choices(tree).into_iter().find(|c| {
-            c.name == name
-                || c.missing.iter().any(|m| m == name)
-                || c.files.iter().any(|f| f.path == name)
-        }) {
+        let model = gguf_model_name(name);
+        if let Some(choice) = gguf_choices(tree).into_iter().find(|c| c.name == model) {
             return take_gguf(choice);
         }
         let Some(file) = tree.iter().find(|f| f.path == name) else {
@@ -782,6 +807,19 @@ fn plain_segment(s: &str) -> bool {
     !s.is_empty() && s != "." && s != ".."
 }
 
+/// `s` as one safe path component (a cache folder or file name for a repository id or
+/// a revision): percent-encoded as [`percent_encode`] does, and a leading `.` written
+/// `%2E`, so `.`, `..` and hidden names cannot occur. Injective: [`percent_encode`]
+/// never writes `%2E` itself, so two inputs never share a component.
+pub fn path_component(s: &str) -> String {
+    let encoded = percent_encode(s);
+    match encoded.strip_prefix('.') {
+        Some(rest) => format!("%2E{rest}"),
+        None if encoded.is_empty() => "%".to_string(),
+        None => encoded,
+    }
+}
+
 /// Percent-encodes everything but unreserved characters, as Python's
 /// `quote(s, safe="")` does (how `huggingface_hub` puts a revision in a URL).
 pub fn percent_encode(s: &str) -> String {
@@ -887,6 +925,12 @@ impl TreePages {
     pub fn add(&mut self, body: &[u8], link: Option<&str>) -> Result<Option<String>, HubError> {
         self.files.extend(parse_tree(body)?);
         self.pages = self.pages.saturating_add(1);
+        if self.files.len() > MAX_LISTED_FILES {
+            return Err(HubError::ListingTooLong {
+                pages: self.pages,
+                files: self.files.len(),
+            });
+        }
         let Some(next) = link.and_then(link_next) else {
             return Ok(None);
         };
@@ -1463,6 +1507,100 @@ mod tests {
             (c.name.as_str(), c.missing.clone()),
             ("m-1-of-3.GGUF", vec!["m-2-of-3.GGUF".to_string()])
         );
+    }
+
+    #[test]
+    fn a_hostile_listing_is_grouped_in_linear_time_and_named_briefly() {
+        // 160 000 one-part sets: a sort, not 160 000² comparisons (32–42 s before; the
+        // agent's test `hub_hostile` times it, the core has no clock).
+        let tree: Vec<RepoFile> = (0..160_000)
+            .map(|i| file(&format!("m{i}-00001-of-00002.gguf"), 1))
+            .collect();
+        let e = choose_weights(&tree, None, None).unwrap_err();
+        let HubError::ManyGguf(choices) = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(choices.len(), 160_000);
+        // The message names 20 models and counts the rest (11.7 MB before).
+        let text = e.to_string();
+        assert!(text.len() < 4_000, "{} bytes", text.len());
+        assert!(text.contains("… and 159980 more"), "{text}");
+        assert_eq!(text.lines().count(), 1 + NAMED_IN_ERRORS + 1);
+
+        // Sets claiming a thousand parts: the missing parts are counted, and only the
+        // first few named (every missing name was made before: 1.43 GB for 20 000).
+        let tree: Vec<RepoFile> = (0..20_000)
+            .map(|i| file(&format!("m{i}-00001-of-01000.gguf"), 1))
+            .collect();
+        let choices = gguf_choices(&tree);
+        assert_eq!(choices.len(), 20_000);
+        for c in &choices {
+            assert_eq!((c.missing_count, c.missing.len()), (999, NAMED_IN_ERRORS));
+            assert_eq!(c.count(), 1_000);
+        }
+        assert_eq!(
+            choices[0].missing[..2],
+            [
+                "m0-00002-of-01000.gguf".to_string(),
+                "m0-00003-of-01000.gguf".to_string()
+            ]
+        );
+        // A part listed twice counts once; the gaps between listed parts are named.
+        let tree = vec![
+            file("s-00003-of-00005.gguf", 1),
+            file("s-00001-of-00005.gguf", 1),
+            file("s-00003-of-00005.gguf", 1),
+        ];
+        let c = &gguf_choices(&tree)[0];
+        assert_eq!(c.files.len(), 2);
+        assert_eq!(c.missing_count, 3);
+        assert_eq!(
+            c.missing,
+            [
+                "s-00002-of-00005.gguf",
+                "s-00004-of-00005.gguf",
+                "s-00005-of-00005.gguf"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_listing_past_its_file_bound_is_refused() {
+        let entry = r#"{"type":"file","path":"x","size":1},"#;
+        let page = format!(
+            "[{}{{\"type\":\"file\",\"path\":\"y\",\"size\":1}}]",
+            entry.repeat(99_999)
+        );
+        let mut pages = TreePages::new("https://h.co");
+        let next = Some(r#"<https://h.co/next>; rel="next""#);
+        assert!(pages.add(page.as_bytes(), next).is_ok());
+        assert!(pages.add(page.as_bytes(), next).is_ok());
+        assert!(matches!(
+            pages.add(page.as_bytes(), next),
+            Err(HubError::ListingTooLong { files: 300_000, .. })
+        ));
+    }
+
+    #[test]
+    fn path_components_are_single_safe_and_distinct() {
+        for (input, want) in [
+            ("..", "%2E."),
+            (".", "%2E"),
+            (".hidden", "%2Ehidden"),
+            ("main", "main"),
+            ("refs/pr/1", "refs%2Fpr%2F1"),
+            ("org/name", "org%2Fname"),
+            ("a.b", "a.b"),
+            ("", "%"),
+        ] {
+            assert_eq!(path_component(input), want, "{input:?}");
+        }
+        let inputs = ["..", "%2E.", ".", "%2E", "%", "", "a/b", "a%2Fb"];
+        let outputs: BTreeSet<String> = inputs.iter().map(|s| path_component(s)).collect();
+        assert_eq!(outputs.len(), inputs.len());
+        for o in &outputs {
+            assert!(!o.contains('/') && o != "." && o != ".." && !o.starts_with('.'));
+        }
     }
 
     #[test]
