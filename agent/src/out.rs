@@ -6,9 +6,46 @@
 //! a write error is dropped, because losing a log line is better than losing the
 //! server or the measurement that produced it. `agent/clippy.toml` bans the std
 //! macros so a new call site cannot slip back.
+//!
+//! Everything written to stderr — messages, errors, `run`'s report — passes through
+//! [`terminal_safe`] first: much of it is text from elsewhere (a Hub's listing paths and
+//! `config.json` fields, a probe's phase names and exception texts), and a terminal
+//! obeys escape sequences in what it prints (OSC title and clipboard writes, screen
+//! clearing) and reorders text around bidirectional controls. stdout is left as is: it
+//! carries JSON (which escapes control characters itself) and the user's own output.
 
+use std::borrow::Cow;
 use std::fmt::Arguments;
 use std::io::Write;
+
+/// Whether a terminal would act on `c` rather than show it: C0 controls but newline
+/// and tab, DEL, C1 controls (U+0080–U+009F, 8-bit CSI/OSC), and the invisible
+/// formatting and bidirectional controls (U+061C, U+200B–U+200F, U+202A–U+202E,
+/// U+2060–U+2069, U+FEFF; Unicode's `Bidi_Control` and zero-width characters).
+fn acts_on_terminal(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
+        | '\u{61c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+        | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
+/// `text` as a terminal may print it: every character a terminal would act on
+/// ([`acts_on_terminal`]) written `\u{..}`; newlines, tabs and printable text (any
+/// script) kept. The one helper for any text that reaches the terminal.
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(acts_on_terminal) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len().saturating_add(16));
+    for c in text.chars() {
+        if acts_on_terminal(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// Writes formatted text to stdout, ignoring a closed or failing stream.
 pub fn stdout(args: Arguments<'_>) {
@@ -17,9 +54,16 @@ pub fn stdout(args: Arguments<'_>) {
     let _ = lock.flush();
 }
 
-/// Writes formatted text to stderr, ignoring a closed or failing stream.
+/// Writes formatted text to stderr, escaped by [`terminal_safe`], ignoring a closed
+/// or failing stream.
 pub fn stderr(args: Arguments<'_>) {
-    let _ = std::io::stderr().lock().write_fmt(args);
+    let text = match args.as_str() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(args.to_string()),
+    };
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(terminal_safe(&text).as_bytes());
 }
 
 /// `print!` that survives a closed stdout.
@@ -44,3 +88,27 @@ macro_rules! errln {
 }
 
 pub(crate) use {err, errln, out, outln};
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_safe;
+
+    #[test]
+    fn escapes_are_shown_not_obeyed() {
+        // OSC 0 (title), OSC 52 (clipboard), CSI clear screen, 8-bit CSI, bidi override.
+        let hostile =
+            "a\u{1b}]0;pwned\u{7}b\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[2J\u{9b}31m\u{202e}gpj.exe";
+        let safe = terminal_safe(hostile);
+        assert!(!safe.chars().any(|c| c.is_control()), "{safe}");
+        assert_eq!(
+            safe,
+            "a\\u{1b}]0;pwned\\u{7}b\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{1b}[2J\\u{9b}31m\\u{202e}gpj.exe"
+        );
+        // Text as people write it is kept: lines, tabs, any script.
+        let plain = "model: Qwen3 · 9 GB\n\tgrüße 模型 ✓";
+        assert!(matches!(
+            terminal_safe(plain),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+}
