@@ -302,6 +302,31 @@ fn a_listing_of_160_000_split_sets_is_answered_quickly_and_briefly() {
 }
 
 #[test]
+fn sets_claiming_a_thousand_parts_cost_what_is_listed() {
+    // 20 000 sets "of-01000" with one part each (a ~1.2 MB page): every missing part's
+    // name was made (20 million names, 1.43 GB); now counted, 20 named per set.
+    let home = tempfile::tempdir().expect("tempdir");
+    let tree = listing((0..20_000).map(|i| format!("m{i}-00001-of-01000.gguf")));
+    let hub = HostileHub::start(Box::new(move |path: &str| {
+        if path.starts_with("/api/models/org/m/tree/main") {
+            Some(tree.clone())
+        } else if path == "/org/m/resolve/main/config.json" {
+            Some(vec![Segment::Bytes(CONFIG.as_bytes().to_vec())])
+        } else {
+            None
+        }
+    }));
+    let m = estimate(&hub, home.path(), &["--model", "org/m"], Duration::from_secs(120));
+    assert_eq!(m.code, Some(2), "{}", m.stderr);
+    assert!(
+        m.stderr.contains("incomplete: 999 of its 1000 split files missing"),
+        "{}",
+        m.stderr
+    );
+    assert!(m.max_rss_kb < 400_000, "peak {} kB", m.max_rss_kb);
+}
+
+#[test]
 fn paths_and_config_fields_reach_the_terminal_escaped() {
     let home = tempfile::tempdir().expect("tempdir");
     let hostile_config = CONFIG.replace("\"llama\"", "\"\\u001b]52;c;ZXZpbA==\\u0007\\u001b[2J\"");
