@@ -316,10 +316,16 @@ fn sets_claiming_a_thousand_parts_cost_what_is_listed() {
             None
         }
     }));
-    let m = estimate(&hub, home.path(), &["--model", "org/m"], Duration::from_secs(120));
+    let m = estimate(
+        &hub,
+        home.path(),
+        &["--model", "org/m"],
+        Duration::from_secs(120),
+    );
     assert_eq!(m.code, Some(2), "{}", m.stderr);
     assert!(
-        m.stderr.contains("incomplete: 999 of its 1000 split files missing"),
+        m.stderr
+            .contains("incomplete: 999 of its 1000 split files missing"),
         "{}",
         m.stderr
     );

@@ -381,3 +381,62 @@ fn the_report_and_the_kept_messages_are_bounded() {
     assert!(kept < 1200 && kept > 900, "{kept} phases kept");
     assert!(r["channel"]["rejected"].as_u64().expect("rejected") > 0);
 }
+
+/// A "rank" that runs a step, and a helper process it starts that imports torch (says
+/// hello with the rank's inherited environment) and is ended without a goodbye, as a
+/// DataLoader's spawn worker is.
+const RANK_AND_WORKER: &str = r#"
+import json, os, socket, subprocess, sys
+def conn():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(os.environ["GPUMEM_PROBE_SOCKET"]); return s
+def hello(s):
+    s.sendall(json.dumps(dict(v=1, type="hello", pid=os.getpid(), ppid=os.getppid(), rank=None,
+        local_rank=None, world_size=None, reader="hostile-test", backend="none", torch_version=None,
+        cuda_version=None, hip_version=None, cudnn_version=None, allocator_backend=None,
+        alloc_conf=None)).encode() + b"\n")
+def phase(s, name, step):
+    s.sendall(json.dumps(dict(v=1, type="phase", name=name, step=step, first_step=step == 0,
+        manual=False, device=None, wall_ns=1, allocated_start_bytes=1, allocated_peak_bytes=2,
+        allocated_end_bytes=1, reserved_start_bytes=None, reserved_peak_bytes=None,
+        reserved_end_bytes=None, device_free_bytes=None, device_total_bytes=None,
+        error=None)).encode() + b"\n")
+s = conn(); hello(s)
+if len(sys.argv) > 1:
+    phase(s, "model_load", None)
+    s.close()
+    os._exit(0)
+subprocess.run([sys.executable, "-c", os.environ["SCRIPT"], "worker"], check=True)
+phase(s, "forward", 0)
+s.sendall(json.dumps(dict(v=1, type="bye", overhead_ns=1, hook_calls=1, instrumented_ns=2)).encode() + b"\n")
+"#;
+
+#[test]
+fn a_dataloader_style_worker_is_told_apart_from_the_ranks() {
+    if !python3("a_dataloader_style_worker") {
+        return;
+    }
+    let tmp = shared_tmp();
+    let work = tempfile::tempdir().expect("tempdir");
+    let output = work.path().join("r.json");
+    let out = agent(tmp.path())
+        .args(["run", "--output"])
+        .arg(&output)
+        .args(["--", "python3", "-c", RANK_AND_WORKER])
+        .env("SCRIPT", RANK_AND_WORKER)
+        .output()
+        .expect("agent");
+    no_panic(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = read_json(&output);
+    let ranks = r["ranks"].as_array().expect("ranks");
+    assert_eq!(ranks.len(), 2, "{ranks:?}");
+    let (workers, real): (Vec<_>, Vec<_>) = ranks.iter().partition(|k| !k["worker_of"].is_null());
+    assert_eq!((workers.len(), real.len()), (1, 1), "{ranks:?}");
+    assert_eq!(workers[0]["worker_of"], real[0]["pid"]);
+    assert_eq!(r["outcome"]["failures"], serde_json::json!([]));
+    assert!(
+        text(&out.stderr).contains("not a rank"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -618,13 +618,53 @@ struct Assembly {
     still_running: fn(u32) -> bool,
 }
 
+/// The processes that are helpers of another rather than ranks, by pid, with the pid
+/// of the process that started them: a process whose parent also loaded the probe,
+/// that carries its parent's `RANK`, `LOCAL_RANK` and `WORLD_SIZE` (inherited, as a
+/// DataLoader worker's are) and ran no model step (at most the `model_load` phase
+/// every process opens when it imports torch). A rank started by a launcher that
+/// imports torch (torchrun's agent) has its own `RANK`; one started by `mp.spawn`
+/// runs steps.
+fn workers(ranks: &BTreeMap<u64, RankState>) -> BTreeMap<u32, u32> {
+    type Identity = (Option<u32>, Option<u32>, Option<u32>);
+    let identity = |state: &RankState| -> Option<(u32, Option<u32>, Identity)> {
+        match &state.hello {
+            Some(ProbeMessage::Hello {
+                pid,
+                ppid,
+                rank,
+                local_rank,
+                world_size,
+                ..
+            }) => Some((*pid, *ppid, (*rank, *local_rank, *world_size))),
+            _ => None,
+        }
+    };
+    let by_pid: BTreeMap<u32, Identity> = ranks
+        .values()
+        .filter_map(identity)
+        .map(|(pid, _, id)| (pid, id))
+        .collect();
+    ranks
+        .values()
+        .filter(|state| state.phases.iter().all(|(p, _)| p.name == "model_load"))
+        .filter_map(identity)
+        .filter_map(|(pid, ppid, id)| {
+            let parent = ppid?;
+            (parent != pid && by_pid.get(&parent) == Some(&id)).then_some((pid, parent))
+        })
+        .collect()
+}
+
 fn assemble(a: Assembly) -> WorkloadFile {
     let mut failures = Vec::new();
     let mut ranks = Vec::new();
     let mut stand_in = false;
+    let workers = workers(&a.collected.ranks);
     for (_, state) in a.collected.ranks {
         let Some(ProbeMessage::Hello {
             pid,
+            ppid: _,
             rank,
             local_rank,
             world_size,
@@ -659,7 +699,10 @@ fn assemble(a: Assembly) -> WorkloadFile {
             f.rank = rank;
             failures.push(f);
         }
-        if !state.bye {
+        let worker_of = workers.get(&pid).copied();
+        // A worker is ended by its rank when the loader is done (DataLoader terminates
+        // the ones that do not exit in time): no goodbye is no failure there.
+        if !state.bye && worker_of.is_none() {
             failures.push(Failure {
                 kind: FailureKind::ProbeLost,
                 rank,
@@ -683,6 +726,7 @@ fn assemble(a: Assembly) -> WorkloadFile {
             rank,
             local_rank,
             world_size,
+            worker_of,
             device,
             environment: ProbeEnvironment {
                 reader,
@@ -816,6 +860,15 @@ pub fn report(file: &WorkloadFile) -> String {
     }
     more(&mut s, o.failures.len(), REPORT_FAILURES, "failures");
     for r in file.ranks.iter().take(REPORT_RANKS) {
+        if let Some(parent) = r.worker_of {
+            let _ = writeln!(
+                s,
+                "\nworker process {} of pid {parent} (a DataLoader worker or another helper, not a rank) · {} phases",
+                r.pid,
+                r.phases.len()
+            );
+            continue;
+        }
         let _ = writeln!(
             s,
             "\nrank {} · local rank {} · pid {} · {} · backend {} · reader {} · torch {}",
