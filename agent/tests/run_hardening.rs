@@ -440,3 +440,57 @@ fn a_dataloader_style_worker_is_told_apart_from_the_ranks() {
         text(&out.stderr)
     );
 }
+
+fn torch_python(test: &str) -> Option<PathBuf> {
+    let tools = std::env::var_os("GPUMEM_TOOLS")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gpumem-tools")));
+    match tools.map(|t| t.join("torch-venv/bin/python")) {
+        Some(p) if p.is_file() => Some(p),
+        _ => {
+            assert!(
+                std::env::var_os("GPUMEM_REQUIRE_TORCH").is_none(),
+                "{test}: no torch venv (run scripts/install-tools.sh)"
+            );
+            skip(
+                test,
+                Missing::Tool,
+                "no $GPUMEM_TOOLS/torch-venv (scripts/install-tools.sh installs it)",
+            );
+            None
+        }
+    }
+}
+
+#[test]
+fn dataloader_spawn_workers_are_not_ranks_on_cpu() {
+    let Some(py) = torch_python("dataloader_spawn_workers_are_not_ranks_on_cpu") else {
+        return;
+    };
+    let tmp = shared_tmp();
+    let work = tempfile::tempdir().expect("tempdir");
+    let output = work.path().join("r.json");
+    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python");
+    let out = agent(tmp.path())
+        .args(["run", "--steps", "2", "--output"])
+        .arg(&output)
+        .arg("--")
+        .arg(&py)
+        .arg(python.join("tests/workloads/dataloader_workers.py"))
+        .env("PYTHONPATH", python.join("tests/standin"))
+        .env("GPUMEM_TEST_READER", "recording")
+        .output()
+        .expect("agent");
+    no_panic(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = read_json(&output);
+    let ranks = r["ranks"].as_array().expect("ranks");
+    let (workers, real): (Vec<_>, Vec<_>) = ranks.iter().partition(|k| !k["worker_of"].is_null());
+    assert_eq!(real.len(), 1, "{ranks:?}");
+    // The loader is iterated once: its two workers each said hello.
+    assert_eq!(workers.len(), 2, "{ranks:?}");
+    for w in &workers {
+        assert_eq!(w["worker_of"], real[0]["pid"]);
+    }
+    assert!(real[0]["phases"].as_array().expect("phases").len() >= 4);
+}
