@@ -264,6 +264,12 @@ pub fn ImportZone() -> impl IntoView {
                 <datalist id="model-suggestions"></datalist>
                 <button type="submit" data-testid="lookup-go"
                     prop:disabled=move || busy.get().is_some()>"Look up"</button>
+                // Aborts the lookup's requests (each also ends by itself after 30 s).
+                <button type="button" data-testid="lookup-cancel"
+                    prop:hidden=move || busy.get().is_none()
+                    on:click=|_| leptos::task::spawn_local(async {
+                        let _ = call_text("cancel", &JsValue::UNDEFINED, &JsValue::UNDEFINED).await;
+                    })>"Cancel"</button>
             </div>
             <details class="sub">
                 <summary>"Revision, GGUF file, access token"</summary>
