@@ -363,6 +363,38 @@ fn paths_and_config_fields_reach_the_terminal_escaped() {
     assert!(m.stderr.contains("x\\u{202e}gpj.txt"), "{}", m.stderr);
     no_raw_escapes(&m.stderr);
     assert!(!m.stderr.contains('\u{202e}'));
+
+    // The same config beside a weight file: its model_type is named on stderr.
+    let home = tempfile::tempdir().expect("tempdir");
+    let hostile_config = CONFIG.replace("\"llama\"", "\"\\u001b]52;c;ZXZpbA==\\u0007\"");
+    let hub = HostileHub::start(Box::new(move |path: &str| {
+        let file = path.strip_prefix("/org/w/resolve/main/");
+        if path.starts_with("/api/models/org/w/tree/main") {
+            Some(listing(
+                ["config.json", "model.safetensors"]
+                    .map(String::from)
+                    .into_iter(),
+            ))
+        } else if file == Some("config.json") {
+            Some(vec![Segment::Bytes(hostile_config.as_bytes().to_vec())])
+        } else if file == Some("model.safetensors") {
+            Some(padded_safetensors("model.embed_tokens.weight", 0))
+        } else {
+            None
+        }
+    }));
+    let m = estimate(
+        &hub,
+        home.path(),
+        &["--model", "org/w"],
+        Duration::from_secs(60),
+    );
+    assert!(
+        m.stderr.contains("\\u{1b}]52;c;ZXZpbA==\\u{7}"),
+        "{}",
+        m.stderr
+    );
+    no_raw_escapes(&m.stderr);
 }
 
 /// A safetensors file of one BF16 tensor whose header is padded to `pad` bytes with

@@ -494,3 +494,43 @@ fn dataloader_spawn_workers_are_not_ranks_on_cpu() {
     }
     assert!(real[0]["phases"].as_array().expect("phases").len() >= 4);
 }
+
+/// A probe whose texts carry terminal escapes (title, clipboard, clear screen, bidi
+/// override): the report on stderr shows them escaped.
+const ESCAPES: &str = r#"
+import json, os, socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(os.environ["GPUMEM_PROBE_SOCKET"])
+def send(m): s.sendall(json.dumps(m).encode() + b"\n")
+send(dict(v=1, type="hello", pid=os.getpid(), rank=0, local_rank=0, world_size=1,
+          reader="\x1b]0;pwned\x07", backend="none", torch_version="\x1b]52;c;ZXZpbA==\x07",
+          cuda_version=None, hip_version=None, cudnn_version=None, allocator_backend=None,
+          alloc_conf=None))
+send(dict(v=1, type="phase", name="\x1b[2Jforward\u202e", step=0, first_step=True, manual=False,
+          device=None, wall_ns=1, allocated_start_bytes=1, allocated_peak_bytes=2,
+          allocated_end_bytes=1, reserved_start_bytes=None, reserved_peak_bytes=None,
+          reserved_end_bytes=None, device_free_bytes=None, device_total_bytes=None,
+          error="\x9b31mred"))
+send(dict(v=1, type="failure", kind="exception", phase="forward", step=0,
+          exception_type="E", message="boom \x1b]0;title\x07", last={}))
+"#;
+
+#[test]
+fn probe_texts_reach_the_terminal_escaped() {
+    if !python3("probe_texts_reach_the_terminal_escaped") {
+        return;
+    }
+    let tmp = shared_tmp();
+    let out = agent(tmp.path())
+        .args(["run", "--", "python3", "-c", ESCAPES])
+        .output()
+        .expect("agent");
+    no_panic(&out);
+    let err = text(&out.stderr);
+    assert!(err.contains("\\u{1b}[2Jforward\\u{202e}"), "{err}");
+    assert!(err.contains("boom \\u{1b}]0;title\\u{7}"), "{err}");
+    assert!(
+        !err.chars()
+            .any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{202e}'),
+        "raw escapes reached the terminal: {err:?}"
+    );
+}

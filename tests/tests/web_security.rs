@@ -102,7 +102,7 @@ fn csp_without_unsafe_inline_boots_both_pages_and_the_pairing_redirect() {
     }
 }
 
-/// The pages set no inline style (every dynamic style goes through the CSSOM), so the
+/// The pages set no inline style (swatches and meters are SVG shapes), so the
 /// policy's style-src has no `'unsafe-inline'`: an injected `style` attribute is
 /// refused, while the chart's swatches and meters keep their colours and widths.
 #[test]
@@ -131,9 +131,9 @@ fn no_inline_styles_and_style_src_without_unsafe_inline() {
         .find(|d| d.starts_with("style-src"))
         .unwrap_or_else(|| panic!("no style-src in {policy}"));
     assert!(!style_src.contains("unsafe-inline"), "{policy}");
-    // The swatches are coloured (set through the CSSOM, which the policy allows).
+    // The swatches are coloured (an SVG fill attribute: no style for the policy to refuse).
     let colours = b.js(
-        "return [...document.querySelectorAll('.legend .swatch')].map(e => getComputedStyle(e).backgroundColor);",
+        "return [...document.querySelectorAll('.legend .swatch rect')].map(e => getComputedStyle(e).fill);",
         json!([]),
     );
     let colours = colours.as_array().expect("colours");

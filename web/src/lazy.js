@@ -15,3 +15,10 @@ export function load_lookup(url) {
   }
   return loading;
 }
+
+// Cancels the lookup under way, if the module is loaded (no lookup runs before it is).
+export function cancel_lookup() {
+  if (loading !== null) {
+    loading.then((m) => m.cancel(), () => {});
+  }
+}

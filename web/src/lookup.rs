@@ -29,6 +29,8 @@ pub const LOOKUP_JS: &str = match option_env!("GPUMEM_LOOKUP_JS") {
 extern "C" {
     #[wasm_bindgen(catch)]
     async fn load_lookup(url: &str) -> Result<JsValue, JsValue>;
+    /// Aborts the lookup under way (the module's `cancel`).
+    fn cancel_lookup();
 }
 
 fn js_text(e: &JsValue, fallback: &str) -> String {
@@ -267,9 +269,7 @@ pub fn ImportZone() -> impl IntoView {
                 // Aborts the lookup's requests (each also ends by itself after 30 s).
                 <button type="button" data-testid="lookup-cancel"
                     prop:hidden=move || busy.get().is_none()
-                    on:click=|_| leptos::task::spawn_local(async {
-                        let _ = call_text("cancel", &JsValue::UNDEFINED, &JsValue::UNDEFINED).await;
-                    })>"Cancel"</button>
+                    on:click=|_| cancel_lookup()>"Cancel"</button>
             </div>
             <details class="sub">
                 <summary>"Revision, GGUF file, access token"</summary>

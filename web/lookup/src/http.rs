@@ -11,14 +11,14 @@
 //! the bytes it asks for), or when the user cancels the lookup ([`cancel`]), and the
 //! lookup then fails with words saying which.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 
 use js_sys::{Reflect, Uint8Array};
+use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
-    AbortController, AbortSignal, Headers, ReadableStreamDefaultReader, Request,
-    RequestCredentials, RequestInit, Response,
+    Headers, ReadableStreamDefaultReader, Request, RequestCredentials, RequestInit, Response,
 };
 
 use gpumem_core::import::hub::{origin, parse_content_range, same_origin};
@@ -36,35 +36,21 @@ pub const TIMEOUT_MS: u32 = 30_000;
 /// gets 25 s more: 4 MB/s).
 const BYTES_PER_MS: u64 = 4_000;
 
-thread_local! {
-    /// The lookup under way: cancelling aborts its requests.
-    static LOOKUP: RefCell<Option<AbortController>> = const { RefCell::new(None) };
+#[wasm_bindgen(module = "/src/limits.js")]
+extern "C" {
+    /// A new lookup begins: its requests can be cancelled together.
+    pub fn begin();
+    /// Aborts every request of the lookup under way.
+    pub fn cancel();
+    /// `fetch(request)`, aborted after `ms` milliseconds or by [`cancel`].
+    fn fetch_limited(request: &Request, ms: u32) -> js_sys::Promise;
 }
 
-/// A new lookup begins: requests from now on belong to it.
-pub fn begin() {
-    LOOKUP.with(|c| *c.borrow_mut() = AbortController::new().ok());
-}
-
-/// Aborts every request of the lookup under way.
-pub fn cancel() {
-    LOOKUP.with(|c| {
-        if let Some(c) = c.borrow().as_ref() {
-            c.abort();
-        }
-    });
-}
-
-/// What an aborted request's error says, in words: cancelled by the user or timed out.
+/// What an aborted request's error says: its reason, which names a cancel or a
+/// timeout (`limits.js`).
 fn aborted(e: &JsValue) -> Option<String> {
-    match Reflect::get(e, &"name".into()).ok()?.as_string()?.as_str() {
-        "AbortError" => Some("the lookup was cancelled".into()),
-        "TimeoutError" => Some(format!(
-            "no complete answer within {} s (timed out): the Hub is slow or unreachable; try again",
-            TIMEOUT_MS / 1000
-        )),
-        _ => None,
-    }
+    let name = Reflect::get(e, &"name".into()).ok()?.as_string()?;
+    matches!(name.as_str(), "AbortError" | "TimeoutError").then(|| js_message(e, "aborted"))
 }
 
 /// An answer: status, the address it finally came from, the headers the lookup
@@ -180,18 +166,13 @@ impl Http {
         init.set_credentials(RequestCredentials::Omit);
         let asked = range.map_or(0, |(start, end)| end.saturating_sub(start));
         let limit = u64::from(TIMEOUT_MS).saturating_add(asked / BYTES_PER_MS);
-        let signals = js_sys::Array::of1(&AbortSignal::timeout_with_u32(
-            u32::try_from(limit).unwrap_or(u32::MAX),
-        ));
-        if let Some(c) = LOOKUP.with(|c| c.borrow().clone()) {
-            signals.push(&c.signal());
-        }
-        init.set_signal(Some(&AbortSignal::any(&signals)));
         let request =
             Request::new_with_str_and_init(url, &init).map_err(|e| js_message(&e, "bad URL"))?;
-        let window = web_sys::window().ok_or("no window to fetch from")?;
         self.requests.set(self.requests.get().saturating_add(1));
-        let response = JsFuture::from(window.fetch_with_request(&request))
+        let response = JsFuture::from(fetch_limited(
+            &request,
+            u32::try_from(limit).unwrap_or(u32::MAX),
+        ))
             .await
             .map_err(|e| {
                 if let Some(words) = aborted(&e) {

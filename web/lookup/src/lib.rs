@@ -47,11 +47,10 @@ pub async fn lookup(request: String, progress: js_sys::Function) -> Result<Strin
 }
 
 /// Cancels the lookup under way: its requests are aborted and it fails with "the
-/// lookup was cancelled". Answers an empty text.
+/// lookup was cancelled".
 #[wasm_bindgen]
-pub async fn cancel() -> Result<String, JsValue> {
+pub fn cancel() {
     http::cancel();
-    Ok(String::new())
 }
 
 thread_local! {

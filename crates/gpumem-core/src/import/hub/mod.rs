@@ -184,7 +184,7 @@ impl fmt::Display for HubError {
                 if choices.len() > NAMED_IN_ERRORS {
                     write!(
                         f,
-                        "\n  … and {} more (see the repository's file list)",
+                        "\n  … and {} more",
                         choices.len().saturating_sub(NAMED_IN_ERRORS)
                     )?;
                 }

@@ -178,37 +178,46 @@ fn gguf_model_name(path: &str) -> String {
 /// split set once, with the parts it lacks; in name order. Linear after one sort (a
 /// hostile listing of 160 000 one-part sets costs a sort, not 160 000² comparisons),
 /// and a set's missing parts are counted, only the first [`NAMED_IN_ERRORS`] named.
-/// (Plain vectors, not maps: the page's lookup module pays for every generic
-/// container in its size.)
+///
+/// The sort is [`by_path`]'s, on stand-in entries whose path is the sort key (model
+/// name, then part number) and whose size is the file's place in the listing: the
+/// page's lookup module pays for every sort and container instantiated, and this one
+/// is already there.
 fn gguf_choices(tree: &[RepoFile]) -> Vec<GgufChoice> {
-    // (model name, part number — 0 for an unsplit file —, file)
-    let mut keyed: Vec<(String, u64, &RepoFile)> = tree
+    let ggufs: Vec<&RepoFile> = tree
         .iter()
         .filter(|f| is_gguf(&f.path) && !lower(base_name(&f.path)).starts_with("mmproj"))
-        .map(|f| {
-            let no = numbered(&f.path, GGUF_EXT).map_or(0, |n| n.no);
-            (gguf_model_name(&f.path), no, f)
-        })
         .collect();
-    keyed.sort_unstable_by(|a, b| (&a.0, a.1, &a.2.path).cmp(&(&b.0, b.1, &b.2.path)));
+    let mut keys: Vec<RepoFile> = Vec::new();
+    for (place, f) in (0u64..).zip(&ggufs) {
+        let no = numbered(&f.path, GGUF_EXT).map_or(0, |n| n.no);
+        keys.push(RepoFile {
+            path: format!("{}\u{0}{no:020}", gguf_model_name(&f.path)),
+            size: place,
+        });
+    }
+    by_path(&mut keys);
     let mut out: Vec<GgufChoice> = Vec::new();
-    let mut last_no = 0u64;
-    for (name, no, f) in keyed {
+    let mut last_key = "";
+    for key in &keys {
+        let Some(f) = usize::try_from(key.size).ok().and_then(|i| ggufs.get(i)) else {
+            continue;
+        };
+        // A part listed twice (the same path on two pages) counts once.
+        if key.path == last_key {
+            continue;
+        }
+        last_key = &key.path;
+        let name = gguf_model_name(&f.path);
         match out.last_mut() {
-            // A part listed twice (the same path on two pages) counts once.
-            Some(set) if set.name == name => {
-                if no != last_no {
-                    set.files.push(f.clone());
-                }
-            }
+            Some(set) if set.name == name => set.files.push((*f).clone()),
             _ => out.push(GgufChoice {
                 name,
-                files: vec![f.clone()],
+                files: vec![(*f).clone()],
                 missing: Vec::new(),
                 missing_count: 0,
             }),
         }
-        last_no = no;
     }
     for set in &mut out {
         let Some(template) = set.files.first().and_then(|f| numbered(&f.path, GGUF_EXT)) else {
@@ -216,18 +225,19 @@ fn gguf_choices(tree: &[RepoFile]) -> Vec<GgufChoice> {
         };
         let count = usize::try_from(template.count).unwrap_or(usize::MAX);
         set.missing_count = count.saturating_sub(set.files.len());
-        // The first missing parts' names, walking the listed parts in order.
-        let mut next = 1u64;
-        let listed = set
-            .files
-            .iter()
-            .filter_map(|f| numbered(&f.path, GGUF_EXT).map(|n| n.no));
-        for no in listed.chain(std::iter::once(template.count.saturating_add(1))) {
-            while next < no && set.missing.len() < NAMED_IN_ERRORS {
-                set.missing.push(template.part(next));
-                next = next.saturating_add(1);
+        // The first missing parts' names: the numbers below the count that no listed
+        // part has (the parts are in order, so one pass).
+        let mut listed = set.files.iter().filter_map(|f| numbered(&f.path, GGUF_EXT));
+        let mut have = listed.next();
+        for no in 1..=template.count {
+            if set.missing.len() >= NAMED_IN_ERRORS {
+                break;
             }
-            next = no.saturating_add(1);
+            if have.as_ref().is_some_and(|n| n.no == no) {
+                have = listed.next();
+            } else {
+                set.missing.push(template.part(no));
+            }
         }
     }
     out
