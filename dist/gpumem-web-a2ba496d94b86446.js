@@ -1,4 +1,5 @@
 import { load_lookup } from './snippets/gpumem-web-22042fef38d07942/src/lazy.js';
+import * as import1 from "./snippets/gpumem-web-22042fef38d07942/src/lazy.js"
 
 
 export class IntoUnderlyingByteSource {
@@ -390,7 +391,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2410(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2412(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -535,28 +536,28 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 295, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_1471);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 296, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_1470);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 530, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2335);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 526, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2337);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 593, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3806);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 589, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3808);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 593, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3806_15);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 589, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3808_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 591, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3805);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 587, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3807);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
@@ -576,33 +577,34 @@ function __wbg_get_imports() {
     return {
         __proto__: null,
         "./gpumem-web_bg.js": import0,
+        "./snippets/gpumem-web-22042fef38d07942/src/lazy.js": import1,
     };
 }
 
-function __wasm_bindgen_func_elem_3805(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3805(arg0, arg1);
+function __wasm_bindgen_func_elem_3807(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3807(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_1471(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_1471(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_1470(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_1470(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3806(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3806(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3808(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3808(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3806_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3806_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3808_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3808_15(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2410(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2410(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2412(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2412(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2335(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2337(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2335(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2337(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
