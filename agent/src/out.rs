@@ -7,12 +7,15 @@
 //! server or the measurement that produced it. `agent/clippy.toml` bans the std
 //! macros so a new call site cannot slip back.
 //!
-//! Everything written to stderr — messages, errors, `run`'s report — passes through
-//! [`terminal_safe`] first: much of it is text from elsewhere (a Hub's listing paths and
-//! `config.json` fields, a probe's phase names and exception texts), and a terminal
-//! obeys escape sequences in what it prints (OSC title and clipboard writes, screen
-//! clearing) and reorders text around bidirectional controls. stdout is left as is: it
-//! carries JSON (which escapes control characters itself) and the user's own output.
+//! Everything the agent writes to stdout and stderr — tables, messages, errors, `run`'s
+//! report — passes through [`terminal_safe`] first: much of it is text from elsewhere
+//! (a Hub's listing paths and `config.json` fields, a probe's phase names and exception
+//! texts), and a terminal obeys escape sequences in what it prints (OSC title and
+//! clipboard writes, screen clearing) and reorders text around bidirectional controls.
+//! The escape is JSON's own `\uXXXX`, so a `--json` document that holds such a
+//! character (serde_json writes C1 and bidirectional controls raw) stays the same
+//! JSON, and a human line shows the code. (A command's own output under `run` does not
+//! pass through the agent.)
 
 use std::borrow::Cow;
 use std::fmt::Arguments;
@@ -30,8 +33,9 @@ fn acts_on_terminal(c: char) -> bool {
 }
 
 /// `text` as a terminal may print it: every character a terminal would act on
-/// ([`acts_on_terminal`]) written `\u{..}`; newlines, tabs and printable text (any
-/// script) kept. The one helper for any text that reaches the terminal.
+/// ([`acts_on_terminal`]) written `\uXXXX` (all are in the Basic Multilingual Plane);
+/// newlines, tabs and printable text (any script) kept. The one helper for any text
+/// that reaches the terminal.
 pub fn terminal_safe(text: &str) -> Cow<'_, str> {
     if !text.chars().any(acts_on_terminal) {
         return Cow::Borrowed(text);
@@ -39,7 +43,7 @@ pub fn terminal_safe(text: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(text.len().saturating_add(16));
     for c in text.chars() {
         if acts_on_terminal(c) {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
         } else {
             out.push(c);
         }
@@ -47,10 +51,15 @@ pub fn terminal_safe(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Writes formatted text to stdout, ignoring a closed or failing stream.
+/// Writes formatted text to stdout, escaped by [`terminal_safe`], ignoring a closed or
+/// failing stream.
 pub fn stdout(args: Arguments<'_>) {
+    let text = match args.as_str() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(args.to_string()),
+    };
     let mut lock = std::io::stdout().lock();
-    let _ = lock.write_fmt(args);
+    let _ = lock.write_all(terminal_safe(&text).as_bytes());
     let _ = lock.flush();
 }
 
@@ -102,8 +111,13 @@ mod tests {
         assert!(!safe.chars().any(|c| c.is_control()), "{safe}");
         assert_eq!(
             safe,
-            "a\\u{1b}]0;pwned\\u{7}b\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{1b}[2J\\u{9b}31m\\u{202e}gpj.exe"
+            "a\\u001b]0;pwned\\u0007b\\u001b]52;c;ZXZpbA==\\u0007\\u001b[2J\\u009b31m\\u202egpj.exe"
         );
+        // In a JSON document (serde_json leaves C1 and bidi controls raw) the escape is
+        // JSON's own: the same document.
+        let json = serde_json::to_string(&serde_json::json!({"p": "x\u{9b}\u{202e}y"})).unwrap();
+        let back: serde_json::Value = serde_json::from_str(&terminal_safe(&json)).unwrap();
+        assert_eq!(back["p"], "x\u{9b}\u{202e}y");
         // Text as people write it is kept: lines, tabs, any script.
         let plain = "model: Qwen3 · 9 GB\n\tgrüße 模型 ✓";
         assert!(matches!(

@@ -16,7 +16,7 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -181,6 +181,7 @@ const CONFIG: &str = r#"{"model_type":"llama","hidden_size":64,"num_hidden_layer
 /// What one agent run did: exit code, stderr, wall time, peak resident memory (kB).
 struct Measured {
     code: Option<i32>,
+    stdout: String,
     stderr: String,
     took: Duration,
     max_rss_kb: i64,
@@ -189,6 +190,7 @@ struct Measured {
 /// Runs `estimate` with `args` against `hub`, killed past `limit`.
 fn estimate(hub: &HostileHub, home: &Path, args: &[&str], limit: Duration) -> Measured {
     let err_path = home.join("stderr");
+    let out_path = home.join("stdout");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"));
     cmd.arg("estimate")
         .args(args)
@@ -196,7 +198,7 @@ fn estimate(hub: &HostileHub, home: &Path, args: &[&str], limit: Duration) -> Me
         .env("HOME", home)
         .env("XDG_CACHE_HOME", home.join("cache"))
         .env("HF_HOME", home.join("hf"))
-        .stdout(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).expect("stdout file"))
         .stderr(std::fs::File::create(&err_path).expect("stderr file"));
     for v in [
         "HF_TOKEN",
@@ -237,12 +239,14 @@ fn estimate(hub: &HostileHub, home: &Path, args: &[&str], limit: Duration) -> Me
     let took = t0.elapsed();
     let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
     let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
     println!(
         "{args:?}: {took:.2?}, peak {} MB resident",
         usage.ru_maxrss / 1000
     );
     Measured {
         code,
+        stdout,
         stderr,
         took,
         max_rss_kb: usage.ru_maxrss,
@@ -296,7 +300,7 @@ fn a_listing_of_160_000_split_sets_is_answered_quickly_and_briefly() {
         "{} bytes of message",
         m.stderr.len()
     );
-    assert!(m.stderr.contains("\\u{1b}]0;pwned\\u{7}"), "{}", m.stderr);
+    assert!(m.stderr.contains("\\u001b]0;pwned\\u0007"), "{}", m.stderr);
     no_raw_escapes(&m.stderr);
     assert!(m.took < Duration::from_secs(30), "{:?}", m.took);
 }
@@ -359,12 +363,13 @@ fn paths_and_config_fields_reach_the_terminal_escaped() {
     );
     assert_eq!(m.code, Some(2), "{}", m.stderr);
     assert!(m.stderr.contains("no weights found"), "{}", m.stderr);
-    assert!(m.stderr.contains("READ\\u{1b}[2JME.md"), "{}", m.stderr);
-    assert!(m.stderr.contains("x\\u{202e}gpj.txt"), "{}", m.stderr);
+    assert!(m.stderr.contains("READ\\u001b[2JME.md"), "{}", m.stderr);
+    assert!(m.stderr.contains("x\\u202egpj.txt"), "{}", m.stderr);
     no_raw_escapes(&m.stderr);
     assert!(!m.stderr.contains('\u{202e}'));
 
-    // The same config beside a weight file: its model_type is named on stderr.
+    // The same config beside a weight file: its model_type is named in the table's
+    // warnings (stdout), escaped too.
     let home = tempfile::tempdir().expect("tempdir");
     let hostile_config = CONFIG.replace("\"llama\"", "\"\\u001b]52;c;ZXZpbA==\\u0007\"");
     let hub = HostileHub::start(Box::new(move |path: &str| {
@@ -389,11 +394,13 @@ fn paths_and_config_fields_reach_the_terminal_escaped() {
         &["--model", "org/w"],
         Duration::from_secs(60),
     );
+    assert_eq!(m.code, Some(0), "{}", m.stderr);
     assert!(
-        m.stderr.contains("\\u{1b}]52;c;ZXZpbA==\\u{7}"),
+        m.stdout.contains("\\u001b]52;c;ZXZpbA==\\u0007"),
         "{}",
-        m.stderr
+        m.stdout
     );
+    no_raw_escapes(&m.stdout);
     no_raw_escapes(&m.stderr);
 }
 

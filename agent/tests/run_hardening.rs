@@ -526,8 +526,8 @@ fn probe_texts_reach_the_terminal_escaped() {
         .expect("agent");
     no_panic(&out);
     let err = text(&out.stderr);
-    assert!(err.contains("\\u{1b}[2Jforward\\u{202e}"), "{err}");
-    assert!(err.contains("boom \\u{1b}]0;title\\u{7}"), "{err}");
+    assert!(err.contains("\\u001b[2Jforward\\u202e"), "{err}");
+    assert!(err.contains("boom \\u001b]0;title\\u0007"), "{err}");
     assert!(
         !err.chars()
             .any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{202e}'),

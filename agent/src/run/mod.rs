@@ -328,8 +328,10 @@ fn emit(events: bool, value: &serde_json::Value) {
         return;
     }
     let mut out = std::io::stdout().lock();
-    // A closed pipe must not stop the measurement; the file is the record.
-    let _ = writeln!(out, "{value}");
+    // A closed pipe must not stop the measurement; the file is the record. The probe's
+    // texts may hold terminal escapes that JSON leaves raw (C1, bidi): escaped.
+    let line = value.to_string();
+    let _ = writeln!(out, "{}", crate::out::terminal_safe(&line));
     let _ = out.flush();
 }
 
