@@ -413,7 +413,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2488(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2494(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -610,13 +610,13 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 440, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3908);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 441, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3914);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 455, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2414);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 456, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2420);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
@@ -625,8 +625,8 @@ function __wbg_get_imports() {
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 440, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3908_15);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 441, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3914_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
@@ -635,8 +635,8 @@ function __wbg_get_imports() {
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 371, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3907);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 372, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3913);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -659,34 +659,34 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3907(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3907(arg0, arg1);
+function __wasm_bindgen_func_elem_3913(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3913(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_3908(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3908(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3914(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3914(arg0, arg1, arg2);
 }
 
 function __wasm_bindgen_func_elem_300(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_300(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3908_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3908_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3914_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3914_15(arg0, arg1, arg2);
 }
 
 function __wasm_bindgen_func_elem_300_16(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_300_16(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2488(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2488(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2494(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2494(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2414(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2420(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2414(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2420(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
