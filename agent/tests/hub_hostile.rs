@@ -9,8 +9,8 @@
 //!   agent's peak memory stays under 700 MB (1.25 GB for 8 × 100 MB before);
 //! - terminal escapes in listed paths and in `config.json` are shown escaped.
 //!
-//! Each test prints its wall time and the agent's peak resident memory (`wait4`'s
-//! `ru_maxrss`) with `--nocapture`.
+//! Each test prints its wall time and the agent's peak resident memory (GNU time's
+//! `%M`, else `wait4`'s `ru_maxrss`) with `--nocapture`.
 #![allow(clippy::disallowed_macros)] // the test harness captures test output
 
 use std::io::{Read, Write};
@@ -191,7 +191,20 @@ struct Measured {
 fn estimate(hub: &HostileHub, home: &Path, args: &[&str], limit: Duration) -> Measured {
     let err_path = home.join("stderr");
     let out_path = home.join("stdout");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"));
+    let time_path = home.join("time");
+    // Linux carries the forking process's resident peak into its child's `ru_maxrss`
+    // across exec, so the agent's own peak is read by GNU time (small itself) where it
+    // is installed; otherwise wait4's figure, an upper bound, is used.
+    let gnu_time = Path::new("/usr/bin/time").is_file();
+    let mut cmd = if gnu_time {
+        let mut c = Command::new("/usr/bin/time");
+        c.args(["-f", "%M", "-o"])
+            .arg(&time_path)
+            .arg(env!("CARGO_BIN_EXE_gpumem-agent"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+    };
     cmd.arg("estimate")
         .args(args)
         .env("HF_ENDPOINT", hub.endpoint())
@@ -209,6 +222,8 @@ fn estimate(hub: &HostileHub, home: &Path, args: &[&str], limit: Duration) -> Me
     ] {
         cmd.env_remove(v);
     }
+    // A group of its own, so that a run past the limit is killed whole (time and agent).
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let t0 = Instant::now();
     // Reaped by wait4 below (which also gives its peak memory), not by Child::wait.
     #[allow(clippy::zombie_processes)]
@@ -229,7 +244,7 @@ fn estimate(hub: &HostileHub, home: &Path, args: &[&str], limit: Duration) -> Me
             // SAFETY: signals our own child.
             #[allow(unsafe_code)]
             unsafe {
-                libc::kill(pid, libc::SIGKILL);
+                libc::kill(-pid, libc::SIGKILL);
                 libc::wait4(pid, &mut status, 0, &mut usage);
             }
             panic!("the agent still ran after {limit:?}");
@@ -238,18 +253,26 @@ fn estimate(hub: &HostileHub, home: &Path, args: &[&str], limit: Duration) -> Me
     }
     let took = t0.elapsed();
     let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    let max_rss_kb = if gnu_time {
+        std::fs::read_to_string(&time_path)
+            .ok()
+            .and_then(|t| t.lines().last()?.trim().parse::<i64>().ok())
+            .unwrap_or(usage.ru_maxrss)
+    } else {
+        usage.ru_maxrss
+    };
     let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
     let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
     println!(
         "{args:?}: {took:.2?}, peak {} MB resident",
-        usage.ru_maxrss / 1000
+        max_rss_kb / 1000
     );
     Measured {
         code,
         stdout,
         stderr,
         took,
-        max_rss_kb: usage.ru_maxrss,
+        max_rss_kb,
     }
 }
 
