@@ -218,6 +218,7 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
                         sliding_window: None,
                         sliding_layers: None,
                         static_tokens: None,
+                        full_values: None,
                     }
                     .bytes(t)
                     .map_err(|e| e.to_string())
