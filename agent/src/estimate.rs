@@ -355,10 +355,12 @@ pub fn run(args: Args) -> Result<Exit> {
     Ok(Exit::Ok)
 }
 
-/// Writes to stdout; a closed pipe (`… | head`) ends the output quietly instead of
-/// panicking as `print!` would.
+/// Writes to stdout, escaped as every terminal line is (`crate::out::terminal_safe`: a
+/// Hub's config fields reach the table's warnings); a closed pipe (`… | head`) ends
+/// the output quietly instead of panicking as `print!` would.
 fn emit(text: &str) -> Result<()> {
     use std::io::Write;
+    let text = crate::out::terminal_safe(text);
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.context("writing to stdout"),

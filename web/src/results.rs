@@ -348,7 +348,7 @@ fn Chart(e: Estimate) -> impl IntoView {
                 {legend
                     .iter()
                     .map(|(key, label, bytes)| view! {
-                        <li><span class="swatch" style=format!("background:{}", color(*key))></span>
+                        <li><svg class="swatch" viewBox="0 0 1 1"><rect width="1" height="1" fill=color(*key)/></svg>
                             {label.clone()} " " <span class="muted">{gib(*bytes)}</span></li>
                     })
                     .collect_view()}
@@ -385,7 +385,7 @@ fn LinesTable(lines: Vec<Line>) -> impl IntoView {
                                 <td>
                                     <details>
                                         <summary>
-                                            <span class="swatch" style=format!("background:{}", color(l.key))></span>
+                                            <svg class="swatch" viewBox="0 0 1 1"><rect width="1" height="1" fill=color(l.key)/></svg>
                                             {l.label.to_string()} " "
                                             <span class=kind.1>{kind.0}</span>
                                             {(!l.in_total).then_some(" (not added)")}
@@ -555,7 +555,7 @@ fn Sweep() -> impl IntoView {
                                             <td class="num">{gib(e.kv_cache_bytes)}</td>
                                             <td class="num">
                                                 {gib(e.per_device_bytes)}
-                                                <span class="meter"><span class=format!("fill {cls}") style=format!("width:{pct}%")></span></span>
+                                                <svg class="meter" viewBox="0 0 100 1" preserveAspectRatio="none"><rect class=format!("fill {cls}") width=pct.to_string() height="1"/></svg>
                                             </td>
                                             <td><span class=format!("verdict {cls}")>{verdict_text}</span></td>
                                         </tr>

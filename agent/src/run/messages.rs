@@ -41,6 +41,9 @@ pub enum ProbeMessage {
     Hello {
         /// Process id.
         pid: u32,
+        /// The parent's process id (absent from older probes).
+        #[serde(default)]
+        ppid: Option<u32>,
         /// `RANK`.
         rank: Option<u32>,
         /// `LOCAL_RANK`.

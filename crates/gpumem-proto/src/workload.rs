@@ -138,6 +138,11 @@ pub struct RankResult {
     pub local_rank: Option<u32>,
     /// `WORLD_SIZE`, when set.
     pub world_size: Option<u32>,
+    /// When this process is a helper of another, not a rank: the pid of the process
+    /// that started it (a DataLoader worker inherits its rank's `RANK` and imports
+    /// torch, but runs no model step).
+    #[serde(default)]
+    pub worker_of: Option<u32>,
     /// The device its phases ran on (`cuda:N`), when read.
     pub device: Option<String>,
     /// What the probe found about its environment.
