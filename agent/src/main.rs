@@ -16,6 +16,7 @@ mod measure;
 mod out;
 mod run;
 mod serve;
+mod trace;
 
 use std::process::ExitCode;
 
@@ -51,6 +52,9 @@ enum Command {
     Serve(serve::Args),
     /// Run your own command and measure it phase by phase against the estimate.
     Run(run::Args),
+    /// Trace a training step or a generation without a GPU: the model's own code on
+    /// PyTorch's meta device, memory phase by phase and by category.
+    Trace(Box<trace::Args>),
     /// Print shell completions (bash, zsh, fish) generated from these definitions.
     Completions(manual::CompletionsArgs),
     /// Print the man page (roff), or write one page per command with --dir.
@@ -66,6 +70,7 @@ fn main() -> ExitCode {
         Command::Bisect(args) => bisect::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Run(args) => run::run(args),
+        Command::Trace(args) => trace::run(*args),
         Command::Completions(args) => manual::completions(args),
         Command::Man(args) => manual::man(args),
     };

@@ -33,8 +33,13 @@ impl Optimizer {
     /// Parses `adamw`, `adamw8bit`, `sgd-momentum`, `sgd`, `none`.
     pub fn parse(field: &'static str, t: &str) -> Result<Optimizer, EstimateError> {
         match t.trim().to_ascii_lowercase().as_str() {
-            "adamw" | "adam" => Ok(Optimizer::Adamw),
-            "adamw8bit" | "adam8bit" | "adamw-8bit" => Ok(Optimizer::Adamw8bit),
+            // Hugging Face `TrainingArguments.optim` names too (training_args.py,
+            // `OptimizerNames`): the torch AdamW variants keep the same two states.
+            "adamw" | "adam" | "adamw_torch" | "adamw_torch_fused" | "adamw_hf" => {
+                Ok(Optimizer::Adamw)
+            }
+            "adamw8bit" | "adam8bit" | "adamw-8bit" | "adamw_8bit" | "adamw_bnb_8bit"
+            | "paged_adamw_8bit" => Ok(Optimizer::Adamw8bit),
             "sgd-momentum" | "sgdm" => Ok(Optimizer::SgdMomentum),
             "sgd" => Ok(Optimizer::Sgd),
             "none" => Ok(Optimizer::None),
@@ -87,6 +92,9 @@ pub enum AttentionImpl {
     Sdpa,
     /// FlashAttention: no score matrix kept.
     Flash,
+    /// The memory-efficient kernel (xFormers' cutlass kernel in PyTorch): no score
+    /// matrix kept; grouped K/V are repeated to every query head first.
+    Efficient,
 }
 
 impl AttentionImpl {
@@ -96,9 +104,10 @@ impl AttentionImpl {
             "eager" => Ok(AttentionImpl::Eager),
             "sdpa" => Ok(AttentionImpl::Sdpa),
             "flash" | "flash_attention_2" | "flash-attention" => Ok(AttentionImpl::Flash),
+            "efficient" | "mem-efficient" | "memory-efficient" => Ok(AttentionImpl::Efficient),
             other => Err(EstimateError::invalid(
                 field,
-                format!("unknown attention {other:?}; use eager, sdpa or flash"),
+                format!("unknown attention {other:?}; use eager, sdpa, flash or efficient"),
             )),
         }
     }
@@ -109,6 +118,7 @@ impl AttentionImpl {
             AttentionImpl::Eager => "eager",
             AttentionImpl::Sdpa => "sdpa",
             AttentionImpl::Flash => "flash",
+            AttentionImpl::Efficient => "efficient",
         }
     }
 }

@@ -106,7 +106,7 @@ pub(super) fn training(
                 master,
             )
         }
-        TrainMode::Lora => {
+        TrainMode::Lora | TrainMode::Qlora => {
             let Some(a) = input.arch else {
                 return Err(EstimateError::invalid(
                     "train",
@@ -142,7 +142,7 @@ pub(super) fn training(
         );
     };
     let tr = ("trainable parameters", trainable.to_string());
-    if input.train == TrainMode::Lora {
+    if input.train.adapters() {
         let bytes = checked_product(&[trainable, 4], "adapters")?;
         add(
             b,
@@ -157,7 +157,7 @@ pub(super) fn training(
             ],
         );
     }
-    let grad_dtype = if input.train == TrainMode::Lora {
+    let grad_dtype = if input.train.adapters() {
         Dtype::F32
     } else {
         grad
@@ -208,10 +208,17 @@ pub(super) fn training(
             &[tr],
         );
     }
-    if input.train == TrainMode::Lora {
+    if input.train.adapters() {
         b.assumptions.push(format!(
             "LoRA: the frozen base stays in its storage format ({} B of weights)",
             weights_bytes
+        ));
+    }
+    if input.train == TrainMode::Qlora {
+        b.assumptions.push(format!(
+            "QLoRA as its recipes run it: the base's linear layers in bitsandbytes {} and activation checkpointing {} (peft's prepare_model_for_kbit_training turns it on; --checkpointing false turns it off)",
+            input.format.map(|f| f.name()).unwrap_or_else(|| "nf4-dq".into()),
+            if input.checkpointing { "on" } else { "off" }
         ));
     }
     // Activations: an assumption with its formula.
