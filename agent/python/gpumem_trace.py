@@ -210,6 +210,7 @@ class Tracker:
         self.count = 0
         self.phase = None
         self.peak = 0
+        self.start = 0
         self.reserved_peak = 0
         self.peak_dirty = False
         self.peak_live = []
@@ -217,6 +218,7 @@ class Tracker:
 
     def begin(self, phase):
         self.phase = phase
+        self.start = self.allocated
         self.peak = self.allocated
         self.reserved_peak = self.allocator.reserved
         self.peak_live = list(self.live.values())
@@ -625,6 +627,7 @@ def trace(w):
         phase = {
             "name": name,
             "step": step,
+            "allocated_start_bytes": tracker.start,
             "allocated_end_bytes": tracker.allocated,
             "allocated_peak_bytes": tracker.peak,
             "reserved_end_bytes": allocator.reserved,

@@ -87,7 +87,9 @@ pub struct TracePhase {
     pub name: String,
     /// Training step (0: optimizer state is created; 1: steady state); absent otherwise.
     pub step: Option<u32>,
-    /// Allocated bytes (blocks as the caching allocator rounds them) at the phase's end.
+    /// Allocated bytes (blocks as the caching allocator rounds them) at the phase's start.
+    pub allocated_start_bytes: u64,
+    /// Allocated bytes at the phase's end.
     pub allocated_end_bytes: u64,
     /// Highest allocated bytes during the phase.
     pub allocated_peak_bytes: u64,
@@ -194,6 +196,7 @@ mod tests {
         TracePhase {
             name: name.into(),
             step,
+            allocated_start_bytes: 0,
             allocated_end_bytes: 0,
             allocated_peak_bytes: peak,
             reserved_end_bytes: 0,
