@@ -285,17 +285,42 @@ def _is_meta(t):
     return isinstance(t, torch.Tensor) and t.device.type == "meta"
 
 
+_HOST_OUTPUTS = {
+    "_scaled_dot_product_flash_attention": (6, 7),
+    "_scaled_dot_product_efficient_attention": (2, 3),
+}
+
+
 def _dispatch_mode(tracker):
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
 
+    scalar = torch.ops.aten._local_scalar_dense.default
+
     class Watch(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is scalar and _is_meta(args[0]):
+                # A data-dependent check (`.item()`, `if t.all():`) on a meta tensor
+                # has no value to read. transformers asks such questions of the
+                # inputs only ("no packed sequences?", "no padding?"); a batch of
+                # whole, unpadded sequences answers yes.
+                _NOTES.add(
+                    "data-dependent checks answered as for whole, unpadded sequences"
+                )
+                t = args[0]
+                if t.dtype == torch.bool:
+                    return True
+                return 0.0 if t.dtype.is_floating_point else 0
             out = func(*args, **(kwargs or {}))
             name = func.overloadpacket.__name__
-            for t in tree_leaves(out):
-                if isinstance(t, torch.Tensor):
+            leaves = tree_leaves(out)
+            # The fused kernels' RNG seed and offset (outputs 6, 7 of flash, 2, 3 of
+            # memory-efficient) are CPU tensors on CUDA when there is no dropout
+            # (flash_api.cpp `mha_fwd`): nothing on the device.
+            skip = _HOST_OUTPUTS.get(name, ())
+            for i, t in enumerate(leaves):
+                if isinstance(t, torch.Tensor) and i not in skip:
                     tracker.track(t, name)
             return out
 
@@ -525,7 +550,9 @@ def _build(torch, transformers, w):
     dtype = getattr(torch, DTYPES[w["dtype"]])
     attention = w["attention"]
     if attention in ("flash", "efficient"):
-        impl = "gpumem_" + attention
+        # (A name with "flash" in it would send transformers looking for a flash-attn
+        # package.)
+        impl = {"flash": "gpumem_fa2", "efficient": "gpumem_mem_efficient"}[attention]
         transformers.AttentionInterface.register(impl, _attention_functions(torch, attention))
         from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
@@ -730,6 +757,8 @@ def trace(w):
             for _ in range(generate - 1):
                 out = model(input_ids=token, past_key_values=cache, use_cache=True, logits_to_keep=1)
                 cache = out.past_key_values
+                # A dynamic cache grows by concatenation: each step's tensors are new.
+                _mark_cache(tracker, cache, sets)
                 scores = out.logits[:, -1, :].to(dtype=torch.float32, copy=True)
                 token = scores.argmax(dim=-1, keepdim=True)
                 del out, scores
@@ -778,27 +807,22 @@ def _optimizer(torch, name, params):
 
 
 def _mark_cache(tracker, cache, sets):
+    """Marks the storages the cache object holds as KV cache. Iterative on purpose: a
+    recursive closure would be a reference cycle keeping the tensors it saw alive until
+    the garbage collector runs, and the trace would count them as live."""
     import torch
 
-    seen = []
-
-    def walk(x, depth=0):
-        if depth > 4 or x is None:
-            return
+    stack = [(cache, 0)]
+    while stack:
+        x, depth = stack.pop()
         if isinstance(x, torch.Tensor):
-            seen.append(x)
-        elif isinstance(x, (list, tuple)):
-            for y in x:
-                walk(y, depth + 1)
-        elif hasattr(x, "__dict__"):
-            for y in vars(x).values():
-                walk(y, depth + 1)
-
-    walk(cache)
-    for t in seen:
-        r = tracker.record_of(t)
-        if r is not None:
-            sets["kv_cache"].add(r.index)
+            r = tracker.record_of(x)
+            if r is not None:
+                sets["kv_cache"].add(r.index)
+        elif depth < 4 and isinstance(x, (list, tuple)):
+            stack.extend((y, depth + 1) for y in x)
+        elif depth < 4 and hasattr(x, "__dict__") and not isinstance(x, type):
+            stack.extend((y, depth + 1) for y in vars(x).values())
 
 
 def _saved_by_op(records, activations):

@@ -134,8 +134,26 @@ class TinyLlama(unittest.TestCase):
         self.assertEqual(doc["parameters"], expected)
         load = doc["phases"][0]
         self.assertEqual(load["name"], "model_load")
-        self.assertEqual(load["at_peak"]["parameters"] + 512, load["allocated_end_bytes"],
-                         "parameters plus the input ids (one 512 B block)")
+        self.assertEqual(load["at_peak"]["parameters"] + 2048, load["allocated_end_bytes"],
+                         "parameters plus the input ids (2 × 128 int64)")
+
+    def test_the_forward_keeps_what_the_backward_needs_tensor_by_tensor(self):
+        doc = self.run_trace()
+        forward = [p for p in doc["phases"] if p["name"] == "forward" and p["step"] == 1][0]
+        tokens, h, i = 2 * 128, 64, 256
+        norm = tokens * (4 + 2 + 2) * h  # fp32 upcast, normalised, scaled output
+        rsqrt = 512  # (2, 128, 1) fp32 = 1 KiB? no: 1024 B, two blocks
+        rsqrt = gt.round_size(2 * 128 * 4)
+        attention = tokens * 2 * (64 + 32 + 32) + tokens * 2 * 64 + 2 * 4 * 128 * 4
+        mlp = 4 * tokens * 2 * i  # gate, SiLU, up, product
+        rotary = 2 * (128 * 16 * 2)  # cos and sin, (1, 128, 16) bf16
+        labels = 2 * 127 * 8 + 0  # shifted labels, int64, kept by the loss
+        loss = 2 * 512  # the loss and nll_loss's total weight
+        expected = 2 * (2 * (norm + rsqrt) + attention + mlp) + norm + rsqrt + rotary
+        expected += gt.round_size(2 * 128 * 8) + loss
+        self.assertEqual(forward["at_peak"]["activations"], expected)
+        # Logits at the forward's peak: bf16 logits, their fp32 copy, log-softmax.
+        self.assertEqual(forward["at_peak"]["logits"], tokens * 1000 * (2 + 4 + 4))
 
     def test_training_phases_and_categories(self):
         doc = self.run_trace()
@@ -160,9 +178,15 @@ class TinyLlama(unittest.TestCase):
         doc = self.run_trace(train="none", generate=4)
         names = [p["name"] for p in doc["phases"]]
         self.assertEqual(names, ["model_load", "prefill", "decode"])
-        decode = doc["phases"][2]
-        # bf16 K and V of 2 layers × 2 KV heads × 16 dims for 2 × (128 + 3) tokens.
-        self.assertEqual(decode["at_peak"]["kv_cache"], 2 * 2 * (2 * 2 * 131 * 16 * 2))
+        prefill, decode = doc["phases"][1], doc["phases"][2]
+        # bf16 K and V of 2 layers, 2 sequences × 2 KV heads × 16 dims × 128 tokens.
+        self.assertEqual(prefill["at_peak"]["kv_cache"], 2 * 2 * (2 * 2 * 128 * 16 * 2))
+        # After 3 decode steps 131 tokens (each tensor rounded to 512 B); at the peak
+        # one layer may hold its old and its new K/V at once.
+        final = 2 * 2 * gt.round_size(2 * 2 * 131 * 16 * 2)
+        kv = decode["at_peak"]["kv_cache"]
+        self.assertGreaterEqual(kv, final - 2 * gt.round_size(2 * 2 * 131 * 16 * 2))
+        self.assertLessEqual(kv, final + 2 * gt.round_size(2 * 2 * 130 * 16 * 2))
 
     def test_an_unknown_model_type_is_unavailable(self):
         with self.assertRaises(gt.Unavailable):
