@@ -211,6 +211,8 @@ class Tracker:
         self.phase = None
         self.peak = 0
         self.start = 0
+        self.logits = 0
+        self.logits_peak = 0
         self.reserved_peak = 0
         self.peak_dirty = False
         self.peak_live = []
@@ -220,6 +222,7 @@ class Tracker:
         self.phase = phase
         self.start = self.allocated
         self.peak = self.allocated
+        self.logits_peak = self.logits
         self.reserved_peak = self.allocator.reserved
         self.peak_live = list(self.live.values())
         self.peak_dirty = False
@@ -252,6 +255,9 @@ class Tracker:
         record.ref = weakref.ref(storage, lambda _r, key=key: self._freed(key))
         self.live[key] = record
         self.allocated += size
+        if logits:
+            self.logits += size
+            self.logits_peak = max(self.logits_peak, self.logits)
         if self.allocated > self.peak:
             self.peak = self.allocated
             self.peak_dirty = True
@@ -271,6 +277,8 @@ class Tracker:
             self.peak_dirty = False
         del self.live[key]
         self.allocated -= record.bytes
+        if record.logits:
+            self.logits -= record.bytes
         self.allocator.release(record.address)
 
     def record_of(self, tensor):
@@ -568,6 +576,18 @@ def _build(torch, transformers, w):
         model = transformers.AutoModelForCausalLM.from_config(
             config, dtype=dtype, attn_implementation=impl
         )
+    if impl.startswith("gpumem_") and not getattr(model, "_supports_attention_backend", False):
+        # A family with attention code of its own (no AttentionInterface): run its
+        # SDPA path, with SDPA mapped to the fused kernel CUDA would pick.
+        _NOTES.add(
+            f"{model_type} has its own attention code: traced through its SDPA path, "
+            "with the kernel CUDA would choose"
+        )
+        _patch_sdpa(torch)
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(
+                config, dtype=dtype, attn_implementation="sdpa"
+            )
     return model, config
 
 
@@ -659,6 +679,7 @@ def trace(w):
             "allocated_peak_bytes": tracker.peak,
             "reserved_end_bytes": allocator.reserved,
             "reserved_peak_bytes": tracker.reserved_peak,
+            "logits_peak_bytes": tracker.logits_peak,
             "_live": live,
         }
         phases.append(phase)

@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::format::Dtype;
 use crate::units::checked_product;
@@ -164,6 +165,204 @@ pub fn activation_bytes(
         let bytes = checked_product(&[one_layer, layers], "activations")?;
         Ok((bytes, format!("L × (34·s·b·h{score_text})")))
     }
+}
+
+/// Activations a transformers decoder keeps for the backward, derived from its code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Activations {
+    /// Bytes kept at the end of the forward (every tensor rounded to the caching
+    /// allocator's 512 B blocks), plus one layer recomputed with checkpointing.
+    pub bytes: u64,
+    /// Of which kept at the end of the forward (what a trace's forward ends with).
+    pub kept: u64,
+    /// The formula, in words.
+    pub formula: String,
+    /// `None` when the architecture is one the derivation covers (the line is then
+    /// computed); otherwise why the figure stays an assumption.
+    pub assumed_because: Option<&'static str>,
+}
+
+/// The allocator's block for `n` bytes: a multiple of 512, at least 512
+/// (c10/cuda/CUDACachingAllocator.cpp, `round_size`).
+fn block(n: u64) -> Result<u64, EstimateError> {
+    n.max(1)
+        .div_ceil(512)
+        .checked_mul(512)
+        .ok_or(EstimateError::Overflow {
+            what: "activations",
+        })
+}
+
+/// Activations of a full fine-tune with transformers' Llama-style decoder (RMSNorm,
+/// gated MLP, rotary positions, dense attention: Llama, Mistral, Qwen2/2.5/3, OLMo-2),
+/// derived tensor by tensor from its code and checked against `gpumem-agent trace`.
+///
+/// Per token and layer, with `v` bytes per value of the compute dtype (the kept tensors
+/// are those an operator's backward needs, modeling_llama.py in transformers 5.23):
+/// - each of the two RMSNorms keeps its fp32 upcast (4·h), the normalised value in
+///   `v` (for the weight's gradient) and its output (for the projections): (4 + 2v)·h,
+///   plus one fp32 `rsqrt` per token (its own block);
+/// - q/k norms (Qwen3, OLMo-2) keep their fp32 upcast and normalised value:
+///   (4 + v)·(heads + kv heads)·d;
+/// - attention keeps q and k after RoPE, v, the output and, for the fused kernels,
+///   an fp32 log-sum-exp per head: flash/SDPA v·(2·a·d + 2·k·d) + 4·a; the
+///   memory-efficient kernel repeats K/V to every head (v·4·a·d) and pads the
+///   log-sum-exp to 32 positions; eager keeps the repeated K/V, the fp32 softmax and
+///   its `v` copy, (4 + v)·a·s per token, and the output made contiguous;
+/// - the gated MLP keeps gate, its activation, up and their product: 4·v·i;
+/// - once: the final norm, RoPE's cos and sin (one sequence's positions), the
+///   shifted labels (int64) and the loss.
+///
+/// With full activation checkpointing the forward keeps each layer's input (v·h per
+/// token) and the once-terms, and the backward recomputes one layer at a time.
+pub fn decoder_activations(
+    a: &Architecture,
+    seq: u64,
+    batch: u64,
+    value: u64,
+    checkpointing: bool,
+    attention: AttentionImpl,
+    adapters: bool,
+) -> Result<Activations, EstimateError> {
+    let why = if a.moe.is_some() {
+        Some("routed experts' intermediates depend on how tokens are dispatched")
+    } else if a.mla.is_some() {
+        Some("multi-head latent attention is not in the derivation")
+    } else if a.mixer.is_some() {
+        Some("state-space / linear-attention layers are not in the derivation")
+    } else if a.layernorm_bias || a.learned_positions > 0 || !a.gated_mlp {
+        Some(
+            "LayerNorm, learned positions or a non-gated MLP (GPT-2/Pythia/Falcon style) keep other tensors",
+        )
+    } else if a.layer_norms != 2 {
+        Some("sandwich norms and Gemma's fp32 norm keep other tensors")
+    } else if a.attn_gate || a.attn_sinks {
+        Some("gated attention outputs and sinks are not in the derivation")
+    } else if adapters {
+        Some("LoRA's fp32 input copies and frozen projections keep other tensors")
+    } else if a.tower_params > 0 {
+        Some("vision/audio towers are not in the derivation")
+    } else {
+        None
+    };
+    let over = || EstimateError::Overflow {
+        what: "activations",
+    };
+    let p = |xs: &[u64]| checked_product(xs, "activations");
+    let sum = |xs: &[u64]| {
+        xs.iter()
+            .try_fold(0u64, |acc, x| acc.checked_add(*x))
+            .ok_or_else(over)
+    };
+    let tokens = p(&[seq, batch])?;
+    let (h, heads, kv, d, i) = (a.hidden, a.heads, a.kv_heads, a.head_dim, a.intermediate);
+    let rsqrt = block(p(&[tokens, 4])?)?;
+    // OLMo-2's RMSNorm multiplies the weight in fp32 (modeling_olmo2.py), so the value
+    // kept for the weight's gradient is fp32; its q/k norms span the whole projection.
+    let olmo = a.qk_norm_whole;
+    let normalised = if olmo { 4 } else { value };
+    let norm = sum(&[
+        block(p(&[tokens, 4, h])?)?,
+        block(p(&[tokens, normalised, h])?)?,
+        block(p(&[tokens, value, h])?)?,
+        rsqrt,
+    ])?;
+    let qk_norm = if olmo {
+        sum(&[
+            block(p(&[tokens, 8, heads, d])?)?,
+            block(p(&[tokens, 8, kv, d])?)?,
+            p(&[2, rsqrt])?,
+        ])?
+    } else if a.qk_norm {
+        let q = sum(&[
+            block(p(&[tokens, 4, heads, d])?)?,
+            block(p(&[tokens, value, heads, d])?)?,
+            block(p(&[tokens, 4, heads])?)?,
+        ])?;
+        let k = sum(&[
+            block(p(&[tokens, 4, kv, d])?)?,
+            block(p(&[tokens, value, kv, d])?)?,
+            block(p(&[tokens, 4, kv])?)?,
+        ])?;
+        sum(&[q, k])?
+    } else {
+        0
+    };
+    let qd = block(p(&[tokens, value, heads, d])?)?;
+    let kd = block(p(&[tokens, value, kv, d])?)?;
+    let (attn, attn_text) = match attention {
+        AttentionImpl::Flash | AttentionImpl::Sdpa => (
+            sum(&[p(&[2, qd])?, p(&[2, kd])?, block(p(&[tokens, 4, heads])?)?])?,
+            "v·(2·a·d + 2·k·d) + 4·a",
+        ),
+        AttentionImpl::Efficient => (
+            sum(&[
+                p(&[4, qd])?,
+                block(p(&[batch, heads, seq.div_ceil(32), 32, 4])?)?,
+            ])?,
+            "v·4·a·d + 4·a·⌈s/32⌉·32/s",
+        ),
+        AttentionImpl::Eager => (
+            sum(&[
+                p(&[4, qd])?,
+                block(p(&[batch, heads, seq, seq, 4])?)?,
+                block(p(&[batch, heads, seq, seq, value])?)?,
+            ])?,
+            "v·4·a·d + (4 + v)·a·s",
+        ),
+    };
+    let mlp = p(&[4, block(p(&[tokens, value, i])?)?])?;
+    let layer = sum(&[p(&[2, norm])?, qk_norm, attn, mlp])?;
+    let once = sum(&[
+        norm,
+        p(&[2, block(p(&[seq, value, d])?)?])?,
+        block(p(&[tokens, 8])?)?,
+        1024,
+    ])?;
+    let layers = a.layers;
+    let (kept, bytes, shape) = if checkpointing {
+        let inputs = p(&[layers, block(p(&[tokens, value, h])?)?])?;
+        let kept = sum(&[inputs, once])?;
+        (
+            kept,
+            sum(&[kept, layer])?,
+            "L × v·h (checkpointed layer inputs) + one layer recomputed",
+        )
+    } else {
+        let kept = sum(&[p(&[layers, layer])?, once])?;
+        (kept, kept, "L × per-layer")
+    };
+    let formula = format!(
+        "{shape}; per layer and token: 2 RMSNorms (4 + 2v)·h{} + attention {attn_text} + gated MLP 4·v·i; once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        if olmo {
+            " (OLMo-2: the normalised value in fp32) + whole q/k norms 8·(a + k)·d"
+        } else if a.qk_norm {
+            " + q/k norms (4 + v)·(a + k)·d"
+        } else {
+            ""
+        }
+    );
+    Ok(Activations {
+        bytes,
+        kept,
+        formula,
+        assumed_because: why,
+    })
+}
+
+/// The logits' peak in a training step: the forward keeps the logits in the compute
+/// dtype, their fp32 copy and the fp32 log-softmax (transformers' `ForCausalLMLoss`
+/// upcasts before `cross_entropy`); the backward's first steps hold the log-softmax,
+/// its gradient and the fp32 logits' gradient. The larger of the two, 12 bytes per
+/// token and vocabulary entry for 16-bit compute.
+pub fn logits_peak_bytes(tokens: u64, vocab: u64, value: u64) -> Result<u64, EstimateError> {
+    let forward = if value == 4 {
+        8
+    } else {
+        value.saturating_add(8)
+    };
+    let per = forward.max(12);
+    block(checked_product(&[tokens, vocab, per], "logits")?)
 }
 
 #[cfg(test)]

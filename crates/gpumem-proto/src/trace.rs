@@ -97,6 +97,9 @@ pub struct TracePhase {
     pub reserved_end_bytes: u64,
     /// Highest reserved bytes during the phase.
     pub reserved_peak_bytes: u64,
+    /// Highest bytes of logits (and their copies and gradients) live during the phase,
+    /// whether or not at the allocated peak.
+    pub logits_peak_bytes: u64,
     /// What was live at the allocated peak, by category (they add up to the peak).
     pub at_peak: CategoryBytes,
 }
@@ -201,6 +204,7 @@ mod tests {
             allocated_peak_bytes: peak,
             reserved_end_bytes: 0,
             reserved_peak_bytes: 0,
+            logits_peak_bytes: 0,
             at_peak: CategoryBytes::default(),
         }
     }

@@ -25,7 +25,9 @@ use crate::error::EstimateError;
 use crate::format::{Dtype, StorageFormat};
 use crate::import::TensorSummary;
 use crate::kv::{KvDtype, KvLayout, KvShape};
-use crate::training::{AttentionImpl, Optimizer, activation_bytes};
+use crate::training::{
+    AttentionImpl, Optimizer, activation_bytes, decoder_activations, logits_peak_bytes,
+};
 use crate::units::{Bytes, MIB, checked_product};
 
 mod input;
