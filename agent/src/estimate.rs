@@ -434,11 +434,19 @@ pub fn render_table(est: &Estimate, fit: &[CardFit], per_device: bool) -> String
     );
     for l in &est.lines {
         let kind = l.kind.name();
-        let label = if l.in_total {
+        let mut label = if l.in_total {
             l.label.to_string()
         } else {
             format!("({})", l.label)
         };
+        // A traced line keeps the figure it replaced beside it.
+        if let Some(r) = l.replaced {
+            label.push_str(&format!(
+                " [{} {} GB]",
+                r.kind.name(),
+                Bytes(r.bytes).gb_string(2)
+            ));
+        }
         row(&mut s, &label, kind, l.bytes);
     }
     row(&mut s, "Total", "", est.total_bytes);

@@ -241,9 +241,10 @@ fn estimate_with_trace_uses_the_traced_lines() {
     for key in ["activations", "logits"] {
         let a = line(&plain, key);
         let t = line(&traced, key);
-        assert_eq!(a["kind"], "assumed");
+        assert_eq!(a["kind"], "computed", "Qwen2.5's lines are derived");
         assert_eq!(t["kind"], "traced");
-        assert_eq!(t["assumed_bytes"], a["bytes"]);
+        assert_eq!(t["replaced"]["bytes"], a["bytes"]);
+        assert_eq!(t["replaced"]["kind"], a["kind"]);
     }
     let delta = |key: &str| {
         line(&traced, key)["bytes"].as_i64().unwrap() - line(&plain, key)["bytes"].as_i64().unwrap()

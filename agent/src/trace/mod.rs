@@ -212,6 +212,10 @@ pub fn traced_lines(doc: &TraceDocument, train: TrainMode) -> Vec<TracedLine> {
         Some(s) => format!("{} of step {s}", p.name),
         None => p.name.clone(),
     };
+    let short = |p: &TracePhase| match p.step {
+        Some(s) => format!("{}[{s}]", p.name),
+        None => p.name.clone(),
+    };
     if train != TrainMode::None {
         let Some(peak) = doc.peak_phase() else {
             return Vec::new();
@@ -221,10 +225,7 @@ pub fn traced_lines(doc: &TraceDocument, train: TrainMode) -> Vec<TracedLine> {
         vec![
             TracedLine {
                 key: LineKey::Activations,
-                label: format!(
-                    "Activations and temporaries at the step's peak ({})",
-                    where_(peak)
-                ),
+                label: format!("Activations + temporaries at the peak ({})", short(peak)),
                 bytes: transient,
                 formula: format!(
                     "traced at the peak of {}: kept for backward {} B + temporaries {} B (the model's code on the meta device, allocator rounding)",
@@ -235,7 +236,7 @@ pub fn traced_lines(doc: &TraceDocument, train: TrainMode) -> Vec<TracedLine> {
             },
             TracedLine {
                 key: LineKey::Logits,
-                label: "Logits, their fp32 copies and gradients at the step's peak".into(),
+                label: format!("Logits and their gradients at the peak ({})", short(peak)),
                 bytes: c.logits,
                 formula: format!(
                     "traced at the peak of {}: every tensor whose last dimension is the vocabulary ({})",

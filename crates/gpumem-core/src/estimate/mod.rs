@@ -89,6 +89,15 @@ impl Kind {
     }
 }
 
+/// The figure a traced line replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replaced {
+    /// Assumed (a hypothesis) or computed (a derivation).
+    pub kind: Kind,
+    /// Its bytes.
+    pub bytes: u64,
+}
+
 /// One line of the breakdown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Line {
@@ -102,9 +111,9 @@ pub struct Line {
     pub device_bytes: u64,
     /// Computed, assumed or traced.
     pub kind: Kind,
-    /// A traced line's assumed figure, the one it replaced (kept beside it).
+    /// A traced line's predecessor: the formula's figure it replaced, kept beside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub assumed_bytes: Option<u64>,
+    pub replaced: Option<Replaced>,
     /// The headline figure the line adds to (always `key.group()`; kept in the
     /// output so a reader of `--json` need not know the keys).
     pub group: Group,
@@ -205,7 +214,7 @@ impl Builder {
             bytes,
             device_bytes,
             kind,
-            assumed_bytes: None,
+            replaced: None,
             in_total,
             formula,
             inputs: map,
@@ -333,14 +342,14 @@ pub struct TracedLine {
 }
 
 impl Estimate {
-    /// Replaces lines with traced figures, keeping each assumed figure beside
-    /// (`assumed_bytes`), and recomputes the headline figures, so the fit uses them.
+    /// Replaces lines with traced figures, keeping each replaced figure beside
+    /// (`replaced`), and recomputes the headline figures, so the fit uses them.
     /// A traced line's device share follows the replaced line's (the trace is of one
     /// device: its figure is scaled by the share the estimate gave that device).
     pub fn with_traced(mut self, traced: &[TracedLine]) -> Result<Estimate, EstimateError> {
         for t in traced {
             let old = self.lines.iter().position(|l| l.key == t.key);
-            let (device_bytes, assumed) = match old.map(|i| &self.lines[i]) {
+            let (device_bytes, replaced) = match old.map(|i| &self.lines[i]) {
                 Some(l) if l.bytes > 0 => (
                     u64::try_from(
                         u128::from(t.bytes)
@@ -353,9 +362,18 @@ impl Estimate {
                     .map_err(|_| EstimateError::Overflow {
                         what: "traced line",
                     })?,
-                    Some(l.bytes),
+                    Some(Replaced {
+                        kind: l.kind,
+                        bytes: l.bytes,
+                    }),
                 ),
-                Some(l) => (t.bytes, Some(l.bytes)),
+                Some(l) => (
+                    t.bytes,
+                    Some(Replaced {
+                        kind: l.kind,
+                        bytes: l.bytes,
+                    }),
+                ),
                 None => (t.bytes, None),
             };
             let line = Line {
@@ -364,7 +382,7 @@ impl Estimate {
                 bytes: t.bytes,
                 device_bytes,
                 kind: Kind::Traced,
-                assumed_bytes: assumed,
+                replaced,
                 group: t.key.group(),
                 in_total: true,
                 formula: t.formula.clone(),
@@ -714,7 +732,13 @@ mod tests {
             .find(|l| l.key == LineKey::Activations)
             .unwrap();
         assert_eq!(line.kind, Kind::Traced);
-        assert_eq!(line.assumed_bytes, Some(act.bytes));
+        assert_eq!(
+            line.replaced,
+            Some(Replaced {
+                kind: act.kind,
+                bytes: act.bytes
+            })
+        );
         assert_eq!(line.bytes, act.bytes / 2);
         assert_eq!(
             traced.total_bytes,
@@ -726,6 +750,6 @@ mod tests {
         );
         assert_eq!(Kind::Traced.name(), "traced");
         let json = serde_json::to_string(line).unwrap();
-        assert!(json.contains(r#""kind":"traced""#) && json.contains("assumed_bytes"));
+        assert!(json.contains(r#""kind":"traced""#) && json.contains(r#""replaced":{"#));
     }
 }
