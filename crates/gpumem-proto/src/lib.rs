@@ -4,6 +4,7 @@
 
 pub mod json;
 pub mod lookup;
+pub mod probe;
 pub mod results;
 pub mod sheet;
 pub mod trace;
