@@ -572,10 +572,14 @@ def _build(torch, transformers, w):
         impl = "eager"
     if getattr(config, "use_cache", None) is not None and w["train"] != "none":
         config.use_cache = False
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(
-            config, dtype=dtype, attn_implementation=impl
-        )
+    try:
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(
+                config, dtype=dtype, attn_implementation=impl
+            )
+    except KeyError:
+        # Falcon and a few others pick their attention class from a table of their own.
+        model = None
     if impl.startswith("gpumem_") and not getattr(model, "_supports_attention_backend", False):
         # A family with attention code of its own (no AttentionInterface): run its
         # SDPA path, with SDPA mapped to the fused kernel CUDA would pick.
