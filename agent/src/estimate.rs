@@ -440,12 +440,8 @@ pub fn render_table(est: &Estimate, fit: &[CardFit], per_device: bool) -> String
             format!("({})", l.label)
         };
         // A traced line keeps the figure it replaced beside it.
-        if let Some(r) = l.replaced {
-            label.push_str(&format!(
-                " [{} {} GB]",
-                r.kind.name(),
-                Bytes(r.bytes).gb_string(2)
-            ));
+        if let Some(r) = l.replaced_bytes {
+            label.push_str(&format!(" [was {} GB]", Bytes(r).gb_string(2)));
         }
         row(&mut s, &label, kind, l.bytes);
     }

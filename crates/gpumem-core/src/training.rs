@@ -182,15 +182,21 @@ pub struct Activations {
     pub assumed_because: Option<&'static str>,
 }
 
-/// The allocator's block for `n` bytes: a multiple of 512, at least 512
-/// (c10/cuda/CUDACachingAllocator.cpp, `round_size`).
-fn block(n: u64) -> Result<u64, EstimateError> {
-    n.max(1)
-        .div_ceil(512)
-        .checked_mul(512)
-        .ok_or(EstimateError::Overflow {
-            what: "activations",
-        })
+/// The product of `xs`, saturating (an overflow is caught once, at the end: a
+/// saturated figure is `u64::MAX`, which no real workload reaches).
+fn mul(xs: &[u64]) -> u64 {
+    xs.iter().fold(1u64, |a, x| a.saturating_mul(*x))
+}
+
+/// The allocator's block for a tensor of the product of `xs` bytes: a multiple of 512,
+/// at least 512 (c10/cuda/CUDACachingAllocator.cpp, `round_size`), saturating.
+fn block(xs: &[u64]) -> u64 {
+    mul(xs).max(1).div_ceil(512).saturating_mul(512)
+}
+
+/// The saturating sum of `xs`.
+fn add(xs: &[u64]) -> u64 {
+    xs.iter().fold(0u64, |a, x| a.saturating_add(*x))
 }
 
 /// Activations of a full fine-tune with transformers' Llama-style decoder (RMSNorm,
@@ -245,93 +251,86 @@ pub fn decoder_activations(
     } else {
         None
     };
-    let over = || EstimateError::Overflow {
-        what: "activations",
-    };
-    let p = |xs: &[u64]| checked_product(xs, "activations");
-    let sum = |xs: &[u64]| {
-        xs.iter()
-            .try_fold(0u64, |acc, x| acc.checked_add(*x))
-            .ok_or_else(over)
-    };
-    let tokens = p(&[seq, batch])?;
+    let tokens = seq.saturating_mul(batch);
     let (h, heads, kv, d, i) = (a.hidden, a.heads, a.kv_heads, a.head_dim, a.intermediate);
-    let rsqrt = block(p(&[tokens, 4])?)?;
+    let rsqrt = block(&[tokens, 4]);
     // OLMo-2's RMSNorm multiplies the weight in fp32 (modeling_olmo2.py), so the value
     // kept for the weight's gradient is fp32; its q/k norms span the whole projection.
     let olmo = a.qk_norm_whole;
     let normalised = if olmo { 4 } else { value };
-    let norm = sum(&[
-        block(p(&[tokens, 4, h])?)?,
-        block(p(&[tokens, normalised, h])?)?,
-        block(p(&[tokens, value, h])?)?,
+    let norm = add(&[
+        block(&[tokens, 4, h]),
+        block(&[tokens, normalised, h]),
+        block(&[tokens, value, h]),
         rsqrt,
-    ])?;
+    ]);
     let qk_norm = if olmo {
-        sum(&[
-            block(p(&[tokens, 8, heads, d])?)?,
-            block(p(&[tokens, 8, kv, d])?)?,
-            p(&[2, rsqrt])?,
-        ])?
+        add(&[
+            block(&[tokens, 8, heads, d]),
+            block(&[tokens, 8, kv, d]),
+            rsqrt,
+            rsqrt,
+        ])
     } else if a.qk_norm {
-        let q = sum(&[
-            block(p(&[tokens, 4, heads, d])?)?,
-            block(p(&[tokens, value, heads, d])?)?,
-            block(p(&[tokens, 4, heads])?)?,
-        ])?;
-        let k = sum(&[
-            block(p(&[tokens, 4, kv, d])?)?,
-            block(p(&[tokens, value, kv, d])?)?,
-            block(p(&[tokens, 4, kv])?)?,
-        ])?;
-        sum(&[q, k])?
+        add(&[
+            block(&[tokens, 4, heads, d]),
+            block(&[tokens, value, heads, d]),
+            block(&[tokens, 4, heads]),
+            block(&[tokens, 4, kv, d]),
+            block(&[tokens, value, kv, d]),
+            block(&[tokens, 4, kv]),
+        ])
     } else {
         0
     };
-    let qd = block(p(&[tokens, value, heads, d])?)?;
-    let kd = block(p(&[tokens, value, kv, d])?)?;
+    let qd = block(&[tokens, value, heads, d]);
+    let kd = block(&[tokens, value, kv, d]);
     let (attn, attn_text) = match attention {
         AttentionImpl::Flash | AttentionImpl::Sdpa => (
-            sum(&[p(&[2, qd])?, p(&[2, kd])?, block(p(&[tokens, 4, heads])?)?])?,
+            add(&[qd, qd, kd, kd, block(&[tokens, 4, heads])]),
             "v·(2·a·d + 2·k·d) + 4·a",
         ),
         AttentionImpl::Efficient => (
-            sum(&[
-                p(&[4, qd])?,
-                block(p(&[batch, heads, seq.div_ceil(32), 32, 4])?)?,
-            ])?,
+            add(&[
+                mul(&[4, qd]),
+                block(&[batch, heads, seq.div_ceil(32), 32, 4]),
+            ]),
             "v·4·a·d + 4·a·⌈s/32⌉·32/s",
         ),
         AttentionImpl::Eager => (
-            sum(&[
-                p(&[4, qd])?,
-                block(p(&[batch, heads, seq, seq, 4])?)?,
-                block(p(&[batch, heads, seq, seq, value])?)?,
-            ])?,
+            add(&[
+                mul(&[4, qd]),
+                block(&[batch, heads, seq, seq, 4]),
+                block(&[batch, heads, seq, seq, value]),
+            ]),
             "v·4·a·d + (4 + v)·a·s",
         ),
     };
-    let mlp = p(&[4, block(p(&[tokens, value, i])?)?])?;
-    let layer = sum(&[p(&[2, norm])?, qk_norm, attn, mlp])?;
-    let once = sum(&[
+    let mlp = mul(&[4, block(&[tokens, value, i])]);
+    let layer = add(&[norm, norm, qk_norm, attn, mlp]);
+    let once = add(&[
         norm,
-        p(&[2, block(p(&[seq, value, d])?)?])?,
-        block(p(&[tokens, 8])?)?,
+        mul(&[2, block(&[seq, value, d])]),
+        block(&[tokens, 8]),
         1024,
-    ])?;
+    ]);
     let layers = a.layers;
     let (kept, bytes, shape) = if checkpointing {
-        let inputs = p(&[layers, block(p(&[tokens, value, h])?)?])?;
-        let kept = sum(&[inputs, once])?;
+        let kept = add(&[mul(&[layers, block(&[tokens, value, h])]), once]);
         (
             kept,
-            sum(&[kept, layer])?,
+            add(&[kept, layer]),
             "L × v·h (checkpointed layer inputs) + one layer recomputed",
         )
     } else {
-        let kept = sum(&[p(&[layers, layer])?, once])?;
+        let kept = add(&[mul(&[layers, layer]), once]);
         (kept, kept, "L × per-layer")
     };
+    if bytes == u64::MAX {
+        return Err(EstimateError::Overflow {
+            what: "activations",
+        });
+    }
     let formula = format!(
         "{shape}; per layer and token: 2 RMSNorms (4 + 2v)·h{} + attention {attn_text} + gated MLP 4·v·i; once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
         if olmo {
@@ -361,8 +360,11 @@ pub fn logits_peak_bytes(tokens: u64, vocab: u64, value: u64) -> Result<u64, Est
     } else {
         value.saturating_add(8)
     };
-    let per = forward.max(12);
-    block(checked_product(&[tokens, vocab, per], "logits")?)
+    let bytes = block(&[tokens, vocab, forward.max(12)]);
+    if bytes == u64::MAX {
+        return Err(EstimateError::Overflow { what: "logits" });
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]

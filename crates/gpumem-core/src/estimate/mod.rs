@@ -89,15 +89,6 @@ impl Kind {
     }
 }
 
-/// The figure a traced line replaced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Replaced {
-    /// Assumed (a hypothesis) or computed (a derivation).
-    pub kind: Kind,
-    /// Its bytes.
-    pub bytes: u64,
-}
-
 /// One line of the breakdown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Line {
@@ -111,9 +102,10 @@ pub struct Line {
     pub device_bytes: u64,
     /// Computed, assumed or traced.
     pub kind: Kind,
-    /// A traced line's predecessor: the formula's figure it replaced, kept beside it.
+    /// A traced line's predecessor: the formula's figure it replaced, kept beside it
+    /// (the formula text says whether that figure was computed or assumed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replaced: Option<Replaced>,
+    pub replaced_bytes: Option<u64>,
     /// The headline figure the line adds to (always `key.group()`; kept in the
     /// output so a reader of `--json` need not know the keys).
     pub group: Group,
@@ -214,7 +206,7 @@ impl Builder {
             bytes,
             device_bytes,
             kind,
-            replaced: None,
+            replaced_bytes: None,
             in_total,
             formula,
             inputs: map,
@@ -362,18 +354,9 @@ impl Estimate {
                     .map_err(|_| EstimateError::Overflow {
                         what: "traced line",
                     })?,
-                    Some(Replaced {
-                        kind: l.kind,
-                        bytes: l.bytes,
-                    }),
+                    Some((l.kind, l.bytes)),
                 ),
-                Some(l) => (
-                    t.bytes,
-                    Some(Replaced {
-                        kind: l.kind,
-                        bytes: l.bytes,
-                    }),
-                ),
+                Some(l) => (t.bytes, Some((l.kind, l.bytes))),
                 None => (t.bytes, None),
             };
             let line = Line {
@@ -382,10 +365,19 @@ impl Estimate {
                 bytes: t.bytes,
                 device_bytes,
                 kind: Kind::Traced,
-                replaced,
+                replaced_bytes: replaced.map(|(_, b)| b),
                 group: t.key.group(),
                 in_total: true,
-                formula: t.formula.clone(),
+                formula: match replaced {
+                    Some((kind, bytes)) => {
+                        format!(
+                            "{} (replaces the {} figure, {bytes} B)",
+                            t.formula,
+                            kind.name()
+                        )
+                    }
+                    None => t.formula.clone(),
+                },
                 inputs: BTreeMap::new(),
             };
             match old {
@@ -732,12 +724,11 @@ mod tests {
             .find(|l| l.key == LineKey::Activations)
             .unwrap();
         assert_eq!(line.kind, Kind::Traced);
-        assert_eq!(
-            line.replaced,
-            Some(Replaced {
-                kind: act.kind,
-                bytes: act.bytes
-            })
+        assert_eq!(line.replaced_bytes, Some(act.bytes));
+        assert!(
+            line.formula.contains("replaces the computed figure"),
+            "{}",
+            line.formula
         );
         assert_eq!(line.bytes, act.bytes / 2);
         assert_eq!(
@@ -750,6 +741,6 @@ mod tests {
         );
         assert_eq!(Kind::Traced.name(), "traced");
         let json = serde_json::to_string(line).unwrap();
-        assert!(json.contains(r#""kind":"traced""#) && json.contains(r#""replaced":{"#));
+        assert!(json.contains(r#""kind":"traced""#) && json.contains(r#""replaced_bytes":"#));
     }
 }
