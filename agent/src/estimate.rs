@@ -18,7 +18,7 @@ use gpumem_core::estimate::{Estimate, estimate};
 use gpumem_core::fields::Unit;
 use gpumem_core::fit::{CardFit, Verdict, fit_table};
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
-use gpumem_core::import::{TensorSummary, gguf, hf_config};
+use gpumem_core::import::{TensorSummary, config, gguf};
 use gpumem_core::params::{self, FIELDS, Field, FieldKind, field, keys};
 use gpumem_core::units::{Bytes, group_digits, signed_gib_string, signed_group_digits};
 use serde::Serialize;
@@ -121,6 +121,10 @@ struct JsonOutput<'a> {
     input: std::collections::BTreeMap<&'static str, String>,
     #[serde(flatten)]
     estimate: &'a Estimate,
+    /// How far the config reader vouches for the shape (`exact`, `approximate: …`,
+    /// `unknown family`), when a config was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    confidence: Option<String>,
     fit: Vec<CardFit>,
     #[serde(flatten)]
     engine: crate::engine_cli::EngineOutput,
@@ -227,7 +231,7 @@ impl clap::builder::TypedValueParser for Offered {
 pub fn run(args: Args) -> Result<Exit> {
     // Step 1: gather every input (files are read, headers only), then validate once.
     let mut pairs: Vec<(String, String)> = Vec::new();
-    let mut imported: Option<hf_config::ImportedConfig> = None;
+    let mut imported: Option<config::ImportedConfig> = None;
     // config.json's text, for `--trace`.
     let mut config_text: Option<String> = None;
     // --model: the Hub gives the config text and the tensors; both then take the
@@ -246,7 +250,7 @@ pub fn run(args: Args) -> Result<Exit> {
             found.requests
         );
         if let (Some(text), None) = (&found.config, &args.config) {
-            let c = hf_config::parse_config(text)
+            let c = config::parse_config(text)
                 .with_context(|| format!("reading {model}'s config.json"))?;
             pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
             imported = Some(c);
@@ -257,11 +261,24 @@ pub fn run(args: Args) -> Result<Exit> {
     if let Some(path) = &args.config {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let c = hf_config::parse_config(&text)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let c =
+            config::parse_config(&text).with_context(|| format!("reading {}", path.display()))?;
         pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
         imported = Some(c);
         config_text = Some(text);
+    }
+    // A GGUF file alone gives the KV line its shape from the header's metadata (the
+    // weights are its tensors); a config.json, or flags given after, take precedence.
+    let gguf_header = match &args.gguf {
+        Some(path) => Some(read_gguf(path)?),
+        None => None,
+    };
+    let gguf_shape = gguf_header
+        .as_ref()
+        .filter(|_| imported.is_none())
+        .and_then(|h| h.shape());
+    if let Some(shape) = &gguf_shape {
+        pairs.extend(shape.pairs.iter().map(|(k, v)| (k.to_string(), v.clone())));
     }
     pairs.extend(args.pairs.iter().cloned());
     let (mut input, errors) =
@@ -279,11 +296,11 @@ pub fn run(args: Args) -> Result<Exit> {
         .collect::<Result<Vec<_>>>()?;
     let mut summary = TensorSummary::merge_all(hub_tensors.into_iter().chain(shards))
         .context("merging safetensors shards")?;
-    if let Some(path) = &args.gguf {
+    if let Some(header) = gguf_header {
         if summary.is_some() {
             anyhow::bail!("give either --safetensors or --gguf, not both");
         }
-        summary = Some(read_gguf(path)?.tensors);
+        summary = Some(header.tensors);
     }
     input.tensors = summary;
     // Step 2: compute.
@@ -294,8 +311,31 @@ pub fn run(args: Args) -> Result<Exit> {
             return Ok(Exit::Unavailable);
         }
     };
+    if let Some(shape) = &gguf_shape {
+        est.assumptions.push(format!(
+            "GGUF header: {}{}",
+            shape
+                .pairs
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            shape
+                .vocab
+                .map(|v| format!(", vocabulary {v} tokens"))
+                .unwrap_or_default()
+        ));
+        est.assumptions
+            .extend(shape.notes.iter().map(|n| format!("GGUF header: {n}")));
+        est.warnings
+            .extend(shape.warnings.iter().map(|w| format!("GGUF header: {w}")));
+    }
     // What the config reader assumed and could not model belongs with the figures.
     if let Some(c) = &imported {
+        est.assumptions.push(format!(
+            "config.json: model_type {}, confidence: {}",
+            c.model_type, c.confidence
+        ));
         est.assumptions
             .extend(c.notes.iter().map(|n| format!("config.json: {n}")));
         est.warnings
@@ -344,6 +384,7 @@ pub fn run(args: Args) -> Result<Exit> {
             schema: "gpumem.estimate/v1",
             input: params::to_pairs(&input).into_iter().collect(),
             estimate: &est,
+            confidence: imported.as_ref().map(|c| c.confidence.clone()),
             fit,
             engine,
         };

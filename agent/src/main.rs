@@ -9,12 +9,15 @@ mod engine_cli;
 mod environment;
 mod estimate;
 mod exit;
+mod export;
 mod gpu;
 mod hub;
 mod manual;
 mod measure;
+mod merge;
 mod out;
 mod run;
+mod sched;
 mod serve;
 mod trace;
 
@@ -52,6 +55,10 @@ enum Command {
     Serve(serve::Args),
     /// Run your own command and measure it phase by phase against the estimate.
     Run(run::Args),
+    /// Print a saved results or workload file as Prometheus metrics (text format).
+    Export(export::Args),
+    /// Gather the results and workload files of a fleet into one fleet sheet.
+    Merge(merge::Args),
     /// Trace a training step or a generation without a GPU: the model's own code on
     /// PyTorch's meta device, memory phase by phase and by category.
     Trace(Box<trace::Args>),
@@ -70,6 +77,8 @@ fn main() -> ExitCode {
         Command::Bisect(args) => bisect::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Run(args) => run::run(args),
+        Command::Export(args) => export::run(args),
+        Command::Merge(args) => merge::run(args),
         Command::Trace(args) => trace::run(*args),
         Command::Completions(args) => manual::completions(args),
         Command::Man(args) => manual::man(args),

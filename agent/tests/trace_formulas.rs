@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use gpumem_core::estimate::{EstimateInput, estimate};
-use gpumem_core::import::hf_config;
+use gpumem_core::import::config as hf_config;
 use gpumem_core::params;
 use gpumem_core::training::{AttentionImpl, decoder_activations, logits_peak_bytes};
 

@@ -100,8 +100,8 @@ fn apply(form: &Form, outcome: LookupOutcome) -> String {
             }
         }
         let mut text = format!(
-            "Read {} ({}): the shape is now in the fields above and in the link.",
-            c.name, c.model_type
+            "Read {} ({}; {}): the shape is now in the fields above and in the link.",
+            c.name, c.model_type, c.confidence
         );
         for n in &c.notes {
             text.push_str(&format!(" Note: {n}."));

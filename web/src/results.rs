@@ -73,7 +73,10 @@ fn color(key: LineKey) -> &'static str {
             "#3d6fd0"
         }
         LineKey::KvCache => "#2a9867",
-        LineKey::KvCachePrefill | LineKey::KvCacheState | LineKey::KvCacheDecompressed => "#7cc8a4",
+        LineKey::KvCachePrefill
+        | LineKey::KvCacheState
+        | LineKey::KvCacheDecompressed
+        | LineKey::KvCacheIndexer => "#7cc8a4",
         LineKey::TrainingGradients => "#e0862a",
         LineKey::TrainingOptimizer => "#b8650f",
         LineKey::TrainingMasterWeights => "#f2a75a",

@@ -11,7 +11,7 @@
 
 use gpumem_core::estimate::{Kind, LineKey, estimate};
 use gpumem_core::format::Dtype;
-use gpumem_core::import::hf_config;
+use gpumem_core::import::config as hf_config;
 use gpumem_core::kv::{KvDtype, KvLayout, KvShape};
 use gpumem_core::params;
 use gpumem_core::training::{AttentionImpl, Optimizer, activation_bytes};
@@ -281,6 +281,7 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
                         sliding_window: None,
                         sliding_layers: None,
                         static_tokens: None,
+                        full_values: None,
                     }
                     .bytes(t)
                     .map_err(|e| e.to_string())

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
 use gpumem_core::estimate::{EstimateInput, LineKey, TracedLine, TrainMode};
-use gpumem_core::import::hf_config;
+use gpumem_core::import::config as hf_config;
 use gpumem_core::params::{self, field};
 use gpumem_core::units::{Bytes, group_digits};
 use gpumem_proto::trace::{CategoryBytes, TraceDocument, TracePhase};

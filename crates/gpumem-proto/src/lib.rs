@@ -2,6 +2,8 @@
 //! measurement results file, the agent↔page wire messages, the sheet and the workload
 //! results of `gpumem-agent run` and the trace of `gpumem-agent trace`.
 
+pub mod context;
+pub mod fleet;
 pub mod json;
 pub mod lookup;
 pub mod probe;

@@ -12,7 +12,7 @@ pub mod files;
 pub mod http;
 pub mod hub;
 
-use gpumem_core::import::hf_config::ImportedConfig;
+use gpumem_core::import::config::ImportedConfig;
 use gpumem_proto::lookup::{ConfigRead, LookupOutcome, LookupRequest};
 use wasm_bindgen::prelude::*;
 
@@ -112,6 +112,7 @@ pub fn config_read(name: String, c: &ImportedConfig) -> ConfigRead {
             .collect(),
         notes: c.notes.clone(),
         warnings: c.warnings.clone(),
+        confidence: c.confidence.clone(),
     }
 }
 
