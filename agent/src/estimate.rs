@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
 use gpumem_core::EstimateError;
-use gpumem_core::estimate::{Estimate, Kind, estimate};
+use gpumem_core::estimate::{Estimate, estimate};
 use gpumem_core::fields::Unit;
 use gpumem_core::fit::{CardFit, Verdict, fit_table};
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
@@ -45,6 +45,10 @@ pub struct Args {
     model_file: Option<String>,
     /// Engine flags (`--engine`, `--card`, …) as `key=value` pairs.
     engine: Vec<(String, String)>,
+    /// `--trace`: replace the assumed activation, logits and prefill lines with a trace
+    /// run by `--python` (see `crate::trace`).
+    trace: bool,
+    python: Option<std::ffi::OsString>,
 }
 
 impl clap::Args for Args {
@@ -63,7 +67,9 @@ impl clap::Args for Args {
             .arg(Arg::new("gguf").long("gguf").value_name("PATH").value_parser(clap::value_parser!(PathBuf)).help("Count every tensor of a GGUF file from its header"))
             .arg(Arg::new("model").long("model").value_name("ORG/NAME").help("Look the model up on the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN): config.json and every weight file's header, by ranged reads"))
             .arg(Arg::new("revision").long("revision").value_name("REV").requires("model").help("Branch, tag or commit of --model (default: main)"))
-            .arg(Arg::new("model-file").long("model-file").value_name("FILE").requires("model").help("Read this weight file of --model (e.g. a .gguf) instead of model.safetensors[.index.json]"));
+            .arg(Arg::new("model-file").long("model-file").value_name("FILE").requires("model").help("Read this weight file of --model (e.g. a .gguf) instead of model.safetensors[.index.json]"))
+            .arg(Arg::new("trace").long("trace").action(ArgAction::SetTrue).help("Trace the workload (the model's code on PyTorch's meta device, no GPU) and use the traced activations, logits and prefill figures instead of the assumed ones; needs --config or --model"))
+            .arg(crate::trace::python_arg().requires("trace"));
         for f in FIELDS.iter().filter(|f| !f.is_engine()) {
             cmd = cmd.arg(flag_of(f));
         }
@@ -98,6 +104,8 @@ impl FromArgMatches for Args {
             revision: m.get_one::<String>("revision").cloned(),
             model_file: m.get_one::<String>("model-file").cloned(),
             engine: crate::engine_cli::collect(m),
+            trace: m.get_flag("trace"),
+            python: m.get_one::<std::ffi::OsString>("python").cloned(),
         })
     }
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
@@ -224,6 +232,8 @@ pub fn run(args: Args) -> Result<Exit> {
     // Step 1: gather every input (files are read, headers only), then validate once.
     let mut pairs: Vec<(String, String)> = Vec::new();
     let mut imported: Option<config::ImportedConfig> = None;
+    // config.json's text, for `--trace`.
+    let mut config_text: Option<String> = None;
     // --model: the Hub gives the config text and the tensors; both then take the
     // same path as --config and --safetensors/--gguf.
     let mut hub_tensors: Option<TensorSummary> = None;
@@ -244,6 +254,7 @@ pub fn run(args: Args) -> Result<Exit> {
                 .with_context(|| format!("reading {model}'s config.json"))?;
             pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
             imported = Some(c);
+            config_text = Some(text.clone());
         }
         hub_tensors = Some(found.tensors);
     }
@@ -254,6 +265,7 @@ pub fn run(args: Args) -> Result<Exit> {
             config::parse_config(&text).with_context(|| format!("reading {}", path.display()))?;
         pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
         imported = Some(c);
+        config_text = Some(text);
     }
     // A GGUF file alone gives the KV line its shape from the header's metadata (the
     // weights are its tensors); a config.json, or flags given after, take precedence.
@@ -328,6 +340,34 @@ pub fn run(args: Args) -> Result<Exit> {
             .extend(c.notes.iter().map(|n| format!("config.json: {n}")));
         est.warnings
             .extend(c.warnings.iter().map(|w| format!("config.json: {w}")));
+    }
+    if args.trace {
+        let Some(text) = &config_text else {
+            crate::out::errln!(
+                "gpumem-agent: --trace needs the model's config.json: give --config or --model"
+            );
+            return Ok(Exit::Unavailable);
+        };
+        match crate::trace::trace_for_estimate(args.python.clone(), text, &input)? {
+            Ok(doc) => {
+                est = est
+                    .with_traced(&crate::trace::traced_lines(&doc, input.train))
+                    .context("applying the trace")?;
+                est.assumptions.push(format!(
+                    "traced lines: the model's code run by torch {} and transformers {} on the meta device in {:.1} s (not a GPU measurement; kernels' private workspaces are not in it)",
+                    doc.versions.torch,
+                    doc.versions.transformers,
+                    doc.wall_time_ms as f64 / 1000.0
+                ));
+                est.assumptions
+                    .extend(doc.notes.iter().map(|n| format!("trace: {n}")));
+            }
+            Err(f @ crate::trace::python::Failure::Unavailable(_)) => {
+                crate::out::errln!("gpumem-agent: cannot trace here: {f}");
+                return Ok(Exit::Unavailable);
+            }
+            Err(f) => anyhow::bail!("{f}"),
+        }
     }
     let fit = fit_table(&est);
     let engine = match crate::engine_cli::compute(&args.engine, &input, &est) {
@@ -436,15 +476,16 @@ pub fn render_table(est: &Estimate, fit: &[CardFit], per_device: bool) -> String
         "line", "kind", "bytes", "GB", "GiB"
     );
     for l in &est.lines {
-        let kind = match l.kind {
-            Kind::Computed => "computed",
-            Kind::Assumed => "assumed",
-        };
-        let label = if l.in_total {
+        let kind = l.kind.name();
+        let mut label = if l.in_total {
             l.label.to_string()
         } else {
             format!("({})", l.label)
         };
+        // A traced line keeps the figure it replaced beside it.
+        if let Some(r) = l.replaced_bytes {
+            label.push_str(&format!(" [was {} GB]", Bytes(r).gb_string(2)));
+        }
         row(&mut s, &label, kind, l.bytes);
     }
     row(&mut s, "Total", "", est.total_bytes);

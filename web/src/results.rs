@@ -378,6 +378,7 @@ fn LinesTable(lines: Vec<Line>) -> impl IntoView {
                         let kind = match l.kind {
                             LineKind::Computed => ("computed", "tag computed"),
                             LineKind::Assumed => ("assumed", "tag assumed"),
+                            LineKind::Traced => ("traced", "tag traced"),
                         };
                         let inputs = l.inputs.clone();
                         view! {

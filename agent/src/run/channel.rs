@@ -25,7 +25,7 @@ use super::messages::{MAX_LINE_BYTES, ProbeMessage, parse_line};
 /// Most connections accepted (a torchrun job on one node has a handful).
 pub const MAX_CONNECTIONS: u64 = 256;
 /// Most lines read on one connection.
-pub const MAX_MESSAGES_PER_CONNECTION: u64 = 20_000;
+pub const MAX_MESSAGES_PER_CONNECTION: u64 = super::messages::MAX_MESSAGES;
 /// Most lines per second on one connection, sustained (a burst of the same size is fine).
 pub const MAX_RATE_PER_SECOND: f64 = 2_000.0;
 /// Messages waiting for the collector at most (each at most one line, 64 KiB): the

@@ -483,6 +483,7 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
             trainable_parameters,
             input_shapes,
             config,
+            hf_config,
         } => {
             let conv = |m: BTreeMap<String, messages::DtypeCount>| {
                 m.into_iter()
@@ -510,6 +511,7 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
                     })
                     .collect(),
                 config,
+                hf_config,
             });
         }
         ProbeMessage::Optimizer {
@@ -541,6 +543,7 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
             output_shape,
             kv_bytes,
             kv_tensors,
+            ..
         } => {
             if rank.facts.generations.len() >= MAX_GENERATIONS {
                 return false;
@@ -589,7 +592,7 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
                 message: text,
             });
         }
-        ProbeMessage::HooksRemoved { reason, steps } => {
+        ProbeMessage::HooksRemoved { reason, steps, .. } => {
             rank.hooks_removed = Some(format!("{reason} (steps done: {steps})"));
         }
         ProbeMessage::ProbeError { message } => {
@@ -600,6 +603,7 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
             overhead_ns,
             hook_calls,
             instrumented_ns,
+            ..
         } => {
             rank.overhead = Some(Overhead {
                 overhead_ns,
@@ -714,6 +718,7 @@ fn assemble(a: Assembly) -> WorkloadFile {
             cudnn_version,
             allocator_backend,
             alloc_conf,
+            ..
         }) = state.hello
         else {
             continue;

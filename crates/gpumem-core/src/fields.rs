@@ -370,7 +370,12 @@ pub static FIELDS: &[Field] = &[
         .unit(Unit::Bytes),
     f("attention", G::Transients, K::Choice, "Attention kernel", "",
         "Attention implementation (eager keeps a tokens² matrix)")
-        .choices(&[("", "sdpa"), ("flash", "flash"), ("eager", "eager — tokens² scores")]),
+        .choices(&[
+            ("", "sdpa"),
+            ("flash", "flash"),
+            ("efficient", "memory-efficient"),
+            ("eager", "eager — tokens² scores"),
+        ]),
     f("logits", G::Transients, K::Choice, "Logits kept", "",
         "Logits kept in prefill")
         .choices(&[("", "last position"), ("all", "all positions")]),
@@ -378,9 +383,14 @@ pub static FIELDS: &[Field] = &[
         "CUDA context + library workspaces per device (assumed)")
         .unit(Unit::Mib),
     f("train", G::Training, K::Choice, "Mode", "", "Training (none: inference)")
-        .choices(&[("", "inference"), ("full", "full fine-tuning"), ("lora", "LoRA")]),
+        .choices(&[
+            ("", "inference"),
+            ("full", "full fine-tuning"),
+            ("lora", "LoRA"),
+            ("qlora", "QLoRA — NF4 base, checkpointing on"),
+        ]),
     f("optimizer", G::Training, K::Choice, "Optimizer", "",
-        "Optimizer whose states training keeps")
+        "Optimizer whose states training keeps (also read: adam, adamw_torch, adamw_torch_fused, adam8bit, adamw_8bit, adamw_bnb_8bit, paged_adamw_8bit, sgdm)")
         .choices(&[
             ("", "AdamW"),
             ("adamw8bit", "AdamW 8-bit"),
@@ -397,7 +407,7 @@ pub static FIELDS: &[Field] = &[
     f("lora-targets", G::Training, K::Text, "LoRA targets", "q,k,v,o",
         "LoRA target projections: q,k,v,o,gate,up,down or all"),
     f("checkpointing", G::Training, K::Bool(false), "Activation checkpointing", "",
-        "Full activation checkpointing"),
+        "Full activation checkpointing (on by default with qlora, as its recipes run)"),
     f("reserve-gib", G::Devices, K::Count, "Reserve", "4",
         "Reserve per device: a preparation hypothesis, not proof")
         .unit(Unit::Gib),

@@ -12,7 +12,7 @@ use crate::arch::Mla;
 use crate::arch::{Architecture, GlobalAttn, Indexer, MAX_DIM, Mixer, MixerKind, Moe};
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, KvDims, Logits, TrainMode};
-use crate::format::{Dtype, StorageFormat};
+use crate::format::{Bnb4, Dtype, StorageFormat};
 use crate::kv::KvDtype;
 use crate::training::{AttentionImpl, Optimizer};
 
@@ -130,6 +130,7 @@ fn read_pairs<'a>(
     let mut arch_flags: Vec<(&'static str, bool)> = Vec::new();
     let mut kv_text: Option<String> = None;
     let mut mixer: Option<MixerKind> = None;
+    let mut checkpointing_given = false;
     for (key, value) in pairs {
         let Some(f) = key_static(key) else {
             errors.push(EstimateError::invalid(
@@ -138,6 +139,7 @@ fn read_pairs<'a>(
             ));
             continue;
         };
+        checkpointing_given |= f.key == "checkpointing";
         if f.key == "mixer" {
             match value.trim() {
                 "" | "none" => mixer = None,
@@ -161,6 +163,22 @@ fn read_pairs<'a>(
             &mut kv_text,
         ) {
             errors.push(e);
+        }
+    }
+    if input.train == TrainMode::Qlora {
+        // QLoRA as its recipes run it: the base's linear layers in bitsandbytes NF4
+        // with double quantisation (`BitsAndBytesConfig(load_in_4bit=True,
+        // bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)`), and activation
+        // checkpointing on (peft's `prepare_model_for_kbit_training` enables it by
+        // default), each unless given.
+        if !matches!(input.format, Some(StorageFormat::Bnb4 { .. })) {
+            input.format = Some(StorageFormat::Bnb4 {
+                code: Bnb4::Nf4,
+                double_quant: true,
+            });
+        }
+        if !checkpointing_given {
+            input.checkpointing = true;
         }
     }
     if let Some(t) = kv_text {
@@ -241,10 +259,11 @@ fn apply(
                 "none" | "" => TrainMode::None,
                 "full" => TrainMode::Full,
                 "lora" => TrainMode::Lora,
+                "qlora" => TrainMode::Qlora,
                 other => {
                     return Err(EstimateError::invalid(
                         k,
-                        format!("{other:?}: use none, full or lora"),
+                        format!("{other:?}: use none, full, lora or qlora"),
                     ));
                 }
             }
@@ -510,15 +529,7 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
         put("logits", "all".into());
     }
     if input.train != d.train {
-        put(
-            "train",
-            if input.train == TrainMode::Full {
-                "full"
-            } else {
-                "lora"
-            }
-            .into(),
-        );
+        put("train", input.train.name().into());
     }
     if input.optimizer != d.optimizer {
         put("optimizer", input.optimizer.name().into());
@@ -535,7 +546,8 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     if input.lora_targets != d.lora_targets {
         put("lora-targets", input.lora_targets.clone());
     }
-    if input.checkpointing != d.checkpointing {
+    // QLoRA turns checkpointing on unless told otherwise: its value is always written.
+    if input.checkpointing != d.checkpointing || input.train == TrainMode::Qlora {
         put("checkpointing", input.checkpointing.to_string());
     }
     for (k, v, dv) in [
