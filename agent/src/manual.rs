@@ -231,6 +231,10 @@ fn examples(sub: &str) -> &'static [(&'static str, &'static str)] {
                 "gpumem-agent run --serve -- torchrun --nproc-per-node 2 train.py",
             ),
         ],
+        "trace" => &[(
+            "One full training step of a model's own code on PyTorch's meta device (no GPU, no weights):",
+            "gpumem-agent trace --config config.json --train full --sequences 4 --context 2048",
+        )],
         "export" => &[
             (
                 "A saved run as Prometheus metrics for node_exporter's textfile collector:",
