@@ -121,11 +121,21 @@ def fix(text):
     return text
 
 # "method §N" cites docs/method.md; a standard's section (RFC 4648 §5) cites a public text.
-ALLOWED = re.compile(r"(?:[Mm]ethod|\b[A-Z]{2,}[ -]?\d+) §\d+(?:\s*(?:–|-|,|and|/|&)\s*§\d+)*(?:'s)?")
+ALLOWED = re.compile(r"(?:[Mm]ethod|\b[A-Z]{2,}[ -]?\d+)\s+§\d+(?:\s*(?:–|-|,|and|/|&)\s*§\d+)*(?:'s)?")
+
+def blank(m):
+    return re.sub(r"[^\n]", " ", m.group(0))
 
 def offences(text):
+    prev = ""
     for n, line in enumerate(text.splitlines(), 1):
-        for m in BAD.finditer(ALLOWED.sub("", line)):
+        # A citation may wrap ("RFC 3986" / "§3.1"): the previous line's last words
+        # are read with this line, and what an allowed citation covers is blanked.
+        marker = re.compile(r"^\s*(//[/!]?|#|\*)?\s*")
+        tail = " ".join(marker.sub("", prev).split()[-2:])
+        prev = line
+        seen = ALLOWED.sub(blank, tail + "\n" + marker.sub("", line)).split("\n", 1)[1]
+        for m in BAD.finditer(seen):
             if "github.com/" in line or "/issues/" in line:
                 continue
             yield n, line.strip()
