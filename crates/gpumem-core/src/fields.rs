@@ -271,6 +271,8 @@ pub static FIELDS: &[Field] = &[
         "Norms per decoder layer (Gemma-2/3: 4; Falcon-7B, GPT-J: 1)"),
     f("qk-norm-whole", G::Variants, K::Bool(false), "q/k norm over the projection", "",
         "q/k norms over the whole projection, not one head (OLMo-2)"),
+    f("fused-qkv", G::Variants, K::Bool(false), "Fused q/k/v projection", "",
+        "One qkv_proj whose whole output the backward keeps (Phi-3)"),
     f("learned-positions", G::Variants, K::Count, "Learned positions", "none",
         "Rows of a learned position-embedding table (GPT-2: n_positions)"),
     f("attn-sinks", G::Variants, K::Bool(false), "Attention sinks", "",
