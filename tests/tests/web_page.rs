@@ -424,9 +424,8 @@ fn agent_estimate(query: &str, json: bool) -> String {
     }
     let mut cmd = Command::new(&bin);
     cmd.arg("estimate");
-    if json {
-        cmd.arg("--json");
-    }
+    // The table is the --verbose output (the default prints the answer first).
+    cmd.arg(if json { "--json" } else { "--verbose" });
     for (k, v) in query.split('&').filter_map(|p| p.split_once('=')) {
         cmd.arg(format!("--{k}")).arg(v);
     }
@@ -445,7 +444,7 @@ fn assert_fit_rows_agree(page: &Page, query: &str, cli: &Value) {
     let fits: Vec<CardFit> = serde_json::from_value(cli["fit"].clone()).expect("fit rows");
     let table = agent_estimate(query, false);
     for f in &fits {
-        let verdict = Verdict::of(f).text();
+        let verdict = Verdict::of_fit(f).text();
         let gib = format!("{} GiB", signed_gib_string(f.headroom_bytes, 2));
         let line = table
             .lines()

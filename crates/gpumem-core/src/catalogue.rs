@@ -50,6 +50,8 @@ pub enum Vendor {
     Nvidia,
     /// Advanced Micro Devices.
     Amd,
+    /// Not known (a capacity typed by the user).
+    Unknown,
 }
 
 /// Market segment.
@@ -70,6 +72,82 @@ pub enum CapacityKind {
     Reported,
     /// The marketing label converted at 2^30 bytes per "GB".
     Label,
+    /// A capacity the user typed (`--card 24GiB`), taken as given.
+    Given,
+}
+
+impl CapacityKind {
+    /// The word shown and written to `--json`: "reported", "label" or "given".
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CapacityKind::Reported => "reported",
+            CapacityKind::Label => "label",
+            CapacityKind::Given => "given",
+        }
+    }
+}
+
+/// The chip generation, which decides the number formats the card computes in.
+///
+/// bf16: PyTorch's `torch.cuda.is_bf16_supported()` (torch/cuda/__init__.py) asks for
+/// CUDA compute capability ≥ 8.0 (Ampere and later); Volta (7.0) and Turing (7.5) have
+/// no bf16 units. AMD CDNA2/CDNA3 (MI200/MI300 ISA guides) and RDNA3 (WMMA) compute
+/// in bf16. fp8: vLLM's FP8 W8A8 page (docs/features/quantization/fp8.md) names Hopper
+/// and Ada Lovelace (compute capability ≥ 8.9) and AMD MI300x; Blackwell has them too;
+/// Ampere runs fp8 weights weight-only (W8A16, Marlin kernels), older cards not at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    /// NVIDIA Volta (compute capability 7.0).
+    Volta,
+    /// NVIDIA Turing (7.5).
+    Turing,
+    /// NVIDIA Ampere (8.0 / 8.6).
+    Ampere,
+    /// NVIDIA Ada Lovelace (8.9).
+    Ada,
+    /// NVIDIA Hopper (9.0).
+    Hopper,
+    /// NVIDIA Blackwell (10.0 / 12.0).
+    Blackwell,
+    /// AMD CDNA2 (MI200 series).
+    Cdna2,
+    /// AMD CDNA3 (MI300 series).
+    Cdna3,
+    /// AMD RDNA3 (Radeon RX 7000 / PRO W7000).
+    Rdna3,
+    /// Unknown (a capacity typed by the user).
+    Unknown,
+}
+
+impl Arch {
+    /// Whether the card computes in bf16 natively.
+    pub const fn bf16(self) -> bool {
+        !matches!(self, Arch::Volta | Arch::Turing)
+    }
+
+    /// Whether the card has fp8 tensor units (W8A8).
+    pub const fn fp8(self) -> bool {
+        matches!(
+            self,
+            Arch::Ada | Arch::Hopper | Arch::Blackwell | Arch::Cdna3 | Arch::Unknown
+        )
+    }
+
+    /// The generation's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Arch::Volta => "Volta",
+            Arch::Turing => "Turing",
+            Arch::Ampere => "Ampere",
+            Arch::Ada => "Ada",
+            Arch::Hopper => "Hopper",
+            Arch::Blackwell => "Blackwell",
+            Arch::Cdna2 => "CDNA2",
+            Arch::Cdna3 => "CDNA3",
+            Arch::Rdna3 => "RDNA3",
+            Arch::Unknown => "unknown",
+        }
+    }
 }
 
 /// One card.
@@ -83,6 +161,11 @@ pub struct GpuCard {
     pub segment: Segment,
     /// Human-readable product name, e.g. `"NVIDIA H100 SXM 80GB"`.
     pub name: &'static str,
+    /// The chip generation (which formats it computes in).
+    pub arch: Arch,
+    /// Memory bandwidth in GB/s (10^9 bytes per second), from the same vendor
+    /// document as the label.
+    pub bandwidth_gb_s: u32,
     /// Memory label word for word as the vendor prints it, e.g. `"80 GB HBM3"`.
     pub label: &'static str,
     /// The label number × 2^30 bytes.
@@ -97,14 +180,37 @@ pub struct GpuCard {
 }
 
 impl GpuCard {
-    /// The capacity to compare against: the reported figure when known, else the label.
+    /// The capacity to compare against: the reported figure when known, else the label
+    /// (a typed capacity is its own label, "given").
     pub const fn capacity(&self) -> (u64, CapacityKind) {
         match self.reported_bytes {
             Some(bytes) => (bytes, CapacityKind::Reported),
+            None if self.label.is_empty() => (self.label_bytes, CapacityKind::Given),
             None => (self.label_bytes, CapacityKind::Label),
         }
     }
+
+    /// A card of `bytes` the user typed (`--card 24GiB`): id "custom", no label, no
+    /// known generation (no format warning is given for it).
+    pub const fn custom(bytes: u64) -> GpuCard {
+        GpuCard {
+            id: CUSTOM_ID,
+            vendor: Vendor::Unknown,
+            segment: Segment::DataCentre,
+            arch: Arch::Unknown,
+            bandwidth_gb_s: 0,
+            name: "Custom card",
+            label: "",
+            label_bytes: bytes,
+            label_source: "typed by the user",
+            reported_bytes: None,
+            reported_source: None,
+        }
+    }
 }
+
+/// The id of a typed capacity ([`GpuCard::custom`]).
+pub const CUSTOM_ID: &str = "custom";
 
 /// Every card, data-centre first.
 pub static CATALOGUE: &[GpuCard] = &[
@@ -113,6 +219,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "b200",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Blackwell,
+        bandwidth_gb_s: 8000,
         name: "NVIDIA B200",
         label: "180 GB HBM3e",
         label_bytes: 180 * GIB,
@@ -129,6 +237,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "h200-141gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Hopper,
+        bandwidth_gb_s: 4800,
         name: "NVIDIA H200 141GB",
         label: "141 GB HBM3e",
         label_bytes: 141 * GIB,
@@ -144,6 +254,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "h100-sxm-80gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Hopper,
+        bandwidth_gb_s: 3350,
         name: "NVIDIA H100 SXM 80GB",
         label: "80 GB HBM3",
         label_bytes: 80 * GIB,
@@ -160,6 +272,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "h100-pcie-80gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Hopper,
+        bandwidth_gb_s: 2000,
         name: "NVIDIA H100 PCIe 80GB",
         label: "80 GB HBM2e",
         label_bytes: 80 * GIB,
@@ -171,6 +285,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "h100-nvl-94gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Hopper,
+        bandwidth_gb_s: 3900,
         name: "NVIDIA H100 NVL 94GB",
         label: "94 GB HBM3",
         label_bytes: 94 * GIB,
@@ -186,6 +302,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "a100-80gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 2039,
         name: "NVIDIA A100 80GB",
         label: "80 GB HBM2e",
         label_bytes: 80 * GIB,
@@ -201,6 +319,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "a100-40gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 1555,
         name: "NVIDIA A100 40GB",
         label: "40 GB HBM2",
         label_bytes: 40 * GIB,
@@ -217,6 +337,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "l40s-48gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 864,
         name: "NVIDIA L40S",
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
@@ -232,6 +354,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "l4-24gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 300,
         name: "NVIDIA L4",
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
@@ -247,6 +371,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "a10-24gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 600,
         name: "NVIDIA A10",
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
@@ -262,6 +388,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "a10g-24gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 600,
         name: "NVIDIA A10G",
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
@@ -277,6 +405,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "t4-16gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Turing,
+        bandwidth_gb_s: 320,
         name: "NVIDIA T4",
         label: "16 GB GDDR6",
         label_bytes: 16 * GIB,
@@ -292,6 +422,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "v100-32gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Volta,
+        bandwidth_gb_s: 900,
         name: "NVIDIA Tesla V100 32GB",
         label: "32 GB HBM2",
         label_bytes: 32 * GIB,
@@ -303,6 +435,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "v100-16gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Volta,
+        bandwidth_gb_s: 900,
         name: "NVIDIA Tesla V100 16GB",
         label: "16 GB HBM2",
         label_bytes: 16 * GIB,
@@ -315,6 +449,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "mi325x",
         vendor: Vendor::Amd,
         segment: Segment::DataCentre,
+        arch: Arch::Cdna3,
+        bandwidth_gb_s: 6000,
         name: "AMD Instinct MI325X",
         label: "256 GB HBM3E",
         label_bytes: 256 * GIB,
@@ -327,6 +463,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "mi300x",
         vendor: Vendor::Amd,
         segment: Segment::DataCentre,
+        arch: Arch::Cdna3,
+        bandwidth_gb_s: 5300,
         name: "AMD Instinct MI300X",
         label: "192 GB HBM3",
         label_bytes: 192 * GIB,
@@ -338,6 +476,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "mi250x",
         vendor: Vendor::Amd,
         segment: Segment::DataCentre,
+        arch: Arch::Cdna2,
+        bandwidth_gb_s: 3277,
         name: "AMD Instinct MI250X",
         label: "128 GB HBM2e",
         label_bytes: 128 * GIB,
@@ -351,6 +491,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "mi210",
         vendor: Vendor::Amd,
         segment: Segment::DataCentre,
+        arch: Arch::Cdna2,
+        bandwidth_gb_s: 1638,
         name: "AMD Instinct MI210",
         label: "64 GB HBM2e",
         label_bytes: 64 * GIB,
@@ -363,6 +505,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "rtx-6000-ada",
         vendor: Vendor::Nvidia,
         segment: Segment::Workstation,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 960,
         name: "NVIDIA RTX 6000 Ada Generation",
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
@@ -374,6 +518,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "rtx-a6000",
         vendor: Vendor::Nvidia,
         segment: Segment::Workstation,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 768,
         name: "NVIDIA RTX A6000",
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
@@ -385,10 +531,25 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "radeon-pro-w7900",
         vendor: Vendor::Amd,
         segment: Segment::Workstation,
+        arch: Arch::Rdna3,
+        bandwidth_gb_s: 864,
         name: "AMD Radeon PRO W7900",
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
         label_source: "AMD Radeon PRO W7900 product page (48 GB GDDR6 with ECC)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "rtx-pro-6000",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Workstation,
+        arch: Arch::Blackwell,
+        bandwidth_gb_s: 1792,
+        name: "NVIDIA RTX PRO 6000 Blackwell",
+        label: "96 GB GDDR7",
+        label_bytes: 96 * GIB,
+        label_source: "NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet (96 GB GDDR7 with ECC, 1792 GB/s)",
         reported_bytes: None,
         reported_source: None,
     },
@@ -397,6 +558,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "rtx-5090",
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
+        arch: Arch::Blackwell,
+        bandwidth_gb_s: 1792,
         name: "NVIDIA GeForce RTX 5090",
         label: "32 GB GDDR7",
         label_bytes: 32 * GIB,
@@ -411,6 +574,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "rtx-4090",
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 1008,
         name: "NVIDIA GeForce RTX 4090",
         label: "24 GB GDDR6X",
         label_bytes: 24 * GIB,
@@ -426,6 +591,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "rtx-3090",
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 936,
         name: "NVIDIA GeForce RTX 3090",
         label: "24 GB GDDR6X",
         label_bytes: 24 * GIB,
@@ -441,6 +608,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "rtx-4080",
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 717,
         name: "NVIDIA GeForce RTX 4080",
         label: "16 GB GDDR6X",
         label_bytes: 16 * GIB,
@@ -452,6 +621,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "rtx-4060-ti-16gb",
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 288,
         name: "NVIDIA GeForce RTX 4060 Ti 16GB",
         label: "16 GB GDDR6",
         label_bytes: 16 * GIB,
@@ -468,6 +639,8 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "rtx-5070",
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
+        arch: Arch::Blackwell,
+        bandwidth_gb_s: 672,
         name: "NVIDIA GeForce RTX 5070",
         label: "12 GB GDDR7",
         label_bytes: 12 * GIB,
@@ -476,9 +649,76 @@ pub static CATALOGUE: &[GpuCard] = &[
         reported_source: None,
     },
     GpuCard {
+        id: "rtx-5080",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        arch: Arch::Blackwell,
+        bandwidth_gb_s: 960,
+        name: "NVIDIA GeForce RTX 5080",
+        label: "16 GB GDDR7",
+        label_bytes: 16 * GIB,
+        label_source: "NVIDIA GeForce RTX 5080 product page / specifications (16 GB GDDR7, 960 GB/s)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "rtx-5060-ti-16gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        arch: Arch::Blackwell,
+        bandwidth_gb_s: 448,
+        name: "NVIDIA GeForce RTX 5060 Ti 16GB",
+        label: "16 GB GDDR7",
+        label_bytes: 16 * GIB,
+        label_source: "NVIDIA GeForce RTX 5060 Ti product page / specifications (16 GB or 8 GB GDDR7, 448 GB/s; this entry is the 16 GB model)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "rtx-4070-ti-super",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 672,
+        name: "NVIDIA GeForce RTX 4070 Ti SUPER",
+        label: "16 GB GDDR6X",
+        label_bytes: 16 * GIB,
+        label_source: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070 Ti SUPER: 16 GB GDDR6X, 256-bit, 672 GB/s)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "rtx-4070",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 504,
+        name: "NVIDIA GeForce RTX 4070",
+        label: "12 GB GDDR6X",
+        label_bytes: 12 * GIB,
+        label_source: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070: 12 GB GDDR6X, 192-bit, 504 GB/s)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
+        id: "rtx-3060-12gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 360,
+        name: "NVIDIA GeForce RTX 3060 12GB",
+        label: "12 GB GDDR6",
+        label_bytes: 12 * GIB,
+        label_source: "NVIDIA GeForce RTX 3060 family specifications (RTX 3060: 12 GB GDDR6, 192-bit, 360 GB/s; this entry is the 12 GB model)",
+        reported_bytes: None,
+        reported_source: None,
+    },
+    GpuCard {
         id: "radeon-rx-7900-xtx",
         vendor: Vendor::Amd,
         segment: Segment::Consumer,
+        arch: Arch::Rdna3,
+        bandwidth_gb_s: 960,
         name: "AMD Radeon RX 7900 XTX",
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
@@ -493,6 +733,128 @@ pub fn find(id: &str) -> Option<&'static GpuCard> {
     CATALOGUE
         .iter()
         .find(|card| card.id.eq_ignore_ascii_case(id))
+}
+
+/// Words a card's name or id carries that nobody types to tell cards apart.
+const NOISE: &[&str] = &[
+    "nvidia",
+    "geforce",
+    "amd",
+    "radeon",
+    "instinct",
+    "tesla",
+    "rtx",
+    "rx",
+    "gb",
+    "gib",
+    "generation",
+];
+
+/// A name as people type it, reduced to what tells cards apart: lower case, split at
+/// every non-alphanumeric and every letter/digit change, vendor and family words and
+/// "GB" dropped, the rest joined: "NVIDIA GeForce RTX 4090", "rtx4090" and "4090" are
+/// all "4090"; "A100 40GB" and "a100-40" are both "a10040".
+fn key_of(text: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut last_digit = None;
+    for c in text.chars().map(|c| c.to_ascii_lowercase()) {
+        if !c.is_ascii_alphanumeric() {
+            last_digit = None;
+            words.push(std::mem::take(&mut word));
+            continue;
+        }
+        let digit = c.is_ascii_digit();
+        if last_digit.is_some_and(|d| d != digit) {
+            words.push(std::mem::take(&mut word));
+        }
+        last_digit = Some(digit);
+        word.push(c);
+    }
+    words.push(word);
+    words
+        .into_iter()
+        .filter(|w| !w.is_empty() && !NOISE.contains(&w.as_str()))
+        .collect()
+}
+
+/// A capacity as typed: a decimal number and a unit (GB, GiB, MB, MiB, TB, TiB; case
+/// and spaces free), in bytes rounded down: "24GiB" → 25 769 803 776, "22.5GB" →
+/// 22 500 000 000. `None` when the text is not one.
+pub fn parse_capacity(text: &str) -> Option<u64> {
+    let t = text.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, unit) = t.split_at(split);
+    let unit_bytes: u64 = match unit.trim() {
+        "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "tb" => 1_000_000_000_000,
+        "tib" => 1 << 40,
+        _ => return None,
+    };
+    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+    if int.is_empty() || frac.len() > 9 || frac.contains('.') {
+        return None;
+    }
+    let digits: u128 = format!("{int}{frac}").parse().ok()?;
+    let scale = 10u128.checked_pow(u32::try_from(frac.len()).ok()?)?;
+    let bytes = digits
+        .checked_mul(u128::from(unit_bytes))?
+        .checked_div(scale)?;
+    u64::try_from(bytes).ok().filter(|b| *b > 0)
+}
+
+/// Resolves a card as people type it (`--card`, the page's `card` key): a catalogue id
+/// or name, a short form (`4090`, `rtx4090`, `t4`, `a100-40`, `l40s`, `h100-sxm`), or a
+/// capacity (`24GiB`, `22.5GB`: [`GpuCard::custom`]). Tried in order: the id exactly,
+/// the reduced name or id exactly, then as the start of exactly one card's, then inside
+/// exactly one card's. Several matches are an error that lists them, never a guess.
+pub fn resolve(text: &str) -> Result<GpuCard, String> {
+    let t = text.trim();
+    if let Some(card) = find(t) {
+        return Ok(*card);
+    }
+    if let Some(bytes) = parse_capacity(t) {
+        return Ok(GpuCard::custom(bytes));
+    }
+    let want = key_of(t);
+    let unknown = || {
+        format!(
+            "{t:?} is not a card: `gpumem-agent cards` lists them (e.g. rtx-4090, h100-sxm-80gb), or give a capacity such as 24GiB or 22.5GB"
+        )
+    };
+    if want.is_empty() {
+        return Err(unknown());
+    }
+    let keys: Vec<(&'static GpuCard, [String; 2])> = CATALOGUE
+        .iter()
+        .map(|c| (c, [key_of(c.id), key_of(c.name)]))
+        .collect();
+    let tiers: [&dyn Fn(&str) -> bool; 3] =
+        [&|k| k == want, &|k| k.starts_with(want.as_str()), &|k| {
+            k.contains(want.as_str())
+        }];
+    for matches in tiers {
+        let found: Vec<&'static GpuCard> = keys
+            .iter()
+            .filter(|(_, k)| k.iter().any(|k| matches(k)))
+            .map(|(c, _)| *c)
+            .collect();
+        match found.as_slice() {
+            [] => continue,
+            [one] => return Ok(**one),
+            many => {
+                let names: Vec<String> = many
+                    .iter()
+                    .map(|c| format!("{} ({})", c.id, c.label))
+                    .collect();
+                return Err(format!("{t:?} could be {}: name one", names.join(", ")));
+            }
+        }
+    }
+    Err(unknown())
 }
 
 #[cfg(test)]
@@ -650,6 +1012,73 @@ mod tests {
     }
 
     #[test]
+    fn cards_resolve_as_people_type_them() {
+        let id = |t: &str| resolve(t).map(|c| c.id);
+        for (typed, want) in [
+            ("4090", "rtx-4090"),
+            ("rtx4090", "rtx-4090"),
+            ("RTX 4090", "rtx-4090"),
+            ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+            ("t4", "t4-16gb"),
+            ("a100-40", "a100-40gb"),
+            ("A100 80GB", "a100-80gb"),
+            ("a10", "a10-24gb"),
+            ("a10g", "a10g-24gb"),
+            ("l40s", "l40s-48gb"),
+            ("l4", "l4-24gb"),
+            ("h100-sxm", "h100-sxm-80gb"),
+            ("h100 nvl", "h100-nvl-94gb"),
+            ("h200", "h200-141gb"),
+            ("mi300x", "mi300x"),
+            ("3060", "rtx-3060-12gb"),
+            ("4060 ti", "rtx-4060-ti-16gb"),
+            ("4070 ti super", "rtx-4070-ti-super"),
+            ("a6000", "rtx-a6000"),
+            ("6000 ada", "rtx-6000-ada"),
+            ("w7900", "radeon-pro-w7900"),
+            ("7900xtx", "radeon-rx-7900-xtx"),
+        ] {
+            assert_eq!(id(typed), Ok(want), "{typed}");
+        }
+        // Several cards: an error naming each, never a guess.
+        for typed in ["a100", "h100", "v100"] {
+            let e = resolve(typed).unwrap_err();
+            assert!(e.contains("could be"), "{typed}: {e}");
+        }
+        assert!(resolve("a100").unwrap_err().contains("a100-40gb"));
+        assert!(
+            resolve("rtx-9999")
+                .unwrap_err()
+                .contains("gpumem-agent cards")
+        );
+        assert!(resolve("").is_err());
+        assert!(resolve("--").is_err());
+    }
+
+    #[test]
+    fn capacities_are_exact_bytes() {
+        assert_eq!(parse_capacity("24GiB"), Some(24 << 30));
+        assert_eq!(parse_capacity("24 gib"), Some(24 << 30));
+        assert_eq!(parse_capacity("22.5GB"), Some(22_500_000_000));
+        assert_eq!(parse_capacity("16384MiB"), Some(16 << 30));
+        assert_eq!(parse_capacity("0.5TiB"), Some(1 << 39));
+        for bad in [
+            "24",
+            "GB",
+            "0GB",
+            "1.2.3GB",
+            "24 GHz",
+            "-1GB",
+            "99999999999999TB",
+        ] {
+            assert_eq!(parse_capacity(bad), None, "{bad}");
+        }
+        let c = resolve("22.5GB").unwrap();
+        assert_eq!(c.id, CUSTOM_ID);
+        assert_eq!(c.capacity(), (22_500_000_000, CapacityKind::Given));
+    }
+
+    #[test]
     fn known_figures() {
         let h100 = find("h100-sxm-80gb").expect("present");
         assert_eq!(h100.label_bytes, 85_899_345_920);
@@ -704,6 +1133,7 @@ mod tests {
             match card.vendor {
                 Vendor::Nvidia => assert!(card.name.starts_with("NVIDIA "), "{}", card.id),
                 Vendor::Amd => assert!(card.name.starts_with("AMD "), "{}", card.id),
+                Vendor::Unknown => panic!("{}: a catalogue card has a vendor", card.id),
             }
         }
     }

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::arch::MAX_DIM;
-use crate::catalogue::{CATALOGUE, CapacityKind, GpuCard};
+use crate::catalogue::{CATALOGUE, GpuCard};
 use crate::error::EstimateError;
 use crate::estimate::{Estimate, EstimateInput, Group, Kind, LineKey, Logits, TrainMode, estimate};
 use crate::params::parse_count;
@@ -145,9 +145,9 @@ pub fn engine_keys() -> impl Iterator<Item = &'static str> + Clone {
 pub struct EngineParams {
     /// The engine, if one was named.
     pub engine: Option<Engine>,
-    /// The card (a catalogue entry).
+    /// The card (a catalogue entry, or a typed capacity).
     #[serde(skip)]
-    pub card: Option<&'static GpuCard>,
+    pub card: Option<GpuCard>,
     /// `--gpu-memory-utilization` in millionths.
     pub gpu_memory_utilization_ppm: Option<u64>,
     /// `--max-model-len`.
@@ -172,12 +172,10 @@ pub fn is_engine_key(key: &str) -> bool {
     crate::fields::field(key).is_some_and(|f| f.is_engine())
 }
 
-/// Looks a card up by catalogue id or by name (case-insensitive).
-pub fn find_card(text: &str) -> Option<&'static GpuCard> {
-    let t = text.trim();
-    CATALOGUE
-        .iter()
-        .find(|c| c.id.eq_ignore_ascii_case(t) || c.name.eq_ignore_ascii_case(t))
+/// Looks a card up as people type it ([`crate::catalogue::resolve`]: id, name, short
+/// form or capacity); `None` when it names no card or several.
+pub fn find_card(text: &str) -> Option<GpuCard> {
+    crate::catalogue::resolve(text).ok()
 }
 
 /// Parses a decimal fraction in (0, 1] such as "0.9" into millionths, exactly.
@@ -229,16 +227,9 @@ where
     for (key, value) in pairs {
         let r: Result<(), EstimateError> = match key {
             "engine" => Engine::parse(value).map(|e| p.engine = Some(e)),
-            "card" => match find_card(value) {
-                Some(c) => {
-                    p.card = Some(c);
-                    Ok(())
-                }
-                None => Err(EstimateError::invalid(
-                    "card",
-                    format!("{value:?} is not a catalogue card id or name (e.g. h100-sxm-80gb)"),
-                )),
-            },
+            "card" => crate::catalogue::resolve(value)
+                .map(|c| p.card = Some(c))
+                .map_err(|why| EstimateError::invalid("card", why)),
             "gpu-memory-utilization" => parse_fraction("gpu-memory-utilization", value)
                 .map(|v| p.gpu_memory_utilization_ppm = Some(v)),
             "mem-fraction-static" => parse_fraction("mem-fraction-static", value)
@@ -460,10 +451,7 @@ pub fn budget(
         ));
     };
     let (capacity, kind) = card.capacity();
-    let capacity_kind = match kind {
-        CapacityKind::Reported => "reported",
-        CapacityKind::Label => "label",
-    };
+    let capacity_kind = kind.as_str();
     let max_model_len = match params.max_model_len {
         Some(m) => m,
         None => match input.context {
@@ -868,7 +856,7 @@ pub fn budget_per_card(
         .iter()
         .map(|card| {
             let p = EngineParams {
-                card: Some(card),
+                card: Some(*card),
                 ..params.clone()
             };
             budget(input, est, &p).map(|b| CardKv {
@@ -1300,7 +1288,7 @@ mod tests {
 
     #[test]
     fn largest_context_is_exact_to_the_token() {
-        let card = find_card("h100-sxm-80gb").unwrap();
+        let card = &find_card("h100-sxm-80gb").unwrap();
         let cap = card.capacity().0;
         for seqs in ["1", "8", "64"] {
             let input = llama_8b(&[("sequences", seqs), ("generate", "100")]);
@@ -1317,7 +1305,7 @@ mod tests {
 
     #[test]
     fn most_sequences_is_exact_and_none_when_nothing_fits() {
-        let card = find_card("h100-sxm-80gb").unwrap();
+        let card = &find_card("h100-sxm-80gb").unwrap();
         let cap = card.capacity().0;
         let input = llama_8b(&[("context", "16000")]);
         let n = most_sequences(&input, card).expect("fits");
@@ -1330,7 +1318,7 @@ mod tests {
         // Without a context there is nothing to search.
         assert_eq!(most_sequences(&llama_8b(&[]), card), None);
         // Llama-3.1-8B's bf16 weights alone (16.06 GB) exceed a 16 GB T4.
-        let t4 = find_card("t4-16gb").unwrap();
+        let t4 = &find_card("t4-16gb").unwrap();
         assert_eq!(largest_context(&input, t4), None);
         assert_eq!(most_sequences(&input, t4), None);
         let l = largest(&input, card);
