@@ -18,14 +18,12 @@ use gpumem_core::catalogue::{GpuCard, resolve};
 use gpumem_core::engine;
 use gpumem_core::estimate::{Estimate, Kind, estimate};
 use gpumem_core::fit::{CardFit, MARGIN_RULE, Verdict, fit_table};
-use gpumem_core::headline::{
-    Basis, FORMAT_LADDER, FormatFit, Headline, compare_formats, headline, inputs_line,
-};
+use gpumem_core::headline::{Basis, FORMAT_LADDER, compare_formats, headline, inputs_line};
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
 use gpumem_core::import::{TensorSummary, gguf, hf_config};
 use gpumem_core::params::{self, FIELDS, field, keys};
 use gpumem_core::units::{Bytes, group_digits, signed_gib_string, signed_group_digits};
-use serde::Serialize;
+use gpumem_proto::estimate::{ESTIMATE_SCHEMA, EstimateDocument};
 
 use crate::exit::Exit;
 
@@ -129,23 +127,6 @@ impl FromArgMatches for Args {
         *self = Self::from_arg_matches(m)?;
         Ok(())
     }
-}
-
-/// What `--json` prints.
-#[derive(Serialize)]
-struct JsonOutput<'a> {
-    schema: &'static str,
-    input: std::collections::BTreeMap<&'static str, String>,
-    #[serde(flatten)]
-    estimate: &'a Estimate,
-    fit: Vec<CardFit>,
-    #[serde(flatten)]
-    engine: crate::engine_cli::EngineOutput,
-    /// The answer first: the verdict on the card, the ways out.
-    verdict: Headline,
-    /// `--formats`: each format on the card.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    formats: Option<Vec<FormatFit>>,
 }
 
 /// Runs `estimate`.
@@ -261,12 +242,17 @@ pub fn run(args: Args) -> Result<Exit> {
         None => None,
     };
     if args.json {
-        let out = JsonOutput {
-            schema: "gpumem.estimate/v1",
-            input: params::to_pairs(&input).into_iter().collect(),
-            estimate: &est,
+        let out = EstimateDocument {
+            schema: ESTIMATE_SCHEMA.into(),
+            input: params::to_pairs(&input)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            estimate: est,
             fit,
-            engine,
+            engine: engine.engine,
+            engine_per_card: engine.engine_per_card,
+            largest: engine.largest,
             verdict: answer,
             formats,
         };

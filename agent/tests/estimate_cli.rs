@@ -746,3 +746,23 @@ fn cards_lists_the_catalogue() {
         (Some(true), Some(true))
     );
 }
+
+/// The completions offer the catalogue's card ids and the formats; `--help` does not
+/// list them as the only possible values (a card may be a capacity, a format `q4_k_m`).
+#[test]
+fn completions_offer_card_ids_and_formats() {
+    let out = agent(&["completions", "bash"]);
+    assert!(out.status.success());
+    let script = String::from_utf8(out.stdout).unwrap();
+    for word in ["rtx-4090", "h100-sxm-80gb", "t4-16gb", "awq-4-g128", "q4_k"] {
+        assert!(script.contains(word), "{word} is not offered");
+    }
+    let help = String::from_utf8(agent(&["estimate", "--help"]).stdout).unwrap();
+    let card = help
+        .split("--card <CARD>")
+        .nth(1)
+        .expect("--card in the help");
+    let card = card.split("\n      --").next().unwrap_or_default();
+    assert!(!card.contains("possible values"), "{card}");
+    assert!(card.contains("gpumem-agent cards"), "{card}");
+}

@@ -197,17 +197,19 @@ fn mode_of(pairs: &[(String, String)]) -> Mode {
 }
 
 /// A link's pairs over the defaults ([`default_pairs`]): a link that sets only a
-/// workload, a format or a card (`?context=8192`) keeps the default model; one that
-/// describes a model (a shape key, a parameter count, a Hub `model`) replaces the
-/// default's shape instead of mixing with it. The link's own keys always win.
+/// workload, a format or a card (`?context=8192`, `?card=4090`) keeps the default model
+/// and workloads, its own keys winning; a link that describes a model (a shape key, a
+/// parameter count, a Hub `model`) is taken as it is, as the page writes it.
 pub fn over_defaults(link: Vec<(String, String)>) -> Vec<(String, String)> {
     let own_model = link.iter().any(|(k, v)| {
         !v.trim().is_empty()
             && (shape_keys().any(|s| s == k) || COUNT_KEYS.contains(&k.as_str()) || k == "model")
     });
+    if own_model {
+        return link;
+    }
     let mut pairs: Vec<(String, String)> = default_pairs()
         .into_iter()
-        .filter(|(k, _)| !(own_model && shape_keys().any(|s| s == k)))
         .filter(|(k, _)| !link.iter().any(|(l, _)| l == k))
         .collect();
     pairs.extend(link);
@@ -272,9 +274,10 @@ mod tests {
         assert_eq!(get(&p, "layers").as_deref(), Some("32"));
         assert_eq!(get(&p, "card").as_deref(), Some("h100-sxm-80gb"));
         assert_eq!(Form::new(&p, None).mode.get_untracked(), Mode::Arch);
-        // A model of its own replaces the default shape, never mixes with it.
+        // A model of its own: the link as it is, never mixed with the default.
         let p = pairs("?parameters=7e9&card=t4");
         assert_eq!(get(&p, "layers"), None);
+        assert_eq!(get(&p, "context"), None);
         assert_eq!(get(&p, "card").as_deref(), Some("t4"));
         assert_eq!(Form::new(&p, None).mode.get_untracked(), Mode::Count);
         let p = pairs("?layers=2&hidden=64&heads=2&vocab=10&intermediate=128");

@@ -83,6 +83,7 @@ pub const LLAMA_CPP_UBATCH: u64 = 512;
 
 /// A serving engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Engine {
     /// vLLM (V1 engine).
     #[serde(rename = "vllm")]
@@ -263,6 +264,7 @@ fn positive(field: &'static str, text: &str) -> Result<u64, EstimateError> {
 
 /// One line an engine's rule adds or subtracts, per device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EngineLine {
     /// Stable key ("budget", "weights", "activation_peak", …).
     pub key: Cow<'static, str>,
@@ -282,6 +284,7 @@ pub struct EngineLine {
 
 /// What an engine leaves for the KV cache on one card (per device of the tp × pp group).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EngineBudget {
     /// The engine.
     pub engine: Engine,
@@ -832,6 +835,7 @@ pub fn budget(
 
 /// One card's row of the engine fit table: the KV pool the engine leaves there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CardKv {
     /// Catalogue id.
     pub id: String,
@@ -872,6 +876,7 @@ pub fn budget_per_card(
 
 /// The largest workload that fits one card (the estimate's per-device need ≤ capacity).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Largest {
     /// Catalogue id.
     pub card: String,

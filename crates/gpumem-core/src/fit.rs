@@ -41,6 +41,7 @@ pub fn label_shortfall_ppm() -> u64 {
 
 /// How uncertain a need against a card is, in bytes, and of what it is made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Margin {
     /// Half the assumed lines the need holds besides the reserve (activations,
     /// prefill transients, logits, CUDA context; an engine's profiled peaks): they
@@ -86,6 +87,7 @@ pub fn margin(card: &GpuCard, assumed: u64) -> Margin {
 
 /// One card's verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CardFit {
     /// Catalogue id ("custom" for a typed capacity).
     pub id: String,

@@ -111,6 +111,7 @@ impl Basis {
 
 /// How many cards of the chosen kind hold the workload, split by tensor parallelism.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Cards {
     /// Cards: tp × pp.
     pub cards: u64,
@@ -124,6 +125,7 @@ pub struct Cards {
 
 /// One weight format on the chosen card.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FormatFit {
     /// The format's name (as `--format` takes it).
     pub format: String,
@@ -137,6 +139,7 @@ pub struct FormatFit {
 
 /// The answer: the verdict first, then the ways out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Headline {
     /// "yes", "borderline" or "no" (as [`Verdict::key`]).
     pub verdict: String,

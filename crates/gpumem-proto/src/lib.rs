@@ -1,7 +1,8 @@
 //! gpumem-proto: serialisable documents shared by the agent and the page — the
-//! measurement results file, the agent↔page wire messages, the sheet and the workload
-//! results of `gpumem-agent run`.
+//! measurement results file, the agent↔page wire messages, the sheet, the workload
+//! results of `gpumem-agent run` and the `estimate --json` document.
 
+pub mod estimate;
 pub mod json;
 pub mod lookup;
 pub mod results;
