@@ -236,6 +236,10 @@ fn engine_summary(e: &EngineOutput) -> String {
             ),
             4,
         ));
+    } else if e.engine_per_card.is_some() {
+        s.push_str(
+            "  the engine's KV pool on every card: --verbose (or --card CARD for its budget)\n",
+        );
     } else if let Some(l) = &e.largest {
         let ctx = l
             .largest_context

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use anyhow::Result;
-use gpumem_core::catalogue::{CATALOGUE, GpuCard};
+use gpumem_core::catalogue::{CATALOGUE, GpuCard, sources};
 use gpumem_core::units::{Bytes, group_digits};
 use serde::Serialize;
 
@@ -44,6 +44,7 @@ struct Row {
 
 fn row(c: &GpuCard) -> Row {
     let (capacity_bytes, kind) = c.capacity();
+    let src = sources(c.id);
     Row {
         id: c.id,
         name: c.name,
@@ -56,8 +57,8 @@ fn row(c: &GpuCard) -> Row {
         arch: c.arch.name(),
         bf16: c.arch.bf16(),
         fp8: c.arch.fp8(),
-        label_source: c.label_source,
-        reported_source: c.reported_source,
+        label_source: src.map_or("", |s| s.label),
+        reported_source: src.and_then(|s| s.reported),
     }
 }
 

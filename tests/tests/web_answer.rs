@@ -87,13 +87,17 @@ fn web_answer_first_matches_the_cli_at_1400_and_390_px() {
         let got = b.wait_for(
             "the answer for this query",
             &format!(
-                "const n = document.querySelector('[data-testid=answer-need]'); return n && n.textContent === {} && n.textContent;",
-                json!(want_need)
+                "const n = document.querySelector('[data-testid=answer-need]'); return n && n.textContent.startsWith({}) && n.textContent;",
+                json!(format!("{want_need} of "))
             ),
         );
-        assert_eq!(got, json!(want_need), "{query}");
+        assert!(got.is_string(), "{query}");
         assert_eq!(verdict(&page), word, "{query}");
-        assert_eq!(b.testid("answer-card"), want_card, "{query}");
+        assert!(
+            b.testid("answer-card")
+                .starts_with(&format!(" on {want_card}")),
+            "{query}"
+        );
         let cards = b.testid("answer-cards");
         match cli["cards"]["cards"].as_u64() {
             Some(n) => assert!(cards.starts_with(&format!("{n} × {want_card}")), "{cards}"),
@@ -184,10 +188,13 @@ fn web_link_keys_merge_over_the_default_model_and_cards_are_typed() {
     // Cards as people type them, in a link and in the field.
     page.load("card=4090");
     verdict(&page);
-    assert_eq!(b.testid("answer-card"), "NVIDIA GeForce RTX 4090");
+    assert!(
+        b.testid("answer-card")
+            .starts_with(" on NVIDIA GeForce RTX 4090")
+    );
     page.load("card=24GiB");
     verdict(&page);
-    assert_eq!(b.testid("answer-card"), "Custom card");
+    assert!(b.testid("answer-card").starts_with(" on Custom card"));
     assert!(b.testid("answer").contains("25.77 GB"), "24 GiB = 25.77 GB");
     page.load("card=a100");
     let msg = b.wait_for(

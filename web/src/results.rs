@@ -175,113 +175,138 @@ fn Answer() -> impl IntoView {
     let form = expect_context::<Form>();
     let focus = form.focus;
     let failed = form.lookup_failed;
-    let state = {
-        let form = form.clone();
-        Memo::new(move |_| {
-            let pairs = computed.with(|c| c.workloads.get(focus.get()).map(|w| w.pairs.clone()))?;
-            let tensors = form
-                .imported
-                .with(|i| i.as_ref().map(|i| i.summary.clone()));
-            let (line, h) = answer(
-                &pairs,
-                tensors.as_ref(),
-                &form.page_pairs(),
-                model_name(&form).as_deref(),
-            )?;
-            Some((line, h))
-        })
-    };
     view! {
         <section class="answer" aria-label="The answer" data-testid="answer">
             {move || failed.get().map(|e| view! {
                 <p class="banner error" role="alert" data-testid="lookup-failed">{e}</p>
             })}
-            {move || match state.get() {
-                None => view! {
-                    <p class="verdict-line"><span class="word no" data-testid="answer-verdict">"NO ANSWER"</span>
-                        " — the inputs do not describe a workload yet (see the messages below and beside the fields)."</p>
-                }.into_any(),
-                Some((line, Err(e))) => view! {
-                    <p class="inputs" data-testid="answer-inputs">{line}</p>
-                    <p class="verdict-line"><span class="word no" data-testid="answer-verdict">"NO ANSWER"</span> " — " {e}</p>
-                }.into_any(),
-                Some((line, Ok(h))) => view! { <AnswerBody line h/> }.into_any(),
+            {move || {
+                let pairs = computed.with(|c| c.workloads.get(focus.get()).map(|w| w.pairs.clone()));
+                let tensors = form.imported.with(|i| i.as_ref().map(|i| i.summary.clone()));
+                let got = pairs.and_then(|p| {
+                    answer(&p, tensors.as_ref(), &form.page_pairs(), model_name(&form).as_deref())
+                });
+                match got {
+                    Some((line, Ok(h))) => answer_body(line, h).into_any(),
+                    other => {
+                        let why = match other {
+                            Some((_, Err(e))) => e,
+                            _ => "the inputs do not describe a workload yet (see the messages beside the fields)".into(),
+                        };
+                        view! {
+                            <p class="verdict-line"><span class="word no" data-testid="answer-verdict">"NO ANSWER"</span> " — " {why}</p>
+                        }.into_any()
+                    }
+                }
             }}
             <div class="answer-card"><crate::inputs::Field key="card"/></div>
         </section>
     }
 }
 
-#[component]
-fn AnswerBody(line: String, h: Headline) -> impl IntoView {
-    let focus = expect_context::<Form>().focus;
+/// The answer's figures: each row's test hook, label and text.
+fn answer_body(line: String, h: Headline) -> impl IntoView {
     let v = h.verdict();
-    let c = h.card.clone();
-    let width = (h.used_ppm / 1_000).min(1_000);
+    let c = &h.card;
     let pct = format!("{}.{} %", h.used_ppm / 10_000, h.used_ppm / 1_000 % 10);
-    let cards = match &h.cards {
-        Some(n) if n.pp > 1 => format!(
-            "{} × {} (tp {} × pp {}): {} each",
-            n.cards,
-            c.name,
-            n.tp,
-            n.pp,
-            both(n.need_bytes)
-        ),
-        Some(n) => format!(
-            "{} × {} (tp {}): {} each",
-            n.cards,
-            c.name,
-            n.tp,
-            both(n.need_bytes)
-        ),
-        None => format!("more than 64 × {}", c.name),
-    };
-    let smallest = h
-        .smallest
-        .as_ref()
-        .map_or("none in the catalogue".into(), |f| {
+    let rows = [
+        (
+            "answer-need",
+            "Need",
             format!(
-                "{} — {}, headroom {} GiB",
-                f.name,
-                gib(f.capacity_bytes),
-                signed_gib_string(f.headroom_bytes, 2)
-            )
-        });
-    let format = h
-        .format
-        .as_ref()
-        .map_or("none of bf16 … q2_k (or the file's own)".into(), |f| {
-            format!("{} — {} per device", f.format, both(f.fit.need_bytes))
-        });
-    let basis = (h.basis != "estimate").then(|| format!(", under {}'s budget", h.basis));
-    let chosen = (!h.card_given).then_some(" (no card chosen: the smallest that fits)");
+                "{} of {} — {pct} of the card's {} capacity",
+                both(c.need_bytes),
+                both(c.capacity_bytes),
+                c.capacity_kind
+            ),
+        ),
+        (
+            "answer-headroom",
+            "Headroom",
+            format!(
+                "{} GiB ({} GB), {LABEL_MARGIN} ±{}{}",
+                signed_gib_string(c.headroom_bytes, 2),
+                signed_gb_string(c.headroom_bytes, 2),
+                gib(h.margin.bytes),
+                if v == Verdict::Borderline {
+                    format!(" — {MARGIN_RULE}")
+                } else {
+                    String::new()
+                }
+            ),
+        ),
+        (
+            "answer-cards",
+            LABEL_CARDS,
+            match &h.cards {
+                Some(n) => format!(
+                    "{} × {} (tp {}{}): {} each",
+                    n.cards,
+                    c.name,
+                    n.tp,
+                    if n.pp > 1 {
+                        format!(" × pp {}", n.pp)
+                    } else {
+                        String::new()
+                    },
+                    both(n.need_bytes)
+                ),
+                None => format!("more than 64 × {}", c.name),
+            },
+        ),
+        (
+            "answer-smallest",
+            LABEL_SMALLEST,
+            h.smallest
+                .as_ref()
+                .map_or("none in the catalogue".into(), |f| {
+                    format!(
+                        "{} — {}, headroom {} GiB",
+                        f.name,
+                        gib(f.capacity_bytes),
+                        signed_gib_string(f.headroom_bytes, 2)
+                    )
+                }),
+        ),
+        (
+            "answer-format",
+            LABEL_FORMAT,
+            h.format
+                .as_ref()
+                .map_or("none of bf16 … q2_k (or the file's own)".into(), |f| {
+                    format!("{} — {} per device", f.format, both(f.fit.need_bytes))
+                }),
+        ),
+    ];
+    let head = format!(
+        " on {}{}{}",
+        c.name,
+        if h.card_given {
+            ""
+        } else {
+            " (no card chosen: the smallest that fits)"
+        },
+        if h.basis == "estimate" {
+            String::new()
+        } else {
+            format!(", under {}'s budget", h.basis)
+        }
+    );
+    let warnings = h.warnings.join(" · ");
     view! {
-        <p class="inputs" data-testid="answer-inputs">{line} " — " {move || WORKLOADS[focus.get()].0}</p>
+        <p class="inputs" data-testid="answer-inputs">{line}</p>
         <p class="verdict-line">
             <span class=format!("word {}", v.key()) data-testid="answer-verdict">{v.word()}</span>
-            " on " <strong data-testid="answer-card">{c.name.clone()}</strong>{chosen}{basis}
+            <span data-testid="answer-card">{head}</span>
         </p>
-        <svg class="ubar" viewBox="0 0 1000 10" preserveAspectRatio="none" role="img"
-            aria-label=format!("{pct} of the card")>
+        <svg class="ubar" viewBox="0 0 1000 10" preserveAspectRatio="none" role="img" aria-label=pct>
             <rect class="track" width="1000" height="10"/>
-            <rect class=format!("fill {}", v.key()) width=width.to_string() height="10"/>
+            <rect class=format!("fill {}", v.key()) width=(h.used_ppm / 1_000).min(1_000).to_string() height="10"/>
         </svg>
-        <p class="nums">
-            "Need " <strong data-testid="answer-need">{both(c.need_bytes)}</strong>
-            " of " {both(c.capacity_bytes)} " (" {pct} ", " {c.capacity_kind.clone()} " capacity) · headroom "
-            <strong data-testid="answer-headroom">{signed_gib_string(c.headroom_bytes, 2)} " GiB"</strong>
-            " (" {signed_gb_string(c.headroom_bytes, 2)} " GB) · " {LABEL_MARGIN} " ±" {gib(h.margin.bytes)}
-        </p>
-        {(v == Verdict::Borderline).then(|| view! { <p class="note">{MARGIN_RULE}</p> })}
         <dl class="ways">
-            <dt>{LABEL_CARDS}</dt><dd data-testid="answer-cards">{cards}</dd>
-            <dt>{LABEL_SMALLEST}</dt><dd data-testid="answer-smallest">{smallest}</dd>
-            <dt>{LABEL_FORMAT}</dt><dd data-testid="answer-format">{format}</dd>
+            {rows.into_iter().map(|(id, label, text)| view! { <dt>{label}</dt><dd data-testid=id>{text}</dd> }).collect_view()}
         </dl>
-        {(!h.warnings.is_empty()).then(|| view! {
-            <ul class="notes warn" data-testid="answer-warnings">{h.warnings.iter().map(|w| view! { <li>{w.clone()}</li> }).collect_view()}</ul>
-        })}
+        {(!warnings.is_empty()).then(|| view! { <p class="banner warn" data-testid="answer-warnings">{warnings}</p> })}
     }
 }
 

@@ -28,9 +28,9 @@
 //!
 //! # Sources
 //!
-//! Every entry names where its figures come from. `label_source` names the
+//! Every entry names where its figures come from ([`SOURCES`], by id). `label` names the
 //! vendor document that gives the label (a datasheet or product page, by title).
-//! `reported_source` names the public readout the reported figure was taken from.
+//! `reported` names the public readout the reported figure was taken from.
 //! That is a GitHub issue or pull request, a repository file or a web page, with
 //! its address, and the figure is quoted as printed. A card with no public readout
 //! that could be found and cited has `reported_bytes: None`. The catalogue never
@@ -170,13 +170,25 @@ pub struct GpuCard {
     pub label: &'static str,
     /// The label number × 2^30 bytes.
     pub label_bytes: u64,
-    /// The vendor document the label comes from.
-    pub label_source: &'static str,
     /// Total the device reports to software, in bytes, when a public readout is known.
     pub reported_bytes: Option<u64>,
-    /// Where `reported_bytes` comes from (tool, figure as printed, address); `Some` exactly
-    /// when `reported_bytes` is.
-    pub reported_source: Option<&'static str>,
+}
+
+/// Where one card's figures come from ([`SOURCES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CardSources {
+    /// The card's id in [`CATALOGUE`].
+    pub id: &'static str,
+    /// The vendor document the label comes from.
+    pub label: &'static str,
+    /// Where `reported_bytes` comes from (tool, figure as printed, address); `Some`
+    /// exactly when the card's `reported_bytes` is.
+    pub reported: Option<&'static str>,
+}
+
+/// The sources of the card `id`.
+pub fn sources(id: &str) -> Option<&'static CardSources> {
+    SOURCES.iter().find(|s| s.id == id)
 }
 
 impl GpuCard {
@@ -202,9 +214,7 @@ impl GpuCard {
             name: "Custom card",
             label: "",
             label_bytes: bytes,
-            label_source: "typed by the user",
             reported_bytes: None,
-            reported_source: None,
         }
     }
 }
@@ -224,14 +234,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA B200",
         label: "180 GB HBM3e",
         label_bytes: 180 * GIB,
-        label_source: "NVIDIA DGX B200 datasheet (1,440 GB total GPU memory across 8 B200 GPUs, \
-             i.e. 180 GB each); some third-party spec sheets list the raw 192 GB instead \
-             (see https://github.com/huggingface/huggingface.js/pull/1539)",
         reported_bytes: Some(183_359 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 183359MiB (MiB-rounded), driver 580.95.05, seen in \
-             https://github.com/NVIDIA/TensorRT-LLM/issues/10278",
-        ),
     },
     GpuCard {
         id: "h200-141gb",
@@ -242,13 +245,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA H200 141GB",
         label: "141 GB HBM3e",
         label_bytes: 141 * GIB,
-        label_source: "NVIDIA H200 Tensor Core GPU datasheet / product page (GPU memory 141GB)",
         reported_bytes: Some(143_771 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 143771MiB (MiB-rounded) for \"NVIDIA H200\", listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity (table of NVML/nvidia-smi \
-             totals); the same figure appears in many public nvidia-smi captures",
-        ),
     },
     GpuCard {
         id: "h100-sxm-80gb",
@@ -259,14 +256,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA H100 SXM 80GB",
         label: "80 GB HBM3",
         label_bytes: 80 * GIB,
-        label_source: "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: GPU memory 80GB)",
         reported_bytes: Some(81_559 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 81559MiB (MiB-rounded) for \"NVIDIA H100 80GB HBM3\", seen in \
-             https://github.com/NVIDIA/nccl/issues/1264 and \
-             https://github.com/wilicc/gpu-burn/issues/114; also in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
-        ),
     },
     GpuCard {
         id: "h100-pcie-80gb",
@@ -277,9 +267,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA H100 PCIe 80GB",
         label: "80 GB HBM2e",
         label_bytes: 80 * GIB,
-        label_source: "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe: GPU memory 80GB)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "h100-nvl-94gb",
@@ -290,13 +278,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA H100 NVL 94GB",
         label: "94 GB HBM3",
         label_bytes: 94 * GIB,
-        label_source: "NVIDIA H100 Tensor Core GPU datasheet (H100 NVL: GPU memory 94GB)",
         reported_bytes: Some(95_830 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 95830MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 95830 MiB, \
-             ECC enabled, driver 550.54.14) for \"NVIDIA H100 NVL\", captured in \
-             https://github.com/thamada/nvidia-smi/blob/198aebb60732de6969556867659756f4685637c2/nvsim/H100NVLx2_smi.py",
-        ),
     },
     GpuCard {
         id: "a100-80gb",
@@ -307,13 +289,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA A100 80GB",
         label: "80 GB HBM2e",
         label_bytes: 80 * GIB,
-        label_source: "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB: 80GB HBM2e)",
         reported_bytes: Some(81_920 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 81920MiB (MiB-rounded) for A100 80GB, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797",
-        ),
     },
     GpuCard {
         id: "a100-40gb",
@@ -324,14 +300,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA A100 40GB",
         label: "40 GB HBM2",
         label_bytes: 40 * GIB,
-        label_source: "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB: 40GB HBM2)",
         reported_bytes: Some(40_960 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 40960MiB (MiB-rounded) for A100 40GB, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797; older drivers printed less \
-             (40536MiB on driver 470.82.01 in https://github.com/nanopool/phoenix-miner/issues/17)",
-        ),
     },
     GpuCard {
         id: "l40s-48gb",
@@ -342,13 +311,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA L40S",
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
-        label_source: "NVIDIA L40S GPU datasheet (GPU memory 48GB GDDR6 with ECC)",
         reported_bytes: Some(46_068 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 46068MiB (MiB-rounded) for L40S, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797",
-        ),
     },
     GpuCard {
         id: "l4-24gb",
@@ -359,13 +322,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA L4",
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
-        label_source: "NVIDIA L4 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
         reported_bytes: Some(23_034 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 23034MiB (MiB-rounded) for L4, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797",
-        ),
     },
     GpuCard {
         id: "a10-24gb",
@@ -376,13 +333,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA A10",
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
-        label_source: "NVIDIA A10 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
         reported_bytes: Some(24_146_608_128),
-        reported_source: Some(
-            "NVML memoryInfo Total 24146608128 bytes (exact, = 23028 MiB) for \"NVIDIA A10\", \
-             driver 535.129.03, seen in https://github.com/mayooot/detect-gpu/issues/3; \
-             nvidia-smi 23028MiB listed in https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
-        ),
     },
     GpuCard {
         id: "a10g-24gb",
@@ -393,13 +344,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA A10G",
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
-        label_source: "AWS Amazon EC2 G5 instance page (NVIDIA A10G Tensor Core GPU, 24 GB memory \
-             per GPU); the A10G is an AWS-specific A10 variant",
         reported_bytes: Some(23_028 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 23028MiB (MiB-rounded) for \"NVIDIA A10G\", driver 535.247.01, \
-             seen in https://github.com/NVIDIA/DCGM/issues/232",
-        ),
     },
     GpuCard {
         id: "t4-16gb",
@@ -410,13 +355,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA T4",
         label: "16 GB GDDR6",
         label_bytes: 16 * GIB,
-        label_source: "NVIDIA T4 Tensor Core GPU datasheet (GPU memory 16 GB GDDR6)",
         reported_bytes: Some(15_360 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 15360MiB (MiB-rounded) for T4, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797",
-        ),
     },
     GpuCard {
         id: "v100-32gb",
@@ -427,9 +366,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA Tesla V100 32GB",
         label: "32 GB HBM2",
         label_bytes: 32 * GIB,
-        label_source: "NVIDIA Tesla V100 GPU datasheet (V100 32GB: 32 GB HBM2)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "v100-16gb",
@@ -440,9 +377,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA Tesla V100 16GB",
         label: "16 GB HBM2",
         label_bytes: 16 * GIB,
-        label_source: "NVIDIA Tesla V100 GPU datasheet (V100 16GB: 16 GB HBM2)",
         reported_bytes: None,
-        reported_source: None,
     },
     // ------------------------------------------------------------------- AMD data centre
     GpuCard {
@@ -454,10 +389,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "AMD Instinct MI325X",
         label: "256 GB HBM3E",
         label_bytes: 256 * GIB,
-        label_source: "AMD Instinct MI325X accelerator product page / data sheet \
-             (256 GB HBM3E)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "mi300x",
@@ -468,9 +400,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "AMD Instinct MI300X",
         label: "192 GB HBM3",
         label_bytes: 192 * GIB,
-        label_source: "AMD Instinct MI300X accelerator product page / data sheet (192 GB HBM3)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "mi250x",
@@ -481,11 +411,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "AMD Instinct MI250X",
         label: "128 GB HBM2e",
         label_bytes: 128 * GIB,
-        label_source: "AMD Instinct MI250X accelerator product page / data sheet (128 GB HBM2e). \
-             The card has two GCDs that software sees as two devices of 64 GB each, so \
-             a single framework device holds at most half the label",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "mi210",
@@ -496,9 +422,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "AMD Instinct MI210",
         label: "64 GB HBM2e",
         label_bytes: 64 * GIB,
-        label_source: "AMD Instinct MI210 accelerator product page / data sheet (64 GB HBM2e)",
         reported_bytes: None,
-        reported_source: None,
     },
     // ----------------------------------------------------------------------- workstation
     GpuCard {
@@ -510,9 +434,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA RTX 6000 Ada Generation",
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
-        label_source: "NVIDIA RTX 6000 Ada Generation datasheet (GPU memory 48 GB GDDR6 with ECC)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "rtx-a6000",
@@ -523,9 +445,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA RTX A6000",
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
-        label_source: "NVIDIA RTX A6000 datasheet (GPU memory 48 GB GDDR6 with ECC)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "radeon-pro-w7900",
@@ -536,9 +456,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "AMD Radeon PRO W7900",
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
-        label_source: "AMD Radeon PRO W7900 product page (48 GB GDDR6 with ECC)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "rtx-pro-6000",
@@ -549,9 +467,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA RTX PRO 6000 Blackwell",
         label: "96 GB GDDR7",
         label_bytes: 96 * GIB,
-        label_source: "NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet (96 GB GDDR7 with ECC, 1792 GB/s)",
         reported_bytes: None,
-        reported_source: None,
     },
     // -------------------------------------------------------------------------- consumer
     GpuCard {
@@ -563,12 +479,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA GeForce RTX 5090",
         label: "32 GB GDDR7",
         label_bytes: 32 * GIB,
-        label_source: "NVIDIA GeForce RTX 5090 product page / specifications (32 GB GDDR7)",
         reported_bytes: Some(32_607 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 32607MiB (MiB-rounded) for \"NVIDIA GeForce RTX 5090\", seen in \
-             https://github.com/noonghunna/club-3090/issues/1261",
-        ),
     },
     GpuCard {
         id: "rtx-4090",
@@ -579,13 +490,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA GeForce RTX 4090",
         label: "24 GB GDDR6X",
         label_bytes: 24 * GIB,
-        label_source: "NVIDIA GeForce RTX 4090 product page / specifications (24 GB GDDR6X)",
         reported_bytes: Some(24_564 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 24564MiB (MiB-rounded) for \"NVIDIA GeForce RTX 4090\", seen in \
-             https://github.com/RLinf/RLinf/issues/255 (driver 550.163.01) and \
-             https://github.com/vllm-project/vllm/issues/7553 (driver 535.54.03)",
-        ),
     },
     GpuCard {
         id: "rtx-3090",
@@ -596,13 +501,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA GeForce RTX 3090",
         label: "24 GB GDDR6X",
         label_bytes: 24 * GIB,
-        label_source: "NVIDIA GeForce RTX 3090 product page / specifications (24 GB GDDR6X)",
         reported_bytes: Some(24_576 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 24576MiB (MiB-rounded) for \"NVIDIA GeForce RTX 3090\", seen in \
-             https://github.com/noonghunna/club-3090/issues/1128 and \
-             https://github.com/noonghunna/club-3090/issues/32",
-        ),
     },
     GpuCard {
         id: "rtx-4080",
@@ -613,9 +512,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA GeForce RTX 4080",
         label: "16 GB GDDR6X",
         label_bytes: 16 * GIB,
-        label_source: "NVIDIA GeForce RTX 4080 product page / specifications (16 GB GDDR6X)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "rtx-4060-ti-16gb",
@@ -626,14 +523,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA GeForce RTX 4060 Ti 16GB",
         label: "16 GB GDDR6",
         label_bytes: 16 * GIB,
-        label_source: "NVIDIA GeForce RTX 4060 Ti product page / specifications (16 GB or 8 GB \
-             GDDR6; this entry is the 16 GB model)",
         reported_bytes: Some(16_380 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 16380MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 16380 MiB, \
-             BAR1 16384 MiB, driver 550.54.14) for \"NVIDIA GeForce RTX 4060 Ti\", captured in \
-             https://github.com/thamada/nvidia-smi/blob/03fbe6e68c0bb4c28b72d5da786a9712a33cf408/nvsim/RTX4060Ti_smi.py",
-        ),
     },
     GpuCard {
         id: "rtx-5070",
@@ -644,9 +534,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA GeForce RTX 5070",
         label: "12 GB GDDR7",
         label_bytes: 12 * GIB,
-        label_source: "NVIDIA GeForce RTX 5070 product page / specifications (12 GB GDDR7)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "rtx-5080",
@@ -657,9 +545,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA GeForce RTX 5080",
         label: "16 GB GDDR7",
         label_bytes: 16 * GIB,
-        label_source: "NVIDIA GeForce RTX 5080 product page / specifications (16 GB GDDR7, 960 GB/s)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "rtx-5060-ti-16gb",
@@ -670,9 +556,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA GeForce RTX 5060 Ti 16GB",
         label: "16 GB GDDR7",
         label_bytes: 16 * GIB,
-        label_source: "NVIDIA GeForce RTX 5060 Ti product page / specifications (16 GB or 8 GB GDDR7, 448 GB/s; this entry is the 16 GB model)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "rtx-4070-ti-super",
@@ -683,9 +567,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA GeForce RTX 4070 Ti SUPER",
         label: "16 GB GDDR6X",
         label_bytes: 16 * GIB,
-        label_source: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070 Ti SUPER: 16 GB GDDR6X, 256-bit, 672 GB/s)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "rtx-4070",
@@ -696,9 +578,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA GeForce RTX 4070",
         label: "12 GB GDDR6X",
         label_bytes: 12 * GIB,
-        label_source: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070: 12 GB GDDR6X, 192-bit, 504 GB/s)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "rtx-3060-12gb",
@@ -709,9 +589,7 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "NVIDIA GeForce RTX 3060 12GB",
         label: "12 GB GDDR6",
         label_bytes: 12 * GIB,
-        label_source: "NVIDIA GeForce RTX 3060 family specifications (RTX 3060: 12 GB GDDR6, 192-bit, 360 GB/s; this entry is the 12 GB model)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "radeon-rx-7900-xtx",
@@ -722,9 +600,249 @@ pub static CATALOGUE: &[GpuCard] = &[
         name: "AMD Radeon RX 7900 XTX",
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
-        label_source: "AMD Radeon RX 7900 XTX product page / specifications (24 GB GDDR6)",
         reported_bytes: None,
-        reported_source: None,
+    },
+];
+
+/// Where each card's figures come from, by id: kept apart from [`CATALOGUE`] so the
+/// pages, which never show them, do not carry their text (`gpumem-agent cards --json`
+/// prints them).
+pub static SOURCES: &[CardSources] = &[
+    CardSources {
+        id: "b200",
+        label: "NVIDIA DGX B200 datasheet (1,440 GB total GPU memory across 8 B200 GPUs, \
+             i.e. 180 GB each); some third-party spec sheets list the raw 192 GB instead \
+             (see https://github.com/huggingface/huggingface.js/pull/1539)",
+        reported: Some(
+            "nvidia-smi total 183359MiB (MiB-rounded), driver 580.95.05, seen in \
+             https://github.com/NVIDIA/TensorRT-LLM/issues/10278",
+        ),
+    },
+    CardSources {
+        id: "h200-141gb",
+        label: "NVIDIA H200 Tensor Core GPU datasheet / product page (GPU memory 141GB)",
+        reported: Some(
+            "nvidia-smi total 143771MiB (MiB-rounded) for \"NVIDIA H200\", listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity (table of NVML/nvidia-smi \
+             totals); the same figure appears in many public nvidia-smi captures",
+        ),
+    },
+    CardSources {
+        id: "h100-sxm-80gb",
+        label: "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: GPU memory 80GB)",
+        reported: Some(
+            "nvidia-smi total 81559MiB (MiB-rounded) for \"NVIDIA H100 80GB HBM3\", seen in \
+             https://github.com/NVIDIA/nccl/issues/1264 and \
+             https://github.com/wilicc/gpu-burn/issues/114; also in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
+        ),
+    },
+    CardSources {
+        id: "h100-pcie-80gb",
+        label: "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe: GPU memory 80GB)",
+        reported: None,
+    },
+    CardSources {
+        id: "h100-nvl-94gb",
+        label: "NVIDIA H100 Tensor Core GPU datasheet (H100 NVL: GPU memory 94GB)",
+        reported: Some(
+            "nvidia-smi total 95830MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 95830 MiB, \
+             ECC enabled, driver 550.54.14) for \"NVIDIA H100 NVL\", captured in \
+             https://github.com/thamada/nvidia-smi/blob/198aebb60732de6969556867659756f4685637c2/nvsim/H100NVLx2_smi.py",
+        ),
+    },
+    CardSources {
+        id: "a100-80gb",
+        label: "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB: 80GB HBM2e)",
+        reported: Some(
+            "nvidia-smi total 81920MiB (MiB-rounded) for A100 80GB, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+    },
+    CardSources {
+        id: "a100-40gb",
+        label: "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB: 40GB HBM2)",
+        reported: Some(
+            "nvidia-smi total 40960MiB (MiB-rounded) for A100 40GB, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797; older drivers printed less \
+             (40536MiB on driver 470.82.01 in https://github.com/nanopool/phoenix-miner/issues/17)",
+        ),
+    },
+    CardSources {
+        id: "l40s-48gb",
+        label: "NVIDIA L40S GPU datasheet (GPU memory 48GB GDDR6 with ECC)",
+        reported: Some(
+            "nvidia-smi total 46068MiB (MiB-rounded) for L40S, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+    },
+    CardSources {
+        id: "l4-24gb",
+        label: "NVIDIA L4 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
+        reported: Some(
+            "nvidia-smi total 23034MiB (MiB-rounded) for L4, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+    },
+    CardSources {
+        id: "a10-24gb",
+        label: "NVIDIA A10 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
+        reported: Some(
+            "NVML memoryInfo Total 24146608128 bytes (exact, = 23028 MiB) for \"NVIDIA A10\", \
+             driver 535.129.03, seen in https://github.com/mayooot/detect-gpu/issues/3; \
+             nvidia-smi 23028MiB listed in https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
+        ),
+    },
+    CardSources {
+        id: "a10g-24gb",
+        label: "AWS Amazon EC2 G5 instance page (NVIDIA A10G Tensor Core GPU, 24 GB memory \
+             per GPU); the A10G is an AWS-specific A10 variant",
+        reported: Some(
+            "nvidia-smi total 23028MiB (MiB-rounded) for \"NVIDIA A10G\", driver 535.247.01, \
+             seen in https://github.com/NVIDIA/DCGM/issues/232",
+        ),
+    },
+    CardSources {
+        id: "t4-16gb",
+        label: "NVIDIA T4 Tensor Core GPU datasheet (GPU memory 16 GB GDDR6)",
+        reported: Some(
+            "nvidia-smi total 15360MiB (MiB-rounded) for T4, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+    },
+    CardSources {
+        id: "v100-32gb",
+        label: "NVIDIA Tesla V100 GPU datasheet (V100 32GB: 32 GB HBM2)",
+        reported: None,
+    },
+    CardSources {
+        id: "v100-16gb",
+        label: "NVIDIA Tesla V100 GPU datasheet (V100 16GB: 16 GB HBM2)",
+        reported: None,
+    },
+    CardSources {
+        id: "mi325x",
+        label: "AMD Instinct MI325X accelerator product page / data sheet \
+             (256 GB HBM3E)",
+        reported: None,
+    },
+    CardSources {
+        id: "mi300x",
+        label: "AMD Instinct MI300X accelerator product page / data sheet (192 GB HBM3)",
+        reported: None,
+    },
+    CardSources {
+        id: "mi250x",
+        label: "AMD Instinct MI250X accelerator product page / data sheet (128 GB HBM2e). \
+             The card has two GCDs that software sees as two devices of 64 GB each, so \
+             a single framework device holds at most half the label",
+        reported: None,
+    },
+    CardSources {
+        id: "mi210",
+        label: "AMD Instinct MI210 accelerator product page / data sheet (64 GB HBM2e)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-6000-ada",
+        label: "NVIDIA RTX 6000 Ada Generation datasheet (GPU memory 48 GB GDDR6 with ECC)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-a6000",
+        label: "NVIDIA RTX A6000 datasheet (GPU memory 48 GB GDDR6 with ECC)",
+        reported: None,
+    },
+    CardSources {
+        id: "radeon-pro-w7900",
+        label: "AMD Radeon PRO W7900 product page (48 GB GDDR6 with ECC)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-pro-6000",
+        label: "NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet (96 GB GDDR7 with ECC, 1792 GB/s)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-5090",
+        label: "NVIDIA GeForce RTX 5090 product page / specifications (32 GB GDDR7)",
+        reported: Some(
+            "nvidia-smi total 32607MiB (MiB-rounded) for \"NVIDIA GeForce RTX 5090\", seen in \
+             https://github.com/noonghunna/club-3090/issues/1261",
+        ),
+    },
+    CardSources {
+        id: "rtx-4090",
+        label: "NVIDIA GeForce RTX 4090 product page / specifications (24 GB GDDR6X)",
+        reported: Some(
+            "nvidia-smi total 24564MiB (MiB-rounded) for \"NVIDIA GeForce RTX 4090\", seen in \
+             https://github.com/RLinf/RLinf/issues/255 (driver 550.163.01) and \
+             https://github.com/vllm-project/vllm/issues/7553 (driver 535.54.03)",
+        ),
+    },
+    CardSources {
+        id: "rtx-3090",
+        label: "NVIDIA GeForce RTX 3090 product page / specifications (24 GB GDDR6X)",
+        reported: Some(
+            "nvidia-smi total 24576MiB (MiB-rounded) for \"NVIDIA GeForce RTX 3090\", seen in \
+             https://github.com/noonghunna/club-3090/issues/1128 and \
+             https://github.com/noonghunna/club-3090/issues/32",
+        ),
+    },
+    CardSources {
+        id: "rtx-4080",
+        label: "NVIDIA GeForce RTX 4080 product page / specifications (16 GB GDDR6X)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-4060-ti-16gb",
+        label: "NVIDIA GeForce RTX 4060 Ti product page / specifications (16 GB or 8 GB \
+             GDDR6; this entry is the 16 GB model)",
+        reported: Some(
+            "nvidia-smi total 16380MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 16380 MiB, \
+             BAR1 16384 MiB, driver 550.54.14) for \"NVIDIA GeForce RTX 4060 Ti\", captured in \
+             https://github.com/thamada/nvidia-smi/blob/03fbe6e68c0bb4c28b72d5da786a9712a33cf408/nvsim/RTX4060Ti_smi.py",
+        ),
+    },
+    CardSources {
+        id: "rtx-5070",
+        label: "NVIDIA GeForce RTX 5070 product page / specifications (12 GB GDDR7)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-5080",
+        label: "NVIDIA GeForce RTX 5080 product page / specifications (16 GB GDDR7, 960 GB/s)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-5060-ti-16gb",
+        label: "NVIDIA GeForce RTX 5060 Ti product page / specifications (16 GB or 8 GB GDDR7, 448 GB/s; this entry is the 16 GB model)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-4070-ti-super",
+        label: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070 Ti SUPER: 16 GB GDDR6X, 256-bit, 672 GB/s)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-4070",
+        label: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070: 12 GB GDDR6X, 192-bit, 504 GB/s)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-3060-12gb",
+        label: "NVIDIA GeForce RTX 3060 family specifications (RTX 3060: 12 GB GDDR6, 192-bit, 360 GB/s; this entry is the 12 GB model)",
+        reported: None,
+    },
+    CardSources {
+        id: "radeon-rx-7900-xtx",
+        label: "AMD Radeon RX 7900 XTX product page / specifications (24 GB GDDR6)",
+        reported: None,
     },
 ];
 
@@ -798,7 +916,13 @@ pub fn parse_capacity(text: &str) -> Option<u64> {
     if int.is_empty() || frac.len() > 9 || frac.contains('.') {
         return None;
     }
-    let digits: u128 = format!("{int}{frac}").parse().ok()?;
+    // Digit by digit (no integer parser: the page's wasm carries none for u128).
+    let mut digits: u128 = 0;
+    for d in int.bytes().chain(frac.bytes()) {
+        digits = digits
+            .checked_mul(10)?
+            .checked_add(u128::from(d.checked_sub(b'0')?))?;
+    }
     let scale = 10u128.checked_pow(u32::try_from(frac.len()).ok()?)?;
     let bytes = digits
         .checked_mul(u128::from(unit_bytes))?
@@ -932,10 +1056,11 @@ mod tests {
     #[test]
     fn reported_figures_have_sources_and_do_not_exceed_label() {
         for card in CATALOGUE {
+            let src = sources(card.id).unwrap_or_else(|| panic!("{}: no sources", card.id));
             assert_eq!(
                 card.reported_bytes.is_some(),
-                card.reported_source.is_some(),
-                "{}: reported_bytes and reported_source must come together",
+                src.reported.is_some(),
+                "{}: reported_bytes and its source must come together",
                 card.id
             );
             if let Some(reported) = card.reported_bytes {
@@ -954,11 +1079,13 @@ mod tests {
     }
 
     #[test]
-    fn sources_are_non_empty() {
+    fn sources_are_non_empty_one_per_card() {
+        assert_eq!(SOURCES.len(), CATALOGUE.len());
         for card in CATALOGUE {
-            assert!(!card.label_source.trim().is_empty(), "{}", card.id);
+            let src = sources(card.id).unwrap_or_else(|| panic!("{}: no sources", card.id));
+            assert!(!src.label.trim().is_empty(), "{}", card.id);
             assert!(!card.name.trim().is_empty(), "{}", card.id);
-            if let Some(source) = card.reported_source {
+            if let Some(source) = src.reported {
                 assert!(!source.trim().is_empty(), "{}", card.id);
                 assert!(
                     source.contains("https://"),

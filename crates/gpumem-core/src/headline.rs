@@ -226,19 +226,16 @@ pub fn headline(
     })
 }
 
-/// Catalogue cards from the smallest capacity up (catalogue order among equals).
-fn by_capacity() -> Vec<&'static GpuCard> {
-    let mut cards: Vec<&'static GpuCard> = CATALOGUE.iter().collect();
-    cards.sort_by_key(|c| c.capacity().0);
-    cards
-}
-
-/// The smallest catalogue card on which `basis` says the workload fits.
+/// The smallest catalogue card on which `basis` says the workload fits (catalogue
+/// order among equals). No sort: the page's wasm carries no sort routine.
 fn smallest_card(input: &EstimateInput, est: &Estimate, basis: &Basis) -> Option<CardFit> {
-    by_capacity().into_iter().find_map(|c| {
-        let f = fit_of(c, basis.need(input, est, c).ok()?);
-        (Verdict::of_fit(&f) == Verdict::Fits).then_some(f)
-    })
+    CATALOGUE
+        .iter()
+        .filter_map(|c| {
+            let f = fit_of(c, basis.need(input, est, c).ok()?);
+            (Verdict::of_fit(&f) == Verdict::Fits).then_some(f)
+        })
+        .min_by_key(|f| f.capacity_bytes)
 }
 
 fn by_id(id: &str) -> GpuCard {
@@ -250,9 +247,9 @@ fn by_id(id: &str) -> GpuCard {
 }
 
 fn largest_card() -> GpuCard {
-    by_capacity()
-        .last()
-        .copied()
+    CATALOGUE
+        .iter()
+        .max_by_key(|c| c.capacity().0)
         .copied()
         .unwrap_or(CATALOGUE[0])
 }
@@ -419,10 +416,12 @@ pub fn inputs_line(input: &EstimateInput, est: &Estimate, model: Option<&str>) -
         TrainMode::Lora => format!("LoRA r{}", input.lora_rank),
     });
     if input.gpus > 1 || input.tp > 1 || input.pp > 1 {
-        parts.push(format!(
-            "{} GPUs, tp {} × pp {}",
-            input.gpus, input.tp, input.pp
-        ));
+        let pp = if input.pp > 1 {
+            format!(" × pp {}", input.pp)
+        } else {
+            String::new()
+        };
+        parts.push(format!("{} GPUs, tp {}{pp}", input.gpus, input.tp));
     }
     parts.join(" · ")
 }
