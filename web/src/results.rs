@@ -224,7 +224,7 @@ fn answer_body(line: String, h: Headline) -> impl IntoView {
             "answer-headroom",
             "Headroom",
             format!(
-                "{} GiB ({} GB), {LABEL_MARGIN} ±{}{}",
+                "{} GiB ({} GB) · {LABEL_MARGIN} ±{}{}",
                 signed_gib_string(c.headroom_bytes, 2),
                 signed_gb_string(c.headroom_bytes, 2),
                 gib(h.margin.bytes),
