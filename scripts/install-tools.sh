@@ -72,4 +72,26 @@ if [ "$("$torch_py" -c 'import torch; print(torch.__version__.split("+")[0])' 2>
   python3 -m venv "$GPUMEM_TOOLS/torch-venv"
   "$torch_py" -m pip install --quiet --disable-pip-version-check "torch==$TORCH_VERSION" numpy
 fi
+# The cluster tests (tests/cluster/run.sh): a single-node Slurm with munge, Prometheus,
+# its Pushgateway and node_exporter, from Debian (bookworm: Slurm 22.05, Prometheus 2.42).
+cluster_missing=()
+for pair in munged:munge slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client \
+    prometheus:prometheus prometheus-pushgateway:prometheus-pushgateway \
+    prometheus-node-exporter:prometheus-node-exporter; do
+  command -v "${pair%%:*}" >/dev/null || cluster_missing+=("${pair#*:}")
+done
+if [ "${#cluster_missing[@]}" -gt 0 ]; then
+  log "installing Debian ${cluster_missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${cluster_missing[@]}" >/dev/null
+fi
+# kubernetes-validate (PyPI) carries Kubernetes' JSON schemas (batch/v1 Job among them)
+# and validates the manifests `bisect --plan k8s` writes.
+KUBERNETES_VALIDATE_VERSION=1.37.0
+kv="$GPUMEM_TOOLS/kubernetes-validate"
+if [ "$("$kv/bin/kubernetes-validate" --version 2>/dev/null | awk '{print $NF}')" != "$KUBERNETES_VALIDATE_VERSION" ]; then
+  log "installing kubernetes-validate $KUBERNETES_VALIDATE_VERSION from PyPI"
+  python3 -m venv "$kv"
+  "$kv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+fi
 log "tools ready in $GPUMEM_TOOLS"

@@ -37,6 +37,13 @@ step "build the agent" cargo build -p gpumem-agent --quiet
 step "run probe against PyTorch on CPU" "$GPUMEM_TOOLS/torch-venv/bin/python" -m unittest discover -s agent/python/tests
 export GPUMEM_REQUIRE_TORCH=1
 step "native tests (unit, CLI, sockets, browser end to end)" cargo test --workspace --quiet
+# Past one machine, with the real components (tests/cluster/run.sh): a single-node Slurm
+# with munge, Prometheus scraping node_exporter's textfile collector and a Pushgateway,
+# all on loopback in a temporary folder: a 2-round parallel bisect as Slurm arrays, an
+# exporting run as a Slurm job (series queried through Prometheus' HTTP API, gone after
+# the delete), the merged fleet sheet, the Kubernetes manifest against batch/v1 Job.
+# SYNTHETIC figures (the debug build's test stand-in): no GPU here. About 1 min.
+step "cluster: Slurm, Prometheus, fleet sheet (tests/cluster/run.sh)" tests/cluster/run.sh target/debug/gpumem-agent
 # The wheel a user pip-installs: built by maturin (release, manylinux2014 via zig; cold
 # about 1.5 min of CPU — 5.6 min wall on a 2-core machine shared five ways — and about
 # 15 s when target/ is warm), installed into a fresh venv and run from there

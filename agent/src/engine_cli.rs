@@ -1,5 +1,6 @@
-//! `estimate --engine … --card …`: the engine budget and the largest workload that
-//! fits, on the command line (issue #10, items 3 and 4).
+//! `estimate --engine … --card …`: the engine budget (its version, lines, pool, tokens,
+//! sequences and whether it fits, is borderline or is refused) and the largest
+//! workload that fits, on the command line.
 //!
 //! The flags come from the engine group of the field table
 //! ([`gpumem_core::params::FIELDS`], the engines' own flag names); the figures from
@@ -7,7 +8,7 @@
 //! [`augment`], [`collect`] and [`compute`], so this stays one self-contained hook.
 
 use clap::{ArgMatches, Command};
-use gpumem_core::engine::{self, CardKv, EngineBudget, Largest};
+use gpumem_core::engine::{self, CardKv, EngineBudget, Largest, Outcome};
 use gpumem_core::estimate::{Estimate, EstimateInput, Kind};
 use gpumem_core::params::FIELDS;
 use gpumem_core::units::{
@@ -79,8 +80,17 @@ pub fn compute(
     Ok(EngineOutput {
         engine: budget,
         engine_per_card: None,
-        largest: Some(engine::largest(input, &card)),
+        largest: Some(engine::largest(input, &card, &params)),
     })
+}
+
+/// The outcome as the table prints it.
+fn outcome_word(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Fits => "fits",
+        Outcome::Borderline => "BORDERLINE",
+        Outcome::Refused => "REFUSED",
+    }
 }
 
 /// The human section printed after the estimate's table.
@@ -90,8 +100,9 @@ pub fn render(out: &EngineOutput) -> String {
     if let Some(b) = &out.engine {
         let _ = writeln!(
             s,
-            "\nengine {} on {} ({} B {}), per device:",
+            "\nengine {} {} on {} ({} B, {}), per device:",
             b.engine.name(),
+            b.version,
             b.card_name,
             group_digits(b.capacity_bytes),
             b.capacity_kind
@@ -101,7 +112,11 @@ pub fn render(out: &EngineOutput) -> String {
                 Kind::Computed => "computed",
                 Kind::Assumed => "assumed",
             };
-            let sign = if i == 0 { " " } else { "−" };
+            let sign = match (i, l.subtracted) {
+                (0, _) => " ",
+                (_, true) => "−",
+                (_, false) => "·",
+            };
             let _ = writeln!(
                 s,
                 "  {sign} {:<70} {kind:<9} {:>22} {:>10} GB {:>10} GiB",
@@ -121,6 +136,15 @@ pub fn render(out: &EngineOutput) -> String {
             signed_gb_string(b.kv_capacity_bytes, 2),
             signed_gib_string(b.kv_capacity_bytes, 2)
         );
+        if let Some(k) = b.kv_cache_bytes {
+            let _ = writeln!(
+                s,
+                "  KV cache allocated for max-model-len {}: {} B ({} GiB)",
+                group_digits(b.max_model_len),
+                group_digits(k),
+                Bytes(k).gib_string(2)
+            );
+        }
         let _ = writeln!(
             s,
             "  KV per token {} B, block {} token(s): {} tokens; max-model-len {} → {} sequence(s) at once",
@@ -129,6 +153,13 @@ pub fn render(out: &EngineOutput) -> String {
             group_digits(b.kv_capacity_tokens),
             group_digits(b.max_model_len),
             group_digits(b.max_sequences)
+        );
+        let _ = writeln!(
+            s,
+            "  {}: margin {} GiB for one sequence (assumed lines ±{} GiB)",
+            outcome_word(b.outcome),
+            signed_gib_string(b.margin_bytes, 2),
+            Bytes(b.uncertainty_bytes).gib_string(2)
         );
         for a in &b.assumptions {
             let _ = writeln!(s, "  assumed: {a}");
@@ -150,28 +181,38 @@ pub fn render(out: &EngineOutput) -> String {
         for r in rows {
             let _ = writeln!(
                 s,
-                "  {:<width$} {:>24} B {:>9} GiB {:>13} tokens {:>7} sequence(s)",
+                "  {:<width$} {:>24} B {:>9} GiB {:>13} tokens {:>7} sequence(s)  {}",
                 r.name,
                 signed_group_digits(r.kv_capacity_bytes),
                 signed_gib_string(r.kv_capacity_bytes, 2),
                 group_digits(r.kv_capacity_tokens),
-                group_digits(r.max_sequences)
+                group_digits(r.max_sequences),
+                outcome_word(r.outcome)
             );
         }
     }
     if let Some(l) = &out.largest {
-        let _ = writeln!(
-            s,
-            "\nlargest workload on {} ({} B, reserve included in the need):",
-            l.card,
-            group_digits(l.capacity_bytes)
-        );
+        let whose = if l.basis == "estimate" {
+            "no engine: the estimate's need, transients and reserve included".to_string()
+        } else {
+            format!("{}'s pool", l.basis)
+        };
+        let _ = writeln!(s, "\nlargest workload on {} ({}):", l.card, whose);
         let _ = match l.largest_context {
             Some(c) => writeln!(
                 s,
-                "  largest context at {} sequence(s): {} tokens",
+                "  largest context at {} sequence(s): {} tokens{}",
                 l.at_sequences,
-                group_digits(c)
+                group_digits(c),
+                match (l.trained_positions, l.beyond_trained) {
+                    (Some(t), true) => format!(
+                        " — beyond the {} positions the model was trained for (only with RoPE scaling)",
+                        group_digits(t)
+                    ),
+                    (Some(t), false) if l.basis != "estimate" && c == t =>
+                        " (the model's trained positions; the pool holds more)".to_string(),
+                    _ => String::new(),
+                }
             ),
             None => writeln!(
                 s,

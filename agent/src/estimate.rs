@@ -216,7 +216,7 @@ pub fn run(args: Args) -> Result<Exit> {
     // Step 3: the answer — on the engine's budget when an engine and a card are named.
     let (params, _) = engine::from_pairs(args.engine.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let basis = match (params.engine, params.card) {
-        (Some(_), Some(_)) => Basis::Engine(params.clone()),
+        (Some(_), Some(_)) => Basis::Engine(Box::new(params.clone())),
         _ => Basis::Estimate,
     };
     let answer = match headline(&input, &est, params.card.as_ref(), &basis) {

@@ -11,13 +11,16 @@ mod engine_cli;
 mod environment;
 mod estimate;
 mod exit;
+mod export;
 mod flags;
 mod gpu;
 mod hub;
 mod manual;
 mod measure;
+mod merge;
 mod out;
 mod run;
+mod sched;
 mod serve;
 
 use std::process::ExitCode;
@@ -56,6 +59,10 @@ enum Command {
     Serve(serve::Args),
     /// Run your own command and measure it phase by phase against the estimate.
     Run(run::Args),
+    /// Print a saved results or workload file as Prometheus metrics (text format).
+    Export(export::Args),
+    /// Gather the results and workload files of a fleet into one fleet sheet.
+    Merge(merge::Args),
     /// Print shell completions (bash, zsh, fish) generated from these definitions.
     Completions(manual::CompletionsArgs),
     /// Print the man page (roff), or write one page per command with --dir.
@@ -72,6 +79,8 @@ fn main() -> ExitCode {
         Command::Bisect(args) => bisect::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Run(args) => run::run(args),
+        Command::Export(args) => export::run(args),
+        Command::Merge(args) => merge::run(args),
         Command::Completions(args) => manual::completions(args),
         Command::Man(args) => manual::man(args),
     };

@@ -58,20 +58,23 @@ const VLLM_H100: &[&str] = &[
     "16000",
 ];
 
-/// The issue's figure, derived by hand in `gpumem-core`'s engine tests:
-/// ⌊85 520 809 984 × 0.9⌋ − 16 060 522 496 (weights) − 705 156 096 (activation peak,
-/// assumed) − 525 336 576 (sampler, assumed) − 268 435 456 (non-torch, assumed)
-/// = 59 409 278 361 B → 28 328 blocks of 16 tokens → 28 sequences of 16 000 tokens.
+/// The figure derived by hand in `gpumem-core`'s engine tests (vLLM 0.19):
+/// ⌈85 027 979 264 (torch's total) × 0.9⌉ − 16 060 522 496 (weights) − 2 023 837 696
+/// (profiling peak: sampler phase + cuBLAS workspace) − 268 435 456 (outside torch,
+/// assumed) = 58 172 385 690 B → 27 738 blocks of 16 tokens → 27 sequences of 16 000.
 #[test]
 fn vllm_budget_is_in_the_json_as_an_engine_object() {
     let v = json(VLLM_H100);
     let e = &v["engine"];
     assert_eq!(e["engine"], "vllm");
     assert_eq!(e["card"], "h100-sxm-80gb");
-    assert_eq!(e["kv_capacity_bytes"], 59_409_278_361i64);
-    assert_eq!(e["kv_capacity_tokens"], 453_248);
-    assert_eq!(e["max_sequences"], 28);
+    assert_eq!(e["version"], "0.19");
+    assert_eq!(e["outcome"], "fits");
+    assert_eq!(e["kv_capacity_bytes"], 58_172_385_690i64);
+    assert_eq!(e["kv_capacity_tokens"], 443_808);
+    assert_eq!(e["max_sequences"], 27);
     assert_eq!(e["max_model_len"], 16000);
+    assert_eq!(e["margin_bytes"], 58_172_385_690i64 - 1000 * 2_097_152);
     let lines = e["lines"].as_array().expect("lines");
     let keys: Vec<&str> = lines.iter().map(|l| l["key"].as_str().unwrap()).collect();
     assert_eq!(
@@ -80,22 +83,24 @@ fn vllm_budget_is_in_the_json_as_an_engine_object() {
             "budget",
             "weights",
             "activation_peak",
-            "sampler",
-            "non_torch"
+            "non_torch",
+            "cuda_graphs"
         ]
     );
     // Each line names the engine source its rule comes from; profiled ones are assumed.
     for l in lines {
         assert!(!l["source"].as_str().unwrap().is_empty());
     }
-    assert_eq!(lines[2]["kind"], "assumed");
-    assert_eq!(lines[0]["kind"], "computed");
+    assert_eq!(lines[2]["kind"], "computed");
+    assert_eq!(lines[3]["kind"], "assumed");
+    assert_eq!(lines[4]["subtracted"], false);
     // The sum of what was subtracted closes the account.
     let sum: i64 = lines[1..]
         .iter()
+        .filter(|l| l["subtracted"] == true)
         .map(|l| l["bytes"].as_i64().unwrap())
         .sum();
-    assert_eq!(lines[0]["bytes"].as_i64().unwrap() - sum, 59_409_278_361);
+    assert_eq!(lines[0]["bytes"].as_i64().unwrap() - sum, 58_172_385_690);
     // And the estimate's own fields are still there.
     assert_eq!(v["weights_bytes"], 16_060_522_496u64);
 }
@@ -106,21 +111,19 @@ fn table_prints_an_engine_section_with_each_subtracted_line() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     let section = text
-        .split("\nengine vllm on NVIDIA H100 SXM 80GB")
+        .split("\nengine vllm 0.19 on NVIDIA H100 SXM 80GB")
         .nth(1)
         .expect("an engine section");
-    assert!(section.contains("76 968 728 985"), "{section}");
+    assert!(section.contains("76 525 181 338"), "{section}");
     assert!(section.contains("16 060 522 496"), "{section}");
     let kv = section
         .lines()
         .find(|l| l.trim_start().starts_with("= KV cache capacity"))
         .expect("the KV line");
-    assert!(
-        kv.contains("59 409 278 361") && kv.contains("55.33"),
-        "{kv}"
-    );
-    assert!(section.contains("453 248 tokens"), "{section}");
-    assert!(section.contains("→ 28 sequence(s)"), "{section}");
+    assert!(kv.contains("58 172 385 690"), "{kv}");
+    assert!(section.contains("443 808 tokens"), "{section}");
+    assert!(section.contains("→ 27 sequence(s)"), "{section}");
+    assert!(section.contains("fits: margin"), "{section}");
     assert!(section.contains("vllm/v1/worker/gpu_worker.py"));
 }
 
@@ -136,8 +139,10 @@ fn too_little_memory_is_a_negative_capacity_not_an_error() {
         "--max-model-len",
         "16000",
     ]);
-    assert_eq!(v["engine"]["kv_capacity_bytes"], -455_288_628i64);
+    // ⌈85 027 979 264 × 0.2⌉ = 17 005 595 853 < 16 060 522 496 + 2 023 837 696 + 268 435 456.
+    assert_eq!(v["engine"]["kv_capacity_bytes"], -1_347_199_795i64);
     assert_eq!(v["engine"]["kv_capacity_tokens"], 0);
+    assert_eq!(v["engine"]["outcome"], "refused");
     let warnings = v["engine"]["warnings"].as_array().unwrap();
     assert!(
         warnings
@@ -228,8 +233,8 @@ fn engine_without_a_card_answers_for_every_card() {
     let rows = v["engine_per_card"].as_array().expect("one row per card");
     assert_eq!(rows.len(), v["fit"].as_array().unwrap().len());
     let h100 = rows.iter().find(|r| r["id"] == "h100-sxm-80gb").unwrap();
-    assert_eq!(h100["kv_capacity_bytes"], 59_409_278_361i64);
-    assert_eq!(h100["max_sequences"], 28);
+    assert_eq!(h100["kv_capacity_bytes"], 58_172_385_690i64);
+    assert_eq!(h100["max_sequences"], 27);
     let t4 = rows.iter().find(|r| r["id"] == "t4-16gb").unwrap();
     assert!(t4["kv_capacity_bytes"].as_i64().unwrap() < 0);
     let out = agent(&["--engine", "vllm", "--max-model-len", "16000"]);
@@ -239,7 +244,94 @@ fn engine_without_a_card_answers_for_every_card() {
         .find(|l| l.trim_start().starts_with("NVIDIA H100 SXM 80GB") && l.contains("tokens"))
         .expect("an H100 row");
     assert!(
-        row.contains("59 409 278 361") && row.contains("28 sequence(s)"),
+        row.contains("58 172 385 690") && row.contains("27 sequence(s)"),
         "{row}"
     );
+}
+
+/// vLLM accepts any float for its utilisation; so does the CLI, exactly, and the
+/// version whose rules applied is in the JSON.
+#[test]
+fn engine_flags_take_the_values_the_engines_take() {
+    let v = json(&[
+        "--engine",
+        "vllm@0.10",
+        "--card",
+        "h100-sxm-80gb",
+        "--gpu-memory-utilization",
+        "0.8938626454842437",
+        "--max-model-len",
+        "auto",
+    ]);
+    let e = &v["engine"];
+    assert_eq!(e["version"], "0.10");
+    assert_eq!(
+        e["lines"][0]["inputs"]["gpu-memory-utilization"],
+        "0.8938626454842437"
+    );
+    // ⌊85 027 979 264 × 0.8938626454842437⌋ (0.10 truncates).
+    assert_eq!(e["lines"][0]["bytes"], 76_003_334_485u64);
+    // auto: the longest max-model-len one sequence of which the pool holds.
+    let m = e["max_model_len"].as_u64().unwrap();
+    assert!(e["max_sequences"] == 1 && m > 100_000, "{m}");
+    let out = agent(&[
+        "--engine",
+        "llama.cpp",
+        "--card",
+        "rtx-4090",
+        "--max-model-len",
+        "8192",
+        "--cache-type-k",
+        "q8_0",
+        "--cache-type-v",
+        "q8_0",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 8192 cells × 32 layers × (2 × 32 blocks × 34 B).
+    assert_eq!(v["engine"]["kv_cache_bytes"], 8192u64 * 32 * 2176);
+}
+
+/// One record of the calibration corpus through the CLI, as a user runs it: Llama-3.1-8B
+/// on an H100 at 0.95, max-model-len 8192 (vLLM 0.19 logged "Available KV cache memory:
+/// 58.11 GiB", "GPU KV cache size: 476,016 tokens").
+#[test]
+fn a_calibration_record_through_the_cli() {
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../crates/gpumem-core/tests/calibration/configs/llama-3.1-8b.json"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+        .args([
+            "estimate",
+            "--config",
+            config,
+            "--engine",
+            "vllm",
+            "--card",
+            "h100-sxm-80gb",
+            "--gpu-memory-utilization",
+            "0.95",
+            "--max-model-len",
+            "8192",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kv = v["engine"]["kv_capacity_bytes"].as_i64().unwrap() as f64;
+    let logged = 58.11 * (1u64 << 30) as f64;
+    assert!(((kv - logged) / logged).abs() < 0.02, "{kv}");
+    let tokens = v["engine"]["kv_capacity_tokens"].as_u64().unwrap() as f64;
+    assert!(((tokens - 476_016.0) / 476_016.0).abs() < 0.02, "{tokens}");
 }

@@ -283,3 +283,53 @@ fn bisect_refuses_bad_ranges_and_used_folders() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("one device at a time"));
 }
+
+#[test]
+fn bisect_plans_check_their_flags_and_resume_names_the_trials_still_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("plan");
+    let d = out_dir.to_str().unwrap();
+    let base = ["bisect", "--vary", "batch", "--from", "1", "--to", "64"];
+    let run = |extra: &[&str]| {
+        let mut a: Vec<&str> = base.to_vec();
+        a.extend_from_slice(extra);
+        let out = agent(&a);
+        assert_no_panic(&out);
+        out
+    };
+    // Kubernetes needs an image and a claim; --parallel needs --plan; K ≥ 2.
+    let out = run(&["--plan", "k8s", "--parallel", "4", "--output-dir", d]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--image"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&["--parallel", "4", "--output-dir", d]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(&["--plan", "slurm", "--parallel", "1", "--output-dir", d]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!out_dir.exists(), "nothing is written for a refused plan");
+    // A valid plan writes round 1 and submits nothing.
+    let out = run(&["--plan", "slurm", "--parallel", "4", "--output-dir", d]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let script = std::fs::read_to_string(out_dir.join("round-1/gpumem-bisect.sbatch")).unwrap();
+    assert!(script.contains("#SBATCH --array=0-3"), "{script}");
+    assert!(script.contains("values=(1 22 43 64)"), "{script}");
+    assert!(text(&out.stdout).contains("sbatch "));
+    // Resuming before the array ran names every missing trial and writes nothing.
+    let out = agent(&["bisect", "--resume", d]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("4 of 4 trials have no result yet (--batch 1, 22, 43, 64)"),
+        "{err}"
+    );
+    assert!(!out_dir.join("round-2").exists());
+    // --resume takes no search flags, and a folder without a plan is refused.
+    let out = agent(&["bisect", "--resume", d, "--vary", "batch"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = agent(&["bisect", "--resume", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("bisect-plan.json"));
+}

@@ -18,7 +18,8 @@ use gpumem_core::network::{Dtype, NetworkSpec, predict};
 use gpumem_proto::sheet::Sheet;
 use serde_json::{Value, json};
 use web_support::{
-    Browser, ReplayAgent, StaticServer, artifacts, browser_tools, bytes_of, root, serial,
+    Browser, ReplayAgent, StaticServer, agent_binary, artifacts, browser_tools, bytes_of, root,
+    serial,
 };
 
 const FIXTURE: &str = "tests/fixtures/measurements/synthetic-seed-dims.json";
@@ -395,6 +396,27 @@ fn pair_replay_end_to_end() {
         "return document.querySelector('[data-testid=sheet-status]').textContent.includes('Not imported')",
     );
     assert_eq!(input_value(&b, "sheet-model"), "kept", "nothing lost");
+    // A fleet sheet (`gpumem-agent merge`) is shown as its one-line summary, labelled
+    // SYNTHETIC like its input, and changes nothing else.
+    let fleet = downloads.path().join("fleet.json");
+    let merged = std::process::Command::new(agent_binary())
+        .arg("merge")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/measurements"))
+        .arg("--output")
+        .arg(&fleet)
+        .output()
+        .unwrap();
+    assert!(merged.status.success(), "{merged:?}");
+    b.upload("[data-testid=sheet-import]", &[&fleet]);
+    b.wait_for(
+        "the fleet summary",
+        "return document.querySelector('[data-testid=sheet-status]').textContent.includes('fleet sheet: 1 documents, 1 rows')",
+    );
+    assert!(
+        b.testid("sheet-status")
+            .contains("SYNTHETIC (not GPU figures)")
+    );
+    assert_eq!(input_value(&b, "sheet-model"), "kept", "nothing changed");
     // The good sheet restores inputs, identity, decision and the observed run.
     b.upload("[data-testid=sheet-import]", &[&file]);
     b.wait_for(

@@ -57,7 +57,7 @@ fn web_engine_section_matches_the_core() {
         );
         println!("web-engine: {id} {row}");
     }
-    let largest = engine::largest(&input, card);
+    let largest = engine::largest(&input, card, &engine::EngineParams::default());
     let ctx = page.browser.testid("largest-context");
     assert_eq!(
         ctx,
@@ -101,7 +101,7 @@ fn web_engine_keys_come_from_the_url_and_survive_a_reload() {
         &input,
         &est,
         &EngineParams {
-            gpu_memory_utilization_ppm: None,
+            gpu_memory_utilization: None,
             ..params.clone()
         },
     )

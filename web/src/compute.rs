@@ -182,7 +182,7 @@ pub fn answer(
     let est = estimate(&input).ok()?;
     let (settings, _) = engine_settings(page);
     let basis = match (settings.engine, settings.card) {
-        (Some(_), Some(_)) => Basis::Engine(settings.clone()),
+        (Some(_), Some(_)) => Basis::Engine(Box::new(settings.clone())),
         _ => Basis::Estimate,
     };
     let h = headline(&input, &est, settings.card.as_ref(), &basis).map_err(|e| e.to_string());

@@ -9,7 +9,9 @@
 //! engine. The card is the page's target card (the `card` field by the sweep).
 
 use gpumem_core::catalogue::{CATALOGUE, GpuCard, resolve};
-use gpumem_core::engine::{self, Engine, EngineBudget, EngineParams, Largest, engine_keys};
+use gpumem_core::engine::{
+    self, Engine, EngineBudget, EngineParams, Largest, Outcome, engine_keys,
+};
 use gpumem_core::estimate::{EstimateInput, estimate};
 use gpumem_core::import::TensorSummary;
 use gpumem_core::params::{FieldGroup, from_pairs};
@@ -69,9 +71,18 @@ pub fn engine_view(
         })
         .collect();
     Some(EngineView {
-        largest: engine::largest(&input, card),
+        largest: engine::largest(&input, card, settings),
         budgets,
     })
+}
+
+/// "fits", "borderline (±margin GiB)" or "refused (margin GiB)", as the CLI says it.
+pub fn outcome_text(b: &EngineBudget) -> String {
+    match b.outcome {
+        Outcome::Fits => "fits".into(),
+        Outcome::Borderline => format!("borderline ({} GiB)", signed_gib_string(b.margin_bytes, 2)),
+        Outcome::Refused => format!("refused ({} GiB)", signed_gib_string(b.margin_bytes, 2)),
+    }
 }
 
 /// The engine section of the results column.
@@ -115,30 +126,37 @@ pub fn EnginePanel() -> impl IntoView {
                     (Some(c), None) => Some(format!("none at {} tokens", group_digits(c))),
                     _ => None,
                 };
+                let basis = if l.basis == "estimate" {
+                    " (no engine: the estimate with its reserve)".to_string()
+                } else {
+                    format!(" ({}'s pool)", l.basis)
+                };
+                let beyond = l.beyond_trained.then_some(" — beyond the model's trained positions");
                 view! {
-                    <h3>"Largest workload on " {name}</h3>
+                    <h3>"Largest workload on " {name} {basis}</h3>
                     <p>
                         "Largest context at " {l.at_sequences} " sequence(s): "
-                        <strong data-testid="largest-context">{ctx}</strong>
+                        <strong data-testid="largest-context">{ctx}</strong>{beyond}
                         {seqs.map(|s| view! { " · most sequences: " <strong data-testid="most-sequences">{s}</strong> })}
                     </p>
                     <h3>"KV cache each engine leaves on " {name} " (per device; an empty field is the engine's default)"</h3>
                     <table class="lines engines-table">
-                        <thead><tr><th>"engine"</th><th>"KV capacity"</th><th>"GiB"</th><th>"tokens"</th><th>"sequences at max-model-len"</th></tr></thead>
+                        <thead><tr><th>"engine"</th><th>"KV capacity"</th><th>"GiB"</th><th>"tokens"</th><th>"sequences at max-model-len"</th><th>"start-up"</th></tr></thead>
                         <tbody>
                             {v.budgets.into_iter().map(|(e, b)| match b {
                                 Ok(b) => view! {
                                     <tr data-testid=format!("engine-{}", e.name())>
-                                        <td>{e.name()}</td>
+                                        <td>{e.name()} " " {b.version.clone()}</td>
                                         <td class="num">{signed_group_digits(b.kv_capacity_bytes)} " B"</td>
                                         <td class="num">{signed_gib_string(b.kv_capacity_bytes, 2)}</td>
                                         <td class="num">{group_digits(b.kv_capacity_tokens)}</td>
                                         <td class="num">{group_digits(b.max_sequences)} " × " {group_digits(b.max_model_len)}</td>
+                                        <td data-testid=format!("outcome-{}", e.name())>{outcome_text(&b)}</td>
                                     </tr>
-                                    <tr class="formula"><td colspan="5">
+                                    <tr class="formula"><td colspan="6">
                                         {b.lines.iter().enumerate().map(|(i, l)| format!(
                                             "{}{} {} B ({})",
-                                            if i == 0 { "" } else { " − " },
+                                            match (i, l.subtracted) { (0, _) => "", (_, true) => " − ", _ => " · " },
                                             l.label,
                                             group_digits(l.bytes),
                                             l.source
@@ -146,7 +164,7 @@ pub fn EnginePanel() -> impl IntoView {
                                     </td></tr>
                                 }.into_any(),
                                 Err(err) => view! {
-                                    <tr><td>{e.name()}</td><td colspan="4" class="muted">{err}</td></tr>
+                                    <tr><td>{e.name()}</td><td colspan="5" class="muted">{err}</td></tr>
                                 }.into_any(),
                             }).collect_view()}
                         </tbody>
@@ -182,8 +200,9 @@ mod tests {
         assert_eq!(*e, Engine::Vllm);
         // The same figure the core and the CLI derive (max-model-len = context here).
         let vllm = vllm.as_ref().unwrap();
-        assert_eq!(vllm.kv_capacity_bytes, 59_409_278_361);
-        assert_eq!(vllm.max_sequences, 28);
+        assert_eq!(vllm.kv_capacity_bytes, 58_172_385_690);
+        assert_eq!(vllm.max_sequences, 27);
+        assert_eq!(outcome_text(vllm), "fits");
         assert_eq!(v.largest.at_context, Some(16000));
         assert!(v.largest.most_sequences.is_some());
         // Bad input: no view rather than a wrong one.

@@ -510,6 +510,16 @@ pub fn SheetPanel() -> impl IntoView {
                     .await
                     .ok()
                     .and_then(|t| t.as_string());
+                // A fleet sheet (`gpumem-agent merge`) is shown as its summary and
+                // changes nothing else on the page.
+                if let Some(summary) = text
+                    .as_deref()
+                    .filter(|t| t.contains(gpumem_proto::fleet::FLEET_SCHEMA))
+                    .and_then(|t| serde_json::from_slice(t.as_bytes()).ok())
+                    .and_then(|v| gpumem_proto::fleet::summary_from_value(&v))
+                {
+                    return status.set(Some(Ok(format!("{name}: {summary}"))));
+                }
                 let outcome = match text {
                     None => Err(format!("{name}: the browser could not read the file")),
                     Some(text) => SheetImport::from_json(&text)

@@ -10,7 +10,11 @@
 
 pub mod output;
 pub mod protocol;
-#[cfg(test)]
+// The test-only stand-in: in unit tests, and in debug builds behind the SYNTHETIC test
+// switch (`crate::run::SYNTHETIC_TEST_SWITCH`) so the cluster tests can drive whole
+// `measure` and `bisect` runs without a GPU; release builds do not contain it.
+#[cfg(any(test, debug_assertions))]
+#[cfg_attr(not(test), allow(dead_code))]
 mod standin;
 
 use std::io::Write;
@@ -115,6 +119,9 @@ pub struct Args {
     /// Stream events on stdout as each phase is read.
     #[arg(long, value_enum)]
     pub events: Option<EventsFormat>,
+    /// Prometheus export (textfile collector, Pushgateway).
+    #[command(flatten)]
+    pub export: crate::export::sink::ExportArgs,
 }
 
 /// Which devices `--device` selects.
@@ -233,6 +240,7 @@ impl Args {
         if let Some(path) = &self.output {
             output::check_new_path(path)?;
         }
+        self.export.validate()?;
         Ok(Plan {
             devices,
             device_arg: self.net.device.clone(),
@@ -248,6 +256,8 @@ impl Args {
 /// Where event lines go.
 pub struct Events {
     enabled: bool,
+    /// The Prometheus exporter, fed each phase as it ends.
+    export: Option<crate::export::sink::Live>,
 }
 
 impl Events {
@@ -268,9 +278,16 @@ impl Events {
 /// Runs `measure`.
 pub fn run(args: Args) -> Result<Exit> {
     let plan = args.validate()?;
+    let synthetic = crate::run::synthetic_test_switch();
+    let context = crate::sched::current(synthetic);
     let events = Events {
         enabled: plan.events.is_some(),
+        export: crate::export::sink::Live::start(&args.export, &context, synthetic)?,
     };
+    #[cfg(debug_assertions)]
+    if synthetic {
+        return synthetic_run(&plan, context, &events);
+    }
     let fail = |device: Option<String>, e: anyhow::Error| {
         events.emit(&Event::Failed {
             device,
@@ -304,8 +321,35 @@ pub fn run(args: Args) -> Result<Exit> {
         runs.push(measure_one(&plan, &mut dev, env, &events));
         drop(dev);
     }
-    finish(&plan, runs, &events)
+    finish(&plan, runs, &events, Some(context), false)
 }
+
+/// The SYNTHETIC test run (debug builds, test switch on): the protocol on the recording
+/// stand-in, a 1 GiB pool per selected device, everything labelled SYNTHETIC.
+#[cfg(debug_assertions)]
+fn synthetic_run(
+    plan: &Plan,
+    context: gpumem_proto::context::RunContext,
+    events: &Events,
+) -> Result<Exit> {
+    let indices = match plan.devices {
+        DeviceSel::One(i) => vec![i],
+        DeviceSel::All => vec![0],
+    };
+    let mut runs = Vec::new();
+    for index in indices {
+        let mut dev = standin::StandIn::new(SYNTHETIC_CAPACITY);
+        let mut env = gpu::base_environment(index);
+        env.gpu_name = gpumem_proto::results::Fact::unknown("SYNTHETIC: no GPU was used");
+        env.uuid = gpumem_proto::results::Fact::unknown("SYNTHETIC: no GPU was used");
+        runs.push(measure_one(plan, &mut dev, env, events));
+    }
+    finish(plan, runs, events, Some(context), true)
+}
+
+/// The stand-in's pool in a SYNTHETIC test run: 1 GiB (not any real card's).
+#[cfg(debug_assertions)]
+pub const SYNTHETIC_CAPACITY: u64 = 1 << 30;
 
 /// The seed's protocol on one device, as a [`MeasurementResult`].
 pub fn measure_one<D: Device>(
@@ -329,6 +373,9 @@ pub fn measure_one<D: Device>(
             device: device.clone(),
             result: Box::new(p.clone()),
         });
+        if let Some(x) = &events.export {
+            x.results_phase(&environment, p);
+        }
     });
     let wall_time_ns = u64::try_from(started.elapsed().as_nanos()).ok();
     let result = match outcome {
@@ -365,8 +412,24 @@ pub fn measure_one<D: Device>(
 }
 
 /// Assembles, writes and reports; the exit code says whether any run failed.
-pub fn finish(plan: &Plan, runs: Vec<MeasurementResult>, events: &Events) -> Result<Exit> {
-    let file = results_file(plan, runs);
+pub fn finish(
+    plan: &Plan,
+    runs: Vec<MeasurementResult>,
+    events: &Events,
+    context: Option<gpumem_proto::context::RunContext>,
+    synthetic: bool,
+) -> Result<Exit> {
+    let mut file = results_file(plan, runs);
+    file.context = context;
+    if synthetic {
+        file.synthetic = true;
+        file.note = Some(
+            "SYNTHETIC — not a GPU measurement: the agent's test stand-in (a simulated 1 GiB pool with a 2 MiB granularity; device-level figures invented) ran the protocol; allocated figures equal gpumem-core's prediction by construction.".to_owned(),
+        );
+    }
+    if let Some(x) = &events.export {
+        x.finish(&crate::export::from_results(&file));
+    }
     let report = output::human_report(&file);
     if events.enabled {
         crate::out::err!("{report}");
@@ -419,6 +482,7 @@ pub fn results_file(plan: &Plan, runs: Vec<MeasurementResult>) -> ResultsFile {
         dimensions: plan.dimensions,
         protocol: protocol_record(plan),
         runs,
+        context: None,
     }
 }
 

@@ -26,13 +26,17 @@ fn plan(net: NetworkArgs, output: Option<PathBuf>) -> Plan {
         net,
         output,
         events: None,
+        export: Default::default(),
     }
     .validate()
     .unwrap()
 }
 
 fn quiet() -> Events {
-    Events { enabled: false }
+    Events {
+        enabled: false,
+        export: None,
+    }
 }
 
 fn env() -> Environment {
@@ -282,7 +286,7 @@ fn a_failed_run_is_still_written_and_exits_1() {
     let p = plan(args(4, 3, 5), Some(path.clone()));
     let mut dev = StandIn::new(16_793_600 + 1_048_576 + 1);
     let run = measure_one(&p, &mut dev, env(), &quiet());
-    let exit = finish(&p, vec![run], &quiet()).unwrap();
+    let exit = finish(&p, vec![run], &quiet(), None, false).unwrap();
     assert_eq!(exit, Exit::MeasureFailed);
     let file: ResultsFile = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     file.check_schema().unwrap();
@@ -321,13 +325,13 @@ fn two_devices_are_kept_apart_and_a_passing_run_exits_0() {
             &quiet(),
         ));
     }
-    assert_eq!(finish(&p, runs, &quiet()).unwrap(), Exit::Ok);
+    assert_eq!(finish(&p, runs, &quiet(), None, false).unwrap(), Exit::Ok);
     let file: ResultsFile = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let devices: Vec<&str> = file.runs.iter().map(|r| r.device.as_str()).collect();
     assert_eq!(devices, ["cuda:0", "cuda:1"]);
     assert_eq!(file.requested_device, "all");
     // A second write to the same path is refused.
-    let again = finish(&p, file.runs.clone(), &quiet())
+    let again = finish(&p, file.runs.clone(), &quiet(), None, false)
         .unwrap_err()
         .to_string();
     assert!(again.contains("refusing to overwrite"), "{again}");

@@ -96,13 +96,16 @@ pub struct Args {
     /// With `--serve`: do not try to open the pairing URL in a browser.
     #[arg(long, requires = "serve")]
     pub no_open: bool,
+    /// Prometheus export (textfile collector, Pushgateway).
+    #[command(flatten)]
+    pub export: crate::export::sink::ExportArgs,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, num_args = 1..)]
     pub command: Vec<OsString>,
 }
 
 /// Whether the debug-only test switch is on.
-fn synthetic_test_switch() -> bool {
+pub(crate) fn synthetic_test_switch() -> bool {
     #[cfg(debug_assertions)]
     {
         std::env::var_os(SYNTHETIC_TEST_SWITCH).is_some_and(|v| v == "1")
@@ -128,6 +131,7 @@ pub fn run(args: Args) -> Result<Exit> {
     let Some(program) = args.command.first() else {
         bail!("no command given: gpumem-agent run [OPTIONS] -- COMMAND [ARGS…]");
     };
+    args.export.validate()?;
     let synthetic = synthetic_test_switch();
     let driver = crate::gpu::libraries().0;
     let rocm = rocm_device_present();
@@ -136,6 +140,10 @@ pub fn run(args: Args) -> Result<Exit> {
             "no CUDA driver library (libcuda.so) and no ROCm device (/dev/kfd): cannot measure here; the command was not started"
         );
     }
+
+    let context = crate::sched::current(synthetic);
+    let exporter =
+        crate::export::sink::Live::start(&args.export, &context, synthetic)?.map(Arc::new);
 
     // The page, before the command starts: a port that cannot be bound starts nothing.
     let live = if args.serve {
@@ -225,9 +233,19 @@ pub fn run(args: Args) -> Result<Exit> {
     let collector = {
         let open = Arc::clone(&open);
         let live = live.clone();
+        let exporter = exporter.clone();
         std::thread::Builder::new()
             .name("probe-collector".into())
-            .spawn(move || collect(&rx, started, events, live.as_deref(), &open))
+            .spawn(move || {
+                collect(
+                    &rx,
+                    started,
+                    events,
+                    live.as_deref(),
+                    exporter.as_deref(),
+                    &open,
+                )
+            })
             .context("starting the collector")?
     };
     let ended = running.wait();
@@ -265,8 +283,12 @@ pub fn run(args: Args) -> Result<Exit> {
         wall_time_ns,
         collected,
         timeline,
+        context,
     });
     crate::out::err!("{}", report(&file));
+    if let Some(x) = &exporter {
+        x.finish(&crate::export::from_workload(&file));
+    }
     if let Some(feed) = &live {
         feed.push(AgentMessage::WorkloadFinished {
             run_id: WORKLOAD_RUN_ID,
@@ -327,6 +349,7 @@ fn collect(
     started: Instant,
     events: bool,
     live: Option<&Feed>,
+    export: Option<&crate::export::sink::Live>,
     open: &AtomicI64,
 ) -> Collected {
     let mut c = Collected::default();
@@ -350,7 +373,13 @@ fn collect(
                     continue;
                 };
                 let at = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                let phases_before = rank.phases.len();
                 if absorb(rank, *message, at, events, id) {
+                    if let (Some(x), Some((phase, _))) = (export, rank.phases.last())
+                        && rank.phases.len() > phases_before
+                    {
+                        x.workload_phase(hello_rank(rank), phase);
+                    }
                     push_phase(live, rank, id);
                     c.stats.messages += 1;
                 } else {
@@ -564,6 +593,14 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
     true
 }
 
+/// The `RANK` a process reported in its hello.
+fn hello_rank(rank: &RankState) -> Option<u32> {
+    match &rank.hello {
+        Some(ProbeMessage::Hello { rank, .. }) => *rank,
+        _ => None,
+    }
+}
+
 /// Pushes the phase `absorb` has just kept, if it kept one, to the paired pages.
 fn push_phase(live: Option<&Feed>, rank: &mut RankState, id: u64) {
     let Some(feed) = live else { return };
@@ -574,10 +611,7 @@ fn push_phase(live: Option<&Feed>, rank: &mut RankState, id: u64) {
     let Some((phase, _)) = rank.phases.last() else {
         return;
     };
-    let rank_number = match &rank.hello {
-        Some(ProbeMessage::Hello { rank, .. }) => *rank,
-        _ => None,
-    };
+    let rank_number = hello_rank(rank);
     feed.push(AgentMessage::WorkloadPhase {
         run_id: WORKLOAD_RUN_ID,
         process: id,
@@ -597,6 +631,7 @@ struct Assembly {
     wall_time_ns: u64,
     collected: Collected,
     timeline: Timeline,
+    context: gpumem_proto::context::RunContext,
 }
 
 fn assemble(a: Assembly) -> WorkloadFile {
@@ -735,6 +770,7 @@ fn assemble(a: Assembly) -> WorkloadFile {
         ranks,
         timeline: a.timeline,
         channel: a.collected.stats,
+        context: Some(a.context),
     }
 }
 

@@ -392,10 +392,12 @@ pub static FIELDS: &[Field] = &[
     f("tp", G::Devices, K::Count, "Tensor parallel", "1", "Tensor-parallel degree"),
     f("pp", G::Devices, K::Count, "Pipeline stages", "1", "Devices a layer stack is cut into"),
     f("engine", G::Engine, K::Choice, "Engine", "",
-        "Serving engine whose KV-cache budget to predict")
+        "Serving engine whose KV pool to predict (vllm@0.10, @0.6: older rules)")
         .choices(&[
             ("", "every engine"),
-            ("vllm", "vLLM"),
+            ("vllm", "vLLM 0.19"),
+            ("vllm@0.10", "vLLM 0.10"),
+            ("vllm@0.6", "vLLM 0.6 (V0)"),
             ("sglang", "SGLang"),
             ("tgi", "TGI"),
             ("llama.cpp", "llama.cpp"),
@@ -404,17 +406,49 @@ pub static FIELDS: &[Field] = &[
     f("card", G::Engine, K::Card, "GPU card", "",
         "The card judged against: an id (h100-sxm-80gb), a short form (4090, t4, a100-40, l40s) or a capacity (24GiB, 22.5GB)"),
     f("gpu-memory-utilization", G::Engine, K::Fraction, "vLLM memory utilization", "0.9",
-        "vLLM: fraction of the card's total memory the instance may use"),
+        "vLLM: fraction of the card the instance may use"),
     f("max-model-len", G::Engine, K::Count, "Max model length", "context + generate",
-        "Tokens per sequence the engine must serve (without a context: max-position)")
+        "Tokens per sequence to serve (auto: the longest that fits)")
         .unit(Unit::Tokens),
     f("max-num-seqs", G::Engine, K::Count, "vLLM max sequences", "1024 or 256",
-        "vLLM: sequences scheduled at once (assumed: 1024 on ≥ 70 GiB cards but A100s)"),
+        "vLLM: sequences at once (1024 on ≥ 70 GiB cards but A100s)"),
     f("max-num-batched-tokens", G::Engine, K::Count, "Batched tokens (profiling)", "8192 or 2048",
-        "Tokens of the profiling / warmup forward (vLLM, assumed: 8192 on ≥ 70 GiB cards but A100s)")
+        "Profiled forward (vLLM), chunked prefill (SGLang), warmup (TGI), ubatch (llama.cpp)")
         .unit(Unit::Tokens),
-    f("mem-fraction-static", G::Engine, K::Fraction, "SGLang static fraction", "0.88",
-        "SGLang: fraction of the card for weights + KV pool (assumed when empty)"),
+    f("kv-cache-memory-bytes", G::Engine, K::Count, "vLLM KV cache bytes", "",
+        "vLLM: an absolute KV pool")
+        .unit(Unit::Bytes),
+    f("enforce-eager", G::Engine, K::Bool(false), "vLLM enforce eager", "",
+        "vLLM: no CUDA graphs"),
+    f("enable-lora", G::Engine, K::Bool(false), "vLLM LoRA", "",
+        "vLLM: LoRA adapter slots"),
+    f("max-loras", G::Engine, K::Count, "vLLM max LoRAs", "1", "vLLM: LoRA slots"),
+    f("max-lora-rank", G::Engine, K::Count, "vLLM max LoRA rank", "16", "vLLM: slot rank"),
+    f("mem-fraction-static", G::Engine, K::Fraction, "SGLang static fraction", "by card and tp",
+        "SGLang: fraction for weights + KV pool"),
+    f("cache-type-k", G::Engine, K::Text, "llama.cpp K cache type", "f16",
+        "llama.cpp: K cache type")
+        .choices(CACHE_TYPES),
+    f("cache-type-v", G::Engine, K::Text, "llama.cpp V cache type", "f16",
+        "llama.cpp: V cache type")
+        .choices(CACHE_TYPES),
+    f("n-gpu-layers", G::Engine, K::Count, "llama.cpp GPU layers", "all",
+        "llama.cpp: layers on the GPU"),
+    f("n-cpu-moe", G::Engine, K::Count, "llama.cpp CPU MoE layers", "0",
+        "llama.cpp: MoE layers with experts on the host"),
+];
+
+/// llama.cpp's KV cache types (`--cache-type-k/-v`).
+const CACHE_TYPES: &[(&str, &str)] = &[
+    ("f16", "f16"),
+    ("bf16", "bf16"),
+    ("f32", "f32"),
+    ("q8_0", "q8_0: 34 B/32"),
+    ("q5_1", "q5_1: 24 B/32"),
+    ("q5_0", "q5_0: 22 B/32"),
+    ("q4_1", "q4_1: 20 B/32"),
+    ("q4_0", "q4_0: 18 B/32"),
+    ("iq4_nl", "iq4_nl: 18 B/32"),
 ];
 
 /// The field of a key, if it is one.
@@ -525,6 +559,11 @@ mod tests {
             .filter(|f| matches!(f.kind, FieldKind::Bool(_)))
         {
             let FieldKind::Bool(d) = f.kind else { continue };
+            if f.is_engine() {
+                let (p, errors) = crate::engine::from_pairs([(f.key, d.to_string().as_str())]);
+                assert!(errors.is_empty() && p.is_empty(), "{}: {errors:?}", f.key);
+                continue;
+            }
             let base = [
                 ("layers", "2"),
                 ("hidden", "64"),

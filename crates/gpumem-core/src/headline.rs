@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::catalogue::{Arch, CATALOGUE, GpuCard};
 use crate::engine::{self, EngineParams};
 use crate::error::EstimateError;
-use crate::estimate::{Estimate, EstimateInput, Group, Kind, TrainMode, estimate};
+use crate::estimate::{Estimate, EstimateInput, TrainMode, estimate};
 use crate::fit::{CardFit, Margin, Verdict, assumed_margin, fit_card, margin};
 use crate::format::{Dtype, StorageFormat};
 use crate::units::{Bytes, group_digits};
@@ -48,7 +48,7 @@ pub enum Basis {
     /// The estimate's most loaded device.
     Estimate,
     /// A serving engine's budget on the card (its flags; the card is the headline's).
-    Engine(EngineParams),
+    Engine(Box<EngineParams>),
 }
 
 /// One need on one card: what the most loaded device needs and half its assumed part.
@@ -74,31 +74,23 @@ impl Basis {
         };
         let p = EngineParams {
             card: Some(*card),
-            ..params.clone()
+            ..(**params).clone()
         };
         let b = engine::budget(input, est, &p)?;
-        // The pool must hold the workload's KV cache and one sequence of max-model-len
-        // (vLLM refuses to start otherwise); whichever is larger is what it must hold.
-        let kv_workload = est
-            .lines
-            .iter()
-            .filter(|l| l.in_total && l.group == Group::KvCache)
-            .fold(0u64, |acc, l| acc.saturating_add(l.device_bytes));
-        let kv_one = b.kv_bytes_per_token.saturating_mul(b.max_model_len);
-        let left =
-            i128::from(b.kv_capacity_bytes).saturating_sub(i128::from(kv_workload.max(kv_one)));
+        // The engine's own figure: its pool less what it must hold (one sequence of
+        // max-model-len, or llama.cpp's cache), judged against the spread of its
+        // assumed lines; a refusal (no pool at all) leaves no margin to hide in.
         let (capacity, _) = card.capacity();
-        let bytes = i128::from(capacity).saturating_sub(left).max(0);
-        let assumed = b
-            .lines
-            .iter()
-            .skip(1)
-            .filter(|l| l.kind == Kind::Assumed)
-            .fold(0u64, |acc, l| acc.saturating_add(l.bytes))
-            .div_ceil(2);
+        let bytes = i128::from(capacity)
+            .saturating_sub(i128::from(b.margin_bytes))
+            .max(0);
         Ok(Need {
             bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
-            assumed,
+            assumed: if b.outcome == engine::Outcome::Refused && b.margin_bytes >= 0 {
+                0
+            } else {
+                b.uncertainty_bytes
+            },
         })
     }
 
@@ -552,7 +544,13 @@ mod tests {
             max_model_len: Some(16384),
             ..EngineParams::default()
         };
-        let h = headline(&i, &est, Some(&card), &Basis::Engine(params.clone())).unwrap();
+        let h = headline(
+            &i,
+            &est,
+            Some(&card),
+            &Basis::Engine(Box::new(params.clone())),
+        )
+        .unwrap();
         assert_eq!(h.basis, "vllm");
         let b = engine::budget(
             &i,
@@ -563,12 +561,10 @@ mod tests {
             },
         )
         .unwrap();
-        // Headroom = the pool left after one 16 384-token sequence (larger than the
-        // workload's 8 192 tokens).
-        assert_eq!(
-            h.card.headroom_bytes,
-            b.kv_capacity_bytes - (b.kv_bytes_per_token * 16384) as i64
-        );
+        // The engine's own margin and uncertainty are the headroom and the margin.
+        assert_eq!(h.card.headroom_bytes, b.margin_bytes);
+        assert_eq!(h.margin.assumed_bytes, b.uncertainty_bytes);
+        assert_eq!(b.outcome, engine::Outcome::Fits);
         assert_eq!(h.verdict(), Verdict::Fits);
     }
 }

@@ -449,6 +449,10 @@ pub struct ResultsFile {
     pub protocol: Protocol,
     /// One run per measured device, in the order they were measured.
     pub runs: Vec<MeasurementResult>,
+    /// Where it ran: host, scheduler ids, device UUIDs and PCI bus ids (absent in
+    /// files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<crate::context::RunContext>,
 }
 
 /// Why a document could not be accepted.
@@ -685,6 +689,7 @@ mod tests {
                 computed: None,
                 wall_time_ns: None,
             }],
+            context: None,
         }
     }
 

@@ -50,6 +50,11 @@ pub struct WorkloadFile {
     pub timeline: Timeline,
     /// What the probe channel received and refused.
     pub channel: ChannelStats,
+    /// Where it ran: host, scheduler ids, device UUIDs and PCI bus ids; a rank's
+    /// `device` (`cuda:N`) is the device whose `cuda_ordinal` is N (absent in files
+    /// written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<crate::context::RunContext>,
 }
 
 impl WorkloadFile {
@@ -465,6 +470,7 @@ mod tests {
             ranks: Vec::new(),
             timeline: Timeline::default(),
             channel: ChannelStats::default(),
+            context: None,
         };
         assert!(file.check_schema().is_err());
         let ok = WorkloadFile {

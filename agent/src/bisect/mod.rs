@@ -7,6 +7,13 @@
 //! event lines drive the progress display and its stderr goes to a `.log` beside the
 //! result. A child's exit 1 is a recorded failure, 0 a pass; exit 2 (cannot measure)
 //! stops the search with exit 2.
+//!
+//! With `--plan slurm|k8s --parallel K` nothing runs here: [`plan`] writes round 1 —
+//! K trials as a Slurm array script or a Kubernetes Indexed Job manifest — for `sbatch`
+//! or `kubectl`, and `--resume DIR` reads the finished trials, narrows the interval and
+//! writes the next round, until the boundary is found.
+
+pub mod plan;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -44,20 +51,55 @@ impl Vary {
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Dimension to vary; the other measure flags stay fixed.
-    #[arg(long, value_enum)]
-    pub vary: Vary,
+    #[arg(long, value_enum, required_unless_present = "resume")]
+    pub vary: Option<Vary>,
     /// Smallest value (expected to pass).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub from: u64,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), required_unless_present = "resume")]
+    pub from: Option<u64>,
     /// Largest value (expected to fail).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub to: u64,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), required_unless_present = "resume")]
+    pub to: Option<u64>,
     /// Folder for every trial's result and log; created, must be new or empty.
+    #[arg(long, required_unless_present = "resume")]
+    pub output_dir: Option<PathBuf>,
+    /// Write the trials as a Slurm array script or a Kubernetes Indexed Job manifest
+    /// (round 1, `--parallel` trials) instead of running them here; nothing is submitted.
+    #[arg(long, value_enum, requires = "parallel", conflicts_with = "resume")]
+    pub plan: Option<plan::Scheduler>,
+    /// Trials per round with `--plan` (each a fresh process on its own device).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..=1000))]
+    pub parallel: Option<u64>,
+    /// Read the finished trials of a planned search in DIR, narrow the interval and
+    /// write the next round (or the answer).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["vary", "from", "to", "output_dir", "plan"])]
+    pub resume: Option<PathBuf>,
+    /// The planned trials' agent: this executable's path for Slurm (a shared file
+    /// system), `gpumem-agent` (on the image's PATH) for Kubernetes.
+    #[arg(long, value_name = "PATH", requires = "plan")]
+    pub agent: Option<String>,
+    /// An extra `#SBATCH` line for the Slurm script (repeatable), e.g.
+    /// `--sbatch=--gres=gpu:1 --sbatch=--partition=a100`.
+    #[arg(long, value_name = "OPTION", allow_hyphen_values = true)]
+    pub sbatch: Vec<String>,
+    /// The container image of the Kubernetes Job (it must hold `gpumem-agent`).
     #[arg(long)]
-    pub output_dir: PathBuf,
+    pub image: Option<String>,
+    /// The PersistentVolumeClaim shared by the Job's pods and this machine, mounted at
+    /// the output folder's path so trials write where `--resume` reads.
+    #[arg(long)]
+    pub claim: Option<String>,
     /// The fixed network and protocol flags (the varied one is overridden).
     #[command(flatten)]
     pub net: NetworkArgs,
+}
+
+/// The sequential search's arguments, once `--resume`/`--plan` are set aside.
+struct Search {
+    vary: Vary,
+    from: u64,
+    to: u64,
+    output_dir: PathBuf,
+    net: NetworkArgs,
 }
 
 /// How one trial ended.
@@ -85,7 +127,13 @@ fn with_value(net: &NetworkArgs, vary: Vary, value: u64) -> NetworkArgs {
 }
 
 /// Step one: every flag, before any child starts.
-fn validate(args: &Args) -> Result<()> {
+fn validate(args: &Search) -> Result<()> {
+    check_range(args)?;
+    create_empty_dir(&args.output_dir)
+}
+
+/// The range, the device and both ends' networks.
+fn check_range(args: &Search) -> Result<()> {
     if args.to <= args.from {
         bail!(
             "--to ({}) must be larger than --from ({})",
@@ -102,7 +150,12 @@ fn validate(args: &Args) -> Result<()> {
             .validate()
             .with_context(|| format!("--{} {v}", args.vary.flag()))?;
     }
-    let dir = &args.output_dir;
+    Ok(())
+}
+
+/// Creates `dir`, or accepts it when it exists and is empty (each series gets a new
+/// folder).
+fn create_empty_dir(dir: &Path) -> Result<()> {
     if dir.exists() {
         let mut entries =
             std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
@@ -153,7 +206,11 @@ fn measure_argv(net: &NetworkArgs, output: &Path) -> Vec<String> {
 }
 
 /// Runs one trial in a fresh process; `Ok(None)` means the child could not measure.
-fn trial(args: &Args, value: u64, bar: &ProgressBar) -> Result<std::result::Result<Trial, String>> {
+fn trial(
+    args: &Search,
+    value: u64,
+    bar: &ProgressBar,
+) -> Result<std::result::Result<Trial, String>> {
     let name = format!("trial-{}-{value}", args.vary.flag());
     let file = args.output_dir.join(format!("{name}.json"));
     let log = args.output_dir.join(format!("{name}.log"));
@@ -219,6 +276,37 @@ fn trial(args: &Args, value: u64, bar: &ProgressBar) -> Result<std::result::Resu
 
 /// Runs `bisect`.
 pub fn run(args: Args) -> Result<Exit> {
+    if let Some(dir) = &args.resume {
+        return plan::resume(dir);
+    }
+    let (Some(vary), Some(from), Some(to), Some(output_dir)) =
+        (args.vary, args.from, args.to, args.output_dir.clone())
+    else {
+        bail!("give --vary, --from, --to and --output-dir (or --resume DIR)");
+    };
+    let search = Search {
+        vary,
+        from,
+        to,
+        output_dir,
+        net: args.net.clone(),
+    };
+    if let Some(scheduler) = args.plan {
+        check_range(&search)?;
+        return plan::start(&search, scheduler, &args);
+    }
+    if args.parallel.is_some()
+        || args.image.is_some()
+        || args.claim.is_some()
+        || !args.sbatch.is_empty()
+    {
+        bail!("--parallel, --image, --claim and --sbatch go with --plan slurm|k8s");
+    }
+    sequential(search)
+}
+
+/// The search run here, one trial after another.
+fn sequential(args: Search) -> Result<Exit> {
     validate(&args)?;
     let span = args.to - args.from;
     let estimate = 2 + u64::from(64 - span.leading_zeros());

@@ -413,7 +413,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2543(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2552(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -610,13 +610,13 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 444, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3960);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 445, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3969);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 460, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2469);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 461, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2478);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
@@ -625,8 +625,8 @@ function __wbg_get_imports() {
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 444, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3960_15);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 445, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3969_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
@@ -635,8 +635,8 @@ function __wbg_get_imports() {
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 378, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3959);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 379, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3968);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -659,34 +659,34 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3959(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3959(arg0, arg1);
+function __wasm_bindgen_func_elem_3968(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3968(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_3960(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3960(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3969(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3969(arg0, arg1, arg2);
 }
 
 function __wasm_bindgen_func_elem_300(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_300(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3960_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3960_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3969_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3969_15(arg0, arg1, arg2);
 }
 
 function __wasm_bindgen_func_elem_300_16(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_300_16(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2543(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2543(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2552(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2552(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2469(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2478(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2469(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2478(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {

@@ -1,0 +1,57 @@
+//! transformers `generate`: no pool; the KV room is what the rest of the estimate leaves.
+//!
+//! `src/transformers/cache_utils.py` `DynamicCache` grows with every token, so the
+//! estimate's own lines (weights, transients, the reserve) are what stands between
+//! the card and the cache.
+
+use super::*;
+
+pub(super) fn rule(c: &Ctx, est: &Estimate) -> Result<Draft, EstimateError> {
+    let (capacity, kind) = catalogue_capacity(&c.card);
+    let mut lines = vec![line(
+        "budget",
+        "Card total",
+        capacity,
+        Kind::Computed,
+        "device total".into(),
+        &[("total", format!("{capacity} B ({kind})"))],
+        "src/transformers/cache_utils.py (DynamicCache: no pre-allocated pool)",
+    )];
+    let mut assumed = 0u64;
+    for l in est
+        .lines
+        .iter()
+        .filter(|l| l.in_total && l.group != Group::KvCache)
+    {
+        if l.kind == Kind::Assumed {
+            assumed = assumed.saturating_add(l.device_bytes);
+        }
+        lines.push(EngineLine {
+            key: Cow::Borrowed(l.key.as_str()),
+            label: l.label.clone(),
+            bytes: l.device_bytes,
+            kind: l.kind,
+            subtracted: true,
+            formula: l.formula.clone(),
+            inputs: l.inputs.clone(),
+            source: Cow::Borrowed("the estimator"),
+        });
+    }
+    let (group_block_bytes, groups, seq_blocks) = simple_pool(c, 1)?;
+    Ok(Draft {
+        version: "any",
+        capacity,
+        capacity_kind: kind,
+        lines,
+        block: 1,
+        group_block_bytes,
+        groups,
+        seq_blocks,
+        kv_cache_bytes: None,
+        pool: None,
+        need: None,
+        uncertainty: assumed.checked_div(4).unwrap_or(0),
+        assumptions: Vec::new(),
+        warnings: Vec::new(),
+    })
+}

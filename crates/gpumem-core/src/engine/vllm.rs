@@ -1,0 +1,475 @@
+//! vLLM: the pool its worker sizes after a profiling run, version by version.
+//!
+//! vllm v0.19.0 `vllm/v1/worker/gpu_worker.py` `determine_available_memory`:
+//! available KV = requested − (weights + torch peak increase of `profile_run` +
+//! non-torch increase), where requested = ⌈total × gpu_memory_utilization⌉
+//! (`vllm/v1/worker/utils.py` `request_memory`) and total is what torch reports for
+//! the device. The CUDA-graph estimate is subtracted only with
+//! `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1` (`vllm/envs.py`, default 0 in 0.19).
+//!
+//! The profiling run (`gpu_model_runner.py` `profile_run`) is a forward of
+//! `max_num_batched_tokens` tokens (`_dummy_run`) and then, on the last pipeline
+//! stage, `_dummy_sampler_run` over one row per request, `min(max_num_seqs,
+//! max_num_batched_tokens)` rows, while the forward's hidden states are still held.
+//! Its torch peak is the larger of the two phases, plus what stays allocated: the
+//! fused-MoE workspace (`vllm/v1/worker/workspace.py`, kept across forwards) and
+//! torch's cuBLAS workspace.
+//!
+//! Earlier versions differ where the logs show it: 0.10 sorted the vocabulary for
+//! top-k/top-p (`vllm/v1/sample/ops/topk_topp_sampler.py` `apply_top_k_top_p`) and
+//! freed the MoE buffers after each forward; V0 (0.6) profiled 256 sequences and
+//! measured memory outside torch from before the CUDA context existed.
+
+use super::*;
+
+/// The vLLM accounting carried, newest first; `--engine vllm` is the newest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VllmVersion {
+    /// 0.19 (V1 engine; triton top-k/top-p sampler, persistent MoE workspace).
+    #[serde(rename = "0.19")]
+    V019,
+    /// 0.10 (V1 engine; sorting sampler).
+    #[serde(rename = "0.10")]
+    V010,
+    /// 0.6 (V0 engine).
+    #[serde(rename = "0.6")]
+    V06,
+}
+
+impl VllmVersion {
+    /// Parses "0.19", "0.19.0", "0.10.2", "0.6.5"…: the minor version picks the rules.
+    pub fn parse(text: &str) -> Result<VllmVersion, EstimateError> {
+        let mut parts = text.trim().trim_start_matches('v').split('.');
+        match (parts.next(), parts.next()) {
+            (Some("0"), Some("19")) => Ok(VllmVersion::V019),
+            (Some("0"), Some("10")) => Ok(VllmVersion::V010),
+            (Some("0"), Some("6")) => Ok(VllmVersion::V06),
+            _ => Err(EstimateError::invalid(
+                "engine",
+                format!(
+                    "vllm@{text}: the rules carried are vllm@0.19 (newest), vllm@0.10 and vllm@0.6 (V0)"
+                ),
+            )),
+        }
+    }
+
+    fn rules(self) -> &'static Rules {
+        match self {
+            VllmVersion::V019 => &RULES[0],
+            VllmVersion::V010 => &RULES[1],
+            VllmVersion::V06 => &RULES[2],
+        }
+    }
+}
+
+/// One version's accounting.
+struct Rules {
+    label: &'static str,
+    /// requested = ⌈total × utilisation⌉ (0.19) or truncated (earlier).
+    ceil: bool,
+    /// Bytes per (request × vocabulary) element the sampler holds at its peak, and
+    /// whether the triton top-k/top-p buffer (one vocabulary row per SM) is added.
+    sampler_bytes: u64,
+    triton: bool,
+    /// The fused-MoE workspace stays allocated after the forward.
+    workspace_kept: bool,
+    /// V0 defaults (256 sequences, batched tokens = max(max-model-len, 2048)).
+    v0: bool,
+    /// Memory outside torch, MiB: tp = 1 and pp = 1, tp ≥ 2, pp ≥ 2 at tp = 1.
+    non_torch_mib: [u64; 3],
+    non_torch_logs: &'static str,
+}
+
+/// vllm v0.19.0 `vllm/v1/sample/sampler.py` + `ops/topk_topp_sampler.py`: the model's
+/// logits (model dtype), their fp32 copy, the softmax probabilities and
+/// `random_sample`'s exponential draws, 4 B each: 2 + 4 + 4 + 4 = 14 B per element
+/// (12 when the model runs in fp32, whose logits are not copied). 0.10 and V0 sorted:
+/// the logits (2) and fp32 copy (4), the sorted values (4) and int64 indices (8), and
+/// the sort's input copy (4) and its two int64 index buffers (16) = 38 B (the last
+/// three, the sort's temporaries, assumed).
+const RULES: [Rules; 3] = [
+    Rules {
+        label: "0.19",
+        ceil: true,
+        sampler_bytes: 14,
+        triton: true,
+        workspace_kept: true,
+        v0: false,
+        non_torch_mib: [256, 2140, 72],
+        non_torch_logs: "0.19 H100 logs: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4 (NCCL, all-reduce buffers), 0.07 at pp 2–4",
+    },
+    Rules {
+        label: "0.10",
+        ceil: false,
+        sampler_bytes: 38,
+        triton: false,
+        workspace_kept: false,
+        v0: false,
+        non_torch_mib: [133, 563, 133],
+        non_torch_logs: "H100 logs (llm-d-benchmark): 0.13–0.14 GiB at tp 1, 0.55 at tp 2",
+    },
+    Rules {
+        label: "0.6 (V0)",
+        ceil: false,
+        sampler_bytes: 38,
+        triton: false,
+        workspace_kept: false,
+        v0: true,
+        non_torch_mib: [1833, 3666, 1833],
+        non_torch_logs: "0.6.5 logs (vLLM PR 10511): 1.79 GiB at tp 1, 3.58 at tp 2, the CUDA context included",
+    },
+];
+
+const SRC_WORKER: &str = "vllm/v1/worker/gpu_worker.py (determine_available_memory)";
+const SRC_PROFILE: &str =
+    "vllm/v1/worker/gpu_model_runner.py (profile_run: _dummy_run, _dummy_sampler_run)";
+
+pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
+    let p = c.params;
+    let r = p.version.unwrap_or(VllmVersion::V019).rules();
+    let input = c.input;
+    let (total, derived, sms, sm90) = torch_total(&c.card);
+    let mut assumptions: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    let util = p.gpu_memory_utilization.unwrap_or(ONE / 10 * 9);
+    let requested = times_fraction(total, util, r.ceil)?;
+    let total_text = format!(
+        "{total} B (torch{})",
+        if derived { ", derived" } else { "" }
+    );
+    if derived {
+        assumptions.push(format!(
+            "{}: torch total derived: the catalogue's less 1 %",
+            c.card.id
+        ));
+    }
+    let mut lines = vec![line(
+        "budget",
+        "vLLM's share: total × gpu_memory_utilization",
+        requested,
+        Kind::Computed,
+        format!("{} total × utilisation", if r.ceil { "⌈" } else { "⌊" }),
+        &[
+            ("total", total_text),
+            ("gpu-memory-utilization", fraction_text(util)),
+        ],
+        "vllm/v1/worker/utils.py (request_memory)",
+    )];
+    if derived {
+        lines[0].kind = Kind::Assumed;
+    }
+    // Weights as vLLM loads them: the estimate's, plus the rotary cos/sin cache buffer
+    // (`rotary_embedding/base.py`: [max_position, rotary_dim] in the model dtype), one
+    // per stage, which "Model loading took" counts.
+    let arch = input.arch;
+    let b = input.compute_dtype.bytes();
+    let rope = match arch {
+        Some(a) if a.learned_positions == 0 => {
+            let dim = a.mla.map_or(a.head_dim, |m| m.qk_rope_dim);
+            prod(&[input.max_position.unwrap_or(0), dim, b])?
+        }
+        _ => 0,
+    };
+    let lora = lora_bytes(c, r)?;
+    let pad = mxfp4_padding(input)?;
+    lines.push(line(
+        "weights",
+        "Weights on this device (with the rotary cache)",
+        sum(&[c.weights, rope, pad])?,
+        Kind::Computed,
+        "the estimate's weights + max_position × rotary_dim × dtype + MXFP4 expert padding".into(),
+        &[
+            ("tp", input.tp.to_string()),
+            ("pp", input.pp.to_string()),
+            ("rotary-cache", rope.to_string()),
+            ("mxfp4-padding", pad.to_string()),
+        ],
+        "vllm/model_executor/layers/rotary_embedding/base.py (cos_sin_cache)",
+    ));
+    if lora > 0 {
+        lines.push(line(
+            "lora",
+            "LoRA slots: max_loras × rank × (inputs + outputs) per linear",
+            lora,
+            Kind::Computed,
+            "max-loras × max-lora-rank × Σ layers (7 hidden + (2 q + 2 kv + 3 intermediate) ÷ tp) × dtype".into(),
+            &[("max-loras", p.max_loras.unwrap_or(1).to_string()), ("max-lora-rank", p.max_lora_rank.unwrap_or(16).to_string())],
+            "vllm/lora/layers/base_linear.py (create_lora_weights)",
+        ));
+    }
+    // vllm/engine/arg_utils.py get_batch_defaults: 8192 / 1024 for `vllm serve` on a
+    // card of ≥ 70 GiB (torch total) other than an A100, else 2048 / 256. V0: 256
+    // sequences, batched = max(max_model_len, 2048) (vllm 0.6 config.py SchedulerConfig).
+    let large = total >= 70 * GIB && !c.card.name.to_ascii_lowercase().contains("a100");
+    let seqs = p
+        .max_num_seqs
+        .unwrap_or(if large && !r.v0 { 1024 } else { 256 });
+    let batched = p.max_num_batched_tokens.unwrap_or(if r.v0 {
+        c.max_model_len.max(2048)
+    } else if large {
+        8192
+    } else {
+        2048
+    });
+    if p.max_num_seqs.is_none() || p.max_num_batched_tokens.is_none() {
+        assumptions.push(format!("vllm serve defaults: max-num-batched-tokens {batched}, max-num-seqs {seqs} (vllm/engine/arg_utils.py get_batch_defaults)"));
+    }
+    // The most loaded device is the last stage: it also runs the sampler.
+    let (peak, parts) = profile_peak(c, r, batched, seqs, sms, sm90, true)?;
+    lines.push(line(
+        "activation_peak",
+        "Torch peak of the profiling run (forward, then sampler)",
+        peak,
+        Kind::Computed,
+        "max(forward of the batched tokens, sampler phase) + MoE workspace + cuBLAS workspace"
+            .into(),
+        &parts,
+        SRC_PROFILE,
+    ));
+    let nt = if input.tp >= 2 {
+        r.non_torch_mib[1]
+    } else if input.pp >= 2 {
+        r.non_torch_mib[2]
+    } else {
+        r.non_torch_mib[0]
+    };
+    lines.push(line(
+        "non_torch",
+        "Memory outside torch since start-up (assumed, by tp/pp)",
+        mib(nt),
+        Kind::Assumed,
+        format!("{nt} MiB: {}", r.non_torch_logs),
+        &[("tp", input.tp.to_string()), ("pp", input.pp.to_string())],
+        SRC_WORKER,
+    ));
+    let margin = total.saturating_sub(requested);
+    let mut graphs = line(
+        "cuda_graphs",
+        "CUDA-graph pool (captured after sizing; not subtracted)",
+        0,
+        Kind::Assumed,
+        format!(
+            "not subtracted unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1; taken from the {} margin (0.5–1.8 GiB in H100 logs)",
+            gib_text(margin)
+        ),
+        &[],
+        "vllm/envs.py (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)",
+    );
+    graphs.subtracted = false;
+    if p.enforce_eager {
+        assumptions.push("--enforce-eager: no CUDA graphs are captured".into());
+    } else {
+        lines.push(graphs);
+        if margin < GIB {
+            warnings.push(format!("only {} left beside vLLM's share for CUDA graphs (0.5–1.8 GiB in logs): may run out of memory", gib_text(margin)));
+        }
+    }
+    // The activation line is computed from the source; its residue in the corpus is
+    // ±0.05 GiB except fp32 models and vision towers (≤ 0.5 GiB), and the non-torch
+    // line spreads ±0.08 GiB: a quarter of both is the band.
+    let uncertainty = sum(&[peak, mib(nt)])?.checked_div(4).unwrap_or(0);
+    let (group_block_bytes, groups, seq_blocks) = if r.v0 {
+        simple_pool(c, 16)?
+    } else {
+        pool_shape(c, batched)?
+    };
+    let pool = match p.kv_cache_memory_bytes {
+        Some(k) => {
+            assumptions.push(format!(
+                "--kv-cache-memory-bytes {k}: the pool; utilisation ignored"
+            ));
+            let used = sum(&[c.weights, rope, lora, peak, mib(nt), k])?;
+            if used > total {
+                warnings.push(format!(
+                    "pool + weights + profile {} > total {}",
+                    gib_text(used),
+                    gib_text(total)
+                ));
+            }
+            Some(i64::try_from(k).unwrap_or(i64::MAX))
+        }
+        None => None,
+    };
+    if input.sliding_window.is_some() && groups > 1 {
+        assumptions.push(format!(
+            "hybrid KV cache: {groups} groups of equal page size"
+        ));
+    }
+    Ok(Draft {
+        version: r.label,
+        capacity: total,
+        capacity_kind: if derived { "torch, derived" } else { "torch" },
+        lines,
+        block: 16,
+        group_block_bytes,
+        groups,
+        seq_blocks,
+        kv_cache_bytes: None,
+        pool,
+        need: None,
+        uncertainty,
+        assumptions,
+        warnings,
+    })
+}
+
+/// A line's inputs.
+type Inputs = Vec<(&'static str, String)>;
+
+/// The torch peak of `profile_run` on the last stage, with its parts as inputs.
+#[allow(clippy::too_many_arguments)]
+fn profile_peak(
+    c: &Ctx,
+    r: &Rules,
+    batched: u64,
+    seqs: u64,
+    sms: u64,
+    sm90: bool,
+    last_stage: bool,
+) -> Result<(u64, Inputs), EstimateError> {
+    let input = c.input;
+    let b = input.compute_dtype.bytes();
+    let forward = forward_peak(input, batched)?;
+    let (vocab, hidden) = input.arch.map_or((0, 0), |a| (a.vocab, a.hidden));
+    let rows = seqs.min(batched);
+    // ParallelLMHead pads the vocabulary to a multiple of 64 (vocab_parallel_embedding.py);
+    // the logits keep the padded width, the sampler's copies the real one.
+    let padded = vocab.div_ceil(64).saturating_mul(64);
+    let model_logits = prod(&[rows, padded, b])?;
+    let sort_path = !r.triton || rows < 8;
+    let per_elem = if sort_path { 38 } else { r.sampler_bytes };
+    // Past the model's logits (2 B counted above): a model in fp32 has no fp32 copy.
+    let extra = per_elem
+        .saturating_sub(2)
+        .saturating_sub(if b == 4 { 4 } else { 0 });
+    let sampler = prod(&[rows, vocab, extra])?;
+    // topk_topp_triton.py: one fp32 vocabulary row per program, min(next_pow2(min(SMs, rows)), SMs).
+    let triton = if sort_path {
+        0
+    } else {
+        let n = sms.min(rows).next_power_of_two().min(sms);
+        prod(&[n, vocab, 4])?
+    };
+    // Held while sampling: the forward's hidden states, the last position of each
+    // request and its random stand-in (`torch.rand_like`).
+    let held = prod(&[sum(&[batched, rows, rows])?, hidden, b])?;
+    let sampler_phase = if last_stage && vocab > 0 {
+        sum(&[model_logits, sampler, triton, held])?
+    } else {
+        0
+    };
+    let ws = moe_workspace(input, batched)?;
+    // torch CublasHandlePool.cpp: 32 MiB of cuBLAS workspace on sm_90, 4096 KiB × 2 +
+    // 16 KiB × 8 elsewhere, allocated by the caching allocator at the first GEMM.
+    let cublas: u64 = if sm90 { 32 * MIB } else { 8_519_680 };
+    // The estimator's forward counts the MoE intermediates, which vLLM allocates as
+    // that workspace: kept (0.19), the forward phase holds the rest beside it; freed
+    // (earlier), the forward itself is the phase.
+    let peak = if r.workspace_kept {
+        sum(&[forward.saturating_sub(ws).max(sampler_phase), ws, cublas])?
+    } else {
+        sum(&[forward.max(ws).max(sampler_phase), cublas])?
+    };
+    let parts = vec![
+        ("forward", forward.to_string()),
+        ("sampler-phase", sampler_phase.to_string()),
+        ("sampler-rows", rows.to_string()),
+        ("moe-workspace", ws.to_string()),
+        ("cublas-workspace", cublas.to_string()),
+        ("max-num-batched-tokens", batched.to_string()),
+    ];
+    Ok((peak, parts))
+}
+
+/// vllm v0.19.0 `fused_moe/modular_kernel.py` `_allocate_buffers` with the triton
+/// experts' `workspace_shapes` (`fused_moe.py`): workspace13 = max(M × top-k ×
+/// max(I, H), M × H), workspace2 = M × top-k × max(2 I, H), in the activation dtype,
+/// each rounded to 256 B (I: the expert intermediate size per tp rank).
+fn moe_workspace(input: &EstimateInput, tokens: u64) -> Result<u64, EstimateError> {
+    let Some(a) = input.arch else { return Ok(0) };
+    let Some(m) = a.moe else { return Ok(0) };
+    let i = m.expert_intermediate.div_ceil(input.tp.max(1));
+    let h = a.hidden;
+    let b = input.compute_dtype.bytes();
+    let w13 = prod(&[tokens, m.active, i.max(h)])?.max(prod(&[tokens, h])?);
+    let w2 = prod(&[tokens, m.active, prod(&[2, i])?.max(h)])?;
+    let up = |e: u64| prod(&[e, b]).map(|x| x.div_ceil(256).saturating_mul(256));
+    sum(&[up(w13)?, up(w2)?])
+}
+
+/// MXFP4 experts as vLLM 0.19 loads them on Hopper: the triton backend (first
+/// supported on sm_90 in `fused_moe/oracle/mxfp4.py` `select_mxfp4_moe_backend`) pads
+/// each rank's expert intermediate size to a multiple of 64
+/// (`mxfp4_round_up_hidden_size_and_intermediate_size`): gpt-oss's 2880 is already
+/// one at tp 1; 1440 → 1472 at tp 2, 720 → 768 at tp 4. The padding adds 3 × hidden ×
+/// ΔI values per expert and layer (w13 and w2), 17 B per 32 (MXFP4 + its E8M0 scale).
+fn mxfp4_padding(input: &EstimateInput) -> Result<u64, EstimateError> {
+    let (Some(a), Some(crate::format::StorageFormat::Mxfp4)) = (input.arch, input.format) else {
+        return Ok(0);
+    };
+    let Some(m) = a.moe else { return Ok(0) };
+    let i = m.expert_intermediate.div_ceil(input.tp.max(1));
+    let delta = i.div_ceil(64).saturating_mul(64).saturating_sub(i);
+    let layers = m.moe_layers(a.layers).div_ceil(input.pp.max(1));
+    let values = prod(&[3, a.hidden, delta, m.experts, layers])?;
+    Ok(values.div_ceil(32).saturating_mul(17))
+}
+
+/// vLLM's LoRA slots (vllm/lora/layers/base_linear.py `create_lora_weights`): per
+/// slot and linear, A = rank × input and B = output × rank for each slice; qkv has 3
+/// slices and gate_up 2; column-parallel layers shard B, row-parallel ones A.
+fn lora_bytes(c: &Ctx, _r: &Rules) -> Result<u64, EstimateError> {
+    let p = c.params;
+    let Some(a) = c.input.arch.filter(|_| p.enable_lora) else {
+        return Ok(0);
+    };
+    let tp = c.input.tp.max(1);
+    let q = prod(&[a.heads, a.head_dim])?;
+    let kv = prod(&[a.kv_heads, a.head_dim])?;
+    let sharded =
+        sum(&[prod(&[2, q])?, prod(&[2, kv])?, prod(&[3, a.intermediate])?])?.div_ceil(tp);
+    let per_layer = sum(&[prod(&[7, a.hidden])?, sharded])?;
+    let layers = a.layers.div_ceil(c.input.pp.max(1));
+    prod(&[
+        p.max_loras.unwrap_or(1),
+        p.max_lora_rank.unwrap_or(16),
+        per_layer,
+        layers,
+        c.input.compute_dtype.bytes(),
+    ])
+}
+
+/// Bytes of one block across one group's layers, the number of groups and the blocks
+/// one request of max_model_len takes (`kv_cache_utils.py`
+/// `_get_kv_cache_groups_uniform_page_size`, `get_max_concurrency_for_kv_cache_config`;
+/// `kv_cache_interface.py` `SlidingWindowSpec.max_memory_usage_bytes`).
+fn pool_shape(c: &Ctx, batched: u64) -> Result<(u64, u64, u64), EstimateError> {
+    let input = c.input;
+    let block = 16u64;
+    let mml = c.max_model_len;
+    let (Some(w), Some(a)) = (input.sliding_window, input.arch) else {
+        return simple_pool(c, block);
+    };
+    let layers = a.attention_layers();
+    let sw = input.sliding_layers.unwrap_or(layers).min(layers);
+    let full = layers.saturating_sub(sw);
+    if sw == 0 || full == 0 || input.pp > 1 {
+        return simple_pool(c, block);
+    }
+    // Group size: the smaller layer count, or the larger one when it is < 1.5 × the smaller.
+    let (lo, hi) = (sw.min(full), sw.max(full));
+    let gs = if hi.saturating_mul(2) < lo.saturating_mul(3) {
+        hi
+    } else {
+        lo
+    };
+    let (g_full, g_sw) = (full.div_ceil(gs), sw.div_ceil(gs));
+    let per_layer = c.per_token.checked_div(layers).unwrap_or(0);
+    let group_block = prod(&[block, per_layer, gs])?;
+    let sw_tokens = sum(&[w.saturating_sub(1), batched])?.min(mml);
+    let seq = sum(&[
+        prod(&[g_full, mml.div_ceil(block)])?,
+        prod(&[g_sw, sum(&[sw_tokens.div_ceil(block), 1])?])?,
+    ])?;
+    Ok((group_block, sum(&[g_full, g_sw])?, seq))
+}
