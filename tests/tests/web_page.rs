@@ -471,7 +471,7 @@ fn assert_fit_rows_agree(page: &Page, query: &str, cli: &Value) {
              return r ? [...r.cells].map(c => c.textContent) : null;",
             json!([f.id]),
         );
-        let headroom = cells[3].as_str().unwrap_or_default();
+        let headroom = cells[2].as_str().unwrap_or_default();
         assert!(
             headroom.starts_with(&gib),
             "{query}: page headroom for {}: {headroom:?}, CLI says {gib:?}",

@@ -3,7 +3,7 @@
 //! (computed or assumed, with the formula's inputs), the per-card fit table and a
 //! one-dimension sweep. Every number is the core's; this module only formats.
 
-use gpumem_core::catalogue::{CATALOGUE, GpuCard, Vendor, resolve};
+use gpumem_core::catalogue::{CATALOGUE, GpuCard, resolve};
 use gpumem_core::estimate::{Estimate, Kind as LineKind, Line, LineKey, estimate};
 use gpumem_core::fit::{CardFit, MARGIN_RULE, Verdict, assumed_margin, fit_card};
 use gpumem_core::headline::{Headline, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, LABEL_SMALLEST};
@@ -598,7 +598,7 @@ fn FitTable(need: u64, assumed: u64) -> impl IntoView {
     let n_fit = fits.iter().filter(|f| f.fits).count();
     view! {
         <h3 class="fit-title">
-            "Per-card fit — " {n_fit} " of " {fits.len()} " cards hold the most loaded device"
+            "Per-card fit — " {n_fit} " of " {fits.len()} " cards hold the most loaded device's " {gib(need)}
         </h3>
         <p class="note">
             "Capacity is what the device reports where a public reading exists, else the label "
@@ -610,7 +610,6 @@ fn FitTable(need: u64, assumed: u64) -> impl IntoView {
                     <tr>
                         <th scope="col">"Card"</th>
                         <th scope="col" class="num">"Capacity"</th>
-                        <th scope="col" class="num">"Need per device"</th>
                         <th scope="col" class="num">"Headroom"</th>
                         <th scope="col">"Verdict"</th>
                     </tr>
@@ -620,31 +619,16 @@ fn FitTable(need: u64, assumed: u64) -> impl IntoView {
                         .iter()
                         .zip(fits)
                         .map(|(c, f)| {
-                            let (v, cls, head_gib, head_bytes, head_gb) = fit_texts(&f);
+                            let (v, cls, head_gib, _, head_gb) = fit_texts(&f);
+                            // Every cell one text: the table is 34 rows of the page's wasm.
+                            let cap = format!("{} ({}, {})", gib(f.capacity_bytes), gb(f.capacity_bytes), f.capacity_kind);
                             let id = c.id;
                             view! {
                                 <tr class:target=move || card_sig.get() == id data-card=id>
-                                    <td>
-                                        <button type="button" class="linkish" title="Judge the chart and sweep against this card"
-                                            on:click=move |_| card_sig.set(id.to_string())>{c.name}</button>
-                                        <span class="muted small">
-                                            {match c.vendor { Vendor::Nvidia => " NVIDIA", Vendor::Amd => " AMD", Vendor::Unknown => "" }}
-                                            " · " {c.label}
-                                        </span>
-                                    </td>
-                                    <td class="num">
-                                        {gib(f.capacity_bytes)}
-                                        <span class="muted small block">
-                                            {group_digits(f.capacity_bytes)} " B, " {f.capacity_kind.clone()}
-                                        </span>
-                                    </td>
-                                    <td class="num">{gib(f.need_bytes)}</td>
-                                    <td class="num">
-                                        {head_gib}
-                                        <span class="muted small block">
-                                            {head_bytes} " · " {head_gb}
-                                        </span>
-                                    </td>
+                                    <td><button type="button" class="linkish" title="Judge the answer, chart and sweep against this card"
+                                        on:click=move |_| card_sig.set(id.to_string())>{f.name}</button></td>
+                                    <td class="num">{cap}</td>
+                                    <td class="num">{format!("{head_gib} ({head_gb})")}</td>
                                     <td><span class=format!("verdict {cls}")>{v}</span></td>
                                 </tr>
                             }
