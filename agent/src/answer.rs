@@ -116,9 +116,14 @@ pub fn render(
     );
     let _ = writeln!(
         s,
-        "  {:<10} {:>12} GiB    ½ of the assumed lines{}",
+        "  {:<10} {:>12} GiB    {}{}",
         LABEL_MARGIN.to_lowercase(),
         format!("±{}", Bytes(h.margin.bytes).gib_string(2)),
+        if h.basis == "estimate" {
+            "½ of the assumed lines"
+        } else {
+            "the engine's assumed lines' uncertainty"
+        },
         if h.margin.capacity_bytes > 0 {
             format!(
                 " + {} GiB a label capacity may lack",
@@ -244,9 +249,21 @@ fn engine_summary(e: &EngineOutput) -> String {
         let ctx = l
             .largest_context
             .map_or("none".into(), |c| format!("{} tokens", group_digits(c)));
+        let trained = match (l.beyond_trained, l.trained_positions) {
+            (true, Some(t)) => format!(
+                ", beyond the {} positions it was trained for",
+                group_digits(t)
+            ),
+            _ => String::new(),
+        };
         s.push_str(&wrap(
             &format!(
-                "  largest context on the card at {} sequence(s): {ctx}",
+                "  largest context on the card ({}) at {} sequence(s): {ctx}{trained}",
+                if l.basis == "estimate" {
+                    "no engine: the estimate".to_string()
+                } else {
+                    l.basis.clone()
+                },
                 l.at_sequences
             ),
             4,
