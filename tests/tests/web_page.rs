@@ -478,7 +478,7 @@ fn assert_fit_rows_agree(page: &Page, query: &str, cli: &Value) {
             f.id
         );
         assert_eq!(
-            cells[4],
+            cells[3],
             json!(verdict),
             "{query}: page verdict for {}",
             f.id
