@@ -390,7 +390,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2492(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2494(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -536,27 +536,27 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 301, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_1541);
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_1544);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 533, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2417);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2419);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 596, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3886);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3888);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 596, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3886_15);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3888_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 594, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3885);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3887);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
@@ -579,30 +579,30 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3885(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3885(arg0, arg1);
+function __wasm_bindgen_func_elem_3887(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3887(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_1541(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_1541(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_1544(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_1544(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3886(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3886(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3888(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3888(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3886_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3886_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3888_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3888_15(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2492(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2492(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2494(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2494(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2417(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2419(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2417(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2419(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
