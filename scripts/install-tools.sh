@@ -72,6 +72,17 @@ if [ "$("$torch_py" -c 'import torch; print(torch.__version__.split("+")[0])' 2>
   python3 -m venv "$GPUMEM_TOOLS/torch-venv"
   "$torch_py" -m pip install --quiet --disable-pip-version-check "torch==$TORCH_VERSION" numpy
 fi
+# transformers and peft beside torch, for `gpumem-agent trace` and its tests (models
+# built from config.json on the meta device; nothing downloaded at run time). Pinned,
+# installed without touching torch (--no-deps would miss their small dependencies, so
+# torch is pinned in the same command instead).
+TRANSFORMERS_VERSION=5.23.0
+PEFT_VERSION=0.21.2
+if [ "$("$torch_py" -c 'import transformers, peft; print(transformers.__version__, peft.__version__)' 2>/dev/null)" != "$TRANSFORMERS_VERSION $PEFT_VERSION" ]; then
+  log "installing transformers $TRANSFORMERS_VERSION and peft $PEFT_VERSION into $GPUMEM_TOOLS/torch-venv"
+  "$torch_py" -m pip install --quiet --disable-pip-version-check \
+    "torch==$TORCH_VERSION" "transformers==$TRANSFORMERS_VERSION" "peft==$PEFT_VERSION"
+fi
 # The cluster tests (tests/cluster/run.sh): a single-node Slurm with munge, Prometheus,
 # its Pushgateway and node_exporter, from Debian (bookworm: Slurm 22.05, Prometheus 2.42).
 cluster_missing=()

@@ -33,9 +33,9 @@ step "page sizes within budget" ./scripts/web-budgets.sh --size-only
 # The end-to-end tests drive the real agent binary (which embeds dist/).
 step "build the agent" cargo build -p gpumem-agent --quiet
 # The `run` probe against real PyTorch on CPU (memory reader replaced by the recording
-# stand-in); the agent's run_cli tests then also require the torch venv instead of skipping.
+# stand-in). The torch venv is a tool: with GPUMEM_REQUIRE_TOOLS the tests that need it fail
+# without it (gpumem_e2e::torch_python).
 step "run probe against PyTorch on CPU" "$GPUMEM_TOOLS/torch-venv/bin/python" -m unittest discover -s agent/python/tests
-export GPUMEM_REQUIRE_TORCH=1
 step "native tests (unit, CLI, sockets, browser end to end)" cargo test --workspace --quiet
 # Past one machine, with the real components (tests/cluster/run.sh): a single-node Slurm
 # with munge, Prometheus scraping node_exporter's textfile collector and a Pushgateway,

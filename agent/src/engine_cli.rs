@@ -9,7 +9,7 @@
 
 use clap::{ArgMatches, Command};
 use gpumem_core::engine::{self, CardKv, EngineBudget, Largest, Outcome};
-use gpumem_core::estimate::{Estimate, EstimateInput, Kind};
+use gpumem_core::estimate::{Estimate, EstimateInput};
 use gpumem_core::params::FIELDS;
 use gpumem_core::units::{
     Bytes, group_digits, signed_gb_string, signed_gib_string, signed_group_digits,
@@ -108,10 +108,7 @@ pub fn render(out: &EngineOutput) -> String {
             b.capacity_kind
         );
         for (i, l) in b.lines.iter().enumerate() {
-            let kind = match l.kind {
-                Kind::Computed => "computed",
-                Kind::Assumed => "assumed",
-            };
+            let kind = l.kind.name();
             let sign = match (i, l.subtracted) {
                 (0, _) => " ",
                 (_, true) => "−",

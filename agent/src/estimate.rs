@@ -16,11 +16,11 @@ use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
 use gpumem_core::EstimateError;
 use gpumem_core::catalogue::{GpuCard, resolve};
 use gpumem_core::engine;
-use gpumem_core::estimate::{Estimate, Kind, estimate};
+use gpumem_core::estimate::{Estimate, estimate};
 use gpumem_core::fit::{CardFit, MARGIN_RULE, Verdict, fit_table};
 use gpumem_core::headline::{Basis, FORMAT_LADDER, compare_formats, headline, inputs_line};
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
-use gpumem_core::import::{TensorSummary, gguf, hf_config};
+use gpumem_core::import::{TensorSummary, config, gguf};
 use gpumem_core::params::{self, FIELDS, field, keys};
 use gpumem_core::units::{Bytes, group_digits, signed_gib_string, signed_group_digits};
 use gpumem_proto::estimate::{ESTIMATE_SCHEMA, EstimateDocument};
@@ -51,6 +51,10 @@ pub struct Args {
     model_file: Option<String>,
     /// Engine flags (`--engine`, `--card`, …) as `key=value` pairs.
     engine: Vec<(String, String)>,
+    /// `--trace`: replace the assumed activation, logits and prefill lines with a trace
+    /// run by `--python` (see `crate::trace`).
+    trace: bool,
+    python: Option<std::ffi::OsString>,
 }
 
 impl clap::Args for Args {
@@ -79,7 +83,9 @@ impl clap::Args for Args {
             .arg(Arg::new("gguf").long("gguf").value_name("PATH").value_parser(clap::value_parser!(PathBuf)).help("Count every tensor of a GGUF file from its header"))
             .arg(Arg::new("model").long("model").value_name("ORG/NAME").help("Look the model up on the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN): config.json and every weight file's header, by ranged reads"))
             .arg(Arg::new("revision").long("revision").value_name("REV").requires("model").help("Branch, tag or commit of --model (default: main)"))
-            .arg(Arg::new("model-file").long("model-file").value_name("FILE").requires("model").help("Read this weight file of --model (e.g. a .gguf) instead of model.safetensors[.index.json]"));
+            .arg(Arg::new("model-file").long("model-file").value_name("FILE").requires("model").help("Read this weight file of --model (e.g. a .gguf) instead of model.safetensors[.index.json]"))
+            .arg(Arg::new("trace").long("trace").action(ArgAction::SetTrue).help("Trace the workload (the model's code on PyTorch's meta device, no GPU) and use the traced activations, logits and prefill figures instead of the assumed ones; needs --config or --model"))
+            .arg(crate::trace::python_arg().requires("trace"));
         for f in FIELDS.iter().filter(|f| !f.is_engine()) {
             cmd = cmd.arg(crate::flags::flag_of(f));
         }
@@ -121,6 +127,8 @@ impl FromArgMatches for Args {
             revision: m.get_one::<String>("revision").cloned(),
             model_file: m.get_one::<String>("model-file").cloned(),
             engine: crate::engine_cli::collect(m),
+            trace: m.get_flag("trace"),
+            python: m.get_one::<std::ffi::OsString>("python").cloned(),
         })
     }
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
@@ -133,7 +141,9 @@ impl FromArgMatches for Args {
 pub fn run(args: Args) -> Result<Exit> {
     // Step 1: gather every input (files are read, headers only), then validate once.
     let mut pairs: Vec<(String, String)> = Vec::new();
-    let mut imported: Option<hf_config::ImportedConfig> = None;
+    let mut imported: Option<config::ImportedConfig> = None;
+    // config.json's text, for `--trace`.
+    let mut config_text: Option<String> = None;
     // --model: the Hub gives the config text and the tensors; both then take the
     // same path as --config and --safetensors/--gguf.
     let mut hub_tensors: Option<TensorSummary> = None;
@@ -150,20 +160,35 @@ pub fn run(args: Args) -> Result<Exit> {
             found.requests
         );
         if let (Some(text), None) = (&found.config, &args.config) {
-            let c = hf_config::parse_config(text)
+            let c = config::parse_config(text)
                 .with_context(|| format!("reading {model}'s config.json"))?;
             pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
             imported = Some(c);
+            config_text = Some(text.clone());
         }
         hub_tensors = Some(found.tensors);
     }
     if let Some(path) = &args.config {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let c = hf_config::parse_config(&text)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let c =
+            config::parse_config(&text).with_context(|| format!("reading {}", path.display()))?;
         pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
         imported = Some(c);
+        config_text = Some(text);
+    }
+    // A GGUF file alone gives the KV line its shape from the header's metadata (the
+    // weights are its tensors); a config.json, or flags given after, take precedence.
+    let gguf_header = match &args.gguf {
+        Some(path) => Some(read_gguf(path)?),
+        None => None,
+    };
+    let gguf_shape = gguf_header
+        .as_ref()
+        .filter(|_| imported.is_none())
+        .and_then(|h| h.shape());
+    if let Some(shape) = &gguf_shape {
+        pairs.extend(shape.pairs.iter().map(|(k, v)| (k.to_string(), v.clone())));
     }
     pairs.extend(args.pairs.iter().cloned());
     let (mut input, errors) =
@@ -181,11 +206,11 @@ pub fn run(args: Args) -> Result<Exit> {
         .collect::<Result<Vec<_>>>()?;
     let mut summary = TensorSummary::merge_all(hub_tensors.into_iter().chain(shards))
         .context("merging safetensors shards")?;
-    if let Some(path) = &args.gguf {
+    if let Some(header) = gguf_header {
         if summary.is_some() {
             anyhow::bail!("give either --safetensors or --gguf, not both");
         }
-        summary = Some(read_gguf(path)?.tensors);
+        summary = Some(header.tensors);
     }
     input.tensors = summary;
     // Step 2: compute.
@@ -196,12 +221,63 @@ pub fn run(args: Args) -> Result<Exit> {
             return Ok(Exit::Unavailable);
         }
     };
+    if let Some(shape) = &gguf_shape {
+        est.assumptions.push(format!(
+            "GGUF header: {}{}",
+            shape
+                .pairs
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            shape
+                .vocab
+                .map(|v| format!(", vocabulary {v} tokens"))
+                .unwrap_or_default()
+        ));
+        est.assumptions
+            .extend(shape.notes.iter().map(|n| format!("GGUF header: {n}")));
+        est.warnings
+            .extend(shape.warnings.iter().map(|w| format!("GGUF header: {w}")));
+    }
     // What the config reader assumed and could not model belongs with the figures.
     if let Some(c) = &imported {
+        est.assumptions.push(format!(
+            "config.json: model_type {}, confidence: {}",
+            c.model_type, c.confidence
+        ));
         est.assumptions
             .extend(c.notes.iter().map(|n| format!("config.json: {n}")));
         est.warnings
             .extend(c.warnings.iter().map(|w| format!("config.json: {w}")));
+    }
+    if args.trace {
+        let Some(text) = &config_text else {
+            crate::out::errln!(
+                "gpumem-agent: --trace needs the model's config.json: give --config or --model"
+            );
+            return Ok(Exit::Unavailable);
+        };
+        match crate::trace::trace_for_estimate(args.python.clone(), text, &input)? {
+            Ok(doc) => {
+                est = est
+                    .with_traced(&crate::trace::traced_lines(&doc, input.train))
+                    .context("applying the trace")?;
+                est.assumptions.push(format!(
+                    "traced lines: the model's code run by torch {} and transformers {} on the meta device in {:.1} s (not a GPU measurement; kernels' private workspaces are not in it)",
+                    doc.versions.torch,
+                    doc.versions.transformers,
+                    doc.wall_time_ms as f64 / 1000.0
+                ));
+                est.assumptions
+                    .extend(doc.notes.iter().map(|n| format!("trace: {n}")));
+            }
+            Err(f @ crate::trace::python::Failure::Unavailable(_)) => {
+                crate::out::errln!("gpumem-agent: cannot trace here: {f}");
+                return Ok(Exit::Unavailable);
+            }
+            Err(f) => anyhow::bail!("{f}"),
+        }
     }
     let fit = fit_table(&est);
     let engine = match crate::engine_cli::compute(&args.engine, &input, &est) {
@@ -249,6 +325,7 @@ pub fn run(args: Args) -> Result<Exit> {
                 .map(|(k, v)| (k.to_string(), v))
                 .collect(),
             estimate: est,
+            confidence: imported.as_ref().map(|c| c.confidence.clone()),
             fit,
             engine: engine.engine,
             engine_per_card: engine.engine_per_card,
@@ -288,10 +365,12 @@ fn model_name(args: &Args) -> Option<String> {
         .or_else(|| args.safetensors.first().and_then(|p| file(p)))
 }
 
-/// Writes to stdout; a closed pipe (`… | head`) ends the output quietly instead of
-/// panicking as `print!` would.
+/// Writes to stdout, escaped as every terminal line is (`crate::out::terminal_safe`: a
+/// Hub's config fields reach the table's warnings); a closed pipe (`… | head`) ends
+/// the output quietly instead of panicking as `print!` would.
 fn emit(text: &str) -> Result<()> {
     use std::io::Write;
+    let text = crate::out::terminal_safe(text);
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.context("writing to stdout"),
@@ -367,15 +446,16 @@ pub fn render_table(est: &Estimate, fit: &[CardFit], per_device: bool) -> String
         "line", "kind", "bytes", "GB", "GiB"
     );
     for l in &est.lines {
-        let kind = match l.kind {
-            Kind::Computed => "computed",
-            Kind::Assumed => "assumed",
-        };
-        let label = if l.in_total {
+        let kind = l.kind.name();
+        let mut label = if l.in_total {
             l.label.to_string()
         } else {
             format!("({})", l.label)
         };
+        // A traced line keeps the figure it replaced beside it.
+        if let Some(r) = l.replaced_bytes {
+            label.push_str(&format!(" [was {} GB]", Bytes(r).gb_string(2)));
+        }
         row(&mut s, &label, kind, l.bytes);
         if !l.formula.is_empty() {
             s.push_str(&crate::answer::wrap(&format!("    = {}", l.formula), 6));

@@ -22,6 +22,7 @@ mod out;
 mod run;
 mod sched;
 mod serve;
+mod trace;
 
 use std::process::ExitCode;
 
@@ -63,6 +64,9 @@ enum Command {
     Export(export::Args),
     /// Gather the results and workload files of a fleet into one fleet sheet.
     Merge(merge::Args),
+    /// Trace a training step or a generation without a GPU: the model's own code on
+    /// PyTorch's meta device, memory phase by phase and by category.
+    Trace(Box<trace::Args>),
     /// Print shell completions (bash, zsh, fish) generated from these definitions.
     Completions(manual::CompletionsArgs),
     /// Print the man page (roff), or write one page per command with --dir.
@@ -81,6 +85,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Export(args) => export::run(args),
         Command::Merge(args) => merge::run(args),
+        Command::Trace(args) => trace::run(*args),
         Command::Completions(args) => manual::completions(args),
         Command::Man(args) => manual::man(args),
     };

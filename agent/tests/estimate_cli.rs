@@ -474,7 +474,7 @@ fn nemotron_3_nano_config_matches_the_oracle_and_its_flags() {
         "1",
         "--shared-intermediate",
         "3712",
-        "--router-bias",
+        "--correction-bias",
         "true",
         // mamba_ssm_cache_dtype float32, as vLLM keeps it: per Mamba-2 layer the conv
         // window (4096 + 2·8·128) × 3 in bf16 + the SSM state 4096 × 128 in fp32.
@@ -558,7 +558,7 @@ fn nemotron_3_super_config_matches_the_oracle_and_its_flags() {
         "1",
         "--shared-intermediate",
         "5376",
-        "--router-bias",
+        "--correction-bias",
         "true",
         "--moe-latent",
         "1024",

@@ -9,8 +9,8 @@
 //!   makes the agent panic.
 //! - With PyTorch on CPU (`$GPUMEM_TOOLS/torch-venv`, installed by
 //!   scripts/install-tools.sh): the probe's workloads end to end, memory reader replaced
-//!   by the recording stand-in. Without that venv the tests print SKIPPED — unless
-//!   `GPUMEM_REQUIRE_TORCH=1` (scripts/test.sh sets it), where a missing torch fails.
+//!   by the recording stand-in. Without that venv the tests skip through
+//!   `gpumem_e2e::torch_python` (a tool: under the test script and CI its absence fails).
 #![allow(clippy::disallowed_macros)] // the test harness captures test output
 
 use std::io::Write;
@@ -47,11 +47,7 @@ fn read_json(path: &Path) -> serde_json::Value {
 }
 
 fn gpu_here(test: &str) -> bool {
-    let present = Path::new("/dev/nvidiactl").exists() || Path::new("/dev/kfd").exists();
-    if present {
-        println!("SKIPPED: {test}: a GPU is present; this test checks the no-GPU gate");
-    }
-    present
+    gpumem_e2e::gpu_present(test)
 }
 
 fn failure_kinds(result: &serde_json::Value) -> Vec<String> {
@@ -322,23 +318,7 @@ fn a_hostile_probe_is_bounded_and_never_a_panic() {
 // ---- PyTorch on CPU ------------------------------------------------------------------
 
 fn torch_python(test: &str) -> Option<PathBuf> {
-    let tools = std::env::var_os("GPUMEM_TOOLS")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gpumem-tools")));
-    let python = tools.map(|t| t.join("torch-venv/bin/python"));
-    match python {
-        Some(p) if p.is_file() => Some(p),
-        _ => {
-            assert!(
-                std::env::var_os("GPUMEM_REQUIRE_TORCH").is_none(),
-                "{test}: no torch venv (run scripts/install-tools.sh)"
-            );
-            println!(
-                "SKIPPED: {test}: no $GPUMEM_TOOLS/torch-venv (scripts/install-tools.sh installs it)"
-            );
-            None
-        }
-    }
+    gpumem_e2e::torch_python(test)
 }
 
 fn python_dir() -> PathBuf {

@@ -269,27 +269,8 @@ fn run_serve_pushes_each_phase_as_it_happens() {
     assert_eq!(file.outcome.exit_code, Some(3));
 }
 
-/// The torch venv's python, or `None` (SKIPPED) — unless `GPUMEM_REQUIRE_TORCH` is set.
 fn torch_python(test: &str) -> Option<std::path::PathBuf> {
-    let tools = std::env::var_os("GPUMEM_TOOLS")
-        .map(std::path::PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| std::path::PathBuf::from(h).join(".cache/gpumem-tools"))
-        });
-    match tools.map(|t| t.join("torch-venv/bin/python")) {
-        Some(p) if p.is_file() => Some(p),
-        _ => {
-            assert!(
-                std::env::var_os("GPUMEM_REQUIRE_TORCH").is_none(),
-                "{test}: no torch venv (run scripts/install-tools.sh)"
-            );
-            println!(
-                "SKIPPED: {test}: no $GPUMEM_TOOLS/torch-venv (scripts/install-tools.sh installs it)"
-            );
-            None
-        }
-    }
+    gpumem_e2e::torch_python(test)
 }
 
 /// Waits for the file in argv[1], then runs the script in argv[2] as `__main__`.

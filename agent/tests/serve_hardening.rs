@@ -209,7 +209,7 @@ fn two_hundred_drippers_do_not_lock_out_a_good_client() {
 }
 
 /// Finding 3: `serve` sends the page's policy as a header: no 'unsafe-inline' for
-/// scripts, no plugins, no <base>, no framing.
+/// scripts or styles, no plugins, no <base>, no framing.
 #[test]
 fn pages_are_served_with_the_content_security_policy_header() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -234,6 +234,8 @@ fn pages_are_served_with_the_content_security_policy_header() {
             .find(|d| d.starts_with("script-src") || d.starts_with("default-src 'none'"))
             .unwrap_or_else(|| panic!("no script-src in {policy}"));
         assert!(!script_src.contains("unsafe-inline"), "{policy}");
+        // Nor for styles: the pages set none inline.
+        assert!(!policy.contains("unsafe-inline"), "{policy}");
         if agent_has_page(&answer) {
             assert!(policy.contains("object-src 'none'"), "{policy}");
             assert!(policy.contains("base-uri 'none'"), "{policy}");

@@ -2,7 +2,7 @@
 //! result or an error for any bytes — never panic, never allocate without bound.
 #![no_main]
 
-use gpumem_core::import::{gguf, hf_config, safetensors};
+use gpumem_core::import::{config, gguf, safetensors};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -13,6 +13,6 @@ fuzz_target!(|data: &[u8]| {
     g.extend_from_slice(data);
     let _ = gguf::parse_header(&g);
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = hf_config::parse_config(text);
+        let _ = config::parse_config(text);
     }
 });

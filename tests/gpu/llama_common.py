@@ -9,20 +9,24 @@ import subprocess
 import torch
 
 
+# The tiny Llama's shape; `python3 llama_common.py config.json` writes it as a config.json
+# (with every default transformers fills in) for `gpumem-agent trace` and `estimate`.
+SHAPE = dict(
+    vocab_size=32000,
+    hidden_size=512,
+    intermediate_size=1376,
+    num_hidden_layers=4,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+    max_position_embeddings=2048,
+)
+
+
 def tiny_llama(device, dtype):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=32000,
-        hidden_size=512,
-        intermediate_size=1376,
-        num_hidden_layers=4,
-        num_attention_heads=8,
-        num_key_value_heads=4,
-        max_position_embeddings=2048,
-    )
-    return LlamaForCausalLM(config).to(device=device, dtype=dtype)
+    return LlamaForCausalLM(LlamaConfig(**SHAPE)).to(device=device, dtype=dtype)
 
 
 def counters(device):
@@ -58,3 +62,15 @@ def nvidia_smi_used_mib():
 def write_stats(path, stats):
     with open(path, "w") as f:
         json.dump(stats, f, indent=2)
+
+
+if __name__ == "__main__":
+    import sys
+
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(**SHAPE).to_dict()
+    # The scripts run the model in bfloat16 on a GPU.
+    config["torch_dtype"] = "bfloat16"
+    with open(sys.argv[1], "w") as f:
+        json.dump(config, f, indent=2)

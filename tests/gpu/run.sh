@@ -117,7 +117,7 @@ if command -v python3 >/dev/null && python3 -c 'import torch; assert torch.cuda.
     --device cuda:0 --batch 2 --context 128 --width 1024 --layers 4 --dtype float32 --warmup 3 --repeats 5 \
     > "$OUTDIR/torch-f32.json" 2> "$OUTDIR/torch-f32.stderr" \
     && echo "torch cross-check: written" >> "$SUMMARY" \
-    || { echo "torch cross-check: FAILED (see torch-f32.stderr)" >> "$SUMMARY"; }
+    || { echo "torch cross-check: FAILED (see torch-f32.stderr)" >> "$SUMMARY"; FAILED=1; }
 else
   echo "torch cross-check: SKIPPED (no python3 with CUDA-enabled torch)" >> "$SUMMARY"
 fi
@@ -132,6 +132,20 @@ if command -v python3 >/dev/null && python3 -c 'import torch, transformers; asse
   step run-llama-generate  0 run --device cuda:0 --output "$OUTDIR/gpu-run-llama-generate.json" -- \
     python3 "$HERE/llama_generate.py" --device cuda:0 --new 64 --stats "$OUTDIR/gpu-run-llama-generate.stats.json"
   step run-refuse-overwrite 2 run --output "$OUTDIR/gpu-run-llama-train.json" -- python3 -c 'print(1)'
+  # The same two workloads traced on the CPU (meta device) and estimated; compare_trace.py
+  # sets traced, computed and observed side by side and fails past its stated tolerances.
+  (cd "$HERE" && python3 llama_common.py "$OUTDIR/tiny-llama-config.json")
+  TRAIN_FLAGS=(--config "$OUTDIR/tiny-llama-config.json" --train full --master-weights false --optimizer adamw --sequences 4 --context 256 --attention sdpa)
+  GEN_FLAGS=(--config "$OUTDIR/tiny-llama-config.json" --sequences 2 --context 128 --generate 64 --attention sdpa)
+  "$BIN" trace "${TRAIN_FLAGS[@]}" --python python3 --json > "$OUTDIR/trace-llama-train.json" 2>> "$SUMMARY" || FAILED=1
+  "$BIN" trace "${GEN_FLAGS[@]}" --python python3 --json > "$OUTDIR/trace-llama-generate.json" 2>> "$SUMMARY" || FAILED=1
+  "$BIN" estimate "${TRAIN_FLAGS[@]}" --trace --python python3 --json > "$OUTDIR/estimate-llama-train.json" 2>> "$SUMMARY" || FAILED=1
+  "$BIN" estimate "${GEN_FLAGS[@]}" --trace --python python3 --json > "$OUTDIR/estimate-llama-generate.json" 2>> "$SUMMARY" || FAILED=1
+  for k in train generate; do
+    python3 "$HERE/compare_trace.py" "$OUTDIR/trace-llama-$k.json" "$OUTDIR/estimate-llama-$k.json" \
+      "$OUTDIR/gpu-run-llama-$k.json" "$k" >> "$SUMMARY" 2>&1 \
+      || { echo "compare_trace.py $k: PAST TOLERANCE" >> "$SUMMARY"; FAILED=1; }
+  done
   for k in train generate; do
     if [ -f "$OUTDIR/gpu-run-llama-$k.json" ] && [ -f "$OUTDIR/gpu-run-llama-$k.stats.json" ]; then
       python3 "$HERE/compare_run.py" "$OUTDIR/gpu-run-llama-$k.json" "$OUTDIR/gpu-run-llama-$k.stats.json" "$k" >> "$SUMMARY" 2>&1 \

@@ -79,6 +79,45 @@ pub fn skip(test: &str, missing: Missing, reason: &str) {
     }
 }
 
+/// The Python of the torch venv that `scripts/install-tools.sh` makes
+/// (`$GPUMEM_TOOLS/torch-venv`, by default under `~/.cache/gpumem-tools`; torch,
+/// transformers and peft for CPU use), or `None` after [`skip`]: the venv is a tool
+/// like the browser, so under the test script and CI its absence fails the test.
+pub fn torch_python(test: &str) -> Option<std::path::PathBuf> {
+    let tools = std::env::var_os("GPUMEM_TOOLS")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| std::path::PathBuf::from(h).join(".cache/gpumem-tools"))
+        });
+    match tools.map(|t| t.join("torch-venv/bin/python")) {
+        Some(p) if p.is_file() => Some(p),
+        _ => {
+            skip(
+                test,
+                Missing::Tool,
+                "no $GPUMEM_TOOLS/torch-venv (scripts/install-tools.sh installs it)",
+            );
+            None
+        }
+    }
+}
+
+/// Whether a GPU is present here (an NVIDIA or AMD device node); when it is, `test`
+/// (a check of the no-GPU path) is skipped as the wrong machine.
+pub fn gpu_present(test: &str) -> bool {
+    let present = std::path::Path::new("/dev/nvidiactl").exists()
+        || std::path::Path::new("/dev/kfd").exists();
+    if present {
+        skip(
+            test,
+            Missing::Machine,
+            "a GPU is present; this test checks the no-GPU path",
+        );
+    }
+    present
+}
+
 /// Checks a generated file (a JSON Schema made from the types) against its checked-in
 /// copy at `path`, or, with `GPUMEM_BLESS` set, writes it there. `regenerate` is the
 /// command that blesses it, named in the failure so the fix is one copy-paste away.

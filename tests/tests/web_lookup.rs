@@ -314,3 +314,62 @@ fn web_looks_models_up_on_the_hub() {
         "61 shards × 2 sequential reads would take over 12 s: {took:?}"
     );
 }
+
+/// A Hub that never answers in time: the lookup can be cancelled, and without a cancel
+/// it ends by itself ("timed out") instead of leaving "Looking up…" and a disabled
+/// button for good.
+#[test]
+fn web_lookup_can_be_cancelled_and_times_out() {
+    let Some(driver) = browser_tools("web_lookup_can_be_cancelled_and_times_out") else {
+        return;
+    };
+    let _guard = serial();
+    // Every answer waits 45 s: longer than a request may take (30 s).
+    let hub = StandIn::start(fixture_repos(), Duration::from_secs(45), &[]);
+    let endpoint = hub.endpoint();
+    let agent = ReplayAgent::serve(&[], &[("HF_ENDPOINT", endpoint.as_str())]);
+    let browser = Browser::start(&driver);
+    browser.goto(&format!("{}/", agent.origin));
+    browser.wait_for(
+        "the dimensioner",
+        "return !!document.querySelector('[data-testid=lookup-go]');",
+    );
+    assert_eq!(
+        browser.js(
+            "return document.querySelector('[data-testid=lookup-cancel]').hidden",
+            json!([])
+        ),
+        json!(true),
+        "no cancel without a lookup"
+    );
+
+    // 1. Cancelled while the Hub is silent.
+    look_up(&browser, SINGLE);
+    browser.wait_for(
+        "the lookup to start",
+        "const c = document.querySelector('[data-testid=lookup-cancel]'); return c && !c.hidden;",
+    );
+    let t0 = std::time::Instant::now();
+    browser.click("[data-testid=lookup-cancel]");
+    let status = final_status(&browser, "the cancelled lookup");
+    assert!(status.contains("cancelled"), "{status}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+
+    // 2. Left alone: it ends by itself with words saying it timed out.
+    let t0 = std::time::Instant::now();
+    look_up(&browser, SINGLE);
+    let status = final_status(&browser, "the lookup of a silent Hub");
+    let took = t0.elapsed();
+    assert!(status.contains("timed out"), "{status}");
+    assert!(
+        took >= Duration::from_secs(29) && took < Duration::from_secs(45),
+        "{took:?}"
+    );
+    assert_eq!(
+        browser.js(
+            "return document.querySelector('[data-testid=lookup-go]').disabled",
+            json!([])
+        ),
+        json!(false)
+    );
+}

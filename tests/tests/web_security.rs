@@ -102,6 +102,66 @@ fn csp_without_unsafe_inline_boots_both_pages_and_the_pairing_redirect() {
     }
 }
 
+/// The pages set no inline style (swatches and meters are SVG shapes), so the
+/// policy's style-src has no `'unsafe-inline'`: an injected `style` attribute is
+/// refused, while the chart's swatches and meters keep their colours and widths.
+#[test]
+fn no_inline_styles_and_style_src_without_unsafe_inline() {
+    let _guard = serial();
+    let Some(b) = browser("no_inline_styles_and_style_src_without_unsafe_inline") else {
+        return;
+    };
+    let agent = ReplayAgent::start(FIXTURE, &[]);
+    b.goto(&format!("{}/", agent.origin));
+    b.wait_for(
+        "the legend's swatches",
+        "return document.querySelectorAll('.legend .swatch').length > 0;",
+    );
+    let policy = b
+        .js(
+            "const m = document.querySelector('meta[http-equiv=\"Content-Security-Policy\"]'); return m ? m.content : '';",
+            json!([]),
+        )
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let style_src = policy
+        .split(';')
+        .map(str::trim)
+        .find(|d| d.starts_with("style-src"))
+        .unwrap_or_else(|| panic!("no style-src in {policy}"));
+    assert!(!style_src.contains("unsafe-inline"), "{policy}");
+    // The swatches are coloured (an SVG fill attribute: no style for the policy to refuse).
+    let colours = b.js(
+        "return [...document.querySelectorAll('.legend .swatch rect')].map(e => getComputedStyle(e).fill);",
+        json!([]),
+    );
+    let colours = colours.as_array().expect("colours");
+    assert!(!colours.is_empty());
+    for c in colours {
+        let c = c.as_str().unwrap_or_default();
+        assert!(c.starts_with("rgb(") && c != "rgba(0, 0, 0, 0)", "{c}");
+    }
+    // An injected inline style is refused and reported.
+    b.js(COUNT_VIOLATIONS, json!([]));
+    b.js(
+        "document.body.insertAdjacentHTML('beforeend', '<p id=\"injected\" style=\"color: rgb(1, 2, 3)\">x</p>');",
+        json!([]),
+    );
+    b.wait_for(
+        "the browser to report the blocked inline style",
+        "return window.__violations >= 1;",
+    );
+    assert_ne!(
+        b.js(
+            "return getComputedStyle(document.getElementById('injected')).color;",
+            json!([])
+        ),
+        json!("rgb(1, 2, 3)"),
+        "an injected inline style applied"
+    );
+}
+
 /// A phase with every counter at `bytes`.
 fn phase(i: usize, bytes: u64) -> ObservedPhase {
     let order = [

@@ -15,3 +15,13 @@ export function load_lookup(url) {
   }
   return loading;
 }
+
+// Cancels the lookup under way (no lookup runs before the module is loaded). Deferred
+// to a task of its own: a click while the module is still loading must reach the
+// lookup that the page's waiting call starts once it is loaded (in a microtask), not
+// come before it.
+export function cancel_lookup() {
+  if (loading !== null) {
+    loading.then((m) => setTimeout(() => m.cancel(), 0), () => {});
+  }
+}

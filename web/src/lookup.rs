@@ -29,6 +29,8 @@ pub const LOOKUP_JS: &str = match option_env!("GPUMEM_LOOKUP_JS") {
 extern "C" {
     #[wasm_bindgen(catch)]
     async fn load_lookup(url: &str) -> Result<JsValue, JsValue>;
+    /// Aborts the lookup under way (the module's `cancel`).
+    fn cancel_lookup();
 }
 
 fn js_text(e: &JsValue, fallback: &str) -> String {
@@ -100,8 +102,8 @@ fn apply(form: &Form, outcome: LookupOutcome) -> String {
             }
         }
         let mut text = format!(
-            "Read {} ({}): the shape is now in the fields above and in the link.",
-            c.name, c.model_type
+            "Read {} ({}; {}): the shape is now in the fields above and in the link.",
+            c.name, c.model_type, c.confidence
         );
         for n in &c.notes {
             text.push_str(&format!(" Note: {n}."));
@@ -274,6 +276,10 @@ pub fn ImportZone() -> impl IntoView {
                 <datalist id="model-suggestions"></datalist>
                 <button type="submit" data-testid="lookup-go"
                     prop:disabled=move || busy.get().is_some()>"Look up"</button>
+                // Aborts the lookup's requests (each also ends by itself after 30 s).
+                <button type="button" data-testid="lookup-cancel"
+                    prop:hidden=move || busy.get().is_none()
+                    on:click=|_| cancel_lookup()>"Cancel"</button>
             </div>
             <details class="sub">
                 <summary>"Revision, GGUF file, access token"</summary>

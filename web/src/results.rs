@@ -72,7 +72,10 @@ fn color(key: LineKey) -> &'static str {
             "#3d6fd0"
         }
         LineKey::KvCache => "#2a9867",
-        LineKey::KvCachePrefill | LineKey::KvCacheState | LineKey::KvCacheDecompressed => "#7cc8a4",
+        LineKey::KvCachePrefill
+        | LineKey::KvCacheState
+        | LineKey::KvCacheDecompressed
+        | LineKey::KvCacheIndexer => "#7cc8a4",
         LineKey::TrainingGradients => "#e0862a",
         LineKey::TrainingOptimizer => "#b8650f",
         LineKey::TrainingMasterWeights => "#f2a75a",
@@ -521,7 +524,7 @@ fn Chart(e: Estimate) -> impl IntoView {
                 {legend
                     .iter()
                     .map(|(key, label, bytes)| view! {
-                        <li><span class="swatch" style=format!("background:{}", color(*key))></span>
+                        <li><svg class="swatch" viewBox="0 0 1 1"><rect width="1" height="1" fill=color(*key)/></svg>
                             {label.clone()} " " <span class="muted">{gib(*bytes)}</span></li>
                     })
                     .collect_view()}
@@ -551,6 +554,7 @@ fn LinesTable(lines: Vec<Line>) -> impl IntoView {
                         let kind = match l.kind {
                             LineKind::Computed => ("computed", "tag computed"),
                             LineKind::Assumed => ("assumed", "tag assumed"),
+                            LineKind::Traced => ("traced", "tag traced"),
                         };
                         let inputs = l.inputs.clone();
                         view! {
@@ -558,7 +562,7 @@ fn LinesTable(lines: Vec<Line>) -> impl IntoView {
                                 <td>
                                     <details>
                                         <summary>
-                                            <span class="swatch" style=format!("background:{}", color(l.key))></span>
+                                            <svg class="swatch" viewBox="0 0 1 1"><rect width="1" height="1" fill=color(l.key)/></svg>
                                             {l.label.to_string()} " "
                                             <span class=kind.1>{kind.0}</span>
                                             {(!l.in_total).then_some(" (not added)")}
@@ -714,7 +718,7 @@ fn Sweep() -> impl IntoView {
                                             <td class="num">{gib(e.kv_cache_bytes)}</td>
                                             <td class="num">
                                                 {gib(e.per_device_bytes)}
-                                                <span class="meter"><span class=format!("fill {cls}") style=format!("width:{pct}%")></span></span>
+                                                <svg class="meter" viewBox="0 0 100 1" preserveAspectRatio="none"><rect class=format!("fill {cls}") width=pct.to_string() height="1"/></svg>
                                             </td>
                                             <td><span class=format!("verdict {cls}")>{verdict_text}</span></td>
                                         </tr>

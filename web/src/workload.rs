@@ -473,6 +473,7 @@ fn comparison_table(c: &Comparison) -> impl IntoView + use<> {
             let basis = match l.basis {
                 Basis::Computed => "computed",
                 Basis::Assumed => "assumed",
+                Basis::Traced => "traced",
             };
             view! {
                 <tr data-testid="comparison-row" data-item=l.item.clone()>

@@ -32,14 +32,22 @@ import time
 
 __all__ = ["phase", "PROTOCOL_VERSION", "MAX_LINE_BYTES"]
 
+# The limits are the agent's (gpumem_proto::probe, schemas/probe.v1.schema.json); this
+# block is generated from them and a test fails when it is stale.
+# BEGIN generated limits
 #: Version of the JSON lines sent to the agent (the agent refuses other versions).
 PROTOCOL_VERSION = 1
 #: Longest line the probe sends; the agent drops longer ones.
 MAX_LINE_BYTES = 65536
 #: Most messages one process sends; the agent enforces the same bound.
 MAX_MESSAGES = 10000
+#: Longest text kept from a string field.
+MAX_TEXT = 4000
+#: Longest config.json sent with the model's facts.
+MAX_CONFIG_BYTES = 32768
+# END generated limits
 _MAX_NAME = 64
-_MAX_TEXT = 4000
+_MAX_TEXT = MAX_TEXT
 _MAX_SHAPES = 16
 _WALK_LIMIT = 20000
 
@@ -435,6 +443,13 @@ class _Probe:
                 shapes.append({"shape": [int(s) for s in a.shape[:8]], "dtype": _dtype_name(a.dtype)})
         config = {}
         cfg = getattr(module, "config", None)
+        hf_config = None
+        try:
+            text = cfg.to_json_string() if cfg is not None and hasattr(cfg, "to_json_string") else None
+            if text is not None and len(text.encode("utf-8")) <= MAX_CONFIG_BYTES:
+                hf_config = text
+        except Exception:  # noqa: BLE001 - a config that cannot be written is left out
+            hf_config = None
         for key in _CONFIG_KEYS:
             value = getattr(cfg, key, None)
             if isinstance(value, int) and not isinstance(value, bool):
@@ -443,6 +458,7 @@ class _Probe:
             "model",
             module=_clip(type(module).__name__, _MAX_NAME),
             config=config,
+            hf_config=hf_config,
             parameters_by_dtype=_by_dtype(params),
             buffers_by_dtype=_by_dtype(buffers),
             trainable_parameters=trainable,

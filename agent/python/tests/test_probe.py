@@ -22,6 +22,11 @@ PROBE_ROOT = os.path.dirname(HERE)
 STANDIN = os.path.join(HERE, "standin")
 WORKLOADS = os.path.join(HERE, "workloads")
 
+sys.path.insert(0, HERE)
+import schema_check  # noqa: E402
+
+SCHEMA = schema_check.load()
+
 
 class FakeAgent:
     """Accepts every connection on a unix socket and keeps each one's parsed lines."""
@@ -33,6 +38,7 @@ class FakeAgent:
         self.server.listen(16)
         self.server.settimeout(0.2)
         self.connections = []
+        self.invalid = []
         self.stop = False
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
@@ -55,7 +61,13 @@ class FakeAgent:
     def _read(self, conn, msgs):
         with conn, conn.makefile("rb") as f:
             for line in f:
-                msgs.append(json.loads(line))
+                message = json.loads(line)
+                # Every message the probe sends must match the agent's schema.
+                try:
+                    schema_check.check_message(message, SCHEMA)
+                except AssertionError as e:
+                    self.invalid.append(str(e))
+                msgs.append(message)
 
     def close(self):
         self.stop = True
@@ -85,6 +97,8 @@ def run_workload(name, extra_env=None, reader="recording"):
         )
         time.sleep(0.3)
         agent.close()
+        if agent.invalid:
+            raise AssertionError("messages outside schemas/probe.v1.schema.json: %s" % agent.invalid)
         calls = None
         if os.path.exists(calls_out):
             with open(calls_out) as f:
@@ -259,3 +273,30 @@ class Overhead(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SchemaCheck(unittest.TestCase):
+    """The validator the tests above run on every message refuses what the agent would
+    not read."""
+
+    def test_an_unknown_field_a_missing_one_and_a_wrong_type_fail(self):
+        ok = {"v": 1, "type": "bye", "overhead_ns": 1, "hook_calls": 2, "instrumented_ns": 3}
+        schema_check.check_message(ok, SCHEMA)
+        for bad in (
+            dict(ok, dropped_by_the_agent=1),
+            {k: v for k, v in ok.items() if k != "hook_calls"},
+            dict(ok, hook_calls="2"),
+            dict(ok, type="no_such_message"),
+            {k: v for k, v in ok.items() if k != "v"},
+        ):
+            with self.assertRaises(AssertionError):
+                schema_check.check_message(bad, SCHEMA)
+
+    def test_the_limits_are_the_schemas(self):
+        sys.path.insert(0, PROBE_ROOT)
+        import gpumem_probe
+
+        limits = SCHEMA["x-limits"]
+        self.assertEqual(gpumem_probe.PROTOCOL_VERSION, limits["protocol_version"])
+        self.assertEqual(gpumem_probe.MAX_LINE_BYTES, limits["max_line_bytes"])
+        self.assertEqual(gpumem_probe.MAX_MESSAGES, limits["max_messages"])

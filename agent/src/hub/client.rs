@@ -182,11 +182,16 @@ impl Client {
             self.requests.fetch_add(1, Ordering::Relaxed);
             let mut resp = match req.call() {
                 Ok(r) => r,
-                Err(
-                    e @ (ureq::Error::Io(_)
-                    | ureq::Error::Timeout(_)
-                    | ureq::Error::ConnectionFailed),
-                ) => {
+                // A server that accepted the request but did not answer in time is
+                // reachable: said as a timeout, not as "could not reach".
+                Err(ureq::Error::Timeout(t)) => {
+                    return Ok(Attempt::Retry {
+                        pause: None,
+                        reason: timeout_words(t),
+                        unreachable: matches!(t, ureq::Timeout::Connect | ureq::Timeout::Resolve),
+                    });
+                }
+                Err(e @ (ureq::Error::Io(_) | ureq::Error::ConnectionFailed)) => {
                     return Ok(Attempt::Retry {
                         pause: None,
                         reason: format!("{e}"),
@@ -236,7 +241,13 @@ impl Client {
                         _ => header("content-length").and_then(|l| l.parse().ok()),
                     };
                     let link = header("link");
-                    let mut body = Vec::new();
+                    // A ranged read's buffer at once (no doubling growth past the range).
+                    let mut body = match &range {
+                        Some(_) => Vec::with_capacity(
+                            usize::try_from(limit.saturating_add(1)).unwrap_or(0),
+                        ),
+                        None => Vec::new(),
+                    };
                     resp.body_mut()
                         .as_reader()
                         .take(limit.saturating_add(1))
@@ -345,10 +356,24 @@ fn token_from_env() -> Option<String> {
     clean(text)
 }
 
+/// What timed out, in words (ureq's timeouts: connect, the answer's head, the whole
+/// request).
+fn timeout_words(t: ureq::Timeout) -> String {
+    let what = match t {
+        ureq::Timeout::Connect => "connecting",
+        ureq::Timeout::Resolve => "resolving the host name",
+        ureq::Timeout::RecvResponse => "waiting for the answer's headers",
+        ureq::Timeout::Global => "the whole request",
+        _ => "the request",
+    };
+    format!("timed out ({what}: {})", t)
+}
+
 /// A `Location` made absolute against the URL that sent it (absolute or root-relative;
-/// the Hub sends one or the other).
+/// the Hub sends one or the other). The scheme is matched in any case (RFC 3986
+/// §3.1: schemes are case-insensitive), so `HTTP://` is followed as `http://` is.
 fn join_location(current: &str, location: &str) -> Result<String> {
-    if location.starts_with("https://") || location.starts_with("http://") {
+    if hub::origin(location).is_some() {
         return Ok(location.to_string());
     }
     if location.starts_with('/') && !location.starts_with("//") {
@@ -379,5 +404,22 @@ mod tests {
             "http://c:9/z"
         );
         assert!(join_location("https://h.co/a", "//evil/x").is_err());
+        // Schemes in any case (an upper-case redirect was refused).
+        assert_eq!(
+            join_location("https://h.co/a", "HTTP://c:9/z").unwrap(),
+            "HTTP://c:9/z"
+        );
+        assert_eq!(
+            join_location("https://h.co/a", "Https://cdn.h.co/z").unwrap(),
+            "Https://cdn.h.co/z"
+        );
+        assert!(join_location("https://h.co/a", "ftp://h.co/z").is_err());
+    }
+
+    #[test]
+    fn a_timeout_is_worded_as_a_timeout() {
+        let words = timeout_words(ureq::Timeout::RecvResponse);
+        assert!(words.starts_with("timed out"), "{words}");
+        assert!(words.contains("headers"), "{words}");
     }
 }

@@ -16,7 +16,10 @@
 //! learnt from the first answer's `Content-Range`. The files are read concurrently by a bounded pool
 //! ([`WORKERS`]), and a file's later reads go straight to the CDN address its first
 //! read was redirected to, so a 61-shard checkpoint costs a handful of sequential round
-//! trips, not 61 × 2. What was read is cached ([`cache`]); a cached lookup sends nothing.
+//! trips, not 61 × 2. The header bytes all readers hold at once are bounded
+//! ([`HEADER_BYTES_AT_ONCE`]), so 64 legal 100 MB headers are not 6.4 GB at once. What
+//! was read is cached ([`cache`], bounded by [`cache::CACHE_BUDGET`]); a cached lookup
+//! sends nothing.
 //!
 //! This is the only part of the agent that talks to the network (tests use a loopback
 //! stand-in through `HF_ENDPOINT`).
@@ -24,8 +27,9 @@
 pub mod cache;
 pub mod client;
 
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
 
 use anyhow::{Context, Result, anyhow, bail};
 use gpumem_core::import::TensorSummary;
@@ -42,6 +46,13 @@ use client::{Client, NotFound};
 /// 13.9 rounds with 16 workers, 4.7 with 64). Each read is a few kB of header, the
 /// load a browser on HTTP/2 puts on the Hub for the same lookup.
 pub const WORKERS: usize = 64;
+
+/// Header bytes the readers hold at once, all files together: a read waits while the
+/// others hold this much, except the earliest file being read, which may always go on
+/// (so the readers never wait on each other for ever): at most this plus one header
+/// (256 MiB for GGUF, 100 MB for safetensors) are held. Eight 100 MB headers took
+/// 1.25 GB at once before.
+pub const HEADER_BYTES_AT_ONCE: u64 = 256 << 20;
 
 /// What a lookup found.
 #[derive(Debug)]
@@ -113,6 +124,8 @@ pub fn lookup(repo: &str, revision: &str, file: Option<&str>) -> Result<Found> {
                 e
             }
         })?;
+    // Keep the cache within its budget, now that this lookup's entries are written.
+    cache.evict(cache::CACHE_BUDGET);
     // A split GGUF model's headers must agree with the set they were read as.
     rules::check_read_split(&manifest.files, &headers).map_err(|e| anyhow!("{repo}: {e}"))?;
     let tensors = TensorSummary::merge_all(headers.into_iter().map(Header::into_tensors))
@@ -264,6 +277,7 @@ fn read_headers(
 ) -> Result<Vec<Header>> {
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
+    let budget = Budget::new(HEADER_BYTES_AT_ONCE);
     let results: Vec<Mutex<Option<Result<Header>>>> =
         files.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|s| {
@@ -272,7 +286,7 @@ fn read_headers(
                 while !stop.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(file) = files.get(i) else { break };
-                    let r = read_one(client, cache, repo, key, file, label);
+                    let r = read_one(client, cache, repo, key, file, label, &mut budget.holder(i));
                     if r.is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -308,6 +322,7 @@ fn read_one(
     key: &str,
     file: &str,
     label: &dyn Fn(&str) -> String,
+    budget: &mut Holder<'_>,
 ) -> Result<Header> {
     let what = label(file);
     let format = if file.to_ascii_lowercase().ends_with(".gguf") {
@@ -315,6 +330,9 @@ fn read_one(
     } else {
         HeaderFormat::Safetensors
     };
+    if let Some(bytes) = cache.head_len(key, file) {
+        budget.take(bytes);
+    }
     if let Some((size, prefix)) = cache.head(key, file)
         && let Ok(Step::Done(h)) = HeaderRead::new(format, size).next_read(&prefix)
     {
@@ -338,6 +356,7 @@ fn read_one(
             }
             Step::Need(r) => r,
         };
+        budget.take(range.end.saturating_sub(range.start));
         let got = match &direct {
             // A signed CDN address may expire: ask the Hub again once.
             Some(d) => client
@@ -359,5 +378,106 @@ fn read_one(
         if got.final_url != resolve {
             direct = Some(got.final_url);
         }
+    }
+}
+
+/// The header bytes held by every reader together ([`HEADER_BYTES_AT_ONCE`]).
+struct Budget {
+    limit: u64,
+    /// Bytes held, by the index of the file holding them.
+    held: Mutex<BTreeMap<usize, u64>>,
+    freed: Condvar,
+}
+
+impl Budget {
+    fn new(limit: u64) -> Budget {
+        Budget {
+            limit,
+            held: Mutex::new(BTreeMap::new()),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// The share of file `file`; what it took is given back when it is dropped.
+    fn holder(&self, file: usize) -> Holder<'_> {
+        Holder { budget: self, file }
+    }
+
+    /// The bytes held now, all files together.
+    #[cfg(test)]
+    fn in_use(&self) -> u64 {
+        self.held
+            .lock()
+            .map(|h| h.values().fold(0u64, |a, b| a.saturating_add(*b)))
+            .unwrap_or(0)
+    }
+}
+
+/// One file's share of the [`Budget`].
+struct Holder<'a> {
+    budget: &'a Budget,
+    file: usize,
+}
+
+impl Holder<'_> {
+    /// Waits until `bytes` more fit in the budget — or until this file is the earliest
+    /// one holding bytes, which always goes on — then holds them.
+    fn take(&mut self, bytes: u64) {
+        let Ok(mut held) = self.budget.held.lock() else {
+            return;
+        };
+        loop {
+            let in_use = held.values().fold(0u64, |a, b| a.saturating_add(*b));
+            let earliest = held.keys().next() == Some(&self.file);
+            if in_use.saturating_add(bytes) <= self.budget.limit || earliest || in_use == 0 {
+                let mine = held.entry(self.file).or_insert(0);
+                *mine = mine.saturating_add(bytes);
+                return;
+            }
+            held = match self.budget.freed.wait(held) {
+                Ok(h) => h,
+                Err(_) => return,
+            };
+        }
+    }
+}
+
+impl Drop for Holder<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut held) = self.budget.held.lock() {
+            held.remove(&self.file);
+        }
+        self.budget.freed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readers_hold_at_most_the_budget_plus_the_earliest_file() {
+        // 16 readers of 100 MB headers in 10 MB reads, as 16 concurrent files would.
+        let budget = Budget::new(HEADER_BYTES_AT_ONCE);
+        let peak = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for file in 0..16 {
+                let (budget, peak) = (&budget, &peak);
+                s.spawn(move || {
+                    let mut holder = budget.holder(file);
+                    for _ in 0..10 {
+                        holder.take(10_000_000);
+                        peak.fetch_max(budget.in_use(), Ordering::SeqCst);
+                        std::thread::yield_now();
+                    }
+                });
+            }
+        });
+        let peak = peak.into_inner();
+        assert!(
+            peak <= HEADER_BYTES_AT_ONCE + 100_000_000,
+            "{peak} bytes held at once"
+        );
+        assert_eq!(budget.in_use(), 0, "every share given back");
     }
 }

@@ -4,16 +4,19 @@
 //! Everything is bounded because the other end is the user's program: line length
 //! ([`MAX_LINE_BYTES`]), messages per connection, connections, and a per-connection
 //! rate. Over a bound, lines are dropped and counted ([`ChannelStats::rejected`]); the
-//! reader never allocates more than one line and never panics.
+//! reader never allocates more than one line and never panics. The queue to the
+//! collector holds at most [`EVENT_QUEUE`] messages (a reader waits when it is full),
+//! the socket is made 0600, and closing drains what is queued for at most
+//! [`DRAIN_LIMIT`]: a leftover process that keeps connecting cannot hold the agent.
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
@@ -22,17 +25,25 @@ use super::messages::{MAX_LINE_BYTES, ProbeMessage, parse_line};
 /// Most connections accepted (a torchrun job on one node has a handful).
 pub const MAX_CONNECTIONS: u64 = 256;
 /// Most lines read on one connection.
-pub const MAX_MESSAGES_PER_CONNECTION: u64 = 20_000;
+pub const MAX_MESSAGES_PER_CONNECTION: u64 = super::messages::MAX_MESSAGES;
 /// Most lines per second on one connection, sustained (a burst of the same size is fine).
 pub const MAX_RATE_PER_SECOND: f64 = 2_000.0;
+/// Messages waiting for the collector at most (each at most one line, 64 KiB): the
+/// readers' memory does not grow with a collector that falls behind.
+pub const EVENT_QUEUE: usize = 256;
+/// After `close`, how long connections already queued are still accepted and read.
+pub const DRAIN_LIMIT: Duration = Duration::from_millis(500);
+/// Stack of each reader thread (the JSON parser's depth is bounded by serde_json's
+/// recursion limit of 128).
+const READER_STACK: usize = 1 << 20;
 
 /// What the reader threads report.
 #[derive(Debug)]
 pub enum ChannelEvent {
     /// A connection was accepted.
     Connected(u64),
-    /// A valid message on a connection.
-    Message(u64, Box<ProbeMessage>),
+    /// A valid message on a connection, with its line's length in bytes.
+    Message(u64, Box<ProbeMessage>, usize),
     /// A line was refused (too long, malformed, over a bound).
     Rejected,
     /// A connection was refused (too many).
@@ -50,9 +61,15 @@ pub struct Channel {
 
 impl Channel {
     /// Listens on `path` and reports to `events`.
-    pub fn listen(path: &Path, events: Sender<ChannelEvent>) -> Result<Channel> {
+    pub fn listen(path: &Path, events: SyncSender<ChannelEvent>) -> Result<Channel> {
         let listener =
             UnixListener::bind(path).with_context(|| format!("listening on {}", path.display()))?;
+        // bind() takes the umask; the folder is private already, the socket is too.
+        std::fs::set_permissions(
+            path,
+            std::os::unix::fs::PermissionsExt::from_mode(super::probe::FILE_MODE),
+        )
+        .with_context(|| format!("setting the mode of {}", path.display()))?;
         let stop = Arc::new(AtomicBool::new(false));
         let streams = Arc::new(Mutex::new(Vec::new()));
         let accept = {
@@ -100,23 +117,31 @@ impl Drop for Channel {
 const ACCEPT_POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Accepts until told to stop, then drains what is still queued: a process that connected,
-/// wrote and exited just before the command ended is read and counted, not dropped.
+/// wrote and exited just before the command ended is read and counted, not dropped. The
+/// drain ends after [`DRAIN_LIMIT`] even when processes keep connecting.
 fn accept_loop(
     listener: &UnixListener,
     stop: &AtomicBool,
     streams: &Mutex<Vec<UnixStream>>,
-    events: &Sender<ChannelEvent>,
+    events: &SyncSender<ChannelEvent>,
 ) {
     if listener.set_nonblocking(true).is_err() {
         return;
     }
     let mut next_id = 0u64;
+    let mut draining_since: Option<Instant> = None;
     loop {
+        if draining_since.is_none() && stop.load(Ordering::SeqCst) {
+            draining_since = Some(Instant::now());
+        }
+        if draining_since.is_some_and(|t| t.elapsed() >= DRAIN_LIMIT) {
+            break;
+        }
         let stream = match listener.accept() {
             Ok((stream, _)) => stream,
             // Nothing queued (or out of descriptors): stop once told to, else wait a little.
             Err(_) => {
-                if stop.load(Ordering::SeqCst) {
+                if draining_since.is_some() {
                     break;
                 }
                 std::thread::sleep(ACCEPT_POLL);
@@ -139,10 +164,11 @@ fn accept_loop(
         let reader_events = events.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("probe-{id}"))
+            .stack_size(READER_STACK)
             .spawn(move || {
                 read_connection(&stream, |item| {
                     let event = match item {
-                        Some(Ok(m)) => ChannelEvent::Message(id, Box::new(m)),
+                        Some(Ok((m, len))) => ChannelEvent::Message(id, Box::new(m), len),
                         _ => ChannelEvent::Rejected,
                     };
                     reader_events.send(event).is_ok()
@@ -187,12 +213,13 @@ impl Rate {
     }
 }
 
-/// Reads bounded lines from `source` and hands each to `on_item`: `Some(Ok(message))`,
-/// `Some(Err(()))` for a refused line, `None` for a line over a bound. Stops at end of
-/// file, on a read error, at the message bound, or when `on_item` returns false.
+/// Reads bounded lines from `source` and hands each to `on_item`: `Some(Ok((message,
+/// line length)))`, `Some(Err(()))` for a refused line, `None` for a line over a bound.
+/// Stops at end of file, on a read error, at the message bound, or when `on_item`
+/// returns false.
 pub fn read_connection<R: Read>(
     source: R,
-    mut on_item: impl FnMut(Option<Result<ProbeMessage, ()>>) -> bool,
+    mut on_item: impl FnMut(Option<Result<(ProbeMessage, usize), ()>>) -> bool,
 ) {
     let mut reader = BufReader::with_capacity(16 * 1024, source);
     let mut line: Vec<u8> = Vec::new();
@@ -208,7 +235,7 @@ pub fn read_connection<R: Read>(
             return on_item(None);
         }
         match bytes {
-            Some(b) => on_item(Some(parse_line(b).map_err(|_| ()))),
+            Some(b) => on_item(Some(parse_line(b).map(|m| (m, b.len())).map_err(|_| ()))),
             None => on_item(Some(Err(()))),
         }
     };
@@ -263,7 +290,7 @@ mod tests {
         let mut refused = 0;
         read_connection(input, |item| {
             match item {
-                Some(Ok(m)) => ok.push(m),
+                Some(Ok((m, _))) => ok.push(m),
                 _ => refused += 1,
             }
             true
@@ -311,7 +338,7 @@ mod tests {
     fn a_real_socket_reports_connections_messages_and_closes() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("probe.sock");
-        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx, rx) = std::sync::mpsc::sync_channel(EVENT_QUEUE);
         let channel = Channel::listen(&path, tx).expect("listen");
         {
             use std::io::Write;
@@ -329,16 +356,63 @@ mod tests {
         }
         channel.close();
         assert!(matches!(seen[0], ChannelEvent::Connected(0)));
-        assert!(matches!(seen[1], ChannelEvent::Message(0, _)));
+        assert!(matches!(seen[1], ChannelEvent::Message(0, ..)));
         assert!(matches!(seen[2], ChannelEvent::Rejected));
         assert!(matches!(seen[3], ChannelEvent::Closed));
+    }
+
+    #[test]
+    fn close_ends_while_leftover_processes_keep_connecting() {
+        use std::sync::atomic::AtomicBool;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("probe.sock");
+        let (tx, rx) = std::sync::mpsc::sync_channel(EVENT_QUEUE);
+        let channel = Channel::listen(&path, tx).expect("listen");
+        let consumer = std::thread::spawn(move || rx.into_iter().count());
+        let stop = Arc::new(AtomicBool::new(false));
+        let connector = {
+            let (stop, path) = (Arc::clone(&stop), path.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if let Ok(mut s) = UnixStream::connect(&path) {
+                        use std::io::Write;
+                        let _ = writeln!(s, "{BYE}");
+                    }
+                }
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let t0 = Instant::now();
+        std::thread::spawn(move || {
+            channel.close();
+            let _ = done_tx.send(());
+        });
+        let ended = done_rx.recv_timeout(DRAIN_LIMIT * 10).is_ok();
+        let took = t0.elapsed();
+        stop.store(true, Ordering::SeqCst);
+        connector.join().expect("connector");
+        assert!(ended, "close still waiting after {took:?}");
+        assert!(consumer.join().expect("consumer") > 0);
+    }
+
+    #[test]
+    fn the_socket_is_0600_whatever_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("probe.sock");
+        let (tx, _rx) = std::sync::mpsc::sync_channel(EVENT_QUEUE);
+        let channel = Channel::listen(&path, tx).expect("listen");
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+        channel.close();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]
     fn connections_still_queued_at_close_are_read_and_counted() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("probe.sock");
-        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx, rx) = std::sync::mpsc::sync_channel(EVENT_QUEUE);
         let channel = Channel::listen(&path, tx).expect("listen");
         // Processes that connect, write and exit just before the command ends: closed at
         // once, so whatever is still queued must be drained, read, and counted.
@@ -348,17 +422,22 @@ mod tests {
             let mut s = UnixStream::connect(&path).expect("connect");
             writeln!(s, "{BYE}").expect("write");
         }
-        channel.close();
-        let (mut connected, mut refused, mut messages) = (0u64, 0u64, 0u64);
-        // Every sender is gone once the readers end: the loop ends by itself.
-        for e in rx {
-            match e {
-                ChannelEvent::Connected(_) => connected += 1,
-                ChannelEvent::ConnectionRefused => refused += 1,
-                ChannelEvent::Message(..) => messages += 1,
-                _ => {}
+        // The collector runs beside the channel, as in `run` (the queue is bounded).
+        let counter = std::thread::spawn(move || {
+            let (mut connected, mut refused, mut messages) = (0u64, 0u64, 0u64);
+            // Every sender is gone once the readers end: the loop ends by itself.
+            for e in rx {
+                match e {
+                    ChannelEvent::Connected(_) => connected += 1,
+                    ChannelEvent::ConnectionRefused => refused += 1,
+                    ChannelEvent::Message(..) => messages += 1,
+                    _ => {}
+                }
             }
-        }
+            (connected, refused, messages)
+        });
+        channel.close();
+        let (connected, refused, messages) = counter.join().expect("counter");
         assert_eq!((connected, refused), (MAX_CONNECTIONS, 20));
         assert_eq!(messages, MAX_CONNECTIONS);
     }

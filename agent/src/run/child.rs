@@ -164,6 +164,41 @@ impl Running {
     }
 }
 
+/// The calling user's id.
+pub fn our_uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// Whether a process with this pid exists (any user's; a zombie counts).
+pub fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Whether `pid` is a running process (alive and not a zombie waiting to be reaped).
+pub fn still_running(pid: u32) -> bool {
+    let Ok(signed) = i32::try_from(pid) else {
+        return false;
+    };
+    if !pid_alive(signed) {
+        return false;
+    }
+    // "pid (comm) STATE …": Z is a zombie, X dead.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rfind(')')
+            .and_then(|i| stat.get(i + 1..))
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
 /// Every process whose parent chain leads to `root` (root included), read from /proc.
 /// Used to attribute NVML's per-process figures to the command's whole tree.
 pub fn process_tree(root: u32) -> Vec<u32> {

@@ -9,8 +9,11 @@
 //! (allocator caching, memory outside the allocator, first-step state, activations above
 //! the assumption).
 
+use gpumem_core::estimate::{Kind, LineKey, estimate};
 use gpumem_core::format::Dtype;
+use gpumem_core::import::config as hf_config;
 use gpumem_core::kv::{KvDtype, KvLayout, KvShape};
+use gpumem_core::params;
 use gpumem_core::training::{AttentionImpl, Optimizer, activation_bytes};
 use gpumem_core::units::checked_product;
 use gpumem_proto::workload::{
@@ -79,6 +82,54 @@ impl Line {
             why: (!why.is_empty()).then(|| why.join("; ")),
         }
     }
+}
+
+/// The estimator's own answer for the workload the probe saw, from the model's
+/// config.json (`hf_config::parse_config` → `params::from_pairs` → `estimate`, the path
+/// `gpumem-agent estimate --config` takes), when the probe sent the config.
+fn estimate_from_config(
+    facts: &ProbeFacts,
+    dtype: Option<Dtype>,
+    training: bool,
+) -> Option<Result<gpumem_core::estimate::Estimate, String>> {
+    let model = facts.model.as_ref()?;
+    let text = model.hf_config.as_ref()?;
+    let run = || -> Result<gpumem_core::estimate::Estimate, String> {
+        let c = hf_config::parse_config(text).map_err(|e| format!("config.json: {e}"))?;
+        let mut pairs: Vec<(String, String)> = c
+            .pairs()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let (b, s) = model
+            .input_shapes
+            .first()
+            .and_then(|x| Some((*x.shape.first()?, *x.shape.get(1)?)))
+            .ok_or("no input shape (batch, tokens) seen")?;
+        pairs.push(("sequences".into(), b.to_string()));
+        pairs.push(("context".into(), s.to_string()));
+        if let Some(d) = dtype {
+            pairs.push(("compute-dtype".into(), d.name().to_string()));
+            pairs.push(("format".into(), d.name().to_string()));
+        }
+        if training {
+            pairs.push(("train".into(), "full".into()));
+            pairs.push(("master-weights".into(), "false".into()));
+        } else if let Some(total) = facts
+            .generations
+            .last()
+            .and_then(|g| g.output_shape.as_ref()?.get(1).copied())
+        {
+            pairs.push(("generate".into(), total.saturating_sub(s).to_string()));
+        }
+        let (input, errors) =
+            params::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        if let Some(e) = errors.first() {
+            return Err(e.to_string());
+        }
+        estimate(&input).map_err(|e| e.to_string())
+    };
+    Some(run())
 }
 
 /// Builds the table for one rank.
@@ -189,6 +240,18 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
         .first()
         .and_then(|s| Some((*s.shape.first()?, *s.shape.get(1)?)));
 
+    let estimated = estimate_from_config(facts, main_dtype.as_ref().map(|(_, d)| *d), training);
+    let line_of = |key: LineKey| -> Option<Result<(u64, Kind, String), String>> {
+        match estimated.as_ref()? {
+            Ok(est) => est
+                .lines
+                .iter()
+                .find(|l| l.key == key)
+                .map(|l| Ok((l.bytes, l.kind, l.formula.clone()))),
+            Err(e) => Some(Err(e.clone())),
+        }
+    };
+
     if let Some(generation) = facts.generations.last() {
         let kv_heads = config("num_key_value_heads").or(heads);
         let head_dim = config("head_dim").or_else(|| Some(hidden? / heads?.max(1)));
@@ -218,17 +281,29 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
                         sliding_window: None,
                         sliding_layers: None,
                         static_tokens: None,
+                        full_values: None,
                     }
                     .bytes(t)
                     .map_err(|e| e.to_string())
                 }),
             _ => Err("the model has no config with layers, KV heads and head size".into()),
         };
+        let (computed, formula) = match estimated.as_ref() {
+            Some(Ok(est)) => (
+                Ok(est.kv_cache_bytes),
+                "the estimator's KV cache for the model's config.json, prompt + generated tokens and sequences (gpumem-core estimate, as `estimate --config`)".to_string(),
+            ),
+            Some(Err(e)) => (Err(e.clone()), "the estimator's KV cache (config.json could not be read)".into()),
+            None => (
+                computed,
+                "2 × layers × KV heads × head dim × (prompt + generated tokens) × sequences × bytes (no config.json from the probe: the plain formula)".into(),
+            ),
+        };
         lines.push(Line {
             item: "kv_cache",
             computed,
             basis: Basis::Computed,
-            formula: "2 × layers × KV heads × head dim × (prompt + generated tokens) × sequences × bytes (gpumem-core KvShape)".into(),
+            formula,
             observed: generation
                 .kv_bytes
                 .ok_or_else(|| "no cache found in the last forward's output".into()),
@@ -237,6 +312,7 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
     }
 
     if training {
+        let from_estimate = line_of(LineKey::Activations);
         let assumed = match (layers, hidden, heads, batch_tokens) {
             (Some(l), Some(h), Some(a), Some((b, s))) => {
                 activation_bytes(l, h, a, s, b, false, AttentionImpl::Sdpa)
@@ -256,11 +332,28 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
                 explanation: "observed activations of the first forward − the estimator's assumption (Korthikanti et al., 16-bit, SDPA)".into(),
             });
         }
+        let (computed, basis, formula) = match from_estimate {
+            Some(Ok((bytes, kind, formula))) => (
+                Ok(bytes),
+                match kind {
+                    Kind::Computed => Basis::Computed,
+                    Kind::Traced => Basis::Traced,
+                    Kind::Assumed => Basis::Assumed,
+                },
+                format!("the estimator's activations for the model's config.json: {formula}"),
+            ),
+            Some(Err(e)) => (Err(e), Basis::Assumed, "the estimator's activations".into()),
+            None => (
+                assumed,
+                Basis::Assumed,
+                "L × 34·s·b·h (Korthikanti et al. 2022, 16-bit activations, SDPA; no config.json from the probe)".into(),
+            ),
+        };
         lines.push(Line {
             item: "activations",
-            computed: assumed,
-            basis: Basis::Assumed,
-            formula: "L × 34·s·b·h (Korthikanti et al. 2022, 16-bit activations, SDPA)".into(),
+            computed,
+            basis,
+            formula,
             observed: observed.ok_or_else(|| "no first forward with allocated figures".into()),
             observed_how: "allocated peak − start of the first forward (includes its transients)",
         });
@@ -367,6 +460,7 @@ mod tests {
                 dtype: "int64".into(),
             }],
             config,
+            hf_config: None,
         }
     }
 
@@ -441,6 +535,68 @@ mod tests {
         );
         assert_eq!(get(&c, "kv_cache").observed_bytes, Some(1234));
         assert!(c.lines.iter().all(|l| l.item != "gradients"));
+    }
+
+    /// With the model's config.json, the KV cache and the activations are the
+    /// estimator's own figures for that config — Gemma-3's sliding-window layers
+    /// included, which the plain formula would count at full length.
+    #[test]
+    fn with_the_config_the_lines_are_the_estimators() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../crates/gpumem-core/tests/cases/configs/gemma-3-1b.json"
+        ))
+        .unwrap();
+        let mut m = model(BTreeMap::new());
+        m.hf_config = Some(text.clone());
+        m.input_shapes[0].shape = vec![2, 2048];
+        let facts = ProbeFacts {
+            model: Some(m),
+            optimizer: None,
+            generations: vec![GenerationFacts {
+                forwards: 4,
+                output_shape: Some(vec![2, 2048 + 64]),
+                kv_bytes: Some(1),
+                kv_tensors: Some(4),
+            }],
+        };
+        let c = compare(&facts, &[phase("model_load", None, 0, 1, 1)]);
+        let (input, errors) = {
+            let cfg = hf_config::parse_config(&text).unwrap();
+            let mut pairs: Vec<(String, String)> = cfg
+                .pairs()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+            for (k, v) in [
+                ("sequences", "2"),
+                ("context", "2048"),
+                ("compute-dtype", "bf16"),
+                ("format", "bf16"),
+                ("generate", "64"),
+            ] {
+                pairs.push((k.into(), v.into()));
+            }
+            params::from_pairs(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert!(errors.is_empty(), "{errors:?}");
+        let est = estimate(&input).unwrap();
+        let kv = get(&c, "kv_cache");
+        assert_eq!(kv.computed_bytes, Some(est.kv_cache_bytes));
+        assert!(kv.formula.contains("config.json"), "{}", kv.formula);
+        // Sliding layers keep 512 positions: less than every layer at 2112 tokens.
+        let a = input.arch.unwrap();
+        let full = 2 * a.layers * a.kv_heads * a.head_dim * 2112 * 2 * 2;
+        assert!(
+            est.kv_cache_bytes < full,
+            "{} vs {full}",
+            est.kv_cache_bytes
+        );
     }
 
     #[test]

@@ -60,6 +60,18 @@ const MAX_RANKS: usize = 256;
 const MAX_PHASES: usize = 5_000;
 /// Most generate calls kept per rank.
 const MAX_GENERATIONS: usize = 1_000;
+/// Bytes of probe lines kept for the result, all ranks together: what the collector
+/// holds, what `--output` and `--serve` carry are bounded by it (a message past it is
+/// counted as rejected). A real run keeps a few kB per rank.
+pub const MAX_KEPT_BYTES: usize = 64 << 20;
+/// Cost charged per kept message beside its line's bytes (the structure around it).
+const KEPT_OVERHEAD: usize = 256;
+/// Ranks printed in full in the stderr report; the file keeps every one.
+const REPORT_RANKS: usize = 16;
+/// Phases printed per rank in the stderr report (the first ones and the last one).
+const REPORT_PHASES: usize = 40;
+/// Failures printed in the stderr report.
+const REPORT_FAILURES: usize = 20;
 /// How long the channel stays open after the command exited, for the last lines.
 const GRACE: Duration = Duration::from_secs(2);
 /// With `--serve`, how long the paired pages get to receive the final document.
@@ -155,13 +167,9 @@ pub fn run(args: Args) -> Result<Exit> {
     };
 
     // Step two: the probe, the channel, the child.
-    let dir = tempfile::Builder::new()
-        .prefix("gpumem-run-")
-        .tempdir()
-        .context("creating the probe folder")?;
-    probe::write_probe(dir.path())?;
-    let socket = dir.path().join("probe.sock");
-    let (tx, rx) = mpsc::channel();
+    let dir = probe::ProbeDir::create(&probe::base_from_env()?)?;
+    let socket = dir.socket();
+    let (tx, rx) = mpsc::sync_channel(channel::EVENT_QUEUE);
     let channel = Channel::listen(&socket, tx)?;
 
     let mut command = Command::new(program);
@@ -283,6 +291,7 @@ pub fn run(args: Args) -> Result<Exit> {
         wall_time_ns,
         collected,
         timeline,
+        still_running: child::still_running,
         context,
     });
     crate::out::err!("{}", report(&file));
@@ -332,6 +341,8 @@ struct RankState {
 struct Collected {
     ranks: BTreeMap<u64, RankState>,
     stats: ChannelStats,
+    /// Bytes charged against [`MAX_KEPT_BYTES`].
+    kept_bytes: usize,
 }
 
 fn emit(events: bool, value: &serde_json::Value) {
@@ -339,8 +350,10 @@ fn emit(events: bool, value: &serde_json::Value) {
         return;
     }
     let mut out = std::io::stdout().lock();
-    // A closed pipe must not stop the measurement; the file is the record.
-    let _ = writeln!(out, "{value}");
+    // A closed pipe must not stop the measurement; the file is the record. The probe's
+    // texts may hold terminal escapes that JSON leaves raw (C1, bidi): escaped.
+    let line = value.to_string();
+    let _ = writeln!(out, "{}", crate::out::terminal_safe(&line));
     let _ = out.flush();
 }
 
@@ -367,11 +380,17 @@ fn collect(
             ChannelEvent::Closed => {
                 open.fetch_sub(1, Ordering::SeqCst);
             }
-            ChannelEvent::Message(id, message) => {
-                let Some(rank) = c.ranks.get_mut(&id) else {
+            ChannelEvent::Message(id, message, len) => {
+                let cost = len.saturating_add(KEPT_OVERHEAD);
+                let Some(rank) = c
+                    .ranks
+                    .get_mut(&id)
+                    .filter(|_| c.kept_bytes.saturating_add(cost) <= MAX_KEPT_BYTES)
+                else {
                     c.stats.rejected += 1;
                     continue;
                 };
+                c.kept_bytes = c.kept_bytes.saturating_add(cost);
                 let at = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 let phases_before = rank.phases.len();
                 if absorb(rank, *message, at, events, id) {
@@ -464,6 +483,7 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
             trainable_parameters,
             input_shapes,
             config,
+            hf_config,
         } => {
             let conv = |m: BTreeMap<String, messages::DtypeCount>| {
                 m.into_iter()
@@ -491,6 +511,7 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
                     })
                     .collect(),
                 config,
+                hf_config,
             });
         }
         ProbeMessage::Optimizer {
@@ -522,6 +543,7 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
             output_shape,
             kv_bytes,
             kv_tensors,
+            ..
         } => {
             if rank.facts.generations.len() >= MAX_GENERATIONS {
                 return false;
@@ -570,7 +592,7 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
                 message: text,
             });
         }
-        ProbeMessage::HooksRemoved { reason, steps } => {
+        ProbeMessage::HooksRemoved { reason, steps, .. } => {
             rank.hooks_removed = Some(format!("{reason} (steps done: {steps})"));
         }
         ProbeMessage::ProbeError { message } => {
@@ -581,6 +603,7 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
             overhead_ns,
             hook_calls,
             instrumented_ns,
+            ..
         } => {
             rank.overhead = Some(Overhead {
                 overhead_ns,
@@ -632,15 +655,57 @@ struct Assembly {
     collected: Collected,
     timeline: Timeline,
     context: gpumem_proto::context::RunContext,
+    /// Whether a process is still running now (the command has ended).
+    still_running: fn(u32) -> bool,
+}
+
+/// The processes that are helpers of another rather than ranks, by pid, with the pid
+/// of the process that started them: a process whose parent also loaded the probe,
+/// that carries its parent's `RANK`, `LOCAL_RANK` and `WORLD_SIZE` (inherited, as a
+/// DataLoader worker's are) and ran no model step (at most the `model_load` phase
+/// every process opens when it imports torch). A rank started by a launcher that
+/// imports torch (torchrun's agent) has its own `RANK`; one started by `mp.spawn`
+/// runs steps.
+fn workers(ranks: &BTreeMap<u64, RankState>) -> BTreeMap<u32, u32> {
+    type Identity = (Option<u32>, Option<u32>, Option<u32>);
+    let identity = |state: &RankState| -> Option<(u32, Option<u32>, Identity)> {
+        match &state.hello {
+            Some(ProbeMessage::Hello {
+                pid,
+                ppid,
+                rank,
+                local_rank,
+                world_size,
+                ..
+            }) => Some((*pid, *ppid, (*rank, *local_rank, *world_size))),
+            _ => None,
+        }
+    };
+    let by_pid: BTreeMap<u32, Identity> = ranks
+        .values()
+        .filter_map(identity)
+        .map(|(pid, _, id)| (pid, id))
+        .collect();
+    ranks
+        .values()
+        .filter(|state| state.phases.iter().all(|(p, _)| p.name == "model_load"))
+        .filter_map(identity)
+        .filter_map(|(pid, ppid, id)| {
+            let parent = ppid?;
+            (parent != pid && by_pid.get(&parent) == Some(&id)).then_some((pid, parent))
+        })
+        .collect()
 }
 
 fn assemble(a: Assembly) -> WorkloadFile {
     let mut failures = Vec::new();
     let mut ranks = Vec::new();
     let mut stand_in = false;
+    let workers = workers(&a.collected.ranks);
     for (_, state) in a.collected.ranks {
         let Some(ProbeMessage::Hello {
             pid,
+            ppid: _,
             rank,
             local_rank,
             world_size,
@@ -653,6 +718,7 @@ fn assemble(a: Assembly) -> WorkloadFile {
             cudnn_version,
             allocator_backend,
             alloc_conf,
+            ..
         }) = state.hello
         else {
             continue;
@@ -675,16 +741,25 @@ fn assemble(a: Assembly) -> WorkloadFile {
             f.rank = rank;
             failures.push(f);
         }
-        if !state.bye {
+        let worker_of = workers.get(&pid).copied();
+        // A worker is ended by its rank when the loader is done (DataLoader terminates
+        // the ones that do not exit in time): no goodbye is no failure there.
+        if !state.bye && worker_of.is_none() {
             failures.push(Failure {
                 kind: FailureKind::ProbeLost,
                 rank,
                 phase: phases.last().map(|p| p.name.clone()),
                 step: phases.last().and_then(|p| p.step),
                 requested_bytes: None,
-                message: format!(
-                    "process {pid} ended without the probe's goodbye (killed, crashed or exited abruptly)"
-                ),
+                message: if (a.still_running)(pid) {
+                    format!(
+                        "process {pid} is still running after the command ended (started by it and left behind; not stopped by gpumem): its phases are those until the command ended"
+                    )
+                } else {
+                    format!(
+                        "process {pid} ended without the probe's goodbye (killed, crashed or exited abruptly)"
+                    )
+                },
             });
         }
         let comparison = compare::compare(&state.facts, &phases);
@@ -693,6 +768,7 @@ fn assemble(a: Assembly) -> WorkloadFile {
             rank,
             local_rank,
             world_size,
+            worker_of,
             device,
             environment: ProbeEnvironment {
                 reader,
@@ -774,6 +850,17 @@ fn assemble(a: Assembly) -> WorkloadFile {
     }
 }
 
+/// "… n more" when a list was cut at `shown` in the report.
+fn more(s: &mut String, total: usize, shown: usize, what: &str) {
+    if total > shown {
+        let _ = writeln!(
+            s,
+            "  … {} more {what} (every one is in --output)",
+            total - shown
+        );
+    }
+}
+
 fn b(v: Option<u64>) -> String {
     v.map(group_digits).unwrap_or_else(|| "null".to_owned())
 }
@@ -798,7 +885,7 @@ pub fn report(file: &WorkloadFile) -> String {
         o.signal.map_or("none".into(), |c| c.to_string()),
         o.wall_time_ns / 1_000_000
     );
-    for f in &o.failures {
+    for f in o.failures.iter().take(REPORT_FAILURES) {
         let _ = writeln!(
             s,
             "  failure {:?}{}{}{}: {}",
@@ -814,7 +901,17 @@ pub fn report(file: &WorkloadFile) -> String {
             f.message
         );
     }
-    for r in &file.ranks {
+    more(&mut s, o.failures.len(), REPORT_FAILURES, "failures");
+    for r in file.ranks.iter().take(REPORT_RANKS) {
+        if let Some(parent) = r.worker_of {
+            let _ = writeln!(
+                s,
+                "\nworker process {} of pid {parent} (a DataLoader worker or another helper, not a rank) · {} phases",
+                r.pid,
+                r.phases.len()
+            );
+            continue;
+        }
         let _ = writeln!(
             s,
             "\nrank {} · local rank {} · pid {} · {} · backend {} · reader {} · torch {}",
@@ -839,7 +936,20 @@ pub fn report(file: &WorkloadFile) -> String {
             "resv end",
             "wall ms"
         );
-        for p in &r.phases {
+        // The first phases, then the last one (where a failing run stopped).
+        let shown = r.phases.len().min(REPORT_PHASES);
+        let last = r.phases.len().saturating_sub(1);
+        for (i, p) in r.phases.iter().enumerate() {
+            if i >= shown.saturating_sub(1) && i != last {
+                if i == shown.saturating_sub(1) {
+                    let _ = writeln!(
+                        s,
+                        "  … {} more phases (every one is in --output)",
+                        r.phases.len() - shown
+                    );
+                }
+                continue;
+            }
             let a = &p.allocator;
             let _ = writeln!(
                 s,
@@ -895,6 +1005,7 @@ pub fn report(file: &WorkloadFile) -> String {
             );
         }
     }
+    more(&mut s, file.ranks.len(), REPORT_RANKS, "ranks");
     match &file.timeline.reason {
         Some(reason) => {
             let _ = writeln!(s, "\ndevice-level timeline: none ({reason})");

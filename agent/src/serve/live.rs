@@ -23,9 +23,9 @@ use gpumem_proto::workload::{WORKLOAD_SCHEMA, WorkloadFile};
 use serde_json::Value;
 
 use super::assets::Assets;
+use super::events::{SessionEvent, frame};
 use super::pending::{MAX_PENDING, Pending};
 use super::security::{OriginPolicy, Token};
-use super::session::SessionEvent;
 use super::{EnvironmentCell, Mode, State};
 
 /// The run id of the one workload an agent shows.
@@ -77,7 +77,7 @@ impl Feed {
     /// Stamps `message` now, keeps it for late pages and pushes it to every paired one.
     pub fn push(&self, message: AgentMessage) {
         let last = matches!(message, AgentMessage::WorkloadFinished { .. });
-        let text = super::frame(self.replay, message).to_json();
+        let text = frame(self.replay, message).to_json();
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner
             .subscribers

@@ -20,6 +20,7 @@
 mod assets;
 mod content_type;
 mod csp;
+mod events;
 mod http;
 pub(crate) mod live;
 mod pending;
@@ -33,7 +34,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::Context;
 use gpumem_proto::results::EnvironmentReport;
@@ -42,6 +43,7 @@ use gpumem_proto::wire::{AgentFrame, AgentMessage, MeasureLimits};
 use crate::exit::Exit;
 
 use self::assets::Assets;
+use self::events::frame;
 use self::http::{HeadError, RequestHead};
 use self::pending::{MAX_PENDING, Pending, Ticket};
 use self::replay::Replay;
@@ -121,24 +123,6 @@ impl State {
     pub fn frame(&self, message: AgentMessage) -> AgentFrame {
         frame(self.is_replay(), message)
     }
-}
-
-/// Wraps a message into a frame stamped with the current wall-clock time.
-pub(crate) fn frame(replay: bool, message: AgentMessage) -> AgentFrame {
-    AgentFrame {
-        replay,
-        sent_unix_ns: unix_nanos(),
-        message,
-    }
-}
-
-/// Nanoseconds since the Unix epoch (0 if the clock is before it, which only a broken
-/// clock is; the figure is for latency display, never for logic).
-pub(crate) fn unix_nanos() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 /// The environment report, filled in once (at start, by a background probe in live

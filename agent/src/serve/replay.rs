@@ -19,8 +19,8 @@ use gpumem_proto::results::{ENVIRONMENT_SCHEMA, EnvironmentReport, Event, Fact, 
 use gpumem_proto::wire::{AgentFrame, AgentMessage, MeasureRequest, RunFailure};
 use serde_json::Value;
 
+use super::events::{SessionEvent, frame, unix_nanos};
 use super::runner::{RunControl, event_message};
-use super::session::SessionEvent;
 
 /// Largest results file accepted for replay; a real one is well under a megabyte.
 const MAX_REPLAY_BYTES: u64 = 64 * 1024 * 1024;
@@ -116,9 +116,8 @@ pub fn start(
     std::thread::Builder::new()
         .name("replay".into())
         .spawn(move || {
-            let send = |message| {
-                to_session.send(SessionEvent::Send(Box::new(super::frame(true, message))))
-            };
+            let send =
+                |message| to_session.send(SessionEvent::Send(Box::new(frame(true, message))));
             let started = AgentMessage::RunStarted {
                 run_id,
                 request: replay.request(),
@@ -159,7 +158,7 @@ pub fn start(
                     let _ = end();
                     let text = AgentFrame::run_finished_json(
                         true,
-                        super::unix_nanos(),
+                        unix_nanos(),
                         run_id,
                         !replay.file.any_failed(),
                         &replay.raw_json,

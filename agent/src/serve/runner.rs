@@ -22,7 +22,7 @@ use gpumem_proto::wire::{AgentMessage, MeasureRequest, RunFailure};
 use serde_json::Value;
 
 use super::State;
-use super::session::SessionEvent;
+use super::events::{SessionEvent, frame};
 
 /// Longest event line read from the child; a phase with its allocation trace is a few
 /// KiB, so anything near this is not our child's output.
@@ -195,9 +195,8 @@ pub fn start_live(
     std::thread::Builder::new()
         .name("measure-stdout".into())
         .spawn(move || {
-            let send = |message| {
-                to_session.send(SessionEvent::Send(Box::new(super::frame(false, message))))
-            };
+            let send =
+                |message| to_session.send(SessionEvent::Send(Box::new(frame(false, message))));
             let _ = send(AgentMessage::RunStarted { run_id, request });
             let failed_event = forward_events(stdout, run_id, &send);
             let status = wait_child(&thread_control);

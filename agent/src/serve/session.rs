@@ -28,6 +28,7 @@ use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tungstenite::{Message, WebSocket};
 
+use super::events::SessionEvent;
 use super::http::{self, RequestHead};
 use super::runner::{self, RunControl};
 use super::{Mode, Slot, State, replay};
@@ -61,18 +62,6 @@ const MAX_DROPPED_IN_A_ROW: u32 = 200;
 
 /// Messages read per wake-up before the session turns to its other work.
 const READ_BATCH: usize = 64;
-
-/// What wakes the session thread.
-pub enum SessionEvent {
-    /// A frame to push to the page (from a run, live or replayed).
-    Send(Box<AgentFrame>),
-    /// A frame already serialised (a replayed `run_finished`, shared by every viewer).
-    SendText(String),
-    /// The run with this id ended; the session may start another.
-    RunEnded(u64),
-    /// Bytes arrived on the socket.
-    Readable,
-}
 
 /// Why the session ends, and the close frame to send, if any.
 struct End(Option<CloseFrame>);

@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::EstimateError;
-use crate::format::StorageFormat;
+use crate::format::{Dtype, StorageFormat};
 use crate::units::checked_product;
 
 /// Mixture-of-experts feed-forward blocks.
@@ -34,8 +34,13 @@ pub struct Moe {
     /// After the leading dense layers, every `every`-th layer is MoE and the others
     /// dense (Llama-4's `interleave_moe_layer_step`, Qwen-MoE's `decoder_sparse_step`).
     pub every: u64,
-    /// A bias on the router (gpt-oss) or DeepSeek-V3's `e_score_correction_bias`.
+    /// A 16-bit bias on the router (gpt-oss's, Kimi-Linear's bf16 correction bias).
     pub router_bias: bool,
+    /// The router's `e_score_correction_bias` kept in fp32 (4 bytes each, whatever
+    /// the format): DeepSeek-V3's `noaux_tc` routers and their kin (Kimi-K2, GLM-4.5 and
+    /// later, Nemotron-3), as their checkpoints store it.
+    #[serde(default)]
+    pub correction_bias: bool,
     /// A sigmoid gate `[1, hidden]` on the shared expert's output per MoE layer
     /// (Qwen2-MoE's and Qwen3-Next's `shared_expert_gate`).
     pub shared_gate: bool,
@@ -74,6 +79,46 @@ pub struct Mla {
     pub v_head_dim: u64,
 }
 
+/// DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2, GLM-5), beside MLA
+/// in every attention layer: `wq_b` [heads × head_dim, q_lora_rank], `wk` [head_dim,
+/// hidden], `k_norm` (a LayerNorm: weight and bias) [head_dim], `weights_proj` [heads,
+/// hidden] (DeepSeek-V3.2's inference/model.py `Indexer`; the checkpoint's
+/// `self_attn.indexer.*`). Its keys are cached beside the latent: per token and
+/// layer `head_dim` fp8 values and one fp32 scale per 128 (vLLM's
+/// `DeepseekV32IndexerCache`: head_dim + head_dim / 128 × 4 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Indexer {
+    /// Indexer heads (`index_n_heads`).
+    pub heads: u64,
+    /// Indexer head width (`index_head_dim`).
+    pub head_dim: u64,
+}
+
+impl Indexer {
+    /// Bytes of the indexer key cache per token and layer.
+    pub fn key_bytes(&self) -> u64 {
+        self.head_dim
+            .saturating_add(self.head_dim.div_ceil(128).saturating_mul(4))
+    }
+}
+
+/// Global layers with their own attention shape (Gemma 4): `layers` of the attention
+/// layers — the ones without a window — use `kv_heads` and `head_dim` instead of the
+/// model's, and with `k_eq_v` their values are their keys (no `v_proj`; the cache
+/// still holds K and V). transformers' `Gemma4TextAttention`:
+/// `num_global_key_value_heads`, `global_head_dim`, `attention_k_eq_v`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GlobalAttn {
+    /// Global layers.
+    pub layers: u64,
+    /// Their KV heads.
+    pub kv_heads: u64,
+    /// Their head width (queries, keys, values).
+    pub head_dim: u64,
+    /// No `v_proj`: the values are the keys.
+    pub k_eq_v: bool,
+}
+
 /// The mixer that replaces attention in a hybrid's (or a pure state-space model's)
 /// other layers; each such layer keeps a constant per-sequence state instead of KV.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,6 +130,9 @@ pub enum MixerKind {
     DeltaNet,
     /// Mamba-2 (transformers' `Mamba2Mixer`): multi-head SSM with grouped B/C.
     Mamba2,
+    /// Kimi Delta Attention (Kimi-Linear's `KimiDeltaAttention`): gated delta rule
+    /// with per-channel decay, short convolutions on q, k and v.
+    Kda,
 }
 
 impl MixerKind {
@@ -94,6 +142,7 @@ impl MixerKind {
             MixerKind::Mamba => "mamba",
             MixerKind::DeltaNet => "deltanet",
             MixerKind::Mamba2 => "mamba2",
+            MixerKind::Kda => "kda",
         }
     }
 }
@@ -105,6 +154,7 @@ impl MixerKind {
 /// `key_heads` = groups of B/C (`n_groups`).
 /// Gated DeltaNet: `inner` = value heads × value head dim, `state` = key head dim,
 /// `heads` = value heads, `key_heads` = key heads.
+/// KDA: `inner` = heads × head dim, `state` = head dim, `heads` = `key_heads` = heads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mixer {
     /// Which mixer.
@@ -136,7 +186,8 @@ impl Mixer {
     /// As vLLM allocates them (`vllm/model_executor/layers/mamba/mamba_utils.py`,
     /// `MambaStateShapeCalculator`): Mamba-1 conv `d_inner × (d_conv − 1)` and SSM
     /// `d_inner × d_state`; Gated DeltaNet conv `(2 × key heads × key dim + value dim)
-    /// × (kernel − 1)` and recurrent `value heads × key dim × value head dim`; Mamba-2
+    /// × (kernel − 1)` and recurrent `value heads × key dim × value head dim` (KDA the
+    /// same with q, k and v all `heads × head dim`: `kda_state_shape`); Mamba-2
     /// conv `(d_inner + 2 × groups × d_state) × (d_conv − 1)` and SSM `heads × head dim
     /// × d_state`.
     /// (transformers' `MambaCache` keeps the whole `d_conv` window: slightly more.)
@@ -148,8 +199,8 @@ impl Mixer {
                 checked_product(&[self.inner, window], what)?,
                 checked_product(&[self.inner, self.state], what)?,
             )),
-            MixerKind::DeltaNet | MixerKind::Mamba2 => {
-                // Both: a conv over x plus two grouped projections (q/k, or B/C).
+            MixerKind::DeltaNet | MixerKind::Mamba2 | MixerKind::Kda => {
+                // All: a conv over x plus two grouped projections (q/k, or B/C).
                 let conv_dim = add(
                     checked_product(&[2, self.key_heads, self.state], what)?,
                     self.inner,
@@ -216,11 +267,25 @@ pub struct Architecture {
     pub mlp_layers: Option<u64>,
     /// Multi-head latent attention, replacing q/k/v projections.
     pub mla: Option<Mla>,
+    /// The sparse-attention indexer beside MLA (DeepSeek-V3.2, GLM-5).
+    #[serde(default)]
+    pub indexer: Option<Indexer>,
+    /// Global layers with their own attention shape (Gemma 4).
+    #[serde(default)]
+    pub global_attn: Option<GlobalAttn>,
+    /// Learned scalars per layer: Gemma 4's `layer_scalar` (1), Apertus's xIELU
+    /// activation (`alpha_p`, `alpha_n`, `beta`, `eps`: 4).
+    #[serde(default)]
+    pub layer_scalars: u64,
     /// Mixture-of-experts blocks, if any.
     pub moe: Option<Moe>,
     /// Multi-token-prediction layers the checkpoint stores after the last layer
     /// (DeepSeek-V3's `num_nextn_predict_layers`), counted as DeepSeek stores them.
     pub mtp_layers: u64,
+    /// The MTP layers use the model's embedding and lm_head (GLM-5) instead of
+    /// storing their own copies (DeepSeek-V3, GLM-4.5).
+    #[serde(default)]
+    pub mtp_shared_vocab: bool,
     /// Parameters of vision/audio towers and their projectors (counted by the config
     /// reader from the tower's own config), kept in 16 bits; 0 = none.
     pub tower_params: u64,
@@ -275,6 +340,9 @@ pub enum Role {
     Kept,
     /// An embedding / lm_head matrix (its own format).
     Vocab,
+    /// Kept in fp32 whatever the format (a router's correction bias, KDA's decay
+    /// parameters), as the checkpoints store them.
+    Fp32,
 }
 
 /// A group of identical tensors: `count` tensors of `[rows, cols]` (cols = 1 for vectors).
@@ -323,6 +391,7 @@ impl ModuleFormats {
             Role::AttnLinear => self.attention,
             Role::Vocab => self.vocab,
             Role::Kept => self.kept,
+            Role::Fp32 => StorageFormat::Dense { dtype: Dtype::F32 },
         }
     }
 }
@@ -447,7 +516,7 @@ impl Architecture {
             ];
             match m.kind {
                 MixerKind::Mamba => need.push(("mixer-dt-rank", m.dt_rank)),
-                MixerKind::DeltaNet | MixerKind::Mamba2 => {
+                MixerKind::DeltaNet | MixerKind::Mamba2 | MixerKind::Kda => {
                     need.extend([("mixer-heads", m.heads), ("mixer-key-heads", m.key_heads)])
                 }
             }
@@ -481,6 +550,7 @@ impl Architecture {
             ("learned-positions", self.learned_positions),
             ("mtp-layers", self.mtp_layers),
             ("tower-params", self.tower_params),
+            ("layer-scalars", self.layer_scalars),
         ];
         if let Some(m) = self.mla {
             bounded.extend([
@@ -498,6 +568,21 @@ impl Architecture {
                     return Err(EstimateError::invalid(field, "must be at least 1 with MLA"));
                 }
             }
+        }
+        if let Some(g) = self.global_attn {
+            if g.layers > self.attention_layers() || g.kv_heads == 0 || g.head_dim == 0 {
+                return Err(EstimateError::invalid(
+                    "global-layers",
+                    "global layers need KV heads and a head dim, and at most the attention layers",
+                ));
+            }
+            bounded.extend([
+                ("global-kv-heads", g.kv_heads),
+                ("global-head-dim", g.head_dim),
+            ]);
+        }
+        if let Some(x) = self.indexer {
+            bounded.extend([("indexer-heads", x.heads), ("indexer-head-dim", x.head_dim)]);
         }
         if let Some(m) = self.moe {
             bounded.extend([
@@ -577,6 +662,13 @@ impl Architecture {
             Some(m) => add(m.kv_lora_rank, m.qk_rope_dim, "KV values"),
             None => checked_product(&[2, self.kv_heads, self.head_dim], "KV values"),
         }
+    }
+
+    /// KV values per token in the global layers, when they have their own shape.
+    pub fn global_kv_values(&self) -> Result<Option<u64>, EstimateError> {
+        self.global_attn
+            .map(|g| checked_product(&[2, g.kv_heads, g.head_dim], "KV values"))
+            .transpose()
     }
 
     /// Values per token and layer an engine that caches decompressed K and V keeps
@@ -659,14 +751,16 @@ impl Architecture {
             self.push_layers(&mut t, Some(Mtp), n, n, dense_mtp, moe_mtp)?;
             t.push(grp(Mtp, Kept, "mtp norms", h, 1, n.saturating_mul(3)));
             t.push(grp(Mtp, Linear, "mtp eh_proj", h, h.saturating_mul(2), n));
-            t.push(grp(
-                Mtp,
-                Vocab,
-                "mtp embed/head copies",
-                self.vocab,
-                h,
-                n.saturating_mul(2),
-            ));
+            if !self.mtp_shared_vocab {
+                t.push(grp(
+                    Mtp,
+                    Vocab,
+                    "mtp embed/head copies",
+                    self.vocab,
+                    h,
+                    n.saturating_mul(2),
+                ));
+            }
             // Not used to produce a token: no part of the active parameters.
             for tg in t.iter_mut().filter(|tg| tg.class == Mtp) {
                 tg.active = 0;
@@ -745,6 +839,24 @@ impl Architecture {
                 }
                 t.push(grp(Attention, AttnLinear, "mixer.out_proj", h, d, l));
             }
+            MixerKind::Kda => {
+                // q, k and v projections and their short convolutions (no bias); the
+                // low-rank decay (f_a, f_b) and output-gate (g_a, g_b) projections of
+                // rank head_dim; the β projection b_proj; A_log and dt_bias in fp32; the
+                // output norm over one head; o_proj (the checkpoint's self_attn.*).
+                let hd = d.checked_div(m.heads).unwrap_or(0);
+                let three = l.saturating_mul(3);
+                let two = l.saturating_mul(2);
+                t.push(grp(Attention, AttnLinear, "kda.q/k/v_proj", d, h, three));
+                t.push(grp(Attention, Kept, "kda.q/k/v_conv1d", d, k, three));
+                t.push(grp(Attention, AttnLinear, "kda.f/g_a_proj", hd, h, two));
+                t.push(grp(Attention, AttnLinear, "kda.f/g_b_proj", d, hd, two));
+                t.push(grp(Attention, AttnLinear, "kda.b_proj", m.heads, h, l));
+                t.push(grp(Attention, Fp32, "kda.A_log", m.heads, 1, l));
+                t.push(grp(Attention, Fp32, "kda.dt_bias", d, 1, l));
+                t.push(grp(Norms, Kept, "kda.o_norm", hd, 1, l));
+                t.push(grp(Attention, AttnLinear, "kda.o_proj", h, d, l));
+            }
             MixerKind::DeltaNet => {
                 let key = checked_product(&[m.key_heads, n], w)?;
                 let qk = checked_product(&[2, key], w)?;
@@ -812,6 +924,11 @@ impl Architecture {
         // Qwen3-Next's q_proj also yields the output gate: twice the width.
         let q_rows = checked_product(&[q, if self.attn_gate { 2 } else { 1 }], "attention width")?;
         let kv = checked_product(&[self.kv_heads, self.head_dim], "attention width")?;
+        // Gemma 4's global layers (not in MTP layers, not with MLA) and the others.
+        let global = self
+            .global_attn
+            .filter(|_| class.is_none() && self.mla.is_none());
+        let regular = a.saturating_sub(global.map_or(0, |g| g.layers));
         match self.mla {
             Some(m) => {
                 let qk = add(m.qk_nope_dim, m.qk_rope_dim, "attention width")?;
@@ -836,16 +953,54 @@ impl Architecture {
                 t.push(grp(norms, Kept, "kv_a_layernorm", m.kv_lora_rank, 1, a));
                 t.push(grp(attn, AttnLinear, "kv_b_proj", kv_b, m.kv_lora_rank, a));
                 t.push(grp(attn, AttnLinear, "o_proj", h, o_in, a));
+                if let Some(x) = self.indexer {
+                    let q_in = if m.q_lora_rank > 0 { m.q_lora_rank } else { h };
+                    let wq = checked_product(&[x.heads, x.head_dim], "indexer width")?;
+                    t.push(grp(attn, AttnLinear, "indexer.wq_b", wq, q_in, a));
+                    t.push(grp(attn, AttnLinear, "indexer.wk", x.head_dim, h, a));
+                    t.push(grp(
+                        norms,
+                        Kept,
+                        "indexer.k_norm",
+                        x.head_dim,
+                        1,
+                        a.saturating_mul(2),
+                    ));
+                    // Unquantised in the fp8 checkpoints (vLLM: quant_config None).
+                    t.push(grp(attn, Kept, "indexer.weights_proj", x.heads, h, a));
+                }
             }
             None => {
-                t.push(grp(attn, AttnLinear, "q_proj", q_rows, h, a));
-                t.push(grp(attn, AttnLinear, "k_proj", kv, h, a));
-                t.push(grp(attn, AttnLinear, "v_proj", kv, h, a));
-                t.push(grp(attn, AttnLinear, "o_proj", h, q, a));
+                // Gemma 4's global layers: their own widths, no v_proj with k = v.
+                if let Some(g) = global {
+                    let gq = checked_product(&[self.heads, g.head_dim], "attention width")?;
+                    let gkv = checked_product(&[g.kv_heads, g.head_dim], "attention width")?;
+                    let n = g.layers;
+                    t.push(grp(attn, AttnLinear, "global q_proj", gq, h, n));
+                    t.push(grp(attn, AttnLinear, "global k_proj", gkv, h, n));
+                    if !g.k_eq_v {
+                        t.push(grp(attn, AttnLinear, "global v_proj", gkv, h, n));
+                    }
+                    t.push(grp(attn, AttnLinear, "global o_proj", h, gq, n));
+                    if self.qk_norm {
+                        t.push(grp(
+                            norms,
+                            Kept,
+                            "global q_norm/k_norm",
+                            g.head_dim,
+                            1,
+                            n.saturating_mul(2),
+                        ));
+                    }
+                }
+                t.push(grp(attn, AttnLinear, "q_proj", q_rows, h, regular));
+                t.push(grp(attn, AttnLinear, "k_proj", kv, h, regular));
+                t.push(grp(attn, AttnLinear, "v_proj", kv, h, regular));
+                t.push(grp(attn, AttnLinear, "o_proj", h, q, regular));
                 if self.qkv_bias {
-                    t.push(grp(attn, Kept, "q_proj.bias", q, 1, a));
-                    t.push(grp(attn, Kept, "k_proj.bias", kv, 1, a));
-                    t.push(grp(attn, Kept, "v_proj.bias", kv, 1, a));
+                    t.push(grp(attn, Kept, "q_proj.bias", q, 1, regular));
+                    t.push(grp(attn, Kept, "k_proj.bias", kv, 1, regular));
+                    t.push(grp(attn, Kept, "v_proj.bias", kv, 1, regular));
                 }
             }
         }
@@ -858,6 +1013,9 @@ impl Architecture {
         let norm_count = if self.layernorm_bias { 2 } else { 1 };
         let per_layer = checked_product(&[l, self.layer_norms, norm_count], "norms")?;
         t.push(grp(norms, Kept, "layer norms", h, 1, per_layer));
+        if self.layer_scalars > 0 {
+            t.push(grp(norms, Kept, "layer scalars", self.layer_scalars, 1, l));
+        }
         if self.qk_norm_whole {
             t.push(grp(norms, Kept, "q_norm", q, 1, a));
             t.push(grp(norms, Kept, "k_norm", kv, 1, a));
@@ -868,7 +1026,7 @@ impl Architecture {
                 "q_norm/k_norm",
                 self.head_dim,
                 1,
-                a.saturating_mul(2),
+                regular.saturating_mul(2),
             ));
         }
         if self.intermediate > 0 {
@@ -878,6 +1036,16 @@ impl Architecture {
             t.push(grp(Mlp, Kept, "router", m.experts, h, moe));
             if m.router_bias {
                 t.push(grp(Mlp, Kept, "router.bias", m.experts, 1, moe));
+            }
+            if m.correction_bias {
+                t.push(grp(
+                    Mlp,
+                    Fp32,
+                    "router.e_score_correction_bias",
+                    m.experts,
+                    1,
+                    moe,
+                ));
             }
             let all = checked_product(&[moe, m.experts], "experts")?;
             let active = checked_product(&[moe, m.active], "experts")?;

@@ -288,13 +288,27 @@ pub static FIELDS: &[Field] = &[
     f("v-head-dim", G::Variants, K::Count, "MLA value dim", "", "MLA: per-head value width"),
     f("mtp-layers", G::Variants, K::Count, "MTP layers", "0",
         "Multi-token-prediction layers stored in the checkpoint (DeepSeek-V3: 1)"),
+    f("mtp-shared-vocab", G::Variants, K::Bool(false), "MTP without vocab copies", "",
+        "MTP layers use the model's embedding and lm_head (GLM-5)"),
+    f("global-layers", G::Variants, K::Count, "Global layers", "none",
+        "Unwindowed layers with their own KV shape (Gemma 4)"),
+    f("global-kv-heads", G::Variants, K::Count, "Global KV heads", "", "KV heads of the global layers"),
+    f("global-head-dim", G::Variants, K::Count, "Global head dim", "", "Head dim of the global layers"),
+    f("global-k-eq-v", G::Variants, K::Bool(false), "Global k = v", "",
+        "Global layers without v_proj (attention_k_eq_v)"),
+    f("layer-scalars", G::Variants, K::Count, "Scalars per layer", "0",
+        "Learned scalars per layer (Gemma 4: 1, Apertus: 4)"),
+    f("indexer-heads", G::Variants, K::Count, "Indexer heads", "none",
+        "Sparse attention's indexer heads (DeepSeek-V3.2, GLM-5)"),
+    f("indexer-head-dim", G::Variants, K::Count, "Indexer head dim", "",
+        "Indexer head dim (its key cache: fp8 + fp32 scale per 128)"),
     f("tower-params", G::Variants, K::Count, "Vision/audio tower parameters", "0",
         "Parameters of vision/audio towers and projectors, kept in 16 bits"),
     f("attn-gate", G::Variants, K::Bool(false), "Gated attention output", "",
         "q_proj also yields an output gate: twice as wide (Qwen3-Next)"),
     f("mixer", G::Variants, K::Choice, "State-space mixer", "",
-        "Mixer of the state-layers instead of attention: mamba, mamba2 or deltanet (Gated DeltaNet)")
-        .choices(&[("", "none (attention only)"), ("mamba", "Mamba"), ("mamba2", "Mamba-2"), ("deltanet", "Gated DeltaNet")]),
+        "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet or kda")
+        .choices(&[("", "none (attention only)"), ("mamba", "Mamba"), ("mamba2", "Mamba-2"), ("deltanet", "Gated DeltaNet"), ("kda", "Kimi Delta Attention")]),
     f("mixer-inner", G::Variants, K::Count, "Mixer inner width", "",
         "Mamba: d_inner; Mamba-2: heads × head dim; DeltaNet: value heads × value dim"),
     f("mixer-state", G::Variants, K::Count, "Mixer state width", "",
@@ -328,7 +342,9 @@ pub static FIELDS: &[Field] = &[
     f("moe-every", G::Moe, K::Count, "MoE every n-th layer", "1",
         "MoE: every n-th layer is MoE, the others dense (Llama-4 Maverick: 2)"),
     f("router-bias", G::Moe, K::Bool(false), "MoE router bias", "",
-        "MoE: a bias on the router (gpt-oss, DeepSeek-V3's correction bias)"),
+        "MoE: a 16-bit bias on the router (gpt-oss)"),
+    f("correction-bias", G::Moe, K::Bool(false), "fp32 router bias", "",
+        "MoE: the router's fp32 e_score_correction_bias (DeepSeek-V3)"),
     f("shared-gate", G::Moe, K::Bool(false), "Shared-expert gate", "",
         "MoE: a [1, hidden] gate on the shared expert (Qwen2-MoE, Qwen3-Next)"),
     f("moe-latent", G::Moe, K::Count, "Expert latent width", "none",
@@ -354,7 +370,12 @@ pub static FIELDS: &[Field] = &[
         .unit(Unit::Bytes),
     f("attention", G::Transients, K::Choice, "Attention kernel", "",
         "Attention implementation (eager keeps a tokens² matrix)")
-        .choices(&[("", "sdpa"), ("flash", "flash"), ("eager", "eager — tokens² scores")]),
+        .choices(&[
+            ("", "sdpa"),
+            ("flash", "flash"),
+            ("efficient", "memory-efficient"),
+            ("eager", "eager — tokens² scores"),
+        ]),
     f("logits", G::Transients, K::Choice, "Logits kept", "",
         "Logits kept in prefill")
         .choices(&[("", "last position"), ("all", "all positions")]),
@@ -362,9 +383,14 @@ pub static FIELDS: &[Field] = &[
         "CUDA context + library workspaces per device (assumed)")
         .unit(Unit::Mib),
     f("train", G::Training, K::Choice, "Mode", "", "Training (none: inference)")
-        .choices(&[("", "inference"), ("full", "full fine-tuning"), ("lora", "LoRA")]),
+        .choices(&[
+            ("", "inference"),
+            ("full", "full fine-tuning"),
+            ("lora", "LoRA"),
+            ("qlora", "QLoRA — NF4 base, checkpointing on"),
+        ]),
     f("optimizer", G::Training, K::Choice, "Optimizer", "",
-        "Optimizer whose states training keeps")
+        "Optimizer whose states training keeps (also read: adam, adamw_torch, adamw_torch_fused, adam8bit, adamw_8bit, adamw_bnb_8bit, paged_adamw_8bit, sgdm)")
         .choices(&[
             ("", "AdamW"),
             ("adamw8bit", "AdamW 8-bit"),
@@ -381,7 +407,7 @@ pub static FIELDS: &[Field] = &[
     f("lora-targets", G::Training, K::Text, "LoRA targets", "q,k,v,o",
         "LoRA target projections: q,k,v,o,gate,up,down or all"),
     f("checkpointing", G::Training, K::Bool(false), "Activation checkpointing", "",
-        "Full activation checkpointing"),
+        "Full activation checkpointing (on by default with qlora, as its recipes run)"),
     f("reserve-gib", G::Devices, K::Count, "Reserve", "4",
         "Reserve per device: a preparation hypothesis, not proof")
         .unit(Unit::Gib),

@@ -368,7 +368,8 @@ impl StorageFormat {
     /// Parses the names the CLI and the URL use: `fp32`, `bf16`, `fp16`, `fp8`,
     /// `fp8-block`, `int8`, `gptq-4-g128` (`-nogidx` to drop `g_idx`),
     /// `awq-4-g128`, `nf4`, `nf4-dq`, `fp4`, `fp4-dq`, and GGUF types such as
-    /// `q4_k`, `q6_k`, `q8_0`, `iq4_xs`.
+    /// `q4_k`, `q6_k`, `q8_0`, `iq4_xs` in any case, llama.cpp's file types too
+    /// (`Q4_K_M` as its main type, Q4_K).
     pub fn parse(field: &'static str, text: &str) -> Result<StorageFormat, EstimateError> {
         let t = text.trim().to_ascii_lowercase();
         let bad = |why: &str| EstimateError::invalid(field, format!("{text:?}: {why}"));
@@ -459,9 +460,15 @@ impl StorageFormat {
             return Ok(StorageFormat::W4a16 { group });
         }
         let upper = t.to_ascii_uppercase();
+        // llama.cpp's file types name a mix by its main block type and a size:
+        // Q4_K_M is Q4_K with some tensors in Q6_K (llama-quant.cpp). Estimated as
+        // the main type; a GGUF file's header counts the mix exactly.
+        let main = ["_S", "_M", "_L"]
+            .iter()
+            .find_map(|s| upper.strip_suffix(s).filter(|m| m.ends_with("_K")));
         for id in 0..64 {
             if let Some(ty) = GgufType::from_id(id)
-                && ty.name() == upper
+                && (ty.name() == upper || Some(ty.name()) == main)
                 && !matches!(ty, GgufType::F32 | GgufType::F16 | GgufType::Bf16)
             {
                 return Ok(StorageFormat::Gguf { ty });
@@ -706,6 +713,22 @@ mod tests {
             let f = StorageFormat::parse("format", name).unwrap();
             assert_eq!(f.name(), name);
         }
+    }
+
+    #[test]
+    fn llama_cpp_file_types_read_in_any_case_as_their_main_block_type() {
+        for (name, want) in [
+            ("Q4_K_M", "Q4_K"),
+            ("q4_k_s", "Q4_K"),
+            ("Q5_K_M", "Q5_K"),
+            ("Q3_K_L", "Q3_K"),
+            ("Q8_0", "Q8_0"),
+            ("IQ4_XS", "IQ4_XS"),
+        ] {
+            let f = StorageFormat::parse("format", name).unwrap();
+            assert_eq!(f.name().to_ascii_uppercase(), want, "{name}");
+        }
+        assert!(StorageFormat::parse("format", "Q8_0_M").is_err());
     }
 
     #[test]

@@ -406,6 +406,7 @@ pub fn inputs_line(input: &EstimateInput, est: &Estimate, model: Option<&str>) -
         TrainMode::None => "inference".into(),
         TrainMode::Full => format!("full training, {}", input.optimizer.name()),
         TrainMode::Lora => format!("LoRA r{}", input.lora_rank),
+        TrainMode::Qlora => format!("QLoRA r{}", input.lora_rank),
     });
     if input.gpus > 1 || input.tp > 1 || input.pp > 1 {
         let pp = if input.pp > 1 {

@@ -106,6 +106,10 @@ pub struct KvShape {
     pub sliding_layers: Option<u64>,
     /// A static cache pre-allocated to this many tokens per sequence.
     pub static_tokens: Option<u64>,
+    /// Values per token in the layers without the window when they differ from
+    /// `values` (Gemma 4's global layers: their own KV heads and head size).
+    #[serde(default)]
+    pub full_values: Option<u64>,
 }
 
 impl KvShape {
@@ -118,7 +122,11 @@ impl KvShape {
 
     /// Bytes one layer keeps for one sequence holding `kept` tokens, K and V together.
     fn layer_bytes(&self, kept: u64) -> Result<u64, EstimateError> {
-        let values = checked_product(&[self.values, kept], "KV values")?;
+        self.layer_bytes_of(self.values, kept)
+    }
+
+    fn layer_bytes_of(&self, width: u64, kept: u64) -> Result<u64, EstimateError> {
+        let values = checked_product(&[width, kept], "KV values")?;
         match self.dtype {
             KvDtype::Dense { dtype } => checked_product(&[values, dtype.bytes()], "KV bytes"),
             KvDtype::Quantised {
@@ -130,8 +138,8 @@ impl KvShape {
                 // K and V are quantised as separate tensors, each with its own scales;
                 // MLA's latent is one tensor.
                 let (parts, per) = match self.layout {
-                    KvLayout::Heads => (2, self.values / 2),
-                    _ => (1, self.values),
+                    KvLayout::Heads => (2, width / 2),
+                    _ => (1, width),
                 };
                 let full = kept.min(residual);
                 let quantised = checked_product(&[per, kept.saturating_sub(full)], "KV values")?;
@@ -158,7 +166,8 @@ impl KvShape {
         let sliding = self.sliding_count();
         let full_layers = self.layers.saturating_sub(sliding);
         let window_kept = self.sliding_window.map_or(tokens, |w| tokens.min(w));
-        let per_seq = checked_product(&[self.layer_bytes(tokens)?, full_layers], "KV bytes")?
+        let full = self.layer_bytes_of(self.full_values.unwrap_or(self.values), tokens)?;
+        let per_seq = checked_product(&[full, full_layers], "KV bytes")?
             .checked_add(checked_product(
                 &[self.layer_bytes(window_kept)?, sliding],
                 "KV bytes",
@@ -215,6 +224,7 @@ mod tests {
             sliding_window: None,
             sliding_layers: None,
             static_tokens: None,
+            full_values: None,
         }
     }
 

@@ -9,10 +9,10 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use crate::arch::Mla;
-use crate::arch::{Architecture, MAX_DIM, Mixer, MixerKind, Moe};
+use crate::arch::{Architecture, GlobalAttn, Indexer, MAX_DIM, Mixer, MixerKind, Moe};
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, KvDims, Logits, TrainMode};
-use crate::format::{Dtype, StorageFormat};
+use crate::format::{Bnb4, Dtype, StorageFormat};
 use crate::kv::KvDtype;
 use crate::training::{AttentionImpl, Optimizer};
 
@@ -130,6 +130,7 @@ fn read_pairs<'a>(
     let mut arch_flags: Vec<(&'static str, bool)> = Vec::new();
     let mut kv_text: Option<String> = None;
     let mut mixer: Option<MixerKind> = None;
+    let mut checkpointing_given = false;
     for (key, value) in pairs {
         let Some(f) = key_static(key) else {
             errors.push(EstimateError::invalid(
@@ -138,15 +139,17 @@ fn read_pairs<'a>(
             ));
             continue;
         };
+        checkpointing_given |= f.key == "checkpointing";
         if f.key == "mixer" {
             match value.trim() {
                 "" | "none" => mixer = None,
                 "mamba" => mixer = Some(MixerKind::Mamba),
                 "deltanet" => mixer = Some(MixerKind::DeltaNet),
+                "kda" => mixer = Some(MixerKind::Kda),
                 "mamba2" => mixer = Some(MixerKind::Mamba2),
                 other => errors.push(EstimateError::invalid(
                     "mixer",
-                    format!("{other:?}: use mamba, mamba2 or deltanet"),
+                    format!("{other:?}: use mamba, mamba2, deltanet or kda"),
                 )),
             }
             continue;
@@ -160,6 +163,22 @@ fn read_pairs<'a>(
             &mut kv_text,
         ) {
             errors.push(e);
+        }
+    }
+    if input.train == TrainMode::Qlora {
+        // QLoRA as its recipes run it: the base's linear layers in bitsandbytes NF4
+        // with double quantisation (`BitsAndBytesConfig(load_in_4bit=True,
+        // bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)`), and activation
+        // checkpointing on (peft's `prepare_model_for_kbit_training` enables it by
+        // default), each unless given.
+        if !matches!(input.format, Some(StorageFormat::Bnb4 { .. })) {
+            input.format = Some(StorageFormat::Bnb4 {
+                code: Bnb4::Nf4,
+                double_quant: true,
+            });
+        }
+        if !checkpointing_given {
+            input.checkpointing = true;
         }
     }
     if let Some(t) = kv_text {
@@ -240,10 +259,11 @@ fn apply(
                 "none" | "" => TrainMode::None,
                 "full" => TrainMode::Full,
                 "lora" => TrainMode::Lora,
+                "qlora" => TrainMode::Qlora,
                 other => {
                     return Err(EstimateError::invalid(
                         k,
-                        format!("{other:?}: use none, full or lora"),
+                        format!("{other:?}: use none, full, lora or qlora"),
                     ));
                 }
             }
@@ -375,6 +395,7 @@ fn build_arch(
             dense_layers: get("dense-layers").unwrap_or(0),
             every: get("moe-every").unwrap_or(1),
             router_bias: flag("router-bias", false),
+            correction_bias: flag("correction-bias", false),
             shared_gate: flag("shared-gate", false),
             latent: get("moe-latent").unwrap_or(0),
         }),
@@ -418,8 +439,26 @@ fn build_arch(
         attn_layers: get("attention-layers"),
         mlp_layers: get("mlp-layers"),
         mla,
+        indexer: match get("indexer-heads") {
+            Some(heads) => Some(Indexer {
+                heads,
+                head_dim: need("indexer-head-dim")?,
+            }),
+            None => None,
+        },
+        global_attn: match get("global-layers") {
+            Some(layers) => Some(GlobalAttn {
+                layers,
+                kv_heads: need("global-kv-heads")?,
+                head_dim: need("global-head-dim")?,
+                k_eq_v: flag("global-k-eq-v", false),
+            }),
+            None => None,
+        },
+        layer_scalars: get("layer-scalars").unwrap_or(0),
         moe,
         mtp_layers: get("mtp-layers").unwrap_or(0),
+        mtp_shared_vocab: flag("mtp-shared-vocab", false),
         tower_params: get("tower-params").unwrap_or(0),
     };
     a.validate()?;
@@ -454,109 +493,8 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
         put("kv-heads", k.kv_heads.to_string());
         put("head-dim", k.head_dim.to_string());
     }
-    if let Some(a) = input.arch {
-        for (k, v) in [
-            ("layers", a.layers),
-            ("hidden", a.hidden),
-            ("heads", a.heads),
-            ("kv-heads", a.kv_heads),
-            ("head-dim", a.head_dim),
-            ("intermediate", a.intermediate),
-            ("vocab", a.vocab),
-        ] {
-            // A pure state-space model has no heads (and Mamba no MLP): 0 is not written.
-            if v > 0 {
-                put(k, v.to_string());
-            }
-        }
-        for (k, v, dflt) in [
-            ("gated-mlp", a.gated_mlp, true),
-            ("tied-embeddings", a.tied_embeddings, false),
-            ("qkv-bias", a.qkv_bias, false),
-            ("o-bias", a.o_bias, false),
-            ("mlp-bias", a.mlp_bias, false),
-            ("qk-norm", a.qk_norm, false),
-            ("qk-norm-whole", a.qk_norm_whole, false),
-            ("layernorm-bias", a.layernorm_bias, false),
-            ("attn-sinks", a.attn_sinks, false),
-            ("attn-gate", a.attn_gate, false),
-        ] {
-            if v != dflt {
-                put(k, v.to_string());
-            }
-        }
-        for (k, v, dflt) in [
-            ("layer-norms", a.layer_norms, 2),
-            ("learned-positions", a.learned_positions, 0),
-            ("mtp-layers", a.mtp_layers, 0),
-            ("tower-params", a.tower_params, 0),
-        ] {
-            if v != dflt {
-                put(k, v.to_string());
-            }
-        }
-        for (k, v) in [
-            ("attention-layers", a.attn_layers),
-            ("mlp-layers", a.mlp_layers),
-        ] {
-            if let Some(v) = v {
-                put(k, v.to_string());
-            }
-        }
-        if let Some(m) = a.mixer {
-            put("mixer", m.kind.name().into());
-            for (k, v) in [
-                ("mixer-inner", m.inner),
-                ("mixer-state", m.state),
-                ("mixer-conv", m.conv),
-                ("mixer-dt-rank", m.dt_rank),
-                ("mixer-heads", m.heads),
-                ("mixer-key-heads", m.key_heads),
-            ] {
-                if v > 0 {
-                    put(k, v.to_string());
-                }
-            }
-            if m.norms {
-                put("mixer-norms", "true".into());
-            }
-            if !m.gated_norm {
-                put("mixer-gated-norm", "false".into());
-            }
-        }
-        if let Some(m) = a.mla {
-            if m.q_lora_rank > 0 {
-                put("q-lora-rank", m.q_lora_rank.to_string());
-            }
-            put("kv-lora-rank", m.kv_lora_rank.to_string());
-            put("qk-nope-dim", m.qk_nope_dim.to_string());
-            put("qk-rope-dim", m.qk_rope_dim.to_string());
-            put("v-head-dim", m.v_head_dim.to_string());
-        }
-        if let Some(m) = a.moe {
-            for (k, v) in [
-                ("experts", m.experts),
-                ("active-experts", m.active),
-                ("expert-intermediate", m.expert_intermediate),
-                ("shared-experts", m.shared_experts),
-                ("shared-intermediate", m.shared_intermediate),
-                ("dense-layers", m.dense_layers),
-            ] {
-                put(k, v.to_string());
-            }
-            if m.every != 1 {
-                put("moe-every", m.every.to_string());
-            }
-            if m.router_bias {
-                put("router-bias", "true".into());
-            }
-            if m.shared_gate {
-                put("shared-gate", "true".into());
-            }
-            if m.latent > 0 {
-                put("moe-latent", m.latent.to_string());
-            }
-        }
+    if let Some(a) = &input.arch {
+        arch_pairs(a, &mut put);
     }
     if input.sequences != d.sequences {
         put("sequences", input.sequences.to_string());
@@ -591,15 +529,7 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
         put("logits", "all".into());
     }
     if input.train != d.train {
-        put(
-            "train",
-            if input.train == TrainMode::Full {
-                "full"
-            } else {
-                "lora"
-            }
-            .into(),
-        );
+        put("train", input.train.name().into());
     }
     if input.optimizer != d.optimizer {
         put("optimizer", input.optimizer.name().into());
@@ -616,7 +546,8 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     if input.lora_targets != d.lora_targets {
         put("lora-targets", input.lora_targets.clone());
     }
-    if input.checkpointing != d.checkpointing {
+    // QLoRA turns checkpointing on unless told otherwise: its value is always written.
+    if input.checkpointing != d.checkpointing || input.train == TrainMode::Qlora {
         put("checkpointing", input.checkpointing.to_string());
     }
     for (k, v, dv) in [
@@ -632,6 +563,130 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
         }
     }
     out
+}
+
+/// The pairs of an architecture (every field that differs from its key's default),
+/// part of [`to_pairs`]; the config reader writes its shape with it alone.
+pub fn arch_pairs(a: &Architecture, put: &mut dyn FnMut(&'static str, String)) {
+    for (k, v) in [
+        ("layers", a.layers),
+        ("hidden", a.hidden),
+        ("heads", a.heads),
+        ("kv-heads", a.kv_heads),
+        ("head-dim", a.head_dim),
+        ("intermediate", a.intermediate),
+        ("vocab", a.vocab),
+    ] {
+        // A pure state-space model has no heads (and Mamba no MLP): 0 is not written.
+        if v > 0 {
+            put(k, v.to_string());
+        }
+    }
+    for (k, v, dflt) in [
+        ("gated-mlp", a.gated_mlp, true),
+        ("tied-embeddings", a.tied_embeddings, false),
+        ("qkv-bias", a.qkv_bias, false),
+        ("o-bias", a.o_bias, false),
+        ("mlp-bias", a.mlp_bias, false),
+        ("qk-norm", a.qk_norm, false),
+        ("qk-norm-whole", a.qk_norm_whole, false),
+        ("layernorm-bias", a.layernorm_bias, false),
+        ("attn-sinks", a.attn_sinks, false),
+        ("attn-gate", a.attn_gate, false),
+        ("mtp-shared-vocab", a.mtp_shared_vocab, false),
+    ] {
+        if v != dflt {
+            put(k, v.to_string());
+        }
+    }
+    for (k, v, dflt) in [
+        ("layer-norms", a.layer_norms, 2),
+        ("learned-positions", a.learned_positions, 0),
+        ("mtp-layers", a.mtp_layers, 0),
+        ("tower-params", a.tower_params, 0),
+        ("layer-scalars", a.layer_scalars, 0),
+    ] {
+        if v != dflt {
+            put(k, v.to_string());
+        }
+    }
+    for (k, v) in [
+        ("attention-layers", a.attn_layers),
+        ("mlp-layers", a.mlp_layers),
+    ] {
+        if let Some(v) = v {
+            put(k, v.to_string());
+        }
+    }
+    if let Some(m) = a.mixer {
+        put("mixer", m.kind.name().into());
+        for (k, v) in [
+            ("mixer-inner", m.inner),
+            ("mixer-state", m.state),
+            ("mixer-conv", m.conv),
+            ("mixer-dt-rank", m.dt_rank),
+            ("mixer-heads", m.heads),
+            ("mixer-key-heads", m.key_heads),
+        ] {
+            if v > 0 {
+                put(k, v.to_string());
+            }
+        }
+        if m.norms {
+            put("mixer-norms", "true".into());
+        }
+        if !m.gated_norm {
+            put("mixer-gated-norm", "false".into());
+        }
+    }
+    if let Some(m) = a.mla {
+        if m.q_lora_rank > 0 {
+            put("q-lora-rank", m.q_lora_rank.to_string());
+        }
+        put("kv-lora-rank", m.kv_lora_rank.to_string());
+        put("qk-nope-dim", m.qk_nope_dim.to_string());
+        put("qk-rope-dim", m.qk_rope_dim.to_string());
+        put("v-head-dim", m.v_head_dim.to_string());
+    }
+    if let Some(g) = a.global_attn {
+        put("global-layers", g.layers.to_string());
+        put("global-kv-heads", g.kv_heads.to_string());
+        put("global-head-dim", g.head_dim.to_string());
+        if g.k_eq_v {
+            put("global-k-eq-v", "true".into());
+        }
+    }
+    if let Some(x) = a.indexer {
+        put("indexer-heads", x.heads.to_string());
+        put("indexer-head-dim", x.head_dim.to_string());
+    }
+    if let Some(m) = a.moe {
+        for (k, v) in [
+            ("experts", m.experts),
+            ("active-experts", m.active),
+            ("expert-intermediate", m.expert_intermediate),
+            ("shared-experts", m.shared_experts),
+            ("shared-intermediate", m.shared_intermediate),
+            ("dense-layers", m.dense_layers),
+        ] {
+            put(k, v.to_string());
+        }
+        if m.every != 1 {
+            put("moe-every", m.every.to_string());
+        }
+        if m.router_bias {
+            put("router-bias", "true".into());
+        }
+        if m.correction_bias {
+            put("correction-bias", "true".into());
+        }
+        if m.shared_gate {
+            put("shared-gate", "true".into());
+        }
+        if m.latent > 0 {
+            put("moe-latent", m.latent.to_string());
+        }
+    }
 }
 
 /// One sentence of help per key (from [`FIELDS`]), shared by `--help` and the page's
@@ -746,6 +801,15 @@ mod tests {
             ("active-experts", "2"),
             ("moe-every", "2"),
             ("router-bias", "true"),
+            ("correction-bias", "true"),
+            ("indexer-heads", "4"),
+            ("indexer-head-dim", "32"),
+            ("mtp-shared-vocab", "true"),
+            ("layer-scalars", "4"),
+            ("global-layers", "1"),
+            ("global-kv-heads", "2"),
+            ("global-head-dim", "64"),
+            ("global-k-eq-v", "true"),
             ("attention-format", "bf16"),
             ("format", "mxfp4"),
             ("max-position", "4096"),

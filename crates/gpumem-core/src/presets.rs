@@ -354,7 +354,7 @@ pub static PRESETS: &[Preset] = &[
             ("shared-experts", "1"),
             ("shared-intermediate", "2048"),
             ("dense-layers", "3"),
-            ("router-bias", "true"),
+            ("correction-bias", "true"),
             ("mtp-layers", "1"),
             ("max-position", "163840"),
         ],
@@ -394,7 +394,7 @@ pub fn find(id: &str) -> Option<&'static Preset> {
 mod tests {
     use super::*;
     use crate::estimate::estimate;
-    use crate::import::hf_config::parse_config;
+    use crate::import::config::parse_config;
     use crate::params::{field, from_pairs};
 
     #[test]

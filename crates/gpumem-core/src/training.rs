@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::format::Dtype;
 use crate::units::checked_product;
@@ -33,8 +34,13 @@ impl Optimizer {
     /// Parses `adamw`, `adamw8bit`, `sgd-momentum`, `sgd`, `none`.
     pub fn parse(field: &'static str, t: &str) -> Result<Optimizer, EstimateError> {
         match t.trim().to_ascii_lowercase().as_str() {
-            "adamw" | "adam" => Ok(Optimizer::Adamw),
-            "adamw8bit" | "adam8bit" | "adamw-8bit" => Ok(Optimizer::Adamw8bit),
+            // Hugging Face `TrainingArguments.optim` names too (training_args.py,
+            // `OptimizerNames`): the torch AdamW variants keep the same two states.
+            "adamw" | "adam" | "adamw_torch" | "adamw_torch_fused" | "adamw_hf" => {
+                Ok(Optimizer::Adamw)
+            }
+            "adamw8bit" | "adam8bit" | "adamw-8bit" | "adamw_8bit" | "adamw_bnb_8bit"
+            | "paged_adamw_8bit" => Ok(Optimizer::Adamw8bit),
             "sgd-momentum" | "sgdm" => Ok(Optimizer::SgdMomentum),
             "sgd" => Ok(Optimizer::Sgd),
             "none" => Ok(Optimizer::None),
@@ -87,6 +93,9 @@ pub enum AttentionImpl {
     Sdpa,
     /// FlashAttention: no score matrix kept.
     Flash,
+    /// The memory-efficient kernel (xFormers' cutlass kernel in PyTorch): no score
+    /// matrix kept; grouped K/V are repeated to every query head first.
+    Efficient,
 }
 
 impl AttentionImpl {
@@ -96,9 +105,10 @@ impl AttentionImpl {
             "eager" => Ok(AttentionImpl::Eager),
             "sdpa" => Ok(AttentionImpl::Sdpa),
             "flash" | "flash_attention_2" | "flash-attention" => Ok(AttentionImpl::Flash),
+            "efficient" | "mem-efficient" | "memory-efficient" => Ok(AttentionImpl::Efficient),
             other => Err(EstimateError::invalid(
                 field,
-                format!("unknown attention {other:?}; use eager, sdpa or flash"),
+                format!("unknown attention {other:?}; use eager, sdpa, flash or efficient"),
             )),
         }
     }
@@ -109,6 +119,7 @@ impl AttentionImpl {
             AttentionImpl::Eager => "eager",
             AttentionImpl::Sdpa => "sdpa",
             AttentionImpl::Flash => "flash",
+            AttentionImpl::Efficient => "efficient",
         }
     }
 }
@@ -154,6 +165,206 @@ pub fn activation_bytes(
         let bytes = checked_product(&[one_layer, layers], "activations")?;
         Ok((bytes, format!("L × (34·s·b·h{score_text})")))
     }
+}
+
+/// Activations a transformers decoder keeps for the backward, derived from its code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Activations {
+    /// Bytes kept at the end of the forward (every tensor rounded to the caching
+    /// allocator's 512 B blocks), plus one layer recomputed with checkpointing.
+    pub bytes: u64,
+    /// Of which kept at the end of the forward (what a trace's forward ends with).
+    pub kept: u64,
+    /// The formula, in words.
+    pub formula: String,
+    /// `None` when the architecture is one the derivation covers (the line is then
+    /// computed); otherwise why the figure stays an assumption.
+    pub assumed_because: Option<&'static str>,
+}
+
+/// The product of `xs`, saturating (an overflow is caught once, at the end: a
+/// saturated figure is `u64::MAX`, which no real workload reaches).
+fn mul(xs: &[u64]) -> u64 {
+    xs.iter().fold(1u64, |a, x| a.saturating_mul(*x))
+}
+
+/// The allocator's block for a tensor of the product of `xs` bytes: a multiple of 512,
+/// at least 512 (c10/cuda/CUDACachingAllocator.cpp, `round_size`), saturating.
+fn block(xs: &[u64]) -> u64 {
+    mul(xs).max(1).div_ceil(512).saturating_mul(512)
+}
+
+/// The saturating sum of `xs`.
+fn add(xs: &[u64]) -> u64 {
+    xs.iter().fold(0u64, |a, x| a.saturating_add(*x))
+}
+
+/// Activations of a full fine-tune with transformers' Llama-style decoder (RMSNorm,
+/// gated MLP, rotary positions, dense attention: Llama, Mistral, Qwen2/2.5/3, OLMo-2),
+/// derived tensor by tensor from its code and checked against `gpumem-agent trace`.
+///
+/// Per token and layer, with `v` bytes per value of the compute dtype (the kept tensors
+/// are those an operator's backward needs, modeling_llama.py in transformers 5.23):
+/// - each of the two RMSNorms keeps its fp32 upcast (4·h), the normalised value in
+///   `v` (for the weight's gradient) and its output (for the projections): (4 + 2v)·h,
+///   plus one fp32 `rsqrt` per token (its own block);
+/// - q/k norms (Qwen3, OLMo-2) keep their fp32 upcast and normalised value:
+///   (4 + v)·(heads + kv heads)·d;
+/// - attention keeps q and k after RoPE, v, the output and, for the fused kernels,
+///   an fp32 log-sum-exp per head: flash/SDPA v·(2·a·d + 2·k·d) + 4·a; the
+///   memory-efficient kernel repeats K/V to every head (v·4·a·d) and pads the
+///   log-sum-exp to 32 positions; eager keeps the repeated K/V, the fp32 softmax and
+///   its `v` copy, (4 + v)·a·s per token, and the output made contiguous;
+/// - the gated MLP keeps gate, its activation, up and their product: 4·v·i;
+/// - once: the final norm, RoPE's cos and sin (one sequence's positions), the
+///   shifted labels (int64) and the loss.
+///
+/// With full activation checkpointing the forward keeps each layer's input (v·h per
+/// token) and the once-terms, and the backward recomputes one layer at a time.
+pub fn decoder_activations(
+    a: &Architecture,
+    seq: u64,
+    batch: u64,
+    value: u64,
+    checkpointing: bool,
+    attention: AttentionImpl,
+    adapters: bool,
+) -> Result<Activations, EstimateError> {
+    let why = if a.moe.is_some() {
+        Some("routed experts' intermediates depend on how tokens are dispatched")
+    } else if a.mla.is_some() {
+        Some("multi-head latent attention is not in the derivation")
+    } else if a.mixer.is_some() {
+        Some("state-space / linear-attention layers are not in the derivation")
+    } else if a.layernorm_bias || a.learned_positions > 0 || !a.gated_mlp {
+        Some(
+            "LayerNorm, learned positions or a non-gated MLP (GPT-2/Pythia/Falcon style) keep other tensors",
+        )
+    } else if a.layer_norms != 2 {
+        Some("sandwich norms and Gemma's fp32 norm keep other tensors")
+    } else if a.attn_gate || a.attn_sinks {
+        Some("gated attention outputs and sinks are not in the derivation")
+    } else if adapters {
+        Some("LoRA's fp32 input copies and frozen projections keep other tensors")
+    } else if a.tower_params > 0 {
+        Some("vision/audio towers are not in the derivation")
+    } else {
+        None
+    };
+    let tokens = seq.saturating_mul(batch);
+    let (h, heads, kv, d, i) = (a.hidden, a.heads, a.kv_heads, a.head_dim, a.intermediate);
+    let rsqrt = block(&[tokens, 4]);
+    // OLMo-2's RMSNorm multiplies the weight in fp32 (modeling_olmo2.py), so the value
+    // kept for the weight's gradient is fp32; its q/k norms span the whole projection.
+    let olmo = a.qk_norm_whole;
+    let normalised = if olmo { 4 } else { value };
+    let norm = add(&[
+        block(&[tokens, 4, h]),
+        block(&[tokens, normalised, h]),
+        block(&[tokens, value, h]),
+        rsqrt,
+    ]);
+    let qk_norm = if olmo {
+        add(&[
+            block(&[tokens, 8, heads, d]),
+            block(&[tokens, 8, kv, d]),
+            rsqrt,
+            rsqrt,
+        ])
+    } else if a.qk_norm {
+        add(&[
+            block(&[tokens, 4, heads, d]),
+            block(&[tokens, value, heads, d]),
+            block(&[tokens, 4, heads]),
+            block(&[tokens, 4, kv, d]),
+            block(&[tokens, value, kv, d]),
+            block(&[tokens, 4, kv]),
+        ])
+    } else {
+        0
+    };
+    let qd = block(&[tokens, value, heads, d]);
+    let kd = block(&[tokens, value, kv, d]);
+    let (attn, attn_text) = match attention {
+        AttentionImpl::Flash | AttentionImpl::Sdpa => (
+            add(&[qd, qd, kd, kd, block(&[tokens, 4, heads])]),
+            "v·(2·a·d + 2·k·d) + 4·a",
+        ),
+        AttentionImpl::Efficient => (
+            add(&[
+                mul(&[4, qd]),
+                block(&[batch, heads, seq.div_ceil(32), 32, 4]),
+            ]),
+            "v·4·a·d + 4·a·⌈s/32⌉·32/s",
+        ),
+        AttentionImpl::Eager => (
+            add(&[
+                mul(&[4, qd]),
+                block(&[batch, heads, seq, seq, 4]),
+                block(&[batch, heads, seq, seq, value]),
+            ]),
+            "v·4·a·d + (4 + v)·a·s",
+        ),
+    };
+    let mlp = mul(&[4, block(&[tokens, value, i])]);
+    let layer = add(&[norm, norm, qk_norm, attn, mlp]);
+    let once = add(&[
+        norm,
+        mul(&[2, block(&[seq, value, d])]),
+        block(&[tokens, 8]),
+        1024,
+    ]);
+    let layers = a.layers;
+    let (kept, bytes, shape) = if checkpointing {
+        let kept = add(&[mul(&[layers, block(&[tokens, value, h])]), once]);
+        (
+            kept,
+            add(&[kept, layer]),
+            "L × v·h (checkpointed layer inputs) + one layer recomputed",
+        )
+    } else {
+        let kept = add(&[mul(&[layers, layer]), once]);
+        (kept, kept, "L × per-layer")
+    };
+    if bytes == u64::MAX {
+        return Err(EstimateError::Overflow {
+            what: "activations",
+        });
+    }
+    let formula = format!(
+        "{shape}; per layer and token: 2 RMSNorms (4 + 2v)·h{} + attention {attn_text} + gated MLP 4·v·i; once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        if olmo {
+            " (OLMo-2: the normalised value in fp32) + whole q/k norms 8·(a + k)·d"
+        } else if a.qk_norm {
+            " + q/k norms (4 + v)·(a + k)·d"
+        } else {
+            ""
+        }
+    );
+    Ok(Activations {
+        bytes,
+        kept,
+        formula,
+        assumed_because: why,
+    })
+}
+
+/// The logits' peak in a training step: the forward keeps the logits in the compute
+/// dtype, their fp32 copy and the fp32 log-softmax (transformers' `ForCausalLMLoss`
+/// upcasts before `cross_entropy`); the backward's first steps hold the log-softmax,
+/// its gradient and the fp32 logits' gradient. The larger of the two, 12 bytes per
+/// token and vocabulary entry for 16-bit compute.
+pub fn logits_peak_bytes(tokens: u64, vocab: u64, value: u64) -> Result<u64, EstimateError> {
+    let forward = if value == 4 {
+        8
+    } else {
+        value.saturating_add(8)
+    };
+    let bytes = block(&[tokens, vocab, forward.max(12)]);
+    if bytes == u64::MAX {
+        return Err(EstimateError::Overflow { what: "logits" });
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]

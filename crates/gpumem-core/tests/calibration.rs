@@ -17,7 +17,7 @@
 
 use gpumem_core::engine::{self, Outcome};
 use gpumem_core::estimate::estimate;
-use gpumem_core::import::hf_config::parse_config;
+use gpumem_core::import::config::parse_config;
 use gpumem_core::params::from_pairs;
 use serde_json::Value;
 

@@ -7,7 +7,7 @@
 //! Chromium (wasm-bindgen-test), so both targets must compute identical numbers.
 
 use gpumem_core::estimate::estimate;
-use gpumem_core::import::hf_config::parse_config;
+use gpumem_core::import::config::parse_config;
 use gpumem_core::params::from_pairs;
 use gpumem_core::units::Bytes;
 use serde_json::Value;
@@ -101,6 +101,10 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/real-deepseek-v3.json"),
     ),
     (
+        "real-deepseek-v3.2",
+        include_str!("cases/real-deepseek-v3.2.json"),
+    ),
+    (
         "real-falcon-40b",
         include_str!("cases/real-falcon-40b.json"),
     ),
@@ -122,6 +126,10 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/real-gemma-3-4b.json"),
     ),
     (
+        "real-gemma-4-31b",
+        include_str!("cases/real-gemma-4-31b.json"),
+    ),
+    (
         "real-gpt-oss-120b",
         include_str!("cases/real-gpt-oss-120b.json"),
     ),
@@ -130,6 +138,14 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/real-gpt-oss-20b.json"),
     ),
     ("real-gpt2", include_str!("cases/real-gpt2.json")),
+    (
+        "real-kimi-k2-instruct",
+        include_str!("cases/real-kimi-k2-instruct.json"),
+    ),
+    (
+        "real-kimi-linear-48b-a3b",
+        include_str!("cases/real-kimi-linear-48b-a3b.json"),
+    ),
     (
         "real-gpt2-medium",
         include_str!("cases/real-gpt2-medium.json"),
@@ -173,6 +189,10 @@ const CASES: &[(&str, &str)] = &[
     (
         "real-llama-4-scout-64k",
         include_str!("cases/real-llama-4-scout-64k.json"),
+    ),
+    (
+        "real-minimax-m2",
+        include_str!("cases/real-minimax-m2.json"),
     ),
     (
         "real-mistral-7b-v0.1",
@@ -272,7 +292,7 @@ const CASES: &[(&str, &str)] = &[
 /// Runs one case; returns every mismatch in words.
 fn check(name: &str, text: &str) -> Vec<String> {
     let case: Value = serde_json::from_str(text).expect("case file is JSON");
-    let mut wrong = Vec::new();
+    let mut wrong: Vec<String> = Vec::new();
     // A real config.json goes through the same reader as `--config` and the page's
     // import; the case's own pairs follow it, as flags after `--config` do.
     let mut pairs: Vec<(String, String)> = Vec::new();
@@ -286,6 +306,14 @@ fn check(name: &str, text: &str) -> Vec<String> {
                 .map(|(k, v)| (k.to_string(), v)),
         );
         warnings.extend(imported.warnings);
+        if let Some(want) = case.get("confidence")
+            && want.as_str() != Some(imported.confidence.as_str())
+        {
+            wrong.push(format!(
+                "{name}: confidence {:?}, expected {want}",
+                imported.confidence
+            ));
+        }
     }
     pairs.extend(
         case["input"]
@@ -377,4 +405,51 @@ fn every_case_file_is_listed() {
     let mut listed: Vec<String> = CASES.iter().map(|(n, _)| (*n).to_string()).collect();
     listed.sort();
     assert_eq!(files, listed);
+}
+
+/// Family rules against transformers' own model classes: `cases/transformers/*.json`
+/// hold a config class's defaults as transformers writes them and the parameters and
+/// persistent buffers of the model it builds from them (written by `cases/meta_check.py
+/// --defaults`). Where the reader says `exact`, its count (less the MTP layers, which
+/// transformers does not build) must be transformers'; where it does not, it must say
+/// why — never a confident wrong figure.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+// The core's clippy.toml bans file access; this test (not the core) reads fixtures.
+#[allow(clippy::disallowed_methods)]
+fn transformers_defaults() {
+    use gpumem_core::arch::ParamClass;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases/transformers");
+    let mut wrong = Vec::new();
+    let mut read = 0;
+    for entry in std::fs::read_dir(dir).expect("fixtures") {
+        let path = entry.expect("entry").path();
+        let doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("text")).expect("JSON");
+        let (mt, want) = (
+            &doc["model_type"],
+            doc["parameters"].as_u64().expect("count"),
+        );
+        let Ok(c) = parse_config(&doc["config"].to_string()) else {
+            // Refused with a reason: not a confident figure.
+            continue;
+        };
+        read += 1;
+        let groups = c.arch.tensors().expect("tensors");
+        let ours: u64 = groups
+            .iter()
+            .filter(|t| t.class != ParamClass::Mtp)
+            .map(|t| t.params().expect("count"))
+            .sum();
+        if c.confidence == "exact" && ours != want {
+            wrong.push(format!(
+                "{mt}: {ours} parameters, transformers builds {want}"
+            ));
+        }
+        if c.confidence != "exact" && c.warnings.is_empty() {
+            wrong.push(format!("{mt}: {} without a warning", c.confidence));
+        }
+    }
+    assert!(read >= 20, "only {read} fixtures read");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

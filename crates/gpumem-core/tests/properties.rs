@@ -3,7 +3,7 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use gpumem_core::estimate::estimate;
-use gpumem_core::import::{gguf, hf_config, safetensors};
+use gpumem_core::import::{config, gguf, safetensors};
 use gpumem_core::params::{from_pairs, keys};
 use proptest::prelude::*;
 
@@ -75,6 +75,6 @@ proptest! {
         let mut g = b"GGUF\x03\0\0\0".to_vec();
         g.extend_from_slice(&bytes);
         let _ = gguf::parse_header(&g);
-        let _ = hf_config::parse_config(&String::from_utf8_lossy(&bytes));
+        let _ = config::parse_config(&String::from_utf8_lossy(&bytes));
     }
 }

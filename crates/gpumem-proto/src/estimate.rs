@@ -29,6 +29,10 @@ pub struct EstimateDocument {
     /// Headline integers and every line.
     #[serde(flatten)]
     pub estimate: Estimate,
+    /// How far the config reader vouches for the shape (`exact`, `approximate: …`,
+    /// `unknown family`), when a config was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<String>,
     /// Every catalogue card against the most loaded device's need, in catalogue order.
     pub fit: Vec<CardFit>,
     /// With `--engine` and `--card`: the engine's KV budget on that card.

@@ -38,6 +38,9 @@ pub struct ConfigRead {
     pub notes: Vec<String>,
     /// Fields that change memory and are not modelled.
     pub warnings: Vec<String>,
+    /// `exact`, `approximate: <why>` or `unknown family` (the reader's own summary).
+    #[serde(default)]
+    pub confidence: String,
 }
 
 /// Tensors read from weight-file headers.

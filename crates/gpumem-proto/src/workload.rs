@@ -138,6 +138,11 @@ pub struct RankResult {
     pub local_rank: Option<u32>,
     /// `WORLD_SIZE`, when set.
     pub world_size: Option<u32>,
+    /// When this process is a helper of another, not a rank: the pid of the process
+    /// that started it (a DataLoader worker inherits its rank's `RANK` and imports
+    /// torch, but runs no model step).
+    #[serde(default)]
+    pub worker_of: Option<u32>,
     /// The device its phases ran on (`cuda:N`), when read.
     pub device: Option<String>,
     /// What the probe found about its environment.
@@ -267,6 +272,10 @@ pub struct ModelFacts {
     pub input_shapes: Vec<InputShape>,
     /// Transformer dimensions from the model's `config`, when it has one.
     pub config: BTreeMap<String, u64>,
+    /// The model's whole config.json (transformers' `to_json_string()`), when it has one
+    /// of at most 32 KiB: the computed lines are estimated from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hf_config: Option<String>,
 }
 
 /// One tensor argument of the first forward.
@@ -328,6 +337,8 @@ pub enum Basis {
     Computed,
     /// An assumption (activations): only a measurement settles it.
     Assumed,
+    /// Traced: the model's code run on the meta device (`gpumem-agent trace`).
+    Traced,
 }
 
 /// The estimator's lines for the same workload beside what was observed.

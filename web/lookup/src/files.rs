@@ -4,7 +4,7 @@
 //! bounds and growth as the agent's `estimate --safetensors/--gguf` and the Hub lookup.
 
 use gpumem_core::import::TensorSummary;
-use gpumem_core::import::hf_config::parse_config;
+use gpumem_core::import::config::parse_config;
 use gpumem_core::import::read_policy::{HeaderFormat, HeaderRead, Step};
 use gpumem_proto::lookup::{LookupOutcome, TensorsRead};
 use js_sys::Uint8Array;

@@ -6,10 +6,15 @@
 //! drops `Authorization` on a cross-origin redirect (Fetch standard, "HTTP-redirect
 //! fetch", step 13); a file's later reads go straight to the address its first answer
 //! came from (`Response.url`), without the token.
+//!
+//! Every request ends: it is aborted [`TIMEOUT_MS`] after it was sent (plus time for
+//! the bytes it asks for), or when the user cancels the lookup ([`cancel`]), and the
+//! lookup then fails with words saying which.
 
 use std::cell::Cell;
 
 use js_sys::{Reflect, Uint8Array};
+use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
@@ -24,6 +29,29 @@ use crate::js_message;
 const RETRIES: u32 = 3;
 /// The longest wait before a retry, in milliseconds, whatever `Retry-After` says.
 const MAX_WAIT_MS: u32 = 8_000;
+/// How long a request may take, in milliseconds, before it is aborted (as the agent's
+/// client does; a Hub that never answers left the page waiting for good)…
+pub const TIMEOUT_MS: u32 = 30_000;
+/// …plus one millisecond per this many bytes a ranged read asks for (a 100 MB header
+/// gets 25 s more: 4 MB/s).
+const BYTES_PER_MS: u64 = 4_000;
+
+#[wasm_bindgen(module = "/src/limits.js")]
+extern "C" {
+    /// A new lookup begins: its requests can be cancelled together.
+    pub fn begin();
+    /// Aborts every request of the lookup under way.
+    pub fn cancel();
+    /// `fetch(request)`, aborted after `ms` milliseconds or by [`cancel`].
+    fn fetch_limited(request: &Request, ms: u32) -> js_sys::Promise;
+}
+
+/// What an aborted request's error says: its reason, which names a cancel or a
+/// timeout (`limits.js`).
+fn aborted(e: &JsValue) -> Option<String> {
+    let name = Reflect::get(e, &"name".into()).ok()?.as_string()?;
+    matches!(name.as_str(), "AbortError" | "TimeoutError").then(|| js_message(e, "aborted"))
+}
 
 /// An answer: status, the address it finally came from, the headers the lookup
 /// reads (when the server exposed them to the page) and the body read so far.
@@ -136,13 +164,20 @@ impl Http {
         init.set_method("GET");
         init.set_headers(&headers);
         init.set_credentials(RequestCredentials::Omit);
+        let asked = range.map_or(0, |(start, end)| end.saturating_sub(start));
+        let limit = u64::from(TIMEOUT_MS).saturating_add(asked / BYTES_PER_MS);
         let request =
             Request::new_with_str_and_init(url, &init).map_err(|e| js_message(&e, "bad URL"))?;
-        let window = web_sys::window().ok_or("no window to fetch from")?;
         self.requests.set(self.requests.get().saturating_add(1));
-        let response = JsFuture::from(window.fetch_with_request(&request))
+        let response = JsFuture::from(fetch_limited(
+            &request,
+            u32::try_from(limit).unwrap_or(u32::MAX),
+        ))
             .await
             .map_err(|e| {
+                if let Some(words) = aborted(&e) {
+                    return words;
+                }
                 format!(
                     "{}: the request failed ({}) — offline, blocked by the page's Content-Security-Policy, or refused by the server",
                     origin(url).map_or_else(|| url.to_string(), |(s, h, p)| format!("{s}://{h}:{p}")),
@@ -170,7 +205,7 @@ async fn read_body(response: &Response, cap: usize) -> Result<(Vec<u8>, bool), S
     loop {
         let chunk = JsFuture::from(reader.read())
             .await
-            .map_err(|e| js_message(&e, "the answer broke off"))?;
+            .map_err(|e| aborted(&e).unwrap_or_else(|| js_message(&e, "the answer broke off")))?;
         if Reflect::get(&chunk, &"done".into())
             .ok()
             .and_then(|d| d.as_bool())

@@ -20,7 +20,7 @@
 
 use futures_util::future::join_all;
 use gpumem_core::import::TensorSummary;
-use gpumem_core::import::hf_config::parse_config;
+use gpumem_core::import::config::parse_config;
 use gpumem_core::import::hub::{
     self, CONFIG_FILE, HubError, INDEX_FILE, MAX_LISTING_BYTES, RepoFile, SINGLE_FILE, TreePages,
     WeightFiles, check_file, check_read_split, check_repo_id, check_revision, choose_weights,

@@ -12,7 +12,7 @@ pub mod files;
 pub mod http;
 pub mod hub;
 
-use gpumem_core::import::hf_config::ImportedConfig;
+use gpumem_core::import::config::ImportedConfig;
 use gpumem_proto::lookup::{ConfigRead, LookupOutcome, LookupRequest};
 use wasm_bindgen::prelude::*;
 
@@ -36,6 +36,7 @@ pub async fn lookup(request: String, progress: js_sys::Function) -> Result<Strin
     let request: LookupRequest = serde_json::from_str(&request)
         .map_err(|e| JsValue::from(format!("bad lookup request: {e}")))?;
     let endpoint = hub_endpoint();
+    http::begin();
     let say = move |text: &str| {
         let _ = progress.call1(&JsValue::NULL, &JsValue::from(text));
     };
@@ -43,6 +44,13 @@ pub async fn lookup(request: String, progress: js_sys::Function) -> Result<Strin
         .await
         .map_err(JsValue::from)?;
     answer(&outcome)
+}
+
+/// Cancels the lookup under way: its requests are aborted and it fails with "the
+/// lookup was cancelled".
+#[wasm_bindgen]
+pub fn cancel() {
+    http::cancel();
 }
 
 thread_local! {
@@ -112,6 +120,7 @@ pub fn config_read(name: String, c: &ImportedConfig) -> ConfigRead {
             .collect(),
         notes: c.notes.clone(),
         warnings: c.warnings.clone(),
+        confidence: c.confidence.clone(),
     }
 }
 

@@ -605,12 +605,17 @@ fn kv_bytes_per_token(input: &EstimateInput) -> Result<u64, EstimateError> {
     one.static_cache = None;
     one.train = TrainMode::None;
     let est = estimate(&one)?;
+    // A sparse-attention model's indexer keys (DeepSeek-V3.2, GLM-5) live in the same
+    // pool, one per token beside the MLA latent (vllm v0.19.0
+    // `vllm/model_executor/models/deepseek_v2.py` `DeepseekV32IndexerCache`).
     let bytes = est
         .lines
         .iter()
-        .find(|l| l.key == LineKey::KvCache)
-        .map(|l| l.device_bytes)
-        .unwrap_or(0);
+        .filter(|l| matches!(l.key, LineKey::KvCache | LineKey::KvCacheIndexer))
+        .try_fold(0u64, |acc, l| acc.checked_add(l.device_bytes))
+        .ok_or(EstimateError::Overflow {
+            what: "KV bytes per token",
+        })?;
     if bytes == 0 {
         if input.arch.is_some_and(|a| a.attention_layers() == 0) {
             return Err(EstimateError::invalid(

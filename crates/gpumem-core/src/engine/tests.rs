@@ -596,3 +596,41 @@ fn vllm_pads_mxfp4_experts_per_rank() {
     let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
     assert_eq!(w.inputs["mxfp4-padding"], "0");
 }
+
+#[test]
+fn a_sparse_attention_models_indexer_keys_take_pool_room_per_token() {
+    // DeepSeek-V3.2 (tests/cases): each token in vLLM's pool holds the MLA latent and
+    // the indexer's key (DeepseekV32IndexerCache), so the pool's tokens are fewer than
+    // the latent alone would give.
+    let imported = crate::import::config::parse_config(include_str!(
+        "../../tests/cases/configs/deepseek-v3.2.json"
+    ))
+    .expect("config");
+    let pairs: Vec<(&str, String)> = imported.pairs();
+    let extra = [("tp", "8"), ("gpus", "8"), ("context", "8192")];
+    let all = pairs
+        .iter()
+        .map(|(k, v)| (*k, v.as_str()))
+        .chain(extra.iter().copied());
+    let (input, errors) = crate::params::from_pairs(all);
+    assert!(errors.is_empty(), "{errors:?}");
+    let one = estimate(&EstimateInput {
+        context: Some(1),
+        ..input.clone()
+    })
+    .expect("estimate");
+    let of = |key: LineKey| {
+        one.lines
+            .iter()
+            .find(|l| l.key == key)
+            .map(|l| l.device_bytes)
+            .unwrap_or(0)
+    };
+    let (latent, indexer) = (of(LineKey::KvCache), of(LineKey::KvCacheIndexer));
+    assert!(
+        latent > 0 && indexer > 0,
+        "latent {latent}, indexer {indexer}"
+    );
+    let b = run(&input, &[("engine", "vllm"), ("card", "h200-141gb")]);
+    assert_eq!(b.kv_bytes_per_token, latent + indexer);
+}

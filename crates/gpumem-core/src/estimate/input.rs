@@ -14,6 +14,26 @@ pub enum TrainMode {
     Full,
     /// LoRA adapters on a frozen base.
     Lora,
+    /// QLoRA: LoRA adapters on a base whose linear layers are bitsandbytes NF4
+    /// (Dettmers et al. 2023); the adapters and their states are as LoRA's.
+    Qlora,
+}
+
+impl TrainMode {
+    /// The key's value: `none`, `full`, `lora` or `qlora` (as serde writes it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            TrainMode::None => "none",
+            TrainMode::Full => "full",
+            TrainMode::Lora => "lora",
+            TrainMode::Qlora => "qlora",
+        }
+    }
+
+    /// LoRA adapters on a frozen base (LoRA or QLoRA).
+    pub const fn adapters(self) -> bool {
+        matches!(self, TrainMode::Lora | TrainMode::Qlora)
+    }
 }
 
 /// Which positions' logits the framework keeps.
@@ -223,7 +243,7 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
     {
         return Err(EstimateError::invalid("parameters", "must be at least 1"));
     }
-    if i.train == TrainMode::Lora && i.lora_rank == 0 {
+    if i.train.adapters() && i.lora_rank == 0 {
         return Err(EstimateError::invalid("lora-rank", "must be at least 1"));
     }
     Ok(())

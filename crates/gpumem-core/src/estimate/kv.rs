@@ -69,6 +69,10 @@ pub(super) fn kv_cache(
         sliding_window: input.sliding_window,
         sliding_layers: input.sliding_layers,
         static_tokens: input.static_cache,
+        full_values: match input.arch {
+            Some(a) => a.global_kv_values()?,
+            None => None,
+        },
     };
     let end = context
         .checked_add(input.generate)
@@ -128,6 +132,33 @@ pub(super) fn kv_cache(
         shape.formula(),
         &gen_inputs,
     );
+    if let Some(x) = input.arch.and_then(|a| a.indexer) {
+        // vLLM's DeepseekV32IndexerCache (vllm/model_executor/models/deepseek_v2.py):
+        // one more cache per attention layer, head_dim + head_dim / 128 × 4 bytes per
+        // token (fp8 keys with an fp32 scale per 128), whatever the KV dtype; like the
+        // latent, every tensor-parallel rank keeps all of it.
+        let per_token = x.key_bytes();
+        let bytes = checked_product(
+            &[kv_layers, per_token, end, input.sequences],
+            "indexer key cache",
+        )?;
+        b.line(
+            LineKey::KvCacheIndexer,
+            "Indexer key cache of sparse attention",
+            bytes,
+            split.layered(bytes, false),
+            Kind::Computed,
+            true,
+            "attention layers × tokens × (indexer head dim + head dim ÷ 128 × 4) B × sequences"
+                .into(),
+            &[
+                ("layers", kv_layers.to_string()),
+                ("bytes per token and layer", per_token.to_string()),
+                ("tokens", end.to_string()),
+                ("sequences", input.sequences.to_string()),
+            ],
+        );
+    }
     if state_layers > 0 {
         // Given by hand, or from the mixer's shape in the compute dtype (vLLM's
         // default `mamba_cache_dtype` / `mamba_ssm_cache_dtype` "auto": the model's dtype).

@@ -40,6 +40,8 @@ pub enum LineKey {
     KvCacheState,
     /// MLA's cache as an engine that decompresses K/V holds it, shown (`kv_cache.decompressed`).
     KvCacheDecompressed,
+    /// The sparse-attention indexer's key cache beside MLA's latent (`kv_cache.indexer`).
+    KvCacheIndexer,
     /// LoRA adapters (`training.adapters`).
     TrainingAdapters,
     /// Gradients (`training.gradients`).
@@ -66,7 +68,7 @@ pub enum LineKey {
 
 impl LineKey {
     /// Every key, in the order the estimate adds its lines.
-    pub const ALL: [LineKey; 24] = [
+    pub const ALL: [LineKey; 25] = [
         LineKey::Weights,
         LineKey::WeightsEmbeddings,
         LineKey::WeightsAttention,
@@ -80,6 +82,7 @@ impl LineKey {
         LineKey::KvCachePrefill,
         LineKey::KvCacheState,
         LineKey::KvCacheDecompressed,
+        LineKey::KvCacheIndexer,
         LineKey::TrainingAdapters,
         LineKey::TrainingGradients,
         LineKey::TrainingOptimizer,
@@ -109,6 +112,7 @@ impl LineKey {
             LineKey::KvCachePrefill => "kv_cache.prefill",
             LineKey::KvCacheState => "kv_cache.state",
             LineKey::KvCacheDecompressed => "kv_cache.decompressed",
+            LineKey::KvCacheIndexer => "kv_cache.indexer",
             LineKey::TrainingAdapters => "training.adapters",
             LineKey::TrainingGradients => "training.gradients",
             LineKey::TrainingOptimizer => "training.optimizer",
@@ -138,7 +142,8 @@ impl LineKey {
             LineKey::KvCache
             | LineKey::KvCachePrefill
             | LineKey::KvCacheState
-            | LineKey::KvCacheDecompressed => Group::KvCache,
+            | LineKey::KvCacheDecompressed
+            | LineKey::KvCacheIndexer => Group::KvCache,
             LineKey::TrainingAdapters
             | LineKey::TrainingGradients
             | LineKey::TrainingOptimizer

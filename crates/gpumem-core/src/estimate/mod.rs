@@ -25,7 +25,9 @@ use crate::error::EstimateError;
 use crate::format::{Dtype, StorageFormat};
 use crate::import::TensorSummary;
 use crate::kv::{KvDtype, KvLayout, KvShape};
-use crate::training::{AttentionImpl, Optimizer, activation_bytes};
+use crate::training::{
+    AttentionImpl, Optimizer, activation_bytes, decoder_activations, logits_peak_bytes,
+};
 use crate::units::{Bytes, MIB, checked_product};
 
 mod input;
@@ -71,6 +73,22 @@ pub enum Kind {
     Computed,
     /// A hypothesis: only a measurement settles it.
     Assumed,
+    /// Traced: the model's own code run for this workload on PyTorch's `meta` device
+    /// (`gpumem-agent trace`), every tensor counted as the CUDA caching allocator
+    /// would round it. Not a GPU measurement: kernels' private workspaces and memory
+    /// outside the allocator are not in it.
+    Traced,
+}
+
+impl Kind {
+    /// The word shown beside a line: `computed`, `assumed` or `traced`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Computed => "computed",
+            Kind::Assumed => "assumed",
+            Kind::Traced => "traced",
+        }
+    }
 }
 
 /// One line of the breakdown.
@@ -85,8 +103,12 @@ pub struct Line {
     pub bytes: u64,
     /// Bytes on the most loaded device under the chosen split.
     pub device_bytes: u64,
-    /// Computed or assumed.
+    /// Computed, assumed or traced.
     pub kind: Kind,
+    /// A traced line's predecessor: the formula's figure it replaced, kept beside it
+    /// (the formula text says whether that figure was computed or assumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced_bytes: Option<u64>,
     /// The headline figure the line adds to (always `key.group()`; kept in the
     /// output so a reader of `--json` need not know the keys).
     pub group: Group,
@@ -188,6 +210,7 @@ impl Builder {
             bytes,
             device_bytes,
             kind,
+            replaced_bytes: None,
             in_total,
             formula,
             inputs: map,
@@ -299,6 +322,83 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
         assumptions: b.assumptions,
         warnings: b.warnings,
     })
+}
+
+/// A figure traced for one line (see [`Kind::Traced`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TracedLine {
+    /// The line it replaces (or adds, when the estimate has none).
+    pub key: LineKey,
+    /// Its label.
+    pub label: String,
+    /// Traced bytes for the whole workload (one device).
+    pub bytes: u64,
+    /// How the trace got them, in words.
+    pub formula: String,
+}
+
+impl Estimate {
+    /// Replaces lines with traced figures, keeping each replaced figure beside
+    /// (`replaced`), and recomputes the headline figures, so the fit uses them.
+    /// A traced line's device share follows the replaced line's (the trace is of one
+    /// device: its figure is scaled by the share the estimate gave that device).
+    pub fn with_traced(mut self, traced: &[TracedLine]) -> Result<Estimate, EstimateError> {
+        for t in traced {
+            let old = self.lines.iter().position(|l| l.key == t.key);
+            let (device_bytes, replaced) = match old.map(|i| &self.lines[i]) {
+                Some(l) if l.bytes > 0 => (
+                    u64::try_from(
+                        u128::from(t.bytes)
+                            .checked_mul(u128::from(l.device_bytes))
+                            .and_then(|x| x.checked_div(u128::from(l.bytes)))
+                            .ok_or(EstimateError::Overflow {
+                                what: "traced line",
+                            })?,
+                    )
+                    .map_err(|_| EstimateError::Overflow {
+                        what: "traced line",
+                    })?,
+                    Some((l.kind, l.bytes)),
+                ),
+                Some(l) => (t.bytes, Some((l.kind, l.bytes))),
+                None => (t.bytes, None),
+            };
+            let line = Line {
+                key: t.key,
+                label: Cow::Owned(t.label.clone()),
+                bytes: t.bytes,
+                device_bytes,
+                kind: Kind::Traced,
+                replaced_bytes: replaced.map(|(_, b)| b),
+                group: t.key.group(),
+                in_total: true,
+                formula: match replaced {
+                    Some((kind, bytes)) => {
+                        format!(
+                            "{} (replaces the {} figure, {bytes} B)",
+                            t.formula,
+                            kind.name()
+                        )
+                    }
+                    None => t.formula.clone(),
+                },
+                inputs: BTreeMap::new(),
+            };
+            match old {
+                Some(i) => self.lines[i] = line,
+                None => self.lines.push(line),
+            }
+        }
+        let counted = |l: &&Line| l.in_total;
+        self.weights_bytes = group_sum(&self.lines, Group::Weights)?;
+        self.kv_cache_bytes = group_sum(&self.lines, Group::KvCache)?;
+        self.training_bytes = group_sum(&self.lines, Group::Training)?;
+        self.transient_bytes = group_sum(&self.lines, Group::Transient)?;
+        self.total_bytes = sum_lines(&self.lines, counted, |l| l.bytes, "total")?;
+        self.per_device_bytes =
+            sum_lines(&self.lines, counted, |l| l.device_bytes, "per-device total")?;
+        Ok(self)
+    }
 }
 
 /// Checked sum of one field over the lines that `keep` selects.
@@ -562,5 +662,89 @@ mod tests {
                 .iter()
                 .all(|l| l.key != LineKey::PrefillAttentionScores || l.kind == Kind::Assumed)
         );
+    }
+
+    #[test]
+    fn qlora_is_nf4_with_checkpointing_unless_told_otherwise() {
+        let (input, errors) = from_pairs([
+            ("layers", "2"),
+            ("hidden", "256"),
+            ("heads", "4"),
+            ("kv-heads", "2"),
+            ("intermediate", "512"),
+            ("vocab", "1000"),
+            ("context", "128"),
+            ("train", "qlora"),
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(input.checkpointing);
+        assert_eq!(input.format.map(|f| f.name()).as_deref(), Some("nf4-dq"));
+        let est = estimate(&input).unwrap();
+        assert!(
+            est.assumptions
+                .iter()
+                .any(|a| a.contains("QLoRA") && a.contains("checkpointing on")),
+            "{:?}",
+            est.assumptions
+        );
+        assert!(est.lines.iter().any(|l| l.key == LineKey::TrainingAdapters));
+        // Said off, it stays off, and the pairs carry it back.
+        let mut pairs = crate::params::to_pairs(&input);
+        pairs.retain(|(k, _)| *k != "checkpointing");
+        pairs.push(("checkpointing", "false".into()));
+        let (off, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(!off.checkpointing);
+        let back = crate::params::to_pairs(&off);
+        let (again, _) = from_pairs(back.iter().map(|(k, v)| (*k, v.as_str())));
+        assert_eq!(again, off);
+        // A 4-bit format given stays.
+        let (nf4, _) = from_pairs([("train", "qlora"), ("format", "nf4")]);
+        assert_eq!(nf4.format.map(|f| f.name()).as_deref(), Some("nf4"));
+    }
+
+    #[test]
+    fn traced_lines_replace_assumed_ones_and_the_totals_follow() {
+        let input = llama_8b(&[("context", "2048"), ("train", "full")]);
+        let est = estimate(&input).unwrap();
+        let act = est
+            .lines
+            .iter()
+            .find(|l| l.key == LineKey::Activations)
+            .unwrap()
+            .clone();
+        let traced = est
+            .clone()
+            .with_traced(&[TracedLine {
+                key: LineKey::Activations,
+                label: "traced activations".into(),
+                bytes: act.bytes / 2,
+                formula: "traced".into(),
+            }])
+            .unwrap();
+        let line = traced
+            .lines
+            .iter()
+            .find(|l| l.key == LineKey::Activations)
+            .unwrap();
+        assert_eq!(line.kind, Kind::Traced);
+        assert_eq!(line.replaced_bytes, Some(act.bytes));
+        assert!(
+            line.formula.contains("replaces the computed figure"),
+            "{}",
+            line.formula
+        );
+        assert_eq!(line.bytes, act.bytes / 2);
+        assert_eq!(
+            traced.total_bytes,
+            est.total_bytes - (act.bytes - act.bytes / 2)
+        );
+        assert_eq!(
+            traced.transient_bytes,
+            est.transient_bytes - (act.bytes - act.bytes / 2)
+        );
+        assert_eq!(Kind::Traced.name(), "traced");
+        let json = serde_json::to_string(line).unwrap();
+        assert!(json.contains(r#""kind":"traced""#) && json.contains(r#""replaced_bytes":"#));
     }
 }

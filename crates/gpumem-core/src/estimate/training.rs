@@ -106,7 +106,7 @@ pub(super) fn training(
                 master,
             )
         }
-        TrainMode::Lora => {
+        TrainMode::Lora | TrainMode::Qlora => {
             let Some(a) = input.arch else {
                 return Err(EstimateError::invalid(
                     "train",
@@ -142,7 +142,7 @@ pub(super) fn training(
         );
     };
     let tr = ("trainable parameters", trainable.to_string());
-    if input.train == TrainMode::Lora {
+    if input.train.adapters() {
         let bytes = checked_product(&[trainable, 4], "adapters")?;
         add(
             b,
@@ -157,7 +157,7 @@ pub(super) fn training(
             ],
         );
     }
-    let grad_dtype = if input.train == TrainMode::Lora {
+    let grad_dtype = if input.train.adapters() {
         Dtype::F32
     } else {
         grad
@@ -208,50 +208,97 @@ pub(super) fn training(
             &[tr],
         );
     }
-    if input.train == TrainMode::Lora {
+    if input.train.adapters() {
         b.assumptions.push(format!(
             "LoRA: the frozen base stays in its storage format ({} B of weights)",
             weights_bytes
         ));
     }
-    // Activations: an assumption with its formula.
+    if input.train == TrainMode::Qlora {
+        b.assumptions.push(format!(
+            "QLoRA as its recipes run it: the base's linear layers in bitsandbytes {} and activation checkpointing {} (peft's prepare_model_for_kbit_training turns it on; --checkpointing false turns it off)",
+            input.format.map(|f| f.name()).unwrap_or_else(|| "nf4-dq".into()),
+            if input.checkpointing { "on" } else { "off" }
+        ));
+    }
+    // Activations: derived from transformers' code where the architecture is one the
+    // derivation covers (checked against traces), else an assumption that says why.
     if let (Some(a), Some(seq)) = (input.arch, input.context) {
-        let (bytes, formula) = activation_bytes(
-            a.layers,
-            a.hidden,
-            a.heads,
+        let value = input.compute_dtype.bytes();
+        let derived = decoder_activations(
+            &a,
             seq,
             input.sequences,
+            value,
             input.checkpointing,
             input.attention,
+            input.train.adapters(),
         )?;
+        let (bytes, formula, kind, label) = match derived.assumed_because {
+            None => (
+                derived.bytes,
+                derived.formula,
+                Kind::Computed,
+                Cow::Borrowed("Activations kept for backward (transformers' decoder)"),
+            ),
+            Some(why) => {
+                let (bytes, formula) = activation_bytes(
+                    a.layers,
+                    a.hidden,
+                    a.heads,
+                    seq,
+                    input.sequences,
+                    input.checkpointing,
+                    input.attention,
+                )?;
+                (
+                    bytes,
+                    format!(
+                        "{formula} (Korthikanti et al. 2022, 16-bit activations; assumed: {why}; `estimate --trace` traces it)"
+                    ),
+                    Kind::Assumed,
+                    Cow::Borrowed(
+                        "Activations kept for backward (assumed — only a trace or a measured step settles it)",
+                    ),
+                )
+            }
+        };
         b.line(
             LineKey::Activations,
-            "Activations kept for backward (assumed — only a measured step settles it)",
+            label,
             bytes,
             split.layered(bytes, false),
-            Kind::Assumed,
+            kind,
             true,
-            format!("{formula} (Korthikanti et al. 2022, 16-bit activations)"),
+            formula,
             &[
                 ("L (layers)", a.layers.to_string()),
                 ("h (hidden)", a.hidden.to_string()),
                 ("a (heads)", a.heads.to_string()),
+                ("k (KV heads)", a.kv_heads.to_string()),
+                ("d (head dim)", a.head_dim.to_string()),
+                ("i (intermediate)", a.intermediate.to_string()),
                 ("s (context)", seq.to_string()),
                 ("b (sequences)", input.sequences.to_string()),
+                ("v (bytes per value)", value.to_string()),
                 ("checkpointing", input.checkpointing.to_string()),
                 ("attention", input.attention.name().into()),
             ],
         );
-        let logits = checked_product(&[2, input.sequences, seq, a.vocab, 4], "logits")?;
+        let tokens = checked_product(&[input.sequences, seq], "logits")?;
+        let logits = logits_peak_bytes(tokens, a.vocab, value)?;
         b.line(
             LineKey::Logits,
-            "Logits and their gradient in fp32 (assumed)",
+            if kind == Kind::Computed {
+                "Logits, log-softmax and their gradients at the step's peak"
+            } else {
+                "Logits, log-softmax and their gradients at the step's peak (assumed)"
+            },
             logits,
             Split::part(logits, 1, split.tp),
-            Kind::Assumed,
+            kind,
             true,
-            "2 × sequences × tokens × vocab × 4 B (fp32 upcast for the loss)".into(),
+            "sequences × tokens × vocab × 12 B: the fp32 log-softmax, its gradient and the fp32 logits' gradient at the backward's start (the forward holds the logits, their fp32 copy and the log-softmax: v + 8 B); transformers' ForCausalLMLoss".into(),
             &[
                 ("sequences", input.sequences.to_string()),
                 ("tokens", seq.to_string()),

@@ -8,8 +8,6 @@
 //! is used, so a garbage or truncated file gives an error, never a panic or an
 //! allocation sized by the garbage.
 
-use std::collections::BTreeMap;
-
 use super::TensorSummary;
 use crate::error::EstimateError;
 use crate::format::GgufType;
@@ -39,8 +37,12 @@ pub struct GgufHeader {
     pub tensors: TensorSummary,
     /// `general.architecture`, when present.
     pub architecture: Option<String>,
-    /// Integer metadata useful for the architecture mode (`llama.block_count`, …).
-    pub numbers: BTreeMap<String, u64>,
+    /// Integer metadata useful for the architecture mode (`llama.block_count`, …;
+    /// `tokenizer.ggml.tokens`: the vocabulary's length).
+    pub numbers: Vec<(String, u64)>,
+    /// Shape keys present with a value that is no single integer (a per-layer array,
+    /// a float): named when the shape is read, never taken for absent.
+    pub unread: Vec<String>,
     /// Bytes the header occupies (where the tensor data section starts, before padding).
     pub header_bytes: u64,
 }
@@ -193,15 +195,23 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, EstimateError> {
         )));
     }
     let mut architecture = None;
-    let mut numbers = BTreeMap::new();
+    // A list, not a map: a handful of keys, and no map type of its own in the page.
+    let mut numbers: Vec<(String, u64)> = Vec::new();
+    let mut unread = Vec::new();
     for _ in 0..kv_count {
         let key = r.string()?;
         let ty = r.u32()?;
+        if key == TOKENS && ty == 9 {
+            // The vocabulary: the token list's length (its strings are skipped below).
+            let at = r.pos;
+            let _elem = r.u32()?;
+            numbers.push((key.to_string(), r.u64()?));
+            r.pos = at;
+        }
         match read_value(&mut r, ty, 0)? {
             Value::Str(s) if key == "general.architecture" => architecture = Some(s.to_string()),
-            Value::Int(v) if is_useful_number(key) => {
-                numbers.insert(key.to_string(), v);
-            }
+            Value::Int(v) if is_useful_number(key) => numbers.push((key.to_string(), v)),
+            _ if is_useful_number(key) => unread.push(key.to_string()),
             _ => {}
         }
     }
@@ -253,12 +263,16 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, EstimateError> {
         tensors,
         architecture,
         numbers,
+        unread,
         header_bytes: r.pos as u64,
     })
 }
 
+/// The tokenizer's token list, whose length is the vocabulary.
+const TOKENS: &str = "tokenizer.ggml.tokens";
+
 fn is_useful_number(key: &str) -> bool {
-    const SUFFIXES: [&str; 9] = [
+    const SUFFIXES: [&str; 12] = [
         ".block_count",
         ".context_length",
         ".embedding_length",
@@ -266,6 +280,9 @@ fn is_useful_number(key: &str) -> bool {
         ".attention.head_count",
         ".attention.head_count_kv",
         ".attention.key_length",
+        ".attention.value_length",
+        ".attention.sliding_window",
+        ".rope.scaling.original_context_length",
         ".expert_count",
         ".expert_used_count",
     ];
@@ -274,6 +291,91 @@ fn is_useful_number(key: &str) -> bool {
             key,
             "general.alignment" | SPLIT_NO | SPLIT_COUNT | SPLIT_TENSORS_COUNT
         )
+}
+
+/// The shape a GGUF header gives the KV line, as `key=value` pairs, with what was
+/// assumed and what could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GgufShape {
+    /// `layers`, `kv-heads`, `head-dim`, `max-position`, `sliding-window`,
+    /// `sliding-layers` as the header says them (the KV line's shape: the weights are
+    /// the header's tensors).
+    pub pairs: Vec<(&'static str, String)>,
+    /// The vocabulary (the token list's length).
+    pub vocab: Option<u64>,
+    /// Defaults assumed.
+    pub notes: Vec<String>,
+    /// What the header holds and the shape does not use.
+    pub warnings: Vec<String>,
+}
+
+impl GgufHeader {
+    /// The integer metadata `key`, if kept in [`GgufHeader::numbers`].
+    pub fn number(&self, key: &str) -> Option<u64> {
+        self.numbers.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    /// The KV shape from the header's metadata (llama.cpp's `LLM_KV_*` keys,
+    /// `src/llama-arch.cpp`: `{arch}.block_count`, `{arch}.attention.head_count_kv`,
+    /// `{arch}.attention.key_length`, `{arch}.context_length`,
+    /// `{arch}.attention.sliding_window`, the token list's length), so that a GGUF file
+    /// alone answers "will it fit at this context?": the weights are the header's
+    /// tensors. `None` without `general.architecture` or the block and head counts.
+    pub fn shape(&self) -> Option<GgufShape> {
+        let arch = self.architecture.as_deref()?;
+        let get = |k: &str| self.number(&format!("{arch}.{k}"));
+        let layers = get("block_count")?;
+        let heads = get("attention.head_count").filter(|h| *h > 0)?;
+        let mut out = GgufShape::default();
+        for key in &self.unread {
+            out.warnings.push(format!(
+                "{key} is not a single integer (per-layer or fractional): not used"
+            ));
+        }
+        let kv_heads = get("attention.head_count_kv").unwrap_or_else(|| {
+            out.notes.push(format!(
+                "{arch}.attention.head_count_kv absent: KV heads = attention heads"
+            ));
+            heads
+        });
+        let head_dim = match get("attention.key_length") {
+            Some(d) => d,
+            None => get("embedding_length")?.checked_div(heads)?,
+        };
+        if get("attention.value_length").is_some_and(|v| v != head_dim) {
+            out.warnings.push(format!(
+                "{arch}.attention.value_length differs from key_length: the KV cache is counted with key_length for both"
+            ));
+        }
+        out.pairs.extend([
+            ("layers", layers.to_string()),
+            ("kv-heads", kv_heads.to_string()),
+            ("head-dim", head_dim.to_string()),
+        ]);
+        out.vocab = self.number(TOKENS);
+        if let Some(n) = get("context_length") {
+            out.pairs.push(("max-position", n.to_string()));
+        }
+        if let Some(w) = get("attention.sliding_window").filter(|w| *w > 0) {
+            // Which layers use the window is llama.cpp's per-architecture rule
+            // (src/llama-model.cpp: hparams.set_swa_pattern).
+            let every = |n: u64| layers.saturating_sub(layers.checked_div(n).unwrap_or(0));
+            let sliding = match arch {
+                "gemma2" | "gpt-oss" => every(2),
+                "gemma3" | "gemma3n" => every(6),
+                "cohere2" => every(4),
+                _ => {
+                    out.notes.push(format!(
+                        "{arch}.attention.sliding_window: every layer counted as sliding"
+                    ));
+                    layers
+                }
+            };
+            out.pairs.push(("sliding-window", w.to_string()));
+            out.pairs.push(("sliding-layers", sliding.to_string()));
+        }
+        Some(out)
+    }
 }
 
 /// Builds a header-only GGUF v3 prefix with one string and one u32 metadata entry
@@ -336,6 +438,110 @@ pub fn build_split_header(
 mod tests {
     use super::*;
 
+    /// A header with the given metadata — (key, u32 value), a string array of `n`
+    /// tokens, and a u32 array under `array_key` — and no tensors.
+    #[allow(clippy::arithmetic_side_effects)]
+    fn with_metadata(arch: &str, ints: &[(&str, u32)], tokens: u64, array_key: &str) -> Vec<u8> {
+        let mut out = b"GGUF".to_vec();
+        let push_str = |out: &mut Vec<u8>, s: &str| {
+            out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+            out.extend_from_slice(s.as_bytes());
+        };
+        out.extend_from_slice(&3u32.to_le_bytes());
+        out.extend_from_slice(&0u64.to_le_bytes());
+        let kv = ints.len() as u64 + 2 + u64::from(!array_key.is_empty());
+        out.extend_from_slice(&kv.to_le_bytes());
+        push_str(&mut out, "general.architecture");
+        out.extend_from_slice(&8u32.to_le_bytes());
+        push_str(&mut out, arch);
+        for (k, v) in ints {
+            push_str(&mut out, &format!("{arch}.{k}"));
+            out.extend_from_slice(&4u32.to_le_bytes());
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        push_str(&mut out, "tokenizer.ggml.tokens");
+        out.extend_from_slice(&9u32.to_le_bytes());
+        out.extend_from_slice(&8u32.to_le_bytes());
+        out.extend_from_slice(&tokens.to_le_bytes());
+        for i in 0..tokens {
+            push_str(&mut out, &format!("t{i}"));
+        }
+        if !array_key.is_empty() {
+            push_str(&mut out, &format!("{arch}.{array_key}"));
+            out.extend_from_slice(&9u32.to_le_bytes());
+            out.extend_from_slice(&4u32.to_le_bytes());
+            out.extend_from_slice(&2u64.to_le_bytes());
+            out.extend_from_slice(&[0u8; 8]);
+        }
+        out
+    }
+
+    #[test]
+    fn the_kv_shape_comes_from_the_metadata() {
+        // Llama-3.1-8B's metadata (its vocabulary shortened to 300 tokens here).
+        let llama = [
+            ("block_count", 32),
+            ("attention.head_count", 32),
+            ("attention.head_count_kv", 8),
+            ("embedding_length", 4096),
+            ("context_length", 131_072),
+        ];
+        let g = parse_header(&with_metadata("llama", &llama, 300, "")).unwrap();
+        let shape = g.shape().unwrap();
+        let want: Vec<(&str, String)> = [
+            ("layers", "32"),
+            ("kv-heads", "8"),
+            ("head-dim", "128"),
+            ("max-position", "131072"),
+        ]
+        .iter()
+        .map(|(k, v)| (*k, v.to_string()))
+        .collect();
+        assert_eq!(shape.pairs, want);
+        assert_eq!(shape.vocab, Some(300));
+        assert!(shape.warnings.is_empty() && shape.notes.is_empty());
+        // The KV line from these alone: 8 heads × 128 × 2 × 32 layers × 8 192 × 2 B = 1 GiB.
+        let mut pairs = shape.pairs.clone();
+        pairs.extend([("context", "8192".to_string()), ("kv-dtype", "bf16".into())]);
+        let (input, errors) =
+            crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        let est = crate::estimate::estimate(&input).unwrap();
+        assert_eq!(est.kv_cache_bytes, 1 << 30);
+        // Gemma-3: the window on five layers in six, an explicit key length.
+        let gemma = [
+            ("block_count", 26),
+            ("attention.head_count", 4),
+            ("attention.head_count_kv", 1),
+            ("attention.key_length", 256),
+            ("embedding_length", 1152),
+            ("attention.sliding_window", 512),
+        ];
+        let s = parse_header(&with_metadata("gemma3", &gemma, 2, ""))
+            .unwrap()
+            .shape()
+            .unwrap();
+        assert!(s.pairs.contains(&("head-dim", "256".into())));
+        assert!(
+            s.pairs
+                .contains(&("sliding-layers", (26 - 26 / 6).to_string()))
+        );
+        // A per-layer KV-head list is named, not taken for absent silently.
+        let s = parse_header(&with_metadata(
+            "openelm",
+            &[llama[0], llama[1], llama[3]],
+            2,
+            "attention.head_count_kv",
+        ))
+        .unwrap()
+        .shape()
+        .unwrap();
+        assert!(
+            s.warnings.iter().any(|w| w.contains("head_count_kv")),
+            "{s:?}"
+        );
+    }
+
     #[test]
     fn counts_block_types_exactly() {
         let h = build_header(
@@ -350,7 +556,7 @@ mod tests {
         let g = parse_header(&h).unwrap();
         assert_eq!(g.version, 3);
         assert_eq!(g.architecture.as_deref(), Some("llama"));
-        assert_eq!(g.numbers["llama.block_count"], 1);
+        assert_eq!(g.number("llama.block_count").unwrap(), 1);
         assert_eq!(
             g.tensors.class_bytes("embeddings"),
             4096 / 256 * 144 * 32000
@@ -365,9 +571,9 @@ mod tests {
     fn split_metadata_is_kept() {
         let h = build_split_header("llama", &[("a.weight", &[32, 2], 8)], Some((1, 3, 7)));
         let g = parse_header(&h).unwrap();
-        assert_eq!(g.numbers[SPLIT_NO], 1);
-        assert_eq!(g.numbers[SPLIT_COUNT], 3);
-        assert_eq!(g.numbers[SPLIT_TENSORS_COUNT], 7);
+        assert_eq!(g.number(SPLIT_NO).unwrap(), 1);
+        assert_eq!(g.number(SPLIT_COUNT).unwrap(), 3);
+        assert_eq!(g.number(SPLIT_TENSORS_COUNT).unwrap(), 7);
         assert_eq!(g.tensors.total.tensors, 1);
     }
 

@@ -9,8 +9,8 @@
 // Checked arithmetic only (here and in every reader): the numbers come from files.
 #![deny(clippy::arithmetic_side_effects)]
 
+pub mod config;
 pub mod gguf;
-pub mod hf_config;
 pub mod hub;
 pub mod read_policy;
 pub mod safetensors;

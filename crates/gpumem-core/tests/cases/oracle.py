@@ -354,7 +354,7 @@ def checkpoint_tensors(config):
                 E, EI = c["n_routed_experts"], c["moe_intermediate_size"]
                 X = c.get("moe_latent_size") or h
                 add(f"{p}.gate.weight", (E, h), kd("kept"))
-                add(f"{p}.gate.e_score_correction_bias", (E,), kd("kept"))
+                add(f"{p}.gate.e_score_correction_bias", (E,), kd("fp32"))
                 if c.get("moe_latent_size"):
                     add(f"{p}.fc1_latent_proj.weight", (X, h), kd("linear_mlp"))
                     add(f"{p}.fc2_latent_proj.weight", (h, X), kd("linear_mlp"))
@@ -592,6 +592,75 @@ def checkpoint_tensors(config):
         if not c.get("tie_word_embeddings", False):
             add("lm_head", (V, h), "vocab")
         return T
+    if mt == "kimi_linear":
+        # Kimi-Linear-48B-A3B's checkpoint (modeling_kimi.py; vLLM's kimi_linear.py):
+        # KimiDeltaAttention in the kda_layers (1-based), MLA without q_lora in the
+        # others, DeepSeek-style MoE (block_sparse_moe) after first_k_dense_replace.
+        lc = c["linear_attn_config"]
+        Hk, dk, kern = lc["num_heads"], lc["head_dim"], lc["short_conv_kernel_size"]
+        P, kda = Hk * dk, {x - 1 for x in lc["kda_layers"]}
+        E, EI, I = c["num_experts"], c["moe_intermediate_size"], c["intermediate_size"]
+        add("model.embed_tokens", (V, h), "vocab")
+        for i in range(L):
+            p = f"model.layers.{i}.self_attn"
+            if i in kda:
+                for n in "qkv":
+                    add(f"{p}.{n}_proj", (P, h), "linear_attn"); add(f"{p}.{n}_conv1d", (P, 1, kern), "kept")
+                for n in "fg":
+                    add(f"{p}.{n}_a_proj", (dk, h), "linear_attn"); add(f"{p}.{n}_b_proj", (P, dk), "linear_attn")
+                add(f"{p}.b_proj", (Hk, h), "linear_attn")
+                add(f"{p}.A_log", (1, 1, Hk, 1), "fp32"); add(f"{p}.dt_bias", (P,), "fp32")
+                add(f"{p}.o_norm", (dk,), "kept")
+                add(f"{p}.o_proj", (h, P), "linear_attn")
+            else:
+                add(f"{p}.q_proj", (H * (c["qk_nope_head_dim"] + c["qk_rope_head_dim"]), h), "linear_attn")
+                add(f"{p}.kv_a_proj_with_mqa", (c["kv_lora_rank"] + c["qk_rope_head_dim"], h), "linear_attn")
+                add(f"{p}.kv_a_layernorm", (c["kv_lora_rank"],), "kept")
+                add(f"{p}.kv_b_proj", (H * (c["qk_nope_head_dim"] + c["v_head_dim"]), c["kv_lora_rank"]), "linear_attn")
+                add(f"{p}.o_proj", (h, H * c["v_head_dim"]), "linear_attn")
+            q = f"model.layers.{i}"
+            add(f"{q}.input_layernorm", (h,), "kept"); add(f"{q}.post_attention_layernorm", (h,), "kept")
+            if i < c["first_k_dense_replace"]:
+                add(f"{q}.mlp.gate_proj", (I, h), "linear_mlp"); add(f"{q}.mlp.up_proj", (I, h), "linear_mlp")
+                add(f"{q}.mlp.down_proj", (h, I), "linear_mlp")
+                continue
+            m = f"{q}.block_sparse_moe"
+            add(f"{m}.gate.weight", (E, h), "kept")
+            add(f"{m}.gate.e_score_correction_bias", (E,), "kept")  # bf16 in this checkpoint
+            for e in range(E):
+                add(f"{m}.experts.{e}.w1", (EI, h), "expert"); add(f"{m}.experts.{e}.w3", (EI, h), "expert")
+                add(f"{m}.experts.{e}.w2", (h, EI), "expert")
+            SI = EI * c["num_shared_experts"]
+            add(f"{m}.shared_experts.gate_proj", (SI, h), "linear_mlp"); add(f"{m}.shared_experts.up_proj", (SI, h), "linear_mlp")
+            add(f"{m}.shared_experts.down_proj", (h, SI), "linear_mlp")
+        add("model.norm", (h,), "kept")
+        add("lm_head", (V, h), "vocab")
+        return T
+    if mt == "gemma4_text":
+        # transformers' modeling_gemma4.py (Gemma4TextDecoderLayer, Gemma4TextAttention):
+        # the full-attention layers use global_head_dim and, with attention_k_eq_v,
+        # num_global_key_value_heads and no v_proj; q_norm and k_norm per head, v_norm
+        # without weight; four norms and the layer_scalar buffer per layer; a GeGLU MLP.
+        hd, KV, I = c["head_dim"], c["num_key_value_heads"], c["intermediate_size"]
+        add("model.language_model.embed_tokens", (V, h), "vocab")
+        for i, kind in enumerate(c["layer_types"]):
+            p = f"model.language_model.layers.{i}"
+            glob = kind == "full_attention"
+            d = c["global_head_dim"] if glob else hd
+            kv = c["num_global_key_value_heads"] if glob and c["attention_k_eq_v"] else KV
+            add(f"{p}.self_attn.q_proj", (H * d, h), "linear_attn")
+            add(f"{p}.self_attn.k_proj", (kv * d, h), "linear_attn")
+            if not (glob and c["attention_k_eq_v"]):
+                add(f"{p}.self_attn.v_proj", (kv * d, h), "linear_attn")
+            add(f"{p}.self_attn.o_proj", (h, H * d), "linear_attn")
+            add(f"{p}.self_attn.q_norm", (d,), "kept"); add(f"{p}.self_attn.k_norm", (d,), "kept")
+            for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"):
+                add(f"{p}.{n}", (h,), "kept")
+            add(f"{p}.layer_scalar", (1,), "kept")
+            add(f"{p}.mlp.gate_proj", (I, h), "linear_mlp"); add(f"{p}.mlp.up_proj", (I, h), "linear_mlp")
+            add(f"{p}.mlp.down_proj", (h, I), "linear_mlp")
+        add("model.language_model.norm", (h,), "kept")
+        return T
     # Llama-style decoders (model.layers.N.self_attn / mlp), with the families' extras.
     hd = g(c, "head_dim", default=(256 if mt in ("gemma2", "gemma3", "gemma3_text") else h // H))
     KV = g(c, "num_key_value_heads", default=H)
@@ -613,6 +682,15 @@ def checkpoint_tensors(config):
             add(f"{p}.self_attn.kv_a_layernorm", (c["kv_lora_rank"],), k("kept"))
             add(f"{p}.self_attn.kv_b_proj", (H * (c["qk_nope_head_dim"] + c["v_head_dim"]), c["kv_lora_rank"]), k("linear_attn"))
             add(f"{p}.self_attn.o_proj", (h, H * c["v_head_dim"]), k("linear_attn"))
+            if "index_n_heads" in c:
+                # DeepSeek-V3.2's Indexer (inference/model.py): wq_b, wk, k_norm (a
+                # LayerNorm with bias), weights_proj (bf16 in the fp8 checkpoint).
+                Hi, Di = c["index_n_heads"], c["index_head_dim"]
+                add(f"{p}.self_attn.indexer.wq_b", (Hi * Di, c["q_lora_rank"]), k("linear_attn"))
+                add(f"{p}.self_attn.indexer.wk", (Di, h), k("linear_attn"))
+                add(f"{p}.self_attn.indexer.k_norm.weight", (Di,), k("kept"))
+                add(f"{p}.self_attn.indexer.k_norm.bias", (Di,), k("kept"))
+                add(f"{p}.self_attn.indexer.weights_proj", (Hi, h), k("kept"))
         else:
             for n, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
                 add(f"{p}.self_attn.{n}_proj", (rows, h), k("linear_attn"))
@@ -628,7 +706,8 @@ def checkpoint_tensors(config):
             add(f"{p}.norm{n}", (h,), k("kept"))
         if mt in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"):
             add(f"{p}.self_attn.q_norm", (hd,), k("kept")); add(f"{p}.self_attn.k_norm", (hd,), k("kept"))
-        if mt == "olmo2":
+        if mt in ("olmo2", "olmoe", "minimax_m2"):
+            # Whole-projection q/k RMSNorms (OLMo-2, OLMoE; MiniMax-M2's "per_layer").
             add(f"{p}.self_attn.q_norm", (H * hd,), k("kept")); add(f"{p}.self_attn.k_norm", (KV * hd,), k("kept"))
         step = g(c, "interleave_moe_layer_step", "decoder_sparse_step", "moe_layer_freq", default=1)
         is_moe = experts > 1 and i >= c.get("first_k_dense_replace", 0) and (i + 1) % step == 0
@@ -637,10 +716,14 @@ def checkpoint_tensors(config):
                 add(f"{p}.mlp.{n}_proj", (I, h), k("linear_mlp"))
             add(f"{p}.mlp.down_proj", (h, I), k("linear_mlp"))
             return
-        EI = c["intermediate_size"] if mt in ("llama4_text", "mixtral", "gpt_oss") else c["moe_intermediate_size"]
+        EI = c["intermediate_size"] if mt in ("llama4_text", "mixtral", "gpt_oss", "minimax_m2") else c["moe_intermediate_size"]
         add(f"{p}.mlp.router", (experts, h), k("kept"))
-        if mt == "gpt_oss" or c.get("topk_method") == "noaux_tc":
+        if mt == "gpt_oss":
             add(f"{p}.mlp.router.bias", (experts,), k("kept"))
+        if c.get("topk_method") == "noaux_tc" or c.get("use_routing_bias"):
+            # DeepSeek's Gate: an fp32 parameter in the checkpoints (inference/model.py;
+            # the headers list it as F32).
+            add(f"{p}.mlp.gate.e_score_correction_bias", (experts,), k("fp32"))
         for e in range(experts):
             for n in ("gate", "up"):
                 add(f"{p}.mlp.experts.{e}.{n}_proj", (EI, h), k("expert"))
@@ -681,6 +764,8 @@ def numel(shape):
 def tensor_bytes(shape, kind, fmt, attn_fmt):
     """Bytes of one tensor: linear weights in their format, the rest bf16."""
     base = kind.replace("mtp_", "")
+    if base == "fp32":
+        return 4 * numel(shape)
     if len(shape) != 2 or base in ("kept", "expert_kept", "vocab", "tower"):
         return 2 * numel(shape)
     f = attn_fmt if base == "linear_attn" else fmt
@@ -741,6 +826,13 @@ def state_bytes(config, nbytes=2):
         d = c["mamba_expand"] * c["hidden_size"]
         n = sum(1 for i in range(L) if i % c["attn_layer_period"] != c["attn_layer_offset"])
         return n * (d * (c["mamba_d_conv"] - 1) + d * c["mamba_d_state"]) * nbytes
+    if mt == "kimi_linear":
+        # vLLM's MambaStateShapeCalculator.kda_state_shape: q, k and v conv windows of
+        # heads x head_dim x (kernel - 1), recurrent heads x head_dim x head_dim.
+        lc = c["linear_attn_config"]
+        P = lc["num_heads"] * lc["head_dim"]
+        per = 3 * P * (lc["short_conv_kernel_size"] - 1) + lc["num_heads"] * lc["head_dim"] ** 2
+        return len(lc["kda_layers"]) * per * nbytes
     if mt == "qwen3_next":
         n = sum(1 for i in range(L) if (i + 1) % c["full_attention_interval"])
         key, val = c["linear_num_key_heads"] * c["linear_key_head_dim"], c["linear_num_value_heads"] * c["linear_value_head_dim"]
@@ -779,6 +871,20 @@ def kv_bytes(config, tokens, engine="latent", nbytes=2):
         return attn * 2 * c["num_key_value_heads"] * c["head_dim"] * tokens * nbytes
     L = g(c, "num_hidden_layers", "n_layer"); H = g(c, "num_attention_heads", "n_head")
     h = g(c, "hidden_size", "n_embd")
+    if mt == "gemma4_text":
+        # Sliding layers keep the window with their KV heads x head_dim; the global
+        # layers all tokens with theirs (K and V both cached, also with k = v).
+        total = 0
+        for kind in c["layer_types"]:
+            if kind == "full_attention":
+                kv = c["num_global_key_value_heads"] if c["attention_k_eq_v"] else c["num_key_value_heads"]
+                total += 2 * kv * c["global_head_dim"] * tokens * nbytes
+            else:
+                total += 2 * c["num_key_value_heads"] * c["head_dim"] * min(tokens, c["sliding_window"]) * nbytes
+        return total
+    if mt == "kimi_linear":
+        # Only the MLA layers (full_attn_layers) keep KV: the latent and the rope key.
+        L = len(c["linear_attn_config"]["full_attn_layers"])
     if "kv_lora_rank" in c:
         per = (c["kv_lora_rank"] + c["qk_rope_head_dim"]) if engine == "latent" else H * (c["qk_nope_head_dim"] + c["qk_rope_head_dim"] + c["v_head_dim"])
         return L * per * tokens * nbytes
@@ -804,12 +910,27 @@ def kv_bytes(config, tokens, engine="latent", nbytes=2):
             kept = [min(tokens, w)] * L
     return sum(2 * kv * hd * k * nbytes for k in kept)
 
+def indexer_bytes(config, tokens):
+    """vLLM's DeepseekV32IndexerCache: per attention layer and token, index_head_dim fp8
+    values and one fp32 scale per 128 (head_dim + head_dim // 128 * 4 bytes, uint8)."""
+    c = text_config(config)
+    if "index_n_heads" not in c:
+        return 0
+    d = c["index_head_dim"]
+    return c["num_hidden_layers"] * tokens * (d + d // 128 * 4)
+
+def fp8_scales(config):
+    """fp32 weight_scale_inv elements of an fp8 128x128-block checkpoint: one per block
+    of every quantised linear (not eh_proj, the routers, weights_proj: bf16)."""
+    return sum(cdiv(s[0], 128) * cdiv(s[1], 128) for n, s, k in checkpoint_tensors(config)
+               if len(s) == 2 and k.replace("mtp_", "") in ("linear_attn", "linear_mlp", "expert") and not n.endswith("eh_proj"))
+
 def summarise(config, fmt="bf16", attn_fmt=None):
     T = checkpoint_tensors(config)
     params = sum(numel(s) for _, s, _ in T)
     c = text_config(config)
     experts = g(c, "num_local_experts", "num_experts", "n_routed_experts", default=0)
-    active_k = c.get("num_experts_per_tok", 0)
+    active_k = g(c, "num_experts_per_tok", "num_experts_per_token", default=0)
     expert_params = sum(numel(s) for _, s, k in T if k in ("expert", "expert_kept"))
     mtp = sum(numel(s) for _, s, k in T if k.startswith("mtp_"))
     tower = sum(numel(s) for _, s, k in T if k == "tower")
@@ -860,15 +981,23 @@ REAL = {
     "bamba-9b": (None, "checkpoint name ibm-fms/Bamba-9.8b-2.2T-hf (BambaConfig's docstring: its defaults come from it): 9.8B"),
     "granite-4.0-h-tiny": (None, "model card and IBM's Granite 4.0 docs: 7B total, 1B active"),
     "granite-4.0-h-small": (None, "32.2B (en.immers.cloud/ai/ibm-granite/granite-4.0-h-small); IBM's Granite 4.0 docs: 32B total, 9B active"),
+    "deepseek-v3.2": (685_396_921_376, "the FP8 checkpoint's safetensors headers (a public report lists them): 685 396 921 376 values, the MTP layer and the fp32 block scales included; checked as parameters + scales"),
+    "kimi-k2-instruct": (1_026_470_731_056, "the FP8 checkpoint's safetensors headers (a public report lists them): 1 026 470 731 056 values, fp32 block scales and 61 rotary inv_freq buffers [56] included; checked as parameters + scales + buffers"),
+    "kimi-linear-48b-a3b": (49_122_681_728, "the BF16 checkpoint's safetensors headers (a public report lists them): 49 122 681 728 values; model card: 48B total, 3B active"),
+    "gemma-4-31b": (None, "model card: 31B, the gemma4_vision tower included; the text model counted here is 30 697 345 340, the tower is not counted (see confidence)"),
+    "minimax-m2": (None, "model card: 230B total parameters, 10B active"),
     "qwen3-next-80b-a3b": (79_674_391_296, "80B (model card); 79 674 391 296 published for Qwen3-Coder-Next, the same shape, without the MTP module"),
 }
 
 # Published totals that include the checkpoint's MTP blocks.
-PUBLISHED_WITH_MTP = {"nemotron-3-super-120b-a12b"}
+PUBLISHED_WITH_MTP = {"nemotron-3-super-120b-a12b", "deepseek-v3.2"}
+# Published totals that are a header count: the fp8 block scales (weight_scale_inv) and
+# other stored buffers are in it; the value is what those buffers add.
+HEADER_TOTALS = {"deepseek-v3.2": 0, "kimi-k2-instruct": 61 * 56}
 SUPER_MTP = 2_942_324_736 + 512  # the headers' BF16 MTP figure + its fp32 correction bias
 
 # Published totals given only rounded: (value, significant digits it is rounded to).
-ROUNDED = {"granite-4.0-h-tiny": (7e9, 1), "granite-4.0-h-small": (32.2e9, 3), "bamba-9b": (9.8e9, 2), "falcon-h1-0.5b-instruct": (521e6, 3), "mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "nemotron-3-nano-30b-a3b": (31.6e9, 3), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
+ROUNDED = {"minimax-m2": (230e9, 2), "gemma-4-31b": (31e9, 2), "granite-4.0-h-tiny": (7e9, 1), "granite-4.0-h-small": (32.2e9, 3), "bamba-9b": (9.8e9, 2), "falcon-h1-0.5b-instruct": (521e6, 3), "mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "nemotron-h-8b": (8.1e9, 2), "nemotron-3-nano-30b-a3b": (31.6e9, 3), "falcon-mamba-7b": (7.27e9, 3), "jamba-1.5-mini": (51.6e9, 3)}
 
 # Compressed-tensors checkpoints of Llama-3.1-8B (RedHatAI model cards), their
 # quantization_config blocks copied; the shape is Llama-3.1-8B's.
@@ -908,6 +1037,7 @@ def config_format(cfg):
 # Warnings a reader must see (deliverable 5): substrings of the estimate's or the
 # config reader's warnings.
 WARN = {
+    "gemma-4-31b": ["vision tower is not counted"],
     "gpt2": ["exceed the 1024 positions"],
     "gpt2-medium": ["exceed the 1024 positions"],
     "llama-4-scout": ["vision tower is not counted"],
@@ -917,15 +1047,25 @@ WARN = {
     "phi-3-mini-4k": ["exceed the 4096 positions"],
 }
 
+# The config reader's confidence where it is not exact, and why.
+TOWER_NOT_COUNTED = "approximate: vision_config: the vision tower is not counted; its weights add to the total"
+CONFIDENCE = {"llama-4-scout": TOWER_NOT_COUNTED, "llama-4-maverick": TOWER_NOT_COUNTED, "gemma-4-31b": TOWER_NOT_COUNTED}
+
 def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
     params, active, wbytes, mtp = summarise(cfg, fmt, attn_fmt)
     kvb = kv_bytes(cfg, tokens)
     state = state_bytes(cfg)
-    expect = {"parameters": params, "active_parameters": active, "weights_bytes": wbytes, "kv_cache_bytes": kvb + state}
+    index = indexer_bytes(cfg, tokens)
+    expect = {"parameters": params, "active_parameters": active, "weights_bytes": wbytes, "kv_cache_bytes": kvb + state + index}
+    lines = {}
     if state:
-        expect["lines"] = {"kv_cache": kvb, "kv_cache.state": state}
+        lines.update({"kv_cache": kvb, "kv_cache.state": state})
     if "kv_lora_rank" in cfg.get("text_config", cfg):
-        expect["lines"] = {"kv_cache.decompressed": kv_bytes(cfg, tokens, engine="decompressed")}
+        lines["kv_cache.decompressed"] = kv_bytes(cfg, tokens, engine="decompressed")
+    if index:
+        lines.update({"kv_cache": kvb, "kv_cache.indexer": index})
+    if lines:
+        expect["lines"] = lines
     case = {"name": name, "source": source,
             "published_parameters": published,
             "config": {k: v for k, v in cfg.items() if not k.startswith("_")},
@@ -933,8 +1073,10 @@ def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
             "expect": expect}
     if name.split("@")[0] in WARN:
         case["warnings"] = WARN[name.split("@")[0]]
+    # What the config reader must say of its own reading: exact unless it names why not.
+    case["confidence"] = CONFIDENCE.get(name.split("@")[0], "exact")
     (HERE / f"real-{name.replace('@', '-')}.json").write_text(json.dumps(case, indent=1) + "\n")
-    return params, mtp, kvb + state
+    return params, mtp, kvb + state + index
 
 TABLE = []
 for name, (published, how) in REAL.items():
@@ -944,6 +1086,8 @@ for name, (published, how) in REAL.items():
                                   8192, fmt, attn, published)
     if published is not None:
         counted = params if name in PUBLISHED_WITH_MTP else params - mtp
+        if name in HEADER_TOTALS:
+            counted += fp8_scales(cfg) + HEADER_TOTALS[name]
         assert counted == published, (name, counted, published)
     if name == "nemotron-3-super-120b-a12b":
         # The headers' other figures: the MTP blocks, and the backbone's inactive experts.

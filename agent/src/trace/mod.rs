@@ -1,0 +1,403 @@
+//! `gpumem-agent trace`: a training step or a generation traced without a GPU.
+//!
+//! The workload is given with the estimator's own flags (`--config`/`--model`,
+//! `--train`, `--sequences`, `--context`, …; one vocabulary, one parser: the core's
+//! `params::from_pairs`), and the embedded probe (`python`) runs the model's own code
+//! from transformers on PyTorch's `meta` device. The answer is a
+//! `gpumem_proto::trace::TraceDocument`: allocated bytes phase by phase, reserved bytes
+//! from a model of the CUDA caching allocator, and what was live at each peak, by
+//! category. `estimate --trace` puts the traced figures in place of the estimate's
+//! assumed activation, logits and prefill lines ([`traced_lines`]).
+
+pub mod python;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
+use gpumem_core::estimate::{EstimateInput, LineKey, TracedLine, TrainMode};
+use gpumem_core::import::config as hf_config;
+use gpumem_core::params::{self, field};
+use gpumem_core::units::{Bytes, group_digits};
+use gpumem_proto::trace::{CategoryBytes, TraceDocument, TracePhase};
+use serde_json::Value;
+
+use crate::exit::Exit;
+
+/// The estimator's keys that describe a workload the probe can run.
+pub const WORKLOAD_KEYS: &[&str] = &[
+    "train",
+    "sequences",
+    "context",
+    "generate",
+    "format",
+    "compute-dtype",
+    "attention",
+    "logits",
+    "optimizer",
+    "master-weights",
+    "checkpointing",
+    "lora-rank",
+    "lora-targets",
+];
+
+/// Arguments of `trace`.
+#[derive(Debug, Default)]
+pub struct Args {
+    pairs: Vec<(String, String)>,
+    config: Option<PathBuf>,
+    model: Option<String>,
+    revision: Option<String>,
+    python: Option<OsString>,
+    expandable_segments: Option<bool>,
+    json: bool,
+}
+
+/// `--python`: the interpreter that runs the probe (default `python3` on PATH, as
+/// `run` finds the user's).
+pub fn python_arg() -> Arg {
+    Arg::new("python")
+        .long("python")
+        .value_name("PATH")
+        .value_parser(clap::value_parser!(OsString))
+        .help("Python with torch and transformers (peft for LoRA/QLoRA) that runs the trace [default: python3]")
+}
+
+impl clap::Args for Args {
+    fn augment_args(cmd: Command) -> Command {
+        let mut cmd = cmd
+            .arg(Arg::new("json").long("json").action(ArgAction::SetTrue).help("Print the trace as JSON (gpumem.trace/v1)"))
+            .arg(Arg::new("config").long("config").value_name("CONFIG_JSON").value_parser(clap::value_parser!(PathBuf)).help("The model's Hugging Face config.json (no weights are read)"))
+            .arg(Arg::new("model").long("model").value_name("ORG/NAME").conflicts_with("config").help("Take config.json from the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN)"))
+            .arg(Arg::new("revision").long("revision").value_name("REV").requires("model").help("Branch, tag or commit of --model (default: main)"))
+            .arg(python_arg())
+            .arg(
+                Arg::new("expandable-segments")
+                    .long("expandable-segments")
+                    .value_name("BOOL")
+                    .value_parser(clap::value_parser!(bool))
+                    .help("Model the allocator with expandable segments [default: as PYTORCH_CUDA_ALLOC_CONF says]"),
+            );
+        for key in WORKLOAD_KEYS {
+            if let Some(f) = field(key) {
+                cmd = cmd.arg(crate::flags::flag_of(f));
+            }
+        }
+        cmd
+    }
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl FromArgMatches for Args {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut pairs: Vec<(usize, String, String)> = Vec::new();
+        for key in WORKLOAD_KEYS {
+            if let (Some(values), Some(indices)) = (m.get_many::<String>(key), m.indices_of(key)) {
+                for (v, i) in values.zip(indices) {
+                    pairs.push((i, (*key).to_string(), v.clone()));
+                }
+            }
+        }
+        pairs.sort_by_key(|(i, _, _)| *i);
+        Ok(Args {
+            pairs: pairs.into_iter().map(|(_, k, v)| (k, v)).collect(),
+            config: m.get_one::<PathBuf>("config").cloned(),
+            model: m.get_one::<String>("model").cloned(),
+            revision: m.get_one::<String>("revision").cloned(),
+            python: m.get_one::<OsString>("python").cloned(),
+            expandable_segments: m.get_one::<bool>("expandable-segments").copied(),
+            json: m.get_flag("json"),
+        })
+    }
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+/// Runs `trace`.
+pub fn run(args: Args) -> Result<Exit> {
+    // Step 1: the config and the workload, validated before Python starts.
+    let text = match (&args.config, &args.model) {
+        (Some(path), _) => {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+        }
+        (None, Some(model)) => {
+            let revision = args.revision.as_deref().unwrap_or("main");
+            let found = crate::hub::lookup(model, revision, None)?;
+            found
+                .config
+                .with_context(|| format!("{model} has no config.json"))?
+        }
+        (None, None) => {
+            crate::out::errln!(
+                "gpumem-agent: trace needs --config CONFIG_JSON or --model ORG/NAME"
+            );
+            return Ok(Exit::Unavailable);
+        }
+    };
+    let config: Value = serde_json::from_str(&text).context("reading config.json")?;
+    let imported = hf_config::parse_config(&text).context("reading config.json")?;
+    let mut pairs: Vec<(String, String)> = imported
+        .pairs()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    pairs.extend(args.pairs.iter().cloned());
+    let (input, errors) = params::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    if !errors.is_empty() {
+        for e in &errors {
+            crate::out::errln!("gpumem-agent: invalid input: --{e}");
+        }
+        return Ok(Exit::Unavailable);
+    }
+    let expandable = args
+        .expandable_segments
+        .unwrap_or_else(python::expandable_from_env);
+    let workload = match python::workload_of(&input, expandable) {
+        Ok(w) => w,
+        Err(e) => {
+            crate::out::errln!("gpumem-agent: invalid input: {e:#}");
+            return Ok(Exit::Unavailable);
+        }
+    };
+    // Step 2: run the probe.
+    let python = args.python.unwrap_or_else(|| OsString::from("python3"));
+    let doc = match python::trace(&python, &config, &workload, python::double_quant(&input))? {
+        Ok(doc) => doc,
+        Err(f @ python::Failure::Unavailable(_)) => {
+            crate::out::errln!("gpumem-agent: cannot trace here: {f}");
+            return Ok(Exit::Unavailable);
+        }
+        Err(f) => anyhow::bail!("{f}"),
+    };
+    if args.json {
+        crate::out::outln!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        crate::out::out!("{}", render(&doc));
+    }
+    Ok(Exit::Ok)
+}
+
+/// Traces the estimate's workload for `estimate --trace`: the same config text and
+/// input the estimate used.
+pub fn trace_for_estimate(
+    python: Option<OsString>,
+    config_text: &str,
+    input: &EstimateInput,
+) -> Result<std::result::Result<TraceDocument, python::Failure>> {
+    let config: Value = serde_json::from_str(config_text).context("reading config.json")?;
+    let workload = python::workload_of(input, python::expandable_from_env())?;
+    let python = python.unwrap_or_else(|| OsString::from("python3"));
+    python::trace(&python, &config, &workload, python::double_quant(input))
+}
+
+fn gb_gib(b: u64) -> String {
+    format!(
+        "{} GB {} GiB",
+        Bytes(b).gb_string(2),
+        Bytes(b).gib_string(2)
+    )
+}
+
+/// The estimate's lines that a trace replaces, with the traced figures: for training,
+/// what was live at the trace's highest peak besides parameters, gradients, optimizer
+/// state and master weights (activations kept for the backward and temporaries) and
+/// the logits; for inference, the prefill's temporaries and logits at its peak.
+pub fn traced_lines(doc: &TraceDocument, train: TrainMode) -> Vec<TracedLine> {
+    let where_ = |p: &TracePhase| match p.step {
+        Some(s) => format!("{} of step {s}", p.name),
+        None => p.name.clone(),
+    };
+    let short = |p: &TracePhase| match p.step {
+        Some(s) => format!("{}[{s}]", p.name),
+        None => p.name.clone(),
+    };
+    if train != TrainMode::None {
+        let Some(peak) = doc.peak_phase() else {
+            return Vec::new();
+        };
+        let c = peak.at_peak;
+        let transient = c.activations.saturating_add(c.temporaries);
+        vec![
+            TracedLine {
+                key: LineKey::Activations,
+                label: format!("Activations + temporaries at the peak ({})", short(peak)),
+                bytes: transient,
+                formula: format!(
+                    "traced at the peak of {}: kept for backward {} B + temporaries {} B (the model's code on the meta device, allocator rounding)",
+                    where_(peak),
+                    group_digits(c.activations),
+                    group_digits(c.temporaries)
+                ),
+            },
+            TracedLine {
+                key: LineKey::Logits,
+                label: format!("Logits and their gradients at the peak ({})", short(peak)),
+                bytes: c.logits,
+                formula: format!(
+                    "traced at the peak of {}: every tensor whose last dimension is the vocabulary ({})",
+                    where_(peak),
+                    doc.vocab
+                ),
+            },
+        ]
+    } else {
+        let Some(prefill) = doc.phase("prefill", None) else {
+            return Vec::new();
+        };
+        let c = prefill.at_peak;
+        vec![
+            TracedLine {
+                key: LineKey::PrefillMlp,
+                label: "Prefill intermediates at its peak".into(),
+                bytes: c.activations.saturating_add(c.temporaries),
+                formula: "traced: every intermediate live at the prefill's peak (MLP, attention, norms), allocator rounding".into(),
+            },
+            TracedLine {
+                key: LineKey::PrefillAttentionScores,
+                label: "Attention scores (in the traced intermediates)".into(),
+                bytes: 0,
+                formula: "traced: the attention kernel's outputs are among the prefill intermediates".into(),
+            },
+            TracedLine {
+                key: LineKey::PrefillLogits,
+                label: "Logits at the prefill's peak".into(),
+                bytes: c.logits,
+                formula: "traced: the logits kept and generate()'s fp32 copy of the last position".into(),
+            },
+        ]
+    }
+}
+
+/// The human report: phases, what was live at each peak, and where the activations
+/// come from.
+pub fn render(doc: &TraceDocument) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let w = &doc.workload;
+    let what = match w.train.as_str() {
+        "none" => format!(
+            "inference, {} × {} prompt tokens + {} generated",
+            w.sequences, w.context, w.generate
+        ),
+        t => format!(
+            "{t} training, {} × {} tokens, {}, master weights {}, checkpointing {}",
+            w.sequences,
+            w.context,
+            w.optimizer,
+            if w.master_weights && t == "full" {
+                "on"
+            } else {
+                "off"
+            },
+            if w.checkpointing { "on" } else { "off" }
+        ),
+    };
+    let _ = writeln!(
+        s,
+        "trace of {} ({}, {} attention): {what}",
+        doc.model_type, w.dtype, w.attention
+    );
+    let _ = writeln!(
+        s,
+        "parameters {} (trainable {}); torch {}, transformers {}{}",
+        group_digits(doc.parameters),
+        group_digits(doc.trainable_parameters),
+        doc.versions.torch,
+        doc.versions.transformers,
+        doc.versions
+            .peft
+            .as_ref()
+            .map(|p| format!(", peft {p}"))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(
+        s,
+        "\n{:<16} {:>4} {:>17} {:>17} {:>17}",
+        "phase", "step", "allocated end", "allocated peak", "reserved peak"
+    );
+    for p in &doc.phases {
+        let _ = writeln!(
+            s,
+            "{:<16} {:>4} {:>17} {:>17} {:>17}",
+            p.name,
+            p.step.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
+            group_digits(p.allocated_end_bytes),
+            group_digits(p.allocated_peak_bytes),
+            group_digits(p.reserved_peak_bytes)
+        );
+    }
+    let _ = writeln!(s, "\nlive at each peak, GiB:");
+    let names = [
+        "params", "master", "grads", "optim", "activ", "logits", "kv", "temp",
+    ];
+    let _ = write!(s, "{:<16} {:>4}", "phase", "step");
+    for n in names {
+        let _ = write!(s, " {n:>8}");
+    }
+    s.push('\n');
+    for p in &doc.phases {
+        let _ = write!(
+            s,
+            "{:<16} {:>4}",
+            p.name,
+            p.step.map(|x| x.to_string()).unwrap_or_else(|| "-".into())
+        );
+        for v in values(&p.at_peak) {
+            let _ = write!(s, " {:>8}", Bytes(v).gib_string(2));
+        }
+        s.push('\n');
+    }
+    if let Some(peak) = doc.peak_phase() {
+        let _ = writeln!(
+            s,
+            "\npeak: {} B ({}) in {}{}; reserved {} B ({})",
+            group_digits(peak.allocated_peak_bytes),
+            gb_gib(peak.allocated_peak_bytes),
+            peak.name,
+            peak.step
+                .map(|x| format!(" of step {x}"))
+                .unwrap_or_default(),
+            group_digits(peak.reserved_peak_bytes),
+            gb_gib(peak.reserved_peak_bytes)
+        );
+    }
+    if !doc.activations_by_op.is_empty() {
+        let _ = writeln!(s, "\nkept for the backward (last step), by operator:");
+        for o in doc.activations_by_op.iter().take(12) {
+            let _ = writeln!(
+                s,
+                "  {:<44} {:>5} tensors {:>17} B",
+                o.op,
+                o.tensors,
+                group_digits(o.bytes)
+            );
+        }
+    }
+    for n in &doc.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    let _ = writeln!(
+        s,
+        "traced in {:.1} s on the CPU: the model's code on PyTorch's meta device, not a GPU measurement",
+        doc.wall_time_ms as f64 / 1000.0
+    );
+    s
+}
+
+fn values(c: &CategoryBytes) -> [u64; 8] {
+    [
+        c.parameters,
+        c.master_weights,
+        c.gradients,
+        c.optimizer_state,
+        c.activations,
+        c.logits,
+        c.kv_cache,
+        c.temporaries,
+    ]
+}

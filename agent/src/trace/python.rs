@@ -1,0 +1,295 @@
+//! Runs the embedded trace probe (`agent/python/gpumem_trace.py`) in a Python with
+//! torch and transformers, and reads its one JSON answer.
+//!
+//! The probe is written to a private temporary folder and run as a script with the
+//! request on standard input. Its environment keeps it off the network and off any
+//! GPU (`HF_HUB_OFFLINE`, `TRANSFORMERS_OFFLINE`, an empty `CUDA_VISIBLE_DEVICES`):
+//! the model is built from the config alone, on PyTorch's `meta` device.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use gpumem_core::estimate::{EstimateInput, TrainMode};
+use gpumem_core::format::{Dtype, StorageFormat};
+use gpumem_proto::trace::{TRACE_SCHEMA, TraceDocument, TraceWorkload};
+use serde_json::Value;
+
+/// The probe's source, embedded in the binary.
+pub const PROBE_SOURCE: &str = include_str!("../../python/gpumem_trace.py");
+
+/// Longest answer read from the probe (a trace is a few kilobytes).
+const MAX_ANSWER_BYTES: u64 = 16 << 20;
+/// Standard error kept to explain a failure (its end, where Python puts the error).
+const MAX_STDERR_BYTES: u64 = 1 << 20;
+/// A trace that takes longer than this is stopped (a 1B model takes seconds).
+const DEADLINE: Duration = Duration::from_secs(900);
+
+/// What to install when the probe cannot run.
+pub const WHAT_TO_INSTALL: &str = "the trace needs Python 3 with torch, transformers and (for LoRA/QLoRA) peft: `pip install torch transformers peft` (no GPU needed), or pass --python PATH";
+
+/// Why no trace came back.
+#[derive(Debug)]
+pub enum Failure {
+    /// No usable Python, torch, transformers or peft: say what to install (exit 2).
+    Unavailable(String),
+    /// The probe ran and failed (an architecture it cannot build, an operator without a
+    /// meta kernel, …).
+    Failed(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Unavailable(why) => write!(f, "{why}; {WHAT_TO_INSTALL}"),
+            Failure::Failed(why) => write!(f, "the trace failed: {why}"),
+        }
+    }
+}
+
+/// The workload the probe runs, from the estimator's input (one vocabulary for both).
+pub fn workload_of(input: &EstimateInput, expandable_segments: bool) -> Result<TraceWorkload> {
+    let Some(context) = input.context else {
+        bail!("--context is needed: the tokens per sequence to trace");
+    };
+    let dtype = match input.compute_dtype {
+        Dtype::Bf16 => "bfloat16",
+        Dtype::F16 => "float16",
+        Dtype::F32 => "float32",
+        other => bail!(
+            "--compute-dtype {}: the trace runs in bf16, fp16 or fp32",
+            other.name()
+        ),
+    };
+    let train = match input.train {
+        TrainMode::None => "none",
+        TrainMode::Full => "full",
+        TrainMode::Lora => "lora",
+        TrainMode::Qlora => "qlora",
+    };
+    let targets: Vec<String> = if input.lora_targets.trim() == "all" {
+        vec!["all".into()]
+    } else {
+        input
+            .lora_targets
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(|t| format!("{}_proj", t.trim_end_matches("_proj")))
+            .collect()
+    };
+    Ok(TraceWorkload {
+        train: train.into(),
+        sequences: input.sequences,
+        context,
+        generate: input.generate,
+        dtype: dtype.into(),
+        attention: input.attention.name().into(),
+        optimizer: input.optimizer.name().into(),
+        master_weights: input.master_weights,
+        checkpointing: input.checkpointing,
+        lora_rank: input.lora_rank,
+        lora_targets: targets,
+        logits: input.logits.name().into(),
+        expandable_segments,
+    })
+}
+
+/// QLoRA's double quantisation: from `--format nf4`/`nf4-dq` (default: on, as the
+/// QLoRA recipes set `bnb_4bit_use_double_quant=True`).
+pub fn double_quant(input: &EstimateInput) -> bool {
+    match input.format {
+        Some(StorageFormat::Bnb4 { double_quant, .. }) => double_quant,
+        _ => true,
+    }
+}
+
+/// Whether `PYTORCH_CUDA_ALLOC_CONF` turns expandable segments on.
+pub fn expandable_from_env() -> bool {
+    std::env::var("PYTORCH_CUDA_ALLOC_CONF")
+        .map(|v| {
+            v.split(',').any(|kv| {
+                let mut it = kv.splitn(2, ':');
+                it.next().map(str::trim) == Some("expandable_segments")
+                    && it.next().map(str::trim) == Some("True")
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Runs the probe in `python` on `config` (the parsed config.json) and `workload`.
+pub fn trace(
+    python: &OsString,
+    config: &Value,
+    workload: &TraceWorkload,
+    nf4_double_quant: bool,
+) -> Result<std::result::Result<TraceDocument, Failure>> {
+    let dir = tempfile::tempdir().context("creating a folder for the trace probe")?;
+    let script = dir.path().join("gpumem_trace.py");
+    std::fs::write(&script, PROBE_SOURCE).context("writing the trace probe")?;
+    let mut request = serde_json::to_value(workload)?;
+    request["config"] = config.clone();
+    request["double_quant"] = Value::Bool(nf4_double_quant);
+    let request = serde_json::to_vec(&request)?;
+
+    let spawned = Command::new(python)
+        .arg("-u")
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_OFFLINE", "1")
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("TOKENIZERS_PARALLELISM", "false")
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Err(Failure::Unavailable(format!(
+                "{} was not found",
+                python.to_string_lossy()
+            ))));
+        }
+        Err(e) => {
+            return Err(e).with_context(|| format!("starting {}", python.to_string_lossy()));
+        }
+    };
+    let mut stdin = child.stdin.take().context("the probe's stdin")?;
+    let writer = std::thread::spawn(move || {
+        // A probe that exits early closes its end: the error is the probe's to report.
+        let _ = stdin.write_all(&request);
+    });
+    let stdout = child.stdout.take().context("the probe's stdout")?;
+    let stderr = child.stderr.take().context("the probe's stderr")?;
+    let out_reader = std::thread::spawn(move || read_bounded(stdout, MAX_ANSWER_BYTES));
+    let err_reader = std::thread::spawn(move || read_bounded(stderr, MAX_STDERR_BYTES));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().context("waiting for the trace probe")? {
+            break status;
+        }
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(Err(Failure::Failed(format!(
+                "no answer within {} s",
+                DEADLINE.as_secs()
+            ))));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = writer.join();
+    let out = out_reader.join().unwrap_or_default();
+    let err = err_reader.join().unwrap_or_default();
+    let tail = stderr_tail(&err);
+    let answer: Value = match serde_json::from_slice(&out) {
+        Ok(v) => v,
+        Err(_) => {
+            // No answer: Python itself is unusable (too old, a broken install).
+            return Ok(Err(Failure::Unavailable(format!(
+                "{} gave no trace ({status}){}",
+                python.to_string_lossy(),
+                if tail.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {tail}")
+                }
+            ))));
+        }
+    };
+    if let Some(why) = answer.get("unavailable").and_then(Value::as_str) {
+        return Ok(Err(Failure::Unavailable(why.to_owned())));
+    }
+    if let Some(why) = answer.get("error").and_then(Value::as_str) {
+        return Ok(Err(Failure::Failed(why.to_owned())));
+    }
+    let Some(mut ok) = answer.get("ok").cloned() else {
+        return Ok(Err(Failure::Failed(
+            "the probe's answer has no trace".into(),
+        )));
+    };
+    ok["workload"] = serde_json::to_value(workload)?;
+    let doc: TraceDocument =
+        serde_json::from_value(ok).context("reading the trace probe's answer")?;
+    if doc.schema != TRACE_SCHEMA {
+        bail!(
+            "the trace probe answered schema {:?}, not {TRACE_SCHEMA}",
+            doc.schema
+        );
+    }
+    Ok(Ok(doc))
+}
+
+fn read_bounded(r: impl Read, limit: u64) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut r = r.take(limit);
+    let _ = r.read_to_end(&mut buf);
+    // Drain the rest so the child never blocks on a full pipe.
+    let mut rest = r.into_inner();
+    let _ = std::io::copy(&mut rest, &mut std::io::sink());
+    buf
+}
+
+/// The last lines of standard error, printable characters only.
+fn stderr_tail(err: &[u8]) -> String {
+    let text = String::from_utf8_lossy(err);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let start = lines.len().saturating_sub(3);
+    lines[start..]
+        .join(" | ")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(600)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_python_is_unavailable() {
+        let got = trace(
+            &OsString::from("/nonexistent/python3"),
+            &serde_json::json!({"model_type": "llama"}),
+            &workload_of(
+                &EstimateInput {
+                    context: Some(8),
+                    ..EstimateInput::default()
+                },
+                false,
+            )
+            .unwrap(),
+            true,
+        )
+        .unwrap();
+        match got {
+            Err(Failure::Unavailable(why)) => assert!(why.contains("not found"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_workload_follows_the_estimator_input() {
+        let (input, errors) = gpumem_core::params::from_pairs([
+            ("train", "lora"),
+            ("context", "2048"),
+            ("sequences", "4"),
+            ("lora-targets", "q,v,down_proj"),
+            ("attention", "flash"),
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        let w = workload_of(&input, false).unwrap();
+        assert_eq!(w.train, "lora");
+        assert_eq!(w.lora_targets, ["q_proj", "v_proj", "down_proj"]);
+        assert_eq!((w.sequences, w.context), (4, 2048));
+        assert_eq!(w.dtype, "bfloat16");
+        assert_eq!(w.attention, "flash");
+        let no_context = workload_of(&EstimateInput::default(), false);
+        assert!(no_context.is_err());
+    }
+}

@@ -1,0 +1,266 @@
+//! `gpumem-agent trace` and `estimate --trace` through the real (debug) binary, with the
+//! torch venv's Python (torch, transformers and peft on the CPU; nothing downloaded, no
+//! GPU): Llama-3.2-1B's full fine-tune traced, checkpointing's effect, a missing Python,
+//! and the traced lines in the estimate.
+#![allow(clippy::disallowed_macros)] // the test harness captures test output
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Instant;
+
+fn agent() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+}
+
+fn config(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates/gpumem-core/tests/cases/configs")
+        .join(name)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn trace(python: &Path, cfg: &str, extra: &[&str]) -> (Output, serde_json::Value) {
+    let out = agent()
+        .arg("trace")
+        .arg("--config")
+        .arg(config(cfg))
+        .arg("--python")
+        .arg(python)
+        .args(extra)
+        .arg("--json")
+        .output()
+        .expect("agent runs");
+    assert!(
+        out.status.success(),
+        "trace failed: {}\n{}",
+        text(&out.stderr),
+        text(&out.stdout)
+    );
+    let doc = serde_json::from_slice(&out.stdout).expect("the trace is JSON");
+    (out, doc)
+}
+
+fn phase<'a>(doc: &'a serde_json::Value, name: &str, step: u64) -> &'a serde_json::Value {
+    doc["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name && p["step"] == step)
+        .unwrap_or_else(|| panic!("no {name}[{step}]"))
+}
+
+fn at(p: &serde_json::Value, category: &str) -> u64 {
+    p["at_peak"][category].as_u64().unwrap()
+}
+
+const LLAMA_1B: &[&str] = &[
+    "--train",
+    "full",
+    "--sequences",
+    "4",
+    "--context",
+    "2048",
+    "--compute-dtype",
+    "bf16",
+    "--master-weights",
+    "false",
+    "--optimizer",
+    "adamw",
+    "--attention",
+    "flash",
+];
+
+/// Llama-3.2-1B, full fine-tune, 4 × 2048 tokens, bf16, pure-bf16 AdamW, flash
+/// attention: the exact parameter count, and the forward's kept activations and the
+/// persistent state explained tensor by tensor.
+#[test]
+fn llama_3_2_1b_full_fine_tune_is_traced_and_explained() {
+    let Some(python) = gpumem_e2e::torch_python("llama_3_2_1b_full_fine_tune") else {
+        return;
+    };
+    let started = Instant::now();
+    let (_, doc) = trace(&python, "llama-3.2-1b.json", LLAMA_1B);
+    let wall = started.elapsed();
+    eprintln!(
+        "trace of Llama-3.2-1B 4 × 2048: {:.1} s wall ({} ms in Python)",
+        wall.as_secs_f64(),
+        doc["wall_time_ms"]
+    );
+    assert_eq!(doc["schema"], "gpumem.trace/v1");
+    // 128 256 × 2048 tied embedding + 16 layers × (q 2048² + k, v 2048 × 512 + o 2048²
+    // + gate, up, down 3 × 2048 × 8192 + 2 norms × 2048) + final norm 2048.
+    let per_layer: u64 = 2 * 2048 * 2048 + 2 * 2048 * 512 + 3 * 2048 * 8192 + 2 * 2048;
+    assert_eq!(
+        doc["parameters"].as_u64(),
+        Some(128_256 * 2048 + 16 * per_layer + 2048)
+    );
+    assert_eq!(doc["parameters"].as_u64(), Some(1_235_814_400));
+
+    // Step 1's forward keeps, per layer and token (bf16, h = 2048, 32 query heads and
+    // 8 KV heads of 64, intermediate 8192): two RMSNorms (fp32 upcast 4h + normalised
+    // 2h + scaled output 2h), q and k after RoPE (2·2048 + 2·512), v (2·512), the
+    // attention output (2·2048) and its fp32 log-sum-exp (4·32), the MLP's gate, SiLU,
+    // up and product (4 × 2·8192), and each norm's fp32 rsqrt (4 B, one 512 B block
+    // per tensor); then the final norm and the rotary cos/sin once.
+    let tokens: u64 = 4 * 2048;
+    let norm = tokens * (4 + 2 + 2) * 2048;
+    let rsqrt: u64 = (tokens * 4).div_ceil(512) * 512;
+    let layer = 2 * norm
+        + 2 * rsqrt
+        + tokens * 2 * (2048 + 512 + 512)
+        + tokens * 2 * 2048
+        + tokens * 4 * 32
+        + 4 * tokens * 2 * 8192;
+    // cos and sin of RoPE, (1, 2048, 64) bf16 each; the shifted labels (int64) and the
+    // loss with nll_loss's total weight (one 512 B block each).
+    let rotary = 2 * 2048 * 64 * 2;
+    let labels = tokens * 8;
+    let expected = 16 * layer + norm + rsqrt + rotary + labels + 2 * 512;
+    let forward = phase(&doc, "forward", 1);
+    let kept = at(forward, "activations");
+    eprintln!(
+        "forward[1] kept for backward: traced {kept} B, derived {expected} B; logits at the forward's peak {} B",
+        at(forward, "logits")
+    );
+    assert_eq!(kept, expected, "every kept tensor accounted for");
+
+    // The persistent state at the end of step 1: bf16 weights (one block each), bf16
+    // gradients and two bf16 AdamW states of every parameter.
+    let step = phase(&doc, "optimizer_step", 1);
+    let weights = 2 * 1_235_814_400u64;
+    for (cat, expected) in [
+        ("parameters", weights),
+        ("gradients", weights),
+        ("optimizer_state", 2 * weights),
+    ] {
+        let got = at(step, cat);
+        // Every tensor rounds up to 512 B: at most 147 tensors × 511 B over.
+        assert!(
+            got >= expected && got - expected < 147 * 512,
+            "{cat}: {got} vs {expected}"
+        );
+    }
+    // The peaks add up, reserved covers allocated.
+    for p in doc["phases"].as_array().unwrap() {
+        let sum: u64 = p["at_peak"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, p["allocated_peak_bytes"].as_u64().unwrap(), "{p}");
+        assert!(p["reserved_peak_bytes"].as_u64() >= p["allocated_peak_bytes"].as_u64());
+    }
+}
+
+/// With checkpointing, the forward keeps each decoder layer's input (bf16 b·s·h) and
+/// the final norm's tensors instead of every layer's activations.
+#[test]
+fn checkpointing_keeps_only_the_layer_inputs() {
+    let Some(python) = gpumem_e2e::torch_python("checkpointing_keeps_only_the_layer_inputs") else {
+        return;
+    };
+    let mut flags = LLAMA_1B.to_vec();
+    flags.extend(["--checkpointing", "true"]);
+    let (_, doc) = trace(&python, "llama-3.2-1b.json", &flags);
+    let kept = at(phase(&doc, "forward", 1), "activations");
+    let tokens: u64 = 4 * 2048;
+    let inputs = 16 * tokens * 2 * 2048;
+    eprintln!("checkpointed forward[1] keeps {kept} B (layer inputs {inputs} B)");
+    assert!(kept >= inputs, "{kept} < {inputs}");
+    // Beyond the inputs: the final norm (8 B per token and hidden unit), the rotary
+    // tables and a few small tensors — far below one layer's activations.
+    assert!(kept - inputs < tokens * 10 * 2048, "{kept}");
+}
+
+#[test]
+fn without_a_usable_python_it_exits_2_and_says_what_to_install() {
+    let out = agent()
+        .arg("trace")
+        .arg("--config")
+        .arg(config("llama-3.2-1b.json"))
+        .args(["--context", "16", "--python", "/nonexistent/python3"])
+        .output()
+        .expect("agent runs");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("pip install torch transformers peft"), "{err}");
+    // No context: a usage error before any Python starts.
+    let out = agent()
+        .arg("trace")
+        .arg("--config")
+        .arg(config("llama-3.2-1b.json"))
+        .args(["--python", "/nonexistent/python3"])
+        .output()
+        .expect("agent runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--context"));
+}
+
+/// `estimate --trace`: the assumed activation and logits lines become traced ones, the
+/// assumed figure kept beside, and the totals (hence the fit) follow.
+#[test]
+fn estimate_with_trace_uses_the_traced_lines() {
+    let Some(python) = gpumem_e2e::torch_python("estimate_with_trace_uses_the_traced_lines") else {
+        return;
+    };
+    let run = |extra: &[&str]| {
+        let out = agent()
+            .arg("estimate")
+            .arg("--config")
+            .arg(config("qwen2.5-0.5b.json"))
+            .args([
+                "--train",
+                "full",
+                "--sequences",
+                "2",
+                "--context",
+                "512",
+                "--json",
+            ])
+            .args(extra)
+            .output()
+            .expect("agent runs");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let plain = run(&[]);
+    let traced = run(&["--trace", "--python", python.to_str().unwrap()]);
+    let line = |doc: &serde_json::Value, key: &str| {
+        doc["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["key"] == key)
+            .cloned()
+            .unwrap()
+    };
+    for key in ["activations", "logits"] {
+        let a = line(&plain, key);
+        let t = line(&traced, key);
+        assert_eq!(a["kind"], "computed", "Qwen2.5's lines are derived");
+        assert_eq!(t["kind"], "traced");
+        assert_eq!(t["replaced_bytes"], a["bytes"]);
+        assert!(
+            t["formula"]
+                .as_str()
+                .unwrap()
+                .contains("replaces the computed figure")
+        );
+    }
+    let delta = |key: &str| {
+        line(&traced, key)["bytes"].as_i64().unwrap() - line(&plain, key)["bytes"].as_i64().unwrap()
+    };
+    assert_eq!(
+        traced["total_bytes"].as_i64().unwrap() - plain["total_bytes"].as_i64().unwrap(),
+        delta("activations") + delta("logits")
+    );
+    // The computed lines are untouched.
+    assert_eq!(
+        line(&plain, "training.optimizer"),
+        line(&traced, "training.optimizer")
+    );
+}

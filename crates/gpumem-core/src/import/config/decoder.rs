@@ -1,0 +1,252 @@
+//! The generic decoder reader: the keys every decoder-only transformer's config
+//! shares (transformers' LlamaConfig vocabulary and its usual aliases), read with a
+//! family's defaults into a [`Draft`] that the family's hook may then edit.
+
+use crate::arch::{Architecture, Mla, Moe};
+use crate::error::EstimateError;
+
+use super::family::{Family, QkNorm, RouterBias, Sliding};
+use super::json::{Cfg, parse};
+
+/// The architecture being read, and what the reader said about it.
+#[derive(Debug, Clone)]
+pub(crate) struct Draft {
+    /// The shape.
+    pub arch: Architecture,
+    /// The family's class name (for notes on its defaults).
+    pub class: &'static str,
+    /// The window of the sliding layers, when in use.
+    pub window: Option<u64>,
+    /// Layers using the window.
+    pub sliding_layers: Option<u64>,
+    /// `torch_dtype` / `dtype`.
+    pub dtype: Option<String>,
+    /// Recurrent-state bytes per state layer, when the config fixes them.
+    pub state_bytes: Option<u64>,
+    /// Defaults assumed.
+    pub notes: Vec<String>,
+    /// What changes memory and is not modelled.
+    pub warnings: Vec<String>,
+}
+
+impl Draft {
+    /// An integer key with the family's default, listed in `notes` when assumed.
+    pub(crate) fn or_default(
+        &mut self,
+        c: &Cfg,
+        key: &str,
+        default: u64,
+    ) -> Result<u64, EstimateError> {
+        c.or_default(key, default, self.class, &mut self.notes)
+    }
+}
+
+/// Reads the decoder keys of `c` (the text-level config; `root` the whole document)
+/// with the family's defaults, then runs the family's hook.
+pub(crate) fn read(
+    c: &Cfg,
+    root: &Cfg,
+    mt: &str,
+    f: &Family,
+    notes: Vec<String>,
+) -> Result<Draft, EstimateError> {
+    let hidden = c.need(&["hidden_size", "n_embd", "d_model"])?;
+    let layers = c.need(&["num_hidden_layers", "n_layer", "num_layers"])?;
+    let heads = c.need(&["num_attention_heads", "n_head"])?;
+    if heads == 0 {
+        return Err(parse("num_attention_heads is 0".into()));
+    }
+    let mut d = Draft {
+        arch: Architecture {
+            vocab: 0,
+            hidden,
+            layers,
+            heads,
+            kv_heads: heads,
+            head_dim: 0,
+            intermediate: 0,
+            gated_mlp: f.gated_mlp,
+            tied_embeddings: f.tied,
+            qkv_bias: false,
+            o_bias: false,
+            mlp_bias: false,
+            qk_norm: f.qk_norm == QkNorm::PerHead,
+            qk_norm_whole: f.qk_norm == QkNorm::Whole,
+            layernorm_bias: f.ln_bias,
+            layer_norms: u64::from(f.norms),
+            learned_positions: 0,
+            attn_sinks: f.sinks,
+            attn_gate: f.attn_gate,
+            mixer: None,
+            attn_layers: None,
+            mlp_layers: None,
+            mla: None,
+            indexer: None,
+            global_attn: None,
+            layer_scalars: 0,
+            moe: None,
+            mtp_layers: 0,
+            mtp_shared_vocab: false,
+            tower_params: 0,
+        },
+        class: f.class,
+        window: None,
+        sliding_layers: None,
+        dtype: None,
+        state_bytes: None,
+        notes,
+        warnings: Vec::new(),
+    };
+    let a = &mut d.arch;
+    a.kv_heads = if f.multi_query && c.flag("multi_query").unwrap_or(true) {
+        // FalconConfig and GPTBigCodeConfig default multi_query to true: one K/V head.
+        1
+    } else {
+        match c.any(&["num_key_value_heads", "num_kv_heads"])? {
+            Some(k) => k,
+            None => {
+                d.notes.push(
+                    "num_key_value_heads absent: KV heads = attention heads (multi-head attention)"
+                        .into(),
+                );
+                heads
+            }
+        }
+    };
+    a.head_dim = match c.any(&["head_dim", "attention_head_dim"])? {
+        Some(x) => x,
+        None if f.head_dim > 0 => {
+            d.notes.push(format!(
+                "head_dim absent: {} assumed ({mt}'s default)",
+                f.head_dim
+            ));
+            u64::from(f.head_dim)
+        }
+        // heads is at least 1 (checked above).
+        None => hidden.checked_div(heads).unwrap_or(0),
+    };
+    a.vocab = c.need(&["vocab_size"])?;
+    a.intermediate = match c.any(&["intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"])? {
+        Some(i) => i,
+        None => {
+            d.notes
+                .push("intermediate size absent: 4 × hidden assumed".into());
+            // Saturates rather than wraps: an absurd hidden size is then refused.
+            hidden.saturating_mul(4)
+        }
+    };
+    // A multimodal config's own tie_word_embeddings decides (transformers ties the
+    // composite model's embeddings by it), else the language model's.
+    let tied = root
+        .flag("tie_word_embeddings")
+        .or_else(|| c.flag("tie_word_embeddings"));
+    a.tied_embeddings = tied.unwrap_or_else(|| {
+        d.notes.push(format!(
+            "tie_word_embeddings absent: {} (default for {mt})",
+            if f.tied { "tied" } else { "untied" }
+        ));
+        f.tied
+    });
+    let attention_bias = c.flag("attention_bias").unwrap_or(false);
+    let all_bias = f.all_bias;
+    a.qkv_bias = attention_bias || all_bias || f.qkv_bias;
+    a.o_bias = attention_bias || all_bias;
+    a.mlp_bias = c.flag("mlp_bias").unwrap_or(false) || all_bias || f.mlp_bias;
+    if f.positions {
+        a.learned_positions = c.need(&["n_positions", "max_position_embeddings"])?;
+    }
+    let experts = c.any(&["num_local_experts", "num_experts", "n_routed_experts"])?;
+    if let Some(e) = experts.filter(|e| *e > 1) {
+        a.moe = Some(generic_moe(c, f, e, a.intermediate)?);
+    }
+    d.dtype = c.dtype().or_else(|| root.dtype()).map(str::to_string);
+    if let Some(kv_lora_rank) = c.uint("kv_lora_rank")? {
+        d.arch.mla = Some(Mla {
+            q_lora_rank: c.uint("q_lora_rank")?.unwrap_or(0),
+            kv_lora_rank,
+            qk_nope_dim: c.need(&["qk_nope_head_dim"])?,
+            qk_rope_dim: c.need(&["qk_rope_head_dim"])?,
+            v_head_dim: c.need(&["v_head_dim"])?,
+        });
+    }
+    d.arch.mtp_layers = c.uint("num_nextn_predict_layers")?.unwrap_or(0);
+    d.window = c
+        .uint("sliding_window")?
+        .filter(|_| c.flag("use_sliding_window") != Some(false));
+    if d.window.is_some() {
+        d.sliding_layers = match c.count_of("layer_types", "sliding_attention") {
+            Some(n) => Some(n),
+            None => sliding_layers(c, f.sliding, layers),
+        };
+    }
+    if let Some(hook) = f.hook {
+        hook(c, &mut d)?;
+    }
+    // After the hook, which may leave out MTP layers it cannot model (and say so).
+    if d.arch.mtp_layers > 0 {
+        d.notes.push(format!(
+            "num_nextn_predict_layers = {}: the multi-token-prediction layer(s) are counted, as the checkpoint stores them",
+            d.arch.mtp_layers
+        ));
+    }
+    d.arch
+        .validate()
+        .map_err(|e| parse(format!("inconsistent shape: {e}")))?;
+    Ok(d)
+}
+
+/// The layers with a window by the family's pattern.
+fn sliding_layers(c: &Cfg, s: Sliding, layers: u64) -> Option<u64> {
+    let every = |p: u64| layers.saturating_sub(layers.checked_div(p.max(1)).unwrap_or(0));
+    match s {
+        Sliding::All => None,
+        Sliding::Alternate => Some(layers / 2),
+        Sliding::Pattern(p) => Some(every(
+            c.uint("sliding_window_pattern")
+                .ok()
+                .flatten()
+                .unwrap_or(u64::from(p)),
+        )),
+        Sliding::FromMaxWindowLayers => {
+            let full = c
+                .uint("max_window_layers")
+                .ok()
+                .flatten()
+                .unwrap_or(layers)
+                .min(layers);
+            Some(layers.saturating_sub(full))
+        }
+    }
+}
+
+/// Routed experts as transformers' Mixtral / Qwen-MoE / DeepSeek configs name them.
+fn generic_moe(c: &Cfg, f: &Family, experts: u64, intermediate: u64) -> Result<Moe, EstimateError> {
+    let shared_width = c.uint("shared_expert_intermediate_size")?;
+    Ok(Moe {
+        experts,
+        active: c.need(&["num_experts_per_tok", "num_experts_per_token"])?,
+        expert_intermediate: c.uint("moe_intermediate_size")?.unwrap_or(intermediate),
+        shared_experts: c
+            .uint("n_shared_experts")?
+            .unwrap_or(u64::from(shared_width.is_some())),
+        shared_intermediate: match shared_width {
+            Some(w) => w,
+            None => c.uint("moe_intermediate_size")?.unwrap_or(intermediate),
+        },
+        dense_layers: c.uint("first_k_dense_replace")?.unwrap_or(0),
+        every: c
+            .any(&[
+                "interleave_moe_layer_step",
+                "decoder_sparse_step",
+                "moe_layer_freq",
+                "expert_layer_period",
+            ])?
+            .unwrap_or(u64::from(f.moe_every))
+            .max(1),
+        router_bias: f.router_bias == RouterBias::Yes,
+        correction_bias: f.router_bias == RouterBias::Correction
+            || (f.router_bias == RouterBias::NoauxTc && c.str("topk_method") == Some("noaux_tc")),
+        shared_gate: f.shared_gate,
+        latent: 0,
+    })
+}

@@ -1,0 +1,50 @@
+//! Falcon (FalconConfig): multi-query attention by default, one LayerNorm feeding
+//! parallel attention and MLP (`parallel_attn`), or with `new_decoder_architecture`
+//! (Falcon-40B/180B) grouped K/V heads and `num_ln_in_parallel_attn` norms; biases
+//! on every linear layer when `bias`.
+
+use crate::error::EstimateError;
+use crate::import::config::decoder::Draft;
+use crate::import::config::family::{BASE, Family};
+use crate::import::config::json::Cfg;
+
+/// Falcon.
+pub(crate) const FALCON: Family = Family {
+    types: "falcon",
+    class: "FalconConfig",
+    tied: true,
+    gated_mlp: false,
+    ln_bias: true,
+    multi_query: true,
+    hook: Some(falcon),
+    ..BASE
+};
+
+fn falcon(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    // FalconConfig's defaults, listed when the config leaves them out.
+    for (key, default) in [
+        ("multi_query", "true"),
+        ("parallel_attn", "true"),
+        ("bias", "false"),
+    ] {
+        if c.flag(key).is_none() {
+            d.notes.push(format!(
+                "{key} absent: {default} assumed (FalconConfig's default)"
+            ));
+        }
+    }
+    if c.flag("bias") == Some(true) {
+        // Biases on every linear layer.
+        let a = &mut d.arch;
+        (a.qkv_bias, a.o_bias, a.mlp_bias) = (true, true, true);
+    }
+    d.arch.layer_norms = if c.flag("new_decoder_architecture") == Some(true) {
+        d.arch.kv_heads = c.uint("num_kv_heads")?.unwrap_or(d.arch.heads);
+        c.uint("num_ln_in_parallel_attn")?.unwrap_or(2)
+    } else if c.flag("parallel_attn").unwrap_or(true) {
+        1
+    } else {
+        2
+    };
+    Ok(())
+}

@@ -1,0 +1,18 @@
+//! gpt-oss (GptOssConfig): biases on the router and every expert projection, one
+//! attention-sink logit per head, alternating sliding and full layers from
+//! `layer_types`; its MXFP4 experts with attention kept in bf16 come from
+//! `quantization_config`.
+
+use crate::import::config::family::{BASE, Family, RouterBias};
+
+/// gpt-oss.
+pub(crate) const GPT_OSS: Family = Family {
+    types: "gpt_oss",
+    class: "GptOssConfig",
+    mlp_bias: true,
+    sinks: true,
+    router_bias: RouterBias::Yes,
+    // An alias of num_experts_per_tok, the pre-extension context, the SwiGLU clamp.
+    inert: "experts_per_token initial_context_length swiglu_limit",
+    ..BASE
+};

@@ -1,0 +1,89 @@
+//! Granite (GraniteConfig: the generic decoder; its muP multipliers hold no
+//! parameters) and GraniteMoeHybrid (Granite 4.0: Mamba-2 layers among attention
+//! layers by `layer_types`, routed experts beside an always-on shared MLP, or that
+//! shared MLP alone when there are no experts).
+
+use crate::arch::Moe;
+use crate::error::EstimateError;
+use crate::import::config::decoder::Draft;
+use crate::import::config::family::{BASE, Family};
+use crate::import::config::json::{Cfg, parse};
+
+use super::mamba::expand_mamba2;
+
+/// Granite.
+pub(crate) const GRANITE: Family = Family {
+    types: "granite",
+    class: "GraniteConfig",
+    tied: true,
+    // The logits scale (a constant; the muP multipliers are inert for every family).
+    inert: "logits_scaling",
+    ..BASE
+};
+
+/// GraniteMoeHybrid.
+pub(crate) const GRANITE_MOE_HYBRID: Family = Family {
+    types: "granitemoehybrid",
+    class: "GraniteMoeHybridConfig",
+    layer_types: "mamba attention",
+    hook: Some(granite_hybrid),
+    // The logits scale and the position scheme (RoPE or none: no tensors).
+    inert: "logits_scaling position_embedding_type",
+    ..BASE
+};
+
+fn granite_hybrid(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    let experts = d.or_default(c, "num_local_experts", 8)?;
+    let shared = d.or_default(c, "shared_intermediate_size", 1024)?;
+    d.arch.moe = if experts == 0 {
+        d.arch.intermediate = shared;
+        None
+    } else {
+        Some(Moe {
+            experts,
+            active: c.need(&["num_experts_per_tok", "num_experts_per_token"])?,
+            expert_intermediate: c
+                .uint("moe_intermediate_size")?
+                .unwrap_or(d.arch.intermediate),
+            shared_experts: 1,
+            shared_intermediate: shared,
+            dense_layers: c.uint("first_k_dense_replace")?.unwrap_or(0),
+            every: c
+                .any(&[
+                    "interleave_moe_layer_step",
+                    "decoder_sparse_step",
+                    "moe_layer_freq",
+                    "expert_layer_period",
+                ])?
+                .unwrap_or(1)
+                .max(1),
+            router_bias: false,
+            correction_bias: false,
+            shared_gate: false,
+            latent: 0,
+        })
+    };
+    // The Mamba-2 layers: the "mamba" entries of layer_types (one per layer), or
+    // every layer when the key is absent (GraniteMoeHybridConfig's layers_block_type).
+    let layers = d.arch.layers;
+    let mamba = match c.list("layer_types") {
+        Some(types) => {
+            if types.len() as u64 != layers {
+                return Err(parse(format!(
+                    "layer_types has {} entries, num_hidden_layers {layers}",
+                    types.len()
+                )));
+            }
+            types.iter().filter(|t| t.as_str() == Some("mamba")).count() as u64
+        }
+        None => {
+            d.notes.push(
+                "layer_types absent: every layer is a Mamba-2 layer (GraniteMoeHybridConfig's default)"
+                    .into(),
+            );
+            layers
+        }
+    };
+    d.arch.mixer = Some(expand_mamba2(c, d, mamba)?);
+    Ok(())
+}

@@ -1,0 +1,22 @@
+//! OLMo-2 (Olmo2Config) and OLMoE (OlmoeConfig, transformers' modeling_olmoe.py:
+//! `q_norm` [heads × head_dim], `k_norm` [kv_heads × head_dim]): q/k RMSNorms over the
+//! whole projection; OLMoE's experts without shared experts or router bias.
+
+use crate::import::config::family::{BASE, Family, QkNorm};
+
+/// OLMo-2.
+pub(crate) const OLMO2: Family = Family {
+    types: "olmo2 olmo3",
+    class: "Olmo2Config",
+    qk_norm: QkNorm::Whole,
+    ..BASE
+};
+
+/// OLMoE.
+pub(crate) const OLMOE: Family = Family {
+    types: "olmoe",
+    class: "OlmoeConfig",
+    // clip_qkv clamps activations.
+    inert: "clip_qkv",
+    ..OLMO2
+};

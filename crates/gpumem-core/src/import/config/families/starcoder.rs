@@ -1,0 +1,28 @@
+//! Starcoder2 (Starcoder2Config): a non-gated MLP, LayerNorms with bias, and
+//! biases on every linear layer unless `use_bias` is false.
+
+use crate::error::EstimateError;
+use crate::import::config::decoder::Draft;
+use crate::import::config::family::{BASE, Family};
+use crate::import::config::json::Cfg;
+
+/// Starcoder2.
+pub(crate) const STARCODER2: Family = Family {
+    types: "starcoder2",
+    class: "Starcoder2Config",
+    tied: true,
+    gated_mlp: false,
+    all_bias: true,
+    ln_bias: true,
+    hook: Some(starcoder2),
+    ..BASE
+};
+
+/// `use_bias` false takes the biases off every linear layer.
+fn starcoder2(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    if c.flag("use_bias") == Some(false) {
+        let a = &mut d.arch;
+        (a.qkv_bias, a.o_bias, a.mlp_bias) = (false, false, false);
+    }
+    Ok(())
+}

@@ -1,0 +1,164 @@
+//! The `Family` record: what a model family's `config.json` means beyond the generic
+//! decoder keys — its defaults (norms per layer, biases, positions, the sliding-window
+//! pattern, MoE details) and the optional hooks where its layers differ (a mixer, its
+//! own MoE blocks or layer map, a whole reader of its own). One record per family,
+//! in `families/`; the registry there maps `model_type` names to them.
+
+use crate::error::EstimateError;
+
+use super::ImportedConfig;
+use super::decoder::Draft;
+use super::json::Cfg;
+
+/// Per-head or whole-projection q/k norms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QkNorm {
+    /// None.
+    No,
+    /// One `head_dim` weight each for queries and keys (Qwen3, Gemma-3).
+    PerHead,
+    /// Over the whole projection: `heads × head_dim` and `kv_heads × head_dim`
+    /// (OLMo-2).
+    Whole,
+}
+
+/// Which layers keep only the last `sliding_window` tokens when the config does
+/// not list `layer_types`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sliding {
+    /// Every layer.
+    All,
+    /// Every other layer, from the first (Gemma-2).
+    Alternate,
+    /// All but every `sliding_window_pattern`-th layer (Gemma-3; the default).
+    Pattern(u8),
+    /// The layers from `max_window_layers` on (Qwen2).
+    FromMaxWindowLayers,
+}
+
+/// The routers' bias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RouterBias {
+    /// None.
+    No,
+    /// Always (gpt-oss's router bias).
+    Yes,
+    /// DeepSeek-V3's fp32 `e_score_correction_bias`, with `topk_method` `noaux_tc`.
+    NoauxTc,
+    /// An fp32 `e_score_correction_bias` always (GLM-4.5 and later's routers).
+    Correction,
+}
+
+/// A family's hook: reads what the generic decoder cannot and edits the draft.
+pub(crate) type Hook = fn(&Cfg, &mut Draft) -> Result<(), EstimateError>;
+
+/// A reader of its own, for families that are no decoder of attention layers at all
+/// (Mamba): the text-level config, its `model_type`, the notes so far.
+pub(crate) type Whole = fn(&Cfg, &str, Vec<String>) -> Result<ImportedConfig, EstimateError>;
+
+/// One model family: its `model_type` names, transformers' config class, its
+/// defaults and its hooks. Families start from [`BASE`] (a Llama-style decoder) and
+/// say only what differs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Family {
+    /// `model_type` values (text or root) read with this record, space-separated.
+    pub types: &'static str,
+    /// transformers' configuration class, named when one of its defaults is assumed.
+    pub class: &'static str,
+    /// Whether every tensor of the family is modelled; otherwise it is read with
+    /// these rules and a warning says so.
+    pub modelled: bool,
+    /// `tie_word_embeddings` when absent (transformers' default for the class).
+    pub tied: bool,
+    /// Gated MLP (gate, up, down) rather than up, down.
+    pub gated_mlp: bool,
+    /// Biases on q, k and v always (Qwen2).
+    pub qkv_bias: bool,
+    /// Biases on every linear layer always (GPT-2, GPT-NeoX).
+    pub all_bias: bool,
+    /// Biases on the MLP and expert projections always (gpt-oss).
+    pub mlp_bias: bool,
+    /// LayerNorm with a bias rather than RMSNorm.
+    pub ln_bias: bool,
+    /// Norms per decoder layer.
+    pub norms: u8,
+    /// q/k norms.
+    pub qk_norm: QkNorm,
+    /// `head_dim` when absent; 0 = hidden / heads.
+    pub head_dim: u16,
+    /// Reads `multi_query` (default true): one K/V head (Falcon, GPTBigCode).
+    pub multi_query: bool,
+    /// A learned position table of `n_positions` rows (GPT-2).
+    pub positions: bool,
+    /// One learned attention-sink logit per head and layer (gpt-oss).
+    pub sinks: bool,
+    /// q_proj also yields a sigmoid output gate (Qwen3-Next).
+    pub attn_gate: bool,
+    /// Layers that keep a window, when `layer_types` does not list them.
+    pub sliding: Sliding,
+    /// The routers' bias.
+    pub router_bias: RouterBias,
+    /// A sigmoid gate on the shared expert's output (Qwen2-MoE, Qwen3-Next).
+    pub shared_gate: bool,
+    /// Every how many layers an MoE layer comes when the config does not say.
+    pub moe_every: u8,
+    /// Keys the published configs leave out, filled with the class's defaults.
+    pub defaults: &'static [(&'static str, u64)],
+    /// `layer_types` entries beyond `sliding_attention` and `full_attention`
+    /// (space-separated).
+    pub layer_types: &'static str,
+    /// Keys of this family known to change nothing in memory (space-separated).
+    pub inert: &'static str,
+    /// Reads what the generic decoder does not (a mixer, MoE blocks, layer maps).
+    pub hook: Option<Hook>,
+    /// Reads the whole config instead of the generic decoder.
+    pub whole: Option<Whole>,
+}
+
+/// A Llama-style decoder: gated MLP, RMSNorm before attention and MLP, no biases,
+/// untied embeddings, RoPE (no position table).
+pub(crate) const BASE: Family = Family {
+    types: "",
+    class: "",
+    modelled: true,
+    tied: false,
+    gated_mlp: true,
+    qkv_bias: false,
+    all_bias: false,
+    mlp_bias: false,
+    ln_bias: false,
+    norms: 2,
+    qk_norm: QkNorm::No,
+    head_dim: 0,
+    multi_query: false,
+    positions: false,
+    sinks: false,
+    attn_gate: false,
+    sliding: Sliding::All,
+    router_bias: RouterBias::No,
+    shared_gate: false,
+    moe_every: 1,
+    defaults: &[],
+    layer_types: "",
+    inert: "",
+    hook: None,
+    whole: None,
+};
+
+/// What an unknown `model_type` is read as: the generic decoder, tied embeddings
+/// when the config does not say (transformers' `PretrainedConfig` default).
+pub(crate) const GENERIC: Family = Family {
+    modelled: false,
+    tied: true,
+    ..BASE
+};
+
+impl Family {
+    /// The record of `model_type`, if registered.
+    pub(crate) fn find(model_type: &str) -> Option<&'static Family> {
+        super::families::REGISTRY
+            .iter()
+            .copied()
+            .find(|f| f.types.split(' ').any(|t| t == model_type))
+    }
+}

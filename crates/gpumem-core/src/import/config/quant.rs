@@ -1,0 +1,121 @@
+//! `quantization_config`: the storage format it names, in this crate's vocabulary
+//! (GPTQ, AWQ, fp8, MXFP4, bitsandbytes, compressed-tensors), and whether the
+//! quantiser left the attention projections out.
+
+use serde_json::Value;
+
+use super::decoder::Draft;
+
+/// The formats of the linear layers and (when kept out) of the attention
+/// projections, with the note that says so; an unknown quantiser is warned about.
+pub(crate) fn read(q: Option<&Value>, d: &mut Draft) -> (Option<String>, Option<String>) {
+    let Some((f, keep_attention)) = format(q, &mut d.warnings) else {
+        return (None, None);
+    };
+    let kept = keep_attention.then(|| match d.dtype.as_deref() {
+        Some("float16") => "fp16".to_string(),
+        Some("float32") => "fp32".to_string(),
+        _ => "bf16".to_string(),
+    });
+    d.notes.push(format!(
+        "quantization_config: linear layers {f}{}; embeddings, lm_head, norms, biases and routers kept in 16 bits",
+        kept.as_ref()
+            .map(|k| format!(", attention projections kept in {k} (not converted)"))
+            .unwrap_or_default()
+    ));
+    (Some(f), kept)
+}
+
+/// Whether a module-name list (`modules_to_not_convert`, `ignore`) keeps the
+/// attention projections out of quantisation.
+fn keeps_attention(list: Option<&Value>) -> bool {
+    list.and_then(Value::as_array).is_some_and(|l| {
+        l.iter()
+            .filter_map(Value::as_str)
+            .any(|m| m.contains("self_attn") || m.ends_with(".attn") || m.contains("attention"))
+    })
+}
+
+/// The storage-format name for a `quantization_config`, and whether it leaves the
+/// attention projections unquantised; an unrecognised method is warned about.
+pub(crate) fn format(q: Option<&Value>, warnings: &mut Vec<String>) -> Option<(String, bool)> {
+    let q = q?;
+    let method = q
+        .get("quant_method")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let bits = q.get("bits").and_then(Value::as_u64).unwrap_or(4);
+    let group = q.get("group_size").and_then(Value::as_i64).unwrap_or(128);
+    let skip = keeps_attention(q.get("modules_to_not_convert"));
+    let name = match method.as_str() {
+        "gptq" if group > 0 => Some(format!("gptq-{bits}-g{group}")),
+        "awq" if group > 0 => Some(format!("awq-{bits}-g{group}")),
+        "fp8" => Some(
+            if q.get("weight_block_size").is_some() {
+                "fp8-block"
+            } else {
+                "fp8"
+            }
+            .into(),
+        ),
+        "mxfp4" => Some("mxfp4".into()),
+        "bitsandbytes" => {
+            if q.get("load_in_8bit").and_then(Value::as_bool) == Some(true) {
+                Some("int8".into())
+            } else {
+                let ty = q
+                    .get("bnb_4bit_quant_type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("fp4");
+                let dq = q.get("bnb_4bit_use_double_quant").and_then(Value::as_bool) == Some(true);
+                Some(format!("{ty}{}", if dq { "-dq" } else { "" }))
+            }
+        }
+        "compressed-tensors" => {
+            let f = compressed_tensors(q);
+            let ignore = keeps_attention(q.get("ignore"));
+            return match f {
+                Some(f) => Some((f, ignore)),
+                None => {
+                    warnings.push("quantization_config: this compressed-tensors scheme is not modelled; weights are counted in bf16".into());
+                    None
+                }
+            };
+        }
+        _ => None,
+    };
+    if name.is_none() {
+        warnings.push(format!(
+            "quantization_config (quant_method {method:?}) is not modelled: weights are counted in the format you give (bf16 by default)"
+        ));
+    }
+    name.map(|n| (n, skip))
+}
+
+/// compressed-tensors `config_groups`: the first group's weight scheme.
+fn compressed_tensors(q: &Value) -> Option<String> {
+    let groups = q.get("config_groups")?.as_object()?;
+    if groups.len() != 1 {
+        return None;
+    }
+    let group = groups.values().next()?;
+    let w = group.get("weights")?;
+    let activations = group.get("input_activations").is_some_and(|a| !a.is_null());
+    let bits = w.get("num_bits")?.as_u64()?;
+    let ty = w.get("type").and_then(Value::as_str).unwrap_or("int");
+    let strategy = w
+        .get("strategy")
+        .and_then(Value::as_str)
+        .unwrap_or("tensor");
+    match (bits, ty, strategy) {
+        (4, "float", "tensor_group") => Some(if activations { "nvfp4" } else { "nvfp4a16" }.into()),
+        (8, "float", "channel") => Some("fp8-channel".into()),
+        (8, "float", "block") => Some("fp8-block".into()),
+        (4, "int", "group") if w.get("symmetric").and_then(Value::as_bool) != Some(false) => {
+            let g = w.get("group_size")?.as_u64()?;
+            Some(format!("w4a16-g{g}"))
+        }
+        _ => None,
+    }
+}

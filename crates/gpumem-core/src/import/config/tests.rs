@@ -1,0 +1,752 @@
+//! The config reader's unit tests: one family's rules each, on small synthetic configs (the real published configs are the fixture cases in tests/cases).
+
+use super::*;
+
+#[test]
+fn a_field_of_the_wrong_type_is_named_with_what_was_found() {
+    let base = r#""hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100"#;
+    for (value, found) in [
+        ("-1", "found -1"),
+        ("2.5", "found 2.5"),
+        (r#""32""#, r#"found "32""#),
+        ("true", "found true"),
+        ("[32]", "found an array"),
+    ] {
+        let text = format!(r#"{{{base}, "num_hidden_layers": {value}}}"#);
+        let e = parse_config(&text).unwrap_err().to_string();
+        assert!(
+            e.contains("num_hidden_layers should be a non-negative integer") && e.contains(found),
+            "{value}: {e}"
+        );
+    }
+}
+
+#[test]
+fn qwen2_has_qkv_bias_and_sliding_layers() {
+    let c = parse_config(
+        r#"{"model_type":"qwen2","hidden_size":896,"num_hidden_layers":24,"num_attention_heads":14,
+        "num_key_value_heads":2,"intermediate_size":4864,"vocab_size":151936,"tie_word_embeddings":true,
+        "sliding_window":32768,"use_sliding_window":false,"max_window_layers":21}"#,
+    )
+    .unwrap();
+    assert!(c.arch.qkv_bias);
+    assert_eq!(c.arch.head_dim, 64);
+    assert_eq!(c.sliding_window, None);
+}
+
+#[test]
+fn quantization_config_names_a_format() {
+    let c = parse_config(
+        r#"{"model_type":"llama","hidden_size":4096,"num_hidden_layers":32,"num_attention_heads":32,
+        "num_key_value_heads":8,"intermediate_size":14336,"vocab_size":128256,
+        "quantization_config":{"quant_method":"gptq","bits":4,"group_size":128}}"#,
+    )
+    .unwrap();
+    assert_eq!(c.format.as_deref(), Some("gptq-4-g128"));
+    assert!(!c.arch.tied_embeddings);
+}
+
+fn field<'a>(c: &'a ImportedConfig, key: &str) -> Option<&'a str> {
+    c.warnings
+        .iter()
+        .chain(&c.notes)
+        .find(|w| w.contains(key))
+        .map(String::as_str)
+}
+
+#[test]
+fn falcon_multi_query_has_one_kv_head_and_one_norm() {
+    let c = parse_config(
+        r#"{"model_type":"falcon","hidden_size":4544,"num_attention_heads":71,"num_hidden_layers":32,
+        "vocab_size":65024,"multi_query":true,"parallel_attn":true,"bias":false}"#,
+    )
+    .unwrap();
+    assert_eq!((c.arch.kv_heads, c.arch.layer_norms), (1, 1));
+    assert!(c.arch.layernorm_bias && !c.arch.qkv_bias && !c.arch.gated_mlp);
+    assert!(c.arch.tied_embeddings);
+}
+
+#[test]
+fn gpt_oss_keeps_attention_in_bf16_and_counts_sinks_and_biases() {
+    let c = parse_config(
+        r#"{"model_type":"gpt_oss","hidden_size":2880,"num_hidden_layers":2,"num_attention_heads":64,
+        "num_key_value_heads":8,"head_dim":64,"intermediate_size":2880,"vocab_size":201088,
+        "num_local_experts":32,"num_experts_per_tok":4,"attention_bias":true,"tie_word_embeddings":false,
+        "sliding_window":128,"layer_types":["sliding_attention","full_attention"],
+        "quantization_config":{"quant_method":"mxfp4","modules_to_not_convert":["model.layers.*.self_attn"]}}"#,
+    )
+    .unwrap();
+    assert_eq!(c.format.as_deref(), Some("mxfp4"));
+    assert_eq!(c.attention_format.as_deref(), Some("bf16"));
+    assert!(c.arch.attn_sinks && c.arch.mlp_bias && c.arch.moe.unwrap().router_bias);
+    assert_eq!((c.sliding_window, c.sliding_layers), (Some(128), Some(1)));
+}
+
+#[test]
+fn unknown_memory_fields_towers_and_quantisers_are_named() {
+    let c = parse_config(
+        r#"{"model_type":"mystery","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+        "vocab_size":100,"intermediate_size":128,"vision_config":{"hidden_size":32},
+        "mlp_only_layers":[1],"quantization_config":{"quant_method":"hqq"}}"#,
+    )
+    .unwrap();
+    for key in ["mystery", "vision tower", "mlp_only_layers", "hqq"] {
+        assert!(
+            c.warnings.iter().any(|w| w.contains(key)),
+            "{key}: {:?}",
+            c.warnings
+        );
+    }
+    assert!(field(&c, "num_key_value_heads absent").is_some());
+    assert!(field(&c, "tie_word_embeddings absent").is_some());
+}
+
+#[test]
+fn state_space_models_are_refused_with_a_reason() {
+    for mt in ["lfm2", "minimax", "zamba2"] {
+        let e = parse_config(&format!(r#"{{"model_type":"{mt}","hidden_size":64}}"#)).unwrap_err();
+        assert!(e.to_string().contains("constant per-sequence state"), "{e}");
+    }
+    let e =
+        parse_config(r#"{"model_type":"new","layer_types":["linear_attention","full_attention"]}"#)
+            .unwrap_err();
+    assert!(e.to_string().contains("linear_attention"), "{e}");
+}
+
+/// The total of a shape given as `key=value` pairs, through the flags' parser.
+fn total(pairs: &[(&str, String)]) -> u64 {
+    let (input, errors) = crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    let a = input.arch.expect("an architecture");
+    a.weights(&crate::arch::ModuleFormats {
+        linear: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
+        attention: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
+        vocab: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
+        kept: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
+    })
+    .unwrap()
+    .params()
+}
+
+#[test]
+fn mamba_from_a_config_lists_its_defaults_and_matches_the_same_shape_typed_as_flags() {
+    // A sparse Mamba config: MambaConfig's defaults are assumed and listed.
+    let c = parse_config(
+        r#"{"model_type":"mamba","hidden_size":768,"num_hidden_layers":24,"vocab_size":50280}"#,
+    )
+    .unwrap();
+    let m = c.arch.mixer.unwrap();
+    assert_eq!(
+        (m.layers, m.inner, m.state, m.conv, m.dt_rank),
+        (24, 1536, 16, 4, 48)
+    );
+    for key in [
+        "state_size",
+        "conv_kernel",
+        "time_step_rank",
+        "expand",
+        "tie_word_embeddings",
+    ] {
+        assert!(field(&c, key).is_some(), "{key}: {:?}", c.notes);
+    }
+    // mamba-130m as typed on the command line: 129 135 360 parameters
+    // (the published mamba-130m-hf total).
+    let flags: Vec<(&str, String)> = [
+        ("layers", "24"),
+        ("hidden", "768"),
+        ("vocab", "50280"),
+        ("tied-embeddings", "true"),
+        ("layer-norms", "1"),
+        ("mixer", "mamba"),
+        ("state-layers", "24"),
+        ("mixer-inner", "1536"),
+        ("mixer-state", "16"),
+        ("mixer-dt-rank", "48"),
+    ]
+    .iter()
+    .map(|(k, v)| (*k, v.to_string()))
+    .collect();
+    assert_eq!(total(&flags), 129_135_360);
+    // A mixer without its layer count is refused, naming the key.
+    let (_, errors) = crate::params::from_pairs(
+        flags
+            .iter()
+            .filter(|(k, _)| *k != "state-layers")
+            .map(|(k, v)| (*k, v.as_str())),
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.to_string().starts_with("state-layers:")),
+        "{errors:?}"
+    );
+    assert_eq!(total(&c.pairs()), 129_135_360);
+}
+
+#[test]
+fn mamba2_reads_heads_and_groups_and_refuses_an_inconsistent_width() {
+    let c = parse_config(
+        r#"{"model_type":"mamba2","hidden_size":1536,"num_hidden_layers":48,"vocab_size":50288,
+        "num_heads":48,"head_dim":64,"state_size":128,"n_groups":1,"tie_word_embeddings":true}"#,
+    )
+    .unwrap();
+    let m = c.arch.mixer.unwrap();
+    assert_eq!((m.inner, m.heads, m.key_heads, m.state), (3072, 48, 1, 128));
+    assert!(field(&c, "expand absent").is_some());
+    // conv (3072 + 2·128) × 3 + SSM 48 × 64 × 128 values per layer (vLLM's shapes).
+    assert_eq!(m.state_values().unwrap(), (3328 * 3, 48 * 64 * 128));
+    // Through the flags: the same shape, 780 161 280 parameters (mamba2-780m's
+    // layout, which its model page rounds to 780M).
+    let (input, errors) =
+        crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(c.arch));
+    assert_eq!(total(&c.pairs()), 780_161_280);
+    let e = parse_config(
+        r#"{"model_type":"mamba2","hidden_size":1536,"num_hidden_layers":2,"vocab_size":10,"num_heads":40,"head_dim":64}"#,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("num_heads × head_dim"), "{e}");
+}
+
+#[test]
+fn nemotron_h_blocks_come_from_the_pattern_and_unknown_blocks_are_refused() {
+    let base = r#""model_type":"nemotron_h","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,
+        "intermediate_size":128,"vocab_size":100,"mamba_num_heads":4,"mamba_head_dim":16,"ssm_state_size":8,"n_groups":2"#;
+    let c = parse_config(&format!(
+        r#"{{{base},"num_hidden_layers":6,"hybrid_override_pattern":"M-M*-M"}}"#
+    ))
+    .unwrap();
+    assert_eq!(c.arch.mixer.unwrap().layers, 3);
+    assert_eq!(
+        (c.arch.attention_layers(), c.arch.mlp_layer_count()),
+        (1, 2)
+    );
+    assert!(!c.arch.gated_mlp && c.arch.layer_norms == 1 && !c.arch.tied_embeddings);
+    assert!(c.arch.moe.is_none());
+    assert!(
+        c.warnings
+            .iter()
+            .all(|w| !w.contains("hybrid_override_pattern"))
+    );
+    let e = parse_config(&format!(
+        r#"{{{base},"num_hidden_layers":4,"hybrid_override_pattern":"MXM*"}}"#
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("'X'"), "{e}");
+    assert!(e.to_string().contains("E/moe"), "{e}");
+    let e = parse_config(&format!(
+        r#"{{{base},"num_hidden_layers":5,"hybrid_override_pattern":"M-M*"}}"#
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("4 blocks"), "{e}");
+}
+
+/// Parameters and active parameters of an architecture, from its tensors.
+fn counts(a: &Architecture) -> (u64, u64) {
+    let tensors = a.tensors().unwrap();
+    let all = tensors.iter().map(|t| t.params().unwrap()).sum();
+    let active = tensors
+        .iter()
+        .map(|t| crate::units::checked_product(&[t.rows, t.cols, t.active], "test").unwrap())
+        .sum();
+    (all, active)
+}
+
+#[test]
+fn nemotron_3_moe_blocks_hold_a_router_with_its_bias_non_gated_experts_and_a_shared_expert() {
+    let base = r#""model_type":"nemotron_h","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,
+        "intermediate_size":128,"vocab_size":100,"mamba_num_heads":4,"mamba_head_dim":16,"ssm_state_size":8,
+        "n_groups":2,"num_hidden_layers":5,"hybrid_override_pattern":"ME*-E","n_routed_experts":4,
+        "num_experts_per_tok":2,"moe_intermediate_size":32,"moe_shared_expert_intermediate_size":48"#;
+    let c = parse_config(&format!(r#"{{{base},"n_shared_experts":1}}"#)).unwrap();
+    let m = c.arch.moe.expect("the E blocks are MoE");
+    assert_eq!((m.experts, m.active, m.expert_intermediate), (4, 2, 32));
+    assert_eq!((m.shared_experts, m.shared_intermediate), (1, 48));
+    assert!(m.correction_bias && !m.router_bias && !m.shared_gate);
+    // Two E blocks and one `-` block carry an MLP; the `-` one stays dense.
+    assert_eq!(c.arch.mlp_layer_count(), 3);
+    assert_eq!(m.moe_layers(c.arch.mlp_layer_count()), 2);
+    // By hand, as modeling_nemotron_h.py stores the tensors:
+    //   embeddings + lm_head 2 × 100 × 64 = 12 800; 5 block norms + norm_f 6 × 64 = 384;
+    //   M: in_proj (2·64 + 2·2·8 + 4) × 64 = 10 496, conv1d 96 × 4 + 96 = 480,
+    //      dt_bias/A_log/D 12, norm 64, out_proj 4 096: 15 148;
+    //   *: q 4 096 + k 2 048 + v 2 048 + o 4 096 = 12 288;
+    //   -: up + down 2 × 128 × 64 = 16 384;
+    //   E: gate 4 × 64 + correction bias 4 = 260, experts 4 × 2 × 32 × 64 = 16 384,
+    //      shared 2 × 48 × 64 = 6 144: 22 788, twice: 45 576.
+    // Active: 2 of the 4 experts in each E block (− 2 × 2 × 4 096).
+    assert_eq!(counts(&c.arch), (102_580, 102_580 - 16_384));
+    // The same shape typed as keys gives the same count.
+    assert_eq!(total(&c.pairs()), 102_580);
+    let (input, errors) =
+        crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(c.arch));
+    // Absent n_shared_experts: one shared expert, named in the notes; 0: none;
+    // 2: one MLP twice as wide (vLLM's NemotronHMoE).
+    let c = parse_config(&format!("{{{base}}}")).unwrap();
+    assert_eq!(c.arch.moe.unwrap().shared_experts, 1);
+    assert!(
+        field(&c, "n_shared_experts absent").is_some(),
+        "{:?}",
+        c.notes
+    );
+    let c = parse_config(&format!(r#"{{{base},"n_shared_experts":0}}"#)).unwrap();
+    assert_eq!(counts(&c.arch).0, 102_580 - 2 * 6_144);
+    let c = parse_config(&format!(r#"{{{base},"n_shared_experts":2}}"#)).unwrap();
+    let m = c.arch.moe.unwrap();
+    assert_eq!((m.shared_experts, m.shared_intermediate), (1, 96));
+    // A latent MoE (Nemotron-3 Super): fc1_latent_proj [16, 64] and fc2_latent_proj
+    // [64, 16] per E block, the routed experts at width 16 (4 × 2 × 32 × 16 = 4 096
+    // instead of 16 384), the router and the shared expert at 64: each E block
+    // 260 + 2 × 1 024 + 4 096 + 6 144 = 12 548 instead of 22 788.
+    let c = parse_config(&format!(r#"{{{base},"moe_latent_size":16}}"#)).unwrap();
+    assert_eq!(c.arch.moe.unwrap().latent, 16);
+    let latent_total = 102_580 - 2 * (22_788 - 12_548);
+    assert_eq!(
+        counts(&c.arch),
+        (latent_total, latent_total - 2 * 2 * 2 * 32 * 16)
+    );
+    assert_eq!(total(&c.pairs()), latent_total);
+    // MTP "*E" (vLLM's nemotron_h_mtp.py): an attention block (12 288) and an E
+    // block (22 788), each with its norm, enorm + hnorm + final_layernorm, eh_proj
+    // 64 × 128; no embedding or lm_head copies; none of it active.
+    let mtp = r#""num_nextn_predict_layers":1,"mtp_hybrid_override_pattern":"*E""#;
+    let c = parse_config(&format!("{{{base},{mtp}}}")).unwrap();
+    assert_eq!(c.arch.mtp_layers, 1);
+    let with_mtp = 102_580 + 12_288 + 22_788 + 5 * 64 + 64 * 128;
+    assert_eq!(counts(&c.arch), (with_mtp, 102_580 - 16_384));
+    assert_eq!(total(&c.pairs()), with_mtp);
+    // Another (or no) MTP pattern is named and left out, not miscounted.
+    let c = parse_config(&format!(r#"{{{base},"num_nextn_predict_layers":1}}"#)).unwrap();
+    assert_eq!(c.arch.mtp_layers, 0);
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("num_nextn_predict_layers")),
+        "{:?}",
+        c.warnings
+    );
+    // A float32 SSM cache (vLLM reads the key) sets the per-layer state bytes:
+    // conv (64 + 2·2·8) × 3 values in the model's 16 bits + SSM 4 × 16 × 8 in 32.
+    let c = parse_config(&format!(r#"{{{base},"mamba_ssm_cache_dtype":"float32"}}"#)).unwrap();
+    let bytes = 96 * 3 * 2 + 64 * 8 * 4;
+    assert_eq!(c.state_bytes, Some(bytes));
+    assert!(
+        field(&c, "mamba_ssm_cache_dtype").is_some(),
+        "{:?}",
+        c.notes
+    );
+    assert!(c.pairs().contains(&("state-bytes", bytes.to_string())));
+    let c = parse_config(&format!(
+        r#"{{{base},"mamba_ssm_cache_dtype":"float32","torch_dtype":"float32"}}"#
+    ))
+    .unwrap();
+    assert_eq!(c.state_bytes, Some(96 * 3 * 4 + 64 * 8 * 4));
+    let c = parse_config(&format!("{{{base}}}")).unwrap();
+    assert_eq!(c.state_bytes, None);
+    // The blocks listed by name (newer configs) read the same.
+    let named = format!("{{{base}}}").replace(
+        r#""hybrid_override_pattern":"ME*-E""#,
+        r#""layers_block_type":["mamba","moe","attention","mlp","moe"]"#,
+    );
+    let c = parse_config(&named).unwrap();
+    assert_eq!(counts(&c.arch).0, 102_580);
+    assert!(c.warnings.iter().all(|w| !w.contains("layers_block_type")));
+    let e = parse_config(&named.replace(r#""mlp""#, r#""hybrid""#)).unwrap_err();
+    assert!(e.to_string().contains("unknown block"), "{e}");
+    // An E block needs its experts.
+    let e =
+        parse_config(&format!("{{{base}}}").replace(r#""n_routed_experts":4,"#, "")).unwrap_err();
+    assert!(e.to_string().contains("n_routed_experts"), "{e}");
+}
+
+#[test]
+fn bamba_has_attention_at_its_indices_and_mamba2_elsewhere() {
+    let base = r#""model_type":"bamba","hidden_size":64,"num_hidden_layers":6,"num_attention_heads":4,
+        "num_key_value_heads":2,"intermediate_size":128,"vocab_size":100,"mamba_n_heads":8,
+        "mamba_d_state":16,"mamba_n_groups":1"#;
+    let c = parse_config(&format!(r#"{{{base},"attn_layer_indices":[1,4,4]}}"#)).unwrap();
+    let m = c.arch.mixer.unwrap();
+    // expand (2, BambaConfig's default) × hidden, heads of 16 ("auto").
+    assert_eq!((m.layers, m.inner, m.heads), (4, 128, 8));
+    assert!(m.gated_norm && c.arch.gated_mlp && !c.arch.tied_embeddings);
+    assert_eq!(
+        (c.arch.attention_layers(), c.arch.mlp_layer_count()),
+        (2, 6)
+    );
+    assert!(field(&c, "mamba_expand absent").is_some());
+    let (input, errors) =
+        crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(c.arch));
+    let e = parse_config(&format!(r#"{{{base},"attn_layer_indices":[6]}}"#)).unwrap_err();
+    assert!(e.to_string().contains("below num_hidden_layers (6)"), "{e}");
+    let e = parse_config(&format!(
+        r#"{{{base},"attn_layer_indices":[1],"mamba_d_head":10}}"#
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("8 × 10"), "{e}");
+}
+
+#[test]
+fn granite_moe_hybrid_reads_layer_types_experts_and_the_shared_mlp() {
+    let base = r#""model_type":"granitemoehybrid","hidden_size":64,"num_hidden_layers":4,
+        "num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":32,"vocab_size":100,
+        "mamba_n_heads":8,"mamba_d_head":16,"mamba_d_state":16,"shared_intermediate_size":48,
+        "layer_types":["mamba","attention","mamba","mamba"],"embedding_multiplier":12,
+        "attention_multiplier":0.015625,"residual_multiplier":0.22,"logits_scaling":6"#;
+    let c = parse_config(&format!(
+        r#"{{{base},"num_local_experts":4,"num_experts_per_tok":2}}"#
+    ))
+    .unwrap();
+    let m = c.arch.mixer.unwrap();
+    assert_eq!((m.layers, m.inner, m.heads), (3, 128, 8));
+    assert_eq!(c.arch.attention_layers(), 1);
+    let moe = c.arch.moe.unwrap();
+    assert_eq!(
+        (moe.experts, moe.active, moe.expert_intermediate),
+        (4, 2, 32)
+    );
+    assert_eq!((moe.shared_experts, moe.shared_intermediate), (1, 48));
+    assert!(!moe.router_bias && !c.arch.tied_embeddings);
+    // The muP multipliers hold no parameters: no warning.
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let (input, errors) =
+        crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(c.arch));
+    // No experts: the shared MLP is the layer's dense MLP.
+    let d = parse_config(&format!(r#"{{{base},"num_local_experts":0}}"#)).unwrap();
+    assert_eq!((d.arch.moe, d.arch.intermediate), (None, 48));
+    // Absent, GraniteMoeHybridConfig's 8 experts are assumed and said.
+    let dflt = parse_config(&format!(r#"{{{base},"num_experts_per_tok":2}}"#)).unwrap();
+    assert_eq!(dflt.arch.moe.unwrap().experts, 8);
+    assert!(field(&dflt, "num_local_experts absent").is_some());
+    let e = parse_config(&format!(
+        r#"{{{base},"num_local_experts":0,"num_hidden_layers":5}}"#
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("4 entries"), "{e}");
+}
+
+#[test]
+fn falcon_h1_runs_attention_beside_the_mixer_in_every_layer() {
+    let base = r#""model_type":"falcon_h1","hidden_size":64,"num_hidden_layers":3,"num_attention_heads":4,
+        "num_key_value_heads":2,"head_dim":8,"intermediate_size":128,"vocab_size":100,"mamba_n_heads":4,
+        "mamba_d_state":8,"mamba_n_groups":1,"mamba_d_conv":4,"ssm_multipliers":[1,1,1,1,1],"key_multiplier":0.5"#;
+    let c = parse_config(&format!(
+        r#"{{{base},"mamba_d_ssm":96,"mamba_d_head":24,"mamba_rms_norm":true}}"#
+    ))
+    .unwrap();
+    let m = c.arch.mixer.unwrap();
+    // mamba_d_ssm (96), not expand × hidden (128), is the mixer's width.
+    assert_eq!((m.layers, m.inner, m.heads, m.key_heads), (3, 96, 4, 1));
+    assert!(m.gated_norm && c.arch.gated_mlp && !c.arch.tied_embeddings);
+    assert_eq!((c.arch.attention_layers(), c.arch.layer_norms), (3, 2));
+    // The multipliers are no tensors and need no warning.
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    // What --config hands the flags reads back to the same architecture.
+    let (input, errors) =
+        crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(c.arch));
+    // Without mamba_rms_norm (FalconH1Config's default) there is no gated norm,
+    // and mamba_d_head "auto" is the width over the heads.
+    let plain = parse_config(&format!(
+        r#"{{{base},"mamba_d_ssm":96,"mamba_d_head":"auto"}}"#
+    ))
+    .unwrap();
+    assert!(!plain.arch.mixer.unwrap().gated_norm);
+    assert!(field(&plain, "mamba_rms_norm absent").is_some());
+    assert_eq!(total(&c.pairs()) - total(&plain.pairs()), 3 * 96);
+    // Biases that are not counted are named.
+    let b = parse_config(&format!(
+        r#"{{{base},"mamba_d_ssm":96,"projectors_bias":true,"mamba_proj_bias":true}}"#
+    ))
+    .unwrap();
+    assert!(field(&b, "projectors_bias").is_some() && field(&b, "mamba_proj_bias").is_some());
+    // FalconH1Config's own check: heads × head dim must be the width (here the
+    // default mamba_d_ssm 1024 against 4 × 24).
+    let e = parse_config(&format!(r#"{{{base},"mamba_d_head":24}}"#)).unwrap_err();
+    assert!(e.to_string().contains("mamba_d_ssm (1024)"), "{e}");
+}
+
+#[test]
+fn jamba_and_qwen3_next_split_layers_between_attention_and_the_mixer() {
+    let j = parse_config(
+        r#"{"model_type":"jamba","hidden_size":64,"num_hidden_layers":16,"num_attention_heads":4,
+        "num_key_value_heads":2,"intermediate_size":128,"vocab_size":100,"num_experts":4,"num_experts_per_tok":2}"#,
+    )
+    .unwrap();
+    // JambaConfig's defaults: attention at i % 8 == 4 (layers 4 and 12).
+    assert_eq!(j.arch.mixer.unwrap().layers, 14);
+    assert_eq!(j.arch.attention_layers(), 2);
+    assert!(field(&j, "attn_layer_period absent").is_some());
+    assert!(field(&j, "mamba_dt_rank absent").is_some());
+    let q = parse_config(
+        r#"{"model_type":"qwen3_next","hidden_size":64,"num_hidden_layers":8,"num_attention_heads":4,
+        "num_key_value_heads":2,"head_dim":16,"intermediate_size":128,"vocab_size":100,"num_experts":4,
+        "num_experts_per_tok":2,"moe_intermediate_size":32,"shared_expert_intermediate_size":32,
+        "linear_num_key_heads":2,"linear_num_value_heads":4,"linear_key_head_dim":8,"linear_value_head_dim":8,
+        "layer_types":["linear_attention","linear_attention","linear_attention","full_attention",
+        "linear_attention","linear_attention","linear_attention","full_attention"]}"#,
+    )
+    .unwrap();
+    let m = q.arch.mixer.unwrap();
+    assert_eq!((m.layers, m.heads, m.key_heads, m.inner), (6, 4, 2, 32));
+    assert!(q.arch.attn_gate && q.arch.qk_norm && q.arch.moe.unwrap().shared_gate);
+    assert!(field(&q, "linear_conv_kernel_dim absent").is_some());
+    // The pairs read back give the same architecture (what --config hands the flags).
+    let (input, errors) =
+        crate::params::from_pairs(q.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(q.arch));
+    assert_eq!(input.state_layers, 6);
+}
+
+#[test]
+fn gemma3_nests_text_config_and_defaults_head_dim() {
+    let c = parse_config(
+        r#"{"model_type":"gemma3","text_config":{"model_type":"gemma3_text","hidden_size":2560,
+        "num_hidden_layers":34,"num_attention_heads":8,"num_key_value_heads":4,"intermediate_size":10240,
+        "vocab_size":262208,"sliding_window":1024},"vision_config":{"hidden_size":1152}}"#,
+    )
+    .unwrap();
+    assert_eq!((c.arch.head_dim, c.arch.layer_norms), (256, 4));
+    assert!(c.arch.qk_norm && c.arch.tied_embeddings);
+    assert_eq!(c.sliding_layers, Some(34 - 34 / 6));
+    assert!(field(&c, "head_dim absent").is_some());
+    assert!(field(&c, "vision tower").is_some());
+}
+
+#[test]
+fn garbage_is_refused() {
+    assert!(parse_config("[]").is_err());
+    assert!(parse_config("{").is_err());
+    assert!(parse_config(r#"{"hidden_size":-1}"#).is_err());
+    assert!(
+        parse_config(r#"{"hidden_size":4096}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("missing")
+    );
+}
+
+#[test]
+fn every_key_is_read_known_inert_or_named_and_confidence_says_so() {
+    let base = r#""hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
+        "intermediate_size":128,"vocab_size":100,"tie_word_embeddings":false,"rms_norm_eps":1e-5"#;
+    // A known family, every key read or inert: exact.
+    let c = parse_config(&format!(r#"{{"model_type":"llama",{base}}}"#)).unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    // A key no one reads is named, and the estimate is approximate because of it.
+    let c = parse_config(&format!(
+        r#"{{"model_type":"llama",{base},"dense_bottleneck":32}}"#
+    ))
+    .unwrap();
+    let w = field(&c, "dense_bottleneck").unwrap();
+    assert!(w.contains("is not read"), "{w}");
+    assert!(
+        c.confidence.starts_with("approximate: dense_bottleneck"),
+        "{}",
+        c.confidence
+    );
+    // Off (false, 0, null, empty) is not a feature turned on: no warning.
+    let c = parse_config(&format!(
+        r#"{{"model_type":"llama",{base},"dense_bottleneck":0,"extra":null,"flags":[]}}"#
+    ))
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    // A key with a known effect that this family does not read says what it is.
+    let c = parse_config(&format!(
+        r#"{{"model_type":"llama",{base},"mlp_only_layers":[1]}}"#
+    ))
+    .unwrap();
+    assert!(field(&c, "mlp_only_layers is not modelled").is_some());
+    // An unknown family names itself and what it was read as.
+    let c = parse_config(&format!(r#"{{"model_type":"brand_new",{base}}}"#)).unwrap();
+    assert_eq!(c.confidence, "unknown family");
+    let w = field(&c, "brand_new").unwrap();
+    assert!(
+        w.contains("generic decoder rules") && w.contains("Llama-style"),
+        "{w}"
+    );
+    // A nested config: unread keys at both levels are named.
+    let c = parse_config(&format!(
+        r#"{{"model_type":"gemma3","mystery_root":1,"text_config":{{"model_type":"gemma3_text",{base},"mystery_text":2}}}}"#
+    ))
+    .unwrap();
+    assert!(field(&c, "mystery_root").is_some() && field(&c, "mystery_text").is_some());
+}
+
+#[test]
+fn olmoe_norms_queries_and_keys_over_the_whole_projection() {
+    // OLMoE-1B-7B's shape (allenai/OLMoE-1B-7B-0924 config.json): q_norm and k_norm
+    // are [16 × 128] each in all 16 layers: 65 536 parameters a per-head norm misses.
+    let cfg = r#"{"model_type":"olmoe","hidden_size":2048,"num_hidden_layers":16,"num_attention_heads":16,
+        "num_key_value_heads":16,"intermediate_size":1024,"num_experts":64,"num_experts_per_tok":8,
+        "vocab_size":50304,"tie_word_embeddings":false,"clip_qkv":null,"norm_topk_prob":false}"#;
+    let c = parse_config(cfg).unwrap();
+    assert!(c.arch.qk_norm_whole && !c.arch.qk_norm);
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    let per_head = Architecture {
+        qk_norm_whole: false,
+        qk_norm: true,
+        ..c.arch
+    };
+    assert_eq!(
+        counts(&c.arch).0 - counts(&per_head).0,
+        16 * 2 * (2048 - 128)
+    );
+}
+
+#[test]
+fn kimi_linear_puts_kda_in_its_listed_layers_and_mla_in_the_others() {
+    let c = parse_config(
+        r#"{"model_type":"kimi_linear","hidden_size":64,"num_hidden_layers":4,"num_attention_heads":4,
+        "num_key_value_heads":4,"intermediate_size":128,"vocab_size":100,"kv_lora_rank":16,"q_lora_rank":null,
+        "qk_nope_head_dim":8,"qk_rope_head_dim":4,"v_head_dim":8,"num_experts":4,"num_experts_per_token":2,
+        "num_shared_experts":1,"moe_intermediate_size":16,"first_k_dense_replace":1,
+        "moe_router_activation_func":"sigmoid","linear_attn_config":{"full_attn_layers":[4],
+        "kda_layers":[1,2,3],"head_dim":8,"num_heads":4,"short_conv_kernel_size":4}}"#,
+    )
+    .unwrap();
+    let m = c.arch.mixer.unwrap();
+    assert_eq!((m.layers, m.inner, m.heads, m.state), (3, 32, 4, 8));
+    assert_eq!(c.arch.attention_layers(), 1);
+    let moe = c.arch.moe.unwrap();
+    assert!(moe.router_bias && !moe.correction_bias && moe.shared_experts == 1);
+    // KDA state per layer (vLLM's kda_state_shape): q, k, v windows 3 × 32 × 3 and
+    // the recurrent 4 × 8 × 8.
+    assert_eq!(m.state_values().unwrap(), (3 * 32 * 3, 4 * 8 * 8));
+    let (input, errors) =
+        crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(c.arch));
+}
+
+#[test]
+fn deepseek_v32_reads_the_indexer_and_noaux_tc_routers_keep_an_fp32_bias() {
+    let base = r#""hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,
+        "vocab_size":100,"kv_lora_rank":16,"q_lora_rank":24,"qk_nope_head_dim":8,"qk_rope_head_dim":4,
+        "v_head_dim":8,"n_routed_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":16,
+        "topk_method":"noaux_tc","index_n_heads":2,"index_head_dim":128,"index_topk":2048"#;
+    let c = parse_config(&format!(r#"{{"model_type":"deepseek_v32",{base}}}"#)).unwrap();
+    let x = c.arch.indexer.unwrap();
+    assert_eq!((x.heads, x.head_dim, x.key_bytes()), (2, 128, 132));
+    assert!(c.arch.moe.unwrap().correction_bias);
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    // The same keys under deepseek_v3 (no indexer): index_* are then unread, named.
+    let v3 = parse_config(&format!(r#"{{"model_type":"deepseek_v3",{base}}}"#)).unwrap();
+    assert!(v3.arch.indexer.is_none());
+    assert!(field(&v3, "index_n_heads is not read").is_some());
+    // Per attention layer: wq_b 256 × 24, wk 128 × 64, k_norm 2 × 128, weights_proj 2 × 64.
+    assert_eq!(
+        counts(&c.arch).0 - counts(&v3.arch).0,
+        2 * (256 * 24 + 128 * 64 + 2 * 128 + 2 * 64)
+    );
+    let (input, errors) =
+        crate::params::from_pairs(c.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(c.arch));
+}
+
+#[test]
+fn glm_families_keep_an_fp32_router_bias_and_glm5_shares_its_vocabulary_with_mtp() {
+    let mla = r#""hidden_size":64,"num_hidden_layers":3,"num_attention_heads":4,"intermediate_size":128,
+        "vocab_size":1000,"kv_lora_rank":16,"q_lora_rank":24,"qk_nope_head_dim":8,"qk_rope_head_dim":4,
+        "v_head_dim":8,"n_routed_experts":4,"n_shared_experts":1,"num_experts_per_tok":2,
+        "moe_intermediate_size":16,"first_k_dense_replace":1,"num_nextn_predict_layers":1"#;
+    let glm5 = parse_config(&format!(
+        r#"{{"model_type":"glm_moe_dsa",{mla},"index_n_heads":2,"index_head_dim":128,"index_topk":2048,
+        "mlp_layer_types":["dense","sparse","sparse"]}}"#
+    ))
+    .unwrap();
+    assert!(glm5.arch.mtp_shared_vocab && glm5.arch.indexer.is_some());
+    let m = glm5.arch.moe.unwrap();
+    assert!(m.correction_bias && m.dense_layers == 1);
+    assert_eq!(glm5.confidence, "exact", "{:?}", glm5.warnings);
+    // The MTP layer stores no embedding or head: 2 × 1000 × 64 fewer than DeepSeek's.
+    let copies = Architecture {
+        mtp_shared_vocab: false,
+        ..glm5.arch
+    };
+    assert_eq!(counts(&copies).0 - counts(&glm5.arch).0, 2 * 1000 * 64);
+    let (input, errors) =
+        crate::params::from_pairs(glm5.pairs().iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(glm5.arch));
+    // GLM-4.7-Flash: MLA, the fp32 bias without topk_method.
+    let flash = parse_config(&format!(r#"{{"model_type":"glm4_moe_lite",{mla}}}"#)).unwrap();
+    assert!(flash.arch.moe.unwrap().correction_bias && !flash.arch.mtp_shared_vocab);
+    // GLM-4.5: q/k/v biases without an o_proj bias, per-head q/k norms.
+    let g45 = parse_config(
+        r#"{"model_type":"glm4_moe","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+        "num_key_value_heads":2,"head_dim":16,"intermediate_size":128,"vocab_size":100,"attention_bias":true,
+        "use_qk_norm":true,"partial_rotary_factor":0.5,"n_routed_experts":4,"num_experts_per_tok":2,
+        "moe_intermediate_size":16,"n_shared_experts":1,"first_k_dense_replace":1}"#,
+    )
+    .unwrap();
+    assert!(g45.arch.qkv_bias && !g45.arch.o_bias && g45.arch.qk_norm);
+    assert!(g45.arch.moe.unwrap().correction_bias);
+    assert_eq!(g45.confidence, "exact", "{:?}", g45.warnings);
+}
+
+#[test]
+fn gemma4_global_layers_have_their_own_kv_shape_and_k_eq_v_drops_v_proj() {
+    let text = r#""model_type":"gemma4_text","hidden_size":64,"num_hidden_layers":6,"num_attention_heads":4,
+        "num_key_value_heads":2,"num_global_key_value_heads":1,"head_dim":16,"global_head_dim":32,
+        "intermediate_size":128,"vocab_size":100,"sliding_window":8,
+        "layer_types":["sliding_attention","sliding_attention","full_attention",
+        "sliding_attention","sliding_attention","full_attention"]"#;
+    let c = parse_config(&format!(r#"{{{text},"attention_k_eq_v":true}}"#)).unwrap();
+    let g = c.arch.global_attn.unwrap();
+    assert_eq!(
+        (g.layers, g.kv_heads, g.head_dim, g.k_eq_v),
+        (2, 1, 32, true)
+    );
+    assert_eq!((c.sliding_window, c.sliding_layers), (Some(8), Some(4)));
+    assert!(c.arch.layer_scalars == 1 && c.arch.qk_norm && c.arch.tied_embeddings);
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    // Without k = v the global layers keep the model's KV heads and their v_proj:
+    // per global layer v_proj 2 × 32 × 64 and k_proj one head wider (1 → 2).
+    let kv = parse_config(&format!(r#"{{{text},"attention_k_eq_v":false}}"#)).unwrap();
+    assert_eq!(kv.arch.global_attn.unwrap().kv_heads, 2);
+    assert_eq!(
+        counts(&kv.arch).0 - counts(&c.arch).0,
+        2 * (2 * 32 * 64 + 32 * 64)
+    );
+    // The KV line: 4 sliding layers keep 8 tokens of 2 × 2 × 16 values, the 2 global
+    // layers every token with 2 × 1 × 32 (K and V both cached), bf16, 100 tokens.
+    let mut pairs = c.pairs();
+    pairs.extend([("context", "100".to_string()), ("kv-dtype", "bf16".into())]);
+    let (input, errors) = crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(c.arch));
+    let est = crate::estimate::estimate(&input).unwrap();
+    assert_eq!(est.kv_cache_bytes, (4 * 8 * 64 + 2 * 100 * 64) * 2);
+}
+
+#[test]
+fn seed_oss_biases_q_k_v_and_o_by_their_own_keys_and_smollm3_nope_layers_hold_nothing() {
+    let base = r#""hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
+        "intermediate_size":128,"vocab_size":100"#;
+    let c = parse_config(&format!(
+        r#"{{"model_type":"seed_oss",{base},"attention_bias":true,"attention_out_bias":false,"mlp_bias":false,"tie_word_embeddings":false}}"#
+    ))
+    .unwrap();
+    assert!(c.arch.qkv_bias && !c.arch.o_bias && !c.arch.mlp_bias);
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    let s = parse_config(&format!(
+        r#"{{"model_type":"smollm3",{base},"no_rope_layers":[1,0],"no_rope_layer_interval":4}}"#
+    ))
+    .unwrap();
+    let llama = parse_config(&format!(
+        r#"{{"model_type":"llama",{base},"tie_word_embeddings":true}}"#
+    ))
+    .unwrap();
+    assert_eq!(s.arch, llama.arch);
+    assert_eq!(s.confidence, "exact", "{:?}", s.warnings);
+}
