@@ -432,7 +432,7 @@ pub static FIELDS: &[Field] = &[
             ("transformers", "transformers"),
         ]),
     f("card", G::Engine, K::Card, "GPU card", "",
-        "Catalogue card (id such as h100-sxm-80gb, or name): the engine budget's card; the largest workload that fits on it"),
+        "The card judged against: an id (h100-sxm-80gb), a short form (4090, t4, a100-40, l40s) or a capacity (24GiB, 22.5GB)"),
     f("gpu-memory-utilization", G::Engine, K::Fraction, "vLLM memory utilization", "0.9",
         "vLLM: fraction of the card the instance may use"),
     f("max-model-len", G::Engine, K::Count, "Max model length", "context + generate",
