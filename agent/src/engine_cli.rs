@@ -19,7 +19,7 @@ use serde::Serialize;
 /// Adds one flag per engine key.
 pub fn augment(mut cmd: Command) -> Command {
     for f in FIELDS.iter().filter(|f| f.is_engine()) {
-        cmd = cmd.arg(crate::estimate::flag_of(f));
+        cmd = cmd.arg(crate::flags::flag_of(f));
     }
     cmd
 }
@@ -80,7 +80,7 @@ pub fn compute(
     Ok(EngineOutput {
         engine: budget,
         engine_per_card: None,
-        largest: Some(engine::largest(input, card, &params)),
+        largest: Some(engine::largest(input, &card, &params)),
     })
 }
 

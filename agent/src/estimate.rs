@@ -14,14 +14,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
 use gpumem_core::EstimateError;
+use gpumem_core::catalogue::{GpuCard, resolve};
+use gpumem_core::engine;
 use gpumem_core::estimate::{Estimate, estimate};
-use gpumem_core::fields::Unit;
-use gpumem_core::fit::{CardFit, Verdict, fit_table};
+use gpumem_core::fit::{CardFit, MARGIN_RULE, Verdict, fit_table};
+use gpumem_core::headline::{Basis, FORMAT_LADDER, compare_formats, headline, inputs_line};
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
 use gpumem_core::import::{TensorSummary, config, gguf};
-use gpumem_core::params::{self, FIELDS, Field, FieldKind, field, keys};
+use gpumem_core::params::{self, FIELDS, field, keys};
 use gpumem_core::units::{Bytes, group_digits, signed_gib_string, signed_group_digits};
-use serde::Serialize;
+use gpumem_proto::estimate::{ESTIMATE_SCHEMA, EstimateDocument};
 
 use crate::exit::Exit;
 
@@ -30,8 +32,12 @@ use crate::exit::Exit;
 pub struct Args {
     /// `key=value` pairs from the flags, in command-line order.
     pairs: Vec<(String, String)>,
-    /// Print JSON instead of a table.
+    /// Print JSON instead of the answer.
     json: bool,
+    /// Print every line with its formula, every card and the engine's lines too.
+    verbose: bool,
+    /// `--formats a,b,c` (or `--compare-formats`: the headline's ladder).
+    formats: Option<Vec<String>>,
     /// A Hugging Face config.json.
     config: Option<PathBuf>,
     /// safetensors files (shards).
@@ -54,7 +60,17 @@ pub struct Args {
 impl clap::Args for Args {
     fn augment_args(cmd: Command) -> Command {
         let mut cmd = cmd
-            .arg(Arg::new("json").long("json").action(ArgAction::SetTrue).help("Print JSON (weights_bytes, kv_cache_bytes, reserve_bytes, total_bytes, lines, fit)"))
+            .arg(Arg::new("json").long("json").action(ArgAction::SetTrue).help("Print JSON (weights_bytes, kv_cache_bytes, reserve_bytes, total_bytes, lines, fit, verdict; schemas/estimate.v1.schema.json)"))
+            .arg(Arg::new("verbose").long("verbose").short('v').action(ArgAction::SetTrue).help("After the answer, every line with its formula, every catalogue card and the engine's lines with their sources"))
+            .arg(
+                Arg::new("formats")
+                    .long("formats")
+                    .value_name("FORMAT,…")
+                    .value_delimiter(',')
+                    .action(ArgAction::Append)
+                    .help("Weight formats side by side on the card, e.g. bf16,fp8,awq-4,q4_k_m"),
+            )
+            .arg(Arg::new("compare-formats").long("compare-formats").action(ArgAction::SetTrue).conflicts_with("formats").help("Side by side: bf16, fp8, int8, awq-4-g128, q3_k, q2_k"))
             .arg(Arg::new("config").long("config").value_name("CONFIG_JSON").value_parser(clap::value_parser!(PathBuf)).help("Read the architecture from a Hugging Face config.json (flags override it)"))
             .arg(
                 Arg::new("safetensors")
@@ -71,7 +87,7 @@ impl clap::Args for Args {
             .arg(Arg::new("trace").long("trace").action(ArgAction::SetTrue).help("Trace the workload (the model's code on PyTorch's meta device, no GPU) and use the traced activations, logits and prefill figures instead of the assumed ones; needs --config or --model"))
             .arg(crate::trace::python_arg().requires("trace"));
         for f in FIELDS.iter().filter(|f| !f.is_engine()) {
-            cmd = cmd.arg(flag_of(f));
+            cmd = cmd.arg(crate::flags::flag_of(f));
         }
         crate::engine_cli::augment(cmd)
     }
@@ -94,6 +110,13 @@ impl FromArgMatches for Args {
         Ok(Args {
             pairs: pairs.into_iter().map(|(_, k, v)| (k, v)).collect(),
             json: m.get_flag("json"),
+            verbose: m.get_flag("verbose"),
+            formats: if m.get_flag("compare-formats") {
+                Some(FORMAT_LADDER.iter().map(|f| f.to_string()).collect())
+            } else {
+                m.get_many::<String>("formats")
+                    .map(|v| v.map(|f| f.trim().to_string()).collect())
+            },
             config: m.get_one::<PathBuf>("config").cloned(),
             safetensors: m
                 .get_many::<PathBuf>("safetensors")
@@ -111,119 +134,6 @@ impl FromArgMatches for Args {
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
         *self = Self::from_arg_matches(m)?;
         Ok(())
-    }
-}
-
-/// What `--json` prints.
-#[derive(Serialize)]
-struct JsonOutput<'a> {
-    schema: &'static str,
-    input: std::collections::BTreeMap<&'static str, String>,
-    #[serde(flatten)]
-    estimate: &'a Estimate,
-    /// How far the config reader vouches for the shape (`exact`, `approximate: …`,
-    /// `unknown family`), when a config was read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    confidence: Option<String>,
-    fit: Vec<CardFit>,
-    #[serde(flatten)]
-    engine: crate::engine_cli::EngineOutput,
-}
-
-/// The flag of one field of the table: its help, a value name from its kind and
-/// unit, and a choice field's choices as possible values (shown in `--help` and
-/// offered by the completions). The value itself is still checked by the core's parser, which
-/// accepts aliases (`flash_attention_2`, `llamacpp`) and gives the field's message.
-pub fn flag_of(f: &'static Field) -> Arg {
-    let name = match f.kind {
-        FieldKind::Count => match f.unit {
-            Unit::None => "N",
-            Unit::Gib => "GIB",
-            Unit::Mib => "MIB",
-            Unit::Bytes => "BYTES",
-            Unit::Tokens => "TOKENS",
-        },
-        FieldKind::Bool(_) => "BOOL",
-        FieldKind::Choice => "NAME",
-        FieldKind::Text if !f.choices.is_empty() => "NAME",
-        FieldKind::Text => "TEXT",
-        FieldKind::Fraction => "FRACTION",
-        FieldKind::Card => "CARD",
-    };
-    Arg::new(f.key)
-        .long(f.key)
-        .value_name(name)
-        .allow_hyphen_values(true)
-        .value_parser(Offered(f))
-        .help(help_of(f))
-}
-
-/// The field's help, with what the table says beside it: a text field's suggestions
-/// and the default (a switch's, or what an empty field means).
-fn help_of(f: &Field) -> String {
-    let mut help = f.help.to_string();
-    if matches!(f.kind, FieldKind::Text) && !f.choices.is_empty() {
-        let names: Vec<&str> = f.choices.iter().map(|(v, _)| *v).collect();
-        help.push_str(&format!(" (e.g. {}, …)", names.join(", ")));
-    }
-    match f.kind {
-        FieldKind::Bool(d) => help.push_str(&format!(" [default: {d}]")),
-        // The engine's empty choice is "no engine" here (the page shows every engine).
-        FieldKind::Choice if f.is_engine() => {}
-        FieldKind::Choice => {
-            if let Some((_, label)) = f.choices.iter().find(|(v, _)| v.is_empty()) {
-                help.push_str(&format!(" [default: {label}]"));
-            }
-        }
-        _ if !f.placeholder.is_empty() => help.push_str(&format!(
-            " [default: {}]",
-            f.placeholder.trim_start_matches("= ")
-        )),
-        _ => {}
-    }
-    help
-}
-
-/// A value parser that takes any text and offers the field's choices.
-#[derive(Clone)]
-struct Offered(&'static Field);
-
-impl clap::builder::TypedValueParser for Offered {
-    type Value = String;
-
-    fn parse_ref(
-        &self,
-        cmd: &Command,
-        arg: Option<&Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<String, clap::Error> {
-        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
-    }
-
-    fn possible_values(
-        &self,
-    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        let choices: Box<dyn Iterator<Item = clap::builder::PossibleValue>> = match self.0.kind {
-            FieldKind::Bool(_) => Box::new(
-                ["true", "false"]
-                    .into_iter()
-                    .map(clap::builder::PossibleValue::new),
-            ),
-            // Only a closed set: a text field's suggestions (formats, dtypes) are not
-            // all it accepts, and clap would print them as "possible values".
-            FieldKind::Choice => Box::new(
-                self.0
-                    .choices
-                    .iter()
-                    .filter(|(v, _)| !v.is_empty())
-                    .map(|(v, l)| {
-                        let p = clap::builder::PossibleValue::new(*v);
-                        if l == v { p } else { p.help(*l) }
-                    }),
-            ),
-            _ => return None,
-        };
-        Some(choices)
     }
 }
 
@@ -379,20 +289,80 @@ pub fn run(args: Args) -> Result<Exit> {
             return Ok(Exit::Unavailable);
         }
     };
+    // Step 3: the answer — on the engine's budget when an engine and a card are named.
+    let (params, _) = engine::from_pairs(args.engine.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let basis = match (params.engine, params.card) {
+        (Some(_), Some(_)) => Basis::Engine(Box::new(params.clone())),
+        _ => Basis::Estimate,
+    };
+    let answer = match headline(&input, &est, params.card.as_ref(), &basis) {
+        Ok(h) => h,
+        Err(e) => {
+            crate::out::errln!("gpumem-agent: invalid input: {}", flagify(&e));
+            return Ok(Exit::Unavailable);
+        }
+    };
+    let formats = match &args.formats {
+        Some(names) => {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let card = resolve(&answer.card.id)
+                .unwrap_or_else(|_| GpuCard::custom(answer.card.capacity_bytes));
+            match compare_formats(&input, &card, &basis, &names) {
+                Ok(rows) => Some(rows),
+                Err(e) => {
+                    crate::out::errln!("gpumem-agent: invalid input: --{e}");
+                    return Ok(Exit::Unavailable);
+                }
+            }
+        }
+        None => None,
+    };
     if args.json {
-        let out = JsonOutput {
-            schema: "gpumem.estimate/v1",
-            input: params::to_pairs(&input).into_iter().collect(),
-            estimate: &est,
+        let out = EstimateDocument {
+            schema: ESTIMATE_SCHEMA.into(),
+            input: params::to_pairs(&input)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            estimate: est,
             confidence: imported.as_ref().map(|c| c.confidence.clone()),
             fit,
-            engine,
+            engine: engine.engine,
+            engine_per_card: engine.engine_per_card,
+            largest: engine.largest,
+            verdict: answer,
+            formats,
         };
         emit(&(serde_json::to_string_pretty(&out)? + "\n"))?;
-    } else {
-        emit(&(render_table(&est, &fit, input.gpus > 1) + &crate::engine_cli::render(&engine)))?;
+        return Ok(Exit::Ok);
     }
+    let model = model_name(&args);
+    let inputs = inputs_line(&input, &est, model.as_deref());
+    let mut text = crate::answer::render(
+        &inputs,
+        &answer,
+        &est,
+        &engine,
+        formats.as_deref(),
+        input.tensors.is_some(),
+    );
+    if args.verbose {
+        text.push('\n');
+        text.push_str(&render_table(&est, &fit, input.gpus > 1));
+        text.push_str(&crate::engine_cli::render(&engine));
+    }
+    emit(&text)?;
     Ok(Exit::Ok)
+}
+
+/// What the model is called: the Hub id, else the file the shape or tensors came from.
+fn model_name(args: &Args) -> Option<String> {
+    let file = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    args.model
+        .clone()
+        .or_else(|| args.config.as_deref().and_then(file))
+        .or_else(|| args.gguf.as_deref().and_then(file))
+        .or_else(|| args.safetensors.first().and_then(|p| file(p)))
 }
 
 /// Writes to stdout, escaped as every terminal line is (`crate::out::terminal_safe`: a
@@ -487,6 +457,9 @@ pub fn render_table(est: &Estimate, fit: &[CardFit], per_device: bool) -> String
             label.push_str(&format!(" [was {} GB]", Bytes(r).gb_string(2)));
         }
         row(&mut s, &label, kind, l.bytes);
+        if !l.formula.is_empty() {
+            s.push_str(&crate::answer::wrap(&format!("    = {}", l.formula), 6));
+        }
     }
     row(&mut s, "Total", "", est.total_bytes);
     if per_device {
@@ -511,7 +484,7 @@ pub fn render_table(est: &Estimate, fit: &[CardFit], per_device: bool) -> String
     }
     let _ = writeln!(
         s,
-        "\nfit per device ({} B each):",
+        "\nfit per device ({} B each), smallest card first; {MARGIN_RULE}:",
         group_digits(est.per_device_bytes)
     );
     // Verdict and signed headroom come from the core's shared helpers, so this table
@@ -519,7 +492,7 @@ pub fn render_table(est: &Estimate, fit: &[CardFit], per_device: bool) -> String
     // Columns as wide as the longest verdict and card name, so every row lines up.
     let verdict_width = fit
         .iter()
-        .map(|f| Verdict::of(f).text().chars().count())
+        .map(|f| Verdict::of_fit(f).text().chars().count())
         .max()
         .unwrap_or(0);
     let name_width = fit
@@ -527,11 +500,14 @@ pub fn render_table(est: &Estimate, fit: &[CardFit], per_device: bool) -> String
         .map(|f| f.name.chars().count())
         .max()
         .unwrap_or(0);
+    // Smallest capacity first, so the first "Fits" is the smallest card that does.
+    let mut fit: Vec<&CardFit> = fit.iter().collect();
+    fit.sort_by_key(|f| f.capacity_bytes);
     for f in fit {
         let _ = writeln!(
             s,
             "  {:<verdict_width$} {:<name_width$} {:>22} B ({:<8}) headroom {:>23} B  {:>8} GiB",
-            Verdict::of(f).text(),
+            Verdict::of_fit(f).text(),
             f.name,
             group_digits(f.capacity_bytes),
             f.capacity_kind,

@@ -4,12 +4,15 @@
 //! Exit codes (see [`exit::Exit`]): 0 ok; 1 a measurement failed but its result was
 //! recorded; 2 cannot measure here, or bad usage.
 
+mod answer;
 mod bisect;
+mod cards;
 mod engine_cli;
 mod environment;
 mod estimate;
 mod exit;
 mod export;
+mod flags;
 mod gpu;
 mod hub;
 mod manual;
@@ -45,6 +48,8 @@ struct Cli {
 enum Command {
     /// Compute weights, KV cache, training state and reserve (no GPU needed).
     Estimate(Box<estimate::Args>),
+    /// List the catalogue's cards: id, capacity, bandwidth, bf16/fp8 support, name.
+    Cards(cards::Args),
     /// Report the GPU environment: devices, memory, driver, allocator.
     Environment(environment::Args),
     /// Measure the dense test network phase by phase on a GPU.
@@ -72,6 +77,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Estimate(args) => estimate::run(*args),
+        Command::Cards(args) => cards::run(args),
         Command::Environment(args) => environment::run(args),
         Command::Measure(args) => measure::run(args),
         Command::Bisect(args) => bisect::run(args),

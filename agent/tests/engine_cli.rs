@@ -25,7 +25,8 @@ const LLAMA_8B: &[&str] = &[
 ];
 
 fn agent(extra: &[&str]) -> Output {
-    let mut args = vec!["estimate"];
+    // --verbose: the engine section and the per-card rows are the full tables.
+    let mut args = vec!["estimate", "--verbose"];
     args.extend_from_slice(LLAMA_8B);
     args.extend_from_slice(extra);
     Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))

@@ -29,6 +29,7 @@ fn json(args: &[&str]) -> Value {
 fn seed_command_prints_exact_bytes_gb_and_gib() {
     let out = agent(&[
         "estimate",
+        "--verbose",
         "--parameters",
         "7000000000",
         "--bits",
@@ -337,6 +338,7 @@ fn table_and_json_match_their_snapshots() {
             "qwen3-next.txt",
             vec![
                 "estimate",
+                "--verbose",
                 "--config",
                 &qwen3_next,
                 "--context",
@@ -566,4 +568,201 @@ fn nemotron_3_super_config_matches_the_oracle_and_its_flags() {
         "4255744",
     ];
     by_case(&by_hand);
+}
+
+/// What a new user sees first: the inputs, the verdict on the card, the ways out —
+/// within 100 columns and about 25 lines, for every model of the real-config set.
+#[test]
+fn the_answer_comes_first_within_100_columns_and_25_lines() {
+    for name in [
+        "llama-3.1-8b",
+        "qwen3-30b-a3b",
+        "deepseek-v3",
+        "gpt-oss-120b",
+        "qwen3-next-80b-a3b",
+    ] {
+        let cfg = config(name);
+        for card in ["4090", "t4", "h100-sxm"] {
+            let out = agent(&[
+                "estimate",
+                "--config",
+                &cfg,
+                "--context",
+                "8192",
+                "--card",
+                card,
+            ]);
+            assert!(
+                out.status.success(),
+                "{name} {card}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let text = String::from_utf8(out.stdout).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert!(
+                lines.len() <= 26,
+                "{name} on {card}: {} lines\n{text}",
+                lines.len()
+            );
+            for l in &lines {
+                assert!(l.chars().count() <= 100, "{name} on {card}: too wide: {l}");
+            }
+            assert!(
+                lines[0].starts_with(&format!("{name}.json · ")),
+                "{}",
+                lines[0]
+            );
+            let verdict = lines[2];
+            assert!(
+                ["FITS  on ", "BORDERLINE  on ", "DOES NOT FIT  on "]
+                    .iter()
+                    .any(|w| verdict.starts_with(w)),
+                "{verdict}"
+            );
+            for label in [
+                "Cards needed",
+                "Smallest card that fits",
+                "Widest format that fits",
+            ] {
+                assert!(text.contains(label), "{label} in\n{text}");
+            }
+        }
+    }
+}
+
+/// The `verdict` object of `--json` says what the answer says, in bytes.
+#[test]
+fn json_carries_the_verdict_with_its_numbers() {
+    let cfg = config("llama-3.1-8b");
+    let v = json(&["--config", &cfg, "--context", "8192", "--card", "rtx4090"]);
+    let h = &v["verdict"];
+    assert_eq!(h["verdict"], "yes");
+    assert_eq!(h["card"]["id"], "rtx-4090");
+    assert_eq!(h["card"]["need_bytes"], v["per_device_bytes"]);
+    let cap = h["card"]["capacity_bytes"].as_i64().unwrap();
+    let need = h["card"]["need_bytes"].as_i64().unwrap();
+    assert_eq!(cap, 24_564 << 20);
+    assert_eq!(h["card"]["headroom_bytes"].as_i64().unwrap(), cap - need);
+    assert_eq!(h["card_given"], true);
+    assert_eq!(h["cards"]["cards"], 1);
+    assert_eq!(h["format"]["format"], "bf16");
+    // The T4: two cards at tp 2, int8 on one, and a word about bf16.
+    let v = json(&["--config", &cfg, "--context", "8192", "--card", "t4"]);
+    let h = &v["verdict"];
+    assert_eq!(h["verdict"], "no");
+    assert_eq!(
+        (h["cards"]["cards"].as_u64(), h["cards"]["tp"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(h["format"]["format"], "int8");
+    assert!(
+        h["warnings"][0].as_str().unwrap().contains("no bf16"),
+        "{h}"
+    );
+}
+
+/// Cards as people type them; several matches are refused naming each; a capacity is a card.
+#[test]
+fn cards_resolve_from_short_forms_and_capacities() {
+    let cfg = config("llama-3.1-8b");
+    for (typed, id) in [
+        ("4090", "rtx-4090"),
+        ("l40s", "l40s-48gb"),
+        ("a100-40", "a100-40gb"),
+        ("mi300x", "mi300x"),
+    ] {
+        let v = json(&["--config", &cfg, "--card", typed]);
+        assert_eq!(v["verdict"]["card"]["id"], id, "{typed}");
+    }
+    let out = agent(&["estimate", "--config", &cfg, "--card", "a100"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--card") && err.contains("a100-80gb") && err.contains("a100-40gb"),
+        "{err}"
+    );
+    let v = json(&["--config", &cfg, "--card", "22.5GB"]);
+    assert_eq!(v["verdict"]["card"]["capacity_bytes"], 22_500_000_000u64);
+    assert_eq!(v["verdict"]["card"]["capacity_kind"], "given");
+}
+
+/// `--formats` prints each format on the card, side by side; a bad name exits 2.
+#[test]
+fn formats_side_by_side() {
+    let cfg = config("llama-3.1-8b");
+    let out = agent(&[
+        "estimate",
+        "--config",
+        &cfg,
+        "--context",
+        "8192",
+        "--card",
+        "4090",
+        "--formats",
+        "bf16,fp8,awq-4-g128,q4_k",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for f in ["bf16 ", "fp8 ", "awq-4-g128 ", "q4_k "] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(f)),
+            "{f} in\n{text}"
+        );
+    }
+    let v = json(&["--config", &cfg, "--card", "4090", "--compare-formats"]);
+    assert_eq!(v["formats"].as_array().map(Vec::len), Some(6));
+    let out = agent(&["estimate", "--config", &cfg, "--formats", "bf16,bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
+}
+
+/// `cards` lists every catalogue card with its capacity in bytes and formats.
+#[test]
+fn cards_lists_the_catalogue() {
+    let out = agent(&["cards"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let t4 = text
+        .lines()
+        .find(|l| l.starts_with("t4-16gb "))
+        .expect("a T4 row");
+    assert!(t4.contains("16 106 127 360") && t4.contains("320"), "{t4}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100));
+    let out = agent(&["cards", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let h100 = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "h100-sxm-80gb")
+        .unwrap();
+    assert_eq!(h100["capacity_bytes"], 85_520_809_984u64);
+    assert_eq!(
+        (h100["bf16"].as_bool(), h100["fp8"].as_bool()),
+        (Some(true), Some(true))
+    );
+}
+
+/// The completions offer the catalogue's card ids and the formats; `--help` does not
+/// list them as the only possible values (a card may be a capacity, a format `q4_k_m`).
+#[test]
+fn completions_offer_card_ids_and_formats() {
+    let out = agent(&["completions", "bash"]);
+    assert!(out.status.success());
+    let script = String::from_utf8(out.stdout).unwrap();
+    for word in ["rtx-4090", "h100-sxm-80gb", "t4-16gb", "awq-4-g128", "q4_k"] {
+        assert!(script.contains(word), "{word} is not offered");
+    }
+    let help = String::from_utf8(agent(&["estimate", "--help"]).stdout).unwrap();
+    let card = help
+        .split("--card <CARD>")
+        .nth(1)
+        .expect("--card in the help");
+    let card = card.split("\n      --").next().unwrap_or_default();
+    assert!(!card.contains("possible values"), "{card}");
+    assert!(card.contains("gpumem-agent cards"), "{card}");
 }

@@ -78,6 +78,21 @@ const CASES: &[Case] = &[
         checkpointing: false,
     },
     Case {
+        config: "phi-3-mini-4k.json",
+        attention: "flash",
+        checkpointing: false,
+    },
+    Case {
+        config: "phi-3-mini-4k.json",
+        attention: "efficient",
+        checkpointing: false,
+    },
+    Case {
+        config: "phi-3-mini-4k.json",
+        attention: "eager",
+        checkpointing: false,
+    },
+    Case {
         config: "gemma-3-1b.json",
         attention: "flash",
         checkpointing: false,

@@ -498,7 +498,10 @@ fn pair_agent_going_away_keeps_what_was_received() {
     );
     assert!(b.testid("run-state").contains("interrupted"));
     // What was received can still go into a sheet.
-    assert!(b.testid("sheet-summary").contains("1 run(s), replay"));
+    assert!(
+        b.testid("sheet-summary")
+            .contains("1 measurement run(s) and 0 run(s) of your own command, replayed")
+    );
     println!(
         "pair: agent stopped after {} phases; the page kept them",
         kept.len()

@@ -37,7 +37,7 @@ fn web_engine_section_matches_the_core() {
             &est,
             &EngineParams {
                 engine: Some(e),
-                card: Some(card),
+                card: Some(*card),
                 ..EngineParams::default()
             },
         )

@@ -199,11 +199,34 @@ fn web_looks_models_up_on_the_hub() {
         "a search sends no token"
     );
 
-    // 4. Unknown repository: "not found", the previous import kept.
+    // 4. Unknown repository: "not found", said at the top of the answer, and the
+    //    previous model's figures cleared rather than left standing for this one.
     look_up(&browser, "tiny-org/no-such-model");
     let status = final_status(&browser, "an unknown repository");
     assert!(status.contains("not found"), "{status}");
-    assert_eq!(imported_bytes(&browser), Some(expected_bytes(GATED)));
+    let failed = browser.wait_for(
+        "the failure at the top of the answer",
+        "const e = document.querySelector('[data-testid=lookup-failed]'); return e && e.textContent;",
+    );
+    let failed = failed.as_str().unwrap_or_default();
+    assert!(
+        failed.contains("tiny-org/no-such-model") && failed.contains("not found"),
+        "{failed}"
+    );
+    assert_eq!(
+        imported_bytes(&browser),
+        None,
+        "the previous import is cleared"
+    );
+    let (verdict, total) = (
+        browser.testid("answer-verdict"),
+        browser.testid("total-bytes"),
+    );
+    assert!(verdict.contains("NO ANSWER"), "{verdict}");
+    assert!(
+        bytes_of(&total).is_none(),
+        "no figures for a model that failed: {total}"
+    );
 
     // 5. GGUF: one file is found by itself; of three, the page names them and reads
     //    the one asked for.

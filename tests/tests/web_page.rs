@@ -424,9 +424,8 @@ fn agent_estimate(query: &str, json: bool) -> String {
     }
     let mut cmd = Command::new(&bin);
     cmd.arg("estimate");
-    if json {
-        cmd.arg("--json");
-    }
+    // The table is the --verbose output (the default prints the answer first).
+    cmd.arg(if json { "--json" } else { "--verbose" });
     for (k, v) in query.split('&').filter_map(|p| p.split_once('=')) {
         cmd.arg(format!("--{k}")).arg(v);
     }
@@ -445,7 +444,7 @@ fn assert_fit_rows_agree(page: &Page, query: &str, cli: &Value) {
     let fits: Vec<CardFit> = serde_json::from_value(cli["fit"].clone()).expect("fit rows");
     let table = agent_estimate(query, false);
     for f in &fits {
-        let verdict = Verdict::of(f).text();
+        let verdict = Verdict::of_fit(f).text();
         let gib = format!("{} GiB", signed_gib_string(f.headroom_bytes, 2));
         let line = table
             .lines()
@@ -472,14 +471,14 @@ fn assert_fit_rows_agree(page: &Page, query: &str, cli: &Value) {
              return r ? [...r.cells].map(c => c.textContent) : null;",
             json!([f.id]),
         );
-        let headroom = cells[3].as_str().unwrap_or_default();
+        let headroom = cells[2].as_str().unwrap_or_default();
         assert!(
             headroom.starts_with(&gib),
             "{query}: page headroom for {}: {headroom:?}, CLI says {gib:?}",
             f.id
         );
         assert_eq!(
-            cells[4],
+            cells[3],
             json!(verdict),
             "{query}: page verdict for {}",
             f.id

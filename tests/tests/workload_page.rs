@@ -145,6 +145,28 @@ fn a_replayed_workload_shows_its_phases_and_computed_vs_observed() {
             );
         }
     }
+    // No Rust debug text reaches the page (a step was once shown as "step Some(2)").
+    let text = b.js("return document.body.innerText", json!([]));
+    let text = text.as_str().unwrap_or_default();
+    for debug in ["Some(", "None)", "Ok(", "Err("] {
+        assert!(!text.contains(debug), "{debug} on the page");
+    }
+    // The timeline says what its axes are.
+    let axes = b.testid("workload-timeline");
+    assert!(
+        axes.contains("y: allocator peak per phase, bytes")
+            && axes.contains("x, top: the phases in order"),
+        "{axes}"
+    );
+    // The sheet's summary counts the replayed run of the user's command.
+    let observed = b.wait_for(
+        "the sheet summary",
+        "const e = document.querySelector('[data-testid=sheet-observed]'); return e && e.textContent.includes('1 run(s) of your own command') && e.textContent;",
+    );
+    assert!(
+        observed.as_str().unwrap_or_default().contains("replayed"),
+        "{observed}"
+    );
     b.js(
         "document.querySelector('[data-testid=workload]').scrollIntoView()",
         json!([]),

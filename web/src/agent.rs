@@ -7,6 +7,7 @@
 //! **Invariant:** what was received is never thrown away by a disconnection: when the
 //! agent goes away, runs in progress are marked interrupted and everything else stays.
 
+pub use crate::run_state::RunState;
 use gpumem_core::network::{self, NetworkSpec, PhasePrediction};
 use gpumem_proto::results::{Dtype, EnvironmentReport, PhaseName, Status};
 use gpumem_proto::sheet::{ObservationSource, ObservedPhase, ObservedRun};
@@ -141,7 +142,7 @@ impl Link {
                 host,
                 agent_version,
                 replay: false,
-            } => format!("Paired to gpumem-agent v{agent_version} at {host}: live measurements."),
+            } => format!("Paired to gpumem-agent v{agent_version} at {host}."),
             Link::Paired {
                 host,
                 agent_version,
@@ -154,21 +155,6 @@ impl Link {
             Link::Gone { message } => message.clone(),
         }
     }
-}
-
-/// How a run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunState {
-    /// Phases are still arriving.
-    Running,
-    /// `run_finished` arrived with the results document.
-    Finished,
-    /// `run_failed` arrived: no results document.
-    Failed,
-    /// The agent went away before the run ended.
-    Interrupted,
-    /// Read from an imported sheet.
-    Imported,
 }
 
 /// One run as the page holds it: the sheet's view of it plus where it stands.
@@ -232,6 +218,16 @@ impl Received {
     /// Whether the agent replays a saved file.
     pub fn replay(&self) -> bool {
         matches!(self.link, Link::Paired { replay: true, .. })
+    }
+
+    /// Whether the paired agent can measure: `Some(false)` when its environment
+    /// names what is missing (no GPU, no driver), `None` until it is known or when
+    /// nothing is measured now (replay mode).
+    pub fn can_measure(&self) -> Option<bool> {
+        if !matches!(self.link, Link::Paired { replay: false, .. }) {
+            return None;
+        }
+        self.environment.as_ref().map(|e| e.missing.is_empty())
     }
 
     /// The run in progress, if any.

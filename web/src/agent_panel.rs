@@ -203,8 +203,14 @@ pub fn AgentPanel() -> impl IntoView {
             <div class="agent-head">
                 <h2>"Observed — GPU agent"</h2>
                 <p class=move || format!("link {}", link.get().key()) role="status"
-                    data-testid="pair-state" data-state=move || link.get().key()>
+                    data-testid="pair-state" data-state=move || link.get().key()
+                    data-measure=move || match received.with(|r| r.can_measure()) { Some(true) => "yes", Some(false) => "no", None => "" }>
                     {move || link.get().describe()}
+                    {move || match received.with(|r| r.can_measure()) {
+                        Some(true) => " Live measurements on its GPU.",
+                        Some(false) => " This machine cannot measure (see below): replays and your own runs still show here.",
+                        None => "",
+                    }}
                 </p>
             </div>
             {move || matches!(link.get(), Link::NotPaired | Link::Gone { .. } | Link::Refused { .. }).then(|| view! {
@@ -346,6 +352,7 @@ fn MeasureForm() -> impl IntoView {
         }
     });
     let running = Memo::new(move |_| received.with(|r| r.running().is_some()));
+    let cannot = Memo::new(move |_| received.with(|r| r.can_measure() == Some(false)));
     let field = |id: &'static str, label: &'static str, sig: RwSignal<String>| {
         view! {
             <div class="field">
@@ -389,7 +396,8 @@ fn MeasureForm() -> impl IntoView {
             </p>
             <div class="row">
                 <button type="button" class="primary" data-testid="measure-start"
-                    disabled=move || running.get() || request.get().is_err()
+                    disabled=move || running.get() || cannot.get() || request.get().is_err()
+                    title=move || cannot.get().then_some("this machine cannot measure: see the environment above")
                     on:click=move |_| {
                         if let Ok(req) = request.get_untracked() {
                             agent.send(&ClientMessage::StartMeasure(req));
@@ -716,11 +724,11 @@ fn Timeline(phases: Vec<ObservedPhase>, request: MeasureRequest) -> impl IntoVie
         <figure class="timeline" data-testid="timeline">
             <svg viewBox=format!("0 0 {CHART_W} {}", 2 * PANEL_H + 66) role="img"
                 aria-label="Counters across phases: pool allocated, reserved and computed allocated; device used on its own scale">
-                <text x="4" y="12" class="axis">{format!("pool, top = {}", three(pool_max))}</text>
+                <text x="4" y="12" class="axis">{format!("y: bytes in the pool, 0 to {}", three(pool_max))}</text>
                 {lines(&computed, pool_max, 0, "s-computed")}
                 {lines(&reserved, pool_max, 0, "s-reserved")}
                 {lines(&alloc, pool_max, 0, "s-allocated")}
-                <text x="4" y=(dev_top + 12).to_string() class="axis">{format!("device level, own scale, top = {}", three(dev_max))}</text>
+                <text x="4" y=(dev_top + 12).to_string() class="axis">{format!("y: device level, bytes on its own scale, 0 to {}", three(dev_max))}</text>
                 {lines(&used, dev_max, dev_top, "s-used")}
                 {lines(&process, dev_max, dev_top, "s-process")}
                 {labels}
@@ -731,7 +739,7 @@ fn Timeline(phases: Vec<ObservedPhase>, request: MeasureRequest) -> impl IntoVie
                 <span><i class="sw s-computed"></i>"allocated (computed)"</span>
                 <span><i class="sw s-used"></i>"device used, cuMemGetInfo"</span>
                 <span><i class="sw s-process"></i>"this process, NVML"</span>
-                <span class="muted">"Each phase: start, peak (its moment inside the phase is not known), end."</span>
+                <span class="muted">"x: the phases in order; each one's start, peak (its moment inside the phase is not known) and end."</span>
             </figcaption>
         </figure>
     })

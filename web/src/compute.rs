@@ -1,14 +1,18 @@
 //! From raw pairs to results: the three workloads, each through
-//! [`gpumem_core::params::from_pairs`] and [`gpumem_core::estimate::estimate`].
-//! No formula lives here; this module only routes text to the core and errors
-//! back to the field that caused them.
+//! [`gpumem_core::params::from_pairs`] and [`gpumem_core::estimate::estimate`], the
+//! answer ([`gpumem_core::headline`]) and the engine flags. No formula lives here;
+//! this module only routes text to the core and errors back to the field that caused
+//! them. It is the pages' pure layer: it imports no component (the components import it).
 
 use std::collections::BTreeMap;
 
 use gpumem_core::EstimateError;
+use gpumem_core::engine::{self, EngineParams};
 use gpumem_core::estimate::{Estimate, estimate};
+use gpumem_core::headline::{Basis, Headline, headline, inputs_line};
 use gpumem_core::import::TensorSummary;
 use gpumem_core::params::from_pairs;
+use gpumem_core::presets::PRESETS;
 
 /// The workloads, in display order: (title, page-key prefix).
 pub const WORKLOADS: [(&str, &str); 3] = [
@@ -17,7 +21,7 @@ pub const WORKLOADS: [(&str, &str); 3] = [
     ("Near the limit", "limit"),
 ];
 
-/// The dimensions a workload sets (method §1): the rest of the input is shared.
+/// The dimensions a workload sets (seed §1): the rest of the input is shared.
 pub const DIMS: [&str; 3] = ["sequences", "context", "generate"];
 
 /// One workload's outcome.
@@ -122,7 +126,7 @@ pub fn compute(
     }
     // The engine's keys (page pairs like the workloads' own): their messages go
     // beside their fields too.
-    let (_, errors) = crate::engine_panel::engine_settings(page);
+    let (_, errors) = engine_settings(page);
     for e in errors {
         if let EstimateError::Invalid { field, reason } = e {
             field_errors.entry(field.to_string()).or_insert(reason);
@@ -137,7 +141,55 @@ pub fn compute(
     }
 }
 
-/// The values a one-dimension sweep visits around `base` (method §11: change one
+/// The engine flags among `pairs` (other keys are skipped), parsed by the core.
+/// One non-generic entry point, so the page holds one copy of the parser.
+#[inline(never)]
+pub fn engine_settings(pairs: &[(&'static str, String)]) -> (EngineParams, Vec<EstimateError>) {
+    engine::from_pairs(
+        pairs
+            .iter()
+            .filter(|(k, _)| engine::is_engine_key(k))
+            .map(|(k, v)| (*k, v.as_str())),
+    )
+}
+
+/// The preset whose shape `shape` (the shape keys' pairs) describes, if any.
+pub fn preset_index(shape: &[(&'static str, String)]) -> Option<usize> {
+    let (input, _) = from_pairs(shape.iter().map(|(k, v)| (*k, v.as_str())));
+    let s = (input.arch, input.sliding_window, input.sliding_layers);
+    PRESETS.iter().position(|p| {
+        let (i, _) = from_pairs(p.pairs.iter().copied());
+        s.0.is_some() && (i.arch, i.sliding_window, i.sliding_layers) == s
+    })
+}
+
+/// The answer for one workload (its `pairs`, the imported `tensors`) with the page's
+/// engine and card keys (`page`): the inputs in one line (naming `model`) and the
+/// core's headline — on the engine's budget when an engine and a card are chosen;
+/// without a card, on the smallest card that fits. `None` when the workload has no
+/// estimate (its error is shown instead).
+pub fn answer(
+    pairs: &[(&'static str, String)],
+    tensors: Option<&TensorSummary>,
+    page: &[(&'static str, String)],
+    model: Option<&str>,
+) -> Option<(String, Result<Headline, String>)> {
+    let (mut input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+    if !errors.is_empty() {
+        return None;
+    }
+    input.tensors = tensors.cloned();
+    let est = estimate(&input).ok()?;
+    let (settings, _) = engine_settings(page);
+    let basis = match (settings.engine, settings.card) {
+        (Some(_), Some(_)) => Basis::Engine(Box::new(settings.clone())),
+        _ => Basis::Estimate,
+    };
+    let h = headline(&input, &est, settings.card.as_ref(), &basis).map_err(|e| e.to_string());
+    Some((inputs_line(&input, &est, model), h))
+}
+
+/// The values a one-dimension sweep visits around `base` (seed §11: change one
 /// variable at a time): ¼×, ½×, 1×, 2×, 4×, 8×, 16×, at least 1, without repeats.
 pub fn sweep_values(base: u64) -> Vec<u64> {
     let mut out: Vec<u64> = [
@@ -196,7 +248,7 @@ mod tests {
         let page = p(&[("long-context", "16384"), ("limit-context", "-3")]);
         let c = compute(&cli, &page, None, &|| 0.0);
         let kv = |i: usize| c.workloads[i].result.as_ref().unwrap().kv_cache_bytes;
-        // Method §4: 2 × 32 layers × 8 KV heads × 128 × 8192 tokens × 2 B = 1 GiB.
+        // Seed §4: 2 × 32 layers × 8 KV heads × 128 × 8192 tokens × 2 B = 1 GiB.
         assert_eq!(kv(0), 1 << 30);
         assert_eq!(kv(1), 2 << 30);
         assert!(c.field_errors["limit-context"].contains("negative"));

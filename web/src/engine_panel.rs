@@ -8,8 +8,7 @@
 //! section. An empty field is the engine's default; `engine` narrows the table to one
 //! engine. The card is the page's target card (the `card` field by the sweep).
 
-use gpumem_core::EstimateError;
-use gpumem_core::catalogue::{CATALOGUE, GpuCard, find};
+use gpumem_core::catalogue::{CATALOGUE, GpuCard, resolve};
 use gpumem_core::engine::{
     self, Engine, EngineBudget, EngineParams, Largest, Outcome, engine_keys,
 };
@@ -19,7 +18,7 @@ use gpumem_core::params::{FieldGroup, from_pairs};
 use gpumem_core::units::{group_digits, signed_gib_string, signed_group_digits};
 use leptos::prelude::*;
 
-use crate::compute::Computed;
+use crate::compute::{Computed, engine_settings};
 use crate::inputs::group_fields;
 use crate::state::Form;
 
@@ -41,24 +40,12 @@ pub struct EngineView {
     pub budgets: Vec<(Engine, Result<EngineBudget, String>)>,
 }
 
-/// The engine flags among `pairs` (other keys are skipped), parsed by the core.
-/// One non-generic entry point, so the page holds one copy of the parser.
-#[inline(never)]
-pub fn engine_settings(pairs: &[(&'static str, String)]) -> (EngineParams, Vec<EstimateError>) {
-    engine::from_pairs(
-        pairs
-            .iter()
-            .filter(|(k, _)| engine::is_engine_key(k))
-            .map(|(k, v)| (*k, v.as_str())),
-    )
-}
-
 /// The section's figures for a workload given as `key=value` pairs, with the
 /// engine flags of `settings` (its card is replaced by `card`).
 pub fn engine_view(
     pairs: &[(&'static str, String)],
     tensors: Option<&TensorSummary>,
-    card: &'static GpuCard,
+    card: &GpuCard,
     settings: &EngineParams,
 ) -> Option<EngineView> {
     let (mut input, errors): (EstimateInput, _) =
@@ -74,7 +61,7 @@ pub fn engine_view(
         .map(|e| {
             let params = EngineParams {
                 engine: Some(*e),
-                card: Some(card),
+                card: Some(*card),
                 ..settings.clone()
             };
             (
@@ -111,7 +98,7 @@ pub fn EnginePanel() -> impl IntoView {
         .map(|k| (k, form.sig(k)))
         .collect();
     let view_memo = Memo::new(move |_| {
-        let card = find(card_key.get().trim()).unwrap_or(&CATALOGUE[0]);
+        let card = resolve(card_key.get().trim()).unwrap_or(CATALOGUE[0]);
         let pairs = computed.with(|c| c.workloads.get(focus.get()).map(|w| w.pairs.clone()))?;
         // Valid flags apply; an invalid one is shown beside its field (compute.rs)
         // and left at the engine's default here.
@@ -122,7 +109,7 @@ pub fn EnginePanel() -> impl IntoView {
             .collect();
         let (settings, _) = engine_settings(&typed);
         imported
-            .with(|i| engine_view(&pairs, i.as_ref().map(|i| &i.summary), card, &settings))
+            .with(|i| engine_view(&pairs, i.as_ref().map(|i| &i.summary), &card, &settings))
             .map(|v| (card.name, v))
     });
     view! {
@@ -207,7 +194,7 @@ mod tests {
         .iter()
         .map(|(k, v)| (*k, v.to_string()))
         .collect();
-        let card = find("h100-sxm-80gb").unwrap();
+        let card = &resolve("h100-sxm-80gb").unwrap();
         let v = engine_view(&pairs, None, card, &EngineParams::default()).expect("a view");
         let (e, vllm) = &v.budgets[0];
         assert_eq!(*e, Engine::Vllm);
@@ -241,7 +228,7 @@ mod tests {
             &from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))).0,
             &estimate(&from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))).0).unwrap(),
             &EngineParams {
-                card: Some(card),
+                card: Some(*card),
                 ..settings.clone()
             },
         )

@@ -8,11 +8,11 @@
 
 use gpumem_core::catalogue::CATALOGUE;
 use gpumem_core::fields::Unit;
-use gpumem_core::params::{FIELDS, FieldGroup, FieldKind, field, from_pairs};
+use gpumem_core::params::{FIELDS, FieldGroup, FieldKind, field};
 use gpumem_core::presets::PRESETS;
 use leptos::prelude::*;
 
-use crate::compute::{Computed, WORKLOADS, dim_key};
+use crate::compute::{Computed, WORKLOADS, dim_key, preset_index};
 use crate::lookup::ImportZone;
 use crate::state::{Form, Mode};
 
@@ -99,8 +99,11 @@ fn control(
 ) -> AnyView {
     let invalid = move || if err.get().is_some() { "true" } else { "false" };
     match s.kind {
-        FieldKind::Count | FieldKind::Text | FieldKind::Fraction => {
-            let list = (!s.choices.is_empty()).then(|| format!("{key}-choices"));
+        FieldKind::Count | FieldKind::Text | FieldKind::Fraction | FieldKind::Card => {
+            // A card is typed (an id, a short form such as 4090, a capacity such as
+            // 24GiB); the catalogue's ids are its suggestions.
+            let card = matches!(s.kind, FieldKind::Card);
+            let list = (card || !s.choices.is_empty()).then(|| format!("{key}-choices"));
             let mode = match s.kind {
                 FieldKind::Count => "numeric",
                 FieldKind::Fraction => "decimal",
@@ -124,22 +127,18 @@ fn control(
                 />
                 {list.map(|id| view! {
                     <datalist id=id>
-                        {s.choices.iter().map(|(v, _)| view! { <option value=*v></option> }).collect_view()}
+                        {if card {
+                            CATALOGUE.iter().map(|c| view! { <option value=c.id>{c.name}</option> }).collect_view().into_any()
+                        } else {
+                            s.choices.iter().map(|(v, _)| view! { <option value=*v></option> }).collect_view().into_any()
+                        }}
                     </datalist>
                 })}
             }
             .into_any()
         }
-        FieldKind::Choice | FieldKind::Card => {
-            // A card is a choice among the catalogue's; "" is the first card, which
-            // is what an empty `card` key means.
-            let options: Vec<(&'static str, &'static str)> = if matches!(s.kind, FieldKind::Card) {
-                std::iter::once(("", CATALOGUE[0].name))
-                    .chain(CATALOGUE.iter().map(|c| (c.id, c.name)))
-                    .collect()
-            } else {
-                s.choices.to_vec()
-            };
+        FieldKind::Choice => {
+            let options: Vec<(&'static str, &'static str)> = s.choices.to_vec();
             let known = options.clone();
             view! {
                 <select
@@ -377,24 +376,16 @@ fn WorkloadGrid() -> impl IntoView {
 #[component]
 fn PresetPicker() -> impl IntoView {
     let form = expect_context::<Form>();
-    let shape = {
+    let current = {
         let form = form.clone();
         Memo::new(move |_| {
             let pairs: Vec<(&'static str, String)> = gpumem_core::presets::shape_keys()
                 .map(|k| (k, form.sig(k).get()))
                 .filter(|(_, v)| !v.trim().is_empty())
                 .collect();
-            let (input, _) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
-            (input.arch, input.sliding_window, input.sliding_layers)
+            preset_index(&pairs)
         })
     };
-    let current = Memo::new(move |_| {
-        let s = shape.get();
-        PRESETS.iter().position(|p| {
-            let (i, _) = from_pairs(p.pairs.iter().copied());
-            s.0.is_some() && (i.arch, i.sliding_window, i.sliding_layers) == s
-        })
-    });
     let on_pick = move |ev| {
         let v = event_target_value(&ev);
         if let Some(p) = PRESETS.iter().find(|p| p.id == v) {

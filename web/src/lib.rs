@@ -19,6 +19,7 @@ pub mod inputs;
 pub mod lookup;
 pub mod query;
 pub mod results;
+pub mod run_state;
 pub mod sheet;
 pub mod state;
 pub mod workload;
@@ -101,10 +102,11 @@ pub fn start() {
         .unwrap_or_default();
     // From bytes, like every other JSON the page reads: one reader in the wasm.
     let (stored, imported) = stored_state(|j| serde_json::from_slice(j.as_bytes()).ok());
+    // A link's keys merge over the default model: `?context=8192` keeps Llama 3.1 8B.
     let pairs = if search.trim_start_matches('?').is_empty() {
         stored
     } else {
-        query::parse(&search)
+        state::over_defaults(query::parse(&search))
     };
     leptos::mount::mount_to_body(move || view! { <App pairs imported/> });
 }

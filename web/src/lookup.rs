@@ -207,6 +207,16 @@ pub fn ImportZone() -> impl IntoView {
                 let outcome = call("lookup", &JsValue::from(json), progress.as_ref()).await;
                 drop(progress);
                 busy.set(None);
+                if let Err(e) = &outcome {
+                    // The previous model's figures must not stand for this one: clear
+                    // them, and say why at the top of the answer, where the user looks.
+                    form.imported.set(None);
+                    form.set_shape(&[]);
+                    form.lookup_failed.set(Some(format!(
+                        "Looking up {} failed: {e}. Its figures are not shown: fix the id (or the token), or pick a preset.",
+                        request.model
+                    )));
+                }
                 status.set(Some(outcome.map(|o| apply(&form, o))));
             });
         }

@@ -3,16 +3,17 @@
 //! (computed or assumed, with the formula's inputs), the per-card fit table and a
 //! one-dimension sweep. Every number is the core's; this module only formats.
 
-use gpumem_core::catalogue::{CATALOGUE, GpuCard, Vendor, find};
+use gpumem_core::catalogue::{CATALOGUE, GpuCard, resolve};
 use gpumem_core::estimate::{Estimate, Kind as LineKind, Line, LineKey, estimate};
-use gpumem_core::fit::{CardFit, Verdict, fit_card};
+use gpumem_core::fit::{CardFit, MARGIN_RULE, Verdict, assumed_margin, fit_card};
+use gpumem_core::headline::{Headline, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, LABEL_SMALLEST};
 use gpumem_core::params::{from_pairs, parse_count};
 use gpumem_core::units::{
     Bytes, group_digits, signed_gb_string, signed_gib_string, signed_group_digits,
 };
 use leptos::prelude::*;
 
-use crate::compute::{Computed, DIMS, WORKLOADS, sweep_values};
+use crate::compute::{Computed, DIMS, WORKLOADS, answer, preset_index, sweep_values};
 use crate::inputs::Field;
 use crate::state::Form;
 
@@ -33,18 +34,16 @@ fn millis(ms: f64) -> String {
     format!("{}.{:03}", us / 1000, us % 1000)
 }
 
-/// The card the chart and the sweep are judged against.
-fn target_card(form: &Form) -> Memo<&'static GpuCard> {
+/// The card the chart and the sweep are judged against: the one typed (an id, a
+/// short form, a capacity), else the first of the catalogue.
+fn target_card(form: &Form) -> Memo<GpuCard> {
     let sig = form.sig("card");
-    Memo::new(move |_| {
-        let id = sig.get();
-        find(id.trim()).unwrap_or(&CATALOGUE[0])
-    })
+    Memo::new(move |_| resolve(sig.get().trim()).unwrap_or(CATALOGUE[0]))
 }
 
 /// The core's verdict for one card: its words and its CSS key.
 fn verdict(f: &CardFit) -> (&'static str, &'static str) {
-    let v = Verdict::of(f);
+    let v = Verdict::of_fit(f);
     (v.text(), v.key())
 }
 
@@ -101,6 +100,7 @@ pub fn ResultsPanel() -> impl IntoView {
     });
     view! {
         <section class="panel results" aria-label="Results">
+            <Answer/>
             <WorkloadCards/>
             <div class="focus-head">
                 <h2>
@@ -140,6 +140,176 @@ pub fn ResultsPanel() -> impl IntoView {
             <Sweep/>
             <Command/>
         </section>
+    }
+}
+
+/// "20.61 GiB (22.13 GB)": both units, as every figure of the answer.
+fn both(b: u64) -> String {
+    format!("{} ({})", gib(b), gb(b))
+}
+
+/// The name the answer's first line gives the model: the Hub id looked up, the file
+/// imported, or the preset the shape is.
+fn model_name(form: &Form) -> Option<String> {
+    let model = form.sig("model").get();
+    if !model.trim().is_empty() {
+        return Some(model.trim().to_string());
+    }
+    if let Some(f) = form
+        .imported
+        .with(|i| i.as_ref().and_then(|i| i.files.first().cloned()))
+    {
+        return Some(f);
+    }
+    let shape: Vec<(&'static str, String)> = gpumem_core::presets::shape_keys()
+        .map(|k| (k, form.sig(k).get()))
+        .filter(|(_, v)| !v.trim().is_empty())
+        .collect();
+    preset_index(&shape).map(|i| gpumem_core::presets::PRESETS[i].name.to_string())
+}
+
+/// The answer first: the inputs in a line, the verdict on the card (typed here: an id,
+/// a short form or a capacity; empty: the smallest card that fits) with its bar, need,
+/// headroom and margin, then the ways out. The core's headline, for the focused
+/// workload; the CLI prints the same value with the same labels.
+#[component]
+fn Answer() -> impl IntoView {
+    let computed = expect_context::<Memo<Computed>>();
+    let form = expect_context::<Form>();
+    let focus = form.focus;
+    let failed = form.lookup_failed;
+    view! {
+        <section class="answer" aria-label="The answer" data-testid="answer">
+            {move || failed.get().map(|e| view! {
+                <p class="banner error" role="alert" data-testid="lookup-failed">{e}</p>
+            })}
+            {move || {
+                let pairs = computed.with(|c| c.workloads.get(focus.get()).map(|w| w.pairs.clone()));
+                let tensors = form.imported.with(|i| i.as_ref().map(|i| i.summary.clone()));
+                let got = pairs.and_then(|p| {
+                    answer(&p, tensors.as_ref(), &form.page_pairs(), model_name(&form).as_deref())
+                });
+                match got {
+                    Some((line, Ok(h))) => answer_body(line, h).into_any(),
+                    other => {
+                        let why = match other {
+                            Some((_, Err(e))) => e,
+                            _ => "the inputs do not describe a workload yet (see the messages beside the fields)".into(),
+                        };
+                        view! {
+                            <p class="verdict-line"><span class="word no" data-testid="answer-verdict">"NO ANSWER"</span> " — " {why}</p>
+                        }.into_any()
+                    }
+                }
+            }}
+            <div class="answer-card"><crate::inputs::Field key="card"/></div>
+        </section>
+    }
+}
+
+/// The answer's figures: each row's test hook, label and text.
+fn answer_body(line: String, h: Headline) -> impl IntoView {
+    let v = h.verdict();
+    let c = &h.card;
+    let pct = format!("{}.{} %", h.used_ppm / 10_000, h.used_ppm / 1_000 % 10);
+    let rows = [
+        (
+            "answer-need",
+            "Need",
+            format!(
+                "{} of {} — {pct} of the card's {} capacity",
+                both(c.need_bytes),
+                both(c.capacity_bytes),
+                c.capacity_kind
+            ),
+        ),
+        (
+            "answer-headroom",
+            "Headroom",
+            format!(
+                "{} GiB ({} GB) · {LABEL_MARGIN} ±{}{}",
+                signed_gib_string(c.headroom_bytes, 2),
+                signed_gb_string(c.headroom_bytes, 2),
+                gib(h.margin.bytes),
+                if v == Verdict::Borderline {
+                    format!(" — {MARGIN_RULE}")
+                } else {
+                    String::new()
+                }
+            ),
+        ),
+        (
+            "answer-cards",
+            LABEL_CARDS,
+            match &h.cards {
+                Some(n) => format!(
+                    "{} × {} (tp {}{}): {} each",
+                    n.cards,
+                    c.name,
+                    n.tp,
+                    if n.pp > 1 {
+                        format!(" × pp {}", n.pp)
+                    } else {
+                        String::new()
+                    },
+                    both(n.need_bytes)
+                ),
+                None => format!("more than 64 × {}", c.name),
+            },
+        ),
+        (
+            "answer-smallest",
+            LABEL_SMALLEST,
+            h.smallest
+                .as_ref()
+                .map_or("none in the catalogue".into(), |f| {
+                    format!(
+                        "{} — {}, headroom {} GiB",
+                        f.name,
+                        gib(f.capacity_bytes),
+                        signed_gib_string(f.headroom_bytes, 2)
+                    )
+                }),
+        ),
+        (
+            "answer-format",
+            LABEL_FORMAT,
+            h.format
+                .as_ref()
+                .map_or("none of bf16 … q2_k (or the file's own)".into(), |f| {
+                    format!("{} — {} per device", f.format, both(f.fit.need_bytes))
+                }),
+        ),
+    ];
+    let head = format!(
+        " on {}{}{}",
+        c.name,
+        if h.card_given {
+            ""
+        } else {
+            " (no card chosen: the smallest that fits)"
+        },
+        if h.basis == "estimate" {
+            String::new()
+        } else {
+            format!(", under {}'s budget", h.basis)
+        }
+    );
+    let warnings = h.warnings.join(" · ");
+    view! {
+        <p class="inputs" data-testid="answer-inputs">{line}</p>
+        <p class="verdict-line">
+            <span class=format!("word {}", v.key()) data-testid="answer-verdict">{v.word()}</span>
+            <span data-testid="answer-card">{head}</span>
+        </p>
+        <svg class="ubar" viewBox="0 0 1000 10" preserveAspectRatio="none" role="img" aria-label=pct>
+            <rect class="track" width="1000" height="10"/>
+            <rect class=format!("fill {}", v.key()) width=(h.used_ppm / 1_000).min(1_000).to_string() height="10"/>
+        </svg>
+        <dl class="ways">
+            {rows.into_iter().map(|(id, label, text)| view! { <dt>{label}</dt><dd data-testid=id>{text}</dd> }).collect_view()}
+        </dl>
+        {(!warnings.is_empty()).then(|| view! { <p class="banner warn" data-testid="answer-warnings">{warnings}</p> })}
     }
 }
 
@@ -186,7 +356,7 @@ fn WorkloadCards() -> impl IntoView {
                                 );
                                 match w.result {
                                     Ok(e) => {
-                                        let f = fit_card(card.get(), e.per_device_bytes);
+                                        let f = fit_card(&card.get(), e.per_device_bytes, assumed_margin(&e));
                                         let (v, cls) = verdict(&f);
                                         view! {
                                             <span class="wdims">{shape}</span>
@@ -269,6 +439,7 @@ fn Breakdown(e: Estimate) -> impl IntoView {
     let assumptions = e.assumptions.clone();
     let warnings = e.warnings.clone();
     let need = e.per_device_bytes;
+    let assumed = assumed_margin(&e);
     view! {
         <Headline e=Some(e.clone())/>
         {params}
@@ -286,7 +457,7 @@ fn Breakdown(e: Estimate) -> impl IntoView {
                 <ul>{assumptions.into_iter().map(|a| view! { <li>{a}</li> }).collect_view()}</ul>
             </div>
         })}
-        <FitTable need/>
+        <FitTable need assumed/>
     }
 }
 
@@ -335,6 +506,11 @@ fn Chart(e: Estimate) -> impl IntoView {
                         <line x1=cx.clone() x2=cx y1="0" y2="60"
                             class=if fits { "cap fits" } else { "cap over" }/>
                     </svg>
+                    <div class="axis-row" data-testid="chart-axis">
+                        <span>"0 GiB"</span>
+                        <span>"bytes on the most loaded device (GiB = 2³⁰ B)"</span>
+                        <span>{gib(u64::try_from(scale).unwrap_or(u64::MAX))}</span>
+                    </div>
                     <figcaption>
                         <span class="caption-need">"Most loaded device: " <strong>{gib(need)}</strong></span>
                         <span class=if fits { "caption-cap fits" } else { "caption-cap over" }>
@@ -414,16 +590,19 @@ fn LinesTable(lines: Vec<Line>) -> impl IntoView {
     }
 }
 
-/// Every catalogue card against the per-device need.
+/// Every catalogue card against the per-device need (`assumed`: its uncertainty).
 #[component]
-fn FitTable(need: u64) -> impl IntoView {
+fn FitTable(need: u64, assumed: u64) -> impl IntoView {
     let form = expect_context::<Form>();
     let card_sig = form.sig("card");
-    let fits: Vec<CardFit> = CATALOGUE.iter().map(|c| fit_card(c, need)).collect();
+    let fits: Vec<CardFit> = CATALOGUE
+        .iter()
+        .map(|c| fit_card(c, need, assumed))
+        .collect();
     let n_fit = fits.iter().filter(|f| f.fits).count();
     view! {
         <h3 class="fit-title">
-            "Per-card fit — " {n_fit} " of " {fits.len()} " cards hold the most loaded device"
+            "Per-card fit — " {n_fit} " of " {fits.len()} " cards hold the most loaded device's " {gib(need)}
         </h3>
         <p class="note">
             "Capacity is what the device reports where a public reading exists, else the label "
@@ -435,7 +614,6 @@ fn FitTable(need: u64) -> impl IntoView {
                     <tr>
                         <th scope="col">"Card"</th>
                         <th scope="col" class="num">"Capacity"</th>
-                        <th scope="col" class="num">"Need per device"</th>
                         <th scope="col" class="num">"Headroom"</th>
                         <th scope="col">"Verdict"</th>
                     </tr>
@@ -445,31 +623,16 @@ fn FitTable(need: u64) -> impl IntoView {
                         .iter()
                         .zip(fits)
                         .map(|(c, f)| {
-                            let (v, cls, head_gib, head_bytes, head_gb) = fit_texts(&f);
+                            let (v, cls, head_gib, _, head_gb) = fit_texts(&f);
+                            // Every cell one text: the table is 34 rows of the page's wasm.
+                            let cap = format!("{} ({}, {})", gib(f.capacity_bytes), gb(f.capacity_bytes), f.capacity_kind);
                             let id = c.id;
                             view! {
                                 <tr class:target=move || card_sig.get() == id data-card=id>
-                                    <td>
-                                        <button type="button" class="linkish" title="Judge the chart and sweep against this card"
-                                            on:click=move |_| card_sig.set(id.to_string())>{c.name}</button>
-                                        <span class="muted small">
-                                            {match c.vendor { Vendor::Nvidia => " NVIDIA", Vendor::Amd => " AMD" }}
-                                            " · " {c.label}
-                                        </span>
-                                    </td>
-                                    <td class="num">
-                                        {gib(f.capacity_bytes)}
-                                        <span class="muted small block">
-                                            {group_digits(f.capacity_bytes)} " B, " {f.capacity_kind.clone()}
-                                        </span>
-                                    </td>
-                                    <td class="num">{gib(f.need_bytes)}</td>
-                                    <td class="num">
-                                        {head_gib}
-                                        <span class="muted small block">
-                                            {head_bytes} " · " {head_gb}
-                                        </span>
-                                    </td>
+                                    <td><button type="button" class="linkish" title="Judge the answer, chart and sweep against this card"
+                                        on:click=move |_| card_sig.set(id.to_string())>{f.name}</button></td>
+                                    <td class="num">{cap}</td>
+                                    <td class="num">{format!("{head_gib} ({head_gb})")}</td>
                                     <td><span class=format!("verdict {cls}")>{v}</span></td>
                                 </tr>
                             }
@@ -528,7 +691,6 @@ fn Sweep() -> impl IntoView {
                     ("", "prompt tokens"), ("sequences", "sequences together"),
                     ("generate", "generated tokens"),
                 ]/>
-                <Field key="card"/>
             </div>
             <table class="sweep-table" data-testid="sweep">
                 <thead>
@@ -547,7 +709,7 @@ fn Sweep() -> impl IntoView {
                             .into_iter()
                             .map(|(v, is_base, r)| match r {
                                 Ok(e) => {
-                                    let f = fit_card(card, e.per_device_bytes);
+                                    let f = fit_card(&card, e.per_device_bytes, assumed_margin(&e));
                                     let (verdict_text, cls) = verdict(&f);
                                     let pct = (u128::from(e.per_device_bytes) * 100 / u128::from(cap.max(1))).min(100);
                                     view! {
@@ -634,13 +796,13 @@ mod tests {
     fn fit_rows_use_the_shared_signed_views_and_verdict() {
         let card = &CATALOGUE[0];
         let (cap, _) = card.capacity();
-        let over = fit_card(card, cap + GIB);
+        let over = fit_card(card, cap + GIB, 0);
         let (v, key, gib, bytes, gb) = fit_texts(&over);
         assert_eq!((v, key), (Verdict::DoesNotFit.text(), "no"));
         assert_eq!(gib, "-1.00 GiB");
         assert_eq!(bytes, "-1 073 741 824 B");
         assert_eq!(gb, "-1.07 GB");
-        let roomy = fit_card(card, 0);
+        let roomy = fit_card(card, 0, 0);
         let (v, _, gib, _, _) = fit_texts(&roomy);
         assert_eq!(v, "Fits");
         assert_eq!(

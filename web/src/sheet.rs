@@ -13,8 +13,8 @@ use gpumem_core::params::parse_count;
 use gpumem_core::units::group_digits;
 use gpumem_proto::sheet::{
     AssumedValue, Assumption, Computed as SheetComputed, ComputedEstimate, Decision, Identity,
-    MaximumLoad, ObservationsProvenance, Observed, ObservedRun, Provenance, SHEET_SCHEMA, Sheet,
-    SheetImport, Workload, WorkloadKey, WorkloadMode, Workloads,
+    MaximumLoad, ObservationSource, ObservationsProvenance, Observed, ObservedRun, Provenance,
+    SHEET_SCHEMA, Sheet, SheetImport, Workload, WorkloadKey, WorkloadMode, Workloads,
 };
 use gpumem_proto::wire::PROTOCOL_VERSION;
 use leptos::prelude::*;
@@ -607,18 +607,26 @@ pub fn SheetPanel() -> impl IntoView {
         sheet.with(|s| match s {
             Ok(s) => {
                 let runs = &s.observed.runs;
-                let source = match s.provenance.observations {
-                    ObservationsProvenance::None => "no observed run yet",
-                    ObservationsProvenance::Live => "live",
-                    ObservationsProvenance::Replay => "replay",
-                    ObservationsProvenance::Mixed => "live and replay",
+                // Measurement runs and the user's own runs (a replayed workload too).
+                let p = s.provenance.observations;
+                let w = |src| s.observed.workloads.iter().any(|x| x.source == src);
+                let live = matches!(p, ObservationsProvenance::Live | ObservationsProvenance::Mixed)
+                    || w(ObservationSource::Live);
+                let replay = matches!(p, ObservationsProvenance::Replay | ObservationsProvenance::Mixed)
+                    || w(ObservationSource::Replay);
+                let source = match (live, replay) {
+                    (false, false) => "nothing observed yet",
+                    (true, false) => "live",
+                    (false, true) => "replayed",
+                    (true, true) => "live and replayed",
                 };
                 view! {
                     <ul class="sheet-summary" data-testid="sheet-summary">
                         <li><span class="tag computed">"computed"</span> " "
                             {s.computed.estimates.len()} " workloads, every line in bytes"</li>
-                        <li><span class="tag observed">"observed"</span> " " {runs.len()} " run(s), " {source}
-                            ", raw agent results attached unchanged"</li>
+                        <li data-testid="sheet-observed"><span class="tag observed">"observed"</span> " " {runs.len()} " measurement run(s) and "
+                            {s.observed.workloads.len()} " run(s) of your own command, " {source}
+                            ", raw documents attached unchanged"</li>
                         <li><span class="tag assumed">"assumed"</span> " " {s.assumed.len()}
                             " assumption(s), in words and numbers"</li>
                         <li>"Maximum load tested: " {s.maximum_load_tested.as_ref().map_or("none yet".to_string(), |m| m.statement.clone())}</li>

@@ -79,6 +79,9 @@ pub struct Form {
     pub imported: RwSignal<Option<Imported>>,
     /// Which workload the detailed breakdown shows (0 typical, 1 long, 2 near-limit).
     pub focus: RwSignal<usize>,
+    /// Why the last model lookup failed, shown at the top of the answer until a model
+    /// is set again (a preset, an import, a lookup that succeeds).
+    pub lookup_failed: RwSignal<Option<String>>,
 }
 
 impl Form {
@@ -101,6 +104,7 @@ impl Form {
             mode: RwSignal::new(mode_of(pairs)),
             imported: RwSignal::new(imported),
             focus: RwSignal::new(0),
+            lookup_failed: RwSignal::new(None),
         }
     }
 
@@ -164,6 +168,7 @@ impl Form {
     /// config.json): every shape key not in `pairs` is cleared so nothing of the
     /// previous model survives.
     pub fn set_shape(&self, pairs: &[(&str, String)]) {
+        self.lookup_failed.set(None);
         for k in shape_keys() {
             let v = pairs
                 .iter()
@@ -189,6 +194,26 @@ fn mode_of(pairs: &[(String, String)]) -> Mode {
     } else {
         Mode::Count
     }
+}
+
+/// A link's pairs over the defaults ([`default_pairs`]): a link that sets only a
+/// workload, a format or a card (`?context=8192`, `?card=4090`) keeps the default model
+/// and workloads, its own keys winning; a link that describes a model (a shape key, a
+/// parameter count, a Hub `model`) is taken as it is, as the page writes it.
+pub fn over_defaults(link: Vec<(String, String)>) -> Vec<(String, String)> {
+    let own_model = link.iter().any(|(k, v)| {
+        !v.trim().is_empty()
+            && (shape_keys().any(|s| s == k) || COUNT_KEYS.contains(&k.as_str()) || k == "model")
+    });
+    if own_model {
+        return link;
+    }
+    let mut pairs: Vec<(String, String)> = default_pairs()
+        .into_iter()
+        .filter(|(k, _)| !link.iter().any(|(l, _)| l == k))
+        .collect();
+    pairs.extend(link);
+    pairs
 }
 
 /// The state a first visit starts from: Llama 3.1 8B in bf16, a 4 GiB reserve, and
@@ -232,6 +257,34 @@ mod tests {
         for k in PAGE_KEYS {
             assert!(field(k).is_none(), "{k} is a page key and a field");
         }
+    }
+
+    #[test]
+    fn a_link_merges_over_the_default_model() {
+        let pairs = |q: &str| over_defaults(crate::query::parse(q));
+        let get = |p: &[(String, String)], k: &str| {
+            p.iter()
+                .rev()
+                .find(|(pk, _)| pk == k)
+                .map(|(_, v)| v.clone())
+        };
+        // A workload alone keeps Llama 3.1 8B's shape.
+        let p = pairs("?context=8192");
+        assert_eq!(get(&p, "context").as_deref(), Some("8192"));
+        assert_eq!(get(&p, "layers").as_deref(), Some("32"));
+        assert_eq!(get(&p, "card").as_deref(), Some("h100-sxm-80gb"));
+        assert_eq!(Form::new(&p, None).mode.get_untracked(), Mode::Arch);
+        // A model of its own: the link as it is, never mixed with the default.
+        let p = pairs("?parameters=7e9&card=t4");
+        assert_eq!(get(&p, "layers"), None);
+        assert_eq!(get(&p, "context"), None);
+        assert_eq!(get(&p, "card").as_deref(), Some("t4"));
+        assert_eq!(Form::new(&p, None).mode.get_untracked(), Mode::Count);
+        let p = pairs("?layers=2&hidden=64&heads=2&vocab=10&intermediate=128");
+        assert_eq!(get(&p, "layers").as_deref(), Some("2"));
+        assert_eq!(get(&p, "kv-heads"), None);
+        let p = pairs("?model=Qwen/Qwen2.5-0.5B");
+        assert_eq!(get(&p, "layers"), None);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use leptos::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::agent::RunState;
+use crate::run_state::RunState;
 
 /// Most workloads kept (one agent shows one; more only across re-pairings).
 pub const MAX_WORKLOADS: usize = 16;
@@ -603,14 +603,14 @@ fn timeline_chart(phases: &[WorkloadPhase], samples: &[Sample]) -> impl IntoView
             <svg viewBox=format!("0 0 {CHART_W} {}", 2 * PANEL_H + 80) role="img"
                 aria-label="Allocator peaks per phase; device-level memory of the process tree over time">
                 <text x="4" y="12" class="axis">
-                    {format!("allocator peaks per phase, top = {}", Bytes(pool_max).describe())}
+                    {format!("y: allocator peak per phase, bytes, 0 to {}", Bytes(pool_max).describe())}
                 </text>
                 {bars}
                 <text x="4" y=(dev_top - 8).to_string() class="axis">
                     {if no_samples {
                         "device level (NVML): no samples".to_owned()
                     } else {
-                        format!("device level (NVML, process tree) over time, top = {}", Bytes(dev_max).describe())
+                        format!("y: device level (NVML, process tree), bytes, 0 to {}; x: time, 0 to {} ms", Bytes(dev_max).describe(), t_max / 1_000_000)
                     }}
                 </text>
                 {(!no_samples).then(|| view! { <polyline points=line class="s-process" data-testid="workload-device-line"/> })}
@@ -619,6 +619,7 @@ fn timeline_chart(phases: &[WorkloadPhase], samples: &[Sample]) -> impl IntoView
                 <span><i class="sw s-allocated"></i>"allocated peak (torch.cuda)"</span>
                 <span><i class="sw s-reserved"></i>"reserved peak (torch.cuda)"</span>
                 <span><i class="sw s-process"></i>"device level, process tree (NVML), own scale"</span>
+                <span class="muted">"x, top: the phases in order; bottom: time since the first sample."</span>
             </figcaption>
         </figure>
     }

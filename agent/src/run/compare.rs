@@ -369,8 +369,9 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
             kind: DifferenceKind::AllocatorCaching,
             bytes: diff(p.allocator.reserved_end_bytes, p.allocator.allocated_end_bytes),
             explanation: format!(
-                "reserved − allocated at the end of {} (step {:?}), read at the same checkpoint: rounding and caching of the allocator",
-                p.name, p.step
+                "reserved − allocated at the end of {}{}, read at the same checkpoint: rounding and caching of the allocator",
+                p.name,
+                p.step.map_or(String::new(), |s| format!(" (step {s})"))
             ),
         });
     }

@@ -81,7 +81,7 @@ impl clap::Args for Args {
             );
         for key in WORKLOAD_KEYS {
             if let Some(f) = field(key) {
-                cmd = cmd.arg(crate::estimate::flag_of(f));
+                cmd = cmd.arg(crate::flags::flag_of(f));
             }
         }
         cmd

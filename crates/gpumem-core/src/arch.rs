@@ -247,6 +247,10 @@ pub struct Architecture {
     /// q/k norms over the whole projection (OLMo-2: `heads × head_dim` and
     /// `kv_heads × head_dim` weights) rather than one head's width.
     pub qk_norm_whole: bool,
+    /// One fused `qkv_proj` (Phi-3, Phi-4): the same weights as three projections, but
+    /// the backward keeps its whole output alive (v is a view of it), where separate
+    /// projections keep only v's. Changes activations, not parameters.
+    pub fused_qkv: bool,
     /// LayerNorm with a bias (GPT-2 style) rather than RMSNorm.
     pub layernorm_bias: bool,
     /// Norms per decoder layer: 2 usually, 4 in Gemma-2/3, 1 in Falcon-7B and GPT-J

@@ -28,9 +28,9 @@
 //!
 //! # Sources
 //!
-//! Every entry names where its figures come from. `label_source` names the
+//! Every entry names where its figures come from ([`SOURCES`], by id). `label` names the
 //! vendor document that gives the label (a datasheet or product page, by title).
-//! `reported_source` names the public readout the reported figure was taken from.
+//! `reported` names the public readout the reported figure was taken from.
 //! That is a GitHub issue or pull request, a repository file or a web page, with
 //! its address, and the figure is quoted as printed. A card with no public readout
 //! that could be found and cited has `reported_bytes: None`. The catalogue never
@@ -50,6 +50,8 @@ pub enum Vendor {
     Nvidia,
     /// Advanced Micro Devices.
     Amd,
+    /// Not known (a capacity typed by the user).
+    Unknown,
 }
 
 /// Market segment.
@@ -70,6 +72,82 @@ pub enum CapacityKind {
     Reported,
     /// The marketing label converted at 2^30 bytes per "GB".
     Label,
+    /// A capacity the user typed (`--card 24GiB`), taken as given.
+    Given,
+}
+
+impl CapacityKind {
+    /// The word shown and written to `--json`: "reported", "label" or "given".
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CapacityKind::Reported => "reported",
+            CapacityKind::Label => "label",
+            CapacityKind::Given => "given",
+        }
+    }
+}
+
+/// The chip generation, which decides the number formats the card computes in.
+///
+/// bf16: PyTorch's `torch.cuda.is_bf16_supported()` (torch/cuda/__init__.py) asks for
+/// CUDA compute capability ≥ 8.0 (Ampere and later); Volta (7.0) and Turing (7.5) have
+/// no bf16 units. AMD CDNA2/CDNA3 (MI200/MI300 ISA guides) and RDNA3 (WMMA) compute
+/// in bf16. fp8: vLLM's FP8 W8A8 page (docs/features/quantization/fp8.md) names Hopper
+/// and Ada Lovelace (compute capability ≥ 8.9) and AMD MI300x; Blackwell has them too;
+/// Ampere runs fp8 weights weight-only (W8A16, Marlin kernels), older cards not at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    /// NVIDIA Volta (compute capability 7.0).
+    Volta,
+    /// NVIDIA Turing (7.5).
+    Turing,
+    /// NVIDIA Ampere (8.0 / 8.6).
+    Ampere,
+    /// NVIDIA Ada Lovelace (8.9).
+    Ada,
+    /// NVIDIA Hopper (9.0).
+    Hopper,
+    /// NVIDIA Blackwell (10.0 / 12.0).
+    Blackwell,
+    /// AMD CDNA2 (MI200 series).
+    Cdna2,
+    /// AMD CDNA3 (MI300 series).
+    Cdna3,
+    /// AMD RDNA3 (Radeon RX 7000 / PRO W7000).
+    Rdna3,
+    /// Unknown (a capacity typed by the user).
+    Unknown,
+}
+
+impl Arch {
+    /// Whether the card computes in bf16 natively.
+    pub const fn bf16(self) -> bool {
+        !matches!(self, Arch::Volta | Arch::Turing)
+    }
+
+    /// Whether the card has fp8 tensor units (W8A8).
+    pub const fn fp8(self) -> bool {
+        matches!(
+            self,
+            Arch::Ada | Arch::Hopper | Arch::Blackwell | Arch::Cdna3 | Arch::Unknown
+        )
+    }
+
+    /// The generation's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Arch::Volta => "Volta",
+            Arch::Turing => "Turing",
+            Arch::Ampere => "Ampere",
+            Arch::Ada => "Ada",
+            Arch::Hopper => "Hopper",
+            Arch::Blackwell => "Blackwell",
+            Arch::Cdna2 => "CDNA2",
+            Arch::Cdna3 => "CDNA3",
+            Arch::Rdna3 => "RDNA3",
+            Arch::Unknown => "unknown",
+        }
+    }
 }
 
 /// One card.
@@ -83,28 +161,66 @@ pub struct GpuCard {
     pub segment: Segment,
     /// Human-readable product name, e.g. `"NVIDIA H100 SXM 80GB"`.
     pub name: &'static str,
+    /// The chip generation (which formats it computes in).
+    pub arch: Arch,
+    /// Memory bandwidth in GB/s (10^9 bytes per second), from the same vendor
+    /// document as the label.
+    pub bandwidth_gb_s: u32,
     /// Memory label word for word as the vendor prints it, e.g. `"80 GB HBM3"`.
     pub label: &'static str,
     /// The label number × 2^30 bytes.
     pub label_bytes: u64,
-    /// The vendor document the label comes from.
-    pub label_source: &'static str,
     /// Total the device reports to software, in bytes, when a public readout is known.
     pub reported_bytes: Option<u64>,
-    /// Where `reported_bytes` comes from (tool, figure as printed, address); `Some` exactly
-    /// when `reported_bytes` is.
-    pub reported_source: Option<&'static str>,
+}
+
+/// Where one card's figures come from ([`SOURCES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CardSources {
+    /// The card's id in [`CATALOGUE`].
+    pub id: &'static str,
+    /// The vendor document the label comes from.
+    pub label: &'static str,
+    /// Where `reported_bytes` comes from (tool, figure as printed, address); `Some`
+    /// exactly when the card's `reported_bytes` is.
+    pub reported: Option<&'static str>,
+}
+
+/// The sources of the card `id`.
+pub fn sources(id: &str) -> Option<&'static CardSources> {
+    SOURCES.iter().find(|s| s.id == id)
 }
 
 impl GpuCard {
-    /// The capacity to compare against: the reported figure when known, else the label.
+    /// The capacity to compare against: the reported figure when known, else the label
+    /// (a typed capacity is its own label, "given").
     pub const fn capacity(&self) -> (u64, CapacityKind) {
         match self.reported_bytes {
             Some(bytes) => (bytes, CapacityKind::Reported),
+            None if self.label.is_empty() => (self.label_bytes, CapacityKind::Given),
             None => (self.label_bytes, CapacityKind::Label),
         }
     }
+
+    /// A card of `bytes` the user typed (`--card 24GiB`): id "custom", no label, no
+    /// known generation (no format warning is given for it).
+    pub const fn custom(bytes: u64) -> GpuCard {
+        GpuCard {
+            id: CUSTOM_ID,
+            vendor: Vendor::Unknown,
+            segment: Segment::DataCentre,
+            arch: Arch::Unknown,
+            bandwidth_gb_s: 0,
+            name: "Custom card",
+            label: "",
+            label_bytes: bytes,
+            reported_bytes: None,
+        }
+    }
 }
+
+/// The id of a typed capacity ([`GpuCard::custom`]).
+pub const CUSTOM_ID: &str = "custom";
 
 /// Every card, data-centre first.
 pub static CATALOGUE: &[GpuCard] = &[
@@ -113,378 +229,620 @@ pub static CATALOGUE: &[GpuCard] = &[
         id: "b200",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Blackwell,
+        bandwidth_gb_s: 8000,
         name: "NVIDIA B200",
         label: "180 GB HBM3e",
         label_bytes: 180 * GIB,
-        label_source: "NVIDIA DGX B200 datasheet (1,440 GB total GPU memory across 8 B200 GPUs, \
-             i.e. 180 GB each); some third-party spec sheets list the raw 192 GB instead \
-             (see https://github.com/huggingface/huggingface.js/pull/1539)",
         reported_bytes: Some(183_359 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 183359MiB (MiB-rounded), driver 580.95.05, seen in \
-             https://github.com/NVIDIA/TensorRT-LLM/issues/10278",
-        ),
     },
     GpuCard {
         id: "h200-141gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Hopper,
+        bandwidth_gb_s: 4800,
         name: "NVIDIA H200 141GB",
         label: "141 GB HBM3e",
         label_bytes: 141 * GIB,
-        label_source: "NVIDIA H200 Tensor Core GPU datasheet / product page (GPU memory 141GB)",
         reported_bytes: Some(143_771 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 143771MiB (MiB-rounded) for \"NVIDIA H200\", listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity (table of NVML/nvidia-smi \
-             totals); the same figure appears in many public nvidia-smi captures",
-        ),
     },
     GpuCard {
         id: "h100-sxm-80gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Hopper,
+        bandwidth_gb_s: 3350,
         name: "NVIDIA H100 SXM 80GB",
         label: "80 GB HBM3",
         label_bytes: 80 * GIB,
-        label_source: "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: GPU memory 80GB)",
         reported_bytes: Some(81_559 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 81559MiB (MiB-rounded) for \"NVIDIA H100 80GB HBM3\", seen in \
-             https://github.com/NVIDIA/nccl/issues/1264 and \
-             https://github.com/wilicc/gpu-burn/issues/114; also in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
-        ),
     },
     GpuCard {
         id: "h100-pcie-80gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Hopper,
+        bandwidth_gb_s: 2000,
         name: "NVIDIA H100 PCIe 80GB",
         label: "80 GB HBM2e",
         label_bytes: 80 * GIB,
-        label_source: "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe: GPU memory 80GB)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "h100-nvl-94gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Hopper,
+        bandwidth_gb_s: 3900,
         name: "NVIDIA H100 NVL 94GB",
         label: "94 GB HBM3",
         label_bytes: 94 * GIB,
-        label_source: "NVIDIA H100 Tensor Core GPU datasheet (H100 NVL: GPU memory 94GB)",
         reported_bytes: Some(95_830 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 95830MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 95830 MiB, \
-             ECC enabled, driver 550.54.14) for \"NVIDIA H100 NVL\", captured in \
-             https://github.com/thamada/nvidia-smi/blob/198aebb60732de6969556867659756f4685637c2/nvsim/H100NVLx2_smi.py",
-        ),
     },
     GpuCard {
         id: "a100-80gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 2039,
         name: "NVIDIA A100 80GB",
         label: "80 GB HBM2e",
         label_bytes: 80 * GIB,
-        label_source: "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB: 80GB HBM2e)",
         reported_bytes: Some(81_920 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 81920MiB (MiB-rounded) for A100 80GB, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797",
-        ),
     },
     GpuCard {
         id: "a100-40gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 1555,
         name: "NVIDIA A100 40GB",
         label: "40 GB HBM2",
         label_bytes: 40 * GIB,
-        label_source: "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB: 40GB HBM2)",
         reported_bytes: Some(40_960 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 40960MiB (MiB-rounded) for A100 40GB, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797; older drivers printed less \
-             (40536MiB on driver 470.82.01 in https://github.com/nanopool/phoenix-miner/issues/17)",
-        ),
     },
     GpuCard {
         id: "l40s-48gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 864,
         name: "NVIDIA L40S",
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
-        label_source: "NVIDIA L40S GPU datasheet (GPU memory 48GB GDDR6 with ECC)",
         reported_bytes: Some(46_068 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 46068MiB (MiB-rounded) for L40S, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797",
-        ),
     },
     GpuCard {
         id: "l4-24gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 300,
         name: "NVIDIA L4",
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
-        label_source: "NVIDIA L4 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
         reported_bytes: Some(23_034 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 23034MiB (MiB-rounded) for L4, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797",
-        ),
     },
     GpuCard {
         id: "a10-24gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 600,
         name: "NVIDIA A10",
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
-        label_source: "NVIDIA A10 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
         reported_bytes: Some(24_146_608_128),
-        reported_source: Some(
-            "NVML memoryInfo Total 24146608128 bytes (exact, = 23028 MiB) for \"NVIDIA A10\", \
-             driver 535.129.03, seen in https://github.com/mayooot/detect-gpu/issues/3; \
-             nvidia-smi 23028MiB listed in https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
-        ),
     },
     GpuCard {
         id: "a10g-24gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 600,
         name: "NVIDIA A10G",
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
-        label_source: "AWS Amazon EC2 G5 instance page (NVIDIA A10G Tensor Core GPU, 24 GB memory \
-             per GPU); the A10G is an AWS-specific A10 variant",
         reported_bytes: Some(23_028 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 23028MiB (MiB-rounded) for \"NVIDIA A10G\", driver 535.247.01, \
-             seen in https://github.com/NVIDIA/DCGM/issues/232",
-        ),
     },
     GpuCard {
         id: "t4-16gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Turing,
+        bandwidth_gb_s: 320,
         name: "NVIDIA T4",
         label: "16 GB GDDR6",
         label_bytes: 16 * GIB,
-        label_source: "NVIDIA T4 Tensor Core GPU datasheet (GPU memory 16 GB GDDR6)",
         reported_bytes: Some(15_360 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 15360MiB (MiB-rounded) for T4, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797",
-        ),
     },
     GpuCard {
         id: "v100-32gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Volta,
+        bandwidth_gb_s: 900,
         name: "NVIDIA Tesla V100 32GB",
         label: "32 GB HBM2",
         label_bytes: 32 * GIB,
-        label_source: "NVIDIA Tesla V100 GPU datasheet (V100 32GB: 32 GB HBM2)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "v100-16gb",
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
+        arch: Arch::Volta,
+        bandwidth_gb_s: 900,
         name: "NVIDIA Tesla V100 16GB",
         label: "16 GB HBM2",
         label_bytes: 16 * GIB,
-        label_source: "NVIDIA Tesla V100 GPU datasheet (V100 16GB: 16 GB HBM2)",
         reported_bytes: None,
-        reported_source: None,
     },
     // ------------------------------------------------------------------- AMD data centre
     GpuCard {
         id: "mi325x",
         vendor: Vendor::Amd,
         segment: Segment::DataCentre,
+        arch: Arch::Cdna3,
+        bandwidth_gb_s: 6000,
         name: "AMD Instinct MI325X",
         label: "256 GB HBM3E",
         label_bytes: 256 * GIB,
-        label_source: "AMD Instinct MI325X accelerator product page / data sheet \
-             (256 GB HBM3E)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "mi300x",
         vendor: Vendor::Amd,
         segment: Segment::DataCentre,
+        arch: Arch::Cdna3,
+        bandwidth_gb_s: 5300,
         name: "AMD Instinct MI300X",
         label: "192 GB HBM3",
         label_bytes: 192 * GIB,
-        label_source: "AMD Instinct MI300X accelerator product page / data sheet (192 GB HBM3)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "mi250x",
         vendor: Vendor::Amd,
         segment: Segment::DataCentre,
+        arch: Arch::Cdna2,
+        bandwidth_gb_s: 3277,
         name: "AMD Instinct MI250X",
         label: "128 GB HBM2e",
         label_bytes: 128 * GIB,
-        label_source: "AMD Instinct MI250X accelerator product page / data sheet (128 GB HBM2e). \
-             The card has two GCDs that software sees as two devices of 64 GB each, so \
-             a single framework device holds at most half the label",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "mi210",
         vendor: Vendor::Amd,
         segment: Segment::DataCentre,
+        arch: Arch::Cdna2,
+        bandwidth_gb_s: 1638,
         name: "AMD Instinct MI210",
         label: "64 GB HBM2e",
         label_bytes: 64 * GIB,
-        label_source: "AMD Instinct MI210 accelerator product page / data sheet (64 GB HBM2e)",
         reported_bytes: None,
-        reported_source: None,
     },
     // ----------------------------------------------------------------------- workstation
     GpuCard {
         id: "rtx-6000-ada",
         vendor: Vendor::Nvidia,
         segment: Segment::Workstation,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 960,
         name: "NVIDIA RTX 6000 Ada Generation",
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
-        label_source: "NVIDIA RTX 6000 Ada Generation datasheet (GPU memory 48 GB GDDR6 with ECC)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "rtx-a6000",
         vendor: Vendor::Nvidia,
         segment: Segment::Workstation,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 768,
         name: "NVIDIA RTX A6000",
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
-        label_source: "NVIDIA RTX A6000 datasheet (GPU memory 48 GB GDDR6 with ECC)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "radeon-pro-w7900",
         vendor: Vendor::Amd,
         segment: Segment::Workstation,
+        arch: Arch::Rdna3,
+        bandwidth_gb_s: 864,
         name: "AMD Radeon PRO W7900",
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
-        label_source: "AMD Radeon PRO W7900 product page (48 GB GDDR6 with ECC)",
         reported_bytes: None,
-        reported_source: None,
+    },
+    GpuCard {
+        id: "rtx-pro-6000",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Workstation,
+        arch: Arch::Blackwell,
+        bandwidth_gb_s: 1792,
+        name: "NVIDIA RTX PRO 6000 Blackwell",
+        label: "96 GB GDDR7",
+        label_bytes: 96 * GIB,
+        reported_bytes: None,
     },
     // -------------------------------------------------------------------------- consumer
     GpuCard {
         id: "rtx-5090",
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
+        arch: Arch::Blackwell,
+        bandwidth_gb_s: 1792,
         name: "NVIDIA GeForce RTX 5090",
         label: "32 GB GDDR7",
         label_bytes: 32 * GIB,
-        label_source: "NVIDIA GeForce RTX 5090 product page / specifications (32 GB GDDR7)",
         reported_bytes: Some(32_607 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 32607MiB (MiB-rounded) for \"NVIDIA GeForce RTX 5090\", seen in \
-             https://github.com/noonghunna/club-3090/issues/1261",
-        ),
     },
     GpuCard {
         id: "rtx-4090",
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 1008,
         name: "NVIDIA GeForce RTX 4090",
         label: "24 GB GDDR6X",
         label_bytes: 24 * GIB,
-        label_source: "NVIDIA GeForce RTX 4090 product page / specifications (24 GB GDDR6X)",
         reported_bytes: Some(24_564 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 24564MiB (MiB-rounded) for \"NVIDIA GeForce RTX 4090\", seen in \
-             https://github.com/RLinf/RLinf/issues/255 (driver 550.163.01) and \
-             https://github.com/vllm-project/vllm/issues/7553 (driver 535.54.03)",
-        ),
     },
     GpuCard {
         id: "rtx-3090",
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 936,
         name: "NVIDIA GeForce RTX 3090",
         label: "24 GB GDDR6X",
         label_bytes: 24 * GIB,
-        label_source: "NVIDIA GeForce RTX 3090 product page / specifications (24 GB GDDR6X)",
         reported_bytes: Some(24_576 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 24576MiB (MiB-rounded) for \"NVIDIA GeForce RTX 3090\", seen in \
-             https://github.com/noonghunna/club-3090/issues/1128 and \
-             https://github.com/noonghunna/club-3090/issues/32",
-        ),
     },
     GpuCard {
         id: "rtx-4080",
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 717,
         name: "NVIDIA GeForce RTX 4080",
         label: "16 GB GDDR6X",
         label_bytes: 16 * GIB,
-        label_source: "NVIDIA GeForce RTX 4080 product page / specifications (16 GB GDDR6X)",
         reported_bytes: None,
-        reported_source: None,
     },
     GpuCard {
         id: "rtx-4060-ti-16gb",
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 288,
         name: "NVIDIA GeForce RTX 4060 Ti 16GB",
         label: "16 GB GDDR6",
         label_bytes: 16 * GIB,
-        label_source: "NVIDIA GeForce RTX 4060 Ti product page / specifications (16 GB or 8 GB \
-             GDDR6; this entry is the 16 GB model)",
         reported_bytes: Some(16_380 * MIB),
-        reported_source: Some(
-            "nvidia-smi total 16380MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 16380 MiB, \
-             BAR1 16384 MiB, driver 550.54.14) for \"NVIDIA GeForce RTX 4060 Ti\", captured in \
-             https://github.com/thamada/nvidia-smi/blob/03fbe6e68c0bb4c28b72d5da786a9712a33cf408/nvsim/RTX4060Ti_smi.py",
-        ),
     },
     GpuCard {
         id: "rtx-5070",
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
+        arch: Arch::Blackwell,
+        bandwidth_gb_s: 672,
         name: "NVIDIA GeForce RTX 5070",
         label: "12 GB GDDR7",
         label_bytes: 12 * GIB,
-        label_source: "NVIDIA GeForce RTX 5070 product page / specifications (12 GB GDDR7)",
         reported_bytes: None,
-        reported_source: None,
+    },
+    GpuCard {
+        id: "rtx-5080",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        arch: Arch::Blackwell,
+        bandwidth_gb_s: 960,
+        name: "NVIDIA GeForce RTX 5080",
+        label: "16 GB GDDR7",
+        label_bytes: 16 * GIB,
+        reported_bytes: None,
+    },
+    GpuCard {
+        id: "rtx-5060-ti-16gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        arch: Arch::Blackwell,
+        bandwidth_gb_s: 448,
+        name: "NVIDIA GeForce RTX 5060 Ti 16GB",
+        label: "16 GB GDDR7",
+        label_bytes: 16 * GIB,
+        reported_bytes: None,
+    },
+    GpuCard {
+        id: "rtx-4070-ti-super",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 672,
+        name: "NVIDIA GeForce RTX 4070 Ti SUPER",
+        label: "16 GB GDDR6X",
+        label_bytes: 16 * GIB,
+        reported_bytes: None,
+    },
+    GpuCard {
+        id: "rtx-4070",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        arch: Arch::Ada,
+        bandwidth_gb_s: 504,
+        name: "NVIDIA GeForce RTX 4070",
+        label: "12 GB GDDR6X",
+        label_bytes: 12 * GIB,
+        reported_bytes: None,
+    },
+    GpuCard {
+        id: "rtx-3060-12gb",
+        vendor: Vendor::Nvidia,
+        segment: Segment::Consumer,
+        arch: Arch::Ampere,
+        bandwidth_gb_s: 360,
+        name: "NVIDIA GeForce RTX 3060 12GB",
+        label: "12 GB GDDR6",
+        label_bytes: 12 * GIB,
+        reported_bytes: None,
     },
     GpuCard {
         id: "radeon-rx-7900-xtx",
         vendor: Vendor::Amd,
         segment: Segment::Consumer,
+        arch: Arch::Rdna3,
+        bandwidth_gb_s: 960,
         name: "AMD Radeon RX 7900 XTX",
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
-        label_source: "AMD Radeon RX 7900 XTX product page / specifications (24 GB GDDR6)",
         reported_bytes: None,
-        reported_source: None,
+    },
+];
+
+/// Where each card's figures come from, by id: kept apart from [`CATALOGUE`] so the
+/// pages, which never show them, do not carry their text (`gpumem-agent cards --json`
+/// prints them).
+pub static SOURCES: &[CardSources] = &[
+    CardSources {
+        id: "b200",
+        label: "NVIDIA DGX B200 datasheet (1,440 GB total GPU memory across 8 B200 GPUs, \
+             i.e. 180 GB each); some third-party spec sheets list the raw 192 GB instead \
+             (see https://github.com/huggingface/huggingface.js/pull/1539)",
+        reported: Some(
+            "nvidia-smi total 183359MiB (MiB-rounded), driver 580.95.05, seen in \
+             https://github.com/NVIDIA/TensorRT-LLM/issues/10278",
+        ),
+    },
+    CardSources {
+        id: "h200-141gb",
+        label: "NVIDIA H200 Tensor Core GPU datasheet / product page (GPU memory 141GB)",
+        reported: Some(
+            "nvidia-smi total 143771MiB (MiB-rounded) for \"NVIDIA H200\", listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity (table of NVML/nvidia-smi \
+             totals); the same figure appears in many public nvidia-smi captures",
+        ),
+    },
+    CardSources {
+        id: "h100-sxm-80gb",
+        label: "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: GPU memory 80GB)",
+        reported: Some(
+            "nvidia-smi total 81559MiB (MiB-rounded) for \"NVIDIA H100 80GB HBM3\", seen in \
+             https://github.com/NVIDIA/nccl/issues/1264 and \
+             https://github.com/wilicc/gpu-burn/issues/114; also in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
+        ),
+    },
+    CardSources {
+        id: "h100-pcie-80gb",
+        label: "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe: GPU memory 80GB)",
+        reported: None,
+    },
+    CardSources {
+        id: "h100-nvl-94gb",
+        label: "NVIDIA H100 Tensor Core GPU datasheet (H100 NVL: GPU memory 94GB)",
+        reported: Some(
+            "nvidia-smi total 95830MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 95830 MiB, \
+             ECC enabled, driver 550.54.14) for \"NVIDIA H100 NVL\", captured in \
+             https://github.com/thamada/nvidia-smi/blob/198aebb60732de6969556867659756f4685637c2/nvsim/H100NVLx2_smi.py",
+        ),
+    },
+    CardSources {
+        id: "a100-80gb",
+        label: "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB: 80GB HBM2e)",
+        reported: Some(
+            "nvidia-smi total 81920MiB (MiB-rounded) for A100 80GB, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+    },
+    CardSources {
+        id: "a100-40gb",
+        label: "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB: 40GB HBM2)",
+        reported: Some(
+            "nvidia-smi total 40960MiB (MiB-rounded) for A100 40GB, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797; older drivers printed less \
+             (40536MiB on driver 470.82.01 in https://github.com/nanopool/phoenix-miner/issues/17)",
+        ),
+    },
+    CardSources {
+        id: "l40s-48gb",
+        label: "NVIDIA L40S GPU datasheet (GPU memory 48GB GDDR6 with ECC)",
+        reported: Some(
+            "nvidia-smi total 46068MiB (MiB-rounded) for L40S, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+    },
+    CardSources {
+        id: "l4-24gb",
+        label: "NVIDIA L4 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
+        reported: Some(
+            "nvidia-smi total 23034MiB (MiB-rounded) for L4, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+    },
+    CardSources {
+        id: "a10-24gb",
+        label: "NVIDIA A10 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
+        reported: Some(
+            "NVML memoryInfo Total 24146608128 bytes (exact, = 23028 MiB) for \"NVIDIA A10\", \
+             driver 535.129.03, seen in https://github.com/mayooot/detect-gpu/issues/3; \
+             nvidia-smi 23028MiB listed in https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
+        ),
+    },
+    CardSources {
+        id: "a10g-24gb",
+        label: "AWS Amazon EC2 G5 instance page (NVIDIA A10G Tensor Core GPU, 24 GB memory \
+             per GPU); the A10G is an AWS-specific A10 variant",
+        reported: Some(
+            "nvidia-smi total 23028MiB (MiB-rounded) for \"NVIDIA A10G\", driver 535.247.01, \
+             seen in https://github.com/NVIDIA/DCGM/issues/232",
+        ),
+    },
+    CardSources {
+        id: "t4-16gb",
+        label: "NVIDIA T4 Tensor Core GPU datasheet (GPU memory 16 GB GDDR6)",
+        reported: Some(
+            "nvidia-smi total 15360MiB (MiB-rounded) for T4, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+    },
+    CardSources {
+        id: "v100-32gb",
+        label: "NVIDIA Tesla V100 GPU datasheet (V100 32GB: 32 GB HBM2)",
+        reported: None,
+    },
+    CardSources {
+        id: "v100-16gb",
+        label: "NVIDIA Tesla V100 GPU datasheet (V100 16GB: 16 GB HBM2)",
+        reported: None,
+    },
+    CardSources {
+        id: "mi325x",
+        label: "AMD Instinct MI325X accelerator product page / data sheet \
+             (256 GB HBM3E)",
+        reported: None,
+    },
+    CardSources {
+        id: "mi300x",
+        label: "AMD Instinct MI300X accelerator product page / data sheet (192 GB HBM3)",
+        reported: None,
+    },
+    CardSources {
+        id: "mi250x",
+        label: "AMD Instinct MI250X accelerator product page / data sheet (128 GB HBM2e). \
+             The card has two GCDs that software sees as two devices of 64 GB each, so \
+             a single framework device holds at most half the label",
+        reported: None,
+    },
+    CardSources {
+        id: "mi210",
+        label: "AMD Instinct MI210 accelerator product page / data sheet (64 GB HBM2e)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-6000-ada",
+        label: "NVIDIA RTX 6000 Ada Generation datasheet (GPU memory 48 GB GDDR6 with ECC)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-a6000",
+        label: "NVIDIA RTX A6000 datasheet (GPU memory 48 GB GDDR6 with ECC)",
+        reported: None,
+    },
+    CardSources {
+        id: "radeon-pro-w7900",
+        label: "AMD Radeon PRO W7900 product page (48 GB GDDR6 with ECC)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-pro-6000",
+        label: "NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet (96 GB GDDR7 with ECC, 1792 GB/s)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-5090",
+        label: "NVIDIA GeForce RTX 5090 product page / specifications (32 GB GDDR7)",
+        reported: Some(
+            "nvidia-smi total 32607MiB (MiB-rounded) for \"NVIDIA GeForce RTX 5090\", seen in \
+             https://github.com/noonghunna/club-3090/issues/1261",
+        ),
+    },
+    CardSources {
+        id: "rtx-4090",
+        label: "NVIDIA GeForce RTX 4090 product page / specifications (24 GB GDDR6X)",
+        reported: Some(
+            "nvidia-smi total 24564MiB (MiB-rounded) for \"NVIDIA GeForce RTX 4090\", seen in \
+             https://github.com/RLinf/RLinf/issues/255 (driver 550.163.01) and \
+             https://github.com/vllm-project/vllm/issues/7553 (driver 535.54.03)",
+        ),
+    },
+    CardSources {
+        id: "rtx-3090",
+        label: "NVIDIA GeForce RTX 3090 product page / specifications (24 GB GDDR6X)",
+        reported: Some(
+            "nvidia-smi total 24576MiB (MiB-rounded) for \"NVIDIA GeForce RTX 3090\", seen in \
+             https://github.com/noonghunna/club-3090/issues/1128 and \
+             https://github.com/noonghunna/club-3090/issues/32",
+        ),
+    },
+    CardSources {
+        id: "rtx-4080",
+        label: "NVIDIA GeForce RTX 4080 product page / specifications (16 GB GDDR6X)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-4060-ti-16gb",
+        label: "NVIDIA GeForce RTX 4060 Ti product page / specifications (16 GB or 8 GB \
+             GDDR6; this entry is the 16 GB model)",
+        reported: Some(
+            "nvidia-smi total 16380MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 16380 MiB, \
+             BAR1 16384 MiB, driver 550.54.14) for \"NVIDIA GeForce RTX 4060 Ti\", captured in \
+             https://github.com/thamada/nvidia-smi/blob/03fbe6e68c0bb4c28b72d5da786a9712a33cf408/nvsim/RTX4060Ti_smi.py",
+        ),
+    },
+    CardSources {
+        id: "rtx-5070",
+        label: "NVIDIA GeForce RTX 5070 product page / specifications (12 GB GDDR7)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-5080",
+        label: "NVIDIA GeForce RTX 5080 product page / specifications (16 GB GDDR7, 960 GB/s)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-5060-ti-16gb",
+        label: "NVIDIA GeForce RTX 5060 Ti product page / specifications (16 GB or 8 GB GDDR7, 448 GB/s; this entry is the 16 GB model)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-4070-ti-super",
+        label: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070 Ti SUPER: 16 GB GDDR6X, 256-bit, 672 GB/s)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-4070",
+        label: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070: 12 GB GDDR6X, 192-bit, 504 GB/s)",
+        reported: None,
+    },
+    CardSources {
+        id: "rtx-3060-12gb",
+        label: "NVIDIA GeForce RTX 3060 family specifications (RTX 3060: 12 GB GDDR6, 192-bit, 360 GB/s; this entry is the 12 GB model)",
+        reported: None,
+    },
+    CardSources {
+        id: "radeon-rx-7900-xtx",
+        label: "AMD Radeon RX 7900 XTX product page / specifications (24 GB GDDR6)",
+        reported: None,
     },
 ];
 
@@ -493,6 +851,134 @@ pub fn find(id: &str) -> Option<&'static GpuCard> {
     CATALOGUE
         .iter()
         .find(|card| card.id.eq_ignore_ascii_case(id))
+}
+
+/// Words a card's name or id carries that nobody types to tell cards apart.
+const NOISE: &[&str] = &[
+    "nvidia",
+    "geforce",
+    "amd",
+    "radeon",
+    "instinct",
+    "tesla",
+    "rtx",
+    "rx",
+    "gb",
+    "gib",
+    "generation",
+];
+
+/// A name as people type it, reduced to what tells cards apart: lower case, split at
+/// every non-alphanumeric and every letter/digit change, vendor and family words and
+/// "GB" dropped, the rest joined: "NVIDIA GeForce RTX 4090", "rtx4090" and "4090" are
+/// all "4090"; "A100 40GB" and "a100-40" are both "a10040".
+fn key_of(text: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut last_digit = None;
+    for c in text.chars().map(|c| c.to_ascii_lowercase()) {
+        if !c.is_ascii_alphanumeric() {
+            last_digit = None;
+            words.push(std::mem::take(&mut word));
+            continue;
+        }
+        let digit = c.is_ascii_digit();
+        if last_digit.is_some_and(|d| d != digit) {
+            words.push(std::mem::take(&mut word));
+        }
+        last_digit = Some(digit);
+        word.push(c);
+    }
+    words.push(word);
+    words
+        .into_iter()
+        .filter(|w| !w.is_empty() && !NOISE.contains(&w.as_str()))
+        .collect()
+}
+
+/// A capacity as typed: a decimal number and a unit (GB, GiB, MB, MiB, TB, TiB; case
+/// and spaces free), in bytes rounded down: "24GiB" → 25 769 803 776, "22.5GB" →
+/// 22 500 000 000. `None` when the text is not one.
+pub fn parse_capacity(text: &str) -> Option<u64> {
+    let t = text.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, unit) = t.split_at(split);
+    let unit_bytes: u64 = match unit.trim() {
+        "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "tb" => 1_000_000_000_000,
+        "tib" => 1 << 40,
+        _ => return None,
+    };
+    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+    if int.is_empty() || frac.len() > 9 || frac.contains('.') {
+        return None;
+    }
+    // Digit by digit (no integer parser: the page's wasm carries none for u128).
+    let mut digits: u128 = 0;
+    for d in int.bytes().chain(frac.bytes()) {
+        digits = digits
+            .checked_mul(10)?
+            .checked_add(u128::from(d.checked_sub(b'0')?))?;
+    }
+    let scale = 10u128.checked_pow(u32::try_from(frac.len()).ok()?)?;
+    let bytes = digits
+        .checked_mul(u128::from(unit_bytes))?
+        .checked_div(scale)?;
+    u64::try_from(bytes).ok().filter(|b| *b > 0)
+}
+
+/// Resolves a card as people type it (`--card`, the page's `card` key): a catalogue id
+/// or name, a short form (`4090`, `rtx4090`, `t4`, `a100-40`, `l40s`, `h100-sxm`), or a
+/// capacity (`24GiB`, `22.5GB`: [`GpuCard::custom`]). Tried in order: the id exactly,
+/// the reduced name or id exactly, then as the start of exactly one card's, then inside
+/// exactly one card's. Several matches are an error that lists them, never a guess.
+pub fn resolve(text: &str) -> Result<GpuCard, String> {
+    let t = text.trim();
+    if let Some(card) = find(t) {
+        return Ok(*card);
+    }
+    if let Some(bytes) = parse_capacity(t) {
+        return Ok(GpuCard::custom(bytes));
+    }
+    let want = key_of(t);
+    let unknown = || {
+        format!(
+            "{t:?} is not a card: `gpumem-agent cards` lists them (e.g. rtx-4090, h100-sxm-80gb), or give a capacity such as 24GiB or 22.5GB"
+        )
+    };
+    if want.is_empty() {
+        return Err(unknown());
+    }
+    let keys: Vec<(&'static GpuCard, [String; 2])> = CATALOGUE
+        .iter()
+        .map(|c| (c, [key_of(c.id), key_of(c.name)]))
+        .collect();
+    let tiers: [&dyn Fn(&str) -> bool; 3] =
+        [&|k| k == want, &|k| k.starts_with(want.as_str()), &|k| {
+            k.contains(want.as_str())
+        }];
+    for matches in tiers {
+        let found: Vec<&'static GpuCard> = keys
+            .iter()
+            .filter(|(_, k)| k.iter().any(|k| matches(k)))
+            .map(|(c, _)| *c)
+            .collect();
+        match found.as_slice() {
+            [] => continue,
+            [one] => return Ok(**one),
+            many => {
+                let names: Vec<String> = many
+                    .iter()
+                    .map(|c| format!("{} ({})", c.id, c.label))
+                    .collect();
+                return Err(format!("{t:?} could be {}: name one", names.join(", ")));
+            }
+        }
+    }
+    Err(unknown())
 }
 
 #[cfg(test)]
@@ -570,10 +1056,11 @@ mod tests {
     #[test]
     fn reported_figures_have_sources_and_do_not_exceed_label() {
         for card in CATALOGUE {
+            let src = sources(card.id).unwrap_or_else(|| panic!("{}: no sources", card.id));
             assert_eq!(
                 card.reported_bytes.is_some(),
-                card.reported_source.is_some(),
-                "{}: reported_bytes and reported_source must come together",
+                src.reported.is_some(),
+                "{}: reported_bytes and its source must come together",
                 card.id
             );
             if let Some(reported) = card.reported_bytes {
@@ -592,11 +1079,13 @@ mod tests {
     }
 
     #[test]
-    fn sources_are_non_empty() {
+    fn sources_are_non_empty_one_per_card() {
+        assert_eq!(SOURCES.len(), CATALOGUE.len());
         for card in CATALOGUE {
-            assert!(!card.label_source.trim().is_empty(), "{}", card.id);
+            let src = sources(card.id).unwrap_or_else(|| panic!("{}: no sources", card.id));
+            assert!(!src.label.trim().is_empty(), "{}", card.id);
             assert!(!card.name.trim().is_empty(), "{}", card.id);
-            if let Some(source) = card.reported_source {
+            if let Some(source) = src.reported {
                 assert!(!source.trim().is_empty(), "{}", card.id);
                 assert!(
                     source.contains("https://"),
@@ -647,6 +1136,73 @@ mod tests {
         assert!(find("rtx-9999").is_none());
         assert!(find("").is_none());
         assert!(find("h100").is_none(), "lookup is exact, not prefix");
+    }
+
+    #[test]
+    fn cards_resolve_as_people_type_them() {
+        let id = |t: &str| resolve(t).map(|c| c.id);
+        for (typed, want) in [
+            ("4090", "rtx-4090"),
+            ("rtx4090", "rtx-4090"),
+            ("RTX 4090", "rtx-4090"),
+            ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+            ("t4", "t4-16gb"),
+            ("a100-40", "a100-40gb"),
+            ("A100 80GB", "a100-80gb"),
+            ("a10", "a10-24gb"),
+            ("a10g", "a10g-24gb"),
+            ("l40s", "l40s-48gb"),
+            ("l4", "l4-24gb"),
+            ("h100-sxm", "h100-sxm-80gb"),
+            ("h100 nvl", "h100-nvl-94gb"),
+            ("h200", "h200-141gb"),
+            ("mi300x", "mi300x"),
+            ("3060", "rtx-3060-12gb"),
+            ("4060 ti", "rtx-4060-ti-16gb"),
+            ("4070 ti super", "rtx-4070-ti-super"),
+            ("a6000", "rtx-a6000"),
+            ("6000 ada", "rtx-6000-ada"),
+            ("w7900", "radeon-pro-w7900"),
+            ("7900xtx", "radeon-rx-7900-xtx"),
+        ] {
+            assert_eq!(id(typed), Ok(want), "{typed}");
+        }
+        // Several cards: an error naming each, never a guess.
+        for typed in ["a100", "h100", "v100"] {
+            let e = resolve(typed).unwrap_err();
+            assert!(e.contains("could be"), "{typed}: {e}");
+        }
+        assert!(resolve("a100").unwrap_err().contains("a100-40gb"));
+        assert!(
+            resolve("rtx-9999")
+                .unwrap_err()
+                .contains("gpumem-agent cards")
+        );
+        assert!(resolve("").is_err());
+        assert!(resolve("--").is_err());
+    }
+
+    #[test]
+    fn capacities_are_exact_bytes() {
+        assert_eq!(parse_capacity("24GiB"), Some(24 << 30));
+        assert_eq!(parse_capacity("24 gib"), Some(24 << 30));
+        assert_eq!(parse_capacity("22.5GB"), Some(22_500_000_000));
+        assert_eq!(parse_capacity("16384MiB"), Some(16 << 30));
+        assert_eq!(parse_capacity("0.5TiB"), Some(1 << 39));
+        for bad in [
+            "24",
+            "GB",
+            "0GB",
+            "1.2.3GB",
+            "24 GHz",
+            "-1GB",
+            "99999999999999TB",
+        ] {
+            assert_eq!(parse_capacity(bad), None, "{bad}");
+        }
+        let c = resolve("22.5GB").unwrap();
+        assert_eq!(c.id, CUSTOM_ID);
+        assert_eq!(c.capacity(), (22_500_000_000, CapacityKind::Given));
     }
 
     #[test]
@@ -704,6 +1260,7 @@ mod tests {
             match card.vendor {
                 Vendor::Nvidia => assert!(card.name.starts_with("NVIDIA "), "{}", card.id),
                 Vendor::Amd => assert!(card.name.starts_with("AMD "), "{}", card.id),
+                Vendor::Unknown => panic!("{}: a catalogue card has a vendor", card.id),
             }
         }
     }

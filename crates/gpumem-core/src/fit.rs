@@ -1,100 +1,194 @@
-//! Per-device fit against the catalogue (method §12).
+//! Per-device fit against the catalogue, and the one verdict rule.
 //!
 //! Fit is judged per device: with several GPUs the split (tensor-parallel degree,
 //! pipeline stages) decides what each device holds, and the most loaded device must
 //! fit on its own card. Several GPUs never make one pooled memory.
+//!
+//! The verdict has three words — fits, borderline, does not fit — and one rule
+//! ([`Verdict::of`]): the headroom is compared with a [`margin`], the uncertainty of
+//! the figures the need and the capacity rest on. A need within that margin of the
+//! capacity may land on either side once run, so it is called borderline rather than
+//! given a yes or a no the figures cannot support.
 
 #![deny(clippy::arithmetic_side_effects)]
 
 use serde::{Deserialize, Serialize};
 
 use crate::catalogue::{CATALOGUE, CapacityKind, GpuCard};
-use crate::estimate::Estimate;
+use crate::estimate::{Estimate, Group, Kind};
+
+/// The largest share of its label any catalogue card with a public readout loses
+/// before software sees it, in millionths: NVIDIA L4 reports 23 034 MiB of its
+/// 24 GiB label (62 745 ppm short, rounded up), L40S 46 068 MiB of 48 GiB (62 745),
+/// A10 and A10G 23 028 MiB of 24 GiB (62 989), the most. A card known only by its
+/// label may report that much less.
+/// [`label_shortfall_ppm`] recomputes it from the catalogue (a test keeps them equal).
+pub const LABEL_SHORTFALL_PPM: u64 = 62_989;
+
+/// [`LABEL_SHORTFALL_PPM`] from the catalogue's figures: the largest
+/// (label − reported) / label, in millionths, rounded up.
+pub fn label_shortfall_ppm() -> u64 {
+    CATALOGUE
+        .iter()
+        .filter_map(|c| {
+            let r = c.reported_bytes?;
+            let short = u128::from(c.label_bytes.saturating_sub(r)).saturating_mul(1_000_000);
+            u64::try_from(short.div_ceil(u128::from(c.label_bytes.max(1)))).ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// How uncertain a need against a card is, in bytes, and of what it is made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Margin {
+    /// Half the assumed lines the need holds besides the reserve (activations,
+    /// prefill transients, logits, CUDA context; an engine's profiled peaks): they
+    /// are upper bounds or rules of thumb, and half is what the figure may be off by.
+    pub assumed_bytes: u64,
+    /// With a capacity known only from its label: what such a device may report
+    /// less ([`LABEL_SHORTFALL_PPM`] of the capacity); 0 for a reported capacity.
+    pub capacity_bytes: u64,
+    /// Their sum: the verdict is borderline when the headroom lies within ± this.
+    pub bytes: u64,
+}
+
+/// The rule in words, shown beside a borderline verdict and in `--verbose`.
+pub const MARGIN_RULE: &str = "borderline = headroom within ± (½ of the assumed lines besides the reserve + 6.3 % of a capacity known only from its label)";
+
+/// Half the per-device bytes of the assumed lines besides the reserve.
+pub fn assumed_margin(est: &Estimate) -> u64 {
+    est.lines
+        .iter()
+        .filter(|l| l.in_total && l.kind == Kind::Assumed && l.group != Group::Reserve)
+        .fold(0u64, |acc, l| acc.saturating_add(l.device_bytes))
+        .div_ceil(2)
+}
+
+/// The margin of a need whose assumed part is `assumed` (already halved) on `card`.
+pub fn margin(card: &GpuCard, assumed: u64) -> Margin {
+    let (capacity, kind) = card.capacity();
+    let capacity_bytes = match kind {
+        CapacityKind::Label => {
+            let v = u128::from(capacity)
+                .saturating_mul(u128::from(LABEL_SHORTFALL_PPM))
+                .div_ceil(1_000_000);
+            u64::try_from(v).unwrap_or(u64::MAX)
+        }
+        CapacityKind::Reported | CapacityKind::Given => 0,
+    };
+    Margin {
+        assumed_bytes: assumed,
+        capacity_bytes,
+        bytes: assumed.saturating_add(capacity_bytes),
+    }
+}
 
 /// One card's verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CardFit {
-    /// Catalogue id.
+    /// Catalogue id ("custom" for a typed capacity).
     pub id: String,
     /// Card name.
     pub name: String,
     /// Capacity compared against, bytes.
     pub capacity_bytes: u64,
-    /// "reported" (what the device says) or "label" (marketing GB × 2^30).
+    /// "reported" (what the device says), "label" (marketing GB × 2^30) or "given".
     pub capacity_kind: String,
     /// What the most loaded device needs, bytes.
     pub need_bytes: u64,
     /// capacity − need (negative when it does not fit).
     pub headroom_bytes: i64,
-    /// Whether the need fits.
+    /// Whether the need fits (headroom ≥ 0).
     pub fits: bool,
+    /// The uncertainty the verdict allows for ([`Margin::bytes`]).
+    pub margin_bytes: u64,
+    /// The verdict's key: "yes", "borderline" or "no".
+    pub verdict: String,
 }
 
-/// The fit of `need_bytes` per device on one card.
-pub fn fit_card(card: &GpuCard, need_bytes: u64) -> CardFit {
+/// Signed `a − b` of two byte counts, saturated to `i64` (cannot overflow in i128).
+pub fn signed_diff(a: u64, b: u64) -> i64 {
+    let d = i128::from(a).saturating_sub(i128::from(b));
+    i64::try_from(d).unwrap_or(if d < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// The fit of `need_bytes` per device on one card, with `assumed` (half the assumed
+/// lines, [`assumed_margin`]) as the need's uncertainty.
+pub fn fit_card(card: &GpuCard, need_bytes: u64, assumed: u64) -> CardFit {
     let (capacity, kind) = card.capacity();
-    // Two u64 in i128: the difference cannot overflow (saturating only says so).
-    let headroom = i128::from(capacity).saturating_sub(i128::from(need_bytes));
+    let headroom = signed_diff(capacity, need_bytes);
+    let m = margin(card, assumed);
     CardFit {
         id: card.id.to_string(),
         name: card.name.to_string(),
         capacity_bytes: capacity,
-        capacity_kind: match kind {
-            CapacityKind::Reported => "reported".into(),
-            CapacityKind::Label => "label".into(),
-        },
+        capacity_kind: kind.as_str().into(),
         need_bytes,
-        headroom_bytes: i64::try_from(headroom).unwrap_or(if headroom < 0 {
-            i64::MIN
-        } else {
-            i64::MAX
-        }),
+        headroom_bytes: headroom,
         fits: headroom >= 0,
+        margin_bytes: m.bytes,
+        verdict: Verdict::of(headroom, m.bytes).key().into(),
     }
 }
 
-/// A card's verdict in words, shared by the CLI's table and the page's fit table so
-/// the two always say the same thing for the same need.
+/// The verdict in words, shared by the CLI's headline and table and the page's, so
+/// both always say the same thing for the same need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// The need exceeds the capacity.
+    /// Short by more than the margin.
     DoesNotFit,
-    /// It fits with less than a tenth of the capacity free: activations, fragmentation
-    /// or a longer prompt may still not fit.
-    Tight,
-    /// It fits with at least a tenth of the capacity free.
+    /// Within the margin either side: running it decides.
+    Borderline,
+    /// Room to spare beyond the margin.
     Fits,
 }
 
 impl Verdict {
-    /// The verdict for one card's fit.
-    pub fn of(fit: &CardFit) -> Verdict {
-        if !fit.fits {
-            return Verdict::DoesNotFit;
-        }
-        // headroom < capacity / 10, in integers (headroom ≥ 0 here, so it converts).
-        let headroom = u128::try_from(fit.headroom_bytes).unwrap_or(0);
-        if headroom.saturating_mul(10) < u128::from(fit.capacity_bytes) {
-            Verdict::Tight
-        } else {
+    /// The verdict for a headroom and a margin: fits when headroom ≥ margin, does not
+    /// fit when headroom < −margin, borderline between.
+    pub fn of(headroom: i64, margin: u64) -> Verdict {
+        let h = i128::from(headroom);
+        let m = i128::from(margin);
+        if h >= m {
             Verdict::Fits
+        } else if h < m.saturating_neg() {
+            Verdict::DoesNotFit
+        } else {
+            Verdict::Borderline
         }
     }
 
-    /// The words shown: "Does not fit", "Fits, tight (< 10 % free)", "Fits".
+    /// The verdict of a card's fit.
+    pub fn of_fit(fit: &CardFit) -> Verdict {
+        Verdict::of(fit.headroom_bytes, fit.margin_bytes)
+    }
+
+    /// The headline word: "FITS", "BORDERLINE", "DOES NOT FIT".
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::DoesNotFit => "DOES NOT FIT",
+            Verdict::Borderline => "BORDERLINE",
+            Verdict::Fits => "FITS",
+        }
+    }
+
+    /// The table's words: "Fits", "Borderline", "Does not fit".
     pub fn text(self) -> &'static str {
         match self {
             Verdict::DoesNotFit => "Does not fit",
-            Verdict::Tight => "Fits, tight (< 10 % free)",
+            Verdict::Borderline => "Borderline",
             Verdict::Fits => "Fits",
         }
     }
 
-    /// A stable short key (the page's CSS class): "no", "tight", "yes".
+    /// A stable short key (`--json`, the page's CSS class): "no", "borderline", "yes".
     pub fn key(self) -> &'static str {
         match self {
             Verdict::DoesNotFit => "no",
-            Verdict::Tight => "tight",
+            Verdict::Borderline => "borderline",
             Verdict::Fits => "yes",
         }
     }
@@ -102,9 +196,10 @@ impl Verdict {
 
 /// Every catalogue card against an estimate's per-device need, in catalogue order.
 pub fn fit_table(estimate: &Estimate) -> Vec<CardFit> {
+    let assumed = assumed_margin(estimate);
     CATALOGUE
         .iter()
-        .map(|c| fit_card(c, estimate.per_device_bytes))
+        .map(|c| fit_card(c, estimate.per_device_bytes, assumed))
         .collect()
 }
 
@@ -112,37 +207,49 @@ pub fn fit_table(estimate: &Estimate) -> Vec<CardFit> {
 #[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
+    use crate::catalogue::find;
 
     #[test]
     fn headroom_is_signed_and_exact() {
-        let card = &CATALOGUE[0];
+        let card = find("h100-sxm-80gb").unwrap();
         let (cap, _) = card.capacity();
-        let ok = fit_card(card, cap);
+        let ok = fit_card(card, cap, 0);
         assert!(ok.fits);
         assert_eq!(ok.headroom_bytes, 0);
-        let over = fit_card(card, cap + 1);
+        let over = fit_card(card, cap + 1, 0);
         assert!(!over.fits);
         assert_eq!(over.headroom_bytes, -1);
-        assert!(!fit_card(card, u64::MAX).fits);
+        assert!(!fit_card(card, u64::MAX, 0).fits);
     }
 
     #[test]
-    fn verdict_is_tight_below_a_tenth_free() {
-        let card = &CATALOGUE[0];
+    fn borderline_is_the_margin_either_side() {
+        let card = find("h100-sxm-80gb").unwrap();
         let (cap, _) = card.capacity();
-        assert_eq!(Verdict::of(&fit_card(card, cap + 1)), Verdict::DoesNotFit);
-        assert_eq!(Verdict::of(&fit_card(card, cap)), Verdict::Tight);
-        // Exactly a tenth free (when the capacity divides by ten) is not tight.
-        let tenth = cap / 10;
-        let at_tenth = fit_card(card, cap - tenth);
-        let want = if tenth * 10 == cap {
-            Verdict::Fits
-        } else {
-            Verdict::Tight
-        };
-        assert_eq!(Verdict::of(&at_tenth), want);
-        assert_eq!(Verdict::of(&fit_card(card, cap - tenth - 1)), Verdict::Fits);
-        assert_eq!(Verdict::of(&fit_card(card, 0)), Verdict::Fits);
-        assert_eq!(Verdict::DoesNotFit.text(), "Does not fit");
+        let m = 1 << 30;
+        let v = |need: u64| Verdict::of_fit(&fit_card(card, need, m));
+        assert_eq!(v(cap - m), Verdict::Fits);
+        assert_eq!(v(cap - m + 1), Verdict::Borderline);
+        assert_eq!(v(cap), Verdict::Borderline);
+        assert_eq!(v(cap + m), Verdict::Borderline);
+        assert_eq!(v(cap + m + 1), Verdict::DoesNotFit);
+        // Without uncertainty, exactly full still fits and one byte over does not.
+        assert_eq!(Verdict::of(0, 0), Verdict::Fits);
+        assert_eq!(Verdict::of(-1, 0), Verdict::DoesNotFit);
+        assert_eq!(fit_card(card, cap + m + 1, m).verdict, "no");
+    }
+
+    #[test]
+    fn a_label_capacity_is_uncertain_by_the_largest_shortfall_seen() {
+        assert_eq!(label_shortfall_ppm(), LABEL_SHORTFALL_PPM);
+        let mi300x = find("mi300x").unwrap();
+        let m = margin(mi300x, 0);
+        assert_eq!(
+            m.capacity_bytes,
+            ((192u64 << 30) * 62_989).div_ceil(1_000_000)
+        );
+        let h100 = find("h100-sxm-80gb").unwrap();
+        assert_eq!(margin(h100, 5).capacity_bytes, 0);
+        assert_eq!(margin(h100, 5).bytes, 5);
     }
 }

@@ -18,6 +18,7 @@ pub mod estimate;
 pub mod fields;
 pub mod fit;
 pub mod format;
+pub mod headline;
 pub mod import;
 pub mod kv;
 pub mod network;

@@ -306,8 +306,26 @@ pub fn decoder_activations(
             "v·4·a·d + (4 + v)·a·s",
         ),
     };
+    // A fused qkv_proj (Phi-3) keeps its whole output: q, k and v are views of it, and
+    // the backward of the attention kernel holds v's view. The flash kernel also takes a
+    // contiguous copy of v (the slice's row stride is the fused width), which stands in
+    // the term above where separate projections keep v's own output; the efficient
+    // kernel reads v in place, so the fused output replaces that term; the eager path
+    // multiplies contiguous copies and keeps none of the fused output. Traced with
+    // transformers' Phi3Attention (phi-3-mini, 2 × 512): `mm` keeps the fused output,
+    // `clone` v's copy under flash/sdpa.
+    let fused = if a.fused_qkv {
+        let whole = block(&[tokens, value, add(&[heads, kv, kv]), d]);
+        match attention {
+            AttentionImpl::Flash | AttentionImpl::Sdpa => whole,
+            AttentionImpl::Efficient => whole.saturating_sub(kd),
+            AttentionImpl::Eager => 0,
+        }
+    } else {
+        0
+    };
     let mlp = mul(&[4, block(&[tokens, value, i])]);
-    let layer = add(&[norm, norm, qk_norm, attn, mlp]);
+    let layer = add(&[norm, norm, qk_norm, attn, fused, mlp]);
     let once = add(&[
         norm,
         mul(&[2, block(&[seq, value, d])]),
@@ -332,11 +350,16 @@ pub fn decoder_activations(
         });
     }
     let formula = format!(
-        "{shape}; per layer and token: 2 RMSNorms (4 + 2v)·h{} + attention {attn_text} + gated MLP 4·v·i; once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        "{shape}; per layer and token: 2 RMSNorms (4 + 2v)·h{} + attention {attn_text}{} + gated MLP 4·v·i; once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
         if olmo {
             " (OLMo-2: the normalised value in fp32) + whole q/k norms 8·(a + k)·d"
         } else if a.qk_norm {
             " + q/k norms (4 + v)·(a + k)·d"
+        } else {
+            ""
+        },
+        if fused > 0 {
+            " + the fused qkv output v·(a + 2k)·d"
         } else {
             ""
         }

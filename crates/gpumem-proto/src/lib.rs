@@ -1,8 +1,10 @@
 //! gpumem-proto: serialisable documents shared by the agent and the page — the
-//! measurement results file, the agent↔page wire messages, the sheet and the workload
-//! results of `gpumem-agent run` and the trace of `gpumem-agent trace`.
+//! measurement results file, the agent↔page wire messages, the sheet, the workload
+//! results of `gpumem-agent run`, the trace of `gpumem-agent trace` and the
+//! `estimate --json` document.
 
 pub mod context;
+pub mod estimate;
 pub mod fleet;
 pub mod json;
 pub mod lookup;

@@ -12,6 +12,7 @@ use super::*;
 
 /// The largest workload that fits one card.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Largest {
     /// Catalogue id.
     pub card: String,
@@ -88,7 +89,7 @@ pub fn most_sequences(input: &EstimateInput, card: &GpuCard) -> Option<u64> {
 
 /// Both answers for one card: from `params.engine`'s pool when one is named (and its
 /// budget can be computed), else from the estimate.
-pub fn largest(input: &EstimateInput, card: &'static GpuCard, params: &EngineParams) -> Largest {
+pub fn largest(input: &EstimateInput, card: &GpuCard, params: &EngineParams) -> Largest {
     let trained = input.max_position;
     if let Some(l) = params.engine.and_then(|_| from_engine(input, card, params)) {
         return l;
@@ -110,15 +111,11 @@ pub fn largest(input: &EstimateInput, card: &'static GpuCard, params: &EnginePar
 /// The engine's answers: the longest max-model-len one sequence of which its pool
 /// serves (capped at the trained positions, as vLLM caps `auto`), and its sequences
 /// at the given context.
-fn from_engine(
-    input: &EstimateInput,
-    card: &'static GpuCard,
-    params: &EngineParams,
-) -> Option<Largest> {
+fn from_engine(input: &EstimateInput, card: &GpuCard, params: &EngineParams) -> Option<Largest> {
     let est = estimate(input).ok()?;
     let at = |m: u64| {
         let p = EngineParams {
-            card: Some(card),
+            card: Some(*card),
             max_model_len: Some(m),
             max_model_len_auto: false,
             ..params.clone()

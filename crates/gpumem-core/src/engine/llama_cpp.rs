@@ -91,7 +91,7 @@ const SRC_KV: &str = "src/llama-kv-cache.cpp (K and V rows of ggml_row_size per 
 pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let p = c.params;
     let input = c.input;
-    let (capacity, kind) = catalogue_capacity(c.card);
+    let (capacity, kind) = catalogue_capacity(&c.card);
     let (tk, tv) = (
         p.cache_type_k.unwrap_or(CacheType::F16),
         p.cache_type_v.unwrap_or(CacheType::F16),

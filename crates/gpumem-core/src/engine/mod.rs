@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::arch::MAX_DIM;
-use crate::catalogue::{CATALOGUE, CapacityKind, GpuCard};
+use crate::catalogue::{CATALOGUE, GpuCard};
 use crate::error::EstimateError;
 use crate::estimate::{Estimate, EstimateInput, Group, Kind, LineKey, Logits, TrainMode, estimate};
 use crate::params::parse_count;
@@ -56,6 +56,7 @@ pub const ONE: u64 = 1_000_000_000_000_000_000;
 
 /// A serving engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Engine {
     /// vLLM.
     #[serde(rename = "vllm")]
@@ -138,9 +139,9 @@ pub struct EngineParams {
     pub engine: Option<Engine>,
     /// vLLM's accounting version (`vllm@0.10`); `None` is the newest carried.
     pub version: Option<VllmVersion>,
-    /// The card (a catalogue entry).
+    /// The card (a catalogue entry, or a typed capacity).
     #[serde(skip)]
-    pub card: Option<&'static GpuCard>,
+    pub card: Option<GpuCard>,
     /// `--gpu-memory-utilization`, parts per 10^18.
     pub gpu_memory_utilization: Option<u64>,
     /// `--max-model-len`.
@@ -186,12 +187,10 @@ pub fn is_engine_key(key: &str) -> bool {
     crate::fields::field(key).is_some_and(|f| f.is_engine())
 }
 
-/// Looks a card up by catalogue id or by name (case-insensitive).
-pub fn find_card(text: &str) -> Option<&'static GpuCard> {
-    let t = text.trim();
-    CATALOGUE
-        .iter()
-        .find(|c| c.id.eq_ignore_ascii_case(t) || c.name.eq_ignore_ascii_case(t))
+/// Looks a card up as people type it ([`crate::catalogue::resolve`]: id, name, short
+/// form or capacity); `None` when it names no card or several.
+pub fn find_card(text: &str) -> Option<GpuCard> {
+    crate::catalogue::resolve(text).ok()
 }
 
 /// Parses a decimal fraction in (0, 1] such as "0.9" or "0.8938626454842437" into
@@ -277,16 +276,9 @@ where
                 p.engine = Some(e);
                 p.version = v;
             }),
-            "card" => match find_card(value) {
-                Some(c) => {
-                    p.card = Some(c);
-                    Ok(())
-                }
-                None => Err(EstimateError::invalid(
-                    "card",
-                    format!("{value:?} is not a catalogue card id or name (e.g. h100-sxm-80gb)"),
-                )),
-            },
+            "card" => crate::catalogue::resolve(value)
+                .map(|c| p.card = Some(c))
+                .map_err(|why| EstimateError::invalid("card", why)),
             "gpu-memory-utilization" => parse_fraction("gpu-memory-utilization", value)
                 .map(|v| p.gpu_memory_utilization = Some(v)),
             "mem-fraction-static" => parse_fraction("mem-fraction-static", value)
@@ -460,6 +452,7 @@ fn torch_total(card: &GpuCard) -> (u64, bool, u64, bool) {
 
 /// One line an engine's rule adds or subtracts, per device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EngineLine {
     /// Stable key ("budget", "weights", "activation_peak", …).
     pub key: Cow<'static, str>,
@@ -488,6 +481,7 @@ fn yes() -> bool {
 /// How the engine's start-up ends for this workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Outcome {
     /// The pool holds a sequence of `max-model-len` with more than the uncertainty to spare.
     Fits,
@@ -499,6 +493,7 @@ pub enum Outcome {
 
 /// What an engine leaves for the KV cache on one card (per device of the tp × pp group).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EngineBudget {
     /// The engine.
     pub engine: Engine,
@@ -713,7 +708,7 @@ struct Need {
 struct Ctx<'a> {
     input: &'a EstimateInput,
     params: &'a EngineParams,
-    card: &'static GpuCard,
+    card: GpuCard,
     weights: u64,
     /// The estimate's embedding and MLP weight lines, per device (llama.cpp's placement).
     embed_bytes: u64,
@@ -939,17 +934,12 @@ fn simple_pool(ctx: &Ctx, block: u64) -> Result<(u64, u64, u64), EstimateError> 
 /// The card's capacity as the catalogue gives it, with its kind's name.
 fn catalogue_capacity(card: &GpuCard) -> (u64, &'static str) {
     let (c, kind) = card.capacity();
-    (
-        c,
-        match kind {
-            CapacityKind::Reported => "reported",
-            CapacityKind::Label => "label",
-        },
-    )
+    (c, kind.as_str())
 }
 
 /// One card's row of the engine fit table: the KV pool the engine leaves there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CardKv {
     /// Catalogue id.
     pub id: String,
@@ -976,7 +966,7 @@ pub fn budget_per_card(
         .iter()
         .map(|card| {
             let p = EngineParams {
-                card: Some(card),
+                card: Some(*card),
                 ..params.clone()
             };
             budget(input, est, &p).map(|b| CardKv {

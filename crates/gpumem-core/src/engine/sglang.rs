@@ -52,7 +52,7 @@ pub(super) fn default_fraction(total_mib: u64, tp: u64, pp: u64, chunk: Option<u
 }
 
 pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
-    let (capacity, kind) = catalogue_capacity(c.card);
+    let (capacity, kind) = catalogue_capacity(&c.card);
     let mut assumptions = Vec::new();
     let mfs = match c.params.mem_fraction_static {
         Some(f) => f,

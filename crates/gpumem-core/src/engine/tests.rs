@@ -481,7 +481,7 @@ fn need(input: &EstimateInput) -> u64 {
 
 #[test]
 fn largest_context_is_exact_to_the_token() {
-    let card = find_card("h100-sxm-80gb").unwrap();
+    let card = &find_card("h100-sxm-80gb").unwrap();
     let cap = card.capacity().0;
     for seqs in ["1", "8", "64"] {
         let input = llama_8b(&[("sequences", seqs), ("generate", "100")]);
@@ -498,7 +498,7 @@ fn largest_context_is_exact_to_the_token() {
 
 #[test]
 fn most_sequences_is_exact_and_none_when_nothing_fits() {
-    let card = find_card("h100-sxm-80gb").unwrap();
+    let card = &find_card("h100-sxm-80gb").unwrap();
     let cap = card.capacity().0;
     let input = llama_8b(&[("context", "16000")]);
     let n = most_sequences(&input, card).expect("fits");
@@ -509,7 +509,7 @@ fn most_sequences_is_exact_and_none_when_nothing_fits() {
     };
     assert!(at(n) <= cap && at(n + 1) > cap, "{n}");
     assert_eq!(most_sequences(&llama_8b(&[]), card), None);
-    let t4 = find_card("t4-16gb").unwrap();
+    let t4 = &find_card("t4-16gb").unwrap();
     assert_eq!(largest_context(&input, t4), None);
     let l = largest(&input, card, &EngineParams::default());
     assert_eq!((l.basis.as_str(), l.most_sequences), ("estimate", Some(n)));
@@ -519,7 +519,7 @@ fn most_sequences_is_exact_and_none_when_nothing_fits() {
 /// one sequence of which it serves, capped at the trained positions.
 #[test]
 fn largest_with_an_engine_is_the_engines_answer() {
-    let card = find_card("h100-sxm-80gb").unwrap();
+    let card = &find_card("h100-sxm-80gb").unwrap();
     let input = llama_8b(&[("context", "16000"), ("max-position", "131072")]);
     let p = engine(&[("engine", "vllm"), ("gpu-memory-utilization", "0.9")]);
     let l = largest(&input, card, &p);
@@ -529,7 +529,7 @@ fn largest_with_an_engine_is_the_engines_answer() {
         &input,
         &est,
         &EngineParams {
-            card: Some(card),
+            card: Some(*card),
             ..p.clone()
         },
     )
@@ -546,7 +546,7 @@ fn largest_with_an_engine_is_the_engines_answer() {
             &input,
             &est,
             &EngineParams {
-                card: Some(card),
+                card: Some(*card),
                 max_model_len: Some(m),
                 ..p.clone()
             },

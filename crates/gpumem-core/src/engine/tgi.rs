@@ -9,7 +9,7 @@
 use super::*;
 
 pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
-    let (capacity, kind) = catalogue_capacity(c.card);
+    let (capacity, kind) = catalogue_capacity(&c.card);
     let batched = c.params.max_num_batched_tokens.unwrap_or(4096);
     let peak = forward_peak(c.input, batched)?;
     let kept = times_fraction(capacity, ONE / 10, false)?;

@@ -7,7 +7,7 @@
 use super::*;
 
 pub(super) fn rule(c: &Ctx, est: &Estimate) -> Result<Draft, EstimateError> {
-    let (capacity, kind) = catalogue_capacity(c.card);
+    let (capacity, kind) = catalogue_capacity(&c.card);
     let mut lines = vec![line(
         "budget",
         "Card total",

@@ -128,7 +128,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let p = c.params;
     let r = p.version.unwrap_or(VllmVersion::V019).rules();
     let input = c.input;
-    let (total, derived, sms, sm90) = torch_total(c.card);
+    let (total, derived, sms, sm90) = torch_total(&c.card);
     let mut assumptions: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
     let util = p.gpu_memory_utilization.unwrap_or(ONE / 10 * 9);

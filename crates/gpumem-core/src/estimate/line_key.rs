@@ -207,6 +207,23 @@ impl<'de> Deserialize<'de> for LineKey {
     }
 }
 
+/// The schema of a key: one of the [`LineKey::ALL`] strings.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for LineKey {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "LineKey".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let keys: Vec<&str> = LineKey::ALL.iter().map(|k| k.as_str()).collect();
+        schemars::json_schema!({
+            "description": "The line's stable key",
+            "type": "string",
+            "enum": keys,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

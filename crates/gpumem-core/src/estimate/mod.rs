@@ -50,6 +50,7 @@ pub const ASSUMED_MATRIX_DIM: u64 = 4096;
 /// line is counted twice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Group {
     /// Stored weights (`weights_bytes`).
     Weights,
@@ -66,6 +67,7 @@ pub enum Group {
 /// Whether a line follows from the inputs or is a hypothesis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Kind {
     /// Follows from the inputs and the formats' layouts.
     Computed,
@@ -91,6 +93,7 @@ impl Kind {
 
 /// One line of the breakdown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Line {
     /// Its key; serialised as the stable string ("weights.mlp", "kv_cache", "reserve", …).
     pub key: LineKey,
@@ -119,6 +122,7 @@ pub struct Line {
 
 /// The result: headline figures (a public contract, also in `--json`) and lines.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Estimate {
     /// All weights, stored bytes.
     pub weights_bytes: u64,

@@ -73,6 +73,7 @@ pub(crate) fn read(
             qk_norm: f.qk_norm == QkNorm::PerHead,
             qk_norm_whole: f.qk_norm == QkNorm::Whole,
             layernorm_bias: f.ln_bias,
+            fused_qkv: f.fused_qkv,
             layer_norms: u64::from(f.norms),
             learned_positions: 0,
             attn_sinks: f.sinks,

@@ -80,6 +80,8 @@ pub(crate) struct Family {
     pub mlp_bias: bool,
     /// LayerNorm with a bias rather than RMSNorm.
     pub ln_bias: bool,
+    /// One fused `qkv_proj` ([`crate::arch::Architecture::fused_qkv`]).
+    pub fused_qkv: bool,
     /// Norms per decoder layer.
     pub norms: u8,
     /// q/k norms.
@@ -127,6 +129,7 @@ pub(crate) const BASE: Family = Family {
     all_bias: false,
     mlp_bias: false,
     ln_bias: false,
+    fused_qkv: false,
     norms: 2,
     qk_norm: QkNorm::No,
     head_dim: 0,

@@ -144,6 +144,7 @@ fn mamba(c: &Cfg, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, Es
         mlp_bias: false,
         qk_norm: false,
         qk_norm_whole: false,
+        fused_qkv: false,
         layernorm_bias: false,
         layer_norms: 1,
         learned_positions: 0,

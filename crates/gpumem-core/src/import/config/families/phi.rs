@@ -8,6 +8,7 @@ use crate::import::config::family::{BASE, Family};
 pub(crate) const PHI3: Family = Family {
     types: "phi3",
     class: "Phi3Config",
+    fused_qkv: true,
     ..BASE
 };
 

@@ -1,0 +1,322 @@
+//! The answer `estimate` prints by default: the inputs in one line, the verdict on
+//! the card with its bar, need, capacity, headroom and margin, then the ways out
+//! (cards needed, smallest card, widest format) — within 100 columns and about 25
+//! lines. Every figure and label is [`gpumem_core::headline`]'s; this only lays
+//! them out. `--verbose` adds the full tables (`estimate::render_table`).
+
+use std::fmt::Write;
+
+use gpumem_core::estimate::{Estimate, Kind};
+use gpumem_core::fit::{MARGIN_RULE, Verdict};
+use gpumem_core::headline::{
+    FormatFit, Headline, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, LABEL_SMALLEST,
+};
+use gpumem_core::units::{Bytes, group_digits, signed_gb_string, signed_gib_string};
+
+use crate::engine_cli::EngineOutput;
+
+/// The widest line printed.
+pub const WIDTH: usize = 100;
+/// Cells of the bar.
+const BAR: u64 = 50;
+
+/// "20.61 GiB (22.13 GB)".
+fn both(b: u64) -> String {
+    format!(
+        "{} GiB ({} GB)",
+        Bytes(b).gib_string(2),
+        Bytes(b).gb_string(2)
+    )
+}
+
+/// `text` wrapped at [`WIDTH`] (its leading spaces kept), continuation lines
+/// indented by `indent` spaces.
+pub fn wrap(text: &str, indent: usize) -> String {
+    let body = text.trim_start_matches(' ');
+    let mut line = " ".repeat(text.len().saturating_sub(body.len()));
+    let start = line.len();
+    let mut out = String::new();
+    for word in body.split(' ').filter(|w| !w.is_empty()) {
+        let len = line.chars().count();
+        if len > start && len + 1 + word.chars().count() > WIDTH {
+            out.push_str(&line);
+            out.push('\n');
+            line = " ".repeat(indent);
+        } else if len > start {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}
+
+/// The bar: filled cells for the need's share of the capacity, "▶" past it.
+fn bar(used_ppm: u64) -> String {
+    let filled = used_ppm.saturating_mul(BAR) / 1_000_000;
+    let cells: String = (0..BAR)
+        .map(|i| if i < filled { '█' } else { '·' })
+        .collect();
+    let over = if used_ppm > 1_000_000 { "▶" } else { " " };
+    format!(
+        "[{cells}]{over} {}.{} % of the card",
+        used_ppm / 10_000,
+        used_ppm / 1_000 % 10
+    )
+}
+
+/// The default answer.
+pub fn render(
+    inputs: &str,
+    h: &Headline,
+    est: &Estimate,
+    engine: &EngineOutput,
+    formats: Option<&[FormatFit]>,
+    from_files: bool,
+) -> String {
+    let mut s = wrap(inputs, 2);
+    let c = &h.card;
+    let verdict = Verdict::of_fit(c);
+    let on = if h.card_given {
+        format!("{} ({} capacity)", c.name, c.capacity_kind)
+    } else {
+        format!("{} (no --card: the smallest card that fits)", c.name)
+    };
+    let basis = if h.basis == "estimate" {
+        String::new()
+    } else {
+        format!(", under {}'s budget", h.basis)
+    };
+    let _ = writeln!(s, "\n{}  on {on}{basis}", verdict.word());
+    let _ = writeln!(s, "  {}", bar(h.used_ppm));
+    let row = |s: &mut String, label: &str, gib: String, gb: String, b: String| {
+        let _ = writeln!(s, "  {label:<10} {gib:>12} GiB {gb:>12} GB {b:>24} B");
+    };
+    row(
+        &mut s,
+        "need",
+        Bytes(c.need_bytes).gib_string(2),
+        Bytes(c.need_bytes).gb_string(2),
+        group_digits(c.need_bytes),
+    );
+    row(
+        &mut s,
+        "capacity",
+        Bytes(c.capacity_bytes).gib_string(2),
+        Bytes(c.capacity_bytes).gb_string(2),
+        group_digits(c.capacity_bytes),
+    );
+    row(
+        &mut s,
+        "headroom",
+        signed_gib_string(c.headroom_bytes, 2),
+        signed_gb_string(c.headroom_bytes, 2),
+        gpumem_core::units::signed_group_digits(c.headroom_bytes),
+    );
+    let _ = writeln!(
+        s,
+        "  {:<10} {:>12} GiB    {}{}",
+        LABEL_MARGIN.to_lowercase(),
+        format!("±{}", Bytes(h.margin.bytes).gib_string(2)),
+        if h.basis == "estimate" {
+            "½ of the assumed lines"
+        } else {
+            "the engine's assumed lines' uncertainty"
+        },
+        if h.margin.capacity_bytes > 0 {
+            format!(
+                " + {} GiB a label capacity may lack",
+                Bytes(h.margin.capacity_bytes).gib_string(2)
+            )
+        } else {
+            String::new()
+        }
+    );
+    if verdict == Verdict::Borderline {
+        s.push_str(&wrap(&format!("  {MARGIN_RULE}"), 4));
+    }
+    s.push('\n');
+    let _ = writeln!(
+        s,
+        "  {LABEL_CARDS:<24} {}",
+        match &h.cards {
+            Some(n) if n.pp > 1 => format!(
+                "{} × {} at tp {} × pp {}: {} each",
+                n.cards,
+                c.name,
+                n.tp,
+                n.pp,
+                both(n.need_bytes)
+            ),
+            Some(n) => format!(
+                "{} × {} at tp {}: {} each",
+                n.cards,
+                c.name,
+                n.tp,
+                both(n.need_bytes)
+            ),
+            None => format!("more than 64 × {} (tp ≤ 64 tried)", c.name),
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  {LABEL_SMALLEST:<24} {}",
+        match &h.smallest {
+            Some(f) => format!(
+                "{} ({} GiB, headroom {} GiB)",
+                f.name,
+                Bytes(f.capacity_bytes).gib_string(2),
+                signed_gib_string(f.headroom_bytes, 2)
+            ),
+            None => "none in the catalogue (see cards needed)".into(),
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  {LABEL_FORMAT:<24} {}",
+        match &h.format {
+            Some(f) => format!("{}: {} per device", f.format, both(f.fit.need_bytes)),
+            None if from_files => "the file's (weights read from its headers)".into(),
+            None => "none of bf16, fp8, int8, awq-4-g128, q3_k, q2_k".into(),
+        }
+    );
+    if let Some(rows) = formats {
+        s.push('\n');
+        s.push_str(&render_formats(rows, &c.name));
+    }
+    s.push('\n');
+    let mut parts = vec![format!(
+        "weights {}",
+        Bytes(est.weights_bytes).gib_string(2)
+    )];
+    for (name, b) in [
+        ("KV cache", est.kv_cache_bytes),
+        ("training", est.training_bytes),
+        ("transients (assumed)", est.transient_bytes),
+        ("reserve (assumed)", est.reserve_bytes),
+    ] {
+        if b > 0 {
+            parts.push(format!("{name} {}", Bytes(b).gib_string(2)));
+        }
+    }
+    s.push_str(&wrap(
+        &format!(
+            "  total {} GiB = {} GiB",
+            Bytes(est.total_bytes).gib_string(2),
+            parts.join(" + ")
+        ),
+        4,
+    ));
+    s.push_str(&engine_summary(engine));
+    for w in h.warnings.iter().chain(&est.warnings) {
+        s.push_str(&wrap(&format!("  warning: {w}"), 4));
+    }
+    let assumed = est
+        .lines
+        .iter()
+        .filter(|l| l.in_total && l.kind == Kind::Assumed)
+        .count();
+    let _ = writeln!(
+        s,
+        "  {} assumption(s), {assumed} assumed line(s): --verbose for every line, formula and card; --json",
+        est.assumptions.len()
+    );
+    s
+}
+
+/// One line per engine figure worth a glance (the full budget is in `--verbose`).
+fn engine_summary(e: &EngineOutput) -> String {
+    let mut s = String::new();
+    if let Some(b) = &e.engine {
+        s.push_str(&wrap(
+            &format!(
+                "  {} on {}: KV pool {} GiB = {} tokens → {} sequence(s) of {} tokens",
+                b.engine.name(),
+                b.card_name,
+                signed_gib_string(b.kv_capacity_bytes, 2),
+                group_digits(b.kv_capacity_tokens),
+                group_digits(b.max_sequences),
+                group_digits(b.max_model_len)
+            ),
+            4,
+        ));
+    } else if e.engine_per_card.is_some() {
+        s.push_str(
+            "  the engine's KV pool on every card: --verbose (or --card CARD for its budget)\n",
+        );
+    } else if let Some(l) = &e.largest {
+        let ctx = l
+            .largest_context
+            .map_or("none".into(), |c| format!("{} tokens", group_digits(c)));
+        let trained = match (l.beyond_trained, l.trained_positions) {
+            (true, Some(t)) => format!(
+                ", beyond the {} positions it was trained for",
+                group_digits(t)
+            ),
+            _ => String::new(),
+        };
+        s.push_str(&wrap(
+            &format!(
+                "  largest context on the card ({}) at {} sequence(s): {ctx}{trained}",
+                if l.basis == "estimate" {
+                    "no engine: the estimate".to_string()
+                } else {
+                    l.basis.clone()
+                },
+                l.at_sequences
+            ),
+            4,
+        ));
+    }
+    s
+}
+
+/// `--formats`: each format side by side on the card.
+pub fn render_formats(rows: &[FormatFit], card: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "  {:<14} {:>22} {:>22} {:>13}  on {card}",
+        "format", "weights", "need per device", "headroom"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "  {:<14} {:>22} {:>22} {:>9} GiB  {}{}",
+            r.format,
+            both(r.weights_bytes),
+            both(r.fit.need_bytes),
+            signed_gib_string(r.fit.headroom_bytes, 2),
+            Verdict::of_fit(&r.fit).word(),
+            if r.runs {
+                ""
+            } else {
+                " (the card runs no fp8)"
+            }
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrap_keeps_every_word_within_the_width() {
+        let text = "word ".repeat(60);
+        let w = wrap(text.trim(), 4);
+        assert!(w.lines().all(|l| l.chars().count() <= WIDTH), "{w}");
+        assert_eq!(w.split_whitespace().count(), 60);
+        assert!(w.lines().skip(1).all(|l| l.starts_with("    word")));
+    }
+
+    #[test]
+    fn the_bar_fills_with_the_share_and_marks_an_overflow() {
+        assert!(bar(500_000).starts_with(&format!("[{}{}]", "█".repeat(25), "·".repeat(25))));
+        assert!(bar(500_000).ends_with(" 50.0 % of the card"));
+        assert!(bar(1_200_000).contains("]▶ 120.0 %"));
+        assert_eq!(bar(0).matches('█').count(), 0);
+    }
+}

@@ -1,0 +1,120 @@
+//! The estimator's flags, generated from the field table
+//! ([`gpumem_core::params::FIELDS`]): one place that turns a field into a clap
+//! argument, used by `estimate` and by its engine flags (`engine_cli`) alike, so
+//! neither reaches into the other for it.
+
+use clap::{Arg, Command};
+use gpumem_core::catalogue::CATALOGUE;
+use gpumem_core::fields::Unit;
+use gpumem_core::params::{Field, FieldKind};
+
+/// The flag of one field of the table: its help, a value name from its kind and
+/// unit, and a choice field's choices as possible values (shown in `--help` and
+/// offered by the completions). The value itself is still checked by the core's parser, which
+/// accepts aliases (`flash_attention_2`, `llamacpp`) and gives the field's message.
+pub fn flag_of(f: &'static Field) -> Arg {
+    let name = match f.kind {
+        FieldKind::Count => match f.unit {
+            Unit::None => "N",
+            Unit::Gib => "GIB",
+            Unit::Mib => "MIB",
+            Unit::Bytes => "BYTES",
+            Unit::Tokens => "TOKENS",
+        },
+        FieldKind::Bool(_) => "BOOL",
+        FieldKind::Choice => "NAME",
+        FieldKind::Text if !f.choices.is_empty() => "NAME",
+        FieldKind::Text => "TEXT",
+        FieldKind::Fraction => "FRACTION",
+        FieldKind::Card => "CARD",
+    };
+    Arg::new(f.key)
+        .long(f.key)
+        .value_name(name)
+        .allow_hyphen_values(true)
+        .value_parser(Offered(f))
+        // A card's ids and a text field's suggestions go to the completions only:
+        // they are not all the field accepts (`--card 24GiB`, `--format q4_k_m`).
+        .hide_possible_values(matches!(f.kind, FieldKind::Card | FieldKind::Text))
+        .help(help_of(f))
+}
+
+/// The field's help, with what the table says beside it: a text field's suggestions
+/// and the default (a switch's, or what an empty field means).
+fn help_of(f: &Field) -> String {
+    let mut help = f.help.to_string();
+    if matches!(f.kind, FieldKind::Text) && !f.choices.is_empty() {
+        let names: Vec<&str> = f.choices.iter().map(|(v, _)| *v).collect();
+        help.push_str(&format!(" (e.g. {}, …)", names.join(", ")));
+    }
+    match f.kind {
+        FieldKind::Bool(d) => help.push_str(&format!(" [default: {d}]")),
+        FieldKind::Card => help.push_str(" (`gpumem-agent cards` lists them)"),
+        // The engine's empty choice is "no engine" here (the page shows every engine).
+        FieldKind::Choice if f.is_engine() => {}
+        FieldKind::Choice => {
+            if let Some((_, label)) = f.choices.iter().find(|(v, _)| v.is_empty()) {
+                help.push_str(&format!(" [default: {label}]"));
+            }
+        }
+        _ if !f.placeholder.is_empty() => help.push_str(&format!(
+            " [default: {}]",
+            f.placeholder.trim_start_matches("= ")
+        )),
+        _ => {}
+    }
+    help
+}
+
+/// A value parser that takes any text and offers the field's choices.
+#[derive(Clone)]
+struct Offered(&'static Field);
+
+impl clap::builder::TypedValueParser for Offered {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &Command,
+        arg: Option<&Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let choices: Box<dyn Iterator<Item = clap::builder::PossibleValue>> = match self.0.kind {
+            FieldKind::Bool(_) => Box::new(
+                ["true", "false"]
+                    .into_iter()
+                    .map(clap::builder::PossibleValue::new),
+            ),
+            // For the completions (hidden from the help: see `flag_of`).
+            FieldKind::Card => Box::new(
+                CATALOGUE
+                    .iter()
+                    .map(|c| clap::builder::PossibleValue::new(c.id).help(c.name)),
+            ),
+            FieldKind::Text if !self.0.choices.is_empty() => Box::new(
+                self.0
+                    .choices
+                    .iter()
+                    .map(|(v, _)| clap::builder::PossibleValue::new(*v)),
+            ),
+            FieldKind::Choice => Box::new(
+                self.0
+                    .choices
+                    .iter()
+                    .filter(|(v, _)| !v.is_empty())
+                    .map(|(v, l)| {
+                        let p = clap::builder::PossibleValue::new(*v);
+                        if l == v { p } else { p.help(*l) }
+                    }),
+            ),
+            _ => return None,
+        };
+        Some(choices)
+    }
+}

@@ -1,0 +1,571 @@
+//! The answer first: does the workload fit, on what, with how much room.
+//!
+//! [`headline`] turns an estimate into what a reader wants before any table: the
+//! verdict on the chosen card (or, without one, on the smallest catalogue card that
+//! fits), the need against the capacity with its headroom and margin, then three
+//! ways out — how many such cards (the tensor-parallel degree that splits it enough),
+//! the smallest card that holds it as it is, and the widest weight format that fits
+//! the card. The CLI's default output and the page's verdict box both print this one
+//! value with the labels below, so they cannot disagree.
+//!
+//! With a serving engine ([`Basis::Engine`]) the need is the engine's: the card's
+//! capacity minus what its KV pool has left once it holds the workload's KV cache and
+//! one sequence of `max-model-len` — the engine's own rule, not the generic estimate.
+
+#![deny(clippy::arithmetic_side_effects)]
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalogue::{Arch, CATALOGUE, GpuCard};
+use crate::engine::{self, EngineParams};
+use crate::error::EstimateError;
+use crate::estimate::{Estimate, EstimateInput, TrainMode, estimate};
+use crate::fit::{CardFit, Margin, Verdict, assumed_margin, fit_card, margin};
+use crate::format::{Dtype, StorageFormat};
+use crate::units::{Bytes, group_digits};
+
+/// The headline's row labels, one place for the CLI and the page.
+pub const LABEL_CARDS: &str = "Cards needed";
+/// See [`LABEL_CARDS`].
+pub const LABEL_SMALLEST: &str = "Smallest card that fits";
+/// See [`LABEL_CARDS`].
+pub const LABEL_FORMAT: &str = "Widest format that fits";
+/// See [`LABEL_CARDS`].
+pub const LABEL_MARGIN: &str = "Margin";
+
+/// The weight formats tried for [`Headline::format`], widest first: 16-bit, the two
+/// 8-bit kinds serving engines load (fp8, bitsandbytes int8), 4-bit groups of 128 as
+/// AWQ/GPTQ checkpoints ship, and llama.cpp's 3- and 2-bit k-quants.
+pub const FORMAT_LADDER: [&str; 6] = ["bf16", "fp8", "int8", "awq-4-g128", "q3_k", "q2_k"];
+
+/// The largest tensor-parallel degree tried for [`Headline::cards`] (one 8-GPU node
+/// and then some: beyond it the answer is a different deployment, not more cards).
+pub const MAX_TP: u64 = 64;
+
+/// What a need is measured by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Basis {
+    /// The estimate's most loaded device.
+    Estimate,
+    /// A serving engine's budget on the card (its flags; the card is the headline's).
+    Engine(Box<EngineParams>),
+}
+
+/// One need on one card: what the most loaded device needs and half its assumed part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Need {
+    bytes: u64,
+    assumed: u64,
+}
+
+impl Basis {
+    /// The need of `input` (estimated as `est`) on `card`.
+    fn need(
+        &self,
+        input: &EstimateInput,
+        est: &Estimate,
+        card: &GpuCard,
+    ) -> Result<Need, EstimateError> {
+        let Basis::Engine(params) = self else {
+            return Ok(Need {
+                bytes: est.per_device_bytes,
+                assumed: assumed_margin(est),
+            });
+        };
+        let p = EngineParams {
+            card: Some(*card),
+            ..(**params).clone()
+        };
+        let b = engine::budget(input, est, &p)?;
+        // The engine's own figure: its pool less what it must hold (one sequence of
+        // max-model-len, or llama.cpp's cache), judged against the spread of its
+        // assumed lines; a refusal (no pool at all) leaves no margin to hide in.
+        let (capacity, _) = card.capacity();
+        let bytes = i128::from(capacity)
+            .saturating_sub(i128::from(b.margin_bytes))
+            .max(0);
+        Ok(Need {
+            bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
+            assumed: if b.outcome == engine::Outcome::Refused && b.margin_bytes >= 0 {
+                0
+            } else {
+                b.uncertainty_bytes
+            },
+        })
+    }
+
+    /// The need of `input` on `card`, estimating it first.
+    fn need_of(&self, input: &EstimateInput, card: &GpuCard) -> Result<Need, EstimateError> {
+        let est = estimate(input)?;
+        self.need(input, &est, card)
+    }
+}
+
+/// How many cards of the chosen kind hold the workload, split by tensor parallelism.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Cards {
+    /// Cards: tp × pp.
+    pub cards: u64,
+    /// The tensor-parallel degree.
+    pub tp: u64,
+    /// The pipeline stages (as given).
+    pub pp: u64,
+    /// What the most loaded device then needs.
+    pub need_bytes: u64,
+}
+
+/// One weight format on the chosen card.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FormatFit {
+    /// The format's name (as `--format` takes it).
+    pub format: String,
+    /// The weights in that format, bytes.
+    pub weights_bytes: u64,
+    /// The fit of the need in that format on the card.
+    pub fit: CardFit,
+    /// Whether the card runs weights in this format at all (no fp8 before Ampere).
+    pub runs: bool,
+}
+
+/// The answer: the verdict first, then the ways out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Headline {
+    /// "yes", "borderline" or "no" (as [`Verdict::key`]).
+    pub verdict: String,
+    /// The card judged against, the need, the headroom and the margin.
+    pub card: CardFit,
+    /// Whether the card was chosen by the user; otherwise it is the smallest catalogue
+    /// card that fits (the largest when none does).
+    pub card_given: bool,
+    /// What the margin is made of.
+    pub margin: Margin,
+    /// "estimate", or the engine's name when its budget is the need.
+    pub basis: String,
+    /// need / capacity in millionths (the bar; above 1 000 000 when over).
+    pub used_ppm: u64,
+    /// The fewest such cards that hold it (tensor parallelism up to [`MAX_TP`]);
+    /// `None` when even that does not.
+    pub cards: Option<Cards>,
+    /// The smallest catalogue card that holds it as it is; `None` when none does.
+    pub smallest: Option<CardFit>,
+    /// The widest format of [`FORMAT_LADDER`] that fits the card; `None` when none
+    /// does, or when the weights come from file headers (their format is the file's).
+    pub format: Option<FormatFit>,
+    /// Formats the card does not compute in (bf16 on a T4, fp8 before Ada).
+    pub warnings: Vec<String>,
+}
+
+impl Headline {
+    /// The verdict.
+    pub fn verdict(&self) -> Verdict {
+        Verdict::of_fit(&self.card)
+    }
+}
+
+/// `need / capacity` in millionths, saturated.
+pub fn used_ppm(need: u64, capacity: u64) -> u64 {
+    let v = u128::from(need)
+        .saturating_mul(1_000_000)
+        .checked_div(u128::from(capacity))
+        .unwrap_or(u128::MAX);
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+fn fit_of(card: &GpuCard, need: Need) -> CardFit {
+    fit_card(card, need.bytes, need.assumed)
+}
+
+/// The headline of `input` (estimated as `est`) on `card`, or on the smallest
+/// catalogue card that fits when `card` is `None`.
+pub fn headline(
+    input: &EstimateInput,
+    est: &Estimate,
+    card: Option<&GpuCard>,
+    basis: &Basis,
+) -> Result<Headline, EstimateError> {
+    // Without a card the engine has nothing to be judged on: the estimate is the need.
+    let basis = if card.is_some() {
+        basis
+    } else {
+        &Basis::Estimate
+    };
+    let smallest = smallest_card(input, est, basis);
+    let (card, card_given) = match (card, &smallest) {
+        (Some(c), _) => (*c, true),
+        (None, Some(f)) => (by_id(&f.id), false),
+        (None, None) => (largest_card(), false),
+    };
+    let need = basis.need(input, est, &card)?;
+    let fit = fit_of(&card, need);
+    let m = margin(&card, need.assumed);
+    Ok(Headline {
+        verdict: fit.verdict.clone(),
+        used_ppm: used_ppm(need.bytes, fit.capacity_bytes),
+        card: fit,
+        card_given,
+        margin: m,
+        basis: match basis {
+            Basis::Estimate => "estimate".into(),
+            Basis::Engine(p) => p.engine.map_or("estimate", |e| e.name()).into(),
+        },
+        cards: cards_needed(input, &card, basis),
+        smallest,
+        format: widest_format(input, &card, basis),
+        warnings: format_warnings(input, &card),
+    })
+}
+
+/// The smallest catalogue card on which `basis` says the workload fits (catalogue
+/// order among equals). No sort: the page's wasm carries no sort routine.
+fn smallest_card(input: &EstimateInput, est: &Estimate, basis: &Basis) -> Option<CardFit> {
+    CATALOGUE
+        .iter()
+        .filter_map(|c| {
+            let f = fit_of(c, basis.need(input, est, c).ok()?);
+            (Verdict::of_fit(&f) == Verdict::Fits).then_some(f)
+        })
+        .min_by_key(|f| f.capacity_bytes)
+}
+
+fn by_id(id: &str) -> GpuCard {
+    CATALOGUE
+        .iter()
+        .find(|c| c.id == id)
+        .copied()
+        .unwrap_or_else(largest_card)
+}
+
+fn largest_card() -> GpuCard {
+    CATALOGUE
+        .iter()
+        .max_by_key(|c| c.capacity().0)
+        .copied()
+        .unwrap_or(CATALOGUE[0])
+}
+
+/// The fewest cards (tp × the given pp) at which the need fits `card`: tp a power of
+/// two up to [`MAX_TP`] that divides the attention heads (vLLM's and Megatron's
+/// requirement: every rank holds whole heads).
+fn cards_needed(input: &EstimateInput, card: &GpuCard, basis: &Basis) -> Option<Cards> {
+    let heads = input.arch.map(|a| a.heads);
+    let mut tp = 1u64;
+    while tp <= MAX_TP {
+        if heads.is_none_or(|h| h.is_multiple_of(tp)) {
+            let mut i = input.clone();
+            i.tp = tp;
+            i.gpus = tp.saturating_mul(i.pp);
+            if let Ok(need) = basis.need_of(&i, card)
+                && Verdict::of_fit(&fit_of(card, need)) == Verdict::Fits
+            {
+                return Some(Cards {
+                    cards: i.gpus,
+                    tp,
+                    pp: i.pp,
+                    need_bytes: need.bytes,
+                });
+            }
+        }
+        tp = tp.saturating_mul(2);
+    }
+    None
+}
+
+/// `input` with its linear layers (and the parameter count's bytes) in `format`.
+fn with_format(input: &EstimateInput, format: StorageFormat) -> EstimateInput {
+    let mut i = input.clone();
+    i.format = Some(format);
+    i.bits = None;
+    if i.attention_format.is_some() {
+        i.attention_format = Some(format);
+    }
+    i
+}
+
+/// Each of `formats` on `card`: the weights and the fit. A name the parser refuses is
+/// an error naming it; a format the estimate refuses is left out.
+pub fn compare_formats(
+    input: &EstimateInput,
+    card: &GpuCard,
+    basis: &Basis,
+    formats: &[&str],
+) -> Result<Vec<FormatFit>, EstimateError> {
+    let mut out = Vec::new();
+    for name in formats {
+        let f = StorageFormat::parse("formats", name)?;
+        let i = with_format(input, f);
+        let Ok(est) = estimate(&i) else { continue };
+        let Ok(need) = basis.need(&i, &est, card) else {
+            continue;
+        };
+        let format = f.name();
+        out.push(FormatFit {
+            runs: runs_fp8(card, &format),
+            format,
+            weights_bytes: est.weights_bytes,
+            fit: fit_of(card, need),
+        });
+    }
+    Ok(out)
+}
+
+fn widest_format(input: &EstimateInput, card: &GpuCard, basis: &Basis) -> Option<FormatFit> {
+    // Weights read from file headers keep the file's format: no other format applies.
+    if input.tensors.is_some() {
+        return None;
+    }
+    let fits = |f: &FormatFit| Verdict::of_fit(&f.fit) == Verdict::Fits && f.runs;
+    let ladder = compare_formats(input, card, basis, &FORMAT_LADDER)
+        .ok()?
+        .into_iter()
+        .find(fits);
+    // The input's own format when it fits and is at least as wide (gpt-oss's mxfp4
+    // rather than the ladder's awq-4-g128 of about the same bytes).
+    let own = input
+        .format
+        .map(|f| f.name())
+        .and_then(|name| compare_formats(input, card, basis, &[name.as_str()]).ok())
+        .and_then(|mut v| v.pop())
+        .filter(fits);
+    match (ladder, own) {
+        (Some(l), Some(o)) if o.weights_bytes >= l.weights_bytes => Some(o),
+        (None, o) => o,
+        (l, _) => l,
+    }
+}
+
+/// Whether `card` runs weights of `format` at all: fp8 needs fp8 units, or Ampere's
+/// weight-only kernels (vLLM's FP8 page: "Ampere GPUs are supported for W8A16");
+/// older cards run none.
+fn runs_fp8(card: &GpuCard, format: &str) -> bool {
+    !format.starts_with("fp8") || card.arch.fp8() || card.arch == Arch::Ampere
+}
+
+/// What `card` cannot compute in among the input's formats, in words.
+pub fn format_warnings(input: &EstimateInput, card: &GpuCard) -> Vec<String> {
+    let mut out = Vec::new();
+    let arch = card.arch;
+    let dense = |f: Option<StorageFormat>, d: Dtype| f == Some(StorageFormat::Dense { dtype: d });
+    let bf16 = input.compute_dtype == Dtype::Bf16 || dense(input.format, Dtype::Bf16);
+    if !arch.bf16() && bf16 {
+        out.push(format!(
+            "{} ({}) has no bf16: PyTorch emulates it slowly or refuses; --compute-dtype fp16 and --format fp16 take the same bytes",
+            card.name,
+            arch.name()
+        ));
+    }
+    let fp8 = input.compute_dtype == Dtype::Fp8
+        || matches!(
+            input.format,
+            Some(StorageFormat::Fp8 { .. } | StorageFormat::Fp8Channel)
+        );
+    if !arch.fp8() && fp8 {
+        out.push(format!(
+            "{} ({}) has no fp8 units: engines run fp8 weights weight-only (W8A16, e.g. vLLM's Marlin kernels on Ampere) or not at all; the bytes are the same",
+            card.name,
+            arch.name()
+        ));
+    }
+    out
+}
+
+/// The inputs in one line, for the top of the answer: the model (`model`, else its
+/// shape or parameter count), the weights' format, the workload, the mode and the
+/// split — "Llama-3.1-8B · 8.03 B parameters · bf16 · 1 × (8 192 + 0) tokens · inference".
+pub fn inputs_line(input: &EstimateInput, est: &Estimate, model: Option<&str>) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    match (model, input.arch, input.parameters) {
+        (Some(m), _, _) => parts.push(m.to_string()),
+        (None, Some(a), _) => parts.push(format!("{} layers × {} wide", a.layers, a.hidden)),
+        (None, None, _) if input.kv_only.is_some() => parts.push("KV shape only".into()),
+        _ => {}
+    }
+    if let Some(p) = est.parameters {
+        parts.push(format!("{} B parameters", Bytes(p).gb_string(2)));
+    }
+    parts.push(if input.tensors.is_some() {
+        "weights from file headers".into()
+    } else {
+        match (input.format, input.bits) {
+            (Some(f), _) => f.name(),
+            (None, Some(b)) => format!("{b}-bit"),
+            (None, None) => "bf16".into(),
+        }
+    });
+    if let Some(c) = input.context {
+        parts.push(format!(
+            "{} × ({} + {}) tokens",
+            group_digits(input.sequences),
+            group_digits(c),
+            group_digits(input.generate)
+        ));
+    }
+    parts.push(match input.train {
+        TrainMode::None => "inference".into(),
+        TrainMode::Full => format!("full training, {}", input.optimizer.name()),
+        TrainMode::Lora => format!("LoRA r{}", input.lora_rank),
+        TrainMode::Qlora => format!("QLoRA r{}", input.lora_rank),
+    });
+    if input.gpus > 1 || input.tp > 1 || input.pp > 1 {
+        let pp = if input.pp > 1 {
+            format!(" × pp {}", input.pp)
+        } else {
+            String::new()
+        };
+        parts.push(format!("{} GPUs, tp {}{pp}", input.gpus, input.tp));
+    }
+    parts.join(" · ")
+}
+
+#[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
+mod tests {
+    use super::*;
+    use crate::catalogue::{find, resolve};
+    use crate::params::from_pairs;
+    use crate::presets;
+
+    fn llama_8b(extra: &[(&str, &str)]) -> EstimateInput {
+        let p = presets::find("llama-3.1-8b").unwrap();
+        let (i, e) = from_pairs(p.pairs.iter().copied().chain(extra.iter().copied()));
+        assert!(e.is_empty(), "{e:?}");
+        i
+    }
+
+    fn head(input: &EstimateInput, card: Option<&str>) -> Headline {
+        let est = estimate(input).unwrap();
+        let card = card.map(|c| resolve(c).unwrap());
+        headline(input, &est, card.as_ref(), &Basis::Estimate).unwrap()
+    }
+
+    #[test]
+    fn llama_8b_at_8k_fits_a_4090_and_not_a_t4() {
+        let i = llama_8b(&[("context", "8192")]);
+        let est = estimate(&i).unwrap();
+        let h = head(&i, Some("4090"));
+        assert_eq!(h.verdict(), Verdict::Fits);
+        assert_eq!(h.card.need_bytes, est.per_device_bytes);
+        assert_eq!(h.card.capacity_bytes, 24_564 << 20);
+        assert_eq!(
+            h.card.headroom_bytes,
+            (24_564i64 << 20) - est.per_device_bytes as i64
+        );
+        assert!(h.card_given);
+        assert_eq!(h.cards.as_ref().map(|c| (c.cards, c.tp)), Some((1, 1)));
+        assert_eq!(h.format.as_ref().map(|f| f.format.as_str()), Some("bf16"));
+        assert!(h.warnings.is_empty());
+        // 16 GiB: two T4s at tp 2, or int8 on one (a T4 runs no fp8); and it has no bf16.
+        let t4 = head(&i, Some("t4"));
+        assert_eq!(t4.verdict(), Verdict::DoesNotFit);
+        let cards = t4.cards.unwrap();
+        assert_eq!((cards.cards, cards.tp, cards.pp), (2, 2, 1));
+        let f = t4.format.unwrap();
+        assert_eq!(f.format, "int8");
+        assert_eq!(Verdict::of_fit(&f.fit), Verdict::Fits);
+        assert_eq!(t4.warnings.len(), 1, "{:?}", t4.warnings);
+        assert!(t4.warnings[0].contains("no bf16"), "{:?}", t4.warnings);
+        let fp8 = llama_8b(&[
+            ("context", "8192"),
+            ("format", "fp8"),
+            ("compute-dtype", "fp16"),
+        ]);
+        let w = format_warnings(&fp8, &resolve("t4").unwrap());
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("no fp8"), "{w:?}");
+        assert!(format_warnings(&fp8, find("h100-sxm-80gb").unwrap()).is_empty());
+        // The smallest card that fits holds it and is the smallest that does.
+        let s = t4.smallest.unwrap();
+        assert_eq!(s.verdict, "yes");
+        for c in CATALOGUE {
+            if c.capacity().0 < s.capacity_bytes {
+                let f = fit_card(c, est.per_device_bytes, assumed_margin(&est));
+                assert_ne!(f.verdict, "yes", "{} is smaller and fits", c.id);
+            }
+        }
+    }
+
+    #[test]
+    fn without_a_card_the_smallest_that_fits_is_judged() {
+        let i = llama_8b(&[("context", "8192")]);
+        let h = head(&i, None);
+        assert!(!h.card_given);
+        assert_eq!(h.verdict(), Verdict::Fits);
+        assert_eq!(Some(&h.card), h.smallest.as_ref());
+        // Nothing fits 405B-class weights at bf16 on one card: the largest is shown.
+        let big = from_pairs([("parameters", "2000000000000"), ("bits", "16")]).0;
+        let h = head(&big, None);
+        assert_eq!(h.verdict(), Verdict::DoesNotFit);
+        let largest = CATALOGUE.iter().map(|c| c.capacity().0).max().unwrap();
+        assert_eq!(h.card.capacity_bytes, largest);
+        assert!(h.smallest.is_none());
+    }
+
+    #[test]
+    fn borderline_within_the_margin_of_a_custom_capacity() {
+        let i = llama_8b(&[("context", "8192")]);
+        let est = estimate(&i).unwrap();
+        let m = assumed_margin(&est);
+        assert!(m > 0);
+        let exact = format!("{}MiB", est.per_device_bytes.div_ceil(1 << 20));
+        let h = head(&i, Some(&exact));
+        assert_eq!(h.card.id, "custom");
+        assert_eq!(h.verdict(), Verdict::Borderline);
+        assert_eq!(h.margin.bytes, m);
+        assert_eq!(h.margin.capacity_bytes, 0);
+    }
+
+    #[test]
+    fn formats_compare_side_by_side() {
+        let i = llama_8b(&[("context", "8192")]);
+        let card = find("rtx-4090").unwrap();
+        let rows = compare_formats(
+            &i,
+            card,
+            &Basis::Estimate,
+            &["bf16", "fp8", "awq-4-g128", "q4_k"],
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 4);
+        assert!(
+            rows.windows(2)
+                .all(|w| w[0].weights_bytes > w[1].weights_bytes || w[1].format == "q4_k")
+        );
+        assert!(compare_formats(&i, card, &Basis::Estimate, &["bogus"]).is_err());
+    }
+
+    #[test]
+    fn an_engine_need_is_the_engines_pool() {
+        let i = llama_8b(&[("context", "8192")]);
+        let est = estimate(&i).unwrap();
+        let card = *find("l40s-48gb").unwrap();
+        let params = EngineParams {
+            engine: Some(engine::Engine::Vllm),
+            max_model_len: Some(16384),
+            ..EngineParams::default()
+        };
+        let h = headline(
+            &i,
+            &est,
+            Some(&card),
+            &Basis::Engine(Box::new(params.clone())),
+        )
+        .unwrap();
+        assert_eq!(h.basis, "vllm");
+        let b = engine::budget(
+            &i,
+            &est,
+            &EngineParams {
+                card: Some(card),
+                ..params
+            },
+        )
+        .unwrap();
+        // The engine's own margin and uncertainty are the headroom and the margin.
+        assert_eq!(h.card.headroom_bytes, b.margin_bytes);
+        assert_eq!(h.margin.assumed_bytes, b.uncertainty_bytes);
+        assert_eq!(b.outcome, engine::Outcome::Fits);
+        assert_eq!(h.verdict(), Verdict::Fits);
+    }
+}

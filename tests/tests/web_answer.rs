@@ -1,0 +1,245 @@
+//! The answer first, in headless Chromium against the built page: the verdict box says
+//! what `gpumem-agent estimate --json`'s `verdict` says (same card, need, cards, format);
+//! a link's keys merge over the default model; cards are typed as people type them; at
+//! 390 px the answer comes before the inputs and nothing widens the page; the agent page
+//! on a machine that cannot measure says so and starts nothing. Screenshots at 1400 and
+//! 390 px: `target/artifacts/answer-1400.png`, `answer-390.png`.
+//!
+//! Expected figures come from the agent binary (the same core), never typed in.
+
+mod web_support;
+
+use std::process::Command;
+
+use gpumem_core::units::Bytes;
+use serde_json::{Value, json};
+use web_support::{Browser, Page, ReplayAgent, agent_binary, artifacts, browser_tools, serial};
+
+const LLAMA_8B: &str = "layers=32&hidden=4096&heads=32&kv-heads=8&head-dim=128&intermediate=14336&vocab=128256&max-position=131072";
+
+/// `gpumem-agent estimate --json` for a query's keys (the page-only keys left out).
+fn agent_verdict(query: &str) -> Value {
+    let mut cmd = Command::new(agent_binary());
+    cmd.args(["estimate", "--json"]);
+    for (k, v) in query.split('&').filter_map(|p| p.split_once('=')) {
+        cmd.arg(format!("--{k}")).arg(v);
+    }
+    let out = cmd.output().expect("run gpumem-agent estimate");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    v["verdict"].clone()
+}
+
+fn both(b: u64) -> String {
+    format!(
+        "{} GiB ({} GB)",
+        Bytes(b).gib_string(2),
+        Bytes(b).gb_string(2)
+    )
+}
+
+/// Waits for the answer's verdict word and returns it.
+fn verdict(page: &Page) -> String {
+    page.browser
+        .wait_for(
+            "the answer",
+            "const e = document.querySelector('[data-testid=answer-verdict]'); return e && e.textContent;",
+        )
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The top of an element's box, in CSS pixels from the top of the document.
+fn top(b: &Browser, css: &str) -> f64 {
+    b.js(
+        "const e = document.querySelector(arguments[0]); return e ? e.getBoundingClientRect().top + scrollY : -1;",
+        json!([css]),
+    )
+    .as_f64()
+    .unwrap_or(-1.0)
+}
+
+#[test]
+fn web_answer_first_matches_the_cli_at_1400_and_390_px() {
+    let Some(page) = Page::open("web_answer_first_matches_the_cli_at_1400_and_390_px") else {
+        return;
+    };
+    let b = &page.browser;
+    for (query, typed_card) in [
+        (format!("{LLAMA_8B}&context=8192&card=4090"), true),
+        (format!("{LLAMA_8B}&context=8192&card=t4"), true),
+        (format!("{LLAMA_8B}&context=8192&sequences=64"), false),
+    ] {
+        page.load(&query);
+        let cli = agent_verdict(&query);
+        let word = match cli["verdict"].as_str() {
+            Some("yes") => "FITS",
+            Some("borderline") => "BORDERLINE",
+            _ => "DOES NOT FIT",
+        };
+        let want_need = both(cli["card"]["need_bytes"].as_u64().unwrap());
+        let want_card = cli["card"]["name"].as_str().unwrap().to_string();
+        let got = b.wait_for(
+            "the answer for this query",
+            &format!(
+                "const n = document.querySelector('[data-testid=answer-need]'); return n && n.textContent.startsWith({}) && n.textContent;",
+                json!(format!("{want_need} of "))
+            ),
+        );
+        assert!(got.is_string(), "{query}");
+        assert_eq!(verdict(&page), word, "{query}");
+        assert!(
+            b.testid("answer-card")
+                .starts_with(&format!(" on {want_card}")),
+            "{query}"
+        );
+        let cards = b.testid("answer-cards");
+        match cli["cards"]["cards"].as_u64() {
+            Some(n) => assert!(cards.starts_with(&format!("{n} × {want_card}")), "{cards}"),
+            None => assert!(cards.starts_with("more than"), "{cards}"),
+        }
+        if let Some(f) = cli["format"]["format"].as_str() {
+            assert!(b.testid("answer-format").starts_with(f), "{query}");
+        }
+        if let Some(s) = cli["smallest"]["name"].as_str() {
+            assert!(b.testid("answer-smallest").starts_with(s), "{query}");
+        }
+        let chosen = b.testid("answer");
+        assert_eq!(!chosen.contains("no card chosen"), typed_card, "{chosen}");
+    }
+    // The T4 has no bf16: the answer says so.
+    page.load(&format!("{LLAMA_8B}&context=8192&card=t4"));
+    verdict(&page);
+    assert!(b.testid("answer-warnings").contains("no bf16"));
+
+    // 1400 px: the answer is at the top of the results column.
+    page.load(&format!("{LLAMA_8B}&context=8192&card=4090"));
+    verdict(&page);
+    b.resize(1400, 1000);
+    assert!(
+        top(b, "[data-testid=answer]") < 250.0,
+        "the answer is above the fold"
+    );
+    assert!(
+        b.testid("chart-axis")
+            .contains("bytes on the most loaded device")
+    );
+    b.screenshot(&artifacts().join("answer-1400.png"));
+    b.screenshot(std::path::Path::new("/tmp/verdict-answer-1400.png"));
+
+    // 390 px (a phone): the answer before the inputs; wide tables scroll in their own
+    // box, the page itself never scrolls sideways.
+    b.resize(390, 844);
+    let inner = b.js("return innerWidth", json!([])).as_f64().unwrap_or(0.0);
+    assert!(inner <= 400.0, "the window did not shrink: {inner}");
+    assert!(
+        top(b, "[data-testid=answer]") < top(b, ".inputs"),
+        "the answer comes first at 390 px"
+    );
+    assert!(top(b, "[data-testid=answer]") < 400.0);
+    let page_wide = b.js(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+        json!([]),
+    );
+    assert_eq!(page_wide, json!(0), "the page scrolls sideways at 390 px");
+    let fit_scrolls = b.js(
+        "const t = document.querySelector('[data-testid=fit-table]'); return t.scrollWidth > t.clientWidth && t.clientWidth <= innerWidth;",
+        json!([]),
+    );
+    assert_eq!(
+        fit_scrolls,
+        json!(true),
+        "the fit table scrolls within its box"
+    );
+    b.screenshot(&artifacts().join("answer-390.png"));
+    b.screenshot(std::path::Path::new("/tmp/verdict-answer-390.png"));
+    b.resize(1400, 1000);
+}
+
+#[test]
+fn web_link_keys_merge_over_the_default_model_and_cards_are_typed() {
+    let Some(page) = Page::open("web_link_keys_merge_over_the_default_model") else {
+        return;
+    };
+    let b = &page.browser;
+    // A link with a workload only keeps the default model: no error, no warning.
+    b.goto(&format!("{}/", page.server.origin));
+    b.js("localStorage.clear()", json!([]));
+    page.load("context=8192");
+    verdict(&page);
+    let layers = b.js("return document.getElementById('layers').value", json!([]));
+    assert_eq!(layers, json!("32"), "the default model's shape stays");
+    let context = b.js("return document.getElementById('context').value", json!([]));
+    assert_eq!(context, json!("8192"));
+    let banners = b.js(
+        "return document.querySelectorAll('[data-testid=invalid-summary], [data-testid=estimate-error], .field.invalid').length",
+        json!([]),
+    );
+    assert_eq!(
+        banners,
+        json!(0),
+        "no red or yellow for a link with one key"
+    );
+    // Cards as people type them, in a link and in the field.
+    page.load("card=4090");
+    verdict(&page);
+    assert!(
+        b.testid("answer-card")
+            .starts_with(" on NVIDIA GeForce RTX 4090")
+    );
+    page.load("card=24GiB");
+    verdict(&page);
+    assert!(b.testid("answer-card").starts_with(" on Custom card"));
+    assert!(b.testid("answer").contains("25.77 GB"), "24 GiB = 25.77 GB");
+    page.load("card=a100");
+    let msg = b.wait_for(
+        "the ambiguity beside the card field",
+        "const e = document.getElementById('card-msg'); return e && e.textContent.includes('could be') && e.textContent;",
+    );
+    let msg = msg.as_str().unwrap_or_default();
+    assert!(
+        msg.contains("a100-80gb") && msg.contains("a100-40gb"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn web_agent_page_without_a_gpu_starts_nothing() {
+    let Some(driver) = browser_tools("web_agent_page_without_a_gpu_starts_nothing") else {
+        return;
+    };
+    let _guard = serial();
+    // A live `serve` (no replay file) on this machine.
+    let agent = ReplayAgent::serve(&[], &[]);
+    let b = Browser::start(&driver);
+    b.goto(&agent.url);
+    let measure = b.wait_for(
+        "the environment to be known",
+        "const e = document.querySelector('[data-testid=pair-state]'); return e && e.dataset.measure;",
+    );
+    if measure == json!("yes") {
+        gpumem_e2e::skip(
+            "web_agent_page_without_a_gpu_starts_nothing",
+            gpumem_e2e::Missing::Machine,
+            "this machine can measure (a GPU is here)",
+        );
+        return;
+    }
+    assert_eq!(measure, json!("no"));
+    let state = b.testid("pair-state");
+    assert!(
+        state.contains("cannot measure") && !state.contains("live measurements"),
+        "{state}"
+    );
+    let disabled = b.js(
+        "const s = document.querySelector('[data-testid=measure-start]'); return s === null || s.disabled;",
+        json!([]),
+    );
+    assert_eq!(disabled, json!(true), "nothing can be started here");
+    b.screenshot(&artifacts().join("agent-no-gpu.png"));
+}
