@@ -195,6 +195,16 @@ fn examples(sub: &str) -> &'static [(&'static str, &'static str)] {
                 "gpumem-agent estimate --model meta-llama/Llama-3.1-8B --train lora --lora-rank 16 --lora-targets all --context 2048",
             ),
         ],
+        "cards" => &[
+            (
+                "Every catalogue card with its id, capacity and support:",
+                "gpumem-agent cards",
+            ),
+            (
+                "The same with capacities in bytes and their sources:",
+                "gpumem-agent cards --json",
+            ),
+        ],
         "environment" => &[(
             "Every device, as JSON:",
             "gpumem-agent environment --device all --json",
