@@ -18,15 +18,16 @@ cd "$root"
 # panics with std rebuilt, two wasm-opt passes skipped: scripts/build-web.sh) then took
 # it to 201.1 KB (201 117 B); the engine rules, the family registry, the lookup's cancel
 # and the traced basis since brought it to 215.3 KB (215 308 B; 230.1 KB with the
-# previous build settings).
+# previous build settings), the verdict headline to 224.2 KB (224 243 B; 241.4 KB with
+# the previous settings): over this ceiling until code-level cuts bring it back.
 DIMENSIONER_BUDGET=218000
 # The agent & sheet page: reported against 250 KB, not enforced while it is above it.
 # It was 296.2 KB; reading the workload document from an owned JSON value (as the wire
 # messages are: one deserializer per type, not a second over &Value) and every JSON text
 # from bytes (one text reader) brought it to 292.7 KB; reading structs from objects only
 # (gpumem_proto::json::from_value: no array reader per struct) to 280.1 KB; the build's
-# size settings to 261.4 KB (261 391 B), the features since to 267.3 KB (267 320 B;
-# 283.7 KB with the previous build settings). What remains over 250 KB is the serde code of the
+# size settings to 261.4 KB (261 391 B), the features since to 270.5 KB (270 513 B;
+# 289.1 KB with the previous build settings). What remains over 250 KB is the serde code of the
 # wire, sheet and workload types and the panels' views.
 AGENT_PAGE_BUDGET=250000
 # Until it is under 250 KB, a hard ceiling keeps it from growing back: 280.1 KB reached
@@ -40,8 +41,8 @@ AGENT_PAGE_CEILING=281000
 # pages, split sets as one choice and their headers checked, the page's words when it
 # cannot see further pages) added 4.5 KB on their own (131.7 → 136.2 KB); both: 137.9 KB;
 # Nemotron-3's MoE blocks (and layers_block_type) 139.0 KB (138 979 B), rounded up by 1 KB.
-# The build's size settings took it to 121.4 KB (121 354 B); 122.2 KB (122 208 B) with
-# the features since (138.2 KB with the previous build settings).
+# The build's size settings took it to 121.4 KB (121 354 B); 122.5 KB (122 488 B) with
+# the features since (138.3 KB with the previous build settings).
 LOOKUP_BUDGET=140000
 fail=0
 report() { # report LABEL DIR BUDGET HARD(yes|no)
