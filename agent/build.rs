@@ -1,5 +1,5 @@
 //! Embeds the built page (`../dist`, written by `trunk build`) into `gpumem-agent`, so
-//! that `serve` works from the single binary (R-PAIR-1).
+//! that `serve` works from the single binary.
 //!
 //! It writes `$OUT_DIR/dist_assets.rs`: a table of (URL path, content type, bytes via
 //! `include_bytes!`). A missing or empty `dist/` is not an error — the agent then serves

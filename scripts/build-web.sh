@@ -26,20 +26,43 @@ flags="--cfg erase_components"
 # matches, so the most specific comes last).
 cargo_home="${CARGO_HOME:-$HOME/.cargo}"
 flags="$flags --remap-path-prefix=$HOME=~ --remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$cargo_home/registry/src=/crates --remap-path-prefix=$root=/gpumem"
+# Panics as immediate aborts, with the standard library rebuilt for the page. On
+# wasm32-unknown-unknown a panic already ends the page's wasm in an `unreachable` trap
+# with no message (there is no stderr and no panic hook that shows one), so aborting at
+# once changes nothing a user sees; what it removes is the code and data that format
+# panic messages and their locations, which nothing could show. With the wasm-opt
+# passes below, the build went from 217 761 to 201 117 B gzip (dimensioner), 280 197 to
+# 261 391 (agent page) and 139 749 to 121 354 (lookup module); wasm-opt's share alone
+# is about 2.5, 3.1 and 8.3 KB. Both need unstable options of the pinned compiler
+# (`-Zbuild-std`, `-Cpanic=immediate-abort`), enabled here only, for these builds only,
+# with RUSTC_BOOTSTRAP: the compiler is the same pinned stable one (rust-toolchain.toml,
+# which lists rust-src for std's sources); a toolchain bump that changes these options
+# fails this build loudly, never silently. GPUMEM_PAGE_STABLE_ONLY=1 builds without
+# them (the pages are then 14–16 KB gzip heavier: the dimensioner near its budget again).
+page_env=()
+if [ "${GPUMEM_PAGE_STABLE_ONLY:-}" != 1 ]; then
+  flags="$flags -Zunstable-options -Cpanic=immediate-abort"
+  page_env=(RUSTC_BOOTSTRAP=1 CARGO_UNSTABLE_BUILD_STD=std,panic_abort)
+fi
 # The lookup module (web/lookup: the file and Hub readers) first, as a plain
 # wasm-bindgen ES module that the dimensioner imports on the first import or lookup;
 # its folder is named by its content's hash, which the dimensioner is compiled with
 # (GPUMEM_LOOKUP_JS), so a browser never pairs a page with a stale module. The same
 # RUSTFLAGS as the trunk builds keep the shared crates' build cache warm.
 wasm_features="--enable-bulk-memory --enable-multivalue --enable-mutable-globals --enable-nontrapping-float-to-int --enable-reference-types --enable-sign-ext"
+# wasm-opt -Oz without two of its passes, the same for the pages (web/*.html's
+# data-wasm-opt-params): its inlining and local CSE shrink the raw wasm but cost more in
+# gzip than they save (measured on the three modules: dimensioner −2.5 KB gzip, agent
+# page −3.1 KB, lookup module −8.3 KB against plain -Oz); the rest of -Oz is kept.
+wasm_opt_skip="--skip-pass=inlining-optimizing --skip-pass=local-cse"
 lookup_stage="$root/target/web-lookup-dist"
 rm -rf "$lookup_stage"
 mkdir -p "$lookup_stage"
-RUSTFLAGS="$flags" cargo build --locked --release --quiet --target wasm32-unknown-unknown -p gpumem-lookup
+env "${page_env[@]}" RUSTFLAGS="$flags" cargo build --locked --release --quiet --target wasm32-unknown-unknown -p gpumem-lookup
 wasm-bindgen --target web --no-typescript --out-dir "$lookup_stage" --out-name gpumem_lookup \
   "$root/target/wasm32-unknown-unknown/release/gpumem_lookup.wasm"
 # shellcheck disable=SC2086 # the feature flags are separate words
-wasm-opt -Oz $wasm_features "$lookup_stage/gpumem_lookup_bg.wasm" -o "$lookup_stage/gpumem_lookup_bg.wasm"
+wasm-opt -Oz $wasm_opt_skip $wasm_features "$lookup_stage/gpumem_lookup_bg.wasm" -o "$lookup_stage/gpumem_lookup_bg.wasm"
 lookup_dir="lookup-$(cat "$lookup_stage"/gpumem_lookup.js "$lookup_stage"/gpumem_lookup_bg.wasm | sha256sum | cut -c1-16)"
 export GPUMEM_LOOKUP_JS="/$lookup_dir/gpumem_lookup.js"
 # The agent page next, into a scratch directory (trunk empties its --dist), then the
@@ -47,8 +70,8 @@ export GPUMEM_LOOKUP_JS="/$lookup_dir/gpumem_lookup.js"
 # module under dist/lookup-<hash>/.
 stage="$root/target/web-agent-dist"
 rm -rf "$stage"
-(cd web && RUSTFLAGS="$flags" trunk build agent.html --release --html-output index.html --public-url /agent/ --dist "$stage")
-(cd web && RUSTFLAGS="$flags" trunk build --release)
+(cd web && env "${page_env[@]}" RUSTFLAGS="$flags" trunk build agent.html --release --html-output index.html --public-url /agent/ --dist "$stage")
+(cd web && env "${page_env[@]}" RUSTFLAGS="$flags" trunk build --release)
 mkdir -p dist/agent "dist/$lookup_dir"
 cp -R "$stage"/. dist/agent/
 cp -R "$lookup_stage"/. "dist/$lookup_dir/"

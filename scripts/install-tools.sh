@@ -21,6 +21,9 @@ mkdir -p "$GPUMEM_TOOLS/bin"
 
 rustup target list --installed | grep -qx wasm32-unknown-unknown \
   || rustup target add wasm32-unknown-unknown
+# std's sources: scripts/build-web.sh rebuilds std for the pages' wasm.
+rustup component list --installed | grep -qx rust-src \
+  || rustup component add rust-src
 
 if [ "$(trunk --version 2>/dev/null)" != "trunk $TRUNK_VERSION" ]; then
   log "installing trunk $TRUNK_VERSION (several minutes)"

@@ -3,7 +3,8 @@
 # zig against glibc 2.17: manylinux2014) and checks it the way a user gets it: installed
 # into a fresh virtual environment, then run from there —
 #   `gpumem-agent --version`, `estimate --json` (the total), `serve` (GET / answers the
-#   embedded page), `import gpumem_probe` (a no-op outside `run`), completions, man —
+#   embedded page), `import gpumem_probe` (a no-op outside `run`), completions, man, and
+#   the man pages the wheel installed under share/man/man1 (what `man --dir` renders) —
 # and reads the binary's newest glibc symbol version (the floor README states).
 # The release build goes to the workspace's target/, so a second run reuses it.
 set -euo pipefail
@@ -116,5 +117,19 @@ bash -n <(printf '%s\n' "$("$agent" completions bash)") || fail "completions bas
 mkdir "$work/man"
 "$agent" man --dir "$work/man" >/dev/null
 [ -s "$work/man/gpumem-agent-estimate.1" ] || fail "man --dir wrote no gpumem-agent-estimate.1"
-echo "test-wheel: completions (bash, zsh, fish) and man pages ok"
+# The wheel installed every page under the environment's share/man/man1, identical to
+# what the installed binary renders, each with EXAMPLES and EXIT STATUS; man reads them.
+installed="$work/venv/share/man/man1"
+[ -d "$installed" ] || fail "the wheel installed no man pages under share/man/man1"
+diff -r "$work/man" "$installed" >/dev/null \
+  || fail "the installed man pages differ from \`gpumem-agent man --dir\`: $(diff -rq "$work/man" "$installed" | head -3)"
+for page in "$installed"/*.1; do
+  grep -q '^\.SH EXAMPLES$' "$page" && grep -q '^\.SH "EXIT STATUS"$' "$page" \
+    || fail "$(basename "$page"): no EXAMPLES or EXIT STATUS section"
+done
+if command -v man >/dev/null; then
+  MANPAGER=cat MANWIDTH=100 man -M "$work/venv/share/man" gpumem-agent-estimate 2>/dev/null | grep -q 'EXIT STATUS' \
+    || fail "man -M <venv>/share/man gpumem-agent-estimate did not show the page"
+fi
+echo "test-wheel: completions (bash, zsh, fish) and man pages ok ($(ls "$installed" | wc -l) pages installed)"
 echo "test-wheel: all checks passed"

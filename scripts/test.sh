@@ -21,6 +21,9 @@ step() {
 step "install tools (idempotent)" ./scripts/install-tools.sh
 step "fetch crates" cargo fetch --quiet
 step "format" cargo fmt --all --check
+# The repository stands alone: no citation of planning notes, requirement ids or tracker
+# numbers in code, CLI, pages or docs (a grep, under a second).
+step "no citation of texts outside the repository" ./scripts/references.sh
 step "clippy (native)" cargo clippy --workspace --all-targets --quiet -- -D warnings
 step "clippy (pages and lookup module, wasm32)" cargo clippy -p gpumem-web -p gpumem-lookup --target wasm32-unknown-unknown --quiet -- -D warnings
 step "core builds for wasm32" cargo build -p gpumem-core --target wasm32-unknown-unknown --quiet
@@ -32,6 +35,7 @@ fi
 step "page sizes within budget" ./scripts/web-budgets.sh --size-only
 # The end-to-end tests drive the real agent binary (which embeds dist/).
 step "build the agent" cargo build -p gpumem-agent --quiet
+step "README's example is the command's output" ./scripts/readme-example.sh
 # The `run` probe against real PyTorch on CPU (memory reader replaced by the recording
 # stand-in). The torch venv is a tool: with GPUMEM_REQUIRE_TOOLS the tests that need it fail
 # without it (gpumem_e2e::torch_python).

@@ -1,5 +1,5 @@
-//! `gpumem-agent environment`: what a native agent can know about the GPUs here
-//! (R-AGENT-2), and what is missing for `measure` to run.
+//! `gpumem-agent environment`: what a native agent can know about the GPUs here,
+//! and what is missing for `measure` to run.
 //!
 //! It starts fast: the CUDA libraries are only probed with the dynamic loader, and no
 //! CUDA context is created (free memory comes from NVML when it loads). Exit 0 means

@@ -52,7 +52,7 @@ enum Command {
     Cards(cards::Args),
     /// Report the GPU environment: devices, memory, driver, allocator.
     Environment(environment::Args),
-    /// Measure the dense test network phase by phase on a GPU (seed §7–§8).
+    /// Measure the dense test network phase by phase on a GPU.
     Measure(measure::Args),
     /// Find the boundary between passing and failing for one dimension.
     Bisect(bisect::Args),

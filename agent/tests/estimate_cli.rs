@@ -1,4 +1,4 @@
-//! `gpumem-agent estimate` end to end: the seed's command, the `--json` contract,
+//! `gpumem-agent estimate` end to end: the classic first command, the `--json` contract,
 //! header-only model files, and refusals of bad input (exit 2, clear message).
 
 use std::process::{Command, Output};
@@ -216,7 +216,7 @@ fn config_json_fills_the_architecture_and_flags_override_it() {
     assert!(v["parameters"].as_u64().expect("integer") < 5_000_000_000);
 }
 
-/// Issue 9: in parameter-count mode the weights line is assumed, and it was summed
+/// Regression: in parameter-count mode the weights line is assumed, and it was summed
 /// as a transient too. Each line now belongs to one headline group.
 #[test]
 fn no_line_is_counted_twice_in_the_headline_figures() {
@@ -235,7 +235,7 @@ fn no_line_is_counted_twice_in_the_headline_figures() {
     assert_eq!(v["total_bytes"].as_u64(), Some(sum));
 }
 
-/// Issue 9: an exponent of 4 294 967 295 used to loop for ever; now it is refused.
+/// Regression: an exponent of 4 294 967 295 used to loop for ever; now it is refused.
 #[test]
 fn a_huge_exponent_is_refused_at_once() {
     let start = std::time::Instant::now();
@@ -245,7 +245,7 @@ fn a_huge_exponent_is_refused_at_once() {
     assert!(start.elapsed() < std::time::Duration::from_secs(10));
 }
 
-/// Seed §4 exactly as the seed types it: the KV shape alone, no weights.
+/// Method §4's example exactly as typed: the KV shape alone, no weights.
 #[test]
 fn seed_kv_example_from_the_shape_alone() {
     let v = json(&[

@@ -1,4 +1,4 @@
-//! Issue 11 against the real `gpumem-agent serve` over loopback sockets: the agent never
+//! Hardening, against the real `gpumem-agent serve` over loopback sockets: the agent never
 //! dies of a closed output pipe, cannot be locked out by connections that drip or idle
 //! on their request head, sends the page's Content-Security-Policy as a header, and
 //! logs what a refused client sent escaped.

@@ -1,4 +1,4 @@
-//! Load test of `gpumem-agent serve` (issue: "50 paired viewers receiving a replay at
+//! Load test of `gpumem-agent serve` ("50 paired viewers receiving a replay at
 //! once"): 50 WebSocket clients pair with one agent, start a replay at the same moment,
 //! and measure the push latency of every message they receive.
 //!

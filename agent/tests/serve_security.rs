@@ -1,5 +1,5 @@
-//! Security and robustness of `gpumem-agent serve` (R-PAIR-2), against the real binary
-//! over real loopback sockets: every refusal the issue lists, each with its status and
+//! Security and robustness of `gpumem-agent serve`, against the real binary
+//! over real loopback sockets: every refusal the security rules list, each with its status and
 //! reason, and — after all of them — a good client still paired and served.
 #![allow(clippy::disallowed_macros)] // the test harness captures test output
 

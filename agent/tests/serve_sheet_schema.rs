@@ -1,5 +1,5 @@
-//! `schemas/sheet.v1.schema.json` is generated from `gpumem_proto::sheet::Sheet`
-//! (R-SHEET); this test fails when the checked-in file no longer matches the types.
+//! `schemas/sheet.v1.schema.json` is generated from `gpumem_proto::sheet::Sheet`;
+//! this test fails when the checked-in file no longer matches the types.
 //! To regenerate it after changing the types:
 //! `GPUMEM_BLESS=1 cargo test -p gpumem-agent --test serve_sheet_schema`.
 

@@ -2,7 +2,7 @@
 """PyTorch cross-check of gpumem-agent's measurement network (tests/gpu/run.sh).
 
 Builds the same network as the agent (layers x Linear(width, width) with bias, ReLU in
-place, input [batch*context, width], one dtype), runs the same phases with the seed's
+place, input [batch*context, width], one dtype), runs the same phases with the default
 protocol (synchronize; read start; reset peaks; run; synchronize; read peaks and end),
 and prints one JSON document with torch.cuda.memory_allocated / memory_reserved and
 their max_ variants per phase. Run it with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync

@@ -1,4 +1,4 @@
-//! The page paired with the real agent (R-PAIR, R-SHEET), end to end: the
+//! The page paired with the real agent, end to end: the
 //! `gpumem-agent` binary (built here, so it embeds the current `dist/`) runs
 //! `serve --replay` on loopback, and headless Chromium opens the pairing URL it prints
 //! (the dimensioner at `/`, which forwards the token to the agent & sheet page at
@@ -190,7 +190,7 @@ fn pair_replay_end_to_end() {
     assert!(env.contains("unknown — SYNTHETIC"), "{env}");
     assert!(env.contains("cuda_mempool"), "{env}");
 
-    // Start the replay; the seed's defaults pass the agent's bounds.
+    // Start the replay; the default dimensions pass the agent's bounds.
     assert_eq!(input_value(&b, "m-batch"), "2");
     assert_eq!(input_value(&b, "m-width"), "1024");
     b.click("[data-testid=measure-start]");

@@ -1,4 +1,4 @@
-//! The page's model lookup (issue 10) in headless Chromium against the loopback Hub
+//! The page's model lookup in headless Chromium against the loopback Hub
 //! stand-in ([`gpumem_e2e::hub_standin`]: resolve → 302 → CDN on a second port, Range
 //! → 206, 401 for a gated repository, 404, one 429). The page is served by
 //! `gpumem-agent serve` with `HF_ENDPOINT` set to the stand-in, so this also checks the

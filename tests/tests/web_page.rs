@@ -5,7 +5,7 @@
 //!
 //! Expected figures come from gpumem-core itself (the same pairs through
 //! `from_pairs` + `estimate`) or from the agent binary — never typed in by hand —
-//! except the seed's own worked example (§2).
+//! except the worked example of method §2.
 
 mod web_support;
 
@@ -77,7 +77,7 @@ fn web_seed_example_and_screenshot() {
     let Some(page) = Page::open("web_seed_example_and_screenshot") else {
         return;
     };
-    // Seed §2: 7e9 parameters × 2 B = 14 000 000 000 B; + 4 GiB reserve.
+    // Method §2: 7e9 parameters × 2 B = 14 000 000 000 B; + 4 GiB reserve.
     page.load("parameters=7000000000&bits=16&reserve-gib=4");
     assert_eq!(
         figures(&page),

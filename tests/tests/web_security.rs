@@ -1,4 +1,4 @@
-//! Issue 11 in headless Chromium, against the page as `gpumem-agent serve` serves it
+//! The page's hardening in headless Chromium, against the page as `gpumem-agent serve` serves it
 //! (so both the meta tag and the HTTP header policy apply):
 //!
 //! - the Content-Security-Policy has no `'unsafe-inline'` for scripts, yet both pages

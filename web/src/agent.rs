@@ -1,4 +1,4 @@
-//! The page's side of pairing (R-PAIR), without I/O: where to connect (the pairing URL
+//! The page's side of pairing, without I/O: where to connect (the pairing URL
 //! the agent prints, or the one a user pastes), and what the page knows after each
 //! message from the agent ([`Received::apply`]). The WebSocket itself lives in
 //! [`crate::agent_panel`], which feeds every frame through here, so the whole protocol
@@ -410,7 +410,7 @@ pub fn network_spec(request: &MeasureRequest) -> NetworkSpec {
     }
 }
 
-/// gpumem-core's prediction for the requested network (R-EST-10), one entry per phase
+/// gpumem-core's prediction for the requested network, one entry per phase
 /// name; `None` when the dimensions do not compute (overflow).
 pub fn predictions(request: &MeasureRequest) -> Option<Vec<PhasePrediction>> {
     let warmup = u32::try_from(request.warmup).ok()?;
@@ -444,7 +444,7 @@ pub struct Overhead {
     pub per_process: bool,
 }
 
-/// The observed CUDA context / non-pool overhead of a run (R-EST-7): at each checkpoint
+/// The observed CUDA context / non-pool overhead of a run: at each checkpoint
 /// (start and end of every phase), device memory used minus pool reserved, both read
 /// there; the largest is what a reserve must at least hold. This process's figure
 /// (NVML) is preferred; the whole device's (cuMemGetInfo) is used where NVML is absent.
@@ -624,7 +624,7 @@ mod tests {
     fn predictions_are_gpumem_cores() {
         let p = predictions(&MeasureRequest::SEED_EXAMPLE).unwrap();
         let warm = prediction_for(&p, PhaseName::WarmForward).unwrap();
-        // The seed's dimensions, four float32 layers: M + 4A (network.rs, by hand).
+        // The default test dimensions, four float32 layers: M + 4A (network.rs, by hand).
         assert_eq!(warm.peak.get(), 20_987_904);
     }
 }

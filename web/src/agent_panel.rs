@@ -1,4 +1,4 @@
-//! The agent panel (R-PAIR): pairing state, the GPU environment, the bounded
+//! The agent panel: pairing state, the GPU environment, the bounded
 //! measurement form, and — as phases arrive — the phases table beside gpumem-core's
 //! prediction and a timeline chart of the counters.
 //!
@@ -151,7 +151,7 @@ impl Unit {
 
     fn show(self, b: Option<u64>) -> String {
         match b {
-            // Not read is not zero (seed §7).
+            // Not read is not zero (method §7).
             None => "—".into(),
             Some(b) => match self {
                 Unit::Bytes => group_digits(b),
@@ -252,7 +252,7 @@ pub fn AgentPanel() -> impl IntoView {
 }
 
 /// Runs drawn at once, newest first. A sheet (or an agent) can carry any number; the
-/// page draws a bounded view so a hostile file cannot freeze it (issue 11: 20 000
+/// page draws a bounded view so a hostile file cannot freeze it (20 000
 /// phases took 15 s), and says how many it left out.
 pub const MAX_RUNS_SHOWN: usize = 20;
 
@@ -367,7 +367,7 @@ fn MeasureForm() -> impl IntoView {
             <legend>"Measure the agent's built-in network"</legend>
             <p class="note">
                 "A small dense network: layers × Linear(width, width) + ReLU on a [batch × context, width] "
-                "synthetic input (seed §9). It checks the method on this GPU; it does not measure your model."
+                "synthetic input. It checks the method on this GPU; it does not measure your model."
             </p>
             <div class="grid4">
                 {field("m-batch", "Batch", batch)}
@@ -574,9 +574,9 @@ fn PhasesTable(
                         "Phases as the agent read them, in " {n} ". "
                         <strong>"Reserved − allocated"</strong>
                         " is read at one checkpoint (start or end), never as the difference of the two peaks: "
-                        "each peak may come from a different moment, so their difference describes no moment at all (seed §6). "
+                        "each peak may come from a different moment, so their difference describes no moment at all. "
                         "Device-level columns have a broader scope (the CUDA context, library workspaces, other processes) "
-                        "and are never added to the pool figures (seed §5). — means not read."
+                        "and are never added to the pool figures. — means not read."
                     </caption>
                     <thead>
                         <tr>

@@ -21,7 +21,7 @@ pub const WORKLOADS: [(&str, &str); 3] = [
     ("Near the limit", "limit"),
 ];
 
-/// The dimensions a workload sets (seed §1): the rest of the input is shared.
+/// The dimensions a workload sets (method §1): the rest of the input is shared.
 pub const DIMS: [&str; 3] = ["sequences", "context", "generate"];
 
 /// One workload's outcome.
@@ -189,7 +189,7 @@ pub fn answer(
     Some((inputs_line(&input, &est, model), h))
 }
 
-/// The values a one-dimension sweep visits around `base` (seed §11: change one
+/// The values a one-dimension sweep visits around `base` (method §11: change one
 /// variable at a time): ¼×, ½×, 1×, 2×, 4×, 8×, 16×, at least 1, without repeats.
 pub fn sweep_values(base: u64) -> Vec<u64> {
     let mut out: Vec<u64> = [
@@ -248,7 +248,7 @@ mod tests {
         let page = p(&[("long-context", "16384"), ("limit-context", "-3")]);
         let c = compute(&cli, &page, None, &|| 0.0);
         let kv = |i: usize| c.workloads[i].result.as_ref().unwrap().kv_cache_bytes;
-        // Seed §4: 2 × 32 layers × 8 KV heads × 128 × 8192 tokens × 2 B = 1 GiB.
+        // Method §4: 2 × 32 layers × 8 KV heads × 128 × 8192 tokens × 2 B = 1 GiB.
         assert_eq!(kv(0), 1 << 30);
         assert_eq!(kv(1), 2 << 30);
         assert!(c.field_errors["limit-context"].contains("negative"));

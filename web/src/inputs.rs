@@ -1,4 +1,4 @@
-//! The input panel: every R-EST input, each bound to the raw text of its key, with
+//! The input panel: every estimator input, each bound to the raw text of its key, with
 //! its error (if any) shown beside it. Presets and file import write into the
 //! same keys, so whatever they set is visible, editable and in the URL.
 //!

@@ -1,4 +1,4 @@
-//! Model files and Hub lookups (R-EST-4; issue 10): the import zone and the model field.
+//! Model files and Hub lookups: the import zone and the model field.
 //! The readers themselves — config, safetensors and GGUF headers, HTTP Range reads — are
 //! the lookup module (`web/lookup`, a wasm module of its own) that this page imports on
 //! the first import or lookup, so the dimensioner's wasm carries none of them. What it
@@ -156,7 +156,7 @@ pub fn ImportZone() -> impl IntoView {
     let status: RwSignal<Option<Result<String, String>>> = RwSignal::new(None);
     let busy: RwSignal<Option<String>> = RwSignal::new(None);
     let dragging = RwSignal::new(false);
-    // In memory only (issue 10): not a form key, so never in the link or storage.
+    // In memory only: not a form key, so never in the link or storage.
     let token = RwSignal::new(String::new());
 
     let read = {

@@ -644,7 +644,7 @@ fn FitTable(need: u64, assumed: u64) -> impl IntoView {
     }
 }
 
-/// Seed §11: change one variable at a time and watch the need move.
+/// Method §11: change one variable at a time and watch the need move.
 #[component]
 fn Sweep() -> impl IntoView {
     let computed = expect_context::<Memo<Computed>>();

@@ -1,4 +1,4 @@
-//! The sheet panel (R-SHEET, seed §12): the page assembles one `gpumem.sheet/v1`
+//! The sheet panel (method §12): the page assembles one `gpumem.sheet/v1`
 //! document from what it computed, what the agent observed and what is still assumed,
 //! offers it as a download, and reads one back to restore the page.
 //!
@@ -205,7 +205,7 @@ fn too_large(name: &str, size: f64) -> String {
     )
 }
 
-/// The largest load the agent ran, and whether it passed (seed §11).
+/// The largest load the agent ran, and whether it passed (method §11).
 fn maximum_load(runs: &[ObservedRun]) -> Option<MaximumLoad> {
     let (index, run) = runs.iter().enumerate().max_by_key(|(_, r)| {
         let q = r.request;
@@ -235,8 +235,8 @@ fn maximum_load(runs: &[ObservedRun]) -> Option<MaximumLoad> {
     Some(MaximumLoad {
         statement: format!(
             "The agent's built-in network at batch {} × context {} × width {}, {} layers, {}: \
-             {verdict} ({}). It checks the method on this GPU, not your model (seed §9); one \
-             passing input does not validate the maximum load (seed §11).",
+             {verdict} ({}). It checks the method on this GPU, not your model; one \
+             passing input does not validate the maximum load.",
             q.batch,
             q.context,
             q.width,
@@ -642,7 +642,7 @@ pub fn SheetPanel() -> impl IntoView {
             <h2>"The sheet"</h2>
             <p class="note">
                 "One JSON document (" <code>"gpumem.sheet/v1"</code> ") that keeps what was computed, what was "
-                "observed and what is still assumed apart, with the agent's raw results attached (seed §12)."
+                "observed and what is still assumed apart, with the agent's raw results attached."
             </p>
             <fieldset class="group">
                 <legend>"Identity of the trial"</legend>

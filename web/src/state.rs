@@ -27,7 +27,7 @@ pub const PAGE_KEYS: &[&str] = &[
     "limit-context",
     "limit-generate",
     "vary",
-    // The Hub lookup (issue 10): a link that names a model looks it up on opening.
+    // The Hub lookup: a link that names a model looks it up on opening.
     "model",
     "revision",
     "model-file",
@@ -53,9 +53,9 @@ pub fn is_arch_key(key: &str) -> bool {
 /// How the model is described.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// `parameters` (+ `bits`/`format`): seed §9's `estimate --parameters --bits`.
+    /// `parameters` (+ `bits`/`format`): the classic `estimate --parameters --bits`.
     Count,
-    /// The decoder-only shape (R-EST-3).
+    /// The decoder-only shape.
     Arch,
 }
 
@@ -217,7 +217,7 @@ pub fn over_defaults(link: Vec<(String, String)>) -> Vec<(String, String)> {
 }
 
 /// The state a first visit starts from: Llama 3.1 8B in bf16, a 4 GiB reserve, and
-/// three workloads that differ by context (seed §1: typical, long, near-limit).
+/// three workloads that differ by context (method §1: typical, long, near-limit).
 pub fn default_pairs() -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = gpumem_core::presets::find("llama-3.1-8b")
         .map(|p| {

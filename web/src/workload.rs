@@ -2,7 +2,7 @@
 //! `gpumem.workload/v1` file): what the page keeps of the pushed messages
 //! ([`WorkloadRecord`], [`apply`]) and how it shows them ([`WorkloadView`]) — phases per
 //! step with the first step apart, the timeline (device-level line over time; allocator
-//! peaks per phase on their own panel, never added together, seed §5) and the
+//! peaks per phase on their own panel, never added together, method §5) and the
 //! computed-vs-observed table with each named difference.
 //!
 //! Everything here comes from the network: what is kept and what is rendered is bounded
@@ -334,7 +334,7 @@ fn process_of_rank(r: &ShownRank) -> ProcessView {
 fn bytes_cell(b: Option<u64>) -> impl IntoView {
     let (text, title) = match b {
         Some(b) => (group_digits(b), Bytes(b).describe()),
-        // Not read is not zero (seed §7).
+        // Not read is not zero (method §7).
         None => ("—".to_owned(), "not read (null, never 0)".to_owned()),
     };
     view! { <td class="num" title=title>{text}</td> }
@@ -410,7 +410,7 @@ fn group_row(text: &'static str) -> impl IntoView {
 
 fn phases_table(phases: &[WorkloadPhase]) -> impl IntoView + use<> {
     // Before the first step (model_load, markers before it), the first step apart
-    // (seed §3, §8: the optimizer state appears there), then the later steps.
+    // (method §3, §8: the optimizer state appears there), then the later steps.
     let before: Vec<&WorkloadPhase> = phases
         .iter()
         .filter(|p| p.step.is_none() && !p.first_step)
@@ -437,7 +437,7 @@ fn phases_table(phases: &[WorkloadPhase]) -> impl IntoView + use<> {
         <div class="scroll">
             <table class="phases workload-phases" data-testid="workload-phases">
                 <caption>
-                    "Phases in bytes. Allocator counters (torch.cuda, seed §7) and the device-level peak "
+                    "Phases in bytes. Allocator counters (torch.cuda) and the device-level peak "
                     "of the command's process tree (NVML) are different scopes, never added together. "
                     "Reserved − allocated is read at one checkpoint. — means not read."
                 </caption>

@@ -6,12 +6,12 @@ for it; the probe never imports torch itself). Then PyTorch's public hooks mark 
 
 - ``model_load``: from torch's import to the first top-level forward (or first marker);
 - per step ``forward``, ``backward``, ``optimizer_step`` (a step ends with the optimizer
-  step; step 0 is the first step, kept apart: seed §3 and §8);
+  step; step 0 is the first step, kept apart: method §3 and §8);
 - inside a ``generate`` method of any ``nn.Module`` subclass (HF's included):
-  ``prefill`` = the first top-level forward, ``decode`` = the rest (seed §4);
+  ``prefill`` = the first top-level forward, ``decode`` = the rest (method §4);
 - manual markers: ``with gpumem_probe.phase("eval"): ...`` (a no-op when not under run).
 
-Each phase follows the seed's §7 protocol through a *memory reader*: synchronise, read
+Each phase follows the protocol of method §7 through a *memory reader*: synchronise, read
 allocated/reserved current, reset the peaks, run, synchronise, read peaks and end levels,
 plus the device's free/total memory. Only one phase is open at a time; a boundary met
 while another phase is open is ignored (nested forwards, recomputation inside backward).
@@ -297,7 +297,7 @@ class _Probe:
             max_steps=self.max_steps,
         )
 
-    # ---- the §7 protocol -------------------------------------------------------
+    # ---- the protocol of method §7 -------------------------------------------------------
     def begin(self, name, manual=False):
         """Opens a phase; returns its token, or None when another phase is open."""
         with self.lock:

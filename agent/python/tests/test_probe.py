@@ -2,7 +2,7 @@
 recording stand-in (tests/standin). Each workload runs as a child process connected to a
 small in-test agent (a unix socket collecting the JSON lines), exactly as under
 `gpumem-agent run`. The counters are SYNTHETIC; what is checked is the phase detection,
-the §7 call order, the facts and the failure records.
+the call order of method §7, the facts and the failure records.
 
 Run: $GPUMEM_TOOLS/torch-venv/bin/python -m unittest discover -s agent/python/tests -v
 """

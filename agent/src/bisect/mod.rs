@@ -1,5 +1,5 @@
 //! `gpumem-agent bisect`: the boundary between passing and failing for one dimension
-//! (R-AGENT-6, seed §10), each trial a fresh child process of this agent (seed §8), so
+//! (method §10), each trial a fresh child process of this agent (method §8), so
 //! no trial inherits another's pool, context or fragmentation.
 //!
 //! Trials: `--from` (expected to pass), `--to` (expected to fail), then halving the gap.
@@ -161,7 +161,7 @@ fn create_empty_dir(dir: &Path) -> Result<()> {
             std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
         if entries.next().is_some() {
             bail!(
-                "refusing to use {}: it is not empty (each series gets a new folder, seed §9)",
+                "refusing to use {}: it is not empty (each series gets a new folder)",
                 dir.display()
             );
         }

@@ -1,5 +1,5 @@
-//! Everything the agent does with CUDA: finding the driver and devices, describing them
-//! (R-AGENT-2), and [`GpuDevice`], the real implementation of the phase protocol's
+//! Everything the agent does with CUDA: finding the driver and devices, describing them,
+//! and [`GpuDevice`], the real implementation of the phase protocol's
 //! [`Device`] trait.
 //!
 //! **Architecture invariant:** cudarc is used only inside this module. The raw FFI is in
@@ -70,7 +70,7 @@ impl Driver {
         })
     }
 
-    /// R-AGENT-2 facts for device `index`, read without creating a context; free memory
+    /// The environment facts for device `index`, read without creating a context; free memory
     /// comes from NVML when it loads (a context costs time and memory `environment`
     /// should not spend).
     pub fn environment(&self, index: u32) -> Environment {

@@ -42,7 +42,7 @@ use cache::{Cache, Manifest};
 use client::{Client, NotFound};
 
 /// Weight files read at once: every shard of a 64-shard checkpoint in one wave, so a
-/// lookup costs a handful of round trips (issue 10: 61 shards over a 100 ms link took
+/// lookup costs a handful of round trips (61 shards over a 100 ms link took
 /// 13.9 rounds with 16 workers, 4.7 with 64). Each read is a few kB of header, the
 /// load a browser on HTTP/2 puts on the Hub for the same lookup.
 pub const WORKERS: usize = 64;

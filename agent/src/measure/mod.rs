@@ -1,11 +1,11 @@
-//! `gpumem-agent measure`: the seed's phase protocol (§7–§8) on real GPUs, written to a
+//! `gpumem-agent measure`: the phase protocol of method §7–§8 on real GPUs, written to a
 //! versioned results file (`gpumem.results/v1`) and, with `--events jsonl`, streamed as
 //! one JSON line per finished phase.
 //!
 //! Arguments are parsed in two steps: [`Args::validate`] checks every flag and the output
 //! path without touching the system's GPU, and only then is the driver loaded. Without a
-//! driver or a device the command stops with exit 2 before anything is written (R-AGENT-3,
-//! "no GPU, no number"). A failed phase (e.g. out of memory) still writes the result with
+//! driver or a device the command stops with exit 2 before anything is written
+//! ("no GPU, no number"). A failed phase (e.g. out of memory) still writes the result with
 //! the failed phase, its error and the last values read, and exits 1.
 
 pub mod output;
@@ -80,7 +80,7 @@ pub struct NetworkArgs {
     /// Batch size (≥ 1).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
-    /// Rows per batch item (≥ 1); a tensor dimension, not an LLM context (seed §9).
+    /// Rows per batch item (≥ 1); a tensor dimension, not an LLM context.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..))]
     pub context: u64,
     /// Features per row; every layer is Linear(width, width) (≥ 1).
@@ -99,7 +99,7 @@ pub struct NetworkArgs {
     #[arg(long, default_value_t = 5)]
     pub repeats: u32,
     /// Return the pool's unused memory to the device before each warm repeat (the pool
-    /// analogue of `empty_cache`; recorded, since it changes the conditions, seed §10).
+    /// analogue of `empty_cache`; recorded, since it changes the conditions).
     #[arg(long)]
     pub trim_between_repeats: bool,
     /// Seed of the synthetic weights and input.
@@ -351,7 +351,7 @@ fn synthetic_run(
 #[cfg(debug_assertions)]
 pub const SYNTHETIC_CAPACITY: u64 = 1 << 30;
 
-/// The seed's protocol on one device, as a [`MeasurementResult`].
+/// The phase protocol (method §7) on one device, as a [`MeasurementResult`].
 pub fn measure_one<D: Device>(
     plan: &Plan,
     dev: &mut D,
@@ -499,7 +499,7 @@ pub fn protocol_record(plan: &Plan) -> Protocol {
     }
 }
 
-/// gpumem-core's prediction for the same network (R-EST-10).
+/// gpumem-core's prediction for the same network.
 pub fn computed(plan: &Plan) -> Option<Computed> {
     let predicted = network::predict(&plan.spec, plan.run.warmup).ok()?;
     let phases = predicted
@@ -518,9 +518,8 @@ pub fn computed(plan: &Plan) -> Option<Computed> {
         })
         .collect();
     Some(Computed {
-        source:
-            "gpumem-core network::predict (R-EST-10): requested bytes of the agent's own tensors"
-                .to_owned(),
+        source: "gpumem-core network::predict: requested bytes of the agent's own tensors"
+            .to_owned(),
         phases,
         known_differences: network::KNOWN_DIFFERENCES
             .iter()

@@ -18,7 +18,7 @@ use gpumem_proto::results::{MeasurementResult, PhaseResult, ResultsFile, Status}
 pub fn check_new_path(path: &Path) -> Result<()> {
     if path.symlink_metadata().is_ok() {
         bail!(
-            "refusing to overwrite {}: it exists; choose a new file name for each series (seed §9)",
+            "refusing to overwrite {}: it exists; choose a new file name for each series",
             path.display()
         );
     }
@@ -229,7 +229,7 @@ fn device_report(s: &mut String, run: &MeasurementResult) {
     }
     let _ = writeln!(
         s,
-        "note: reserved − allocated is meaningful only at one checkpoint (start or end), never as the difference of two peaks (seed §6); device-level and process columns have a broader scope and are never added to the pool figures (seed §5)."
+        "note: reserved − allocated is meaningful only at one checkpoint (start or end), never as the difference of two peaks; device-level and process columns have a broader scope and are never added to the pool figures (method §5)."
     );
     match run.status {
         Status::Ok => {

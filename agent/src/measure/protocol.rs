@@ -1,4 +1,4 @@
-//! The phase protocol of seed §7–§8, written once over the [`Device`] trait.
+//! The phase protocol of method §7–§8, written once over the [`Device`] trait.
 //!
 //! Per phase: synchronise; read the start allocated/reserved (and the device-level
 //! figures); reset both peaks; run; synchronise; read both peaks and both end levels (and
@@ -290,7 +290,7 @@ fn empty_phase(
 }
 
 impl<D: Device> Runner<'_, D> {
-    /// One phase, seed §7 steps 2–5.
+    /// One phase, method §7 steps 2–5.
     fn phase(
         &mut self,
         name: PhaseName,
@@ -356,8 +356,8 @@ impl<D: Device> Runner<'_, D> {
         match self.dev.read_pool() {
             Ok(end) => {
                 // The driver's watermark reset sets it to zero, and it may only rise at
-                // the next allocation; the seed's peak is absolute and includes what was
-                // present at the start (§5), hence the max with both current levels.
+                // the next allocation; a peak counter is absolute and includes what was
+                // present at the start (method §5), hence the max with both current levels.
                 let start_used = p.pool.allocated_start_bytes.unwrap_or(0);
                 let start_reserved = p.pool.reserved_start_bytes.unwrap_or(0);
                 p.pool.allocated_peak_bytes = Some(end.used_high.max(start_used).max(end.used));

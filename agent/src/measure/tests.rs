@@ -385,7 +385,7 @@ fn synthetic_fixture_is_labelled_and_matches_the_prediction() {
         file.synthetic = true;
         file.created_unix_s = None;
         file.note = Some(
-            "SYNTHETIC — not a GPU measurement. Produced without a GPU by the agent's test stand-in: allocated figures equal gpumem-core's prediction (R-EST-10) for the seed's dimensions; reserved uses a simulated 2 MiB granularity; device-level figures are invented (80 GiB device, 500 MiB context); wall times are null. For page and replay tests only.".to_owned(),
+            "SYNTHETIC — not a GPU measurement. Produced without a GPU by the agent's test stand-in: allocated figures equal gpumem-core's prediction for the default dimensions (batch 2, context 128, width 1024); reserved uses a simulated 2 MiB granularity; device-level figures are invented (80 GiB device, 500 MiB context); wall times are null. For page and replay tests only.".to_owned(),
         );
         let _ = std::fs::remove_file(&path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

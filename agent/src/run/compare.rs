@@ -359,7 +359,7 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
         });
     }
 
-    // Allocator caching at one checkpoint (seed §6): the phase that reserved the most.
+    // Allocator caching at one checkpoint (method §6): the phase that reserved the most.
     if let Some(p) = phases
         .iter()
         .filter(|p| p.allocator.reserved_end_bytes.is_some())
@@ -396,9 +396,8 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
                 p.allocator.allocated_end_bytes,
                 p.allocator.allocated_start_bytes,
             ),
-            explanation:
-                "allocated after − before the first optimizer step: the states it created (seed §3)"
-                    .into(),
+            explanation: "allocated after − before the first optimizer step: the states it created"
+                .into(),
         });
     }
 

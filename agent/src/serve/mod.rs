@@ -1,5 +1,4 @@
-//! `gpumem-agent serve`: serves the page and pairs with it over a local WebSocket
-//! (R-PAIR).
+//! `gpumem-agent serve`: serves the page and pairs with it over a local WebSocket.
 //!
 //! One port on 127.0.0.1 answers both plain HTTP GETs for the page's files and the
 //! WebSocket at `/ws`. Every connection gets its own thread, bounded in number, and

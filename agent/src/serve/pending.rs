@@ -4,7 +4,7 @@
 //! Each pending connection holds a thread that reads its head under [`http`]'s size and
 //! time bounds. A fixed number of slots alone is a lock-out: clients that open
 //! connections and drip their head (or send nothing) hold every slot for the whole
-//! head deadline, and every page load and pairing behind them is refused (issue 11: 100
+//! head deadline, and every page load and pairing behind them is refused (100
 //! dripping connections locked the page out). So when every slot is taken, the
 //! connection that has waited longest for its head is *evicted* — its socket is shut
 //! down, which ends the blocked read in its thread at once — and the newcomer takes its

@@ -1,4 +1,4 @@
-//! `serve --replay FILE` (R-PAIR-5): a saved results file pushed to a paired page as if
+//! `serve --replay FILE`: a saved results file pushed to a paired page as if
 //! it were measured now, with a pause between messages, every frame marked
 //! `replay: true`.
 //!

@@ -1,6 +1,6 @@
-//! Live runs (R-PAIR-3): each `start_measure` becomes one child process
+//! Live runs: each `start_measure` becomes one child process
 //! `gpumem-agent measure --events jsonl --output <temp file> …` — one process per series,
-//! as the seed asks (§8) — whose event lines are forwarded to the page the moment they
+//! as method §8 asks — whose event lines are forwarded to the page the moment they
 //! are read. The child is this same executable, so the page can only reach the built-in
 //! measurement, with dimensions the session has already checked.
 //!
@@ -164,7 +164,7 @@ pub fn start_live(
     to_session: Sender<SessionEvent>,
 ) -> anyhow::Result<Arc<RunControl>> {
     let exe = std::env::current_exe().context("locating gpumem-agent itself")?;
-    // A fresh directory per run: `measure` refuses to overwrite a file (seed §9).
+    // A fresh directory per run: `measure` refuses to overwrite a file (method §9).
     let dir = tempfile::Builder::new()
         .prefix("gpumem-serve-")
         .tempdir()

@@ -1,4 +1,4 @@
-//! The checks every request to `serve` passes before anything else happens (R-PAIR-2):
+//! The checks every request to `serve` passes before anything else happens:
 //! the pairing token, the `Host` header (DNS-rebinding defence) and the `Origin` header
 //! (cross-site WebSocket hijacking defence).
 //!

@@ -48,7 +48,7 @@ fn header_parsing(c: &mut Criterion) {
     c.bench_function("safetensors/header-1000-tensors", |b| {
         b.iter(|| parse_header(black_box(&header)))
     });
-    // A large MoE checkpoint's scale (R-EST-4): ~100k tensors, well under a second.
+    // A large MoE checkpoint's scale: ~100k tensors, well under a second.
     let names: Vec<String> = (0..100_000)
         .map(|i| {
             format!(

@@ -1,10 +1,10 @@
 //! The architecture mode: a decoder-only transformer's shape, split into parameter
-//! classes so that each class is counted in its own storage format (R-EST-3).
+//! classes so that each class is counted in its own storage format.
 //!
 //! Quantisers (GPTQ, AWQ, bitsandbytes, fp8, GGUF k-quants) convert the linear
 //! layers of attention and MLP blocks; embeddings, the lm_head, norms, biases and MoE
 //! routers usually stay in 16 bits. Counting them as one "4-bit model" is the error
-//! the seed (§2) warns against.
+//! method §2 warns against.
 
 // Checked arithmetic only: every dimension here comes from user input.
 #![deny(clippy::arithmetic_side_effects)]

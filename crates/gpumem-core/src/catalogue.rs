@@ -1,4 +1,4 @@
-//! Catalogue of GPU cards and their memory capacities (requirement R-EST-9).
+//! Catalogue of GPU cards and their memory capacities.
 //!
 //! Each [`GpuCard`] carries two capacity figures:
 //!

@@ -232,7 +232,7 @@ pub static FIELDS: &[Field] = &[
     f("parameters", G::Model, K::Count, "Parameters", "",
         "Total parameters (parameter-count mode), e.g. 7e9"),
     f("bits", G::Model, K::Count, "Bits per parameter", "16",
-        "Bits per parameter as in the seed's script: 32, 16, 8, 4, 3 or 2 (mapped to fp32, bf16, int8, gptq-N-g128)"),
+        "Bits per parameter: 32, 16, 8, 4, 3 or 2 (mapped to fp32, bf16, int8, gptq-N-g128)"),
     f("format", G::Format, K::Text, "Storage (linear layers)", "bf16",
         "Storage format of the linear layers")
         .choices(FORMATS),

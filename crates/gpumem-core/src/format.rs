@@ -1,6 +1,6 @@
 //! Storage formats of weights, with the bytes each one really takes.
 //!
-//! "4-bit = parameters / 2" is what the seed (§2) warns against: every quantised
+//! "4-bit = parameters / 2" is what method §2 warns against: every quantised
 //! format stores scales, zero-points or indices beside the packed values. Each
 //! format here counts those from the layout its reference implementation writes:
 //!

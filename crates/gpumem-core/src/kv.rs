@@ -1,4 +1,4 @@
-//! The KV cache (R-EST-5, seed §4).
+//! The KV cache (method §4).
 //!
 //! bytes = 2 (K and V) × layers × KV heads × head dim × tokens kept × bytes per
 //! value × sequences together. KV heads, not query heads: grouped- and multi-query

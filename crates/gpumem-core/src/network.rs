@@ -1,4 +1,4 @@
-//! Expected allocations of the agent's measurement network (R-EST-10), so that what
+//! Expected allocations of the agent's measurement network, so that what
 //! `gpumem-agent measure` observes can be set beside what is computed, phase by phase.
 //!
 //! # The network, exactly
@@ -206,7 +206,7 @@ mod tests {
     use super::*;
 
     fn seed_dims(layers: u64, dtype: Dtype) -> NetworkSpec {
-        // Seed §9: --batch 2 --context 128 --width 1024.
+        // Method §9: --batch 2 --context 128 --width 1024.
         NetworkSpec {
             batch: 2,
             context: 128,

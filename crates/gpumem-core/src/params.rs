@@ -293,7 +293,7 @@ fn apply(
 enum Shape {
     /// No shape key at all.
     None,
-    /// Only the KV cache's dimensions (seed §4).
+    /// Only the KV cache's dimensions (method §4).
     Kv(KvDims),
     /// A whole architecture.
     Full(Box<Architecture>),
@@ -325,7 +325,7 @@ fn build_arch(
     let need = |k: &'static str| {
         get(k).ok_or_else(|| EstimateError::invalid(k, "needed by the architecture mode"))
     };
-    // Seed §4: layers, KV heads and head dim are all the KV line needs. Without any
+    // Method §4: layers, KV heads and head dim are all the KV line needs. Without any
     // of the weight-only sizes, the shape is the cache's alone.
     let weight_keys = ["hidden", "intermediate", "vocab"];
     if weight_keys.iter().all(|k| get(k).is_none())

@@ -1,4 +1,4 @@
-//! Training state (R-EST-6, seed §3): gradients, optimizer states, fp32 master
+//! Training state (method §3): gradients, optimizer states, fp32 master
 //! weights, LoRA adapters — computed from the layout each optimizer really keeps —
 //! and activations, which have no universal constant and are therefore an
 //! *assumption* with its formula shown.

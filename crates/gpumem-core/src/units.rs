@@ -3,7 +3,7 @@
 //! Every quantity in the estimator is an integer number of bytes. Products that can
 //! exceed `u64` are taken in `u128` and checked; an overflow is an error, never a wrap.
 //! Display conversion happens once, here, in integer arithmetic so that the page
-//! (wasm32) and the agent (native) print the same digits (seed §2).
+//! (wasm32) and the agent (native) print the same digits (method §2).
 
 #![deny(clippy::arithmetic_side_effects)]
 

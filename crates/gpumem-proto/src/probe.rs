@@ -100,7 +100,7 @@ pub enum ProbeMessage {
         #[serde(default)]
         max_steps: Option<u32>,
     },
-    /// A finished phase with its §7 readings.
+    /// A finished phase with its readings (method §7).
     Phase {
         /// Phase name.
         name: String,

@@ -7,11 +7,11 @@
 //!
 //! - Every byte count is a raw integer in a field whose name ends in `_bytes`; every
 //!   duration is an integer in a field ending in `_ns`. No unit conversion happens
-//!   before a value is stored (seed §2).
-//! - A value that was not measured is `null`, never `0` (seed §7, §10). Environment facts
+//!   before a value is stored (method §2).
+//! - A value that was not measured is `null`, never `0` (method §7, §10). Environment facts
 //!   that could not be read are a [`Fact`] with `value: null` and a `reason`.
 //! - Pool figures (allocated/reserved) and device-level figures live in separate
-//!   structs ([`PoolCounters`], [`DeviceLevel`]) because their scopes differ (seed §5);
+//!   structs ([`PoolCounters`], [`DeviceLevel`]) because their scopes differ (method §5);
 //!   they are never added together.
 //! - Names are stable within a schema version; a breaking change bumps the version
 //!   constant, and readers refuse a version they do not know
@@ -26,7 +26,7 @@ pub const EVENTS_SCHEMA: &str = "gpumem.events/v1";
 /// Schema identifier of `gpumem-agent environment --json`.
 pub const ENVIRONMENT_SCHEMA: &str = "gpumem.environment/v1";
 
-/// The measured phases, in the seed's order (§8).
+/// The measured phases, in the order of method §8.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
@@ -176,7 +176,7 @@ pub struct AllocatorInfo {
     pub peak_reset: String,
 }
 
-/// Everything the agent can know about one device and its software (R-AGENT-2).
+/// Everything the agent can know about one device and its software.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Environment {
@@ -236,7 +236,7 @@ pub struct EnvironmentReport {
     pub missing: Vec<String>,
 }
 
-/// The network's dimensions as requested (seed §9: these describe tensors, not an LLM).
+/// The network's dimensions as requested (method §9: these describe tensors, not an LLM).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Dimensions {
@@ -252,7 +252,7 @@ pub struct Dimensions {
     pub dtype: Dtype,
 }
 
-/// How the phases were run: order, warm-up policy and conditions (seed §8, §10).
+/// How the phases were run: order, warm-up policy and conditions (method §8, §10).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Protocol {
@@ -263,17 +263,17 @@ pub struct Protocol {
     /// Number of kept `warm_forward` repeats.
     pub warm_repeats: u32,
     /// Whether the pool was trimmed (cuMemPoolTrimTo 0) before each warm repeat: the
-    /// pool analogue of `empty_cache`; it changes the conditions (seed §10).
+    /// pool analogue of `empty_cache`; it changes the conditions (method §10).
     pub trim_between_repeats: bool,
     /// Seed of the synthetic input and weights.
     pub seed: u64,
     /// The synchronisation boundary used before and after each phase.
     pub synchronisation: String,
-    /// Process policy: every phase and repeat ran in one process (seed §8).
+    /// Process policy: every phase and repeat ran in one process (method §8).
     pub process: String,
 }
 
-/// The four pool counters read at one phase (seed §5, §7): start, both peaks, both
+/// The four pool counters read at one phase (method §5, §7): start, both peaks, both
 /// end levels. `null` means not read (e.g. the phase failed before the read).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -293,7 +293,7 @@ pub struct PoolCounters {
 }
 
 /// Device-level memory around a phase: broader scope than the pool (all processes, the
-/// CUDA context, library workspaces), so it is never added to the pool figures (seed §5).
+/// CUDA context, library workspaces), so it is never added to the pool figures (method §5).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceLevel {
@@ -329,7 +329,7 @@ pub enum TraceOp {
     AllocFailed,
 }
 
-/// One of the agent's own allocations or frees, in program order (seed §10, trace).
+/// One of the agent's own allocations or frees, in program order (method §10, trace).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TraceEntry {
@@ -343,7 +343,7 @@ pub struct TraceEntry {
     pub bytes: u64,
 }
 
-/// One measured phase (seed §7 steps 1–6).
+/// One measured phase (method §7 steps 1–6).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PhaseResult {
@@ -353,7 +353,7 @@ pub struct PhaseResult {
     pub repeat: Option<u32>,
     /// Forward passes run in this phase (0 for model_load and inputs).
     pub iterations: u32,
-    /// The phase's exact input, in words (seed §7 step 1).
+    /// The phase's exact input, in words (method §7 step 1).
     pub input: String,
     /// Whether the phase completed.
     pub status: Status,
@@ -376,7 +376,7 @@ pub struct PhaseResult {
     pub trace: Vec<TraceEntry>,
 }
 
-/// What gpumem-core predicts for one phase of the same network (R-EST-10).
+/// What gpumem-core predicts for one phase of the same network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ComputedPhase {
@@ -394,7 +394,7 @@ pub struct ComputedPhase {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Computed {
-    /// Where the figures come from, e.g. `"gpumem-core network::predict (R-EST-10)"`.
+    /// Where the figures come from, e.g. `"gpumem-core network::predict"`.
     pub source: String,
     /// One entry per phase name in protocol order.
     pub phases: Vec<ComputedPhase>,
@@ -424,7 +424,7 @@ pub struct MeasurementResult {
     pub wall_time_ns: Option<u64>,
 }
 
-/// The results file: one request, one [`MeasurementResult`] per device (R-AGENT-5).
+/// The results file: one request, one [`MeasurementResult`] per device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ResultsFile {
@@ -481,7 +481,7 @@ impl std::fmt::Display for SchemaError {
 impl std::error::Error for SchemaError {}
 
 impl ResultsFile {
-    /// Refuses a file whose `schema` is not [`RESULTS_SCHEMA`] (R-PAIR-4).
+    /// Refuses a file whose `schema` is not [`RESULTS_SCHEMA`].
     pub fn check_schema(&self) -> Result<(), SchemaError> {
         if self.schema == RESULTS_SCHEMA {
             Ok(())

@@ -1,10 +1,10 @@
-//! The sheet (R-SHEET, seed §12): one JSON document that keeps what was **computed**,
+//! The sheet (method §12): one JSON document that keeps what was **computed**,
 //! what was **observed** and what is still **assumed** apart, with the agent's raw
 //! results attached unchanged. The page assembles it, offers it for download and reads
 //! it back on import; `schemas/sheet.v1.schema.json` is generated from these types.
 //!
-//! Numbers are integer bytes wherever they are memory (R-EST-1); a missing measurement
-//! is `null`, never 0 (seed §7, §10).
+//! Numbers are integer bytes wherever they are memory; a missing measurement
+//! is `null`, never 0 (method §7, §10).
 //!
 //! **Invariant:** no I/O here; the page compiles this module to wasm32.
 
@@ -33,9 +33,9 @@ pub struct Sheet {
     pub schema: String,
     /// What was tried: model or code, revision, input set, seed.
     pub identity: Identity,
-    /// The three workloads kept side by side (seed §1).
+    /// The three workloads kept side by side (method §1).
     pub dimensions: Workloads,
-    /// The GPU environment as the agent reported it (R-AGENT-2), unchanged; `null` when
+    /// The GPU environment as the agent reported it, unchanged; `null` when
     /// no agent was paired.
     pub environment: Option<Value>,
     /// What the estimator computed.
@@ -44,7 +44,7 @@ pub struct Sheet {
     pub observed: Observed,
     /// What is still assumed, each in words and numbers.
     pub assumed: Vec<Assumption>,
-    /// The largest load actually tested, and whether it passed (seed §11: one small
+    /// The largest load actually tested, and whether it passed (method §11: one small
     /// passing input does not validate the maximum load); `null` when none was tested.
     pub maximum_load_tested: Option<MaximumLoad>,
     /// The choice made and why; `null` while undecided.
@@ -53,7 +53,7 @@ pub struct Sheet {
     pub provenance: Provenance,
 }
 
-/// Identity of the trial (seed §12).
+/// Identity of the trial (method §12).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Identity {
@@ -67,7 +67,7 @@ pub struct Identity {
     pub seed: Option<u64>,
 }
 
-/// The three workloads (seed §1): typical, long but expected, near the limit.
+/// The three workloads (method §1): typical, long but expected, near the limit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Workloads {
@@ -119,7 +119,7 @@ pub enum WorkloadMode {
     Training,
 }
 
-/// What the estimator computed (R-EST), per workload.
+/// What the estimator computed, per workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Computed {
@@ -170,14 +170,14 @@ pub struct ObservedWorkload {
     /// `true` when the command succeeded and nothing failed; `false` otherwise or when
     /// it had not ended.
     pub ok: bool,
-    /// The `gpumem.workload/v1` document, attached unchanged (seed §12); `null` when it
+    /// The `gpumem.workload/v1` document, attached unchanged (method §12); `null` when it
     /// had not arrived (then `failure` says why).
     pub raw: Option<Value>,
     /// Why there is no document, in words.
     pub failure: Option<String>,
 }
 
-/// One measurement series (one agent process, seed §8).
+/// One measurement series (one agent process, method §8).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ObservedRun {
@@ -191,7 +191,7 @@ pub struct ObservedRun {
     pub phases: Vec<ObservedPhase>,
     /// `true` when every phase succeeded.
     pub ok: bool,
-    /// The agent's results document, attached unchanged (seed §12); `null` when the run
+    /// The agent's results document, attached unchanged (method §12); `null` when the run
     /// failed before writing one (then `failure` says why).
     pub raw: Option<Value>,
     /// Why the run produced no results document, in words.
@@ -210,7 +210,7 @@ pub enum ObservationSource {
 }
 
 /// One phase as the page showed it: the four pool counters and the device-level
-/// figures (seed §5–§7), in bytes (every field name ends in `_bytes`); `null` means not
+/// figures (method §5–§7), in bytes (every field name ends in `_bytes`); `null` means not
 /// read, never 0.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -227,7 +227,7 @@ pub struct ObservedPhase {
     pub error: Option<String>,
     /// Allocated and reserved: start, peaks, end.
     pub pool: PoolCounters,
-    /// Device-level figures, kept in their own columns (broader scope, seed §5).
+    /// Device-level figures, kept in their own columns (broader scope, method §5).
     pub device_level: DeviceLevel,
 }
 
@@ -272,7 +272,7 @@ pub struct AssumedValue {
     pub unit: String,
 }
 
-/// The largest load tested (seed §11–§12).
+/// The largest load tested (method §11–§12).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MaximumLoad {
@@ -288,7 +288,7 @@ pub struct MaximumLoad {
     pub run: Option<usize>,
 }
 
-/// The configuration decision (seed §12).
+/// The configuration decision (method §12).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Decision {
@@ -592,7 +592,7 @@ mod tests {
             assumed: vec![Assumption {
                 key: "reserve".into(),
                 statement: "A 4 GiB reserve for the CUDA context and fragmentation: a \
-                            preparation hypothesis, not proof (seed §2)."
+                            preparation hypothesis, not proof (method §2)."
                     .into(),
                 values: vec![AssumedValue {
                     name: "reserve".into(),

@@ -1,11 +1,11 @@
-//! The agent↔page wire protocol (R-PAIR-4): versioned JSON messages over the local
+//! The agent↔page wire protocol: versioned JSON messages over the local
 //! WebSocket, defined once here and compiled into both `gpumem-agent` (native) and the
 //! page (wasm32), so the two sides cannot drift apart.
 //!
 //! Every message is one JSON object in one WebSocket text message, tagged by `"type"`.
 //! The page speaks [`ClientMessage`]; the agent answers with [`AgentFrame`]s, each of
 //! which wraps an [`AgentMessage`] with two fields every message carries: whether it
-//! comes from a replayed file rather than a live GPU (R-PAIR-5), and the wall-clock
+//! comes from a replayed file rather than a live GPU, and the wall-clock
 //! time at which the agent produced it (used to measure push latency).
 //!
 //! The flow, in order:
@@ -78,13 +78,13 @@ pub enum ClientMessage {
 pub const CLIENT_MESSAGE_TYPES: &[&str] = &["hello", "start_measure", "cancel", "ping"];
 
 /// The dimensions of one measurement series: the only thing the page may ask the agent
-/// to run. There is no field for a command, a path or a file, by design (R-PAIR-2).
+/// to run. There is no field for a command, a path or a file, by design.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MeasureRequest {
     /// Sequences in the synthetic input.
     pub batch: u64,
-    /// Tokens per sequence (the tensor's second dimension, not an LLM context, seed §9).
+    /// Tokens per sequence (the tensor's second dimension, not an LLM context, method §9).
     pub context: u64,
     /// Width of each Linear(width, width) layer.
     pub width: u64,
@@ -92,18 +92,18 @@ pub struct MeasureRequest {
     pub layers: u64,
     /// Element type of weights and activations.
     pub dtype: Dtype,
-    /// Warm-up iterations before the kept repeats (seed §8).
+    /// Warm-up iterations before the kept repeats (method §8).
     pub warmup: u64,
     /// Warm forward passes kept, each recorded.
     pub repeats: u64,
-    /// Return unused pool memory to the device between repeats (seed §10); it changes the
+    /// Return unused pool memory to the device between repeats (method §10); it changes the
     /// conditions, so it is recorded with the result.
     #[serde(default)]
     pub trim_between_repeats: bool,
 }
 
 impl MeasureRequest {
-    /// The seed's example series (§9): batch 2, context 128, width 1024, float32, 3
+    /// The default series: batch 2, context 128, width 1024, float32, 3
     /// warm-up iterations, 5 repeats; four layers.
     pub const SEED_EXAMPLE: MeasureRequest = MeasureRequest {
         batch: 2,
@@ -208,7 +208,7 @@ impl Default for MeasureLimits {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AgentFrame {
     /// `true` on every message of an agent started with `serve --replay`: nothing it
-    /// reports comes from a GPU now, but from a saved results file (R-PAIR-5). The page
+    /// reports comes from a GPU now, but from a saved results file. The page
     /// labels such data *replay*; on the agent's hello it tells the page the mode.
     pub replay: bool,
     /// Wall-clock time at which the agent produced the message, in nanoseconds since the
@@ -237,7 +237,7 @@ pub enum AgentMessage {
     /// `gpumem-agent environment --json` reports (live), or what the replayed file
     /// recorded (replay; facts the file does not hold are `null` with a reason).
     Environment {
-        /// The report, as the results module defines it (R-AGENT-2).
+        /// The report, as the results module defines it.
         report: EnvironmentReport,
     },
     /// A run was accepted and started.
@@ -260,7 +260,7 @@ pub enum AgentMessage {
         /// The device and software used.
         environment: Box<Environment>,
     },
-    /// One finished phase, pushed the moment the agent read it (R-PAIR-3).
+    /// One finished phase, pushed the moment the agent read it.
     Phase {
         /// The run.
         run_id: u64,
@@ -281,7 +281,7 @@ pub enum AgentMessage {
         failed_phase: Option<PhaseName>,
         /// The error text, when `status` is `failed`.
         error: Option<String>,
-        /// The prediction for the same network (R-EST-10), to show beside each phase.
+        /// The prediction for the same network, to show beside each phase.
         computed: Option<Computed>,
         /// Wall time of the run on this device.
         wall_time_ns: Option<u64>,
@@ -291,7 +291,7 @@ pub enum AgentMessage {
         /// The run that finished.
         run_id: u64,
         /// `true` when every phase succeeded; `false` when a phase failed but its
-        /// failure was recorded (exit code 1: an observation, seed §10).
+        /// failure was recorded (exit code 1: an observation, method §10).
         ok: bool,
         /// The complete results document (`gpumem.results/v1`) exactly as the
         /// measurement wrote it, so the sheet can attach it unchanged; read it with

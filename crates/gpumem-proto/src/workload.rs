@@ -5,8 +5,8 @@
 //! The rules of [`crate::results`] hold here too: raw integer bytes in `_bytes` fields,
 //! durations in `_ns` fields, `null` for what was not measured (never `0`), allocator
 //! figures ([`AllocatorCounters`]) and device-level figures (the NVML [`Timeline`]) in
-//! separate places, never added together (seed §5). Ranks and devices are kept apart,
-//! never pooled (seed §12). A document whose figures come from the test stand-in carries
+//! separate places, never added together (method §5). Ranks and devices are kept apart,
+//! never pooled (method §12). A document whose figures come from the test stand-in carries
 //! `synthetic: true` and must never be read as a GPU measurement.
 
 use std::collections::BTreeMap;
@@ -89,7 +89,7 @@ pub struct Outcome {
     pub failures: Vec<Failure>,
 }
 
-/// One recorded failure (seed §10).
+/// One recorded failure (method §10).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Failure {
@@ -167,7 +167,7 @@ pub struct RankResult {
 pub struct ProbeEnvironment {
     /// `torch.cuda` for the real reader, `recording-standin` in tests (SYNTHETIC).
     pub reader: String,
-    /// `cuda`, `rocm` (HIP) or `none`: what torch was built for (seed §12).
+    /// `cuda`, `rocm` (HIP) or `none`: what torch was built for (method §12).
     pub backend: String,
     /// Whether torch saw a usable device.
     pub device_available: bool,
@@ -185,7 +185,7 @@ pub struct ProbeEnvironment {
     pub alloc_conf: Option<String>,
 }
 
-/// The caching allocator's four counters around a phase (seed §7), as read by
+/// The caching allocator's four counters around a phase (method §7), as read by
 /// `torch.cuda`; absolute values, not deltas.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -213,7 +213,7 @@ pub struct WorkloadPhase {
     pub name: String,
     /// The step (training) or generate call; `null` for `model_load`.
     pub step: Option<u32>,
-    /// True for step 0: the first step is kept apart (seed §3, §8).
+    /// True for step 0: the first step is kept apart (method §3, §8).
     pub first_step: bool,
     /// True for a manual `gpumem_probe.phase(...)` marker.
     pub manual: bool,
@@ -391,7 +391,7 @@ pub struct Difference {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DifferenceKind {
-    /// reserved − allocated at one checkpoint: allocator rounding and caching (seed §6).
+    /// reserved − allocated at one checkpoint: allocator rounding and caching (method §6).
     AllocatorCaching,
     /// NVML process-tree peak − reserved peak: CUDA context, cuBLAS/cuDNN workspaces,
     /// NCCL (what vLLM calls "non-torch").

@@ -1,4 +1,4 @@
-//! Local import of model files (R-EST-4): a `config.json`, one or more `.safetensors`
+//! Local import of model files: a `config.json`, one or more `.safetensors`
 //! shards, or `.gguf` files. Only header bytes are read, through `File.slice`; nothing
 //! leaves the browser. The reads follow [`gpumem_core::import::read_policy`], the same
 //! bounds and growth as the agent's `estimate --safetensors/--gguf` and the Hub lookup.

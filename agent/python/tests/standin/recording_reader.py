@@ -1,6 +1,6 @@
 """The recording stand-in for the probe's memory reader (tests only, on CPU).
 
-It records every call so tests can check the seed's §7 order (synchronise → current →
+It records every call so tests can check the order of method §7 (synchronise → current →
 reset peaks … synchronise → peaks → current → device memory) and returns SYNTHETIC,
 deterministic counters: they are not memory of anything and must never be read as GPU
 figures (the probe reports its reader as "recording-standin", and the agent then labels

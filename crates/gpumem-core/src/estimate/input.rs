@@ -76,7 +76,7 @@ pub struct EstimateInput {
     pub compute_dtype: Dtype,
     /// Architecture mode.
     pub arch: Option<Architecture>,
-    /// The KV cache's shape alone (seed §4: layers, KV heads, head dim), when no
+    /// The KV cache's shape alone (method §4: layers, KV heads, head dim), when no
     /// full architecture is given; weights then come from `parameters` or are absent.
     pub kv_only: Option<KvDims>,
     /// Positions the model was trained for (`max_position_embeddings`); a longer
@@ -124,7 +124,7 @@ pub struct EstimateInput {
     pub lora_targets: String,
     /// Full activation checkpointing.
     pub checkpointing: bool,
-    /// Reserve per device in whole GiB (seed §2: a preparation hypothesis).
+    /// Reserve per device in whole GiB (method §2: a preparation hypothesis).
     pub reserve_gib: u64,
     /// Reserve per device in bytes (overrides `reserve-gib`, e.g. an observed overhead).
     pub reserve_bytes: Option<u64>,
@@ -177,7 +177,7 @@ impl Default for EstimateInput {
     }
 }
 
-/// The KV cache's dimensions without the rest of the architecture (seed §4).
+/// The KV cache's dimensions without the rest of the architecture (method §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvDims {
     /// Attention layers.

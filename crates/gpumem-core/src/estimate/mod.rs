@@ -258,7 +258,7 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     let devices = input.tp.saturating_mul(input.pp);
     if input.gpus > devices {
         b.assumptions.push(format!(
-            "{} GPUs with tp × pp = {}: {} data-parallel replicas, each device holding its own copy (memory is never pooled across GPUs, seed §12)",
+            "{} GPUs with tp × pp = {}: {} data-parallel replicas, each device holding its own copy (memory is never pooled across GPUs)",
             input.gpus,
             devices,
             input.gpus.checked_div(devices).unwrap_or(input.gpus)
@@ -290,7 +290,7 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     };
     b.line(
         LineKey::Reserve,
-        "Reserve (preparation hypothesis, not proof — seed §2)",
+        "Reserve (preparation hypothesis, not proof)",
         reserve,
         reserve,
         Kind::Assumed,
@@ -457,7 +457,7 @@ mod tests {
             .iter()
             .map(|r| r.as_ref().map(|e| e.kv_cache_bytes).unwrap_or(0))
             .collect();
-        // Doubling the context at constant batch doubles a dense cache (seed §11).
+        // Doubling the context at constant batch doubles a dense cache (method §11).
         assert_eq!(kv, vec![1 << 28, 1 << 29, 1 << 30]);
     }
 
@@ -487,7 +487,7 @@ mod tests {
     }
 
     /// Every headline figure is the sum of its group and the total is their sum:
-    /// no line counts twice (issue 9: the assumed weights line of parameter-count
+    /// no line counts twice (the assumed weights line of parameter-count
     /// mode was also summed as a transient).
     #[test]
     fn headline_figures_partition_the_total() {

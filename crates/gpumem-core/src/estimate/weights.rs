@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// Maps the seed script's `--bits` to a storage format.
+/// Maps the classic `--bits` to a storage format.
 fn format_for_bits(bits: u32) -> Result<StorageFormat, EstimateError> {
     let name = match bits {
         32 => "fp32",

@@ -1,4 +1,4 @@
-//! Exact import, offline (R-EST-4): a Hugging Face `config.json`, and the *headers*
+//! Exact import, offline: a Hugging Face `config.json`, and the *headers*
 //! of `.safetensors` and GGUF files, whose tensor tables give every tensor's dtype
 //! and shape — so weights are counted byte for byte, scales and zero-points
 //! included, without reading (or uploading) the weights themselves.

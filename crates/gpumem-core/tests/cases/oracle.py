@@ -75,18 +75,18 @@ def arch_inputs(c):
         if c.get(flag): d[flag] = "true"
     return d
 
-# Seed §2: 7e9 parameters x 2 B, + 4 GiB reserve.
-write("seed-s2-7b-bf16", "seed §2 / §9: estimate --parameters 7000000000 --bits 16 --reserve-gib 4",
+# Method §2: 7e9 parameters x 2 B, + 4 GiB reserve.
+write("seed-s2-7b-bf16", "method §2 / §9: estimate --parameters 7000000000 --bits 16 --reserve-gib 4",
       {"parameters": 7000000000, "bits": 16, "reserve-gib": 4},
       {"weights_bytes": 14_000_000_000, "kv_cache_bytes": 0, "reserve_bytes": 4 * GIB,
        "total_bytes": 14_000_000_000 + 4 * GIB, "lines": {"weights": 14_000_000_000, "reserve": 4 * GIB}},
       {"display": {"weights": ["14.00", "13.04"], "total": ["18.29", "17.04"]}})
 
-# Seed §4: 32 layers, 8 KV heads, dim 128, 8192 tokens, 2 B, 1 and 4 sequences.
+# Method §4: 32 layers, 8 KV heads, dim 128, 8192 tokens, 2 B, 1 and 4 sequences.
 seed4 = {"layers": 32, "hidden": 4096, "heads": 32, "kv-heads": 8, "head-dim": 128, "intermediate": 14336, "vocab": 128256}
 for seqs in (1, 4):
     w = model_lines(seed4)
-    write(f"seed-s4-kv-{seqs}seq", "seed §4 worked example (Llama-3.1-8B shape)",
+    write(f"seed-s4-kv-{seqs}seq", "method §4 worked example (Llama-3.1-8B shape)",
           {**arch_inputs(seed4), "context": 8192, "sequences": seqs, "kv-dtype": "fp16", "reserve-gib": 0},
           {"kv_cache_bytes": seqs * GIB, "lines": {"kv_cache": seqs * GIB}})
 
@@ -163,7 +163,7 @@ write("llama-3.1-8b-lora-r16", "LoRA: r x (in + out) per projection (PEFT), adap
       {"lines": {"training.adapters": 4 * lora, "training.gradients": 4 * lora, "training.optimizer": 8 * lora}})
 
 # ---------------------------------------------------------------------------
-# Real published config.json files (issue 9, deliverable 6).
+# Real published config.json files.
 #
 # Each model below is a copy of the fields of its Hugging Face config.json that
 # matter for memory (plus a few that must be ignored), with the URL it comes from
