@@ -24,6 +24,7 @@ pub mod sheet;
 pub mod state;
 pub mod workload;
 
+use gpumem_proto::lookup::{TensorsRead, text};
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
 
@@ -35,7 +36,8 @@ use crate::state::{Form, Imported};
 
 /// Local-storage key of the last query string.
 const STORE_QUERY: &str = "gpumem.query";
-/// Local-storage key of the last imported tensors (they cannot live in a URL).
+/// Local-storage key of the last imported tensors (they cannot live in a URL), as
+/// [`text::write_tensors`] writes them.
 const STORE_IMPORTED: &str = "gpumem.imported";
 /// The performance mark set once the first results are in the DOM.
 pub const FIRST_RESULTS_MARK: &str = "gpumem-first-results";
@@ -77,11 +79,9 @@ fn take_pairing() -> Option<PairTarget> {
     })
 }
 
-/// The stored state: the last query string (else the defaults) and the imported tensors,
-/// read from their JSON by `read_imported`.
-fn stored_state(
-    read_imported: fn(&str) -> Option<Imported>,
-) -> (Vec<(String, String)>, Option<Imported>) {
+/// The stored state: the last query string (else the defaults) and the imported
+/// tensors (a stored text that does not read is dropped: an import is redone).
+fn stored_state() -> (Vec<(String, String)>, Option<Imported>) {
     let pairs = storage()
         .and_then(|s| s.get_item(STORE_QUERY).ok().flatten())
         .filter(|q| !q.is_empty())
@@ -89,7 +89,11 @@ fn stored_state(
         .unwrap_or_else(state::default_pairs);
     let imported: Option<Imported> = storage()
         .and_then(|s| s.get_item(STORE_IMPORTED).ok().flatten())
-        .and_then(|j| read_imported(&j));
+        .and_then(|t| text::read_tensors(&t).ok())
+        .map(|t| Imported {
+            files: t.files,
+            summary: t.summary,
+        });
     (pairs, imported)
 }
 
@@ -100,8 +104,7 @@ pub fn start() {
     let search = web_sys::window()
         .and_then(|w| w.location().search().ok())
         .unwrap_or_default();
-    // From bytes, like every other JSON the page reads: one reader in the wasm.
-    let (stored, imported) = stored_state(|j| serde_json::from_slice(j.as_bytes()).ok());
+    let (stored, imported) = stored_state();
     // A link's keys merge over the default model: `?context=8192` keeps Llama 3.1 8B.
     let pairs = if search.trim_start_matches('?').is_empty() {
         stored
@@ -117,13 +120,7 @@ pub fn start() {
 /// imported sheet) go back there, so the dimensioner shows them.
 pub fn start_agent() {
     let pair = take_pairing();
-    // Through a JSON value: this page reads every other document that way, so it then
-    // carries one deserializer for the stored tensors, not a second one from text.
-    let (pairs, imported) = stored_state(|j| {
-        serde_json::from_slice(j.as_bytes())
-            .ok()
-            .and_then(|v| gpumem_proto::json::from_value(v).ok())
-    });
+    let (pairs, imported) = stored_state();
     leptos::mount::mount_to_body(move || view! { <AgentApp pairs imported pair/> });
 }
 
@@ -173,8 +170,14 @@ fn provide_state(
     Effect::new(move |_| {
         let imported = form.imported.get();
         if let Some(s) = storage() {
-            let _ = match imported.and_then(|i| serde_json::to_string(&i).ok()) {
-                Some(j) => s.set_item(STORE_IMPORTED, &j),
+            let _ = match imported {
+                Some(i) => s.set_item(
+                    STORE_IMPORTED,
+                    &text::write_tensors(&TensorsRead {
+                        files: i.files,
+                        summary: i.summary,
+                    }),
+                ),
                 None => s.remove_item(STORE_IMPORTED),
             };
         }

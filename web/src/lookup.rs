@@ -9,7 +9,7 @@
 //! in local storage or in the sheet.
 
 use gpumem_core::units::group_digits;
-use gpumem_proto::lookup::{LookupOutcome, LookupRequest};
+use gpumem_proto::lookup::{LookupOutcome, LookupRequest, text};
 use js_sys::{Array, Function, Promise, Reflect};
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
@@ -43,7 +43,7 @@ fn js_text(e: &JsValue, fallback: &str) -> String {
         .unwrap_or_else(|| fallback.to_string())
 }
 
-/// Calls `name(a, b)` of the lookup module (loading it first); its JSON answer.
+/// Calls `name(a, b)` of the lookup module (loading it first); its answer.
 async fn call_text(name: &str, a: &JsValue, b: &JsValue) -> Result<String, String> {
     let module = load_lookup(LOOKUP_JS)
         .await
@@ -66,8 +66,8 @@ async fn call_text(name: &str, a: &JsValue, b: &JsValue) -> Result<String, Strin
 
 /// Calls a reader of the lookup module: what it read.
 async fn call(name: &str, a: &JsValue, b: &JsValue) -> Result<LookupOutcome, String> {
-    let text = call_text(name, a, b).await?;
-    serde_json::from_slice(text.as_bytes()).map_err(|e| format!("the reader's answer: {e}"))
+    let answer = call_text(name, a, b).await?;
+    text::read_outcome(&answer).map_err(|e| format!("the reader's answer: {e}"))
 }
 
 /// Asks the lookup module to fill the model field's suggestions for what is typed (it
@@ -193,9 +193,7 @@ pub fn ImportZone() -> impl IntoView {
                 )));
                 return;
             }
-            let Ok(json) = serde_json::to_string(&request) else {
-                return;
-            };
+            let asked = text::write_request(&request);
             let form = form.clone();
             busy.set(Some(format!("Looking up {}…", request.model)));
             leptos::task::spawn_local(async move {
@@ -204,7 +202,7 @@ pub fn ImportZone() -> impl IntoView {
                         busy.set(Some(line));
                     }
                 });
-                let outcome = call("lookup", &JsValue::from(json), progress.as_ref()).await;
+                let outcome = call("lookup", &JsValue::from(asked), progress.as_ref()).await;
                 drop(progress);
                 busy.set(None);
                 if let Err(e) = &outcome {

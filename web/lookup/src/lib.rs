@@ -6,21 +6,22 @@
 //! and imported by the page on the first import or lookup, so the dimensioner's wasm
 //! carries none of the config, safetensors, GGUF or HTTP code. Parsing is the core's
 //! ([`gpumem_core::import`]); this crate only fetches the bytes the core asks for, and
-//! answers with a [`gpumem_proto::lookup::LookupOutcome`] as JSON.
+//! answers with a [`gpumem_proto::lookup::LookupOutcome`] as text
+//! ([`gpumem_proto::lookup::text`]: the dimensioner carries no JSON reader).
 
 pub mod files;
 pub mod http;
 pub mod hub;
 
 use gpumem_core::import::config::ImportedConfig;
-use gpumem_proto::lookup::{ConfigRead, LookupOutcome, LookupRequest};
+use gpumem_proto::lookup::{ConfigRead, LookupOutcome, text};
 use wasm_bindgen::prelude::*;
 
 /// The Hub the page talks to when the page names none.
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
 /// Reads dropped or picked files (a `config.json`, the `.safetensors` shards of one
-/// checkpoint, or `.gguf` files): a JSON [`LookupOutcome`], or an error in words.
+/// checkpoint, or `.gguf` files): a [`LookupOutcome`] as text, or an error in words.
 #[wasm_bindgen]
 pub async fn read_files(files: js_sys::Array) -> Result<String, JsValue> {
     let files: Vec<web_sys::File> = files.iter().filter_map(|f| f.dyn_into().ok()).collect();
@@ -29,11 +30,12 @@ pub async fn read_files(files: js_sys::Array) -> Result<String, JsValue> {
 }
 
 /// Looks a model up on the Hub the page names (its `gpumem-hub` meta tag, else
-/// [`DEFAULT_ENDPOINT`]). `request` is a JSON [`LookupRequest`]; `progress` is called
-/// with a line of text as the reads go on. A JSON [`LookupOutcome`], or an error in words.
+/// [`DEFAULT_ENDPOINT`]). `request` is a [`gpumem_proto::lookup::LookupRequest`] as
+/// text; `progress` is called with a line of text as the reads go on. A
+/// [`LookupOutcome`] as text, or an error in words.
 #[wasm_bindgen]
 pub async fn lookup(request: String, progress: js_sys::Function) -> Result<String, JsValue> {
-    let request: LookupRequest = serde_json::from_str(&request)
+    let request = text::read_request(&request)
         .map_err(|e| JsValue::from(format!("bad lookup request: {e}")))?;
     let endpoint = hub_endpoint();
     http::begin();
@@ -125,7 +127,7 @@ pub fn config_read(name: String, c: &ImportedConfig) -> ConfigRead {
 }
 
 fn answer(outcome: &LookupOutcome) -> Result<String, JsValue> {
-    serde_json::to_string(outcome).map_err(|e| JsValue::from(e.to_string()))
+    Ok(text::write_outcome(outcome))
 }
 
 /// A JavaScript error's message, or `fallback`.
