@@ -492,6 +492,33 @@ def _quantise_nf4(torch, model, double_quant):
     return len(targets)
 
 
+def _adamw_fused_class(torch):
+    """``torch.optim.AdamW(fused=True)`` as memory sees it: the same two states as the
+    parameter, updated in place by one CUDA kernel that allocates nothing at the step
+    (the fused kernel itself runs on CUDA tensors only, so the trace stands in for it;
+    the values on the meta device are never read)."""
+
+    class AdamWFused(torch.optim.Optimizer):
+        def __init__(self, params):
+            super().__init__(params, {})
+
+        @torch.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state[p]
+                    if not state:
+                        state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                        state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg"].lerp_(p.grad, 0.1)
+                    state["exp_avg_sq"].mul_(0.999).addcmul_(p.grad, p.grad, value=0.001)
+                    p.addcdiv_(state["exp_avg"], state["exp_avg_sq"], value=-1e-5)
+
+    return AdamWFused
+
+
 def _adamw8bit_class(torch):
     """bitsandbytes ``AdamW8bit``'s state: two uint8 states plus one fp32 absmax per
     block of 256 values each (blockwise quantisation); tensors under 4096 values keep
@@ -822,6 +849,8 @@ def _optimizer(torch, name, params):
     # otherwise get the per-tensor loop, whose temporaries differ).
     if name == "adamw":
         return torch.optim.AdamW(params, lr=1e-5, foreach=True)
+    if name == "adamw-fused":
+        return _adamw_fused_class(torch)(params)
     if name == "sgd-momentum":
         return torch.optim.SGD(params, lr=1e-5, momentum=0.9, foreach=True)
     if name == "sgd":

@@ -276,3 +276,57 @@ fn training_formulas_agree_with_traces_or_stay_assumed() {
     }
     assert!(failures.is_empty(), "past 2 %: {failures:#?}");
 }
+
+/// Where the optimizer step is the step's highest peak (master weights, or
+/// checkpointing with few activations), the estimate's total is that peak: AdamW's
+/// foreach temporaries and the fp32 gradient copies beyond what the backward freed.
+#[test]
+fn the_estimate_holds_the_optimizer_steps_peak() {
+    let Some(python) = gpumem_e2e::torch_python("the_estimate_holds_the_optimizer_steps_peak")
+    else {
+        return;
+    };
+    let config = root().join("crates/gpumem-core/tests/cases/configs/llama-3.2-1b.json");
+    for extra in [
+        &["--master-weights", "true"][..],
+        &["--master-weights", "false", "--checkpointing", "true"][..],
+    ] {
+        let run = |command: &str, more: &[&str]| {
+            let out = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+                .arg(command)
+                .arg("--config")
+                .arg(&config)
+                .args(["--train", "full", "--context", "512", "--sequences", "2"])
+                .args(extra)
+                .args(more)
+                .arg("--json")
+                .env("HF_HUB_OFFLINE", "1")
+                .env("CUDA_VISIBLE_DEVICES", "")
+                .output()
+                .expect("the agent runs");
+            assert!(
+                out.status.success(),
+                "{command} {extra:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("JSON")
+        };
+        let traced = run("trace", &["--python", python.to_str().unwrap()]);
+        let peak = traced["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .max_by_key(|p| p["allocated_peak_bytes"].as_u64())
+            .unwrap();
+        assert_eq!(peak["name"], "optimizer_step", "{extra:?}");
+        let estimated = run("estimate", &["--reserve-gib", "0"]);
+        let total = estimated["total_bytes"].as_u64().unwrap();
+        let traced_peak = peak["allocated_peak_bytes"].as_u64().unwrap();
+        // The trace rounds every tensor to the allocator's 512-byte blocks.
+        let diff = total.abs_diff(traced_peak);
+        assert!(
+            diff * 10_000 < traced_peak,
+            "{extra:?}: estimate {total} B against the traced peak {traced_peak} B"
+        );
+    }
+}

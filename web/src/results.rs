@@ -82,6 +82,7 @@ fn color(key: LineKey) -> &'static str {
         LineKey::TrainingAdapters => "#f6c787",
         LineKey::Activations => "#8e57c2",
         LineKey::Logits | LineKey::PrefillLogits => "#b58ad8",
+        LineKey::OptimizerStep => "#d4a017",
         LineKey::PrefillMlp => "#9d6ccd",
         LineKey::PrefillAttentionScores => "#c9a7e6",
         LineKey::CudaContext => "#6f6484",

@@ -244,6 +244,15 @@ pub fn traced_lines(doc: &TraceDocument, train: TrainMode) -> Vec<TracedLine> {
                     doc.vocab
                 ),
             },
+            TracedLine {
+                key: LineKey::OptimizerStep,
+                label: format!("Optimizer step (within the peak of {})", short(peak)),
+                bytes: 0,
+                formula: format!(
+                    "traced: the step's highest peak is {}, and its temporaries are in the line above",
+                    where_(peak)
+                ),
+            },
         ]
     } else {
         let Some(prefill) = doc.phase("prefill", None) else {

@@ -395,6 +395,7 @@ pub static FIELDS: &[Field] = &[
         "Optimizer whose states training keeps (also read: adam, adamw_torch, adamw_torch_fused, adam8bit, adamw_8bit, adamw_bnb_8bit, paged_adamw_8bit, sgdm)")
         .choices(&[
             ("", "AdamW"),
+            ("adamw-fused", "AdamW, fused kernel"),
             ("adamw8bit", "AdamW 8-bit"),
             ("sgd-momentum", "SGD + momentum"),
             ("sgd", "SGD"),

@@ -54,6 +54,8 @@ pub enum LineKey {
     Activations,
     /// Training logits and their gradient (`logits`).
     Logits,
+    /// What the optimizer step holds beyond what the backward freed (`optimizer_step`).
+    OptimizerStep,
     /// CUDA context and workspaces (`cuda_context`).
     CudaContext,
     /// Prefill MLP intermediates (`prefill.mlp`).
@@ -68,7 +70,7 @@ pub enum LineKey {
 
 impl LineKey {
     /// Every key, in the order the estimate adds its lines.
-    pub const ALL: [LineKey; 25] = [
+    pub const ALL: [LineKey; 26] = [
         LineKey::Weights,
         LineKey::WeightsEmbeddings,
         LineKey::WeightsAttention,
@@ -89,6 +91,7 @@ impl LineKey {
         LineKey::TrainingMasterWeights,
         LineKey::Activations,
         LineKey::Logits,
+        LineKey::OptimizerStep,
         LineKey::CudaContext,
         LineKey::PrefillMlp,
         LineKey::PrefillAttentionScores,
@@ -119,6 +122,7 @@ impl LineKey {
             LineKey::TrainingMasterWeights => "training.master_weights",
             LineKey::Activations => "activations",
             LineKey::Logits => "logits",
+            LineKey::OptimizerStep => "optimizer_step",
             LineKey::CudaContext => "cuda_context",
             LineKey::PrefillMlp => "prefill.mlp",
             LineKey::PrefillAttentionScores => "prefill.attention_scores",
@@ -150,6 +154,7 @@ impl LineKey {
             | LineKey::TrainingMasterWeights => Group::Training,
             LineKey::Activations
             | LineKey::Logits
+            | LineKey::OptimizerStep
             | LineKey::CudaContext
             | LineKey::PrefillMlp
             | LineKey::PrefillAttentionScores

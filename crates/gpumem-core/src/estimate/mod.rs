@@ -345,6 +345,10 @@ impl Estimate {
     pub fn with_traced(mut self, traced: &[TracedLine]) -> Result<Estimate, EstimateError> {
         for t in traced {
             let old = self.lines.iter().position(|l| l.key == t.key);
+            // A traced zero where the estimate has no line says nothing new.
+            if old.is_none() && t.bytes == 0 {
+                continue;
+            }
             let (device_bytes, replaced) = match old.map(|i| &self.lines[i]) {
                 Some(l) if l.bytes > 0 => (
                     u64::try_from(
@@ -439,6 +443,40 @@ mod tests {
         let (input, errors) = from_pairs(pairs);
         assert!(errors.is_empty(), "{errors:?}");
         input
+    }
+
+    #[test]
+    fn the_optimizer_step_counts_what_exceeds_the_freed_activations() {
+        let line = |extra: &[(&'static str, &'static str)]| {
+            let mut pairs = vec![("train", "full"), ("context", "512"), ("sequences", "2")];
+            pairs.extend_from_slice(extra);
+            let e = estimate(&llama_8b(&pairs)).unwrap();
+            let of = |k: LineKey| e.lines.iter().find(|l| l.key == k).map(|l| l.bytes);
+            (
+                of(LineKey::OptimizerStep),
+                of(LineKey::Activations).unwrap() + of(LineKey::Logits).unwrap(),
+                e.parameters.unwrap(),
+            )
+        };
+        // Mixed precision: AdamW's foreach copy of one fp32 state plus the fp32
+        // gradients for the master copy, less what the backward freed.
+        let (step, freed, n) = line(&[("master-weights", "true"), ("checkpointing", "true")]);
+        assert_eq!(step, Some(n * (4 + 4) - freed));
+        // Pure bf16 with checkpointing: one bf16 state.
+        let (step, freed, n) = line(&[("master-weights", "false"), ("checkpointing", "true")]);
+        assert_eq!(step, Some(n * 2 - freed));
+        // The fused kernel allocates nothing at the step; nor does a step whose
+        // temporaries fit in what the backward freed.
+        let fused = [
+            ("master-weights", "false"),
+            ("checkpointing", "true"),
+            ("optimizer", "adamw-fused"),
+        ];
+        assert_eq!(line(&fused).0, None);
+        assert_eq!(
+            line(&[("master-weights", "false"), ("context", "8192")]).0,
+            None
+        );
     }
 
     #[test]

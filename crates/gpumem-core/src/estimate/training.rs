@@ -142,6 +142,7 @@ pub(super) fn training(
         );
     };
     let tr = ("trainable parameters", trainable.to_string());
+    let tr_step = tr.clone();
     if input.train.adapters() {
         let bytes = checked_product(&[trainable, 4], "adapters")?;
         add(
@@ -178,7 +179,7 @@ pub(super) fn training(
     let obytes = input.optimizer.state_bytes(trainable, state_dtype)?;
     if obytes > 0 {
         let formula = match input.optimizer {
-            Optimizer::Adamw => format!(
+            Optimizer::Adamw | Optimizer::AdamwFused => format!(
                 "2 states × trainable × {} B ({})",
                 state_dtype.bytes(),
                 state_dtype.name()
@@ -305,6 +306,50 @@ pub(super) fn training(
                 ("vocab", a.vocab.to_string()),
             ],
         );
+        // The step's other peak: after the backward has freed the activations and the
+        // logits, the optimizer step holds its own temporaries — AdamW's foreach copy of
+        // one state and, with master weights, the gradients cast to fp32 for the master
+        // copy. Only what exceeds the freed bytes raises the step's peak.
+        let temporaries = input
+            .optimizer
+            .step_temporary_bytes(trainable, state_dtype)?
+            .checked_add(if master {
+                checked_product(&[trainable, 4], "fp32 gradients")?
+            } else {
+                0
+            })
+            .ok_or(EstimateError::Overflow {
+                what: "optimizer step",
+            })?;
+        let freed = bytes.saturating_add(logits);
+        let freed_device = split
+            .layered(bytes, false)
+            .saturating_add(Split::part(logits, 1, split.tp));
+        let extra = temporaries.saturating_sub(freed);
+        if extra > 0 {
+            b.line(
+                LineKey::OptimizerStep,
+                "Optimizer step beyond the freed activations",
+                extra,
+                device_share(temporaries).saturating_sub(freed_device),
+                kind,
+                true,
+                format!(
+                    "the step's temporaries {temporaries} B ({}{}) − the activations and logits the backward freed {freed} B",
+                    if input.optimizer == Optimizer::Adamw {
+                        "AdamW's foreach sqrt of one state, torch/optim/adam.py _multi_tensor_adam"
+                    } else {
+                        "no optimizer temporaries"
+                    },
+                    if master { " + fp32 gradients for the master copy" } else { "" }
+                ),
+                &[
+                    tr_step,
+                    ("optimizer", input.optimizer.name().into()),
+                    ("master weights", master.to_string()),
+                ],
+            );
+        }
     } else {
         b.assumptions.push("training activations are not estimated: give the architecture and the context (sequence length)".into());
     }
