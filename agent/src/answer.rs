@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use gpumem_core::estimate::{Estimate, Kind};
+use gpumem_core::estimate::{Estimate, Group, Kind};
 use gpumem_core::fit::{MARGIN_RULE, Verdict};
 use gpumem_core::headline::{
     FormatFit, Headline, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, LABEL_SMALLEST,
@@ -178,7 +178,7 @@ pub fn render(
         match &h.format {
             Some(f) => format!("{}: {} per device", f.format, both(f.fit.need_bytes)),
             None if from_files => "the file's (weights read from its headers)".into(),
-            None => "none of bf16, fp8, int8, awq-4-g128, q3_k, q2_k".into(),
+            None => "none this workload can take (--formats compares any)".into(),
         }
     );
     if let Some(rows) = formats {
@@ -190,14 +190,22 @@ pub fn render(
         "weights {}",
         Bytes(est.weights_bytes).gib_string(2)
     )];
-    for (name, b) in [
-        ("KV cache", est.kv_cache_bytes),
-        ("training", est.training_bytes),
-        ("transients (assumed)", est.transient_bytes),
-        ("reserve (assumed)", est.reserve_bytes),
+    // A group is called assumed when any of its counted lines is (the transients are
+    // computed for a decoder the derivation covers, traced with --trace).
+    let assumed_in = |g: Group| {
+        est.lines
+            .iter()
+            .any(|l| l.group == g && l.in_total && l.kind == Kind::Assumed)
+    };
+    for (name, group, b) in [
+        ("KV cache", Group::KvCache, est.kv_cache_bytes),
+        ("training", Group::Training, est.training_bytes),
+        ("transients", Group::Transient, est.transient_bytes),
+        ("reserve", Group::Reserve, est.reserve_bytes),
     ] {
         if b > 0 {
-            parts.push(format!("{name} {}", Bytes(b).gib_string(2)));
+            let tag = if assumed_in(group) { " (assumed)" } else { "" };
+            parts.push(format!("{name}{tag} {}", Bytes(b).gib_string(2)));
         }
     }
     s.push_str(&wrap(

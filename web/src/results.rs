@@ -277,7 +277,7 @@ fn answer_body(line: String, h: Headline) -> impl IntoView {
             LABEL_FORMAT,
             h.format
                 .as_ref()
-                .map_or("none of bf16 … q2_k (or the file's own)".into(), |f| {
+                .map_or("none this workload can take".into(), |f| {
                     format!("{} — {} per device", f.format, both(f.fit.need_bytes))
                 }),
         ),

@@ -38,6 +38,19 @@ pub const LABEL_MARGIN: &str = "Margin";
 /// AWQ/GPTQ checkpoints ship, and llama.cpp's 3- and 2-bit k-quants.
 pub const FORMAT_LADDER: [&str; 6] = ["bf16", "fp8", "int8", "awq-4-g128", "q3_k", "q2_k"];
 
+/// The formats a workload can take, widest first: inference any of [`FORMAT_LADDER`];
+/// LoRA a 16-bit base or one bitsandbytes quantised (8-bit, or 4-bit as QLoRA's
+/// recipes load it); QLoRA its 4-bit base (with or without double quantisation); a
+/// full fine-tune trains the weights themselves, which no quantised format can hold.
+pub fn format_ladder(train: TrainMode) -> &'static [&'static str] {
+    match train {
+        TrainMode::None => &FORMAT_LADDER,
+        TrainMode::Lora => &["bf16", "int8", "nf4-dq"],
+        TrainMode::Qlora => &["nf4", "nf4-dq"],
+        TrainMode::Full => &["bf16"],
+    }
+}
+
 /// The largest tensor-parallel degree tried for [`Headline::cards`] (one 8-GPU node
 /// and then some: beyond it the answer is a different deployment, not more cards).
 pub const MAX_TP: u64 = 64;
@@ -151,7 +164,7 @@ pub struct Headline {
     pub cards: Option<Cards>,
     /// The smallest catalogue card that holds it as it is; `None` when none does.
     pub smallest: Option<CardFit>,
-    /// The widest format of [`FORMAT_LADDER`] that fits the card; `None` when none
+    /// The widest format of [`format_ladder`] that fits the card; `None` when none
     /// does, or when the weights come from file headers (their format is the file's).
     pub format: Option<FormatFit>,
     /// Formats the card does not compute in (bf16 on a T4, fp8 before Ada).
@@ -317,7 +330,7 @@ fn widest_format(input: &EstimateInput, card: &GpuCard, basis: &Basis) -> Option
         return None;
     }
     let fits = |f: &FormatFit| Verdict::of_fit(&f.fit) == Verdict::Fits && f.runs;
-    let ladder = compare_formats(input, card, basis, &FORMAT_LADDER)
+    let ladder = compare_formats(input, card, basis, format_ladder(input.train))
         .ok()?
         .into_iter()
         .find(fits);
@@ -533,6 +546,26 @@ mod tests {
                 .all(|w| w[0].weights_bytes > w[1].weights_bytes || w[1].format == "q4_k")
         );
         assert!(compare_formats(&i, card, &Basis::Estimate, &["bogus"]).is_err());
+    }
+
+    #[test]
+    fn a_training_run_is_offered_only_formats_it_can_train_on() {
+        let format = |train: &str, card: &str| {
+            let i = llama_8b(&[
+                ("context", "2048"),
+                ("train", train),
+                ("checkpointing", "true"),
+            ]);
+            head(&i, Some(card)).format.map(|f| f.format)
+        };
+        // QLoRA's base is 4-bit NormalFloat; a GGUF k-quant or AWQ would not train.
+        assert_eq!(format("qlora", "rtx-4090").as_deref(), Some("nf4"));
+        // LoRA on a bitsandbytes base when 16 bits do not fit.
+        assert_eq!(format("lora", "rtx-4090").as_deref(), Some("int8"));
+        assert_eq!(format("lora", "h100-sxm-80gb").as_deref(), Some("bf16"));
+        // A full fine-tune trains the weights themselves: 16-bit or nothing.
+        assert_eq!(format("full", "rtx-4090"), None);
+        assert_eq!(format_ladder(TrainMode::Full), &["bf16"]);
     }
 
     #[test]
