@@ -404,28 +404,12 @@ mod tests {
     #[cfg(feature = "schema")]
     #[test]
     fn published_fleet_schema_matches_the_types() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../schemas/fleet.v1.schema.json");
-        let mut schema = schemars::schema_for!(FleetSheet);
-        schema.insert(
-            "$id".to_owned(),
-            serde_json::json!("https://gpumem.invalid/schemas/fleet.v1.schema.json"),
-        );
-        schema.insert(
-            "description".to_owned(),
-            serde_json::json!(format!(
+        crate::assert_published_schema(
+            "fleet.v1.schema.json",
+            schemars::schema_for!(FleetSheet),
+            format!(
                 "{FLEET_SCHEMA}: the fleet sheet written by `gpumem-agent merge`. Byte counts are raw integers in fields ending in _bytes; errors are integers (bytes, parts per million); null means not observed or not computed, never 0."
-            )),
-        );
-        let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
-        if std::env::var_os("GPUMEM_BLESS").is_some() {
-            std::fs::write(&path, &text).unwrap();
-        }
-        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            on_disk == text,
-            "{} is stale or missing: regenerate it with `GPUMEM_BLESS=1 cargo test -p gpumem-proto --features schema fleet_schema` and commit it",
-            path.display()
+            ),
         );
     }
 }

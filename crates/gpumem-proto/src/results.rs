@@ -752,28 +752,12 @@ mod tests {
     #[cfg(feature = "schema")]
     #[test]
     fn published_schema_matches_the_types() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../schemas/results.v1.schema.json");
-        let mut schema = schemars::schema_for!(ResultsFile);
-        schema.insert(
-            "$id".to_owned(),
-            serde_json::json!("https://gpumem.invalid/schemas/results.v1.schema.json"),
-        );
-        schema.insert(
-            "description".to_owned(),
-            serde_json::json!(format!(
+        crate::assert_published_schema(
+            "results.v1.schema.json",
+            schemars::schema_for!(ResultsFile),
+            format!(
                 "{RESULTS_SCHEMA}: the results file written by `gpumem-agent measure --output`. Byte counts are raw integers in fields ending in _bytes; durations in fields ending in _ns; null means not measured, never 0."
-            )),
-        );
-        let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
-        if std::env::var_os("GPUMEM_BLESS").is_some() {
-            std::fs::write(&path, &text).unwrap();
-        }
-        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            on_disk == text,
-            "{} is stale or missing: regenerate it with `GPUMEM_BLESS=1 cargo test -p gpumem-proto --features schema published_schema` and commit it",
-            path.display()
+            ),
         );
     }
 

@@ -269,28 +269,12 @@ mod tests {
     #[cfg(feature = "schema")]
     #[test]
     fn published_schema_matches_the_types() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../schemas/trace.v1.schema.json");
-        let mut schema = schemars::schema_for!(TraceDocument);
-        schema.insert(
-            "$id".to_owned(),
-            serde_json::json!("https://gpumem.invalid/schemas/trace.v1.schema.json"),
-        );
-        schema.insert(
-            "description".to_owned(),
-            serde_json::json!(format!(
+        crate::assert_published_schema(
+            "trace.v1.schema.json",
+            schemars::schema_for!(TraceDocument),
+            format!(
                 "{TRACE_SCHEMA}: `gpumem-agent trace --json`, a training step or a generation run on PyTorch's meta device (no GPU, no weights). Byte counts are raw integers in fields ending in _bytes, as the CUDA caching allocator would round them; nothing here is a GPU measurement."
-            )),
-        );
-        let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
-        if std::env::var_os("GPUMEM_BLESS").is_some() {
-            std::fs::write(&path, &text).unwrap();
-        }
-        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            on_disk == text,
-            "{} is stale or missing: regenerate it with `GPUMEM_BLESS=1 cargo test -p gpumem-proto --features schema published_schema` and commit it",
-            path.display()
+            ),
         );
     }
 }
