@@ -453,6 +453,21 @@ pub static FIELDS: &[Field] = &[
         "vLLM: LoRA adapter slots"),
     f("max-loras", G::Engine, K::Count, "vLLM max LoRAs", "1", "vLLM: LoRA slots"),
     f("max-lora-rank", G::Engine, K::Count, "vLLM max LoRA rank", "16", "vLLM: slot rank"),
+    f("speculative-method", G::Engine, K::Choice, "vLLM speculative method", "",
+        "vLLM --speculative-config method: the drafter's weights, KV layers and forward")
+        .choices(&[
+            ("", "none"),
+            ("ngram", "ngram (host)"),
+            ("eagle", "EAGLE head"),
+            ("eagle3", "EAGLE-3 head"),
+            ("mtp", "MTP (the checkpoint's layers)"),
+            ("draft_model", "draft model"),
+        ]),
+    f("num-speculative-tokens", G::Engine, K::Count, "vLLM speculative tokens", "mtp: its layers",
+        "vLLM: tokens proposed per step"),
+    f("draft-model", G::Engine, K::Text, "vLLM draft model", "eagle: one target layer",
+        "vLLM: the draft or EAGLE head: a preset id or its shape as key=value pairs (the CLI's --draft-config reads a config.json)")
+        .choices(&[("llama-3.2-1b", "llama-3.2-1b"), ("qwen3-0.6b", "qwen3-0.6b")]),
     f("mem-fraction-static", G::Engine, K::Fraction, "SGLang static fraction", "by card and tp",
         "SGLang: fraction for weights + KV pool"),
     f("cache-type-k", G::Engine, K::Text, "llama.cpp K cache type", "f16",

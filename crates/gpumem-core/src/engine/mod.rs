@@ -27,6 +27,7 @@
 mod largest;
 mod llama_cpp;
 mod sglang;
+mod speculative;
 mod tgi;
 mod transformers;
 mod vllm;
@@ -45,6 +46,7 @@ use crate::training::AttentionImpl;
 
 pub use largest::{Largest, largest, largest_context, most_sequences};
 pub use llama_cpp::CacheType;
+pub use speculative::{SpecMethod, Speculative, parse_draft};
 pub use vllm::VllmVersion;
 
 /// Bytes in one MiB.
@@ -165,6 +167,13 @@ pub struct EngineParams {
     pub max_loras: Option<u64>,
     /// vLLM `--max-lora-rank` (default 16).
     pub max_lora_rank: Option<u64>,
+    /// vLLM `--speculative-config` `method`.
+    pub speculative_method: Option<SpecMethod>,
+    /// vLLM `--speculative-config` `num_speculative_tokens`.
+    pub num_speculative_tokens: Option<u64>,
+    /// vLLM `--speculative-config` `model`: the draft or EAGLE head, as a preset id or
+    /// its shape in `key=value` pairs ([`parse_draft`]).
+    pub draft_model: Option<String>,
     /// llama.cpp `--cache-type-k`.
     pub cache_type_k: Option<CacheType>,
     /// llama.cpp `--cache-type-v`.
@@ -298,6 +307,14 @@ where
             "enable-lora" => flag("enable-lora", value).map(|v| p.enable_lora = v),
             "max-loras" => positive("max-loras", value).map(|v| p.max_loras = Some(v)),
             "max-lora-rank" => positive("max-lora-rank", value).map(|v| p.max_lora_rank = Some(v)),
+            "speculative-method" => {
+                SpecMethod::parse(value).map(|v| p.speculative_method = Some(v))
+            }
+            "num-speculative-tokens" => positive("num-speculative-tokens", value)
+                .map(|v| p.num_speculative_tokens = Some(v)),
+            "draft-model" => {
+                parse_draft(value).map(|_| p.draft_model = Some(value.trim().to_string()))
+            }
             "cache-type-k" => {
                 CacheType::parse("cache-type-k", value).map(|v| p.cache_type_k = Some(v))
             }
@@ -533,6 +550,9 @@ pub struct EngineBudget {
     pub margin_bytes: i64,
     /// The assumed lines' uncertainty the margin is compared with.
     pub uncertainty_bytes: u64,
+    /// vLLM's drafter, with `speculative-method`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<Speculative>,
     /// Hypotheses the figure rests on.
     pub assumptions: Vec<String>,
     /// Soft problems.
@@ -713,6 +733,8 @@ struct Ctx<'a> {
     /// The estimate's embedding and MLP weight lines, per device (llama.cpp's placement).
     embed_bytes: u64,
     mlp_bytes: u64,
+    /// The checkpoint's MTP layers, per device (vLLM loads them only to speculate).
+    mtp_bytes: u64,
     per_token: u64,
     max_model_len: u64,
 }
@@ -788,16 +810,21 @@ fn budget_at(
         weights: group_device_bytes(est, Group::Weights)?,
         embed_bytes: line_bytes(est, LineKey::WeightsEmbeddings),
         mlp_bytes: line_bytes(est, LineKey::WeightsMlp),
+        mtp_bytes: line_bytes(est, LineKey::WeightsMtp),
         per_token,
         max_model_len,
     };
-    let mut d = match engine {
+    let (mut d, spec) = match engine {
         Engine::Vllm => vllm::rule(&ctx)?,
-        Engine::Sglang => sglang::rule(&ctx)?,
-        Engine::Tgi => tgi::rule(&ctx)?,
-        Engine::LlamaCpp => llama_cpp::rule(&ctx)?,
-        Engine::Transformers => transformers::rule(&ctx, est)?,
+        Engine::Sglang => (sglang::rule(&ctx)?, None),
+        Engine::Tgi => (tgi::rule(&ctx)?, None),
+        Engine::LlamaCpp => (llama_cpp::rule(&ctx)?, None),
+        Engine::Transformers => (transformers::rule(&ctx, est)?, None),
     };
+    if engine != Engine::Vllm && params.speculative_method.is_some() {
+        d.warnings
+            .push("speculative decoding is modelled for vLLM only: ignored".into());
+    }
     if input.sliding_window.is_some() && engine != Engine::Vllm && engine != Engine::LlamaCpp {
         d.assumptions
             .push("sliding-window layers are counted at the full length per token".into());
@@ -813,11 +840,16 @@ fn budget_at(
         d.warnings
             .push("an engine budget is for inference; the training mode is ignored".into());
     }
-    finish(engine, &ctx, d)
+    finish(engine, &ctx, d, spec)
 }
 
 /// The common ending: pool → blocks → tokens and sequences, the outcome and its margin.
-fn finish(engine: Engine, ctx: &Ctx, mut d: Draft) -> Result<EngineBudget, EstimateError> {
+fn finish(
+    engine: Engine,
+    ctx: &Ctx,
+    mut d: Draft,
+    speculative: Option<Speculative>,
+) -> Result<EngineBudget, EstimateError> {
     let (first, rest) = d
         .lines
         .split_first()
@@ -908,7 +940,12 @@ fn finish(engine: Engine, ctx: &Ctx, mut d: Draft) -> Result<EngineBudget, Estim
         lines: d.lines,
         kv_capacity_bytes,
         kv_cache_bytes: d.kv_cache_bytes,
-        kv_bytes_per_token: ctx.per_token,
+        // The drafter's layers share the pool (vLLM's speculative decoding).
+        kv_bytes_per_token: ctx.per_token.saturating_add(
+            speculative
+                .as_ref()
+                .map_or(0, |s| s.draft_kv_bytes_per_token),
+        ),
         block_size: d.block,
         kv_capacity_tokens,
         max_model_len: mml,
@@ -917,6 +954,7 @@ fn finish(engine: Engine, ctx: &Ctx, mut d: Draft) -> Result<EngineBudget, Estim
         outcome,
         margin_bytes: margin,
         uncertainty_bytes: d.uncertainty,
+        speculative,
         assumptions: d.assumptions,
         warnings: d.warnings,
     })

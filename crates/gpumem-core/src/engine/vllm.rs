@@ -124,7 +124,7 @@ const SRC_WORKER: &str = "vllm/v1/worker/gpu_worker.py (determine_available_memo
 const SRC_PROFILE: &str =
     "vllm/v1/worker/gpu_model_runner.py (profile_run: _dummy_run, _dummy_sampler_run)";
 
-pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
+pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateError> {
     let p = c.params;
     let r = p.version.unwrap_or(VllmVersion::V019).rules();
     let input = c.input;
@@ -172,17 +172,27 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     };
     let lora = lora_bytes(c, r)?;
     let pad = mxfp4_padding(input)?;
+    // The checkpoint's MTP layers are not the main model's: vLLM loads them only as
+    // the drafter (the `draft_weights` line), see `speculative`.
+    let weights = c.weights.saturating_sub(c.mtp_bytes);
+    if c.mtp_bytes > 0 {
+        assumptions.push(format!(
+            "the checkpoint's MTP layers ({}) are not loaded as the main model's (deepseek_v2.py load_weights skips them; qwen3_next.py, nemotron_h.py skip mtp.): only speculative-method mtp loads them",
+            gib_text(c.mtp_bytes)
+        ));
+    }
     lines.push(line(
         "weights",
         "Weights on this device (with the rotary cache)",
-        sum(&[c.weights, rope, pad])?,
+        sum(&[weights, rope, pad])?,
         Kind::Computed,
-        "the estimate's weights + max_position × rotary_dim × dtype + MXFP4 expert padding".into(),
+        "the estimate's weights − MTP layers + max_position × rotary_dim × dtype + MXFP4 expert padding".into(),
         &[
             ("tp", input.tp.to_string()),
             ("pp", input.pp.to_string()),
             ("rotary-cache", rope.to_string()),
             ("mxfp4-padding", pad.to_string()),
+            ("mtp-layers-skipped", c.mtp_bytes.to_string()),
         ],
         "vllm/model_executor/layers/rotary_embedding/base.py (cos_sin_cache)",
     ));
@@ -214,8 +224,24 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     if p.max_num_seqs.is_none() || p.max_num_batched_tokens.is_none() {
         assumptions.push(format!("vllm serve defaults: max-num-batched-tokens {batched}, max-num-seqs {seqs} (vllm/engine/arg_utils.py get_batch_defaults)"));
     }
+    // The drafter (speculative decoding, 0.19 rules only) sits on the last stage.
+    let spec = if p.speculative_method.is_some() && r.label != RULES[0].label {
+        return Err(EstimateError::invalid(
+            "speculative-method",
+            "speculative decoding is modelled with the vllm@0.19 rules only",
+        ));
+    } else {
+        super::speculative::plan(c, batched)?
+    };
+    let draft_weights = spec.as_ref().map_or(0, |s| s.info.draft_weights_bytes);
+    if let Some(s) = &spec {
+        assumptions.extend(s.assumptions.iter().cloned());
+        if let Some(l) = &s.line {
+            lines.push(l.clone());
+        }
+    }
     // The most loaded device is the last stage: it also runs the sampler.
-    let (peak, parts) = profile_peak(c, r, batched, seqs, sms, sm90, true)?;
+    let (peak, parts) = profile_peak(c, r, batched, seqs, sms, sm90, spec.as_ref())?;
     lines.push(line(
         "activation_peak",
         "Torch peak of the profiling run (forward, then sampler)",
@@ -268,17 +294,24 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // ±0.05 GiB except fp32 models and vision towers (≤ 0.5 GiB), and the non-torch
     // line spreads ±0.08 GiB: a quarter of both is the band.
     let uncertainty = sum(&[peak, mib(nt)])?.checked_div(4).unwrap_or(0);
+    let draft_kv = spec.as_ref().map_or((0, 0, 0), |s| {
+        (
+            s.info.draft_kv_bytes_per_token,
+            s.info.draft_kv_layers,
+            s.layer_kv_bytes,
+        )
+    });
     let (group_block_bytes, groups, seq_blocks) = if r.v0 {
         simple_pool(c, 16)?
     } else {
-        pool_shape(c, batched)?
+        pool_shape(c, batched, draft_kv, &mut assumptions)?
     };
     let pool = match p.kv_cache_memory_bytes {
         Some(k) => {
             assumptions.push(format!(
                 "--kv-cache-memory-bytes {k}: the pool; utilisation ignored"
             ));
-            let used = sum(&[c.weights, rope, lora, peak, mib(nt), k])?;
+            let used = sum(&[weights, draft_weights, rope, lora, peak, mib(nt), k])?;
             if used > total {
                 warnings.push(format!(
                     "pool + weights + profile {} > total {}",
@@ -295,26 +328,29 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             "hybrid KV cache: {groups} groups of equal page size"
         ));
     }
-    Ok(Draft {
-        version: r.label,
-        capacity: total,
-        capacity_kind: if derived { "torch, derived" } else { "torch" },
-        lines,
-        block: 16,
-        group_block_bytes,
-        groups,
-        seq_blocks,
-        kv_cache_bytes: None,
-        pool,
-        need: None,
-        uncertainty,
-        assumptions,
-        warnings,
-    })
+    Ok((
+        Draft {
+            version: r.label,
+            capacity: total,
+            capacity_kind: if derived { "torch, derived" } else { "torch" },
+            lines,
+            block: 16,
+            group_block_bytes,
+            groups,
+            seq_blocks,
+            kv_cache_bytes: None,
+            pool,
+            need: None,
+            uncertainty,
+            assumptions,
+            warnings,
+        },
+        spec.map(|s| s.info),
+    ))
 }
 
 /// A line's inputs.
-type Inputs = Vec<(&'static str, String)>;
+pub(super) type Inputs = Vec<(&'static str, String)>;
 
 /// The torch peak of `profile_run` on the last stage, with its parts as inputs.
 #[allow(clippy::too_many_arguments)]
@@ -325,7 +361,7 @@ fn profile_peak(
     seqs: u64,
     sms: u64,
     sm90: bool,
-    last_stage: bool,
+    spec: Option<&super::speculative::Plan>,
 ) -> Result<(u64, Inputs), EstimateError> {
     let input = c.input;
     let b = input.compute_dtype.bytes();
@@ -353,11 +389,26 @@ fn profile_peak(
     // Held while sampling: the forward's hidden states, the last position of each
     // request and its random stand-in (`torch.rand_like`).
     let held = prod(&[sum(&[batched, rows, rows])?, hidden, b])?;
-    let sampler_phase = if last_stage && vocab > 0 {
-        sum(&[model_logits, sampler, triton, held])?
+    // With speculative decoding, `_dummy_sampler_run` then runs the rejection
+    // sampler (`vllm/v1/sample/rejection_sampler.py` `forward`) over one draft token
+    // per request: fresh target logits of 2 rows per request (`torch.randn`, the
+    // logits' dtype) are held while it samples the bonus tokens from a copy of one
+    // row per request — the sampler phase again, the model's logits replaced by that
+    // copy, beside the 2 rows.
+    let rejection = if spec.is_some() {
+        prod(&[2, rows, vocab, b])?
     } else {
         0
     };
+    let sampler_phase = if vocab > 0 {
+        sum(&[model_logits, sampler, triton, held, rejection])?
+    } else {
+        0
+    };
+    // The drafter's forward (its own MoE intermediates are in the shared workspace).
+    let draft_phase = spec.map_or(0, |s| {
+        s.info.draft_forward_bytes.saturating_sub(s.workspace)
+    });
     let ws = moe_workspace(input, batched)?;
     // torch CublasHandlePool.cpp: 32 MiB of cuBLAS workspace on sm_90, 4096 KiB × 2 +
     // 16 KiB × 8 elsewhere, allocated by the caching allocator at the first GEMM.
@@ -366,9 +417,17 @@ fn profile_peak(
     // that workspace: kept (0.19), the forward phase holds the rest beside it; freed
     // (earlier), the forward itself is the phase.
     let peak = if r.workspace_kept {
-        sum(&[forward.saturating_sub(ws).max(sampler_phase), ws, cublas])?
+        let ws = ws.max(spec.map_or(0, |s| s.workspace));
+        sum(&[
+            forward
+                .saturating_sub(ws)
+                .max(sampler_phase)
+                .max(draft_phase),
+            ws,
+            cublas,
+        ])?
     } else {
-        sum(&[forward.max(ws).max(sampler_phase), cublas])?
+        sum(&[forward.max(ws).max(sampler_phase).max(draft_phase), cublas])?
     };
     let parts = vec![
         ("forward", forward.to_string()),
@@ -378,6 +437,11 @@ fn profile_peak(
         ("cublas-workspace", cublas.to_string()),
         ("max-num-batched-tokens", batched.to_string()),
     ];
+    let mut parts = parts;
+    if spec.is_some() {
+        parts.push(("rejection-logits", rejection.to_string()));
+        parts.push(("drafter-phase", draft_phase.to_string()));
+    }
     Ok((peak, parts))
 }
 
@@ -385,7 +449,7 @@ fn profile_peak(
 /// experts' `workspace_shapes` (`fused_moe.py`): workspace13 = max(M × top-k ×
 /// max(I, H), M × H), workspace2 = M × top-k × max(2 I, H), in the activation dtype,
 /// each rounded to 256 B (I: the expert intermediate size per tp rank).
-fn moe_workspace(input: &EstimateInput, tokens: u64) -> Result<u64, EstimateError> {
+pub(super) fn moe_workspace(input: &EstimateInput, tokens: u64) -> Result<u64, EstimateError> {
     let Some(a) = input.arch else { return Ok(0) };
     let Some(m) = a.moe else { return Ok(0) };
     let i = m.expert_intermediate.div_ceil(input.tp.max(1));
@@ -443,19 +507,44 @@ fn lora_bytes(c: &Ctx, _r: &Rules) -> Result<u64, EstimateError> {
 /// one request of max_model_len takes (`kv_cache_utils.py`
 /// `_get_kv_cache_groups_uniform_page_size`, `get_max_concurrency_for_kv_cache_config`;
 /// `kv_cache_interface.py` `SlidingWindowSpec.max_memory_usage_bytes`).
-fn pool_shape(c: &Ctx, batched: u64) -> Result<(u64, u64, u64), EstimateError> {
+///
+/// A drafter's full-attention layers `(bytes per token, layers, bytes per token of
+/// one)` join the pool: in one group their page adds to the target's
+/// (`UniformTypeKVCacheSpecs`); beside sliding layers they are more full-attention
+/// layers of the group's page size.
+fn pool_shape(
+    c: &Ctx,
+    batched: u64,
+    draft: (u64, u64, u64),
+    assumptions: &mut Vec<String>,
+) -> Result<(u64, u64, u64), EstimateError> {
     let input = c.input;
     let block = 16u64;
     let mml = c.max_model_len;
+    let simple = || -> Result<(u64, u64, u64), EstimateError> {
+        Ok((
+            prod(&[block, sum(&[c.per_token, draft.0])?])?,
+            1,
+            mml.div_ceil(block),
+        ))
+    };
     let (Some(w), Some(a)) = (input.sliding_window, input.arch) else {
-        return simple_pool(c, block);
+        return simple();
     };
     let layers = a.attention_layers();
     let sw = input.sliding_layers.unwrap_or(layers).min(layers);
     let full = layers.saturating_sub(sw);
     if sw == 0 || full == 0 || input.pp > 1 {
-        return simple_pool(c, block);
+        return simple();
     }
+    let per_layer = c.per_token.checked_div(layers).unwrap_or(0);
+    if draft.1 > 0 && draft.2 != per_layer {
+        assumptions.push(format!(
+            "the drafter's layers ({} B per token each) are counted as full-attention layers of the target's page ({per_layer} B): vLLM unifies page sizes (kv_cache_utils.py unify_kv_cache_spec_page_size)",
+            draft.2
+        ));
+    }
+    let full = sum(&[full, draft.1])?;
     // Group size: the smaller layer count, or the larger one when it is < 1.5 × the smaller.
     let (lo, hi) = (sw.min(full), sw.max(full));
     let gs = if hi.saturating_mul(2) < lo.saturating_mul(3) {
@@ -464,7 +553,6 @@ fn pool_shape(c: &Ctx, batched: u64) -> Result<(u64, u64, u64), EstimateError> {
         lo
     };
     let (g_full, g_sw) = (full.div_ceil(gs), sw.div_ceil(gs));
-    let per_layer = c.per_token.checked_div(layers).unwrap_or(0);
     let group_block = prod(&[block, per_layer, gs])?;
     let sw_tokens = sum(&[w.saturating_sub(1), batched])?.min(mml);
     let seq = sum(&[

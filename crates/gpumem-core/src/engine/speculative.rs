@@ -1,0 +1,657 @@
+//! vLLM's speculative decoding (`--speculative-config`): what a drafter adds to the
+//! budget, by the vllm v0.19.0 rules.
+//!
+//! - `vllm/config/speculative.py`: the methods (`ngram`, `eagle`, `eagle3`, `mtp` — the
+//!   older `deepseek_mtp`, `glm4_moe_mtp`, … names are replaced by `mtp` —, and
+//!   `draft_model`); `num_speculative_tokens` defaults to the checkpoint's MTP layers
+//!   (`n_predict`) and is required otherwise.
+//! - `vllm/v1/worker/gpu_model_runner.py` `load_model`: the drafter is loaded inside the
+//!   measured window ("Model loading took"), so its weights count as weights;
+//!   `vllm/v1/spec_decode/eagle.py` `_maybe_share_embeddings` / `_maybe_share_lm_head`:
+//!   an MTP drafter always uses the target's embedding and lm_head, an EAGLE head when
+//!   it has none of its own or identical ones.
+//! - The drafter's attention layers are registered beside the target's, so they take
+//!   KV in the same pool: `vllm/v1/core/kv_cache_utils.py` `get_kv_cache_groups` puts
+//!   full-attention layers of different widths in one `UniformTypeKVCacheSpecs`
+//!   group whose page is the sum of theirs (`vllm/v1/kv_cache_interface.py`), i.e. the
+//!   per-token bytes add up and the token capacity shrinks.
+//! - `gpu_model_runner.py` `_dummy_run`: after the target's forward the drafter's
+//!   `dummy_run` runs its forward over the same `max_num_batched_tokens`,
+//!   `num_speculative_tokens` times, one after the other, while the target's hidden
+//!   states are held; `_dummy_sampler_run` then runs the rejection sampler over one
+//!   draft token per request, holding fresh target logits of 2 rows per request.
+//! - `ngram` proposes on the host (`vllm/v1/spec_decode/ngram_proposer.py`, numba):
+//!   no GPU weights, no KV, only the rejection sampler.
+//! - The main model skips the checkpoint's MTP layers unless it speculates with them
+//!   (`model_executor/models/deepseek_v2.py` `load_weights`:
+//!   `get_spec_layer_idx_from_weight_name` → `continue`; `qwen3_next.py` and
+//!   `nemotron_h.py` skip the `mtp.` prefix).
+
+use super::vllm::Inputs;
+use super::*;
+
+/// vLLM's speculative method (`--speculative-config '{"method": …}'`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum SpecMethod {
+    /// Prompt n-gram lookup on the host.
+    Ngram,
+    /// An EAGLE head (one or more decoder layers reading the target's hidden states).
+    Eagle,
+    /// An EAGLE-3 head (reads three of the target's hidden states; its own lm_head).
+    Eagle3,
+    /// The checkpoint's own multi-token-prediction layers (DeepSeek-V3, GLM-4.5, Qwen3-Next, Nemotron-3).
+    Mtp,
+    /// A separate, smaller model of the same vocabulary.
+    DraftModel,
+}
+
+impl SpecMethod {
+    /// Parses a method as vLLM takes it (its deprecated MTP names too).
+    pub fn parse(text: &str) -> Result<SpecMethod, EstimateError> {
+        Ok(match text.trim().to_ascii_lowercase().as_str() {
+            "ngram" | "[ngram]" => SpecMethod::Ngram,
+            "eagle" => SpecMethod::Eagle,
+            "eagle3" => SpecMethod::Eagle3,
+            "draft_model" | "draft-model" => SpecMethod::DraftModel,
+            // config/speculative.py MTPModelTypes, each "replaced with mtp".
+            "mtp"
+            | "deepseek_mtp"
+            | "mimo_mtp"
+            | "glm4_moe_mtp"
+            | "glm4_moe_lite_mtp"
+            | "ernie_mtp"
+            | "nemotron_h_mtp"
+            | "exaone_moe_mtp"
+            | "qwen3_next_mtp"
+            | "qwen3_5_mtp"
+            | "longcat_flash_mtp"
+            | "pangu_ultra_moe_mtp"
+            | "step3p5_mtp" => SpecMethod::Mtp,
+            _ => {
+                return Err(EstimateError::invalid(
+                    "speculative-method",
+                    format!(
+                        "{text:?} is not a method carried: ngram, eagle, eagle3, mtp or draft_model"
+                    ),
+                ));
+            }
+        })
+    }
+
+    /// The name vLLM uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpecMethod::Ngram => "ngram",
+            SpecMethod::Eagle => "eagle",
+            SpecMethod::Eagle3 => "eagle3",
+            SpecMethod::Mtp => "mtp",
+            SpecMethod::DraftModel => "draft_model",
+        }
+    }
+}
+
+/// What the drafter adds to the budget (`engine.speculative` in the JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Speculative {
+    /// The method.
+    pub method: SpecMethod,
+    /// Tokens proposed per step.
+    pub num_speculative_tokens: u64,
+    /// The drafter's weights on the device, loaded beside the target's.
+    pub draft_weights_bytes: u64,
+    /// Attention layers the drafter adds to the KV pool.
+    pub draft_kv_layers: u64,
+    /// KV bytes per token those layers add on the device (included in the budget's
+    /// `kv_bytes_per_token`).
+    pub draft_kv_bytes_per_token: u64,
+    /// The drafter's profiling forward: its activation peak beside the target's held
+    /// hidden states.
+    pub draft_forward_bytes: u64,
+}
+
+/// The drafter as the vLLM rule uses it.
+pub(super) struct Plan {
+    pub info: Speculative,
+    /// KV bytes per token of one drafter layer (the hybrid allocator's unit).
+    pub layer_kv_bytes: u64,
+    /// The drafter's share of the fused-MoE workspace (the one buffer serves both).
+    pub workspace: u64,
+    pub line: Option<EngineLine>,
+    pub assumptions: Vec<String>,
+}
+
+const SRC: &str = "vllm/v1/spec_decode/eagle.py (load_model, dummy_run), vllm/v1/worker/gpu_model_runner.py (load_model, _dummy_run)";
+
+/// Parses `draft-model`: a preset id, or a shape as `key=value` pairs separated by
+/// commas (the agent's `--draft-config` writes a config.json's pairs so).
+pub fn parse_draft(text: &str) -> Result<EstimateInput, EstimateError> {
+    let t = text.trim();
+    let bad = |why: String| EstimateError::invalid("draft-model", why);
+    let pairs: Vec<(&str, &str)> = match crate::presets::find(t) {
+        Some(p) => p.pairs.to_vec(),
+        None => {
+            let mut v = Vec::new();
+            for part in t.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let (k, val) = part.split_once('=').ok_or_else(|| {
+                    bad(format!(
+                        "{part:?}: give a preset id (llama-3.2-1b) or key=value pairs (layers=1,hidden=4096,…)"
+                    ))
+                })?;
+                v.push((k.trim(), val.trim()));
+            }
+            v
+        }
+    };
+    let (input, errors) = crate::params::from_pairs(pairs);
+    if let Some(e) = errors.first() {
+        return Err(bad(e.to_string()));
+    }
+    if input.arch.is_none() {
+        return Err(bad(
+            "the draft needs its architecture (layers, hidden, heads, intermediate, vocab)".into(),
+        ));
+    }
+    Ok(input)
+}
+
+/// The drafter's plan, or `None` without `speculative-method`.
+pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError> {
+    let p = c.params;
+    let Some(method) = p.speculative_method else {
+        if p.num_speculative_tokens.is_some() || p.draft_model.is_some() {
+            return Err(EstimateError::invalid(
+                "speculative-method",
+                "name the method (ngram, eagle, eagle3, mtp, draft_model) for num-speculative-tokens or draft-model",
+            ));
+        }
+        return Ok(None);
+    };
+    let input = c.input;
+    let arch = input.arch;
+    let mtp_layers = arch.map_or(0, |a| a.mtp_layers);
+    if method == SpecMethod::Mtp && mtp_layers == 0 {
+        return Err(EstimateError::invalid(
+            "speculative-method",
+            "mtp: the model stores no MTP layers (mtp-layers, num_nextn_predict_layers)",
+        ));
+    }
+    let k = match (p.num_speculative_tokens, method) {
+        (Some(k), _) => k,
+        (None, SpecMethod::Mtp) if mtp_layers > 0 => mtp_layers,
+        (None, _) => {
+            return Err(EstimateError::invalid(
+                "num-speculative-tokens",
+                format!(
+                    "vLLM needs num_speculative_tokens with {} (config/speculative.py)",
+                    method.name()
+                ),
+            ));
+        }
+    };
+    let mut assumptions = vec![format!(
+        "speculative decoding: {}, {k} token(s) per step; the drafter's forward repeats {k}× over the batched tokens, each freed before the next, so the profile's peak does not grow with it",
+        method.name()
+    )];
+    if method == SpecMethod::Mtp
+        && k > mtp_layers
+        && k.checked_rem(mtp_layers).is_some_and(|r| r != 0)
+    {
+        return Err(EstimateError::invalid(
+            "num-speculative-tokens",
+            format!(
+                "must be divisible by the checkpoint's {mtp_layers} MTP layer(s) (config/speculative.py)"
+            ),
+        ));
+    }
+    let b = input.compute_dtype.bytes();
+    let info = |w, layers, kv, fwd| Speculative {
+        method,
+        num_speculative_tokens: k,
+        draft_weights_bytes: w,
+        draft_kv_layers: layers,
+        draft_kv_bytes_per_token: kv,
+        draft_forward_bytes: fwd,
+    };
+    // The target's hidden states, held through the drafter's forward.
+    let held = prod(&[batched, arch.map_or(0, |a| a.hidden), b])?;
+    let (draft, kind_text, weights, mut inputs): (EstimateInput, &str, u64, Inputs) = match method {
+        SpecMethod::Ngram => {
+            assumptions.push("ngram proposes on the host (vllm/v1/spec_decode/ngram_proposer.py): no drafter weights, KV or forward on the GPU".into());
+            return Ok(Some(Plan {
+                info: info(0, 0, 0, 0),
+                layer_kv_bytes: 0,
+                workspace: 0,
+                line: None,
+                assumptions,
+            }));
+        }
+        SpecMethod::Mtp => {
+            let Some(a) = arch else {
+                return Err(EstimateError::invalid(
+                    "speculative-method",
+                    "mtp: no architecture",
+                ));
+            };
+            // The MTP layers' weights without their vocabulary copies (shared with the
+            // target), as the estimator counts them, per device.
+            let mut shared = input.clone();
+            let mut sa = a;
+            sa.mtp_shared_vocab = true;
+            shared.arch = Some(sa);
+            shared.tensors = None;
+            let w = line_bytes(&estimate(&shared)?, LineKey::WeightsMtp);
+            // The drafter's forward: the MTP layers as a decoder of their own.
+            let mut da = a;
+            da.layers = mtp_layers;
+            da.mtp_layers = 0;
+            da.mixer = None;
+            da.attn_layers = None;
+            da.mlp_layers = None;
+            da.global_attn = None;
+            da.tower_params = 0;
+            if let Some(m) = da.moe.as_mut() {
+                m.dense_layers = 0;
+                m.every = 1;
+            }
+            let mut d = input.clone();
+            d.arch = Some(da);
+            d.tensors = None;
+            d.sliding_window = None;
+            d.sliding_layers = None;
+            d.state_layers = 0;
+            d.pp = 1;
+            d.gpus = input.tp.max(1);
+            (
+                d,
+                "the checkpoint's MTP layers",
+                w,
+                vec![("mtp-layers", mtp_layers.to_string())],
+            )
+        }
+        SpecMethod::Eagle | SpecMethod::Eagle3 | SpecMethod::DraftModel => {
+            let mut d = match &p.draft_model {
+                Some(text) => parse_draft(text)?,
+                None if method == SpecMethod::DraftModel => {
+                    return Err(EstimateError::invalid(
+                        "draft-model",
+                        "draft_model needs the draft's shape: a preset id or its config (--draft-config)",
+                    ));
+                }
+                None => {
+                    let Some(a) = arch.filter(|a| a.mla.is_none() && a.mixer.is_none()) else {
+                        return Err(EstimateError::invalid(
+                            "draft-model",
+                            "give the EAGLE head's shape (--draft-config): no default head for an MLA or state-space target",
+                        ));
+                    };
+                    assumptions.push(format!(
+                        "{}: no head given: one dense decoder layer of the target's width (hidden {}, {} heads, {} KV heads, intermediate {}), as the published heads for Llama 3",
+                        method.name(), a.hidden, a.heads, a.kv_heads, a.intermediate
+                    ));
+                    let mut h = a;
+                    h.layers = 1;
+                    h.moe = None;
+                    h.mtp_layers = 0;
+                    h.attn_layers = None;
+                    h.mlp_layers = None;
+                    h.global_attn = None;
+                    h.tower_params = 0;
+                    let mut d = input.clone();
+                    d.arch = Some(h);
+                    d
+                }
+            };
+            // The drafter runs at the target's tensor-parallel degree
+            // (draft_model.py `_raise_if_draft_tp_mismatch`), in its dtype and cache dtype.
+            d.tp = input.tp.max(1);
+            d.gpus = d.tp;
+            d.pp = 1;
+            d.compute_dtype = input.compute_dtype;
+            d.kv_dtype = input.kv_dtype;
+            d.tensors = None;
+            d.sliding_window = None;
+            d.sliding_layers = None;
+            d.train = TrainMode::None;
+            let est = estimate(&d)?;
+            let all = group_device_bytes(&est, Group::Weights)?;
+            let da = d
+                .arch
+                .ok_or_else(|| EstimateError::invalid("draft-model", "no shape"))?;
+            let h = da.hidden;
+            let (w, inputs) = match method {
+                SpecMethod::DraftModel => (all, vec![("draft-layers", da.layers.to_string())]),
+                _ => {
+                    // llama_eagle.py: fc [2·hidden → hidden]; llama_eagle3.py: fc
+                    // [3·hidden → hidden], its first layer's q/k/v read 2·hidden, and
+                    // d2t maps the draft vocabulary (int64) to the target's. The
+                    // embedding is the target's (assumed: the heads publish none or an
+                    // identical copy); EAGLE-1 uses the target's lm_head too.
+                    let emb = line_bytes(&est, LineKey::WeightsEmbeddings);
+                    let head = if method == SpecMethod::Eagle {
+                        line_bytes(&est, LineKey::WeightsLmHead)
+                    } else {
+                        0
+                    };
+                    let fc = prod(&[if method == SpecMethod::Eagle { 2 } else { 3 }, h, h, b])?;
+                    let extra = if method == SpecMethod::Eagle3 {
+                        let qkv = sum(&[da.heads, prod(&[2, da.kv_heads])?])?;
+                        sum(&[
+                            prod(&[h, qkv, da.head_dim, b])?.div_ceil(d.tp),
+                            prod(&[da.vocab, 8])?,
+                        ])?
+                    } else {
+                        0
+                    };
+                    let w = sum(&[all.saturating_sub(emb).saturating_sub(head), fc, extra])?;
+                    assumptions.push(format!(
+                        "{}: the head uses the target's embedding{} (eagle.py _maybe_share_embeddings: a head without its own or with an identical copy)",
+                        method.name(),
+                        if method == SpecMethod::Eagle { " and lm_head" } else { "" }
+                    ));
+                    (
+                        w,
+                        vec![
+                            ("head-layers", da.layers.to_string()),
+                            ("fc", fc.to_string()),
+                        ],
+                    )
+                }
+            };
+            let label = if method == SpecMethod::DraftModel {
+                "the draft model"
+            } else {
+                "the EAGLE head"
+            };
+            let mut d2 = d;
+            d2.arch = Some(da);
+            (d2, label, w, inputs)
+        }
+    };
+    // The drafter's KV per token (its attention layers, in the target's cache dtype).
+    let da = draft
+        .arch
+        .ok_or_else(|| EstimateError::invalid("draft-model", "no shape"))?;
+    let layers = da.attention_layers();
+    let kv = kv_bytes_per_token(&draft)?;
+    let layer_kv = kv.checked_div(layers).unwrap_or(0);
+    let fwd = forward_peak(&draft, batched)?;
+    let forward = sum(&[held, fwd])?;
+    inputs.push(("num-speculative-tokens", k.to_string()));
+    inputs.push(("kv-layers", layers.to_string()));
+    inputs.push(("kv-bytes-per-token", kv.to_string()));
+    inputs.push(("forward", fwd.to_string()));
+    assumptions.push(format!(
+        "speculative decoding: the drafter's {layers} attention layer(s) share the KV pool: {kv} B per token more (kv_cache_utils.py UniformTypeKVCacheSpecs)"
+    ));
+    let line = line(
+        "draft_weights",
+        "Drafter's weights (speculative decoding)",
+        weights,
+        Kind::Computed,
+        format!("{kind_text}, as the estimator counts them, per device"),
+        &inputs,
+        SRC,
+    );
+    Ok(Some(Plan {
+        info: info(weights, layers, kv, forward),
+        layer_kv_bytes: layer_kv,
+        workspace: super::vllm::moe_workspace(&draft, batched)?,
+        line: Some(line),
+        assumptions,
+    }))
+}
+
+#[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
+mod tests {
+    //! One hand derivation per method, on Llama-3.1-8B (bf16, H100 80GB, 16 000
+    //! tokens) unless the method needs another target.
+
+    use super::*;
+    use crate::presets;
+
+    fn preset(id: &str, extra: &[(&str, &str)]) -> EstimateInput {
+        let p = presets::find(id).expect("preset");
+        let (input, errors) =
+            crate::params::from_pairs(p.pairs.iter().copied().chain(extra.iter().copied()));
+        assert!(errors.is_empty(), "{errors:?}");
+        input
+    }
+
+    fn params(pairs: &[(&str, &str)]) -> EngineParams {
+        let base = [
+            ("engine", "vllm"),
+            ("card", "h100-sxm-80gb"),
+            ("max-model-len", "16000"),
+        ];
+        let (p, errors) = from_pairs(base.iter().chain(pairs).copied());
+        assert!(errors.is_empty(), "{errors:?}");
+        p
+    }
+
+    fn run(input: &EstimateInput, pairs: &[(&str, &str)]) -> Result<EngineBudget, EstimateError> {
+        budget(input, &estimate(input).expect("estimate"), &params(pairs))
+    }
+
+    fn line_of(b: &EngineBudget, key: &str) -> u64 {
+        b.lines.iter().find(|l| l.key == key).map_or(0, |l| l.bytes)
+    }
+
+    fn input_of(b: &EngineBudget, key: &str, part: &str) -> u64 {
+        let l = b.lines.iter().find(|l| l.key == key).expect("line");
+        l.inputs[part].parse().expect("a number")
+    }
+
+    const H: u64 = 4096;
+    const VOCAB: u64 = 128_256;
+    /// One Llama-3.1-8B decoder layer: q, k, v, o, gate/up/down and two norms, in bf16.
+    const LAYER: u64 = 2 * (H * (H + 1024 + 1024 + H) + 3 * H * 14_336 + 2 * H);
+
+    /// The pool in tokens, as vLLM counts it: whole 16-token blocks.
+    fn tokens(b: &EngineBudget) -> u64 {
+        (b.kv_capacity_bytes as u64 / (16 * b.kv_bytes_per_token)) * 16
+    }
+
+    #[test]
+    fn ngram_adds_only_the_rejection_samplers_logits() {
+        let input = preset("llama-3.1-8b", &[]);
+        let plain = run(&input, &[]).expect("budget");
+        let ngram = run(
+            &input,
+            &[
+                ("speculative-method", "ngram"),
+                ("num-speculative-tokens", "4"),
+            ],
+        )
+        .expect("budget");
+        // 1024 requests (H100 default) × 2 rows of 128 256 bf16 logits.
+        let rejection = 2 * 1024 * VOCAB * 2;
+        assert_eq!(
+            input_of(&ngram, "activation_peak", "rejection-logits"),
+            rejection
+        );
+        assert_eq!(
+            input_of(&ngram, "activation_peak", "sampler-phase"),
+            input_of(&plain, "activation_peak", "sampler-phase") + rejection
+        );
+        // The sampler phase is the profile's peak here (the vocabulary is large).
+        assert_eq!(
+            line_of(&ngram, "activation_peak"),
+            line_of(&plain, "activation_peak") + rejection
+        );
+        assert_eq!(
+            ngram.kv_capacity_bytes,
+            plain.kv_capacity_bytes - rejection as i64
+        );
+        assert_eq!(ngram.kv_bytes_per_token, plain.kv_bytes_per_token);
+        assert_eq!(line_of(&ngram, "draft_weights"), 0);
+        let s = ngram.speculative.expect("speculative");
+        assert_eq!((s.method, s.num_speculative_tokens), (SpecMethod::Ngram, 4));
+        assert_eq!(s.draft_kv_bytes_per_token, 0);
+    }
+
+    #[test]
+    fn an_eagle_head_is_one_layer_sharing_embedding_and_lm_head() {
+        let input = preset("llama-3.1-8b", &[]);
+        let plain = run(&input, &[]).expect("budget");
+        let eagle = run(
+            &input,
+            &[
+                ("speculative-method", "eagle"),
+                ("num-speculative-tokens", "3"),
+            ],
+        )
+        .expect("budget");
+        // One layer + the final norm + fc [2·hidden → hidden], all bf16.
+        let weights = LAYER + 2 * H + 2 * 2 * H * H;
+        assert_eq!(line_of(&eagle, "draft_weights"), weights);
+        // One more layer of K and V: 2 × 8 heads × 128 × 2 B.
+        assert_eq!(plain.kv_bytes_per_token, 32 * 4096);
+        assert_eq!(eagle.kv_bytes_per_token, 33 * 4096);
+        let s = eagle.speculative.clone().expect("speculative");
+        assert_eq!((s.draft_kv_layers, s.draft_kv_bytes_per_token), (1, 4096));
+        assert_eq!(eagle.kv_capacity_tokens, tokens(&eagle));
+        // The pool loses the head's weights and whatever the profile grew by.
+        let peak = line_of(&eagle, "activation_peak") - line_of(&plain, "activation_peak");
+        assert_eq!(
+            eagle.kv_capacity_bytes,
+            plain.kv_capacity_bytes - (weights + peak) as i64
+        );
+        // The same head typed as its shape.
+        let typed = run(
+            &input,
+            &[
+                ("speculative-method", "eagle"),
+                ("num-speculative-tokens", "3"),
+                (
+                    "draft-model",
+                    "layers=1, hidden=4096, heads=32, kv-heads=8, head-dim=128, intermediate=14336, vocab=128256",
+                ),
+            ],
+        )
+        .expect("budget");
+        assert_eq!(typed.kv_capacity_bytes, eagle.kv_capacity_bytes);
+        assert_eq!(typed.kv_capacity_tokens, eagle.kv_capacity_tokens);
+    }
+
+    #[test]
+    fn an_eagle3_head_has_its_own_lm_head_wider_qkv_and_d2t() {
+        let input = preset("llama-3.1-8b", &[]);
+        let b = run(
+            &input,
+            &[
+                ("speculative-method", "eagle3"),
+                ("num-speculative-tokens", "3"),
+            ],
+        )
+        .expect("budget");
+        // One layer + final norm + lm_head (draft vocabulary = the target's when the
+        // config names none) + fc [3·hidden → hidden] + the first layer's q/k/v on
+        // 2·hidden (one more hidden's worth) + d2t (int64 per draft token).
+        let weights =
+            LAYER + 2 * H + 2 * VOCAB * H + 2 * 3 * H * H + 2 * H * (32 + 2 * 8) * 128 + 8 * VOCAB;
+        assert_eq!(line_of(&b, "draft_weights"), weights);
+        assert_eq!(b.kv_bytes_per_token, 33 * 4096);
+    }
+
+    #[test]
+    fn mtp_loads_the_checkpoints_layers_only_to_speculate() {
+        let input = preset(
+            "deepseek-v3",
+            &[("tp", "8"), ("gpus", "8"), ("format", "fp8-block")],
+        );
+        let est = estimate(&input).expect("estimate");
+        let mtp_full = line_bytes(&est, LineKey::WeightsMtp);
+        assert!(mtp_full > 0);
+        let plain = run(&input, &[("card", "h200-141gb")]).expect("budget");
+        // Without speculation vLLM does not load them.
+        assert_eq!(input_of(&plain, "weights", "mtp-layers-skipped"), mtp_full);
+        let mtp = run(
+            &input,
+            &[
+                ("card", "h200-141gb"),
+                ("speculative-method", "deepseek_mtp"),
+            ],
+        )
+        .expect("budget");
+        let s = mtp.speculative.clone().expect("speculative");
+        // num_speculative_tokens defaults to the MTP layers (n_predict).
+        assert_eq!((s.method, s.num_speculative_tokens), (SpecMethod::Mtp, 1));
+        // Loaded without the vocabulary copies: embed_tokens and shared_head.head
+        // (129 280 × 7168, bf16, each sharded by tp 8) are the target's.
+        let copies = 2 * (129_280 * 7168 * 2 / 8);
+        assert_eq!(s.draft_weights_bytes, mtp_full - copies);
+        assert_eq!(line_of(&mtp, "weights"), line_of(&plain, "weights"));
+        // One more MLA layer in the pool: (512 latent + 64 rope) × 2 B per token.
+        assert_eq!(s.draft_kv_layers, 1);
+        assert_eq!(s.draft_kv_bytes_per_token, 576 * 2);
+        assert_eq!(mtp.kv_bytes_per_token, plain.kv_bytes_per_token + 1152);
+        assert!(mtp.kv_capacity_tokens < plain.kv_capacity_tokens);
+        // A model without MTP layers cannot.
+        let llama = preset("llama-3.1-8b", &[]);
+        let e = run(&llama, &[("speculative-method", "mtp")]).unwrap_err();
+        assert!(e.to_string().contains("no MTP layers"), "{e}");
+    }
+
+    #[test]
+    fn a_draft_model_adds_its_weights_and_kv_layers() {
+        let input = preset("llama-3.1-8b", &[]);
+        let plain = run(&input, &[]).expect("budget");
+        let b = run(
+            &input,
+            &[
+                ("speculative-method", "draft_model"),
+                ("num-speculative-tokens", "5"),
+                ("draft-model", "llama-3.2-1b"),
+            ],
+        )
+        .expect("budget");
+        // Llama-3.2-1B in bf16: its own estimate's weights, whole.
+        let draft = preset("llama-3.2-1b", &[]);
+        let dw = estimate(&draft).expect("estimate").weights_bytes;
+        assert_eq!(line_of(&b, "draft_weights"), dw);
+        // 16 layers × 2 × 8 KV heads × 64 × 2 B.
+        assert_eq!(b.kv_bytes_per_token, plain.kv_bytes_per_token + 16 * 2048);
+        let peak = line_of(&b, "activation_peak") - line_of(&plain, "activation_peak");
+        assert_eq!(
+            b.kv_capacity_bytes,
+            plain.kv_capacity_bytes - (dw + peak) as i64
+        );
+        assert_eq!(b.kv_capacity_tokens, tokens(&b));
+        assert!(b.kv_capacity_tokens * 10 < plain.kv_capacity_tokens * 9);
+    }
+
+    #[test]
+    fn speculative_flags_are_checked_as_vllm_checks_them() {
+        let input = preset("llama-3.1-8b", &[]);
+        let err = |pairs: &[(&str, &str)]| run(&input, pairs).unwrap_err().to_string();
+        assert!(err(&[("speculative-method", "eagle")]).contains("num_speculative_tokens"));
+        assert!(
+            err(&[
+                ("speculative-method", "draft_model"),
+                ("num-speculative-tokens", "2")
+            ])
+            .contains("draft-model")
+        );
+        assert!(err(&[("num-speculative-tokens", "2")]).contains("speculative-method"));
+        let (_, e) = from_pairs([("speculative-method", "medusa")]);
+        assert!(e[0].to_string().starts_with("speculative-method:"), "{e:?}");
+        let (_, e) = from_pairs([("draft-model", "layers=1,hidden")]);
+        assert!(e[0].to_string().starts_with("draft-model:"), "{e:?}");
+        let (_, e) = from_pairs([("draft-model", "no-such-preset")]);
+        assert!(e[0].to_string().starts_with("draft-model:"), "{e:?}");
+        let older = budget(
+            &input,
+            &estimate(&input).expect("estimate"),
+            &params(&[
+                ("engine", "vllm@0.10"),
+                ("speculative-method", "ngram"),
+                ("num-speculative-tokens", "2"),
+            ]),
+        );
+        assert!(older.is_err());
+    }
+}
