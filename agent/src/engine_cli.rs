@@ -7,28 +7,68 @@
 //! [`gpumem_core::engine`]. `estimate.rs` only calls
 //! [`augment`], [`collect`] and [`compute`], so this stays one self-contained hook.
 
-use clap::{ArgMatches, Command};
+use clap::{Arg, ArgMatches, Command};
 use gpumem_core::engine::{self, CardKv, EngineBudget, Largest, Outcome};
 use gpumem_core::estimate::{Estimate, EstimateInput};
+use gpumem_core::import::config;
 use gpumem_core::params::FIELDS;
 use gpumem_core::units::{
     Bytes, group_digits, signed_gb_string, signed_gib_string, signed_group_digits,
 };
 use serde::Serialize;
 
-/// Adds one flag per engine key.
+/// Adds one flag per engine key, and `--draft-config`.
 pub fn augment(mut cmd: Command) -> Command {
     for f in FIELDS.iter().filter(|f| f.is_engine()) {
         cmd = cmd.arg(crate::flags::flag_of(f));
     }
-    cmd
+    cmd.arg(
+        Arg::new(DRAFT_CONFIG)
+            .long(DRAFT_CONFIG)
+            .value_name("CONFIG_JSON")
+            .conflicts_with("draft-model")
+            .help("vLLM: the draft model's or EAGLE head's config.json (read into --draft-model)"),
+    )
 }
 
-/// The engine flags given, as `key=value` pairs.
+/// The flag naming the drafter's config.json; [`read_draft_config`] turns it into
+/// the `draft-model` key.
+const DRAFT_CONFIG: &str = "draft-config";
+
+/// The engine flags given, as `key=value` pairs (`--draft-config` as its path).
 pub fn collect(m: &ArgMatches) -> Vec<(String, String)> {
     engine::engine_keys()
+        .chain([DRAFT_CONFIG])
         .filter_map(|k| m.get_one::<String>(k).map(|v| (k.to_string(), v.clone())))
         .collect()
+}
+
+/// Reads `--draft-config`'s file (headers only: a config.json) and replaces the pair
+/// with `draft-model`: the config's shape as `key=value` pairs, the value the page's
+/// URL keeps too. An EAGLE-3 head's `draft_vocab_size` is its lm_head's vocabulary.
+pub fn read_draft_config(pairs: &mut [(String, String)]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    for (k, v) in pairs.iter_mut().filter(|(k, _)| k == DRAFT_CONFIG) {
+        let text = std::fs::read_to_string(&*v).with_context(|| format!("reading {v}"))?;
+        let c = config::parse_config(&text).with_context(|| format!("reading {v}"))?;
+        let draft_vocab = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|j| j.get("draft_vocab_size").and_then(|d| d.as_u64()));
+        for w in &c.warnings {
+            crate::out::errln!("gpumem-agent: --draft-config: {w}");
+        }
+        let shape: Vec<String> = c
+            .pairs()
+            .into_iter()
+            .map(|(key, value)| match (key, draft_vocab) {
+                ("vocab", Some(d)) => format!("vocab={d}"),
+                _ => format!("{key}={value}"),
+            })
+            .collect();
+        *k = "draft-model".into();
+        *v = shape.join(",");
+    }
+    Ok(())
 }
 
 /// What the engine flags add to the output (`engine` and `largest` in `--json`).
@@ -140,6 +180,15 @@ pub fn render(out: &EngineOutput) -> String {
                 group_digits(b.max_model_len),
                 group_digits(k),
                 Bytes(k).gib_string(2)
+            );
+        }
+        if let Some(d) = b.speculative.as_ref().filter(|d| d.draft_kv_layers > 0) {
+            let _ = writeln!(
+                s,
+                "  speculative decoding ({}): the drafter's {} attention layer(s) take {} B of the KV per token",
+                d.method.name(),
+                d.draft_kv_layers,
+                group_digits(d.draft_kv_bytes_per_token)
             );
         }
         let _ = writeln!(

@@ -147,6 +147,8 @@ pub fn run(args: Args) -> Result<Exit> {
     // --model: the Hub gives the config text and the tensors; both then take the
     // same path as --config and --safetensors/--gguf.
     let mut hub_tensors: Option<TensorSummary> = None;
+    let mut args = args;
+    crate::engine_cli::read_draft_config(&mut args.engine)?;
     if let Some(model) = &args.model {
         if !args.safetensors.is_empty() || args.gguf.is_some() {
             anyhow::bail!("give either --model or --safetensors/--gguf, not both");

@@ -335,3 +335,75 @@ fn a_calibration_record_through_the_cli() {
     let tokens = v["engine"]["kv_capacity_tokens"].as_u64().unwrap() as f64;
     assert!(((tokens - 476_016.0) / 476_016.0).abs() < 0.02, "{tokens}");
 }
+
+/// Speculative decoding with a draft model read from its config.json: the drafter's
+/// weights are a line of their own and its 16 layers share the KV pool, so the pool
+/// holds fewer tokens — the same figures as the draft named by its preset id.
+#[test]
+fn a_draft_model_from_its_config_shrinks_the_pool() {
+    // huggingface.co/meta-llama/Llama-3.2-1B config.json (the keys that set its shape).
+    let dir = std::env::temp_dir().join(format!("gpumem-draft-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"model_type":"llama","architectures":["LlamaForCausalLM"],"hidden_size":2048,
+            "intermediate_size":8192,"num_attention_heads":32,"num_hidden_layers":16,
+            "num_key_value_heads":8,"head_dim":64,"tie_word_embeddings":true,
+            "vocab_size":128256,"max_position_embeddings":131072,"rms_norm_eps":1e-05,
+            "torch_dtype":"bfloat16"}"#,
+    )
+    .expect("config written");
+    let plain = json(VLLM_H100);
+    let spec = [
+        "--speculative-method",
+        "draft_model",
+        "--num-speculative-tokens",
+        "4",
+    ];
+    let mut args: Vec<&str> = VLLM_H100.to_vec();
+    args.extend_from_slice(&spec);
+    let path = config.to_str().expect("utf-8 path");
+    args.extend_from_slice(&["--draft-config", path]);
+    let drafted = json(&args);
+    let (p, d) = (&plain["engine"], &drafted["engine"]);
+    // 32 target layers × 4096 B + 16 draft layers × 2 × 8 × 64 × 2 B.
+    assert_eq!(p["kv_bytes_per_token"], 131_072);
+    assert_eq!(d["kv_bytes_per_token"], 131_072 + 32_768);
+    assert_eq!(d["speculative"]["method"], "draft_model");
+    assert_eq!(d["speculative"]["draft_kv_layers"], 16);
+    let draft_line = d["lines"]
+        .as_array()
+        .expect("lines")
+        .iter()
+        .find(|l| l["key"] == "draft_weights")
+        .expect("a draft_weights line");
+    let draft_bytes = draft_line["bytes"].as_i64().expect("bytes");
+    // Llama-3.2-1B in bf16, tied embeddings: 1 235 814 400 parameters.
+    assert_eq!(draft_bytes, 2 * 1_235_814_400);
+    let (pk, dk) = (
+        p["kv_capacity_bytes"].as_i64().expect("bytes"),
+        d["kv_capacity_bytes"].as_i64().expect("bytes"),
+    );
+    assert!(dk <= pk - draft_bytes, "{dk} vs {pk} − {draft_bytes}");
+    let (pt, dt) = (
+        p["kv_capacity_tokens"].as_i64().expect("tokens"),
+        d["kv_capacity_tokens"].as_i64().expect("tokens"),
+    );
+    assert_eq!(dt, dk / (16 * 163_840) * 16);
+    assert!(dt * 10 < pt * 8, "{dt} tokens with the draft, {pt} without");
+    // The preset id gives the same pool.
+    let mut by_id: Vec<&str> = VLLM_H100.to_vec();
+    by_id.extend_from_slice(&spec);
+    by_id.extend_from_slice(&["--draft-model", "llama-3.2-1b"]);
+    assert_eq!(json(&by_id)["engine"]["kv_capacity_tokens"], dt);
+    // The table says where the tokens went.
+    let out = agent(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Drafter's weights"), "{text}");
+    assert!(
+        text.contains("the drafter's 16 attention layer(s) take 32 768 B"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
