@@ -257,13 +257,9 @@ fn engine_summary(e: &EngineOutput) -> String {
         let ctx = l
             .largest_context
             .map_or("none".into(), |c| format!("{} tokens", group_digits(c)));
-        let trained = match (l.beyond_trained, l.trained_positions) {
-            (true, Some(t)) => format!(
-                ", beyond the {} positions it was trained for",
-                group_digits(t)
-            ),
-            _ => String::new(),
-        };
+        let trained = l
+            .positions_note()
+            .map_or(String::new(), |n| format!(", {n}"));
         s.push_str(&wrap(
             &format!(
                 "  largest context on the card ({}) at {} sequence(s): {ctx}{trained}",
