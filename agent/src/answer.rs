@@ -190,13 +190,6 @@ pub fn render(
         "weights {}",
         Bytes(est.weights_bytes).gib_string(2)
     )];
-    // A group is called assumed when any of its counted lines is (the transients are
-    // computed for a decoder the derivation covers, traced with --trace).
-    let assumed_in = |g: Group| {
-        est.lines
-            .iter()
-            .any(|l| l.group == g && l.in_total && l.kind == Kind::Assumed)
-    };
     for (name, group, b) in [
         ("KV cache", Group::KvCache, est.kv_cache_bytes),
         ("training", Group::Training, est.training_bytes),
@@ -204,7 +197,11 @@ pub fn render(
         ("reserve", Group::Reserve, est.reserve_bytes),
     ] {
         if b > 0 {
-            let tag = if assumed_in(group) { " (assumed)" } else { "" };
+            let tag = if est.group_is_assumed(group) {
+                " (assumed)"
+            } else {
+                ""
+            };
             parts.push(format!("{name}{tag} {}", Bytes(b).gib_string(2)));
         }
     }
