@@ -704,3 +704,42 @@ fn a_sparse_attention_models_indexer_keys_take_pool_room_per_token() {
     let b = run(&input, &[("engine", "vllm"), ("card", "h200-141gb")]);
     assert_eq!(b.kv_bytes_per_token, latent + indexer);
 }
+
+/// Gemma-4-31B's shape: 50 sliding layers (16 KV heads × 256) and 10 global ones
+/// (4 KV heads × 512). vLLM unifies the page sizes (`unify_kv_cache_spec_page_size`):
+/// a sliding page is 16 tokens × 16 384 B, a global layer's 8 192 B per token take
+/// 32-token blocks of the same 262 144 B. Six groups of ten layers; one request of
+/// 8 192 tokens takes 8 192 / 32 = 256 global blocks and 5 × (8 192 / 16 + 1) sliding
+/// ones; the pool reports 16 tokens per block of every group.
+#[test]
+fn vllm_unifies_the_page_of_layers_with_another_kv_shape() {
+    let pairs = [
+        ("layers", "60"),
+        ("hidden", "5376"),
+        ("heads", "32"),
+        ("kv-heads", "16"),
+        ("head-dim", "256"),
+        ("intermediate", "21504"),
+        ("vocab", "262144"),
+        ("sliding-window", "1024"),
+        ("sliding-layers", "50"),
+        ("global-layers", "10"),
+        ("global-kv-heads", "4"),
+        ("global-head-dim", "512"),
+        ("global-k-eq-v", "true"),
+        ("tied-embeddings", "true"),
+    ];
+    let (input, errors) = crate::params::from_pairs(pairs.iter().copied());
+    assert!(errors.is_empty(), "{errors:?}");
+    let b = run(
+        &input,
+        &with(&[("engine", "vllm"), ("max-model-len", "8192")]),
+    );
+    assert_eq!(b.kv_bytes_per_token, 50 * 16_384 + 10 * 8_192);
+    let group_block = 16 * 16_384 * 10;
+    let blocks = u64::try_from(b.kv_capacity_bytes).unwrap() / group_block;
+    assert_eq!(b.kv_capacity_tokens, blocks / 6 * 16);
+    let per_request = 256 + 5 * (512 + 1);
+    assert_eq!(b.max_sequences, blocks / per_request);
+    assert!(b.assumptions.iter().any(|a| a.contains("6 groups")));
+}
