@@ -469,12 +469,13 @@ fn pool_shape(c: &Ctx, batched: u64) -> Result<(u64, u64, u64), EstimateError> {
     // block as many times longer (`unify_kv_cache_spec_page_size`: block_size ×
     // max page / its page, when that divides; it raises otherwise).
     let (page, block_full, block_sw) = match layer_tokens(c, &a, sw, full)? {
-        Some((s, f)) if s != f && s.max(f) % s.min(f) == 0 => {
+        Some((s, f)) if s != f && s.max(f).checked_rem(s.min(f)) == Some(0) => {
             let max = s.max(f);
+            let ratio = |x: u64| max.checked_div(x).unwrap_or(1);
             (
                 prod(&[block, max])?,
-                prod(&[block, max / f])?,
-                prod(&[block, max / s])?,
+                prod(&[block, ratio(f)])?,
+                prod(&[block, ratio(s)])?,
             )
         }
         _ => (
@@ -509,10 +510,13 @@ fn layer_tokens(
     let s_values = prod(&[2, a.kv_heads.div_ceil(tp).max(1), a.head_dim])?;
     let f_values = prod(&[2, g.kv_heads.div_ceil(tp).max(1), g.head_dim])?;
     let all = sum(&[prod(&[sw, s_values])?, prod(&[full, f_values])?])?;
-    if all == 0 || c.per_token % all != 0 {
+    let Some(per_value) = c
+        .per_token
+        .checked_div(all)
+        .filter(|v| c.per_token.checked_rem(all) == Some(0) && *v > 0)
+    else {
         return Ok(None);
-    }
-    let per_value = c.per_token / all;
+    };
     Ok(Some((
         prod(&[s_values, per_value])?,
         prod(&[f_values, per_value])?,
