@@ -750,8 +750,9 @@ pub fn budget(
         return budget_at(input, est, params);
     }
     // vllm kv_cache_utils.py `_auto_fit_max_model_len`: the longest length whose one
-    // request fits the pool, up to the model's own (its positions).
-    let cap = input.max_position.unwrap_or(MAX_DIM);
+    // request fits the pool, up to the model's own (its positions, as far as its
+    // RoPE scaling reaches: `_get_and_verify_max_len`'s derived length).
+    let cap = input.position_limit().unwrap_or(MAX_DIM);
     let at = |m: u64| {
         let p = EngineParams {
             max_model_len: Some(m),
@@ -788,7 +789,7 @@ fn budget_at(
     let per_token = kv_bytes_per_token(input)?;
     let max_model_len = match params.max_model_len {
         Some(m) => m,
-        None => match (input.context, input.max_position) {
+        None => match (input.context, input.position_limit()) {
             (Some(c), _) => c
                 .checked_add(input.generate)
                 .ok_or(EstimateError::Overflow {

@@ -338,6 +338,15 @@ pub struct TracedLine {
 }
 
 impl Estimate {
+    /// Whether a group of the total is called assumed: when any of its counted lines
+    /// is (the transients are computed for a decoder the derivation covers, traced
+    /// with a trace) — one rule for the CLI's total and the page's figures.
+    pub fn group_is_assumed(&self, g: Group) -> bool {
+        self.lines
+            .iter()
+            .any(|l| l.group == g && l.in_total && l.kind == Kind::Assumed)
+    }
+
     /// Replaces lines with traced figures, keeping each replaced figure beside
     /// (`replaced`), and recomputes the headline figures, so the fit uses them.
     /// A traced line's device share follows the replaced line's (the trace is of one
