@@ -231,6 +231,8 @@ fn apply(
         "attention-format" => input.attention_format = Some(StorageFormat::parse(k, v)?),
         "max-position" => input.max_position = Some(n),
         "rope-positions" => input.rope_positions = Some(n),
+        "mm-item-tokens" => input.mm_item_tokens = Some(n),
+        "mm-item-values" => input.mm_item_values = Some(n),
         "compute-dtype" => input.compute_dtype = Dtype::parse(k, v)?,
         "sequences" => input.sequences = n,
         "context" => input.context = Some(n),
@@ -509,6 +511,12 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     }
     if let Some(m) = input.rope_positions {
         put("rope-positions", m.to_string());
+    }
+    if let Some(m) = input.mm_item_tokens {
+        put("mm-item-tokens", m.to_string());
+    }
+    if let Some(m) = input.mm_item_values {
+        put("mm-item-values", m.to_string());
     }
     if input.generate != d.generate {
         put("generate", input.generate.to_string());

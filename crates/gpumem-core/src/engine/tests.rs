@@ -743,3 +743,80 @@ fn vllm_unifies_the_page_of_layers_with_another_kv_shape() {
     assert_eq!(b.max_sequences, blocks / per_request);
     assert!(b.assumptions.iter().any(|a| a.contains("6 groups")));
 }
+
+/// Gemma-3-12B's vision encoder profiling on an H100 (the calibration record's
+/// settings): 8 192 ÷ 256 = 32 images of 3 × 896 × 896 bf16 pixel values and their
+/// 32 × 256 embeddings of 3 840 stay allocated through the text forward and the
+/// sampler, 217 055 232 B on top of the profile's peak.
+#[test]
+fn vllm_holds_the_encoders_dummy_batch_through_the_profile() {
+    let imported = crate::import::config::parse_config(include_str!(
+        "../../tests/calibration/configs/gemma-3-12b.json"
+    ))
+    .expect("config");
+    let pairs = imported.pairs();
+    assert!(pairs.contains(&("mm-item-tokens", "256".to_string())));
+    assert!(pairs.contains(&("mm-item-values", (3 * 896 * 896).to_string())));
+    let read = |skip: bool| {
+        let (input, errors) = crate::params::from_pairs(
+            pairs
+                .iter()
+                .filter(|(k, _)| !skip || !k.starts_with("mm-item"))
+                .map(|(k, v)| (*k, v.as_str())),
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        input
+    };
+    let settings = [
+        ("engine", "vllm"),
+        ("card", "h100-sxm-80gb"),
+        ("gpu-memory-utilization", "0.95"),
+        ("max-model-len", "8192"),
+    ];
+    let with = run(&read(false), &settings);
+    let without = run(&read(true), &settings);
+    let held = 32 * (3 * 896 * 896 + 256 * 3840) * 2;
+    assert_eq!(held, 217_055_232);
+    let inputs = &with
+        .lines
+        .iter()
+        .find(|l| l.key == "activation_peak")
+        .unwrap()
+        .inputs;
+    assert_eq!(inputs["encoder-items"], "32");
+    assert_eq!(inputs["encoder-held"], held.to_string());
+    assert_eq!(
+        bytes_of(&with, "activation_peak"),
+        bytes_of(&without, "activation_peak") + held
+    );
+    // Four sequences of up to 32 images each (8 192 ÷ 256) would take 128: the
+    // encoder budget's 32 still bounds the batch.
+    let few = run(
+        &read(false),
+        &[settings.as_slice(), &[("max-num-seqs", "4")]].concat(),
+    );
+    let inputs = &few
+        .lines
+        .iter()
+        .find(|l| l.key == "activation_peak")
+        .unwrap()
+        .inputs;
+    assert_eq!(inputs["encoder-items"], "32");
+    // A length shorter than one image still profiles one image per sequence.
+    let short = run(
+        &read(false),
+        &[
+            ("engine", "vllm"),
+            ("card", "h100-sxm-80gb"),
+            ("max-model-len", "200"),
+            ("max-num-seqs", "4"),
+        ],
+    );
+    let inputs = &short
+        .lines
+        .iter()
+        .find(|l| l.key == "activation_peak")
+        .unwrap()
+        .inputs;
+    assert_eq!(inputs["encoder-items"], "4");
+}

@@ -410,6 +410,7 @@ fn profile_peak(
         s.info.draft_forward_bytes.saturating_sub(s.workspace)
     });
     let ws = moe_workspace(input, batched)?;
+    let (mm, mm_items) = encoder_held(c, batched, seqs)?;
     // torch CublasHandlePool.cpp: 32 MiB of cuBLAS workspace on sm_90, 4096 KiB × 2 +
     // 16 KiB × 8 elsewhere, allocated by the caching allocator at the first GEMM.
     let cublas: u64 = if sm90 { 32 * MIB } else { 8_519_680 };
@@ -424,10 +425,15 @@ fn profile_peak(
                 .max(sampler_phase)
                 .max(draft_phase),
             ws,
+            mm,
             cublas,
         ])?
     } else {
-        sum(&[forward.max(ws).max(sampler_phase).max(draft_phase), cublas])?
+        sum(&[
+            forward.max(ws).max(sampler_phase).max(draft_phase),
+            mm,
+            cublas,
+        ])?
     };
     let parts = vec![
         ("forward", forward.to_string()),
@@ -438,11 +444,51 @@ fn profile_peak(
         ("max-num-batched-tokens", batched.to_string()),
     ];
     let mut parts = parts;
+    if mm > 0 {
+        parts.push(("encoder-items", mm_items.to_string()));
+        parts.push(("encoder-held", mm.to_string()));
+    }
     if spec.is_some() {
         parts.push(("rejection-logits", rejection.to_string()));
         parts.push(("drafter-phase", draft_phase.to_string()));
     }
     Ok((peak, parts))
+}
+
+/// What the multimodal encoder's profiling leaves allocated through the text forward
+/// and the sampler: vllm v0.19.0 `gpu_model_runner.py` `profile_run` first encodes a
+/// dummy batch (`_get_mm_dummy_batch`) of the item with the most tokens and keeps, as
+/// locals and in `encoder_cache`, its inputs (in the model dtype:
+/// `multimodal/processing/context.py` `_postprocess_output`) and its outputs (one
+/// embedding of the text width per token) until the run ends. The batch holds
+/// `encoder budget ÷ tokens per item` items (`multimodal/encoder_budget.py`
+/// `_get_max_items`; the budget is max(max_num_batched_tokens, tokens per item),
+/// `v1/core/encoder_cache_manager.py` `compute_mm_encoder_budget`), at most
+/// max_num_seqs × max(1, min(999, max_model_len ÷ tokens)) (999 items per prompt by
+/// default, `config/multimodal.py`). Returns the bytes and the items.
+fn encoder_held(c: &Ctx, batched: u64, seqs: u64) -> Result<(u64, u64), EstimateError> {
+    let input = c.input;
+    let (Some(tokens), Some(values), Some(a)) =
+        (input.mm_item_tokens, input.mm_item_values, input.arch)
+    else {
+        return Ok((0, 0));
+    };
+    if tokens == 0 || a.tower_params == 0 {
+        return Ok((0, 0));
+    }
+    let budget = batched.max(tokens);
+    let per_prompt = c
+        .max_model_len
+        .checked_div(tokens)
+        .unwrap_or(0)
+        .clamp(1, 999);
+    let items = budget
+        .checked_div(tokens)
+        .unwrap_or(0)
+        .min(prod(&[seqs, per_prompt])?)
+        .max(1);
+    let one = sum(&[values, prod(&[tokens, a.hidden])?])?;
+    Ok((prod(&[items, one, input.compute_dtype.bytes()])?, items))
 }
 
 /// vllm v0.19.0 `fused_moe/modular_kernel.py` `_allocate_buffers` with the triton

@@ -85,6 +85,12 @@ pub struct EstimateInput {
     /// Positions the config's RoPE scaling reaches when they differ from
     /// `max_position` (Qwen2.5 with yarn ×4: 131 072 over 32 768 trained).
     pub rope_positions: Option<u64>,
+    /// Prompt tokens one multimodal item (an image) takes, when the model has an
+    /// encoder (vLLM profiles it with a batch of them).
+    pub mm_item_tokens: Option<u64>,
+    /// Values of one item as the processor hands them to the encoder (channels ×
+    /// height × width).
+    pub mm_item_values: Option<u64>,
     /// Exact tensors read from file headers.
     pub tensors: Option<TensorSummary>,
     /// Sequences processed together (the batch; also the training micro-batch).
@@ -152,6 +158,8 @@ impl Default for EstimateInput {
             kv_only: None,
             max_position: None,
             rope_positions: None,
+            mm_item_tokens: None,
+            mm_item_values: None,
             tensors: None,
             sequences: 1,
             context: None,

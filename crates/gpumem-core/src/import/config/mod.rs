@@ -49,6 +49,9 @@ pub struct ImportedConfig {
     /// The positions the config's RoPE scaling reaches, as vLLM derives its longest
     /// `max_model_len`, when that differs from `max_position`.
     pub rope_positions: Option<u64>,
+    /// One image as the vision tower takes it: prompt tokens and pixel values
+    /// (`tower::item`), where the tower is one counted here.
+    pub mm_item: Option<(u64, u64)>,
     /// `torch_dtype` / `dtype`.
     pub dtype: Option<String>,
     /// The storage format named by `quantization_config`, in this crate's vocabulary.
@@ -81,6 +84,8 @@ impl ImportedConfig {
         for (k, v) in [
             ("max-position", self.max_position),
             ("rope-positions", self.rope_positions),
+            ("mm-item-tokens", self.mm_item.map(|m| m.0)),
+            ("mm-item-values", self.mm_item.map(|m| m.1)),
             ("sliding-window", self.sliding_window),
             (
                 "sliding-layers",
@@ -301,6 +306,7 @@ fn read_decoder(
         )));
     }
     let mut d = decoder::read(c, root, mt, f, notes)?;
+    let mut mm_item = None;
     for (key, what) in TOWERS {
         let Some(t) = root.get(key).filter(|x| !x.is_null()) else {
             continue;
@@ -312,6 +318,7 @@ fn read_decoder(
         match counted {
             Some(n) => {
                 d.arch.tower_params = n;
+                mm_item = tower::item(root, t)?;
                 d.notes.push(format!(
                     "{key}: the {what} and its projector are counted ({n} parameters, 16-bit)"
                 ));
@@ -336,6 +343,7 @@ fn read_decoder(
         sliding_layers: d.sliding_layers,
         max_position,
         rope_positions,
+        mm_item,
         dtype: d.dtype,
         format,
         attention_format,

@@ -200,3 +200,23 @@ pub(crate) fn pixtral(root: &Cfg, tower: &Value, text_hidden: u64) -> Result<u64
         h + h * h * merge * merge + (text * h + bias * text) + (text * text + bias * text);
     fit(embed + layers * layer + projector)
 }
+
+/// One image as the tower takes it: (prompt tokens, pixel values), for the towers whose
+/// processor fixes both; `None` otherwise. Gemma 3 without pan-and-scan (vLLM v0.19.0
+/// `model_executor/models/gemma3_mm.py` `get_num_image_tokens`: (crops + 1) ×
+/// `mm_tokens_per_image`, no crops by default) resizes every image to `image_size`
+/// square over `num_channels`.
+pub(crate) fn item(root: &Cfg, tower: &Value) -> Result<Option<(u64, u64)>, EstimateError> {
+    if root.str("model_type") != Some("gemma3") {
+        return Ok(None);
+    }
+    let t = Cfg::new(tower);
+    let tokens = root.uint("mm_tokens_per_image")?.unwrap_or(256);
+    let side = t.uint("image_size")?.unwrap_or(224);
+    let channels = t.uint("num_channels")?.unwrap_or(3);
+    let values = channels
+        .checked_mul(side)
+        .and_then(|v| v.checked_mul(side))
+        .ok_or_else(|| parse("vision_config: absurdly large".into()))?;
+    Ok(Some((tokens, values)))
+}

@@ -178,6 +178,7 @@ fn mamba(c: &Cfg, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, Es
     let dtype = c.dtype().map(str::to_string);
     let q = quant::format(c.get("quantization_config"), &mut warnings);
     Ok(ImportedConfig {
+        mm_item: None,
         model_type: mt.to_string(),
         arch,
         sliding_window: None,
