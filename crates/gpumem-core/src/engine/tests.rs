@@ -820,3 +820,26 @@ fn vllm_holds_the_encoders_dummy_batch_through_the_profile() {
         .inputs;
     assert_eq!(inputs["encoder-items"], "4");
 }
+
+/// A scaled RoPE's cos/sin cache covers the positions its scaling reaches (yarn ×4
+/// over 32 768 trained: 131 072 rows of 128 bf16 values), not only the trained ones.
+#[test]
+fn vllm_rotary_cache_reaches_as_far_as_the_scaling() {
+    let plain = run(
+        &llama_8b(&[("max-position", "32768")]),
+        &with(&[("engine", "vllm")]),
+    );
+    let scaled = run(
+        &llama_8b(&[("max-position", "32768"), ("rope-positions", "131072")]),
+        &with(&[("engine", "vllm")]),
+    );
+    let cache = |b: &EngineBudget| {
+        b.lines.iter().find(|l| l.key == "weights").unwrap().inputs["rotary-cache"].clone()
+    };
+    assert_eq!(cache(&plain), (32_768u64 * 128 * 2).to_string());
+    assert_eq!(cache(&scaled), (131_072u64 * 128 * 2).to_string());
+    assert_eq!(
+        bytes_of(&scaled, "weights") - bytes_of(&plain, "weights"),
+        (131_072 - 32_768) * 128 * 2
+    );
+}

@@ -160,13 +160,17 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
     }
     // Weights as vLLM loads them: the estimate's, plus the rotary cos/sin cache buffer
     // (`rotary_embedding/base.py`: [max_position, rotary_dim] in the model dtype), one
-    // per stage, which "Model loading took" counts.
+    // per stage, which "Model loading took" counts. A scaled RoPE's cache reaches as far
+    // as its scaling (`linear_scaling_rope.py`, `dynamic_ntk_scaling_rope.py`: positions
+    // × factor; `yarn_scaling_rope.py`: original positions × factor), which is
+    // `rope-positions` where the config reader derived it.
     let arch = input.arch;
     let b = input.compute_dtype.bytes();
     let rope = match arch {
         Some(a) if a.learned_positions == 0 => {
             let dim = a.mla.map_or(a.head_dim, |m| m.qk_rope_dim);
-            prod(&[input.max_position.unwrap_or(0), dim, b])?
+            let rows = input.rope_positions.or(input.max_position).unwrap_or(0);
+            prod(&[rows, dim, b])?
         }
         _ => 0,
     };
