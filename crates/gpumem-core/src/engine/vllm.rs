@@ -246,6 +246,13 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
     }
     // The most loaded device is the last stage: it also runs the sampler.
     let (peak, parts) = profile_peak(c, r, batched, seqs, sms, sm90, spec.as_ref())?;
+    let (held, items) = encoder_held(c, batched, seqs)?;
+    if held > 0 {
+        assumptions.push(format!(
+            "multimodal encoder: its profiling batch of {items} item(s) ({}) is held through the run; the encoder's own forward, before the text forward, is assumed smaller than the text forward and the sampler",
+            gib_text(held)
+        ));
+    }
     lines.push(line(
         "activation_peak",
         "Torch peak of the profiling run (forward, then sampler)",
