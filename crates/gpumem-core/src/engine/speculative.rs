@@ -324,11 +324,13 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
             let (w, inputs) = match method {
                 SpecMethod::DraftModel => (all, vec![("draft-layers", da.layers.to_string())]),
                 _ => {
-                    // llama_eagle.py: fc [2·hidden → hidden]; llama_eagle3.py: fc
-                    // [3·hidden → hidden], its first layer's q/k/v read 2·hidden, and
-                    // d2t maps the draft vocabulary (int64) to the target's. The
-                    // embedding is the target's (assumed: the heads publish none or an
-                    // identical copy); EAGLE-1 uses the target's lm_head too.
+                    // llama_eagle.py: fc [2·hidden → hidden], no final norm and no
+                    // input norm in the first layer; llama_eagle3.py: fc [3·hidden →
+                    // hidden], a `hidden_norm` per layer, its first layer's q/k/v read
+                    // 2·hidden, and d2t maps the draft vocabulary (int64) to the
+                    // target's. The embedding is the target's (assumed: the heads
+                    // publish none or an identical copy); EAGLE-1 uses the target's
+                    // lm_head too.
                     let emb = line_bytes(&est, LineKey::WeightsEmbeddings);
                     let head = if method == SpecMethod::Eagle {
                         line_bytes(&est, LineKey::WeightsLmHead)
@@ -336,16 +338,22 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
                         0
                     };
                     let fc = prod(&[if method == SpecMethod::Eagle { 2 } else { 3 }, h, h, b])?;
-                    let extra = if method == SpecMethod::Eagle3 {
+                    let (extra, fewer) = if method == SpecMethod::Eagle3 {
                         let qkv = sum(&[da.heads, prod(&[2, da.kv_heads])?])?;
-                        sum(&[
+                        let extra = sum(&[
                             prod(&[h, qkv, da.head_dim, b])?.div_ceil(d.tp),
+                            prod(&[da.layers, h, b])?,
                             prod(&[da.vocab, 8])?,
-                        ])?
+                        ])?;
+                        (extra, 0)
                     } else {
-                        0
+                        (0, prod(&[2, h, b])?)
                     };
-                    let w = sum(&[all.saturating_sub(emb).saturating_sub(head), fc, extra])?;
+                    let kept = all
+                        .saturating_sub(emb)
+                        .saturating_sub(head)
+                        .saturating_sub(fewer);
+                    let w = sum(&[kept, fc, extra])?;
                     assumptions.push(format!(
                         "{}: the head uses the target's embedding{} (eagle.py _maybe_share_embeddings: a head without its own or with an identical copy)",
                         method.name(),
@@ -505,8 +513,9 @@ mod tests {
             ],
         )
         .expect("budget");
-        // One layer + the final norm + fc [2·hidden → hidden], all bf16.
-        let weights = LAYER + 2 * H + 2 * 2 * H * H;
+        // One layer without its input norm, no final norm, fc [2·hidden → hidden],
+        // all bf16.
+        let weights = LAYER - 2 * H + 2 * 2 * H * H;
         assert_eq!(line_of(&eagle, "draft_weights"), weights);
         // One more layer of K and V: 2 × 8 heads × 128 × 2 B.
         assert_eq!(plain.kv_bytes_per_token, 32 * 4096);
@@ -548,11 +557,17 @@ mod tests {
             ],
         )
         .expect("budget");
-        // One layer + final norm + lm_head (draft vocabulary = the target's when the
-        // config names none) + fc [3·hidden → hidden] + the first layer's q/k/v on
-        // 2·hidden (one more hidden's worth) + d2t (int64 per draft token).
-        let weights =
-            LAYER + 2 * H + 2 * VOCAB * H + 2 * 3 * H * H + 2 * H * (32 + 2 * 8) * 128 + 8 * VOCAB;
+        // One layer + its hidden_norm + final norm + lm_head (draft vocabulary = the
+        // target's when the config names none) + fc [3·hidden → hidden] + the first
+        // layer's q/k/v on 2·hidden (one more hidden's worth) + d2t (int64 per draft
+        // token).
+        let weights = LAYER
+            + 2 * H
+            + 2 * H
+            + 2 * VOCAB * H
+            + 2 * 3 * H * H
+            + 2 * H * (32 + 2 * 8) * 128
+            + 8 * VOCAB;
         assert_eq!(line_of(&b, "draft_weights"), weights);
         assert_eq!(b.kv_bytes_per_token, 33 * 4096);
     }
