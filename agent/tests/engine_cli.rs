@@ -405,5 +405,20 @@ fn a_draft_model_from_its_config_shrinks_the_pool() {
         text.contains("the drafter's 16 attention layer(s) take 32 768 B"),
         "{text}"
     );
+    // A missing file and a draft given twice are refused, naming the problem.
+    let mut missing: Vec<&str> = VLLM_H100.to_vec();
+    missing.extend_from_slice(&spec);
+    missing.extend_from_slice(&["--draft-config", "/nonexistent/config.json"]);
+    let out = agent(&missing);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("/nonexistent/config.json"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut twice = args.clone();
+    twice.extend_from_slice(&["--draft-model", "llama-3.2-1b"]);
+    let out = agent(&twice);
+    assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
