@@ -123,7 +123,7 @@ pub(super) struct Plan {
     pub assumptions: Vec<String>,
 }
 
-const SRC: &str = "vllm/v1/spec_decode/eagle.py (load_model, dummy_run), vllm/v1/worker/gpu_model_runner.py (load_model, _dummy_run)";
+const SRC: &str = "vllm/v1/spec_decode/eagle.py (load_model, dummy_run)";
 
 /// Parses `draft-model`: a preset id, or a shape as `key=value` pairs separated by
 /// commas (the agent's `--draft-config` writes a config.json's pairs so).
@@ -151,7 +151,7 @@ pub fn parse_draft(text: &str) -> Result<EstimateInput, EstimateError> {
     }
     if input.arch.is_none() {
         return Err(bad(
-            "the draft needs its architecture (layers, hidden, heads, intermediate, vocab)".into(),
+            "give the draft's layers, hidden, heads, intermediate and vocab".into(),
         ));
     }
     Ok(input)
@@ -164,7 +164,7 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
         if p.num_speculative_tokens.is_some() || p.draft_model.is_some() {
             return Err(EstimateError::invalid(
                 "speculative-method",
-                "name the method (ngram, eagle, eagle3, mtp, draft_model) for num-speculative-tokens or draft-model",
+                "name the method for num-speculative-tokens or draft-model",
             ));
         }
         return Ok(None);
@@ -192,7 +192,7 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
         }
     };
     let mut assumptions = vec![format!(
-        "speculative decoding: {}, {k} token(s) per step; the drafter's forward repeats {k}× over the batched tokens, each freed before the next, so the profile's peak does not grow with it",
+        "{}: {k} token(s) per step; the drafter's forward runs {k}×, each freed before the next: the peak does not grow",
         method.name()
     )];
     if method == SpecMethod::Mtp
@@ -219,7 +219,7 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
     let held = prod(&[batched, arch.map_or(0, |a| a.hidden), b])?;
     let (draft, kind_text, weights, mut inputs): (EstimateInput, &str, u64, Inputs) = match method {
         SpecMethod::Ngram => {
-            assumptions.push("ngram proposes on the host (vllm/v1/spec_decode/ngram_proposer.py): no drafter weights, KV or forward on the GPU".into());
+            assumptions.push("ngram proposes on the host: no drafter on the GPU".into());
             return Ok(Some(Plan {
                 info: info(0, 0, 0, 0),
                 layer_kv_bytes: 0,
@@ -266,7 +266,7 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
             d.gpus = input.tp.max(1);
             (
                 d,
-                "the checkpoint's MTP layers",
+                "the checkpoint's MTP layers, no vocabulary copies",
                 w,
                 vec![("mtp-layers", mtp_layers.to_string())],
             )
@@ -277,19 +277,19 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
                 None if method == SpecMethod::DraftModel => {
                     return Err(EstimateError::invalid(
                         "draft-model",
-                        "draft_model needs the draft's shape: a preset id or its config (--draft-config)",
+                        "draft_model needs the draft: a preset id or its shape",
                     ));
                 }
                 None => {
                     let Some(a) = arch.filter(|a| a.mla.is_none() && a.mixer.is_none()) else {
                         return Err(EstimateError::invalid(
                             "draft-model",
-                            "give the EAGLE head's shape (--draft-config): no default head for an MLA or state-space target",
+                            "give the EAGLE head's shape: no default for this target",
                         ));
                     };
                     assumptions.push(format!(
-                        "{}: no head given: one dense decoder layer of the target's width (hidden {}, {} heads, {} KV heads, intermediate {}), as the published heads for Llama 3",
-                        method.name(), a.hidden, a.heads, a.kv_heads, a.intermediate
+                        "{}: no head given: one dense layer of the target's shape (as the published Llama 3 heads)",
+                        method.name()
                     ));
                     let mut h = a;
                     h.layers = 1;
@@ -355,7 +355,7 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
                         .saturating_sub(fewer);
                     let w = sum(&[kept, fc, extra])?;
                     assumptions.push(format!(
-                        "{}: the head uses the target's embedding{} (eagle.py _maybe_share_embeddings: a head without its own or with an identical copy)",
+                        "{}: the head shares the target's embedding{} (as when it has none or an identical copy)",
                         method.name(),
                         if method == SpecMethod::Eagle { " and lm_head" } else { "" }
                     ));
@@ -369,9 +369,9 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
                 }
             };
             let label = if method == SpecMethod::DraftModel {
-                "the draft model"
+                "the draft model, whole"
             } else {
-                "the EAGLE head"
+                "the EAGLE head, less what it shares, + fc"
             };
             let mut d2 = d;
             d2.arch = Some(da);
@@ -388,18 +388,17 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
     let fwd = forward_peak(&draft, batched)?;
     let forward = sum(&[held, fwd])?;
     inputs.push(("num-speculative-tokens", k.to_string()));
-    inputs.push(("kv-layers", layers.to_string()));
     inputs.push(("kv-bytes-per-token", kv.to_string()));
     inputs.push(("forward", fwd.to_string()));
     assumptions.push(format!(
-        "speculative decoding: the drafter's {layers} attention layer(s) share the KV pool: {kv} B per token more (kv_cache_utils.py UniformTypeKVCacheSpecs)"
+        "the drafter's {layers} attention layer(s) share the KV pool: {kv} B per token more"
     ));
     let line = line(
         "draft_weights",
         "Drafter's weights (speculative decoding)",
         weights,
         Kind::Computed,
-        format!("{kind_text}, as the estimator counts them, per device"),
+        kind_text.into(),
         &inputs,
         SRC,
     );

@@ -181,7 +181,7 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
     let weights = c.weights.saturating_sub(c.mtp_bytes);
     if c.mtp_bytes > 0 {
         assumptions.push(format!(
-            "the checkpoint's MTP layers ({}) are not loaded as the main model's (deepseek_v2.py load_weights skips them; qwen3_next.py, nemotron_h.py skip mtp.): only speculative-method mtp loads them",
+            "the checkpoint's MTP layers ({}) are loaded only by speculative-method mtp",
             gib_text(c.mtp_bytes)
         ));
     }
@@ -249,7 +249,7 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
     let (held, items) = encoder_held(c, batched, seqs)?;
     if held > 0 {
         assumptions.push(format!(
-            "multimodal encoder: its profiling batch of {items} item(s) ({}) is held through the run; the encoder's own forward, before the text forward, is assumed smaller than the text forward and the sampler",
+            "encoder: {items} dummy item(s) ({}) held through the profile; its own forward assumed below the text's",
             gib_text(held)
         ));
     }
@@ -597,7 +597,7 @@ fn pool_shape(
     let per_layer = c.per_token.checked_div(layers).unwrap_or(0);
     if draft.1 > 0 && draft.2 != per_layer {
         assumptions.push(format!(
-            "the drafter's layers ({} B per token each) are counted as full-attention layers of the target's page ({per_layer} B): vLLM unifies page sizes (kv_cache_utils.py unify_kv_cache_spec_page_size)",
+            "the drafter's layers ({} B per token) counted at the target's page ({per_layer} B)",
             draft.2
         ));
     }
