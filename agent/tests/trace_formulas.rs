@@ -364,12 +364,15 @@ const PREFILLS: &[Prefill] = &[
     pf("llama-3.2-1b.json", "sdpa", 1, 2048, false),
     pf("llama-3.2-1b.json", "eager", 2, 1024, false),
     pf("llama-3.2-1b.json", "flash", 1, 2048, true),
+    pf("llama-3.2-1b.json", "efficient", 2, 512, false),
     pf("qwen2.5-0.5b.json", "sdpa", 2, 1024, false),
     pf("qwen2.5-0.5b.json", "eager", 1, 512, false),
     pf("qwen3-0.6b.json", "flash", 4, 512, false),
     pf("qwen3-0.6b.json", "eager", 1, 2048, false),
     pf("phi-3-mini-4k.json", "flash", 2, 1024, false),
     pf("phi-3-mini-4k.json", "eager", 1, 512, false),
+    pf("phi-3-mini-4k.json", "sdpa", 1, 2048, false),
+    pf("mistral-7b-v0.1.json", "flash", 1, 1024, false),
     pf("gemma-2-2b.json", "flash", 1, 512, false),
     pf("pythia-160m.json", "sdpa", 1, 512, false),
     pf("olmo-2-7b.json", "sdpa", 1, 512, false),
@@ -524,6 +527,7 @@ fn prefill_formulas_agree_with_traces_or_stay_assumed() {
             c.sequences,
             2,
             AttentionImpl::parse("attention", c.attention).unwrap(),
+            input.sliding_window,
             c.all_logits,
         )
         .unwrap();

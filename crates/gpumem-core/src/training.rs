@@ -431,7 +431,8 @@ pub struct Prefill {
 /// value, every tensor in the allocator's 512 B blocks:
 /// - throughout the forward: the input ids (int64), the embeddings (v·h per token),
 ///   the cache positions (int64) and RoPE's cos and sin (one sequence's positions,
-///   v·d each, fp32 in OLMo-2); eager attention adds its mask (sequences × tokens² × v);
+///   v·d each, fp32 in OLMo-2); eager attention adds its mask (sequences × tokens² × v),
+///   SDPA a boolean one (tokens²) when a sliding window is no longer than the prompt;
 /// - the last layer's MLP, with the whole KV cache: the layer's input, the residual
 ///   after attention and the normalised input (3·v·h per token; 2 with OLMo-2's
 ///   post-norms, whose MLP reads the residual itself), then `act(gate)`, `up` and their
@@ -457,6 +458,7 @@ pub fn decoder_prefill(
     batch: u64,
     value: u64,
     attention: AttentionImpl,
+    window: Option<u64>,
     all_logits: bool,
 ) -> Result<Prefill, EstimateError> {
     let why = not_derived(a).or(if value == 4 {
@@ -471,10 +473,13 @@ pub fn decoder_prefill(
     let hidden = block(&[t, value, h]);
     let (qd, kd) = (block(&[t, value, heads, d]), block(&[t, value, kv, d]));
     let whole = block(&[t, value, add(&[heads, kv, kv]), d]);
-    let mask = if eager {
-        block(&[batch, seq, seq, value])
-    } else {
-        0
+    // SDPA skips its mask for plain causal attention, not when a sliding window is no
+    // longer than the prompt (masking_utils.py `_ignore_causal_mask_sdpa`): then a
+    // boolean mask, one for every sequence.
+    let mask = match attention {
+        AttentionImpl::Eager => block(&[batch, seq, seq, value]),
+        AttentionImpl::Sdpa if window.is_some_and(|w| w <= seq) => block(&[seq, seq]),
+        _ => 0,
     };
     let ids = block(&[t, 8]);
     // OLMo-2's rotary embedding returns cos and sin in fp32 (modeling_olmo2.py).
@@ -657,16 +662,16 @@ mod tests {
         ]);
         assert!(errors.is_empty(), "{errors:?}");
         let a = input.arch.unwrap();
-        let flash = decoder_prefill(&a, 512, 2, 2, AttentionImpl::Flash, false).unwrap();
+        let flash = decoder_prefill(&a, 512, 2, 2, AttentionImpl::Flash, None, false).unwrap();
         assert_eq!(flash.moment, "the last layer's MLP");
         assert_eq!(
             (flash.intermediates, flash.scores, flash.logits),
             (67_252_224, 0, 0)
         );
-        let eager = decoder_prefill(&a, 512, 2, 2, AttentionImpl::Eager, false).unwrap();
+        let eager = decoder_prefill(&a, 512, 2, 2, AttentionImpl::Eager, None, false).unwrap();
         assert_eq!(eager.moment, "the last layer's eager attention");
         assert_eq!(eager.intermediates + eager.scores, 194_129_920);
-        let all = decoder_prefill(&a, 512, 2, 2, AttentionImpl::Flash, true).unwrap();
+        let all = decoder_prefill(&a, 512, 2, 2, AttentionImpl::Flash, None, true).unwrap();
         assert_eq!(all.moment, "the logits");
         assert_eq!((all.intermediates, all.logits), (4_202_496, 262_668_288));
         assert_eq!(flash.assumed_because, None);

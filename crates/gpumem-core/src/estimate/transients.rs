@@ -31,7 +31,15 @@ pub(super) fn transients(
     };
     let value = input.compute_dtype.bytes();
     let all = input.logits == Logits::All;
-    let derived = decoder_prefill(&a, tokens, input.sequences, value, input.attention, all)?;
+    let derived = decoder_prefill(
+        &a,
+        tokens,
+        input.sequences,
+        value,
+        input.attention,
+        input.sliding_window,
+        all,
+    )?;
     let inputs = [
         ("sequences", input.sequences.to_string()),
         ("tokens", tokens.to_string()),
@@ -51,12 +59,16 @@ pub(super) fn transients(
             ),
             (
                 LineKey::PrefillAttentionScores,
-                "Eager attention's mask, scores and probabilities at the prefill's peak".into(),
+                "Attention mask and scores (tokens²) at the prefill's peak".into(),
                 p.scores,
                 match input.attention {
                     AttentionImpl::Eager => format!(
-                        "mask sequences × tokens² × v, and at the attention's moment (v + 8) × sequences × heads × tokens² (the scores with the mask added, softmax's fp32 input and output); peak: {}",
+                        "eager: mask sequences × tokens² × v, and at the attention's moment (v + 8) × sequences × heads × tokens² (the scores with the mask added, softmax's fp32 input and output); peak: {}",
                         p.moment
+                    ),
+                    other if p.scores > 0 => format!(
+                        "{}: a sliding window no longer than the prompt needs a boolean mask, tokens² × 1 B; the fused kernel keeps no tokens² matrix",
+                        other.name()
                     ),
                     other => format!("{}: fused kernel, no tokens² matrix is kept", other.name()),
                 },
