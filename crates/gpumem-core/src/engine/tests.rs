@@ -248,8 +248,9 @@ fn vllm_hybrid_groups_follow_the_allocator() {
 
 /// SGLang's own default on an H100 at tp 1: reserved = 512 + 8192 × 1.5 + 1 ÷ 8 ×
 /// 1024 + 256 × 2 = 13 440 MiB; fraction = round((81 559 − 13 440) ÷ 81 559, 3) = 0.835.
-/// KV = 85 520 809 984 − 512 MiB − 16 060 522 496 − ⌊85 520 809 984 × 0.165⌋
-/// (14 110 933 647) = 54 812 482 929 B → ÷ 131 072 = 418 186 tokens.
+/// pre_model_load_memory = torch's 85 027 979 264 − 512 MiB = 84 491 108 352; KV =
+/// 84 491 108 352 − 16 060 522 496 − ⌊84 491 108 352 × 0.165⌋ (13 941 032 878) =
+/// 54 489 552 978 B → ÷ 131 072 = 415 722 tokens.
 #[test]
 fn sglang_defaults_its_fraction_by_card_and_tp() {
     assert_eq!(
@@ -261,15 +262,15 @@ fn sglang_defaults_its_fraction_by_card_and_tp() {
         824 * (ONE / 1000)
     );
     let b = run(&llama_8b(&[]), &with(&[("engine", "sglang")]));
-    assert_eq!(bytes_of(&b, "reserved"), 14_110_933_647);
-    assert_eq!(b.kv_capacity_bytes, 54_812_482_929);
-    assert_eq!(b.kv_capacity_tokens, 418_186);
+    assert_eq!(bytes_of(&b, "reserved"), 13_941_032_878);
+    assert_eq!(b.kv_capacity_bytes, 54_489_552_978);
+    assert_eq!(b.kv_capacity_tokens, 415_722);
     assert!(b.assumptions.iter().any(|a| a.contains("0.835")));
     let given = run(
         &llama_8b(&[]),
         &with(&[("engine", "sglang"), ("mem-fraction-static", "0.88")]),
     );
-    assert_eq!(bytes_of(&given, "reserved"), 10_262_497_198);
+    assert_eq!(bytes_of(&given, "reserved"), 10_138_933_002);
 }
 
 /// TGI: wiggle room ⌊total × 0.1⌋ = 8 552 080 998 B; warmup of 4096 tokens
@@ -703,4 +704,43 @@ fn a_sparse_attention_models_indexer_keys_take_pool_room_per_token() {
     );
     let b = run(&input, &[("engine", "vllm"), ("card", "h200-141gb")]);
     assert_eq!(b.kv_bytes_per_token, latent + indexer);
+}
+
+/// Gemma-4-31B's shape: 50 sliding layers (16 KV heads × 256) and 10 global ones
+/// (4 KV heads × 512). vLLM unifies the page sizes (`unify_kv_cache_spec_page_size`):
+/// a sliding page is 16 tokens × 16 384 B, a global layer's 8 192 B per token take
+/// 32-token blocks of the same 262 144 B. Six groups of ten layers; one request of
+/// 8 192 tokens takes 8 192 / 32 = 256 global blocks and 5 × (8 192 / 16 + 1) sliding
+/// ones; the pool reports 16 tokens per block of every group.
+#[test]
+fn vllm_unifies_the_page_of_layers_with_another_kv_shape() {
+    let pairs = [
+        ("layers", "60"),
+        ("hidden", "5376"),
+        ("heads", "32"),
+        ("kv-heads", "16"),
+        ("head-dim", "256"),
+        ("intermediate", "21504"),
+        ("vocab", "262144"),
+        ("sliding-window", "1024"),
+        ("sliding-layers", "50"),
+        ("global-layers", "10"),
+        ("global-kv-heads", "4"),
+        ("global-head-dim", "512"),
+        ("global-k-eq-v", "true"),
+        ("tied-embeddings", "true"),
+    ];
+    let (input, errors) = crate::params::from_pairs(pairs.iter().copied());
+    assert!(errors.is_empty(), "{errors:?}");
+    let b = run(
+        &input,
+        &with(&[("engine", "vllm"), ("max-model-len", "8192")]),
+    );
+    assert_eq!(b.kv_bytes_per_token, 50 * 16_384 + 10 * 8_192);
+    let group_block = 16 * 16_384 * 10;
+    let blocks = u64::try_from(b.kv_capacity_bytes).unwrap() / group_block;
+    assert_eq!(b.kv_capacity_tokens, blocks / 6 * 16);
+    let per_request = 256 + 5 * (512 + 1);
+    assert_eq!(b.max_sequences, blocks / per_request);
+    assert!(b.assumptions.iter().any(|a| a.contains("6 groups")));
 }
