@@ -439,8 +439,8 @@ pub struct Prefill {
 ///   product (3·v·i; Phi-3's fused `gate_up_proj` keeps its 2·i output beside the
 ///   other two: 4·v·i);
 /// - eager attention in the last layer, the cache complete: input and normalised input,
-///   q after RoPE, K/V repeated to every head (grouped-query only; Phi-3 keeps its fused
-///   qkv output instead), the scores with the mask added (v) and softmax's fp32 input
+///   q after RoPE, K/V repeated to every head (grouped-query only), Phi-3's fused qkv
+///   output (q, k and v are views of it), the scores with the mask added (v) and softmax's fp32 input
 ///   copy and output (8) per head and tokens²;
 /// - RoPE (and Qwen3's q norm in fp32) in the last layer, before its K/V enter the
 ///   cache (`torch.cat` into the layer's cache, one layer less than the whole):
@@ -507,13 +507,11 @@ pub fn decoder_prefill(
         0,
     ));
     if eager {
-        let kv_copies = if a.fused_qkv {
-            whole
-        } else if kv < heads {
-            mul(&[2, qd])
-        } else {
-            0
-        };
+        // Phi-3's q, k and v are views of the fused output, which stays referenced.
+        let kv_copies = add(&[
+            if a.fused_qkv { whole } else { 0 },
+            if kv < heads { mul(&[2, qd]) } else { 0 },
+        ]);
         let square = block(&[batch, heads, seq, seq]);
         moments.push((
             "the last layer's eager attention",
@@ -580,7 +578,8 @@ pub fn decoder_prefill(
         return Err(EstimateError::Overflow { what: "prefill" });
     }
     let formula = format!(
-        "the highest of: the last layer's MLP, 3·v·h + {} per token{}; RoPE before the last K/V are cached, less one layer's K/V; the final norm and the logits{}; plus the input ids, embeddings, cache positions and RoPE's cos/sin throughout (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        "the highest of: the last layer's MLP, {}·v·h + {} per token{}; RoPE before the last K/V are cached, less one layer's K/V; the final norm and the logits{}; plus the input ids, embeddings, cache positions and RoPE's cos/sin throughout (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        if post_norms { 2 } else { 3 },
         if a.fused_qkv { "4·v·i" } else { "3·v·i" },
         if eager {
             "; eager attention, (v + 8)·heads·tokens² per sequence and the mask"
