@@ -491,29 +491,29 @@ pub fn decoder_prefill(
         mul(&[2, block(&[seq, rope, d])]),
     ]);
     let layer_kv = mul(&[2, block(&[batch, kv, seq, d, value])]);
-    // (name, held throughout + the moment's own, tokens² tensors, logits, cache not yet full by)
-    let mut moments: Vec<(&'static str, u64, u64, u64, u64)> = Vec::with_capacity(4);
     let mlp = if a.fused_qkv {
         // Phi-3 fuses gate/up as it fuses q/k/v (modeling_phi3.py, `gate_up_proj`).
         add(&[block(&[t, value, i, 2]), mul(&[2, block(&[t, value, i])])])
     } else {
         mul(&[3, block(&[t, value, i])])
     };
-    moments.push((
+    // Each moment: (name, held throughout + its own, tokens² tensors, logits, cache
+    // not yet full by).
+    let at_mlp = (
         "the last layer's MLP",
         add(&[once, mul(&[if post_norms { 2 } else { 3 }, hidden]), mlp]),
         mask,
         0,
         0,
-    ));
-    if eager {
+    );
+    let at_attention = if eager {
         // Phi-3's q, k and v are views of the fused output, which stays referenced.
         let kv_copies = add(&[
             if a.fused_qkv { whole } else { 0 },
             if kv < heads { mul(&[2, qd]) } else { 0 },
         ]);
         let square = block(&[batch, heads, seq, seq]);
-        moments.push((
+        (
             "the last layer's eager attention",
             add(&[
                 once,
@@ -524,8 +524,10 @@ pub fn decoder_prefill(
             add(&[mask, mul(&[square, value]), mul(&[square, 8])]),
             0,
             0,
-        ));
-    }
+        )
+    } else {
+        ("", 0, 0, 0, 0)
+    };
     let projections = if a.fused_qkv {
         add(&[whole, mul(&[3, qd]).max(add(&[qd, mul(&[3, kd])]))])
     } else if post_norms {
@@ -549,7 +551,7 @@ pub fn decoder_prefill(
     } else {
         0
     };
-    moments.push((
+    let at_rope = (
         "RoPE in the last layer, before its K/V are cached",
         // OLMo-2's attention reads the layer's input itself (no norm before it).
         add(&[
@@ -560,20 +562,22 @@ pub fn decoder_prefill(
         mask,
         0,
         layer_kv,
-    ));
+    );
     let kept = block(&[batch, if all_logits { seq } else { 1 }, a.vocab, value]);
     let fp32 = block(&[batch, a.vocab, 4]);
-    moments.push(if hidden >= fp32 {
+    let at_logits = if hidden >= fp32 {
         ("the logits", add(&[ids, hidden]), 0, kept, 0)
     } else {
         ("the logits' fp32 copy", ids, 0, add(&[kept, fp32]), 0)
-    });
+    };
     let total = |m: &(&'static str, u64, u64, u64, u64)| add(&[m.1, m.2, m.3]).saturating_sub(m.4);
-    let peak = moments
-        .iter()
-        .max_by_key(|m| total(m))
-        .copied()
-        .unwrap_or(("", 0, 0, 0, 0));
+    // A tie keeps the MLP's moment: the same bytes either way.
+    let mut peak = at_mlp;
+    for m in [at_attention, at_rope, at_logits] {
+        if total(&m) > total(&peak) {
+            peak = m;
+        }
+    }
     if total(&peak) == u64::MAX {
         return Err(EstimateError::Overflow { what: "prefill" });
     }
