@@ -297,10 +297,10 @@ fn web_looks_models_up_on_the_hub() {
             .unwrap_or_default()
             .to_string()
     };
-    browser.js(
-        "const i = document.getElementById('context'); i.value = '1000'; \
-         i.dispatchEvent(new Event('input', {bubbles: true}));",
-        json!([]),
+    browser.wait_for(
+        "the context field",
+        "const i = document.getElementById('context'); if (!i) return false; i.value = '1000'; \
+         i.dispatchEvent(new Event('input', {bubbles: true})); return true;",
     );
     look_up(&browser, GGUF_ONLY);
     let status = final_status(&browser, "the GGUF lookup without a config");
