@@ -117,11 +117,12 @@ fn web_answer_first_matches_the_cli_at_1400_and_390_px() {
         assert_eq!(!chosen.contains("no card chosen"), typed_card, "{chosen}");
     }
     // A headline figure is called assumed only when a counted line of its group is,
-    // as the CLI's total says: a full fine-tune's transients are computed, an
-    // inference's prefill transients assumed.
+    // as the CLI's total says: a full fine-tune's transients and a Llama-style
+    // prefill's are computed; a CUDA context given is an assumed transient line.
     for query in [
         format!("{LLAMA_8B}&context=2048&train=full&card=h100-sxm"),
         format!("{LLAMA_8B}&context=8192&card=4090"),
+        format!("{LLAMA_8B}&context=8192&cuda-context-mib=500&card=4090"),
     ] {
         page.load(&query);
         verdict(&page);
