@@ -282,9 +282,9 @@ pub static FIELDS: &[Field] = &[
     f("rope-positions", G::CacheShape, K::Count, "Positions with RoPE scaling", "as trained",
         "Positions the config's RoPE scaling reaches (yarn: original × factor), as vLLM derives them"),
     f("mm-item-tokens", G::CacheShape, K::Count, "Tokens per image", "no encoder",
-        "Prompt tokens one image (or other multimodal item) takes (Gemma 3: 256)"),
+        "Prompt tokens of one image (Gemma 3: 256)"),
     f("mm-item-values", G::CacheShape, K::Count, "Pixel values per image", "",
-        "Values of one image as the processor gives the encoder: channels × height × width"),
+        "Pixel values of one image: channels × height × width"),
     f("q-lora-rank", G::Variants, K::Count, "MLA query rank", "0",
         "MLA: query compression rank (0 = plain q_proj)"),
     f("kv-lora-rank", G::Variants, K::Count, "MLA KV latent rank", "no MLA",
@@ -460,7 +460,7 @@ pub static FIELDS: &[Field] = &[
     f("max-loras", G::Engine, K::Count, "vLLM max LoRAs", "1", "vLLM: LoRA slots"),
     f("max-lora-rank", G::Engine, K::Count, "vLLM max LoRA rank", "16", "vLLM: slot rank"),
     f("speculative-method", G::Engine, K::Choice, "vLLM speculative method", "",
-        "vLLM --speculative-config method: the drafter's weights, KV layers and forward")
+        "vLLM: the --speculative-config method")
         .choices(&[
             ("", "none"),
             ("ngram", "ngram (host)"),
@@ -472,7 +472,7 @@ pub static FIELDS: &[Field] = &[
     f("num-speculative-tokens", G::Engine, K::Count, "vLLM speculative tokens", "mtp: its layers",
         "vLLM: tokens proposed per step"),
     f("draft-model", G::Engine, K::Text, "vLLM draft model", "eagle: one target layer",
-        "vLLM: the draft or EAGLE head: a preset id or its shape as key=value pairs (the CLI's --draft-config reads a config.json)")
+        "vLLM: the draft or EAGLE head, a preset id or key=value shape pairs")
         .choices(&[("llama-3.2-1b", "llama-3.2-1b"), ("qwen3-0.6b", "qwen3-0.6b")]),
     f("mem-fraction-static", G::Engine, K::Fraction, "SGLang static fraction", "by card and tp",
         "SGLang: fraction for weights + KV pool"),

@@ -184,26 +184,19 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
         (None, _) => {
             return Err(EstimateError::invalid(
                 "num-speculative-tokens",
-                format!(
-                    "vLLM needs num_speculative_tokens with {} (config/speculative.py)",
-                    method.name()
-                ),
+                "vLLM needs num_speculative_tokens with this method",
             ));
         }
     };
-    let mut assumptions = vec![format!(
-        "{}: {k} token(s) per step; the drafter's forward runs {k}×, each freed before the next: the peak does not grow",
-        method.name()
-    )];
+    // What the figures assume beyond vLLM's rules, said once.
+    let mut said = "";
     if method == SpecMethod::Mtp
         && k > mtp_layers
         && k.checked_rem(mtp_layers).is_some_and(|r| r != 0)
     {
         return Err(EstimateError::invalid(
             "num-speculative-tokens",
-            format!(
-                "must be divisible by the checkpoint's {mtp_layers} MTP layer(s) (config/speculative.py)"
-            ),
+            "must be divisible by the checkpoint's MTP layers",
         ));
     }
     let b = input.compute_dtype.bytes();
@@ -219,13 +212,14 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
     let held = prod(&[batched, arch.map_or(0, |a| a.hidden), b])?;
     let (draft, kind_text, weights, mut inputs): (EstimateInput, &str, u64, Inputs) = match method {
         SpecMethod::Ngram => {
-            assumptions.push("ngram proposes on the host: no drafter on the GPU".into());
             return Ok(Some(Plan {
                 info: info(0, 0, 0, 0),
                 layer_kv_bytes: 0,
                 workspace: 0,
                 line: None,
-                assumptions,
+                assumptions: vec![format!(
+                    "ngram: {k} token(s) per step, proposed on the host: only the rejection sampler's logits"
+                )],
             }));
         }
         SpecMethod::Mtp => {
@@ -287,10 +281,7 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
                             "give the EAGLE head's shape: no default for this target",
                         ));
                     };
-                    assumptions.push(format!(
-                        "{}: no head given: one dense layer of the target's shape (as the published Llama 3 heads)",
-                        method.name()
-                    ));
+                    said = "; no head given: one dense layer of the target's shape";
                     let mut h = a;
                     h.layers = 1;
                     h.moe = None;
@@ -354,11 +345,6 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
                         .saturating_sub(head)
                         .saturating_sub(fewer);
                     let w = sum(&[kept, fc, extra])?;
-                    assumptions.push(format!(
-                        "{}: the head shares the target's embedding{} (as when it has none or an identical copy)",
-                        method.name(),
-                        if method == SpecMethod::Eagle { " and lm_head" } else { "" }
-                    ));
                     (
                         w,
                         vec![
@@ -373,9 +359,7 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
             } else {
                 "the EAGLE head, less what it shares, + fc"
             };
-            let mut d2 = d;
-            d2.arch = Some(da);
-            (d2, label, w, inputs)
+            (d, label, w, inputs)
         }
     };
     // The drafter's KV per token (its attention layers, in the target's cache dtype).
@@ -390,9 +374,15 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
     inputs.push(("num-speculative-tokens", k.to_string()));
     inputs.push(("kv-bytes-per-token", kv.to_string()));
     inputs.push(("forward", fwd.to_string()));
-    assumptions.push(format!(
-        "the drafter's {layers} attention layer(s) share the KV pool: {kv} B per token more"
-    ));
+    let shares = match method {
+        SpecMethod::Eagle => "; the head shares the target's embedding and lm_head",
+        SpecMethod::Eagle3 => "; the head shares the target's embedding",
+        _ => "",
+    };
+    let assumptions = vec![format!(
+        "{}: {k} token(s) per step, the drafter's forward repeated, each freed (the peak does not grow); its {layers} layer(s) share the KV pool{shares}{said}",
+        method.name()
+    )];
     let line = line(
         "draft_weights",
         "Drafter's weights (speculative decoding)",

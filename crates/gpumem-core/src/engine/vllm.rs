@@ -229,7 +229,7 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
         assumptions.push(format!("vllm serve defaults: max-num-batched-tokens {batched}, max-num-seqs {seqs} (vllm/engine/arg_utils.py get_batch_defaults)"));
     }
     // The drafter (speculative decoding, 0.19 rules only) sits on the last stage.
-    let spec = if p.speculative_method.is_some() && r.label != RULES[0].label {
+    let mut spec = if p.speculative_method.is_some() && r.label != RULES[0].label {
         return Err(EstimateError::invalid(
             "speculative-method",
             "speculative decoding is modelled with the vllm@0.19 rules only",
@@ -238,11 +238,9 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
         super::speculative::plan(c, batched)?
     };
     let draft_weights = spec.as_ref().map_or(0, |s| s.info.draft_weights_bytes);
-    if let Some(s) = &spec {
-        assumptions.extend(s.assumptions.iter().cloned());
-        if let Some(l) = &s.line {
-            lines.push(l.clone());
-        }
+    if let Some(s) = spec.as_mut() {
+        assumptions.append(&mut s.assumptions);
+        lines.extend(s.line.take());
     }
     // The most loaded device is the last stage: it also runs the sampler.
     let (peak, parts) = profile_peak(c, r, batched, seqs, sms, sm90, spec.as_ref())?;
