@@ -311,8 +311,10 @@ where
             }
             "num-speculative-tokens" => positive("num-speculative-tokens", value)
                 .map(|v| p.num_speculative_tokens = Some(v)),
+            // Read with the rest of the rule (`speculative::parse_draft`).
             "draft-model" => {
-                parse_draft(value).map(|_| p.draft_model = Some(value.trim().to_string()))
+                p.draft_model = Some(value.trim().to_string());
+                Ok(())
             }
             "cache-type-k" => {
                 CacheType::parse("cache-type-k", value).map(|v| p.cache_type_k = Some(v))

@@ -188,8 +188,6 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
             ));
         }
     };
-    // What the figures assume beyond vLLM's rules, said once.
-    let mut said = "";
     if method == SpecMethod::Mtp
         && k > mtp_layers
         && k.checked_rem(mtp_layers).is_some_and(|r| r != 0)
@@ -262,39 +260,18 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
                 d,
                 "the checkpoint's MTP layers, no vocabulary copies",
                 w,
-                vec![("mtp-layers", mtp_layers.to_string())],
+                Vec::new(),
             )
         }
         SpecMethod::Eagle | SpecMethod::Eagle3 | SpecMethod::DraftModel => {
-            let mut d = match &p.draft_model {
-                Some(text) => parse_draft(text)?,
-                None if method == SpecMethod::DraftModel => {
-                    return Err(EstimateError::invalid(
-                        "draft-model",
-                        "draft_model needs the draft: a preset id or its shape",
-                    ));
-                }
-                None => {
-                    let Some(a) = arch.filter(|a| a.mla.is_none() && a.mixer.is_none()) else {
-                        return Err(EstimateError::invalid(
-                            "draft-model",
-                            "give the EAGLE head's shape: no default for this target",
-                        ));
-                    };
-                    said = "; no head given: one dense layer of the target's shape";
-                    let mut h = a;
-                    h.layers = 1;
-                    h.moe = None;
-                    h.mtp_layers = 0;
-                    h.attn_layers = None;
-                    h.mlp_layers = None;
-                    h.global_attn = None;
-                    h.tower_params = 0;
-                    let mut d = input.clone();
-                    d.arch = Some(h);
-                    d
-                }
+            // vLLM needs the drafter's checkpoint (`model`) for these methods.
+            let Some(text) = &p.draft_model else {
+                return Err(EstimateError::invalid(
+                    "draft-model",
+                    "give the draft or EAGLE head: a preset id or its shape",
+                ));
             };
+            let mut d = parse_draft(text)?;
             // The drafter runs at the target's tensor-parallel degree
             // (draft_model.py `_raise_if_draft_tp_mismatch`), in its dtype and cache dtype.
             d.tp = input.tp.max(1);
@@ -313,7 +290,7 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
                 .ok_or_else(|| EstimateError::invalid("draft-model", "no shape"))?;
             let h = da.hidden;
             let (w, inputs) = match method {
-                SpecMethod::DraftModel => (all, vec![("draft-layers", da.layers.to_string())]),
+                SpecMethod::DraftModel => (all, Vec::new()),
                 _ => {
                     // llama_eagle.py: fc [2·hidden → hidden], no final norm and no
                     // input norm in the first layer; llama_eagle3.py: fc [3·hidden →
@@ -345,13 +322,7 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
                         .saturating_sub(head)
                         .saturating_sub(fewer);
                     let w = sum(&[kept, fc, extra])?;
-                    (
-                        w,
-                        vec![
-                            ("head-layers", da.layers.to_string()),
-                            ("fc", fc.to_string()),
-                        ],
-                    )
+                    (w, vec![("fc", fc.to_string())])
                 }
             };
             let label = if method == SpecMethod::DraftModel {
@@ -380,7 +351,7 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
         _ => "",
     };
     let assumptions = vec![format!(
-        "{}: {k} token(s) per step, the drafter's forward repeated, each freed (the peak does not grow); its {layers} layer(s) share the KV pool{shares}{said}",
+        "{}: {k} token(s) per step, the drafter's forward repeated, each freed (the peak does not grow); its {layers} layer(s) share the KV pool{shares}",
         method.name()
     )];
     let line = line(
@@ -443,6 +414,8 @@ mod tests {
     }
 
     const H: u64 = 4096;
+    /// One Llama-3.1-8B layer, as the published EAGLE heads for it (spaces allowed).
+    const HEAD: &str = "layers=1, hidden=4096, heads=32, kv-heads=8, head-dim=128, intermediate=14336, vocab=128256";
     const VOCAB: u64 = 128_256;
     /// One Llama-3.1-8B decoder layer: q, k, v, o, gate/up/down and two norms, in bf16.
     const LAYER: u64 = 2 * (H * (H + 1024 + 1024 + H) + 3 * H * 14_336 + 2 * H);
@@ -499,6 +472,7 @@ mod tests {
             &[
                 ("speculative-method", "eagle"),
                 ("num-speculative-tokens", "3"),
+                ("draft-model", HEAD),
             ],
         )
         .expect("budget");
@@ -518,21 +492,16 @@ mod tests {
             eagle.kv_capacity_bytes,
             plain.kv_capacity_bytes - (weights + peak) as i64
         );
-        // The same head typed as its shape.
-        let typed = run(
+        // Without the head, as vLLM, nothing to load.
+        let e = run(
             &input,
             &[
                 ("speculative-method", "eagle"),
                 ("num-speculative-tokens", "3"),
-                (
-                    "draft-model",
-                    "layers=1, hidden=4096, heads=32, kv-heads=8, head-dim=128, intermediate=14336, vocab=128256",
-                ),
             ],
         )
-        .expect("budget");
-        assert_eq!(typed.kv_capacity_bytes, eagle.kv_capacity_bytes);
-        assert_eq!(typed.kv_capacity_tokens, eagle.kv_capacity_tokens);
+        .unwrap_err();
+        assert!(e.to_string().starts_with("draft-model:"), "{e}");
     }
 
     #[test]
@@ -543,6 +512,7 @@ mod tests {
             &[
                 ("speculative-method", "eagle3"),
                 ("num-speculative-tokens", "3"),
+                ("draft-model", HEAD),
             ],
         )
         .expect("budget");
@@ -643,10 +613,10 @@ mod tests {
         assert!(err(&[("num-speculative-tokens", "2")]).contains("speculative-method"));
         let (_, e) = from_pairs([("speculative-method", "medusa")]);
         assert!(e[0].to_string().starts_with("speculative-method:"), "{e:?}");
-        let (_, e) = from_pairs([("draft-model", "layers=1,hidden")]);
-        assert!(e[0].to_string().starts_with("draft-model:"), "{e:?}");
-        let (_, e) = from_pairs([("draft-model", "no-such-preset")]);
-        assert!(e[0].to_string().starts_with("draft-model:"), "{e:?}");
+        for bad in ["layers=1,hidden", "no-such-preset", "layers=1"] {
+            let e = parse_draft(bad).unwrap_err();
+            assert!(e.to_string().starts_with("draft-model:"), "{bad}: {e}");
+        }
         let older = budget(
             &input,
             &estimate(&input).expect("estimate"),

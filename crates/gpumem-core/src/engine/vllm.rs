@@ -243,8 +243,8 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
         lines.extend(s.line.take());
     }
     // The most loaded device is the last stage: it also runs the sampler.
-    let (peak, parts) = profile_peak(c, r, batched, seqs, sms, sm90, spec.as_ref())?;
     let (held, items) = encoder_held(c, batched, seqs)?;
+    let (peak, parts) = profile_peak(c, r, batched, seqs, sms, sm90, spec.as_ref(), (held, items))?;
     if held > 0 {
         assumptions.push(format!(
             "encoder: {items} dummy item(s) ({}) held through the profile; its own forward assumed below the text's",
@@ -371,6 +371,7 @@ fn profile_peak(
     sms: u64,
     sm90: bool,
     spec: Option<&super::speculative::Plan>,
+    (mm, mm_items): (u64, u64),
 ) -> Result<(u64, Inputs), EstimateError> {
     let input = c.input;
     let b = input.compute_dtype.bytes();
@@ -419,7 +420,6 @@ fn profile_peak(
         s.info.draft_forward_bytes.saturating_sub(s.workspace)
     });
     let ws = moe_workspace(input, batched)?;
-    let (mm, mm_items) = encoder_held(c, batched, seqs)?;
     // torch CublasHandlePool.cpp: 32 MiB of cuBLAS workspace on sm_90, 4096 KiB × 2 +
     // 16 KiB × 8 elsewhere, allocated by the caching allocator at the first GEMM.
     let cublas: u64 = if sm90 { 32 * MIB } else { 8_519_680 };
@@ -594,10 +594,7 @@ fn pool_shape(
     }
     let per_layer = c.per_token.checked_div(layers).unwrap_or(0);
     if draft.1 > 0 && draft.2 != per_layer {
-        assumptions.push(format!(
-            "the drafter's layers ({} B per token) counted at the target's page ({per_layer} B)",
-            draft.2
-        ));
+        assumptions.push("the drafter's layers counted at the target's page size".into());
     }
     let target_full = full;
     let full = sum(&[full, draft.1])?;
