@@ -406,7 +406,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2506(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2502(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -603,33 +603,33 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 451, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2441);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 450, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2437);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 77, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_280);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_279);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("CloseEvent")], shim_idx: 77, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_280_14);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_279_14);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 77, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_280_15);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_279_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("MessageEvent")], shim_idx: 77, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_280_16);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_279_16);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 268, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3902);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 267, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3898);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -652,34 +652,34 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3902(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3902(arg0, arg1);
+function __wasm_bindgen_func_elem_3898(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3898(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_280(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_280(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_279(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_279(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_280_14(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_280_14(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_279_14(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_279_14(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_280_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_280_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_279_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_279_15(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_280_16(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_280_16(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_279_16(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_279_16(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2506(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2506(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2502(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2502(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2441(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2437(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2441(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2437(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
