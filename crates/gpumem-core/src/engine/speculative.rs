@@ -55,20 +55,9 @@ impl SpecMethod {
             "eagle" => SpecMethod::Eagle,
             "eagle3" => SpecMethod::Eagle3,
             "draft_model" | "draft-model" => SpecMethod::DraftModel,
-            // config/speculative.py MTPModelTypes, each "replaced with mtp".
-            "mtp"
-            | "deepseek_mtp"
-            | "mimo_mtp"
-            | "glm4_moe_mtp"
-            | "glm4_moe_lite_mtp"
-            | "ernie_mtp"
-            | "nemotron_h_mtp"
-            | "exaone_moe_mtp"
-            | "qwen3_next_mtp"
-            | "qwen3_5_mtp"
-            | "longcat_flash_mtp"
-            | "pangu_ultra_moe_mtp"
-            | "step3p5_mtp" => SpecMethod::Mtp,
+            // config/speculative.py MTPModelTypes (deepseek_mtp, glm4_moe_mtp, …: every
+            // one ends in _mtp), each "replaced with mtp".
+            t if t == "mtp" || t.ends_with("_mtp") => SpecMethod::Mtp,
             _ => {
                 return Err(EstimateError::invalid(
                     "speculative-method",
@@ -188,15 +177,6 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
             ));
         }
     };
-    if method == SpecMethod::Mtp
-        && k > mtp_layers
-        && k.checked_rem(mtp_layers).is_some_and(|r| r != 0)
-    {
-        return Err(EstimateError::invalid(
-            "num-speculative-tokens",
-            "must be divisible by the checkpoint's MTP layers",
-        ));
-    }
     let b = input.compute_dtype.bytes();
     let info = |w, layers, kv, fwd| Speculative {
         method,
