@@ -230,7 +230,7 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
     let mut spec = if p.speculative_method.is_some() && r.label != RULES[0].label {
         return Err(EstimateError::invalid(
             "speculative-method",
-            "speculative decoding is modelled with the vllm@0.19 rules only",
+            "modelled with the vllm@0.19 rules only",
         ));
     } else {
         super::speculative::plan(c, batched)?
