@@ -108,15 +108,17 @@ pub fn double_quant(input: &EstimateInput) -> bool {
 
 /// Whether `PYTORCH_CUDA_ALLOC_CONF` turns expandable segments on.
 pub fn expandable_from_env() -> bool {
-    std::env::var("PYTORCH_CUDA_ALLOC_CONF")
-        .map(|v| {
-            v.split(',').any(|kv| {
-                let mut it = kv.splitn(2, ':');
-                it.next().map(str::trim) == Some("expandable_segments")
-                    && it.next().map(str::trim) == Some("True")
-            })
-        })
-        .unwrap_or(false)
+    std::env::var("PYTORCH_CUDA_ALLOC_CONF").is_ok_and(|v| expandable_in(&v))
+}
+
+/// Whether an allocator setting (`PYTORCH_CUDA_ALLOC_CONF`'s syntax, `key:value,…`)
+/// turns expandable segments on.
+pub fn expandable_in(conf: &str) -> bool {
+    conf.split(',').any(|kv| {
+        let mut it = kv.splitn(2, ':');
+        it.next().map(str::trim) == Some("expandable_segments")
+            && it.next().map(str::trim) == Some("True")
+    })
 }
 
 /// Runs the probe in `python` on `config` (the parsed config.json) and `workload`.
