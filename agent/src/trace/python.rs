@@ -128,6 +128,17 @@ pub fn trace(
     workload: &TraceWorkload,
     nf4_double_quant: bool,
 ) -> Result<std::result::Result<TraceDocument, Failure>> {
+    trace_within(python, config, workload, nf4_double_quant, DEADLINE)
+}
+
+/// As [`trace`], stopped after `deadline`.
+pub fn trace_within(
+    python: &OsString,
+    config: &Value,
+    workload: &TraceWorkload,
+    nf4_double_quant: bool,
+    deadline: Duration,
+) -> Result<std::result::Result<TraceDocument, Failure>> {
     let dir = tempfile::tempdir().context("creating a folder for the trace probe")?;
     let script = dir.path().join("gpumem_trace.py");
     std::fs::write(&script, PROBE_SOURCE).context("writing the trace probe")?;
@@ -174,12 +185,12 @@ pub fn trace(
         if let Some(status) = child.try_wait().context("waiting for the trace probe")? {
             break status;
         }
-        if started.elapsed() > DEADLINE {
+        if started.elapsed() > deadline {
             let _ = child.kill();
             let _ = child.wait();
             return Ok(Err(Failure::Failed(format!(
                 "no answer within {} s",
-                DEADLINE.as_secs()
+                deadline.as_secs()
             ))));
         }
         std::thread::sleep(Duration::from_millis(20));
