@@ -10,15 +10,17 @@
 use gpumem_core::units::{Bytes, group_digits};
 use gpumem_proto::results::{Dtype, EnvironmentReport, Fact, PhaseName, Status};
 use gpumem_proto::sheet::{ObservationSource, ObservedPhase};
-use gpumem_proto::wire::{ClientMessage, MeasureRequest, PROTOCOL_VERSION};
+use gpumem_proto::wire::{
+    AgentMessage, ClientMessage, MeasureRequest, PROTOCOL_VERSION, TraceRequest,
+};
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{CloseEvent, Event, MessageEvent, WebSocket};
 
 use crate::agent::{
-    After, Link, PairTarget, Received, RunRecord, RunState, observed_overhead, parse_pairing_url,
-    prediction_for, predictions,
+    After, Link, PairTarget, Received, RunRecord, RunState, TraceView, observed_overhead,
+    parse_pairing_url, prediction_for, predictions,
 };
 use crate::state::Form;
 
@@ -234,6 +236,7 @@ pub fn AgentPanel() -> impl IntoView {
                 <p class="banner warn" role="status" data-testid="agent-notice">"Agent: " {n}</p>
             })}
             {move || received.with(|r| r.environment.clone()).map(|e| view! { <EnvironmentView e/> })}
+            {move || matches!(link.get(), Link::Paired { .. }).then(|| view! { <TracePanel/> })}
             // An agent showing a workload measures nothing on request: no form then.
             {move || (matches!(link.get(), Link::Paired { .. }) && received.with(|r| r.workloads.is_empty()))
                 .then(|| view! { <MeasureForm/> })}
@@ -248,6 +251,74 @@ pub fn AgentPanel() -> impl IntoView {
                     .collect_view()}
             </div>
         </section>
+    }
+}
+
+/// "Trace this workload": the dimensioner's typical workload traced on the agent's
+/// CPU, each traced line beside the estimate's line it replaces.
+#[component]
+fn TracePanel() -> impl IntoView {
+    let agent = expect_context::<Agent>();
+    let computed = expect_context::<Memo<crate::compute::Computed>>();
+    let received = agent.received;
+    let next = StoredValue::new(0u64);
+    let ask = move |_| {
+        let inputs = computed
+            .with_untracked(|c| c.workloads.first().map(|w| w.pairs.clone()))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        let id = next.get_value() + 1;
+        next.set_value(id);
+        received.update(|r| r.trace = TraceView::Asked(id));
+        agent.send(&ClientMessage::TraceEstimate(TraceRequest { id, inputs }));
+    };
+    let asked = move || received.with(|r| matches!(r.trace, TraceView::Asked(_)));
+    view! {
+        <div class="trace" data-testid="trace-panel">
+            <h3>"Traced — the typical workload on the agent's CPU"</h3>
+            <p class="hint">
+                "The model's own code on PyTorch's meta device (no GPU, no weights): the estimate's "
+                "assumed activation and logits lines, traced."
+            </p>
+            <button type="button" data-testid="trace-button" on:click=ask disabled=asked>
+                {move || if asked() { "Tracing…" } else { "Trace this workload" }}
+            </button>
+            {move || received.with(|r| match &r.trace {
+                TraceView::Traced(AgentMessage::Traced { lines, peak_allocated_bytes, peak_reserved_bytes, detail, .. }) => {
+                    let est = computed.with(|c| c.workloads.first().and_then(|w| w.result.as_ref().ok().cloned()));
+                    let rows = lines.iter().map(|t| {
+                        let line = est.as_ref().and_then(|e| e.lines.iter().find(|l| l.key.as_str() == t.key));
+                        let (estimate, basis) = line.map_or(("—".into(), ""), |l| (three(l.bytes), match l.kind {
+                            gpumem_core::estimate::Kind::Computed => "computed",
+                            gpumem_core::estimate::Kind::Assumed => "assumed",
+                            gpumem_core::estimate::Kind::Traced => "traced",
+                        }));
+                        view! {
+                            <tr data-key=t.key.clone()>
+                                <td>{t.label.clone()}</td>
+                                <td class="num">{estimate}" " <span class="tag">{basis}</span></td>
+                                <td class="num" data-testid="traced-bytes" data-bytes=t.bytes.to_string()>
+                                    {three(t.bytes)}" " <span class="tag traced">"traced"</span>
+                                </td>
+                            </tr>
+                        }
+                    }).collect_view();
+                    view! {
+                        <table data-testid="trace-table">
+                            <thead><tr><th>"Line"</th><th>"Estimate"</th><th>"Traced"</th></tr></thead>
+                            <tbody>{rows}</tbody>
+                        </table>
+                        <p data-testid="trace-detail">
+                            "Peak allocated " {three(*peak_allocated_bytes)} ", reserved " {three(*peak_reserved_bytes)} ". " {detail.clone()}
+                        </p>
+                    }.into_any()
+                }
+                TraceView::Failed(why) => view! { <p class="msg error" role="alert" data-testid="trace-error">{why.clone()}</p> }.into_any(),
+                _ => ().into_any(),
+            })}
+        </div>
     }
 }
 
