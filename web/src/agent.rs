@@ -11,7 +11,9 @@ pub use crate::run_state::RunState;
 use gpumem_core::network::{self, NetworkSpec, PhasePrediction};
 use gpumem_proto::results::{Dtype, EnvironmentReport, PhaseName, Status};
 use gpumem_proto::sheet::{ObservationSource, ObservedPhase, ObservedRun};
-use gpumem_proto::wire::{AgentFrame, AgentMessage, ErrorCode, MeasureLimits, MeasureRequest};
+use gpumem_proto::wire::{
+    AgentFrame, AgentMessage, ErrorCode, MeasureLimits, MeasureRequest, TracedFigure,
+};
 use serde_json::Value;
 
 /// Where to pair: the agent's `host:port` on loopback and its one-time token.
@@ -201,8 +203,9 @@ pub enum TraceView {
     None,
     /// Asked; the answer carries this id.
     Asked(u64),
-    /// The agent's [`AgentMessage::Traced`].
-    Traced(AgentMessage),
+    /// The agent's answer: the traced lines, the peak (allocated, reserved) and what
+    /// was traced, in words (the fields of [`AgentMessage::Traced`]).
+    Traced(Vec<TracedFigure>, u64, u64, String),
     /// Why there is no trace, in words.
     Failed(String),
 }
@@ -371,9 +374,18 @@ impl Received {
                 crate::workload::apply(&mut self.workloads, source, message);
             }
             // Only the answer to the request in flight counts (an older one is stale).
-            AgentMessage::Traced { id, .. } | AgentMessage::TraceFailed { id, .. }
-                if self.trace != TraceView::Asked(id) => {}
-            m @ AgentMessage::Traced { .. } => self.trace = TraceView::Traced(m),
+            AgentMessage::Traced { id, .. } | AgentMessage::TraceFailed { id, .. } if !matches!(self.trace, TraceView::Asked(a) if a == id) =>
+                {}
+            AgentMessage::Traced {
+                lines,
+                peak_allocated_bytes,
+                peak_reserved_bytes,
+                detail,
+                ..
+            } => {
+                self.trace =
+                    TraceView::Traced(lines, peak_allocated_bytes, peak_reserved_bytes, detail);
+            }
             AgentMessage::TraceFailed { message, .. } => self.trace = TraceView::Failed(message),
             AgentMessage::DeviceStarted { .. }
             | AgentMessage::DeviceFinished { .. }
@@ -546,7 +558,10 @@ mod tests {
         r.apply(frame(traced(1)), "h");
         assert_eq!(r.trace, TraceView::Asked(2));
         r.apply(frame(traced(2)), "h");
-        assert_eq!(r.trace, TraceView::Traced(traced(2)));
+        assert_eq!(
+            r.trace,
+            TraceView::Traced(Vec::new(), 1, 2, "traced llama".into())
+        );
         r.trace = TraceView::Asked(3);
         r.apply(
             frame(AgentMessage::TraceFailed {

@@ -10,9 +10,7 @@
 use gpumem_core::units::{Bytes, group_digits};
 use gpumem_proto::results::{Dtype, EnvironmentReport, Fact, PhaseName, Status};
 use gpumem_proto::sheet::{ObservationSource, ObservedPhase};
-use gpumem_proto::wire::{
-    AgentMessage, ClientMessage, MeasureRequest, PROTOCOL_VERSION, TraceRequest,
-};
+use gpumem_proto::wire::{ClientMessage, MeasureRequest, PROTOCOL_VERSION, TraceRequest};
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
@@ -277,41 +275,34 @@ fn TracePanel() -> impl IntoView {
     let asked = move || received.with(|r| matches!(r.trace, TraceView::Asked(_)));
     view! {
         <div class="trace" data-testid="trace-panel">
-            <h3>"Traced — the typical workload on the agent's CPU"</h3>
-            <p class="hint">
-                "The model's own code on PyTorch's meta device (no GPU, no weights): the estimate's "
-                "assumed activation and logits lines, traced."
-            </p>
+            <h3>"Traced — the typical workload, the model's code on the agent's CPU (no GPU)"</h3>
             <button type="button" data-testid="trace-button" on:click=ask disabled=asked>
-                {move || if asked() { "Tracing…" } else { "Trace this workload" }}
+                "Trace this workload"
             </button>
             {move || received.with(|r| match &r.trace {
-                TraceView::Traced(AgentMessage::Traced { lines, peak_allocated_bytes, peak_reserved_bytes, detail, .. }) => {
-                    let est = computed.with(|c| c.workloads.first().and_then(|w| w.result.as_ref().ok().cloned()));
-                    let rows = lines.iter().map(|t| {
-                        let line = est.as_ref().and_then(|e| e.lines.iter().find(|l| l.key.as_str() == t.key));
-                        let (estimate, basis) = line.map_or(("—".into(), ""), |l| (three(l.bytes), match l.kind {
-                            gpumem_core::estimate::Kind::Computed => "computed",
-                            gpumem_core::estimate::Kind::Assumed => "assumed",
-                            gpumem_core::estimate::Kind::Traced => "traced",
-                        }));
-                        view! {
-                            <tr data-key=t.key.clone()>
-                                <td>{t.label.clone()}</td>
-                                <td class="num">{estimate}" " <span class="tag">{basis}</span></td>
-                                <td class="num" data-testid="traced-bytes" data-bytes=t.bytes.to_string()>
-                                    {three(t.bytes)}" " <span class="tag traced">"traced"</span>
-                                </td>
-                            </tr>
-                        }
-                    }).collect_view();
+                TraceView::Traced(lines, allocated, reserved, detail) => {
+                    // Each traced line beside the estimate's line of the same key.
+                    let rows = computed.with(|c| {
+                        let est = c.workloads.first().and_then(|w| w.result.as_ref().ok());
+                        lines.iter().map(|t| {
+                            let line = est.and_then(|e| e.lines.iter().find(|l| l.key.as_str() == t.key));
+                            let estimate = line.map_or(String::from("—"), |l| format!("{} ({})", three(l.bytes), l.kind.name()));
+                            view! {
+                                <tr data-key=t.key.clone()>
+                                    <td>{t.label.clone()}</td>
+                                    <td>{estimate}</td>
+                                    <td data-testid="traced-bytes" data-bytes=t.bytes.to_string()>{three(t.bytes)} " (traced)"</td>
+                                </tr>
+                            }
+                        }).collect_view()
+                    });
                     view! {
                         <table data-testid="trace-table">
-                            <thead><tr><th>"Line"</th><th>"Estimate"</th><th>"Traced"</th></tr></thead>
-                            <tbody>{rows}</tbody>
+                            <tr><th>"Line"</th><th>"Estimate"</th><th>"Traced"</th></tr>
+                            {rows}
                         </table>
                         <p data-testid="trace-detail">
-                            "Peak allocated " {three(*peak_allocated_bytes)} ", reserved " {three(*peak_reserved_bytes)} ". " {detail.clone()}
+                            {format!("Peak allocated {}, reserved {}. {detail}", three(*allocated), three(*reserved))}
                         </p>
                     }.into_any()
                 }
