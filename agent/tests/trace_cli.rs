@@ -275,3 +275,89 @@ fn estimate_with_trace_uses_the_traced_lines() {
         line(&traced, "training.optimizer")
     );
 }
+
+/// `estimate --trace` for an inference: the prefill's lines of a derived decoder are
+/// computed, and the traced ones (what was alive at the prefill's peak) add up to the
+/// same bytes, so the total does not move.
+#[test]
+fn a_traced_prefill_matches_the_computed_lines() {
+    let Some(python) = gpumem_e2e::torch_python("a_traced_prefill_matches_the_computed_lines")
+    else {
+        return;
+    };
+    let run = |extra: &[&str]| {
+        let out = agent()
+            .arg("estimate")
+            .arg("--config")
+            .arg(config("qwen2.5-0.5b.json"))
+            .args([
+                "--sequences",
+                "2",
+                "--context",
+                "512",
+                "--attention",
+                "eager",
+            ])
+            .args(["--json"])
+            .args(extra)
+            .output()
+            .expect("agent runs");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let plain = run(&[]);
+    let traced = run(&["--trace", "--python", python.to_str().unwrap()]);
+    let prefill = |doc: &serde_json::Value, kind: &str| {
+        doc["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["key"].as_str().unwrap().starts_with("prefill."))
+            .inspect(|l| assert_eq!(l["kind"], kind, "{l}"))
+            .map(|l| l["bytes"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let computed = prefill(&plain, "computed");
+    assert!(computed > 0);
+    assert_eq!(prefill(&traced, "traced"), computed);
+    assert_eq!(traced["total_bytes"], plain["total_bytes"]);
+}
+
+/// DeepSeek-V2-Lite's MLA attention has values narrower than its queries (128 against
+/// 192): under flash the values are padded to the queries' width and the output cut
+/// back (transformers' flash path), under SDPA the memory-efficient kernel runs (the
+/// flash kernel needs one head size). Both trace, and the trace counts the
+/// estimator's parameters.
+#[test]
+fn an_attention_with_narrower_values_traces_under_flash_and_sdpa() {
+    let Some(python) =
+        gpumem_e2e::torch_python("an_attention_with_narrower_values_traces_under_flash_and_sdpa")
+    else {
+        return;
+    };
+    let est = agent()
+        .args(["estimate", "--json", "--config"])
+        .arg(config("deepseek-v2-lite.json"))
+        .output()
+        .expect("agent runs");
+    let est: serde_json::Value = serde_json::from_slice(&est.stdout).expect("JSON");
+    for attention in ["flash", "sdpa"] {
+        let flags = [
+            "--train",
+            "full",
+            "--sequences",
+            "1",
+            "--context",
+            "128",
+            "--attention",
+            attention,
+        ];
+        let (_, doc) = trace(&python, "deepseek-v2-lite.json", &flags);
+        assert_eq!(doc["parameters"], est["parameters"], "{attention}");
+        assert_eq!(doc["parameters"], 15_706_484_224u64, "{attention}");
+        assert!(
+            at(phase(&doc, "forward", 1), "activations") > 0,
+            "{attention}"
+        );
+    }
+}
