@@ -261,12 +261,14 @@ fn TracePanel() -> impl IntoView {
     let received = agent.received;
     let next = StoredValue::new(0u64);
     let ask = move |_| {
-        let inputs = computed
-            .with_untracked(|c| c.workloads.first().map(|w| w.pairs.clone()))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect();
+        // Inserted one by one: `collect` into a map sorts, and a sort instance costs the
+        // wasm kilobytes.
+        let mut inputs = std::collections::BTreeMap::new();
+        computed.with_untracked(|c| {
+            for (k, v) in c.workloads.first().map_or(&[][..], |w| &w.pairs[..]) {
+                inputs.insert((*k).to_owned(), v.clone());
+            }
+        });
         let id = next.get_value() + 1;
         next.set_value(id);
         received.update(|r| r.trace = TraceView::Asked(id));
@@ -280,32 +282,24 @@ fn TracePanel() -> impl IntoView {
                 "Trace this workload"
             </button>
             {move || received.with(|r| match &r.trace {
-                TraceView::Traced(lines, allocated, reserved, detail) => {
-                    // Each traced line beside the estimate's line of the same key.
-                    let rows = computed.with(|c| {
-                        let est = c.workloads.first().and_then(|w| w.result.as_ref().ok());
-                        lines.iter().map(|t| {
-                            let line = est.and_then(|e| e.lines.iter().find(|l| l.key.as_str() == t.key));
-                            let estimate = line.map_or(String::from("—"), |l| format!("{} ({})", three(l.bytes), l.kind.name()));
-                            view! {
-                                <tr data-key=t.key.clone()>
-                                    <td>{t.label.clone()}</td>
-                                    <td>{estimate}</td>
-                                    <td data-testid="traced-bytes" data-bytes=t.bytes.to_string()>{three(t.bytes)} " (traced)"</td>
-                                </tr>
-                            }
-                        }).collect_view()
-                    });
-                    view! {
-                        <table data-testid="trace-table">
-                            <tr><th>"Line"</th><th>"Estimate"</th><th>"Traced"</th></tr>
-                            {rows}
-                        </table>
-                        <p data-testid="trace-detail">
-                            {format!("Peak allocated {}, reserved {}. {detail}", three(*allocated), three(*reserved))}
-                        </p>
-                    }.into_any()
-                }
+                TraceView::Traced(lines, allocated, reserved, detail) => view! {
+                    <ul data-testid="trace-table">
+                        {lines.iter().map(|t| view! {
+                            <li data-key=t.key.clone() data-bytes=t.bytes.to_string()>
+                                {format!(
+                                    "{}: estimate {} ({}) · traced {}",
+                                    t.label,
+                                    t.estimate_bytes.map_or("—".into(), three),
+                                    t.estimate_basis.as_deref().unwrap_or("none"),
+                                    three(t.bytes)
+                                )}
+                            </li>
+                        }).collect_view()}
+                    </ul>
+                    <p data-testid="trace-detail">
+                        {format!("Peak allocated {}, reserved {}. {detail}", three(*allocated), three(*reserved))}
+                    </p>
+                }.into_any(),
                 TraceView::Failed(why) => view! { <p class="msg error" role="alert" data-testid="trace-error">{why.clone()}</p> }.into_any(),
                 _ => ().into_any(),
             })}

@@ -137,8 +137,6 @@ fn not_possible(detail: String) -> TraceOutcome {
     TraceOutcome {
         status: TraceStatus::NotPossible,
         detail,
-        workload: None,
-        versions: None,
         wall_time_ms: None,
     }
 }
@@ -153,8 +151,6 @@ pub fn trace_ranks(file: &mut WorkloadFile, overrides: &[(String, String)], off:
             rank.comparison.trace = Some(TraceOutcome {
                 status: TraceStatus::Off,
                 detail: "not traced (--no-trace)".into(),
-                workload: None,
-                versions: None,
                 wall_time_ms: None,
             });
             continue;
@@ -273,11 +269,12 @@ pub fn fill(c: &mut Comparison, doc: &TraceDocument) {
         )
     } else {
         format!(
-            "{} training, {} × {} tokens, {}, checkpointing {}",
+            "{} training, {} × {} tokens, {}, master weights {}, checkpointing {}",
             w.train,
             w.sequences,
             w.context,
             w.optimizer,
+            if w.master_weights { "on" } else { "off" },
             if w.checkpointing { "on" } else { "off" }
         )
     };
@@ -292,8 +289,6 @@ pub fn fill(c: &mut Comparison, doc: &TraceDocument) {
             doc.versions.transformers,
             doc.wall_time_ms as f64 / 1000.0
         ),
-        workload: Some(doc.workload.clone()),
-        versions: Some(doc.versions.clone()),
         wall_time_ms: Some(doc.wall_time_ms),
     });
 }

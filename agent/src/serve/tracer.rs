@@ -130,13 +130,23 @@ fn answer(python_exe: &OsString, request: &TraceRequest) -> AgentMessage {
         Err(e) => return failed(id, TraceFailure::Failed, format!("{e:#}")),
     };
     let peak = doc.peak_phase();
+    // The estimate's line beside each traced one: the same inputs through the same core
+    // as the page's, so the page shows the agent's figures without recomputing them.
+    let estimated = gpumem_core::estimate::estimate(&input).ok();
     let lines = crate::trace::traced_lines(&doc, input.train)
         .into_iter()
-        .map(|l| TracedFigure {
-            key: l.key.as_str().to_owned(),
-            label: l.label,
-            bytes: l.bytes,
-            formula: l.formula,
+        .map(|l| {
+            let line = estimated
+                .as_ref()
+                .and_then(|e| e.lines.iter().find(|x| x.key == l.key));
+            TracedFigure {
+                key: l.key.as_str().to_owned(),
+                label: l.label,
+                bytes: l.bytes,
+                formula: l.formula,
+                estimate_bytes: line.map(|x| x.bytes),
+                estimate_basis: line.map(|x| x.kind.name().to_owned()),
+            }
         })
         .collect();
     let w = &doc.workload;

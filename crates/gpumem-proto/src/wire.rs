@@ -129,6 +129,11 @@ pub struct TracedFigure {
     pub bytes: u64,
     /// Where in the trace it was read.
     pub formula: String,
+    /// The estimate's own figure for that line, from the same inputs and the same core
+    /// (`null` when the estimate has no such line).
+    pub estimate_bytes: Option<u64>,
+    /// That line's basis: `computed` or `assumed`.
+    pub estimate_basis: Option<String>,
 }
 
 /// Why no trace came back.
@@ -879,6 +884,8 @@ mod tests {
                     label: "Activations".into(),
                     bytes: u64::MAX,
                     formula: "traced".into(),
+                    estimate_bytes: Some(3),
+                    estimate_basis: Some("assumed".into()),
                 }],
                 peak_allocated_bytes: 1,
                 peak_reserved_bytes: 2,

@@ -371,14 +371,10 @@ pub struct Comparison {
 pub struct TraceOutcome {
     /// `traced`, `not_possible` or `off` (`--no-trace`).
     pub status: TraceStatus,
-    /// What was traced, or why nothing was, in one line.
+    /// What was traced (model, dtype, attention kernel, workload, torch and
+    /// transformers versions), or why nothing was, in one line. (Kept as words: the
+    /// page reads this document, and every typed field costs it bytes.)
     pub detail: String,
-    /// The workload as the trace ran it (when traced).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload: Option<crate::trace::TraceWorkload>,
-    /// torch and transformers of the trace (when traced).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub versions: Option<crate::trace::TraceVersions>,
     /// Wall time of the trace, milliseconds (when traced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_time_ms: Option<u64>,
