@@ -541,6 +541,38 @@ fn a_transformers_run_is_traced_beside_computed_and_observed() {
     assert!(text(&out.stderr).contains("no trace: "));
 }
 
+/// A transformers generation gets the traced KV cache: 2 layers × (K, V) tensors of
+/// 2 sequences × 2 KV heads × 15 positions (10 prompt + 6 generated − 1) × 16 × 4 B =
+/// 3 840 B each, which the allocator rounds to 4 096 (512 B blocks); observed counts
+/// the tensors' own 3 840 B.
+#[test]
+fn a_transformers_generation_is_traced() {
+    let Some(py) = torch_python("a_transformers_generation_is_traced") else {
+        return;
+    };
+    let (out, r) = torch_run(&py, "generate_tiny_llama.py", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let c = &r["ranks"][0]["comparison"];
+    assert_eq!(c["trace"]["status"], "traced", "{}", c["trace"]);
+    assert!(
+        c["trace"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("inference, 2 × 10 prompt tokens + 6 generated"),
+        "{}",
+        c["trace"]
+    );
+    let kv = c["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["item"] == "kv_cache")
+        .expect("a kv_cache line");
+    let tensor: u64 = 2 * 2 * 15 * 16 * 4;
+    assert_eq!(kv["observed_bytes"], 4 * tensor);
+    assert_eq!(kv["traced_bytes"], 4 * tensor.div_ceil(512) * 512);
+}
+
 /// `--trace-with` takes the estimator's workload keys only, checked before the command
 /// starts.
 #[test]

@@ -244,7 +244,7 @@ fn traced_item(doc: &TraceDocument, item: &str) -> Option<(u64, String)> {
             Some((
                 p.at_peak.kv_cache,
                 format!(
-                    "traced: the KV cache live at the peak of {} (prompt + generated − 1 tokens; a dynamic cache's old and new tensors both, when the peak falls in its growth)",
+                    "traced: the KV cache live at the peak of {} (prompt + generated − 1 tokens), each tensor as the allocator rounds it (512 B blocks)",
                     p.name
                 ),
             ))
