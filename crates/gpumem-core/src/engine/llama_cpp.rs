@@ -236,6 +236,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             }
         }
     };
+    #[cfg(not(target_arch = "wasm32"))]
     if !placed.unnamed.is_empty() && !rules.is_empty() {
         assumptions.push(format!(
             "no llama.cpp name generated for {}: checkpoint names, spread evenly over the blocks, are what --override-tensor matched",
@@ -327,7 +328,8 @@ struct Placed {
     host: u64,
     /// Bytes `--n-cpu-moe` and `--override-tensor` sent to the host from GPU slots.
     moved: u64,
-    /// Tensor groups with no llama.cpp name here.
+    /// Tensor groups with no llama.cpp name here (named when `-ot` matched them).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     unnamed: Vec<&'static str>,
 }
 
@@ -368,7 +370,8 @@ fn place(
         if slot_gpu && !on_gpu {
             placed.moved = sum(&[placed.moved, t.bytes])?;
         }
-        if !t.named && !placed.unnamed.contains(&t.suffix) {
+        #[cfg(not(target_arch = "wasm32"))]
+        if !t.named && !rules.is_empty() && !placed.unnamed.contains(&t.suffix) {
             placed.unnamed.push(t.suffix);
         }
     }
@@ -386,6 +389,7 @@ pub struct Override {
 }
 
 /// GPU backends' first device (`ggml_backend_buft_name` of device 0): the card.
+#[cfg(not(target_arch = "wasm32"))]
 const THIS_CARD: [&str; 7] = [
     "CUDA0", "ROCm0", "Vulkan0", "Metal", "SYCL0", "MUSA0", "CANN0",
 ];
@@ -397,6 +401,7 @@ const THIS_CARD: [&str; 7] = [
 /// `regex` crate matches them (unanchored, the same search), which refuses
 /// look-around and backreferences with a clear error. The page's wasm carries no
 /// regular-expression engine: there the key is refused, naming the agent.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn parse_overrides(text: &str) -> Result<Vec<Override>, EstimateError> {
     let bad = |why: String| EstimateError::invalid("override-tensor", why);
     let mut rules = Vec::new();
@@ -449,8 +454,9 @@ fn compile(pattern: &str, host: bool) -> Result<Override, EstimateError> {
     })
 }
 
+/// The page: no regular-expression engine (and no parsing code for one).
 #[cfg(target_arch = "wasm32")]
-fn compile(_pattern: &str, _host: bool) -> Result<Override, EstimateError> {
+pub fn parse_overrides(_text: &str) -> Result<Vec<Override>, EstimateError> {
     Err(EstimateError::invalid(
         "override-tensor",
         "this page matches no regular expressions: run `gpumem-agent estimate … --override-tensor` (the same estimate, with -ot's patterns)",

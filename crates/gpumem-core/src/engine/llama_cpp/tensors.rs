@@ -95,98 +95,209 @@ enum Rule {
     Dense,
 }
 
+/// How many checkpoint tensors one GGUF tensor holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Merge {
+    One,
+    /// A block's routed experts (one 3-D tensor per projection).
+    Experts,
+    /// A block's shared experts (one wider tensor).
+    Shared,
+}
+
+/// The architecture's group names ([`Architecture::tensors`]) → llama.cpp's names,
+/// their blocks and merge. Data, not a `match`: the page's wasm pays for the text only.
+const NAMES: &[(&str, &[&str], Rule, Merge)] = &[
+    (
+        "embed_tokens",
+        &["token_embd.weight"],
+        Rule::Input,
+        Merge::One,
+    ),
+    (
+        "position embeddings",
+        &["position_embd.weight"],
+        Rule::Input,
+        Merge::One,
+    ),
+    ("lm_head", &["output.weight"], Rule::Output, Merge::One),
+    ("q_proj", &["attn_q.weight"], Rule::Every, Merge::One),
+    ("k_proj", &["attn_k.weight"], Rule::Every, Merge::One),
+    ("v_proj", &["attn_v.weight"], Rule::Every, Merge::One),
+    ("o_proj", &["attn_output.weight"], Rule::Every, Merge::One),
+    ("q_proj.bias", &["attn_q.bias"], Rule::Every, Merge::One),
+    ("k_proj.bias", &["attn_k.bias"], Rule::Every, Merge::One),
+    ("v_proj.bias", &["attn_v.bias"], Rule::Every, Merge::One),
+    (
+        "o_proj.bias",
+        &["attn_output.bias"],
+        Rule::Every,
+        Merge::One,
+    ),
+    ("sinks", &["attn_sinks.weight"], Rule::Every, Merge::One),
+    ("q_a_proj", &["attn_q_a.weight"], Rule::Every, Merge::One),
+    (
+        "q_a_layernorm",
+        &["attn_q_a_norm.weight"],
+        Rule::Every,
+        Merge::One,
+    ),
+    ("q_b_proj", &["attn_q_b.weight"], Rule::Every, Merge::One),
+    (
+        "kv_a_proj_with_mqa",
+        &["attn_kv_a_mqa.weight"],
+        Rule::Every,
+        Merge::One,
+    ),
+    (
+        "kv_a_layernorm",
+        &["attn_kv_a_norm.weight"],
+        Rule::Every,
+        Merge::One,
+    ),
+    ("kv_b_proj", &["attn_kv_b.weight"], Rule::Every, Merge::One),
+    (
+        "q_norm/k_norm",
+        &["attn_q_norm.weight", "attn_k_norm.weight"],
+        Rule::Every,
+        Merge::One,
+    ),
+    ("q_norm", &["attn_q_norm.weight"], Rule::Every, Merge::One),
+    ("k_norm", &["attn_k_norm.weight"], Rule::Every, Merge::One),
+    (
+        "gate_proj",
+        &["ffn_gate.weight", "ffn_gate.bias"],
+        Rule::Dense,
+        Merge::One,
+    ),
+    (
+        "up_proj",
+        &["ffn_up.weight", "ffn_up.bias"],
+        Rule::Dense,
+        Merge::One,
+    ),
+    (
+        "down_proj",
+        &["ffn_down.weight", "ffn_down.bias"],
+        Rule::Dense,
+        Merge::One,
+    ),
+    ("router", &["ffn_gate_inp.weight"], Rule::Moe, Merge::One),
+    ("router.bias", &["ffn_gate_inp.bias"], Rule::Moe, Merge::One),
+    (
+        "router.e_score_correction_bias",
+        &["exp_probs_b.bias"],
+        Rule::Moe,
+        Merge::One,
+    ),
+    (
+        "experts.gate_proj",
+        &["ffn_gate_exps.weight", "ffn_gate_exps.bias"],
+        Rule::Moe,
+        Merge::Experts,
+    ),
+    (
+        "experts.up_proj",
+        &["ffn_up_exps.weight", "ffn_up_exps.bias"],
+        Rule::Moe,
+        Merge::Experts,
+    ),
+    (
+        "experts.down_proj",
+        &["ffn_down_exps.weight", "ffn_down_exps.bias"],
+        Rule::Moe,
+        Merge::Experts,
+    ),
+    (
+        "shared.gate_proj",
+        &["ffn_gate_shexp.weight", "ffn_gate_shexp.bias"],
+        Rule::Moe,
+        Merge::Shared,
+    ),
+    (
+        "shared.up_proj",
+        &["ffn_up_shexp.weight", "ffn_up_shexp.bias"],
+        Rule::Moe,
+        Merge::Shared,
+    ),
+    (
+        "shared.down_proj",
+        &["ffn_down_shexp.weight", "ffn_down_shexp.bias"],
+        Rule::Moe,
+        Merge::Shared,
+    ),
+    (
+        "shared_expert_gate",
+        &["ffn_gate_inp_shexp.weight"],
+        Rule::Moe,
+        Merge::Shared,
+    ),
+];
+
+/// The blocks' norms by (norms per block, LayerNorm bias): Gemma 2/3's four are
+/// `attn_norm`, `post_attention_norm`, `ffn_norm`, `post_ffw_norm`.
+const NORMS: &[(u64, bool, &[&str])] = &[
+    (1, false, &["attn_norm.weight"]),
+    (1, true, &["attn_norm.weight", "attn_norm.bias"]),
+    (2, false, &["attn_norm.weight", "ffn_norm.weight"]),
+    (
+        2,
+        true,
+        &[
+            "attn_norm.weight",
+            "attn_norm.bias",
+            "ffn_norm.weight",
+            "ffn_norm.bias",
+        ],
+    ),
+    (
+        4,
+        false,
+        &[
+            "attn_norm.weight",
+            "post_attention_norm.weight",
+            "ffn_norm.weight",
+            "post_ffw_norm.weight",
+        ],
+    ),
+];
+
 /// llama.cpp's names for one group of the architecture, the blocks they are in and
-/// how many checkpoint tensors one GGUF tensor merges (the routed experts).
+/// how many checkpoint tensors one GGUF tensor merges. `prev` is the last named
+/// group: an MLP bias follows its projection (`Architecture::push_mlp`), whose
+/// table entry lists the bias name second.
 fn names_of(
     a: &Architecture,
     tg: &TensorGroup,
-    prev: &'static [&'static str],
-) -> Option<(&'static [&'static str], Rule, u64)> {
-    let experts = a.moe.map_or(1, |m| m.experts);
-    let shared = a.moe.map_or(1, |m| m.shared_experts.max(1));
-    let one = |n: &'static [&'static str], r: Rule| Some((n, r, 1));
+    prev: Option<(&'static [&'static str], Rule, Merge)>,
+) -> Option<(&'static [&'static str], Rule, Merge)> {
     match tg.name {
-        "embed_tokens" => one(&["token_embd.weight"], Rule::Input),
-        "position embeddings" => one(&["position_embd.weight"], Rule::Input),
-        "final norm" if tg.count == 1 => one(&["output_norm.weight"], Rule::Output),
-        "final norm" => one(&["output_norm.weight", "output_norm.bias"], Rule::Output),
-        "lm_head" => one(&["output.weight"], Rule::Output),
-        "q_proj" => one(&["attn_q.weight"], Rule::Every),
-        "k_proj" => one(&["attn_k.weight"], Rule::Every),
-        "v_proj" => one(&["attn_v.weight"], Rule::Every),
-        "o_proj" => one(&["attn_output.weight"], Rule::Every),
-        "q_proj.bias" => one(&["attn_q.bias"], Rule::Every),
-        "k_proj.bias" => one(&["attn_k.bias"], Rule::Every),
-        "v_proj.bias" => one(&["attn_v.bias"], Rule::Every),
-        "o_proj.bias" => one(&["attn_output.bias"], Rule::Every),
-        "sinks" => one(&["attn_sinks.weight"], Rule::Every),
-        "q_a_proj" => one(&["attn_q_a.weight"], Rule::Every),
-        "q_a_layernorm" => one(&["attn_q_a_norm.weight"], Rule::Every),
-        "q_b_proj" => one(&["attn_q_b.weight"], Rule::Every),
-        "kv_a_proj_with_mqa" => one(&["attn_kv_a_mqa.weight"], Rule::Every),
-        "kv_a_layernorm" => one(&["attn_kv_a_norm.weight"], Rule::Every),
-        "kv_b_proj" => one(&["attn_kv_b.weight"], Rule::Every),
-        "q_norm/k_norm" => one(&["attn_q_norm.weight", "attn_k_norm.weight"], Rule::Every),
-        "q_norm" => one(&["attn_q_norm.weight"], Rule::Every),
-        "k_norm" => one(&["attn_k_norm.weight"], Rule::Every),
-        "layer norms" => match (a.layer_norms, a.layernorm_bias) {
-            (1, false) => one(&["attn_norm.weight"], Rule::Every),
-            (1, true) => one(&["attn_norm.weight", "attn_norm.bias"], Rule::Every),
-            (2, false) => one(&["attn_norm.weight", "ffn_norm.weight"], Rule::Every),
-            (2, true) => one(
-                &[
-                    "attn_norm.weight",
-                    "attn_norm.bias",
-                    "ffn_norm.weight",
-                    "ffn_norm.bias",
-                ],
-                Rule::Every,
-            ),
-            (4, false) => one(
-                &[
-                    "attn_norm.weight",
-                    "post_attention_norm.weight",
-                    "ffn_norm.weight",
-                    "post_ffw_norm.weight",
-                ],
-                Rule::Every,
-            ),
-            _ => None,
-        },
-        "gate_proj" => one(&["ffn_gate.weight"], Rule::Dense),
-        "up_proj" => one(&["ffn_up.weight"], Rule::Dense),
-        "down_proj" => one(&["ffn_down.weight"], Rule::Dense),
-        "router" => one(&["ffn_gate_inp.weight"], Rule::Moe),
-        "router.bias" => one(&["ffn_gate_inp.bias"], Rule::Moe),
-        "router.e_score_correction_bias" => one(&["exp_probs_b.bias"], Rule::Moe),
-        "experts.gate_proj" => Some((&["ffn_gate_exps.weight"], Rule::Moe, experts)),
-        "experts.up_proj" => Some((&["ffn_up_exps.weight"], Rule::Moe, experts)),
-        "experts.down_proj" => Some((&["ffn_down_exps.weight"], Rule::Moe, experts)),
-        "shared.gate_proj" => Some((&["ffn_gate_shexp.weight"], Rule::Moe, shared)),
-        "shared.up_proj" => Some((&["ffn_up_shexp.weight"], Rule::Moe, shared)),
-        "shared.down_proj" => Some((&["ffn_down_shexp.weight"], Rule::Moe, shared)),
-        "shared_expert_gate" => Some((&["ffn_gate_inp_shexp.weight"], Rule::Moe, shared)),
-        // A bias follows its projection's group (`Architecture::push_mlp`).
-        "mlp bias" => {
-            let bias: &'static [&'static str] = match prev.first().copied() {
-                Some("ffn_gate.weight") => &["ffn_gate.bias"],
-                Some("ffn_up.weight") => &["ffn_up.bias"],
-                Some("ffn_down.weight") => &["ffn_down.bias"],
-                Some("ffn_gate_exps.weight") => &["ffn_gate_exps.bias"],
-                Some("ffn_up_exps.weight") => &["ffn_up_exps.bias"],
-                Some("ffn_down_exps.weight") => &["ffn_down_exps.bias"],
-                Some("ffn_gate_shexp.weight") => &["ffn_gate_shexp.bias"],
-                Some("ffn_up_shexp.weight") => &["ffn_up_shexp.bias"],
-                Some("ffn_down_shexp.weight") => &["ffn_down_shexp.bias"],
-                _ => return None,
-            };
-            Some(match bias.first().copied().unwrap_or("") {
-                b if b.ends_with("_exps.bias") => (bias, Rule::Moe, experts),
-                b if b.ends_with("_shexp.bias") => (bias, Rule::Moe, shared),
-                _ => (bias, Rule::Dense, 1),
-            })
+        "final norm" => {
+            let n: &'static [&'static str] = &["output_norm.weight", "output_norm.bias"];
+            let k = usize::try_from(tg.count).ok()?;
+            Some((n.get(..k)?, Rule::Output, Merge::One))
         }
-        _ => None,
+        "layer norms" => NORMS
+            .iter()
+            .find(|x| x.0 == a.layer_norms && x.1 == a.layernorm_bias)
+            .map(|x| (x.2, Rule::Every, Merge::One)),
+        "mlp bias" => {
+            let (n, rule, merge) = prev?;
+            Some((n.get(1..2)?, rule, merge))
+        }
+        name => NAMES
+            .iter()
+            .find(|x| x.0 == name)
+            // A projection's entry also names its bias (listed second).
+            .map(|x| {
+                let bias = x.1.get(1).is_some_and(|b| b.ends_with(".bias"));
+                let names = if bias {
+                    x.1.get(..1).unwrap_or(x.1)
+                } else {
+                    x.1
+                };
+                (names, x.2, x.3)
+            }),
     }
 }
 
@@ -211,7 +322,7 @@ pub fn gguf_tensors(
         })
     };
     let mut out = Vec::new();
-    let mut prev: &'static [&'static str] = &[];
+    let mut prev = None;
     for tg in a.tensors()? {
         let fmt = formats.for_role(tg.role);
         let one = if tg.cols == 1 {
@@ -229,14 +340,25 @@ pub fn gguf_tensors(
             });
             continue;
         }
+        let merge = |m: Merge| match (m, a.moe) {
+            (Merge::Experts, Some(x)) => x.experts,
+            (Merge::Shared, Some(x)) => x.shared_experts.max(1),
+            _ => 1,
+        };
         let found = names_of(a, &tg, prev).filter(|(names, _, m)| {
-            let per = (names.len() as u64).saturating_mul(*m);
+            let per = (names.len() as u64).saturating_mul(merge(*m));
             per > 0 && tg.count.is_multiple_of(per)
         });
         let (names, rule, m, named): (&[&'static str], Rule, u64, bool) = match found {
             Some((names, rule, m)) => {
-                prev = names;
-                (names, rule, m, true)
+                if tg.name != "mlp bias" {
+                    // The projection's full entry, whose second name is its bias.
+                    prev = NAMES
+                        .iter()
+                        .find(|x| x.0 == tg.name)
+                        .map(|x| (x.1, x.2, x.3));
+                }
+                (names, rule, merge(m), true)
             }
             None => (std::slice::from_ref(&tg.name), Rule::Every, 1, false),
         };
