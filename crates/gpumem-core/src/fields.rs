@@ -466,7 +466,7 @@ pub static FIELDS: &[Field] = &[
     f("n-cpu-moe", G::Engine, K::Count, "llama.cpp CPU MoE layers", "0",
         "llama.cpp: MoE layers with experts on the host"),
     f("override-tensor", G::Engine, K::Text, "llama.cpp tensor overrides (-ot)", "",
-        "llama.cpp: <regex>=<CPU|CUDA0>,… tensors to place (gpumem-agent only)")
+        "llama.cpp -ot: <regex>=<CPU|CUDA0>,… places the tensors it names (matched by gpumem-agent, not in the page)")
         .choices(OVERRIDES),
 ];
 

@@ -741,6 +741,29 @@ fn gguf_tensor_names_and_bytes() {
         128 * 2048 * 768 * 2
     );
     assert_eq!(find(&qwen, "blk.3.attn_k_norm.weight"), 128 * 2);
+
+    // gpt-oss: biases on every projection (the experts' merged too), the router's
+    // bias and the attention sinks.
+    let oss = gguf_list(&preset("gpt-oss-20b", &[]));
+    for n in [
+        "blk.0.attn_sinks.weight",
+        "blk.0.attn_q.bias",
+        "blk.0.attn_output.bias",
+        "blk.0.ffn_gate_inp.bias",
+        "blk.23.ffn_down_exps.bias",
+    ] {
+        find(&oss, n);
+    }
+    assert_eq!(find(&oss, "blk.1.ffn_up_exps.bias"), 32 * 2880 * 2);
+    // DeepSeek-V3: MLA, three dense blocks before the MoE ones, a shared expert, the
+    // router's fp32 correction bias; its MTP layer is counted outside the blocks.
+    let ds = gguf_list(&preset("deepseek-v3", &[]));
+    find(&ds, "blk.2.ffn_gate.weight");
+    find(&ds, "blk.3.ffn_gate_shexp.weight");
+    find(&ds, "blk.60.attn_kv_a_mqa.weight");
+    assert_eq!(find(&ds, "blk.3.exp_probs_b.bias"), 256 * 4);
+    assert!(!ds.iter().any(|t| t.name() == "blk.2.ffn_gate_exps.weight"));
+    assert!(ds.iter().all(|t| t.named || t.slot == tensors::Slot::Extra));
 }
 
 /// The model buffer in llama.cpp's placement, derived by hand for Llama-3.1-8B in

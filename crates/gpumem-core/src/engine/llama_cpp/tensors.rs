@@ -10,7 +10,9 @@
 //! into one 3-D tensor per projection `ffn_{gate,up,down}_exps`, the shared experts
 //! `ffn_{gate,up,down}_shexp` and their gate `ffn_gate_inp_shexp`, the router's
 //! correction bias `exp_probs_b`, Gemma's `post_attention_norm` and `post_ffw_norm`;
-//! each with its `.weight` or `.bias` suffix.
+//! each with its `.weight` or `.bias` suffix. (A file converted with a fused
+//! `ffn_gate_up_exps` holds the gate's and the up projection's bytes under one name;
+//! `--n-cpu-moe`'s rule and the list treat both alike.)
 //!
 //! The list is derived from [`Architecture::tensors`], group by group, with the same
 //! per-tensor byte count as the estimate's weight lines, so its sum is the estimate's
@@ -389,9 +391,9 @@ pub fn gguf_tensors(
             }
             Rule::Moe | Rule::Dense if plain => {
                 let want = rule == Rule::Moe;
-                let blocks: Vec<u64> = (0..n).filter(|&i| is_moe(i) == want).collect();
-                if blocks.len() as u64 == slots {
-                    blocks.into_iter().for_each(|i| push(Slot::Block(i)));
+                let blocks = (0..n).filter(|&i| is_moe(i) == want);
+                if blocks.clone().count() as u64 == slots {
+                    blocks.for_each(|i| push(Slot::Block(i)));
                 } else {
                     spread(slots, n, &mut push);
                 }
