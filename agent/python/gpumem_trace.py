@@ -369,9 +369,17 @@ def _attention_functions(torch, kind):
                 "memory does not depend on the window"
             )
         if kind == "flash":
+            # FlashAttention-2 needs one head size for Q, K and V: where the values
+            # are narrower (DeepSeek-V2's MLA: 192 against 128) transformers pads them
+            # with zeros and cuts the output back (modeling_deepseek_v2.py).
+            v_dim = value.shape[-1]
+            if v_dim != query.shape[-1]:
+                value = torch.nn.functional.pad(value, [0, query.shape[-1] - v_dim])
             out = aten._scaled_dot_product_flash_attention(
                 query, key, value, dropout, causal, False, scale=scaling
             )[0]
+            if out.shape[-1] != v_dim:
+                out = out[..., :v_dim]
         else:
             n_rep = query.shape[1] // key.shape[1]
             key, value = repeat_kv(key, n_rep), repeat_kv(value, n_rep)
@@ -398,11 +406,13 @@ def _patch_sdpa(torch):
     def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         if not _is_meta(query):
             return original(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+        # sdp_utils.cpp check_head_dim_size_flash: one head size for Q, K and V.
         flash = (
             attn_mask is None
             and query.dtype in (torch.float16, torch.bfloat16)
             and query.shape[-1] <= 256
             and query.shape[-1] % 8 == 0
+            and key.shape[-1] == query.shape[-1] == value.shape[-1]
         )
         if flash:
             return aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False, scale=scale)[0]

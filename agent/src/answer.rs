@@ -190,13 +190,6 @@ pub fn render(
         "weights {}",
         Bytes(est.weights_bytes).gib_string(2)
     )];
-    // A group is called assumed when any of its counted lines is (the transients are
-    // computed for a decoder the derivation covers, traced with --trace).
-    let assumed_in = |g: Group| {
-        est.lines
-            .iter()
-            .any(|l| l.group == g && l.in_total && l.kind == Kind::Assumed)
-    };
     for (name, group, b) in [
         ("KV cache", Group::KvCache, est.kv_cache_bytes),
         ("training", Group::Training, est.training_bytes),
@@ -204,7 +197,11 @@ pub fn render(
         ("reserve", Group::Reserve, est.reserve_bytes),
     ] {
         if b > 0 {
-            let tag = if assumed_in(group) { " (assumed)" } else { "" };
+            let tag = if est.group_is_assumed(group) {
+                " (assumed)"
+            } else {
+                ""
+            };
             parts.push(format!("{name}{tag} {}", Bytes(b).gib_string(2)));
         }
     }
@@ -257,13 +254,9 @@ fn engine_summary(e: &EngineOutput) -> String {
         let ctx = l
             .largest_context
             .map_or("none".into(), |c| format!("{} tokens", group_digits(c)));
-        let trained = match (l.beyond_trained, l.trained_positions) {
-            (true, Some(t)) => format!(
-                ", beyond the {} positions it was trained for",
-                group_digits(t)
-            ),
-            _ => String::new(),
-        };
+        let trained = l
+            .positions_note()
+            .map_or(String::new(), |n| format!(", {n}"));
         s.push_str(&wrap(
             &format!(
                 "  largest context on the card ({}) at {} sequence(s): {ctx}{trained}",

@@ -201,15 +201,8 @@ pub fn render(out: &EngineOutput) -> String {
                 "  largest context at {} sequence(s): {} tokens{}",
                 l.at_sequences,
                 group_digits(c),
-                match (l.trained_positions, l.beyond_trained) {
-                    (Some(t), true) => format!(
-                        " — beyond the {} positions the model was trained for (only with RoPE scaling)",
-                        group_digits(t)
-                    ),
-                    (Some(t), false) if l.basis != "estimate" && c == t =>
-                        " (the model's trained positions; the pool holds more)".to_string(),
-                    _ => String::new(),
-                }
+                l.positions_note()
+                    .map_or(String::new(), |n| format!(" — {n}"))
             ),
             None => writeln!(
                 s,

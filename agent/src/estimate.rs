@@ -147,6 +147,7 @@ pub fn run(args: Args) -> Result<Exit> {
     // --model: the Hub gives the config text and the tensors; both then take the
     // same path as --config and --safetensors/--gguf.
     let mut hub_tensors: Option<TensorSummary> = None;
+    let mut hub_gguf_shape = None;
     if let Some(model) = &args.model {
         if !args.safetensors.is_empty() || args.gguf.is_some() {
             anyhow::bail!("give either --model or --safetensors/--gguf, not both");
@@ -167,6 +168,7 @@ pub fn run(args: Args) -> Result<Exit> {
             config_text = Some(text.clone());
         }
         hub_tensors = Some(found.tensors);
+        hub_gguf_shape = found.gguf_shape;
     }
     if let Some(path) = &args.config {
         let text =
@@ -185,8 +187,9 @@ pub fn run(args: Args) -> Result<Exit> {
     };
     let gguf_shape = gguf_header
         .as_ref()
-        .filter(|_| imported.is_none())
-        .and_then(|h| h.shape());
+        .and_then(|h| h.shape())
+        .or(hub_gguf_shape)
+        .filter(|_| imported.is_none());
     if let Some(shape) = &gguf_shape {
         pairs.extend(shape.pairs.iter().map(|(k, v)| (k.to_string(), v.clone())));
     }

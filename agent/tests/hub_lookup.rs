@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use gpumem_core::import::gguf;
 use gpumem_core::units::Bytes;
 use gpumem_e2e::hub_standin::{
-    Blob, GATED, Logged, MANY_GGUF, MANY_GGUF_FILES, ONE_GGUF, ONE_GGUF_FILE, Repo, SHARDED,
-    SHARDS, SINGLE, SPLIT_GGUF, SPLIT_GGUF_FILES, SPLIT_GGUF_SINGLE, StandIn, TEST_TOKEN,
+    Blob, GATED, GGUF_ONLY, Logged, MANY_GGUF, MANY_GGUF_FILES, ONE_GGUF, ONE_GGUF_FILE, Repo,
+    SHARDED, SHARDS, SINGLE, SPLIT_GGUF, SPLIT_GGUF_FILES, SPLIT_GGUF_SINGLE, StandIn, TEST_TOKEN,
     expected_bytes, expected_file_bytes, fixture_repos,
 };
 use serde_json::Value;
@@ -379,6 +379,29 @@ fn a_gguf_file_is_read_by_name_without_a_config() {
     assert_eq!(v["weights_bytes"], bytes);
     // The read policy's first GGUF read, not the file.
     assert!(largest_byte_asked(&hub) <= gpumem_core::import::read_policy::GGUF_FIRST_READ);
+}
+
+/// A GGUF repository without a config.json answers "will it fit at this context?"
+/// alone: the header's metadata gives the KV cache's shape (2 layers × 2 KV heads ×
+/// 64, from 256 wide over 4 heads), the header's tensors the weights — from the
+/// Hub and again from the cache.
+#[test]
+fn a_gguf_repository_without_a_config_gives_the_kv_shape_from_its_header() {
+    let hub = fixtures(Duration::ZERO, &[]);
+    let home = tempfile::tempdir().expect("temp dir");
+    let args = ["--json", "--model", GGUF_ONLY, "--context", "1000"];
+    for _ in 0..2 {
+        let v = json_ok(&agent(&hub, home.path(), None, &args));
+        assert_eq!(v["weights_bytes"], expected_bytes(GGUF_ONLY));
+        // K and V × 2 layers × 2 heads × 64 × 2 B × 1 000 tokens.
+        assert_eq!(v["kv_cache_bytes"], 2 * 2 * 2 * 64 * 2 * 1000);
+        assert_eq!(v["input"]["max-position"], "2048");
+        let said = v["assumptions"].to_string();
+        assert!(
+            said.contains("GGUF header: layers 2, kv-heads 2, head-dim 64"),
+            "{said}"
+        );
+    }
 }
 
 #[test]

@@ -275,3 +275,50 @@ fn estimate_with_trace_uses_the_traced_lines() {
         line(&traced, "training.optimizer")
     );
 }
+
+/// `estimate --trace` for an inference: the prefill's lines of a derived decoder are
+/// computed, and the traced ones (what was alive at the prefill's peak) add up to the
+/// same bytes, so the total does not move.
+#[test]
+fn a_traced_prefill_matches_the_computed_lines() {
+    let Some(python) = gpumem_e2e::torch_python("a_traced_prefill_matches_the_computed_lines")
+    else {
+        return;
+    };
+    let run = |extra: &[&str]| {
+        let out = agent()
+            .arg("estimate")
+            .arg("--config")
+            .arg(config("qwen2.5-0.5b.json"))
+            .args([
+                "--sequences",
+                "2",
+                "--context",
+                "512",
+                "--attention",
+                "eager",
+            ])
+            .args(["--json"])
+            .args(extra)
+            .output()
+            .expect("agent runs");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let plain = run(&[]);
+    let traced = run(&["--trace", "--python", python.to_str().unwrap()]);
+    let prefill = |doc: &serde_json::Value, kind: &str| {
+        doc["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["key"].as_str().unwrap().starts_with("prefill."))
+            .inspect(|l| assert_eq!(l["kind"], kind, "{l}"))
+            .map(|l| l["bytes"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let computed = prefill(&plain, "computed");
+    assert!(computed > 0);
+    assert_eq!(prefill(&traced, "traced"), computed);
+    assert_eq!(traced["total_bytes"], plain["total_bytes"]);
+}

@@ -330,3 +330,231 @@ fn the_estimate_holds_the_optimizer_steps_peak() {
         );
     }
 }
+
+/// One prefill workload: config, attention, sequences × tokens, every position's logits.
+struct Prefill {
+    config: &'static str,
+    attention: &'static str,
+    sequences: u64,
+    tokens: u64,
+    all_logits: bool,
+}
+
+const fn pf(
+    config: &'static str,
+    attention: &'static str,
+    sequences: u64,
+    tokens: u64,
+    all_logits: bool,
+) -> Prefill {
+    Prefill {
+        config,
+        attention,
+        sequences,
+        tokens,
+        all_logits,
+    }
+}
+
+/// The derived configs at 1–4 sequences × 512–2048 tokens under each attention, and
+/// one of each family outside the derivation (its lines must stay assumed and say why).
+const PREFILLS: &[Prefill] = &[
+    pf("qwen3-30b-a3b.json", "flash", 1, 512, false),
+    pf("llama-3.2-1b.json", "flash", 4, 512, false),
+    pf("llama-3.2-1b.json", "sdpa", 1, 2048, false),
+    pf("llama-3.2-1b.json", "eager", 2, 1024, false),
+    pf("llama-3.2-1b.json", "flash", 1, 2048, true),
+    pf("llama-3.2-1b.json", "efficient", 2, 512, false),
+    pf("qwen2.5-0.5b.json", "sdpa", 2, 1024, false),
+    pf("qwen2.5-0.5b.json", "eager", 1, 512, false),
+    pf("qwen3-0.6b.json", "flash", 4, 512, false),
+    pf("qwen3-0.6b.json", "eager", 1, 2048, false),
+    pf("phi-3-mini-4k.json", "flash", 2, 1024, false),
+    pf("phi-3-mini-4k.json", "eager", 1, 512, false),
+    pf("phi-3-mini-4k.json", "sdpa", 1, 2048, false),
+    pf("mistral-7b-v0.1.json", "flash", 1, 1024, false),
+    pf("gemma-2-2b.json", "flash", 1, 512, false),
+    pf("pythia-160m.json", "sdpa", 1, 512, false),
+    pf("olmo-2-7b.json", "sdpa", 1, 512, false),
+    pf("gemma-3-1b.json", "flash", 1, 512, false),
+    pf("gpt2.json", "sdpa", 1, 512, false),
+];
+
+/// Traces every prefill in one Python process: the parameters and what was live at the
+/// prefill's peak, by category.
+const PREFILL_DRIVER: &str = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import gpumem_trace as gt
+for line in sys.stdin:
+    w = json.loads(line)
+    try:
+        d = gt.trace(w)
+        p = [p for p in d["phases"] if p["name"] == "prefill"][0]
+        print(json.dumps({"parameters": d["parameters"], "at_peak": p["at_peak"]}))
+    except Exception as e:
+        print(json.dumps({"error": "%s: %s" % (type(e).__name__, e)}))
+    sys.stdout.flush()
+"#;
+
+#[test]
+fn prefill_formulas_agree_with_traces_or_stay_assumed() {
+    let Some(python) = gpumem_e2e::torch_python("prefill_formulas_agree_with_traces") else {
+        return;
+    };
+    let mut requests = String::new();
+    for c in PREFILLS {
+        let text = std::fs::read_to_string(
+            root()
+                .join("crates/gpumem-core/tests/cases/configs")
+                .join(c.config),
+        )
+        .unwrap();
+        let config: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let w = serde_json::json!({
+            "config": config, "train": "none", "sequences": c.sequences, "context": c.tokens,
+            "generate": 1, "dtype": "bfloat16", "attention": c.attention, "optimizer": "adamw",
+            "master_weights": false, "checkpointing": false, "lora_rank": 16,
+            "lora_targets": ["q_proj", "v_proj"],
+            "logits": if c.all_logits { "all" } else { "last" }, "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let mut child = Command::new(&python)
+        .arg("-c")
+        .arg(PREFILL_DRIVER)
+        .arg(root().join("agent/python"))
+        .env("HF_HUB_OFFLINE", "1")
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(requests.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let traces: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(traces.len(), PREFILLS.len(), "one answer per case");
+
+    eprintln!(
+        "\n{:<16} {:>10} {:<9} {:>6} | {:>12} {:>12} {:>7} | {:>11} {:>11} {:>7} | basis, peak",
+        "model",
+        "workload",
+        "attention",
+        "logits",
+        "interm. form",
+        "interm. trace",
+        "diff",
+        "logits form",
+        "logits trace",
+        "diff"
+    );
+    let pct = |f: u64, t: u64| {
+        if t == 0 {
+            if f == 0 { 0.0 } else { 100.0 }
+        } else {
+            100.0 * (f as f64 - t as f64) / t as f64
+        }
+    };
+    let mut failures = Vec::new();
+    for (c, t) in PREFILLS.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{}: {t}", c.config);
+        let (s, b) = (c.tokens.to_string(), c.sequences.to_string());
+        let input = input_of(
+            c.config,
+            &[
+                ("train", "none"),
+                ("sequences", &b),
+                ("context", &s),
+                ("attention", c.attention),
+                ("logits", if c.all_logits { "all" } else { "last" }),
+            ],
+        );
+        let est = estimate(&input).unwrap();
+        let line = |k: &str| {
+            est.lines
+                .iter()
+                .find(|l| l.key.as_str() == k)
+                .unwrap_or_else(|| panic!("{}: no {k} line", c.config))
+        };
+        let (mlp, scores, logits) = (
+            line("prefill.mlp"),
+            line("prefill.attention_scores"),
+            line("prefill.logits"),
+        );
+        // What the trace counts as temporaries: everything but the weights, the KV
+        // cache and tensors whose last dimension is the vocabulary.
+        let formula = mlp.bytes + scores.bytes;
+        let at = &t["at_peak"];
+        let traced = at["temporaries"].as_u64().unwrap() + at["activations"].as_u64().unwrap();
+        let traced_logits = at["logits"].as_u64().unwrap();
+        let basis = mlp.kind.name();
+        eprintln!(
+            "{:<16} {:>10} {:<9} {:>6} | {:>12} {:>12} {:>+6.2}% | {:>11} {:>11} {:>+6.2}% | {basis}, {}",
+            c.config.trim_end_matches(".json"),
+            format!("{} × {}", c.sequences, c.tokens),
+            c.attention,
+            if c.all_logits { "all" } else { "last" },
+            formula,
+            traced,
+            pct(formula, traced),
+            logits.bytes,
+            traced_logits,
+            pct(logits.bytes, traced_logits),
+            mlp.label
+        );
+        if let Some(p) = est.parameters {
+            assert_eq!(
+                t["parameters"].as_u64(),
+                Some(p),
+                "{}: parameters",
+                c.config
+            );
+        }
+        let a = input.arch.unwrap();
+        let derived = gpumem_core::training::decoder_prefill(
+            &a,
+            c.tokens,
+            c.sequences,
+            2,
+            AttentionImpl::parse("attention", c.attention).unwrap(),
+            input.sliding_window,
+            c.all_logits,
+        )
+        .unwrap();
+        match derived.assumed_because {
+            None => {
+                for l in [mlp, scores, logits] {
+                    assert_eq!(l.kind.name(), "computed", "{}: {}", c.config, l.key);
+                }
+                if pct(formula, traced).abs() > 2.0 || pct(logits.bytes, traced_logits).abs() > 2.0
+                {
+                    failures.push(format!(
+                        "{} {} {}×{}: intermediates {formula} vs traced {traced}, logits {} vs {traced_logits}",
+                        c.config, c.attention, c.sequences, c.tokens, logits.bytes
+                    ));
+                }
+            }
+            Some(why) => {
+                eprintln!(
+                    "    (the Llama-style derivation would give {} + {} + {})",
+                    derived.intermediates, derived.scores, derived.logits
+                );
+                for l in [mlp, scores, logits] {
+                    assert_eq!(l.kind.name(), "assumed", "{}: {}", c.config, l.key);
+                }
+                assert!(mlp.formula.contains(why), "{}: {}", c.config, mlp.formula);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "past 2 %: {failures:#?}");
+}

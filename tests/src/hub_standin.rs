@@ -528,6 +528,19 @@ pub const ONE_GGUF: &str = "tiny-org/llama-GGUF";
 pub const MANY_GGUF: &str = "tiny-org/llama-multi-GGUF";
 /// The file of [`ONE_GGUF`].
 pub const ONE_GGUF_FILE: &str = "llama-tiny-Q4_K_M.gguf";
+/// A GGUF repository without a config.json: its one file's header also holds the
+/// model's shape (block count, heads, KV heads, context length), as llama.cpp's
+/// converter writes it.
+pub const GGUF_ONLY: &str = "tiny-org/llama-GGUF-only";
+/// The metadata [`GGUF_ONLY`]'s header gives: 2 layers, 4 heads of 64 (256 wide), 2
+/// KV heads, 2 048 trained positions.
+pub const GGUF_ONLY_SHAPE: [(&str, u32); 5] = [
+    ("block_count", 2),
+    ("embedding_length", 256),
+    ("attention.head_count", 4),
+    ("attention.head_count_kv", 2),
+    ("context_length", 2048),
+];
 /// A repository whose listing spans pages (of 2 entries) with a GGUF model split in
 /// three in a folder ([`SPLIT_GGUF_FILES`], unsloth's layout) beside a single file
 /// ([`SPLIT_GGUF_SINGLE`]).
@@ -882,6 +895,29 @@ fn gguf_split_blob(tensors: &[GgufTensor], split: Option<(u16, u16, i32)>) -> (B
     (Blob::Head { head, size }, bytes)
 }
 
+/// [`GGUF_ONLY`]: a README and the Q4_K_M file, its header with the model's shape.
+fn gguf_only_repo() -> Repo {
+    let tensors = gguf_tensors(GGUF_SHAPE, GGML_Q4_K, GGML_Q6_K);
+    let refs: Vec<(&str, &[u64], u32)> = tensors
+        .iter()
+        .map(|(n, d, t)| (n.as_str(), d.as_slice(), *t))
+        .collect();
+    let (_, bytes) = gguf_blob(&tensors);
+    let head = gguf::build_header_with("llama", &GGUF_ONLY_SHAPE, &refs, None);
+    let size = head.len() as u64 + bytes;
+    Repo {
+        files: BTreeMap::from([
+            (
+                "README.md".to_string(),
+                text("# llama-tiny GGUF, no config\n"),
+            ),
+            (ONE_GGUF_FILE.to_string(), Blob::Head { head, size }),
+        ]),
+        token: None,
+        page_size: None,
+    }
+}
+
 /// The GGUF quantisations built, by file name.
 fn gguf_files() -> BTreeMap<&'static str, (Blob, u64)> {
     let [q4, q6, q8] = MANY_GGUF_FILES;
@@ -964,6 +1000,7 @@ pub fn fixture_repos() -> BTreeMap<String, Repo> {
         (ONE_GGUF.to_string(), gguf_repo(&[ONE_GGUF_FILE])),
         (MANY_GGUF.to_string(), gguf_repo(&MANY_GGUF_FILES)),
         (SPLIT_GGUF.to_string(), split_gguf_repo()),
+        (GGUF_ONLY.to_string(), gguf_only_repo()),
     ])
 }
 
@@ -974,7 +1011,7 @@ pub fn expected_bytes(repo: &str) -> u64 {
     match repo {
         SINGLE | GATED => single_file_repo().1,
         SHARDED => sharded_repo().1,
-        ONE_GGUF => expected_file_bytes(ONE_GGUF, ONE_GGUF_FILE),
+        ONE_GGUF | GGUF_ONLY => expected_file_bytes(ONE_GGUF, ONE_GGUF_FILE),
         other => panic!("{other}: no single expected figure (name a file)"),
     }
 }

@@ -17,8 +17,13 @@ use web_support::{Browser, Page, ReplayAgent, agent_binary, artifacts, browser_t
 
 const LLAMA_8B: &str = "layers=32&hidden=4096&heads=32&kv-heads=8&head-dim=128&intermediate=14336&vocab=128256&max-position=131072";
 
-/// `gpumem-agent estimate --json` for a query's keys (the page-only keys left out).
+/// `gpumem-agent estimate --json`'s verdict for a query's keys.
 fn agent_verdict(query: &str) -> Value {
+    agent_document(query)["verdict"].clone()
+}
+
+/// `gpumem-agent estimate --json` for a query's keys (the page-only keys left out).
+fn agent_document(query: &str) -> Value {
     let mut cmd = Command::new(agent_binary());
     cmd.args(["estimate", "--json"]);
     for (k, v) in query.split('&').filter_map(|p| p.split_once('=')) {
@@ -30,8 +35,7 @@ fn agent_verdict(query: &str) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    v["verdict"].clone()
+    serde_json::from_slice(&out.stdout).expect("JSON")
 }
 
 fn both(b: u64) -> String {
@@ -112,6 +116,33 @@ fn web_answer_first_matches_the_cli_at_1400_and_390_px() {
         let chosen = b.testid("answer");
         assert_eq!(!chosen.contains("no card chosen"), typed_card, "{chosen}");
     }
+    // A headline figure is called assumed only when a counted line of its group is,
+    // as the CLI's total says: a full fine-tune's transients and a Llama-style
+    // prefill's are computed; a CUDA context given is an assumed transient line.
+    for query in [
+        format!("{LLAMA_8B}&context=2048&train=full&card=h100-sxm"),
+        format!("{LLAMA_8B}&context=8192&card=4090"),
+        format!("{LLAMA_8B}&context=8192&cuda-context-mib=500&card=4090"),
+    ] {
+        page.load(&query);
+        verdict(&page);
+        let doc = agent_document(&query);
+        let assumed =
+            doc["lines"].as_array().unwrap().iter().any(|l| {
+                l["group"] == "transient" && l["in_total"] == true && l["kind"] == "assumed"
+            });
+        let label = b.js(
+            "return document.querySelector('[data-testid=transient-bytes]').closest('.figure').querySelector('.flabel').textContent;",
+            json!([]),
+        );
+        let want = if assumed {
+            "Transients (assumed)"
+        } else {
+            "Transients"
+        };
+        assert_eq!(label.as_str(), Some(want), "{query}");
+    }
+
     // The T4 has no bf16: the answer says so.
     page.load(&format!("{LLAMA_8B}&context=8192&card=t4"));
     verdict(&page);

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use gpumem_e2e::hub_standin::{
-    GATED, MANY_GGUF, MANY_GGUF_FILES, ONE_GGUF, SHARDED, SHARDS, SINGLE, SPLIT_GGUF,
+    GATED, GGUF_ONLY, MANY_GGUF, MANY_GGUF_FILES, ONE_GGUF, SHARDED, SHARDS, SINGLE, SPLIT_GGUF,
     SPLIT_GGUF_FILES, SPLIT_GGUF_SINGLE, StandIn, TEST_TOKEN, expected_bytes, expected_file_bytes,
     fixture_repos,
 };
@@ -66,11 +66,19 @@ fn set_field(browser: &Browser, testid: &str, value: &str) {
     );
 }
 
-/// `gpumem-agent estimate --model REPO --json` against the stand-in.
+/// `gpumem-agent estimate --model REPO --json` against the stand-in: its weights.
 fn agent_weights(endpoint: &str, repo: &str) -> u64 {
+    agent_estimate(endpoint, repo, &[])["weights_bytes"]
+        .as_u64()
+        .expect("weights_bytes")
+}
+
+/// `gpumem-agent estimate --model REPO --json EXTRA…` against the stand-in.
+fn agent_estimate(endpoint: &str, repo: &str, extra: &[&str]) -> Value {
     let cache = tempfile::tempdir().expect("tempdir");
     let out = Command::new(agent_binary())
         .args(["estimate", "--model", repo, "--json"])
+        .args(extra)
         .env("HF_ENDPOINT", endpoint)
         .env("XDG_CACHE_HOME", cache.path())
         .env_remove("HF_TOKEN")
@@ -83,8 +91,7 @@ fn agent_weights(endpoint: &str, repo: &str) -> u64 {
         "estimate --model {repo}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
-    v["weights_bytes"].as_u64().expect("weights_bytes")
+    serde_json::from_slice(&out.stdout).expect("json")
 }
 
 #[test]
@@ -275,6 +282,60 @@ fn web_looks_models_up_on_the_hub() {
     println!(
         "web_lookup: {SPLIT_GGUF} by {}: {status}",
         SPLIT_GGUF_FILES[1]
+    );
+
+    // 5c. A GGUF repository without a config.json: the header's metadata gives the KV
+    //     cache's shape (as `estimate --model` reads it), so the page answers alone.
+    set_field(&browser, "model-file", "");
+    let by_id = |id: &str| {
+        browser
+            .js(
+                "const e = document.getElementById(arguments[0]); return e ? e.value : null;",
+                json!([id]),
+            )
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    browser.wait_for(
+        "the context field",
+        "const i = document.getElementById('context'); if (!i) return false; i.value = '1000'; \
+         i.dispatchEvent(new Event('input', {bubbles: true})); return true;",
+    );
+    look_up(&browser, GGUF_ONLY);
+    let status = final_status(&browser, "the GGUF lookup without a config");
+    assert!(status.contains("GGUF header"), "{status}");
+    assert_eq!(
+        imported_bytes(&browser),
+        Some(expected_bytes(GGUF_ONLY)),
+        "{status}"
+    );
+    assert_eq!(
+        (by_id("layers"), by_id("kv-heads"), by_id("head-dim")),
+        ("2".to_string(), "2".to_string(), "64".to_string())
+    );
+    let sequences = by_id("sequences");
+    let sequences = if sequences.is_empty() {
+        "1".to_string()
+    } else {
+        sequences
+    };
+    let mut extra = vec!["--context", "1000", "--sequences", &sequences];
+    let (generate, kv_dtype) = (by_id("generate"), by_id("kv-dtype"));
+    for (flag, v) in [("--generate", &generate), ("--kv-dtype", &kv_dtype)] {
+        if !v.is_empty() {
+            extra.extend([flag, v.as_str()]);
+        }
+    }
+    let want = agent_estimate(&endpoint, GGUF_ONLY, &extra)["kv_cache_bytes"]
+        .as_u64()
+        .expect("kv_cache_bytes");
+    assert!(want > 0);
+    browser.wait_for(
+        "the page's KV figure from the GGUF header",
+        &format!(
+            "const e = document.querySelector('[data-testid=kv-cache-bytes]'); return e && e.textContent.replace(/\\D/g, '') === '{want}';"
+        ),
     );
 
     // 6. A mirror without the listing API: the shards come from the index, their sizes

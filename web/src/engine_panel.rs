@@ -131,7 +131,7 @@ pub fn EnginePanel() -> impl IntoView {
                 } else {
                     format!(" ({}'s pool)", l.basis)
                 };
-                let beyond = l.beyond_trained.then_some(" — beyond the model's trained positions");
+                let beyond = l.positions_note().map(|n| format!(" — {n}"));
                 view! {
                     <h3>"Largest workload on " {name} {basis}</h3>
                     <p>

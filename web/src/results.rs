@@ -4,7 +4,7 @@
 //! one-dimension sweep. Every number is the core's; this module only formats.
 
 use gpumem_core::catalogue::{CATALOGUE, GpuCard, resolve};
-use gpumem_core::estimate::{Estimate, Kind as LineKind, Line, LineKey, estimate};
+use gpumem_core::estimate::{Estimate, Group, Kind as LineKind, Line, LineKey, estimate};
 use gpumem_core::fit::{CardFit, MARGIN_RULE, Verdict, assumed_margin, fit_card};
 use gpumem_core::headline::{Headline, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, LABEL_SMALLEST};
 use gpumem_core::params::{from_pairs, parse_count};
@@ -388,7 +388,7 @@ fn WorkloadCards() -> impl IntoView {
 /// One headline figure: GiB large, then raw bytes and GB.
 #[component]
 fn Figure(
-    label: &'static str,
+    #[prop(into)] label: String,
     /// The `data-testid` of the raw byte count, if it is a stable test hook.
     #[prop(optional)]
     testid: Option<&'static str>,
@@ -410,13 +410,21 @@ fn Figure(
 #[component]
 fn Headline(e: Option<Estimate>) -> impl IntoView {
     let f = |g: fn(&Estimate) -> u64| e.as_ref().map(g);
+    // "(assumed)" only where a counted line of the group is (the CLI's rule).
+    let tag = |name: &'static str, g: Group| {
+        if e.as_ref().is_some_and(|e| e.group_is_assumed(g)) {
+            format!("{name} (assumed)")
+        } else {
+            name.to_string()
+        }
+    };
     view! {
         <div class="figures" aria-label="Headline figures">
             <Figure label="Weights" testid="weights-bytes" bytes=f(|e| e.weights_bytes)/>
             <Figure label="KV cache" testid="kv-cache-bytes" bytes=f(|e| e.kv_cache_bytes)/>
-            <Figure label="Training state" testid="training-bytes" bytes=f(|e| e.training_bytes)/>
-            <Figure label="Transients (assumed)" testid="transient-bytes" bytes=f(|e| e.transient_bytes)/>
-            <Figure label="Reserve (per device)" testid="reserve-bytes" bytes=f(|e| e.reserve_bytes)/>
+            <Figure label=tag("Training state", Group::Training) testid="training-bytes" bytes=f(|e| e.training_bytes)/>
+            <Figure label=tag("Transients", Group::Transient) testid="transient-bytes" bytes=f(|e| e.transient_bytes)/>
+            <Figure label=tag("Reserve (per device)", Group::Reserve) testid="reserve-bytes" bytes=f(|e| e.reserve_bytes)/>
             <Figure label="Total" testid="total-bytes" bytes=f(|e| e.total_bytes) strong=true/>
             <Figure label="Most loaded device" testid="per-device-bytes" bytes=f(|e| e.per_device_bytes) strong=true/>
         </div>

@@ -305,6 +305,33 @@ fn estimate_line(
     }
 }
 
+/// The serving engine a `run` command starts, read from its argv (the program, or
+/// the module after `-m`): `vllm`, `sglang`, `text-generation-inference`,
+/// `llama.cpp`; any other program is observed through PyTorch's allocator, so
+/// `pytorch`. A bounded label: never the command itself.
+fn engine_of(command: &[String]) -> &'static str {
+    let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_owned();
+    let mut words = command.iter().map(|w| base(w));
+    let mut program = words.next().unwrap_or_default();
+    // `python3 -m vllm.entrypoints.openai.api_server`, `torchrun … -m sglang.…`
+    if program.starts_with("python") || program == "torchrun" || program == "uv" {
+        let rest: Vec<String> = words.collect();
+        if let Some(i) = rest.iter().position(|w| w == "-m") {
+            program = rest.get(i + 1).cloned().unwrap_or_default();
+        } else if let Some(script) = rest.iter().find(|w| !w.starts_with('-')) {
+            program = script.clone();
+        }
+    }
+    let root = program.split(['.', ' ']).next().unwrap_or_default();
+    match root {
+        "vllm" => "vllm",
+        "sglang" => "sglang",
+        "text-generation-launcher" | "text_generation_server" => "text-generation-inference",
+        "llama-server" | "llama-cli" => "llama.cpp",
+        _ => "pytorch",
+    }
+}
+
 fn info(m: &mut Metrics, base: &[(&'static str, String)], extra: Labels) {
     m.int("gpumem_run_info", &with(base, extra), 1);
 }
@@ -327,6 +354,7 @@ pub fn from_workload(file: &WorkloadFile) -> Metrics {
                     .map(|f| f.module.clone())
                     .unwrap_or_default(),
             ),
+            ("engine", engine_of(&file.command).to_owned()),
             ("agent_version", file.agent_version.clone()),
             (
                 "torch_version",
@@ -451,6 +479,8 @@ pub fn from_results(file: &ResultsFile) -> Metrics {
         vec![
             ("kind", "results".to_owned()),
             ("model", "gpumem test network".to_owned()),
+            // The agent's own allocations through the CUDA driver, no framework.
+            ("engine", "gpumem".to_owned()),
             (
                 "configuration",
                 format!(

@@ -115,6 +115,7 @@ fn a_workload_exports_phase_peaks_per_rank_without_step_numbers() {
     let info = s.iter().find(|(n, _, _)| n == "gpumem_run_info").unwrap();
     assert_eq!(info.2, "1");
     assert!(info.1.contains("kind=\"workload\""));
+    assert!(info.1.contains("engine=\""), "{}", info.1);
     // One sample per label set.
     let mut keys: Vec<_> = s.iter().map(|(n, l, _)| (n, l)).collect();
     let all = keys.len();
@@ -195,4 +196,29 @@ fn export_reads_both_kinds_and_refuses_others() {
         .to_string();
     assert!(err.contains("gpumem.sheet/v1"), "{err}");
     assert!(from_text("not json").is_err());
+}
+
+/// The engine label names the serving engine a command starts, from its argv only;
+/// anything else is a PyTorch program (what the probe observes).
+#[test]
+fn the_engine_label_comes_from_the_command() {
+    let cmd = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+    for (line, engine) in [
+        ("vllm serve meta-llama/Llama-3.1-8B", "vllm"),
+        (
+            "/usr/bin/python3 -m vllm.entrypoints.openai.api_server --model x",
+            "vllm",
+        ),
+        ("python -u -m sglang.launch_server --model-path x", "sglang"),
+        (
+            "text-generation-launcher --model-id x",
+            "text-generation-inference",
+        ),
+        ("/opt/llama.cpp/llama-server -m x.gguf", "llama.cpp"),
+        ("torchrun --nproc-per-node 8 train.py", "pytorch"),
+        ("python3 train.py --vllm", "pytorch"),
+        ("", "pytorch"),
+    ] {
+        assert_eq!(super::engine_of(&cmd(line)), engine, "{line}");
+    }
 }

@@ -61,6 +61,8 @@ pub struct Found {
     pub config: Option<String>,
     /// Every tensor of every weight file.
     pub tensors: TensorSummary,
+    /// The KV cache's shape from the first GGUF header's metadata (a GGUF file).
+    pub gguf_shape: Option<gpumem_core::import::gguf::GgufShape>,
     /// The weight files read.
     pub files: Vec<String>,
     /// The commit read (when the Hub said), else the revision as given.
@@ -128,11 +130,16 @@ pub fn lookup(repo: &str, revision: &str, file: Option<&str>) -> Result<Found> {
     cache.evict(cache::CACHE_BUDGET);
     // A split GGUF model's headers must agree with the set they were read as.
     rules::check_read_split(&manifest.files, &headers).map_err(|e| anyhow!("{repo}: {e}"))?;
+    let gguf_shape = headers.iter().find_map(|h| match h {
+        Header::Gguf(g) => g.shape(),
+        Header::Safetensors(_) => None,
+    });
     let tensors = TensorSummary::merge_all(headers.into_iter().map(Header::into_tensors))
         .context("merging shards")?;
     Ok(Found {
         config: manifest.config,
         tensors: tensors.ok_or_else(|| anyhow!("{repo}: no weight files"))?,
+        gguf_shape,
         files: manifest.files,
         key,
         requests: client.requests(),

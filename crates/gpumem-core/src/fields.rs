@@ -279,6 +279,8 @@ pub static FIELDS: &[Field] = &[
         "A learned attention-sink logit per head and layer (gpt-oss)"),
     f("max-position", G::CacheShape, K::Count, "Trained positions", "unknown",
         "Positions the model was trained for; a longer context is warned about"),
+    f("rope-positions", G::CacheShape, K::Count, "Positions with RoPE scaling", "as trained",
+        "Positions the config's RoPE scaling reaches (yarn: original × factor), as vLLM derives them"),
     f("q-lora-rank", G::Variants, K::Count, "MLA query rank", "0",
         "MLA: query compression rank (0 = plain q_proj)"),
     f("kv-lora-rank", G::Variants, K::Count, "MLA KV latent rank", "no MLA",

@@ -517,7 +517,8 @@ mod tests {
 
     #[test]
     fn borderline_within_the_margin_of_a_custom_capacity() {
-        let i = llama_8b(&[("context", "8192")]);
+        // The CUDA context is the assumed line whose half is the margin.
+        let i = llama_8b(&[("context", "8192"), ("cuda-context-mib", "500")]);
         let est = estimate(&i).unwrap();
         let m = assumed_margin(&est);
         assert!(m > 0);

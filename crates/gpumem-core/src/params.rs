@@ -230,6 +230,7 @@ fn apply(
         "keep-format" => input.keep_format = StorageFormat::parse(k, v)?,
         "attention-format" => input.attention_format = Some(StorageFormat::parse(k, v)?),
         "max-position" => input.max_position = Some(n),
+        "rope-positions" => input.rope_positions = Some(n),
         "compute-dtype" => input.compute_dtype = Dtype::parse(k, v)?,
         "sequences" => input.sequences = n,
         "context" => input.context = Some(n),
@@ -505,6 +506,9 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     }
     if let Some(m) = input.max_position {
         put("max-position", m.to_string());
+    }
+    if let Some(m) = input.rope_positions {
+        put("rope-positions", m.to_string());
     }
     if input.generate != d.generate {
         put("generate", input.generate.to_string());

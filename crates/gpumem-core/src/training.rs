@@ -220,6 +220,30 @@ fn add(xs: &[u64]) -> u64 {
     xs.iter().fold(0u64, |a, x| a.saturating_add(*x))
 }
 
+/// Why an architecture is outside the derivations of [`decoder_activations`] and
+/// [`decoder_prefill`] (`None`: transformers' Llama-style decoder, which they cover).
+fn not_derived(a: &Architecture) -> Option<&'static str> {
+    if a.moe.is_some() {
+        Some("routed experts' intermediates depend on how tokens are dispatched")
+    } else if a.mla.is_some() {
+        Some("multi-head latent attention is not in the derivation")
+    } else if a.mixer.is_some() {
+        Some("state-space / linear-attention layers are not in the derivation")
+    } else if a.layernorm_bias || a.learned_positions > 0 || !a.gated_mlp {
+        Some(
+            "LayerNorm, learned positions or a non-gated MLP (GPT-2/Pythia/Falcon style) keep other tensors",
+        )
+    } else if a.layer_norms != 2 {
+        Some("sandwich norms and Gemma's fp32 norm keep other tensors")
+    } else if a.attn_gate || a.attn_sinks {
+        Some("gated attention outputs and sinks are not in the derivation")
+    } else if a.tower_params > 0 {
+        Some("vision/audio towers are not in the derivation")
+    } else {
+        None
+    }
+}
+
 /// Activations of a full fine-tune with transformers' Llama-style decoder (RMSNorm,
 /// gated MLP, rotary positions, dense attention: Llama, Mistral, Qwen2/2.5/3, OLMo-2),
 /// derived tensor by tensor from its code and checked against `gpumem-agent trace`.
@@ -251,27 +275,11 @@ pub fn decoder_activations(
     attention: AttentionImpl,
     adapters: bool,
 ) -> Result<Activations, EstimateError> {
-    let why = if a.moe.is_some() {
-        Some("routed experts' intermediates depend on how tokens are dispatched")
-    } else if a.mla.is_some() {
-        Some("multi-head latent attention is not in the derivation")
-    } else if a.mixer.is_some() {
-        Some("state-space / linear-attention layers are not in the derivation")
-    } else if a.layernorm_bias || a.learned_positions > 0 || !a.gated_mlp {
-        Some(
-            "LayerNorm, learned positions or a non-gated MLP (GPT-2/Pythia/Falcon style) keep other tensors",
-        )
-    } else if a.layer_norms != 2 {
-        Some("sandwich norms and Gemma's fp32 norm keep other tensors")
-    } else if a.attn_gate || a.attn_sinks {
-        Some("gated attention outputs and sinks are not in the derivation")
-    } else if adapters {
+    let why = not_derived(a).or(if adapters {
         Some("LoRA's fp32 input copies and frozen projections keep other tensors")
-    } else if a.tower_params > 0 {
-        Some("vision/audio towers are not in the derivation")
     } else {
         None
-    };
+    });
     let tokens = seq.saturating_mul(batch);
     let (h, heads, kv, d, i) = (a.hidden, a.heads, a.kv_heads, a.head_dim, a.intermediate);
     let rsqrt = block(&[tokens, 4]);
@@ -393,6 +401,211 @@ pub fn decoder_activations(
     })
 }
 
+/// What a prefill holds at its allocated peak beyond the weights and the KV cache, by
+/// line of the estimate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prefill {
+    /// Hidden states, norms, projections and MLP tensors alive at the peak, with the
+    /// input ids, the embeddings, the cache positions and RoPE's cos/sin.
+    pub intermediates: u64,
+    /// Eager attention's tokens² tensors alive at the peak: the additive mask, and the
+    /// scores and probabilities when the attention is the peak.
+    pub scores: u64,
+    /// Logits alive at the peak (none when the peak is inside the last layer).
+    pub logits: u64,
+    /// Where the peak is.
+    pub moment: &'static str,
+    /// The formula, in words.
+    pub formula: String,
+    /// `None` when the derivation covers the architecture (the lines are then
+    /// computed); otherwise why they stay an assumption.
+    pub assumed_because: Option<&'static str>,
+}
+
+/// The peak of one prefill (`generate`'s first forward, no gradients, a `DynamicCache`)
+/// of transformers' Llama-style decoder, derived tensor by tensor from its code
+/// (modeling_llama.py, cache_utils.py and generation/utils.py, transformers 5.23) and
+/// checked against `gpumem-agent trace`.
+///
+/// The peak is the highest of these moments, `T` = sequences × tokens, `v` bytes per
+/// value, every tensor in the allocator's 512 B blocks:
+/// - throughout the forward: the input ids (int64), the embeddings (v·h per token),
+///   the cache positions (int64) and RoPE's cos and sin (one sequence's positions,
+///   v·d each, fp32 in OLMo-2); eager attention adds its mask (sequences × tokens² × v),
+///   SDPA a boolean one (tokens²) when a sliding window is no longer than the prompt;
+/// - the last layer's MLP, with the whole KV cache: the layer's input, the residual
+///   after attention and the normalised input (3·v·h per token; 2 with OLMo-2's
+///   post-norms, whose MLP reads the residual itself), then `act(gate)`, `up` and their
+///   product (3·v·i; Phi-3's fused `gate_up_proj` keeps its 2·i output beside the
+///   other two: 4·v·i);
+/// - eager attention in the last layer, the cache complete: input and normalised input,
+///   q after RoPE, K/V repeated to every head (grouped-query only), Phi-3's fused qkv
+///   output (q, k and v are views of it), the scores with the mask added (v) and softmax's fp32 input
+///   copy and output (8) per head and tokens²;
+/// - RoPE (and Qwen3's q norm in fp32) in the last layer, before its K/V enter the
+///   cache (`torch.cat` into the layer's cache, one layer less than the whole):
+///   q, k, v and three q-sized RoPE terms (q·cos, rotate_half(q)·sin, their sum; in
+///   fp32 in OLMo-2);
+/// - after the last layer: the final norm's output and the kept logits
+///   (`logits_to_keep=1` in `generate`: one position per sequence), then the logits
+///   and `generate`'s fp32 copy of the last position.
+///
+/// The norms' fp32 upcasts (8·h per token at most) stay below the MLP moment whenever
+/// the intermediate width is at least the hidden width, as in every gated decoder.
+pub fn decoder_prefill(
+    a: &Architecture,
+    seq: u64,
+    batch: u64,
+    value: u64,
+    attention: AttentionImpl,
+    window: Option<u64>,
+    all_logits: bool,
+) -> Result<Prefill, EstimateError> {
+    let why = not_derived(a).or(if value == 4 {
+        Some("fp32 compute makes the norms' and softmax's fp32 copies aliases, not in the derivation")
+    } else {
+        None
+    });
+    let t = seq.saturating_mul(batch);
+    let (h, heads, kv, d, i) = (a.hidden, a.heads, a.kv_heads, a.head_dim, a.intermediate);
+    let eager = attention == AttentionImpl::Eager;
+    let post_norms = a.qk_norm_whole;
+    let hidden = block(&[t, value, h]);
+    let (qd, kd) = (block(&[t, value, heads, d]), block(&[t, value, kv, d]));
+    let whole = block(&[t, value, add(&[heads, kv, kv]), d]);
+    // SDPA skips its mask for plain causal attention, not when a sliding window is no
+    // longer than the prompt (masking_utils.py `_ignore_causal_mask_sdpa`): then a
+    // boolean mask, one for every sequence.
+    let mask = match attention {
+        AttentionImpl::Eager => block(&[batch, seq, seq, value]),
+        AttentionImpl::Sdpa if window.is_some_and(|w| w <= seq) => block(&[seq, seq]),
+        _ => 0,
+    };
+    let ids = block(&[t, 8]);
+    // OLMo-2's rotary embedding returns cos and sin in fp32 (modeling_olmo2.py).
+    let rope = if post_norms { 4 } else { value };
+    let once = add(&[
+        ids,
+        hidden,
+        block(&[seq, 8]),
+        mul(&[2, block(&[seq, rope, d])]),
+    ]);
+    let layer_kv = mul(&[2, block(&[batch, kv, seq, d, value])]);
+    let mlp = if a.fused_qkv {
+        // Phi-3 fuses gate/up as it fuses q/k/v (modeling_phi3.py, `gate_up_proj`).
+        add(&[block(&[t, value, i, 2]), mul(&[2, block(&[t, value, i])])])
+    } else {
+        mul(&[3, block(&[t, value, i])])
+    };
+    // Each moment: (name, held throughout + its own, tokens² tensors, logits, cache
+    // not yet full by).
+    let at_mlp = (
+        "the last layer's MLP",
+        add(&[once, mul(&[if post_norms { 2 } else { 3 }, hidden]), mlp]),
+        mask,
+        0,
+        0,
+    );
+    let at_attention = if eager {
+        // Phi-3's q, k and v are views of the fused output, which stays referenced.
+        let kv_copies = add(&[
+            if a.fused_qkv { whole } else { 0 },
+            if kv < heads { mul(&[2, qd]) } else { 0 },
+        ]);
+        let square = block(&[batch, heads, seq, seq]);
+        (
+            "the last layer's eager attention",
+            add(&[
+                once,
+                mul(&[if post_norms { 1 } else { 2 }, hidden]),
+                qd,
+                kv_copies,
+            ]),
+            add(&[mask, mul(&[square, value]), mul(&[square, 8])]),
+            0,
+            0,
+        )
+    } else {
+        ("", 0, 0, 0, 0)
+    };
+    let projections = if a.fused_qkv {
+        add(&[whole, mul(&[3, qd]).max(add(&[qd, mul(&[3, kd])]))])
+    } else if post_norms {
+        // OLMo-2 rotates in fp32 (`apply_rotary_pos_emb` multiplies by fp32 cos/sin):
+        // q·cos, rotate_half(q)·sin and their sum, then k's three beside q's result.
+        let (q32, k32) = (block(&[t, 4, heads, d]), block(&[t, 4, kv, d]));
+        add(&[
+            qd,
+            mul(&[2, kd]),
+            mul(&[3, q32]).max(add(&[q32, mul(&[3, k32])])),
+        ])
+    } else {
+        add(&[mul(&[4, qd]), mul(&[2, kd])])
+    };
+    let q_norm = if a.qk_norm && !post_norms {
+        add(&[
+            qd,
+            mul(&[2, block(&[t, 4, heads, d])]),
+            mul(&[2, block(&[t, 4, heads])]),
+        ])
+    } else {
+        0
+    };
+    let at_rope = (
+        "RoPE in the last layer, before its K/V are cached",
+        // OLMo-2's attention reads the layer's input itself (no norm before it).
+        add(&[
+            once,
+            mul(&[if post_norms { 1 } else { 2 }, hidden]),
+            projections.max(q_norm),
+        ]),
+        mask,
+        0,
+        layer_kv,
+    );
+    let kept = block(&[batch, if all_logits { seq } else { 1 }, a.vocab, value]);
+    let fp32 = block(&[batch, a.vocab, 4]);
+    let at_logits = if hidden >= fp32 {
+        ("the logits", add(&[ids, hidden]), 0, kept, 0)
+    } else {
+        ("the logits' fp32 copy", ids, 0, add(&[kept, fp32]), 0)
+    };
+    let total = |m: &(&'static str, u64, u64, u64, u64)| add(&[m.1, m.2, m.3]).saturating_sub(m.4);
+    // A tie keeps the MLP's moment: the same bytes either way.
+    let mut peak = at_mlp;
+    for m in [at_attention, at_rope, at_logits] {
+        if total(&m) > total(&peak) {
+            peak = m;
+        }
+    }
+    if total(&peak) == u64::MAX {
+        return Err(EstimateError::Overflow { what: "prefill" });
+    }
+    let formula = format!(
+        "the highest of: the last layer's MLP, {}·v·h + {} per token{}; RoPE before the last K/V are cached, less one layer's K/V; the final norm and the logits{}; plus the input ids, embeddings, cache positions and RoPE's cos/sin throughout (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        if post_norms { 2 } else { 3 },
+        if a.fused_qkv { "4·v·i" } else { "3·v·i" },
+        if eager {
+            "; eager attention, (v + 8)·heads·tokens² per sequence and the mask"
+        } else {
+            ""
+        },
+        if all_logits {
+            " (every position)"
+        } else {
+            " (one position per sequence, then its fp32 copy)"
+        }
+    );
+    Ok(Prefill {
+        intermediates: peak.1.saturating_sub(peak.4),
+        scores: peak.2,
+        logits: peak.3,
+        moment: peak.0,
+        formula,
+        assumed_because: why,
+    })
+}
+
 /// The logits' peak in a training step: the forward keeps the logits in the compute
 /// dtype, their fp32 copy and the fp32 log-softmax (transformers' `ForCausalLMLoss`
 /// upcasts before `cross_entropy`); the backward's first steps hold the log-softmax,
@@ -434,6 +647,37 @@ mod tests {
             Optimizer::Adamw8bit.state_bytes(1024, Dtype::F32).unwrap(),
             2 * (1024 + 16)
         );
+    }
+
+    /// Llama-3.2-1B's shape, 2 × 512 tokens in bf16: the figures `gpumem-agent trace`
+    /// reports for the prefill's peak beyond weights and KV cache (transformers 5.23,
+    /// torch 2.11); `agent/tests/trace_formulas.rs` compares every case's config.
+    #[test]
+    fn a_llama_prefill_peaks_in_its_last_mlp_or_its_eager_attention() {
+        let (input, errors) = crate::params::from_pairs([
+            ("layers", "16"),
+            ("hidden", "2048"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("head-dim", "64"),
+            ("intermediate", "8192"),
+            ("vocab", "128256"),
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        let a = input.arch.unwrap();
+        let flash = decoder_prefill(&a, 512, 2, 2, AttentionImpl::Flash, None, false).unwrap();
+        assert_eq!(flash.moment, "the last layer's MLP");
+        assert_eq!(
+            (flash.intermediates, flash.scores, flash.logits),
+            (67_252_224, 0, 0)
+        );
+        let eager = decoder_prefill(&a, 512, 2, 2, AttentionImpl::Eager, None, false).unwrap();
+        assert_eq!(eager.moment, "the last layer's eager attention");
+        assert_eq!(eager.intermediates + eager.scores, 194_129_920);
+        let all = decoder_prefill(&a, 512, 2, 2, AttentionImpl::Flash, None, true).unwrap();
+        assert_eq!(all.moment, "the logits");
+        assert_eq!((all.intermediates, all.logits), (4_202_496, 262_668_288));
+        assert_eq!(flash.assumed_because, None);
     }
 
     #[test]

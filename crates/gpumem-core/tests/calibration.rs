@@ -26,6 +26,7 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// The corpora, embedded.
 const V019: &str = include_str!("calibration/vllm-0.19-h100.jsonl");
 const OTHER: &str = include_str!("calibration/vllm-other-h100.jsonl");
+const SGLANG: &str = include_str!("calibration/sglang-h100.jsonl");
 
 /// The configs the records name.
 const CONFIGS: &[(&str, &str)] = &[
@@ -69,6 +70,10 @@ const CONFIGS: &[(&str, &str)] = &[
     (
         "qwen3-0.6b.json",
         include_str!("calibration/configs/qwen3-0.6b.json"),
+    ),
+    (
+        "qwen3-235b-a22b-fp8.json",
+        include_str!("calibration/configs/qwen3-235b-a22b-fp8.json"),
     ),
 ];
 
@@ -125,16 +130,22 @@ fn replay(r: &Value) -> Row {
     let (input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
     assert!(errors.is_empty(), "{config}: {errors:?}");
     let est = estimate(&input).expect("estimate");
-    let util = r["gpu_memory_utilization"].to_string();
     let mut e = vec![
         ("engine", s("engine").unwrap_or("vllm".into())),
         ("card", s("card").expect("card")),
-        ("gpu-memory-utilization", util),
         (
             "max-model-len",
             n("max_model_len").expect("max_model_len").to_string(),
         ),
     ];
+    for (k, key) in [
+        ("gpu_memory_utilization", "gpu-memory-utilization"),
+        ("mem_fraction_static", "mem-fraction-static"),
+    ] {
+        if let Some(v) = r.get(k) {
+            e.push((key, v.to_string()));
+        }
+    }
     for (k, key) in [
         ("max_num_seqs", "max-num-seqs"),
         ("max_num_batched_tokens", "max-num-batched-tokens"),
@@ -271,6 +282,22 @@ fn other_vllm_logs_are_reproduced_and_refusals_refused() {
             assert!(e.abs() <= 2.0, "{}: KV capacity {e:+.2}%", r.id);
             assert_ne!(r.outcome, Outcome::Refused, "{}", r.id);
         }
+    }
+}
+
+/// SGLang's pool: pre_model_load_memory (torch's total less the CUDA context and, at
+/// tp 4, NCCL and the all-reduce buffers) × mem_fraction_static − weights, in cells
+/// of one token (Qwen3-235B-A22B-FP8 at tp 4: 48 128 B per token per device).
+#[test]
+fn sglang_logs_are_reproduced() {
+    let rows: Vec<Row> = records(SGLANG).iter().map(replay).collect();
+    assert!(!rows.is_empty());
+    let kv = report("SGLang on H100 80GB", &rows);
+    for (r, e) in rows.iter().zip(&kv) {
+        assert!(e.abs() <= 2.0, "{}: KV capacity {e:+.2}%", r.id);
+        let (logged, predicted) = r.tokens.expect("tokens logged");
+        let t = pct(logged as f64, predicted as f64);
+        assert!(t.abs() <= 2.0, "{}: tokens {t:+.2}%", r.id);
     }
 }
 

@@ -5,13 +5,13 @@
 
 use gpumem_core::import::TensorSummary;
 use gpumem_core::import::config::parse_config;
-use gpumem_core::import::read_policy::{HeaderFormat, HeaderRead, Step};
+use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
 use gpumem_proto::lookup::{LookupOutcome, TensorsRead};
 use js_sys::Uint8Array;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::File;
 
-use crate::{config_read, js_message};
+use crate::{config_read, gguf_read, js_message};
 
 /// A config.json larger than this is not a config.
 const MAX_CONFIG_BYTES: f64 = 8.0 * 1024.0 * 1024.0;
@@ -30,7 +30,7 @@ async fn read_range(file: &File, start: u64, end: u64) -> Result<Vec<u8>, String
 }
 
 /// Reads only `file`'s header, as the read policy asks; the weights are never read.
-async fn read_header(file: &File, format: HeaderFormat) -> Result<TensorSummary, String> {
+async fn read_header(file: &File, format: HeaderFormat) -> Result<Header, String> {
     let name = file.name();
     let policy = HeaderRead::new(format, file.size() as u64);
     let mut prefix: Vec<u8> = Vec::new();
@@ -39,7 +39,7 @@ async fn read_header(file: &File, format: HeaderFormat) -> Result<TensorSummary,
             .next_read(&prefix)
             .map_err(|e| format!("{name}: {e}"))?
         {
-            Step::Done(header) => return Ok(header.into_tensors()),
+            Step::Done(header) => return Ok(header),
             Step::Need(range) => {
                 let bytes = read_range(file, range.start, range.end).await?;
                 if bytes.is_empty() {
@@ -85,13 +85,21 @@ pub async fn read_files(files: Vec<File>) -> Result<LookupOutcome, String> {
         );
     };
     let mut read = Vec::with_capacity(files.len());
+    let mut config = None;
     for f in &files {
-        read.push(read_header(f, format).await?);
+        let header = read_header(f, format).await?;
+        // A GGUF file alone gives the KV cache its shape (the first file of a split
+        // set holds the metadata).
+        if let (None, Header::Gguf(h)) = (&config, &header) {
+            config = gguf_read(&f.name(), h);
+        }
+        read.push(header.into_tensors());
     }
     let summary = TensorSummary::merge_all(read)
         .map_err(|e| e.to_string())?
         .ok_or("no file was given")?;
     Ok(LookupOutcome {
+        config,
         tensors: Some(TensorsRead {
             files: files.iter().map(File::name).collect(),
             summary,

@@ -185,6 +185,10 @@ pub async fn lookup(
     // A split GGUF model's headers must agree with the set they were read as.
     let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
     check_read_split(&paths, &headers).map_err(|e| named(&e.to_string()))?;
+    let gguf_shape = headers.iter().zip(&files).find_map(|(h, f)| match h {
+        Header::Gguf(g) => crate::gguf_read(&f.path, g),
+        Header::Safetensors(_) => None,
+    });
     let summary = TensorSummary::merge_all(headers.into_iter().map(Header::into_tensors))
         .map_err(|e| e.to_string())?
         .ok_or_else(|| named("no weight file to read"))?;
@@ -198,7 +202,8 @@ pub async fn lookup(
                 &parsed,
             ))
         }
-        None => None,
+        // Without a config.json, a GGUF header's metadata gives the KV cache its shape.
+        None => gguf_shape,
     };
     Ok(LookupOutcome {
         config,

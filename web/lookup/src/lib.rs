@@ -14,6 +14,7 @@ pub mod http;
 pub mod hub;
 
 use gpumem_core::import::config::ImportedConfig;
+use gpumem_core::import::gguf::GgufHeader;
 use gpumem_proto::lookup::{ConfigRead, LookupOutcome, text};
 use wasm_bindgen::prelude::*;
 
@@ -124,6 +125,29 @@ pub fn config_read(name: String, c: &ImportedConfig) -> ConfigRead {
         warnings: c.warnings.clone(),
         confidence: c.confidence.clone(),
     }
+}
+
+/// The KV cache's shape a GGUF header's metadata gives, as the page applies it, when
+/// no config.json was read (the weights are the header's tensors), as
+/// `estimate --gguf` does.
+pub fn gguf_read(name: &str, h: &GgufHeader) -> Option<ConfigRead> {
+    let shape = h.shape()?;
+    let mut notes = shape.notes;
+    if let Some(v) = shape.vocab {
+        notes.push(format!("vocabulary {v} tokens"));
+    }
+    Some(ConfigRead {
+        name: format!("{name}'s GGUF header"),
+        model_type: h.architecture.clone().unwrap_or_default(),
+        pairs: shape
+            .pairs
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        notes,
+        warnings: shape.warnings,
+        confidence: "the KV cache's shape from the header; the weights are its tensors".into(),
+    })
 }
 
 fn answer(outcome: &LookupOutcome) -> Result<String, JsValue> {

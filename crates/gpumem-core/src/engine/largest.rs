@@ -32,9 +32,46 @@ pub struct Largest {
     pub at_context: Option<u64>,
     /// Positions the model was trained for, when known.
     pub trained_positions: Option<u64>,
-    /// Whether `largest_context` exceeds them (the search is capped there with an
-    /// engine; without one it says so).
+    /// Positions its RoPE scaling reaches, when the config's scaling goes past them.
+    pub scaled_positions: Option<u64>,
+    /// Whether `largest_context` exceeds what the model serves (the scaled positions,
+    /// else the trained ones; the search is capped there with an engine, without one
+    /// it says so).
     pub beyond_trained: bool,
+}
+
+impl Largest {
+    /// What the largest context means against the model's positions, in one phrase
+    /// shared by the CLI and the page: past the positions it serves (trained, or
+    /// reached by the config's RoPE scaling), capped at them, or within the scaling.
+    pub fn positions_note(&self) -> Option<String> {
+        let g = crate::units::group_digits;
+        let c = self.largest_context?;
+        let trained = self.trained_positions;
+        let limit = self.scaled_positions.or(trained)?;
+        let reach = |r: u64| format!("the {} positions its RoPE scaling reaches", g(r));
+        Some(match (self.scaled_positions, trained) {
+            (Some(r), Some(t)) if self.beyond_trained => {
+                format!("beyond {} (trained for {})", reach(r), g(t))
+            }
+            (Some(r), None) if self.beyond_trained => format!("beyond {}", reach(r)),
+            (None, Some(t)) if self.beyond_trained => format!(
+                "beyond the {} positions it was trained for; its config declares no RoPE scaling that reaches further",
+                g(t)
+            ),
+            (Some(r), _) if self.basis != "estimate" && c == limit => {
+                format!("capped at {}; the pool holds more", reach(r))
+            }
+            (None, Some(t)) if self.basis != "estimate" && c == limit => format!(
+                "capped at the {} positions it was trained for; the pool holds more",
+                g(t)
+            ),
+            (Some(r), Some(t)) if c > t => {
+                format!("past the {} trained positions, within {}", g(t), reach(r))
+            }
+            _ => return None,
+        })
+    }
 }
 
 /// Whether `input` fits `capacity` per device; an input the estimator refuses
@@ -90,7 +127,7 @@ pub fn most_sequences(input: &EstimateInput, card: &GpuCard) -> Option<u64> {
 /// Both answers for one card: from `params.engine`'s pool when one is named (and its
 /// budget can be computed), else from the estimate.
 pub fn largest(input: &EstimateInput, card: &GpuCard, params: &EngineParams) -> Largest {
-    let trained = input.max_position;
+    let limit = input.position_limit();
     if let Some(l) = params.engine.and_then(|_| from_engine(input, card, params)) {
         return l;
     }
@@ -103,13 +140,15 @@ pub fn largest(input: &EstimateInput, card: &GpuCard, params: &EngineParams) -> 
         at_sequences: input.sequences,
         most_sequences: most_sequences(input, card),
         at_context: input.context,
-        trained_positions: trained,
-        beyond_trained: matches!((lc, trained), (Some(c), Some(t)) if c.saturating_add(input.generate) > t),
+        trained_positions: input.max_position,
+        scaled_positions: input.rope_positions,
+        beyond_trained: matches!((lc, limit), (Some(c), Some(t)) if c.saturating_add(input.generate) > t),
     }
 }
 
 /// The engine's answers: the longest max-model-len one sequence of which its pool
-/// serves (capped at the trained positions, as vLLM caps `auto`), and its sequences
+/// serves (capped at the model's positions, scaled ones included, as vLLM caps
+/// `auto`), and its sequences
 /// at the given context.
 fn from_engine(input: &EstimateInput, card: &GpuCard, params: &EngineParams) -> Option<Largest> {
     let est = estimate(input).ok()?;
@@ -125,7 +164,7 @@ fn from_engine(input: &EstimateInput, card: &GpuCard, params: &EngineParams) -> 
     let base = at(input
         .context
         .map_or(1, |c| c.saturating_add(input.generate)))?;
-    let cap = input.max_position.unwrap_or(MAX_DIM);
+    let cap = input.position_limit().unwrap_or(MAX_DIM);
     let lc = search(cap, |m| at(m).is_some_and(|b| b.fits_one_sequence));
     let most = input
         .context
@@ -139,6 +178,7 @@ fn from_engine(input: &EstimateInput, card: &GpuCard, params: &EngineParams) -> 
         most_sequences: most,
         at_context: input.context.map(|c| c.saturating_add(input.generate)),
         trained_positions: input.max_position,
+        scaled_positions: input.rope_positions,
         beyond_trained: false,
     })
 }

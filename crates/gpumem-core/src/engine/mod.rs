@@ -39,9 +39,8 @@ use serde::{Deserialize, Serialize};
 use crate::arch::MAX_DIM;
 use crate::catalogue::{CATALOGUE, GpuCard};
 use crate::error::EstimateError;
-use crate::estimate::{Estimate, EstimateInput, Group, Kind, LineKey, Logits, TrainMode, estimate};
+use crate::estimate::{Estimate, EstimateInput, Group, Kind, LineKey, TrainMode, estimate};
 use crate::params::parse_count;
-use crate::training::AttentionImpl;
 
 pub use largest::{Largest, largest, largest_context, most_sequences};
 pub use llama_cpp::{CacheType, Override, parse_overrides, tensors};
@@ -639,20 +638,26 @@ fn kv_bytes_per_token(input: &EstimateInput) -> Result<u64, EstimateError> {
     Ok(bytes)
 }
 
-/// The estimator's assumed activation peak of one prefill forward of `tokens`
-/// tokens (flash attention, last-position logits), per device.
+/// The assumed activation peak of one forward of `tokens` tokens in a serving engine
+/// with fused kernels (vLLM, TGI), per device: its MLP's merged gate/up output beside
+/// the activation's (3 × tokens × intermediate × v; 2 × for a non-gated MLP; MoE: the
+/// active experts' widths) and one position's fp32 logits. transformers' own forward
+/// (the estimate's prefill lines) keeps other tensors; these engines run their own
+/// model code, and the vLLM start-up logs calibrate this figure.
 fn forward_peak(input: &EstimateInput, tokens: u64) -> Result<u64, EstimateError> {
-    let mut f = input.clone();
-    f.context = Some(tokens);
-    f.generate = 0;
-    f.sequences = 1;
-    f.static_cache = None;
-    f.train = TrainMode::None;
-    f.attention = AttentionImpl::Flash;
-    f.logits = Logits::Last;
-    f.cuda_context_mib = None;
-    let est = estimate(&f)?;
-    group_device_bytes(&est, Group::Transient)
+    let Some(a) = input.arch else {
+        return Ok(0);
+    };
+    let inter = match a.moe {
+        Some(m) => prod(&[m.expert_intermediate, m.active])?,
+        None => a.intermediate,
+    };
+    let live = if a.gated_mlp { 3 } else { 2 };
+    let tp = input.tp.max(1);
+    sum(&[
+        prod(&[live, tokens, inter, input.compute_dtype.bytes()])?.div_ceil(tp),
+        prod(&[a.vocab, 4])?.div_ceil(tp),
+    ])
 }
 
 fn mib(n: u64) -> u64 {
@@ -739,8 +744,9 @@ pub fn budget(
         return budget_at(input, est, params);
     }
     // vllm kv_cache_utils.py `_auto_fit_max_model_len`: the longest length whose one
-    // request fits the pool, up to the model's own (its positions).
-    let cap = input.max_position.unwrap_or(MAX_DIM);
+    // request fits the pool, up to the model's own (its positions, as far as its
+    // RoPE scaling reaches: `_get_and_verify_max_len`'s derived length).
+    let cap = input.position_limit().unwrap_or(MAX_DIM);
     let at = |m: u64| {
         let p = EngineParams {
             max_model_len: Some(m),
@@ -777,7 +783,7 @@ fn budget_at(
     let per_token = kv_bytes_per_token(input)?;
     let max_model_len = match params.max_model_len {
         Some(m) => m,
-        None => match (input.context, input.max_position) {
+        None => match (input.context, input.position_limit()) {
             (Some(c), _) => c
                 .checked_add(input.generate)
                 .ok_or(EstimateError::Overflow {

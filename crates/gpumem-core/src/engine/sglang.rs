@@ -2,13 +2,19 @@
 //! for activations and CUDA graphs.
 //!
 //! sglang 0.5.23 `python/sglang/srt/mem_cache/kv_cache_configurator.py`
-//! `_profile_available_bytes`: rest = free after loading − pre-load memory × (1 −
-//! mem_fraction_static); tokens = rest ÷ the per-token cell (page size 1). When
-//! `--mem-fraction-static` is not given, `arg_groups/memory_hook.py`
-//! `handle_gpu_memory_settings` picks it from the card (nvidia-smi's total, MiB) and
-//! tp × pp: reserved = 512 + max(chunked prefill, 2048) × 1.5 + tp × pp ÷ 8 × 1024 +
-//! 2 × the decode CUDA-graph batch, at least 10 GiB on cards over 60 GiB; fraction =
-//! round((total − reserved) ÷ total, 3).
+//! `_profile_available_bytes`: rest = free after loading − pre_model_load_memory ×
+//! (1 − mem_fraction_static), where pre_model_load_memory is what was free once the
+//! distributed init was done (`model_runner.py` `init_torch_distributed`: the CUDA
+//! context, NCCL and the custom all-reduce buffers already taken); tokens = rest ÷
+//! the per-token cell (page size 1). With free after loading = pre − weights, the
+//! pool is pre × mem_fraction_static − weights. When `--mem-fraction-static` is not
+//! given, `arg_groups/memory_hook.py` `handle_gpu_memory_settings` picks it from the
+//! card (nvidia-smi's total, MiB) and tp × pp: reserved = 512 + max(chunked prefill,
+//! 2048) × 1.5 + tp × pp ÷ 8 × 1024 + 2 × the decode CUDA-graph batch, at least 10 GiB
+//! on cards over 60 GiB; fraction = round((total − reserved) ÷ total, 3).
+//!
+//! Checked against the one public SGLang start-up log found (vLLM issue 21348:
+//! Qwen3-235B-A22B-FP8, tp 4 on H100s, `--mem-fraction-static 0.93`: 367 404 tokens).
 
 use super::*;
 
@@ -51,8 +57,17 @@ pub(super) fn default_fraction(total_mib: u64, tp: u64, pp: u64, chunk: Option<u
     (thousandths.saturating_mul(ONE / 1000), chunk)
 }
 
+/// The CUDA context before loading, MiB (assumed).
+const CONTEXT_MIB: u64 = 512;
+
+/// NCCL communicators and custom all-reduce buffers per GPU at tp ≥ 2, MiB (assumed):
+/// what vLLM 0.19's start-ups on H100s show outside torch at tp 2–4 beyond tp 1
+/// (2.06–2.13 against 0.24–0.26 GiB: 2 140 − 256 MiB), the same libraries allocating
+/// the same buffers before SGLang measures pre_model_load_memory.
+const COMM_MIB: u64 = 1884;
+
 pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
-    let (capacity, kind) = catalogue_capacity(&c.card);
+    let (capacity, _) = catalogue_capacity(&c.card);
     let mut assumptions = Vec::new();
     let mfs = match c.params.mem_fraction_static {
         Some(f) => f,
@@ -67,27 +82,56 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             f
         }
     };
-    let total = format!("{capacity} B ({kind})");
-    let ctx_mib = 512;
-    let reserved = times_fraction(capacity, ONE.saturating_sub(mfs), false)?;
+    // Free memory is read through torch (`get_available_gpu_memory`:
+    // torch.cuda.mem_get_info), so the card's total is torch's.
+    let (total, derived, _, _) = torch_total(&c.card);
+    let multi = c.input.tp.max(1).saturating_mul(c.input.pp.max(1)) > 1;
+    let pre_used_mib = if multi {
+        CONTEXT_MIB.saturating_add(COMM_MIB)
+    } else {
+        CONTEXT_MIB
+    };
+    let pre = total.saturating_sub(mib(pre_used_mib));
+    let reserved = times_fraction(pre, ONE.saturating_sub(mfs), false)?;
+    let total_text = format!(
+        "{total} B (torch{})",
+        if derived { ", derived" } else { "" }
+    );
     let lines = vec![
         line(
             "budget",
-            "Card total",
-            capacity,
-            Kind::Computed,
-            "total_gpu_memory".into(),
-            &[("total", total.clone())],
-            "python/sglang/srt/mem_cache/kv_cache_configurator.py (_profile_available_bytes)",
+            "Card total as torch reports it",
+            total,
+            if derived {
+                Kind::Assumed
+            } else {
+                Kind::Computed
+            },
+            "torch.cuda.mem_get_info's total".into(),
+            &[("total", total_text)],
+            "python/sglang/srt/utils (get_available_gpu_memory)",
         ),
         line(
             "cuda_context",
-            "CUDA context and NCCL (assumed; not free after loading)",
-            mib(ctx_mib),
+            if multi {
+                "CUDA context, NCCL and all-reduce buffers before loading (assumed)"
+            } else {
+                "CUDA context before loading (assumed)"
+            },
+            mib(pre_used_mib),
             Kind::Assumed,
-            format!("{ctx_mib} MiB"),
-            &[],
-            "python/sglang/srt/mem_cache/kv_cache_configurator.py (available memory after load)",
+            if multi {
+                format!(
+                    "{CONTEXT_MIB} MiB context + {COMM_MIB} MiB at tp × pp > 1 (vLLM 0.19's tp ≥ 2 start-ups on H100s)"
+                )
+            } else {
+                format!("{CONTEXT_MIB} MiB")
+            },
+            &[
+                ("tp", c.input.tp.to_string()),
+                ("pp", c.input.pp.to_string()),
+            ],
+            "python/sglang/srt/model_executor/model_runner.py (init_torch_distributed: pre_model_load_memory)",
         ),
         line(
             "weights",
@@ -100,22 +144,22 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         ),
         line(
             "reserved",
-            "Kept for activations and CUDA graphs: total × (1 − mem_fraction_static)",
+            "Kept for activations and CUDA graphs: pre_model_load_memory × (1 − mem_fraction_static)",
             reserved,
             Kind::Computed,
-            "total × (1 − mem_fraction_static)".into(),
+            "(total − the memory taken before loading) × (1 − mem_fraction_static)".into(),
             &[
-                ("total", total),
+                ("pre_model_load_memory", format!("{pre} B")),
                 ("mem-fraction-static", fraction_text(mfs)),
             ],
-            "python/sglang/srt/mem_cache/kv_cache_configurator.py (slack)",
+            "python/sglang/srt/mem_cache/kv_cache_configurator.py (_profile_available_bytes)",
         ),
     ];
     let (group_block_bytes, groups, seq_blocks) = simple_pool(c, 1)?;
     Ok(Draft {
         version: "0.5",
-        capacity,
-        capacity_kind: kind,
+        capacity: total,
+        capacity_kind: if derived { "torch, derived" } else { "torch" },
         lines,
         block: 1,
         group_block_bytes,
@@ -124,7 +168,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         kv_cache_bytes: None,
         pool: None,
         need: None,
-        uncertainty: mib(ctx_mib).checked_div(2).unwrap_or(0),
+        uncertainty: mib(pre_used_mib).checked_div(2).unwrap_or(0),
         assumptions,
         warnings: Vec::new(),
     })

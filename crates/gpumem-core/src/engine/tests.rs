@@ -248,8 +248,9 @@ fn vllm_hybrid_groups_follow_the_allocator() {
 
 /// SGLang's own default on an H100 at tp 1: reserved = 512 + 8192 × 1.5 + 1 ÷ 8 ×
 /// 1024 + 256 × 2 = 13 440 MiB; fraction = round((81 559 − 13 440) ÷ 81 559, 3) = 0.835.
-/// KV = 85 520 809 984 − 512 MiB − 16 060 522 496 − ⌊85 520 809 984 × 0.165⌋
-/// (14 110 933 647) = 54 812 482 929 B → ÷ 131 072 = 418 186 tokens.
+/// pre_model_load_memory = torch's 85 027 979 264 − 512 MiB = 84 491 108 352; KV =
+/// 84 491 108 352 − 16 060 522 496 − ⌊84 491 108 352 × 0.165⌋ (13 941 032 878) =
+/// 54 489 552 978 B → ÷ 131 072 = 415 722 tokens.
 #[test]
 fn sglang_defaults_its_fraction_by_card_and_tp() {
     assert_eq!(
@@ -261,15 +262,15 @@ fn sglang_defaults_its_fraction_by_card_and_tp() {
         824 * (ONE / 1000)
     );
     let b = run(&llama_8b(&[]), &with(&[("engine", "sglang")]));
-    assert_eq!(bytes_of(&b, "reserved"), 14_110_933_647);
-    assert_eq!(b.kv_capacity_bytes, 54_812_482_929);
-    assert_eq!(b.kv_capacity_tokens, 418_186);
+    assert_eq!(bytes_of(&b, "reserved"), 13_941_032_878);
+    assert_eq!(b.kv_capacity_bytes, 54_489_552_978);
+    assert_eq!(b.kv_capacity_tokens, 415_722);
     assert!(b.assumptions.iter().any(|a| a.contains("0.835")));
     let given = run(
         &llama_8b(&[]),
         &with(&[("engine", "sglang"), ("mem-fraction-static", "0.88")]),
     );
-    assert_eq!(bytes_of(&given, "reserved"), 10_262_497_198);
+    assert_eq!(bytes_of(&given, "reserved"), 10_138_933_002);
 }
 
 /// TGI: wiggle room ⌊total × 0.1⌋ = 8 552 080 998 B; warmup of 4096 tokens
@@ -553,7 +554,77 @@ fn largest_with_an_engine_is_the_engines_answer() {
     );
     // Without an engine, a context past the trained positions is flagged.
     let small = llama_8b(&[("max-position", "4096")]);
-    assert!(largest(&small, card, &EngineParams::default()).beyond_trained);
+    let l = largest(&small, card, &EngineParams::default());
+    assert!(l.beyond_trained);
+    assert!(
+        l.positions_note()
+            .unwrap()
+            .contains("declares no RoPE scaling")
+    );
+}
+
+/// A config's RoPE scaling (yarn ×4 over 32 768, as Qwen2.5's card adds) lets vLLM
+/// derive a longer max-model-len: the engine's search and `auto` go that far, and a
+/// context within it is not flagged.
+#[test]
+fn rope_scaling_extends_what_an_engine_serves() {
+    let card = &find_card("h100-sxm-80gb").unwrap();
+    let trained = llama_8b(&[("context", "1000"), ("max-position", "32768")]);
+    let scaled = llama_8b(&[
+        ("context", "1000"),
+        ("max-position", "32768"),
+        ("rope-positions", "131072"),
+    ]);
+    let p = engine(&[("engine", "vllm")]);
+    let l = largest(&trained, card, &p);
+    assert_eq!(l.largest_context, Some(32_768));
+    assert!(
+        l.positions_note()
+            .unwrap()
+            .starts_with("capped at the 32 768 positions it was trained")
+    );
+    let l = largest(&scaled, card, &p);
+    assert_eq!(l.largest_context, Some(131_072));
+    assert!(
+        l.positions_note()
+            .unwrap()
+            .contains("131 072 positions its RoPE scaling reaches")
+    );
+    let auto = engine(&[("engine", "vllm"), ("max-model-len", "auto")]);
+    let est = estimate(&scaled).unwrap();
+    let at = |i: &EstimateInput| {
+        budget(
+            i,
+            &est,
+            &EngineParams {
+                card: Some(*card),
+                ..auto.clone()
+            },
+        )
+        .unwrap()
+        .max_model_len
+    };
+    assert_eq!((at(&trained), at(&scaled)), (32_768, 131_072));
+    // Without an engine: past 32 768 within the scaling is said, not flagged.
+    let l40s = &find_card("l40s-48gb").unwrap();
+    let none = largest(&scaled, l40s, &EngineParams::default());
+    assert!(!none.beyond_trained);
+    assert!(
+        none.positions_note()
+            .unwrap()
+            .starts_with("past the 32 768 trained positions")
+    );
+    let mut long = scaled.clone();
+    long.context = Some(100_000);
+    let e = estimate(&long).unwrap();
+    assert!(e.warnings.iter().all(|w| !w.contains("positions")));
+    long.context = Some(140_000);
+    let e = estimate(&long).unwrap();
+    assert!(
+        e.warnings
+            .iter()
+            .any(|w| w.contains("131072 positions the config's RoPE scaling reaches"))
+    );
 }
 
 /// gpt-oss-20b's experts in MXFP4 at tp 2: each rank's 1440 intermediate pads to 1472
@@ -908,4 +979,43 @@ fn llama_cpp_override_tensor_errors_are_clear() {
     ]));
     let e = budget(&input, &est, &p).unwrap_err().to_string();
     assert!(e.contains("architecture's tensors"), "{e}");
+}
+
+/// Gemma-4-31B's shape: 50 sliding layers (16 KV heads × 256) and 10 global ones
+/// (4 KV heads × 512). vLLM unifies the page sizes (`unify_kv_cache_spec_page_size`):
+/// a sliding page is 16 tokens × 16 384 B, a global layer's 8 192 B per token take
+/// 32-token blocks of the same 262 144 B. Six groups of ten layers; one request of
+/// 8 192 tokens takes 8 192 / 32 = 256 global blocks and 5 × (8 192 / 16 + 1) sliding
+/// ones; the pool reports 16 tokens per block of every group.
+#[test]
+fn vllm_unifies_the_page_of_layers_with_another_kv_shape() {
+    let pairs = [
+        ("layers", "60"),
+        ("hidden", "5376"),
+        ("heads", "32"),
+        ("kv-heads", "16"),
+        ("head-dim", "256"),
+        ("intermediate", "21504"),
+        ("vocab", "262144"),
+        ("sliding-window", "1024"),
+        ("sliding-layers", "50"),
+        ("global-layers", "10"),
+        ("global-kv-heads", "4"),
+        ("global-head-dim", "512"),
+        ("global-k-eq-v", "true"),
+        ("tied-embeddings", "true"),
+    ];
+    let (input, errors) = crate::params::from_pairs(pairs.iter().copied());
+    assert!(errors.is_empty(), "{errors:?}");
+    let b = run(
+        &input,
+        &with(&[("engine", "vllm"), ("max-model-len", "8192")]),
+    );
+    assert_eq!(b.kv_bytes_per_token, 50 * 16_384 + 10 * 8_192);
+    let group_block = 16 * 16_384 * 10;
+    let blocks = u64::try_from(b.kv_capacity_bytes).unwrap() / group_block;
+    assert_eq!(b.kv_capacity_tokens, blocks / 6 * 16);
+    let per_request = 256 + 5 * (512 + 1);
+    assert_eq!(b.max_sequences, blocks / per_request);
+    assert!(b.assumptions.iter().any(|a| a.contains("6 groups")));
 }

@@ -464,12 +464,61 @@ fn pool_shape(c: &Ctx, batched: u64) -> Result<(u64, u64, u64), EstimateError> {
         lo
     };
     let (g_full, g_sw) = (full.div_ceil(gs), sw.div_ceil(gs));
-    let per_layer = c.per_token.checked_div(layers).unwrap_or(0);
-    let group_block = prod(&[block, per_layer, gs])?;
+    // Pages of one size: where the full layers keep another KV shape (Gemma 4's
+    // global layers: fewer heads, wider), the layer with the smaller page gets a
+    // block as many times longer (`unify_kv_cache_spec_page_size`: block_size ×
+    // max page / its page, when that divides; it raises otherwise).
+    let (page, block_full, block_sw) = match layer_tokens(c, &a, sw, full)? {
+        Some((s, f)) if s != f && s.max(f).checked_rem(s.min(f)) == Some(0) => {
+            let max = s.max(f);
+            let ratio = |x: u64| max.checked_div(x).unwrap_or(1);
+            (
+                prod(&[block, max])?,
+                prod(&[block, ratio(f)])?,
+                prod(&[block, ratio(s)])?,
+            )
+        }
+        _ => (
+            prod(&[block, c.per_token.checked_div(layers).unwrap_or(0)])?,
+            block,
+            block,
+        ),
+    };
+    let group_block = prod(&[page, gs])?;
     let sw_tokens = sum(&[w.saturating_sub(1), batched])?.min(mml);
     let seq = sum(&[
-        prod(&[g_full, mml.div_ceil(block)])?,
-        prod(&[g_sw, sum(&[sw_tokens.div_ceil(block), 1])?])?,
+        prod(&[g_full, mml.div_ceil(block_full)])?,
+        prod(&[g_sw, sum(&[sw_tokens.div_ceil(block_sw), 1])?])?,
     ])?;
     Ok((group_block, sum(&[g_full, g_sw])?, seq))
+}
+
+/// Bytes per token of one sliding layer and one full layer on a device, when the
+/// full layers keep another KV shape (`global_attn`): the pool's bytes per token
+/// split in the ratio of their values (heads split by TP, a head kept whole), `None`
+/// when the shapes agree or the split is not exact.
+fn layer_tokens(
+    c: &Ctx,
+    a: &crate::arch::Architecture,
+    sw: u64,
+    full: u64,
+) -> Result<Option<(u64, u64)>, EstimateError> {
+    let Some(g) = a.global_attn.filter(|_| a.mla.is_none()) else {
+        return Ok(None);
+    };
+    let tp = c.input.tp.max(1);
+    let s_values = prod(&[2, a.kv_heads.div_ceil(tp).max(1), a.head_dim])?;
+    let f_values = prod(&[2, g.kv_heads.div_ceil(tp).max(1), g.head_dim])?;
+    let all = sum(&[prod(&[sw, s_values])?, prod(&[full, f_values])?])?;
+    let Some(per_value) = c
+        .per_token
+        .checked_div(all)
+        .filter(|v| c.per_token.checked_rem(all) == Some(0) && *v > 0)
+    else {
+        return Ok(None);
+    };
+    Ok(Some((
+        prod(&[s_values, per_value])?,
+        prod(&[f_values, per_value])?,
+    )))
 }

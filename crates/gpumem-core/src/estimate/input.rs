@@ -82,6 +82,9 @@ pub struct EstimateInput {
     /// Positions the model was trained for (`max_position_embeddings`); a longer
     /// context is warned about.
     pub max_position: Option<u64>,
+    /// Positions the config's RoPE scaling reaches when they differ from
+    /// `max_position` (Qwen2.5 with yarn ×4: 131 072 over 32 768 trained).
+    pub rope_positions: Option<u64>,
     /// Exact tensors read from file headers.
     pub tensors: Option<TensorSummary>,
     /// Sequences processed together (the batch; also the training micro-batch).
@@ -148,6 +151,7 @@ impl Default for EstimateInput {
             arch: None,
             kv_only: None,
             max_position: None,
+            rope_positions: None,
             tensors: None,
             sequences: 1,
             context: None,
@@ -174,6 +178,14 @@ impl Default for EstimateInput {
             tp: 1,
             pp: 1,
         }
+    }
+}
+
+impl EstimateInput {
+    /// The longest sequence the model serves as configured: the positions its
+    /// RoPE scaling reaches, else those it was trained for.
+    pub fn position_limit(&self) -> Option<u64> {
+        self.rope_positions.or(self.max_position)
     }
 }
 

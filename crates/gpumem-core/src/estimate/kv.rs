@@ -77,12 +77,20 @@ pub(super) fn kv_cache(
     let end = context
         .checked_add(input.generate)
         .ok_or(EstimateError::Overflow { what: "tokens" })?;
-    if let Some(max) = input.max_position
-        && end > max
-    {
-        b.warnings.push(format!(
-            "{end} tokens per sequence exceed the {max} positions the model was trained for (max-position); quality beyond them needs rope scaling the model supports"
-        ));
+    match (input.max_position, input.rope_positions) {
+        (Some(max), Some(r)) if end > r => b.warnings.push(format!(
+            "{end} tokens per sequence exceed the {r} positions the config's RoPE scaling reaches (trained for {max}: max-position, rope-positions)"
+        )),
+        (Some(max), Some(r)) if end > max => b.assumptions.push(format!(
+            "{end} tokens per sequence are past the {max} trained positions, within the {r} the config's RoPE scaling reaches"
+        )),
+        (Some(max), None) if end > max => b.warnings.push(format!(
+            "{end} tokens per sequence exceed the {max} positions the model was trained for (max-position), and its config declares no RoPE scaling that reaches further"
+        )),
+        (None, Some(r)) if end > r => b.warnings.push(format!(
+            "{end} tokens per sequence exceed the {r} positions the RoPE scaling reaches (rope-positions)"
+        )),
+        _ => {}
     }
     if let Some(s) = input.static_cache
         && end > s

@@ -26,7 +26,8 @@ use crate::format::{Dtype, StorageFormat};
 use crate::import::TensorSummary;
 use crate::kv::{KvDtype, KvLayout, KvShape};
 use crate::training::{
-    AttentionImpl, Optimizer, activation_bytes, decoder_activations, logits_peak_bytes,
+    AttentionImpl, Optimizer, activation_bytes, decoder_activations, decoder_prefill,
+    logits_peak_bytes,
 };
 use crate::units::{Bytes, MIB, checked_product};
 
@@ -339,6 +340,15 @@ pub struct TracedLine {
 }
 
 impl Estimate {
+    /// Whether a group of the total is called assumed: when any of its counted lines
+    /// is (the transients are computed for a decoder the derivation covers, traced
+    /// with a trace) — one rule for the CLI's total and the page's figures.
+    pub fn group_is_assumed(&self, g: Group) -> bool {
+        self.lines
+            .iter()
+            .any(|l| l.group == g && l.in_total && l.kind == Kind::Assumed)
+    }
+
     /// Replaces lines with traced figures, keeping each replaced figure beside
     /// (`replaced`), and recomputes the headline figures, so the fit uses them.
     /// A traced line's device share follows the replaced line's (the trace is of one
@@ -683,24 +693,26 @@ mod tests {
     }
 
     #[test]
-    fn eager_attention_adds_a_tokens_squared_matrix_and_sdpa_does_not() {
+    fn eager_attention_holds_tokens_squared_tensors_at_its_peak_and_sdpa_none() {
         let sdpa = estimate(&llama_8b(&[("context", "4096")])).unwrap();
         let eager = estimate(&llama_8b(&[("context", "4096"), ("attention", "eager")])).unwrap();
-        let scores = |e: &Estimate| {
-            e.lines
-                .iter()
-                .find(|l| l.key == LineKey::PrefillAttentionScores)
-                .unwrap()
-                .bytes
-        };
-        assert_eq!(scores(&sdpa), 0);
-        assert_eq!(scores(&eager), 2 * 32 * 4096 * 4096 * 2);
-        assert!(
-            eager
-                .lines
-                .iter()
-                .all(|l| l.key != LineKey::PrefillAttentionScores || l.kind == Kind::Assumed)
+        let line = |e: &Estimate, k: LineKey| e.lines.iter().find(|l| l.key == k).unwrap().clone();
+        assert_eq!(line(&sdpa, LineKey::PrefillAttentionScores).bytes, 0);
+        // The mask (1 × 4096² × 2 B), then at the attention's moment the scores with
+        // the mask added (2 B) and softmax's fp32 input copy and output (8 B) per head.
+        assert_eq!(
+            line(&eager, LineKey::PrefillAttentionScores).bytes,
+            4096 * 4096 * 2 + 32 * 4096 * 4096 * (2 + 8)
         );
+        // Not a sum: the MLP's intermediates are freed before the next attention.
+        assert!(line(&eager, LineKey::PrefillMlp).bytes < line(&sdpa, LineKey::PrefillMlp).bytes);
+        for k in [
+            LineKey::PrefillMlp,
+            LineKey::PrefillAttentionScores,
+            LineKey::PrefillLogits,
+        ] {
+            assert_eq!(line(&eager, k).kind, Kind::Computed);
+        }
     }
 
     #[test]

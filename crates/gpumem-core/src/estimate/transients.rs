@@ -1,5 +1,7 @@
-//! The transients' lines: CUDA context, prefill MLP intermediates, attention
-//! scores and logits.
+//! The transients' lines: CUDA context, and the prefill's peak beyond weights and
+//! KV cache: intermediates, eager attention's tokens² tensors and logits, derived
+//! moment by moment for transformers' Llama-style decoder
+//! ([`crate::training::decoder_prefill`]), else assumed and summed (an upper bound).
 
 use super::*;
 
@@ -28,6 +30,85 @@ pub(super) fn transients(
         return Ok(());
     };
     let value = input.compute_dtype.bytes();
+    let all = input.logits == Logits::All;
+    let derived = decoder_prefill(
+        &a,
+        tokens,
+        input.sequences,
+        value,
+        input.attention,
+        input.sliding_window,
+        all,
+    )?;
+    let inputs = [
+        ("sequences", input.sequences.to_string()),
+        ("tokens", tokens.to_string()),
+        ("attention", input.attention.name().into()),
+        ("logits", input.logits.name().into()),
+    ];
+    let Some(why) = derived.assumed_because else {
+        // The peak, derived moment by moment: each line is what is alive at that one
+        // moment, so their sum is the prefill's peak beyond weights and KV cache.
+        let p = derived;
+        let lines = [
+            (
+                LineKey::PrefillMlp,
+                format!("Prefill intermediates at its peak ({})", p.moment),
+                p.intermediates,
+                p.formula,
+            ),
+            (
+                LineKey::PrefillAttentionScores,
+                "Attention mask and scores (tokens²) at the prefill's peak".into(),
+                p.scores,
+                match input.attention {
+                    AttentionImpl::Eager => format!(
+                        "eager: mask sequences × tokens² × v, and at the attention's moment (v + 8) × sequences × heads × tokens² (the scores with the mask added, softmax's fp32 input and output); peak: {}",
+                        p.moment
+                    ),
+                    other if p.scores > 0 => format!(
+                        "{}: a sliding window no longer than the prompt needs a boolean mask, tokens² × 1 B; the fused kernel keeps no tokens² matrix",
+                        other.name()
+                    ),
+                    other => format!("{}: fused kernel, no tokens² matrix is kept", other.name()),
+                },
+            ),
+            (
+                LineKey::PrefillLogits,
+                "Logits at the prefill's peak".into(),
+                p.logits,
+                if p.logits == 0 {
+                    format!(
+                        "none: the peak is {}; the kept logits and generate()'s fp32 copy of the last position come after it, below it",
+                        p.moment
+                    )
+                } else {
+                    format!(
+                        "{}: sequences × {} × vocab × v, then generate()'s fp32 copy of the last position",
+                        p.moment,
+                        if all {
+                            "tokens"
+                        } else {
+                            "1 (logits_to_keep=1)"
+                        }
+                    )
+                },
+            ),
+        ];
+        for (key, label, bytes, formula) in lines {
+            b.line(
+                key,
+                label,
+                bytes,
+                Split::part(bytes, 1, split.tp),
+                Kind::Computed,
+                true,
+                formula,
+                &inputs,
+            );
+        }
+        return Ok(());
+    };
     let (inter, live) = match a.moe {
         Some(m) => (
             checked_product(&[m.expert_intermediate, m.active], "MLP intermediate")?,
@@ -46,7 +127,9 @@ pub(super) fn transients(
         Split::part(mlp, 1, split.tp),
         Kind::Assumed,
         true,
-        format!("{live} live tensors × sequences × tokens × intermediate × {value} B"),
+        format!(
+            "{live} live tensors × sequences × tokens × intermediate × {value} B (assumed: {why}; `estimate --trace` traces it)"
+        ),
         &[
             ("sequences", input.sequences.to_string()),
             ("tokens", tokens.to_string()),
@@ -104,9 +187,8 @@ pub(super) fn transients(
             ("vocab", a.vocab.to_string()),
         ],
     );
-    b.assumptions.push(
-        "prefill transients are summed although they are not all alive at once: an upper bound"
-            .into(),
-    );
+    b.assumptions.push(format!(
+        "prefill transients not derived ({why}): the MLP's intermediates, the scores and the logits summed, without the hidden states a trace shows beside them, so neither the peak nor a bound on it (`estimate --trace` traces them)"
+    ));
     Ok(())
 }

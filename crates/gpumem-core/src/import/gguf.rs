@@ -389,9 +389,21 @@ pub fn build_header(arch: &str, tensors: &[(&str, &[u64], u32)]) -> Vec<u8> {
 /// [`build_header`] for one file of a split model: `split` is (`split.no`,
 /// `split.count`, `split.tensors.count`), written with the types `gguf-split` gives
 /// them (u16, u16, i32) — for tests and fixtures.
-#[allow(clippy::arithmetic_side_effects)]
 pub fn build_split_header(
     arch: &str,
+    tensors: &[(&str, &[u64], u32)],
+    split: Option<(u16, u16, i32)>,
+) -> Vec<u8> {
+    build_header_with(arch, &[("block_count", 1)], tensors, split)
+}
+
+/// [`build_split_header`] with the architecture's u32 metadata `ints` (keys without
+/// the `{arch}.` prefix: `block_count`, `attention.head_count`, …) — for tests and
+/// fixtures whose header also gives the model's shape.
+#[allow(clippy::arithmetic_side_effects)]
+pub fn build_header_with(
+    arch: &str,
+    ints: &[(&str, u32)],
     tensors: &[(&str, &[u64], u32)],
     split: Option<(u16, u16, i32)>,
 ) -> Vec<u8> {
@@ -402,14 +414,16 @@ pub fn build_split_header(
     };
     out.extend_from_slice(&3u32.to_le_bytes());
     out.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
-    let kv: u64 = if split.is_some() { 5 } else { 2 };
+    let kv = 1 + ints.len() as u64 + if split.is_some() { 3 } else { 0 };
     out.extend_from_slice(&kv.to_le_bytes());
     push_str(&mut out, "general.architecture");
     out.extend_from_slice(&8u32.to_le_bytes());
     push_str(&mut out, arch);
-    push_str(&mut out, &format!("{arch}.block_count"));
-    out.extend_from_slice(&4u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
+    for (key, v) in ints {
+        push_str(&mut out, &format!("{arch}.{key}"));
+        out.extend_from_slice(&4u32.to_le_bytes());
+        out.extend_from_slice(&v.to_le_bytes());
+    }
     if let Some((no, count, total)) = split {
         for (key, v) in [(SPLIT_NO, no), (SPLIT_COUNT, count)] {
             push_str(&mut out, key);

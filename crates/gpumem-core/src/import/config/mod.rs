@@ -18,6 +18,7 @@ mod families;
 mod family;
 mod json;
 mod quant;
+mod rope;
 mod tower;
 
 use serde::{Deserialize, Serialize};
@@ -45,6 +46,9 @@ pub struct ImportedConfig {
     pub sliding_layers: Option<u64>,
     /// `max_position_embeddings` / `n_positions`.
     pub max_position: Option<u64>,
+    /// The positions the config's RoPE scaling reaches, as vLLM derives its longest
+    /// `max_model_len`, when that differs from `max_position`.
+    pub rope_positions: Option<u64>,
     /// `torch_dtype` / `dtype`.
     pub dtype: Option<String>,
     /// The storage format named by `quantization_config`, in this crate's vocabulary.
@@ -76,6 +80,7 @@ impl ImportedConfig {
         let state_layers = self.arch.mixer.map_or(0, |m| m.layers);
         for (k, v) in [
             ("max-position", self.max_position),
+            ("rope-positions", self.rope_positions),
             ("sliding-window", self.sliding_window),
             (
                 "sliding-layers",
@@ -322,17 +327,7 @@ fn read_decoder(
         "max_seq_len",
         "model_max_length",
     ])?;
-    if let Some(r) = c.get("rope_scaling").filter(|r| r.is_object()) {
-        let kind = r
-            .get("rope_type")
-            .or_else(|| r.get("type"))
-            .and_then(Value::as_str)
-            .unwrap_or("?");
-        let factor = r.get("factor").map(Value::to_string).unwrap_or_default();
-        d.notes.push(format!(
-            "rope_scaling {kind} (factor {factor}): max-position is the config's max_position_embeddings"
-        ));
-    }
+    let rope_positions = rope::positions(c, mt, max_position, &mut d.notes);
     let (format, attention_format) = quant::read(root.get("quantization_config"), &mut d);
     Ok(ImportedConfig {
         model_type: mt.to_string(),
@@ -340,6 +335,7 @@ fn read_decoder(
         sliding_window: d.window,
         sliding_layers: d.sliding_layers,
         max_position,
+        rope_positions,
         dtype: d.dtype,
         format,
         attention_format,

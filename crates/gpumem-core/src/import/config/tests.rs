@@ -750,3 +750,73 @@ fn seed_oss_biases_q_k_v_and_o_by_their_own_keys_and_smollm3_nope_layers_hold_no
     assert_eq!(s.arch, llama.arch);
     assert_eq!(s.confidence, "exact", "{:?}", s.warnings);
 }
+
+/// A small Qwen2 body with `extra` keys (RoPE settings) and `max_position_embeddings`.
+fn rope_config(model_type: &str, max: u64, extra: &str) -> ImportedConfig {
+    parse_config(&format!(
+        r#"{{"model_type":"{model_type}","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+        "num_key_value_heads":2,"intermediate_size":128,"vocab_size":100,
+        "max_position_embeddings":{max}{extra}}}"#
+    ))
+    .unwrap()
+}
+
+#[test]
+fn rope_scaling_reaches_what_vllm_derives() {
+    // Qwen2.5's model card: add yarn ×4 over 32 768 to serve 131 072.
+    let yarn =
+        r#","rope_scaling":{"type":"yarn","factor":4.0,"original_max_position_embeddings":32768}"#;
+    let c = rope_config("qwen2", 32768, yarn);
+    assert_eq!(c.rope_positions, Some(131_072));
+    assert!(c.pairs().contains(&("rope-positions", "131072".into())));
+    assert!(
+        field(&c, "RoPE scaling yarn ×4")
+            .unwrap()
+            .contains("131072")
+    );
+    // transformers 5 writes the same as rope_parameters, flat or per layer type.
+    let flat = r#","rope_parameters":{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768,"rope_theta":1000000.0}"#;
+    assert_eq!(
+        rope_config("qwen2", 32768, flat).rope_positions,
+        Some(131_072)
+    );
+    let nested = r#","rope_parameters":{"full_attention":{"rope_type":"linear","factor":2.0},"sliding_attention":{"rope_type":"default"}}"#;
+    assert_eq!(
+        rope_config("qwen2", 4096, nested).rope_positions,
+        Some(8192)
+    );
+    // Linear and dynamic multiply the trained positions.
+    let linear = r#","rope_scaling":{"rope_type":"linear","factor":2.5}"#;
+    assert_eq!(
+        rope_config("llama", 4096, linear).rope_positions,
+        Some(10_240)
+    );
+}
+
+#[test]
+fn rope_scaling_already_in_the_positions_adds_nothing() {
+    // Llama-3.1: llama3 ×8, max_position_embeddings already 131 072.
+    let llama3 = r#","rope_scaling":{"rope_type":"llama3","factor":8.0,"original_max_position_embeddings":8192}"#;
+    let c = rope_config("llama", 131_072, llama3);
+    assert_eq!(c.rope_positions, None);
+    assert!(
+        field(&c, "RoPE scaling llama3 ×8")
+            .unwrap()
+            .contains("already within")
+    );
+    // DeepSeek-V3: yarn ×40 over 4 096 = its 163 840.
+    let ds =
+        r#","rope_scaling":{"type":"yarn","factor":40,"original_max_position_embeddings":4096}"#;
+    assert_eq!(rope_config("qwen2", 163_840, ds).rope_positions, None);
+    // Gemma-3: vLLM skips the factor, its 128K includes it.
+    let gemma = r#","rope_scaling":{"rope_type":"linear","factor":8.0}"#;
+    assert_eq!(
+        rope_config("gemma3_text", 131_072, gemma).rope_positions,
+        None
+    );
+    // No scaling, no note; an absurd factor names nothing.
+    let plain = rope_config("qwen2", 32768, "");
+    assert!(plain.rope_positions.is_none() && field(&plain, "RoPE").is_none());
+    let absurd = r#","rope_scaling":{"rope_type":"linear","factor":1e300}"#;
+    assert_eq!(rope_config("qwen2", 32768, absurd).rope_positions, None);
+}

@@ -183,6 +183,7 @@ fn mamba(c: &Cfg, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, Es
         sliding_window: None,
         sliding_layers: None,
         max_position: None,
+        rope_positions: None,
         dtype,
         format: q.map(|(f, _)| f),
         attention_format: None,
