@@ -255,7 +255,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let mut lines = vec![
         line("budget", "Card total", capacity, Kind::Computed, "device total".into(), &[("total", format!("{capacity} B ({kind})"))], "common/fit.cpp (free memory per device)"),
         line("cuda_context", "CUDA context (assumed)", mib(ctx_mib), Kind::Assumed, format!("{ctx_mib} MiB"), &[], "common/fit.cpp"),
-        line("weights", "Model buffer on this device", gpu_w, Kind::Computed, "the tensors of the output layer and the blocks from max(layers + 1 − n-gpu-layers, 0) on, less those --n-cpu-moe or --override-tensor keep on the host".into(), &[("gpu-blocks", gpu_layers.to_string()), ("moved-to-host-bytes", placed.moved.to_string())], "src/llama-model.cpp (load_tensors: layer → device), src/llama-model-loader.cpp (tensor_buft_overrides)"),
+        line("weights", "Model buffer on this device", gpu_w, Kind::Computed, "output layer and blocks from max(layers + 1 − n-gpu-layers, 0), less tensors sent to CPU".into(), &[("gpu-blocks", gpu_layers.to_string()), ("moved-to-host-bytes", placed.moved.to_string())], "src/llama-model.cpp (load_tensors: layer → device), src/llama-model-loader.cpp (tensor_buft_overrides)"),
         line("compute_buffer", "Compute buffer for one ubatch (assumed)", compute, Kind::Assumed, "max((3 intermediate + 2 hidden) × ubatch × 4, (vocab + hidden) × sequences × 4)".into(), &[("ubatch", ubatch.to_string())], "src/llama-context.cpp (graph_reserve)"),
         line("fit_margin", "--fit margin left free", mib(fit), Kind::Assumed, format!("{fit} MiB (--fit-target default)"), &[], "common/common.h (fit_params_target)"),
     ];
@@ -284,8 +284,8 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         "Model weights in host memory (CPU buffer)",
         placed.host,
         Kind::Computed,
-        "the token embeddings, the blocks below the GPU's, and what --n-cpu-moe and --override-tensor send to CPU".into(),
-        &[("moved-to-host-bytes", placed.moved.to_string())],
+        "token embeddings, blocks below the GPU's, tensors sent to CPU".into(),
+        &[],
         "src/llama-model.cpp (load_tensors: the input layer stays on the CPU)",
     );
     host_line.subtracted = false;

@@ -61,6 +61,8 @@ pub struct GgufTensor {
     /// The tied output's second copy of `token_embd.weight` (not in the estimate's
     /// weights: the checkpoint stores it once).
     pub duplicate: bool,
+    /// A block's routed experts (`ffn_{gate,up,down}_exps`, weight or bias).
+    expert: bool,
 }
 
 impl GgufTensor {
@@ -72,15 +74,11 @@ impl GgufTensor {
         }
     }
 
-    /// Whether `--n-cpu-moe` / `--cpu-moe` name it: a routed expert's projection,
-    /// `\.ffn_(up|down|gate|gate_up)_(ch|)exps` (`common/common.h`,
-    /// `LLM_FFN_EXPS_REGEX`), matched here without a regular expression.
+    /// Whether `--n-cpu-moe` / `--cpu-moe` name it: a routed expert's projection or
+    /// its bias, `\.ffn_(up|down|gate|gate_up)_(ch|)exps` (`common/common.h`,
+    /// `LLM_FFN_EXPS_REGEX`), known from the group without matching the name.
     pub fn is_routed_expert(&self) -> bool {
-        self.named
-            && ["ffn_up_", "ffn_down_", "ffn_gate_", "ffn_gate_up_"]
-                .iter()
-                .filter_map(|p| self.suffix.strip_prefix(p))
-                .any(|rest| rest.starts_with("exps") || rest.starts_with("chexps"))
+        self.expert
     }
 }
 
@@ -339,6 +337,7 @@ pub fn gguf_tensors(
                 bytes: one.checked_mul(tg.count).ok_or(OVERFLOW)?,
                 named: false,
                 duplicate: false,
+                expert: false,
             });
             continue;
         }
@@ -351,7 +350,8 @@ pub fn gguf_tensors(
             let per = (names.len() as u64).saturating_mul(merge(*m));
             per > 0 && tg.count.is_multiple_of(per)
         });
-        let (names, rule, m, named): (&[&'static str], Rule, u64, bool) = match found {
+        let (names, rule, m, named, expert): (&[&'static str], Rule, u64, bool, bool) = match found
+        {
             Some((names, rule, m)) => {
                 if tg.name != "mlp bias" {
                     // The projection's full entry, whose second name is its bias.
@@ -360,9 +360,9 @@ pub fn gguf_tensors(
                         .find(|x| x.0 == tg.name)
                         .map(|x| (x.1, x.2, x.3));
                 }
-                (names, rule, merge(m), true)
+                (names, rule, merge(m), true, m == Merge::Experts)
             }
-            None => (std::slice::from_ref(&tg.name), Rule::Every, 1, false),
+            None => (std::slice::from_ref(&tg.name), Rule::Every, 1, false, false),
         };
         let per = (names.len() as u64).saturating_mul(m);
         let slots = tg.count.checked_div(per).unwrap_or(0);
@@ -375,6 +375,7 @@ pub fn gguf_tensors(
                     bytes,
                     named,
                     duplicate: false,
+                    expert,
                 });
             }
         };
@@ -409,6 +410,7 @@ pub fn gguf_tensors(
             bytes: one,
             named: true,
             duplicate: true,
+            expert: false,
         });
     }
     Ok(out)
