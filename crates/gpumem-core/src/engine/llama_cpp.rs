@@ -209,12 +209,17 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         Some(text) => parse_overrides(text)?,
         None => Vec::new(),
     };
-    let placed = match (input.arch, &input.tensors) {
-        (Some(a), None) => place(c, &a, gpu_start, &rules)?,
-        _ if !rules.is_empty() => {
+    let placed = match input.arch {
+        Some(a) => {
+            if input.tensors.is_some() {
+                assumptions.push("per-tensor bytes: the file header's class totals shared in proportion to the architecture's tensors".into());
+            }
+            place(c, &a, gpu_start, &rules)?
+        }
+        None if !rules.is_empty() => {
             return Err(EstimateError::invalid(
                 "override-tensor",
-                "needs the architecture's tensors (a preset, a config.json or the shape keys): a model file's header gives bytes per class, not per tensor",
+                "needs the architecture (a preset, a config.json or the shape keys) to name the tensors",
             ));
         }
         _ => {
@@ -226,7 +231,8 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             }
             gpu = gpu.saturating_sub(cpu_moe_bytes(c, p.n_cpu_moe.unwrap_or(0))?);
             assumptions.push(
-                "model buffer from the weights' classes in proportion (no per-tensor list: a model file's header or a parameter count)".into(),
+                "model buffer from the weights in proportion (no architecture to list the tensors)"
+                    .into(),
             );
             Placed {
                 gpu,
@@ -344,7 +350,10 @@ fn place(
     gpu_start: u64,
     rules: &[Override],
 ) -> Result<Placed, EstimateError> {
-    let list = tensors::gguf_tensors(a, &crate::estimate::module_formats(c.input)?)?;
+    let mut list = tensors::gguf_tensors(a, &crate::estimate::module_formats(c.input)?)?;
+    if let Some(file) = &c.input.tensors {
+        tensors::scale_to(&mut list, file, c.weights)?;
+    }
     let ncm = c.params.n_cpu_moe.unwrap_or(0);
     let mut placed = Placed {
         gpu: 0,

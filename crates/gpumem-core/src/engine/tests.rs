@@ -964,7 +964,7 @@ fn llama_cpp_override_tensor_errors_are_clear() {
             "{value}: {e}"
         );
     }
-    // Without a per-tensor list (a parameter count) the rules cannot be placed.
+    // Without an architecture (a parameter count and the KV shape) no tensor is named.
     let (input, errors) = crate::params::from_pairs([
         ("parameters", "8e9"),
         ("layers", "32"),
@@ -978,7 +978,7 @@ fn llama_cpp_override_tensor_errors_are_clear() {
         ("override-tensor", "exps=CPU"),
     ]));
     let e = budget(&input, &est, &p).unwrap_err().to_string();
-    assert!(e.contains("architecture's tensors"), "{e}");
+    assert!(e.contains("needs the architecture"), "{e}");
 }
 
 /// Gemma-4-31B's shape: 50 sliding layers (16 KV heads × 256) and 10 global ones
@@ -1018,4 +1018,62 @@ fn vllm_unifies_the_page_of_layers_with_another_kv_shape() {
     let per_request = 256 + 5 * (512 + 1);
     assert_eq!(b.max_sequences, blocks / per_request);
     assert!(b.assumptions.iter().any(|a| a.contains("6 groups")));
+}
+
+/// With the weights from a model file's header (bytes per class), the tensors take
+/// their class's bytes in proportion: Llama-3.1-8B with a Q4_K_M-like file. The
+/// token embeddings are the one tensor of their class, so the host holds exactly the
+/// file's embeddings; everything else, the rounding's bytes and the header's "other"
+/// tensors included, is on the card; `-ot` works on the shares.
+#[test]
+fn llama_cpp_places_a_model_files_class_totals() {
+    let mut file = crate::import::TensorSummary::new("gguf");
+    for (name, bytes) in [
+        ("token_embd.weight", 295_501_824u64),
+        ("output.weight", 430_964_736),
+        ("output_norm.weight", 16_384),
+        ("rope_freqs.weight", 256),
+    ] {
+        file.add(name, "Q4_K", bytes).expect("add");
+    }
+    for i in 0..32 {
+        for (name, bytes) in [
+            ("attn_q.weight", 9_437_184u64),
+            ("attn_k.weight", 2_359_296),
+            ("attn_v.weight", 3_440_640),
+            ("attn_output.weight", 9_437_184),
+            ("ffn_gate.weight", 33_030_144),
+            ("ffn_up.weight", 33_030_144),
+            ("ffn_down.weight", 48_168_960),
+            ("attn_norm.weight", 16_384),
+            ("ffn_norm.weight", 16_384),
+        ] {
+            file.add(&format!("blk.{i}.{name}"), "Q4_K", bytes)
+                .expect("add");
+        }
+    }
+    let mut input = llama_8b(&[]);
+    input.tensors = Some(file.clone());
+    let est = estimate(&input).expect("estimate");
+    assert_eq!(est.weights_bytes, file.total.bytes);
+    let b = run(&input, &with(&[("engine", "llama.cpp")]));
+    assert_eq!(b.host_weights_bytes, Some(295_501_824));
+    assert_eq!(bytes_of(&b, "weights"), file.total.bytes - 295_501_824);
+    assert!(b.assumptions.iter().any(|a| a.contains("class totals")));
+    // Block 0 to the host: its share of attention, MLP and norms (÷ 32, rounded down
+    // per tensor).
+    let moved = run(
+        &input,
+        &with(&[
+            ("engine", "llama.cpp"),
+            ("override-tensor", "blk\\.0\\.=CPU"),
+        ]),
+    );
+    let block = 9_437_184 * 2 + 2_359_296 + 3_440_640 + 33_030_144 * 2 + 48_168_960 + 32_768;
+    let host = moved.host_weights_bytes.unwrap() - 295_501_824;
+    assert!(host <= block && block - host < 16, "{host} vs {block}");
+    assert_eq!(
+        bytes_of(&moved, "weights") + moved.host_weights_bytes.unwrap(),
+        file.total.bytes
+    );
 }

@@ -63,6 +63,8 @@ pub struct GgufTensor {
     pub duplicate: bool,
     /// A block's routed experts (`ffn_{gate,up,down}_exps`, weight or bias).
     expert: bool,
+    /// The estimate's class of its group.
+    pub class: ParamClass,
 }
 
 impl GgufTensor {
@@ -338,6 +340,7 @@ pub fn gguf_tensors(
                 named: false,
                 duplicate: false,
                 expert: false,
+                class: tg.class,
             });
             continue;
         }
@@ -376,6 +379,7 @@ pub fn gguf_tensors(
                     named,
                     duplicate: false,
                     expert,
+                    class: tg.class,
                 });
             }
         };
@@ -411,9 +415,53 @@ pub fn gguf_tensors(
             named: true,
             duplicate: true,
             expert: false,
+            class: ParamClass::Embeddings,
         });
     }
     Ok(out)
+}
+
+/// A model file's header gives bytes per class, not per tensor: each tensor takes its
+/// class's bytes in proportion to its size in the estimate's format, and what the
+/// rounding leaves (and what the header classes as "other") goes with the output
+/// layer, so the list still sums to the file's weights (`total`).
+pub fn scale_to(
+    list: &mut Vec<GgufTensor>,
+    file: &crate::import::TensorSummary,
+    total: u64,
+) -> Result<(), EstimateError> {
+    // Each class's bytes in the list (a handful of classes: no map).
+    let mut sums: Vec<(ParamClass, u64)> = Vec::new();
+    for t in list.iter().filter(|t| !t.duplicate) {
+        match sums.iter_mut().find(|s| s.0 == t.class) {
+            Some(s) => s.1 = s.1.checked_add(t.bytes).ok_or(OVERFLOW)?,
+            None => sums.push((t.class, t.bytes)),
+        }
+    }
+    for t in list.iter_mut() {
+        let from = sums.iter().find(|s| s.0 == t.class).map_or(0, |s| s.1);
+        let to = file.class_bytes(t.class.key());
+        let b = u128::from(t.bytes)
+            .saturating_mul(u128::from(to))
+            .checked_div(u128::from(from))
+            .unwrap_or(0);
+        t.bytes = u64::try_from(b).map_err(|_| OVERFLOW)?;
+    }
+    let placed = list
+        .iter()
+        .filter(|t| !t.duplicate)
+        .try_fold(0u64, |a, t| a.checked_add(t.bytes))
+        .ok_or(OVERFLOW)?;
+    list.push(GgufTensor {
+        slot: Slot::Output,
+        suffix: "(rest of the file)",
+        bytes: total.saturating_sub(placed),
+        named: false,
+        duplicate: false,
+        expert: false,
+        class: ParamClass::Tower,
+    });
+    Ok(())
 }
 
 const OVERFLOW: EstimateError = EstimateError::Overflow {
