@@ -223,13 +223,13 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             ));
         }
         _ => {
-            // No tensor list: the estimate's weights less the token embeddings (always
-            // on the host), × the offloaded blocks, less --n-cpu-moe's share.
+            // No architecture, so no tensors and no experts to name: the estimate's
+            // weights less the token embeddings (always on the host), × the offloaded
+            // blocks.
             let mut gpu = c.weights.saturating_sub(c.embed_bytes);
             if gpu_layers < total_layers {
                 gpu = frac(gpu)?;
             }
-            gpu = gpu.saturating_sub(cpu_moe_bytes(c, p.n_cpu_moe.unwrap_or(0))?);
             assumptions.push(
                 "model buffer from the weights in proportion (no architecture to list the tensors)"
                     .into(),
@@ -489,25 +489,4 @@ fn override_for(rules: &[Override], t: &GgufTensor) -> Option<bool> {
 #[cfg(target_arch = "wasm32")]
 fn override_for(_rules: &[Override], _t: &GgufTensor) -> Option<bool> {
     None
-}
-
-/// The routed experts of the first `n` MoE layers, from the estimate's MLP bytes in
-/// proportion to their parameters (without a per-tensor list).
-fn cpu_moe_bytes(c: &Ctx, n: u64) -> Result<u64, EstimateError> {
-    let (Some(a), true) = (c.input.arch, n > 0) else {
-        return Ok(0);
-    };
-    let Some(m) = a.moe else { return Ok(0) };
-    let moe_layers = m.moe_layers(a.layers).max(1);
-    let routed = prod(&[m.experts, m.expert_intermediate])?;
-    let shared = prod(&[m.shared_experts, m.shared_intermediate])?;
-    let dense = prod(&[a.layers.saturating_sub(moe_layers), a.intermediate])?;
-    let all = sum(&[prod(&[moe_layers, sum(&[routed, shared])?])?, dense])?.max(1);
-    let off = prod(&[n.min(moe_layers), routed])?;
-    let mlp = c.mlp_bytes;
-    let share = u128::from(mlp)
-        .saturating_mul(u128::from(off))
-        .checked_div(u128::from(all))
-        .unwrap_or(0);
-    Ok(u64::try_from(share).unwrap_or(u64::MAX))
 }

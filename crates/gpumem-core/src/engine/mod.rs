@@ -726,9 +726,9 @@ struct Ctx<'a> {
     params: &'a EngineParams,
     card: GpuCard,
     weights: u64,
-    /// The estimate's embedding and MLP weight lines, per device (llama.cpp's placement).
+    /// The estimate's embedding weight line, per device (llama.cpp's placement without
+    /// an architecture).
     embed_bytes: u64,
-    mlp_bytes: u64,
     per_token: u64,
     max_model_len: u64,
 }
@@ -804,7 +804,6 @@ fn budget_at(
         card,
         weights: group_device_bytes(est, Group::Weights)?,
         embed_bytes: line_bytes(est, LineKey::WeightsEmbeddings),
-        mlp_bytes: line_bytes(est, LineKey::WeightsMlp),
         per_token,
         max_model_len,
     };
