@@ -322,3 +322,42 @@ fn a_traced_prefill_matches_the_computed_lines() {
     assert_eq!(prefill(&traced, "traced"), computed);
     assert_eq!(traced["total_bytes"], plain["total_bytes"]);
 }
+
+/// DeepSeek-V2-Lite's MLA attention has values narrower than its queries (128 against
+/// 192): under flash the values are padded to the queries' width and the output cut
+/// back (transformers' flash path), under SDPA the memory-efficient kernel runs (the
+/// flash kernel needs one head size). Both trace, and the trace counts the
+/// estimator's parameters.
+#[test]
+fn an_attention_with_narrower_values_traces_under_flash_and_sdpa() {
+    let Some(python) =
+        gpumem_e2e::torch_python("an_attention_with_narrower_values_traces_under_flash_and_sdpa")
+    else {
+        return;
+    };
+    let est = agent()
+        .args(["estimate", "--json", "--config"])
+        .arg(config("deepseek-v2-lite.json"))
+        .output()
+        .expect("agent runs");
+    let est: serde_json::Value = serde_json::from_slice(&est.stdout).expect("JSON");
+    for attention in ["flash", "sdpa"] {
+        let flags = [
+            "--train",
+            "full",
+            "--sequences",
+            "1",
+            "--context",
+            "128",
+            "--attention",
+            attention,
+        ];
+        let (_, doc) = trace(&python, "deepseek-v2-lite.json", &flags);
+        assert_eq!(doc["parameters"], est["parameters"], "{attention}");
+        assert_eq!(doc["parameters"], 15_706_484_224u64, "{attention}");
+        assert!(
+            at(phase(&doc, "forward", 1), "activations") > 0,
+            "{attention}"
+        );
+    }
+}
