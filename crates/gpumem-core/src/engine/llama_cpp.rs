@@ -307,7 +307,9 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         .checked_div(per_cell)
         .unwrap_or(0);
     Ok(Draft {
-        version: "b7000+",
+        // The newest rule carried: -ngl's i_gpu_start = max(n + 1 − ngl, 0) is read
+        // from b9993–b10964 (older builds put one block more on the card).
+        version: "b9993+",
         capacity,
         capacity_kind: kind,
         lines,
