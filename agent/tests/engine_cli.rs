@@ -422,3 +422,89 @@ fn a_draft_model_from_its_config_shrinks_the_pool() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Mixtral-8x7B's config (the core's test cases) under llama.cpp on an H100.
+fn mixtral_llama_cpp(extra: &[&str]) -> Output {
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../crates/gpumem-core/tests/cases/configs/mixtral-8x7b.json"
+    );
+    let mut args = vec![
+        "estimate",
+        "--config",
+        config,
+        "--context",
+        "8192",
+        "--engine",
+        "llama.cpp",
+        "--card",
+        "h100-sxm-80gb",
+    ];
+    args.extend_from_slice(extra);
+    Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+        .args(&args)
+        .output()
+        .expect("the agent binary runs")
+}
+
+fn mixtral_engine(extra: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(extra);
+    let out = mixtral_llama_cpp(&all);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    v["engine"].clone()
+}
+
+/// `--override-tensor '\.ffn_.*_exps\.=CPU'` moves every block's routed experts to the
+/// host, as `--n-cpu-moe 32` does: Mixtral's 32 blocks × 3 projections × 8 experts ×
+/// 14 336 × 4096 in bf16 leave the card's model buffer for `host_weights_bytes`.
+#[test]
+fn override_tensor_moves_the_experts_to_the_host() {
+    let plain = mixtral_engine(&[]);
+    let ot = mixtral_engine(&["--override-tensor", "\\.ffn_.*_exps\\.=CPU"]);
+    let ncm = mixtral_engine(&["--n-cpu-moe", "32"]);
+    assert_eq!(ot, ncm);
+    let experts = 32 * 3 * 8 * 14_336 * 4096 * 2u64;
+    let host = |v: &Value| v["host_weights_bytes"].as_u64().expect("host bytes");
+    assert_eq!(host(&ot) - host(&plain), experts);
+    let weights = |v: &Value| {
+        v["lines"]
+            .as_array()
+            .expect("lines")
+            .iter()
+            .find(|l| l["key"] == "weights")
+            .and_then(|l| l["bytes"].as_u64())
+            .expect("weights line")
+    };
+    assert_eq!(weights(&plain) - weights(&ot), experts);
+    // The text answer shows the host line.
+    let out = mixtral_llama_cpp(&["--verbose", "--override-tensor", "exps=CPU"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Model weights in host memory"));
+}
+
+/// A pattern Rust's regex refuses (look-around, which llama.cpp's std::regex takes)
+/// or a buffer type off this card: exit 2, one message naming the flag, nothing printed.
+#[test]
+fn bad_override_tensor_exits_2_with_a_clear_message() {
+    for (value, says) in [
+        ("blk\\.(?!0\\.)ffn=CPU", "look-around"),
+        ("ffn_(up=CPU", "unclosed group"),
+        ("exps=CUDA1", "one card"),
+        ("exps", "<pattern>=<buffer type>"),
+    ] {
+        let out = mixtral_llama_cpp(&["--override-tensor", value]);
+        assert_eq!(out.status.code(), Some(2), "{value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--override-tensor:") && err.contains(says),
+            "{value}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{value}");
+    }
+}

@@ -471,6 +471,126 @@ fn oom_crash_and_a_missing_probe_on_cpu_are_recorded_with_exit_1() {
     assert!(text(&out.stdout).contains("chained 1"));
 }
 
+/// A transformers model's training run gets the traced column: the same workload (the
+/// config the probe sent, 2 × 16 tokens, fp32, AdamW) traced on the meta device in the
+/// Python that ran it. The traced weights, gradients and optimizer states are the
+/// computed ones plus the allocator's rounding of each tensor to 512 B (never less, and
+/// at most 512 B per tensor: the tiny Llama has 23 tensors); `--no-trace` says it is off,
+/// and a model without a config.json says why there is no trace.
+#[test]
+fn a_transformers_run_is_traced_beside_computed_and_observed() {
+    let Some(py) = torch_python("a_transformers_run_is_traced") else {
+        return;
+    };
+    let (out, r) = torch_run(&py, "train_tiny_llama.py", &["--steps", "2"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("computed vs observed vs traced"), "{err}");
+    assert!(err.contains("not a GPU measurement"), "{err}");
+    let c = &r["ranks"][0]["comparison"];
+    assert_eq!(c["trace"]["status"], "traced", "{}", c["trace"]);
+    let detail = c["trace"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(
+            "traced llama (float32, sdpa attention): full training, 2 × 16 tokens, adamw"
+        ),
+        "{detail}"
+    );
+    let line = |item: &str| {
+        c["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["item"] == item)
+            .unwrap_or_else(|| panic!("no {item} line"))
+            .clone()
+    };
+    let rounding = 512 * 32;
+    for item in ["weights", "gradients", "optimizer_states"] {
+        let l = line(item);
+        let computed = l["computed_bytes"].as_u64().unwrap();
+        let traced = l["traced_bytes"].as_u64().expect("a traced figure");
+        assert!(
+            computed <= traced && traced <= computed + rounding,
+            "{item}: computed {computed}, traced {traced}"
+        );
+        assert!(l["traced_how"].as_str().unwrap().starts_with("traced"));
+        assert_eq!(l["basis"], "computed", "the computed basis is kept");
+    }
+    assert!(line("activations")["traced_bytes"].as_u64().unwrap() > 0);
+
+    let (out, r) = torch_run(&py, "train_tiny_llama.py", &["--steps", "1", "--no-trace"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let c = &r["ranks"][0]["comparison"];
+    assert_eq!(c["trace"]["status"], "off");
+    assert!(text(&out.stderr).contains("not traced (--no-trace)"));
+    assert!(
+        c["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l.get("traced_bytes").is_none())
+    );
+
+    // The probe's own tiny decoder is no transformers model: no config.json to trace.
+    let (out, r) = torch_run(&py, "train_adamw.py", &["--steps", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let t = &r["ranks"][0]["comparison"]["trace"];
+    assert_eq!(t["status"], "not_possible");
+    assert!(t["detail"].as_str().unwrap().contains("config.json"), "{t}");
+    assert!(text(&out.stderr).contains("no trace: "));
+}
+
+/// A transformers generation gets the traced KV cache: 2 layers × (K, V) tensors of
+/// 2 sequences × 2 KV heads × 15 positions (10 prompt + 6 generated − 1) × 16 × 4 B =
+/// 3 840 B each, which the allocator rounds to 4 096 (512 B blocks); observed counts
+/// the tensors' own 3 840 B.
+#[test]
+fn a_transformers_generation_is_traced() {
+    let Some(py) = torch_python("a_transformers_generation_is_traced") else {
+        return;
+    };
+    let (out, r) = torch_run(&py, "generate_tiny_llama.py", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let c = &r["ranks"][0]["comparison"];
+    assert_eq!(c["trace"]["status"], "traced", "{}", c["trace"]);
+    assert!(
+        c["trace"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("inference, 2 × 10 prompt tokens + 6 generated"),
+        "{}",
+        c["trace"]
+    );
+    let kv = c["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["item"] == "kv_cache")
+        .expect("a kv_cache line");
+    let tensor: u64 = 2 * 2 * 15 * 16 * 4;
+    assert_eq!(kv["observed_bytes"], 4 * tensor);
+    assert_eq!(kv["traced_bytes"], 4 * tensor.div_ceil(512) * 512);
+}
+
+/// `--trace-with` takes the estimator's workload keys only, checked before the command
+/// starts.
+#[test]
+fn a_bad_trace_override_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    for bad in ["gpus=2", "train=sideways", "train"] {
+        let out = synthetic()
+            .args(["run", "--trace-with", bad, "--", "sh", "-c"])
+            .arg(format!("touch {}", marker.display()))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", text(&out.stderr));
+        no_panic(&out);
+        assert!(!marker.exists(), "{bad} started the command");
+    }
+}
+
 #[test]
 fn events_stream_one_json_line_per_phase() {
     let Some(py) = torch_python("events_stream") else {

@@ -406,7 +406,11 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
+<<<<<<<< HEAD:dist/agent/gpumem-web-agent-748b031a83ba4aa7.js
                         return __wasm_bindgen_func_elem_2502(a, state0.b, arg0, arg1);
+========
+                        return __wasm_bindgen_func_elem_2556(a, state0.b, arg0, arg1);
+>>>>>>>> main:dist/agent/gpumem-web-agent-4c7f946190f4be2d.js
                     } finally {
                         state0.a = a;
                     }
@@ -603,33 +607,43 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
+<<<<<<<< HEAD:dist/agent/gpumem-web-agent-748b031a83ba4aa7.js
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 450, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
             const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2437);
+========
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 465, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2491);
+>>>>>>>> main:dist/agent/gpumem-web-agent-4c7f946190f4be2d.js
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 77, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 74, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
             const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_279);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("CloseEvent")], shim_idx: 77, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("CloseEvent")], shim_idx: 74, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
             const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_279_14);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 77, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 74, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
             const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_279_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("MessageEvent")], shim_idx: 77, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("MessageEvent")], shim_idx: 74, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
             const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_279_16);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
+<<<<<<<< HEAD:dist/agent/gpumem-web-agent-748b031a83ba4aa7.js
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 267, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
             const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3898);
+========
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 265, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3957);
+>>>>>>>> main:dist/agent/gpumem-web-agent-4c7f946190f4be2d.js
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -652,8 +666,13 @@ function __wbg_get_imports() {
     };
 }
 
+<<<<<<<< HEAD:dist/agent/gpumem-web-agent-748b031a83ba4aa7.js
 function __wasm_bindgen_func_elem_3898(arg0, arg1) {
     wasm.__wasm_bindgen_func_elem_3898(arg0, arg1);
+========
+function __wasm_bindgen_func_elem_3957(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3957(arg0, arg1);
+>>>>>>>> main:dist/agent/gpumem-web-agent-4c7f946190f4be2d.js
 }
 
 function __wasm_bindgen_func_elem_279(arg0, arg1, arg2) {
@@ -672,6 +691,7 @@ function __wasm_bindgen_func_elem_279_16(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_279_16(arg0, arg1, arg2);
 }
 
+<<<<<<<< HEAD:dist/agent/gpumem-web-agent-748b031a83ba4aa7.js
 function __wasm_bindgen_func_elem_2502(arg0, arg1, arg2, arg3) {
     wasm.__wasm_bindgen_func_elem_2502(arg0, arg1, arg2, arg3);
 }
@@ -680,6 +700,16 @@ function __wasm_bindgen_func_elem_2437(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
         wasm.__wasm_bindgen_func_elem_2437(retptr, arg0, arg1, arg2);
+========
+function __wasm_bindgen_func_elem_2556(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2556(arg0, arg1, arg2, arg3);
+}
+
+function __wasm_bindgen_func_elem_2491(arg0, arg1, arg2) {
+    try {
+        const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
+        wasm.__wasm_bindgen_func_elem_2491(retptr, arg0, arg1, arg2);
+>>>>>>>> main:dist/agent/gpumem-web-agent-4c7f946190f4be2d.js
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {

@@ -11,7 +11,9 @@ pub use crate::run_state::RunState;
 use gpumem_core::network::{self, NetworkSpec, PhasePrediction};
 use gpumem_proto::results::{Dtype, EnvironmentReport, PhaseName, Status};
 use gpumem_proto::sheet::{ObservationSource, ObservedPhase, ObservedRun};
-use gpumem_proto::wire::{AgentFrame, AgentMessage, ErrorCode, MeasureLimits, MeasureRequest};
+use gpumem_proto::wire::{
+    AgentFrame, AgentMessage, ErrorCode, MeasureLimits, MeasureRequest, TracedFigure,
+};
 use serde_json::Value;
 
 /// Where to pair: the agent's `host:port` on loopback and its one-time token.
@@ -188,6 +190,24 @@ pub struct Received {
     pub workloads: Vec<crate::workload::WorkloadRecord>,
     /// The agent's last complaint (`error` message), or a frame the page could not read.
     pub notice: Option<String>,
+    /// The trace of the dimensioner's workload the page asked for.
+    pub trace: TraceView,
+}
+
+/// The page's trace of the dimensioner's workload: asked (with the request's id), its
+/// answer, or why there is none.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum TraceView {
+    /// Not asked.
+    #[default]
+    None,
+    /// Asked; the answer carries this id.
+    Asked(u64),
+    /// The agent's answer: the traced lines, the peak (allocated, reserved) and what
+    /// was traced, in words (the fields of [`AgentMessage::Traced`]).
+    Traced(Vec<TracedFigure>, u64, u64, String),
+    /// Why there is no trace, in words.
+    Failed(String),
 }
 
 impl Default for Received {
@@ -201,6 +221,7 @@ impl Default for Received {
             runs: Vec::new(),
             workloads: Vec::new(),
             notice: None,
+            trace: TraceView::None,
         }
     }
 }
@@ -352,6 +373,20 @@ impl Received {
             | AgentMessage::WorkloadFinished { .. }) => {
                 crate::workload::apply(&mut self.workloads, source, message);
             }
+            // Only the answer to the request in flight counts (an older one is stale).
+            AgentMessage::Traced { id, .. } | AgentMessage::TraceFailed { id, .. } if !matches!(self.trace, TraceView::Asked(a) if a == id) =>
+                {}
+            AgentMessage::Traced {
+                lines,
+                peak_allocated_bytes,
+                peak_reserved_bytes,
+                detail,
+                ..
+            } => {
+                self.trace =
+                    TraceView::Traced(lines, peak_allocated_bytes, peak_reserved_bytes, detail);
+            }
+            AgentMessage::TraceFailed { message, .. } => self.trace = TraceView::Failed(message),
             AgentMessage::DeviceStarted { .. }
             | AgentMessage::DeviceFinished { .. }
             | AgentMessage::Pong { .. } => {}
@@ -383,6 +418,9 @@ impl Received {
             other => other.clone(),
         };
         crate::workload::went_away(&mut self.workloads);
+        if matches!(self.trace, TraceView::Asked(_)) {
+            self.trace = TraceView::Failed("the agent went away before the trace ended".into());
+        }
         for r in &mut self.runs {
             if r.state == RunState::Running {
                 r.state = RunState::Interrupted;
@@ -496,6 +534,48 @@ mod tests {
     use gpumem_proto::wire::PROTOCOL_VERSION;
 
     const TOKEN: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+    /// Only the answer to the trace in flight is taken; a stale one changes nothing,
+    /// and an agent that goes away mid-trace leaves words, not a spinner.
+    #[test]
+    fn a_trace_answer_is_taken_only_for_the_request_in_flight() {
+        let frame = |message| AgentFrame {
+            replay: false,
+            sent_unix_ns: 1,
+            message,
+        };
+        let traced = |id| AgentMessage::Traced {
+            id,
+            lines: Vec::new(),
+            peak_allocated_bytes: 1,
+            peak_reserved_bytes: 2,
+            detail: "traced llama".into(),
+        };
+        let mut r = Received::default();
+        r.apply(frame(traced(1)), "h");
+        assert_eq!(r.trace, TraceView::None);
+        r.trace = TraceView::Asked(2);
+        r.apply(frame(traced(1)), "h");
+        assert_eq!(r.trace, TraceView::Asked(2));
+        r.apply(frame(traced(2)), "h");
+        assert_eq!(
+            r.trace,
+            TraceView::Traced(Vec::new(), 1, 2, "traced llama".into())
+        );
+        r.trace = TraceView::Asked(3);
+        r.apply(
+            frame(AgentMessage::TraceFailed {
+                id: 3,
+                code: gpumem_proto::wire::TraceFailure::Unavailable,
+                message: "pip install torch".into(),
+            }),
+            "h",
+        );
+        assert_eq!(r.trace, TraceView::Failed("pip install torch".into()));
+        r.trace = TraceView::Asked(4);
+        r.went_away("");
+        assert!(matches!(r.trace, TraceView::Failed(ref w) if w.contains("went away")));
+    }
 
     #[test]
     fn pairing_urls_are_read_or_refused_in_words() {

@@ -10,15 +10,15 @@
 use gpumem_core::units::{Bytes, group_digits};
 use gpumem_proto::results::{Dtype, EnvironmentReport, Fact, PhaseName, Status};
 use gpumem_proto::sheet::{ObservationSource, ObservedPhase};
-use gpumem_proto::wire::{ClientMessage, MeasureRequest, PROTOCOL_VERSION};
+use gpumem_proto::wire::{ClientMessage, MeasureRequest, PROTOCOL_VERSION, TraceRequest};
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{CloseEvent, Event, MessageEvent, WebSocket};
 
 use crate::agent::{
-    After, Link, PairTarget, Received, RunRecord, RunState, observed_overhead, parse_pairing_url,
-    prediction_for, predictions,
+    After, Link, PairTarget, Received, RunRecord, RunState, TraceView, observed_overhead,
+    parse_pairing_url, prediction_for, predictions,
 };
 use crate::state::Form;
 
@@ -234,6 +234,7 @@ pub fn AgentPanel() -> impl IntoView {
                 <p class="banner warn" role="status" data-testid="agent-notice">"Agent: " {n}</p>
             })}
             {move || received.with(|r| r.environment.clone()).map(|e| view! { <EnvironmentView e/> })}
+            {move || matches!(link.get(), Link::Paired { .. }).then(|| view! { <TracePanel/> })}
             // An agent showing a workload measures nothing on request: no form then.
             {move || (matches!(link.get(), Link::Paired { .. }) && received.with(|r| r.workloads.is_empty()))
                 .then(|| view! { <MeasureForm/> })}
@@ -248,6 +249,61 @@ pub fn AgentPanel() -> impl IntoView {
                     .collect_view()}
             </div>
         </section>
+    }
+}
+
+/// "Trace this workload": the dimensioner's typical workload traced on the agent's
+/// CPU, each traced line beside the estimate's line it replaces.
+#[component]
+fn TracePanel() -> impl IntoView {
+    let agent = expect_context::<Agent>();
+    let computed = expect_context::<Memo<crate::compute::Computed>>();
+    let received = agent.received;
+    let next = StoredValue::new(0u64);
+    let ask = move |_| {
+        // Inserted one by one: `collect` into a map sorts, and a sort instance costs the
+        // wasm kilobytes.
+        let mut inputs = std::collections::BTreeMap::new();
+        computed.with_untracked(|c| {
+            for (k, v) in c.workloads.first().map_or(&[][..], |w| &w.pairs[..]) {
+                inputs.insert((*k).to_owned(), v.clone());
+            }
+        });
+        let id = next.get_value() + 1;
+        next.set_value(id);
+        received.update(|r| r.trace = TraceView::Asked(id));
+        agent.send(&ClientMessage::TraceEstimate(TraceRequest { id, inputs }));
+    };
+    let asked = move || received.with(|r| matches!(r.trace, TraceView::Asked(_)));
+    view! {
+        <div class="trace" data-testid="trace-panel">
+            <h3>"Traced — the typical workload, the model's code on the agent's CPU (no GPU)"</h3>
+            <button type="button" data-testid="trace-button" on:click=ask disabled=asked>
+                "Trace this workload"
+            </button>
+            {move || received.with(|r| match &r.trace {
+                TraceView::Traced(lines, allocated, reserved, detail) => view! {
+                    <ul data-testid="trace-table">
+                        {lines.iter().map(|t| view! {
+                            <li data-key=t.key.clone() data-bytes=t.bytes.to_string()>
+                                {format!(
+                                    "{}: estimate {} ({}) · traced {}",
+                                    t.label,
+                                    t.estimate_bytes.map_or("—".into(), three),
+                                    t.estimate_basis.as_deref().unwrap_or("none"),
+                                    three(t.bytes)
+                                )}
+                            </li>
+                        }).collect_view()}
+                    </ul>
+                    <p data-testid="trace-detail">
+                        {format!("Peak allocated {}, reserved {}. {detail}", three(*allocated), three(*reserved))}
+                    </p>
+                }.into_any(),
+                TraceView::Failed(why) => view! { <p class="msg error" role="alert" data-testid="trace-error">{why.clone()}</p> }.into_any(),
+                _ => ().into_any(),
+            })}
+        </div>
     }
 }
 

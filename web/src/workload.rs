@@ -481,6 +481,7 @@ fn comparison_table(c: &Comparison) -> impl IntoView + use<> {
                     {bytes_cell(l.computed_bytes)}
                     <td><span class=format!("tag {basis}")>{basis}</span></td>
                     {bytes_cell(l.observed_bytes)}
+                    {bytes_cell(l.traced_bytes)}
                     <td class="small">{l.formula.clone()}</td>
                     <td class="small">{l.observed_how.clone()}
                         {l.why.clone().map(|w| view! { <span class="muted block">{w}</span> })}</td>
@@ -512,6 +513,7 @@ fn comparison_table(c: &Comparison) -> impl IntoView + use<> {
                     <th scope="col" class="num">"computed"</th>
                     <th scope="col">"basis"</th>
                     <th scope="col" class="num">"observed"</th>
+                    <th scope="col" class="num">"traced"</th>
                     <th scope="col">"formula"</th>
                     <th scope="col">"how observed"</th>
                 </tr></thead>
@@ -519,6 +521,8 @@ fn comparison_table(c: &Comparison) -> impl IntoView + use<> {
             </table>
         </div>
         <ul class="differences" data-testid="workload-differences">{differences}</ul>
+        // The trace of the same workload (CPU, meta device), or why there is none.
+        <p class="small" data-testid="workload-trace">{c.trace.as_ref().map(|t| t.detail.clone())}</p>
     }
 }
 

@@ -188,6 +188,16 @@ def _clip(text, limit=_MAX_TEXT):
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def _checkpointing(module):
+    """transformers' ``is_gradient_checkpointing`` (a property of ``PreTrainedModel``),
+    or None for a model without it."""
+    try:
+        value = getattr(module, "is_gradient_checkpointing", None)
+    except Exception:  # noqa: BLE001 - a property that raises is left out
+        return None
+    return value if isinstance(value, bool) else None
+
+
 def _dtype_name(dtype):
     return str(dtype).replace("torch.", "")
 
@@ -295,6 +305,7 @@ class _Probe:
             alloc_conf=os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
             or os.environ.get("PYTORCH_HIP_ALLOC_CONF"),
             max_steps=self.max_steps,
+            python_executable=_clip(sys.executable) if sys.executable else None,
         )
 
     # ---- the protocol of method §7 -------------------------------------------------------
@@ -459,6 +470,7 @@ class _Probe:
             module=_clip(type(module).__name__, _MAX_NAME),
             config=config,
             hf_config=hf_config,
+            gradient_checkpointing=_checkpointing(module),
             parameters_by_dtype=_by_dtype(params),
             buffers_by_dtype=_by_dtype(buffers),
             trainable_parameters=trainable,

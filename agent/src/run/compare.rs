@@ -17,7 +17,8 @@ use gpumem_core::params;
 use gpumem_core::training::{AttentionImpl, Optimizer, activation_bytes};
 use gpumem_core::units::checked_product;
 use gpumem_proto::workload::{
-    Basis, Comparison, ComparisonLine, Difference, DifferenceKind, ProbeFacts, WorkloadPhase,
+    Basis, Comparison, ComparisonLine, Difference, DifferenceKind, ModelFacts, OptimizerFacts,
+    ProbeFacts, WorkloadPhase,
 };
 
 /// The estimator's dtype for a torch dtype name.
@@ -79,22 +80,49 @@ impl Line {
             formula: self.formula,
             observed_bytes: self.observed.ok(),
             observed_how: self.observed_how.to_owned(),
+            traced_bytes: None,
+            traced_how: None,
             why: (!why.is_empty()).then(|| why.join("; ")),
         }
     }
 }
 
-/// The estimator's own answer for the workload the probe saw, from the model's
-/// config.json (`hf_config::parse_config` → `params::from_pairs` → `estimate`, the path
-/// `gpumem-agent estimate --config` takes), when the probe sent the config.
-fn estimate_from_config(
+/// The dominant parameter dtype: the one holding the most bytes.
+pub(crate) fn main_dtype(model: &ModelFacts) -> Option<(String, Dtype)> {
+    model
+        .parameters_by_dtype
+        .iter()
+        .max_by_key(|(_, c)| c.bytes)
+        .and_then(|(name, _)| core_dtype(name).map(|d| (name.clone(), d)))
+}
+
+/// Whether the rank trained: an optimizer stepped or a backward ran.
+pub(crate) fn is_training(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> bool {
+    facts.optimizer.is_some() || phases.iter().any(|p| p.name == "backward")
+}
+
+/// The estimator's name for the optimizer the probe saw (SGD with state is SGD with
+/// momentum: plain SGD keeps none).
+pub(crate) fn optimizer_key(opt: &OptimizerFacts) -> Option<&'static str> {
+    match core_optimizer(&opt.optimizer_class)? {
+        Optimizer::Sgd if opt.state_bytes > 0 => Some(Optimizer::SgdMomentum.name()),
+        o => Some(o.name()),
+    }
+}
+
+/// The workload the probe saw as the estimator's `key=value` pairs (the same
+/// vocabulary as `gpumem-agent estimate`'s flags): the config.json's pairs, then
+/// sequences and tokens of the first forward, the parameters' dtype, and for training
+/// a full fine-tune of those parameters (no master copies: the optimizer steps what the
+/// model holds), the optimizer and activation checkpointing when the probe saw them; for
+/// generation, the tokens generated. `None` without a config.json.
+pub(crate) fn workload_pairs(
     facts: &ProbeFacts,
-    dtype: Option<Dtype>,
     training: bool,
-) -> Option<Result<gpumem_core::estimate::Estimate, String>> {
+) -> Option<Result<Vec<(String, String)>, String>> {
     let model = facts.model.as_ref()?;
     let text = model.hf_config.as_ref()?;
-    let run = || -> Result<gpumem_core::estimate::Estimate, String> {
+    let run = || -> Result<Vec<(String, String)>, String> {
         let c = hf_config::parse_config(text).map_err(|e| format!("config.json: {e}"))?;
         let mut pairs: Vec<(String, String)> = c
             .pairs()
@@ -108,13 +136,19 @@ fn estimate_from_config(
             .ok_or("no input shape (batch, tokens) seen")?;
         pairs.push(("sequences".into(), b.to_string()));
         pairs.push(("context".into(), s.to_string()));
-        if let Some(d) = dtype {
+        if let Some((_, d)) = main_dtype(model) {
             pairs.push(("compute-dtype".into(), d.name().to_string()));
             pairs.push(("format".into(), d.name().to_string()));
         }
         if training {
             pairs.push(("train".into(), "full".into()));
             pairs.push(("master-weights".into(), "false".into()));
+            if let Some(o) = facts.optimizer.as_ref().and_then(optimizer_key) {
+                pairs.push(("optimizer".into(), o.into()));
+            }
+            if let Some(on) = model.gradient_checkpointing {
+                pairs.push(("checkpointing".into(), on.to_string()));
+            }
         } else if let Some(total) = facts
             .generations
             .last()
@@ -122,14 +156,27 @@ fn estimate_from_config(
         {
             pairs.push(("generate".into(), total.saturating_sub(s).to_string()));
         }
+        Ok(pairs)
+    };
+    Some(run())
+}
+
+/// The estimator's own answer for the workload the probe saw, from the model's
+/// config.json (`hf_config::parse_config` → `params::from_pairs` → `estimate`, the path
+/// `gpumem-agent estimate --config` takes), when the probe sent the config.
+fn estimate_from_config(
+    facts: &ProbeFacts,
+    training: bool,
+) -> Option<Result<gpumem_core::estimate::Estimate, String>> {
+    let pairs = workload_pairs(facts, training)?;
+    Some(pairs.and_then(|pairs| {
         let (input, errors) =
             params::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         if let Some(e) = errors.first() {
             return Err(e.to_string());
         }
         estimate(&input).map_err(|e| e.to_string())
-    };
-    Some(run())
+    }))
 }
 
 /// Builds the table for one rank.
@@ -141,14 +188,10 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
             source: "no model seen: the probe reports the model at its first forward".into(),
             lines: Vec::new(),
             differences,
+            trace: None,
         };
     };
-    // The dominant parameter dtype: the one holding the most bytes.
-    let main_dtype = model
-        .parameters_by_dtype
-        .iter()
-        .max_by_key(|(_, c)| c.bytes)
-        .and_then(|(name, _)| core_dtype(name).map(|d| (name.clone(), d)));
+    let main_dtype = main_dtype(model);
     let no_dtype = || {
         format!(
             "no parameter dtype the estimator knows ({:?})",
@@ -183,7 +226,7 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
         observed_how: "allocated at the end of model_load (everything allocated before the first forward)",
     });
 
-    let training = facts.optimizer.is_some() || phases.iter().any(|p| p.name == "backward");
+    let training = is_training(facts, phases);
     if training {
         let trainable = model.trainable_parameters;
         lines.push(Line {
@@ -240,7 +283,7 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
         .first()
         .and_then(|s| Some((*s.shape.first()?, *s.shape.get(1)?)));
 
-    let estimated = estimate_from_config(facts, main_dtype.as_ref().map(|(_, d)| *d), training);
+    let estimated = estimate_from_config(facts, training);
     let line_of = |key: LineKey| -> Option<Result<(u64, Kind, String), String>> {
         match estimated.as_ref()? {
             Ok(est) => est
@@ -405,6 +448,7 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
         source: "gpumem-core formulas applied to the probe's facts (parameters by dtype, trainable parameters, optimizer, input and generation shapes, model config)".into(),
         lines: lines.into_iter().map(Line::done).collect(),
         differences,
+        trace: None,
     }
 }
 
@@ -460,6 +504,7 @@ mod tests {
             }],
             config,
             hf_config: None,
+            gradient_checkpointing: None,
         }
     }
 

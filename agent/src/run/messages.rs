@@ -81,12 +81,16 @@ fn clipped(mut message: ProbeMessage) -> ProbeMessage {
                 reader,
                 backend,
                 alloc_conf,
+                python_executable,
                 ..
             } => {
                 clip(reader);
                 clip(backend);
                 if let Some(a) = alloc_conf {
                     clip(a);
+                }
+                if let Some(p) = python_executable {
+                    clip(p);
                 }
             }
             ProbeMessage::ProbeError { message } => clip(message),

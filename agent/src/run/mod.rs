@@ -23,6 +23,7 @@ pub mod messages;
 pub mod oom;
 pub mod probe;
 pub mod sampler;
+pub mod traced;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -108,6 +109,15 @@ pub struct Args {
     /// With `--serve`: do not try to open the pairing URL in a browser.
     #[arg(long, requires = "serve")]
     pub no_open: bool,
+    /// Do not trace the workload after the command (by default the same workload is
+    /// traced on the CPU — the model's code on PyTorch's meta device, seconds for a 1B
+    /// model — and its figures shown beside computed and observed).
+    #[arg(long)]
+    pub no_trace: bool,
+    /// A workload key the trace cannot read from the run (`train=lora`, `lora-rank=16`,
+    /// `lora-targets=q,v`, `attention=flash`, …), in `estimate`'s vocabulary; repeat it.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = traced::parse_override, conflicts_with = "no_trace")]
+    pub trace_with: Vec<(String, String)>,
     /// Prometheus export (textfile collector, Pushgateway).
     #[command(flatten)]
     pub export: crate::export::sink::ExportArgs,
@@ -144,6 +154,7 @@ pub fn run(args: Args) -> Result<Exit> {
         bail!("no command given: gpumem-agent run [OPTIONS] -- COMMAND [ARGS…]");
     };
     args.export.validate()?;
+    traced::check_overrides(&args.trace_with).map_err(anyhow::Error::msg)?;
     let synthetic = synthetic_test_switch();
     let driver = crate::gpu::libraries().0;
     let rocm = rocm_device_present();
@@ -280,7 +291,7 @@ pub fn run(args: Args) -> Result<Exit> {
     let ended = ended?;
     drop(dir);
 
-    let file = assemble(Assembly {
+    let mut file = assemble(Assembly {
         synthetic,
         created_unix_s,
         requested_device: args.device.clone(),
@@ -294,6 +305,8 @@ pub fn run(args: Args) -> Result<Exit> {
         still_running: child::still_running,
         context,
     });
+    // After the command: the trace takes CPU only, never from the measured program.
+    traced::trace_ranks(&mut file, &args.trace_with, args.no_trace);
     crate::out::err!("{}", report(&file));
     if let Some(x) = &exporter {
         x.finish(&crate::export::from_workload(&file));
@@ -484,6 +497,7 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
             input_shapes,
             config,
             hf_config,
+            gradient_checkpointing,
         } => {
             let conv = |m: BTreeMap<String, messages::DtypeCount>| {
                 m.into_iter()
@@ -512,6 +526,7 @@ fn absorb(rank: &mut RankState, message: ProbeMessage, at_ns: u64, events: bool,
                     .collect(),
                 config,
                 hf_config,
+                gradient_checkpointing,
             });
         }
         ProbeMessage::Optimizer {
@@ -718,6 +733,7 @@ fn assemble(a: Assembly) -> WorkloadFile {
             cudnn_version,
             allocator_backend,
             alloc_conf,
+            python_executable,
             ..
         }) = state.hello
         else {
@@ -780,6 +796,7 @@ fn assemble(a: Assembly) -> WorkloadFile {
                 cudnn_version,
                 allocator_backend,
                 alloc_conf,
+                python_executable,
             },
             phases,
             facts: state.facts,
@@ -970,15 +987,25 @@ pub fn report(file: &WorkloadFile) -> String {
             );
         }
         if !r.comparison.lines.is_empty() {
-            let _ = writeln!(s, "  computed vs observed (bytes):");
+            let traced = r.comparison.lines.iter().any(|l| l.traced_bytes.is_some());
+            let _ = writeln!(
+                s,
+                "  computed vs observed{} (bytes):",
+                if traced { " vs traced" } else { "" }
+            );
             for l in &r.comparison.lines {
                 let _ = writeln!(
                     s,
-                    "    {:<18} {:>16} ({:?}) · observed {:>16} — {}{}",
+                    "    {:<18} {:>16} ({:?}) · observed {:>16}{} — {}{}",
                     l.item,
                     b(l.computed_bytes),
                     l.basis,
                     b(l.observed_bytes),
+                    if traced {
+                        format!(" · traced {:>16}", b(l.traced_bytes))
+                    } else {
+                        String::new()
+                    },
                     l.observed_how,
                     l.why.as_ref().map_or(String::new(), |w| format!(" [{w}]")),
                 );
@@ -994,6 +1021,9 @@ pub fn report(file: &WorkloadFile) -> String {
                     d.explanation
                 );
             }
+        }
+        if let Some(t) = &r.comparison.trace {
+            let _ = writeln!(s, "  {}", t.detail);
         }
         if let Some(ov) = r.overhead {
             let _ = writeln!(

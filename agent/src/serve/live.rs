@@ -261,6 +261,7 @@ pub(super) fn state(
         pending: Pending::new(MAX_PENDING),
         sessions: Arc::new(AtomicUsize::new(0)),
         environment: EnvironmentCell::new(),
+        tracer: Arc::new(super::tracer::Tracer::new("python3".into())),
     }))
 }
 

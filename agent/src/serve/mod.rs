@@ -27,6 +27,7 @@ mod replay;
 mod runner;
 mod security;
 mod session;
+mod tracer;
 
 use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -78,6 +79,10 @@ pub struct Args {
     /// (for page development: rebuild with trunk, reload, no agent rebuild).
     #[arg(long, value_name = "DIR")]
     pub dist: Option<PathBuf>,
+    /// Python with torch and transformers that runs a paired page's "trace this
+    /// workload" (on the CPU, no GPU needed) [default: python3]
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<std::ffi::OsString>,
 }
 
 /// What a paired page gets when it asks for a measurement.
@@ -107,6 +112,8 @@ pub(crate) struct State {
     pub pending: Arc<Pending>,
     pub sessions: Arc<AtomicUsize>,
     pub environment: EnvironmentCell,
+    /// A paired page's traces: one at a time per agent.
+    pub tracer: Arc<tracer::Tracer>,
 }
 
 impl State {
@@ -259,6 +266,9 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         pending: Pending::new(MAX_PENDING),
         sessions: Arc::new(AtomicUsize::new(0)),
         environment,
+        tracer: Arc::new(tracer::Tracer::new(
+            args.python.clone().unwrap_or_else(|| "python3".into()),
+        )),
     });
     if !state.is_replay() {
         let probe_state = Arc::clone(&state);

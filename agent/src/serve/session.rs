@@ -345,6 +345,10 @@ impl Session {
                 None => self.error(ErrorCode::NoRun, "there is no run in progress to cancel"),
             },
             ClientMessage::StartMeasure(request) => self.start(request),
+            ClientMessage::TraceEstimate(request) => {
+                super::tracer::start(&self.state.tracer, request, self.events_tx.clone());
+                Ok(())
+            }
         }
     }
 

@@ -10,6 +10,7 @@
 //! assumed activation, logits and prefill lines ([`traced_lines`]).
 
 pub mod python;
+pub mod shape;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

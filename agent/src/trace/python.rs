@@ -108,15 +108,17 @@ pub fn double_quant(input: &EstimateInput) -> bool {
 
 /// Whether `PYTORCH_CUDA_ALLOC_CONF` turns expandable segments on.
 pub fn expandable_from_env() -> bool {
-    std::env::var("PYTORCH_CUDA_ALLOC_CONF")
-        .map(|v| {
-            v.split(',').any(|kv| {
-                let mut it = kv.splitn(2, ':');
-                it.next().map(str::trim) == Some("expandable_segments")
-                    && it.next().map(str::trim) == Some("True")
-            })
-        })
-        .unwrap_or(false)
+    std::env::var("PYTORCH_CUDA_ALLOC_CONF").is_ok_and(|v| expandable_in(&v))
+}
+
+/// Whether an allocator setting (`PYTORCH_CUDA_ALLOC_CONF`'s syntax, `key:value,…`)
+/// turns expandable segments on.
+pub fn expandable_in(conf: &str) -> bool {
+    conf.split(',').any(|kv| {
+        let mut it = kv.splitn(2, ':');
+        it.next().map(str::trim) == Some("expandable_segments")
+            && it.next().map(str::trim) == Some("True")
+    })
 }
 
 /// Runs the probe in `python` on `config` (the parsed config.json) and `workload`.
@@ -125,6 +127,17 @@ pub fn trace(
     config: &Value,
     workload: &TraceWorkload,
     nf4_double_quant: bool,
+) -> Result<std::result::Result<TraceDocument, Failure>> {
+    trace_within(python, config, workload, nf4_double_quant, DEADLINE)
+}
+
+/// As [`trace`], stopped after `deadline`.
+pub fn trace_within(
+    python: &OsString,
+    config: &Value,
+    workload: &TraceWorkload,
+    nf4_double_quant: bool,
+    deadline: Duration,
 ) -> Result<std::result::Result<TraceDocument, Failure>> {
     let dir = tempfile::tempdir().context("creating a folder for the trace probe")?;
     let script = dir.path().join("gpumem_trace.py");
@@ -172,12 +185,12 @@ pub fn trace(
         if let Some(status) = child.try_wait().context("waiting for the trace probe")? {
             break status;
         }
-        if started.elapsed() > DEADLINE {
+        if started.elapsed() > deadline {
             let _ = child.kill();
             let _ = child.wait();
             return Ok(Err(Failure::Failed(format!(
                 "no answer within {} s",
-                DEADLINE.as_secs()
+                deadline.as_secs()
             ))));
         }
         std::thread::sleep(Duration::from_millis(20));

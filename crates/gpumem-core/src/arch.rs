@@ -389,7 +389,8 @@ pub struct ModuleFormats {
 }
 
 impl ModuleFormats {
-    fn for_role(&self, role: Role) -> StorageFormat {
+    /// The format a tensor of this role is stored in.
+    pub(crate) fn for_role(&self, role: Role) -> StorageFormat {
         match role {
             Role::Linear => self.linear,
             Role::AttnLinear => self.attention,

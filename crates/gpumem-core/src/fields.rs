@@ -486,6 +486,18 @@ pub static FIELDS: &[Field] = &[
         "llama.cpp: layers on the GPU"),
     f("n-cpu-moe", G::Engine, K::Count, "llama.cpp CPU MoE layers", "0",
         "llama.cpp: MoE layers with experts on the host"),
+    f("override-tensor", G::Engine, K::Text, "llama.cpp tensor overrides (-ot)", "",
+        "llama.cpp -ot: <regex>=<CPU|CUDA0>,… places the tensors it names (matched by gpumem-agent, not in the page)")
+        .choices(OVERRIDES),
+];
+
+/// `--override-tensor` examples: every routed expert, those of blocks 10–29.
+const OVERRIDES: &[(&str, &str)] = &[
+    ("\\.ffn_.*_exps\\.=CPU", "experts on the host"),
+    (
+        "blk\\.(1[0-9]|2[0-9])\\.ffn_.*_exps\\.=CPU",
+        "blocks 10–29's experts",
+    ),
 ];
 
 /// llama.cpp's KV cache types (`--cache-type-k/-v`).

@@ -99,6 +99,10 @@ pub enum ProbeMessage {
         /// Steps the probe instruments before removing its hooks.
         #[serde(default)]
         max_steps: Option<u32>,
+        /// `sys.executable`: the Python that runs the program (the agent traces the
+        /// same workload in it).
+        #[serde(default)]
+        python_executable: Option<String>,
     },
     /// A finished phase with its readings (method §7).
     Phase {
@@ -153,6 +157,9 @@ pub enum ProbeMessage {
         /// [`MAX_CONFIG_BYTES`]: the agent estimates the workload from it.
         #[serde(default)]
         hf_config: Option<String>,
+        /// transformers' `is_gradient_checkpointing`, when the model has it.
+        #[serde(default)]
+        gradient_checkpointing: Option<bool>,
     },
     /// The optimizer after its first step.
     Optimizer {

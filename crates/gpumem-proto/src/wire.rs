@@ -71,11 +71,90 @@ pub enum ClientMessage {
         /// Echoed back unchanged.
         nonce: u64,
     },
+    /// Trace the dimensioner's workload on the agent's CPU (the model's code on
+    /// PyTorch's meta device: no GPU, no weights); answered by [`AgentMessage::Traced`]
+    /// or [`AgentMessage::TraceFailed`] with the same id.
+    TraceEstimate(TraceRequest),
+}
+
+/// The dimensioner's inputs to trace: its `key=value` pairs in the estimator's
+/// vocabulary (the field keys, as in the page's URL). No path, file or command: the
+/// agent builds the model from the shape these describe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TraceRequest {
+    /// Chosen by the page; the answer carries it back.
+    pub id: u64,
+    /// The inputs, key → value.
+    pub inputs: std::collections::BTreeMap<String, String>,
+}
+
+/// Most inputs in a [`TraceRequest`] (the field table has about 120 keys).
+pub const MAX_TRACE_INPUTS: usize = 256;
+/// Longest key or value of a [`TraceRequest`], in bytes.
+pub const MAX_TRACE_INPUT_BYTES: usize = 256;
+
+impl TraceRequest {
+    /// Checks the request's size; the agent refuses one that fails.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.inputs.len() > MAX_TRACE_INPUTS {
+            return Err(format!(
+                "{} inputs; at most {MAX_TRACE_INPUTS}",
+                self.inputs.len()
+            ));
+        }
+        match self
+            .inputs
+            .iter()
+            .find(|(k, v)| k.len() > MAX_TRACE_INPUT_BYTES || v.len() > MAX_TRACE_INPUT_BYTES)
+        {
+            Some((k, _)) => Err(format!(
+                "input {:?} is longer than {MAX_TRACE_INPUT_BYTES} bytes",
+                truncate(k, 64)
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One line of the estimate as the trace found it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TracedFigure {
+    /// The estimate's line key it replaces (`activations`, `logits`, `prefill.mlp`, …).
+    pub key: String,
+    /// What it is, in words.
+    pub label: String,
+    /// Its bytes as the trace found them.
+    pub bytes: u64,
+    /// Where in the trace it was read.
+    pub formula: String,
+    /// The estimate's own figure for that line, from the same inputs and the same core
+    /// (`null` when the estimate has no such line).
+    pub estimate_bytes: Option<u64>,
+    /// That line's basis: `computed` or `assumed`.
+    pub estimate_basis: Option<String>,
+}
+
+/// Why no trace came back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum TraceFailure {
+    /// The agent's Python lacks torch or transformers (the message says what to install).
+    Unavailable,
+    /// The inputs do not describe a model the trace can build.
+    BadInputs,
+    /// Another trace is running (one at a time per agent).
+    Busy,
+    /// The trace ran and failed, or ran past its time limit.
+    Failed,
 }
 
 /// Every `type` value [`ClientMessage`] accepts, so that an unknown one can be named in
 /// the error instead of being reported as a generic parse failure.
-pub const CLIENT_MESSAGE_TYPES: &[&str] = &["hello", "start_measure", "cancel", "ping"];
+pub const CLIENT_MESSAGE_TYPES: &[&str] =
+    &["hello", "start_measure", "cancel", "ping", "trace_estimate"];
 
 /// The dimensions of one measurement series: the only thing the page may ask the agent
 /// to run. There is no field for a command, a path or a file, by design.
@@ -349,6 +428,29 @@ pub enum AgentMessage {
         /// tables included; read it with `serde_json::from_value::<WorkloadFile>`.
         result: Value,
     },
+    /// The trace asked for by [`ClientMessage::TraceEstimate`]: the lines it replaces
+    /// (basis *traced*: the model's code on the CPU, never a GPU figure) and its peak.
+    Traced {
+        /// The request's id.
+        id: u64,
+        /// The estimate's lines as traced.
+        lines: Vec<TracedFigure>,
+        /// Highest allocated bytes of the trace.
+        peak_allocated_bytes: u64,
+        /// Highest reserved bytes (the allocator model's segments) of the trace.
+        peak_reserved_bytes: u64,
+        /// What was traced (model, workload, torch and transformers, seconds), in words.
+        detail: String,
+    },
+    /// No trace for [`ClientMessage::TraceEstimate`].
+    TraceFailed {
+        /// The request's id.
+        id: u64,
+        /// Why, as a machine-readable code.
+        code: TraceFailure,
+        /// Why, in words the page shows as they are.
+        message: String,
+    },
     /// Answer to [`ClientMessage::Ping`].
     Pong {
         /// The nonce the page sent.
@@ -556,6 +658,18 @@ impl AgentFrame {
             "pong" => AgentMessage::Pong {
                 nonce: take(m, "nonce")?,
             },
+            "traced" => AgentMessage::Traced {
+                id: take(m, "id")?,
+                lines: take(m, "lines")?,
+                peak_allocated_bytes: take(m, "peak_allocated_bytes")?,
+                peak_reserved_bytes: take(m, "peak_reserved_bytes")?,
+                detail: take(m, "detail")?,
+            },
+            "trace_failed" => AgentMessage::TraceFailed {
+                id: take(m, "id")?,
+                code: take(m, "code")?,
+                message: take(m, "message")?,
+            },
             "workload_started" => AgentMessage::WorkloadStarted {
                 run_id: take(m, "run_id")?,
                 command: take(m, "command")?,
@@ -681,11 +795,49 @@ mod tests {
             ClientMessage::StartMeasure(MeasureRequest::SEED_EXAMPLE),
             ClientMessage::Cancel,
             ClientMessage::Ping { nonce: u64::MAX },
+            ClientMessage::TraceEstimate(TraceRequest {
+                id: 9,
+                inputs: [("layers".to_owned(), "16".to_owned())].into(),
+            }),
         ];
         for message in messages {
             let text = message.to_json();
             assert_eq!(ClientMessage::parse(&text), Ok(message), "{text}");
         }
+    }
+
+    /// A trace request is bounded and read defensively: wrong fields, wrong types,
+    /// too many or too long inputs are refused with words, never a panic.
+    #[test]
+    fn trace_requests_are_bounded_and_malformed_ones_refused() {
+        let ok = r#"{"type":"trace_estimate","id":1,"inputs":{"layers":"16","train":"full"}}"#;
+        let Ok(ClientMessage::TraceEstimate(r)) = ClientMessage::parse(ok) else {
+            panic!("{ok}");
+        };
+        assert_eq!(r.inputs["train"], "full");
+        assert!(r.validate().is_ok());
+        for bad in [
+            r#"{"type":"trace_estimate"}"#,
+            r#"{"type":"trace_estimate","id":-1,"inputs":{}}"#,
+            r#"{"type":"trace_estimate","id":1,"inputs":[["layers","16"]]}"#,
+            r#"{"type":"trace_estimate","id":1,"inputs":{"layers":16}}"#,
+            r#"{"type":"trace_estimate","id":1,"inputs":null}"#,
+        ] {
+            let e = ClientMessage::parse(bad).expect_err(bad);
+            assert_eq!(e.code, ErrorCode::BadFields, "{bad}");
+        }
+        let many = TraceRequest {
+            id: 1,
+            inputs: (0..=MAX_TRACE_INPUTS)
+                .map(|i| (format!("k{i}"), String::new()))
+                .collect(),
+        };
+        assert!(many.validate().unwrap_err().contains("at most"));
+        let long = TraceRequest {
+            id: 1,
+            inputs: [("model".to_owned(), "x".repeat(MAX_TRACE_INPUT_BYTES + 1))].into(),
+        };
+        assert!(long.validate().unwrap_err().contains("longer than"));
     }
 
     #[test]
@@ -725,8 +877,40 @@ mod tests {
                 code: ErrorCode::Busy,
                 message: "busy".into(),
             },
+            AgentMessage::Traced {
+                id: 4,
+                lines: vec![TracedFigure {
+                    key: "activations".into(),
+                    label: "Activations".into(),
+                    bytes: u64::MAX,
+                    formula: "traced".into(),
+                    estimate_bytes: Some(3),
+                    estimate_basis: Some("assumed".into()),
+                }],
+                peak_allocated_bytes: 1,
+                peak_reserved_bytes: 2,
+                detail: "traced llama".into(),
+            },
+            AgentMessage::TraceFailed {
+                id: 5,
+                code: TraceFailure::Unavailable,
+                message: "pip install torch transformers".into(),
+            },
         ];
         for message in frames {
+            if matches!(
+                message,
+                AgentMessage::Traced { .. } | AgentMessage::TraceFailed { .. }
+            ) {
+                // The page reads frames from values: the same result as parse.
+                let frame = AgentFrame {
+                    replay: false,
+                    sent_unix_ns: 1,
+                    message: message.clone(),
+                };
+                let value: Value = serde_json::from_str(&frame.to_json()).expect("JSON");
+                assert_eq!(AgentFrame::from_value(value), Ok(frame));
+            }
             let frame = AgentFrame {
                 replay: true,
                 sent_unix_ns: 1_700_000_000_000_000_000,

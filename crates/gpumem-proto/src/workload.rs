@@ -183,6 +183,9 @@ pub struct ProbeEnvironment {
     pub allocator_backend: Option<String>,
     /// `PYTORCH_CUDA_ALLOC_CONF` (or the HIP one) as the process saw it.
     pub alloc_conf: Option<String>,
+    /// `sys.executable`: the Python that ran the program (the trace runs in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python_executable: Option<String>,
 }
 
 /// The caching allocator's four counters around a phase (method §7), as read by
@@ -276,6 +279,10 @@ pub struct ModelFacts {
     /// of at most 32 KiB: the computed lines are estimated from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hf_config: Option<String>,
+    /// Whether transformers' activation checkpointing was on (`is_gradient_checkpointing`),
+    /// when the model says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradient_checkpointing: Option<bool>,
 }
 
 /// One tensor argument of the first forward.
@@ -351,6 +358,40 @@ pub struct Comparison {
     pub lines: Vec<ComparisonLine>,
     /// The named differences between computed and observed.
     pub differences: Vec<Difference>,
+    /// The trace of the same workload (`gpumem-agent trace`: the model's code on
+    /// PyTorch's meta device, no GPU), or why there is none; absent in documents
+    /// written before `run` traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceOutcome>,
+}
+
+/// Whether the workload was traced, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TraceOutcome {
+    /// `traced`, `not_possible` or `off` (`--no-trace`).
+    pub status: TraceStatus,
+    /// What was traced (model, dtype, attention kernel, workload, torch and
+    /// transformers versions), or why nothing was, in one line. (Kept as words: the
+    /// page reads this document, and every typed field costs it bytes.)
+    pub detail: String,
+    /// Wall time of the trace, milliseconds (when traced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_time_ms: Option<u64>,
+}
+
+/// Kinds of [`TraceOutcome`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum TraceStatus {
+    /// Traced: the lines carry `traced_bytes`.
+    Traced,
+    /// No trace was possible (no config.json, a Python without torch or
+    /// transformers, a family transformers does not carry, …): `detail` says why.
+    NotPossible,
+    /// Turned off with `--no-trace`.
+    Off,
 }
 
 /// One item, computed and observed.
@@ -369,6 +410,13 @@ pub struct ComparisonLine {
     pub observed_bytes: Option<u64>,
     /// How the observed figure was obtained.
     pub observed_how: String,
+    /// The same item read from a trace of the same workload (basis *traced*: the
+    /// model's code on PyTorch's meta device, never a GPU figure), when one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced_bytes: Option<u64>,
+    /// How the traced figure was read from the trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced_how: Option<String>,
     /// Why a figure is `null`, when one is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,

@@ -12,11 +12,19 @@
 //! that run SWA, whose windows alternate with full layers (Gemma 2/3, Cohere 2,
 //! gpt-oss, Llama 4); Phi-3 is loaded with `n_swa = 0` (`src/llama-model.cpp`,
 //! "Phi SWA is currently disabled") and Llama/Mistral/Qwen2 read no window, so a
-//! window on every layer is a full cache there. `-ngl` keeps the first layers, and
-//! the token embeddings always, in host memory; `--n-cpu-moe N` the experts of the
-//! first N layers.
+//! window on every layer is a full cache there.
+//!
+//! The model buffer is placed tensor by tensor ([`tensors`]): `-ngl` keeps the first
+//! blocks (and the token embeddings always) in host memory, `--n-cpu-moe N` the
+//! routed experts of the first N blocks, and `--override-tensor` (`-ot`) whatever
+//! tensors its patterns name; what leaves the card is the host line.
 
 use super::*;
+
+pub mod tensors;
+
+use crate::arch::Architecture;
+use tensors::{GgufTensor, Slot};
 
 /// A `--cache-type-k` / `--cache-type-v` value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,9 +155,12 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             ));
         }
     };
+    // src/llama-model.cpp `load_tensors`: slots 0..n are the blocks, slot n the output
+    // layer; slot il is on the GPU when il ≥ i_gpu_start = max(n + 1 − ngl, 0).
     let total_layers = input.arch.map_or(layers, |a| a.layers);
     let ngl = p.n_gpu_layers.unwrap_or(u64::MAX);
-    let gpu_layers = ngl.min(total_layers);
+    let gpu_start = total_layers.saturating_add(1).saturating_sub(ngl);
+    let gpu_layers = total_layers.saturating_sub(gpu_start.min(total_layers));
     let frac = |x: u64| -> Result<u64, EstimateError> {
         Ok(u64::try_from(
             u128::from(x)
@@ -194,14 +205,51 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         prod(&[swa_cells, swa_l, swa_cell])?,
     ])?;
     let kv = frac(kv_all)?;
-    // Weights on the GPU: the estimate's, less the token embeddings (always on the
-    // host), scaled by the offloaded layers; --n-cpu-moe's experts stay on the host.
-    let mut gpu_w = c.weights.saturating_sub(c.embed_bytes);
-    if gpu_layers < total_layers {
-        gpu_w = frac(gpu_w)?;
+    let rules = match &p.override_tensor {
+        Some(text) => parse_overrides(text)?,
+        None => Vec::new(),
+    };
+    let placed = match input.arch {
+        Some(a) => {
+            if input.tensors.is_some() {
+                assumptions.push("per-tensor bytes: the file header's class totals shared in proportion to the architecture's tensors".into());
+            }
+            place(c, &a, gpu_start, &rules)?
+        }
+        None if !rules.is_empty() => {
+            return Err(EstimateError::invalid(
+                "override-tensor",
+                "needs the architecture (a preset, a config.json or the shape keys) to name the tensors",
+            ));
+        }
+        _ => {
+            // No architecture, so no tensors and no experts to name: the estimate's
+            // weights less the token embeddings (always on the host), × the offloaded
+            // blocks.
+            let mut gpu = c.weights.saturating_sub(c.embed_bytes);
+            if gpu_layers < total_layers {
+                gpu = frac(gpu)?;
+            }
+            assumptions.push(
+                "model buffer from the weights in proportion (no architecture to list the tensors)"
+                    .into(),
+            );
+            Placed {
+                gpu,
+                host: c.weights.saturating_sub(gpu),
+                moved: 0,
+                unnamed: Vec::new(),
+            }
+        }
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    if !placed.unnamed.is_empty() && !rules.is_empty() {
+        assumptions.push(format!(
+            "no llama.cpp name generated for {}: checkpoint names, spread evenly over the blocks, are what --override-tensor matched",
+            placed.unnamed.join(", ")
+        ));
     }
-    let cpu_moe = cpu_moe_bytes(c, p.n_cpu_moe.unwrap_or(0))?;
-    gpu_w = gpu_w.saturating_sub(cpu_moe);
+    let gpu_w = placed.gpu;
     // The compute buffer (assumed): ggml's allocator sizes it for the reserve graph of
     // one ubatch; its largest phase is a layer's FFN in f32 — gate, up and their
     // product (3 × intermediate) beside the input and the residual (2 × hidden) — or
@@ -213,7 +261,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let mut lines = vec![
         line("budget", "Card total", capacity, Kind::Computed, "device total".into(), &[("total", format!("{capacity} B ({kind})"))], "common/fit.cpp (free memory per device)"),
         line("cuda_context", "CUDA context (assumed)", mib(ctx_mib), Kind::Assumed, format!("{ctx_mib} MiB"), &[], "common/fit.cpp"),
-        line("weights", "Model buffer on this device", gpu_w, Kind::Computed, "the estimate's weights less the token embeddings (host), × offloaded layers ÷ layers, less --n-cpu-moe's experts".into(), &[("n-gpu-layers", gpu_layers.to_string()), ("n-cpu-moe-bytes", cpu_moe.to_string())], "src/llama-model.cpp (load_tensors: layer → device)"),
+        line("weights", "Model buffer on this device", gpu_w, Kind::Computed, "output layer and blocks from max(layers + 1 − n-gpu-layers, 0), less tensors sent to CPU".into(), &[("gpu-blocks", gpu_layers.to_string()), ("moved-to-host-bytes", placed.moved.to_string())], "src/llama-model.cpp (load_tensors: layer → device), src/llama-model-loader.cpp (tensor_buft_overrides)"),
         line("compute_buffer", "Compute buffer for one ubatch (assumed)", compute, Kind::Assumed, "max((3 intermediate + 2 hidden) × ubatch × 4, (vocab + hidden) × sequences × 4)".into(), &[("ubatch", ubatch.to_string())], "src/llama-context.cpp (graph_reserve)"),
         line("fit_margin", "--fit margin left free", mib(fit), Kind::Assumed, format!("{fit} MiB (--fit-target default)"), &[], "common/common.h (fit_params_target)"),
     ];
@@ -237,6 +285,17 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     );
     kv_line.subtracted = false;
     lines.push(kv_line);
+    let mut host_line = line(
+        "host_weights",
+        "Model weights in host memory (CPU buffer)",
+        placed.host,
+        Kind::Computed,
+        "token embeddings, blocks below the GPU's, tensors sent to CPU".into(),
+        &[],
+        "src/llama-model.cpp (load_tensors: the input layer stays on the CPU)",
+    );
+    host_line.subtracted = false;
+    lines.push(host_line);
     let room = sum(&[mib(ctx_mib), gpu_w, compute, mib(fit)])
         .map(|u| i128::from(capacity).saturating_sub(i128::from(u)))?;
     let per_cell = frac(prod(&[full_l, cell])?)?.max(1);
@@ -248,7 +307,9 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         .checked_div(per_cell)
         .unwrap_or(0);
     Ok(Draft {
-        version: "b7000+",
+        // The newest rule carried: -ngl's i_gpu_start = max(n + 1 − ngl, 0) is read
+        // from b9993–b10964 (older builds put one block more on the card).
+        version: "b9993+",
         capacity,
         capacity_kind: kind,
         lines,
@@ -269,23 +330,165 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     })
 }
 
-/// The routed experts of the first `n` MoE layers, from the estimate's MLP bytes in
-/// proportion to their parameters.
-fn cpu_moe_bytes(c: &Ctx, n: u64) -> Result<u64, EstimateError> {
-    let (Some(a), true) = (c.input.arch, n > 0) else {
-        return Ok(0);
+/// The model's weights split between the card and the host.
+struct Placed {
+    gpu: u64,
+    host: u64,
+    /// Bytes `--n-cpu-moe` and `--override-tensor` sent to the host from GPU slots.
+    moved: u64,
+    /// Tensor groups with no llama.cpp name here (named when `-ot` matched them).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    unnamed: Vec<&'static str>,
+}
+
+/// Places every tensor as `load_tensors` does: an override's buffer type first (the
+/// first rule whose pattern `std::regex_search` finds in the name wins,
+/// `src/llama-model-loader.cpp`), `--override-tensor`'s rules before `--n-cpu-moe`'s;
+/// otherwise the slot's device. The tied output's copy of the embeddings counts on
+/// the device only (the host holds the embeddings once).
+fn place(
+    c: &Ctx,
+    a: &Architecture,
+    gpu_start: u64,
+    rules: &[Override],
+) -> Result<Placed, EstimateError> {
+    let mut list = tensors::gguf_tensors(a, &crate::estimate::module_formats(c.input)?)?;
+    if let Some(file) = &c.input.tensors {
+        tensors::scale_to(&mut list, file, c.weights)?;
+    }
+    let ncm = c.params.n_cpu_moe.unwrap_or(0);
+    let mut placed = Placed {
+        gpu: 0,
+        host: 0,
+        moved: 0,
+        unnamed: Vec::new(),
     };
-    let Some(m) = a.moe else { return Ok(0) };
-    let moe_layers = m.moe_layers(a.layers).max(1);
-    let routed = prod(&[m.experts, m.expert_intermediate])?;
-    let shared = prod(&[m.shared_experts, m.shared_intermediate])?;
-    let dense = prod(&[a.layers.saturating_sub(moe_layers), a.intermediate])?;
-    let all = sum(&[prod(&[moe_layers, sum(&[routed, shared])?])?, dense])?.max(1);
-    let off = prod(&[n.min(moe_layers), routed])?;
-    let mlp = c.mlp_bytes;
-    let share = u128::from(mlp)
-        .saturating_mul(u128::from(off))
-        .checked_div(u128::from(all))
-        .unwrap_or(0);
-    Ok(u64::try_from(share).unwrap_or(u64::MAX))
+    for t in &list {
+        let slot_gpu = match t.slot {
+            Slot::Input => false,
+            Slot::Block(i) => i >= gpu_start,
+            Slot::Output | Slot::Extra => a.layers >= gpu_start,
+        };
+        let forced = override_for(rules, t).or_else(|| {
+            (matches!(t.slot, Slot::Block(i) if i < ncm) && t.is_routed_expert()).then_some(true)
+        });
+        let on_gpu = forced.map_or(slot_gpu, |host| !host);
+        if on_gpu {
+            placed.gpu = sum(&[placed.gpu, t.bytes])?;
+        } else if !t.duplicate {
+            placed.host = sum(&[placed.host, t.bytes])?;
+        }
+        if slot_gpu && !on_gpu {
+            placed.moved = sum(&[placed.moved, t.bytes])?;
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        if !t.named && !rules.is_empty() && !placed.unnamed.contains(&t.suffix) {
+            placed.unnamed.push(t.suffix);
+        }
+    }
+    Ok(placed)
+}
+
+/// One `--override-tensor` rule: `<pattern>=<buffer type>`.
+pub struct Override {
+    /// The pattern as typed.
+    pub pattern: String,
+    /// Whether the buffer type is the host's (`CPU`) rather than this card's.
+    pub host: bool,
+    #[cfg(not(target_arch = "wasm32"))]
+    regex: regex::Regex,
+}
+
+/// GPU backends' first device (`ggml_backend_buft_name` of device 0): the card.
+#[cfg(not(target_arch = "wasm32"))]
+const THIS_CARD: [&str; 7] = [
+    "CUDA0", "ROCm0", "Vulkan0", "Metal", "SYCL0", "MUSA0", "CANN0",
+];
+
+/// Parses `--override-tensor` as `common/arg.cpp` `parse_tensor_buffer_overrides`
+/// does: comma-separated `<pattern>=<buffer type>` (split at the first `=`), the
+/// buffer type named as llama.cpp names it (case-sensitive). The patterns are
+/// ECMAScript regular expressions matched with `std::regex_search`; here Rust's
+/// `regex` crate matches them (unanchored, the same search), which refuses
+/// look-around and backreferences with a clear error. The page's wasm carries no
+/// regular-expression engine: there the key is refused, naming the agent.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn parse_overrides(text: &str) -> Result<Vec<Override>, EstimateError> {
+    let bad = |why: String| EstimateError::invalid("override-tensor", why);
+    let mut rules = Vec::new();
+    for item in text.split(',') {
+        let Some((pattern, buft)) = item.split_once('=') else {
+            return Err(bad(format!(
+                "{item:?} is not <pattern>=<buffer type> (e.g. \\.ffn_.*_exps\\.=CPU)"
+            )));
+        };
+        let host = match buft {
+            "CPU" => true,
+            b if THIS_CARD.contains(&b) => false,
+            b if b.eq_ignore_ascii_case("cpu") => {
+                return Err(bad(format!("buffer type {b:?}: llama.cpp names it CPU")));
+            }
+            b => {
+                return Err(bad(format!(
+                    "buffer type {b:?}: the budget is for one card, so CPU (host memory) or the card's own (CUDA0, ROCm0, Vulkan0, Metal, SYCL0, MUSA0, CANN0)"
+                )));
+            }
+        };
+        rules.push(compile(pattern, host)?);
+    }
+    Ok(rules)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn compile(pattern: &str, host: bool) -> Result<Override, EstimateError> {
+    let regex = regex::Regex::new(pattern).map_err(|e| {
+        // The regex crate's message spans several lines (the pattern, a caret, the
+        // reason); one line reads better after the key.
+        let text = e.to_string();
+        let why = text.lines().last().unwrap_or("").trim();
+        let why = why.strip_prefix("error: ").unwrap_or(why);
+        // std::regex (ECMAScript) takes both; name them when the crate's reason doesn't.
+        let hint = if why.contains("look-around") || why.contains("backreferences") {
+            " (llama.cpp's std::regex takes it; write the pattern without it, e.g. list the blocks: blk\\.(1|2|3)\\.)"
+        } else {
+            ""
+        };
+        EstimateError::invalid(
+            "override-tensor",
+            format!("{pattern:?} is not a regular expression gpumem can match: {why}{hint}"),
+        )
+    })?;
+    Ok(Override {
+        pattern: pattern.to_string(),
+        host,
+        regex,
+    })
+}
+
+/// The page: no regular-expression engine (and no parsing code for one).
+#[cfg(target_arch = "wasm32")]
+pub fn parse_overrides(_text: &str) -> Result<Vec<Override>, EstimateError> {
+    Err(EstimateError::invalid(
+        "override-tensor",
+        "this page matches no regular expressions: run `gpumem-agent estimate … --override-tensor` (the same estimate, with -ot's patterns)",
+    ))
+}
+
+/// The first rule whose pattern is found in the tensor's name: `Some(true)` for the
+/// host, `Some(false)` for the card.
+#[cfg(not(target_arch = "wasm32"))]
+fn override_for(rules: &[Override], t: &GgufTensor) -> Option<bool> {
+    if rules.is_empty() {
+        return None;
+    }
+    let name = t.name();
+    rules
+        .iter()
+        .find(|r| r.regex.is_match(&name))
+        .map(|r| r.host)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn override_for(_rules: &[Override], _t: &GgufTensor) -> Option<bool> {
+    None
 }

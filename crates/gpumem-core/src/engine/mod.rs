@@ -44,7 +44,7 @@ use crate::estimate::{Estimate, EstimateInput, Group, Kind, LineKey, TrainMode, 
 use crate::params::parse_count;
 
 pub use largest::{Largest, largest, largest_context, most_sequences};
-pub use llama_cpp::CacheType;
+pub use llama_cpp::{CacheType, Override, parse_overrides, tensors};
 pub use speculative::{SpecMethod, Speculative, parse_draft};
 pub use vllm::VllmVersion;
 
@@ -181,6 +181,10 @@ pub struct EngineParams {
     pub n_gpu_layers: Option<u64>,
     /// llama.cpp `--n-cpu-moe`: MoE layers whose experts stay in host memory.
     pub n_cpu_moe: Option<u64>,
+    /// llama.cpp `--override-tensor` (`-ot`) as typed: `<pattern>=<buffer type>,…`
+    /// (checked by [`llama_cpp::parse_overrides`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_tensor: Option<String>,
 }
 
 impl EngineParams {
@@ -324,6 +328,8 @@ where
             }
             "n-gpu-layers" => parse_count("n-gpu-layers", value).map(|v| p.n_gpu_layers = Some(v)),
             "n-cpu-moe" => parse_count("n-cpu-moe", value).map(|v| p.n_cpu_moe = Some(v)),
+            "override-tensor" => llama_cpp::parse_overrides(value)
+                .map(|_| p.override_tensor = Some(value.to_string())),
             other => Err(EstimateError::invalid(
                 "input",
                 format!("unknown engine key {other:?}"),
@@ -533,6 +539,11 @@ pub struct EngineBudget {
     /// llama.cpp: the KV cache it allocates for its context cells (it sizes the cache
     /// from `-c`, not from free memory); `None` for pool engines.
     pub kv_cache_bytes: Option<u64>,
+    /// llama.cpp: the model weights it keeps in host memory (its CPU buffer: the
+    /// token embeddings, blocks left off the card by `-ngl`, tensors sent there by
+    /// `--n-cpu-moe` or `--override-tensor`); `None` for the other engines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_weights_bytes: Option<u64>,
     /// KV bytes one token takes on that device (every layer, K and V).
     pub kv_bytes_per_token: u64,
     /// The engine's allocation unit in tokens (vLLM and TGI blocks; 1 otherwise).
@@ -737,9 +748,9 @@ struct Ctx<'a> {
     params: &'a EngineParams,
     card: GpuCard,
     weights: u64,
-    /// The estimate's embedding and MLP weight lines, per device (llama.cpp's placement).
+    /// The estimate's embedding weight line, per device (llama.cpp's placement without
+    /// an architecture).
     embed_bytes: u64,
-    mlp_bytes: u64,
     /// The checkpoint's MTP layers, per device (vLLM loads them only to speculate).
     mtp_bytes: u64,
     per_token: u64,
@@ -817,7 +828,6 @@ fn budget_at(
         card,
         weights: group_device_bytes(est, Group::Weights)?,
         embed_bytes: line_bytes(est, LineKey::WeightsEmbeddings),
-        mlp_bytes: line_bytes(est, LineKey::WeightsMlp),
         mtp_bytes: line_bytes(est, LineKey::WeightsMtp),
         per_token,
         max_model_len,
@@ -938,6 +948,11 @@ fn finish(
             gib_text(d.uncertainty)
         ));
     }
+    let host_weights_bytes = d
+        .lines
+        .iter()
+        .find(|l| l.key == "host_weights")
+        .map(|l| l.bytes);
     Ok(EngineBudget {
         engine,
         version: d.version.to_string(),
@@ -948,6 +963,7 @@ fn finish(
         lines: d.lines,
         kv_capacity_bytes,
         kv_cache_bytes: d.kv_cache_bytes,
+        host_weights_bytes,
         // The drafter's layers share the pool (vLLM's speculative decoding).
         kv_bytes_per_token: ctx.per_token.saturating_add(
             speculative

@@ -13,7 +13,8 @@
 //! 2048) × 1.5 + tp × pp ÷ 8 × 1024 + 2 × the decode CUDA-graph batch, at least 10 GiB
 //! on cards over 60 GiB; fraction = round((total − reserved) ÷ total, 3).
 //!
-//! Checked against the one public SGLang start-up log found (vLLM issue 21348:
+//! Checked against the one public SGLang start-up log found
+//! (https://github.com/vllm-project/vllm/issues/21348:
 //! Qwen3-235B-A22B-FP8, tp 4 on H100s, `--mem-fraction-static 0.93`: 367 404 tokens).
 
 use super::*;

@@ -42,6 +42,7 @@ mod weights;
 pub use input::{EstimateInput, KvDims, Logits, TrainMode};
 pub use line_key::LineKey;
 use split::Split;
+pub(crate) use weights::module_formats;
 
 /// Side of the square matrices assumed in parameter-count mode to count a
 /// quantised format's per-group and per-channel overhead.

@@ -24,6 +24,22 @@ fn format_for_bits(bits: u32) -> Result<StorageFormat, EstimateError> {
     StorageFormat::parse("bits", name)
 }
 
+/// The storage formats of the architecture mode, per role (the engine rules place
+/// tensors one by one in the same formats).
+pub(crate) fn module_formats(input: &EstimateInput) -> Result<ModuleFormats, EstimateError> {
+    let linear = match (input.format, input.bits) {
+        (Some(f), _) => f,
+        (None, Some(bits)) => format_for_bits(bits)?,
+        (None, None) => StorageFormat::BF16,
+    };
+    Ok(ModuleFormats {
+        linear,
+        attention: input.attention_format.unwrap_or(linear),
+        vocab: input.keep_format,
+        kept: input.keep_format,
+    })
+}
+
 pub(super) fn weights(
     input: &EstimateInput,
     split: &Split,
@@ -50,12 +66,7 @@ pub(super) fn weights(
         return imported_weights(t, input.arch.as_ref(), split, b);
     }
     if let Some(a) = input.arch {
-        let formats = ModuleFormats {
-            linear,
-            attention: input.attention_format.unwrap_or(linear),
-            vocab: input.keep_format,
-            kept: input.keep_format,
-        };
+        let formats = module_formats(input)?;
         let w = a.weights(&formats)?;
         for c in &w.classes {
             let device = match c.class {
