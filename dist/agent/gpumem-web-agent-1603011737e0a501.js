@@ -406,11 +406,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-<<<<<<<< HEAD:dist/agent/gpumem-web-agent-748b031a83ba4aa7.js
-                        return __wasm_bindgen_func_elem_2502(a, state0.b, arg0, arg1);
-========
-                        return __wasm_bindgen_func_elem_2556(a, state0.b, arg0, arg1);
->>>>>>>> main:dist/agent/gpumem-web-agent-4c7f946190f4be2d.js
+                        return __wasm_bindgen_func_elem_2555(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -607,13 +603,8 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-<<<<<<<< HEAD:dist/agent/gpumem-web-agent-748b031a83ba4aa7.js
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 450, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2437);
-========
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 465, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2491);
->>>>>>>> main:dist/agent/gpumem-web-agent-4c7f946190f4be2d.js
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2490);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
@@ -637,13 +628,8 @@ function __wbg_get_imports() {
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
-<<<<<<<< HEAD:dist/agent/gpumem-web-agent-748b031a83ba4aa7.js
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 267, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3898);
-========
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 265, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3957);
->>>>>>>> main:dist/agent/gpumem-web-agent-4c7f946190f4be2d.js
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3956);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -666,13 +652,8 @@ function __wbg_get_imports() {
     };
 }
 
-<<<<<<<< HEAD:dist/agent/gpumem-web-agent-748b031a83ba4aa7.js
-function __wasm_bindgen_func_elem_3898(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3898(arg0, arg1);
-========
-function __wasm_bindgen_func_elem_3957(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3957(arg0, arg1);
->>>>>>>> main:dist/agent/gpumem-web-agent-4c7f946190f4be2d.js
+function __wasm_bindgen_func_elem_3956(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3956(arg0, arg1);
 }
 
 function __wasm_bindgen_func_elem_279(arg0, arg1, arg2) {
@@ -691,25 +672,14 @@ function __wasm_bindgen_func_elem_279_16(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_279_16(arg0, arg1, arg2);
 }
 
-<<<<<<<< HEAD:dist/agent/gpumem-web-agent-748b031a83ba4aa7.js
-function __wasm_bindgen_func_elem_2502(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2502(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2555(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2555(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2437(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2490(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2437(retptr, arg0, arg1, arg2);
-========
-function __wasm_bindgen_func_elem_2556(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2556(arg0, arg1, arg2, arg3);
-}
-
-function __wasm_bindgen_func_elem_2491(arg0, arg1, arg2) {
-    try {
-        const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2491(retptr, arg0, arg1, arg2);
->>>>>>>> main:dist/agent/gpumem-web-agent-4c7f946190f4be2d.js
+        wasm.__wasm_bindgen_func_elem_2490(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {

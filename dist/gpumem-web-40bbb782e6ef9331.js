@@ -384,11 +384,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-<<<<<<<< HEAD:dist/gpumem-web-baa7c6fa7ee87c37.js
-                        return __wasm_bindgen_func_elem_2368(a, state0.b, arg0, arg1);
-========
-                        return __wasm_bindgen_func_elem_2369(a, state0.b, arg0, arg1);
->>>>>>>> main:dist/gpumem-web-153e50e4337cd4d0.js
+                        return __wasm_bindgen_func_elem_2384(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -533,53 +529,28 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-<<<<<<<< HEAD:dist/gpumem-web-baa7c6fa7ee87c37.js
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 23, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_914);
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_930);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 519, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2303);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2319);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 572, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3728);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3744);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 572, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3728_15);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3744_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 575, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3737);
-========
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 22, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_915);
-            return ret;
-        },
-        __wbindgen_generic_0000000000000002: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 518, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2304);
-            return ret;
-        },
-        __wbindgen_generic_0000000000000003: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 571, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3729);
-            return ret;
-        },
-        __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 571, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3729_15);
-            return ret;
-        },
-        __wbindgen_generic_0000000000000005: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 574, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3738);
->>>>>>>> main:dist/gpumem-web-153e50e4337cd4d0.js
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3753);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
@@ -603,57 +574,30 @@ function __wbg_get_imports() {
     };
 }
 
-<<<<<<<< HEAD:dist/gpumem-web-baa7c6fa7ee87c37.js
-function __wasm_bindgen_func_elem_3737(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3737(arg0, arg1);
+function __wasm_bindgen_func_elem_3753(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3753(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_914(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_914(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_930(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_930(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3728(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3728(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3744(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3744(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3728_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3728_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3744_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3744_15(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2368(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2368(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2384(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2384(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2303(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2319(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2303(retptr, arg0, arg1, arg2);
-========
-function __wasm_bindgen_func_elem_3738(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3738(arg0, arg1);
-}
-
-function __wasm_bindgen_func_elem_915(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_915(arg0, arg1, arg2);
-}
-
-function __wasm_bindgen_func_elem_3729(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3729(arg0, arg1, arg2);
-}
-
-function __wasm_bindgen_func_elem_3729_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3729_15(arg0, arg1, arg2);
-}
-
-function __wasm_bindgen_func_elem_2369(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2369(arg0, arg1, arg2, arg3);
-}
-
-function __wasm_bindgen_func_elem_2304(arg0, arg1, arg2) {
-    try {
-        const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2304(retptr, arg0, arg1, arg2);
->>>>>>>> main:dist/gpumem-web-153e50e4337cd4d0.js
+        wasm.__wasm_bindgen_func_elem_2319(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
