@@ -280,7 +280,7 @@ pub static FIELDS: &[Field] = &[
     f("max-position", G::CacheShape, K::Count, "Trained positions", "unknown",
         "Positions the model was trained for; a longer context is warned about"),
     f("rope-positions", G::CacheShape, K::Count, "Positions with RoPE scaling", "as trained",
-        "Positions the config's RoPE scaling reaches (yarn: original × factor), as vLLM derives them"),
+        "Positions the config's RoPE scaling reaches"),
     f("mm-item-tokens", G::CacheShape, K::Count, "Tokens per image", "no encoder",
         "Prompt tokens per image (Gemma 3: 256)"),
     f("mm-item-values", G::CacheShape, K::Count, "Pixel values per image", "",
@@ -460,7 +460,7 @@ pub static FIELDS: &[Field] = &[
     f("max-loras", G::Engine, K::Count, "vLLM max LoRAs", "1", "vLLM: LoRA slots"),
     f("max-lora-rank", G::Engine, K::Count, "vLLM max LoRA rank", "16", "vLLM: slot rank"),
     f("speculative-method", G::Engine, K::Choice, "vLLM speculative method", "",
-        "vLLM: the --speculative-config method")
+        "vLLM --speculative-config method (the agent's only)")
         .choices(&[
             ("", "none"),
             ("ngram", "ngram"),
@@ -487,7 +487,7 @@ pub static FIELDS: &[Field] = &[
     f("n-cpu-moe", G::Engine, K::Count, "llama.cpp CPU MoE layers", "0",
         "llama.cpp: MoE layers with experts on the host"),
     f("override-tensor", G::Engine, K::Text, "llama.cpp tensor overrides (-ot)", "",
-        "llama.cpp -ot: <regex>=<CPU|CUDA0>,… places the tensors it names (matched by gpumem-agent, not in the page)")
+        "llama.cpp -ot: <regex>=<CPU|CUDA0>,… (the agent's only)")
         .choices(OVERRIDES),
 ];
 

@@ -470,7 +470,7 @@ fn compile(pattern: &str, host: bool) -> Result<Override, EstimateError> {
 pub fn parse_overrides(_text: &str) -> Result<Vec<Override>, EstimateError> {
     Err(EstimateError::invalid(
         "override-tensor",
-        "this page matches no regular expressions: run `gpumem-agent estimate … --override-tensor` (the same estimate, with -ot's patterns)",
+        "the agent's only: gpumem-agent estimate … --override-tensor …",
     ))
 }
 

@@ -27,6 +27,7 @@
 //!   `get_spec_layer_idx_from_weight_name` → `continue`; `qwen3_next.py` and
 //!   `nemotron_h.py` skip the `mtp.` prefix).
 
+#[cfg(not(target_arch = "wasm32"))]
 use super::vllm::Inputs;
 use super::*;
 
@@ -112,6 +113,7 @@ pub(super) struct Plan {
     pub assumptions: Vec<String>,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 const SRC: &str = "vllm/v1/spec_decode/eagle.py (load_model, dummy_run)";
 
 /// Parses `draft-model`: a preset id, or a shape as `key=value` pairs separated by
@@ -158,6 +160,22 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
         }
         return Ok(None);
     };
+    planned(c, batched, method)
+}
+
+/// The page (wasm) does not carry the drafter's rules — they would put its wasm over
+/// its budget — and says so where the user set the method.
+#[cfg(target_arch = "wasm32")]
+fn planned(_c: &Ctx, _batched: u64, _method: SpecMethod) -> Result<Option<Plan>, EstimateError> {
+    Err(EstimateError::invalid(
+        "speculative-method",
+        "the agent's only: gpumem-agent estimate … --speculative-method …",
+    ))
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn planned(c: &Ctx, batched: u64, method: SpecMethod) -> Result<Option<Plan>, EstimateError> {
+    let p = c.params;
     let input = c.input;
     let arch = input.arch;
     let mtp_layers = arch.map_or(0, |a| a.mtp_layers);

@@ -77,18 +77,16 @@ pub(super) fn kv_cache(
     let end = context
         .checked_add(input.generate)
         .ok_or(EstimateError::Overflow { what: "tokens" })?;
-    match (input.max_position, input.rope_positions) {
-        (Some(max), Some(r)) if end > r => b.warnings.push(format!(
-            "{end} tokens per sequence exceed the {r} positions the config's RoPE scaling reaches (trained for {max}: max-position, rope-positions)"
+    // Past what the model serves: its RoPE scaling's reach, else its trained positions.
+    match (input.rope_positions, input.max_position) {
+        (Some(r), _) if end > r => b.warnings.push(format!(
+            "{end} tokens per sequence exceed the {r} positions the config's RoPE scaling reaches"
         )),
-        (Some(max), Some(r)) if end > max => b.assumptions.push(format!(
-            "{end} tokens per sequence are past the {max} trained positions, within the {r} the config's RoPE scaling reaches"
+        (None, Some(max)) if end > max => b.warnings.push(format!(
+            "{end} tokens per sequence exceed the {max} positions it was trained for (no RoPE scaling beyond them)"
         )),
-        (Some(max), None) if end > max => b.warnings.push(format!(
-            "{end} tokens per sequence exceed the {max} positions the model was trained for (max-position), and its config declares no RoPE scaling that reaches further"
-        )),
-        (None, Some(r)) if end > r => b.warnings.push(format!(
-            "{end} tokens per sequence exceed the {r} positions the RoPE scaling reaches (rope-positions)"
+        (Some(r), Some(max)) if end > max => b.assumptions.push(format!(
+            "{end} tokens per sequence: past the {max} trained positions, within the {r} the RoPE scaling reaches"
         )),
         _ => {}
     }
