@@ -262,22 +262,7 @@ pub fn fill(c: &mut Comparison, doc: &TraceDocument) {
         }
     }
     let w = &doc.workload;
-    let what = if w.train == "none" {
-        format!(
-            "inference, {} × {} prompt tokens + {} generated",
-            w.sequences, w.context, w.generate
-        )
-    } else {
-        format!(
-            "{} training, {} × {} tokens, {}, master weights {}, checkpointing {}",
-            w.train,
-            w.sequences,
-            w.context,
-            w.optimizer,
-            if w.master_weights { "on" } else { "off" },
-            if w.checkpointing { "on" } else { "off" }
-        )
-    };
+    let what = w.words();
     c.trace = Some(TraceOutcome {
         status: TraceStatus::Traced,
         detail: format!(

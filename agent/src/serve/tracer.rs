@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-use gpumem_core::estimate::TrainMode;
 use gpumem_core::params;
 use gpumem_proto::wire::{AgentMessage, TraceFailure, TraceRequest, TracedFigure};
 
@@ -150,17 +149,7 @@ fn answer(python_exe: &OsString, request: &TraceRequest) -> AgentMessage {
         })
         .collect();
     let w = &doc.workload;
-    let what = if input.train == TrainMode::None {
-        format!(
-            "inference, {} × {} prompt tokens + {} generated",
-            w.sequences, w.context, w.generate
-        )
-    } else {
-        format!(
-            "{} training, {} × {} tokens, {}",
-            w.train, w.sequences, w.context, w.optimizer
-        )
-    };
+    let what = w.words();
     AgentMessage::Traced {
         id,
         lines,

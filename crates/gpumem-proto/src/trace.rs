@@ -79,6 +79,29 @@ pub struct TraceWorkload {
     pub expandable_segments: bool,
 }
 
+impl TraceWorkload {
+    /// The workload in words, as `run` and `serve` report what they traced.
+    pub fn words(&self) -> String {
+        let on = |b: bool| if b { "on" } else { "off" };
+        if self.train == "none" {
+            format!(
+                "inference, {} × {} prompt tokens + {} generated",
+                self.sequences, self.context, self.generate
+            )
+        } else {
+            format!(
+                "{} training, {} × {} tokens, {}, master weights {}, checkpointing {}",
+                self.train,
+                self.sequences,
+                self.context,
+                self.optimizer,
+                on(self.master_weights),
+                on(self.checkpointing)
+            )
+        }
+    }
+}
+
 /// One phase.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
