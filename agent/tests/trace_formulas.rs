@@ -20,14 +20,45 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn input_of(config: &str, pairs: &[(&str, &str)]) -> EstimateInput {
-    let text = std::fs::read_to_string(
+/// A case's config.json.
+fn config_text(config: &str) -> String {
+    std::fs::read_to_string(
         root()
             .join("crates/gpumem-core/tests/cases/configs")
             .join(config),
     )
-    .unwrap();
-    let c = hf_config::parse_config(&text).unwrap();
+    .unwrap()
+}
+
+/// Runs `driver` (one Python process, imports once) over `requests` (one workload per
+/// line) and returns its answers, one JSON line per request.
+fn run_driver(python: &std::path::Path, driver: &str, requests: &str) -> Vec<serde_json::Value> {
+    let mut child = Command::new(python)
+        .arg("-c")
+        .arg(driver)
+        .arg(root().join("agent/python"))
+        .env("HF_HUB_OFFLINE", "1")
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(requests.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn input_of(config: &str, pairs: &[(&str, &str)]) -> EstimateInput {
+    let c = hf_config::parse_config(&config_text(config)).unwrap();
     let mut all: Vec<(String, String)> = c
         .pairs()
         .into_iter()
@@ -137,13 +168,7 @@ fn training_formulas_agree_with_traces_or_stay_assumed() {
     };
     let mut requests = String::new();
     for c in CASES {
-        let text = std::fs::read_to_string(
-            root()
-                .join("crates/gpumem-core/tests/cases/configs")
-                .join(c.config),
-        )
-        .unwrap();
-        let config: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let config: serde_json::Value = serde_json::from_str(&config_text(c.config)).unwrap();
         let w = serde_json::json!({
             "config": config, "train": "full", "sequences": SEQUENCES, "context": CONTEXT,
             "generate": 0, "dtype": "bfloat16", "attention": c.attention, "optimizer": "adamw",
@@ -153,28 +178,7 @@ fn training_formulas_agree_with_traces_or_stay_assumed() {
         requests.push_str(&serde_json::to_string(&w).unwrap());
         requests.push('\n');
     }
-    let mut child = Command::new(&python)
-        .arg("-c")
-        .arg(DRIVER)
-        .arg(root().join("agent/python"))
-        .env("HF_HUB_OFFLINE", "1")
-        .env("CUDA_VISIBLE_DEVICES", "")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("python starts");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(requests.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let traces: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let traces = run_driver(&python, DRIVER, &requests);
     assert_eq!(traces.len(), CASES.len(), "one answer per case");
 
     eprintln!(
@@ -404,13 +408,7 @@ fn prefill_formulas_agree_with_traces_or_stay_assumed() {
     };
     let mut requests = String::new();
     for c in PREFILLS {
-        let text = std::fs::read_to_string(
-            root()
-                .join("crates/gpumem-core/tests/cases/configs")
-                .join(c.config),
-        )
-        .unwrap();
-        let config: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let config: serde_json::Value = serde_json::from_str(&config_text(c.config)).unwrap();
         let w = serde_json::json!({
             "config": config, "train": "none", "sequences": c.sequences, "context": c.tokens,
             "generate": 1, "dtype": "bfloat16", "attention": c.attention, "optimizer": "adamw",
@@ -421,28 +419,7 @@ fn prefill_formulas_agree_with_traces_or_stay_assumed() {
         requests.push_str(&serde_json::to_string(&w).unwrap());
         requests.push('\n');
     }
-    let mut child = Command::new(&python)
-        .arg("-c")
-        .arg(PREFILL_DRIVER)
-        .arg(root().join("agent/python"))
-        .env("HF_HUB_OFFLINE", "1")
-        .env("CUDA_VISIBLE_DEVICES", "")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("python starts");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(requests.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let traces: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let traces = run_driver(&python, PREFILL_DRIVER, &requests);
     assert_eq!(traces.len(), PREFILLS.len(), "one answer per case");
 
     eprintln!(
