@@ -98,17 +98,8 @@ impl clap::Args for Args {
 
 impl FromArgMatches for Args {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let mut pairs: Vec<(usize, String, String)> = Vec::new();
-        for key in keys() {
-            if let (Some(values), Some(indices)) = (m.get_many::<String>(key), m.indices_of(key)) {
-                for (v, i) in values.zip(indices) {
-                    pairs.push((i, (*key).to_string(), v.clone()));
-                }
-            }
-        }
-        pairs.sort_by_key(|(i, _, _)| *i);
         Ok(Args {
-            pairs: pairs.into_iter().map(|(_, k, v)| (k, v)).collect(),
+            pairs: crate::flags::typed_pairs(m, keys()),
             json: m.get_flag("json"),
             verbose: m.get_flag("verbose"),
             formats: if m.get_flag("compare-formats") {

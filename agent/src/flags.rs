@@ -3,7 +3,7 @@
 //! argument, used by `estimate` and by its engine flags (`engine_cli`) alike, so
 //! neither reaches into the other for it.
 
-use clap::{Arg, Command};
+use clap::{Arg, ArgMatches, Command};
 use gpumem_core::catalogue::CATALOGUE;
 use gpumem_core::fields::Unit;
 use gpumem_core::params::{Field, FieldKind};
@@ -117,4 +117,22 @@ impl clap::builder::TypedValueParser for Offered {
         };
         Some(choices)
     }
+}
+
+/// The `key=value` pairs of the field flags `keys` given on the command line, in the
+/// order they were typed (a later flag overrides an earlier one, as in a link).
+pub fn typed_pairs<'a>(
+    m: &ArgMatches,
+    keys: impl IntoIterator<Item = &'a str>,
+) -> Vec<(String, String)> {
+    let mut pairs: Vec<(usize, String, String)> = Vec::new();
+    for key in keys {
+        if let (Some(values), Some(indices)) = (m.get_many::<String>(key), m.indices_of(key)) {
+            for (v, i) in values.zip(indices) {
+                pairs.push((i, key.to_string(), v.clone()));
+            }
+        }
+    }
+    pairs.sort_by_key(|(i, _, _)| *i);
+    pairs.into_iter().map(|(_, k, v)| (k, v)).collect()
 }

@@ -94,17 +94,8 @@ impl clap::Args for Args {
 
 impl FromArgMatches for Args {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let mut pairs: Vec<(usize, String, String)> = Vec::new();
-        for key in WORKLOAD_KEYS {
-            if let (Some(values), Some(indices)) = (m.get_many::<String>(key), m.indices_of(key)) {
-                for (v, i) in values.zip(indices) {
-                    pairs.push((i, (*key).to_string(), v.clone()));
-                }
-            }
-        }
-        pairs.sort_by_key(|(i, _, _)| *i);
         Ok(Args {
-            pairs: pairs.into_iter().map(|(_, k, v)| (k, v)).collect(),
+            pairs: crate::flags::typed_pairs(m, WORKLOAD_KEYS.iter().copied()),
             config: m.get_one::<PathBuf>("config").cloned(),
             model: m.get_one::<String>("model").cloned(),
             revision: m.get_one::<String>("revision").cloned(),
