@@ -62,10 +62,10 @@ pub(super) fn default_fraction(total_mib: u64, tp: u64, pp: u64, chunk: Option<u
 const CONTEXT_MIB: u64 = 512;
 
 /// NCCL communicators and custom all-reduce buffers per GPU at tp ≥ 2, MiB (assumed):
-/// what vLLM 0.19's start-ups on H100s show outside torch at tp 2–4 beyond tp 1
-/// (2.06–2.13 against 0.24–0.26 GiB: 2 140 − 256 MiB), the same libraries allocating
-/// the same buffers before SGLang measures pre_model_load_memory.
-const COMM_MIB: u64 = 1884;
+/// what vLLM 0.19's start-ups on H100s show outside torch at tp 2–4 beyond tp 1 (its
+/// own table, [`super::vllm::comm_buffers_mib`]), the same libraries allocating the
+/// same buffers before SGLang measures pre_model_load_memory.
+const COMM_MIB: u64 = super::vllm::comm_buffers_mib();
 
 pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let (capacity, _) = catalogue_capacity(&c.card);

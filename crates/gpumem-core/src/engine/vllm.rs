@@ -87,6 +87,12 @@ struct Rules {
 /// the logits (2) and fp32 copy (4), the sorted values (4) and int64 indices (8), and
 /// the sort's input copy (4) and its two int64 index buffers (16) = 38 B (the last
 /// three, the sort's temporaries, assumed).
+/// Memory outside torch that tensor parallelism adds per GPU in the newest rules
+/// (NCCL, the custom all-reduce buffers): tp ≥ 2 less tp 1, MiB. SGLang's rule uses it.
+pub(super) const fn comm_buffers_mib() -> u64 {
+    RULES[0].non_torch_mib[1].saturating_sub(RULES[0].non_torch_mib[0])
+}
+
 const RULES: [Rules; 3] = [
     Rules {
         label: "0.19",
