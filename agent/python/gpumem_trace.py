@@ -27,6 +27,10 @@ import sys
 import time
 import weakref
 
+# The request on standard input is a config and a workload: a few kilobytes (the agent
+# sends its config.json, itself at most 16 MiB).
+MAX_REQUEST_CHARS = 32 << 20
+
 #: The document's schema name (the agent checks it).
 SCHEMA = "gpumem.trace/v1"
 
@@ -643,7 +647,10 @@ def _lora(torch, model, w):
         bias="none",
         task_type="CAUSAL_LM",
     )
-    model = peft.get_peft_model(model, config)
+    # The adapters on the meta device too: built elsewhere, each would be a real
+    # in_features × rank matrix on the CPU before peft moves it beside its base layer.
+    with torch.device("meta"):
+        model = peft.get_peft_model(model, config)
     return model, peft.__version__
 
 
@@ -906,9 +913,30 @@ def _saved_by_op(records, activations):
     return rows
 
 
+def _watchdog(deadline_s, parent_pid):
+    """Ends this process at its deadline, or as soon as the agent that started it is
+    gone (re-parented: its parent pid changes), whatever the trace is doing: a probe
+    never outlives its agent, even where the kernel's parent-death signal is missing."""
+    import os
+    import threading
+
+    started = time.monotonic()
+
+    def watch():
+        while True:
+            time.sleep(0.25)
+            if deadline_s is not None and time.monotonic() - started > deadline_s:
+                os._exit(124)
+            if parent_pid is not None and os.getppid() != parent_pid:
+                os._exit(125)
+
+    threading.Thread(target=watch, name="gpumem-watchdog", daemon=True).start()
+
+
 def main():
     try:
-        workload = json.loads(sys.stdin.read())
+        workload = json.loads(sys.stdin.read(MAX_REQUEST_CHARS))
+        _watchdog(workload.get("deadline_s"), workload.get("parent_pid"))
         result = {"ok": trace(workload)}
     except Unavailable as e:
         result = {"unavailable": str(e)}

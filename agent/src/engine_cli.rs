@@ -49,7 +49,10 @@ pub fn collect(m: &ArgMatches) -> Vec<(String, String)> {
 pub fn read_draft_config(pairs: &mut [(String, String)]) -> anyhow::Result<()> {
     use anyhow::Context;
     for (k, v) in pairs.iter_mut().filter(|(k, _)| k == DRAFT_CONFIG) {
-        let text = std::fs::read_to_string(&*v).with_context(|| format!("reading {v}"))?;
+        let text = crate::private::read_to_string_bounded(
+            std::path::Path::new(v.as_str()),
+            config::MAX_CONFIG_BYTES,
+        )?;
         let c = config::parse_config(&text).with_context(|| format!("reading {v}"))?;
         let draft_vocab = serde_json::from_str::<serde_json::Value>(&text)
             .ok()

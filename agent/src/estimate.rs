@@ -164,8 +164,7 @@ pub fn run(args: Args) -> Result<Exit> {
         hub_gguf_shape = found.gguf_shape;
     }
     if let Some(path) = &args.config {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = crate::private::read_to_string_bounded(path, config::MAX_CONFIG_BYTES)?;
         let c =
             config::parse_config(&text).with_context(|| format!("reading {}", path.display()))?;
         pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
@@ -268,7 +267,10 @@ pub fn run(args: Args) -> Result<Exit> {
                 est.assumptions
                     .extend(doc.notes.iter().map(|n| format!("trace: {n}")));
             }
-            Err(f @ crate::trace::python::Failure::Unavailable(_)) => {
+            Err(
+                f @ (crate::trace::python::Failure::Unavailable(_)
+                | crate::trace::python::Failure::Refused(_)),
+            ) => {
                 crate::out::errln!("gpumem-agent: cannot trace here: {f}");
                 return Ok(Exit::Unavailable);
             }

@@ -19,6 +19,7 @@ mod manual;
 mod measure;
 mod merge;
 mod out;
+mod private;
 mod run;
 mod sched;
 mod serve;

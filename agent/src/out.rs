@@ -25,7 +25,7 @@ use std::io::Write;
 /// and tab, DEL, C1 controls (U+0080–U+009F, 8-bit CSI/OSC), and the invisible
 /// formatting and bidirectional controls (U+061C, U+200B–U+200F, U+202A–U+202E,
 /// U+2060–U+2069, U+FEFF; Unicode's `Bidi_Control` and zero-width characters).
-fn acts_on_terminal(c: char) -> bool {
+pub fn acts_on_terminal(c: char) -> bool {
     matches!(c,
         '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
         | '\u{61c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'

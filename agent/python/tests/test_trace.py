@@ -192,6 +192,54 @@ class TinyLlama(unittest.TestCase):
         with self.assertRaises(gt.Unavailable):
             self.run_trace(config={"model_type": "no-such-family"})
 
+    @unittest.skipUnless(importlib.util.find_spec("peft"), "peft is not importable")
+    def test_lora_adapters_are_built_on_the_meta_device(self):
+        # A rank whose adapters would be 2 × 64 × 2^20 × 4 B = 1 GiB per layer on the
+        # CPU: on the meta device they cost nothing, and the count is still exact.
+        import resource
+
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        doc = self.run_trace(train="lora", lora_rank=1 << 20, lora_targets=["q_proj"])
+        grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        self.assertLess(grown_kib, 256 * 1024, "the adapters were allocated on the CPU")
+        # q_proj of 2 layers: A (rank × 64) and B (64 × rank).
+        self.assertEqual(doc["trainable_parameters"], 2 * 2 * 64 * (1 << 20))
+
+
+class Watchdog(unittest.TestCase):
+    """The probe ends on its own: at its deadline, or once its parent is gone."""
+
+    def run_child(self, code):
+        import subprocess
+        import time
+
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONPATH": os.path.dirname(HERE)},
+            timeout=60,
+        )
+        return proc.returncode, time.monotonic() - t0
+
+    def test_the_deadline_ends_the_probe(self):
+        rc, took = self.run_child(
+            "import os, time, gpumem_trace as g\n"
+            "g._watchdog(0.5, os.getppid())\n"
+            "time.sleep(30)\n"
+        )
+        self.assertEqual(rc, 124)
+        self.assertLess(took, 20)
+
+    def test_a_gone_parent_ends_the_probe(self):
+        # A parent pid that is not this process's parent: as after re-parenting.
+        rc, took = self.run_child(
+            "import os, time, gpumem_trace as g\n"
+            "g._watchdog(None, os.getppid() + 1)\n"
+            "time.sleep(30)\n"
+        )
+        self.assertEqual(rc, 125)
+        self.assertLess(took, 20)
+
 
 if __name__ == "__main__":
     unittest.main()

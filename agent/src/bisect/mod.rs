@@ -74,8 +74,10 @@ pub struct Args {
     #[arg(long, value_name = "DIR", conflicts_with_all = ["vary", "from", "to", "output_dir", "plan"])]
     pub resume: Option<PathBuf>,
     /// The planned trials' agent: this executable's path for Slurm (a shared file
-    /// system), `gpumem-agent` (on the image's PATH) for Kubernetes.
-    #[arg(long, value_name = "PATH", requires = "plan")]
+    /// system), `gpumem-agent` (on the image's PATH) for Kubernetes. Give it again with
+    /// `--resume` when the plan named another one: the plan's agent must be the one
+    /// this command would choose.
+    #[arg(long, value_name = "PATH")]
     pub agent: Option<String>,
     /// An extra `#SBATCH` line for the Slurm script (repeatable), e.g.
     /// `--sbatch=--gres=gpu:1 --sbatch=--partition=a100`.
@@ -129,7 +131,7 @@ fn with_value(net: &NetworkArgs, vary: Vary, value: u64) -> NetworkArgs {
 /// Step one: every flag, before any child starts.
 fn validate(args: &Search) -> Result<()> {
     check_range(args)?;
-    create_empty_dir(&args.output_dir)
+    create_empty_dir(&args.output_dir).map(drop)
 }
 
 /// The range, the device and both ends' networks.
@@ -153,22 +155,11 @@ fn check_range(args: &Search) -> Result<()> {
     Ok(())
 }
 
-/// Creates `dir`, or accepts it when it exists and is empty (each series gets a new
-/// folder).
-fn create_empty_dir(dir: &Path) -> Result<()> {
-    if dir.exists() {
-        let mut entries =
-            std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
-        if entries.next().is_some() {
-            bail!(
-                "refusing to use {}: it is not empty (each series gets a new folder)",
-                dir.display()
-            );
-        }
-    } else {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    Ok(())
+/// Creates `dir` (0700), or accepts it when it exists, is empty and is the user's
+/// alone (each series gets a new folder; `crate::private::output_dir`). Returns its
+/// resolved path.
+fn create_empty_dir(dir: &Path) -> Result<PathBuf> {
+    crate::private::output_dir(dir)
 }
 
 fn measure_argv(net: &NetworkArgs, output: &Path) -> Vec<String> {
@@ -215,8 +206,15 @@ fn trial(
     let file = args.output_dir.join(format!("{name}.json"));
     let log = args.output_dir.join(format!("{name}.log"));
     let exe = std::env::current_exe().context("finding this agent's executable")?;
-    let log_file =
-        std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let log_file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(crate::private::FILE_MODE)
+            .open(&log)
+            .with_context(|| format!("creating {}", log.display()))?
+    };
     let net = with_value(&args.net, args.vary, value);
     bar.set_message(format!("--{} {value}: starting", args.vary.flag()));
     let mut child = Command::new(&exe)
@@ -277,7 +275,10 @@ fn trial(
 /// Runs `bisect`.
 pub fn run(args: Args) -> Result<Exit> {
     if let Some(dir) = &args.resume {
-        return plan::resume(dir);
+        return plan::resume(dir, args.agent.as_deref());
+    }
+    if args.agent.is_some() && args.plan.is_none() {
+        bail!("--agent goes with --plan or --resume (the trials here run this agent)");
     }
     let (Some(vary), Some(from), Some(to), Some(output_dir)) =
         (args.vary, args.from, args.to, args.output_dir.clone())

@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{Args, Search, Vary, create_empty_dir, measure_argv};
 use crate::exit::Exit;
+use crate::measure::NetworkArgs;
+use crate::private::{self, Existing};
 
 /// Schema identifier of `bisect-plan.json`.
 pub const PLAN_SCHEMA: &str = "gpumem.bisect-plan/v1";
@@ -139,6 +141,20 @@ fn sh(word: &str) -> String {
     }
 }
 
+/// Quotes a word of an `#SBATCH` line as sbatch reads one (`src/sbatch/opt.c`
+/// `_get_argument`: double quotes group, a backslash escapes the next character). The
+/// word holds no control character (paths are checked before a plan is written).
+fn sbatch_word(word: &str) -> String {
+    if word
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-:=,%".contains(c))
+    {
+        word.to_owned()
+    } else {
+        format!("\"{}\"", word.replace('\\', "\\\\").replace('"', "\\\""))
+    }
+}
+
 /// The shell lines every trial runs once `value` is set: measure, then map exit 1 (a
 /// recorded failure, the search's finding) to 0.
 fn trial_lines(plan: &PlanFile, round_dir: &str) -> String {
@@ -158,11 +174,11 @@ pub fn slurm_script(plan: &PlanFile, round: &Round) -> String {
     let round_dir = format!("{}/round-{}", plan.dir, round.round);
     let mut s = String::from("#!/bin/bash\n");
     s.push_str(&format!(
-        "#SBATCH --job-name=gpumem-bisect-{}-r{}\n#SBATCH --array=0-{}\n#SBATCH --ntasks=1\n#SBATCH --output={}/slurm-%A_%a.out\n",
+        "#SBATCH --job-name=gpumem-bisect-{}-r{}\n#SBATCH --array=0-{}\n#SBATCH --ntasks=1\n#SBATCH --output={}\n",
         plan.vary,
         round.round,
         round.values.len().saturating_sub(1),
-        round_dir
+        sbatch_word(&format!("{round_dir}/slurm-%A_%a.out"))
     ));
     for line in &plan.sbatch {
         s.push_str(&format!("#SBATCH {line}\n"));
@@ -251,7 +267,7 @@ fn round_file(s: Scheduler) -> &'static str {
 fn write_round(plan: &mut PlanFile, values: Vec<u64>) -> Result<PathBuf> {
     let n = u32::try_from(plan.rounds.len() + 1).context("too many rounds")?;
     let dir = Path::new(&plan.dir).join(format!("round-{n}"));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    private::make_subfolder(&dir)?;
     let round = Round {
         round: n,
         values,
@@ -262,11 +278,12 @@ fn write_round(plan: &mut PlanFile, values: Vec<u64>) -> Result<PathBuf> {
         Scheduler::K8s => serde_json::to_string_pretty(&k8s_manifest(plan, &round))? + "\n",
     };
     let path = Path::new(&plan.dir).join(&round.file);
-    crate::measure::output::write_new_atomically(&path, text.as_bytes())?;
+    private::write_atomically(&path, text.as_bytes(), Existing::Refuse)?;
     plan.rounds.push(round);
-    crate::export::sink::replace_atomically(
+    private::write_atomically(
         &Path::new(&plan.dir).join(PLAN_FILE),
-        &(serde_json::to_string_pretty(plan)? + "\n"),
+        (serde_json::to_string_pretty(plan)? + "\n").as_bytes(),
+        Existing::Replace,
     )?;
     Ok(path)
 }
@@ -289,6 +306,85 @@ fn check_sbatch(lines: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The agent the trials run: `--agent` as given, else this executable (Slurm: a shared
+/// file system) or `gpumem-agent` on the image's PATH (Kubernetes). One printable word.
+fn agent_for(given: Option<&str>, scheduler: Scheduler) -> Result<String> {
+    let agent = match (given, scheduler) {
+        (Some(a), _) => a.to_owned(),
+        (None, Scheduler::Slurm) => std::env::current_exe()
+            .context("finding this agent's executable")?
+            .display()
+            .to_string(),
+        (None, Scheduler::K8s) => "gpumem-agent".to_owned(),
+    };
+    if agent.is_empty() || agent.chars().any(char::is_control) {
+        bail!("--agent {agent:?}: one path without control characters");
+    }
+    Ok(agent)
+}
+
+/// `measure`'s flags for the trials: every network flag but the varied one, in
+/// [`measure_argv`]'s order, without `--events` and `--output`.
+fn fixed_flags(net: &NetworkArgs, vary: Vary) -> Vec<String> {
+    let all = measure_argv(net, Path::new("-"));
+    let skip = [vary.flag(), "events", "output"];
+    let mut flags = Vec::new();
+    let mut i = 1; // past "measure"
+    while i < all.len() {
+        let flag = all[i].trim_start_matches("--");
+        let takes_value = all.get(i + 1).is_some_and(|v| !v.starts_with("--"));
+        if !skip.contains(&flag) {
+            flags.push(all[i].clone());
+            if takes_value {
+                flags.push(all[i + 1].clone());
+            }
+        }
+        i += if takes_value { 2 } else { 1 };
+    }
+    flags
+}
+
+/// Re-derives a plan's `measure` flags: parsed by `measure`'s own parser (each value
+/// checked: numbers, a dtype, a device) and written out again, they must come back
+/// word for word; anything else is not a flag list this agent wrote.
+fn rederive_flags(words: &[String], vary: Vary) -> Result<()> {
+    use clap::{Args as _, FromArgMatches as _};
+    let cmd = NetworkArgs::augment_args(clap::Command::new("measure").no_binary_name(true));
+    let matches = cmd
+        .try_get_matches_from(words)
+        .map_err(|e| anyhow::anyhow!("{}", e.kind()))?;
+    let net = NetworkArgs::from_arg_matches(&matches).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if fixed_flags(&net, vary) != words {
+        bail!("its flags are not in the order and form this agent writes");
+    }
+    crate::measure::parse_device(&net.device)?;
+    Ok(())
+}
+
+/// A Kubernetes image reference and claim name: the characters their grammars allow
+/// (an image `[registry/]name[:tag][@digest]`, a claim a DNS-1123 subdomain).
+fn check_k8s_words(image: Option<&str>, claim: Option<&str>) -> Result<()> {
+    if let Some(i) = image
+        && (i.is_empty()
+            || i.len() > 512
+            || !i
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "./:@_-".contains(c)))
+    {
+        bail!("--image {i:?}: an image reference such as registry.example/gpumem:0.1");
+    }
+    if let Some(c) = claim
+        && (c.is_empty()
+            || c.len() > 253
+            || !c
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || ".-".contains(c)))
+    {
+        bail!("--claim {c:?}: a PersistentVolumeClaim name (lower-case letters, digits, '-', '.')");
+    }
+    Ok(())
+}
+
 /// `bisect --plan`: writes round 1.
 pub(super) fn start(search: &Search, scheduler: Scheduler, args: &Args) -> Result<Exit> {
     let Some(k) = args.parallel else {
@@ -306,37 +402,13 @@ pub(super) fn start(search: &Search, scheduler: Scheduler, args: &Args) -> Resul
         bail!("--sbatch goes with --plan slurm");
     }
     check_sbatch(&args.sbatch)?;
-    create_empty_dir(&search.output_dir)?;
-    let dir = std::fs::canonicalize(&search.output_dir)
-        .with_context(|| format!("resolving {}", search.output_dir.display()))?;
-    let dir = dir
-        .to_str()
-        .context("the output folder's path is not UTF-8")?
-        .to_owned();
-    let agent = match (&args.agent, scheduler) {
-        (Some(a), _) => a.clone(),
-        (None, Scheduler::Slurm) => std::env::current_exe()
-            .context("finding this agent's executable")?
-            .display()
-            .to_string(),
-        (None, Scheduler::K8s) => "gpumem-agent".to_owned(),
-    };
-    // measure's flags without the varied one, --events and --output.
-    let all = measure_argv(&search.net, Path::new("-"));
-    let skip = [search.vary.flag(), "events", "output"];
-    let mut measure_flags = Vec::new();
-    let mut i = 1; // past "measure"
-    while i < all.len() {
-        let flag = all[i].trim_start_matches("--");
-        let takes_value = all.get(i + 1).is_some_and(|v| !v.starts_with("--"));
-        if !skip.contains(&flag) {
-            measure_flags.push(all[i].clone());
-            if takes_value {
-                measure_flags.push(all[i + 1].clone());
-            }
-        }
-        i += if takes_value { 2 } else { 1 };
-    }
+    check_k8s_words(args.image.as_deref(), args.claim.as_deref())?;
+    // Refused before anything is made: a path that cannot go into a script.
+    private::check_printable(&search.output_dir)?;
+    let dir = create_empty_dir(&search.output_dir)?;
+    let dir = private::check_printable(&dir)?.to_owned();
+    let agent = agent_for(args.agent.as_deref(), scheduler)?;
+    let measure_flags = fixed_flags(&search.net, search.vary);
     let mut plan = PlanFile {
         schema: PLAN_SCHEMA.to_owned(),
         scheduler,
@@ -385,8 +457,18 @@ fn outcome(path: &Path) -> Result<Option<bool>> {
 }
 
 /// `bisect --resume DIR`.
-pub fn resume(dir: &Path) -> Result<Exit> {
+pub fn resume(dir: &Path, agent: Option<&str>) -> Result<Exit> {
     let plan_path = dir.join(PLAN_FILE);
+    // What the next round runs comes from this folder: it must be the user's alone,
+    // as `--plan` made it (no one else may write the plan, the folder or a round).
+    let resolved =
+        std::fs::canonicalize(dir).with_context(|| format!("resolving {}", dir.display()))?;
+    for p in [&resolved, &plan_path] {
+        private::check_owned_unwritable(p)
+            .with_context(|| format!("refusing to resume from {}", dir.display()))?;
+    }
+    private::check_ancestors(&resolved)
+        .with_context(|| format!("refusing to resume from {}", dir.display()))?;
     let text = crate::export::read_document(&plan_path)
         .with_context(|| format!("reading {} (written by bisect --plan)", plan_path.display()))?;
     let mut plan: PlanFile = serde_json::from_str(&text)
@@ -399,9 +481,41 @@ pub fn resume(dir: &Path) -> Result<Exit> {
         );
     }
     // The plan is read back from a shared folder: everything that reaches the next
-    // script is checked again (the values are numbers, the words are quoted).
-    vary_from(&plan.vary)?;
+    // script is checked again (the values are numbers, the words are quoted), and every
+    // command word is derived again as `--plan` derives it.
+    let vary = vary_from(&plan.vary)?;
     check_sbatch(&plan.sbatch)?;
+    check_k8s_words(plan.image.as_deref(), plan.claim.as_deref())?;
+    private::check_printable(Path::new(&plan.dir))?;
+    let expected = agent_for(agent, plan.scheduler)?;
+    if plan.agent != expected {
+        bail!(
+            "{}: the plan runs {:?}, not {:?}, the agent this command would plan with; if you planned with --agent, give it again: --resume {} --agent {}",
+            plan_path.display(),
+            plan.agent,
+            expected,
+            sh(&dir.display().to_string()),
+            sh(&plan.agent)
+        );
+    }
+    rederive_flags(&plan.measure_flags, vary).with_context(|| {
+        format!(
+            "{}: the plan's measure flags {:?} are not ones bisect --plan writes",
+            plan_path.display(),
+            plan.measure_flags
+        )
+    })?;
+    for round in &plan.rounds {
+        let expected = format!("round-{}/{}", round.round, round_file(plan.scheduler));
+        if round.file != expected {
+            bail!(
+                "{}: round {} names the file {:?}, not {expected:?}",
+                plan_path.display(),
+                round.round,
+                round.file
+            );
+        }
+    }
     if !(2..=1000).contains(&plan.parallel) || plan.from >= plan.to {
         bail!(
             "{}: a damaged plan (parallel {}, range {}..{})",
@@ -523,9 +637,10 @@ pub fn resume(dir: &Path) -> Result<Exit> {
         })).collect::<Vec<_>>(),
     });
     let summary_path = Path::new(&plan.dir).join("bisect-summary.json");
-    crate::export::sink::replace_atomically(
+    private::write_atomically(
         &summary_path,
-        &(serde_json::to_string_pretty(&summary)? + "\n"),
+        (serde_json::to_string_pretty(&summary)? + "\n").as_bytes(),
+        Existing::Replace,
     )?;
     crate::out::outln!("summary: {}", summary_path.display());
     Ok(Exit::Ok)
@@ -573,6 +688,16 @@ mod tests {
         assert!(check_sbatch(&["--gres=gpu:1".into(), "--partition a100".into()]).is_ok());
         assert!(check_sbatch(&["--x\nrm -rf ~".into()]).is_err());
         assert!(check_sbatch(&[String::new()]).is_err());
+    }
+
+    #[test]
+    fn sbatch_words_are_quoted_as_sbatch_reads_them() {
+        assert_eq!(
+            sbatch_word("/scratch/r-1/slurm-%A_%a.out"),
+            "/scratch/r-1/slurm-%A_%a.out"
+        );
+        assert_eq!(sbatch_word("/a b/x"), "\"/a b/x\"");
+        assert_eq!(sbatch_word("/a\"b\\c"), "\"/a\\\"b\\\\c\"");
     }
 
     #[test]

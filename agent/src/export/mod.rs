@@ -82,6 +82,7 @@ pub type Labels = Vec<(&'static str, String)>;
 pub struct Metrics {
     series: BTreeMap<&'static str, BTreeMap<String, Value>>,
     phase_names: BTreeMap<String, ()>,
+    label_values: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 /// A sample value.
@@ -105,7 +106,22 @@ impl Value {
     }
 }
 
-/// Escapes a label value (text format: backslash, double quote and line feed).
+/// Most distinct values a label takes in one text; past it a series is folded into
+/// the value `other` (the largest reading kept), so no document makes more series
+/// than these products: phases and estimate lines by name, ranks, devices.
+const MAX_LABEL_VALUES: &[(&str, usize)] = &[
+    ("phase", MAX_PHASE_NAMES),
+    ("line", 64),
+    ("rank", 64),
+    ("gpu", 64),
+    ("UUID", 64),
+    ("modelName", 16),
+];
+
+/// Escapes a label value as the text format allows (a backslash, a double quote and a
+/// line feed escaped; nothing else may be): every other control character, and those
+/// a terminal would act on, become U+FFFD, so the text is valid on a file, on a
+/// Pushgateway and through the terminal-safe stdout alike.
 fn escape(v: &str) -> String {
     let mut cut = v;
     if cut.len() > MAX_LABEL_VALUE {
@@ -121,6 +137,7 @@ fn escape(v: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '\n' => out.push_str("\\n"),
+            c if c.is_control() || crate::out::acts_on_terminal(c) => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }
@@ -140,7 +157,11 @@ fn render_labels(labels: &[(&'static str, String)]) -> String {
 
 impl Metrics {
     fn put(&mut self, family: &'static str, labels: &[(&'static str, String)], value: Value) {
-        let key = render_labels(labels);
+        let bounded: Labels = labels
+            .iter()
+            .map(|(k, v)| (*k, self.bounded_value(k, v)))
+            .collect();
+        let key = render_labels(&bounded);
         let slot = self.series.entry(family).or_default();
         let v = match slot.get(&key) {
             Some(old) => old.larger(value),
@@ -151,6 +172,23 @@ impl Metrics {
 
     fn int(&mut self, family: &'static str, labels: &[(&'static str, String)], v: u64) {
         self.put(family, labels, Value::Int(i128::from(v)));
+    }
+
+    /// `v` as the value of label `k`: itself while `k` has taken fewer than its
+    /// [`MAX_LABEL_VALUES`] values, else `other`.
+    fn bounded_value(&mut self, k: &str, v: &str) -> String {
+        let Some((_, max)) = MAX_LABEL_VALUES.iter().find(|(name, _)| *name == k) else {
+            return v.to_owned();
+        };
+        let seen = self.label_values.entry(k.to_owned()).or_default();
+        if v.is_empty() || seen.contains(v) {
+            return v.to_owned();
+        }
+        if seen.len() < *max {
+            seen.insert(v.to_owned());
+            return v.to_owned();
+        }
+        "other".to_owned()
     }
 
     /// The phase name as a bounded label value.

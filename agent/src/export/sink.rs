@@ -135,30 +135,11 @@ pub fn textfile_name(run_id: &str) -> String {
     format!("gpumem_{safe}.prom")
 }
 
-/// Replaces `path` with `text` atomically (temporary file in the same folder, then
-/// rename).
+/// Replaces `path` with `text` atomically, mode 0600: a temporary file of a random
+/// name in the same folder, created exclusively (a link planted there is never
+/// followed), then renamed over `path` (`crate::private::write_atomically`).
 pub fn replace_atomically(path: &Path, text: &str) -> Result<()> {
-    use std::io::Write as _;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let mut f =
-        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    let written = f
-        .write_all(text.as_bytes())
-        .and_then(|()| f.sync_all())
-        .with_context(|| format!("writing {}", tmp.display()));
-    drop(f);
-    if let Err(e) = written.and_then(|()| {
-        std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
-    }) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    Ok(())
+    crate::private::write_atomically(path, text.as_bytes(), crate::private::Existing::Replace)
 }
 
 /// What the writer thread is asked to do.

@@ -222,3 +222,52 @@ fn the_engine_label_comes_from_the_command() {
         assert_eq!(super::engine_of(&cmd(line)), engine, "{line}");
     }
 }
+
+#[test]
+fn control_characters_never_reach_the_text_and_it_survives_the_terminal_filter() {
+    let mut f = workload();
+    let mut c = slurm_context();
+    c.hostname = Some("node\r7\u{1b}]0;pwned\u{7}\u{202e}".into());
+    f.context = Some(c);
+    let text = from_workload(&f).render();
+    assert!(
+        text.contains("Hostname=\"node\u{fffd}7\u{fffd}]0;pwned\u{fffd}\u{fffd}\""),
+        "{text}"
+    );
+    // What `export FILE` prints on stdout is the same text: nothing for the terminal
+    // filter to rewrite into `\uXXXX`, which the exposition format does not have.
+    assert_eq!(crate::out::terminal_safe(&text), text.as_str());
+    assert!(!text.chars().any(|ch| ch.is_control() && ch != '\n'));
+}
+
+#[test]
+fn rank_and_line_labels_are_bounded_whatever_the_file_holds() {
+    let mut f = workload();
+    let template = f.ranks[0].clone();
+    let line = template.comparison.lines[0].clone();
+    f.ranks.clear();
+    for r in 0..500u32 {
+        let mut rank = template.clone();
+        rank.rank = Some(r);
+        rank.pid = r + 1;
+        rank.comparison.lines = (0..200)
+            .map(|i| {
+                let mut l = line.clone();
+                l.item = format!("line-{i}");
+                l
+            })
+            .collect();
+        f.ranks.push(rank);
+    }
+    let text = from_workload(&f).render();
+    let all = samples(&text);
+    let estimate = all
+        .iter()
+        .filter(|(n, _, _)| n == "gpumem_estimate_bytes")
+        .count();
+    // 64 ranks and 64 lines (each with `other`), one basis each.
+    assert!(estimate <= 65 * 65, "{estimate} series");
+    assert!(all.iter().any(|(_, l, _)| l.contains("rank=\"other\"")));
+    assert!(all.iter().any(|(_, l, _)| l.contains("line=\"other\"")));
+    assert!(all.len() < 50_000, "{} series", all.len());
+}

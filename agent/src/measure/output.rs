@@ -1,16 +1,15 @@
 //! Writing results without ever overwriting one, and the human report printed beside it.
 //!
-//! A result is written to a temporary file in the target's folder, flushed to disk, then
-//! *hard-linked* to the target name: `link` fails if the name exists, so a result that
-//! appeared meanwhile is never replaced (a plain `rename` would replace it silently).
-//! Where hard links are unsupported the fallback is `rename` after a fresh existence
-//! check. Readers therefore see either no file or the complete file.
+//! A result is written to a temporary file of a random name in the target's folder
+//! (created exclusively, mode 0600), flushed to disk, then moved to the target name only
+//! if nothing is there (`crate::private::write_atomically`), so a result that appeared
+//! meanwhile is never replaced. Readers therefore see either no file or the complete
+//! file.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use gpumem_core::units::group_digits;
 use gpumem_proto::results::{MeasurementResult, PhaseResult, ResultsFile, Status};
 
@@ -40,63 +39,11 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
-/// Writes `bytes` to `path` atomically; fails, leaving any existing file untouched, if
-/// `path` exists.
+/// Writes `bytes` to `path` atomically, mode 0600; fails, leaving any existing file
+/// untouched, if `path` exists (`crate::private::write_atomically`).
 pub fn write_new_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     check_new_path(path)?;
-    let dir = parent_dir(path);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "results".to_owned());
-    let mut attempt = 0u32;
-    let (tmp_path, mut tmp) = loop {
-        let candidate = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&candidate)
-        {
-            Ok(f) => break (candidate, f),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 100 => {
-                attempt += 1;
-            }
-            Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("creating a temporary file in {}", dir.display()));
-            }
-        }
-    };
-    let written = tmp
-        .write_all(bytes)
-        .and_then(|()| tmp.sync_all())
-        .with_context(|| format!("writing {}", tmp_path.display()));
-    drop(tmp);
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp_path);
-        return Err(e);
-    }
-    let linked = match std::fs::hard_link(&tmp_path, path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(anyhow::anyhow!(
-            "refusing to overwrite {}: it appeared while measuring",
-            path.display()
-        )),
-        Err(_) => {
-            // No hard links here (some network or FAT file systems): check, then rename.
-            if path.symlink_metadata().is_ok() {
-                Err(anyhow::anyhow!(
-                    "refusing to overwrite {}: it appeared while measuring",
-                    path.display()
-                ))
-            } else {
-                std::fs::rename(&tmp_path, path)
-                    .with_context(|| format!("renaming into {}", path.display()))
-            }
-        }
-    };
-    let _ = std::fs::remove_file(&tmp_path);
-    linked
+    crate::private::write_atomically(path, bytes, crate::private::Existing::Refuse)
 }
 
 fn b(v: Option<u64>) -> String {

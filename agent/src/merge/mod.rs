@@ -124,6 +124,24 @@ fn scheduler_rank(c: Option<&RunContext>) -> Option<u32> {
         .or_else(|| c.kubernetes.as_ref().and_then(|k| k.job_completion_index))
 }
 
+/// Longest text an [`EntryRef`] keeps of each of a document's fields (a host name is
+/// at most 253 bytes, a pod name too; a UUID 40). A reference is copied into every
+/// phase and row it is the worst of, so a field past this is cut (and marked) once
+/// here: the sheet's memory and size follow the number of phases, not a field's length.
+pub const MAX_REF_FIELD: usize = 256;
+
+/// `s` cut to [`MAX_REF_FIELD`] bytes at a character boundary, marked with "…".
+fn cut(s: &str) -> String {
+    if s.len() <= MAX_REF_FIELD {
+        return s.to_owned();
+    }
+    let mut end = MAX_REF_FIELD - '…'.len_utf8();
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
 fn entry_ref(
     path: &str,
     c: Option<&RunContext>,
@@ -132,14 +150,18 @@ fn entry_ref(
     uuid: Option<String>,
 ) -> EntryRef {
     EntryRef {
-        path: path.to_owned(),
-        run_id: c.map(|c| c.run_id.clone()),
-        hostname: c.and_then(|c| c.hostname.clone()),
-        slurm_job_id: c.and_then(|c| c.hpc_job().map(str::to_owned)),
-        pod: c.and_then(|c| c.kubernetes.as_ref().and_then(|k| k.pod.clone())),
+        path: cut(path),
+        run_id: c.map(|c| cut(&c.run_id)),
+        hostname: c.and_then(|c| c.hostname.as_deref().map(cut)),
+        slurm_job_id: c.and_then(|c| c.hpc_job().map(cut)),
+        pod: c.and_then(|c| {
+            c.kubernetes
+                .as_ref()
+                .and_then(|k| k.pod.as_deref().map(cut))
+        }),
         rank: rank.or_else(|| scheduler_rank(c)),
-        device,
-        uuid,
+        device: device.as_deref().map(cut),
+        uuid: uuid.as_deref().map(cut),
     }
 }
 

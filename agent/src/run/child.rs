@@ -170,6 +170,35 @@ pub fn our_uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
+/// Makes `cmd`'s child receive SIGKILL when the thread that starts it ends (the agent
+/// exiting, killed or not): a helper process of the agent's never outlives it. Linux's
+/// `PR_SET_PDEATHSIG`; elsewhere the child's own deadline is the bound.
+pub fn die_with_parent(cmd: &mut std::process::Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // getpid before the fork: the child compares its parent with it.
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
+        // functions (prctl, getppid, _exit).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The parent may have died before prctl took effect.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
+}
+
 /// Whether a process with this pid exists (any user's; a zombie counts).
 pub fn pid_alive(pid: i32) -> bool {
     if pid <= 0 {

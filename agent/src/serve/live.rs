@@ -120,7 +120,7 @@ pub fn is_workload_file(path: &Path) -> anyhow::Result<bool> {
     if size > MAX_WORKLOAD_BYTES {
         bail!("the file is {size} bytes; a replayed file is at most {MAX_WORKLOAD_BYTES}");
     }
-    let text = std::fs::read_to_string(path).context("reading the file")?;
+    let text = crate::private::read_to_string_bounded(path, MAX_WORKLOAD_BYTES)?;
     Ok(schema_of(&text).as_deref() == Some(WORKLOAD_SCHEMA))
 }
 
@@ -141,7 +141,7 @@ pub struct WorkloadReplay {
 impl WorkloadReplay {
     /// Reads and checks a workload file.
     pub fn load(path: &Path) -> anyhow::Result<WorkloadReplay> {
-        let text = std::fs::read_to_string(path).context("reading the file")?;
+        let text = crate::private::read_to_string_bounded(path, MAX_WORKLOAD_BYTES)?;
         WorkloadReplay::parse(&text)
     }
 

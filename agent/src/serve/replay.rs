@@ -41,7 +41,7 @@ impl Replay {
         if size > MAX_REPLAY_BYTES {
             bail!("the file is {size} bytes; a results file is at most {MAX_REPLAY_BYTES}");
         }
-        let text = fs::read_to_string(path).context("reading the file")?;
+        let text = crate::private::read_to_string_bounded(path, MAX_REPLAY_BYTES)?;
         Replay::parse(&text)
     }
 

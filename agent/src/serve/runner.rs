@@ -165,9 +165,9 @@ pub fn start_live(
 ) -> anyhow::Result<Arc<RunControl>> {
     let exe = std::env::current_exe().context("locating gpumem-agent itself")?;
     // A fresh directory per run: `measure` refuses to overwrite a file (method §9).
-    let dir = tempfile::Builder::new()
-        .prefix("gpumem-serve-")
-        .tempdir()
+    // Private (0700 in the agent's own base, whatever the umask): the results file is
+    // read back and sent to the page.
+    let dir = crate::private::PrivateDir::in_env_base("serve")
         .context("creating a directory for the results file")?;
     let output = dir.path().join("result.json");
     let mut child = Command::new(exe)

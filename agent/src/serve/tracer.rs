@@ -125,6 +125,9 @@ fn answer(python_exe: &OsString, request: &TraceRequest) -> AgentMessage {
         Ok(Err(f @ python::Failure::Unavailable(_))) => {
             return failed(id, TraceFailure::Unavailable, f.to_string());
         }
+        Ok(Err(f @ python::Failure::Refused(_))) => {
+            return failed(id, TraceFailure::BadInputs, f.to_string());
+        }
         Ok(Err(f)) => return failed(id, TraceFailure::Failed, f.to_string()),
         Err(e) => return failed(id, TraceFailure::Failed, format!("{e:#}")),
     };
@@ -224,6 +227,18 @@ mod tests {
         let (c, m) = code(&ask(&tracer, &shape));
         assert_eq!(c, TraceFailure::Unavailable, "{m}");
         assert!(m.contains("pip install"), "{m}");
+        // Past the trace's bounds: refused before Python starts (a missing Python would
+        // answer Unavailable instead).
+        let mut deep = shape;
+        deep[0] = ("layers", "1099511627776");
+        let (c, m) = code(&ask(&tracer, &deep));
+        assert_eq!(c, TraceFailure::BadInputs, "{m}");
+        assert!(m.contains("layers a trace builds"), "{m}");
+        let mut lora = shape.to_vec();
+        lora.extend([("train", "lora"), ("lora-rank", "1099511627776")]);
+        let (c, m) = code(&ask(&tracer, &lora));
+        assert_eq!(c, TraceFailure::BadInputs, "{m}");
+        assert!(m.contains("--lora-rank"), "{m}");
         tracer.busy.store(true, Ordering::SeqCst);
         let (c, _) = code(&ask(&tracer, &shape));
         assert_eq!(c, TraceFailure::Busy);

@@ -115,7 +115,7 @@ pub fn run(args: Args) -> Result<Exit> {
     // Step 1: the config and the workload, validated before Python starts.
     let text = match (&args.config, &args.model) {
         (Some(path), _) => {
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+            crate::private::read_to_string_bounded(path, hf_config::MAX_CONFIG_BYTES)?
         }
         (None, Some(model)) => {
             let revision = args.revision.as_deref().unwrap_or("main");
@@ -160,7 +160,7 @@ pub fn run(args: Args) -> Result<Exit> {
     let python = args.python.unwrap_or_else(|| OsString::from("python3"));
     let doc = match python::trace(&python, &config, &workload, python::double_quant(&input))? {
         Ok(doc) => doc,
-        Err(f @ python::Failure::Unavailable(_)) => {
+        Err(f @ (python::Failure::Unavailable(_) | python::Failure::Refused(_))) => {
             crate::out::errln!("gpumem-agent: cannot trace here: {f}");
             return Ok(Exit::Unavailable);
         }

@@ -1,8 +1,13 @@
 //! Runs the embedded trace probe (`agent/python/gpumem_trace.py`) in a Python with
 //! torch and transformers, and reads its one JSON answer.
 //!
-//! The probe is written to a private temporary folder and run as a script with the
-//! request on standard input. Its environment keeps it off the network and off any
+//! The probe is written to a private folder of the agent's (`crate::private`: 0700 in
+//! a per-user base no one else can write, so the script's folder, which Python puts
+//! first on `sys.path`, holds nothing but the probe) and run as a script with the
+//! request on standard input. It ends with the agent: killed when the agent's thread
+//! that started it ends (`PR_SET_PDEATHSIG`), and on its own at the deadline or when
+//! its parent is gone (the probe's watchdog). What it builds is bounded before Python
+//! starts ([`check_cost`]). Its environment keeps it off the network and off any
 //! GPU (`HF_HUB_OFFLINE`, `TRANSFORMERS_OFFLINE`, an empty `CUDA_VISIBLE_DEVICES`):
 //! the model is built from the config alone, on PyTorch's `meta` device.
 
@@ -12,6 +17,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+
+use crate::private::PrivateDir;
 use gpumem_core::estimate::{EstimateInput, TrainMode};
 use gpumem_core::format::{Dtype, StorageFormat};
 use gpumem_proto::trace::{TRACE_SCHEMA, TraceDocument, TraceWorkload};
@@ -38,6 +45,9 @@ pub enum Failure {
     /// The probe ran and failed (an architecture it cannot build, an operator without a
     /// meta kernel, …).
     Failed(String),
+    /// The workload is past what a trace may build here ([`check_cost`]); Python was
+    /// not started (exit 2).
+    Refused(String),
 }
 
 impl std::fmt::Display for Failure {
@@ -45,6 +55,7 @@ impl std::fmt::Display for Failure {
         match self {
             Failure::Unavailable(why) => write!(f, "{why}; {WHAT_TO_INSTALL}"),
             Failure::Failed(why) => write!(f, "the trace failed: {why}"),
+            Failure::Refused(why) => write!(f, "not traced: {why}"),
         }
     }
 }
@@ -121,6 +132,85 @@ pub fn expandable_in(conf: &str) -> bool {
     })
 }
 
+/// Most decoder layers a trace builds (the deepest published checkpoints have under
+/// 200; each layer is Python objects and graph nodes on the CPU, about 0.1 MB).
+pub const MAX_LAYERS: u64 = 1024;
+/// Most expert blocks a trace builds, layers × experts per layer (Kimi K2: 60 × 384 =
+/// 23 040; an expert module is a few Python objects each).
+pub const MAX_EXPERT_BLOCKS: u64 = 65_536;
+/// Largest LoRA rank traced (published recipes stay at or below 1 024; peft's
+/// adapters are built on the meta device, but every rank is a real column of the
+/// initialiser's work).
+pub const MAX_LORA_RANK: u64 = 16_384;
+/// Deepest nesting of a config read for these bounds (a multimodal config nests its
+/// text model's one level down).
+const MAX_CONFIG_DEPTH: usize = 4;
+
+/// The config keys that count decoder layers, across families.
+const LAYER_KEYS: &[&str] = &[
+    "num_hidden_layers",
+    "num_layers",
+    "n_layer",
+    "n_layers",
+    "num_decoder_layers",
+    "decoder_layers",
+];
+/// The config keys that count experts per MoE layer, across families.
+const EXPERT_KEYS: &[&str] = &[
+    "num_local_experts",
+    "n_routed_experts",
+    "num_experts",
+    "moe_num_experts",
+    "n_experts",
+];
+
+/// Refuses a workload whose model would cost more than the bounds above to build on
+/// the CPU (time and memory), before Python starts: every layer and expert count in
+/// the config (nested configs too), and the LoRA rank.
+pub fn check_cost(config: &Value, workload: &TraceWorkload) -> std::result::Result<(), String> {
+    if workload.train != "none" && workload.train != "full" && workload.lora_rank > MAX_LORA_RANK {
+        return Err(format!(
+            "--lora-rank {} is above the {MAX_LORA_RANK} a trace builds",
+            workload.lora_rank
+        ));
+    }
+    fn walk(v: &Value, depth: usize) -> std::result::Result<(), String> {
+        let Some(map) = v.as_object() else {
+            return Ok(());
+        };
+        let count = |keys: &[&'static str]| {
+            keys.iter()
+                .filter_map(|k| map.get(*k).map(|x| (*k, x)))
+                .map(|(k, x)| (k, x.as_u64().unwrap_or(u64::MAX)))
+                .max_by_key(|(_, n)| *n)
+        };
+        let layers = count(LAYER_KEYS);
+        if let Some((k, n)) = layers
+            && n > MAX_LAYERS
+        {
+            return Err(format!(
+                "config.json's {k} = {} is above the {MAX_LAYERS} layers a trace builds",
+                map[k]
+            ));
+        }
+        if let (Some((_, l)), Some((k, e))) = (layers, count(EXPERT_KEYS))
+            && l.saturating_mul(e) > MAX_EXPERT_BLOCKS
+        {
+            return Err(format!(
+                "config.json's {k} = {} over {l} layers is above the {MAX_EXPERT_BLOCKS} expert blocks a trace builds",
+                map[k]
+            ));
+        }
+        if depth < MAX_CONFIG_DEPTH {
+            for x in map.values() {
+                walk(x, depth + 1)?;
+            }
+        }
+        Ok(())
+    }
+    walk(config, 0)
+}
+
 /// Runs the probe in `python` on `config` (the parsed config.json) and `workload`.
 pub fn trace(
     python: &OsString,
@@ -139,15 +229,24 @@ pub fn trace_within(
     nf4_double_quant: bool,
     deadline: Duration,
 ) -> Result<std::result::Result<TraceDocument, Failure>> {
-    let dir = tempfile::tempdir().context("creating a folder for the trace probe")?;
+    if let Err(why) = check_cost(config, workload) {
+        return Ok(Err(Failure::Refused(why)));
+    }
+    let dir = PrivateDir::in_env_base("trace").context("a folder for the trace probe")?;
     let script = dir.path().join("gpumem_trace.py");
-    std::fs::write(&script, PROBE_SOURCE).context("writing the trace probe")?;
+    crate::private::write_new(&script, PROBE_SOURCE.as_bytes())?;
     let mut request = serde_json::to_value(workload)?;
     request["config"] = config.clone();
     request["double_quant"] = Value::Bool(nf4_double_quant);
+    // The probe's own bounds: it exits at the deadline (plus a grace the agent's kill
+    // comes first in) or as soon as this process is gone.
+    request["deadline_s"] = Value::from(deadline.as_secs().saturating_add(5));
+    request["parent_pid"] = Value::from(std::process::id());
     let request = serde_json::to_vec(&request)?;
 
-    let spawned = Command::new(python)
+    let mut cmd = Command::new(python);
+    crate::run::child::die_with_parent(&mut cmd);
+    let spawned = cmd
         .arg("-u")
         .arg(&script)
         .stdin(Stdio::piped())
@@ -284,6 +383,45 @@ mod tests {
             Err(Failure::Unavailable(why)) => assert!(why.contains("not found"), "{why}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn costly_workloads_are_refused_before_python_starts() {
+        let w = workload_of(
+            &EstimateInput {
+                context: Some(8),
+                ..EstimateInput::default()
+            },
+            false,
+        )
+        .unwrap();
+        let cfg = |v: Value| check_cost(&v, &w);
+        assert!(cfg(serde_json::json!({"num_hidden_layers": 126})).is_ok());
+        let e = cfg(serde_json::json!({"num_hidden_layers": 1u64 << 40})).unwrap_err();
+        assert!(e.contains("above the 1024 layers"), "{e}");
+        // A layer count that is not a number is refused too (Python would read it).
+        assert!(cfg(serde_json::json!({"n_layer": "1e12"})).is_err());
+        // Nested (a multimodal config's text model).
+        let e = cfg(serde_json::json!({"text_config": {"num_layers": 100000}})).unwrap_err();
+        assert!(e.contains("num_layers"), "{e}");
+        let e = cfg(serde_json::json!({"num_hidden_layers": 64, "num_local_experts": 2048}))
+            .unwrap_err();
+        assert!(e.contains("expert blocks"), "{e}");
+        assert!(cfg(serde_json::json!({"num_hidden_layers": 61, "n_routed_experts": 256})).is_ok());
+        let mut lora = w.clone();
+        lora.train = "lora".into();
+        lora.lora_rank = 1 << 40;
+        let e = check_cost(&serde_json::json!({"num_hidden_layers": 2}), &lora).unwrap_err();
+        assert!(e.contains("--lora-rank"), "{e}");
+        // Python is never started: a missing interpreter would say so otherwise.
+        let got = trace(
+            &OsString::from("/nonexistent/python3"),
+            &serde_json::json!({"num_hidden_layers": 1u64 << 40}),
+            &w,
+            true,
+        )
+        .unwrap();
+        assert!(matches!(got, Err(Failure::Refused(_))), "{got:?}");
     }
 
     #[test]

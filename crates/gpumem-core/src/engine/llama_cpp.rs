@@ -352,6 +352,7 @@ fn place(
     gpu_start: u64,
     rules: &[Override],
 ) -> Result<Placed, EstimateError> {
+    check_placement_cost(a.layers, rules.len())?;
     let mut list = tensors::gguf_tensors(a, &crate::estimate::module_formats(c.input)?)?;
     if let Some(file) = &c.input.tensors {
         tensors::scale_to(&mut list, file, c.weights)?;
@@ -389,6 +390,46 @@ fn place(
     Ok(placed)
 }
 
+/// Most blocks placed tensor by tensor. Placement lists every tensor of every block
+/// (about a dozen a block), and a largest-context search places the model once per
+/// step; the deepest published GGUF models have under 200 blocks.
+pub const MAX_BLOCKS: u64 = 1024;
+/// Most `--override-tensor` rules (users write a handful; llama.cpp sets no limit).
+pub const MAX_OVERRIDE_RULES: usize = 64;
+/// Longest `--override-tensor` pattern, in bytes.
+pub const MAX_OVERRIDE_PATTERN: usize = 512;
+/// Most rules × blocks one placement matches (about a dozen tensors a block, and a
+/// largest-context search places the model once per step): 126 blocks take 32 rules,
+/// 61 blocks 64; 1 024 blocks 4.
+pub const MAX_OVERRIDE_WORK: u64 = 4_096;
+
+/// Refuses a placement that would cost more than the bounds above, before any tensor
+/// is listed.
+fn check_placement_cost(blocks: u64, rules: usize) -> Result<(), EstimateError> {
+    if blocks > MAX_BLOCKS {
+        return Err(EstimateError::invalid(
+            "layers",
+            format!("{blocks}: llama.cpp's placement takes at most {MAX_BLOCKS}"),
+        ));
+    }
+    // The page has no rules (its wasm carries no regular-expression engine).
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let rules = u64::try_from(rules).unwrap_or(u64::MAX);
+        if blocks.saturating_mul(rules) > MAX_OVERRIDE_WORK {
+            return Err(EstimateError::invalid(
+                "override-tensor",
+                format!(
+                    "{rules} rules over {blocks} blocks: at most {MAX_OVERRIDE_WORK} rule × block matches (fewer rules: one pattern can name many tensors)"
+                ),
+            ));
+        }
+    }
+    #[cfg(target_arch = "wasm32")]
+    let _ = rules;
+    Ok(())
+}
+
 /// One `--override-tensor` rule: `<pattern>=<buffer type>`.
 pub struct Override {
     /// The pattern as typed.
@@ -416,7 +457,16 @@ const THIS_CARD: [&str; 7] = [
 pub fn parse_overrides(text: &str) -> Result<Vec<Override>, EstimateError> {
     let bad = |why: String| EstimateError::invalid("override-tensor", why);
     let mut rules = Vec::new();
+    if text.split(',').count() > MAX_OVERRIDE_RULES {
+        return Err(bad(format!("at most {MAX_OVERRIDE_RULES} rules")));
+    }
     for item in text.split(',') {
+        if item.len() > MAX_OVERRIDE_PATTERN {
+            return Err(bad(format!(
+                "a rule of {} bytes: at most {MAX_OVERRIDE_PATTERN}",
+                item.len()
+            )));
+        }
         let Some((pattern, buft)) = item.split_once('=') else {
             return Err(bad(format!(
                 "{item:?} is not <pattern>=<buffer type> (e.g. \\.ffn_.*_exps\\.=CPU)"

@@ -1177,3 +1177,45 @@ fn llama_cpp_places_a_model_files_class_totals() {
         file.total.bytes
     );
 }
+
+/// llama.cpp's placement lists every tensor of every block (and a largest-context
+/// search places the model at every step): past its bounds it is refused before any
+/// tensor is listed, naming the bound, and the largest search answers nothing rather
+/// than run for minutes.
+#[test]
+fn llama_cpp_placement_is_bounded() {
+    let deep = preset("mixtral-8x7b", &[("layers", "1000000")]);
+    let est = estimate(&deep).expect("the estimate itself is cheap");
+    let p = engine(&with(&[("engine", "llama.cpp")]));
+    let e = budget(&deep, &est, &p).unwrap_err().to_string();
+    assert!(
+        e.starts_with("layers:") && e.contains("at most 1024"),
+        "{e}"
+    );
+    // At the bound it still answers.
+    let at = preset("mixtral-8x7b", &[("layers", "1024")]);
+    let est = estimate(&at).expect("estimate");
+    budget(&at, &est, &p).expect("1 024 blocks are placed");
+    // Rules × blocks.
+    let input = preset("mixtral-8x7b", &[]);
+    let est = estimate(&input).expect("estimate");
+    let many: Vec<String> = (0..200).map(|i| format!("blk\\.{i}\\.=CPU")).collect();
+    let (_, errors) = from_pairs([("override-tensor", many.join(",").as_str())]);
+    assert!(
+        errors[0].to_string().contains("at most 64 rules"),
+        "{errors:?}"
+    );
+    let some: Vec<String> = (0..64).map(|i| format!("blk\\.{i}\\.=CPU")).collect();
+    let p = engine(&with(&[
+        ("engine", "llama.cpp"),
+        ("override-tensor", some.join(",").as_str()),
+    ]));
+    budget(&input, &est, &p).expect("32 blocks × 64 rules");
+    let e = budget(&at, &estimate(&at).expect("estimate"), &p)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rule × block matches"), "{e}");
+    let long = format!("{}=CPU", "a".repeat(600));
+    let (_, errors) = from_pairs([("override-tensor", long.as_str())]);
+    assert!(errors[0].to_string().contains("at most 512"), "{errors:?}");
+}

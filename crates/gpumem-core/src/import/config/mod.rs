@@ -192,6 +192,10 @@ const TOWERS: &[(&str, &str)] = &[
     ("perceiver_config", "perceiver resampler"),
 ];
 
+/// Longest `config.json` read (the largest published ones, with per-layer tables, are
+/// well under 1 MiB); the agent refuses a longer file before reading past it.
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
 /// Reads a `config.json` document.
 pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     // From bytes, like the safetensors header: one JSON reader in the page's wasm.
