@@ -80,8 +80,13 @@ pub fn render(
     let verdict = Verdict::of_fit(c);
     let on = if h.card_given {
         format!("{} ({} capacity)", c.name, c.capacity_kind)
-    } else {
+    } else if h.any_fits {
         format!("{} (no --card: the smallest card that fits)", c.name)
+    } else {
+        format!(
+            "{} (no --card, and no card in the catalogue holds it alone: the largest)",
+            c.name
+        )
     };
     let basis = if h.basis == "estimate" {
         String::new()
@@ -133,6 +138,9 @@ pub fn render(
             String::new()
         }
     );
+    if let Some(q) = &h.sequences {
+        let _ = writeln!(s, "  {:<10} {}", "sequences", sequences_text(q, &h.basis));
+    }
     if verdict == Verdict::Borderline {
         s.push_str(&wrap(&format!("  {MARGIN_RULE}"), 4));
     }
@@ -156,7 +164,10 @@ pub fn render(
                 n.tp,
                 both(n.need_bytes)
             ),
-            None => format!("more than 64 × {} (tp ≤ 64 tried)", c.name),
+            None => match &h.cards_note {
+                Some(note) => note.clone(),
+                None => format!("more than 64 × {} (tp ≤ 64 tried)", c.name),
+            },
         }
     );
     let _ = writeln!(
@@ -186,6 +197,49 @@ pub fn render(
         s.push_str(&render_formats(rows, &c.name));
     }
     s.push('\n');
+    // One total per screen: under an engine its budget is the answer (the engine
+    // summary below); the estimate's transformers-style total is in --verbose.
+    if h.basis == "estimate" {
+        s.push_str(&total_line(est));
+    }
+    s.push_str(&engine_summary(engine));
+    for w in h.warnings.iter().chain(&est.warnings) {
+        s.push_str(&wrap(&format!("  warning: {w}"), 4));
+    }
+    let assumed = est
+        .lines
+        .iter()
+        .filter(|l| l.in_total && l.kind == Kind::Assumed)
+        .count();
+    let _ = writeln!(
+        s,
+        "  {} assumption(s), {assumed} assumed line(s): --verbose for every line, formula and card; --json",
+        est.assumptions.len()
+    );
+    s
+}
+
+/// "14 of 16 sequences of 32 768 tokens fit at once in vllm's pool".
+pub fn sequences_text(q: &gpumem_core::headline::Sequences, engine: &str) -> String {
+    if q.fit >= q.asked {
+        format!(
+            "all {} sequence(s) of {} tokens fit at once in {engine}'s pool ({} would)",
+            group_digits(q.asked),
+            group_digits(q.tokens),
+            group_digits(q.fit)
+        )
+    } else {
+        format!(
+            "{} of {} sequences of {} tokens fit at once in {engine}'s pool",
+            group_digits(q.fit),
+            group_digits(q.asked),
+            group_digits(q.tokens)
+        )
+    }
+}
+
+/// "total 26.59 GiB = weights 14.96 + KV cache 4.00 + …".
+fn total_line(est: &Estimate) -> String {
     let mut parts = vec![format!(
         "weights {}",
         Bytes(est.weights_bytes).gib_string(2)
@@ -205,29 +259,14 @@ pub fn render(
             parts.push(format!("{name}{tag} {}", Bytes(b).gib_string(2)));
         }
     }
-    s.push_str(&wrap(
+    wrap(
         &format!(
             "  total {} GiB = {} GiB",
             Bytes(est.total_bytes).gib_string(2),
             parts.join(" + ")
         ),
         4,
-    ));
-    s.push_str(&engine_summary(engine));
-    for w in h.warnings.iter().chain(&est.warnings) {
-        s.push_str(&wrap(&format!("  warning: {w}"), 4));
-    }
-    let assumed = est
-        .lines
-        .iter()
-        .filter(|l| l.in_total && l.kind == Kind::Assumed)
-        .count();
-    let _ = writeln!(
-        s,
-        "  {} assumption(s), {assumed} assumed line(s): --verbose for every line, formula and card; --json",
-        est.assumptions.len()
-    );
-    s
+    )
 }
 
 /// One line per engine figure worth a glance (the full budget is in `--verbose`).

@@ -287,11 +287,12 @@ pub fn run(args: Args) -> Result<Exit> {
             return Ok(Exit::Unavailable);
         }
     };
-    // Step 3: the answer — on the engine's budget when an engine and a card are named.
+    // Step 3: the answer — on the engine's budget whenever an engine is named (on the
+    // card given, else on each catalogue card for the smallest that serves it).
     let (params, _) = engine::from_pairs(args.engine.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let basis = match (params.engine, params.card) {
-        (Some(_), Some(_)) => Basis::Engine(Box::new(params.clone())),
-        _ => Basis::Estimate,
+    let basis = match params.engine {
+        Some(_) => Basis::Engine(Box::new(params.clone())),
+        None => Basis::Estimate,
     };
     let answer = match headline(&input, &est, params.card.as_ref(), &basis) {
         Ok(h) => h,
@@ -331,8 +332,9 @@ pub fn run(args: Args) -> Result<Exit> {
             verdict: answer,
             formats,
         };
+        let exit = verdict_exit(&out.verdict);
         emit(&(serde_json::to_string_pretty(&out)? + "\n"))?;
-        return Ok(Exit::Ok);
+        return Ok(exit);
     }
     let model = model_name(&args);
     let inputs = inputs_line(&input, &est, model.as_deref());
@@ -350,7 +352,16 @@ pub fn run(args: Args) -> Result<Exit> {
         text.push_str(&crate::engine_cli::render(&engine));
     }
     emit(&text)?;
-    Ok(Exit::Ok)
+    Ok(verdict_exit(&answer))
+}
+
+/// The exit status of an answer: 0 when it fits or is borderline, 1 when it does not
+/// fit (2, bad input, is returned before any answer).
+fn verdict_exit(h: &gpumem_core::headline::Headline) -> Exit {
+    match h.verdict() {
+        gpumem_core::fit::Verdict::DoesNotFit => Exit::MeasureFailed,
+        _ => Exit::Ok,
+    }
 }
 
 /// What the model is called: the Hub id, else the file the shape or tensors came from.

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 pub enum Exit {
     /// 0: the command did what was asked.
     Ok = 0,
-    /// 1: a measurement failed (e.g. out of memory) and the failure was recorded.
+    /// 1: a measurement failed (e.g. out of memory) and the failure was recorded; for
+    /// `estimate`, the workload does not fit.
     MeasureFailed = 1,
     /// 2: cannot run here (no CUDA driver, no device), bad usage or bad input.
     Unavailable = 2,

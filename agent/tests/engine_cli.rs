@@ -39,8 +39,9 @@ fn json(extra: &[&str]) -> Value {
     let mut all = vec!["--json"];
     all.extend_from_slice(extra);
     let out = agent(&all);
+    // An answer either way: 0 fits or borderline, 1 does not fit.
     assert!(
-        out.status.success(),
+        matches!(out.status.code(), Some(0 | 1)),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -452,7 +453,7 @@ fn mixtral_engine(extra: &[&str]) -> Value {
     all.extend_from_slice(extra);
     let out = mixtral_llama_cpp(&all);
     assert!(
-        out.status.success(),
+        matches!(out.status.code(), Some(0 | 1)),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

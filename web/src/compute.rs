@@ -165,8 +165,9 @@ pub fn preset_index(shape: &[(&'static str, String)]) -> Option<usize> {
 
 /// The answer for one workload (its `pairs`, the imported `tensors`) with the page's
 /// engine and card keys (`page`): the inputs in one line (naming `model`) and the
-/// core's headline — on the engine's budget when an engine and a card are chosen;
-/// without a card, on the smallest card that fits. `None` when the workload has no
+/// core's headline — on the engine's budget when an engine is chosen (on the card, or
+/// on each catalogue card for the smallest that serves it); without a card, on the
+/// smallest card that fits. `None` when the workload has no
 /// estimate (its error is shown instead).
 pub fn answer(
     pairs: &[(&'static str, String)],
@@ -181,9 +182,9 @@ pub fn answer(
     input.tensors = tensors.cloned();
     let est = estimate(&input).ok()?;
     let (settings, _) = engine_settings(page);
-    let basis = match (settings.engine, settings.card) {
-        (Some(_), Some(_)) => Basis::Engine(Box::new(settings.clone())),
-        _ => Basis::Estimate,
+    let basis = match settings.engine {
+        Some(_) => Basis::Engine(Box::new(settings.clone())),
+        None => Basis::Estimate,
     };
     let h = headline(&input, &est, settings.card.as_ref(), &basis).map_err(|e| e.to_string());
     Some((inputs_line(&input, &est, model), h))

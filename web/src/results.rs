@@ -213,6 +213,15 @@ fn answer_body(line: String, h: Headline) -> impl IntoView {
     let v = h.verdict();
     let c = &h.card;
     let pct = format!("{}.{} %", h.used_ppm / 10_000, h.used_ppm / 1_000 % 10);
+    let sequences = h.sequences.map(|q| {
+        format!(
+            "{} of {} at {} tokens fit at once in {}'s pool",
+            group_digits(q.fit.min(q.asked)),
+            group_digits(q.asked),
+            group_digits(q.tokens),
+            h.basis
+        )
+    });
     let rows = [
         (
             "answer-need",
@@ -255,7 +264,10 @@ fn answer_body(line: String, h: Headline) -> impl IntoView {
                     },
                     both(n.need_bytes)
                 ),
-                None => format!("more than 64 × {}", c.name),
+                None => h
+                    .cards_note
+                    .clone()
+                    .unwrap_or_else(|| format!("more than 64 × {}", c.name)),
             },
         ),
         (
@@ -287,8 +299,10 @@ fn answer_body(line: String, h: Headline) -> impl IntoView {
         c.name,
         if h.card_given {
             ""
-        } else {
+        } else if h.any_fits {
             " (no card chosen: the smallest that fits)"
+        } else {
+            " (no card chosen, and none holds it alone: the largest)"
         },
         if h.basis == "estimate" {
             String::new()
@@ -308,6 +322,7 @@ fn answer_body(line: String, h: Headline) -> impl IntoView {
             <rect class=format!("fill {}", v.key()) width=(h.used_ppm / 1_000).min(1_000).to_string() height="10"/>
         </svg>
         <dl class="ways">
+            {sequences.map(|t| view! { <dt>"Sequences"</dt><dd data-testid="answer-sequences">{t}</dd> })}
             {rows.into_iter().map(|(id, label, text)| view! { <dt>{label}</dt><dd data-testid=id>{text}</dd> }).collect_view()}
         </dl>
         {(!warnings.is_empty()).then(|| view! { <p class="banner warn" data-testid="answer-warnings">{warnings}</p> })}
@@ -328,6 +343,7 @@ fn WorkloadCards() -> impl IntoView {
                 .enumerate()
                 .map(|(i, (title, _))| {
                     let w = Memo::new(move |_| computed.with(|c| c.workloads[i].clone()));
+                    let form = form.clone();
                     view! {
                         <button
                             type="button"
@@ -338,7 +354,7 @@ fn WorkloadCards() -> impl IntoView {
                             on:click=move |_| focus.set(i)
                         >
                             <span class="wtitle">{*title}</span>
-                            {move || {
+                            {let form = form.clone(); move || {
                                 let w = w.get();
                                 let dims: Vec<String> = DIMS
                                     .iter()
@@ -357,15 +373,25 @@ fn WorkloadCards() -> impl IntoView {
                                 );
                                 match w.result {
                                     Ok(e) => {
-                                        let f = fit_card(&card.get(), e.per_device_bytes, assumed_margin(&e));
+                                        // Under an engine, its budget is the need (the answer's own
+                                        // headline), never the estimate's transformers-style total.
+                                        let page = form.page_pairs();
+                                        let under_engine = page.iter().any(|(k, _)| *k == "engine");
+                                        let tensors = form.imported.with(|i| i.as_ref().map(|i| i.summary.clone()));
+                                        let f = under_engine
+                                            .then(|| answer(&w.pairs, tensors.as_ref(), &page, None))
+                                            .flatten()
+                                            .and_then(|(_, h)| h.ok())
+                                            .map(|h| h.card)
+                                            .unwrap_or_else(|| fit_card(&card.get(), e.per_device_bytes, assumed_margin(&e)));
                                         let (v, cls) = verdict(&f);
                                         view! {
                                             <span class="wdims">{shape}</span>
                                             <span class="wtotal" data-testid=format!("workload-{i}-device-bytes")>
-                                                {gib(e.per_device_bytes)}
+                                                {gib(f.need_bytes)}
                                             </span>
-                                            <span class="wsub">"per device · " {group_digits(e.per_device_bytes)} " B"</span>
-                                            <span class=format!("verdict {cls}")>{v} " on " {card.get().name}</span>
+                                            <span class="wsub">"per device · " {group_digits(f.need_bytes)} " B"</span>
+                                            <span class=format!("verdict {cls}")>{v} " on " {f.name.clone()}</span>
                                         }
                                         .into_any()
                                     }

@@ -927,7 +927,7 @@ pub fn parse_capacity(text: &str) -> Option<u64> {
     let bytes = digits
         .checked_mul(u128::from(unit_bytes))?
         .checked_div(scale)?;
-    u64::try_from(bytes).ok().filter(|b| *b > 0)
+    u64::try_from(bytes).ok()
 }
 
 /// Resolves a card as people type it (`--card`, the page's `card` key): a catalogue id
@@ -940,8 +940,10 @@ pub fn resolve(text: &str) -> Result<GpuCard, String> {
     if let Some(card) = find(t) {
         return Ok(*card);
     }
-    if let Some(bytes) = parse_capacity(t) {
-        return Ok(GpuCard::custom(bytes));
+    match parse_capacity(t) {
+        Some(0) => return Err("a capacity of 0 holds nothing".into()),
+        Some(bytes) => return Ok(GpuCard::custom(bytes)),
+        None => {}
     }
     let want = key_of(t);
     let unknown = || {
@@ -1192,7 +1194,6 @@ mod tests {
         for bad in [
             "24",
             "GB",
-            "0GB",
             "1.2.3GB",
             "24 GHz",
             "-1GB",
@@ -1200,6 +1201,9 @@ mod tests {
         ] {
             assert_eq!(parse_capacity(bad), None, "{bad}");
         }
+        // A capacity of nothing is refused as such, never matched against the names.
+        assert_eq!(parse_capacity("0GB"), Some(0));
+        assert!(resolve("0GB").unwrap_err().contains("holds nothing"));
         let c = resolve("22.5GB").unwrap();
         assert_eq!(c.id, CUSTOM_ID);
         assert_eq!(c.capacity(), (22_500_000_000, CapacityKind::Given));

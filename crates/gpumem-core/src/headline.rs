@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::catalogue::{Arch, CATALOGUE, GpuCard};
-use crate::engine::{self, EngineParams};
+use crate::engine::{self, Engine, EngineParams};
 use crate::error::EstimateError;
 use crate::estimate::{Estimate, EstimateInput, TrainMode, estimate};
 use crate::fit::{CardFit, Margin, Verdict, assumed_margin, fit_card, margin};
@@ -51,6 +51,27 @@ pub fn format_ladder(train: TrainMode) -> &'static [&'static str] {
     }
 }
 
+/// The formats `engine` loads, widest first: the pool engines (vLLM, SGLang, TGI)
+/// load safetensors checkpoints — 16-bit, fp8, bitsandbytes int8, 4-bit AWQ/GPTQ —
+/// and no GGUF block type; llama.cpp loads GGUF only (bf16, q8_0 and the k-quants by
+/// their file types); transformers what its loaders take (16-bit, bitsandbytes). For
+/// training, the training method's own ladder.
+pub fn engine_ladder(train: TrainMode, engine: Option<Engine>) -> &'static [&'static str] {
+    if train != TrainMode::None {
+        return format_ladder(train);
+    }
+    match engine {
+        None => &FORMAT_LADDER,
+        Some(Engine::Vllm | Engine::Sglang | Engine::Tgi) => &["bf16", "fp8", "int8", "awq-4-g128"],
+        Some(Engine::LlamaCpp) => &["bf16", "q8_0", "q6_k", "q4_k_m", "q3_k", "q2_k"],
+        Some(Engine::Transformers) => &["bf16", "int8", "nf4"],
+    }
+}
+
+/// [`Headline::cards_note`] of a training run.
+pub const TRAINING_CARDS: &str =
+    "each GPU holds the whole training step (data parallel; no sharding is modelled)";
+
 /// The largest tensor-parallel degree tried for [`Headline::cards`] (one 8-GPU node
 /// and then some: beyond it the answer is a different deployment, not more cards).
 pub const MAX_TP: u64 = 64;
@@ -64,11 +85,26 @@ pub enum Basis {
     Engine(Box<EngineParams>),
 }
 
-/// One need on one card: what the most loaded device needs and half its assumed part.
+/// One need on one card: what the most loaded device needs and half its assumed part,
+/// and under an engine the sequences its pool holds at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Need {
     bytes: u64,
     assumed: u64,
+    sequences: Option<Sequences>,
+}
+
+/// Under an engine: the workload's sequences its pool holds at once, beside those
+/// asked ("14 of 16 sequences of 32 768 tokens").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Sequences {
+    /// Sequences asked for (`sequences`).
+    pub asked: u64,
+    /// Sequences of `tokens` the pool holds at once (llama.cpp: all its slots or none).
+    pub fit: u64,
+    /// Tokens of each.
+    pub tokens: u64,
 }
 
 impl Basis {
@@ -83,6 +119,7 @@ impl Basis {
             return Ok(Need {
                 bytes: est.per_device_bytes,
                 assumed: assumed_margin(est),
+                sequences: None,
             });
         };
         let p = EngineParams {
@@ -90,20 +127,42 @@ impl Basis {
             ..(**params).clone()
         };
         let b = engine::budget(input, est, &p)?;
-        // The engine's own figure: its pool less what it must hold (one sequence of
-        // max-model-len, or llama.cpp's cache), judged against the spread of its
-        // assumed lines; a refusal (no pool at all) leaves no margin to hide in.
+        // The engine's own figure: its pool less what it must hold — one sequence of
+        // max-model-len to start (or llama.cpp's cache) and the asked sequences at
+        // once, whichever leaves less — judged against the spread of its assumed
+        // lines; a refusal (no pool at all) leaves no margin to hide in.
         let (capacity, _) = card.capacity();
+        let margin = b.margin_bytes.min(b.workload_margin_bytes);
         let bytes = i128::from(capacity)
-            .saturating_sub(i128::from(b.margin_bytes))
+            .saturating_sub(i128::from(margin))
             .max(0);
+        // llama.cpp's cache holds its slots or refuses; a pool counts sequences.
+        let per_slot = b.kv_cache_bytes.is_some();
+        let fit = if per_slot {
+            if b.workload_margin_bytes >= 0 {
+                b.sequences
+            } else {
+                0
+            }
+        } else {
+            b.max_sequences
+        };
         Ok(Need {
             bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
-            assumed: if b.outcome == engine::Outcome::Refused && b.margin_bytes >= 0 {
+            assumed: if b.kv_capacity_bytes <= 0 {
                 0
             } else {
                 b.uncertainty_bytes
             },
+            sequences: Some(Sequences {
+                asked: b.sequences,
+                fit,
+                tokens: if per_slot {
+                    b.max_model_len.checked_div(b.sequences).unwrap_or(0)
+                } else {
+                    b.max_model_len
+                },
+            }),
         })
     }
 
@@ -159,9 +218,18 @@ pub struct Headline {
     pub basis: String,
     /// need / capacity in millionths (the bar; above 1 000 000 when over).
     pub used_ppm: u64,
-    /// The fewest such cards that hold it (tensor parallelism up to [`MAX_TP`]);
-    /// `None` when even that does not.
+    /// Under an engine: the workload's sequences its pool holds at once.
+    pub sequences: Option<Sequences>,
+    /// The fewest such cards that hold it (tensor parallelism from the given degree up
+    /// to [`MAX_TP`]); `None` when even that does not, or when splitting is not what
+    /// the workload does ([`Headline::cards_note`]).
     pub cards: Option<Cards>,
+    /// Why no card count is given when it is not for want of cards (training: every GPU
+    /// holds the whole step; no sharding option is modelled).
+    pub cards_note: Option<String>,
+    /// Whether some catalogue card holds it alone; without a card chosen and none that
+    /// does, the headline's card is the largest, named as such.
+    pub any_fits: bool,
     /// The smallest catalogue card that holds it as it is; `None` when none does.
     pub smallest: Option<CardFit>,
     /// The widest format of [`format_ladder`] that fits the card; `None` when none
@@ -199,12 +267,8 @@ pub fn headline(
     card: Option<&GpuCard>,
     basis: &Basis,
 ) -> Result<Headline, EstimateError> {
-    // Without a card the engine has nothing to be judged on: the estimate is the need.
-    let basis = if card.is_some() {
-        basis
-    } else {
-        &Basis::Estimate
-    };
+    // Without a card the engine's rule judges every catalogue card: the smallest that
+    // fits is the one it serves the workload on.
     let smallest = smallest_card(input, est, basis);
     let (card, card_given) = match (card, &smallest) {
         (Some(c), _) => (*c, true),
@@ -214,6 +278,7 @@ pub fn headline(
     let need = basis.need(input, est, &card)?;
     let fit = fit_of(&card, need);
     let m = margin(&card, need.assumed);
+    let training = input.train != TrainMode::None;
     Ok(Headline {
         verdict: fit.verdict.clone(),
         used_ppm: used_ppm(need.bytes, fit.capacity_bytes),
@@ -224,7 +289,14 @@ pub fn headline(
             Basis::Estimate => "estimate".into(),
             Basis::Engine(p) => p.engine.map_or("estimate", |e| e.name()).into(),
         },
-        cards: cards_needed(input, &card, basis),
+        sequences: need.sequences,
+        cards: if training {
+            None
+        } else {
+            cards_needed(input, &card, basis)
+        },
+        cards_note: training.then(|| TRAINING_CARDS.to_string()),
+        any_fits: smallest.is_some(),
         smallest,
         format: widest_format(input, &card, basis),
         warnings: format_warnings(input, &card),
@@ -236,6 +308,7 @@ pub fn headline(
 fn smallest_card(input: &EstimateInput, est: &Estimate, basis: &Basis) -> Option<CardFit> {
     CATALOGUE
         .iter()
+        .filter(|c| runs_format(c, input.format))
         .filter_map(|c| {
             let f = fit_of(c, basis.need(input, est, c).ok()?);
             (Verdict::of_fit(&f) == Verdict::Fits).then_some(f)
@@ -264,7 +337,8 @@ fn largest_card() -> GpuCard {
 /// requirement: every rank holds whole heads).
 fn cards_needed(input: &EstimateInput, card: &GpuCard, basis: &Basis) -> Option<Cards> {
     let heads = input.arch.map(|a| a.heads);
-    let mut tp = 1u64;
+    // From the degree given (a split already asked for is never undone), doubling.
+    let mut tp = input.tp.max(1);
     while tp <= MAX_TP {
         if heads.is_none_or(|h| h.is_multiple_of(tp)) {
             let mut i = input.clone();
@@ -330,7 +404,11 @@ fn widest_format(input: &EstimateInput, card: &GpuCard, basis: &Basis) -> Option
         return None;
     }
     let fits = |f: &FormatFit| Verdict::of_fit(&f.fit) == Verdict::Fits && f.runs;
-    let ladder = compare_formats(input, card, basis, format_ladder(input.train))
+    let engine = match basis {
+        Basis::Engine(p) => p.engine,
+        Basis::Estimate => None,
+    };
+    let ladder = compare_formats(input, card, basis, engine_ladder(input.train, engine))
         .ok()?
         .into_iter()
         .find(fits);
@@ -354,6 +432,15 @@ fn widest_format(input: &EstimateInput, card: &GpuCard, basis: &Basis) -> Option
 /// older cards run none.
 fn runs_fp8(card: &GpuCard, format: &str) -> bool {
     !format.starts_with("fp8") || card.arch.fp8() || card.arch == Arch::Ampere
+}
+
+/// [`runs_fp8`] for an input's format (any other format runs everywhere).
+fn runs_format(card: &GpuCard, format: Option<StorageFormat>) -> bool {
+    !matches!(
+        format,
+        Some(StorageFormat::Fp8 { .. } | StorageFormat::Fp8Channel)
+    ) || card.arch.fp8()
+        || card.arch == Arch::Ampere
 }
 
 /// What `card` cannot compute in among the input's formats, in words.
@@ -427,7 +514,16 @@ pub fn inputs_line(input: &EstimateInput, est: &Estimate, model: Option<&str>) -
         } else {
             String::new()
         };
-        parts.push(format!("{} GPUs, tp {}{pp}", input.gpus, input.tp));
+        let group = input.tp.saturating_mul(input.pp).max(1);
+        let replicas = input.gpus.checked_div(group).unwrap_or(1);
+        parts.push(if replicas > 1 {
+            format!(
+                "{} GPUs: {replicas} replicas of tp {}{pp}, each holding the whole model",
+                input.gpus, input.tp
+            )
+        } else {
+            format!("{} GPUs, tp {}{pp}", input.gpus, input.tp)
+        });
     }
     parts.join(" · ")
 }

@@ -560,6 +560,13 @@ pub struct EngineBudget {
     pub outcome: Outcome,
     /// The pool less what one sequence of `max_model_len` needs (negative: short).
     pub margin_bytes: i64,
+    /// The sequences asked for (`sequences`), served at once.
+    pub sequences: u64,
+    /// The pool less what the asked sequences need at once (negative: short): the
+    /// workload's own check, beside the engine's start-up check of one sequence.
+    pub workload_margin_bytes: i64,
+    /// Whether the pool holds the asked sequences at once.
+    pub workload_outcome: Outcome,
     /// The assumed lines' uncertainty the margin is compared with.
     pub uncertainty_bytes: u64,
     /// vLLM's drafter, with `speculative-method`.
@@ -808,8 +815,16 @@ fn budget_at(
     let max_model_len = match params.max_model_len {
         Some(m) => m,
         None => match (input.context, input.position_limit()) {
+            // llama-server's `-c` is the context of all its slots together, each slot
+            // holding `-c / -np` (tools/server: n_ctx_slot = n_ctx / n_parallel): N
+            // sequences of L tokens are `-c N×L -np N`. The pool engines serve each
+            // sequence at max-model-len.
             (Some(c), _) => c
                 .checked_add(input.generate)
+                .and_then(|l| match engine {
+                    Engine::LlamaCpp => l.checked_mul(input.sequences.max(1)),
+                    _ => Some(l),
+                })
                 .ok_or(EstimateError::Overflow {
                     what: "max-model-len",
                 })?,
@@ -919,13 +934,42 @@ fn finish(
             what: "engine margin",
         })?;
     let unc = i64::try_from(d.uncertainty).unwrap_or(i64::MAX);
-    let outcome = if kv <= 0 || margin < unc.saturating_neg() {
-        Outcome::Refused
-    } else if margin <= unc {
-        Outcome::Borderline
-    } else {
-        Outcome::Fits
+    let judge = |margin: i64| {
+        if kv <= 0 || margin < unc.saturating_neg() {
+            Outcome::Refused
+        } else if margin <= unc {
+            Outcome::Borderline
+        } else {
+            Outcome::Fits
+        }
     };
+    let outcome = judge(margin);
+    // The asked sequences at once: llama.cpp's cache already holds all its slots; a
+    // pool holds each sequence's blocks.
+    let sequences = ctx.input.sequences.max(1);
+    let workload_need = match &d.need {
+        Some(_) => i128::from(need),
+        None => i128::from(need).saturating_mul(i128::from(sequences)),
+    };
+    let mut workload_margin =
+        i64::try_from(kv.saturating_sub(workload_need).max(i128::from(i64::MIN)))
+            .unwrap_or(i64::MIN);
+    // A sequence longer than what the engine serves one (max-model-len, or a llama.cpp
+    // slot's share of -c) is not served at all.
+    let served = match &d.need {
+        Some(_) => ctx.max_model_len.checked_div(sequences).unwrap_or(0),
+        None => ctx.max_model_len,
+    };
+    if let Some(c) = ctx.input.context
+        && c.saturating_add(ctx.input.generate) > served
+    {
+        workload_margin = workload_margin.min(-1);
+        d.warnings.push(format!(
+            "a sequence of {} tokens is longer than the {served} the engine serves one",
+            c.saturating_add(ctx.input.generate)
+        ));
+    }
+    let workload_outcome = judge(workload_margin);
     let mml = ctx.max_model_len;
     if kv_capacity_bytes <= 0 {
         d.warnings.push(match engine {
@@ -977,6 +1021,9 @@ fn finish(
         fits_one_sequence,
         outcome,
         margin_bytes: margin,
+        sequences,
+        workload_margin_bytes: workload_margin,
+        workload_outcome,
         uncertainty_bytes: d.uncertainty,
         speculative,
         assumptions: d.assumptions,

@@ -204,6 +204,14 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     if !doc.is_object() {
         return Err(parse("expected a JSON object".into()));
     }
+    // A diffusers pipeline or model (`model_index.json`, a UNet's or a transformer's
+    // config) names its class, not a model_type: not a language model.
+    if doc.get("_class_name").is_some() && doc.get("model_type").is_none() {
+        return Err(parse(
+            "a diffusers pipeline or model (it names _class_name, not model_type): image and video diffusion is not what this estimator counts"
+                .into(),
+        ));
+    }
     let root = Cfg::new(&doc);
     let nested = root.get("text_config").filter(|t| t.is_object());
     let text = nested.unwrap_or(&doc);

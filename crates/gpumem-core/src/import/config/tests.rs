@@ -820,3 +820,29 @@ fn rope_scaling_already_in_the_positions_adds_nothing() {
     let absurd = r#","rope_scaling":{"rope_type":"linear","factor":1e300}"#;
     assert_eq!(rope_config("qwen2", 32768, absurd).rope_positions, None);
 }
+
+/// Models this estimator of decoders does not cover are refused with the reason, never
+/// read as a decoder: an embedding model's BERT (BGE's config), an encoder-decoder, a
+/// diffusers pipeline.
+#[test]
+fn encoders_encoder_decoders_and_diffusion_pipelines_are_refused_naming_why() {
+    let bge = r#"{"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 1024,
+        "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
+        "vocab_size": 30522, "max_position_embeddings": 512}"#;
+    let e = parse_config(bge).unwrap_err().to_string();
+    assert!(
+        e.contains("encoder-only") && e.contains("no KV cache"),
+        "{e}"
+    );
+    let t5 = r#"{"model_type": "t5", "d_model": 512, "num_layers": 6}"#;
+    assert!(
+        parse_config(t5)
+            .unwrap_err()
+            .to_string()
+            .contains("encoder-decoder")
+    );
+    let sd = r#"{"_class_name": "StableDiffusionPipeline", "_diffusers_version": "0.21.0",
+        "unet": ["diffusers", "UNet2DConditionModel"]}"#;
+    let e = parse_config(sd).unwrap_err().to_string();
+    assert!(e.contains("diffusers"), "{e}");
+}

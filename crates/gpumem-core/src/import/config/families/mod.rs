@@ -86,8 +86,56 @@ const REFUSED: &[&str] = &[
     "minimax",
 ];
 
+/// Encoder-only families (transformers' model types): embedding, reranking and
+/// classification models. They keep no KV cache and generate nothing, so a decoder's
+/// estimate would be wrong (a KV cache of gigabytes where there is none).
+const ENCODERS: &[&str] = &[
+    "bert",
+    "roberta",
+    "xlm-roberta",
+    "xlm_roberta",
+    "distilbert",
+    "albert",
+    "electra",
+    "deberta",
+    "deberta-v2",
+    "modernbert",
+    "nomic_bert",
+    "camembert",
+    "mpnet",
+    "ernie",
+    "jina_bert",
+];
+
+/// Encoder-decoder families (an encoder's states cross-attended by a decoder: two KV
+/// shapes the decoder reader does not count).
+const ENCODER_DECODERS: &[&str] = &[
+    "t5",
+    "mt5",
+    "umt5",
+    "bart",
+    "mbart",
+    "pegasus",
+    "marian",
+    "whisper",
+    "m2m_100",
+    "nllb-moe",
+    "longt5",
+    "switch_transformers",
+];
+
 /// Why `model_type` is refused, if it is.
 pub(crate) fn refused(model_type: &str) -> Option<&'static str> {
+    if ENCODERS.contains(&model_type) {
+        return Some(
+            "an encoder-only model (embeddings, reranking, classification): it keeps no KV cache and generates nothing, which this estimator of decoders does not cover; give --parameters for the weights alone",
+        );
+    }
+    if ENCODER_DECODERS.contains(&model_type) {
+        return Some(
+            "an encoder-decoder model: its decoder's self- and cross-attention caches are not counted by the decoder reader; give --parameters for the weights alone",
+        );
+    }
     REFUSED.contains(&model_type).then_some(
         "state-space / linear-attention layers keep a constant per-sequence state instead of a KV cache, and their tensors differ from attention layers; the config reader does not count them yet: give parameters, the attention layers' KV shape and state-layers / state-bytes by hand",
     )

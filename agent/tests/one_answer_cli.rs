@@ -1,0 +1,323 @@
+//! One question, one answer: the verdict checks the workload asked for, the ways out
+//! respect every input, and nothing else on the screen contradicts it — through the
+//! real (debug) binary on the real configs of the test set.
+#![allow(clippy::disallowed_macros)] // the test harness captures test output
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn config(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates/gpumem-core/tests/cases/configs")
+        .join(format!("{name}.json"))
+        .display()
+        .to_string()
+}
+
+fn estimate(model: &str, extra: &[&str]) -> Output {
+    let cfg = config(model);
+    let mut args = vec!["estimate", "--config", cfg.as_str()];
+    args.extend_from_slice(extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+        .args(&args)
+        .output()
+        .expect("the agent runs");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn verdict_line(out: &Output) -> String {
+    text(out)
+        .lines()
+        .find(|l| {
+            l.starts_with("FITS") || l.starts_with("BORDERLINE") || l.starts_with("DOES NOT FIT")
+        })
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn row(out: &Output, label: &str) -> String {
+    text(out)
+        .lines()
+        .find(|l| l.trim_start().starts_with(label))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn under_an_engine_the_verdict_checks_every_sequence_asked_for() {
+    // Qwen2.5-7B on an L40S with vLLM, 16 sequences of 32 768 tokens: one sequence
+    // starts the engine, but its pool holds 14 at once.
+    let out = estimate(
+        "qwen2.5-7b",
+        &[
+            "--engine",
+            "vllm",
+            "--card",
+            "l40s",
+            "--context",
+            "32768",
+            "--sequences",
+            "16",
+        ],
+    );
+    assert!(
+        verdict_line(&out).starts_with("DOES NOT FIT"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(out.status.code(), Some(1), "does not fit: exit 1");
+    let seqs = row(&out, "sequences");
+    assert!(
+        seqs.contains("14 of 16 sequences of 32 768 tokens"),
+        "{}",
+        text(&out)
+    );
+    // One total: the estimate's transformers-style total is not printed beside it.
+    assert!(!text(&out).contains("  total "), "{}", text(&out));
+    // The same workload at the concurrency the pool holds fits.
+    let out = estimate(
+        "qwen2.5-7b",
+        &[
+            "--engine",
+            "vllm",
+            "--card",
+            "l40s",
+            "--context",
+            "32768",
+            "--sequences",
+            "14",
+        ],
+    );
+    assert!(verdict_line(&out).starts_with("FITS"), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0));
+    // The JSON carries the same answer.
+    let out = estimate(
+        "qwen2.5-7b",
+        &[
+            "--engine",
+            "vllm",
+            "--card",
+            "l40s",
+            "--context",
+            "32768",
+            "--sequences",
+            "16",
+            "--json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["verdict"]["verdict"], "no");
+    assert_eq!(v["verdict"]["sequences"]["fit"], 14);
+    assert_eq!(v["verdict"]["sequences"]["asked"], 16);
+    assert_eq!(v["engine"]["workload_outcome"], "refused");
+}
+
+#[test]
+fn a_quantised_72b_at_tp_2_is_judged_on_its_sequences() {
+    let out = estimate(
+        "qwen2.5-72b",
+        &[
+            "--format",
+            "awq-4-g128",
+            "--tp",
+            "2",
+            "--gpus",
+            "2",
+            "--engine",
+            "vllm",
+            "--card",
+            "h100-sxm-80gb",
+            "--context",
+            "32768",
+            "--sequences",
+            "16",
+        ],
+    );
+    assert!(
+        verdict_line(&out).starts_with("DOES NOT FIT"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        row(&out, "sequences").contains(" of 16 sequences"),
+        "{}",
+        text(&out)
+    );
+    // The ways out start from the split asked for.
+    let cards = row(&out, "Cards needed");
+    assert!(
+        !cards.contains("at tp 1:") && !cards.contains("at tp 2:"),
+        "{cards}"
+    );
+}
+
+#[test]
+fn cards_needed_never_undoes_the_split_asked_for() {
+    let out = estimate(
+        "llama-3.1-8b",
+        &[
+            "--tp",
+            "4",
+            "--gpus",
+            "4",
+            "--card",
+            "h100-sxm-80gb",
+            "--context",
+            "8192",
+        ],
+    );
+    let cards = row(&out, "Cards needed");
+    assert!(
+        cards.contains("4 × NVIDIA H100 SXM 80GB at tp 4"),
+        "{cards}"
+    );
+}
+
+#[test]
+fn without_a_card_the_headline_is_never_a_failing_card_called_the_smallest_that_fits() {
+    let out = estimate(
+        "llama-3.1-70b",
+        &["--context", "131072", "--sequences", "64"],
+    );
+    let line = verdict_line(&out);
+    assert!(line.starts_with("DOES NOT FIT"), "{line}");
+    assert!(!line.contains("the smallest card that fits"), "{line}");
+    assert!(
+        line.contains("no card in the catalogue holds it alone"),
+        "{line}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn the_smallest_card_runs_the_weights_format() {
+    // 70B in fp8 at 8 × 8k: the MI250X (128 GB, no fp8) would be the smallest by
+    // capacity; the smallest card that runs fp8 weights is named instead.
+    let out = estimate(
+        "llama-3.1-70b",
+        &["--format", "fp8", "--context", "8192", "--sequences", "8"],
+    );
+    let smallest = row(&out, "Smallest card that fits");
+    assert!(!smallest.contains("MI250X"), "{smallest}");
+    assert!(smallest.contains("H200"), "{smallest}");
+}
+
+#[test]
+fn engine_rules_apply_without_a_card() {
+    // llama.cpp's cache types change its answer whether or not a card is named.
+    let need = |k: &str| {
+        let out = estimate(
+            "llama-3.1-8b",
+            &[
+                "--engine",
+                "llama.cpp",
+                "--cache-type-k",
+                k,
+                "--context",
+                "32768",
+            ],
+        );
+        assert!(
+            verdict_line(&out).contains("under llama.cpp's budget"),
+            "{}",
+            text(&out)
+        );
+        row(&out, "need")
+    };
+    assert_ne!(need("f16"), need("q8_0"));
+}
+
+#[test]
+fn the_widest_format_is_one_the_engine_loads() {
+    let widest = |engine: &str| {
+        let out = estimate(
+            "llama-3.1-70b",
+            &["--engine", engine, "--card", "4090", "--context", "4096"],
+        );
+        row(&out, "Widest format that fits")
+    };
+    let vllm = widest("vllm");
+    assert!(!vllm.contains("q3_k") && !vllm.contains("q2_k"), "{vllm}");
+    let llama = widest("llama.cpp");
+    assert!(!llama.contains("fp8") && !llama.contains("awq"), "{llama}");
+}
+
+#[test]
+fn gpus_say_whether_they_are_replicas_and_training_does_not_claim_more_cards_split_it() {
+    let out = estimate(
+        "llama-3.1-8b",
+        &[
+            "--train",
+            "lora",
+            "--gpus",
+            "8",
+            "--context",
+            "2048",
+            "--card",
+            "4090",
+        ],
+    );
+    let all = text(&out).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(all.contains("8 GPUs: 8 replicas of tp 1"), "{all}");
+    let cards = row(&out, "Cards needed");
+    assert!(
+        cards.contains("each GPU holds the whole training step"),
+        "{cards}"
+    );
+    assert!(!cards.contains("more than 64"), "{cards}");
+}
+
+#[test]
+fn exit_status_follows_the_verdict() {
+    let fits = estimate(
+        "llama-3.1-8b",
+        &["--context", "8192", "--card", "h100-sxm-80gb"],
+    );
+    assert_eq!(fits.status.code(), Some(0));
+    let no = estimate("llama-3.1-70b", &["--context", "8192", "--card", "t4"]);
+    assert_eq!(no.status.code(), Some(1));
+    let bad = estimate("llama-3.1-8b", &["--context", "lots"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn impossible_inputs_and_other_model_kinds_are_refused_with_a_reason() {
+    for (extra, says) in [
+        (&["--context", "1000000000000"][..], "over 2^30 tokens"),
+        (&["--context", "8192", "--card", "0GB"][..], "holds nothing"),
+    ] {
+        let out = estimate("llama-3.1-8b", extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{extra:?}: {err}");
+    }
+    // An embedding model's config (BAAI/bge-large-en-v1.5's shape): no KV cache to
+    // invent; refused naming why.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bge = dir.path().join("config.json");
+    std::fs::write(
+        &bge,
+        r#"{"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 1024,
+            "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
+            "vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 2}"#,
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+        .args(["estimate", "--config"])
+        .arg(&bge)
+        .args(["--context", "512"])
+        .output()
+        .expect("the agent runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("encoder-only") && err.contains("no KV cache"), "{err}");
+}
