@@ -27,6 +27,17 @@ use gpumem_proto::estimate::{ESTIMATE_SCHEMA, EstimateDocument};
 
 use crate::exit::Exit;
 
+/// Examples under `estimate -h` and `--help` (the flags it shows first: `-h`; every
+/// flag: `--help`).
+pub const EXAMPLES: &str = "Examples:
+  gpumem-agent estimate --config config.json --context 8192 --sequences 4 --card l40s
+  gpumem-agent estimate --model Qwen/Qwen2.5-7B-Instruct --context 32768 --sequences 16 --engine vllm --card l40s
+  gpumem-agent estimate --config config.json --train qlora --context 2048 --sequences 4 --card 4090
+  gpumem-agent estimate --parameters 70B --format awq-4-g128 --context 8192 --tp 2 --gpus 2 --card a100-80gb
+
+-h shows the common flags; --help shows every flag (the architecture's too).
+Exit status: 0 fits or borderline, 1 does not fit, 2 bad input or no answer.";
+
 /// Arguments of `estimate`: the shared keys as flags, plus files and output mode.
 #[derive(Debug, Default)]
 pub struct Args {
@@ -60,6 +71,7 @@ pub struct Args {
 impl clap::Args for Args {
     fn augment_args(cmd: Command) -> Command {
         let mut cmd = cmd
+            .next_help_heading("Model and output")
             .arg(Arg::new("json").long("json").action(ArgAction::SetTrue).help("Print JSON (weights_bytes, kv_cache_bytes, reserve_bytes, total_bytes, lines, fit, verdict; schemas/estimate.v1.schema.json)"))
             .arg(Arg::new("verbose").long("verbose").short('v').action(ArgAction::SetTrue).help("After the answer, every line with its formula, every catalogue card and the engine's lines with their sources"))
             .arg(
@@ -89,7 +101,21 @@ impl clap::Args for Args {
         for f in FIELDS.iter().filter(|f| !f.is_engine()) {
             cmd = cmd.arg(crate::flags::flag_of(f));
         }
-        crate::engine_cli::augment(cmd)
+        let mut cmd = crate::engine_cli::augment(cmd);
+        // `-h`: the common questions; these in `--help`.
+        for name in [
+            "safetensors",
+            "gguf",
+            "revision",
+            "model-file",
+            "trace",
+            "python",
+            "draft-config",
+            "formats",
+        ] {
+            cmd = cmd.mut_arg(name, |a| a.hide_short_help(true));
+        }
+        cmd
     }
     fn augment_args_for_update(cmd: Command) -> Command {
         Self::augment_args(cmd)

@@ -5,7 +5,7 @@
 
 use clap::{Arg, ArgMatches, Command};
 use gpumem_core::catalogue::CATALOGUE;
-use gpumem_core::fields::Unit;
+use gpumem_core::fields::{FieldGroup, Unit};
 use gpumem_core::params::{Field, FieldKind};
 
 /// The flag of one field of the table: its help, a value name from its kind and
@@ -37,6 +37,47 @@ pub fn flag_of(f: &'static Field) -> Arg {
         // they are not all the field accepts (`--card 24GiB`, `--format q4_k_m`).
         .hide_possible_values(matches!(f.kind, FieldKind::Card | FieldKind::Text))
         .help(help_of(f))
+        .help_heading(heading_of(f))
+        // `-h` shows the questions people ask first; `--help` every flag.
+        .hide_short_help(!COMMON.contains(&f.key))
+}
+
+/// The flags `-h` shows: the workload, the card, the engine, the training method and
+/// the split, the first questions of anyone sizing a run.
+pub const COMMON: &[&str] = &[
+    "context",
+    "sequences",
+    "generate",
+    "card",
+    "engine",
+    "train",
+    "format",
+    "parameters",
+    "kv-dtype",
+    "gpus",
+    "tp",
+    "pp",
+    "reserve-gib",
+    "lora-rank",
+    "optimizer",
+    "max-model-len",
+    "gpu-memory-utilization",
+];
+
+/// The `--help` heading of a field: the workload first, the architecture last.
+pub fn heading_of(f: &Field) -> &'static str {
+    match f.group {
+        FieldGroup::Workload | FieldGroup::Cache | FieldGroup::Transients => "Workload",
+        FieldGroup::Devices => "Card and devices",
+        FieldGroup::Engine if f.key == "card" => "Card and devices",
+        FieldGroup::Engine => "Serving engine",
+        FieldGroup::Training => "Training",
+        FieldGroup::Format | FieldGroup::Model => "Model and format",
+        FieldGroup::Architecture
+        | FieldGroup::Moe
+        | FieldGroup::Variants
+        | FieldGroup::CacheShape => "Architecture (a config.json, --model or a preset sets these)",
+    }
 }
 
 /// The field's help, with what the table says beside it: a text field's suggestions

@@ -48,6 +48,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Compute weights, KV cache, training state and reserve (no GPU needed).
+    #[command(after_help = estimate::EXAMPLES)]
     Estimate(Box<estimate::Args>),
     /// List the catalogue's cards: id, capacity, bandwidth, bf16/fp8 support, name.
     Cards(cards::Args),

@@ -284,6 +284,20 @@ fn exit_status(sub: &str) -> Vec<(u8, &'static str)> {
     );
     match sub {
         "measure" | "bisect" | "run" | "" => vec![ok, failed, unavailable],
+        "estimate" => vec![
+            (
+                Exit::Ok as u8,
+                "The workload fits, or is borderline (running it decides).",
+            ),
+            (
+                Exit::MeasureFailed as u8,
+                "The workload does not fit (the answer says what does).",
+            ),
+            (
+                Exit::Unavailable as u8,
+                "Bad usage or bad input (an unreadable file, an unknown model, a refused value), with a message saying which; no answer.",
+            ),
+        ],
         _ => vec![
             ok,
             (

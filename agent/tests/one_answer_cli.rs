@@ -319,5 +319,8 @@ fn impossible_inputs_and_other_model_kinds_are_refused_with_a_reason() {
         .expect("the agent runs");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("encoder-only") && err.contains("no KV cache"), "{err}");
+    assert!(
+        err.contains("encoder-only") && err.contains("no KV cache"),
+        "{err}"
+    );
 }

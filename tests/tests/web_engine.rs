@@ -194,3 +194,42 @@ fn web_engine_keys_come_from_the_url_and_survive_a_reload() {
     );
     println!("web-engine: gpu-memory-utilization=1.5 → {msg}");
 }
+
+/// A link that asks for more than the page can answer — llama.cpp's placement of ten
+/// million layers, which lists every block's tensors — is answered with the bound
+/// (never a blank page, never minutes of work), the page stays usable, and the state
+/// it keeps does not blank a later visit.
+#[test]
+fn web_a_link_past_the_bounds_leaves_the_page_usable() {
+    let Some(page) = Page::open("web_a_link_past_the_bounds_leaves_the_page_usable") else {
+        return;
+    };
+    let deep = LLAMA_8B.replace("layers=32", "layers=10000000");
+    let url = format!(
+        "{}/?{deep}&context=4096&engine=llama.cpp&card=h100-sxm-80gb",
+        page.server.origin
+    );
+    let t0 = std::time::Instant::now();
+    page.browser.goto(&url);
+    let said = page.browser.wait_for(
+        "the answer naming the bound",
+        "const e = document.querySelector('[data-testid=\"answer\"]'); return e && e.textContent.includes('at most 1024') && e.textContent;",
+    );
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(30),
+        "took {:?}: {said}",
+        t0.elapsed()
+    );
+    // Usable: a field still answers.
+    page.browser.type_into("#layers", "32");
+    page.browser.wait_for(
+        "an answer again",
+        "const e = document.querySelector('[data-testid=\"answer-verdict\"]'); return e && !e.textContent.includes('NO ANSWER') && e.textContent;",
+    );
+    // A bare visit restores the kept state and renders it.
+    page.browser.goto(&format!("{}/", page.server.origin));
+    page.browser.wait_for(
+        "the restored answer",
+        "const e = document.querySelector('[data-testid=\"answer-verdict\"]'); return e && e.textContent;",
+    );
+}

@@ -1191,14 +1191,7 @@ mod tests {
         assert_eq!(parse_capacity("22.5GB"), Some(22_500_000_000));
         assert_eq!(parse_capacity("16384MiB"), Some(16 << 30));
         assert_eq!(parse_capacity("0.5TiB"), Some(1 << 39));
-        for bad in [
-            "24",
-            "GB",
-            "1.2.3GB",
-            "24 GHz",
-            "-1GB",
-            "99999999999999TB",
-        ] {
+        for bad in ["24", "GB", "1.2.3GB", "24 GHz", "-1GB", "99999999999999TB"] {
             assert_eq!(parse_capacity(bad), None, "{bad}");
         }
         // A capacity of nothing is refused as such, never matched against the names.
