@@ -6,7 +6,10 @@
 //! a short page saying the page was not built, and the WebSocket works as usual — because
 //! the agent must build on a fresh clone before anyone has run trunk.
 //!
-//! It also sets `GPUMEM_GIT_COMMIT` (shown by `--version`): see [`git_commit`].
+//! It also writes `$OUT_DIR/bundled_models.rs`, the catalogue of named models
+//! (`models/*.json`, one published config.json each) as (file name, text via
+//! `include_str!`): see [`bundled_models`]. And it sets `GPUMEM_GIT_COMMIT` (shown by
+//! `--version`): see [`git_commit`].
 #![allow(clippy::disallowed_macros)] // build scripts talk to cargo through stdout
 
 use std::fmt::Write as _;
@@ -26,6 +29,7 @@ fn main() {
     println!("cargo:rerun-if-changed=../dist");
     println!("cargo:rerun-if-changed=build.rs");
     git_commit(&manifest_dir);
+    bundled_models(&manifest_dir);
 
     let mut files = Vec::new();
     if dist.is_dir() {
@@ -47,13 +51,55 @@ fn main() {
     }
     table.push_str("];\n");
 
-    let out = PathBuf::from(env::var_os("OUT_DIR").unwrap_or_default()).join("dist_assets.rs");
-    // Rewriting an identical table would still make cargo recompile the agent.
-    if fs::read_to_string(&out).ok().as_deref() != Some(table.as_str())
-        && let Err(e) = fs::write(&out, table)
+    write_if_changed("dist_assets.rs", &table);
+}
+
+/// Writes `$OUT_DIR/{name}` unless it already holds `text`: rewriting an identical
+/// table would still make cargo recompile the agent.
+fn write_if_changed(name: &str, text: &str) {
+    let out = PathBuf::from(env::var_os("OUT_DIR").unwrap_or_default()).join(name);
+    if fs::read_to_string(&out).ok().as_deref() != Some(text)
+        && let Err(e) = fs::write(&out, text)
     {
         panic!("cannot write {}: {e}", out.display());
     }
+}
+
+/// The bundled catalogue's table: every `models/*.json` (plain UTF-8 names, no hidden
+/// files), sorted by name. A missing folder gives an empty table (the agent then knows
+/// no model by name and reads every one from the Hub); what each file must hold is
+/// checked by the agent's tests, not here.
+fn bundled_models(manifest_dir: &Path) {
+    let dir = manifest_dir.join("models");
+    println!("cargo:rerun-if-changed=models");
+    let mut files: Vec<(String, PathBuf)> = fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let path = entry.path();
+            let name = path.file_name()?.to_str()?.to_owned();
+            let plain = !name.starts_with('.') && name.ends_with(".json");
+            (plain && entry.file_type().ok()?.is_file()).then(|| {
+                let absolute = fs::canonicalize(&path).unwrap_or(path);
+                (name, absolute)
+            })
+        })
+        .collect();
+    files.sort();
+    let mut table = String::from(
+        "/// The bundled models: (file name, the file's text), sorted by file name.\n\
+         pub static FILES: &[(&str, &str)] = &[\n",
+    );
+    for (name, path) in &files {
+        let _ = writeln!(
+            table,
+            "    ({name:?}, include_str!({path:?})),",
+            path = path.display().to_string(),
+        );
+    }
+    table.push_str("];\n");
+    write_if_changed("bundled_models.rs", &table);
 }
 
 /// Walks `dir`, collecting (URL path, absolute file path) for every regular file whose

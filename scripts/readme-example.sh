@@ -4,13 +4,13 @@
 # compares its output with the block between the README's readme-example markers:
 #   scripts/readme-example.sh           fail when the README's block is stale
 #   scripts/readme-example.sh --write   rewrite the block from the command's output
-# The command reads a published config committed with the tests, so it needs no network.
+# The command names a model of the bundled catalogue (agent/models), so it needs no network.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 agent="${GPUMEM_AGENT:-target/debug/gpumem-agent}"
 [ -x "$agent" ] || { echo "readme-example: $agent not built (cargo build -p gpumem-agent)" >&2; exit 2; }
-shown="gpumem-agent estimate --config crates/gpumem-core/tests/cases/configs/llama-3.1-8b.json --context 8192 --sequences 4 --card l40s-48gb"
+shown="gpumem-agent estimate --model meta-llama/Llama-3.1-8B --context 8192 --sequences 4 --card l40s-48gb"
 # shellcheck disable=SC2086 # the shown command's words
 output="$("$agent" ${shown#gpumem-agent })"
 block="$(printf '    $ %s\n' "$shown"; printf '%s\n' "$output" | sed 's/^/    /; s/[[:space:]]*$//')"

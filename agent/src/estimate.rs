@@ -93,8 +93,8 @@ impl clap::Args for Args {
                     .help("Count every tensor of a .safetensors file from its header (repeat for shards)"),
             )
             .arg(Arg::new("gguf").long("gguf").value_name("PATH").value_parser(clap::value_parser!(PathBuf)).help("Count every tensor of a GGUF file from its header"))
-            .arg(Arg::new("model").long("model").value_name("ORG/NAME").help("Look the model up on the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN): config.json and every weight file's header, by ranged reads"))
-            .arg(Arg::new("revision").long("revision").value_name("REV").requires("model").help("Branch, tag or commit of --model (default: main)"))
+            .arg(Arg::new("model").long("model").value_name("ORG/NAME").help("A model by its Hub id: a bundled one (`gpumem-agent models`) from its bundled config.json, with no request; any other from the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN): config.json and every weight file's header, by ranged reads"))
+            .arg(Arg::new("revision").long("revision").value_name("REV").requires("model").help("Branch, tag or commit of --model (default: main); given, even a bundled model is read from the Hub"))
             .arg(Arg::new("model-file").long("model-file").value_name("FILE").requires("model").help("Read this weight file of --model (e.g. a .gguf) instead of model.safetensors[.index.json]"))
             .arg(Arg::new("trace").long("trace").action(ArgAction::SetTrue).help("Trace the workload (the model's code on PyTorch's meta device, no GPU) and use the traced activations, logits and prefill figures instead of the assumed ones; needs --config or --model"))
             .arg(crate::trace::python_arg().requires("trace"));
@@ -167,27 +167,51 @@ pub fn run(args: Args) -> Result<Exit> {
     let mut args = args;
     crate::engine_cli::read_draft_config(&mut args.engine)?;
     let mut hub_gguf_shape = None;
+    // --model of the bundled catalogue, without --revision, --model-file or --config:
+    // its bundled config.json, as --config would read it, and no request.
+    let bundled = match (&args.model, &args.config) {
+        (Some(model), None) => {
+            crate::hub::bundled_for(model, args.revision.as_deref(), args.model_file.as_deref())
+        }
+        _ => None,
+    };
     if let Some(model) = &args.model {
         if !args.safetensors.is_empty() || args.gguf.is_some() {
             anyhow::bail!("give either --model or --safetensors/--gguf, not both");
         }
-        let revision = args.revision.as_deref().unwrap_or("main");
-        let found = crate::hub::lookup(model, revision, args.model_file.as_deref())?;
-        crate::out::errln!(
-            "gpumem-agent: {model}@{}: {} weight file(s), {} HTTP request(s)",
-            found.key,
-            found.files.len(),
-            found.requests
-        );
-        if let (Some(text), None) = (&found.config, &args.config) {
-            let c = config::parse_config(text)
-                .with_context(|| format!("reading {model}'s config.json"))?;
+        if let Some(b) = bundled {
+            crate::out::errln!(
+                "gpumem-agent: {}: the bundled config.json (read {}), no request; --revision main reads the Hub",
+                b.id,
+                b.read
+            );
+            let c = config::parse_config(&b.config)
+                .with_context(|| format!("reading the bundled config.json of {}", b.id))?;
             pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
             imported = Some(c);
-            config_text = Some(text.clone());
+            config_text = Some(b.config.clone());
+        } else {
+            let found = crate::hub::lookup_or_hint(
+                model,
+                args.revision.as_deref(),
+                args.model_file.as_deref(),
+            )?;
+            crate::out::errln!(
+                "gpumem-agent: {model}@{}: {} weight file(s), {} HTTP request(s)",
+                found.key,
+                found.files.len(),
+                found.requests
+            );
+            if let (Some(text), None) = (&found.config, &args.config) {
+                let c = config::parse_config(text)
+                    .with_context(|| format!("reading {model}'s config.json"))?;
+                pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
+                imported = Some(c);
+                config_text = Some(text.clone());
+            }
+            hub_tensors = Some(found.tensors);
+            hub_gguf_shape = found.gguf_shape;
         }
-        hub_tensors = Some(found.tensors);
-        hub_gguf_shape = found.gguf_shape;
     }
     if let Some(path) = &args.config {
         let text = crate::private::read_to_string_bounded(path, config::MAX_CONFIG_BYTES)?;
@@ -260,6 +284,9 @@ pub fn run(args: Args) -> Result<Exit> {
             .extend(shape.notes.iter().map(|n| format!("GGUF header: {n}")));
         est.warnings
             .extend(shape.warnings.iter().map(|w| format!("GGUF header: {w}")));
+    }
+    if let Some(b) = bundled {
+        est.assumptions.push(crate::hub::bundled::assumption(b));
     }
     // What the config reader assumed and could not model belongs with the figures.
     if let Some(c) = &imported {
@@ -362,7 +389,7 @@ pub fn run(args: Args) -> Result<Exit> {
         emit(&(serde_json::to_string_pretty(&out)? + "\n"))?;
         return Ok(exit);
     }
-    let model = model_name(&args);
+    let model = model_name(&args, bundled);
     let inputs = inputs_line(&input, &est, model.as_deref());
     let mut text = crate::answer::render(
         &inputs,
@@ -390,11 +417,13 @@ fn verdict_exit(h: &gpumem_core::headline::Headline) -> Exit {
     }
 }
 
-/// What the model is called: the Hub id, else the file the shape or tensors came from.
-fn model_name(args: &Args) -> Option<String> {
+/// What the model is called: the Hub id (the bundled catalogue's spelling, saying so,
+/// for a bundled config), else the file the shape or tensors came from.
+fn model_name(args: &Args, bundled: Option<&crate::hub::bundled::Bundled>) -> Option<String> {
     let file = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
-    args.model
-        .clone()
+    bundled
+        .map(|b| format!("{} (bundled)", b.id))
+        .or_else(|| args.model.clone())
         .or_else(|| args.config.as_deref().and_then(file))
         .or_else(|| args.gguf.as_deref().and_then(file))
         .or_else(|| args.safetensors.first().and_then(|p| file(p)))

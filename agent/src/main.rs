@@ -18,6 +18,7 @@ mod hub;
 mod manual;
 mod measure;
 mod merge;
+mod models;
 mod out;
 mod private;
 mod run;
@@ -52,6 +53,9 @@ enum Command {
     Estimate(Box<estimate::Args>),
     /// List the catalogue's cards: id, capacity, bandwidth, bf16/fp8 support, name.
     Cards(cards::Args),
+    /// List the bundled models: the ids `estimate --model` reads with no network, with
+    /// their parameters.
+    Models(models::Args),
     /// Report the GPU environment: devices, memory, driver, allocator.
     Environment(environment::Args),
     /// Measure the dense test network phase by phase on a GPU.
@@ -80,6 +84,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Estimate(args) => estimate::run(*args),
         Command::Cards(args) => cards::run(args),
+        Command::Models(args) => models::run(args),
         Command::Environment(args) => environment::run(args),
         Command::Measure(args) => measure::run(args),
         Command::Bisect(args) => bisect::run(args),

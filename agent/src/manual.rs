@@ -171,8 +171,12 @@ fn examples(sub: &str) -> &'static [(&'static str, &'static str)] {
                 "gpumem-agent estimate --parameters 7000000000 --bits 16 --reserve-gib 4",
             ),
             (
-                "A model from the Hugging Face Hub (headers only, nothing downloaded) at 16 000 tokens:",
+                "A bundled model (its config.json is in the agent: no network) at 16 000 tokens:",
                 "gpumem-agent estimate --model meta-llama/Llama-3.1-8B --context 16000",
+            ),
+            (
+                "The same from the Hugging Face Hub (config.json and the weights' headers, nothing downloaded):",
+                "gpumem-agent estimate --model meta-llama/Llama-3.1-8B --revision main --context 16000",
             ),
             (
                 "A local config.json quantised to GPTQ 4-bit, 4 sequences of 8 192 tokens, as JSON:",
@@ -203,6 +207,16 @@ fn examples(sub: &str) -> &'static [(&'static str, &'static str)] {
             (
                 "The same with capacities in bytes and their sources:",
                 "gpumem-agent cards --json",
+            ),
+        ],
+        "models" => &[
+            (
+                "Every bundled model: the ids estimate --model reads with no network:",
+                "gpumem-agent models",
+            ),
+            (
+                "The Qwen3 models, with their published parameter counts and sources:",
+                "gpumem-agent models qwen3 --json",
             ),
         ],
         "environment" => &[(
@@ -241,10 +255,16 @@ fn examples(sub: &str) -> &'static [(&'static str, &'static str)] {
                 "gpumem-agent run --serve -- torchrun --nproc-per-node 2 train.py",
             ),
         ],
-        "trace" => &[(
-            "One full training step of a model's own code on PyTorch's meta device (no GPU, no weights):",
-            "gpumem-agent trace --config config.json --train full --sequences 4 --context 2048",
-        )],
+        "trace" => &[
+            (
+                "One full training step of a model's own code on PyTorch's meta device (no GPU, no weights):",
+                "gpumem-agent trace --config config.json --train full --sequences 4 --context 2048",
+            ),
+            (
+                "A prefill of 4 096 tokens of a bundled model (its config.json is in the agent: no network):",
+                "gpumem-agent trace --model Qwen/Qwen3-0.6B --context 4096",
+            ),
+        ],
         "export" => &[
             (
                 "A saved run as Prometheus metrics for node_exporter's textfile collector:",
@@ -365,7 +385,13 @@ mod tests {
     fn the_measuring_pages_document_the_recorded_failure() {
         assert!(page(Some("measure")).contains(".B 1\n"));
         assert!(page(Some("run")).contains(".B 1\n"));
-        assert!(!page(Some("estimate")).contains(".B 1\n"));
+        // estimate's 1 is its own: the workload does not fit.
+        let estimate = page(Some("estimate"));
+        assert!(
+            estimate.contains(".B 1\nThe workload does not fit"),
+            "{estimate}"
+        );
+        assert!(!page(Some("cards")).contains(".B 1\n"));
     }
 
     #[test]

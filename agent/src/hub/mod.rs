@@ -22,8 +22,11 @@
 //! sends nothing.
 //!
 //! This is the only part of the agent that talks to the network (tests use a loopback
-//! stand-in through `HF_ENDPOINT`).
+//! stand-in through `HF_ENDPOINT`). A model of the bundled catalogue ([`bundled`]) is
+//! answered from its bundled config.json instead, with no request, unless a revision
+//! or a weight file is asked for ([`bundled_for`]).
 
+pub mod bundled;
 pub mod cache;
 pub mod client;
 
@@ -69,6 +72,36 @@ pub struct Found {
     pub key: String,
     /// HTTP requests sent (0 when everything came from the cache).
     pub requests: u64,
+}
+
+/// The bundled model `--model ID` names, when its bundled config.json is to be read
+/// instead of the Hub: only without `--revision` and `--model-file` (either asks for
+/// the Hub's files themselves).
+pub fn bundled_for(
+    model: &str,
+    revision: Option<&str>,
+    file: Option<&str>,
+) -> Option<&'static bundled::Bundled> {
+    if revision.is_some() || file.is_some() {
+        return None;
+    }
+    bundled::find(model)
+}
+
+/// [`lookup`], a failure followed by what reads `repo` without the Hub: its bundled
+/// copy (when `--revision` or `--model-file` asked for the Hub), or the bundled ids
+/// close to it.
+pub fn lookup_or_hint(repo: &str, revision: Option<&str>, file: Option<&str>) -> Result<Found> {
+    lookup(repo, revision.unwrap_or("main"), file).map_err(|e| {
+        let hint = match bundled::find(repo) {
+            Some(b) => format!(
+                "{} is bundled: without --revision and --model-file its bundled config.json is read, with no request",
+                b.id
+            ),
+            None => bundled::hint(repo),
+        };
+        anyhow!("{e:#}\n{hint}")
+    })
 }
 
 /// Looks `repo` up at `revision`; `file` names the weight file to read instead of

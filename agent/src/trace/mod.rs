@@ -70,8 +70,8 @@ impl clap::Args for Args {
         let mut cmd = cmd
             .arg(Arg::new("json").long("json").action(ArgAction::SetTrue).help("Print the trace as JSON (gpumem.trace/v1)"))
             .arg(Arg::new("config").long("config").value_name("CONFIG_JSON").value_parser(clap::value_parser!(PathBuf)).help("The model's Hugging Face config.json (no weights are read)"))
-            .arg(Arg::new("model").long("model").value_name("ORG/NAME").conflicts_with("config").help("Take config.json from the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN)"))
-            .arg(Arg::new("revision").long("revision").value_name("REV").requires("model").help("Branch, tag or commit of --model (default: main)"))
+            .arg(Arg::new("model").long("model").value_name("ORG/NAME").conflicts_with("config").help("Take config.json from the bundled catalogue (`gpumem-agent models`), else from the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN)"))
+            .arg(Arg::new("revision").long("revision").value_name("REV").requires("model").help("Branch, tag or commit of --model (default: main); given, even a bundled model's config.json is read from the Hub"))
             .arg(python_arg())
             .arg(
                 Arg::new("expandable-segments")
@@ -117,13 +117,19 @@ pub fn run(args: Args) -> Result<Exit> {
         (Some(path), _) => {
             crate::private::read_to_string_bounded(path, hf_config::MAX_CONFIG_BYTES)?
         }
-        (None, Some(model)) => {
-            let revision = args.revision.as_deref().unwrap_or("main");
-            let found = crate::hub::lookup(model, revision, None)?;
-            found
+        (None, Some(model)) => match crate::hub::bundled_for(model, args.revision.as_deref(), None)
+        {
+            Some(b) => {
+                crate::out::errln!(
+                    "gpumem-agent: config.json: {}; --revision main reads the Hub",
+                    crate::hub::bundled::provenance(b)
+                );
+                b.config.clone()
+            }
+            None => crate::hub::lookup_or_hint(model, args.revision.as_deref(), None)?
                 .config
-                .with_context(|| format!("{model} has no config.json"))?
-        }
+                .with_context(|| format!("{model} has no config.json"))?,
+        },
         (None, None) => {
             crate::out::errln!(
                 "gpumem-agent: trace needs --config CONFIG_JSON or --model ORG/NAME"
