@@ -28,11 +28,14 @@ pub fn flag_of(f: &'static Field) -> Arg {
         FieldKind::Fraction => "FRACTION",
         FieldKind::Card => "CARD",
     };
-    Arg::new(f.key)
-        .long(f.key)
-        .value_name(name)
-        .allow_hyphen_values(true)
-        .value_parser(Offered(f))
+    let arg = Arg::new(f.key).long(f.key).value_name(name);
+    // A switch is spelled as the engines spell theirs: `--enforce-eager` alone is true,
+    // `--enforce-eager false` still reads its value.
+    let arg = match f.kind {
+        FieldKind::Bool(_) => arg.num_args(0..=1).default_missing_value("true"),
+        _ => arg.allow_hyphen_values(true),
+    };
+    arg.value_parser(Offered(f))
         // A card's ids and a text field's suggestions go to the completions only:
         // they are not all the field accepts (`--card 24GiB`, `--format q4_k_m`).
         .hide_possible_values(matches!(f.kind, FieldKind::Card | FieldKind::Text))

@@ -324,3 +324,42 @@ fn impossible_inputs_and_other_model_kinds_are_refused_with_a_reason() {
         "{err}"
     );
 }
+
+#[test]
+fn engine_switches_are_spelled_as_the_engines_spell_them() {
+    let lines = |extra: &[&str]| {
+        let mut args = vec![
+            "--engine",
+            "vllm",
+            "--card",
+            "h100-sxm-80gb",
+            "--context",
+            "8192",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = estimate("llama-3.1-8b", &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        v["engine"]["lines"]
+            .as_array()
+            .expect("lines")
+            .iter()
+            .map(|l| l["key"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    // vLLM's `--enforce-eager` and `--enable-lora` are bare switches; a value still works.
+    let bare = lines(&["--enforce-eager", "--enable-lora"]);
+    assert!(bare.contains(&"lora".to_owned()), "{bare:?}");
+    assert!(!bare.contains(&"cuda_graphs".to_owned()), "{bare:?}");
+    assert_eq!(
+        bare,
+        lines(&["--enforce-eager", "true", "--enable-lora", "true"])
+    );
+    assert!(lines(&["--enforce-eager", "false"]).contains(&"cuda_graphs".to_owned()));
+}
