@@ -46,8 +46,9 @@ fn estimate_json_matches_its_schema() {
             .args(&extra)
             .output()
             .expect("run the agent");
+        // An answer: 0 fits or borderline, 1 does not fit (2 is no answer).
         assert!(
-            out.status.success(),
+            matches!(out.status.code(), Some(0 | 1)),
             "{extra:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
