@@ -558,13 +558,21 @@ fn web_budgets() {
         const el = document.querySelector('[data-testid="total-bytes"]');
         const input = document.getElementById('context');
         const times = [];
+        const recomputes = [];
         let i = 0;
         const step = () => {
-          if (i === 20) { times.sort((a, b) => a - b); done(times[10]); return; }
+          if (i === 20) {
+            times.sort((a, b) => a - b);
+            recomputes.sort((a, b) => a - b);
+            done([times[10], recomputes[10]]);
+            return;
+          }
           const before = el.textContent;
           const obs = new MutationObserver(() => {
             if (document.querySelector('[data-testid="total-bytes"]').textContent !== before) {
-              times.push(performance.now() - t0); obs.disconnect(); i++; setTimeout(step, 5);
+              times.push(performance.now() - t0);
+              recomputes.push(parseFloat(document.querySelector('[data-testid="recompute-ms"]').textContent));
+              obs.disconnect(); i++; setTimeout(step, 5);
             }
           });
           obs.observe(document.querySelector('.results'), {subtree: true, childList: true, characterData: true});
@@ -575,9 +583,10 @@ fn web_budgets() {
         step();"#,
         json!([]),
     );
-    let input_to_dom = input_to_dom.as_f64().unwrap();
-    // …and the three workloads as the page timed them for the last change.
-    let in_page: f64 = page.browser.testid("recompute-ms").trim().parse().unwrap();
+    // …and the three workloads as the page timed them: the median over the same 20
+    // changes (one change alone is a single sample of a shared machine's noise).
+    let in_page = input_to_dom[1].as_f64().unwrap();
+    let input_to_dom = input_to_dom[0].as_f64().unwrap();
     println!(
         "web-budgets: first results rendered {first_median:.1} ms after navigation (median of 5: {first:?})"
     );
@@ -586,7 +595,7 @@ fn web_budgets() {
         per_estimate
     );
     println!(
-        "web-budgets: three workloads recomputed in {in_page:.3} ms after an input change (in-page performance.now(), 0.1 ms resolution)"
+        "web-budgets: three workloads recomputed in {in_page:.3} ms after an input change (median of 20, in-page performance.now(), 0.1 ms resolution)"
     );
     println!("web-budgets: input change → DOM updated in {input_to_dom:.1} ms (median of 20)");
     assert!(
