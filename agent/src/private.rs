@@ -503,4 +503,52 @@ mod tests {
         assert_eq!(pid_of("trace-77-x"), Some(77));
         assert_eq!(pid_of("not-a-run"), None);
     }
+
+    #[test]
+    fn a_base_that_is_a_link_or_under_a_writable_folder_is_refused() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let elsewhere = tempfile::tempdir().expect("tempdir");
+        let link = temp.path().join(format!("gpumem-{}", our_uid()));
+        std::os::unix::fs::symlink(elsewhere.path(), &link).expect("symlink");
+        let e = private_base(None, temp.path()).expect_err("a link is refused");
+        assert!(format!("{e:#}").contains("not a folder"), "{e:#}");
+
+        // A world-writable, non-sticky folder above: anyone could swap the base.
+        let open = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(open.path(), Permissions::from_mode(0o777)).expect("chmod");
+        let e = private_base(None, open.path()).expect_err("refused");
+        assert!(format!("{e:#}").contains("writable by others"), "{e:#}");
+        // Sticky (as /tmp): others cannot rename what is ours.
+        std::fs::set_permissions(open.path(), Permissions::from_mode(0o1777)).expect("chmod");
+        private_base(None, open.path()).expect("sticky is fine");
+    }
+
+    #[test]
+    fn the_runtime_folder_is_preferred_when_private() {
+        let runtime = tempfile::tempdir().expect("tempdir");
+        let temp = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(runtime.path(), Permissions::from_mode(0o700)).expect("chmod");
+        let base = private_base(Some(runtime.path()), temp.path()).expect("base");
+        assert_eq!(base, runtime.path().join("gpumem"));
+        // Not private: the temporary folder's per-user base instead.
+        std::fs::set_permissions(runtime.path(), Permissions::from_mode(0o755)).expect("chmod");
+        let base = private_base(Some(runtime.path()), temp.path()).expect("base");
+        assert!(base.starts_with(temp.path().canonicalize().expect("canon")));
+    }
+
+    #[test]
+    fn a_killed_agents_folder_is_swept_and_a_live_ones_kept() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let base = private_base(None, temp.path()).expect("base");
+        // A pid that cannot be alive (above the kernel's pid_max of 2^22).
+        let dead = base.join("run-99999999-abc");
+        let dead_trace = base.join("trace-99999998-abc");
+        let live = base.join(format!("run-{}-xyz", std::process::id()));
+        let other = base.join("not-a-run");
+        for d in [&dead, &dead_trace, &live, &other] {
+            std::fs::create_dir(d).expect("mkdir");
+        }
+        assert_eq!(sweep_leftovers(&base), 2);
+        assert!(!dead.exists() && !dead_trace.exists() && live.exists() && other.exists());
+    }
 }

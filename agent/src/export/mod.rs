@@ -595,21 +595,10 @@ pub struct Args {
     pub output: Option<PathBuf>,
 }
 
-/// Reads a document, bounded.
+/// Reads a document, bounded (`crate::private::read_to_string_bounded`).
 pub fn read_document(path: &std::path::Path) -> Result<String> {
-    use std::io::Read as _;
-    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut text = String::new();
-    f.take(MAX_DOCUMENT_BYTES + 1)
-        .read_to_string(&mut text)
-        .with_context(|| format!("reading {}", path.display()))?;
-    if text.len() as u64 > MAX_DOCUMENT_BYTES {
-        bail!(
-            "{} is larger than {MAX_DOCUMENT_BYTES} bytes: not a gpumem document",
-            path.display()
-        );
-    }
-    Ok(text)
+    crate::private::read_to_string_bounded(path, MAX_DOCUMENT_BYTES)
+        .context("not a gpumem document")
 }
 
 /// Runs `export`.
