@@ -7,7 +7,7 @@
 use std::fmt::Write;
 
 use gpumem_core::estimate::{Estimate, Group, Kind};
-use gpumem_core::fit::{MARGIN_RULE, Verdict};
+use gpumem_core::fit::{MARGIN_RULE, RESERVE_SIDE, Verdict};
 use gpumem_core::headline::{
     FormatFit, Headline, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, LABEL_SMALLEST,
 };
@@ -138,6 +138,14 @@ pub fn render(
             String::new()
         }
     );
+    if h.margin.reserve_bytes > 0 && verdict != Verdict::Fits {
+        let _ = writeln!(
+            s,
+            "  {:<10} {:>12} GiB    {RESERVE_SIDE}",
+            "",
+            format!("-{}", Bytes(h.margin.reserve_bytes).gib_string(2)),
+        );
+    }
     if let Some(q) = &h.sequences {
         let _ = writeln!(s, "  {:<10} {}", "sequences", sequences_text(q, &h.basis));
     }

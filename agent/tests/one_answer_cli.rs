@@ -363,3 +363,55 @@ fn engine_switches_are_spelled_as_the_engines_spell_them() {
     );
     assert!(lines(&["--enforce-eager", "false"]).contains(&"cuda_graphs".to_owned()));
 }
+
+#[test]
+fn an_assumed_reserve_alone_never_decides_a_no() {
+    // Mistral-7B in fp16 on a T4 at 4 096 tokens: 14.46 GiB without the flat 4 GiB
+    // reserve against 15.00 GiB; the reserve alone puts it over.
+    let out = estimate(
+        "mistral-7b-v0.1",
+        &["--format", "fp16", "--card", "t4", "--context", "4096"],
+    );
+    assert!(
+        verdict_line(&out).starts_with("BORDERLINE"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(out.status.code(), Some(0), "borderline exits 0");
+    assert!(
+        text(&out).contains("-4.00 GiB    short side"),
+        "{}",
+        text(&out)
+    );
+    // Short by more than the reserve is still a no.
+    let out = estimate(
+        "mistral-7b-v0.1",
+        &["--format", "fp16", "--card", "t4", "--context", "65536"],
+    );
+    assert!(
+        verdict_line(&out).starts_with("DOES NOT FIT"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(out.status.code(), Some(1));
+    // A reserve given in bytes (measured) is no hypothesis: the rule is symmetric.
+    let out = estimate(
+        "mistral-7b-v0.1",
+        &[
+            "--format",
+            "fp16",
+            "--card",
+            "t4",
+            "--context",
+            "4096",
+            "--reserve-bytes",
+            "4294967296",
+        ],
+    );
+    assert!(
+        verdict_line(&out).starts_with("DOES NOT FIT"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("short side"), "{}", text(&out));
+}

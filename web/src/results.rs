@@ -5,7 +5,7 @@
 
 use gpumem_core::catalogue::{CATALOGUE, GpuCard, resolve};
 use gpumem_core::estimate::{Estimate, Group, Kind as LineKind, Line, LineKey, estimate};
-use gpumem_core::fit::{CardFit, MARGIN_RULE, Verdict, assumed_margin, fit_card};
+use gpumem_core::fit::{CardFit, MARGIN_RULE, RESERVE_SIDE, Verdict, fit_estimate, fit_table};
 use gpumem_core::headline::{Headline, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, LABEL_SMALLEST};
 use gpumem_core::params::{from_pairs, parse_count};
 use gpumem_core::units::{
@@ -237,10 +237,15 @@ fn answer_body(line: String, h: Headline) -> impl IntoView {
             "answer-headroom",
             "Headroom",
             format!(
-                "{} GiB ({} GB) · {LABEL_MARGIN} ±{}{}",
+                "{} GiB ({} GB) · {LABEL_MARGIN} ±{}{}{}",
                 signed_gib_string(c.headroom_bytes, 2),
                 signed_gb_string(c.headroom_bytes, 2),
                 gib(h.margin.bytes),
+                if h.margin.reserve_bytes > 0 && v != Verdict::Fits {
+                    format!(", −{} {RESERVE_SIDE}", gib(h.margin.reserve_bytes))
+                } else {
+                    String::new()
+                },
                 if v == Verdict::Borderline {
                     format!(" — {MARGIN_RULE}")
                 } else {
@@ -383,7 +388,7 @@ fn WorkloadCards() -> impl IntoView {
                                             .flatten()
                                             .and_then(|(_, h)| h.ok())
                                             .map(|h| h.card)
-                                            .unwrap_or_else(|| fit_card(&card.get(), e.per_device_bytes, assumed_margin(&e)));
+                                            .unwrap_or_else(|| fit_estimate(&card.get(), &e));
                                         let (v, cls) = verdict(&f);
                                         view! {
                                             <span class="wdims">{shape}</span>
@@ -474,7 +479,7 @@ fn Breakdown(e: Estimate) -> impl IntoView {
     let assumptions = e.assumptions.clone();
     let warnings = e.warnings.clone();
     let need = e.per_device_bytes;
-    let assumed = assumed_margin(&e);
+    let fits = fit_table(&e);
     view! {
         <Headline e=Some(e.clone())/>
         {params}
@@ -492,7 +497,7 @@ fn Breakdown(e: Estimate) -> impl IntoView {
                 <ul>{assumptions.into_iter().map(|a| view! { <li>{a}</li> }).collect_view()}</ul>
             </div>
         })}
-        <FitTable need assumed/>
+        <FitTable need fits/>
     }
 }
 
@@ -625,15 +630,11 @@ fn LinesTable(lines: Vec<Line>) -> impl IntoView {
     }
 }
 
-/// Every catalogue card against the per-device need (`assumed`: its uncertainty).
+/// Every catalogue card against the per-device need `need` ([`fit_table`]'s `fits`).
 #[component]
-fn FitTable(need: u64, assumed: u64) -> impl IntoView {
+fn FitTable(need: u64, fits: Vec<CardFit>) -> impl IntoView {
     let form = expect_context::<Form>();
     let card_sig = form.sig("card");
-    let fits: Vec<CardFit> = CATALOGUE
-        .iter()
-        .map(|c| fit_card(c, need, assumed))
-        .collect();
     let n_fit = fits.iter().filter(|f| f.fits).count();
     view! {
         <h3 class="fit-title">
@@ -744,7 +745,7 @@ fn Sweep() -> impl IntoView {
                             .into_iter()
                             .map(|(v, is_base, r)| match r {
                                 Ok(e) => {
-                                    let f = fit_card(&card, e.per_device_bytes, assumed_margin(&e));
+                                    let f = fit_estimate(&card, &e);
                                     let (verdict_text, cls) = verdict(&f);
                                     let pct = (u128::from(e.per_device_bytes) * 100 / u128::from(cap.max(1))).min(100);
                                     view! {

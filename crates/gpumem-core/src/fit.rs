@@ -52,10 +52,20 @@ pub struct Margin {
     pub capacity_bytes: u64,
     /// Their sum: the verdict is borderline when the headroom lies within ± this.
     pub bytes: u64,
+    /// The reserve when it is assumed (a flat `reserve-gib`, not a measured or given
+    /// figure; 0 under an engine, whose own rule stands in for it). It widens the
+    /// margin on the short side only: a need that fails by no more than the margin
+    /// plus this reserve is borderline, never a no the reserve alone decided; a need
+    /// with the reserve inside still has to clear the margin to fit.
+    #[serde(default)]
+    pub reserve_bytes: u64,
 }
 
 /// The rule in words, shown beside a borderline verdict and in `--verbose`.
-pub const MARGIN_RULE: &str = "borderline = headroom within ± (½ of the assumed lines besides the reserve + 6.3 % of a capacity known only from its label)";
+pub const MARGIN_RULE: &str = "borderline = headroom within ± (½ of the assumed lines besides the reserve + 6.3 % of a capacity known only from its label), or short by no more than that plus an assumed reserve";
+
+/// How the page and the CLI name the short side's widening by an assumed reserve.
+pub const RESERVE_SIDE: &str = "short side: an assumed reserve alone never makes a no";
 
 /// Half the per-device bytes of the assumed lines besides the reserve.
 pub fn assumed_margin(est: &Estimate) -> u64 {
@@ -66,7 +76,17 @@ pub fn assumed_margin(est: &Estimate) -> u64 {
         .div_ceil(2)
 }
 
-/// The margin of a need whose assumed part is `assumed` (already halved) on `card`.
+/// The per-device bytes of an assumed reserve (the flat `reserve-gib`); 0 when the
+/// reserve was given in bytes (measured by the agent, or typed).
+pub fn assumed_reserve(est: &Estimate) -> u64 {
+    est.lines
+        .iter()
+        .filter(|l| l.in_total && l.kind == Kind::Assumed && l.group == Group::Reserve)
+        .fold(0u64, |acc, l| acc.saturating_add(l.device_bytes))
+}
+
+/// The margin of a need whose assumed part is `assumed` (already halved) on `card`,
+/// without an assumed reserve.
 pub fn margin(card: &GpuCard, assumed: u64) -> Margin {
     let (capacity, kind) = card.capacity();
     let capacity_bytes = match kind {
@@ -82,6 +102,7 @@ pub fn margin(card: &GpuCard, assumed: u64) -> Margin {
         assumed_bytes: assumed,
         capacity_bytes,
         bytes: assumed.saturating_add(capacity_bytes),
+        reserve_bytes: 0,
     }
 }
 
@@ -105,6 +126,9 @@ pub struct CardFit {
     pub fits: bool,
     /// The uncertainty the verdict allows for ([`Margin::bytes`]).
     pub margin_bytes: u64,
+    /// The assumed reserve the verdict lets a short need off by ([`Margin::reserve_bytes`]).
+    #[serde(default)]
+    pub reserve_bytes: u64,
     /// The verdict's key: "yes", "borderline" or "no".
     pub verdict: String,
 }
@@ -118,6 +142,12 @@ pub fn signed_diff(a: u64, b: u64) -> i64 {
 /// The fit of `need_bytes` per device on one card, with `assumed` (half the assumed
 /// lines, [`assumed_margin`]) as the need's uncertainty.
 pub fn fit_card(card: &GpuCard, need_bytes: u64, assumed: u64) -> CardFit {
+    fit_card_reserve(card, need_bytes, assumed, 0)
+}
+
+/// [`fit_card`] for a need holding an assumed reserve of `reserve` bytes
+/// ([`assumed_reserve`]), which may make a short need borderline but never a fit.
+pub fn fit_card_reserve(card: &GpuCard, need_bytes: u64, assumed: u64, reserve: u64) -> CardFit {
     let (capacity, kind) = card.capacity();
     let headroom = signed_diff(capacity, need_bytes);
     let m = margin(card, assumed);
@@ -130,7 +160,8 @@ pub fn fit_card(card: &GpuCard, need_bytes: u64, assumed: u64) -> CardFit {
         headroom_bytes: headroom,
         fits: headroom >= 0,
         margin_bytes: m.bytes,
-        verdict: Verdict::of(headroom, m.bytes).key().into(),
+        reserve_bytes: reserve,
+        verdict: Verdict::judged(headroom, m.bytes, reserve).key().into(),
     }
 }
 
@@ -161,9 +192,24 @@ impl Verdict {
         }
     }
 
+    /// [`Verdict::of`] with an assumed reserve in the need: short by more than the
+    /// margin but by no more than the margin plus `reserve` is borderline (the reserve
+    /// is a hypothesis, so it cannot alone decide a no); fitting still needs the
+    /// headroom to clear the margin with the reserve inside the need.
+    pub fn judged(headroom: i64, margin: u64, reserve: u64) -> Verdict {
+        match Verdict::of(headroom, margin) {
+            Verdict::DoesNotFit
+                if Verdict::of(headroom, margin.saturating_add(reserve)) != Verdict::DoesNotFit =>
+            {
+                Verdict::Borderline
+            }
+            v => v,
+        }
+    }
+
     /// The verdict of a card's fit.
     pub fn of_fit(fit: &CardFit) -> Verdict {
-        Verdict::of(fit.headroom_bytes, fit.margin_bytes)
+        Verdict::judged(fit.headroom_bytes, fit.margin_bytes, fit.reserve_bytes)
     }
 
     /// The headline word: "FITS", "BORDERLINE", "DOES NOT FIT".
@@ -194,12 +240,22 @@ impl Verdict {
     }
 }
 
+/// An estimate's per-device need on `card`, its assumed lines and reserve as its
+/// uncertainty.
+pub fn fit_estimate(card: &GpuCard, estimate: &Estimate) -> CardFit {
+    fit_card_reserve(
+        card,
+        estimate.per_device_bytes,
+        assumed_margin(estimate),
+        assumed_reserve(estimate),
+    )
+}
+
 /// Every catalogue card against an estimate's per-device need, in catalogue order.
 pub fn fit_table(estimate: &Estimate) -> Vec<CardFit> {
-    let assumed = assumed_margin(estimate);
     CATALOGUE
         .iter()
-        .map(|c| fit_card(c, estimate.per_device_bytes, assumed))
+        .map(|c| fit_estimate(c, estimate))
         .collect()
 }
 
@@ -237,6 +293,23 @@ mod tests {
         assert_eq!(Verdict::of(0, 0), Verdict::Fits);
         assert_eq!(Verdict::of(-1, 0), Verdict::DoesNotFit);
         assert_eq!(fit_card(card, cap + m + 1, m).verdict, "no");
+    }
+
+    #[test]
+    fn an_assumed_reserve_cannot_alone_decide_a_no() {
+        let card = find("h100-sxm-80gb").unwrap();
+        let (cap, _) = card.capacity();
+        let (m, r) = (1 << 30, 4 << 30);
+        let v = |need: u64| Verdict::of_fit(&fit_card_reserve(card, need, m, r));
+        // Fitting is unchanged: the reserve stays inside the need.
+        assert_eq!(v(cap - m), Verdict::Fits);
+        assert_eq!(v(cap - m + 1), Verdict::Borderline);
+        // Short by the margin and the whole reserve: borderline; one byte more: no.
+        assert_eq!(v(cap + m + r), Verdict::Borderline);
+        assert_eq!(v(cap + m + r + 1), Verdict::DoesNotFit);
+        assert_eq!(fit_card_reserve(card, cap + m + r, m, r).reserve_bytes, r);
+        // Without a reserve the rule is the symmetric one.
+        assert_eq!(Verdict::judged(-(m as i64) - 1, m, 0), Verdict::DoesNotFit);
     }
 
     #[test]

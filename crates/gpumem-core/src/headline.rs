@@ -20,7 +20,9 @@ use crate::catalogue::{Arch, CATALOGUE, GpuCard};
 use crate::engine::{self, Engine, EngineParams};
 use crate::error::EstimateError;
 use crate::estimate::{Estimate, EstimateInput, TrainMode, estimate};
-use crate::fit::{CardFit, Margin, Verdict, assumed_margin, fit_card, margin};
+use crate::fit::{
+    CardFit, Margin, Verdict, assumed_margin, assumed_reserve, fit_card_reserve, margin,
+};
 use crate::format::{Dtype, StorageFormat};
 use crate::units::{Bytes, group_digits};
 
@@ -91,6 +93,8 @@ pub enum Basis {
 struct Need {
     bytes: u64,
     assumed: u64,
+    /// The assumed reserve inside `bytes` ([`assumed_reserve`]; 0 under an engine).
+    reserve: u64,
     sequences: Option<Sequences>,
 }
 
@@ -119,6 +123,7 @@ impl Basis {
             return Ok(Need {
                 bytes: est.per_device_bytes,
                 assumed: assumed_margin(est),
+                reserve: assumed_reserve(est),
                 sequences: None,
             });
         };
@@ -154,6 +159,7 @@ impl Basis {
             } else {
                 b.uncertainty_bytes
             },
+            reserve: 0,
             sequences: Some(Sequences {
                 asked: b.sequences,
                 fit,
@@ -256,7 +262,7 @@ pub fn used_ppm(need: u64, capacity: u64) -> u64 {
 }
 
 fn fit_of(card: &GpuCard, need: Need) -> CardFit {
-    fit_card(card, need.bytes, need.assumed)
+    fit_card_reserve(card, need.bytes, need.assumed, need.reserve)
 }
 
 /// The headline of `input` (estimated as `est`) on `card`, or on the smallest
@@ -277,7 +283,10 @@ pub fn headline(
     };
     let need = basis.need(input, est, &card)?;
     let fit = fit_of(&card, need);
-    let m = margin(&card, need.assumed);
+    let m = Margin {
+        reserve_bytes: need.reserve,
+        ..margin(&card, need.assumed)
+    };
     let training = input.train != TrainMode::None;
     Ok(Headline {
         verdict: fit.verdict.clone(),
@@ -533,6 +542,7 @@ pub fn inputs_line(input: &EstimateInput, est: &Estimate, model: Option<&str>) -
 mod tests {
     use super::*;
     use crate::catalogue::{find, resolve};
+    use crate::fit::fit_card;
     use crate::params::from_pairs;
     use crate::presets;
 

@@ -295,7 +295,13 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
         "Reserve (preparation hypothesis, not proof)",
         reserve,
         reserve,
-        Kind::Assumed,
+        // A reserve given in bytes is the user's or the agent's observed figure, not
+        // the estimator's hypothesis: it does not widen the verdict's margin.
+        if input.reserve_bytes.is_some() {
+            Kind::Computed
+        } else {
+            Kind::Assumed
+        },
         true,
         reserve_formula,
         &[("reserve-gib", input.reserve_gib.to_string())],
