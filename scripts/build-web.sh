@@ -77,6 +77,32 @@ mkdir -p dist/agent "dist/$lookup_dir"
 cp -R "$stage"/. dist/agent/
 cp -R "$lookup_stage"/. "dist/$lookup_dir/"
 rm -rf "$stage" "$lookup_stage"
+# The bundled catalogue beside the page (agent/models/*.json, the agent's named models):
+# each model's config.json as models/<owner>--<name>.json, and models/index.txt with one
+# line per model (id, day read, source; tab-separated): the lookup module offers them
+# in the model search and reads one when the Hub cannot be reached
+# (web/lookup/src/bundled.rs).
+python3 - agent/models dist/models <<'PY'
+import json, os, sys
+src, out = sys.argv[1:]
+os.makedirs(out)
+rows = []
+for name in sorted(os.listdir(src)):
+    if name.startswith(".") or not name.endswith(".json"):
+        continue
+    with open(os.path.join(src, name), encoding="utf-8") as f:
+        model = json.load(f)
+    if name != model["id"].replace("/", "--") + ".json":
+        sys.exit(f"build-web: {src}/{name} holds {model['id']!r}: its file is named after it")
+    fields = [model["id"], model["read"], model["source"]]
+    if any(c in v for v in fields for c in "\t\n\r"):
+        sys.exit(f"build-web: {src}/{name}: a tab or line break in its id, day or source")
+    rows.append("\t".join(fields))
+    with open(os.path.join(out, name), "w", encoding="utf-8") as f:
+        json.dump(model["config"], f, ensure_ascii=False, separators=(",", ":"))
+with open(os.path.join(out, "index.txt"), "w", encoding="utf-8") as f:
+    f.write("".join(r + "\n" for r in sorted(rows, key=str.lower)))
+PY
 # Content-Security-Policy: the one policy is the meta tag of web/index.html. Add the
 # sha256 of every inline script of both built pages to its script-src (trunk's
 # bootstrap and the #token= forwarder; no 'unsafe-inline') and write it, as a plain

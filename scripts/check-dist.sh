@@ -18,7 +18,7 @@ inputs() {
   # Tracked and untracked-but-not-ignored files, so a new source file counts too.
   {
     git ls-files -co --exclude-standard -- web crates/gpumem-core/src crates/gpumem-core/Cargo.toml \
-      crates/gpumem-proto/src crates/gpumem-proto/Cargo.toml
+      crates/gpumem-proto/src crates/gpumem-proto/Cargo.toml agent/models
     echo rust-toolchain.toml
     echo scripts/build-web.sh
   } | LC_ALL=C sort -u | while read -r f; do

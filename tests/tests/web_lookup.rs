@@ -206,8 +206,22 @@ fn web_looks_models_up_on_the_hub() {
         "a search sends no token"
     );
 
-    // 4. Unknown repository: "not found", said at the top of the answer, and the
-    //    previous model's figures cleared rather than left standing for this one.
+    // 4. Unknown repository: "not found", said at the top of the answer; nothing is
+    //    lost — the previous model's id, weights and figures stay, named as such.
+    let field = |b: &Browser| {
+        b.js(
+            "return document.querySelector('[data-testid=model]').value",
+            json!([]),
+        )
+    };
+    // The last lookup that succeeded was the gated one (the field now holds the
+    // search's typing).
+    let (model_before, bytes_before, total_before) = (
+        json!(GATED),
+        imported_bytes(&browser),
+        browser.testid("total-bytes"),
+    );
+    assert!(bytes_before.is_some(), "a model is imported before");
     look_up(&browser, "tiny-org/no-such-model");
     let status = final_status(&browser, "an unknown repository");
     assert!(status.contains("not found"), "{status}");
@@ -220,19 +234,23 @@ fn web_looks_models_up_on_the_hub() {
         failed.contains("tiny-org/no-such-model") && failed.contains("not found"),
         "{failed}"
     );
-    assert_eq!(
-        imported_bytes(&browser),
-        None,
-        "the previous import is cleared"
-    );
-    let (verdict, total) = (
-        browser.testid("answer-verdict"),
-        browser.testid("total-bytes"),
-    );
-    assert!(verdict.contains("NO ANSWER"), "{verdict}");
+    let before = model_before.as_str().unwrap_or_default();
     assert!(
-        bytes_of(&total).is_none(),
-        "no figures for a model that failed: {total}"
+        failed.contains(&format!("still those of {before}")),
+        "{failed}"
+    );
+    assert_eq!(
+        field(&browser),
+        model_before,
+        "the field goes back to the model shown"
+    );
+    assert_eq!(imported_bytes(&browser), bytes_before, "the import stays");
+    let verdict = browser.testid("answer-verdict");
+    assert!(!verdict.contains("NO ANSWER"), "{verdict}");
+    assert_eq!(
+        browser.testid("total-bytes"),
+        total_before,
+        "the figures stay"
     );
 
     // 5. GGUF: one file is found by itself; of three, the page names them and reads
@@ -432,5 +450,63 @@ fn web_lookup_can_be_cancelled_and_times_out() {
             json!([])
         ),
         json!(false)
+    );
+}
+
+#[test]
+fn web_offers_the_bundled_models_and_reads_one_the_hub_cannot_answer_for() {
+    let Some(driver) =
+        browser_tools("web_offers_the_bundled_models_and_reads_one_the_hub_cannot_answer_for")
+    else {
+        return;
+    };
+    let _guard = serial();
+    // A Hub that refuses every connection: a loopback port bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let agent = ReplayAgent::serve(&[], &[("HF_ENDPOINT", endpoint.as_str())]);
+    let browser = Browser::start(&driver);
+    browser.goto(&format!("{}/", agent.origin));
+
+    // The search offers the bundled ids although the Hub's search fails.
+    browser.type_into("[data-testid=model]", "qwen2.5-7b");
+    let offered = browser.wait_for(
+        "suggestions from the bundled set",
+        "const o = [...document.querySelectorAll('#model-suggestions option')].map(o => o.value); return o.length > 0 && o",
+    );
+    let offered: Vec<&str> = offered
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert!(offered.contains(&"Qwen/Qwen2.5-7B"), "{offered:?}");
+
+    // The lookup reads the bundled config.json, says so, and the page's figures are
+    // the agent's for the same bundled model.
+    look_up(&browser, "Qwen/Qwen2.5-7B");
+    let status = final_status(&browser, "a bundled model with the Hub unreachable");
+    assert!(
+        status.starts_with("Read Qwen/Qwen2.5-7B (the bundled config.json, read "),
+        "{status}"
+    );
+    assert!(status.contains("could not be reached"), "{status}");
+    let layers = browser.js("return document.getElementById('layers').value", json!([]));
+    assert_eq!(
+        layers,
+        json!("28"),
+        "Qwen2.5-7B's 28 layers are in the fields"
+    );
+    let weights = bytes_of(&browser.testid("weights-bytes")).expect("weights on the page");
+    assert_eq!(
+        weights,
+        agent_weights(&endpoint, "Qwen/Qwen2.5-7B"),
+        "the page and the agent count the bundled model alike"
+    );
+    assert_eq!(
+        imported_bytes(&browser),
+        None,
+        "no tensors: the config alone"
     );
 }

@@ -158,6 +158,9 @@ pub fn ImportZone() -> impl IntoView {
     let dragging = RwSignal::new(false);
     // In memory only: not a form key, so never in the link or storage.
     let token = RwSignal::new(String::new());
+    // The model whose figures the page shows (the link's, then each lookup that
+    // succeeded): a failed lookup goes back to it.
+    let shown = RwSignal::new(form.sig("model").get_untracked());
 
     let read = {
         let form = form.clone();
@@ -205,15 +208,30 @@ pub fn ImportZone() -> impl IntoView {
                 let outcome = call("lookup", &JsValue::from(asked), progress.as_ref()).await;
                 drop(progress);
                 busy.set(None);
-                if let Err(e) = &outcome {
-                    // The previous model's figures must not stand for this one: clear
-                    // them, and say why at the top of the answer, where the user looks.
-                    form.imported.set(None);
-                    form.set_shape(&[]);
-                    form.lookup_failed.set(Some(format!(
-                        "Looking up {} failed: {e}. Its figures are not shown: fix the id (or the token), or pick a preset.",
-                        request.model
-                    )));
+                match &outcome {
+                    // Nothing is lost: the fields, the weights and the link stay those of
+                    // the model shown before, whose id goes back into the field; why is
+                    // said at the top of the answer, where the user looks.
+                    Err(e) => {
+                        let before = shown.get_untracked();
+                        form.sig("model").set(before.clone());
+                        form.lookup_failed.set(Some(format!(
+                            "Looking up {} failed: {e}. The figures are still those of {}.",
+                            request.model,
+                            if before.is_empty() {
+                                "the fields"
+                            } else {
+                                &before
+                            }
+                        )));
+                    }
+                    Ok(o) => {
+                        shown.set(request.model.clone());
+                        // A bundled config alone: no earlier model's tensors stay.
+                        if o.tensors.is_none() {
+                            form.imported.set(None);
+                        }
+                    }
                 }
                 status.set(Some(outcome.map(|o| apply(&form, o))));
             });
@@ -261,7 +279,7 @@ pub fn ImportZone() -> impl IntoView {
     let imported = form.imported;
     view! {
         <form class="lookup" data-testid="lookup" on:submit=on_submit>
-            <label for="model"><strong>"Model on the Hub"</strong>" — as you type, the Hub's search suggests ids"</label>
+            <label for="model"><strong>"Model"</strong>" — as you type, the bundled models and the Hub's search suggest ids"</label>
             <div class="lookup-row">
                 <input id="model" data-testid="model" type="text" placeholder="meta-llama/Llama-3.1-8B"
                     spellcheck="false" autocomplete="off" list="model-suggestions"

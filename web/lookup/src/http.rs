@@ -25,6 +25,10 @@ use gpumem_core::import::hub::{origin, parse_content_range, same_origin};
 
 use crate::js_message;
 
+/// What a request that got no answer at all fails with (no status: offline, blocked by
+/// the Content-Security-Policy, refused), before the browser's words.
+pub const UNREACHABLE: &str = "the request failed (";
+
 /// Retries of one request answered 429 or 5xx (the first try not counted).
 const RETRIES: u32 = 3;
 /// The longest wait before a retry, in milliseconds, whatever `Retry-After` says.
@@ -179,7 +183,7 @@ impl Http {
                     return words;
                 }
                 format!(
-                    "{}: the request failed ({}) — offline, blocked by the page's Content-Security-Policy, or refused by the server",
+                    "{}: {UNREACHABLE}{}) — offline, blocked by the page's Content-Security-Policy, or refused by the server",
                     origin(url).map_or_else(|| url.to_string(), |(s, h, p)| format!("{s}://{h}:{p}")),
                     js_message(&e, "network error")
                 )

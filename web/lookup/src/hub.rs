@@ -77,7 +77,19 @@ pub async fn lookup(
             .next()
             .unwrap_or_else(|| Err("a request went missing".into()))
     };
-    let (config, list, index) = (next()?, next()?, next()?);
+    let (config, list, index) = (next(), next(), next());
+    // No answer at all (offline, blocked, refused): a bundled model answers from its
+    // copy beside the page, as the agent's does without a revision.
+    if let (Err(e), Err(_)) = (&config, &list)
+        && e.contains(crate::http::UNREACHABLE)
+        && file.is_none()
+        && request.revision.trim().is_empty()
+        && let Some(bundled) =
+            crate::bundled::read(repo, &format!("{endpoint} could not be reached")).await
+    {
+        return bundled;
+    }
+    let (config, list, index) = (config?, list?, index?);
     // The file list first: it names a missing repository or revision best. A mirror
     // without the listing API (404 for it alone, config.json served) is read the way
     // the agent reads it: the file named, else the index's shards, else the single

@@ -1,6 +1,7 @@
 //! gpumem-lookup: the readers the dimensioner loads only when they are needed — model
 //! files dropped in the browser ([`files`]) and a model looked up on the Hugging Face Hub
-//! by its id ([`hub`]), both reading headers only.
+//! by its id ([`hub`]), both reading headers only, or in the bundled catalogue beside
+//! the page when the Hub cannot be reached ([`bundled`]).
 //!
 //! Built as a wasm-bindgen module of its own (`scripts/build-web.sh` → `dist/lookup-*/`)
 //! and imported by the page on the first import or lookup, so the dimensioner's wasm
@@ -9,6 +10,7 @@
 //! answers with a [`gpumem_proto::lookup::LookupOutcome`] as text
 //! ([`gpumem_proto::lookup::text`]: the dimensioner carries no JSON reader).
 
+pub mod bundled;
 pub mod files;
 pub mod http;
 pub mod hub;
@@ -77,9 +79,20 @@ pub async fn suggest(query: String) -> Result<String, JsValue> {
     if !current() {
         return Ok(String::new());
     }
-    let ids = hub::search(&hub_endpoint(), &query)
-        .await
-        .map_err(JsValue::from)?;
+    // The bundled models first (they answer offline too), then the Hub's, each once;
+    // a failed search still offers the bundled ones.
+    let mut ids = bundled::matching(&bundled::index(&bundled::http()).await, &query);
+    match hub::search(&hub_endpoint(), &query).await {
+        Ok(found) => {
+            for id in found {
+                if !ids.iter().any(|i| i.eq_ignore_ascii_case(&id)) {
+                    ids.push(id);
+                }
+            }
+        }
+        Err(e) if ids.is_empty() => return Err(JsValue::from(e)),
+        Err(_) => {}
+    }
     if !current() {
         return Ok(String::new());
     }

@@ -384,7 +384,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2386(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2391(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -530,27 +530,27 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 22, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_918);
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_923);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 521, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2321);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2326);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 574, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3746);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3751);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 574, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3746_15);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3751_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 577, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3755);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3760);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
@@ -574,30 +574,30 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3755(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3755(arg0, arg1);
+function __wasm_bindgen_func_elem_3760(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3760(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_918(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_918(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_923(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_923(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3746(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3746(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3751(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3751(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3746_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3746_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3751_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3751_15(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2386(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2386(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2391(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2391(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2321(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2326(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2321(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2326(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
