@@ -66,6 +66,18 @@ wasm-bindgen --target web --no-typescript --out-dir "$lookup_stage" --out-name g
 wasm-opt -Oz $wasm_opt_skip $wasm_features "$lookup_stage/gpumem_lookup_bg.wasm" -o "$lookup_stage/gpumem_lookup_bg.wasm"
 lookup_dir="lookup-$(cat "$lookup_stage"/gpumem_lookup.js "$lookup_stage"/gpumem_lookup_bg.wasm | sha256sum | cut -c1-16)"
 export GPUMEM_LOOKUP_JS="/$lookup_dir/gpumem_lookup.js"
+# The engine module (web/engine: the serving engines' rules) the same way: the
+# dimensioner loads it once its first screen is up (GPUMEM_ENGINE_JS).
+engine_stage="$root/target/web-engine-dist"
+rm -rf "$engine_stage"
+mkdir -p "$engine_stage"
+env "${page_env[@]}" RUSTFLAGS="$flags" cargo build --locked --release --quiet --target wasm32-unknown-unknown -p gpumem-engine
+wasm-bindgen --target web --no-typescript --out-dir "$engine_stage" --out-name gpumem_engine \
+  "$root/target/wasm32-unknown-unknown/release/gpumem_engine.wasm"
+# shellcheck disable=SC2086 # the feature flags are separate words
+wasm-opt -Oz $wasm_opt_skip $wasm_features "$engine_stage/gpumem_engine_bg.wasm" -o "$engine_stage/gpumem_engine_bg.wasm"
+engine_dir="engine-$(cat "$engine_stage"/gpumem_engine.js "$engine_stage"/gpumem_engine_bg.wasm | sha256sum | cut -c1-16)"
+export GPUMEM_ENGINE_JS="/$engine_dir/gpumem_engine.js"
 # The agent page next, into a scratch directory (trunk empties its --dist), then the
 # dimensioner into dist/, then the agent page copied under dist/agent/ and the lookup
 # module under dist/lookup-<hash>/.
@@ -73,10 +85,11 @@ stage="$root/target/web-agent-dist"
 rm -rf "$stage"
 (cd web && env "${page_env[@]}" RUSTFLAGS="$flags" trunk build agent.html --release --html-output index.html --public-url /agent/ --dist "$stage")
 (cd web && env "${page_env[@]}" RUSTFLAGS="$flags" trunk build --release)
-mkdir -p dist/agent "dist/$lookup_dir"
+mkdir -p dist/agent "dist/$lookup_dir" "dist/$engine_dir"
 cp -R "$stage"/. dist/agent/
 cp -R "$lookup_stage"/. "dist/$lookup_dir/"
-rm -rf "$stage" "$lookup_stage"
+cp -R "$engine_stage"/. "dist/$engine_dir/"
+rm -rf "$stage" "$lookup_stage" "$engine_stage"
 # The bundled catalogue beside the page (agent/models/*.json, the agent's named models):
 # each model's config.json as models/<owner>--<name>.json, and models/index.txt with one
 # line per model (id, day read, source; tab-separated): the lookup module offers them

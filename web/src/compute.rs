@@ -1,6 +1,7 @@
 //! From raw pairs to results: the three workloads, each through
 //! [`gpumem_core::params::from_pairs`] and [`gpumem_core::estimate::estimate`], the
-//! answer ([`gpumem_core::headline`]) and the engine flags. No formula lives here;
+//! answer ([`gpumem_core::headline`]; under an engine, the engine module's:
+//! [`crate::rules`]) and the engine flags. No formula lives here;
 //! this module only routes text to the core and errors back to the field that caused
 //! them. It is the pages' pure layer: it imports no component (the components import it).
 
@@ -9,10 +10,14 @@ use std::collections::BTreeMap;
 use gpumem_core::EstimateError;
 use gpumem_core::engine::{self, EngineParams};
 use gpumem_core::estimate::{Estimate, estimate};
-use gpumem_core::headline::{Basis, Headline, headline, inputs_line};
+use gpumem_core::headline::{ByEstimate, Headline, headline, inputs_line};
 use gpumem_core::import::TensorSummary;
 use gpumem_core::params::from_pairs;
 use gpumem_core::presets::PRESETS;
+use gpumem_proto::lookup::TensorsRead;
+use gpumem_proto::rules::RulesRequest;
+
+use crate::rules::Rules;
 
 /// The workloads, in display order: (title, page-key prefix).
 pub const WORKLOADS: [(&str, &str); 3] = [
@@ -166,14 +171,15 @@ pub fn preset_index(shape: &[(&'static str, String)]) -> Option<usize> {
 /// The answer for one workload (its `pairs`, the imported `tensors`) with the page's
 /// engine and card keys (`page`): the inputs in one line (naming `model`) and the
 /// core's headline — on the engine's budget when an engine is chosen (on the card, or
-/// on each catalogue card for the smallest that serves it); without a card, on the
-/// smallest card that fits. `None` when the workload has no
-/// estimate (its error is shown instead).
+/// on each catalogue card for the smallest that serves it), which the engine module
+/// (`rules`) computes; without a card, on the smallest card that fits. `None` when
+/// the workload has no estimate (its error is shown instead).
 pub fn answer(
     pairs: &[(&'static str, String)],
     tensors: Option<&TensorSummary>,
     page: &[(&'static str, String)],
     model: Option<&str>,
+    rules: Option<Rules>,
 ) -> Option<(String, Result<Headline, String>)> {
     let (mut input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
     if !errors.is_empty() {
@@ -182,11 +188,25 @@ pub fn answer(
     input.tensors = tensors.cloned();
     let est = estimate(&input).ok()?;
     let (settings, _) = engine_settings(page);
-    let basis = match settings.engine {
-        Some(_) => Basis::Engine(Box::new(settings.clone())),
-        None => Basis::Estimate,
+    let h = match (settings.engine, rules) {
+        (Some(_), Some(rules)) => {
+            let own = |v: &[(&'static str, String)]| {
+                v.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+            };
+            rules.answer(&RulesRequest {
+                pairs: own(pairs),
+                page: own(page),
+                tensors: tensors.map(|t| TensorsRead {
+                    files: Vec::new(),
+                    summary: t.clone(),
+                }),
+            })
+        }
+        (Some(_), None) => Err("the engine rules are not loaded on this page".into()),
+        (None, _) => {
+            headline(&input, &est, settings.card.as_ref(), &ByEstimate).map_err(|e| e.to_string())
+        }
     };
-    let h = headline(&input, &est, settings.card.as_ref(), &basis).map_err(|e| e.to_string());
     Some((inputs_line(&input, &est, model), h))
 }
 

@@ -25,3 +25,18 @@ export function cancel_lookup() {
     loading.then((m) => setTimeout(() => m.cancel(), 0), () => {});
   }
 }
+
+// Loads the page's engine module (web/engine: the serving engines' rules) once; its
+// functions are then called synchronously. A failed load may be tried again.
+let engine = null;
+
+export function load_engine(url) {
+  if (engine === null) {
+    engine = import(url).then(async (m) => {
+      await m["default"]();
+      return m;
+    });
+    engine.catch(() => { engine = null; });
+  }
+  return engine;
+}

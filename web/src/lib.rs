@@ -19,6 +19,7 @@ pub mod inputs;
 pub mod lookup;
 pub mod query;
 pub mod results;
+pub mod rules;
 pub mod run_state;
 pub mod sheet;
 pub mod state;
@@ -211,6 +212,8 @@ pub fn App(
         .map(|(k, _)| k.clone())
         .collect();
     let computed = provide_state(&pairs, imported, true);
+    // The engine rules load beside the first screen (a module of their own).
+    provide_context(rules::Rules::load());
     // Mark the first render of results, for the first-render budget.
     Effect::new(move |marked: Option<bool>| {
         computed.track();

@@ -15,6 +15,7 @@ use leptos::prelude::*;
 
 use crate::compute::{Computed, DIMS, WORKLOADS, answer, preset_index, sweep_values};
 use crate::inputs::Field;
+use crate::rules::Rules;
 use crate::state::Form;
 
 /// "13.04 GiB".
@@ -175,6 +176,7 @@ fn model_name(form: &Form) -> Option<String> {
 /// workload; the CLI prints the same value with the same labels.
 #[component]
 fn Answer() -> impl IntoView {
+    let rules = use_context::<Rules>();
     let computed = expect_context::<Memo<Computed>>();
     let form = expect_context::<Form>();
     let focus = form.focus;
@@ -188,7 +190,7 @@ fn Answer() -> impl IntoView {
                 let pairs = computed.with(|c| c.workloads.get(focus.get()).map(|w| w.pairs.clone()));
                 let tensors = form.imported.with(|i| i.as_ref().map(|i| i.summary.clone()));
                 let got = pairs.and_then(|p| {
-                    answer(&p, tensors.as_ref(), &form.page_pairs(), model_name(&form).as_deref())
+                    answer(&p, tensors.as_ref(), &form.page_pairs(), model_name(&form).as_deref(), rules)
                 });
                 match got {
                     Some((line, Ok(h))) => answer_body(line, h).into_any(),
@@ -337,6 +339,7 @@ fn answer_body(line: String, h: Headline) -> impl IntoView {
 /// Typical / long / near-limit, side by side, judged on the target card.
 #[component]
 fn WorkloadCards() -> impl IntoView {
+    let rules = use_context::<Rules>();
     let computed = expect_context::<Memo<Computed>>();
     let form = expect_context::<Form>();
     let focus = form.focus;
@@ -384,7 +387,7 @@ fn WorkloadCards() -> impl IntoView {
                                         let under_engine = page.iter().any(|(k, _)| *k == "engine");
                                         let tensors = form.imported.with(|i| i.as_ref().map(|i| i.summary.clone()));
                                         let f = under_engine
-                                            .then(|| answer(&w.pairs, tensors.as_ref(), &page, None))
+                                            .then(|| answer(&w.pairs, tensors.as_ref(), &page, None, rules))
                                             .flatten()
                                             .and_then(|(_, h)| h.ok())
                                             .map(|h| h.card)

@@ -460,7 +460,7 @@ pub static FIELDS: &[Field] = &[
     f("max-loras", G::Engine, K::Count, "vLLM max LoRAs", "1", "vLLM: LoRA slots"),
     f("max-lora-rank", G::Engine, K::Count, "vLLM max LoRA rank", "16", "vLLM: slot rank"),
     f("speculative-method", G::Engine, K::Choice, "vLLM speculative method", "",
-        "vLLM --speculative-config method (the agent's only)")
+        "vLLM --speculative-config method")
         .choices(&[
             ("", "none"),
             ("ngram", "ngram"),

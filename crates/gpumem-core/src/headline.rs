@@ -90,12 +90,54 @@ pub enum Basis {
 /// One need on one card: what the most loaded device needs and half its assumed part,
 /// and under an engine the sequences its pool holds at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Need {
-    bytes: u64,
-    assumed: u64,
+pub struct Need {
+    /// What the most loaded device needs, bytes.
+    pub bytes: u64,
+    /// Half its assumed part ([`assumed_margin`]), the margin it is judged with.
+    pub assumed: u64,
     /// The assumed reserve inside `bytes` ([`assumed_reserve`]; 0 under an engine).
-    reserve: u64,
-    sequences: Option<Sequences>,
+    pub reserve: u64,
+    /// Under an engine: the workload's sequences its pool holds at once.
+    pub sequences: Option<Sequences>,
+}
+
+/// What a need is measured by: the estimate ([`ByEstimate`]) or a serving engine's
+/// budget ([`Basis`]). [`headline`] is generic over it, so a caller that judges by the
+/// estimate alone (the page's first module) carries no engine rule.
+pub trait Rule {
+    /// The need of `input` (estimated as `est`) on `card`.
+    fn need(
+        &self,
+        input: &EstimateInput,
+        est: &Estimate,
+        card: &GpuCard,
+    ) -> Result<Need, EstimateError>;
+    /// The engine whose budget is the need, if any.
+    fn engine(&self) -> Option<Engine>;
+    /// The need of `input` on `card`, estimating it first.
+    fn need_of(&self, input: &EstimateInput, card: &GpuCard) -> Result<Need, EstimateError> {
+        let est = estimate(input)?;
+        self.need(input, &est, card)
+    }
+}
+
+/// The estimate's most loaded device as the need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByEstimate;
+
+impl Rule for ByEstimate {
+    fn need(&self, _: &EstimateInput, est: &Estimate, _: &GpuCard) -> Result<Need, EstimateError> {
+        Ok(Need {
+            bytes: est.per_device_bytes,
+            assumed: assumed_margin(est),
+            reserve: assumed_reserve(est),
+            sequences: None,
+        })
+    }
+
+    fn engine(&self) -> Option<Engine> {
+        None
+    }
 }
 
 /// Under an engine: the workload's sequences its pool holds at once, beside those
@@ -111,8 +153,7 @@ pub struct Sequences {
     pub tokens: u64,
 }
 
-impl Basis {
-    /// The need of `input` (estimated as `est`) on `card`.
+impl Rule for Basis {
     fn need(
         &self,
         input: &EstimateInput,
@@ -120,12 +161,7 @@ impl Basis {
         card: &GpuCard,
     ) -> Result<Need, EstimateError> {
         let Basis::Engine(params) = self else {
-            return Ok(Need {
-                bytes: est.per_device_bytes,
-                assumed: assumed_margin(est),
-                reserve: assumed_reserve(est),
-                sequences: None,
-            });
+            return ByEstimate.need(input, est, card);
         };
         let p = EngineParams {
             card: Some(*card),
@@ -172,10 +208,11 @@ impl Basis {
         })
     }
 
-    /// The need of `input` on `card`, estimating it first.
-    fn need_of(&self, input: &EstimateInput, card: &GpuCard) -> Result<Need, EstimateError> {
-        let est = estimate(input)?;
-        self.need(input, &est, card)
+    fn engine(&self) -> Option<Engine> {
+        match self {
+            Basis::Engine(p) => p.engine,
+            Basis::Estimate => None,
+        }
     }
 }
 
@@ -267,11 +304,11 @@ fn fit_of(card: &GpuCard, need: Need) -> CardFit {
 
 /// The headline of `input` (estimated as `est`) on `card`, or on the smallest
 /// catalogue card that fits when `card` is `None`.
-pub fn headline(
+pub fn headline<R: Rule>(
     input: &EstimateInput,
     est: &Estimate,
     card: Option<&GpuCard>,
-    basis: &Basis,
+    basis: &R,
 ) -> Result<Headline, EstimateError> {
     // Without a card the engine's rule judges every catalogue card: the smallest that
     // fits is the one it serves the workload on.
@@ -294,10 +331,7 @@ pub fn headline(
         card: fit,
         card_given,
         margin: m,
-        basis: match basis {
-            Basis::Estimate => "estimate".into(),
-            Basis::Engine(p) => p.engine.map_or("estimate", |e| e.name()).into(),
-        },
+        basis: basis.engine().map_or("estimate", |e| e.name()).into(),
         sequences: need.sequences,
         cards: if training {
             None
@@ -314,7 +348,7 @@ pub fn headline(
 
 /// The smallest catalogue card on which `basis` says the workload fits (catalogue
 /// order among equals). No sort: the page's wasm carries no sort routine.
-fn smallest_card(input: &EstimateInput, est: &Estimate, basis: &Basis) -> Option<CardFit> {
+fn smallest_card<R: Rule>(input: &EstimateInput, est: &Estimate, basis: &R) -> Option<CardFit> {
     CATALOGUE
         .iter()
         .filter(|c| runs_format(c, input.format))
@@ -344,7 +378,7 @@ fn largest_card() -> GpuCard {
 /// The fewest cards (tp × the given pp) at which the need fits `card`: tp a power of
 /// two up to [`MAX_TP`] that divides the attention heads (vLLM's and Megatron's
 /// requirement: every rank holds whole heads).
-fn cards_needed(input: &EstimateInput, card: &GpuCard, basis: &Basis) -> Option<Cards> {
+fn cards_needed<R: Rule>(input: &EstimateInput, card: &GpuCard, basis: &R) -> Option<Cards> {
     let heads = input.arch.map(|a| a.heads);
     // From the degree given (a split already asked for is never undone), doubling.
     let mut tp = input.tp.max(1);
@@ -382,10 +416,10 @@ fn with_format(input: &EstimateInput, format: StorageFormat) -> EstimateInput {
 
 /// Each of `formats` on `card`: the weights and the fit. A name the parser refuses is
 /// an error naming it; a format the estimate refuses is left out.
-pub fn compare_formats(
+pub fn compare_formats<R: Rule>(
     input: &EstimateInput,
     card: &GpuCard,
-    basis: &Basis,
+    basis: &R,
     formats: &[&str],
 ) -> Result<Vec<FormatFit>, EstimateError> {
     let mut out = Vec::new();
@@ -407,20 +441,21 @@ pub fn compare_formats(
     Ok(out)
 }
 
-fn widest_format(input: &EstimateInput, card: &GpuCard, basis: &Basis) -> Option<FormatFit> {
+fn widest_format<R: Rule>(input: &EstimateInput, card: &GpuCard, basis: &R) -> Option<FormatFit> {
     // Weights read from file headers keep the file's format: no other format applies.
     if input.tensors.is_some() {
         return None;
     }
     let fits = |f: &FormatFit| Verdict::of_fit(&f.fit) == Verdict::Fits && f.runs;
-    let engine = match basis {
-        Basis::Engine(p) => p.engine,
-        Basis::Estimate => None,
-    };
-    let ladder = compare_formats(input, card, basis, engine_ladder(input.train, engine))
-        .ok()?
-        .into_iter()
-        .find(fits);
+    let ladder = compare_formats(
+        input,
+        card,
+        basis,
+        engine_ladder(input.train, basis.engine()),
+    )
+    .ok()?
+    .into_iter()
+    .find(fits);
     // The input's own format when it fits and is at least as wide (gpt-oss's mxfp4
     // rather than the ladder's awq-4-g128 of about the same bytes).
     let own = input

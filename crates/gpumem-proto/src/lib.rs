@@ -10,6 +10,7 @@ pub mod json;
 pub mod lookup;
 pub mod probe;
 pub mod results;
+pub mod rules;
 pub mod sheet;
 pub mod trace;
 pub mod wire;

@@ -125,14 +125,14 @@ pub mod text {
     }
 
     /// A document being written.
-    struct Writer(String);
+    pub(crate) struct Writer(pub(crate) String);
 
     impl Writer {
-        fn new(head: &str) -> Writer {
+        pub(crate) fn new(head: &str) -> Writer {
             Writer(head.to_string())
         }
 
-        fn record(&mut self, kind: &str, fields: &[&str]) {
+        pub(crate) fn record(&mut self, kind: &str, fields: &[&str]) {
             self.0.push('\n');
             self.0.push_str(kind);
             for f in fields {
@@ -141,7 +141,7 @@ pub mod text {
             }
         }
 
-        fn tensors(&mut self, t: &TensorsRead) {
+        pub(crate) fn tensors(&mut self, t: &TensorsRead) {
             let s = &t.summary;
             let (files, count, bytes) = (
                 s.files.to_string(),
@@ -162,20 +162,20 @@ pub mod text {
     }
 
     /// One record of a document being read.
-    struct Line<'a> {
+    pub(crate) struct Line<'a> {
         /// Its 1-based line number, for errors.
-        number: usize,
-        kind: &'a str,
-        fields: Vec<String>,
+        pub(crate) number: usize,
+        pub(crate) kind: &'a str,
+        pub(crate) fields: Vec<String>,
     }
 
     impl Line<'_> {
-        fn error(&self, what: &str) -> String {
+        pub(crate) fn error(&self, what: &str) -> String {
             format!("line {} ({}): {what}", self.number, self.kind)
         }
 
         /// The fields, exactly `n` of them.
-        fn fields(&self, n: usize) -> Result<&[String], String> {
+        pub(crate) fn fields(&self, n: usize) -> Result<&[String], String> {
             if self.fields.len() == n {
                 Ok(&self.fields)
             } else {
@@ -183,7 +183,7 @@ pub mod text {
             }
         }
 
-        fn number(&self, text: &str) -> Result<u64, String> {
+        pub(crate) fn number(&self, text: &str) -> Result<u64, String> {
             text.parse()
                 .map_err(|_| self.error(&format!("{text:?} is not a count")))
         }
@@ -197,7 +197,7 @@ pub mod text {
     }
 
     /// The records of `text`, after checking its first line is `head`.
-    fn lines<'a>(text: &'a str, head: &str) -> Result<Vec<Line<'a>>, String> {
+    pub(crate) fn lines<'a>(text: &'a str, head: &str) -> Result<Vec<Line<'a>>, String> {
         let mut all = text.split('\n');
         if all.next() != Some(head) {
             return Err(format!("not a {head:?} document"));
@@ -221,7 +221,10 @@ pub mod text {
 
     /// Reads a `tensors`, `file`, `class` or `dtype` record into `into` (a `tensors`
     /// record starts it); false for another kind.
-    fn tensor_record(line: &Line, into: &mut Option<TensorsRead>) -> Result<bool, String> {
+    pub(crate) fn tensor_record(
+        line: &Line,
+        into: &mut Option<TensorsRead>,
+    ) -> Result<bool, String> {
         if line.kind == "tensors" {
             if into.is_some() {
                 return Err(line.error("a second tensors record"));

@@ -27,7 +27,6 @@
 //!   `get_spec_layer_idx_from_weight_name` → `continue`; `qwen3_next.py` and
 //!   `nemotron_h.py` skip the `mtp.` prefix).
 
-#[cfg(not(target_arch = "wasm32"))]
 use super::vllm::Inputs;
 use super::*;
 
@@ -113,7 +112,6 @@ pub(super) struct Plan {
     pub assumptions: Vec<String>,
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 const SRC: &str = "vllm/v1/spec_decode/eagle.py (load_model, dummy_run)";
 
 /// Parses `draft-model`: a preset id, or a shape as `key=value` pairs separated by
@@ -163,17 +161,6 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
     planned(c, batched, method)
 }
 
-/// The page (wasm) does not carry the drafter's rules — they would put its wasm over
-/// its budget — and says so where the user set the method.
-#[cfg(target_arch = "wasm32")]
-fn planned(_c: &Ctx, _batched: u64, _method: SpecMethod) -> Result<Option<Plan>, EstimateError> {
-    Err(EstimateError::invalid(
-        "speculative-method",
-        "the agent's only: gpumem-agent estimate … --speculative-method …",
-    ))
-}
-
-#[cfg(not(target_arch = "wasm32"))]
 fn planned(c: &Ctx, batched: u64, method: SpecMethod) -> Result<Option<Plan>, EstimateError> {
     let p = c.params;
     let input = c.input;

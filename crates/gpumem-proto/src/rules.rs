@@ -1,0 +1,471 @@
+//! What the dimensioner and its lazily loaded engine module (`web/engine`, crate
+//! `gpumem-engine`) say to each other: the engine rules — vLLM, SGLang, TGI, llama.cpp,
+//! transformers, speculative decoding, `-ot` placement — live in that module only, so
+//! the page's first module carries none of them.
+//!
+//! The page asks with a [`RulesRequest`] (a workload's pairs, the page's engine and card
+//! pairs, the imported tensors) and hears back either a [`Headline`] (the answer under
+//! an engine, the same value `gpumem-agent estimate --engine` prints) or a [`Panel`]
+//! (the engine section's figures, already in words). Both cross as the tab-separated
+//! text documents of [`crate::lookup::text`]: the dimensioner carries no JSON reader.
+
+use gpumem_core::fit::{CardFit, Margin};
+use gpumem_core::headline::{Cards, FormatFit, Headline, Sequences};
+
+use crate::lookup::TensorsRead;
+use crate::lookup::text::{Line, Writer, lines, tensor_record};
+
+/// First line of a [`RulesRequest`].
+pub const REQUEST: &str = "gpumem.rules-request 1";
+/// First line of an answer: a [`Headline`], or why there is none.
+pub const ANSWER: &str = "gpumem.rules-answer 1";
+/// First line of a [`Panel`].
+pub const PANEL: &str = "gpumem.rules-panel 1";
+
+/// What the page asks the engine module about.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RulesRequest {
+    /// The workload's `key=value` pairs (the CLI's flags).
+    pub pairs: Vec<(String, String)>,
+    /// The page's engine keys and its card (`engine`, `gpu-memory-utilization`, `card`…).
+    pub page: Vec<(String, String)>,
+    /// The imported weights, when there are.
+    pub tensors: Option<TensorsRead>,
+}
+
+/// The engine section of the page for one workload on one card, in words.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Panel {
+    /// The card's name.
+    pub card: String,
+    /// Whose answer the largest workload is ("(vllm's pool)", "(no engine: …)").
+    pub basis: String,
+    /// The sequences the largest context was searched at.
+    pub at_sequences: String,
+    /// The largest context, in words.
+    pub context: String,
+    /// Where it goes past what the model serves, if it does.
+    pub beyond: Option<String>,
+    /// The most sequences at the workload's context, in words, if searched.
+    pub sequences: Option<String>,
+    /// One row per engine.
+    pub rows: Vec<PanelRow>,
+}
+
+/// One engine's row of the [`Panel`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PanelRow {
+    /// The engine's name (`vllm`): the row's test id.
+    pub engine: String,
+    /// Its cells (name and version, KV bytes, GiB, tokens, sequences, outcome) and the
+    /// explanation line under them; or why it has no budget.
+    pub cells: Result<(Vec<String>, String), String>,
+}
+
+fn flag(b: bool) -> &'static str {
+    if b { "1" } else { "0" }
+}
+
+/// Writes a [`RulesRequest`].
+pub fn write_request(r: &RulesRequest) -> String {
+    let mut w = Writer::new(REQUEST);
+    for (k, v) in &r.pairs {
+        w.record("pair", &[k, v]);
+    }
+    for (k, v) in &r.page {
+        w.record("page", &[k, v]);
+    }
+    if let Some(t) = &r.tensors {
+        w.tensors(t);
+    }
+    w.0
+}
+
+/// Reads a [`RulesRequest`] written by [`write_request`].
+pub fn read_request(text: &str) -> Result<RulesRequest, String> {
+    let mut r = RulesRequest::default();
+    for line in lines(text, REQUEST)? {
+        if tensor_record(&line, &mut r.tensors)? {
+            continue;
+        }
+        let f = line.fields(2)?;
+        let pair = (f[0].clone(), f[1].clone());
+        match line.kind {
+            "pair" => r.pairs.push(pair),
+            "page" => r.page.push(pair),
+            _ => return Err(line.error("an unknown record")),
+        }
+    }
+    Ok(r)
+}
+
+fn fit_record(w: &mut Writer, role: &str, f: &CardFit) {
+    w.record(
+        "fit",
+        &[
+            role,
+            &f.id,
+            &f.name,
+            &f.capacity_bytes.to_string(),
+            &f.capacity_kind,
+            &f.need_bytes.to_string(),
+            &f.headroom_bytes.to_string(),
+            flag(f.fits),
+            &f.margin_bytes.to_string(),
+            &f.reserve_bytes.to_string(),
+            &f.verdict,
+        ],
+    );
+}
+
+/// Writes the answer: `h`, or the reason there is none.
+pub fn write_answer(h: &Result<Headline, String>) -> String {
+    let mut w = Writer::new(ANSWER);
+    let h = match h {
+        Ok(h) => h,
+        Err(e) => {
+            w.record("error", &[e]);
+            return w.0;
+        }
+    };
+    w.record(
+        "headline",
+        &[
+            &h.verdict,
+            flag(h.card_given),
+            &h.basis,
+            &h.used_ppm.to_string(),
+            flag(h.any_fits),
+        ],
+    );
+    fit_record(&mut w, "card", &h.card);
+    let m = &h.margin;
+    w.record(
+        "margin",
+        &[
+            &m.assumed_bytes.to_string(),
+            &m.capacity_bytes.to_string(),
+            &m.bytes.to_string(),
+            &m.reserve_bytes.to_string(),
+        ],
+    );
+    if let Some(s) = &h.sequences {
+        w.record(
+            "sequences",
+            &[
+                &s.asked.to_string(),
+                &s.fit.to_string(),
+                &s.tokens.to_string(),
+            ],
+        );
+    }
+    if let Some(c) = &h.cards {
+        w.record(
+            "cards",
+            &[
+                &c.cards.to_string(),
+                &c.tp.to_string(),
+                &c.pp.to_string(),
+                &c.need_bytes.to_string(),
+            ],
+        );
+    }
+    if let Some(n) = &h.cards_note {
+        w.record("cards-note", &[n]);
+    }
+    if let Some(s) = &h.smallest {
+        fit_record(&mut w, "smallest", s);
+    }
+    if let Some(f) = &h.format {
+        w.record(
+            "format",
+            &[&f.format, &f.weights_bytes.to_string(), flag(f.runs)],
+        );
+        fit_record(&mut w, "format", &f.fit);
+    }
+    for warning in &h.warnings {
+        w.record("warning", &[warning]);
+    }
+    w.0
+}
+
+fn boolean(line: &Line, text: &str) -> Result<bool, String> {
+    match text {
+        "1" => Ok(true),
+        "0" => Ok(false),
+        _ => Err(line.error("not 0 or 1")),
+    }
+}
+
+fn signed(line: &Line, text: &str) -> Result<i64, String> {
+    text.parse()
+        .map_err(|_| line.error(&format!("{text:?} is not a signed count")))
+}
+
+fn read_fit(line: &Line, f: &[String]) -> Result<CardFit, String> {
+    Ok(CardFit {
+        id: f[1].clone(),
+        name: f[2].clone(),
+        capacity_bytes: line.number(&f[3])?,
+        capacity_kind: f[4].clone(),
+        need_bytes: line.number(&f[5])?,
+        headroom_bytes: signed(line, &f[6])?,
+        fits: boolean(line, &f[7])?,
+        margin_bytes: line.number(&f[8])?,
+        reserve_bytes: line.number(&f[9])?,
+        verdict: f[10].clone(),
+    })
+}
+
+/// Reads an answer written by [`write_answer`]: the headline, or why there is none.
+pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
+    let mut head: Option<Headline> = None;
+    let mut format: Option<(String, u64, bool)> = None;
+    for line in lines(text, ANSWER)? {
+        if line.kind == "error" {
+            return Ok(Err(line.fields(1)?[0].clone()));
+        }
+        if line.kind == "headline" {
+            let f = line.fields(5)?;
+            head = Some(Headline {
+                verdict: f[0].clone(),
+                card: CardFit {
+                    id: String::new(),
+                    name: String::new(),
+                    capacity_bytes: 0,
+                    capacity_kind: String::new(),
+                    need_bytes: 0,
+                    headroom_bytes: 0,
+                    fits: false,
+                    margin_bytes: 0,
+                    reserve_bytes: 0,
+                    verdict: String::new(),
+                },
+                card_given: boolean(&line, &f[1])?,
+                margin: Margin::default(),
+                basis: f[2].clone(),
+                used_ppm: line.number(&f[3])?,
+                sequences: None,
+                cards: None,
+                cards_note: None,
+                any_fits: boolean(&line, &f[4])?,
+                smallest: None,
+                format: None,
+                warnings: Vec::new(),
+            });
+            continue;
+        }
+        let h = head
+            .as_mut()
+            .ok_or_else(|| line.error("before the headline record"))?;
+        match line.kind {
+            "fit" => {
+                let f = line.fields(11)?;
+                let fit = read_fit(&line, f)?;
+                match f[0].as_str() {
+                    "card" => h.card = fit,
+                    "smallest" => h.smallest = Some(fit),
+                    "format" => {
+                        let (name, weights, runs) = format
+                            .take()
+                            .ok_or_else(|| line.error("before its format record"))?;
+                        h.format = Some(FormatFit {
+                            format: name,
+                            weights_bytes: weights,
+                            fit,
+                            runs,
+                        });
+                    }
+                    _ => return Err(line.error("an unknown role")),
+                }
+            }
+            "margin" => {
+                let f = line.fields(4)?;
+                h.margin = Margin {
+                    assumed_bytes: line.number(&f[0])?,
+                    capacity_bytes: line.number(&f[1])?,
+                    bytes: line.number(&f[2])?,
+                    reserve_bytes: line.number(&f[3])?,
+                };
+            }
+            "sequences" => {
+                let f = line.fields(3)?;
+                h.sequences = Some(Sequences {
+                    asked: line.number(&f[0])?,
+                    fit: line.number(&f[1])?,
+                    tokens: line.number(&f[2])?,
+                });
+            }
+            "cards" => {
+                let f = line.fields(4)?;
+                h.cards = Some(Cards {
+                    cards: line.number(&f[0])?,
+                    tp: line.number(&f[1])?,
+                    pp: line.number(&f[2])?,
+                    need_bytes: line.number(&f[3])?,
+                });
+            }
+            "cards-note" => h.cards_note = Some(line.fields(1)?[0].clone()),
+            "format" => {
+                let f = line.fields(3)?;
+                format = Some((f[0].clone(), line.number(&f[1])?, boolean(&line, &f[2])?));
+            }
+            "warning" => h.warnings.push(line.fields(1)?[0].clone()),
+            _ => return Err(line.error("an unknown record")),
+        }
+    }
+    head.map(Ok).ok_or_else(|| "no headline record".into())
+}
+
+fn optional(text: &Option<String>) -> &str {
+    text.as_deref().unwrap_or("")
+}
+
+/// Writes a [`Panel`] (an absent text is an empty field).
+pub fn write_panel(p: &Panel) -> String {
+    let mut w = Writer::new(PANEL);
+    w.record(
+        "largest",
+        &[
+            &p.card,
+            &p.basis,
+            &p.at_sequences,
+            &p.context,
+            optional(&p.beyond),
+            optional(&p.sequences),
+        ],
+    );
+    for r in &p.rows {
+        match &r.cells {
+            Ok((cells, explained)) => {
+                let mut fields: Vec<&str> = vec![&r.engine, explained];
+                fields.extend(cells.iter().map(String::as_str));
+                w.record("engine", &fields);
+            }
+            Err(e) => w.record("engine-error", &[&r.engine, e]),
+        }
+    }
+    w.0
+}
+
+/// Reads a [`Panel`] written by [`write_panel`].
+pub fn read_panel(text: &str) -> Result<Panel, String> {
+    let mut p = Panel::default();
+    let given = |t: &String| (!t.is_empty()).then(|| t.clone());
+    for line in lines(text, PANEL)? {
+        match line.kind {
+            "largest" => {
+                let f = line.fields(6)?;
+                p.card = f[0].clone();
+                p.basis = f[1].clone();
+                p.at_sequences = f[2].clone();
+                p.context = f[3].clone();
+                p.beyond = given(&f[4]);
+                p.sequences = given(&f[5]);
+            }
+            "engine" => {
+                let f = line.fields(8)?;
+                p.rows.push(PanelRow {
+                    engine: f[0].clone(),
+                    cells: Ok((f[2..].to_vec(), f[1].clone())),
+                });
+            }
+            "engine-error" => {
+                let f = line.fields(2)?;
+                p.rows.push(PanelRow {
+                    engine: f[0].clone(),
+                    cells: Err(f[1].clone()),
+                });
+            }
+            _ => return Err(line.error("an unknown record")),
+        }
+    }
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use gpumem_core::catalogue::resolve;
+    use gpumem_core::engine::{self, Engine, EngineParams};
+    use gpumem_core::estimate::estimate;
+    use gpumem_core::headline::{Basis, headline};
+    use gpumem_core::params::from_pairs;
+
+    use super::*;
+
+    fn input(extra: &[(&str, &str)]) -> gpumem_core::estimate::EstimateInput {
+        let mut pairs = vec![
+            ("layers", "28"),
+            ("hidden", "3584"),
+            ("heads", "28"),
+            ("kv-heads", "4"),
+            ("head-dim", "128"),
+            ("intermediate", "18944"),
+            ("vocab", "152064"),
+        ];
+        pairs.extend_from_slice(extra);
+        let (i, errors) = from_pairs(pairs);
+        assert!(errors.is_empty(), "{errors:?}");
+        i
+    }
+
+    #[test]
+    fn a_headline_reads_back_whole() {
+        // Under vLLM on an L40S at 16 × 32 768, and on the estimate without a card
+        // (smallest card, widest format, cards needed): every field crosses.
+        let i = input(&[("context", "32768"), ("sequences", "16")]);
+        let est = estimate(&i).unwrap();
+        let vllm = Basis::Engine(Box::new(EngineParams {
+            engine: Some(Engine::Vllm),
+            ..EngineParams::default()
+        }));
+        let l40s = resolve("l40s").unwrap();
+        for h in [
+            headline(&i, &est, Some(&l40s), &vllm).unwrap(),
+            headline(&i, &est, None, &Basis::Estimate).unwrap(),
+        ] {
+            let back = read_answer(&write_answer(&Ok(h.clone()))).unwrap().unwrap();
+            assert_eq!(back, h);
+        }
+        assert_eq!(
+            read_answer(&write_answer(&Err("no pool\tat all".into()))).unwrap(),
+            Err("no pool\tat all".into())
+        );
+        assert!(read_answer("gpumem.rules-answer 1\nfit\tcard").is_err());
+        assert!(read_answer("not a document").is_err());
+        let _ = engine::engine_keys();
+    }
+
+    #[test]
+    fn a_request_and_a_panel_read_back_whole() {
+        let r = RulesRequest {
+            pairs: vec![("context".into(), "4096".into())],
+            page: vec![
+                ("engine".into(), "vllm".into()),
+                ("card".into(), "l40s".into()),
+            ],
+            tensors: None,
+        };
+        assert_eq!(read_request(&write_request(&r)).unwrap(), r);
+        let p = Panel {
+            card: "NVIDIA L40S".into(),
+            basis: " (vllm's pool)".into(),
+            at_sequences: "16".into(),
+            context: "14 000 tokens".into(),
+            beyond: None,
+            sequences: Some("14 at 32 768 tokens".into()),
+            rows: vec![
+                PanelRow {
+                    engine: "vllm".into(),
+                    cells: Ok(((1..=6).map(|n| n.to_string()).collect(), "a − b".into())),
+                },
+                PanelRow {
+                    engine: "tgi".into(),
+                    cells: Err("refused".into()),
+                },
+            ],
+        };
+        assert_eq!(read_panel(&write_panel(&p)).unwrap(), p);
+        assert!(read_panel("gpumem.rules-panel 1\nengine\tvllm").is_err());
+    }
+}

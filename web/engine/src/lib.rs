@@ -1,0 +1,255 @@
+//! gpumem-engine: the engine rules the dimensioner loads once its first screen is up —
+//! the answer under a serving engine ([`answer`]) and the engine section ([`panel`]).
+//!
+//! Built as a wasm-bindgen module of its own (`scripts/build-web.sh` →
+//! `dist/engine-*/`), so the dimensioner's wasm carries none of vLLM's, SGLang's,
+//! TGI's, llama.cpp's or transformers' rules, speculative decoding or the `-ot`
+//! placement: the page answers with the same rules as `gpumem-agent estimate
+//! --engine`, all of them. Every figure is [`gpumem_core`]'s; this crate routes the
+//! page's text to the core and the answer back as text ([`gpumem_proto::rules`]).
+
+use gpumem_core::EstimateError;
+use gpumem_core::catalogue::{CATALOGUE, resolve};
+use gpumem_core::engine::{self, Engine, EngineBudget, EngineParams, Outcome};
+use gpumem_core::estimate::{EstimateInput, estimate};
+use gpumem_core::headline::{Basis, Headline, headline};
+use gpumem_core::params::from_pairs;
+use gpumem_core::units::{group_digits, signed_gib_string, signed_group_digits};
+use gpumem_proto::rules::{self, Panel, PanelRow, RulesRequest};
+use wasm_bindgen::prelude::*;
+
+/// Every engine, in the order the section shows them.
+pub const ENGINES: [Engine; 5] = [
+    Engine::Vllm,
+    Engine::Sglang,
+    Engine::Tgi,
+    Engine::LlamaCpp,
+    Engine::Transformers,
+];
+
+/// The answer under the page's engine for one workload: a [`gpumem_proto::rules`]
+/// answer document (the headline, or why there is none).
+#[wasm_bindgen]
+pub fn answer(request: String) -> String {
+    rules::write_answer(&rules::read_request(&request).and_then(|r| answer_of(&r)))
+}
+
+/// The engine section for one workload on the page's card: a
+/// [`gpumem_proto::rules::Panel`] document, or empty text when the workload has no
+/// estimate (its error is shown beside its field).
+#[wasm_bindgen]
+pub fn panel(request: String) -> String {
+    rules::read_request(&request)
+        .ok()
+        .and_then(|r| panel_of(&r))
+        .map(|p| rules::write_panel(&p))
+        .unwrap_or_default()
+}
+
+/// The workload's input (its pairs and the imported tensors), or `None` when a pair is
+/// refused.
+fn input_of(r: &RulesRequest) -> Option<EstimateInput> {
+    let (mut input, errors) = from_pairs(r.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    if !errors.is_empty() {
+        return None;
+    }
+    input.tensors = r.tensors.as_ref().map(|t| t.summary.clone());
+    Some(input)
+}
+
+/// The engine flags among the page's pairs (other keys are skipped).
+fn settings_of(page: &[(String, String)]) -> EngineParams {
+    engine::from_pairs(
+        page.iter()
+            .filter(|(k, _)| engine::is_engine_key(k))
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    )
+    .0
+}
+
+/// The headline under the page's engine (on its card, or on the smallest catalogue
+/// card that serves it), as `gpumem-agent estimate --engine` computes it.
+pub fn answer_of(r: &RulesRequest) -> Result<Headline, String> {
+    let input = input_of(r).ok_or("the inputs do not describe a workload yet")?;
+    let est = estimate(&input).map_err(|e| e.to_string())?;
+    let settings = settings_of(&r.page);
+    let card = settings.card;
+    let basis = Basis::Engine(Box::new(settings));
+    headline(&input, &est, card.as_ref(), &basis).map_err(|e: EstimateError| e.to_string())
+}
+
+/// "fits", "borderline (±margin GiB)" or "refused (margin GiB)", as the CLI says it.
+pub fn outcome_text(b: &EngineBudget) -> String {
+    match b.outcome {
+        Outcome::Fits => "fits".into(),
+        Outcome::Borderline => format!("borderline ({} GiB)", signed_gib_string(b.margin_bytes, 2)),
+        Outcome::Refused => format!("refused ({} GiB)", signed_gib_string(b.margin_bytes, 2)),
+    }
+}
+
+/// The engine section in words: on the page's card (`card`; the catalogue's first when
+/// it names none), the largest workload that fits and each engine's budget (every
+/// engine, or the one the page names) with the page's engine flags.
+pub fn panel_of(r: &RulesRequest) -> Option<Panel> {
+    let input = input_of(r)?;
+    let est = estimate(&input).ok()?;
+    let card = r
+        .page
+        .iter()
+        .find(|(k, _)| k == "card")
+        .and_then(|(_, v)| resolve(v.trim()).ok())
+        .unwrap_or(CATALOGUE[0]);
+    let settings = settings_of(&r.page);
+    let rows = ENGINES
+        .iter()
+        .filter(|e| settings.engine.is_none_or(|s| s == **e))
+        .map(|e| {
+            let params = EngineParams {
+                engine: Some(*e),
+                card: Some(card),
+                ..settings.clone()
+            };
+            PanelRow {
+                engine: e.name().to_string(),
+                cells: engine::budget(&input, &est, &params)
+                    .map(|b| (cells(*e, &b), explained(&b)))
+                    .map_err(|err| err.to_string()),
+            }
+        })
+        .collect();
+    let l = engine::largest(&input, &card, &settings);
+    Some(Panel {
+        card: card.name.to_string(),
+        basis: if l.basis == "estimate" {
+            " (no engine: the estimate with its reserve)".to_string()
+        } else {
+            format!(" ({}'s pool)", l.basis)
+        },
+        at_sequences: l.at_sequences.to_string(),
+        context: match l.largest_context {
+            Some(c) => format!("{} tokens", group_digits(c)),
+            None => "none (not even 1 token fits)".into(),
+        },
+        beyond: l.positions_note().map(|n| format!(" — {n}")),
+        sequences: match (l.at_context, l.most_sequences) {
+            (Some(c), Some(n)) => {
+                Some(format!("{} at {} tokens", group_digits(n), group_digits(c)))
+            }
+            (Some(c), None) => Some(format!("none at {} tokens", group_digits(c))),
+            _ => None,
+        },
+        rows,
+    })
+}
+
+/// An engine's row: name and version, KV bytes, GiB, tokens, sequences at
+/// max-model-len, start-up outcome.
+fn cells(e: Engine, b: &EngineBudget) -> Vec<String> {
+    vec![
+        format!("{} {}", e.name(), b.version),
+        format!("{} B", signed_group_digits(b.kv_capacity_bytes)),
+        signed_gib_string(b.kv_capacity_bytes, 2),
+        group_digits(b.kv_capacity_tokens),
+        format!(
+            "{} × {}",
+            group_digits(b.max_sequences),
+            group_digits(b.max_model_len)
+        ),
+        outcome_text(b),
+    ]
+}
+
+/// The budget's lines in one sentence, each with its source.
+fn explained(b: &EngineBudget) -> String {
+    b.lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            format!(
+                "{}{} {} B ({})",
+                match (i, l.subtracted) {
+                    (0, _) => "",
+                    (_, true) => " − ",
+                    _ => " · ",
+                },
+                l.label,
+                group_digits(l.bytes),
+                l.source
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(pairs: &[(&str, &str)], page: &[(&str, &str)]) -> RulesRequest {
+        let own = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        RulesRequest {
+            pairs: own(pairs),
+            page: own(page),
+            tensors: None,
+        }
+    }
+
+    const LLAMA_8B: [(&str, &str); 8] = [
+        ("layers", "32"),
+        ("hidden", "4096"),
+        ("heads", "32"),
+        ("kv-heads", "8"),
+        ("head-dim", "128"),
+        ("intermediate", "14336"),
+        ("vocab", "128256"),
+        ("context", "16000"),
+    ];
+
+    #[test]
+    fn the_panel_matches_the_core_for_llama_8b_on_h100() {
+        let p = panel_of(&request(&LLAMA_8B, &[("card", "h100-sxm-80gb")])).expect("a panel");
+        assert_eq!(p.card, "NVIDIA H100 SXM 80GB");
+        assert_eq!(p.rows.len(), ENGINES.len());
+        let (cells, explained) = p.rows[0].cells.as_ref().unwrap();
+        assert_eq!(p.rows[0].engine, "vllm");
+        // The same figure the core and the CLI derive (max-model-len = context here).
+        assert_eq!(cells[1], "58 172 385 690 B");
+        assert!(cells[4].starts_with("27 × "), "{cells:?}");
+        assert_eq!(cells[5], "fits");
+        assert!(explained.contains("gpu_memory_utilization"), "{explained}");
+        assert!(p.sequences.is_some_and(|s| s.ends_with("at 16 000 tokens")));
+        // Bad input: no panel rather than a wrong one.
+        assert!(panel_of(&request(&[("layers", "x")], &[])).is_none());
+        assert!(panel(String::from("not a request")).is_empty());
+        // The engine flags apply, and `engine` keeps only that engine.
+        let p85 = panel_of(&request(
+            &LLAMA_8B,
+            &[
+                ("engine", "vllm"),
+                ("gpu-memory-utilization", "0.85"),
+                ("card", "h100"),
+            ],
+        ))
+        .expect("a panel");
+        assert_eq!(p85.rows.len(), 1);
+        assert_ne!(p85.rows[0].cells.as_ref().unwrap().0[1], cells[1]);
+    }
+
+    #[test]
+    fn the_answer_is_the_cores_headline_under_the_engine() {
+        let r = request(&LLAMA_8B, &[("engine", "vllm"), ("card", "l40s")]);
+        let h = answer_of(&r).unwrap();
+        assert_eq!(h.basis, "vllm");
+        assert!(h.card_given);
+        let back = rules::read_answer(&answer(rules::write_request(&r))).unwrap();
+        assert_eq!(back, Ok(h));
+        let bad = rules::read_answer(&answer(rules::write_request(&request(
+            &[("layers", "x")],
+            &[],
+        ))));
+        assert!(matches!(bad, Ok(Err(_))), "{bad:?}");
+    }
+}

@@ -1,0 +1,92 @@
+//! The serving engines' rules, in a module of their own (`web/engine`, crate
+//! `gpumem-engine`) that the page loads once its first screen is up, as it loads its
+//! readers: the dimensioner's wasm carries none of vLLM's, SGLang's, TGI's, llama.cpp's
+//! or transformers' rules. Once loaded, the module's functions are called
+//! synchronously, so the answer under an engine and the engine section are plain
+//! derived values (`Memo`s) like every other figure; until then they say they are
+//! loading. What crosses is text ([`gpumem_proto::rules`]).
+
+use std::cell::RefCell;
+
+use gpumem_core::headline::Headline;
+use gpumem_proto::rules::{self, Panel, RulesRequest};
+use js_sys::{Function, Reflect};
+use leptos::prelude::*;
+use wasm_bindgen::prelude::*;
+
+/// Where the build put the engine module (`scripts/build-web.sh` passes its
+/// content-hashed path); the fallback serves builds without it (native checks).
+pub const ENGINE_JS: &str = match option_env!("GPUMEM_ENGINE_JS") {
+    Some(url) => url,
+    None => "/engine/gpumem_engine.js",
+};
+
+#[wasm_bindgen(module = "/src/lazy.js")]
+extern "C" {
+    #[wasm_bindgen(catch)]
+    async fn load_engine(url: &str) -> Result<JsValue, JsValue>;
+}
+
+thread_local! {
+    /// The loaded module.
+    static MODULE: RefCell<Option<JsValue>> = const { RefCell::new(None) };
+}
+
+/// Whether the engine module is there: `None` while it loads, `Some(Err)` when it
+/// could not be loaded (offline: a reload tries again).
+#[derive(Clone, Copy)]
+pub struct Rules(RwSignal<Option<Result<(), String>>>);
+
+impl Rules {
+    /// Starts loading the module; the page's components find the value in context.
+    pub fn load() -> Rules {
+        let state = RwSignal::new(None);
+        leptos::task::spawn_local(async move {
+            let loaded = load_engine(ENGINE_JS).await.map(|m| {
+                MODULE.with(|slot| *slot.borrow_mut() = Some(m));
+            });
+            state.set(Some(loaded.map_err(|e| {
+                e.as_string()
+                    .unwrap_or_else(|| "the engine rules did not load".into())
+            })));
+        });
+        Rules(state)
+    }
+
+    /// Calls `name(request)` of the module: its text, or why there is none. Tracks
+    /// the loading, so a value derived from it is computed again once loaded.
+    fn call(self, name: &str, request: &RulesRequest) -> Result<String, String> {
+        match self.0.get() {
+            None => return Err("the engine rules are loading…".into()),
+            Some(Err(e)) => return Err(format!("the engine rules did not load: {e}")),
+            Some(Ok(())) => {}
+        }
+        let text = rules::write_request(request);
+        MODULE.with(|m| {
+            let m = m.borrow();
+            let f: Function = m
+                .as_ref()
+                .and_then(|m| Reflect::get(m, &name.into()).ok())
+                .and_then(|f| f.dyn_into().ok())
+                .ok_or("the engine module is not the one this page was built with")?;
+            f.call1(&JsValue::NULL, &JsValue::from(text))
+                .ok()
+                .and_then(|v| v.as_string())
+                .ok_or_else(|| "the engine rules failed".to_string())
+        })
+    }
+
+    /// The headline under the page's engine for one workload.
+    pub fn answer(self, request: &RulesRequest) -> Result<Headline, String> {
+        rules::read_answer(&self.call("answer", request)?)?
+    }
+
+    /// The engine section for one workload; `None` when the workload has no estimate.
+    pub fn panel(self, request: &RulesRequest) -> Option<Result<Panel, String>> {
+        match self.call("panel", request) {
+            Ok(t) if t.is_empty() => None,
+            Ok(t) => Some(rules::read_panel(&t)),
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
