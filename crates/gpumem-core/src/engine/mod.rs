@@ -46,6 +46,7 @@ use crate::params::parse_count;
 pub use largest::{Largest, largest, largest_context, most_sequences};
 pub use llama_cpp::{CacheType, Override, parse_overrides, tensors};
 pub use speculative::{SpecMethod, Speculative, parse_draft};
+pub use tgi::TgiVersion;
 pub use vllm::VllmVersion;
 
 /// Bytes in one MiB.
@@ -89,8 +90,10 @@ impl Engine {
     }
 
     /// Parses an engine name (case-insensitive; `llamacpp` and `llama-cpp` too), with
-    /// an optional `@version` for vLLM (`vllm@0.10`).
-    pub fn parse(text: &str) -> Result<(Engine, Option<VllmVersion>), EstimateError> {
+    /// an optional `@version` for vLLM (`vllm@0.10`) and TGI (`tgi@2.0`).
+    pub fn parse(
+        text: &str,
+    ) -> Result<(Engine, Option<VllmVersion>, Option<TgiVersion>), EstimateError> {
         let t = text.trim().to_ascii_lowercase();
         let (name, version) = match t.split_once('@') {
             Some((n, v)) => (n, Some(v)),
@@ -106,14 +109,15 @@ impl Engine {
                 return Err(EstimateError::invalid(
                     "engine",
                     format!(
-                        "{text:?} is not an engine; use vllm (vllm@0.19, @0.10, @0.6), sglang, tgi, llama.cpp or transformers"
+                        "{text:?} is not an engine; use vllm (vllm@0.19, @0.27, @0.10, @0.7, @0.6), sglang, tgi (tgi@3, @2.0, @0.9), llama.cpp or transformers"
                     ),
                 ));
             }
         };
         match (engine, version) {
-            (_, None) => Ok((engine, None)),
-            (Engine::Vllm, Some(v)) => VllmVersion::parse(v).map(|v| (engine, Some(v))),
+            (_, None) => Ok((engine, None, None)),
+            (Engine::Vllm, Some(v)) => VllmVersion::parse(v).map(|v| (engine, Some(v), None)),
+            (Engine::Tgi, Some(v)) => TgiVersion::parse(v).map(|v| (engine, None, Some(v))),
             (_, Some(_)) => Err(EstimateError::invalid(
                 "engine",
                 format!(
@@ -140,6 +144,9 @@ pub struct EngineParams {
     pub engine: Option<Engine>,
     /// vLLM's accounting version (`vllm@0.10`); `None` is the newest carried.
     pub version: Option<VllmVersion>,
+    /// TGI's accounting version (`tgi@2.0`); `None` is the newest carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tgi_version: Option<TgiVersion>,
     /// The card (a catalogue entry, or a typed capacity).
     #[serde(skip)]
     pub card: Option<GpuCard>,
@@ -177,6 +184,10 @@ pub struct EngineParams {
     pub cache_type_k: Option<CacheType>,
     /// llama.cpp `--cache-type-v`.
     pub cache_type_v: Option<CacheType>,
+    /// llama.cpp `--kv-unified`: one KV stream shared by every slot (llama-server's
+    /// `-np auto` turns it on).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kv_unified: bool,
     /// llama.cpp `--n-gpu-layers` (all when absent).
     pub n_gpu_layers: Option<u64>,
     /// llama.cpp `--n-cpu-moe`: MoE layers whose experts stay in host memory.
@@ -284,9 +295,10 @@ where
     let mut errors = Vec::new();
     for (key, value) in pairs {
         let r: Result<(), EstimateError> = match key {
-            "engine" => Engine::parse(value).map(|(e, v)| {
+            "engine" => Engine::parse(value).map(|(e, v, t)| {
                 p.engine = Some(e);
                 p.version = v;
+                p.tgi_version = t;
             }),
             "card" => crate::catalogue::resolve(value)
                 .map(|c| p.card = Some(c))
@@ -307,6 +319,7 @@ where
                 positive("kv-cache-memory-bytes", value).map(|v| p.kv_cache_memory_bytes = Some(v))
             }
             "enforce-eager" => flag("enforce-eager", value).map(|v| p.enforce_eager = v),
+            "kv-unified" => flag("kv-unified", value).map(|v| p.kv_unified = v),
             "enable-lora" => flag("enable-lora", value).map(|v| p.enable_lora = v),
             "max-loras" => positive("max-loras", value).map(|v| p.max_loras = Some(v)),
             "max-lora-rank" => positive("max-lora-rank", value).map(|v| p.max_lora_rank = Some(v)),
@@ -463,6 +476,9 @@ fn torch_total(card: &GpuCard) -> (u64, bool, u64, bool) {
     let (sms, sm90) = t.map_or((108, false), |t| (t.sms, t.sm90));
     match t.and_then(|t| t.total) {
         Some(b) => (b, false, sms, sm90),
+        // A typed capacity (`--card 14.56GiB`) is taken as given: the total the engine
+        // itself prints (vLLM's "total_gpu_memory (14.56GiB)"), not a label to derive from.
+        None if card.id == crate::catalogue::CUSTOM_ID => (card.capacity().0, false, sms, sm90),
         None => {
             let c = card.capacity().0;
             let gap = c
