@@ -11,8 +11,8 @@
 //! (other versions, models and TP degrees) each within 2 %, and a start the engine
 //! refused must come out refused, never "fits". The logs from other sources
 //! (`serving-other.jsonl`) replay under the rules of the release that printed each, each
-//! within its own bound and never more than 5 % too large, and the per-engine,
-//! per-release table of every corpus is printed.
+//! within its own bound and never more than 5 % too large; the per-engine, per-release
+//! table of every corpus is docs/serving-engines.md's, which the test keeps current.
 
 // The test prints its per-record table for the reader (the harness captures it); the
 // library itself stays free of terminal output.
@@ -921,4 +921,39 @@ fn serving_logs_replay_under_their_releases_rules() {
     }
     println!("\n{}", release_table(&every_record()));
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+/// docs/serving-engines.md carries the per-engine, per-release table of every corpus;
+/// this fails when the table differs from what the rules give today. Regenerate with
+/// `GPUMEM_BLESS=1 cargo test -p gpumem-core --test calibration`.
+// The test is the host: it reads and writes the document (the library stays pure).
+#[allow(clippy::disallowed_methods)]
+#[test]
+fn the_documented_error_table_is_current() {
+    const BEGIN: &str = "<!-- calibration table: written by crates/gpumem-core/tests/calibration.rs; regenerate with GPUMEM_BLESS=1 cargo test -p gpumem-core --test calibration -->\n";
+    const END: &str = "<!-- end of the calibration table -->";
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/serving-engines.md");
+    let read = || std::fs::read_to_string(&path).expect("docs/serving-engines.md");
+    let bounds = |doc: &str| {
+        let start = doc.find(BEGIN).expect("the table's opening marker") + BEGIN.len();
+        (
+            start,
+            start + doc[start..].find(END).expect("the table's closing marker"),
+        )
+    };
+    let table = release_table(&every_record());
+    if std::env::var_os("GPUMEM_BLESS").is_some() {
+        let doc = read();
+        let (start, end) = bounds(&doc);
+        let updated = format!("{}{table}{}", &doc[..start], &doc[end..]);
+        std::fs::write(&path, updated).expect("write docs/serving-engines.md");
+    }
+    let doc = read();
+    let (start, end) = bounds(&doc);
+    assert_eq!(
+        &doc[start..end],
+        table,
+        "docs/serving-engines.md's calibration table is stale; regenerate with `GPUMEM_BLESS=1 cargo test -p gpumem-core --test calibration` and commit it"
+    );
 }
