@@ -516,7 +516,7 @@ const INEXPRESSIBLE: &[(&str, &str)] = &[(
 /// this table. Over-estimates (a pool larger than the engine gives, an out-of-memory
 /// the user was told would not happen) are never above +5 %.
 const BOUNDS: &[(&str, f64, f64)] = &[
-    ("vllm085-rtx4090d-qwen2.5-0.5b-32768", -0.25, 4.4),
+    ("vllm085-rtx4090d-qwen2.5-0.5b-32768", -0.25, 1.7),
     ("vllm072-t4-qwen2.5-1.5b-instruct-fp16-32768", -0.25, 1.8),
     ("vllm072-l40-qwen2.5-math-1.5b-u085-4096", -0.25, 0.3),
     ("vllm0190-a100-80-gpt-oss-20b-u065-131072", -0.25, 2.9),

@@ -109,7 +109,7 @@ impl Engine {
                 return Err(EstimateError::invalid(
                     "engine",
                     format!(
-                        "{text:?} is not an engine; use vllm (vllm@0.19, @0.27, @0.10, @0.7, @0.6), sglang, tgi (tgi@3, @2.0, @0.9), llama.cpp or transformers"
+                        "{text:?} is not an engine; use vllm (vllm@0.19, @0.27, @0.10, @0.8, @0.7, @0.6), sglang, tgi (tgi@3, @2.0, @0.9), llama.cpp or transformers"
                     ),
                 ));
             }

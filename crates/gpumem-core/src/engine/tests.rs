@@ -1221,7 +1221,7 @@ fn llama_cpp_placement_is_bounded() {
 }
 
 /// Each release's rules by name: `vllm@0.7` (V0 from after the CUDA context),
-/// `vllm@0.8` (0.10's), `vllm@0.27` (Model Runner V2, dense unquantised only),
+/// `vllm@0.8` (the context counted outside torch), `vllm@0.27` (Model Runner V2, dense unquantised only),
 /// `tgi@2.0` and `tgi@0.9`; an unknown release names the ones carried.
 #[test]
 fn releases_pick_their_rules() {
@@ -1229,7 +1229,7 @@ fn releases_pick_their_rules() {
     assert_eq!(p.version, Some(VllmVersion::V07));
     assert_eq!(
         engine(&[("engine", "vllm@0.8.5")]).version,
-        Some(VllmVersion::V010)
+        Some(VllmVersion::V08)
     );
     assert_eq!(
         engine(&[("engine", "tgi@2.0.0")]).tgi_version,

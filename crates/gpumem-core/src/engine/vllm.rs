@@ -15,10 +15,18 @@
 //! fused-MoE workspace (`vllm/v1/worker/workspace.py`, kept across forwards) and
 //! torch's cuBLAS workspace.
 //!
-//! Earlier versions differ where the logs show it: 0.10 sorted the vocabulary for
-//! top-k/top-p (`vllm/v1/sample/ops/topk_topp_sampler.py` `apply_top_k_top_p`) and
-//! freed the MoE buffers after each forward; V0 (0.6) profiled 256 sequences and
-//! measured memory outside torch from before the CUDA context existed.
+//! Earlier versions differ where the logs show it: 0.10 (and 0.8) sorted the
+//! vocabulary for top-k/top-p (`vllm/v1/sample/ops/topk_topp_sampler.py`
+//! `apply_top_k_top_p`) and freed the MoE buffers after each forward; 0.10 paged hybrid
+//! attention + state models at one page size ([`state_pool`]); 0.8 counted every byte
+//! outside torch on the device, the CUDA context included; V0 profiled 256
+//! sequences in eager PyTorch and measured memory outside torch from before the CUDA
+//! context existed (0.6) or from just after it (0.7).
+//!
+//! 0.27 (`vllm@0.27`, named only) is carried for Model Runner V2, which runs dense,
+//! unquantised models there: its sampler copies the logits to fp32 and the profile
+//! skips top-k/top-p, and its `profile_cudagraph_memory` returns 0, so no graph
+//! estimate leaves the pool.
 
 use super::*;
 
@@ -32,9 +40,12 @@ pub enum VllmVersion {
     /// 0.19 (V1 engine; triton top-k/top-p sampler, persistent MoE workspace).
     #[serde(rename = "0.19")]
     V019,
-    /// 0.10 (V1 engine; sorting sampler), which 0.8 runs too.
+    /// 0.10 (V1 engine; sorting sampler).
     #[serde(rename = "0.10")]
     V010,
+    /// 0.8 (V1 engine; 0.10's profile, every byte outside torch on the device counted).
+    #[serde(rename = "0.8")]
+    V08,
     /// 0.7 (V0 engine; memory measured from after the CUDA context).
     #[serde(rename = "0.7")]
     V07,
@@ -44,20 +55,21 @@ pub enum VllmVersion {
 }
 
 impl VllmVersion {
-    /// Parses "0.19", "0.19.0", "0.10.2", "0.7.2", "0.6.5"…: the minor version picks the
-    /// rules; 0.8 (the first release whose default is the V1 engine) has 0.10's.
+    /// Parses "0.27", "0.19.0", "0.10.2", "0.8.5", "0.7.2", "0.6.5"…: the minor version
+    /// picks the rules.
     pub fn parse(text: &str) -> Result<VllmVersion, EstimateError> {
         let mut parts = text.trim().trim_start_matches('v').split('.');
         match (parts.next(), parts.next()) {
             (Some("0"), Some("27")) => Ok(VllmVersion::V027),
             (Some("0"), Some("19")) => Ok(VllmVersion::V019),
-            (Some("0"), Some("10" | "8")) => Ok(VllmVersion::V010),
+            (Some("0"), Some("10")) => Ok(VllmVersion::V010),
+            (Some("0"), Some("8")) => Ok(VllmVersion::V08),
             (Some("0"), Some("7")) => Ok(VllmVersion::V07),
             (Some("0"), Some("6")) => Ok(VllmVersion::V06),
             _ => Err(EstimateError::invalid(
                 "engine",
                 format!(
-                    "vllm@{text}: the rules carried are vllm@0.19 (the default), vllm@0.27 (Model Runner V2), vllm@0.10 (0.8 too), vllm@0.7 and vllm@0.6 (V0)"
+                    "vllm@{text}: the rules carried are vllm@0.19 (the default), vllm@0.27 (Model Runner V2), vllm@0.10, vllm@0.8, vllm@0.7 and vllm@0.6 (V0)"
                 ),
             )),
         }
@@ -66,6 +78,7 @@ impl VllmVersion {
     fn rules(self) -> &'static Rules {
         match self {
             VllmVersion::V027 => &RULES[4],
+            VllmVersion::V08 => &RULES[5],
             VllmVersion::V019 => &RULES[0],
             VllmVersion::V010 => &RULES[1],
             VllmVersion::V07 => &RULES[2],
@@ -111,7 +124,7 @@ pub(super) const fn comm_buffers_mib() -> u64 {
     RULES[0].non_torch_mib[1].saturating_sub(RULES[0].non_torch_mib[0])
 }
 
-const RULES: [Rules; 5] = [
+const RULES: [Rules; 6] = [
     Rules {
         label: "0.19",
         ceil: true,
@@ -186,6 +199,23 @@ const RULES: [Rules; 5] = [
         v0: false,
         non_torch_mib: [256, 2140, 72],
         non_torch_logs: "0.19's: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4, 0.07 at pp 2–4 (H100 logs)",
+    },
+    // vllm 0.8 `vllm/v1/worker/gpu_worker.py` `determine_available_memory` (read in its
+    // copy `vllm/v1/worker/xpu_worker.py`, which keeps that code): the peak is torch's
+    // `allocated_bytes.all.peak` plus every byte on the device torch did not allocate
+    // (`mem_get_info` total − free − torch's current), the CUDA context included; the
+    // profile is 0.10's.
+    Rules {
+        label: "0.8",
+        ceil: false,
+        sampler_bytes: 38,
+        triton: false,
+        v2: false,
+        state_pages: false,
+        workspace_kept: false,
+        v0: false,
+        non_torch_mib: [645, 1075, 645],
+        non_torch_logs: "0.10's library increase (0.13 GiB at tp 1, 0.55 at tp 2, H100 logs) + the CUDA context, 512 MiB assumed as in the SGLang and TGI rules",
     },
 ];
 
