@@ -427,7 +427,7 @@ pub static FIELDS: &[Field] = &[
     f("tp", G::Devices, K::Count, "Tensor parallel", "1", "Tensor-parallel degree"),
     f("pp", G::Devices, K::Count, "Pipeline stages", "1", "Devices a layer stack is cut into"),
     f("engine", G::Engine, K::Choice, "Engine", "",
-        "Serving engine whose KV pool to predict (vllm@0.27: Model Runner V2; vllm@0.10, @0.8, @0.7, @0.6, tgi@2.0, @0.9: older rules)")
+        "Serving engine whose KV pool to predict (vllm@0.27: Model Runner V2; vllm@0.10, @0.8, @0.7, @0.6, sglang@0.5.0, tgi@2.0, @0.9: older rules)")
         .choices(&[
             ("", "every engine"),
             ("vllm", "vLLM 0.19"),
@@ -436,7 +436,8 @@ pub static FIELDS: &[Field] = &[
             ("vllm@0.8", "vLLM 0.8"),
             ("vllm@0.7", "vLLM 0.7 (V0)"),
             ("vllm@0.6", "vLLM 0.6 (V0)"),
-            ("sglang", "SGLang"),
+            ("sglang", "SGLang 0.5.23"),
+            ("sglang@0.5.0", "SGLang 0.5.0 (mid-2025)"),
             ("tgi", "TGI 3"),
             ("tgi@2.0", "TGI 2.0"),
             ("tgi@0.9", "TGI 0.9"),

@@ -526,7 +526,7 @@ const BOUNDS: &[(&str, f64, f64)] = &[
         1.25,
     ),
     ("vllm0102-2xh200-qwen3-next-80b-a3b-tp2-262144", -0.25, 2.0),
-    ("sglang-rtx5080-qwen3-0.6b-40960", -3.9, 0.25),
+    ("sglang-rtx5080-qwen3-0.6b-40960", -0.25, 3.05),
     ("tgi200-a100-80-mistral7b-8512-prefill32768", -0.25, 4.9),
     ("tgi09-a10g-llama2-7b-4096", -0.25, 2.3),
     ("vllm0271-rtx4090wsl-qwen2.5-0.5b-2048-u085", -0.25, 2.05),
@@ -587,10 +587,20 @@ fn release(r: &Value) -> Release {
                 rules,
             }
         }
+        // SGLang's logs print no version: a record dated mid-2025 (July, August) ran a
+        // 0.4.x–0.5.0 release, whose default fraction is sglang@0.5.0's.
         "sglang" => Release {
             engine: "SGLang",
-            release: minor.unwrap_or_else(|| "not printed (2025)".into()),
-            rules: "sglang".into(),
+            release: minor
+                .clone()
+                .unwrap_or_else(|| "not printed (mid-2025)".into()),
+            rules: match minor {
+                Some(m) => format!("sglang@{m}"),
+                None if text.contains("July 2025") || text.contains("August 2025") => {
+                    "sglang@0.5.0".into()
+                }
+                None => "sglang".into(),
+            },
         },
         "tgi" => Release {
             engine: "TGI",

@@ -45,6 +45,7 @@ use crate::params::parse_count;
 
 pub use largest::{Largest, largest, largest_context, most_sequences};
 pub use llama_cpp::{CacheType, Override, parse_overrides, tensors};
+pub use sglang::SglangVersion;
 pub use speculative::{SpecMethod, Speculative, parse_draft};
 pub use tgi::TgiVersion;
 pub use vllm::VllmVersion;
@@ -91,9 +92,7 @@ impl Engine {
 
     /// Parses an engine name (case-insensitive; `llamacpp` and `llama-cpp` too), with
     /// an optional `@version` for vLLM (`vllm@0.10`) and TGI (`tgi@2.0`).
-    pub fn parse(
-        text: &str,
-    ) -> Result<(Engine, Option<VllmVersion>, Option<TgiVersion>), EstimateError> {
+    pub fn parse(text: &str) -> Result<(Engine, Option<Release>), EstimateError> {
         let t = text.trim().to_ascii_lowercase();
         let (name, version) = match t.split_once('@') {
             Some((n, v)) => (n, Some(v)),
@@ -109,15 +108,20 @@ impl Engine {
                 return Err(EstimateError::invalid(
                     "engine",
                     format!(
-                        "{text:?} is not an engine; use vllm (vllm@0.19, @0.27, @0.10, @0.8, @0.7, @0.6), sglang, tgi (tgi@3, @2.0, @0.9), llama.cpp or transformers"
+                        "{text:?} is not an engine; use vllm (vllm@0.19, @0.27, @0.10, @0.8, @0.7, @0.6), sglang (sglang@0.5.0), tgi (tgi@3, @2.0, @0.9), llama.cpp or transformers"
                     ),
                 ));
             }
         };
         match (engine, version) {
-            (_, None) => Ok((engine, None, None)),
-            (Engine::Vllm, Some(v)) => VllmVersion::parse(v).map(|v| (engine, Some(v), None)),
-            (Engine::Tgi, Some(v)) => TgiVersion::parse(v).map(|v| (engine, None, Some(v))),
+            (_, None) => Ok((engine, None)),
+            (Engine::Vllm, Some(v)) => {
+                VllmVersion::parse(v).map(|v| (engine, Some(Release::Vllm(v))))
+            }
+            (Engine::Tgi, Some(v)) => TgiVersion::parse(v).map(|v| (engine, Some(Release::Tgi(v)))),
+            (Engine::Sglang, Some(v)) => {
+                SglangVersion::parse(v).map(|v| (engine, Some(Release::Sglang(v))))
+            }
             (_, Some(_)) => Err(EstimateError::invalid(
                 "engine",
                 format!(
@@ -126,6 +130,17 @@ impl Engine {
             )),
         }
     }
+}
+
+/// An engine release named after `@` ([`Engine::parse`]): the rules of that release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// `vllm@…`.
+    Vllm(VllmVersion),
+    /// `tgi@…`.
+    Tgi(TgiVersion),
+    /// `sglang@…`.
+    Sglang(SglangVersion),
 }
 
 /// The engine's keys (the fields of [`crate::fields::FIELDS`] in the engine group:
@@ -147,6 +162,9 @@ pub struct EngineParams {
     /// TGI's accounting version (`tgi@2.0`); `None` is the newest carried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tgi_version: Option<TgiVersion>,
+    /// SGLang's accounting version (`sglang@0.5.0`); `None` is the newest carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sglang_version: Option<SglangVersion>,
     /// The card (a catalogue entry, or a typed capacity).
     #[serde(skip)]
     pub card: Option<GpuCard>,
@@ -295,10 +313,17 @@ where
     let mut errors = Vec::new();
     for (key, value) in pairs {
         let r: Result<(), EstimateError> = match key {
-            "engine" => Engine::parse(value).map(|(e, v, t)| {
+            "engine" => Engine::parse(value).map(|(e, r)| {
                 p.engine = Some(e);
-                p.version = v;
-                p.tgi_version = t;
+                p.version = None;
+                p.tgi_version = None;
+                p.sglang_version = None;
+                match r {
+                    Some(Release::Vllm(v)) => p.version = Some(v),
+                    Some(Release::Tgi(v)) => p.tgi_version = Some(v),
+                    Some(Release::Sglang(v)) => p.sglang_version = Some(v),
+                    None => {}
+                }
             }),
             "card" => crate::catalogue::resolve(value)
                 .map(|c| p.card = Some(c))

@@ -109,7 +109,7 @@ fn engine_pairs_collect_one_error_per_bad_field() {
             .to_string()
             .contains("vllm@0.19")
     );
-    assert!(from_pairs([("engine", "sglang@0.4")]).1.len() == 1);
+    assert!(from_pairs([("engine", "sglang@0.3")]).1.len() == 1);
     assert!(
         from_pairs([("card", "h100x")]).1[0]
             .to_string()
@@ -1241,6 +1241,15 @@ fn releases_pick_their_rules() {
     );
     let (_, errors) = from_pairs([("engine", "vllm@0.12")]);
     assert!(format!("{errors:?}").contains("vllm@0.27"), "{errors:?}");
+    // SGLang mid-2025 on an RTX 5080 (16 303 MiB): (16 303 − 2.9 × 1024) ÷ 16 303 → 0.818.
+    assert_eq!(
+        engine(&[("engine", "sglang@0.5.0")]).sglang_version,
+        Some(SglangVersion::V050)
+    );
+    assert_eq!(
+        sglang::fraction_050(16_303, 1, 1, None),
+        (818 * (ONE / 1000), 2048)
+    );
     let (_, errors) = from_pairs([("engine", "tgi@1.4")]);
     assert!(format!("{errors:?}").contains("tgi@2.0"), "{errors:?}");
 
