@@ -746,8 +746,18 @@ impl Replayed {
 fn replay_release(r: &Value) -> Result<Replayed, String> {
     let id = r["id"].as_str().unwrap_or("");
     if let Some((_, reason)) = INEXPRESSIBLE.iter().find(|(i, _)| *i == id) {
-        return Err(format!("listed as not expressible: {reason}"));
+        // Shown for the reader, never bounded nor counted.
+        let aside = replay_any(r).map_or_else(
+            |e| format!("the rules: {e}"),
+            |x| format!("the rules give {:+.2} %", x.error()),
+        );
+        return Err(format!("listed as not expressible: {reason} ({aside})"));
     }
+    replay_any(r)
+}
+
+/// [`replay_release`] without the list of inexpressible records.
+fn replay_any(r: &Value) -> Result<Replayed, String> {
     let rel = release(r);
     let missing = unexpressed(r);
     if !missing.is_empty() {
