@@ -427,14 +427,20 @@ pub static FIELDS: &[Field] = &[
     f("tp", G::Devices, K::Count, "Tensor parallel", "1", "Tensor-parallel degree"),
     f("pp", G::Devices, K::Count, "Pipeline stages", "1", "Devices a layer stack is cut into"),
     f("engine", G::Engine, K::Choice, "Engine", "",
-        "Serving engine whose KV pool to predict (vllm@0.10, @0.6: older rules)")
+        "Serving engine whose KV pool to predict (vllm@0.27: Model Runner V2; vllm@0.10, @0.8, @0.7, @0.6, sglang@0.5.0, tgi@2.0, @0.9: older rules)")
         .choices(&[
             ("", "every engine"),
             ("vllm", "vLLM 0.19"),
+            ("vllm@0.27", "vLLM 0.27 (Model Runner V2)"),
             ("vllm@0.10", "vLLM 0.10"),
+            ("vllm@0.8", "vLLM 0.8"),
+            ("vllm@0.7", "vLLM 0.7 (V0)"),
             ("vllm@0.6", "vLLM 0.6 (V0)"),
-            ("sglang", "SGLang"),
-            ("tgi", "TGI"),
+            ("sglang", "SGLang 0.5.23"),
+            ("sglang@0.5.0", "SGLang 0.5.0 (mid-2025)"),
+            ("tgi", "TGI 3"),
+            ("tgi@2.0", "TGI 2.0"),
+            ("tgi@0.9", "TGI 0.9"),
             ("llama.cpp", "llama.cpp"),
             ("transformers", "transformers"),
         ]),
@@ -482,6 +488,8 @@ pub static FIELDS: &[Field] = &[
     f("cache-type-v", G::Engine, K::Text, "llama.cpp V cache type", "f16",
         "llama.cpp: V cache type")
         .choices(CACHE_TYPES),
+    f("kv-unified", G::Engine, K::Bool(false), "llama.cpp unified KV cache", "",
+        "llama.cpp --kv-unified: one cache stream for every slot (llama-server's -np auto sets it)"),
     f("n-gpu-layers", G::Engine, K::Count, "llama.cpp GPU layers", "all",
         "llama.cpp: layers on the GPU"),
     f("n-cpu-moe", G::Engine, K::Count, "llama.cpp CPU MoE layers", "0",

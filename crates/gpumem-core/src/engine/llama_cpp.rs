@@ -107,17 +107,21 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let ubatch = p.max_num_batched_tokens.unwrap_or(512);
     let mut assumptions = Vec::new();
     // llama-server splits -c among its slots (one stream each, kv_unified off):
-    // n_ctx_seq = GGML_PAD(GGML_PAD(n_ctx, 256) ÷ n_seq, 256) cells per stream.
+    // n_ctx_seq = GGML_PAD(GGML_PAD(n_ctx, 256) ÷ n_seq, 256) cells per stream. With
+    // `--kv-unified` (`src/llama-context.cpp`: n_ctx_seq = n_ctx when
+    // `cparams.kv_unified`; `src/llama-kv-cache.cpp`: n_stream = unified ? 1 : n_seq_max)
+    // one stream of n_ctx cells serves every slot.
     let nseq = input.sequences.max(1);
+    let streams = if p.kv_unified { 1 } else { nseq };
     let per_seq = c
         .max_model_len
         .div_ceil(256)
         .saturating_mul(256)
-        .checked_div(nseq)
+        .checked_div(streams)
         .unwrap_or(0)
         .div_ceil(256)
         .saturating_mul(256);
-    let cells = prod(&[per_seq, nseq])?;
+    let cells = prod(&[per_seq, streams])?;
     // Per-layer K and V widths from the shape; without one, the estimator's per-token
     // bytes in f16 halves.
     let (layers, k_w, v_w, vocab, hidden, inter) = match (input.arch, input.kv_only) {
@@ -185,12 +189,14 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     };
     let (full_l, swa_cells, swa_l) = match swa {
         Some((w, s)) => {
-            // Per stream: GGML_PAD(min(n_ctx_seq, n_swa + n_ubatch), 256).
-            let n = sum(&[w, ubatch])?
+            // Per stream (`src/llama-kv-cache-iswa.cpp`): GGML_PAD(min(n_ctx_seq,
+            // n_swa × (unified ? n_seq_max : 1) + n_ubatch), 256).
+            let window = if p.kv_unified { prod(&[w, nseq])? } else { w };
+            let n = sum(&[window, ubatch])?
                 .min(per_seq)
                 .div_ceil(256)
                 .saturating_mul(256);
-            (layers.saturating_sub(s), prod(&[n, nseq])?, s)
+            (layers.saturating_sub(s), prod(&[n, streams])?, s)
         }
         None => (layers, 0, 0),
     };

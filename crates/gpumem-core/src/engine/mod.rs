@@ -45,7 +45,9 @@ use crate::params::parse_count;
 
 pub use largest::{Largest, largest, largest_context, most_sequences};
 pub use llama_cpp::{CacheType, Override, parse_overrides, tensors};
+pub use sglang::SglangVersion;
 pub use speculative::{SpecMethod, Speculative, parse_draft};
+pub use tgi::TgiVersion;
 pub use vllm::VllmVersion;
 
 /// Bytes in one MiB.
@@ -89,8 +91,8 @@ impl Engine {
     }
 
     /// Parses an engine name (case-insensitive; `llamacpp` and `llama-cpp` too), with
-    /// an optional `@version` for vLLM (`vllm@0.10`).
-    pub fn parse(text: &str) -> Result<(Engine, Option<VllmVersion>), EstimateError> {
+    /// an optional `@version` for vLLM (`vllm@0.10`) and TGI (`tgi@2.0`).
+    pub fn parse(text: &str) -> Result<(Engine, Option<Release>), EstimateError> {
         let t = text.trim().to_ascii_lowercase();
         let (name, version) = match t.split_once('@') {
             Some((n, v)) => (n, Some(v)),
@@ -106,14 +108,20 @@ impl Engine {
                 return Err(EstimateError::invalid(
                     "engine",
                     format!(
-                        "{text:?} is not an engine; use vllm (vllm@0.19, @0.10, @0.6), sglang, tgi, llama.cpp or transformers"
+                        "{text:?} is not an engine; use vllm (vllm@0.19, @0.27, @0.10, @0.8, @0.7, @0.6), sglang (sglang@0.5.0), tgi (tgi@3, @2.0, @0.9), llama.cpp or transformers"
                     ),
                 ));
             }
         };
         match (engine, version) {
             (_, None) => Ok((engine, None)),
-            (Engine::Vllm, Some(v)) => VllmVersion::parse(v).map(|v| (engine, Some(v))),
+            (Engine::Vllm, Some(v)) => {
+                VllmVersion::parse(v).map(|v| (engine, Some(Release::Vllm(v))))
+            }
+            (Engine::Tgi, Some(v)) => TgiVersion::parse(v).map(|v| (engine, Some(Release::Tgi(v)))),
+            (Engine::Sglang, Some(v)) => {
+                SglangVersion::parse(v).map(|v| (engine, Some(Release::Sglang(v))))
+            }
             (_, Some(_)) => Err(EstimateError::invalid(
                 "engine",
                 format!(
@@ -122,6 +130,17 @@ impl Engine {
             )),
         }
     }
+}
+
+/// An engine release named after `@` ([`Engine::parse`]): the rules of that release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// `vllm@…`.
+    Vllm(VllmVersion),
+    /// `tgi@…`.
+    Tgi(TgiVersion),
+    /// `sglang@…`.
+    Sglang(SglangVersion),
 }
 
 /// The engine's keys (the fields of [`crate::fields::FIELDS`] in the engine group:
@@ -140,6 +159,12 @@ pub struct EngineParams {
     pub engine: Option<Engine>,
     /// vLLM's accounting version (`vllm@0.10`); `None` is the newest carried.
     pub version: Option<VllmVersion>,
+    /// TGI's accounting version (`tgi@2.0`); `None` is the newest carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tgi_version: Option<TgiVersion>,
+    /// SGLang's accounting version (`sglang@0.5.0`); `None` is the newest carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sglang_version: Option<SglangVersion>,
     /// The card (a catalogue entry, or a typed capacity).
     #[serde(skip)]
     pub card: Option<GpuCard>,
@@ -177,6 +202,10 @@ pub struct EngineParams {
     pub cache_type_k: Option<CacheType>,
     /// llama.cpp `--cache-type-v`.
     pub cache_type_v: Option<CacheType>,
+    /// llama.cpp `--kv-unified`: one KV stream shared by every slot (llama-server's
+    /// `-np auto` turns it on).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kv_unified: bool,
     /// llama.cpp `--n-gpu-layers` (all when absent).
     pub n_gpu_layers: Option<u64>,
     /// llama.cpp `--n-cpu-moe`: MoE layers whose experts stay in host memory.
@@ -284,9 +313,17 @@ where
     let mut errors = Vec::new();
     for (key, value) in pairs {
         let r: Result<(), EstimateError> = match key {
-            "engine" => Engine::parse(value).map(|(e, v)| {
+            "engine" => Engine::parse(value).map(|(e, r)| {
                 p.engine = Some(e);
-                p.version = v;
+                p.version = None;
+                p.tgi_version = None;
+                p.sglang_version = None;
+                match r {
+                    Some(Release::Vllm(v)) => p.version = Some(v),
+                    Some(Release::Tgi(v)) => p.tgi_version = Some(v),
+                    Some(Release::Sglang(v)) => p.sglang_version = Some(v),
+                    None => {}
+                }
             }),
             "card" => crate::catalogue::resolve(value)
                 .map(|c| p.card = Some(c))
@@ -307,6 +344,7 @@ where
                 positive("kv-cache-memory-bytes", value).map(|v| p.kv_cache_memory_bytes = Some(v))
             }
             "enforce-eager" => flag("enforce-eager", value).map(|v| p.enforce_eager = v),
+            "kv-unified" => flag("kv-unified", value).map(|v| p.kv_unified = v),
             "enable-lora" => flag("enable-lora", value).map(|v| p.enable_lora = v),
             "max-loras" => positive("max-loras", value).map(|v| p.max_loras = Some(v)),
             "max-lora-rank" => positive("max-lora-rank", value).map(|v| p.max_lora_rank = Some(v)),
@@ -463,6 +501,9 @@ fn torch_total(card: &GpuCard) -> (u64, bool, u64, bool) {
     let (sms, sm90) = t.map_or((108, false), |t| (t.sms, t.sm90));
     match t.and_then(|t| t.total) {
         Some(b) => (b, false, sms, sm90),
+        // A typed capacity (`--card 14.56GiB`) is taken as given: the total the engine
+        // itself prints (vLLM's "total_gpu_memory (14.56GiB)"), not a label to derive from.
+        None if card.id == crate::catalogue::CUSTOM_ID => (card.capacity().0, false, sms, sm90),
         None => {
             let c = card.capacity().0;
             let gap = c

@@ -19,6 +19,82 @@
 
 use super::*;
 
+/// The SGLang accounting carried; `--engine sglang` is the newest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SglangVersion {
+    /// 0.5.23 (`handle_gpu_memory_settings`: the reserve from the chunked prefill, tp × pp
+    /// and the CUDA-graph batch).
+    #[serde(rename = "0.5.23")]
+    V0523,
+    /// 0.5.0, mid-2025 (`ServerArgs.__post_init__`: a reserve per card size).
+    #[serde(rename = "0.5.0")]
+    V050,
+}
+
+impl SglangVersion {
+    /// Parses "0.5.23" (and later 0.5 releases), "0.5.0" … "0.5.2" and "0.4.x".
+    pub fn parse(text: &str) -> Result<SglangVersion, EstimateError> {
+        let mut parts = text.trim().trim_start_matches('v').split('.');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("0"), Some("4"), _) => Ok(SglangVersion::V050),
+            (Some("0"), Some("5"), None | Some("0" | "1" | "2")) => Ok(SglangVersion::V050),
+            (Some("0"), Some("5"), Some(_)) => Ok(SglangVersion::V0523),
+            _ => Err(EstimateError::invalid(
+                "engine",
+                format!(
+                    "sglang@{text}: the rules carried are sglang (0.5.23) and sglang@0.5.0 (mid-2025, 0.4 too)"
+                ),
+            )),
+        }
+    }
+}
+
+/// The mid-2025 default: sglang `python/sglang/srt/server_args.py`
+/// `ServerArgs.__post_init__` (`_handle_mem_fraction_static`, the text stored in the
+/// search index beside the `--enable-flashinfer-mxfp4-moe` deprecation of 0.5.0): the
+/// reserve is (2.8 + tp × pp ÷ 10) GiB below 35 GiB of card (nvidia-smi's total, MiB),
+/// (9.5 + tp × pp ÷ 2) GiB below 90, (12 + tp × pp ÷ 2) GiB below 160, 32 GiB above;
+/// fraction = round((total − reserve) ÷ total, 3). Chunked prefill 2048 below 35 GiB,
+/// 8192 below 160, 16384 above (the rows' comments). Speculative decoding (+2 GiB) and
+/// DP attention (+4 GiB) are not modelled.
+pub(super) fn fraction_050(total_mib: u64, tp: u64, pp: u64, chunk: Option<u64>) -> (u64, u64) {
+    let p = tp.saturating_mul(pp);
+    // In tenths of a MiB: (2.8 + p ÷ 10) GiB = (28 + p) × 1024 tenths, and so on.
+    let reserve10 = if total_mib < 35 * 1024 {
+        28u64
+            .saturating_mul(1024)
+            .saturating_add(p.saturating_mul(1024))
+    } else if total_mib < 90 * 1024 {
+        95u64
+            .saturating_mul(1024)
+            .saturating_add(p.saturating_mul(5 * 1024))
+    } else if total_mib < 160 * 1024 {
+        120u64
+            .saturating_mul(1024)
+            .saturating_add(p.saturating_mul(5 * 1024))
+    } else {
+        320 * 1024
+    };
+    let default_chunk = if total_mib < 35 * 1024 {
+        2048
+    } else if total_mib < 160 * 1024 {
+        8192
+    } else {
+        16384
+    };
+    let t10 = total_mib.saturating_mul(10).max(1);
+    let thousandths = t10
+        .saturating_sub(reserve10)
+        .saturating_mul(2000)
+        .saturating_add(t10)
+        .checked_div(t10.saturating_mul(2))
+        .unwrap_or(0);
+    (
+        thousandths.saturating_mul(ONE / 1000),
+        chunk.unwrap_or(default_chunk),
+    )
+}
+
 /// Chunked-prefill size and decode CUDA-graph batch by card size (MiB) and tp, as
 /// `handle_gpu_memory_settings` sets them: (below this many MiB, chunk, batch at tp < 4,
 /// batch at tp ≥ 4).
@@ -73,7 +149,11 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let mfs = match c.params.mem_fraction_static {
         Some(f) => f,
         None => {
-            let (f, chunk) = default_fraction(
+            let rule = match c.params.sglang_version {
+                Some(SglangVersion::V050) => fraction_050,
+                _ => default_fraction,
+            };
+            let (f, chunk) = rule(
                 capacity / MIB,
                 c.input.tp.max(1),
                 c.input.pp.max(1),
@@ -158,7 +238,10 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     ];
     let (group_block_bytes, groups, seq_blocks) = simple_pool(c, 1)?;
     Ok(Draft {
-        version: "0.5",
+        version: match c.params.sglang_version {
+            Some(SglangVersion::V050) => "0.5.0 (mid-2025)",
+            _ => "0.5",
+        },
         capacity: total,
         capacity_kind: if derived { "torch, derived" } else { "torch" },
         lines,

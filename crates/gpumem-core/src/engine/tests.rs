@@ -109,7 +109,7 @@ fn engine_pairs_collect_one_error_per_bad_field() {
             .to_string()
             .contains("vllm@0.19")
     );
-    assert!(from_pairs([("engine", "sglang@0.4")]).1.len() == 1);
+    assert!(from_pairs([("engine", "sglang@0.3")]).1.len() == 1);
     assert!(
         from_pairs([("card", "h100x")]).1[0]
             .to_string()
@@ -1218,4 +1218,70 @@ fn llama_cpp_placement_is_bounded() {
     let long = format!("{}=CPU", "a".repeat(600));
     let (_, errors) = from_pairs([("override-tensor", long.as_str())]);
     assert!(errors[0].to_string().contains("at most 512"), "{errors:?}");
+}
+
+/// Each release's rules by name: `vllm@0.7` (V0 from after the CUDA context),
+/// `vllm@0.8` (the context counted outside torch), `vllm@0.27` (Model Runner V2, dense unquantised only),
+/// `tgi@2.0` and `tgi@0.9`; an unknown release names the ones carried.
+#[test]
+fn releases_pick_their_rules() {
+    let p = engine(&[("engine", "vllm@0.7.2")]);
+    assert_eq!(p.version, Some(VllmVersion::V07));
+    assert_eq!(
+        engine(&[("engine", "vllm@0.8.5")]).version,
+        Some(VllmVersion::V08)
+    );
+    assert_eq!(
+        engine(&[("engine", "tgi@2.0.0")]).tgi_version,
+        Some(TgiVersion::V2)
+    );
+    assert_eq!(
+        engine(&[("engine", "tgi@0.9")]).tgi_version,
+        Some(TgiVersion::V09)
+    );
+    let (_, errors) = from_pairs([("engine", "vllm@0.12")]);
+    assert!(format!("{errors:?}").contains("vllm@0.27"), "{errors:?}");
+    // SGLang mid-2025 on an RTX 5080 (16 303 MiB): (16 303 − 2.9 × 1024) ÷ 16 303 → 0.818.
+    assert_eq!(
+        engine(&[("engine", "sglang@0.5.0")]).sglang_version,
+        Some(SglangVersion::V050)
+    );
+    assert_eq!(
+        sglang::fraction_050(16_303, 1, 1, None),
+        (818 * (ONE / 1000), 2048)
+    );
+    let (_, errors) = from_pairs([("engine", "tgi@1.4")]);
+    assert!(format!("{errors:?}").contains("tgi@2.0"), "{errors:?}");
+
+    let dense = llama_8b(&[]);
+    let v2 = run(&dense, &with(&[("engine", "vllm@0.27")]));
+    let v019 = run(&dense, &with(&[("engine", "vllm")]));
+    assert_eq!(v2.version, "0.27 (Model Runner V2)");
+    // V2's profile samples without top-k/top-p: a smaller sampler phase, a larger pool.
+    assert!(v2.kv_capacity_bytes > v019.kv_capacity_bytes);
+    let preset = presets::find("mixtral-8x7b").expect("preset");
+    let (moe, errors) = crate::params::from_pairs(preset.pairs.iter().copied());
+    assert!(errors.is_empty());
+    let est = estimate(&moe).unwrap();
+    let refused = budget(&moe, &est, &engine(&with(&[("engine", "vllm@0.27")])));
+    assert!(format!("{refused:?}").contains("V1 runner"), "{refused:?}");
+}
+
+/// llama-server's `--kv-unified`: one stream of n_ctx cells for every slot, and one SWA
+/// cache of n_swa × slots + n_ubatch cells (gpt-oss-120b at -c 65536, 4 slots: 1024).
+#[test]
+fn a_unified_cache_is_one_stream() {
+    let input = llama_8b(&[("sequences", "4")]);
+    let pairs = [
+        ("engine", "llama.cpp"),
+        ("card", "rtx-4090"),
+        ("max-model-len", "8192"),
+    ];
+    let split = run(&input, &pairs);
+    let mut unified = pairs.to_vec();
+    unified.push(("kv-unified", "true"));
+    let one = run(&input, &unified);
+    // Llama has no window: 4 streams of 2048 cells hold what one stream of 8192 does.
+    assert_eq!(split.kv_cache_bytes, one.kv_cache_bytes);
+    assert!(engine(&unified).kv_unified);
 }

@@ -1,24 +1,202 @@
-//! Hugging Face TGI: blocks from what is free after a warmup prefill, less its wiggle room.
+//! Hugging Face TGI: blocks from what is free after a warm-up prefill, version by version.
 //!
-//! text-generation-inference `server/text_generation_server/models/flash_causal_lm.py`
-//! `warmup`: after a prefill of `max_batch_prefill_tokens`, free =
-//! `get_free_memory(device, MEMORY_FRACTION × TGI_WIGGLE_ROOM)` = free − (1 − fraction)
-//! × total (`utils/import_utils.py`); blocks = free ÷ block bytes. `TGI_WIGGLE_ROOM`
-//! is 0.90 and `--cuda-memory-fraction` 1.0 by default (`models/globals.py`).
+//! The router's warm-up (`router/client/src/client.rs` `warmup`) sends one batch of
+//! `max_batch_prefill_tokens` prompt tokens, cut into requests of at most
+//! `max_input_length`, with `prefill_logprobs: true`: the server then runs the LM head
+//! over every prompt token (`prefill_head_indices` cover them all) and takes
+//! `torch.log_softmax` of those logits (`flash_causal_lm.py` `generate_token`), a copy
+//! as large (text-generation-inference pull request 2661 made it in place, later). The
+//! warm-up batch's own KV blocks are allocated first and added back to the count.
+//!
+//! - 0.9 (v0.9.4, the first release that infers `max_batch_total_tokens`):
+//!   `server/text_generation_server/models/flash_causal_lm.py` `FlashCausalLM.warmup`:
+//!   free = `mem_get_info` free − (1 − `MEMORY_FRACTION`) × total; blocks = free ÷ block
+//!   bytes + the warm-up's blocks; its requests ask for 2 new tokens.
+//! - 2.0 (v2.0.0, same file and function): blocks = free × 0.95 ("Leave 5% for some
+//!   wiggle room") ÷ block bytes + the warm-up's blocks; its requests ask for
+//!   `max_total_tokens − truncate` new tokens, so each holds `max_total_tokens − 1`.
+//! - 3 (the newest carried, `--engine tgi`): free = `get_free_memory(device,
+//!   MEMORY_FRACTION × TGI_WIGGLE_ROOM)` = free − (1 − fraction) × total
+//!   (`utils/import_utils.py`); `TGI_WIGGLE_ROOM` is 0.90 and `--cuda-memory-fraction`
+//!   1.0 by default (`models/globals.py`).
+//!
+//! `total` is torch's (`torch.cuda.get_device_properties(device).total_memory`); free
+//! is after the warm-up with nothing returned to the driver, so the caching allocator
+//! still holds the prefill's tensors.
 
 use super::*;
 
+/// The TGI accounting carried; `--engine tgi` is the newest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TgiVersion {
+    /// 3 (`TGI_WIGGLE_ROOM`).
+    #[serde(rename = "3")]
+    V3,
+    /// 2.0 (95 % of what is free).
+    #[serde(rename = "2.0")]
+    V2,
+    /// 0.9 (v0.9.4: all that is free).
+    #[serde(rename = "0.9")]
+    V09,
+}
+
+impl TgiVersion {
+    /// Parses "3", "2.0", "2.0.4", "0.9", "0.9.4": the release picks the rules.
+    pub fn parse(text: &str) -> Result<TgiVersion, EstimateError> {
+        let mut parts = text.trim().trim_start_matches('v').split('.');
+        match (parts.next(), parts.next()) {
+            (Some("3"), _) => Ok(TgiVersion::V3),
+            (Some("2"), None | Some("0")) => Ok(TgiVersion::V2),
+            (Some("0"), Some("9")) => Ok(TgiVersion::V09),
+            _ => Err(EstimateError::invalid(
+                "engine",
+                format!("tgi@{text}: the rules carried are tgi@3 (newest), tgi@2.0 and tgi@0.9"),
+            )),
+        }
+    }
+}
+
+const SRC_WARMUP: &str = "server/text_generation_server/models/flash_causal_lm.py (warmup)";
+
 pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
+    match c.params.tgi_version.unwrap_or(TgiVersion::V3) {
+        TgiVersion::V3 => rule_v3(c),
+        v => rule_free(c, v),
+    }
+}
+
+/// The 0.9 and 2.0 warm-ups: what torch's allocator holds after the warm-up prefill is
+/// not free; blocks = ⌊free × wiggle⌋ ÷ block bytes + the warm-up batch's blocks.
+fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
+    let (total, derived, _, _) = torch_total(&c.card);
+    let prefill = c.params.max_num_batched_tokens.unwrap_or(4096);
+    let max_total = c.max_model_len;
+    // max_input_length is not a flag here: TGI's launcher caps it at max_total_tokens − 1,
+    // the most a request may take; it only sets how the prefill is cut into requests.
+    let max_input = max_total.saturating_sub(1).max(1);
+    let requests = prefill.div_ceil(max_input);
+    let block_bytes = prod(&[16, c.per_token])?;
+    // Each request's blocks: ⌈(input + max_new_tokens − 1) ÷ 16⌉ (`FlashCausalLMBatch.from_pb`).
+    let mut warm_blocks = 0u64;
+    let mut left = prefill;
+    for _ in 0..requests {
+        let input = left.min(max_input);
+        left = left.saturating_sub(input);
+        let new = match v {
+            TgiVersion::V09 => 2,
+            _ => max_total.saturating_sub(input),
+        };
+        warm_blocks = sum(&[
+            warm_blocks,
+            sum(&[input, new])?.saturating_sub(1).div_ceil(16),
+        ])?;
+    }
+    let warm_bytes = prod(&[warm_blocks, block_bytes])?;
+    let (peak, parts) = warmup_peak(c.input, prefill)?;
+    let ctx_mib = 512;
+    let (wiggle, wiggle_text) = match v {
+        TgiVersion::V09 => (ONE, "1"),
+        _ => (ONE / 100 * 95, "0.95"),
+    };
+    let used = sum(&[mib(ctx_mib), c.weights, warm_bytes, peak])?;
+    let free = total.saturating_sub(used);
+    let kept = free.saturating_sub(times_fraction(free, wiggle, false)?);
+    let total_text = format!(
+        "{total} B (torch{})",
+        if derived { ", derived" } else { "" }
+    );
+    let version = match v {
+        TgiVersion::V09 => "0.9",
+        _ => "2.0",
+    };
+    let mut lines = vec![
+        line("budget", "Card total as torch reports it", total, if derived { Kind::Assumed } else { Kind::Computed }, "torch.cuda.get_device_properties(device).total_memory".into(), &[("total", total_text)], SRC_WARMUP),
+        line("cuda_context", "CUDA context (assumed; not free at warm-up)", mib(ctx_mib), Kind::Assumed, format!("{ctx_mib} MiB"), &[], SRC_WARMUP),
+        line("weights", "Weights on this device", c.weights, Kind::Computed, "the estimate's weight lines, most loaded device".into(), &[("tp", c.input.tp.to_string())], "the estimator"),
+        line("warmup_blocks", "The warm-up batch's KV blocks (added back to the count)", warm_bytes, Kind::Computed, "Σ requests ⌈(input + max_new_tokens − 1) ÷ 16⌉ blocks × block bytes".into(), &[("blocks", warm_blocks.to_string()), ("requests", requests.to_string())], "server/text_generation_server/models/flash_causal_lm.py (FlashCausalLMBatch.from_pb)"),
+        line("activation_peak", "The warm-up prefill's tensors, held by torch's caching allocator", peak, Kind::Computed, "eager MLP (gate_up, act, product) and residual rows + every prompt token's logits and their log_softmax".into(), &parts, SRC_WARMUP),
+        line("wiggle_room", "Left free: what is free × (1 − wiggle)", kept, Kind::Computed, format!("free × (1 − {wiggle_text})"), &[("wiggle", wiggle_text.into()), ("cuda-memory-fraction", "1".into())], SRC_WARMUP),
+    ];
+    // The count adds the warm-up's blocks back: they are in the pool, not taken from it.
+    lines[3].subtracted = false;
+    let (group_block_bytes, groups, seq_blocks) = simple_pool(c, 16)?;
+    let mut assumptions = vec![format!(
+        "max-input-length {max_input} (max-model-len − 1): the warm-up's {requests} requests"
+    )];
+    if prefill == 4096 && c.params.max_num_batched_tokens.is_none() {
+        assumptions.push("max-batch-prefill-tokens 4096 (TGI's default)".into());
+    }
+    Ok(Draft {
+        version,
+        capacity: total,
+        capacity_kind: if derived { "torch, derived" } else { "torch" },
+        lines,
+        block: 16,
+        group_block_bytes,
+        groups,
+        seq_blocks,
+        kv_cache_bytes: None,
+        pool: None,
+        need: None,
+        uncertainty: sum(&[peak, mib(ctx_mib)])?.checked_div(4).unwrap_or(0),
+        assumptions,
+        warnings: Vec::new(),
+    })
+}
+
+/// What the warm-up prefill of `tokens` prompt tokens leaves in torch's caching
+/// allocator, per device. TGI runs its own modelling code eagerly: `LlamaMLP.forward`
+/// (and Mistral's, `custom_modeling/flash_*_modeling.py`) is
+/// `down_proj(act(gate_up[:, 0]) * gate_up[:, 1])`, so the merged gate/up output, the
+/// activation and the product are alive together (4 intermediate rows per token; a
+/// non-gated MLP 2), beside the residual and the normed input (2 hidden rows). The LM
+/// head then gathers every prompt token's hidden row and computes its logits, and
+/// `log_softmax` copies them (both in the model dtype, the full vocabulary on every tp
+/// rank: `TensorParallelHead` gathers). The logits rows, a vocabulary wide, are larger
+/// than any block the forward freed, so the allocator takes new segments for them: the
+/// two phases add up.
+fn warmup_peak(
+    input: &EstimateInput,
+    tokens: u64,
+) -> Result<(u64, super::vllm::Inputs), EstimateError> {
+    let Some(a) = input.arch else {
+        return Ok((0, Vec::new()));
+    };
+    let b = input.compute_dtype.bytes();
+    let tp = input.tp.max(1);
+    let inter = match a.moe {
+        Some(m) => prod(&[m.expert_intermediate, m.active])?,
+        None => a.intermediate,
+    };
+    let rows = if a.gated_mlp { 4 } else { 2 };
+    let mlp = sum(&[
+        prod(&[rows, tokens, inter, b])?.div_ceil(tp),
+        prod(&[2, tokens, a.hidden, b])?,
+    ])?;
+    let logits = sum(&[
+        prod(&[tokens, a.hidden, b])?,
+        prod(&[2, tokens, a.vocab, b])?,
+    ])?;
+    let parts = vec![
+        ("max-batch-prefill-tokens", tokens.to_string()),
+        ("mlp-rows", mlp.to_string()),
+        ("prefill-logprobs", logits.to_string()),
+    ];
+    Ok((sum(&[mlp, logits])?, parts))
+}
+
+/// The newest rules (3): what is free after the warm-up, less `TGI_WIGGLE_ROOM`.
+fn rule_v3(c: &Ctx) -> Result<Draft, EstimateError> {
     let (capacity, kind) = catalogue_capacity(&c.card);
     let batched = c.params.max_num_batched_tokens.unwrap_or(4096);
     let peak = forward_peak(c.input, batched)?;
     let kept = times_fraction(capacity, ONE / 10, false)?;
     let ctx_mib = 512;
     let lines = vec![
-        line("budget", "Card total", capacity, Kind::Computed, "total memory (torch.cuda.mem_get_info)".into(), &[("total", format!("{capacity} B ({kind})"))], "server/text_generation_server/models/flash_causal_lm.py (warmup)"),
+        line("budget", "Card total", capacity, Kind::Computed, "total memory (torch.cuda.mem_get_info)".into(), &[("total", format!("{capacity} B ({kind})"))], SRC_WARMUP),
         line("cuda_context", "CUDA context (assumed; not free at warmup)", mib(ctx_mib), Kind::Assumed, format!("{ctx_mib} MiB"), &[], "server/text_generation_server/models/flash_causal_lm.py (warmup: get_free_memory)"),
         line("weights", "Weights on this device", c.weights, Kind::Computed, "the estimate's weight lines, most loaded device".into(), &[("tp", c.input.tp.to_string())], "the estimator"),
-        line("activation_peak", "Activations of the warmup prefill, kept by torch's allocator (assumed)", peak, Kind::Assumed, "the estimator's prefill intermediates for one forward of max-batch-prefill-tokens tokens".into(), &[("max-batch-prefill-tokens", batched.to_string())], "server/text_generation_server/models/flash_causal_lm.py (warmup)"),
+        line("activation_peak", "Activations of the warmup prefill, kept by torch's allocator (assumed)", peak, Kind::Assumed, "the estimator's prefill intermediates for one forward of max-batch-prefill-tokens tokens".into(), &[("max-batch-prefill-tokens", batched.to_string())], SRC_WARMUP),
         line("wiggle_room", "Left free: total × (1 − MEMORY_FRACTION × TGI_WIGGLE_ROOM)", kept, Kind::Computed, "total × (1 − 1.0 × 0.90)".into(), &[("cuda-memory-fraction", "1".into()), ("TGI_WIGGLE_ROOM", "0.9".into())], "server/text_generation_server/models/globals.py (TGI_WIGGLE_ROOM)"),
     ];
     let (group_block_bytes, groups, seq_blocks) = simple_pool(c, 16)?;

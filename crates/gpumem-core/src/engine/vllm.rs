@@ -15,39 +15,61 @@
 //! fused-MoE workspace (`vllm/v1/worker/workspace.py`, kept across forwards) and
 //! torch's cuBLAS workspace.
 //!
-//! Earlier versions differ where the logs show it: 0.10 sorted the vocabulary for
-//! top-k/top-p (`vllm/v1/sample/ops/topk_topp_sampler.py` `apply_top_k_top_p`) and
-//! freed the MoE buffers after each forward; V0 (0.6) profiled 256 sequences and
-//! measured memory outside torch from before the CUDA context existed.
+//! Earlier versions differ where the logs show it: 0.10 (and 0.8) sorted the
+//! vocabulary for top-k/top-p (`vllm/v1/sample/ops/topk_topp_sampler.py`
+//! `apply_top_k_top_p`) and freed the MoE buffers after each forward; 0.10 paged hybrid
+//! attention + state models at one page size ([`state_pool`]); 0.8 counted every byte
+//! outside torch on the device, the CUDA context included; V0 profiled 256
+//! sequences in eager PyTorch and measured memory outside torch from before the CUDA
+//! context existed (0.6) or from just after it (0.7).
+//!
+//! 0.27 (`vllm@0.27`, named only) is carried for Model Runner V2, which runs dense,
+//! unquantised models there: its sampler copies the logits to fp32 and the profile
+//! skips top-k/top-p, and its `profile_cudagraph_memory` returns 0, so no graph
+//! estimate leaves the pool.
 
 use super::*;
 
 /// The vLLM accounting carried, newest first; `--engine vllm` is the newest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum VllmVersion {
+    /// 0.27 with Model Runner V2 (dense, unquantised models): its sampler's fp32 copy,
+    /// no CUDA-graph estimate taken off the pool. Named only: `--engine vllm` is 0.19.
+    #[serde(rename = "0.27")]
+    V027,
     /// 0.19 (V1 engine; triton top-k/top-p sampler, persistent MoE workspace).
     #[serde(rename = "0.19")]
     V019,
     /// 0.10 (V1 engine; sorting sampler).
     #[serde(rename = "0.10")]
     V010,
+    /// 0.8 (V1 engine; 0.10's profile, every byte outside torch on the device counted).
+    #[serde(rename = "0.8")]
+    V08,
+    /// 0.7 (V0 engine; memory measured from after the CUDA context).
+    #[serde(rename = "0.7")]
+    V07,
     /// 0.6 (V0 engine).
     #[serde(rename = "0.6")]
     V06,
 }
 
 impl VllmVersion {
-    /// Parses "0.19", "0.19.0", "0.10.2", "0.6.5"…: the minor version picks the rules.
+    /// Parses "0.27", "0.19.0", "0.10.2", "0.8.5", "0.7.2", "0.6.5"…: the minor version
+    /// picks the rules.
     pub fn parse(text: &str) -> Result<VllmVersion, EstimateError> {
         let mut parts = text.trim().trim_start_matches('v').split('.');
         match (parts.next(), parts.next()) {
+            (Some("0"), Some("27")) => Ok(VllmVersion::V027),
             (Some("0"), Some("19")) => Ok(VllmVersion::V019),
             (Some("0"), Some("10")) => Ok(VllmVersion::V010),
+            (Some("0"), Some("8")) => Ok(VllmVersion::V08),
+            (Some("0"), Some("7")) => Ok(VllmVersion::V07),
             (Some("0"), Some("6")) => Ok(VllmVersion::V06),
             _ => Err(EstimateError::invalid(
                 "engine",
                 format!(
-                    "vllm@{text}: the rules carried are vllm@0.19 (newest), vllm@0.10 and vllm@0.6 (V0)"
+                    "vllm@{text}: the rules carried are vllm@0.19 (the default), vllm@0.27 (Model Runner V2), vllm@0.10, vllm@0.8, vllm@0.7 and vllm@0.6 (V0)"
                 ),
             )),
         }
@@ -55,9 +77,12 @@ impl VllmVersion {
 
     fn rules(self) -> &'static Rules {
         match self {
+            VllmVersion::V027 => &RULES[4],
+            VllmVersion::V08 => &RULES[5],
             VllmVersion::V019 => &RULES[0],
             VllmVersion::V010 => &RULES[1],
-            VllmVersion::V06 => &RULES[2],
+            VllmVersion::V07 => &RULES[2],
+            VllmVersion::V06 => &RULES[3],
         }
     }
 }
@@ -71,6 +96,12 @@ struct Rules {
     /// whether the triton top-k/top-p buffer (one vocabulary row per SM) is added.
     sampler_bytes: u64,
     triton: bool,
+    /// Model Runner V2's sampler: `sampler_bytes` per element at every row count (the
+    /// profile skips top-k/top-p), no triton buffer.
+    v2: bool,
+    /// Hybrid attention + state models paged as read in this release's source
+    /// ([`state_pool`]); the others count their attention layers in 16-token blocks.
+    state_pages: bool,
     /// The fused-MoE workspace stays allocated after the forward.
     workspace_kept: bool,
     /// V0 defaults (256 sequences, batched tokens = max(max-model-len, 2048)).
@@ -93,12 +124,14 @@ pub(super) const fn comm_buffers_mib() -> u64 {
     RULES[0].non_torch_mib[1].saturating_sub(RULES[0].non_torch_mib[0])
 }
 
-const RULES: [Rules; 3] = [
+const RULES: [Rules; 6] = [
     Rules {
         label: "0.19",
         ceil: true,
         sampler_bytes: 14,
         triton: true,
+        v2: false,
+        state_pages: false,
         workspace_kept: true,
         v0: false,
         non_torch_mib: [256, 2140, 72],
@@ -109,20 +142,82 @@ const RULES: [Rules; 3] = [
         ceil: false,
         sampler_bytes: 38,
         triton: false,
+        v2: false,
+        state_pages: true,
         workspace_kept: false,
         v0: false,
         non_torch_mib: [133, 563, 133],
         non_torch_logs: "H100 logs (llm-d-benchmark): 0.13–0.14 GiB at tp 1, 0.55 at tp 2",
+    },
+    // vllm v0.7.2 `vllm/worker/worker.py`: `Worker.init_device` takes the baseline
+    // (`self.baseline_snapshot = MemorySnapshot()`) after `torch.cuda.set_device`, so
+    // the CUDA context is not in it, and before `init_worker_distributed_environment`,
+    // so NCCL and the custom all-reduce buffers are; `determine_num_available_blocks`
+    // then measures `memory_profiling(self.baseline_snapshot, weights_memory)` around
+    // `profile_run`: non_torch_increase is what the libraries add after the context.
+    // (Read in a stored copy of that file whose start-up message the 0.7.2 logs print
+    // word for word; the tag itself was over the fetch limit.)
+    Rules {
+        label: "0.7 (V0)",
+        ceil: false,
+        sampler_bytes: 38,
+        triton: false,
+        v2: false,
+        state_pages: false,
+        workspace_kept: false,
+        v0: true,
+        non_torch_mib: [80, 2140, 80],
+        non_torch_logs: "0.7 V0 logs: 0.01–0.09 GiB at tp 1 (T4, L40, H100), 2.10 at tp 8 (A100-40, NCCL and all-reduce buffers, as 0.19's 2.06–2.13 at tp 2–4)",
     },
     Rules {
         label: "0.6 (V0)",
         ceil: false,
         sampler_bytes: 38,
         triton: false,
+        v2: false,
+        state_pages: false,
         workspace_kept: false,
         v0: true,
         non_torch_mib: [1833, 3666, 1833],
         non_torch_logs: "0.6.5 logs (vLLM PR 10511): 1.79 GiB at tp 1, 3.58 at tp 2, the CUDA context included",
+    },
+    // vllm 0.27 with Model Runner V2 (`vllm/v1/worker/gpu/model_runner.py`): `profile_run`
+    // is the forward of max_num_batched_tokens and `_dummy_sampler_run`, whose sampler
+    // (`vllm/v1/worker/gpu/sample/sampler.py` `Sampler.sample`) copies the logits to a
+    // new fp32 tensor, works on it in place and draws with `gumbel_sample`; the profile
+    // skips top-k/top-p ("the sampler may skip top_k, top_p, and logprobs"): 2 + 4 B per
+    // element. `profile_cudagraph_memory` returns 0 there, so no graph estimate leaves
+    // the pool; the pool is requested − (consumed + transient peak), the same sum as
+    // 0.19's weights + non-torch + peak. Memory outside torch as 0.19's (assumed: the
+    // 0.27 logs at hand are WSL2 at tp 1 and one PCIe pair at tp 2).
+    Rules {
+        label: "0.27 (Model Runner V2)",
+        ceil: true,
+        sampler_bytes: 6,
+        triton: false,
+        v2: true,
+        state_pages: false,
+        workspace_kept: true,
+        v0: false,
+        non_torch_mib: [256, 2140, 72],
+        non_torch_logs: "0.19's: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4, 0.07 at pp 2–4 (H100 logs)",
+    },
+    // vllm 0.8 `vllm/v1/worker/gpu_worker.py` `determine_available_memory` (read in its
+    // copy `vllm/v1/worker/xpu_worker.py`, which keeps that code): the peak is torch's
+    // `allocated_bytes.all.peak` plus every byte on the device torch did not allocate
+    // (`mem_get_info` total − free − torch's current), the CUDA context included; the
+    // profile is 0.10's.
+    Rules {
+        label: "0.8",
+        ceil: false,
+        sampler_bytes: 38,
+        triton: false,
+        v2: false,
+        state_pages: false,
+        workspace_kept: false,
+        v0: false,
+        non_torch_mib: [645, 1075, 645],
+        non_torch_logs: "0.10's library increase (0.13 GiB at tp 1, 0.55 at tp 2, H100 logs) + the CUDA context, 512 MiB assumed as in the SGLang and TGI rules",
     },
 ];
 
@@ -134,6 +229,21 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
     let p = c.params;
     let r = p.version.unwrap_or(VllmVersion::V019).rules();
     let input = c.input;
+    if r.v2 {
+        // vllm/config/vllm.py `use_v2_model_runner`: V2 runs dense, unquantised models;
+        // MoE and quantised ones run the V1 runner, which takes its CUDA-graph estimate
+        // off the pool (`profile_cudagraph_memory`), an accounting not carried here.
+        let quantised = !matches!(
+            input.format,
+            None | Some(crate::format::StorageFormat::Dense { .. })
+        );
+        if input.arch.is_some_and(|a| a.moe.is_some()) || quantised {
+            return Err(EstimateError::invalid(
+                "engine",
+                "vllm@0.27 carries Model Runner V2's accounting (dense, unquantised models); MoE and quantised models run the V1 runner there, whose CUDA-graph estimate is taken off the pool: use vllm@0.19 and leave room for the graphs",
+            ));
+        }
+    }
     let (total, derived, sms, sm90) = torch_total(&c.card);
     let mut assumptions: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
@@ -285,7 +395,12 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
         0,
         Kind::Assumed,
         format!(
-            "not subtracted unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1; taken from the {} margin (0.5–1.8 GiB in H100 logs)",
+            "{}; taken from the {} margin (0.5–1.8 GiB in H100 logs)",
+            if r.v2 {
+                "not subtracted: Model Runner V2's profile_cudagraph_memory returns 0"
+            } else {
+                "not subtracted unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1"
+            },
             gib_text(margin)
         ),
         &[],
@@ -314,7 +429,11 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
     let (group_block_bytes, groups, seq_blocks) = if r.v0 {
         simple_pool(c, 16)?
     } else {
-        pool_shape(c, batched, draft_kv, &mut assumptions)?
+        pool_shape(c, r, batched, draft_kv, &mut assumptions)?
+    };
+    let block = match (r.v0, draft_kv.1) {
+        (false, 0) if r.state_pages => state_pool(c)?.map_or(16, |p| p.block),
+        _ => 16,
     };
     let pool = match p.kv_cache_memory_bytes {
         Some(k) => {
@@ -344,7 +463,7 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
             capacity: total,
             capacity_kind: if derived { "torch, derived" } else { "torch" },
             lines,
-            block: 16,
+            block,
             group_block_bytes,
             groups,
             seq_blocks,
@@ -376,22 +495,36 @@ fn profile_peak(
 ) -> Result<(u64, Inputs), EstimateError> {
     let input = c.input;
     let b = input.compute_dtype.bytes();
-    let forward = forward_peak(input, batched)?;
     let (vocab, hidden) = input.arch.map_or((0, 0), |a| (a.vocab, a.hidden));
+    // V0 profiles in eager PyTorch, where a tensor lives as long as a Python name holds
+    // it: `LlamaMLP.forward` (vllm v0.7.2 `vllm/model_executor/models/llama.py`, and
+    // Qwen2MLP alike) keeps `gate_up` while `down_proj` writes its output, and the
+    // decoder layer still holds the MLP's normed input and the residual
+    // (`LlamaDecoderLayer.forward`), three full-width rows per token beside the three
+    // intermediate-width ones `forward_peak` counts (the down output before its
+    // all-reduce is full width on every tp rank). V1 runs the profile through
+    // torch.compile, whose Inductor graph frees each buffer at its last use.
+    let eager = if r.v0 {
+        prod(&[3, batched, hidden, b])?
+    } else {
+        0
+    };
+    let forward = sum(&[forward_peak(input, batched)?, eager])?;
     let rows = seqs.min(batched);
     // ParallelLMHead pads the vocabulary to a multiple of 64 (vocab_parallel_embedding.py);
     // the logits keep the padded width, the sampler's copies the real one.
     let padded = vocab.div_ceil(64).saturating_mul(64);
     let model_logits = prod(&[rows, padded, b])?;
-    let sort_path = !r.triton || rows < 8;
+    let sort_path = !r.v2 && (!r.triton || rows < 8);
     let per_elem = if sort_path { 38 } else { r.sampler_bytes };
     // Past the model's logits (2 B counted above): a model in fp32 has no fp32 copy.
+    // (V2 copies into a new fp32 tensor whatever the model's dtype.)
     let extra = per_elem
         .saturating_sub(2)
-        .saturating_sub(if b == 4 { 4 } else { 0 });
+        .saturating_sub(if b == 4 && !r.v2 { 4 } else { 0 });
     let sampler = prod(&[rows, vocab, extra])?;
     // topk_topp_triton.py: one fp32 vocabulary row per program, min(next_pow2(min(SMs, rows)), SMs).
-    let triton = if sort_path {
+    let triton = if sort_path || !r.triton {
         0
     } else {
         let n = sms.min(rows).next_power_of_two().min(sms);
@@ -447,6 +580,7 @@ fn profile_peak(
     };
     let parts = vec![
         ("forward", forward.to_string()),
+        ("forward-eager-rows", eager.to_string()),
         ("sampler-phase", sampler_phase.to_string()),
         ("sampler-rows", rows.to_string()),
         ("moe-workspace", ws.to_string()),
@@ -570,6 +704,7 @@ fn lora_bytes(c: &Ctx, _r: &Rules) -> Result<u64, EstimateError> {
 /// layers of the group's page size.
 fn pool_shape(
     c: &Ctx,
+    r: &Rules,
     batched: u64,
     draft: (u64, u64, u64),
     assumptions: &mut Vec<String>,
@@ -584,6 +719,16 @@ fn pool_shape(
             mml.div_ceil(block),
         ))
     };
+    if draft.1 == 0
+        && r.state_pages
+        && let Some(p) = state_pool(c)?
+    {
+        assumptions.push(format!(
+            "hybrid KV cache: attention blocks of {} tokens, a page the size of one layer's recurrent state, {} groups",
+            p.block, p.groups
+        ));
+        return Ok((p.group_block, p.groups, p.seq_blocks));
+    }
     let (Some(w), Some(a)) = (input.sliding_window, input.arch) else {
         return simple();
     };
@@ -664,4 +809,71 @@ fn layer_tokens(
         prod(&[s_values, per_value])?,
         prod(&[f_values, per_value])?,
     )))
+}
+
+/// The pool of a model whose attention layers sit beside Mamba or Gated DeltaNet
+/// layers, as vLLM's V1 engine pages it.
+pub(super) struct StatePool {
+    /// Tokens per attention block (raised to fit the state page).
+    pub block: u64,
+    /// Bytes of one block across one group's layers.
+    pub group_block: u64,
+    /// Groups of layers (attention groups + state groups).
+    pub groups: u64,
+    /// Blocks one request of max_model_len takes: its attention blocks, and one page
+    /// per state group.
+    pub seq_blocks: u64,
+}
+
+/// vllm v0.10.2 `vllm/model_executor/models/config.py`
+/// `HybridAttentionMambaModelConfig.verify_and_update_config` (the 0.10 rules only: later
+/// releases moved it to `vllm/platforms/interface.py`, not read here): one page size for every
+/// layer. The state page is one layer's recurrent state of one sequence (`MambaSpec`:
+/// the conv window and the SSM / delta-rule state, sharded by tp, in the KV cache's
+/// dtype); the attention block is raised to `16 × ⌈state page ÷ (16 × one token's
+/// attention page)⌉` tokens ("Setting attention block size to N tokens") and the state
+/// page padded up to that attention page ("Padding mamba page size by x %"). Layers are
+/// grouped as for sliding windows (`kv_cache_utils.py`
+/// `_get_kv_cache_groups_uniform_page_size`): the attention layers and the state layers
+/// in groups of the smaller count; a state layer keeps one page per request
+/// (`MambaSpec.max_memory_usage_bytes`). `None` when the model has no state layers or
+/// runs pipeline stages (each stage groups its own layers).
+pub(super) fn state_pool(c: &Ctx) -> Result<Option<StatePool>, EstimateError> {
+    let input = c.input;
+    let Some(a) = input.arch else { return Ok(None) };
+    let Some(m) = a.mixer.filter(|m| m.layers > 0) else {
+        return Ok(None);
+    };
+    let attn = a.attention_layers();
+    if attn == 0 || input.pp > 1 || a.mla.is_some() {
+        return Ok(None);
+    }
+    let tp = input.tp.max(1);
+    // One token's attention page on one layer, and the bytes of one cached value.
+    let token_page = c.per_token.checked_div(attn).unwrap_or(0);
+    let values = prod(&[2, a.kv_heads.div_ceil(tp).max(1), a.head_dim])?;
+    let value_bytes = token_page
+        .checked_div(values)
+        .filter(|b| *b > 0)
+        .unwrap_or(input.compute_dtype.bytes());
+    let (conv, ssm) = m.state_values()?;
+    let state_page = prod(&[sum(&[conv.div_ceil(tp), ssm.div_ceil(tp)])?, value_bytes])?;
+    if token_page == 0 {
+        return Ok(None);
+    }
+    let block = prod(&[16, state_page.div_ceil(prod(&[16, token_page])?)])?.max(16);
+    let page = prod(&[block, token_page])?;
+    let (lo, hi) = (attn.min(m.layers), attn.max(m.layers));
+    let gs = if hi.saturating_mul(2) < lo.saturating_mul(3) {
+        hi
+    } else {
+        lo
+    };
+    let (g_attn, g_state) = (attn.div_ceil(gs), m.layers.div_ceil(gs));
+    Ok(Some(StatePool {
+        block,
+        group_block: prod(&[page, gs])?,
+        groups: sum(&[g_attn, g_state])?,
+        seq_blocks: sum(&[prod(&[g_attn, c.max_model_len.div_ceil(block)])?, g_state])?,
+    }))
 }
