@@ -14,7 +14,7 @@ use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, KvDims, Logits, TrainMode};
 use crate::format::{Bnb4, Dtype, StorageFormat};
 use crate::kv::KvDtype;
-use crate::training::{AttentionImpl, Optimizer};
+use crate::training::{AttentionImpl, Optimizer, QloraKernel};
 
 pub use crate::fields::{FIELDS, Field, FieldGroup, FieldKind, field};
 
@@ -276,6 +276,14 @@ fn apply(
         "master-weights" => input.master_weights = on,
         "lora-rank" => input.lora_rank = n,
         "lora-targets" => input.lora_targets = v.trim().to_string(),
+        "lora-dtype" => {
+            input.lora_dtype = match v.trim() {
+                "" => Dtype::F32,
+                t => Dtype::parse(k, t)?,
+            }
+        }
+        "lora-dropout" => input.lora_dropout = on,
+        "qlora-kernel" => input.qlora_kernel = QloraKernel::parse(k, v)?,
         "checkpointing" => input.checkpointing = on,
         "reserve-gib" => input.reserve_gib = n,
         "reserve-bytes" => input.reserve_bytes = Some(n),
@@ -558,6 +566,15 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     }
     if input.lora_targets != d.lora_targets {
         put("lora-targets", input.lora_targets.clone());
+    }
+    if input.lora_dtype != d.lora_dtype {
+        put("lora-dtype", input.lora_dtype.name().into());
+    }
+    if input.lora_dropout != d.lora_dropout {
+        put("lora-dropout", input.lora_dropout.to_string());
+    }
+    if input.qlora_kernel != d.qlora_kernel {
+        put("qlora-kernel", input.qlora_kernel.name().into());
     }
     // QLoRA turns checkpointing on unless told otherwise: its value is always written.
     if input.checkpointing != d.checkpointing || input.train == TrainMode::Qlora {

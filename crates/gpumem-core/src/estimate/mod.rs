@@ -26,8 +26,8 @@ use crate::format::{Dtype, StorageFormat};
 use crate::import::TensorSummary;
 use crate::kv::{KvDtype, KvLayout, KvShape};
 use crate::training::{
-    AttentionImpl, Optimizer, activation_bytes, decoder_activations, decoder_prefill,
-    logits_peak_bytes,
+    Adapters, AttentionImpl, LoraTargets, Optimizer, QloraKernel, activation_bytes,
+    decoder_activations, decoder_prefill, logits_peak_bytes,
 };
 use crate::units::{Bytes, MIB, checked_product};
 
