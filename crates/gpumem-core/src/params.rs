@@ -131,6 +131,7 @@ fn read_pairs<'a>(
     let mut kv_text: Option<String> = None;
     let mut mixer: Option<MixerKind> = None;
     let mut checkpointing_given = false;
+    let mut keep_given = false;
     for (key, value) in pairs {
         let Some(f) = key_static(key) else {
             errors.push(EstimateError::invalid(
@@ -140,6 +141,7 @@ fn read_pairs<'a>(
             continue;
         };
         checkpointing_given |= f.key == "checkpointing";
+        keep_given |= f.key == "keep-format";
         if f.key == "mixer" {
             match value.trim() {
                 "" | "none" => mixer = None,
@@ -168,9 +170,11 @@ fn read_pairs<'a>(
     if input.train == TrainMode::Qlora {
         // QLoRA as its recipes run it: the base's linear layers in bitsandbytes NF4
         // with double quantisation (`BitsAndBytesConfig(load_in_4bit=True,
-        // bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)`), and activation
+        // bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)`), activation
         // checkpointing on (peft's `prepare_model_for_kbit_training` enables it by
-        // default), each unless given.
+        // default) and the modules it does not quantise in fp32 (the same function
+        // casts every fp16/bf16 parameter that is not `Params4bit` to fp32,
+        // `peft/utils/other.py`, PEFT 0.20), each unless given.
         if !matches!(input.format, Some(StorageFormat::Bnb4 { .. })) {
             input.format = Some(StorageFormat::Bnb4 {
                 code: Bnb4::Nf4,
@@ -179,6 +183,9 @@ fn read_pairs<'a>(
         }
         if !checkpointing_given {
             input.checkpointing = true;
+        }
+        if !keep_given {
+            input.keep_format = StorageFormat::Dense { dtype: Dtype::F32 };
         }
     }
     if let Some(t) = kv_text {
@@ -491,7 +498,8 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     if let Some(f) = input.format {
         put("format", f.name());
     }
-    if input.keep_format != d.keep_format {
+    // QLoRA keeps its modules in fp32 unless told otherwise: its value is always written.
+    if input.keep_format != d.keep_format || input.train == TrainMode::Qlora {
         put("keep-format", input.keep_format.name());
     }
     if let Some(f) = input.attention_format {

@@ -213,8 +213,9 @@ pub(super) fn training(
     }
     if input.train == TrainMode::Qlora {
         b.assumptions.push(format!(
-            "QLoRA as its recipes run it: the base's linear layers in bitsandbytes {} and activation checkpointing {} (peft's prepare_model_for_kbit_training turns it on; --checkpointing false turns it off); 4-bit kernel {} ({})",
+            "QLoRA as its recipes run it: the base's linear layers in bitsandbytes {}, the other modules in {} and activation checkpointing {} (peft's prepare_model_for_kbit_training casts them to fp32 and turns it on; --keep-format bf16 and --checkpointing false say otherwise); 4-bit kernel {} ({})",
             input.format.map(|f| f.name()).unwrap_or_else(|| "nf4-dq".into()),
+            input.keep_format.name(),
             if input.checkpointing { "on" } else { "off" },
             input.qlora_kernel.name(),
             match input.qlora_kernel {
@@ -248,7 +249,17 @@ pub(super) fn training(
             input.attention,
             adapters.as_ref(),
         )?;
-        let (bytes, formula, kind, label) = match derived.assumed_because {
+        // PEFT's prepare_model_for_kbit_training leaves the embeddings and norms in
+        // fp32 (`keep-format fp32`), so the residual stream between the 16-bit linears
+        // runs in fp32 and, under autocast, each linear and the attention take 16-bit
+        // copies: other tensors than the derivation's.
+        let kept_fp32 = input.train.adapters()
+            && input.keep_format == StorageFormat::Dense { dtype: Dtype::F32 }
+            && input.compute_dtype != Dtype::F32;
+        let why = derived.assumed_because.or(kept_fp32.then_some(
+            "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) make the hidden states fp32 between 16-bit linears, not in the derivation",
+        ));
+        let (bytes, formula, kind, label) = match why {
             None => (
                 derived.bytes,
                 derived.formula,
