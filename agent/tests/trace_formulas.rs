@@ -213,7 +213,7 @@ fn training_formulas_agree_with_traces_or_stay_assumed() {
         let a = input.arch.unwrap();
         let attention = AttentionImpl::parse("attention", c.attention).unwrap();
         let derived =
-            decoder_activations(&a, CONTEXT, SEQUENCES, 2, c.checkpointing, attention, false)
+            decoder_activations(&a, CONTEXT, SEQUENCES, 2, c.checkpointing, attention, None)
                 .unwrap();
         let logits = logits_peak_bytes(SEQUENCES * CONTEXT, a.vocab, 2).unwrap();
         let (kept, traced_logits) = (t["kept"].as_u64().unwrap(), t["logits"].as_u64().unwrap());

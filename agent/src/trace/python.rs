@@ -21,6 +21,7 @@ use anyhow::{Context, Result, bail};
 use crate::private::PrivateDir;
 use gpumem_core::estimate::{EstimateInput, TrainMode};
 use gpumem_core::format::{Dtype, StorageFormat};
+use gpumem_core::training::{LoraTargets, QloraKernel};
 use gpumem_proto::trace::{TRACE_SCHEMA, TraceDocument, TraceWorkload};
 use serde_json::Value;
 
@@ -80,16 +81,38 @@ pub fn workload_of(input: &EstimateInput, expandable_segments: bool) -> Result<T
         TrainMode::Lora => "lora",
         TrainMode::Qlora => "qlora",
     };
+    // The probe runs PEFT's LoRA as PEFT builds it by default, and QLoRA's base as its
+    // NF4 stand-in, which keeps what bitsandbytes 0.43.2 and later keep; what it cannot
+    // follow is refused rather than traced as something else.
+    if input.train.adapters()
+        && (input.lora_dtype != Dtype::F32
+            || input.lora_dropout
+            || input.qlora_kernel != QloraKernel::Bnb)
+    {
+        bail!(
+            "the trace runs PEFT's LoRA (fp32 adapters, no dropout) and, for QLoRA, a 4-bit linear that keeps what bitsandbytes 0.43.2 and later keep: leave out --lora-dtype, --lora-dropout and --qlora-kernel to trace"
+        );
+    }
+    // PEFT's module names: `all` alone is its `all-linear` (the output projection
+    // left out); anything else is named module by module, `lm_head` included.
     let targets: Vec<String> = if input.lora_targets.trim() == "all" {
         vec!["all".into()]
     } else {
-        input
-            .lora_targets
-            .split(',')
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(|t| format!("{}_proj", t.trim_end_matches("_proj")))
-            .collect()
+        let t = LoraTargets::parse("lora-targets", &input.lora_targets)?;
+        [
+            (t.q, "q_proj"),
+            (t.k, "k_proj"),
+            (t.v, "v_proj"),
+            (t.o, "o_proj"),
+            (t.gate, "gate_proj"),
+            (t.up, "up_proj"),
+            (t.down, "down_proj"),
+            (t.lm_head, "lm_head"),
+        ]
+        .into_iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| name.to_string())
+        .collect()
     };
     Ok(TraceWorkload {
         train: train.into(),
@@ -437,6 +460,30 @@ mod tests {
         let w = workload_of(&input, false).unwrap();
         assert_eq!(w.train, "lora");
         assert_eq!(w.lora_targets, ["q_proj", "v_proj", "down_proj"]);
+        // The output projection under PEFT's own name; what the probe cannot run is
+        // refused, not traced as PEFT's default.
+        let with = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("train", "lora"), ("context", "64")];
+            all.extend_from_slice(pairs);
+            workload_of(&gpumem_core::params::from_pairs(all).0, false)
+        };
+        assert_eq!(
+            with(&[("lora-targets", "all,lm_head")])
+                .unwrap()
+                .lora_targets,
+            [
+                "q_proj",
+                "k_proj",
+                "v_proj",
+                "o_proj",
+                "gate_proj",
+                "up_proj",
+                "down_proj",
+                "lm_head"
+            ]
+        );
+        assert!(with(&[("lora-dtype", "bf16")]).is_err());
+        assert!(with(&[("lora-dropout", "true")]).is_err());
         assert_eq!((w.sequences, w.context), (4, 2048));
         assert_eq!(w.dtype, "bfloat16");
         assert_eq!(w.attention, "flash");

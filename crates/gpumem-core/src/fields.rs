@@ -414,7 +414,18 @@ pub static FIELDS: &[Field] = &[
         "Keep fp32 master weights"),
     f("lora-rank", G::Training, K::Count, "LoRA rank", "16", "LoRA rank r"),
     f("lora-targets", G::Training, K::Text, "LoRA targets", "q,k,v,o",
-        "LoRA target projections: q,k,v,o,gate,up,down or all"),
+        "LoRA target projections: q,k,v,o,gate,up,down,lm_head or all (every decoder linear)"),
+    f("lora-dtype", G::Training, K::Text, "LoRA adapter dtype", "fp32",
+        "Adapters' dtype: fp32 as PEFT keeps them, bf16 as torchtune and LitGPT do")
+        .choices(&[("fp32", "fp32"), ("bf16", "bf16"), ("fp16", "fp16")]),
+    f("lora-dropout", G::Training, K::Bool(false), "LoRA dropout", "",
+        "A dropout before each adapter (lora_dropout > 0): each keeps its dropped input and mask"),
+    f("qlora-kernel", G::Training, K::Choice, "QLoRA 4-bit kernel", "",
+        "The base's 4-bit linear: bitsandbytes 0.43.1 or earlier keeps each linear's input")
+        .choices(&[
+            ("", "bitsandbytes ≥ 0.43.2, torchao"),
+            ("bnb@0.43.1", "bitsandbytes ≤ 0.43.1"),
+        ]),
     f("checkpointing", G::Training, K::Bool(false), "Activation checkpointing", "",
         "Full activation checkpointing (on by default with qlora, as its recipes run)"),
     f("reserve-gib", G::Devices, K::Count, "Reserve", "4",

@@ -694,7 +694,7 @@ mod tests {
     fn a_training_run_is_offered_only_formats_it_can_train_on() {
         let format = |train: &str, card: &str| {
             let i = llama_8b(&[
-                ("context", "2048"),
+                ("context", "4096"),
                 ("train", train),
                 ("checkpointing", "true"),
             ]);

@@ -14,7 +14,7 @@ use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, KvDims, Logits, TrainMode};
 use crate::format::{Bnb4, Dtype, StorageFormat};
 use crate::kv::KvDtype;
-use crate::training::{AttentionImpl, Optimizer};
+use crate::training::{AttentionImpl, Optimizer, QloraKernel};
 
 pub use crate::fields::{FIELDS, Field, FieldGroup, FieldKind, field};
 
@@ -131,6 +131,7 @@ fn read_pairs<'a>(
     let mut kv_text: Option<String> = None;
     let mut mixer: Option<MixerKind> = None;
     let mut checkpointing_given = false;
+    let mut keep_given = false;
     for (key, value) in pairs {
         let Some(f) = key_static(key) else {
             errors.push(EstimateError::invalid(
@@ -140,6 +141,7 @@ fn read_pairs<'a>(
             continue;
         };
         checkpointing_given |= f.key == "checkpointing";
+        keep_given |= f.key == "keep-format";
         if f.key == "mixer" {
             match value.trim() {
                 "" | "none" => mixer = None,
@@ -168,9 +170,11 @@ fn read_pairs<'a>(
     if input.train == TrainMode::Qlora {
         // QLoRA as its recipes run it: the base's linear layers in bitsandbytes NF4
         // with double quantisation (`BitsAndBytesConfig(load_in_4bit=True,
-        // bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)`), and activation
+        // bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)`), activation
         // checkpointing on (peft's `prepare_model_for_kbit_training` enables it by
-        // default), each unless given.
+        // default) and the modules it does not quantise in fp32 (the same function
+        // casts every fp16/bf16 parameter that is not `Params4bit` to fp32,
+        // `peft/utils/other.py`, PEFT 0.20), each unless given.
         if !matches!(input.format, Some(StorageFormat::Bnb4 { .. })) {
             input.format = Some(StorageFormat::Bnb4 {
                 code: Bnb4::Nf4,
@@ -179,6 +183,9 @@ fn read_pairs<'a>(
         }
         if !checkpointing_given {
             input.checkpointing = true;
+        }
+        if !keep_given {
+            input.keep_format = StorageFormat::Dense { dtype: Dtype::F32 };
         }
     }
     if let Some(t) = kv_text {
@@ -276,6 +283,14 @@ fn apply(
         "master-weights" => input.master_weights = on,
         "lora-rank" => input.lora_rank = n,
         "lora-targets" => input.lora_targets = v.trim().to_string(),
+        "lora-dtype" => {
+            input.lora_dtype = match v.trim() {
+                "" => Dtype::F32,
+                t => Dtype::parse(k, t)?,
+            }
+        }
+        "lora-dropout" => input.lora_dropout = on,
+        "qlora-kernel" => input.qlora_kernel = QloraKernel::parse(k, v)?,
         "checkpointing" => input.checkpointing = on,
         "reserve-gib" => input.reserve_gib = n,
         "reserve-bytes" => input.reserve_bytes = Some(n),
@@ -483,7 +498,8 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     if let Some(f) = input.format {
         put("format", f.name());
     }
-    if input.keep_format != d.keep_format {
+    // QLoRA keeps its modules in fp32 unless told otherwise: its value is always written.
+    if input.keep_format != d.keep_format || input.train == TrainMode::Qlora {
         put("keep-format", input.keep_format.name());
     }
     if let Some(f) = input.attention_format {
@@ -558,6 +574,15 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     }
     if input.lora_targets != d.lora_targets {
         put("lora-targets", input.lora_targets.clone());
+    }
+    if input.lora_dtype != d.lora_dtype {
+        put("lora-dtype", input.lora_dtype.name().into());
+    }
+    if input.lora_dropout != d.lora_dropout {
+        put("lora-dropout", input.lora_dropout.to_string());
+    }
+    if input.qlora_kernel != d.qlora_kernel {
+        put("qlora-kernel", input.qlora_kernel.name().into());
     }
     // QLoRA turns checkpointing on unless told otherwise: its value is always written.
     if input.checkpointing != d.checkpointing || input.train == TrainMode::Qlora {

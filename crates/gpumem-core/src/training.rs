@@ -104,6 +104,126 @@ impl Optimizer {
     }
 }
 
+/// Which projections carry a LoRA adapter (`--lora-targets`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LoraTargets {
+    /// Attention projections q, k, v, o.
+    pub q: bool,
+    /// Key projection.
+    pub k: bool,
+    /// Value projection.
+    pub v: bool,
+    /// Attention output projection.
+    pub o: bool,
+    /// The gated MLP's gate projection.
+    pub gate: bool,
+    /// The MLP's up projection.
+    pub up: bool,
+    /// The MLP's down projection.
+    pub down: bool,
+    /// The output projection (`lm_head`; torchtune's `apply_lora_to_output`).
+    pub lm_head: bool,
+}
+
+impl LoraTargets {
+    /// Parses a comma-separated list of q, k, v, o, gate, up, down (with or without
+    /// `_proj`), `lm_head` (or `output`), or `all`: every linear layer of the decoder
+    /// blocks, as PEFT's `all-linear` (which leaves the output projection out); `all`
+    /// may be combined with `lm_head`.
+    pub fn parse(field: &'static str, text: &str) -> Result<LoraTargets, EstimateError> {
+        let mut t = LoraTargets::default();
+        for x in text.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            match x.trim_end_matches("_proj") {
+                "all" | "all-linear" => {
+                    (t.q, t.k, t.v, t.o) = (true, true, true, true);
+                    (t.gate, t.up, t.down) = (true, true, true);
+                }
+                "q" => t.q = true,
+                "k" => t.k = true,
+                "v" => t.v = true,
+                "o" => t.o = true,
+                "gate" => t.gate = true,
+                "up" => t.up = true,
+                "down" => t.down = true,
+                "lm_head" | "output" => t.lm_head = true,
+                _ => {
+                    return Err(EstimateError::invalid(
+                        field,
+                        format!(
+                            "unknown projection {x:?}; use q,k,v,o,gate,up,down,lm_head or all"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    /// Any attention projection.
+    pub const fn attention(self) -> bool {
+        self.q || self.k || self.v || self.o
+    }
+}
+
+/// Which 4-bit linear a QLoRA base runs (`--qlora-kernel`): it decides what each
+/// quantised linear keeps for the backward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QloraKernel {
+    /// bitsandbytes from 0.43.2 on (`bitsandbytes/autograd/_functions.py`,
+    /// `MatMul4Bit.forward`: `ctx.tensors = (None, B)`), and torchao's `linear_nf4`
+    /// that torchtune runs (`torchao/dtypes/nf4tensor.py`, `LinearNF4.forward` keeps
+    /// only `ctx.nf4_weight`): the packed weight only, no activation.
+    #[default]
+    Bnb,
+    /// bitsandbytes up to 0.43.1 (`MatMul4Bit.forward`: `ctx.tensors = (A, B)` whenever
+    /// an input needs a gradient; bitsandbytes commit 9e75374, "fix QLoRA mem bug:
+    /// delete useless buffered activation", released in 0.43.2, stopped keeping `A`):
+    /// each quantised linear keeps its input for the backward.
+    #[serde(rename = "bnb@0.43.1")]
+    Bnb0431,
+}
+
+impl QloraKernel {
+    /// Parses `bnb` (also `bitsandbytes`, `torchao`) and `bnb@0.43.1`.
+    pub fn parse(field: &'static str, t: &str) -> Result<QloraKernel, EstimateError> {
+        match t.trim().to_ascii_lowercase().as_str() {
+            "" | "bnb" | "bitsandbytes" | "torchao" => Ok(QloraKernel::Bnb),
+            "bnb@0.43.1" | "bitsandbytes@0.43.1" => Ok(QloraKernel::Bnb0431),
+            other => Err(EstimateError::invalid(
+                field,
+                format!(
+                    "unknown 4-bit kernel {other:?}; use bnb (bitsandbytes 0.43.2 or later, torchao) or bnb@0.43.1 (bitsandbytes 0.43.1 or earlier)"
+                ),
+            )),
+        }
+    }
+
+    /// Canonical name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            QloraKernel::Bnb => "bnb",
+            QloraKernel::Bnb0431 => "bnb@0.43.1",
+        }
+    }
+}
+
+/// LoRA adapters on a frozen base, as far as the backward's saved tensors go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Adapters {
+    /// The adapted projections.
+    pub targets: LoraTargets,
+    /// LoRA rank.
+    pub rank: u64,
+    /// Bytes per value of the adapters' weights (4: PEFT's fp32 adapters; 2: torchtune's
+    /// and LitGPT's adapters in the compute dtype).
+    pub value: u64,
+    /// Dropout before each adapter (`lora_dropout` > 0).
+    pub dropout: bool,
+    /// The base's linear layers keep their inputs (QLoRA with bitsandbytes ≤ 0.43.1).
+    pub base_keeps_inputs: bool,
+}
+
 /// Which attention kernel runs: it decides whether a tokens² score matrix exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -273,12 +393,13 @@ pub fn decoder_activations(
     value: u64,
     checkpointing: bool,
     attention: AttentionImpl,
-    adapters: bool,
+    adapters: Option<&Adapters>,
 ) -> Result<Activations, EstimateError> {
-    let why = not_derived(a).or(if adapters {
-        Some("LoRA's fp32 input copies and frozen projections keep other tensors")
-    } else {
-        None
+    let why = not_derived(a).or(match adapters {
+        Some(_) if a.qk_norm || a.qk_norm_whole || a.fused_qkv => Some(
+            "LoRA on a decoder with q/k norms or a fused qkv projection is not in the derivation",
+        ),
+        _ => None,
     });
     let tokens = seq.saturating_mul(batch);
     let (h, heads, kv, d, i) = (a.hidden, a.heads, a.kv_heads, a.head_dim, a.intermediate);
@@ -353,6 +474,21 @@ pub fn decoder_activations(
     } else {
         0
     };
+    if let Some(ad) = adapters {
+        let (kept, bytes, formula) =
+            frozen_base(a, seq, batch, value, checkpointing, (attn, attn_text), ad);
+        if bytes == u64::MAX {
+            return Err(EstimateError::Overflow {
+                what: "activations",
+            });
+        }
+        return Ok(Activations {
+            bytes,
+            kept,
+            formula,
+            assumed_because: why,
+        });
+    }
     let mlp = mul(&[4, block(&[tokens, value, i])]);
     let layer = add(&[norm, norm, qk_norm, attn, fused, mlp]);
     let once = add(&[
@@ -399,6 +535,152 @@ pub fn decoder_activations(
         formula,
         assumed_because: why,
     })
+}
+
+/// What the same decoder keeps when its base is frozen and LoRA adapters train
+/// (`decoder_activations` with adapters): `(kept at the forward's end, with one layer
+/// recomputed under checkpointing, formula)`. `attn` is the attention kernel's term and
+/// its formula, which a frozen base leaves as it is.
+///
+/// What changes against a full fine-tune, operator by operator (PyTorch's autograd keeps
+/// an operand only for the gradient that needs it; transformers 5.23 modeling_llama.py,
+/// PEFT 0.20 `peft/tuners/lora/layer.py` `Linear.forward`):
+/// - a frozen RMSNorm keeps its fp32 upcast and `rsqrt` (for its input's gradient), not
+///   the normalised value (kept for the weight's gradient) nor its output (kept by the
+///   projections for their weights' gradients): 4·h per token;
+/// - the gated MLP keeps `gate` (SiLU's input), `act(gate)` and `up` (the product's
+///   operands), not the product, which only `down`'s weight gradient reads: 3·v·i;
+/// - each adapted projection runs `lora_B(lora_A(dropout(x)))` after
+///   `x = self._cast_input_dtype(x, lora_A.weight.dtype)`: `lora_A` keeps its input for
+///   its weight's gradient — a copy of its own (a·in) when the adapter's dtype differs
+///   from the compute dtype (PEFT's fp32 adapters) or a dropout runs (which also keeps
+///   its boolean mask, 1·in), else the projection's input itself, shared by the
+///   projections that read it (q, k, v read the first norm's output; gate and up the
+///   second's; o reads the attention output the kernel keeps anyway) — and `lora_B`
+///   keeps `lora_A`'s output (a·r);
+/// - with bitsandbytes ≤ 0.43.1 every 4-bit linear keeps its input
+///   (`MatMul4Bit.forward`, `ctx.tensors = (A, B)`): the two norms' outputs and the
+///   MLP's product, v·(2·h + i) per token;
+/// - without checkpointing the first layer's input (the frozen embedding's output)
+///   needs no gradient, so nothing before the layer's first adapter is recorded: its
+///   first norm, and its attention and second norm too when only MLP projections are
+///   adapted.
+fn frozen_base(
+    a: &Architecture,
+    seq: u64,
+    batch: u64,
+    value: u64,
+    checkpointing: bool,
+    (attn, attn_text): (u64, &str),
+    ad: &Adapters,
+) -> (u64, u64, String) {
+    let tokens = seq.saturating_mul(batch);
+    let (h, i, d) = (a.hidden, a.intermediate, a.head_dim);
+    let width_o = a.heads.saturating_mul(d);
+    let t = ad.targets;
+    let norm = add(&[block(&[tokens, 4, h]), block(&[tokens, 4])]);
+    // An adapter keeps an input of its own when it casts it or drops it out.
+    let own = ad.value != value || ad.dropout;
+    let module = |on: bool, width: u64| {
+        if !on {
+            return 0;
+        }
+        add(&[
+            if own {
+                block(&[tokens, ad.value, width])
+            } else {
+                0
+            },
+            if ad.dropout {
+                block(&[tokens, width])
+            } else {
+                0
+            },
+            block(&[tokens, ad.value, ad.rank]),
+        ])
+    };
+    let shared = |on: bool, width: u64| {
+        if on {
+            block(&[tokens, value, width])
+        } else {
+            0
+        }
+    };
+    let base = ad.base_keeps_inputs;
+    let layer = |input_grad: bool| {
+        // The residual needs a gradient after the attention when the layer's input does
+        // or an attention projection is adapted; the MLP's product when that holds or
+        // gate or up is adapted.
+        let attn_grad = input_grad || t.attention();
+        let product_grad = attn_grad || t.gate || t.up;
+        let mlp_kept = if attn_grad {
+            3
+        } else {
+            add(&[u64::from(t.gate), u64::from(t.gate), u64::from(t.up)])
+        };
+        add(&[
+            if input_grad { norm } else { 0 },
+            shared((base && input_grad) || (!own && (t.q || t.k || t.v)), h),
+            module(t.q, h),
+            module(t.k, h),
+            module(t.v, h),
+            if attn_grad { attn } else { 0 },
+            module(t.o, width_o),
+            if attn_grad { norm } else { 0 },
+            shared((base && attn_grad) || (!own && (t.gate || t.up)), h),
+            module(t.gate, h),
+            module(t.up, h),
+            mul(&[mlp_kept, block(&[tokens, value, i])]),
+            shared((base && product_grad) || (!own && t.down), i),
+            module(t.down, i),
+        ])
+    };
+    let once = add(&[
+        norm,
+        shared(t.lm_head && !own, h),
+        module(t.lm_head, h),
+        mul(&[2, block(&[seq, value, d])]),
+        block(&[tokens, 8]),
+        1024,
+    ]);
+    let layers = a.layers;
+    let (kept, bytes, shape) = if checkpointing {
+        let kept = add(&[mul(&[layers, block(&[tokens, value, h])]), once]);
+        (
+            kept,
+            add(&[kept, layer(true)]),
+            "L × v·h (checkpointed layer inputs) + one layer recomputed",
+        )
+    } else {
+        let kept = add(&[
+            layer(false),
+            mul(&[layers.saturating_sub(1), layer(true)]),
+            once,
+        ]);
+        (
+            kept,
+            kept,
+            "L × per-layer (the first layer keeps nothing before its first adapter)",
+        )
+    };
+    let adapter_input = match (ad.value != value, ad.dropout) {
+        (true, true) => format!(
+            "its input cast to the adapter's {} B and dropped out (a·in), the dropout's mask (1·in)",
+            ad.value
+        ),
+        (true, false) => format!("its input cast to the adapter's {} B (a·in)", ad.value),
+        (false, true) => "its dropped-out input (v·in) and the dropout's mask (1·in)".into(),
+        (false, false) => "the projection's input (v·in, once per tensor read)".into(),
+    };
+    let formula = format!(
+        "{shape}; frozen base, per layer and token: 2 RMSNorms keep their fp32 upcast 4·h + attention {attn_text} + gated MLP 3·v·i{}; each adapted projection keeps {adapter_input} and lora_A's output a·r (PEFT's LoRA Linear.forward); once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        if base {
+            " + the 4-bit linears' inputs v·(2·h + i) (bitsandbytes ≤ 0.43.1 MatMul4Bit keeps A)"
+        } else {
+            ""
+        }
+    );
+    (kept, bytes, formula)
 }
 
 /// What a prefill holds at its allocated peak beyond the weights and the KV cache, by
@@ -678,6 +960,58 @@ mod tests {
         assert_eq!(all.moment, "the logits");
         assert_eq!((all.intermediates, all.logits), (4_202_496, 262_668_288));
         assert_eq!(flash.assumed_because, None);
+    }
+
+    /// A small Llama-style shape whose every tensor is a whole number of 512 B blocks
+    /// (512 tokens, hidden 64, 4 heads of 16, intermediate 128, 2 layers), LoRA r 8 on q
+    /// and v in fp32 (PEFT), SDPA, no checkpointing. By hand, per layer: two frozen norms
+    /// 2 × (512·4·64 + 512·4) = 266 240; q and v each keep their fp32 copy 512·4·64 and
+    /// lora_A's output 512·4·8: 294 912; SDPA q, k, v, out 4 × 512·2·64 and the
+    /// log-sum-exp 512·4·4: 270 336; the MLP's gate, act and up 3 × 512·2·128: 393 216 —
+    /// 1 224 704, less the first layer's input norm (133 120); once: the final norm
+    /// 133 120, cos and sin 2 × 512·2·16, labels 512·8, the loss 1 024: 171 008.
+    #[test]
+    fn a_frozen_base_keeps_what_its_adapters_and_frozen_operators_need() {
+        let (input, errors) = crate::params::from_pairs([
+            ("layers", "2"),
+            ("hidden", "64"),
+            ("heads", "4"),
+            ("kv-heads", "4"),
+            ("head-dim", "16"),
+            ("intermediate", "128"),
+            ("vocab", "1000"),
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        let a = input.arch.unwrap();
+        let mut ad = Adapters {
+            targets: LoraTargets::parse("lora-targets", "q,v").unwrap(),
+            rank: 8,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+        };
+        let lora = |ad: &Adapters| {
+            decoder_activations(&a, 512, 1, 2, false, AttentionImpl::Sdpa, Some(ad)).unwrap()
+        };
+        let peft = lora(&ad);
+        assert_eq!(peft.assumed_because, None);
+        assert_eq!(peft.bytes, 1_224_704 - 133_120 + 1_224_704 + 171_008);
+        // bitsandbytes ≤ 0.43.1: each 4-bit linear keeps its input. The first layer's q,
+        // k and v read an input that needs no gradient; every other norm output and
+        // every MLP product is kept: 2 × 512·2·(64 + 128) + 512·2·64.
+        ad.base_keeps_inputs = true;
+        assert_eq!(
+            lora(&ad).bytes - peft.bytes,
+            2 * 512 * 2 * (64 + 128) + 512 * 2 * 64
+        );
+        // Adapters in the compute dtype without dropout read the norm's output itself:
+        // one 16-bit tensor shared by q and v instead of two fp32 copies, and lora_A's
+        // output in 2 B.
+        ad.base_keeps_inputs = false;
+        ad.value = 2;
+        let shared = lora(&ad);
+        let per_layer = 2 * 512 * 4 * 64 + 2 * 512 * 4 * 8 - (512 * 2 * 64 + 2 * 512 * 2 * 8);
+        assert_eq!(peft.bytes - shared.bytes, 2 * per_layer);
     }
 
     #[test]

@@ -131,6 +131,13 @@ pub struct EstimateInput {
     pub lora_rank: u64,
     /// LoRA target projections, e.g. "q,k,v,o" or "all".
     pub lora_targets: String,
+    /// The adapters' dtype: fp32 as PEFT keeps them (`autocast_adapter_dtype`), or the
+    /// compute dtype as torchtune and LitGPT do.
+    pub lora_dtype: Dtype,
+    /// A dropout before each adapter (`lora_dropout` > 0).
+    pub lora_dropout: bool,
+    /// The QLoRA base's 4-bit linear.
+    pub qlora_kernel: QloraKernel,
     /// Full activation checkpointing.
     pub checkpointing: bool,
     /// Reserve per device in whole GiB (method §2: a preparation hypothesis).
@@ -179,6 +186,9 @@ impl Default for EstimateInput {
             master_weights: true,
             lora_rank: 16,
             lora_targets: "q,k,v,o".into(),
+            lora_dtype: Dtype::F32,
+            lora_dropout: false,
+            qlora_kernel: QloraKernel::Bnb,
             checkpointing: false,
             reserve_gib: 4,
             reserve_bytes: None,

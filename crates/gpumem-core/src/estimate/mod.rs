@@ -26,8 +26,8 @@ use crate::format::{Dtype, StorageFormat};
 use crate::import::TensorSummary;
 use crate::kv::{KvDtype, KvLayout, KvShape};
 use crate::training::{
-    AttentionImpl, Optimizer, activation_bytes, decoder_activations, decoder_prefill,
-    logits_peak_bytes,
+    Adapters, AttentionImpl, LoraTargets, Optimizer, QloraKernel, activation_bytes,
+    decoder_activations, decoder_prefill, logits_peak_bytes,
 };
 use crate::units::{Bytes, MIB, checked_product};
 
@@ -745,6 +745,37 @@ mod tests {
             est.assumptions
         );
         assert!(est.lines.iter().any(|l| l.key == LineKey::TrainingAdapters));
+        // prepare_model_for_kbit_training casts what is not 4-bit to fp32: the
+        // embeddings are 4 B a value, and the fp32 hidden states leave the
+        // derivation, so the activations are assumed and say why.
+        let line =
+            |est: &Estimate, key: LineKey| est.lines.iter().find(|l| l.key == key).unwrap().clone();
+        assert_eq!(line(&est, LineKey::WeightsEmbeddings).bytes, 1000 * 256 * 4);
+        let act = line(&est, LineKey::Activations);
+        assert_eq!(act.kind, Kind::Assumed);
+        assert!(
+            act.formula.contains("prepare_model_for_kbit_training"),
+            "{}",
+            act.formula
+        );
+        // A recipe that keeps them in bf16 (torchtune, LitGPT) says so, and the line is
+        // computed again.
+        let mut bf16 = crate::params::to_pairs(&input);
+        bf16.retain(|(k, _)| *k != "keep-format");
+        bf16.push(("keep-format", "bf16".into()));
+        let (kept, errors) = from_pairs(bf16.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        let est16 = estimate(&kept).unwrap();
+        assert_eq!(
+            line(&est16, LineKey::WeightsEmbeddings).bytes,
+            1000 * 256 * 2
+        );
+        assert_eq!(line(&est16, LineKey::Activations).kind, Kind::Computed);
+        let back = crate::params::to_pairs(&kept);
+        assert_eq!(
+            from_pairs(back.iter().map(|(k, v)| (*k, v.as_str()))).0,
+            kept
+        );
         // Said off, it stays off, and the pairs carry it back.
         let mut pairs = crate::params::to_pairs(&input);
         pairs.retain(|(k, _)| *k != "checkpointing");

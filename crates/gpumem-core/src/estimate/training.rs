@@ -5,8 +5,9 @@ use super::*;
 
 /// LoRA-trainable parameters: r × (in + out) per targeted projection per layer
 /// (attention targets on attention layers only, MLP targets on MLP layers only: a
-/// hybrid's mixer projections are not among the targets).
-fn lora_params(a: &Architecture, rank: u64, targets: &str) -> Result<u64, EstimateError> {
+/// hybrid's mixer projections are not among the targets), and r × (hidden + vocab) for
+/// an adapted output projection.
+fn lora_params(a: &Architecture, rank: u64, t: LoraTargets) -> Result<u64, EstimateError> {
     let what = "LoRA parameters";
     let over = || EstimateError::Overflow { what };
     // acc + x + y, checked.
@@ -37,43 +38,30 @@ fn lora_params(a: &Architecture, rank: u64, targets: &str) -> Result<u64, Estima
         None if a.intermediate == 0 => (0, 0),
         None => (a.intermediate, mlp_layers),
     };
-    let all = targets.trim() == "all";
     let mut per_layer_attn = 0u64;
     let mut mlp = 0u64;
-    for t in ["q", "k", "v", "o", "gate", "up", "down"] {
-        let on = all
-            || targets
-                .split(',')
-                .any(|x| x.trim().trim_end_matches("_proj") == t);
-        if !on {
-            continue;
-        }
-        match t {
-            "q" | "o" => per_layer_attn = add(per_layer_attn, h, q)?,
-            "k" | "v" => per_layer_attn = add(per_layer_attn, h, kv)?,
-            "gate" | "up" if a.gated_mlp || t == "up" => mlp = add(mlp, h, inter)?,
-            "down" => mlp = add(mlp, inter, h)?,
-            _ => {}
+    for (on, in_out) in [(t.q, (h, q)), (t.o, (h, q)), (t.k, (h, kv)), (t.v, (h, kv))] {
+        if on {
+            per_layer_attn = add(per_layer_attn, in_out.0, in_out.1)?;
         }
     }
-    for t in targets
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty() && !all)
-    {
-        if !["q", "k", "v", "o", "gate", "up", "down"].contains(&t.trim_end_matches("_proj")) {
-            return Err(EstimateError::invalid(
-                "lora-targets",
-                format!("unknown projection {t:?}; use q,k,v,o,gate,up,down or all"),
-            ));
+    for (on, in_out) in [
+        (t.gate && a.gated_mlp, (h, inter)),
+        (t.up, (h, inter)),
+        (t.down, (inter, h)),
+    ] {
+        if on {
+            mlp = add(mlp, in_out.0, in_out.1)?;
         }
     }
-    let attn = checked_product(
-        &[rank, per_layer_attn, a.attention_layers()],
-        "LoRA parameters",
-    )?;
-    let mlp = checked_product(&[rank, mlp, mlp_count], "LoRA parameters")?;
-    add(attn, mlp, 0)
+    let attn = checked_product(&[rank, per_layer_attn, a.attention_layers()], what)?;
+    let mlp = checked_product(&[rank, mlp, mlp_count], what)?;
+    let head = if t.lm_head {
+        checked_product(&[rank, add(h, a.vocab, 0)?], what)?
+    } else {
+        0
+    };
+    add(attn, mlp, head)
 }
 
 pub(super) fn training(
@@ -113,10 +101,15 @@ pub(super) fn training(
                     "LoRA needs the architecture to size its adapters",
                 ));
             };
-            // PEFT keeps adapter weights in fp32 (autocast_adapter_dtype) on a frozen base.
+            // PEFT keeps adapter weights in fp32 (autocast_adapter_dtype) on a frozen
+            // base; torchtune and LitGPT in the compute dtype (`lora-dtype`).
             (
-                lora_params(&a, input.lora_rank, &input.lora_targets)?,
-                Dtype::F32,
+                lora_params(
+                    &a,
+                    input.lora_rank,
+                    LoraTargets::parse("lora-targets", &input.lora_targets)?,
+                )?,
+                input.lora_dtype,
                 false,
             )
         }
@@ -144,13 +137,16 @@ pub(super) fn training(
     let tr = ("trainable parameters", trainable.to_string());
     let tr_step = tr.clone();
     if input.train.adapters() {
-        let bytes = checked_product(&[trainable, 4], "adapters")?;
+        let bytes = checked_product(&[trainable, input.lora_dtype.bytes()], "adapters")?;
         add(
             b,
             LineKey::TrainingAdapters,
-            "LoRA adapters (fp32)".into(),
+            format!("LoRA adapters ({})", input.lora_dtype.name()).into(),
             bytes,
-            "r × (in + out) per targeted projection × 4 B".into(),
+            format!(
+                "r × (in + out) per targeted projection × {} B",
+                input.lora_dtype.bytes()
+            ),
             &[
                 tr.clone(),
                 ("lora-rank", input.lora_rank.to_string()),
@@ -159,7 +155,7 @@ pub(super) fn training(
         );
     }
     let grad_dtype = if input.train.adapters() {
-        Dtype::F32
+        input.lora_dtype
     } else {
         grad
     };
@@ -217,15 +213,33 @@ pub(super) fn training(
     }
     if input.train == TrainMode::Qlora {
         b.assumptions.push(format!(
-            "QLoRA as its recipes run it: the base's linear layers in bitsandbytes {} and activation checkpointing {} (peft's prepare_model_for_kbit_training turns it on; --checkpointing false turns it off)",
+            "QLoRA as its recipes run it: the base's linear layers in bitsandbytes {}, the other modules in {} and activation checkpointing {} (peft's prepare_model_for_kbit_training casts them to fp32 and turns it on; --keep-format bf16 and --checkpointing false say otherwise); 4-bit kernel {} ({})",
             input.format.map(|f| f.name()).unwrap_or_else(|| "nf4-dq".into()),
-            if input.checkpointing { "on" } else { "off" }
+            input.keep_format.name(),
+            if input.checkpointing { "on" } else { "off" },
+            input.qlora_kernel.name(),
+            match input.qlora_kernel {
+                QloraKernel::Bnb => "bitsandbytes 0.43.2 or later, or torchao: each 4-bit linear keeps only its packed weight",
+                QloraKernel::Bnb0431 => "bitsandbytes 0.43.1 or earlier: each 4-bit linear keeps its input",
+            }
         ));
     }
     // Activations: derived from transformers' code where the architecture is one the
     // derivation covers (checked against traces), else an assumption that says why.
     if let (Some(a), Some(seq)) = (input.arch, input.context) {
         let value = input.compute_dtype.bytes();
+        let adapters = if input.train.adapters() {
+            Some(Adapters {
+                targets: LoraTargets::parse("lora-targets", &input.lora_targets)?,
+                rank: input.lora_rank,
+                value: input.lora_dtype.bytes(),
+                dropout: input.lora_dropout,
+                base_keeps_inputs: input.train == TrainMode::Qlora
+                    && input.qlora_kernel == QloraKernel::Bnb0431,
+            })
+        } else {
+            None
+        };
         let derived = decoder_activations(
             &a,
             seq,
@@ -233,9 +247,19 @@ pub(super) fn training(
             value,
             input.checkpointing,
             input.attention,
-            input.train.adapters(),
+            adapters.as_ref(),
         )?;
-        let (bytes, formula, kind, label) = match derived.assumed_because {
+        // PEFT's prepare_model_for_kbit_training leaves the embeddings and norms in
+        // fp32 (`keep-format fp32`), so the residual stream between the 16-bit linears
+        // runs in fp32 and, under autocast, each linear and the attention take 16-bit
+        // copies: other tensors than the derivation's.
+        let kept_fp32 = input.train.adapters()
+            && input.keep_format == StorageFormat::Dense { dtype: Dtype::F32 }
+            && input.compute_dtype != Dtype::F32;
+        let why = derived.assumed_because.or(kept_fp32.then_some(
+            "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) make the hidden states fp32 between 16-bit linears, not in the derivation",
+        ));
+        let (bytes, formula, kind, label) = match why {
             None => (
                 derived.bytes,
                 derived.formula,
