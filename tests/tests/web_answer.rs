@@ -330,3 +330,83 @@ fn web_under_an_engine_the_answer_checks_every_sequence() {
             .screenshot(&artifacts().join(format!("engine-answer-{w}.png")));
     }
 }
+
+/// The first screen asks the questions — model, context, sequences, card, engine — with
+/// the architecture below them; the parameter-count tab starts from the model shown,
+/// not from an error; under an engine the breakdown says whose figures it holds; a
+/// link made with imported weights this browser does not hold says so instead of
+/// showing another model's; a figure never breaks across lines.
+#[test]
+fn web_the_first_screen_asks_the_questions_and_nothing_stale_stands() {
+    let Some(page) = Page::open("web_the_first_screen_asks_the_questions_and_nothing_stale_stands")
+    else {
+        return;
+    };
+    let b = &page.browser;
+    b.resize(1400, 1000);
+    page.load("");
+    for css in [
+        "[data-testid=model]",
+        "#context",
+        "#sequences",
+        "#card",
+        "#engine",
+    ] {
+        let t = top(b, css);
+        assert!(
+            (0.0..1000.0).contains(&t),
+            "{css} is at {t} px, below the first screen"
+        );
+    }
+    assert!(
+        top(b, "#layers") > top(b, "#sequences"),
+        "the architecture comes after the workload"
+    );
+    let line = b.testid("answer-inputs");
+    assert!(line.contains("4\u{a0}096"), "{line:?}");
+
+    // The parameter-count tab: the model's own count, and no message anywhere.
+    b.click("[data-testid=mode-count]");
+    let count = b.wait_for(
+        "the parameter count",
+        "const e = document.getElementById('parameters'); return e && e.value;",
+    );
+    assert_eq!(count, json!("8030261248"));
+    let messages = b.js(
+        "return [...document.querySelectorAll('[aria-invalid=true]')].map(e => e.id)",
+        json!([]),
+    );
+    assert_eq!(messages, json!([]), "no error before anything is typed");
+    let verdict = b.testid("answer-verdict");
+    assert!(verdict.contains("FITS"), "{verdict}");
+
+    // A training run's longer workloads follow its context, in the grid and the cards.
+    page.load("train=lora&context=2048");
+    let long = b.js(
+        "return document.getElementById('long-context').value",
+        json!([]),
+    );
+    assert_eq!(long, json!("4096"));
+    let card = b.testid("workload-2");
+    assert!(card.contains("8192"), "{card}");
+
+    // Under an engine, the breakdown is named as the estimate's.
+    page.load("engine=vllm&card=l40s");
+    let note = b.wait_for(
+        "the breakdown's basis",
+        "const e = document.querySelector('[data-testid=breakdown-basis]'); return e && e.textContent;",
+    );
+    assert!(
+        note.as_str().is_some_and(|n| n.contains("vllm's budget")),
+        "{note}"
+    );
+
+    // A link made with imported weights this browser does not hold.
+    page.load(&format!("{LLAMA_8B}&tensors=16060522496"));
+    let banner = b.testid("lookup-failed");
+    assert!(
+        banner.contains("16060522496 B") && banner.contains("does not hold"),
+        "{banner}"
+    );
+    assert_eq!(b.testid("imported"), "", "no other import stands for it");
+}

@@ -61,8 +61,15 @@ pub fn dim_key(prefix: &str, dim: &'static str) -> String {
     }
 }
 
+/// The longer workloads' contexts the page starts with (`long-context`,
+/// `limit-context`): inference's.
+pub const LONGER_CONTEXTS: [(&str, &str, u64); 2] = [("long", "32768", 2), ("limit", "131072", 4)];
+
 /// The pairs of workload `prefix`: the shared pairs with its own dimensions in
-/// place of the typical ones, plus the names of the dimensions it overrides.
+/// place of the typical ones, plus the names of the dimensions it overrides. A
+/// training run's longer workloads left at inference's starting contexts
+/// ([`LONGER_CONTEXTS`]) follow its own context instead: 2× and 4× the sequence
+/// length it trains at.
 pub fn workload_pairs(
     cli: &[(&'static str, String)],
     page: &[(&'static str, String)],
@@ -73,11 +80,29 @@ pub fn workload_pairs(
     if prefix.is_empty() {
         return (pairs, overridden);
     }
+    let shared = |key: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let training = shared("train").is_some_and(|t| !t.is_empty() && t != "none");
+    let context: Option<u64> = shared("context").and_then(|c| c.parse().ok());
     for dim in DIMS {
         let key = dim_key(prefix, dim);
         if let Some((_, v)) = page.iter().find(|(k, _)| *k == key) {
+            let mut v = v.clone();
+            if dim == "context"
+                && training
+                && let Some((_, _, times)) = LONGER_CONTEXTS
+                    .iter()
+                    .find(|(p, start, _)| *p == prefix && v.trim() == *start)
+                && let Some(c) = context
+            {
+                v = c.saturating_mul(*times).to_string();
+            }
             pairs.retain(|(k, _)| *k != dim);
-            pairs.push((dim, v.clone()));
+            pairs.push((dim, v));
             overridden.push(dim);
         }
     }
@@ -253,6 +278,27 @@ mod tests {
         assert_eq!(e.weights_bytes, 14_000_000_000);
         assert_eq!(e.total_bytes, 14_000_000_000 + 4 * (1 << 30));
         assert!(c.field_errors.is_empty());
+    }
+
+    #[test]
+    fn a_training_runs_longer_workloads_follow_its_context() {
+        let page = p(&[("long-context", "32768"), ("limit-context", "131072")]);
+        let at = |cli: &[(&'static str, String)], prefix: &str| {
+            let (pairs, _) = workload_pairs(cli, &page, prefix);
+            pairs
+                .into_iter()
+                .find(|(k, _)| *k == "context")
+                .map(|(_, v)| v)
+        };
+        let lora = p(&[("train", "lora"), ("context", "2048")]);
+        assert_eq!(at(&lora, "long").as_deref(), Some("4096"));
+        assert_eq!(at(&lora, "limit").as_deref(), Some("8192"));
+        // Inference keeps the page's starting contexts; a context typed stays.
+        let serve = p(&[("context", "2048")]);
+        assert_eq!(at(&serve, "long").as_deref(), Some("32768"));
+        let typed = p(&[("long-context", "16384")]);
+        let (pairs, _) = workload_pairs(&lora, &typed, "long");
+        assert!(pairs.contains(&("context", "16384".to_string())));
     }
 
     #[test]

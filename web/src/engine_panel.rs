@@ -53,7 +53,7 @@ pub fn EnginePanel() -> impl IntoView {
     });
     view! {
         <section class="engines" aria-label="Largest workload and engine budgets" data-testid="engine-panel">
-            <div class="engine-fields">{group_fields(&[FieldGroup::Engine], &["card"])}</div>
+            <div class="engine-fields">{group_fields(&[FieldGroup::Engine], &["card", "engine"])}</div>
             {move || view_memo.get().map(|p| match p {
                 Err(e) => view! { <p class="muted" data-testid="engine-rules">{e}</p> }.into_any(),
                 Ok(p) => view! {

@@ -14,7 +14,7 @@ use leptos::prelude::*;
 
 use crate::compute::{Computed, WORKLOADS, dim_key, preset_index};
 use crate::lookup::ImportZone;
-use crate::state::{Form, Mode};
+use crate::state::{Form, KV_SHAPE_KEYS, Mode};
 
 fn error_of(key: &'static str) -> Memo<Option<String>> {
     let computed = expect_context::<Memo<Computed>>();
@@ -223,6 +223,29 @@ fn Cell(key: String, aria: String, placeholder: Signal<String>) -> impl IntoView
     let sig = form.sig(key);
     let err = error_of(key);
     let msg_id = format!("{key}-msg");
+    // What the workload runs at: a training run's longer workloads follow its context
+    // (`compute::workload_pairs`), and the cell shows the context they run at.
+    let computed = expect_context::<Memo<Computed>>();
+    let at = WORKLOADS
+        .iter()
+        .position(|(_, p)| !p.is_empty() && key == dim_key(p, "context"));
+    let shown = move || {
+        let typed = sig.get();
+        if typed.trim().is_empty() {
+            return typed;
+        }
+        at.and_then(|i| {
+            computed.with(|c| {
+                c.workloads
+                    .get(i)?
+                    .pairs
+                    .iter()
+                    .find(|(k, _)| *k == "context")
+                    .map(|(_, v)| v.clone())
+            })
+        })
+        .unwrap_or(typed)
+    };
     view! {
         <td class:invalid=move || err.get().is_some()>
             <input
@@ -236,7 +259,7 @@ fn Cell(key: String, aria: String, placeholder: Signal<String>) -> impl IntoView
                 aria-invalid=move || if err.get().is_some() { "true" } else { "false" }
                 aria-describedby=msg_id.clone()
                 placeholder=move || placeholder.get()
-                prop:value=move || sig.get()
+                prop:value=shown
                 on:input=move |ev| sig.set(event_target_value(&ev))
             />
             <p class="msg" id=msg_id aria-live="polite">{move || err.get()}</p>
@@ -249,12 +272,26 @@ fn Cell(key: String, aria: String, placeholder: Signal<String>) -> impl IntoView
 pub fn InputsPanel() -> impl IntoView {
     use FieldGroup as G;
     let form = expect_context::<Form>();
+    let computed = expect_context::<Memo<Computed>>();
     let mode = form.mode;
     let experts = form.sig("experts");
     view! {
         <section class="panel inputs" aria-label="Inputs">
+            // The questions first — which model, how much of it at once — and the
+            // shape they give below, folded once a preset, a lookup or a file set it.
             <fieldset class="group">
                 <legend>"Model"</legend>
+                <ImportZone/>
+            </fieldset>
+
+            <fieldset class="group">
+                <legend>"Workloads and KV cache"</legend>
+                <WorkloadGrid/>
+                {group_fields(&[G::Cache, G::CacheShape], &[])}
+            </fieldset>
+
+            <fieldset class="group">
+                <legend>"Architecture"</legend>
                 <div class="modes" role="radiogroup" aria-label="How the model is described">
                     <button
                         type="button"
@@ -268,12 +305,29 @@ pub fn InputsPanel() -> impl IntoView {
                         role="radio"
                         data-testid="mode-count"
                         aria-checked=move || (mode.get() == Mode::Count).to_string()
-                        on:click=move |_| mode.set(Mode::Count)
+                        on:click=move |_| {
+                            // Starts from the model shown (its count), not from an error.
+                            let count = form.sig("parameters");
+                            if count.get_untracked().trim().is_empty()
+                                && let Some(p) = computed.with_untracked(|c| {
+                                    c.workloads.first().and_then(|w| w.result.as_ref().ok()?.parameters)
+                                })
+                            {
+                                count.set(p.to_string());
+                            }
+                            mode.set(Mode::Count)
+                        }
                     >"Parameter count"</button>
                 </div>
                 <Show
                     when=move || mode.get() == Mode::Arch
-                    fallback=|| group_fields(&[G::Model], &[])
+                    fallback=|| view! {
+                        {group_fields(&[G::Model], &[])}
+                        <p class="note">"The KV cache's shape:"</p>
+                        <div class="grid3">
+                            {KV_SHAPE_KEYS.map(|k| view! { <Field key=k/> }).collect_view()}
+                        </div>
+                    }
                 >
                     <PresetPicker/>
                     {group_fields(&[G::Architecture], &[])}
@@ -286,18 +340,11 @@ pub fn InputsPanel() -> impl IntoView {
                         {group_fields(&[G::Variants], &[])}
                     </details>
                 </Show>
-                <ImportZone/>
             </fieldset>
 
             <fieldset class="group">
                 <legend>"Formats"</legend>
                 {group_fields(&[G::Format], &[])}
-            </fieldset>
-
-            <fieldset class="group">
-                <legend>"Workloads and KV cache"</legend>
-                <WorkloadGrid/>
-                {group_fields(&[G::Cache, G::CacheShape], &[])}
             </fieldset>
 
             <fieldset class="group">

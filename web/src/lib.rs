@@ -170,6 +170,12 @@ fn provide_state(
     });
     Effect::new(move |_| {
         let imported = form.imported.get();
+        form.sig("tensors").set(
+            imported
+                .as_ref()
+                .map(|i| i.summary.total.bytes.to_string())
+                .unwrap_or_default(),
+        );
         if let Some(s) = storage() {
             let _ = match imported {
                 Some(i) => s.set_item(

@@ -97,6 +97,7 @@ pub fn ResultsPanel() -> impl IntoView {
     let computed = expect_context::<Memo<Computed>>();
     let form = expect_context::<Form>();
     let focus = form.focus;
+    let engine = form.sig("engine");
     let focused = Memo::new(move |_| {
         computed.with(|c| c.workloads.get(focus.get()).map(|w| w.result.clone()))
     });
@@ -115,6 +116,15 @@ pub fn ResultsPanel() -> impl IntoView {
                     " ms"
                 </p>
             </div>
+            {move || {
+                let e = engine.get();
+                (!e.trim().is_empty()).then(|| view! {
+                    <p class="note" data-testid="breakdown-basis">
+                        "These are the estimate's figures (what transformers would hold); the answer above is "
+                        {e} "'s budget, line by line in the engine section below."
+                    </p>
+                })
+            }}
             {move || computed.with(|c| (!c.general_errors.is_empty()).then(|| view! {
                 <p class="banner error" role="alert">{c.general_errors.join(" · ")}</p>
             }))}
@@ -199,15 +209,34 @@ fn Answer() -> impl IntoView {
                             Some((_, Err(e))) => e,
                             _ => "the inputs do not describe a workload yet (see the messages beside the fields)".into(),
                         };
+                        // While the engine rules load, no verdict word yet.
+                        let word = if why.ends_with('…') { "…" } else { "NO ANSWER" };
                         view! {
-                            <p class="verdict-line"><span class="word no" data-testid="answer-verdict">"NO ANSWER"</span> " — " {why}</p>
+                            <p class="verdict-line"><span class="word no" data-testid="answer-verdict">{word}</span> " — " {why}</p>
                         }.into_any()
                     }
                 }
             }}
-            <div class="answer-card"><crate::inputs::Field key="card"/></div>
+            <div class="answer-card"><crate::inputs::Field key="card"/><crate::inputs::Field key="engine"/></div>
         </section>
     }
+}
+
+/// `text` with each digit-group space made non-breaking ("4 096" never breaks across
+/// lines on a narrow screen).
+fn keep_numbers(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let digit = |i: Option<&char>| i.is_some_and(char::is_ascii_digit);
+    (0..chars.len())
+        .map(|i| {
+            let c = chars[i];
+            if c == ' ' && i > 0 && digit(chars.get(i - 1)) && digit(chars.get(i + 1)) {
+                '\u{a0}'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// The answer's figures: each row's test hook, label and text.
@@ -319,7 +348,7 @@ fn answer_body(line: String, h: Headline) -> impl IntoView {
     );
     let warnings = h.warnings.join(" · ");
     view! {
-        <p class="inputs" data-testid="answer-inputs">{line}</p>
+        <p class="inputs" data-testid="answer-inputs">{keep_numbers(&line)}</p>
         <p class="verdict-line">
             <span class=format!("word {}", v.key()) data-testid="answer-verdict">{v.word()}</span>
             <span data-testid="answer-card">{head}</span>
@@ -825,8 +854,19 @@ fn Command() -> impl IntoView {
 
 #[cfg(test)]
 mod tests {
+    use super::keep_numbers;
     use gpumem_core::catalogue::CATALOGUE;
     use gpumem_core::fit::{Verdict, fit_card};
+
+    #[test]
+    fn a_figure_never_breaks_across_lines() {
+        assert_eq!(
+            keep_numbers("1 × (4 096 + 512) tokens · 8.03 B"),
+            "1 × (4\u{a0}096 + 512) tokens · 8.03 B"
+        );
+        assert_eq!(keep_numbers("131 072 072"), "131\u{a0}072\u{a0}072");
+        assert_eq!(keep_numbers(""), "");
+    }
     use gpumem_core::units::GIB;
 
     use super::fit_texts;

@@ -31,6 +31,9 @@ pub const PAGE_KEYS: &[&str] = &[
     "model",
     "revision",
     "model-file",
+    // The imported weights' bytes: a link made with an import says so, and the
+    // tensors this browser holds count for it only if they are those.
+    "tensors",
 ];
 
 /// Every key the page keeps and writes to its URL: the field table's, then [`PAGE_KEYS`].
@@ -43,6 +46,10 @@ pub fn url_keys() -> impl Iterator<Item = &'static str> + Clone {
 
 /// Keys that belong to the parameter-count mode only.
 pub const COUNT_KEYS: &[&str] = &["parameters"];
+
+/// The architecture keys a parameter count keeps: the KV cache's shape (the model
+/// shown's, shown beside the count), without which no context has a cache to size.
+pub const KV_SHAPE_KEYS: [&str; 3] = ["layers", "kv-heads", "head-dim"];
 
 /// Keys that belong to the architecture mode only (the shape's architecture groups,
 /// without the keys that describe the cache).
@@ -99,12 +106,20 @@ impl Form {
                 .unwrap_or_default();
             values.insert(k, RwSignal::new(v));
         }
+        let want = values
+            .get("tensors")
+            .map(|s| s.get_untracked())
+            .unwrap_or_default();
+        let theirs = |i: &Imported| want == i.summary.total.bytes.to_string();
+        let missing = (!want.is_empty() && !imported.as_ref().is_some_and(theirs)).then(|| {
+            format!("This link was made with imported weights of {want} B that this browser does not hold: import the same files again for its figures.")
+        });
         Form {
             values: Arc::new(values),
             mode: RwSignal::new(mode_of(pairs)),
-            imported: RwSignal::new(imported),
+            imported: RwSignal::new(imported.filter(theirs)),
             focus: RwSignal::new(0),
-            lookup_failed: RwSignal::new(None),
+            lookup_failed: RwSignal::new(missing),
         }
     }
 
@@ -121,7 +136,7 @@ impl Form {
     /// Whether a key takes part in the estimate in the current mode.
     pub fn active(mode: Mode, key: &str) -> bool {
         match mode {
-            Mode::Count => !is_arch_key(key),
+            Mode::Count => !is_arch_key(key) || KV_SHAPE_KEYS.contains(&key),
             Mode::Arch => !COUNT_KEYS.contains(&key),
         }
     }
@@ -230,8 +245,8 @@ pub fn default_pairs() -> Vec<(String, String)> {
     for (k, val) in [
         ("context", "4096"),
         ("generate", "512"),
-        ("long-context", "32768"),
-        ("limit-context", "131072"),
+        ("long-context", crate::compute::LONGER_CONTEXTS[0].1),
+        ("limit-context", crate::compute::LONGER_CONTEXTS[1].1),
         ("card", "h100-sxm-80gb"),
     ] {
         v.push((k.to_string(), val.to_string()));
