@@ -182,6 +182,13 @@ pub(super) fn weights(
                 "parameter-count mode with {}: every parameter is assumed quantised, in {d}×{d} linear layers, to count its scales and zero-points; use the architecture mode or a model file for exact bytes",
                 q.name()
             ));
+            if let (Some(ft), StorageFormat::Gguf { ty, .. }) = (q.file_type(), q) {
+                b.assumptions.push(format!(
+                    "{} counted as its main type {} throughout: the types llama.cpp gives each tensor need the architecture",
+                    ft.name(),
+                    ty.name()
+                ));
+            }
             (
                 bytes,
                 Kind::Assumed,
