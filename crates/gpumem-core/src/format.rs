@@ -743,13 +743,16 @@ mod tests {
             ("Q5_K_M", GgufType::Q5K, "q5_k_m"),
             ("Q3_K_L", GgufType::Q3K, "q3_k_l"),
             ("Q2_K", GgufType::Q2K, "q2_k"),
+            ("Q8_0", GgufType::Q8_0, "q8_0"),
+            ("q6_k", GgufType::Q6K, "q6_k"),
+            ("Q4_0", GgufType::Q4_0, "q4_0"),
         ] {
             let f = StorageFormat::parse("format", name).unwrap();
             assert_eq!(f.name(), typed, "{name}");
             assert!(matches!(f, StorageFormat::Gguf { ty, mix: Some(_) } if ty == main));
             assert_eq!(StorageFormat::parse("format", &f.name()).unwrap(), f);
         }
-        for (name, want) in [("Q8_0", "q8_0"), ("IQ4_XS", "iq4_xs"), ("Q4_K", "q4_k")] {
+        for (name, want) in [("IQ4_XS", "iq4_xs"), ("Q4_K", "q4_k"), ("q3_k", "q3_k")] {
             let f = StorageFormat::parse("format", name).unwrap();
             assert_eq!((f.name().as_str(), f.file_type()), (want, None), "{name}");
         }

@@ -16,8 +16,9 @@
 //!   chosen type's block ([`super::GgufType`]'s fallback).
 //!
 //! Only what an architecture describes is known here: Falcon's own branches
-//! (`LLM_ARCH_FALCON`) and an importance matrix (which changes no K-quant file
-//! type's choice) are not modelled, and `--pure`, `--output-tensor-type`,
+//! (`LLM_ARCH_FALCON`) are not modelled, nor is an importance matrix (it changes
+//! no K-quant file type's choice; with one, Q4_0 and Q5_0 files put the first
+//! eighth of `ffn_down` in Q4_1 / Q5_1, counted here as without), and `--pure`, `--output-tensor-type`,
 //! `--token-embedding-type` and `--tensor-type` overrides are not either.
 
 use serde::{Deserialize, Serialize};
@@ -25,11 +26,19 @@ use serde::{Deserialize, Serialize};
 use super::GgufType;
 
 /// A llama.cpp file type (`enum llama_ftype`, `LLAMA_FTYPE_MOSTLY_*`) whose tensors
-/// mix several ggml types.
+/// mix several ggml types (Q8_0 and Q6_K files are one type throughout, token
+/// embeddings and output included; Q4_0, Q4_1, Q5_0 and Q5_1 files write the output
+/// in Q6_K).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)] // The variant names are llama.cpp's own.
 pub enum FileType {
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q6K,
     Q2K,
     Q2KS,
     Q3KS,
@@ -104,7 +113,13 @@ pub const fn use_more_bits(i: u64, n: u64) -> bool {
 
 impl FileType {
     /// Every file type, for parsing and listing.
-    pub const ALL: [FileType; 9] = [
+    pub const ALL: [FileType; 15] = [
+        FileType::Q4_0,
+        FileType::Q4_1,
+        FileType::Q5_0,
+        FileType::Q5_1,
+        FileType::Q8_0,
+        FileType::Q6K,
         FileType::Q2K,
         FileType::Q2KS,
         FileType::Q3KS,
@@ -119,6 +134,12 @@ impl FileType {
     /// llama.cpp's name (`llama-quantize`'s argument), lower-case.
     pub const fn name(self) -> &'static str {
         match self {
+            FileType::Q4_0 => "q4_0",
+            FileType::Q4_1 => "q4_1",
+            FileType::Q5_0 => "q5_0",
+            FileType::Q5_1 => "q5_1",
+            FileType::Q8_0 => "q8_0",
+            FileType::Q6K => "q6_k",
             FileType::Q2K => "q2_k",
             FileType::Q2KS => "q2_k_s",
             FileType::Q3KS => "q3_k_s",
@@ -134,6 +155,12 @@ impl FileType {
     /// `llama_ftype_get_default_type`: the type of every tensor no rule overrides.
     pub const fn main(self) -> GgufType {
         match self {
+            FileType::Q4_0 => GgufType::Q4_0,
+            FileType::Q4_1 => GgufType::Q4_1,
+            FileType::Q5_0 => GgufType::Q5_0,
+            FileType::Q5_1 => GgufType::Q5_1,
+            FileType::Q8_0 => GgufType::Q8_0,
+            FileType::Q6K => GgufType::Q6K,
             FileType::Q2K | FileType::Q2KS => GgufType::Q2K,
             FileType::Q3KS | FileType::Q3KM | FileType::Q3KL => GgufType::Q3K,
             FileType::Q4KS | FileType::Q4KM => GgufType::Q4K,
@@ -394,6 +421,33 @@ mod tests {
                     assert_eq!(c.formats, name, "the format as typed");
                 }
             }
+        }
+    }
+
+    /// The one-type file types quantise the embeddings and the output too: Q8_0 and
+    /// Q6_K in their own type, Q4_0 … Q5_1 with the output in Q6_K.
+    #[test]
+    fn one_type_file_types_on_llama_3_1_8b() {
+        let a = llama_3_1_8b();
+        let n = 128_256 * 4096;
+        let linear = 1_342_177_280 + 5_637_144_576; // attention + MLP parameters
+        for (name, per, bytes, out) in [
+            ("q8_0", 32, 34, n / 32 * 34),
+            ("q6_k", 256, 210, n / 256 * 210),
+            ("q4_0", 32, 18, n / 256 * 210),
+            ("q5_1", 32, 24, n / 256 * 210),
+        ] {
+            let w = weights(&a, name);
+            let got = [
+                ParamClass::Embeddings,
+                ParamClass::Attention,
+                ParamClass::Mlp,
+                ParamClass::LmHead,
+            ]
+            .map(|c| w.class_bytes(c));
+            assert_eq!(got[0], n / per * bytes, "{name}");
+            assert_eq!(got[1] + got[2], linear / per * bytes, "{name}");
+            assert_eq!(got[3], out, "{name}");
         }
     }
 
