@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::EstimateError;
-use crate::format::{Dtype, StorageFormat};
+use crate::format::{Dtype, GgufType, MixModel, MixTensor, StorageFormat, TensorCategory};
 use crate::units::checked_product;
 
 /// Mixture-of-experts feed-forward blocks.
@@ -414,6 +414,10 @@ pub struct ClassTotal {
     pub bytes: u64,
     /// Formats used, e.g. "gptq-4-g128 + bf16".
     pub formats: String,
+    /// Under a llama.cpp file type, the ggml types it wrote and how many tensors of
+    /// each (GGUF counts a layer's experts as one tensor here too: one per expert).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mix: Vec<(GgufType, u64)>,
 }
 
 /// The weights of an architecture, class by class.
@@ -1151,21 +1155,32 @@ impl Architecture {
         self.validate()?;
         let mut classes: Vec<ClassTotal> = Vec::new();
         let mut notes: Vec<String> = Vec::new();
-        for tg in self.tensors()? {
+        let groups = self.tensors()?;
+        let runs = self.tensor_formats(&groups, formats)?;
+        for (tg, runs) in groups.into_iter().zip(runs) {
             let fmt = formats.for_role(tg.role);
-            let one = if tg.cols == 1 {
-                fmt.vector_bytes(tg.rows)?
-            } else {
-                let tb = fmt.matrix_bytes(tg.rows, tg.cols)?;
-                if let Some(n) = tb.note {
-                    let n = format!("{}: {n}", tg.name);
-                    if !notes.contains(&n) {
-                        notes.push(n);
+            let mut bytes = 0u64;
+            let mut mix: Vec<(GgufType, u64)> = Vec::new();
+            for &(f, n) in &runs {
+                let one = if tg.cols == 1 {
+                    f.vector_bytes(tg.rows)?
+                } else {
+                    let tb = f.matrix_bytes(tg.rows, tg.cols)?;
+                    if let Some(n) = tb.note {
+                        let n = format!("{}: {n}", tg.name);
+                        if !notes.contains(&n) {
+                            notes.push(n);
+                        }
                     }
+                    tb.bytes
+                };
+                bytes = checked_product(&[one, n], "class bytes")?
+                    .checked_add(bytes)
+                    .ok_or(EstimateError::Overflow { what: "weights" })?;
+                if let (Some(_), StorageFormat::Gguf { ty, .. }) = (fmt.file_type(), f) {
+                    add_mix(&mut mix, ty, n);
                 }
-                tb.bytes
-            };
-            let bytes = checked_product(&[one, tg.count], "class bytes")?;
+            }
             let params = tg.params()?;
             let active = checked_product(&[tg.rows, tg.cols, tg.active], "active parameters")?;
             let name = if tg.cols == 1 && fmt.is_quantised() {
@@ -1187,6 +1202,9 @@ impl Architecture {
                     if !c.formats.split(" + ").any(|f| f == name) {
                         c.formats = format!("{} + {name}", c.formats);
                     }
+                    for (ty, n) in mix {
+                        add_mix(&mut c.mix, ty, n);
+                    }
                 }
                 // Kept in class order as they come (no sort: one class at most
                 // once, and a sort instance costs the page's wasm kilobytes).
@@ -1198,6 +1216,7 @@ impl Architecture {
                         active_params: active,
                         bytes,
                         formats: name,
+                        mix,
                     },
                 ),
             }
@@ -1207,5 +1226,185 @@ impl Architecture {
             return Err(EstimateError::Overflow { what: "weights" });
         }
         Ok(WeightBreakdown { classes, notes })
+    }
+}
+
+/// Adds `n` tensors of `ty` to a mix's tally.
+fn add_mix(mix: &mut Vec<(GgufType, u64)>, ty: GgufType, n: u64) {
+    match mix.iter_mut().find(|(t, _)| *t == ty) {
+        Some((_, k)) => *k = k.saturating_add(n),
+        None => mix.push((ty, n)),
+    }
+}
+
+/// The category llama-quant.cpp's `tensor_get_category` gives the GGUF tensor a
+/// group stands for; `None` for those `tensor_allows_quantization` leaves as they
+/// are (positional embeddings).
+fn mix_category(tg: &TensorGroup) -> Option<TensorCategory> {
+    use TensorCategory::*;
+    let name = tg.name;
+    let last = name.rsplit(['.', ' ']).next().unwrap_or(name);
+    Some(match name {
+        "embed_tokens" => TokenEmbd,
+        "lm_head" => Output,
+        "position embeddings" => return None,
+        // DeepSeek's fused key/value up-projection: `attn_kv_b`, attn_v-like.
+        "kv_b_proj" => AttnVLike,
+        // q_a/q_b/kv_a (`attn_q_a`, `attn_q_b`, `attn_kv_a_mqa`), the indexer, the
+        // mixers, eh_proj, the MTP vocabulary copies, the latent projections.
+        _ if name.starts_with("mixer.")
+            || name.starts_with("linear_attn.")
+            || name.starts_with("kda.")
+            || name.starts_with("indexer.")
+            || name.starts_with("mtp ")
+            || name.contains("latent") =>
+        {
+            Other
+        }
+        _ => match last {
+            "q_proj" => AttnQ,
+            "k_proj" => AttnK,
+            "v_proj" => AttnVLike,
+            "o_proj" => AttnOutput,
+            "gate_proj" => FfnGate,
+            "up_proj" => FfnUp,
+            "down_proj" => FfnDown,
+            _ => Other,
+        },
+    })
+}
+
+impl Architecture {
+    /// What llama.cpp's quantiser reads of the model when a file type picks a tensor's
+    /// type: `hparams.n_gqa()`, `hparams.n_expert`, `LLM_TYPE_70B` (llama-model.cpp:
+    /// 80 layers and `n_head != n_head_kv`) and whether `output.weight` is absent.
+    pub fn mix_model(&self) -> MixModel {
+        MixModel {
+            n_gqa: self.heads.checked_div(self.kv_heads).unwrap_or(1),
+            n_expert: self.moe.map_or(0, |m| m.experts),
+            is_70b: self.layers == 80 && self.kv_heads < self.heads,
+            tied: self.tied_embeddings,
+        }
+    }
+
+    /// The storage format of the tensors of each group of `groups` (this model's
+    /// [`Architecture::tensors`]), as runs of (format, tensors) in the group's layer
+    /// order: one run, unless a llama.cpp file type picks types by role and layer
+    /// (llama-quant.cpp's `llama_tensor_get_type_impl`, format/mix.rs). A layer's
+    /// experts share its type. Tensors llama.cpp does not quantise take the kept
+    /// format.
+    pub fn tensor_formats(
+        &self,
+        groups: &[TensorGroup],
+        formats: &ModuleFormats,
+    ) -> Result<Vec<Vec<(StorageFormat, u64)>>, EstimateError> {
+        let model = self.mix_model();
+        // `n_layer_all`: the GGUF's blocks, MTP (nextn) blocks included.
+        let n_layer = self.layers.saturating_add(self.mtp_layers);
+        let mixed = |tg: &TensorGroup| {
+            tg.cols > 1
+                && formats.for_role(tg.role).file_type().is_some()
+                && !matches!(tg.role, Role::Kept | Role::Fp32)
+        };
+        // `n_attention_wv`: every attn_v-like tensor of the file.
+        let n_wv = groups
+            .iter()
+            .filter(|tg| mixed(tg) && mix_category(tg) == Some(TensorCategory::AttnVLike))
+            .try_fold(0u64, |a, tg| a.checked_add(tg.count))
+            .ok_or(EstimateError::Overflow { what: "tensors" })?;
+        // Which blocks hold experts, when every block has attention and an MLP: block
+        // i when i ≥ dense_layers and (i + 1) % every == 0 (`Moe::moe_layers`).
+        let mlp = self.mlp_layer_count();
+        let moe_count = self.moe.map_or(0, |m| m.moe_layers(mlp));
+        let is_moe = |i: u64| {
+            self.moe.is_some_and(|m| {
+                i >= m.dense_layers
+                    && i.checked_add(1).and_then(|j| j.checked_rem(m.every.max(1))) == Some(0)
+            })
+        };
+        let (mut i_wv, mut i_down) = (0u64, 0u64);
+        let mut out = Vec::with_capacity(groups.len());
+        for tg in groups {
+            let fmt = formats.for_role(tg.role);
+            let ft = match fmt.file_type() {
+                Some(ft) if mixed(tg) => ft,
+                _ => {
+                    out.push(vec![(fmt, tg.count)]);
+                    continue;
+                }
+            };
+            let Some(category) = mix_category(tg) else {
+                out.push(vec![(formats.kept, tg.count)]);
+                continue;
+            };
+            // (index, of, tensors at that index).
+            let counted = |from: u64, of: u64| -> Vec<(u64, u64, u64)> {
+                (0..tg.count)
+                    .map(|k| (from.saturating_add(k), of, 1))
+                    .collect()
+            };
+            let at: Vec<(u64, u64, u64)> = match category {
+                TensorCategory::AttnVLike => {
+                    let v = counted(i_wv, n_wv);
+                    i_wv = i_wv.saturating_add(tg.count);
+                    v
+                }
+                // Dense models: the `i_ffn_down` counter; with experts, the block
+                // named in the tensor ("blk.%d.").
+                TensorCategory::FfnDown if model.n_expert <= 1 => {
+                    let v = counted(i_down, n_layer);
+                    i_down = i_down.saturating_add(tg.count);
+                    v
+                }
+                TensorCategory::FfnDown => {
+                    let blocks: Vec<u64> = if tg.class == ParamClass::Mtp {
+                        (self.layers..n_layer).collect()
+                    } else {
+                        let experts = tg.name != "down_proj";
+                        let want = if experts {
+                            moe_count
+                        } else {
+                            mlp.saturating_sub(moe_count)
+                        };
+                        let found: Vec<u64> =
+                            (0..self.layers).filter(|&i| is_moe(i) == experts).collect();
+                        if found.len() as u64 == want {
+                            found
+                        } else if experts {
+                            (self.layers.saturating_sub(want)..self.layers).collect()
+                        } else {
+                            (0..want).collect()
+                        }
+                    };
+                    let nb = blocks.len() as u64;
+                    match tg.count.checked_div(nb) {
+                        Some(per) if per > 0 && tg.count.is_multiple_of(nb) => {
+                            blocks.into_iter().map(|b| (b, n_layer, per)).collect()
+                        }
+                        _ => counted(0, tg.count),
+                    }
+                }
+                _ => vec![(0, 1, tg.count)],
+            };
+            let mut runs: Vec<(StorageFormat, u64)> = Vec::new();
+            for (index, count, n) in at {
+                let ty = ft.tensor_type(
+                    MixTensor {
+                        category,
+                        index,
+                        count,
+                        cols: tg.cols,
+                    },
+                    model,
+                );
+                let f = StorageFormat::Gguf { ty, mix: None };
+                match runs.last_mut() {
+                    Some((last, k)) if *last == f => *k = k.saturating_add(n),
+                    _ => runs.push((f, n)),
+                }
+            }
+            out.push(runs);
+        }
+        Ok(out)
     }
 }

@@ -48,6 +48,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::EstimateError;
 use crate::units::checked_product;
 
+mod mix;
+pub use mix::{FileType, MixModel, MixTensor, TensorCategory, use_more_bits};
+
 /// A numeric type used for computing, activations, gradients or the KV cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -271,14 +274,15 @@ impl GgufType {
     }
 
     /// The type llama.cpp's quantiser falls back to when a row's length is not a
-    /// multiple of this type's block (llama-quant.cpp, "tensor cols not divisible").
+    /// multiple of this type's block (llama-quant.cpp's `tensor_type_fallback`,
+    /// ggml-org/llama.cpp 007dbbf3fd17eefe9b47fee45f48f7ba5e62b714), F16 when that
+    /// does not fit either.
     const fn fallback(self) -> GgufType {
         use GgufType::*;
         match self {
-            Q2K | Q3K | Iq2Xxs | Iq2Xs | Iq2S | Iq3Xxs | Iq3S | Iq1S | Iq1M | Tq1_0 | Tq2_0 => {
-                Iq4Nl
-            }
-            Q4K | Iq4Xs => Q5_0,
+            Iq2Xxs | Iq2Xs | Iq2S | Iq3Xxs | Iq3S | Iq1S | Iq1M | Iq4Xs => Iq4Nl,
+            Q2K | Q3K | Tq1_0 | Tq2_0 => Q4_0,
+            Q4K => Q5_0,
             Q5K => Q5_1,
             Q6K => Q8_0,
             _ => F16,
@@ -340,10 +344,14 @@ pub enum StorageFormat {
         /// Group size along the input dimension.
         group: u32,
     },
-    /// A GGUF/ggml block type.
+    /// A GGUF/ggml block type, or a llama.cpp file type mixing several.
     Gguf {
-        /// The ggml type.
+        /// The ggml type (a file type's main type, `llama_ftype_get_default_type`).
         ty: GgufType,
+        /// The llama.cpp file type (`Q4_K_M`, …) whose rules pick each tensor's type
+        /// around `ty`; none for one type throughout.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mix: Option<FileType>,
     },
 }
 
@@ -360,6 +368,14 @@ impl StorageFormat {
     /// bf16, the usual format of 16-bit checkpoints.
     pub const BF16: StorageFormat = StorageFormat::Dense { dtype: Dtype::Bf16 };
 
+    /// The llama.cpp file type whose rules type each tensor, if any.
+    pub const fn file_type(self) -> Option<FileType> {
+        match self {
+            StorageFormat::Gguf { mix, .. } => mix,
+            _ => None,
+        }
+    }
+
     /// True for any format other than a plain dense type.
     pub const fn is_quantised(self) -> bool {
         !matches!(self, StorageFormat::Dense { .. })
@@ -368,8 +384,8 @@ impl StorageFormat {
     /// Parses the names the CLI and the URL use: `fp32`, `bf16`, `fp16`, `fp8`,
     /// `fp8-block`, `int8`, `gptq-4-g128` (`-nogidx` to drop `g_idx`),
     /// `awq-4-g128`, `nf4`, `nf4-dq`, `fp4`, `fp4-dq`, and GGUF types such as
-    /// `q4_k`, `q6_k`, `q8_0`, `iq4_xs` in any case, llama.cpp's file types too
-    /// (`Q4_K_M` as its main type, Q4_K).
+    /// `q4_k`, `q6_k`, `q8_0`, `iq4_xs` in any case, and llama.cpp's file types
+    /// (`Q4_K_M`, `Q5_K_S`, `Q3_K_L`, `Q2_K`, …) as the mix of types they write.
     pub fn parse(field: &'static str, text: &str) -> Result<StorageFormat, EstimateError> {
         let t = text.trim().to_ascii_lowercase();
         let bad = |why: &str| EstimateError::invalid(field, format!("{text:?}: {why}"));
@@ -459,19 +475,21 @@ impl StorageFormat {
             }
             return Ok(StorageFormat::W4a16 { group });
         }
+        // llama.cpp's file types (Q4_K_M is Q4_K with some tensors in Q6_K): each
+        // tensor in the type llama-quant.cpp picks for it (format/mix.rs).
+        if let Some(&ft) = FileType::ALL.iter().find(|f| f.name() == t) {
+            return Ok(StorageFormat::Gguf {
+                ty: ft.main(),
+                mix: Some(ft),
+            });
+        }
         let upper = t.to_ascii_uppercase();
-        // llama.cpp's file types name a mix by its main block type and a size:
-        // Q4_K_M is Q4_K with some tensors in Q6_K (llama-quant.cpp). Estimated as
-        // the main type; a GGUF file's header counts the mix exactly.
-        let main = ["_S", "_M", "_L"]
-            .iter()
-            .find_map(|s| upper.strip_suffix(s).filter(|m| m.ends_with("_K")));
         for id in 0..64 {
             if let Some(ty) = GgufType::from_id(id)
-                && (ty.name() == upper || Some(ty.name()) == main)
+                && ty.name() == upper
                 && !matches!(ty, GgufType::F32 | GgufType::F16 | GgufType::Bf16)
             {
-                return Ok(StorageFormat::Gguf { ty });
+                return Ok(StorageFormat::Gguf { ty, mix: None });
             }
         }
         Err(bad(
@@ -503,7 +521,8 @@ impl StorageFormat {
             StorageFormat::Nvfp4 { w4a4 } => if w4a4 { "nvfp4" } else { "nvfp4a16" }.into(),
             StorageFormat::Fp8Channel => "fp8-channel".into(),
             StorageFormat::W4a16 { group } => format!("w4a16-g{group}"),
-            StorageFormat::Gguf { ty } => ty.name().to_ascii_lowercase(),
+            StorageFormat::Gguf { mix: Some(ft), .. } => ft.name().into(),
+            StorageFormat::Gguf { ty, mix: None } => ty.name().to_ascii_lowercase(),
         }
     }
 
@@ -627,7 +646,8 @@ impl StorageFormat {
                 )?;
                 plain(sum(&[packed, scales, 8])?)
             }
-            StorageFormat::Gguf { ty } => gguf_matrix_bytes(ty, out, inp),
+            // A file type's tensors outside an architecture: its main type.
+            StorageFormat::Gguf { ty, .. } => gguf_matrix_bytes(ty, out, inp),
         }
     }
 }
@@ -716,19 +736,28 @@ mod tests {
     }
 
     #[test]
-    fn llama_cpp_file_types_read_in_any_case_as_their_main_block_type() {
-        for (name, want) in [
-            ("Q4_K_M", "Q4_K"),
-            ("q4_k_s", "Q4_K"),
-            ("Q5_K_M", "Q5_K"),
-            ("Q3_K_L", "Q3_K"),
-            ("Q8_0", "Q8_0"),
-            ("IQ4_XS", "IQ4_XS"),
+    fn llama_cpp_file_types_read_in_any_case_and_print_as_typed() {
+        for (name, main, typed) in [
+            ("Q4_K_M", GgufType::Q4K, "q4_k_m"),
+            ("q4_k_s", GgufType::Q4K, "q4_k_s"),
+            ("Q5_K_M", GgufType::Q5K, "q5_k_m"),
+            ("Q3_K_L", GgufType::Q3K, "q3_k_l"),
+            ("Q2_K", GgufType::Q2K, "q2_k"),
+            ("Q8_0", GgufType::Q8_0, "q8_0"),
+            ("q6_k", GgufType::Q6K, "q6_k"),
+            ("Q4_0", GgufType::Q4_0, "q4_0"),
         ] {
             let f = StorageFormat::parse("format", name).unwrap();
-            assert_eq!(f.name().to_ascii_uppercase(), want, "{name}");
+            assert_eq!(f.name(), typed, "{name}");
+            assert!(matches!(f, StorageFormat::Gguf { ty, mix: Some(_) } if ty == main));
+            assert_eq!(StorageFormat::parse("format", &f.name()).unwrap(), f);
+        }
+        for (name, want) in [("IQ4_XS", "iq4_xs"), ("Q4_K", "q4_k"), ("q3_k", "q3_k")] {
+            let f = StorageFormat::parse("format", name).unwrap();
+            assert_eq!((f.name().as_str(), f.file_type()), (want, None), "{name}");
         }
         assert!(StorageFormat::parse("format", "Q8_0_M").is_err());
+        assert!(StorageFormat::parse("format", "q4_k_xl").is_err());
     }
 
     #[test]
@@ -748,7 +777,10 @@ mod tests {
 
     #[test]
     fn gguf_falls_back_when_rows_do_not_fit_the_block() {
-        let f = StorageFormat::Gguf { ty: GgufType::Q4K };
+        let f = StorageFormat::Gguf {
+            ty: GgufType::Q4K,
+            mix: None,
+        };
         let t = f.matrix_bytes(896, 896).unwrap();
         // 896 is not a multiple of 256: Q5_0 (22 B per 32) as llama.cpp does.
         assert_eq!(t.bytes, 896 * (896 / 32) * 22);

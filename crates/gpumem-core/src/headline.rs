@@ -55,8 +55,8 @@ pub fn format_ladder(train: TrainMode) -> &'static [&'static str] {
 
 /// The formats `engine` loads, widest first: the pool engines (vLLM, SGLang, TGI)
 /// load safetensors checkpoints — 16-bit, fp8, bitsandbytes int8, 4-bit AWQ/GPTQ —
-/// and no GGUF block type; llama.cpp loads GGUF only (bf16, q8_0 and the k-quants by
-/// their file types); transformers what its loaders take (16-bit, bitsandbytes). For
+/// and no GGUF block type; llama.cpp loads GGUF only (bf16, q8_0, q6_k and the
+/// k-quant file types llama-quantize writes, each counted as its mix of types); transformers what its loaders take (16-bit, bitsandbytes). For
 /// training, the training method's own ladder.
 pub fn engine_ladder(train: TrainMode, engine: Option<Engine>) -> &'static [&'static str] {
     if train != TrainMode::None {
@@ -65,7 +65,7 @@ pub fn engine_ladder(train: TrainMode, engine: Option<Engine>) -> &'static [&'st
     match engine {
         None => &FORMAT_LADDER,
         Some(Engine::Vllm | Engine::Sglang | Engine::Tgi) => &["bf16", "fp8", "int8", "awq-4-g128"],
-        Some(Engine::LlamaCpp) => &["bf16", "q8_0", "q6_k", "q4_k_m", "q3_k", "q2_k"],
+        Some(Engine::LlamaCpp) => &["bf16", "q8_0", "q6_k", "q4_k_m", "q3_k_m", "q2_k"],
         Some(Engine::Transformers) => &["bf16", "int8", "nf4"],
     }
 }
@@ -688,6 +688,21 @@ mod tests {
                 .all(|w| w[0].weights_bytes > w[1].weights_bytes || w[1].format == "q4_k")
         );
         assert!(compare_formats(&i, card, &Basis::Estimate, &["bogus"]).is_err());
+    }
+
+    #[test]
+    fn llama_cpps_ladder_names_its_file_types_as_typed_and_narrows() {
+        let i = llama_8b(&[("context", "8192")]);
+        let card = find("rtx-4090").unwrap();
+        let ladder = engine_ladder(TrainMode::None, Some(Engine::LlamaCpp));
+        let rows = compare_formats(&i, card, &Basis::Estimate, ladder).unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r.format.as_str()).collect();
+        assert_eq!(names, ladder);
+        assert!(
+            rows.windows(2)
+                .all(|w| w[0].weights_bytes > w[1].weights_bytes),
+            "{rows:?}"
+        );
     }
 
     #[test]

@@ -60,6 +60,10 @@ const CASES: &[(&str, &str)] = &[
         include_str!("cases/llama-3.1-8b-q4_k.json"),
     ),
     (
+        "llama-3.1-8b-q4_k_m",
+        include_str!("cases/llama-3.1-8b-q4_k_m.json"),
+    ),
+    (
         "llama-3.1-8b-q8_0",
         include_str!("cases/llama-3.1-8b-q8_0.json"),
     ),

@@ -750,7 +750,7 @@ fn gguf_tensors_sum_to_the_estimates_weights() {
         "deepseek-v3",
         "llama-4-scout",
     ] {
-        for format in ["bf16", "q4_k"] {
+        for format in ["bf16", "q4_k", "q4_k_m", "q3_k_m"] {
             inputs.push((format!("{id} {format}"), preset(id, &[("format", format)])));
         }
     }
@@ -795,6 +795,19 @@ fn gguf_tensor_names_and_bytes() {
     assert_eq!(find(&llama, "blk.7.attn_k.weight"), 1024 * 4096 * 2);
     assert_eq!(find(&llama, "output.weight"), 128_256 * 4096 * 2);
     assert_eq!(find(&llama, "output_norm.weight"), 4096 * 2);
+
+    // Q4_K_M: attn_v and ffn_down in Q6_K where llama-quant.cpp's use_more_bits
+    // picks the block (0-3, 6, 9, …, 27, 28-31), else Q4_K; output in Q6_K.
+    let q = gguf_list(&llama_8b(&[("format", "q4_k_m")]));
+    let q4 = |r: u64, c: u64| r * c / 256 * 144;
+    let q6 = |r: u64, c: u64| r * c / 256 * 210;
+    assert_eq!(find(&q, "blk.3.attn_v.weight"), q6(1024, 4096));
+    assert_eq!(find(&q, "blk.4.attn_v.weight"), q4(1024, 4096));
+    assert_eq!(find(&q, "blk.6.ffn_down.weight"), q6(4096, 14_336));
+    assert_eq!(find(&q, "blk.7.ffn_down.weight"), q4(4096, 14_336));
+    assert_eq!(find(&q, "blk.7.attn_q.weight"), q4(4096, 4096));
+    assert_eq!(find(&q, "output.weight"), q6(128_256, 4096));
+    assert_eq!(find(&q, "token_embd.weight"), q4(128_256, 4096));
 
     let mixtral = gguf_list(&preset("mixtral-8x7b", &[]));
     assert_eq!(mixtral.len(), 3 + 32 * 10);

@@ -32,10 +32,16 @@ pub(crate) fn module_formats(input: &EstimateInput) -> Result<ModuleFormats, Est
         (None, Some(bits)) => format_for_bits(bits)?,
         (None, None) => StorageFormat::BF16,
     };
+    // A llama.cpp file type quantises token_embd and output too (its own rules).
+    let vocab = if linear.file_type().is_some() {
+        linear
+    } else {
+        input.keep_format
+    };
     Ok(ModuleFormats {
         linear,
         attention: input.attention_format.unwrap_or(linear),
-        vocab: input.keep_format,
+        vocab,
         kept: input.keep_format,
     })
 }
@@ -95,7 +101,21 @@ pub(super) fn weights(
                 device,
                 Kind::Computed,
                 true,
-                format!("{} parameters stored as {}", c.params, c.formats),
+                if c.mix.is_empty() {
+                    format!("{} parameters stored as {}", c.params, c.formats)
+                } else {
+                    let types: Vec<String> = c
+                        .mix
+                        .iter()
+                        .map(|(ty, n)| format!("{n} × {}", ty.name()))
+                        .collect();
+                    format!(
+                        "{} parameters stored as {} (llama.cpp's tensor types: {})",
+                        c.params,
+                        c.formats,
+                        types.join(", ")
+                    )
+                },
                 &[
                     ("parameters", c.params.to_string()),
                     ("format", c.formats.clone()),
@@ -162,6 +182,13 @@ pub(super) fn weights(
                 "parameter-count mode with {}: every parameter is assumed quantised, in {d}×{d} linear layers, to count its scales and zero-points; use the architecture mode or a model file for exact bytes",
                 q.name()
             ));
+            if let (Some(ft), StorageFormat::Gguf { ty, .. }) = (q.file_type(), q) {
+                b.assumptions.push(format!(
+                    "{} counted as its main type {} throughout: the types llama.cpp gives each tensor need the architecture",
+                    ft.name(),
+                    ty.name()
+                ));
+            }
             (
                 bytes,
                 Kind::Assumed,

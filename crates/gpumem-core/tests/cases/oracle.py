@@ -126,13 +126,40 @@ for name, (c, src, params) in MODELS.items():
           {"weights_bytes": 2 * params, "parameters": params, "active_parameters": active_params(c),
            "lines": lines, "total_bytes": 2 * params + 4 * GIB})
 
-# Quantised formats on Llama-3.1-8B: linear layers quantised, the rest bf16.
+# Quantised formats on Llama-3.1-8B: linear layers quantised, the rest bf16; a
+# llama.cpp file type (q8_0) quantises token_embd and output too.
 c = MODELS["llama-3.1-8b"][0]
 for fmt in ["gptq-4-g128", "awq-4-g128", "nf4", "nf4-dq", "q4_k", "q8_0", "fp8", "fp8-block", "int8"]:
     lines = model_lines(c, fmt)
+    if fmt == "q8_0":
+        lines["weights.embeddings"] = lines["weights.lm_head"] = linear_bytes(fmt, c["vocab"], c["hidden"])
     write(f"llama-3.1-8b-{fmt}", "meta-llama/Llama-3.1-8B config.json; layouts in gpumem-core/src/format.rs docs",
           {**arch_inputs(c), "format": fmt, "reserve-gib": 0},
           {"weights_bytes": sum(lines.values()), "lines": lines})
+
+# llama.cpp's Q4_K_M file type (src/llama-quant.cpp, llama_tensor_get_type_impl):
+# output.weight in Q6_K, attn_v and ffn_down in Q6_K in the blocks use_more_bits
+# picks, every other matrix in Q4_K; norms counted in bf16 as above.
+def q4_k_m_lines(c):
+    h, L, V = c["hidden"], c["layers"], c["vocab"]
+    q, kv, inter = c["heads"] * c["head-dim"], c["kv-heads"] * c["head-dim"], c["intermediate"]
+    q4 = lambda o, i: o * (i // 256) * 144
+    q6 = lambda o, i: o * (i // 256) * 210
+    more = lambda i: i < L // 8 or i >= 7 * L // 8 or (i - L // 8) % 3 == 2
+    v = lambda i: (q6 if more(i) else q4)(kv, h)
+    down = lambda i: (q6 if more(i) else q4)(h, inter)
+    return {
+        "weights.embeddings": q4(V, h),
+        "weights.attention": sum(q4(q, h) + q4(kv, h) + v(i) + q4(h, q) for i in range(L)),
+        "weights.mlp": sum(2 * q4(inter, h) + down(i) for i in range(L)),
+        "weights.norms": 2 * (2 * L * h + h),
+        "weights.lm_head": q6(V, h),
+    }
+
+lines = q4_k_m_lines(c)
+write("llama-3.1-8b-q4_k_m", "meta-llama/Llama-3.1-8B config.json; llama.cpp src/llama-quant.cpp (ggml-org/llama.cpp 007dbbf3fd17eefe9b47fee45f48f7ba5e62b714)",
+      {**arch_inputs(c), "format": "q4_k_m", "reserve-gib": 0},
+      {"weights_bytes": sum(lines.values()), "lines": lines})
 
 # Mistral sliding window: 32 layers x window 4096 at 16k tokens, 2 sequences.
 c = MODELS["mistral-7b-v0.1"][0]

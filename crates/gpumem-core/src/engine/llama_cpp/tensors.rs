@@ -325,18 +325,42 @@ pub fn gguf_tensors(
     };
     let mut out = Vec::new();
     let mut prev = None;
-    for tg in a.tensors()? {
-        let fmt = formats.for_role(tg.role);
-        let one = if tg.cols == 1 {
-            fmt.vector_bytes(tg.rows)?
-        } else {
-            fmt.matrix_bytes(tg.rows, tg.cols)?.bytes
+    let groups = a.tensors()?;
+    // Each tensor's format: a llama.cpp file type types them by role and layer.
+    let runs = a.tensor_formats(&groups, formats)?;
+    let mut embd = None;
+    for (tg, runs) in groups.into_iter().zip(runs) {
+        let one_in = |f: crate::format::StorageFormat| -> Result<u64, EstimateError> {
+            if tg.cols == 1 {
+                f.vector_bytes(tg.rows)
+            } else {
+                Ok(f.matrix_bytes(tg.rows, tg.cols)?.bytes)
+            }
         };
+        // Bytes of `n` tensors from the group's `from`-th, in the group's order.
+        let bytes_of = |from: u64, n: u64| -> Result<u64, EstimateError> {
+            let mut left = n;
+            let mut skip = from;
+            let mut total = 0u64;
+            for &(f, k) in &runs {
+                let here = k.saturating_sub(skip).min(left);
+                skip = skip.saturating_sub(k);
+                if here > 0 {
+                    let b = one_in(f)?.checked_mul(here).ok_or(OVERFLOW)?;
+                    total = total.checked_add(b).ok_or(OVERFLOW)?;
+                    left = left.saturating_sub(here);
+                }
+            }
+            Ok(total)
+        };
+        if tg.name == "embed_tokens" {
+            embd = runs.first().map(|r| r.0);
+        }
         if matches!(tg.class, ParamClass::Mtp | ParamClass::Tower) {
             out.push(GgufTensor {
                 slot: Slot::Extra,
                 suffix: tg.name,
-                bytes: one.checked_mul(tg.count).ok_or(OVERFLOW)?,
+                bytes: bytes_of(0, tg.count)?,
                 named: false,
                 duplicate: false,
                 expert: false,
@@ -369,9 +393,20 @@ pub fn gguf_tensors(
         };
         let per = (names.len() as u64).saturating_mul(m);
         let slots = tg.count.checked_div(per).unwrap_or(0);
-        let bytes = one.checked_mul(m).ok_or(OVERFLOW)?;
+        // The k-th slot's tensors, in the group's order.
+        let mut k = 0u64;
+        let mut failed = None;
         let mut push = |slot: Slot| {
-            for &suffix in names {
+            for (j, &suffix) in names.iter().enumerate() {
+                let bytes = k
+                    .checked_mul(per)
+                    .and_then(|x| x.checked_add((j as u64).checked_mul(m)?))
+                    .ok_or(OVERFLOW)
+                    .and_then(|from| bytes_of(from, m))
+                    .unwrap_or_else(|e| {
+                        failed.get_or_insert(e);
+                        0
+                    });
                 out.push(GgufTensor {
                     slot,
                     suffix,
@@ -382,6 +417,7 @@ pub fn gguf_tensors(
                     class: tg.class,
                 });
             }
+            k = k.saturating_add(1);
         };
         match rule {
             Rule::Input | Rule::Output => {
@@ -405,9 +441,16 @@ pub fn gguf_tensors(
             }
             _ => spread(slots, n, &mut push),
         }
+        if let Some(e) = failed {
+            return Err(e);
+        }
     }
     if a.tied_embeddings {
-        let one = formats.vocab.matrix_bytes(a.vocab, a.hidden)?.bytes;
+        // The output's copy, in the type the file gives token_embd.
+        let one = embd
+            .unwrap_or(formats.vocab)
+            .matrix_bytes(a.vocab, a.hidden)?
+            .bytes;
         out.push(GgufTensor {
             slot: Slot::Output,
             suffix: "token_embd.weight",
