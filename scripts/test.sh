@@ -25,7 +25,7 @@ step "format" cargo fmt --all --check
 # numbers in code, CLI, pages or docs (a grep, under a second).
 step "no citation of texts outside the repository" ./scripts/references.sh
 step "clippy (native)" cargo clippy --workspace --all-targets --quiet -- -D warnings
-step "clippy (pages and lookup module, wasm32)" cargo clippy -p gpumem-web -p gpumem-lookup --target wasm32-unknown-unknown --quiet -- -D warnings
+step "clippy (pages, lookup and engine modules, wasm32)" cargo clippy -p gpumem-web -p gpumem-lookup -p gpumem-engine --target wasm32-unknown-unknown --quiet -- -D warnings
 step "core builds for wasm32" cargo build -p gpumem-core --target wasm32-unknown-unknown --quiet
 if [ -x scripts/check-dist.sh ]; then
   step "dist/ is up to date" ./scripts/check-dist.sh
