@@ -56,27 +56,26 @@ wasm_features="--enable-bulk-memory --enable-multivalue --enable-mutable-globals
 # page −3.1 KB, lookup module −8.3 KB against plain -Oz); the rest of -Oz is kept, and
 # run until it changes nothing more (--converge: dimensioner −0.27 KB gzip).
 wasm_opt_skip="--converge --skip-pass=inlining-optimizing --skip-pass=local-cse"
+# lazy_module NAME: builds crate gpumem-NAME into target/web-NAME-dist/ (wasm-bindgen,
+# then wasm-opt) and prints the folder it goes to under dist/, NAME-<content hash>.
+lazy_module() {
+  local name="$1" stage="$root/target/web-$1-dist"
+  rm -rf "$stage"
+  mkdir -p "$stage"
+  env "${page_env[@]}" RUSTFLAGS="$flags" cargo build --locked --release --quiet --target wasm32-unknown-unknown -p "gpumem-$name"
+  wasm-bindgen --target web --no-typescript --out-dir "$stage" --out-name "gpumem_$name" \
+    "$root/target/wasm32-unknown-unknown/release/gpumem_$name.wasm"
+  # shellcheck disable=SC2086 # the feature flags are separate words
+  wasm-opt -Oz $wasm_opt_skip $wasm_features "$stage/gpumem_${name}_bg.wasm" -o "$stage/gpumem_${name}_bg.wasm"
+  echo "$name-$(cat "$stage/gpumem_$name.js" "$stage/gpumem_${name}_bg.wasm" | sha256sum | cut -c1-16)"
+}
 lookup_stage="$root/target/web-lookup-dist"
-rm -rf "$lookup_stage"
-mkdir -p "$lookup_stage"
-env "${page_env[@]}" RUSTFLAGS="$flags" cargo build --locked --release --quiet --target wasm32-unknown-unknown -p gpumem-lookup
-wasm-bindgen --target web --no-typescript --out-dir "$lookup_stage" --out-name gpumem_lookup \
-  "$root/target/wasm32-unknown-unknown/release/gpumem_lookup.wasm"
-# shellcheck disable=SC2086 # the feature flags are separate words
-wasm-opt -Oz $wasm_opt_skip $wasm_features "$lookup_stage/gpumem_lookup_bg.wasm" -o "$lookup_stage/gpumem_lookup_bg.wasm"
-lookup_dir="lookup-$(cat "$lookup_stage"/gpumem_lookup.js "$lookup_stage"/gpumem_lookup_bg.wasm | sha256sum | cut -c1-16)"
+lookup_dir="$(lazy_module lookup)"
 export GPUMEM_LOOKUP_JS="/$lookup_dir/gpumem_lookup.js"
 # The engine module (web/engine: the serving engines' rules) the same way: the
 # dimensioner loads it once its first screen is up (GPUMEM_ENGINE_JS).
 engine_stage="$root/target/web-engine-dist"
-rm -rf "$engine_stage"
-mkdir -p "$engine_stage"
-env "${page_env[@]}" RUSTFLAGS="$flags" cargo build --locked --release --quiet --target wasm32-unknown-unknown -p gpumem-engine
-wasm-bindgen --target web --no-typescript --out-dir "$engine_stage" --out-name gpumem_engine \
-  "$root/target/wasm32-unknown-unknown/release/gpumem_engine.wasm"
-# shellcheck disable=SC2086 # the feature flags are separate words
-wasm-opt -Oz $wasm_opt_skip $wasm_features "$engine_stage/gpumem_engine_bg.wasm" -o "$engine_stage/gpumem_engine_bg.wasm"
-engine_dir="engine-$(cat "$engine_stage"/gpumem_engine.js "$engine_stage"/gpumem_engine_bg.wasm | sha256sum | cut -c1-16)"
+engine_dir="$(lazy_module engine)"
 export GPUMEM_ENGINE_JS="/$engine_dir/gpumem_engine.js"
 # The agent page next, into a scratch directory (trunk empties its --dist), then the
 # dimensioner into dist/, then the agent page copied under dist/agent/ and the lookup
