@@ -1133,3 +1133,34 @@ pub fn budget_per_card(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod card_table {
+    use super::*;
+    use crate::catalogue::{Arch, CATALOGUE};
+
+    /// The engines' card facts name catalogue cards, and agree with the catalogue's
+    /// own row: a misspelt id would silently fall back to the derived figures.
+    #[test]
+    fn every_torch_card_is_a_catalogue_card_and_agrees_with_it() {
+        for t in TORCH_CARDS {
+            let c = CATALOGUE
+                .iter()
+                .find(|c| c.id == t.id)
+                .unwrap_or_else(|| panic!("{} is not a catalogue id", t.id));
+            assert_eq!(
+                t.sm90,
+                c.arch == Arch::Hopper,
+                "{}: sm_90 against its generation",
+                t.id
+            );
+            if let Some(total) = t.total {
+                assert!(
+                    total <= c.capacity().0.max(c.label_bytes),
+                    "{}: torch's total above the card's",
+                    t.id
+                );
+            }
+        }
+    }
+}
