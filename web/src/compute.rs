@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::rules::{Rules, request};
 use gpumem_core::EstimateError;
 use gpumem_core::engine::{self, EngineParams};
 use gpumem_core::estimate::{Estimate, estimate};
@@ -14,10 +15,6 @@ use gpumem_core::headline::{ByEstimate, Headline, headline, inputs_line};
 use gpumem_core::import::TensorSummary;
 use gpumem_core::params::from_pairs;
 use gpumem_core::presets::PRESETS;
-use gpumem_proto::lookup::TensorsRead;
-use gpumem_proto::rules::RulesRequest;
-
-use crate::rules::Rules;
 
 /// The workloads, in display order: (title, page-key prefix).
 pub const WORKLOADS: [(&str, &str); 3] = [
@@ -175,12 +172,7 @@ pub fn compute(
 /// One non-generic entry point, so the page holds one copy of the parser.
 #[inline(never)]
 pub fn engine_settings(pairs: &[(&'static str, String)]) -> (EngineParams, Vec<EstimateError>) {
-    engine::from_pairs(
-        pairs
-            .iter()
-            .filter(|(k, _)| engine::is_engine_key(k))
-            .map(|(k, v)| (*k, v.as_str())),
-    )
+    engine::from_pairs_among(pairs.iter().map(|(k, v)| (*k, v.as_str())))
 }
 
 /// The preset whose shape `shape` (the shape keys' pairs) describes, if any.
@@ -214,19 +206,7 @@ pub fn answer(
     let est = estimate(&input).ok()?;
     let (settings, _) = engine_settings(page);
     let h = match (settings.engine, rules) {
-        (Some(_), Some(rules)) => {
-            let own = |v: &[(&'static str, String)]| {
-                v.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
-            };
-            rules.answer(&RulesRequest {
-                pairs: own(pairs),
-                page: own(page),
-                tensors: tensors.map(|t| TensorsRead {
-                    files: Vec::new(),
-                    summary: t.clone(),
-                }),
-            })
-        }
+        (Some(_), Some(rules)) => rules.answer(&request(pairs, page, tensors)),
         (Some(_), None) => Err("the engine rules are not loaded on this page".into()),
         (None, _) => {
             headline(&input, &est, settings.card.as_ref(), &ByEstimate).map_err(|e| e.to_string())

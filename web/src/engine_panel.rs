@@ -11,13 +11,11 @@
 
 use gpumem_core::engine::engine_keys;
 use gpumem_core::params::FieldGroup;
-use gpumem_proto::lookup::TensorsRead;
-use gpumem_proto::rules::RulesRequest;
 use leptos::prelude::*;
 
 use crate::compute::Computed;
 use crate::inputs::group_fields;
-use crate::rules::Rules;
+use crate::rules::{Rules, request};
 use crate::state::Form;
 
 /// The engine section of the results column.
@@ -34,21 +32,12 @@ pub fn EnginePanel() -> impl IntoView {
         let pairs = computed.with(|c| c.workloads.get(focus.get()).map(|w| w.pairs.clone()))?;
         // Valid flags apply; an invalid one is shown beside its field (compute.rs)
         // and left at the engine's default by the module.
-        let page: Vec<(String, String)> = sigs
+        let page: Vec<(&'static str, String)> = sigs
             .iter()
-            .map(|(k, s)| (k.to_string(), s.get()))
+            .map(|(k, s)| (*k, s.get()))
             .filter(|(_, v)| !v.trim().is_empty())
             .collect();
-        let request = RulesRequest {
-            pairs: pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-            page,
-            tensors: imported.with(|i| {
-                i.as_ref().map(|i| TensorsRead {
-                    files: Vec::new(),
-                    summary: i.summary.clone(),
-                })
-            }),
-        };
+        let request = imported.with(|i| request(&pairs, &page, i.as_ref().map(|i| &i.summary)));
         rules?.panel(&request)
     });
     view! {

@@ -9,6 +9,8 @@
 use std::cell::RefCell;
 
 use gpumem_core::headline::Headline;
+use gpumem_core::import::TensorSummary;
+use gpumem_proto::lookup::TensorsRead;
 use gpumem_proto::rules::{self, Panel, RulesRequest};
 use js_sys::{Function, Reflect};
 use leptos::prelude::*;
@@ -25,6 +27,25 @@ pub const ENGINE_JS: &str = match option_env!("GPUMEM_ENGINE_JS") {
 extern "C" {
     #[wasm_bindgen(catch)]
     async fn load_engine(url: &str) -> Result<JsValue, JsValue>;
+}
+
+/// The request for one workload (its `pairs`), the page's engine and card keys
+/// (`page`) and the imported `tensors`.
+pub fn request(
+    pairs: &[(&'static str, String)],
+    page: &[(&'static str, String)],
+    tensors: Option<&TensorSummary>,
+) -> RulesRequest {
+    let own =
+        |v: &[(&'static str, String)]| v.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    RulesRequest {
+        pairs: own(pairs),
+        page: own(page),
+        tensors: tensors.map(|t| TensorsRead {
+            files: Vec::new(),
+            summary: t.clone(),
+        }),
+    }
 }
 
 thread_local! {

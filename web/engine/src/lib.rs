@@ -59,12 +59,7 @@ fn input_of(r: &RulesRequest) -> Option<EstimateInput> {
 
 /// The engine flags among the page's pairs (other keys are skipped).
 fn settings_of(page: &[(String, String)]) -> EngineParams {
-    engine::from_pairs(
-        page.iter()
-            .filter(|(k, _)| engine::is_engine_key(k))
-            .map(|(k, v)| (k.as_str(), v.as_str())),
-    )
-    .0
+    engine::from_pairs_among(page.iter().map(|(k, v)| (k.as_str(), v.as_str()))).0
 }
 
 /// The headline under the page's engine (on its card, or on the smallest catalogue

@@ -228,6 +228,15 @@ pub fn is_engine_key(key: &str) -> bool {
     crate::fields::field(key).is_some_and(|f| f.is_engine())
 }
 
+/// The engine flags among `pairs` (a page's or a workload's: every other key is
+/// skipped), as [`from_pairs`] parses them.
+pub fn from_pairs_among<'a, I>(pairs: I) -> (EngineParams, Vec<EstimateError>)
+where
+    I: IntoIterator<Item = (&'a str, &'a str)>,
+{
+    from_pairs(pairs.into_iter().filter(|(k, _)| is_engine_key(k)))
+}
+
 /// Looks a card up as people type it ([`crate::catalogue::resolve`]: id, name, short
 /// form or capacity); `None` when it names no card or several.
 pub fn find_card(text: &str) -> Option<GpuCard> {
