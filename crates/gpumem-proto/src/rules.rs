@@ -219,69 +219,44 @@ fn read_fit(line: &Line, f: &[String]) -> Result<CardFit, String> {
 
 /// Reads an answer written by [`write_answer`]: the headline, or why there is none.
 pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
-    let mut head: Option<Headline> = None;
-    let mut format: Option<(String, u64, bool)> = None;
+    // The headline record's fields, then the card's fit, which every headline has.
+    let mut head: Option<(String, bool, String, u64, bool)> = None;
+    let mut card: Option<CardFit> = None;
+    let mut margin = Margin::default();
+    let (mut sequences, mut cards, mut cards_note, mut smallest) = (None, None, None, None);
+    let (mut format, mut format_fit) = (None, None);
+    let mut warnings = Vec::new();
     for line in lines(text, ANSWER)? {
         if line.kind == "error" {
             return Ok(Err(line.fields(1)?[0].clone()));
         }
-        if line.kind == "headline" {
-            let f = line.fields(5)?;
-            head = Some(Headline {
-                verdict: f[0].clone(),
-                card: CardFit {
-                    id: String::new(),
-                    name: String::new(),
-                    capacity_bytes: 0,
-                    capacity_kind: String::new(),
-                    need_bytes: 0,
-                    headroom_bytes: 0,
-                    fits: false,
-                    margin_bytes: 0,
-                    reserve_bytes: 0,
-                    verdict: String::new(),
-                },
-                card_given: boolean(&line, &f[1])?,
-                margin: Margin::default(),
-                basis: f[2].clone(),
-                used_ppm: line.number(&f[3])?,
-                sequences: None,
-                cards: None,
-                cards_note: None,
-                any_fits: boolean(&line, &f[4])?,
-                smallest: None,
-                format: None,
-                warnings: Vec::new(),
-            });
-            continue;
+        if line.kind != "headline" && head.is_none() {
+            return Err(line.error("before the headline record"));
         }
-        let h = head
-            .as_mut()
-            .ok_or_else(|| line.error("before the headline record"))?;
         match line.kind {
+            "headline" => {
+                let f = line.fields(5)?;
+                head = Some((
+                    f[0].clone(),
+                    boolean(&line, &f[1])?,
+                    f[2].clone(),
+                    line.number(&f[3])?,
+                    boolean(&line, &f[4])?,
+                ));
+            }
             "fit" => {
                 let f = line.fields(11)?;
                 let fit = read_fit(&line, f)?;
                 match f[0].as_str() {
-                    "card" => h.card = fit,
-                    "smallest" => h.smallest = Some(fit),
-                    "format" => {
-                        let (name, weights, runs) = format
-                            .take()
-                            .ok_or_else(|| line.error("before its format record"))?;
-                        h.format = Some(FormatFit {
-                            format: name,
-                            weights_bytes: weights,
-                            fit,
-                            runs,
-                        });
-                    }
+                    "card" => card = Some(fit),
+                    "smallest" => smallest = Some(fit),
+                    "format" => format_fit = Some(fit),
                     _ => return Err(line.error("an unknown role")),
                 }
             }
             "margin" => {
                 let f = line.fields(4)?;
-                h.margin = Margin {
+                margin = Margin {
                     assumed_bytes: line.number(&f[0])?,
                     capacity_bytes: line.number(&f[1])?,
                     bytes: line.number(&f[2])?,
@@ -290,7 +265,7 @@ pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
             }
             "sequences" => {
                 let f = line.fields(3)?;
-                h.sequences = Some(Sequences {
+                sequences = Some(Sequences {
                     asked: line.number(&f[0])?,
                     fit: line.number(&f[1])?,
                     tokens: line.number(&f[2])?,
@@ -298,23 +273,48 @@ pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
             }
             "cards" => {
                 let f = line.fields(4)?;
-                h.cards = Some(Cards {
+                cards = Some(Cards {
                     cards: line.number(&f[0])?,
                     tp: line.number(&f[1])?,
                     pp: line.number(&f[2])?,
                     need_bytes: line.number(&f[3])?,
                 });
             }
-            "cards-note" => h.cards_note = Some(line.fields(1)?[0].clone()),
+            "cards-note" => cards_note = Some(line.fields(1)?[0].clone()),
             "format" => {
                 let f = line.fields(3)?;
                 format = Some((f[0].clone(), line.number(&f[1])?, boolean(&line, &f[2])?));
             }
-            "warning" => h.warnings.push(line.fields(1)?[0].clone()),
+            "warning" => warnings.push(line.fields(1)?[0].clone()),
             _ => return Err(line.error("an unknown record")),
         }
     }
-    head.map(Ok).ok_or_else(|| "no headline record".into())
+    let (verdict, card_given, basis, used_ppm, any_fits) = head.ok_or("no headline record")?;
+    let format = match (format, format_fit) {
+        (Some((format, weights_bytes, runs)), Some(fit)) => Some(FormatFit {
+            format,
+            weights_bytes,
+            fit,
+            runs,
+        }),
+        (None, None) => None,
+        _ => return Err("a format record without its fit, or a fit without its format".into()),
+    };
+    Ok(Ok(Headline {
+        verdict,
+        card: card.ok_or("no card record")?,
+        card_given,
+        margin,
+        basis,
+        used_ppm,
+        sequences,
+        cards,
+        cards_note,
+        any_fits,
+        smallest,
+        format,
+        warnings,
+    }))
 }
 
 fn optional(text: &Option<String>) -> &str {
