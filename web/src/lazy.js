@@ -1,19 +1,28 @@
-// Loads the page's lookup module (web/lookup: file and Hub readers) on first use, once.
-// A wasm-bindgen snippet of the dimensioner: dynamic import() is the one way to load a
-// second module lazily; its URL (a content-hashed folder) comes from the build.
-let loading = null;
+// Loads the page's lazily loaded modules — the lookup module (web/lookup: file and Hub
+// readers) on first use, the engine module (web/engine: the serving engines' rules)
+// once the first screen is up — each once. A wasm-bindgen snippet of the dimensioner:
+// dynamic import() is the one way to load a second module lazily; their URLs (content-
+// hashed folders) come from the build.
+const modules = new Map();
 
-export function load_lookup(url) {
-  if (loading === null) {
-    loading = import(url).then(async (m) => {
-      const init = m["default"];
-      await init();
+function load(url) {
+  if (!modules.has(url)) {
+    const loading = import(url).then(async (m) => {
+      await m["default"]();
       return m;
     });
     // A failed load (offline) may be tried again.
-    loading.catch(() => { loading = null; });
+    loading.catch(() => { modules.delete(url); });
+    modules.set(url, loading);
   }
-  return loading;
+  return modules.get(url);
+}
+
+let lookup = null;
+
+export function load_lookup(url) {
+  lookup = load(url);
+  return lookup;
 }
 
 // Cancels the lookup under way (no lookup runs before the module is loaded). Deferred
@@ -21,22 +30,12 @@ export function load_lookup(url) {
 // lookup that the page's waiting call starts once it is loaded (in a microtask), not
 // come before it.
 export function cancel_lookup() {
-  if (loading !== null) {
-    loading.then((m) => setTimeout(() => m.cancel(), 0), () => {});
+  if (lookup !== null) {
+    lookup.then((m) => setTimeout(() => m.cancel(), 0), () => {});
   }
 }
 
-// Loads the page's engine module (web/engine: the serving engines' rules) once; its
-// functions are then called synchronously. A failed load may be tried again.
-let engine = null;
-
+// The engine module's functions are then called synchronously (web/src/rules.rs).
 export function load_engine(url) {
-  if (engine === null) {
-    engine = import(url).then(async (m) => {
-      await m["default"]();
-      return m;
-    });
-    engine.catch(() => { engine = null; });
-  }
-  return engine;
+  return load(url);
 }
