@@ -8,9 +8,9 @@
 use anyhow::Result;
 use gpumem_proto::results::{ENVIRONMENT_SCHEMA, EnvironmentReport, Fact};
 
+use crate::device::{DeviceSel, parse_device};
 use crate::exit::Exit;
 use crate::gpu;
-use crate::measure::{DeviceSel, parse_device};
 
 /// Arguments of `environment`.
 #[derive(Debug, clap::Args)]

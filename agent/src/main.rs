@@ -7,6 +7,7 @@
 mod answer;
 mod bisect;
 mod cards;
+mod device;
 mod engine_cli;
 mod environment;
 mod estimate;
@@ -21,6 +22,7 @@ mod merge;
 mod models;
 mod out;
 mod private;
+mod process;
 mod run;
 mod sched;
 mod serve;

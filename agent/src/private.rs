@@ -34,7 +34,7 @@ pub const FILE_MODE: u32 = 0o600;
 
 /// This process's user id.
 pub fn our_uid() -> u32 {
-    crate::run::child::our_uid()
+    crate::process::our_uid()
 }
 
 /// Refuses `dir` unless it is a real folder (not a link) owned by us, with no access
@@ -190,7 +190,7 @@ pub fn sweep_leftovers(base: &Path) -> usize {
             continue;
         };
         if i32::try_from(std::process::id()).is_ok_and(|me| me == pid)
-            || crate::run::child::pid_alive(pid)
+            || crate::process::pid_alive(pid)
         {
             continue;
         }
@@ -391,6 +391,44 @@ pub fn check_printable(path: &Path) -> Result<&str> {
     Ok(text)
 }
 
+/// Refuses a path that exists (file, folder or dangling link) or whose folder does not:
+/// the check every command's `--output` gets before anything runs. A result is then
+/// written by [`write_new_atomically`]: to a temporary file of a random name in the
+/// target's folder (created exclusively, mode 0600), flushed, and moved to the target
+/// name only if nothing is there, so a result that appeared meanwhile is never replaced
+/// and readers see either no file or the complete file.
+pub fn check_new_path(path: &Path) -> Result<()> {
+    if path.symlink_metadata().is_ok() {
+        bail!(
+            "refusing to overwrite {}: it exists; choose a new file name for each series",
+            path.display()
+        );
+    }
+    let parent = parent_dir(path);
+    if !parent.is_dir() {
+        bail!(
+            "cannot write {}: folder {} does not exist",
+            path.display(),
+            parent.display()
+        );
+    }
+    Ok(())
+}
+
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Writes `bytes` to `path` atomically, mode 0600; fails, leaving any existing file
+/// untouched, if `path` exists ([`write_atomically`]).
+pub fn write_new_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    check_new_path(path)?;
+    write_atomically(path, bytes, Existing::Refuse)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -550,5 +588,37 @@ mod tests {
         }
         assert_eq!(sweep_leftovers(&base), 2);
         assert!(!dead.exists() && !dead_trace.exists() && live.exists() && other.exists());
+    }
+
+    #[test]
+    fn refuses_an_existing_file_and_leaves_it_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        std::fs::write(&path, "precious").unwrap();
+        let err = write_new_atomically(&path, b"new").unwrap_err().to_string();
+        assert!(err.contains("refusing to overwrite"), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
+    }
+
+    #[test]
+    fn writes_a_new_file_completely_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        write_new_atomically(&path, b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("r.json")]);
+    }
+
+    #[test]
+    fn refuses_a_missing_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = check_new_path(&dir.path().join("no/such/r.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("does not exist"), "{err}");
     }
 }

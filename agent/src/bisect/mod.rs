@@ -23,8 +23,9 @@ use anyhow::{Context, Result, bail};
 use gpumem_proto::results::Event;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::device::DeviceSel;
 use crate::exit::Exit;
-use crate::measure::{DeviceSel, NetworkArgs};
+use crate::measure::NetworkArgs;
 
 /// The dimension `bisect` varies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -143,7 +144,7 @@ fn check_range(args: &Search) -> Result<()> {
             args.from
         );
     }
-    if args.net.device == "all" || crate::measure::parse_device(&args.net.device)? == DeviceSel::All
+    if args.net.device == "all" || crate::device::parse_device(&args.net.device)? == DeviceSel::All
     {
         bail!("bisect searches one device at a time: give --device cuda:N");
     }
@@ -397,7 +398,7 @@ fn sequential(args: Search) -> Result<Exit> {
         })).collect::<Vec<_>>(),
     });
     let summary_path = args.output_dir.join("bisect-summary.json");
-    crate::measure::output::write_new_atomically(
+    crate::private::write_new_atomically(
         &summary_path,
         serde_json::to_string_pretty(&summary)?.as_bytes(),
     )?;

@@ -357,7 +357,7 @@ fn rederive_flags(words: &[String], vary: Vary) -> Result<()> {
     if fixed_flags(&net, vary) != words {
         bail!("its flags are not in the order and form this agent writes");
     }
-    crate::measure::parse_device(&net.device)?;
+    crate::device::parse_device(&net.device)?;
     Ok(())
 }
 

@@ -604,13 +604,13 @@ pub fn read_document(path: &std::path::Path) -> Result<String> {
 /// Runs `export`.
 pub fn run(args: Args) -> Result<Exit> {
     if let Some(out) = &args.output {
-        crate::measure::output::check_new_path(out)?;
+        crate::private::check_new_path(out)?;
     }
     let text = read_document(&args.file)?;
     let metrics = from_text(&text).with_context(|| format!("{}", args.file.display()))?;
     let body = metrics.render();
     match &args.output {
-        Some(out) => crate::measure::output::write_new_atomically(out, body.as_bytes())?,
+        Some(out) => crate::private::write_new_atomically(out, body.as_bytes())?,
         None => crate::out::out!("{body}"),
     }
     Ok(Exit::Ok)

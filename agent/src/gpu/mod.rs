@@ -25,7 +25,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, result as
 use cudarc::nvrtc::Ptx;
 use gpumem_proto::results::{AllocatorInfo, Dtype, Environment, Fact};
 
-use crate::measure::protocol::{Device, DeviceReading, PoolReading};
+use crate::device::{Device, DeviceReading, PoolReading};
 
 /// The message every command prints when libcuda cannot be loaded.
 pub const NO_DRIVER: &str = "no CUDA driver library (libcuda.so) found: cannot measure here";

@@ -17,7 +17,7 @@ use cudarc::driver::result::mem_pool;
 use cudarc::driver::sys::{self, CUmemPool_attribute as Attr};
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use crate::measure::protocol::PoolReading;
+use crate::device::PoolReading;
 
 /// An owned memory pool; destroyed on drop (after the owner has synchronised).
 #[derive(Debug)]

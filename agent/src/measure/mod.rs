@@ -10,12 +10,6 @@
 
 pub mod output;
 pub mod protocol;
-// The test-only stand-in: in unit tests, and in debug builds behind the SYNTHETIC test
-// switch (`crate::run::SYNTHETIC_TEST_SWITCH`) so the cluster tests can drive whole
-// `measure` and `bisect` runs without a GPU; release builds do not contain it.
-#[cfg(any(test, debug_assertions))]
-#[cfg_attr(not(test), allow(dead_code))]
-mod standin;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -28,9 +22,11 @@ use gpumem_proto::results::{
     MeasurementResult, PhaseName, Protocol, RESULTS_SCHEMA, ResultsFile, Status,
 };
 
+use crate::device::Device;
+use crate::device::{DeviceSel, parse_device};
 use crate::exit::Exit;
 use crate::gpu;
-use protocol::{Device, RunConfig};
+use protocol::RunConfig;
 
 /// Largest number of elements in one tensor: 2^40 (4 TiB in float32), far beyond any
 /// GPU today, and small enough that byte counts never overflow and the activation
@@ -124,15 +120,6 @@ pub struct Args {
     pub export: crate::export::sink::ExportArgs,
 }
 
-/// Which devices `--device` selects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceSel {
-    /// `cuda:N`.
-    One(u32),
-    /// `all`.
-    All,
-}
-
 /// A validated request: nothing in it can overflow or surprise the GPU code.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -150,19 +137,6 @@ pub struct Plan {
     pub output: Option<PathBuf>,
     /// Event streaming.
     pub events: Option<EventsFormat>,
-}
-
-/// Parses `cuda:N` / `all`.
-pub fn parse_device(s: &str) -> Result<DeviceSel> {
-    if s == "all" {
-        return Ok(DeviceSel::All);
-    }
-    let Some(n) = s.strip_prefix("cuda:") else {
-        bail!("--device {s:?}: expected cuda:N (e.g. cuda:0) or all");
-    };
-    n.parse::<u32>()
-        .map(DeviceSel::One)
-        .map_err(|_| anyhow::anyhow!("--device {s:?}: N in cuda:N must be a device number"))
 }
 
 impl NetworkArgs {
@@ -238,7 +212,7 @@ impl Args {
     pub fn validate(&self) -> Result<Plan> {
         let (devices, spec, run) = self.net.validate()?;
         if let Some(path) = &self.output {
-            output::check_new_path(path)?;
+            crate::private::check_new_path(path)?;
         }
         self.export.validate()?;
         Ok(Plan {
@@ -278,7 +252,7 @@ impl Events {
 /// Runs `measure`.
 pub fn run(args: Args) -> Result<Exit> {
     let plan = args.validate()?;
-    let synthetic = crate::run::synthetic_test_switch();
+    let synthetic = crate::device::synthetic_test_switch();
     let context = crate::sched::current(synthetic);
     let events = Events {
         enabled: plan.events.is_some(),
@@ -338,7 +312,7 @@ fn synthetic_run(
     };
     let mut runs = Vec::new();
     for index in indices {
-        let mut dev = standin::StandIn::new(SYNTHETIC_CAPACITY);
+        let mut dev = crate::device::standin::StandIn::new(SYNTHETIC_CAPACITY);
         let mut env = gpu::base_environment(index);
         env.gpu_name = gpumem_proto::results::Fact::unknown("SYNTHETIC: no GPU was used");
         env.uuid = gpumem_proto::results::Fact::unknown("SYNTHETIC: no GPU was used");
@@ -438,7 +412,7 @@ pub fn finish(
     }
     if let Some(path) = &plan.output {
         let text = serde_json::to_string_pretty(&file).context("serialising the results")?;
-        if let Err(e) = output::write_new_atomically(path, text.as_bytes()) {
+        if let Err(e) = crate::private::write_new_atomically(path, text.as_bytes()) {
             events.emit(&Event::Failed {
                 device: None,
                 error: format!("{e:#}"),

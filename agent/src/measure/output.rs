@@ -1,50 +1,10 @@
-//! Writing results without ever overwriting one, and the human report printed beside it.
-//!
-//! A result is written to a temporary file of a random name in the target's folder
-//! (created exclusively, mode 0600), flushed to disk, then moved to the target name only
-//! if nothing is there (`crate::private::write_atomically`), so a result that appeared
-//! meanwhile is never replaced. Readers therefore see either no file or the complete
-//! file.
+//! The human report printed beside a results file (which
+//! `crate::private::write_new_atomically` writes without ever overwriting one).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
 use gpumem_core::units::group_digits;
 use gpumem_proto::results::{MeasurementResult, PhaseResult, ResultsFile, Status};
-
-/// Refuses a path that exists (file, folder or dangling link) or whose folder does not.
-pub fn check_new_path(path: &Path) -> Result<()> {
-    if path.symlink_metadata().is_ok() {
-        bail!(
-            "refusing to overwrite {}: it exists; choose a new file name for each series",
-            path.display()
-        );
-    }
-    let parent = parent_dir(path);
-    if !parent.is_dir() {
-        bail!(
-            "cannot write {}: folder {} does not exist",
-            path.display(),
-            parent.display()
-        );
-    }
-    Ok(())
-}
-
-fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Writes `bytes` to `path` atomically, mode 0600; fails, leaving any existing file
-/// untouched, if `path` exists (`crate::private::write_atomically`).
-pub fn write_new_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    check_new_path(path)?;
-    crate::private::write_atomically(path, bytes, crate::private::Existing::Refuse)
-}
 
 fn b(v: Option<u64>) -> String {
     v.map(group_digits).unwrap_or_else(|| "null".to_owned())
@@ -193,42 +153,5 @@ fn device_report(s: &mut String, run: &MeasurementResult) {
                 run.error.as_deref().unwrap_or("no error text")
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn refuses_an_existing_file_and_leaves_it_untouched() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("r.json");
-        std::fs::write(&path, "precious").unwrap();
-        let err = write_new_atomically(&path, b"new").unwrap_err().to_string();
-        assert!(err.contains("refusing to overwrite"), "{err}");
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
-    }
-
-    #[test]
-    fn writes_a_new_file_completely_and_leaves_no_temporary() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("r.json");
-        write_new_atomically(&path, b"{}").unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}");
-        let names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("r.json")]);
-    }
-
-    #[test]
-    fn refuses_a_missing_folder() {
-        let dir = tempfile::tempdir().unwrap();
-        let err = check_new_path(&dir.path().join("no/such/r.json"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("does not exist"), "{err}");
     }
 }

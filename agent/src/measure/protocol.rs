@@ -8,75 +8,17 @@
 //! The network it drives is the one `gpumem_core::network` predicts, allocation for
 //! allocation (same tensors, same order, same sizes), so computed and observed can be
 //! compared line by line. The real device lives in `crate::gpu`; a recording stand-in
-//! lives in `standin` and exists only under `cfg(test)`.
+//! lives in `crate::device::standin`.
 
 use std::time::Instant;
 
 use anyhow::Result;
 use gpumem_core::network::{NetworkSpec, TensorSizes};
+
+use crate::device::{Device, DeviceReading};
 use gpumem_proto::results::{
     DeviceLevel, PhaseName, PhaseResult, PoolCounters, Status, TraceEntry, TraceOp,
 };
-
-/// The pool's four counters read at one instant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolReading {
-    /// Bytes in use by live allocations (`USED_MEM_CURRENT`).
-    pub used: u64,
-    /// Bytes the pool holds from the device (`RESERVED_MEM_CURRENT`).
-    pub reserved: u64,
-    /// High watermark of `used` since the last reset (`USED_MEM_HIGH`).
-    pub used_high: u64,
-    /// High watermark of `reserved` since the last reset (`RESERVED_MEM_HIGH`).
-    pub reserved_high: u64,
-}
-
-/// Device-level memory at one instant; every figure may be unknown.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeviceReading {
-    /// Total device memory (cuMemGetInfo).
-    pub total: Option<u64>,
-    /// Free device memory, all processes (cuMemGetInfo).
-    pub free: Option<u64>,
-    /// This process's memory per NVML.
-    pub process_used: Option<u64>,
-    /// Why `process_used` is unknown.
-    pub process_reason: Option<String>,
-}
-
-/// What the protocol needs from a GPU. Every method maps to one documented driver or
-/// library call in the real implementation; errors carry the driver's text.
-pub trait Device {
-    /// A device buffer owned by the protocol; dropping it returns it to the pool.
-    type Buffer;
-
-    /// Waits for all work on the measured device (the protocol's sync boundary).
-    fn sync(&mut self) -> Result<()>;
-    /// Reads the four pool counters.
-    fn read_pool(&mut self) -> Result<PoolReading>;
-    /// Resets both high watermarks.
-    fn reset_peaks(&mut self) -> Result<()>;
-    /// Reads device-level memory; never fails, unknown figures are `None`.
-    fn device_level(&mut self) -> DeviceReading;
-    /// Returns unused pool memory to the device (`--trim-between-repeats`).
-    fn trim(&mut self) -> Result<()>;
-    /// Allocates `bytes` from the measured pool.
-    fn alloc(&mut self, bytes: u64) -> Result<Self::Buffer>;
-    /// Returns a buffer to the pool.
-    fn free(&mut self, buffer: Self::Buffer) -> Result<()>;
-    /// Fills a buffer with seeded values uniform in `[-scale, scale)`.
-    fn fill(&mut self, buffer: &mut Self::Buffer, seed: u64, scale: f32) -> Result<()>;
-    /// `y = relu(x · wᵀ + b)` for `x: [rows, width]`, `w: [width, width]`, `b: [width]`.
-    fn linear_relu(
-        &mut self,
-        x: &Self::Buffer,
-        w: &Self::Buffer,
-        b: &Self::Buffer,
-        y: &mut Self::Buffer,
-        rows: u64,
-        width: u64,
-    ) -> Result<()>;
-}
 
 /// What to run: the network and the warm-up policy.
 #[derive(Debug, Clone)]

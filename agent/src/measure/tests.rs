@@ -3,8 +3,8 @@
 
 use gpumem_proto::results::{PhaseName, ResultsFile, Status, TraceOp};
 
-use super::standin::StandIn;
 use super::*;
+use crate::device::standin::StandIn;
 
 fn args(layers: u64, warmup: u32, repeats: u32) -> NetworkArgs {
     NetworkArgs {

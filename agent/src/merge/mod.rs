@@ -671,12 +671,12 @@ pub fn summary(s: &FleetSheet) -> String {
 /// Runs `merge`.
 pub fn run(args: Args) -> Result<Exit> {
     if let Some(out) = &args.output {
-        crate::measure::output::check_new_path(out)?;
+        crate::private::check_new_path(out)?;
     }
     let sheet = merge(&args.inputs)?;
     let text = serde_json::to_string_pretty(&sheet).context("serialising the fleet sheet")?;
     if let Some(out) = &args.output {
-        crate::measure::output::write_new_atomically(out, text.as_bytes())?;
+        crate::private::write_new_atomically(out, text.as_bytes())?;
     }
     if args.json {
         crate::out::outln!("{text}");

@@ -15,8 +15,8 @@ use gpumem_proto::workload::{DeviceTimeline, Sample, Timeline};
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 
-use super::child::process_tree;
-use crate::measure::DeviceSel;
+use crate::device::DeviceSel;
+use crate::process::process_tree;
 
 /// Most samples kept per device (≈ 67 minutes at 20 ms); later ones only move the peak.
 pub const MAX_SAMPLES: usize = 200_000;

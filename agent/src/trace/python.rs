@@ -268,7 +268,7 @@ pub fn trace_within(
     let request = serde_json::to_vec(&request)?;
 
     let mut cmd = Command::new(python);
-    crate::run::child::die_with_parent(&mut cmd);
+    crate::process::die_with_parent(&mut cmd);
     let spawned = cmd
         .arg("-u")
         .arg(&script)

@@ -24,6 +24,7 @@ pub mod kv;
 pub mod network;
 pub mod params;
 pub mod presets;
+pub mod summary;
 pub mod training;
 pub mod units;
 

@@ -177,7 +177,7 @@ impl LineKey {
     }
 
     /// The weights line of a class named by a file header's tally
-    /// ([`crate::import::TensorSummary::by_class`]); "other" for any other name.
+    /// ([`crate::summary::TensorSummary::by_class`]); "other" for any other name.
     pub fn weights_named(class: &str) -> LineKey {
         LineKey::ALL
             .into_iter()

@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use crate::arch::{Architecture, MAX_DIM, ModuleFormats, Moe, ParamClass};
 use crate::error::EstimateError;
 use crate::format::{Dtype, StorageFormat};
-use crate::import::TensorSummary;
 use crate::kv::{KvDtype, KvLayout, KvShape};
+use crate::summary::TensorSummary;
 use crate::training::{
     Adapters, AttentionImpl, LoraTargets, Optimizer, QloraKernel, activation_bytes,
     decoder_activations, decoder_prefill, logits_peak_bytes,

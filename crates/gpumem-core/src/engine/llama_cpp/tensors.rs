@@ -470,7 +470,7 @@ pub fn gguf_tensors(
 /// layer, so the list still sums to the file's weights (`total`).
 pub fn scale_to(
     list: &mut Vec<GgufTensor>,
-    file: &crate::import::TensorSummary,
+    file: &crate::summary::TensorSummary,
     total: u64,
 ) -> Result<(), EstimateError> {
     // Each class's bytes in the list (a handful of classes: no map).

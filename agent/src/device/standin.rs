@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use anyhow::{Result, anyhow, bail};
 
-use super::protocol::{Device, DeviceReading, PoolReading};
+use super::{Device, DeviceReading, PoolReading};
 
 #[derive(Debug, Default)]
 struct PoolState {
