@@ -489,13 +489,13 @@ fn override_tensor_moves_the_experts_to_the_host() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("Model weights in host memory"));
 }
 
-/// A pattern Rust's regex refuses (look-around, which llama.cpp's std::regex takes)
+/// A pattern regex-lite refuses (look-around, which llama.cpp's std::regex takes)
 /// or a buffer type off this card: exit 2, one message naming the flag, nothing printed.
 #[test]
 fn bad_override_tensor_exits_2_with_a_clear_message() {
     for (value, says) in [
         ("blk\\.(?!0\\.)ffn=CPU", "look-around"),
-        ("ffn_(up=CPU", "unclosed group"),
+        ("ffn_(up=CPU", "not a regular expression"),
         ("exps=CUDA1", "one card"),
         ("exps", "<pattern>=<buffer type>"),
     ] {

@@ -506,7 +506,7 @@ pub static FIELDS: &[Field] = &[
     f("n-cpu-moe", G::Engine, K::Count, "llama.cpp CPU MoE layers", "0",
         "llama.cpp: MoE layers with experts on the host"),
     f("override-tensor", G::Engine, K::Text, "llama.cpp tensor overrides (-ot)", "",
-        "llama.cpp -ot: <regex>=<CPU|CUDA0>,… (the agent's only)")
+        "llama.cpp -ot: <regex>=<CPU|CUDA0>,…")
         .choices(OVERRIDES),
 ];
 

@@ -248,7 +248,6 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             }
         }
     };
-    #[cfg(not(target_arch = "wasm32"))]
     if !placed.unnamed.is_empty() && !rules.is_empty() {
         assumptions.push(format!(
             "no llama.cpp name generated for {}: checkpoint names, spread evenly over the blocks, are what --override-tensor matched",
@@ -343,7 +342,6 @@ struct Placed {
     /// Bytes `--n-cpu-moe` and `--override-tensor` sent to the host from GPU slots.
     moved: u64,
     /// Tensor groups with no llama.cpp name here (named when `-ot` matched them).
-    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     unnamed: Vec<&'static str>,
 }
 
@@ -388,7 +386,6 @@ fn place(
         if slot_gpu && !on_gpu {
             placed.moved = sum(&[placed.moved, t.bytes])?;
         }
-        #[cfg(not(target_arch = "wasm32"))]
         if !t.named && !rules.is_empty() && !placed.unnamed.contains(&t.suffix) {
             placed.unnamed.push(t.suffix);
         }
@@ -401,15 +398,12 @@ fn place(
 /// step; the deepest published GGUF models have under 200 blocks.
 pub const MAX_BLOCKS: u64 = 1024;
 /// Most `--override-tensor` rules (users write a handful; llama.cpp sets no limit).
-#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 pub const MAX_OVERRIDE_RULES: usize = 64;
 /// Longest `--override-tensor` pattern, in bytes.
-#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 pub const MAX_OVERRIDE_PATTERN: usize = 512;
 /// Most rules × blocks one placement matches (about a dozen tensors a block, and a
 /// largest-context search places the model once per step): 126 blocks take 32 rules,
 /// 61 blocks 64; 1 024 blocks 4.
-#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 pub const MAX_OVERRIDE_WORK: u64 = 4_096;
 
 /// Refuses a placement that would cost more than the bounds above, before any tensor
@@ -421,21 +415,15 @@ fn check_placement_cost(blocks: u64, rules: usize) -> Result<(), EstimateError> 
             "llama.cpp's placement takes at most 1024",
         ));
     }
-    // The page has no rules (its wasm carries no regular-expression engine).
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let rules = u64::try_from(rules).unwrap_or(u64::MAX);
-        if blocks.saturating_mul(rules) > MAX_OVERRIDE_WORK {
-            return Err(EstimateError::invalid(
-                "override-tensor",
-                format!(
-                    "{rules} rules over {blocks} blocks: at most {MAX_OVERRIDE_WORK} rule × block matches (fewer rules: one pattern can name many tensors)"
-                ),
-            ));
-        }
+    let rules = u64::try_from(rules).unwrap_or(u64::MAX);
+    if blocks.saturating_mul(rules) > MAX_OVERRIDE_WORK {
+        return Err(EstimateError::invalid(
+            "override-tensor",
+            format!(
+                "{rules} rules over {blocks} blocks: at most {MAX_OVERRIDE_WORK} rule × block matches (fewer rules: one pattern can name many tensors)"
+            ),
+        ));
     }
-    #[cfg(target_arch = "wasm32")]
-    let _ = rules;
     Ok(())
 }
 
@@ -445,25 +433,21 @@ pub struct Override {
     pub pattern: String,
     /// Whether the buffer type is the host's (`CPU`) rather than this card's.
     pub host: bool,
-    #[cfg(not(target_arch = "wasm32"))]
-    regex: regex::Regex,
+    regex: regex_lite::Regex,
 }
 
 /// GPU backends' first device (`ggml_backend_buft_name` of device 0): the card.
-#[cfg(not(target_arch = "wasm32"))]
 const THIS_CARD: [&str; 7] = [
     "CUDA0", "ROCm0", "Vulkan0", "Metal", "SYCL0", "MUSA0", "CANN0",
 ];
 
-/// Parses `--override-tensor` as `common/arg.cpp` `parse_tensor_buffer_overrides`
-/// does: comma-separated `<pattern>=<buffer type>` (split at the first `=`), the
-/// buffer type named as llama.cpp names it (case-sensitive). The patterns are
-/// ECMAScript regular expressions matched with `std::regex_search`; here Rust's
-/// `regex` crate matches them (unanchored, the same search), which refuses
-/// look-around and backreferences with a clear error. The page's wasm carries no
-/// regular-expression engine: there the key is refused, naming the agent.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn parse_overrides(text: &str) -> Result<Vec<Override>, EstimateError> {
+/// Checks `--override-tensor` as `common/arg.cpp` `parse_tensor_buffer_overrides`
+/// splits it: comma-separated `<pattern>=<buffer type>` (split at the first `=`), the
+/// buffer type named as llama.cpp names it (case-sensitive), within the bounds. It
+/// returns each rule's pattern and whether it goes to the host, without compiling the
+/// patterns: the engine keys are read with this (so whatever reads them links no
+/// regular-expression engine), the placement with [`parse_overrides`].
+pub fn override_rules(text: &str) -> Result<Vec<(&str, bool)>, EstimateError> {
     let bad = |why: String| EstimateError::invalid("override-tensor", why);
     let mut rules = Vec::new();
     if text.split(',').count() > MAX_OVERRIDE_RULES {
@@ -493,22 +477,42 @@ pub fn parse_overrides(text: &str) -> Result<Vec<Override>, EstimateError> {
                 )));
             }
         };
-        rules.push(compile(pattern, host)?);
+        rules.push((pattern, host));
     }
     Ok(rules)
 }
 
-#[cfg(not(target_arch = "wasm32"))]
+/// Parses `--override-tensor` ([`override_rules`]) and compiles each pattern. The
+/// patterns are ECMAScript regular expressions matched with `std::regex_search`; here
+/// `regex-lite` matches them (unanchored, the same search) on every target, the page's
+/// included, so both answer alike; it refuses look-around and backreferences with a
+/// clear error. Tensor names are ASCII, so its ASCII-only classes match as std::regex's.
+pub fn parse_overrides(text: &str) -> Result<Vec<Override>, EstimateError> {
+    override_rules(text)?
+        .into_iter()
+        .map(|(pattern, host)| compile(pattern, host))
+        .collect()
+}
+
 fn compile(pattern: &str, host: bool) -> Result<Override, EstimateError> {
-    let regex = regex::Regex::new(pattern).map_err(|e| {
-        // The regex crate's message spans several lines (the pattern, a caret, the
-        // reason); one line reads better after the key.
+    let regex = regex_lite::Regex::new(pattern).map_err(|e| {
+        // One line reads better after the key.
         let text = e.to_string();
         let why = text.lines().last().unwrap_or("").trim();
         let why = why.strip_prefix("error: ").unwrap_or(why);
         // std::regex (ECMAScript) takes both; name them when the crate's reason doesn't.
-        let hint = if why.contains("look-around") || why.contains("backreferences") {
-            " (llama.cpp's std::regex takes it; write the pattern without it, e.g. list the blocks: blk\\.(1|2|3)\\.)"
+        let lookaround = pattern.contains("(?=")
+            || pattern.contains("(?!")
+            || pattern.contains("(?<=")
+            || pattern.contains("(?<!");
+        let backreference = pattern
+            .as_bytes()
+            .windows(2)
+            .any(|w| w[0] == b'\\' && w[1].is_ascii_digit() && w[1] != b'0');
+        let hint = if lookaround {
+            " (look-around: llama.cpp's std::regex takes it; write the pattern without it, e.g. list the blocks: blk\\.(1|2|3)\\.)"
+        } else if backreference {
+            " (backreferences: llama.cpp's std::regex takes them; write the pattern without them)"
         } else {
             ""
         };
@@ -524,18 +528,8 @@ fn compile(pattern: &str, host: bool) -> Result<Override, EstimateError> {
     })
 }
 
-/// The page: no regular-expression engine (and no parsing code for one).
-#[cfg(target_arch = "wasm32")]
-pub fn parse_overrides(_text: &str) -> Result<Vec<Override>, EstimateError> {
-    Err(EstimateError::invalid(
-        "override-tensor",
-        "the agent's only: gpumem-agent estimate … --override-tensor …",
-    ))
-}
-
 /// The first rule whose pattern is found in the tensor's name: `Some(true)` for the
 /// host, `Some(false)` for the card.
-#[cfg(not(target_arch = "wasm32"))]
 fn override_for(rules: &[Override], t: &GgufTensor) -> Option<bool> {
     if rules.is_empty() {
         return None;
@@ -545,9 +539,4 @@ fn override_for(rules: &[Override], t: &GgufTensor) -> Option<bool> {
         .iter()
         .find(|r| r.regex.is_match(&name))
         .map(|r| r.host)
-}
-
-#[cfg(target_arch = "wasm32")]
-fn override_for(_rules: &[Override], _t: &GgufTensor) -> Option<bool> {
-    None
 }

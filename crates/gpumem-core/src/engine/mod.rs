@@ -211,7 +211,8 @@ pub struct EngineParams {
     /// llama.cpp `--n-cpu-moe`: MoE layers whose experts stay in host memory.
     pub n_cpu_moe: Option<u64>,
     /// llama.cpp `--override-tensor` (`-ot`) as typed: `<pattern>=<buffer type>,…`
-    /// (checked by [`llama_cpp::parse_overrides`]).
+    /// (split and checked by [`llama_cpp::override_rules`]; the patterns compiled where
+    /// the placement is: [`llama_cpp::parse_overrides`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub override_tensor: Option<String>,
 }
@@ -375,7 +376,7 @@ where
             }
             "n-gpu-layers" => parse_count("n-gpu-layers", value).map(|v| p.n_gpu_layers = Some(v)),
             "n-cpu-moe" => parse_count("n-cpu-moe", value).map(|v| p.n_cpu_moe = Some(v)),
-            "override-tensor" => llama_cpp::parse_overrides(value)
+            "override-tensor" => llama_cpp::override_rules(value)
                 .map(|_| p.override_tensor = Some(value.to_string())),
             other => Err(EstimateError::invalid(
                 "input",

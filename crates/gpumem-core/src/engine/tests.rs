@@ -956,8 +956,10 @@ fn llama_cpp_override_tensor_equals_cpu_moe_and_n_cpu_moe() {
     assert!(bytes_of(&back, "weights") > bytes_of(&one, "weights"));
 }
 
-/// Bad `--override-tensor` values: one clear error, never a panic; what std::regex
-/// takes and Rust's regex refuses (look-around, backreferences) is named.
+/// Bad `--override-tensor` values: one clear error, never a panic. The rules' form is
+/// checked where the engine keys are read; the patterns where they are compiled, for
+/// the placement — what std::regex takes and regex-lite refuses (look-around,
+/// backreferences) is named.
 #[test]
 fn llama_cpp_override_tensor_errors_are_clear() {
     for (value, says) in [
@@ -965,13 +967,29 @@ fn llama_cpp_override_tensor_errors_are_clear() {
         ("exps=GPU", "one card"),
         ("exps=cpu", "names it CPU"),
         ("exps=CUDA1", "one card"),
-        ("ffn_(up=CPU", "not a regular expression"),
-        ("blk\\.(?!0\\.)=CPU", "look-around"),
-        ("(a)\\1=CPU", "backreferences"),
     ] {
         let errors = from_pairs([("override-tensor", value)]).1;
         assert_eq!(errors.len(), 1, "{value}");
         let e = errors[0].to_string();
+        assert!(
+            e.starts_with("override-tensor:") && e.contains(says),
+            "{value}: {e}"
+        );
+    }
+    let input = llama_8b(&[]);
+    let est = estimate(&input).expect("estimate");
+    for (value, says) in [
+        ("ffn_(up=CPU", "not a regular expression"),
+        ("blk\\.(?!0\\.)=CPU", "look-around"),
+        ("(a)\\1=CPU", "backreferences"),
+    ] {
+        let p = engine(&[
+            ("engine", "llama.cpp"),
+            ("card", "h100-sxm-80gb"),
+            ("max-model-len", "4096"),
+            ("override-tensor", value),
+        ]);
+        let e = budget(&input, &est, &p).unwrap_err().to_string();
         assert!(
             e.starts_with("override-tensor:") && e.contains(says),
             "{value}: {e}"
