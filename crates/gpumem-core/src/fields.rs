@@ -438,11 +438,11 @@ pub static FIELDS: &[Field] = &[
     f("tp", G::Devices, K::Count, "Tensor parallel", "1", "Tensor-parallel degree"),
     f("pp", G::Devices, K::Count, "Pipeline stages", "1", "Devices a layer stack is cut into"),
     f("engine", G::Engine, K::Choice, "Engine", "",
-        "Serving engine whose KV pool to predict (vllm@0.27: Model Runner V2; vllm@0.10, @0.8, @0.7, @0.6, sglang@0.5.0, tgi@2.0, @0.9: older rules)")
+        "Serving engine whose KV pool to predict (vllm: 0.27, Model Runner V2 or V1 with its CUDA-graph estimate; vllm@0.19, @0.10, @0.8, @0.7, @0.6, sglang@0.5.0, tgi@2.0, @0.9: older rules)")
         .choices(&[
             ("", "every engine"),
-            ("vllm", "vLLM 0.19"),
-            ("vllm@0.27", "vLLM 0.27 (Model Runner V2)"),
+            ("vllm", "vLLM 0.27"),
+            ("vllm@0.19", "vLLM 0.19"),
             ("vllm@0.10", "vLLM 0.10"),
             ("vllm@0.8", "vLLM 0.8"),
             ("vllm@0.7", "vLLM 0.7 (V0)"),

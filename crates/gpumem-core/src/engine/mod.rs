@@ -108,7 +108,7 @@ impl Engine {
                 return Err(EstimateError::invalid(
                     "engine",
                     format!(
-                        "{text:?} is not an engine; use vllm (vllm@0.19, @0.27, @0.10, @0.8, @0.7, @0.6), sglang (sglang@0.5.0), tgi (tgi@3, @2.0, @0.9), llama.cpp or transformers"
+                        "{text:?} is not an engine; use vllm (0.27; vllm@0.19, @0.10, @0.8, @0.7, @0.6), sglang (sglang@0.5.0), tgi (tgi@3, @2.0, @0.9), llama.cpp or transformers"
                     ),
                 ));
             }
@@ -537,7 +537,7 @@ pub struct EngineLine {
     /// Computed (from the inputs and the engine's rule) or assumed.
     pub kind: Kind,
     /// Whether the rule subtracts it from the first line (false: shown only, e.g.
-    /// vLLM 0.19's CUDA-graph estimate).
+    /// vLLM 0.19's CUDA-graph line; 0.27's V1 runner subtracts its estimate).
     #[serde(default = "yes")]
     pub subtracted: bool,
     /// The formula, in words.

@@ -145,7 +145,7 @@ fn engine_pairs_collect_one_error_per_bad_field() {
 /// - blocks of 16 × 131 072 B: 27 738 → 443 808 tokens; 1000 blocks a sequence: 27.
 #[test]
 fn vllm_llama_8b_on_h100_matches_the_hand_derivation() {
-    let b = run(&llama_8b(&[]), &with(&[("engine", "vllm")]));
+    let b = run(&llama_8b(&[]), &with(&[("engine", "vllm@0.19")]));
     assert_eq!(b.version, "0.19");
     assert_eq!(b.capacity_bytes, 85_027_979_264);
     assert_eq!(b.capacity_kind, "torch");
@@ -163,7 +163,7 @@ fn vllm_llama_8b_on_h100_matches_the_hand_derivation() {
     assert!(!g.subtracted);
     let eager = run(
         &llama_8b(&[]),
-        &with(&[("engine", "vllm"), ("enforce-eager", "true")]),
+        &with(&[("engine", "vllm@0.19"), ("enforce-eager", "true")]),
     );
     assert!(eager.lines.iter().all(|l| l.key != "cuda_graphs"));
     assert_eq!(eager.kv_capacity_bytes, b.kv_capacity_bytes);
@@ -411,7 +411,7 @@ fn budget_needs_a_card_a_length_and_a_kv_shape() {
 fn per_card_rows_match_single_card_budgets() {
     let input = llama_8b(&[]);
     let est = estimate(&input).unwrap();
-    let p = engine(&[("engine", "vllm"), ("max-model-len", "16000")]);
+    let p = engine(&[("engine", "vllm@0.19"), ("max-model-len", "16000")]);
     let rows = budget_per_card(&input, &est, &p).unwrap();
     assert_eq!(rows.len(), CATALOGUE.len());
     let h100 = rows.iter().find(|r| r.id == "h100-sxm-80gb").unwrap();
@@ -1234,7 +1234,8 @@ fn llama_cpp_placement_is_bounded() {
 }
 
 /// Each release's rules by name: `vllm@0.7` (V0 from after the CUDA context),
-/// `vllm@0.8` (the context counted outside torch), `vllm@0.27` (Model Runner V2, dense unquantised only),
+/// `vllm@0.8` (the context counted outside torch), `vllm@0.27` (the default: Model Runner V2 for dense
+/// unquantised models, V1 with its CUDA-graph estimate otherwise),
 /// `tgi@2.0` and `tgi@0.9`; an unknown release names the ones carried.
 #[test]
 fn releases_pick_their_rules() {
@@ -1268,16 +1269,61 @@ fn releases_pick_their_rules() {
 
     let dense = llama_8b(&[]);
     let v2 = run(&dense, &with(&[("engine", "vllm@0.27")]));
-    let v019 = run(&dense, &with(&[("engine", "vllm")]));
+    let v019 = run(&dense, &with(&[("engine", "vllm@0.19")]));
     assert_eq!(v2.version, "0.27 (Model Runner V2)");
+    // Plain `vllm` is the newest release carried.
+    assert_eq!(run(&dense, &with(&[("engine", "vllm")])), v2);
     // V2's profile samples without top-k/top-p: a smaller sampler phase, a larger pool.
     assert!(v2.kv_capacity_bytes > v019.kv_capacity_bytes);
+    let g = v2.lines.iter().find(|l| l.key == "cuda_graphs").unwrap();
+    assert!(!g.subtracted);
+    // MoE models run the V1 runner, which takes its CUDA-graph estimate off the pool:
+    // 0.19's pool less that line, to the byte.
     let preset = presets::find("mixtral-8x7b").expect("preset");
     let (moe, errors) = crate::params::from_pairs(preset.pairs.iter().copied());
     assert!(errors.is_empty());
     let est = estimate(&moe).unwrap();
-    let refused = budget(&moe, &est, &engine(&with(&[("engine", "vllm@0.27")])));
-    assert!(format!("{refused:?}").contains("V1 runner"), "{refused:?}");
+    let p = |e: &str| EngineParams {
+        card: find_card("h100-sxm-80gb"),
+        max_model_len: Some(8192),
+        ..engine(&[("engine", e)])
+    };
+    let v1 = budget(&moe, &est, &p("vllm@0.27")).unwrap();
+    let old = budget(&moe, &est, &p("vllm@0.19")).unwrap();
+    assert_eq!(v1.version, "0.27 (Model Runner V1)");
+    let g = v1.lines.iter().find(|l| l.key == "cuda_graphs").unwrap();
+    assert!(g.subtracted && g.kind == Kind::Assumed);
+    assert_eq!(old.kv_capacity_bytes - v1.kv_capacity_bytes, g.bytes as i64);
+    // 1024 sequences and 8192 batched tokens on an H100: 51 PIECEWISE and 51 FULL
+    // graphs of (4 MiB + 192 KiB × 32 layers) each.
+    assert_eq!(g.bytes, 102 * (4 * MIB + 32 * (192 << 10)));
+    // A quantised dense model runs V1 too; --enforce-eager captures no graph.
+    let fp8 = llama_8b(&[("format", "fp8")]);
+    let q = run(&fp8, &with(&[("engine", "vllm")]));
+    assert_eq!(q.version, "0.27 (Model Runner V1)");
+    let eager = run(
+        &fp8,
+        &with(&[("engine", "vllm"), ("enforce-eager", "true")]),
+    );
+    assert!(eager.lines.iter().all(|l| l.key != "cuda_graphs"));
+    assert!(eager.kv_capacity_bytes > q.kv_capacity_bytes);
+}
+
+/// vllm v0.22.0 `_set_cudagraph_sizes` and `initialize_cudagraph_keys`: the graphs
+/// 0.27's V1 runner captures, by max_num_seqs, max_num_batched_tokens and the decode
+/// query length (1 + speculative tokens).
+#[test]
+fn vllm_capture_sizes_follow_the_config() {
+    // 1, 2, 4, 8…248 (31), 256…512 (17): 51 sizes; FULL decode sizes ≤ max_num_seqs.
+    assert_eq!(vllm::capture_counts(1024, 8192, 1), (51, 51));
+    assert_eq!(vllm::capture_counts(256, 2048, 1), (51, 35));
+    // 8 sequences: sizes up to 16 (1, 2, 4, 8, 16); FULL up to 8.
+    assert_eq!(vllm::capture_counts(8, 8192, 1), (5, 4));
+    // max_num_batched_tokens within the cap is captured too: 100 → 1, 2, 4, 8…96, 100.
+    assert_eq!(vllm::capture_counts(1024, 100, 1), (16, 16));
+    // Two speculative tokens: decode query length 3, sizes up to 4 × 3 × 2 = 24 (1, 2,
+    // 4, 8, 16, 24); FULL from 3 up to 3 × 4 = 12 (4, 8).
+    assert_eq!(vllm::capture_counts(4, 8192, 3), (6, 2));
 }
 
 /// llama-server's `--kv-unified`: one stream of n_ctx cells for every slot, and one SWA
