@@ -565,7 +565,7 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     ("vllm085-rtx4090d-qwen2.5-0.5b-32768", -0.25, 1.7),
     ("vllm072-t4-qwen2.5-1.5b-instruct-fp16-32768", -0.25, 1.8),
     ("vllm072-l40-qwen2.5-math-1.5b-u085-4096", -0.25, 0.3),
-    ("vllm0190-a100-80-gpt-oss-20b-u065-131072", -0.25, 2.9),
+    ("vllm0190-a100-80-gpt-oss-20b-u065-131072", -0.25, 0.55),
     (
         "vllm071v0-8xa100-40-deepseek-coder-v2-lite-tp8-fp16-8192",
         -0.25,

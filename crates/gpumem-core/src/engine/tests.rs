@@ -629,7 +629,11 @@ fn rope_scaling_extends_what_an_engine_serves() {
 
 /// gpt-oss-20b's experts in MXFP4 at tp 2: each rank's 1440 intermediate pads to 1472
 /// (vLLM's triton MXFP4 backend on Hopper): 3 × 2880 × 32 × 32 experts × 24 layers
-/// values = 212 336 640, at 17 B per 32 = 112 803 840 B more than the checkpoint's share.
+/// values = 212 336 640, at 17 B per 32 = 112 803 840 B, and the w13 biases' 2 × 32
+/// values × 32 × 24 in bf16 = 98 304 B more than the checkpoint's share. On an A100
+/// (Marlin) at tp 1, 2880 × 2880 pads to 3072 × 2944: 3 × (3072 × 2944 − 2880²) × 32 ×
+/// 24 = 1 727 004 672 values → 917 471 232 B, and (2 × 64 + 192) × 32 × 24 bias values
+/// in bf16 = 491 520 B.
 #[test]
 fn vllm_pads_mxfp4_experts_per_rank() {
     let pairs = [
@@ -650,7 +654,7 @@ fn vllm_pads_mxfp4_experts_per_rank() {
     assert!(e.is_empty(), "{e:?}");
     let b = run(&input, &with(&[("engine", "vllm")]));
     let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
-    assert_eq!(w.inputs["mxfp4-padding"], "112803840");
+    assert_eq!(w.inputs["mxfp4-padding"], "112902144");
     let (tp1, _) = crate::params::from_pairs(
         pairs
             .iter()
@@ -660,6 +664,16 @@ fn vllm_pads_mxfp4_experts_per_rank() {
     let b = run(&tp1, &with(&[("engine", "vllm")]));
     let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
     assert_eq!(w.inputs["mxfp4-padding"], "0");
+    let b = run(
+        &tp1,
+        &[
+            ("engine", "vllm@0.19"),
+            ("card", "a100-80gb"),
+            ("max-model-len", "16000"),
+        ],
+    );
+    let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
+    assert_eq!(w.inputs["mxfp4-padding"], "917962752");
 }
 
 #[test]

@@ -329,7 +329,7 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
         _ => 0,
     };
     let lora = lora_bytes(c, r)?;
-    let pad = mxfp4_padding(input)?;
+    let pad = mxfp4_padding(input, &c.card)?;
     // The checkpoint's MTP layers are not the main model's: vLLM loads them only as
     // the drafter (the `draft_weights` line), see `speculative`.
     let weights = c.weights.saturating_sub(c.mtp_bytes);
@@ -762,22 +762,41 @@ pub(super) fn moe_workspace(input: &EstimateInput, tokens: u64) -> Result<u64, E
     sum(&[up(w13)?, up(w2)?])
 }
 
-/// MXFP4 experts as vLLM 0.19 loads them on Hopper: the triton backend (first
-/// supported on sm_90 in `fused_moe/oracle/mxfp4.py` `select_mxfp4_moe_backend`) pads
-/// each rank's expert intermediate size to a multiple of 64
-/// (`mxfp4_round_up_hidden_size_and_intermediate_size`): gpt-oss's 2880 is already
-/// one at tp 1; 1440 → 1472 at tp 2, 720 → 768 at tp 4. The padding adds 3 × hidden ×
-/// ΔI values per expert and layer (w13 and w2), 17 B per 32 (MXFP4 + its E8M0 scale).
-fn mxfp4_padding(input: &EstimateInput) -> Result<u64, EstimateError> {
+/// MXFP4 experts as vLLM 0.19 loads them: `fused_moe/oracle/mxfp4.py`
+/// (`select_gpt_oss_mxfp4_moe_backend`, `_get_priority_backends`, read at upstream
+/// 799973af4, April 2026) takes FlashInfer's TRT-LLM kernels on sm_100, the triton
+/// kernels on sm_90 (supported from 9.0 below 11.0), AITER on ROCm and Marlin on every
+/// other NVIDIA card (Ampere, Ada, sm_120 Blackwell), and
+/// `mxfp4_round_up_hidden_size_and_intermediate_size` pads each rank's expert sizes for
+/// it: triton the intermediate size to 64; Marlin the intermediate to 128 and the
+/// hidden size to 256; TRT-LLM and ROCm both to 256 (a card the catalogue does not
+/// know: both to 256, the most). gpt-oss-20b's 2880 × 2880 becomes 3072 × 2944 under
+/// Marlin. The padding adds 3 × (H' × I' − H × I) values per expert and layer (w13 and
+/// w2), 17 B per 32 (MXFP4 + its E8M0 scale), and 2 (I' − I) + (H' − H) bias values
+/// (w13, w2 biases in the model dtype, created at the padded sizes).
+fn mxfp4_padding(input: &EstimateInput, card: &GpuCard) -> Result<u64, EstimateError> {
+    use crate::catalogue::{Arch, Segment, Vendor};
     let (Some(a), Some(crate::format::StorageFormat::Mxfp4)) = (input.arch, input.format) else {
         return Ok(0);
     };
     let Some(m) = a.moe else { return Ok(0) };
     let i = m.expert_intermediate.div_ceil(input.tp.max(1));
-    let delta = i.div_ceil(64).saturating_mul(64).saturating_sub(i);
+    let h = a.hidden;
+    let (h_to, i_to) = match (card.vendor, card.arch, card.segment) {
+        (_, Arch::Hopper, _) => (1, 64),
+        (_, Arch::Blackwell, Segment::DataCentre) | (Vendor::Amd, _, _) | (_, Arch::Unknown, _) => {
+            (256, 256)
+        }
+        _ => (256, 128),
+    };
+    let up = |x: u64, to: u64| x.div_ceil(to).saturating_mul(to);
+    let (hp, ip) = (up(h, h_to), up(i, i_to));
     let layers = m.moe_layers(a.layers).div_ceil(input.pp.max(1));
-    let values = prod(&[3, a.hidden, delta, m.experts, layers])?;
-    Ok(values.div_ceil(32).saturating_mul(17))
+    let per_expert = prod(&[3, hp, ip])?.saturating_sub(prod(&[3, h, i])?);
+    let values = prod(&[per_expert, m.experts, layers])?;
+    let bias = sum(&[prod(&[2, ip.saturating_sub(i)])?, hp.saturating_sub(h)])?;
+    let bias_bytes = prod(&[bias, m.experts, layers, input.compute_dtype.bytes()])?;
+    sum(&[values.div_ceil(32).saturating_mul(17), bias_bytes])
 }
 
 /// vLLM's LoRA slots (vllm/lora/layers/base_linear.py `create_lora_weights`): per
