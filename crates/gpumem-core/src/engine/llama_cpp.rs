@@ -323,6 +323,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         group_block_bytes: per_cell,
         groups: 1,
         seq_blocks: cells,
+        tokens_by_concurrency: false,
         kv_cache_bytes: Some(kv),
         pool: Some(i64::try_from(room).unwrap_or(i64::MIN)),
         need: Some(Need {

@@ -780,6 +780,9 @@ struct Draft {
     groups: u64,
     /// Blocks one sequence of `max_model_len` takes (all groups).
     seq_blocks: u64,
+    /// The tokens reported are max concurrency × max_model_len (vLLM 0.22 onwards),
+    /// not whole blocks per group.
+    tokens_by_concurrency: bool,
     kv_cache_bytes: Option<u64>,
     /// The pool, when the engine does not derive it from the lines (llama.cpp's
     /// allocated cache, vLLM's `--kv-cache-memory-bytes`).
@@ -972,7 +975,20 @@ fn finish(
         // "Maximum concurrency": num_blocks ÷ blocks one request of max_model_len takes.
         None => (
             prod(&[d.seq_blocks, d.group_block_bytes])?,
-            prod(&[blocks.checked_div(d.groups).unwrap_or(0), d.block])?,
+            if d.tokens_by_concurrency {
+                // vllm v0.22.0 `kv_cache_utils.py` `_report_kv_cache_config`: "GPU KV
+                // cache size" = int(num_blocks ÷ blocks per request × max_model_len)
+                // (`get_max_concurrency_for_kv_cache_config`).
+                u64::try_from(
+                    u128::from(blocks)
+                        .saturating_mul(u128::from(ctx.max_model_len))
+                        .checked_div(u128::from(d.seq_blocks))
+                        .unwrap_or(0),
+                )
+                .unwrap_or(u64::MAX)
+            } else {
+                prod(&[blocks.checked_div(d.groups).unwrap_or(0), d.block])?
+            },
             blocks.checked_div(d.seq_blocks).unwrap_or(0),
         ),
     };

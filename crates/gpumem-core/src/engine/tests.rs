@@ -234,7 +234,7 @@ fn vllm_hybrid_groups_follow_the_allocator() {
     assert!(e.is_empty(), "{e:?}");
     let b = run(
         &input,
-        &with(&[("engine", "vllm"), ("max-model-len", "8192")]),
+        &with(&[("engine", "vllm@0.19"), ("max-model-len", "8192")]),
     );
     let page = 16 * 8192u64 * 8;
     let blocks = b.kv_capacity_bytes as u64 / page;
@@ -1036,7 +1036,7 @@ fn vllm_unifies_the_page_of_layers_with_another_kv_shape() {
     assert!(errors.is_empty(), "{errors:?}");
     let b = run(
         &input,
-        &with(&[("engine", "vllm"), ("max-model-len", "8192")]),
+        &with(&[("engine", "vllm@0.19"), ("max-model-len", "8192")]),
     );
     assert_eq!(b.kv_bytes_per_token, 50 * 16_384 + 10 * 8_192);
     let group_block = 16 * 16_384 * 10;
@@ -1045,6 +1045,15 @@ fn vllm_unifies_the_page_of_layers_with_another_kv_shape() {
     let per_request = 256 + 5 * (512 + 1);
     assert_eq!(b.max_sequences, blocks / per_request);
     assert!(b.assumptions.iter().any(|a| a.contains("6 groups")));
+    // 0.27 reports max concurrency × max_model_len (vllm v0.22.0 `_report_kv_cache_config`):
+    // the sliding groups' capped blocks no longer count as 16 tokens each.
+    let b = run(
+        &input,
+        &with(&[("engine", "vllm"), ("max-model-len", "8192")]),
+    );
+    let blocks = u64::try_from(b.kv_capacity_bytes).unwrap() / group_block;
+    assert_eq!(b.kv_capacity_tokens, blocks * 8192 / per_request);
+    assert_eq!(b.max_sequences, blocks / per_request);
 }
 
 /// Gemma-3-12B's vision encoder profiling on an H100 (the calibration record's
@@ -1357,4 +1366,34 @@ fn a_unified_cache_is_one_stream() {
     // Llama has no window: 4 streams of 2048 cells hold what one stream of 8192 does.
     assert_eq!(split.kv_cache_bytes, one.kv_cache_bytes);
     assert!(engine(&unified).kv_unified);
+}
+
+/// Qwen3-Next (Gated DeltaNet beside attention) under the default rules: 0.27 pages it
+/// as 0.10 did (`_align_hybrid_block_size`: attention blocks raised to the state page,
+/// groups of the smaller layer count), and reports max concurrency × max_model_len.
+#[test]
+fn vllm_pages_hybrid_state_models_in_every_v1_release() {
+    let input = from_config("qwen3-next-80b-a3b", &[("tp", "2"), ("gpus", "2")]);
+    let pairs = [("card", "h200-141gb"), ("max-model-len", "262144")];
+    let with_engine = |e: &'static str| {
+        let mut p = pairs.to_vec();
+        p.push(("engine", e));
+        run(&input, &p)
+    };
+    let old = with_engine("vllm@0.10");
+    let new = with_engine("vllm");
+    assert_eq!(new.version, "0.27 (Model Runner V1)");
+    assert!(old.block_size > 16, "{}", old.block_size);
+    assert_eq!(new.block_size, old.block_size);
+    assert_eq!(with_engine("vllm@0.19").block_size, old.block_size);
+    assert!(
+        new.assumptions
+            .iter()
+            .any(|a| a.contains("hybrid KV cache"))
+    );
+    // Tokens: ⌊blocks × max_model_len ÷ blocks per request⌋, not whole blocks per group.
+    assert!(new.max_sequences >= 1);
+    let tokens = new.kv_capacity_tokens;
+    assert!(tokens >= new.max_sequences * 262_144, "{tokens}");
+    assert!(tokens < (new.max_sequences + 1) * 262_144, "{tokens}");
 }

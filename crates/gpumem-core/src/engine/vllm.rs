@@ -155,7 +155,7 @@ const RULES: [Rules; 7] = [
         sampler_bytes: 14,
         triton: true,
         v2: false,
-        state_pages: false,
+        state_pages: true,
         workspace_kept: true,
         graphs_subtracted: false,
         v0: false,
@@ -224,7 +224,7 @@ const RULES: [Rules; 7] = [
         sampler_bytes: 6,
         triton: false,
         v2: true,
-        state_pages: false,
+        state_pages: true,
         workspace_kept: true,
         graphs_subtracted: false,
         v0: false,
@@ -262,7 +262,7 @@ const RULES: [Rules; 7] = [
         sampler_bytes: 14,
         triton: true,
         v2: false,
-        state_pages: false,
+        state_pages: true,
         workspace_kept: true,
         graphs_subtracted: true,
         v0: false,
@@ -537,6 +537,7 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
             group_block_bytes,
             groups,
             seq_blocks,
+            tokens_by_concurrency: r.label.starts_with("0.27"),
             kv_cache_bytes: None,
             pool,
             need: None,
@@ -956,9 +957,10 @@ pub(super) struct StatePool {
 }
 
 /// vllm v0.10.2 `vllm/model_executor/models/config.py`
-/// `HybridAttentionMambaModelConfig.verify_and_update_config` (the 0.10 rules only: later
-/// releases moved it to `vllm/platforms/interface.py`, not read here): one page size for every
-/// layer. The state page is one layer's recurrent state of one sequence (`MambaSpec`:
+/// `HybridAttentionMambaModelConfig.verify_and_update_config`, moved to
+/// `vllm/platforms/interface.py` (`_align_hybrid_block_size`, read at
+/// upstream 799973af4 for 0.19 and 3cb83c95922f for 0.22: the same rule without prefix
+/// caching, the kernel's block alignment 16): one page size for every layer. The state page is one layer's recurrent state of one sequence (`MambaSpec`:
 /// the conv window and the SSM / delta-rule state, sharded by tp, in the KV cache's
 /// dtype); the attention block is raised to `16 × ⌈state page ÷ (16 × one token's
 /// attention page)⌉` tokens ("Setting attention block size to N tokens") and the state
