@@ -501,6 +501,8 @@ pub static FIELDS: &[Field] = &[
         .choices(CACHE_TYPES),
     f("kv-unified", G::Engine, K::Bool(false), "llama.cpp unified KV cache", "",
         "llama.cpp --kv-unified: one cache stream for every slot (llama-server's -np auto sets it)"),
+    f("swa-full", G::Engine, K::Bool(false), "llama.cpp full-size SWA cache", "",
+        "llama.cpp --swa-full: the sliding-window layers keep every cell of the context, not the window's"),
     f("n-gpu-layers", G::Engine, K::Count, "llama.cpp GPU layers", "all",
         "llama.cpp: layers on the GPU"),
     f("n-cpu-moe", G::Engine, K::Count, "llama.cpp CPU MoE layers", "0",

@@ -206,6 +206,10 @@ pub struct EngineParams {
     /// `-np auto` turns it on).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub kv_unified: bool,
+    /// llama.cpp `--swa-full`: the sliding-window layers' cache as large as the full
+    /// layers' (`src/llama-kv-cache-iswa.cpp`: `size_swa = size_base`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub swa_full: bool,
     /// llama.cpp `--n-gpu-layers` (all when absent).
     pub n_gpu_layers: Option<u64>,
     /// llama.cpp `--n-cpu-moe`: MoE layers whose experts stay in host memory.
@@ -354,6 +358,7 @@ where
             }
             "enforce-eager" => flag("enforce-eager", value).map(|v| p.enforce_eager = v),
             "kv-unified" => flag("kv-unified", value).map(|v| p.kv_unified = v),
+            "swa-full" => flag("swa-full", value).map(|v| p.swa_full = v),
             "enable-lora" => flag("enable-lora", value).map(|v| p.enable_lora = v),
             "max-loras" => positive("max-loras", value).map(|v| p.max_loras = Some(v)),
             "max-lora-rank" => positive("max-lora-rank", value).map(|v| p.max_lora_rank = Some(v)),

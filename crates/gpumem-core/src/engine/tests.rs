@@ -1397,3 +1397,44 @@ fn vllm_pages_hybrid_state_models_in_every_v1_release() {
     assert!(tokens >= new.max_sequences * 262_144, "{tokens}");
     assert!(tokens < (new.max_sequences + 1) * 262_144, "{tokens}");
 }
+
+/// llama.cpp's `--swa-full` (`src/llama-kv-cache-iswa.cpp`: `size_swa = size_base`): the
+/// sliding layers keep every cell, so a windowed model's cache is the cache it would
+/// have without the window (f16 cells); without the flag it is smaller.
+#[test]
+fn llama_cpp_swa_full_keeps_every_cell() {
+    let shape = [
+        ("layers", "42"),
+        ("hidden", "3584"),
+        ("heads", "16"),
+        ("kv-heads", "8"),
+        ("head-dim", "256"),
+        ("intermediate", "14336"),
+        ("vocab", "256000"),
+    ];
+    let windowed: Vec<(&str, &str)> = shape
+        .iter()
+        .copied()
+        .chain([("sliding-window", "4096"), ("sliding-layers", "21")])
+        .collect();
+    let (w, e) = crate::params::from_pairs(windowed.iter().copied());
+    assert!(e.is_empty(), "{e:?}");
+    let (full, e) = crate::params::from_pairs(shape.iter().copied());
+    assert!(e.is_empty(), "{e:?}");
+    let pairs = [
+        ("engine", "llama.cpp"),
+        ("card", "rtx-4090"),
+        ("max-model-len", "32768"),
+    ];
+    let mut swa_full = pairs.to_vec();
+    swa_full.push(("swa-full", "true"));
+    assert!(engine(&swa_full).swa_full);
+    let compact = run(&w, &pairs).kv_cache_bytes.unwrap();
+    let all = run(&w, &swa_full).kv_cache_bytes.unwrap();
+    let no_window = run(&full, &pairs).kv_cache_bytes.unwrap();
+    assert_eq!(all, no_window);
+    // 32 768 cells × 42 layers × 2 × 8 × 256 × 2 B; compact: 21 layers at 4096 + 512
+    // (the ubatch) cells.
+    assert_eq!(all, 32_768 * 42 * 8192);
+    assert_eq!(compact, 32_768 * 21 * 8192 + 4608 * 21 * 8192);
+}
