@@ -285,6 +285,9 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
     let (total, derived, sms, sm90) = torch_total(&c.card);
     let mut assumptions: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
+    if r.label == RULES[4].label {
+        assumptions.push("Model Runner V2 assumed for this dense, unquantised model (vLLM 0.27.1's logs run Qwen2 and Qwen3 on it; an architecture left on the V1 runner would lose its CUDA-graph estimate from the pool)".into());
+    }
     let util = p.gpu_memory_utilization.unwrap_or(ONE / 10 * 9);
     let requested = times_fraction(total, util, r.ceil)?;
     let total_text = format!(
