@@ -48,9 +48,10 @@ fn json(extra: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("valid JSON")
 }
 
+/// The 0.19 rules, named (the default `vllm` follows the newest release carried).
 const VLLM_H100: &[&str] = &[
     "--engine",
-    "vllm",
+    "vllm@0.19",
     "--card",
     "h100-sxm-80gb",
     "--gpu-memory-utilization",
@@ -106,6 +107,34 @@ fn vllm_budget_is_in_the_json_as_an_engine_object() {
     assert_eq!(v["weights_bytes"], 16_060_522_496u64);
 }
 
+/// Plain `--engine vllm` follows the newest release carried, and says which: 0.27, on
+/// Model Runner V2 for a dense bf16 model, on the V1 runner (its CUDA-graph estimate
+/// subtracted) for an fp8 one.
+#[test]
+fn plain_vllm_is_the_newest_release_and_says_so() {
+    let mut args = VLLM_H100.to_vec();
+    args[1] = "vllm";
+    let v = json(&args);
+    assert_eq!(v["engine"]["version"], "0.27 (Model Runner V2)");
+    let out = agent(&args);
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("\nengine vllm 0.27 (Model Runner V2) on NVIDIA H100 SXM 80GB")
+    );
+    args.extend(["--format", "fp8"]);
+    let v = json(&args);
+    let e = &v["engine"];
+    assert_eq!(e["version"], "0.27 (Model Runner V1)");
+    let graphs = e["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["key"] == "cuda_graphs")
+        .expect("the CUDA-graph line");
+    assert_eq!(graphs["subtracted"], true);
+    assert_eq!(graphs["kind"], "assumed");
+}
+
 #[test]
 fn table_prints_an_engine_section_with_each_subtracted_line() {
     let out = agent(VLLM_H100);
@@ -132,7 +161,7 @@ fn table_prints_an_engine_section_with_each_subtracted_line() {
 fn too_little_memory_is_a_negative_capacity_not_an_error() {
     let v = json(&[
         "--engine",
-        "vllm",
+        "vllm@0.19",
         "--card",
         "h100-sxm-80gb",
         "--gpu-memory-utilization",
@@ -229,7 +258,7 @@ fn bad_engine_flags_exit_2_with_one_message_each() {
 
 #[test]
 fn engine_without_a_card_answers_for_every_card() {
-    let v = json(&["--engine", "vllm", "--max-model-len", "16000"]);
+    let v = json(&["--engine", "vllm@0.19", "--max-model-len", "16000"]);
     assert!(v.get("engine").is_none() && v.get("largest").is_none());
     let rows = v["engine_per_card"].as_array().expect("one row per card");
     assert_eq!(rows.len(), v["fit"].as_array().unwrap().len());
@@ -238,7 +267,7 @@ fn engine_without_a_card_answers_for_every_card() {
     assert_eq!(h100["max_sequences"], 27);
     let t4 = rows.iter().find(|r| r["id"] == "t4-16gb").unwrap();
     assert!(t4["kv_capacity_bytes"].as_i64().unwrap() < 0);
-    let out = agent(&["--engine", "vllm", "--max-model-len", "16000"]);
+    let out = agent(&["--engine", "vllm@0.19", "--max-model-len", "16000"]);
     let text = String::from_utf8_lossy(&out.stdout);
     let row = text
         .lines()
@@ -313,7 +342,7 @@ fn a_calibration_record_through_the_cli() {
             "--config",
             config,
             "--engine",
-            "vllm",
+            "vllm@0.19",
             "--card",
             "h100-sxm-80gb",
             "--gpu-memory-utilization",

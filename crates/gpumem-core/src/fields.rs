@@ -438,11 +438,11 @@ pub static FIELDS: &[Field] = &[
     f("tp", G::Devices, K::Count, "Tensor parallel", "1", "Tensor-parallel degree"),
     f("pp", G::Devices, K::Count, "Pipeline stages", "1", "Devices a layer stack is cut into"),
     f("engine", G::Engine, K::Choice, "Engine", "",
-        "Serving engine whose KV pool to predict (vllm@0.27: Model Runner V2; vllm@0.10, @0.8, @0.7, @0.6, sglang@0.5.0, tgi@2.0, @0.9: older rules)")
+        "Serving engine whose KV pool to predict (vllm: 0.27, Model Runner V2 or V1 with its CUDA-graph estimate; vllm@0.19, @0.10, @0.8, @0.7, @0.6, sglang@0.5.0, tgi@2.0, @0.9: older rules)")
         .choices(&[
             ("", "every engine"),
-            ("vllm", "vLLM 0.19"),
-            ("vllm@0.27", "vLLM 0.27 (Model Runner V2)"),
+            ("vllm", "vLLM 0.27"),
+            ("vllm@0.19", "vLLM 0.19"),
             ("vllm@0.10", "vLLM 0.10"),
             ("vllm@0.8", "vLLM 0.8"),
             ("vllm@0.7", "vLLM 0.7 (V0)"),
@@ -501,6 +501,8 @@ pub static FIELDS: &[Field] = &[
         .choices(CACHE_TYPES),
     f("kv-unified", G::Engine, K::Bool(false), "llama.cpp unified KV cache", "",
         "llama.cpp --kv-unified: one cache stream for every slot (llama-server's -np auto sets it)"),
+    f("swa-full", G::Engine, K::Bool(false), "llama.cpp full-size SWA cache", "",
+        "llama.cpp --swa-full: the sliding-window layers keep every cell of the context, not the window's"),
     f("n-gpu-layers", G::Engine, K::Count, "llama.cpp GPU layers", "all",
         "llama.cpp: layers on the GPU"),
     f("n-cpu-moe", G::Engine, K::Count, "llama.cpp CPU MoE layers", "0",

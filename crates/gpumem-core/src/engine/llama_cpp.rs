@@ -8,7 +8,8 @@
 //! bytes: block formats store 32 values per block (`ggml/src/ggml.c` type traits:
 //! q8_0 34 B, q4_0 18 B, q4_1 20 B, q5_0 22 B, q5_1 24 B, iq4_nl 18 B). Layers with a
 //! sliding window get their own cache (`src/llama-kv-cache-iswa.cpp`) of
-//! GGML_PAD(min(n_ctx, n_swa × n_seq + n_ubatch), 256) cells — only for architectures
+//! GGML_PAD(min(n_ctx, n_swa × n_seq + n_ubatch), 256) cells (`--swa-full`: as many as
+//! the full layers', `size_swa = size_base`) — only for architectures
 //! that run SWA, whose windows alternate with full layers (Gemma 2/3, Cohere 2,
 //! gpt-oss, Llama 4); Phi-3 is loaded with `n_swa = 0` (`src/llama-model.cpp`,
 //! "Phi SWA is currently disabled") and Llama/Mistral/Qwen2 read no window, so a
@@ -191,11 +192,16 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         Some((w, s)) => {
             // Per stream (`src/llama-kv-cache-iswa.cpp`): GGML_PAD(min(n_ctx_seq,
             // n_swa × (unified ? n_seq_max : 1) + n_ubatch), 256).
+            // `--swa-full`: `size_swa = size_base`, every cell of the stream.
             let window = if p.kv_unified { prod(&[w, nseq])? } else { w };
-            let n = sum(&[window, ubatch])?
-                .min(per_seq)
-                .div_ceil(256)
-                .saturating_mul(256);
+            let n = if p.swa_full {
+                per_seq
+            } else {
+                sum(&[window, ubatch])?
+                    .min(per_seq)
+                    .div_ceil(256)
+                    .saturating_mul(256)
+            };
             (layers.saturating_sub(s), prod(&[n, streams])?, s)
         }
         None => (layers, 0, 0),
@@ -322,6 +328,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         group_block_bytes: per_cell,
         groups: 1,
         seq_blocks: cells,
+        tokens_by_concurrency: false,
         kv_cache_bytes: Some(kv),
         pool: Some(i64::try_from(room).unwrap_or(i64::MIN)),
         need: Some(Need {

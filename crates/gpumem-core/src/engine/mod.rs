@@ -108,7 +108,7 @@ impl Engine {
                 return Err(EstimateError::invalid(
                     "engine",
                     format!(
-                        "{text:?} is not an engine; use vllm (vllm@0.19, @0.27, @0.10, @0.8, @0.7, @0.6), sglang (sglang@0.5.0), tgi (tgi@3, @2.0, @0.9), llama.cpp or transformers"
+                        "{text:?} is not an engine; use vllm (0.27; vllm@0.19, @0.10, @0.8, @0.7, @0.6), sglang (sglang@0.5.0), tgi (tgi@3, @2.0, @0.9), llama.cpp or transformers"
                     ),
                 ));
             }
@@ -206,6 +206,10 @@ pub struct EngineParams {
     /// `-np auto` turns it on).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub kv_unified: bool,
+    /// llama.cpp `--swa-full`: the sliding-window layers' cache as large as the full
+    /// layers' (`src/llama-kv-cache-iswa.cpp`: `size_swa = size_base`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub swa_full: bool,
     /// llama.cpp `--n-gpu-layers` (all when absent).
     pub n_gpu_layers: Option<u64>,
     /// llama.cpp `--n-cpu-moe`: MoE layers whose experts stay in host memory.
@@ -355,6 +359,7 @@ where
             }
             "enforce-eager" => flag("enforce-eager", value).map(|v| p.enforce_eager = v),
             "kv-unified" => flag("kv-unified", value).map(|v| p.kv_unified = v),
+            "swa-full" => flag("swa-full", value).map(|v| p.swa_full = v),
             "enable-lora" => flag("enable-lora", value).map(|v| p.enable_lora = v),
             "max-loras" => positive("max-loras", value).map(|v| p.max_loras = Some(v)),
             "max-lora-rank" => positive("max-lora-rank", value).map(|v| p.max_lora_rank = Some(v)),
@@ -538,7 +543,7 @@ pub struct EngineLine {
     /// Computed (from the inputs and the engine's rule) or assumed.
     pub kind: Kind,
     /// Whether the rule subtracts it from the first line (false: shown only, e.g.
-    /// vLLM 0.19's CUDA-graph estimate).
+    /// vLLM 0.19's CUDA-graph line; 0.27's V1 runner subtracts its estimate).
     #[serde(default = "yes")]
     pub subtracted: bool,
     /// The formula, in words.
@@ -781,6 +786,9 @@ struct Draft {
     groups: u64,
     /// Blocks one sequence of `max_model_len` takes (all groups).
     seq_blocks: u64,
+    /// The tokens reported are max concurrency × max_model_len (vLLM 0.22 onwards),
+    /// not whole blocks per group.
+    tokens_by_concurrency: bool,
     kv_cache_bytes: Option<u64>,
     /// The pool, when the engine does not derive it from the lines (llama.cpp's
     /// allocated cache, vLLM's `--kv-cache-memory-bytes`).
@@ -973,7 +981,20 @@ fn finish(
         // "Maximum concurrency": num_blocks ÷ blocks one request of max_model_len takes.
         None => (
             prod(&[d.seq_blocks, d.group_block_bytes])?,
-            prod(&[blocks.checked_div(d.groups).unwrap_or(0), d.block])?,
+            if d.tokens_by_concurrency {
+                // vllm v0.22.0 `kv_cache_utils.py` `_report_kv_cache_config`: "GPU KV
+                // cache size" = int(num_blocks ÷ blocks per request × max_model_len)
+                // (`get_max_concurrency_for_kv_cache_config`).
+                u64::try_from(
+                    u128::from(blocks)
+                        .saturating_mul(u128::from(ctx.max_model_len))
+                        .checked_div(u128::from(d.seq_blocks))
+                        .unwrap_or(0),
+                )
+                .unwrap_or(u64::MAX)
+            } else {
+                prod(&[blocks.checked_div(d.groups).unwrap_or(0), d.block])?
+            },
             blocks.checked_div(d.seq_blocks).unwrap_or(0),
         ),
     };

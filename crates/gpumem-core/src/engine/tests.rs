@@ -145,7 +145,7 @@ fn engine_pairs_collect_one_error_per_bad_field() {
 /// - blocks of 16 × 131 072 B: 27 738 → 443 808 tokens; 1000 blocks a sequence: 27.
 #[test]
 fn vllm_llama_8b_on_h100_matches_the_hand_derivation() {
-    let b = run(&llama_8b(&[]), &with(&[("engine", "vllm")]));
+    let b = run(&llama_8b(&[]), &with(&[("engine", "vllm@0.19")]));
     assert_eq!(b.version, "0.19");
     assert_eq!(b.capacity_bytes, 85_027_979_264);
     assert_eq!(b.capacity_kind, "torch");
@@ -163,7 +163,7 @@ fn vllm_llama_8b_on_h100_matches_the_hand_derivation() {
     assert!(!g.subtracted);
     let eager = run(
         &llama_8b(&[]),
-        &with(&[("engine", "vllm"), ("enforce-eager", "true")]),
+        &with(&[("engine", "vllm@0.19"), ("enforce-eager", "true")]),
     );
     assert!(eager.lines.iter().all(|l| l.key != "cuda_graphs"));
     assert_eq!(eager.kv_capacity_bytes, b.kv_capacity_bytes);
@@ -234,7 +234,7 @@ fn vllm_hybrid_groups_follow_the_allocator() {
     assert!(e.is_empty(), "{e:?}");
     let b = run(
         &input,
-        &with(&[("engine", "vllm"), ("max-model-len", "8192")]),
+        &with(&[("engine", "vllm@0.19"), ("max-model-len", "8192")]),
     );
     let page = 16 * 8192u64 * 8;
     let blocks = b.kv_capacity_bytes as u64 / page;
@@ -411,7 +411,7 @@ fn budget_needs_a_card_a_length_and_a_kv_shape() {
 fn per_card_rows_match_single_card_budgets() {
     let input = llama_8b(&[]);
     let est = estimate(&input).unwrap();
-    let p = engine(&[("engine", "vllm"), ("max-model-len", "16000")]);
+    let p = engine(&[("engine", "vllm@0.19"), ("max-model-len", "16000")]);
     let rows = budget_per_card(&input, &est, &p).unwrap();
     assert_eq!(rows.len(), CATALOGUE.len());
     let h100 = rows.iter().find(|r| r.id == "h100-sxm-80gb").unwrap();
@@ -629,7 +629,11 @@ fn rope_scaling_extends_what_an_engine_serves() {
 
 /// gpt-oss-20b's experts in MXFP4 at tp 2: each rank's 1440 intermediate pads to 1472
 /// (vLLM's triton MXFP4 backend on Hopper): 3 × 2880 × 32 × 32 experts × 24 layers
-/// values = 212 336 640, at 17 B per 32 = 112 803 840 B more than the checkpoint's share.
+/// values = 212 336 640, at 17 B per 32 = 112 803 840 B, and the w13 biases' 2 × 32
+/// values × 32 × 24 in bf16 = 98 304 B more than the checkpoint's share. On an A100
+/// (Marlin) at tp 1, 2880 × 2880 pads to 3072 × 2944: 3 × (3072 × 2944 − 2880²) × 32 ×
+/// 24 = 1 727 004 672 values → 917 471 232 B, and (2 × 64 + 192) × 32 × 24 bias values
+/// in bf16 = 491 520 B.
 #[test]
 fn vllm_pads_mxfp4_experts_per_rank() {
     let pairs = [
@@ -650,7 +654,7 @@ fn vllm_pads_mxfp4_experts_per_rank() {
     assert!(e.is_empty(), "{e:?}");
     let b = run(&input, &with(&[("engine", "vllm")]));
     let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
-    assert_eq!(w.inputs["mxfp4-padding"], "112803840");
+    assert_eq!(w.inputs["mxfp4-padding"], "112902144");
     let (tp1, _) = crate::params::from_pairs(
         pairs
             .iter()
@@ -660,6 +664,16 @@ fn vllm_pads_mxfp4_experts_per_rank() {
     let b = run(&tp1, &with(&[("engine", "vllm")]));
     let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
     assert_eq!(w.inputs["mxfp4-padding"], "0");
+    let b = run(
+        &tp1,
+        &[
+            ("engine", "vllm@0.19"),
+            ("card", "a100-80gb"),
+            ("max-model-len", "16000"),
+        ],
+    );
+    let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
+    assert_eq!(w.inputs["mxfp4-padding"], "917962752");
 }
 
 #[test]
@@ -1040,7 +1054,7 @@ fn vllm_unifies_the_page_of_layers_with_another_kv_shape() {
     assert!(errors.is_empty(), "{errors:?}");
     let b = run(
         &input,
-        &with(&[("engine", "vllm"), ("max-model-len", "8192")]),
+        &with(&[("engine", "vllm@0.19"), ("max-model-len", "8192")]),
     );
     assert_eq!(b.kv_bytes_per_token, 50 * 16_384 + 10 * 8_192);
     let group_block = 16 * 16_384 * 10;
@@ -1049,6 +1063,15 @@ fn vllm_unifies_the_page_of_layers_with_another_kv_shape() {
     let per_request = 256 + 5 * (512 + 1);
     assert_eq!(b.max_sequences, blocks / per_request);
     assert!(b.assumptions.iter().any(|a| a.contains("6 groups")));
+    // 0.27 reports max concurrency × max_model_len (vllm v0.22.0 `_report_kv_cache_config`):
+    // the sliding groups' capped blocks no longer count as 16 tokens each.
+    let b = run(
+        &input,
+        &with(&[("engine", "vllm"), ("max-model-len", "8192")]),
+    );
+    let blocks = u64::try_from(b.kv_capacity_bytes).unwrap() / group_block;
+    assert_eq!(b.kv_capacity_tokens, blocks * 8192 / per_request);
+    assert_eq!(b.max_sequences, blocks / per_request);
 }
 
 /// Gemma-3-12B's vision encoder profiling on an H100 (the calibration record's
@@ -1252,7 +1275,8 @@ fn llama_cpp_placement_is_bounded() {
 }
 
 /// Each release's rules by name: `vllm@0.7` (V0 from after the CUDA context),
-/// `vllm@0.8` (the context counted outside torch), `vllm@0.27` (Model Runner V2, dense unquantised only),
+/// `vllm@0.8` (the context counted outside torch), `vllm@0.27` (the default: Model Runner V2 for dense
+/// unquantised models, V1 with its CUDA-graph estimate otherwise),
 /// `tgi@2.0` and `tgi@0.9`; an unknown release names the ones carried.
 #[test]
 fn releases_pick_their_rules() {
@@ -1286,16 +1310,61 @@ fn releases_pick_their_rules() {
 
     let dense = llama_8b(&[]);
     let v2 = run(&dense, &with(&[("engine", "vllm@0.27")]));
-    let v019 = run(&dense, &with(&[("engine", "vllm")]));
+    let v019 = run(&dense, &with(&[("engine", "vllm@0.19")]));
     assert_eq!(v2.version, "0.27 (Model Runner V2)");
+    // Plain `vllm` is the newest release carried.
+    assert_eq!(run(&dense, &with(&[("engine", "vllm")])), v2);
     // V2's profile samples without top-k/top-p: a smaller sampler phase, a larger pool.
     assert!(v2.kv_capacity_bytes > v019.kv_capacity_bytes);
+    let g = v2.lines.iter().find(|l| l.key == "cuda_graphs").unwrap();
+    assert!(!g.subtracted);
+    // MoE models run the V1 runner, which takes its CUDA-graph estimate off the pool:
+    // 0.19's pool less that line, to the byte.
     let preset = presets::find("mixtral-8x7b").expect("preset");
     let (moe, errors) = crate::params::from_pairs(preset.pairs.iter().copied());
     assert!(errors.is_empty());
     let est = estimate(&moe).unwrap();
-    let refused = budget(&moe, &est, &engine(&with(&[("engine", "vllm@0.27")])));
-    assert!(format!("{refused:?}").contains("V1 runner"), "{refused:?}");
+    let p = |e: &str| EngineParams {
+        card: find_card("h100-sxm-80gb"),
+        max_model_len: Some(8192),
+        ..engine(&[("engine", e)])
+    };
+    let v1 = budget(&moe, &est, &p("vllm@0.27")).unwrap();
+    let old = budget(&moe, &est, &p("vllm@0.19")).unwrap();
+    assert_eq!(v1.version, "0.27 (Model Runner V1)");
+    let g = v1.lines.iter().find(|l| l.key == "cuda_graphs").unwrap();
+    assert!(g.subtracted && g.kind == Kind::Assumed);
+    assert_eq!(old.kv_capacity_bytes - v1.kv_capacity_bytes, g.bytes as i64);
+    // 1024 sequences and 8192 batched tokens on an H100: 51 PIECEWISE and 51 FULL
+    // graphs of (4 MiB + 192 KiB × 32 layers) each.
+    assert_eq!(g.bytes, 102 * (4 * MIB + 32 * (192 << 10)));
+    // A quantised dense model runs V1 too; --enforce-eager captures no graph.
+    let fp8 = llama_8b(&[("format", "fp8")]);
+    let q = run(&fp8, &with(&[("engine", "vllm")]));
+    assert_eq!(q.version, "0.27 (Model Runner V1)");
+    let eager = run(
+        &fp8,
+        &with(&[("engine", "vllm"), ("enforce-eager", "true")]),
+    );
+    assert!(eager.lines.iter().all(|l| l.key != "cuda_graphs"));
+    assert!(eager.kv_capacity_bytes > q.kv_capacity_bytes);
+}
+
+/// vllm v0.22.0 `_set_cudagraph_sizes` and `initialize_cudagraph_keys`: the graphs
+/// 0.27's V1 runner captures, by max_num_seqs, max_num_batched_tokens and the decode
+/// query length (1 + speculative tokens).
+#[test]
+fn vllm_capture_sizes_follow_the_config() {
+    // 1, 2, 4, 8…248 (31), 256…512 (17): 51 sizes; FULL decode sizes ≤ max_num_seqs.
+    assert_eq!(vllm::capture_counts(1024, 8192, 1), (51, 51));
+    assert_eq!(vllm::capture_counts(256, 2048, 1), (51, 35));
+    // 8 sequences: sizes up to 16 (1, 2, 4, 8, 16); FULL up to 8.
+    assert_eq!(vllm::capture_counts(8, 8192, 1), (5, 4));
+    // max_num_batched_tokens within the cap is captured too: 100 → 1, 2, 4, 8…96, 100.
+    assert_eq!(vllm::capture_counts(1024, 100, 1), (16, 16));
+    // Two speculative tokens: decode query length 3, sizes up to 4 × 3 × 2 = 24 (1, 2,
+    // 4, 8, 16, 24); FULL from 3 up to 3 × 4 = 12 (4, 8).
+    assert_eq!(vllm::capture_counts(4, 8192, 3), (6, 2));
 }
 
 /// llama-server's `--kv-unified`: one stream of n_ctx cells for every slot, and one SWA
@@ -1315,4 +1384,75 @@ fn a_unified_cache_is_one_stream() {
     // Llama has no window: 4 streams of 2048 cells hold what one stream of 8192 does.
     assert_eq!(split.kv_cache_bytes, one.kv_cache_bytes);
     assert!(engine(&unified).kv_unified);
+}
+
+/// Qwen3-Next (Gated DeltaNet beside attention) under the default rules: 0.27 pages it
+/// as 0.10 did (`_align_hybrid_block_size`: attention blocks raised to the state page,
+/// groups of the smaller layer count), and reports max concurrency × max_model_len.
+#[test]
+fn vllm_pages_hybrid_state_models_in_every_v1_release() {
+    let input = from_config("qwen3-next-80b-a3b", &[("tp", "2"), ("gpus", "2")]);
+    let pairs = [("card", "h200-141gb"), ("max-model-len", "262144")];
+    let with_engine = |e: &'static str| {
+        let mut p = pairs.to_vec();
+        p.push(("engine", e));
+        run(&input, &p)
+    };
+    let old = with_engine("vllm@0.10");
+    let new = with_engine("vllm");
+    assert_eq!(new.version, "0.27 (Model Runner V1)");
+    assert!(old.block_size > 16, "{}", old.block_size);
+    assert_eq!(new.block_size, old.block_size);
+    assert_eq!(with_engine("vllm@0.19").block_size, old.block_size);
+    assert!(
+        new.assumptions
+            .iter()
+            .any(|a| a.contains("hybrid KV cache"))
+    );
+    // Tokens: ⌊blocks × max_model_len ÷ blocks per request⌋, not whole blocks per group.
+    assert!(new.max_sequences >= 1);
+    let tokens = new.kv_capacity_tokens;
+    assert!(tokens >= new.max_sequences * 262_144, "{tokens}");
+    assert!(tokens < (new.max_sequences + 1) * 262_144, "{tokens}");
+}
+
+/// llama.cpp's `--swa-full` (`src/llama-kv-cache-iswa.cpp`: `size_swa = size_base`): the
+/// sliding layers keep every cell, so a windowed model's cache is the cache it would
+/// have without the window (f16 cells); without the flag it is smaller.
+#[test]
+fn llama_cpp_swa_full_keeps_every_cell() {
+    let shape = [
+        ("layers", "42"),
+        ("hidden", "3584"),
+        ("heads", "16"),
+        ("kv-heads", "8"),
+        ("head-dim", "256"),
+        ("intermediate", "14336"),
+        ("vocab", "256000"),
+    ];
+    let windowed: Vec<(&str, &str)> = shape
+        .iter()
+        .copied()
+        .chain([("sliding-window", "4096"), ("sliding-layers", "21")])
+        .collect();
+    let (w, e) = crate::params::from_pairs(windowed.iter().copied());
+    assert!(e.is_empty(), "{e:?}");
+    let (full, e) = crate::params::from_pairs(shape.iter().copied());
+    assert!(e.is_empty(), "{e:?}");
+    let pairs = [
+        ("engine", "llama.cpp"),
+        ("card", "rtx-4090"),
+        ("max-model-len", "32768"),
+    ];
+    let mut swa_full = pairs.to_vec();
+    swa_full.push(("swa-full", "true"));
+    assert!(engine(&swa_full).swa_full);
+    let compact = run(&w, &pairs).kv_cache_bytes.unwrap();
+    let all = run(&w, &swa_full).kv_cache_bytes.unwrap();
+    let no_window = run(&full, &pairs).kv_cache_bytes.unwrap();
+    assert_eq!(all, no_window);
+    // 32 768 cells × 42 layers × 2 × 8 × 256 × 2 B; compact: 21 layers at 4096 + 512
+    // (the ubatch) cells.
+    assert_eq!(all, 32_768 * 42 * 8192);
+    assert_eq!(compact, 32_768 * 21 * 8192 + 4608 * 21 * 8192);
 }

@@ -47,6 +47,7 @@ pub(super) fn rule(c: &Ctx, est: &Estimate) -> Result<Draft, EstimateError> {
         group_block_bytes,
         groups,
         seq_blocks,
+        tokens_by_concurrency: false,
         kv_cache_bytes: None,
         pool: None,
         need: None,

@@ -23,18 +23,25 @@
 //! sequences in eager PyTorch and measured memory outside torch from before the CUDA
 //! context existed (0.6) or from just after it (0.7).
 //!
-//! 0.27 (`vllm@0.27`, named only) is carried for Model Runner V2, which runs dense,
-//! unquantised models there: its sampler copies the logits to fp32 and the profile
-//! skips top-k/top-p, and its `profile_cudagraph_memory` returns 0, so no graph
-//! estimate leaves the pool.
+//! 0.27 (`vllm@0.27`, the default `vllm`) picks its model runner per model
+//! (`vllm/config/vllm.py` `use_v2_model_runner`): Model Runner V2 for dense,
+//! unquantised models — its sampler copies the logits to fp32 and the profile skips
+//! top-k/top-p, and its `profile_cudagraph_memory` returns 0, so no graph estimate
+//! leaves the pool — and the V1 runner otherwise, which since 0.20 profiles its CUDA
+//! graphs before the pool is sized and takes the estimate out of it
+//! (`GPUModelRunner.profile_cudagraph_memory`, `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`
+//! on by default). Its non-KV figure is the drop in free memory since start-up plus
+//! the part of the torch peak above what stays allocated (`vllm/utils/mem_utils.py`
+//! `memory_profiling`), the same sum as 0.19's three terms.
 
 use super::*;
 
 /// The vLLM accounting carried, newest first; `--engine vllm` is the newest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum VllmVersion {
-    /// 0.27 with Model Runner V2 (dense, unquantised models): its sampler's fp32 copy,
-    /// no CUDA-graph estimate taken off the pool. Named only: `--engine vllm` is 0.19.
+    /// 0.27 (the default): Model Runner V2 for dense, unquantised models (its sampler's
+    /// fp32 copy, no CUDA-graph estimate taken off the pool), the V1 runner otherwise
+    /// (0.19's profile, the CUDA-graph estimate taken off the pool).
     #[serde(rename = "0.27")]
     V027,
     /// 0.19 (V1 engine; triton top-k/top-p sampler, persistent MoE workspace).
@@ -69,14 +76,18 @@ impl VllmVersion {
             _ => Err(EstimateError::invalid(
                 "engine",
                 format!(
-                    "vllm@{text}: the rules carried are vllm@0.19 (the default), vllm@0.27 (Model Runner V2), vllm@0.10, vllm@0.8, vllm@0.7 and vllm@0.6 (V0)"
+                    "vllm@{text}: the rules carried are vllm@0.27 (the default: Model Runner V2, or V1 with its CUDA-graph estimate), vllm@0.19, vllm@0.10, vllm@0.8, vllm@0.7 and vllm@0.6 (V0)"
                 ),
             )),
         }
     }
 
-    fn rules(self) -> &'static Rules {
+    /// The rules of this release for `input`: 0.27 runs Model Runner V2 or V1 by model
+    /// (vllm/config/vllm.py `use_v2_model_runner`, `_is_default_v2_model_runner_model`:
+    /// not MoE, not quantised; speculative decoding is read in the V1 runner only).
+    fn rules(self, input: &EstimateInput, speculative: bool) -> &'static Rules {
         match self {
+            VllmVersion::V027 if !v2_runs(input) || speculative => &RULES[6],
             VllmVersion::V027 => &RULES[4],
             VllmVersion::V08 => &RULES[5],
             VllmVersion::V019 => &RULES[0],
@@ -85,6 +96,17 @@ impl VllmVersion {
             VllmVersion::V06 => &RULES[3],
         }
     }
+}
+
+/// Whether 0.27's Model Runner V2 runs the model: dense and unquantised
+/// (`_is_default_v2_model_runner_model` excludes `is_moe` and `is_quantized`; the
+/// 0.27.1 logs run Qwen2 and Qwen3 dense models on V2).
+fn v2_runs(input: &EstimateInput) -> bool {
+    let quantised = !matches!(
+        input.format,
+        None | Some(crate::format::StorageFormat::Dense { .. })
+    );
+    !quantised && input.arch.is_none_or(|a| a.moe.is_none())
 }
 
 /// One version's accounting.
@@ -104,6 +126,8 @@ struct Rules {
     state_pages: bool,
     /// The fused-MoE workspace stays allocated after the forward.
     workspace_kept: bool,
+    /// The CUDA-graph estimate is taken off the pool (0.27's V1 runner).
+    graphs_subtracted: bool,
     /// V0 defaults (256 sequences, batched tokens = max(max-model-len, 2048)).
     v0: bool,
     /// Memory outside torch, MiB: tp = 1 and pp = 1, tp ≥ 2, pp ≥ 2 at tp = 1.
@@ -124,15 +148,16 @@ pub(super) const fn comm_buffers_mib() -> u64 {
     RULES[0].non_torch_mib[1].saturating_sub(RULES[0].non_torch_mib[0])
 }
 
-const RULES: [Rules; 6] = [
+const RULES: [Rules; 7] = [
     Rules {
         label: "0.19",
         ceil: true,
         sampler_bytes: 14,
         triton: true,
         v2: false,
-        state_pages: false,
+        state_pages: true,
         workspace_kept: true,
+        graphs_subtracted: false,
         v0: false,
         non_torch_mib: [256, 2140, 72],
         non_torch_logs: "0.19 H100 logs: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4 (NCCL, all-reduce buffers), 0.07 at pp 2–4",
@@ -145,6 +170,7 @@ const RULES: [Rules; 6] = [
         v2: false,
         state_pages: true,
         workspace_kept: false,
+        graphs_subtracted: false,
         v0: false,
         non_torch_mib: [133, 563, 133],
         non_torch_logs: "H100 logs (llm-d-benchmark): 0.13–0.14 GiB at tp 1, 0.55 at tp 2",
@@ -165,6 +191,7 @@ const RULES: [Rules; 6] = [
         v2: false,
         state_pages: false,
         workspace_kept: false,
+        graphs_subtracted: false,
         v0: true,
         non_torch_mib: [80, 2140, 80],
         non_torch_logs: "0.7 V0 logs: 0.01–0.09 GiB at tp 1 (T4, L40, H100), 2.10 at tp 8 (A100-40, NCCL and all-reduce buffers, as 0.19's 2.06–2.13 at tp 2–4)",
@@ -177,6 +204,7 @@ const RULES: [Rules; 6] = [
         v2: false,
         state_pages: false,
         workspace_kept: false,
+        graphs_subtracted: false,
         v0: true,
         non_torch_mib: [1833, 3666, 1833],
         non_torch_logs: "0.6.5 logs (vLLM PR 10511): 1.79 GiB at tp 1, 3.58 at tp 2, the CUDA context included",
@@ -196,8 +224,9 @@ const RULES: [Rules; 6] = [
         sampler_bytes: 6,
         triton: false,
         v2: true,
-        state_pages: false,
+        state_pages: true,
         workspace_kept: true,
+        graphs_subtracted: false,
         v0: false,
         non_torch_mib: [256, 2140, 72],
         non_torch_logs: "0.19's: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4, 0.07 at pp 2–4 (H100 logs)",
@@ -215,9 +244,30 @@ const RULES: [Rules; 6] = [
         v2: false,
         state_pages: false,
         workspace_kept: false,
+        graphs_subtracted: false,
         v0: false,
         non_torch_mib: [645, 1075, 645],
         non_torch_logs: "0.10's library increase (0.13 GiB at tp 1, 0.55 at tp 2, H100 logs) + the CUDA context, 512 MiB assumed as in the SGLang and TGI rules",
+    },
+    // vllm 0.27 with the V1 runner (`vllm/v1/worker/gpu_model_runner.py`, MoE and
+    // quantised models): 0.19's profile (`profile_run`, the triton top-k/top-p sampler,
+    // the persistent MoE workspace), then `profile_cudagraph_memory` inside
+    // `determine_available_memory`, whose estimate leaves the pool
+    // (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` on by default since vllm-project/vllm
+    // commit 96a85c57501f, in 0.20; read at upstream 3cb83c95922f, v0.22.0, and in the
+    // 0.27.1 logs' line numbers). Memory outside torch as 0.19's (assumed).
+    Rules {
+        label: "0.27 (Model Runner V1)",
+        ceil: true,
+        sampler_bytes: 14,
+        triton: true,
+        v2: false,
+        state_pages: true,
+        workspace_kept: true,
+        graphs_subtracted: true,
+        v0: false,
+        non_torch_mib: [256, 2140, 72],
+        non_torch_logs: "0.19's: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4, 0.07 at pp 2–4 (H100 logs)",
     },
 ];
 
@@ -227,26 +277,17 @@ const SRC_PROFILE: &str =
 
 pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateError> {
     let p = c.params;
-    let r = p.version.unwrap_or(VllmVersion::V019).rules();
     let input = c.input;
-    if r.v2 {
-        // vllm/config/vllm.py `use_v2_model_runner`: V2 runs dense, unquantised models;
-        // MoE and quantised ones run the V1 runner, which takes its CUDA-graph estimate
-        // off the pool (`profile_cudagraph_memory`), an accounting not carried here.
-        let quantised = !matches!(
-            input.format,
-            None | Some(crate::format::StorageFormat::Dense { .. })
-        );
-        if input.arch.is_some_and(|a| a.moe.is_some()) || quantised {
-            return Err(EstimateError::invalid(
-                "engine",
-                "vllm@0.27 carries Model Runner V2's accounting (dense, unquantised models); MoE and quantised models run the V1 runner there, whose CUDA-graph estimate is taken off the pool: use vllm@0.19 and leave room for the graphs",
-            ));
-        }
-    }
+    let r = p
+        .version
+        .unwrap_or(VllmVersion::V027)
+        .rules(input, p.speculative_method.is_some());
     let (total, derived, sms, sm90) = torch_total(&c.card);
     let mut assumptions: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
+    if r.label == RULES[4].label {
+        assumptions.push("Model Runner V2 assumed for this dense, unquantised model (vLLM 0.27.1's logs run Qwen2 and Qwen3 on it; an architecture left on the V1 runner would lose its CUDA-graph estimate from the pool)".into());
+    }
     let util = p.gpu_memory_utilization.unwrap_or(ONE / 10 * 9);
     let requested = times_fraction(total, util, r.ceil)?;
     let total_text = format!(
@@ -291,7 +332,7 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
         _ => 0,
     };
     let lora = lora_bytes(c, r)?;
-    let pad = mxfp4_padding(input)?;
+    let pad = mxfp4_padding(input, &c.card)?;
     // The checkpoint's MTP layers are not the main model's: vLLM loads them only as
     // the drafter (the `draft_weights` line), see `speculative`.
     let weights = c.weights.saturating_sub(c.mtp_bytes);
@@ -343,10 +384,13 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
         assumptions.push(format!("vllm serve defaults: max-num-batched-tokens {batched}, max-num-seqs {seqs} (vllm/engine/arg_utils.py get_batch_defaults)"));
     }
     // The drafter (speculative decoding, 0.19 rules only) sits on the last stage.
-    let mut spec = if p.speculative_method.is_some() && r.label != RULES[0].label {
+    // The drafter is read in the V1 runner (0.19's, and 0.27's V1 runner, which runs
+    // speculative decoding here).
+    let v1_runner = r.label == RULES[0].label || r.label == RULES[6].label;
+    let mut spec = if p.speculative_method.is_some() && !v1_runner {
         return Err(EstimateError::invalid(
             "speculative-method",
-            "modelled with the vllm@0.19 rules only",
+            "modelled with the vllm@0.27 and vllm@0.19 rules only",
         ));
     } else {
         super::speculative::plan(c, batched)?
@@ -389,27 +433,53 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
         SRC_WORKER,
     ));
     let margin = total.saturating_sub(requested);
-    let mut graphs = line(
-        "cuda_graphs",
-        "CUDA-graph pool (captured after sizing; not subtracted)",
-        0,
-        Kind::Assumed,
-        format!(
-            "{}; taken from the {} margin (0.5–1.8 GiB in H100 logs)",
-            if r.v2 {
-                "not subtracted: Model Runner V2's profile_cudagraph_memory returns 0"
-            } else {
-                "not subtracted unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1"
-            },
-            gib_text(margin)
-        ),
-        &[],
-        "vllm/envs.py (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)",
-    );
-    graphs.subtracted = false;
+    let mut graph_bytes = 0;
     if p.enforce_eager {
         assumptions.push("--enforce-eager: no CUDA graphs are captured".into());
+    } else if r.graphs_subtracted {
+        let query = sum(&[1, p.num_speculative_tokens.unwrap_or(0)])?;
+        let (n_p, n_f) = capture_counts(seqs, batched, query);
+        let layers = input.arch.map_or(0, |a| a.layers).div_ceil(input.pp.max(1));
+        graph_bytes = prod(&[
+            sum(&[n_p, n_f])?,
+            sum(&[GRAPH_BASE, prod(&[GRAPH_PER_LAYER, layers])?])?,
+        ])?;
+        lines.push(line(
+            "cuda_graphs",
+            "CUDA-graph memory profiled before sizing (assumed per graph)",
+            graph_bytes,
+            Kind::Assumed,
+            format!(
+                "(PIECEWISE {n_p} + FULL {n_f} graphs) × ({} MiB + {} KiB × {layers} layers): the per-graph cost assumed from the 'Estimated CUDA graph memory' vLLM 0.19 printed on H100s (0.49–1.82 GiB for 102 graphs at 8–80 layers a device; above all but an MLA model, 1.39 GiB at 27 layers, and one tp 2 run)",
+                GRAPH_BASE / MIB,
+                GRAPH_PER_LAYER >> 10
+            ),
+            &[
+                ("piecewise-graphs", n_p.to_string()),
+                ("full-graphs", n_f.to_string()),
+                ("layers", layers.to_string()),
+            ],
+            "vllm/v1/worker/gpu_model_runner.py (profile_cudagraph_memory)",
+        ));
     } else {
+        let mut graphs = line(
+            "cuda_graphs",
+            "CUDA-graph pool (captured after sizing; not subtracted)",
+            0,
+            Kind::Assumed,
+            format!(
+                "{}; taken from the {} margin (0.5–1.8 GiB in H100 logs)",
+                if r.v2 {
+                    "not subtracted: Model Runner V2's profile_cudagraph_memory returns 0"
+                } else {
+                    "not subtracted unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1"
+                },
+                gib_text(margin)
+            ),
+            &[],
+            "vllm/envs.py (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)",
+        );
+        graphs.subtracted = false;
         lines.push(graphs);
         if margin < GIB {
             warnings.push(format!("only {} left beside vLLM's share for CUDA graphs (0.5–1.8 GiB in logs): may run out of memory", gib_text(margin)));
@@ -417,8 +487,11 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
     }
     // The activation line is computed from the source; its residue in the corpus is
     // ±0.05 GiB except fp32 models and vision towers (≤ 0.5 GiB), and the non-torch
-    // line spreads ±0.08 GiB: a quarter of both is the band.
-    let uncertainty = sum(&[peak, mib(nt)])?.checked_div(4).unwrap_or(0);
+    // line spreads ±0.08 GiB: a quarter of both is the band (and of the assumed
+    // CUDA-graph estimate where it is subtracted).
+    let uncertainty = sum(&[peak, mib(nt), graph_bytes])?
+        .checked_div(4)
+        .unwrap_or(0);
     let draft_kv = spec.as_ref().map_or((0, 0, 0), |s| {
         (
             s.info.draft_kv_bytes_per_token,
@@ -467,6 +540,7 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
             group_block_bytes,
             groups,
             seq_blocks,
+            tokens_by_concurrency: r.label.starts_with("0.27"),
             kv_cache_bytes: None,
             pool,
             need: None,
@@ -599,6 +673,47 @@ fn profile_peak(
     Ok((peak, parts))
 }
 
+/// The cost of one captured CUDA graph in 0.27's V1 estimate, assumed (no public
+/// figure splits it): a fixed part and a part per layer on the device, set so that
+/// (PIECEWISE + FULL graphs) × cost is not below the "Estimated CUDA graph memory"
+/// vLLM 0.19 printed in the H100 logs of `tests/calibration/` (0.49 GiB at 8 layers a
+/// device, 0.84 at 32, 1.02 at 48, 1.82 at 80, each over 51 + 51 graphs), except the
+/// MLA model (1.39 GiB at 27 layers) and one tp 2 run (1.69 at 32): an estimate too
+/// large leaves a smaller pool, the safe side.
+const GRAPH_BASE: u64 = 4 * MIB;
+const GRAPH_PER_LAYER: u64 = 192 << 10;
+
+/// The CUDA graphs 0.27's V1 runner captures (PIECEWISE, FULL): vllm v0.22.0
+/// (upstream 3cb83c95922f) `vllm/config/vllm.py` `_set_cudagraph_sizes`: up to
+/// min(max_num_seqs × decode query length × 2, 512, max_num_batched_tokens) tokens,
+/// sizes 1, 2, 4, every 8 below 256 and every 16 from 256, plus max_num_batched_tokens
+/// when it is within; `vllm/v1/cudagraph_dispatcher.py` `initialize_cudagraph_keys`
+/// (the default FULL_AND_PIECEWISE mode): a PIECEWISE graph per size, and a FULL
+/// decode graph per size from the query length up to max_num_seqs × query length.
+pub(super) fn capture_counts(seqs: u64, batched: u64, query: u64) -> (u64, u64) {
+    let cap = seqs
+        .saturating_mul(query)
+        .saturating_mul(2)
+        .min(512)
+        .min(batched)
+        .max(1);
+    let small = [1u64, 2, 4].into_iter().filter(|x| *x <= cap);
+    let by8 = (8..cap.saturating_add(1).min(256)).step_by(8);
+    let by16 = (256..cap.saturating_add(1)).step_by(16);
+    let sizes = || small.clone().chain(by8.clone()).chain(by16.clone());
+    let extra = u64::from(batched <= cap && !sizes().any(|x| x == batched));
+    let decode_max = seqs.saturating_mul(query);
+    let full = sizes()
+        .chain((extra > 0).then_some(batched))
+        .filter(|x| *x <= decode_max && *x >= query)
+        .count();
+    let n = sizes().count();
+    (
+        u64::try_from(n).unwrap_or(u64::MAX).saturating_add(extra),
+        u64::try_from(full).unwrap_or(u64::MAX),
+    )
+}
+
 /// What the multimodal encoder's profiling leaves allocated through the text forward
 /// and the sampler: vllm v0.19.0 `gpu_model_runner.py` `profile_run` first encodes a
 /// dummy batch (`_get_mm_dummy_batch`) of the item with the most tokens and keeps, as
@@ -651,22 +766,41 @@ pub(super) fn moe_workspace(input: &EstimateInput, tokens: u64) -> Result<u64, E
     sum(&[up(w13)?, up(w2)?])
 }
 
-/// MXFP4 experts as vLLM 0.19 loads them on Hopper: the triton backend (first
-/// supported on sm_90 in `fused_moe/oracle/mxfp4.py` `select_mxfp4_moe_backend`) pads
-/// each rank's expert intermediate size to a multiple of 64
-/// (`mxfp4_round_up_hidden_size_and_intermediate_size`): gpt-oss's 2880 is already
-/// one at tp 1; 1440 → 1472 at tp 2, 720 → 768 at tp 4. The padding adds 3 × hidden ×
-/// ΔI values per expert and layer (w13 and w2), 17 B per 32 (MXFP4 + its E8M0 scale).
-fn mxfp4_padding(input: &EstimateInput) -> Result<u64, EstimateError> {
+/// MXFP4 experts as vLLM 0.19 loads them: `fused_moe/oracle/mxfp4.py`
+/// (`select_gpt_oss_mxfp4_moe_backend`, `_get_priority_backends`, read at upstream
+/// 799973af4, April 2026) takes FlashInfer's TRT-LLM kernels on sm_100, the triton
+/// kernels on sm_90 (supported from 9.0 below 11.0), AITER on ROCm and Marlin on every
+/// other NVIDIA card (Ampere, Ada, sm_120 Blackwell), and
+/// `mxfp4_round_up_hidden_size_and_intermediate_size` pads each rank's expert sizes for
+/// it: triton the intermediate size to 64; Marlin the intermediate to 128 and the
+/// hidden size to 256; TRT-LLM and ROCm both to 256 (a card the catalogue does not
+/// know: both to 256, the most). gpt-oss-20b's 2880 × 2880 becomes 3072 × 2944 under
+/// Marlin. The padding adds 3 × (H' × I' − H × I) values per expert and layer (w13 and
+/// w2), 17 B per 32 (MXFP4 + its E8M0 scale), and 2 (I' − I) + (H' − H) bias values
+/// (w13, w2 biases in the model dtype, created at the padded sizes).
+fn mxfp4_padding(input: &EstimateInput, card: &GpuCard) -> Result<u64, EstimateError> {
+    use crate::catalogue::{Arch, Segment, Vendor};
     let (Some(a), Some(crate::format::StorageFormat::Mxfp4)) = (input.arch, input.format) else {
         return Ok(0);
     };
     let Some(m) = a.moe else { return Ok(0) };
     let i = m.expert_intermediate.div_ceil(input.tp.max(1));
-    let delta = i.div_ceil(64).saturating_mul(64).saturating_sub(i);
+    let h = a.hidden;
+    let (h_to, i_to) = match (card.vendor, card.arch, card.segment) {
+        (_, Arch::Hopper, _) => (1, 64),
+        (_, Arch::Blackwell, Segment::DataCentre) | (Vendor::Amd, _, _) | (_, Arch::Unknown, _) => {
+            (256, 256)
+        }
+        _ => (256, 128),
+    };
+    let up = |x: u64, to: u64| x.div_ceil(to).saturating_mul(to);
+    let (hp, ip) = (up(h, h_to), up(i, i_to));
     let layers = m.moe_layers(a.layers).div_ceil(input.pp.max(1));
-    let values = prod(&[3, a.hidden, delta, m.experts, layers])?;
-    Ok(values.div_ceil(32).saturating_mul(17))
+    let per_expert = prod(&[3, hp, ip])?.saturating_sub(prod(&[3, h, i])?);
+    let values = prod(&[per_expert, m.experts, layers])?;
+    let bias = sum(&[prod(&[2, ip.saturating_sub(i)])?, hp.saturating_sub(h)])?;
+    let bias_bytes = prod(&[bias, m.experts, layers, input.compute_dtype.bytes()])?;
+    sum(&[values.div_ceil(32).saturating_mul(17), bias_bytes])
 }
 
 /// vLLM's LoRA slots (vllm/lora/layers/base_linear.py `create_lora_weights`): per
@@ -826,9 +960,10 @@ pub(super) struct StatePool {
 }
 
 /// vllm v0.10.2 `vllm/model_executor/models/config.py`
-/// `HybridAttentionMambaModelConfig.verify_and_update_config` (the 0.10 rules only: later
-/// releases moved it to `vllm/platforms/interface.py`, not read here): one page size for every
-/// layer. The state page is one layer's recurrent state of one sequence (`MambaSpec`:
+/// `HybridAttentionMambaModelConfig.verify_and_update_config`, moved to
+/// `vllm/platforms/interface.py` (`_align_hybrid_block_size`, read at
+/// upstream 799973af4 for 0.19 and 3cb83c95922f for 0.22: the same rule without prefix
+/// caching, the kernel's block alignment 16): one page size for every layer. The state page is one layer's recurrent state of one sequence (`MambaSpec`:
 /// the conv window and the SSM / delta-rule state, sharded by tp, in the KV cache's
 /// dtype); the attention block is raised to `16 × ⌈state page ÷ (16 × one token's
 /// attention page)⌉` tokens ("Setting attention block size to N tokens") and the state
