@@ -64,15 +64,17 @@ fn lora_params(a: &Architecture, rank: u64, t: LoraTargets) -> Result<u64, Estim
     add(attn, mlp, head)
 }
 
+/// Adds the training lines; returns the trainable parameters (0 for inference).
 pub(super) fn training(
     input: &EstimateInput,
     params: Option<u64>,
     weights_bytes: u64,
     split: &Split,
+    plan: &super::ranks::Plan,
     b: &mut Builder,
-) -> Result<(), EstimateError> {
+) -> Result<u64, EstimateError> {
     if input.train == TrainMode::None {
-        return Ok(());
+        return Ok(0);
     }
     let grad = input.grad_dtype.unwrap_or(input.compute_dtype);
     let (trainable, state_dtype, master) = match input.train {
@@ -113,7 +115,7 @@ pub(super) fn training(
                 false,
             )
         }
-        TrainMode::None => return Ok(()),
+        TrainMode::None => return Ok(0),
     };
     // Device share of trainable state follows the weights' split.
     let device_share = |bytes: u64| split.layered(bytes, true);
@@ -355,7 +357,9 @@ pub(super) fn training(
                 LineKey::OptimizerStep,
                 "Optimizer step beyond the freed activations",
                 extra,
-                device_share(temporaries).saturating_sub(freed_device),
+                // Sharded or offloaded with the optimizer's states (ZeRO, FSDP).
+                plan.state(input, LineKey::OptimizerStep, device_share(temporaries))
+                    .saturating_sub(freed_device),
                 kind,
                 true,
                 format!(
@@ -377,5 +381,5 @@ pub(super) fn training(
     } else {
         b.assumptions.push("training activations are not estimated: give the architecture and the context (sequence length)".into());
     }
-    Ok(())
+    Ok(trainable)
 }
