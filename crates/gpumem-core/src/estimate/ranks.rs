@@ -231,6 +231,8 @@ struct Units {
     root: u64,
     all: u64,
     norms: u64,
+    /// lm_head's parameters (with the embeddings' when tied).
+    head: u64,
     /// ZeRO-3 gathers module by module (`fetch_sub_module`: each module's own
     /// parameters): the largest of the embeddings, lm_head and a whole block (a
     /// block's largest linear is smaller, so this never undercounts).
@@ -249,6 +251,7 @@ fn units(
             root: 0,
             all: Split::part(p, 1, split.pp.saturating_mul(split.tp)),
             norms: 0,
+            head: 0,
             module: 0,
         }));
     };
@@ -293,6 +296,7 @@ fn units(
         root,
         all: layered.saturating_add(root),
         norms: split.layered(of(ParamClass::Norms), false),
+        head: if head == 0 { emb } else { head },
         module: emb.max(head).max(block),
     }))
 }
@@ -427,18 +431,22 @@ pub(super) fn ranks(
         );
         if let Scheme::Fsdp(_) = plan.scheme {
             // foreach_reduce (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py):
-            // the block's unsharded gradients are copied into one reduce-scatter input
+            // a unit's unsharded gradients are copied into one reduce-scatter input
             // of world size × padded shard elements in reduce_dtype, and the output is
-            // one shard; the input is kept until the collective finishes.
+            // one shard; the input is kept until the collective finishes. At the
+            // step's peak (the backward's start) the unit is lm_head's — its own unit
+            // as torchtitan wraps `[norm, output]`, or the root's unsharded gradient
+            // held to the backward's end as torchtune's root keeps it — or, soon
+            // after, a decoder block's: the larger is counted.
             let reduce = i.reduce_dtype.unwrap_or(grad_dtype);
-            let unit = u.block.max(u.root);
+            let unit = u.block.max(u.head);
             let bytes = checked_product(&[unit, grad_dtype.bytes()], "reduce-scatter")?
                 .checked_add(checked_product(&[unit, reduce.bytes()], "reduce-scatter")?)
                 .and_then(|x| x.checked_add(rank_part(unit).saturating_mul(reduce.bytes())))
                 .ok_or_else(|| over("reduce-scatter"))?;
             b.line(
                 LineKey::CollectivesReduceScatter,
-                "Reduce-scatter of the largest unit's gradients",
+                "Reduce-scatter of a unit's gradients (lm_head's or a block's)",
                 bytes,
                 bytes,
                 Kind::Computed,
@@ -728,14 +736,18 @@ mod tests {
             Some((root + 2 * block) * 2)
         );
         // bf16 unsharded gradients + a bf16 reduce-scatter input + one shard.
+        // lm_head's unit (larger than a block here): bf16 unsharded gradients, a bf16
+        // reduce-scatter input and one shard.
+        let head = root / 2;
+        assert!(head > block);
         assert_eq!(
             device(&full, LineKey::CollectivesReduceScatter),
-            Some(root * 2 + root * 2 + root.div_ceil(8) * 2)
+            Some(head * 2 + head * 2 + head.div_ceil(8) * 2)
         );
         let fp32 = llama_8b(&[("gpus", "8"), ("fsdp", "full"), ("reduce-dtype", "fp32")]);
         assert_eq!(
             device(&fp32, LineKey::CollectivesReduceScatter),
-            Some(root * 2 + root * 4 + root.div_ceil(8) * 4)
+            Some(head * 2 + head * 4 + head.div_ceil(8) * 4)
         );
         let grad_op = llama_8b(&[("gpus", "8"), ("fsdp", "grad-op")]);
         assert_eq!(
