@@ -464,6 +464,11 @@ pub static FIELDS: &[Field] = &[
     f("gpus", G::Devices, K::Count, "GPUs", "1", "GPUs in total"),
     f("tp", G::Devices, K::Count, "Tensor parallel", "1", "Tensor-parallel degree"),
     f("pp", G::Devices, K::Count, "Pipeline stages", "1", "Devices a layer stack is cut into"),
+    f("pipeline", G::Devices, K::Choice, "Pipeline schedule", "",
+        "Training's pipeline schedule: how many micro-batches the first stage holds in flight")
+        .choices(&[("", "1F1B"), ("gpipe", "GPipe — every micro-batch in flight")]),
+    f("micro-batches", G::Devices, K::Count, "Micro-batches", "≥ pp",
+        "Micro-batches per optimizer step (gradient accumulation) through the pipeline"),
     f("nodes", G::Devices, K::Count, "Nodes", "1",
         "Nodes the GPUs are spread over (host memory is counted per node)"),
     f("engine", G::Engine, K::Choice, "Engine", "",

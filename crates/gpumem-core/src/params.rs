@@ -11,7 +11,7 @@
 use crate::arch::Mla;
 use crate::arch::{Architecture, GlobalAttn, Indexer, MAX_DIM, Mixer, MixerKind, Moe};
 use crate::error::EstimateError;
-use crate::estimate::{EstimateInput, Fsdp, KvDims, Logits, Offload, TrainMode};
+use crate::estimate::{EstimateInput, Fsdp, KvDims, Logits, Offload, Pipeline, TrainMode};
 use crate::format::{Bnb4, Dtype, StorageFormat};
 use crate::kv::KvDtype;
 use crate::training::{AttentionImpl, Optimizer, QloraKernel};
@@ -317,6 +317,19 @@ fn apply(
         }
         "ddp-bucket-view" => input.ddp_bucket_view = on,
         "nodes" => input.nodes = n,
+        "micro-batches" => input.micro_batches = Some(n),
+        "pipeline" => {
+            input.pipeline = match v.trim().to_ascii_lowercase().as_str() {
+                "" | "1f1b" => Pipeline::OneFOneB,
+                "gpipe" => Pipeline::Gpipe,
+                other => {
+                    return Err(EstimateError::invalid(
+                        k,
+                        format!("{other:?}: use 1f1b or gpipe"),
+                    ));
+                }
+            }
+        }
         "reserve-gib" => input.reserve_gib = n,
         "reserve-bytes" => input.reserve_bytes = Some(n),
         "gpus" => input.gpus = n,
@@ -627,6 +640,12 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     }
     if let Some(r) = input.reduce_dtype {
         put("reduce-dtype", r.name().into());
+    }
+    if !input.pipeline.name().is_empty() {
+        put("pipeline", input.pipeline.name().into());
+    }
+    if let Some(m) = input.micro_batches {
+        put("micro-batches", m.to_string());
     }
     if input.ddp_bucket_view != d.ddp_bucket_view {
         put("ddp-bucket-view", input.ddp_bucket_view.to_string());

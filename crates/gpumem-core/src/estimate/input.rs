@@ -102,6 +102,27 @@ impl Fsdp {
     }
 }
 
+/// The pipeline schedule of a training run with `pp` > 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pipeline {
+    /// 1F1B: the first stage holds min(pp, micro-batches) micro-batches in flight.
+    #[default]
+    OneFOneB,
+    /// GPipe: every micro-batch's forward before the first backward.
+    Gpipe,
+}
+
+impl Pipeline {
+    /// The key's value: `gpipe` ("" for 1F1B, the default).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Pipeline::OneFOneB => "",
+            Pipeline::Gpipe => "gpipe",
+        }
+    }
+}
+
 /// Where DeepSpeed (or FSDP) keeps what it offloads from the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -248,6 +269,10 @@ pub struct EstimateInput {
     pub pp: u64,
     /// Nodes the GPUs are spread over (equal numbers per node).
     pub nodes: u64,
+    /// The pipeline schedule (training with pp > 1).
+    pub pipeline: Pipeline,
+    /// Micro-batches per optimizer step (training with pp > 1; default: at least pp).
+    pub micro_batches: Option<u64>,
 }
 
 impl Default for EstimateInput {
@@ -300,6 +325,8 @@ impl Default for EstimateInput {
             tp: 1,
             pp: 1,
             nodes: 1,
+            pipeline: Pipeline::OneFOneB,
+            micro_batches: None,
         }
     }
 }
@@ -331,6 +358,7 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
         ("tp", i.tp),
         ("pp", i.pp),
         ("nodes", i.nodes),
+        ("micro-batches", i.micro_batches.unwrap_or(1)),
     ];
     for (f, v) in positive {
         if v == 0 {

@@ -40,7 +40,7 @@ mod training;
 mod transients;
 mod weights;
 
-pub use input::{EstimateInput, Fsdp, KvDims, Logits, Offload, TrainMode};
+pub use input::{EstimateInput, Fsdp, KvDims, Logits, Offload, Pipeline, TrainMode};
 pub use line_key::LineKey;
 pub use ranks::{
     MAX_LIVE_PARAMETERS, OPTIMIZER_SWAP_BUFFERS, PARAM_SWAP_BUFFERS, PREFETCH_BUCKET_SIZE,

@@ -15,7 +15,7 @@
 //! `stage3.py`, `partitioned_param_coordinator.py`) and torch 2.11
 //! (`torch/nn/parallel/distributed.py`, `torch/distributed/fsdp/_fully_shard/`).
 
-use super::input::{Fsdp, Offload};
+use super::input::{Fsdp, Offload, Pipeline};
 use super::*;
 
 /// `reduce_bucket_size`: elements of one gradient bucket (DeepSpeedZeroConfig's
@@ -579,6 +579,24 @@ pub(super) fn ranks(
     Ok(())
 }
 
+/// Micro-batches whose activations the most loaded pipeline stage holds at once: 1
+/// without pipelining; under 1F1B the first stage runs pp − 1 warm-up forwards and
+/// one more before its first backward, min(pp, micro-batches) (Megatron-LM
+/// `megatron/core/pipeline_parallel/schedules.py`,
+/// `forward_backward_pipelining_without_interleaving`: `num_warmup_microbatches =
+/// min(pp - rank - 1, num_microbatches)`; torch.distributed.pipelining's
+/// `Schedule1F1B` alike); under GPipe every micro-batch (micro-batches, else pp).
+pub(super) fn in_flight(i: &EstimateInput) -> u64 {
+    if i.pp <= 1 || i.train == TrainMode::None {
+        return 1;
+    }
+    let m = i.micro_batches.unwrap_or(i.pp);
+    match i.pipeline {
+        Pipeline::OneFOneB => m.min(i.pp),
+        Pipeline::Gpipe => m,
+    }
+}
+
 /// What each rank holds, in one phrase (the inputs line of the CLI and the page), or
 /// `None` for a single replica.
 pub fn summary(i: &EstimateInput) -> Option<String> {
@@ -813,6 +831,31 @@ mod tests {
             assert_eq!(device(&f, k), Some(0), "{k}");
         }
         assert!(f.host_bytes > 8 * part(weights));
+    }
+
+    /// Under 1F1B the first stage holds min(pp, micro-batches) micro-batches'
+    /// activations for its layers; GPipe all of them; inference one.
+    #[test]
+    fn pipeline_stages_hold_the_micro_batches_in_flight() {
+        let one = llama_8b(&[("gpus", "4"), ("pp", "4"), ("micro-batches", "1")]);
+        let act = |e: &Estimate| device(e, LineKey::Activations).unwrap();
+        for (m, want) in [("2", 2), ("8", 4)] {
+            let e = llama_8b(&[("gpus", "4"), ("pp", "4"), ("micro-batches", m)]);
+            assert_eq!(act(&e), act(&one) * want, "{m}");
+        }
+        // Without a count, at least pp micro-batches (1F1B's steady state).
+        let d = llama_8b(&[("gpus", "4"), ("pp", "4")]);
+        assert_eq!(act(&d), act(&one) * 4);
+        let g = llama_8b(&[
+            ("gpus", "4"),
+            ("pp", "4"),
+            ("pipeline", "gpipe"),
+            ("micro-batches", "8"),
+        ]);
+        assert_eq!(act(&g), act(&one) * 8);
+        // One stage: nothing changes.
+        let flat = llama_8b(&[("micro-batches", "8")]);
+        assert_eq!(act(&flat), act(&llama_8b(&[])));
     }
 
     #[test]

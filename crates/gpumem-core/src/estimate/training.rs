@@ -2,6 +2,7 @@
 //! adapters and activations.
 
 use super::*;
+use crate::estimate::Pipeline;
 
 /// LoRA-trainable parameters: r × (in + out) per targeted projection per layer
 /// (attention targets on attention layers only, MLP targets on MLP layers only: a
@@ -290,11 +291,26 @@ pub(super) fn training(
                 )
             }
         };
+        // A pipeline stage holds the activations of every micro-batch in flight.
+        let in_flight = super::ranks::in_flight(input);
+        let formula = if in_flight > 1 {
+            format!(
+                "{formula}; per device × {in_flight} micro-batches in flight on the first pipeline stage ({})",
+                match input.pipeline {
+                    Pipeline::OneFOneB =>
+                        "1F1B: min(pp, micro-batches), Megatron-LM's schedules.py",
+                    Pipeline::Gpipe => "GPipe: every micro-batch",
+                }
+            )
+        } else {
+            formula
+        };
+        let act_device = split.layered(bytes, false).saturating_mul(in_flight);
         b.line(
             LineKey::Activations,
             label,
             bytes,
-            split.layered(bytes, false),
+            act_device,
             kind,
             true,
             formula,
@@ -348,9 +364,7 @@ pub(super) fn training(
                 what: "optimizer step",
             })?;
         let freed = bytes.saturating_add(logits);
-        let freed_device = split
-            .layered(bytes, false)
-            .saturating_add(Split::part(logits, 1, split.tp));
+        let freed_device = act_device.saturating_add(Split::part(logits, 1, split.tp));
         let extra = temporaries.saturating_sub(freed);
         if extra > 0 {
             b.line(
