@@ -464,6 +464,8 @@ pub static FIELDS: &[Field] = &[
     f("gpus", G::Devices, K::Count, "GPUs", "1", "GPUs in total"),
     f("tp", G::Devices, K::Count, "Tensor parallel", "1", "Tensor-parallel degree"),
     f("pp", G::Devices, K::Count, "Pipeline stages", "1", "Devices a layer stack is cut into"),
+    f("sp", G::Devices, K::Bool(false), "Sequence parallel", "",
+        "Megatron's sequence parallelism with tp: the activations split over the tp ranks as well"),
     f("pipeline", G::Devices, K::Choice, "Pipeline schedule", "",
         "Training's pipeline schedule: how many micro-batches the first stage holds in flight")
         .choices(&[("", "1F1B"), ("gpipe", "GPipe — every micro-batch in flight")]),

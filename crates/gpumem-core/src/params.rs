@@ -318,6 +318,7 @@ fn apply(
         "ddp-bucket-view" => input.ddp_bucket_view = on,
         "nodes" => input.nodes = n,
         "micro-batches" => input.micro_batches = Some(n),
+        "sp" => input.sp = on,
         "pipeline" => {
             input.pipeline = match v.trim().to_ascii_lowercase().as_str() {
                 "" | "1f1b" => Pipeline::OneFOneB,
@@ -643,6 +644,9 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     }
     if !input.pipeline.name().is_empty() {
         put("pipeline", input.pipeline.name().into());
+    }
+    if input.sp != d.sp {
+        put("sp", input.sp.to_string());
     }
     if let Some(m) = input.micro_batches {
         put("micro-batches", m.to_string());

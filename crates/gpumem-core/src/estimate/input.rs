@@ -269,6 +269,9 @@ pub struct EstimateInput {
     pub pp: u64,
     /// Nodes the GPUs are spread over (equal numbers per node).
     pub nodes: u64,
+    /// Megatron's sequence parallelism beside tensor parallelism: the activations
+    /// are split over the tp ranks too.
+    pub sp: bool,
     /// The pipeline schedule (training with pp > 1).
     pub pipeline: Pipeline,
     /// Micro-batches per optimizer step (training with pp > 1; default: at least pp).
@@ -325,6 +328,7 @@ impl Default for EstimateInput {
             tp: 1,
             pp: 1,
             nodes: 1,
+            sp: false,
             pipeline: Pipeline::OneFOneB,
             micro_batches: None,
         }

@@ -853,6 +853,22 @@ mod tests {
             ("micro-batches", "8"),
         ]);
         assert_eq!(act(&g), act(&one) * 8);
+        // Sequence parallelism splits a stage's activations over tp.
+        let tp = llama_8b(&[
+            ("gpus", "8"),
+            ("pp", "4"),
+            ("tp", "2"),
+            ("micro-batches", "1"),
+        ]);
+        let sp = llama_8b(&[
+            ("gpus", "8"),
+            ("pp", "4"),
+            ("tp", "2"),
+            ("sp", "true"),
+            ("micro-batches", "1"),
+        ]);
+        assert_eq!(act(&tp), act(&one));
+        assert_eq!(act(&sp), act(&one).div_ceil(2));
         // One stage: nothing changes.
         let flat = llama_8b(&[("micro-batches", "8")]);
         assert_eq!(act(&flat), act(&llama_8b(&[])));

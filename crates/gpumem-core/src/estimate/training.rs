@@ -305,7 +305,21 @@ pub(super) fn training(
         } else {
             formula
         };
-        let act_device = split.layered(bytes, false).saturating_mul(in_flight);
+        // Tensor parallelism alone leaves the layer norms' and dropouts' inputs and the
+        // residual stream whole on every tp rank (Korthikanti et al. 2022, sbh(10 +
+        // 24/t + 5as/(ht)) per layer): counted whole, never less. Sequence parallelism
+        // splits those too, and every activation is 1/t (sbh(34/t + 5as/(ht))).
+        let act_device = split
+            .layered(bytes, input.sp && input.train != TrainMode::None)
+            .saturating_mul(in_flight);
+        let formula = if input.sp && input.tp > 1 {
+            format!(
+                "{formula}; per device ÷ tp {} (sequence parallel: Korthikanti et al. 2022, Megatron-LM)",
+                input.tp
+            )
+        } else {
+            formula
+        };
         b.line(
             LineKey::Activations,
             label,
