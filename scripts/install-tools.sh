@@ -86,6 +86,17 @@ if [ "$("$torch_py" -c 'import transformers, peft; print(transformers.__version_
   "$torch_py" -m pip install --quiet --disable-pip-version-check \
     "torch==$TORCH_VERSION" "transformers==$TRANSFORMERS_VERSION" "peft==$PEFT_VERSION"
 fi
+# DeepSpeed beside torch, for the test that checks the per-rank model states against
+# its own estimator (`estimate_zero2_model_states_mem_needs`, `..._zero3_...`: plain
+# arithmetic, no GPU). A source distribution whose setup.py imports torch, hence no build
+# isolation; DS_BUILD_OPS=0 compiles no kernel (none is needed on CPU).
+DEEPSPEED_VERSION=0.19.8
+if [ "$("$torch_py" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1)" != "$DEEPSPEED_VERSION" ]; then
+  log "installing deepspeed $DEEPSPEED_VERSION into $GPUMEM_TOOLS/torch-venv (DS_BUILD_OPS=0)"
+  "$torch_py" -m pip install --quiet --disable-pip-version-check setuptools wheel
+  DS_BUILD_OPS=0 "$torch_py" -m pip install --quiet --disable-pip-version-check \
+    --no-build-isolation "torch==$TORCH_VERSION" "deepspeed==$DEEPSPEED_VERSION"
+fi
 # The cluster tests (tests/cluster/run.sh): a single-node Slurm with munge, Prometheus,
 # its Pushgateway and node_exporter, from Debian (bookworm: Slurm 22.05, Prometheus 2.42).
 cluster_missing=()

@@ -74,6 +74,7 @@ pub fn render(
     engine: &EngineOutput,
     formats: Option<&[FormatFit]>,
     from_files: bool,
+    sharded: bool,
 ) -> String {
     let mut s = wrap(inputs, 2);
     let c = &h.card;
@@ -208,7 +209,7 @@ pub fn render(
     // One total per screen: under an engine its budget is the answer (the engine
     // summary below); the estimate's transformers-style total is in --verbose.
     if h.basis == "estimate" {
-        s.push_str(&total_line(est));
+        s.push_str(&total_line(est, sharded));
     }
     s.push_str(&engine_summary(engine));
     for w in h.warnings.iter().chain(&est.warnings) {
@@ -246,16 +247,38 @@ pub fn sequences_text(q: &gpumem_core::headline::Sequences, engine: &str) -> Str
     }
 }
 
-/// "total 26.59 GiB = weights 14.96 + KV cache 4.00 + …".
-fn total_line(est: &Estimate) -> String {
+/// "total 26.59 GiB = weights 14.96 + KV cache 4.00 + …"; for a sharded training
+/// run what one rank holds ("per rank …", the groups' device figures), and the host
+/// memory per node that offloading needs.
+fn total_line(est: &Estimate, per_rank: bool) -> String {
+    let device = |g: Group| -> u64 {
+        est.lines
+            .iter()
+            .filter(|l| l.in_total && l.group == g)
+            .map(|l| l.device_bytes)
+            .fold(0, u64::saturating_add)
+    };
+    let pick = |g: Group, whole: u64| if per_rank { device(g) } else { whole };
     let mut parts = vec![format!(
         "weights {}",
-        Bytes(est.weights_bytes).gib_string(2)
+        Bytes(pick(Group::Weights, est.weights_bytes)).gib_string(2)
     )];
     for (name, group, b) in [
-        ("KV cache", Group::KvCache, est.kv_cache_bytes),
-        ("training", Group::Training, est.training_bytes),
-        ("transients", Group::Transient, est.transient_bytes),
+        (
+            "KV cache",
+            Group::KvCache,
+            pick(Group::KvCache, est.kv_cache_bytes),
+        ),
+        (
+            "training",
+            Group::Training,
+            pick(Group::Training, est.training_bytes),
+        ),
+        (
+            "transients",
+            Group::Transient,
+            pick(Group::Transient, est.transient_bytes),
+        ),
         ("reserve", Group::Reserve, est.reserve_bytes),
     ] {
         if b > 0 {
@@ -267,14 +290,30 @@ fn total_line(est: &Estimate) -> String {
             parts.push(format!("{name}{tag} {}", Bytes(b).gib_string(2)));
         }
     }
-    wrap(
+    let mut s = wrap(
         &format!(
-            "  total {} GiB = {} GiB",
-            Bytes(est.total_bytes).gib_string(2),
+            "  {} {} GiB = {} GiB",
+            if per_rank { "per rank" } else { "total" },
+            Bytes(if per_rank {
+                est.per_device_bytes
+            } else {
+                est.total_bytes
+            })
+            .gib_string(2),
             parts.join(" + ")
         ),
         4,
-    )
+    );
+    if est.host_bytes > 0 {
+        s.push_str(&wrap(
+            &format!(
+                "  host RAM per node {} for what is offloaded (not in the GPU's need)",
+                both(est.host_bytes)
+            ),
+            4,
+        ));
+    }
+    s
 }
 
 /// One line per engine figure worth a glance (the full budget is in `--verbose`).

@@ -398,6 +398,7 @@ pub fn run(args: Args) -> Result<Exit> {
         &engine,
         formats.as_deref(),
         input.tensors.is_some(),
+        gpumem_core::estimate::rank_summary(&input).is_some(),
     );
     if args.verbose {
         text.push('\n');

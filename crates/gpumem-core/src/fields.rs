@@ -428,6 +428,33 @@ pub static FIELDS: &[Field] = &[
         ]),
     f("checkpointing", G::Training, K::Bool(false), "Activation checkpointing", "",
         "Full activation checkpointing (on by default with qlora, as its recipes run)"),
+    f("zero", G::Training, K::Choice, "DeepSpeed ZeRO", "",
+        "ZeRO stage over the data-parallel ranks: what each rank keeps only its part of")
+        .choices(&[
+            ("", "off"),
+            ("1", "stage 1 — optimizer states"),
+            ("2", "stage 2 — + gradients"),
+            ("3", "stage 3 — + parameters"),
+        ]),
+    f("fsdp", G::Training, K::Choice, "FSDP", "",
+        "FSDP sharding of parameters, gradients and optimizer states (FSDP2 fully_shard, FSDP1 ShardingStrategy)")
+        .choices(&[
+            ("", "off"),
+            ("full", "full shard — reshard_after_forward=True"),
+            ("hybrid", "hybrid shard — full shard within a node"),
+            ("grad-op", "grad-op — reshard_after_forward=False"),
+        ]),
+    f("offload-optimizer", G::Training, K::Choice, "Offload optimizer", "",
+        "DeepSpeed offload_optimizer: states, master weights and fp32 gradients leave the GPU")
+        .choices(&[("", "on the GPU"), ("cpu", "CPU"), ("nvme", "NVMe")]),
+    f("offload-param", G::Training, K::Choice, "Offload parameters", "",
+        "ZeRO-3 offload_param, or FSDP's CPUOffloadPolicy (cpu: parameters, gradients and the optimizer step)")
+        .choices(&[("", "on the GPU"), ("cpu", "CPU"), ("nvme", "NVMe")]),
+    f("reduce-dtype", G::Training, K::Text, "Reduce dtype", "= gradients",
+        "The dtype gradients are reduce-scattered in (FSDP2 MixedPrecisionPolicy reduce_dtype)")
+        .choices(&[("fp32", "fp32"), ("bf16", "bf16")]),
+    f("ddp-bucket-view", G::Training, K::Bool(false), "DDP gradient_as_bucket_view", "",
+        "DDP's gradients as views of its all-reduce buckets (saves a gradients-sized copy)"),
     f("reserve-gib", G::Devices, K::Count, "Reserve", "4",
         "Reserve per device: a preparation hypothesis, not proof")
         .unit(Unit::Gib),
@@ -437,6 +464,15 @@ pub static FIELDS: &[Field] = &[
     f("gpus", G::Devices, K::Count, "GPUs", "1", "GPUs in total"),
     f("tp", G::Devices, K::Count, "Tensor parallel", "1", "Tensor-parallel degree"),
     f("pp", G::Devices, K::Count, "Pipeline stages", "1", "Devices a layer stack is cut into"),
+    f("sp", G::Devices, K::Bool(false), "Sequence parallel", "",
+        "Megatron's sequence parallelism with tp: the activations split over the tp ranks as well"),
+    f("pipeline", G::Devices, K::Choice, "Pipeline schedule", "",
+        "Training's pipeline schedule: how many micro-batches the first stage holds in flight")
+        .choices(&[("", "1F1B"), ("gpipe", "GPipe — every micro-batch in flight")]),
+    f("micro-batches", G::Devices, K::Count, "Micro-batches", "≥ pp",
+        "Micro-batches per optimizer step (gradient accumulation) through the pipeline"),
+    f("nodes", G::Devices, K::Count, "Nodes", "1",
+        "Nodes the GPUs are spread over (host memory is counted per node)"),
     f("engine", G::Engine, K::Choice, "Engine", "",
         "Serving engine whose KV pool to predict (vllm: 0.27, Model Runner V2 or V1 with its CUDA-graph estimate; vllm@0.19, @0.10, @0.8, @0.7, @0.6, sglang@0.5.0, tgi@2.0, @0.9: older rules)")
         .choices(&[

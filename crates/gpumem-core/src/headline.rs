@@ -72,7 +72,11 @@ pub fn engine_ladder(train: TrainMode, engine: Option<Engine>) -> &'static [&'st
 
 /// [`Headline::cards_note`] of a training run.
 pub const TRAINING_CARDS: &str =
-    "each GPU holds the whole training step (data parallel; no sharding is modelled)";
+    "each GPU holds the whole training step (replicas; --zero, --fsdp shard it)";
+
+/// [`Headline::cards_note`] of a sharded training run.
+pub const SHARDED_CARDS: &str =
+    "each GPU holds one rank's share of the step (more --gpus shard it further)";
 
 /// The largest tensor-parallel degree tried for [`Headline::cards`] (one 8-GPU node
 /// and then some: beyond it the answer is a different deployment, not more cards).
@@ -268,7 +272,7 @@ pub struct Headline {
     /// the workload does ([`Headline::cards_note`]).
     pub cards: Option<Cards>,
     /// Why no card count is given when it is not for want of cards (training: every GPU
-    /// holds the whole step; no sharding option is modelled).
+    /// holds the whole step, or one rank's share of it).
     pub cards_note: Option<String>,
     /// Whether some catalogue card holds it alone; without a card chosen and none that
     /// does, the headline's card is the largest, named as such.
@@ -338,7 +342,13 @@ pub fn headline<R: Rule>(
         } else {
             cards_needed(input, &card, basis)
         },
-        cards_note: training.then(|| TRAINING_CARDS.to_string()),
+        cards_note: training.then(|| {
+            if input.zero > 0 || input.fsdp != crate::estimate::Fsdp::None {
+                SHARDED_CARDS.to_string()
+            } else {
+                TRAINING_CARDS.to_string()
+            }
+        }),
         any_fits: smallest.is_some(),
         smallest,
         format: widest_format(input, &card, basis),
@@ -560,14 +570,30 @@ pub fn inputs_line(input: &EstimateInput, est: &Estimate, model: Option<&str>) -
         };
         let group = input.tp.saturating_mul(input.pp).max(1);
         let replicas = input.gpus.checked_div(group).unwrap_or(1);
-        parts.push(if replicas > 1 {
-            format!(
-                "{} GPUs: {replicas} replicas of tp {}{pp}, each holding the whole model",
-                input.gpus, input.tp
-            )
+        let nodes = if input.nodes > 1 {
+            format!(" on {} nodes", input.nodes)
         } else {
-            format!("{} GPUs, tp {}{pp}", input.gpus, input.tp)
+            String::new()
+        };
+        parts.push(match crate::estimate::rank_summary(input) {
+            Some(ranks) => format!(
+                "{} GPUs{nodes}: {replicas} data-parallel ranks of tp {}{pp}; {ranks}",
+                input.gpus, input.tp
+            ),
+            None if replicas > 1 => format!(
+                "{} GPUs{nodes}: {replicas} replicas of tp {}{pp}, each holding the whole model{}",
+                input.gpus,
+                input.tp,
+                if input.train != TrainMode::None && !input.ddp_bucket_view {
+                    " and DDP's gradient buckets"
+                } else {
+                    ""
+                }
+            ),
+            None => format!("{} GPUs{nodes}, tp {}{pp}", input.gpus, input.tp),
         });
+    } else if let Some(ranks) = crate::estimate::rank_summary(input) {
+        parts.push(format!("1 GPU; {ranks}"));
     }
     parts.join(" · ")
 }

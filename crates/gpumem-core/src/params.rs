@@ -11,7 +11,7 @@
 use crate::arch::Mla;
 use crate::arch::{Architecture, GlobalAttn, Indexer, MAX_DIM, Mixer, MixerKind, Moe};
 use crate::error::EstimateError;
-use crate::estimate::{EstimateInput, KvDims, Logits, TrainMode};
+use crate::estimate::{EstimateInput, Fsdp, KvDims, Logits, Offload, Pipeline, TrainMode};
 use crate::format::{Bnb4, Dtype, StorageFormat};
 use crate::kv::KvDtype;
 use crate::training::{AttentionImpl, Optimizer, QloraKernel};
@@ -292,6 +292,45 @@ fn apply(
         "lora-dropout" => input.lora_dropout = on,
         "qlora-kernel" => input.qlora_kernel = QloraKernel::parse(k, v)?,
         "checkpointing" => input.checkpointing = on,
+        "zero" => {
+            input.zero = match v.trim() {
+                "" | "0" | "off" => 0,
+                "1" => 1,
+                "2" => 2,
+                "3" => 3,
+                other => {
+                    return Err(EstimateError::invalid(
+                        k,
+                        format!("{other:?}: use 1, 2 or 3"),
+                    ));
+                }
+            }
+        }
+        "fsdp" => input.fsdp = Fsdp::parse(k, v)?,
+        "offload-optimizer" => input.offload_optimizer = Offload::parse(k, v)?,
+        "offload-param" => input.offload_param = Offload::parse(k, v)?,
+        "reduce-dtype" => {
+            input.reduce_dtype = match v.trim() {
+                "" => None,
+                t => Some(Dtype::parse(k, t)?),
+            }
+        }
+        "ddp-bucket-view" => input.ddp_bucket_view = on,
+        "nodes" => input.nodes = n,
+        "micro-batches" => input.micro_batches = Some(n),
+        "sp" => input.sp = on,
+        "pipeline" => {
+            input.pipeline = match v.trim().to_ascii_lowercase().as_str() {
+                "" | "1f1b" => Pipeline::OneFOneB,
+                "gpipe" => Pipeline::Gpipe,
+                other => {
+                    return Err(EstimateError::invalid(
+                        k,
+                        format!("{other:?}: use 1f1b or gpipe"),
+                    ));
+                }
+            }
+        }
         "reserve-gib" => input.reserve_gib = n,
         "reserve-bytes" => input.reserve_bytes = Some(n),
         "gpus" => input.gpus = n,
@@ -588,7 +627,35 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     if input.checkpointing != d.checkpointing || input.train == TrainMode::Qlora {
         put("checkpointing", input.checkpointing.to_string());
     }
+    if input.zero != d.zero {
+        put("zero", input.zero.to_string());
+    }
+    for (k, v) in [
+        ("fsdp", input.fsdp.name()),
+        ("offload-optimizer", input.offload_optimizer.name()),
+        ("offload-param", input.offload_param.name()),
+    ] {
+        if !v.is_empty() {
+            put(k, v.into());
+        }
+    }
+    if let Some(r) = input.reduce_dtype {
+        put("reduce-dtype", r.name().into());
+    }
+    if !input.pipeline.name().is_empty() {
+        put("pipeline", input.pipeline.name().into());
+    }
+    if input.sp != d.sp {
+        put("sp", input.sp.to_string());
+    }
+    if let Some(m) = input.micro_batches {
+        put("micro-batches", m.to_string());
+    }
+    if input.ddp_bucket_view != d.ddp_bucket_view {
+        put("ddp-bucket-view", input.ddp_bucket_view.to_string());
+    }
     for (k, v, dv) in [
+        ("nodes", input.nodes, d.nodes),
         ("state-layers", input.state_layers, d.state_layers),
         ("state-bytes", input.state_bytes, d.state_bytes),
         ("reserve-gib", input.reserve_gib, d.reserve_gib),

@@ -57,6 +57,109 @@ impl Logits {
     }
 }
 
+/// FSDP's sharding of the model states across data-parallel ranks, by the names of
+/// FSDP1's `ShardingStrategy` and FSDP2's `fully_shard(reshard_after_forward=…)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fsdp {
+    /// No FSDP.
+    #[default]
+    None,
+    /// `FULL_SHARD` / `reshard_after_forward=True`: parameters, gradients and
+    /// optimizer states sharded over every data-parallel rank, each block's
+    /// parameters freed after its forward and gathered again for its backward.
+    Full,
+    /// `HYBRID_SHARD` / a 2-D mesh: full sharding within a node, replicas across nodes.
+    Hybrid,
+    /// `SHARD_GRAD_OP` / `reshard_after_forward=False`: as full, but the gathered
+    /// parameters stay from the forward through the backward.
+    GradOp,
+}
+
+impl Fsdp {
+    /// The key's value: `full`, `hybrid`, `grad-op` ("" for none).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Fsdp::None => "",
+            Fsdp::Full => "full",
+            Fsdp::Hybrid => "hybrid",
+            Fsdp::GradOp => "grad-op",
+        }
+    }
+
+    /// Reads the key's value.
+    pub fn parse(field: &'static str, t: &str) -> Result<Fsdp, EstimateError> {
+        match t.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "" | "none" | "no" | "off" => Ok(Fsdp::None),
+            "full" | "full-shard" => Ok(Fsdp::Full),
+            "hybrid" | "hybrid-shard" => Ok(Fsdp::Hybrid),
+            "grad-op" | "shard-grad-op" => Ok(Fsdp::GradOp),
+            other => Err(EstimateError::invalid(
+                field,
+                format!("{other:?}: use full, hybrid or grad-op"),
+            )),
+        }
+    }
+}
+
+/// The pipeline schedule of a training run with `pp` > 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pipeline {
+    /// 1F1B: the first stage holds min(pp, micro-batches) micro-batches in flight.
+    #[default]
+    OneFOneB,
+    /// GPipe: every micro-batch's forward before the first backward.
+    Gpipe,
+}
+
+impl Pipeline {
+    /// The key's value: `gpipe` ("" for 1F1B, the default).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Pipeline::OneFOneB => "",
+            Pipeline::Gpipe => "gpipe",
+        }
+    }
+}
+
+/// Where DeepSpeed (or FSDP) keeps what it offloads from the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Offload {
+    /// Kept on the device.
+    #[default]
+    None,
+    /// Host memory (pinned).
+    Cpu,
+    /// NVMe, through pinned host buffers.
+    Nvme,
+}
+
+impl Offload {
+    /// The key's value: `cpu`, `nvme` ("" for none).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Offload::None => "",
+            Offload::Cpu => "cpu",
+            Offload::Nvme => "nvme",
+        }
+    }
+
+    /// Reads the key's value.
+    pub fn parse(field: &'static str, t: &str) -> Result<Offload, EstimateError> {
+        match t.trim().to_ascii_lowercase().as_str() {
+            "" | "none" | "no" | "off" => Ok(Offload::None),
+            "cpu" => Ok(Offload::Cpu),
+            "nvme" => Ok(Offload::Nvme),
+            other => Err(EstimateError::invalid(
+                field,
+                format!("{other:?}: use cpu or nvme"),
+            )),
+        }
+    }
+}
+
 /// Every input of an estimate, named like the CLI flags (see the module doc).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case")]
@@ -140,6 +243,20 @@ pub struct EstimateInput {
     pub qlora_kernel: QloraKernel,
     /// Full activation checkpointing.
     pub checkpointing: bool,
+    /// DeepSpeed ZeRO stage over the data-parallel ranks (0: none; 1 optimizer states,
+    /// 2 + gradients, 3 + parameters).
+    pub zero: u8,
+    /// FSDP's sharding over the data-parallel ranks.
+    pub fsdp: Fsdp,
+    /// ZeRO's `offload_optimizer` device.
+    pub offload_optimizer: Offload,
+    /// ZeRO-3's `offload_param` device, or FSDP's CPU offload (`cpu`).
+    pub offload_param: Offload,
+    /// DDP's `gradient_as_bucket_view`: gradients are views into the buckets.
+    pub ddp_bucket_view: bool,
+    /// The dtype gradients are reduced in (FSDP2's `reduce_dtype`; default: the
+    /// gradients' dtype).
+    pub reduce_dtype: Option<Dtype>,
     /// Reserve per device in whole GiB (method §2: a preparation hypothesis).
     pub reserve_gib: u64,
     /// Reserve per device in bytes (overrides `reserve-gib`, e.g. an observed overhead).
@@ -150,6 +267,15 @@ pub struct EstimateInput {
     pub tp: u64,
     /// Pipeline stages.
     pub pp: u64,
+    /// Nodes the GPUs are spread over (equal numbers per node).
+    pub nodes: u64,
+    /// Megatron's sequence parallelism beside tensor parallelism: the activations
+    /// are split over the tp ranks too.
+    pub sp: bool,
+    /// The pipeline schedule (training with pp > 1).
+    pub pipeline: Pipeline,
+    /// Micro-batches per optimizer step (training with pp > 1; default: at least pp).
+    pub micro_batches: Option<u64>,
 }
 
 impl Default for EstimateInput {
@@ -190,11 +316,21 @@ impl Default for EstimateInput {
             lora_dropout: false,
             qlora_kernel: QloraKernel::Bnb,
             checkpointing: false,
+            zero: 0,
+            fsdp: Fsdp::None,
+            offload_optimizer: Offload::None,
+            offload_param: Offload::None,
+            ddp_bucket_view: false,
+            reduce_dtype: None,
             reserve_gib: 4,
             reserve_bytes: None,
             gpus: 1,
             tp: 1,
             pp: 1,
+            nodes: 1,
+            sp: false,
+            pipeline: Pipeline::OneFOneB,
+            micro_batches: None,
         }
     }
 }
@@ -225,6 +361,8 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
         ("gpus", i.gpus),
         ("tp", i.tp),
         ("pp", i.pp),
+        ("nodes", i.nodes),
+        ("micro-batches", i.micro_batches.unwrap_or(1)),
     ];
     for (f, v) in positive {
         if v == 0 {
@@ -244,6 +382,7 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
             ),
         ));
     }
+    super::ranks::validate(i)?;
     if let Some(a) = i.arch
         && i.pp > a.layers
     {

@@ -50,6 +50,8 @@ pub enum LineKey {
     TrainingOptimizer,
     /// fp32 master weights (`training.master_weights`).
     TrainingMasterWeights,
+    /// DDP's gradient buckets or ZeRO's contiguous-gradients bucket (`training.grad_buckets`).
+    TrainingGradBuckets,
     /// Training activations kept for backward (`activations`).
     Activations,
     /// Training logits and their gradient (`logits`).
@@ -58,6 +60,10 @@ pub enum LineKey {
     OptimizerStep,
     /// CUDA context and workspaces (`cuda_context`).
     CudaContext,
+    /// Sharded parameters gathered at the step's peak (`collectives.all_gather`).
+    CollectivesAllGather,
+    /// FSDP's reduce-scatter buffers of the largest unit (`collectives.reduce_scatter`).
+    CollectivesReduceScatter,
     /// Prefill MLP intermediates (`prefill.mlp`).
     PrefillMlp,
     /// Eager attention's score matrix (`prefill.attention_scores`).
@@ -66,11 +72,15 @@ pub enum LineKey {
     PrefillLogits,
     /// The reserve (`reserve`).
     Reserve,
+    /// Host memory per node for an offloaded optimizer (`host.optimizer`).
+    HostOptimizer,
+    /// Host memory per node for offloaded parameters (`host.parameters`).
+    HostParameters,
 }
 
 impl LineKey {
     /// Every key, in the order the estimate adds its lines.
-    pub const ALL: [LineKey; 26] = [
+    pub const ALL: [LineKey; 31] = [
         LineKey::Weights,
         LineKey::WeightsEmbeddings,
         LineKey::WeightsAttention,
@@ -89,14 +99,19 @@ impl LineKey {
         LineKey::TrainingGradients,
         LineKey::TrainingOptimizer,
         LineKey::TrainingMasterWeights,
+        LineKey::TrainingGradBuckets,
         LineKey::Activations,
         LineKey::Logits,
         LineKey::OptimizerStep,
         LineKey::CudaContext,
+        LineKey::CollectivesAllGather,
+        LineKey::CollectivesReduceScatter,
         LineKey::PrefillMlp,
         LineKey::PrefillAttentionScores,
         LineKey::PrefillLogits,
         LineKey::Reserve,
+        LineKey::HostOptimizer,
+        LineKey::HostParameters,
     ];
 
     /// The stable key of `--json`, the sheet and the page.
@@ -120,14 +135,19 @@ impl LineKey {
             LineKey::TrainingGradients => "training.gradients",
             LineKey::TrainingOptimizer => "training.optimizer",
             LineKey::TrainingMasterWeights => "training.master_weights",
+            LineKey::TrainingGradBuckets => "training.grad_buckets",
             LineKey::Activations => "activations",
             LineKey::Logits => "logits",
             LineKey::OptimizerStep => "optimizer_step",
             LineKey::CudaContext => "cuda_context",
+            LineKey::CollectivesAllGather => "collectives.all_gather",
+            LineKey::CollectivesReduceScatter => "collectives.reduce_scatter",
             LineKey::PrefillMlp => "prefill.mlp",
             LineKey::PrefillAttentionScores => "prefill.attention_scores",
             LineKey::PrefillLogits => "prefill.logits",
             LineKey::Reserve => "reserve",
+            LineKey::HostOptimizer => "host.optimizer",
+            LineKey::HostParameters => "host.parameters",
         }
     }
 
@@ -151,15 +171,19 @@ impl LineKey {
             LineKey::TrainingAdapters
             | LineKey::TrainingGradients
             | LineKey::TrainingOptimizer
-            | LineKey::TrainingMasterWeights => Group::Training,
+            | LineKey::TrainingMasterWeights
+            | LineKey::TrainingGradBuckets => Group::Training,
             LineKey::Activations
             | LineKey::Logits
             | LineKey::OptimizerStep
             | LineKey::CudaContext
+            | LineKey::CollectivesAllGather
+            | LineKey::CollectivesReduceScatter
             | LineKey::PrefillMlp
             | LineKey::PrefillAttentionScores
             | LineKey::PrefillLogits => Group::Transient,
             LineKey::Reserve => Group::Reserve,
+            LineKey::HostOptimizer | LineKey::HostParameters => Group::Host,
         }
     }
 
@@ -258,6 +282,7 @@ mod tests {
                 "kv_cache" => Group::KvCache,
                 "training" => Group::Training,
                 "reserve" => Group::Reserve,
+                "host" => Group::Host,
                 _ => Group::Transient,
             };
             assert_eq!(k.group(), want, "{k}");

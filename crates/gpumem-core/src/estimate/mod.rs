@@ -34,13 +34,18 @@ use crate::units::{Bytes, MIB, checked_product};
 mod input;
 mod kv;
 mod line_key;
+mod ranks;
 mod split;
 mod training;
 mod transients;
 mod weights;
 
-pub use input::{EstimateInput, KvDims, Logits, TrainMode};
+pub use input::{EstimateInput, Fsdp, KvDims, Logits, Offload, Pipeline, TrainMode};
 pub use line_key::LineKey;
+pub use ranks::{
+    MAX_LIVE_PARAMETERS, OPTIMIZER_SWAP_BUFFERS, PARAM_SWAP_BUFFERS, PREFETCH_BUCKET_SIZE,
+    REDUCE_BUCKET_SIZE, SUB_GROUP_SIZE, summary as rank_summary,
+};
 use split::Split;
 pub(crate) use weights::module_formats;
 
@@ -64,6 +69,9 @@ pub enum Group {
     Transient,
     /// The reserve (`reserve_bytes`).
     Reserve,
+    /// Host memory per node that offloading needs (`host_bytes`): not device memory,
+    /// so never part of the device's total.
+    Host,
 }
 
 /// Whether a line follows from the inputs or is a hypothesis.
@@ -137,6 +145,10 @@ pub struct Estimate {
     pub transient_bytes: u64,
     /// The reserve, per device.
     pub reserve_bytes: u64,
+    /// Host memory per node that offloaded states and their pinned buffers need
+    /// (the `host.*` lines; 0 without offloading). Not in any device total.
+    #[serde(default)]
+    pub host_bytes: u64,
     /// Sum of the lines in the total (reserve counted once).
     pub total_bytes: u64,
     /// What the most loaded device must hold (reserve included).
@@ -258,7 +270,8 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     // tp and pp are at most MAX_DIM each (validated): the product cannot saturate,
     // and it is at least 1.
     let devices = input.tp.saturating_mul(input.pp);
-    if input.gpus > devices {
+    let plan = ranks::Plan::new(input);
+    if input.gpus > devices && input.zero == 0 && input.fsdp == Fsdp::None {
         b.assumptions.push(format!(
             "{} GPUs with tp × pp = {}: {} data-parallel replicas, each device holding its own copy (memory is never pooled across GPUs)",
             input.gpus,
@@ -275,7 +288,8 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     kv::kv_cache(input, &split, &mut b)?;
 
     // Training state.
-    training::training(input, params, weights_bytes, &split, &mut b)?;
+    let trainable = training::training(input, params, weights_bytes, &split, &plan, &mut b)?;
+    ranks::ranks(input, &plan, &split, params, trainable, &mut b)?;
 
     // Activations and transients.
     transients::transients(input, &split, &mut b)?;
@@ -316,12 +330,19 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     let transient_bytes = group_sum(&b.lines, Group::Transient)?;
     let total_bytes = sum_lines(&b.lines, counted, |l| l.bytes, "total")?;
     let per_device_bytes = sum_lines(&b.lines, counted, |l| l.device_bytes, "per-device total")?;
+    let host_bytes = sum_lines(
+        &b.lines,
+        |l| l.group == Group::Host,
+        |l| l.bytes,
+        "host memory",
+    )?;
     Ok(Estimate {
         weights_bytes,
         kv_cache_bytes,
         training_bytes,
         transient_bytes,
         reserve_bytes: reserve,
+        host_bytes,
         total_bytes,
         per_device_bytes,
         parameters: params,

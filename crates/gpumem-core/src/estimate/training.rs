@@ -2,6 +2,7 @@
 //! adapters and activations.
 
 use super::*;
+use crate::estimate::Pipeline;
 
 /// LoRA-trainable parameters: r × (in + out) per targeted projection per layer
 /// (attention targets on attention layers only, MLP targets on MLP layers only: a
@@ -64,15 +65,17 @@ fn lora_params(a: &Architecture, rank: u64, t: LoraTargets) -> Result<u64, Estim
     add(attn, mlp, head)
 }
 
+/// Adds the training lines; returns the trainable parameters (0 for inference).
 pub(super) fn training(
     input: &EstimateInput,
     params: Option<u64>,
     weights_bytes: u64,
     split: &Split,
+    plan: &super::ranks::Plan,
     b: &mut Builder,
-) -> Result<(), EstimateError> {
+) -> Result<u64, EstimateError> {
     if input.train == TrainMode::None {
-        return Ok(());
+        return Ok(0);
     }
     let grad = input.grad_dtype.unwrap_or(input.compute_dtype);
     let (trainable, state_dtype, master) = match input.train {
@@ -113,7 +116,7 @@ pub(super) fn training(
                 false,
             )
         }
-        TrainMode::None => return Ok(()),
+        TrainMode::None => return Ok(0),
     };
     // Device share of trainable state follows the weights' split.
     let device_share = |bytes: u64| split.layered(bytes, true);
@@ -288,11 +291,40 @@ pub(super) fn training(
                 )
             }
         };
+        // A pipeline stage holds the activations of every micro-batch in flight.
+        let in_flight = super::ranks::in_flight(input);
+        let formula = if in_flight > 1 {
+            format!(
+                "{formula}; per device × {in_flight} micro-batches in flight on the first pipeline stage ({})",
+                match input.pipeline {
+                    Pipeline::OneFOneB =>
+                        "1F1B: min(pp, micro-batches), Megatron-LM's schedules.py",
+                    Pipeline::Gpipe => "GPipe: every micro-batch",
+                }
+            )
+        } else {
+            formula
+        };
+        // Tensor parallelism alone leaves the layer norms' and dropouts' inputs and the
+        // residual stream whole on every tp rank (Korthikanti et al. 2022, sbh(10 +
+        // 24/t + 5as/(ht)) per layer): counted whole, never less. Sequence parallelism
+        // splits those too, and every activation is 1/t (sbh(34/t + 5as/(ht))).
+        let act_device = split
+            .layered(bytes, input.sp && input.train != TrainMode::None)
+            .saturating_mul(in_flight);
+        let formula = if input.sp && input.tp > 1 {
+            format!(
+                "{formula}; per device ÷ tp {} (sequence parallel: Korthikanti et al. 2022, Megatron-LM)",
+                input.tp
+            )
+        } else {
+            formula
+        };
         b.line(
             LineKey::Activations,
             label,
             bytes,
-            split.layered(bytes, false),
+            act_device,
             kind,
             true,
             formula,
@@ -346,16 +378,16 @@ pub(super) fn training(
                 what: "optimizer step",
             })?;
         let freed = bytes.saturating_add(logits);
-        let freed_device = split
-            .layered(bytes, false)
-            .saturating_add(Split::part(logits, 1, split.tp));
+        let freed_device = act_device.saturating_add(Split::part(logits, 1, split.tp));
         let extra = temporaries.saturating_sub(freed);
         if extra > 0 {
             b.line(
                 LineKey::OptimizerStep,
                 "Optimizer step beyond the freed activations",
                 extra,
-                device_share(temporaries).saturating_sub(freed_device),
+                // Sharded or offloaded with the optimizer's states (ZeRO, FSDP).
+                plan.state(input, LineKey::OptimizerStep, device_share(temporaries))
+                    .saturating_sub(freed_device),
                 kind,
                 true,
                 format!(
@@ -377,5 +409,5 @@ pub(super) fn training(
     } else {
         b.assumptions.push("training activations are not estimated: give the architecture and the context (sequence length)".into());
     }
-    Ok(())
+    Ok(trainable)
 }
