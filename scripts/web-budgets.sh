@@ -33,7 +33,9 @@ cd "$root"
 # bytes in a link and a training run's longer workloads; 212.0 KB (211 998 B) with
 # llama.cpp's file types counted tensor by tensor as its quantiser types them
 # (format::mix). The ceiling follows it down, with about 1 KB of room.
-DIMENSIONER_BUDGET=213000
+# Training per rank (DDP buckets, ZeRO, FSDP, offload, pipeline lines) took it to
+# 220.9 KB (220 914 B): the ceiling moved to 221.5 KB until code-level cuts bring it back.
+DIMENSIONER_BUDGET=221500
 # The agent & sheet page: reported against 250 KB, not enforced while it is above it.
 # It was 296.2 KB; reading the workload document from an owned JSON value (as the wire
 # messages are: one deserializer per type, not a second over &Value) and every JSON text
@@ -49,7 +51,8 @@ AGENT_PAGE_BUDGET=250000
 # from 279.3 to 282.0 KB (282 046 B), the shared state's imported-weights key and a
 # training run's longer workloads to 282.6 KB (282 563 B), llama.cpp's file-type mixes
 # to 285.9 KB (285 936 B): the ceiling moved to 286.5 KB.
-AGENT_PAGE_CEILING=286500
+# Training per rank and current vLLM took it to 293.9 KB (293 878 B): ceiling 294.5 KB.
+AGENT_PAGE_CEILING=294500
 # The lazily loaded readers were 120.6 KB when they moved out of the dimensioner, 122.8 KB
 # with the lookup for mirrors without a file listing, 126.9 KB with the model search,
 # 131.1 KB with the state-space mixers' config reader, 133.4 KB with the readers of
@@ -67,7 +70,9 @@ LOOKUP_BUDGET=140000
 # the page and the rules of vLLM 0.7, 0.8 and 0.27, TGI 0.9 and 2.0 and SGLang 0.5,
 # 115.0 KB (115 046 B) with llama.cpp's file-type mixes; the ceiling leaves about 3 KB
 # for the next releases' rules.
-ENGINE_BUDGET=118000
+# llama.cpp -ot matched in this module (regex-lite) and current vLLM's rules took it to
+# 147.7 KB (147 651 B): ceiling 148.5 KB (a lazily loaded feature, not refused).
+ENGINE_BUDGET=148500
 fail=0
 report() { # report LABEL DIR BUDGET HARD(yes|no)
   local label="$1" dir="$2" budget="$3" hard="$4" wasm js raw gz jsgz verdict
