@@ -503,10 +503,8 @@ pub fn parse_overrides(text: &str) -> Result<Vec<Override>, EstimateError> {
 
 fn compile(pattern: &str, host: bool) -> Result<Override, EstimateError> {
     let regex = regex_lite::Regex::new(pattern).map_err(|e| {
-        // One line reads better after the key.
-        let text = e.to_string();
-        let why = text.lines().last().unwrap_or("").trim();
-        let why = why.strip_prefix("error: ").unwrap_or(why);
+        // regex-lite's reason is one short line.
+        let why = e.to_string();
         // std::regex (ECMAScript) takes both; name them when the crate's reason doesn't.
         let lookaround = pattern.contains("(?=")
             || pattern.contains("(?!")
