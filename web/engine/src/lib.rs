@@ -210,9 +210,10 @@ mod tests {
         assert_eq!(p.rows.len(), ENGINES.len());
         let (cells, explained) = p.rows[0].cells.as_ref().unwrap();
         assert_eq!(p.rows[0].engine, "vllm");
-        // The same figure the core and the CLI derive (max-model-len = context here).
-        assert_eq!(cells[1], "58 172 385 690 B");
-        assert!(cells[4].starts_with("27 × "), "{cells:?}");
+        // The same figure the core and the CLI derive under the default vLLM (0.27, Model
+        // Runner V2 for a dense model; max-model-len = context here).
+        assert_eq!(cells[1], "59 290 778 010 B");
+        assert!(cells[4].starts_with("28 × "), "{cells:?}");
         assert_eq!(cells[5], "fits");
         assert!(explained.contains("gpu_memory_utilization"), "{explained}");
         assert!(p.sequences.is_some_and(|s| s.ends_with("at 16 000 tokens")));
