@@ -80,6 +80,7 @@ class Allocator:
 
     def __init__(self, expandable):
         self.expandable = expandable
+        self.history = None  # when recording: the History the segment events go to
         self.reserved = 0
         self.next_address = 0
         # Per pool: free blocks as {(size, address)} plus a segment table.
@@ -115,6 +116,8 @@ class Allocator:
         addr = self.next_address
         self.next_address += seg_size
         self.reserved += seg_size
+        if self.history is not None:
+            self.history.segment(addr, seg_size)
         self.segment_end[addr] = addr + seg_size
         self.blocks[addr] = [seg_size, True, addr, small]
         return (seg_size, addr)
@@ -140,6 +143,9 @@ class Allocator:
         need = size - have
         grow = (need + step - 1) // step * step
         self.reserved += grow
+        if self.history is not None:
+            # An expandable segment maps more pages at its end (`segment_map`).
+            self.history.segment(end, grow, "segment_map")
         new_end = end + grow
         self.expand_top[small] = (seg, new_end)
         self.segment_end[seg] = new_end
@@ -160,6 +166,45 @@ class Allocator:
             self.free[small].append((rest, addr + size))
         entry[1] = False
         return addr
+
+    def segments(self, requested):
+        """The segments and their blocks as ``torch.cuda.memory._snapshot()`` gives
+        them; ``requested``: address -> (bytes requested, frames) of live blocks."""
+        by_segment = {}
+        for addr, (size, free, seg, small) in sorted(self.blocks.items()):
+            by_segment.setdefault(seg, (small, []))[1].append((addr, size, free))
+        out = []
+        for seg, (small, blocks) in sorted(by_segment.items()):
+            rows = []
+            allocated = 0
+            for addr, size, free in blocks:
+                req, frames = requested.get(addr, (size, []))
+                if not free:
+                    allocated += size
+                rows.append(
+                    {
+                        "address": addr,
+                        "size": size,
+                        "requested_size": 0 if free else req,
+                        "state": "inactive" if free else "active_allocated",
+                        "frames": [] if free else frames,
+                    }
+                )
+            total = self.segment_end[seg] - seg
+            out.append(
+                {
+                    "device": 0,
+                    "address": seg,
+                    "total_size": total,
+                    "stream": 0,
+                    "segment_type": "small" if small else "large",
+                    "allocated_size": allocated,
+                    "active_size": allocated,
+                    "requested_size": sum(r["requested_size"] for r in rows),
+                    "blocks": rows,
+                }
+            )
+        return out
 
     def release(self, addr):
         """Frees the block at ``addr``, merging it with free neighbours."""
@@ -190,8 +235,46 @@ class Allocator:
         self.free[small].append((size, addr))
 
 
+class History:
+    """The trace's ``device_traces``: what ``torch.cuda.memory._record_memory_history``
+    would record on a GPU (``alloc``, ``free_completed``, ``segment_alloc`` or, with
+    expandable segments, ``segment_map``), each with the Python frames innermost first
+    and the probe's metadata (``gpumem:<phase>:<step>[:<scope>]``); the last
+    ``max_entries`` kept, as the allocator's ring buffer keeps them."""
+
+    # This file's own frames between an operator and the allocation.
+    _OWN = ("track", "__torch_dispatch__", "_freed")
+
+    def __init__(self, max_entries):
+        import collections
+
+        self.entries = collections.deque(maxlen=max_entries)
+        self.total = 0
+        self.metadata = ""
+
+    def frames(self):
+        out = []
+        f = sys._getframe(2)
+        while f is not None and len(out) < 64:
+            code = f.f_code
+            if not (code.co_filename == __file__ and code.co_name in self._OWN):
+                out.append({"filename": code.co_filename, "line": f.f_lineno, "name": code.co_name})
+            f = f.f_back
+        return out
+
+    def add(self, action, addr, size, frames=None):
+        self.total += 1
+        e = {"action": action, "addr": addr, "size": size, "stream": 0, "frames": frames or []}
+        if self.metadata:
+            e["user_metadata"] = self.metadata
+        self.entries.append(e)
+
+    def segment(self, addr, size, action="segment_alloc"):
+        self.add(action, addr, size)
+
+
 class _Record:
-    __slots__ = ("index", "bytes", "address", "phase", "logits", "ref", "what")
+    __slots__ = ("index", "bytes", "address", "phase", "logits", "ref", "what", "requested", "frames")
 
     def __init__(self, index, nbytes, address, phase, logits, what):
         self.index = index
@@ -201,6 +284,8 @@ class _Record:
         self.logits = logits
         self.what = what
         self.ref = None
+        self.requested = nbytes
+        self.frames = None
 
 
 class Tracker:
@@ -213,6 +298,7 @@ class Tracker:
         self.allocated = 0
         self.count = 0
         self.phase = None
+        self.step = None
         self.peak = 0
         self.start = 0
         self.logits = 0
@@ -221,8 +307,19 @@ class Tracker:
         self.peak_dirty = False
         self.peak_live = []
         self.by_op = None  # when set: op name -> records allocated by it
+        self.history = None  # when set: the History every allocation and free goes to
+        self.scopes = []  # module paths entered (forward hooks), innermost last
 
-    def begin(self, phase):
+    def tag(self, phase, step):
+        if self.history is not None:
+            text = "gpumem:%s:%s" % (phase, step) if phase else ""
+            if text and self.scopes:
+                text += ":" + self.scopes[-1]
+            self.history.metadata = text
+
+    def begin(self, phase, step=None):
+        self.step = step
+        self.tag(phase, step)
         self.phase = phase
         self.start = self.allocated
         self.peak = self.allocated
@@ -236,6 +333,7 @@ class Tracker:
             self.peak_live = list(self.live.values())
             self.peak_dirty = False
         self.phase = None
+        self.tag(None, None)
         return self.peak_live
 
     def track(self, tensor, what):
@@ -255,6 +353,10 @@ class Tracker:
         size = round_size(nbytes)
         logits = tensor.dim() >= 2 and tensor.shape[-1] == self.vocab
         record = _Record(self.count, size, self.allocator.malloc(size), self.phase, logits, what)
+        record.requested = nbytes
+        if self.history is not None:
+            record.frames = self.history.frames()
+            self.history.add("alloc", record.address, nbytes, record.frames)
         self.count += 1
         record.ref = weakref.ref(storage, lambda _r, key=key: self._freed(key))
         self.live[key] = record
@@ -283,7 +385,26 @@ class Tracker:
         self.allocated -= record.bytes
         if record.logits:
             self.logits -= record.bytes
+        if self.history is not None:
+            self.history.add("free_completed", record.address, record.requested)
         self.allocator.release(record.address)
+
+    def push_scope(self, name):
+        self.scopes.append(name)
+        self.tag(self.phase, self.step)
+
+    def pop_scope(self):
+        if self.scopes:
+            self.scopes.pop()
+        self.tag(self.phase, self.step)
+
+    def snapshot(self):
+        """The trace as ``torch.cuda.memory._snapshot()`` shapes it."""
+        requested = {r.address: (r.requested, r.frames or []) for r in self.live.values()}
+        return {
+            "segments": self.allocator.segments(requested),
+            "device_traces": [list(self.history.entries)],
+        }
 
     def record_of(self, tensor):
         if tensor is None or not _is_meta(tensor):
@@ -713,6 +834,10 @@ def trace(w):
 
     allocator = Allocator(w.get("expandable_segments", False))
     tracker = Tracker(allocator, vocab)
+    history_request = w.get("memory_history")
+    if history_request:
+        tracker.history = allocator.history = History(int(history_request.get("max_entries", 200000)))
+        _scope_hooks(model, tracker)
     sets = {k: set() for k in ("parameters", "master_weights", "gradients", "optimizer_state", "kv_cache")}
     phases = []
     activations = set()
@@ -748,7 +873,7 @@ def trace(w):
             # Mixed precision as the estimator counts it: 16-bit weights and gradients,
             # an fp32 master copy that the optimizer updates (Megatron-LM, DeepSpeed).
             for p in model.parameters():
-                m = p.detach().to(torch.float32).requires_grad_(True)
+                m = _master_weight(torch, p)
                 masters.append((p, m))
                 sets["master_weights"].add(tracker.record_of(m).index)
         ids = torch.zeros((b, s), dtype=torch.long, device="meta")
@@ -769,7 +894,7 @@ def trace(w):
             for p in model.parameters():
                 p.grad = None
             with mode:
-                tracker.begin("forward")
+                tracker.begin("forward", step)
                 if step == 1:
                     tracker.by_op = by_op = []
                 loss = model(input_ids=ids, labels=ids).loss
@@ -778,7 +903,7 @@ def trace(w):
                 activations.clear()
                 activations.update(live_end)
                 close("forward", step)
-                tracker.begin("backward")
+                tracker.begin("backward", step)
                 loss.backward()
                 del loss
                 for p in model.parameters():
@@ -786,7 +911,7 @@ def trace(w):
                     if r is not None:
                         sets["gradients"].add(r.index)
                 close("backward", step)
-                tracker.begin("optimizer_step")
+                tracker.begin("optimizer_step", step)
                 if masters:
                     for p, m in masters:
                         if p.grad is not None:
@@ -813,7 +938,7 @@ def trace(w):
         generate = max(w.get("generate", 0), 1)
         keep_all = w.get("logits") == "all"
         with torch.no_grad(), mode:
-            tracker.begin("prefill")
+            tracker.begin("prefill", 0)
             out = model(input_ids=ids, use_cache=True, logits_to_keep=0 if keep_all else 1)
             cache = out.past_key_values
             # generate(): the next token's scores are an fp32 copy of the last logits.
@@ -822,7 +947,7 @@ def trace(w):
             del out, scores
             _mark_cache(tracker, cache, sets)
             close("prefill", None)
-            tracker.begin("decode")
+            tracker.begin("decode", 0)
             for _ in range(generate - 1):
                 out = model(input_ids=token, past_key_values=cache, use_cache=True, logits_to_keep=1)
                 cache = out.past_key_values
@@ -856,7 +981,54 @@ def trace(w):
         doc["notes"].append(f"{nf4_layers} linear layers stored as NF4 (bitsandbytes layout)")
     if saved is not None:
         doc["activations_by_op"] = saved
+    if tracker.history is not None:
+        _write_history(tracker, history_request, doc, torch, vocab)
     return doc
+
+
+def _master_weight(torch, p):
+    """The fp32 master copy of a 16-bit parameter (its own function: the history's
+    frames name it)."""
+    return p.detach().to(torch.float32).requires_grad_(True)
+
+
+def _scope_hooks(model, tracker):
+    """Names each allocation's module: every child of an ``nn.ModuleList`` (the
+    decoder layers) pushes its path on entry and pops it on exit (recomputation under
+    checkpointing re-enters it in the backward)."""
+    import torch
+
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList):
+            for child_name, child in module.named_children():
+                path = "%s.%s" % (name, child_name) if name else child_name
+                child.register_forward_pre_hook(lambda _m, _a, path=path: tracker.push_scope(path))
+                child.register_forward_hook(lambda _m, _a, _o: tracker.pop_scope(), always_call=True)
+
+
+def _write_history(tracker, request, doc, torch, vocab):
+    """The snapshot pickled where the agent asked (a new file in its private folder),
+    and its history document in the trace."""
+    import os
+    import pickle
+
+    import gpumem_history
+
+    snap = tracker.snapshot()
+    path = request.get("pickle_path")
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(snap, f)
+    doc["history"] = gpumem_history.from_snapshot(
+        snap,
+        source="meta",
+        vocab=vocab,
+        torch_version=torch.__version__,
+        max_events=int(request.get("max_entries", gpumem_history.MAX_EVENTS)),
+    )
+    if tracker.history.total > len(tracker.history.entries):
+        doc["history"]["dropped_events"] += tracker.history.total - len(tracker.history.entries)
 
 
 def _optimizer(torch, name, params):

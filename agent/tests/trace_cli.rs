@@ -361,3 +361,157 @@ fn an_attention_with_narrower_values_traces_under_flash_and_sdpa() {
         );
     }
 }
+
+/// `trace --memory-history`: the allocator history of Llama-3.2-1B's full fine-tune
+/// (4 × 2048, bf16, pure-bf16 AdamW, flash), attributed to the estimate's lines from
+/// lifetimes, stacks and sizes alone, within 2 % of each line the estimate computes; the
+/// replay's peaks equal the trace's own; the pickle is PyTorch's snapshot shape, read
+/// by torch's own `_memory_viz`, and private.
+#[test]
+fn a_traced_step_is_attributed_to_the_estimates_lines() {
+    let Some(python) = gpumem_e2e::torch_python("memory_history_attribution") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pickle = dir.path().join("llama.pickle");
+    let mut args: Vec<&str> = LLAMA_1B.to_vec();
+    let p = pickle.to_str().unwrap().to_owned();
+    args.extend(["--memory-history", &p]);
+    let (_, doc) = trace(&python, "llama-3.2-1b.json", &args);
+    let a = &doc["attribution"];
+    let peak = |name: &str, step: u64| {
+        a["peaks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["phase"] == name && p["step"] == step)
+            .unwrap_or_else(|| panic!("no attributed {name}[{step}]"))
+            .clone()
+    };
+    let line = |p: &serde_json::Value, l: &str| {
+        p["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["line"] == l)
+            .unwrap()["bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    // The replay finds the trace's own peaks, to the byte.
+    for p in doc["phases"].as_array().unwrap() {
+        let name = p["name"].as_str().unwrap();
+        let Some(step) = p["step"].as_u64() else {
+            continue;
+        };
+        assert_eq!(
+            peak(name, step)["allocated_bytes"],
+            p["allocated_peak_bytes"],
+            "{name}[{step}]"
+        );
+    }
+
+    // The estimate's lines for the same workload.
+    let out = agent()
+        .arg("estimate")
+        .arg("--config")
+        .arg(config("llama-3.2-1b.json"))
+        .args(LLAMA_1B)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let est: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let est_line = |prefix: &str| -> u64 {
+        est["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["key"].as_str().unwrap().starts_with(prefix))
+            .map(|l| l["bytes"].as_u64().unwrap())
+            .sum()
+    };
+    let step_peak = peak("backward", 1);
+    let after = peak("optimizer_step", 1);
+    for (history_line, at, estimate_key) in [
+        ("weights", &step_peak, "weights."),
+        ("optimizer_state", &step_peak, "training.optimizer"),
+        ("activations", &step_peak, "activations"),
+        ("logits", &step_peak, "logits"),
+        ("gradients", &after, "training.gradients"),
+    ] {
+        let got = line(at, history_line) as f64;
+        let want = est_line(estimate_key) as f64;
+        let err = (got - want) / want;
+        eprintln!(
+            "{history_line:<16} attributed {got:>16.0} B, estimate {want:>16.0} B ({:+.3} %)",
+            100.0 * err
+        );
+        assert!(err.abs() < 0.02, "{history_line}: {got} vs {want}");
+    }
+    // Every peak's lines add up; the slack is reserved minus allocated.
+    for p in a["peaks"].as_array().unwrap() {
+        let sum: u64 = p["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["bytes"].as_u64().unwrap())
+            .sum();
+        assert_eq!(Some(sum), p["allocated_bytes"].as_u64());
+        assert_eq!(
+            p["slack_bytes"].as_u64().unwrap(),
+            p["reserved_bytes"].as_u64().unwrap() - sum
+        );
+    }
+    // Activations by decoder layer: 16 layers, each the same.
+    let scopes = step_peak["activations_by_scope"].as_array().unwrap();
+    let layers: Vec<_> = scopes
+        .iter()
+        .filter(|s| s["scope"].as_str().unwrap().starts_with("model.layers."))
+        .collect();
+    assert_eq!(layers.len(), 16, "{scopes:?}");
+    assert!(layers.windows(2).all(|w| w[0]["bytes"] == w[1]["bytes"]));
+
+    // The pickle: private, and read by PyTorch's own viewer code.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&pickle).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let check = Command::new(&python)
+        .arg("-c")
+        .arg(
+            "import pickle, sys\n\
+             from torch.cuda import _memory_viz as viz\n\
+             snap = pickle.load(open(sys.argv[1], 'rb'))\n\
+             text = viz.trace(snap)\n\
+             assert 'TOTAL MEM' in text, text[-200:]\n\
+             summary = viz.segsum(snap)\n\
+             html = viz.trace_plot(snap)\n\
+             assert len(html) > 1000\n\
+             print(len(snap['device_traces'][0]), 'entries')\n",
+        )
+        .arg(&pickle)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "memory_viz could not read the pickle: {}",
+        text(&check.stderr)
+    );
+    // A second run refuses to replace the file.
+    let again = agent()
+        .arg("trace")
+        .arg("--config")
+        .arg(config("llama-3.2-1b.json"))
+        .arg("--python")
+        .arg(&python)
+        .args(LLAMA_1B)
+        .args(["--memory-history", &p])
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(
+        text(&again.stderr).contains("exists"),
+        "{}",
+        text(&again.stderr)
+    );
+}

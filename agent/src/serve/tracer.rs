@@ -120,8 +120,9 @@ fn answer(python_exe: &OsString, request: &TraceRequest) -> AgentMessage {
         &workload,
         python::double_quant(&input),
         DEADLINE,
+        false,
     ) {
-        Ok(Ok(doc)) => doc,
+        Ok(Ok((doc, _))) => doc,
         Ok(Err(f @ python::Failure::Unavailable(_))) => {
             return failed(id, TraceFailure::Unavailable, f.to_string());
         }

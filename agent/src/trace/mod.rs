@@ -52,6 +52,7 @@ pub struct Args {
     revision: Option<String>,
     python: Option<OsString>,
     expandable_segments: Option<bool>,
+    memory_history: Option<PathBuf>,
     json: bool,
 }
 
@@ -73,6 +74,13 @@ impl clap::Args for Args {
             .arg(Arg::new("model").long("model").value_name("ORG/NAME").conflicts_with("config").help("Take config.json from the bundled catalogue (`gpumem-agent models`), else from the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN)"))
             .arg(Arg::new("revision").long("revision").value_name("REV").requires("model").help("Branch, tag or commit of --model (default: main); given, even a bundled model's config.json is read from the Hub"))
             .arg(python_arg())
+            .arg(
+                Arg::new("memory-history")
+                    .long("memory-history")
+                    .value_name("PATH")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .help("Record every allocation and free as PyTorch's allocator history would (a new file PATH, the pickle pytorch.org/memory_viz reads) and attribute each phase's peak to the estimate's lines"),
+            )
             .arg(
                 Arg::new("expandable-segments")
                     .long("expandable-segments")
@@ -101,6 +109,7 @@ impl FromArgMatches for Args {
             revision: m.get_one::<String>("revision").cloned(),
             python: m.get_one::<OsString>("python").cloned(),
             expandable_segments: m.get_one::<bool>("expandable-segments").copied(),
+            memory_history: m.get_one::<PathBuf>("memory-history").cloned(),
             json: m.get_flag("json"),
         })
     }
@@ -162,10 +171,31 @@ pub fn run(args: Args) -> Result<Exit> {
             return Ok(Exit::Unavailable);
         }
     };
+    if let Some(path) = &args.memory_history {
+        // Refused before the trace runs, not after.
+        crate::private::check_new_path(path)?;
+    }
     // Step 2: run the probe.
     let python = args.python.unwrap_or_else(|| OsString::from("python3"));
-    let doc = match python::trace(&python, &config, &workload, python::double_quant(&input))? {
-        Ok(doc) => doc,
+    let dq = python::double_quant(&input);
+    let answer = if args.memory_history.is_some() {
+        python::trace_with_history(&python, &config, &workload, dq)?
+    } else {
+        python::trace(&python, &config, &workload, dq)?.map(|d| (d, None))
+    };
+    let doc = match answer {
+        Ok((doc, pickle)) => {
+            if let (Some(path), Some(bytes)) = (&args.memory_history, pickle) {
+                crate::private::write_new_atomically(path, &bytes)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                crate::out::errln!(
+                    "gpumem-agent: allocator history written to {} ({} bytes; pytorch.org/memory_viz reads it)",
+                    path.display(),
+                    group_digits(bytes.len() as u64)
+                );
+            }
+            doc
+        }
         Err(f @ (python::Failure::Unavailable(_) | python::Failure::Refused(_))) => {
             crate::out::errln!("gpumem-agent: cannot trace here: {f}");
             return Ok(Exit::Unavailable);
@@ -385,6 +415,9 @@ pub fn render(doc: &TraceDocument) -> String {
             );
         }
     }
+    if let Some(a) = &doc.attribution {
+        s.push_str(&render_attribution(a));
+    }
     for n in &doc.notes {
         let _ = writeln!(s, "note: {n}");
     }
@@ -407,4 +440,66 @@ fn values(c: &CategoryBytes) -> [u64; 8] {
         c.kv_cache,
         c.temporaries,
     ]
+}
+
+/// The allocator history's attribution: each phase's peak by line (GiB), the slack,
+/// and the largest blocks of the highest peak with where they were made.
+pub fn render_attribution(a: &gpumem_proto::history::Attribution) -> String {
+    use gpumem_proto::history::HistoryLine;
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nfrom the allocator history (lifetimes and stacks only), GiB at each peak:"
+    );
+    let short = [
+        "weights", "master", "grads", "optim", "activ", "logits", "kv", "wkspace", "temp",
+    ];
+    let _ = write!(s, "{:<16} {:>4}", "phase", "step");
+    for n in short {
+        let _ = write!(s, " {n:>8}");
+    }
+    let _ = writeln!(s, " {:>8}", "slack");
+    for p in &a.peaks {
+        let _ = write!(
+            s,
+            "{:<16} {:>4}",
+            p.phase,
+            p.step.map(|x| x.to_string()).unwrap_or_else(|| "-".into())
+        );
+        for line in HistoryLine::ALL {
+            let _ = write!(s, " {:>8}", Bytes(p.bytes(line)).gib_string(2));
+        }
+        let _ = writeln!(s, " {:>8}", Bytes(p.slack_bytes).gib_string(2));
+    }
+    if let Some(top) = a.peaks.iter().max_by_key(|p| p.allocated_bytes) {
+        let mut largest: Vec<_> = top.largest.iter().collect();
+        largest.sort_by_key(|b| std::cmp::Reverse(b.bytes));
+        let _ = writeln!(
+            s,
+            "largest blocks at the peak of {}{}:",
+            top.phase,
+            top.step
+                .map(|x| format!(" of step {x}"))
+                .unwrap_or_default()
+        );
+        for b in largest.iter().take(6) {
+            let _ = writeln!(
+                s,
+                "  {:>17} B  {:<16} {}{}",
+                group_digits(b.bytes),
+                b.line.label(),
+                b.site,
+                if b.scope.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", b.scope)
+                }
+            );
+        }
+    }
+    for n in &a.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
 }

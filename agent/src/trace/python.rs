@@ -28,8 +28,18 @@ use serde_json::Value;
 /// The probe's source, embedded in the binary.
 pub const PROBE_SOURCE: &str = include_str!("../../python/gpumem_trace.py");
 
-/// Longest answer read from the probe (a trace is a few kilobytes).
-const MAX_ANSWER_BYTES: u64 = 16 << 20;
+/// The snapshot-to-history converter the trace (and `run`'s probe) import.
+pub const HISTORY_SOURCE: &str = include_str!("../../python/gpumem_history.py");
+
+/// A trace and, when the history was recorded, its snapshot pickle.
+pub type Traced = (TraceDocument, Option<Vec<u8>>);
+
+/// Largest snapshot pickle the agent copies out of the trace's folder.
+pub const MAX_PICKLE_BYTES: u64 = 256 << 20;
+
+/// Longest answer read from the probe (a trace is a few kilobytes; with its history
+/// at most `MAX_HISTORY_BYTES` more).
+const MAX_ANSWER_BYTES: u64 = 64 << 20;
 /// Standard error kept to explain a failure (its end, where Python puts the error).
 const MAX_STDERR_BYTES: u64 = 1 << 20;
 /// A trace that takes longer than this is stopped (a 1B model takes seconds).
@@ -241,7 +251,19 @@ pub fn trace(
     workload: &TraceWorkload,
     nf4_double_quant: bool,
 ) -> Result<std::result::Result<TraceDocument, Failure>> {
-    trace_within(python, config, workload, nf4_double_quant, DEADLINE)
+    Ok(trace_within(python, config, workload, nf4_double_quant, DEADLINE, false)?.map(|(d, _)| d))
+}
+
+/// As [`trace`], with the allocator's history recorded: the document holds it
+/// (validated) and its attribution, and the snapshot pickle (PyTorch's shape) comes
+/// back beside it.
+pub fn trace_with_history(
+    python: &OsString,
+    config: &Value,
+    workload: &TraceWorkload,
+    nf4_double_quant: bool,
+) -> Result<std::result::Result<Traced, Failure>> {
+    trace_within(python, config, workload, nf4_double_quant, DEADLINE, true)
 }
 
 /// As [`trace`], stopped after `deadline`.
@@ -251,14 +273,26 @@ pub fn trace_within(
     workload: &TraceWorkload,
     nf4_double_quant: bool,
     deadline: Duration,
-) -> Result<std::result::Result<TraceDocument, Failure>> {
+    history: bool,
+) -> Result<std::result::Result<Traced, Failure>> {
     if let Err(why) = check_cost(config, workload) {
         return Ok(Err(Failure::Refused(why)));
     }
     let dir = PrivateDir::in_env_base("trace").context("a folder for the trace probe")?;
     let script = dir.path().join("gpumem_trace.py");
     crate::private::write_new(&script, PROBE_SOURCE.as_bytes())?;
+    crate::private::write_new(
+        &dir.path().join("gpumem_history.py"),
+        HISTORY_SOURCE.as_bytes(),
+    )?;
+    let pickle = dir.path().join("history.pickle");
     let mut request = serde_json::to_value(workload)?;
+    if history {
+        request["memory_history"] = serde_json::json!({
+            "max_entries": gpumem_proto::history::MAX_EVENTS,
+            "pickle_path": pickle.to_string_lossy(),
+        });
+    }
     request["config"] = config.clone();
     request["double_quant"] = Value::Bool(nf4_double_quant);
     // The probe's own bounds: it exits at the deadline (plus a grace the agent's kill
@@ -348,15 +382,38 @@ pub fn trace_within(
         )));
     };
     ok["workload"] = serde_json::to_value(workload)?;
-    let doc: TraceDocument =
+    let mut doc: TraceDocument =
         serde_json::from_value(ok).context("reading the trace probe's answer")?;
+    let mut pickled = None;
+    if history {
+        let h = doc
+            .history
+            .as_ref()
+            .context("the trace probe recorded no history")?;
+        h.validate().context("the trace probe's history")?;
+        doc.attribution = Some(gpumem_proto::history::attribute(h));
+        pickled = Some(read_pickle(&pickle)?);
+    } else {
+        doc.history = None;
+        doc.attribution = None;
+    }
     if doc.schema != TRACE_SCHEMA {
         bail!(
             "the trace probe answered schema {:?}, not {TRACE_SCHEMA}",
             doc.schema
         );
     }
-    Ok(Ok(doc))
+    Ok(Ok((doc, pickled)))
+}
+
+/// The probe's pickle, bounded (a file the probe made in the agent's private folder).
+fn read_pickle(path: &std::path::Path) -> Result<Vec<u8>> {
+    let f = std::fs::File::open(path).context("the trace's snapshot pickle")?;
+    let bytes = read_bounded(f, MAX_PICKLE_BYTES + 1);
+    if bytes.len() as u64 > MAX_PICKLE_BYTES {
+        bail!("the trace's snapshot is larger than {MAX_PICKLE_BYTES} bytes");
+    }
+    Ok(bytes)
 }
 
 fn read_bounded(r: impl Read, limit: u64) -> Vec<u8> {
@@ -385,6 +442,28 @@ fn stderr_tail(err: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The converter's bounds are the history document's (gpumem_proto::history).
+    #[test]
+    fn the_history_converter_keeps_the_documents_bounds() {
+        use gpumem_proto::history as h;
+        for (name, value) in [
+            ("MAX_EVENTS", h::MAX_EVENTS),
+            ("MAX_FRAMES", h::MAX_FRAMES),
+            ("MAX_STACKS", h::MAX_STACKS),
+            ("MAX_STACK_DEPTH", h::MAX_STACK_DEPTH),
+            ("MAX_NAMES", h::MAX_NAMES),
+            ("MAX_NAME_CHARS", h::MAX_NAME_CHARS),
+            ("MAX_BEFORE", h::MAX_BEFORE),
+        ] {
+            let line = format!("\n{name} = {value}\n");
+            assert!(
+                HISTORY_SOURCE.contains(&line),
+                "gpumem_history.py: {name} is not {value}"
+            );
+        }
+        assert!(HISTORY_SOURCE.contains(&format!("SCHEMA = \"{}\"", h::HISTORY_SCHEMA)));
+    }
 
     #[test]
     fn a_missing_python_is_unavailable() {

@@ -6,6 +6,7 @@
 pub mod context;
 pub mod estimate;
 pub mod fleet;
+pub mod history;
 pub mod json;
 pub mod lookup;
 pub mod probe;

@@ -36,6 +36,15 @@ pub struct TraceDocument {
     /// that produced it, largest first (logits apart).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub activations_by_op: Vec<OpBytes>,
+    /// With `--memory-history`: every allocation and free of the trace as the CUDA
+    /// allocator's history would hold it (`gpumem.history/v1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<crate::history::MemoryHistory>,
+    /// With `--memory-history`: each phase's peak attributed to the estimate's lines
+    /// from the history alone (lifetimes, stacks, sizes), as `run --memory-history`
+    /// attributes a GPU's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<crate::history::Attribution>,
     /// Versions of what ran the trace.
     pub versions: TraceVersions,
     /// Whether the allocator model grew expandable segments.
@@ -261,6 +270,8 @@ mod tests {
                 phase("backward", Some(1), 9),
             ],
             activations_by_op: vec![],
+            history: None,
+            attribution: None,
             versions: TraceVersions {
                 python: "3".into(),
                 torch: "2".into(),
