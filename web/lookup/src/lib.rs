@@ -75,6 +75,9 @@ pub async fn suggest(query: String) -> Result<String, JsValue> {
         n
     });
     let current = || TYPED.with(|t| t.get()) == mine;
+    // What was offered answered an earlier text: it goes at once, so no suggestion
+    // ever stands beside a text it does not match.
+    offer(&[])?;
     http::sleep_ms(hub::SUGGEST_PAUSE_MS).await;
     if !current() {
         return Ok(String::new());
@@ -96,6 +99,12 @@ pub async fn suggest(query: String) -> Result<String, JsValue> {
     if !current() {
         return Ok(String::new());
     }
+    offer(&ids)?;
+    Ok(ids.len().to_string())
+}
+
+/// Puts `ids`, and only those, in the page's `<datalist id="model-suggestions">`.
+fn offer(ids: &[String]) -> Result<(), JsValue> {
     let document = web_sys::window()
         .and_then(|w| w.document())
         .ok_or("no document")?;
@@ -103,12 +112,12 @@ pub async fn suggest(query: String) -> Result<String, JsValue> {
         .get_element_by_id("model-suggestions")
         .ok_or("no suggestion list on this page")?;
     list.set_text_content(None);
-    for id in &ids {
+    for id in ids {
         let option = document.create_element("option")?;
         option.set_attribute("value", id)?;
         list.append_child(&option)?;
     }
-    Ok(ids.len().to_string())
+    Ok(())
 }
 
 /// The Hub endpoint of this page: `<meta name="gpumem-hub" content="…">`, which the
