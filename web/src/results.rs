@@ -88,7 +88,10 @@ fn color(key: LineKey) -> &'static str {
         LineKey::PrefillAttentionScores => "#c9a7e6",
         LineKey::CudaContext => "#6f6484",
         LineKey::TrainingGradBuckets => "#c77a2c",
-        LineKey::CollectivesAllGather | LineKey::CollectivesReduceScatter => "#5d8f8a",
+        LineKey::CollectivesAllGather
+        | LineKey::CollectivesReduceScatter
+        | LineKey::CollectivesContextParallel
+        | LineKey::CollectivesAllToAll => "#5d8f8a",
         LineKey::HostOptimizer | LineKey::HostParameters => "#b9b2a6",
         LineKey::Reserve => "#98a2ad",
     }

@@ -466,6 +466,10 @@ pub static FIELDS: &[Field] = &[
     f("pp", G::Devices, K::Count, "Pipeline stages", "1", "Devices a layer stack is cut into"),
     f("sp", G::Devices, K::Bool(false), "Sequence parallel", "",
         "Megatron's sequence parallelism with tp: the activations split over the tp ranks as well"),
+    f("cp", G::Devices, K::Count, "Context parallel", "1",
+        "Training: each sequence split over this many ranks (torch context_parallel, Megatron CP), taken from the data-parallel ranks"),
+    f("ep", G::Devices, K::Count, "Expert parallel", "1",
+        "Training a MoE: the routed experts split over this many ranks, taken from the data-parallel ranks"),
     f("pipeline", G::Devices, K::Choice, "Pipeline schedule", "",
         "Training's pipeline schedule: how many micro-batches the first stage holds in flight")
         .choices(&[("", "1F1B"), ("gpipe", "GPipe — every micro-batch in flight")]),

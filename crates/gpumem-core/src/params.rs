@@ -319,6 +319,8 @@ fn apply(
         "nodes" => input.nodes = n,
         "micro-batches" => input.micro_batches = Some(n),
         "sp" => input.sp = on,
+        "cp" => input.cp = n,
+        "ep" => input.ep = n,
         "pipeline" => {
             input.pipeline = match v.trim().to_ascii_lowercase().as_str() {
                 "" | "1f1b" => Pipeline::OneFOneB,
@@ -662,6 +664,8 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
         ("gpus", input.gpus, d.gpus),
         ("tp", input.tp, d.tp),
         ("pp", input.pp, d.pp),
+        ("cp", input.cp, d.cp),
+        ("ep", input.ep, d.ep),
     ] {
         if v != dv {
             put(k, v.to_string());

@@ -272,6 +272,12 @@ pub struct EstimateInput {
     /// Megatron's sequence parallelism beside tensor parallelism: the activations
     /// are split over the tp ranks too.
     pub sp: bool,
+    /// Context-parallel degree (training): each sequence split over `cp` ranks,
+    /// taken from the data-parallel ranks.
+    pub cp: u64,
+    /// Expert-parallel degree (training a MoE): the routed experts split over `ep`
+    /// ranks, taken from the data-parallel ranks.
+    pub ep: u64,
     /// The pipeline schedule (training with pp > 1).
     pub pipeline: Pipeline,
     /// Micro-batches per optimizer step (training with pp > 1; default: at least pp).
@@ -329,6 +335,8 @@ impl Default for EstimateInput {
             pp: 1,
             nodes: 1,
             sp: false,
+            cp: 1,
+            ep: 1,
             pipeline: Pipeline::OneFOneB,
             micro_batches: None,
         }
@@ -362,6 +370,8 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
         ("tp", i.tp),
         ("pp", i.pp),
         ("nodes", i.nodes),
+        ("cp", i.cp),
+        ("ep", i.ep),
         ("micro-batches", i.micro_batches.unwrap_or(1)),
     ];
     for (f, v) in positive {

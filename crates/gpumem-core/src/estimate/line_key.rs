@@ -64,6 +64,10 @@ pub enum LineKey {
     CollectivesAllGather,
     /// FSDP's reduce-scatter buffers of the largest unit (`collectives.reduce_scatter`).
     CollectivesReduceScatter,
+    /// Context parallelism's ring-attention buffers (`collectives.context_parallel`).
+    CollectivesContextParallel,
+    /// Expert parallelism's all-to-all dispatch buffers (`collectives.all_to_all`).
+    CollectivesAllToAll,
     /// Prefill MLP intermediates (`prefill.mlp`).
     PrefillMlp,
     /// Eager attention's score matrix (`prefill.attention_scores`).
@@ -80,7 +84,7 @@ pub enum LineKey {
 
 impl LineKey {
     /// Every key, in the order the estimate adds its lines.
-    pub const ALL: [LineKey; 31] = [
+    pub const ALL: [LineKey; 33] = [
         LineKey::Weights,
         LineKey::WeightsEmbeddings,
         LineKey::WeightsAttention,
@@ -106,6 +110,8 @@ impl LineKey {
         LineKey::CudaContext,
         LineKey::CollectivesAllGather,
         LineKey::CollectivesReduceScatter,
+        LineKey::CollectivesContextParallel,
+        LineKey::CollectivesAllToAll,
         LineKey::PrefillMlp,
         LineKey::PrefillAttentionScores,
         LineKey::PrefillLogits,
@@ -142,6 +148,8 @@ impl LineKey {
             LineKey::CudaContext => "cuda_context",
             LineKey::CollectivesAllGather => "collectives.all_gather",
             LineKey::CollectivesReduceScatter => "collectives.reduce_scatter",
+            LineKey::CollectivesContextParallel => "collectives.context_parallel",
+            LineKey::CollectivesAllToAll => "collectives.all_to_all",
             LineKey::PrefillMlp => "prefill.mlp",
             LineKey::PrefillAttentionScores => "prefill.attention_scores",
             LineKey::PrefillLogits => "prefill.logits",
@@ -179,6 +187,8 @@ impl LineKey {
             | LineKey::CudaContext
             | LineKey::CollectivesAllGather
             | LineKey::CollectivesReduceScatter
+            | LineKey::CollectivesContextParallel
+            | LineKey::CollectivesAllToAll
             | LineKey::PrefillMlp
             | LineKey::PrefillAttentionScores
             | LineKey::PrefillLogits => Group::Transient,

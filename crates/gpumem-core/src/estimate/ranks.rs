@@ -139,7 +139,97 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
             "needs the architecture (layers, hidden, …) to size the blocks it gathers",
         ));
     }
+    // Both at most MAX_DIM (checked before): the products cannot saturate.
+    let dp = i.gpus.checked_div(i.tp.saturating_mul(i.pp)).unwrap_or(1);
+    for (key, degree) in [("cp", i.cp), ("ep", i.ep)] {
+        if degree <= 1 {
+            continue;
+        }
+        if i.train == TrainMode::None {
+            return Err(EstimateError::invalid(
+                key,
+                "splits a training step (set train); serving engines' own parallelism is not modelled here",
+            ));
+        }
+        if !dp.is_multiple_of(degree) {
+            return Err(EstimateError::invalid(
+                key,
+                format!(
+                    "{degree} ranks are taken from the data-parallel ranks, and {} GPUs / (tp {} × pp {}) = {dp} is not a multiple of {degree}",
+                    i.gpus, i.tp, i.pp
+                ),
+            ));
+        }
+    }
+    if i.cp > 1 && (i.arch.is_none() || i.context.is_none()) {
+        return Err(EstimateError::invalid(
+            "cp",
+            "needs the architecture and the context to size what each rank holds of a sequence",
+        ));
+    }
+    if i.ep > 1 {
+        match i.arch.and_then(|a| a.moe) {
+            None => {
+                return Err(EstimateError::invalid(
+                    "ep",
+                    "splits a mixture of experts' routed experts: the architecture has none",
+                ));
+            }
+            Some(m) if !m.experts.is_multiple_of(i.ep) => {
+                return Err(EstimateError::invalid(
+                    "ep",
+                    format!(
+                        "{} experts per layer do not split evenly over {} ranks",
+                        m.experts, i.ep
+                    ),
+                ));
+            }
+            _ => {}
+        }
+    }
     Ok(())
+}
+
+/// The routed experts' parameters, the MLP class's and the model's, per device under
+/// tp/pp (`None` without a MoE): every MoE layer's experts, three matrices each with
+/// a gated MLP (gate, up, down), else two, at the latent width where the MoE has one.
+struct Experts {
+    routed: u64,
+    mlp: u64,
+    all: u64,
+}
+
+fn experts(i: &EstimateInput) -> Result<Option<Experts>, EstimateError> {
+    let Some(a) = i.arch else { return Ok(None) };
+    let Some(m) = a.moe else { return Ok(None) };
+    let w = a.weights(&module_formats(i)?)?;
+    let mlp: u64 = w
+        .classes
+        .iter()
+        .filter(|x| x.class == ParamClass::Mlp)
+        .map(|x| x.params)
+        .sum();
+    let all: u64 = w.classes.iter().map(|x| x.params).sum();
+    let width = if m.latent > 0 { m.latent } else { a.hidden };
+    let routed = [
+        m.moe_layers(a.mlp_layer_count()),
+        m.experts,
+        if a.gated_mlp { 3 } else { 2 },
+        width,
+        m.expert_intermediate,
+    ]
+    .iter()
+    .fold(1u64, |x, y| x.saturating_mul(*y))
+    .min(mlp);
+    Ok(Some(Experts { routed, mlp, all }))
+}
+
+/// A line's bytes less what expert parallelism takes off this rank: the routed
+/// experts' share of the line (`share` of `whole` parameters) × (1 − 1/ep).
+fn without_other_experts(bytes: u64, routed: u64, whole: u64, ep: u64) -> u64 {
+    let expert_part = Split::part(bytes, routed, whole.max(1));
+    let kept = Split::part(expert_part, 1, ep);
+    bytes.saturating_sub(expert_part.saturating_sub(kept))
 }
 
 impl Plan {
@@ -189,6 +279,16 @@ impl Plan {
         match self.scheme {
             Scheme::Single | Scheme::Ddp => device,
             Scheme::Fsdp(_) if off_param => 0,
+            // FSDP2's mixed precision (MixedPrecisionPolicy.param_dtype): the sharded
+            // parameters are the fp32 copy the optimizer steps, cast to the compute
+            // dtype only as they are gathered, and their gradients arrive in that fp32
+            // dtype (`foreach_reduce` casts the reduced output to the parameters'
+            // dtype): no 16-bit shard is kept, and the gradients' shard is fp32.
+            Scheme::Fsdp(_) if fsdp_mixed_precision(i) && key.group() == Group::Weights => 0,
+            Scheme::Fsdp(_) if fsdp_mixed_precision(i) && key == LineKey::TrainingGradients => {
+                let g = i.grad_dtype.unwrap_or(i.compute_dtype).bytes();
+                Split::part(device, 4, g.saturating_mul(self.shard))
+            }
             Scheme::Fsdp(_) => shard(device),
             Scheme::Zero(_) if optimizer_side && off_opt => 0,
             Scheme::Zero(_) if optimizer_side => shard(device),
@@ -216,11 +316,25 @@ impl Plan {
         }
     }
 
+    /// Whether the ranks are DDP replicas.
+    pub(super) fn is_ddp(&self) -> bool {
+        self.scheme == Scheme::Ddp
+    }
+
     /// Whether this plan changes anything (training on more than one data-parallel
     /// rank, or any ZeRO / FSDP setting).
     fn active(&self) -> bool {
         self.scheme != Scheme::Single
     }
+}
+
+/// Whether FSDP runs with a mixed-precision policy: full training of 16-bit compute
+/// with fp32 master weights, which FSDP2 keeps as its fp32 sharded parameters.
+fn fsdp_mixed_precision(i: &EstimateInput) -> bool {
+    i.fsdp != Fsdp::None
+        && i.train == TrainMode::Full
+        && i.master_weights
+        && i.compute_dtype != Dtype::F32
 }
 
 /// Parameters per device of one wrapped block and of what stays outside the blocks
@@ -231,8 +345,10 @@ struct Units {
     root: u64,
     all: u64,
     norms: u64,
-    /// lm_head's parameters (with the embeddings' when tied).
+    /// The embeddings' parameters and lm_head's (0 when tied: the embeddings are it).
+    emb: u64,
     head: u64,
+    tied: bool,
     /// ZeRO-3 gathers module by module (`fetch_sub_module`: each module's own
     /// parameters): the largest of the embeddings, lm_head and a whole block (a
     /// block's largest linear is smaller, so this never undercounts).
@@ -251,7 +367,9 @@ fn units(
             root: 0,
             all: Split::part(p, 1, split.pp.saturating_mul(split.tp)),
             norms: 0,
+            emb: 0,
             head: 0,
+            tied: false,
             module: 0,
         }));
     };
@@ -270,8 +388,13 @@ fn units(
         // layers' share in too: the largest block is never undercounted.
         None => a.mlp_layer_count(),
     };
+    // Expert parallelism: a block holds 1/ep of its routed experts.
+    let mlp_rank = match experts(i)? {
+        Some(e) if i.ep > 1 => without_other_experts(e.mlp, e.routed, e.mlp, i.ep),
+        _ => of(ParamClass::Mlp),
+    };
     let block_whole = per(of(ParamClass::Attention), a.attention_layers())
-        .saturating_add(per(of(ParamClass::Mlp), mlp_layers))
+        .saturating_add(per(mlp_rank, mlp_layers))
         .saturating_add(per(of(ParamClass::Norms), a.layers));
     let block = Split::part(block_whole, 1, split.tp);
     let emb = Split::part(of(ParamClass::Embeddings), 1, split.tp);
@@ -290,15 +413,295 @@ fn units(
     .saturating_add(other);
     let layered = split
         .layered(of(ParamClass::Attention), true)
-        .saturating_add(split.layered(of(ParamClass::Mlp), true));
+        .saturating_add(split.layered(mlp_rank, true));
     Ok(Some(Units {
         block,
         root,
         all: layered.saturating_add(root),
         norms: split.layered(of(ParamClass::Norms), false),
-        head: if head == 0 { emb } else { head },
+        emb,
+        head,
+        tied: a.tied_embeddings,
         module: emb.max(head).max(block),
     }))
+}
+
+/// With LoRA, the gradients a unit reduce-scatters are its adapters' (FSDP2 reduces
+/// only parameters with a gradient, `FSDPParamGroup.post_backward`): a decoder
+/// block's share of the adapters, or lm_head's adapter in the root unit when it is
+/// targeted. `None` for full training (every parameter of the unit).
+fn trainable_units(i: &EstimateInput, trainable: u64, split: &Split) -> Option<u64> {
+    if !i.train.adapters() {
+        return None;
+    }
+    let a = i.arch?;
+    let per_block = Split::part(trainable, 1, a.layers.max(1).saturating_mul(split.tp));
+    let head = match LoraTargets::parse("lora-targets", &i.lora_targets) {
+        Ok(t) if t.lm_head => Split::part(
+            i.lora_rank.saturating_mul(a.hidden.saturating_add(a.vocab)),
+            1,
+            split.tp,
+        ),
+        _ => 0,
+    };
+    Some(per_block.max(head))
+}
+
+/// FSDP2's other buffers at the step's peak, beyond the lines already built (the
+/// gradients, activations, logits and the parameters gathered at the backward's
+/// start): the `collectives.reduce_scatter` line. A rank's step peaks at one of three
+/// moments, each read in torch 2.11's `torch/distributed/fsdp/_fully_shard/`:
+///
+/// - the backward's start: the activations and logits, the root and 2 blocks
+///   gathered, and lm_head's unsharded gradient, which the root reduces only at the
+///   backward's end (no sharded gradient exists yet);
+/// - the forward's first block: the root's flat all-gather buffer is still held beside
+///   its gathered parameters while the block's are gathered (FSDPParamGroup
+///   `wait_for_unshard` frees the previous unit's buffer only after the next unit's
+///   copy-out: `all_gather_state`), 2 × (root + block), before any activation;
+/// - the backward's end: every block's sharded gradients, the last block's
+///   reduce-scatter input (kept in `reduce_scatter_state` until the next
+///   `post_backward`), and the root's unsharded gradients — a tied embedding's two
+///   and their sum beside the gathered root (autograd's InputBuffer::add sums them
+///   out of place), then `foreach_reduce`'s copy-in: the gradients and the
+///   reduce-scatter input in reduce_dtype together (`unsharded_grads.clear()` frees
+///   the gradients before the output, the root's sharded gradients, is allocated).
+///
+/// The line is the highest of the three less what the other lines count (never
+/// below 0): the other lines keep the gradients beside the backward's start, when the
+/// step has not made them yet, so the sum errs by at most the sharded gradients,
+/// upward.
+#[allow(clippy::too_many_arguments)]
+fn fsdp_peak(
+    i: &EstimateInput,
+    f: Fsdp,
+    u: &Units,
+    trainable: u64,
+    split: &Split,
+    shard: u64,
+    gathered_at_start: u64,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    let device = |k: LineKey| -> u64 {
+        b.lines
+            .iter()
+            .filter(|l| l.key == k)
+            .map(|l| l.device_bytes)
+            .sum()
+    };
+    let grads = device(LineKey::TrainingGradients);
+    let act = device(LineKey::Activations);
+    let logits = device(LineKey::Logits);
+    let grad_dtype = if i.train.adapters() {
+        i.lora_dtype
+    } else {
+        i.grad_dtype.unwrap_or(i.compute_dtype)
+    };
+    let (p, g) = (i.compute_dtype.bytes(), grad_dtype.bytes());
+    let reduce = i.reduce_dtype.unwrap_or(grad_dtype);
+    let r = reduce.bytes();
+    let bytes = |n: u64, each: u64| n.saturating_mul(each);
+    // The root's gradients: every root parameter's in full training; with LoRA only an
+    // adapter on lm_head has one (FSDP2 reduces parameters with a gradient,
+    // FSDPParamGroup.post_backward). A block's gradients: its parameters', or its share
+    // of the adapters.
+    let lm_head_adapter = match LoraTargets::parse("lora-targets", &i.lora_targets) {
+        Ok(t) if t.lm_head && i.train.adapters() => i.arch.map_or(0, |a| {
+            Split::part(
+                i.lora_rank.saturating_mul(a.hidden.saturating_add(a.vocab)),
+                1,
+                split.tp,
+            )
+        }),
+        _ => 0,
+    };
+    let (root_train, head_train, block_train) = match trainable_units(i, trainable, split) {
+        Some(per_block) => (lm_head_adapter, lm_head_adapter, per_block),
+        None => (u.root, if u.tied { u.emb } else { u.head }, u.block),
+    };
+    let full = i.train == TrainMode::Full;
+    let start = act
+        .saturating_add(logits)
+        .saturating_add(bytes(gathered_at_start, p))
+        .saturating_add(bytes(head_train, g));
+    let first_block = bytes(u.root.saturating_add(u.block), p).saturating_mul(2);
+    let root_sum = if full && u.tied {
+        bytes(u.root, p).saturating_add(bytes(u.emb, g).saturating_mul(3))
+    } else {
+        bytes(u.root, p).saturating_add(bytes(root_train, g))
+    };
+    let root_reduce = bytes(root_train, g.saturating_add(r));
+    let g_shard = if fsdp_mixed_precision(i) { 4 } else { g };
+    let end = grads
+        .saturating_sub(bytes(Split::part(root_train, 1, shard), g_shard))
+        .saturating_add(bytes(block_train, r))
+        .saturating_add(root_sum.max(root_reduce));
+    // The optimizer step: the sharded gradients and AdamW's foreach temporaries on the
+    // shards. Under FSDP2's mixed precision the sharded parameters are the fp32 copy
+    // and their gradients arrive in fp32 (`foreach_reduce` casts the output to the
+    // parameters' dtype): no separate master update, so the estimate's fp32 gradient
+    // copy for a master update is not made here.
+    let state_dtype = if full && i.master_weights && i.compute_dtype != Dtype::F32 {
+        Dtype::F32
+    } else if i.train.adapters() {
+        i.lora_dtype
+    } else {
+        i.compute_dtype
+    };
+    let step = grads.saturating_add(Split::part(
+        split.layered(
+            i.optimizer.step_temporary_bytes(trainable, state_dtype)?,
+            true,
+        ),
+        1,
+        shard,
+    ));
+    for l in b
+        .lines
+        .iter_mut()
+        .filter(|l| l.key == LineKey::OptimizerStep)
+    {
+        l.device_bytes = 0;
+        l.formula
+            .push_str("; per rank under FSDP: within the FSDP line's highest moment");
+    }
+    let peak = start.max(first_block).max(end).max(step);
+    let counted = grads
+        .saturating_add(act)
+        .saturating_add(logits)
+        .saturating_add(bytes(gathered_at_start, p));
+    let extra = peak.saturating_sub(counted);
+    let which = if peak == start {
+        "the backward's start"
+    } else if peak == first_block {
+        "the forward's first block"
+    } else if peak == end {
+        "the backward's end"
+    } else {
+        "the optimizer step"
+    };
+    b.line(
+        LineKey::CollectivesReduceScatter,
+        "FSDP's unsharded gradients and buffers at the step's peak, beyond the lines above",
+        extra,
+        extra,
+        Kind::Computed,
+        true,
+        format!(
+            "the peak is {which}: max(backward's start {start} B = activations {act} + logits {logits} + the gathered {} × {p} B + lm_head's unsharded gradient {head_train} × {g} B; forward's first block {first_block} B = 2 × (root {} + block {}) × {p} B; backward's end {end} B = the blocks' sharded gradients + the last block's reduce-scatter input {} × {r} B + max(the root gathered and its unsharded gradients{} {root_sum} B, the root's reduce-scatter {root_train} × ({g} B + {r} B {}) {root_reduce} B); optimizer step {step} B = the sharded gradients + the step's temporaries on the shards) − the gradients, activations, logits and gathered parameters counted above {counted} B (FSDP2, torch 2.11: see the method)",
+            gathered_at_start,
+            u.root,
+            u.block,
+            block_train,
+            if full && u.tied {
+                ", a tied embedding's two and their sum,"
+            } else {
+                ""
+            },
+            reduce.name()
+        ),
+        &[
+            ("ranks sharing one copy", shard.to_string()),
+            ("reduce-dtype", reduce.name().into()),
+            ("block gradients", block_train.to_string()),
+            (
+                "fsdp",
+                match f {
+                    Fsdp::GradOp => "grad-op",
+                    Fsdp::Hybrid => "hybrid",
+                    _ => "full",
+                }
+                .into(),
+            ),
+        ],
+    );
+    Ok(())
+}
+
+/// Context and expert parallelism's own buffers, one layer at a time.
+///
+/// Context parallelism (torch 2.11 `torch/distributed/tensor/experimental/
+/// _context_parallel/_attention.py`, with its defaults `rotate_method=ALL_GATHER`,
+/// `convert_to_f32=True`): each rank holds 1/cp of every sequence (two load-balanced
+/// chunks); the ring attention's backward (`_templated_ring_attention_backward`, the
+/// larger of its two passes) holds the whole sequence's K and V all-gathered once
+/// (`_AllGatherRotater`), the local K and V concatenated for the exchange, fp32
+/// accumulators of dQ, dK and dV (`grad_query`, `grad_key`, `grad_value`), and dK,
+/// dV concatenated, sent and received around the ring (`_AllToAllRotater`).
+///
+/// Expert parallelism (torchtitan `torchtitan/distributed/expert_parallel.py`,
+/// `ExpertParallel._token_dispatch`): a MoE layer's routed tokens (tokens × top-k ×
+/// hidden) go through `all_to_all_single_autograd` to the ranks of their experts and
+/// are regrouped by local expert (`_permute`), so the received tokens and their
+/// regrouped copy are live together; with balanced routing a rank receives what it
+/// sends — an assumption: an imbalanced router sends more to some ranks.
+fn parallel_buffers(
+    i: &EstimateInput,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    let (Some(a), Some(s)) = (i.arch, i.context) else {
+        return Ok(());
+    };
+    let v = i.compute_dtype.bytes();
+    let seqs = i.sequences;
+    if i.cp > 1 {
+        let c = i.cp;
+        let local = s.div_ceil(c);
+        // The query heads: torchtitan repeats K and V to every query head before its
+        // attention (`repeat_kv`), so the ring carries heads × head_dim; with K/V
+        // heads it would carry less, never more.
+        let heads = a.heads.div_ceil(split.tp.max(1));
+        let width = checked_product(&[seqs, heads, a.head_dim], "context parallel")?;
+        let gathered = checked_product(&[2, s, v], "context parallel")?;
+        let local_kv = checked_product(&[2, local, v], "context parallel")?;
+        let accumulators = checked_product(&[3, local, 4], "context parallel")?;
+        let rotated = checked_product(&[4, local, 4], "context parallel")?;
+        let per_width = gathered
+            .saturating_add(local_kv)
+            .saturating_add(accumulators)
+            .saturating_add(rotated);
+        let bytes = checked_product(&[width, per_width], "context parallel")?;
+        b.line(
+            LineKey::CollectivesContextParallel,
+            "Ring attention's buffers (context parallel, one layer's backward)",
+            bytes,
+            bytes,
+            Kind::Computed,
+            true,
+            format!(
+                "sequences {seqs} × heads {heads} × head dim {} × (the whole sequence's K and V all-gathered 2 × {s} × {v} B + the local K and V for the exchange 2 × {local} × {v} B + fp32 dQ, dK, dV accumulators 3 × {local} × 4 B + dK, dV sent and received 4 × {local} × 4 B): torch 2.11 context_parallel, rotate_method allgather, convert_to_f32 (_templated_ring_attention_backward)",
+                a.head_dim
+            ),
+            &[
+                ("cp", c.to_string()),
+                ("tokens per rank", local.to_string()),
+            ],
+        );
+    }
+    if i.ep > 1
+        && let Some(m) = a.moe
+    {
+        let tokens = seqs.saturating_mul(s.div_ceil(i.cp.max(1)));
+        let bytes = checked_product(&[2, tokens, m.active, a.hidden, v], "all-to-all")?;
+        b.line(
+            LineKey::CollectivesAllToAll,
+            "Expert parallel all-to-all: the received tokens and their regrouping",
+            bytes,
+            bytes,
+            Kind::Assumed,
+            true,
+            format!(
+                "2 × tokens per rank {tokens} × top-k {} × hidden {} × {v} B, one MoE layer at a time (torchtitan ExpertParallel._token_dispatch: all_to_all_single_autograd, then _permute); assumed: balanced routing, a rank receives what it sends",
+                m.active, a.hidden
+            ),
+            &[
+                ("ep", i.ep.to_string()),
+                ("experts per rank", m.experts.div_ceil(i.ep).to_string()),
+            ],
+        );
+    }
+    Ok(())
 }
 
 /// Applies the plan to the lines already built (weights and model states), then adds
@@ -315,6 +718,7 @@ pub(super) fn ranks(
         return Ok(());
     }
     let over = |what: &'static str| EstimateError::Overflow { what };
+    let ep_split = if i.ep > 1 { experts(i)? } else { None };
     // Each model-state line's per-device figure before sharding (tp/pp applied).
     let mut before: BTreeMap<LineKey, u64> = BTreeMap::new();
     for l in b.lines.iter_mut() {
@@ -328,7 +732,41 @@ pub(super) fn ranks(
             );
         if state {
             before.insert(l.key, l.device_bytes);
-            l.device_bytes = plan.state(i, l.key, l.device_bytes);
+            let sharded = plan.state(i, l.key, l.device_bytes);
+            // Expert parallelism: a rank keeps 1/ep of the routed experts. Where the
+            // plan shards the line, its shard group (the data-parallel ranks) already
+            // divides the experts as finely: torchtitan shards the experts over
+            // dp / ep ranks of the ep group (`dp_shard_mod_ep`), DeepSpeed MoE over
+            // its expert-data-parallel group, so the rank's share is the same.
+            l.device_bytes = match &ep_split {
+                Some(e)
+                    if sharded == l.device_bytes
+                        && (l.group == Group::Weights || i.train == TrainMode::Full) =>
+                {
+                    let whole = if l.key == LineKey::WeightsMlp {
+                        e.mlp
+                    } else if l.group == Group::Weights {
+                        0
+                    } else {
+                        e.all
+                    };
+                    if whole == 0 {
+                        sharded
+                    } else {
+                        without_other_experts(sharded, e.routed, whole, i.ep)
+                    }
+                }
+                _ => sharded,
+            };
+            if fsdp_mixed_precision(i)
+                && (l.group == Group::Weights || l.key == LineKey::TrainingGradients)
+            {
+                l.formula.push_str(if l.group == Group::Weights {
+                    "; per rank under FSDP mixed precision: 0, the fp32 shard (master weights line) is gathered in the compute dtype (MixedPrecisionPolicy.param_dtype, torch 2.11)"
+                } else {
+                    "; per rank under FSDP mixed precision: the shard in fp32, the sharded parameters' dtype (foreach_reduce casts the reduced output to it, torch 2.11)"
+                });
+            }
         }
     }
     let pre = |k: LineKey| before.get(&k).copied().unwrap_or(0);
@@ -395,12 +833,33 @@ pub(super) fn ranks(
                 u.all.saturating_add(u.norms),
                 "reshard_after_forward=False (SHARD_GRAD_OP): every block's gathered parameters stay from its forward through its backward, so the step's peak holds all of them (torch/distributed/fsdp/_fully_shard/_fully_shard.py, fully_shard)".to_string(),
             ),
-            Scheme::Fsdp(_) => (
-                u.root
-                    .checked_add(u.block.checked_mul(2).ok_or_else(|| over("gathered"))?)
-                    .ok_or_else(|| over("gathered"))?,
-                "the root unit (embeddings, lm_head: the root FSDP state keeps reshard_after_forward=False, torch 2.11 fully_shard) + 2 decoder blocks (the one computing and the next, all-gathered ahead on its own stream)".to_string(),
-            ),
+            Scheme::Fsdp(_) => {
+                // Under mixed precision (fp32 shards gathered in the compute dtype) the
+                // prefetched block's shard is first cast into one flat buffer for the
+                // copy-in (`_get_param_all_gather_inputs`, foreach copy).
+                let cast = if i.train == TrainMode::Full
+                    && i.master_weights
+                    && i.compute_dtype != Dtype::F32
+                {
+                    Split::part(u.block, 1, shard)
+                } else {
+                    0
+                };
+                (
+                    u.root
+                        .checked_add(u.block.checked_mul(2).ok_or_else(|| over("gathered"))?)
+                        .and_then(|x| x.checked_add(cast))
+                        .ok_or_else(|| over("gathered"))?,
+                    format!(
+                        "the root unit (embeddings, final norm, lm_head: the root state keeps reshard_after_forward=False, `_auto_reshard_after_forward`, torch 2.11 fully_shard) + 2 decoder blocks (the one computing and the one prefetched, FSDPParamGroup._backward_prefetch) at the backward's start{}",
+                        if cast > 0 {
+                            format!(" + the prefetched block's fp32 shard cast for the all-gather, {cast} (MixedPrecisionPolicy)")
+                        } else {
+                            String::new()
+                        }
+                    ),
+                )
+            }
             _ => {
                 let cap = MAX_LIVE_PARAMETERS.max(u.module.saturating_add(PREFETCH_BUCKET_SIZE));
                 (
@@ -429,38 +888,12 @@ pub(super) fn ranks(
                 ranks.clone(),
             ],
         );
-        if let Scheme::Fsdp(_) = plan.scheme {
-            // foreach_reduce (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py):
-            // a unit's unsharded gradients are copied into one reduce-scatter input
-            // of world size × padded shard elements in reduce_dtype, and the output is
-            // one shard; the input is kept until the collective finishes. At the
-            // step's peak (the backward's start) the unit is lm_head's — its own unit
-            // as torchtitan wraps `[norm, output]`, or the root's unsharded gradient
-            // held to the backward's end as torchtune's root keeps it — or, soon
-            // after, a decoder block's: the larger is counted.
-            let reduce = i.reduce_dtype.unwrap_or(grad_dtype);
-            let unit = u.block.max(u.head);
-            let bytes = checked_product(&[unit, grad_dtype.bytes()], "reduce-scatter")?
-                .checked_add(checked_product(&[unit, reduce.bytes()], "reduce-scatter")?)
-                .and_then(|x| x.checked_add(rank_part(unit).saturating_mul(reduce.bytes())))
-                .ok_or_else(|| over("reduce-scatter"))?;
-            b.line(
-                LineKey::CollectivesReduceScatter,
-                "Reduce-scatter of a unit's gradients (lm_head's or a block's)",
-                bytes,
-                bytes,
-                Kind::Computed,
-                true,
-                format!(
-                    "{unit} parameters × ({} B unsharded gradients + {} B reduce-scatter input, {}) + one shard of the output (FSDP2 foreach_reduce, torch 2.11)",
-                    grad_dtype.bytes(),
-                    reduce.bytes(),
-                    reduce.name()
-                ),
-                &[ranks.clone(), ("reduce-dtype", reduce.name().into())],
-            );
+        if let Scheme::Fsdp(f) = plan.scheme {
+            fsdp_peak(i, f, &u, trainable, split, shard, count, b)?;
         }
     }
+
+    parallel_buffers(i, split, b)?;
 
     // Host memory per node.
     let per_node = plan.per_node;
@@ -601,8 +1034,25 @@ pub(super) fn in_flight(i: &EstimateInput) -> u64 {
 /// `None` for a single replica.
 pub fn summary(i: &EstimateInput) -> Option<String> {
     let plan = Plan::new(i);
+    // Context and expert parallelism, said after the sharding.
+    let mut split = String::new();
+    if i.cp > 1 && i.train != TrainMode::None {
+        split.push_str(&format!(
+            ", cp {}: each rank holds 1/{} of every sequence",
+            i.cp, i.cp
+        ));
+    }
+    if i.ep > 1 && i.train != TrainMode::None {
+        split.push_str(&format!(
+            ", ep {}: each rank holds 1/{} of the routed experts",
+            i.ep, i.ep
+        ));
+    }
     let what = match plan.scheme {
-        Scheme::Single | Scheme::Ddp => return None,
+        Scheme::Single | Scheme::Ddp if split.is_empty() => return None,
+        Scheme::Single | Scheme::Ddp => {
+            return Some(format!("replicas{split}"));
+        }
         Scheme::Zero(1) => "optimizer states",
         Scheme::Zero(2) => "optimizer states and gradients",
         Scheme::Zero(_) | Scheme::Fsdp(_) => "parameters, gradients and optimizer states",
@@ -622,6 +1072,7 @@ pub fn summary(i: &EstimateInput) -> Option<String> {
             s.push_str(&format!(", {what} offloaded to {}", o.name()));
         }
     }
+    s.push_str(&split);
     Some(s)
 }
 
@@ -732,8 +1183,9 @@ mod tests {
     /// gathered; hybrid shards within a node only.
     #[test]
     fn fsdp_shards_and_gathers_its_units() {
-        let one = llama_8b(&[]);
-        let full = llama_8b(&[("gpus", "8"), ("fsdp", "full")]);
+        let pure = [("master-weights", "false")];
+        let one = llama_8b(&pure);
+        let full = llama_8b(&[("gpus", "8"), ("fsdp", "full"), pure[0]]);
         let part = |b: u64| b.div_ceil(8);
         for k in [
             LineKey::WeightsMlp,
@@ -753,30 +1205,57 @@ mod tests {
             device(&full, LineKey::CollectivesAllGather),
             Some((root + 2 * block) * 2)
         );
-        // bf16 unsharded gradients + a bf16 reduce-scatter input + one shard.
-        // lm_head's unit (larger than a block here): bf16 unsharded gradients, a bf16
-        // reduce-scatter input and one shard.
-        let head = root / 2;
-        assert!(head > block);
+        // At 2 048 tokens the backward's start is the step's peak (activations and
+        // logits beside the gathered root and blocks and lm_head's unsharded
+        // gradient): the FSDP line adds what the gradients line, counted beside it,
+        // does not cover.
+        let grads = device(&full, LineKey::TrainingGradients).unwrap();
+        let head_grad = root / 2 * 2;
         assert_eq!(
             device(&full, LineKey::CollectivesReduceScatter),
-            Some(head * 2 + head * 2 + head.div_ceil(8) * 2)
+            Some(head_grad.saturating_sub(grads))
         );
-        let fp32 = llama_8b(&[("gpus", "8"), ("fsdp", "full"), ("reduce-dtype", "fp32")]);
-        assert_eq!(
-            device(&fp32, LineKey::CollectivesReduceScatter),
-            Some(head * 2 + head * 4 + head.div_ceil(8) * 4)
+        // The backward's end takes over where the activations are few: the root's
+        // reduce-scatter, its bf16 gradients and an fp32 input (untied: the root is
+        // the embeddings and lm_head).
+        let short = |extra: &[(&'static str, &'static str)]| {
+            let mut p = vec![("gpus", "8"), ("fsdp", "full"), ("context", "16"), pure[0]];
+            p.extend_from_slice(extra);
+            llama_8b(&p)
+        };
+        let end = short(&[("reduce-dtype", "fp32")]);
+        let rs = device(&end, LineKey::CollectivesReduceScatter).unwrap();
+        assert!(rs > 0);
+        assert!(
+            end.lines
+                .iter()
+                .any(|l| l.key == LineKey::CollectivesReduceScatter
+                    && l.formula.starts_with("the peak is the backward's end")),
         );
-        let grad_op = llama_8b(&[("gpus", "8"), ("fsdp", "grad-op")]);
+        assert!(rs > device(&short(&[]), LineKey::CollectivesReduceScatter).unwrap());
+        let grad_op = llama_8b(&[("gpus", "8"), ("fsdp", "grad-op"), pure[0]]);
         assert_eq!(
             device(&grad_op, LineKey::CollectivesAllGather),
             Some((32 * (attn + mlp) + root + 65 * 4096) * 2)
         );
         // Two nodes of 4: hybrid shards over 4.
-        let hybrid = llama_8b(&[("gpus", "8"), ("nodes", "2"), ("fsdp", "hybrid")]);
+        let hybrid = llama_8b(&[("gpus", "8"), ("nodes", "2"), ("fsdp", "hybrid"), pure[0]]);
         assert_eq!(
             device(&hybrid, LineKey::TrainingOptimizer),
             device(&one, LineKey::TrainingOptimizer).map(|b| b.div_ceil(4))
+        );
+        // Mixed precision (fp32 master weights): FSDP2 keeps the fp32 shard, no 16-bit
+        // one, and fp32 gradients; 16 B a parameter per rank either way.
+        let mp_one = llama_8b(&[]);
+        let mp = llama_8b(&[("gpus", "8"), ("fsdp", "full")]);
+        assert_eq!(device(&mp, LineKey::WeightsMlp), Some(0));
+        assert_eq!(
+            device(&mp, LineKey::TrainingMasterWeights),
+            device(&mp_one, LineKey::TrainingMasterWeights).map(part)
+        );
+        assert_eq!(
+            device(&mp, LineKey::TrainingGradients),
+            device(&mp_one, LineKey::TrainingGradients).map(|b| (b * 2).div_ceil(8))
         );
     }
 
@@ -874,6 +1353,99 @@ mod tests {
         assert_eq!(act(&flat), act(&llama_8b(&[])));
     }
 
+    /// Context parallelism: each rank holds 1/cp of every sequence's activations and
+    /// logits, and the ring attention's buffers of one layer's backward.
+    #[test]
+    fn context_parallel_splits_the_sequence_and_adds_the_ring() {
+        let base = [("gpus", "8"), ("fsdp", "full"), ("context", "8192")];
+        let one = llama_8b(&base);
+        let cp = llama_8b(&[base[0], base[1], base[2], ("cp", "2")]);
+        let act = |e: &Estimate| device(e, LineKey::Activations).unwrap();
+        assert_eq!(act(&cp), act(&one).div_ceil(2));
+        assert_eq!(
+            device(&cp, LineKey::Logits),
+            device(&one, LineKey::Logits).map(|b| b.div_ceil(2))
+        );
+        // The model states are sharded over the same 8 ranks (cp ranks are
+        // data-parallel ranks for them).
+        assert_eq!(
+            device(&cp, LineKey::TrainingOptimizer),
+            device(&one, LineKey::TrainingOptimizer)
+        );
+        // 1 sequence × 32 heads × 128 × (2 × 8192 × 2 + 2 × 4096 × 2 + 3 × 4096 × 4 +
+        // 4 × 4096 × 4) bytes.
+        let ring = 32 * 128 * (2 * 8192 * 2 + 2 * 4096 * 2 + 3 * 4096 * 4 + 4 * 4096 * 4);
+        assert_eq!(device(&cp, LineKey::CollectivesContextParallel), Some(ring));
+        assert_eq!(device(&one, LineKey::CollectivesContextParallel), None);
+    }
+
+    fn moe(extra: &[(&'static str, &'static str)]) -> Estimate {
+        // Mixtral-8x7B's shape.
+        let mut pairs = vec![
+            ("layers", "32"),
+            ("hidden", "4096"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("intermediate", "14336"),
+            ("experts", "8"),
+            ("active-experts", "2"),
+            ("expert-intermediate", "14336"),
+            ("vocab", "32000"),
+            ("train", "full"),
+            ("context", "4096"),
+            ("master-weights", "false"),
+        ];
+        pairs.extend_from_slice(extra);
+        let (input, errors) = from_pairs(pairs);
+        assert!(errors.is_empty(), "{errors:?}");
+        estimate(&input).unwrap()
+    }
+
+    /// Expert parallelism: replicas keep 1/ep of the routed experts and their states;
+    /// sharded states are already divided over the data-parallel ranks; the all-to-all
+    /// buffers are an assumed line.
+    #[test]
+    fn expert_parallel_splits_the_routed_experts() {
+        let ddp = moe(&[("gpus", "8")]);
+        let ep = moe(&[("gpus", "8"), ("ep", "8")]);
+        let routed: u64 = 32 * 8 * 3 * 4096 * 14336;
+        let router: u64 = 32 * 8 * 4096;
+        let mlp = bytes(&ddp, LineKey::WeightsMlp).unwrap();
+        // bf16: the routed experts and the routers (no shared expert here).
+        assert_eq!(mlp, (routed + router) * 2);
+        assert_eq!(
+            device(&ep, LineKey::WeightsMlp),
+            Some(router * 2 + routed * 2 / 8)
+        );
+        let n = ddp.parameters.unwrap();
+        let grads = device(&ddp, LineKey::TrainingGradients).unwrap();
+        assert_eq!(grads, n * 2);
+        assert_eq!(
+            device(&ep, LineKey::TrainingGradients),
+            Some((n - routed) * 2 + routed * 2 / 8)
+        );
+        // Two bf16 copies of 4096 tokens × top-2 × 4096.
+        let a2a = device(&ep, LineKey::CollectivesAllToAll).unwrap();
+        assert_eq!(a2a, 2 * 4096 * 2 * 4096 * 2);
+        assert!(
+            ep.lines
+                .iter()
+                .any(|l| l.key == LineKey::CollectivesAllToAll && l.kind == Kind::Assumed)
+        );
+        // Under FSDP the data-parallel ranks already shard the experts as finely.
+        let fsdp = moe(&[("gpus", "8"), ("fsdp", "full")]);
+        let fsdp_ep = moe(&[("gpus", "8"), ("fsdp", "full"), ("ep", "8")]);
+        assert_eq!(
+            device(&fsdp_ep, LineKey::TrainingOptimizer),
+            device(&fsdp, LineKey::TrainingOptimizer)
+        );
+        // …but a gathered block carries only its rank's experts.
+        assert!(
+            device(&fsdp_ep, LineKey::CollectivesAllGather).unwrap()
+                < device(&fsdp, LineKey::CollectivesAllGather).unwrap()
+        );
+    }
+
     #[test]
     fn settings_that_contradict_each_other_are_refused_naming_the_key() {
         let refused = |extra: &[(&'static str, &'static str)], key: &str| {
@@ -888,6 +1460,8 @@ mod tests {
         refused(&[("offload-optimizer", "cpu")], "offload-optimizer");
         refused(&[("zero", "2"), ("offload-param", "cpu")], "offload-param");
         refused(&[("nodes", "3")], "nodes");
+        refused(&[("cp", "3")], "cp");
+        refused(&[("ep", "2")], "ep");
         // FSDP sizes its blocks from the architecture.
         refused(&[("fsdp", "full")], "fsdp");
         let (input, _) = from_pairs([("parameters", "7e9"), ("zero", "3")]);

@@ -309,9 +309,24 @@ pub(super) fn training(
         // residual stream whole on every tp rank (Korthikanti et al. 2022, sbh(10 +
         // 24/t + 5as/(ht)) per layer): counted whole, never less. Sequence parallelism
         // splits those too, and every activation is 1/t (sbh(34/t + 5as/(ht))).
-        let act_device = split
-            .layered(bytes, input.sp && input.train != TrainMode::None)
-            .saturating_mul(in_flight);
+        // Context parallelism: each rank holds its 1/cp of every sequence's tokens
+        // (torch's context_parallel shards the sequence dimension of the inputs and
+        // buffers; Megatron's CP alike).
+        let act_device = Split::part(
+            split
+                .layered(bytes, input.sp && input.train != TrainMode::None)
+                .saturating_mul(in_flight),
+            1,
+            input.cp,
+        );
+        let formula = if input.cp > 1 {
+            format!(
+                "{formula}; per rank ÷ cp {} (context parallelism: 1/cp of each sequence's tokens)",
+                input.cp
+            )
+        } else {
+            formula
+        };
         let formula = if input.sp && input.tp > 1 {
             format!(
                 "{formula}; per device ÷ tp {} (sequence parallel: Korthikanti et al. 2022, Megatron-LM)",
@@ -352,7 +367,7 @@ pub(super) fn training(
                 "Logits, log-softmax and their gradients at the step's peak (assumed)"
             },
             logits,
-            Split::part(logits, 1, split.tp),
+            Split::part(logits, 1, split.tp.saturating_mul(input.cp)),
             kind,
             true,
             "sequences × tokens × vocab × 12 B: the fp32 log-softmax, its gradient and the fp32 logits' gradient at the backward's start (the forward holds the logits, their fp32 copy and the log-softmax: v + 8 B); transformers' ForCausalLMLoss".into(),
@@ -378,20 +393,52 @@ pub(super) fn training(
                 what: "optimizer step",
             })?;
         let freed = bytes.saturating_add(logits);
-        let freed_device = act_device.saturating_add(Split::part(logits, 1, split.tp));
-        let extra = temporaries.saturating_sub(freed);
-        if extra > 0 {
+        let freed_device =
+            act_device.saturating_add(Split::part(logits, 1, split.tp.saturating_mul(input.cp)));
+        // A tied embedding's gradient arrives twice, lm_head's at the backward's start
+        // and the embedding's at its end, and autograd sums the two out of place
+        // (torch/csrc/autograd/input_buffer.cpp, InputBuffer::add: `old + new`): both
+        // and their sum are live at once, after the activations and logits are freed —
+        // two embedding-sized gradients beyond the gradients line. (Under FSDP they are
+        // the root's unsharded gradients, within its gathered and reduce-scatter
+        // lines.)
+        let tied = match input.arch {
+            Some(a)
+                if a.tied_embeddings
+                    && input.train == TrainMode::Full
+                    && input.fsdp == super::input::Fsdp::None =>
+            {
+                // With DDP's gradient_as_bucket_view the sum is copied into the
+                // bucket (the gradients line), so it is one more.
+                let copies = if input.ddp_bucket_view && plan.is_ddp() {
+                    3
+                } else {
+                    2
+                };
+                checked_product(&[copies, a.vocab, a.hidden, grad.bytes()], "tied gradients")?
+            }
+            _ => 0,
+        };
+        let step = temporaries.max(tied);
+        let step_device = plan
+            .state(input, LineKey::OptimizerStep, device_share(temporaries))
+            .max(Split::part(tied, 1, split.tp));
+        let extra = step.saturating_sub(freed);
+        if extra > 0 || step_device > freed_device {
             b.line(
                 LineKey::OptimizerStep,
-                "Optimizer step beyond the freed activations",
+                if tied > temporaries {
+                    "Tied embedding's gradients summed beyond the freed activations"
+                } else {
+                    "Optimizer step beyond the freed activations"
+                },
                 extra,
                 // Sharded or offloaded with the optimizer's states (ZeRO, FSDP).
-                plan.state(input, LineKey::OptimizerStep, device_share(temporaries))
-                    .saturating_sub(freed_device),
+                step_device.saturating_sub(freed_device),
                 kind,
                 true,
                 format!(
-                    "the step's temporaries {temporaries} B ({}{}) − the activations and logits the backward freed {freed} B",
+                    "the larger of the step's temporaries {temporaries} B ({}{}) and a tied embedding's two gradients and their sum beyond the gradients line {tied} B − the activations and logits the backward freed {freed} B",
                     if input.optimizer == Optimizer::Adamw {
                         "AdamW's foreach sqrt of one state, torch/optim/adam.py _multi_tensor_adam"
                     } else {
