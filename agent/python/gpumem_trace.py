@@ -54,6 +54,7 @@ CATEGORIES = (
     "activations",
     "logits",
     "kv_cache",
+    "collectives",
     "temporaries",
 )
 
@@ -274,7 +275,7 @@ class History:
 
 
 class _Record:
-    __slots__ = ("index", "bytes", "address", "phase", "logits", "ref", "what", "requested", "frames")
+    __slots__ = ("index", "bytes", "address", "phase", "logits", "ref", "what", "requested", "frames", "collective")
 
     def __init__(self, index, nbytes, address, phase, logits, what):
         self.index = index
@@ -286,6 +287,7 @@ class _Record:
         self.ref = None
         self.requested = nbytes
         self.frames = None
+        self.collective = None
 
 
 class Tracker:
@@ -309,6 +311,12 @@ class Tracker:
         self.by_op = None  # when set: op name -> records allocated by it
         self.history = None  # when set: the History every allocation and free goes to
         self.scopes = []  # module paths entered (forward hooks), innermost last
+        # When tracing a rank: a callable naming the data-parallel framework's buffer
+        # an allocation is (`all_gather`, `reduce_scatter`, `buckets`), or None for the
+        # model's own; and the live bytes of each kind, with their peak in the phase.
+        self.framework_site = None
+        self.kind_live = {}
+        self.kind_peak = {}
 
     def tag(self, phase, step):
         if self.history is not None:
@@ -324,6 +332,7 @@ class Tracker:
         self.start = self.allocated
         self.peak = self.allocated
         self.logits_peak = self.logits
+        self.kind_peak = dict(self.kind_live)
         self.reserved_peak = self.allocator.reserved
         self.peak_live = list(self.live.values())
         self.peak_dirty = False
@@ -337,23 +346,39 @@ class Tracker:
         return self.peak_live
 
     def track(self, tensor, what):
+        tensor = _local(tensor)
         if not _is_meta(tensor):
             return None
         try:
             storage = tensor.untyped_storage()
         except (RuntimeError, NotImplementedError):
             return None
-        key = id(storage)
-        record = self.live.get(key)
+        record = self.live.get(id(storage))
         if record is not None:
             return record
+        logits = tensor.dim() >= 2 and tensor.shape[-1] == self.vocab
+        return self._allocate(storage, logits, what)
+
+    def resized(self, storage):
+        """A storage resized in place (FSDP2 frees and re-allocates its all-gather
+        outputs with ``untyped_storage().resize_``, ``alloc_storage`` / ``free_storage``
+        in ``_fsdp_param.py``): the old block is freed, a new one allocated."""
+        key = id(storage)
+        if key in self.live:
+            self._freed(key)
+        if storage.device.type == "meta" and storage.nbytes() > 0:
+            self._allocate(storage, False, "resize_")
+
+    def _allocate(self, storage, logits, what):
+        key = id(storage)
         nbytes = storage.nbytes()
         if nbytes == 0:
             return None
         size = round_size(nbytes)
-        logits = tensor.dim() >= 2 and tensor.shape[-1] == self.vocab
         record = _Record(self.count, size, self.allocator.malloc(size), self.phase, logits, what)
         record.requested = nbytes
+        if self.framework_site is not None:
+            self._kind(record, self.framework_site())
         if self.history is not None:
             record.frames = self.history.frames()
             self.history.add("alloc", record.address, nbytes, record.frames)
@@ -385,9 +410,31 @@ class Tracker:
         self.allocated -= record.bytes
         if record.logits:
             self.logits -= record.bytes
+        if record.collective is not None:
+            self.kind_live[record.collective] -= record.bytes
         if self.history is not None:
             self.history.add("free_completed", record.address, record.requested)
         self.allocator.release(record.address)
+
+    def _kind(self, record, kind):
+        """Moves a record's bytes to the framework buffer ``kind`` (None: the model's)."""
+        old = record.collective
+        if old == kind:
+            return
+        if old is not None:
+            self.kind_live[old] -= record.bytes
+        record.collective = kind
+        if kind is not None:
+            live = self.kind_live.get(kind, 0) + record.bytes
+            self.kind_live[kind] = live
+            self.kind_peak[kind] = max(self.kind_peak.get(kind, 0), live)
+
+    def reclassify(self, tensor, kind):
+        """Names a live tensor one of the framework's buffers (FSDP2's unsharded
+        gradients once its reduce-scatter takes them)."""
+        record = self.record_of(tensor)
+        if record is not None:
+            self._kind(record, kind)
 
     def push_scope(self, name):
         self.scopes.append(name)
@@ -407,6 +454,7 @@ class Tracker:
         }
 
     def record_of(self, tensor):
+        tensor = _local(tensor)
         if tensor is None or not _is_meta(tensor):
             return None
         return self.live.get(id(tensor.untyped_storage()))
@@ -416,6 +464,12 @@ def _is_meta(t):
     import torch
 
     return isinstance(t, torch.Tensor) and t.device.type == "meta"
+
+
+def _local(t):
+    """A DTensor's local shard (what its rank's memory holds), else ``t``."""
+    local = getattr(t, "_local_tensor", None)
+    return t if local is None else local
 
 
 _HOST_OUTPUTS = {
@@ -686,6 +740,296 @@ def _adamw8bit_class(torch):
 
 
 # ---------------------------------------------------------------------------------------
+# One data-parallel rank, without a GPU and without its peers.
+
+
+# The frames an allocation is attributed through to the code that asked for it: the
+# dispatch machinery, DTensor's and this file's own (never the caller).
+_PLUMBING = (
+    __file__,
+    "torch/utils/_python_dispatch.py",
+    "torch/_ops.py",
+    "torch/_tensor.py",
+    "torch/overrides.py",
+    "torch/utils/_contextlib.py",
+    "torch/autograd/grad_mode.py",
+    "torch/distributed/tensor/",
+    "torch/_refs/",
+    "torch/_prims/",
+    "torch/_decomp/",
+    "torch/_meta_registrations.py",
+    "torch/_dynamo/",
+    "torch/_compile.py",
+)
+# The data-parallel frameworks' own code: an allocation whose nearest caller is here is
+# one of their buffers (FSDP2's all-gather outputs and reduce-scatter buffers, DDP's
+# gradient buckets), not the model's.
+_FRAMEWORKS = (
+    "torch/distributed/fsdp/",
+    "torch/nn/parallel/distributed.py",
+    "torch/distributed/distributed_c10d.py",
+)
+
+
+def _framework_site():
+    """The framework buffer the allocation being made is, from its nearest caller
+    outside the dispatch plumbing: FSDP2's reduce-scatter (``foreach_reduce``) or
+    all-gather (the rest of ``torch/distributed/fsdp``), DDP's gradient buckets; None
+    for the model's own tensors."""
+    import os
+
+    f = sys._getframe(2)
+    depth = 0
+    while f is not None and depth < 64:
+        name = f.f_code.co_filename.replace(os.sep, "/")
+        if name != __file__ and not any(p in name for p in _PLUMBING[1:]):
+            if not any(p in name for p in _FRAMEWORKS):
+                return None
+            if name.endswith("nn/parallel/distributed.py"):
+                return "buckets"
+            while f is not None and depth < 64:
+                if f.f_code.co_name == "foreach_reduce":
+                    return "reduce_scatter"
+                f = f.f_back
+                depth += 1
+            return "all_gather"
+        f = f.f_back
+        depth += 1
+    return None
+
+
+class _resize_hook:
+    """Sees every in-place storage resize while the trace runs (FSDP2's way of freeing
+    and re-allocating its all-gather outputs), through ``UntypedStorage.resize_``."""
+
+    def __init__(self, torch, tracker):
+        self.cls = torch.UntypedStorage
+        self.tracker = tracker
+
+    def __enter__(self):
+        cls, tracker = self.cls, self.tracker
+        self.own = "resize_" in cls.__dict__
+        self.original = cls.resize_
+        original = self.original
+
+        def resize_(storage, size):
+            out = original(storage, size)
+            tracker.resized(storage)
+            return out
+
+        cls.resize_ = resize_
+        return self
+
+    def __exit__(self, *exc):
+        if self.own:
+            self.cls.resize_ = self.original
+        else:
+            del self.cls.resize_
+        return False
+
+
+def _decoder_blocks(torch, model):
+    """The decoder's blocks: the children of the model's largest ``nn.ModuleList``
+    (what torchtitan and torchtune wrap one by one)."""
+    best, size = None, -1
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList):
+            n = sum(p.numel() for p in module.parameters())
+            if n > size:
+                best, size = module, n
+    return list(best) if best is not None else []
+
+
+class _RankGroup:
+    """One rank's process group and how the model is wrapped on it."""
+
+    def __init__(self, torch, request):
+        self.torch = torch
+        self.world = int(request["world_size"])
+        self.rank = int(request["rank"])
+        self.nodes = int(request.get("nodes", 1))
+        self.scheme = request["scheme"]
+        self.reshard = request.get("reshard_after_forward", True)
+        self.hybrid = bool(request.get("hybrid", False))
+        self.reduce_dtype = request.get("reduce_dtype")
+        self.bucket_view = bool(request.get("gradient_as_bucket_view", False))
+        self.dtype = None
+        self.masters_sharded = False
+        self.tracker = None
+
+    def shard(self, model):
+        """FSDP2: ``fully_shard`` on every decoder block, then on the root (the
+        recipe of torchtitan's ``apply_fsdp`` and torchtune's ``shard_model``)."""
+        torch = self.torch
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        if self.hybrid:
+            per_node = self.world // self.nodes
+            mesh = DeviceMesh(
+                "meta",
+                torch.arange(self.world).view(self.nodes, per_node),
+                mesh_dim_names=("replicate", "shard"),
+            )
+        else:
+            mesh = DeviceMesh("meta", list(range(self.world)))
+        reduce = getattr(torch, self.reduce_dtype) if self.reduce_dtype else None
+        mp = MixedPrecisionPolicy(param_dtype=self.dtype, reduce_dtype=reduce)
+        # Full shard: fully_shard's default (None): the blocks reshard after forward,
+        # the root does not (`_auto_reshard_after_forward`, FSDPState._lazy_init);
+        # grad-op: none does.
+        reshard = None if self.reshard else False
+        for block in _decoder_blocks(torch, model):
+            fully_shard(block, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
+        fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
+
+    def replicate(self, model):
+        """DDP with its defaults (``bucket_cap_mb`` 25, ``gradient_as_bucket_view``
+        as asked)."""
+        import torch.nn.parallel.distributed as ddp
+
+        # DDP first checks that every rank holds the same parameters
+        # (`_verify_param_shape_across_processes`): an exchange of shapes whose answer
+        # the fake group cannot give. One process has no peer to disagree with.
+        verify = ddp._verify_param_shape_across_processes
+        ddp._verify_param_shape_across_processes = lambda *_a, **_k: None
+        try:
+            wrapped = ddp.DistributedDataParallel(model, gradient_as_bucket_view=self.bucket_view)
+        finally:
+            ddp._verify_param_shape_across_processes = verify
+        torch, world = self.torch, self.world
+
+        def allreduce_in_place(_state, bucket):
+            # DDP's built-in hook all-reduces each bucket in place and hands the
+            # bucket back (c10d `AllReduceCommHook`); the fake group's futures carry
+            # no tensor, so the bucket is handed back here, as that hook's would be.
+            buffer = bucket.buffer()
+            buffer.div_(world)
+            torch.distributed.all_reduce(buffer)
+            done = torch.futures.Future()
+            done.set_result(buffer)
+            return done
+
+        wrapped.register_comm_hook(None, allreduce_in_place)
+        wrapped.reducer = _NoBucketRebuild(wrapped.reducer)
+        return wrapped
+
+
+class _NoBucketRebuild:
+    """DDP's reducer, except that it keeps its first buckets: DDP rebuilds them once,
+    in the second step's forward, in the order the gradients became ready
+    (``Reducer::rebuild_buckets``), after taking rank 0's order through a broadcast it
+    reads back from the device (``sync_bucket_indices``), which meta tensors cannot
+    give. The rebuilt buckets hold the same gradients under the same size cap, so
+    their bytes are the first buckets' bytes."""
+
+    def __init__(self, reducer):
+        self._reducer = reducer
+
+    def _rebuild_buckets(self):
+        return False
+
+    def __getattr__(self, name):
+        return getattr(self._reducer, name)
+
+
+class _rank_group:
+    """torch.distributed's fake process group (``FakeStore`` and the ``fake`` backend:
+    collectives that move no data) as rank ``rank`` of ``world_size``, in this one
+    process, with PyTorch's ``meta`` device given a device handle.
+
+    FSDP2 takes its device from its DeviceMesh (``_get_device_from_mesh``,
+    ``_fully_shard/_fsdp_init.py``): on a CPU mesh its all-gather and reduce-scatter
+    buffers would be CPU tensors beside meta parameters. A mesh on ``meta`` makes meta
+    the device, so every buffer FSDP2 allocates is a meta tensor, counted like the
+    model's. A device mesh needs a device handle (``torch.<type>``: ``current_device``,
+    streams and events); ``torch.meta`` is given torch.cpu's stream and event
+    stand-ins, which FSDP2 already runs with on a CPU mesh. FSDP2's check that no
+    parameter is left on meta before training (``FSDPParamGroup._validate_no_meta_params``)
+    is skipped for groups whose device is meta, where meta parameters are on the device.
+    Everything is undone on exit.
+    """
+
+    def __init__(self, torch, request):
+        self.torch = torch
+        self.request = request
+
+    def __enter__(self):
+        import types
+
+        torch = self.torch
+        import torch.distributed as dist
+        from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+
+        group = _RankGroup(torch, self.request)
+        if not 2 <= group.world or not 0 <= group.rank < group.world:
+            raise ValueError("a rank's trace needs world_size ≥ 2 and 0 ≤ rank < world_size")
+        if dist.is_initialized():
+            raise RuntimeError("a process group is already initialised in this process")
+        class Stream(torch.cpu.Stream):
+            # FSDP2 asserts that its streams' events exist off the CPU
+            # (`post_backward`, HSDP's all-reduce): an event that is always done.
+            def record_event(self, event=None):
+                return event if event is not None else torch.cpu.Event()
+
+        handle = types.SimpleNamespace(
+            **{k: getattr(torch.cpu, k) for k in ("Event", "stream", "current_stream", "synchronize")}
+        )
+        handle.Stream = Stream
+        handle.current_device = lambda: 0
+        handle.device_count = lambda: 1
+        handle.is_initialized = lambda: True
+        self.had_meta = hasattr(torch, "meta")
+        self.old_meta = getattr(torch, "meta", None)
+        torch.meta = handle
+        self.validate = FSDPParamGroup._validate_no_meta_params
+        validate = self.validate
+
+        def no_meta_check_on_meta(param_group):
+            if param_group.device.type != "meta":
+                validate(param_group)
+
+        FSDPParamGroup._validate_no_meta_params = no_meta_check_on_meta
+        self.group_cls = FSDPParamGroup
+        # The unsharded gradients a reduce-scatter takes are part of its buffers
+        # (``foreach_reduce`` copies them into its input, then frees them).
+        import torch.distributed.fsdp._fully_shard._fsdp_param_group as param_group
+
+        self.param_group = param_group
+        self.reduce = param_group.foreach_reduce
+        reduce = self.reduce
+
+        def foreach_reduce(fsdp_params, unsharded_grads, *args, **kwargs):
+            if group.tracker is not None:
+                for g in unsharded_grads:
+                    group.tracker.reclassify(g, "reduce_scatter")
+            out = reduce(fsdp_params, unsharded_grads, *args, **kwargs)
+            if group.tracker is not None:
+                # Its output is now the sharded gradients: the model's state.
+                for p in fsdp_params:
+                    group.tracker.reclassify(p.sharded_param.grad, None)
+            return out
+
+        param_group.foreach_reduce = foreach_reduce
+        dist.init_process_group("fake", store=FakeStore(), rank=group.rank, world_size=group.world)
+        return group
+
+    def __exit__(self, *exc):
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        self.group_cls._validate_no_meta_params = self.validate
+        self.param_group.foreach_reduce = self.reduce
+        if self.had_meta:
+            self.torch.meta = self.old_meta
+        else:
+            del self.torch.meta
+        return False
+
+
+# ---------------------------------------------------------------------------------------
 # The trace.
 
 
@@ -778,7 +1122,7 @@ def _lora(torch, model, w):
 def _parameter_storages(model):
     seen = {}
     for t in list(model.parameters()) + list(model.buffers()):
-        seen.setdefault(id(t.untyped_storage()), t)
+        seen.setdefault(id(_local(t).untyped_storage()), t)
     return list(seen.values())
 
 
@@ -796,6 +1140,8 @@ def _categorise(records, sets, activations):
             c = "gradients"
         elif i in sets["kv_cache"]:
             c = "kv_cache"
+        elif r.collective:
+            c = "collectives"
         elif r.logits:
             c = "logits"
         elif i in activations:
@@ -807,6 +1153,17 @@ def _categorise(records, sets, activations):
 
 
 def trace(w):
+    """Traces one workload; with ``w["ranks"]``, one data-parallel rank's step under
+    torch.distributed's fake process group (:func:`_rank_group`)."""
+    ranks = w.get("ranks")
+    if not ranks:
+        return _trace(w, None)
+    torch = _import("torch")
+    with _rank_group(torch, ranks) as group:
+        return _trace(w, group)
+
+
+def _trace(w, group):
     started = time.perf_counter()
     torch = _import("torch")
     transformers = _import("transformers")
@@ -817,8 +1174,19 @@ def trace(w):
         "torch": torch.__version__,
         "transformers": transformers.__version__,
     }
-    model, config = _build(torch, transformers, w)
     train = w["train"]
+    build = w
+    if group is not None:
+        if train not in ("full", "lora"):
+            raise ValueError("a rank's step is traced for full and LoRA training")
+        if group.scheme == "fsdp" and train == "full" and w["master_weights"] and w["dtype"] != "float32":
+            # FSDP2's mixed precision: the sharded parameters are the fp32 master
+            # copy, gathered in the compute dtype (MixedPrecisionPolicy.param_dtype),
+            # as torchtitan trains.
+            build = dict(w, dtype="float32")
+            group.dtype = getattr(torch, DTYPES[w["dtype"]])
+            group.masters_sharded = True
+    model, config = _build(torch, transformers, build)
     nf4_layers = 0
     if train == "qlora":
         nf4_layers = _quantise_nf4(torch, model, w.get("double_quant", True))
@@ -831,9 +1199,20 @@ def trace(w):
         for p in model.parameters():
             p.requires_grad_(True)
         trainable = parameters
+    if group is not None:
+        if train != "none" and w["checkpointing"]:
+            # Before wrapping, as torchtitan and torchtune apply checkpointing first.
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if train in ("lora", "qlora"):
+                model.enable_input_require_grads()
+        if group.scheme == "fsdp":
+            group.shard(model)
 
     allocator = Allocator(w.get("expandable_segments", False))
     tracker = Tracker(allocator, vocab)
+    if group is not None:
+        tracker.framework_site = _framework_site
+        group.tracker = tracker
     history_request = w.get("memory_history")
     if history_request:
         tracker.history = allocator.history = History(int(history_request.get("max_entries", 200000)))
@@ -855,6 +1234,8 @@ def trace(w):
             "logits_peak_bytes": tracker.logits_peak,
             "_live": live,
         }
+        if group is not None:
+            phase["collectives_peak_bytes"] = {k: v for k, v in sorted(tracker.kind_peak.items()) if v}
         phases.append(phase)
         return phase
 
@@ -868,8 +1249,12 @@ def trace(w):
     masters = []
     b, s = w["sequences"], w["context"]
     mode = _dispatch_mode(tracker)
-    with mode:
-        if train == "full" and w["master_weights"] and w["dtype"] != "float32":
+    step_model = model
+    with mode, _resize_hook(torch, tracker):
+        if group is not None and group.scheme == "ddp":
+            # Under the mode: DDP's reducer allocates its buckets as it is built.
+            step_model = group.replicate(model)
+        if train == "full" and w["master_weights"] and w["dtype"] != "float32" and not (group and group.masters_sharded):
             # Mixed precision as the estimator counts it: 16-bit weights and gradients,
             # an fp32 master copy that the optimizer updates (Megatron-LM, DeepSpeed).
             for p in model.parameters():
@@ -881,7 +1266,7 @@ def trace(w):
 
     if train != "none":
         model.train()
-        if w["checkpointing"]:
+        if w["checkpointing"] and group is None:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             if train in ("lora", "qlora"):
                 model.enable_input_require_grads()
@@ -893,11 +1278,11 @@ def trace(w):
                 optimizer.zero_grad(set_to_none=True)
             for p in model.parameters():
                 p.grad = None
-            with mode:
+            with mode, _resize_hook(torch, tracker):
                 tracker.begin("forward", step)
                 if step == 1:
                     tracker.by_op = by_op = []
-                loss = model(input_ids=ids, labels=ids).loss
+                loss = step_model(input_ids=ids, labels=ids).loss
                 tracker.by_op = None
                 live_end = set(r.index for r in tracker.live.values() if r.phase == "forward")
                 activations.clear()
@@ -1075,7 +1460,7 @@ def _saved_by_op(records, activations):
         return None
     groups = {}
     for r in records:
-        if r.index not in activations or r.logits:
+        if r.index not in activations or r.logits or r.collective:
             continue
         g = groups.setdefault(r.what, [0, 0])
         g[0] += 1

@@ -41,6 +41,14 @@ pub const WORKLOAD_KEYS: &[&str] = &[
     "checkpointing",
     "lora-rank",
     "lora-targets",
+    "gpus",
+    "nodes",
+    "fsdp",
+    "zero",
+    "reduce-dtype",
+    "ddp-bucket-view",
+    "tp",
+    "pp",
 ];
 
 /// Arguments of `trace`.
@@ -53,6 +61,7 @@ pub struct Args {
     python: Option<OsString>,
     expandable_segments: Option<bool>,
     memory_history: Option<PathBuf>,
+    rank: u64,
     json: bool,
 }
 
@@ -74,6 +83,13 @@ impl clap::Args for Args {
             .arg(Arg::new("model").long("model").value_name("ORG/NAME").conflicts_with("config").help("Take config.json from the bundled catalogue (`gpumem-agent models`), else from the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN)"))
             .arg(Arg::new("revision").long("revision").value_name("REV").requires("model").help("Branch, tag or commit of --model (default: main); given, even a bundled model's config.json is read from the Hub"))
             .arg(python_arg())
+            .arg(
+                Arg::new("rank")
+                    .long("rank")
+                    .value_name("N")
+                    .value_parser(clap::value_parser!(u64))
+                    .help("With --gpus: the data-parallel rank to trace, alone under torch.distributed's fake process group [default: 0]"),
+            )
             .arg(
                 Arg::new("memory-history")
                     .long("memory-history")
@@ -110,6 +126,7 @@ impl FromArgMatches for Args {
             python: m.get_one::<OsString>("python").cloned(),
             expandable_segments: m.get_one::<bool>("expandable-segments").copied(),
             memory_history: m.get_one::<PathBuf>("memory-history").cloned(),
+            rank: m.get_one::<u64>("rank").copied().unwrap_or(0),
             json: m.get_flag("json"),
         })
     }
@@ -165,7 +182,27 @@ pub fn run(args: Args) -> Result<Exit> {
         .expandable_segments
         .unwrap_or_else(python::expandable_from_env);
     let workload = match python::workload_of(&input, expandable) {
-        Ok(w) => w,
+        Ok(mut w) => {
+            match (&mut w.ranks, args.rank) {
+                (Some(r), rank) if rank < r.world_size => r.rank = rank,
+                (Some(r), rank) => {
+                    crate::out::errln!(
+                        "gpumem-agent: invalid input: --rank {rank}: the ranks are 0 to {} (--gpus {})",
+                        r.world_size.saturating_sub(1),
+                        r.world_size
+                    );
+                    return Ok(Exit::Unavailable);
+                }
+                (None, 0) => {}
+                (None, _) => {
+                    crate::out::errln!(
+                        "gpumem-agent: invalid input: --rank needs a training run on --gpus 2 or more"
+                    );
+                    return Ok(Exit::Unavailable);
+                }
+            }
+            w
+        }
         Err(e) => {
             crate::out::errln!("gpumem-agent: invalid input: {e:#}");
             return Ok(Exit::Unavailable);
@@ -250,7 +287,7 @@ pub fn traced_lines(doc: &TraceDocument, train: TrainMode) -> Vec<TracedLine> {
         };
         let c = peak.at_peak;
         let transient = c.activations.saturating_add(c.temporaries);
-        vec![
+        let mut lines = vec![
             TracedLine {
                 key: LineKey::Activations,
                 label: format!("Activations + temporaries at the peak ({})", short(peak)),
@@ -281,7 +318,43 @@ pub fn traced_lines(doc: &TraceDocument, train: TrainMode) -> Vec<TracedLine> {
                     where_(peak)
                 ),
             },
-        ]
+        ];
+        // A rank's trace: the framework's buffers live at the peak replace the
+        // computed collectives (DDP's buckets; FSDP's gathered parameters and
+        // reduce-scatter buffers, one line).
+        if let Some(r) = &doc.workload.ranks {
+            let formula = format!(
+                "traced at the peak of {}: the data-parallel framework's own allocations (rank {} of {})",
+                where_(peak),
+                r.rank,
+                r.world_size
+            );
+            if r.scheme == "ddp" {
+                lines.push(TracedLine {
+                    key: LineKey::TrainingGradBuckets,
+                    label: format!("DDP gradient buckets at the peak ({})", short(peak)),
+                    bytes: c.collectives,
+                    formula,
+                });
+            } else {
+                lines.push(TracedLine {
+                    key: LineKey::CollectivesAllGather,
+                    label: format!(
+                        "FSDP's gathered parameters and reduce-scatter buffers at the peak ({})",
+                        short(peak)
+                    ),
+                    bytes: c.collectives,
+                    formula,
+                });
+                lines.push(TracedLine {
+                    key: LineKey::CollectivesReduceScatter,
+                    label: "Reduce-scatter buffers (in the line above)".into(),
+                    bytes: 0,
+                    formula: "traced: FSDP's buffers at the peak are one line above".into(),
+                });
+            }
+        }
+        lines
     } else {
         let Some(prefill) = doc.phase("prefill", None) else {
             return Vec::new();
@@ -339,6 +412,9 @@ pub fn render(doc: &TraceDocument) -> String {
         "trace of {} ({}, {} attention): {what}",
         doc.model_type, w.dtype, w.attention
     );
+    if let Some(r) = &w.ranks {
+        let _ = writeln!(s, "{}", ranks_words(r));
+    }
     let _ = writeln!(
         s,
         "parameters {} (trainable {}); torch {}, transformers {}{}",
@@ -369,12 +445,16 @@ pub fn render(doc: &TraceDocument) -> String {
         );
     }
     let _ = writeln!(s, "\nlive at each peak, GiB:");
+    // A rank's trace has one more category: the framework's own buffers.
+    let ranked = w.ranks.is_some();
     let names = [
-        "params", "master", "grads", "optim", "activ", "logits", "kv", "temp",
+        "params", "master", "grads", "optim", "activ", "logits", "kv", "collect", "temp",
     ];
     let _ = write!(s, "{:<16} {:>4}", "phase", "step");
-    for n in names {
-        let _ = write!(s, " {n:>8}");
+    for (i, n) in names.iter().enumerate() {
+        if ranked || i != 7 {
+            let _ = write!(s, " {n:>8}");
+        }
     }
     s.push('\n');
     for p in &doc.phases {
@@ -384,10 +464,36 @@ pub fn render(doc: &TraceDocument) -> String {
             p.name,
             p.step.map(|x| x.to_string()).unwrap_or_else(|| "-".into())
         );
-        for v in values(&p.at_peak) {
-            let _ = write!(s, " {:>8}", Bytes(v).gib_string(2));
+        for (i, v) in values(&p.at_peak).into_iter().enumerate() {
+            if ranked || i != 7 {
+                let _ = write!(s, " {:>8}", Bytes(v).gib_string(2));
+            }
         }
         s.push('\n');
+    }
+    if ranked {
+        let _ = writeln!(
+            s,
+            "\nthe framework's buffers at their highest in each phase, bytes:"
+        );
+        for p in doc
+            .phases
+            .iter()
+            .filter(|p| !p.collectives_peak_bytes.is_empty())
+        {
+            let what: Vec<String> = p
+                .collectives_peak_bytes
+                .iter()
+                .map(|(k, v)| format!("{k} {}", group_digits(*v)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "  {:<16} {:>4}  {}",
+                p.name,
+                p.step.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
+                what.join(", ")
+            );
+        }
     }
     if let Some(peak) = doc.peak_phase() {
         let _ = writeln!(
@@ -429,7 +535,7 @@ pub fn render(doc: &TraceDocument) -> String {
     s
 }
 
-fn values(c: &CategoryBytes) -> [u64; 8] {
+fn values(c: &CategoryBytes) -> [u64; 9] {
     [
         c.parameters,
         c.master_weights,
@@ -438,8 +544,40 @@ fn values(c: &CategoryBytes) -> [u64; 8] {
         c.activations,
         c.logits,
         c.kv_cache,
+        c.collectives,
         c.temporaries,
     ]
+}
+
+/// The rank a trace followed and how its model was wrapped, in words.
+pub fn ranks_words(r: &gpumem_proto::trace::TraceRanks) -> String {
+    let wrap = match (r.scheme.as_str(), r.hybrid, r.reshard_after_forward) {
+        ("ddp", ..) => format!(
+            "DistributedDataParallel (gradient_as_bucket_view={})",
+            if r.gradient_as_bucket_view {
+                "True"
+            } else {
+                "False"
+            }
+        ),
+        (_, true, _) => format!(
+            "FSDP2 fully_shard on a {} × {} mesh (hybrid: sharded within a node)",
+            r.nodes,
+            r.world_size.checked_div(r.nodes).unwrap_or(r.world_size)
+        ),
+        (_, _, true) => "FSDP2 fully_shard per decoder block and root".into(),
+        _ => "FSDP2 fully_shard per decoder block and root, reshard_after_forward=False".into(),
+    };
+    format!(
+        "rank {} of {} ({} node(s)), alone under torch.distributed's fake process group: {wrap}{}",
+        r.rank,
+        r.world_size,
+        r.nodes,
+        r.reduce_dtype
+            .as_ref()
+            .map(|d| format!(", reduce_dtype {d}"))
+            .unwrap_or_default()
+    )
 }
 
 /// The allocator history's attribution: each phase's peak by line (GiB), the slack,

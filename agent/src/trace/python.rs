@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::private::PrivateDir;
-use gpumem_core::estimate::{EstimateInput, TrainMode};
+use gpumem_core::estimate::{EstimateInput, Fsdp, Offload, TrainMode};
 use gpumem_core::format::{Dtype, StorageFormat};
 use gpumem_core::training::{LoraTargets, QloraKernel};
-use gpumem_proto::trace::{TRACE_SCHEMA, TraceDocument, TraceWorkload};
+use gpumem_proto::trace::{TRACE_SCHEMA, TraceDocument, TraceRanks, TraceWorkload};
 use serde_json::Value;
 
 /// The probe's source, embedded in the binary.
@@ -138,7 +138,68 @@ pub fn workload_of(input: &EstimateInput, expandable_segments: bool) -> Result<T
         lora_targets: targets,
         logits: input.logits.name().into(),
         expandable_segments,
+        ranks: ranks_of(input)?,
     })
+}
+
+/// The dtype names the probe takes (torch's).
+fn torch_dtype(d: Dtype) -> Option<&'static str> {
+    match d {
+        Dtype::Bf16 => Some("bfloat16"),
+        Dtype::F16 => Some("float16"),
+        Dtype::F32 => Some("float32"),
+        _ => None,
+    }
+}
+
+/// Rank 0 of a data-parallel training job of `--gpus` ranks, wrapped as the input says
+/// (DDP, or FSDP2 `fully_shard`); `None` on one GPU or for inference. What the probe
+/// cannot wrap is refused, never traced as something else.
+fn ranks_of(input: &EstimateInput) -> Result<Option<TraceRanks>> {
+    if input.gpus <= 1 || input.train == TrainMode::None {
+        return Ok(None);
+    }
+    if input.tp > 1 || input.pp > 1 {
+        bail!(
+            "a rank's trace wraps data parallelism (DDP, FSDP2); tensor and pipeline parallelism (--tp, --pp) are not traced: leave them out to trace a data-parallel rank"
+        );
+    }
+    if input.zero > 0 {
+        bail!(
+            "DeepSpeed ZeRO is not traced: its engine allocates on the accelerator it detects (deepspeed.accelerator), never on the meta device; --fsdp full traces the same sharding of parameters, gradients and optimizer states with FSDP2"
+        );
+    }
+    if input.offload_optimizer != Offload::None || input.offload_param != Offload::None {
+        bail!(
+            "offloading is not traced (what moves to the host is computed: `estimate` prints it per node)"
+        );
+    }
+    if input.train == TrainMode::Qlora {
+        bail!("a rank's QLoRA step is not traced (the 4-bit stand-in is not shardable by FSDP2)");
+    }
+    let reduce_dtype = match input.reduce_dtype {
+        None => None,
+        Some(d) => Some(
+            torch_dtype(d)
+                .with_context(|| format!("--reduce-dtype {}: bf16, fp16 or fp32", d.name()))?
+                .to_string(),
+        ),
+    };
+    Ok(Some(TraceRanks {
+        world_size: input.gpus,
+        rank: 0,
+        nodes: input.nodes,
+        scheme: if input.fsdp == Fsdp::None {
+            "ddp"
+        } else {
+            "fsdp"
+        }
+        .into(),
+        reshard_after_forward: input.fsdp != Fsdp::GradOp,
+        hybrid: input.fsdp == Fsdp::Hybrid,
+        reduce_dtype,
+        gradient_as_bucket_view: input.ddp_bucket_view,
+    }))
 }
 
 /// QLoRA's double quantisation: from `--format nf4`/`nf4-dq` (default: on, as the

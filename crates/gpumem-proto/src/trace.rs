@@ -86,6 +86,39 @@ pub struct TraceWorkload {
     pub logits: String,
     /// The allocator model's `expandable_segments`.
     pub expandable_segments: bool,
+    /// One data-parallel rank's step (`--gpus`): the rank, its peers and how the model
+    /// is wrapped; absent for one GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<TraceRanks>,
+}
+
+/// Which rank of a data-parallel job a trace follows, and how the model is wrapped. The
+/// probe runs that rank alone, under torch.distributed's fake process group (`FakeStore`
+/// and the `fake` backend: collectives that move no data), with the framework's own
+/// wrapping on PyTorch's `meta` device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TraceRanks {
+    /// Ranks in the job (`--gpus`).
+    pub world_size: u64,
+    /// The rank traced (0 ≤ rank < world size).
+    pub rank: u64,
+    /// Nodes the ranks are spread over (`--nodes`).
+    pub nodes: u64,
+    /// `ddp` (DistributedDataParallel) or `fsdp` (FSDP2 `fully_shard` on every decoder
+    /// block and the root).
+    pub scheme: String,
+    /// FSDP: the blocks free their gathered parameters after the forward (`full`,
+    /// `hybrid`); false for `grad-op`.
+    pub reshard_after_forward: bool,
+    /// FSDP: shard within a node, replicate across nodes (HSDP's 2-D mesh).
+    pub hybrid: bool,
+    /// FSDP: `MixedPrecisionPolicy.reduce_dtype` (`float32`, `bfloat16`), or the
+    /// gradients' own dtype when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reduce_dtype: Option<String>,
+    /// DDP: `gradient_as_bucket_view`.
+    pub gradient_as_bucket_view: bool,
 }
 
 impl TraceWorkload {
@@ -134,6 +167,13 @@ pub struct TracePhase {
     pub logits_peak_bytes: u64,
     /// What was live at the allocated peak, by category (they add up to the peak).
     pub at_peak: CategoryBytes,
+    /// A rank's trace: the highest bytes each of the framework's buffers held at once
+    /// during the phase, whether or not at the allocated peak — `all_gather` (FSDP2's
+    /// gathered parameters and all-gather buffers), `reduce_scatter` (the unsharded
+    /// gradients a reduce-scatter takes, its input and output), `buckets` (DDP's
+    /// gradient buckets).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub collectives_peak_bytes: std::collections::BTreeMap<String, u64>,
 }
 
 /// Live bytes by category.
@@ -155,6 +195,10 @@ pub struct CategoryBytes {
     pub logits: u64,
     /// The KV cache (inference).
     pub kv_cache: u64,
+    /// A rank's trace: the data-parallel framework's own buffers (FSDP2's gathered
+    /// parameters and reduce-scatter buffers, DDP's gradient buckets).
+    #[serde(default)]
+    pub collectives: u64,
     /// Everything else: intermediates freed within the phase.
     pub temporaries: u64,
 }
@@ -170,6 +214,7 @@ impl CategoryBytes {
             self.activations,
             self.logits,
             self.kv_cache,
+            self.collectives,
             self.temporaries,
         ]
         .iter()
@@ -238,6 +283,7 @@ mod tests {
             reserved_peak_bytes: 0,
             logits_peak_bytes: 0,
             at_peak: CategoryBytes::default(),
+            collectives_peak_bytes: Default::default(),
         }
     }
 
@@ -260,6 +306,7 @@ mod tests {
                 lora_targets: vec![],
                 logits: "last".into(),
                 expandable_segments: false,
+                ranks: None,
             },
             parameters: 1,
             trainable_parameters: 1,
