@@ -97,6 +97,14 @@ if [ "$("$torch_py" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/n
   DS_BUILD_OPS=0 "$torch_py" -m pip install --quiet --disable-pip-version-check \
     --no-build-isolation "torch==$TORCH_VERSION" "deepspeed==$DEEPSPEED_VERSION"
 fi
+# accelerate beside torch, for the test that runs a job under `accelerate launch`
+# (agent/tests/run_cli.rs: its multi-process launcher with gloo on the CPU).
+ACCELERATE_VERSION=1.16.0
+if [ "$("$torch_py" -c 'import accelerate; print(accelerate.__version__)' 2>/dev/null)" != "$ACCELERATE_VERSION" ]; then
+  log "installing accelerate $ACCELERATE_VERSION into $GPUMEM_TOOLS/torch-venv"
+  "$torch_py" -m pip install --quiet --disable-pip-version-check \
+    "torch==$TORCH_VERSION" "accelerate==$ACCELERATE_VERSION"
+fi
 # The cluster tests (tests/cluster/run.sh): a single-node Slurm with munge, Prometheus,
 # its Pushgateway and node_exporter, from Debian (bookworm: Slurm 22.05, Prometheus 2.42).
 cluster_missing=()

@@ -579,7 +579,7 @@ fn a_transformers_generation_is_traced() {
 fn a_bad_trace_override_starts_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("started");
-    for bad in ["gpus=2", "train=sideways", "train"] {
+    for bad in ["reserve-gib=2", "train=sideways", "train"] {
         let out = synthetic()
             .args(["run", "--trace-with", bad, "--", "sh", "-c"])
             .arg(format!("touch {}", marker.display()))
@@ -671,4 +671,201 @@ fn every_rank_of_a_multi_process_job_is_kept_apart() {
         assert_eq!(k["phases"].as_array().unwrap().len(), 7, "{k}");
     }
     assert_ne!(ranks[0]["pid"], ranks[1]["pid"]);
+}
+
+// ---- Launchers: torchrun, accelerate, DeepSpeed ------------------------------------
+
+/// Runs `train_ranks.py` (two ranks over gloo on the CPU, `WRAP` = ddp or fsdp2) under
+/// a launcher of the torch venv (`launcher` and its arguments before the script), with
+/// the recording stand-in: the counters are SYNTHETIC, the facts (parameters held,
+/// optimizer state bytes, the wrapper) are the real CPU tensors'.
+fn launched(
+    python: &Path,
+    launcher: &[&str],
+    wrap: &str,
+    extra: &[&str],
+) -> (Output, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("r.json");
+    let bin = python.parent().unwrap();
+    let out = synthetic()
+        .arg("run")
+        .args(extra)
+        .arg("--output")
+        .arg(&output)
+        .arg("--")
+        .arg(bin.join(launcher[0]))
+        .args(&launcher[1..])
+        .arg(python_dir().join("tests/workloads/train_ranks.py"))
+        .env("PYTHONPATH", python_dir().join("tests/standin"))
+        .env("GPUMEM_TEST_READER", "recording")
+        .env("WRAP", wrap)
+        .env("OMP_NUM_THREADS", "1")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    no_panic(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{launcher:?}: {}",
+        text(&out.stderr)
+    );
+    (out, read_json(&output))
+}
+
+/// The ranks of a launched job, rank order, and the launcher processes apart.
+fn job_ranks(r: &serde_json::Value) -> (Vec<&serde_json::Value>, usize) {
+    let all = r["ranks"].as_array().unwrap();
+    let launchers = all.iter().filter(|k| k["launcher"] == true).count();
+    let mut ranks: Vec<_> = all
+        .iter()
+        .filter(|k| k["launcher"] != true && k["worker_of"].is_null())
+        .collect();
+    ranks.sort_by_key(|k| k["rank"].as_u64());
+    (ranks, launchers)
+}
+
+fn line<'a>(rank: &'a serde_json::Value, item: &str) -> &'a serde_json::Value {
+    rank["comparison"]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["item"] == item)
+        .unwrap_or_else(|| panic!("no {item} line: {rank}"))
+}
+
+/// torchrun with FSDP2: each rank is its own document entry with its own phases, the
+/// job it runs (world size, gloo, `fsdp2` full shard read from FSDP2's state) and the
+/// estimate of that rank beside it — its optimizer states as the estimate shards
+/// them, equal to the bytes its sharded AdamW state really holds on the CPU.
+#[test]
+fn torchrun_ranks_each_carry_their_own_estimate() {
+    let Some(py) = torch_python("torchrun_ranks_each_carry_their_own_estimate") else {
+        return;
+    };
+    let (out, r) = launched(
+        &py,
+        &["torchrun", "--nproc-per-node", "2"],
+        "fsdp2",
+        &["--no-trace"],
+    );
+    assert_eq!(r["synthetic"], true);
+    let (ranks, launchers) = job_ranks(&r);
+    assert_eq!(
+        launchers, 1,
+        "torchrun's agent imports torch: {}",
+        r["ranks"]
+    );
+    assert!(text(&out.stderr).contains("launcher process"));
+    assert_eq!(ranks.len(), 2);
+    for (i, k) in ranks.iter().enumerate() {
+        assert_eq!(k["rank"], i as u64);
+        assert_eq!(k["world_size"], 2);
+        assert_eq!(
+            k["phases"].as_array().unwrap().len(),
+            7,
+            "never pooled: {k}"
+        );
+        let d = &k["facts"]["model"]["distributed"];
+        assert_eq!(d["world_size"], 2, "{d}");
+        assert_eq!(d["backend"], "gloo");
+        assert_eq!(d["wrapper"], "fsdp2");
+        assert_eq!(d["sharding"], "full");
+        assert!(
+            k["comparison"]["source"]
+                .as_str()
+                .unwrap()
+                .contains("one rank of 2 (fsdp2 full)")
+        );
+        let states = line(k, "optimizer_states");
+        let (computed, observed) = (
+            states["computed_bytes"].as_u64().unwrap(),
+            states["observed_bytes"].as_u64().unwrap(),
+        );
+        assert!(
+            states["formula"]
+                .as_str()
+                .unwrap()
+                .starts_with("this rank's share")
+        );
+        // AdamW's `step` scalars (4 bytes per parameter tensor) are all the
+        // difference.
+        assert!(
+            observed >= computed && observed - computed < 200,
+            "{computed} vs {observed}"
+        );
+    }
+    // Ranks hold half the model each: the weights line is what the rank holds.
+    let w0 = line(ranks[0], "weights")["computed_bytes"]
+        .as_u64()
+        .unwrap();
+    let whole = 2 * (128 * 64) + 2 * (4 * 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64;
+    assert!(w0 < whole * 4 * 6 / 10, "{w0} of {}", whole * 4);
+}
+
+/// `accelerate launch` (its multi-process launcher, torch's elastic agent inside) with
+/// DDP: two ranks, the launcher apart, each traced as a DDP rank of 2.
+#[test]
+fn accelerate_launch_ranks_are_kept_apart_and_traced_as_ranks() {
+    let Some(py) = torch_python("accelerate_launch_ranks_are_kept_apart") else {
+        return;
+    };
+    let (_, r) = launched(
+        &py,
+        &[
+            "accelerate",
+            "launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+        ],
+        "ddp",
+        &[],
+    );
+    let (ranks, launchers) = job_ranks(&r);
+    assert!(launchers >= 1, "{}", r["ranks"]);
+    assert_eq!(ranks.len(), 2);
+    for k in &ranks {
+        assert_eq!(k["facts"]["model"]["distributed"]["wrapper"], "ddp");
+        assert_eq!(k["facts"]["model"]["distributed"]["local_world_size"], 2);
+        let trace = &k["comparison"]["trace"];
+        assert_eq!(trace["status"], "traced", "{trace}");
+        assert!(
+            trace["detail"]
+                .as_str()
+                .unwrap()
+                .contains("rank 0 of 2 (ddp)"),
+            "{trace}"
+        );
+    }
+}
+
+/// DeepSpeed's launcher (`deepspeed --num_gpus 2`, its CPU accelerator): its runner and
+/// `deepspeed.launcher.launch` are launchers, the two ranks are kept apart.
+#[test]
+fn deepspeed_launcher_ranks_are_kept_apart() {
+    let Some(py) = torch_python("deepspeed_launcher_ranks_are_kept_apart") else {
+        return;
+    };
+    let (_, r) = launched(
+        &py,
+        &["deepspeed", "--num_gpus", "2"],
+        "ddp",
+        &["--no-trace"],
+    );
+    let (ranks, launchers) = job_ranks(&r);
+    assert!(launchers >= 1, "{}", r["ranks"]);
+    assert_eq!(ranks.len(), 2, "{}", r["ranks"]);
+    for (i, k) in ranks.iter().enumerate() {
+        assert_eq!(k["rank"], i as u64);
+        assert_eq!(k["facts"]["model"]["distributed"]["wrapper"], "ddp");
+        assert_eq!(k["phases"].as_array().unwrap().len(), 7);
+    }
 }

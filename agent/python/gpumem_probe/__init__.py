@@ -202,7 +202,84 @@ def _dtype_name(dtype):
     return str(dtype).replace("torch.", "")
 
 
+def _local(t):
+    """What this rank holds of a tensor: a DTensor's local shard (FSDP2), a ZeRO-3
+    parameter's partition (DeepSpeed's ``ds_tensor``), else the tensor itself."""
+    local = getattr(t, "_local_tensor", None)
+    if local is not None:
+        return local
+    part = getattr(t, "ds_tensor", None)
+    return part if part is not None else t
+
+
+def _distributed_facts(torch, module):
+    """The rank's data-parallel job: world size, ranks per node, backend, and how the
+    model of the first forward is wrapped (None when the process runs no job)."""
+    world = _env_int("WORLD_SIZE")
+    backend = None
+    try:
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            world = int(dist.get_world_size())
+            backend = str(dist.get_backend())
+    except Exception:  # noqa: BLE001 - a broken or absent torch.distributed
+        pass
+    if not world or world < 1:
+        return None
+    wrapper, sharding, bucket_view = "none", None, None
+    name = type(module).__name__
+    try:
+        from torch.nn.parallel import DistributedDataParallel
+
+        fsdp_module = getattr(getattr(torch.distributed, "fsdp", None), "FSDPModule", None)
+        if isinstance(module, DistributedDataParallel):
+            wrapper = "ddp"
+            bucket_view = bool(getattr(module, "gradient_as_bucket_view", False))
+        elif hasattr(module, "zero_optimization_stage"):
+            wrapper = "deepspeed"
+            sharding = str(int(module.zero_optimization_stage()))
+        elif name == "FullyShardedDataParallel":
+            wrapper = "fsdp1"
+            strategy = str(getattr(module, "sharding_strategy", "")).rsplit(".", 1)[-1]
+            sharding = {
+                "FULL_SHARD": "full",
+                "SHARD_GRAD_OP": "grad-op",
+                "HYBRID_SHARD": "hybrid",
+                "_HYBRID_SHARD_ZERO2": "hybrid",
+                "NO_SHARD": "none",
+            }.get(strategy)
+        elif fsdp_module is not None and isinstance(module, fsdp_module):
+            wrapper = "fsdp2"
+            sharding = _fsdp2_sharding(fsdp_module, module)
+    except Exception:  # noqa: BLE001 - a wrapper the probe cannot read is left unnamed
+        pass
+    return {
+        "world_size": world,
+        "local_world_size": _env_int("LOCAL_WORLD_SIZE"),
+        "backend": backend,
+        "wrapper": wrapper,
+        "sharding": sharding,
+        "gradient_as_bucket_view": bucket_view,
+    }
+
+
+def _fsdp2_sharding(fsdp_module, root):
+    """FSDP2's sharding from its own state: a 2-D mesh is hybrid (HSDP); a block that
+    keeps its parameters after the forward (no post-forward mesh) is grad-op."""
+    for m in root.modules():
+        if m is root or not isinstance(m, fsdp_module):
+            continue
+        group = m._get_fsdp_state()._fsdp_param_group
+        if group is None:
+            continue
+        if group.mesh_info.mesh.ndim == 2:
+            return "hybrid"
+        return "full" if group.post_forward_mesh_info is not None else "grad-op"
+    return "full"
+
+
 def _storage_key_and_bytes(t):
+    t = _local(t)
     try:
         st = t.untyped_storage()
         return (st.data_ptr(), st.nbytes()), st.nbytes()
@@ -218,7 +295,7 @@ def _walk_tensors(torch, obj, seen, out, depth=0):
         key, nbytes = _storage_key_and_bytes(obj)
         if key not in seen:
             seen.add(key)
-            out.append((obj, nbytes))
+            out.append((_local(obj), nbytes))
         return
     if isinstance(obj, (list, tuple)):
         items = obj
@@ -444,16 +521,28 @@ class _Probe:
             if id(p) in seen:
                 continue
             seen.add(id(p))
-            params.append((p, int(p.numel()) * p.element_size()))
+            # What this rank holds (its shard under FSDP2 or ZeRO-3); the trainable
+            # count stays the model's (ZeRO-3's `ds_numel`, a DTensor's global numel).
+            local = _local(p)
+            params.append((local, int(local.numel()) * local.element_size()))
             if p.requires_grad:
-                trainable += int(p.numel())
-        buffers = [(b, int(b.numel()) * b.element_size()) for b in module.buffers()]
+                trainable += int(getattr(p, "ds_numel", None) or p.numel())
+        buffers = [(_local(b), int(_local(b).numel()) * _local(b).element_size()) for b in module.buffers()]
         shapes = []
         for a in list(args)[:_MAX_SHAPES]:
             if isinstance(a, torch.Tensor):
                 shapes.append({"shape": [int(s) for s in a.shape[:8]], "dtype": _dtype_name(a.dtype)})
         config = {}
-        cfg = getattr(module, "config", None)
+        # A data-parallel wrapper (DDP, FSDP1, DeepSpeed's engine) holds the model
+        # as `.module`: its config is the model's.
+        inner = module
+        for _ in range(3):
+            if getattr(inner, "config", None) is not None or not isinstance(
+                getattr(inner, "module", None), torch.nn.Module
+            ):
+                break
+            inner = inner.module
+        cfg = getattr(inner, "config", None)
         hf_config = None
         try:
             text = cfg.to_json_string() if cfg is not None and hasattr(cfg, "to_json_string") else None
@@ -470,11 +559,12 @@ class _Probe:
             module=_clip(type(module).__name__, _MAX_NAME),
             config=config,
             hf_config=hf_config,
-            gradient_checkpointing=_checkpointing(module),
+            gradient_checkpointing=_checkpointing(inner),
             parameters_by_dtype=_by_dtype(params),
             buffers_by_dtype=_by_dtype(buffers),
             trainable_parameters=trainable,
             input_shapes=shapes,
+            distributed=_distributed_facts(torch, module),
         )
 
     def _kv_facts(self, output):

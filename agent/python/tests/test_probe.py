@@ -300,3 +300,62 @@ class SchemaCheck(unittest.TestCase):
         self.assertEqual(gpumem_probe.PROTOCOL_VERSION, limits["protocol_version"])
         self.assertEqual(gpumem_probe.MAX_LINE_BYTES, limits["max_line_bytes"])
         self.assertEqual(gpumem_probe.MAX_MESSAGES, limits["max_messages"])
+
+
+class DistributedFacts(unittest.TestCase):
+    """The rank's job as the probe reads it from the wrapper of the first forward:
+    DeepSpeed's engine (its ZeRO stage), FSDP1's sharding strategy, DDP; none when the
+    process runs no job. (The launched jobs themselves run in agent/tests/run_cli.rs.)"""
+
+    def setUp(self):
+        sys.path.insert(0, PROBE_ROOT)
+        import torch
+
+        import gpumem_probe
+
+        self.torch, self.probe = torch, gpumem_probe
+        self.env = dict(os.environ)
+
+    def tearDown(self):
+        os.environ.clear()
+        os.environ.update(self.env)
+
+    def facts(self, module, world="4", local="2"):
+        os.environ["WORLD_SIZE"] = world
+        os.environ["LOCAL_WORLD_SIZE"] = local
+        return self.probe._distributed_facts(self.torch, module)
+
+    def test_a_deepspeed_engine_names_its_zero_stage(self):
+        class DeepSpeedEngine(self.torch.nn.Module):
+            def zero_optimization_stage(self):
+                return 3
+
+        f = self.facts(DeepSpeedEngine())
+        self.assertEqual((f["wrapper"], f["sharding"]), ("deepspeed", "3"))
+        self.assertEqual((f["world_size"], f["local_world_size"]), (4, 2))
+
+    def test_fsdp1_names_its_sharding_strategy(self):
+        class FullyShardedDataParallel(self.torch.nn.Module):
+            sharding_strategy = "ShardingStrategy.SHARD_GRAD_OP"
+
+        f = self.facts(FullyShardedDataParallel())
+        self.assertEqual((f["wrapper"], f["sharding"]), ("fsdp1", "grad-op"))
+
+    def test_a_plain_module_in_a_job_is_unwrapped_and_one_process_is_no_job(self):
+        f = self.facts(self.torch.nn.Linear(2, 2))
+        self.assertEqual((f["wrapper"], f["sharding"]), ("none", None))
+        del os.environ["WORLD_SIZE"]
+        self.assertIsNone(self.probe._distributed_facts(self.torch, self.torch.nn.Linear(2, 2)))
+
+    def test_a_shard_is_what_the_rank_holds(self):
+        t = self.torch.zeros(8)
+
+        class Shard:
+            _local_tensor = t
+
+        class ZeroThree:
+            _local_tensor = None
+            ds_tensor = t[:2]
+
+        self.assertIs(self.probe._local(Shard()), t)
+        self.assertEqual(self.probe._local(ZeroThree()).numel(), 2)

@@ -2,6 +2,7 @@
 //! ranks told from their helper processes, each rank's phases and comparison, the timeline.
 
 use super::*;
+use std::collections::BTreeSet;
 
 pub(super) struct Assembly {
     pub(super) synthetic: bool,
@@ -57,11 +58,48 @@ pub(super) fn workers(ranks: &BTreeMap<u64, RankState>) -> BTreeMap<u32, u32> {
         .collect()
 }
 
+/// The launchers among the processes: a process without `RANK` that ran no model step
+/// and started a rank (its parent pid) — or started such a launcher (DeepSpeed's
+/// runner starts `deepspeed.launcher.launch`, which starts the ranks).
+pub(super) fn launchers(ranks: &BTreeMap<u64, RankState>) -> BTreeSet<u32> {
+    let hello = |state: &RankState| match &state.hello {
+        Some(ProbeMessage::Hello {
+            pid, ppid, rank, ..
+        }) => Some((*pid, *ppid, *rank)),
+        _ => None,
+    };
+    let idle: BTreeMap<u32, Option<u32>> = ranks
+        .values()
+        .filter(|state| state.phases.iter().all(|(p, _)| p.name == "model_load"))
+        .filter_map(hello)
+        .filter(|(_, _, rank)| rank.is_none())
+        .map(|(pid, ppid, _)| (pid, ppid))
+        .collect();
+    let mut found: BTreeSet<u32> = ranks
+        .values()
+        .filter_map(hello)
+        .filter(|(_, _, rank)| rank.is_some())
+        .filter_map(|(_, ppid, _)| ppid)
+        .filter(|p| idle.contains_key(p))
+        .collect();
+    // Their own launchers, a few levels up.
+    for _ in 0..4 {
+        let up: Vec<u32> = found
+            .iter()
+            .filter_map(|p| idle.get(p).copied().flatten())
+            .filter(|p| idle.contains_key(p))
+            .collect();
+        found.extend(up);
+    }
+    found
+}
+
 pub(super) fn assemble(a: Assembly) -> WorkloadFile {
     let mut failures = Vec::new();
     let mut ranks = Vec::new();
     let mut stand_in = false;
     let workers = workers(&a.collected.ranks);
+    let launchers = launchers(&a.collected.ranks);
     for (_, state) in a.collected.ranks {
         let Some(ProbeMessage::Hello {
             pid,
@@ -103,6 +141,7 @@ pub(super) fn assemble(a: Assembly) -> WorkloadFile {
             failures.push(f);
         }
         let worker_of = workers.get(&pid).copied();
+        let launcher = launchers.contains(&pid);
         // A worker is ended by its rank when the loader is done (DataLoader terminates
         // the ones that do not exit in time): no goodbye is no failure there.
         if !state.bye && worker_of.is_none() {
@@ -130,6 +169,7 @@ pub(super) fn assemble(a: Assembly) -> WorkloadFile {
             local_rank,
             world_size,
             worker_of,
+            launcher,
             device,
             environment: ProbeEnvironment {
                 reader,

@@ -172,6 +172,7 @@ pub(super) fn absorb(
             config,
             hf_config,
             gradient_checkpointing,
+            distributed,
         } => {
             let conv = |m: BTreeMap<String, messages::DtypeCount>| {
                 m.into_iter()
@@ -201,6 +202,7 @@ pub(super) fn absorb(
                 config,
                 hf_config,
                 gradient_checkpointing,
+                distributed,
             });
         }
         ProbeMessage::Optimizer {

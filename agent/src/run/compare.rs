@@ -156,9 +156,44 @@ pub(crate) fn workload_pairs(
         {
             pairs.push(("generate".into(), total.saturating_sub(s).to_string()));
         }
+        if training {
+            pairs.extend(rank_pairs(model));
+        }
         Ok(pairs)
     };
     Some(run())
+}
+
+/// The rank's job in the estimator's vocabulary: `gpus` (the world size), `nodes`
+/// (world size ÷ ranks per node), and the sharding the probe found on the model's
+/// wrapper (`fsdp`, `zero`, `ddp-bucket-view`), so that each rank's computed lines are
+/// what that rank holds. Nothing for one process.
+pub(crate) fn rank_pairs(model: &ModelFacts) -> Vec<(String, String)> {
+    let Some(d) = model.distributed.as_ref().filter(|d| d.world_size > 1) else {
+        return Vec::new();
+    };
+    let mut pairs = vec![("gpus".to_string(), d.world_size.to_string())];
+    if let Some(local) = d.local_world_size
+        && local > 0
+        && d.world_size.is_multiple_of(local)
+        && d.world_size > local
+    {
+        pairs.push(("nodes".into(), (d.world_size / local).to_string()));
+    }
+    match (d.wrapper.as_str(), d.sharding.as_deref()) {
+        ("fsdp1" | "fsdp2", Some(s @ ("full" | "hybrid" | "grad-op"))) => {
+            pairs.push(("fsdp".into(), s.into()));
+        }
+        ("fsdp1" | "fsdp2", None) => pairs.push(("fsdp".into(), "full".into())),
+        ("deepspeed", Some(stage @ ("1" | "2" | "3"))) => {
+            pairs.push(("zero".into(), stage.into()));
+        }
+        ("ddp", _) if d.gradient_as_bucket_view == Some(true) => {
+            pairs.push(("ddp-bucket-view".into(), "true".into()));
+        }
+        _ => {}
+    }
+    pairs
 }
 
 /// The estimator's own answer for the workload the probe saw, from the model's
@@ -227,21 +262,59 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
     });
 
     let training = is_training(facts, phases);
+    // A rank of a sharded job (FSDP, ZeRO): its gradients and optimizer states are its
+    // shards, which the estimate for its job gives (the probe's counts are the model's).
+    let sharded = model.distributed.as_ref().is_some_and(|d| {
+        d.world_size > 1 && matches!(d.wrapper.as_str(), "fsdp1" | "fsdp2" | "deepspeed")
+    });
+    let per_rank = if sharded {
+        estimate_from_config(facts, training).and_then(Result::ok)
+    } else {
+        None
+    };
+    let rank_line = |key: LineKey| -> Option<(u64, String)> {
+        let e = per_rank.as_ref()?;
+        let l = e.lines.iter().find(|l| l.key == key)?;
+        Some((
+            l.device_bytes,
+            format!(
+                "this rank's share in the estimate of its job ({}): {}",
+                model
+                    .distributed
+                    .as_ref()
+                    .map(|d| format!(
+                        "{} ranks, {}{}",
+                        d.world_size,
+                        d.wrapper,
+                        d.sharding
+                            .as_ref()
+                            .map(|s| format!(" {s}"))
+                            .unwrap_or_default()
+                    ))
+                    .unwrap_or_default(),
+                l.formula
+            ),
+        ))
+    };
     if training {
         let trainable = model.trainable_parameters;
-        lines.push(Line {
-            item: "gradients",
-            computed: main_dtype
-                .as_ref()
-                .ok_or_else(no_dtype)
-                .and_then(|(_, d)| {
+        let (grad_computed, grad_formula) = match rank_line(LineKey::TrainingGradients) {
+            Some((b, f)) => (Ok(b), f),
+            None => (
+                main_dtype.as_ref().ok_or_else(no_dtype).and_then(|(_, d)| {
                     checked_product(&[trainable, d.bytes()], "gradients").map_err(|e| e.to_string())
                 }),
+                match &main_dtype {
+                    Some((n, d)) => format!("trainable parameters × {} B ({n})", d.bytes()),
+                    None => "trainable parameters × bytes of their dtype".into(),
+                },
+            ),
+        };
+        lines.push(Line {
+            item: "gradients",
+            computed: grad_computed,
             basis: Basis::Computed,
-            formula: match &main_dtype {
-                Some((n, d)) => format!("trainable parameters × {} B ({n})", d.bytes()),
-                None => "trainable parameters × bytes of their dtype".into(),
-            },
+            formula: grad_formula,
             observed: nonneg(diff(
                 first(phases, "backward", 0).and_then(|p| p.allocator.allocated_end_bytes),
                 first(phases, "forward", 0).and_then(|p| p.allocator.allocated_start_bytes),
@@ -250,7 +323,9 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
             observed_how: "allocated at the end of the first backward − at the start of the first forward",
         });
         if let Some(opt) = &facts.optimizer {
+            let sharded_states = rank_line(LineKey::TrainingOptimizer);
             let computed = match (core_optimizer(&opt.optimizer_class), &main_dtype) {
+                _ if sharded_states.is_some() => Ok(sharded_states.as_ref().map_or(0, |(b, _)| *b)),
                 (Some(o), Some((_, d))) => o
                     .state_bytes(model.trainable_parameters, *d)
                     .map_err(|e| e.to_string()),
@@ -264,10 +339,13 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
                 item: "optimizer_states",
                 computed,
                 basis: Basis::Computed,
-                formula: format!(
-                    "{} states for the trainable parameters (gpumem-core Optimizer::state_bytes)",
-                    opt.optimizer_class
-                ),
+                formula: match sharded_states {
+                    Some((_, f)) => f,
+                    None => format!(
+                        "{} states for the trainable parameters (gpumem-core Optimizer::state_bytes)",
+                        opt.optimizer_class
+                    ),
+                },
                 observed: Ok(opt.state_bytes),
                 observed_how: "bytes of the tensors in optimizer.state after the first step",
             });
@@ -290,7 +368,7 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
                 .lines
                 .iter()
                 .find(|l| l.key == key)
-                .map(|l| Ok((l.bytes, l.kind, l.formula.clone()))),
+                .map(|l| Ok((l.device_bytes, l.kind, l.formula.clone()))),
             Err(e) => Some(Err(e.clone())),
         }
     };
@@ -445,7 +523,15 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
     }
 
     Comparison {
-        source: "gpumem-core formulas applied to the probe's facts (parameters by dtype, trainable parameters, optimizer, input and generation shapes, model config)".into(),
+        source: match model.distributed.as_ref().filter(|d| d.world_size > 1) {
+            Some(d) => format!(
+                "gpumem-core formulas applied to this rank's facts (parameters it holds by dtype, trainable parameters, optimizer, input and generation shapes, model config), estimated as one rank of {} ({}{})",
+                d.world_size,
+                d.wrapper,
+                d.sharding.as_ref().map(|s| format!(" {s}")).unwrap_or_default()
+            ),
+            None => "gpumem-core formulas applied to the probe's facts (parameters by dtype, trainable parameters, optimizer, input and generation shapes, model config)".into(),
+        },
         lines: lines.into_iter().map(Line::done).collect(),
         differences,
         trace: None,
@@ -505,7 +591,43 @@ mod tests {
             config,
             hf_config: None,
             gradient_checkpointing: None,
+            distributed: None,
         }
+    }
+
+    /// A rank's job becomes the estimator's keys: the world size, the nodes (ranks
+    /// per node), and the sharding read from its wrapper.
+    #[test]
+    fn a_ranks_job_is_said_in_the_estimators_keys() {
+        use gpumem_proto::workload::DistributedFacts;
+        let job = |wrapper: &str, sharding: Option<&str>, local: Option<u64>| {
+            let mut m = model(BTreeMap::new());
+            m.distributed = Some(DistributedFacts {
+                world_size: 16,
+                local_world_size: local,
+                backend: Some("nccl".into()),
+                wrapper: wrapper.into(),
+                sharding: sharding.map(Into::into),
+                gradient_as_bucket_view: None,
+            });
+            rank_pairs(&m)
+        };
+        let kv = |pairs: Vec<(String, String)>| {
+            pairs
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            kv(job("fsdp2", Some("hybrid"), Some(8))),
+            "gpus=16 nodes=2 fsdp=hybrid"
+        );
+        assert_eq!(kv(job("deepspeed", Some("3"), None)), "gpus=16 zero=3");
+        assert_eq!(kv(job("deepspeed", Some("0"), None)), "gpus=16");
+        assert_eq!(kv(job("ddp", None, Some(16))), "gpus=16");
+        // One process is no job.
+        assert!(rank_pairs(&model(BTreeMap::new())).is_empty());
     }
 
     fn get<'a>(c: &'a Comparison, item: &str) -> &'a ComparisonLine {

@@ -95,7 +95,19 @@ fn clipped(mut message: ProbeMessage) -> ProbeMessage {
             }
             ProbeMessage::ProbeError { message } => clip(message),
             ProbeMessage::HooksRemoved { reason, .. } => clip(reason),
-            ProbeMessage::Model { module, .. } => clip(module),
+            ProbeMessage::Model {
+                module,
+                distributed,
+                ..
+            } => {
+                clip(module);
+                if let Some(d) = distributed {
+                    clip(&mut d.wrapper);
+                    for t in [&mut d.backend, &mut d.sharding].into_iter().flatten() {
+                        clip(t);
+                    }
+                }
+            }
             ProbeMessage::Optimizer {
                 optimizer_class, ..
             } => clip(optimizer_class),

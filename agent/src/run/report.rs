@@ -56,6 +56,14 @@ pub fn report(file: &WorkloadFile) -> String {
     }
     more(&mut s, o.failures.len(), REPORT_FAILURES, "failures");
     for r in file.ranks.iter().take(REPORT_RANKS) {
+        if r.launcher {
+            let _ = writeln!(
+                s,
+                "\nlauncher process {} (started the ranks: it imports torch but runs no step; not a rank)",
+                r.pid
+            );
+            continue;
+        }
         if let Some(parent) = r.worker_of {
             let _ = writeln!(
                 s,

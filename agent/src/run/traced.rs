@@ -146,7 +146,11 @@ fn not_possible(detail: String) -> TraceOutcome {
 pub fn trace_ranks(file: &mut WorkloadFile, overrides: &[(String, String)], off: bool) {
     let mut done: BTreeMap<String, Result<TraceDocument, String>> = BTreeMap::new();
     let mut said = false;
-    for rank in file.ranks.iter_mut().filter(|r| r.worker_of.is_none()) {
+    for rank in file
+        .ranks
+        .iter_mut()
+        .filter(|r| r.worker_of.is_none() && !r.launcher)
+    {
         if off {
             rank.comparison.trace = Some(TraceOutcome {
                 status: TraceStatus::Off,
@@ -286,7 +290,9 @@ mod tests {
     fn overrides_are_workload_keys_with_valid_values() {
         assert!(check_overrides(&[("train".into(), "lora".into())]).is_ok());
         assert!(check_overrides(&[("attention".into(), "flash".into())]).is_ok());
-        let e = check_overrides(&[("gpus".into(), "2".into())]).unwrap_err();
+        // A rank's job is a workload: the trace wraps the model as that job does.
+        assert!(check_overrides(&[("gpus".into(), "2".into())]).is_ok());
+        let e = check_overrides(&[("reserve-gib".into(), "2".into())]).unwrap_err();
         assert!(e.contains("not a workload key"), "{e}");
         assert!(check_overrides(&[("train".into(), "sideways".into())]).is_err());
         assert_eq!(

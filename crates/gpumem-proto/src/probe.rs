@@ -160,6 +160,9 @@ pub enum ProbeMessage {
         /// transformers' `is_gradient_checkpointing`, when the model has it.
         #[serde(default)]
         gradient_checkpointing: Option<bool>,
+        /// The rank's data-parallel job, when it runs one.
+        #[serde(default)]
+        distributed: Option<crate::workload::DistributedFacts>,
     },
     /// The optimizer after its first step.
     Optimizer {

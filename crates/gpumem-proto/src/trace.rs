@@ -132,13 +132,28 @@ impl TraceWorkload {
             )
         } else {
             format!(
-                "{} training, {} × {} tokens, {}, master weights {}, checkpointing {}",
+                "{} training, {} × {} tokens, {}, master weights {}, checkpointing {}{}",
                 self.train,
                 self.sequences,
                 self.context,
                 self.optimizer,
                 on(self.master_weights),
-                on(self.checkpointing)
+                on(self.checkpointing),
+                self.ranks
+                    .as_ref()
+                    .map(|r| format!(
+                        ", rank {} of {} ({}{})",
+                        r.rank,
+                        r.world_size,
+                        r.scheme,
+                        match (r.scheme.as_str(), r.hybrid, r.reshard_after_forward) {
+                            ("ddp", ..) => "",
+                            (_, true, _) => " hybrid",
+                            (_, _, true) => " full",
+                            _ => " grad-op",
+                        }
+                    ))
+                    .unwrap_or_default()
             )
         }
     }

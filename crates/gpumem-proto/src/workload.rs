@@ -143,6 +143,11 @@ pub struct RankResult {
     /// torch, but runs no model step).
     #[serde(default)]
     pub worker_of: Option<u32>,
+    /// Whether this process is the launcher that started the ranks (torchrun's agent,
+    /// `accelerate launch`, DeepSpeed's launcher): it imports torch but has no `RANK`
+    /// and runs no model step. Not a rank.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub launcher: bool,
     /// The device its phases ran on (`cuda:N`), when read.
     pub device: Option<String>,
     /// What the probe found about its environment.
@@ -283,6 +288,38 @@ pub struct ModelFacts {
     /// when the model says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gradient_checkpointing: Option<bool>,
+    /// The rank's data-parallel job as the probe found it (torch.distributed and the
+    /// model's wrapper), when the process runs one; the parameters above are then what
+    /// this rank holds (its shards under FSDP or ZeRO-3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<DistributedFacts>,
+}
+
+/// A rank's data-parallel job: how many ranks, on how many nodes, and how the model is
+/// wrapped — what the estimate of each rank is made with.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DistributedFacts {
+    /// Ranks in the job: torch.distributed's world size, or `WORLD_SIZE`.
+    pub world_size: u64,
+    /// Ranks per node (`LOCAL_WORLD_SIZE`, which torchrun, accelerate and DeepSpeed's
+    /// launcher set), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_world_size: Option<u64>,
+    /// The default process group's backend (`nccl`, `gloo`, …), when initialised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    /// The wrapper of the model's first forward: `ddp` (DistributedDataParallel),
+    /// `fsdp2` (`fully_shard`), `fsdp1` (FullyShardedDataParallel), `deepspeed`
+    /// (DeepSpeedEngine) or `none`.
+    pub wrapper: String,
+    /// FSDP's sharding (`full`, `hybrid`, `grad-op`, `none`) or DeepSpeed's ZeRO stage
+    /// (`0`–`3`), when the wrapper has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharding: Option<String>,
+    /// DDP's `gradient_as_bucket_view`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradient_as_bucket_view: Option<bool>,
 }
 
 /// One tensor argument of the first forward.
