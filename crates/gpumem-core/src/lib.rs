@@ -10,6 +10,7 @@
 //! flags and the page's URL share — into an [`estimate::Estimate`]: headline bytes
 //! and [`estimate::Line`]s, each computed or assumed, with its formula's inputs.
 
+pub mod allocator;
 pub mod arch;
 pub mod catalogue;
 pub mod engine;

@@ -13,6 +13,8 @@ use crate::error::EstimateError;
 use crate::format::Dtype;
 use crate::units::checked_product;
 
+pub(crate) mod load;
+
 /// The optimizer and the states it creates at its first step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
