@@ -92,7 +92,12 @@ fn color(key: LineKey) -> &'static str {
         | LineKey::CollectivesReduceScatter
         | LineKey::CollectivesContextParallel
         | LineKey::CollectivesAllToAll => "#5d8f8a",
-        LineKey::HostOptimizer | LineKey::HostParameters => "#b9b2a6",
+        LineKey::HostOptimizer
+        | LineKey::HostParameters
+        | LineKey::HostPaged
+        | LineKey::HostActivations => "#b9b2a6",
+        LineKey::ModelLoad => "#a3c4bc",
+        LineKey::AllocatorCache => "#c3c9d0",
         LineKey::Reserve => "#98a2ad",
     }
 }

@@ -14,7 +14,7 @@ use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Fsdp, KvDims, Logits, Offload, Pipeline, TrainMode};
 use crate::format::{Bnb4, Dtype, StorageFormat};
 use crate::kv::KvDtype;
-use crate::training::{AttentionImpl, Optimizer, QloraKernel};
+use crate::training::{AttentionImpl, Framework, Loss, Optimizer, QloraKernel};
 
 pub use crate::fields::{FIELDS, Field, FieldGroup, FieldKind, field};
 
@@ -132,6 +132,7 @@ fn read_pairs<'a>(
     let mut mixer: Option<MixerKind> = None;
     let mut checkpointing_given = false;
     let mut keep_given = false;
+    let mut given: Vec<&'static str> = Vec::new();
     for (key, value) in pairs {
         let Some(f) = key_static(key) else {
             errors.push(EstimateError::invalid(
@@ -142,6 +143,7 @@ fn read_pairs<'a>(
         };
         checkpointing_given |= f.key == "checkpointing";
         keep_given |= f.key == "keep-format";
+        given.push(f.key);
         if f.key == "mixer" {
             match value.trim() {
                 "" | "none" => mixer = None,
@@ -167,6 +169,11 @@ fn read_pairs<'a>(
             errors.push(e);
         }
     }
+    // A named framework's defaults, for the keys not given (before QLoRA's, which
+    // they may set: torchtune keeps the unquantised modules in bf16).
+    let framework_set = crate::training::apply_framework(&mut input, &given);
+    checkpointing_given |= framework_set.contains(&"checkpointing");
+    keep_given |= framework_set.contains(&"keep-format");
     if input.train == TrainMode::Qlora {
         // QLoRA as its recipes run it: the base's linear layers in bitsandbytes NF4
         // with double quantisation (`BitsAndBytesConfig(load_in_4bit=True,
@@ -292,6 +299,15 @@ fn apply(
         "lora-dropout" => input.lora_dropout = on,
         "qlora-kernel" => input.qlora_kernel = QloraKernel::parse(k, v)?,
         "checkpointing" => input.checkpointing = on,
+        "framework" => input.framework = Framework::parse(k, v)?,
+        "loss" => input.loss = Loss::parse(k, v)?,
+        "optimizer-in-backward" => input.optimizer_in_backward = on,
+        "checkpointing-every" => input.checkpointing_every = n,
+        "offload-activations" => input.offload_activations = on,
+        "modules-to-save" => {
+            input.modules_to_save = crate::training::ModulesToSave::parse(k, v)?.name()
+        }
+        "expandable-segments" => input.expandable_segments = on,
         "zero" => {
             input.zero = match v.trim() {
                 "" | "0" | "off" => 0,
@@ -529,7 +545,12 @@ fn build_arch(
 pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     let d = EstimateInput::default();
     let mut out: Vec<(&'static str, String)> = Vec::new();
-    let mut put = |k: &'static str, v: String| out.push((k, v));
+    // A key is written once (a named framework writes keys other rules may write too).
+    let mut put = |k: &'static str, v: String| {
+        if !out.iter().any(|(o, _)| *o == k) {
+            out.push((k, v))
+        }
+    };
     if let Some(p) = input.parameters {
         put("parameters", p.to_string());
     }
@@ -628,6 +649,51 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     // QLoRA turns checkpointing on unless told otherwise: its value is always written.
     if input.checkpointing != d.checkpointing || input.train == TrainMode::Qlora {
         put("checkpointing", input.checkpointing.to_string());
+    }
+    // A named framework sets defaults of its own: every key it sets is written, so a
+    // value given back to gpumem's default survives the round trip.
+    let framework = input.framework != Framework::Unnamed;
+    if framework {
+        put("framework", input.framework.name().into());
+    }
+    if framework || input.loss != d.loss {
+        let name = input.loss.name();
+        put("loss", if name.is_empty() { "full".into() } else { name });
+    }
+    if framework {
+        put("optimizer", input.optimizer.name().into());
+        put("master-weights", input.master_weights.to_string());
+        put("lora-dtype", input.lora_dtype.name().into());
+        put("lora-dropout", input.lora_dropout.to_string());
+        put("checkpointing", input.checkpointing.to_string());
+        put("keep-format", input.keep_format.name());
+    }
+    for (k, on, default) in [
+        (
+            "optimizer-in-backward",
+            input.optimizer_in_backward,
+            d.optimizer_in_backward,
+        ),
+        (
+            "offload-activations",
+            input.offload_activations,
+            d.offload_activations,
+        ),
+        (
+            "expandable-segments",
+            input.expandable_segments,
+            d.expandable_segments,
+        ),
+    ] {
+        if framework || on != default {
+            put(k, on.to_string());
+        }
+    }
+    if input.checkpointing_every != d.checkpointing_every {
+        put("checkpointing-every", input.checkpointing_every.to_string());
+    }
+    if !input.modules_to_save.is_empty() {
+        put("modules-to-save", input.modules_to_save.clone());
     }
     if input.zero != d.zero {
         put("zero", input.zero.to_string());

@@ -28,6 +28,15 @@ pub enum Optimizer {
     /// bitsandbytes AdamW8bit: two uint8 states + one fp32 absmax per 256 values each
     /// (blockwise quantisation, `bnb.optim.Optimizer8bit`).
     Adamw8bit,
+    /// bitsandbytes PagedAdamW (32-bit): two fp32 states allocated in CUDA unified
+    /// memory (`cudaMallocManaged` through `get_paged`, bitsandbytes/optim/optimizer.py
+    /// `Optimizer8bit.get_state_buffer` with `is_paged`): outside PyTorch's caching
+    /// allocator, on the device while there is room and paged to the host under
+    /// pressure, so never the cause of an out-of-memory error.
+    PagedAdamw,
+    /// bitsandbytes PagedAdamW8bit: AdamW8bit's states and block scales, paged as
+    /// `PagedAdamw`'s.
+    PagedAdamw8bit,
     /// torch.optim.SGD with momentum: one `momentum_buffer` like the parameter.
     SgdMomentum,
     /// Plain SGD: no state.
@@ -44,15 +53,22 @@ impl Optimizer {
             // `OptimizerNames`): the torch AdamW variants keep the same two states.
             "adamw" | "adam" | "adamw_torch" | "adamw_hf" => Ok(Optimizer::Adamw),
             "adamw-fused" | "adamw_fused" | "adamw_torch_fused" => Ok(Optimizer::AdamwFused),
-            "adamw8bit" | "adam8bit" | "adamw-8bit" | "adamw_8bit" | "adamw_bnb_8bit"
-            | "paged_adamw_8bit" => Ok(Optimizer::Adamw8bit),
+            "adamw8bit" | "adam8bit" | "adamw-8bit" | "adamw_8bit" | "adamw_bnb_8bit" => {
+                Ok(Optimizer::Adamw8bit)
+            }
+            "paged-adamw" | "paged_adamw" | "paged_adamw_32bit" | "pagedadamw" => {
+                Ok(Optimizer::PagedAdamw)
+            }
+            "paged-adamw8bit" | "paged_adamw_8bit" | "pagedadamw8bit" => {
+                Ok(Optimizer::PagedAdamw8bit)
+            }
             "sgd-momentum" | "sgdm" => Ok(Optimizer::SgdMomentum),
             "sgd" => Ok(Optimizer::Sgd),
             "none" => Ok(Optimizer::None),
             other => Err(EstimateError::invalid(
                 field,
                 format!(
-                    "unknown optimizer {other:?}; use adamw, adamw-fused, adamw8bit, sgd-momentum, sgd or none"
+                    "unknown optimizer {other:?}; use adamw, adamw-fused, adamw8bit, paged-adamw, paged-adamw8bit, sgd-momentum, sgd or none"
                 ),
             )),
         }
@@ -64,6 +80,8 @@ impl Optimizer {
             Optimizer::Adamw => "adamw",
             Optimizer::AdamwFused => "adamw-fused",
             Optimizer::Adamw8bit => "adamw8bit",
+            Optimizer::PagedAdamw => "paged-adamw",
+            Optimizer::PagedAdamw8bit => "paged-adamw8bit",
             Optimizer::SgdMomentum => "sgd-momentum",
             Optimizer::Sgd => "sgd",
             Optimizer::None => "none",
@@ -77,7 +95,10 @@ impl Optimizer {
             Optimizer::Adamw | Optimizer::AdamwFused => {
                 checked_product(&[2, n, state.bytes()], "optimizer states")
             }
-            Optimizer::Adamw8bit => {
+            // bitsandbytes' 32-bit optimizers keep fp32 states whatever the parameter's
+            // dtype (`Optimizer2State.init_state`, `dtype=torch.float32`).
+            Optimizer::PagedAdamw => checked_product(&[2, n, 4], "optimizer states"),
+            Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit => {
                 let one = n
                     .checked_add(checked_product(&[n.div_ceil(256), 4], "optimizer absmax")?)
                     .ok_or(EstimateError::Overflow {
@@ -88,6 +109,12 @@ impl Optimizer {
             Optimizer::SgdMomentum => checked_product(&[n, state.bytes()], "optimizer states"),
             Optimizer::Sgd | Optimizer::None => Ok(0),
         }
+    }
+
+    /// Whether the states live in CUDA unified memory (bitsandbytes' paged optimizers),
+    /// outside the caching allocator and the device's need.
+    pub const fn paged(self) -> bool {
+        matches!(self, Optimizer::PagedAdamw | Optimizer::PagedAdamw8bit)
     }
 
     /// Bytes the step allocates for the duration of its update, for `n` trainable values
@@ -104,6 +131,451 @@ impl Optimizer {
             _ => Ok(0),
         }
     }
+}
+
+/// How the loss is computed from the last hidden states: what the logits hold at the
+/// step's peak (`--loss`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Loss {
+    /// transformers' `ForCausalLMLoss` (loss/loss_utils.py, 5.23): the logits upcast to
+    /// fp32 and one log-softmax over every position; 12 B per token and vocabulary entry
+    /// at the backward's start.
+    #[default]
+    Full,
+    /// torchtune 0.1–0.2's recipes: the decoder returns `output(h).float()`, the recipe
+    /// keeps `logits[..., :-1, :].contiguous()` referenced through the backward and runs
+    /// `nn.CrossEntropyLoss` on its (batch, vocabulary, tokens) transpose
+    /// (recipes/lora_finetune_single_device.py, `train`): at `log_softmax`'s backward the
+    /// fp32 copy, the saved log-softmax, NLL's gradient and log-softmax's gradient, 16 B.
+    FloatSliced,
+    /// torchtune's `CEWithChunkedOutputLoss` and `LinearCrossEntropyLoss`
+    /// (torchtune/modules/loss, 0.6: `num_output_chunks` 8): each chunk upcast to fp32 and
+    /// its log-softmax kept, 4 B per token and vocabulary entry, plus one chunk's
+    /// gradients at the backward (fp32 NLL and log-softmax gradients and the compute
+    /// dtype's: 10 B per chunk's token).
+    Chunked(u64),
+    /// LitGPT's `chunked_cross_entropy` over `lm_head_chunk_size` token chunks in the
+    /// compute dtype (litgpt/utils.py; finetune/lora.py passes 128): the chunks and their
+    /// log-softmax kept (2·v B), plus one chunk's two gradients.
+    ChunkedCompute(u64),
+    /// TRL's `chunked_nll` (trl/trainer/sft_trainer.py, `_chunked_cross_entropy_loss`,
+    /// `_CHUNKED_LM_HEAD_CHUNK_SIZE` 256): each chunk of tokens projected and its loss
+    /// computed under activation checkpointing, so only one chunk's logits exist at a
+    /// time, recomputed in the backward: (v + 12) B per chunk's token.
+    Checkpointed(u64),
+    /// unsloth's `Fast_CrossEntropyLoss` (unsloth/kernels/cross_entropy_loss.py): the
+    /// logits in the compute dtype kept and the gradient written into them, an fp32
+    /// log-sum-exp and loss per row. unsloth's own default, `unsloth_fused_ce_loss`,
+    /// picks its chunk from the free memory at run time and holds less: this is its
+    /// upper bound.
+    Fused,
+}
+
+impl Loss {
+    /// Parses `full`, `float-sliced`, `chunked[:N]` (N output chunks, 8 by default),
+    /// `chunked-compute[:C]` (C-token chunks, 128 by default), `checkpointed[:C]` (256)
+    /// and `fused`.
+    pub fn parse(field: &'static str, t: &str) -> Result<Loss, EstimateError> {
+        let t = t.trim().to_ascii_lowercase();
+        let (name, n) = match t.split_once(':') {
+            Some((name, n)) => match n.trim().parse::<u64>() {
+                Ok(n) if n > 0 && n <= 1 << 20 => (name.trim().to_string(), Some(n)),
+                _ => {
+                    return Err(EstimateError::invalid(
+                        field,
+                        format!("{n:?}: a chunk count or size from 1 to 1048576"),
+                    ));
+                }
+            },
+            None => (t.clone(), None),
+        };
+        match name.as_str() {
+            "" | "full" | "cross-entropy" if n.is_none() => Ok(Loss::Full),
+            "float-sliced" | "sliced" if n.is_none() => Ok(Loss::FloatSliced),
+            "chunked" | "cewithchunkedoutputloss" | "linearcrossentropyloss" => {
+                Ok(Loss::Chunked(n.unwrap_or(8)))
+            }
+            "chunked-compute" | "chunked-bf16" => Ok(Loss::ChunkedCompute(n.unwrap_or(128))),
+            "checkpointed" | "chunked_nll" | "chunked-nll" => {
+                Ok(Loss::Checkpointed(n.unwrap_or(256)))
+            }
+            "fused" if n.is_none() => Ok(Loss::Fused),
+            _ => Err(EstimateError::invalid(
+                field,
+                format!(
+                    "unknown loss {t:?}; use full, float-sliced, chunked[:N], chunked-compute[:C], checkpointed[:C] or fused"
+                ),
+            )),
+        }
+    }
+
+    /// The key's value ("" for the default).
+    pub fn name(self) -> String {
+        match self {
+            Loss::Full => String::new(),
+            Loss::FloatSliced => "float-sliced".into(),
+            Loss::Chunked(n) => format!("chunked:{n}"),
+            Loss::ChunkedCompute(c) => format!("chunked-compute:{c}"),
+            Loss::Checkpointed(c) => format!("checkpointed:{c}"),
+            Loss::Fused => "fused".into(),
+        }
+    }
+}
+
+impl From<Loss> for String {
+    fn from(l: Loss) -> String {
+        l.name()
+    }
+}
+
+impl TryFrom<String> for Loss {
+    type Error = EstimateError;
+    fn try_from(s: String) -> Result<Loss, EstimateError> {
+        Loss::parse("loss", &s)
+    }
+}
+
+impl From<Framework> for String {
+    fn from(f: Framework) -> String {
+        f.name().into()
+    }
+}
+
+impl TryFrom<String> for Framework {
+    type Error = EstimateError;
+    fn try_from(s: String) -> Result<Framework, EstimateError> {
+        Framework::parse("framework", &s)
+    }
+}
+
+/// How a framework builds and loads the model (the `model_load` line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadPath {
+    /// transformers' `from_pretrained` (its caching-allocator warm-up, then tensor by
+    /// tensor; a 4-bit weight in 16 bits then quantised), PEFT's adapters after it.
+    Transformers,
+    /// torchtune 0.1's model setup: one layer built and deep-copied, torchao 0.1's NF4,
+    /// the checkpoint quantised on the device.
+    Torchtune01,
+    /// torchtune 0.6's: each layer built on the device, torchao's chunked NF4, the
+    /// checkpoint quantised on the host and copied in.
+    Torchtune06,
+    /// LitGPT: `fabric.init_module` builds the model on the device, then the checkpoint
+    /// is copied in.
+    Litgpt,
+}
+
+/// The fine-tuning framework whose recipe runs the step (`--framework`): its defaults,
+/// each applied only where the key is not given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Framework {
+    /// None named: transformers' decoder, loss and `from_pretrained`, PEFT's adapters
+    /// and QLoRA preparation, with gpumem's own defaults (AdamW's foreach update, fp32
+    /// master weights for a full fine-tune).
+    #[default]
+    Unnamed,
+    /// transformers' `Trainer` with PEFT (transformers 5.23, PEFT 0.21).
+    Transformers,
+    /// TRL's `SFTTrainer` (TRL 1.9).
+    Trl,
+    /// torchtune's single-device recipes (0.6).
+    Torchtune,
+    /// torchtune 0.1's recipes (April 2024).
+    Torchtune01,
+    /// LitGPT's `finetune_lora` (2026).
+    Litgpt,
+    /// unsloth's `FastLanguageModel` with TRL.
+    Unsloth,
+    /// axolotl (its YAML schema's defaults, run through transformers' `Trainer`).
+    Axolotl,
+}
+
+/// A framework's defaults (`None`: the framework leaves gpumem's default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameworkDefaults {
+    /// Activation checkpointing.
+    pub checkpointing: Option<bool>,
+    /// Saved activations offloaded to the host.
+    pub offload_activations: Option<bool>,
+    /// The optimizer; QLoRA's where the framework picks another for a 4-bit base.
+    pub optimizer: Option<(Optimizer, Optimizer)>,
+    /// fp32 master weights (a full fine-tune).
+    pub master_weights: Option<bool>,
+    /// Adapters in the compute dtype (`false`: PEFT's fp32).
+    pub adapters_in_compute: Option<bool>,
+    /// Dropout before each adapter.
+    pub lora_dropout: Option<bool>,
+    /// QLoRA keeps the unquantised modules in the compute dtype (not PEFT's fp32).
+    pub qlora_keeps_compute: Option<bool>,
+    /// The loss.
+    pub loss: Option<Loss>,
+    /// How the model is built and loaded.
+    pub load: LoadPath,
+    /// What the defaults are, in words, for the output.
+    pub said: &'static str,
+}
+
+impl Framework {
+    /// Every framework a user can name, with its key.
+    pub const ALL: [(Framework, &'static str); 7] = [
+        (Framework::Transformers, "transformers"),
+        (Framework::Trl, "trl"),
+        (Framework::Torchtune, "torchtune"),
+        (Framework::Torchtune01, "torchtune@0.1"),
+        (Framework::Litgpt, "litgpt"),
+        (Framework::Unsloth, "unsloth"),
+        (Framework::Axolotl, "axolotl"),
+    ];
+
+    /// Parses a framework as users name it (`transformers`, `peft`, `hf`, `trl`,
+    /// `torchtune`, `torchtune@0.1`, `litgpt`, `unsloth`, `axolotl`).
+    pub fn parse(field: &'static str, t: &str) -> Result<Framework, EstimateError> {
+        let t = t.trim().to_ascii_lowercase();
+        match t.as_str() {
+            "" | "none" => Ok(Framework::Unnamed),
+            "transformers" | "peft" | "hf" | "transformers+peft" => Ok(Framework::Transformers),
+            "torchtune@0.1" | "torchtune@0.2" => Ok(Framework::Torchtune01),
+            "lit-gpt" => Ok(Framework::Litgpt),
+            _ => Framework::ALL
+                .iter()
+                .find(|(_, k)| *k == t)
+                .map(|(f, _)| *f)
+                .ok_or_else(|| {
+                    EstimateError::invalid(
+                        field,
+                        format!(
+                            "unknown framework {t:?}; use transformers, trl, torchtune, torchtune@0.1, litgpt, unsloth or axolotl"
+                        ),
+                    )
+                }),
+        }
+    }
+
+    /// The key's value ("" when none is named).
+    pub fn name(self) -> &'static str {
+        Framework::ALL
+            .iter()
+            .find(|(f, _)| *f == self)
+            .map_or("", |(_, k)| k)
+    }
+
+    /// What the framework's recipe sets, read in its code and default configs.
+    pub const fn defaults(self) -> FrameworkDefaults {
+        let none = FrameworkDefaults {
+            checkpointing: None,
+            offload_activations: None,
+            optimizer: None,
+            master_weights: None,
+            adapters_in_compute: None,
+            lora_dropout: None,
+            qlora_keeps_compute: None,
+            loss: None,
+            load: LoadPath::Transformers,
+            said: "",
+        };
+        // transformers 5.23 `TrainingArguments`: `optim` adamw_torch_fused with torch ≥ 2.8,
+        // `activation_checkpointing` off; a model loaded in bf16 trains in bf16 (no
+        // fp32 copy); PEFT 0.21 `LoraConfig`: `lora_dropout` 0.0, adapters in fp32
+        // (`autocast_adapter_dtype`).
+        let trainer = FrameworkDefaults {
+            optimizer: Some((Optimizer::AdamwFused, Optimizer::AdamwFused)),
+            master_weights: Some(false),
+            adapters_in_compute: Some(false),
+            lora_dropout: Some(false),
+            loss: Some(Loss::Full),
+            ..none
+        };
+        match self {
+            Framework::Unnamed => none,
+            Framework::Transformers => FrameworkDefaults {
+                said: "transformers 5.23 Trainer + PEFT 0.21: fused AdamW (adamw_torch_fused), no checkpointing (QLoRA: prepare_model_for_kbit_training turns it on), the model's dtype throughout (no fp32 master copy), fp32 adapters without dropout, ForCausalLMLoss over every position, padding to each batch's longest sample, from_pretrained",
+                ..trainer
+            },
+            // axolotl's schema (src/axolotl/utils/schemas): gradient_checkpointing false,
+            // optimizer adamw_torch_fused, lora_dropout 0.0, sample_packing off.
+            Framework::Axolotl => FrameworkDefaults {
+                said: "axolotl (its schema's defaults, through transformers' Trainer and PEFT): fused AdamW, no gradient checkpointing, no sample packing, fp32 adapters without dropout, ForCausalLMLoss, from_pretrained",
+                ..trainer
+            },
+            // TRL 1.9 `SFTConfig`: gradient_checkpointing true, bf16 true, loss_type
+            // chunked_nll (256-token chunks under checkpointing), no packing.
+            Framework::Trl => FrameworkDefaults {
+                checkpointing: Some(true),
+                loss: Some(Loss::Checkpointed(256)),
+                said: "TRL 1.9 SFTTrainer: gradient checkpointing on, bf16, chunked_nll loss (256-token chunks, checkpointed), fused AdamW, fp32 PEFT adapters without dropout, no packing, from_pretrained",
+                ..trainer
+            },
+            // unsloth: FastLanguageModel.get_peft_model(use_gradient_checkpointing =
+            // "unsloth": each layer's input offloaded to the host; lora_dropout 0);
+            // its loss and Trainer as TRL's SFTTrainer runs them.
+            Framework::Unsloth => FrameworkDefaults {
+                checkpointing: Some(true),
+                offload_activations: Some(true),
+                adapters_in_compute: Some(false),
+                lora_dropout: Some(false),
+                qlora_keeps_compute: Some(false),
+                loss: Some(Loss::Fused),
+                said: "unsloth: its gradient checkpointing (each layer's input offloaded to the host), its fused cross-entropy (counted at Fast_CrossEntropyLoss's upper bound), LoRA without dropout, the Trainer's fused AdamW (its notebooks pass adamw_8bit), from_pretrained; its fused LoRA kernels keep no more than PEFT's layers, which are counted",
+                ..trainer
+            },
+            // torchtune 0.6 recipes/configs/llama3_1/8B_lora_single_device.yaml:
+            // enable_activation_checkpointing True, offloading False, AdamW fused,
+            // LinearCrossEntropyLoss (8 chunks), lora_dropout 0.0, dtype bf16.
+            Framework::Torchtune => FrameworkDefaults {
+                checkpointing: Some(true),
+                offload_activations: Some(false),
+                optimizer: Some((Optimizer::AdamwFused, Optimizer::AdamwFused)),
+                master_weights: Some(false),
+                adapters_in_compute: Some(true),
+                lora_dropout: Some(false),
+                qlora_keeps_compute: Some(true),
+                loss: Some(Loss::Chunked(8)),
+                load: LoadPath::Torchtune06,
+                said: "torchtune 0.6 single-device recipe: activation checkpointing on, fused AdamW, LinearCrossEntropyLoss in 8 chunks, bf16 throughout (adapters and the modules QLoRA does not quantise too), no LoRA dropout, the model built layer by layer on the device, NF4 through torchao",
+            },
+            // torchtune 0.1: configs/llama2/7B_lora_single_device.yaml and its QLoRA
+            // twin (enable_activation_checkpointing True, torch.optim.AdamW,
+            // torch.nn.CrossEntropyLoss), lora_llama2's lora_dropout 0.05.
+            Framework::Torchtune01 => FrameworkDefaults {
+                checkpointing: Some(true),
+                offload_activations: Some(false),
+                optimizer: Some((Optimizer::Adamw, Optimizer::Adamw)),
+                master_weights: Some(false),
+                adapters_in_compute: Some(true),
+                lora_dropout: Some(true),
+                qlora_keeps_compute: Some(true),
+                loss: Some(Loss::FloatSliced),
+                load: LoadPath::Torchtune01,
+                said: "torchtune 0.1 single-device recipe: activation checkpointing on, AdamW (foreach), fp32 logits sliced and CrossEntropyLoss, bf16 throughout, LoRA dropout 0.05, one layer built on the device and deep-copied, NF4 through torchao 0.1",
+            },
+            // LitGPT finetune/lora.py: lora_dropout 0.05, precision bf16-true, AdamW
+            // (bnb PagedAdamW with --quantize), lm_head_chunk_size 128 with
+            // chunked_cross_entropy, no checkpointing.
+            Framework::Litgpt => FrameworkDefaults {
+                checkpointing: Some(false),
+                offload_activations: Some(false),
+                optimizer: Some((Optimizer::Adamw, Optimizer::PagedAdamw)),
+                master_weights: Some(false),
+                adapters_in_compute: Some(true),
+                lora_dropout: Some(true),
+                qlora_keeps_compute: Some(true),
+                loss: Some(Loss::ChunkedCompute(128)),
+                load: LoadPath::Litgpt,
+                said: "LitGPT finetune_lora: bf16-true, no checkpointing, AdamW (bitsandbytes PagedAdamW with --quantize), chunked_cross_entropy over 128-token lm_head chunks in bf16, bf16 adapters with dropout 0.05, the model built on the device",
+            },
+        }
+    }
+}
+
+/// Whole modules trained beside LoRA (PEFT's `modules_to_save`, e.g.
+/// `["embed_tokens", "lm_head"]` to train new tokens' embeddings): PEFT wraps each in
+/// a `ModulesToSaveWrapper` that keeps the frozen original and a trainable deep copy
+/// (peft/utils/other.py, `ModulesToSaveWrapper.update`), in the module's dtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ModulesToSave {
+    /// The input embeddings.
+    pub embed: bool,
+    /// The output projection.
+    pub lm_head: bool,
+}
+
+impl ModulesToSave {
+    /// Parses a comma-separated list of `embed` (`embed_tokens`, `wte`,
+    /// `tok_embeddings`) and `lm_head` (`output`).
+    pub fn parse(field: &'static str, t: &str) -> Result<ModulesToSave, EstimateError> {
+        let mut m = ModulesToSave::default();
+        for x in t.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            match x {
+                "embed" | "embed_tokens" | "embeddings" | "wte" | "tok_embeddings" => {
+                    m.embed = true
+                }
+                "lm_head" | "output" => m.lm_head = true,
+                other => {
+                    return Err(EstimateError::invalid(
+                        field,
+                        format!("unknown module {other:?}; use embed and lm_head"),
+                    ));
+                }
+            }
+        }
+        Ok(m)
+    }
+
+    /// The key's value ("" for none).
+    pub fn name(self) -> String {
+        match (self.embed, self.lm_head) {
+            (true, true) => "embed,lm_head".into(),
+            (true, false) => "embed".into(),
+            (false, true) => "lm_head".into(),
+            (false, false) => String::new(),
+        }
+    }
+}
+
+/// Applies a named framework's defaults to the keys not `given`; returns the keys it
+/// set. Called by [`crate::params::from_pairs`] before QLoRA's own defaults.
+pub fn apply_framework(
+    input: &mut crate::estimate::EstimateInput,
+    given: &[&'static str],
+) -> Vec<&'static str> {
+    let d = input.framework.defaults();
+    let mut set = Vec::new();
+    let free = |k: &'static str| !given.contains(&k);
+    let qlora = input.train == crate::estimate::TrainMode::Qlora;
+    if let Some(c) = d.checkpointing
+        && free("checkpointing")
+    {
+        input.checkpointing = c;
+        set.push("checkpointing");
+    }
+    if let Some(o) = d.offload_activations
+        && free("offload-activations")
+    {
+        input.offload_activations = o;
+        set.push("offload-activations");
+    }
+    if let Some((lora, q)) = d.optimizer
+        && free("optimizer")
+    {
+        input.optimizer = if qlora { q } else { lora };
+        set.push("optimizer");
+    }
+    if let Some(m) = d.master_weights
+        && free("master-weights")
+    {
+        input.master_weights = m;
+        set.push("master-weights");
+    }
+    if let Some(c) = d.adapters_in_compute
+        && free("lora-dtype")
+    {
+        input.lora_dtype = if c { input.compute_dtype } else { Dtype::F32 };
+        set.push("lora-dtype");
+    }
+    if let Some(o) = d.lora_dropout
+        && free("lora-dropout")
+    {
+        input.lora_dropout = o;
+        set.push("lora-dropout");
+    }
+    if let Some(true) = d.qlora_keeps_compute
+        && qlora
+        && free("keep-format")
+    {
+        input.keep_format = crate::format::StorageFormat::Dense {
+            dtype: input.compute_dtype,
+        };
+        set.push("keep-format");
+    }
+    if let Some(l) = d.loss
+        && free("loss")
+    {
+        input.loss = l;
+        set.push("loss");
+    }
+    set
 }
 
 /// Which projections carry a LoRA adapter (`--lora-targets`).
@@ -224,6 +696,10 @@ pub struct Adapters {
     pub dropout: bool,
     /// The base's linear layers keep their inputs (QLoRA with bitsandbytes ≤ 0.43.1).
     pub base_keeps_inputs: bool,
+    /// Whole modules trained beside the adapters (PEFT's `modules_to_save`): a trainable
+    /// embedding gives the first layer's input a gradient, a trainable output
+    /// projection keeps its input for its weight's gradient.
+    pub modules: ModulesToSave,
 }
 
 /// Which attention kernel runs: it decides whether a tokens² score matrix exists.
@@ -639,7 +1115,7 @@ fn frozen_base(
     };
     let once = add(&[
         norm,
-        shared(t.lm_head && !own, h),
+        shared((t.lm_head && !own) || ad.modules.lm_head, h),
         module(t.lm_head, h),
         mul(&[2, block(&[seq, value, d])]),
         block(&[tokens, 8]),
@@ -655,7 +1131,7 @@ fn frozen_base(
         )
     } else {
         let kept = add(&[
-            layer(false),
+            layer(ad.modules.embed),
             mul(&[layers.saturating_sub(1), layer(true)]),
             once,
         ]);
@@ -908,6 +1384,66 @@ pub fn logits_peak_bytes(tokens: u64, vocab: u64, value: u64) -> Result<u64, Est
     Ok(bytes)
 }
 
+/// The logits' and loss's peak in a training step under `loss` for `tokens` tokens of
+/// a `vocab`-wide output in `value`-byte compute, with the formula in words: the
+/// bytes the loss holds at the step's peak beside the activations (see [`Loss`]).
+pub fn loss_peak(
+    loss: Loss,
+    tokens: u64,
+    vocab: u64,
+    value: u64,
+) -> Result<(u64, String), EstimateError> {
+    let (bytes, formula) = match loss {
+        Loss::Full => (
+            logits_peak_bytes(tokens, vocab, value)?,
+            "sequences × tokens × vocab × 12 B: the fp32 log-softmax, its gradient and the fp32 logits' gradient at the backward's start (the forward holds the logits, their fp32 copy and the log-softmax: v + 8 B); transformers' ForCausalLMLoss".to_string(),
+        ),
+        Loss::FloatSliced => (
+            block(&[tokens, vocab, 16]),
+            "sequences × tokens × vocab × 16 B: the recipe's fp32 shifted copy, the saved log-softmax, NLL's gradient and log-softmax's gradient at log_softmax's backward (torchtune 0.1's recipe: output(h).float(), logits[..., :-1, :].contiguous(), nn.CrossEntropyLoss over the transpose)".to_string(),
+        ),
+        Loss::Chunked(n) => {
+            let chunk = tokens.div_ceil(n.max(1));
+            (
+                add(&[
+                    mul(&[n, block(&[chunk, vocab, 4])]),
+                    mul(&[2, block(&[chunk, vocab, 4])]),
+                    block(&[chunk, vocab, value]),
+                ]),
+                format!(
+                    "{n} chunks' fp32 log-softmax kept (4 B per token and vocab entry) + one chunk's NLL and log-softmax gradients (fp32) and its gradient in the compute dtype at the backward (torchtune's CEWithChunkedOutputLoss / LinearCrossEntropyLoss, num_output_chunks {n})"
+                ),
+            )
+        }
+        Loss::ChunkedCompute(c) => {
+            let chunks = tokens.div_ceil(c.max(1));
+            (
+                add(&[
+                    mul(&[chunks, 2, block(&[c.min(tokens), vocab, value])]),
+                    mul(&[2, block(&[c.min(tokens), vocab, value])]),
+                ]),
+                format!(
+                    "every {c}-token chunk's logits and log-softmax in the compute dtype (2·v B per token and vocab entry) + one chunk's two gradients (LitGPT's lm_head_chunk_size {c} and chunked_cross_entropy)"
+                ),
+            )
+        }
+        Loss::Checkpointed(c) => (
+            block(&[c.min(tokens), vocab, value.saturating_add(12)]),
+            format!(
+                "one {c}-token chunk at a time, recomputed in the backward: its logits, fp32 copy, log-softmax and gradients, (v + 12) B per token and vocab entry (TRL's chunked_nll)"
+            ),
+        ),
+        Loss::Fused => (
+            add(&[block(&[tokens, vocab, value]), mul(&[2, block(&[tokens, 4])])]),
+            "sequences × tokens × vocab × v: the logits kept in the compute dtype, the gradient written into them, an fp32 log-sum-exp and loss per token (unsloth's Fast_CrossEntropyLoss; its chunked fused loss holds less)".to_string(),
+        ),
+    };
+    if bytes == u64::MAX {
+        return Err(EstimateError::Overflow { what: "logits" });
+    }
+    Ok((bytes, formula))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -991,6 +1527,7 @@ mod tests {
             value: 4,
             dropout: false,
             base_keeps_inputs: false,
+            modules: ModulesToSave::default(),
         };
         let lora = |ad: &Adapters| {
             decoder_activations(&a, 512, 1, 2, false, AttentionImpl::Sdpa, Some(ad)).unwrap()

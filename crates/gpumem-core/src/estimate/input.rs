@@ -243,6 +243,25 @@ pub struct EstimateInput {
     pub qlora_kernel: QloraKernel,
     /// Full activation checkpointing.
     pub checkpointing: bool,
+    /// The fine-tuning framework whose recipe runs the step; its defaults are applied
+    /// to the keys not given (`params::from_pairs`).
+    pub framework: Framework,
+    /// How the loss is computed from the last hidden states.
+    pub loss: Loss,
+    /// The optimizer steps each parameter inside the backward as soon as its gradient
+    /// is ready, and frees that gradient (torchtune's `optimizer_in_bwd`).
+    pub optimizer_in_backward: bool,
+    /// With checkpointing, every n-th layer is checkpointed and the others keep their
+    /// activations (torchtune's selective `ac_option`); 1 (or 0): every layer.
+    pub checkpointing_every: u64,
+    /// Saved activations move to pinned host memory during the forward and come back
+    /// for the backward (torchtune's `enable_activation_offloading`, unsloth's
+    /// checkpointing).
+    pub offload_activations: bool,
+    /// Whole modules trained beside LoRA (PEFT's `modules_to_save`): `embed`, `lm_head`.
+    pub modules_to_save: String,
+    /// The caching allocator's `expandable_segments:True`.
+    pub expandable_segments: bool,
     /// DeepSpeed ZeRO stage over the data-parallel ranks (0: none; 1 optimizer states,
     /// 2 + gradients, 3 + parameters).
     pub zero: u8,
@@ -322,6 +341,13 @@ impl Default for EstimateInput {
             lora_dropout: false,
             qlora_kernel: QloraKernel::Bnb,
             checkpointing: false,
+            framework: Framework::Unnamed,
+            loss: Loss::Full,
+            optimizer_in_backward: false,
+            checkpointing_every: 1,
+            offload_activations: false,
+            modules_to_save: String::new(),
+            expandable_segments: false,
             zero: 0,
             fsdp: Fsdp::None,
             offload_optimizer: Offload::None,

@@ -60,6 +60,10 @@ pub enum LineKey {
     OptimizerStep,
     /// CUDA context and workspaces (`cuda_context`).
     CudaContext,
+    /// The model's loading peak, shown beside the step's (`model_load`).
+    ModelLoad,
+    /// What the caching allocator reserves beyond the allocated peak (`allocator.cache`).
+    AllocatorCache,
     /// Sharded parameters gathered at the step's peak (`collectives.all_gather`).
     CollectivesAllGather,
     /// FSDP's reduce-scatter buffers of the largest unit (`collectives.reduce_scatter`).
@@ -80,11 +84,15 @@ pub enum LineKey {
     HostOptimizer,
     /// Host memory per node for offloaded parameters (`host.parameters`).
     HostParameters,
+    /// Optimizer states in CUDA unified memory (`host.paged`).
+    HostPaged,
+    /// Activations offloaded to pinned host memory (`host.activations`).
+    HostActivations,
 }
 
 impl LineKey {
     /// Every key, in the order the estimate adds its lines.
-    pub const ALL: [LineKey; 33] = [
+    pub const ALL: [LineKey; 37] = [
         LineKey::Weights,
         LineKey::WeightsEmbeddings,
         LineKey::WeightsAttention,
@@ -108,6 +116,8 @@ impl LineKey {
         LineKey::Logits,
         LineKey::OptimizerStep,
         LineKey::CudaContext,
+        LineKey::ModelLoad,
+        LineKey::AllocatorCache,
         LineKey::CollectivesAllGather,
         LineKey::CollectivesReduceScatter,
         LineKey::CollectivesContextParallel,
@@ -118,6 +128,8 @@ impl LineKey {
         LineKey::Reserve,
         LineKey::HostOptimizer,
         LineKey::HostParameters,
+        LineKey::HostPaged,
+        LineKey::HostActivations,
     ];
 
     /// The stable key of `--json`, the sheet and the page.
@@ -146,6 +158,8 @@ impl LineKey {
             LineKey::Logits => "logits",
             LineKey::OptimizerStep => "optimizer_step",
             LineKey::CudaContext => "cuda_context",
+            LineKey::ModelLoad => "model_load",
+            LineKey::AllocatorCache => "allocator.cache",
             LineKey::CollectivesAllGather => "collectives.all_gather",
             LineKey::CollectivesReduceScatter => "collectives.reduce_scatter",
             LineKey::CollectivesContextParallel => "collectives.context_parallel",
@@ -156,6 +170,8 @@ impl LineKey {
             LineKey::Reserve => "reserve",
             LineKey::HostOptimizer => "host.optimizer",
             LineKey::HostParameters => "host.parameters",
+            LineKey::HostPaged => "host.paged",
+            LineKey::HostActivations => "host.activations",
         }
     }
 
@@ -185,6 +201,8 @@ impl LineKey {
             | LineKey::Logits
             | LineKey::OptimizerStep
             | LineKey::CudaContext
+            | LineKey::ModelLoad
+            | LineKey::AllocatorCache
             | LineKey::CollectivesAllGather
             | LineKey::CollectivesReduceScatter
             | LineKey::CollectivesContextParallel
@@ -193,7 +211,10 @@ impl LineKey {
             | LineKey::PrefillAttentionScores
             | LineKey::PrefillLogits => Group::Transient,
             LineKey::Reserve => Group::Reserve,
-            LineKey::HostOptimizer | LineKey::HostParameters => Group::Host,
+            LineKey::HostOptimizer
+            | LineKey::HostParameters
+            | LineKey::HostPaged
+            | LineKey::HostActivations => Group::Host,
         }
     }
 

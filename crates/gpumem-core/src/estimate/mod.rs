@@ -26,7 +26,7 @@ use crate::format::{Dtype, StorageFormat};
 use crate::kv::{KvDtype, KvLayout, KvShape};
 use crate::summary::TensorSummary;
 use crate::training::{
-    Adapters, AttentionImpl, LoraTargets, Optimizer, QloraKernel, activation_bytes,
+    Adapters, AttentionImpl, Framework, LoraTargets, Loss, Optimizer, QloraKernel, activation_bytes,
     decoder_activations, decoder_prefill, logits_peak_bytes,
 };
 use crate::units::{Bytes, MIB, checked_product};

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::estimate::Pipeline;
+use crate::training::{ModulesToSave, loss_peak};
 
 /// LoRA-trainable parameters: r × (in + out) per targeted projection per layer
 /// (attention targets on attention layers only, MLP targets on MLP layers only: a
@@ -65,6 +66,60 @@ fn lora_params(a: &Architecture, rank: u64, t: LoraTargets) -> Result<u64, Estim
     add(attn, mlp, head)
 }
 
+/// The largest single trainable tensor's values: what an optimizer fused into the
+/// backward holds at once (its gradient, then its update). A full fine-tune's largest
+/// weight (the vocabulary matrices or an MLP projection); LoRA's largest adapter
+/// matrix, or a `modules_to_save` copy.
+fn largest_trainable(input: &EstimateInput, a: Option<&Architecture>) -> u64 {
+    let Some(a) = a else { return 0 };
+    match input.train {
+        TrainMode::Full => a
+            .tensors()
+            .map(|ts| {
+                ts.iter()
+                    .filter(|t| t.class != ParamClass::Tower)
+                    .map(|t| t.rows.saturating_mul(t.cols))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .unwrap_or(0),
+        TrainMode::Lora | TrainMode::Qlora => {
+            let t = LoraTargets::parse("lora-targets", &input.lora_targets).unwrap_or_default();
+            let r = input.lora_rank;
+            let (h, q, kv) = (
+                a.hidden,
+                a.heads.saturating_mul(a.head_dim),
+                a.kv_heads.saturating_mul(a.head_dim),
+            );
+            let inter = a
+                .moe
+                .map_or(a.intermediate, |m| m.expert_intermediate.max(a.intermediate));
+            let mut big = 0u64;
+            for (on, inp, out) in [
+                (t.q, h, q),
+                (t.k, h, kv),
+                (t.v, h, kv),
+                (t.o, q, h),
+                (t.gate, h, inter),
+                (t.up, h, inter),
+                (t.down, inter, h),
+                (t.lm_head, h, a.vocab),
+            ] {
+                if on {
+                    big = big.max(r.saturating_mul(inp.max(out)));
+                }
+            }
+            let m = ModulesToSave::parse("modules-to-save", &input.modules_to_save)
+                .unwrap_or_default();
+            if m.embed || m.lm_head {
+                big = big.max(a.vocab.saturating_mul(h));
+            }
+            big
+        }
+        TrainMode::None => 0,
+    }
+}
+
 /// Adds the training lines; returns the trainable parameters (0 for inference).
 pub(super) fn training(
     input: &EstimateInput,
@@ -78,7 +133,13 @@ pub(super) fn training(
         return Ok(0);
     }
     let grad = input.grad_dtype.unwrap_or(input.compute_dtype);
-    let (trainable, state_dtype, master) = match input.train {
+    let modules = ModulesToSave::parse("modules-to-save", &input.modules_to_save)?;
+    // The vocabulary modules' dtype: what a `modules_to_save` copy trains in.
+    let vocab_dtype = match input.keep_format {
+        StorageFormat::Dense { dtype } => dtype,
+        _ => input.compute_dtype,
+    };
+    let (trainable, state_dtype, master, copies) = match input.train {
         TrainMode::Full => {
             let Some(params) = params else {
                 return Err(EstimateError::invalid(
@@ -95,6 +156,7 @@ pub(super) fn training(
                     input.compute_dtype
                 },
                 master,
+                0,
             )
         }
         TrainMode::Lora | TrainMode::Qlora => {
@@ -106,6 +168,14 @@ pub(super) fn training(
             };
             // PEFT keeps adapter weights in fp32 (autocast_adapter_dtype) on a frozen
             // base; torchtune and LitGPT in the compute dtype (`lora-dtype`).
+            let copies = checked_product(
+                &[
+                    u64::from(modules.embed) + u64::from(modules.lm_head),
+                    a.vocab,
+                    a.hidden,
+                ],
+                "modules_to_save",
+            )?;
             (
                 lora_params(
                     &a,
@@ -114,6 +184,7 @@ pub(super) fn training(
                 )?,
                 input.lora_dtype,
                 false,
+                copies,
             )
         }
         TrainMode::None => return Ok(0),
@@ -137,23 +208,43 @@ pub(super) fn training(
             inputs,
         );
     };
+    let plus = |x: u64, y: u64, what: &'static str| {
+        x.checked_add(y).ok_or(EstimateError::Overflow { what })
+    };
     let tr = ("trainable parameters", trainable.to_string());
     let tr_step = tr.clone();
+    if input.framework != Framework::Unnamed {
+        b.assumptions.push(format!(
+            "framework {}: {} (each unless given)",
+            input.framework.name(),
+            input.framework.defaults().said
+        ));
+    }
     if input.train.adapters() {
-        let bytes = checked_product(&[trainable, input.lora_dtype.bytes()], "adapters")?;
+        let adapters = checked_product(&[trainable, input.lora_dtype.bytes()], "adapters")?;
+        let copy_bytes = checked_product(&[copies, vocab_dtype.bytes()], "modules_to_save")?;
+        let mut formula = format!(
+            "r × (in + out) per targeted projection × {} B",
+            input.lora_dtype.bytes()
+        );
+        if copies > 0 {
+            formula.push_str(&format!(
+                " + trainable copies of {} ({copies} values × {} B: PEFT's ModulesToSaveWrapper keeps the frozen original beside them)",
+                modules.name(),
+                vocab_dtype.bytes()
+            ));
+        }
         add(
             b,
             LineKey::TrainingAdapters,
             format!("LoRA adapters ({})", input.lora_dtype.name()).into(),
-            bytes,
-            format!(
-                "r × (in + out) per targeted projection × {} B",
-                input.lora_dtype.bytes()
-            ),
+            plus(adapters, copy_bytes, "adapters")?,
+            formula,
             &[
                 tr.clone(),
                 ("lora-rank", input.lora_rank.to_string()),
                 ("lora-targets", input.lora_targets.clone()),
+                ("modules-to-save", modules.name()),
             ],
         );
     }
@@ -162,20 +253,58 @@ pub(super) fn training(
     } else {
         grad
     };
-    let gbytes = checked_product(&[trainable, grad_dtype.bytes()], "gradients")?;
-    add(
-        b,
-        LineKey::TrainingGradients,
-        "Gradients".into(),
-        gbytes,
-        format!(
-            "trainable × {} B ({})",
-            grad_dtype.bytes(),
-            grad_dtype.name()
-        ),
-        std::slice::from_ref(&tr),
-    );
-    let obytes = input.optimizer.state_bytes(trainable, state_dtype)?;
+    let gbytes = plus(
+        checked_product(&[trainable, grad_dtype.bytes()], "gradients")?,
+        checked_product(&[copies, vocab_dtype.bytes()], "gradients")?,
+        "gradients",
+    )?;
+    // An optimizer fused into the backward steps each parameter as its gradient is
+    // ready and frees it (torchtune's `OptimizerInBackwardWrapper`, one optimizer per
+    // parameter hooked with `register_post_accumulate_grad_hook`): one gradient at a
+    // time, the largest, and that parameter's step temporaries beside it.
+    let largest = largest_trainable(input, input.arch.as_ref());
+    if input.optimizer_in_backward {
+        let one = checked_product(&[largest, grad_dtype.bytes()], "gradients")?;
+        let step = input.optimizer.step_temporary_bytes(largest, state_dtype)?;
+        let bytes = plus(one, step, "gradients")?;
+        b.line(
+            LineKey::TrainingGradients,
+            "Gradients (optimizer in the backward: one parameter's at a time)",
+            bytes,
+            bytes,
+            Kind::Computed,
+            true,
+            format!(
+                "the largest trainable tensor's gradient, {largest} values × {} B, and its {} step's temporaries: each gradient is stepped and freed inside the backward (optimizer_in_bwd)",
+                grad_dtype.bytes(),
+                input.optimizer.name()
+            ),
+            &[tr.clone(), ("largest tensor", largest.to_string())],
+        );
+    } else {
+        add(
+            b,
+            LineKey::TrainingGradients,
+            "Gradients".into(),
+            gbytes,
+            format!(
+                "trainable × {} B ({}){}",
+                grad_dtype.bytes(),
+                grad_dtype.name(),
+                if copies > 0 {
+                    format!(" + the copies' × {} B", vocab_dtype.bytes())
+                } else {
+                    String::new()
+                }
+            ),
+            std::slice::from_ref(&tr),
+        );
+    }
+    let obytes = plus(
+        input.optimizer.state_bytes(trainable, state_dtype)?,
+        input.optimizer.state_bytes(copies, vocab_dtype)?,
+        "optimizer states",
+    )?;
     if obytes > 0 {
         let formula = match input.optimizer {
             Optimizer::Adamw | Optimizer::AdamwFused => format!(
@@ -183,19 +312,40 @@ pub(super) fn training(
                 state_dtype.bytes(),
                 state_dtype.name()
             ),
-            Optimizer::Adamw8bit => {
+            Optimizer::PagedAdamw => "2 fp32 states × trainable (bitsandbytes' 32-bit optimizer)".into(),
+            Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit => {
                 "2 states × (trainable × 1 B + fp32 absmax per 256 values)".into()
             }
             _ => format!("1 state × trainable × {} B", state_dtype.bytes()),
         };
-        add(
-            b,
-            LineKey::TrainingOptimizer,
-            format!("Optimizer states ({})", input.optimizer.name()).into(),
-            obytes,
-            formula,
-            &[tr.clone(), ("optimizer", input.optimizer.name().into())],
-        );
+        if input.optimizer.paged() {
+            // CUDA unified memory: not the caching allocator's, and paged out to the
+            // host when the device is full — shown, never part of the device's need.
+            b.line(
+                LineKey::HostPaged,
+                format!(
+                    "Optimizer states ({}, paged: CUDA unified memory)",
+                    input.optimizer.name()
+                ),
+                obytes,
+                0,
+                Kind::Computed,
+                false,
+                format!(
+                    "{formula}, allocated with cudaMallocManaged (bitsandbytes' get_paged): on the device while there is room, paged to the host under pressure; outside torch's allocator and the device's need"
+                ),
+                &[tr.clone(), ("optimizer", input.optimizer.name().into())],
+            );
+        } else {
+            add(
+                b,
+                LineKey::TrainingOptimizer,
+                format!("Optimizer states ({})", input.optimizer.name()).into(),
+                obytes,
+                formula,
+                &[tr.clone(), ("optimizer", input.optimizer.name().into())],
+            );
+        }
     }
     if master {
         let mbytes = checked_product(&[trainable, 4], "master weights")?;
@@ -239,19 +389,64 @@ pub(super) fn training(
                 dropout: input.lora_dropout,
                 base_keeps_inputs: input.train == TrainMode::Qlora
                     && input.qlora_kernel == QloraKernel::Bnb0431,
+                modules,
             })
         } else {
             None
         };
-        let derived = decoder_activations(
-            &a,
-            seq,
-            input.sequences,
-            value,
-            input.checkpointing,
-            input.attention,
-            adapters.as_ref(),
-        )?;
+        let derive = |checkpointing: bool| {
+            decoder_activations(
+                &a,
+                seq,
+                input.sequences,
+                value,
+                checkpointing,
+                input.attention,
+                adapters.as_ref(),
+            )
+        };
+        let mut derived = derive(input.checkpointing)?;
+        let layers = a.layers.max(1);
+        let every = input.checkpointing_every.max(1);
+        let layer_input = checked_product(&[seq, input.sequences, a.hidden, value], "activations")?;
+        if input.checkpointing && every > 1 {
+            // torchtune's selective checkpointing (`ac_mode: selective`, `ac_option`
+            // k: every k-th layer wrapped, training/_activation_checkpointing.py): the
+            // other layers keep what they keep without it.
+            let full = derive(false)?;
+            let checkpointed = layers.div_ceil(every);
+            let extra_per_layer = full.kept.saturating_sub(derived.kept) / layers;
+            let kept = derived
+                .kept
+                .saturating_add(extra_per_layer.saturating_mul(layers - checkpointed));
+            derived.bytes = kept.saturating_add(derived.bytes.saturating_sub(derived.kept));
+            derived.kept = kept;
+            derived.formula = format!(
+                "{}; every {every}-th layer checkpointed ({checkpointed} of {layers}), the others keep their activations",
+                derived.formula
+            );
+        }
+        let mut host_activations = 0u64;
+        if input.offload_activations {
+            // torchtune's OffloadActivations (training/_activation_offloading.py) and
+            // unsloth's checkpointing move each saved tensor to pinned host memory as
+            // the forward makes it and bring it back for its layer's backward, the next
+            // layer's prefetched: the device keeps two layers' saved tensors (with
+            // checkpointing, two layer inputs) beside the layer being recomputed.
+            let per_layer = if input.checkpointing {
+                layer_input
+            } else {
+                derived.kept / layers
+            };
+            let on_device = per_layer.saturating_mul(2).min(derived.kept);
+            host_activations = derived.kept.saturating_sub(on_device);
+            derived.bytes = derived.bytes.saturating_sub(host_activations);
+            derived.kept = derived.kept.saturating_sub(host_activations);
+            derived.formula = format!(
+                "{}; saved tensors offloaded to pinned host memory, two layers' kept on the device ({host_activations} B on the host)",
+                derived.formula
+            );
+        }
         // PEFT's prepare_model_for_kbit_training leaves the embeddings and norms in
         // fp32 (`keep-format fp32`), so the residual stream between the 16-bit linears
         // runs in fp32 and, under autocast, each linear and the attention take 16-bit
@@ -357,8 +552,20 @@ pub(super) fn training(
                 ("attention", input.attention.name().into()),
             ],
         );
+        if host_activations > 0 {
+            b.line(
+                LineKey::HostActivations,
+                "Activations offloaded to pinned host memory",
+                host_activations,
+                0,
+                Kind::Computed,
+                false,
+                "the saved tensors beyond the two layers' the device keeps".into(),
+                &[],
+            );
+        }
         let tokens = checked_product(&[input.sequences, seq], "logits")?;
-        let logits = logits_peak_bytes(tokens, a.vocab, value)?;
+        let (logits, loss_formula) = loss_peak(input.loss, tokens, a.vocab, value)?;
         b.line(
             LineKey::Logits,
             if kind == Kind::Computed {
@@ -370,28 +577,38 @@ pub(super) fn training(
             Split::part(logits, 1, split.tp.saturating_mul(input.cp)),
             kind,
             true,
-            "sequences × tokens × vocab × 12 B: the fp32 log-softmax, its gradient and the fp32 logits' gradient at the backward's start (the forward holds the logits, their fp32 copy and the log-softmax: v + 8 B); transformers' ForCausalLMLoss".into(),
+            loss_formula,
             &[
                 ("sequences", input.sequences.to_string()),
                 ("tokens", seq.to_string()),
                 ("vocab", a.vocab.to_string()),
+                ("loss", {
+                    let n = input.loss.name();
+                    if n.is_empty() { "full".into() } else { n }
+                }),
             ],
         );
         // The step's other peak: after the backward has freed the activations and the
         // logits, the optimizer step holds its own temporaries — AdamW's foreach copy of
         // one state and, with master weights, the gradients cast to fp32 for the master
-        // copy. Only what exceeds the freed bytes raises the step's peak.
-        let temporaries = input
-            .optimizer
-            .step_temporary_bytes(trainable, state_dtype)?
-            .checked_add(if master {
-                checked_product(&[trainable, 4], "fp32 gradients")?
-            } else {
-                0
-            })
-            .ok_or(EstimateError::Overflow {
-                what: "optimizer step",
-            })?;
+        // copy. Only what exceeds the freed bytes raises the step's peak. An optimizer
+        // in the backward has no step of its own (its temporaries are in the gradients
+        // line).
+        let temporaries = if input.optimizer_in_backward {
+            0
+        } else {
+            input
+                .optimizer
+                .step_temporary_bytes(trainable, state_dtype)?
+                .checked_add(if master {
+                    checked_product(&[trainable, 4], "fp32 gradients")?
+                } else {
+                    0
+                })
+                .ok_or(EstimateError::Overflow {
+                    what: "optimizer step",
+                })?
+        };
         let freed = bytes.saturating_add(logits);
         let freed_device =
             act_device.saturating_add(Split::part(logits, 1, split.tp.saturating_mul(input.cp)));
@@ -456,5 +673,5 @@ pub(super) fn training(
     } else {
         b.assumptions.push("training activations are not estimated: give the architecture and the context (sequence length)".into());
     }
-    Ok(trainable)
+    Ok(trainable.saturating_add(copies))
 }
