@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use gpumem_core::estimate::{Estimate, Group, Kind};
+use gpumem_core::estimate::{Estimate, Group, Kind, LineKey};
 use gpumem_core::fit::{MARGIN_RULE, RESERVE_SIDE, Verdict};
 use gpumem_core::headline::{
     FormatFit, Headline, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, LABEL_SMALLEST,
@@ -304,6 +304,28 @@ fn total_line(est: &Estimate, per_rank: bool) -> String {
         ),
         4,
     );
+    // The caching allocator: the step's allocated and reserved peaks (the verdict's
+    // figure is the reserved one) and the model loading's peak beside them.
+    let line = |k: LineKey| est.lines.iter().find(|l| l.key == k);
+    if let Some(load) = line(LineKey::ModelLoad) {
+        let cache = line(LineKey::AllocatorCache).map_or(0, |l| l.device_bytes);
+        let need = est.per_device_bytes.saturating_sub(est.reserve_bytes);
+        let load_reserved = load
+            .inputs
+            .get("reserved")
+            .and_then(|r| r.parse::<u64>().ok())
+            .unwrap_or(load.bytes);
+        s.push_str(&wrap(
+            &format!(
+                "  step: allocated {} GiB, reserved {} GiB (the caching allocator's segments: the need above); model loading: allocated {} GiB, reserved {} GiB",
+                Bytes(need.saturating_sub(cache)).gib_string(2),
+                Bytes(need).gib_string(2),
+                Bytes(load.bytes).gib_string(2),
+                Bytes(load_reserved).gib_string(2)
+            ),
+            4,
+        ));
+    }
     if est.host_bytes > 0 {
         s.push_str(&wrap(
             &format!(

@@ -26,14 +26,15 @@ use crate::format::{Dtype, StorageFormat};
 use crate::kv::{KvDtype, KvLayout, KvShape};
 use crate::summary::TensorSummary;
 use crate::training::{
-    Adapters, AttentionImpl, Framework, LoraTargets, Loss, Optimizer, QloraKernel, activation_bytes,
-    decoder_activations, decoder_prefill, logits_peak_bytes,
+    Adapters, AttentionImpl, Framework, LoraTargets, Loss, Optimizer, QloraKernel,
+    activation_bytes, decoder_activations, decoder_prefill,
 };
 use crate::units::{Bytes, MIB, checked_product};
 
 mod input;
 mod kv;
 mod line_key;
+mod peaks;
 mod ranks;
 mod split;
 mod training;
@@ -293,6 +294,9 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
 
     // Activations and transients.
     transients::transients(input, &split, &mut b)?;
+
+    // The caching allocator: the loading peak and what the step reserves.
+    peaks::peaks(input, &mut b)?;
 
     // Reserve.
     let reserve = match input.reserve_bytes {

@@ -91,9 +91,9 @@ fn largest_trainable(input: &EstimateInput, a: Option<&Architecture>) -> u64 {
                 a.heads.saturating_mul(a.head_dim),
                 a.kv_heads.saturating_mul(a.head_dim),
             );
-            let inter = a
-                .moe
-                .map_or(a.intermediate, |m| m.expert_intermediate.max(a.intermediate));
+            let inter = a.moe.map_or(a.intermediate, |m| {
+                m.expert_intermediate.max(a.intermediate)
+            });
             let mut big = 0u64;
             for (on, inp, out) in [
                 (t.q, h, q),
@@ -109,8 +109,8 @@ fn largest_trainable(input: &EstimateInput, a: Option<&Architecture>) -> u64 {
                     big = big.max(r.saturating_mul(inp.max(out)));
                 }
             }
-            let m = ModulesToSave::parse("modules-to-save", &input.modules_to_save)
-                .unwrap_or_default();
+            let m =
+                ModulesToSave::parse("modules-to-save", &input.modules_to_save).unwrap_or_default();
             if m.embed || m.lm_head {
                 big = big.max(a.vocab.saturating_mul(h));
             }
@@ -312,7 +312,9 @@ pub(super) fn training(
                 state_dtype.bytes(),
                 state_dtype.name()
             ),
-            Optimizer::PagedAdamw => "2 fp32 states × trainable (bitsandbytes' 32-bit optimizer)".into(),
+            Optimizer::PagedAdamw => {
+                "2 fp32 states × trainable (bitsandbytes' 32-bit optimizer)".into()
+            }
             Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit => {
                 "2 states × (trainable × 1 B + fp32 absmax per 256 values)".into()
             }

@@ -1,0 +1,487 @@
+//! The run's two peaks and what the caching allocator reserves for them: the model's
+//! loading (`model_load`, the framework's own setup, allocation by allocation) and
+//! the training step (every tensor the step's lines count, placed in the segments the
+//! load left cached), each through `crate::allocator::Allocator`. The step's need is
+//! the reserved peak (`max_memory_reserved`), the verdict's figure: the
+//! `allocator.cache` line is what it holds beyond the allocated one.
+//!
+//! The step's tensors are placed as they stand at the peak, without the churn that led
+//! there (temporaries freed between kept tensors, shapes that change from batch to
+//! batch): the segment rounding and packing and the loading transient's cached blocks
+//! are modelled, the step's own fragmentation is not — a run can reserve more.
+
+use super::*;
+use crate::allocator::Allocator;
+use crate::training::load::{self, Stored, Torchao, TtLinear, TtModel, TtPath};
+use crate::training::{LoadPath, ModulesToSave};
+
+/// `(count, bytes)`: `count` tensors of `bytes` each.
+type Tensors = Vec<(u64, u64)>;
+
+fn place(a: &mut Allocator, ts: &[(u64, u64)]) {
+    for &(count, bytes) in ts {
+        for _ in 0..count {
+            a.malloc(bytes);
+        }
+    }
+}
+
+/// A bound on the tensors one simulation places: beyond it the lines are left without
+/// a reserved figure (a model of millions of tensors is not one a card holds).
+const MAX_TENSORS: u64 = 2_000_000;
+
+/// The architecture's stored tensors in checkpoint order (embeddings, then layer by
+/// layer, then the final norm and the output projection): each as the loader places
+/// it, with the values of those PEFT's QLoRA preparation casts to fp32.
+fn stored(
+    a: &Architecture,
+    input: &EstimateInput,
+) -> Result<(Vec<(Stored, u64)>, Vec<u64>), EstimateError> {
+    let formats = module_formats(input)?;
+    let qlora_fp32 = input.train == TrainMode::Qlora
+        && input.keep_format == StorageFormat::Dense { dtype: Dtype::F32 };
+    let layers = a.layers.max(1);
+    let mut head = Vec::new();
+    let mut per_layer = Vec::new();
+    let mut tail = Vec::new();
+    let mut upcast = Vec::new();
+    for t in a.tensors()? {
+        let format = formats.for_role(t.role);
+        let values = t.rows.saturating_mul(t.cols);
+        let s = match format {
+            StorageFormat::Bnb4 { double_quant, .. } if t.cols > 1 => Stored::Bnb4 {
+                n: values,
+                dq: double_quant,
+            },
+            // Loaded in 16 bits, cast to fp32 afterwards.
+            StorageFormat::Dense { dtype: Dtype::F32 } if qlora_fp32 => {
+                upcast.push((values, t.count));
+                Stored::Dense(values.saturating_mul(2))
+            }
+            f if t.cols > 1 => Stored::Dense(f.matrix_bytes(t.rows, t.cols)?.bytes),
+            f => Stored::Dense(f.vector_bytes(t.rows)?),
+        };
+        let layered = t.count >= layers
+            && t.count.is_multiple_of(layers)
+            && matches!(
+                t.class,
+                ParamClass::Attention | ParamClass::Mlp | ParamClass::Norms
+            )
+            && t.name != "final norm";
+        if layered {
+            per_layer.push((s, t.count / layers));
+        } else if t.class == ParamClass::Embeddings {
+            head.push((s, t.count));
+        } else {
+            tail.push((s, t.count));
+        }
+    }
+    let mut out = head;
+    for _ in 0..layers {
+        out.extend(per_layer.iter().copied());
+    }
+    out.extend(tail);
+    let upcast = upcast
+        .into_iter()
+        .flat_map(|(v, c)| std::iter::repeat_n(v, usize::try_from(c).unwrap_or(0)))
+        .collect();
+    Ok((out, upcast))
+}
+
+/// The LoRA adapters' tensors (`lora_A` r × in, `lora_B` out × r per targeted
+/// projection and layer) in `value`-byte elements.
+fn adapter_tensors(a: &Architecture, input: &EstimateInput, value: u64) -> Tensors {
+    let Ok(t) = LoraTargets::parse("lora-targets", &input.lora_targets) else {
+        return Vec::new();
+    };
+    let r = input.lora_rank;
+    let (h, q, kv, i) = (
+        a.hidden,
+        a.heads.saturating_mul(a.head_dim),
+        a.kv_heads.saturating_mul(a.head_dim),
+        a.intermediate,
+    );
+    let l = a.layers;
+    let mut out = Vec::new();
+    for (on, inp, o) in [
+        (t.q, h, q),
+        (t.k, h, kv),
+        (t.v, h, kv),
+        (t.o, q, h),
+        (t.gate && a.gated_mlp, h, i),
+        (t.up, h, i),
+        (t.down, i, h),
+    ] {
+        if on {
+            out.push((l, r.saturating_mul(inp).saturating_mul(value)));
+            out.push((l, r.saturating_mul(o).saturating_mul(value)));
+        }
+    }
+    if t.lm_head {
+        out.push((1, r.saturating_mul(h).saturating_mul(value)));
+        out.push((1, r.saturating_mul(a.vocab).saturating_mul(value)));
+    }
+    out
+}
+
+/// The torchtune model of a Llama-style architecture, for its model setup.
+fn torchtune_model(a: &Architecture, input: &EstimateInput) -> Option<TtModel> {
+    if a.moe.is_some() || a.mla.is_some() || a.mixer.is_some() || !a.gated_mlp {
+        return None;
+    }
+    let t = LoraTargets::parse("lora-targets", &input.lora_targets).ok()?;
+    let adapters = input.train.adapters();
+    let (h, q, kv, i) = (
+        a.hidden,
+        a.heads.saturating_mul(a.head_dim),
+        a.kv_heads.saturating_mul(a.head_dim),
+        a.intermediate,
+    );
+    let lin = |out, inp, on: bool| TtLinear {
+        out,
+        inp,
+        lora: adapters && on,
+    };
+    Some(TtModel {
+        vocab: a.vocab,
+        hidden: h,
+        layers: a.layers,
+        attention: [
+            lin(q, h, t.q),
+            lin(kv, h, t.k),
+            lin(kv, h, t.v),
+            lin(h, q, t.o),
+        ],
+        mlp: [lin(i, h, t.gate), lin(h, i, t.down), lin(i, h, t.up)],
+        output_lora: adapters && t.lm_head,
+        rank: input.lora_rank,
+        quantize: input.train == TrainMode::Qlora,
+        rope: (input.max_position.unwrap_or(4096), a.head_dim),
+    })
+}
+
+/// The model's setup as the framework runs it, into `alloc`; its words.
+fn model_load(
+    alloc: &mut Allocator,
+    a: &Architecture,
+    input: &EstimateInput,
+) -> Result<String, EstimateError> {
+    let path = input.framework.defaults().load;
+    let adapter_value = input.lora_dtype.bytes();
+    match path {
+        LoadPath::Torchtune01 | LoadPath::Torchtune06 => {
+            if let Some(m) = torchtune_model(a, input) {
+                let p = if path == LoadPath::Torchtune01 {
+                    TtPath {
+                        clones: true,
+                        torchao: Torchao::V01,
+                        copy_on_device: true,
+                        convert: true,
+                    }
+                } else {
+                    TtPath {
+                        clones: false,
+                        torchao: Torchao::Chunked,
+                        copy_on_device: false,
+                        convert: false,
+                    }
+                };
+                load::torchtune(alloc, &m, p);
+                return Ok(if path == LoadPath::Torchtune01 {
+                    "torchtune 0.1's model setup: one layer built on the device in bf16 and deep-copied per layer (TransformerDecoder's _get_clones), an NF4 weight cloned by dequantising and quantising it again (torchao 0.1's to_nf4 compares every value with the 16 levels at once: 64 B per value), the checkpoint's fp16 tensors moved to the device and quantised there (load_state_dict → torchtune's inplace_copy)".into()
+                } else {
+                    "torchtune 0.6's model setup: each layer built on the device in bf16, an NF4 weight quantised as it is built (torchao's to_nf4, 2^20 values at a time), the checkpoint quantised on the host and copied in".into()
+                });
+            }
+        }
+        LoadPath::Litgpt => {
+            // fabric.init_module builds every tensor on the device (a 4-bit linear in
+            // 16 bits, quantised by bitsandbytes), then load_checkpoint copies the
+            // checkpoint in: a 4-bit weight's 16-bit value moved to the device and
+            // quantised again in its place.
+            let (tensors, _) = stored(a, input)?;
+            let mut quantised = Vec::new();
+            for (s, count) in &tensors {
+                for _ in 0..*count {
+                    match *s {
+                        Stored::Dense(b) => {
+                            alloc.malloc(b);
+                        }
+                        Stored::Bnb4 { n, dq } => {
+                            let w = alloc.malloc(n.saturating_mul(2));
+                            quantised.push((load::bnb_quantize_4bit(alloc, n, dq), n, dq));
+                            alloc.free(w);
+                        }
+                    }
+                }
+            }
+            place(alloc, &adapter_tensors(a, input, adapter_value));
+            for (old, n, dq) in quantised {
+                let w = alloc.malloc(n.saturating_mul(2));
+                load::bnb_quantize_4bit(alloc, n, dq);
+                alloc.free(w);
+                for h in old {
+                    alloc.free(h);
+                }
+            }
+            return Ok("LitGPT's model setup: every tensor built on the device by fabric.init_module (a 4-bit linear in 16 bits, then quantised by bitsandbytes), then the checkpoint copied in (a 4-bit weight moved to the device in 16 bits and quantised again)".into());
+        }
+        LoadPath::Transformers => {}
+    }
+    let (tensors, upcast) = stored(a, input)?;
+    load::transformers(alloc, &tensors, &upcast);
+    place(alloc, &adapter_tensors(a, input, adapter_value));
+    Ok(format!(
+        "transformers' from_pretrained: one warm-up block of the weights' bytes (caching_allocator_warmup), every tensor carved from it in checkpoint order{}{}",
+        if tensors
+            .iter()
+            .any(|(s, _)| matches!(s, Stored::Bnb4 { .. }))
+        {
+            ", a 4-bit weight moved in 16 bits and quantised (bitsandbytes' quantize_4bit)"
+        } else {
+            ""
+        },
+        if upcast.is_empty() {
+            ""
+        } else {
+            "; PEFT's prepare_model_for_kbit_training casts the 16-bit modules to fp32, then empty_cache"
+        }
+    ))
+}
+
+/// The bytes of one of the step's lines, by key (0 when absent).
+fn line(b: &Builder, key: LineKey) -> u64 {
+    b.lines
+        .iter()
+        .filter(|l| l.key == key && l.in_total)
+        .map(|l| l.bytes)
+        .fold(0u64, u64::saturating_add)
+}
+
+/// The step's tensors at its peak, beyond the weights and adapters the load placed:
+/// gradients, optimizer states, master weights, `modules_to_save` copies, then either
+/// the activations and the loss's tensors, or the optimizer step's temporaries.
+fn step_tensors(
+    b: &Builder,
+    a: &Architecture,
+    input: &EstimateInput,
+    seq: u64,
+) -> (Tensors, Tensors, Tensors) {
+    let v = input.compute_dtype.bytes();
+    let tokens = seq.saturating_mul(input.sequences);
+    let hidden = tokens.saturating_mul(a.hidden).saturating_mul(v).max(1);
+    // The trainable tensors' shapes in values: the adapters (and whole copies of
+    // modules_to_save), or every stored matrix and vector of a full fine-tune.
+    let shapes: Tensors = if input.train.adapters() {
+        let mut s = adapter_tensors(a, input, 1);
+        let m = ModulesToSave::parse("modules-to-save", &input.modules_to_save).unwrap_or_default();
+        let copies = u64::from(m.embed) + u64::from(m.lm_head);
+        if copies > 0 {
+            s.push((copies, a.vocab.saturating_mul(a.hidden)));
+        }
+        s
+    } else {
+        a.tensors()
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| (t.count, t.rows.saturating_mul(t.cols)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let values: u64 = shapes
+        .iter()
+        .map(|(c, n)| c.saturating_mul(*n))
+        .fold(0, u64::saturating_add)
+        .max(1);
+    // A line's bytes spread over the trainable tensors, `per` tensors each (AdamW's
+    // two states).
+    let spread = |bytes: u64, per: u64| -> Tensors {
+        let per = per.max(1);
+        shapes
+            .iter()
+            .map(|(c, n)| {
+                // This tensor's share of the line, in proportion to its values.
+                let each =
+                    u128::from(bytes) * u128::from(*n) / u128::from(values) / u128::from(per);
+                (
+                    c.saturating_mul(per),
+                    u64::try_from(each).unwrap_or(u64::MAX),
+                )
+            })
+            .collect()
+    };
+    let mut persistent: Tensors = Vec::new();
+    for (key, per) in [
+        (LineKey::TrainingGradients, 1),
+        (LineKey::TrainingOptimizer, 2),
+        (LineKey::TrainingMasterWeights, 1),
+    ] {
+        let bytes = line(b, key);
+        if key == LineKey::TrainingGradients && input.optimizer_in_backward {
+            // One parameter's gradient at a time.
+            persistent.push((1, bytes));
+        } else if bytes > 0 {
+            persistent.extend(spread(bytes, per));
+        }
+    }
+    if input.train.adapters() {
+        // modules_to_save's copies (the adapters line beyond the adapters the load
+        // placed).
+        let copies = line(b, LineKey::TrainingAdapters).saturating_sub(
+            adapter_tensors(a, input, input.lora_dtype.bytes())
+                .iter()
+                .map(|(c, b)| c.saturating_mul(*b))
+                .fold(0, u64::saturating_add),
+        );
+        if copies > 0 {
+            persistent.push((1, copies));
+        }
+    }
+    // The activations: each layer's input under checkpointing, the layer's MLP
+    // tensors (tokens × intermediate) and hidden-sized tensors otherwise.
+    let mut forward: Tensors = Vec::new();
+    let acts = line(b, LineKey::Activations);
+    let mlp_tensor = tokens
+        .saturating_mul(a.intermediate)
+        .saturating_mul(v)
+        .max(1);
+    let layers = a.layers.max(1);
+    if input.checkpointing && !input.offload_activations {
+        let inputs = layers.saturating_mul(hidden).min(acts);
+        forward.push((inputs / hidden, hidden));
+        let rest = acts.saturating_sub(inputs);
+        forward.push((rest.div_ceil(hidden), hidden));
+    } else {
+        let mlp_each = if input.train.adapters() { 3 } else { 4 };
+        let per_layer = acts / layers;
+        let mlp = mlp_tensor.saturating_mul(mlp_each).min(per_layer);
+        forward.push((layers.saturating_mul(mlp / mlp_tensor), mlp_tensor));
+        forward.push((
+            layers.saturating_mul(per_layer.saturating_sub(mlp).div_ceil(hidden)),
+            hidden,
+        ));
+    }
+    // The loss's tensors, each of one chunk or of the whole batch's logits.
+    let logits = line(b, LineKey::Logits);
+    let piece = match input.loss {
+        Loss::Chunked(n) => tokens.div_ceil(n.max(1)),
+        Loss::ChunkedCompute(c) | Loss::Checkpointed(c) => c.min(tokens),
+        _ => tokens,
+    }
+    .saturating_mul(a.vocab)
+    .saturating_mul(if matches!(input.loss, Loss::ChunkedCompute(_)) {
+        v
+    } else {
+        4
+    })
+    .max(1);
+    forward.push((logits / piece, piece));
+    if logits % piece > 0 {
+        forward.push((1, logits % piece));
+    }
+    // The optimizer step's moment: its temporaries (the freed activations and logits
+    // and what exceeds them), one tensor per trainable tensor.
+    let extra = line(b, LineKey::OptimizerStep);
+    let optimizer_step = if extra > 0 {
+        spread(extra.saturating_add(acts).saturating_add(logits), 1)
+    } else {
+        Vec::new()
+    };
+    (persistent, forward, optimizer_step)
+}
+
+/// Adds `model_load` (the loading peak, shown) and `allocator.cache` (what the step's
+/// reserved peak holds beyond the allocated lines) for a training run on one device.
+pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), EstimateError> {
+    let (Some(a), Some(seq)) = (input.arch, input.context) else {
+        return Ok(());
+    };
+    if input.train == TrainMode::None || line(b, LineKey::Activations) == 0 {
+        return Ok(());
+    }
+    if input.tp > 1 || input.pp > 1 || input.zero > 0 || input.fsdp != Fsdp::None {
+        b.assumptions.push("the caching allocator's reserved peak is modelled for one device without sharding: the need here is the allocated one".into());
+        return Ok(());
+    }
+    // A bound on the simulation's work, checked before it starts.
+    let tensors: u64 = a
+        .tensors()?
+        .iter()
+        .map(|t| t.count)
+        .fold(0, u64::saturating_add);
+    if tensors.saturating_mul(4) > MAX_TENSORS || a.layers > 4096 {
+        b.assumptions
+            .push("too many tensors to place one by one: the need is the allocated one".into());
+        return Ok(());
+    }
+    let mut alloc = Allocator::new(input.expandable_segments);
+    let how = model_load(&mut alloc, &a, input)?;
+    let (load_allocated, load_reserved) = (alloc.peak_allocated(), alloc.peak_reserved());
+    let (persistent, forward, optimizer_step) = step_tensors(b, &a, input, seq);
+    place(&mut alloc, &persistent);
+    let mut at_forward = alloc.clone();
+    place(&mut at_forward, &forward);
+    let mut reserved = at_forward.peak_reserved();
+    if !optimizer_step.is_empty() {
+        let mut at_step = alloc;
+        place(&mut at_step, &optimizer_step);
+        reserved = reserved.max(at_step.peak_reserved());
+    }
+    // The step's allocated need: every counted line but the reserve.
+    let allocated = b
+        .lines
+        .iter()
+        .filter(|l| l.in_total && l.group != Group::Reserve)
+        .map(|l| l.bytes)
+        .fold(0u64, u64::saturating_add);
+    b.line(
+        LineKey::ModelLoad,
+        "Model loading peak (shown beside the step's)",
+        load_allocated,
+        load_allocated,
+        Kind::Computed,
+        false,
+        format!(
+            "{how}; allocated peak {load_allocated} B, reserved {load_reserved} B (the caching allocator's segments, kept for the step)"
+        ),
+        &[
+            ("framework", {
+                let n = input.framework.name();
+                if n.is_empty() { "transformers + PEFT".into() } else { n.into() }
+            }),
+            ("reserved", load_reserved.to_string()),
+            ("expandable-segments", input.expandable_segments.to_string()),
+        ],
+    );
+    let cache = reserved.saturating_sub(allocated);
+    if cache > 0 {
+        b.line(
+            LineKey::AllocatorCache,
+            "Caching allocator: reserved beyond the allocated peak",
+            cache,
+            cache,
+            Kind::Computed,
+            true,
+            format!(
+                "the run's reserved peak {reserved} B (max_memory_reserved: {}) − the step's allocated {allocated} B; PyTorch's CUDACachingAllocator (torch 2.11): 512 B blocks, 2 MiB small-pool segments, 20 MiB segments under 10 MiB, larger ones rounded to 2 MiB{}",
+                if load_reserved >= reserved {
+                    "the model's loading left it cached"
+                } else {
+                    "the step's tensors placed in the segments the loading left cached"
+                },
+                if input.expandable_segments {
+                    ", expandable segments"
+                } else {
+                    ""
+                }
+            ),
+            &[
+                ("allocated", allocated.to_string()),
+                ("reserved", reserved.to_string()),
+                ("loading reserved", load_reserved.to_string()),
+            ],
+        );
+    }
+    Ok(())
+}
