@@ -739,6 +739,28 @@ def _adamw8bit_class(torch):
     return AdamW8bit
 
 
+def _adamw32_class(torch):
+    """bitsandbytes' 32-bit AdamW (``PagedAdamW``): two fp32 states per parameter
+    (``Optimizer2State.init_state``), updated in place by one kernel."""
+
+    class AdamW32(torch.optim.Optimizer):
+        def __init__(self, params):
+            super().__init__(params, {})
+
+        @torch.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state[p]
+                    if not state:
+                        state["state1"] = torch.zeros_like(p, dtype=torch.float32)
+                        state["state2"] = torch.zeros_like(p, dtype=torch.float32)
+
+    return AdamW32
+
+
 # ---------------------------------------------------------------------------------------
 # One data-parallel rank, without a GPU and without its peers.
 
@@ -1429,8 +1451,14 @@ def _optimizer(torch, name, params):
         return torch.optim.SGD(params, lr=1e-5, momentum=0.9, foreach=True)
     if name == "sgd":
         return torch.optim.SGD(params, lr=1e-5, foreach=True)
-    if name == "adamw8bit":
+    if name in ("adamw8bit", "paged-adamw8bit"):
+        # Paged states live in CUDA unified memory on a GPU; here they are counted as
+        # the optimizer state they are (the estimate keeps them out of the device's need).
         return _adamw8bit_class(torch)(params)
+    if name == "paged-adamw":
+        # bitsandbytes' 32-bit optimizer: two fp32 states whatever the parameter's dtype,
+        # updated in place by its kernel.
+        return _adamw32_class(torch)(params)
     raise ValueError(f"unknown optimizer {name!r}")
 
 

@@ -535,3 +535,75 @@ fn prefill_formulas_agree_with_traces_or_stay_assumed() {
     }
     assert!(failures.is_empty(), "past 2 %: {failures:#?}");
 }
+
+/// LoRA and QLoRA steps traced through peft (fp32 adapters, as `LoraConfig` keeps them
+/// with `autocast_adapter_dtype`, no dropout) and the trace's NF4 stand-in (whose
+/// autograd keeps only the packed weight, as bitsandbytes' `MatMul4Bit` from 0.43.2):
+/// what the forward keeps equals `decoder_activations` with `Adapters` within 2 %.
+#[test]
+fn lora_and_qlora_steps_agree_with_traces() {
+    use gpumem_core::training::{Adapters, LoraTargets, ModulesToSave};
+    let Some(python) = gpumem_e2e::torch_python("lora_and_qlora_steps_agree_with_traces") else {
+        return;
+    };
+    // (config, train, targets as the trace takes them, targets as gpumem reads them,
+    // checkpointing)
+    let cases: &[(&str, &str, &[&str], &str, bool)] = &[
+        ("llama-3.2-1b.json", "lora", &["q_proj", "v_proj"], "q,v", false),
+        ("llama-3.2-1b.json", "lora", &["all"], "all", false),
+        ("llama-3.2-1b.json", "lora", &["gate_proj", "up_proj", "down_proj"], "gate,up,down", false),
+        ("llama-3.2-1b.json", "lora", &["q_proj", "v_proj"], "q,v", true),
+        ("llama-3.2-1b.json", "qlora", &["all"], "all", false),
+        ("llama-3.2-1b.json", "qlora", &["all"], "all", true),
+        ("qwen2.5-0.5b.json", "lora", &["all"], "all", false),
+    ];
+    let mut requests = String::new();
+    for (config, train, targets, _, ckpt) in cases {
+        let config: serde_json::Value = serde_json::from_str(&config_text(config)).unwrap();
+        let w = serde_json::json!({
+            "config": config, "train": train, "sequences": SEQUENCES, "context": CONTEXT,
+            "generate": 0, "dtype": "bfloat16", "attention": "flash", "optimizer": "adamw",
+            "master_weights": false, "checkpointing": ckpt, "lora_rank": 16,
+            "lora_targets": targets, "logits": "last", "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let mut failures = Vec::new();
+    for ((config, train, _, targets, ckpt), t) in cases.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{config} {train}: {t}");
+        let input = input_of(config, &[("train", "full")]);
+        let a = input.arch.unwrap();
+        let ad = Adapters {
+            targets: LoraTargets::parse("lora-targets", targets).unwrap(),
+            rank: 16,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+            modules: ModulesToSave::default(),
+        };
+        let derived = decoder_activations(
+            &a,
+            CONTEXT,
+            SEQUENCES,
+            2,
+            *ckpt,
+            AttentionImpl::Flash,
+            Some(&ad),
+        )
+        .unwrap();
+        let kept = t["kept"].as_u64().unwrap();
+        let pct = 100.0 * (derived.kept as f64 - kept as f64) / kept as f64;
+        eprintln!(
+            "{config:<20} {train:<5} {targets:<14} ckpt {:<5} | kept {:>12} traced {:>12} {pct:>+6.2}%",
+            ckpt, derived.kept, kept
+        );
+        assert_eq!(derived.assumed_because, None, "{config}");
+        if pct.abs() > 2.0 {
+            failures.push(format!("{config} {train} {targets} ckpt {ckpt}: {pct:+.2} %"));
+        }
+    }
+    assert!(failures.is_empty(), "past 2 %: {failures:#?}");
+}

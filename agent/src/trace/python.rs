@@ -21,7 +21,7 @@ use anyhow::{Context, Result, bail};
 use crate::private::PrivateDir;
 use gpumem_core::estimate::{EstimateInput, Fsdp, Offload, TrainMode};
 use gpumem_core::format::{Dtype, StorageFormat};
-use gpumem_core::training::{LoraTargets, QloraKernel};
+use gpumem_core::training::{Framework, LoraTargets, QloraKernel};
 use gpumem_proto::trace::{TRACE_SCHEMA, TraceDocument, TraceRanks, TraceWorkload};
 use serde_json::Value;
 
@@ -103,6 +103,28 @@ pub fn workload_of(input: &EstimateInput, expandable_segments: bool) -> Result<T
             "the trace runs PEFT's LoRA (fp32 adapters, no dropout) and, for QLoRA, a 4-bit linear that keeps what bitsandbytes 0.43.2 and later keep: leave out --lora-dtype, --lora-dropout and --qlora-kernel to trace"
         );
     }
+    // The probe runs transformers' decoder and loss with PEFT, under a whole-step
+    // checkpointing or none: a framework's other paths are refused, not traced as
+    // transformers'.
+    let d = gpumem_core::estimate::EstimateInput::default();
+    for (off, what) in [
+        (input.loss != d.loss, "--loss (the trace runs transformers' ForCausalLMLoss)"),
+        (
+            !matches!(
+                input.framework,
+                Framework::Unnamed | Framework::Transformers | Framework::Axolotl
+            ),
+            "--framework (the trace runs transformers and PEFT)",
+        ),
+        (input.offload_activations, "--offload-activations"),
+        (input.optimizer_in_backward, "--optimizer-in-backward"),
+        (input.checkpointing_every > 1, "--checkpointing-every"),
+        (!input.modules_to_save.is_empty(), "--modules-to-save"),
+    ] {
+        if off {
+            bail!("{what} is not traced: leave it out to trace the step");
+        }
+    }
     // PEFT's module names: `all` alone is its `all-linear` (the output projection
     // left out); anything else is named module by module, `lm_head` included.
     let targets: Vec<String> = if input.lora_targets.trim() == "all" {
@@ -137,7 +159,7 @@ pub fn workload_of(input: &EstimateInput, expandable_segments: bool) -> Result<T
         lora_rank: input.lora_rank,
         lora_targets: targets,
         logits: input.logits.name().into(),
-        expandable_segments,
+        expandable_segments: expandable_segments || input.expandable_segments,
         ranks: ranks_of(input)?,
     })
 }
