@@ -549,10 +549,28 @@ fn lora_and_qlora_steps_agree_with_traces() {
     // (config, train, targets as the trace takes them, targets as gpumem reads them,
     // checkpointing)
     let cases: &[(&str, &str, &[&str], &str, bool)] = &[
-        ("llama-3.2-1b.json", "lora", &["q_proj", "v_proj"], "q,v", false),
+        (
+            "llama-3.2-1b.json",
+            "lora",
+            &["q_proj", "v_proj"],
+            "q,v",
+            false,
+        ),
         ("llama-3.2-1b.json", "lora", &["all"], "all", false),
-        ("llama-3.2-1b.json", "lora", &["gate_proj", "up_proj", "down_proj"], "gate,up,down", false),
-        ("llama-3.2-1b.json", "lora", &["q_proj", "v_proj"], "q,v", true),
+        (
+            "llama-3.2-1b.json",
+            "lora",
+            &["gate_proj", "up_proj", "down_proj"],
+            "gate,up,down",
+            false,
+        ),
+        (
+            "llama-3.2-1b.json",
+            "lora",
+            &["q_proj", "v_proj"],
+            "q,v",
+            true,
+        ),
         ("llama-3.2-1b.json", "qlora", &["all"], "all", false),
         ("llama-3.2-1b.json", "qlora", &["all"], "all", true),
         ("qwen2.5-0.5b.json", "lora", &["all"], "all", false),
@@ -602,7 +620,9 @@ fn lora_and_qlora_steps_agree_with_traces() {
         );
         assert_eq!(derived.assumed_because, None, "{config}");
         if pct.abs() > 2.0 {
-            failures.push(format!("{config} {train} {targets} ckpt {ckpt}: {pct:+.2} %"));
+            failures.push(format!(
+                "{config} {train} {targets} ckpt {ckpt}: {pct:+.2} %"
+            ));
         }
     }
     assert!(failures.is_empty(), "past 2 %: {failures:#?}");

@@ -108,7 +108,10 @@ pub fn workload_of(input: &EstimateInput, expandable_segments: bool) -> Result<T
     // transformers'.
     let d = gpumem_core::estimate::EstimateInput::default();
     for (off, what) in [
-        (input.loss != d.loss, "--loss (the trace runs transformers' ForCausalLMLoss)"),
+        (
+            input.loss != d.loss,
+            "--loss (the trace runs transformers' ForCausalLMLoss)",
+        ),
         (
             !matches!(
                 input.framework,

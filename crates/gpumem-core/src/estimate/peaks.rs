@@ -36,7 +36,7 @@ const MAX_TENSORS: u64 = 2_000_000;
 fn stored(
     a: &Architecture,
     input: &EstimateInput,
-) -> Result<(Vec<(Stored, u64)>, Vec<u64>), EstimateError> {
+) -> Result<Vec<(Stored, u64, bool)>, EstimateError> {
     let formats = module_formats(input)?;
     let qlora_fp32 = input.train == TrainMode::Qlora
         && input.keep_format == StorageFormat::Dense { dtype: Dtype::F32 };
@@ -44,7 +44,6 @@ fn stored(
     let mut head = Vec::new();
     let mut per_layer = Vec::new();
     let mut tail = Vec::new();
-    let mut upcast = Vec::new();
     for t in a.tensors()? {
         let format = formats.for_role(t.role);
         let values = t.rows.saturating_mul(t.cols);
@@ -55,7 +54,6 @@ fn stored(
             },
             // Loaded in 16 bits, cast to fp32 afterwards.
             StorageFormat::Dense { dtype: Dtype::F32 } if qlora_fp32 => {
-                upcast.push((values, t.count));
                 Stored::Dense(values.saturating_mul(2))
             }
             f if t.cols > 1 => Stored::Dense(f.matrix_bytes(t.rows, t.cols)?.bytes),
@@ -68,12 +66,13 @@ fn stored(
                 ParamClass::Attention | ParamClass::Mlp | ParamClass::Norms
             )
             && t.name != "final norm";
+        let cast = qlora_fp32 && format == StorageFormat::Dense { dtype: Dtype::F32 };
         if layered {
-            per_layer.push((s, t.count / layers));
+            per_layer.push((s, t.count / layers, cast));
         } else if t.class == ParamClass::Embeddings {
-            head.push((s, t.count));
+            head.push((s, t.count, cast));
         } else {
-            tail.push((s, t.count));
+            tail.push((s, t.count, cast));
         }
     }
     let mut out = head;
@@ -81,11 +80,7 @@ fn stored(
         out.extend(per_layer.iter().copied());
     }
     out.extend(tail);
-    let upcast = upcast
-        .into_iter()
-        .flat_map(|(v, c)| std::iter::repeat_n(v, usize::try_from(c).unwrap_or(0)))
-        .collect();
-    Ok((out, upcast))
+    Ok(out)
 }
 
 /// The LoRA adapters' tensors (`lora_A` r × in, `lora_B` out × r per targeted
@@ -199,9 +194,9 @@ fn model_load(
             // 16 bits, quantised by bitsandbytes), then load_checkpoint copies the
             // checkpoint in: a 4-bit weight's 16-bit value moved to the device and
             // quantised again in its place.
-            let (tensors, _) = stored(a, input)?;
+            let tensors = stored(a, input)?;
             let mut quantised = Vec::new();
-            for (s, count) in &tensors {
+            for (s, count, _) in &tensors {
                 for _ in 0..*count {
                     match *s {
                         Stored::Dense(b) => {
@@ -228,20 +223,21 @@ fn model_load(
         }
         LoadPath::Transformers => {}
     }
-    let (tensors, upcast) = stored(a, input)?;
-    load::transformers(alloc, &tensors, &upcast);
+    let tensors = stored(a, input)?;
+    load::transformers(alloc, &tensors);
+    let upcast = tensors.iter().any(|(_, _, cast)| *cast);
     place(alloc, &adapter_tensors(a, input, adapter_value));
     Ok(format!(
         "transformers' from_pretrained: one warm-up block of the weights' bytes (caching_allocator_warmup), every tensor carved from it in checkpoint order{}{}",
         if tensors
             .iter()
-            .any(|(s, _)| matches!(s, Stored::Bnb4 { .. }))
+            .any(|(s, _, _)| matches!(s, Stored::Bnb4 { .. }))
         {
             ", a 4-bit weight moved in 16 bits and quantised (bitsandbytes' quantize_4bit)"
         } else {
             ""
         },
-        if upcast.is_empty() {
+        if !upcast {
             ""
         } else {
             "; PEFT's prepare_model_for_kbit_training casts the 16-bit modules to fp32, then empty_cache"
@@ -314,6 +310,7 @@ fn step_tensors(
     let mut persistent: Tensors = Vec::new();
     for (key, per) in [
         (LineKey::TrainingGradients, 1),
+        (LineKey::TrainingGradBuckets, 1),
         (LineKey::TrainingOptimizer, 2),
         (LineKey::TrainingMasterWeights, 1),
     ] {

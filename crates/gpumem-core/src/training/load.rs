@@ -435,13 +435,14 @@ pub(crate) fn bnb_quantize_4bit(a: &mut Allocator, n: u64, dq: bool) -> Vec<Hand
 /// weight, `quantized_element_size`) and frees it, so the cache holds one segment of
 /// that size; then every tensor is materialised in checkpoint order, a 4-bit weight as
 /// its 16-bit value on the device quantised by `Params4bit` (`bnb_quantize_4bit`).
-/// `upcast`: the 16-bit tensors PEFT's `prepare_model_for_kbit_training` casts to
-/// fp32 one by one (`param.data = param.data.to(torch.float32)`, peft/utils/other.py
-/// 0.21), then `torch.cuda.empty_cache()`.
-pub(crate) fn transformers(a: &mut Allocator, tensors: &[(Stored, u64)], upcast: &[u64]) {
+/// A tensor marked `upcast` is one PEFT's `prepare_model_for_kbit_training` casts to
+/// fp32 afterwards, one by one (`param.data = param.data.to(torch.float32)`,
+/// peft/utils/other.py 0.21: the fp32 copy made, then the 16-bit one released),
+/// followed by `torch.cuda.empty_cache()`.
+pub(crate) fn transformers(a: &mut Allocator, tensors: &[(Stored, u64, bool)]) {
     let warm: u64 = tensors
         .iter()
-        .map(|(s, count)| {
+        .map(|(s, count, _)| {
             mul(&[
                 *count,
                 match *s {
@@ -455,11 +456,15 @@ pub(crate) fn transformers(a: &mut Allocator, tensors: &[(Stored, u64)], upcast:
         let h = a.malloc(warm.div_ceil(2).saturating_mul(2));
         a.free(h);
     }
-    for (s, count) in tensors {
+    let mut upcast = Vec::new();
+    for (s, count, cast) in tensors {
         for _ in 0..*count {
             match *s {
                 Stored::Dense(b) => {
-                    a.malloc(b);
+                    let h = a.malloc(b);
+                    if *cast {
+                        upcast.push((h, b));
+                    }
                 }
                 Stored::Bnb4 { n, dq } => {
                     let w = a.malloc(mul(&[2, n]));
@@ -470,13 +475,10 @@ pub(crate) fn transformers(a: &mut Allocator, tensors: &[(Stored, u64)], upcast:
         }
     }
     if !upcast.is_empty() {
-        for &values in upcast {
-            // The fp32 copy is made before the 16-bit tensor is released.
-            a.malloc(mul(&[4, values]));
+        for (h, bytes) in upcast {
+            a.malloc(bytes.saturating_mul(2));
+            a.free(h);
         }
-        // The 16-bit originals are freed as each `param.data` is replaced; which blocks
-        // they held is not tracked here (they came from the warm-up segment), so the
-        // cache is emptied of whole free segments only, as `empty_cache` does.
         a.empty_cache();
     }
 }
