@@ -68,7 +68,7 @@ fn stored(
             && t.name != "final norm";
         let cast = qlora_fp32 && format == StorageFormat::Dense { dtype: Dtype::F32 };
         if layered {
-            per_layer.push((s, t.count / layers, cast));
+            per_layer.push((s, t.count.checked_div(layers).unwrap_or(0), cast));
         } else if t.class == ParamClass::Embeddings {
             head.push((s, t.count, cast));
         } else {
@@ -271,7 +271,7 @@ fn step_tensors(
     let shapes: Tensors = if input.train.adapters() {
         let mut s = adapter_tensors(a, input, 1);
         let m = ModulesToSave::parse("modules-to-save", &input.modules_to_save).unwrap_or_default();
-        let copies = u64::from(m.embed) + u64::from(m.lm_head);
+        let copies = u64::from(m.embed).saturating_add(u64::from(m.lm_head));
         if copies > 0 {
             s.push((copies, a.vocab.saturating_mul(a.hidden)));
         }
@@ -298,8 +298,9 @@ fn step_tensors(
             .iter()
             .map(|(c, n)| {
                 // This tensor's share of the line, in proportion to its values.
-                let each =
-                    u128::from(bytes) * u128::from(*n) / u128::from(values) / u128::from(per);
+                let each = (u128::from(bytes).saturating_mul(u128::from(*n)))
+                    .checked_div(u128::from(values).saturating_mul(u128::from(per)))
+                    .unwrap_or(0);
                 (
                     c.saturating_mul(per),
                     u64::try_from(each).unwrap_or(u64::MAX),
@@ -346,14 +347,17 @@ fn step_tensors(
     let layers = a.layers.max(1);
     if input.checkpointing && !input.offload_activations {
         let inputs = layers.saturating_mul(hidden).min(acts);
-        forward.push((inputs / hidden, hidden));
+        forward.push((inputs.checked_div(hidden).unwrap_or(0), hidden));
         let rest = acts.saturating_sub(inputs);
         forward.push((rest.div_ceil(hidden), hidden));
     } else {
         let mlp_each = if input.train.adapters() { 3 } else { 4 };
-        let per_layer = acts / layers;
+        let per_layer = acts.checked_div(layers).unwrap_or(0);
         let mlp = mlp_tensor.saturating_mul(mlp_each).min(per_layer);
-        forward.push((layers.saturating_mul(mlp / mlp_tensor), mlp_tensor));
+        forward.push((
+            layers.saturating_mul(mlp.checked_div(mlp_tensor).unwrap_or(0)),
+            mlp_tensor,
+        ));
         forward.push((
             layers.saturating_mul(per_layer.saturating_sub(mlp).div_ceil(hidden)),
             hidden,
@@ -373,9 +377,10 @@ fn step_tensors(
         4
     })
     .max(1);
-    forward.push((logits / piece, piece));
-    if logits % piece > 0 {
-        forward.push((1, logits % piece));
+    forward.push((logits.checked_div(piece).unwrap_or(0), piece));
+    let rest = logits.checked_rem(piece).unwrap_or(0);
+    if rest > 0 {
+        forward.push((1, rest));
     }
     // The optimizer step's moment: its temporaries (the freed activations and logits
     // and what exceeds them), one tensor per trainable tensor.

@@ -170,7 +170,7 @@ pub(super) fn training(
             // base; torchtune and LitGPT in the compute dtype (`lora-dtype`).
             let copies = checked_product(
                 &[
-                    u64::from(modules.embed) + u64::from(modules.lm_head),
+                    u64::from(modules.embed).saturating_add(u64::from(modules.lm_head)),
                     a.vocab,
                     a.hidden,
                 ],
@@ -417,10 +417,14 @@ pub(super) fn training(
             // other layers keep what they keep without it.
             let full = derive(false)?;
             let checkpointed = layers.div_ceil(every);
-            let extra_per_layer = full.kept.saturating_sub(derived.kept) / layers;
-            let kept = derived
+            let extra_per_layer = full
                 .kept
-                .saturating_add(extra_per_layer.saturating_mul(layers - checkpointed));
+                .saturating_sub(derived.kept)
+                .checked_div(layers)
+                .unwrap_or(0);
+            let kept = derived.kept.saturating_add(
+                extra_per_layer.saturating_mul(layers.saturating_sub(checkpointed)),
+            );
             derived.bytes = kept.saturating_add(derived.bytes.saturating_sub(derived.kept));
             derived.kept = kept;
             derived.formula = format!(
@@ -438,7 +442,7 @@ pub(super) fn training(
             let per_layer = if input.checkpointing {
                 layer_input
             } else {
-                derived.kept / layers
+                derived.kept.checked_div(layers).unwrap_or(0)
             };
             let on_device = per_layer.saturating_mul(2).min(derived.kept);
             host_activations = derived.kept.saturating_sub(on_device);
