@@ -27,8 +27,6 @@
 // Checked arithmetic only: sizes come from user workloads.
 #![deny(clippy::arithmetic_side_effects)]
 
-use std::collections::{BTreeMap, BTreeSet};
-
 /// Every request is rounded up to a multiple of this (`kMinBlockSize`).
 pub const MIN_BLOCK: u64 = 512;
 /// The largest request the small pool serves (`kSmallSize`).
@@ -70,16 +68,62 @@ pub struct Allocator {
     reserved: u64,
     peak_reserved: u64,
     next_address: u64,
-    /// Free blocks per pool (index 1: small), ordered by (size, address).
-    free: [BTreeSet<(u64, u64)>; 2],
-    blocks: BTreeMap<u64, Block>,
-    /// Each segment's end address (for an expandable segment, its mapped end).
-    segment_end: BTreeMap<u64, u64>,
+    /// Free blocks per pool (index 1: small), sorted by (size, address).
+    free: [Vec<(u64, u64)>; 2],
+    /// Every block by address, sorted.
+    blocks: Vec<(u64, Block)>,
+    /// Each segment's end address (for an expandable segment, its mapped end), by
+    /// segment address, sorted.
+    segment_end: Vec<(u64, u64)>,
     /// Expandable segments: per pool, the segment's start and mapped end.
     expand_top: [Option<(u64, u64)>; 2],
 }
 
+/// A sorted vector used as a map or a set: a binary search per lookup, plain `Vec`
+/// code in the page's wasm (the B-tree maps' code costs it kilobytes).
+fn find<K: Ord + Copy, V>(v: &[(K, V)], k: K) -> Result<usize, usize> {
+    v.binary_search_by(|(x, _)| x.cmp(&k))
+}
+
+fn put<K: Ord + Copy, V>(v: &mut Vec<(K, V)>, k: K, value: V) {
+    match find(v, k) {
+        Ok(i) => v[i].1 = value,
+        Err(i) => v.insert(i, (k, value)),
+    }
+}
+
+fn get<K: Ord + Copy, V: Copy>(v: &[(K, V)], k: K) -> Option<V> {
+    find(v, k).ok().map(|i| v[i].1)
+}
+
+fn take<K: Ord + Copy, V>(v: &mut Vec<(K, V)>, k: K) {
+    if let Ok(i) = find(v, k) {
+        v.remove(i);
+    }
+}
+
+fn set_insert(v: &mut Vec<(u64, u64)>, x: (u64, u64)) {
+    if let Err(i) = v.binary_search(&x) {
+        v.insert(i, x);
+    }
+}
+
+fn set_remove(v: &mut Vec<(u64, u64)>, x: (u64, u64)) {
+    if let Ok(i) = v.binary_search(&x) {
+        v.remove(i);
+    }
+}
+
 impl Allocator {
+    /// The block ending at `end`, if it is free and of `segment`.
+    fn free_tail(&self, segment: u64, end: u64) -> Option<(u64, u64)> {
+        let i = match find(&self.blocks, end) {
+            Ok(i) | Err(i) => i,
+        };
+        let (a, b) = self.blocks.get(i.checked_sub(1)?)?;
+        (b.free && b.segment == segment && a.saturating_add(b.size) == end).then_some((*a, b.size))
+    }
+
     /// An empty allocator; `expandable`: `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.
     pub fn new(expandable: bool) -> Allocator {
         Allocator {
@@ -130,9 +174,10 @@ impl Allocator {
 
     fn take_free(&mut self, small: bool, size: u64) -> Option<(u64, u64)> {
         let free = &mut self.free[Self::pool(small)];
-        let found = free.range((size, 0)..).next().copied()?;
-        free.remove(&found);
-        Some(found)
+        let i = match free.binary_search(&(size, 0)) {
+            Ok(i) | Err(i) => i,
+        };
+        (i < free.len()).then(|| free.remove(i))
     }
 
     fn new_segment(&mut self, small: bool, size: u64) -> (u64, u64) {
@@ -143,8 +188,9 @@ impl Allocator {
         let addr = self.next_address;
         self.next_address = self.next_address.saturating_add(seg_size);
         self.add_reserved(seg_size);
-        self.segment_end.insert(addr, addr.saturating_add(seg_size));
-        self.blocks.insert(
+        put(&mut self.segment_end, addr, addr.saturating_add(seg_size));
+        put(
+            &mut self.blocks,
             addr,
             Block {
                 size: seg_size,
@@ -164,19 +210,14 @@ impl Allocator {
                 let seg = self.next_address;
                 // Each pool's range stands apart from the other's: never adjacent.
                 self.next_address = self.next_address.saturating_add(1 << 50);
-                self.segment_end.insert(seg, seg);
+                put(&mut self.segment_end, seg, seg);
                 (seg, seg)
             }
         };
         // The free block touching the mapped end, if any, grows with the mapping.
-        let tail = self
-            .blocks
-            .range(..end)
-            .next_back()
-            .filter(|(a, b)| b.free && b.segment == seg && a.saturating_add(b.size) == end)
-            .map(|(a, b)| (b.size, *a));
+        let tail = self.free_tail(seg, end).map(|(a, size)| (size, a));
         if let Some(t) = tail {
-            self.free[Self::pool(small)].remove(&t);
+            set_remove(&mut self.free[Self::pool(small)], t);
         }
         let (have, start) = tail.unwrap_or((0, end));
         let grow = size
@@ -186,9 +227,10 @@ impl Allocator {
         self.add_reserved(grow);
         let new_end = end.saturating_add(grow);
         self.expand_top[Self::pool(small)] = Some((seg, new_end));
-        self.segment_end.insert(seg, new_end);
+        put(&mut self.segment_end, seg, new_end);
         let size = have.saturating_add(grow);
-        self.blocks.insert(
+        put(
+            &mut self.blocks,
             start,
             Block {
                 size,
@@ -219,10 +261,11 @@ impl Allocator {
         } else {
             rest > SMALL_SIZE
         };
-        let segment = self.blocks.get(&addr).map_or(addr, |b| b.segment);
+        let segment = get(&self.blocks, addr).map_or(addr, |b| b.segment);
         if split {
             let at = addr.saturating_add(size);
-            self.blocks.insert(
+            put(
+                &mut self.blocks,
                 at,
                 Block {
                     size: rest,
@@ -231,10 +274,11 @@ impl Allocator {
                     small,
                 },
             );
-            self.free[Self::pool(small)].insert((rest, at));
+            set_insert(&mut self.free[Self::pool(small)], (rest, at));
         }
         let held = if split { size } else { bsize };
-        self.blocks.insert(
+        put(
+            &mut self.blocks,
             addr,
             Block {
                 size: held,
@@ -252,40 +296,38 @@ impl Allocator {
     /// Frees a live block, merging it with free neighbours of its segment. A handle
     /// that is not live is ignored.
     pub fn free(&mut self, h: Handle) {
-        let Some(&Block {
+        let Some(Block {
             size,
             free: false,
             segment,
             small,
-        }) = self.blocks.get(&h.0)
+        }) = get(&self.blocks, h.0)
         else {
             return;
         };
         self.allocated = self.allocated.saturating_sub(size);
         let (mut addr, mut size) = (h.0, size);
-        let end = self.segment_end.get(&segment).copied().unwrap_or(0);
+        let end = get(&self.segment_end, segment).unwrap_or(0);
         let next = addr.saturating_add(size);
         if next < end
-            && let Some(&n) = self.blocks.get(&next)
+            && let Some(n) = get(&self.blocks, next)
             && n.free
             && n.segment == segment
         {
-            self.free[Self::pool(small)].remove(&(n.size, next));
-            self.blocks.remove(&next);
+            set_remove(&mut self.free[Self::pool(small)], (n.size, next));
+            take(&mut self.blocks, next);
             size = size.saturating_add(n.size);
         }
         if addr != segment
-            && let Some((&p, &pb)) = self.blocks.range(..addr).next_back()
-            && pb.free
-            && pb.segment == segment
-            && p.saturating_add(pb.size) == addr
+            && let Some((p, psize)) = self.free_tail(segment, addr)
         {
-            self.free[Self::pool(small)].remove(&(pb.size, p));
-            self.blocks.remove(&addr);
+            set_remove(&mut self.free[Self::pool(small)], (psize, p));
+            take(&mut self.blocks, addr);
             addr = p;
-            size = size.saturating_add(pb.size);
+            size = size.saturating_add(psize);
         }
-        self.blocks.insert(
+        put(
+            &mut self.blocks,
             addr,
             Block {
                 size,
@@ -294,7 +336,7 @@ impl Allocator {
                 small,
             },
         );
-        self.free[Self::pool(small)].insert((size, addr));
+        set_insert(&mut self.free[Self::pool(small)], (size, addr));
     }
 
     /// Returns every wholly free segment to the driver (`torch.cuda.empty_cache`); with
@@ -305,18 +347,12 @@ impl Allocator {
                 let Some((seg, end)) = self.expand_top[Self::pool(small)] else {
                     continue;
                 };
-                let tail = self
-                    .blocks
-                    .range(..end)
-                    .next_back()
-                    .filter(|(a, b)| b.free && b.segment == seg && a.saturating_add(b.size) == end)
-                    .map(|(a, b)| (*a, b.size));
-                if let Some((a, s)) = tail {
-                    self.free[Self::pool(small)].remove(&(s, a));
-                    self.blocks.remove(&a);
+                if let Some((a, s)) = self.free_tail(seg, end) {
+                    set_remove(&mut self.free[Self::pool(small)], (s, a));
+                    take(&mut self.blocks, a);
                     self.reserved = self.reserved.saturating_sub(s);
                     self.expand_top[Self::pool(small)] = Some((seg, a));
-                    self.segment_end.insert(seg, a);
+                    put(&mut self.segment_end, seg, a);
                 }
             }
             return;
@@ -326,15 +362,15 @@ impl Allocator {
             .iter()
             .filter(|(a, b)| {
                 b.free
-                    && **a == b.segment
-                    && self.segment_end.get(&b.segment) == Some(&a.saturating_add(b.size))
+                    && *a == b.segment
+                    && get(&self.segment_end, b.segment) == Some(a.saturating_add(b.size))
             })
             .map(|(a, b)| (*a, b.size, b.small))
             .collect();
         for (a, s, small) in whole {
-            self.free[Self::pool(small)].remove(&(s, a));
-            self.blocks.remove(&a);
-            self.segment_end.remove(&a);
+            set_remove(&mut self.free[Self::pool(small)], (s, a));
+            take(&mut self.blocks, a);
+            take(&mut self.segment_end, a);
             self.reserved = self.reserved.saturating_sub(s);
         }
     }
