@@ -37,7 +37,11 @@ cd "$root"
 # 220.9 KB (220 914 B): the ceiling moved to 221.5 KB until code-level cuts bring it back.
 # A rank's FSDP moments, context and expert parallelism (--cp, --ep and their lines) took
 # it to 225.2 KB (225 187 B): ceiling 226 KB.
-DIMENSIONER_BUDGET=226000
+# Fine-tuning as frameworks run it took it to 241.5 KB (241 467 B): the caching
+# allocator's model with each framework's model setup (the reserved need, model_load)
+# and the frameworks, losses and training options, after the allocator's B-tree maps
+# became sorted vectors (7 KB less): ceiling 242.5 KB.
+DIMENSIONER_BUDGET=242500
 # The agent & sheet page: reported against 250 KB, not enforced while it is above it.
 # It was 296.2 KB; reading the workload document from an owned JSON value (as the wire
 # messages are: one deserializer per type, not a second over &Value) and every JSON text
@@ -55,7 +59,9 @@ AGENT_PAGE_BUDGET=250000
 # to 285.9 KB (285 936 B): the ceiling moved to 286.5 KB.
 # Training per rank and current vLLM took it to 293.9 KB (293 878 B): ceiling 294.5 KB.
 # A rank's FSDP moments, --cp and --ep took it to 297.8 KB (297 798 B): ceiling 298.5 KB.
-AGENT_PAGE_CEILING=298500
+# Fine-tuning as frameworks run it (the allocator's model, model_load, the frameworks,
+# losses and options) took it to 314.0 KB (314 006 B): ceiling 315.0 KB.
+AGENT_PAGE_CEILING=315000
 # The lazily loaded readers were 120.6 KB when they moved out of the dimensioner, 122.8 KB
 # with the lookup for mirrors without a file listing, 126.9 KB with the model search,
 # 131.1 KB with the state-space mixers' config reader, 133.4 KB with the readers of
@@ -77,7 +83,10 @@ LOOKUP_BUDGET=140000
 # 147.7 KB (147 651 B): ceiling 148.5 KB (a lazily loaded feature, not refused).
 # A rank's FSDP moments, --cp and --ep in the estimator it carries: 151.1 KB (151 075 B),
 # ceiling 152 KB.
-ENGINE_BUDGET=152000
+# Fine-tuning as frameworks run it (the estimator it carries: the allocator's model,
+# model_load, the frameworks, losses and options) took it to 167.4 KB (167 390 B):
+# ceiling 168.0 KB.
+ENGINE_BUDGET=168000
 fail=0
 report() { # report LABEL DIR BUDGET HARD(yes|no)
   local label="$1" dir="$2" budget="$3" hard="$4" wasm js raw gz jsgz verdict
