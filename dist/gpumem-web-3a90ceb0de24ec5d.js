@@ -388,7 +388,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2398(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2462(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -533,28 +533,28 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 23, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_922);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 24, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_986);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 514, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2333);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 515, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2397);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 567, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3764);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 568, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3827);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 567, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3764_15);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 568, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3827_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 570, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3773);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 571, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3836);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
@@ -578,30 +578,30 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3773(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3773(arg0, arg1);
+function __wasm_bindgen_func_elem_3836(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3836(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_922(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_922(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_986(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_986(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3764(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3764(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3827(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3827(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3764_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3764_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3827_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3827_15(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2398(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2398(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2462(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2462(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2333(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2397(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2333(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2397(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
