@@ -13,6 +13,7 @@
 pub mod allocator;
 pub mod arch;
 pub mod catalogue;
+pub mod diffusion;
 pub mod engine;
 pub mod error;
 pub mod estimate;

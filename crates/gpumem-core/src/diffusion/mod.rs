@@ -1,0 +1,950 @@
+//! Diffusion pipelines: a diffusers `model_index.json` and its components' configs →
+//! each component's weights in its own format, the denoiser's activations by
+//! resolution, frames, batch and classifier-free guidance, the VAE decode's peak,
+//! and what diffusers' offload modes leave on the device and need on the host.
+//!
+//! Pure like the rest of the core: the caller reads the files (the agent from a
+//! folder; a test from its fixtures) and hands over their text. Parameters are
+//! counted module by module (`count`), activations from each forward's peak moment
+//! (`activations`); `tests/diffusion.rs` holds both against diffusers' own modules
+//! built on PyTorch's meta device.
+
+pub mod activations;
+pub mod count;
+
+use serde_json::Value;
+
+use crate::catalogue::{CATALOGUE, GpuCard};
+use crate::error::EstimateError;
+use crate::fit::{CardFit, Verdict, fit_card_reserve};
+use crate::format::{Dtype, StorageFormat};
+use crate::units::GIB;
+
+pub use count::Counts;
+
+/// What a component does in the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The UNet or transformer run at every step.
+    Denoiser,
+    /// The VAE (its decoder turns latents into pixels once, at the end).
+    Vae,
+    /// A text encoder (run once per prompt).
+    TextEncoder,
+    /// The SD 1.x safety checker (run once on the decoded images).
+    SafetyChecker,
+}
+
+impl Role {
+    /// The role in words.
+    pub fn word(self) -> &'static str {
+        match self {
+            Role::Denoiser => "denoiser",
+            Role::Vae => "VAE",
+            Role::TextEncoder => "text encoder",
+            Role::SafetyChecker => "safety checker",
+        }
+    }
+}
+
+/// The classes gpumem counts, by their `_class_name` / `architectures` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// diffusers `UNet2DConditionModel`.
+    Unet2d,
+    /// diffusers `SD3Transformer2DModel`.
+    Sd3,
+    /// diffusers `FluxTransformer2DModel`.
+    Flux,
+    /// diffusers `WanTransformer3DModel`.
+    Wan,
+    /// diffusers `AutoencoderKL`.
+    AutoencoderKl,
+    /// diffusers `AutoencoderKLWan`.
+    AutoencoderKlWan,
+    /// transformers `CLIPTextModel`.
+    ClipText,
+    /// transformers `CLIPTextModelWithProjection`.
+    ClipTextProjection,
+    /// transformers `T5EncoderModel`.
+    T5Encoder,
+    /// transformers `UMT5EncoderModel`.
+    Umt5Encoder,
+    /// diffusers `StableDiffusionSafetyChecker`.
+    SafetyChecker,
+}
+
+impl Class {
+    /// The class of a `model_index.json` entry, if gpumem counts it.
+    pub fn of(name: &str) -> Option<Class> {
+        Some(match name {
+            "UNet2DConditionModel" => Class::Unet2d,
+            "SD3Transformer2DModel" => Class::Sd3,
+            "FluxTransformer2DModel" => Class::Flux,
+            "WanTransformer3DModel" => Class::Wan,
+            "AutoencoderKL" => Class::AutoencoderKl,
+            "AutoencoderKLWan" => Class::AutoencoderKlWan,
+            "CLIPTextModel" => Class::ClipText,
+            "CLIPTextModelWithProjection" => Class::ClipTextProjection,
+            "T5EncoderModel" => Class::T5Encoder,
+            "UMT5EncoderModel" => Class::Umt5Encoder,
+            "StableDiffusionSafetyChecker" => Class::SafetyChecker,
+            _ => return None,
+        })
+    }
+    /// The role of a component of this class.
+    pub fn role(self) -> Role {
+        match self {
+            Class::Unet2d | Class::Sd3 | Class::Flux | Class::Wan => Role::Denoiser,
+            Class::AutoencoderKl | Class::AutoencoderKlWan => Role::Vae,
+            Class::SafetyChecker => Role::SafetyChecker,
+            _ => Role::TextEncoder,
+        }
+    }
+    fn count(self, cfg: &Value) -> Result<Counts, EstimateError> {
+        match self {
+            Class::Unet2d => count::unet2d(cfg),
+            Class::Sd3 => count::sd3(cfg),
+            Class::Flux => count::flux(cfg),
+            Class::Wan => count::wan(cfg),
+            Class::AutoencoderKl => count::autoencoder_kl(cfg),
+            Class::AutoencoderKlWan => count::autoencoder_kl_wan(cfg),
+            Class::ClipText => count::clip_text(cfg, false),
+            Class::ClipTextProjection => count::clip_text(cfg, true),
+            Class::T5Encoder => count::t5_encoder(cfg, false),
+            Class::Umt5Encoder => count::t5_encoder(cfg, true),
+            Class::SafetyChecker => count::safety_checker(cfg),
+        }
+    }
+}
+
+/// One component of a pipeline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Component {
+    /// Its folder / `model_index.json` key (`unet`, `text_encoder_2`, …).
+    pub name: String,
+    /// Its class name as the index gives it.
+    pub class_name: String,
+    /// The class gpumem counts it as.
+    pub class: Class,
+    /// Its parameters and buffers.
+    pub counts: Counts,
+    /// Its config.json.
+    pub config: Value,
+}
+
+/// A pipeline read from its `model_index.json` and components' configs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pipeline {
+    /// The pipeline class (`FluxPipeline`, …).
+    pub class_name: String,
+    /// The components gpumem counts, in the index's order.
+    pub components: Vec<Component>,
+    /// Components of the index that hold no weights (scheduler, tokenizers,
+    /// processors) or are absent (`[null, null]`), by name.
+    pub without_weights: Vec<String>,
+}
+
+/// The most bytes a `model_index.json` or component config may have.
+pub const MAX_CONFIG_BYTES: usize = 16 << 20;
+
+/// The most components a pipeline may list.
+pub const MAX_COMPONENTS: usize = 32;
+
+/// Classes of a `model_index.json` that hold no weights.
+fn weightless(class: &str) -> bool {
+    class.ends_with("Scheduler")
+        || class.contains("Tokenizer")
+        || class.ends_with("ImageProcessor")
+        || class.ends_with("FeatureExtractor")
+        || class.ends_with("Processor")
+}
+
+/// The components a `model_index.json` names that have weights, as `(name, class)`,
+/// in the index's order: the folders whose config.json the caller reads next.
+pub fn components_of(
+    index: &str,
+) -> Result<(String, Vec<(String, String)>, Vec<String>), EstimateError> {
+    let bad = |why: String| EstimateError::invalid("pipeline", why);
+    if index.len() > MAX_CONFIG_BYTES {
+        return Err(bad("model_index.json is over 16 MiB".into()));
+    }
+    let v: Value = serde_json::from_str(index)
+        .map_err(|e| bad(format!("model_index.json is not JSON: {e}")))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| bad("model_index.json is not a JSON object".into()))?;
+    let class = obj
+        .get("_class_name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            bad("model_index.json has no `_class_name`: not a diffusers pipeline".into())
+        })?
+        .to_string();
+    let mut named = Vec::new();
+    let mut without = Vec::new();
+    for (k, e) in obj {
+        let Some(pair) = e.as_array() else { continue };
+        if pair.len() != 2 || k.starts_with('_') {
+            continue;
+        }
+        let cls = pair[1].as_str();
+        match cls {
+            None => without.push(k.clone()),
+            Some(c) if weightless(c) => without.push(k.clone()),
+            Some(c) => named.push((k.clone(), c.to_string())),
+        }
+        if named.len() > MAX_COMPONENTS {
+            return Err(bad(format!(
+                "model_index.json lists more than {MAX_COMPONENTS} components"
+            )));
+        }
+    }
+    if !named
+        .iter()
+        .any(|(_, c)| Class::of(c).is_some_and(|c| c.role() == Role::Denoiser))
+    {
+        let names: Vec<&str> = named.iter().map(|(_, c)| c.as_str()).collect();
+        return Err(bad(format!(
+            "{class}: no denoiser gpumem counts among {} (it counts UNet2DConditionModel, SD3Transformer2DModel, FluxTransformer2DModel, WanTransformer3DModel)",
+            names.join(", ")
+        )));
+    }
+    Ok((class, named, without))
+}
+
+/// Reads a pipeline: its `model_index.json` text and, for each component with
+/// weights ([`components_of`]), its config.json text. A component of a class gpumem
+/// does not count is refused, naming it (never left out silently).
+pub fn read(index: &str, configs: &[(String, String)]) -> Result<Pipeline, EstimateError> {
+    let bad = |why: String| EstimateError::invalid("pipeline", why);
+    let (class_name, named, without) = components_of(index)?;
+    let mut components = Vec::new();
+    for (name, cls) in named {
+        let class = Class::of(&cls).ok_or_else(|| {
+            bad(format!("component `{name}` is a {cls}, a class gpumem does not count yet: its weights cannot be left out silently"))
+        })?;
+        let text = configs
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| t)
+            .ok_or_else(|| {
+                bad(format!(
+                    "component `{name}` ({cls}): its config.json was not given"
+                ))
+            })?;
+        if text.len() > MAX_CONFIG_BYTES {
+            return Err(bad(format!("{name}/config.json is over 16 MiB")));
+        }
+        let config: Value = serde_json::from_str(text)
+            .map_err(|e| bad(format!("{name}/config.json is not JSON: {e}")))?;
+        let counts = class.count(&config)?;
+        components.push(Component {
+            name,
+            class_name: cls,
+            class,
+            counts,
+            config,
+        });
+    }
+    Ok(Pipeline {
+        class_name,
+        components,
+        without_weights: without,
+    })
+}
+
+/// How classifier-free guidance runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guidance {
+    /// No unconditional pass (guidance-distilled: FLUX.1-dev's default).
+    Off,
+    /// The latents concatenated with themselves: one call of twice the batch
+    /// (`torch.cat([latents] * 2)` in the SD, SDXL and SD3 pipelines).
+    Batched,
+    /// Two calls of the batch, conditional then unconditional (WanPipeline; FLUX's
+    /// `true_cfg_scale` > 1 with a negative prompt).
+    TwoPasses,
+}
+
+impl Guidance {
+    /// The default of a pipeline class with guidance on, read in its `__call__`
+    /// (diffusers 0.42.1).
+    pub fn of_pipeline(class: &str, denoiser: Class) -> Guidance {
+        match (class, denoiser) {
+            (_, Class::Flux) => Guidance::TwoPasses,
+            (_, Class::Wan) => Guidance::TwoPasses,
+            _ => Guidance::Batched,
+        }
+    }
+    /// In words, with the code it follows.
+    pub fn words(self) -> &'static str {
+        match self {
+            Guidance::Off => "no unconditional pass",
+            Guidance::Batched => "batch doubled: torch.cat([latents] * 2), one call",
+            Guidance::TwoPasses => "two calls of the batch: conditional, then unconditional",
+        }
+    }
+}
+
+/// Where diffusers keeps the weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offload {
+    /// Every component on the device (`pipe.to("cuda")`).
+    None,
+    /// `enable_model_cpu_offload`: one component on the device at a time.
+    Model,
+    /// `enable_sequential_cpu_offload`: one leaf module at a time.
+    Sequential,
+}
+
+impl Offload {
+    /// Parses `none`, `model` or `sequential`.
+    pub fn parse(text: &str) -> Result<Offload, EstimateError> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "none" | "off" | "" => Ok(Offload::None),
+            "model" | "model-cpu" | "enable_model_cpu_offload" => Ok(Offload::Model),
+            "sequential" | "sequential-cpu" | "enable_sequential_cpu_offload" => {
+                Ok(Offload::Sequential)
+            }
+            _ => Err(EstimateError::invalid(
+                "offload",
+                format!("{text:?}: none, model or sequential"),
+            )),
+        }
+    }
+    /// The diffusers call.
+    pub fn call(self) -> &'static str {
+        match self {
+            Offload::None => "pipe.to(\"cuda\")",
+            Offload::Model => "pipe.enable_model_cpu_offload()",
+            Offload::Sequential => "pipe.enable_sequential_cpu_offload()",
+        }
+    }
+}
+
+/// What the user asks the pipeline to do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Image height and width, pixels.
+    pub height: u64,
+    /// Width.
+    pub width: u64,
+    /// Video frames (1 for images).
+    pub frames: u64,
+    /// Images (or videos) per prompt.
+    pub batch: u64,
+    /// Classifier-free guidance on (`None`: the pipeline's default).
+    pub guidance: Option<bool>,
+    /// `true`: eager attention (the score matrix); `false`: SDPA / flash.
+    pub eager: bool,
+    /// The compute dtype every component is loaded in (`torch_dtype`).
+    pub dtype: Dtype,
+    /// The denoiser's weight format (`None`: the dtype).
+    pub denoiser_format: Option<StorageFormat>,
+    /// The text encoders' weight format (`None`: the dtype).
+    pub text_format: Option<StorageFormat>,
+    /// Text tokens (`None`: the pipeline's default `max_sequence_length`).
+    pub text_tokens: Option<u64>,
+    /// Offload mode.
+    pub offload: Offload,
+    /// `vae.enable_tiling()`.
+    pub vae_tiling: bool,
+    /// `vae.enable_slicing()`.
+    pub vae_slicing: bool,
+    /// Reserve for the CUDA context and allocator slack, bytes.
+    pub reserve: u64,
+}
+
+impl Default for Workload {
+    fn default() -> Workload {
+        Workload {
+            height: 1024,
+            width: 1024,
+            frames: 1,
+            batch: 1,
+            guidance: None,
+            eager: false,
+            dtype: Dtype::Bf16,
+            denoiser_format: None,
+            text_format: None,
+            text_tokens: None,
+            offload: Offload::None,
+            vae_tiling: false,
+            vae_slicing: false,
+            reserve: 4 * GIB,
+        }
+    }
+}
+
+/// One component's weights on the device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentLine {
+    /// Folder name.
+    pub name: String,
+    /// Class name.
+    pub class_name: String,
+    /// Its role.
+    pub role: Role,
+    /// Parameters.
+    pub parameters: u64,
+    /// Bytes of its parameters and buffers as loaded.
+    pub bytes: u64,
+    /// The format its linear layers are stored in, in words.
+    pub format: String,
+    /// The largest single module's weights (sequential offload's unit), bytes.
+    pub largest_module_bytes: u64,
+}
+
+/// The estimate of a pipeline run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffusionEstimate {
+    /// Each component's weights.
+    pub components: Vec<ComponentLine>,
+    /// The denoiser call's shape.
+    pub call: activations::Call,
+    /// Denoiser calls per step (2 with two-pass guidance).
+    pub calls_per_step: u64,
+    /// How guidance runs.
+    pub guidance: Guidance,
+    /// The denoiser call's peak beyond its weights (inputs included), bytes.
+    pub denoiser_activations: u64,
+    /// Of which the eager attention's score matrices (assumed), bytes.
+    pub eager_scores: u64,
+    /// The VAE decode's peak beyond its weights, bytes.
+    pub vae_decode: u64,
+    /// Extra VAE weight bytes when the pipeline upcasts an fp16 VAE to fp32 for the
+    /// decode (SDXL's `force_upcast`).
+    pub vae_upcast: u64,
+    /// The text encoders' forward (assumed: a layer's feed-forward), bytes.
+    pub text_encode: u64,
+    /// Latent height, width and frames.
+    pub latent: (u64, u64, u64),
+    /// The device's peak under the workload's offload mode (weights resident +
+    /// the largest phase), without the reserve.
+    pub device_bytes: u64,
+    /// The reserve.
+    pub reserve: u64,
+    /// The host memory the offload mode needs for the weights it keeps there.
+    pub host_bytes: u64,
+    /// Which phase sets the peak.
+    pub peak_phase: String,
+    /// Each offload mode's device peak (none, model, sequential), without reserve.
+    pub by_mode: [u64; 3],
+    /// Notes: defaults taken, what is assumed.
+    pub notes: Vec<String>,
+}
+
+impl DiffusionEstimate {
+    /// What the device needs: the peak plus the reserve.
+    pub fn need(&self) -> u64 {
+        self.device_bytes.saturating_add(self.reserve)
+    }
+    /// The assumed bytes (eager scores, text encoders' forward), half of which is
+    /// the verdict's margin, as for language models.
+    pub fn assumed(&self) -> u64 {
+        self.eager_scores.saturating_add(self.text_encode)
+    }
+}
+
+fn bytes_of(c: &Counts, dtype: Dtype, format: Option<StorageFormat>) -> Result<u64, EstimateError> {
+    let elt = dtype.bytes();
+    let fp16 = matches!(dtype, Dtype::F16);
+    let mut total: u64 = 0;
+    let add = |t: &mut u64, n: u64| -> Result<(), EstimateError> {
+        *t = t
+            .checked_add(n)
+            .ok_or_else(|| EstimateError::invalid("pipeline", "weights overflow".to_string()))?;
+        Ok(())
+    };
+    for l in &c.linears {
+        let one = match format {
+            None => l.out.saturating_mul(l.inp).saturating_mul(elt),
+            Some(f) => f.matrix_bytes(l.out, l.inp)?.bytes,
+        };
+        add(&mut total, one.saturating_mul(l.count))?;
+    }
+    for l in &c.fp32_if_fp16 {
+        let e = if fp16 { 4 } else { elt };
+        let one = match format {
+            Some(f) if !fp16 => f.matrix_bytes(l.out, l.inp)?.bytes,
+            _ => l.out.saturating_mul(l.inp).saturating_mul(e),
+        };
+        add(&mut total, one.saturating_mul(l.count))?;
+    }
+    add(&mut total, c.dense.saturating_mul(elt))?;
+    add(&mut total, c.fp32.saturating_mul(4))?;
+    add(&mut total, c.buffers.saturating_mul(elt))?;
+    add(&mut total, c.fixed_buffer_bytes)?;
+    Ok(total)
+}
+
+fn cfg_u(v: &Value, key: &str, default: u64) -> u64 {
+    v.get(key)
+        .and_then(Value::as_u64)
+        .unwrap_or(default)
+        .min(count::MAX_DIM)
+}
+
+/// Estimates a pipeline run.
+pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, EstimateError> {
+    let bad = |f: &'static str, why: String| EstimateError::invalid(f, why);
+    for (f, v, max) in [
+        ("height", w.height, 16384),
+        ("width", w.width, 16384),
+        ("frames", w.frames, 4096),
+        ("batch", w.batch, 256),
+    ] {
+        if v == 0 || v > max {
+            return Err(bad(f, format!("{v}: from 1 to {max}")));
+        }
+    }
+    let mut notes = Vec::new();
+    let elt = w.dtype.bytes();
+    let denoisers: Vec<&Component> = p
+        .components
+        .iter()
+        .filter(|c| c.class.role() == Role::Denoiser)
+        .collect();
+    let den = denoisers[0];
+    let vae = p.components.iter().find(|c| c.class.role() == Role::Vae);
+    // The VAE's spatial and temporal scale factors (the pipelines' `vae_scale_factor`).
+    let (scale, tscale) = match vae {
+        Some(v) if v.class == Class::AutoencoderKl => {
+            let n = v
+                .config
+                .get("block_out_channels")
+                .and_then(Value::as_array)
+                .map_or(4, Vec::len);
+            (1u64 << (n.saturating_sub(1)).min(6), 1)
+        }
+        Some(v) => {
+            let t = v
+                .config
+                .get("temperal_downsample")
+                .and_then(Value::as_array)
+                .map_or(2, |a| {
+                    a.iter().filter(|x| x.as_bool() == Some(true)).count()
+                });
+            let n = v
+                .config
+                .get("dim_mult")
+                .and_then(Value::as_array)
+                .map_or(4, Vec::len);
+            (1u64 << n.saturating_sub(1).min(6), 1u64 << t.min(6))
+        }
+        None => (8, 1),
+    };
+    let lat_h = w.height / scale;
+    let lat_w = w.width / scale;
+    if lat_h == 0 || lat_w == 0 {
+        return Err(bad(
+            "height",
+            format!(
+                "{}×{} is smaller than the VAE's factor {scale}",
+                w.height, w.width
+            ),
+        ));
+    }
+    let lat_f = if den.class == Class::Wan {
+        (w.frames - 1) / tscale + 1
+    } else {
+        1
+    };
+    if den.class != Class::Wan && w.frames > 1 {
+        notes.push(format!("{} makes images: frames ignored", p.class_name));
+    }
+    // Text tokens: each pipeline's default `max_sequence_length` (diffusers 0.42.1
+    // __call__ signatures), CLIP's 77.
+    let text = w.text_tokens.unwrap_or(match den.class {
+        Class::Sd3 => 77 + 256,
+        Class::Flux => 512,
+        Class::Wan => 512,
+        _ => 77,
+    });
+    let cfg_default = !matches!(den.class, Class::Flux);
+    let guidance = match w.guidance.unwrap_or(cfg_default) {
+        false => Guidance::Off,
+        true => Guidance::of_pipeline(&p.class_name, den.class),
+    };
+    if w.guidance.is_none() {
+        notes.push(match den.class {
+            Class::Flux => "guidance: off by default (FLUX.1's guidance is distilled; --guidance on stands for true_cfg_scale > 1 with a negative prompt: two calls)".into(),
+            _ => format!("guidance: on by default ({})", guidance.words()),
+        });
+    }
+    let (batch, calls) = match guidance {
+        Guidance::Off => (w.batch, 1),
+        Guidance::Batched => (w.batch.saturating_mul(2), 1),
+        Guidance::TwoPasses => (w.batch, 2),
+    };
+    let call = activations::Call {
+        batch,
+        lat_h,
+        lat_w,
+        lat_f,
+        text,
+        elt,
+    };
+    let dc = &den.config;
+    // Inputs of the call: latents and text states (and pooled / ids: small, within the
+    // trace's count of the inputs but a few kilobytes).
+    let lat_c = match den.class {
+        Class::Flux => cfg_u(dc, "in_channels", 64) / 4,
+        _ => cfg_u(dc, "in_channels", 4),
+    };
+    let text_dim = match den.class {
+        Class::Unet2d => cfg_u(dc, "cross_attention_dim", 768),
+        Class::Wan => cfg_u(dc, "text_dim", 4096),
+        _ => cfg_u(dc, "joint_attention_dim", 4096),
+    };
+    let inputs = batch.saturating_mul(elt).saturating_mul(
+        lat_c
+            .saturating_mul(lat_h)
+            .saturating_mul(lat_w)
+            .saturating_mul(lat_f)
+            .saturating_add(text.saturating_mul(text_dim)),
+    );
+    let heads = cfg_u(dc, "num_attention_heads", 1).max(1);
+    let hd = cfg_u(dc, "attention_head_dim", 64);
+    let (act, scores) = match den.class {
+        Class::Unet2d => {
+            let ch: Vec<u64> = dc
+                .get("block_out_channels")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default();
+            let n = ch.len();
+            let lpb =
+                count::Cfg::new(dc, "UNet2DConditionModel").list("layers_per_block", n, Some(2))?;
+            let kinds: Vec<bool> = dc
+                .get("down_block_types")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .map(|t| t.as_str().is_some_and(|t| t.starts_with("CrossAttn")))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let a = activations::unet(&call, &ch, &lpb, &kinds, inputs);
+            // Eager: the highest-resolution self-attention's scores (heads from
+            // `attention_head_dim`, which these configs use as the head count).
+            let level = kinds.iter().position(|k| *k).unwrap_or(0) as u32;
+            let q = (lat_h >> level)
+                .max(1)
+                .saturating_mul((lat_w >> level).max(1));
+            let h = count::Cfg::new(dc, "UNet2DConditionModel").list(
+                "attention_head_dim",
+                n,
+                Some(8),
+            )?[level as usize];
+            (a, activations::eager_scores(batch, h, q, q, elt))
+        }
+        Class::Sd3 => {
+            let p2 = cfg_u(dc, "patch_size", 2);
+            let dual = dc
+                .get("dual_attention_layers")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty());
+            let a = activations::sd3(&call, heads.saturating_mul(hd), p2, dual, inputs);
+            let s = (lat_h / p2.max(1))
+                .saturating_mul(lat_w / p2.max(1))
+                .saturating_add(text);
+            (a, activations::eager_scores(batch, heads, s, s, elt))
+        }
+        Class::Flux => {
+            let a = activations::flux(&call, heads.saturating_mul(hd), hd, inputs);
+            let s = (lat_h / 2).saturating_mul(lat_w / 2).saturating_add(text);
+            (a, activations::eager_scores(batch, heads, s, s, elt))
+        }
+        Class::Wan => {
+            let ps = count::Cfg::new(dc, "WanTransformer3DModel").list("patch_size", 3, None)?;
+            let a = activations::wan(
+                &call,
+                heads.saturating_mul(hd),
+                cfg_u(dc, "ffn_dim", 13824),
+                hd,
+                [ps[0], ps[1], ps[2]],
+                inputs,
+            );
+            let s = lat_f
+                .div_ceil(ps[0].max(1))
+                .saturating_mul(lat_h / ps[1].max(1))
+                .saturating_mul(lat_w / ps[2].max(1));
+            (a, activations::eager_scores(batch, heads, s, s, elt))
+        }
+        _ => (inputs, 0),
+    };
+    let scores = if w.eager { scores } else { 0 };
+    // Weights per component.
+    let mut lines = Vec::new();
+    for c in &p.components {
+        let fmt = match c.class.role() {
+            Role::Denoiser => w.denoiser_format,
+            Role::TextEncoder => w.text_format,
+            _ => None,
+        };
+        let bytes = bytes_of(&c.counts, w.dtype, fmt)?;
+        let largest = match fmt {
+            Some(f) => c
+                .counts
+                .linears
+                .iter()
+                .map(|l| f.matrix_bytes(l.out, l.inp).map(|t| t.bytes))
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .max()
+                .unwrap_or(0),
+            None => c.counts.largest_linear().saturating_mul(elt),
+        };
+        lines.push(ComponentLine {
+            name: c.name.clone(),
+            class_name: c.class_name.clone(),
+            role: c.class.role(),
+            parameters: c.counts.parameters(),
+            bytes,
+            format: fmt.map_or_else(|| w.dtype.name().to_string(), |f| f.name()),
+            largest_module_bytes: largest,
+        });
+    }
+    // The VAE decode.
+    let (vae_decode, vae_upcast) = match vae {
+        Some(v) => {
+            let vcfg = &v.config;
+            let upcast = matches!(w.dtype, Dtype::F16)
+                && vcfg
+                    .get("force_upcast")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+                && p.class_name.starts_with("StableDiffusionXL");
+            let velt = if upcast { 4 } else { elt };
+            let vb = if w.vae_slicing { 1 } else { w.batch };
+            let peak = if v.class == Class::AutoencoderKl {
+                let ch: Vec<u64> = vcfg
+                    .get("block_out_channels")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                    .unwrap_or_default();
+                let sample = cfg_u(vcfg, "sample_size", 512);
+                let tiled = w.vae_tiling && (w.height > sample || w.width > sample);
+                if tiled {
+                    notes.push(format!("VAE tiling: tiles of {sample}×{sample} pixels decoded one at a time (assumed: one tile's peak plus every decoded tile and the output)"));
+                    let stride = sample - sample / 4;
+                    let tiles = w
+                        .height
+                        .div_ceil(stride)
+                        .saturating_mul(w.width.div_ceil(stride));
+                    activations::vae_kl(vb, sample, sample, &ch, velt)
+                        .saturating_add(
+                            tiles
+                                .saturating_mul(3 * sample * sample)
+                                .saturating_mul(vb)
+                                .saturating_mul(velt),
+                        )
+                        .saturating_add(
+                            3u64.saturating_mul(w.height)
+                                .saturating_mul(w.width)
+                                .saturating_mul(w.batch)
+                                .saturating_mul(velt),
+                        )
+                } else {
+                    activations::vae_kl(vb, w.height, w.width, &ch, velt)
+                }
+            } else {
+                if w.vae_tiling {
+                    notes.push("VAE tiling of the Wan VAE is not modelled: the untiled decode is counted (the safe side)".into());
+                }
+                let base = cfg_u(vcfg, "decoder_base_dim", cfg_u(vcfg, "base_dim", 96));
+                let k = count::Cfg::new(vcfg, "AutoencoderKLWan");
+                let mult = k.list("dim_mult", 0, None)?;
+                let nres = cfg_u(vcfg, "num_res_blocks", 2);
+                let z = cfg_u(vcfg, "z_dim", 16);
+                // `WanDecoder3d`'s dims: dim_mult's last, then dim_mult reversed.
+                let dd: Vec<u64> = mult
+                    .last()
+                    .into_iter()
+                    .chain(mult.iter().rev())
+                    .map(|m| base.saturating_mul(*m))
+                    .collect();
+                let tup: Vec<bool> = k
+                    .bools("temperal_downsample")
+                    .unwrap_or_else(|_| vec![false, true, true])
+                    .into_iter()
+                    .rev()
+                    .collect();
+                let frames = (lat_f - 1) * tscale + 1;
+                activations::vae_wan(vb, (w.height, w.width, frames), z, &dd, &tup, nres, velt)
+            };
+            let weights = bytes_of(&v.counts, w.dtype, None)?;
+            let extra = if upcast {
+                notes.push("the fp16 VAE is upcast to fp32 for the decode (force_upcast in StableDiffusionXLPipeline)".into());
+                bytes_of(&v.counts, Dtype::F32, None)?.saturating_sub(weights)
+            } else {
+                0
+            };
+            (peak, extra)
+        }
+        None => (0, 0),
+    };
+    // Text encoders' forward: one layer's feed-forward over the prompt (assumed).
+    let text_encode = p
+        .components
+        .iter()
+        .filter(|c| c.class.role() == Role::TextEncoder)
+        .map(|c| {
+            let d = cfg_u(&c.config, "hidden_size", cfg_u(&c.config, "d_model", 768));
+            let ff = cfg_u(
+                &c.config,
+                "intermediate_size",
+                cfg_u(&c.config, "d_ff", 3072),
+            );
+            let t = if matches!(c.class, Class::T5Encoder | Class::Umt5Encoder) {
+                text.min(512)
+            } else {
+                77
+            };
+            let b = if guidance == Guidance::Off {
+                w.batch
+            } else {
+                w.batch.saturating_mul(2)
+            };
+            b.saturating_mul(t)
+                .saturating_mul(d.saturating_mul(4).saturating_add(ff.saturating_mul(3)))
+                .saturating_mul(elt)
+        })
+        .max()
+        .unwrap_or(0);
+    // Phases: (name, the component on the device in it, bytes beyond weights).
+    let all: u64 = lines.iter().map(|l| l.bytes).fold(0, u64::saturating_add);
+    let den_act = act.saturating_add(scores);
+    let phases: Vec<(&str, u64, u64, u64)> = {
+        let mut v = Vec::new();
+        for l in &lines {
+            let (phase, extra, extra_w) = match l.role {
+                Role::Denoiser => ("denoising steps", den_act, 0),
+                Role::Vae => ("VAE decode", vae_decode, vae_upcast),
+                Role::TextEncoder => ("prompt encoding", text_encode, 0),
+                Role::SafetyChecker => ("safety check", 0, 0),
+            };
+            v.push((
+                phase,
+                l.bytes.saturating_add(extra_w),
+                extra,
+                l.largest_module_bytes,
+            ));
+        }
+        v
+    };
+    // Every component resident: the phase with the most beyond the weights sets the
+    // peak (the VAE's fp32 copy, when it is upcast, counted with its decode).
+    let none_peak = all.saturating_add(
+        den_act
+            .max(vae_decode.saturating_add(vae_upcast))
+            .max(text_encode),
+    );
+    let model_peak = phases
+        .iter()
+        .map(|(_, wb, extra, _)| wb.saturating_add(*extra))
+        .max()
+        .unwrap_or(0);
+    let seq_peak = phases
+        .iter()
+        .map(|(_, _, extra, largest)| largest.saturating_add(*extra))
+        .max()
+        .unwrap_or(0);
+    let by_mode = [none_peak, model_peak, seq_peak];
+    let (device_bytes, host_bytes) = match w.offload {
+        Offload::None => (none_peak, 0),
+        Offload::Model => (model_peak, all),
+        Offload::Sequential => (seq_peak, all),
+    };
+    let peak_phase = match w.offload {
+        Offload::None => {
+            if vae_decode.saturating_add(vae_upcast) > den_act {
+                "VAE decode"
+            } else {
+                "denoising steps"
+            }
+        }
+        Offload::Model => phases
+            .iter()
+            .max_by_key(|(_, wb, extra, _)| wb.saturating_add(*extra))
+            .map_or("", |p| p.0),
+        Offload::Sequential => phases
+            .iter()
+            .max_by_key(|(_, _, extra, l)| l.saturating_add(*extra))
+            .map_or("", |p| p.0),
+    }
+    .to_string();
+    if denoisers.len() > 1 {
+        notes.push(format!(
+            "{} denoisers ({}): without offload all are resident; model offload holds one at a time",
+            denoisers.len(),
+            denoisers.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if w.eager {
+        notes.push("eager attention: the scores and their softmax (batch × heads × tokens²) are added at the denoiser's peak (assumed)".into());
+    }
+    if !p.without_weights.is_empty() {
+        notes.push(format!("no weights: {}", p.without_weights.join(", ")));
+    }
+    Ok(DiffusionEstimate {
+        components: lines,
+        call,
+        calls_per_step: calls,
+        guidance,
+        denoiser_activations: act,
+        eager_scores: scores,
+        vae_decode,
+        vae_upcast,
+        text_encode,
+        latent: (lat_h, lat_w, lat_f),
+        device_bytes,
+        reserve: w.reserve,
+        host_bytes,
+        peak_phase,
+        by_mode,
+        notes,
+    })
+}
+
+/// The verdict on a card, or on the smallest catalogue card that holds the need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The card judged.
+    pub fit: CardFit,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// Whether the card was chosen (the smallest that fits) rather than given.
+    pub chosen: bool,
+}
+
+/// One answer, judged as for language models (`fit::fit_card_reserve`: the margin is
+/// half the assumed bytes; an assumed reserve widens the short side only).
+pub fn answer(est: &DiffusionEstimate, card: Option<&GpuCard>) -> Option<Answer> {
+    let need = est.need();
+    let assumed = est.assumed() / 2;
+    let judge = |c: &GpuCard| fit_card_reserve(c, need, assumed, est.reserve);
+    match card {
+        Some(c) => {
+            let fit = judge(c);
+            let verdict = Verdict::of_fit(&fit);
+            Some(Answer {
+                fit,
+                verdict,
+                chosen: false,
+            })
+        }
+        None => CATALOGUE
+            .iter()
+            .map(judge)
+            .filter(|f| Verdict::of_fit(f) == Verdict::Fits)
+            .min_by_key(|f| f.capacity_bytes)
+            .map(|fit| Answer {
+                verdict: Verdict::of_fit(&fit),
+                fit,
+                chosen: true,
+            }),
+    }
+}

@@ -1,0 +1,215 @@
+//! Diffusion pipelines as data: each `diffusion/cases/*.json` names a pipeline of
+//! `diffusion/pipelines/` (real model_index.json and component configs, sources in
+//! `diffusion/SOURCES.md`), a workload, and the figures diffusers' own modules give
+//! for it, built on PyTorch's meta device by `diffusion/oracle.py`: every component's
+//! parameters and bytes (exact), the denoiser call's traced peak and the VAE decode's
+//! (within 2 %).
+#![allow(clippy::disallowed_methods)] // the test reads its fixtures from disk
+
+use std::path::{Path, PathBuf};
+
+use gpumem_core::diffusion::{self, Offload, Workload};
+use gpumem_core::format::{Dtype, StorageFormat};
+use serde_json::Value;
+
+fn here() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/diffusion")
+}
+
+fn pipeline(folder: &str) -> diffusion::Pipeline {
+    let dir = here().join("pipelines").join(folder);
+    let index = std::fs::read_to_string(dir.join("model_index.json")).unwrap();
+    let (_, named, _) = diffusion::components_of(&index).unwrap();
+    let configs: Vec<(String, String)> = named
+        .iter()
+        .map(|(n, _)| {
+            (
+                n.clone(),
+                std::fs::read_to_string(dir.join(n).join("config.json")).unwrap(),
+            )
+        })
+        .collect();
+    diffusion::read(&index, &configs).unwrap()
+}
+
+fn workload(input: &Value) -> Workload {
+    let get = |k: &str| input.get(k).and_then(Value::as_str);
+    let num = |k: &str, d: u64| get(k).map_or(d, |v| v.parse().unwrap());
+    Workload {
+        height: num("height", 1024),
+        width: num("width", 1024),
+        frames: num("frames", 1),
+        batch: num("batch", 1),
+        dtype: Dtype::parse("dtype", get("dtype").unwrap_or("bf16")).unwrap(),
+        denoiser_format: get("format").map(|f| StorageFormat::parse("format", f).unwrap()),
+        ..Workload::default()
+    }
+}
+
+fn within(name: &str, what: &str, ours: u64, traced: u64, ppm: u64) -> String {
+    let diff = ours.abs_diff(traced);
+    let err = diff as f64 / traced as f64 * 100.0;
+    let line = format!(
+        "{name:24} {what:22} gpumem {ours:>12} traced {traced:>12} {err:+.2} %{}",
+        if ours < traced { " (low)" } else { "" }
+    );
+    if diff.saturating_mul(1_000_000) > traced.saturating_mul(ppm) {
+        return format!("{line}   OUT OF BOUNDS");
+    }
+    line
+}
+
+#[test]
+fn every_case_matches_diffusers_modules() {
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(here().join("cases"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 10, "the cases are missing");
+    let mut report = Vec::new();
+    for path in cases {
+        let case: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let name = case["name"].as_str().unwrap();
+        let p = pipeline(case["pipeline"].as_str().unwrap());
+        let w = workload(&case["input"]);
+        let est = diffusion::estimate(&p, &w).unwrap();
+        let expect = &case["expect"];
+        let comps = expect["components"].as_object().unwrap();
+        assert_eq!(comps.len(), est.components.len(), "{name}: components");
+        for line in &est.components {
+            let e = &comps[&line.name];
+            assert_eq!(
+                line.parameters,
+                e["parameters"].as_u64().unwrap(),
+                "{name}: {} parameters",
+                line.name
+            );
+            assert_eq!(
+                line.bytes,
+                e["bytes"].as_u64().unwrap(),
+                "{name}: {} bytes ({})",
+                line.name,
+                line.format
+            );
+        }
+        report.push(within(
+            name,
+            "denoiser activations",
+            est.denoiser_activations,
+            expect["denoiser_activations"].as_u64().unwrap(),
+            20_000,
+        ));
+        report.push(within(
+            name,
+            "VAE decode",
+            est.vae_decode,
+            expect["vae_decode"].as_u64().unwrap(),
+            20_000,
+        ));
+    }
+    println!("{}", report.join("\n"));
+    assert!(
+        !report.iter().any(|l| l.ends_with("OUT OF BOUNDS")),
+        "{}",
+        report.join("\n")
+    );
+}
+
+#[test]
+fn offload_modes_order_the_device_and_host_needs() {
+    let p = pipeline("FLUX.1-dev");
+    let none = diffusion::estimate(&p, &Workload::default()).unwrap();
+    let model = diffusion::estimate(
+        &p,
+        &Workload {
+            offload: Offload::Model,
+            ..Workload::default()
+        },
+    )
+    .unwrap();
+    let seq = diffusion::estimate(
+        &p,
+        &Workload {
+            offload: Offload::Sequential,
+            ..Workload::default()
+        },
+    )
+    .unwrap();
+    let weights: u64 = none.components.iter().map(|c| c.bytes).sum();
+    assert_eq!(none.host_bytes, 0);
+    assert_eq!(model.host_bytes, weights);
+    assert!(seq.device_bytes < model.device_bytes && model.device_bytes < none.device_bytes);
+    // Model offload: the transformer alone with its activations.
+    let t = none
+        .components
+        .iter()
+        .find(|c| c.name == "transformer")
+        .unwrap();
+    assert_eq!(model.device_bytes, t.bytes + none.denoiser_activations);
+    assert_eq!(model.peak_phase, "denoising steps");
+}
+
+#[test]
+fn guidance_doubles_the_batch_or_the_calls_as_each_pipeline_does() {
+    let sd = pipeline("stable-diffusion-v1-5");
+    let e = diffusion::estimate(&sd, &Workload::default()).unwrap();
+    assert_eq!((e.call.batch, e.calls_per_step), (2, 1));
+    let wan = pipeline("Wan2.1-T2V-1.3B-Diffusers");
+    let e = diffusion::estimate(
+        &wan,
+        &Workload {
+            frames: 81,
+            ..Workload::default()
+        },
+    )
+    .unwrap();
+    assert_eq!((e.call.batch, e.calls_per_step, e.latent.2), (1, 2, 21));
+    let flux = pipeline("FLUX.1-dev");
+    let e = diffusion::estimate(&flux, &Workload::default()).unwrap();
+    assert_eq!((e.call.batch, e.calls_per_step), (1, 1));
+    let e = diffusion::estimate(
+        &flux,
+        &Workload {
+            guidance: Some(true),
+            ..Workload::default()
+        },
+    )
+    .unwrap();
+    assert_eq!((e.call.batch, e.calls_per_step), (1, 2));
+}
+
+#[test]
+fn an_unknown_component_or_a_bad_config_is_refused_with_its_name() {
+    let index = r#"{"_class_name": "XPipeline", "transformer": ["diffusers", "FluxTransformer2DModel"], "audio": ["diffusers", "SomeVocoder"]}"#;
+    let e = diffusion::read(index, &[("transformer".into(), "{}".into())])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("SomeVocoder") && e.contains("audio"), "{e}");
+    let e = diffusion::components_of(
+        r#"{"_class_name": "XPipeline", "vae": ["diffusers", "AutoencoderKL"]}"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("no denoiser"), "{e}");
+    let index = r#"{"_class_name": "FluxPipeline", "transformer": ["diffusers", "FluxTransformer2DModel"]}"#;
+    let e = diffusion::read(
+        index,
+        &[("transformer".into(), r#"{"num_layers": 1e30}"#.into())],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("num_layers"), "{e}");
+    let e = diffusion::read(
+        index,
+        &[(
+            "transformer".into(),
+            r#"{"num_attention_heads": 1000000, "attention_head_dim": 1000000}"#.into(),
+        )],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("attention_head_dim"), "{e}");
+    let e = diffusion::read(index, &[]).unwrap_err().to_string();
+    assert!(e.contains("config.json was not given"), "{e}");
+}
