@@ -105,6 +105,14 @@ if [ "$("$torch_py" -c 'import accelerate; print(accelerate.__version__)' 2>/dev
   "$torch_py" -m pip install --quiet --disable-pip-version-check \
     "torch==$TORCH_VERSION" "accelerate==$ACCELERATE_VERSION"
 fi
+# diffusers beside torch, for the diffusion cases' oracle (crates/gpumem-core/tests/
+# diffusion/oracle.py: pipelines' components built on the meta device and traced).
+DIFFUSERS_VERSION=0.42.1
+if [ "$("$torch_py" -c 'import diffusers; print(diffusers.__version__)' 2>/dev/null)" != "$DIFFUSERS_VERSION" ]; then
+  log "installing diffusers $DIFFUSERS_VERSION into $GPUMEM_TOOLS/torch-venv"
+  "$torch_py" -m pip install --quiet --disable-pip-version-check \
+    "torch==$TORCH_VERSION" "diffusers==$DIFFUSERS_VERSION"
+fi
 # The cluster tests (tests/cluster/run.sh): a single-node Slurm with munge, Prometheus,
 # its Pushgateway and node_exporter, from Debian (bookworm: Slurm 22.05, Prometheus 2.42).
 cluster_missing=()

@@ -33,6 +33,7 @@ pub const EXAMPLES: &str = "Examples:
   gpumem-agent estimate --config config.json --context 8192 --sequences 4 --card l40s
   gpumem-agent estimate --model Qwen/Qwen2.5-7B-Instruct --context 32768 --sequences 16 --engine vllm --card l40s
   gpumem-agent estimate --config config.json --train qlora --context 2048 --sequences 4 --card 4090
+  gpumem-agent estimate --diffusers ./FLUX.1-dev --height 1024 --width 1024 --offload model --card 4090
   gpumem-agent estimate --parameters 70B --format awq-4-g128 --context 8192 --tp 2 --gpus 2 --card a100-80gb
 
 -h shows the common flags; --help shows every flag (the architecture's too).
@@ -66,6 +67,8 @@ pub struct Args {
     /// run by `--python` (see `crate::trace`).
     trace: bool,
     python: Option<std::ffi::OsString>,
+    /// `--diffusers` and the pipeline's own flags.
+    diffusers: crate::diffusion_cli::Flags,
 }
 
 impl clap::Args for Args {
@@ -102,6 +105,7 @@ impl clap::Args for Args {
             cmd = cmd.arg(crate::flags::flag_of(f));
         }
         let mut cmd = crate::engine_cli::augment(cmd);
+        cmd = crate::diffusion_cli::augment(cmd);
         // `-h`: the common questions; these in `--help`.
         for name in [
             "safetensors",
@@ -146,6 +150,7 @@ impl FromArgMatches for Args {
             engine: crate::engine_cli::collect(m),
             trace: m.get_flag("trace"),
             python: m.get_one::<std::ffi::OsString>("python").cloned(),
+            diffusers: crate::diffusion_cli::collect(m),
         })
     }
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
@@ -156,6 +161,15 @@ impl FromArgMatches for Args {
 
 /// Runs `estimate`.
 pub fn run(args: Args) -> Result<Exit> {
+    if args.diffusers.path.is_some() {
+        let card = args
+            .engine
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "card")
+            .map(|(_, v)| v.as_str());
+        return crate::diffusion_cli::run(&args.diffusers, &args.pairs, card, args.json);
+    }
     // Step 1: gather every input (files are read, headers only), then validate once.
     let mut pairs: Vec<(String, String)> = Vec::new();
     let mut imported: Option<config::ImportedConfig> = None;

@@ -8,6 +8,7 @@ mod answer;
 mod bisect;
 mod cards;
 mod device;
+mod diffusion_cli;
 mod engine_cli;
 mod environment;
 mod estimate;

@@ -121,11 +121,16 @@ pub fn flux(call: &Call, d: u64, head_dim: u64, inputs: u64) -> u64 {
     v.saturating_add(rope).saturating_add(inputs)
 }
 
-/// `WanTransformer3DModel`'s peak: inside a block's feed-forward
-/// (transformer_wan.py `WanTransformerBlock.forward`): the patch-embedded input, the
-/// cross-attention output, the residual sum and the fp32 norm's cast back (4 D),
-/// the FFN's projection and GELU (2 × ffn); plus the text embedding (`text × D`)
-/// and the RoPE tables (cos and sin, fp32).
+/// `WanTransformer3DModel`'s peak, the larger of two moments of a block
+/// (transformer_wan.py `WanTransformerBlock.forward`): inside the feed-forward — the
+/// patch-embedded input, the cross-attention output, the residual sum and the fp32
+/// norm's cast back (4 D), the FFN's projection and GELU (2 × ffn) — or in the
+/// cross-attention, while the query's RMS norm across heads runs in fp32
+/// (`WanAttnProcessor.__call__`: the input, the self-attention output, the two norms'
+/// casts back, the query, and the norm's fp32 copy and two products: 5 D + 6 D) with
+/// the text's key and value; plus the text embedding (`text × D`) and the RoPE
+/// tables (cos and sin, fp32). The first moment is the 1.3B's, the second the 14B's
+/// (ffn / D = 5.8 against 2.7).
 pub fn wan(call: &Call, d: u64, ffn: u64, head_dim: u64, patch: [u64; 3], inputs: u64) -> u64 {
     let tokens = m(
         m(
@@ -134,10 +139,9 @@ pub fn wan(call: &Call, d: u64, ffn: u64, head_dim: u64, patch: [u64; 3], inputs
         ),
         call.lat_w / patch[2].max(1),
     );
-    let v = m(
-        m(tokens, m(4, d).saturating_add(m(2, ffn))),
-        m(call.batch, call.elt),
-    );
+    let ff = m(tokens, m(4, d).saturating_add(m(2, ffn)));
+    let cross = m(tokens, m(11, d)).saturating_add(m(2, m(call.text, d)));
+    let v = m(ff.max(cross), m(call.batch, call.elt));
     let text = m(m(call.text, d), m(call.batch, call.elt));
     let rope = m(m(2, tokens), m(head_dim, 4));
     v.saturating_add(text)

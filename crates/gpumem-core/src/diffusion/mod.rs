@@ -569,7 +569,7 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
     };
     if w.guidance.is_none() {
         notes.push(match den.class {
-            Class::Flux => "guidance: off by default (FLUX.1's guidance is distilled; --guidance on stands for true_cfg_scale > 1 with a negative prompt: two calls)".into(),
+            Class::Flux => "guidance: off by default (FLUX.1's guidance is distilled; --cfg on stands for true_cfg_scale > 1 with a negative prompt: two calls)".into(),
             _ => format!("guidance: on by default ({})", guidance.words()),
         });
     }

@@ -1,0 +1,279 @@
+//! `gpumem-agent estimate --diffusers DIR`: a diffusers pipeline on the command line.
+//!
+//! Reads the folder's `model_index.json` (or the file itself) and the config.json of
+//! each component with weights (bounded reads, nothing else of the folder), hands
+//! their text to [`gpumem_core::diffusion`], and prints one answer: the verdict on the
+//! card (or the smallest catalogue card that holds the run), then each component's
+//! weights, the denoiser's and the VAE decode's peaks and the offload modes.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use gpumem_core::catalogue::resolve;
+use gpumem_core::diffusion::{self, Offload, Workload};
+use gpumem_core::format::{Dtype, StorageFormat};
+use gpumem_core::units::{Bytes, GIB};
+
+use crate::exit::Exit;
+
+/// The flags only a pipeline takes (the shared ones — `--compute-dtype`, `--format`,
+/// `--attention`, `--card`, `--reserve-gib` — come from the field table).
+pub fn augment(cmd: Command) -> Command {
+    cmd.next_help_heading("Diffusion pipeline")
+        .arg(Arg::new("diffusers").long("diffusers").value_name("DIR_OR_MODEL_INDEX").value_parser(clap::value_parser!(PathBuf)).help("A diffusers pipeline: its folder (model_index.json and each component's config.json) or its model_index.json"))
+        .arg(Arg::new("height").long("height").value_name("PX").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Image height in pixels (default 1024)"))
+        .arg(Arg::new("width").long("width").value_name("PX").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Image width in pixels (default 1024)"))
+        .arg(Arg::new("frames").long("frames").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Video frames (default 1; Wan's default is 81)"))
+        .arg(Arg::new("images").long("images").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Images or videos per prompt (num_images_per_prompt; default 1)"))
+        .arg(Arg::new("cfg").long("cfg").value_name("on|off").value_parser(["on", "off"]).requires("diffusers").help("Classifier-free guidance (default: the pipeline's: on, off for FLUX.1)"))
+        .arg(Arg::new("offload").long("offload").value_name("MODE").value_parser(["none", "model", "sequential"]).requires("diffusers").help("none (pipe.to(\"cuda\")), model (enable_model_cpu_offload), sequential (enable_sequential_cpu_offload)"))
+        .arg(Arg::new("text-format").long("text-format").value_name("FORMAT").requires("diffusers").help("The text encoders' weight format (default: the dtype)"))
+        .arg(Arg::new("text-tokens").long("text-tokens").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Text tokens (default: the pipeline's max_sequence_length)"))
+        .arg(Arg::new("vae-tiling").long("vae-tiling").action(ArgAction::SetTrue).requires("diffusers").help("vae.enable_tiling()"))
+        .arg(Arg::new("vae-slicing").long("vae-slicing").action(ArgAction::SetTrue).requires("diffusers").help("vae.enable_slicing()"))
+}
+
+/// The pipeline flags as given.
+#[derive(Debug, Default, Clone)]
+pub struct Flags {
+    /// `--diffusers`.
+    pub path: Option<PathBuf>,
+    height: Option<u64>,
+    width: Option<u64>,
+    frames: Option<u64>,
+    images: Option<u64>,
+    cfg: Option<bool>,
+    offload: Option<String>,
+    text_format: Option<String>,
+    text_tokens: Option<u64>,
+    tiling: bool,
+    slicing: bool,
+}
+
+/// Reads the flags.
+pub fn collect(m: &ArgMatches) -> Flags {
+    Flags {
+        path: m.get_one::<PathBuf>("diffusers").cloned(),
+        height: m.get_one::<u64>("height").copied(),
+        width: m.get_one::<u64>("width").copied(),
+        frames: m.get_one::<u64>("frames").copied(),
+        images: m.get_one::<u64>("images").copied(),
+        cfg: m.get_one::<String>("cfg").map(|v| v == "on"),
+        offload: m.get_one::<String>("offload").cloned(),
+        text_format: m.get_one::<String>("text-format").cloned(),
+        text_tokens: m.get_one::<u64>("text-tokens").copied(),
+        tiling: m.get_flag("vae-tiling"),
+        slicing: m.get_flag("vae-slicing"),
+    }
+}
+
+fn both(b: u64) -> String {
+    let b = Bytes(b);
+    format!("{} GB ({} GiB)", b.gb_string(2), b.gib_string(2))
+}
+
+/// Runs the estimate of a pipeline; `pairs` are the shared flags given.
+pub fn run(
+    flags: &Flags,
+    pairs: &[(String, String)],
+    card: Option<&str>,
+    json: bool,
+) -> Result<Exit> {
+    let path = flags.path.as_deref().context("--diffusers")?;
+    let dir: &Path = if path.is_dir() {
+        path
+    } else {
+        path.parent().unwrap_or(Path::new("."))
+    };
+    let index_path = if path.is_dir() {
+        path.join("model_index.json")
+    } else {
+        path.to_path_buf()
+    };
+    let index =
+        crate::private::read_to_string_bounded(&index_path, diffusion::MAX_CONFIG_BYTES as u64)
+            .with_context(|| format!("reading {}", index_path.display()))?;
+    let (_, named, _) = diffusion::components_of(&index)?;
+    let mut configs = Vec::new();
+    for (name, _) in &named {
+        if name.contains(['/', '\\']) || name == ".." {
+            anyhow::bail!("model_index.json names a component `{name}` that is not a folder name");
+        }
+        let p = dir.join(name).join("config.json");
+        if p.exists() {
+            let text =
+                crate::private::read_to_string_bounded(&p, diffusion::MAX_CONFIG_BYTES as u64)
+                    .with_context(|| format!("reading {}", p.display()))?;
+            configs.push((name.clone(), text));
+        }
+    }
+    let pipeline = diffusion::read(&index, &configs)?;
+    let get = |k: &str| {
+        pairs
+            .iter()
+            .rev()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    let is_wan = pipeline
+        .components
+        .iter()
+        .any(|c| c.class == diffusion::Class::Wan);
+    let mut w = Workload {
+        height: flags.height.unwrap_or(if is_wan { 480 } else { 1024 }),
+        width: flags.width.unwrap_or(if is_wan { 832 } else { 1024 }),
+        frames: flags.frames.unwrap_or(if is_wan { 81 } else { 1 }),
+        batch: flags.images.unwrap_or(1),
+        guidance: flags.cfg,
+        eager: get("attention") == Some("eager"),
+        text_tokens: flags.text_tokens,
+        vae_tiling: flags.tiling,
+        vae_slicing: flags.slicing,
+        ..Workload::default()
+    };
+    if let Some(d) = get("compute-dtype") {
+        w.dtype = Dtype::parse("compute-dtype", d)?;
+    }
+    if let Some(f) = get("format") {
+        w.denoiser_format = Some(StorageFormat::parse("format", f)?);
+    }
+    if let Some(f) = &flags.text_format {
+        w.text_format = Some(StorageFormat::parse("text-format", f)?);
+    }
+    if let Some(o) = &flags.offload {
+        w.offload = Offload::parse(o)?;
+    }
+    if let Some(r) = get("reserve-gib") {
+        let g: u64 = r.parse().context("--reserve-gib")?;
+        w.reserve = g.checked_mul(GIB).context("--reserve-gib is too large")?;
+    }
+    let est = diffusion::estimate(&pipeline, &w)?;
+    let card = card.map(resolve).transpose().map_err(anyhow::Error::msg)?;
+    let answer = diffusion::answer(&est, card.as_ref());
+    if json {
+        let doc = serde_json::json!({
+            "schema": "gpumem.diffusion/v1",
+            "pipeline": pipeline.class_name,
+            "components": est.components.iter().map(|c| serde_json::json!({
+                "name": c.name, "class": c.class_name, "role": c.role.word(), "parameters": c.parameters,
+                "format": c.format, "bytes": c.bytes, "largest_module_bytes": c.largest_module_bytes})).collect::<Vec<_>>(),
+            "latent": [est.latent.0, est.latent.1, est.latent.2],
+            "denoiser_batch": est.call.batch, "calls_per_step": est.calls_per_step, "guidance": est.guidance.words(),
+            "denoiser_activations_bytes": est.denoiser_activations, "eager_scores_bytes": est.eager_scores,
+            "vae_decode_bytes": est.vae_decode, "vae_upcast_bytes": est.vae_upcast, "text_encode_bytes": est.text_encode,
+            "offload": w.offload.call(), "device_bytes": est.device_bytes, "reserve_bytes": est.reserve,
+            "need_bytes": est.need(), "host_bytes": est.host_bytes, "peak_phase": est.peak_phase,
+            "by_offload_mode_bytes": {"none": est.by_mode[0], "model": est.by_mode[1], "sequential": est.by_mode[2]},
+            "verdict": answer.as_ref().map(|a| a.verdict.key()), "card": answer.as_ref().map(|a| a.fit.id.clone()),
+            "notes": est.notes,
+        });
+        crate::out::outln!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        match &answer {
+            Some(a) => crate::out::outln!(
+                "{} on {}{}: needs {} of {} ({}; headroom {} B)",
+                a.verdict.word(),
+                a.fit.name,
+                if a.chosen {
+                    " (the smallest catalogue card that holds it)"
+                } else {
+                    ""
+                },
+                both(est.need()),
+                both(a.fit.capacity_bytes),
+                w.offload.call(),
+                a.fit.headroom_bytes
+            ),
+            None => crate::out::outln!(
+                "DOES NOT FIT on any catalogue card: needs {}",
+                both(est.need())
+            ),
+        }
+        crate::out::outln!(
+            "{} · {}×{}{} · {} per prompt · latent {}×{}×{} · guidance: {} · {}",
+            pipeline.class_name,
+            w.width,
+            w.height,
+            if est.latent.2 > 1 {
+                format!(" × {} frames", w.frames)
+            } else {
+                String::new()
+            },
+            w.batch,
+            est.latent.0,
+            est.latent.1,
+            est.latent.2,
+            est.guidance.words(),
+            w.dtype.name()
+        );
+        crate::out::outln!("\nweights (each component in its own format):");
+        for c in &est.components {
+            crate::out::outln!(
+                "  {:16} {:30} {:>16} params  {:8} {}",
+                c.name,
+                c.class_name,
+                c.parameters,
+                c.format,
+                both(c.bytes)
+            );
+        }
+        crate::out::outln!(
+            "\npeaks beyond the weights (computed from each forward's peak moment):"
+        );
+        crate::out::outln!(
+            "  denoiser call (batch {}, {} per step)  {}",
+            est.call.batch,
+            est.calls_per_step,
+            both(est.denoiser_activations)
+        );
+        if est.eager_scores > 0 {
+            crate::out::outln!(
+                "  eager attention scores (assumed)       {}",
+                both(est.eager_scores)
+            );
+        }
+        crate::out::outln!(
+            "  VAE decode                             {}",
+            both(est.vae_decode)
+        );
+        if est.vae_upcast > 0 {
+            crate::out::outln!(
+                "  VAE upcast to fp32 (weights)           {}",
+                both(est.vae_upcast)
+            );
+        }
+        crate::out::outln!(
+            "  text encoders' forward (assumed)       {}",
+            both(est.text_encode)
+        );
+        crate::out::outln!(
+            "\ndevice peak by offload mode (without the reserve of {}):",
+            both(est.reserve)
+        );
+        for (i, name) in [
+            "pipe.to(\"cuda\")",
+            "enable_model_cpu_offload",
+            "enable_sequential_cpu_offload",
+        ]
+        .iter()
+        .enumerate()
+        {
+            crate::out::outln!("  {:32} {}", name, both(est.by_mode[i]));
+        }
+        if est.host_bytes > 0 {
+            crate::out::outln!(
+                "host memory for the offloaded weights: {}",
+                both(est.host_bytes)
+            );
+        }
+        crate::out::outln!("peak phase: {}", est.peak_phase);
+        for n in &est.notes {
+            crate::out::outln!("note: {n}");
+        }
+    }
+    Ok(match answer.map(|a| a.verdict) {
+        Some(gpumem_core::fit::Verdict::DoesNotFit) | None => Exit::MeasureFailed,
+        _ => Exit::Ok,
+    })
+}
