@@ -397,9 +397,9 @@ pub fn autoencoder_kl(v: &Value) -> Result<Counts, EstimateError> {
     // Encoder.
     c.conv(ch[0], inc, 9, true);
     let mut out = ch[0];
-    for i in 0..n {
+    for (i, &c_i) in ch.iter().enumerate() {
         let inp = out;
-        out = ch[i];
+        out = c_i;
         for j in 0..lpb {
             resnet2d(&mut c, if j == 0 { inp } else { out }, out, None);
         }

@@ -160,11 +160,13 @@ fn weightless(class: &str) -> bool {
         || class.ends_with("Processor")
 }
 
+/// A `model_index.json` read: the pipeline class, its components with weights as
+/// `(name, class)`, and the names of those without.
+pub type Index = (String, Vec<(String, String)>, Vec<String>);
+
 /// The components a `model_index.json` names that have weights, as `(name, class)`,
 /// in the index's order: the folders whose config.json the caller reads next.
-pub fn components_of(
-    index: &str,
-) -> Result<(String, Vec<(String, String)>, Vec<String>), EstimateError> {
+pub fn components_of(index: &str) -> Result<Index, EstimateError> {
     let bad = |why: String| EstimateError::invalid("pipeline", why);
     if index.len() > MAX_CONFIG_BYTES {
         return Err(bad("model_index.json is over 16 MiB".into()));
