@@ -21,6 +21,7 @@ writes the same snapshot shape from the meta device.
 """
 
 import bisect
+import json
 
 SCHEMA = "gpumem.history/v1"
 
@@ -148,10 +149,33 @@ def from_snapshot(
     marks=(),
     max_events=MAX_EVENTS,
     max_depth=MAX_STACK_DEPTH,
+    max_bytes=None,
 ):
     """The history document of ``snapshot`` for ``device`` (the first device with a
     trace when None). ``marks``: ``(begin_us, end_us, name, step)`` of each phase, for
-    entries without the probe's metadata."""
+    entries without the probe's metadata. With ``max_bytes``, the document's JSON is at
+    most that long: the oldest events are left out (and counted) until it fits."""
+    kwargs = dict(source=source, device=device, vocab=vocab, torch_version=torch_version, marks=marks, max_depth=max_depth)
+    doc = _convert(snapshot, max_events=max_events, **kwargs)
+    if max_bytes is None:
+        return doc
+    for _ in range(8):
+        size = len(json.dumps(doc, separators=(",", ":")))
+        if size <= max_bytes or not doc["events"]:
+            break
+        # Events dominate the size: keep the share that fits, with a tenth to spare.
+        keep = int(len(doc["events"]) * max_bytes / size * 0.9)
+        doc = _convert(snapshot, max_events=max(0, min(keep, len(doc["events"]) - 1)), **kwargs)
+    else:
+        size = len(json.dumps(doc, separators=(",", ":")))
+    if size > max_bytes:
+        doc["notes"].append("still %d bytes with the oldest events left out (over the cap of %d)" % (size, max_bytes))
+    elif doc["dropped_events"]:
+        doc["notes"].append("events left out to keep the history within %d bytes" % max_bytes)
+    return doc
+
+
+def _convert(snapshot, *, source, device, vocab, torch_version, marks, max_events, max_depth):
     entries = _device_trace(snapshot, device)
     total = len(entries)
     max_events = max(0, min(int(max_events), MAX_EVENTS))
@@ -228,7 +252,7 @@ def from_snapshot(
     if untagged:
         notes.append("%d event(s) carried no phase" % untagged)
     if dropped:
-        notes.append("the first %d of %d events were left out (MAX_EVENTS)" % (dropped, total))
+        notes.append("the first %d of %d events were left out (the bounds on events and bytes)" % (dropped, total))
     doc = {
         "schema": SCHEMA,
         "source": source,

@@ -376,6 +376,34 @@ pub fn read_to_string_bounded(path: &Path, limit: u64) -> Result<String> {
     String::from_utf8(buf).with_context(|| format!("{} is not UTF-8 text", path.display()))
 }
 
+/// Reads a file a child wrote into one of the agent's private folders (the `run`
+/// probe's allocator history): never through a link (`O_NOFOLLOW`), only a regular file
+/// of ours, and at most `limit` bytes — a larger one is refused, naming the limit.
+pub fn read_child_file(path: &Path, limit: u64) -> Result<Vec<u8>> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("reading {}", path.display()))?;
+    if !meta.file_type().is_file() || meta.uid() != our_uid() {
+        bail!(
+            "{} is not a regular file of yours: refusing to read it",
+            path.display()
+        );
+    }
+    let mut bytes = Vec::new();
+    f.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if bytes.len() as u64 > limit {
+        bail!("{} is larger than {limit} bytes", path.display());
+    }
+    Ok(bytes)
+}
+
 /// Refuses a path with a control character (a line break would end a line of a
 /// generated script or manifest) or that is not UTF-8.
 pub fn check_printable(path: &Path) -> Result<&str> {

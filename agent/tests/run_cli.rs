@@ -869,3 +869,173 @@ fn deepspeed_launcher_ranks_are_kept_apart() {
         assert_eq!(k["phases"].as_array().unwrap().len(), 7);
     }
 }
+
+// ---- run --memory-history (PyTorch on CPU, the stand-in's SYNTHETIC recorder) --------
+
+/// The stand-in's plan (agent/python/tests/standin/recording_reader.py), in bytes.
+const MIB: u64 = 1 << 20;
+
+fn line_bytes(peak: &serde_json::Value, line: &str) -> u64 {
+    peak["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["line"] == line)
+        .unwrap_or_else(|| panic!("no line {line}"))["bytes"]
+        .as_u64()
+        .unwrap()
+}
+
+fn peak_of<'a>(a: &'a serde_json::Value, phase: &str, step: u64) -> &'a serde_json::Value {
+    a["peaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == phase && p["step"] == step)
+        .unwrap_or_else(|| panic!("no peak of {phase} {step}"))
+}
+
+/// The whole path on CPU: the probe records (the stand-in's plan: PyTorch's recorder
+/// needs CUDA), writes its snapshot and history, the agent reads them back, attributes
+/// each phase's peak, keeps the history in the document, writes the snapshot beside
+/// `--output` (private), and the table names the lines above their estimate with the
+/// allocations behind them. Everything labelled SYNTHETIC.
+#[test]
+fn memory_history_is_recorded_attributed_and_kept() {
+    let Some(py) = torch_python("memory_history_is_recorded") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("train.workload.json");
+    let out = synthetic()
+        .args(["run", "--steps", "2", "--memory-history", "--output"])
+        .arg(&output)
+        .arg("--")
+        .arg(&py)
+        .arg(python_dir().join("tests/workloads/train_adamw.py"))
+        .env("PYTHONPATH", python_dir().join("tests/standin"))
+        .env("GPUMEM_TEST_READER", "recording")
+        .output()
+        .unwrap();
+    no_panic(&out);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let r = read_json(&output);
+    let h = &r["ranks"][0]["memory_history"];
+    assert_eq!(h["status"], "recorded", "{h}");
+    assert!(
+        h["detail"].as_str().unwrap().starts_with("SYNTHETIC"),
+        "{h}"
+    );
+    assert_eq!(h["history"]["schema"], "gpumem.history/v1");
+    assert_eq!(h["history"]["source"], "synthetic");
+    // The snapshot beside --output, private, named in the document.
+    let pickle = dir.path().join("train.workload.pickle");
+    assert_eq!(h["pickle"], pickle.display().to_string());
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&pickle).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // Each phase's peak, split as the plan allocated it.
+    let a = &h["attribution"];
+    let forward = peak_of(a, "forward", 1);
+    assert_eq!(line_bytes(forward, "weights"), 16 * MIB);
+    assert_eq!(line_bytes(forward, "activations"), 6 * MIB);
+    assert_eq!(line_bytes(forward, "gradients"), 16 * MIB);
+    assert_eq!(line_bytes(forward, "optimizer_state"), 32 * MIB);
+    assert_eq!(line_bytes(forward, "temporaries"), MIB);
+    let scopes: Vec<_> = forward["activations_by_scope"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["scope"].as_str().unwrap(), s["bytes"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        scopes,
+        [("model.layers.0", 3 * MIB), ("model.layers.1", 3 * MIB)]
+    );
+    // The attributed column and the lines above their estimate, largest excess first.
+    let lines = r["ranks"][0]["comparison"]["lines"].as_array().unwrap();
+    let attributed = |item: &str| {
+        lines.iter().find(|l| l["item"] == item).unwrap()["attributed_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(attributed("optimizer_states"), 32 * MIB);
+    assert_eq!(attributed("gradients"), 16 * MIB);
+    let above: Vec<_> = r["ranks"][0]["comparison"]["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "line_above_estimate")
+        .collect();
+    assert_eq!(above[0]["item"], "optimizer_states", "{above:?}");
+    assert!(
+        above[0]["largest"][0]["site"]
+            .as_str()
+            .unwrap()
+            .contains("adamw.py:40 _init_group"),
+        "{above:?}"
+    );
+    assert!(err.contains("allocator history: SYNTHETIC"), "{err}");
+    assert!(err.contains("LineAboveEstimate"), "{err}");
+    // The document still reads as a workload file.
+    let _: gpumem_proto::workload::WorkloadFile = serde_json::from_value(r.clone()).unwrap();
+}
+
+/// Without CUDA the real reader records nothing and says why; the run is unchanged.
+#[test]
+fn memory_history_without_cuda_says_why() {
+    let Some(py) = torch_python("memory_history_without_cuda") else {
+        return;
+    };
+    if gpu_here("memory_history_without_cuda") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("r.json");
+    let out = synthetic()
+        .args(["run", "--steps", "1", "--memory-history", "--output"])
+        .arg(&output)
+        .arg("--")
+        .arg(&py)
+        .arg(python_dir().join("tests/workloads/train_adamw.py"))
+        .output()
+        .unwrap();
+    no_panic(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = read_json(&output);
+    let h = &r["ranks"][0]["memory_history"];
+    assert_eq!(h["status"], "not_possible", "{h}");
+    assert!(
+        h["detail"]
+            .as_str()
+            .unwrap()
+            .contains("torch.cuda is not available"),
+        "{h}"
+    );
+    assert!(h.get("attribution").is_none());
+    assert!(!dir.path().join("r.pickle").exists());
+}
+
+/// An existing snapshot path is refused before the command starts.
+#[test]
+fn an_existing_memory_history_path_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let existing = dir.path().join("h.pickle");
+    std::fs::write(&existing, "keep me").unwrap();
+    let out = synthetic()
+        .args(["run", "--memory-history"])
+        .arg(&existing)
+        .args(["--", "sh", "-c"])
+        .arg(format!("touch {}", marker.display()))
+        .output()
+        .unwrap();
+    no_panic(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!marker.exists(), "the command was started");
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep me");
+}

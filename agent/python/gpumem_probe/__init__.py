@@ -17,6 +17,13 @@ plus the device's free/total memory. Only one phase is open at a time; a boundar
 while another phase is open is ignored (nested forwards, recomputation inside backward).
 After the first ``GPUMEM_PROBE_STEPS`` steps (default 3) every hook is removed.
 
+With ``gpumem-agent run --memory-history`` (``GPUMEM_PROBE_HISTORY_ENTRIES`` set) the
+probe also turns on PyTorch's allocator history (``_History``): recording starts when the
+program initialises CUDA, every event carries the phase's tag, the events are taken out of
+the allocator's ring buffer after each phase (so a later phase cannot push a peak's
+events out), and at the end the snapshot is written, bounded, beside the socket for the
+agent to read back.
+
 Messages go to the agent as JSON lines (protocol version 1, at most ``MAX_LINE_BYTES``
 each) over the unix socket named by ``GPUMEM_PROBE_SOCKET``. The probe never raises into
 the user's program: any failure of its own disables it.
@@ -64,6 +71,15 @@ _CONFIG_KEYS = (
 
 _ENV_SOCKET = "GPUMEM_PROBE_SOCKET"
 _ENV_STEPS = "GPUMEM_PROBE_STEPS"
+# Set by `run --memory-history`: the most events PyTorch's recorder keeps (its ring
+# buffer, and what the probe accumulates), and the byte cap of the converted history.
+_ENV_HISTORY_ENTRIES = "GPUMEM_PROBE_HISTORY_ENTRIES"
+_ENV_HISTORY_BYTES = "GPUMEM_PROBE_HISTORY_BYTES"
+#: Frames kept per event in the written snapshot, innermost first (the history document
+#: keeps fewer: gpumem_history.MAX_STACK_DEPTH).
+HISTORY_PICKLE_FRAMES = 32
+#: Largest snapshot pickle written (the agent refuses larger ones).
+HISTORY_MAX_PICKLE_BYTES = 256 << 20
 
 _PROBE = None
 _PENDING_READER = None
@@ -168,6 +184,63 @@ class CudaReader:
         setter = getattr(self._torch.cuda.memory, "_set_memory_metadata", None)
         if setter is not None and self._ready():
             setter(text)
+
+    # ---- the allocator's history (run --memory-history) ---------------------------
+    history_source = "cuda"
+
+    def history_unavailable(self):
+        """Why PyTorch's allocator history cannot be recorded here, or None."""
+        cuda = self._torch.cuda
+        memory = getattr(cuda, "memory", None)
+        missing = [
+            n for n in ("_record_memory_history", "_snapshot", "_set_memory_metadata") if not hasattr(memory, n)
+        ]
+        if missing:
+            return "torch %s has no torch.cuda.memory.%s" % (self._torch.__version__, missing[0])
+        if not cuda.is_available():
+            return (
+                "torch.cuda is not available in this process (no CUDA or ROCm device, or a CPU-only "
+                "torch): the allocator history is the CUDA caching allocator's, so nothing was recorded"
+            )
+        return None
+
+    def when_initialised(self, fn):
+        """Calls ``fn`` once the program has initialised CUDA: now if it has, else from
+        torch's own lazy initialisation (``torch.cuda._lazy_call``, the queue that
+        ``manual_seed`` uses), so the probe never creates a context itself."""
+        cuda = self._torch.cuda
+        if cuda.is_initialized():
+            fn()
+            return True
+        lazy = getattr(cuda, "_lazy_call", None)
+        if lazy is None:
+            return False
+        lazy(fn)
+        return True
+
+    def record_history(self, max_entries, clear=False):
+        """Turns the recorder on with Python stacks (``stacks="python"``: C++ frames
+        would cost every allocation a native unwind), keeping ``max_entries`` events;
+        ``clear`` empties its ring buffer."""
+        record = self._torch.cuda.memory._record_memory_history
+        kwargs = dict(enabled="all", context="all", stacks="python", max_entries=max_entries, clear_history=clear)
+        try:
+            # A free is recorded twice (requested, then completed when its stream is
+            # done); the converter reads the completed one, so the other is not kept.
+            record(skip_actions=["free_requested"], **kwargs)
+        except TypeError:  # torch before skip_actions
+            record(**kwargs)
+
+    def stop_history(self):
+        self._torch.cuda.memory._record_memory_history(enabled=None)
+
+    def snapshot(self):
+        return self._torch.cuda.memory._snapshot()
+
+    def set_metadata(self, text):
+        """As ``tag``, without the readiness check: called from inside torch's lazy
+        initialisation, when CUDA is up but not yet marked initialised."""
+        self._torch.cuda.memory._set_memory_metadata(text)
 
 
 def _set_reader(reader):
@@ -318,6 +391,190 @@ def _by_dtype(tensors):
     return groups
 
 
+class _History:
+    """PyTorch's allocator history for ``run --memory-history``, bounded.
+
+    The recorder (``torch.cuda.memory._record_memory_history``) keeps at most
+    ``max_entries`` events in a ring buffer. After each phase the probe takes a snapshot,
+    moves its events into its own list (at most ``max_entries`` in all: the oldest go
+    first, counted) and clears the buffer, so a phase's peak stays in the record however
+    long the later phases are; each event keeps at most ``HISTORY_PICKLE_FRAMES`` frames,
+    identical frames shared. At the end the last snapshot's segments and every event kept
+    are written as ``history-<pid>.pickle`` (the shape of ``_snapshot()``, which PyTorch's
+    memory_viz reads) and converted by ``gpumem_history`` into ``history-<pid>.json``
+    (``max_bytes`` at most), both new files of mode 0600 in the probe's folder.
+    """
+
+    def __init__(self, probe, max_entries, max_bytes, folder):
+        self.probe = probe
+        self.max_entries = max(1, min(int(max_entries), 1000000))
+        self.max_bytes = max(1 << 16, min(int(max_bytes), 64 << 20))
+        self.folder = folder
+        self.traces = {}  # device index -> events kept, oldest first
+        self.kept = 0
+        self.total = 0
+        self.dropped = 0
+        self.snapshots = 0
+        self.segments = []
+        self.filled = []  # phases in which the recorder's buffer filled up
+        self.frames = {}
+        self.recording = False
+        self.unavailable = None
+        self.done = False
+        self.device = None
+
+    def arm(self):
+        reader = self.probe.reader
+        why = reader.history_unavailable()
+        if why is not None:
+            self.unavailable = why
+            return
+        if not reader.when_initialised(self._start):
+            self.unavailable = "this torch has no torch.cuda._lazy_call, and the program had not initialised CUDA"
+
+    def _start(self):
+        # Runs inside torch's lazy initialisation or at once; never raises into it.
+        try:
+            r = self.probe.reader
+            r.record_history(self.max_entries)
+            self.recording = True
+            active = self.probe.active
+            if active is not None:
+                r.set_metadata("gpumem:%s:%s" % (active["name"], active["step"]))
+        except Exception as e:  # noqa: BLE001 - never break the program's CUDA start
+            self.unavailable = "starting the recorder failed: %s" % _clip(e, 300)
+
+    def _frames(self, frames):
+        out = []
+        for f in (frames or [])[:HISTORY_PICKLE_FRAMES]:
+            try:
+                key = (f["filename"], f["line"], f["name"])
+            except (KeyError, TypeError):
+                continue
+            out.append(self.frames.setdefault(key, {"filename": key[0], "line": key[1], "name": key[2]}))
+        return out
+
+    def collect(self, where):
+        """Moves the recorder's events into the probe's list (after a phase, at the end)."""
+        if not self.recording or self.done:
+            return
+        r = self.probe.reader
+        snap = r.snapshot()
+        r.record_history(self.max_entries, clear=True)
+        self.snapshots += 1
+        self.segments = snap.get("segments") or []
+        for device, events in enumerate(snap.get("device_traces") or []):
+            if not events:
+                continue
+            if len(events) >= self.max_entries:
+                self.filled.append(where)
+            kept = self.traces.setdefault(device, [])
+            for e in events:
+                e = dict(e)
+                e["frames"] = self._frames(e.get("frames"))
+                kept.append(e)
+            self.total += len(events)
+            self.kept += len(events)
+        # The oldest go first when the list is over its bound.
+        while self.kept > self.max_entries:
+            device = max(self.traces, key=lambda d: len(self.traces[d]))
+            over = min(self.kept - self.max_entries, len(self.traces[device]))
+            del self.traces[device][:over]
+            self.kept -= over
+            self.dropped += over
+
+    def finish(self):
+        """Writes the history (once); returns the message fields for the agent."""
+        if self.done:
+            return None
+        if self.unavailable is not None:
+            self.done = True
+            return {"status": "not_possible", "detail": self.unavailable}
+        if not self.recording:
+            self.done = True
+            return {
+                "status": "not_possible",
+                "detail": "the program did not initialise CUDA while the probe ran: nothing was allocated on a device to record",
+            }
+        r = self.probe.reader
+        self.collect("the end")
+        self.done = True
+        try:
+            r.stop_history()
+        except Exception:  # noqa: BLE001 - a device left unusable (after an OOM)
+            pass
+        device = self.device if self.device is not None else r.device()
+        n = max(self.traces) + 1 if self.traces else 1
+        traces = [self.traces.get(d, []) for d in range(n)]
+        snapshot = {"segments": self.segments, "device_traces": traces}
+        pickle_path = self._write_pickle(snapshot)
+        converter = _converter()
+        doc = converter.from_snapshot(
+            snapshot,
+            source=getattr(r, "history_source", "cuda"),
+            device=device,
+            vocab=self.probe.vocab,
+            torch_version=getattr(self.probe.torch, "__version__", None),
+            max_events=min(self.max_entries, converter.MAX_EVENTS),
+            max_bytes=self.max_bytes,
+        )
+        doc["dropped_events"] = int(doc.get("dropped_events", 0)) + self.dropped
+        if self.filled:
+            doc["notes"].append(
+                "the recorder's buffer (%d events) filled during %s: its earliest events there were lost"
+                % (self.max_entries, ", ".join(self.filled[:8]))
+            )
+        _write_new(os.path.join(self.folder, "history-%d.json" % os.getpid()), json.dumps(doc).encode())
+        detail = "%d allocator events recorded in %d snapshots (%d kept in the snapshot%s)" % (
+            self.total,
+            self.snapshots,
+            sum(len(t) for t in traces),
+            "" if pickle_path else ", which was too large to write",
+        )
+        return {
+            "status": "recorded",
+            "detail": detail,
+            "entries": self.total,
+            "dropped": int(doc["dropped_events"]),
+            "snapshots": self.snapshots,
+        }
+
+    def _write_pickle(self, snapshot):
+        """The snapshot as PyTorch pickles it (``_dump_snapshot``), halved from the
+        oldest events until it is at most ``HISTORY_MAX_PICKLE_BYTES``."""
+        import pickle
+
+        while True:
+            data = pickle.dumps(snapshot)
+            if len(data) <= HISTORY_MAX_PICKLE_BYTES:
+                break
+            traces = snapshot["device_traces"]
+            if not any(traces):
+                return None
+            snapshot = dict(snapshot, device_traces=[t[len(t) // 2 :] for t in traces])
+        _write_new(os.path.join(self.folder, "history-%d.pickle" % os.getpid()), data)
+        return True
+
+
+def _converter():
+    """gpumem_history, shipped inside this package by the agent (beside it in tests)."""
+    try:
+        from gpumem_probe import history
+    except ImportError:
+        import gpumem_history as history
+    return history
+
+
+def _write_new(path, data):
+    """A new file of mode 0600 (never through a link), written whole and then renamed
+    into place, so the agent sees either no file or the complete one."""
+    tmp = path + ".part"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.rename(tmp, path)
+
+
 class _Probe:
     """Phase state of one process; every public hook body runs under ``_guard``."""
 
@@ -348,6 +605,8 @@ class _Probe:
         self.started_ns = _now()
         self.removed_ns = None
         self.lock = threading.RLock()
+        self.history = None
+        self.vocab = None
 
     # ---- reporting -------------------------------------------------------------
     def send_hello(self):
@@ -459,6 +718,10 @@ class _Probe:
                 device_total_bytes=total,
                 error=error,
             )
+            if self.history is not None:
+                if device is not None and self.history.device is None:
+                    self.history.device = device
+                self._history_step(self.history.collect, "%s of step %s" % (ph["name"], ph["step"]))
 
     # ---- hooks -----------------------------------------------------------------
     def _guard(self, fn, *args):
@@ -554,6 +817,7 @@ class _Probe:
             value = getattr(cfg, key, None)
             if isinstance(value, int) and not isinstance(value, bool):
                 config[key] = value
+        self.vocab = config.get("vocab_size")
         self.channel.send(
             "model",
             module=_clip(type(module).__name__, _MAX_NAME),
@@ -732,6 +996,37 @@ class _Probe:
         self.restores = []
         self.removed_ns = _now()
         self.channel.send("hooks_removed", reason=why, steps=self.step, generate_calls=self.generate_calls)
+        self.finish_history()
+
+    def _history_step(self, fn, *args):
+        """Runs a step of the history; a failure of its own ends the history (said to
+        the agent), never the phases."""
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - never break the user's program
+            h = self.history
+            self.history = None
+            if h is not None and not h.done:
+                h.done = True
+                try:
+                    h.probe.reader.stop_history()
+                except Exception:  # noqa: BLE001
+                    pass
+                self.channel.send(
+                    "memory_history",
+                    status="not_possible",
+                    detail=_clip("recording the allocator history failed: %s: %s" % (type(e).__name__, e)),
+                )
+            return None
+
+    def finish_history(self):
+        """Writes the allocator history and tells the agent (once)."""
+        h = self.history
+        if h is None or h.done:
+            return
+        fields = self._history_step(h.finish)
+        if fields is not None:
+            self.channel.send("memory_history", **fields)
 
     def failure(self, exc):
         """Records an uncaught exception: an OOM with its phase, or a crash."""
@@ -758,12 +1053,15 @@ class _Probe:
         )
         if self.active is not None:
             self.end(self.active["token"], _clip(text, 500))
+        # An out-of-memory error is where the history matters most: written now.
+        self.finish_history()
 
     def bye(self):
         if self.active is not None:
             self.end(self.active["token"])
         if self.pending_uninstall:
             self.uninstall("after %d steps" % self.max_steps)
+        self.finish_history()
         end = self.removed_ns or _now()
         self.channel.send(
             "bye",
@@ -813,6 +1111,14 @@ def _on_torch_imported(torch):
     reader = _PENDING_READER or CudaReader(torch)
     probe = _Probe(torch, channel, reader, steps)
     probe.send_hello()
+    entries = _env_int(_ENV_HISTORY_ENTRIES)
+    if entries is not None and entries > 0:
+        probe.history = _History(
+            probe, entries, _env_int(_ENV_HISTORY_BYTES) or (8 << 20), os.path.dirname(os.path.abspath(path))
+        )
+        probe._history_step(probe.history.arm)
+        if probe.history is not None and probe.history.unavailable is not None:
+            probe.finish_history()
     probe.install()
     _PROBE = probe
 

@@ -104,6 +104,28 @@ class FromSnapshot(unittest.TestCase):
         self.assertEqual(sum("/torch/" in f["file"] for f in kept), 3)
         self.assertTrue(all(len(f["name"]) <= gh.MAX_NAME_CHARS for f in kept))
 
+    def test_the_byte_cap_keeps_the_last_events_that_fit(self):
+        import json
+
+        snap = snapshot()
+        many = [
+            {"action": "alloc", "addr": (2 << 30) + 512 * i, "size": 512, "stream": 0, "time_us": 100 + i,
+             "frames": [frame("/user/train.py", i, "step")], "user_metadata": "gpumem:forward:1"}
+            for i in range(5000)
+        ]
+        snap["device_traces"][0] = snap["device_traces"][0] + many
+        whole = gh.from_snapshot(snap, source="cuda", device=0)
+        self.assertGreater(len(json.dumps(whole, separators=(",", ":"))), 200000)
+        doc = gh.from_snapshot(snap, source="cuda", device=0, max_bytes=200000)
+        self.assertLessEqual(len(json.dumps(doc, separators=(",", ":"))), 200000)
+        self.assertGreater(doc["dropped_events"], 0)
+        # Counted as the recorder's entries: the events kept are what remains of them.
+        self.assertLessEqual(doc["dropped_events"] + len(doc["events"]), len(snap["device_traces"][0]))
+        # The newest events are the ones kept.
+        last = lambda d: {k: d["events"][-1][k] for k in ("action", "address", "size")}  # noqa: E731
+        self.assertEqual(last(doc), last(whole))
+        self.assertTrue(any("within 200000 bytes" in n for n in doc["notes"]), doc["notes"])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -75,8 +75,10 @@ class FakeAgent:
         self.server.close()
 
 
-def run_workload(name, extra_env=None, reader="recording"):
-    """Runs a workload under the probe; returns (returncode, messages, calls, stdout, stderr)."""
+def run_workload(name, extra_env=None, reader="recording", files=None):
+    """Runs a workload under the probe; returns (returncode, messages, calls, stdout, stderr).
+    ``files``: a dict that receives the probe folder's ``history-*`` files (name ->
+    (mode, bytes)) before the folder goes."""
     with tempfile.TemporaryDirectory() as folder:
         agent = FakeAgent(folder)
         calls_out = os.path.join(folder, "calls.json")
@@ -104,6 +106,12 @@ def run_workload(name, extra_env=None, reader="recording"):
             with open(calls_out) as f:
                 calls = json.load(f)
         msgs = [m for c in agent.connections for m in c]
+        if files is not None:
+            for name in os.listdir(folder):
+                if name.startswith("history-"):
+                    path = os.path.join(folder, name)
+                    with open(path, "rb") as f:
+                        files[name] = (os.stat(path).st_mode & 0o777, f.read())
         return proc.returncode, msgs, calls, proc.stdout, proc.stderr
 
 
@@ -255,6 +263,96 @@ class MarkersAndFailures(unittest.TestCase):
             if m["type"] == "phase":
                 for key in ("allocated_start_bytes", "allocated_peak_bytes", "reserved_end_bytes"):
                     self.assertIsNone(m[key])
+
+
+HISTORY_ENV = {"GPUMEM_PROBE_HISTORY_ENTRIES": "200000", "GPUMEM_PROBE_HISTORY_BYTES": str(8 << 20)}
+
+
+class MemoryHistory(unittest.TestCase):
+    """`run --memory-history` in the probe: the recorder's API driven by the phases, the
+    events taken out after each phase, the snapshot and its conversion written as new
+    private files, and PyTorch's own viewer reading the snapshot. The recorder here is
+    the stand-in's SYNTHETIC plan (no CUDA on this machine); the real reader says why
+    it cannot record."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.files = {}
+        cls.rc, cls.msgs, cls.calls, _, cls.err = run_workload("train_adamw.py", HISTORY_ENV, files=cls.files)
+
+    def test_the_history_is_recorded_after_every_phase_and_written_private(self):
+        self.assertEqual(self.rc, 0, self.err)
+        said = one(self.msgs, "memory_history")
+        self.assertEqual(said["status"], "recorded", said)
+        # One snapshot after each of the 10 phases (model_load, 3 steps of 3), one at the end.
+        self.assertEqual(said["snapshots"], len(phases(self.msgs)) + 1)
+        pid = one(self.msgs, "hello")["pid"]
+        self.assertEqual(sorted(self.files), ["history-%d.json" % pid, "history-%d.pickle" % pid])
+        for mode, _ in self.files.values():
+            self.assertEqual(mode, 0o600)
+        # The history is written once, after the hooks are removed (3 steps).
+        kinds = [m["type"] for m in self.msgs]
+        self.assertLess(kinds.index("hooks_removed"), kinds.index("memory_history"))
+
+    def test_the_conversion_carries_the_phases_and_the_stand_ins_plan(self):
+        pid = one(self.msgs, "hello")["pid"]
+        doc = json.loads(self.files["history-%d.json" % pid][1])
+        self.assertEqual(doc["schema"], "gpumem.history/v1")
+        self.assertEqual(doc["source"], "synthetic")
+        named = [(p["name"], p["step"]) for p in doc["phases"]]
+        self.assertEqual(named, phases(self.msgs))
+        self.assertEqual(doc["scopes"], ["model.layers.0", "model.layers.1"])
+        allocs = [e for e in doc["events"] if e["action"] == "alloc"]
+        # Weights 4, gradients 4 and optimizer state 8 once; 2 activations and a
+        # temporary per forward; a temporary in every other phase.
+        self.assertEqual(len(allocs), 4 + 4 + 8 + 3 * (2 + 1) + 3 * 2)
+        self.assertEqual(doc["dropped_events"], 0)
+
+    def test_pytorchs_own_viewer_reads_the_snapshot(self):
+        import pickle
+
+        from torch.cuda import _memory_viz as viz
+
+        pid = one(self.msgs, "hello")["pid"]
+        snap = pickle.loads(self.files["history-%d.pickle" % pid][1])
+        self.assertEqual(set(snap), {"segments", "device_traces"})
+        text = viz.trace(snap)
+        self.assertIn("TOTAL MEM", text)
+        allocs = sum(len(t) for t in snap["device_traces"])
+        self.assertIn("%d entries" % allocs, text)
+        summary = viz.segsum(snap)
+        # What is live at the end: weights, gradients and optimizer state of the plan.
+        self.assertIn("total_allocated: %.1fMiB" % (4 * 4 + 4 * 4 + 8 * 4), summary)
+        self.assertGreater(len(viz.trace_plot(snap)), 1000)
+        self.assertGreater(len(viz.segment_plot(snap)), 1000)
+
+    def test_the_recorders_bound_drops_the_oldest_and_counts_them(self):
+        files = {}
+        env = dict(HISTORY_ENV, GPUMEM_PROBE_HISTORY_ENTRIES="12")
+        rc, msgs, _, _, err = run_workload("train_adamw.py", env, files=files)
+        self.assertEqual(rc, 0, err)
+        said = one(msgs, "memory_history")
+        self.assertGreater(said["dropped"], 0)
+        pid = one(msgs, "hello")["pid"]
+        doc = json.loads(files["history-%d.json" % pid][1])
+        self.assertLessEqual(len(doc["events"]), 12)
+        self.assertEqual(doc["dropped_events"], said["dropped"])
+        # What the window did not see allocated is rebuilt from the segments.
+        self.assertGreater(len(doc["before"]), 0)
+
+    def test_without_cuda_the_real_reader_says_why_and_writes_nothing(self):
+        files = {}
+        rc, msgs, _, _, err = run_workload("train_adamw.py", HISTORY_ENV, reader="real", files=files)
+        self.assertEqual(rc, 0, err)
+        said = one(msgs, "memory_history")
+        self.assertEqual(said["status"], "not_possible")
+        self.assertIn("torch.cuda is not available", said["detail"])
+        self.assertEqual(files, {})
+        # The phases are still recorded, with no number at all.
+        self.assertEqual(len(phases(msgs)), 10)
+
+    def test_without_the_flag_nothing_is_recorded(self):
+        self.assertEqual([m for m in run_workload("markers.py")[1] if m["type"] == "memory_history"], [])
 
 
 class Overhead(unittest.TestCase):

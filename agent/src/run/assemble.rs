@@ -189,6 +189,7 @@ pub(super) fn assemble(a: Assembly) -> WorkloadFile {
             hooks_removed: state.hooks_removed,
             ended_cleanly: state.bye,
             comparison,
+            memory_history: None,
         });
     }
     if ranks.is_empty() {

@@ -15,6 +15,8 @@ pub(super) struct RankState {
     pub(super) bye: bool,
     /// Phases already pushed to the page (`--serve`).
     pub(super) pushed: usize,
+    /// What the probe said of the allocator history (`--memory-history`).
+    pub(super) history: Option<super::history::Said>,
 }
 
 /// Everything the channel delivered.
@@ -286,6 +288,12 @@ pub(super) fn absorb(
         ProbeMessage::HooksRemoved { reason, steps, .. } => {
             rank.hooks_removed = Some(format!("{reason} (steps done: {steps})"));
         }
+        ProbeMessage::MemoryHistory { .. } => {
+            if rank.history.is_some() {
+                return false;
+            }
+            rank.history = super::history::Said::of(&message);
+        }
         ProbeMessage::ProbeError { message } => {
             rank.hooks_removed = Some(format!("probe error, hooks removed: {message}"));
         }
@@ -305,6 +313,14 @@ pub(super) fn absorb(
         }
     }
     true
+}
+
+/// The pid a process reported in its hello.
+pub(super) fn hello_pid(rank: &RankState) -> Option<u32> {
+    match &rank.hello {
+        Some(ProbeMessage::Hello { pid, .. }) => Some(*pid),
+        _ => None,
+    }
 }
 
 /// The `RANK` a process reported in its hello.

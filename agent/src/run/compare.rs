@@ -16,6 +16,7 @@ use gpumem_core::kv::{KvDtype, KvLayout, KvShape};
 use gpumem_core::params;
 use gpumem_core::training::{AttentionImpl, Optimizer, activation_bytes};
 use gpumem_core::units::checked_product;
+use gpumem_proto::history::{Attribution, HistoryLine, LARGEST_PER_LINE, MIN_BLOCK};
 use gpumem_proto::workload::{
     Basis, Comparison, ComparisonLine, Difference, DifferenceKind, ModelFacts, OptimizerFacts,
     ProbeFacts, WorkloadPhase,
@@ -82,6 +83,8 @@ impl Line {
             observed_how: self.observed_how.to_owned(),
             traced_bytes: None,
             traced_how: None,
+            attributed_bytes: None,
+            attributed_how: None,
             why: (!why.is_empty()).then(|| why.join("; ")),
         }
     }
@@ -451,6 +454,8 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
                 kind: DifferenceKind::ActivationsAboveAssumption,
                 bytes: diff(Some(o), Some(*a)),
                 explanation: "observed activations of the first forward − the estimator's assumption (Korthikanti et al., 16-bit, SDPA)".into(),
+                item: None,
+                largest: Vec::new(),
             });
         }
         let (computed, basis, formula) = match from_estimate {
@@ -494,6 +499,8 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
                 p.name,
                 p.step.map_or(String::new(), |s| format!(" (step {s})"))
             ),
+            item: None,
+            largest: Vec::new(),
         });
     }
     // Outside the allocator: the NVML process-tree peak over a phase − its reserved peak.
@@ -509,6 +516,8 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
         } else {
             "not available: no NVML timeline to set beside the allocator's figures".into()
         },
+        item: None,
+        largest: Vec::new(),
     });
     if let Some(p) = first(phases, "optimizer_step", 0) {
         differences.push(Difference {
@@ -519,6 +528,8 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
             ),
             explanation: "allocated after − before the first optimizer step: the states it created"
                 .into(),
+            item: None,
+            largest: Vec::new(),
         });
     }
 
@@ -536,6 +547,108 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
         differences,
         trace: None,
     }
+}
+
+/// The estimate's line of the allocator history that stands beside a comparison item.
+fn history_line(item: &str) -> Option<HistoryLine> {
+    Some(match item {
+        "weights" => HistoryLine::Weights,
+        "gradients" => HistoryLine::Gradients,
+        "optimizer_states" => HistoryLine::OptimizerState,
+        "activations" => HistoryLine::Activations,
+        "kv_cache" => HistoryLine::KvCache,
+        _ => return None,
+    })
+}
+
+fn phase_words(phase: &str, step: Option<u32>) -> String {
+    match step {
+        Some(s) => format!("{phase} of step {s}"),
+        None => phase.to_owned(),
+    }
+}
+
+/// Sets the attributed column from the allocator's history (`run --memory-history`):
+/// each item's most bytes live at any phase's peak; and names each line that exceeded
+/// its computed figure — beyond the allocator's 512 B rounding of that line's blocks,
+/// which the estimate does not count — with the largest allocations behind it, the
+/// largest excess first.
+pub fn attribute_lines(c: &mut Comparison, a: &Attribution) {
+    let mut above = Vec::new();
+    for l in &mut c.lines {
+        let Some(line) = history_line(&l.item) else {
+            continue;
+        };
+        // The peak where the line held the most (the first of equals).
+        let Some(peak) = a.peaks.iter().fold(
+            None,
+            |best: Option<&gpumem_proto::history::PeakAttribution>, p| match best {
+                Some(b) if b.bytes(line) >= p.bytes(line) => Some(b),
+                _ => Some(p),
+            },
+        ) else {
+            continue;
+        };
+        let bytes = peak.bytes(line);
+        let blocks = peak
+            .lines
+            .iter()
+            .find(|x| x.line == line)
+            .map_or(0, |x| x.blocks);
+        let at = phase_words(&peak.phase, peak.step);
+        l.attributed_bytes = Some(bytes);
+        l.attributed_how = Some(format!(
+            "the allocator's history: {} live at the peak of {at} ({blocks} blocks, each rounded up to 512 B as the allocator does), its most at any phase's peak",
+            line.label()
+        ));
+        let Some(computed) = l.computed_bytes else {
+            continue;
+        };
+        let rounding = blocks.saturating_mul(MIN_BLOCK);
+        if bytes > computed.saturating_add(rounding) {
+            let excess = bytes - computed;
+            let largest: Vec<_> = peak
+                .largest
+                .iter()
+                .filter(|b| b.line == line)
+                .take(LARGEST_PER_LINE)
+                .cloned()
+                .collect();
+            let named: Vec<String> = largest
+                .iter()
+                .map(|b| {
+                    let mut s = format!("{} B", gpumem_core::units::group_digits(b.bytes));
+                    if !b.site.is_empty() {
+                        s.push_str(&format!(" from {}", b.site));
+                    }
+                    if !b.scope.is_empty() {
+                        s.push_str(&format!(" [{}]", b.scope));
+                    }
+                    s
+                })
+                .collect();
+            above.push(Difference {
+                kind: DifferenceKind::LineAboveEstimate,
+                bytes: i64::try_from(excess).ok(),
+                explanation: format!(
+                    "{}: {} B live at the peak of {at} in the allocator's history, {} B computed ({} blocks' rounding allowed){}",
+                    l.item,
+                    gpumem_core::units::group_digits(bytes),
+                    gpumem_core::units::group_digits(computed),
+                    blocks,
+                    if named.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; the largest allocations: {}", named.join(", "))
+                    }
+                ),
+                item: Some(l.item.clone()),
+                largest,
+            });
+        }
+    }
+    above.sort_by_key(|d| std::cmp::Reverse(d.bytes));
+    c.differences.extend(above);
 }
 
 #[cfg(test)]
@@ -763,6 +876,94 @@ mod tests {
             "{} vs {full}",
             est.kv_cache_bytes
         );
+    }
+
+    /// The attributed column is each item's most at any peak; a line above its
+    /// estimate only beyond the allocator's rounding of its blocks is named, with its
+    /// largest allocations.
+    #[test]
+    fn the_history_names_the_line_above_its_estimate() {
+        use gpumem_proto::history::{
+            HISTORY_SCHEMA, HistoryAction as A, HistoryEvent, HistoryFrame, HistoryPhase,
+            MemoryHistory, attribute,
+        };
+        let ev = |action, address, size, phase, stack| HistoryEvent {
+            action,
+            address,
+            size,
+            phase: Some(phase),
+            scope: None,
+            stack,
+        };
+        let h = MemoryHistory {
+            schema: HISTORY_SCHEMA.into(),
+            source: "synthetic".into(),
+            torch_version: None,
+            device: None,
+            vocab: None,
+            phases: ["model_load", "forward", "backward", "optimizer_step"]
+                .iter()
+                .map(|n| HistoryPhase {
+                    name: (*n).into(),
+                    step: (*n != "model_load").then_some(0),
+                })
+                .collect(),
+            scopes: vec![],
+            frames: vec![HistoryFrame {
+                file: "/x/train.py".into(),
+                line: 7,
+                name: "init_state".into(),
+            }],
+            stacks: vec![vec![0]],
+            before: vec![],
+            reserved_before_bytes: 0,
+            events: vec![
+                // 1000 B of weights: 2 blocks of 512 B, as computed.
+                ev(A::Alloc, 0, 500, 0, None),
+                ev(A::Alloc, 512, 500, 0, None),
+                ev(A::Alloc, 1 << 20, 1000, 1, None),
+                ev(A::Free, 1 << 20, 1000, 2, None),
+                // The optimizer's state: 8 KiB against 4 KiB computed.
+                ev(A::Alloc, 2 << 20, 8192, 3, Some(0)),
+            ],
+            dropped_events: 0,
+            notes: vec![],
+        };
+        h.validate().unwrap();
+        let a = attribute(&h);
+        let line = |item: &str, computed: u64| ComparisonLine {
+            item: item.into(),
+            computed_bytes: Some(computed),
+            basis: Basis::Computed,
+            formula: String::new(),
+            observed_bytes: None,
+            observed_how: String::new(),
+            traced_bytes: None,
+            traced_how: None,
+            attributed_bytes: None,
+            attributed_how: None,
+            why: None,
+        };
+        let mut c = Comparison {
+            source: String::new(),
+            lines: vec![line("weights", 1000), line("optimizer_states", 4096)],
+            differences: vec![],
+            trace: None,
+        };
+        attribute_lines(&mut c, &a);
+        assert_eq!(get(&c, "weights").attributed_bytes, Some(1024));
+        assert_eq!(get(&c, "optimizer_states").attributed_bytes, Some(8192));
+        let above: Vec<_> = c
+            .differences
+            .iter()
+            .filter(|d| d.kind == DifferenceKind::LineAboveEstimate)
+            .collect();
+        // The weights' 24 B are the rounding of their two blocks: not named.
+        assert_eq!(above.len(), 1, "{above:?}");
+        assert_eq!(above[0].item.as_deref(), Some("optimizer_states"));
+        assert_eq!(above[0].bytes, Some(4096));
+        assert_eq!(above[0].largest[0].site, "x/train.py:7 init_state");
+        assert!(above[0].explanation.contains("optimizer_step of step 0"));
     }
 
     #[test]

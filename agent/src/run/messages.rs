@@ -94,6 +94,10 @@ fn clipped(mut message: ProbeMessage) -> ProbeMessage {
                 }
             }
             ProbeMessage::ProbeError { message } => clip(message),
+            ProbeMessage::MemoryHistory { status, detail, .. } => {
+                clip(status);
+                clip(detail);
+            }
             ProbeMessage::HooksRemoved { reason, .. } => clip(reason),
             ProbeMessage::Model {
                 module,

@@ -20,6 +20,7 @@ mod assemble;
 pub mod channel;
 mod collect;
 pub mod compare;
+pub mod history;
 pub mod messages;
 pub mod oom;
 pub mod probe;
@@ -116,6 +117,14 @@ pub struct Args {
     /// `lora-targets=q,v`, `attention=flash`, …), in `estimate`'s vocabulary; repeat it.
     #[arg(long, value_name = "KEY=VALUE", value_parser = traced::parse_override, conflicts_with = "no_trace")]
     pub trace_with: Vec<(String, String)>,
+    /// Record PyTorch's allocator history in each process of the command
+    /// (`torch.cuda.memory._record_memory_history`, Python stacks, at most 200 000 events
+    /// and 8 MiB converted per process) and split each phase's peak into the estimate's
+    /// lines: the document keeps it (`memory_history` per rank) and the table names the
+    /// line that exceeded its estimate. PATH (default: --output's name with `.pickle`) is
+    /// a new file with the raw snapshot, which pytorch.org/memory_viz reads.
+    #[arg(long, value_name = "PATH", num_args = 0..=1)]
+    pub memory_history: Option<Option<PathBuf>>,
     /// Prometheus export (textfile collector, Pushgateway).
     #[command(flatten)]
     pub export: crate::export::sink::ExportArgs,
@@ -134,6 +143,13 @@ pub fn run(args: Args) -> Result<Exit> {
     // Step one: usage and the output path; nothing is started on an error here.
     let devices = crate::device::parse_device(&args.device)?;
     if let Some(path) = &args.output {
+        crate::private::check_new_path(path)?;
+    }
+    let pickle = args
+        .memory_history
+        .as_ref()
+        .and_then(|explicit| history::pickle_target(explicit.as_deref(), args.output.as_deref()));
+    if let Some(path) = &pickle {
         crate::private::check_new_path(path)?;
     }
     let Some(program) = args.command.first() else {
@@ -178,6 +194,11 @@ pub fn run(args: Args) -> Result<Exit> {
         )
         .env(probe::ENV_SOCKET, &socket)
         .env(probe::ENV_STEPS, args.steps.to_string());
+    if args.memory_history.is_some() {
+        command
+            .env(history::ENV_ENTRIES, history::ENTRIES.to_string())
+            .env(history::ENV_BYTES, history::BYTES_PER_PROCESS.to_string());
+    }
     let argv: Vec<String> = args
         .command
         .iter()
@@ -275,7 +296,11 @@ pub fn run(args: Args) -> Result<Exit> {
         },
     };
     let ended = ended?;
-    drop(dir);
+    let said: BTreeMap<u32, history::Said> = collected
+        .ranks
+        .values()
+        .filter_map(|r| Some((collect::hello_pid(r)?, r.history.clone()?)))
+        .collect();
 
     let mut file = assemble(Assembly {
         synthetic,
@@ -291,6 +316,11 @@ pub fn run(args: Args) -> Result<Exit> {
         still_running: crate::process::still_running,
         context,
     });
+    if args.memory_history.is_some() {
+        // While the probe's folder (where each process wrote its history) still exists.
+        history::attach(&mut file, dir.path(), &said, pickle.as_deref());
+    }
+    drop(dir);
     // After the command: the trace takes CPU only, never from the measured program.
     traced::trace_ranks(&mut file, &args.trace_with, args.no_trace);
     crate::out::err!("{}", report(&file));
@@ -298,10 +328,14 @@ pub fn run(args: Args) -> Result<Exit> {
         x.finish(&crate::export::from_workload(&file));
     }
     if let Some(feed) = &live {
+        // The page is sent the document without the histories' events (it draws their
+        // attribution); --output keeps them.
+        let mut result = serde_json::to_value(&file).unwrap_or_default();
+        gpumem_proto::workload::strip_history_events(&mut result);
         feed.push(AgentMessage::WorkloadFinished {
             run_id: WORKLOAD_RUN_ID,
             ok: file.outcome.status == Status::Ok,
-            result: serde_json::to_value(&file).unwrap_or_default(),
+            result,
         });
         // The sessions write on threads of their own: give them a moment to send the
         // document before the process ends (the page keeps it after the agent goes).

@@ -92,6 +92,11 @@ pub fn write_probe(dir: &Path) -> Result<()> {
     let package = dir.join("gpumem_probe");
     private::make_subfolder(&package)?;
     private::write_new(&package.join("__init__.py"), PROBE_SOURCE.as_bytes())?;
+    // The allocator history's converter (`run --memory-history`), the trace's own.
+    private::write_new(
+        &package.join("history.py"),
+        crate::trace::python::HISTORY_SOURCE.as_bytes(),
+    )?;
     private::write_new(
         &dir.join("sitecustomize.py"),
         SITECUSTOMIZE_SOURCE.as_bytes(),
@@ -125,6 +130,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         write_probe(dir.path()).expect("write");
         assert!(dir.path().join("gpumem_probe/__init__.py").is_file());
+        assert!(dir.path().join("gpumem_probe/history.py").is_file());
         let sc = std::fs::read_to_string(dir.path().join("sitecustomize.py")).expect("read");
         assert!(sc.contains("_activate_from_env"));
         let p = python_path(dir.path(), Some("/a:/b".into()));

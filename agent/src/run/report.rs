@@ -132,21 +132,36 @@ pub fn report(file: &WorkloadFile) -> String {
         }
         if !r.comparison.lines.is_empty() {
             let traced = r.comparison.lines.iter().any(|l| l.traced_bytes.is_some());
+            let attributed = r
+                .comparison
+                .lines
+                .iter()
+                .any(|l| l.attributed_bytes.is_some());
             let _ = writeln!(
                 s,
-                "  computed vs observed{} (bytes):",
-                if traced { " vs traced" } else { "" }
+                "  computed vs observed{}{} (bytes):",
+                if traced { " vs traced" } else { "" },
+                if attributed {
+                    " vs the allocator's history"
+                } else {
+                    ""
+                }
             );
             for l in &r.comparison.lines {
                 let _ = writeln!(
                     s,
-                    "    {:<18} {:>16} ({:?}) · observed {:>16}{} — {}{}",
+                    "    {:<18} {:>16} ({:?}) · observed {:>16}{}{} — {}{}",
                     l.item,
                     b(l.computed_bytes),
                     l.basis,
                     b(l.observed_bytes),
                     if traced {
                         format!(" · traced {:>16}", b(l.traced_bytes))
+                    } else {
+                        String::new()
+                    },
+                    if attributed {
+                        format!(" · history {:>16}", b(l.attributed_bytes))
                     } else {
                         String::new()
                     },
@@ -168,6 +183,28 @@ pub fn report(file: &WorkloadFile) -> String {
         }
         if let Some(t) = &r.comparison.trace {
             let _ = writeln!(s, "  {}", t.detail);
+        }
+        if let Some(h) = &r.memory_history {
+            let _ = writeln!(s, "  allocator history: {}", h.detail);
+            if let Some(p) = &h.pickle {
+                let _ = writeln!(
+                    s,
+                    "  its raw snapshot: {p} (pytorch.org/memory_viz reads it)"
+                );
+            }
+            if let Some(a) = &h.attribution {
+                let text = crate::trace::render_attribution(a);
+                let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+                for line in lines.iter().take(REPORT_PHASES + 10) {
+                    let _ = writeln!(s, "  {line}");
+                }
+                more(
+                    &mut s,
+                    lines.len(),
+                    REPORT_PHASES + 10,
+                    "lines of the attribution",
+                );
+            }
         }
         if let Some(ov) = r.overhead {
             let _ = writeln!(

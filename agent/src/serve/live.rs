@@ -184,10 +184,13 @@ impl WorkloadReplay {
                 });
             }
         }
+        // The page draws the histories' attribution; their events stay in the file.
+        let mut result = self.raw.clone();
+        gpumem_proto::workload::strip_history_events(&mut result);
         out.push(AgentMessage::WorkloadFinished {
             run_id,
             ok: f.outcome.status == Status::Ok,
-            result: self.raw.clone(),
+            result,
         });
         out
     }

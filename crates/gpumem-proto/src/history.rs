@@ -55,6 +55,8 @@ pub const MAX_NAME_CHARS: usize = 300;
 pub const MAX_HISTORY_BYTES: u64 = 48 << 20;
 /// Blocks live when the window opened, at most.
 pub const MAX_BEFORE: usize = 200_000;
+/// Notes a history carries, at most (each at most [`MAX_NAME_CHARS`] characters).
+pub const MAX_NOTES: usize = 64;
 /// Points of the timeline [`attribute`] draws (events are sampled down to it).
 pub const TIMELINE_POINTS: usize = 600;
 /// Largest blocks named per line at a peak.
@@ -69,8 +71,8 @@ pub const MIN_BLOCK: u64 = 512;
 pub struct MemoryHistory {
     /// Always [`HISTORY_SCHEMA`].
     pub schema: String,
-    /// `cuda` (PyTorch's allocator on a GPU) or `meta` (the trace's model of it: no
-    /// memory was allocated).
+    /// `cuda` (PyTorch's allocator on a GPU), `meta` (the trace's model of it: no
+    /// memory was allocated) or `synthetic` (the tests' stand-in: not memory of anything).
     pub source: String,
     /// The torch version that recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -252,6 +254,14 @@ impl MemoryHistory {
         }
         for p in &self.phases {
             text("phase", &p.name)?;
+        }
+        bound("notes", self.notes.len(), MAX_NOTES)?;
+        for n in &self.notes {
+            text("note", n)?;
+        }
+        text("source", &self.source)?;
+        if let Some(v) = &self.torch_version {
+            text("torch version", v)?;
         }
         for s in &self.scopes {
             text("scope", s)?;

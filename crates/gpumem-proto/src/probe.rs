@@ -219,6 +219,25 @@ pub enum ProbeMessage {
         #[serde(default)]
         generate_calls: Option<u32>,
     },
+    /// With `run --memory-history`: the allocator history was written (the snapshot
+    /// pickle and its `gpumem.history/v1` conversion, `history-<pid>.pickle` and
+    /// `history-<pid>.json` in the probe's own folder, which the agent reads back), or
+    /// why it could not be recorded.
+    MemoryHistory {
+        /// `recorded` or `not_possible`.
+        status: String,
+        /// What was recorded, or why nothing was, in words.
+        detail: String,
+        /// Entries PyTorch's recorder returned over the run, kept or not.
+        #[serde(default)]
+        entries: u64,
+        /// Entries left out by the bounds (the ring buffer's, the probe's).
+        #[serde(default)]
+        dropped: u64,
+        /// Snapshots taken (one after each phase and one at the end).
+        #[serde(default)]
+        snapshots: u32,
+    },
     /// The probe hit a bug of its own and disabled itself.
     ProbeError {
         /// What.

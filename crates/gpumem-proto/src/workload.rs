@@ -164,6 +164,83 @@ pub struct RankResult {
     pub ended_cleanly: bool,
     /// The estimator's lines beside what was observed.
     pub comparison: Comparison,
+    /// With `run --memory-history`: PyTorch's allocator history of this process, each
+    /// phase's peak attributed to the estimate's lines, or why there is none; absent
+    /// without the flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_history: Option<RankHistory>,
+}
+
+/// Whether a process's allocator history was recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryStatus {
+    /// Recorded: `attribution` is set (and `history`, unless it was left out).
+    Recorded,
+    /// Not possible here (no CUDA allocator in the process, a torch without the
+    /// recording API, a probe that stopped early): `detail` says why.
+    NotPossible,
+}
+
+/// One process's allocator history (`run --memory-history`): recorded by
+/// `torch.cuda.memory._record_memory_history` in the probe, converted to
+/// `gpumem.history/v1` (bounded: events, stack depth, bytes) and attributed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct RankHistory {
+    /// Recorded or not.
+    pub status: HistoryStatus,
+    /// What was recorded (events, snapshots, what the bounds left out), or why nothing
+    /// was, in words.
+    pub detail: String,
+    /// The file the raw snapshot was written to (PyTorch's pickle, which
+    /// <https://pytorch.org/memory_viz> and `torch.cuda._memory_viz` read), when one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pickle: Option<String>,
+    /// Each phase's peak split into the estimate's lines, the timeline by line and the
+    /// phases as bands (`gpumem_proto::history::attribute`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<crate::history::Attribution>,
+    /// The events themselves (`gpumem.history/v1`). The page is sent the document
+    /// without them, and the sheet attaches it without them ([`strip_history_events`]):
+    /// `left_out` then says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<crate::history::MemoryHistory>,
+    /// Why `history` is absent from a recorded process, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<String>,
+}
+
+/// What [`strip_history_events`] writes in `left_out`.
+pub const HISTORY_LEFT_OUT: &str = "the events are left out here (the attribution is kept): the workload file written by --output and the pickle hold them";
+
+/// Removes every rank's `memory_history.history` (the events) from a workload document
+/// given as JSON, marking each with `left_out`; the attribution stays. Returns how many
+/// were removed. What the page is sent and what the sheet attaches stay bounded by
+/// the phases, not by the events a history holds. Anything that is not a workload
+/// document's shape is left as it is.
+pub fn strip_history_events(document: &mut serde_json::Value) -> usize {
+    let Some(ranks) = document
+        .get_mut("ranks")
+        .and_then(serde_json::Value::as_array_mut)
+    else {
+        return 0;
+    };
+    let mut removed = 0;
+    for rank in ranks {
+        let Some(h) = rank
+            .get_mut("memory_history")
+            .and_then(serde_json::Value::as_object_mut)
+        else {
+            continue;
+        };
+        if h.remove("history").is_some() {
+            removed += 1;
+            h.insert("left_out".to_owned(), HISTORY_LEFT_OUT.into());
+        }
+    }
+    removed
 }
 
 /// The probe's view of the software environment.
@@ -454,6 +531,13 @@ pub struct ComparisonLine {
     /// How the traced figure was read from the trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traced_how: Option<String>,
+    /// The same item in the allocator's history (`run --memory-history`): the most of
+    /// it live at any phase's peak, blocks as the allocator counts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributed_bytes: Option<u64>,
+    /// Where the attributed figure was read (which phase's peak).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributed_how: Option<String>,
     /// Why a figure is `null`, when one is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
@@ -469,6 +553,13 @@ pub struct Difference {
     pub bytes: Option<i64>,
     /// Where it was read, in words.
     pub explanation: String,
+    /// The estimate's line it is about (`LineAboveEstimate`: the comparison item).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
+    /// The largest allocations behind it, with where they were made
+    /// (`LineAboveEstimate`, from the allocator's history).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub largest: Vec<crate::history::LargestBlock>,
 }
 
 /// Kinds of [`Difference`].
@@ -485,6 +576,10 @@ pub enum DifferenceKind {
     FirstStepState,
     /// Observed activations − the estimator's assumption.
     ActivationsAboveAssumption,
+    /// A line of the allocator's history above the estimate's line for it (beyond the
+    /// allocator's 512 B rounding of its blocks): attributed − computed, with the
+    /// largest allocations behind it.
+    LineAboveEstimate,
 }
 
 /// Device-level memory of the whole process tree over time (NVML).
