@@ -15,6 +15,7 @@ pub mod agent;
 pub mod agent_panel;
 pub mod compute;
 pub mod engine_panel;
+pub mod history_view;
 pub mod inputs;
 pub mod lookup;
 pub mod query;

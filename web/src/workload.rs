@@ -19,6 +19,7 @@ use leptos::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::history_view::{ShownHistory, history_view};
 use crate::run_state::RunState;
 
 /// Most workloads kept (one agent shows one; more only across re-pairings).
@@ -63,6 +64,9 @@ pub struct ShownRank {
     pub phases: Vec<WorkloadPhase>,
     /// The computed-vs-observed table.
     pub comparison: Comparison,
+    /// The allocator's history (`run --memory-history`), without its events.
+    #[serde(default)]
+    pub memory_history: Option<ShownHistory>,
 }
 
 /// The probe's environment, as shown.
@@ -133,7 +137,8 @@ pub struct WorkloadRecord {
 }
 
 impl WorkloadRecord {
-    /// The sheet's view of it.
+    /// The sheet's view of it (the allocator history's events left out:
+    /// [`ObservedWorkload::attached`]).
     pub fn observed(&self) -> ObservedWorkload {
         ObservedWorkload {
             source: self.source,
@@ -147,6 +152,7 @@ impl WorkloadRecord {
                 })
             }),
         }
+        .attached()
     }
 }
 
@@ -211,8 +217,15 @@ pub fn apply(records: &mut Vec<WorkloadRecord>, source: ObservationSource, messa
                     .saturating_add(u64::try_from(dropped).unwrap_or(u64::MAX));
             }
         }
-        AgentMessage::WorkloadFinished { run_id, ok, result } => {
+        AgentMessage::WorkloadFinished {
+            run_id,
+            ok,
+            mut result,
+        } => {
             if let Some(r) = records.iter_mut().find(|r| r.run_id == run_id) {
+                // The agent sends no history events; a document that holds them is
+                // kept without them all the same (the page draws the attribution).
+                gpumem_proto::workload::strip_history_events(&mut result);
                 r.state = RunState::Finished;
                 r.ok = ok;
                 match read_document(result.clone()) {
@@ -244,6 +257,7 @@ fn read_document(raw: Value) -> Result<ShownDocument, String> {
 impl WorkloadRecord {
     /// A workload restored from an imported sheet.
     pub fn imported(w: ObservedWorkload) -> WorkloadRecord {
+        let w = w.attached();
         let file = w.raw.clone().and_then(|raw| read_document(raw).ok());
         WorkloadRecord {
             run_id: 0,
@@ -282,6 +296,7 @@ struct ProcessView {
     label: String,
     phases: Vec<WorkloadPhase>,
     comparison: Option<Comparison>,
+    history: Option<ShownHistory>,
 }
 
 fn processes(record: &WorkloadRecord) -> Vec<ProcessView> {
@@ -302,6 +317,7 @@ fn processes(record: &WorkloadRecord) -> Vec<ProcessView> {
                         },
                         phases: Vec::new(),
                         comparison: None,
+                        history: None,
                     },
                 ));
                 out.len() - 1
@@ -328,6 +344,7 @@ fn process_of_rank(r: &ShownRank) -> ProcessView {
         label,
         phases: r.phases.clone(),
         comparison: Some(r.comparison.clone()),
+        history: r.memory_history.clone(),
     }
 }
 
@@ -354,6 +371,7 @@ fn difference_name(kind: DifferenceKind) -> &'static str {
         DifferenceKind::OutsideAllocator => "outside the allocator (device-level − reserved)",
         DifferenceKind::FirstStepState => "state created at the first step",
         DifferenceKind::ActivationsAboveAssumption => "activations above the assumption",
+        DifferenceKind::LineAboveEstimate => "a line above its estimate (the allocator's history)",
     }
 }
 
@@ -482,6 +500,7 @@ fn comparison_table(c: &Comparison) -> impl IntoView + use<> {
                     <td><span class=format!("tag {basis}")>{basis}</span></td>
                     {bytes_cell(l.observed_bytes)}
                     {bytes_cell(l.traced_bytes)}
+                    {bytes_cell(l.attributed_bytes)}
                     <td class="small">{l.formula.clone()}</td>
                     <td class="small">{l.observed_how.clone()}
                         {l.why.clone().map(|w| view! { <span class="muted block">{w}</span> })}</td>
@@ -495,7 +514,7 @@ fn comparison_table(c: &Comparison) -> impl IntoView + use<> {
         .take(MAX_RENDERED_PHASES)
         .map(|d| {
             view! {
-                <li data-testid="difference" data-kind=format!("{:?}", d.kind)>
+                <li data-testid="difference" data-kind=format!("{:?}", d.kind) data-item=d.item.clone()>
                     <strong>{difference_name(d.kind)}</strong> ": "
                     <span class="num" title=d.bytes.map(|b| Bytes(b.unsigned_abs()).describe())>
                         {signed(d.bytes)} " bytes"</span>
@@ -514,6 +533,7 @@ fn comparison_table(c: &Comparison) -> impl IntoView + use<> {
                     <th scope="col">"basis"</th>
                     <th scope="col" class="num">"observed"</th>
                     <th scope="col" class="num">"traced"</th>
+                    <th scope="col" class="num" title="The most of it live at any phase's peak in the allocator's history (run --memory-history)">"history"</th>
                     <th scope="col">"formula"</th>
                     <th scope="col">"how observed"</th>
                 </tr></thead>
@@ -666,6 +686,7 @@ pub fn WorkloadView(
                     {phases_table(&p.phases)}
                     {timeline_chart(&p.phases, &samples)}
                     {p.comparison.as_ref().map(comparison_table)}
+                    {p.history.as_ref().map(|h| history_view(h, p.comparison.as_ref()))}
                 </section>
             }
         })
@@ -791,6 +812,71 @@ mod tests {
         assert_eq!(y_of(0, 0, u64::MAX), u64::MAX);
         assert_eq!(thin(&[1, 2, 3, 4, 5], 3), [1, 3, 5]);
         assert_eq!(signed(Some(i64::MIN)).chars().next(), Some('−'));
+    }
+
+    /// A document with an allocator history: the page keeps and draws its attribution,
+    /// never its events, and the sheet attaches it the same way.
+    #[test]
+    fn the_history_is_kept_without_its_events() {
+        let raw: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/workloads/synthetic-train_history.json"
+        ))
+        .expect("fixture");
+        let events = raw["ranks"][0]["memory_history"]["history"]["events"]
+            .as_array()
+            .map_or(0, Vec::len);
+        assert!(events > 0, "the fixture holds the events");
+        let mut records = Vec::new();
+        let source = ObservationSource::Replay;
+        apply(
+            &mut records,
+            source,
+            AgentMessage::WorkloadStarted {
+                run_id: 1,
+                command: vec!["x".into()],
+                synthetic: true,
+                steps_instrumented: 3,
+            },
+        );
+        apply(
+            &mut records,
+            source,
+            AgentMessage::WorkloadFinished {
+                run_id: 1,
+                ok: true,
+                result: raw.clone(),
+            },
+        );
+        let r = &records[0];
+        let kept = &r.raw.as_ref().unwrap()["ranks"][0]["memory_history"];
+        assert!(kept.get("history").is_none(), "the events are not kept");
+        assert_eq!(
+            kept["left_out"],
+            gpumem_proto::workload::HISTORY_LEFT_OUT,
+            "and it says so"
+        );
+        assert_eq!(
+            kept["attribution"],
+            raw["ranks"][0]["memory_history"]["attribution"]
+        );
+        let shown = processes(r).remove(0).history.expect("a history");
+        let a = shown.attribution.expect("its attribution");
+        assert_eq!(a.bands.len(), 10);
+        // The sheet, and a sheet's workload read back, carry no events either.
+        let attached = r.observed();
+        assert!(
+            attached.raw.as_ref().unwrap()["ranks"][0]["memory_history"]
+                .get("history")
+                .is_none()
+        );
+        let mut with_events = r.observed();
+        with_events.raw = Some(raw);
+        let back = WorkloadRecord::imported(with_events);
+        assert!(
+            back.raw.as_ref().unwrap()["ranks"][0]["memory_history"]
+                .get("history")
+                .is_none()
+        );
     }
 
     #[test]

@@ -170,11 +170,26 @@ pub struct ObservedWorkload {
     /// `true` when the command succeeded and nothing failed; `false` otherwise or when
     /// it had not ended.
     pub ok: bool,
-    /// The `gpumem.workload/v1` document, attached unchanged (method §12); `null` when it
-    /// had not arrived (then `failure` says why).
+    /// The `gpumem.workload/v1` document, attached unchanged (method §12) but for the
+    /// allocator history's events, which [`ObservedWorkload::attached`] leaves out (each
+    /// rank's attribution stays); `null` when it had not arrived (then `failure` says
+    /// why).
     pub raw: Option<Value>,
     /// Why there is no document, in words.
     pub failure: Option<String>,
+}
+
+impl ObservedWorkload {
+    /// The workload as a sheet attaches it: the document without the allocator
+    /// history's events (`ranks[].memory_history.history`, up to tens of megabytes per
+    /// process, which the workload file and the snapshot keep), so that a sheet grows
+    /// with the phases and the attribution, not with the events recorded.
+    pub fn attached(mut self) -> ObservedWorkload {
+        if let Some(raw) = &mut self.raw {
+            crate::workload::strip_history_events(raw);
+        }
+        self
+    }
 }
 
 /// One measurement series (one agent process, method §8).
