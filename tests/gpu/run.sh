@@ -132,6 +132,19 @@ if command -v python3 >/dev/null && python3 -c 'import torch, transformers; asse
   step run-llama-generate  0 run --device cuda:0 --output "$OUTDIR/gpu-run-llama-generate.json" -- \
     python3 "$HERE/llama_generate.py" --device cuda:0 --new 64 --stats "$OUTDIR/gpu-run-llama-generate.stats.json"
   step run-refuse-overwrite 2 run --output "$OUTDIR/gpu-run-llama-train.json" -- python3 -c 'print(1)'
+  # `run --memory-history`: PyTorch's allocator history of the same training, each
+  # phase's peak attributed to the estimate's lines; compare_history.py checks that the
+  # attribution covers at least 95 % of each phase's allocated peak and that
+  # torch.cuda._memory_viz reads the snapshot.
+  step run-llama-history   0 run --device cuda:0 --memory-history "$OUTDIR/gpu-run-llama-history.pickle" \
+    --output "$OUTDIR/gpu-run-llama-history.json" -- \
+    python3 "$HERE/llama_train.py" --device cuda:0 --steps 3 --stats "$OUTDIR/gpu-run-llama-history.stats.json"
+  if [ -f "$OUTDIR/gpu-run-llama-history.json" ] && [ -f "$OUTDIR/gpu-run-llama-history.pickle" ]; then
+    python3 "$HERE/compare_history.py" "$OUTDIR/gpu-run-llama-history.json" "$OUTDIR/gpu-run-llama-history.pickle" >> "$SUMMARY" 2>&1 \
+      || { echo "compare_history.py: PAST TOLERANCE" >> "$SUMMARY"; FAILED=1; }
+  else
+    echo "run --memory-history: no result or snapshot written" >> "$SUMMARY"; FAILED=1
+  fi
   # The same two workloads traced on the CPU (meta device) and estimated; compare_trace.py
   # sets traced, computed and observed side by side and fails past its stated tolerances.
   (cd "$HERE" && python3 llama_common.py "$OUTDIR/tiny-llama-config.json")
