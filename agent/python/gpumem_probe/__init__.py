@@ -422,6 +422,8 @@ class _History:
         self.unavailable = None
         self.done = False
         self.device = None
+        # A forked child inherits this object: only the process that armed it records.
+        self.pid = os.getpid()
 
     def arm(self):
         reader = self.probe.reader
@@ -456,7 +458,7 @@ class _History:
 
     def collect(self, where):
         """Moves the recorder's events into the probe's list (after a phase, at the end)."""
-        if not self.recording or self.done:
+        if not self.recording or self.done or self.pid != os.getpid():
             return
         r = self.probe.reader
         snap = r.snapshot()
@@ -1022,7 +1024,7 @@ class _Probe:
     def finish_history(self):
         """Writes the allocator history and tells the agent (once)."""
         h = self.history
-        if h is None or h.done:
+        if h is None or h.done or h.pid != os.getpid():
             return
         fields = self._history_step(h.finish)
         if fields is not None:
