@@ -639,6 +639,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_events_are_stripped_and_said_so_and_nothing_else() {
+        let mut doc = serde_json::json!({
+            "ranks": [
+                {"pid": 1, "memory_history": {"status": "recorded", "detail": "d",
+                    "attribution": {"peaks": []}, "history": {"events": [1, 2, 3]}}},
+                {"pid": 2, "memory_history": {"status": "not_possible", "detail": "no CUDA"}},
+                {"pid": 3},
+                "not a rank"
+            ]
+        });
+        assert_eq!(strip_history_events(&mut doc), 1);
+        let h = &doc["ranks"][0]["memory_history"];
+        assert!(h.get("history").is_none());
+        assert_eq!(h["left_out"], HISTORY_LEFT_OUT);
+        assert_eq!(h["attribution"], serde_json::json!({"peaks": []}));
+        assert!(doc["ranks"][1]["memory_history"].get("left_out").is_none());
+        assert_eq!(strip_history_events(&mut doc), 0, "idempotent");
+        for mut other in [serde_json::json!([1]), serde_json::json!({"ranks": 3})] {
+            let before = other.clone();
+            assert_eq!(strip_history_events(&mut other), 0);
+            assert_eq!(other, before);
+        }
+    }
+
+    #[test]
     fn unknown_versions_are_refused() {
         let file = WorkloadFile {
             schema: "gpumem.workload/v9".into(),
