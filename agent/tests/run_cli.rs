@@ -972,7 +972,7 @@ fn memory_history_is_recorded_attributed_and_kept() {
         .collect();
     assert_eq!(above[0]["item"], "optimizer_states", "{above:?}");
     assert!(
-        above[0]["largest"][0]["site"]
+        above[0]["explanation"]
             .as_str()
             .unwrap()
             .contains("adamw.py:40 _init_group"),

@@ -455,7 +455,6 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
                 bytes: diff(Some(o), Some(*a)),
                 explanation: "observed activations of the first forward − the estimator's assumption (Korthikanti et al., 16-bit, SDPA)".into(),
                 item: None,
-                largest: Vec::new(),
             });
         }
         let (computed, basis, formula) = match from_estimate {
@@ -500,7 +499,6 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
                 p.step.map_or(String::new(), |s| format!(" (step {s})"))
             ),
             item: None,
-            largest: Vec::new(),
         });
     }
     // Outside the allocator: the NVML process-tree peak over a phase − its reserved peak.
@@ -517,7 +515,6 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
             "not available: no NVML timeline to set beside the allocator's figures".into()
         },
         item: None,
-        largest: Vec::new(),
     });
     if let Some(p) = first(phases, "optimizer_step", 0) {
         differences.push(Difference {
@@ -529,7 +526,6 @@ pub fn compare(facts: &ProbeFacts, phases: &[WorkloadPhase]) -> Comparison {
             explanation: "allocated after − before the first optimizer step: the states it created"
                 .into(),
             item: None,
-            largest: Vec::new(),
         });
     }
 
@@ -607,15 +603,11 @@ pub fn attribute_lines(c: &mut Comparison, a: &Attribution) {
         let rounding = blocks.saturating_mul(MIN_BLOCK);
         if bytes > computed.saturating_add(rounding) {
             let excess = bytes - computed;
-            let largest: Vec<_> = peak
+            let named: Vec<String> = peak
                 .largest
                 .iter()
                 .filter(|b| b.line == line)
                 .take(LARGEST_PER_LINE)
-                .cloned()
-                .collect();
-            let named: Vec<String> = largest
-                .iter()
                 .map(|b| {
                     let mut s = format!("{} B", gpumem_core::units::group_digits(b.bytes));
                     if !b.site.is_empty() {
@@ -643,7 +635,6 @@ pub fn attribute_lines(c: &mut Comparison, a: &Attribution) {
                     }
                 ),
                 item: Some(l.item.clone()),
-                largest,
             });
         }
     }
@@ -962,7 +953,13 @@ mod tests {
         assert_eq!(above.len(), 1, "{above:?}");
         assert_eq!(above[0].item.as_deref(), Some("optimizer_states"));
         assert_eq!(above[0].bytes, Some(4096));
-        assert_eq!(above[0].largest[0].site, "x/train.py:7 init_state");
+        assert!(
+            above[0]
+                .explanation
+                .contains("8 192 B from x/train.py:7 init_state"),
+            "{}",
+            above[0].explanation
+        );
         assert!(above[0].explanation.contains("optimizer_step of step 0"));
     }
 

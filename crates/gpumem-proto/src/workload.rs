@@ -553,13 +553,11 @@ pub struct Difference {
     pub bytes: Option<i64>,
     /// Where it was read, in words.
     pub explanation: String,
-    /// The estimate's line it is about (`LineAboveEstimate`: the comparison item).
+    /// The estimate's line it is about (`LineAboveEstimate`: the comparison item; the
+    /// explanation names the largest allocations behind it, and the rank's
+    /// `memory_history` holds them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<String>,
-    /// The largest allocations behind it, with where they were made
-    /// (`LineAboveEstimate`, from the allocator's history).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub largest: Vec<crate::history::LargestBlock>,
 }
 
 /// Kinds of [`Difference`].
