@@ -26,15 +26,23 @@
 //! when known, else the label, tagged with a [`CapacityKind`] so callers can say
 //! which one they used.
 //!
+//! The same row holds what the serving engines read of a card: its generation ([`Arch`]:
+//! bf16 and fp8 support, sm_90), its bandwidth, the total torch reports
+//! ([`GpuCard::torch_bytes`]) and its SM count ([`GpuCard::sms`]). A fact the row does
+//! not know is not defaulted silently: [`GpuCard::torch_total`] and [`GpuCard::sms`]
+//! say when their figure is assumed, and the engine names it in its budget.
+//!
 //! # Sources
 //!
-//! Every entry names where its figures come from ([`SOURCES`], by id). `label` names the
+//! Every entry names where its figures come from, in the same row (`cards!` splits
+//! them into [`SOURCES`]). `label` names the
 //! vendor document that gives the label (a datasheet or product page, by title).
 //! `reported` names the public readout the reported figure was taken from.
 //! That is a GitHub issue or pull request, a repository file or a web page, with
 //! its address, and the figure is quoted as printed. A card with no public readout
 //! that could be found and cited has `reported_bytes: None`. The catalogue never
-//! estimates a reported figure.
+//! estimates a reported figure. `torch` and `sms` name where torch's total and the SM
+//! count come from, the same way.
 
 #![deny(clippy::arithmetic_side_effects)]
 
@@ -172,6 +180,15 @@ pub struct GpuCard {
     pub label_bytes: u64,
     /// Total the device reports to software, in bytes, when a public readout is known.
     pub reported_bytes: Option<u64>,
+    /// What torch reports as the device's total (`torch.cuda.mem_get_info()[1]`, the
+    /// `total_memory` of `_CudaDeviceProperties`), which vLLM, SGLang and TGI size from:
+    /// MiB as torch prints them × 2^20, or the bytes where printed; `None` where no
+    /// public readout was found ([`GpuCard::torch_total`] then derives it, assumed).
+    pub torch_bytes: Option<u64>,
+    /// Streaming multiprocessors (NVIDIA) or compute units (AMD): torch's
+    /// `multi_processor_count`, which sizes vLLM's top-k/top-p buffer; `None` where not
+    /// known ([`GpuCard::sms`] then assumes [`ASSUMED_SMS`], and says so).
+    pub sms: Option<u32>,
 }
 
 /// Where one card's figures come from ([`SOURCES`]).
@@ -184,6 +201,11 @@ pub struct CardSources {
     /// Where `reported_bytes` comes from (tool, figure as printed, address); `Some`
     /// exactly when the card's `reported_bytes` is.
     pub reported: Option<&'static str>,
+    /// Where `torch_bytes` comes from (torch's printout, quoted); `Some` exactly when the
+    /// card's `torch_bytes` is.
+    pub torch: Option<&'static str>,
+    /// Where `sms` comes from; `Some` exactly when the card's `sms` is.
+    pub sms: Option<&'static str>,
 }
 
 /// The sources of the card `id`.
@@ -215,18 +237,76 @@ impl GpuCard {
             label: "",
             label_bytes: bytes,
             reported_bytes: None,
+            torch_bytes: None,
+            sms: None,
         }
     }
+
+    /// The card's total as torch reports it, and whether it is assumed: the row's
+    /// figure; a typed capacity (`--card 14.56GiB`) as given, since that is the total
+    /// the engine itself prints (vLLM's "total_gpu_memory (14.56GiB)"), not a label to
+    /// derive from; otherwise derived from the capacity less [`DERIVED_GAP_PER_MILLE`]
+    /// and rounded down to a MiB, and assumed.
+    pub const fn torch_total(&self) -> (u64, bool) {
+        match self.torch_bytes {
+            Some(b) => (b, false),
+            None if self.label.is_empty() => (self.label_bytes, false),
+            None => {
+                let c = self.capacity().0;
+                let gap = (c / 1000).saturating_mul(DERIVED_GAP_PER_MILLE);
+                (c.saturating_sub(gap) & !(MIB - 1), true)
+            }
+        }
+    }
+
+    /// Streaming multiprocessors, and whether assumed: the row's count, else
+    /// [`ASSUMED_SMS`].
+    pub const fn sms(&self) -> (u64, bool) {
+        match self.sms {
+            Some(n) => (n as u64, false),
+            None => (ASSUMED_SMS, true),
+        }
+    }
+
+    /// Whether the card is sm_90 (Hopper), which sizes torch's cuBLAS workspace.
+    pub const fn sm90(&self) -> bool {
+        matches!(self.arch, Arch::Hopper)
+    }
+}
+
+/// A torch total derived where none is public: the catalogue's capacity less 1 %
+/// (the largest gap seen between nvidia-smi and torch: A100 80GB, 81 920 → 81 152 MiB).
+pub const DERIVED_GAP_PER_MILLE: u64 = 10;
+
+/// The SM count assumed for a card whose count is not known (a typed capacity): an
+/// A100's 108, as the engines have always taken it. A card with more SMs makes vLLM's
+/// top-k/top-p buffer larger by one vocabulary row in fp32 per SM.
+pub const ASSUMED_SMS: u64 = 108;
+
+/// Builds [`CATALOGUE`] and [`SOURCES`] from one row per card: each card's facts and the
+/// sources of each are written once, side by side, and land in two tables, so the
+/// pages, which never show the sources, do not carry their text (`gpumem-agent cards
+/// --json` prints them).
+macro_rules! cards {
+    ($($id:literal {
+        $($fact:ident: $value:expr,)*
+    } sources {
+        $($source:ident: $text:expr,)*
+    },)*) => {
+        /// Every card, data-centre first.
+        pub static CATALOGUE: &[GpuCard] = &[$(GpuCard { id: $id, $($fact: $value,)* },)*];
+        /// Where each card's figures come from, in [`CATALOGUE`]'s order.
+        pub static SOURCES: &[CardSources] = &[$(CardSources { id: $id, $($source: $text,)* },)*];
+    };
 }
 
 /// The id of a typed capacity ([`GpuCard::custom`]).
 pub const CUSTOM_ID: &str = "custom";
 
-/// Every card, data-centre first.
-pub static CATALOGUE: &[GpuCard] = &[
+// Every card, data-centre first, one row each: its facts, then where each comes from.
+cards! {
     // ---------------------------------------------------------------- NVIDIA data centre
-    GpuCard {
-        id: "b200",
+    "b200" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Blackwell,
@@ -235,9 +315,20 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "180 GB HBM3e",
         label_bytes: 180 * GIB,
         reported_bytes: Some(183_359 * MIB),
+        torch_bytes: None,
+        sms: Some(148),
+    } sources {
+        label: "NVIDIA DGX B200 datasheet (1,440 GB total GPU memory across 8 B200 GPUs, \
+             i.e. 180 GB each); some third-party spec sheets list the raw 192 GB instead \
+             (see https://github.com/huggingface/huggingface.js/pull/1539)",
+        reported: Some(
+            "nvidia-smi total 183359MiB (MiB-rounded), driver 580.95.05, seen in \
+             https://github.com/NVIDIA/TensorRT-LLM/issues/10278",
+        ),
+        torch: None,
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
     },
-    GpuCard {
-        id: "h200-141gb",
+    "h200-141gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Hopper,
@@ -246,9 +337,19 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "141 GB HBM3e",
         label_bytes: 141 * GIB,
         reported_bytes: Some(143_771 * MIB),
+        torch_bytes: Some(143_156 * MIB),
+        sms: Some(132),
+    } sources {
+        label: "NVIDIA H200 Tensor Core GPU datasheet / product page (GPU memory 141GB)",
+        reported: Some(
+            "nvidia-smi total 143771MiB (MiB-rounded) for \"NVIDIA H200\", listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity (table of NVML/nvidia-smi \
+             totals); the same figure appears in many public nvidia-smi captures",
+        ),
+        torch: Some("H200: `total_memory=143156MB` in `_CudaDeviceProperties` as torch prints it"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
     },
-    GpuCard {
-        id: "h100-sxm-80gb",
+    "h100-sxm-80gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Hopper,
@@ -257,9 +358,20 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "80 GB HBM3",
         label_bytes: 80 * GIB,
         reported_bytes: Some(81_559 * MIB),
+        torch_bytes: Some(81_089 * MIB),
+        sms: Some(132),
+    } sources {
+        label: "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: GPU memory 80GB)",
+        reported: Some(
+            "nvidia-smi total 81559MiB (MiB-rounded) for \"NVIDIA H100 80GB HBM3\", seen in \
+             https://github.com/NVIDIA/nccl/issues/1264 and \
+             https://github.com/wilicc/gpu-burn/issues/114; also in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
+        ),
+        torch: Some("H100 80GB HBM3: `total_memory=81089MB` in `_CudaDeviceProperties` as torch prints it (torch 2.7.0, CUDA 12.8; vLLM 0.19 logs `total_memory=79.19GiB`)"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
     },
-    GpuCard {
-        id: "h100-pcie-80gb",
+    "h100-pcie-80gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Hopper,
@@ -268,9 +380,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "80 GB HBM2e",
         label_bytes: 80 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: Some(114),
+    } sources {
+        label: "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe: GPU memory 80GB)",
+        reported: None,
+        torch: None,
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
     },
-    GpuCard {
-        id: "h100-nvl-94gb",
+    "h100-nvl-94gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Hopper,
@@ -279,9 +397,19 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "94 GB HBM3",
         label_bytes: 94 * GIB,
         reported_bytes: Some(95_830 * MIB),
+        torch_bytes: None,
+        sms: Some(132),
+    } sources {
+        label: "NVIDIA H100 Tensor Core GPU datasheet (H100 NVL: GPU memory 94GB)",
+        reported: Some(
+            "nvidia-smi total 95830MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 95830 MiB, \
+             ECC enabled, driver 550.54.14) for \"NVIDIA H100 NVL\", captured in \
+             https://github.com/thamada/nvidia-smi/blob/198aebb60732de6969556867659756f4685637c2/nvsim/H100NVLx2_smi.py",
+        ),
+        torch: None,
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
     },
-    GpuCard {
-        id: "a100-80gb",
+    "a100-80gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Ampere,
@@ -290,9 +418,19 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "80 GB HBM2e",
         label_bytes: 80 * GIB,
         reported_bytes: Some(81_920 * MIB),
+        torch_bytes: Some(85_093_777_408),
+        sms: Some(108),
+    } sources {
+        label: "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB: 80GB HBM2e)",
+        reported: Some(
+            "nvidia-smi total 81920MiB (MiB-rounded) for A100 80GB, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+        torch: Some("A100 80GB PCIe: `total_memory=85093777408` (bytes) in `_CudaDeviceProperties`"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
     },
-    GpuCard {
-        id: "a100-40gb",
+    "a100-40gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Ampere,
@@ -301,9 +439,20 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "40 GB HBM2",
         label_bytes: 40 * GIB,
         reported_bytes: Some(40_960 * MIB),
+        torch_bytes: Some(40_536 * MIB),
+        sms: Some(108),
+    } sources {
+        label: "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB: 40GB HBM2)",
+        reported: Some(
+            "nvidia-smi total 40960MiB (MiB-rounded) for A100 40GB, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797; older drivers printed less \
+             (40536MiB on driver 470.82.01 in https://github.com/nanopool/phoenix-miner/issues/17)",
+        ),
+        torch: Some("A100-SXM4-40GB: `total_memory=40536MB` in `_CudaDeviceProperties`"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
     },
-    GpuCard {
-        id: "l40s-48gb",
+    "l40s-48gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Ada,
@@ -312,9 +461,19 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
         reported_bytes: Some(46_068 * MIB),
+        torch_bytes: Some(45_589 * MIB),
+        sms: Some(142),
+    } sources {
+        label: "NVIDIA L40S GPU datasheet (GPU memory 48GB GDDR6 with ECC)",
+        reported: Some(
+            "nvidia-smi total 46068MiB (MiB-rounded) for L40S, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+        torch: Some("L40S: `total_memory=45589MB` in `_CudaDeviceProperties`"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
     },
-    GpuCard {
-        id: "l4-24gb",
+    "l4-24gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Ada,
@@ -323,9 +482,19 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
         reported_bytes: Some(23_034 * MIB),
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA L4 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
+        reported: Some(
+            "nvidia-smi total 23034MiB (MiB-rounded) for L4, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "a10-24gb",
+    "a10-24gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Ampere,
@@ -334,9 +503,19 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
         reported_bytes: Some(24_146_608_128),
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA A10 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
+        reported: Some(
+            "NVML memoryInfo Total 24146608128 bytes (exact, = 23028 MiB) for \"NVIDIA A10\", \
+             driver 535.129.03, seen in https://github.com/mayooot/detect-gpu/issues/3; \
+             nvidia-smi 23028MiB listed in https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
+        ),
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "a10g-24gb",
+    "a10g-24gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Ampere,
@@ -345,9 +524,19 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
         reported_bytes: Some(23_028 * MIB),
+        torch_bytes: Some(22_587 * MIB),
+        sms: Some(80),
+    } sources {
+        label: "AWS Amazon EC2 G5 instance page (NVIDIA A10G Tensor Core GPU, 24 GB memory \
+             per GPU); the A10G is an AWS-specific A10 variant",
+        reported: Some(
+            "nvidia-smi total 23028MiB (MiB-rounded) for \"NVIDIA A10G\", driver 535.247.01, \
+             seen in https://github.com/NVIDIA/DCGM/issues/232",
+        ),
+        torch: Some("A10G: `total_memory=22587MB` in `_CudaDeviceProperties`"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
     },
-    GpuCard {
-        id: "t4-16gb",
+    "t4-16gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Turing,
@@ -356,9 +545,19 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "16 GB GDDR6",
         label_bytes: 16 * GIB,
         reported_bytes: Some(15_360 * MIB),
+        torch_bytes: Some(15_095 * MIB),
+        sms: Some(40),
+    } sources {
+        label: "NVIDIA T4 Tensor Core GPU datasheet (GPU memory 16 GB GDDR6)",
+        reported: Some(
+            "nvidia-smi total 15360MiB (MiB-rounded) for T4, listed in \
+             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
+             https://github.com/modal-labs/modal-client/pull/2797",
+        ),
+        torch: Some("Tesla T4: `total_memory=15095MB` in `_CudaDeviceProperties`"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
     },
-    GpuCard {
-        id: "v100-32gb",
+    "v100-32gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Volta,
@@ -367,9 +566,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "32 GB HBM2",
         label_bytes: 32 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA Tesla V100 GPU datasheet (V100 32GB: 32 GB HBM2)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "v100-16gb",
+    "v100-16gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::DataCentre,
         arch: Arch::Volta,
@@ -378,10 +583,16 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "16 GB HBM2",
         label_bytes: 16 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA Tesla V100 GPU datasheet (V100 16GB: 16 GB HBM2)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
     // ------------------------------------------------------------------- AMD data centre
-    GpuCard {
-        id: "mi325x",
+    "mi325x" {
         vendor: Vendor::Amd,
         segment: Segment::DataCentre,
         arch: Arch::Cdna3,
@@ -390,9 +601,16 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "256 GB HBM3E",
         label_bytes: 256 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "AMD Instinct MI325X accelerator product page / data sheet \
+             (256 GB HBM3E)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "mi300x",
+    "mi300x" {
         vendor: Vendor::Amd,
         segment: Segment::DataCentre,
         arch: Arch::Cdna3,
@@ -401,9 +619,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "192 GB HBM3",
         label_bytes: 192 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "AMD Instinct MI300X accelerator product page / data sheet (192 GB HBM3)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "mi250x",
+    "mi250x" {
         vendor: Vendor::Amd,
         segment: Segment::DataCentre,
         arch: Arch::Cdna2,
@@ -412,9 +636,17 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "128 GB HBM2e",
         label_bytes: 128 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "AMD Instinct MI250X accelerator product page / data sheet (128 GB HBM2e). \
+             The card has two GCDs that software sees as two devices of 64 GB each, so \
+             a single framework device holds at most half the label",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "mi210",
+    "mi210" {
         vendor: Vendor::Amd,
         segment: Segment::DataCentre,
         arch: Arch::Cdna2,
@@ -423,10 +655,16 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "64 GB HBM2e",
         label_bytes: 64 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "AMD Instinct MI210 accelerator product page / data sheet (64 GB HBM2e)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
     // ----------------------------------------------------------------------- workstation
-    GpuCard {
-        id: "rtx-6000-ada",
+    "rtx-6000-ada" {
         vendor: Vendor::Nvidia,
         segment: Segment::Workstation,
         arch: Arch::Ada,
@@ -435,9 +673,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA RTX 6000 Ada Generation datasheet (GPU memory 48 GB GDDR6 with ECC)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "rtx-a6000",
+    "rtx-a6000" {
         vendor: Vendor::Nvidia,
         segment: Segment::Workstation,
         arch: Arch::Ampere,
@@ -446,9 +690,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA RTX A6000 datasheet (GPU memory 48 GB GDDR6 with ECC)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "radeon-pro-w7900",
+    "radeon-pro-w7900" {
         vendor: Vendor::Amd,
         segment: Segment::Workstation,
         arch: Arch::Rdna3,
@@ -457,9 +707,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "AMD Radeon PRO W7900 product page (48 GB GDDR6 with ECC)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "rtx-pro-6000",
+    "rtx-pro-6000" {
         vendor: Vendor::Nvidia,
         segment: Segment::Workstation,
         arch: Arch::Blackwell,
@@ -468,10 +724,16 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "96 GB GDDR7",
         label_bytes: 96 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet (96 GB GDDR7 with ECC, 1792 GB/s)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
     // -------------------------------------------------------------------------- consumer
-    GpuCard {
-        id: "rtx-5090",
+    "rtx-5090" {
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
         arch: Arch::Blackwell,
@@ -480,9 +742,18 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "32 GB GDDR7",
         label_bytes: 32 * GIB,
         reported_bytes: Some(32_607 * MIB),
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA GeForce RTX 5090 product page / specifications (32 GB GDDR7)",
+        reported: Some(
+            "nvidia-smi total 32607MiB (MiB-rounded) for \"NVIDIA GeForce RTX 5090\", seen in \
+             https://github.com/noonghunna/club-3090/issues/1261",
+        ),
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "rtx-4090",
+    "rtx-4090" {
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
         arch: Arch::Ada,
@@ -491,9 +762,19 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "24 GB GDDR6X",
         label_bytes: 24 * GIB,
         reported_bytes: Some(24_564 * MIB),
+        torch_bytes: Some(24_563 * MIB),
+        sms: Some(128),
+    } sources {
+        label: "NVIDIA GeForce RTX 4090 product page / specifications (24 GB GDDR6X)",
+        reported: Some(
+            "nvidia-smi total 24564MiB (MiB-rounded) for \"NVIDIA GeForce RTX 4090\", seen in \
+             https://github.com/RLinf/RLinf/issues/255 (driver 550.163.01) and \
+             https://github.com/vllm-project/vllm/issues/7553 (driver 535.54.03)",
+        ),
+        torch: Some("RTX 4090: `total_memory=24563MB` in `_CudaDeviceProperties`"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
     },
-    GpuCard {
-        id: "rtx-3090",
+    "rtx-3090" {
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
         arch: Arch::Ampere,
@@ -502,9 +783,19 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "24 GB GDDR6X",
         label_bytes: 24 * GIB,
         reported_bytes: Some(24_576 * MIB),
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA GeForce RTX 3090 product page / specifications (24 GB GDDR6X)",
+        reported: Some(
+            "nvidia-smi total 24576MiB (MiB-rounded) for \"NVIDIA GeForce RTX 3090\", seen in \
+             https://github.com/noonghunna/club-3090/issues/1128 and \
+             https://github.com/noonghunna/club-3090/issues/32",
+        ),
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "rtx-4080",
+    "rtx-4080" {
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
         arch: Arch::Ada,
@@ -513,9 +804,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "16 GB GDDR6X",
         label_bytes: 16 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA GeForce RTX 4080 product page / specifications (16 GB GDDR6X)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "rtx-4060-ti-16gb",
+    "rtx-4060-ti-16gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
         arch: Arch::Ada,
@@ -524,9 +821,20 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "16 GB GDDR6",
         label_bytes: 16 * GIB,
         reported_bytes: Some(16_380 * MIB),
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA GeForce RTX 4060 Ti product page / specifications (16 GB or 8 GB \
+             GDDR6; this entry is the 16 GB model)",
+        reported: Some(
+            "nvidia-smi total 16380MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 16380 MiB, \
+             BAR1 16384 MiB, driver 550.54.14) for \"NVIDIA GeForce RTX 4060 Ti\", captured in \
+             https://github.com/thamada/nvidia-smi/blob/03fbe6e68c0bb4c28b72d5da786a9712a33cf408/nvsim/RTX4060Ti_smi.py",
+        ),
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "rtx-5070",
+    "rtx-5070" {
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
         arch: Arch::Blackwell,
@@ -535,9 +843,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "12 GB GDDR7",
         label_bytes: 12 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA GeForce RTX 5070 product page / specifications (12 GB GDDR7)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "rtx-5080",
+    "rtx-5080" {
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
         arch: Arch::Blackwell,
@@ -546,9 +860,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "16 GB GDDR7",
         label_bytes: 16 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA GeForce RTX 5080 product page / specifications (16 GB GDDR7, 960 GB/s)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "rtx-5060-ti-16gb",
+    "rtx-5060-ti-16gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
         arch: Arch::Blackwell,
@@ -557,9 +877,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "16 GB GDDR7",
         label_bytes: 16 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA GeForce RTX 5060 Ti product page / specifications (16 GB or 8 GB GDDR7, 448 GB/s; this entry is the 16 GB model)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "rtx-4070-ti-super",
+    "rtx-4070-ti-super" {
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
         arch: Arch::Ada,
@@ -568,9 +894,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "16 GB GDDR6X",
         label_bytes: 16 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070 Ti SUPER: 16 GB GDDR6X, 256-bit, 672 GB/s)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "rtx-4070",
+    "rtx-4070" {
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
         arch: Arch::Ada,
@@ -579,9 +911,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "12 GB GDDR6X",
         label_bytes: 12 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070: 12 GB GDDR6X, 192-bit, 504 GB/s)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "rtx-3060-12gb",
+    "rtx-3060-12gb" {
         vendor: Vendor::Nvidia,
         segment: Segment::Consumer,
         arch: Arch::Ampere,
@@ -590,9 +928,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "12 GB GDDR6",
         label_bytes: 12 * GIB,
         reported_bytes: None,
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "NVIDIA GeForce RTX 3060 family specifications (RTX 3060: 12 GB GDDR6, 192-bit, 360 GB/s; this entry is the 12 GB model)",
+        reported: None,
+        torch: None,
+        sms: None,
     },
-    GpuCard {
-        id: "radeon-rx-7900-xtx",
+    "radeon-rx-7900-xtx" {
         vendor: Vendor::Amd,
         segment: Segment::Consumer,
         arch: Arch::Rdna3,
@@ -601,250 +945,15 @@ pub static CATALOGUE: &[GpuCard] = &[
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
         reported_bytes: None,
-    },
-];
-
-/// Where each card's figures come from, by id: kept apart from [`CATALOGUE`] so the
-/// pages, which never show them, do not carry their text (`gpumem-agent cards --json`
-/// prints them).
-pub static SOURCES: &[CardSources] = &[
-    CardSources {
-        id: "b200",
-        label: "NVIDIA DGX B200 datasheet (1,440 GB total GPU memory across 8 B200 GPUs, \
-             i.e. 180 GB each); some third-party spec sheets list the raw 192 GB instead \
-             (see https://github.com/huggingface/huggingface.js/pull/1539)",
-        reported: Some(
-            "nvidia-smi total 183359MiB (MiB-rounded), driver 580.95.05, seen in \
-             https://github.com/NVIDIA/TensorRT-LLM/issues/10278",
-        ),
-    },
-    CardSources {
-        id: "h200-141gb",
-        label: "NVIDIA H200 Tensor Core GPU datasheet / product page (GPU memory 141GB)",
-        reported: Some(
-            "nvidia-smi total 143771MiB (MiB-rounded) for \"NVIDIA H200\", listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity (table of NVML/nvidia-smi \
-             totals); the same figure appears in many public nvidia-smi captures",
-        ),
-    },
-    CardSources {
-        id: "h100-sxm-80gb",
-        label: "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: GPU memory 80GB)",
-        reported: Some(
-            "nvidia-smi total 81559MiB (MiB-rounded) for \"NVIDIA H100 80GB HBM3\", seen in \
-             https://github.com/NVIDIA/nccl/issues/1264 and \
-             https://github.com/wilicc/gpu-burn/issues/114; also in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
-        ),
-    },
-    CardSources {
-        id: "h100-pcie-80gb",
-        label: "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe: GPU memory 80GB)",
-        reported: None,
-    },
-    CardSources {
-        id: "h100-nvl-94gb",
-        label: "NVIDIA H100 Tensor Core GPU datasheet (H100 NVL: GPU memory 94GB)",
-        reported: Some(
-            "nvidia-smi total 95830MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 95830 MiB, \
-             ECC enabled, driver 550.54.14) for \"NVIDIA H100 NVL\", captured in \
-             https://github.com/thamada/nvidia-smi/blob/198aebb60732de6969556867659756f4685637c2/nvsim/H100NVLx2_smi.py",
-        ),
-    },
-    CardSources {
-        id: "a100-80gb",
-        label: "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB: 80GB HBM2e)",
-        reported: Some(
-            "nvidia-smi total 81920MiB (MiB-rounded) for A100 80GB, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797",
-        ),
-    },
-    CardSources {
-        id: "a100-40gb",
-        label: "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB: 40GB HBM2)",
-        reported: Some(
-            "nvidia-smi total 40960MiB (MiB-rounded) for A100 40GB, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797; older drivers printed less \
-             (40536MiB on driver 470.82.01 in https://github.com/nanopool/phoenix-miner/issues/17)",
-        ),
-    },
-    CardSources {
-        id: "l40s-48gb",
-        label: "NVIDIA L40S GPU datasheet (GPU memory 48GB GDDR6 with ECC)",
-        reported: Some(
-            "nvidia-smi total 46068MiB (MiB-rounded) for L40S, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797",
-        ),
-    },
-    CardSources {
-        id: "l4-24gb",
-        label: "NVIDIA L4 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
-        reported: Some(
-            "nvidia-smi total 23034MiB (MiB-rounded) for L4, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797",
-        ),
-    },
-    CardSources {
-        id: "a10-24gb",
-        label: "NVIDIA A10 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
-        reported: Some(
-            "NVML memoryInfo Total 24146608128 bytes (exact, = 23028 MiB) for \"NVIDIA A10\", \
-             driver 535.129.03, seen in https://github.com/mayooot/detect-gpu/issues/3; \
-             nvidia-smi 23028MiB listed in https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
-        ),
-    },
-    CardSources {
-        id: "a10g-24gb",
-        label: "AWS Amazon EC2 G5 instance page (NVIDIA A10G Tensor Core GPU, 24 GB memory \
-             per GPU); the A10G is an AWS-specific A10 variant",
-        reported: Some(
-            "nvidia-smi total 23028MiB (MiB-rounded) for \"NVIDIA A10G\", driver 535.247.01, \
-             seen in https://github.com/NVIDIA/DCGM/issues/232",
-        ),
-    },
-    CardSources {
-        id: "t4-16gb",
-        label: "NVIDIA T4 Tensor Core GPU datasheet (GPU memory 16 GB GDDR6)",
-        reported: Some(
-            "nvidia-smi total 15360MiB (MiB-rounded) for T4, listed in \
-             https://thundergolfer.com/blog/nvidia-gpu-memory-capacity and \
-             https://github.com/modal-labs/modal-client/pull/2797",
-        ),
-    },
-    CardSources {
-        id: "v100-32gb",
-        label: "NVIDIA Tesla V100 GPU datasheet (V100 32GB: 32 GB HBM2)",
-        reported: None,
-    },
-    CardSources {
-        id: "v100-16gb",
-        label: "NVIDIA Tesla V100 GPU datasheet (V100 16GB: 16 GB HBM2)",
-        reported: None,
-    },
-    CardSources {
-        id: "mi325x",
-        label: "AMD Instinct MI325X accelerator product page / data sheet \
-             (256 GB HBM3E)",
-        reported: None,
-    },
-    CardSources {
-        id: "mi300x",
-        label: "AMD Instinct MI300X accelerator product page / data sheet (192 GB HBM3)",
-        reported: None,
-    },
-    CardSources {
-        id: "mi250x",
-        label: "AMD Instinct MI250X accelerator product page / data sheet (128 GB HBM2e). \
-             The card has two GCDs that software sees as two devices of 64 GB each, so \
-             a single framework device holds at most half the label",
-        reported: None,
-    },
-    CardSources {
-        id: "mi210",
-        label: "AMD Instinct MI210 accelerator product page / data sheet (64 GB HBM2e)",
-        reported: None,
-    },
-    CardSources {
-        id: "rtx-6000-ada",
-        label: "NVIDIA RTX 6000 Ada Generation datasheet (GPU memory 48 GB GDDR6 with ECC)",
-        reported: None,
-    },
-    CardSources {
-        id: "rtx-a6000",
-        label: "NVIDIA RTX A6000 datasheet (GPU memory 48 GB GDDR6 with ECC)",
-        reported: None,
-    },
-    CardSources {
-        id: "radeon-pro-w7900",
-        label: "AMD Radeon PRO W7900 product page (48 GB GDDR6 with ECC)",
-        reported: None,
-    },
-    CardSources {
-        id: "rtx-pro-6000",
-        label: "NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet (96 GB GDDR7 with ECC, 1792 GB/s)",
-        reported: None,
-    },
-    CardSources {
-        id: "rtx-5090",
-        label: "NVIDIA GeForce RTX 5090 product page / specifications (32 GB GDDR7)",
-        reported: Some(
-            "nvidia-smi total 32607MiB (MiB-rounded) for \"NVIDIA GeForce RTX 5090\", seen in \
-             https://github.com/noonghunna/club-3090/issues/1261",
-        ),
-    },
-    CardSources {
-        id: "rtx-4090",
-        label: "NVIDIA GeForce RTX 4090 product page / specifications (24 GB GDDR6X)",
-        reported: Some(
-            "nvidia-smi total 24564MiB (MiB-rounded) for \"NVIDIA GeForce RTX 4090\", seen in \
-             https://github.com/RLinf/RLinf/issues/255 (driver 550.163.01) and \
-             https://github.com/vllm-project/vllm/issues/7553 (driver 535.54.03)",
-        ),
-    },
-    CardSources {
-        id: "rtx-3090",
-        label: "NVIDIA GeForce RTX 3090 product page / specifications (24 GB GDDR6X)",
-        reported: Some(
-            "nvidia-smi total 24576MiB (MiB-rounded) for \"NVIDIA GeForce RTX 3090\", seen in \
-             https://github.com/noonghunna/club-3090/issues/1128 and \
-             https://github.com/noonghunna/club-3090/issues/32",
-        ),
-    },
-    CardSources {
-        id: "rtx-4080",
-        label: "NVIDIA GeForce RTX 4080 product page / specifications (16 GB GDDR6X)",
-        reported: None,
-    },
-    CardSources {
-        id: "rtx-4060-ti-16gb",
-        label: "NVIDIA GeForce RTX 4060 Ti product page / specifications (16 GB or 8 GB \
-             GDDR6; this entry is the 16 GB model)",
-        reported: Some(
-            "nvidia-smi total 16380MiB (MiB-rounded; `nvidia-smi -q` FB Memory Total 16380 MiB, \
-             BAR1 16384 MiB, driver 550.54.14) for \"NVIDIA GeForce RTX 4060 Ti\", captured in \
-             https://github.com/thamada/nvidia-smi/blob/03fbe6e68c0bb4c28b72d5da786a9712a33cf408/nvsim/RTX4060Ti_smi.py",
-        ),
-    },
-    CardSources {
-        id: "rtx-5070",
-        label: "NVIDIA GeForce RTX 5070 product page / specifications (12 GB GDDR7)",
-        reported: None,
-    },
-    CardSources {
-        id: "rtx-5080",
-        label: "NVIDIA GeForce RTX 5080 product page / specifications (16 GB GDDR7, 960 GB/s)",
-        reported: None,
-    },
-    CardSources {
-        id: "rtx-5060-ti-16gb",
-        label: "NVIDIA GeForce RTX 5060 Ti product page / specifications (16 GB or 8 GB GDDR7, 448 GB/s; this entry is the 16 GB model)",
-        reported: None,
-    },
-    CardSources {
-        id: "rtx-4070-ti-super",
-        label: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070 Ti SUPER: 16 GB GDDR6X, 256-bit, 672 GB/s)",
-        reported: None,
-    },
-    CardSources {
-        id: "rtx-4070",
-        label: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070: 12 GB GDDR6X, 192-bit, 504 GB/s)",
-        reported: None,
-    },
-    CardSources {
-        id: "rtx-3060-12gb",
-        label: "NVIDIA GeForce RTX 3060 family specifications (RTX 3060: 12 GB GDDR6, 192-bit, 360 GB/s; this entry is the 12 GB model)",
-        reported: None,
-    },
-    CardSources {
-        id: "radeon-rx-7900-xtx",
+        torch_bytes: None,
+        sms: None,
+    } sources {
         label: "AMD Radeon RX 7900 XTX product page / specifications (24 GB GDDR6)",
         reported: None,
+        torch: None,
+        sms: None,
     },
-];
+}
 
 /// Looks a card up by id (exact, case-insensitive ASCII).
 pub fn find(id: &str) -> Option<&'static GpuCard> {
@@ -1078,6 +1187,45 @@ mod tests {
                 assert!(reported >= card.label_bytes / 10 * 9, "{}", card.id);
             }
         }
+    }
+
+    /// The engines' facts of each card sit in its row: torch's total within what the
+    /// card has, an SM count where known, each with its source, and sm_90 exactly for
+    /// Hopper. A card without torch's total gets a derived one, said to be assumed.
+    #[test]
+    fn engine_facts_sit_in_each_row_with_their_sources() {
+        for (card, src) in CATALOGUE.iter().zip(SOURCES) {
+            assert_eq!(card.id, src.id, "one row, one card");
+            assert_eq!(
+                card.torch_bytes.is_some(),
+                src.torch.is_some(),
+                "{}",
+                card.id
+            );
+            assert_eq!(card.sms.is_some(), src.sms.is_some(), "{}", card.id);
+            let (total, assumed) = card.torch_total();
+            assert_eq!(assumed, card.torch_bytes.is_none(), "{}", card.id);
+            assert!(
+                total <= card.capacity().0.max(card.label_bytes),
+                "{}: torch's total above the card's",
+                card.id
+            );
+            assert!(total >= card.capacity().0 / 10 * 9, "{}", card.id);
+            assert_eq!(card.sms().1, card.sms.is_none(), "{}", card.id);
+            assert!(
+                card.sms.is_none_or(|n| (16..=1024).contains(&n)),
+                "{}",
+                card.id
+            );
+            assert_eq!(card.sm90(), card.arch == Arch::Hopper, "{}", card.id);
+        }
+        // A typed capacity is torch's total as given, and assumes its SM count.
+        let t4 = GpuCard::custom(15_637_086_208);
+        assert_eq!(t4.torch_total(), (15_637_086_208, false));
+        assert_eq!(t4.sms(), (ASSUMED_SMS, true));
+        // Derived: the capacity less 1 %, whole MiB (H100 PCIe: its 80 GiB label).
+        let pcie = find("h100-pcie-80gb").unwrap();
+        assert_eq!(pcie.torch_total(), (85_039_513_600, true));
     }
 
     #[test]

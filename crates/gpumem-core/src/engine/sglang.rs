@@ -165,7 +165,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     };
     // Free memory is read through torch (`get_available_gpu_memory`:
     // torch.cuda.mem_get_info), so the card's total is torch's.
-    let (total, derived, _, _) = torch_total(&c.card);
+    let (total, derived) = c.card.torch_total();
     let multi = c.input.tp.max(1).saturating_mul(c.input.pp.max(1)) > 1;
     let pre_used_mib = if multi {
         CONTEXT_MIB.saturating_add(COMM_MIB)

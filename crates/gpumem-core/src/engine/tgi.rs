@@ -68,7 +68,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
 /// The 0.9 and 2.0 warm-ups: what torch's allocator holds after the warm-up prefill is
 /// not free; blocks = ⌊free × wiggle⌋ ÷ block bytes + the warm-up batch's blocks.
 fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
-    let (total, derived, _, _) = torch_total(&c.card);
+    let (total, derived) = c.card.torch_total();
     let prefill = c.params.max_num_batched_tokens.unwrap_or(4096);
     let max_total = c.max_model_len;
     // max_input_length is not a flag here: TGI's launcher caps it at max_total_tokens − 1,

@@ -282,8 +282,22 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
         .version
         .unwrap_or(VllmVersion::V027)
         .rules(input, p.speculative_method.is_some());
-    let (total, derived, sms, sm90) = torch_total(&c.card);
+    let (total, derived) = c.card.torch_total();
+    let (sms, sms_assumed) = c.card.sms();
+    let sm90 = c.card.sm90();
     let mut assumptions: Vec<String> = Vec::new();
+    if sms_assumed && r.triton {
+        assumptions.push(format!(
+            "{}: SM count unknown: {sms} assumed (the top-k/top-p buffer holds one vocabulary row per SM)",
+            c.card.id
+        ));
+    }
+    if c.card.arch == crate::catalogue::Arch::Unknown {
+        assumptions.push(format!(
+            "{}: generation unknown: cuBLAS's workspace of a card other than sm_90 assumed",
+            c.card.id
+        ));
+    }
     let mut warnings: Vec<String> = Vec::new();
     if r.label == RULES[4].label {
         assumptions.push("Model Runner V2 assumed for this dense, unquantised model (vLLM 0.27.1's logs run Qwen2 and Qwen3 on it; an architecture left on the V1 runner would lose its CUDA-graph estimate from the pool)".into());
