@@ -8,7 +8,12 @@
 //! sequences grow, so the boundary found is exact to the token. Either way a context
 //! beyond the model's trained positions is flagged, never silently offered.
 
-use super::*;
+use serde::{Deserialize, Serialize};
+
+use super::{EngineParams, budget};
+use crate::arch::MAX_DIM;
+use crate::catalogue::GpuCard;
+use crate::estimate::{EstimateInput, estimate};
 
 /// The largest workload that fits one card.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,7 +17,15 @@
 //! (https://github.com/vllm-project/vllm/issues/21348:
 //! Qwen3-235B-A22B-FP8, tp 4 on H100s, `--mem-fraction-static 0.93`: 367 404 tokens).
 
-use super::*;
+use serde::{Deserialize, Serialize};
+
+use super::arith::{MIB, mib};
+use super::fraction::{ONE, fraction_text, times_fraction};
+use super::outcome::line;
+use super::pool::{Draft, simple_pool};
+use super::request::{COMM_BUFFERS_MIB, Ctx, catalogue_capacity};
+use crate::error::EstimateError;
+use crate::estimate::Kind;
 
 /// The SGLang accounting carried; `--engine sglang` is the newest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,12 +145,6 @@ pub(super) fn default_fraction(total_mib: u64, tp: u64, pp: u64, chunk: Option<u
 /// The CUDA context before loading, MiB (assumed).
 const CONTEXT_MIB: u64 = 512;
 
-/// NCCL communicators and custom all-reduce buffers per GPU at tp ≥ 2, MiB (assumed):
-/// what vLLM 0.19's start-ups on H100s show outside torch at tp 2–4 beyond tp 1 (its
-/// own table, [`super::vllm::comm_buffers_mib`]), the same libraries allocating the
-/// same buffers before SGLang measures pre_model_load_memory.
-const COMM_MIB: u64 = super::vllm::comm_buffers_mib();
-
 pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let (capacity, _) = catalogue_capacity(&c.card);
     let mut assumptions = Vec::new();
@@ -168,7 +170,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let (total, derived) = c.card.torch_total();
     let multi = c.input.tp.max(1).saturating_mul(c.input.pp.max(1)) > 1;
     let pre_used_mib = if multi {
-        CONTEXT_MIB.saturating_add(COMM_MIB)
+        CONTEXT_MIB.saturating_add(COMM_BUFFERS_MIB)
     } else {
         CONTEXT_MIB
     };
@@ -203,7 +205,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             Kind::Assumed,
             if multi {
                 format!(
-                    "{CONTEXT_MIB} MiB context + {COMM_MIB} MiB at tp × pp > 1 (vLLM 0.19's tp ≥ 2 start-ups on H100s)"
+                    "{CONTEXT_MIB} MiB context + {COMM_BUFFERS_MIB} MiB at tp × pp > 1 (vLLM 0.19's tp ≥ 2 start-ups on H100s)"
                 )
             } else {
                 format!("{CONTEXT_MIB} MiB")
@@ -258,3 +260,6 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         warnings: Vec::new(),
     })
 }
+
+#[cfg(test)]
+mod tests;

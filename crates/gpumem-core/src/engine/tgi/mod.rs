@@ -24,7 +24,15 @@
 //! is after the warm-up with nothing returned to the driver, so the caching allocator
 //! still holds the prefill's tensors.
 
-use super::*;
+use serde::{Deserialize, Serialize};
+
+use super::arith::{mib, prod, sum};
+use super::fraction::{ONE, times_fraction};
+use super::outcome::{Inputs, line};
+use super::pool::{Draft, simple_pool};
+use super::request::{Ctx, catalogue_capacity, forward_peak};
+use crate::error::EstimateError;
+use crate::estimate::{EstimateInput, Kind};
 
 /// The TGI accounting carried; `--engine tgi` is the newest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,10 +164,7 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
 /// rank: `TensorParallelHead` gathers). The logits rows, a vocabulary wide, are larger
 /// than any block the forward freed, so the allocator takes new segments for them: the
 /// two phases add up.
-fn warmup_peak(
-    input: &EstimateInput,
-    tokens: u64,
-) -> Result<(u64, super::vllm::Inputs), EstimateError> {
+fn warmup_peak(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), EstimateError> {
     let Some(a) = input.arch else {
         return Ok((0, Vec::new()));
     };
@@ -219,3 +224,6 @@ fn rule_v3(c: &Ctx) -> Result<Draft, EstimateError> {
         warnings: Vec::new(),
     })
 }
+
+#[cfg(test)]
+mod tests;

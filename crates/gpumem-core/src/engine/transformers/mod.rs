@@ -4,7 +4,13 @@
 //! estimate's own lines (weights, transients, the reserve) are what stands between
 //! the card and the cache.
 
-use super::*;
+use std::borrow::Cow;
+
+use super::outcome::{EngineLine, line};
+use super::pool::{Draft, simple_pool};
+use super::request::{Ctx, catalogue_capacity};
+use crate::error::EstimateError;
+use crate::estimate::{Estimate, Group, Kind};
 
 pub(super) fn rule(c: &Ctx, est: &Estimate) -> Result<Draft, EstimateError> {
     let (capacity, kind) = catalogue_capacity(&c.card);

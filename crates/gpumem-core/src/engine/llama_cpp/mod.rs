@@ -20,7 +20,14 @@
 //! routed experts of the first N blocks, and `--override-tensor` (`-ot`) whatever
 //! tensors its patterns name; what leaves the card is the host line.
 
-use super::*;
+use serde::{Deserialize, Serialize};
+
+use super::arith::{mib, prod, sum};
+use super::outcome::line;
+use super::pool::{Draft, Need};
+use super::request::{Ctx, catalogue_capacity};
+use crate::error::EstimateError;
+use crate::estimate::Kind;
 
 pub mod tensors;
 
@@ -545,3 +552,6 @@ fn override_for(rules: &[Override], t: &GgufTensor) -> Option<bool> {
         .find(|r| r.regex.is_match(&name))
         .map(|r| r.host)
 }
+
+#[cfg(test)]
+mod tests;

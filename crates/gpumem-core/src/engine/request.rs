@@ -1,0 +1,119 @@
+//! What every rule starts from: the request (the workload, the card, the engine's
+//! flags) and the figures of the estimate it reads (weights, KV bytes per token, the
+//! activation peak of a serving engine's forward).
+
+use super::EngineParams;
+use super::arith::{prod, sum};
+use crate::catalogue::GpuCard;
+use crate::error::EstimateError;
+use crate::estimate::{Estimate, EstimateInput, Group, LineKey, TrainMode, estimate};
+
+/// The common facts every rule starts from.
+pub(super) struct Ctx<'a> {
+    pub(super) input: &'a EstimateInput,
+    pub(super) params: &'a EngineParams,
+    pub(super) card: GpuCard,
+    pub(super) weights: u64,
+    /// The estimate's embedding weight line, per device (llama.cpp's placement without
+    /// an architecture).
+    pub(super) embed_bytes: u64,
+    /// The checkpoint's MTP layers, per device (vLLM loads them only to speculate).
+    pub(super) mtp_bytes: u64,
+    pub(super) per_token: u64,
+    pub(super) max_model_len: u64,
+}
+
+/// NCCL communicators and custom all-reduce buffers per GPU at tp ≥ 2, MiB (assumed):
+/// what vLLM 0.19's start-ups on H100s show outside torch at tp 2–4 beyond tp 1
+/// (2 140 − 256 MiB, vLLM's own table), the same libraries allocating the same
+/// buffers in the engines that measure free memory after them (SGLang).
+pub(super) const COMM_BUFFERS_MIB: u64 = 1884;
+
+/// Sum of the per-device bytes of one group's counted lines.
+pub(super) fn group_device_bytes(est: &Estimate, group: Group) -> Result<u64, EstimateError> {
+    est.lines
+        .iter()
+        .filter(|l| l.in_total && l.group == group)
+        .try_fold(0u64, |acc, l| acc.checked_add(l.device_bytes))
+        .ok_or(EstimateError::Overflow {
+            what: "engine lines",
+        })
+}
+
+/// The per-device bytes of one line of the estimate (0 when absent).
+pub(super) fn line_bytes(est: &Estimate, key: LineKey) -> u64 {
+    est.lines
+        .iter()
+        .filter(|l| l.key == key)
+        .map(|l| l.device_bytes)
+        .sum()
+}
+
+/// Per-device KV bytes of one token of one sequence, from the estimator itself.
+pub(super) fn kv_bytes_per_token(input: &EstimateInput) -> Result<u64, EstimateError> {
+    let no_shape = || {
+        EstimateError::invalid(
+            "engine",
+            "the KV cache's shape is unknown: give the architecture (a preset, a config.json, --model) or layers, kv-heads and head-dim",
+        )
+    };
+    if input.arch.is_none() && input.kv_only.is_none() {
+        return Err(no_shape());
+    }
+    let mut one = input.clone();
+    one.context = Some(1);
+    one.generate = 0;
+    one.sequences = 1;
+    one.static_cache = None;
+    one.train = TrainMode::None;
+    let est = estimate(&one)?;
+    // A sparse-attention model's indexer keys (DeepSeek-V3.2, GLM-5) live in the same
+    // pool, one per token beside the MLA latent (vllm v0.19.0
+    // `vllm/model_executor/models/deepseek_v2.py` `DeepseekV32IndexerCache`).
+    let bytes = est
+        .lines
+        .iter()
+        .filter(|l| matches!(l.key, LineKey::KvCache | LineKey::KvCacheIndexer))
+        .try_fold(0u64, |acc, l| acc.checked_add(l.device_bytes))
+        .ok_or(EstimateError::Overflow {
+            what: "KV bytes per token",
+        })?;
+    if bytes == 0 {
+        if input.arch.is_some_and(|a| a.attention_layers() == 0) {
+            return Err(EstimateError::invalid(
+                "engine",
+                "no attention layer keeps a KV cache (a pure state-space model): there is no KV pool to predict; its constant state is the kv_cache.state line",
+            ));
+        }
+        return Err(no_shape());
+    }
+    Ok(bytes)
+}
+
+/// The assumed activation peak of one forward of `tokens` tokens in a serving engine
+/// with fused kernels (vLLM, TGI), per device: its MLP's merged gate/up output beside
+/// the activation's (3 × tokens × intermediate × v; 2 × for a non-gated MLP; MoE: the
+/// active experts' widths) and one position's fp32 logits. transformers' own forward
+/// (the estimate's prefill lines) keeps other tensors; these engines run their own
+/// model code, and the vLLM start-up logs calibrate this figure.
+pub(super) fn forward_peak(input: &EstimateInput, tokens: u64) -> Result<u64, EstimateError> {
+    let Some(a) = input.arch else {
+        return Ok(0);
+    };
+    let inter = match a.moe {
+        Some(m) => prod(&[m.expert_intermediate, m.active])?,
+        None => a.intermediate,
+    };
+    let live = if a.gated_mlp { 3 } else { 2 };
+    let tp = input.tp.max(1);
+    sum(&[
+        prod(&[live, tokens, inter, input.compute_dtype.bytes()])?.div_ceil(tp),
+        prod(&[a.vocab, 4])?.div_ceil(tp),
+    ])
+}
+
+/// The card's capacity as the catalogue gives it, with its kind's name.
+pub(super) fn catalogue_capacity(card: &GpuCard) -> (u64, &'static str) {
+    let (c, kind) = card.capacity();
+    (c, kind.as_str())
+}

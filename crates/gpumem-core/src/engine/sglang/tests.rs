@@ -1,0 +1,33 @@
+//! SGLang's rule: its default fraction by card and tp, by hand.
+
+#![allow(clippy::arithmetic_side_effects)]
+
+use super::*;
+use crate::engine::tests::*;
+
+/// SGLang's own default on an H100 at tp 1: reserved = 512 + 8192 × 1.5 + 1 ÷ 8 ×
+/// 1024 + 256 × 2 = 13 440 MiB; fraction = round((81 559 − 13 440) ÷ 81 559, 3) = 0.835.
+/// pre_model_load_memory = torch's 85 027 979 264 − 512 MiB = 84 491 108 352; KV =
+/// 84 491 108 352 − 16 060 522 496 − ⌊84 491 108 352 × 0.165⌋ (13 941 032 878) =
+/// 54 489 552 978 B → ÷ 131 072 = 415 722 tokens.
+#[test]
+fn sglang_defaults_its_fraction_by_card_and_tp() {
+    assert_eq!(
+        sglang::default_fraction(81_559, 1, 1, None),
+        (835 * (ONE / 1000), 8192)
+    );
+    assert_eq!(
+        sglang::default_fraction(81_559, 4, 1, None).0,
+        824 * (ONE / 1000)
+    );
+    let b = run(&llama_8b(&[]), &with(&[("engine", "sglang")]));
+    assert_eq!(bytes_of(&b, "reserved"), 13_941_032_878);
+    assert_eq!(b.kv_capacity_bytes, 54_489_552_978);
+    assert_eq!(b.kv_capacity_tokens, 415_722);
+    assert!(b.assumptions.iter().any(|a| a.contains("0.835")));
+    let given = run(
+        &llama_8b(&[]),
+        &with(&[("engine", "sglang"), ("mem-fraction-static", "0.88")]),
+    );
+    assert_eq!(bytes_of(&given, "reserved"), 10_138_933_002);
+}

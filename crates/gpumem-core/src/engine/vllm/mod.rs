@@ -1,0 +1,430 @@
+//! vLLM: the pool its worker sizes after a profiling run, version by version.
+//!
+//! vllm v0.19.0 `vllm/v1/worker/gpu_worker.py` `determine_available_memory`:
+//! available KV = requested − (weights + torch peak increase of `profile_run` +
+//! non-torch increase), where requested = ⌈total × gpu_memory_utilization⌉
+//! (`vllm/v1/worker/utils.py` `request_memory`) and total is what torch reports for
+//! the device. The CUDA-graph estimate is subtracted only with
+//! `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1` (`vllm/envs.py`, default 0 in 0.19).
+//!
+//! The profiling run (`gpu_model_runner.py` `profile_run`) is a forward of
+//! `max_num_batched_tokens` tokens (`_dummy_run`) and then, on the last pipeline
+//! stage, `_dummy_sampler_run` over one row per request, `min(max_num_seqs,
+//! max_num_batched_tokens)` rows, while the forward's hidden states are still held.
+//! Its torch peak is the larger of the two phases, plus what stays allocated: the
+//! fused-MoE workspace (`vllm/v1/worker/workspace.py`, kept across forwards) and
+//! torch's cuBLAS workspace.
+//!
+//! Earlier versions differ where the logs show it: 0.10 (and 0.8) sorted the
+//! vocabulary for top-k/top-p (`vllm/v1/sample/ops/topk_topp_sampler.py`
+//! `apply_top_k_top_p`) and freed the MoE buffers after each forward; 0.10 paged hybrid
+//! attention + state models at one page size ([`pool::state_pool`]); 0.8 counted every byte
+//! outside torch on the device, the CUDA context included; V0 profiled 256
+//! sequences in eager PyTorch and measured memory outside torch from before the CUDA
+//! context existed (0.6) or from just after it (0.7).
+//!
+//! 0.27 (`vllm@0.27`, the default `vllm`) picks its model runner per model
+//! (`vllm/config/vllm.py` `use_v2_model_runner`): Model Runner V2 for dense,
+//! unquantised models — its sampler copies the logits to fp32 and the profile skips
+//! top-k/top-p, and its `profile_cudagraph_memory` returns 0, so no graph estimate
+//! leaves the pool — and the V1 runner otherwise, which since 0.20 profiles its CUDA
+//! graphs before the pool is sized and takes the estimate out of it
+//! (`GPUModelRunner.profile_cudagraph_memory`, `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`
+//! on by default). Its non-KV figure is the drop in free memory since start-up plus
+//! the part of the torch peak above what stays allocated (`vllm/utils/mem_utils.py`
+//! `memory_profiling`), the same sum as 0.19's three terms.
+
+mod pool;
+mod profile;
+mod releases;
+mod speculative;
+#[cfg(test)]
+mod tests;
+
+pub use releases::VllmVersion;
+pub use speculative::parse_draft;
+
+use pool::{pool_shape, state_pool};
+use profile::{
+    DraftPhase, GRAPH_BASE, GRAPH_PER_LAYER, capture_counts, encoder_held, profile_peak,
+};
+use releases::{RULES, Rules};
+
+use super::arith::{GIB, MIB, gib_text, mib, prod, sum};
+use super::drafter::Speculative;
+use super::fraction::{ONE, fraction_text, times_fraction};
+use super::outcome::line;
+use super::pool::{Draft, simple_pool};
+use super::request::Ctx;
+use crate::catalogue::GpuCard;
+use crate::error::EstimateError;
+use crate::estimate::{EstimateInput, Kind};
+
+const SRC_WORKER: &str = "vllm/v1/worker/gpu_worker.py (determine_available_memory)";
+const SRC_PROFILE: &str =
+    "vllm/v1/worker/gpu_model_runner.py (profile_run: _dummy_run, _dummy_sampler_run)";
+
+pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateError> {
+    let p = c.params;
+    let input = c.input;
+    let r = p
+        .version
+        .unwrap_or(VllmVersion::V027)
+        .rules(input, p.speculative_method.is_some());
+    let (total, derived) = c.card.torch_total();
+    let (sms, sms_assumed) = c.card.sms();
+    let sm90 = c.card.sm90();
+    let mut assumptions: Vec<String> = Vec::new();
+    if sms_assumed && r.triton {
+        assumptions.push(format!(
+            "{}: SM count unknown: {sms} assumed (the top-k/top-p buffer holds one vocabulary row per SM)",
+            c.card.id
+        ));
+    }
+    if c.card.arch == crate::catalogue::Arch::Unknown {
+        assumptions.push(format!(
+            "{}: generation unknown: cuBLAS's workspace of a card other than sm_90 assumed",
+            c.card.id
+        ));
+    }
+    let mut warnings: Vec<String> = Vec::new();
+    if r.label == RULES[4].label {
+        assumptions.push("Model Runner V2 assumed for this dense, unquantised model (vLLM 0.27.1's logs run Qwen2 and Qwen3 on it; an architecture left on the V1 runner would lose its CUDA-graph estimate from the pool)".into());
+    }
+    let util = p.gpu_memory_utilization.unwrap_or(ONE / 10 * 9);
+    let requested = times_fraction(total, util, r.ceil)?;
+    let total_text = format!(
+        "{total} B (torch{})",
+        if derived { ", derived" } else { "" }
+    );
+    if derived {
+        assumptions.push(format!(
+            "{}: torch total derived: the catalogue's less 1 %",
+            c.card.id
+        ));
+    }
+    let mut lines = vec![line(
+        "budget",
+        "vLLM's share: total × gpu_memory_utilization",
+        requested,
+        Kind::Computed,
+        format!("{} total × utilisation", if r.ceil { "⌈" } else { "⌊" }),
+        &[
+            ("total", total_text),
+            ("gpu-memory-utilization", fraction_text(util)),
+        ],
+        "vllm/v1/worker/utils.py (request_memory)",
+    )];
+    if derived {
+        lines[0].kind = Kind::Assumed;
+    }
+    // Weights as vLLM loads them: the estimate's, plus the rotary cos/sin cache buffer
+    // (`rotary_embedding/base.py`: [max_position, rotary_dim] in the model dtype), one
+    // per stage, which "Model loading took" counts. A scaled RoPE's cache reaches as far
+    // as its scaling (`linear_scaling_rope.py`, `dynamic_ntk_scaling_rope.py`: positions
+    // × factor; `yarn_scaling_rope.py`: original positions × factor), which is
+    // `rope-positions` where the config reader derived it.
+    let arch = input.arch;
+    let b = input.compute_dtype.bytes();
+    let rope = match arch {
+        Some(a) if a.learned_positions == 0 => {
+            let dim = a.mla.map_or(a.head_dim, |m| m.qk_rope_dim);
+            let rows = input.rope_positions.or(input.max_position).unwrap_or(0);
+            prod(&[rows, dim, b])?
+        }
+        _ => 0,
+    };
+    let lora = lora_bytes(c, r)?;
+    let pad = mxfp4_padding(input, &c.card)?;
+    // The checkpoint's MTP layers are not the main model's: vLLM loads them only as
+    // the drafter (the `draft_weights` line), see `speculative`.
+    let weights = c.weights.saturating_sub(c.mtp_bytes);
+    if c.mtp_bytes > 0 {
+        assumptions
+            .push("the checkpoint's MTP layers are loaded only by speculative-method mtp".into());
+    }
+    lines.push(line(
+        "weights",
+        "Weights on this device (with the rotary cache)",
+        sum(&[weights, rope, pad])?,
+        Kind::Computed,
+        "the estimate's weights − MTP layers + max_position × rotary_dim × dtype + MXFP4 expert padding".into(),
+        &[
+            ("tp", input.tp.to_string()),
+            ("pp", input.pp.to_string()),
+            ("rotary-cache", rope.to_string()),
+            ("mxfp4-padding", pad.to_string()),
+            ("mtp-layers-skipped", c.mtp_bytes.to_string()),
+        ],
+        "vllm/model_executor/layers/rotary_embedding/base.py (cos_sin_cache)",
+    ));
+    if lora > 0 {
+        lines.push(line(
+            "lora",
+            "LoRA slots: max_loras × rank × (inputs + outputs) per linear",
+            lora,
+            Kind::Computed,
+            "max-loras × max-lora-rank × Σ layers (7 hidden + (2 q + 2 kv + 3 intermediate) ÷ tp) × dtype".into(),
+            &[("max-loras", p.max_loras.unwrap_or(1).to_string()), ("max-lora-rank", p.max_lora_rank.unwrap_or(16).to_string())],
+            "vllm/lora/layers/base_linear.py (create_lora_weights)",
+        ));
+    }
+    // vllm/engine/arg_utils.py get_batch_defaults: 8192 / 1024 for `vllm serve` on a
+    // card of ≥ 70 GiB (torch total) other than an A100, else 2048 / 256. V0: 256
+    // sequences, batched = max(max_model_len, 2048) (vllm 0.6 config.py SchedulerConfig).
+    let large = total >= 70 * GIB && !c.card.name.to_ascii_lowercase().contains("a100");
+    let seqs = p
+        .max_num_seqs
+        .unwrap_or(if large && !r.v0 { 1024 } else { 256 });
+    let batched = p.max_num_batched_tokens.unwrap_or(if r.v0 {
+        c.max_model_len.max(2048)
+    } else if large {
+        8192
+    } else {
+        2048
+    });
+    if p.max_num_seqs.is_none() || p.max_num_batched_tokens.is_none() {
+        assumptions.push(format!("vllm serve defaults: max-num-batched-tokens {batched}, max-num-seqs {seqs} (vllm/engine/arg_utils.py get_batch_defaults)"));
+    }
+    // The drafter (speculative decoding, 0.19 rules only) sits on the last stage.
+    // The drafter is read in the V1 runner (0.19's, and 0.27's V1 runner, which runs
+    // speculative decoding here).
+    let v1_runner = r.label == RULES[0].label || r.label == RULES[6].label;
+    let mut spec = if p.speculative_method.is_some() && !v1_runner {
+        return Err(EstimateError::invalid(
+            "speculative-method",
+            "modelled with the vllm@0.27 and vllm@0.19 rules only",
+        ));
+    } else {
+        speculative::plan(c, batched)?
+    };
+    let draft_weights = spec.as_ref().map_or(0, |s| s.info.draft_weights_bytes);
+    if let Some(s) = spec.as_mut() {
+        assumptions.append(&mut s.assumptions);
+        lines.extend(s.line.take());
+    }
+    // The most loaded device is the last stage: it also runs the sampler.
+    let (held, items) = encoder_held(c, batched, seqs)?;
+    let drafter = spec.as_ref().map(|s| DraftPhase {
+        forward: s.info.draft_forward_bytes,
+        workspace: s.workspace,
+    });
+    let (peak, parts) = profile_peak(
+        c,
+        r,
+        batched,
+        seqs,
+        sms,
+        sm90,
+        drafter.as_ref(),
+        (held, items),
+    )?;
+    if held > 0 {
+        assumptions.push("encoder: its dummy batch is held through the profile; its own forward assumed below the text's".into());
+    }
+    lines.push(line(
+        "activation_peak",
+        "Torch peak of the profiling run (forward, then sampler)",
+        peak,
+        Kind::Computed,
+        "max(forward of the batched tokens, sampler phase) + MoE workspace + cuBLAS workspace"
+            .into(),
+        &parts,
+        SRC_PROFILE,
+    ));
+    let nt = if input.tp >= 2 {
+        r.non_torch_mib[1]
+    } else if input.pp >= 2 {
+        r.non_torch_mib[2]
+    } else {
+        r.non_torch_mib[0]
+    };
+    lines.push(line(
+        "non_torch",
+        "Memory outside torch since start-up (assumed, by tp/pp)",
+        mib(nt),
+        Kind::Assumed,
+        format!("{nt} MiB: {}", r.non_torch_logs),
+        &[("tp", input.tp.to_string()), ("pp", input.pp.to_string())],
+        SRC_WORKER,
+    ));
+    let margin = total.saturating_sub(requested);
+    let mut graph_bytes = 0;
+    if p.enforce_eager {
+        assumptions.push("--enforce-eager: no CUDA graphs are captured".into());
+    } else if r.graphs_subtracted {
+        let query = sum(&[1, p.num_speculative_tokens.unwrap_or(0)])?;
+        let (n_p, n_f) = capture_counts(seqs, batched, query);
+        let layers = input.arch.map_or(0, |a| a.layers).div_ceil(input.pp.max(1));
+        graph_bytes = prod(&[
+            sum(&[n_p, n_f])?,
+            sum(&[GRAPH_BASE, prod(&[GRAPH_PER_LAYER, layers])?])?,
+        ])?;
+        lines.push(line(
+            "cuda_graphs",
+            "CUDA-graph memory profiled before sizing (assumed per graph)",
+            graph_bytes,
+            Kind::Assumed,
+            format!(
+                "(PIECEWISE {n_p} + FULL {n_f} graphs) × ({} MiB + {} KiB × {layers} layers): the per-graph cost assumed from the 'Estimated CUDA graph memory' vLLM 0.19 printed on H100s (0.49–1.82 GiB for 102 graphs at 8–80 layers a device; above all but an MLA model, 1.39 GiB at 27 layers, and one tp 2 run)",
+                GRAPH_BASE / MIB,
+                GRAPH_PER_LAYER >> 10
+            ),
+            &[
+                ("piecewise-graphs", n_p.to_string()),
+                ("full-graphs", n_f.to_string()),
+                ("layers", layers.to_string()),
+            ],
+            "vllm/v1/worker/gpu_model_runner.py (profile_cudagraph_memory)",
+        ));
+    } else {
+        let mut graphs = line(
+            "cuda_graphs",
+            "CUDA-graph pool (captured after sizing; not subtracted)",
+            0,
+            Kind::Assumed,
+            format!(
+                "{}; taken from the {} margin (0.5–1.8 GiB in H100 logs)",
+                if r.v2 {
+                    "not subtracted: Model Runner V2's profile_cudagraph_memory returns 0"
+                } else {
+                    "not subtracted unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1"
+                },
+                gib_text(margin)
+            ),
+            &[],
+            "vllm/envs.py (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)",
+        );
+        graphs.subtracted = false;
+        lines.push(graphs);
+        if margin < GIB {
+            warnings.push(format!("only {} left beside vLLM's share for CUDA graphs (0.5–1.8 GiB in logs): may run out of memory", gib_text(margin)));
+        }
+    }
+    // The activation line is computed from the source; its residue in the corpus is
+    // ±0.05 GiB except fp32 models and vision towers (≤ 0.5 GiB), and the non-torch
+    // line spreads ±0.08 GiB: a quarter of both is the band (and of the assumed
+    // CUDA-graph estimate where it is subtracted).
+    let uncertainty = sum(&[peak, mib(nt), graph_bytes])?
+        .checked_div(4)
+        .unwrap_or(0);
+    let draft_kv = spec.as_ref().map_or((0, 0, 0), |s| {
+        (
+            s.info.draft_kv_bytes_per_token,
+            s.info.draft_kv_layers,
+            s.layer_kv_bytes,
+        )
+    });
+    let (group_block_bytes, groups, seq_blocks) = if r.v0 {
+        simple_pool(c, 16)?
+    } else {
+        pool_shape(c, r, batched, draft_kv, &mut assumptions)?
+    };
+    let block = match (r.v0, draft_kv.1) {
+        (false, 0) if r.state_pages => state_pool(c)?.map_or(16, |p| p.block),
+        _ => 16,
+    };
+    let pool = match p.kv_cache_memory_bytes {
+        Some(k) => {
+            assumptions.push(format!(
+                "--kv-cache-memory-bytes {k}: the pool; utilisation ignored"
+            ));
+            let used = sum(&[weights, draft_weights, rope, lora, peak, mib(nt), k])?;
+            if used > total {
+                warnings.push(format!(
+                    "pool + weights + profile {} > total {}",
+                    gib_text(used),
+                    gib_text(total)
+                ));
+            }
+            Some(i64::try_from(k).unwrap_or(i64::MAX))
+        }
+        None => None,
+    };
+    if input.sliding_window.is_some() && groups > 1 {
+        assumptions.push(format!(
+            "hybrid KV cache: {groups} groups of equal page size"
+        ));
+    }
+    Ok((
+        Draft {
+            version: r.label,
+            capacity: total,
+            capacity_kind: if derived { "torch, derived" } else { "torch" },
+            lines,
+            block,
+            group_block_bytes,
+            groups,
+            seq_blocks,
+            tokens_by_concurrency: r.label.starts_with("0.27"),
+            kv_cache_bytes: None,
+            pool,
+            need: None,
+            uncertainty,
+            assumptions,
+            warnings,
+        },
+        spec.map(|s| s.info),
+    ))
+}
+
+/// MXFP4 experts as vLLM 0.19 loads them: `fused_moe/oracle/mxfp4.py`
+/// (`select_gpt_oss_mxfp4_moe_backend`, `_get_priority_backends`, read at upstream
+/// 799973af4, April 2026) takes FlashInfer's TRT-LLM kernels on sm_100, the triton
+/// kernels on sm_90 (supported from 9.0 below 11.0), AITER on ROCm and Marlin on every
+/// other NVIDIA card (Ampere, Ada, sm_120 Blackwell), and
+/// `mxfp4_round_up_hidden_size_and_intermediate_size` pads each rank's expert sizes for
+/// it: triton the intermediate size to 64; Marlin the intermediate to 128 and the
+/// hidden size to 256; TRT-LLM and ROCm both to 256 (a card the catalogue does not
+/// know: both to 256, the most). gpt-oss-20b's 2880 × 2880 becomes 3072 × 2944 under
+/// Marlin. The padding adds 3 × (H' × I' − H × I) values per expert and layer (w13 and
+/// w2), 17 B per 32 (MXFP4 + its E8M0 scale), and 2 (I' − I) + (H' − H) bias values
+/// (w13, w2 biases in the model dtype, created at the padded sizes).
+fn mxfp4_padding(input: &EstimateInput, card: &GpuCard) -> Result<u64, EstimateError> {
+    use crate::catalogue::{Arch, Segment, Vendor};
+    let (Some(a), Some(crate::format::StorageFormat::Mxfp4)) = (input.arch, input.format) else {
+        return Ok(0);
+    };
+    let Some(m) = a.moe else { return Ok(0) };
+    let i = m.expert_intermediate.div_ceil(input.tp.max(1));
+    let h = a.hidden;
+    let (h_to, i_to) = match (card.vendor, card.arch, card.segment) {
+        (_, Arch::Hopper, _) => (1, 64),
+        (_, Arch::Blackwell, Segment::DataCentre) | (Vendor::Amd, _, _) | (_, Arch::Unknown, _) => {
+            (256, 256)
+        }
+        _ => (256, 128),
+    };
+    let up = |x: u64, to: u64| x.div_ceil(to).saturating_mul(to);
+    let (hp, ip) = (up(h, h_to), up(i, i_to));
+    let layers = m.moe_layers(a.layers).div_ceil(input.pp.max(1));
+    let per_expert = prod(&[3, hp, ip])?.saturating_sub(prod(&[3, h, i])?);
+    let values = prod(&[per_expert, m.experts, layers])?;
+    let bias = sum(&[prod(&[2, ip.saturating_sub(i)])?, hp.saturating_sub(h)])?;
+    let bias_bytes = prod(&[bias, m.experts, layers, input.compute_dtype.bytes()])?;
+    sum(&[values.div_ceil(32).saturating_mul(17), bias_bytes])
+}
+
+/// vLLM's LoRA slots (vllm/lora/layers/base_linear.py `create_lora_weights`): per
+/// slot and linear, A = rank × input and B = output × rank for each slice; qkv has 3
+/// slices and gate_up 2; column-parallel layers shard B, row-parallel ones A.
+fn lora_bytes(c: &Ctx, _r: &Rules) -> Result<u64, EstimateError> {
+    let p = c.params;
+    let Some(a) = c.input.arch.filter(|_| p.enable_lora) else {
+        return Ok(0);
+    };
+    let tp = c.input.tp.max(1);
+    let q = prod(&[a.heads, a.head_dim])?;
+    let kv = prod(&[a.kv_heads, a.head_dim])?;
+    let sharded =
+        sum(&[prod(&[2, q])?, prod(&[2, kv])?, prod(&[3, a.intermediate])?])?.div_ceil(tp);
+    let per_layer = sum(&[prod(&[7, a.hidden])?, sharded])?;
+    let layers = a.layers.div_ceil(c.input.pp.max(1));
+    prod(&[
+        p.max_loras.unwrap_or(1),
+        p.max_lora_rank.unwrap_or(16),
+        per_layer,
+        layers,
+        c.input.compute_dtype.bytes(),
+    ])
+}

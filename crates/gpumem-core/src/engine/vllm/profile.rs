@@ -1,0 +1,229 @@
+//! vLLM's profiling run: the torch peak of `profile_run` (the forward of
+//! `max_num_batched_tokens`, the sampler phase, the MoE and cuBLAS workspaces, the
+//! encoder's dummy batch) and the CUDA graphs the V1 runner captures.
+
+use super::releases::Rules;
+use crate::engine::arith::{MIB, prod, sum};
+use crate::engine::outcome::Inputs;
+use crate::engine::request::{Ctx, forward_peak};
+use crate::error::EstimateError;
+use crate::estimate::EstimateInput;
+
+/// The drafter's share of the profiling run (speculative decoding): its forward beside
+/// the target's held hidden states, and its share of the fused-MoE workspace.
+pub(super) struct DraftPhase {
+    /// The drafter's profiling forward, bytes.
+    pub forward: u64,
+    /// Its share of the fused-MoE workspace (the one buffer serves both).
+    pub workspace: u64,
+}
+
+/// The torch peak of `profile_run` on the last stage, with its parts as inputs.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn profile_peak(
+    c: &Ctx,
+    r: &Rules,
+    batched: u64,
+    seqs: u64,
+    sms: u64,
+    sm90: bool,
+    spec: Option<&DraftPhase>,
+    (mm, mm_items): (u64, u64),
+) -> Result<(u64, Inputs), EstimateError> {
+    let input = c.input;
+    let b = input.compute_dtype.bytes();
+    let (vocab, hidden) = input.arch.map_or((0, 0), |a| (a.vocab, a.hidden));
+    // V0 profiles in eager PyTorch, where a tensor lives as long as a Python name holds
+    // it: `LlamaMLP.forward` (vllm v0.7.2 `vllm/model_executor/models/llama.py`, and
+    // Qwen2MLP alike) keeps `gate_up` while `down_proj` writes its output, and the
+    // decoder layer still holds the MLP's normed input and the residual
+    // (`LlamaDecoderLayer.forward`), three full-width rows per token beside the three
+    // intermediate-width ones `forward_peak` counts (the down output before its
+    // all-reduce is full width on every tp rank). V1 runs the profile through
+    // torch.compile, whose Inductor graph frees each buffer at its last use.
+    let eager = if r.v0 {
+        prod(&[3, batched, hidden, b])?
+    } else {
+        0
+    };
+    let forward = sum(&[forward_peak(input, batched)?, eager])?;
+    let rows = seqs.min(batched);
+    // ParallelLMHead pads the vocabulary to a multiple of 64 (vocab_parallel_embedding.py);
+    // the logits keep the padded width, the sampler's copies the real one.
+    let padded = vocab.div_ceil(64).saturating_mul(64);
+    let model_logits = prod(&[rows, padded, b])?;
+    let sort_path = !r.v2 && (!r.triton || rows < 8);
+    let per_elem = if sort_path { 38 } else { r.sampler_bytes };
+    // Past the model's logits (2 B counted above): a model in fp32 has no fp32 copy.
+    // (V2 copies into a new fp32 tensor whatever the model's dtype.)
+    let extra = per_elem
+        .saturating_sub(2)
+        .saturating_sub(if b == 4 && !r.v2 { 4 } else { 0 });
+    let sampler = prod(&[rows, vocab, extra])?;
+    // topk_topp_triton.py: one fp32 vocabulary row per program, min(next_pow2(min(SMs, rows)), SMs).
+    let triton = if sort_path || !r.triton {
+        0
+    } else {
+        let n = sms.min(rows).next_power_of_two().min(sms);
+        prod(&[n, vocab, 4])?
+    };
+    // Held while sampling: the forward's hidden states, the last position of each
+    // request and its random stand-in (`torch.rand_like`).
+    let held = prod(&[sum(&[batched, rows, rows])?, hidden, b])?;
+    // With speculative decoding, `_dummy_sampler_run` then runs the rejection
+    // sampler (`vllm/v1/sample/rejection_sampler.py` `forward`) over one draft token
+    // per request: fresh target logits of 2 rows per request (`torch.randn`, the
+    // logits' dtype) are held while it samples the bonus tokens from a copy of one
+    // row per request — the sampler phase again, the model's logits replaced by that
+    // copy, beside the 2 rows.
+    let rejection = if spec.is_some() {
+        prod(&[2, rows, vocab, b])?
+    } else {
+        0
+    };
+    let sampler_phase = if vocab > 0 {
+        sum(&[model_logits, sampler, triton, held, rejection])?
+    } else {
+        0
+    };
+    // The drafter's forward (its own MoE intermediates are in the shared workspace).
+    let draft_phase = spec.map_or(0, |s| s.forward.saturating_sub(s.workspace));
+    let ws = moe_workspace(input, batched)?;
+    // torch CublasHandlePool.cpp: 32 MiB of cuBLAS workspace on sm_90, 4096 KiB × 2 +
+    // 16 KiB × 8 elsewhere, allocated by the caching allocator at the first GEMM.
+    let cublas: u64 = if sm90 { 32 * MIB } else { 8_519_680 };
+    // The estimator's forward counts the MoE intermediates, which vLLM allocates as
+    // that workspace: kept (0.19), the forward phase holds the rest beside it; freed
+    // (earlier), the forward itself is the phase.
+    let peak = if r.workspace_kept {
+        let ws = ws.max(spec.map_or(0, |s| s.workspace));
+        sum(&[
+            forward
+                .saturating_sub(ws)
+                .max(sampler_phase)
+                .max(draft_phase),
+            ws,
+            mm,
+            cublas,
+        ])?
+    } else {
+        sum(&[
+            forward.max(ws).max(sampler_phase).max(draft_phase),
+            mm,
+            cublas,
+        ])?
+    };
+    let parts = vec![
+        ("forward", forward.to_string()),
+        ("forward-eager-rows", eager.to_string()),
+        ("sampler-phase", sampler_phase.to_string()),
+        ("sampler-rows", rows.to_string()),
+        ("moe-workspace", ws.to_string()),
+        ("cublas-workspace", cublas.to_string()),
+        ("max-num-batched-tokens", batched.to_string()),
+    ];
+    let mut parts = parts;
+    if mm > 0 {
+        parts.push(("encoder-items", mm_items.to_string()));
+        parts.push(("encoder-held", mm.to_string()));
+    }
+    if spec.is_some() {
+        parts.push(("rejection-logits", rejection.to_string()));
+        parts.push(("drafter-phase", draft_phase.to_string()));
+    }
+    Ok((peak, parts))
+}
+
+/// The cost of one captured CUDA graph in 0.27's V1 estimate, assumed (no public
+/// figure splits it): a fixed part and a part per layer on the device, set so that
+/// (PIECEWISE + FULL graphs) × cost is not below the "Estimated CUDA graph memory"
+/// vLLM 0.19 printed in the H100 logs of `tests/calibration/` (0.49 GiB at 8 layers a
+/// device, 0.84 at 32, 1.02 at 48, 1.82 at 80, each over 51 + 51 graphs), except the
+/// MLA model (1.39 GiB at 27 layers) and one tp 2 run (1.69 at 32): an estimate too
+/// large leaves a smaller pool, the safe side.
+pub(super) const GRAPH_BASE: u64 = 4 * MIB;
+
+pub(super) const GRAPH_PER_LAYER: u64 = 192 << 10;
+
+/// The CUDA graphs 0.27's V1 runner captures (PIECEWISE, FULL): vllm v0.22.0
+/// (upstream 3cb83c95922f) `vllm/config/vllm.py` `_set_cudagraph_sizes`: up to
+/// min(max_num_seqs × decode query length × 2, 512, max_num_batched_tokens) tokens,
+/// sizes 1, 2, 4, every 8 below 256 and every 16 from 256, plus max_num_batched_tokens
+/// when it is within; `vllm/v1/cudagraph_dispatcher.py` `initialize_cudagraph_keys`
+/// (the default FULL_AND_PIECEWISE mode): a PIECEWISE graph per size, and a FULL
+/// decode graph per size from the query length up to max_num_seqs × query length.
+pub(super) fn capture_counts(seqs: u64, batched: u64, query: u64) -> (u64, u64) {
+    let cap = seqs
+        .saturating_mul(query)
+        .saturating_mul(2)
+        .min(512)
+        .min(batched)
+        .max(1);
+    let small = [1u64, 2, 4].into_iter().filter(|x| *x <= cap);
+    let by8 = (8..cap.saturating_add(1).min(256)).step_by(8);
+    let by16 = (256..cap.saturating_add(1)).step_by(16);
+    let sizes = || small.clone().chain(by8.clone()).chain(by16.clone());
+    let extra = u64::from(batched <= cap && !sizes().any(|x| x == batched));
+    let decode_max = seqs.saturating_mul(query);
+    let full = sizes()
+        .chain((extra > 0).then_some(batched))
+        .filter(|x| *x <= decode_max && *x >= query)
+        .count();
+    let n = sizes().count();
+    (
+        u64::try_from(n).unwrap_or(u64::MAX).saturating_add(extra),
+        u64::try_from(full).unwrap_or(u64::MAX),
+    )
+}
+
+/// What the multimodal encoder's profiling leaves allocated through the text forward
+/// and the sampler: vllm v0.19.0 `gpu_model_runner.py` `profile_run` first encodes a
+/// dummy batch (`_get_mm_dummy_batch`) of the item with the most tokens and keeps, as
+/// locals and in `encoder_cache`, its inputs (in the model dtype:
+/// `multimodal/processing/context.py` `_postprocess_output`) and its outputs (one
+/// embedding of the text width per token) until the run ends. The batch holds
+/// `encoder budget ÷ tokens per item` items (`multimodal/encoder_budget.py`
+/// `_get_max_items`; the budget is max(max_num_batched_tokens, tokens per item),
+/// `v1/core/encoder_cache_manager.py` `compute_mm_encoder_budget`), at most
+/// max_num_seqs × max(1, min(999, max_model_len ÷ tokens)) (999 items per prompt by
+/// default, `config/multimodal.py`). Returns the bytes and the items.
+pub(super) fn encoder_held(c: &Ctx, batched: u64, seqs: u64) -> Result<(u64, u64), EstimateError> {
+    let input = c.input;
+    let (Some(tokens), Some(values), Some(a)) =
+        (input.mm_item_tokens, input.mm_item_values, input.arch)
+    else {
+        return Ok((0, 0));
+    };
+    if tokens == 0 || a.tower_params == 0 {
+        return Ok((0, 0));
+    }
+    let budget = batched.max(tokens);
+    let per_prompt = c
+        .max_model_len
+        .checked_div(tokens)
+        .unwrap_or(0)
+        .clamp(1, 999);
+    let items = budget
+        .checked_div(tokens)
+        .unwrap_or(0)
+        .min(prod(&[seqs, per_prompt])?)
+        .max(1);
+    let one = sum(&[values, prod(&[tokens, a.hidden])?])?;
+    Ok((prod(&[items, one, input.compute_dtype.bytes()])?, items))
+}
+
+/// vllm v0.19.0 `fused_moe/modular_kernel.py` `_allocate_buffers` with the triton
+/// experts' `workspace_shapes` (`fused_moe.py`): workspace13 = max(M × top-k ×
+/// max(I, H), M × H), workspace2 = M × top-k × max(2 I, H), in the activation dtype,
+/// each rounded to 256 B (I: the expert intermediate size per tp rank).
+pub(super) fn moe_workspace(input: &EstimateInput, tokens: u64) -> Result<u64, EstimateError> {
+    let Some(a) = input.arch else { return Ok(0) };
+    let Some(m) = a.moe else { return Ok(0) };
+    let i = m.expert_intermediate.div_ceil(input.tp.max(1));
+    let h = a.hidden;
+    let b = input.compute_dtype.bytes();
+    let w13 = prod(&[tokens, m.active, i.max(h)])?.max(prod(&[tokens, h])?);
+    let w2 = prod(&[tokens, m.active, prod(&[2, i])?.max(h)])?;
+    let up = |e: u64| prod(&[e, b]).map(|x| x.div_ceil(256).saturating_mul(256));
+    sum(&[up(w13)?, up(w2)?])
+}

@@ -1,0 +1,237 @@
+//! The vLLM releases carried and what differs in each one's accounting ([`Rules`]):
+//! `--engine vllm@0.19` picks them, `--engine vllm` the newest.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::EstimateError;
+use crate::estimate::EstimateInput;
+
+/// The vLLM accounting carried, newest first; `--engine vllm` is the newest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VllmVersion {
+    /// 0.27 (the default): Model Runner V2 for dense, unquantised models (its sampler's
+    /// fp32 copy, no CUDA-graph estimate taken off the pool), the V1 runner otherwise
+    /// (0.19's profile, the CUDA-graph estimate taken off the pool).
+    #[serde(rename = "0.27")]
+    V027,
+    /// 0.19 (V1 engine; triton top-k/top-p sampler, persistent MoE workspace).
+    #[serde(rename = "0.19")]
+    V019,
+    /// 0.10 (V1 engine; sorting sampler).
+    #[serde(rename = "0.10")]
+    V010,
+    /// 0.8 (V1 engine; 0.10's profile, every byte outside torch on the device counted).
+    #[serde(rename = "0.8")]
+    V08,
+    /// 0.7 (V0 engine; memory measured from after the CUDA context).
+    #[serde(rename = "0.7")]
+    V07,
+    /// 0.6 (V0 engine).
+    #[serde(rename = "0.6")]
+    V06,
+}
+
+impl VllmVersion {
+    /// Parses "0.27", "0.19.0", "0.10.2", "0.8.5", "0.7.2", "0.6.5"…: the minor version
+    /// picks the rules.
+    pub fn parse(text: &str) -> Result<VllmVersion, EstimateError> {
+        let mut parts = text.trim().trim_start_matches('v').split('.');
+        match (parts.next(), parts.next()) {
+            (Some("0"), Some("27")) => Ok(VllmVersion::V027),
+            (Some("0"), Some("19")) => Ok(VllmVersion::V019),
+            (Some("0"), Some("10")) => Ok(VllmVersion::V010),
+            (Some("0"), Some("8")) => Ok(VllmVersion::V08),
+            (Some("0"), Some("7")) => Ok(VllmVersion::V07),
+            (Some("0"), Some("6")) => Ok(VllmVersion::V06),
+            _ => Err(EstimateError::invalid(
+                "engine",
+                format!(
+                    "vllm@{text}: the rules carried are vllm@0.27 (the default: Model Runner V2, or V1 with its CUDA-graph estimate), vllm@0.19, vllm@0.10, vllm@0.8, vllm@0.7 and vllm@0.6 (V0)"
+                ),
+            )),
+        }
+    }
+
+    /// The rules of this release for `input`: 0.27 runs Model Runner V2 or V1 by model
+    /// (vllm/config/vllm.py `use_v2_model_runner`, `_is_default_v2_model_runner_model`:
+    /// not MoE, not quantised; speculative decoding is read in the V1 runner only).
+    pub(super) fn rules(self, input: &EstimateInput, speculative: bool) -> &'static Rules {
+        match self {
+            VllmVersion::V027 if !v2_runs(input) || speculative => &RULES[6],
+            VllmVersion::V027 => &RULES[4],
+            VllmVersion::V08 => &RULES[5],
+            VllmVersion::V019 => &RULES[0],
+            VllmVersion::V010 => &RULES[1],
+            VllmVersion::V07 => &RULES[2],
+            VllmVersion::V06 => &RULES[3],
+        }
+    }
+}
+
+/// Whether 0.27's Model Runner V2 runs the model: dense and unquantised
+/// (`_is_default_v2_model_runner_model` excludes `is_moe` and `is_quantized`; the
+/// 0.27.1 logs run Qwen2 and Qwen3 dense models on V2).
+pub(super) fn v2_runs(input: &EstimateInput) -> bool {
+    let quantised = !matches!(
+        input.format,
+        None | Some(crate::format::StorageFormat::Dense { .. })
+    );
+    !quantised && input.arch.is_none_or(|a| a.moe.is_none())
+}
+
+/// One version's accounting.
+pub(super) struct Rules {
+    pub(super) label: &'static str,
+    /// requested = ⌈total × utilisation⌉ (0.19) or truncated (earlier).
+    pub(super) ceil: bool,
+    /// Bytes per (request × vocabulary) element the sampler holds at its peak, and
+    /// whether the triton top-k/top-p buffer (one vocabulary row per SM) is added.
+    pub(super) sampler_bytes: u64,
+    pub(super) triton: bool,
+    /// Model Runner V2's sampler: `sampler_bytes` per element at every row count (the
+    /// profile skips top-k/top-p), no triton buffer.
+    pub(super) v2: bool,
+    /// Hybrid attention + state models paged as read in this release's source
+    /// ([`state_pool`]); the others count their attention layers in 16-token blocks.
+    pub(super) state_pages: bool,
+    /// The fused-MoE workspace stays allocated after the forward.
+    pub(super) workspace_kept: bool,
+    /// The CUDA-graph estimate is taken off the pool (0.27's V1 runner).
+    pub(super) graphs_subtracted: bool,
+    /// V0 defaults (256 sequences, batched tokens = max(max-model-len, 2048)).
+    pub(super) v0: bool,
+    /// Memory outside torch, MiB: tp = 1 and pp = 1, tp ≥ 2, pp ≥ 2 at tp = 1.
+    pub(super) non_torch_mib: [u64; 3],
+    pub(super) non_torch_logs: &'static str,
+}
+
+/// The releases' accounting, by [`VllmVersion::rules`]' index. `sampler_bytes`: vllm
+/// v0.19.0 `vllm/v1/sample/sampler.py` + `ops/topk_topp_sampler.py`: the model's
+/// logits (model dtype), their fp32 copy, the softmax probabilities and
+/// `random_sample`'s exponential draws, 4 B each: 2 + 4 + 4 + 4 = 14 B per element
+/// (12 when the model runs in fp32, whose logits are not copied). 0.10 and V0 sorted:
+/// the logits (2) and fp32 copy (4), the sorted values (4) and int64 indices (8), and
+/// the sort's input copy (4) and its two int64 index buffers (16) = 38 B (the last
+/// three, the sort's temporaries, assumed).
+pub(super) const RULES: [Rules; 7] = [
+    Rules {
+        label: "0.19",
+        ceil: true,
+        sampler_bytes: 14,
+        triton: true,
+        v2: false,
+        state_pages: true,
+        workspace_kept: true,
+        graphs_subtracted: false,
+        v0: false,
+        non_torch_mib: [256, 2140, 72],
+        non_torch_logs: "0.19 H100 logs: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4 (NCCL, all-reduce buffers), 0.07 at pp 2–4",
+    },
+    Rules {
+        label: "0.10",
+        ceil: false,
+        sampler_bytes: 38,
+        triton: false,
+        v2: false,
+        state_pages: true,
+        workspace_kept: false,
+        graphs_subtracted: false,
+        v0: false,
+        non_torch_mib: [133, 563, 133],
+        non_torch_logs: "H100 logs (llm-d-benchmark): 0.13–0.14 GiB at tp 1, 0.55 at tp 2",
+    },
+    // vllm v0.7.2 `vllm/worker/worker.py`: `Worker.init_device` takes the baseline
+    // (`self.baseline_snapshot = MemorySnapshot()`) after `torch.cuda.set_device`, so
+    // the CUDA context is not in it, and before `init_worker_distributed_environment`,
+    // so NCCL and the custom all-reduce buffers are; `determine_num_available_blocks`
+    // then measures `memory_profiling(self.baseline_snapshot, weights_memory)` around
+    // `profile_run`: non_torch_increase is what the libraries add after the context.
+    // (Read in a stored copy of that file whose start-up message the 0.7.2 logs print
+    // word for word; the tag itself was over the fetch limit.)
+    Rules {
+        label: "0.7 (V0)",
+        ceil: false,
+        sampler_bytes: 38,
+        triton: false,
+        v2: false,
+        state_pages: false,
+        workspace_kept: false,
+        graphs_subtracted: false,
+        v0: true,
+        non_torch_mib: [80, 2140, 80],
+        non_torch_logs: "0.7 V0 logs: 0.01–0.09 GiB at tp 1 (T4, L40, H100), 2.10 at tp 8 (A100-40, NCCL and all-reduce buffers, as 0.19's 2.06–2.13 at tp 2–4)",
+    },
+    Rules {
+        label: "0.6 (V0)",
+        ceil: false,
+        sampler_bytes: 38,
+        triton: false,
+        v2: false,
+        state_pages: false,
+        workspace_kept: false,
+        graphs_subtracted: false,
+        v0: true,
+        non_torch_mib: [1833, 3666, 1833],
+        non_torch_logs: "0.6.5 logs (vLLM PR 10511): 1.79 GiB at tp 1, 3.58 at tp 2, the CUDA context included",
+    },
+    // vllm 0.27 with Model Runner V2 (`vllm/v1/worker/gpu/model_runner.py`): `profile_run`
+    // is the forward of max_num_batched_tokens and `_dummy_sampler_run`, whose sampler
+    // (`vllm/v1/worker/gpu/sample/sampler.py` `Sampler.sample`) copies the logits to a
+    // new fp32 tensor, works on it in place and draws with `gumbel_sample`; the profile
+    // skips top-k/top-p ("the sampler may skip top_k, top_p, and logprobs"): 2 + 4 B per
+    // element. `profile_cudagraph_memory` returns 0 there, so no graph estimate leaves
+    // the pool; the pool is requested − (consumed + transient peak), the same sum as
+    // 0.19's weights + non-torch + peak. Memory outside torch as 0.19's (assumed: the
+    // 0.27 logs at hand are WSL2 at tp 1 and one PCIe pair at tp 2).
+    Rules {
+        label: "0.27 (Model Runner V2)",
+        ceil: true,
+        sampler_bytes: 6,
+        triton: false,
+        v2: true,
+        state_pages: true,
+        workspace_kept: true,
+        graphs_subtracted: false,
+        v0: false,
+        non_torch_mib: [256, 2140, 72],
+        non_torch_logs: "0.19's: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4, 0.07 at pp 2–4 (H100 logs)",
+    },
+    // vllm 0.8 `vllm/v1/worker/gpu_worker.py` `determine_available_memory` (read in its
+    // copy `vllm/v1/worker/xpu_worker.py`, which keeps that code): the peak is torch's
+    // `allocated_bytes.all.peak` plus every byte on the device torch did not allocate
+    // (`mem_get_info` total − free − torch's current), the CUDA context included; the
+    // profile is 0.10's.
+    Rules {
+        label: "0.8",
+        ceil: false,
+        sampler_bytes: 38,
+        triton: false,
+        v2: false,
+        state_pages: false,
+        workspace_kept: false,
+        graphs_subtracted: false,
+        v0: false,
+        non_torch_mib: [645, 1075, 645],
+        non_torch_logs: "0.10's library increase (0.13 GiB at tp 1, 0.55 at tp 2, H100 logs) + the CUDA context, 512 MiB assumed as in the SGLang and TGI rules",
+    },
+    // vllm 0.27 with the V1 runner (`vllm/v1/worker/gpu_model_runner.py`, MoE and
+    // quantised models): 0.19's profile (`profile_run`, the triton top-k/top-p sampler,
+    // the persistent MoE workspace), then `profile_cudagraph_memory` inside
+    // `determine_available_memory`, whose estimate leaves the pool
+    // (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` on by default since vllm-project/vllm
+    // commit 96a85c57501f, in 0.20; read at upstream 3cb83c95922f, v0.22.0, and in the
+    // 0.27.1 logs' line numbers). Memory outside torch as 0.19's (assumed).
+    Rules {
+        label: "0.27 (Model Runner V1)",
+        ceil: true,
+        sampler_bytes: 14,
+        triton: true,
+        v2: false,
+        state_pages: true,
+        workspace_kept: true,
+        graphs_subtracted: true,
+        v0: false,
+        non_torch_mib: [256, 2140, 72],
+        non_torch_logs: "0.19's: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4, 0.07 at pp 2–4 (H100 logs)",
+    },
+];

@@ -1,0 +1,466 @@
+//! vLLM's rule: hand derivations of its pool, release by release, and its knobs.
+
+#![allow(clippy::arithmetic_side_effects)]
+
+use super::*;
+use crate::engine::tests::*;
+
+/// Llama-3.1-8B, bf16, H100 SXM 80GB, vLLM 0.19 at 0.9, max-model-len 16 000, by hand:
+/// - total as torch reports it: 81 089 MiB = 85 027 979 264 B;
+/// - requested: ⌈85 027 979 264 × 0.9⌉ = 76 525 181 338 B;
+/// - weights: 8 030 261 248 × 2 B = 16 060 522 496 B (no max-position in the preset:
+///   no rotary cache);
+/// - profiling: forward of 8192 tokens 705 156 096 B (the estimator's); sampler phase
+///   over 1024 rows: logits 1024 × 128 256 × 2 = 262 668 288, fp32 copy + probs + draws
+///   1024 × 128 256 × 12 = 1 576 009 728, triton rows 132 × 128 256 × 4 = 67 719 168,
+///   held hidden states (8192 + 2 × 1024) × 4096 × 2 = 83 886 080: 1 990 283 264;
+///   + cuBLAS 32 MiB = 2 023 837 696 B;
+/// - outside torch: 256 MiB = 268 435 456 B;
+/// - KV = 76 525 181 338 − 16 060 522 496 − 2 023 837 696 − 268 435 456 = 58 172 385 690 B;
+/// - blocks of 16 × 131 072 B: 27 738 → 443 808 tokens; 1000 blocks a sequence: 27.
+#[test]
+fn vllm_llama_8b_on_h100_matches_the_hand_derivation() {
+    let b = run(&llama_8b(&[]), &with(&[("engine", "vllm@0.19")]));
+    assert_eq!(b.version, "0.19");
+    assert_eq!(b.capacity_bytes, 85_027_979_264);
+    assert_eq!(b.capacity_kind, "torch");
+    assert_eq!(bytes_of(&b, "budget"), 76_525_181_338);
+    assert_eq!(bytes_of(&b, "weights"), 16_060_522_496);
+    assert_eq!(bytes_of(&b, "activation_peak"), 2_023_837_696);
+    assert_eq!(bytes_of(&b, "non_torch"), 268_435_456);
+    assert_eq!(b.kv_capacity_bytes, 58_172_385_690);
+    assert_eq!(b.kv_bytes_per_token, 131_072);
+    assert_eq!(b.kv_capacity_tokens, 443_808);
+    assert_eq!(b.max_sequences, 27);
+    assert_eq!(b.outcome, Outcome::Fits);
+    // The CUDA-graph line is shown, not subtracted, in 0.19; gone with --enforce-eager.
+    let g = b.lines.iter().find(|l| l.key == "cuda_graphs").unwrap();
+    assert!(!g.subtracted);
+    let eager = run(
+        &llama_8b(&[]),
+        &with(&[("engine", "vllm@0.19"), ("enforce-eager", "true")]),
+    );
+    assert!(eager.lines.iter().all(|l| l.key != "cuda_graphs"));
+    assert_eq!(eager.kv_capacity_bytes, b.kv_capacity_bytes);
+    for l in &b.lines {
+        assert!(!l.source.is_empty(), "{}", l.key);
+    }
+    // 0.10 sorts the vocabulary (38 B a row element) and truncates the share.
+    let old = run(&llama_8b(&[]), &with(&[("engine", "vllm@0.10")]));
+    assert_eq!(old.version, "0.10");
+    assert_eq!(bytes_of(&old, "budget"), 76_525_181_337);
+    let sort = 1024 * 128_256 * 2 + 1024 * 128_256 * 36 + (8192 + 2048) * 4096 * 2;
+    assert_eq!(bytes_of(&old, "activation_peak"), sort + 32 * MIB);
+}
+
+#[test]
+fn vllm_without_room_is_refused_and_near_zero_is_borderline() {
+    // 0.2 × 85 027 979 264 = 17 005 595 853 B < weights + profile + outside torch.
+    let b = run(
+        &llama_8b(&[]),
+        &with(&[("engine", "vllm"), ("gpu-memory-utilization", "0.2")]),
+    );
+    assert!(b.kv_capacity_bytes < 0);
+    assert_eq!((b.kv_capacity_tokens, b.max_sequences), (0, 0));
+    assert_eq!(b.outcome, Outcome::Refused);
+    assert!(b.warnings.iter().any(|w| w.contains("No available memory")));
+    // Find the utilisation at which one 16 000-token sequence just fits: within the
+    // band it is borderline, never "fits".
+    let need = 1000 * 2_097_152i64;
+    let mut seen = false;
+    for u in 2200..=2600 {
+        let f = format!("0.{u:04}");
+        let b = run(
+            &llama_8b(&[]),
+            &with(&[("engine", "vllm"), ("gpu-memory-utilization", &f)]),
+        );
+        let m = b.kv_capacity_bytes - need;
+        assert_eq!(b.margin_bytes, m);
+        let unc = b.uncertainty_bytes as i64;
+        let want = if b.kv_capacity_bytes <= 0 || m < -unc {
+            Outcome::Refused
+        } else if m <= unc {
+            Outcome::Borderline
+        } else {
+            Outcome::Fits
+        };
+        assert_eq!(b.outcome, want, "{f}");
+        seen |= want == Outcome::Borderline;
+    }
+    assert!(seen);
+}
+
+/// Gemma-3's layout: 8 full and 40 sliding layers → 6 groups of 8 layers; "GPU KV
+/// cache size" = ⌊⌊pool ÷ (16 × per-layer × 8)⌋ ÷ 6⌋ × 16 (kv_cache_utils.py).
+#[test]
+fn vllm_hybrid_groups_follow_the_allocator() {
+    let pairs = [
+        ("layers", "48"),
+        ("hidden", "3840"),
+        ("heads", "16"),
+        ("kv-heads", "8"),
+        ("head-dim", "256"),
+        ("intermediate", "15360"),
+        ("vocab", "262208"),
+        ("sliding-window", "1024"),
+        ("sliding-layers", "40"),
+    ];
+    let (input, e) = crate::params::from_pairs(pairs);
+    assert!(e.is_empty(), "{e:?}");
+    let b = run(
+        &input,
+        &with(&[("engine", "vllm@0.19"), ("max-model-len", "8192")]),
+    );
+    let page = 16 * 8192u64 * 8;
+    let blocks = b.kv_capacity_bytes as u64 / page;
+    assert_eq!(b.kv_capacity_tokens, blocks / 6 * 16);
+    // A request: 1 full group × 512 blocks + 5 sliding groups × (⌈(1023 + 8192) ÷ 16⌉ + 1).
+    assert_eq!(
+        b.max_sequences,
+        blocks / (512 + 5 * (8192u64.div_ceil(16) + 1))
+    );
+}
+
+/// vLLM's A100 exception: 2048 batched tokens and 256 sequences, and torch's A100
+/// 80GB total (85 093 777 408 B); a card without a public torch total is derived.
+#[test]
+fn vllm_defaults_and_card_totals() {
+    let b = run(
+        &llama_8b(&[]),
+        &[
+            ("engine", "vllm"),
+            ("card", "a100-80gb"),
+            ("max-model-len", "4096"),
+        ],
+    );
+    assert_eq!(b.capacity_bytes, 85_093_777_408);
+    assert!(b.assumptions.iter().any(|a| a.contains("max-num-seqs 256")));
+    let d = run(
+        &llama_8b(&[]),
+        &[
+            ("engine", "vllm"),
+            ("card", "h100-pcie-80gb"),
+            ("max-model-len", "4096"),
+        ],
+    );
+    assert_eq!(d.capacity_kind, "torch, derived");
+    assert!(d.capacity_bytes < find_card("h100-pcie-80gb").unwrap().capacity().0);
+}
+
+/// --kv-cache-memory-bytes is the pool; --enable-lora adds max_loras × rank × per-layer
+/// widths: 32 layers × 16 × (7 × 4096 + 2 × 4096 + 2 × 1024 + 3 × 14 336) × 2 B.
+#[test]
+fn vllm_knobs() {
+    let b = run(
+        &llama_8b(&[]),
+        &with(&[("engine", "vllm"), ("kv-cache-memory-bytes", "10000000000")]),
+    );
+    assert_eq!(b.kv_capacity_bytes, 10_000_000_000);
+    let l = run(
+        &llama_8b(&[]),
+        &with(&[("engine", "vllm"), ("enable-lora", "true")]),
+    );
+    assert_eq!(
+        bytes_of(&l, "lora"),
+        32 * 16 * (7 * 4096 + 2 * 4096 + 2 * 1024 + 3 * 14_336) * 2
+    );
+    let plain = run(&llama_8b(&[]), &with(&[("engine", "vllm")]));
+    assert_eq!(
+        plain.kv_capacity_bytes - l.kv_capacity_bytes,
+        bytes_of(&l, "lora") as i64
+    );
+}
+
+/// gpt-oss-20b's experts in MXFP4 at tp 2: each rank's 1440 intermediate pads to 1472
+/// (vLLM's triton MXFP4 backend on Hopper): 3 × 2880 × 32 × 32 experts × 24 layers
+/// values = 212 336 640, at 17 B per 32 = 112 803 840 B, and the w13 biases' 2 × 32
+/// values × 32 × 24 in bf16 = 98 304 B more than the checkpoint's share. On an A100
+/// (Marlin) at tp 1, 2880 × 2880 pads to 3072 × 2944: 3 × (3072 × 2944 − 2880²) × 32 ×
+/// 24 = 1 727 004 672 values → 917 471 232 B, and (2 × 64 + 192) × 32 × 24 bias values
+/// in bf16 = 491 520 B.
+#[test]
+fn vllm_pads_mxfp4_experts_per_rank() {
+    let pairs = [
+        ("layers", "24"),
+        ("hidden", "2880"),
+        ("heads", "64"),
+        ("kv-heads", "8"),
+        ("head-dim", "64"),
+        ("intermediate", "2880"),
+        ("vocab", "201088"),
+        ("experts", "32"),
+        ("active-experts", "4"),
+        ("format", "mxfp4"),
+        ("tp", "2"),
+        ("gpus", "2"),
+    ];
+    let (input, e) = crate::params::from_pairs(pairs);
+    assert!(e.is_empty(), "{e:?}");
+    let b = run(&input, &with(&[("engine", "vllm")]));
+    let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
+    assert_eq!(w.inputs["mxfp4-padding"], "112902144");
+    let (tp1, _) = crate::params::from_pairs(
+        pairs
+            .iter()
+            .copied()
+            .filter(|(k, _)| *k != "tp" && *k != "gpus"),
+    );
+    let b = run(&tp1, &with(&[("engine", "vllm")]));
+    let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
+    assert_eq!(w.inputs["mxfp4-padding"], "0");
+    let b = run(
+        &tp1,
+        &[
+            ("engine", "vllm@0.19"),
+            ("card", "a100-80gb"),
+            ("max-model-len", "16000"),
+        ],
+    );
+    let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
+    assert_eq!(w.inputs["mxfp4-padding"], "917962752");
+}
+
+#[test]
+fn a_sparse_attention_models_indexer_keys_take_pool_room_per_token() {
+    // DeepSeek-V3.2 (tests/cases): each token in vLLM's pool holds the MLA latent and
+    // the indexer's key (DeepseekV32IndexerCache), so the pool's tokens are fewer than
+    // the latent alone would give.
+    let imported = crate::import::config::parse_config(include_str!(
+        "../../../tests/cases/configs/deepseek-v3.2.json"
+    ))
+    .expect("config");
+    let pairs: Vec<(&str, String)> = imported.pairs();
+    let extra = [("tp", "8"), ("gpus", "8"), ("context", "8192")];
+    let all = pairs
+        .iter()
+        .map(|(k, v)| (*k, v.as_str()))
+        .chain(extra.iter().copied());
+    let (input, errors) = crate::params::from_pairs(all);
+    assert!(errors.is_empty(), "{errors:?}");
+    let one = estimate(&EstimateInput {
+        context: Some(1),
+        ..input.clone()
+    })
+    .expect("estimate");
+    let of = |key: LineKey| {
+        one.lines
+            .iter()
+            .find(|l| l.key == key)
+            .map(|l| l.device_bytes)
+            .unwrap_or(0)
+    };
+    let (latent, indexer) = (of(LineKey::KvCache), of(LineKey::KvCacheIndexer));
+    assert!(
+        latent > 0 && indexer > 0,
+        "latent {latent}, indexer {indexer}"
+    );
+    let b = run(&input, &[("engine", "vllm"), ("card", "h200-141gb")]);
+    assert_eq!(b.kv_bytes_per_token, latent + indexer);
+}
+
+/// Gemma-4-31B's shape: 50 sliding layers (16 KV heads × 256) and 10 global ones
+/// (4 KV heads × 512). vLLM unifies the page sizes (`unify_kv_cache_spec_page_size`):
+/// a sliding page is 16 tokens × 16 384 B, a global layer's 8 192 B per token take
+/// 32-token blocks of the same 262 144 B. Six groups of ten layers; one request of
+/// 8 192 tokens takes 8 192 / 32 = 256 global blocks and 5 × (8 192 / 16 + 1) sliding
+/// ones; the pool reports 16 tokens per block of every group.
+#[test]
+fn vllm_unifies_the_page_of_layers_with_another_kv_shape() {
+    let pairs = [
+        ("layers", "60"),
+        ("hidden", "5376"),
+        ("heads", "32"),
+        ("kv-heads", "16"),
+        ("head-dim", "256"),
+        ("intermediate", "21504"),
+        ("vocab", "262144"),
+        ("sliding-window", "1024"),
+        ("sliding-layers", "50"),
+        ("global-layers", "10"),
+        ("global-kv-heads", "4"),
+        ("global-head-dim", "512"),
+        ("global-k-eq-v", "true"),
+        ("tied-embeddings", "true"),
+    ];
+    let (input, errors) = crate::params::from_pairs(pairs.iter().copied());
+    assert!(errors.is_empty(), "{errors:?}");
+    let b = run(
+        &input,
+        &with(&[("engine", "vllm@0.19"), ("max-model-len", "8192")]),
+    );
+    assert_eq!(b.kv_bytes_per_token, 50 * 16_384 + 10 * 8_192);
+    let group_block = 16 * 16_384 * 10;
+    let blocks = u64::try_from(b.kv_capacity_bytes).unwrap() / group_block;
+    assert_eq!(b.kv_capacity_tokens, blocks / 6 * 16);
+    let per_request = 256 + 5 * (512 + 1);
+    assert_eq!(b.max_sequences, blocks / per_request);
+    assert!(b.assumptions.iter().any(|a| a.contains("6 groups")));
+    // 0.27 reports max concurrency × max_model_len (vllm v0.22.0 `_report_kv_cache_config`):
+    // the sliding groups' capped blocks no longer count as 16 tokens each.
+    let b = run(
+        &input,
+        &with(&[("engine", "vllm"), ("max-model-len", "8192")]),
+    );
+    let blocks = u64::try_from(b.kv_capacity_bytes).unwrap() / group_block;
+    assert_eq!(b.kv_capacity_tokens, blocks * 8192 / per_request);
+    assert_eq!(b.max_sequences, blocks / per_request);
+}
+
+/// Gemma-3-12B's vision encoder profiling on an H100 (the calibration record's
+/// settings): 8 192 ÷ 256 = 32 images of 3 × 896 × 896 bf16 pixel values and their
+/// 32 × 256 embeddings of 3 840 stay allocated through the text forward and the
+/// sampler, 217 055 232 B on top of the profile's peak.
+#[test]
+fn vllm_holds_the_encoders_dummy_batch_through_the_profile() {
+    let imported = crate::import::config::parse_config(include_str!(
+        "../../../tests/calibration/configs/gemma-3-12b.json"
+    ))
+    .expect("config");
+    let pairs = imported.pairs();
+    assert!(pairs.contains(&("mm-item-tokens", "256".to_string())));
+    assert!(pairs.contains(&("mm-item-values", (3 * 896 * 896).to_string())));
+    let read = |skip: bool| {
+        let (input, errors) = crate::params::from_pairs(
+            pairs
+                .iter()
+                .filter(|(k, _)| !skip || !k.starts_with("mm-item"))
+                .map(|(k, v)| (*k, v.as_str())),
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        input
+    };
+    let settings = [
+        ("engine", "vllm"),
+        ("card", "h100-sxm-80gb"),
+        ("gpu-memory-utilization", "0.95"),
+        ("max-model-len", "8192"),
+    ];
+    let with = run(&read(false), &settings);
+    let without = run(&read(true), &settings);
+    let held = 32 * (3 * 896 * 896 + 256 * 3840) * 2;
+    assert_eq!(held, 217_055_232);
+    let inputs = &with
+        .lines
+        .iter()
+        .find(|l| l.key == "activation_peak")
+        .unwrap()
+        .inputs;
+    assert_eq!(inputs["encoder-items"], "32");
+    assert_eq!(inputs["encoder-held"], held.to_string());
+    assert_eq!(
+        bytes_of(&with, "activation_peak"),
+        bytes_of(&without, "activation_peak") + held
+    );
+    // Four sequences of up to 32 images each (8 192 ÷ 256) would take 128: the
+    // encoder budget's 32 still bounds the batch.
+    let few = run(
+        &read(false),
+        &[settings.as_slice(), &[("max-num-seqs", "4")]].concat(),
+    );
+    let inputs = &few
+        .lines
+        .iter()
+        .find(|l| l.key == "activation_peak")
+        .unwrap()
+        .inputs;
+    assert_eq!(inputs["encoder-items"], "32");
+    // A length shorter than one image still profiles one image per sequence.
+    let short = run(
+        &read(false),
+        &[
+            ("engine", "vllm"),
+            ("card", "h100-sxm-80gb"),
+            ("max-model-len", "200"),
+            ("max-num-seqs", "4"),
+        ],
+    );
+    let inputs = &short
+        .lines
+        .iter()
+        .find(|l| l.key == "activation_peak")
+        .unwrap()
+        .inputs;
+    assert_eq!(inputs["encoder-items"], "4");
+}
+
+/// A scaled RoPE's cos/sin cache covers the positions its scaling reaches (yarn ×4
+/// over 32 768 trained: 131 072 rows of 128 bf16 values), not only the trained ones.
+#[test]
+fn vllm_rotary_cache_reaches_as_far_as_the_scaling() {
+    let plain = run(
+        &llama_8b(&[("max-position", "32768")]),
+        &with(&[("engine", "vllm")]),
+    );
+    let scaled = run(
+        &llama_8b(&[("max-position", "32768"), ("rope-positions", "131072")]),
+        &with(&[("engine", "vllm")]),
+    );
+    let cache = |b: &EngineBudget| {
+        b.lines.iter().find(|l| l.key == "weights").unwrap().inputs["rotary-cache"].clone()
+    };
+    assert_eq!(cache(&plain), (32_768u64 * 128 * 2).to_string());
+    assert_eq!(cache(&scaled), (131_072u64 * 128 * 2).to_string());
+    assert_eq!(
+        bytes_of(&scaled, "weights") - bytes_of(&plain, "weights"),
+        (131_072 - 32_768) * 128 * 2
+    );
+}
+
+/// vllm v0.22.0 `_set_cudagraph_sizes` and `initialize_cudagraph_keys`: the graphs
+/// 0.27's V1 runner captures, by max_num_seqs, max_num_batched_tokens and the decode
+/// query length (1 + speculative tokens).
+#[test]
+fn vllm_capture_sizes_follow_the_config() {
+    // 1, 2, 4, 8…248 (31), 256…512 (17): 51 sizes; FULL decode sizes ≤ max_num_seqs.
+    assert_eq!(vllm::capture_counts(1024, 8192, 1), (51, 51));
+    assert_eq!(vllm::capture_counts(256, 2048, 1), (51, 35));
+    // 8 sequences: sizes up to 16 (1, 2, 4, 8, 16); FULL up to 8.
+    assert_eq!(vllm::capture_counts(8, 8192, 1), (5, 4));
+    // max_num_batched_tokens within the cap is captured too: 100 → 1, 2, 4, 8…96, 100.
+    assert_eq!(vllm::capture_counts(1024, 100, 1), (16, 16));
+    // Two speculative tokens: decode query length 3, sizes up to 4 × 3 × 2 = 24 (1, 2,
+    // 4, 8, 16, 24); FULL from 3 up to 3 × 4 = 12 (4, 8).
+    assert_eq!(vllm::capture_counts(4, 8192, 3), (6, 2));
+}
+
+/// Qwen3-Next (Gated DeltaNet beside attention) under the default rules: 0.27 pages it
+/// as 0.10 did (`_align_hybrid_block_size`: attention blocks raised to the state page,
+/// groups of the smaller layer count), and reports max concurrency × max_model_len.
+#[test]
+fn vllm_pages_hybrid_state_models_in_every_v1_release() {
+    let input = from_config("qwen3-next-80b-a3b", &[("tp", "2"), ("gpus", "2")]);
+    let pairs = [("card", "h200-141gb"), ("max-model-len", "262144")];
+    let with_engine = |e: &'static str| {
+        let mut p = pairs.to_vec();
+        p.push(("engine", e));
+        run(&input, &p)
+    };
+    let old = with_engine("vllm@0.10");
+    let new = with_engine("vllm");
+    assert_eq!(new.version, "0.27 (Model Runner V1)");
+    assert!(old.block_size > 16, "{}", old.block_size);
+    assert_eq!(new.block_size, old.block_size);
+    assert_eq!(with_engine("vllm@0.19").block_size, old.block_size);
+    assert!(
+        new.assumptions
+            .iter()
+            .any(|a| a.contains("hybrid KV cache"))
+    );
+    // Tokens: ⌊blocks × max_model_len ÷ blocks per request⌋, not whole blocks per group.
+    assert!(new.max_sequences >= 1);
+    let tokens = new.kv_capacity_tokens;
+    assert!(tokens >= new.max_sequences * 262_144, "{tokens}");
+    assert!(tokens < (new.max_sequences + 1) * 262_144, "{tokens}");
+}
+
+/// The buffers tensor parallelism adds outside torch, which SGLang's rule assumes too
+/// (`request::COMM_BUFFERS_MIB`), are this table's tp ≥ 2 less tp 1 of the 0.19 rules.
+#[test]
+fn the_shared_communication_buffers_are_the_019_tables() {
+    let r = &releases::RULES[0];
+    assert_eq!(r.label, "0.19");
+    assert_eq!(
+        r.non_torch_mib[1] - r.non_torch_mib[0],
+        crate::engine::request::COMM_BUFFERS_MIB
+    );
+}
