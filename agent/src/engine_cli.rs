@@ -2,8 +2,9 @@
 //! sequences and whether it fits, is borderline or is refused) and the largest
 //! workload that fits, on the command line.
 //!
-//! The flags come from the engine group of the field table
-//! ([`gpumem_core::params::FIELDS`], the engines' own flag names); the figures from
+//! The flags come from the engine group of the field table, which the engines'
+//! registry makes from each engine's rows ([`gpumem_core::engine::FIELDS`], the
+//! engines' own flag names); the figures from
 //! [`gpumem_core::engine`]. `estimate.rs` only calls
 //! [`augment`], [`collect`] and [`compute`], so this stays one self-contained hook.
 
@@ -11,7 +12,6 @@ use clap::{Arg, ArgMatches, Command};
 use gpumem_core::engine::{self, CardKv, EngineBudget, Largest, Outcome};
 use gpumem_core::estimate::{Estimate, EstimateInput};
 use gpumem_core::import::config;
-use gpumem_core::params::FIELDS;
 use gpumem_core::units::{
     Bytes, group_digits, signed_gb_string, signed_gib_string, signed_group_digits,
 };
@@ -19,7 +19,7 @@ use serde::Serialize;
 
 /// Adds one flag per engine key, and `--draft-config`.
 pub fn augment(mut cmd: Command) -> Command {
-    for f in FIELDS.iter().filter(|f| f.is_engine()) {
+    for f in engine::FIELDS {
         cmd = cmd.arg(crate::flags::flag_of(f));
     }
     cmd.arg(

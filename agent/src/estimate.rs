@@ -21,7 +21,8 @@ use gpumem_core::fit::{CardFit, MARGIN_RULE, Verdict, fit_table};
 use gpumem_core::headline::{Basis, FORMAT_LADDER, compare_formats, headline, inputs_line};
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
 use gpumem_core::import::{TensorSummary, config, gguf};
-use gpumem_core::params::{self, FIELDS, field, keys};
+use gpumem_core::inputs::field;
+use gpumem_core::params::{self, FIELDS, keys};
 use gpumem_core::units::{Bytes, group_digits, signed_gib_string, signed_group_digits};
 use gpumem_proto::estimate::{ESTIMATE_SCHEMA, EstimateDocument};
 
@@ -101,7 +102,7 @@ impl clap::Args for Args {
             .arg(Arg::new("model-file").long("model-file").value_name("FILE").requires("model").help("Read this weight file of --model (e.g. a .gguf) instead of model.safetensors[.index.json]"))
             .arg(Arg::new("trace").long("trace").action(ArgAction::SetTrue).help("Trace the workload (the model's code on PyTorch's meta device, no GPU) and use the traced activations, logits and prefill figures instead of the assumed ones; needs --config or --model"))
             .arg(crate::trace::python_arg().requires("trace"));
-        for f in FIELDS.iter().filter(|f| !f.is_engine()) {
+        for f in FIELDS {
             cmd = cmd.arg(crate::flags::flag_of(f));
         }
         let mut cmd = crate::engine_cli::augment(cmd);

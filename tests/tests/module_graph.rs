@@ -1,6 +1,8 @@
 //! No import circle between the top-level modules of the core, the agent and the page's
 //! crates: each crate's shipped code (test modules aside) must form layers, so a module
-//! can be read, moved or replaced knowing only what is below it.
+//! can be read, moved or replaced knowing only what is below it. Inside the core's
+//! `engine/`, the same for the modules every engine shares, and no engine's folder
+//! reads another's: only the registry names an engine.
 //!
 //! The graph is read from the sources: a module `a` depends on `b` when any file under
 //! `a` (outside `#[cfg(test)]` modules and `tests.rs` files) names `crate::b` — in a
@@ -102,9 +104,20 @@ fn identifier(rest: &str) -> &str {
 
 /// The top-level modules a line names through `crate::`.
 fn named_modules(line: &str, tops: &BTreeSet<String>, into: &mut BTreeSet<String>) {
+    named_after(line, "crate::", tops, into);
+}
+
+/// The modules of `tops` a line names right after `prefix` (`crate::`,
+/// `crate::engine::`, `super::`), in a path or a `{a, b}` group.
+fn named_after(line: &str, prefix: &str, tops: &BTreeSet<String>, into: &mut BTreeSet<String>) {
     let mut rest = line;
-    while let Some(at) = rest.find("crate::") {
-        rest = &rest[at + "crate::".len()..];
+    while let Some(at) = rest.find(prefix) {
+        // `super::super::x` is not `super::x`: the caller asks for each depth.
+        if prefix == "super::" && rest[..at].ends_with("super::") {
+            rest = &rest[at + prefix.len()..];
+            continue;
+        }
+        rest = &rest[at + prefix.len()..];
         if let Some(group) = rest.strip_prefix('{') {
             let inner = group.split('}').next().unwrap_or("");
             for part in inner.split(',') {
@@ -231,6 +244,100 @@ fn no_crate_has_an_import_circle_between_its_top_level_modules() {
         failures.is_empty(),
         "import circles:\n{}",
         failures.join("\n")
+    );
+}
+
+/// The core's serving engines: `engine/` holds one folder per engine and the modules
+/// every engine shares (files). The shared modules form layers; no engine's folder
+/// reads another's; and of the shared modules only the registry names an engine's
+/// folder (the front door, `engine/mod.rs`, re-exports what the engines make public).
+#[test]
+fn the_engines_are_apart_and_their_shared_modules_form_layers() {
+    let dir = workspace_root().join("crates/gpumem-core/src/engine");
+    let mut nodes = BTreeSet::new();
+    let mut folders = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).expect("read engine/") {
+        let entry = entry.expect("an entry");
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.path().is_dir() {
+            folders.insert(name.clone());
+            nodes.insert(name);
+        } else if let Some(stem) = name.strip_suffix(".rs")
+            && !matches!(stem, "mod" | "tests")
+        {
+            nodes.insert(stem.to_owned());
+        }
+    }
+    assert!(folders.len() >= 5, "one folder per engine: {folders:?}");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let mut g = Graph::new();
+    for node in &nodes {
+        g.entry(node.clone()).or_default();
+    }
+    for file in files {
+        let rel = file.strip_prefix(&dir).expect("under engine/");
+        let depth = rel.components().count();
+        let name = rel.file_name().unwrap_or_default().to_string_lossy();
+        let first = rel.components().next().expect("a component");
+        let owner = first.as_os_str().to_string_lossy();
+        let owner = owner.strip_suffix(".rs").unwrap_or(&owner).to_owned();
+        if name == "tests.rs" || !nodes.contains(&owner) {
+            continue;
+        }
+        // `super::` from engine/x.rs and engine/x/mod.rs is engine/; deeper files
+        // reach it through `super::super::`.
+        let relative = match (depth, name.as_ref()) {
+            (1, _) | (2, "mod.rs") => "super::",
+            (2, _) | (3, "mod.rs") => "super::super::",
+            _ => "super::super::super::",
+        };
+        let text = std::fs::read_to_string(&file).expect("read a source file");
+        let mut named = BTreeSet::new();
+        for line in shipped_lines(&text) {
+            named_after(line, "crate::engine::", &nodes, &mut named);
+            if relative == "super::" {
+                named_after(line, "super::", &nodes, &mut named);
+            } else {
+                let mut rest = line;
+                while let Some(at) = rest.find(relative) {
+                    named_after(&rest[at..], relative, &nodes, &mut named);
+                    rest = &rest[at + relative.len()..];
+                }
+            }
+        }
+        named.remove(&owner);
+        for dep in named {
+            g.entry(owner.clone())
+                .or_default()
+                .entry(dep)
+                .or_default()
+                .insert(rel.display().to_string());
+        }
+    }
+    let mut failures = Vec::new();
+    if let Some(circle) = find_circle(&g) {
+        failures.push(format!("a circle: {}", circle.join(" → ")));
+    }
+    for (from, deps) in &g {
+        for (to, files) in deps {
+            let files: Vec<_> = files.iter().cloned().collect();
+            if folders.contains(to) && from != "registry" {
+                failures.push(format!(
+                    "{from} reads the engine {to} ({}): only the registry names an engine",
+                    files.join(", ")
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The reader sees what it must: the registry reads every engine, an engine reads
+    // the shared modules.
+    assert!(folders.iter().all(|f| g["registry"].contains_key(f)));
+    assert!(
+        g["vllm"].contains_key("pool") && g["vllm"].contains_key("contract"),
+        "{:?}",
+        g["vllm"]
     );
 }
 

@@ -5,7 +5,7 @@
 mod web_support;
 
 use gpumem_core::catalogue::find;
-use gpumem_core::engine::{self, Engine, EngineParams};
+use gpumem_core::engine::{self, EngineParams};
 use gpumem_core::estimate::estimate;
 use gpumem_core::params::from_pairs;
 use gpumem_core::units::{group_digits, signed_group_digits};
@@ -31,7 +31,8 @@ fn web_engine_section_matches_the_core() {
     assert!(errors.is_empty(), "{errors:?}");
     let est = estimate(&input).unwrap();
     let card = find("h100-sxm-80gb").unwrap();
-    for e in [Engine::Vllm, Engine::Sglang, Engine::Tgi, Engine::LlamaCpp] {
+    // Every engine of the registry: the section shows each.
+    for e in engine::all() {
         let want = engine::budget(
             &input,
             &est,
@@ -97,15 +98,9 @@ fn web_engine_keys_come_from_the_url_and_survive_a_reload() {
     assert!(errors.is_empty(), "{errors:?}");
     let want = engine::budget(&input, &est, &params).unwrap();
     // The default utilisation gives another figure: the flag is what moves it.
-    let at_default = engine::budget(
-        &input,
-        &est,
-        &EngineParams {
-            gpu_memory_utilization: None,
-            ..params.clone()
-        },
-    )
-    .unwrap();
+    let mut default_params = params.clone();
+    default_params.flags.remove("gpu-memory-utilization");
+    let at_default = engine::budget(&input, &est, &default_params).unwrap();
     assert_ne!(want.kv_capacity_bytes, at_default.kv_capacity_bytes);
     let bytes = format!("{} B", signed_group_digits(want.kv_capacity_bytes));
     let check = |what: &str| {

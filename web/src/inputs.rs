@@ -3,12 +3,14 @@
 //! same keys, so whatever they set is visible, editable and in the URL.
 //!
 //! Labels, hints, placeholders, choices and a switch's default all come from the
-//! field table ([`gpumem_core::params::FIELDS`]); the page only decides which group
+//! field table ([`gpumem_core::inputs`]: the estimate's keys and the engines'); the
+//! page only decides which group
 //! goes in which section.
 
 use gpumem_core::catalogue::CATALOGUE;
 use gpumem_core::fields::Unit;
-use gpumem_core::params::{FIELDS, FieldGroup, FieldKind, field};
+use gpumem_core::inputs::{field, fields};
+use gpumem_core::params::{FieldGroup, FieldKind};
 use gpumem_core::presets::PRESETS;
 use leptos::prelude::*;
 
@@ -196,8 +198,7 @@ fn control(
 /// `skip` leaves out keys shown elsewhere (the engine's card sits by the sweep).
 pub fn group_fields(groups: &'static [FieldGroup], skip: &'static [&'static str]) -> impl IntoView {
     let of = move |bools: bool| {
-        FIELDS
-            .iter()
+        fields()
             .filter(move |f| {
                 groups.contains(&f.group)
                     && !skip.contains(&f.key)
@@ -384,8 +385,7 @@ fn WorkloadGrid() -> impl IntoView {
                 </tr>
             </thead>
             <tbody>
-                {FIELDS
-                    .iter()
+                {fields()
                     .filter(|f| f.group == FieldGroup::Workload)
                     .map(|f| {
                         let (dim, label) = (f.key, f.label);

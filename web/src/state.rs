@@ -1,5 +1,5 @@
 //! The page's state: the text of every input, exactly as typed, keyed by the
-//! field table ([`gpumem_core::params::FIELDS`]: the CLI flags without their
+//! field table ([`gpumem_core::inputs`]: the CLI flags without their
 //! dashes, the engine's included) plus a few page-only keys for the two extra
 //! workloads and the sweep. Every key is a URL key.
 //!
@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use gpumem_core::engine::engine_keys;
 use gpumem_core::import::TensorSummary;
-use gpumem_core::params::{FIELDS, field, keys};
+use gpumem_core::inputs::{self, field};
+use gpumem_core::params::keys;
 use gpumem_core::presets::shape_keys;
 use leptos::prelude::*;
 
@@ -38,10 +39,7 @@ pub const PAGE_KEYS: &[&str] = &[
 
 /// Every key the page keeps and writes to its URL: the field table's, then [`PAGE_KEYS`].
 pub fn url_keys() -> impl Iterator<Item = &'static str> + Clone {
-    FIELDS
-        .iter()
-        .map(|f| f.key)
-        .chain(PAGE_KEYS.iter().copied())
+    inputs::keys().chain(PAGE_KEYS.iter().copied())
 }
 
 /// Keys that belong to the parameter-count mode only.
@@ -265,8 +263,8 @@ mod tests {
         for (i, k) in url.iter().enumerate() {
             assert!(!url[..i].contains(k), "{k} twice");
         }
-        assert_eq!(url.len(), FIELDS.len() + PAGE_KEYS.len());
-        for f in FIELDS {
+        assert_eq!(url.len(), inputs::fields().count() + PAGE_KEYS.len());
+        for f in inputs::fields() {
             assert!(url.contains(&f.key), "{} is not a URL key", f.key);
         }
         for k in PAGE_KEYS {

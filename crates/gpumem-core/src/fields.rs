@@ -1,9 +1,11 @@
 //! The field table: every input key once — its group, label, help, what an empty
-//! value means, its choices, unit and kind.
+//! value means, its choices, unit and kind. [`FIELDS`] holds the estimate's keys; the
+//! engine group is the serving engines' registry's ([`crate::engine::FIELDS`]: each
+//! engine's flags, declared in its folder); [`crate::inputs`] reads both as one table.
 //!
 //! A key is the CLI flag without its dashes and the page's URL key (`reserve-gib`,
 //! `kv-heads`, `gpu-memory-utilization`). Everything that presents a key is generated
-//! from [`FIELDS`]: the agent's `estimate` flags (help, value name, possible values),
+//! from the table: the agent's `estimate` flags (help, value name, possible values),
 //! the page's form (label, hint, placeholder, choices, default of a switch) and its
 //! URL keys. Parsing stays where the types are ([`crate::params::from_pairs`] for the
 //! estimate's keys, [`crate::engine::from_pairs`] for the engine's); a unit test checks
@@ -134,7 +136,8 @@ pub struct Field {
     pub choices: &'static [(&'static str, &'static str)],
 }
 
-const fn f(
+/// A row: the rest of its fields empty ([`Field::unit`], [`Field::choices`] set them).
+pub(crate) const fn f(
     key: &'static str,
     group: FieldGroup,
     kind: FieldKind,
@@ -155,12 +158,17 @@ const fn f(
 }
 
 impl Field {
-    const fn unit(mut self, unit: Unit) -> Field {
+    /// The same row with its unit.
+    pub(crate) const fn unit(mut self, unit: Unit) -> Field {
         self.unit = unit;
         self
     }
 
-    const fn choices(mut self, choices: &'static [(&'static str, &'static str)]) -> Field {
+    /// The same row with its choices (or suggestions).
+    pub(crate) const fn choices(
+        mut self,
+        choices: &'static [(&'static str, &'static str)],
+    ) -> Field {
         self.choices = choices;
         self
     }
@@ -225,8 +233,8 @@ const KV_DTYPES: &[(&str, &str)] = &[
 use FieldGroup as G;
 use FieldKind as K;
 
-/// Every input key, in the order the page and `--help` present them: the estimate's
-/// keys ([`crate::params`]), then the engine's ([`crate::engine`]).
+/// The estimate's keys ([`crate::params`]), in the order the page and `--help`
+/// present them; the engine's ([`crate::engine::FIELDS`]) follow them there.
 #[rustfmt::skip]
 pub static FIELDS: &[Field] = &[
     f("parameters", G::Model, K::Count, "Parameters", "",
@@ -510,101 +518,6 @@ pub static FIELDS: &[Field] = &[
         "Micro-batches per optimizer step (gradient accumulation) through the pipeline"),
     f("nodes", G::Devices, K::Count, "Nodes", "1",
         "Nodes the GPUs are spread over (host memory is counted per node)"),
-    f("engine", G::Engine, K::Choice, "Engine", "",
-        "Serving engine whose KV pool to predict (vllm: 0.27, Model Runner V2 or V1 with its CUDA-graph estimate; vllm@0.19, @0.10, @0.8, @0.7, @0.6, sglang@0.5.0, tgi@2.0, @0.9: older rules)")
-        .choices(&[
-            ("", "every engine"),
-            ("vllm", "vLLM 0.27"),
-            ("vllm@0.19", "vLLM 0.19"),
-            ("vllm@0.10", "vLLM 0.10"),
-            ("vllm@0.8", "vLLM 0.8"),
-            ("vllm@0.7", "vLLM 0.7 (V0)"),
-            ("vllm@0.6", "vLLM 0.6 (V0)"),
-            ("sglang", "SGLang 0.5.23"),
-            ("sglang@0.5.0", "SGLang 0.5.0 (mid-2025)"),
-            ("tgi", "TGI 3"),
-            ("tgi@2.0", "TGI 2.0"),
-            ("tgi@0.9", "TGI 0.9"),
-            ("llama.cpp", "llama.cpp"),
-            ("transformers", "transformers"),
-        ]),
-    f("card", G::Engine, K::Card, "GPU card", "",
-        "The card judged against: an id (h100-sxm-80gb), a short form (4090, t4, a100-40, l40s) or a capacity (24GiB, 22.5GB)"),
-    f("gpu-memory-utilization", G::Engine, K::Fraction, "vLLM memory utilization", "0.9",
-        "vLLM: fraction of the card the instance may use"),
-    f("max-model-len", G::Engine, K::Count, "Max model length", "context + generate",
-        "Tokens per sequence to serve (auto: the longest that fits)")
-        .unit(Unit::Tokens),
-    f("max-num-seqs", G::Engine, K::Count, "vLLM max sequences", "1024 or 256",
-        "vLLM: sequences at once (1024 on ≥ 70 GiB cards but A100s)"),
-    f("max-num-batched-tokens", G::Engine, K::Count, "Batched tokens (profiling)", "8192 or 2048",
-        "Profiled forward (vLLM), chunked prefill (SGLang), warmup (TGI), ubatch (llama.cpp)")
-        .unit(Unit::Tokens),
-    f("kv-cache-memory-bytes", G::Engine, K::Count, "vLLM KV cache bytes", "",
-        "vLLM: an absolute KV pool")
-        .unit(Unit::Bytes),
-    f("enforce-eager", G::Engine, K::Bool(false), "vLLM enforce eager", "",
-        "vLLM: no CUDA graphs"),
-    f("enable-lora", G::Engine, K::Bool(false), "vLLM LoRA", "",
-        "vLLM: LoRA adapter slots"),
-    f("max-loras", G::Engine, K::Count, "vLLM max LoRAs", "1", "vLLM: LoRA slots"),
-    f("max-lora-rank", G::Engine, K::Count, "vLLM max LoRA rank", "16", "vLLM: slot rank"),
-    f("speculative-method", G::Engine, K::Choice, "vLLM speculative method", "",
-        "vLLM --speculative-config method")
-        .choices(&[
-            ("", "none"),
-            ("ngram", "ngram"),
-            ("eagle", "EAGLE"),
-            ("eagle3", "EAGLE-3"),
-            ("mtp", "MTP layers"),
-            ("draft_model", "draft model"),
-        ]),
-    f("num-speculative-tokens", G::Engine, K::Count, "vLLM speculative tokens", "mtp: its layers",
-        "vLLM: tokens proposed per step"),
-    f("draft-model", G::Engine, K::Text, "vLLM draft model", "eagle: one target layer",
-        "vLLM: the draft or EAGLE head, a preset id or key=value shape pairs")
-        .choices(&[("llama-3.2-1b", "llama-3.2-1b")]),
-    f("mem-fraction-static", G::Engine, K::Fraction, "SGLang static fraction", "by card and tp",
-        "SGLang: fraction for weights + KV pool"),
-    f("cache-type-k", G::Engine, K::Text, "llama.cpp K cache type", "f16",
-        "llama.cpp: K cache type")
-        .choices(CACHE_TYPES),
-    f("cache-type-v", G::Engine, K::Text, "llama.cpp V cache type", "f16",
-        "llama.cpp: V cache type")
-        .choices(CACHE_TYPES),
-    f("kv-unified", G::Engine, K::Bool(false), "llama.cpp unified KV cache", "",
-        "llama.cpp --kv-unified: one cache stream for every slot (llama-server's -np auto sets it)"),
-    f("swa-full", G::Engine, K::Bool(false), "llama.cpp full-size SWA cache", "",
-        "llama.cpp --swa-full: the sliding-window layers keep every cell of the context, not the window's"),
-    f("n-gpu-layers", G::Engine, K::Count, "llama.cpp GPU layers", "all",
-        "llama.cpp: layers on the GPU"),
-    f("n-cpu-moe", G::Engine, K::Count, "llama.cpp CPU MoE layers", "0",
-        "llama.cpp: MoE layers with experts on the host"),
-    f("override-tensor", G::Engine, K::Text, "llama.cpp tensor overrides (-ot)", "",
-        "llama.cpp -ot: <regex>=<CPU|CUDA0>,…")
-        .choices(OVERRIDES),
-];
-
-/// `--override-tensor` examples: every routed expert, those of blocks 10–29.
-const OVERRIDES: &[(&str, &str)] = &[
-    ("\\.ffn_.*_exps\\.=CPU", "experts on the host"),
-    (
-        "blk\\.(1[0-9]|2[0-9])\\.ffn_.*_exps\\.=CPU",
-        "blocks 10–29's experts",
-    ),
-];
-
-/// llama.cpp's KV cache types (`--cache-type-k/-v`).
-const CACHE_TYPES: &[(&str, &str)] = &[
-    ("f16", "f16"),
-    ("bf16", "bf16"),
-    ("f32", "f32"),
-    ("q8_0", "q8_0: 34 B/32"),
-    ("q5_1", "q5_1: 24 B/32"),
-    ("q5_0", "q5_0: 22 B/32"),
-    ("q4_1", "q4_1: 20 B/32"),
-    ("q4_0", "q4_0: 18 B/32"),
-    ("iq4_nl", "iq4_nl: 18 B/32"),
 ];
 
 /// The field of a key, if it is one.
@@ -741,10 +654,11 @@ mod tests {
 
     #[test]
     fn the_table_is_the_keys_and_pairs_round_trip_through_it() {
-        // The estimate's keys and the engine's keys partition the table.
+        // The estimate's keys are the table; the engine's are the registry's, apart.
         let params: Vec<&str> = keys().collect();
         let engine: Vec<&str> = crate::engine::engine_keys().collect();
-        assert_eq!(params.len() + engine.len(), FIELDS.len());
+        assert_eq!(params.len(), FIELDS.len());
+        assert!(engine.iter().all(|k| !params.contains(k)));
         for f in FIELDS {
             assert_eq!(params.contains(&f.key), !f.is_engine());
             assert_eq!(engine.contains(&f.key), f.is_engine());

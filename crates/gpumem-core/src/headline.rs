@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::catalogue::{Arch, CATALOGUE, GpuCard};
-use crate::engine::{self, Engine, EngineParams};
+use crate::engine::{self, EngineId, EngineParams};
 use crate::error::EstimateError;
 use crate::estimate::{Estimate, EstimateInput, TrainMode, estimate};
 use crate::fit::{
@@ -53,20 +53,19 @@ pub fn format_ladder(train: TrainMode) -> &'static [&'static str] {
     }
 }
 
-/// The formats `engine` loads, widest first: the pool engines (vLLM, SGLang, TGI)
-/// load safetensors checkpoints — 16-bit, fp8, bitsandbytes int8, 4-bit AWQ/GPTQ —
-/// and no GGUF block type; llama.cpp loads GGUF only (bf16, q8_0, q6_k and the
-/// k-quant file types llama-quantize writes, each counted as its mix of types); transformers what its loaders take (16-bit, bitsandbytes). For
-/// training, the training method's own ladder.
-pub fn engine_ladder(train: TrainMode, engine: Option<Engine>) -> &'static [&'static str] {
+/// The formats `engine` loads, widest first, as its registry entry lists them
+/// ([`engine::Info::formats`]: the pool engines load safetensors checkpoints — 16-bit,
+/// fp8, bitsandbytes int8, 4-bit AWQ/GPTQ — and no GGUF block type; llama.cpp loads
+/// GGUF only, each k-quant file type counted as its mix of types; transformers what its
+/// loaders take). Without an engine, the estimate's ladder; for training, the training
+/// method's own.
+pub fn engine_ladder(train: TrainMode, engine: Option<EngineId>) -> &'static [&'static str] {
     if train != TrainMode::None {
         return format_ladder(train);
     }
     match engine {
         None => &FORMAT_LADDER,
-        Some(Engine::Vllm | Engine::Sglang | Engine::Tgi) => &["bf16", "fp8", "int8", "awq-4-g128"],
-        Some(Engine::LlamaCpp) => &["bf16", "q8_0", "q6_k", "q4_k_m", "q3_k_m", "q2_k"],
-        Some(Engine::Transformers) => &["bf16", "int8", "nf4"],
+        Some(e) => e.info().formats,
     }
 }
 
@@ -117,7 +116,7 @@ pub trait Rule {
         card: &GpuCard,
     ) -> Result<Need, EstimateError>;
     /// The engine whose budget is the need, if any.
-    fn engine(&self) -> Option<Engine>;
+    fn engine(&self) -> Option<EngineId>;
     /// The need of `input` on `card`, estimating it first.
     fn need_of(&self, input: &EstimateInput, card: &GpuCard) -> Result<Need, EstimateError> {
         let est = estimate(input)?;
@@ -139,7 +138,7 @@ impl Rule for ByEstimate {
         })
     }
 
-    fn engine(&self) -> Option<Engine> {
+    fn engine(&self) -> Option<EngineId> {
         None
     }
 }
@@ -212,7 +211,7 @@ impl Rule for Basis {
         })
     }
 
-    fn engine(&self) -> Option<Engine> {
+    fn engine(&self) -> Option<EngineId> {
         match self {
             Basis::Engine(p) => p.engine,
             Basis::Estimate => None,
@@ -720,7 +719,7 @@ mod tests {
     fn llama_cpps_ladder_names_its_file_types_as_typed_and_narrows() {
         let i = llama_8b(&[("context", "8192")]);
         let card = find("rtx-4090").unwrap();
-        let ladder = engine_ladder(TrainMode::None, Some(Engine::LlamaCpp));
+        let ladder = engine_ladder(TrainMode::None, engine::find("llama.cpp"));
         let rows = compare_formats(&i, card, &Basis::Estimate, ladder).unwrap();
         let names: Vec<&str> = rows.iter().map(|r| r.format.as_str()).collect();
         assert_eq!(names, ladder);
@@ -757,7 +756,7 @@ mod tests {
         let est = estimate(&i).unwrap();
         let card = *find("l40s-48gb").unwrap();
         let params = EngineParams {
-            engine: Some(engine::Engine::Vllm),
+            engine: engine::find("vllm"),
             max_model_len: Some(16384),
             ..EngineParams::default()
         };

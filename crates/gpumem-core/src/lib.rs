@@ -22,6 +22,7 @@ pub mod fit;
 pub mod format;
 pub mod headline;
 pub mod import;
+pub mod inputs;
 pub mod kv;
 pub mod network;
 pub mod params;

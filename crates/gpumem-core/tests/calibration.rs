@@ -213,7 +213,8 @@ fn engine_pairs(r: &Value, engine: &str) -> Vec<(&'static str, String)> {
     for (k, key) in [
         ("max_num_seqs", "max-num-seqs"),
         // vLLM's batch, SGLang's chunked prefill, TGI's warm-up prefill and llama.cpp's
-        // ubatch are the one flag (`EngineParams::max_num_batched_tokens`).
+        // ubatch are the one shared row (`engine::flags::BATCHED_TOKENS`), each engine
+        // reading it under its own name.
         ("max_num_batched_tokens", "max-num-batched-tokens"),
         ("chunked_prefill_size", "max-num-batched-tokens"),
         ("max_batch_prefill_tokens", "max-num-batched-tokens"),

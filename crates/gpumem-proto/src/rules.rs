@@ -386,7 +386,7 @@ pub fn read_panel(text: &str) -> Result<Panel, String> {
 #[cfg(test)]
 mod tests {
     use gpumem_core::catalogue::resolve;
-    use gpumem_core::engine::{self, Engine, EngineParams};
+    use gpumem_core::engine::{self, EngineParams};
     use gpumem_core::estimate::estimate;
     use gpumem_core::headline::{Basis, headline};
     use gpumem_core::params::from_pairs;
@@ -416,7 +416,7 @@ mod tests {
         let i = input(&[("context", "32768"), ("sequences", "16")]);
         let est = estimate(&i).unwrap();
         let vllm = Basis::Engine(Box::new(EngineParams {
-            engine: Some(Engine::Vllm),
+            engine: engine::find("vllm"),
             ..EngineParams::default()
         }));
         let l40s = resolve("l40s").unwrap();

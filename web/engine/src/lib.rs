@@ -2,30 +2,21 @@
 //! the answer under a serving engine ([`answer`]) and the engine section ([`panel`]).
 //!
 //! Built as a wasm-bindgen module of its own (`scripts/build-web.sh` →
-//! `dist/engine-*/`), so the dimensioner's wasm carries none of vLLM's, SGLang's,
-//! TGI's, llama.cpp's or transformers' rules, speculative decoding or the `-ot`
-//! placement: the page answers with the same rules as `gpumem-agent estimate
-//! --engine`, all of them. Every figure is [`gpumem_core`]'s; this crate routes the
+//! `dist/engine-*/`), so the dimensioner's wasm carries no engine's rules, speculative
+//! decoding or the `-ot` placement: the page answers with the same rules as
+//! `gpumem-agent estimate --engine`, every engine of the registry
+//! ([`gpumem_core::engine::ENGINES`]), in its order. Every figure is [`gpumem_core`]'s; this crate routes the
 //! page's text to the core and the answer back as text ([`gpumem_proto::rules`]).
 
 use gpumem_core::EstimateError;
 use gpumem_core::catalogue::{CATALOGUE, resolve};
-use gpumem_core::engine::{self, Engine, EngineBudget, EngineParams, Outcome};
+use gpumem_core::engine::{self, EngineBudget, EngineId, EngineParams, Outcome};
 use gpumem_core::estimate::{EstimateInput, estimate};
 use gpumem_core::headline::{Basis, Headline, headline};
 use gpumem_core::params::from_pairs;
 use gpumem_core::units::{group_digits, signed_gib_string, signed_group_digits};
 use gpumem_proto::rules::{self, Panel, PanelRow, RulesRequest};
 use wasm_bindgen::prelude::*;
-
-/// Every engine, in the order the section shows them.
-pub const ENGINES: [Engine; 5] = [
-    Engine::Vllm,
-    Engine::Sglang,
-    Engine::Tgi,
-    Engine::LlamaCpp,
-    Engine::Transformers,
-];
 
 /// The answer under the page's engine for one workload: a [`gpumem_proto::rules`]
 /// answer document (the headline, or why there is none).
@@ -95,19 +86,19 @@ pub fn panel_of(r: &RulesRequest) -> Option<Panel> {
         .and_then(|(_, v)| resolve(v.trim()).ok())
         .unwrap_or(CATALOGUE[0]);
     let settings = settings_of(&r.page);
-    let rows = ENGINES
-        .iter()
-        .filter(|e| settings.engine.is_none_or(|s| s == **e))
+    // Every engine of the registry, in its order (or the one the page names).
+    let rows = engine::all()
+        .filter(|e| settings.engine.is_none_or(|s| s == *e))
         .map(|e| {
             let params = EngineParams {
-                engine: Some(*e),
+                engine: Some(e),
                 card: Some(card),
                 ..settings.clone()
             };
             PanelRow {
                 engine: e.name().to_string(),
                 cells: engine::budget(&input, &est, &params)
-                    .map(|b| (cells(*e, &b), explained(&b)))
+                    .map(|b| (cells(e, &b), explained(&b)))
                     .map_err(|err| err.to_string()),
             }
         })
@@ -139,7 +130,7 @@ pub fn panel_of(r: &RulesRequest) -> Option<Panel> {
 
 /// An engine's row: name and version, KV bytes, GiB, tokens, sequences at
 /// max-model-len, start-up outcome.
-fn cells(e: Engine, b: &EngineBudget) -> Vec<String> {
+fn cells(e: EngineId, b: &EngineBudget) -> Vec<String> {
     vec![
         format!("{} {}", e.name(), b.version),
         format!("{} B", signed_group_digits(b.kv_capacity_bytes)),
@@ -207,7 +198,7 @@ mod tests {
     fn the_panel_matches_the_core_for_llama_8b_on_h100() {
         let p = panel_of(&request(&LLAMA_8B, &[("card", "h100-sxm-80gb")])).expect("a panel");
         assert_eq!(p.card, "NVIDIA H100 SXM 80GB");
-        assert_eq!(p.rows.len(), ENGINES.len());
+        assert_eq!(p.rows.len(), engine::ENGINES.len());
         let (cells, explained) = p.rows[0].cells.as_ref().unwrap();
         assert_eq!(p.rows[0].engine, "vllm");
         // The same figure the core and the CLI derive under the default vLLM (0.27, Model

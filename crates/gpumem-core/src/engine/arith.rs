@@ -36,3 +36,24 @@ pub(super) fn sum(xs: &[u64]) -> Result<u64, EstimateError> {
 pub(super) fn gib_text(b: u64) -> String {
     crate::units::Bytes(b).gib_string(2) + " GiB"
 }
+
+/// The largest `v` in `[1, hi]` with `ok(v)`, assuming monotonicity; `None` when 1 fails.
+pub(super) fn search(hi: u64, ok: impl Fn(u64) -> bool) -> Option<u64> {
+    if !ok(1) {
+        return None;
+    }
+    let (mut lo, mut hi) = (1u64, hi.max(1));
+    if ok(hi) {
+        return Some(hi);
+    }
+    // Invariant: lo fits, hi does not.
+    while hi.saturating_sub(lo) > 1 {
+        let mid = lo.saturating_add(hi.saturating_sub(lo) / 2);
+        if ok(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo)
+}

@@ -10,7 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{EngineParams, budget};
+use super::arith::search;
+use super::budget::budget;
+use super::flags::EngineParams;
 use crate::arch::MAX_DIM;
 use crate::catalogue::GpuCard;
 use crate::estimate::{EstimateInput, estimate};
@@ -83,27 +85,6 @@ impl Largest {
 /// (overflow, absurd size) does not fit.
 fn fits(input: &EstimateInput, capacity: u64) -> bool {
     estimate(input).is_ok_and(|e| e.per_device_bytes <= capacity)
-}
-
-/// The largest `v` in `[1, hi]` with `ok(v)`, assuming monotonicity; `None` when 1 fails.
-pub(super) fn search(hi: u64, ok: impl Fn(u64) -> bool) -> Option<u64> {
-    if !ok(1) {
-        return None;
-    }
-    let (mut lo, mut hi) = (1u64, hi.max(1));
-    if ok(hi) {
-        return Some(hi);
-    }
-    // Invariant: lo fits, hi does not.
-    while hi.saturating_sub(lo) > 1 {
-        let mid = lo.saturating_add(hi.saturating_sub(lo) / 2);
-        if ok(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    Some(lo)
 }
 
 /// The largest context (prompt tokens per sequence, `generate` kept) that fits

@@ -1,45 +1,63 @@
 //! The pool a rule leaves, cut into blocks: what every engine's rule hands to the
-//! common ending ([`Draft`]), and the single-group cut most engines use.
+//! common ending ([`Draft`]), the single-group cut most engines use, and the common
+//! ending itself (pool → blocks → tokens and sequences, the outcome and its margin).
 
-use super::arith::prod;
-use super::outcome::EngineLine;
+use super::arith::{gib_text, prod};
+use super::drafter::Speculative;
+use super::flags::EngineId;
+use super::outcome::{EngineBudget, EngineLine, Outcome};
 use super::request::Ctx;
 use crate::error::EstimateError;
 
 /// What an engine's rule produces before the common ending (tokens, sequences, outcome).
-pub(super) struct Draft {
-    pub(super) version: &'static str,
-    pub(super) capacity: u64,
-    pub(super) capacity_kind: &'static str,
-    pub(super) lines: Vec<EngineLine>,
-    pub(super) block: u64,
+pub struct Draft {
+    /// The release whose rules applied, as the budget prints it ("0.19").
+    pub(crate) version: &'static str,
+    /// The card's capacity the rule starts from.
+    pub(crate) capacity: u64,
+    /// Which figure it is: "torch", "torch, derived" (assumed), "reported", "label".
+    pub(crate) capacity_kind: &'static str,
+    /// The engine's share of the card first, then every line it subtracts or shows.
+    pub(crate) lines: Vec<EngineLine>,
+    /// The allocation unit in tokens.
+    pub(crate) block: u64,
     /// Bytes of one block across the layers of one group (vLLM's page × group size);
     /// `block × per-token` for a single group.
-    pub(super) group_block_bytes: u64,
+    pub(crate) group_block_bytes: u64,
     /// KV-cache groups (vLLM's hybrid allocator); 1 otherwise.
-    pub(super) groups: u64,
+    pub(crate) groups: u64,
     /// Blocks one sequence of `max_model_len` takes (all groups).
-    pub(super) seq_blocks: u64,
+    pub(crate) seq_blocks: u64,
     /// The tokens reported are max concurrency × max_model_len (vLLM 0.22 onwards),
     /// not whole blocks per group.
-    pub(super) tokens_by_concurrency: bool,
-    pub(super) kv_cache_bytes: Option<u64>,
+    pub(crate) tokens_by_concurrency: bool,
+    /// The cache an engine allocates up front (llama.cpp), if it does.
+    pub(crate) kv_cache_bytes: Option<u64>,
     /// The pool, when the engine does not derive it from the lines (llama.cpp's
     /// allocated cache, vLLM's `--kv-cache-memory-bytes`).
-    pub(super) pool: Option<i64>,
+    pub(crate) pool: Option<i64>,
     /// llama.cpp: what its context needs (the allocated cache), the cells that fit
     /// the room, and the sequences served; `None`: one sequence's blocks.
-    pub(super) need: Option<Need>,
-    pub(super) uncertainty: u64,
-    pub(super) assumptions: Vec<String>,
-    pub(super) warnings: Vec<String>,
+    pub(crate) need: Option<Need>,
+    /// The assumed lines' uncertainty: the borderline band.
+    pub(crate) uncertainty: u64,
+    /// Speculative decoding's drafter, when the rule models one: its layers' KV per
+    /// token joins the pool's.
+    pub(crate) speculative: Option<Speculative>,
+    /// Hypotheses the figure rests on.
+    pub(crate) assumptions: Vec<String>,
+    /// Soft problems.
+    pub(crate) warnings: Vec<String>,
 }
 
 /// An engine that allocates its cache up front (llama.cpp): what it needs against the room.
-pub(super) struct Need {
-    pub(super) bytes: u64,
-    pub(super) tokens: u64,
-    pub(super) sequences: u64,
+pub(crate) struct Need {
+    /// What its context needs (the allocated cache).
+    pub(crate) bytes: u64,
+    /// The cells that fit the room: the tokens it reports.
+    pub(crate) tokens: u64,
+    /// The sequences it serves.
+    pub(crate) sequences: u64,
 }
 
 /// A single-group pool of `block`-token blocks (every engine but vLLM's hybrid case).
@@ -49,4 +67,174 @@ pub(super) fn simple_pool(ctx: &Ctx, block: u64) -> Result<(u64, u64, u64), Esti
         1,
         ctx.max_model_len.div_ceil(block.max(1)),
     ))
+}
+
+/// The common ending: pool → blocks → tokens and sequences, the outcome and its margin.
+pub(super) fn finish(
+    engine: EngineId,
+    ctx: &Ctx,
+    mut d: Draft,
+) -> Result<EngineBudget, EstimateError> {
+    let speculative = d.speculative.take();
+    let (first, rest) = d
+        .lines
+        .split_first()
+        .ok_or(EstimateError::invalid("engine", "no budget"))?;
+    let subtracted = rest
+        .iter()
+        .filter(|l| l.subtracted)
+        .try_fold(0i128, |acc, l| acc.checked_add(i128::from(l.bytes)))
+        .ok_or(EstimateError::Overflow {
+            what: "engine lines",
+        })?;
+    let kv = match d.pool {
+        Some(p) => i128::from(p),
+        None => i128::from(first.bytes)
+            .checked_sub(subtracted)
+            .ok_or(EstimateError::Overflow {
+                what: "engine budget",
+            })?,
+    };
+    let kv_capacity_bytes = i64::try_from(kv).map_err(|_| EstimateError::Overflow {
+        what: "engine budget",
+    })?;
+    let usable = u64::try_from(kv).unwrap_or(0);
+    // vllm/v1/core/kv_cache_utils.py: num_blocks = available // page_size // group_size;
+    // "GPU KV cache size" = num_blocks // len(groups) × block_size.
+    let blocks = usable.checked_div(d.group_block_bytes).unwrap_or(0);
+    let (need, kv_capacity_tokens, max_sequences) = match &d.need {
+        Some(n) => (
+            n.bytes,
+            n.tokens,
+            if n.bytes <= usable && kv > 0 {
+                n.sequences
+            } else {
+                0
+            },
+        ),
+        // "Maximum concurrency": num_blocks ÷ blocks one request of max_model_len takes.
+        None => (
+            prod(&[d.seq_blocks, d.group_block_bytes])?,
+            if d.tokens_by_concurrency {
+                // vllm v0.22.0 `kv_cache_utils.py` `_report_kv_cache_config`: "GPU KV
+                // cache size" = int(num_blocks ÷ blocks per request × max_model_len)
+                // (`get_max_concurrency_for_kv_cache_config`).
+                u64::try_from(
+                    u128::from(blocks)
+                        .saturating_mul(u128::from(ctx.max_model_len))
+                        .checked_div(u128::from(d.seq_blocks))
+                        .unwrap_or(0),
+                )
+                .unwrap_or(u64::MAX)
+            } else {
+                prod(&[blocks.checked_div(d.groups).unwrap_or(0), d.block])?
+            },
+            blocks.checked_div(d.seq_blocks).unwrap_or(0),
+        ),
+    };
+    let fits_one_sequence = max_sequences >= 1;
+    let margin = kv
+        .checked_sub(i128::from(need))
+        .and_then(|m| i64::try_from(m).ok())
+        .ok_or(EstimateError::Overflow {
+            what: "engine margin",
+        })?;
+    let unc = i64::try_from(d.uncertainty).unwrap_or(i64::MAX);
+    let judge = |margin: i64| {
+        if kv <= 0 || margin < unc.saturating_neg() {
+            Outcome::Refused
+        } else if margin <= unc {
+            Outcome::Borderline
+        } else {
+            Outcome::Fits
+        }
+    };
+    let outcome = judge(margin);
+    // The asked sequences at once: llama.cpp's cache already holds all its slots; a
+    // pool holds each sequence's blocks.
+    let sequences = ctx.input.sequences.max(1);
+    let workload_need = match &d.need {
+        Some(_) => i128::from(need),
+        None => i128::from(need).saturating_mul(i128::from(sequences)),
+    };
+    let mut workload_margin =
+        i64::try_from(kv.saturating_sub(workload_need).max(i128::from(i64::MIN)))
+            .unwrap_or(i64::MIN);
+    // A sequence longer than what the engine serves one (max-model-len, or a llama.cpp
+    // slot's share of -c) is not served at all.
+    let served = match &d.need {
+        Some(_) => ctx.max_model_len.checked_div(sequences).unwrap_or(0),
+        None => ctx.max_model_len,
+    };
+    if let Some(c) = ctx.input.context
+        && c.saturating_add(ctx.input.generate) > served
+    {
+        workload_margin = workload_margin.min(-1);
+        d.warnings.push(format!(
+            "a sequence of {} tokens is longer than the {served} the engine serves one",
+            c.saturating_add(ctx.input.generate)
+        ));
+    }
+    let workload_outcome = judge(workload_margin);
+    let mml = ctx.max_model_len;
+    if kv_capacity_bytes <= 0 {
+        d.warnings.push(
+            engine
+                .info()
+                .refusal
+                .unwrap_or("nothing is left for the KV cache on this card")
+                .into(),
+        );
+    } else if !fits_one_sequence {
+        d.warnings.push(format!(
+            "one sequence of {mml} tokens needs {}, the pool holds {}: refused",
+            gib_text(need),
+            gib_text(usable)
+        ));
+    }
+    if outcome == Outcome::Borderline {
+        d.warnings.push(format!(
+            "borderline: {} {} for one sequence of {mml} tokens, within ±{}",
+            gib_text(margin.unsigned_abs()),
+            if margin < 0 { "short" } else { "to spare" },
+            gib_text(d.uncertainty)
+        ));
+    }
+    let host_weights_bytes = d
+        .lines
+        .iter()
+        .find(|l| l.key == "host_weights")
+        .map(|l| l.bytes);
+    Ok(EngineBudget {
+        engine,
+        version: d.version.to_string(),
+        card: ctx.card.id.to_string(),
+        card_name: ctx.card.name.to_string(),
+        capacity_bytes: d.capacity,
+        capacity_kind: d.capacity_kind.to_string(),
+        lines: d.lines,
+        kv_capacity_bytes,
+        kv_cache_bytes: d.kv_cache_bytes,
+        host_weights_bytes,
+        // The drafter's layers share the pool (vLLM's speculative decoding).
+        kv_bytes_per_token: ctx.per_token.saturating_add(
+            speculative
+                .as_ref()
+                .map_or(0, |s| s.draft_kv_bytes_per_token),
+        ),
+        block_size: d.block,
+        kv_capacity_tokens,
+        max_model_len: mml,
+        max_sequences,
+        fits_one_sequence,
+        outcome,
+        margin_bytes: margin,
+        sequences,
+        workload_margin_bytes: workload_margin,
+        workload_outcome,
+        uncertainty_bytes: d.uncertainty,
+        speculative,
+        assumptions: d.assumptions,
+        warnings: d.warnings,
+    })
 }

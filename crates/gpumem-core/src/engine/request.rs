@@ -9,18 +9,26 @@ use crate::error::EstimateError;
 use crate::estimate::{Estimate, EstimateInput, Group, LineKey, TrainMode, estimate};
 
 /// The common facts every rule starts from.
-pub(super) struct Ctx<'a> {
-    pub(super) input: &'a EstimateInput,
-    pub(super) params: &'a EngineParams,
-    pub(super) card: GpuCard,
-    pub(super) weights: u64,
+pub struct Ctx<'a> {
+    /// The workload.
+    pub(crate) input: &'a EstimateInput,
+    /// Its estimate.
+    pub(crate) est: &'a Estimate,
+    /// The engine's flags.
+    pub(crate) params: &'a EngineParams,
+    /// The card.
+    pub(crate) card: GpuCard,
+    /// The estimate's weights on the most loaded device.
+    pub(crate) weights: u64,
     /// The estimate's embedding weight line, per device (llama.cpp's placement without
     /// an architecture).
-    pub(super) embed_bytes: u64,
+    pub(crate) embed_bytes: u64,
     /// The checkpoint's MTP layers, per device (vLLM loads them only to speculate).
-    pub(super) mtp_bytes: u64,
-    pub(super) per_token: u64,
-    pub(super) max_model_len: u64,
+    pub(crate) mtp_bytes: u64,
+    /// KV bytes of one token on the device, from the estimator.
+    pub(crate) per_token: u64,
+    /// The length each sequence is served at.
+    pub(crate) max_model_len: u64,
 }
 
 /// NCCL communicators and custom all-reduce buffers per GPU at tp ≥ 2, MiB (assumed):

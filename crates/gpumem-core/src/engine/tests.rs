@@ -98,11 +98,11 @@ fn engine_pairs_collect_one_error_per_bad_field() {
         ("cache-type-k", "q9_0"),
         ("card2", "x"),
     ]);
-    assert_eq!(p.engine, Some(Engine::Vllm));
-    assert_eq!(p.version, Some(VllmVersion::V010));
+    assert_eq!(p.engine, find("vllm"));
+    assert_eq!(VllmVersion::of(p.release), VllmVersion::V010);
     assert_eq!(p.card.map(|c| c.id), Some("h100-sxm-80gb"));
-    assert_eq!(p.max_num_seqs, Some(64));
-    assert_eq!(p.gpu_memory_utilization, None);
+    assert_eq!(p.flags.get("max-num-seqs"), Some(&Value::Count(64)));
+    assert_eq!(p.flags.get("gpu-memory-utilization"), None);
     assert_eq!(errors.len(), 4, "{errors:?}");
     assert!(
         from_pairs([("engine", "ollama")]).1[0]
@@ -121,7 +121,8 @@ fn engine_pairs_collect_one_error_per_bad_field() {
             .starts_with("card:")
     );
     let (auto, e) = from_pairs([("max-model-len", "auto"), ("enforce-eager", "true")]);
-    assert!(e.is_empty() && auto.max_model_len_auto && auto.enforce_eager);
+    assert!(e.is_empty() && auto.max_model_len_auto);
+    assert_eq!(auto.flags.get("enforce-eager"), Some(&Value::On(true)));
     assert_eq!(
         find_card("nvidia h100 sxm 80gb").map(|c| c.id),
         Some("h100-sxm-80gb")
@@ -368,25 +369,25 @@ pub(crate) fn preset(id: &str, extra: &[(&str, &str)]) -> EstimateInput {
 #[test]
 fn releases_pick_their_rules() {
     let p = engine(&[("engine", "vllm@0.7.2")]);
-    assert_eq!(p.version, Some(VllmVersion::V07));
+    assert_eq!(VllmVersion::of(p.release), VllmVersion::V07);
     assert_eq!(
-        engine(&[("engine", "vllm@0.8.5")]).version,
-        Some(VllmVersion::V08)
+        VllmVersion::of(engine(&[("engine", "vllm@0.8.5")]).release),
+        VllmVersion::V08
     );
     assert_eq!(
-        engine(&[("engine", "tgi@2.0.0")]).tgi_version,
-        Some(TgiVersion::V2)
+        TgiVersion::of(engine(&[("engine", "tgi@2.0.0")]).release),
+        TgiVersion::V2
     );
     assert_eq!(
-        engine(&[("engine", "tgi@0.9")]).tgi_version,
-        Some(TgiVersion::V09)
+        TgiVersion::of(engine(&[("engine", "tgi@0.9")]).release),
+        TgiVersion::V09
     );
     let (_, errors) = from_pairs([("engine", "vllm@0.12")]);
     assert!(format!("{errors:?}").contains("vllm@0.27"), "{errors:?}");
     // SGLang mid-2025 on an RTX 5080 (16 303 MiB): (16 303 − 2.9 × 1024) ÷ 16 303 → 0.818.
     assert_eq!(
-        engine(&[("engine", "sglang@0.5.0")]).sglang_version,
-        Some(SglangVersion::V050)
+        SglangVersion::of(engine(&[("engine", "sglang@0.5.0")]).release),
+        SglangVersion::V050
     );
     assert_eq!(
         sglang::fraction_050(16_303, 1, 1, None),

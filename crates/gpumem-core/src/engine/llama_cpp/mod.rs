@@ -23,15 +23,21 @@
 use serde::{Deserialize, Serialize};
 
 use super::arith::{mib, prod, sum};
+use super::contract::{Engine, Info};
+use super::flags::{BATCHED_TOKENS, MAX_MODEL_LEN};
 use super::outcome::line;
 use super::pool::{Draft, Need};
 use super::request::{Ctx, catalogue_capacity};
 use crate::error::EstimateError;
 use crate::estimate::Kind;
 
+mod flags;
 pub mod tensors;
 
 use crate::arch::Architecture;
+use flags::{
+    CACHE_TYPE_K, CACHE_TYPE_V, KV_UNIFIED, N_CPU_MOE, N_GPU_LAYERS, OVERRIDE_TENSOR, SWA_FULL,
+};
 use tensors::{GgufTensor, Slot};
 
 /// A `--cache-type-k` / `--cache-type-v` value.
@@ -104,15 +110,51 @@ impl CacheType {
 
 const SRC_KV: &str = "src/llama-kv-cache.cpp (K and V rows of ggml_row_size per cell)";
 
-pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
+/// llama.cpp's `llama-server`.
+pub struct LlamaCpp;
+
+impl Engine for LlamaCpp {
+    const INFO: Info = Info {
+        name: "llama.cpp",
+        aliases: &["llamacpp", "llama-cpp"],
+        summary: "llama.cpp (`llama-server`).",
+        releases: &[("llama.cpp", "llama.cpp")],
+        release: None,
+        hint: "llama.cpp",
+        // `max-model-len` is its `-c` (all slots together), `max-num-batched-tokens`
+        // its `--ubatch-size`.
+        flags: &[
+            &MAX_MODEL_LEN,
+            &BATCHED_TOKENS,
+            &CACHE_TYPE_K,
+            &CACHE_TYPE_V,
+            &KV_UNIFIED,
+            &SWA_FULL,
+            &N_GPU_LAYERS,
+            &N_CPU_MOE,
+            &OVERRIDE_TENSOR,
+        ],
+        formats: &["bf16", "q8_0", "q6_k", "q4_k_m", "q3_k_m", "q2_k"],
+        windows: true,
+        shared_context: true,
+        refusal: None,
+    };
+
+    fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
+        rule(c)
+    }
+}
+
+fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let p = c.params;
     let input = c.input;
     let (capacity, kind) = catalogue_capacity(&c.card);
-    let (tk, tv) = (
-        p.cache_type_k.unwrap_or(CacheType::F16),
-        p.cache_type_v.unwrap_or(CacheType::F16),
-    );
-    let ubatch = p.max_num_batched_tokens.unwrap_or(512);
+    let cache_type = |flag| match p.text(flag) {
+        Some(t) => CacheType::parse(flag.key(), t),
+        None => Ok(CacheType::F16),
+    };
+    let (tk, tv) = (cache_type(&CACHE_TYPE_K)?, cache_type(&CACHE_TYPE_V)?);
+    let ubatch = p.count(&BATCHED_TOKENS).unwrap_or(512);
     let mut assumptions = Vec::new();
     // llama-server splits -c among its slots (one stream each, kv_unified off):
     // n_ctx_seq = GGML_PAD(GGML_PAD(n_ctx, 256) ÷ n_seq, 256) cells per stream. With
@@ -120,7 +162,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // `cparams.kv_unified`; `src/llama-kv-cache.cpp`: n_stream = unified ? 1 : n_seq_max)
     // one stream of n_ctx cells serves every slot.
     let nseq = input.sequences.max(1);
-    let streams = if p.kv_unified { 1 } else { nseq };
+    let streams = if p.on(&KV_UNIFIED) { 1 } else { nseq };
     let per_seq = c
         .max_model_len
         .div_ceil(256)
@@ -170,7 +212,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // src/llama-model.cpp `load_tensors`: slots 0..n are the blocks, slot n the output
     // layer; slot il is on the GPU when il ≥ i_gpu_start = max(n + 1 − ngl, 0).
     let total_layers = input.arch.map_or(layers, |a| a.layers);
-    let ngl = p.n_gpu_layers.unwrap_or(u64::MAX);
+    let ngl = p.count(&N_GPU_LAYERS).unwrap_or(u64::MAX);
     let gpu_start = total_layers.saturating_add(1).saturating_sub(ngl);
     let gpu_layers = total_layers.saturating_sub(gpu_start.min(total_layers));
     let frac = |x: u64| -> Result<u64, EstimateError> {
@@ -200,8 +242,12 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             // Per stream (`src/llama-kv-cache-iswa.cpp`): GGML_PAD(min(n_ctx_seq,
             // n_swa × (unified ? n_seq_max : 1) + n_ubatch), 256).
             // `--swa-full`: `size_swa = size_base`, every cell of the stream.
-            let window = if p.kv_unified { prod(&[w, nseq])? } else { w };
-            let n = if p.swa_full {
+            let window = if p.on(&KV_UNIFIED) {
+                prod(&[w, nseq])?
+            } else {
+                w
+            };
+            let n = if p.on(&SWA_FULL) {
                 per_seq
             } else {
                 sum(&[window, ubatch])?
@@ -224,7 +270,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         prod(&[swa_cells, swa_l, swa_cell])?,
     ])?;
     let kv = frac(kv_all)?;
-    let rules = match &p.override_tensor {
+    let rules = match p.text(&OVERRIDE_TENSOR) {
         Some(text) => parse_overrides(text)?,
         None => Vec::new(),
     };
@@ -338,6 +384,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         tokens_by_concurrency: false,
         kv_cache_bytes: Some(kv),
         pool: Some(i64::try_from(room).unwrap_or(i64::MIN)),
+        speculative: None,
         need: Some(Need {
             bytes: kv,
             tokens: fit_cells,
@@ -375,7 +422,7 @@ fn place(
     if let Some(file) = &c.input.tensors {
         tensors::scale_to(&mut list, file, c.weights)?;
     }
-    let ncm = c.params.n_cpu_moe.unwrap_or(0);
+    let ncm = c.params.count(&N_CPU_MOE).unwrap_or(0);
     let mut placed = Placed {
         gpu: 0,
         host: 0,

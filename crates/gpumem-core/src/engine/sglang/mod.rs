@@ -20,12 +20,15 @@
 use serde::{Deserialize, Serialize};
 
 use super::arith::{MIB, mib};
+use super::contract::{Engine, Info};
+use super::flags::{BATCHED_TOKENS, Flag, MAX_MODEL_LEN, field, fraction};
 use super::fraction::{ONE, fraction_text, times_fraction};
 use super::outcome::line;
 use super::pool::{Draft, simple_pool};
 use super::request::{COMM_BUFFERS_MIB, Ctx, catalogue_capacity};
 use crate::error::EstimateError;
 use crate::estimate::Kind;
+use crate::fields::FieldKind;
 
 /// The SGLang accounting carried; `--engine sglang` is the newest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +43,25 @@ pub enum SglangVersion {
 }
 
 impl SglangVersion {
+    /// Every release carried, in the order of the engine's `releases` (newest first).
+    pub const ALL: [SglangVersion; 2] = [SglangVersion::V0523, SglangVersion::V050];
+
+    /// The release at `release`'s place in [`SglangVersion::ALL`]; the newest when
+    /// none was named.
+    pub fn of(release: Option<usize>) -> SglangVersion {
+        release
+            .and_then(|i| SglangVersion::ALL.get(i).copied())
+            .unwrap_or(SglangVersion::V0523)
+    }
+
+    /// Its place in [`SglangVersion::ALL`].
+    pub fn index(self) -> usize {
+        SglangVersion::ALL
+            .iter()
+            .position(|v| *v == self)
+            .unwrap_or(0)
+    }
+
     /// Parses "0.5.23" (and later 0.5 releases), "0.5.0" … "0.5.2" and "0.4.x".
     pub fn parse(text: &str) -> Result<SglangVersion, EstimateError> {
         let mut parts = text.trim().trim_start_matches('v').split('.');
@@ -145,21 +167,62 @@ pub(super) fn default_fraction(total_mib: u64, tp: u64, pp: u64, chunk: Option<u
 /// The CUDA context before loading, MiB (assumed).
 const CONTEXT_MIB: u64 = 512;
 
-pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
+/// `--mem-fraction-static`: the share of what is free before loading kept for the
+/// weights and the KV pool.
+const MEM_FRACTION_STATIC: Flag = Flag::new(
+    field(
+        "mem-fraction-static",
+        FieldKind::Fraction,
+        "SGLang static fraction",
+        "by card and tp",
+        "SGLang: fraction for weights + KV pool",
+    ),
+    fraction,
+);
+
+/// SGLang (`python -m sglang.launch_server`).
+pub struct Sglang;
+
+impl Engine for Sglang {
+    const INFO: Info = Info {
+        name: "sglang",
+        aliases: &[],
+        summary: "SGLang.",
+        releases: &[
+            ("sglang", "SGLang 0.5.23"),
+            ("sglang@0.5.0", "SGLang 0.5.0 (mid-2025)"),
+        ],
+        release: Some(|text| SglangVersion::parse(text).map(SglangVersion::index)),
+        hint: "sglang (sglang@0.5.0)",
+        // `max-num-batched-tokens` is its `--chunked-prefill-size`.
+        flags: &[&MAX_MODEL_LEN, &BATCHED_TOKENS, &MEM_FRACTION_STATIC],
+        formats: &["bf16", "fp8", "int8", "awq-4-g128"],
+        windows: false,
+        shared_context: false,
+        refusal: Some("Not enough memory: SGLang refuses to start (raise mem-fraction-static)"),
+    };
+
+    fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
+        rule(c)
+    }
+}
+
+fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
+    let version = SglangVersion::of(c.params.release);
     let (capacity, _) = catalogue_capacity(&c.card);
     let mut assumptions = Vec::new();
-    let mfs = match c.params.mem_fraction_static {
+    let mfs = match c.params.fraction(&MEM_FRACTION_STATIC) {
         Some(f) => f,
         None => {
-            let rule = match c.params.sglang_version {
-                Some(SglangVersion::V050) => fraction_050,
+            let rule = match version {
+                SglangVersion::V050 => fraction_050,
                 _ => default_fraction,
             };
             let (f, chunk) = rule(
                 capacity / MIB,
                 c.input.tp.max(1),
                 c.input.pp.max(1),
-                c.params.max_num_batched_tokens,
+                c.params.count(&BATCHED_TOKENS),
             );
             assumptions.push(format!("mem-fraction-static {} by SGLang's rule for this card and tp (chunked prefill {chunk})", fraction_text(f)));
             f
@@ -240,8 +303,8 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     ];
     let (group_block_bytes, groups, seq_blocks) = simple_pool(c, 1)?;
     Ok(Draft {
-        version: match c.params.sglang_version {
-            Some(SglangVersion::V050) => "0.5.0 (mid-2025)",
+        version: match version {
+            SglangVersion::V050 => "0.5.0 (mid-2025)",
             _ => "0.5",
         },
         capacity: total,
@@ -255,6 +318,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         kv_cache_bytes: None,
         pool: None,
         need: None,
+        speculative: None,
         uncertainty: mib(pre_used_mib).checked_div(2).unwrap_or(0),
         assumptions,
         warnings: Vec::new(),

@@ -27,6 +27,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::arith::{mib, prod, sum};
+use super::contract::{Engine, Info};
+use super::flags::{BATCHED_TOKENS, MAX_MODEL_LEN};
 use super::fraction::{ONE, times_fraction};
 use super::outcome::{Inputs, line};
 use super::pool::{Draft, simple_pool};
@@ -49,6 +51,22 @@ pub enum TgiVersion {
 }
 
 impl TgiVersion {
+    /// Every release carried, in the order of the engine's `releases` (newest first).
+    pub const ALL: [TgiVersion; 3] = [TgiVersion::V3, TgiVersion::V2, TgiVersion::V09];
+
+    /// The release at `release`'s place in [`TgiVersion::ALL`]; the newest when none
+    /// was named.
+    pub fn of(release: Option<usize>) -> TgiVersion {
+        release
+            .and_then(|i| TgiVersion::ALL.get(i).copied())
+            .unwrap_or(TgiVersion::V3)
+    }
+
+    /// Its place in [`TgiVersion::ALL`].
+    pub fn index(self) -> usize {
+        TgiVersion::ALL.iter().position(|v| *v == self).unwrap_or(0)
+    }
+
     /// Parses "3", "2.0", "2.0.4", "0.9", "0.9.4": the release picks the rules.
     pub fn parse(text: &str) -> Result<TgiVersion, EstimateError> {
         let mut parts = text.trim().trim_start_matches('v').split('.');
@@ -66,8 +84,37 @@ impl TgiVersion {
 
 const SRC_WARMUP: &str = "server/text_generation_server/models/flash_causal_lm.py (warmup)";
 
-pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
-    match c.params.tgi_version.unwrap_or(TgiVersion::V3) {
+/// Hugging Face text-generation-inference (`text-generation-launcher`).
+pub struct Tgi;
+
+impl Engine for Tgi {
+    const INFO: Info = Info {
+        name: "tgi",
+        aliases: &["text-generation-inference"],
+        summary: "Hugging Face text-generation-inference.",
+        releases: &[
+            ("tgi", "TGI 3"),
+            ("tgi@2.0", "TGI 2.0"),
+            ("tgi@0.9", "TGI 0.9"),
+        ],
+        release: Some(|text| TgiVersion::parse(text).map(TgiVersion::index)),
+        hint: "tgi (tgi@3, @2.0, @0.9)",
+        // `max-num-batched-tokens` is its `--max-batch-prefill-tokens`, `max-model-len`
+        // its `--max-total-tokens`.
+        flags: &[&MAX_MODEL_LEN, &BATCHED_TOKENS],
+        formats: &["bf16", "fp8", "int8", "awq-4-g128"],
+        windows: false,
+        shared_context: false,
+        refusal: None,
+    };
+
+    fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
+        rule(c)
+    }
+}
+
+fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
+    match TgiVersion::of(c.params.release) {
         TgiVersion::V3 => rule_v3(c),
         v => rule_free(c, v),
     }
@@ -77,7 +124,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
 /// not free; blocks = ⌊free × wiggle⌋ ÷ block bytes + the warm-up batch's blocks.
 fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
     let (total, derived) = c.card.torch_total();
-    let prefill = c.params.max_num_batched_tokens.unwrap_or(4096);
+    let prefill = c.params.count(&BATCHED_TOKENS).unwrap_or(4096);
     let max_total = c.max_model_len;
     // max_input_length is not a flag here: TGI's launcher caps it at max_total_tokens − 1,
     // the most a request may take; it only sets how the prefill is cut into requests.
@@ -131,7 +178,7 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
     let mut assumptions = vec![format!(
         "max-input-length {max_input} (max-model-len − 1): the warm-up's {requests} requests"
     )];
-    if prefill == 4096 && c.params.max_num_batched_tokens.is_none() {
+    if prefill == 4096 && c.params.count(&BATCHED_TOKENS).is_none() {
         assumptions.push("max-batch-prefill-tokens 4096 (TGI's default)".into());
     }
     Ok(Draft {
@@ -147,6 +194,7 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
         kv_cache_bytes: None,
         pool: None,
         need: None,
+        speculative: None,
         uncertainty: sum(&[peak, mib(ctx_mib)])?.checked_div(4).unwrap_or(0),
         assumptions,
         warnings: Vec::new(),
@@ -194,7 +242,7 @@ fn warmup_peak(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), Esti
 /// The newest rules (3): what is free after the warm-up, less `TGI_WIGGLE_ROOM`.
 fn rule_v3(c: &Ctx) -> Result<Draft, EstimateError> {
     let (capacity, kind) = catalogue_capacity(&c.card);
-    let batched = c.params.max_num_batched_tokens.unwrap_or(4096);
+    let batched = c.params.count(&BATCHED_TOKENS).unwrap_or(4096);
     let peak = forward_peak(c.input, batched)?;
     let kept = times_fraction(capacity, ONE / 10, false)?;
     let ctx_mib = 512;
@@ -219,6 +267,7 @@ fn rule_v3(c: &Ctx) -> Result<Draft, EstimateError> {
         kv_cache_bytes: None,
         pool: None,
         need: None,
+        speculative: None,
         uncertainty: sum(&[peak, mib(ctx_mib)])?.checked_div(4).unwrap_or(0),
         assumptions: Vec::new(),
         warnings: Vec::new(),

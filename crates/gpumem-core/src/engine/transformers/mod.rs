@@ -6,13 +6,39 @@
 
 use std::borrow::Cow;
 
+use super::contract::{Engine, Info};
+use super::flags::MAX_MODEL_LEN;
 use super::outcome::{EngineLine, line};
 use super::pool::{Draft, simple_pool};
 use super::request::{Ctx, catalogue_capacity};
 use crate::error::EstimateError;
-use crate::estimate::{Estimate, Group, Kind};
+use crate::estimate::{Group, Kind};
 
-pub(super) fn rule(c: &Ctx, est: &Estimate) -> Result<Draft, EstimateError> {
+/// Hugging Face transformers' `generate` with its dynamic cache.
+pub struct Transformers;
+
+impl Engine for Transformers {
+    const INFO: Info = Info {
+        name: "transformers",
+        aliases: &["hf"],
+        summary: "Hugging Face transformers `generate` (dynamic cache).",
+        releases: &[("transformers", "transformers")],
+        release: None,
+        hint: "transformers",
+        flags: &[&MAX_MODEL_LEN],
+        formats: &["bf16", "int8", "nf4"],
+        windows: false,
+        shared_context: false,
+        refusal: None,
+    };
+
+    fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
+        rule(c)
+    }
+}
+
+fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
+    let est = c.est;
     let (capacity, kind) = catalogue_capacity(&c.card);
     let mut lines = vec![line(
         "budget",
@@ -57,6 +83,7 @@ pub(super) fn rule(c: &Ctx, est: &Estimate) -> Result<Draft, EstimateError> {
         kv_cache_bytes: None,
         pool: None,
         need: None,
+        speculative: None,
         uncertainty: assumed.checked_div(4).unwrap_or(0),
         assumptions: Vec::new(),
         warnings: Vec::new(),

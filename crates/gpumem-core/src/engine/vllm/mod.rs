@@ -34,16 +34,19 @@
 //! the part of the torch peak above what stays allocated (`vllm/utils/mem_utils.py`
 //! `memory_profiling`), the same sum as 0.19's three terms.
 
+mod flags;
 mod pool;
 mod profile;
 mod releases;
 mod speculative;
-#[cfg(test)]
-mod tests;
 
 pub use releases::VllmVersion;
 pub use speculative::parse_draft;
 
+use flags::{
+    DRAFT_MODEL, ENABLE_LORA, ENFORCE_EAGER, GPU_MEMORY_UTILIZATION, KV_CACHE_MEMORY_BYTES,
+    MAX_LORA_RANK, MAX_LORAS, MAX_NUM_SEQS, NUM_SPECULATIVE_TOKENS, SPECULATIVE_METHOD,
+};
 use pool::{pool_shape, state_pool};
 use profile::{
     DraftPhase, GRAPH_BASE, GRAPH_PER_LAYER, capture_counts, encoder_held, profile_peak,
@@ -51,7 +54,8 @@ use profile::{
 use releases::{RULES, Rules};
 
 use super::arith::{GIB, MIB, gib_text, mib, prod, sum};
-use super::drafter::Speculative;
+use super::contract::{Engine, Info};
+use super::flags::{BATCHED_TOKENS, MAX_MODEL_LEN};
 use super::fraction::{ONE, fraction_text, times_fraction};
 use super::outcome::line;
 use super::pool::{Draft, simple_pool};
@@ -64,13 +68,56 @@ const SRC_WORKER: &str = "vllm/v1/worker/gpu_worker.py (determine_available_memo
 const SRC_PROFILE: &str =
     "vllm/v1/worker/gpu_model_runner.py (profile_run: _dummy_run, _dummy_sampler_run)";
 
-pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateError> {
+/// vLLM (`vllm serve`).
+pub struct Vllm;
+
+impl Engine for Vllm {
+    const INFO: Info = Info {
+        name: "vllm",
+        aliases: &[],
+        summary: "vLLM.",
+        releases: &[
+            ("vllm", "vLLM 0.27"),
+            ("vllm@0.19", "vLLM 0.19"),
+            ("vllm@0.10", "vLLM 0.10"),
+            ("vllm@0.8", "vLLM 0.8"),
+            ("vllm@0.7", "vLLM 0.7 (V0)"),
+            ("vllm@0.6", "vLLM 0.6 (V0)"),
+        ],
+        release: Some(|text| VllmVersion::parse(text).map(VllmVersion::index)),
+        hint: "vllm (0.27; vllm@0.19, @0.10, @0.8, @0.7, @0.6)",
+        flags: &[
+            &GPU_MEMORY_UTILIZATION,
+            &MAX_MODEL_LEN,
+            &MAX_NUM_SEQS,
+            &BATCHED_TOKENS,
+            &KV_CACHE_MEMORY_BYTES,
+            &ENFORCE_EAGER,
+            &ENABLE_LORA,
+            &MAX_LORAS,
+            &MAX_LORA_RANK,
+            &SPECULATIVE_METHOD,
+            &NUM_SPECULATIVE_TOKENS,
+            &DRAFT_MODEL,
+        ],
+        formats: &["bf16", "fp8", "int8", "awq-4-g128"],
+        windows: true,
+        shared_context: false,
+        refusal: Some(
+            "No available memory for the cache blocks: vLLM refuses to start (raise gpu-memory-utilization, use a larger card, tp, or quantised weights)",
+        ),
+    };
+
+    fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
+        rule(c)
+    }
+}
+
+fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let p = c.params;
     let input = c.input;
-    let r = p
-        .version
-        .unwrap_or(VllmVersion::V027)
-        .rules(input, p.speculative_method.is_some());
+    let speculating = p.text(&SPECULATIVE_METHOD).is_some();
+    let r = VllmVersion::of(p.release).rules(input, speculating);
     let (total, derived) = c.card.torch_total();
     let (sms, sms_assumed) = c.card.sms();
     let sm90 = c.card.sm90();
@@ -91,7 +138,7 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
     if r.label == RULES[4].label {
         assumptions.push("Model Runner V2 assumed for this dense, unquantised model (vLLM 0.27.1's logs run Qwen2 and Qwen3 on it; an architecture left on the V1 runner would lose its CUDA-graph estimate from the pool)".into());
     }
-    let util = p.gpu_memory_utilization.unwrap_or(ONE / 10 * 9);
+    let util = p.fraction(&GPU_MEMORY_UTILIZATION).unwrap_or(ONE / 10 * 9);
     let requested = times_fraction(total, util, r.ceil)?;
     let total_text = format!(
         "{total} B (torch{})",
@@ -165,7 +212,7 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
             lora,
             Kind::Computed,
             "max-loras × max-lora-rank × Σ layers (7 hidden + (2 q + 2 kv + 3 intermediate) ÷ tp) × dtype".into(),
-            &[("max-loras", p.max_loras.unwrap_or(1).to_string()), ("max-lora-rank", p.max_lora_rank.unwrap_or(16).to_string())],
+            &[("max-loras", p.count(&MAX_LORAS).unwrap_or(1).to_string()), ("max-lora-rank", p.count(&MAX_LORA_RANK).unwrap_or(16).to_string())],
             "vllm/lora/layers/base_linear.py (create_lora_weights)",
         ));
     }
@@ -174,23 +221,23 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
     // sequences, batched = max(max_model_len, 2048) (vllm 0.6 config.py SchedulerConfig).
     let large = total >= 70 * GIB && !c.card.name.to_ascii_lowercase().contains("a100");
     let seqs = p
-        .max_num_seqs
+        .count(&MAX_NUM_SEQS)
         .unwrap_or(if large && !r.v0 { 1024 } else { 256 });
-    let batched = p.max_num_batched_tokens.unwrap_or(if r.v0 {
+    let batched = p.count(&BATCHED_TOKENS).unwrap_or(if r.v0 {
         c.max_model_len.max(2048)
     } else if large {
         8192
     } else {
         2048
     });
-    if p.max_num_seqs.is_none() || p.max_num_batched_tokens.is_none() {
+    if p.count(&MAX_NUM_SEQS).is_none() || p.count(&BATCHED_TOKENS).is_none() {
         assumptions.push(format!("vllm serve defaults: max-num-batched-tokens {batched}, max-num-seqs {seqs} (vllm/engine/arg_utils.py get_batch_defaults)"));
     }
     // The drafter (speculative decoding, 0.19 rules only) sits on the last stage.
     // The drafter is read in the V1 runner (0.19's, and 0.27's V1 runner, which runs
     // speculative decoding here).
     let v1_runner = r.label == RULES[0].label || r.label == RULES[6].label;
-    let mut spec = if p.speculative_method.is_some() && !v1_runner {
+    let mut spec = if speculating && !v1_runner {
         return Err(EstimateError::invalid(
             "speculative-method",
             "modelled with the vllm@0.27 and vllm@0.19 rules only",
@@ -250,10 +297,10 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
     ));
     let margin = total.saturating_sub(requested);
     let mut graph_bytes = 0;
-    if p.enforce_eager {
+    if p.on(&ENFORCE_EAGER) {
         assumptions.push("--enforce-eager: no CUDA graphs are captured".into());
     } else if r.graphs_subtracted {
-        let query = sum(&[1, p.num_speculative_tokens.unwrap_or(0)])?;
+        let query = sum(&[1, p.count(&NUM_SPECULATIVE_TOKENS).unwrap_or(0)])?;
         let (n_p, n_f) = capture_counts(seqs, batched, query);
         let layers = input.arch.map_or(0, |a| a.layers).div_ceil(input.pp.max(1));
         graph_bytes = prod(&[
@@ -324,7 +371,7 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
         (false, 0) if r.state_pages => state_pool(c)?.map_or(16, |p| p.block),
         _ => 16,
     };
-    let pool = match p.kv_cache_memory_bytes {
+    let pool = match p.count(&KV_CACHE_MEMORY_BYTES) {
         Some(k) => {
             assumptions.push(format!(
                 "--kv-cache-memory-bytes {k}: the pool; utilisation ignored"
@@ -346,26 +393,24 @@ pub(super) fn rule(c: &Ctx) -> Result<(Draft, Option<Speculative>), EstimateErro
             "hybrid KV cache: {groups} groups of equal page size"
         ));
     }
-    Ok((
-        Draft {
-            version: r.label,
-            capacity: total,
-            capacity_kind: if derived { "torch, derived" } else { "torch" },
-            lines,
-            block,
-            group_block_bytes,
-            groups,
-            seq_blocks,
-            tokens_by_concurrency: r.label.starts_with("0.27"),
-            kv_cache_bytes: None,
-            pool,
-            need: None,
-            uncertainty,
-            assumptions,
-            warnings,
-        },
-        spec.map(|s| s.info),
-    ))
+    Ok(Draft {
+        version: r.label,
+        capacity: total,
+        capacity_kind: if derived { "torch, derived" } else { "torch" },
+        lines,
+        block,
+        group_block_bytes,
+        groups,
+        seq_blocks,
+        tokens_by_concurrency: r.label.starts_with("0.27"),
+        kv_cache_bytes: None,
+        pool,
+        need: None,
+        uncertainty,
+        speculative: spec.map(|s| s.info),
+        assumptions,
+        warnings,
+    })
 }
 
 /// MXFP4 experts as vLLM 0.19 loads them: `fused_moe/oracle/mxfp4.py`
@@ -410,7 +455,7 @@ fn mxfp4_padding(input: &EstimateInput, card: &GpuCard) -> Result<u64, EstimateE
 /// slices and gate_up 2; column-parallel layers shard B, row-parallel ones A.
 fn lora_bytes(c: &Ctx, _r: &Rules) -> Result<u64, EstimateError> {
     let p = c.params;
-    let Some(a) = c.input.arch.filter(|_| p.enable_lora) else {
+    let Some(a) = c.input.arch.filter(|_| p.on(&ENABLE_LORA)) else {
         return Ok(0);
     };
     let tp = c.input.tp.max(1);
@@ -421,10 +466,13 @@ fn lora_bytes(c: &Ctx, _r: &Rules) -> Result<u64, EstimateError> {
     let per_layer = sum(&[prod(&[7, a.hidden])?, sharded])?;
     let layers = a.layers.div_ceil(c.input.pp.max(1));
     prod(&[
-        p.max_loras.unwrap_or(1),
-        p.max_lora_rank.unwrap_or(16),
+        p.count(&MAX_LORAS).unwrap_or(1),
+        p.count(&MAX_LORA_RANK).unwrap_or(16),
         per_layer,
         layers,
         c.input.compute_dtype.bytes(),
     ])
 }
+
+#[cfg(test)]
+mod tests;

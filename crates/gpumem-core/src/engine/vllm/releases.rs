@@ -32,6 +32,32 @@ pub enum VllmVersion {
 }
 
 impl VllmVersion {
+    /// Every release carried, in the order of the engine's `releases` (newest first).
+    pub const ALL: [VllmVersion; 6] = [
+        VllmVersion::V027,
+        VllmVersion::V019,
+        VllmVersion::V010,
+        VllmVersion::V08,
+        VllmVersion::V07,
+        VllmVersion::V06,
+    ];
+
+    /// The release at `release`'s place in [`VllmVersion::ALL`]; the newest when none
+    /// was named.
+    pub fn of(release: Option<usize>) -> VllmVersion {
+        release
+            .and_then(|i| VllmVersion::ALL.get(i).copied())
+            .unwrap_or(VllmVersion::V027)
+    }
+
+    /// Its place in [`VllmVersion::ALL`] (`vllm@…` as the registry keeps it).
+    pub fn index(self) -> usize {
+        VllmVersion::ALL
+            .iter()
+            .position(|v| *v == self)
+            .unwrap_or(0)
+    }
+
     /// Parses "0.27", "0.19.0", "0.10.2", "0.8.5", "0.7.2", "0.6.5"…: the minor version
     /// picks the rules.
     pub fn parse(text: &str) -> Result<VllmVersion, EstimateError> {

@@ -27,6 +27,7 @@
 //!   `get_spec_layer_idx_from_weight_name` → `continue`; `qwen3_next.py` and
 //!   `nemotron_h.py` skip the `mtp.` prefix).
 
+use super::flags::{DRAFT_MODEL, NUM_SPECULATIVE_TOKENS, SPECULATIVE_METHOD};
 use super::profile::moe_workspace;
 use crate::engine::arith::{prod, sum};
 use crate::engine::drafter::{SpecMethod, Speculative};
@@ -85,8 +86,8 @@ pub fn parse_draft(text: &str) -> Result<EstimateInput, EstimateError> {
 /// The drafter's plan, or `None` without `speculative-method`.
 pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError> {
     let p = c.params;
-    let Some(method) = p.speculative_method else {
-        if p.num_speculative_tokens.is_some() || p.draft_model.is_some() {
+    let Some(method) = p.text(&SPECULATIVE_METHOD) else {
+        if p.count(&NUM_SPECULATIVE_TOKENS).is_some() || p.text(&DRAFT_MODEL).is_some() {
             return Err(EstimateError::invalid(
                 "speculative-method",
                 "name the method for num-speculative-tokens or draft-model",
@@ -94,7 +95,7 @@ pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError>
         }
         return Ok(None);
     };
-    planned(c, batched, method)
+    planned(c, batched, SpecMethod::parse(method)?)
 }
 
 fn planned(c: &Ctx, batched: u64, method: SpecMethod) -> Result<Option<Plan>, EstimateError> {
@@ -108,7 +109,7 @@ fn planned(c: &Ctx, batched: u64, method: SpecMethod) -> Result<Option<Plan>, Es
             "mtp: the model stores no MTP layers (mtp-layers, num_nextn_predict_layers)",
         ));
     }
-    let k = match (p.num_speculative_tokens, method) {
+    let k = match (p.count(&NUM_SPECULATIVE_TOKENS), method) {
         (Some(k), _) => k,
         (None, SpecMethod::Mtp) if mtp_layers > 0 => mtp_layers,
         (None, _) => {
@@ -186,7 +187,7 @@ fn planned(c: &Ctx, batched: u64, method: SpecMethod) -> Result<Option<Plan>, Es
         }
         SpecMethod::Eagle | SpecMethod::Eagle3 | SpecMethod::DraftModel => {
             // vLLM needs the drafter's checkpoint (`model`) for these methods.
-            let Some(text) = &p.draft_model else {
+            let Some(text) = p.text(&DRAFT_MODEL) else {
                 return Err(EstimateError::invalid(
                     "draft-model",
                     "give the draft or EAGLE head: a preset id or its shape",

@@ -1,0 +1,157 @@
+//! The budget of a request under the engine it names ([`budget`]), on one card or on
+//! every catalogue card ([`budget_per_card`]): the length it serves, the facts every
+//! rule starts from, the named engine's rule, what the engine does not model, and the
+//! common ending.
+
+use super::arith::search;
+use super::flags::EngineParams;
+use super::outcome::{CardKv, EngineBudget};
+use super::pool::finish;
+use super::registry::rule_of;
+use super::request::{Ctx, group_device_bytes, kv_bytes_per_token, line_bytes};
+use crate::arch::MAX_DIM;
+use crate::catalogue::CATALOGUE;
+use crate::error::EstimateError;
+use crate::estimate::{Estimate, EstimateInput, Group, LineKey, TrainMode};
+
+/// Predicts the KV-cache pool `params.engine` leaves on `params.card` for the
+/// workload `input` (whose estimate is `est`).
+pub fn budget(
+    input: &EstimateInput,
+    est: &Estimate,
+    params: &EngineParams,
+) -> Result<EngineBudget, EstimateError> {
+    if !(params.max_model_len_auto && params.max_model_len.is_none()) {
+        return budget_at(input, est, params);
+    }
+    // vllm kv_cache_utils.py `_auto_fit_max_model_len`: the longest length whose one
+    // request fits the pool, up to the model's own (its positions, as far as its
+    // RoPE scaling reaches: `_get_and_verify_max_len`'s derived length).
+    let cap = input.position_limit().unwrap_or(MAX_DIM);
+    let at = |m: u64| {
+        let p = EngineParams {
+            max_model_len: Some(m),
+            max_model_len_auto: false,
+            ..params.clone()
+        };
+        budget_at(input, est, &p)
+    };
+    let m = search(cap, |m| at(m).is_ok_and(|b| b.fits_one_sequence)).unwrap_or(cap);
+    let mut b = at(m)?;
+    b.assumptions.push(format!(
+        "max-model-len auto: {m}, the longest the pool holds (≤ {cap})"
+    ));
+    Ok(b)
+}
+
+/// [`budget`] at a given (or derived) max-model-len: one copy of the rules, called
+/// by the searches (never inlined into them, which would copy every engine's rule).
+#[inline(never)]
+fn budget_at(
+    input: &EstimateInput,
+    est: &Estimate,
+    params: &EngineParams,
+) -> Result<EngineBudget, EstimateError> {
+    let Some(engine) = params.engine else {
+        return Err(EstimateError::invalid("engine", "name an engine"));
+    };
+    let Some(card) = params.card else {
+        return Err(EstimateError::invalid(
+            "card",
+            "an engine budget needs a card (e.g. --card h100-sxm-80gb)",
+        ));
+    };
+    let info = engine.info();
+    let per_token = kv_bytes_per_token(input)?;
+    let max_model_len = match params.max_model_len {
+        Some(m) => m,
+        None => match (input.context, input.position_limit()) {
+            // An engine whose length is the context of all its sequences together
+            // (llama-server's `-c`: N sequences of L tokens are `-c N×L -np N`) serves
+            // the workload at length × sequences; the pool engines serve each sequence
+            // at max-model-len.
+            (Some(c), _) => c
+                .checked_add(input.generate)
+                .and_then(|l| {
+                    if info.shared_context {
+                        l.checked_mul(input.sequences.max(1))
+                    } else {
+                        Some(l)
+                    }
+                })
+                .ok_or(EstimateError::Overflow {
+                    what: "max-model-len",
+                })?,
+            (None, Some(p)) => p,
+            (None, None) => {
+                return Err(EstimateError::invalid(
+                    "max-model-len",
+                    "give max-model-len (or context, or a model whose max-position is known)",
+                ));
+            }
+        },
+    };
+    let ctx = Ctx {
+        input,
+        est,
+        params,
+        card,
+        weights: group_device_bytes(est, Group::Weights)?,
+        embed_bytes: line_bytes(est, LineKey::WeightsEmbeddings),
+        mtp_bytes: line_bytes(est, LineKey::WeightsMtp),
+        per_token,
+        max_model_len,
+    };
+    let mut d = rule_of(engine, &ctx)?;
+    // A flag given that this engine does not read, where the flag says so.
+    for key in params.flags.keys() {
+        let reads = info.flags.iter().any(|f| f.key() == *key);
+        if let Some(text) = super::registry::flag(key).and_then(|f| f.unread)
+            && !reads
+        {
+            d.warnings.push(text.into());
+        }
+    }
+    if input.sliding_window.is_some() && !info.windows {
+        d.assumptions
+            .push("sliding-window layers are counted at the full length per token".into());
+    }
+    if ctx.weights == 0 {
+        d.warnings.push("no weights counted (only the KV cache's shape was given): the KV capacity is an upper bound".into());
+    }
+    if input.state_layers > 0 {
+        d.warnings
+            .push("recurrent-state layers are not counted in the engine budget".into());
+    }
+    if input.train != TrainMode::None {
+        d.warnings
+            .push("an engine budget is for inference; the training mode is ignored".into());
+    }
+    finish(engine, &ctx, d)
+}
+
+/// The engine's budget on every catalogue card, in catalogue order (the fit table's
+/// engine columns); `params.card` is ignored.
+pub fn budget_per_card(
+    input: &EstimateInput,
+    est: &Estimate,
+    params: &EngineParams,
+) -> Result<Vec<CardKv>, EstimateError> {
+    CATALOGUE
+        .iter()
+        .map(|card| {
+            let p = EngineParams {
+                card: Some(*card),
+                ..params.clone()
+            };
+            budget(input, est, &p).map(|b| CardKv {
+                id: b.card,
+                name: b.card_name,
+                kv_capacity_bytes: b.kv_capacity_bytes,
+                kv_capacity_tokens: b.kv_capacity_tokens,
+                max_sequences: b.max_sequences,
+                outcome: b.outcome,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,238 @@
+//! An engine's flags as rows ([`Flag`]: the field the agent's `--help` and the page's
+//! form show, and how its value is read), their values once read ([`EngineParams`]),
+//! and the rows every engine shares: the card, `max-model-len` and the batch a start-up
+//! profiles. Each engine lists the rows it reads in its [`super::Info`]; the registry
+//! makes the field table's engine group and the parser from those lists.
+
+use std::collections::BTreeMap;
+
+use crate::arch::MAX_DIM;
+use crate::catalogue::GpuCard;
+use crate::error::EstimateError;
+use crate::fields::{Field, FieldGroup, FieldKind, Unit, f};
+use crate::params::parse_count;
+
+use super::fraction::parse_fraction;
+
+/// One engine flag: its field (key, label, help, choices…) and how a value of it is read.
+#[derive(Debug, Clone, Copy)]
+pub struct Flag {
+    /// The field: the key is the flag without dashes, as the engine names it.
+    pub field: Field,
+    /// Reads a value (the key, for the error, and the text): a refused value is an
+    /// error naming the key.
+    pub parse: fn(&'static str, &str) -> Result<Value, EstimateError>,
+    /// What the budget says when the flag is given and the engine named does not read
+    /// it (`None`: nothing).
+    pub unread: Option<&'static str>,
+}
+
+impl Flag {
+    /// A row of the engine group.
+    pub const fn new(
+        field: Field,
+        parse: fn(&'static str, &str) -> Result<Value, EstimateError>,
+    ) -> Flag {
+        Flag {
+            field,
+            parse,
+            unread: None,
+        }
+    }
+
+    /// The same row, saying `text` when an engine that does not read it is named.
+    pub const fn unread(mut self, text: &'static str) -> Flag {
+        self.unread = Some(text);
+        self
+    }
+
+    /// The key (the flag without dashes).
+    pub const fn key(&self) -> &'static str {
+        self.field.key
+    }
+}
+
+/// A field of the engine group: its label, placeholder and help (see
+/// [`crate::fields::Field`]).
+pub const fn field(
+    key: &'static str,
+    kind: FieldKind,
+    label: &'static str,
+    placeholder: &'static str,
+    help: &'static str,
+) -> Field {
+    f(key, FieldGroup::Engine, kind, label, placeholder, help)
+}
+
+/// A flag's value, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// A whole number.
+    Count(u64),
+    /// A fraction in parts per 10^18 ([`super::ONE`] is 1).
+    Fraction(u64),
+    /// A switch.
+    On(bool),
+    /// Text the flag's own parser checked (a cache type, a method, rules, a shape).
+    Text(String),
+}
+
+/// One engine of the registry, by its place there ([`super::ENGINES`]).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EngineId(pub(super) u8);
+
+/// The engine flags as read: the engine and its release, the card, the length served,
+/// and every other flag by key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineParams {
+    /// The engine, if one was named.
+    pub engine: Option<EngineId>,
+    /// The release named after `@` (`vllm@0.10`), by its place in the engine's
+    /// [`super::Info::releases`]; `None` is the newest carried.
+    pub release: Option<usize>,
+    /// The card (a catalogue entry, or a typed capacity).
+    pub card: Option<GpuCard>,
+    /// `--max-model-len`.
+    pub max_model_len: Option<u64>,
+    /// `--max-model-len auto`: the largest length the pool holds, as vLLM computes it.
+    pub max_model_len_auto: bool,
+    /// Every other flag given, by key ([`Flag::key`]), as its row read it; read back
+    /// through [`EngineParams::count`], [`EngineParams::fraction`], [`EngineParams::on`]
+    /// and [`EngineParams::text`].
+    pub flags: BTreeMap<&'static str, Value>,
+}
+
+impl EngineParams {
+    /// Whether any engine key was given.
+    pub fn is_empty(&self) -> bool {
+        *self == EngineParams::default()
+    }
+
+    /// A count flag's value, if given.
+    pub fn count(&self, flag: &Flag) -> Option<u64> {
+        match self.flags.get(flag.key()) {
+            Some(Value::Count(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// A fraction flag's value (parts per 10^18), if given.
+    pub fn fraction(&self, flag: &Flag) -> Option<u64> {
+        match self.flags.get(flag.key()) {
+            Some(Value::Fraction(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// Whether a switch is on (off when absent).
+    pub fn on(&self, flag: &Flag) -> bool {
+        matches!(self.flags.get(flag.key()), Some(Value::On(true)))
+    }
+
+    /// A text flag's value, if given.
+    pub fn text(&self, flag: &Flag) -> Option<&str> {
+        match self.flags.get(flag.key()) {
+            Some(Value::Text(v)) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// Reads a count of at least 1 (and at most [`MAX_DIM`]: a length, a batch, a rank).
+pub fn positive(key: &'static str, text: &str) -> Result<Value, EstimateError> {
+    let v = at_least_one(key, text)?;
+    if v > MAX_DIM {
+        return Err(EstimateError::invalid(key, "absurdly large"));
+    }
+    Ok(Value::Count(v))
+}
+
+/// Reads a count of bytes, at least 1.
+pub fn bytes(key: &'static str, text: &str) -> Result<Value, EstimateError> {
+    at_least_one(key, text).map(Value::Count)
+}
+
+/// Reads a count, 0 included.
+pub fn count(key: &'static str, text: &str) -> Result<Value, EstimateError> {
+    parse_count(key, text).map(Value::Count)
+}
+
+/// Reads a fraction in (0, 1].
+pub fn fraction(key: &'static str, text: &str) -> Result<Value, EstimateError> {
+    parse_fraction(key, text).map(Value::Fraction)
+}
+
+/// Reads a switch: true/false, 1/0, yes/no; empty is on.
+pub fn switch(key: &'static str, text: &str) -> Result<Value, EstimateError> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "" => Ok(Value::On(true)),
+        "false" | "0" | "no" => Ok(Value::On(false)),
+        _ => Err(EstimateError::invalid(
+            key,
+            format!("{text:?} is not true or false"),
+        )),
+    }
+}
+
+fn at_least_one(key: &'static str, text: &str) -> Result<u64, EstimateError> {
+    let v = parse_count(key, text)?;
+    if v == 0 {
+        return Err(EstimateError::invalid(key, "must be at least 1"));
+    }
+    Ok(v)
+}
+
+/// Reads `max-model-len` ([`EngineParams::max_model_len`]; `auto` and `-1` handled by
+/// the parser before it).
+fn length(key: &'static str, text: &str) -> Result<Value, EstimateError> {
+    positive(key, text)
+}
+
+/// Reads `card` ([`EngineParams::card`], resolved by the parser before it).
+fn card(key: &'static str, text: &str) -> Result<Value, EstimateError> {
+    crate::catalogue::resolve(text)
+        .map(|c| Value::Text(c.id.to_string()))
+        .map_err(|why| EstimateError::invalid(key, why))
+}
+
+/// The card judged against (every engine).
+pub const CARD: Flag = Flag::new(
+    field(
+        "card",
+        FieldKind::Card,
+        "GPU card",
+        "",
+        "The card judged against: an id (h100-sxm-80gb), a short form (4090, t4, a100-40, l40s) or a capacity (24GiB, 22.5GB)",
+    ),
+    card,
+);
+
+/// The length each sequence is served at (every engine; `auto`: the longest the pool
+/// holds, vLLM's own choice).
+pub const MAX_MODEL_LEN: Flag = Flag::new(
+    field(
+        "max-model-len",
+        FieldKind::Count,
+        "Max model length",
+        "context + generate",
+        "Tokens per sequence to serve (auto: the longest that fits)",
+    )
+    .unit(Unit::Tokens),
+    length,
+);
+
+/// The batch an engine's start-up runs through the model before it sizes its pool:
+/// vLLM's profiled forward, SGLang's chunked prefill, TGI's warm-up, llama.cpp's
+/// ubatch — one row, since each engine's flag sets the same thing; each engine's rule
+/// reads it under its own name and default.
+pub const BATCHED_TOKENS: Flag = Flag::new(
+    field(
+        "max-num-batched-tokens",
+        FieldKind::Count,
+        "Batched tokens (profiling)",
+        "8192 or 2048",
+        "Profiled forward (vLLM), chunked prefill (SGLang), warmup (TGI), ubatch (llama.cpp)",
+    )
+    .unit(Unit::Tokens),
+    positive,
+);

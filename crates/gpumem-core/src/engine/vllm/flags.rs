@@ -1,0 +1,149 @@
+//! vLLM's flags, named as `vllm serve` names them (`--speculative-config`'s keys as
+//! flags of their own), and what vLLM says of each.
+
+use crate::engine::drafter::SpecMethod;
+use crate::engine::flags::{Flag, Value, bytes, field, fraction, positive, switch};
+use crate::error::EstimateError;
+use crate::fields::{FieldKind, Unit};
+
+/// `--gpu-memory-utilization`: the share of the card's total the instance may use.
+pub(super) const GPU_MEMORY_UTILIZATION: Flag = Flag::new(
+    field(
+        "gpu-memory-utilization",
+        FieldKind::Fraction,
+        "vLLM memory utilization",
+        "0.9",
+        "vLLM: fraction of the card the instance may use",
+    ),
+    fraction,
+);
+
+/// `--max-num-seqs`: the sequences scheduled at once (the sampler's profiled rows).
+pub(super) const MAX_NUM_SEQS: Flag = Flag::new(
+    field(
+        "max-num-seqs",
+        FieldKind::Count,
+        "vLLM max sequences",
+        "1024 or 256",
+        "vLLM: sequences at once (1024 on ≥ 70 GiB cards but A100s)",
+    ),
+    positive,
+);
+
+/// `--kv-cache-memory-bytes`: an absolute pool, no profiling subtraction.
+pub(super) const KV_CACHE_MEMORY_BYTES: Flag = Flag::new(
+    field(
+        "kv-cache-memory-bytes",
+        FieldKind::Count,
+        "vLLM KV cache bytes",
+        "",
+        "vLLM: an absolute KV pool",
+    )
+    .unit(Unit::Bytes),
+    bytes,
+);
+
+/// `--enforce-eager`: no CUDA graphs.
+pub(super) const ENFORCE_EAGER: Flag = Flag::new(
+    field(
+        "enforce-eager",
+        FieldKind::Bool(false),
+        "vLLM enforce eager",
+        "",
+        "vLLM: no CUDA graphs",
+    ),
+    switch,
+);
+
+/// `--enable-lora`: LoRA adapter slots on the GPU.
+pub(super) const ENABLE_LORA: Flag = Flag::new(
+    field(
+        "enable-lora",
+        FieldKind::Bool(false),
+        "vLLM LoRA",
+        "",
+        "vLLM: LoRA adapter slots",
+    ),
+    switch,
+);
+
+/// `--max-loras` (slots on the GPU, default 1).
+pub(super) const MAX_LORAS: Flag = Flag::new(
+    field(
+        "max-loras",
+        FieldKind::Count,
+        "vLLM max LoRAs",
+        "1",
+        "vLLM: LoRA slots",
+    ),
+    positive,
+);
+
+/// `--max-lora-rank` (default 16).
+pub(super) const MAX_LORA_RANK: Flag = Flag::new(
+    field(
+        "max-lora-rank",
+        FieldKind::Count,
+        "vLLM max LoRA rank",
+        "16",
+        "vLLM: slot rank",
+    ),
+    positive,
+);
+
+/// `--speculative-config` `method`.
+pub(super) const SPECULATIVE_METHOD: Flag = Flag::new(
+    field(
+        "speculative-method",
+        FieldKind::Choice,
+        "vLLM speculative method",
+        "",
+        "vLLM --speculative-config method",
+    )
+    .choices(&[
+        ("", "none"),
+        ("ngram", "ngram"),
+        ("eagle", "EAGLE"),
+        ("eagle3", "EAGLE-3"),
+        ("mtp", "MTP layers"),
+        ("draft_model", "draft model"),
+    ]),
+    method,
+)
+.unread("speculative decoding is modelled for vLLM only: ignored");
+
+/// `--speculative-config` `num_speculative_tokens`.
+pub(super) const NUM_SPECULATIVE_TOKENS: Flag = Flag::new(
+    field(
+        "num-speculative-tokens",
+        FieldKind::Count,
+        "vLLM speculative tokens",
+        "mtp: its layers",
+        "vLLM: tokens proposed per step",
+    ),
+    positive,
+);
+
+/// `--speculative-config` `model`: the draft or EAGLE head, as a preset id or its
+/// shape in `key=value` pairs ([`super::parse_draft`], read with the rest of the rule).
+pub(super) const DRAFT_MODEL: Flag = Flag::new(
+    field(
+        "draft-model",
+        FieldKind::Text,
+        "vLLM draft model",
+        "eagle: one target layer",
+        "vLLM: the draft or EAGLE head, a preset id or key=value shape pairs",
+    )
+    .choices(&[("llama-3.2-1b", "llama-3.2-1b")]),
+    text,
+);
+
+/// A method as vLLM names it ([`SpecMethod::parse`]).
+fn method(_: &'static str, text: &str) -> Result<Value, EstimateError> {
+    SpecMethod::parse(text).map(|m| Value::Text(m.name().to_string()))
+}
+
+/// The text as given, trimmed.
+fn text(_: &'static str, text: &str) -> Result<Value, EstimateError> {
+    Ok(Value::Text(text.trim().to_string()))
+}
