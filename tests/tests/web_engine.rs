@@ -99,7 +99,7 @@ fn web_engine_keys_come_from_the_url_and_survive_a_reload() {
     let want = engine::budget(&input, &est, &params).unwrap();
     // The default utilisation gives another figure: the flag is what moves it.
     let mut default_params = params.clone();
-    default_params.flags.remove("gpu-memory-utilization");
+    default_params.set("gpu-memory-utilization", None);
     let at_default = engine::budget(&input, &est, &default_params).unwrap();
     assert_ne!(want.kv_capacity_bytes, at_default.kv_capacity_bytes);
     let bytes = format!("{} B", signed_group_digits(want.kv_capacity_bytes));

@@ -9,7 +9,7 @@
 
 use gpumem_core::catalogue::CATALOGUE;
 use gpumem_core::fields::Unit;
-use gpumem_core::inputs::{field, fields};
+use gpumem_core::inputs::{field, table};
 use gpumem_core::params::{FieldGroup, FieldKind};
 use gpumem_core::presets::PRESETS;
 use leptos::prelude::*;
@@ -198,7 +198,9 @@ fn control(
 /// `skip` leaves out keys shown elsewhere (the engine's card sits by the sweep).
 pub fn group_fields(groups: &'static [FieldGroup], skip: &'static [&'static str]) -> impl IntoView {
     let of = move |bools: bool| {
-        fields()
+        // The groups given are of one table (the engine group alone, or the estimate's).
+        table(groups[0])
+            .iter()
             .filter(move |f| {
                 groups.contains(&f.group)
                     && !skip.contains(&f.key)
@@ -385,7 +387,8 @@ fn WorkloadGrid() -> impl IntoView {
                 </tr>
             </thead>
             <tbody>
-                {fields()
+                {table(FieldGroup::Workload)
+                    .iter()
                     .filter(|f| f.group == FieldGroup::Workload)
                     .map(|f| {
                         let (dim, label) = (f.key, f.label);

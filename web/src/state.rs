@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use gpumem_core::engine::engine_keys;
 use gpumem_core::import::TensorSummary;
-use gpumem_core::inputs::{self, field};
+use gpumem_core::inputs::{field, fields};
 use gpumem_core::params::keys;
 use gpumem_core::presets::shape_keys;
 use leptos::prelude::*;
@@ -39,7 +39,7 @@ pub const PAGE_KEYS: &[&str] = &[
 
 /// Every key the page keeps and writes to its URL: the field table's, then [`PAGE_KEYS`].
 pub fn url_keys() -> impl Iterator<Item = &'static str> + Clone {
-    inputs::keys().chain(PAGE_KEYS.iter().copied())
+    fields().map(|f| f.key).chain(PAGE_KEYS.iter().copied())
 }
 
 /// Keys that belong to the parameter-count mode only.
@@ -263,8 +263,8 @@ mod tests {
         for (i, k) in url.iter().enumerate() {
             assert!(!url[..i].contains(k), "{k} twice");
         }
-        assert_eq!(url.len(), inputs::fields().count() + PAGE_KEYS.len());
-        for f in inputs::fields() {
+        assert_eq!(url.len(), fields().count() + PAGE_KEYS.len());
+        for f in fields() {
             assert!(url.contains(&f.key), "{} is not a URL key", f.key);
         }
         for k in PAGE_KEYS {

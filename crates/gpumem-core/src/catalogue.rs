@@ -28,7 +28,7 @@
 //!
 //! The same row holds what the serving engines read of a card: its generation ([`Arch`]:
 //! bf16 and fp8 support, sm_90), its bandwidth, the total torch reports
-//! ([`GpuCard::torch_bytes`]) and its SM count ([`GpuCard::sms`]). A fact the row does
+//! ([`EngineFacts::torch_bytes`]) and its SM count ([`EngineFacts::sms`]). A fact the row does
 //! not know is not defaulted silently: [`GpuCard::torch_total`] and [`GpuCard::sms`]
 //! say when their figure is assumed, and the engine names it in its budget.
 //!
@@ -180,6 +180,13 @@ pub struct GpuCard {
     pub label_bytes: u64,
     /// Total the device reports to software, in bytes, when a public readout is known.
     pub reported_bytes: Option<u64>,
+}
+
+/// What the serving engines read of a card beyond what the page shows, from the same
+/// row of [`CATALOGUE`] (`cards!` keeps them apart so the page's first module does not
+/// carry them; [`GpuCard::torch_total`] and [`GpuCard::sms`] read them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineFacts {
     /// What torch reports as the device's total (`torch.cuda.mem_get_info()[1]`, the
     /// `total_memory` of `_CudaDeviceProperties`), which vLLM, SGLang and TGI size from:
     /// MiB as torch prints them × 2^20, or the bytes where printed; `None` where no
@@ -188,7 +195,7 @@ pub struct GpuCard {
     /// Streaming multiprocessors (NVIDIA) or compute units (AMD): torch's
     /// `multi_processor_count`, which sizes vLLM's top-k/top-p buffer; `None` where not
     /// known ([`GpuCard::sms`] then assumes [`ASSUMED_SMS`], and says so).
-    pub sms: Option<u32>,
+    pub sms: Option<u16>,
 }
 
 /// Where one card's figures come from ([`SOURCES`]).
@@ -237,9 +244,21 @@ impl GpuCard {
             label: "",
             label_bytes: bytes,
             reported_bytes: None,
-            torch_bytes: None,
-            sms: None,
         }
+    }
+
+    /// The engines' facts of this card ([`ENGINE_FACTS`], the same row); a typed
+    /// capacity has none.
+    pub fn engine_facts(&self) -> EngineFacts {
+        CATALOGUE
+            .iter()
+            .position(|c| c.id == self.id)
+            .and_then(|i| ENGINE_FACTS.get(i))
+            .copied()
+            .unwrap_or(EngineFacts {
+                torch_bytes: None,
+                sms: None,
+            })
     }
 
     /// The card's total as torch reports it, and whether it is assumed: the row's
@@ -247,8 +266,8 @@ impl GpuCard {
     /// the engine itself prints (vLLM's "total_gpu_memory (14.56GiB)"), not a label to
     /// derive from; otherwise derived from the capacity less [`DERIVED_GAP_PER_MILLE`]
     /// and rounded down to a MiB, and assumed.
-    pub const fn torch_total(&self) -> (u64, bool) {
-        match self.torch_bytes {
+    pub fn torch_total(&self) -> (u64, bool) {
+        match self.engine_facts().torch_bytes {
             Some(b) => (b, false),
             None if self.label.is_empty() => (self.label_bytes, false),
             None => {
@@ -261,9 +280,9 @@ impl GpuCard {
 
     /// Streaming multiprocessors, and whether assumed: the row's count, else
     /// [`ASSUMED_SMS`].
-    pub const fn sms(&self) -> (u64, bool) {
-        match self.sms {
-            Some(n) => (n as u64, false),
+    pub fn sms(&self) -> (u64, bool) {
+        match self.engine_facts().sms {
+            Some(n) => (u64::from(n), false),
             None => (ASSUMED_SMS, true),
         }
     }
@@ -283,18 +302,25 @@ pub const DERIVED_GAP_PER_MILLE: u64 = 10;
 /// top-k/top-p buffer larger by one vocabulary row in fp32 per SM.
 pub const ASSUMED_SMS: u64 = 108;
 
-/// Builds [`CATALOGUE`] and [`SOURCES`] from one row per card: each card's facts and the
-/// sources of each are written once, side by side, and land in two tables, so the
-/// pages, which never show the sources, do not carry their text (`gpumem-agent cards
-/// --json` prints them).
+/// Builds [`CATALOGUE`], [`ENGINE_FACTS`] and [`SOURCES`] from one row per card: each
+/// card's facts and the sources of each are written once, side by side, and land in
+/// three tables of the same order, so the pages' first module, which shows neither
+/// the engines' facts nor the sources, does not carry them (the engine module and
+/// `gpumem-agent cards --json` do).
 macro_rules! cards {
     ($($id:literal {
         $($fact:ident: $value:expr,)*
+    } engines {
+        torch_bytes: $torch:expr,
+        sms: $sms:expr,
     } sources {
         $($source:ident: $text:expr,)*
     },)*) => {
         /// Every card, data-centre first.
         pub static CATALOGUE: &[GpuCard] = &[$(GpuCard { id: $id, $($fact: $value,)* },)*];
+        /// The engines' facts of each card, in [`CATALOGUE`]'s order.
+        pub static ENGINE_FACTS: &[EngineFacts] =
+            &[$(EngineFacts { torch_bytes: $torch, sms: $sms },)*];
         /// Where each card's figures come from, in [`CATALOGUE`]'s order.
         pub static SOURCES: &[CardSources] = &[$(CardSources { id: $id, $($source: $text,)* },)*];
     };
@@ -303,7 +329,8 @@ macro_rules! cards {
 /// The id of a typed capacity ([`GpuCard::custom`]).
 pub const CUSTOM_ID: &str = "custom";
 
-// Every card, data-centre first, one row each: its facts, then where each comes from.
+// Every card, data-centre first, one row each: the facts the page shows, the engines'
+// facts, then where each comes from.
 cards! {
     // ---------------------------------------------------------------- NVIDIA data centre
     "b200" {
@@ -315,6 +342,7 @@ cards! {
         label: "180 GB HBM3e",
         label_bytes: 180 * GIB,
         reported_bytes: Some(183_359 * MIB),
+    } engines {
         torch_bytes: None,
         sms: Some(148),
     } sources {
@@ -337,6 +365,7 @@ cards! {
         label: "141 GB HBM3e",
         label_bytes: 141 * GIB,
         reported_bytes: Some(143_771 * MIB),
+    } engines {
         torch_bytes: Some(143_156 * MIB),
         sms: Some(132),
     } sources {
@@ -358,6 +387,7 @@ cards! {
         label: "80 GB HBM3",
         label_bytes: 80 * GIB,
         reported_bytes: Some(81_559 * MIB),
+    } engines {
         torch_bytes: Some(81_089 * MIB),
         sms: Some(132),
     } sources {
@@ -380,6 +410,7 @@ cards! {
         label: "80 GB HBM2e",
         label_bytes: 80 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: Some(114),
     } sources {
@@ -397,6 +428,7 @@ cards! {
         label: "94 GB HBM3",
         label_bytes: 94 * GIB,
         reported_bytes: Some(95_830 * MIB),
+    } engines {
         torch_bytes: None,
         sms: Some(132),
     } sources {
@@ -418,6 +450,7 @@ cards! {
         label: "80 GB HBM2e",
         label_bytes: 80 * GIB,
         reported_bytes: Some(81_920 * MIB),
+    } engines {
         torch_bytes: Some(85_093_777_408),
         sms: Some(108),
     } sources {
@@ -439,6 +472,7 @@ cards! {
         label: "40 GB HBM2",
         label_bytes: 40 * GIB,
         reported_bytes: Some(40_960 * MIB),
+    } engines {
         torch_bytes: Some(40_536 * MIB),
         sms: Some(108),
     } sources {
@@ -461,6 +495,7 @@ cards! {
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
         reported_bytes: Some(46_068 * MIB),
+    } engines {
         torch_bytes: Some(45_589 * MIB),
         sms: Some(142),
     } sources {
@@ -482,6 +517,7 @@ cards! {
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
         reported_bytes: Some(23_034 * MIB),
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -503,6 +539,7 @@ cards! {
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
         reported_bytes: Some(24_146_608_128),
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -524,6 +561,7 @@ cards! {
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
         reported_bytes: Some(23_028 * MIB),
+    } engines {
         torch_bytes: Some(22_587 * MIB),
         sms: Some(80),
     } sources {
@@ -545,6 +583,7 @@ cards! {
         label: "16 GB GDDR6",
         label_bytes: 16 * GIB,
         reported_bytes: Some(15_360 * MIB),
+    } engines {
         torch_bytes: Some(15_095 * MIB),
         sms: Some(40),
     } sources {
@@ -566,6 +605,7 @@ cards! {
         label: "32 GB HBM2",
         label_bytes: 32 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -583,6 +623,7 @@ cards! {
         label: "16 GB HBM2",
         label_bytes: 16 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -601,6 +642,7 @@ cards! {
         label: "256 GB HBM3E",
         label_bytes: 256 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -619,6 +661,7 @@ cards! {
         label: "192 GB HBM3",
         label_bytes: 192 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -636,6 +679,7 @@ cards! {
         label: "128 GB HBM2e",
         label_bytes: 128 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -655,6 +699,7 @@ cards! {
         label: "64 GB HBM2e",
         label_bytes: 64 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -673,6 +718,7 @@ cards! {
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -690,6 +736,7 @@ cards! {
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -707,6 +754,7 @@ cards! {
         label: "48 GB GDDR6",
         label_bytes: 48 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -724,6 +772,7 @@ cards! {
         label: "96 GB GDDR7",
         label_bytes: 96 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -742,6 +791,7 @@ cards! {
         label: "32 GB GDDR7",
         label_bytes: 32 * GIB,
         reported_bytes: Some(32_607 * MIB),
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -762,6 +812,7 @@ cards! {
         label: "24 GB GDDR6X",
         label_bytes: 24 * GIB,
         reported_bytes: Some(24_564 * MIB),
+    } engines {
         torch_bytes: Some(24_563 * MIB),
         sms: Some(128),
     } sources {
@@ -783,6 +834,7 @@ cards! {
         label: "24 GB GDDR6X",
         label_bytes: 24 * GIB,
         reported_bytes: Some(24_576 * MIB),
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -804,6 +856,7 @@ cards! {
         label: "16 GB GDDR6X",
         label_bytes: 16 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -821,6 +874,7 @@ cards! {
         label: "16 GB GDDR6",
         label_bytes: 16 * GIB,
         reported_bytes: Some(16_380 * MIB),
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -843,6 +897,7 @@ cards! {
         label: "12 GB GDDR7",
         label_bytes: 12 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -860,6 +915,7 @@ cards! {
         label: "16 GB GDDR7",
         label_bytes: 16 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -877,6 +933,7 @@ cards! {
         label: "16 GB GDDR7",
         label_bytes: 16 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -894,6 +951,7 @@ cards! {
         label: "16 GB GDDR6X",
         label_bytes: 16 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -911,6 +969,7 @@ cards! {
         label: "12 GB GDDR6X",
         label_bytes: 12 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -928,6 +987,7 @@ cards! {
         label: "12 GB GDDR6",
         label_bytes: 12 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -945,6 +1005,7 @@ cards! {
         label: "24 GB GDDR6",
         label_bytes: 24 * GIB,
         reported_bytes: None,
+    } engines {
         torch_bytes: None,
         sms: None,
     } sources {
@@ -1194,26 +1255,28 @@ mod tests {
     /// Hopper. A card without torch's total gets a derived one, said to be assumed.
     #[test]
     fn engine_facts_sit_in_each_row_with_their_sources() {
+        assert_eq!(ENGINE_FACTS.len(), CATALOGUE.len());
         for (card, src) in CATALOGUE.iter().zip(SOURCES) {
             assert_eq!(card.id, src.id, "one row, one card");
+            let facts = card.engine_facts();
             assert_eq!(
-                card.torch_bytes.is_some(),
+                facts.torch_bytes.is_some(),
                 src.torch.is_some(),
                 "{}",
                 card.id
             );
-            assert_eq!(card.sms.is_some(), src.sms.is_some(), "{}", card.id);
+            assert_eq!(facts.sms.is_some(), src.sms.is_some(), "{}", card.id);
             let (total, assumed) = card.torch_total();
-            assert_eq!(assumed, card.torch_bytes.is_none(), "{}", card.id);
+            assert_eq!(assumed, facts.torch_bytes.is_none(), "{}", card.id);
             assert!(
                 total <= card.capacity().0.max(card.label_bytes),
                 "{}: torch's total above the card's",
                 card.id
             );
             assert!(total >= card.capacity().0 / 10 * 9, "{}", card.id);
-            assert_eq!(card.sms().1, card.sms.is_none(), "{}", card.id);
+            assert_eq!(card.sms().1, facts.sms.is_none(), "{}", card.id);
             assert!(
-                card.sms.is_none_or(|n| (16..=1024).contains(&n)),
+                facts.sms.is_none_or(|n| (16..=1024).contains(&n)),
                 "{}",
                 card.id
             );

@@ -65,7 +65,7 @@ pub fn engine_ladder(train: TrainMode, engine: Option<EngineId>) -> &'static [&'
     }
     match engine {
         None => &FORMAT_LADDER,
-        Some(e) => e.info().formats,
+        Some(e) => e.formats(),
     }
 }
 

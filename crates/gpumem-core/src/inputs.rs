@@ -1,9 +1,19 @@
 //! Every input key as one table: the estimate's ([`crate::fields::FIELDS`]) then the
 //! serving engines' ([`crate::engine::FIELDS`], read from the engines' registry), in
 //! the order the agent's `estimate --help` and the page's form show them. The agent's
-//! flags and the page's form, URL keys and hints are generated from it.
+//! flags and the page's form, URL keys and hints are generated from it. (Two slices
+//! read as one, not a joined copy: the page's wasm carries each row once.)
 
-use crate::fields::Field;
+use crate::fields::{Field, FieldGroup};
+
+/// The table a group's fields are in: the engine group's, or the estimate's.
+pub fn table(group: FieldGroup) -> &'static [Field] {
+    if group == FieldGroup::Engine {
+        crate::engine::FIELDS
+    } else {
+        crate::fields::FIELDS
+    }
+}
 
 /// Every field, the estimate's then the engine's.
 pub fn fields() -> impl Iterator<Item = &'static Field> + Clone {
@@ -12,12 +22,7 @@ pub fn fields() -> impl Iterator<Item = &'static Field> + Clone {
 
 /// The field of a key, if it is one.
 pub fn field(key: &str) -> Option<&'static Field> {
-    fields().find(|f| f.key == key)
-}
-
-/// Every key, in table order.
-pub fn keys() -> impl Iterator<Item = &'static str> + Clone {
-    fields().map(|f| f.key)
+    crate::fields::field(key).or_else(|| crate::engine::field_of(key))
 }
 
 #[cfg(test)]
@@ -64,6 +69,9 @@ mod tests {
     /// same way in `fields`.)
     #[test]
     fn one_table_every_engine_field_parses() {
+        for f in fields() {
+            assert!(table(f.group).iter().any(|g| g.key == f.key), "{}", f.key);
+        }
         let all: Vec<&Field> = fields().collect();
         for (i, f) in all.iter().enumerate() {
             assert!(all[..i].iter().all(|g| g.key != f.key), "{} twice", f.key);

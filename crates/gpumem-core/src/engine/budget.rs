@@ -7,8 +7,8 @@ use super::arith::search;
 use super::flags::EngineParams;
 use super::outcome::{CardKv, EngineBudget};
 use super::pool::finish;
-use super::registry::rule_of;
 use super::request::{Ctx, group_device_bytes, kv_bytes_per_token, line_bytes};
+use super::rule_of;
 use crate::arch::MAX_DIM;
 use crate::catalogue::CATALOGUE;
 use crate::error::EstimateError;
@@ -61,7 +61,6 @@ fn budget_at(
             "an engine budget needs a card (e.g. --card h100-sxm-80gb)",
         ));
     };
-    let info = engine.info();
     let per_token = kv_bytes_per_token(input)?;
     let max_model_len = match params.max_model_len {
         Some(m) => m,
@@ -73,7 +72,7 @@ fn budget_at(
             (Some(c), _) => c
                 .checked_add(input.generate)
                 .and_then(|l| {
-                    if info.shared_context {
+                    if engine.shared_context() {
                         l.checked_mul(input.sequences.max(1))
                     } else {
                         Some(l)
@@ -104,15 +103,14 @@ fn budget_at(
     };
     let mut d = rule_of(engine, &ctx)?;
     // A flag given that this engine does not read, where the flag says so.
-    for key in params.flags.keys() {
-        let reads = info.flags.iter().any(|f| f.key() == *key);
-        if let Some(text) = super::registry::flag(key).and_then(|f| f.unread)
-            && !reads
+    for (key, _) in &params.flags {
+        if let Some(text) = super::registry::unread(key)
+            && !engine.reads(key)
         {
             d.warnings.push(text.into());
         }
     }
-    if input.sliding_window.is_some() && !info.windows {
+    if input.sliding_window.is_some() && !engine.windows() {
         d.assumptions
             .push("sliding-window layers are counted at the full length per token".into());
     }

@@ -4,8 +4,6 @@
 //! profiles. Each engine lists the rows it reads in its [`super::Info`]; the registry
 //! makes the field table's engine group and the parser from those lists.
 
-use std::collections::BTreeMap;
-
 use crate::arch::MAX_DIM;
 use crate::catalogue::GpuCard;
 use crate::error::EstimateError;
@@ -96,10 +94,11 @@ pub struct EngineParams {
     pub max_model_len: Option<u64>,
     /// `--max-model-len auto`: the largest length the pool holds, as vLLM computes it.
     pub max_model_len_auto: bool,
-    /// Every other flag given, by key ([`Flag::key`]), as its row read it; read back
-    /// through [`EngineParams::count`], [`EngineParams::fraction`], [`EngineParams::on`]
-    /// and [`EngineParams::text`].
-    pub flags: BTreeMap<&'static str, Value>,
+    /// Every other flag given, by key ([`Flag::key`]), once each, as its row read it;
+    /// read back through [`EngineParams::count`], [`EngineParams::fraction`],
+    /// [`EngineParams::on`] and [`EngineParams::text`]. (A list, not a map: a handful of
+    /// flags, and the page's wasm carries no map code for them.)
+    pub flags: Vec<(&'static str, Value)>,
 }
 
 impl EngineParams {
@@ -108,30 +107,43 @@ impl EngineParams {
         *self == EngineParams::default()
     }
 
-    /// A count flag's value, if given.
-    pub fn count(&self, flag: &Flag) -> Option<u64> {
-        match self.flags.get(flag.key()) {
+    /// The value given for `key`, if any.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.flags.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    /// Sets `key` to `value` (`None`: as if it were not given).
+    pub fn set(&mut self, key: &'static str, value: Option<Value>) {
+        self.flags.retain(|(k, _)| *k != key);
+        if let Some(v) = value {
+            self.flags.push((key, v));
+        }
+    }
+
+    /// A count flag's value, if given (`key`: its row's, [`Flag::key`]).
+    pub fn count(&self, key: &str) -> Option<u64> {
+        match self.get(key) {
             Some(Value::Count(v)) => Some(*v),
             _ => None,
         }
     }
 
     /// A fraction flag's value (parts per 10^18), if given.
-    pub fn fraction(&self, flag: &Flag) -> Option<u64> {
-        match self.flags.get(flag.key()) {
+    pub fn fraction(&self, key: &str) -> Option<u64> {
+        match self.get(key) {
             Some(Value::Fraction(v)) => Some(*v),
             _ => None,
         }
     }
 
     /// Whether a switch is on (off when absent).
-    pub fn on(&self, flag: &Flag) -> bool {
-        matches!(self.flags.get(flag.key()), Some(Value::On(true)))
+    pub fn on(&self, key: &str) -> bool {
+        matches!(self.get(key), Some(Value::On(true)))
     }
 
     /// A text flag's value, if given.
-    pub fn text(&self, flag: &Flag) -> Option<&str> {
-        match self.flags.get(flag.key()) {
+    pub fn text(&self, key: &str) -> Option<&str> {
+        match self.get(key) {
             Some(Value::Text(v)) => Some(v),
             _ => None,
         }
@@ -182,12 +194,6 @@ fn at_least_one(key: &'static str, text: &str) -> Result<u64, EstimateError> {
     Ok(v)
 }
 
-/// Reads `max-model-len` ([`EngineParams::max_model_len`]; `auto` and `-1` handled by
-/// the parser before it).
-fn length(key: &'static str, text: &str) -> Result<Value, EstimateError> {
-    positive(key, text)
-}
-
 /// Reads `card` ([`EngineParams::card`], resolved by the parser before it).
 fn card(key: &'static str, text: &str) -> Result<Value, EstimateError> {
     crate::catalogue::resolve(text)
@@ -218,7 +224,8 @@ pub const MAX_MODEL_LEN: Flag = Flag::new(
         "Tokens per sequence to serve (auto: the longest that fits)",
     )
     .unit(Unit::Tokens),
-    length,
+    // `auto` and `-1` are read by the parser before it (`EngineParams::max_model_len_auto`).
+    positive,
 );
 
 /// The batch an engine's start-up runs through the model before it sizes its pool:

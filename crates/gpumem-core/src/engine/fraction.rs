@@ -8,6 +8,7 @@ pub const ONE: u64 = 1_000_000_000_000_000_000;
 
 /// Parses a decimal fraction in (0, 1] such as "0.9" or "0.8938626454842437" into
 /// parts per 10^18, exactly (up to 18 decimals, as many as a float64 prints).
+#[inline(never)] // one copy for every fraction flag (the page's wasm)
 pub fn parse_fraction(field: &'static str, text: &str) -> Result<u64, EstimateError> {
     let t = text.trim();
     let bad = || {

@@ -40,14 +40,19 @@ mod fraction;
 mod largest;
 mod outcome;
 mod pool;
+#[macro_use]
 mod registry;
 mod request;
 
-mod llama_cpp;
-mod sglang;
-mod tgi;
-mod transformers;
-mod vllm;
+// The registry: one line per engine (its folder and its type), in the order `--help`,
+// the page, the schema and the docs list them.
+engines! {
+    vllm::Vllm,
+    sglang::Sglang,
+    tgi::Tgi,
+    llama_cpp::LlamaCpp,
+    transformers::Transformers,
+}
 
 pub use budget::{budget, budget_per_card};
 pub use contract::{Engine, Info};
@@ -59,7 +64,7 @@ pub use llama_cpp::{CacheType, Override, parse_overrides, tensors};
 pub use outcome::{CardKv, EngineBudget, EngineLine, Outcome};
 pub use pool::Draft;
 pub use registry::{
-    ENGINES, FIELDS, all, engine_keys, find, flag, from_pairs, from_pairs_among, is_engine_key,
+    ENGINES, FIELDS, all, engine_keys, field_of, find, from_pairs, from_pairs_among, is_engine_key,
 };
 pub use request::Ctx;
 pub use sglang::SglangVersion;

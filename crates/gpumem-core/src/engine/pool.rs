@@ -180,8 +180,7 @@ pub(super) fn finish(
     if kv_capacity_bytes <= 0 {
         d.warnings.push(
             engine
-                .info()
-                .refusal
+                .refusal()
                 .unwrap_or("nothing is left for the KV cache on this card")
                 .into(),
         );

@@ -1,66 +1,154 @@
-//! The registry: every engine, one line each ([`registry!`] below). From it come the
-//! `--engine` names and releases, the field table's engine group ([`FIELDS`]: the
-//! `engine` and `card` rows, then every engine's flags in registry order, each once),
-//! the parser of the engine's pairs ([`from_pairs`]) and the rule a name runs. Nothing
-//! else in gpumem learns an engine's name: the agent's `--engine` choices, the page's
-//! select and the docs' lists are read from here.
+//! What the registry makes of its list (the `engines!` line per engine, in
+//! `engine/mod.rs`): the `--engine` names and releases, the field table's engine group
+//! ([`FIELDS`]: the `engine` and `card` rows, then every engine's flags in registry
+//! order, each once), the parser of the engine's pairs ([`from_pairs`]) and the rule a
+//! name runs. Nothing else in gpumem learns an engine's name: the agent's `--engine`
+//! choices, the page's select and the docs' lists are read from here.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::contract::{Engine, Info};
-use super::flags::{
-    BATCHED_TOKENS, CARD, EngineId, EngineParams, Flag, MAX_MODEL_LEN, Value, field, positive,
-};
-use super::pool::Draft;
-use super::request::Ctx;
-use super::{llama_cpp, sglang, tgi, transformers, vllm};
+use super::contract::{Info, ReleaseParser};
+use super::flags::{CARD, EngineId, EngineParams, Flag, MAX_MODEL_LEN, Value, field, positive};
+use super::{INFO_COUNT, INFOS};
 use crate::error::EstimateError;
 use crate::fields::{Field, FieldKind};
 
-/// Lists the engines: their [`Info`] in order ([`INFOS`]) and the dispatch from an
-/// [`EngineId`] to its rule ([`rule_of`]), which only a budget links.
-macro_rules! registry {
-    ($($engine:ty),+ $(,)?) => {
+/// Lists the engines, one line each (`module::Type`): declares each engine's folder,
+/// and makes their [`Info`] in order (`INFOS`) and the dispatch from an [`EngineId`] to
+/// its rule (`rule_of`: direct calls, each rule's one caller, which only a budget
+/// links).
+macro_rules! engines {
+    ($($module:ident::$engine:ident),+ $(,)?) => {
+        $(mod $module;)+
+
         /// Every engine's [`Info`], in the registry's order.
-        const INFOS: &[&Info] = &[$(&<$engine as Engine>::INFO),+];
+        const INFOS: &[&Info] = &[$(&<$module::$engine as Engine>::INFO),+];
+
+        /// How many engines the registry lists.
+        const INFO_COUNT: usize = INFOS.len();
 
         /// Runs the rule of `id`'s engine.
-        pub(super) fn rule_of(id: EngineId, c: &Ctx) -> Result<Draft, EstimateError> {
-            let rules: &[fn(&Ctx) -> Result<Draft, EstimateError>] =
-                &[$(<$engine as Engine>::budget),+];
-            match rules.get(usize::from(id.0)) {
-                Some(rule) => rule(c),
-                None => Err(EstimateError::invalid("engine", "not a registered engine")),
-            }
+        fn rule_of(id: EngineId, c: &Ctx) -> Result<Draft, crate::EstimateError> {
+            let mut at = 0u8;
+            $(
+                if id.0 == at {
+                    return <$module::$engine as Engine>::budget(c);
+                }
+                at = at.saturating_add(1);
+            )+
+            let _ = at;
+            Err(crate::EstimateError::invalid("engine", "not a registered engine"))
         }
     };
-}
-
-// One line per engine, in the order `--help`, the page and the docs list them.
-registry! {
-    vllm::Vllm,
-    sglang::Sglang,
-    tgi::Tgi,
-    llama_cpp::LlamaCpp,
-    transformers::Transformers,
 }
 
 /// Every engine, in the registry's order.
 pub static ENGINES: &[&Info] = INFOS;
 
+/// What the parser and the headline read of an engine, copied out of its [`Info`] when
+/// compiling: whatever parses the flags or offers formats (the page's first module)
+/// links these, not the engines' `Info`, their flag rows or their rules.
+#[derive(Clone, Copy)]
+struct Names {
+    name: &'static str,
+    aliases: &'static [&'static str],
+    hint: &'static str,
+    release: Option<ReleaseParser>,
+    formats: &'static [&'static str],
+}
+
+#[allow(clippy::arithmetic_side_effects)] // evaluated by the compiler
+const fn names() -> [Names; INFO_COUNT] {
+    let mut out = [Names {
+        name: "",
+        aliases: &[],
+        hint: "",
+        release: None,
+        formats: &[],
+    }; INFO_COUNT];
+    let mut i = 0;
+    while i < INFOS.len() {
+        let info = INFOS[i];
+        out[i] = Names {
+            name: info.name,
+            aliases: info.aliases,
+            hint: info.hint,
+            release: info.release,
+            formats: info.formats,
+        };
+        i += 1;
+    }
+    out
+}
+
+static NAMES: [Names; INFO_COUNT] = names();
+
+/// What a budget reads of an engine beyond its rule, copied out of its [`Info`] when
+/// compiling (the engine module links these, not the `Info` with its flag rows): the
+/// flags it reads (bit `k` for the `k`th row of [`FIELDS`]), whether it pages sliding
+/// windows and shares its context among sequences, and its refusal.
+#[derive(Clone, Copy)]
+struct Traits {
+    reads: u64,
+    windows: bool,
+    shared_context: bool,
+    refusal: Option<&'static str>,
+}
+
+#[allow(clippy::arithmetic_side_effects)] // evaluated by the compiler
+const fn traits() -> [Traits; INFO_COUNT] {
+    assert!(field_count() <= 64, "one bit per row of the engine group");
+    let mut out = [Traits {
+        reads: 0,
+        windows: false,
+        shared_context: false,
+        refusal: None,
+    }; INFO_COUNT];
+    let mut i = 0;
+    while i < INFOS.len() {
+        let info = INFOS[i];
+        let mut reads = 0u64;
+        let mut j = 0;
+        while j < info.flags.len() {
+            let mut k = 0;
+            while k < ROWS.len() {
+                if same(ROWS[k].field.key, info.flags[j].field.key) {
+                    reads |= 1 << k;
+                }
+                k += 1;
+            }
+            j += 1;
+        }
+        out[i] = Traits {
+            reads,
+            windows: info.windows,
+            shared_context: info.shared_context,
+            refusal: info.refusal,
+        };
+        i += 1;
+    }
+    out
+}
+
+static TRAITS: [Traits; INFO_COUNT] = traits();
+
 /// Every engine, in the registry's order.
 pub fn all() -> impl Iterator<Item = EngineId> + Clone {
-    (0..ENGINES.len()).filter_map(|i| u8::try_from(i).ok().map(EngineId))
+    (0..NAMES.len()).filter_map(|i| u8::try_from(i).ok().map(EngineId))
 }
 
 /// The engine `name` names (its name or an alias, any case), without a release.
 pub fn find(name: &str) -> Option<EngineId> {
     let t = name.trim().to_ascii_lowercase();
-    all().find(|e| e.info().name == t || e.info().aliases.contains(&t.as_str()))
+    all().find(|e| {
+        let n = e.names();
+        n.name == t || n.aliases.contains(&t.as_str())
+    })
 }
 
 impl EngineId {
-    /// Who it is.
+    /// Who it is (its flag rows included: whatever only parses or budgets reads the
+    /// copies above instead, so the page's modules do not carry the rows twice).
     pub fn info(self) -> &'static Info {
         ENGINES
             .get(usize::from(self.0))
@@ -68,9 +156,42 @@ impl EngineId {
             .unwrap_or(ENGINES[0])
     }
 
+    fn names(self) -> &'static Names {
+        NAMES.get(usize::from(self.0)).unwrap_or(&NAMES[0])
+    }
+
+    fn traits(self) -> &'static Traits {
+        TRAITS.get(usize::from(self.0)).unwrap_or(&TRAITS[0])
+    }
+
+    /// Whether it reads the flag `key` (one of its [`Info::flags`]).
+    pub fn reads(self, key: &str) -> bool {
+        row(key).is_some_and(|k| (self.traits().reads >> k) & 1 == 1)
+    }
+
+    /// Whether its rule sizes sliding-window layers by their window ([`Info::windows`]).
+    pub fn windows(self) -> bool {
+        self.traits().windows
+    }
+
+    /// Whether its length is the context of all its sequences ([`Info::shared_context`]).
+    pub fn shared_context(self) -> bool {
+        self.traits().shared_context
+    }
+
+    /// What a budget says when nothing is left for its pool ([`Info::refusal`]).
+    pub fn refusal(self) -> Option<&'static str> {
+        self.traits().refusal
+    }
+
     /// Its name on the command line, in the URL and in `--json`.
     pub fn name(self) -> &'static str {
-        self.info().name
+        self.names().name
+    }
+
+    /// The weight formats it loads, widest first ([`Info::formats`]).
+    pub fn formats(self) -> &'static [&'static str] {
+        self.names().formats
     }
 
     /// Parses an engine as `--engine` takes it: a name or alias (any case), with an
@@ -83,18 +204,22 @@ impl EngineId {
             None => (t.as_str(), None),
         };
         let Some(engine) = find(name) else {
-            let hints: Vec<&str> = ENGINES.iter().map(|i| i.hint).collect();
-            let list = match hints.split_last() {
-                Some((last, [])) => (*last).to_string(),
-                Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-                None => String::new(),
-            };
+            // "use vllm (…), sglang (…), … or transformers", from each engine's hint.
+            let mut list = String::new();
+            for (i, n) in NAMES.iter().enumerate() {
+                list.push_str(match i {
+                    0 => "",
+                    _ if i.saturating_add(1) == NAMES.len() => " or ",
+                    _ => ", ",
+                });
+                list.push_str(n.hint);
+            }
             return Err(EstimateError::invalid(
                 "engine",
                 format!("{text:?} is not an engine; use {list}"),
             ));
         };
-        match (release, engine.info().release) {
+        match (release, engine.names().release) {
             (None, _) => Ok((engine, None)),
             (Some(v), Some(parse)) => parse(v).map(|r| (engine, Some(r))),
             (Some(_), None) => Err(EstimateError::invalid(
@@ -260,16 +385,16 @@ const fn field_count() -> usize {
 }
 
 #[allow(clippy::arithmetic_side_effects)] // evaluated by the compiler
-const fn fields() -> [Field; field_count()] {
-    let mut out = [ENGINE.field; field_count()];
-    out[1] = CARD.field;
+const fn rows() -> [Flag; field_count()] {
+    let mut out = [ENGINE; field_count()];
+    out[1] = CARD;
     let mut k = 2;
     let mut i = 0;
     while i < INFOS.len() {
         let mut j = 0;
         while j < INFOS[i].flags.len() {
             if first_time(i, j) {
-                out[k] = INFOS[i].flags[j].field;
+                out[k] = *INFOS[i].flags[j];
                 k += 1;
             }
             j += 1;
@@ -279,7 +404,53 @@ const fn fields() -> [Field; field_count()] {
     out
 }
 
-const TABLE: [Field; field_count()] = fields();
+#[allow(clippy::arithmetic_side_effects)] // evaluated by the compiler
+const fn fields_of(rows: &[Flag; field_count()]) -> [Field; field_count()] {
+    let mut out = [ENGINE.field; field_count()];
+    let mut k = 0;
+    while k < rows.len() {
+        out[k] = rows[k].field;
+        k += 1;
+    }
+    out
+}
+
+const ROWS: [Flag; field_count()] = rows();
+
+/// How each row of [`FIELDS`] reads a value, copied out of the rows when compiling
+/// (so the page's first module links neither the engines' `Info` nor a second copy of
+/// the fields).
+static PARSERS: [Parse; field_count()] = parsers();
+
+/// What a budget says when a row is given and the engine named does not read it
+/// ([`Flag::unread`]), by row.
+static UNREAD: [Option<&str>; field_count()] = unread_texts();
+
+type Parse = fn(&'static str, &str) -> Result<Value, EstimateError>;
+
+#[allow(clippy::arithmetic_side_effects)] // evaluated by the compiler
+const fn parsers() -> [Parse; field_count()] {
+    let mut out = [ENGINE.parse; field_count()];
+    let mut k = 0;
+    while k < ROWS.len() {
+        out[k] = ROWS[k].parse;
+        k += 1;
+    }
+    out
+}
+
+#[allow(clippy::arithmetic_side_effects)] // evaluated by the compiler
+const fn unread_texts() -> [Option<&'static str>; field_count()] {
+    let mut out = [None; field_count()];
+    let mut k = 0;
+    while k < ROWS.len() {
+        out[k] = ROWS[k].unread;
+        k += 1;
+    }
+    out
+}
+
+const TABLE: [Field; field_count()] = fields_of(&ROWS);
 
 /// The field table's engine group: the `engine` and `card` rows, then each engine's
 /// flags in registry order, a row shared by several engines once, where the first
@@ -292,17 +463,24 @@ pub fn engine_keys() -> impl Iterator<Item = &'static str> + Clone {
     FIELDS.iter().map(|f| f.key)
 }
 
+/// The engine group's field of `key`, if it is one.
+pub fn field_of(key: &str) -> Option<&'static Field> {
+    FIELDS.iter().find(|f| f.key == key)
+}
+
 /// Whether `key` is one of the engine's keys ([`engine_keys`]).
 pub fn is_engine_key(key: &str) -> bool {
     FIELDS.iter().any(|f| f.key == key)
 }
 
-/// The row of `key`: `engine`, `card`, or a flag some engine reads.
-pub fn flag(key: &str) -> Option<&'static Flag> {
-    [&ENGINE, &CARD, &MAX_MODEL_LEN, &BATCHED_TOKENS]
-        .into_iter()
-        .chain(ENGINES.iter().flat_map(|i| i.flags.iter().copied()))
-        .find(|f| f.key() == key)
+/// The place of `key`'s row in [`FIELDS`].
+fn row(key: &str) -> Option<usize> {
+    FIELDS.iter().position(|f| f.key == key)
+}
+
+/// What a budget says when `key` is given and the engine named does not read it.
+pub(super) fn unread(key: &str) -> Option<&'static str> {
+    row(key).and_then(|i| UNREAD.get(i).copied().flatten())
 }
 
 /// Reads the engine `key=value` pairs; one error per bad field, valid fields kept.
@@ -314,32 +492,29 @@ where
     let mut p = EngineParams::default();
     let mut errors = Vec::new();
     for (key, value) in pairs {
-        let r: Result<(), EstimateError> = match flag(key) {
-            Some(f) if f.key() == ENGINE.key() => EngineId::parse(value).map(|(e, r)| {
+        let row = row(key).and_then(|i| Some((FIELDS.get(i)?.key, PARSERS.get(i)?)));
+        let r: Result<(), EstimateError> = match row {
+            Some((k, _)) if k == ENGINE.key() => EngineId::parse(value).map(|(e, r)| {
                 p.engine = Some(e);
                 p.release = r;
             }),
-            Some(f) if f.key() == CARD.key() => crate::catalogue::resolve(value)
+            Some((k, _)) if k == CARD.key() => crate::catalogue::resolve(value)
                 .map(|c| p.card = Some(c))
                 .map_err(|why| EstimateError::invalid(CARD.key(), why)),
-            Some(f) if f.key() == MAX_MODEL_LEN.key() && matches!(value.trim(), "auto" | "-1") => {
+            Some((k, _)) if k == MAX_MODEL_LEN.key() && matches!(value.trim(), "auto" | "-1") => {
                 p.max_model_len_auto = true;
                 Ok(())
             }
-            Some(f) if f.key() == MAX_MODEL_LEN.key() => positive(f.key(), value).map(|v| {
+            Some((k, _)) if k == MAX_MODEL_LEN.key() => positive(k, value).map(|v| {
                 if let Value::Count(n) = v {
                     p.max_model_len = Some(n);
                 }
             }),
             // A switch at its default is the absent key (every engine switch is off
             // unless given), so `is_empty` still says whether anything was asked.
-            Some(f) => (f.parse)(f.key(), value).map(|v| {
-                if v == Value::On(false) {
-                    p.flags.remove(f.key());
-                } else {
-                    p.flags.insert(f.key(), v);
-                }
-            }),
+            Some((k, parse)) => {
+                parse(k, value).map(|v| p.set(k, Some(v).filter(|v| *v != Value::On(false))))
+            }
             None => Err(EstimateError::invalid(
                 "input",
                 format!("unknown engine key {key:?}"),

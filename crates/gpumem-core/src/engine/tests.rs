@@ -101,8 +101,8 @@ fn engine_pairs_collect_one_error_per_bad_field() {
     assert_eq!(p.engine, find("vllm"));
     assert_eq!(VllmVersion::of(p.release), VllmVersion::V010);
     assert_eq!(p.card.map(|c| c.id), Some("h100-sxm-80gb"));
-    assert_eq!(p.flags.get("max-num-seqs"), Some(&Value::Count(64)));
-    assert_eq!(p.flags.get("gpu-memory-utilization"), None);
+    assert_eq!(p.get("max-num-seqs"), Some(&Value::Count(64)));
+    assert_eq!(p.get("gpu-memory-utilization"), None);
     assert_eq!(errors.len(), 4, "{errors:?}");
     assert!(
         from_pairs([("engine", "ollama")]).1[0]
@@ -122,7 +122,7 @@ fn engine_pairs_collect_one_error_per_bad_field() {
     );
     let (auto, e) = from_pairs([("max-model-len", "auto"), ("enforce-eager", "true")]);
     assert!(e.is_empty() && auto.max_model_len_auto);
-    assert_eq!(auto.flags.get("enforce-eager"), Some(&Value::On(true)));
+    assert_eq!(auto.get("enforce-eager"), Some(&Value::On(true)));
     assert_eq!(
         find_card("nvidia h100 sxm 80gb").map(|c| c.id),
         Some("h100-sxm-80gb")

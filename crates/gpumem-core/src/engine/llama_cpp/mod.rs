@@ -149,12 +149,15 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let p = c.params;
     let input = c.input;
     let (capacity, kind) = catalogue_capacity(&c.card);
-    let cache_type = |flag| match p.text(flag) {
-        Some(t) => CacheType::parse(flag.key(), t),
+    let cache_type = |key: &'static str| match p.text(key) {
+        Some(t) => CacheType::parse(key, t),
         None => Ok(CacheType::F16),
     };
-    let (tk, tv) = (cache_type(&CACHE_TYPE_K)?, cache_type(&CACHE_TYPE_V)?);
-    let ubatch = p.count(&BATCHED_TOKENS).unwrap_or(512);
+    let (tk, tv) = (
+        cache_type(CACHE_TYPE_K.key())?,
+        cache_type(CACHE_TYPE_V.key())?,
+    );
+    let ubatch = p.count(BATCHED_TOKENS.key()).unwrap_or(512);
     let mut assumptions = Vec::new();
     // llama-server splits -c among its slots (one stream each, kv_unified off):
     // n_ctx_seq = GGML_PAD(GGML_PAD(n_ctx, 256) ÷ n_seq, 256) cells per stream. With
@@ -162,7 +165,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // `cparams.kv_unified`; `src/llama-kv-cache.cpp`: n_stream = unified ? 1 : n_seq_max)
     // one stream of n_ctx cells serves every slot.
     let nseq = input.sequences.max(1);
-    let streams = if p.on(&KV_UNIFIED) { 1 } else { nseq };
+    let streams = if p.on(KV_UNIFIED.key()) { 1 } else { nseq };
     let per_seq = c
         .max_model_len
         .div_ceil(256)
@@ -212,7 +215,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // src/llama-model.cpp `load_tensors`: slots 0..n are the blocks, slot n the output
     // layer; slot il is on the GPU when il ≥ i_gpu_start = max(n + 1 − ngl, 0).
     let total_layers = input.arch.map_or(layers, |a| a.layers);
-    let ngl = p.count(&N_GPU_LAYERS).unwrap_or(u64::MAX);
+    let ngl = p.count(N_GPU_LAYERS.key()).unwrap_or(u64::MAX);
     let gpu_start = total_layers.saturating_add(1).saturating_sub(ngl);
     let gpu_layers = total_layers.saturating_sub(gpu_start.min(total_layers));
     let frac = |x: u64| -> Result<u64, EstimateError> {
@@ -242,12 +245,12 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             // Per stream (`src/llama-kv-cache-iswa.cpp`): GGML_PAD(min(n_ctx_seq,
             // n_swa × (unified ? n_seq_max : 1) + n_ubatch), 256).
             // `--swa-full`: `size_swa = size_base`, every cell of the stream.
-            let window = if p.on(&KV_UNIFIED) {
+            let window = if p.on(KV_UNIFIED.key()) {
                 prod(&[w, nseq])?
             } else {
                 w
             };
-            let n = if p.on(&SWA_FULL) {
+            let n = if p.on(SWA_FULL.key()) {
                 per_seq
             } else {
                 sum(&[window, ubatch])?
@@ -270,7 +273,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         prod(&[swa_cells, swa_l, swa_cell])?,
     ])?;
     let kv = frac(kv_all)?;
-    let rules = match p.text(&OVERRIDE_TENSOR) {
+    let rules = match p.text(OVERRIDE_TENSOR.key()) {
         Some(text) => parse_overrides(text)?,
         None => Vec::new(),
     };
@@ -422,7 +425,7 @@ fn place(
     if let Some(file) = &c.input.tensors {
         tensors::scale_to(&mut list, file, c.weights)?;
     }
-    let ncm = c.params.count(&N_CPU_MOE).unwrap_or(0);
+    let ncm = c.params.count(N_CPU_MOE.key()).unwrap_or(0);
     let mut placed = Placed {
         gpu: 0,
         host: 0,

@@ -499,7 +499,7 @@ fn a_unified_cache_is_one_stream() {
     let one = run(&input, &unified);
     // Llama has no window: 4 streams of 2048 cells hold what one stream of 8192 does.
     assert_eq!(split.kv_cache_bytes, one.kv_cache_bytes);
-    assert!(engine(&unified).on(&KV_UNIFIED));
+    assert!(engine(&unified).on(KV_UNIFIED.key()));
 }
 
 /// llama.cpp's `--swa-full` (`src/llama-kv-cache-iswa.cpp`: `size_swa = size_base`): the
@@ -532,7 +532,7 @@ fn llama_cpp_swa_full_keeps_every_cell() {
     ];
     let mut swa_full = pairs.to_vec();
     swa_full.push(("swa-full", "true"));
-    assert!(engine(&swa_full).on(&SWA_FULL));
+    assert!(engine(&swa_full).on(SWA_FULL.key()));
     let compact = run(&w, &pairs).kv_cache_bytes.unwrap();
     let all = run(&w, &swa_full).kv_cache_bytes.unwrap();
     let no_window = run(&full, &pairs).kv_cache_bytes.unwrap();

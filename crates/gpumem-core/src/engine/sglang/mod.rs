@@ -211,7 +211,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let version = SglangVersion::of(c.params.release);
     let (capacity, _) = catalogue_capacity(&c.card);
     let mut assumptions = Vec::new();
-    let mfs = match c.params.fraction(&MEM_FRACTION_STATIC) {
+    let mfs = match c.params.fraction(MEM_FRACTION_STATIC.key()) {
         Some(f) => f,
         None => {
             let rule = match version {
@@ -222,7 +222,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
                 capacity / MIB,
                 c.input.tp.max(1),
                 c.input.pp.max(1),
-                c.params.count(&BATCHED_TOKENS),
+                c.params.count(BATCHED_TOKENS.key()),
             );
             assumptions.push(format!("mem-fraction-static {} by SGLang's rule for this card and tp (chunked prefill {chunk})", fraction_text(f)));
             f

@@ -124,7 +124,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
 /// not free; blocks = ⌊free × wiggle⌋ ÷ block bytes + the warm-up batch's blocks.
 fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
     let (total, derived) = c.card.torch_total();
-    let prefill = c.params.count(&BATCHED_TOKENS).unwrap_or(4096);
+    let prefill = c.params.count(BATCHED_TOKENS.key()).unwrap_or(4096);
     let max_total = c.max_model_len;
     // max_input_length is not a flag here: TGI's launcher caps it at max_total_tokens − 1,
     // the most a request may take; it only sets how the prefill is cut into requests.
@@ -178,7 +178,7 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
     let mut assumptions = vec![format!(
         "max-input-length {max_input} (max-model-len − 1): the warm-up's {requests} requests"
     )];
-    if prefill == 4096 && c.params.count(&BATCHED_TOKENS).is_none() {
+    if prefill == 4096 && c.params.count(BATCHED_TOKENS.key()).is_none() {
         assumptions.push("max-batch-prefill-tokens 4096 (TGI's default)".into());
     }
     Ok(Draft {
@@ -242,7 +242,7 @@ fn warmup_peak(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), Esti
 /// The newest rules (3): what is free after the warm-up, less `TGI_WIGGLE_ROOM`.
 fn rule_v3(c: &Ctx) -> Result<Draft, EstimateError> {
     let (capacity, kind) = catalogue_capacity(&c.card);
-    let batched = c.params.count(&BATCHED_TOKENS).unwrap_or(4096);
+    let batched = c.params.count(BATCHED_TOKENS.key()).unwrap_or(4096);
     let peak = forward_peak(c.input, batched)?;
     let kept = times_fraction(capacity, ONE / 10, false)?;
     let ctx_mib = 512;

@@ -116,7 +116,7 @@ impl Engine for Vllm {
 fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let p = c.params;
     let input = c.input;
-    let speculating = p.text(&SPECULATIVE_METHOD).is_some();
+    let speculating = p.text(SPECULATIVE_METHOD.key()).is_some();
     let r = VllmVersion::of(p.release).rules(input, speculating);
     let (total, derived) = c.card.torch_total();
     let (sms, sms_assumed) = c.card.sms();
@@ -138,7 +138,9 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     if r.label == RULES[4].label {
         assumptions.push("Model Runner V2 assumed for this dense, unquantised model (vLLM 0.27.1's logs run Qwen2 and Qwen3 on it; an architecture left on the V1 runner would lose its CUDA-graph estimate from the pool)".into());
     }
-    let util = p.fraction(&GPU_MEMORY_UTILIZATION).unwrap_or(ONE / 10 * 9);
+    let util = p
+        .fraction(GPU_MEMORY_UTILIZATION.key())
+        .unwrap_or(ONE / 10 * 9);
     let requested = times_fraction(total, util, r.ceil)?;
     let total_text = format!(
         "{total} B (torch{})",
@@ -212,7 +214,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             lora,
             Kind::Computed,
             "max-loras × max-lora-rank × Σ layers (7 hidden + (2 q + 2 kv + 3 intermediate) ÷ tp) × dtype".into(),
-            &[("max-loras", p.count(&MAX_LORAS).unwrap_or(1).to_string()), ("max-lora-rank", p.count(&MAX_LORA_RANK).unwrap_or(16).to_string())],
+            &[("max-loras", p.count(MAX_LORAS.key()).unwrap_or(1).to_string()), ("max-lora-rank", p.count(MAX_LORA_RANK.key()).unwrap_or(16).to_string())],
             "vllm/lora/layers/base_linear.py (create_lora_weights)",
         ));
     }
@@ -221,16 +223,16 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // sequences, batched = max(max_model_len, 2048) (vllm 0.6 config.py SchedulerConfig).
     let large = total >= 70 * GIB && !c.card.name.to_ascii_lowercase().contains("a100");
     let seqs = p
-        .count(&MAX_NUM_SEQS)
+        .count(MAX_NUM_SEQS.key())
         .unwrap_or(if large && !r.v0 { 1024 } else { 256 });
-    let batched = p.count(&BATCHED_TOKENS).unwrap_or(if r.v0 {
+    let batched = p.count(BATCHED_TOKENS.key()).unwrap_or(if r.v0 {
         c.max_model_len.max(2048)
     } else if large {
         8192
     } else {
         2048
     });
-    if p.count(&MAX_NUM_SEQS).is_none() || p.count(&BATCHED_TOKENS).is_none() {
+    if p.count(MAX_NUM_SEQS.key()).is_none() || p.count(BATCHED_TOKENS.key()).is_none() {
         assumptions.push(format!("vllm serve defaults: max-num-batched-tokens {batched}, max-num-seqs {seqs} (vllm/engine/arg_utils.py get_batch_defaults)"));
     }
     // The drafter (speculative decoding, 0.19 rules only) sits on the last stage.
@@ -297,10 +299,10 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     ));
     let margin = total.saturating_sub(requested);
     let mut graph_bytes = 0;
-    if p.on(&ENFORCE_EAGER) {
+    if p.on(ENFORCE_EAGER.key()) {
         assumptions.push("--enforce-eager: no CUDA graphs are captured".into());
     } else if r.graphs_subtracted {
-        let query = sum(&[1, p.count(&NUM_SPECULATIVE_TOKENS).unwrap_or(0)])?;
+        let query = sum(&[1, p.count(NUM_SPECULATIVE_TOKENS.key()).unwrap_or(0)])?;
         let (n_p, n_f) = capture_counts(seqs, batched, query);
         let layers = input.arch.map_or(0, |a| a.layers).div_ceil(input.pp.max(1));
         graph_bytes = prod(&[
@@ -371,7 +373,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         (false, 0) if r.state_pages => state_pool(c)?.map_or(16, |p| p.block),
         _ => 16,
     };
-    let pool = match p.count(&KV_CACHE_MEMORY_BYTES) {
+    let pool = match p.count(KV_CACHE_MEMORY_BYTES.key()) {
         Some(k) => {
             assumptions.push(format!(
                 "--kv-cache-memory-bytes {k}: the pool; utilisation ignored"
@@ -455,7 +457,7 @@ fn mxfp4_padding(input: &EstimateInput, card: &GpuCard) -> Result<u64, EstimateE
 /// slices and gate_up 2; column-parallel layers shard B, row-parallel ones A.
 fn lora_bytes(c: &Ctx, _r: &Rules) -> Result<u64, EstimateError> {
     let p = c.params;
-    let Some(a) = c.input.arch.filter(|_| p.on(&ENABLE_LORA)) else {
+    let Some(a) = c.input.arch.filter(|_| p.on(ENABLE_LORA.key())) else {
         return Ok(0);
     };
     let tp = c.input.tp.max(1);
@@ -466,8 +468,8 @@ fn lora_bytes(c: &Ctx, _r: &Rules) -> Result<u64, EstimateError> {
     let per_layer = sum(&[prod(&[7, a.hidden])?, sharded])?;
     let layers = a.layers.div_ceil(c.input.pp.max(1));
     prod(&[
-        p.count(&MAX_LORAS).unwrap_or(1),
-        p.count(&MAX_LORA_RANK).unwrap_or(16),
+        p.count(MAX_LORAS.key()).unwrap_or(1),
+        p.count(MAX_LORA_RANK.key()).unwrap_or(16),
         per_layer,
         layers,
         c.input.compute_dtype.bytes(),

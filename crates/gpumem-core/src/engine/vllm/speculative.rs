@@ -86,8 +86,8 @@ pub fn parse_draft(text: &str) -> Result<EstimateInput, EstimateError> {
 /// The drafter's plan, or `None` without `speculative-method`.
 pub(super) fn plan(c: &Ctx, batched: u64) -> Result<Option<Plan>, EstimateError> {
     let p = c.params;
-    let Some(method) = p.text(&SPECULATIVE_METHOD) else {
-        if p.count(&NUM_SPECULATIVE_TOKENS).is_some() || p.text(&DRAFT_MODEL).is_some() {
+    let Some(method) = p.text(SPECULATIVE_METHOD.key()) else {
+        if p.count(NUM_SPECULATIVE_TOKENS.key()).is_some() || p.text(DRAFT_MODEL.key()).is_some() {
             return Err(EstimateError::invalid(
                 "speculative-method",
                 "name the method for num-speculative-tokens or draft-model",
@@ -109,7 +109,7 @@ fn planned(c: &Ctx, batched: u64, method: SpecMethod) -> Result<Option<Plan>, Es
             "mtp: the model stores no MTP layers (mtp-layers, num_nextn_predict_layers)",
         ));
     }
-    let k = match (p.count(&NUM_SPECULATIVE_TOKENS), method) {
+    let k = match (p.count(NUM_SPECULATIVE_TOKENS.key()), method) {
         (Some(k), _) => k,
         (None, SpecMethod::Mtp) if mtp_layers > 0 => mtp_layers,
         (None, _) => {
@@ -187,7 +187,7 @@ fn planned(c: &Ctx, batched: u64, method: SpecMethod) -> Result<Option<Plan>, Es
         }
         SpecMethod::Eagle | SpecMethod::Eagle3 | SpecMethod::DraftModel => {
             // vLLM needs the drafter's checkpoint (`model`) for these methods.
-            let Some(text) = p.text(&DRAFT_MODEL) else {
+            let Some(text) = p.text(DRAFT_MODEL.key()) else {
                 return Err(EstimateError::invalid(
                     "draft-model",
                     "give the draft or EAGLE head: a preset id or its shape",
