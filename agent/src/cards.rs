@@ -1,6 +1,8 @@
 //! `gpumem-agent cards`: the catalogue as a list — what `--card` accepts, with each
 //! card's capacity (the figure the verdict compares against, and whether the device
-//! reported it or it is the label), bandwidth and the formats it computes in.
+//! reported it or it is the label), bandwidth and the formats it computes in; with
+//! `--json`, every fact of the card's row and the source of each, the engines' facts
+//! (torch's total, the SM count) included.
 
 use std::fmt::Write;
 
@@ -40,11 +42,18 @@ struct Row {
     fp8: bool,
     label_source: &'static str,
     reported_source: Option<&'static str>,
+    /// The total torch reports, bytes, when a public readout is known.
+    torch_bytes: Option<u64>,
+    torch_source: Option<&'static str>,
+    /// Streaming multiprocessors (compute units on AMD), when known.
+    sms: Option<u16>,
+    sms_source: Option<&'static str>,
 }
 
 fn row(c: &GpuCard) -> Row {
     let (capacity_bytes, kind) = c.capacity();
     let src = sources(c.id);
+    let facts = c.engine_facts();
     Row {
         id: c.id,
         name: c.name,
@@ -59,6 +68,10 @@ fn row(c: &GpuCard) -> Row {
         fp8: c.arch.fp8(),
         label_source: src.map_or("", |s| s.label),
         reported_source: src.and_then(|s| s.reported),
+        torch_bytes: facts.torch_bytes,
+        torch_source: src.and_then(|s| s.torch),
+        sms: facts.sms,
+        sms_source: src.and_then(|s| s.sms),
     }
 }
 
@@ -132,5 +145,25 @@ mod tests {
             t4_line.contains("16 106 127 360") && t4_line.contains(" no "),
             "{t4_line}"
         );
+    }
+
+    /// `--json` carries every fact of a card's row with its source, the engines' too.
+    #[test]
+    fn json_rows_carry_the_engines_facts_and_their_sources() {
+        let card = |id: &str| {
+            let c = CATALOGUE.iter().find(|c| c.id == id).expect("a card");
+            serde_json::to_value(row(c)).expect("json")
+        };
+        let h100 = card("h100-sxm-80gb");
+        assert_eq!(h100["torch_bytes"], 81_089u64 << 20);
+        assert_eq!(h100["sms"], 132);
+        assert!(
+            h100["torch_source"]
+                .as_str()
+                .is_some_and(|s| s.contains("81089"))
+        );
+        let pcie = card("h100-pcie-80gb");
+        assert!(pcie["torch_bytes"].is_null() && pcie["torch_source"].is_null());
+        assert_eq!(pcie["sms"], 114);
     }
 }

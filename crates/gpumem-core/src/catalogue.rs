@@ -354,7 +354,7 @@ cards! {
              https://github.com/NVIDIA/TensorRT-LLM/issues/10278",
         ),
         torch: None,
-        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 148 SMs"),
     },
     "h200-141gb" {
         vendor: Vendor::Nvidia,
@@ -376,7 +376,7 @@ cards! {
              totals); the same figure appears in many public nvidia-smi captures",
         ),
         torch: Some("H200: `total_memory=143156MB` in `_CudaDeviceProperties` as torch prints it"),
-        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 132 SMs"),
     },
     "h100-sxm-80gb" {
         vendor: Vendor::Nvidia,
@@ -399,7 +399,7 @@ cards! {
              https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
         ),
         torch: Some("H100 80GB HBM3: `total_memory=81089MB` in `_CudaDeviceProperties` as torch prints it (torch 2.7.0, CUDA 12.8; vLLM 0.19 logs `total_memory=79.19GiB`)"),
-        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 132 SMs"),
     },
     "h100-pcie-80gb" {
         vendor: Vendor::Nvidia,
@@ -417,7 +417,7 @@ cards! {
         label: "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe: GPU memory 80GB)",
         reported: None,
         torch: None,
-        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 114 SMs"),
     },
     "h100-nvl-94gb" {
         vendor: Vendor::Nvidia,
@@ -439,7 +439,7 @@ cards! {
              https://github.com/thamada/nvidia-smi/blob/198aebb60732de6969556867659756f4685637c2/nvsim/H100NVLx2_smi.py",
         ),
         torch: None,
-        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 132 SMs"),
     },
     "a100-80gb" {
         vendor: Vendor::Nvidia,
@@ -461,7 +461,7 @@ cards! {
              https://github.com/modal-labs/modal-client/pull/2797",
         ),
         torch: Some("A100 80GB PCIe: `total_memory=85093777408` (bytes) in `_CudaDeviceProperties`"),
-        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 108 SMs"),
     },
     "a100-40gb" {
         vendor: Vendor::Nvidia,
@@ -484,7 +484,7 @@ cards! {
              (40536MiB on driver 470.82.01 in https://github.com/nanopool/phoenix-miner/issues/17)",
         ),
         torch: Some("A100-SXM4-40GB: `total_memory=40536MB` in `_CudaDeviceProperties`"),
-        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 108 SMs"),
     },
     "l40s-48gb" {
         vendor: Vendor::Nvidia,
@@ -506,7 +506,7 @@ cards! {
              https://github.com/modal-labs/modal-client/pull/2797",
         ),
         torch: Some("L40S: `total_memory=45589MB` in `_CudaDeviceProperties`"),
-        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 142 SMs"),
     },
     "l4-24gb" {
         vendor: Vendor::Nvidia,
@@ -519,7 +519,7 @@ cards! {
         reported_bytes: Some(23_034 * MIB),
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(58),
     } sources {
         label: "NVIDIA L4 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
         reported: Some(
@@ -528,7 +528,7 @@ cards! {
              https://github.com/modal-labs/modal-client/pull/2797",
         ),
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA L4 datasheet: 7,424 CUDA cores, 128 per SM on Ada Lovelace (NVIDIA Ada GPU architecture whitepaper): 58 SMs"),
     },
     "a10-24gb" {
         vendor: Vendor::Nvidia,
@@ -541,7 +541,7 @@ cards! {
         reported_bytes: Some(24_146_608_128),
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(72),
     } sources {
         label: "NVIDIA A10 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
         reported: Some(
@@ -550,7 +550,7 @@ cards! {
              nvidia-smi 23028MiB listed in https://thundergolfer.com/blog/nvidia-gpu-memory-capacity",
         ),
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA A10 datasheet: 9,216 CUDA cores, 128 per SM on GA102 (NVIDIA Ampere GA102 GPU architecture whitepaper): 72 SMs"),
     },
     "a10g-24gb" {
         vendor: Vendor::Nvidia,
@@ -572,7 +572,7 @@ cards! {
              seen in https://github.com/NVIDIA/DCGM/issues/232",
         ),
         torch: Some("A10G: `total_memory=22587MB` in `_CudaDeviceProperties`"),
-        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 80 SMs"),
     },
     "t4-16gb" {
         vendor: Vendor::Nvidia,
@@ -594,7 +594,7 @@ cards! {
              https://github.com/modal-labs/modal-client/pull/2797",
         ),
         torch: Some("Tesla T4: `total_memory=15095MB` in `_CudaDeviceProperties`"),
-        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 40 SMs"),
     },
     "v100-32gb" {
         vendor: Vendor::Nvidia,
@@ -607,12 +607,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(80),
     } sources {
         label: "NVIDIA Tesla V100 GPU datasheet (V100 32GB: 32 GB HBM2)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA Tesla V100 GPU architecture whitepaper: 80 SMs (5,120 CUDA cores, 64 per SM)"),
     },
     "v100-16gb" {
         vendor: Vendor::Nvidia,
@@ -625,12 +625,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(80),
     } sources {
         label: "NVIDIA Tesla V100 GPU datasheet (V100 16GB: 16 GB HBM2)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA Tesla V100 GPU architecture whitepaper: 80 SMs (5,120 CUDA cores, 64 per SM)"),
     },
     // ------------------------------------------------------------------- AMD data centre
     "mi325x" {
@@ -644,13 +644,13 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(304),
     } sources {
         label: "AMD Instinct MI325X accelerator product page / data sheet \
              (256 GB HBM3E)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("AMD Instinct MI325X data sheet: 304 compute units (what HIP reports as multi_processor_count)"),
     },
     "mi300x" {
         vendor: Vendor::Amd,
@@ -663,13 +663,15 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(304),
     } sources {
         label: "AMD Instinct MI300X accelerator product page / data sheet (192 GB HBM3)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("AMD Instinct MI300X data sheet: 304 compute units (what HIP reports as multi_processor_count)"),
     },
+    // No SM count: software sees each of its two GCDs as a device of its own, with half
+    // the compute units; an engine reading one assumes it and says so.
     "mi250x" {
         vendor: Vendor::Amd,
         segment: Segment::DataCentre,
@@ -701,12 +703,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(104),
     } sources {
         label: "AMD Instinct MI210 accelerator product page / data sheet (64 GB HBM2e)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("AMD Instinct MI210 data sheet: 104 compute units (what HIP reports as multi_processor_count)"),
     },
     // ----------------------------------------------------------------------- workstation
     "rtx-6000-ada" {
@@ -720,12 +722,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(142),
     } sources {
         label: "NVIDIA RTX 6000 Ada Generation datasheet (GPU memory 48 GB GDDR6 with ECC)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA RTX 6000 Ada Generation datasheet: 18,176 CUDA cores and 142 RT cores, one each per SM of 128 cores: 142 SMs"),
     },
     "rtx-a6000" {
         vendor: Vendor::Nvidia,
@@ -738,12 +740,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(84),
     } sources {
         label: "NVIDIA RTX A6000 datasheet (GPU memory 48 GB GDDR6 with ECC)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA RTX A6000 datasheet: 10,752 CUDA cores and 84 RT cores, one each per SM of 128 cores: 84 SMs"),
     },
     "radeon-pro-w7900" {
         vendor: Vendor::Amd,
@@ -756,12 +758,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(96),
     } sources {
         label: "AMD Radeon PRO W7900 product page (48 GB GDDR6 with ECC)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("AMD Radeon PRO W7900 specifications: 96 compute units"),
     },
     "rtx-pro-6000" {
         vendor: Vendor::Nvidia,
@@ -774,12 +776,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(188),
     } sources {
         label: "NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet (96 GB GDDR7 with ECC, 1792 GB/s)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA RTX PRO 6000 Blackwell: 24,064 CUDA cores, 128 per SM: 188 of GB202's 192 SMs (as announced at GTC 2025)"),
     },
     // -------------------------------------------------------------------------- consumer
     "rtx-5090" {
@@ -793,7 +795,7 @@ cards! {
         reported_bytes: Some(32_607 * MIB),
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(170),
     } sources {
         label: "NVIDIA GeForce RTX 5090 product page / specifications (32 GB GDDR7)",
         reported: Some(
@@ -801,7 +803,7 @@ cards! {
              https://github.com/noonghunna/club-3090/issues/1261",
         ),
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA GeForce RTX 5090 specifications: 21,760 CUDA cores, 128 per SM on Blackwell: 170 SMs"),
     },
     "rtx-4090" {
         vendor: Vendor::Nvidia,
@@ -823,7 +825,7 @@ cards! {
              https://github.com/vllm-project/vllm/issues/7553 (driver 535.54.03)",
         ),
         torch: Some("RTX 4090: `total_memory=24563MB` in `_CudaDeviceProperties`"),
-        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts)"),
+        sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 128 SMs"),
     },
     "rtx-3090" {
         vendor: Vendor::Nvidia,
@@ -836,7 +838,7 @@ cards! {
         reported_bytes: Some(24_576 * MIB),
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(82),
     } sources {
         label: "NVIDIA GeForce RTX 3090 product page / specifications (24 GB GDDR6X)",
         reported: Some(
@@ -845,7 +847,7 @@ cards! {
              https://github.com/noonghunna/club-3090/issues/32",
         ),
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA GeForce RTX 3090 specifications: 10,496 CUDA cores, 128 per SM on GA102: 82 SMs"),
     },
     "rtx-4080" {
         vendor: Vendor::Nvidia,
@@ -858,12 +860,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(76),
     } sources {
         label: "NVIDIA GeForce RTX 4080 product page / specifications (16 GB GDDR6X)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA GeForce RTX 4080 specifications: 9,728 CUDA cores, 128 per SM on Ada Lovelace: 76 SMs"),
     },
     "rtx-4060-ti-16gb" {
         vendor: Vendor::Nvidia,
@@ -876,7 +878,7 @@ cards! {
         reported_bytes: Some(16_380 * MIB),
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(34),
     } sources {
         label: "NVIDIA GeForce RTX 4060 Ti product page / specifications (16 GB or 8 GB \
              GDDR6; this entry is the 16 GB model)",
@@ -886,7 +888,7 @@ cards! {
              https://github.com/thamada/nvidia-smi/blob/03fbe6e68c0bb4c28b72d5da786a9712a33cf408/nvsim/RTX4060Ti_smi.py",
         ),
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA GeForce RTX 4060 Ti specifications: 4,352 CUDA cores, 128 per SM on Ada Lovelace: 34 SMs"),
     },
     "rtx-5070" {
         vendor: Vendor::Nvidia,
@@ -899,12 +901,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(48),
     } sources {
         label: "NVIDIA GeForce RTX 5070 product page / specifications (12 GB GDDR7)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA GeForce RTX 5070 specifications: 6,144 CUDA cores, 128 per SM on Blackwell: 48 SMs"),
     },
     "rtx-5080" {
         vendor: Vendor::Nvidia,
@@ -917,12 +919,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(84),
     } sources {
         label: "NVIDIA GeForce RTX 5080 product page / specifications (16 GB GDDR7, 960 GB/s)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA GeForce RTX 5080 specifications: 10,752 CUDA cores, 128 per SM on Blackwell: 84 SMs"),
     },
     "rtx-5060-ti-16gb" {
         vendor: Vendor::Nvidia,
@@ -935,12 +937,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(36),
     } sources {
         label: "NVIDIA GeForce RTX 5060 Ti product page / specifications (16 GB or 8 GB GDDR7, 448 GB/s; this entry is the 16 GB model)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA GeForce RTX 5060 Ti specifications: 4,608 CUDA cores, 128 per SM on Blackwell: 36 SMs"),
     },
     "rtx-4070-ti-super" {
         vendor: Vendor::Nvidia,
@@ -953,12 +955,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(66),
     } sources {
         label: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070 Ti SUPER: 16 GB GDDR6X, 256-bit, 672 GB/s)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA GeForce RTX 4070 Ti SUPER specifications: 8,448 CUDA cores, 128 per SM on Ada Lovelace: 66 SMs"),
     },
     "rtx-4070" {
         vendor: Vendor::Nvidia,
@@ -971,12 +973,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(46),
     } sources {
         label: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070: 12 GB GDDR6X, 192-bit, 504 GB/s)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA GeForce RTX 4070 specifications: 5,888 CUDA cores, 128 per SM on Ada Lovelace: 46 SMs"),
     },
     "rtx-3060-12gb" {
         vendor: Vendor::Nvidia,
@@ -989,12 +991,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(28),
     } sources {
         label: "NVIDIA GeForce RTX 3060 family specifications (RTX 3060: 12 GB GDDR6, 192-bit, 360 GB/s; this entry is the 12 GB model)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("NVIDIA GeForce RTX 3060 specifications: 3,584 CUDA cores, 128 per SM on GA106: 28 SMs"),
     },
     "radeon-rx-7900-xtx" {
         vendor: Vendor::Amd,
@@ -1007,12 +1009,12 @@ cards! {
         reported_bytes: None,
     } engines {
         torch_bytes: None,
-        sms: None,
+        sms: Some(96),
     } sources {
         label: "AMD Radeon RX 7900 XTX product page / specifications (24 GB GDDR6)",
         reported: None,
         torch: None,
-        sms: None,
+        sms: Some("AMD Radeon RX 7900 XTX specifications: 96 compute units"),
     },
 }
 
@@ -1280,6 +1282,10 @@ mod tests {
                 "{}",
                 card.id
             );
+            // Each count is the one its source names.
+            if let (Some(n), Some(source)) = (facts.sms, src.sms) {
+                assert!(source.contains(&format!(" {n} ")), "{}: {source}", card.id);
+            }
             assert_eq!(card.sm90(), card.arch == Arch::Hopper, "{}", card.id);
         }
         // A typed capacity is torch's total as given, and assumes its SM count.
