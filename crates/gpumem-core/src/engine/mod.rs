@@ -52,6 +52,7 @@ engines! {
     tgi::Tgi,
     llama_cpp::LlamaCpp,
     transformers::Transformers,
+    lmdeploy::Lmdeploy,
 }
 
 pub use budget::{budget, budget_per_card};
