@@ -89,7 +89,12 @@ LOOKUP_BUDGET=140000
 # Fine-tuning as frameworks run it (the estimator it carries: the allocator's model,
 # model_load, the frameworks, losses and options) took it to 167.4 KB (167 390 B):
 # ceiling 168.0 KB.
-ENGINE_BUDGET=168000
+# The engines behind one contract (each engine's rule its own function, the registry's
+# tables) and LMDeploy's TurboMind, the sixth engine (its rule, lines and words: about
+# 3.1 KB of it), took it to 171.0 KB (171 031 B): ceiling 171.5 KB (a lazily loaded
+# engine, not refused). The dimensioner (242.1 KB, 242 053 B) and the agent page
+# (314.8 KB, 314 789 B) stayed under theirs with its flags in the form.
+ENGINE_BUDGET=171500
 fail=0
 report() { # report LABEL DIR BUDGET HARD(yes|no)
   local label="$1" dir="$2" budget="$3" hard="$4" wasm js raw gz jsgz verdict
