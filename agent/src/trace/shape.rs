@@ -10,7 +10,7 @@
 //! memory depends on code these configs do not run, and a trace of the wrong code would
 //! be a wrong figure presented as traced.
 
-use gpumem_core::arch::Architecture;
+use gpumem_core::arch::{Architecture, facts};
 use gpumem_core::estimate::EstimateInput;
 use serde_json::{Value, json};
 
@@ -68,9 +68,28 @@ pub fn config_for(input: &EstimateInput) -> Result<Value, String> {
     Ok(c)
 }
 
+/// The facts a config of Llama's, Qwen2's or Qwen3's layout carries from a shape: its
+/// sizes, tied embeddings, biases and per-head q/k norms. Any other fact of the table
+/// ([`gpumem_core::arch::facts`]) not at its default is refused by its key, so a fact
+/// added to the table is refused here until a layout carries it.
+const CARRIED: &[&str] = &[
+    "layers",
+    "hidden",
+    "heads",
+    "kv-heads",
+    "head-dim",
+    "intermediate",
+    "vocab",
+    "tied-embeddings",
+    "qkv-bias",
+    "o-bias",
+    "mlp-bias",
+    "qk-norm",
+];
+
 /// The first feature of `a` (or of the input) a dense Llama-style config cannot carry.
-fn unsupported(a: &Architecture, input: &EstimateInput) -> Option<&'static str> {
-    [
+fn unsupported(a: &Architecture, input: &EstimateInput) -> Option<String> {
+    let part = [
         (a.moe.is_some(), "mixture of experts"),
         (a.mla.is_some(), "multi-head latent attention"),
         (a.mixer.is_some(), "a state-space or linear-attention mixer"),
@@ -79,25 +98,23 @@ fn unsupported(a: &Architecture, input: &EstimateInput) -> Option<&'static str> 
             "global layers with their own KV shape",
         ),
         (a.indexer.is_some(), "a sparse-attention indexer"),
-        (!a.gated_mlp, "an ungated MLP"),
-        (a.learned_positions > 0, "learned positions"),
-        (a.attn_sinks, "attention sinks"),
-        (a.attn_gate, "a gated attention output"),
-        (a.fused_qkv, "a fused qkv projection"),
-        (a.layernorm_bias, "LayerNorm with bias"),
-        (a.qk_norm_whole, "q/k norms over the whole projection"),
-        (a.layer_norms != 2, "norms other than two per layer"),
-        (a.layer_scalars > 0, "per-layer scalars"),
-        (a.mtp_layers > 0, "multi-token prediction layers"),
-        (a.tower_params > 0, "a vision tower"),
-        (
-            a.attn_layers.is_some() || a.mlp_layers.is_some(),
-            "separate attention and MLP blocks",
-        ),
         (input.sliding_window.is_some(), "sliding-window attention"),
     ]
     .into_iter()
-    .find_map(|(yes, what)| yes.then_some(what))
+    .find_map(|(yes, what)| yes.then_some(what.to_string()));
+    part.or_else(|| {
+        facts().find_map(|f| {
+            let v = f.value(a)?;
+            (!CARRIED.contains(&f.key()) && Some(v) != f.default_value()).then(|| {
+                format!(
+                    "{} ({}={})",
+                    f.field.label,
+                    f.key(),
+                    v.text().unwrap_or_default()
+                )
+            })
+        })
+    })
 }
 
 #[cfg(test)]
@@ -163,13 +180,13 @@ mod tests {
         a.learned_positions = 2048;
         moe.arch = Some(a);
         let e = config_for(&moe).unwrap_err();
-        assert!(e.contains("learned positions"), "{e}");
+        assert!(e.contains("learned-positions=2048"), "{e}");
         assert!(e.contains("gpumem-agent trace --config"), "{e}");
         for (name, what) in [
             ("mistral-7b-v0.1.json", "sliding-window"),
             ("mixtral-8x7b.json", "mixture of experts"),
             ("deepseek-v2-lite.json", "mixture of experts"),
-            ("gpt2.json", "ungated MLP"),
+            ("gpt2.json", "gated-mlp=false"),
         ] {
             let e = config_for(&input_of(name)).unwrap_err();
             assert!(e.contains(what), "{name}: {e}");

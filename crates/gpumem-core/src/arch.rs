@@ -12,6 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::EstimateError;
+use crate::field::{Field, FieldGroup, FieldKind};
 use crate::format::{Dtype, GgufType, MixModel, MixTensor, StorageFormat, TensorCategory};
 use crate::units::checked_product;
 
@@ -295,6 +296,509 @@ pub struct Architecture {
     pub tower_params: u64,
 }
 
+/// The facts' values when a key is absent: the base every parser and every model
+/// family starts from (a Llama-style decoder: a gated MLP, two RMSNorms per layer, no
+/// biases, untied embeddings), and the defaults [`FACTS`] reads through its
+/// accessors. A family sets only what differs (`Architecture { gated_mlp: false,
+/// ..Architecture::BASE }`); the sizes (0 here) come from its config.
+impl Architecture {
+    /// The base architecture (see the impl's doc).
+    pub const BASE: Architecture = Architecture {
+        vocab: 0,
+        hidden: 0,
+        layers: 0,
+        heads: 0,
+        kv_heads: 0,
+        head_dim: 0,
+        intermediate: 0,
+        gated_mlp: true,
+        tied_embeddings: false,
+        qkv_bias: false,
+        o_bias: false,
+        mlp_bias: false,
+        qk_norm: false,
+        qk_norm_whole: false,
+        fused_qkv: false,
+        layernorm_bias: false,
+        layer_norms: 2,
+        learned_positions: 0,
+        attn_sinks: false,
+        attn_gate: false,
+        mixer: None,
+        attn_layers: None,
+        mlp_layers: None,
+        mla: None,
+        indexer: None,
+        global_attn: None,
+        layer_scalars: 0,
+        moe: None,
+        mtp_layers: 0,
+        mtp_shared_vocab: false,
+        tower_params: 0,
+    };
+
+    /// [`Architecture::BASE`] with every optional part at its own base: where each
+    /// fact's default is read.
+    pub const WITH_PARTS: Architecture = Architecture {
+        mixer: Some(Mixer::BASE),
+        mla: Some(Mla::BASE),
+        indexer: Some(Indexer::BASE),
+        global_attn: Some(GlobalAttn::BASE),
+        moe: Some(Moe::BASE),
+        ..Architecture::BASE
+    };
+}
+
+impl Default for Architecture {
+    fn default() -> Self {
+        Architecture::BASE
+    }
+}
+
+impl Moe {
+    /// A MoE block's facts when their keys are absent (every layer MoE, no shared
+    /// expert, no router bias); `experts` and `active` always come from the input.
+    pub const BASE: Moe = Moe {
+        experts: 0,
+        active: 0,
+        expert_intermediate: 0,
+        shared_experts: 0,
+        shared_intermediate: 0,
+        dense_layers: 0,
+        every: 1,
+        router_bias: false,
+        correction_bias: false,
+        shared_gate: false,
+        latent: 0,
+    };
+}
+
+impl Mla {
+    /// MLA's facts when their keys are absent (a plain `q_proj`).
+    pub const BASE: Mla = Mla {
+        q_lora_rank: 0,
+        kv_lora_rank: 0,
+        qk_nope_dim: 0,
+        qk_rope_dim: 0,
+        v_head_dim: 0,
+    };
+}
+
+impl Indexer {
+    /// The indexer's facts before its keys are read.
+    pub const BASE: Indexer = Indexer {
+        heads: 0,
+        head_dim: 0,
+    };
+}
+
+impl GlobalAttn {
+    /// The global layers' facts before their keys are read (values have their own
+    /// projection).
+    pub const BASE: GlobalAttn = GlobalAttn {
+        layers: 0,
+        kv_heads: 0,
+        head_dim: 0,
+        k_eq_v: false,
+    };
+}
+
+impl Mixer {
+    /// A mixer's facts when their keys are absent: a convolution 4 wide (every
+    /// published Mamba-family config's `d_conv`), Mamba-2's gated norm.
+    pub const BASE: Mixer = Mixer {
+        kind: MixerKind::Mamba,
+        layers: 0,
+        inner: 0,
+        state: 0,
+        conv: 4,
+        dt_rank: 0,
+        heads: 0,
+        key_heads: 0,
+        norms: false,
+        gated_norm: true,
+    };
+}
+
+/// Where one fact's value lives in an [`Architecture`].
+#[derive(Debug)]
+pub enum Slot<'a> {
+    /// A size or count.
+    Count(&'a mut u64),
+    /// A switch.
+    Flag(&'a mut bool),
+    /// A count that stands for "all but the mixer's layers" or "every layer" when unset.
+    Maybe(&'a mut Option<u64>),
+    /// The mixer's kind.
+    Mixer(&'a mut MixerKind),
+}
+
+impl<'a> From<&'a mut u64> for Slot<'a> {
+    fn from(v: &'a mut u64) -> Self {
+        Slot::Count(v)
+    }
+}
+
+impl<'a> From<&'a mut bool> for Slot<'a> {
+    fn from(v: &'a mut bool) -> Self {
+        Slot::Flag(v)
+    }
+}
+
+impl<'a> From<&'a mut Option<u64>> for Slot<'a> {
+    fn from(v: &'a mut Option<u64>) -> Self {
+        Slot::Maybe(v)
+    }
+}
+
+impl<'a> From<&'a mut MixerKind> for Slot<'a> {
+    fn from(v: &'a mut MixerKind) -> Self {
+        Slot::Mixer(v)
+    }
+}
+
+/// A fact's value, read through its [`Slot`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FactValue {
+    /// A size or count.
+    Count(u64),
+    /// A switch.
+    Flag(bool),
+    /// A count that may be unset.
+    Maybe(Option<u64>),
+    /// The mixer's kind.
+    Mixer(MixerKind),
+}
+
+impl FactValue {
+    /// As a `key=value` value (`None` for an unset count).
+    pub fn text(self) -> Option<String> {
+        match self {
+            FactValue::Count(n) | FactValue::Maybe(Some(n)) => Some(n.to_string()),
+            FactValue::Flag(b) => Some(b.to_string()),
+            FactValue::Maybe(None) => None,
+            FactValue::Mixer(k) => Some(k.name().to_string()),
+        }
+    }
+
+    /// The count, if it is one (set).
+    pub fn count(self) -> Option<u64> {
+        match self {
+            FactValue::Count(n) | FactValue::Maybe(Some(n)) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+/// Where a fact lives: its slot in an architecture, `None` while the part that holds
+/// it (MoE, MLA, a mixer, global layers, the indexer) is absent.
+pub type Accessor = for<'a> fn(&'a mut Architecture) -> Option<Slot<'a>>;
+
+/// One architecture fact: its key and how it is presented (`field`: kind, label,
+/// help; a switch's default), where its value lives (`slot`, through which its
+/// default is read from [`Architecture::WITH_PARTS`]), and how the parsers and
+/// derivations treat it. Parsing ([`crate::params::from_pairs`]), writing back
+/// ([`Architecture::write_pairs`]), the bound every count keeps ([`MAX_DIM`], in
+/// [`Architecture::validate`]) and the activation derivations' coverage
+/// ([`Architecture::underived`]) are all read from these rows.
+#[derive(Debug, Clone, Copy)]
+pub struct Fact {
+    /// The key and its presentation (an entry of [`crate::fields::FIELDS`]).
+    pub field: Field,
+    /// Where the value lives.
+    pub slot: Accessor,
+    /// A key its part cannot do without, with the reason an input lacking it is
+    /// refused ("needed by the architecture mode").
+    pub need: Option<&'static str>,
+    /// Written back whenever its part is present, even at its default (a key whose
+    /// absence reads as something else: a needed key, or one whose default is derived
+    /// from other keys).
+    pub always: bool,
+    /// Why the training and prefill derivations do not cover a value other than the
+    /// default (`None`: they do, or it changes no activation).
+    pub underived: Option<&'static str>,
+}
+
+impl Fact {
+    const fn new(field: Field, slot: Accessor) -> Fact {
+        Fact {
+            field,
+            slot,
+            need: None,
+            always: false,
+            underived: None,
+        }
+    }
+
+    /// Needed whenever its part is present.
+    const fn need(mut self) -> Fact {
+        self.need = Some("needed by the architecture mode");
+        self.always = true;
+        self
+    }
+
+    /// Needed, with its own reason.
+    const fn need_because(mut self, why: &'static str) -> Fact {
+        self.need = Some(why);
+        self.always = true;
+        self
+    }
+
+    /// Written whenever its part is present.
+    const fn always(mut self) -> Fact {
+        self.always = true;
+        self
+    }
+
+    /// Outside the activation derivations when not at its default.
+    const fn underived(mut self, why: &'static str) -> Fact {
+        self.underived = Some(why);
+        self
+    }
+
+    const fn choices(mut self, choices: &'static [(&'static str, &'static str)]) -> Fact {
+        self.field = self.field.choices(choices);
+        self
+    }
+
+    /// The key.
+    pub fn key(&self) -> &'static str {
+        self.field.key
+    }
+
+    /// Its value in `a`; `None` while its part is absent.
+    pub fn value(&self, a: &Architecture) -> Option<FactValue> {
+        let mut a = *a;
+        (self.slot)(&mut a).map(|s| match s {
+            Slot::Count(v) => FactValue::Count(*v),
+            Slot::Flag(v) => FactValue::Flag(*v),
+            Slot::Maybe(v) => FactValue::Maybe(*v),
+            Slot::Mixer(v) => FactValue::Mixer(*v),
+        })
+    }
+
+    /// Its value when its key is absent.
+    pub fn default_value(&self) -> Option<FactValue> {
+        self.value(&Architecture::WITH_PARTS)
+    }
+
+    /// Sets it in `a` from a parsed count (a switch: 0 is false); nothing while its
+    /// part is absent.
+    pub fn set(&self, a: &mut Architecture, v: u64) {
+        match (self.slot)(a) {
+            Some(Slot::Count(x)) => *x = v,
+            Some(Slot::Flag(x)) => *x = v != 0,
+            Some(Slot::Maybe(x)) => *x = Some(v),
+            Some(Slot::Mixer(_)) | None => {}
+        }
+    }
+}
+
+/// The slot of a fact of the architecture (`at!(layers)`) or of one of its parts
+/// (`at!(moe.experts)`).
+macro_rules! at {
+    ($f:ident) => {
+        |a| Some(Slot::from(&mut a.$f))
+    };
+    ($p:ident . $f:ident) => {
+        |a| a.$p.as_mut().map(|p| Slot::from(&mut p.$f))
+    };
+}
+
+/// A fact: its field row and its slot.
+const fn fact(
+    key: &'static str,
+    group: FieldGroup,
+    kind: FieldKind,
+    label: &'static str,
+    placeholder: &'static str,
+    help: &'static str,
+    slot: Accessor,
+) -> Fact {
+    Fact::new(
+        crate::field::f(key, group, kind, label, placeholder, help),
+        slot,
+    )
+}
+
+use FieldGroup as G;
+use FieldKind as K;
+
+/// Why the derivations leave LayerNorm, learned positions and non-gated MLPs out.
+const LAYERNORM_STYLE: &str = "LayerNorm, learned positions or a non-gated MLP (GPT-2/Pythia/Falcon style) keep other tensors";
+/// Why they leave gated outputs and sinks out.
+const GATE_OR_SINKS: &str = "gated attention outputs and sinks are not in the derivation";
+
+/// The decoder's own facts: its sizes and switches, in the order the page and
+/// `--help` present them (first of the two tables [`crate::fields::FIELDS`] splices in).
+#[rustfmt::skip]
+pub static DECODER_FACTS: &[Fact] = &[
+    fact("layers", G::Architecture, K::Count, "Layers", "", "Decoder layers", at!(layers)).need(),
+    fact("hidden", G::Architecture, K::Count, "Hidden size", "", "Width of the residual stream (hidden_size)", at!(hidden)).need(),
+    fact("heads", G::Architecture, K::Count, "Attention heads", "", "Attention (query) heads", at!(heads)),
+    fact("kv-heads", G::Architecture, K::Count, "KV heads", "= heads",
+        "Key/value heads (GQA/MQA)", at!(kv_heads)),
+    fact("head-dim", G::Architecture, K::Count, "Head dim", "hidden ÷ heads",
+        "Width of one head", at!(head_dim)),
+    fact("intermediate", G::Architecture, K::Count, "MLP intermediate", "", "MLP intermediate size", at!(intermediate)),
+    fact("vocab", G::Architecture, K::Count, "Vocabulary", "", "Vocabulary size", at!(vocab)).need(),
+    fact("gated-mlp", G::Architecture, K::Bool(Architecture::BASE.gated_mlp), "Gated MLP", "",
+        "Gated MLP (gate, up, down)", at!(gated_mlp))
+        .underived(LAYERNORM_STYLE),
+    fact("tied-embeddings", G::Architecture, K::Bool(Architecture::BASE.tied_embeddings), "Tied embeddings", "",
+        "lm_head shares the embedding matrix", at!(tied_embeddings)),
+    fact("qkv-bias", G::Architecture, K::Bool(Architecture::BASE.qkv_bias), "q/k/v bias", "",
+        "Biases on q, k, v projections (e.g. Qwen2)", at!(qkv_bias)),
+    fact("o-bias", G::Architecture, K::Bool(Architecture::BASE.o_bias), "o bias", "",
+        "Bias on the attention output projection", at!(o_bias)),
+    fact("mlp-bias", G::Architecture, K::Bool(Architecture::BASE.mlp_bias), "MLP bias", "", "Biases on the MLP projections", at!(mlp_bias)),
+    fact("qk-norm", G::Architecture, K::Bool(Architecture::BASE.qk_norm), "q/k norm", "",
+        "Per-head norms on queries and keys (e.g. Qwen3)", at!(qk_norm)),
+    fact("layernorm-bias", G::Architecture, K::Bool(Architecture::BASE.layernorm_bias), "LayerNorm bias", "",
+        "LayerNorm with bias (GPT-2 style)", at!(layernorm_bias))
+        .underived(LAYERNORM_STYLE),
+    fact("layer-norms", G::Variants, K::Count, "Norms per layer", "2",
+        "Norms per decoder layer (Gemma-2/3: 4; Falcon-7B, GPT-J: 1)", at!(layer_norms))
+        .underived("sandwich norms and Gemma's fp32 norm keep other tensors"),
+    fact("qk-norm-whole", G::Variants, K::Bool(Architecture::BASE.qk_norm_whole), "q/k norm over the projection", "",
+        "q/k norms over the whole projection, not one head (OLMo-2)", at!(qk_norm_whole)),
+    fact("fused-qkv", G::Variants, K::Bool(Architecture::BASE.fused_qkv), "Fused q/k/v projection", "",
+        "One qkv_proj whose whole output the backward keeps (Phi-3)", at!(fused_qkv)),
+    fact("learned-positions", G::Variants, K::Count, "Learned positions", "none",
+        "Rows of a learned position-embedding table (GPT-2: n_positions)", at!(learned_positions))
+        .underived(LAYERNORM_STYLE),
+    fact("attn-sinks", G::Variants, K::Bool(Architecture::BASE.attn_sinks), "Attention sinks", "",
+        "A learned attention-sink logit per head and layer (gpt-oss)", at!(attn_sinks))
+        .underived(GATE_OR_SINKS),
+];
+
+/// The variants and optional parts (MLA, MTP, global layers, the indexer, towers, a
+/// mixer, MoE), in the order the page and `--help` present them (the second table
+/// [`crate::fields::FIELDS`] splices in).
+#[rustfmt::skip]
+pub static VARIANT_FACTS: &[Fact] = &[
+    fact("q-lora-rank", G::Variants, K::Count, "MLA query rank", "0",
+        "MLA: query compression rank (0 = plain q_proj)", at!(mla.q_lora_rank)),
+    fact("kv-lora-rank", G::Variants, K::Count, "MLA KV latent rank", "no MLA",
+        "MLA: key/value latent rank; turns on multi-head latent attention", at!(mla.kv_lora_rank))
+        .always(),
+    fact("qk-nope-dim", G::Variants, K::Count, "MLA q/k no-RoPE dim", "",
+        "MLA: per-head q/k width without rotary", at!(mla.qk_nope_dim)).need(),
+    fact("qk-rope-dim", G::Variants, K::Count, "MLA RoPE dim", "",
+        "MLA: rotary width (shared key part, cached with the latent)", at!(mla.qk_rope_dim)).need(),
+    fact("v-head-dim", G::Variants, K::Count, "MLA value dim", "", "MLA: per-head value width", at!(mla.v_head_dim)).need(),
+    fact("mtp-layers", G::Variants, K::Count, "MTP layers", "0",
+        "Multi-token-prediction layers stored in the checkpoint (DeepSeek-V3: 1)", at!(mtp_layers)),
+    fact("mtp-shared-vocab", G::Variants, K::Bool(Architecture::BASE.mtp_shared_vocab), "MTP without vocab copies", "",
+        "MTP layers use the model's embedding and lm_head (GLM-5)", at!(mtp_shared_vocab)),
+    fact("global-layers", G::Variants, K::Count, "Global layers", "none",
+        "Unwindowed layers with their own KV shape (Gemma 4)", at!(global_attn.layers))
+        .always(),
+    fact("global-kv-heads", G::Variants, K::Count, "Global KV heads", "", "KV heads of the global layers", at!(global_attn.kv_heads)).need(),
+    fact("global-head-dim", G::Variants, K::Count, "Global head dim", "", "Head dim of the global layers", at!(global_attn.head_dim)).need(),
+    fact("global-k-eq-v", G::Variants, K::Bool(GlobalAttn::BASE.k_eq_v), "Global k = v", "",
+        "Global layers without v_proj (attention_k_eq_v)", at!(global_attn.k_eq_v)),
+    fact("layer-scalars", G::Variants, K::Count, "Scalars per layer", "0",
+        "Learned scalars per layer (Gemma 4: 1, Apertus: 4)", at!(layer_scalars)),
+    fact("indexer-heads", G::Variants, K::Count, "Indexer heads", "none",
+        "Sparse attention's indexer heads (DeepSeek-V3.2, GLM-5)", at!(indexer.heads))
+        .always(),
+    fact("indexer-head-dim", G::Variants, K::Count, "Indexer head dim", "",
+        "Indexer head dim (its key cache: fp8 + fp32 scale per 128)", at!(indexer.head_dim)).need(),
+    fact("tower-params", G::Variants, K::Count, "Vision/audio tower parameters", "0",
+        "Parameters of vision/audio towers and projectors, kept in 16 bits", at!(tower_params))
+        .underived("vision/audio towers are not in the derivation"),
+    fact("attn-gate", G::Variants, K::Bool(Architecture::BASE.attn_gate), "Gated attention output", "",
+        "q_proj also yields an output gate: twice as wide (Qwen3-Next)", at!(attn_gate))
+        .underived(GATE_OR_SINKS),
+    fact("mixer", G::Variants, K::Choice, "State-space mixer", "",
+        "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet or kda", at!(mixer.kind))
+        .always()
+        .choices(&[("", "none (attention only)"), ("mamba", "Mamba"), ("mamba2", "Mamba-2"), ("deltanet", "Gated DeltaNet"), ("kda", "Kimi Delta Attention")]),
+    fact("mixer-inner", G::Variants, K::Count, "Mixer inner width", "",
+        "Mamba: d_inner; Mamba-2: heads × head dim; DeltaNet: value heads × value dim", at!(mixer.inner)).need(),
+    fact("mixer-state", G::Variants, K::Count, "Mixer state width", "",
+        "Mamba, Mamba-2: d_state; DeltaNet: key head dim", at!(mixer.state)).need(),
+    fact("mixer-conv", G::Variants, K::Count, "Mixer conv width", "4",
+        "Convolution width (d_conv; default 4)", at!(mixer.conv))
+        .always(),
+    fact("mixer-dt-rank", G::Variants, K::Count, "Mamba Δ rank", "",
+        "Mamba: rank of the Δ projection (time_step_rank)", at!(mixer.dt_rank)),
+    fact("mixer-heads", G::Variants, K::Count, "Mixer heads", "",
+        "Mamba-2: heads; DeltaNet: value heads", at!(mixer.heads)),
+    fact("mixer-key-heads", G::Variants, K::Count, "Mixer groups / key heads", "",
+        "Mamba-2: B/C groups (n_groups); DeltaNet: key heads", at!(mixer.key_heads)),
+    fact("mixer-norms", G::Variants, K::Bool(Mixer::BASE.norms), "Mamba Δ/B/C norms", "",
+        "Mamba: RMSNorms on Δ, B and C (Jamba)", at!(mixer.norms)),
+    fact("mixer-gated-norm", G::Variants, K::Bool(Mixer::BASE.gated_norm), "Mamba-2 gated norm", "",
+        "Mamba-2: the gated RMSNorm before out_proj (Falcon-H1 without mamba_rms_norm: false)", at!(mixer.gated_norm)),
+    fact("attention-layers", G::Variants, K::Count, "Attention layers", "layers − state layers",
+        "Layers with attention when not all but the state layers (Nemotron-H; Falcon-H1: all)", at!(attn_layers)),
+    fact("mlp-layers", G::Variants, K::Count, "MLP layers", "all",
+        "Layers with an MLP, dense or MoE (Nemotron-H; default all)", at!(mlp_layers)),
+    fact("experts", G::Moe, K::Count, "Routed experts", "none", "MoE: routed experts per layer", at!(moe.experts))
+        .always(),
+    fact("active-experts", G::Moe, K::Count, "Active per token", "", "MoE: experts per token", at!(moe.active))
+        .need_because("needed with experts"),
+    fact("expert-intermediate", G::Moe, K::Count, "Expert intermediate", "= intermediate",
+        "MoE: intermediate size of one expert", at!(moe.expert_intermediate))
+        .always(),
+    fact("shared-experts", G::Moe, K::Count, "Shared experts", "0",
+        "MoE: always-on shared experts per layer", at!(moe.shared_experts))
+        .always(),
+    fact("shared-intermediate", G::Moe, K::Count, "Shared intermediate", "",
+        "MoE: intermediate size of one shared expert", at!(moe.shared_intermediate))
+        .always(),
+    fact("dense-layers", G::Moe, K::Count, "Leading dense layers", "0",
+        "MoE: leading layers with a dense MLP", at!(moe.dense_layers))
+        .always(),
+    fact("moe-every", G::Moe, K::Count, "MoE every n-th layer", "1",
+        "MoE: every n-th layer is MoE, the others dense (Llama-4 Maverick: 2)", at!(moe.every)),
+    fact("router-bias", G::Moe, K::Bool(Moe::BASE.router_bias), "MoE router bias", "",
+        "MoE: a 16-bit bias on the router (gpt-oss)", at!(moe.router_bias)),
+    fact("correction-bias", G::Moe, K::Bool(Moe::BASE.correction_bias), "fp32 router bias", "",
+        "MoE: the router's fp32 e_score_correction_bias (DeepSeek-V3)", at!(moe.correction_bias)),
+    fact("shared-gate", G::Moe, K::Bool(Moe::BASE.shared_gate), "Shared-expert gate", "",
+        "MoE: a [1, hidden] gate on the shared expert (Qwen2-MoE, Qwen3-Next)", at!(moe.shared_gate)),
+    fact("moe-latent", G::Moe, K::Count, "Expert latent width", "none",
+        "MoE: routed experts work at this width between two projections (Nemotron-3 Super)", at!(moe.latent)),
+];
+
+/// Every architecture fact, the decoder's then the variants'.
+pub fn facts() -> impl Iterator<Item = &'static Fact> {
+    DECODER_FACTS.iter().chain(VARIANT_FACTS)
+}
+
+/// The fact of `key`, if it is one.
+pub fn fact_of(key: &str) -> Option<&'static Fact> {
+    facts().find(|f| f.field.key == key)
+}
+
+impl Architecture {
+    /// Writes every fact whose part is present and whose value differs from its
+    /// default (or that is always written) as `key=value` pairs, in table order.
+    pub fn write_pairs(&self, put: &mut dyn FnMut(&'static str, String)) {
+        for f in facts() {
+            let Some(v) = f.value(self) else { continue };
+            if (f.always || Some(v) != f.default_value())
+                && let Some(text) = v.text()
+            {
+                put(f.field.key, text);
+            }
+        }
+    }
+
+    /// The first reason the activation derivations do not cover this architecture's
+    /// facts (a fact not at its default whose row says why), if any.
+    pub fn underived(&self) -> Option<&'static str> {
+        facts().find_map(|f| {
+            let why = f.underived?;
+            let v = f.value(self)?;
+            (Some(v) != f.default_value()).then_some(why)
+        })
+    }
+}
+
 /// The classes parameters are counted in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -547,28 +1051,7 @@ impl Architecture {
                 ));
             }
         }
-        let mut bounded = vec![
-            ("vocab", self.vocab),
-            ("hidden", self.hidden),
-            ("layers", self.layers),
-            ("heads", self.heads),
-            ("kv-heads", self.kv_heads),
-            ("head-dim", self.head_dim),
-            ("intermediate", self.intermediate),
-            ("layer-norms", self.layer_norms),
-            ("learned-positions", self.learned_positions),
-            ("mtp-layers", self.mtp_layers),
-            ("tower-params", self.tower_params),
-            ("layer-scalars", self.layer_scalars),
-        ];
         if let Some(m) = self.mla {
-            bounded.extend([
-                ("q-lora-rank", m.q_lora_rank),
-                ("kv-lora-rank", m.kv_lora_rank),
-                ("qk-nope-dim", m.qk_nope_dim),
-                ("qk-rope-dim", m.qk_rope_dim),
-                ("v-head-dim", m.v_head_dim),
-            ]);
             for (field, v) in [
                 ("kv-lora-rank", m.kv_lora_rank),
                 ("v-head-dim", m.v_head_dim),
@@ -578,35 +1061,21 @@ impl Architecture {
                 }
             }
         }
-        if let Some(g) = self.global_attn {
-            if g.layers > self.attention_layers() || g.kv_heads == 0 || g.head_dim == 0 {
+        if let Some(g) = self.global_attn
+            && (g.layers > self.attention_layers() || g.kv_heads == 0 || g.head_dim == 0)
+        {
+            return Err(EstimateError::invalid(
+                "global-layers",
+                "global layers need KV heads and a head dim, and at most the attention layers",
+            ));
+        }
+        // Every count the table holds (of the parts present) stays below the bound.
+        for f in facts() {
+            if let Some(v) = f.value(self).and_then(FactValue::count)
+                && v > MAX_DIM
+            {
                 return Err(EstimateError::invalid(
-                    "global-layers",
-                    "global layers need KV heads and a head dim, and at most the attention layers",
-                ));
-            }
-            bounded.extend([
-                ("global-kv-heads", g.kv_heads),
-                ("global-head-dim", g.head_dim),
-            ]);
-        }
-        if let Some(x) = self.indexer {
-            bounded.extend([("indexer-heads", x.heads), ("indexer-head-dim", x.head_dim)]);
-        }
-        if let Some(m) = self.moe {
-            bounded.extend([
-                ("experts", m.experts),
-                ("expert-intermediate", m.expert_intermediate),
-                ("shared-experts", m.shared_experts),
-                ("shared-intermediate", m.shared_intermediate),
-                ("moe-every", m.every),
-                ("moe-latent", m.latent),
-            ]);
-        }
-        for (field, v) in bounded {
-            if v > MAX_DIM {
-                return Err(EstimateError::invalid(
-                    field,
+                    f.field.key,
                     format!("{v} is absurdly large (max {MAX_DIM})"),
                 ));
             }
@@ -1406,5 +1875,100 @@ impl Architecture {
             out.push(runs);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fields::FIELDS;
+
+    /// The table is the one source: a switch's default in its field is the base's, a
+    /// count's numeric placeholder is its base value, every architecture key of the
+    /// field table is a fact and every fact is in the field table once.
+    #[test]
+    fn each_fact_is_one_row_and_its_defaults_are_the_bases() {
+        for f in facts() {
+            let d = f
+                .default_value()
+                .expect("every part is present in WITH_PARTS");
+            match (f.field.kind, d) {
+                (FieldKind::Bool(b), FactValue::Flag(v)) => assert_eq!(b, v, "{}", f.key()),
+                (FieldKind::Count, FactValue::Count(n)) => {
+                    if let Ok(p) = f.field.placeholder.parse::<u64>() {
+                        assert_eq!(p, n, "{}: placeholder", f.key());
+                    }
+                }
+                (FieldKind::Count, FactValue::Maybe(None)) | (FieldKind::Choice, _) => {}
+                other => panic!("{}: kind and slot disagree: {other:?}", f.key()),
+            }
+            assert_eq!(FIELDS.iter().filter(|g| g.key == f.key()).count(), 1);
+            assert!(f.field.group.is_arch(), "{}", f.key());
+            // A needed key is written whenever its part is.
+            assert!(f.need.is_none() || f.always, "{}", f.key());
+        }
+        for g in FIELDS.iter().filter(|g| g.group.is_arch()) {
+            assert!(fact_of(g.key).is_some(), "{} is not a fact", g.key);
+        }
+    }
+
+    /// Each count fact is bounded, by its own key.
+    #[test]
+    fn every_count_fact_is_bounded_by_its_key() {
+        let base = Architecture {
+            vocab: 100,
+            hidden: 64,
+            layers: 4,
+            heads: 4,
+            kv_heads: 4,
+            head_dim: 16,
+            intermediate: 128,
+            mixer: Some(Mixer {
+                layers: 1,
+                inner: 8,
+                state: 4,
+                dt_rank: 2,
+                ..Mixer::BASE
+            }),
+            mla: Some(Mla {
+                kv_lora_rank: 8,
+                qk_nope_dim: 4,
+                qk_rope_dim: 4,
+                v_head_dim: 4,
+                ..Mla::BASE
+            }),
+            indexer: Some(Indexer {
+                heads: 1,
+                head_dim: 8,
+            }),
+            global_attn: Some(GlobalAttn {
+                layers: 1,
+                kv_heads: 1,
+                head_dim: 16,
+                k_eq_v: false,
+            }),
+            moe: Some(Moe {
+                experts: 4,
+                active: 2,
+                expert_intermediate: 16,
+                ..Moe::BASE
+            }),
+            ..Architecture::BASE
+        };
+        base.validate()
+            .expect("a valid architecture with every part");
+        for f in facts() {
+            if !matches!(f.default_value(), Some(FactValue::Count(_))) {
+                continue;
+            }
+            let mut a = base;
+            f.set(&mut a, MAX_DIM + 1);
+            let e = a.validate().expect_err(f.key()).to_string();
+            assert!(
+                e.starts_with(f.key()) || e.contains("absurdly"),
+                "{}: {e}",
+                f.key()
+            );
+        }
     }
 }

@@ -1,183 +1,26 @@
 //! The field table: every input key once — its group, label, help, what an empty
-//! value means, its choices, unit and kind. [`FIELDS`] holds the estimate's keys; the
-//! engine group is the serving engines' registry's ([`crate::engine::FIELDS`]: each
-//! engine's flags, declared in its folder); [`crate::inputs`] reads both as one table.
+//! value means, its choices, unit and kind ([`Field`]). [`FIELDS`] holds the estimate's
+//! keys; the engine group is the serving engines' registry's ([`crate::engine::FIELDS`]:
+//! each engine's flags, declared in its folder); [`crate::inputs`] reads both as one
+//! table.
 //!
 //! A key is the CLI flag without its dashes and the page's URL key (`reserve-gib`,
 //! `kv-heads`, `gpu-memory-utilization`). Everything that presents a key is generated
-//! from the table: the agent's `estimate` flags (help, value name, possible values),
+//! from [`FIELDS`]: the agent's `estimate` flags (help, value name, possible values),
 //! the page's form (label, hint, placeholder, choices, default of a switch) and its
-//! URL keys. Parsing stays where the types are ([`crate::params::from_pairs`] for the
-//! estimate's keys, [`crate::engine::from_pairs`] for the engine's); a unit test checks
-//! that each parser accepts every key and every choice of this table.
+//! URL keys. The architecture's keys are its facts: rows of [`crate::arch`]'s tables
+//! ([`crate::arch::DECODER_FACTS`], [`crate::arch::VARIANT_FACTS`]), each with its
+//! accessor, spliced in here, so a fact is one row. Parsing stays where the types are
+//! ([`crate::params::from_pairs`] for the estimate's keys, reading the facts through
+//! their accessors; [`crate::engine::from_pairs`] for the engine's); a unit test
+//! checks that each parser accepts every key and every choice of this table.
 //!
-//! The table is plain `&'static str` data (no allocation, no sorting), so the page
-//! pays only for the text.
+//! The table is plain `&'static str` data, spliced at compile time (no allocation, no
+//! sorting), so the page pays only for the text.
 
-/// Which part of the input a key belongs to (the page's sections follow it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FieldGroup {
-    /// Parameter-count mode: `parameters`, `bits`.
-    Model,
-    /// The decoder's shape.
-    Architecture,
-    /// Mixture-of-experts shape.
-    Moe,
-    /// Attention variants and extra tensors (MLA, norms, MTP, towers).
-    Variants,
-    /// Storage and compute formats.
-    Format,
-    /// The workload's dimensions (the page has three workloads of these).
-    Workload,
-    /// The KV cache's dtype and allocation.
-    Cache,
-    /// Shape keys that describe the cache rather than the weights (sliding window,
-    /// recurrent state, trained positions): a preset sets them, the count mode keeps them.
-    CacheShape,
-    /// Inference transients (assumed).
-    Transients,
-    /// Training.
-    Training,
-    /// Devices, split and reserve.
-    Devices,
-    /// Serving-engine budget (`crate::engine`): not part of [`crate::params`].
-    Engine,
-}
-
-impl FieldGroup {
-    /// Whether a preset sets keys of this group (picking one clears the others).
-    pub const fn is_shape(self) -> bool {
-        matches!(
-            self,
-            FieldGroup::Architecture
-                | FieldGroup::Moe
-                | FieldGroup::Variants
-                | FieldGroup::CacheShape
-        )
-    }
-
-    /// Whether the keys describe the architecture (the page's architecture mode only).
-    pub const fn is_arch(self) -> bool {
-        matches!(
-            self,
-            FieldGroup::Architecture | FieldGroup::Moe | FieldGroup::Variants
-        )
-    }
-}
-
-/// How a value is typed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FieldKind {
-    /// A whole number, typed freely (`7e9`, `7 000 000 000`).
-    Count,
-    /// true/false, and what an absent key means.
-    Bool(bool),
-    /// One of [`Field::choices`]; an absent key is the default (the choice whose value is "").
-    Choice,
-    /// Free text; [`Field::choices`] are suggestions (formats, dtypes).
-    Text,
-    /// A decimal fraction in (0, 1], e.g. 0.9.
-    Fraction,
-    /// A GPU card of [`crate::catalogue::CATALOGUE`], by id or name.
-    Card,
-}
-
-/// The unit of a value, when the label does not make it obvious.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    /// None, or obvious from the label.
-    None,
-    /// Bytes.
-    Bytes,
-    /// MiB (2^20 bytes).
-    Mib,
-    /// GiB (2^30 bytes).
-    Gib,
-    /// Tokens.
-    Tokens,
-}
-
-impl Unit {
-    /// How the page writes it after the label ("" for none).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Unit::None => "",
-            Unit::Bytes => "bytes",
-            Unit::Mib => "MiB",
-            Unit::Gib => "GiB",
-            Unit::Tokens => "tokens",
-        }
-    }
-}
-
-/// One input key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Field {
-    /// The key: the CLI flag without dashes, the URL key.
-    pub key: &'static str,
-    /// Its part of the input.
-    pub group: FieldGroup,
-    /// How it is typed.
-    pub kind: FieldKind,
-    /// A short label (the page's field label).
-    pub label: &'static str,
-    /// The unit of the value: the page appends it to the label, the CLI names the
-    /// value after it. (An enum, not text: the table is part of the page's wasm.)
-    pub unit: Unit,
-    /// What an empty value means (the default, or what stands in for it), shown in the
-    /// empty field and as `[default: …]` in `--help`; "" when nothing to say.
-    pub placeholder: &'static str,
-    /// One sentence of help: `--help` and the page's hint. It names neither the
-    /// default nor the choices: both are generated from the fields below.
-    pub help: &'static str,
-    /// (value, label): the values of a [`FieldKind::Choice`] ("" = the default, its
-    /// label naming it; where shown, "(default)" is added to it), or
-    /// suggestions of a [`FieldKind::Text`].
-    pub choices: &'static [(&'static str, &'static str)],
-}
-
-/// A row: the rest of its fields empty ([`Field::unit`], [`Field::choices`] set them).
-pub(crate) const fn f(
-    key: &'static str,
-    group: FieldGroup,
-    kind: FieldKind,
-    label: &'static str,
-    placeholder: &'static str,
-    help: &'static str,
-) -> Field {
-    Field {
-        key,
-        group,
-        kind,
-        label,
-        unit: Unit::None,
-        placeholder,
-        help,
-        choices: &[],
-    }
-}
-
-impl Field {
-    /// The same row with its unit.
-    pub(crate) const fn unit(mut self, unit: Unit) -> Field {
-        self.unit = unit;
-        self
-    }
-
-    /// The same row with its choices (or suggestions).
-    pub(crate) const fn choices(
-        mut self,
-        choices: &'static [(&'static str, &'static str)],
-    ) -> Field {
-        self.choices = choices;
-        self
-    }
-
-    /// Whether the key belongs to the engine flags ([`crate::engine::from_pairs`]).
-    pub fn is_engine(&self) -> bool {
-        self.group == FieldGroup::Engine
-    }
-}
+use crate::arch::{DECODER_FACTS, Fact, VARIANT_FACTS};
+use crate::field::f;
+pub use crate::field::{Field, FieldGroup, FieldKind, Unit};
 
 /// Storage formats offered as suggestions (any name [`crate::format::StorageFormat::parse`]
 /// accepts may be typed).
@@ -233,10 +76,52 @@ const KV_DTYPES: &[(&str, &str)] = &[
 use FieldGroup as G;
 use FieldKind as K;
 
-/// The estimate's keys ([`crate::params`]), in the order the page and `--help`
-/// present them; the engine's ([`crate::engine::FIELDS`]) follow them there.
+/// Every input key, in the order the page and `--help` present them: the estimate's
+/// keys ([`crate::params`]), the architecture's facts among them (rows of
+/// [`crate::arch`]'s tables, spliced in); the engine's ([`crate::engine::FIELDS`])
+/// follow them there.
+pub static FIELDS: &[Field] = &TABLE;
+
+/// The table: [`LEAD`], the decoder's facts, [`POSITIONS`], the variants' facts, [`TAIL`].
+static TABLE: [Field; TABLE_LEN] = splice();
+
+const TABLE_LEN: usize =
+    LEAD.len() + DECODER_FACTS.len() + POSITIONS.len() + VARIANT_FACTS.len() + TAIL.len();
+
+/// Copies the five parts into one table (at compile time: the page carries the
+/// table, not the code that builds it).
+const fn splice() -> [Field; TABLE_LEN] {
+    let mut out = [LEAD[0]; TABLE_LEN];
+    let mut i = 0;
+    let mut part = 0;
+    while part < 5 {
+        let (fields, facts): (&[Field], &[Fact]) = match part {
+            0 => (LEAD, &[]),
+            1 => (&[], DECODER_FACTS),
+            2 => (POSITIONS, &[]),
+            3 => (&[], VARIANT_FACTS),
+            _ => (TAIL, &[]),
+        };
+        let mut j = 0;
+        while j < fields.len() {
+            out[i] = fields[j];
+            i += 1;
+            j += 1;
+        }
+        let mut j = 0;
+        while j < facts.len() {
+            out[i] = facts[j].field;
+            i += 1;
+            j += 1;
+        }
+        part += 1;
+    }
+    out
+}
+
+/// The model-count and format keys, before the architecture's.
 #[rustfmt::skip]
-pub static FIELDS: &[Field] = &[
+const LEAD: &[Field] = &[
     f("parameters", G::Model, K::Count, "Parameters", "",
         "Total parameters (parameter-count mode), e.g. 7e9"),
     f("bits", G::Model, K::Count, "Bits per parameter", "16",
@@ -253,38 +138,12 @@ pub static FIELDS: &[Field] = &[
     f("compute-dtype", G::Format, K::Text, "Compute dtype", "bf16",
         "Compute/activation dtype")
         .choices(DTYPES),
-    f("layers", G::Architecture, K::Count, "Layers", "", "Decoder layers"),
-    f("hidden", G::Architecture, K::Count, "Hidden size", "", "Width of the residual stream (hidden_size)"),
-    f("heads", G::Architecture, K::Count, "Attention heads", "", "Attention (query) heads"),
-    f("kv-heads", G::Architecture, K::Count, "KV heads", "= heads",
-        "Key/value heads (GQA/MQA)"),
-    f("head-dim", G::Architecture, K::Count, "Head dim", "hidden ÷ heads",
-        "Width of one head"),
-    f("intermediate", G::Architecture, K::Count, "MLP intermediate", "", "MLP intermediate size"),
-    f("vocab", G::Architecture, K::Count, "Vocabulary", "", "Vocabulary size"),
-    f("gated-mlp", G::Architecture, K::Bool(true), "Gated MLP", "",
-        "Gated MLP (gate, up, down)"),
-    f("tied-embeddings", G::Architecture, K::Bool(false), "Tied embeddings", "",
-        "lm_head shares the embedding matrix"),
-    f("qkv-bias", G::Architecture, K::Bool(false), "q/k/v bias", "",
-        "Biases on q, k, v projections (e.g. Qwen2)"),
-    f("o-bias", G::Architecture, K::Bool(false), "o bias", "",
-        "Bias on the attention output projection"),
-    f("mlp-bias", G::Architecture, K::Bool(false), "MLP bias", "", "Biases on the MLP projections"),
-    f("qk-norm", G::Architecture, K::Bool(false), "q/k norm", "",
-        "Per-head norms on queries and keys (e.g. Qwen3)"),
-    f("layernorm-bias", G::Architecture, K::Bool(false), "LayerNorm bias", "",
-        "LayerNorm with bias (GPT-2 style)"),
-    f("layer-norms", G::Variants, K::Count, "Norms per layer", "2",
-        "Norms per decoder layer (Gemma-2/3: 4; Falcon-7B, GPT-J: 1)"),
-    f("qk-norm-whole", G::Variants, K::Bool(false), "q/k norm over the projection", "",
-        "q/k norms over the whole projection, not one head (OLMo-2)"),
-    f("fused-qkv", G::Variants, K::Bool(false), "Fused q/k/v projection", "",
-        "One qkv_proj whose whole output the backward keeps (Phi-3)"),
-    f("learned-positions", G::Variants, K::Count, "Learned positions", "none",
-        "Rows of a learned position-embedding table (GPT-2: n_positions)"),
-    f("attn-sinks", G::Variants, K::Bool(false), "Attention sinks", "",
-        "A learned attention-sink logit per head and layer (gpt-oss)"),
+];
+
+/// Positions and one image's size: the cache's shape keys shown between the
+/// decoder's facts and the variants'.
+#[rustfmt::skip]
+const POSITIONS: &[Field] = &[
     f("max-position", G::CacheShape, K::Count, "Trained positions", "unknown",
         "Positions the model was trained for; a longer context is warned about"),
     f("rope-positions", G::CacheShape, K::Count, "Positions with RoPE scaling", "as trained",
@@ -293,78 +152,11 @@ pub static FIELDS: &[Field] = &[
         "Prompt tokens per image (Gemma 3: 256)"),
     f("mm-item-values", G::CacheShape, K::Count, "Pixel values per image", "",
         "Pixel values of one image: channels × height × width"),
-    f("q-lora-rank", G::Variants, K::Count, "MLA query rank", "0",
-        "MLA: query compression rank (0 = plain q_proj)"),
-    f("kv-lora-rank", G::Variants, K::Count, "MLA KV latent rank", "no MLA",
-        "MLA: key/value latent rank; turns on multi-head latent attention"),
-    f("qk-nope-dim", G::Variants, K::Count, "MLA q/k no-RoPE dim", "",
-        "MLA: per-head q/k width without rotary"),
-    f("qk-rope-dim", G::Variants, K::Count, "MLA RoPE dim", "",
-        "MLA: rotary width (shared key part, cached with the latent)"),
-    f("v-head-dim", G::Variants, K::Count, "MLA value dim", "", "MLA: per-head value width"),
-    f("mtp-layers", G::Variants, K::Count, "MTP layers", "0",
-        "Multi-token-prediction layers stored in the checkpoint (DeepSeek-V3: 1)"),
-    f("mtp-shared-vocab", G::Variants, K::Bool(false), "MTP without vocab copies", "",
-        "MTP layers use the model's embedding and lm_head (GLM-5)"),
-    f("global-layers", G::Variants, K::Count, "Global layers", "none",
-        "Unwindowed layers with their own KV shape (Gemma 4)"),
-    f("global-kv-heads", G::Variants, K::Count, "Global KV heads", "", "KV heads of the global layers"),
-    f("global-head-dim", G::Variants, K::Count, "Global head dim", "", "Head dim of the global layers"),
-    f("global-k-eq-v", G::Variants, K::Bool(false), "Global k = v", "",
-        "Global layers without v_proj (attention_k_eq_v)"),
-    f("layer-scalars", G::Variants, K::Count, "Scalars per layer", "0",
-        "Learned scalars per layer (Gemma 4: 1, Apertus: 4)"),
-    f("indexer-heads", G::Variants, K::Count, "Indexer heads", "none",
-        "Sparse attention's indexer heads (DeepSeek-V3.2, GLM-5)"),
-    f("indexer-head-dim", G::Variants, K::Count, "Indexer head dim", "",
-        "Indexer head dim (its key cache: fp8 + fp32 scale per 128)"),
-    f("tower-params", G::Variants, K::Count, "Vision/audio tower parameters", "0",
-        "Parameters of vision/audio towers and projectors, kept in 16 bits"),
-    f("attn-gate", G::Variants, K::Bool(false), "Gated attention output", "",
-        "q_proj also yields an output gate: twice as wide (Qwen3-Next)"),
-    f("mixer", G::Variants, K::Choice, "State-space mixer", "",
-        "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet or kda")
-        .choices(&[("", "none (attention only)"), ("mamba", "Mamba"), ("mamba2", "Mamba-2"), ("deltanet", "Gated DeltaNet"), ("kda", "Kimi Delta Attention")]),
-    f("mixer-inner", G::Variants, K::Count, "Mixer inner width", "",
-        "Mamba: d_inner; Mamba-2: heads × head dim; DeltaNet: value heads × value dim"),
-    f("mixer-state", G::Variants, K::Count, "Mixer state width", "",
-        "Mamba, Mamba-2: d_state; DeltaNet: key head dim"),
-    f("mixer-conv", G::Variants, K::Count, "Mixer conv width", "4",
-        "Convolution width (d_conv; default 4)"),
-    f("mixer-dt-rank", G::Variants, K::Count, "Mamba Δ rank", "",
-        "Mamba: rank of the Δ projection (time_step_rank)"),
-    f("mixer-heads", G::Variants, K::Count, "Mixer heads", "",
-        "Mamba-2: heads; DeltaNet: value heads"),
-    f("mixer-key-heads", G::Variants, K::Count, "Mixer groups / key heads", "",
-        "Mamba-2: B/C groups (n_groups); DeltaNet: key heads"),
-    f("mixer-norms", G::Variants, K::Bool(false), "Mamba Δ/B/C norms", "",
-        "Mamba: RMSNorms on Δ, B and C (Jamba)"),
-    f("mixer-gated-norm", G::Variants, K::Bool(true), "Mamba-2 gated norm", "",
-        "Mamba-2: the gated RMSNorm before out_proj (Falcon-H1 without mamba_rms_norm: false)"),
-    f("attention-layers", G::Variants, K::Count, "Attention layers", "layers − state layers",
-        "Layers with attention when not all but the state layers (Nemotron-H; Falcon-H1: all)"),
-    f("mlp-layers", G::Variants, K::Count, "MLP layers", "all",
-        "Layers with an MLP, dense or MoE (Nemotron-H; default all)"),
-    f("experts", G::Moe, K::Count, "Routed experts", "none", "MoE: routed experts per layer"),
-    f("active-experts", G::Moe, K::Count, "Active per token", "", "MoE: experts per token"),
-    f("expert-intermediate", G::Moe, K::Count, "Expert intermediate", "= intermediate",
-        "MoE: intermediate size of one expert"),
-    f("shared-experts", G::Moe, K::Count, "Shared experts", "0",
-        "MoE: always-on shared experts per layer"),
-    f("shared-intermediate", G::Moe, K::Count, "Shared intermediate", "",
-        "MoE: intermediate size of one shared expert"),
-    f("dense-layers", G::Moe, K::Count, "Leading dense layers", "0",
-        "MoE: leading layers with a dense MLP"),
-    f("moe-every", G::Moe, K::Count, "MoE every n-th layer", "1",
-        "MoE: every n-th layer is MoE, the others dense (Llama-4 Maverick: 2)"),
-    f("router-bias", G::Moe, K::Bool(false), "MoE router bias", "",
-        "MoE: a 16-bit bias on the router (gpt-oss)"),
-    f("correction-bias", G::Moe, K::Bool(false), "fp32 router bias", "",
-        "MoE: the router's fp32 e_score_correction_bias (DeepSeek-V3)"),
-    f("shared-gate", G::Moe, K::Bool(false), "Shared-expert gate", "",
-        "MoE: a [1, hidden] gate on the shared expert (Qwen2-MoE, Qwen3-Next)"),
-    f("moe-latent", G::Moe, K::Count, "Expert latent width", "none",
-        "MoE: routed experts work at this width between two projections (Nemotron-3 Super)"),
+];
+
+/// The workload, cache, transients, training and devices keys.
+#[rustfmt::skip]
+const TAIL: &[Field] = &[
     f("sequences", G::Workload, K::Count, "Sequences together", "1",
         "Sequences processed together (batch / concurrent requests)"),
     f("context", G::Workload, K::Count, "Prompt tokens", "none",

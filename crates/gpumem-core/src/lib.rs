@@ -17,6 +17,7 @@ pub mod diffusion;
 pub mod engine;
 pub mod error;
 pub mod estimate;
+pub mod field;
 pub mod fields;
 pub mod fit;
 pub mod format;

@@ -8,8 +8,9 @@
 // Checked arithmetic only: every operand here is user input.
 #![deny(clippy::arithmetic_side_effects)]
 
-use crate::arch::Mla;
-use crate::arch::{Architecture, GlobalAttn, Indexer, MAX_DIM, Mixer, MixerKind, Moe};
+use crate::arch::{
+    Architecture, GlobalAttn, Indexer, MAX_DIM, Mixer, MixerKind, Mla, Moe, fact_of,
+};
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Fsdp, KvDims, Logits, Offload, Pipeline, TrainMode};
 use crate::format::{Bnb4, Dtype, StorageFormat};
@@ -126,8 +127,7 @@ fn read_pairs<'a>(
 ) -> (EstimateInput, Vec<EstimateError>) {
     let mut input = EstimateInput::default();
     let mut errors = Vec::new();
-    let mut arch_fields: Vec<(&'static str, u64)> = Vec::new();
-    let mut arch_flags: Vec<(&'static str, bool)> = Vec::new();
+    let mut arch_facts: Vec<(&'static str, u64)> = Vec::new();
     let mut kv_text: Option<String> = None;
     let mut mixer: Option<MixerKind> = None;
     let mut checkpointing_given = false;
@@ -158,14 +158,7 @@ fn read_pairs<'a>(
             }
             continue;
         }
-        if let Err(e) = apply(
-            &mut input,
-            f,
-            value,
-            &mut arch_fields,
-            &mut arch_flags,
-            &mut kv_text,
-        ) {
+        if let Err(e) = apply(&mut input, f, value, &mut arch_facts, &mut kv_text) {
             errors.push(e);
         }
     }
@@ -201,7 +194,7 @@ fn read_pairs<'a>(
             Err(e) => errors.push(e),
         }
     }
-    match build_arch(&arch_fields, &arch_flags, mixer, input.state_layers) {
+    match build_arch(&arch_facts, mixer, input.state_layers) {
         Ok(Shape::Full(a)) => input.arch = Some(*a),
         Ok(Shape::Kv(k)) => input.kv_only = Some(k),
         Ok(Shape::None) => {}
@@ -214,8 +207,7 @@ fn apply(
     input: &mut EstimateInput,
     f: &'static Field,
     v: &str,
-    arch_fields: &mut Vec<(&'static str, u64)>,
-    arch_flags: &mut Vec<(&'static str, bool)>,
+    arch_facts: &mut Vec<(&'static str, u64)>,
     kv_text: &mut Option<String>,
 ) -> Result<(), EstimateError> {
     let k = f.key;
@@ -226,12 +218,10 @@ fn apply(
         FieldKind::Bool(_) => (0, parse_bool(k, v)?),
         _ => (0, false),
     };
-    // The architecture's keys are collected (by kind) and checked together in `build_arch`.
+    // The architecture's facts are collected (a switch as 0 or 1) and set together,
+    // through their accessors, in `build_arch`.
     if f.group.is_arch() {
-        match f.kind {
-            FieldKind::Bool(_) => arch_flags.push((k, on)),
-            _ => arch_fields.push((k, n)),
-        }
+        arch_facts.push((k, if on { 1 } else { n }));
         return Ok(());
     }
     match k {
@@ -375,12 +365,11 @@ enum Shape {
 }
 
 fn build_arch(
-    fields: &[(&'static str, u64)],
-    flags: &[(&'static str, bool)],
+    given: &[(&'static str, u64)],
     mixer_kind: Option<MixerKind>,
     state_layers: u64,
 ) -> Result<Shape, EstimateError> {
-    if fields.is_empty() && flags.is_empty() {
+    if given.is_empty() {
         if mixer_kind.is_some() {
             return Err(EstimateError::invalid(
                 "mixer",
@@ -389,17 +378,8 @@ fn build_arch(
         }
         return Ok(Shape::None);
     }
-    let get = |k: &str| fields.iter().rev().find(|(f, _)| *f == k).map(|(_, v)| *v);
-    let flag = |k: &str, d: bool| {
-        flags
-            .iter()
-            .rev()
-            .find(|(f, _)| *f == k)
-            .map_or(d, |(_, v)| *v)
-    };
-    let need = |k: &'static str| {
-        get(k).ok_or_else(|| EstimateError::invalid(k, "needed by the architecture mode"))
-    };
+    // The last value of a key wins.
+    let get = |k: &str| given.iter().rev().find(|(f, _)| *f == k).map(|(_, v)| *v);
     // Method §4: layers, KV heads and head dim are all the KV line needs. Without any
     // of the weight-only sizes, the shape is the cache's alone.
     let weight_keys = ["hidden", "intermediate", "vocab"];
@@ -425,118 +405,72 @@ fn build_arch(
             head_dim,
         }));
     }
-    let hidden = need("hidden")?;
-    if mixer_kind.is_some() && state_layers == 0 {
+    // The parts their keys turn on, each from its base; then every fact given, into
+    // its slot (a part's facts without the part are ignored, as is a lone
+    // `experts=1`).
+    let mut a = Architecture::BASE;
+    a.mixer = mixer_kind.map(|kind| Mixer {
+        kind,
+        layers: state_layers,
+        ..Mixer::BASE
+    });
+    a.moe = get("experts").filter(|e| *e > 1).map(|_| Moe::BASE);
+    a.mla = get("kv-lora-rank").map(|_| Mla::BASE);
+    a.global_attn = get("global-layers").map(|_| GlobalAttn::BASE);
+    a.indexer = get("indexer-heads").map(|_| Indexer::BASE);
+    for (k, v) in given {
+        if let Some(f) = fact_of(k) {
+            f.set(&mut a, *v);
+        }
+    }
+    if a.mixer.is_some() && state_layers == 0 {
         return Err(EstimateError::invalid(
             "state-layers",
             "needed with mixer: how many layers have it",
         ));
     }
-    let mixer = match mixer_kind {
-        Some(kind) => Some(Mixer {
-            kind,
-            layers: state_layers,
-            inner: need("mixer-inner")?,
-            state: need("mixer-state")?,
-            conv: get("mixer-conv").unwrap_or(4),
-            dt_rank: get("mixer-dt-rank").unwrap_or(0),
-            heads: get("mixer-heads").unwrap_or(0),
-            key_heads: get("mixer-key-heads").unwrap_or(0),
-            norms: flag("mixer-norms", false),
-            gated_norm: flag("mixer-gated-norm", true),
-        }),
-        None => None,
-    };
-    // A model whose every layer is a mixer (Mamba) has no attention heads.
-    let heads = match mixer {
-        Some(m) if m.layers >= need("layers")? => get("heads").unwrap_or(0),
-        _ => need("heads")?,
-    };
-    if heads == 0 && mixer.is_none() {
+    // What a present part cannot do without.
+    for f in crate::arch::facts() {
+        if let Some(why) = f.need
+            && f.value(&a).is_some()
+            && get(f.field.key).is_none()
+        {
+            return Err(EstimateError::invalid(f.field.key, why));
+        }
+    }
+    // A model whose every layer is a mixer (Mamba) has no attention heads, and one
+    // with a mixer may have no MLP; the others need both.
+    let all_mixer = a.mixer.is_some_and(|m| m.layers >= a.layers);
+    if get("heads").is_none() && !all_mixer {
+        return Err(EstimateError::invalid(
+            "heads",
+            "needed by the architecture mode",
+        ));
+    }
+    if a.heads == 0 && a.mixer.is_none() {
         return Err(EstimateError::invalid("heads", "must be at least 1"));
     }
-    let moe = match get("experts") {
-        Some(e) if e > 1 => Some(Moe {
-            experts: e,
-            active: get("active-experts")
-                .ok_or_else(|| EstimateError::invalid("active-experts", "needed with experts"))?,
-            expert_intermediate: get("expert-intermediate")
-                .or(get("intermediate"))
-                .unwrap_or(0),
-            shared_experts: get("shared-experts").unwrap_or(0),
-            shared_intermediate: get("shared-intermediate")
-                .or(get("expert-intermediate"))
-                .unwrap_or(0),
-            dense_layers: get("dense-layers").unwrap_or(0),
-            every: get("moe-every").unwrap_or(1),
-            router_bias: flag("router-bias", false),
-            correction_bias: flag("correction-bias", false),
-            shared_gate: flag("shared-gate", false),
-            latent: get("moe-latent").unwrap_or(0),
-        }),
-        _ => None,
-    };
-    let mla = match get("kv-lora-rank") {
-        Some(kv_lora_rank) => Some(Mla {
-            q_lora_rank: get("q-lora-rank").unwrap_or(0),
-            kv_lora_rank,
-            qk_nope_dim: need("qk-nope-dim")?,
-            qk_rope_dim: need("qk-rope-dim")?,
-            v_head_dim: need("v-head-dim")?,
-        }),
-        None => None,
-    };
-    let a = Architecture {
-        vocab: need("vocab")?,
-        hidden,
-        layers: need("layers")?,
-        heads,
-        kv_heads: get("kv-heads").unwrap_or(heads),
-        head_dim: get("head-dim").unwrap_or(hidden.checked_div(heads).unwrap_or(0)),
-        intermediate: if mixer.is_some() {
-            get("intermediate").unwrap_or(0)
-        } else {
-            need("intermediate")?
-        },
-        gated_mlp: flag("gated-mlp", true),
-        tied_embeddings: flag("tied-embeddings", false),
-        qkv_bias: flag("qkv-bias", false),
-        o_bias: flag("o-bias", false),
-        mlp_bias: flag("mlp-bias", false),
-        qk_norm: flag("qk-norm", false),
-        qk_norm_whole: flag("qk-norm-whole", false),
-        fused_qkv: flag("fused-qkv", false),
-        layernorm_bias: flag("layernorm-bias", false),
-        layer_norms: get("layer-norms").unwrap_or(2),
-        learned_positions: get("learned-positions").unwrap_or(0),
-        attn_sinks: flag("attn-sinks", false),
-        attn_gate: flag("attn-gate", false),
-        mixer,
-        attn_layers: get("attention-layers"),
-        mlp_layers: get("mlp-layers"),
-        mla,
-        indexer: match get("indexer-heads") {
-            Some(heads) => Some(Indexer {
-                heads,
-                head_dim: need("indexer-head-dim")?,
-            }),
-            None => None,
-        },
-        global_attn: match get("global-layers") {
-            Some(layers) => Some(GlobalAttn {
-                layers,
-                kv_heads: need("global-kv-heads")?,
-                head_dim: need("global-head-dim")?,
-                k_eq_v: flag("global-k-eq-v", false),
-            }),
-            None => None,
-        },
-        layer_scalars: get("layer-scalars").unwrap_or(0),
-        moe,
-        mtp_layers: get("mtp-layers").unwrap_or(0),
-        mtp_shared_vocab: flag("mtp-shared-vocab", false),
-        tower_params: get("tower-params").unwrap_or(0),
-    };
+    if get("intermediate").is_none() && a.mixer.is_none() {
+        return Err(EstimateError::invalid(
+            "intermediate",
+            "needed by the architecture mode",
+        ));
+    }
+    // Defaults derived from other keys.
+    if get("kv-heads").is_none() {
+        a.kv_heads = a.heads;
+    }
+    if get("head-dim").is_none() {
+        a.head_dim = a.hidden.checked_div(a.heads).unwrap_or(0);
+    }
+    if let Some(m) = a.moe.as_mut() {
+        if get("expert-intermediate").is_none() {
+            m.expert_intermediate = get("intermediate").unwrap_or(0);
+        }
+        if get("shared-intermediate").is_none() {
+            m.shared_intermediate = get("expert-intermediate").unwrap_or(0);
+        }
+    }
     a.validate()?;
     Ok(Shape::Full(Box::new(a)))
 }
@@ -740,129 +674,11 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     out
 }
 
-/// The pairs of an architecture (every field that differs from its key's default),
-/// part of [`to_pairs`]; the config reader writes its shape with it alone.
+/// The pairs of an architecture (every fact that differs from its default, and the
+/// keys its parts always write: [`Architecture::write_pairs`]), part of [`to_pairs`];
+/// the config reader writes its shape with it alone.
 pub fn arch_pairs(a: &Architecture, put: &mut dyn FnMut(&'static str, String)) {
-    for (k, v) in [
-        ("layers", a.layers),
-        ("hidden", a.hidden),
-        ("heads", a.heads),
-        ("kv-heads", a.kv_heads),
-        ("head-dim", a.head_dim),
-        ("intermediate", a.intermediate),
-        ("vocab", a.vocab),
-    ] {
-        // A pure state-space model has no heads (and Mamba no MLP): 0 is not written.
-        if v > 0 {
-            put(k, v.to_string());
-        }
-    }
-    for (k, v, dflt) in [
-        ("gated-mlp", a.gated_mlp, true),
-        ("tied-embeddings", a.tied_embeddings, false),
-        ("qkv-bias", a.qkv_bias, false),
-        ("o-bias", a.o_bias, false),
-        ("mlp-bias", a.mlp_bias, false),
-        ("qk-norm", a.qk_norm, false),
-        ("qk-norm-whole", a.qk_norm_whole, false),
-        ("fused-qkv", a.fused_qkv, false),
-        ("layernorm-bias", a.layernorm_bias, false),
-        ("attn-sinks", a.attn_sinks, false),
-        ("attn-gate", a.attn_gate, false),
-        ("mtp-shared-vocab", a.mtp_shared_vocab, false),
-    ] {
-        if v != dflt {
-            put(k, v.to_string());
-        }
-    }
-    for (k, v, dflt) in [
-        ("layer-norms", a.layer_norms, 2),
-        ("learned-positions", a.learned_positions, 0),
-        ("mtp-layers", a.mtp_layers, 0),
-        ("tower-params", a.tower_params, 0),
-        ("layer-scalars", a.layer_scalars, 0),
-    ] {
-        if v != dflt {
-            put(k, v.to_string());
-        }
-    }
-    for (k, v) in [
-        ("attention-layers", a.attn_layers),
-        ("mlp-layers", a.mlp_layers),
-    ] {
-        if let Some(v) = v {
-            put(k, v.to_string());
-        }
-    }
-    if let Some(m) = a.mixer {
-        put("mixer", m.kind.name().into());
-        for (k, v) in [
-            ("mixer-inner", m.inner),
-            ("mixer-state", m.state),
-            ("mixer-conv", m.conv),
-            ("mixer-dt-rank", m.dt_rank),
-            ("mixer-heads", m.heads),
-            ("mixer-key-heads", m.key_heads),
-        ] {
-            if v > 0 {
-                put(k, v.to_string());
-            }
-        }
-        if m.norms {
-            put("mixer-norms", "true".into());
-        }
-        if !m.gated_norm {
-            put("mixer-gated-norm", "false".into());
-        }
-    }
-    if let Some(m) = a.mla {
-        if m.q_lora_rank > 0 {
-            put("q-lora-rank", m.q_lora_rank.to_string());
-        }
-        put("kv-lora-rank", m.kv_lora_rank.to_string());
-        put("qk-nope-dim", m.qk_nope_dim.to_string());
-        put("qk-rope-dim", m.qk_rope_dim.to_string());
-        put("v-head-dim", m.v_head_dim.to_string());
-    }
-    if let Some(g) = a.global_attn {
-        put("global-layers", g.layers.to_string());
-        put("global-kv-heads", g.kv_heads.to_string());
-        put("global-head-dim", g.head_dim.to_string());
-        if g.k_eq_v {
-            put("global-k-eq-v", "true".into());
-        }
-    }
-    if let Some(x) = a.indexer {
-        put("indexer-heads", x.heads.to_string());
-        put("indexer-head-dim", x.head_dim.to_string());
-    }
-    if let Some(m) = a.moe {
-        for (k, v) in [
-            ("experts", m.experts),
-            ("active-experts", m.active),
-            ("expert-intermediate", m.expert_intermediate),
-            ("shared-experts", m.shared_experts),
-            ("shared-intermediate", m.shared_intermediate),
-            ("dense-layers", m.dense_layers),
-        ] {
-            put(k, v.to_string());
-        }
-        if m.every != 1 {
-            put("moe-every", m.every.to_string());
-        }
-        if m.router_bias {
-            put("router-bias", "true".into());
-        }
-        if m.correction_bias {
-            put("correction-bias", "true".into());
-        }
-        if m.shared_gate {
-            put("shared-gate", "true".into());
-        }
-        if m.latent > 0 {
-            put("moe-latent", m.latent.to_string());
-        }
-    }
+    a.write_pairs(put);
 }
 
 /// One sentence of help per key (from [`FIELDS`]), shared by `--help` and the page's

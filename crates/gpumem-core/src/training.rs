@@ -819,7 +819,9 @@ fn add(xs: &[u64]) -> u64 {
 }
 
 /// Why an architecture is outside the derivations of [`decoder_activations`] and
-/// [`decoder_prefill`] (`None`: transformers' Llama-style decoder, which they cover).
+/// [`decoder_prefill`] (`None`: transformers' Llama-style decoder, which they cover):
+/// its optional parts, then the first fact not at its default whose row in the facts
+/// table says why ([`Architecture::underived`]).
 fn not_derived(a: &Architecture) -> Option<&'static str> {
     if a.moe.is_some() {
         Some("routed experts' intermediates depend on how tokens are dispatched")
@@ -827,18 +829,8 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
         Some("multi-head latent attention is not in the derivation")
     } else if a.mixer.is_some() {
         Some("state-space / linear-attention layers are not in the derivation")
-    } else if a.layernorm_bias || a.learned_positions > 0 || !a.gated_mlp {
-        Some(
-            "LayerNorm, learned positions or a non-gated MLP (GPT-2/Pythia/Falcon style) keep other tensors",
-        )
-    } else if a.layer_norms != 2 {
-        Some("sandwich norms and Gemma's fp32 norm keep other tensors")
-    } else if a.attn_gate || a.attn_sinks {
-        Some("gated attention outputs and sinks are not in the derivation")
-    } else if a.tower_params > 0 {
-        Some("vision/audio towers are not in the derivation")
     } else {
-        None
+        a.underived()
     }
 }
 

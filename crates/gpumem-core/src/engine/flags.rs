@@ -7,7 +7,8 @@
 use crate::arch::MAX_DIM;
 use crate::catalogue::GpuCard;
 use crate::error::EstimateError;
-use crate::fields::{Field, FieldGroup, FieldKind, Unit, f};
+use crate::field::f;
+use crate::fields::{Field, FieldGroup, FieldKind, Unit};
 use crate::params::parse_count;
 
 use super::fraction::parse_fraction;

@@ -5,7 +5,7 @@
 use crate::arch::{Architecture, Mla, Moe};
 use crate::error::EstimateError;
 
-use super::family::{Family, QkNorm, RouterBias, Sliding};
+use super::family::{Family, RouterBias, Sliding};
 use super::json::{Cfg, parse};
 
 /// The architecture being read, and what the reader said about it.
@@ -58,37 +58,11 @@ pub(crate) fn read(
     }
     let mut d = Draft {
         arch: Architecture {
-            vocab: 0,
             hidden,
             layers,
             heads,
             kv_heads: heads,
-            head_dim: 0,
-            intermediate: 0,
-            gated_mlp: f.gated_mlp,
-            tied_embeddings: f.tied,
-            qkv_bias: false,
-            o_bias: false,
-            mlp_bias: false,
-            qk_norm: f.qk_norm == QkNorm::PerHead,
-            qk_norm_whole: f.qk_norm == QkNorm::Whole,
-            layernorm_bias: f.ln_bias,
-            fused_qkv: f.fused_qkv,
-            layer_norms: u64::from(f.norms),
-            learned_positions: 0,
-            attn_sinks: f.sinks,
-            attn_gate: f.attn_gate,
-            mixer: None,
-            attn_layers: None,
-            mlp_layers: None,
-            mla: None,
-            indexer: None,
-            global_attn: None,
-            layer_scalars: 0,
-            moe: None,
-            mtp_layers: 0,
-            mtp_shared_vocab: false,
-            tower_params: 0,
+            ..f.arch
         },
         class: f.class,
         window: None,
@@ -144,15 +118,18 @@ pub(crate) fn read(
     a.tied_embeddings = tied.unwrap_or_else(|| {
         d.notes.push(format!(
             "tie_word_embeddings absent: {} (default for {mt})",
-            if f.tied { "tied" } else { "untied" }
+            if f.arch.tied_embeddings {
+                "tied"
+            } else {
+                "untied"
+            }
         ));
-        f.tied
+        f.arch.tied_embeddings
     });
     let attention_bias = c.flag("attention_bias").unwrap_or(false);
-    let all_bias = f.all_bias;
-    a.qkv_bias = attention_bias || all_bias || f.qkv_bias;
-    a.o_bias = attention_bias || all_bias;
-    a.mlp_bias = c.flag("mlp_bias").unwrap_or(false) || all_bias || f.mlp_bias;
+    a.qkv_bias |= attention_bias;
+    a.o_bias |= attention_bias;
+    a.mlp_bias |= c.flag("mlp_bias").unwrap_or(false);
     if f.positions {
         a.learned_positions = c.need(&["n_positions", "max_position_embeddings"])?;
     }

@@ -4,23 +4,12 @@
 //! own MoE blocks or layer map, a whole reader of its own). One record per family,
 //! in `families/`; the registry there maps `model_type` names to them.
 
+use crate::arch::Architecture;
 use crate::error::EstimateError;
 
 use super::ImportedConfig;
 use super::decoder::Draft;
 use super::json::Cfg;
-
-/// Per-head or whole-projection q/k norms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum QkNorm {
-    /// None.
-    No,
-    /// One `head_dim` weight each for queries and keys (Qwen3, Gemma-3).
-    PerHead,
-    /// Over the whole projection: `heads × head_dim` and `kv_heads × head_dim`
-    /// (OLMo-2).
-    Whole,
-}
 
 /// Which layers keep only the last `sliding_window` tokens when the config does
 /// not list `layer_types`.
@@ -68,34 +57,19 @@ pub(crate) struct Family {
     /// Whether every tensor of the family is modelled; otherwise it is read with
     /// these rules and a warning says so.
     pub modelled: bool,
-    /// `tie_word_embeddings` when absent (transformers' default for the class).
-    pub tied: bool,
-    /// Gated MLP (gate, up, down) rather than up, down.
-    pub gated_mlp: bool,
-    /// Biases on q, k and v always (Qwen2).
-    pub qkv_bias: bool,
-    /// Biases on every linear layer always (GPT-2, GPT-NeoX).
-    pub all_bias: bool,
-    /// Biases on the MLP and expert projections always (gpt-oss).
-    pub mlp_bias: bool,
-    /// LayerNorm with a bias rather than RMSNorm.
-    pub ln_bias: bool,
-    /// One fused `qkv_proj` ([`crate::arch::Architecture::fused_qkv`]).
-    pub fused_qkv: bool,
-    /// Norms per decoder layer.
-    pub norms: u8,
-    /// q/k norms.
-    pub qk_norm: QkNorm,
+    /// The family's facts where its config does not set them (transformers' model
+    /// class builds them so): tied embeddings when `tie_word_embeddings` is absent, the
+    /// MLP's gate, biases it always has (GPT-2's on every linear layer, Qwen2's on q/k/v),
+    /// norms per layer, q/k norms, LayerNorm with bias, sinks. It starts from
+    /// [`Architecture::BASE`] and names only what differs; the sizes come from the
+    /// config. The decoder reads its keys over it, a hook may edit the result.
+    pub arch: Architecture,
     /// `head_dim` when absent; 0 = hidden / heads.
     pub head_dim: u16,
     /// Reads `multi_query` (default true): one K/V head (Falcon, GPTBigCode).
     pub multi_query: bool,
     /// A learned position table of `n_positions` rows (GPT-2).
     pub positions: bool,
-    /// One learned attention-sink logit per head and layer (gpt-oss).
-    pub sinks: bool,
-    /// q_proj also yields a sigmoid output gate (Qwen3-Next).
-    pub attn_gate: bool,
     /// Layers that keep a window, when `layer_types` does not list them.
     pub sliding: Sliding,
     /// The routers' bias.
@@ -123,20 +97,10 @@ pub(crate) const BASE: Family = Family {
     types: "",
     class: "",
     modelled: true,
-    tied: false,
-    gated_mlp: true,
-    qkv_bias: false,
-    all_bias: false,
-    mlp_bias: false,
-    ln_bias: false,
-    fused_qkv: false,
-    norms: 2,
-    qk_norm: QkNorm::No,
+    arch: Architecture::BASE,
     head_dim: 0,
     multi_query: false,
     positions: false,
-    sinks: false,
-    attn_gate: false,
     sliding: Sliding::All,
     router_bias: RouterBias::No,
     shared_gate: false,
@@ -152,7 +116,10 @@ pub(crate) const BASE: Family = Family {
 /// when the config does not say (transformers' `PretrainedConfig` default).
 pub(crate) const GENERIC: Family = Family {
     modelled: false,
-    tied: true,
+    arch: Architecture {
+        tied_embeddings: true,
+        ..Architecture::BASE
+    },
     ..BASE
 };
 

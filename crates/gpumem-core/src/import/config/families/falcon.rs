@@ -3,6 +3,7 @@
 //! (Falcon-40B/180B) grouped K/V heads and `num_ln_in_parallel_attn` norms; biases
 //! on every linear layer when `bias`.
 
+use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
@@ -12,9 +13,12 @@ use crate::import::config::json::Cfg;
 pub(crate) const FALCON: Family = Family {
     types: "falcon",
     class: "FalconConfig",
-    tied: true,
-    gated_mlp: false,
-    ln_bias: true,
+    arch: Architecture {
+        tied_embeddings: true,
+        gated_mlp: false,
+        layernorm_bias: true,
+        ..Architecture::BASE
+    },
     multi_query: true,
     hook: Some(falcon),
     ..BASE

@@ -6,17 +6,20 @@
 //! size and, with `attention_k_eq_v`, no `v_proj`; a `layer_scalar` per layer; `v_norm`
 //! has no weight). Embeddings are tied unless said.
 
-use crate::arch::GlobalAttn;
+use crate::arch::{Architecture, GlobalAttn};
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
-use crate::import::config::family::{BASE, Family, QkNorm, Sliding};
+use crate::import::config::family::{BASE, Family, Sliding};
 use crate::import::config::json::Cfg;
 
 /// Gemma.
 pub(crate) const GEMMA: Family = Family {
     types: "gemma",
     class: "GemmaConfig",
-    tied: true,
+    arch: Architecture {
+        tied_embeddings: true,
+        ..Architecture::BASE
+    },
     ..BASE
 };
 
@@ -24,8 +27,11 @@ pub(crate) const GEMMA: Family = Family {
 pub(crate) const GEMMA2: Family = Family {
     types: "gemma2",
     class: "Gemma2Config",
-    tied: true,
-    norms: 4,
+    arch: Architecture {
+        tied_embeddings: true,
+        layer_norms: 4,
+        ..Architecture::BASE
+    },
     head_dim: 256,
     sliding: Sliding::Alternate,
     ..BASE
@@ -35,9 +41,12 @@ pub(crate) const GEMMA2: Family = Family {
 pub(crate) const GEMMA3: Family = Family {
     types: "gemma3_text gemma3",
     class: "Gemma3TextConfig",
-    tied: true,
-    norms: 4,
-    qk_norm: QkNorm::PerHead,
+    arch: Architecture {
+        tied_embeddings: true,
+        layer_norms: 4,
+        qk_norm: true,
+        ..Architecture::BASE
+    },
     head_dim: 256,
     sliding: Sliding::Pattern(6),
     // The published configs are sparse: transformers' Gemma3TextConfig defaults.
@@ -61,9 +70,13 @@ pub(crate) const GEMMA3: Family = Family {
 pub(crate) const GEMMA4: Family = Family {
     types: "gemma4_text gemma4",
     class: "Gemma4TextConfig",
-    tied: true,
-    norms: 4,
-    qk_norm: QkNorm::PerHead,
+    arch: Architecture {
+        tied_embeddings: true,
+        layer_norms: 4,
+        qk_norm: true,
+        layer_scalars: 1,
+        ..Architecture::BASE
+    },
     head_dim: 256,
     sliding: Sliding::Pattern(6),
     // The per-layer vocabulary only matters with per-layer inputs (warned about);
@@ -76,7 +89,6 @@ pub(crate) const GEMMA4: Family = Family {
 };
 
 fn gemma4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
-    d.arch.layer_scalars = 1;
     let layers = d.arch.layers;
     // The full-attention layers: those layer_types lists, else every sixth
     // (Gemma4TextConfig's default pattern).

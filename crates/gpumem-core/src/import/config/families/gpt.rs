@@ -2,16 +2,22 @@
 //! bias), GPTBigCode (multi-query), GPT-NeoX (untied `embed_out`), and GPT-J, OPT and
 //! BLOOM read with these rules (not every tensor of theirs is modelled).
 
+use crate::arch::Architecture;
 use crate::import::config::family::{BASE, Family};
 
 /// GPT-2.
 pub(crate) const GPT2: Family = Family {
     types: "gpt2",
     class: "GPT2Config",
-    tied: true,
-    gated_mlp: false,
-    all_bias: true,
-    ln_bias: true,
+    arch: Architecture {
+        tied_embeddings: true,
+        gated_mlp: false,
+        qkv_bias: true,
+        o_bias: true,
+        mlp_bias: true,
+        layernorm_bias: true,
+        ..Architecture::BASE
+    },
     positions: true,
     // n_ctx repeats n_positions; attention scaling switches; task parameters.
     inert: concat!(
@@ -33,9 +39,14 @@ pub(crate) const GPT_BIGCODE: Family = Family {
 pub(crate) const GPT_NEOX: Family = Family {
     types: "gpt_neox",
     class: "GPTNeoXConfig",
-    gated_mlp: false,
-    all_bias: true,
-    ln_bias: true,
+    arch: Architecture {
+        gated_mlp: false,
+        qkv_bias: true,
+        o_bias: true,
+        mlp_bias: true,
+        layernorm_bias: true,
+        ..Architecture::BASE
+    },
     // Residual order and RoPE base: no tensors.
     inert: "use_parallel_residual rotary_emb_base",
     ..BASE
@@ -46,9 +57,12 @@ pub(crate) const GPTJ: Family = Family {
     types: "gptj",
     class: "GPTJConfig",
     modelled: false,
-    gated_mlp: false,
-    ln_bias: true,
-    norms: 1,
+    arch: Architecture {
+        gated_mlp: false,
+        layernorm_bias: true,
+        layer_norms: 1,
+        ..Architecture::BASE
+    },
     ..BASE
 };
 
@@ -57,8 +71,11 @@ pub(crate) const OPT_BLOOM: Family = Family {
     types: "opt bloom",
     class: "OPTConfig",
     modelled: false,
-    tied: true,
-    gated_mlp: false,
-    ln_bias: true,
+    arch: Architecture {
+        tied_embeddings: true,
+        gated_mlp: false,
+        layernorm_bias: true,
+        ..Architecture::BASE
+    },
     ..BASE
 };

@@ -3,7 +3,7 @@
 //! layers by `layer_types`, routed experts beside an always-on shared MLP, or that
 //! shared MLP alone when there are no experts).
 
-use crate::arch::Moe;
+use crate::arch::{Architecture, Moe};
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
@@ -15,7 +15,10 @@ use super::mamba::expand_mamba2;
 pub(crate) const GRANITE: Family = Family {
     types: "granite",
     class: "GraniteConfig",
-    tied: true,
+    arch: Architecture {
+        tied_embeddings: true,
+        ..Architecture::BASE
+    },
     // The logits scale (a constant; the muP multipliers are inert for every family).
     inert: "logits_scaling",
     ..BASE

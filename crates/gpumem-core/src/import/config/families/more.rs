@@ -7,17 +7,21 @@
 //! scalars per layer, per-head q/k norms), ERNIE-4.5 and GraniteMoE (the generic
 //! decoder as it is).
 
+use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
-use crate::import::config::family::{BASE, Family, QkNorm};
+use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::Cfg;
 
 /// Cohere2.
 pub(crate) const COHERE2: Family = Family {
     types: "cohere2",
     class: "Cohere2Config",
-    tied: true,
-    norms: 1,
+    arch: Architecture {
+        tied_embeddings: true,
+        layer_norms: 1,
+        ..Architecture::BASE
+    },
     // The logits' scale is a constant.
     inert: "logit_scale",
     ..BASE
@@ -27,7 +31,10 @@ pub(crate) const COHERE2: Family = Family {
 pub(crate) const EXAONE4: Family = Family {
     types: "exaone4",
     class: "Exaone4Config",
-    qk_norm: QkNorm::PerHead,
+    arch: Architecture {
+        qk_norm: true,
+        ..Architecture::BASE
+    },
     // The pattern layer_types spells out.
     inert: "sliding_window_pattern",
     ..BASE
@@ -37,7 +44,10 @@ pub(crate) const EXAONE4: Family = Family {
 pub(crate) const PHIMOE: Family = Family {
     types: "phimoe",
     class: "PhiMoEConfig",
-    ln_bias: true,
+    arch: Architecture {
+        layernorm_bias: true,
+        ..Architecture::BASE
+    },
     inert: "input_jitter_noise router_jitter_noise lm_head_bias",
     ..BASE
 };
@@ -46,8 +56,11 @@ pub(crate) const PHIMOE: Family = Family {
 pub(crate) const APERTUS: Family = Family {
     types: "apertus",
     class: "ApertusConfig",
-    gated_mlp: false,
-    qk_norm: QkNorm::PerHead,
+    arch: Architecture {
+        gated_mlp: false,
+        qk_norm: true,
+        ..Architecture::BASE
+    },
     hook: Some(apertus),
     ..BASE
 };

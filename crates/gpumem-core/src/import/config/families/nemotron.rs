@@ -4,7 +4,7 @@
 //! an MoE block `E` — from `hybrid_override_pattern` (or `layers_block_type`);
 //! Nemotron-3's MTP step "*E" without vocabulary copies, and its fp32 SSM cache.
 
-use crate::arch::{Mixer, MixerKind, Moe};
+use crate::arch::{Architecture, Mixer, MixerKind, Moe};
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
@@ -16,8 +16,11 @@ use super::mamba::mixer_biases;
 pub(crate) const NEMOTRON_H: Family = Family {
     types: "nemotron_h",
     class: "NemotronHConfig",
-    gated_mlp: false,
-    norms: 1,
+    arch: Architecture {
+        gated_mlp: false,
+        layer_norms: 1,
+        ..Architecture::BASE
+    },
     hook: Some(nemotron),
     // The mixer's width is mamba_num_heads × mamba_head_dim (expand unused); activations, initialisation and kernel choice.
     inert: "expand rescale_prenorm_residual use_mamba_kernels",

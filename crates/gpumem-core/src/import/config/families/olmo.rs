@@ -2,13 +2,17 @@
 //! `q_norm` [heads × head_dim], `k_norm` [kv_heads × head_dim]): q/k RMSNorms over the
 //! whole projection; OLMoE's experts without shared experts or router bias.
 
-use crate::import::config::family::{BASE, Family, QkNorm};
+use crate::arch::Architecture;
+use crate::import::config::family::{BASE, Family};
 
 /// OLMo-2.
 pub(crate) const OLMO2: Family = Family {
     types: "olmo2 olmo3",
     class: "Olmo2Config",
-    qk_norm: QkNorm::Whole,
+    arch: Architecture {
+        qk_norm_whole: true,
+        ..Architecture::BASE
+    },
     ..BASE
 };
 

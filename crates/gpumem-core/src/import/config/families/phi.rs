@@ -2,13 +2,17 @@
 //! the same sizes), and Phi-1/2 (PhiConfig: one LayerNorm with bias feeding parallel
 //! attention and MLP, a non-gated MLP) read with the generic rules.
 
+use crate::arch::Architecture;
 use crate::import::config::family::{BASE, Family};
 
 /// Phi-3.
 pub(crate) const PHI3: Family = Family {
     types: "phi3",
     class: "Phi3Config",
-    fused_qkv: true,
+    arch: Architecture {
+        fused_qkv: true,
+        ..Architecture::BASE
+    },
     ..BASE
 };
 
@@ -17,9 +21,12 @@ pub(crate) const PHI: Family = Family {
     types: "phi",
     class: "PhiConfig",
     modelled: false,
-    tied: true,
-    gated_mlp: false,
-    ln_bias: true,
-    norms: 1,
+    arch: Architecture {
+        tied_embeddings: true,
+        gated_mlp: false,
+        layernorm_bias: true,
+        layer_norms: 1,
+        ..Architecture::BASE
+    },
     ..BASE
 };

@@ -2,10 +2,10 @@
 //! shared expert's sigmoid gate), Qwen3 / Qwen3-MoE (per-head q/k norms) and
 //! Qwen3-Next (Gated DeltaNet layers beside gated full attention).
 
-use crate::arch::{Mixer, MixerKind};
+use crate::arch::{Architecture, Mixer, MixerKind};
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
-use crate::import::config::family::{BASE, Family, QkNorm, Sliding};
+use crate::import::config::family::{BASE, Family, Sliding};
 use crate::import::config::json::Cfg;
 
 /// Qwen2, and Qwen2.5-VL's language model (its vision tower is counted by the
@@ -13,7 +13,10 @@ use crate::import::config::json::Cfg;
 pub(crate) const QWEN2: Family = Family {
     types: "qwen2 qwen2_5_vl_text qwen2_5_vl",
     class: "Qwen2Config",
-    qkv_bias: true,
+    arch: Architecture {
+        qkv_bias: true,
+        ..Architecture::BASE
+    },
     sliding: Sliding::FromMaxWindowLayers,
     ..BASE
 };
@@ -31,7 +34,10 @@ pub(crate) const QWEN2_MOE: Family = Family {
 pub(crate) const QWEN3: Family = Family {
     types: "qwen3 qwen3_moe qwen3_vl_text qwen3_vl_moe_text qwen3_vl qwen3_vl_moe",
     class: "Qwen3Config",
-    qk_norm: QkNorm::PerHead,
+    arch: Architecture {
+        qk_norm: true,
+        ..Architecture::BASE
+    },
     ..BASE
 };
 
@@ -40,8 +46,11 @@ pub(crate) const QWEN3: Family = Family {
 pub(crate) const QWEN3_NEXT: Family = Family {
     types: "qwen3_next qwen3_5_text qwen3_5_moe_text",
     class: "Qwen3NextConfig",
-    qk_norm: QkNorm::PerHead,
-    attn_gate: true,
+    arch: Architecture {
+        qk_norm: true,
+        attn_gate: true,
+        ..Architecture::BASE
+    },
     shared_gate: true,
     layer_types: "linear_attention",
     hook: Some(delta_net),

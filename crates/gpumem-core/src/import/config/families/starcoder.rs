@@ -1,6 +1,7 @@
 //! Starcoder2 (Starcoder2Config): a non-gated MLP, LayerNorms with bias, and
 //! biases on every linear layer unless `use_bias` is false.
 
+use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
@@ -10,10 +11,15 @@ use crate::import::config::json::Cfg;
 pub(crate) const STARCODER2: Family = Family {
     types: "starcoder2",
     class: "Starcoder2Config",
-    tied: true,
-    gated_mlp: false,
-    all_bias: true,
-    ln_bias: true,
+    arch: Architecture {
+        tied_embeddings: true,
+        gated_mlp: false,
+        qkv_bias: true,
+        o_bias: true,
+        mlp_bias: true,
+        layernorm_bias: true,
+        ..Architecture::BASE
+    },
     hook: Some(starcoder2),
     ..BASE
 };
