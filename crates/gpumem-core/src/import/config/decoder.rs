@@ -225,6 +225,6 @@ fn generic_moe(c: &Cfg, f: &Family, experts: u64, intermediate: u64) -> Result<M
         correction_bias: f.router_bias == RouterBias::Correction
             || (f.router_bias == RouterBias::NoauxTc && c.str("topk_method") == Some("noaux_tc")),
         shared_gate: f.shared_gate,
-        latent: 0,
+        ..Moe::BASE
     })
 }

@@ -126,9 +126,6 @@ pub(crate) const GENERIC: Family = Family {
 impl Family {
     /// The record of `model_type`, if registered.
     pub(crate) fn find(model_type: &str) -> Option<&'static Family> {
-        super::families::REGISTRY
-            .iter()
-            .copied()
-            .find(|f| f.types.split(' ').any(|t| t == model_type))
+        super::families::all().find(|f| f.types.split(' ').any(|t| t == model_type))
     }
 }

@@ -3,7 +3,7 @@
 //! The generic decoder reader ([`decoder`]) reads the keys every decoder shares
 //! (transformers' LlamaConfig vocabulary and its aliases); each model family is one
 //! [`family::Family`] record in `families/` — its defaults and the hooks where its
-//! layers differ — found by `model_type` in the registry (`families::REGISTRY`).
+//! layers differ — found by `model_type` in the registry (`families::REGISTRY`: one row per family file).
 //! Quantisation (`quant`) and vision towers (`tower`) have their own files.
 //! Multimodal configs nest the language model under `text_config`, which is read
 //! when present.
@@ -17,6 +17,7 @@ mod decoder;
 mod families;
 mod family;
 mod json;
+mod mixers;
 mod quant;
 mod rope;
 mod tower;

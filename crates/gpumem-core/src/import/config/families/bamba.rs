@@ -8,7 +8,7 @@ use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::{Cfg, parse, shown};
 
-use super::mamba::expand_mamba2;
+use crate::import::config::mixers::expand_mamba2;
 
 /// Bamba.
 pub(crate) const BAMBA: Family = Family {
@@ -50,3 +50,6 @@ fn bamba(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     d.arch.mixer = Some(expand_mamba2(c, d, mamba)?);
     Ok(())
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&BAMBA];

@@ -67,3 +67,6 @@ pub(crate) fn indexer(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     });
     Ok(())
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&DEEPSEEK, &DEEPSEEK_V32];

@@ -52,3 +52,6 @@ fn falcon(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     };
     Ok(())
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&FALCON];

@@ -12,7 +12,7 @@ use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::Cfg;
 
-use super::mamba::mamba2_mixer;
+use crate::import::config::mixers::mamba2_mixer;
 
 /// Falcon-H1.
 pub(crate) const FALCON_H1: Family = Family {
@@ -65,3 +65,6 @@ fn falcon_h1(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     d.arch.attn_layers = Some(layers);
     Ok(())
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&FALCON_H1];

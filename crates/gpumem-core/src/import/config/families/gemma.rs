@@ -119,3 +119,6 @@ fn gemma4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     });
     Ok(())
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&GEMMA, &GEMMA2, &GEMMA3, &GEMMA4];

@@ -60,3 +60,6 @@ fn glm_moe_dsa(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     d.arch.mtp_shared_vocab = true;
     mlp_layer_types(c, d)
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&GLM4_MOE, &GLM4_MOE_LITE, &GLM_MOE_DSA];

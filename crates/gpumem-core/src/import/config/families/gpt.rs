@@ -79,3 +79,6 @@ pub(crate) const OPT_BLOOM: Family = Family {
     },
     ..BASE
 };
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&GPT2, &GPT_BIGCODE, &GPT_NEOX, &GPTJ, &OPT_BLOOM];

@@ -20,3 +20,6 @@ pub(crate) const GPT_OSS: Family = Family {
     inert: "experts_per_token initial_context_length swiglu_limit",
     ..BASE
 };
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&GPT_OSS];

@@ -1,5 +1,7 @@
 //! Granite (GraniteConfig: the generic decoder; its muP multipliers hold no
-//! parameters) and GraniteMoeHybrid (Granite 4.0: Mamba-2 layers among attention
+//! parameters), GraniteMoE (GraniteMoeConfig: the generic decoder's MoE, checked
+//! against the model transformers builds from the class's defaults) and
+//! GraniteMoeHybrid (Granite 4.0: Mamba-2 layers among attention
 //! layers by `layer_types`, routed experts beside an always-on shared MLP, or that
 //! shared MLP alone when there are no experts).
 
@@ -9,7 +11,7 @@ use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::{Cfg, parse};
 
-use super::mamba::expand_mamba2;
+use crate::import::config::mixers::expand_mamba2;
 
 /// Granite.
 pub(crate) const GRANITE: Family = Family {
@@ -20,6 +22,15 @@ pub(crate) const GRANITE: Family = Family {
         ..Architecture::BASE
     },
     // The logits scale (a constant; the muP multipliers are inert for every family).
+    inert: "logits_scaling",
+    ..BASE
+};
+
+/// GraniteMoE.
+pub(crate) const GRANITEMOE: Family = Family {
+    types: "granitemoe",
+    class: "GraniteMoeConfig",
+    // The logits scale (a constant).
     inert: "logits_scaling",
     ..BASE
 };
@@ -60,10 +71,7 @@ fn granite_hybrid(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
                 ])?
                 .unwrap_or(1)
                 .max(1),
-            router_bias: false,
-            correction_bias: false,
-            shared_gate: false,
-            latent: 0,
+            ..Moe::BASE
         })
     };
     // The Mamba-2 layers: the "mamba" entries of layer_types (one per layer), or
@@ -90,3 +98,6 @@ fn granite_hybrid(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     d.arch.mixer = Some(expand_mamba2(c, d, mamba)?);
     Ok(())
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&GRANITE, &GRANITEMOE, &GRANITE_MOE_HYBRID];

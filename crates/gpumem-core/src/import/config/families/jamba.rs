@@ -8,7 +8,7 @@ use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::Cfg;
 
-use super::mamba::{dt_rank, mixer_biases};
+use crate::import::config::mixers::{dt_rank, mixer_biases};
 
 /// Jamba.
 pub(crate) const JAMBA: Family = Family {
@@ -54,10 +54,11 @@ fn jamba(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         state: d.or_default(c, "mamba_d_state", 16)?,
         conv: d.or_default(c, "mamba_d_conv", 4)?,
         dt_rank: dt_rank(c, "mamba_dt_rank", hidden, d.class, &mut d.notes)?,
-        heads: 0,
-        key_heads: 0,
         norms: true,
-        gated_norm: true,
+        ..Mixer::BASE
     });
     Ok(())
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&JAMBA];

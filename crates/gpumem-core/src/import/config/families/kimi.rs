@@ -75,11 +75,9 @@ fn kimi_linear(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         inner: heads.saturating_mul(head_dim),
         state: head_dim,
         conv,
-        dt_rank: 0,
         heads,
         key_heads: heads,
-        norms: false,
-        gated_norm: true,
+        ..Mixer::BASE
     });
     let shared = c.uint("num_shared_experts")?.unwrap_or(0);
     // KimiMoEGate's e_score_correction_bias (bf16 in the checkpoint), with the sigmoid
@@ -97,3 +95,6 @@ fn kimi_linear(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     }
     Ok(())
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&KIMI_K2, &KIMI_LINEAR];

@@ -57,3 +57,6 @@ fn llama4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     d.sliding_layers = Some(rope_layers);
     Ok(())
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&LLAMA, &LLAMA4];

@@ -34,3 +34,6 @@ fn minimax_m2(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     }
     Ok(())
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&MINIMAX_M2];

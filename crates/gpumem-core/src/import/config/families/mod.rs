@@ -1,11 +1,17 @@
-//! The registry: one row per family record, found by `model_type`. A family's rules
-//! live in its own file; adding a family is one file, one row here, one config
-//! fixture and one oracle row (`tests/cases`).
+//! The registry: one row per family file, found by `model_type`. A family's rules
+//! live in its own file — its records, their hooks, the list `FAMILIES` of its
+//! records — so adding a record to a family is an edit of its file alone, and a new
+//! family is a new file and one row here (with a config fixture and its oracle file in
+//! `tests/cases`).
 
 use super::family::Family;
 
+mod apertus;
 mod bamba;
+mod cohere;
 mod deepseek;
+mod ernie;
+mod exaone;
 mod falcon;
 mod falcon_h1;
 mod gemma;
@@ -18,62 +24,50 @@ mod kimi;
 mod llama;
 mod mamba;
 mod minimax;
-mod more;
 mod nemotron;
 mod olmo;
 mod phi;
+mod phimoe;
 mod qwen;
 mod seed;
 mod smollm;
 mod starcoder;
 
-/// Every family, by `model_type` (text-level first, then the root's).
-pub(crate) const REGISTRY: &[&Family] = &[
-    &llama::LLAMA,
-    &llama::LLAMA4,
-    &qwen::QWEN2,
-    &qwen::QWEN2_MOE,
-    &qwen::QWEN3,
-    &qwen::QWEN3_NEXT,
-    &gemma::GEMMA,
-    &gemma::GEMMA2,
-    &gemma::GEMMA3,
-    &gemma::GEMMA4,
-    &deepseek::DEEPSEEK,
-    &deepseek::DEEPSEEK_V32,
-    &kimi::KIMI_K2,
-    &glm::GLM4_MOE,
-    &glm::GLM4_MOE_LITE,
-    &glm::GLM_MOE_DSA,
-    &kimi::KIMI_LINEAR,
-    &gpt_oss::GPT_OSS,
-    &minimax::MINIMAX_M2,
-    &more::COHERE2,
-    &more::EXAONE4,
-    &more::PHIMOE,
-    &more::APERTUS,
-    &more::ERNIE_GRANITEMOE,
-    &olmo::OLMO2,
-    &olmo::OLMOE,
-    &phi::PHI3,
-    &phi::PHI,
-    &falcon::FALCON,
-    &gpt::GPT2,
-    &gpt::GPT_BIGCODE,
-    &gpt::GPT_NEOX,
-    &gpt::GPTJ,
-    &gpt::OPT_BLOOM,
-    &starcoder::STARCODER2,
-    &seed::SEED_OSS,
-    &smollm::SMOLLM3,
-    &granite::GRANITE,
-    &granite::GRANITE_MOE_HYBRID,
-    &mamba::MAMBA,
-    &jamba::JAMBA,
-    &nemotron::NEMOTRON_H,
-    &falcon_h1::FALCON_H1,
-    &bamba::BAMBA,
+/// Every family file's records (the `model_type`s of one record never appear in
+/// another's).
+pub(crate) const REGISTRY: &[&[&Family]] = &[
+    llama::FAMILIES,
+    qwen::FAMILIES,
+    gemma::FAMILIES,
+    deepseek::FAMILIES,
+    kimi::FAMILIES,
+    glm::FAMILIES,
+    gpt_oss::FAMILIES,
+    minimax::FAMILIES,
+    cohere::FAMILIES,
+    exaone::FAMILIES,
+    phimoe::FAMILIES,
+    apertus::FAMILIES,
+    ernie::FAMILIES,
+    olmo::FAMILIES,
+    phi::FAMILIES,
+    falcon::FAMILIES,
+    gpt::FAMILIES,
+    starcoder::FAMILIES,
+    seed::FAMILIES,
+    smollm::FAMILIES,
+    granite::FAMILIES,
+    mamba::FAMILIES,
+    jamba::FAMILIES,
+    nemotron::FAMILIES,
+    falcon_h1::FAMILIES,
+    bamba::FAMILIES,
 ];
+
+/// Every record, file by file.
+pub(crate) fn all() -> impl Iterator<Item = &'static Family> {
+    REGISTRY.iter().flat_map(|f| f.iter().copied())
+}
 
 /// Families whose layers keep a constant state instead of (some) KV in a way no
 /// record reads yet: refused with a reason rather than counted as attention.

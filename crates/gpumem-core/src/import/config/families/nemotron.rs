@@ -10,7 +10,7 @@ use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::{Cfg, parse};
 
-use super::mamba::mixer_biases;
+use crate::import::config::mixers::mixer_biases;
 
 /// Nemotron-H / Nemotron-3.
 pub(crate) const NEMOTRON_H: Family = Family {
@@ -186,14 +186,12 @@ fn moe(c: &Cfg, b: Blocks, notes: &mut Vec<String>) -> Result<Moe, EstimateError
         // The MLP blocks are the `-` and `E` blocks; the `-` ones stay dense (their
         // order does not change the count).
         dense_layers: b.mlp,
-        every: 1,
-        router_bias: false,
         // gate.e_score_correction_bias, an fp32 buffer in the checkpoints.
         correction_bias: true,
-        shared_gate: false,
         // Nemotron-3 Super: fc1_latent_proj [latent, hidden] and fc2_latent_proj
         // [hidden, latent] around routed experts that work at the latent width.
         latent: c.uint("moe_latent_size")?.unwrap_or(0),
+        ..Moe::BASE
     })
 }
 
@@ -208,10 +206,11 @@ fn mixer(c: &Cfg, d: &mut Draft, layers: u64) -> Result<Mixer, EstimateError> {
         inner: heads.saturating_mul(head_dim),
         state: d.or_default(c, "ssm_state_size", 128)?,
         conv: d.or_default(c, "conv_kernel", 4)?,
-        dt_rank: 0,
         heads,
         key_heads: d.or_default(c, "n_groups", 8)?,
-        norms: false,
-        gated_norm: true,
+        ..Mixer::BASE
     })
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&NEMOTRON_H];

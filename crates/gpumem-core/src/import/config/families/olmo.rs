@@ -24,3 +24,6 @@ pub(crate) const OLMOE: Family = Family {
     inert: "clip_qkv",
     ..OLMO2
 };
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&OLMO2, &OLMOE];

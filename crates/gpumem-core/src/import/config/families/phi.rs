@@ -30,3 +30,6 @@ pub(crate) const PHI: Family = Family {
     },
     ..BASE
 };
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&PHI3, &PHI];

@@ -77,11 +77,12 @@ fn delta_net(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         inner: heads.saturating_mul(v_dim),
         state: d.or_default(c, "linear_key_head_dim", 128)?,
         conv: d.or_default(c, "linear_conv_kernel_dim", 4)?,
-        dt_rank: 0,
         heads,
         key_heads: d.or_default(c, "linear_num_key_heads", 16)?,
-        norms: false,
-        gated_norm: true,
+        ..Mixer::BASE
     });
     Ok(())
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&QWEN2, &QWEN2_MOE, &QWEN3, &QWEN3_NEXT];

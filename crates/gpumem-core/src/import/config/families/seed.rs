@@ -19,3 +19,6 @@ fn seed_oss(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     d.arch.o_bias = c.flag("attention_out_bias") == Some(true);
     Ok(())
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&SEED_OSS];

@@ -16,3 +16,6 @@ pub(crate) const SMOLLM3: Family = Family {
     inert: "no_rope_layers no_rope_layer_interval",
     ..BASE
 };
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&SMOLLM3];

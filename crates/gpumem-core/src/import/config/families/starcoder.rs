@@ -32,3 +32,6 @@ fn starcoder2(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     }
     Ok(())
 }
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&STARCODER2];
