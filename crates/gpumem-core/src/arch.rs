@@ -1133,6 +1133,29 @@ impl Architecture {
         self.mlp_layers.unwrap_or(self.layers)
     }
 
+    /// The checkpoint's MTP layers as a decoder of their own, the drafter that
+    /// speculates with them: `mtp_layers` layers of this model's attention and MLP (MoE
+    /// in every one when the model has experts), with no mixer, block map, global layers,
+    /// tower or MTP layers of their own. (Which of a family's facts its MTP layers keep
+    /// is the architecture's knowledge, not the engine's.)
+    pub fn mtp_drafter(&self) -> Architecture {
+        Architecture {
+            layers: self.mtp_layers,
+            mtp_layers: 0,
+            mixer: None,
+            attn_layers: None,
+            mlp_layers: None,
+            global_attn: None,
+            tower_params: 0,
+            moe: self.moe.map(|m| Moe {
+                dense_layers: 0,
+                every: 1,
+                ..m
+            }),
+            ..*self
+        }
+    }
+
     /// KV values per token and attention layer (MTP layers are not counted).
     pub fn kv_values_per_token(&self) -> Result<u64, EstimateError> {
         match self.mla {

@@ -358,13 +358,11 @@ impl GgufHeader {
         }
         if let Some(w) = get("attention.sliding_window").filter(|w| *w > 0) {
             // Which layers use the window is llama.cpp's per-architecture rule
-            // (src/llama-model.cpp: hparams.set_swa_pattern).
-            let every = |n: u64| layers.saturating_sub(layers.checked_div(n).unwrap_or(0));
-            let sliding = match arch {
-                "gemma2" | "gpt-oss" => every(2),
-                "gemma3" | "gemma3n" => every(6),
-                "cohere2" => every(4),
-                _ => {
+            // (src/llama-model.cpp: hparams.set_swa_pattern), kept in each family's
+            // record.
+            let sliding = match super::config::gguf_sliding_layers(arch, layers) {
+                Some(n) => n,
+                None => {
                     out.notes.push(format!(
                         "{arch}.attention.sliding_window: every layer counted as sliding"
                     ));

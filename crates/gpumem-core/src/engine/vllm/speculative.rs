@@ -158,20 +158,8 @@ fn planned(c: &Ctx, batched: u64, method: SpecMethod) -> Result<Option<Plan>, Es
             shared.tensors = None;
             let w = line_bytes(&estimate(&shared)?, LineKey::WeightsMtp);
             // The drafter's forward: the MTP layers as a decoder of their own.
-            let mut da = a;
-            da.layers = mtp_layers;
-            da.mtp_layers = 0;
-            da.mixer = None;
-            da.attn_layers = None;
-            da.mlp_layers = None;
-            da.global_attn = None;
-            da.tower_params = 0;
-            if let Some(m) = da.moe.as_mut() {
-                m.dense_layers = 0;
-                m.every = 1;
-            }
             let mut d = input.clone();
-            d.arch = Some(da);
+            d.arch = Some(a.mtp_drafter());
             d.tensors = None;
             d.sliding_window = None;
             d.sliding_layers = None;

@@ -1,8 +1,13 @@
-//! The `Family` record: what a model family's `config.json` means beyond the generic
-//! decoder keys — its defaults (norms per layer, biases, positions, the sliding-window
-//! pattern, MoE details) and the optional hooks where its layers differ (a mixer, its
-//! own MoE blocks or layer map, a whole reader of its own). One record per family,
-//! in `families/`; the registry there maps `model_type` names to them.
+//! The `Family` record: everything the estimator knows of a model family beyond the
+//! generic decoder keys — its facts over [`Architecture::BASE`] (norms per layer,
+//! biases, q/k norms, tied embeddings), how its config is read (positions, the
+//! sliding-window pattern, which its GGUF headers share, MoE details, whether its
+//! positions already include the RoPE scaling) and the optional hooks where its layers
+//! differ (a mixer, its own MoE blocks or layer map, its vision tower, a whole reader of
+//! its own). One family per file in `families/`; the registry there maps `model_type`
+//! names to the records.
+
+use serde_json::Value;
 
 use crate::arch::Architecture;
 use crate::error::EstimateError;
@@ -41,6 +46,15 @@ pub(crate) enum RouterBias {
 /// A family's hook: reads what the generic decoder cannot and edits the draft.
 pub(crate) type Hook = fn(&Cfg, &mut Draft) -> Result<(), EstimateError>;
 
+/// A vision tower counted from its own config: (the root config, its `vision_config`,
+/// the text model's hidden size) → the tower's and its projector's parameters and, where
+/// the processor fixes them, one image's prompt tokens and pixel values; `None` for a
+/// tower this family's counter does not know.
+pub(crate) type Tower = fn(&Cfg, &Value, u64) -> Result<Option<TowerCount>, EstimateError>;
+
+/// A counted tower: its parameters and one image (prompt tokens, pixel values).
+pub(crate) type TowerCount = (u64, Option<(u64, u64)>);
+
 /// A reader of its own, for families that are no decoder of attention layers at all
 /// (Mamba): the text-level config, its `model_type`, the notes so far.
 pub(crate) type Whole = fn(&Cfg, &str, Vec<String>) -> Result<ImportedConfig, EstimateError>;
@@ -70,8 +84,16 @@ pub(crate) struct Family {
     pub multi_query: bool,
     /// A learned position table of `n_positions` rows (GPT-2).
     pub positions: bool,
-    /// Layers that keep a window, when `layer_types` does not list them.
+    /// Layers that keep a window, when `layer_types` does not list them (and in a GGUF
+    /// header of one of the `gguf` architectures).
     pub sliding: Sliding,
+    /// llama.cpp's names of the family (`general.architecture`, space-separated): a
+    /// GGUF header of one of them keeps the window in the layers `sliding` says, as
+    /// llama.cpp's `hparams.set_swa_pattern` does (src/llama-model.cpp).
+    pub gguf: &'static str,
+    /// `max_position_embeddings` already includes the RoPE scaling: vLLM applies no
+    /// factor (its `_get_and_verify_max_len` skips model types containing `gemma3`).
+    pub scaled_positions: bool,
     /// The routers' bias.
     pub router_bias: RouterBias,
     /// A sigmoid gate on the shared expert's output (Qwen2-MoE, Qwen3-Next).
@@ -87,6 +109,8 @@ pub(crate) struct Family {
     pub inert: &'static str,
     /// Reads what the generic decoder does not (a mixer, MoE blocks, layer maps).
     pub hook: Option<Hook>,
+    /// Counts the vision tower of a config whose root `model_type` is this record's.
+    pub tower: Option<Tower>,
     /// Reads the whole config instead of the generic decoder.
     pub whole: Option<Whole>,
 }
@@ -102,6 +126,8 @@ pub(crate) const BASE: Family = Family {
     multi_query: false,
     positions: false,
     sliding: Sliding::All,
+    gguf: "",
+    scaled_positions: false,
     router_bias: RouterBias::No,
     shared_gate: false,
     moe_every: 1,
@@ -109,6 +135,7 @@ pub(crate) const BASE: Family = Family {
     layer_types: "",
     inert: "",
     hook: None,
+    tower: None,
     whole: None,
 };
 
@@ -124,6 +151,19 @@ pub(crate) const GENERIC: Family = Family {
 };
 
 impl Family {
+    /// How many of `layers` keep the window in a GGUF model of llama.cpp's `arch`, by the
+    /// record that names it (every `n`-th layer full: `layers − ⌊layers / n⌋`); `None`
+    /// when no record names it or its pattern is no period.
+    pub(crate) fn gguf_sliding_layers(arch: &str, layers: u64) -> Option<u64> {
+        let f = super::families::all().find(|f| f.gguf.split(' ').any(|g| g == arch))?;
+        let every = match f.sliding {
+            Sliding::Alternate => 2,
+            Sliding::Pattern(p) => u64::from(p),
+            Sliding::All | Sliding::FromMaxWindowLayers => return None,
+        };
+        Some(layers.saturating_sub(layers.checked_div(every).unwrap_or(0)))
+    }
+
     /// The record of `model_type`, if registered.
     pub(crate) fn find(model_type: &str) -> Option<&'static Family> {
         super::families::all().find(|f| f.types.split(' ').any(|t| t == model_type))

@@ -50,8 +50,8 @@ pub struct ImportedConfig {
     /// The positions the config's RoPE scaling reaches, as vLLM derives its longest
     /// `max_model_len`, when that differs from `max_position`.
     pub rope_positions: Option<u64>,
-    /// One image as the vision tower takes it: prompt tokens and pixel values
-    /// (`tower::item`), where the tower is one counted here.
+    /// One image as the vision tower takes it: prompt tokens and pixel values (from
+    /// the family's tower counter), where the tower is one counted here.
     pub mm_item: Option<(u64, u64)>,
     /// `torch_dtype` / `dtype`.
     pub dtype: Option<String>,
@@ -197,6 +197,12 @@ const TOWERS: &[(&str, &str)] = &[
 /// well under 1 MiB); the agent refuses a longer file before reading past it.
 pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
+/// How many of `layers` keep the window in a GGUF model of llama.cpp's architecture
+/// `arch`, by the family record that names it (`None`: no record does).
+pub(crate) fn gguf_sliding_layers(arch: &str, layers: u64) -> Option<u64> {
+    Family::gguf_sliding_layers(arch, layers)
+}
+
 /// Reads a `config.json` document.
 pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     // From bytes, like the safetensors header: one JSON reader in the page's wasm.
@@ -320,18 +326,21 @@ fn read_decoder(
     }
     let mut d = decoder::read(c, root, mt, f, notes)?;
     let mut mm_item = None;
+    // A tower is counted by the record of the root's model_type (the multimodal
+    // wrapper's), when it has a counter.
+    let tower = Family::find(root.str("model_type").unwrap_or(mt)).and_then(|r| r.tower);
     for (key, what) in TOWERS {
         let Some(t) = root.get(key).filter(|x| !x.is_null()) else {
             continue;
         };
-        let counted = match *key {
-            "vision_config" => tower::count(root, t, d.arch.hidden)?,
+        let counted = match (*key, tower) {
+            ("vision_config", Some(count)) => count(root, t, d.arch.hidden)?,
             _ => None,
         };
         match counted {
-            Some(n) => {
+            Some((n, item)) => {
                 d.arch.tower_params = n;
-                mm_item = tower::item(root, t)?;
+                mm_item = item;
                 d.notes.push(format!(
                     "{key}: the {what} and its projector are counted ({n} parameters, 16-bit)"
                 ));
@@ -347,7 +356,7 @@ fn read_decoder(
         "max_seq_len",
         "model_max_length",
     ])?;
-    let rope_positions = rope::positions(c, mt, max_position, &mut d.notes);
+    let rope_positions = rope::positions(c, f.scaled_positions, max_position, &mut d.notes);
     let (format, attention_format) = quant::read(root.get("quantization_config"), &mut d);
     Ok(ImportedConfig {
         model_type: mt.to_string(),

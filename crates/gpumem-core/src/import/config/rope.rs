@@ -3,7 +3,8 @@
 //!
 //! vLLM v0.19.0 `vllm/config/model.py` (`_get_and_verify_max_len`): the derived
 //! length starts at the config's positions; unless the model type contains
-//! `gemma3` (its 128K already includes the scaling), each `rope_parameters` entry
+//! `gemma3` (its 128K already includes the scaling: the family record's
+//! `scaled_positions`), each `rope_parameters` entry
 //! (transformers 5; `rope_scaling` before) whose type is not `su`, `longrope` or
 //! `llama3` (whose `max_position_embeddings` already includes the scaling) sets the
 //! factor (`factor`, default 1), and `yarn` restarts from its
@@ -14,11 +15,12 @@ use serde_json::{Map, Value};
 
 use super::json::Cfg;
 
-/// The positions the scaling reaches when they differ from `max_position`; the
-/// scaling the config declares is named in `notes` either way.
+/// The positions the scaling reaches when they differ from `max_position` (unless
+/// `scaled`: the family's positions already include it); the scaling the config
+/// declares is named in `notes` either way.
 pub(super) fn positions(
     c: &Cfg,
-    model_type: &str,
+    scaled: bool,
     max_position: Option<u64>,
     notes: &mut Vec<String>,
 ) -> Option<u64> {
@@ -44,7 +46,6 @@ pub(super) fn positions(
     let mut derived = base as f64;
     let mut factor = 1.0_f64;
     let mut named = Vec::new();
-    let skipped = model_type.contains("gemma3");
     for rp in &entries {
         let k = kind(rp);
         let f = rp.get("factor").and_then(Value::as_f64);
@@ -54,7 +55,7 @@ pub(super) fn positions(
                 None => k.clone(),
             });
         }
-        if skipped || matches!(k.as_str(), "su" | "longrope" | "llama3") {
+        if scaled || matches!(k.as_str(), "su" | "longrope" | "llama3") {
             continue;
         }
         if let Some(f) = f {

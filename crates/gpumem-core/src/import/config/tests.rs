@@ -846,3 +846,27 @@ fn encoders_encoder_decoders_and_diffusion_pipelines_are_refused_naming_why() {
     let e = parse_config(sd).unwrap_err().to_string();
     assert!(e.contains("diffusers"), "{e}");
 }
+
+#[test]
+fn sliding_patterns_are_the_family_records_for_configs_and_gguf_headers_alike() {
+    // Cohere2Config's default pattern (every fourth layer full) when layer_types is
+    // absent, sliding_window_pattern read.
+    let c = parse_config(
+        r#"{"model_type":"cohere2","hidden_size":64,"num_hidden_layers":8,"num_attention_heads":4,
+        "intermediate_size":128,"vocab_size":100,"sliding_window":4096,"sliding_window_pattern":4}"#,
+    )
+    .unwrap();
+    assert_eq!((c.sliding_window, c.sliding_layers), (Some(4096), Some(6)));
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    // llama.cpp's set_swa_pattern by the records' gguf names.
+    for (arch, layers, sliding) in [
+        ("gemma2", 26, Some(13)),
+        ("gpt-oss", 25, Some(13)),
+        ("gemma3", 26, Some(22)),
+        ("gemma3n", 30, Some(25)),
+        ("cohere2", 40, Some(30)),
+        ("llama", 32, None),
+    ] {
+        assert_eq!(super::gguf_sliding_layers(arch, layers), sliding, "{arch}");
+    }
+}

@@ -3,7 +3,7 @@
 //! transformers builds from the class's defaults (`tests/cases/transformers`).
 
 use crate::arch::Architecture;
-use crate::import::config::family::{BASE, Family};
+use crate::import::config::family::{BASE, Family, Sliding};
 
 /// Cohere2.
 pub(crate) const COHERE2: Family = Family {
@@ -16,6 +16,8 @@ pub(crate) const COHERE2: Family = Family {
     },
     // The logits' scale is a constant.
     inert: "logit_scale",
+    sliding: Sliding::Pattern(4),
+    gguf: "cohere2",
     ..BASE
 };
 

@@ -6,11 +6,13 @@
 //! size and, with `attention_k_eq_v`, no `v_proj`; a `layer_scalar` per layer; `v_norm`
 //! has no weight). Embeddings are tied unless said.
 
+use serde_json::Value;
+
 use crate::arch::{Architecture, GlobalAttn};
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
-use crate::import::config::family::{BASE, Family, Sliding};
-use crate::import::config::json::Cfg;
+use crate::import::config::family::{BASE, Family, Sliding, TowerCount};
+use crate::import::config::json::{Cfg, parse};
 
 /// Gemma.
 pub(crate) const GEMMA: Family = Family {
@@ -34,6 +36,7 @@ pub(crate) const GEMMA2: Family = Family {
     },
     head_dim: 256,
     sliding: Sliding::Alternate,
+    gguf: "gemma2",
     ..BASE
 };
 
@@ -60,6 +63,9 @@ pub(crate) const GEMMA3: Family = Family {
     ],
     // Image tokens per image and the query scaling constant.
     inert: "mm_tokens_per_image query_pre_attn_scalar",
+    gguf: "gemma3 gemma3n",
+    scaled_positions: true,
+    tower: Some(gemma3_tower),
     ..BASE
 };
 
@@ -118,6 +124,99 @@ fn gemma4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         k_eq_v,
     });
     Ok(())
+}
+
+/// Gemma-3's tower (`Family::tower`): the SigLIP tower and its projector, and one
+/// image as its processor takes it.
+fn gemma3_tower(
+    root: &Cfg,
+    tower: &Value,
+    text_hidden: u64,
+) -> Result<Option<TowerCount>, EstimateError> {
+    Ok(match gemma3_siglip(root, tower, text_hidden)? {
+        Some(n) => Some((n, gemma3_item(root, tower)?)),
+        None => None,
+    })
+}
+
+/// Parameters of Gemma-3's SigLIP vision tower and its projector, counted as the
+/// checkpoint stores them (transformers' SiglipVisionModel without the pooling
+/// head, and Gemma3MultiModalProjector: `mm_input_projection_weight`
+/// [vision, text hidden] + `mm_soft_emb_norm` [vision]); `None` for other towers.
+// Every factor is at most 2^20 (checked below) but the text hidden size (a u64):
+// the u128 products stay below 2^90.
+#[allow(clippy::arithmetic_side_effects)]
+fn gemma3_siglip(
+    root: &Cfg,
+    tower: &Value,
+    text_hidden: u64,
+) -> Result<Option<u64>, EstimateError> {
+    let tower_type = tower.get("model_type").and_then(Value::as_str);
+    if root.str("model_type") != Some("gemma3")
+        || tower_type != Some("siglip_vision_model")
+        || tower.get("vision_use_head").and_then(Value::as_bool) != Some(false)
+    {
+        return Ok(None);
+    }
+    let t = Cfg::new(tower);
+    // SiglipVisionConfig's defaults where the config is silent.
+    let get = |k: &str, d: u64| t.uint(k).map(|x| x.unwrap_or(d));
+    let (h, inter, layers) = (
+        get("hidden_size", 768)?,
+        get("intermediate_size", 3072)?,
+        get("num_hidden_layers", 12)?,
+    );
+    let (channels, image, patch) = (
+        get("num_channels", 3)?,
+        get("image_size", 224)?,
+        get("patch_size", 16)?.max(1),
+    );
+    // Far above any real tower; keeps every product below in u128.
+    if [h, inter, layers, channels, image, patch]
+        .into_iter()
+        .any(|v| v > 1 << 20)
+    {
+        return Err(parse("vision_config: absurdly large".into()));
+    }
+    let [h, inter, layers, channels, side, patch, text] = [
+        h,
+        inter,
+        layers,
+        channels,
+        image.checked_div(patch).unwrap_or(0),
+        patch,
+        text_hidden,
+    ]
+    .map(u128::from);
+    // Patch embedding (conv weight + bias), positions, post-layernorm.
+    let embed = h * channels * patch * patch + h + side * side * h + 2 * h;
+    // Per layer: two LayerNorms, q/k/v/out with biases, fc1 and fc2 with biases.
+    let layer = 4 * h + 4 * (h * h + h) + 2 * h * inter + inter + h;
+    let projector = h * text + h;
+    let total = embed + layers * layer + projector;
+    u64::try_from(total)
+        .map(Some)
+        .map_err(|_| parse("vision_config: absurdly large".into()))
+}
+
+/// One image as the tower takes it: (prompt tokens, pixel values), for the towers whose
+/// processor fixes both; `None` otherwise. Gemma 3 without pan-and-scan (vLLM v0.19.0
+/// `model_executor/models/gemma3_mm.py` `get_num_image_tokens`: (crops + 1) ×
+/// `mm_tokens_per_image`, no crops by default) resizes every image to `image_size`
+/// square over `num_channels`.
+fn gemma3_item(root: &Cfg, tower: &Value) -> Result<Option<(u64, u64)>, EstimateError> {
+    if root.str("model_type") != Some("gemma3") {
+        return Ok(None);
+    }
+    let t = Cfg::new(tower);
+    let tokens = root.uint("mm_tokens_per_image")?.unwrap_or(256);
+    let side = t.uint("image_size")?.unwrap_or(224);
+    let channels = t.uint("num_channels")?.unwrap_or(3);
+    let values = channels
+        .checked_mul(side)
+        .and_then(|v| v.checked_mul(side))
+        .ok_or_else(|| parse("vision_config: absurdly large".into()))?;
+    Ok(Some((tokens, values)))
 }
 
 /// The records of this file, for the registry.

@@ -4,7 +4,7 @@
 //! `quantization_config`.
 
 use crate::arch::Architecture;
-use crate::import::config::family::{BASE, Family, RouterBias};
+use crate::import::config::family::{BASE, Family, RouterBias, Sliding};
 
 /// gpt-oss.
 pub(crate) const GPT_OSS: Family = Family {
@@ -18,6 +18,8 @@ pub(crate) const GPT_OSS: Family = Family {
     router_bias: RouterBias::Yes,
     // An alias of num_experts_per_tok, the pre-extension context, the SwiGLU clamp.
     inert: "experts_per_token initial_context_length swiglu_limit",
+    sliding: Sliding::Alternate,
+    gguf: "gpt-oss",
     ..BASE
 };
 

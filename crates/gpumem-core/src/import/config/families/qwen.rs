@@ -2,16 +2,19 @@
 //! shared expert's sigmoid gate), Qwen3 / Qwen3-MoE (per-head q/k norms) and
 //! Qwen3-Next (Gated DeltaNet layers beside gated full attention).
 
+use serde_json::Value;
+
 use crate::arch::{Architecture, Mixer, MixerKind};
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family, Sliding};
-use crate::import::config::json::Cfg;
+use crate::import::config::json::{Cfg, parse};
+use crate::import::config::tower::{fit, sizes};
 
 /// Qwen2, and Qwen2.5-VL's language model (its vision tower is counted by the
 /// tower reader).
 pub(crate) const QWEN2: Family = Family {
-    types: "qwen2 qwen2_5_vl_text qwen2_5_vl",
+    types: "qwen2 qwen2_5_vl_text",
     class: "Qwen2Config",
     arch: Architecture {
         qkv_bias: true,
@@ -19,6 +22,14 @@ pub(crate) const QWEN2: Family = Family {
     },
     sliding: Sliding::FromMaxWindowLayers,
     ..BASE
+};
+
+/// Qwen2.5-VL: Qwen2's language model (its `text_config`, or the root without one) and
+/// the vision tower and merger of its root.
+pub(crate) const QWEN2_5_VL: Family = Family {
+    types: "qwen2_5_vl",
+    tower: Some(|_, tower, _| Ok(Some((qwen2_5_vl(tower)?, None)))),
+    ..QWEN2
 };
 
 /// Qwen2-MoE: Qwen2MoeSparseMoeBlock's `shared_expert_gate`.
@@ -32,13 +43,21 @@ pub(crate) const QWEN2_MOE: Family = Family {
 /// Qwen3 and Qwen3-MoE, and Qwen3-VL's language models (their vision tower is
 /// counted by the tower reader).
 pub(crate) const QWEN3: Family = Family {
-    types: "qwen3 qwen3_moe qwen3_vl_text qwen3_vl_moe_text qwen3_vl qwen3_vl_moe",
+    types: "qwen3 qwen3_moe qwen3_vl_text qwen3_vl_moe_text",
     class: "Qwen3Config",
     arch: Architecture {
         qk_norm: true,
         ..Architecture::BASE
     },
     ..BASE
+};
+
+/// Qwen3-VL and Qwen3-VL-MoE: Qwen3's language models and the vision tower of their
+/// root.
+pub(crate) const QWEN3_VL: Family = Family {
+    types: "qwen3_vl qwen3_vl_moe",
+    tower: Some(|_, tower, _| Ok(Some((qwen3_vl(tower)?, None)))),
+    ..QWEN3
 };
 
 /// Qwen3-Next: Qwen3NextAttention's q_proj yields the queries and a sigmoid output
@@ -84,5 +103,81 @@ fn delta_net(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     Ok(())
 }
 
+/// Parameters of Qwen2.5-VL's vision tower and merger, counted as transformers'
+/// `Qwen2_5_VisionTransformerPretrainedModel` stores them: the patch embedding (a
+/// bias-free Conv3d of `in_channels × temporal_patch_size × patch_size²` per output),
+/// `depth` blocks of two RMSNorms, `qkv` and `proj` with biases and a gated MLP with
+/// biases, and the merger (`ln_q`, then `spatial_merge_size²` patches concatenated
+/// through two linears with biases to `out_hidden_size`).
+// Every factor is at most 2^20 (checked below): the u128 products stay below 2^100.
+#[allow(clippy::arithmetic_side_effects)]
+fn qwen2_5_vl(tower: &Value) -> Result<u64, EstimateError> {
+    let t = Cfg::new(tower);
+    // Qwen2_5_VLVisionConfig's defaults where the config is silent.
+    let get = |k: &str, d: u64| t.uint(k).map(|x| x.unwrap_or(d));
+    let dims = [
+        get("hidden_size", 3584)?,
+        get("intermediate_size", 3420)?,
+        get("depth", 32)?,
+        get("in_channels", 3)?,
+        get("patch_size", 14)?,
+        get("temporal_patch_size", 2)?,
+        get("spatial_merge_size", 2)?,
+        get("out_hidden_size", 3584)?,
+    ];
+    if dims.iter().any(|v| *v > 1 << 20) {
+        return Err(parse("vision_config: absurdly large".into()));
+    }
+    let [h, inter, depth, ch, patch, temporal, merge, out] = dims.map(u128::from);
+    let embed = h * ch * temporal * patch * patch;
+    let block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * (inter * h + inter) + h * inter + h;
+    let wide = h * merge * merge;
+    let merger = h + (wide * wide + wide) + (out * wide + out);
+    u64::try_from(embed + depth * block + merger)
+        .map_err(|_| parse("vision_config: absurdly large".into()))
+}
+
+/// Qwen3-VL's vision tower (transformers' `Qwen3VLVisionModel`): a Conv3d patch
+/// embedding with bias, a learned position table of `num_position_embeddings`,
+/// `depth` blocks of two LayerNorms, `qkv` and `proj` with biases and a two-layer MLP
+/// with biases, the merger (a LayerNorm over one patch, then `spatial_merge_size²`
+/// patches through two linears with biases to `out_hidden_size`), and one such merger
+/// per `deepstack_visual_indexes` entry normed over the merged patches.
+// Factors at most 2^20 (see `sizes`): the u128 products stay below 2^100.
+#[allow(clippy::arithmetic_side_effects)]
+fn qwen3_vl(tower: &Value) -> Result<u64, EstimateError> {
+    let [h, inter, depth, ch, patch, temporal, merge, out, positions] = sizes(
+        tower,
+        [
+            ("hidden_size", 1152),
+            ("intermediate_size", 4304),
+            ("depth", 27),
+            ("in_channels", 3),
+            ("patch_size", 16),
+            ("temporal_patch_size", 2),
+            ("spatial_merge_size", 2),
+            ("out_hidden_size", 3584),
+            ("num_position_embeddings", 2304),
+        ],
+    )?;
+    let deepstack = Cfg::new(tower)
+        .list("deepstack_visual_indexes")
+        .map_or(3, |l| l.len()) as u128;
+    let embed = h * ch * temporal * patch * patch + h + positions * h;
+    let block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (inter * h + inter) + (h * inter + h);
+    let wide = h * merge * merge;
+    let mlp = (wide * wide + wide) + (out * wide + out);
+    let merger = 2 * h + mlp;
+    let deep = deepstack * (2 * wide + mlp);
+    fit(embed + depth * block + merger + deep)
+}
+
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&QWEN2, &QWEN2_MOE, &QWEN3, &QWEN3_NEXT];
+pub(crate) const FAMILIES: &[&Family] = &[
+    &QWEN2,
+    &QWEN2_5_VL,
+    &QWEN2_MOE,
+    &QWEN3,
+    &QWEN3_VL,
+    &QWEN3_NEXT,
+];
