@@ -24,6 +24,10 @@ step "format" cargo fmt --all --check
 # The repository stands alone: no citation of planning notes, requirement ids or tracker
 # numbers in code, CLI, pages or docs (a grep, under a second).
 step "no citation of texts outside the repository" ./scripts/references.sh
+# The estimator's fixture cases are what the independent oracle computes (every family's
+# checkpoint layout in tests/cases/families/): regenerated in memory and compared, so a
+# case cannot drift from its derivation (a few seconds, standard library only).
+step "fixture cases are the oracle's" python3 crates/gpumem-core/tests/cases/oracle.py --check
 step "clippy (native)" cargo clippy --workspace --all-targets --quiet -- -D warnings
 step "clippy (pages, lookup and engine modules, wasm32)" cargo clippy -p gpumem-web -p gpumem-lookup -p gpumem-engine --target wasm32-unknown-unknown --quiet -- -D warnings
 step "core builds for wasm32" cargo build -p gpumem-core --target wasm32-unknown-unknown --quiet

@@ -1,0 +1,95 @@
+"""Gemma-2 (four norms per layer, every other layer sliding), Gemma-3 (per-head q/k
+norms, five sliding layers in six, sparse published configs, the SigLIP tower of
+Gemma3ForConditionalGeneration) and Gemma 4 (transformers' modeling_gemma4.py: global
+layers with their own KV shape, k = v, a layer scalar per layer). Tied embeddings."""
+from common import Decoder, dims, g
+
+
+def gemma4_text(c, config, add):
+    h, L, H, V = dims(c)
+    # transformers' modeling_gemma4.py (Gemma4TextDecoderLayer, Gemma4TextAttention):
+    # the full-attention layers use global_head_dim and, with attention_k_eq_v,
+    # num_global_key_value_heads and no v_proj; q_norm and k_norm per head, v_norm
+    # without weight; four norms and the layer_scalar buffer per layer; a GeGLU MLP.
+    hd, KV, I = c["head_dim"], c["num_key_value_heads"], c["intermediate_size"]
+    add("model.language_model.embed_tokens", (V, h), "vocab")
+    for i, kind in enumerate(c["layer_types"]):
+        p = f"model.language_model.layers.{i}"
+        glob = kind == "full_attention"
+        d = c["global_head_dim"] if glob else hd
+        kv = c["num_global_key_value_heads"] if glob and c["attention_k_eq_v"] else KV
+        add(f"{p}.self_attn.q_proj", (H * d, h), "linear_attn")
+        add(f"{p}.self_attn.k_proj", (kv * d, h), "linear_attn")
+        if not (glob and c["attention_k_eq_v"]):
+            add(f"{p}.self_attn.v_proj", (kv * d, h), "linear_attn")
+        add(f"{p}.self_attn.o_proj", (h, H * d), "linear_attn")
+        add(f"{p}.self_attn.q_norm", (d,), "kept"); add(f"{p}.self_attn.k_norm", (d,), "kept")
+        for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"):
+            add(f"{p}.{n}", (h,), "kept")
+        add(f"{p}.layer_scalar", (1,), "kept")
+        add(f"{p}.mlp.gate_proj", (I, h), "linear_mlp"); add(f"{p}.mlp.up_proj", (I, h), "linear_mlp")
+        add(f"{p}.mlp.down_proj", (h, I), "linear_mlp")
+    add("model.language_model.norm", (h,), "kept")
+
+
+def gemma4_text_kv(c, tokens, nbytes, engine):
+    # Sliding layers keep the window with their KV heads x head_dim; the global
+    # layers all tokens with theirs (K and V both cached, also with k = v).
+    total = 0
+    for kind in c["layer_types"]:
+        if kind == "full_attention":
+            kv = c["num_global_key_value_heads"] if c["attention_k_eq_v"] else c["num_key_value_heads"]
+            total += 2 * kv * c["global_head_dim"] * tokens * nbytes
+        else:
+            total += 2 * c["num_key_value_heads"] * c["head_dim"] * min(tokens, c["sliding_window"]) * nbytes
+    return total
+
+
+def siglip_tower(config, c, add):
+    """transformers' SiglipVisionModel (no pooling head) + Gemma3MultiModalProjector."""
+    vc = config.get("vision_config")
+    if not (vc and vc.get("model_type") == "siglip_vision_model"):
+        return
+    h = g(c, "hidden_size", "n_embd")
+    vh, vi, vl = vc["hidden_size"], vc["intermediate_size"], vc["num_hidden_layers"]
+    p, ch, n = vc["patch_size"], vc.get("num_channels", 3), (vc["image_size"] // vc["patch_size"]) ** 2
+    add("vision.patch_embedding.weight", (vh, ch, p, p), "tower")
+    add("vision.patch_embedding.bias", (vh,), "tower")
+    add("vision.position_embedding", (n, vh), "tower")
+    for i in range(vl):
+        for nm in ("layer_norm1", "layer_norm2"):
+            add(f"vision.layers.{i}.{nm}.weight", (vh,), "tower"); add(f"vision.layers.{i}.{nm}.bias", (vh,), "tower")
+        for nm in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            add(f"vision.layers.{i}.{nm}.weight", (vh, vh), "tower"); add(f"vision.layers.{i}.{nm}.bias", (vh,), "tower")
+        add(f"vision.layers.{i}.fc1.weight", (vi, vh), "tower"); add(f"vision.layers.{i}.fc1.bias", (vi,), "tower")
+        add(f"vision.layers.{i}.fc2.weight", (vh, vi), "tower"); add(f"vision.layers.{i}.fc2.bias", (vh,), "tower")
+    add("vision.post_layernorm.weight", (vh,), "tower"); add("vision.post_layernorm.bias", (vh,), "tower")
+    add("multi_modal_projector.mm_input_projection_weight", (vh, h), "tower")
+    add("multi_modal_projector.mm_soft_emb_norm.weight", (vh,), "tower")
+
+
+GEMMA3 = Decoder(head_dim=256, norms=4, qk_norm="head", tied=True, sliding="pattern")
+DECODERS = {
+    "gemma": Decoder(tied=True),
+    "gemma2": Decoder(head_dim=256, norms=4, tied=True, sliding=2),
+    "gemma3": GEMMA3,
+    "gemma3_text": GEMMA3,
+}
+TENSORS = {"gemma4_text": gemma4_text}
+KV = {"gemma4_text": gemma4_text_kv}
+TOWERS = {"gemma3": siglip_tower}
+# transformers' Gemma3TextConfig defaults, which the sparse published configs rely on.
+DEFAULTS = {"gemma3_text": {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 262208,
+                            "max_position_embeddings": 131072, "sliding_window_pattern": 6}}
+
+TOWER_NOT_COUNTED = "approximate: vision_config: the vision tower is not counted; its weights add to the total"
+REAL = {
+    "gemma-2-2b": (2_614_341_888, "safetensors index"),
+    "gemma-2-9b": (9_241_705_984, "safetensors index"),
+    "gemma-3-1b": (999_885_952, "safetensors index"),
+    "gemma-3-4b": (4_300_079_472, "safetensors index (text 3 880 263 168 + SigLIP tower and projector)"),
+    "gemma-4-31b": (None, "model card: 31B, the gemma4_vision tower included; the text model counted here is 30 697 345 340, the tower is not counted (see confidence)"),
+}
+WARN = {"gemma-4-31b": ["vision tower is not counted"], "gemma-3-4b": []}
+CONFIDENCE = {"gemma-4-31b": TOWER_NOT_COUNTED}
+ROUNDED = {"gemma-4-31b": (31e9, 2)}

@@ -1,0 +1,80 @@
+"""Qwen2 / Qwen2-MoE (q/k/v biases), Qwen3 / Qwen3-MoE (per-head q/k norms), and
+Qwen3-Next (transformers' Qwen3NextForCausalLM: Gated DeltaNet layers beside gated full
+attention, the shared expert's gate)."""
+from common import Decoder, dims, g
+
+
+def qwen3_next(c, config, add):
+    h, L, H, V = dims(c)
+    # transformers' Qwen3NextForCausalLM: model.layers.N.{self_attn | linear_attn},
+    # mlp (router `gate`, experts, shared_expert, shared_expert_gate), two norms.
+    KV = c["num_key_value_heads"]; hd = c["head_dim"]
+    hk, hv = c["linear_num_key_heads"], c["linear_num_value_heads"]
+    dk, dv, kern = c["linear_key_head_dim"], c["linear_value_head_dim"], c["linear_conv_kernel_dim"]
+    types = c.get("layer_types") or ["linear_attention" if (i + 1) % c["full_attention_interval"] else "full_attention" for i in range(L)]
+    add("model.embed_tokens", (V, h), "vocab")
+    for i in range(L):
+        p = f"model.layers.{i}"
+        if types[i] == "full_attention":
+            add(f"{p}.self_attn.q_proj", (2 * H * hd, h), "linear_attn")  # queries + output gate
+            add(f"{p}.self_attn.k_proj", (KV * hd, h), "linear_attn")
+            add(f"{p}.self_attn.v_proj", (KV * hd, h), "linear_attn")
+            add(f"{p}.self_attn.o_proj", (h, H * hd), "linear_attn")
+            add(f"{p}.self_attn.q_norm", (hd,), "kept"); add(f"{p}.self_attn.k_norm", (hd,), "kept")
+        else:
+            key, val = hk * dk, hv * dv
+            add(f"{p}.linear_attn.in_proj_qkvz", (2 * key + 2 * val, h), "linear_attn")
+            add(f"{p}.linear_attn.in_proj_ba", (2 * hv, h), "linear_attn")
+            add(f"{p}.linear_attn.conv1d", (2 * key + val, 1, kern), "kept")
+            add(f"{p}.linear_attn.dt_bias", (hv,), "kept"); add(f"{p}.linear_attn.A_log", (hv,), "kept")
+            add(f"{p}.linear_attn.norm", (dv,), "kept")
+            add(f"{p}.linear_attn.out_proj", (h, val), "linear_attn")
+        E, EI, SI = c["num_experts"], c["moe_intermediate_size"], c["shared_expert_intermediate_size"]
+        add(f"{p}.mlp.gate", (E, h), "kept")
+        for e in range(E):
+            add(f"{p}.mlp.experts.{e}.gate_proj", (EI, h), "expert")
+            add(f"{p}.mlp.experts.{e}.up_proj", (EI, h), "expert")
+            add(f"{p}.mlp.experts.{e}.down_proj", (h, EI), "expert")
+        add(f"{p}.mlp.shared_expert.gate_proj", (SI, h), "linear_mlp")
+        add(f"{p}.mlp.shared_expert.up_proj", (SI, h), "linear_mlp")
+        add(f"{p}.mlp.shared_expert.down_proj", (h, SI), "linear_mlp")
+        add(f"{p}.mlp.shared_expert_gate", (1, h), "kept")
+        add(f"{p}.input_layernorm", (h,), "kept"); add(f"{p}.post_attention_layernorm", (h,), "kept")
+    add("model.norm", (h,), "kept")
+    if not c.get("tie_word_embeddings", False):
+        add("lm_head", (V, h), "vocab")
+
+
+def qwen3_next_state(c, nbytes):
+    L = g(c, "num_hidden_layers", "n_layer")
+    n = sum(1 for i in range(L) if (i + 1) % c["full_attention_interval"])
+    key, val = c["linear_num_key_heads"] * c["linear_key_head_dim"], c["linear_num_value_heads"] * c["linear_value_head_dim"]
+    conv = (2 * key + val) * (c["linear_conv_kernel_dim"] - 1)
+    rec = c["linear_num_value_heads"] * c["linear_key_head_dim"] * c["linear_value_head_dim"]
+    return n * (conv + rec) * nbytes
+
+
+def qwen3_next_kv(c, tokens, nbytes, engine):
+    L = c["num_hidden_layers"]
+    attn = sum(1 for i in range(L) if (i + 1) % c["full_attention_interval"] == 0)
+    return attn * 2 * c["num_key_value_heads"] * c["head_dim"] * tokens * nbytes
+
+
+DECODERS = {
+    "qwen2": Decoder(qkv_bias=True),
+    "qwen2_moe": Decoder(qkv_bias=True),
+    "qwen3": Decoder(qk_norm="head"),
+    "qwen3_moe": Decoder(qk_norm="head"),
+}
+TENSORS = {"qwen3_next": qwen3_next}
+KV = {"qwen3_next": qwen3_next_kv}
+STATE = {"qwen3_next": qwen3_next_state}
+
+REAL = {
+    "qwen2.5-0.5b": (494_032_768, "model card"),
+    "qwen2.5-7b": (7_615_616_512, "model card"),
+    "qwen2.5-72b": (72_706_203_648, "model card"),
+    "qwen3-0.6b": (596_049_920, "safetensors index"),
+    "qwen3-30b-a3b": (30_532_122_624, "safetensors index"),
+    "qwen3-next-80b-a3b": (79_674_391_296, "80B (model card); 79 674 391 296 published for Qwen3-Coder-Next, the same shape, without the MTP module"),
+}
