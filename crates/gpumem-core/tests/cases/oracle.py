@@ -400,6 +400,13 @@ for name, (src, q, fmt) in CT.items():
     write_real(name, cfg, src + " (quantization_config; shape of meta-llama/Llama-3.1-8B)", 8192, fmt, fmt, None)
 
 
+# The Rust test's list of case files (tests/cases.rs includes it), sorted.
+OUT["list.rs"] = ("// Written by oracle.py with the cases it computes: every case file, embedded so the\n"
+                  "// wasm build of tests/cases.rs needs no file system.\n&[\n"
+                  + "".join(f'    ("{n[:-5]}", include_str!("{n}")),\n' for n in sorted(OUT) if n.endswith(".json"))
+                  + "]\n")
+
+
 def check():
     """Compares every computed case with the committed one; every committed case must be
     computed. Returns the differences."""
@@ -421,7 +428,8 @@ if __name__ == "__main__":
         problems = check()
         for p in problems:
             print(f"oracle --check: {p}", file=sys.stderr)
-        print(f"oracle --check: {len(OUT)} cases computed, {len(problems)} differ")
+        cases = sum(1 for n in OUT if n.endswith(".json"))
+        print(f"oracle --check: {cases} cases and their list computed, {len(problems)} differ")
         sys.exit(1 if problems else 0)
     if sys.argv[1:]:
         sys.exit("usage: oracle.py [--check]")
