@@ -254,6 +254,10 @@ pub struct Architecture {
     pub fused_qkv: bool,
     /// LayerNorm with a bias (GPT-2 style) rather than RMSNorm.
     pub layernorm_bias: bool,
+    /// The decoder's norms (each layer's and the final one) hold no weight and no bias:
+    /// OLMo's non-parametric LayerNorm (transformers' `OlmoLayerNorm`).
+    #[serde(default)]
+    pub nonparametric_norms: bool,
     /// Norms per decoder layer: 2 usually, 4 in Gemma-2/3, 1 in Falcon-7B and GPT-J
     /// (one norm feeding parallel attention and MLP).
     pub layer_norms: u64,
@@ -320,6 +324,7 @@ impl Architecture {
         qk_norm_whole: false,
         fused_qkv: false,
         layernorm_bias: false,
+        nonparametric_norms: false,
         layer_norms: 2,
         learned_positions: 0,
         attn_sinks: false,
@@ -660,6 +665,9 @@ pub static DECODER_FACTS: &[Fact] = &[
     fact("layer-norms", G::Variants, K::Count, "Norms per layer", "2",
         "Norms per decoder layer (Gemma-2/3: 4; Falcon-7B, GPT-J: 1)", at!(layer_norms))
         .underived("sandwich norms and Gemma's fp32 norm keep other tensors"),
+    fact("nonparametric-norms", G::Variants, K::Bool(Architecture::BASE.nonparametric_norms), "Norms without weights", "",
+        "The norms hold no weight or bias (OLMo's non-parametric LayerNorm)", at!(nonparametric_norms))
+        .underived("norms without weights (OLMo's LayerNorm in fp32) keep other tensors"),
     fact("qk-norm-whole", G::Variants, K::Bool(Architecture::BASE.qk_norm_whole), "q/k norm over the projection", "",
         "q/k norms over the whole projection, not one head (OLMo-2)", at!(qk_norm_whole)),
     fact("fused-qkv", G::Variants, K::Bool(Architecture::BASE.fused_qkv), "Fused q/k/v projection", "",
@@ -1120,6 +1128,16 @@ impl Architecture {
         Ok(())
     }
 
+    /// Vectors one decoder norm holds: a weight, and a bias under LayerNorm with bias;
+    /// none without weights.
+    fn norm_vectors(&self) -> u64 {
+        match (self.nonparametric_norms, self.layernorm_bias) {
+            (true, _) => 0,
+            (false, true) => 2,
+            (false, false) => 1,
+        }
+    }
+
     /// Layers with attention (all but the mixer's layers, unless given).
     pub fn attention_layers(&self) -> u64 {
         self.attn_layers.unwrap_or_else(|| {
@@ -1218,8 +1236,7 @@ impl Architecture {
         if let Some(m) = self.mixer {
             self.push_mixer(&mut t, m)?;
         }
-        let norm_count = if self.layernorm_bias { 2 } else { 1 };
-        t.push(grp(Norms, Kept, "final norm", h, 1, norm_count));
+        t.push(grp(Norms, Kept, "final norm", h, 1, self.norm_vectors()));
         if !self.tied_embeddings {
             t.push(grp(LmHead, Vocab, "lm_head", self.vocab, h, 1));
         }
@@ -1511,8 +1528,7 @@ impl Architecture {
         if self.attn_sinks {
             t.push(grp(attn, Kept, "sinks", self.heads, 1, a));
         }
-        let norm_count = if self.layernorm_bias { 2 } else { 1 };
-        let per_layer = checked_product(&[l, self.layer_norms, norm_count], "norms")?;
+        let per_layer = checked_product(&[l, self.layer_norms, self.norm_vectors()], "norms")?;
         t.push(grp(norms, Kept, "layer norms", h, 1, per_layer));
         if self.layer_scalars > 0 {
             t.push(grp(norms, Kept, "layer scalars", self.layer_scalars, 1, l));

@@ -60,6 +60,7 @@
     ("real-nemotron-3-nano-30b-a3b", include_str!("real-nemotron-3-nano-30b-a3b.json")),
     ("real-nemotron-3-super-120b-a12b", include_str!("real-nemotron-3-super-120b-a12b.json")),
     ("real-nemotron-h-8b", include_str!("real-nemotron-h-8b.json")),
+    ("real-olmo-1b", include_str!("real-olmo-1b.json")),
     ("real-olmo-2-7b", include_str!("real-olmo-2-7b.json")),
     ("real-phi-3-mini-4k", include_str!("real-phi-3-mini-4k.json")),
     ("real-pythia-160m", include_str!("real-pythia-160m.json")),

@@ -1,9 +1,25 @@
-//! OLMo-2 (Olmo2Config) and OLMoE (OlmoeConfig, transformers' modeling_olmoe.py:
-//! `q_norm` [heads × head_dim], `k_norm` [kv_heads × head_dim]): q/k RMSNorms over the
-//! whole projection; OLMoE's experts without shared experts or router bias.
+//! OLMo (OlmoConfig, transformers' modeling_olmo.py: `OlmoLayerNorm`, "LayerNorm but
+//! with no learnable weight or bias", before attention, before the MLP and at the end;
+//! the Llama decoder otherwise), OLMo-2 (Olmo2Config) and OLMoE (OlmoeConfig,
+//! transformers' modeling_olmoe.py: `q_norm` [heads × head_dim], `k_norm` [kv_heads ×
+//! head_dim]): q/k RMSNorms over the whole projection; OLMoE's experts without shared
+//! experts or router bias.
 
 use crate::arch::Architecture;
 use crate::import::config::family::{BASE, Family};
+
+/// OLMo (OLMo-1B-hf, OLMo-7B-hf and their 0424 / 0724 releases).
+pub(crate) const OLMO: Family = Family {
+    types: "olmo",
+    class: "OlmoConfig",
+    arch: Architecture {
+        nonparametric_norms: true,
+        ..Architecture::BASE
+    },
+    // clip_qkv clamps the projections' outputs (no tensor).
+    inert: "clip_qkv",
+    ..BASE
+};
 
 /// OLMo-2.
 pub(crate) const OLMO2: Family = Family {
@@ -26,4 +42,4 @@ pub(crate) const OLMOE: Family = Family {
 };
 
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&OLMO2, &OLMOE];
+pub(crate) const FAMILIES: &[&Family] = &[&OLMO, &OLMO2, &OLMOE];
