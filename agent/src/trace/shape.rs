@@ -105,14 +105,9 @@ fn unsupported(a: &Architecture, input: &EstimateInput) -> Option<String> {
     part.or_else(|| {
         facts().find_map(|f| {
             let v = f.value(a)?;
-            (!CARRIED.contains(&f.key()) && Some(v) != f.default_value()).then(|| {
-                format!(
-                    "{} ({}={})",
-                    f.field.label,
-                    f.key(),
-                    v.text().unwrap_or_default()
-                )
-            })
+            let label = gpumem_core::params::field(f.key).map_or(f.key, |g| g.label);
+            (!CARRIED.contains(&f.key) && Some(v) != f.default_value())
+                .then(|| format!("{label} ({}={})", f.key, v.text().unwrap_or_default()))
         })
     })
 }

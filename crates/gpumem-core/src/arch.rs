@@ -499,17 +499,28 @@ impl FactValue {
 /// it (MoE, MLA, a mixer, global layers, the indexer) is absent.
 pub type Accessor = for<'a> fn(&'a mut Architecture) -> Option<Slot<'a>>;
 
-/// One architecture fact: its key and how it is presented (`field`: kind, label,
-/// help; a switch's default), where its value lives (`slot`, through which its
-/// default is read from [`Architecture::WITH_PARTS`]), and how the parsers and
-/// derivations treat it. Parsing ([`crate::params::from_pairs`]), writing back
-/// ([`Architecture::write_pairs`]), the bound every count keeps ([`MAX_DIM`], in
-/// [`Architecture::validate`]) and the activation derivations' coverage
-/// ([`Architecture::underived`]) are all read from these rows.
+/// One architecture fact, as its row is written: its key and how it is presented
+/// (`field`: kind, label, help; a switch's default), and how the parsers and
+/// derivations treat it (`rule`). The rows are read at compile time only: their fields
+/// are spliced into [`crate::fields::FIELDS`], their rules into [`RULES`], so each
+/// module carries the text it shows and the rules it runs, not both twice.
 #[derive(Debug, Clone, Copy)]
 pub struct Fact {
     /// The key and its presentation (an entry of [`crate::fields::FIELDS`]).
     pub field: Field,
+    /// What the code reads of it.
+    pub rule: FactRule,
+}
+
+/// What the code reads of a fact: where its value lives (`slot`, through which its
+/// default is read from [`Architecture::WITH_PARTS`]). Parsing
+/// ([`crate::params::from_pairs`]), writing back ([`Architecture::write_pairs`]), the
+/// bound every count keeps ([`MAX_DIM`], in [`Architecture::validate`]) and the
+/// activation derivations' coverage ([`Architecture::underived`]) are read from these.
+#[derive(Debug, Clone, Copy)]
+pub struct FactRule {
+    /// The key (the field's).
+    pub key: &'static str,
     /// Where the value lives.
     pub slot: Accessor,
     /// A key its part cannot do without, with the reason an input lacking it is
@@ -528,36 +539,39 @@ impl Fact {
     const fn new(field: Field, slot: Accessor) -> Fact {
         Fact {
             field,
-            slot,
-            need: None,
-            always: false,
-            underived: None,
+            rule: FactRule {
+                key: field.key,
+                slot,
+                need: None,
+                always: false,
+                underived: None,
+            },
         }
     }
 
     /// Needed whenever its part is present.
     const fn need(mut self) -> Fact {
-        self.need = Some("needed by the architecture mode");
-        self.always = true;
+        self.rule.need = Some("needed by the architecture mode");
+        self.rule.always = true;
         self
     }
 
     /// Needed, with its own reason.
     const fn need_because(mut self, why: &'static str) -> Fact {
-        self.need = Some(why);
-        self.always = true;
+        self.rule.need = Some(why);
+        self.rule.always = true;
         self
     }
 
     /// Written whenever its part is present.
     const fn always(mut self) -> Fact {
-        self.always = true;
+        self.rule.always = true;
         self
     }
 
     /// Outside the activation derivations when not at its default.
     const fn underived(mut self, why: &'static str) -> Fact {
-        self.underived = Some(why);
+        self.rule.underived = Some(why);
         self
     }
 
@@ -565,12 +579,9 @@ impl Fact {
         self.field = self.field.choices(choices);
         self
     }
+}
 
-    /// The key.
-    pub fn key(&self) -> &'static str {
-        self.field.key
-    }
-
+impl FactRule {
     /// Its value in `a`; `None` while its part is absent.
     pub fn value(&self, a: &Architecture) -> Option<FactValue> {
         let mut a = *a;
@@ -637,7 +648,7 @@ const GATE_OR_SINKS: &str = "gated attention outputs and sinks are not in the de
 /// The decoder's own facts: its sizes and switches, in the order the page and
 /// `--help` present them (first of the two tables [`crate::fields::FIELDS`] splices in).
 #[rustfmt::skip]
-pub static DECODER_FACTS: &[Fact] = &[
+pub const DECODER_FACTS: &[Fact] = &[
     fact("layers", G::Architecture, K::Count, "Layers", "", "Decoder layers", at!(layers)).need(),
     fact("hidden", G::Architecture, K::Count, "Hidden size", "", "Width of the residual stream (hidden_size)", at!(hidden)).need(),
     fact("heads", G::Architecture, K::Count, "Attention heads", "", "Attention (query) heads", at!(heads)),
@@ -684,7 +695,7 @@ pub static DECODER_FACTS: &[Fact] = &[
 /// mixer, MoE), in the order the page and `--help` present them (the second table
 /// [`crate::fields::FIELDS`] splices in).
 #[rustfmt::skip]
-pub static VARIANT_FACTS: &[Fact] = &[
+pub const VARIANT_FACTS: &[Fact] = &[
     fact("q-lora-rank", G::Variants, K::Count, "MLA query rank", "0",
         "MLA: query compression rank (0 = plain q_proj)", at!(mla.q_lora_rank)),
     fact("kv-lora-rank", G::Variants, K::Count, "MLA KV latent rank", "no MLA",
@@ -772,14 +783,36 @@ pub static VARIANT_FACTS: &[Fact] = &[
         "MoE: routed experts work at this width between two projections (Nemotron-3 Super)", at!(moe.latent)),
 ];
 
-/// Every architecture fact, the decoder's then the variants'.
-pub fn facts() -> impl Iterator<Item = &'static Fact> {
-    DECODER_FACTS.iter().chain(VARIANT_FACTS)
+/// Every fact's rule, the decoder's then the variants', copied out of the rows.
+pub static RULES: [FactRule; DECODER_FACTS.len() + VARIANT_FACTS.len()] = rules();
+
+/// Copies the rows' rules into [`RULES`] (at compile time).
+// Evaluated by the compiler only: an index past the table is a build error.
+#[allow(clippy::arithmetic_side_effects)]
+const fn rules() -> [FactRule; DECODER_FACTS.len() + VARIANT_FACTS.len()] {
+    let mut out = [DECODER_FACTS[0].rule; DECODER_FACTS.len() + VARIANT_FACTS.len()];
+    let mut i = 0;
+    while i < DECODER_FACTS.len() {
+        out[i] = DECODER_FACTS[i].rule;
+        i += 1;
+    }
+    let mut j = 0;
+    while j < VARIANT_FACTS.len() {
+        out[i] = VARIANT_FACTS[j].rule;
+        i += 1;
+        j += 1;
+    }
+    out
 }
 
-/// The fact of `key`, if it is one.
-pub fn fact_of(key: &str) -> Option<&'static Fact> {
-    facts().find(|f| f.field.key == key)
+/// Every architecture fact's rule, in table order.
+pub fn facts() -> impl Iterator<Item = &'static FactRule> {
+    RULES.iter()
+}
+
+/// The rule of the fact `key`, if it is one.
+pub fn fact_of(key: &str) -> Option<&'static FactRule> {
+    facts().find(|f| f.key == key)
 }
 
 impl Architecture {
@@ -791,7 +824,7 @@ impl Architecture {
             if (f.always || Some(v) != f.default_value())
                 && let Some(text) = v.text()
             {
-                put(f.field.key, text);
+                put(f.key, text);
             }
         }
     }
@@ -1083,7 +1116,7 @@ impl Architecture {
                 && v > MAX_DIM
             {
                 return Err(EstimateError::invalid(
-                    f.field.key,
+                    f.key,
                     format!("{v} is absurdly large (max {MAX_DIM})"),
                 ));
             }
@@ -1927,24 +1960,27 @@ mod tests {
     /// field table is a fact and every fact is in the field table once.
     #[test]
     fn each_fact_is_one_row_and_its_defaults_are_the_bases() {
-        for f in facts() {
+        let rows = || DECODER_FACTS.iter().chain(VARIANT_FACTS);
+        assert_eq!(rows().count(), RULES.len());
+        for (row, f) in rows().zip(facts()) {
+            assert_eq!(row.field.key, f.key);
             let d = f
                 .default_value()
                 .expect("every part is present in WITH_PARTS");
-            match (f.field.kind, d) {
-                (FieldKind::Bool(b), FactValue::Flag(v)) => assert_eq!(b, v, "{}", f.key()),
+            match (row.field.kind, d) {
+                (FieldKind::Bool(b), FactValue::Flag(v)) => assert_eq!(b, v, "{}", f.key),
                 (FieldKind::Count, FactValue::Count(n)) => {
-                    if let Ok(p) = f.field.placeholder.parse::<u64>() {
-                        assert_eq!(p, n, "{}: placeholder", f.key());
+                    if let Ok(p) = row.field.placeholder.parse::<u64>() {
+                        assert_eq!(p, n, "{}: placeholder", f.key);
                     }
                 }
                 (FieldKind::Count, FactValue::Maybe(None)) | (FieldKind::Choice, _) => {}
-                other => panic!("{}: kind and slot disagree: {other:?}", f.key()),
+                other => panic!("{}: kind and slot disagree: {other:?}", f.key),
             }
-            assert_eq!(FIELDS.iter().filter(|g| g.key == f.key()).count(), 1);
-            assert!(f.field.group.is_arch(), "{}", f.key());
+            assert_eq!(FIELDS.iter().filter(|g| g.key == f.key).count(), 1);
+            assert!(row.field.group.is_arch(), "{}", f.key);
             // A needed key is written whenever its part is.
-            assert!(f.need.is_none() || f.always, "{}", f.key());
+            assert!(f.need.is_none() || f.always, "{}", f.key);
         }
         for g in FIELDS.iter().filter(|g| g.group.is_arch()) {
             assert!(fact_of(g.key).is_some(), "{} is not a fact", g.key);
@@ -2002,11 +2038,11 @@ mod tests {
             }
             let mut a = base;
             f.set(&mut a, MAX_DIM + 1);
-            let e = a.validate().expect_err(f.key()).to_string();
+            let e = a.validate().expect_err(f.key).to_string();
             assert!(
-                e.starts_with(f.key()) || e.contains("absurdly"),
+                e.starts_with(f.key) || e.contains("absurdly"),
                 "{}: {e}",
-                f.key()
+                f.key
             );
         }
     }

@@ -433,9 +433,9 @@ fn build_arch(
     for f in crate::arch::facts() {
         if let Some(why) = f.need
             && f.value(&a).is_some()
-            && get(f.field.key).is_none()
+            && get(f.key).is_none()
         {
-            return Err(EstimateError::invalid(f.field.key, why));
+            return Err(EstimateError::invalid(f.key, why));
         }
     }
     // A model whose every layer is a mixer (Mamba) has no attention heads, and one
