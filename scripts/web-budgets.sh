@@ -63,8 +63,9 @@ AGENT_PAGE_BUDGET=250000
 # losses and options) took it to 314.0 KB (314 006 B): ceiling 315.0 KB.
 # The allocator history on the page (its timeline and peak breakdown written as markup
 # from the document's JSON, no deserializer per shape; the table's history column) took
-# it from 314.0 to SIZE_PLACEHOLDER: ceiling CEILING_PLACEHOLDER.
-AGENT_PAGE_CEILING=323000
+# it from 314.0 to about 322 KB; with the engines behind one contract and the facts as
+# rows, 322.9 KB (322 924 B): ceiling 323.5 KB.
+AGENT_PAGE_CEILING=323500
 # The lazily loaded readers were 120.6 KB when they moved out of the dimensioner, 122.8 KB
 # with the lookup for mirrors without a file listing, 126.9 KB with the model search,
 # 131.1 KB with the state-space mixers' config reader, 133.4 KB with the readers of
@@ -94,7 +95,10 @@ LOOKUP_BUDGET=140000
 # 3.1 KB of it), took it to 171.0 KB (171 031 B): ceiling 171.5 KB (a lazily loaded
 # engine, not refused). The dimensioner (242.1 KB, 242 053 B) and the agent page
 # (314.8 KB, 314 789 B) stayed under theirs with its flags in the form.
-ENGINE_BUDGET=171500
+# The facts as rows (their table spliced into the field table, the accessors and the
+# rules copied at compile time) and OLMo's non-parametric norms: 171.7 KB (171 744 B),
+# ceiling 172.5 KB.
+ENGINE_BUDGET=172500
 fail=0
 report() { # report LABEL DIR BUDGET HARD(yes|no)
   local label="$1" dir="$2" budget="$3" hard="$4" wasm js raw gz jsgz verdict
