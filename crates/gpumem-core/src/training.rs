@@ -13,6 +13,7 @@ use crate::error::EstimateError;
 use crate::format::Dtype;
 use crate::units::checked_product;
 
+pub(crate) mod litgpt;
 pub(crate) mod load;
 
 /// The optimizer and the states it creates at its first step.
@@ -164,6 +165,16 @@ pub enum Loss {
     /// computed under activation checkpointing, so only one chunk's logits exist at a
     /// time, recomputed in the backward: (v + 12) B per chunk's token.
     Checkpointed(u64),
+    /// LitGPT's `chunked_cross_entropy` over `lm_head_chunk_size` token chunks as it
+    /// runs under Lightning Fabric: `_FabricModule.forward` passes the model's output
+    /// through the precision plugin's `convert_output`, which casts every floating
+    /// tensor to the default dtype, fp32 (`HalfPrecision` and `BitsandbytesPrecision`,
+    /// lightning/fabric/plugins/precision, Lightning 2.1 to 2.6): each chunk's logits
+    /// are kept in fp32 by the loop's list and their log-softmax in fp32 (8 B per token
+    /// and vocabulary entry), plus one chunk's two fp32 gradients; or, at the output
+    /// projection's backward, the fp32 chunks, every chunk's gradient in the compute
+    /// dtype and a 4-bit projection's dequantised weight, whichever is higher.
+    ChunkedFabric(u64),
     /// unsloth's `Fast_CrossEntropyLoss` (unsloth/kernels/cross_entropy_loss.py): the
     /// logits in the compute dtype kept and the gradient written into them, an fp32
     /// log-sum-exp and loss per row. unsloth's own default, `unsloth_fused_ce_loss`,
@@ -197,6 +208,7 @@ impl Loss {
                 Ok(Loss::Chunked(n.unwrap_or(8)))
             }
             "chunked-compute" | "chunked-bf16" => Ok(Loss::ChunkedCompute(n.unwrap_or(128))),
+            "chunked-fabric" | "chunked-fp32" => Ok(Loss::ChunkedFabric(n.unwrap_or(128))),
             "checkpointed" | "chunked_nll" | "chunked-nll" => {
                 Ok(Loss::Checkpointed(n.unwrap_or(256)))
             }
@@ -204,7 +216,7 @@ impl Loss {
             _ => Err(EstimateError::invalid(
                 field,
                 format!(
-                    "unknown loss {t:?}; use full, float-sliced, chunked[:N], chunked-compute[:C], checkpointed[:C] or fused"
+                    "unknown loss {t:?}; use full, float-sliced, chunked[:N], chunked-compute[:C], chunked-fabric[:C], checkpointed[:C] or fused"
                 ),
             )),
         }
@@ -217,6 +229,7 @@ impl Loss {
             Loss::FloatSliced => "float-sliced".into(),
             Loss::Chunked(n) => format!("chunked:{n}"),
             Loss::ChunkedCompute(c) => format!("chunked-compute:{c}"),
+            Loss::ChunkedFabric(c) => format!("chunked-fabric:{c}"),
             Loss::Checkpointed(c) => format!("checkpointed:{c}"),
             Loss::Fused => "fused".into(),
         }
@@ -286,6 +299,9 @@ pub enum Framework {
     Torchtune01,
     /// LitGPT's `finetune_lora` (2026).
     Litgpt,
+    /// lit-gpt's `finetune/lora.py` at commit 8641822 (October 2023; Lightning Fabric
+    /// 71aed751, bitsandbytes 0.41.1): its own GPT's activations.
+    Litgpt2023,
     /// unsloth's `FastLanguageModel` with TRL.
     Unsloth,
     /// axolotl (its YAML schema's defaults, run through transformers' `Trainer`).
@@ -313,18 +329,27 @@ pub struct FrameworkDefaults {
     pub loss: Option<Loss>,
     /// How the model is built and loaded.
     pub load: LoadPath,
+    /// The 4-bit kernel a QLoRA base runs.
+    pub qlora_kernel: Option<QloraKernel>,
+    /// QLoRA quantises the output projection with the decoder's linears (Lightning's
+    /// `BitsandbytesPrecision` replaces every `nn.Linear`).
+    pub head_4bit: bool,
+    /// The model's code is lit-gpt 2023's GPT, whose activations have their own
+    /// derivation (`training::litgpt`), not transformers' decoder.
+    pub lit_gpt_2023: bool,
     /// What the defaults are, in words, for the output.
     pub said: &'static str,
 }
 
 impl Framework {
     /// Every framework a user can name, with its key.
-    pub const ALL: [(Framework, &'static str); 7] = [
+    pub const ALL: [(Framework, &'static str); 8] = [
         (Framework::Transformers, "transformers"),
         (Framework::Trl, "trl"),
         (Framework::Torchtune, "torchtune"),
         (Framework::Torchtune01, "torchtune@0.1"),
         (Framework::Litgpt, "litgpt"),
+        (Framework::Litgpt2023, "litgpt@2023"),
         (Framework::Unsloth, "unsloth"),
         (Framework::Axolotl, "axolotl"),
     ];
@@ -337,7 +362,7 @@ impl Framework {
             "" | "none" => Ok(Framework::Unnamed),
             "transformers" | "peft" | "hf" | "transformers+peft" => Ok(Framework::Transformers),
             "torchtune@0.1" | "torchtune@0.2" => Ok(Framework::Torchtune01),
-            "lit-gpt" => Ok(Framework::Litgpt),
+            "lit-gpt" | "lit-gpt@8641822" => Ok(Framework::Litgpt2023),
             _ => Framework::ALL
                 .iter()
                 .find(|(_, k)| *k == t)
@@ -346,7 +371,7 @@ impl Framework {
                     EstimateError::invalid(
                         field,
                         format!(
-                            "unknown framework {t:?}; use transformers, trl, torchtune, torchtune@0.1, litgpt, unsloth or axolotl"
+                            "unknown framework {t:?}; use transformers, trl, torchtune, torchtune@0.1, litgpt, litgpt@2023, unsloth or axolotl"
                         ),
                     )
                 }),
@@ -373,6 +398,9 @@ impl Framework {
             qlora_keeps_compute: None,
             loss: None,
             load: LoadPath::Transformers,
+            qlora_kernel: None,
+            head_4bit: false,
+            lit_gpt_2023: false,
             said: "",
         };
         // transformers 5.23 `TrainingArguments`: `optim` adamw_torch_fused with torch ≥ 2.8,
@@ -433,6 +461,9 @@ impl Framework {
                 qlora_keeps_compute: Some(true),
                 loss: Some(Loss::Chunked(8)),
                 load: LoadPath::Torchtune06,
+                qlora_kernel: None,
+                head_4bit: false,
+                lit_gpt_2023: false,
                 said: "torchtune 0.6 single-device recipe: activation checkpointing on, fused AdamW, LinearCrossEntropyLoss in 8 chunks, bf16 throughout (adapters and the modules QLoRA does not quantise too), no LoRA dropout, the model built layer by layer on the device, NF4 through torchao",
             },
             // torchtune 0.1: configs/llama2/7B_lora_single_device.yaml and its QLoRA
@@ -448,11 +479,15 @@ impl Framework {
                 qlora_keeps_compute: Some(true),
                 loss: Some(Loss::FloatSliced),
                 load: LoadPath::Torchtune01,
+                qlora_kernel: None,
+                head_4bit: false,
+                lit_gpt_2023: false,
                 said: "torchtune 0.1 single-device recipe: activation checkpointing on, AdamW (foreach), fp32 logits sliced and CrossEntropyLoss, bf16 throughout, LoRA dropout 0.05, one layer built on the device and deep-copied, NF4 through torchao 0.1",
             },
             // LitGPT finetune/lora.py: lora_dropout 0.05, precision bf16-true, AdamW
             // (bnb PagedAdamW with --quantize), lm_head_chunk_size 128 with
-            // chunked_cross_entropy, no checkpointing.
+            // chunked_cross_entropy over chunks Fabric casts to fp32, no checkpointing;
+            // BitsandbytesPrecision quantises every nn.Linear, lm_head included.
             Framework::Litgpt => FrameworkDefaults {
                 checkpointing: Some(false),
                 offload_activations: Some(false),
@@ -461,9 +496,20 @@ impl Framework {
                 adapters_in_compute: Some(true),
                 lora_dropout: Some(true),
                 qlora_keeps_compute: Some(true),
-                loss: Some(Loss::ChunkedCompute(128)),
+                loss: Some(Loss::ChunkedFabric(128)),
                 load: LoadPath::Litgpt,
-                said: "LitGPT finetune_lora: bf16-true, no checkpointing, AdamW (bitsandbytes PagedAdamW with --quantize), chunked_cross_entropy over 128-token lm_head chunks in bf16, bf16 adapters with dropout 0.05, the model built on the device",
+                qlora_kernel: None,
+                head_4bit: true,
+                lit_gpt_2023: false,
+                said: "LitGPT finetune_lora: bf16-true, no checkpointing, AdamW (bitsandbytes PagedAdamW with --quantize, which quantises lm_head too), chunked_cross_entropy over 128-token lm_head chunks cast to fp32 by Fabric, bf16 adapters with dropout 0.05, the model built on the device; transformers' decoder stands in for LitGPT's own",
+            },
+            // lit-gpt 8641822 finetune/lora.py (the same settings), its own GPT
+            // (training::litgpt), bitsandbytes 0.41.1's MatMul4Bit (keeps its input).
+            Framework::Litgpt2023 => FrameworkDefaults {
+                qlora_kernel: Some(QloraKernel::Bnb0431),
+                lit_gpt_2023: true,
+                said: "lit-gpt 8641822 finetune/lora.py (Lightning Fabric 71aed751, bitsandbytes 0.41.1): its own GPT (fused qkv, RMSNorm in bf16), bf16-true, no checkpointing, AdamW (bitsandbytes PagedAdamW with --quantize, which quantises lm_head too, each 4-bit linear keeping its input), chunked_cross_entropy over 128-token lm_head chunks cast to fp32 by Fabric, bf16 adapters with dropout 0.05, the model built on the device",
+                ..Framework::Litgpt.defaults()
             },
         }
     }
@@ -568,6 +614,13 @@ pub fn apply_framework(
             dtype: input.compute_dtype,
         };
         set.push("keep-format");
+    }
+    if let Some(k) = d.qlora_kernel
+        && qlora
+        && free("qlora-kernel")
+    {
+        input.qlora_kernel = k;
+        set.push("qlora-kernel");
     }
     if let Some(l) = d.loss
         && free("loss")
@@ -1376,15 +1429,38 @@ pub fn logits_peak_bytes(tokens: u64, vocab: u64, value: u64) -> Result<u64, Est
     Ok(bytes)
 }
 
-/// The logits' and loss's peak in a training step under `loss` for `tokens` tokens of
-/// a `vocab`-wide output in `value`-byte compute, with the formula in words: the
+/// The logits' and loss's peak in a training step under `loss` for `batch` sequences
+/// of `seq` tokens of a `vocab`-wide output in `value`-byte compute (LitGPT's chunks
+/// split each sequence: `batch` × C tokens each), with the formula in words: the
 /// bytes the loss holds at the step's peak beside the activations (see [`Loss`]).
+/// `head_dequantised`: the bytes a 4-bit output projection dequantises at each
+/// chunk's backward (0 for a 16-bit one).
 pub fn loss_peak(
     loss: Loss,
-    tokens: u64,
+    seq: u64,
+    batch: u64,
     vocab: u64,
     value: u64,
+    head_dequantised: u64,
 ) -> Result<(u64, String), EstimateError> {
+    let tokens = seq.saturating_mul(batch);
+    // LitGPT's chunks: `x.split(C, dim=1)`, every sequence's C tokens at once, the
+    // last chunk what remains: `(one full chunk's bytes, every chunk's)` at `per` bytes
+    // per token and vocabulary entry.
+    let sliced = |c: u64, per: u64| {
+        let c = c.clamp(1, seq.max(1));
+        let one = block(&[c, batch, vocab, per]);
+        let rest = seq.checked_rem(c).unwrap_or(0);
+        let all = add(&[
+            mul(&[seq.checked_div(c).unwrap_or(0), one]),
+            if rest > 0 {
+                block(&[rest, batch, vocab, per])
+            } else {
+                0
+            },
+        ]);
+        (one, all)
+    };
     let (bytes, formula) = match loss {
         Loss::Full => (
             logits_peak_bytes(tokens, vocab, value)?,
@@ -1408,14 +1484,32 @@ pub fn loss_peak(
             )
         }
         Loss::ChunkedCompute(c) => {
-            let chunks = tokens.div_ceil(c.max(1));
+            let (one, all) = sliced(c, value);
             (
-                add(&[
-                    mul(&[chunks, 2, block(&[c.min(tokens), vocab, value])]),
-                    mul(&[2, block(&[c.min(tokens), vocab, value])]),
-                ]),
+                add(&[mul(&[2, all]), mul(&[2, one])]),
                 format!(
                     "every {c}-token chunk's logits and log-softmax in the compute dtype (2·v B per token and vocab entry) + one chunk's two gradients (LitGPT's lm_head_chunk_size {c} and chunked_cross_entropy)"
+                ),
+            )
+        }
+        Loss::ChunkedFabric(c) => {
+            let (one, all) = sliced(c, 4);
+            // At the log-softmax's backward: every chunk's fp32 logits and log-softmax,
+            // and one chunk's NLL and log-softmax gradients. At the output projection's
+            // backward (the autograd engine runs every chunk's loss and cast first, by
+            // sequence number): the fp32 chunks, every chunk's gradient cast back to the
+            // compute dtype, and a 4-bit projection's dequantised weight.
+            let at_loss = add(&[mul(&[2, all]), mul(&[2, one])]);
+            let at_head = add(&[all, sliced(c, value).1, head_dequantised]);
+            (
+                at_loss.max(at_head),
+                format!(
+                    "the higher of every {c}-token chunk's fp32 logits and fp32 log-softmax (8 B per token and vocab entry) + one chunk's two fp32 gradients, and the fp32 chunks + every chunk's gradient in the compute dtype{} at the output projection's backward (LitGPT's chunked_cross_entropy, lm_head_chunk_size {c}, its chunks cast to fp32 by Lightning Fabric's convert_output)",
+                    if head_dequantised > 0 {
+                        format!(" + the 4-bit output projection's dequantised weight {head_dequantised} B (bitsandbytes MatMul4Bit.backward)")
+                    } else {
+                        String::new()
+                    }
                 ),
             )
         }

@@ -48,7 +48,7 @@ pub use ranks::{
     REDUCE_BUCKET_SIZE, SUB_GROUP_SIZE, summary as rank_summary,
 };
 use split::Split;
-pub(crate) use weights::module_formats;
+pub(crate) use weights::{head_quantised, module_formats};
 
 /// Side of the square matrices assumed in parameter-count mode to count a
 /// quantised format's per-group and per-channel overhead.

@@ -40,12 +40,17 @@ fn stored(
     let formats = module_formats(input)?;
     let qlora_fp32 = input.train == TrainMode::Qlora
         && input.keep_format == StorageFormat::Dense { dtype: Dtype::F32 };
+    let head4 = super::head_quantised(input);
     let layers = a.layers.max(1);
     let mut head = Vec::new();
     let mut per_layer = Vec::new();
     let mut tail = Vec::new();
     for t in a.tensors()? {
-        let format = formats.for_role(t.role);
+        let format = if head4 && t.class == ParamClass::LmHead {
+            formats.linear
+        } else {
+            formats.for_role(t.role)
+        };
         let values = t.rows.saturating_mul(t.cols);
         let s = match format {
             StorageFormat::Bnb4 { double_quant, .. } if t.cols > 1 => Stored::Bnb4 {
@@ -367,7 +372,8 @@ fn step_tensors(
     let logits = line(b, LineKey::Logits);
     let piece = match input.loss {
         Loss::Chunked(n) => tokens.div_ceil(n.max(1)),
-        Loss::ChunkedCompute(c) | Loss::Checkpointed(c) => c.min(tokens),
+        Loss::ChunkedCompute(c) | Loss::ChunkedFabric(c) => c.min(seq).saturating_mul(input.sequences),
+        Loss::Checkpointed(c) => c.min(tokens),
         _ => tokens,
     }
     .saturating_mul(a.vocab)

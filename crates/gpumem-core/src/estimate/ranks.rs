@@ -202,7 +202,7 @@ struct Experts {
 fn experts(i: &EstimateInput) -> Result<Option<Experts>, EstimateError> {
     let Some(a) = i.arch else { return Ok(None) };
     let Some(m) = a.moe else { return Ok(None) };
-    let w = a.weights(&module_formats(i)?)?;
+    let w = super::weights::weight_breakdown(&a, i)?;
     let mlp: u64 = w
         .classes
         .iter()
@@ -373,7 +373,7 @@ fn units(
             module: 0,
         }));
     };
-    let w = a.weights(&module_formats(i)?)?;
+    let w = super::weights::weight_breakdown(&a, i)?;
     let of = |c: ParamClass| -> u64 {
         w.classes
             .iter()

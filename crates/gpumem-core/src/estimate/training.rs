@@ -396,7 +396,18 @@ pub(super) fn training(
         } else {
             None
         };
+        let lit_gpt = input.framework.defaults().lit_gpt_2023;
         let derive = |checkpointing: bool| {
+            if let (true, Some(ad)) = (lit_gpt, adapters.as_ref()) {
+                return Ok(crate::training::litgpt::activations(
+                    &a,
+                    seq,
+                    input.sequences,
+                    value,
+                    checkpointing,
+                    ad,
+                ));
+            }
             decoder_activations(
                 &a,
                 seq,
@@ -468,7 +479,11 @@ pub(super) fn training(
                 derived.bytes,
                 derived.formula,
                 Kind::Computed,
-                Cow::Borrowed("Activations kept for backward (transformers' decoder)"),
+                Cow::Borrowed(if lit_gpt && adapters.is_some() {
+                    "Activations kept for backward (lit-gpt's GPT)"
+                } else {
+                    "Activations kept for backward (transformers' decoder)"
+                }),
             ),
             Some(why) => {
                 let (bytes, formula) = activation_bytes(
@@ -571,7 +586,13 @@ pub(super) fn training(
             );
         }
         let tokens = checked_product(&[input.sequences, seq], "logits")?;
-        let (logits, loss_formula) = loss_peak(input.loss, tokens, a.vocab, value)?;
+        // A 4-bit output projection dequantises its weight at each chunk's backward.
+        let head = if head_quantised(input) {
+            checked_product(&[a.vocab, a.hidden, value], "logits")?
+        } else {
+            0
+        };
+        let (logits, loss_formula) = loss_peak(input.loss, seq, input.sequences, a.vocab, value, head)?;
         b.line(
             LineKey::Logits,
             if kind == Kind::Computed {

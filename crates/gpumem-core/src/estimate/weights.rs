@@ -2,6 +2,7 @@
 //! parameter count.
 
 use super::*;
+use crate::arch::WeightBreakdown;
 
 /// Maps the classic `--bits` to a storage format.
 fn format_for_bits(bits: u32) -> Result<StorageFormat, EstimateError> {
@@ -46,6 +47,42 @@ pub(crate) fn module_formats(input: &EstimateInput) -> Result<ModuleFormats, Est
     })
 }
 
+/// Whether a QLoRA base quantises the output projection with the decoder's linears:
+/// Lightning's `BitsandbytesPrecision` (LitGPT) replaces every `nn.Linear` under
+/// `module_init_context` (`_ClassReplacementContextManager({"torch.nn.Linear": ...})`,
+/// lightning/fabric/plugins/precision/bitsandbytes.py); transformers and PEFT leave it
+/// in 16 bits (`get_keys_to_not_convert`), as does a tied embedding.
+pub(crate) fn head_quantised(input: &EstimateInput) -> bool {
+    input.train == TrainMode::Qlora
+        && input.framework.defaults().head_4bit
+        && input.arch.is_some_and(|a| !a.tied_embeddings)
+        && matches!(input.format, Some(StorageFormat::Bnb4 { .. }) | None)
+}
+
+/// The architecture's weights by class under the input's formats, the output
+/// projection in the linears' format where [`head_quantised`].
+pub(crate) fn weight_breakdown(
+    a: &Architecture,
+    input: &EstimateInput,
+) -> Result<WeightBreakdown, EstimateError> {
+    let formats = module_formats(input)?;
+    let mut w = a.weights(&formats)?;
+    if head_quantised(input) {
+        let q = a.weights(&ModuleFormats {
+            vocab: formats.linear,
+            ..formats
+        })?;
+        for c in &mut w.classes {
+            if c.class == ParamClass::LmHead
+                && let Some(h) = q.classes.iter().find(|h| h.class == ParamClass::LmHead)
+            {
+                *c = h.clone();
+            }
+        }
+    }
+    Ok(w)
+}
+
 pub(super) fn weights(
     input: &EstimateInput,
     split: &Split,
@@ -72,8 +109,7 @@ pub(super) fn weights(
         return imported_weights(t, input.arch.as_ref(), split, b);
     }
     if let Some(a) = input.arch {
-        let formats = module_formats(input)?;
-        let w = a.weights(&formats)?;
+        let w = weight_breakdown(&a, input)?;
         for c in &w.classes {
             let device = match c.class {
                 ParamClass::Attention | ParamClass::Mlp | ParamClass::Mtp => {
