@@ -16,6 +16,17 @@ use crate::units::checked_product;
 pub(crate) mod litgpt;
 pub(crate) mod load;
 
+/// A paged bitsandbytes optimizer allocates a tensor's states in CUDA unified memory
+/// only when the tensor has at least 1e5 values; a smaller tensor's states are
+/// `torch.zeros_like(p)` on the device, in PyTorch's caching allocator (bitsandbytes
+/// 0.41.1 optim/optimizer.py, `Optimizer8bit.get_state_buffer`:
+/// `if not self.is_paged or p.numel() < 1e5`). LoRA's adapters are mostly such tensors.
+pub const PAGED_MIN_VALUES: u64 = 100_000;
+
+/// bitsandbytes' 8-bit optimizers keep 32-bit states for tensors under this many values
+/// (`min_8bit_size`).
+pub const MIN_8BIT_SIZE: u64 = 4096;
+
 /// The optimizer and the states it creates at its first step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -112,8 +123,21 @@ impl Optimizer {
         }
     }
 
+    /// The states' bytes of one tensor of `n` values. bitsandbytes' 8-bit optimizers
+    /// keep 32-bit states for a tensor under `min_8bit_size` (4096) values
+    /// (bitsandbytes 0.41.1 optim/optimizer.py, `Optimizer2State.init_state`).
+    pub fn tensor_state_bytes(self, n: u64, state: Dtype) -> Result<u64, EstimateError> {
+        match self {
+            Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit if n < MIN_8BIT_SIZE => {
+                checked_product(&[2, n, 4], "optimizer states")
+            }
+            _ => self.state_bytes(n, state),
+        }
+    }
+
     /// Whether the states live in CUDA unified memory (bitsandbytes' paged optimizers),
-    /// outside the caching allocator and the device's need.
+    /// outside the caching allocator and the device's need (but see
+    /// [`PAGED_MIN_VALUES`]).
     pub const fn paged(self) -> bool {
         matches!(self, Optimizer::PagedAdamw | Optimizer::PagedAdamw8bit)
     }

@@ -372,7 +372,9 @@ fn step_tensors(
     let logits = line(b, LineKey::Logits);
     let piece = match input.loss {
         Loss::Chunked(n) => tokens.div_ceil(n.max(1)),
-        Loss::ChunkedCompute(c) | Loss::ChunkedFabric(c) => c.min(seq).saturating_mul(input.sequences),
+        Loss::ChunkedCompute(c) | Loss::ChunkedFabric(c) => {
+            c.min(seq).saturating_mul(input.sequences)
+        }
         Loss::Checkpointed(c) => c.min(tokens),
         _ => tokens,
     }

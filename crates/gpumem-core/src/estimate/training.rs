@@ -66,6 +66,90 @@ fn lora_params(a: &Architecture, rank: u64, t: LoraTargets) -> Result<u64, Estim
     add(attn, mlp, head)
 }
 
+/// The optimizer states a paged bitsandbytes optimizer keeps on the device, in
+/// PyTorch's allocator: those of every trainable tensor under
+/// [`crate::training::PAGED_MIN_VALUES`] values (`get_state_buffer` allocates them with
+/// `torch.zeros_like`). LoRA's tensors are each adapter's `lora_A` (r × in) and
+/// `lora_B` (out × r), lit-gpt 2023's fused q/k/v adapter one of each over the enabled
+/// projections; a full fine-tune's, the architecture's tensors.
+fn unpaged_state_bytes(
+    input: &EstimateInput,
+    a: &Architecture,
+    state: Dtype,
+) -> Result<u64, EstimateError> {
+    use crate::training::PAGED_MIN_VALUES;
+    let what = "optimizer states";
+    // (values of one tensor, how many such tensors)
+    let mut tensors: Vec<(u64, u64)> = Vec::new();
+    match input.train {
+        TrainMode::Full => {
+            for t in a.tensors()? {
+                if t.class != ParamClass::Tower {
+                    tensors.push((t.rows.saturating_mul(t.cols), t.count));
+                }
+            }
+        }
+        TrainMode::Lora | TrainMode::Qlora => {
+            let t = LoraTargets::parse("lora-targets", &input.lora_targets)?;
+            let r = input.lora_rank;
+            let (h, q, kv) = (
+                a.hidden,
+                checked_product(&[a.heads, a.head_dim], what)?,
+                checked_product(&[a.kv_heads, a.head_dim], what)?,
+            );
+            let attn_layers = a.attention_layers();
+            let mut projection = |on: bool, inp: u64, out: u64, count: u64| {
+                if on {
+                    tensors.push((r.saturating_mul(inp), count));
+                    tensors.push((r.saturating_mul(out), count));
+                }
+            };
+            if input.framework.defaults().lit_gpt_2023 {
+                // LoRAQKVLinear: lora_A (r · enabled, in), lora_B (Σ enabled widths, r).
+                let on = [(t.q, q), (t.k, kv), (t.v, kv)];
+                let n = on.iter().filter(|(e, _)| *e).count() as u64;
+                let width = on
+                    .iter()
+                    .filter(|(e, _)| *e)
+                    .fold(0u64, |acc, (_, w)| acc.saturating_add(*w));
+                projection(n > 0, n.saturating_mul(h), width, attn_layers);
+            } else {
+                projection(t.q, h, q, attn_layers);
+                projection(t.k, h, kv, attn_layers);
+                projection(t.v, h, kv, attn_layers);
+            }
+            projection(t.o, q, h, attn_layers);
+            let mlp_layers = a.mlp_layer_count();
+            let (inter, mlp_count) = match a.moe {
+                Some(m) => (
+                    m.expert_intermediate,
+                    m.experts
+                        .saturating_mul(mlp_layers.saturating_sub(m.dense_layers))
+                        .saturating_add(m.dense_layers),
+                ),
+                None => (a.intermediate, mlp_layers),
+            };
+            if inter > 0 {
+                projection(t.gate && a.gated_mlp, h, inter, mlp_count);
+                projection(t.up, h, inter, mlp_count);
+                projection(t.down, inter, h, mlp_count);
+            }
+            projection(t.lm_head, h, a.vocab, 1);
+        }
+        TrainMode::None => {}
+    }
+    let mut bytes = 0u64;
+    for (values, count) in tensors {
+        if values > 0 && values < PAGED_MIN_VALUES {
+            let one = input.optimizer.tensor_state_bytes(values, state)?;
+            bytes = bytes
+                .checked_add(checked_product(&[one, count], what)?)
+                .ok_or(EstimateError::Overflow { what })?;
+        }
+    }
+    Ok(bytes)
+}
+
 /// The largest single trainable tensor's values: what an optimizer fused into the
 /// backward holds at once (its gradient, then its update). A full fine-tune's largest
 /// weight (the vocabulary matrices or an MLP projection); LoRA's largest adapter
@@ -321,15 +405,38 @@ pub(super) fn training(
             _ => format!("1 state × trainable × {} B", state_dtype.bytes()),
         };
         if input.optimizer.paged() {
+            // The small tensors' states: on the device, in the allocator.
+            let unpaged = match input.arch {
+                Some(a) => unpaged_state_bytes(input, &a, state_dtype)?.min(obytes),
+                None => 0,
+            };
+            if unpaged > 0 {
+                add(
+                    b,
+                    LineKey::TrainingOptimizer,
+                    format!(
+                        "Optimizer states ({}, tensors under 1e5 values: on the device)",
+                        input.optimizer.name()
+                    )
+                    .into(),
+                    unpaged,
+                    format!(
+                        "{formula}, for each trainable tensor under 1e5 values: bitsandbytes' get_state_buffer allocates those with torch.zeros_like on the device, not paged"
+                    ),
+                    &[tr.clone(), ("optimizer", input.optimizer.name().into())],
+                );
+            }
             // CUDA unified memory: not the caching allocator's, and paged out to the
             // host when the device is full — shown, never part of the device's need.
-            b.line(
+            let paged = obytes.saturating_sub(unpaged);
+            if paged > 0 {
+                b.line(
                 LineKey::HostPaged,
                 format!(
                     "Optimizer states ({}, paged: CUDA unified memory)",
                     input.optimizer.name()
                 ),
-                obytes,
+                paged,
                 0,
                 Kind::Computed,
                 false,
@@ -338,6 +445,7 @@ pub(super) fn training(
                 ),
                 &[tr.clone(), ("optimizer", input.optimizer.name().into())],
             );
+            }
         } else {
             add(
                 b,
@@ -585,14 +693,15 @@ pub(super) fn training(
                 &[],
             );
         }
-        let tokens = checked_product(&[input.sequences, seq], "logits")?;
+        checked_product(&[input.sequences, seq], "logits")?;
         // A 4-bit output projection dequantises its weight at each chunk's backward.
         let head = if head_quantised(input) {
             checked_product(&[a.vocab, a.hidden, value], "logits")?
         } else {
             0
         };
-        let (logits, loss_formula) = loss_peak(input.loss, seq, input.sequences, a.vocab, value, head)?;
+        let (logits, loss_formula) =
+            loss_peak(input.loss, seq, input.sequences, a.vocab, value, head)?;
         b.line(
             LineKey::Logits,
             if kind == Kind::Computed {
