@@ -266,11 +266,12 @@ const TAIL: &[Field] = &[
             ("torchtune", "torchtune 0.6"),
             ("torchtune@0.1", "torchtune 0.1"),
             ("litgpt", "LitGPT"),
+            ("litgpt@2023", "lit-gpt 8641822 (Oct 2023), its own GPT"),
             ("unsloth", "unsloth"),
             ("axolotl", "axolotl"),
         ]),
     f("loss", G::Training, K::Text, "Loss", "full",
-        "How the loss meets the logits: full (transformers), float-sliced (torchtune 0.1), chunked[:N] (torchtune's N output chunks), chunked-compute[:C] (LitGPT), checkpointed[:C] (TRL's chunked_nll), fused (unsloth)")
+        "How the loss meets the logits: full (transformers), float-sliced (torchtune 0.1), chunked[:N] (torchtune's N output chunks), chunked-compute[:C] (chunks in the compute dtype), chunked-fabric[:C] (LitGPT: chunks in fp32 as Fabric returns them), checkpointed[:C] (TRL's chunked_nll), fused (unsloth)")
         .choices(&[
             ("full", "full — every position's fp32 log-softmax"),
             ("chunked", "chunked — torchtune, 8 chunks"),

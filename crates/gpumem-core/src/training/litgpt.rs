@@ -300,7 +300,9 @@ pub(crate) fn activations(
     }
 }
 
+// The tests' figures are small constants: plain arithmetic.
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
     use crate::training::{LoraTargets, ModulesToSave};
@@ -495,12 +497,18 @@ mod tests {
         // r 8: lora_A 16 × 4096, lora_B 8192 × 8 (65,536 values each) in 32 blocks.
         let e = run("8");
         let trainable = 32 * 2 * 65_536u64;
-        assert_eq!(line(&e, LineKey::TrainingOptimizer), Some(2 * 4 * trainable));
+        assert_eq!(
+            line(&e, LineKey::TrainingOptimizer),
+            Some(2 * 4 * trainable)
+        );
         assert_eq!(line(&e, LineKey::HostPaged), None);
         // nf4 lm_head: 4 bits per value and one fp32 absmax per 64 values.
         let head = line(&e, LineKey::WeightsLmHead).unwrap();
         assert!(head >= 32_000 * 4096 / 2, "{head}");
-        assert!(head < 32_000 * 4096 / 2 + 32_000 * 4096 / 64 * 4 + 4096, "{head}");
+        assert!(
+            head < 32_000 * 4096 / 2 + 32_000 * 4096 / 64 * 4 + 4096,
+            "{head}"
+        );
         // r 16: lora_A 32 × 4096 = 131,072 values, paged; lora_B 8192 × 16 too.
         let e = run("16");
         assert_eq!(line(&e, LineKey::TrainingOptimizer), None);
