@@ -5,8 +5,9 @@
 //! one fused `qkv` linear whose output stays alive, a LoRA branch over the fused
 //! output, RMSNorm in the compute dtype, the attention output copied before its
 //! projection. Derived by reading that code (each rule below names the operator whose
-//! autograd node keeps the tensor); it has not been checked against a trace of that
-//! code, which needs PyTorch (see `docs/fine-tuning.md`).
+//! autograd node keeps the tensor) and checked against a CPU trace of it with the GPU's
+//! dropout, flash-attention layout and 4-bit linear put back
+//! (`tests/calibration/training/trace_litgpt_8641822.py`; see `docs/fine-tuning.md`).
 //!
 //! Two block shapes of lit-gpt's configs are covered: Llama's (`RMSNorm`, `LLaMAMLP`,
 //! sequential residual: `x = x + attn(norm_1(x)); x = x + mlp(norm_2(x))`) and
@@ -54,8 +55,9 @@ fn not_derived(a: &Architecture, ad: &Adapters, value: u64) -> Option<&'static s
 ///   and its boolean mask (or `x` itself without dropout), once for q, k and v —, its
 ///   output (r per enabled projection) kept by `conv1d`, and `zero_pad`'s
 ///   `index_copy` keeps its source, the enabled projections' LoRA output
-///   (`derivatives.yaml`: `grad.index_select(dim, index).expand_as(source)`), unless
-///   q, k and v are all enabled;
+///   (`derivatives.yaml`: `grad.index_select(dim, index).expand_as(source)`), and its
+///   int64 index (one per enabled output feature, made by `torch.tensor(lora_ind)` at
+///   each forward), unless q, k and v are all enabled;
 /// - `CausalSelfAttention.forward`: q and k after RoPE (`torch.cat`, every query head),
 ///   and v: with as many K/V groups as heads `v` is a view of the fused `qkv` output,
 ///   which SDPA's saved `value` keeps whole, (a + 2k)·d; with grouped queries K/V are
@@ -154,7 +156,10 @@ pub(crate) fn activations(
                 lora_input(h, input_grad),
                 after_a(n_enabled),
                 if n_enabled < 3 {
-                    block(&[tokens, value, enabled_width])
+                    add(&[
+                        block(&[tokens, value, enabled_width]),
+                        block(&[enabled_width, 8]),
+                    ])
                 } else {
                     0
                 },
@@ -260,7 +265,7 @@ pub(crate) fn activations(
         )
     };
     let formula = format!(
-        "{shape}; lit-gpt 8641822's LoRA GPT with a frozen base, per block and token: the residual stream kept by its {} (v·h each) and their statistics; lora_A over the {} fused qkv input ({}), its output and zero_pad's index_copy source v·(enabled q/k/v widths); q and k after RoPE 2·v·a·d, {}, SDPA's output v·a·d and fp32 log-sum-exp; {}{}; once: ln_f, RoPE's fp32 cos/sin, input ids and targets (every tensor in 512 B blocks)",
+        "{shape}; lit-gpt 8641822's LoRA GPT with a frozen base, per block and token: the residual stream kept by its {} (v·h each) and their statistics; lora_A over the {} fused qkv input ({}), its output and zero_pad's index_copy source v·(enabled q/k/v widths) and its int64 index; q and k after RoPE 2·v·a·d, {}, SDPA's output v·a·d and fp32 log-sum-exp; {}{}; once: ln_f, RoPE's fp32 cos/sin, input ids and targets (every tensor in 512 B blocks)",
         if llama {
             "two RMSNorms (compute dtype)"
         } else {
@@ -351,7 +356,7 @@ mod tests {
         let dropped = blk(t * 2 * h); // lora_dropout(x), kept by F.linear(·, lora_A)
         let mask = blk(t * h); // native_dropout's boolean mask (input needs a gradient)
         let after_a = blk(t * 2 * r * 2); // lora_A's output for q and v, kept by conv1d
-        let source = blk(t * 2 * 2 * h); // index_copy's source: q and v widths
+        let source = blk(t * 2 * 2 * h) + blk(2 * h * 8); // index_copy's source and index
         let q_k = 2 * blk(t * 2 * h); // q and k after RoPE's torch.cat
         let qkv = blk(t * 2 * 3 * h); // v is a view of the fused qkv output
         let sdpa = blk(t * 2 * h) + blk(a * t * 4); // flash output + fp32 log-sum-exp
@@ -360,13 +365,13 @@ mod tests {
         // Block 0's input is the frozen embedding's output: no norm_1 kept, no mask.
         let first = dropped + after_a + source + q_k + qkv + sdpa + norm + mlp;
         let once = norm + 2 * blk(t * 4 * d) + 2 * blk(t * 8); // ln_f, cos/sin, ids/targets
-        assert_eq!(block, 209_188_864);
+        assert_eq!(block, 209_254_400);
         let expected = first + 31 * block + once;
         let x = activations(&llama2_7b(), t, 1, 2, false, &qv_dropout(false));
         assert_eq!(x.assumed_because, None);
         assert_eq!(x.bytes, expected);
         assert_eq!(x.kept, expected);
-        assert_eq!(expected, 6_690_059_264);
+        assert_eq!(expected, 6_692_156_416);
     }
 
     /// QLoRA adds what bitsandbytes 0.41.1's `MatMul4Bit` keeps (`ctx.tensors = (A, B)`
@@ -406,10 +411,12 @@ mod tests {
         let t = 512u64;
         let mha = activations(&pairs("16"), t, 1, 2, false, &ad);
         let gqa = activations(&pairs("4"), t, 1, 2, false, &ad);
-        // Per block: v 3·1024 → 1024 wide (−2048), index_copy's source q + v
-        // 1024 + 256 instead of 2048 (−768).
-        let per_block =
-            blk(t * 2 * 3 * 1024) - blk(t * 2 * 1024) + blk(t * 2 * 2048) - blk(t * 2 * 1280);
+        // Per block: v 3·1024 → 1024 wide (−2048), index_copy's source and index
+        // q + v 1024 + 256 instead of 2048 (−768).
+        let per_block = blk(t * 2 * 3 * 1024) - blk(t * 2 * 1024) + blk(t * 2 * 2048)
+            - blk(t * 2 * 1280)
+            + blk(2048 * 8)
+            - blk(1280 * 8);
         assert_eq!(mha.bytes - gqa.bytes, 2 * per_block);
         let two = activations(&pairs("16"), t, 2, 2, false, &ad);
         assert!(two.bytes > mha.bytes && two.bytes < 2 * mha.bytes);
@@ -513,5 +520,57 @@ mod tests {
         let e = run("16");
         assert_eq!(line(&e, LineKey::TrainingOptimizer), None);
         assert_eq!(line(&e, LineKey::HostPaged), Some(2 * 4 * 2 * trainable));
+    }
+
+    /// `tests/calibration/training/trace_litgpt_8641822.py` runs lit-gpt 8641822's own
+    /// model code on the CPU (torch 2.11) with CUDA's dropout, PyTorch 2.1's
+    /// flash-attention output layout and bitsandbytes 0.41.1's `MatMul4Bit` put back,
+    /// and sums the storages autograd saved in the forward, less the parameters: three
+    /// blocks, 256 tokens, hidden 256, 4 heads of 64, LoRA r 8 on q and v with dropout.
+    /// The derivation adds the input ids and targets, which no operator saves; phi-1.5's
+    /// LayerNorm keeps its mean and rstd in fp32 on CUDA, in bf16 on the CPU (3 norms
+    /// with a gradient × 256 tokens × 2 × 2 B more in the derivation).
+    #[test]
+    fn the_derivation_equals_a_trace_of_lit_gpts_code() {
+        let tiny = |kv: &'static str, phi: bool| {
+            let mut p = vec![
+                ("layers", "3"),
+                ("hidden", "256"),
+                ("heads", "4"),
+                ("kv-heads", kv),
+                ("head-dim", "64"),
+                ("vocab", "1024"),
+            ];
+            if phi {
+                p.extend([
+                    ("intermediate", "1024"),
+                    ("gated-mlp", "false"),
+                    ("layernorm-bias", "true"),
+                    ("layer-norms", "1"),
+                ]);
+            } else {
+                p.push(("intermediate", "512"));
+            }
+            arch(&p)
+        };
+        let ids = 2 * blk(256 * 8);
+        // (architecture, 4-bit base, traced bytes, CPU-only difference)
+        let cases = [
+            (tiny("4", false), false, 6_999_040u64, 0u64),
+            (tiny("4", false), true, 8_965_120, 0),
+            (tiny("2", false), false, 6_012_928, 0),
+            (tiny("2", false), true, 7_979_008, 0),
+            (tiny("4", true), false, 5_295_104, 3 * 256 * 2 * 2),
+        ];
+        for (a, base, traced, cpu) in cases {
+            let x = activations(&a, 256, 1, 2, false, &qv_dropout(base));
+            assert_eq!(x.assumed_because, None);
+            assert_eq!(
+                x.bytes - ids,
+                traced + cpu,
+                "base {base}, kv {}",
+                a.kv_heads
+            );
+        }
     }
 }
