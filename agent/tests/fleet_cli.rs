@@ -36,14 +36,13 @@ fn merge_writes_a_fleet_sheet_of_the_fixtures_and_never_overwrites_one() {
     assert_eq!(out.status.code(), Some(0));
     // One row per committed document: the measurements' results, then each workload.
     let json_files = |d: &Path| {
-        let n = std::fs::read_dir(d)
+        std::fs::read_dir(d)
             .unwrap()
             .filter(|e| {
                 e.as_ref()
                     .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json"))
             })
-            .count();
-        n
+            .count()
     };
     let (results, workloads) = (json_files(&m), json_files(&w));
     assert!(
