@@ -83,14 +83,14 @@ pub fn render() -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<18} {:>15} {:>7} {:<8} {:>5} {:<4} {:<3}  name",
+        "{:<18} {:>15} {:>6} {:<11} {:>4} {:<4} {:<3} name",
         "id", "capacity, B", "GiB", "figure", "GB/s", "bf16", "fp8"
     );
     for c in cards {
         let (bytes, kind) = c.capacity();
         let _ = writeln!(
             s,
-            "{:<18} {:>15} {:>7} {:<8} {:>5} {:<4} {:<3}  {}",
+            "{:<18} {:>15} {:>6} {:<11} {:>4} {:<4} {:<3} {}",
             c.id,
             group_digits(bytes),
             Bytes(bytes).gib_string(2),
@@ -103,7 +103,10 @@ pub fn render() -> String {
     }
     s.push_str(
         "\nfigure: \"reported\" is what the device reports (a public nvidia-smi or NVML reading,\n\
-         cited in --json); \"label\" is the vendor's GB × 2^30. fp8: fp8 tensor units (W8A8).\n",
+         cited in --json); \"label\" is the vendor's GB × 2^30; \"working set\" is what macOS lets\n\
+         a Mac's GPU use of its unified memory (Metal's recommendedMaxWorkingSetSize: 2/3 of\n\
+         the RAM below 64 GiB, 3/4 from it; the rest is left for the system). fp8: fp8 tensor\n\
+         units (W8A8).\n",
     );
     s
 }

@@ -58,6 +58,8 @@ pub enum Vendor {
     Nvidia,
     /// Advanced Micro Devices.
     Amd,
+    /// Apple (Apple silicon: the GPU shares the machine's RAM).
+    Apple,
     /// Not known (a capacity typed by the user).
     Unknown,
 }
@@ -71,6 +73,8 @@ pub enum Segment {
     Workstation,
     /// Consumer gaming cards (GeForce, Radeon RX).
     Consumer,
+    /// Apple silicon Macs: no card, the GPU uses the machine's unified memory.
+    Unified,
 }
 
 /// Which figure a capacity is.
@@ -80,8 +84,12 @@ pub enum CapacityKind {
     Reported,
     /// The marketing label converted at 2^30 bytes per "GB".
     Label,
-    /// A capacity the user typed (`--card 24GiB`), taken as given.
+    /// A capacity the user typed (`--card 24GiB`, or `--wired-limit-mb` on a Mac),
+    /// taken as given.
     Given,
+    /// What Metal lets the GPU use of a Mac's unified memory
+    /// (`recommendedMaxWorkingSetSize`, by [`metal_working_set`]'s rule).
+    WorkingSet,
 }
 
 impl CapacityKind {
@@ -91,6 +99,7 @@ impl CapacityKind {
             CapacityKind::Reported => "reported",
             CapacityKind::Label => "label",
             CapacityKind::Given => "given",
+            CapacityKind::WorkingSet => "working set",
         }
     }
 }
@@ -100,7 +109,9 @@ impl CapacityKind {
 /// bf16: PyTorch's `torch.cuda.is_bf16_supported()` (torch/cuda/__init__.py) asks for
 /// CUDA compute capability ≥ 8.0 (Ampere and later); Volta (7.0) and Turing (7.5) have
 /// no bf16 units. AMD CDNA2/CDNA3 (MI200/MI300 ISA guides) and RDNA3 (WMMA) compute
-/// in bf16. fp8: vLLM's FP8 W8A8 page (docs/features/quantization/fp8.md) names Hopper
+/// in bf16, and so do Apple's M-series GPUs through Metal's `bfloat` (llama.cpp's Metal
+/// backend, `ggml-metal-device.m`, sets `has_bfloat` from MTLGPUFamilyApple6, which every
+/// M-series GPU is). fp8: vLLM's FP8 W8A8 page (docs/features/quantization/fp8.md) names Hopper
 /// and Ada Lovelace (compute capability ≥ 8.9) and AMD MI300x; Blackwell has them too;
 /// Ampere runs fp8 weights weight-only (W8A16, Marlin kernels), older cards not at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +134,8 @@ pub enum Arch {
     Cdna3,
     /// AMD RDNA3 (Radeon RX 7000 / PRO W7000).
     Rdna3,
+    /// Apple silicon's GPU (M1–M4), through Metal.
+    Apple,
     /// Unknown (a capacity typed by the user).
     Unknown,
 }
@@ -153,6 +166,7 @@ impl Arch {
             Arch::Cdna2 => "CDNA2",
             Arch::Cdna3 => "CDNA3",
             Arch::Rdna3 => "RDNA3",
+            Arch::Apple => "Apple GPU (Metal)",
             Arch::Unknown => "unknown",
         }
     }
@@ -180,6 +194,10 @@ pub struct GpuCard {
     pub label_bytes: u64,
     /// Total the device reports to software, in bytes, when a public readout is known.
     pub reported_bytes: Option<u64>,
+    /// On a Mac, the GPU's working set as `sudo sysctl iogpu.wired_limit_mb=N` sets it
+    /// (`--wired-limit-mb`), in bytes: [`GpuCard::with_wired_limit`]. `None` everywhere
+    /// else, and on a Mac left at macOS's default ([`metal_working_set`]).
+    pub wired_limit_bytes: Option<u64>,
 }
 
 /// What the serving engines read of a card beyond what the page shows, from the same
@@ -223,12 +241,65 @@ pub fn sources(id: &str) -> Option<&'static CardSources> {
 impl GpuCard {
     /// The capacity to compare against: the reported figure when known, else the label
     /// (a typed capacity is its own label, "given").
+    ///
+    /// A Mac's GPU has no memory of its own: its capacity is what Metal lets it use of
+    /// the unified memory, the working set ([`metal_working_set`]), or the wired limit
+    /// the user set (`--wired-limit-mb`, given).
     pub const fn capacity(&self) -> (u64, CapacityKind) {
-        match self.reported_bytes {
-            Some(bytes) => (bytes, CapacityKind::Reported),
-            None if self.label.is_empty() => (self.label_bytes, CapacityKind::Given),
-            None => (self.label_bytes, CapacityKind::Label),
+        match (self.wired_limit_bytes, self.reported_bytes) {
+            (Some(bytes), _) => (bytes, CapacityKind::Given),
+            (None, Some(bytes)) => (bytes, CapacityKind::Reported),
+            (None, None) if self.unified() => (
+                metal_working_set(self.label_bytes),
+                CapacityKind::WorkingSet,
+            ),
+            (None, None) if self.label.is_empty() => (self.label_bytes, CapacityKind::Given),
+            (None, None) => (self.label_bytes, CapacityKind::Label),
         }
+    }
+
+    /// Whether the GPU shares the machine's RAM (an Apple silicon Mac): the label is
+    /// then the whole unified memory, of which the GPU gets its working set and the
+    /// system the rest ([`GpuCard::system_left`]).
+    pub const fn unified(&self) -> bool {
+        matches!(self.vendor, Vendor::Apple)
+    }
+
+    /// On a Mac, the unified memory left beside the GPU's capacity for macOS, the
+    /// engine's process and every other program; `None` for a card with memory of its
+    /// own.
+    pub const fn system_left(&self) -> Option<u64> {
+        if self.unified() {
+            Some(self.label_bytes.saturating_sub(self.capacity().0))
+        } else {
+            None
+        }
+    }
+
+    /// This Mac with the GPU's wired limit set to `mib` MiB (`sudo sysctl
+    /// iogpu.wired_limit_mb=N`, which Metal's `recommendedMaxWorkingSetSize` then
+    /// reports exactly: see [`WORKING_SET_READINGS`]). An error for a card with memory
+    /// of its own, for 0 (macOS's "default"), and for a limit above the Mac's RAM.
+    pub fn with_wired_limit(self, mib: u64) -> Result<GpuCard, String> {
+        if !self.unified() {
+            return Err(format!(
+                "{} has memory of its own: the wired limit is a Mac's (iogpu.wired_limit_mb)",
+                self.name
+            ));
+        }
+        let bytes = mib
+            .checked_mul(MIB)
+            .filter(|b| *b > 0 && *b <= self.label_bytes)
+            .ok_or_else(|| {
+                format!(
+                    "{mib} MiB: the wired limit is from 1 MiB to the Mac's {} MiB (0 is macOS's default: leave the flag out)",
+                    self.label_bytes / MIB
+                )
+            })?;
+        Ok(GpuCard {
+            wired_limit_bytes: Some(bytes),
+            ..self
+        })
     }
 
     /// A card of `bytes` the user typed (`--card 24GiB`): id "custom", no label, no
@@ -244,6 +315,7 @@ impl GpuCard {
             label: "",
             label_bytes: bytes,
             reported_bytes: None,
+            wired_limit_bytes: None,
         }
     }
 
@@ -302,6 +374,108 @@ pub const DERIVED_GAP_PER_MILLE: u64 = 10;
 /// top-k/top-p buffer larger by one vocabulary row in fp32 per SM.
 pub const ASSUMED_SMS: u64 = 108;
 
+/// The page of arm64 macOS, 16 KiB: the unit macOS gives the GPU's working set in.
+const MACOS_PAGE: u64 = 16 * 1024;
+
+/// The unified memory from which macOS lets the GPU take three quarters, not two thirds.
+pub const THREE_QUARTERS_FROM: u64 = 64 * GIB;
+
+/// What Metal lets a Mac's GPU use of `ram` bytes of unified memory by default: its
+/// `MTLDevice.recommendedMaxWorkingSetSize`, which llama.cpp's Metal backend takes as
+/// the device's total (`ggml_metal_device_get_memory`, and it logs it at start-up) and
+/// MLX as its memory limit.
+///
+/// Apple does not document the rule; it is read from the figures macOS reported on
+/// 16 to 128 GiB Macs ([`WORKING_SET_READINGS`], llama.cpp's start-up logs of macOS 13
+/// and 14): two thirds of the RAM on 16 and 32 GiB, three quarters on 64 GiB and
+/// more, in whole pages rounded up (the only reading of two thirds that prints
+/// 21845.34 MiB for 32 GiB rather than 21845.33). No reading of a 36 or 48 GiB Mac
+/// was found: below [`THREE_QUARTERS_FROM`] the smaller fraction is taken, so the GPU
+/// is never given more than macOS may allow. Newer macOS releases were seen to give
+/// more (107.52 GiB of 128 GiB on macOS 26), which this rule leaves out on the same
+/// side; `sudo sysctl iogpu.wired_limit_mb=N` (`--wired-limit-mb`) sets the figure.
+pub const fn metal_working_set(ram: u64) -> u64 {
+    let (num, den): (u128, u128) = if ram >= THREE_QUARTERS_FROM {
+        (3, 4)
+    } else {
+        (2, 3)
+    };
+    let page = MACOS_PAGE as u128;
+    let pages = (ram as u128)
+        .saturating_mul(num)
+        .div_ceil(den.saturating_mul(page));
+    let bytes = pages.saturating_mul(page);
+    if bytes > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        bytes as u64
+    }
+}
+
+/// One public readout of Metal's `recommendedMaxWorkingSetSize` on a Mac.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkingSetReading {
+    /// The Mac's unified memory, bytes.
+    pub ram: u64,
+    /// The figure as printed, in hundredths of `unit` (llama.cpp's "21845.34 MB" of its
+    /// 2023 builds is MiB: it divided by 1024 twice).
+    pub hundredths: u64,
+    /// The printed unit, bytes ([`MIB`] or [`GIB`]).
+    pub unit: u64,
+    /// Read on a macOS newer than the rule's (the rule must not exceed it).
+    pub newer_os: bool,
+    /// Where it was printed.
+    pub source: &'static str,
+}
+
+/// The readouts [`metal_working_set`] is checked against: equal, to the hundredth
+/// printed, on the macOS of the rule; never above on a newer one.
+pub static WORKING_SET_READINGS: &[WorkingSetReading] = &[
+    WorkingSetReading {
+        ram: 16 * GIB,
+        hundredths: 1_092_267,
+        unit: MIB,
+        newer_os: false,
+        source: "llama-cpp-python on a 16 GB M1 MacBook Pro: `ggml_metal_init: \
+             recommendedMaxWorkingSetSize  = 10922.67 MB`, \
+             https://github.com/abetlen/llama-cpp-python/issues/687",
+    },
+    WorkingSetReading {
+        ram: 32 * GIB,
+        hundredths: 2_184_534,
+        unit: MIB,
+        newer_os: false,
+        source: "ollama (llama.cpp) on a 32 GB M2 Max MacBook Pro: `ggml_metal_init: \
+             recommendedMaxWorkingSetSize = 21845.34 MB`, \
+             https://github.com/ollama/ollama/issues/434",
+    },
+    WorkingSetReading {
+        ram: 32 * GIB,
+        hundredths: 2_184_534,
+        unit: MIB,
+        newer_os: false,
+        source: "llama.cpp on a 32 GB M1 Max: `ggml_metal_init: recommendedMaxWorkingSetSize \
+             = 21845.34 MB`, https://github.com/ggml-org/llama.cpp/pull/2011",
+    },
+    WorkingSetReading {
+        ram: 96 * GIB,
+        hundredths: 7_372_800,
+        unit: MIB,
+        newer_os: false,
+        source: "llama.cpp on a 96 GB M2 Max: `ggml_metal_init: recommendedMaxWorkingSetSize  \
+             = 73728,00 MB`, https://github.com/ggml-org/llama.cpp/issues/3213",
+    },
+    WorkingSetReading {
+        ram: 128 * GIB,
+        hundredths: 10_752,
+        unit: GIB,
+        newer_os: true,
+        source: "an M5 Max 128 GB on macOS 26: `recommendedMaxWorkingSetSize: 107.52 GiB` \
+             (stock) and 112.00 GiB with `iogpu.wired_limit_mb = 114688`, \
+             https://github.com/antirez/ds4/pull/893",
+    },
+];
+
 /// Builds [`CATALOGUE`], [`ENGINE_FACTS`] and [`SOURCES`] from one row per card: each
 /// card's facts and the sources of each are written once, side by side, and land in
 /// three tables of the same order, so the pages' first module, which shows neither
@@ -317,7 +491,7 @@ macro_rules! cards {
         $($source:ident: $text:expr,)*
     },)*) => {
         /// Every card, data-centre first.
-        pub static CATALOGUE: &[GpuCard] = &[$(GpuCard { id: $id, $($fact: $value,)* },)*];
+        pub static CATALOGUE: &[GpuCard] = &[$(GpuCard { id: $id, wired_limit_bytes: None, $($fact: $value,)* },)*];
         /// The engines' facts of each card, in [`CATALOGUE`]'s order.
         pub static ENGINE_FACTS: &[EngineFacts] =
             &[$(EngineFacts { torch_bytes: $torch, sms: $sms },)*];
@@ -1016,6 +1190,567 @@ cards! {
         torch: None,
         sms: Some("AMD Radeon RX 7900 XTX specifications: 96 compute units"),
     },
+    // ------------------------------------------- Apple silicon (unified memory)
+    // A Mac's "GB" of unified memory is GiB of LPDDR like a card's; what the GPU may use
+    // of it is the working set (`metal_working_set`), not the label.
+    "m1-pro-16gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 200,
+        name: "Apple M1 Pro 16GB",
+        label: "16 GB unified memory",
+        label_bytes: 16 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2021): M1 Pro, 16GB unified memory, configurable to 32GB; 200GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m1-pro-32gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 200,
+        name: "Apple M1 Pro 32GB",
+        label: "32 GB unified memory",
+        label_bytes: 32 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2021): M1 Pro, 16GB unified memory, configurable to 32GB; 200GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m1-max-32gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 400,
+        name: "Apple M1 Max 32GB",
+        label: "32 GB unified memory",
+        label_bytes: 32 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2021) and Mac Studio (2022): M1 Max, 32GB unified memory, configurable to 64GB; 400GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m1-max-64gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 400,
+        name: "Apple M1 Max 64GB",
+        label: "64 GB unified memory",
+        label_bytes: 64 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2021) and Mac Studio (2022): M1 Max, 32GB unified memory, configurable to 64GB; 400GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m1-ultra-64gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 800,
+        name: "Apple M1 Ultra 64GB",
+        label: "64 GB unified memory",
+        label_bytes: 64 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, Mac Studio (2022): M1 Ultra, 64GB unified memory, configurable to 128GB; 800GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m1-ultra-128gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 800,
+        name: "Apple M1 Ultra 128GB",
+        label: "128 GB unified memory",
+        label_bytes: 128 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, Mac Studio (2022): M1 Ultra, 64GB unified memory, configurable to 128GB; 800GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m2-pro-16gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 200,
+        name: "Apple M2 Pro 16GB",
+        label: "16 GB unified memory",
+        label_bytes: 16 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2023) and Mac mini (2023): M2 Pro, 16GB unified memory, configurable to 32GB; 200GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m2-pro-32gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 200,
+        name: "Apple M2 Pro 32GB",
+        label: "32 GB unified memory",
+        label_bytes: 32 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2023) and Mac mini (2023): M2 Pro, 16GB unified memory, configurable to 32GB; 200GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m2-max-32gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 400,
+        name: "Apple M2 Max 32GB",
+        label: "32 GB unified memory",
+        label_bytes: 32 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2023) and Mac Studio (2023): M2 Max, 32GB unified memory, configurable to 64GB or 96GB; 400GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m2-max-64gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 400,
+        name: "Apple M2 Max 64GB",
+        label: "64 GB unified memory",
+        label_bytes: 64 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2023) and Mac Studio (2023): M2 Max, 32GB unified memory, configurable to 64GB or 96GB; 400GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m2-max-96gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 400,
+        name: "Apple M2 Max 96GB",
+        label: "96 GB unified memory",
+        label_bytes: 96 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2023) and Mac Studio (2023): M2 Max, 32GB unified memory, configurable to 64GB or 96GB; 400GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m2-ultra-64gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 800,
+        name: "Apple M2 Ultra 64GB",
+        label: "64 GB unified memory",
+        label_bytes: 64 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, Mac Studio (2023) and Mac Pro (2023): M2 Ultra, 64GB unified memory, configurable to 128GB or 192GB; 800GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m2-ultra-128gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 800,
+        name: "Apple M2 Ultra 128GB",
+        label: "128 GB unified memory",
+        label_bytes: 128 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, Mac Studio (2023) and Mac Pro (2023): M2 Ultra, 64GB unified memory, configurable to 128GB or 192GB; 800GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m2-ultra-192gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 800,
+        name: "Apple M2 Ultra 192GB",
+        label: "192 GB unified memory",
+        label_bytes: 192 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, Mac Studio (2023) and Mac Pro (2023): M2 Ultra, 64GB unified memory, configurable to 128GB or 192GB; 800GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m3-pro-18gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 150,
+        name: "Apple M3 Pro 18GB",
+        label: "18 GB unified memory",
+        label_bytes: 18 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Pro, 18GB unified memory, configurable to 36GB; 150GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m3-pro-36gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 150,
+        name: "Apple M3 Pro 36GB",
+        label: "36 GB unified memory",
+        label_bytes: 36 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Pro, 18GB unified memory, configurable to 36GB; 150GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m3-max-36gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 300,
+        name: "Apple M3 Max 36GB",
+        label: "36 GB unified memory",
+        label_bytes: 36 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Max with 14-core CPU and 30-core GPU, 36GB unified memory, configurable to 96GB; 300GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m3-max-48gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 400,
+        name: "Apple M3 Max 48GB",
+        label: "48 GB unified memory",
+        label_bytes: 48 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Max with 16-core CPU and 40-core GPU, 48GB unified memory, configurable to 64GB or 128GB; 400GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m3-max-64gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 400,
+        name: "Apple M3 Max 64GB",
+        label: "64 GB unified memory",
+        label_bytes: 64 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Max with 16-core CPU and 40-core GPU, 48GB unified memory, configurable to 64GB or 128GB; 400GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m3-max-96gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 300,
+        name: "Apple M3 Max 96GB",
+        label: "96 GB unified memory",
+        label_bytes: 96 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Max with 14-core CPU and 30-core GPU, 36GB unified memory, configurable to 96GB; 300GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m3-max-128gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 400,
+        name: "Apple M3 Max 128GB",
+        label: "128 GB unified memory",
+        label_bytes: 128 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Max with 16-core CPU and 40-core GPU, 48GB unified memory, configurable to 64GB or 128GB; 400GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m3-ultra-96gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 819,
+        name: "Apple M3 Ultra 96GB",
+        label: "96 GB unified memory",
+        label_bytes: 96 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, Mac Studio (2025): M3 Ultra, 96GB unified memory, configurable to 256GB or 512GB; 819GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m3-ultra-256gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 819,
+        name: "Apple M3 Ultra 256GB",
+        label: "256 GB unified memory",
+        label_bytes: 256 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, Mac Studio (2025): M3 Ultra, 96GB unified memory, configurable to 256GB or 512GB; 819GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m3-ultra-512gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 819,
+        name: "Apple M3 Ultra 512GB",
+        label: "512 GB unified memory",
+        label_bytes: 512 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, Mac Studio (2025): M3 Ultra, 96GB unified memory, configurable to 256GB or 512GB; 819GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m4-pro-24gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 273,
+        name: "Apple M4 Pro 24GB",
+        label: "24 GB unified memory",
+        label_bytes: 24 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, Mac mini (2024) and MacBook Pro (14-inch and 16-inch, November 2024): M4 Pro, 24GB unified memory, configurable to 48GB or 64GB; 273GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m4-pro-48gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 273,
+        name: "Apple M4 Pro 48GB",
+        label: "48 GB unified memory",
+        label_bytes: 48 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, Mac mini (2024) and MacBook Pro (14-inch and 16-inch, November 2024): M4 Pro, 24GB unified memory, configurable to 48GB or 64GB; 273GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m4-pro-64gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 273,
+        name: "Apple M4 Pro 64GB",
+        label: "64 GB unified memory",
+        label_bytes: 64 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, Mac mini (2024) and MacBook Pro (14-inch and 16-inch, November 2024): M4 Pro, 24GB unified memory, configurable to 48GB or 64GB; 273GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m4-max-36gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 410,
+        name: "Apple M4 Max 36GB",
+        label: "36 GB unified memory",
+        label_bytes: 36 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2024) and Mac Studio (2025): M4 Max with 14-core CPU and 32-core GPU, 36GB unified memory; 410GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m4-max-48gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 546,
+        name: "Apple M4 Max 48GB",
+        label: "48 GB unified memory",
+        label_bytes: 48 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2024) and Mac Studio (2025): M4 Max with 16-core CPU and 40-core GPU, 48GB unified memory, configurable to 64GB or 128GB; 546GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m4-max-64gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 546,
+        name: "Apple M4 Max 64GB",
+        label: "64 GB unified memory",
+        label_bytes: 64 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2024) and Mac Studio (2025): M4 Max with 16-core CPU and 40-core GPU, 48GB unified memory, configurable to 64GB or 128GB; 546GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
+    "m4-max-128gb" {
+        vendor: Vendor::Apple,
+        segment: Segment::Unified,
+        arch: Arch::Apple,
+        bandwidth_gb_s: 546,
+        name: "Apple M4 Max 128GB",
+        label: "128 GB unified memory",
+        label_bytes: 128 * GIB,
+        reported_bytes: None,
+    } engines {
+        torch_bytes: None,
+        sms: None,
+    } sources {
+        label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2024) and Mac Studio (2025): M4 Max with 16-core CPU and 40-core GPU, 48GB unified memory, configurable to 64GB or 128GB; 546GB/s memory bandwidth",
+        reported: None,
+        torch: None,
+        sms: None,
+    },
 }
 
 /// Looks a card up by id (exact, case-insensitive ASCII).
@@ -1030,6 +1765,7 @@ const NOISE: &[&str] = &[
     "nvidia",
     "geforce",
     "amd",
+    "apple",
     "radeon",
     "instinct",
     "tesla",
@@ -1180,6 +1916,7 @@ mod tests {
             Segment::DataCentre => 0,
             Segment::Workstation => 1,
             Segment::Consumer => 2,
+            Segment::Unified => 3,
         }
     }
 
@@ -1338,6 +2075,10 @@ mod tests {
                     assert_eq!(bytes, r);
                     assert_eq!(kind, CapacityKind::Reported);
                 }
+                None if card.unified() => {
+                    assert_eq!(bytes, metal_working_set(card.label_bytes));
+                    assert_eq!(kind, CapacityKind::WorkingSet);
+                }
                 None => {
                     assert_eq!(bytes, card.label_bytes);
                     assert_eq!(kind, CapacityKind::Label);
@@ -1468,12 +2209,143 @@ mod tests {
         }
     }
 
+    /// Every Mac row: its label is its unified memory in GiB, the GPU's capacity is
+    /// the working set of that memory, the rest is the system's, and its label source
+    /// names the same memory size and the same bandwidth the row holds.
+    #[test]
+    fn apple_rows_are_their_sources() {
+        let macs: Vec<&GpuCard> = CATALOGUE.iter().filter(|c| c.unified()).collect();
+        assert!(macs.len() >= 31, "{} Macs", macs.len());
+        for c in &macs {
+            let src = sources(c.id).expect("sources");
+            let gib = c.label_bytes >> 30;
+            assert!(
+                src.label.contains(&format!("{gib}GB")),
+                "{}: {}",
+                c.id,
+                src.label
+            );
+            assert!(
+                src.label.contains(&format!("; {}GB/s", c.bandwidth_gb_s)),
+                "{}: {}",
+                c.id,
+                src.label
+            );
+            assert!(c.id.ends_with(&format!("-{gib}gb")), "{}", c.id);
+            assert!(c.name.ends_with(&format!(" {gib}GB")), "{}", c.name);
+            assert_eq!(c.arch, Arch::Apple);
+            assert_eq!(c.segment, Segment::Unified);
+            let (cap, kind) = c.capacity();
+            assert_eq!(kind, CapacityKind::WorkingSet, "{}", c.id);
+            assert_eq!(cap, metal_working_set(c.label_bytes), "{}", c.id);
+            assert_eq!(c.system_left(), Some(c.label_bytes - cap), "{}", c.id);
+        }
+        // The configurations asked for most.
+        for id in [
+            "m1-max-32gb",
+            "m1-max-64gb",
+            "m1-ultra-64gb",
+            "m1-ultra-128gb",
+            "m2-max-32gb",
+            "m2-max-64gb",
+            "m2-max-96gb",
+            "m2-ultra-64gb",
+            "m2-ultra-128gb",
+            "m2-ultra-192gb",
+            "m3-max-36gb",
+            "m3-max-48gb",
+            "m3-max-64gb",
+            "m3-max-96gb",
+            "m3-max-128gb",
+            "m4-max-36gb",
+            "m4-max-48gb",
+            "m4-max-64gb",
+            "m4-max-128gb",
+            "m4-pro-24gb",
+            "m4-pro-48gb",
+            "m4-pro-64gb",
+            "m3-ultra-96gb",
+            "m3-ultra-256gb",
+            "m3-ultra-512gb",
+        ] {
+            assert!(find(id).is_some_and(GpuCard::unified), "missing {id}");
+        }
+        // A card with memory of its own leaves nothing to a system beside it.
+        assert_eq!(find("rtx-4090").unwrap().system_left(), None);
+    }
+
+    /// The working-set rule equals each readout of macOS 13/14 to the hundredth
+    /// printed, and stays at or below what a newer macOS gave.
+    #[test]
+    fn working_set_is_each_reading() {
+        for r in WORKING_SET_READINGS {
+            let rule = u128::from(metal_working_set(r.ram));
+            let printed = u128::from(r.hundredths) * u128::from(r.unit);
+            if r.newer_os {
+                assert!(rule * 100 <= printed, "{}", r.source);
+            } else {
+                // |rule − printed| ≤ half a printed hundredth.
+                let (hi, lo) = (rule.max(printed / 100), rule.min(printed / 100));
+                assert!(
+                    (hi - lo) * 200 <= u128::from(r.unit),
+                    "rule {rule} vs {printed}/100: {}",
+                    r.source
+                );
+            }
+            assert!(r.source.contains("https://"), "{}", r.source);
+        }
+        // The figures themselves: 2/3 in whole 16 KiB pages below 64 GiB, 3/4 from it.
+        assert_eq!(metal_working_set(32 << 30), 22_906_503_168);
+        assert_eq!(metal_working_set(16 << 30), 11_453_251_584);
+        assert_eq!(metal_working_set(36 << 30), 24 << 30);
+        assert_eq!(metal_working_set(48 << 30), 32 << 30);
+        assert_eq!(metal_working_set(64 << 30), 48 << 30);
+        assert_eq!(metal_working_set(128 << 30), 96 << 30);
+        assert_eq!(metal_working_set(512 << 30), 384 << 30);
+        assert_eq!(metal_working_set(u64::MAX) % MACOS_PAGE, 0);
+        let m3 = find("m3-max-128gb").unwrap();
+        assert_eq!(m3.capacity(), (96 << 30, CapacityKind::WorkingSet));
+        assert_eq!(m3.system_left(), Some(32 << 30));
+    }
+
+    /// `iogpu.wired_limit_mb` replaces the working set, given in MiB; a card with its
+    /// own memory, 0 and more than the RAM are refused.
+    #[test]
+    fn wired_limit_sets_the_working_set() {
+        let m3 = *find("m3-max-128gb").unwrap();
+        let raised = m3.with_wired_limit(114_688).unwrap();
+        assert_eq!(raised.capacity(), (112 << 30, CapacityKind::Given));
+        assert_eq!(raised.system_left(), Some(16 << 30));
+        assert!(m3.with_wired_limit(0).is_err());
+        assert!(m3.with_wired_limit(131_073).is_err());
+        assert!(m3.with_wired_limit(u64::MAX).is_err());
+        assert_eq!(m3.with_wired_limit(131_072).unwrap().system_left(), Some(0));
+        let e = find("rtx-4090")
+            .unwrap()
+            .with_wired_limit(20_000)
+            .unwrap_err();
+        assert!(e.contains("memory of its own"), "{e}");
+    }
+
+    #[test]
+    fn macs_resolve_as_people_type_them() {
+        let id = |t: &str| resolve(t).map(|c| c.id);
+        assert_eq!(id("m3-max-128gb"), Ok("m3-max-128gb"));
+        assert_eq!(id("M3 Max 128GB"), Ok("m3-max-128gb"));
+        assert_eq!(id("Apple M2 Ultra 192GB"), Ok("m2-ultra-192gb"));
+        assert_eq!(id("m4 pro 24"), Ok("m4-pro-24gb"));
+        assert!(resolve("m3 max").unwrap_err().contains("could be"));
+        // A bare capacity stays a typed card, never a Mac.
+        assert_eq!(id("128GB"), Ok(CUSTOM_ID));
+    }
+
     #[test]
     fn vendors_match_names() {
         for card in CATALOGUE {
             match card.vendor {
                 Vendor::Nvidia => assert!(card.name.starts_with("NVIDIA "), "{}", card.id),
                 Vendor::Amd => assert!(card.name.starts_with("AMD "), "{}", card.id),
+                Vendor::Apple => assert!(card.name.starts_with("Apple "), "{}", card.id),
                 Vendor::Unknown => panic!("{}: a catalogue card has a vendor", card.id),
             }
         }

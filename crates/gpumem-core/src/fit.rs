@@ -96,7 +96,7 @@ pub fn margin(card: &GpuCard, assumed: u64) -> Margin {
                 .div_ceil(1_000_000);
             u64::try_from(v).unwrap_or(u64::MAX)
         }
-        CapacityKind::Reported | CapacityKind::Given => 0,
+        CapacityKind::Reported | CapacityKind::Given | CapacityKind::WorkingSet => 0,
     };
     Margin {
         assumed_bytes: assumed,

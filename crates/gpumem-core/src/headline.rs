@@ -356,11 +356,13 @@ pub fn headline<R: Rule>(
 }
 
 /// The smallest catalogue card on which `basis` says the workload fits (catalogue
-/// order among equals). No sort: the page's wasm carries no sort routine.
+/// order among equals). No sort: the page's wasm carries no sort routine. A Mac is
+/// judged when it is named, never picked: it is a machine, not a card beside others
+/// (no tensor parallelism over Macs, and the CUDA engines do not run on it).
 fn smallest_card<R: Rule>(input: &EstimateInput, est: &Estimate, basis: &R) -> Option<CardFit> {
     CATALOGUE
         .iter()
-        .filter(|c| runs_format(c, input.format))
+        .filter(|c| !c.unified() && runs_format(c, input.format))
         .filter_map(|c| {
             let f = fit_of(c, basis.need(input, est, c).ok()?);
             (Verdict::of_fit(&f) == Verdict::Fits).then_some(f)
@@ -379,6 +381,7 @@ fn by_id(id: &str) -> GpuCard {
 fn largest_card() -> GpuCard {
     CATALOGUE
         .iter()
+        .filter(|c| !c.unified())
         .max_by_key(|c| c.capacity().0)
         .copied()
         .unwrap_or(CATALOGUE[0])
@@ -657,7 +660,8 @@ mod tests {
         // The smallest card that fits holds it and is the smallest that does.
         let s = t4.smallest.unwrap();
         assert_eq!(s.verdict, "yes");
-        for c in CATALOGUE {
+        // (Macs are judged when named, never picked.)
+        for c in CATALOGUE.iter().filter(|c| !c.unified()) {
             if c.capacity().0 < s.capacity_bytes {
                 let f = fit_card(c, est.per_device_bytes, assumed_margin(&est));
                 assert_ne!(f.verdict, "yes", "{} is smaller and fits", c.id);
@@ -676,9 +680,21 @@ mod tests {
         let big = from_pairs([("parameters", "2000000000000"), ("bits", "16")]).0;
         let h = head(&big, None);
         assert_eq!(h.verdict(), Verdict::DoesNotFit);
-        let largest = CATALOGUE.iter().map(|c| c.capacity().0).max().unwrap();
+        let largest = CATALOGUE
+            .iter()
+            .filter(|c| !c.unified())
+            .map(|c| c.capacity().0)
+            .max()
+            .unwrap();
         assert_eq!(h.card.capacity_bytes, largest);
         assert!(h.smallest.is_none());
+        // A Mac holds more than any card (an M3 Ultra's 512 GB), but is not one to pick.
+        assert!(CATALOGUE.iter().any(|c| c.capacity().0 > largest));
+        assert!(!find(&h.card.id).is_some_and(|c| c.unified()));
+        // Named, it is judged on its working set.
+        let h = head(&llama_8b(&[("context", "8192")]), Some("m3-max-128gb"));
+        assert_eq!(h.card.capacity_bytes, 96 << 30);
+        assert_eq!(h.card.capacity_kind, "working set");
     }
 
     #[test]
