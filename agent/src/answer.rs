@@ -153,6 +153,27 @@ pub fn render(
     if verdict == Verdict::Borderline {
         s.push_str(&wrap(&format!("  {MARGIN_RULE}"), 4));
     }
+    if let Some(u) = &h.unified {
+        s.push_str(&wrap(
+            &format!(
+                "  unified memory: the GPU and the system share {} of RAM: the GPU's {} is the capacity, {} left for macOS, the engine's process and host memory{}",
+                both(u.ram_bytes),
+                if u.wired_limit {
+                    "wired limit (--wired-limit-mb)"
+                } else {
+                    "working set (Metal's recommendedMaxWorkingSetSize, macOS's default)"
+                },
+                both(u.system_bytes),
+                if u.wired_limit {
+                    ""
+                } else {
+                    "; `sudo sysctl iogpu.wired_limit_mb=N` and --wired-limit-mb N move the split"
+                }
+            ),
+            4,
+        ));
+    }
+
     s.push('\n');
     let _ = writeln!(
         s,

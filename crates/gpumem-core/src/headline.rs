@@ -283,7 +283,41 @@ pub struct Headline {
     pub format: Option<FormatFit>,
     /// Formats the card does not compute in (bf16 on a T4, fp8 before Ada).
     pub warnings: Vec<String>,
+    /// On a Mac: its unified memory, the GPU's share and what is left to the system.
+    pub unified: Option<Unified>,
 }
+
+/// How a Mac's unified memory is split between its GPU and everything else: the GPU
+/// and the host share one RAM, so what the GPU may wire is not there for macOS, the
+/// engine's own process or host-side weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Unified {
+    /// The Mac's RAM, bytes (its "128 GB" is GiB).
+    pub ram_bytes: u64,
+    /// What the GPU may use: Metal's working set, or the wired limit given.
+    pub gpu_bytes: u64,
+    /// The rest, left to macOS and every other program.
+    pub system_bytes: u64,
+    /// Whether `gpu_bytes` is a wired limit given (`--wired-limit-mb`) rather than
+    /// macOS's default.
+    pub wired_limit: bool,
+}
+
+impl Unified {
+    /// The split of `card`'s memory when it is a Mac.
+    pub fn of(card: &GpuCard) -> Option<Unified> {
+        Some(Unified {
+            ram_bytes: card.label_bytes,
+            gpu_bytes: card.capacity().0,
+            system_bytes: card.system_left()?,
+            wired_limit: card.wired_limit_bytes.is_some(),
+        })
+    }
+}
+
+/// Why a Mac gets no card count: it is one machine, not a card of which to add more.
+pub const MAC_CARDS: &str = "one Mac (several over a network are not modelled)";
 
 impl Headline {
     /// The verdict.
@@ -336,22 +370,27 @@ pub fn headline<R: Rule>(
         margin: m,
         basis: basis.engine().map_or("estimate", |e| e.name()).into(),
         sequences: need.sequences,
-        cards: if training {
+        cards: if training || card.unified() {
             None
         } else {
             cards_needed(input, &card, basis)
         },
-        cards_note: training.then(|| {
-            if input.zero > 0 || input.fsdp != crate::estimate::Fsdp::None {
-                SHARDED_CARDS.to_string()
-            } else {
-                TRAINING_CARDS.to_string()
-            }
-        }),
+        cards_note: if training {
+            Some(
+                if input.zero > 0 || input.fsdp != crate::estimate::Fsdp::None {
+                    SHARDED_CARDS.to_string()
+                } else {
+                    TRAINING_CARDS.to_string()
+                },
+            )
+        } else {
+            card.unified().then(|| MAC_CARDS.to_string())
+        },
         any_fits: smallest.is_some(),
         smallest,
         format: widest_format(input, &card, basis),
         warnings: format_warnings(input, &card),
+        unified: Unified::of(&card),
     })
 }
 
@@ -695,6 +734,20 @@ mod tests {
         let h = head(&llama_8b(&[("context", "8192")]), Some("m3-max-128gb"));
         assert_eq!(h.card.capacity_bytes, 96 << 30);
         assert_eq!(h.card.capacity_kind, "working set");
+        let u = h.unified.expect("a Mac's split");
+        assert_eq!(
+            (u.ram_bytes, u.gpu_bytes, u.system_bytes, u.wired_limit),
+            (128 << 30, 96 << 30, 32 << 30, false)
+        );
+        // One Mac: no count of cards, said why.
+        assert!(h.cards.is_none());
+        assert_eq!(h.cards_note.as_deref(), Some(MAC_CARDS));
+        // A card with memory of its own has no split.
+        assert!(
+            head(&llama_8b(&[("context", "8192")]), Some("l40s"))
+                .unified
+                .is_none()
+        );
     }
 
     #[test]

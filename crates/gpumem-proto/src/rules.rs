@@ -10,7 +10,7 @@
 //! text documents of [`crate::lookup::text`]: the dimensioner carries no JSON reader.
 
 use gpumem_core::fit::{CardFit, Margin};
-use gpumem_core::headline::{Cards, FormatFit, Headline, Sequences};
+use gpumem_core::headline::{Cards, FormatFit, Headline, Sequences, Unified};
 
 use crate::lookup::TensorsRead;
 use crate::lookup::text::{Line, Writer, lines, tensor_record};
@@ -186,6 +186,17 @@ pub fn write_answer(h: &Result<Headline, String>) -> String {
     for warning in &h.warnings {
         w.record("warning", &[warning]);
     }
+    if let Some(u) = &h.unified {
+        w.record(
+            "unified",
+            &[
+                &u.ram_bytes.to_string(),
+                &u.gpu_bytes.to_string(),
+                &u.system_bytes.to_string(),
+                flag(u.wired_limit),
+            ],
+        );
+    }
     w.0
 }
 
@@ -226,6 +237,7 @@ pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
     let (mut sequences, mut cards, mut cards_note, mut smallest) = (None, None, None, None);
     let (mut format, mut format_fit) = (None, None);
     let mut warnings = Vec::new();
+    let mut unified = None;
     for line in lines(text, ANSWER)? {
         if line.kind == "error" {
             return Ok(Err(line.fields(1)?[0].clone()));
@@ -286,6 +298,15 @@ pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
                 format = Some((f[0].clone(), line.number(&f[1])?, boolean(&line, &f[2])?));
             }
             "warning" => warnings.push(line.fields(1)?[0].clone()),
+            "unified" => {
+                let f = line.fields(4)?;
+                unified = Some(Unified {
+                    ram_bytes: line.number(&f[0])?,
+                    gpu_bytes: line.number(&f[1])?,
+                    system_bytes: line.number(&f[2])?,
+                    wired_limit: boolean(&line, &f[3])?,
+                });
+            }
             _ => return Err(line.error("an unknown record")),
         }
     }
@@ -314,6 +335,7 @@ pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
         smallest,
         format,
         warnings,
+        unified,
     }))
 }
 
@@ -420,9 +442,15 @@ mod tests {
             ..EngineParams::default()
         }));
         let l40s = resolve("l40s").unwrap();
+        // A Mac with a wired limit: its split crosses too.
+        let mac = resolve("m3-max-128gb")
+            .unwrap()
+            .with_wired_limit(100_000)
+            .unwrap();
         for h in [
             headline(&i, &est, Some(&l40s), &vllm).unwrap(),
             headline(&i, &est, None, &Basis::Estimate).unwrap(),
+            headline(&i, &est, Some(&mac), &Basis::Estimate).unwrap(),
         ] {
             let back = read_answer(&write_answer(&Ok(h.clone()))).unwrap().unwrap();
             assert_eq!(back, h);

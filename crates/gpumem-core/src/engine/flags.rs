@@ -214,6 +214,21 @@ pub const CARD: Flag = Flag::new(
     card,
 );
 
+/// A Mac's GPU working set as `sudo sysctl iogpu.wired_limit_mb=N` sets it (every
+/// engine: it is the card's capacity, [`crate::catalogue::GpuCard::with_wired_limit`],
+/// applied by the parser once the card is read).
+pub const WIRED_LIMIT_MB: Flag = Flag::new(
+    field(
+        "wired-limit-mb",
+        FieldKind::Count,
+        "Mac GPU wired limit",
+        "macOS default",
+        "On a Mac (--card m3-max-128gb): the GPU's working set as `sudo sysctl iogpu.wired_limit_mb=N` sets it, MiB (default: what macOS allows, 2/3 of the RAM below 64 GiB, 3/4 from it)",
+    )
+    .unit(Unit::Mib),
+    positive,
+);
+
 /// The length each sequence is served at (every engine; `auto`: the longest the pool
 /// holds, vLLM's own choice).
 pub const MAX_MODEL_LEN: Flag = Flag::new(

@@ -8,7 +8,9 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::contract::{Info, ReleaseParser};
-use super::flags::{CARD, EngineId, EngineParams, Flag, MAX_MODEL_LEN, Value, field, positive};
+use super::flags::{
+    CARD, EngineId, EngineParams, Flag, MAX_MODEL_LEN, Value, WIRED_LIMIT_MB, field, positive,
+};
 use super::{INFO_COUNT, INFOS};
 use crate::error::EstimateError;
 use crate::fields::{Field, FieldKind};
@@ -344,11 +346,14 @@ const fn same(a: &str, b: &str) -> bool {
 }
 
 /// Whether the `j`th flag of the `i`th engine is a row no earlier engine (nor the
-/// `engine` and `card` rows) has.
+/// `engine`, `card` and `wired-limit-mb` rows) has.
 #[allow(clippy::arithmetic_side_effects)] // evaluated by the compiler
 const fn first_time(i: usize, j: usize) -> bool {
     let key = INFOS[i].flags[j].field.key;
-    if same(key, ENGINE.field.key) || same(key, CARD.field.key) {
+    if same(key, ENGINE.field.key)
+        || same(key, CARD.field.key)
+        || same(key, WIRED_LIMIT_MB.field.key)
+    {
         return false;
     }
     let mut a = 0;
@@ -369,7 +374,7 @@ const fn first_time(i: usize, j: usize) -> bool {
 
 #[allow(clippy::arithmetic_side_effects)] // evaluated by the compiler
 const fn field_count() -> usize {
-    let mut n = 2;
+    let mut n = 3;
     let mut i = 0;
     while i < INFOS.len() {
         let mut j = 0;
@@ -388,7 +393,8 @@ const fn field_count() -> usize {
 const fn rows() -> [Flag; field_count()] {
     let mut out = [ENGINE; field_count()];
     out[1] = CARD;
-    let mut k = 2;
+    out[2] = WIRED_LIMIT_MB;
+    let mut k = 3;
     let mut i = 0;
     while i < INFOS.len() {
         let mut j = 0;
@@ -452,7 +458,8 @@ const fn unread_texts() -> [Option<&'static str>; field_count()] {
 
 const TABLE: [Field; field_count()] = fields_of(&ROWS);
 
-/// The field table's engine group: the `engine` and `card` rows, then each engine's
+/// The field table's engine group: the `engine`, `card` and `wired-limit-mb` rows,
+/// then each engine's
 /// flags in registry order, a row shared by several engines once, where the first
 /// reads it (the agent's flags, the page's form and URL keys).
 pub static FIELDS: &[Field] = &TABLE;
@@ -522,6 +529,21 @@ where
         };
         if let Err(e) = r {
             errors.push(e);
+        }
+    }
+    // The wired limit is the Mac's capacity: applied to the card once both are read,
+    // whichever came first.
+    if let Some(mib) = p.count(WIRED_LIMIT_MB.key()) {
+        let key = WIRED_LIMIT_MB.key();
+        match p.card {
+            Some(card) => match card.with_wired_limit(mib) {
+                Ok(c) => p.card = Some(c),
+                Err(why) => errors.push(EstimateError::invalid(key, why)),
+            },
+            None => errors.push(EstimateError::invalid(
+                key,
+                "is a Mac's: give --card naming one (m3-max-128gb, `gpumem-agent cards`)",
+            )),
         }
     }
     (p, errors)

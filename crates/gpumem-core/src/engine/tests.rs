@@ -437,3 +437,30 @@ fn releases_pick_their_rules() {
     assert!(eager.lines.iter().all(|l| l.key != "cuda_graphs"));
     assert!(eager.kv_capacity_bytes > q.kv_capacity_bytes);
 }
+
+/// `wired-limit-mb` sets a Mac's capacity whichever flag comes first, and is refused
+/// without a card, on a card with memory of its own, and beyond the Mac's RAM.
+#[test]
+fn the_wired_limit_is_a_macs_capacity() {
+    for pairs in [
+        [("card", "m3-max-128gb"), ("wired-limit-mb", "114688")],
+        [("wired-limit-mb", "114688"), ("card", "m3-max-128gb")],
+    ] {
+        let (p, errors) = from_pairs(pairs);
+        assert!(errors.is_empty(), "{errors:?}");
+        let card = p.card.expect("card");
+        assert_eq!(card.capacity().0, 112 << 30);
+        assert_eq!(card.system_left(), Some(16 << 30));
+    }
+    let err = |pairs: &[(&str, &str)]| {
+        let (_, e) = from_pairs(pairs.iter().copied());
+        assert_eq!(e.len(), 1, "{pairs:?}");
+        e[0].to_string()
+    };
+    assert!(err(&[("wired-limit-mb", "100000")]).contains("--card"));
+    assert!(err(&[("card", "rtx-4090"), ("wired-limit-mb", "20000")]).contains("its own"));
+    assert!(err(&[("card", "m4-pro-24gb"), ("wired-limit-mb", "30000")]).contains("24576 MiB"));
+    // Without the flag, macOS's default: 3/4 of 128 GiB.
+    let (p, _) = from_pairs([("card", "m3-max-128gb")]);
+    assert_eq!(p.card.unwrap().capacity().0, 96 << 30);
+}
