@@ -9,7 +9,7 @@ use std::fmt::Write;
 use gpumem_core::estimate::{Estimate, Group, Kind, LineKey};
 use gpumem_core::fit::{MARGIN_RULE, RESERVE_SIDE, Verdict};
 use gpumem_core::headline::{
-    FormatFit, Headline, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, LABEL_SMALLEST,
+    FormatFit, Headline, HostFit, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, LABEL_SMALLEST,
 };
 use gpumem_core::units::{Bytes, group_digits, signed_gb_string, signed_gib_string};
 
@@ -152,6 +152,9 @@ pub fn render(
     }
     if verdict == Verdict::Borderline {
         s.push_str(&wrap(&format!("  {MARGIN_RULE}"), 4));
+    }
+    if let Some(hf) = &h.host {
+        s.push_str(&wrap(&host_text(hf, h.unified.is_some()), 4));
     }
     if let Some(u) = &h.unified {
         s.push_str(&wrap(
@@ -347,15 +350,6 @@ fn total_line(est: &Estimate, per_rank: bool) -> String {
             4,
         ));
     }
-    if est.host_bytes > 0 {
-        s.push_str(&wrap(
-            &format!(
-                "  host RAM per node {} for what is offloaded (not in the GPU's need)",
-                both(est.host_bytes)
-            ),
-            4,
-        ));
-    }
     s
 }
 
@@ -400,6 +394,37 @@ fn engine_summary(e: &EngineOutput) -> String {
         ));
     }
     s
+}
+
+/// The host memory's line: what it holds, per node, and its verdict against the RAM.
+fn host_text(h: &HostFit, mac: bool) -> String {
+    let mut t = format!(
+        "  host RAM   {} per node for {} (not in the GPU's need)",
+        both(h.need_bytes),
+        h.what
+    );
+    let (Some(ram), Some(left), Some(fits)) = (h.ram_bytes, h.left_bytes, h.fits) else {
+        t.push_str("; --ram SIZE (64GiB) for a verdict");
+        return t;
+    };
+    let word = if fits { "FITS" } else { "DOES NOT FIT" };
+    let rest = if fits {
+        format!("{} left", both(left.unsigned_abs()))
+    } else {
+        format!("{} short", both(left.unsigned_abs()))
+    };
+    if mac {
+        let _ = write!(
+            t,
+            "; on a Mac the host's memory is the GPU's: with the GPU's need of {} it takes {} of the {} of RAM: {word}, {rest} for macOS and other programs",
+            both(h.gpu_bytes),
+            both(h.gpu_bytes.saturating_add(h.need_bytes)),
+            both(ram)
+        );
+    } else {
+        let _ = write!(t, "; --ram {}: {word}, {rest}", both(ram));
+    }
+    t
 }
 
 /// `--formats`: each format side by side on the card.

@@ -38,7 +38,7 @@ pub const EXAMPLES: &str = "Examples:
   gpumem-agent estimate --parameters 70B --format awq-4-g128 --context 8192 --tp 2 --gpus 2 --card a100-80gb
 
 -h shows the common flags; --help shows every flag (the architecture's too).
-Exit status: 0 fits or borderline, 1 does not fit, 2 bad input or no answer.";
+Exit status: 0 fits or borderline, 1 does not fit (on the card, or in --ram), 2 bad input or no answer.";
 
 /// Arguments of `estimate`: the shared keys as flags, plus files and output mode.
 #[derive(Debug, Default)]
@@ -425,10 +425,12 @@ pub fn run(args: Args) -> Result<Exit> {
 }
 
 /// The exit status of an answer: 0 when it fits or is borderline, 1 when it does not
-/// fit (2, bad input, is returned before any answer).
+/// fit on the card or in the host's RAM (2, bad input, is returned before any answer).
 fn verdict_exit(h: &gpumem_core::headline::Headline) -> Exit {
+    let host_short = h.host.as_ref().is_some_and(|f| f.fits == Some(false));
     match h.verdict() {
         gpumem_core::fit::Verdict::DoesNotFit => Exit::MeasureFailed,
+        _ if host_short => Exit::MeasureFailed,
         _ => Exit::Ok,
     }
 }

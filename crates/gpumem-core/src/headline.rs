@@ -102,7 +102,15 @@ pub struct Need {
     pub reserve: u64,
     /// Under an engine: the workload's sequences its pool holds at once.
     pub sequences: Option<Sequences>,
+    /// Host memory per node the answer puts there (offloaded states, llama.cpp's CPU
+    /// buffer), bytes: never in `bytes`.
+    pub host: u64,
 }
+
+/// What the host memory of [`Need::host`] holds, as the answer names it.
+const HOST_OFFLOADED: &str = "what is offloaded to the host (the host.* lines)";
+/// llama.cpp's CPU buffer.
+const HOST_LLAMA: &str = "llama.cpp's weights kept in host memory (its CPU buffer)";
 
 /// What a need is measured by: the estimate ([`ByEstimate`]) or a serving engine's
 /// budget ([`Basis`]). [`headline`] is generic over it, so a caller that judges by the
@@ -135,6 +143,7 @@ impl Rule for ByEstimate {
             assumed: assumed_margin(est),
             reserve: assumed_reserve(est),
             sequences: None,
+            host: est.host_bytes,
         })
     }
 
@@ -199,6 +208,10 @@ impl Rule for Basis {
                 b.uncertainty_bytes
             },
             reserve: 0,
+            host: b
+                .host_weights_bytes
+                .unwrap_or(0)
+                .saturating_add(est.host_bytes),
             sequences: Some(Sequences {
                 asked: b.sequences,
                 fit,
@@ -285,6 +298,9 @@ pub struct Headline {
     pub warnings: Vec<String>,
     /// On a Mac: its unified memory, the GPU's share and what is left to the system.
     pub unified: Option<Unified>,
+    /// The host memory the answer puts there and its verdict against the RAM; `None`
+    /// when nothing goes to the host and no RAM was given.
+    pub host: Option<HostFit>,
 }
 
 /// How a Mac's unified memory is split between its GPU and everything else: the GPU
@@ -312,6 +328,60 @@ impl Unified {
             gpu_bytes: card.capacity().0,
             system_bytes: card.system_left()?,
             wired_limit: card.wired_limit_bytes.is_some(),
+        })
+    }
+}
+
+/// The host memory an answer puts there, judged against the RAM (`--ram`, or a Mac's
+/// unified memory, which the GPU's need shares).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct HostFit {
+    /// Host memory per node, bytes.
+    pub need_bytes: u64,
+    /// What it holds.
+    pub what: String,
+    /// The RAM it is judged against, bytes: `--ram`, else a Mac's unified memory;
+    /// `None` when neither is known (no verdict).
+    pub ram_bytes: Option<u64>,
+    /// On a Mac, the GPU's need, which takes the same RAM (0 beside a card).
+    pub gpu_bytes: u64,
+    /// RAM less the GPU's need on a Mac and the host's need, bytes (negative: short);
+    /// `None` without a RAM.
+    pub left_bytes: Option<i64>,
+    /// Whether it fits; `None` without a RAM.
+    pub fits: Option<bool>,
+}
+
+impl HostFit {
+    /// The host's need on `card` beside a GPU need of `gpu_need`, against `ram` (a
+    /// Mac's own when none is given); `None` when nothing goes to the host and no RAM
+    /// was given.
+    fn of(
+        need: &Need,
+        gpu_need: u64,
+        ram: Option<u64>,
+        card: &GpuCard,
+        what: &str,
+    ) -> Option<HostFit> {
+        if need.host == 0 && ram.is_none() {
+            return None;
+        }
+        let ram = ram.or(card.unified().then_some(card.label_bytes));
+        let gpu_bytes = if card.unified() { gpu_need } else { 0 };
+        let left_bytes = ram.map(|r| {
+            let left = i128::from(r)
+                .saturating_sub(i128::from(gpu_bytes))
+                .saturating_sub(i128::from(need.host));
+            i64::try_from(left).unwrap_or(if left < 0 { i64::MIN } else { i64::MAX })
+        });
+        Some(HostFit {
+            need_bytes: need.host,
+            what: what.to_string(),
+            ram_bytes: ram,
+            gpu_bytes,
+            fits: left_bytes.map(|l| l >= 0),
+            left_bytes,
         })
     }
 }
@@ -356,6 +426,12 @@ pub fn headline<R: Rule>(
         (None, None) => (largest_card(), false),
     };
     let need = basis.need(input, est, &card)?;
+    let what = if need.host > est.host_bytes {
+        HOST_LLAMA
+    } else {
+        HOST_OFFLOADED
+    };
+    let host = HostFit::of(&need, need.bytes, input.ram, &card, what);
     let fit = fit_of(&card, need);
     let m = Margin {
         reserve_bytes: need.reserve,
@@ -391,6 +467,7 @@ pub fn headline<R: Rule>(
         format: widest_format(input, &card, basis),
         warnings: format_warnings(input, &card),
         unified: Unified::of(&card),
+        host,
     })
 }
 
@@ -659,6 +736,76 @@ mod tests {
         let est = estimate(input).unwrap();
         let card = card.map(|c| resolve(c).unwrap());
         headline(input, &est, card.as_ref(), &Basis::Estimate).unwrap()
+    }
+
+    /// `--ram`: the host memory an answer puts there (ZeRO-3's offloaded states) is
+    /// judged against it, per node, with what is left or short; without host memory
+    /// and without a RAM there is no host line.
+    #[test]
+    fn host_memory_is_judged_against_the_ram() {
+        let offload = [
+            ("context", "2048"),
+            ("train", "full"),
+            ("gpus", "8"),
+            ("zero", "3"),
+            ("offload-optimizer", "cpu"),
+            ("offload-param", "cpu"),
+        ];
+        let i = llama_8b(&offload);
+        let est = estimate(&i).unwrap();
+        assert!(est.host_bytes > 0);
+        // No RAM given: the need, no verdict.
+        let h = head(&i, Some("h100-sxm-80gb")).host.expect("host memory");
+        assert_eq!(
+            (h.need_bytes, h.ram_bytes, h.fits),
+            (est.host_bytes, None, None)
+        );
+        assert_eq!(h.what, HOST_OFFLOADED);
+        for (ram, fits) in [("64GiB", false), ("2048GiB", true)] {
+            let i = llama_8b(&[offload.as_slice(), &[("ram", ram)]].concat());
+            let h = head(&i, Some("h100-sxm-80gb")).host.expect("host memory");
+            let r = crate::catalogue::parse_capacity(ram).unwrap();
+            assert_eq!(h.ram_bytes, Some(r));
+            assert_eq!(h.gpu_bytes, 0, "a card's memory is its own");
+            assert_eq!(h.left_bytes, Some(r as i64 - est.host_bytes as i64));
+            assert_eq!(h.fits, Some(fits), "{ram}");
+        }
+        // Nothing on the host: no line, unless a RAM is given (then 0 of it).
+        let plain = llama_8b(&[("context", "8192")]);
+        assert!(head(&plain, Some("l40s")).host.is_none());
+        let with_ram = llama_8b(&[("context", "8192"), ("ram", "32GiB")]);
+        let h = head(&with_ram, Some("l40s")).host.unwrap();
+        assert_eq!((h.need_bytes, h.left_bytes), (0, Some(32 << 30)));
+    }
+
+    /// llama.cpp's CPU buffer is host memory; on a Mac it takes the same RAM as the
+    /// GPU's need, so both are counted against the Mac's unified memory.
+    #[test]
+    fn on_a_mac_the_host_and_the_gpu_share_the_ram() {
+        let i = llama_8b(&[("context", "8192"), ("format", "q8_0")]);
+        let est = estimate(&i).unwrap();
+        let (p, e) = engine::from_pairs([
+            ("engine", "llama.cpp"),
+            ("card", "m3-max-36gb"),
+            ("n-gpu-layers", "20"),
+        ]);
+        assert!(e.is_empty(), "{e:?}");
+        let b = engine::budget(&i, &est, &p).unwrap();
+        let host_weights = b.host_weights_bytes.unwrap();
+        assert!(host_weights > 0);
+        let mac = p.card.unwrap();
+        let h = headline(&i, &est, Some(&mac), &Basis::Engine(Box::new(p))).unwrap();
+        let host = h.host.expect("llama.cpp's CPU buffer");
+        assert_eq!(host.need_bytes, host_weights);
+        assert_eq!(host.what, HOST_LLAMA);
+        // The Mac's own RAM, no --ram needed; the GPU's need counted beside.
+        assert_eq!(host.ram_bytes, Some(36 << 30));
+        assert_eq!(host.gpu_bytes, h.card.need_bytes);
+        assert_eq!(
+            host.left_bytes,
+            Some((36i64 << 30) - h.card.need_bytes as i64 - host_weights as i64)
+        );
+        assert_eq!(host.fits, Some(true));
     }
 
     #[test]

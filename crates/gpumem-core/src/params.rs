@@ -341,6 +341,16 @@ fn apply(
         }
         "reserve-gib" => input.reserve_gib = n,
         "reserve-bytes" => input.reserve_bytes = Some(n),
+        "ram" => match crate::catalogue::parse_capacity(v) {
+            Some(0) => return Err(EstimateError::invalid(k, "a RAM of 0 holds nothing")),
+            Some(b) => input.ram = Some(b),
+            None => {
+                return Err(EstimateError::invalid(
+                    k,
+                    format!("{v:?} is not a size: give one such as 64GiB or 128GB"),
+                ));
+            }
+        },
         "gpus" => input.gpus = n,
         "tp" => input.tp = n,
         "pp" => input.pp = n,
@@ -547,6 +557,9 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
             put(k, v.to_string());
         }
     }
+    if let Some(b) = input.ram {
+        put("ram", size_text(b));
+    }
     if input.attention != d.attention {
         put("attention", input.attention.name().into());
     }
@@ -687,9 +700,53 @@ pub fn describe(key: &str) -> &'static str {
     field(key).map_or("", |f| f.help)
 }
 
+/// A size as [`crate::catalogue::parse_capacity`] reads it back exactly: whole GiB
+/// ("64GiB"), else the decimal GB to the byte ("22.5GB").
+fn size_text(bytes: u64) -> String {
+    const GIB: u64 = 1 << 30;
+    if bytes.is_multiple_of(GIB) {
+        return format!("{}GiB", bytes / GIB);
+    }
+    let (whole, frac) = (bytes / 1_000_000_000, bytes % 1_000_000_000);
+    let frac = format!("{frac:09}");
+    let frac = frac.trim_end_matches('0');
+    if frac.is_empty() {
+        format!("{whole}GB")
+    } else {
+        format!("{whole}.{frac}GB")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `ram` reads as `--card` capacities do and is written back to the byte.
+    #[test]
+    fn ram_is_a_size_read_back_exactly() {
+        for (typed, bytes, back) in [
+            ("64GiB", 64u64 << 30, "64GiB"),
+            ("128GB", 128_000_000_000, "128GB"),
+            ("22.5GB", 22_500_000_000, "22.5GB"),
+            ("0.5TiB", 1 << 39, "512GiB"),
+            ("16384MiB", 16 << 30, "16GiB"),
+        ] {
+            let (i, e) = from_pairs([("parameters", "7e9"), ("ram", typed)]);
+            assert!(e.is_empty(), "{typed}: {e:?}");
+            assert_eq!(i.ram, Some(bytes), "{typed}");
+            let pairs = to_pairs(&i);
+            let written = pairs
+                .iter()
+                .find(|(k, _)| *k == "ram")
+                .map(|(_, v)| v.as_str());
+            assert_eq!(written, Some(back), "{typed}");
+        }
+        for bad in ["64", "lots", "0GB", "-1GB"] {
+            let (_, e) = from_pairs([("parameters", "7e9"), ("ram", bad)]);
+            assert_eq!(e.len(), 1, "{bad}");
+            assert!(e[0].to_string().contains("ram"), "{bad}: {}", e[0]);
+        }
+    }
 
     #[test]
     fn counts_as_users_type_them() {

@@ -10,7 +10,7 @@
 //! text documents of [`crate::lookup::text`]: the dimensioner carries no JSON reader.
 
 use gpumem_core::fit::{CardFit, Margin};
-use gpumem_core::headline::{Cards, FormatFit, Headline, Sequences, Unified};
+use gpumem_core::headline::{Cards, FormatFit, Headline, HostFit, Sequences, Unified};
 
 use crate::lookup::TensorsRead;
 use crate::lookup::text::{Line, Writer, lines, tensor_record};
@@ -197,6 +197,20 @@ pub fn write_answer(h: &Result<Headline, String>) -> String {
             ],
         );
     }
+    if let Some(h) = &h.host {
+        let opt = |v: Option<String>| v.unwrap_or_default();
+        w.record(
+            "host",
+            &[
+                &h.need_bytes.to_string(),
+                &h.what,
+                &opt(h.ram_bytes.map(|b| b.to_string())),
+                &h.gpu_bytes.to_string(),
+                &opt(h.left_bytes.map(|b| b.to_string())),
+                &opt(h.fits.map(|f| flag(f).to_string())),
+            ],
+        );
+    }
     w.0
 }
 
@@ -238,6 +252,7 @@ pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
     let (mut format, mut format_fit) = (None, None);
     let mut warnings = Vec::new();
     let mut unified = None;
+    let mut host = None;
     for line in lines(text, ANSWER)? {
         if line.kind == "error" {
             return Ok(Err(line.fields(1)?[0].clone()));
@@ -307,6 +322,18 @@ pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
                     wired_limit: boolean(&line, &f[3])?,
                 });
             }
+            "host" => {
+                let f = line.fields(6)?;
+                let some = |t: &String| (!t.is_empty()).then_some(t.clone());
+                host = Some(HostFit {
+                    need_bytes: line.number(&f[0])?,
+                    what: f[1].clone(),
+                    ram_bytes: some(&f[2]).map(|t| line.number(&t)).transpose()?,
+                    gpu_bytes: line.number(&f[3])?,
+                    left_bytes: some(&f[4]).map(|t| signed(&line, &t)).transpose()?,
+                    fits: some(&f[5]).map(|t| boolean(&line, &t)).transpose()?,
+                });
+            }
             _ => return Err(line.error("an unknown record")),
         }
     }
@@ -336,6 +363,7 @@ pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
         format,
         warnings,
         unified,
+        host,
     }))
 }
 
@@ -451,6 +479,11 @@ mod tests {
             headline(&i, &est, Some(&l40s), &vllm).unwrap(),
             headline(&i, &est, None, &Basis::Estimate).unwrap(),
             headline(&i, &est, Some(&mac), &Basis::Estimate).unwrap(),
+            {
+                let mut r = i.clone();
+                r.ram = Some(64 << 30);
+                headline(&r, &est, Some(&l40s), &Basis::Estimate).unwrap()
+            },
         ] {
             let back = read_answer(&write_answer(&Ok(h.clone()))).unwrap().unwrap();
             assert_eq!(back, h);

@@ -280,6 +280,9 @@ pub struct EstimateInput {
     pub reserve_gib: u64,
     /// Reserve per device in bytes (overrides `reserve-gib`, e.g. an observed overhead).
     pub reserve_bytes: Option<u64>,
+    /// The host's RAM per node, bytes (`--ram 64GiB`): what the host memory the answer
+    /// puts there (llama.cpp's CPU buffer, offloaded states) is judged against.
+    pub ram: Option<u64>,
     /// GPUs in total.
     pub gpus: u64,
     /// Tensor-parallel degree.
@@ -356,6 +359,7 @@ impl Default for EstimateInput {
             reduce_dtype: None,
             reserve_gib: 4,
             reserve_bytes: None,
+            ram: None,
             gpus: 1,
             tp: 1,
             pp: 1,
