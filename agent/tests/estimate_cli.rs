@@ -14,11 +14,12 @@ fn agent(args: &[&str]) -> Output {
 }
 
 /// Whether `out` is an answer: exit 0 when it fits or is borderline, 1 when it does not
-/// fit (2 is bad input).
+/// fit on the card or in `--ram` (2 is bad input).
 fn answered(out: &Output) -> bool {
     let text = String::from_utf8_lossy(&out.stdout);
+    // On the card, or in the host's RAM (`--ram`).
     let does_not_fit = match serde_json::from_str::<Value>(&text) {
-        Ok(v) => v["verdict"]["verdict"] == "no",
+        Ok(v) => v["verdict"]["verdict"] == "no" || v["verdict"]["host"]["fits"] == false,
         Err(_) => text.lines().any(|l| l.starts_with("DOES NOT FIT")),
     };
     out.status.code() == Some(if does_not_fit { 1 } else { 0 })
@@ -772,4 +773,125 @@ fn completions_offer_card_ids_and_formats() {
     let card = card.split("\n      --").next().unwrap_or_default();
     assert!(!card.contains("possible values"), "{card}");
     assert!(card.contains("gpumem-agent cards"), "{card}");
+}
+
+const LLAMA_8B: &str = "meta-llama/Llama-3.1-8B-Instruct";
+
+/// A Mac is judged on its GPU's working set, not its RAM: an M3 Max 128GB on 96 GiB,
+/// 32 GiB left to the system, said in the answer; `--wired-limit-mb` moves the split.
+#[test]
+fn a_mac_is_judged_on_its_working_set() {
+    let args = [
+        "--model",
+        LLAMA_8B,
+        "--context",
+        "8192",
+        "--card",
+        "m3-max-128gb",
+    ];
+    let out = agent(&[&["estimate"], args.as_slice()].concat());
+    assert!(answered(&out), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("on Apple M3 Max 128GB (working set capacity)"),
+        "{text}"
+    );
+    let cap = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("capacity"))
+        .unwrap();
+    assert!(
+        cap.contains("96.00 GiB") && cap.contains("103.08 GB"),
+        "{cap}"
+    );
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("share 128.00 GiB (137.44 GB) of RAM")
+            && flat.contains("32.00 GiB (34.36 GB) left for macOS"),
+        "{text}"
+    );
+    let v = json(&args);
+    assert_eq!(v["verdict"]["card"]["capacity_bytes"], 96u64 << 30);
+    assert_eq!(v["verdict"]["card"]["capacity_kind"], "working set");
+    assert_eq!(v["verdict"]["unified"]["system_bytes"], 32u64 << 30);
+    assert!(v["verdict"]["cards"].is_null());
+    // iogpu.wired_limit_mb=114688: 112 GiB to the GPU, 16 GiB left.
+    let v = json(&[args.as_slice(), &["--wired-limit-mb", "114688"]].concat());
+    assert_eq!(v["verdict"]["card"]["capacity_bytes"], 112u64 << 30);
+    assert_eq!(v["verdict"]["unified"]["system_bytes"], 16u64 << 30);
+    assert_eq!(v["verdict"]["unified"]["wired_limit"], true);
+    // A wired limit on a card with memory of its own is bad input.
+    let out = agent(&[
+        "estimate",
+        "--model",
+        LLAMA_8B,
+        "--card",
+        "4090",
+        "--wired-limit-mb",
+        "20000",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wired-limit-mb"));
+}
+
+/// `--ram`: llama.cpp's CPU buffer (-ngl 20 of 32 blocks) is judged against the host's
+/// RAM in the default answer, in GiB and GB; short of it, the exit status is 1. On a
+/// Mac the RAM is its own and the GPU's need is counted beside the host's.
+#[test]
+fn host_memory_gets_a_verdict_against_the_ram() {
+    let base = [
+        "--model",
+        LLAMA_8B,
+        "--context",
+        "8192",
+        "--format",
+        "q8_0",
+        "--engine",
+        "llama.cpp",
+        "--n-gpu-layers",
+        "20",
+    ];
+    let on = |card: &'static str, ram: Option<&'static str>| {
+        let mut a: Vec<&'static str> = base.to_vec();
+        a.extend(["--card", card]);
+        if let Some(r) = ram {
+            a.extend(["--ram", r]);
+        }
+        a
+    };
+    let v = json(&on("rtx-4060-ti-16gb", None));
+    let host = v["engine"]["host_weights_bytes"]
+        .as_u64()
+        .expect("a CPU buffer");
+    assert!(host > 1 << 30, "{host}");
+    assert_eq!(v["verdict"]["host"]["need_bytes"], host);
+    assert!(v["verdict"]["host"]["fits"].is_null());
+    for (ram, fits, code) in [("2GiB", false, 1), ("32GiB", true, 0)] {
+        let args = on("rtx-4060-ti-16gb", Some(ram));
+        let v = json(&args);
+        assert_eq!(v["verdict"]["host"]["fits"], fits, "{ram}");
+        let ram_bytes = gpumem_core::catalogue::parse_capacity(ram).unwrap();
+        assert_eq!(
+            v["verdict"]["host"]["left_bytes"],
+            ram_bytes as i64 - host as i64
+        );
+        let out = agent(&[&["estimate"], args.as_slice()].concat());
+        assert_eq!(out.status.code(), Some(code), "{ram}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let gib = format!("{:.2} GiB", host as f64 / f64::from(1u32 << 30));
+        assert!(flat.contains(&format!("host RAM {gib}")), "{text}");
+        assert!(
+            flat.contains(if fits { "FITS" } else { "DOES NOT FIT" }),
+            "{text}"
+        );
+    }
+    // A Mac: its 36 GiB, the GPU's need beside the host's.
+    let v = json(&on("m3-max-36gb", None));
+    let h = &v["verdict"]["host"];
+    assert_eq!(h["ram_bytes"], 36u64 << 30);
+    assert_eq!(h["gpu_bytes"], v["verdict"]["card"]["need_bytes"]);
+    let need = v["verdict"]["card"]["need_bytes"].as_u64().unwrap();
+    assert_eq!(h["left_bytes"], (36i64 << 30) - need as i64 - host as i64);
+    assert_eq!(h["fits"], true);
 }
