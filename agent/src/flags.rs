@@ -23,6 +23,8 @@ pub fn flag_of(f: &'static Field) -> Arg {
         },
         FieldKind::Bool(_) => "BOOL",
         FieldKind::Choice => "NAME",
+        // A size (`--ram 64GiB`), read as `--card` capacities are.
+        FieldKind::Text if f.key == "ram" => "SIZE",
         FieldKind::Text if !f.choices.is_empty() => "NAME",
         FieldKind::Text => "TEXT",
         FieldKind::Fraction => "FRACTION",

@@ -295,7 +295,7 @@ const TAIL: &[Field] = &[
     f("reserve-bytes", G::Devices, K::Count, "…or reserve", "",
         "Overrides reserve-gib, e.g. with the agent's observed overhead")
         .unit(Unit::Bytes),
-    f("ram", G::Devices, K::Text, "Host RAM", "64GiB",
+    f("ram", G::Devices, K::Text, "Host RAM", "",
         "The host's RAM per node (64GiB, 128GB; a Mac's is its unified memory): the verdict on what is put in host memory")
         .choices(&[("32GiB", "32 GiB"), ("64GiB", "64 GiB"), ("128GiB", "128 GiB"), ("256GiB", "256 GiB")]),
     f("gpus", G::Devices, K::Count, "GPUs", "1", "GPUs in total"),
