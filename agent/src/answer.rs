@@ -397,7 +397,7 @@ fn engine_summary(e: &EngineOutput) -> String {
 }
 
 /// The host memory's line: what it holds, per node, and its verdict against the RAM.
-fn host_text(h: &HostFit, mac: bool) -> String {
+pub fn host_text(h: &HostFit, mac: bool) -> String {
     let mut t = format!(
         "  host RAM   {} per node for {} (not in the GPU's need)",
         both(h.need_bytes),

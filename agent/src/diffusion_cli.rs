@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use gpumem_core::catalogue::resolve;
+use gpumem_core::catalogue::{parse_capacity, resolve};
 use gpumem_core::diffusion::{self, Offload, Workload};
 use gpumem_core::format::{Dtype, StorageFormat};
+use gpumem_core::headline::HostFit;
 use gpumem_core::units::{Bytes, GIB};
 
 use crate::exit::Exit;
@@ -78,6 +79,7 @@ pub fn run(
     flags: &Flags,
     pairs: &[(String, String)],
     card: Option<&str>,
+    wired_limit_mb: Option<&str>,
     json: bool,
 ) -> Result<Exit> {
     let path = flags.path.as_deref().context("--diffusers")?;
@@ -149,8 +151,29 @@ pub fn run(
         w.reserve = g.checked_mul(GIB).context("--reserve-gib is too large")?;
     }
     let est = diffusion::estimate(&pipeline, &w)?;
-    let card = card.map(resolve).transpose().map_err(anyhow::Error::msg)?;
+    let mut card = card.map(resolve).transpose().map_err(anyhow::Error::msg)?;
+    if let Some(mib) = wired_limit_mb {
+        let mib: u64 = mib.trim().parse().context("--wired-limit-mb")?;
+        let mac = card.context("--wired-limit-mb is a Mac's: give --card naming one")?;
+        card = Some(mac.with_wired_limit(mib).map_err(anyhow::Error::msg)?);
+    }
+    let ram = get("ram")
+        .map(|t| match parse_capacity(t) {
+            Some(b) if b > 0 => Ok(b),
+            _ => Err(anyhow::anyhow!(
+                "--ram: {t:?} is not a size: give one such as 64GiB or 128GB"
+            )),
+        })
+        .transpose()?;
     let answer = diffusion::answer(&est, card.as_ref());
+    // The offloaded weights live in the host's RAM; on a Mac that RAM is the GPU's too.
+    let host = HostFit::judge(
+        est.host_bytes,
+        est.need(),
+        ram,
+        card.as_ref(),
+        "the weights offloaded to the CPU",
+    );
     if json {
         let doc = serde_json::json!({
             "schema": "gpumem.diffusion/v1",
@@ -166,6 +189,7 @@ pub fn run(
             "need_bytes": est.need(), "host_bytes": est.host_bytes, "peak_phase": est.peak_phase,
             "by_offload_mode_bytes": {"none": est.by_mode[0], "model": est.by_mode[1], "sequential": est.by_mode[2]},
             "verdict": answer.as_ref().map(|a| a.verdict.key()), "card": answer.as_ref().map(|a| a.fit.id.clone()),
+            "host": host,
             "notes": est.notes,
         });
         crate::out::outln!("{}", serde_json::to_string_pretty(&doc)?);
@@ -261,10 +285,11 @@ pub fn run(
         {
             crate::out::outln!("  {:32} {}", name, both(est.by_mode[i]));
         }
-        if est.host_bytes > 0 {
-            crate::out::outln!(
-                "host memory for the offloaded weights: {}",
-                both(est.host_bytes)
+        if let Some(h) = &host {
+            let mac = card.as_ref().is_some_and(|c| c.unified());
+            crate::out::out!(
+                "{}",
+                crate::answer::wrap(&crate::answer::host_text(h, mac), 4)
             );
         }
         crate::out::outln!("peak phase: {}", est.peak_phase);
@@ -272,8 +297,10 @@ pub fn run(
             crate::out::outln!("note: {n}");
         }
     }
+    let host_short = host.is_some_and(|h| h.fits == Some(false));
     Ok(match answer.map(|a| a.verdict) {
         Some(gpumem_core::fit::Verdict::DoesNotFit) | None => Exit::MeasureFailed,
+        _ if host_short => Exit::MeasureFailed,
         _ => Exit::Ok,
     })
 }

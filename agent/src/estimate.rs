@@ -163,13 +163,20 @@ impl FromArgMatches for Args {
 /// Runs `estimate`.
 pub fn run(args: Args) -> Result<Exit> {
     if args.diffusers.path.is_some() {
-        let card = args
-            .engine
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "card")
-            .map(|(_, v)| v.as_str());
-        return crate::diffusion_cli::run(&args.diffusers, &args.pairs, card, args.json);
+        let engine = |key: &str| {
+            args.engine
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+        };
+        return crate::diffusion_cli::run(
+            &args.diffusers,
+            &args.pairs,
+            engine("card"),
+            engine("wired-limit-mb"),
+            args.json,
+        );
     }
     // Step 1: gather every input (files are read, headers only), then validate once.
     let mut pairs: Vec<(String, String)> = Vec::new();

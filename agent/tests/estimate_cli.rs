@@ -895,3 +895,37 @@ fn host_memory_gets_a_verdict_against_the_ram() {
     assert_eq!(h["left_bytes"], (36i64 << 30) - need as i64 - host as i64);
     assert_eq!(h["fits"], true);
 }
+
+/// diffusers' CPU offload keeps the offloaded weights in the host's RAM: `--ram` judges
+/// them (exit 1 when short), as it does an LLM's.
+#[test]
+fn diffusers_offload_is_judged_against_the_ram() {
+    let flux = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates/gpumem-core/tests/diffusion/pipelines/FLUX.1-dev");
+    let flux = flux.to_str().unwrap();
+    let run = |ram: &str| {
+        let out = agent(&[
+            "estimate",
+            "--json",
+            "--diffusers",
+            flux,
+            "--offload",
+            "model",
+            "--card",
+            "h100-sxm-80gb",
+            "--ram",
+            ram,
+        ]);
+        let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        (out.status.code(), v)
+    };
+    let (code, v) = run("16GiB");
+    let host = v["host_bytes"].as_u64().unwrap();
+    assert!(host > 16 << 30, "{host}");
+    assert_eq!(v["host"]["need_bytes"], host);
+    assert_eq!(v["host"]["fits"], false);
+    assert_eq!(v["host"]["left_bytes"], (16i64 << 30) - host as i64);
+    assert_eq!((v["verdict"].as_str(), code), (Some("yes"), Some(1)));
+    let (code, v) = run("64GiB");
+    assert_eq!((v["host"]["fits"].as_bool(), code), (Some(true), Some(0)));
+}

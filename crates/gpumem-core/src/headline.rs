@@ -354,29 +354,30 @@ pub struct HostFit {
 }
 
 impl HostFit {
-    /// The host's need on `card` beside a GPU need of `gpu_need`, against `ram` (a
-    /// Mac's own when none is given); `None` when nothing goes to the host and no RAM
-    /// was given.
-    fn of(
-        need: &Need,
+    /// `host` bytes of host memory beside a GPU need of `gpu_need` on `card`, judged
+    /// against `ram` (a Mac's own unified memory when none is given, with the GPU's
+    /// need counted in it); `None` when nothing goes to the host and no RAM is known.
+    pub fn judge(
+        host: u64,
         gpu_need: u64,
         ram: Option<u64>,
-        card: &GpuCard,
+        card: Option<&GpuCard>,
         what: &str,
     ) -> Option<HostFit> {
-        if need.host == 0 && ram.is_none() {
+        let mac = card.filter(|c| c.unified());
+        if host == 0 && ram.is_none() {
             return None;
         }
-        let ram = ram.or(card.unified().then_some(card.label_bytes));
-        let gpu_bytes = if card.unified() { gpu_need } else { 0 };
+        let ram = ram.or(mac.map(|c| c.label_bytes));
+        let gpu_bytes = if mac.is_some() { gpu_need } else { 0 };
         let left_bytes = ram.map(|r| {
             let left = i128::from(r)
                 .saturating_sub(i128::from(gpu_bytes))
-                .saturating_sub(i128::from(need.host));
+                .saturating_sub(i128::from(host));
             i64::try_from(left).unwrap_or(if left < 0 { i64::MIN } else { i64::MAX })
         });
         Some(HostFit {
-            need_bytes: need.host,
+            need_bytes: host,
             what: what.to_string(),
             ram_bytes: ram,
             gpu_bytes,
@@ -431,7 +432,7 @@ pub fn headline<R: Rule>(
     } else {
         HOST_OFFLOADED
     };
-    let host = HostFit::of(&need, need.bytes, input.ram, &card, what);
+    let host = HostFit::judge(need.host, need.bytes, input.ram, Some(&card), what);
     let fit = fit_of(&card, need);
     let m = Margin {
         reserve_bytes: need.reserve,

@@ -938,8 +938,10 @@ pub fn answer(est: &DiffusionEstimate, card: Option<&GpuCard>) -> Option<Answer>
                 chosen: false,
             })
         }
+        // A Mac is judged when named, never picked (as in the headline).
         None => CATALOGUE
             .iter()
+            .filter(|c| !c.unified())
             .map(judge)
             .filter(|f| Verdict::of_fit(f) == Verdict::Fits)
             .min_by_key(|f| f.capacity_bytes)
