@@ -466,7 +466,13 @@ pub fn headline<R: Rule>(
         any_fits: smallest.is_some(),
         smallest,
         format: widest_format(input, &card, basis),
-        warnings: format_warnings(input, &card),
+        warnings: {
+            let mut w = format_warnings(input, &card);
+            if let Some(e) = basis.engine().filter(|e| card.unified() && !e.metal()) {
+                w.push(e.not_on_a_mac());
+            }
+            w
+        },
         unified: Unified::of(&card),
         host,
     })
@@ -890,6 +896,27 @@ mod tests {
         // One Mac: no count of cards, said why.
         assert!(h.cards.is_none());
         assert_eq!(h.cards_note.as_deref(), Some(MAC_CARDS));
+        // An engine without a Metal backend is said not to run there.
+        let (vllm, _) = engine::from_pairs([("engine", "vllm")]);
+        let i = llama_8b(&[("context", "8192")]);
+        let est = estimate(&i).unwrap();
+        let mac = resolve("m3-max-128gb").unwrap();
+        let under = |p: engine::EngineParams| {
+            headline(&i, &est, Some(&mac), &Basis::Engine(Box::new(p))).unwrap()
+        };
+        assert!(
+            under(vllm)
+                .warnings
+                .iter()
+                .any(|w| w.contains("does not run on a Mac"))
+        );
+        let (llama, _) = engine::from_pairs([("engine", "llama.cpp")]);
+        assert!(
+            under(llama)
+                .warnings
+                .iter()
+                .all(|w| !w.contains("does not run on a Mac"))
+        );
         // A card with memory of its own has no split.
         assert!(
             head(&llama_8b(&[("context", "8192")]), Some("l40s"))

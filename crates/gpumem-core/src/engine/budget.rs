@@ -125,6 +125,9 @@ fn budget_at(
         d.warnings
             .push("an engine budget is for inference; the training mode is ignored".into());
     }
+    if card.unified() && !engine.metal() {
+        d.warnings.push(engine.not_on_a_mac());
+    }
     finish(engine, &ctx, d)
 }
 

@@ -56,6 +56,9 @@ pub struct Info {
     /// (llama-server's `-c`, split among its slots), so its default is the workload's
     /// length × sequences.
     pub shared_context: bool,
+    /// Whether it runs on Apple silicon's GPU (Metal, or torch's MPS device); otherwise
+    /// a budget on a Mac says the engine does not run there.
+    pub metal: bool,
     /// What the budget says when nothing is left for the pool; `None`: the common words.
     pub refusal: Option<&'static str>,
 }

@@ -94,6 +94,7 @@ struct Traits {
     reads: u64,
     windows: bool,
     shared_context: bool,
+    metal: bool,
     refusal: Option<&'static str>,
 }
 
@@ -104,6 +105,7 @@ const fn traits() -> [Traits; INFO_COUNT] {
         reads: 0,
         windows: false,
         shared_context: false,
+        metal: false,
         refusal: None,
     }; INFO_COUNT];
     let mut i = 0;
@@ -125,6 +127,7 @@ const fn traits() -> [Traits; INFO_COUNT] {
             reads,
             windows: info.windows,
             shared_context: info.shared_context,
+            metal: info.metal,
             refusal: info.refusal,
         };
         i += 1;
@@ -179,6 +182,19 @@ impl EngineId {
     /// Whether its length is the context of all its sequences ([`Info::shared_context`]).
     pub fn shared_context(self) -> bool {
         self.traits().shared_context
+    }
+
+    /// Whether it runs on a Mac's GPU ([`Info::metal`]).
+    pub fn metal(self) -> bool {
+        self.traits().metal
+    }
+
+    /// What a budget and the headline say of it on a Mac when it has no Metal backend.
+    pub fn not_on_a_mac(self) -> String {
+        format!(
+            "{} does not run on a Mac's GPU (no Metal backend): this is its rule on the GPU's working set, for comparison only",
+            self.name()
+        )
     }
 
     /// What a budget says when nothing is left for its pool ([`Info::refusal`]).

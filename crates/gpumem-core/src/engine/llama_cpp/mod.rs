@@ -137,6 +137,8 @@ impl Engine for LlamaCpp {
         formats: &["bf16", "q8_0", "q6_k", "q4_k_m", "q3_k_m", "q2_k"],
         windows: true,
         shared_context: true,
+        // ggml's Metal backend (ggml/src/ggml-metal).
+        metal: true,
         refusal: None,
     };
 

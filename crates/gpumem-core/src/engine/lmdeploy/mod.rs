@@ -93,6 +93,8 @@ impl Engine for Lmdeploy {
         formats: &["bf16", "fp8-block", "awq-4-g128"],
         windows: false,
         shared_context: false,
+        // TurboMind is CUDA only.
+        metal: false,
         refusal: None,
     };
 

@@ -199,6 +199,8 @@ impl Engine for Sglang {
         formats: &["bf16", "fp8", "int8", "awq-4-g128"],
         windows: false,
         shared_context: false,
+        // CUDA and ROCm only.
+        metal: false,
         refusal: Some("Not enough memory: SGLang refuses to start (raise mem-fraction-static)"),
     };
 

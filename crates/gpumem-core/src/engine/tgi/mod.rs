@@ -105,6 +105,8 @@ impl Engine for Tgi {
         formats: &["bf16", "fp8", "int8", "awq-4-g128"],
         windows: false,
         shared_context: false,
+        // CUDA, ROCm and Gaudi only.
+        metal: false,
         refusal: None,
     };
 

@@ -29,6 +29,8 @@ impl Engine for Transformers {
         formats: &["bf16", "int8", "nf4"],
         windows: false,
         shared_context: false,
+        // torch's MPS device.
+        metal: true,
         refusal: None,
     };
 

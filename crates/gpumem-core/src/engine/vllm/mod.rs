@@ -103,6 +103,8 @@ impl Engine for Vllm {
         formats: &["bf16", "fp8", "int8", "awq-4-g128"],
         windows: true,
         shared_context: false,
+        // vLLM's own Apple silicon support is its CPU backend.
+        metal: false,
         refusal: Some(
             "No available memory for the cache blocks: vLLM refuses to start (raise gpu-memory-utilization, use a larger card, tp, or quantised weights)",
         ),
