@@ -26,6 +26,13 @@
 //! when known, else the label, tagged with a [`CapacityKind`] so callers can say
 //! which one they used.
 //!
+//! An Apple silicon Mac is a row too ([`Vendor::Apple`], [`Segment::Unified`]): its
+//! label is the whole unified memory ("128 GB" is 128 GiB of LPDDR, as a card's label
+//! is), but its GPU may use only what macOS lets it wire, Metal's
+//! `recommendedMaxWorkingSetSize` ([`metal_working_set`], or the wired limit the user
+//! set, [`GpuCard::with_wired_limit`]); that is its capacity, and the rest is the
+//! system's ([`GpuCard::system_left`]).
+//!
 //! The same row holds what the serving engines read of a card: its generation ([`Arch`]:
 //! bf16 and fp8 support, sm_90), its bandwidth, the total torch reports
 //! ([`EngineFacts::torch_bytes`]) and its SM count ([`EngineFacts::sms`]). A fact the row does
