@@ -427,7 +427,7 @@ pub struct WorkingSetReading {
     /// The figure as printed, in hundredths of `unit` (llama.cpp's "21845.34 MB" of its
     /// 2023 builds is MiB: it divided by 1024 twice).
     pub hundredths: u64,
-    /// The printed unit, bytes ([`MIB`] or [`GIB`]).
+    /// The printed unit, bytes (a MiB or a GiB).
     pub unit: u64,
     /// Read on a macOS newer than the rule's (the rule must not exceed it).
     pub newer_os: bool,
