@@ -164,7 +164,7 @@ fn read_pairs<'a>(
     }
     // A named framework's defaults, for the keys not given (before QLoRA's, which
     // they may set: torchtune keeps the unquantised modules in bf16).
-    let framework_set = crate::training::apply_framework(&mut input, &given);
+    let framework_set = apply_framework(&mut input, &given);
     checkpointing_given |= framework_set.contains(&"checkpointing");
     keep_given |= framework_set.contains(&"keep-format");
     if input.train == TrainMode::Qlora {
@@ -715,6 +715,81 @@ fn size_text(bytes: u64) -> String {
     } else {
         format!("{whole}.{frac}GB")
     }
+}
+
+/// Applies a named framework's defaults to the keys not `given`; returns the keys it
+/// set. Called by [`from_pairs`] before QLoRA's own defaults.
+fn apply_framework(
+    input: &mut crate::estimate::EstimateInput,
+    given: &[&'static str],
+) -> Vec<&'static str> {
+    let d = input.framework.defaults();
+    let mut set = Vec::new();
+    let free = |k: &'static str| !given.contains(&k);
+    let qlora = input.train == crate::estimate::TrainMode::Qlora;
+    if let Some(c) = d.checkpointing
+        && free("checkpointing")
+    {
+        input.checkpointing = c;
+        set.push("checkpointing");
+    }
+    if let Some(o) = d.offload_activations
+        && free("offload-activations")
+    {
+        input.offload_activations = o;
+        set.push("offload-activations");
+    }
+    if let Some((lora, q)) = d.optimizer
+        && free("optimizer")
+    {
+        input.optimizer = if qlora { q } else { lora };
+        set.push("optimizer");
+    }
+    if let Some(m) = d.master_weights
+        && free("master-weights")
+    {
+        input.master_weights = m;
+        set.push("master-weights");
+    }
+    if let Some(c) = d.adapters_in_compute
+        && free("lora-dtype")
+    {
+        input.lora_dtype = if c {
+            input.compute_dtype
+        } else {
+            crate::format::Dtype::F32
+        };
+        set.push("lora-dtype");
+    }
+    if let Some(o) = d.lora_dropout
+        && free("lora-dropout")
+    {
+        input.lora_dropout = o;
+        set.push("lora-dropout");
+    }
+    if let Some(true) = d.qlora_keeps_compute
+        && qlora
+        && free("keep-format")
+    {
+        input.keep_format = crate::format::StorageFormat::Dense {
+            dtype: input.compute_dtype,
+        };
+        set.push("keep-format");
+    }
+    if let Some(k) = d.qlora_kernel
+        && qlora
+        && free("qlora-kernel")
+    {
+        input.qlora_kernel = k;
+        set.push("qlora-kernel");
+    }
+    if let Some(l) = d.loss
+        && free("loss")
+    {
+        input.loss = l;
+        set.push("loss");
+    }
+    set
 }
 
 #[cfg(test)]
