@@ -11,8 +11,11 @@
 //! (other versions, models and TP degrees) each within 2 %, and a start the engine
 //! refused must come out refused, never "fits". The logs from other sources
 //! (`serving-other.jsonl`) replay under the rules of the release that printed each, each
-//! within its own bound and never more than 5 % too large; the per-engine, per-release
-//! table of every corpus is docs/serving-engines.md's, which the test keeps current.
+//! within its own bound and never more than 5 % too large. Every record of every corpus
+//! is replayed or listed with the flag the rules lack; the per-engine, per-release table
+//! of them all (records, within 2 %, signed median and worst error, how many over +5 %,
+//! those not expressible by the flag they lack) is docs/serving-engines.md's, which the
+//! test writes under `GPUMEM_BLESS=1` and checks equal otherwise.
 
 // The test prints its per-record table for the reader (the harness captures it); the
 // library itself stays free of terminal output.
@@ -549,12 +552,15 @@ fn llama_cpp_kv_buffers_are_exact() {
 const SERVING_OTHER: &str = include_str!("calibration/serving-other.jsonl");
 const LLAMA_CPP: &str = include_str!("calibration/llama.cpp.jsonl");
 
-/// Records the rules cannot express, with the reason. They are printed with it and
-/// counted apart in the table ("not expressible"), never dropped silently; an entry
-/// names a record of the corpus.
-const INEXPRESSIBLE: &[(&str, &str)] = &[(
+/// Records the rules cannot express: (record, the flag they would need, why). Each is
+/// printed with its reason and counted in the table under that flag ("not
+/// expressible"), with what the rules give regardless, never dropped silently. An entry
+/// names a record of the corpus and a flag gpumem does not have: once the engine rules
+/// take that flag, the entry fails and the record must be replayed with a bound.
+const INEXPRESSIBLE: &[(&str, &str, &str)] = &[(
     "vllm0271-rtx4090-qwen3-8b-8192-coldcompile",
-    "a cold torch.compile cache, which no flag says: its autotuning peak lands in the profile (1.18 GiB of peak activation against 0.19 GiB on the warm runs of the same capture, which log 43,040 tokens)",
+    "--compile-cache cold",
+    "a cold torch.compile cache: its autotuning peak lands in the profile (1.18 GiB of peak activation against 0.19 GiB on the warm runs of the same capture, which log 43,040 tokens)",
 )];
 
 /// Per-record bounds on the error (percent, predicted − logged; the KV pool's bytes
@@ -745,27 +751,56 @@ const READ: &[&str] = &[
     "weights_per_gpu_gb",
 ];
 
+/// Why a record is not replayed: the flag (or the record's field) the rules lack, the
+/// reason, and the error the rules give regardless where they give one.
+struct Missing {
+    flag: String,
+    why: String,
+    aside: Option<f64>,
+}
+
+impl Missing {
+    fn new(flag: impl Into<String>, why: impl Into<String>) -> Self {
+        Missing {
+            flag: flag.into(),
+            why: why.into(),
+            aside: None,
+        }
+    }
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.flag, self.why)?;
+        if let Some(e) = self.aside {
+            write!(f, " (the rules give {e:+.2} %)")?;
+        }
+        Ok(())
+    }
+}
+
 /// Facts of a record that change the pool and that no flag of the rules carries: each
-/// names the flag or the rules it would need. A record with one fails unless it is in
-/// [`INEXPRESSIBLE`].
-fn unexpressed(r: &Value) -> Vec<String> {
-    let mut missing: Vec<String> = r
+/// names the flag or the record's field it would need. A record with one fails unless
+/// it is in [`INEXPRESSIBLE`].
+fn unexpressed(r: &Value) -> Vec<Missing> {
+    let mut missing: Vec<Missing> = r
         .as_object()
         .into_iter()
         .flat_map(|o| o.keys())
         .filter(|k| !k.ends_with("_note") && !READ.contains(&k.as_str()))
-        .map(|k| format!("{k}: a field no flag carries"))
+        .map(|k| Missing::new(k.as_str(), "a field no flag carries"))
         .collect();
     if r["cuda_memory_fraction"].as_f64().is_some_and(|f| f != 1.0) {
-        missing.push(
-            "cuda_memory_fraction: TGI's --cuda-memory-fraction is not a flag (1.0 assumed)".into(),
-        );
+        missing.push(Missing::new(
+            "--cuda-memory-fraction",
+            "TGI's fraction is not a flag (1.0 assumed)",
+        ));
     }
     if r["model_runner"]
         .as_str()
         .is_some_and(|m| m != "V2" && m != "V1")
     {
-        missing.push("model_runner: vLLM's runners are V1 and V2".into());
+        missing.push(Missing::new("model_runner", "vLLM's runners are V1 and V2"));
     }
     missing
 }
@@ -791,35 +826,46 @@ impl Replayed {
 /// Replays any record of any corpus: the KV pool's bytes where logged (vLLM's
 /// "Available KV cache memory", SGLang's K + V sizes), else its tokens (TGI's inferred
 /// max batch total tokens), llama.cpp's KV buffer.
-fn replay_release(r: &Value) -> Result<Replayed, String> {
+fn replay_release(r: &Value) -> Result<Replayed, Missing> {
     let id = r["id"].as_str().unwrap_or("");
-    if let Some((_, reason)) = INEXPRESSIBLE.iter().find(|(i, _)| *i == id) {
-        // Shown for the reader, never bounded nor counted.
-        let aside = replay_any(r).map_or_else(
-            |e| format!("the rules: {e}"),
-            |x| format!("the rules give {:+.2} %", x.error()),
-        );
-        return Err(format!("listed as not expressible: {reason} ({aside})"));
+    if let Some((_, flag, reason)) = INEXPRESSIBLE.iter().find(|(i, ..)| *i == id) {
+        // Shown for the reader with what the rules give, never bounded: counted apart.
+        return Err(Missing {
+            flag: flag.to_string(),
+            why: reason.to_string(),
+            aside: replay_any(r).ok().map(|x| x.error()),
+        });
     }
     replay_any(r)
 }
 
 /// [`replay_release`] without the list of inexpressible records.
-fn replay_any(r: &Value) -> Result<Replayed, String> {
+fn replay_any(r: &Value) -> Result<Replayed, Missing> {
     let rel = release(r);
     let missing = unexpressed(r);
     if !missing.is_empty() {
-        return Err(missing.join("; "));
+        return Err(Missing::new(
+            missing
+                .iter()
+                .map(|m| m.flag.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            missing
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        ));
     }
-    let b = budget_of(r, &rel.rules)?;
+    let b = budget_of(r, &rel.rules).map_err(|e| Missing::new("(the rules refuse it)", e))?;
     // The runner the log names is the one the rules chose (0.27 picks it per model).
     if let Some(m) = r["model_runner"].as_str()
         && b.version.contains("Model Runner")
         && !b.version.contains(&format!("Model Runner {m}"))
     {
-        return Err(format!(
-            "model_runner: the log ran {m}, the rules chose {}",
-            b.version
+        return Err(Missing::new(
+            "model_runner",
+            format!("the log ran {m}, the rules chose {}", b.version),
         ));
     }
     let f = |k: &str| r[k].as_f64();
@@ -840,12 +886,14 @@ fn replay_any(r: &Value) -> Result<Replayed, String> {
     } else if let (Some(k), Some(v)) = (f("k_size_gb"), f("v_size_gb")) {
         ("KV pool GiB", (k + v) * GIB, b.kv_capacity_bytes as f64)
     } else if let Some(m) = f("kv_buffer_mib").or(f("kv_mib")) {
-        let kv = b.kv_cache_bytes.ok_or("no KV buffer in the budget")?;
+        let kv = b
+            .kv_cache_bytes
+            .ok_or_else(|| Missing::new("kv_buffer_mib", "no KV buffer in the budget"))?;
         ("KV buffer MiB", m * MIB, kv as f64)
     } else if let Some((l, p)) = tokens {
         ("KV tokens", l as f64, p as f64)
     } else {
-        return Err("the record logs no KV figure".into());
+        return Err(Missing::new("kv_cache_gib", "the record logs no KV figure"));
     };
     Ok(Replayed {
         version: b.version,
@@ -861,7 +909,7 @@ fn replay_any(r: &Value) -> Result<Replayed, String> {
 const MIB: f64 = (1u64 << 20) as f64;
 
 /// Every record of every corpus, replayed (or the reason it cannot be).
-fn every_record() -> Vec<(Value, Result<Replayed, String>)> {
+fn every_record() -> Vec<(Value, Result<Replayed, Missing>)> {
     [V019, OTHER, SGLANG, LLAMA_CPP, SERVING_OTHER]
         .iter()
         .flat_map(|t| records(t))
@@ -872,34 +920,127 @@ fn every_record() -> Vec<(Value, Result<Replayed, String>)> {
         .collect()
 }
 
-/// The per-engine, per-release table in Markdown: records, within 2 %, median |error|,
-/// worst error (signed), over the records replayed; inexpressible ones are counted apart.
-fn release_table(rows: &[(Value, Result<Replayed, String>)]) -> String {
-    use std::collections::{BTreeMap, BTreeSet};
-    #[derive(Default)]
-    struct Group {
-        rules: BTreeSet<String>,
-        figures: BTreeSet<&'static str>,
-        errors: Vec<f64>,
-        inexpressible: usize,
+/// The signed median: the middle error, or the mean of the two middle ones.
+fn signed_median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
-    let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
-    for (r, out) in rows {
-        let rel = release(r);
-        let g = groups
-            .entry((rel.engine.to_string(), rel.release.clone()))
-            .or_default();
+}
+
+/// An error for the table: signed, to 0.01 %, an exact figure as `0.00 %`.
+fn signed_pct(e: f64) -> String {
+    let r = (e * 100.0).round() / 100.0;
+    if r == 0.0 {
+        "0.00 %".into()
+    } else {
+        format!("{r:+.2} %")
+    }
+}
+
+/// One row of the table: the records of an engine's release (or of all).
+#[derive(Default)]
+struct Group {
+    /// The `--engine` value and the rules' version string.
+    rules: std::collections::BTreeSet<(String, String)>,
+    figures: std::collections::BTreeSet<&'static str>,
+    errors: Vec<f64>,
+    /// The records not expressible, by the flag they lack, with what the rules give.
+    missing: Vec<(String, Option<f64>)>,
+}
+
+impl Group {
+    fn add(&mut self, out: &Result<Replayed, Missing>) {
         match out {
             Ok(x) => {
-                g.rules.insert(x.version.clone());
-                g.figures.insert(x.figure);
-                g.errors.push(x.error());
+                self.rules.insert((x.rel.rules.clone(), x.version.clone()));
+                self.figures.insert(x.figure);
+                self.errors.push(x.error());
             }
-            Err(_) => g.inexpressible += 1,
+            Err(m) => self.missing.push((m.flag.clone(), m.aside)),
         }
     }
+
+    fn records(&self) -> usize {
+        self.errors.len() + self.missing.len()
+    }
+
+    fn within_2(&self) -> usize {
+        self.errors.iter().filter(|e| e.abs() <= 2.0).count()
+    }
+
+    fn over_5(&self) -> usize {
+        self.errors.iter().filter(|e| **e > 5.0).count()
+    }
+
+    /// The table's cells from "records" on.
+    fn cells(&self) -> String {
+        let (med, w) = if self.errors.is_empty() {
+            ("–".to_string(), "–".to_string())
+        } else {
+            (
+                signed_pct(signed_median(&self.errors)),
+                signed_pct(worst(&self.errors)),
+            )
+        };
+        let missing = if self.missing.is_empty() {
+            "0".to_string()
+        } else {
+            let named: Vec<String> = self
+                .missing
+                .iter()
+                .map(|(flag, aside)| match aside {
+                    Some(e) => format!("`{flag}` (the rules give {})", signed_pct(*e)),
+                    None => format!("`{flag}`"),
+                })
+                .collect();
+            format!("{}: {}", self.missing.len(), named.join(", "))
+        };
+        format!(
+            "{} | {} | {med} | {w} | {} | {missing} |",
+            self.records(),
+            self.within_2(),
+            self.over_5()
+        )
+    }
+}
+
+/// The per-engine, per-release table in Markdown: records, within 2 %, the signed
+/// median and worst error, the count over +5 % (more pool than the engine gives), over
+/// the records replayed; the records not expressible are counted apart by the flag they
+/// lack. The last row is every record of every corpus.
+fn release_table(rows: &[(Value, Result<Replayed, Missing>)]) -> String {
+    use std::collections::BTreeMap;
+    // Engines in the order the document names them, releases by version number (those
+    // that print none last).
+    type Key = (usize, Vec<u64>, String, String);
+    let key = |rel: &Release| -> Key {
+        let rank = ["vLLM", "SGLang", "TGI", "llama.cpp"]
+            .iter()
+            .position(|e| *e == rel.engine)
+            .unwrap_or(usize::MAX);
+        let number: String = rel
+            .release
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        let mut version: Vec<u64> = number.split('.').filter_map(|p| p.parse().ok()).collect();
+        if version.is_empty() {
+            version.push(u64::MAX);
+        }
+        (rank, version, rel.engine.to_string(), rel.release.clone())
+    };
+    let mut groups: BTreeMap<Key, Group> = BTreeMap::new();
+    let mut all = Group::default();
+    for (r, out) in rows {
+        groups.entry(key(&release(r))).or_default().add(out);
+        all.add(out);
+    }
     let mut t = String::from(
-        "| engine | release (as logged) | rules | figure | records | within 2 % | median \\|error\\| | worst | not expressible |\n|---|---|---|---|---:|---:|---:|---:|---:|\n",
+        "| engine | release (as logged) | rules (`--engine`: version) | figure | records | within 2 % | median error | worst error | over +5 % | not expressible (flag lacking) |\n|---|---|---|---|---:|---:|---:|---:|---:|---|\n",
     );
     let join = |v: Vec<String>| {
         if v.is_empty() {
@@ -908,24 +1049,20 @@ fn release_table(rows: &[(Value, Result<Replayed, String>)]) -> String {
             v.join(", ")
         }
     };
-    for ((engine, rel), g) in &groups {
-        let within = g.errors.iter().filter(|e| e.abs() <= 2.0).count();
-        let (med, w) = if g.errors.is_empty() {
-            ("–".to_string(), "–".to_string())
-        } else {
-            (
-                format!("{:.2} %", median(g.errors.clone())),
-                format!("{:+.2} %", worst(&g.errors)),
-            )
-        };
+    for ((_, _, engine, rel), g) in &groups {
         t += &format!(
-            "| {engine} | {rel} | {} | {} | {} | {within} | {med} | {w} | {} |\n",
-            join(g.rules.iter().cloned().collect()),
+            "| {engine} | {rel} | {} | {} | {}\n",
+            join(
+                g.rules
+                    .iter()
+                    .map(|(arg, version)| format!("`{arg}`: {version}"))
+                    .collect()
+            ),
             join(g.figures.iter().map(|f| f.to_string()).collect()),
-            g.errors.len() + g.inexpressible,
-            g.inexpressible,
+            g.cells(),
         );
     }
+    t += &format!("| **all** | | | | {}\n", all.cells());
     t
 }
 
@@ -940,19 +1077,26 @@ fn serving_logs_replay_under_their_releases_rules() {
         "record", "release", "rules", "figure", "logged", "predicted", "error"
     );
     let mut failures = Vec::new();
-    for (id, _) in INEXPRESSIBLE {
+    for (id, flag, _) in INEXPRESSIBLE {
         if !recs.iter().any(|r| r["id"].as_str() == Some(id)) {
             failures.push(format!(
                 "{id}: listed as not expressible, but no such record"
             ));
         }
+        let key = flag.trim_start_matches('-');
+        let key = key.split_whitespace().next().unwrap_or(key);
+        if engine::is_engine_key(key) {
+            failures.push(format!(
+                "{id}: listed as lacking {flag}, but the engine rules take --{key} now: replay it with a bound"
+            ));
+        }
     }
     for r in &recs {
         let id = r["id"].as_str().unwrap();
-        let listed = INEXPRESSIBLE.iter().find(|(i, _)| *i == id);
+        let listed = INEXPRESSIBLE.iter().find(|(i, ..)| *i == id);
         match (replay_release(r), listed) {
             (Err(why), Some(_)) => {
-                println!("{id:<58} {why}");
+                println!("{id:<58} not expressible, lacks {why}");
             }
             (Err(why), None) => {
                 println!("{id:<58} FAILED: {why}");
@@ -998,6 +1142,42 @@ fn serving_logs_replay_under_their_releases_rules() {
         }
     }
     println!("\n{}", release_table(&every_record()));
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+/// Every record of every corpus is in the table: replayed under its release's rules, or
+/// listed in [`INEXPRESSIBLE`] with the flag it lacks. A record the rules refuse, or one
+/// with a field no flag carries, fails here naming it instead of becoming a silent
+/// "not expressible". Prints the totals the table's last row carries.
+#[test]
+fn every_record_is_replayed_or_names_the_flag_it_lacks() {
+    let rows = every_record();
+    let mut ids = std::collections::BTreeSet::new();
+    let mut failures = Vec::new();
+    let mut all = Group::default();
+    for (r, out) in &rows {
+        let id = r["id"].as_str().unwrap_or("(no id)");
+        if !ids.insert(id) {
+            failures.push(format!("{id}: two records of that id"));
+        }
+        if let Err(m) = out
+            && !INEXPRESSIBLE.iter().any(|(i, ..)| *i == id)
+        {
+            failures.push(format!("{id}: not replayed and not listed: {m}"));
+        }
+        all.add(out);
+    }
+    println!(
+        "every corpus: {} records; KV capacity within 2 % on {} ({} replayed), over +5 % on {}, not expressible {}; median {:+.2} %, worst {:+.2} %",
+        all.records(),
+        all.within_2(),
+        all.errors.len(),
+        all.over_5(),
+        all.missing.len(),
+        signed_median(&all.errors),
+        worst(&all.errors)
+    );
+    assert_eq!(all.records(), rows.len());
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
 
