@@ -1063,7 +1063,38 @@ fn release_table(rows: &[(Value, Result<Replayed, Missing>)]) -> String {
         );
     }
     t += &format!("| **all** | | | | {}\n", all.cells());
+    let bare = uncovered(rows);
+    if !bare.is_empty() {
+        t += &format!(
+            "\nReleases the rules carry that no log here checks: {}.\n",
+            bare.join(", ")
+        );
+    }
     t
+}
+
+/// The releases of the registry (`Info::releases`) that no replayed record ran under,
+/// as "`--engine` value (label)": rules nobody has checked against a log.
+fn uncovered(rows: &[(Value, Result<Replayed, Missing>)]) -> Vec<String> {
+    let place = |value: &str| {
+        let (p, errors) = engine::from_pairs([("engine", value)]);
+        assert!(errors.is_empty(), "--engine {value}: {errors:?}");
+        (p.engine, p.release.unwrap_or(0))
+    };
+    let checked: Vec<_> = rows
+        .iter()
+        .filter_map(|(_, out)| out.as_ref().ok())
+        .map(|x| place(&x.rel.rules))
+        .collect();
+    engine::ENGINES
+        .iter()
+        .flat_map(|info| info.releases.iter().enumerate())
+        .filter(|(i, (value, _))| {
+            let (id, _) = place(value);
+            !checked.contains(&(id, *i))
+        })
+        .map(|(_, (value, label))| format!("`{value}` ({label})"))
+        .collect()
 }
 
 /// Logs from other sources, releases, cards and engines: each record under its
