@@ -110,7 +110,7 @@ pub struct Need {
 /// What the host memory of [`Need::host`] holds, as the answer names it.
 const HOST_OFFLOADED: &str = "what is offloaded to the host (the host.* lines)";
 /// llama.cpp's CPU buffer.
-const HOST_LLAMA: &str = "llama.cpp's weights kept in host memory (its CPU buffer)";
+pub const HOST_LLAMA: &str = "llama.cpp's weights kept in host memory (its CPU buffer)";
 
 /// What a need is measured by: the estimate ([`ByEstimate`]) or a serving engine's
 /// budget ([`Basis`]). [`headline`] is generic over it, so a caller that judges by the

@@ -27,6 +27,7 @@ pub mod inputs;
 pub mod kv;
 pub mod network;
 pub mod params;
+pub mod placement;
 pub mod presets;
 pub mod summary;
 pub mod training;

@@ -1,0 +1,39 @@
+//! A placement chosen, not only computed: when a model does not fit the card with
+//! every layer on it, the flags that put as much as fits on the card and the rest in
+//! host memory, with the host RAM they then need.
+//!
+//! llama.cpp ([`llama_cpp`]): the largest `--n-gpu-layers` of a dense model, the
+//! smallest `--n-cpu-moe` of a MoE model (and, when even every block's experts in
+//! host memory leave too much on the card, the largest `--n-gpu-layers` beside
+//! them), each judged by the engine's own budget ([`crate::headline::Basis`]) at the
+//! requested context and slots: the flags are the ones whose answer is "fits".
+//!
+//! llama.cpp chooses a placement itself: `--fit` (on by default, `common/common.h`
+//! `fit_params = true`, target `fit_params_target` 1024 MiB free per device) runs
+//! `common_params_fit_impl` (`common/fit.cpp`, ggml-org/llama.cpp at commit
+//! 08033df02cc32f3706271c068aaeaeecf94922a1) when the user set neither
+//! `--n-gpu-layers` nor `--override-tensor`: it measures the model and context at
+//! each candidate (a dry run without allocation, `no_alloc`), keeps a context the user
+//! gave, and
+//! - for a dense model fills whole layers back to front (the output layer first, as
+//!   `-ngl` does), by false position, to the largest count whose measured use is at
+//!   most the free memory less the target: the largest `-ngl` that fits, the rule
+//!   followed here;
+//! - for a MoE model first puts every block's routed experts in host memory (one
+//!   `-ot` pattern per block, `LAYER_FRACTION_MOE`), then, when that leaves a
+//!   surplus, brings whole blocks back to the card front to back — the blocks whose
+//!   experts stay on the host are the *last* ones, where `--n-cpu-moe N` keeps the
+//!   *first* N on the host — and tries to fit part of one more block's FFN
+//!   (`LAYER_FRACTION_UP`, `_GATE`, `_ATTN`).
+//!
+//! Where gpumem differs, and why: its answer is a flag to type (`--n-cpu-moe`), which
+//! moves the same number of blocks' experts as `--fit` when the MoE blocks are alike,
+//! but cannot express the partial block `--fit` may add (up to one block's FFN more on
+//! the card); and it asks for the verdict "fits", beyond the engine's assumed lines'
+//! uncertainty, where `--fit` takes the last count whose measurement is within its
+//! target — so, on equal figures, it may leave one block more on the host than `--fit`
+//! would, never one fewer.
+
+#![deny(clippy::arithmetic_side_effects)]
+
+pub mod llama_cpp;
