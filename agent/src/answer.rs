@@ -14,6 +14,7 @@ use gpumem_core::headline::{
 use gpumem_core::units::{Bytes, group_digits, signed_gb_string, signed_gib_string};
 
 use crate::engine_cli::EngineOutput;
+use gpumem_core::placement::llama_cpp::LlamaPlacement;
 
 /// The widest line printed.
 pub const WIDTH: usize = 100;
@@ -225,6 +226,9 @@ pub fn render(
             None => "none this workload can take (--formats compares any)".into(),
         }
     );
+    if let Some(p) = &engine.placement {
+        s.push_str(&placement_text(p, h.unified.is_some()));
+    }
     if let Some(rows) = formats {
         s.push('\n');
         s.push_str(&render_formats(rows, &c.name));
@@ -394,6 +398,54 @@ fn engine_summary(e: &EngineOutput) -> String {
         ));
     }
     s
+}
+
+/// The label of the placement chosen ([`placement_text`]).
+pub const LABEL_PLACEMENT: &str = "Placement that fits";
+
+/// llama.cpp's placement chosen for the card: the flags to type, what they leave
+/// where, the card's verdict with them and with one block more, the host RAM they
+/// need against `--ram`, and what llama.cpp's own `--fit` would do.
+pub fn placement_text(p: &LlamaPlacement, mac: bool) -> String {
+    // The label padded as the rows above it are: `wrap` keeps no inner run of spaces,
+    // so the padding is no-break spaces until the line is wrapped.
+    let label = format!("{LABEL_PLACEMENT:<24}").replace(' ', "\u{a0}");
+    let f = &p.fit;
+    let mut s = String::new();
+    if Verdict::of_fit(f) == Verdict::DoesNotFit {
+        s.push_str(&wrap(
+            &format!(
+                "  {label} none: even {} needs {} on the card (the context, the compute buffer and the 1 GiB --fit leaves free)",
+                p.flags,
+                both(f.need_bytes)
+            ),
+            4,
+        ));
+        return s.replace('\u{a0}', " ");
+    }
+    let next = Verdict::of_fit(&p.next);
+    s.push_str(&wrap(
+        &format!(
+            "  {label} llama-server {}: {}; {} of {} on the card, {} (headroom {} GiB); one block more: {}, headroom {} GiB",
+            p.flags,
+            p.what(),
+            both(f.need_bytes),
+            both(f.capacity_bytes),
+            Verdict::of_fit(f).word(),
+            signed_gib_string(f.headroom_bytes, 2),
+            next.word(),
+            signed_gib_string(p.next.headroom_bytes, 2)
+        ),
+        4,
+    ));
+    if let Some(hf) = &p.host {
+        s.push_str(&wrap(
+            &format!("    {}", host_text(hf, mac).trim_start()),
+            6,
+        ));
+    }
+    s.push_str(&wrap(&format!("    {}", p.fit_note), 6));
+    s.replace('\u{a0}', " ")
 }
 
 /// The host memory's line: what it holds, per node, and its verdict against the RAM.

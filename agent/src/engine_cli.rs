@@ -12,6 +12,7 @@ use clap::{Arg, ArgMatches, Command};
 use gpumem_core::engine::{self, CardKv, EngineBudget, Largest, Outcome};
 use gpumem_core::estimate::{Estimate, EstimateInput};
 use gpumem_core::import::config;
+use gpumem_core::placement::{self, llama_cpp::LlamaPlacement};
 use gpumem_core::units::{
     Bytes, group_digits, signed_gb_string, signed_gib_string, signed_group_digits,
 };
@@ -86,6 +87,10 @@ pub struct EngineOutput {
     /// The largest context and most sequences on `--card`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub largest: Option<Largest>,
+    /// llama.cpp on `--card`, when every layer does not fit and no placement flag was
+    /// given: the placement chosen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<LlamaPlacement>,
 }
 
 /// Computes the engine budget and the largest workload; `Err` holds one message per
@@ -120,10 +125,13 @@ pub fn compute(
         Some(_) => Some(engine::budget(input, est, &params).map_err(|e| vec![format!("--{e}")])?),
         None => None,
     };
+    let placement =
+        placement::choose(input, est, &params, &card).map_err(|e| vec![format!("--{e}")])?;
     Ok(EngineOutput {
         engine: budget,
         engine_per_card: None,
         largest: Some(engine::largest(input, &card, &params)),
+        placement,
     })
 }
 

@@ -404,6 +404,7 @@ pub fn run(args: Args) -> Result<Exit> {
             engine: engine.engine,
             engine_per_card: engine.engine_per_card,
             largest: engine.largest,
+            placement: engine.placement,
             verdict: answer,
             formats,
         };

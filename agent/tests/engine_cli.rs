@@ -538,3 +538,96 @@ fn bad_override_tensor_exits_2_with_a_clear_message() {
         assert!(out.stdout.is_empty(), "{value}");
     }
 }
+
+/// The verdict key (`yes`, `borderline`, `no`) and the placement of a JSON answer.
+fn verdict_and_placement(v: &Value) -> (String, Value) {
+    (
+        v["verdict"]["verdict"]
+            .as_str()
+            .expect("verdict")
+            .to_string(),
+        v["placement"].clone(),
+    )
+}
+
+/// When every layer does not fit, the answer chooses the placement: Mixtral-8x7B in
+/// bf16 (93 GB) on an H100 gets the smallest `--n-cpu-moe`, which typed back is
+/// "fits" (exit 0) where one block fewer is not; the default text says the flags and
+/// the host RAM against `--ram`. Llama-3.1-8B in bf16 on a 12 GB card gets the largest
+/// `--n-gpu-layers`, the same way.
+#[test]
+fn a_placement_is_chosen_when_every_layer_does_not_fit() {
+    let run = |extra: &[&str]| {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(extra);
+        let out = mixtral_llama_cpp(&all);
+        let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        (out.status.code(), verdict_and_placement(&v))
+    };
+    let (code, (verdict, p)) = run(&["--ram", "16GiB"]);
+    assert_eq!((code, verdict.as_str()), (Some(1), "no"));
+    let k = p["n_cpu_moe"].as_u64().expect("--n-cpu-moe chosen");
+    assert!(k > 0 && k < 32, "{p}");
+    assert!(p["n_gpu_layers"].is_null(), "{p}");
+    assert_eq!(p["flags"], format!("--n-cpu-moe {k}"));
+    assert_eq!(p["fit"]["verdict"], "yes");
+    assert_ne!(p["next"]["verdict"], "yes");
+    // The token embeddings (32 000 × 4096 × 2 B) and k blocks' experts, against 16 GiB.
+    let experts = 3 * 8 * 14_336 * 4096 * 2u64;
+    let host = p["host"]["need_bytes"].as_u64().expect("host bytes");
+    assert_eq!(host, 32_000 * 4096 * 2 + k * experts);
+    assert_eq!(p["host"]["fits"], host <= 16 << 30);
+    let typed = k.to_string();
+    let (code, (verdict, again)) = run(&["--n-cpu-moe", &typed]);
+    assert_eq!((code, verdict.as_str()), (Some(0), "yes"));
+    assert!(again.is_null(), "a placement given is the user's: {again}");
+    let fewer = (k - 1).to_string();
+    let (_, (verdict, _)) = run(&["--n-cpu-moe", &fewer]);
+    assert_ne!(verdict, "yes");
+    let out = mixtral_llama_cpp(&["--ram", "16GiB"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Placement that fits      llama-server --n-cpu-moe"),
+        "{text}"
+    );
+    assert!(text.contains("--ram 16.00 GiB"), "{text}");
+    assert!(text.contains("--fit"), "{text}");
+
+    // Dense: the largest -ngl.
+    let dense = |extra: &[&str]| {
+        let mut all = vec![
+            "--json",
+            "--engine",
+            "llama.cpp",
+            "--card",
+            "rtx-3060-12gb",
+            "--context",
+            "8192",
+        ];
+        all.extend_from_slice(extra);
+        let out = agent(&all);
+        let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        verdict_and_placement(&v)
+    };
+    let (verdict, p) = dense(&[]);
+    assert_eq!(verdict, "no");
+    let g = p["n_gpu_layers"].as_u64().expect("-ngl chosen");
+    assert!(g > 1 && g < 33, "{p}");
+    assert!(p["n_cpu_moe"].is_null(), "{p}");
+    let (verdict, _) = dense(&["--n-gpu-layers", &g.to_string()]);
+    assert_eq!(verdict, "yes");
+    let (verdict, _) = dense(&["--n-gpu-layers", &(g + 1).to_string()]);
+    assert_ne!(verdict, "yes");
+    // Every layer fits an H100: nothing to choose.
+    let out = agent(&[
+        "--json",
+        "--engine",
+        "llama.cpp",
+        "--card",
+        "h100-sxm-80gb",
+        "--context",
+        "8192",
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert!(v.get("placement").is_none(), "{}", v["placement"]);
+}

@@ -37,3 +37,23 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 pub mod llama_cpp;
+
+use crate::catalogue::GpuCard;
+use crate::engine::EngineParams;
+use crate::error::EstimateError;
+use crate::estimate::{Estimate, EstimateInput};
+
+/// The placement to choose on `card` under the engine `params` names, when every
+/// layer on the card does not fit and the engine has placement flags (llama.cpp);
+/// `None` otherwise.
+pub fn choose(
+    input: &EstimateInput,
+    est: &Estimate,
+    params: &EngineParams,
+    card: &GpuCard,
+) -> Result<Option<llama_cpp::LlamaPlacement>, EstimateError> {
+    if params.engine.is_none() || params.engine != crate::engine::find("llama.cpp") {
+        return Ok(None);
+    }
+    llama_cpp::choose(input, est, params, card)
+}

@@ -11,6 +11,7 @@ use gpumem_core::engine::{CardKv, EngineBudget, Largest};
 use gpumem_core::estimate::Estimate;
 use gpumem_core::fit::CardFit;
 use gpumem_core::headline::{FormatFit, Headline};
+use gpumem_core::placement::llama_cpp::LlamaPlacement;
 use serde::{Deserialize, Serialize};
 
 /// Schema identifier of the document.
@@ -44,6 +45,11 @@ pub struct EstimateDocument {
     /// With `--card`: the largest context and the most sequences on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub largest: Option<Largest>,
+    /// With `--engine llama.cpp` and `--card`, when every layer does not fit the card
+    /// and no `--n-gpu-layers`, `--n-cpu-moe` or `--override-tensor` was given: the
+    /// placement chosen (the flags to type, the card's fit and the host RAM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<LlamaPlacement>,
     /// The answer: the verdict on the card (or the smallest that fits), the ways out.
     pub verdict: Headline,
     /// With `--formats` or `--compare-formats`: each format on the card.

@@ -37,6 +37,32 @@ pub struct LlamaPlacement {
     pub fit_note: String,
 }
 
+impl LlamaPlacement {
+    /// What the flags leave on the card, in words ("the output layer and 21 of 32
+    /// blocks on the card").
+    pub fn what(&self) -> String {
+        let n = self.blocks;
+        let layers = match self.n_gpu_layers {
+            None => "every layer on the card".to_string(),
+            Some(0) => "no layer on the card".to_string(),
+            Some(1) => "the output layer on the card, every block in host memory".to_string(),
+            Some(g) => format!(
+                "the output layer and the last {} of {n} blocks on the card",
+                g.saturating_sub(1).min(n)
+            ),
+        };
+        match self.n_cpu_moe {
+            Some(m) if m >= n => format!("every block's routed experts in host memory, {layers}"),
+            Some(1) => format!("the routed experts of block 0 in host memory, {layers}"),
+            Some(m) => format!(
+                "the routed experts of blocks 0–{} in host memory, {layers}",
+                m.saturating_sub(1)
+            ),
+            None => layers,
+        }
+    }
+}
+
 /// What llama.cpp's `--fit` does for a dense model (`common/fit.cpp`,
 /// `common_params_fit_impl`, step 3).
 const FIT_DENSE: &str = "llama.cpp's own --fit (on by default when -ngl is not given) fills whole layers back to front to the largest count that leaves 1024 MiB free: the same -ngl by its measurement";
