@@ -31,8 +31,8 @@
 //! but cannot express the partial block `--fit` may add (up to one block's FFN more on
 //! the card); and it asks for the verdict "fits", beyond the engine's assumed lines'
 //! uncertainty, where `--fit` takes the last count whose measurement is within its
-//! target — so, on equal figures, it may leave one block more on the host than `--fit`
-//! would, never one fewer.
+//! target — so, on equal figures, it may leave more on the host than `--fit` would (the
+//! blocks that uncertainty holds), never less.
 
 #![deny(clippy::arithmetic_side_effects)]
 
