@@ -36,6 +36,7 @@
 
 #![deny(clippy::arithmetic_side_effects)]
 
+pub mod accelerate;
 pub mod llama_cpp;
 
 use crate::catalogue::GpuCard;
