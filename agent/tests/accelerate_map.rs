@@ -3,20 +3,21 @@
 //! its rotary buffers stay float32, as `from_pretrained` leaves them) with the
 //! torch venv's accelerate, against gpumem's map of the same model and `max_memory`:
 //! equal, entry for entry, with and without `LlamaDecoderLayer` unsplit, over GPUs,
-//! the CPU and disk.
+//! the CPU and disk; and `get_balanced_memory`'s `max_memory` (transformers'
+//! `device_map="auto"`, `"balanced_low_0"`) equal to gpumem's, byte for byte.
 #![allow(clippy::disallowed_macros)] // the test harness captures test output
 
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use gpumem_core::placement::accelerate::{Device, infer_auto_device_map, llama};
+use gpumem_core::placement::accelerate::{Device, balanced_memory, infer_auto_device_map, llama};
 
 /// Builds the model and runs accelerate; prints the map and the model's size.
 const SCRIPT: &str = r#"
 import json, sys, warnings
 import torch
 from accelerate import init_empty_weights
-from accelerate.utils import compute_module_sizes, infer_auto_device_map
+from accelerate.utils import compute_module_sizes, get_balanced_memory, infer_auto_device_map
 from transformers import AutoModelForCausalLM, LlamaConfig
 warnings.filterwarnings("ignore")
 req = json.loads(sys.argv[1])
@@ -26,8 +27,13 @@ with init_empty_weights():
 maps = []
 for case in req["cases"]:
     mm = {int(k) if k.isdigit() else k: v for k, v in case["max_memory"].items()}
+    balanced = None
+    if case["balanced"] is not None:
+        mm = get_balanced_memory(model, max_memory=mm, no_split_module_classes=case["no_split"],
+                                 low_zero=case["balanced"] == "low_0")
+        balanced = [mm[i] for i in sorted(k for k in mm if isinstance(k, int))]
     dm = infer_auto_device_map(model, max_memory=mm, no_split_module_classes=case["no_split"])
-    maps.append({k: str(v) for k, v in dm.items()})
+    maps.append({"map": {k: str(v) for k, v in dm.items()}, "balanced": balanced})
 print(json.dumps({"size": compute_module_sizes(model)[""], "maps": maps}))
 "#;
 
@@ -68,12 +74,21 @@ fn gpumem_builds_accelerates_device_map() {
         (vec![t / 3 + 12_345], Some(t / 3 - 777)),
     ] {
         for no_split in [vec![], vec!["LlamaDecoderLayer"]] {
-            cases.push((gpus.clone(), cpu, no_split));
+            cases.push((gpus.clone(), cpu, no_split, None));
+        }
+    }
+    // transformers' device_map="auto" / "balanced" / "balanced_low_0": get_balanced_memory
+    // first. Roomy GPUs, so the balance (not the memory) decides the split.
+    for gpus in [vec![t, t], vec![t, t, t], vec![t / 2, t, t / 3]] {
+        for no_split in [vec![], vec!["LlamaDecoderLayer"]] {
+            for mode in ["balanced", "low_0"] {
+                cases.push((gpus.clone(), Some(t), no_split.clone(), Some(mode)));
+            }
         }
     }
     let request: Vec<serde_json::Value> = cases
         .iter()
-        .map(|(gpus, cpu, no_split)| {
+        .map(|(gpus, cpu, no_split, balanced)| {
             let mut mm = serde_json::Map::new();
             for (i, g) in gpus.iter().enumerate() {
                 mm.insert(i.to_string(), (*g).into());
@@ -81,7 +96,7 @@ fn gpumem_builds_accelerates_device_map() {
             if let Some(c) = cpu {
                 mm.insert("cpu".into(), (*c).into());
             }
-            serde_json::json!({"max_memory": mm, "no_split": no_split})
+            serde_json::json!({"max_memory": mm, "no_split": no_split, "balanced": balanced})
         })
         .collect();
     let req = serde_json::json!({"config": config, "cases": request});
@@ -99,11 +114,27 @@ fn gpumem_builds_accelerates_device_map() {
     let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(got["size"].as_u64(), Some(t), "the model's size");
     let maps = got["maps"].as_array().expect("maps");
-    assert_eq!(maps.len(), 12);
+    assert_eq!(maps.len(), cases.len());
     let mut devices = std::collections::BTreeSet::new();
     let mut split_blocks = 0;
-    for ((gpus, cpu, no_split), theirs) in cases.iter().zip(maps) {
-        let theirs: BTreeMap<String, String> = theirs
+    for ((gpus, cpu, no_split, balanced), got) in cases.iter().zip(maps) {
+        let gpus = match balanced {
+            Some(mode) => {
+                let ours = balanced_memory(&tree, gpus, no_split, *mode == "low_0");
+                let theirs: Vec<u64> = got["balanced"]
+                    .as_array()
+                    .expect("balanced")
+                    .iter()
+                    .map(|v| v.as_u64().expect("bytes"))
+                    .collect();
+                assert_eq!(ours, theirs, "{mode} over {gpus:?}, no_split {no_split:?}");
+                assert_ne!(&ours, gpus, "balancing changed nothing");
+                ours
+            }
+            None => gpus.clone(),
+        };
+        let gpus = &gpus;
+        let theirs: BTreeMap<String, String> = got["map"]
             .as_object()
             .expect("map")
             .iter()
@@ -117,6 +148,10 @@ fn gpumem_builds_accelerates_device_map() {
             ours, theirs,
             "gpus {gpus:?}, cpu {cpu:?}, no_split {no_split:?}"
         );
+        if balanced == &Some("balanced") {
+            // Spread: the first GPU no longer takes everything.
+            assert!(ours.values().any(|d| d == "1"), "{ours:?}");
+        }
         devices.extend(ours.values().cloned());
         // Split below a block where the blocks may be split, never where they may not.
         let deep = ours.keys().any(|k| k.split('.').count() > 3);

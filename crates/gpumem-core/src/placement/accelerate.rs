@@ -4,7 +4,7 @@
 //!
 //! Followed line by line from accelerate 1.16.0, `src/accelerate/utils/modeling.py`:
 //! `infer_auto_device_map`, `get_max_layer_size`, `compute_module_sizes` and
-//! `clean_device_map`. The modules are taken in order (a module's own parameters, then
+//! `clean_device_map`, and `get_balanced_memory` ([`balanced_memory`]). The modules are taken in order (a module's own parameters, then
 //! its children, then its own buffers); each goes on the current device when its size
 //! fits beside what is there, the main devices (the first GPU and the CPU) keeping
 //! room for the largest layer still to place (a module without children or of a class
@@ -384,6 +384,99 @@ pub fn infer_auto_device_map(
     clean(&mut map, "");
     map.sort();
     map
+}
+
+/// Whether a module holds a tensor anywhere (whether `compute_module_sizes` names it).
+fn has_tensors(m: &Module) -> bool {
+    !m.params.is_empty() || !m.buffers.is_empty() || m.children.iter().any(has_tensors)
+}
+
+/// The modules `get_module_leaves` finds once the tensors are removed: those holding
+/// tensors of their own and no child that holds any; their sizes are pushed.
+fn final_modules(m: &Module, out: &mut Vec<u64>) {
+    if !has_tensors(m) {
+        return;
+    }
+    if m.children.iter().any(has_tensors) {
+        for c in &m.children {
+            final_modules(c, out);
+        }
+    } else {
+        out.push(m.size);
+    }
+}
+
+/// The first module of `class` depth first (torch's order), if any.
+fn first_of<'a>(m: &'a Module, class: &str) -> Option<&'a Module> {
+    if m.class == class {
+        return Some(m);
+    }
+    m.children.iter().find_map(|c| first_of(c, class))
+}
+
+/// `get_balanced_memory(model, max_memory, no_split_module_classes, low_zero)`: the
+/// `max_memory` that spreads the model evenly over the GPUs (what transformers'
+/// `device_map="auto"` and `"balanced"` hand `infer_auto_device_map`). Each GPU but
+/// the last is capped at the model's size ÷ the GPUs plus a buffer, 1.25 × the larger
+/// of a no-split block and the mean of the final modules; the last keeps its own
+/// figure. `low_zero` (`"balanced_low_0"`) leaves GPU 0 only what the others cannot
+/// hold. GPUs of 0 bytes are not counted; one GPU keeps its figure.
+pub fn balanced_memory(
+    model: &Module,
+    gpus: &[u64],
+    no_split: &[&str],
+    low_zero: bool,
+) -> Vec<u64> {
+    let mut out = gpus.to_vec();
+    let ids: Vec<usize> = (0..gpus.len())
+        .filter(|&i| gpus.get(i).is_some_and(|m| *m > 0))
+        .collect();
+    let n = u64::try_from(ids.len()).unwrap_or(u64::MAX);
+    if n <= 1 {
+        return out;
+    }
+    let per = if low_zero { n.saturating_sub(1) } else { n };
+    let mut per_gpu = model.size.checked_div(per).unwrap_or(0);
+    let block = no_split
+        .iter()
+        .filter_map(|c| first_of(model, c).map(|m| m.size))
+        .max()
+        .unwrap_or(0);
+    let mut finals = Vec::new();
+    final_modules(model, &mut finals);
+    // Python's `int(sum / len)` and `int(1.25 * buffer)`: float64, truncated.
+    let sum = finals.iter().fold(0u64, |a, b| a.saturating_add(*b));
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
+    let buffer = {
+        let mean = (sum as f64 / finals.len().max(1) as f64) as u64;
+        (1.25 * block.max(mean) as f64) as u64
+    };
+    per_gpu = per_gpu.saturating_add(buffer);
+    let first = gpus.first().copied().unwrap_or(0);
+    if let Some((_, rest)) = ids.split_last() {
+        for &i in rest {
+            let cap = if low_zero && i == 0 { first } else { per_gpu };
+            if let Some(m) = out.get_mut(i) {
+                *m = cap.min(*m);
+            }
+        }
+    }
+    if low_zero {
+        let others = ids
+            .iter()
+            .skip(1)
+            .filter_map(|&i| out.get(i))
+            .fold(0u64, |a, b| a.saturating_add(*b));
+        let min_zero = model.size.saturating_sub(others);
+        if let Some(m) = out.get_mut(0) {
+            *m = min_zero.min(*m);
+        }
+    }
+    out
 }
 
 /// `clean_device_map`: every entry under `module` on one device (and more than one)
