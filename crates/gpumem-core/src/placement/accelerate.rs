@@ -4,11 +4,12 @@
 //!
 //! Followed line by line from accelerate 1.16.0, `src/accelerate/utils/modeling.py`:
 //! `infer_auto_device_map`, `get_max_layer_size`, `compute_module_sizes` and
-//! `clean_device_map`, and `get_balanced_memory` ([`balanced_memory`]). The modules are taken in order (a module's own parameters, then
-//! its children, then its own buffers); each goes on the current device when its size
-//! fits beside what is there, the main devices (the first GPU and the CPU) keeping
-//! room for the largest layer still to place (a module without children or of a class
-//! in `no_split_module_classes`); otherwise a module with children is split into its
+//! `clean_device_map`, and `get_balanced_memory` ([`balanced_memory`]). The modules
+//! are taken in order (a module's own parameters, then its children, then its own
+//! buffers); each goes on the current device when its size fits beside what is there,
+//! the main devices (the first GPU and the CPU) keeping room for the largest layer
+//! still to place (a module without children or of a class in
+//! `no_split_module_classes`); otherwise a module with children is split into its
 //! parameters and children, and one that cannot be split moves the placement to the
 //! next device (its reserve then counted as used). Disk takes whatever is left. The
 //! map is then cleaned: a module whose every entry is on one device becomes one entry.
