@@ -268,6 +268,7 @@ const TAIL: &[Field] = &[
             ("litgpt", "LitGPT"),
             ("litgpt@2023", "lit-gpt 8641822 (Oct 2023), its own GPT"),
             ("unsloth", "unsloth"),
+            ("unsloth@2024.4", "unsloth 2024.4 (April 2024), a RoPE cache per layer"),
             ("axolotl", "axolotl"),
         ]),
     f("loss", G::Training, K::Text, "Loss", "full",

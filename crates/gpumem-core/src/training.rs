@@ -15,6 +15,7 @@ use crate::units::checked_product;
 
 pub(crate) mod litgpt;
 pub(crate) mod load;
+pub(crate) mod unsloth;
 
 /// A paged bitsandbytes optimizer allocates a tensor's states in CUDA unified memory
 /// only when the tensor has at least 1e5 values; a smaller tensor's states are
@@ -328,6 +329,9 @@ pub enum Framework {
     Litgpt2023,
     /// unsloth's `FastLanguageModel` with TRL.
     Unsloth,
+    /// unsloth 2024.4 (6dad5dd, April 2024) as LLaMA-Factory's `use_unsloth` ran it:
+    /// `Unsloth`'s defaults plus a RoPE cache per layer (`training::unsloth`).
+    Unsloth2024,
     /// axolotl (its YAML schema's defaults, run through transformers' `Trainer`).
     Axolotl,
 }
@@ -361,13 +365,16 @@ pub struct FrameworkDefaults {
     /// The model's code is lit-gpt 2023's GPT, whose activations have their own
     /// derivation (`training::litgpt`), not transformers' decoder.
     pub lit_gpt_2023: bool,
+    /// unsloth's own buffers (`training::unsloth`): the dequantised 4-bit weight at
+    /// `LoRA_MLP`'s backward, and with `Some(true)` 2024.4's RoPE cache per layer.
+    pub unsloth_rope_per_layer: Option<bool>,
     /// What the defaults are, in words, for the output.
     pub said: &'static str,
 }
 
 impl Framework {
     /// Every framework a user can name, with its key.
-    pub const ALL: [(Framework, &'static str); 8] = [
+    pub const ALL: [(Framework, &'static str); 9] = [
         (Framework::Transformers, "transformers"),
         (Framework::Trl, "trl"),
         (Framework::Torchtune, "torchtune"),
@@ -375,11 +382,12 @@ impl Framework {
         (Framework::Litgpt, "litgpt"),
         (Framework::Litgpt2023, "litgpt@2023"),
         (Framework::Unsloth, "unsloth"),
+        (Framework::Unsloth2024, "unsloth@2024.4"),
         (Framework::Axolotl, "axolotl"),
     ];
 
     /// Parses a framework as users name it (`transformers`, `peft`, `hf`, `trl`,
-    /// `torchtune`, `torchtune@0.1`, `litgpt`, `unsloth`, `axolotl`).
+    /// `torchtune`, `torchtune@0.1`, `litgpt`, `unsloth`, `unsloth@2024.4`, `axolotl`).
     pub fn parse(field: &'static str, t: &str) -> Result<Framework, EstimateError> {
         let t = t.trim().to_ascii_lowercase();
         match t.as_str() {
@@ -387,6 +395,7 @@ impl Framework {
             "transformers" | "peft" | "hf" | "transformers+peft" => Ok(Framework::Transformers),
             "torchtune@0.1" | "torchtune@0.2" => Ok(Framework::Torchtune01),
             "lit-gpt" | "lit-gpt@8641822" => Ok(Framework::Litgpt2023),
+            "unsloth@2024" | "unsloth@6dad5dd" => Ok(Framework::Unsloth2024),
             _ => Framework::ALL
                 .iter()
                 .find(|(_, k)| *k == t)
@@ -395,7 +404,7 @@ impl Framework {
                     EstimateError::invalid(
                         field,
                         format!(
-                            "unknown framework {t:?}; use transformers, trl, torchtune, torchtune@0.1, litgpt, litgpt@2023, unsloth or axolotl"
+                            "unknown framework {t:?}; use transformers, trl, torchtune, torchtune@0.1, litgpt, litgpt@2023, unsloth, unsloth@2024.4 or axolotl"
                         ),
                     )
                 }),
@@ -425,6 +434,7 @@ impl Framework {
             qlora_kernel: None,
             head_4bit: false,
             lit_gpt_2023: false,
+            unsloth_rope_per_layer: None,
             said: "",
         };
         // transformers 5.23 `TrainingArguments`: `optim` adamw_torch_fused with torch ≥ 2.8,
@@ -469,8 +479,16 @@ impl Framework {
                 lora_dropout: Some(false),
                 qlora_keeps_compute: Some(false),
                 loss: Some(Loss::Fused),
-                said: "unsloth: its gradient checkpointing (each layer's input offloaded to the host), its fused cross-entropy (counted at Fast_CrossEntropyLoss's upper bound), LoRA without dropout, the Trainer's fused AdamW (its notebooks pass adamw_8bit), from_pretrained; its fused LoRA kernels keep no more than PEFT's layers, which are counted",
+                unsloth_rope_per_layer: Some(false),
+                said: "unsloth: its gradient checkpointing (each layer's input offloaded to the host), its fused cross-entropy (counted at Fast_CrossEntropyLoss's upper bound), LoRA without dropout, the Trainer's fused AdamW (its notebooks pass adamw_8bit), from_pretrained; its fused LoRA kernels keep no more than PEFT's layers, which are counted; a QLoRA base's largest projection dequantised at the MLP's backward (fast_dequantize)",
                 ..trainer
+            },
+            // unsloth 2024.4 (6dad5dd): the same, plus the RoPE cache its
+            // LlamaRotaryEmbedding keeps in every attention layer (training::unsloth).
+            Framework::Unsloth2024 => FrameworkDefaults {
+                unsloth_rope_per_layer: Some(true),
+                said: "unsloth 2024.4 (6dad5dd): its gradient checkpointing (each layer's input offloaded to the host), Fast_CrossEntropyLoss over the whole logits, LoRA without dropout, the Trainer's fused AdamW, from_pretrained; its fused LoRA kernels keep no more than PEFT's layers, which are counted; a QLoRA base's largest projection dequantised at the MLP's backward (fast_dequantize); a cos and a sin RoPE cache of max(context, max_position_embeddings) positions in every layer (LlamaRotaryEmbedding)",
+                ..Framework::Unsloth.defaults()
             },
             // torchtune 0.6 recipes/configs/llama3_1/8B_lora_single_device.yaml:
             // enable_activation_checkpointing True, offloading False, AdamW fused,
@@ -488,6 +506,7 @@ impl Framework {
                 qlora_kernel: None,
                 head_4bit: false,
                 lit_gpt_2023: false,
+                unsloth_rope_per_layer: None,
                 said: "torchtune 0.6 single-device recipe: activation checkpointing on, fused AdamW, LinearCrossEntropyLoss in 8 chunks, bf16 throughout (adapters and the modules QLoRA does not quantise too), no LoRA dropout, the model built layer by layer on the device, NF4 through torchao",
             },
             // torchtune 0.1: configs/llama2/7B_lora_single_device.yaml and its QLoRA
@@ -506,6 +525,7 @@ impl Framework {
                 qlora_kernel: None,
                 head_4bit: false,
                 lit_gpt_2023: false,
+                unsloth_rope_per_layer: None,
                 said: "torchtune 0.1 single-device recipe: activation checkpointing on, AdamW (foreach), fp32 logits sliced and CrossEntropyLoss, bf16 throughout, LoRA dropout 0.05, one layer built on the device and deep-copied, NF4 through torchao 0.1",
             },
             // LitGPT finetune/lora.py: lora_dropout 0.05, precision bf16-true, AdamW
@@ -525,6 +545,7 @@ impl Framework {
                 qlora_kernel: None,
                 head_4bit: true,
                 lit_gpt_2023: false,
+                unsloth_rope_per_layer: None,
                 said: "LitGPT finetune_lora: bf16-true, no checkpointing, AdamW (bitsandbytes PagedAdamW with --quantize, which quantises lm_head too), chunked_cross_entropy over 128-token lm_head chunks cast to fp32 by Fabric, bf16 adapters with dropout 0.05, the model built on the device; transformers' decoder stands in for LitGPT's own",
             },
             // lit-gpt 8641822 finetune/lora.py (the same settings), its own GPT

@@ -488,6 +488,62 @@ mod tests {
     }
 
     #[test]
+    fn unsloth_adds_its_dequantised_weight_and_2024s_rope_caches() {
+        let acts = |framework: &'static str, train: &'static str, context: &'static str| {
+            let e = estimate(&llama_8b(&[
+                ("framework", framework),
+                ("train", train),
+                ("context", context),
+                ("sequences", "1"),
+                ("max-position", "8192"),
+            ]))
+            .unwrap();
+            let l = e
+                .lines
+                .iter()
+                .find(|l| l.key == LineKey::Activations)
+                .unwrap()
+                .clone();
+            (l.bytes, l.formula)
+        };
+        // transformers' path given unsloth's settings: what unsloth adds beside.
+        let peft = estimate(&llama_8b(&[
+            ("framework", "transformers"),
+            ("train", "qlora"),
+            ("context", "2048"),
+            ("sequences", "1"),
+            ("max-position", "8192"),
+            ("checkpointing", "true"),
+            ("offload-activations", "true"),
+            ("loss", "fused"),
+        ]))
+        .unwrap();
+        let peft = peft
+            .lines
+            .iter()
+            .find(|l| l.key == LineKey::Activations)
+            .unwrap()
+            .bytes;
+        let (offloaded, formula) = acts("unsloth", "qlora", "2048");
+        // By hand, Llama-3-8B (h 4096, i 14336, 32 heads × 128): the MLP's
+        // 4096 × 14336 bf16 weight and one fp32 scale per 64 values.
+        let w: u64 = 4096 * 14336 * 2 + 4096 * 14336 / 64 * 4;
+        assert_eq!(offloaded - peft, w, "{formula}");
+        assert!(formula.contains("fast_dequantize"), "{formula}");
+        // LoRA dequantises nothing.
+        let (_, lora) = acts("unsloth", "lora", "2048");
+        assert!(!lora.contains("fast_dequantize"), "{lora}");
+        // 2024.4: 32 layers × cos and sin × max(2048, 8192) positions × 128 × 2 B.
+        let (old, formula) = acts("unsloth@2024.4", "qlora", "2048");
+        assert_eq!(old - offloaded, 32 * 2 * 8192 * 128 * 2, "{formula}");
+        assert!(formula.contains("RoPE caches"), "{formula}");
+        // A context beyond max_position_embeddings extends them.
+        let (old, _) = acts("unsloth@2024.4", "qlora", "16384");
+        let (now, _) = acts("unsloth", "qlora", "16384");
+        assert_eq!(old - now, 32 * 2 * 16384 * 128 * 2);
+    }
+
+    #[test]
     fn the_optimizer_step_counts_what_exceeds_the_freed_activations() {
         let line = |extra: &[(&'static str, &'static str)]| {
             let mut pairs = vec![("train", "full"), ("context", "512"), ("sequences", "2")];

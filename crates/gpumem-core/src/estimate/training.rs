@@ -615,6 +615,39 @@ pub(super) fn training(
                 )
             }
         };
+        // unsloth's own buffers beside what the layers keep (training::unsloth, read
+        // in unslothai/unsloth 6dad5dd): a QLoRA base's largest projection dequantised
+        // at LoRA_MLP's backward (kernels/utils.py `fast_dequantize`), and in 2024.4 a
+        // cos and a sin RoPE cache in every attention layer (models/llama.py
+        // `LlamaRotaryEmbedding`). Both sit on the device through the step's peak.
+        let (bytes, formula) = match input.framework.defaults().unsloth_rope_per_layer {
+            Some(per_layer) => {
+                use crate::training::unsloth;
+                let mut extra = 0u64;
+                let mut said = String::new();
+                if input.train == TrainMode::Qlora {
+                    let w = unsloth::dequantised_weight(&a, value)?;
+                    extra = extra.saturating_add(w);
+                    said.push_str(&format!(
+                        "; + {w} B: the largest 4-bit projection dequantised in the compute dtype with its fp32 block scales, alive at LoRA_MLP's backward (unsloth fast_dequantize)"
+                    ));
+                }
+                if per_layer {
+                    let positions = unsloth::rope_positions(seq, input.max_position);
+                    let (n, each) = unsloth::rope_caches(&a, positions, value)?;
+                    let rope = checked_product(&[n, each], "RoPE caches")?;
+                    extra = extra.saturating_add(rope);
+                    said.push_str(&format!(
+                        "; + {rope} B: unsloth 2024.4's RoPE caches, cos and sin of {positions} positions × d in every layer (LlamaRotaryEmbedding, max(context, max_position_embeddings))"
+                    ));
+                }
+                let total = bytes.checked_add(extra).ok_or(EstimateError::Overflow {
+                    what: "activations",
+                })?;
+                (total, format!("{formula}{said}"))
+            }
+            None => (bytes, formula),
+        };
         // A pipeline stage holds the activations of every micro-batch in flight.
         let in_flight = super::ranks::in_flight(input);
         let formula = if in_flight > 1 {
