@@ -544,6 +544,35 @@ mod tests {
     }
 
     #[test]
+    fn offloaded_activations_reach_the_allocator_model() {
+        // What stays on the device of an offloaded run is placed as one layer's
+        // tensors: the simulated reserved peak covers the allocated lines, so the
+        // cache line exists and holds reserved − allocated.
+        for extra in [
+            &[("framework", "unsloth"), ("train", "qlora")][..],
+            &[
+                ("framework", "torchtune"),
+                ("train", "lora"),
+                ("offload-activations", "true"),
+            ][..],
+        ] {
+            let mut pairs = vec![("context", "4096"), ("sequences", "1")];
+            pairs.extend_from_slice(extra);
+            let e = estimate(&llama_8b(&pairs)).unwrap();
+            let cache = e
+                .lines
+                .iter()
+                .find(|l| l.key == LineKey::AllocatorCache)
+                .unwrap_or_else(|| panic!("{extra:?}: no allocator line"));
+            let reserved: u64 = cache.inputs["reserved"].parse().unwrap();
+            let allocated: u64 = cache.inputs["allocated"].parse().unwrap();
+            assert_eq!(cache.bytes, reserved - allocated, "{extra:?}");
+            // Not more than the segments' rounding and splits could add.
+            assert!(cache.bytes < allocated / 10, "{extra:?}: {}", cache.bytes);
+        }
+    }
+
+    #[test]
     fn the_optimizer_step_counts_what_exceeds_the_freed_activations() {
         let line = |extra: &[(&'static str, &'static str)]| {
             let mut pairs = vec![("train", "full"), ("context", "512"), ("sequences", "2")];

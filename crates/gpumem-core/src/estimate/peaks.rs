@@ -350,7 +350,18 @@ fn step_tensors(
         .saturating_mul(v)
         .max(1);
     let layers = a.layers.max(1);
-    if input.checkpointing && !input.offload_activations {
+    if input.offload_activations {
+        // Offloaded (torchtune's OffloadActivations, unsloth's checkpointing): the
+        // line is what stays on the device — two layers' saved tensors, or two layer
+        // inputs and the one layer recomputed — so it is placed as one layer's
+        // tensors, not spread over every layer.
+        let mlp_each = if input.train.adapters() { 3 } else { 4 };
+        let mlp = mlp_tensor.saturating_mul(mlp_each).min(acts);
+        let n_mlp = mlp.checked_div(mlp_tensor).unwrap_or(0);
+        forward.push((n_mlp, mlp_tensor));
+        let rest = acts.saturating_sub(n_mlp.saturating_mul(mlp_tensor));
+        forward.push((rest.div_ceil(hidden), hidden));
+    } else if input.checkpointing {
         let inputs = layers.saturating_mul(hidden).min(acts);
         forward.push((inputs.checked_div(hidden).unwrap_or(0), hidden));
         let rest = acts.saturating_sub(inputs);
@@ -379,11 +390,13 @@ fn step_tensors(
         _ => tokens,
     }
     .saturating_mul(a.vocab)
-    .saturating_mul(if matches!(input.loss, Loss::ChunkedCompute(_)) {
-        v
-    } else {
-        4
-    })
+    .saturating_mul(
+        if matches!(input.loss, Loss::ChunkedCompute(_) | Loss::Fused) {
+            v
+        } else {
+            4
+        },
+    )
     .max(1);
     forward.push((logits.checked_div(piece).unwrap_or(0), piece));
     let rest = logits.checked_rem(piece).unwrap_or(0);
@@ -428,6 +441,13 @@ pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), Estima
     let mut alloc = Allocator::new(input.expandable_segments);
     let how = model_load(&mut alloc, &a, input)?;
     let (load_allocated, load_reserved) = (alloc.peak_allocated(), alloc.peak_reserved());
+    // unsloth returns the loading's cached segments to the driver before training
+    // (models/llama.py `FastLlamaModel.post_patch`: gc.collect() and
+    // torch.cuda.empty_cache() three times, unsloth 6dad5dd): the step starts from
+    // the tensors alone.
+    if input.framework.defaults().unsloth_rope_per_layer.is_some() {
+        alloc.empty_cache();
+    }
     let (persistent, forward, optimizer_step) = step_tensors(b, &a, input, seq);
     place(&mut alloc, &persistent);
     let mut at_forward = alloc.clone();
