@@ -69,8 +69,10 @@ AGENT_PAGE_BUDGET=250000
 # from the document's JSON, no deserializer per shape; the table's history column) took
 # it from 314.0 to about 322 KB; with the engines behind one contract and the facts as
 # rows, 322.9 KB (322 924 B); with lit-gpt 2023's own GPT, 328.4 KB (328 401 B):
-# with Apple silicon and the host-memory verdict, 330.1 KB (330 106 B): ceiling 330.5 KB.
-AGENT_PAGE_CEILING=330500
+# with Apple silicon and the host-memory verdict, 330.1 KB (330 106 B); with llama.cpp's
+# chosen placement, accelerate's device map and Unsloth 2024.4, 330.8 KB (330 789 B):
+# ceiling 331.5 KB.
+AGENT_PAGE_CEILING=331500
 # The lazily loaded readers were 120.6 KB when they moved out of the dimensioner, 122.8 KB
 # with the lookup for mirrors without a file listing, 126.9 KB with the model search,
 # 131.1 KB with the state-space mixers' config reader, 133.4 KB with the readers of
@@ -103,8 +105,9 @@ LOOKUP_BUDGET=140000
 # The facts as rows (their table spliced into the field table, the accessors and the
 # rules copied at compile time) and OLMo's non-parametric norms: 171.7 KB (171 744 B),
 # ceiling 172.5 KB; lit-gpt 2023's own GPT: 176.8 KB (176 807 B), ceiling 177.5 KB; Apple silicon and the host-memory verdict: 179.5 KB (179 507 B),
-# ceiling 180.0 KB.
-ENGINE_BUDGET=180000
+# ceiling 180.0 KB; llama.cpp's chosen placement, accelerate's device map and Unsloth
+# 2024.4: 180.8 KB (180 803 B), ceiling 181.5 KB.
+ENGINE_BUDGET=181500
 fail=0
 report() { # report LABEL DIR BUDGET HARD(yes|no)
   local label="$1" dir="$2" budget="$3" hard="$4" wasm js raw gz jsgz verdict
