@@ -44,8 +44,9 @@ cd "$root"
 # lit-gpt 2023's own GPT (its LoRA/QLoRA step's saved tensors, Fabric's fp32 loss
 # chunks, the 4-bit head) took it to 247.5 KB (247 514 B); Apple silicon's 31 rows, the
 # working set and the host-memory verdict (--ram, --wired-limit-mb) to 250.4 KB
-# (250 420 B): ceiling 251.0 KB.
-DIMENSIONER_BUDGET=251000
+# (250 420 B); the answer's host-memory and unified-memory lines, 251.7 KB (251 701 B):
+# ceiling 252.0 KB.
+DIMENSIONER_BUDGET=252000
 # The agent & sheet page: reported against 250 KB, not enforced while it is above it.
 # It was 296.2 KB; reading the workload document from an owned JSON value (as the wire
 # messages are: one deserializer per type, not a second over &Value) and every JSON text

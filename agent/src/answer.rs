@@ -158,24 +158,7 @@ pub fn render(
         s.push_str(&wrap(&host_text(hf, h.unified.is_some()), 4));
     }
     if let Some(u) = &h.unified {
-        s.push_str(&wrap(
-            &format!(
-                "  unified memory: the GPU and the system share {} of RAM: the GPU's {} is the capacity, {} left for macOS, the engine's process and host memory{}",
-                both(u.ram_bytes),
-                if u.wired_limit {
-                    "wired limit (--wired-limit-mb)"
-                } else {
-                    "working set (Metal's recommendedMaxWorkingSetSize, macOS's default)"
-                },
-                both(u.system_bytes),
-                if u.wired_limit {
-                    ""
-                } else {
-                    "; `sudo sysctl iogpu.wired_limit_mb=N` and --wired-limit-mb N move the split"
-                }
-            ),
-            4,
-        ));
+        s.push_str(&wrap(&format!("  unified memory: {}", u.sentence()), 4));
     }
 
     s.push('\n');
@@ -450,33 +433,7 @@ pub fn placement_text(p: &LlamaPlacement, mac: bool) -> String {
 
 /// The host memory's line: what it holds, per node, and its verdict against the RAM.
 pub fn host_text(h: &HostFit, mac: bool) -> String {
-    let mut t = format!(
-        "  host RAM   {} per node for {} (not in the GPU's need)",
-        both(h.need_bytes),
-        h.what
-    );
-    let (Some(ram), Some(left), Some(fits)) = (h.ram_bytes, h.left_bytes, h.fits) else {
-        t.push_str("; --ram SIZE (64GiB) for a verdict");
-        return t;
-    };
-    let word = if fits { "FITS" } else { "DOES NOT FIT" };
-    let rest = if fits {
-        format!("{} left", both(left.unsigned_abs()))
-    } else {
-        format!("{} short", both(left.unsigned_abs()))
-    };
-    if mac {
-        let _ = write!(
-            t,
-            "; on a Mac the host's memory is the GPU's: with the GPU's need of {} it takes {} of the {} of RAM: {word}, {rest} for macOS and other programs",
-            both(h.gpu_bytes),
-            both(h.gpu_bytes.saturating_add(h.need_bytes)),
-            both(ram)
-        );
-    } else {
-        let _ = write!(t, "; --ram {}: {word}, {rest}", both(ram));
-    }
-    t
+    format!("  host RAM   {}", h.sentence(mac))
 }
 
 /// `--formats`: each format side by side on the card.

@@ -410,3 +410,50 @@ fn web_the_first_screen_asks_the_questions_and_nothing_stale_stands() {
     );
     assert_eq!(b.testid("imported"), "", "no other import stands for it");
 }
+
+/// Host memory and a Mac's unified memory on the page: llama.cpp with 20 blocks on an
+/// M3 Max 36GB puts the rest in its CPU buffer; the answer says the host's need and its
+/// verdict against the Mac's RAM, and how the RAM is split, in the CLI's words.
+#[test]
+fn web_answer_shows_the_host_memory_and_a_macs_split() {
+    let Some(page) = Page::open("web_answer_shows_the_host_memory_and_a_macs_split") else {
+        return;
+    };
+    let preset = gpumem_core::presets::find("qwen2.5-7b").expect("preset");
+    let shape: Vec<String> = preset
+        .pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let query = format!(
+        "{}&context=8192&format=q8_0&engine=llama.cpp&n-gpu-layers=20&card=m3-max-36gb",
+        shape.join("&")
+    );
+    let doc = agent_document(&query);
+    let host = &doc["verdict"]["host"];
+    let need = host["need_bytes"]
+        .as_u64()
+        .expect("the CLI puts weights on the host");
+    let ram = doc["verdict"]["unified"]["ram_bytes"]
+        .as_u64()
+        .expect("a Mac's split");
+    let word = if host["fits"] == json!(true) {
+        "FITS"
+    } else {
+        "DOES NOT FIT"
+    };
+    page.browser
+        .goto(&format!("{}/?{query}", page.server.origin));
+    page.browser.wait_for(
+        "the host memory's line",
+        "const e = document.querySelector('[data-testid=answer-host]'); return e && e.textContent;",
+    );
+    let text = page.browser.testid("answer-host");
+    assert!(text.starts_with(&both(need)), "{text}");
+    assert!(text.contains(&format!(": {word}, ")), "{text}");
+    let split = page.browser.testid("answer-unified");
+    assert!(
+        split.starts_with(&format!("the GPU and the system share {}", both(ram))),
+        "{split}"
+    );
+}

@@ -264,6 +264,9 @@ fn answer_body(line: String, h: Headline) -> impl IntoView {
             h.basis
         )
     });
+    // Host memory and a Mac's split: the same sentences as the CLI's answer.
+    let host = h.host.as_ref().map(|f| f.sentence(h.unified.is_some()));
+    let unified = h.unified.as_ref().map(|u| u.sentence());
     let rows = [
         (
             "answer-need",
@@ -371,6 +374,8 @@ fn answer_body(line: String, h: Headline) -> impl IntoView {
         <dl class="ways">
             {sequences.map(|t| view! { <dt>"Sequences"</dt><dd data-testid="answer-sequences">{t}</dd> })}
             {rows.into_iter().map(|(id, label, text)| view! { <dt>{label}</dt><dd data-testid=id>{text}</dd> }).collect_view()}
+            {host.map(|t| view! { <dt>"Host RAM"</dt><dd data-testid="answer-host">{t}</dd> })}
+            {unified.map(|t| view! { <dt>"Unified memory"</dt><dd data-testid="answer-unified">{t}</dd> })}
         </dl>
         {(!warnings.is_empty()).then(|| view! { <p class="banner warn" data-testid="answer-warnings">{warnings}</p> })}
     }

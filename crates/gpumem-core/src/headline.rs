@@ -332,6 +332,37 @@ impl Unified {
     }
 }
 
+impl Unified {
+    /// The split in words, both units: what the GPU may use and what is left to the
+    /// system (the CLI's and the page's sentence).
+    pub fn sentence(&self) -> String {
+        format!(
+            "the GPU and the system share {} of RAM: the GPU's {} is the capacity, {} left for macOS, the engine's process and host memory{}",
+            both_units(self.ram_bytes),
+            if self.wired_limit {
+                "wired limit (--wired-limit-mb)"
+            } else {
+                "working set (Metal's recommendedMaxWorkingSetSize, macOS's default)"
+            },
+            both_units(self.system_bytes),
+            if self.wired_limit {
+                ""
+            } else {
+                "; `sudo sysctl iogpu.wired_limit_mb=N` and --wired-limit-mb N move the split"
+            }
+        )
+    }
+}
+
+/// "20.61 GiB (22.13 GB)".
+fn both_units(b: u64) -> String {
+    format!(
+        "{} GiB ({} GB)",
+        Bytes(b).gib_string(2),
+        Bytes(b).gb_string(2)
+    )
+}
+
 /// The host memory an answer puts there, judged against the RAM (`--ram`, or a Mac's
 /// unified memory, which the GPU's need shares).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -354,6 +385,39 @@ pub struct HostFit {
 }
 
 impl HostFit {
+    /// What it holds per node and its verdict against the RAM, in words with both
+    /// units (the CLI's and the page's sentence); `mac` when the card is a Mac's
+    /// unified memory.
+    pub fn sentence(&self, mac: bool) -> String {
+        let mut t = format!(
+            "{} per node for {} (not in the GPU's need)",
+            both_units(self.need_bytes),
+            self.what
+        );
+        let (Some(ram), Some(left), Some(fits)) = (self.ram_bytes, self.left_bytes, self.fits)
+        else {
+            t.push_str("; --ram SIZE (64GiB) for a verdict");
+            return t;
+        };
+        let word = if fits { "FITS" } else { "DOES NOT FIT" };
+        let rest = format!(
+            "{} {}",
+            both_units(left.unsigned_abs()),
+            if fits { "left" } else { "short" }
+        );
+        if mac {
+            t.push_str(&format!(
+                "; on a Mac the host's memory is the GPU's: with the GPU's need of {} it takes {} of the {} of RAM: {word}, {rest} for macOS and other programs",
+                both_units(self.gpu_bytes),
+                both_units(self.gpu_bytes.saturating_add(self.need_bytes)),
+                both_units(ram)
+            ));
+        } else {
+            t.push_str(&format!("; --ram {}: {word}, {rest}", both_units(ram)));
+        }
+        t
+    }
+
     /// `host` bytes of host memory beside a GPU need of `gpu_need` on `card`, judged
     /// against `ram` (a Mac's own unified memory when none is given, with the GPU's
     /// need counted in it); `None` when nothing goes to the host and no RAM is known.
