@@ -167,3 +167,32 @@ impl Field {
         self.group == FieldGroup::Engine
     }
 }
+
+/// A value of the field's kind that its parser must accept (the field tables' tests:
+/// [`crate::fields`]' and [`crate::inputs`]').
+#[cfg(test)]
+pub(crate) fn sample(f: &Field) -> &'static str {
+    match f.kind {
+        // Not any count's default (layer-norms is 2 by default).
+        FieldKind::Count => "3",
+        FieldKind::Bool(d) => {
+            if d {
+                "false"
+            } else {
+                "true"
+            }
+        }
+        FieldKind::Choice => f
+            .choices
+            .iter()
+            .map(|c| c.0)
+            .find(|v| !v.is_empty())
+            .unwrap_or(""),
+        FieldKind::Text if f.key == "lora-targets" => "q,v",
+        FieldKind::Text if f.key == "draft-model" => "llama-3.2-1b",
+        // The last suggestion: the first is usually the default.
+        FieldKind::Text => f.choices.last().map_or("", |c| c.0),
+        FieldKind::Fraction => "0.85",
+        FieldKind::Card => crate::catalogue::CATALOGUE[0].id,
+    }
+}

@@ -325,34 +325,8 @@ pub fn field(key: &str) -> Option<&'static Field> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalogue::CATALOGUE;
+    use crate::field::sample;
     use crate::params::{from_pairs, keys, to_pairs};
-
-    /// A value of the field's kind that its parser must accept.
-    fn sample(f: &Field) -> &'static str {
-        match f.kind {
-            // Not any count's default (layer-norms is 2 by default).
-            FieldKind::Count => "3",
-            FieldKind::Bool(d) => {
-                if d {
-                    "false"
-                } else {
-                    "true"
-                }
-            }
-            FieldKind::Choice => f
-                .choices
-                .iter()
-                .map(|c| c.0)
-                .find(|v| !v.is_empty())
-                .unwrap_or(""),
-            FieldKind::Text if f.key == "lora-targets" => "q,v",
-            // The last suggestion: the first is usually the default.
-            FieldKind::Text => f.choices.last().map_or("", |c| c.0),
-            FieldKind::Fraction => "0.85",
-            FieldKind::Card => CATALOGUE[0].id,
-        }
-    }
 
     fn parse_errors(f: &Field, value: &str) -> Vec<String> {
         let errors = if f.is_engine() {

@@ -28,32 +28,8 @@ pub fn field(key: &str) -> Option<&'static Field> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalogue::CATALOGUE;
+    use crate::field::sample;
     use crate::fields::FieldKind;
-
-    /// A value of the field's kind that its parser must accept.
-    fn sample(f: &Field) -> &'static str {
-        match f.kind {
-            FieldKind::Count => "3",
-            FieldKind::Bool(d) => {
-                if d {
-                    "false"
-                } else {
-                    "true"
-                }
-            }
-            FieldKind::Choice => f
-                .choices
-                .iter()
-                .map(|c| c.0)
-                .find(|v| !v.is_empty())
-                .unwrap_or(""),
-            FieldKind::Text if f.key == "draft-model" => "llama-3.2-1b",
-            FieldKind::Text => f.choices.last().map_or("", |c| c.0),
-            FieldKind::Fraction => "0.85",
-            FieldKind::Card => CATALOGUE[0].id,
-        }
-    }
 
     /// The errors of `key=value` beside a Mac's card (which `wired-limit-mb` needs and
     /// every other key leaves alone; `card` itself replaces it).
