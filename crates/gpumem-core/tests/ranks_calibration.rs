@@ -15,9 +15,10 @@
 #![allow(clippy::disallowed_macros)]
 
 use gpumem_core::estimate::estimate;
-use gpumem_core::import::config::parse_config;
-use gpumem_core::params::from_pairs;
+use replay::measured_bytes;
 use serde_json::Value;
+
+mod replay;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -36,41 +37,10 @@ const CONFIGS: &[(&str, &str)] = &[
     ),
 ];
 
-fn measured_bytes(m: &Value) -> Option<f64> {
-    if let Some(g) = m["gib"].as_f64() {
-        return Some(g * GIB);
-    }
-    m["gb"].as_f64().map(|g| g * 1e9)
-}
-
 /// The most loaded rank's need (no reserve) for a record's config and flags.
 fn predict(r: &Value) -> u64 {
     let id = r["id"].as_str().unwrap();
-    let config = r["config"].as_str().unwrap();
-    let text = CONFIGS
-        .iter()
-        .find(|(name, _)| *name == config)
-        .unwrap_or_else(|| panic!("{id}: no config {config}"))
-        .1;
-    let mut pairs: Vec<(&str, String)> = parse_config(text)
-        .unwrap_or_else(|e| panic!("{config}: {e}"))
-        .pairs();
-    let flags: Vec<&str> = r["gpumem"]["flags"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f.as_str().unwrap())
-        .collect();
-    assert!(flags.len().is_multiple_of(2), "{id}: flags come in pairs");
-    for kv in flags.chunks(2) {
-        let key = kv[0]
-            .strip_prefix("--")
-            .unwrap_or_else(|| panic!("{id}: {} is not a flag", kv[0]));
-        pairs.push((key, kv[1].to_string()));
-    }
-    pairs.push(("reserve-gib", "0".into()));
-    let (input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
-    assert!(errors.is_empty(), "{id}: {errors:?}");
+    let input = replay::input_of(r, CONFIGS);
     assert!(
         input.gpus > 1,
         "{id}: a per-rank record runs on several GPUs"

@@ -18,7 +18,7 @@
 // The harness prints its per-record table for the reader (the harness captures it).
 #![allow(clippy::disallowed_macros, dead_code)]
 
-use gpumem_core::estimate::{LineKey, estimate};
+use gpumem_core::estimate::{EstimateInput, LineKey, estimate};
 use gpumem_core::import::config::parse_config;
 use gpumem_core::params::from_pairs;
 use serde_json::Value;
@@ -26,7 +26,7 @@ use serde_json::Value;
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// The measured figure in bytes: `gb` (10^9 B), `gib` (2^30 B) or `bytes`.
-fn measured_bytes(m: &Value) -> Option<f64> {
+pub fn measured_bytes(m: &Value) -> Option<f64> {
     if let Some(b) = m["bytes"].as_f64() {
         return Some(b);
     }
@@ -53,7 +53,10 @@ struct Predicted {
     load: Option<(u64, u64)>,
 }
 
-fn predict(r: &Value, configs: &[(&str, &str)]) -> Predicted {
+/// A record's input: its config (one of `configs`, by the name the record gives) read
+/// as `--config` reads it, then its `gpumem.flags` and no reserve, through
+/// `params::from_pairs` (the ranks corpus replays its records the same way).
+pub fn input_of(r: &Value, configs: &[(&str, &str)]) -> EstimateInput {
     let id = r["id"].as_str().unwrap();
     let config = r["config"].as_str().unwrap();
     let text = configs
@@ -80,6 +83,12 @@ fn predict(r: &Value, configs: &[(&str, &str)]) -> Predicted {
     pairs.push(("reserve-gib", "0".into()));
     let (input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
     assert!(errors.is_empty(), "{id}: {errors:?}");
+    input
+}
+
+fn predict(r: &Value, configs: &[(&str, &str)]) -> Predicted {
+    let id = r["id"].as_str().unwrap();
+    let input = input_of(r, configs);
     let e = estimate(&input).unwrap_or_else(|e| panic!("{id}: {e}"));
     let of = |k: LineKey| e.lines.iter().find(|l| l.key == k);
     let cache = of(LineKey::AllocatorCache).map_or(0, |l| l.bytes);
