@@ -47,6 +47,17 @@ fn both(b: u64) -> String {
     )
 }
 
+/// A preset's shape as URL keys (`layers=28&hidden=3584&…`).
+fn preset_shape(id: &str) -> String {
+    let preset = gpumem_core::presets::find(id).expect("preset");
+    let shape: Vec<String> = preset
+        .pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    shape.join("&")
+}
+
 /// Waits for the answer's verdict word and returns it.
 fn verdict(page: &Page) -> String {
     page.browser
@@ -285,15 +296,9 @@ fn web_under_an_engine_the_answer_checks_every_sequence() {
     let Some(page) = Page::open("web_under_an_engine_the_answer_checks_every_sequence") else {
         return;
     };
-    let preset = gpumem_core::presets::find("qwen2.5-7b").expect("preset");
-    let shape: Vec<String> = preset
-        .pairs
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
     let query = format!(
         "{}&context=32768&sequences=16&engine=vllm&card=l40s",
-        shape.join("&")
+        preset_shape("qwen2.5-7b")
     );
     let cli = agent_verdict(&query);
     assert_eq!(cli["verdict"], "no");
@@ -419,15 +424,9 @@ fn web_answer_shows_the_host_memory_and_a_macs_split() {
     let Some(page) = Page::open("web_answer_shows_the_host_memory_and_a_macs_split") else {
         return;
     };
-    let preset = gpumem_core::presets::find("qwen2.5-7b").expect("preset");
-    let shape: Vec<String> = preset
-        .pairs
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
     let query = format!(
         "{}&context=8192&format=q8_0&engine=llama.cpp&n-gpu-layers=20&card=m3-max-36gb",
-        shape.join("&")
+        preset_shape("qwen2.5-7b")
     );
     let doc = agent_document(&query);
     let host = &doc["verdict"]["host"];
