@@ -138,6 +138,21 @@ const CASES: &[Case] = &[
         attention: "sdpa",
         checkpointing: false,
     },
+    Case {
+        config: "mixtral-8x7b.json",
+        attention: "flash",
+        checkpointing: false,
+    },
+    Case {
+        config: "mixtral-8x7b.json",
+        attention: "flash",
+        checkpointing: true,
+    },
+    Case {
+        config: "qwen3-30b-a3b.json",
+        attention: "flash",
+        checkpointing: false,
+    },
 ];
 
 const SEQUENCES: u64 = 2;
@@ -583,6 +598,20 @@ fn lora_and_qlora_steps_agree_with_traces() {
         ("llama-3.2-1b.json", "qlora", &["all"], "all", false),
         ("llama-3.2-1b.json", "qlora", &["all"], "all", true),
         ("qwen2.5-0.5b.json", "lora", &["all"], "all", false),
+        (
+            "mixtral-8x7b.json",
+            "lora",
+            &["q_proj", "k_proj", "v_proj", "o_proj"],
+            "q,k,v,o",
+            false,
+        ),
+        (
+            "mixtral-8x7b.json",
+            "lora",
+            &["q_proj", "v_proj"],
+            "q,v",
+            true,
+        ),
     ];
     let mut requests = String::new();
     for (config, train, targets, _, ckpt) in cases {

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::arch::Architecture;
+use crate::arch::{Architecture, Moe};
 use crate::error::EstimateError;
 use crate::format::Dtype;
 use crate::units::checked_product;
@@ -852,8 +852,8 @@ fn add(xs: &[u64]) -> u64 {
 /// its optional parts, then the first fact not at its default whose row in the facts
 /// table says why ([`Architecture::underived`]).
 fn not_derived(a: &Architecture) -> Option<&'static str> {
-    if a.moe.is_some() {
-        Some("routed experts' intermediates depend on how tokens are dispatched")
+    if a.moe.is_some_and(|m| !plain_moe(a, &m)) {
+        Some("shared experts, router or expert biases and latent experts are not in the derivation")
     } else if a.mla.is_some() {
         Some("multi-head latent attention is not in the derivation")
     } else if a.mixer.is_some() {
@@ -861,6 +861,84 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
     } else {
         a.underived()
     }
+}
+
+/// A mixture of experts as transformers 5.23 runs Mixtral's and Qwen3-MoE's: a
+/// softmax top-k router without bias, gated routed experts without biases, no shared
+/// expert and no latent projection (what [`moe_kept`] derives).
+fn plain_moe(a: &Architecture, m: &Moe) -> bool {
+    m.shared_experts == 0
+        && !m.router_bias
+        && !m.correction_bias
+        && !m.shared_gate
+        && m.latent == 0
+        && !a.mlp_bias
+}
+
+/// What one MoE layer's experts and router keep for the backward, per
+/// `grouped_mm_experts_forward` (transformers 5.23 `integrations/moe.py`, the default
+/// `experts_implementation` on CUDA from compute capability 8.0, and on the meta
+/// device) after `MixtralTopKRouter.forward` (`modeling_mixtral.py`). With `T` tokens
+/// routed to `k` experts each, `S = T·k` token–expert pairs, `e` the expert's
+/// intermediate size, every tensor in 512 B blocks:
+/// - the router: softmax's fp32 output (4·E per token), top-k's int64 indices and its
+///   fp32 values and their sum for the normalisation (12·k + 4 per token; a router
+///   that does not normalise or casts the scores to 16 bits, as OLMoE's and
+///   Qwen3-MoE's do, keeps up to `T·(4·k + 4) + 2·S` bytes less);
+/// - the dispatch: the sort's permutation, the token index it gathers by and the
+///   inverse permutation (int64, 3·8·S), the groups' int32 offsets (4·E) and the
+///   gathered routing weights (fp32, 4·S);
+/// - the experts: the fused gate/up output (SiLU's input and `up` are views of it,
+///   2·v·e per pair), `act(gate)` (v·e) and the down projection's output, which the
+///   routing weights' product keeps (v·h); with trainable experts also the gathered
+///   input and the product `act(gate)·up`, which the grouped matmuls keep for their
+///   weights' gradients (v·h + v·e).
+fn moe_kept(m: &Moe, tokens: u64, value: u64, h: u64, trainable: bool) -> u64 {
+    let pairs = tokens.saturating_mul(m.active);
+    let e = m.expert_intermediate;
+    add(&[
+        block(&[tokens, 4, m.experts]),
+        block(&[tokens, 8, m.active]),
+        block(&[tokens, 4, m.active]),
+        block(&[tokens, 4]),
+        mul(&[3, block(&[pairs, 8])]),
+        block(&[m.experts, 4]),
+        block(&[pairs, 4]),
+        block(&[pairs, value, 2, e]),
+        block(&[pairs, value, e]),
+        block(&[pairs, value, h]),
+        if trainable {
+            add(&[block(&[pairs, value, h]), block(&[pairs, value, e])])
+        } else {
+            0
+        },
+    ])
+}
+
+/// How many of `a`'s layers run routed experts, and whether the first does.
+fn moe_split(a: &Architecture) -> (u64, bool) {
+    match a.moe {
+        Some(m) => (
+            m.moe_layers(a.layers).min(a.layers),
+            m.dense_layers == 0 && m.every <= 1,
+        ),
+        None => (0, false),
+    }
+}
+
+/// The MoE layers' part of a formula.
+fn moe_text(moe_layers: u64, layers: u64, trainable: bool) -> String {
+    if moe_layers == 0 {
+        return String::new();
+    }
+    format!(
+        " ({moe_layers} of {layers} layers route each token to k experts instead: per pair {}, the router's fp32 softmax and top-k and the dispatch's int64 permutations; transformers' grouped_mm experts)",
+        if trainable {
+            "the gathered input, gate/up, act(gate), their product and the down output v·(2·h + 4·e)"
+        } else {
+            "gate/up, act(gate) and the down output v·(h + 3·e)"
+        }
+    )
 }
 
 /// Activations of a full fine-tune with transformers' Llama-style decoder (RMSNorm,
@@ -898,6 +976,15 @@ pub fn decoder_activations(
         Some(_) if a.qk_norm || a.qk_norm_whole || a.fused_qkv => Some(
             "LoRA on a decoder with q/k norms or a fused qkv projection is not in the derivation",
         ),
+        Some(ad)
+            if a.moe.is_some()
+                && (ad.targets.gate
+                    || ad.targets.up
+                    || ad.targets.down
+                    || ad.base_keeps_inputs) =>
+        {
+            Some("LoRA or 4-bit kernels on a mixture of experts' MLP are not in the derivation")
+        }
         _ => None,
     });
     let tokens = seq.saturating_mul(batch);
@@ -990,6 +1077,19 @@ pub fn decoder_activations(
     }
     let mlp = mul(&[4, block(&[tokens, value, i])]);
     let layer = add(&[norm, norm, qk_norm, attn, fused, mlp]);
+    let (moe_layers, _) = moe_split(a);
+    let moe_layer = match a.moe {
+        Some(m) => add(&[
+            norm,
+            norm,
+            qk_norm,
+            attn,
+            fused,
+            moe_kept(&m, tokens, value, h, true),
+        ]),
+        None => 0,
+    };
+    let dense_layers = a.layers.saturating_sub(moe_layers);
     let once = add(&[
         norm,
         mul(&[2, block(&[seq, value, d])]),
@@ -997,15 +1097,24 @@ pub fn decoder_activations(
         1024,
     ]);
     let layers = a.layers;
+    let recomputed = if moe_layers > 0 {
+        moe_layer.max(if dense_layers > 0 { layer } else { 0 })
+    } else {
+        layer
+    };
     let (kept, bytes, shape) = if checkpointing {
         let kept = add(&[mul(&[layers, block(&[tokens, value, h])]), once]);
         (
             kept,
-            add(&[kept, layer]),
+            add(&[kept, recomputed]),
             "L × v·h (checkpointed layer inputs) + one layer recomputed",
         )
     } else {
-        let kept = add(&[mul(&[layers, layer]), once]);
+        let kept = add(&[
+            mul(&[dense_layers, layer]),
+            mul(&[moe_layers, moe_layer]),
+            once,
+        ]);
         (kept, kept, "L × per-layer")
     };
     if bytes == u64::MAX {
@@ -1014,7 +1123,7 @@ pub fn decoder_activations(
         });
     }
     let formula = format!(
-        "{shape}; per layer and token: 2 RMSNorms (4 + 2v)·h{} + attention {attn_text}{} + gated MLP 4·v·i; once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        "{shape}; per layer and token: 2 RMSNorms (4 + 2v)·h{} + attention {attn_text}{} + gated MLP 4·v·i{}; once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
         if olmo {
             " (OLMo-2: the normalised value in fp32) + whole q/k norms 8·(a + k)·d"
         } else if a.qk_norm {
@@ -1026,7 +1135,8 @@ pub fn decoder_activations(
             " + the fused qkv output v·(a + 2k)·d"
         } else {
             ""
-        }
+        },
+        moe_text(moe_layers, layers, true)
     );
     Ok(Activations {
         bytes,
@@ -1106,7 +1216,9 @@ fn frozen_base(
         }
     };
     let base = ad.base_keeps_inputs;
-    let layer = |input_grad: bool| {
+    // A routed layer's experts are frozen (3-D parameters no LoRA target names): its
+    // MLP term is what the router and the experts keep for their inputs' gradients.
+    let layer = |input_grad: bool, routed: bool| {
         // The residual needs a gradient after the attention when the layer's input does
         // or an attention projection is adapted; the MLP's product when that holds or
         // gate or up is adapted.
@@ -1129,7 +1241,11 @@ fn frozen_base(
             shared((base && attn_grad) || (!own && (t.gate || t.up)), h),
             module(t.gate, h),
             module(t.up, h),
-            mul(&[mlp_kept, block(&[tokens, value, i])]),
+            match (routed, a.moe) {
+                (true, Some(m)) if attn_grad => moe_kept(&m, tokens, value, h, false),
+                (true, _) => 0,
+                _ => mul(&[mlp_kept, block(&[tokens, value, i])]),
+            },
             shared((base && product_grad) || (!own && t.down), i),
             module(t.down, i),
         ])
@@ -1143,17 +1259,30 @@ fn frozen_base(
         1024,
     ]);
     let layers = a.layers;
+    let (routed, first_routed) = moe_split(a);
+    let dense = layers.saturating_sub(routed);
+    let (routed_after, dense_after) = if first_routed {
+        (routed.saturating_sub(1), dense)
+    } else {
+        (routed, dense.saturating_sub(1))
+    };
     let (kept, bytes, shape) = if checkpointing {
         let kept = add(&[mul(&[layers, block(&[tokens, value, h])]), once]);
+        let recomputed = if routed > 0 {
+            layer(true, true).max(if dense > 0 { layer(true, false) } else { 0 })
+        } else {
+            layer(true, false)
+        };
         (
             kept,
-            add(&[kept, layer(true)]),
+            add(&[kept, recomputed]),
             "L × v·h (checkpointed layer inputs) + one layer recomputed",
         )
     } else {
         let kept = add(&[
-            layer(ad.modules.embed),
-            mul(&[layers.saturating_sub(1), layer(true)]),
+            layer(ad.modules.embed, first_routed),
+            mul(&[routed_after, layer(true, true)]),
+            mul(&[dense_after, layer(true, false)]),
             once,
         ]);
         (
@@ -1172,12 +1301,13 @@ fn frozen_base(
         (false, false) => "the projection's input (v·in, once per tensor read)".into(),
     };
     let formula = format!(
-        "{shape}; frozen base, per layer and token: 2 RMSNorms keep their fp32 upcast 4·h + attention {attn_text} + gated MLP 3·v·i{}; each adapted projection keeps {adapter_input} and lora_A's output a·r (PEFT's LoRA Linear.forward); once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        "{shape}; frozen base, per layer and token: 2 RMSNorms keep their fp32 upcast 4·h + attention {attn_text} + gated MLP 3·v·i{}{}; each adapted projection keeps {adapter_input} and lora_A's output a·r (PEFT's LoRA Linear.forward); once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
         if base {
             " + the 4-bit linears' inputs v·(2·h + i) (bitsandbytes ≤ 0.43.1 MatMul4Bit keeps A)"
         } else {
             ""
-        }
+        },
+        moe_text(routed, layers, false)
     );
     (kept, bytes, formula)
 }
@@ -1242,7 +1372,11 @@ pub fn decoder_prefill(
     window: Option<u64>,
     all_logits: bool,
 ) -> Result<Prefill, EstimateError> {
-    let why = not_derived(a).or(if value == 4 {
+    let why = a
+        .moe
+        .map(|_| "routed experts' intermediates depend on how tokens are dispatched")
+        .or(not_derived(a))
+        .or(if value == 4 {
         Some("fp32 compute makes the norms' and softmax's fp32 copies aliases, not in the derivation")
     } else {
         None
