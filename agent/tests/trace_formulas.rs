@@ -129,6 +129,31 @@ const CASES: &[Case] = &[
         checkpointing: false,
     },
     Case {
+        config: "gemma-3-1b.json",
+        attention: "flash",
+        checkpointing: true,
+    },
+    Case {
+        config: "gemma-3-1b.json",
+        attention: "sdpa",
+        checkpointing: false,
+    },
+    Case {
+        config: "gemma-3-1b.json",
+        attention: "eager",
+        checkpointing: false,
+    },
+    Case {
+        config: "gemma-3-4b.json",
+        attention: "flash",
+        checkpointing: false,
+    },
+    Case {
+        config: "gemma-2-2b.json",
+        attention: "flash",
+        checkpointing: false,
+    },
+    Case {
         config: "gpt2.json",
         attention: "sdpa",
         checkpointing: false,

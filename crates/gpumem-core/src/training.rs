@@ -858,9 +858,26 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
         Some("multi-head latent attention is not in the derivation")
     } else if a.mixer.is_some() {
         Some("state-space / linear-attention layers are not in the derivation")
+    } else if gemma3(a) {
+        // Gemma 3's four norms are derived; any other fact off its default still says why.
+        Architecture {
+            layer_norms: Architecture::BASE.layer_norms,
+            ..*a
+        }
+        .underived()
     } else {
         a.underived()
     }
+}
+
+/// Gemma 3's decoder (four norms a layer, q/k norms, no per-layer scalars or global
+/// layers of another shape): its norms are derived (`decoder_activations`).
+fn gemma3(a: &Architecture) -> bool {
+    a.layer_norms == 4
+        && a.qk_norm
+        && !a.qk_norm_whole
+        && a.layer_scalars == 0
+        && a.global_attn.is_none()
 }
 
 /// A mixture of experts as transformers 5.23 runs Mixtral's and Qwen3-MoE's: a
@@ -1076,12 +1093,48 @@ pub fn decoder_activations(
         });
     }
     let mlp = mul(&[4, block(&[tokens, value, i])]);
-    let layer = add(&[norm, norm, qk_norm, attn, fused, mlp]);
+    // The layer's norms, the final norm, the RoPE tables kept and what else is kept once.
+    let (norms, qk_norm, final_norm, ropes, scale) = if gemma3(a) {
+        // Gemma 3 (modeling_gemma3.py, Gemma3RMSNorm.forward): the norm runs in fp32
+        // and multiplies by (1 + w) before the cast, so it keeps its fp32 input and its
+        // fp32 normalised value, the fp32 (1 + w) and `rsqrt`; four such norms a layer,
+        // of which the input and pre-MLP norms' 16-bit outputs feed projections, plus
+        // q/k norms alike over each head. A RoPE table per layer type (sliding and
+        // full), and the embedding's scale (a 16-bit scalar).
+        let g = |rows: u64, width: u64| {
+            add(&[
+                mul(&[2, block(&[rows, 4, width])]),
+                block(&[rows, 4]),
+                block(&[4, width]),
+            ])
+        };
+        let out = block(&[tokens, value, h]);
+        // SDPA takes a boolean mask for the sliding layers once the prompt reaches the
+        // window (masking_utils.py `_ignore_causal_mask_sdpa`), one for all sequences:
+        // counted whatever the window (the safe side for shorter prompts).
+        let mask = if attention == AttentionImpl::Sdpa {
+            block(&[seq, seq])
+        } else {
+            0
+        };
+        (
+            add(&[mul(&[4, g(tokens, h)]), out, out]),
+            add(&[
+                g(tokens.saturating_mul(heads), d),
+                g(tokens.saturating_mul(kv), d),
+            ]),
+            add(&[g(tokens, h), out]),
+            4,
+            add(&[512, mask]),
+        )
+    } else {
+        (add(&[norm, norm]), qk_norm, norm, 2, 0)
+    };
+    let layer = add(&[norms, qk_norm, attn, fused, mlp]);
     let (moe_layers, _) = moe_split(a);
     let moe_layer = match a.moe {
         Some(m) => add(&[
-            norm,
-            norm,
+            norms,
             qk_norm,
             attn,
             fused,
@@ -1091,10 +1144,11 @@ pub fn decoder_activations(
     };
     let dense_layers = a.layers.saturating_sub(moe_layers);
     let once = add(&[
-        norm,
-        mul(&[2, block(&[seq, value, d])]),
+        final_norm,
+        mul(&[ropes, block(&[seq, value, d])]),
         block(&[tokens, 8]),
         1024,
+        scale,
     ]);
     let layers = a.layers;
     let recomputed = if moe_layers > 0 {
@@ -1123,13 +1177,15 @@ pub fn decoder_activations(
         });
     }
     let formula = format!(
-        "{shape}; per layer and token: 2 RMSNorms (4 + 2v)·h{} + attention {attn_text}{} + gated MLP 4·v·i{}; once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
-        if olmo {
-            " (OLMo-2: the normalised value in fp32) + whole q/k norms 8·(a + k)·d"
+        "{shape}; per layer and token: {} + attention {attn_text}{} + gated MLP 4·v·i{}; once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        if gemma3(a) {
+            "4 fp32 RMSNorms (Gemma 3: input and normalised value in fp32, 8·h) and 2 of their outputs 2·v·h + q/k norms 8·(a + k)·d"
+        } else if olmo {
+            "2 RMSNorms (4 + 2v)·h (OLMo-2: the normalised value in fp32) + whole q/k norms 8·(a + k)·d"
         } else if a.qk_norm {
-            " + q/k norms (4 + v)·(a + k)·d"
+            "2 RMSNorms (4 + 2v)·h + q/k norms (4 + v)·(a + k)·d"
         } else {
-            ""
+            "2 RMSNorms (4 + 2v)·h"
         },
         if fused > 0 {
             " + the fused qkv output v·(a + 2k)·d"
@@ -1376,6 +1432,7 @@ pub fn decoder_prefill(
         .moe
         .map(|_| "routed experts' intermediates depend on how tokens are dispatched")
         .or(not_derived(a))
+        .or(a.underived())
         .or(if value == 4 {
         Some("fp32 compute makes the norms' and softmax's fp32 copies aliases, not in the derivation")
     } else {
