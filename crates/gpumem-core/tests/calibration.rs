@@ -614,6 +614,17 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     // tower and projector (0.59 GiB of the logged 14.08 GiB of weights) and the image
     // encoder's profiling forward (5 images) are not modelled.
     ("vllm0102-h100-llava-v1.6-mistral-7b-fp16-4096", -0.25, 2.1),
+    // vLLM 0.6.6 on an RTX 3090: 0.10 GiB outside torch, where the `vllm@0.6` rules carry
+    // the 1.79 GiB of PR 10511's H100 printout; 0.6.5's worker measures from
+    // `init_gpu_memory` (after the CUDA context) as 0.7's does, and the 0.7 rules give
+    // about +1.9 % here. Too little pool, the safe side.
+    (
+        "vllm066-rtx3090-qwen2.5-7b-instruct-8192-seqs16",
+        -28.0,
+        0.25,
+    ),
+    // vLLM 0.8.2's V0 fallback on a T4 (compute capability 7.5), replayed with the 0.7 V0 rules.
+    ("vllm082v0-t4-llama3.2-3b-instruct-fp16-2048", -0.75, 0.25),
     // TGI 3.3, Gemma-3-27B on 2 x RTX A6000: the warm-up's logits of all 8000 prompt
     // tokens (log_softmax in place); the SigLIP tower is not in the shape.
     ("tgi3-2xrtxa6000-gemma-3-27b-it-tp2-8000", -0.25, 0.5),
@@ -1162,7 +1173,7 @@ fn uncovered(rows: &[(Value, Result<Replayed, Missing>)]) -> Vec<String> {
 #[test]
 fn serving_logs_replay_under_their_releases_rules() {
     let recs = records(SERVING_OTHER);
-    assert_eq!(recs.len(), 26);
+    assert_eq!(recs.len(), 28);
     println!(
         "\nserving-other: logged / predicted, error (rules of each record's release)\n{:<58} {:<14} {:<10} {:<13} {:>12} {:>12} {:>8}  tokens logged/predicted",
         "record", "release", "rules", "figure", "logged", "predicted", "error"
