@@ -18,7 +18,8 @@
 //! - 3 (the newest carried, `--engine tgi`): free = `get_free_memory(device,
 //!   MEMORY_FRACTION × TGI_WIGGLE_ROOM)` = free − (1 − fraction) × total
 //!   (`utils/import_utils.py`); `TGI_WIGGLE_ROOM` is 0.90 and `--cuda-memory-fraction`
-//!   1.0 by default (`models/globals.py`).
+//!   1.0 by default (`models/globals.py`). The warm-up still asks for prefill logprobs
+//!   (`backends/v3/src/client/client.rs` `Client::warmup`); `log_softmax` runs in place.
 //!
 //! `total` is torch's (`torch.cuda.get_device_properties(device).total_memory`); free
 //! is after the warm-up with nothing returned to the driver, so the caching allocator
@@ -32,7 +33,7 @@ use super::flags::{BATCHED_TOKENS, MAX_MODEL_LEN};
 use super::fraction::{ONE, times_fraction};
 use super::outcome::{Inputs, line};
 use super::pool::{Draft, simple_pool};
-use super::request::{Ctx, catalogue_capacity, forward_peak};
+use super::request::{Ctx, catalogue_capacity};
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Kind};
 
@@ -149,7 +150,7 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
         ])?;
     }
     let warm_bytes = prod(&[warm_blocks, block_bytes])?;
-    let (peak, parts) = warmup_peak(c.input, prefill)?;
+    let (peak, parts) = warmup_peak(c.input, prefill, 2)?;
     let ctx_mib = 512;
     let (wiggle, wiggle_text) = match v {
         TgiVersion::V09 => (ONE, "1"),
@@ -214,7 +215,15 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
 /// rank: `TensorParallelHead` gathers). The logits rows, a vocabulary wide, are larger
 /// than any block the forward freed, so the allocator takes new segments for them: the
 /// two phases add up.
-fn warmup_peak(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), EstimateError> {
+///
+/// `logit_copies` is 2 where `log_softmax` makes a copy (0.9, 2.0) and 1 where it runs in
+/// place (3: `torch.log_softmax(out, -1, out=out)`, "Get prefill logprobs with inplace
+/// softmax", text-generation-inference pull request 2661).
+fn warmup_peak(
+    input: &EstimateInput,
+    tokens: u64,
+    logit_copies: u64,
+) -> Result<(u64, Inputs), EstimateError> {
     let Some(a) = input.arch else {
         return Ok((0, Vec::new()));
     };
@@ -231,7 +240,7 @@ fn warmup_peak(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), Esti
     ])?;
     let logits = sum(&[
         prod(&[tokens, a.hidden, b])?,
-        prod(&[2, tokens, a.vocab, b])?,
+        prod(&[logit_copies, tokens, a.vocab, b])?,
     ])?;
     let parts = vec![
         ("max-batch-prefill-tokens", tokens.to_string()),
@@ -245,14 +254,20 @@ fn warmup_peak(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), Esti
 fn rule_v3(c: &Ctx) -> Result<Draft, EstimateError> {
     let (capacity, kind) = catalogue_capacity(&c.card);
     let batched = c.params.count(BATCHED_TOKENS.key()).unwrap_or(4096);
-    let peak = forward_peak(c.input, batched)?;
+    // TGI 3's warm-up is still one batch of max-batch-prefill-tokens prompt tokens with
+    // `prefill_logprobs: true` (backends/v3/src/client/client.rs `Client::warmup`), so
+    // `FlashCausalLM.generate_token` (server/text_generation_server/models/
+    // flash_causal_lm.py) runs the LM head over every prompt token before `warmup` reads
+    // what is free; its `log_softmax` runs in place (one copy of the logits). Checked
+    // against a TGI 3 log: Gemma-3-27B on 2 x RTX A6000, 8000 prefill tokens.
+    let (peak, parts) = warmup_peak(c.input, batched, 1)?;
     let kept = times_fraction(capacity, ONE / 10, false)?;
     let ctx_mib = 512;
     let lines = vec![
         line("budget", "Card total", capacity, Kind::Computed, "total memory (torch.cuda.mem_get_info)".into(), &[("total", format!("{capacity} B ({kind})"))], SRC_WARMUP),
         line("cuda_context", "CUDA context (assumed; not free at warmup)", mib(ctx_mib), Kind::Assumed, format!("{ctx_mib} MiB"), &[], "server/text_generation_server/models/flash_causal_lm.py (warmup: get_free_memory)"),
         line("weights", "Weights on this device", c.weights, Kind::Computed, "the estimate's weight lines, most loaded device".into(), &[("tp", c.input.tp.to_string())], "the estimator"),
-        line("activation_peak", "Activations of the warmup prefill, kept by torch's allocator (assumed)", peak, Kind::Assumed, "the estimator's prefill intermediates for one forward of max-batch-prefill-tokens tokens".into(), &[("max-batch-prefill-tokens", batched.to_string())], SRC_WARMUP),
+        line("activation_peak", "The warm-up prefill's tensors, held by torch's caching allocator", peak, Kind::Computed, "eager MLP (gate_up, act, product) and residual rows + every prompt token's logits (log_softmax in place)".into(), &parts, SRC_WARMUP),
         line("wiggle_room", "Left free: total × (1 − MEMORY_FRACTION × TGI_WIGGLE_ROOM)", kept, Kind::Computed, "total × (1 − 1.0 × 0.90)".into(), &[("cuda-memory-fraction", "1".into()), ("TGI_WIGGLE_ROOM", "0.9".into())], "server/text_generation_server/models/globals.py (TGI_WIGGLE_ROOM)"),
     ];
     let (group_block_bytes, groups, seq_blocks) = simple_pool(c, 16)?;
