@@ -859,9 +859,12 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
     } else if a.mixer.is_some() {
         Some("state-space / linear-attention layers are not in the derivation")
     } else if gemma3(a) {
-        // Gemma 3's four norms are derived; any other fact off its default still says why.
+        // Gemma 3's four norms are derived, and its text decoder is the same beside a
+        // vision tower (gemma-3-4b's whole model traced on text: equal to the byte); any
+        // other fact off its default still says why.
         Architecture {
             layer_norms: Architecture::BASE.layer_norms,
+            tower_params: 0,
             ..*a
         }
         .underived()
@@ -1178,7 +1181,9 @@ pub fn decoder_activations(
     }
     let formula = format!(
         "{shape}; per layer and token: {} + attention {attn_text}{} + gated MLP 4·v·i{}; once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
-        if gemma3(a) {
+        if gemma3(a) && a.tower_params > 0 {
+            "4 fp32 RMSNorms (Gemma 3: input and normalised value in fp32, 8·h) and 2 of their outputs 2·v·h + q/k norms 8·(a + k)·d (text batches: the vision tower runs on no image)"
+        } else if gemma3(a) {
             "4 fp32 RMSNorms (Gemma 3: input and normalised value in fp32, 8·h) and 2 of their outputs 2·v·h + q/k norms 8·(a + k)·d"
         } else if olmo {
             "2 RMSNorms (4 + 2v)·h (OLMo-2: the normalised value in fp32) + whole q/k norms 8·(a + k)·d"
