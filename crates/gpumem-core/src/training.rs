@@ -853,7 +853,9 @@ fn add(xs: &[u64]) -> u64 {
 /// table says why ([`Architecture::underived`]).
 fn not_derived(a: &Architecture) -> Option<&'static str> {
     if a.moe.is_some_and(|m| !plain_moe(a, &m)) {
-        Some("shared experts, router or expert biases and latent experts are not in the derivation")
+        Some(
+            "this mixture of experts' layout (shared experts, router or expert biases, latent experts, whole-projection q/k norms) is not in the derivation",
+        )
     } else if a.mla.is_some() {
         Some("multi-head latent attention is not in the derivation")
     } else if a.mixer.is_some() {
@@ -885,7 +887,8 @@ fn gemma3(a: &Architecture) -> bool {
 
 /// A mixture of experts as transformers 5.23 runs Mixtral's and Qwen3-MoE's: a
 /// softmax top-k router without bias, gated routed experts without biases, no shared
-/// expert and no latent projection (what [`moe_kept`] derives).
+/// expert and no latent projection, per-head q/k norms if any (OLMoE's whole-projection
+/// norms keep other tensors: +8 % against its trace) — what [`moe_kept`] derives.
 fn plain_moe(a: &Architecture, m: &Moe) -> bool {
     m.shared_experts == 0
         && !m.router_bias
@@ -893,6 +896,7 @@ fn plain_moe(a: &Architecture, m: &Moe) -> bool {
         && !m.shared_gate
         && m.latent == 0
         && !a.mlp_bias
+        && !a.qk_norm_whole
 }
 
 /// What one MoE layer's experts and router keep for the backward, per
