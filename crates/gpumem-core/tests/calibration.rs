@@ -21,7 +21,7 @@
 // library itself stays free of terminal output.
 #![allow(clippy::disallowed_macros)]
 
-use gpumem_core::engine::{self, EngineBudget, Outcome};
+use gpumem_core::engine::{self, EngineBudget, Outcome, VllmVersion};
 use gpumem_core::estimate::{Estimate, EstimateInput, estimate};
 use gpumem_core::import::config::parse_config;
 use gpumem_core::params::from_pairs;
@@ -439,7 +439,13 @@ fn other_vllm_logs_are_reproduced_and_refusals_refused() {
         if r.refused {
             assert_eq!(r.outcome, Outcome::Refused, "{}: vLLM refused it", r.id);
         } else {
-            assert!(e.abs() <= 2.0, "{}: KV capacity {e:+.2}%", r.id);
+            // Within 2 %, or within its own bound where [`BOUNDS`] gives one.
+            let (lo, hi) = BOUNDS
+                .iter()
+                .find(|(i, ..)| *i == r.id)
+                .map_or((-2.0, 2.0), |(_, lo, hi)| (*lo, *hi));
+            assert!(*e >= lo && *e <= hi, "{}: KV capacity {e:+.2}%", r.id);
+            assert!(*e <= 5.0, "{}: KV capacity {e:+.2}% too large", r.id);
             assert_ne!(r.outcome, Outcome::Refused, "{}", r.id);
         }
     }
@@ -467,7 +473,7 @@ fn sglang_logs_are_reproduced() {
 /// refused too (the default 0.27 runs it on the V1 runner, its graphs off the pool).
 #[test]
 fn llama_70b_fp8_on_one_h100_is_refused_by_every_version() {
-    for engine_name in ["vllm", "vllm@0.19", "vllm@0.10", "vllm@0.6"] {
+    for engine_name in ["vllm", "vllm@0.19", "vllm@0.10", "vllm@0.6", "vllm@0.6.4"] {
         let imported = parse_config(config_text("llama-3.1-70b.json")).unwrap();
         let mut pairs = imported.pairs();
         pairs.push(("format", "fp8-channel".into()));
@@ -621,14 +627,12 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     // tower and projector (0.59 GiB of the logged 14.08 GiB of weights) and the image
     // encoder's profiling forward (5 images) are not modelled.
     ("vllm0102-h100-llava-v1.6-mistral-7b-fp16-4096", -0.25, 2.1),
-    // vLLM 0.6.6 on an RTX 3090: 0.10 GiB outside torch, where the `vllm@0.6` rules carry
-    // the 1.79 GiB of PR 10511's H100 printout; 0.6.5's worker measures from
-    // `init_gpu_memory` (after the CUDA context) as 0.7's does, and the 0.7 rules give
-    // about +1.9 % here. Too little pool, the safe side.
+    // vLLM 0.6.6 on an RTX 3090, under the `vllm@0.6` rules (0.6.5 onwards: memory
+    // outside torch measured from after the CUDA context, 0.10 GiB logged).
     (
         "vllm066-rtx3090-qwen2.5-7b-instruct-8192-seqs16",
-        -28.0,
-        0.25,
+        -0.25,
+        1.95,
     ),
     // vLLM 0.8.2's V0 fallback on a T4 (compute capability 7.5), replayed with the 0.7 V0 rules.
     ("vllm082v0-t4-llama3.2-3b-instruct-fp16-2048", -0.75, 0.25),
@@ -644,17 +648,26 @@ const BOUNDS: &[(&str, f64, f64)] = &[
         -2.25,
         0.25,
     ),
-    // vLLM 0.6.4 on an RTX 3090: the log puts 0.35 GiB outside torch (0.6.4's
-    // worker.py counts every byte on the device torch did not allocate), where the
-    // `vllm@0.6` rules carry the 1.79 GiB of the 0.6.5 H100 printout (PR 10511); the
-    // activation peak agrees (2.07 and 2.99 GiB logged). Too little pool, the safe side;
-    // the rules carry no 0.6.4 accounting.
-    ("vllm064-rtx3090-llama3.1-8b-instruct-20000", -38.0, 0.25),
+    // vLLM 0.6.4 on an RTX 3090: the log puts 0.35 GiB outside torch in all (0.6.4's
+    // worker counts every byte on the device torch did not allocate, the CUDA context
+    // included), where the `vllm@0.6.4` rules assume 512 MiB of context + 80 MiB of
+    // libraries (0.58 GiB): a 3090's context is smaller than the one assumed (as for
+    // 0.8.4 on the same card, above). The activation peak agrees (2.07 and 2.99 GiB
+    // logged). Too little pool, the safe side.
+    ("vllm064-rtx3090-llama3.1-8b-instruct-20000", -6.5, 0.25),
     (
         "vllm064-rtx3090-llama3.1-8b-instruct-29000-refused",
-        -50.0,
+        -8.5,
         0.25,
     ),
+    // vLLM PR 10511's printout (Meta-Llama-3-8B on an H100) came from the pull request's
+    // development branch on 2024-12-13, three days before it was merged for 0.6.5: its
+    // table ("Memory profiling results:", a duration row) is printed by no release, and
+    // its 1.79 GiB outside torch at tp 1 (3.58 at tp 2) by neither 0.6.4's accounting
+    // (the context counted: about 0.6 GiB on an H100) nor 0.6.5's (from after the
+    // context: 0.10 GiB in a 0.6.6 log, 0.16 in PR 12126's H100 printout of the same
+    // accounting). Replayed under the release that shipped the pull request, 0.6.5.
+    ("vllm-pr10511-meta-llama-3-8b-tp1", -0.25, 3.4),
 ];
 
 /// The engine, the release that printed a record and the rules that replay it.
@@ -689,13 +702,35 @@ fn release(r: &Value) -> Release {
             } else {
                 ""
             };
-            let release = minor
-                .clone()
-                .map_or_else(|| format!("not printed: {text}"), |m| format!("{m}{v0}"));
+            // Where the rules tell patch releases of one minor apart (0.6.4, 0.6.5 on),
+            // the release is shown to the patch, and a development build says so.
+            let patch_rules = minor.as_ref().is_some_and(|m| {
+                VllmVersion::ALL
+                    .iter()
+                    .any(|v| v.key().starts_with(&format!("{m}.")))
+            });
+            let shown = if patch_rules {
+                let dev = if text[number.len()..].trim_start().starts_with("dev") {
+                    " dev"
+                } else {
+                    ""
+                };
+                Some(format!("{}{dev}", number.trim_end_matches('.')))
+            } else {
+                minor.clone()
+            };
+            let release =
+                shown.map_or_else(|| format!("not printed: {text}"), |m| format!("{m}{v0}"));
+            // The rules of the printed release, as `--engine` names them.
             let rules = if !given.is_empty() {
                 format!("vllm@{given}")
             } else {
-                minor.map_or("vllm".into(), |m| format!("vllm@{m}"))
+                match (VllmVersion::parse(&number), minor) {
+                    (Ok(v), _) => format!("vllm@{}", v.key()),
+                    // A release the rules do not carry: named, so that it fails.
+                    (Err(_), Some(m)) => format!("vllm@{m}"),
+                    (Err(_), None) => "vllm".into(),
+                }
             };
             Release {
                 engine: "vLLM",

@@ -362,7 +362,8 @@ pub(crate) fn preset(id: &str, extra: &[(&str, &str)]) -> EstimateInput {
     input
 }
 
-/// Each release's rules by name: `vllm@0.7` (V0 from after the CUDA context),
+/// Each release's rules by name: `vllm@0.7` and `vllm@0.6` (V0 from after the CUDA
+/// context), `vllm@0.6.4` (V0, the context counted),
 /// `vllm@0.8` (the context counted outside torch), `vllm@0.27` (the default: Model Runner V2 for dense
 /// unquantised models, V1 with its CUDA-graph estimate otherwise),
 /// `tgi@2.0` and `tgi@0.9`; an unknown release names the ones carried.
@@ -384,6 +385,46 @@ fn releases_pick_their_rules() {
     );
     let (_, errors) = from_pairs([("engine", "vllm@0.12")]);
     assert!(format!("{errors:?}").contains("vllm@0.27"), "{errors:?}");
+    // Within 0.6 the patch release picks the rules: 0.6.4 counts the CUDA context
+    // outside torch, 0.6.5 on (and `vllm@0.6`) measure from after it; 0.6.0–0.6.3 sized
+    // the pool another way and are refused, naming the releases carried.
+    for (text, v) in [
+        ("vllm@0.6.4", VllmVersion::V064),
+        ("vllm@0.6", VllmVersion::V06),
+        ("vllm@0.6.5", VllmVersion::V06),
+        ("vllm@0.6.6.post1", VllmVersion::V06),
+    ] {
+        assert_eq!(
+            VllmVersion::of(engine(&[("engine", text)]).release),
+            v,
+            "{text}"
+        );
+    }
+    let (_, errors) = from_pairs([("engine", "vllm@0.6.3")]);
+    assert!(format!("{errors:?}").contains("vllm@0.6.4"), "{errors:?}");
+    assert_eq!(VllmVersion::parse("0.6.4").unwrap().key(), "0.6.4");
+    // The same profile; 0.6.4's memory outside torch is 0.6.5's + the CUDA context
+    // (512 MiB assumed), and its pool smaller by as much.
+    let llama = llama_8b(&[]);
+    let v064 = run(&llama, &with(&[("engine", "vllm@0.6.4")]));
+    let v065 = run(&llama, &with(&[("engine", "vllm@0.6.5")]));
+    assert_eq!(v064.version, "0.6.4 (V0)");
+    assert_eq!(v065.version, "0.6.5 (V0)");
+    assert_eq!(
+        bytes_of(&v064, "non_torch") - bytes_of(&v065, "non_torch"),
+        512 * MIB
+    );
+    assert_eq!(
+        bytes_of(&v064, "activation_peak"),
+        bytes_of(&v065, "activation_peak")
+    );
+    assert_eq!(
+        v065.kv_capacity_bytes - v064.kv_capacity_bytes,
+        512 * MIB as i64
+    );
+    // 0.6.5 is 0.7's accounting, to the byte.
+    let v07 = run(&llama, &with(&[("engine", "vllm@0.7")]));
+    assert_eq!(v07.kv_capacity_bytes, v065.kv_capacity_bytes);
     // SGLang mid-2025 on an RTX 5080 (16 303 MiB): (16 303 − 2.9 × 1024) ÷ 16 303 → 0.818.
     assert_eq!(
         SglangVersion::of(engine(&[("engine", "sglang@0.5.0")]).release),

@@ -20,8 +20,9 @@
 //! `apply_top_k_top_p`) and freed the MoE buffers after each forward; 0.10 paged hybrid
 //! attention + state models at one page size ([`pool::state_pool`]); 0.8 counted every byte
 //! outside torch on the device, the CUDA context included; V0 profiled 256
-//! sequences in eager PyTorch and measured memory outside torch from before the CUDA
-//! context existed (0.6) or from just after it (0.7).
+//! sequences in eager PyTorch and counted every byte outside torch on the device, the
+//! CUDA context included (0.6.4), or measured from just after the context (0.6.5,
+//! 0.6.6 and 0.7).
 //!
 //! 0.27 (`vllm@0.27`, the default `vllm`) picks its model runner per model
 //! (`vllm/config/vllm.py` `use_v2_model_runner`): Model Runner V2 for dense,
@@ -82,10 +83,11 @@ impl Engine for Vllm {
             ("vllm@0.10", "vLLM 0.10"),
             ("vllm@0.8", "vLLM 0.8"),
             ("vllm@0.7", "vLLM 0.7 (V0)"),
-            ("vllm@0.6", "vLLM 0.6 (V0)"),
+            ("vllm@0.6", "vLLM 0.6.5–0.6.6 (V0)"),
+            ("vllm@0.6.4", "vLLM 0.6.4 (V0)"),
         ],
         release: Some(|text| VllmVersion::parse(text).map(VllmVersion::index)),
-        hint: "vllm (0.27; vllm@0.19, @0.10, @0.8, @0.7, @0.6)",
+        hint: "vllm (0.27; vllm@0.19, @0.10, @0.8, @0.7, @0.6, @0.6.4)",
         flags: &[
             &GPU_MEMORY_UTILIZATION,
             &MAX_MODEL_LEN,

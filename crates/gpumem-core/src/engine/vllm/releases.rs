@@ -26,20 +26,25 @@ pub enum VllmVersion {
     /// 0.7 (V0 engine; memory measured from after the CUDA context).
     #[serde(rename = "0.7")]
     V07,
-    /// 0.6 (V0 engine).
+    /// 0.6.5 and 0.6.6 (V0 engine; memory measured from after the CUDA context, as 0.7).
     #[serde(rename = "0.6")]
     V06,
+    /// 0.6.4 (V0 engine; every byte outside torch on the device counted, the CUDA
+    /// context included).
+    #[serde(rename = "0.6.4")]
+    V064,
 }
 
 impl VllmVersion {
     /// Every release carried, in the order of the engine's `releases` (newest first).
-    pub const ALL: [VllmVersion; 6] = [
+    pub const ALL: [VllmVersion; 7] = [
         VllmVersion::V027,
         VllmVersion::V019,
         VllmVersion::V010,
         VllmVersion::V08,
         VllmVersion::V07,
         VllmVersion::V06,
+        VllmVersion::V064,
     ];
 
     /// The release at `release`'s place in [`VllmVersion::ALL`]; the newest when none
@@ -58,24 +63,53 @@ impl VllmVersion {
             .unwrap_or(0)
     }
 
-    /// Parses "0.27", "0.19.0", "0.10.2", "0.8.5", "0.7.2", "0.6.5"…: the minor version
-    /// picks the rules.
+    /// The release as `--engine vllm@…` names it and the version string says it
+    /// ("0.27", "0.6", "0.6.4").
+    pub fn key(self) -> &'static str {
+        match self {
+            VllmVersion::V027 => "0.27",
+            VllmVersion::V019 => "0.19",
+            VllmVersion::V010 => "0.10",
+            VllmVersion::V08 => "0.8",
+            VllmVersion::V07 => "0.7",
+            VllmVersion::V06 => "0.6",
+            VllmVersion::V064 => "0.6.4",
+        }
+    }
+
+    /// Parses "0.27", "0.19.0", "0.10.2", "0.8.5", "0.7.2", "0.6.6", "0.6.4"…: the
+    /// minor version picks the rules, and within 0.6 the patch release (0.6.4 counts the
+    /// CUDA context outside torch, 0.6.5 and later measure from after it; "0.6" alone is
+    /// 0.6.5 onwards). 0.6.0–0.6.3 sized the pool another way, not carried.
     pub fn parse(text: &str) -> Result<VllmVersion, EstimateError> {
         let mut parts = text.trim().trim_start_matches('v').split('.');
-        match (parts.next(), parts.next()) {
-            (Some("0"), Some("27")) => Ok(VllmVersion::V027),
-            (Some("0"), Some("19")) => Ok(VllmVersion::V019),
-            (Some("0"), Some("10")) => Ok(VllmVersion::V010),
-            (Some("0"), Some("8")) => Ok(VllmVersion::V08),
-            (Some("0"), Some("7")) => Ok(VllmVersion::V07),
-            (Some("0"), Some("6")) => Ok(VllmVersion::V06),
-            _ => Err(EstimateError::invalid(
-                "engine",
-                format!(
-                    "vllm@{text}: the rules carried are vllm@0.27 (the default: Model Runner V2, or V1 with its CUDA-graph estimate), vllm@0.19, vllm@0.10, vllm@0.8, vllm@0.7 and vllm@0.6 (V0)"
-                ),
-            )),
+        let patch = |p: Option<&str>| -> Option<u64> {
+            let digits: String = p?.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        };
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("0"), Some("27"), _) => Ok(VllmVersion::V027),
+            (Some("0"), Some("19"), _) => Ok(VllmVersion::V019),
+            (Some("0"), Some("10"), _) => Ok(VllmVersion::V010),
+            (Some("0"), Some("8"), _) => Ok(VllmVersion::V08),
+            (Some("0"), Some("7"), _) => Ok(VllmVersion::V07),
+            (Some("0"), Some("6"), None) => Ok(VllmVersion::V06),
+            (Some("0"), Some("6"), p) => match patch(p) {
+                Some(4) => Ok(VllmVersion::V064),
+                Some(n) if n >= 5 => Ok(VllmVersion::V06),
+                _ => Err(Self::not_carried(text)),
+            },
+            _ => Err(Self::not_carried(text)),
         }
+    }
+
+    fn not_carried(text: &str) -> EstimateError {
+        EstimateError::invalid(
+            "engine",
+            format!(
+                "vllm@{text}: the rules carried are vllm@0.27 (the default: Model Runner V2, or V1 with its CUDA-graph estimate), vllm@0.19, vllm@0.10, vllm@0.8, vllm@0.7, vllm@0.6 (0.6.5 and 0.6.6, V0) and vllm@0.6.4 (V0)"
+            ),
+        )
     }
 
     /// The rules of this release for `input`: 0.27 runs Model Runner V2 or V1 by model
@@ -90,6 +124,7 @@ impl VllmVersion {
             VllmVersion::V010 => &RULES[1],
             VllmVersion::V07 => &RULES[2],
             VllmVersion::V06 => &RULES[3],
+            VllmVersion::V064 => &RULES[7],
         }
     }
 }
@@ -139,7 +174,7 @@ pub(super) struct Rules {
 /// the logits (2) and fp32 copy (4), the sorted values (4) and int64 indices (8), and
 /// the sort's input copy (4) and its two int64 index buffers (16) = 38 B (the last
 /// three, the sort's temporaries, assumed).
-pub(super) const RULES: [Rules; 7] = [
+pub(super) const RULES: [Rules; 8] = [
     Rules {
         label: "0.19",
         ceil: true,
@@ -187,8 +222,27 @@ pub(super) const RULES: [Rules; 7] = [
         non_torch_mib: [80, 2140, 80],
         non_torch_logs: "0.7 V0 logs: 0.01–0.09 GiB at tp 1 (T4, L40, H100), 2.10 at tp 8 (A100-40, NCCL and all-reduce buffers, as 0.19's 2.06–2.13 at tp 2–4)",
     },
+    // vllm v0.6.5 and v0.6.6 `vllm/worker/worker.py`: `Worker.init_device` keeps
+    // `self.init_gpu_memory = torch.cuda.mem_get_info()[0]` after `torch.cuda.set_device`
+    // and `empty_cache` (the CUDA context exists by then) and before
+    // `init_worker_distributed_environment` (NCCL and the all-reduce buffers come later);
+    // `determine_num_available_blocks` runs `profile_run` inside
+    // `memory_profiling(baseline_memory_in_bytes=total_gpu_memory - self.init_gpu_memory,
+    // weights_memory_in_bytes=self.model_runner.model_memory_usage)` (`vllm/utils.py`,
+    // new in 0.6.5 with vllm-project/vllm PR 10511), whose `non_torch_increase_in_bytes`
+    // is the device's use after the profile less that baseline, the weights and torch's
+    // increase: what the libraries add after the context, as 0.7's. The pool is
+    // total × utilisation − (weights + torch peak increase + non-torch increase). Read in
+    // stored copies of that function and of `memory_profiling` (vllm-mindspore's
+    // adaptations, the call word for word; the tags were over the fetch limit), whose
+    // start-up message ("the current vLLM instance can use total_gpu_memory (…) x
+    // gpu_memory_utilization (…)") the 0.6.6 log prints; `init_gpu_memory` as
+    // `init_device` sets it in the copy of 0.6.4's file read below (the 0.6.5 function
+    // reads the same attribute). vllm-project/vllm
+    // issue 12059 ("Memory profiler does not consider CUDA context memory", January
+    // 2025) reports the same of this accounting.
     Rules {
-        label: "0.6 (V0)",
+        label: "0.6.5 (V0)",
         ceil: false,
         sampler_bytes: 38,
         triton: false,
@@ -197,8 +251,8 @@ pub(super) const RULES: [Rules; 7] = [
         workspace_kept: false,
         graphs_subtracted: false,
         v0: true,
-        non_torch_mib: [1833, 3666, 1833],
-        non_torch_logs: "0.6.5 logs (vLLM PR 10511): 1.79 GiB at tp 1, 3.58 at tp 2, the CUDA context included",
+        non_torch_mib: [80, 2140, 80],
+        non_torch_logs: "0.7's, the same accounting (0.7 V0 logs: 0.01–0.09 GiB at tp 1, 2.10 at tp 8 on A100-40s); a 0.6.6 log on an RTX 3090: 0.10 GiB",
     },
     // vllm 0.27 with Model Runner V2 (`vllm/v1/worker/gpu/model_runner.py`): `profile_run`
     // is the forward of max_num_batched_tokens and `_dummy_sampler_run`, whose sampler
@@ -259,5 +313,29 @@ pub(super) const RULES: [Rules; 7] = [
         v0: false,
         non_torch_mib: [256, 2140, 72],
         non_torch_logs: "0.19's: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4, 0.07 at pp 2–4 (H100 logs)",
+    },
+    // vllm v0.6.4 `vllm/worker/worker.py` `Worker.determine_num_available_blocks`: the
+    // peak is torch's `allocated_bytes.all.peak` over `profile_run` (the weights
+    // included), plus, after `torch.cuda.empty_cache()`, every byte in use on the device
+    // that torch has not allocated (`mem_get_info` total − free − `allocated_bytes.all.
+    // current`: the CUDA context, NCCL, the libraries); the pool is
+    // `total_gpu_memory * gpu_memory_utilization - peak_memory`. No baseline is taken:
+    // the context counts, as in 0.8's V1 worker. Read in a stored copy of that file (a
+    // fork keeping the function; the tag was over the fetch limit) whose one-line
+    // "Memory profiling results: total_gpu_memory=… non_torch_memory=…" the 0.6.4 logs
+    // print. Memory outside torch: the CUDA context (512 MiB, assumed as in the 0.8,
+    // SGLang and TGI rules) + what V0's libraries add after it (0.7's figures).
+    Rules {
+        label: "0.6.4 (V0)",
+        ceil: false,
+        sampler_bytes: 38,
+        triton: false,
+        v2: false,
+        state_pages: false,
+        workspace_kept: false,
+        graphs_subtracted: false,
+        v0: true,
+        non_torch_mib: [592, 2652, 592],
+        non_torch_logs: "the CUDA context, 512 MiB assumed as in the 0.8 rules, + 0.7's library increase after it (80 MiB at tp 1, 2140 at tp ≥ 2); 0.6.4 logs on an RTX 3090: 0.35 GiB in all",
     },
 ];
