@@ -265,6 +265,10 @@ pub struct Architecture {
     pub learned_positions: u64,
     /// One learned attention-sink logit per head and layer (gpt-oss).
     pub attn_sinks: bool,
+    /// The final logits pass through `cap·tanh(x / cap)` (Gemma 2's and Gemma 4's
+    /// `final_logit_softcapping`): training keeps the tanh's output for its backward.
+    #[serde(default)]
+    pub logit_softcap: bool,
     /// A sigmoid output gate computed by `q_proj` (Qwen3-Next): q_proj is twice as wide.
     pub attn_gate: bool,
     /// State-space / linear-attention layers replacing attention in `mixer.layers` layers.
@@ -328,6 +332,7 @@ impl Architecture {
         layer_norms: 2,
         learned_positions: 0,
         attn_sinks: false,
+        logit_softcap: false,
         attn_gate: false,
         mixer: None,
         attn_layers: None,
@@ -689,6 +694,8 @@ pub const DECODER_FACTS: &[Fact] = &[
     fact("attn-sinks", G::Variants, K::Bool(Architecture::BASE.attn_sinks), "Attention sinks", "",
         "A learned attention-sink logit per head and layer (gpt-oss)", at!(attn_sinks))
         .underived(GATE_OR_SINKS),
+    fact("logit-softcap", G::Variants, K::Bool(Architecture::BASE.logit_softcap), "Soft-capped logits", "",
+        "The final logits pass through cap·tanh(x / cap) (Gemma 2 and 4: final_logit_softcapping)", at!(logit_softcap)),
 ];
 
 /// The variants and optional parts (MLA, MTP, global layers, the indexer, towers, a

@@ -1591,14 +1591,23 @@ pub fn decoder_prefill(
 /// dtype, their fp32 copy and the fp32 log-softmax (transformers' `ForCausalLMLoss`
 /// upcasts before `cross_entropy`); the backward's first steps hold the log-softmax,
 /// its gradient and the fp32 logits' gradient. The larger of the two, 12 bytes per
-/// token and vocabulary entry for 16-bit compute.
-pub fn logits_peak_bytes(tokens: u64, vocab: u64, value: u64) -> Result<u64, EstimateError> {
+/// token and vocabulary entry for 16-bit compute. Soft-capped logits (`softcap`:
+/// Gemma 2's `logits / cap`, `tanh`, `· cap` before the loss) keep the tanh's output in
+/// the compute dtype until its backward, beside the backward's three: 12 + v bytes
+/// (14 for 16-bit compute, as gemma-2-2b's trace shows).
+pub fn logits_peak_bytes(
+    tokens: u64,
+    vocab: u64,
+    value: u64,
+    softcap: bool,
+) -> Result<u64, EstimateError> {
     let forward = if value == 4 {
         8
     } else {
         value.saturating_add(8)
     };
-    let bytes = block(&[tokens, vocab, forward.max(12)]);
+    let capped = if softcap { value } else { 0 };
+    let bytes = block(&[tokens, vocab, forward.max(12).saturating_add(capped)]);
     if bytes == u64::MAX {
         return Err(EstimateError::Overflow { what: "logits" });
     }
@@ -1618,6 +1627,7 @@ pub fn loss_peak(
     vocab: u64,
     value: u64,
     head_dequantised: u64,
+    softcap: bool,
 ) -> Result<(u64, String), EstimateError> {
     let tokens = seq.saturating_mul(batch);
     // LitGPT's chunks: `x.split(C, dim=1)`, every sequence's C tokens at once, the
@@ -1639,8 +1649,16 @@ pub fn loss_peak(
     };
     let (bytes, formula) = match loss {
         Loss::Full => (
-            logits_peak_bytes(tokens, vocab, value)?,
-            "sequences × tokens × vocab × 12 B: the fp32 log-softmax, its gradient and the fp32 logits' gradient at the backward's start (the forward holds the logits, their fp32 copy and the log-softmax: v + 8 B); transformers' ForCausalLMLoss".to_string(),
+            logits_peak_bytes(tokens, vocab, value, softcap)?,
+            format!(
+                "sequences × tokens × vocab × {} B: the fp32 log-softmax, its gradient and the fp32 logits' gradient at the backward's start (the forward holds the logits, their fp32 copy and the log-softmax: v + 8 B){}; transformers' ForCausalLMLoss",
+                if softcap { "(12 + v)" } else { "12" },
+                if softcap {
+                    ", and the soft-cap's tanh output (v) until its backward"
+                } else {
+                    ""
+                }
+            ),
         ),
         Loss::FloatSliced => (
             block(&[tokens, vocab, 16]),

@@ -733,8 +733,15 @@ pub(super) fn training(
         } else {
             0
         };
-        let (logits, loss_formula) =
-            loss_peak(input.loss, seq, input.sequences, a.vocab, value, head)?;
+        let (logits, loss_formula) = loss_peak(
+            input.loss,
+            seq,
+            input.sequences,
+            a.vocab,
+            value,
+            head,
+            a.logit_softcap,
+        )?;
         b.line(
             LineKey::Logits,
             if kind == Kind::Computed {

@@ -455,15 +455,16 @@ mod tests {
         let at_loss = 2 * fp32 + 2 * blk(128 * v * 4);
         let head = v * 4096 * 2;
         let at_head = fp32 + bf16 + head;
-        let (bytes, formula) = loss_peak(Loss::ChunkedFabric(128), t, 1, v, 2, head).unwrap();
+        let (bytes, formula) =
+            loss_peak(Loss::ChunkedFabric(128), t, 1, v, 2, head, false).unwrap();
         assert!(at_head > at_loss);
         assert_eq!(bytes, at_head);
         assert!(formula.contains("dequantised"), "{formula}");
         // A 16-bit head: the loss's side is the higher.
-        let (bytes, _) = loss_peak(Loss::ChunkedFabric(128), t, 1, v, 2, 0).unwrap();
+        let (bytes, _) = loss_peak(Loss::ChunkedFabric(128), t, 1, v, 2, 0, false).unwrap();
         assert_eq!(bytes, at_loss);
         // Two sequences: each chunk holds 128 tokens of both.
-        let (two, _) = loss_peak(Loss::ChunkedFabric(128), t, 2, v, 2, 0).unwrap();
+        let (two, _) = loss_peak(Loss::ChunkedFabric(128), t, 2, v, 2, 0, false).unwrap();
         assert_eq!(
             two,
             2 * (10 * blk(256 * v * 4) + blk(48 * v * 4)) + 2 * blk(256 * v * 4)

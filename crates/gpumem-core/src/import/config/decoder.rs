@@ -130,6 +130,11 @@ pub(crate) fn read(
     a.qkv_bias |= attention_bias;
     a.o_bias |= attention_bias;
     a.mlp_bias |= c.flag("mlp_bias").unwrap_or(false);
+    // A soft-cap the config states decides; absent, the family's default (Gemma2Config
+    // and Gemma4TextConfig default to 30.0, others to none).
+    if c.get("final_logit_softcapping").is_some() {
+        a.logit_softcap = c.present("final_logit_softcapping");
+    }
     if f.positions {
         a.learned_positions = c.need(&["n_positions", "max_position_embeddings"])?;
     }

@@ -32,6 +32,8 @@ pub(crate) const GEMMA2: Family = Family {
     arch: Architecture {
         tied_embeddings: true,
         layer_norms: 4,
+        // Gemma2Config's final_logit_softcapping defaults to 30.0.
+        logit_softcap: true,
         ..Architecture::BASE
     },
     head_dim: 256,
