@@ -154,6 +154,16 @@ const CASES: &[Case] = &[
         checkpointing: false,
     },
     Case {
+        config: "gemma-2-2b.json",
+        attention: "eager",
+        checkpointing: false,
+    },
+    Case {
+        config: "gemma-2-9b.json",
+        attention: "flash",
+        checkpointing: true,
+    },
+    Case {
         config: "gpt2.json",
         attention: "sdpa",
         checkpointing: false,

@@ -860,8 +860,8 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
         Some("multi-head latent attention is not in the derivation")
     } else if a.mixer.is_some() {
         Some("state-space / linear-attention layers are not in the derivation")
-    } else if gemma3(a) {
-        // Gemma 3's four norms are derived, and its text decoder is the same beside a
+    } else if gemma_norms(a) {
+        // Gemma 2's and 3's four norms are derived, and its text decoder is the same beside a
         // vision tower (gemma-3-4b's whole model traced on text: equal to the byte); any
         // other fact off its default still says why.
         Architecture {
@@ -875,14 +875,11 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
     }
 }
 
-/// Gemma 3's decoder (four norms a layer, q/k norms, no per-layer scalars or global
-/// layers of another shape): its norms are derived (`decoder_activations`).
-fn gemma3(a: &Architecture) -> bool {
-    a.layer_norms == 4
-        && a.qk_norm
-        && !a.qk_norm_whole
-        && a.layer_scalars == 0
-        && a.global_attn.is_none()
+/// Gemma 2's and Gemma 3's decoder (four fp32 norms a layer, no per-layer scalars or
+/// global layers of another shape; Gemma 3 with q/k norms): its norms are derived
+/// (`decoder_activations`).
+fn gemma_norms(a: &Architecture) -> bool {
+    a.layer_norms == 4 && !a.qk_norm_whole && a.layer_scalars == 0 && a.global_attn.is_none()
 }
 
 /// A mixture of experts as transformers 5.23 runs Mixtral's and Qwen3-MoE's: a
@@ -1000,6 +997,10 @@ pub fn decoder_activations(
         Some(_) if a.qk_norm || a.qk_norm_whole || a.fused_qkv => Some(
             "LoRA on a decoder with q/k norms or a fused qkv projection is not in the derivation",
         ),
+        Some(_) if gemma_norms(a) => Some("LoRA on Gemma's fp32 norms is not in the derivation"),
+        None if gemma_norms(a) && !a.qk_norm && attention == AttentionImpl::Efficient => {
+            Some("Gemma 2 under the memory-efficient kernel is not in the derivation")
+        }
         Some(ad)
             if a.moe.is_some()
                 && (ad.targets.gate
@@ -1045,6 +1046,21 @@ pub fn decoder_activations(
     };
     let qd = block(&[tokens, value, heads, d]);
     let kd = block(&[tokens, value, kv, d]);
+    // Gemma 2 runs eager attention where SDPA is asked (its model refuses SDPA and
+    // transformers falls back when none is named), and soft-caps the scores
+    // (modeling_gemma2.py `eager_attention_forward`: `/ softcap`, `tanh`, `· softcap`):
+    // the tanh's output is kept beside eager's tensors.
+    let gemma2 = gemma_norms(a) && !a.qk_norm;
+    let attention = if gemma2 && attention == AttentionImpl::Sdpa {
+        AttentionImpl::Eager
+    } else {
+        attention
+    };
+    let capped_scores = if gemma2 {
+        block(&[batch, heads, seq, seq, value])
+    } else {
+        0
+    };
     let (attn, attn_text) = match attention {
         AttentionImpl::Flash | AttentionImpl::Sdpa => (
             add(&[qd, qd, kd, kd, block(&[tokens, 4, heads])]),
@@ -1056,6 +1072,15 @@ pub fn decoder_activations(
                 block(&[batch, heads, seq.div_ceil(32), 32, 4]),
             ]),
             "v·4·a·d + 4·a·⌈s/32⌉·32/s",
+        ),
+        AttentionImpl::Eager if gemma2 => (
+            add(&[
+                mul(&[4, qd]),
+                block(&[batch, heads, seq, seq, 4]),
+                block(&[batch, heads, seq, seq, value]),
+                capped_scores,
+            ]),
+            "v·4·a·d + (4 + 2v)·a·s (Gemma 2's eager attention, the soft-cap's tanh output kept)",
         ),
         AttentionImpl::Eager => (
             add(&[
@@ -1101,13 +1126,14 @@ pub fn decoder_activations(
     }
     let mlp = mul(&[4, block(&[tokens, value, i])]);
     // The layer's norms, the final norm, the RoPE tables kept and what else is kept once.
-    let (norms, qk_norm, final_norm, ropes, scale) = if gemma3(a) {
-        // Gemma 3 (modeling_gemma3.py, Gemma3RMSNorm.forward): the norm runs in fp32
-        // and multiplies by (1 + w) before the cast, so it keeps its fp32 input and its
-        // fp32 normalised value, the fp32 (1 + w) and `rsqrt`; four such norms a layer,
-        // of which the input and pre-MLP norms' 16-bit outputs feed projections, plus
-        // q/k norms alike over each head. A RoPE table per layer type (sliding and
-        // full), and the embedding's scale (a 16-bit scalar).
+    let (norms, qk_norm, final_norm, ropes, scale) = if gemma_norms(a) {
+        // Gemma 2 and 3 (modeling_gemma2.py, modeling_gemma3.py, Gemma3RMSNorm.forward):
+        // the norm runs in fp32 and multiplies by (1 + w) before the cast, so it keeps
+        // its fp32 input and its fp32 normalised value, the fp32 (1 + w) and `rsqrt`;
+        // four such norms a layer, of which the input and pre-MLP norms' 16-bit outputs
+        // feed projections; Gemma 3's q/k norms alike over each head. Gemma 3 keeps a
+        // RoPE table per layer type (sliding and full), Gemma 2 one; both the
+        // embedding's scale (a 16-bit scalar).
         let g = |rows: u64, width: u64| {
             add(&[
                 mul(&[2, block(&[rows, 4, width])]),
@@ -1126,12 +1152,16 @@ pub fn decoder_activations(
         };
         (
             add(&[mul(&[4, g(tokens, h)]), out, out]),
-            add(&[
-                g(tokens.saturating_mul(heads), d),
-                g(tokens.saturating_mul(kv), d),
-            ]),
+            if a.qk_norm {
+                add(&[
+                    g(tokens.saturating_mul(heads), d),
+                    g(tokens.saturating_mul(kv), d),
+                ])
+            } else {
+                0
+            },
             add(&[g(tokens, h), out]),
-            4,
+            if a.qk_norm { 4 } else { 2 },
             add(&[512, mask]),
         )
     } else {
@@ -1185,10 +1215,12 @@ pub fn decoder_activations(
     }
     let formula = format!(
         "{shape}; per layer and token: {} + attention {attn_text}{} + gated MLP 4·v·i{}; once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
-        if gemma3(a) && a.tower_params > 0 {
+        if gemma_norms(a) && a.tower_params > 0 {
             "4 fp32 RMSNorms (Gemma 3: input and normalised value in fp32, 8·h) and 2 of their outputs 2·v·h + q/k norms 8·(a + k)·d (text batches: the vision tower runs on no image)"
-        } else if gemma3(a) {
+        } else if gemma_norms(a) && a.qk_norm {
             "4 fp32 RMSNorms (Gemma 3: input and normalised value in fp32, 8·h) and 2 of their outputs 2·v·h + q/k norms 8·(a + k)·d"
+        } else if gemma_norms(a) {
+            "4 fp32 RMSNorms (Gemma 2: input and normalised value in fp32, 8·h) and 2 of their outputs 2·v·h"
         } else if olmo {
             "2 RMSNorms (4 + 2v)·h (OLMo-2: the normalised value in fp32) + whole q/k norms 8·(a + k)·d"
         } else if a.qk_norm {
