@@ -41,6 +41,12 @@ impl Engine for Transformers {
     }
 }
 
+/// `--max-memory` examples: two GPUs and the CPU; one GPU and the CPU.
+const MAX_MEMORY_EXAMPLES: &[(&str, &str)] = &[
+    ("0=20GiB,1=20GiB,cpu=64GiB", "two GPUs and the CPU"),
+    ("0=20GiB,cpu=64GiB", "one GPU and the CPU"),
+];
+
 /// `max_memory` for `device_map="auto"`, as users write it (`0=20GiB,1=20GiB,cpu=64GiB`).
 const MAX_MEMORY: Flag = Flag::new(
     field(
@@ -49,7 +55,8 @@ const MAX_MEMORY: Flag = Flag::new(
         "transformers max_memory",
         "",
         "transformers device_map=\"auto\": max_memory per device, e.g. 0=20GiB,1=20GiB,cpu=64GiB (default: each GPU's free memory, 90 % of the RAM)",
-    ),
+    )
+    .choices(MAX_MEMORY_EXAMPLES),
     max_memory,
 );
 
