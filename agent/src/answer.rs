@@ -16,6 +16,7 @@ use gpumem_core::units::{Bytes, group_digits, signed_gb_string, signed_gib_strin
 use crate::engine_cli::EngineOutput;
 use gpumem_core::placement::device_map::DeviceMapPlan;
 use gpumem_core::placement::llama_cpp::LlamaPlacement;
+use gpumem_core::placement::vllm::VllmOffload;
 
 /// The widest line printed.
 pub const WIDTH: usize = 100;
@@ -212,6 +213,9 @@ pub fn render(
     );
     if let Some(p) = &engine.placement {
         s.push_str(&placement_text(p, h.unified.is_some()));
+    }
+    if let Some(o) = &engine.cpu_offload {
+        s.push_str(&cpu_offload_text(o, h.unified.is_some()));
     }
     if let Some(p) = &engine.device_map {
         s.push_str(&device_map_text(p, LABEL_DEVICE_MAP, h.unified.is_some()));
@@ -435,6 +439,49 @@ pub fn placement_text(p: &LlamaPlacement, mac: bool) -> String {
         ));
     }
     s.push_str(&wrap(&format!("    {}", p.fit_note), 6));
+    s.replace('\u{a0}', " ")
+}
+
+/// vLLM's `--cpu-offload-gb` chosen: the flag, the card's verdict with it and with
+/// one GiB less, and the pinned host RAM against `--ram`.
+pub fn cpu_offload_text(o: &VllmOffload, mac: bool) -> String {
+    let label = format!("{LABEL_PLACEMENT:<24}").replace(' ', "\u{a0}");
+    let f = &o.fit;
+    let mut s = if Verdict::of_fit(f) == Verdict::DoesNotFit {
+        wrap(
+            &format!(
+                "  {label} none: even vllm serve {} (every decoder layer's weights in host memory) needs {} on the card",
+                o.flags,
+                both(f.need_bytes)
+            ),
+            4,
+        )
+    } else {
+        let next = o.next.as_ref().map_or(String::new(), |n| {
+            format!(
+                "; one GiB less: {}, headroom {} GiB",
+                Verdict::of_fit(n).word(),
+                signed_gib_string(n.headroom_bytes, 2)
+            )
+        });
+        wrap(
+            &format!(
+                "  {label} vllm serve {}: {} of {} on the card, {} (headroom {} GiB){next}",
+                o.flags,
+                both(f.need_bytes),
+                both(f.capacity_bytes),
+                Verdict::of_fit(f).word(),
+                signed_gib_string(f.headroom_bytes, 2)
+            ),
+            4,
+        )
+    };
+    if let Some(hf) = &o.host {
+        s.push_str(&wrap(
+            &format!("    {}", host_text(hf, mac).trim_start()),
+            6,
+        ));
+    }
     s.replace('\u{a0}', " ")
 }
 

@@ -406,6 +406,7 @@ pub fn run(args: Args) -> Result<Exit> {
             largest: engine.largest,
             placement: engine.placement,
             device_map: engine.device_map,
+            cpu_offload: engine.cpu_offload,
             verdict: answer,
             formats,
         };

@@ -39,6 +39,7 @@
 pub mod accelerate;
 pub mod device_map;
 pub mod llama_cpp;
+pub mod vllm;
 
 use crate::catalogue::GpuCard;
 use crate::engine::EngineParams;
@@ -73,4 +74,18 @@ pub fn device_map(
         return Ok(None);
     }
     device_map::plan(input, est, params, card)
+}
+
+/// vLLM's `--cpu-offload-gb` to choose on `card` under `--engine vllm`, when the
+/// workload does not fit without it ([`vllm::choose`]); `None` otherwise.
+pub fn cpu_offload(
+    input: &EstimateInput,
+    est: &Estimate,
+    params: &EngineParams,
+    card: &GpuCard,
+) -> Result<Option<vllm::VllmOffload>, EstimateError> {
+    if params.engine.is_none() || params.engine != crate::engine::find("vllm") {
+        return Ok(None);
+    }
+    vllm::choose(input, est, params, card)
 }

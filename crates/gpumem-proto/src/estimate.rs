@@ -13,6 +13,7 @@ use gpumem_core::fit::CardFit;
 use gpumem_core::headline::{FormatFit, Headline};
 use gpumem_core::placement::device_map::DeviceMapPlan;
 use gpumem_core::placement::llama_cpp::LlamaPlacement;
+use gpumem_core::placement::vllm::VllmOffload;
 use serde::{Deserialize, Serialize};
 
 /// Schema identifier of the document.
@@ -56,6 +57,11 @@ pub struct EstimateDocument {
     /// call to type, the map, each device's bytes and verdict, the host RAM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_map: Option<DeviceMapPlan>,
+    /// With `--engine vllm` and `--card`, when the workload does not fit and no
+    /// `--cpu-offload-gb` was given: the smallest whole `--cpu-offload-gb` that fits,
+    /// the card's fit with it and with one GiB less, and the pinned host RAM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_offload: Option<VllmOffload>,
     /// The answer: the verdict on the card (or the smallest that fits), the ways out.
     pub verdict: Headline,
     /// With `--formats` or `--compare-formats`: each format on the card.
