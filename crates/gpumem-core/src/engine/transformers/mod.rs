@@ -58,7 +58,8 @@ const MAX_MEMORY: Flag = Flag::new(
     )
     .choices(MAX_MEMORY_EXAMPLES),
     max_memory,
-);
+)
+.unread("max_memory is transformers' device_map=\"auto\" (--engine transformers): ignored");
 
 fn max_memory(key: &'static str, text: &str) -> Result<Value, EstimateError> {
     parse_max_memory(text)

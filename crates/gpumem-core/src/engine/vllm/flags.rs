@@ -150,7 +150,8 @@ pub(super) const CPU_OFFLOAD_GB: Flag = Flag::new(
     )
     .choices(&[("4", "4 GiB"), ("10.5", "10.5 GiB")]),
     offload_gb,
-);
+)
+.unread("--cpu-offload-gb is modelled for vLLM only: ignored");
 
 /// `--cpu-offload-gb` in bytes, as vLLM makes it: `int(cpu_offload_gb * 1024**3)`
 /// (decimals beyond the ninth dropped); `None` when the text is not a number.
