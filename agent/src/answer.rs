@@ -14,7 +14,9 @@ use gpumem_core::headline::{
 use gpumem_core::units::{Bytes, group_digits, signed_gb_string, signed_gib_string};
 
 use crate::engine_cli::EngineOutput;
+use gpumem_core::placement::device_map::DeviceMapPlan;
 use gpumem_core::placement::llama_cpp::LlamaPlacement;
+use gpumem_core::placement::vllm::VllmOffload;
 
 /// The widest line printed.
 pub const WIDTH: usize = 100;
@@ -211,6 +213,15 @@ pub fn render(
     );
     if let Some(p) = &engine.placement {
         s.push_str(&placement_text(p, h.unified.is_some()));
+    }
+    if let Some(o) = &engine.cpu_offload {
+        s.push_str(&cpu_offload_text(o, h.unified.is_some()));
+    }
+    if let Some(p) = &engine.device_map {
+        s.push_str(&device_map_text(p, LABEL_DEVICE_MAP, h.unified.is_some()));
+        if let Some(c) = &p.chosen {
+            s.push_str(&device_map_text(c, LABEL_MAX_MEMORY, h.unified.is_some()));
+        }
     }
     if let Some(rows) = formats {
         s.push('\n');
@@ -428,6 +439,104 @@ pub fn placement_text(p: &LlamaPlacement, mac: bool) -> String {
         ));
     }
     s.push_str(&wrap(&format!("    {}", p.fit_note), 6));
+    s.replace('\u{a0}', " ")
+}
+
+/// vLLM's `--cpu-offload-gb` chosen: the flag, the card's verdict with it and with
+/// one GiB less, and the pinned host RAM against `--ram`.
+pub fn cpu_offload_text(o: &VllmOffload, mac: bool) -> String {
+    let label = format!("{LABEL_PLACEMENT:<24}").replace(' ', "\u{a0}");
+    let f = &o.fit;
+    let mut s = if Verdict::of_fit(f) == Verdict::DoesNotFit {
+        wrap(
+            &format!(
+                "  {label} none: even vllm serve {} (every decoder layer's weights in host memory) needs {} on the card",
+                o.flags,
+                both(f.need_bytes)
+            ),
+            4,
+        )
+    } else {
+        let next = o.next.as_ref().map_or(String::new(), |n| {
+            format!(
+                "; one GiB less: {}, headroom {} GiB",
+                Verdict::of_fit(n).word(),
+                signed_gib_string(n.headroom_bytes, 2)
+            )
+        });
+        wrap(
+            &format!(
+                "  {label} vllm serve {}: {} of {} on the card, {} (headroom {} GiB){next}",
+                o.flags,
+                both(f.need_bytes),
+                both(f.capacity_bytes),
+                Verdict::of_fit(f).word(),
+                signed_gib_string(f.headroom_bytes, 2)
+            ),
+            4,
+        )
+    };
+    if let Some(hf) = &o.host {
+        s.push_str(&wrap(
+            &format!("    {}", host_text(hf, mac).trim_start()),
+            6,
+        ));
+    }
+    s.replace('\u{a0}', " ")
+}
+
+/// The label of transformers' device map ([`device_map_text`]).
+pub const LABEL_DEVICE_MAP: &str = "device_map=\"auto\"";
+
+/// The label of a `max_memory` chosen to fit.
+pub const LABEL_MAX_MEMORY: &str = "max_memory that fits";
+
+/// transformers' `device_map="auto"` planned: the call to type, then per device what
+/// the map puts there, its bytes and (GPUs) its verdict, the host RAM against
+/// `--ram`, and how the figures were reached.
+pub fn device_map_text(p: &DeviceMapPlan, label: &str, mac: bool) -> String {
+    let label = format!("{label:<24}").replace(' ', "\u{a0}");
+    let mut s = wrap(&format!("  {label} {}", p.code), 4);
+    for d in &p.devices {
+        let name = match d.device.as_str() {
+            "cpu" => "CPU".to_string(),
+            "disk" => "disk".to_string(),
+            g => format!("GPU {g}"),
+        };
+        let mm = d
+            .max_memory_bytes
+            .map(|m| format!(" (max_memory {} GiB)", Bytes(m).gib_string(2)))
+            .unwrap_or_default();
+        let mut t = format!(
+            "    {name}: {}: {} of weights{mm}",
+            if d.modules.is_empty() {
+                "nothing"
+            } else {
+                &d.modules
+            },
+            both(d.weights_bytes)
+        );
+        if let Some(f) = &d.fit {
+            t.push_str(&format!(
+                ", {} KV; needs {} of {}: {} (headroom {} GiB)",
+                both(d.kv_bytes),
+                both(f.need_bytes),
+                both(f.capacity_bytes),
+                Verdict::of_fit(f).word(),
+                signed_gib_string(f.headroom_bytes, 2)
+            ));
+        }
+        s.push_str(&wrap(&t, 6));
+    }
+    if let Some(hf) = &p.host {
+        s.push_str(&wrap(
+            &format!("    {}", host_text(hf, mac).trim_start()),
+            6,
+        ));
+    }
+    for n in &p.notes {
+        s.push_str(&wrap(&format!("    {n}"), 6));
+    }
     s.replace('\u{a0}', " ")
 }
 

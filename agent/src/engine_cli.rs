@@ -12,7 +12,9 @@ use clap::{Arg, ArgMatches, Command};
 use gpumem_core::engine::{self, CardKv, EngineBudget, Largest, Outcome};
 use gpumem_core::estimate::{Estimate, EstimateInput};
 use gpumem_core::import::config;
-use gpumem_core::placement::{self, llama_cpp::LlamaPlacement};
+use gpumem_core::placement::{
+    self, device_map::DeviceMapPlan, llama_cpp::LlamaPlacement, vllm::VllmOffload,
+};
 use gpumem_core::units::{
     Bytes, group_digits, signed_gb_string, signed_gib_string, signed_group_digits,
 };
@@ -91,6 +93,14 @@ pub struct EngineOutput {
     /// given: the placement chosen.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement: Option<LlamaPlacement>,
+    /// transformers on `--card` (`--gpus` of them), when the model does not fit one
+    /// card, several GPUs are given, or `--max-memory`: `device_map="auto"` planned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_map: Option<DeviceMapPlan>,
+    /// vLLM on `--card`, when the workload does not fit and no `--cpu-offload-gb` was
+    /// given: the smallest whole `--cpu-offload-gb` that fits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_offload: Option<VllmOffload>,
 }
 
 /// Computes the engine budget and the largest workload; `Err` holds one message per
@@ -127,11 +137,17 @@ pub fn compute(
     };
     let placement =
         placement::choose(input, est, &params, &card).map_err(|e| vec![format!("--{e}")])?;
+    let device_map =
+        placement::device_map(input, est, &params, &card).map_err(|e| vec![format!("--{e}")])?;
+    let cpu_offload =
+        placement::cpu_offload(input, est, &params, &card).map_err(|e| vec![format!("--{e}")])?;
     Ok(EngineOutput {
         engine: budget,
         engine_per_card: None,
         largest: Some(engine::largest(input, &card, &params)),
         placement,
+        device_map,
+        cpu_offload,
     })
 }
 

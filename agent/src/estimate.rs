@@ -405,6 +405,8 @@ pub fn run(args: Args) -> Result<Exit> {
             engine_per_card: engine.engine_per_card,
             largest: engine.largest,
             placement: engine.placement,
+            device_map: engine.device_map,
+            cpu_offload: engine.cpu_offload,
             verdict: answer,
             formats,
         };

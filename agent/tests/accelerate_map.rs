@@ -172,3 +172,169 @@ fn gpumem_builds_accelerates_device_map() {
         vec![(String::new(), Device::Gpu(0))]
     );
 }
+
+/// transformers' own `_get_device_map(model, "auto", max_memory, None)` (transformers
+/// 5.23.0, `integrations/accelerate.py`): with no `max_memory`, accelerate's
+/// `get_max_memory` is replaced by the figures a machine with these GPUs and this RAM
+/// would report (each GPU's free memory, the available RAM), so transformers' own
+/// 90 % rules and `get_balanced_memory` run as they do there. Prints the map and the
+/// GPUs' balanced `max_memory`.
+const AUTO_SCRIPT: &str = r#"
+import json, sys, warnings
+import torch
+from accelerate import init_empty_weights
+import transformers.integrations.accelerate as ta
+from transformers import AutoModelForCausalLM, LlamaConfig
+warnings.filterwarnings("ignore")
+req = json.loads(sys.argv[1])
+cfg = LlamaConfig(**req["config"])
+with init_empty_weights():
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+out = []
+for case in req["cases"]:
+    machine = {int(k) if k.isdigit() else k: v for k, v in case["machine"].items()}
+    real = ta.accelerate_max_memory
+    ta.accelerate_max_memory = lambda mm, machine=machine: dict(machine) if mm is None else real(mm)
+    given = case["max_memory"]
+    if given is not None:
+        given = {int(k) if k.isdigit() else k: v for k, v in given.items()}
+    balanced = ta.get_balanced_memory(model, max_memory=None if given is None else dict(given),
+                                      no_split_module_classes=model._no_split_modules)
+    dm = ta._get_device_map(model, "auto", None if given is None else dict(given), None)
+    ta.accelerate_max_memory = real
+    out.append({"map": {k: str(v) for k, v in dm.items()},
+                "balanced": {str(k): int(v) for k, v in balanced.items()}})
+print(json.dumps(out))
+"#;
+
+/// The CLI's `device_map` under `--engine transformers` (`--json`), for Llama-3.1-8B
+/// on GPUs too small for it and a host RAM, equals transformers' own map and
+/// `max_memory`, with transformers' defaults and with a `--max-memory` given.
+#[test]
+fn the_clis_device_map_is_transformers_own() {
+    let Some(python) = gpumem_e2e::torch_python("the_clis_device_map_is_transformers_own") else {
+        return;
+    };
+    let bundled: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/models/meta-llama--Llama-3.1-8B-Instruct.json"
+        ))
+        .expect("the bundled config"),
+    )
+    .expect("JSON");
+    // (card, GPUs, --ram, --max-memory)
+    let cases: [(&str, u64, &str, Option<&str>); 5] = [
+        ("12GiB", 1, "16GiB", None),
+        ("8GiB", 2, "64GiB", None),
+        ("6GiB", 3, "4GiB", None),
+        ("24GiB", 2, "64GiB", Some("0=5GiB,1=6GiB,cpu=3GiB")),
+        ("24GiB", 2, "64GiB", Some("0=4GiB,1=4500MiB")),
+    ];
+    let mut request = Vec::new();
+    let mut ours = Vec::new();
+    for (card, gpus, ram, mm) in cases {
+        let mut args = vec![
+            "estimate",
+            "--json",
+            "--model",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--engine",
+            "transformers",
+            "--context",
+            "2048",
+            "--card",
+            card,
+            "--ram",
+            ram,
+        ];
+        let g = gpus.to_string();
+        args.extend(["--gpus", &g]);
+        if let Some(m) = mm {
+            args.extend(["--max-memory", m]);
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+            .args(&args)
+            .output()
+            .expect("the agent runs");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let plan = doc["device_map"].clone();
+        assert!(plan.is_object(), "{args:?}: no device_map");
+        // The machine transformers would see: each GPU's free memory, as the CLI
+        // assumed it (the card less the CUDA context), and the RAM available.
+        let card_bytes = gpumem_core::catalogue::parse_capacity(card).expect("a size");
+        let mut machine = serde_json::Map::new();
+        for i in 0..gpus {
+            machine.insert(i.to_string(), (card_bytes - (512 << 20)).into());
+        }
+        machine.insert(
+            "cpu".into(),
+            gpumem_core::catalogue::parse_capacity(ram)
+                .expect("a size")
+                .into(),
+        );
+        let given = mm.map(|m| {
+            let (g, c) = gpumem_core::placement::device_map::parse_max_memory(m).expect("parsed");
+            let mut o: serde_json::Map<String, serde_json::Value> = g
+                .iter()
+                .map(|(i, b)| (i.to_string(), (*b).into()))
+                .collect();
+            if let Some(c) = c {
+                o.insert("cpu".into(), c.into());
+            }
+            o
+        });
+        request.push(serde_json::json!({"machine": machine, "max_memory": given}));
+        ours.push((args.join(" "), plan));
+    }
+    let req = serde_json::json!({"config": bundled["config"], "cases": request});
+    let out = Command::new(&python)
+        .arg("-c")
+        .arg(AUTO_SCRIPT)
+        .arg(req.to_string())
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mut devices = std::collections::BTreeSet::new();
+    for ((args, plan), t) in ours.iter().zip(&theirs) {
+        let our_map: BTreeMap<String, String> = plan["map"]
+            .as_array()
+            .expect("map")
+            .iter()
+            .map(|e| {
+                (
+                    e[0].as_str().expect("name").to_string(),
+                    e[1].as_str().expect("device").to_string(),
+                )
+            })
+            .collect();
+        let their_map: BTreeMap<String, String> = t["map"]
+            .as_object()
+            .expect("map")
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+            .collect();
+        assert_eq!(our_map, their_map, "{args}");
+        // Each GPU's max_memory after balancing, byte for byte.
+        for d in plan["devices"].as_array().expect("devices") {
+            let name = d["device"].as_str().expect("device");
+            if name.parse::<u32>().is_ok() {
+                assert_eq!(
+                    d["max_memory_bytes"], t["balanced"][name],
+                    "{args}: GPU {name}"
+                );
+            }
+        }
+        devices.extend(our_map.values().cloned());
+    }
+    // The cases reach every kind of device.
+    for d in ["0", "1", "2", "cpu", "disk"] {
+        assert!(devices.contains(d), "{d}: {devices:?}");
+    }
+}

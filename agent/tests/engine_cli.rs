@@ -631,3 +631,60 @@ fn a_placement_is_chosen_when_every_layer_does_not_fit() {
     let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     assert!(v.get("placement").is_none(), "{}", v["placement"]);
 }
+
+/// vLLM: when the weights leave the pool too little, the answer chooses the smallest
+/// whole `--cpu-offload-gb`: Llama-3.1-8B in bf16 on a 16 GiB card at 8 192 tokens.
+/// Typed back it is "fits" (exit 0) where one GiB less is not; its host RAM is the
+/// whole parameters vLLM moves (at least the GiB asked, less than one layer more),
+/// judged against `--ram` (exit 1 when short).
+#[test]
+fn a_cpu_offload_is_chosen_when_vllm_has_no_pool() {
+    let run = |extra: &[&str]| {
+        let mut all = vec![
+            "--json",
+            "--engine",
+            "vllm",
+            "--card",
+            "16GiB",
+            "--max-model-len",
+            "8192",
+        ];
+        all.extend_from_slice(extra);
+        let out = agent(&all);
+        let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        (out.status.code(), v)
+    };
+    let (code, v) = run(&["--ram", "32GiB"]);
+    assert_eq!(
+        (code, v["verdict"]["verdict"].as_str()),
+        (Some(1), Some("no"))
+    );
+    let o = &v["cpu_offload"];
+    let g = o["gib"].as_u64().expect("--cpu-offload-gb chosen");
+    assert!(g > 0 && g < 16, "{o}");
+    assert_eq!(o["flags"], format!("--cpu-offload-gb {g}"));
+    assert_eq!(o["fit"]["verdict"], "yes");
+    assert_ne!(o["next"]["verdict"], "yes");
+    let host = o["host"]["need_bytes"].as_u64().expect("host bytes");
+    // A layer: 436 224 000 B; its largest parameter, gate_up_proj, 234 881 024 B.
+    assert!(host >= g << 30 && host < (g << 30) + 234_881_024, "{host}");
+    assert_eq!(o["host"]["fits"], true);
+    let typed = g.to_string();
+    let (code, v) = run(&["--cpu-offload-gb", &typed, "--ram", "32GiB"]);
+    assert_eq!(
+        (code, v["verdict"]["verdict"].as_str()),
+        (Some(0), Some("yes"))
+    );
+    assert!(
+        v.get("cpu_offload").is_none(),
+        "given, not chosen: {}",
+        v["cpu_offload"]
+    );
+    assert_eq!(v["verdict"]["host"]["need_bytes"].as_u64(), Some(host));
+    let (_, v) = run(&["--cpu-offload-gb", &(g - 1).to_string()]);
+    assert_ne!(v["verdict"]["verdict"], "yes");
+    // Too little RAM for the pinned weights: exit 1.
+    let (code, v) = run(&["--cpu-offload-gb", &typed, "--ram", "2GiB"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(v["verdict"]["host"]["fits"], false);
+}

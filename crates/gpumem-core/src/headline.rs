@@ -111,6 +111,9 @@ pub struct Need {
 const HOST_OFFLOADED: &str = "what is offloaded to the host (the host.* lines)";
 /// llama.cpp's CPU buffer.
 pub const HOST_LLAMA: &str = "llama.cpp's weights kept in host memory (its CPU buffer)";
+/// vLLM's `--cpu-offload-gb` weights.
+pub const HOST_VLLM: &str =
+    "the weights --cpu-offload-gb keeps in pinned host memory (every GPU's)";
 
 /// What a need is measured by: the estimate ([`ByEstimate`]) or a serving engine's
 /// budget ([`Basis`]). [`headline`] is generic over it, so a caller that judges by the
@@ -492,7 +495,11 @@ pub fn headline<R: Rule>(
     };
     let need = basis.need(input, est, &card)?;
     let what = if need.host > est.host_bytes {
-        HOST_LLAMA
+        if basis.engine().is_some() && basis.engine() == crate::engine::find("vllm") {
+            HOST_VLLM
+        } else {
+            HOST_LLAMA
+        }
     } else {
         HOST_OFFLOADED
     };

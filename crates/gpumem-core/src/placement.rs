@@ -37,7 +37,9 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 pub mod accelerate;
+pub mod device_map;
 pub mod llama_cpp;
+pub mod vllm;
 
 use crate::catalogue::GpuCard;
 use crate::engine::EngineParams;
@@ -57,4 +59,33 @@ pub fn choose(
         return Ok(None);
     }
     llama_cpp::choose(input, est, params, card)
+}
+
+/// transformers' `device_map="auto"` on `card` (`--gpus` of them) under `--engine
+/// transformers`: the map and each device's verdict ([`device_map::plan`]); `None`
+/// under another engine or when there is nothing to place.
+pub fn device_map(
+    input: &EstimateInput,
+    est: &Estimate,
+    params: &EngineParams,
+    card: &GpuCard,
+) -> Result<Option<device_map::DeviceMapPlan>, EstimateError> {
+    if params.engine.is_none() || params.engine != crate::engine::find("transformers") {
+        return Ok(None);
+    }
+    device_map::plan(input, est, params, card)
+}
+
+/// vLLM's `--cpu-offload-gb` to choose on `card` under `--engine vllm`, when the
+/// workload does not fit without it ([`vllm::choose`]); `None` otherwise.
+pub fn cpu_offload(
+    input: &EstimateInput,
+    est: &Estimate,
+    params: &EngineParams,
+    card: &GpuCard,
+) -> Result<Option<vllm::VllmOffload>, EstimateError> {
+    if params.engine.is_none() || params.engine != crate::engine::find("vllm") {
+        return Ok(None);
+    }
+    vllm::choose(input, est, params, card)
 }

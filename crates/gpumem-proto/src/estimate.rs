@@ -11,7 +11,9 @@ use gpumem_core::engine::{CardKv, EngineBudget, Largest};
 use gpumem_core::estimate::Estimate;
 use gpumem_core::fit::CardFit;
 use gpumem_core::headline::{FormatFit, Headline};
+use gpumem_core::placement::device_map::DeviceMapPlan;
 use gpumem_core::placement::llama_cpp::LlamaPlacement;
+use gpumem_core::placement::vllm::VllmOffload;
 use serde::{Deserialize, Serialize};
 
 /// Schema identifier of the document.
@@ -50,6 +52,16 @@ pub struct EstimateDocument {
     /// placement chosen (the flags to type, the card's fit and the host RAM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<LlamaPlacement>,
+    /// With `--engine transformers` and `--card`, when the model does not fit one card,
+    /// `--gpus` is above 1 or `--max-memory` is given: `device_map="auto"` planned (the
+    /// call to type, the map, each device's bytes and verdict, the host RAM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_map: Option<DeviceMapPlan>,
+    /// With `--engine vllm` and `--card`, when the workload does not fit and no
+    /// `--cpu-offload-gb` was given: the smallest whole `--cpu-offload-gb` that fits,
+    /// the card's fit with it and with one GiB less, and the pinned host RAM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_offload: Option<VllmOffload>,
     /// The answer: the verdict on the card (or the smallest that fits), the ways out.
     pub verdict: Headline,
     /// With `--formats` or `--compare-formats`: each format on the card.

@@ -7,11 +7,13 @@
 use std::borrow::Cow;
 
 use super::contract::{Engine, Info};
-use super::flags::MAX_MODEL_LEN;
+use super::flags::{Flag, MAX_MODEL_LEN, Value, field};
 use super::outcome::{EngineLine, line};
 use super::pool::{Draft, simple_pool};
 use super::request::{Ctx, catalogue_capacity};
 use crate::error::EstimateError;
+use crate::fields::FieldKind;
+use crate::placement::device_map::{MAX_MEMORY as MAX_MEMORY_KEY, parse_max_memory};
 use crate::estimate::{Group, Kind};
 
 /// Hugging Face transformers' `generate` with its dynamic cache.
@@ -25,7 +27,7 @@ impl Engine for Transformers {
         releases: &[("transformers", "transformers")],
         release: None,
         hint: "transformers",
-        flags: &[&MAX_MODEL_LEN],
+        flags: &[&MAX_MODEL_LEN, &MAX_MEMORY],
         formats: &["bf16", "int8", "nf4"],
         windows: false,
         shared_context: false,
@@ -37,6 +39,32 @@ impl Engine for Transformers {
     fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
         rule(c)
     }
+}
+
+/// `--max-memory` examples: two GPUs and the CPU; one GPU and the CPU.
+const MAX_MEMORY_EXAMPLES: &[(&str, &str)] = &[
+    ("0=20GiB,1=20GiB,cpu=64GiB", "two GPUs and the CPU"),
+    ("0=20GiB,cpu=64GiB", "one GPU and the CPU"),
+];
+
+/// `max_memory` for `device_map="auto"`, as users write it (`0=20GiB,1=20GiB,cpu=64GiB`).
+const MAX_MEMORY: Flag = Flag::new(
+    field(
+        MAX_MEMORY_KEY,
+        FieldKind::Text,
+        "transformers max_memory",
+        "",
+        "transformers device_map=\"auto\": max_memory per device, e.g. 0=20GiB,1=20GiB,cpu=64GiB (default: each GPU's free memory, 90 % of the RAM)",
+    )
+    .choices(MAX_MEMORY_EXAMPLES),
+    max_memory,
+)
+.unread("max_memory is transformers' device_map=\"auto\" (--engine transformers): ignored");
+
+fn max_memory(key: &'static str, text: &str) -> Result<Value, EstimateError> {
+    parse_max_memory(text)
+        .map(|_| Value::Text(text.trim().to_string()))
+        .map_err(|e| EstimateError::invalid(key, e))
 }
 
 fn rule(c: &Ctx) -> Result<Draft, EstimateError> {

@@ -138,6 +138,40 @@ pub(super) const DRAFT_MODEL: Flag = Flag::new(
     text,
 );
 
+/// `--cpu-offload-gb`: GiB of each GPU's decoder-layer weights kept in pinned host
+/// memory (a decimal number, as vLLM's `OffloadConfig.cpu_offload_gb` takes it).
+pub(super) const CPU_OFFLOAD_GB: Flag = Flag::new(
+    field(
+        "cpu-offload-gb",
+        FieldKind::Text,
+        "vLLM CPU offload GiB",
+        "0",
+        "vLLM: GiB of weights per GPU kept in pinned host memory (whole parameters, from the first layer)",
+    )
+    .choices(&[("4", "4 GiB"), ("10.5", "10.5 GiB")]),
+    offload_gb,
+)
+.unread("--cpu-offload-gb is modelled for vLLM only: ignored");
+
+/// `--cpu-offload-gb` in bytes, as vLLM makes it: `int(cpu_offload_gb * 1024**3)`
+/// (decimals beyond the ninth dropped); `None` when the text is not a number.
+pub(crate) fn offload_bytes(text: &str) -> Option<u64> {
+    let t = text.trim();
+    if t.is_empty() || t.starts_with('.') || t.ends_with('.') {
+        return None;
+    }
+    crate::catalogue::parse_capacity(&format!("{t}GiB"))
+}
+
+/// Reads `--cpu-offload-gb`, kept as typed (the page's URL keeps the text).
+fn offload_gb(key: &'static str, text: &str) -> Result<Value, EstimateError> {
+    offload_bytes(text)
+        .map(|_| Value::Text(text.trim().to_string()))
+        .ok_or_else(|| {
+            EstimateError::invalid(key, format!("{text:?} is not a number of GiB, e.g. 4 or 10.5"))
+        })
+}
+
 /// A method as vLLM names it ([`SpecMethod::parse`]).
 fn method(_: &'static str, text: &str) -> Result<Value, EstimateError> {
     SpecMethod::parse(text).map(|m| Value::Text(m.name().to_string()))

@@ -44,8 +44,9 @@ mod speculative;
 pub use releases::VllmVersion;
 pub use speculative::parse_draft;
 
+pub(crate) use flags::offload_bytes;
 use flags::{
-    DRAFT_MODEL, ENABLE_LORA, ENFORCE_EAGER, GPU_MEMORY_UTILIZATION, KV_CACHE_MEMORY_BYTES,
+    CPU_OFFLOAD_GB, DRAFT_MODEL, ENABLE_LORA, ENFORCE_EAGER, GPU_MEMORY_UTILIZATION, KV_CACHE_MEMORY_BYTES,
     MAX_LORA_RANK, MAX_LORAS, MAX_NUM_SEQS, NUM_SPECULATIVE_TOKENS, SPECULATIVE_METHOD,
 };
 use pool::{pool_shape, state_pool};
@@ -101,6 +102,7 @@ impl Engine for Vllm {
             &SPECULATIVE_METHOD,
             &NUM_SPECULATIVE_TOKENS,
             &DRAFT_MODEL,
+            &CPU_OFFLOAD_GB,
         ],
         formats: &["bf16", "fp8", "int8", "awq-4-g128"],
         windows: true,
@@ -192,6 +194,11 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // The checkpoint's MTP layers are not the main model's: vLLM loads them only as
     // the drafter (the `draft_weights` line), see `speculative`.
     let weights = c.weights.saturating_sub(c.mtp_bytes);
+    let offloaded = match p.text(CPU_OFFLOAD_GB.key()).and_then(offload_bytes) {
+        Some(budget) if budget > 0 => cpu_offloaded(c, budget)?,
+        _ => 0,
+    };
+    let weights = weights.saturating_sub(offloaded);
     if c.mtp_bytes > 0 {
         assumptions
             .push("the checkpoint's MTP layers are loaded only by speculative-method mtp".into());
@@ -201,8 +208,9 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         "Weights on this device (with the rotary cache)",
         sum(&[weights, rope, pad])?,
         Kind::Computed,
-        "the estimate's weights − MTP layers + max_position × rotary_dim × dtype + MXFP4 expert padding".into(),
+        "the estimate's weights − MTP layers − --cpu-offload-gb's parameters + max_position × rotary_dim × dtype + MXFP4 expert padding".into(),
         &[
+            ("cpu-offloaded", offloaded.to_string()),
             ("tp", input.tp.to_string()),
             ("pp", input.pp.to_string()),
             ("rotary-cache", rope.to_string()),
@@ -211,6 +219,25 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         ],
         "vllm/model_executor/layers/rotary_embedding/base.py (cos_sin_cache)",
     ));
+    if offloaded > 0 {
+        // Each GPU's offloaded parameters, in pinned host memory: tp × pp GPUs on the
+        // node (one node assumed).
+        let ranks = prod(&[input.tp.max(1), input.pp.max(1)])?;
+        let mut host = line(
+            "host_weights",
+            "Weights in pinned host memory (--cpu-offload-gb), per node",
+            prod(&[offloaded, ranks])?,
+            Kind::Computed,
+            format!(
+                "{offloaded} B per GPU × {ranks} GPU(s): whole parameters of the decoder layers, first layer first, until the budget is reached"
+            ),
+            &[("cpu-offloaded-per-gpu", offloaded.to_string())],
+            SRC_OFFLOAD,
+        );
+        host.subtracted = false;
+        lines.push(host);
+        assumptions.push("--cpu-offload-gb: the UVA offloader (vLLM's default where UVA is available); without UVA a module's parameters are copied back for its forward, which the profile would add".into());
+    }
     if lora > 0 {
         lines.push(line(
             "lora",
@@ -417,6 +444,72 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         assumptions,
         warnings,
     })
+}
+
+const SRC_OFFLOAD: &str = "vllm/model_executor/offloader/uva.py (UVAOffloader._maybe_offload_to_cpu), vllm/model_executor/models/utils.py (make_layers)";
+
+/// The bytes `--cpu-offload-gb` takes off this GPU: vLLM's UVA offloader
+/// (vllm-project/vllm `vllm/model_executor/offloader/uva.py`,
+/// `UVAOffloader._maybe_offload_to_cpu`, read at commit 00593fa; the same rule as
+/// `maybe_offload_to_cpu` in `vllm/model_executor/models/utils.py` since 0.5.3) is
+/// handed the decoder layers of this rank's stage in order (`make_layers`, its one
+/// caller), and moves each layer's parameters one by one to pinned host memory while
+/// the running total is below `int(cpu_offload_gb × 1024**3)` — whole parameters, so
+/// the total may pass the budget by one parameter — and never the embeddings, the
+/// final norm or the head. A layer's parameters as vLLM's Llama-style layer registers
+/// them: `qkv_proj`, `o_proj` (the attention line split by their shapes), `gate_up_proj`
+/// (or the experts' `w13`), `down_proj` (`w2`: 2 : 1 of the MLP line), the two norms;
+/// this device's share of the estimate's lines, spread evenly over its layers. Exact
+/// for a dense unquantised Llama-style layer; for a quantised or MoE layer the
+/// boundaries between its parameters are these proportions (scales and the router
+/// inside them).
+fn cpu_offloaded(c: &Ctx, budget: u64) -> Result<u64, EstimateError> {
+    use crate::estimate::LineKey;
+    let Some(a) = c.input.arch else {
+        return Err(EstimateError::invalid(
+            "cpu-offload-gb",
+            "needs the model's layers (a config.json, --model or a preset)",
+        ));
+    };
+    let layers = a.layers.div_ceil(c.input.pp.max(1)).max(1);
+    let per = |k: LineKey| super::request::line_bytes(c.est, k).checked_div(layers).unwrap_or(0);
+    let (attn, mlp) = (per(LineKey::WeightsAttention), per(LineKey::WeightsMlp));
+    // The norms line holds the layers' norms and the final one: one norm's bytes is
+    // the line ÷ (layers × norms a layer + 1).
+    let count = prod(&[layers, a.layer_norms])?.saturating_add(1);
+    let one_norm = super::request::line_bytes(c.est, LineKey::WeightsNorms)
+        .checked_div(count)
+        .unwrap_or(0);
+    let norms = prod(&[one_norm, a.layer_norms])?;
+    let q = prod(&[a.heads, a.head_dim])?;
+    let kv = prod(&[a.kv_heads, a.head_dim])?;
+    let qkv_share = |x: u64| -> u64 {
+        let num = u128::from(x).saturating_mul(u128::from(q.saturating_add(kv.saturating_mul(2))));
+        let den = u128::from(q.saturating_mul(2).saturating_add(kv.saturating_mul(2)));
+        u64::try_from(num.checked_div(den).unwrap_or(0)).unwrap_or(u64::MAX)
+    };
+    let qkv = qkv_share(attn);
+    let gate_up = u64::try_from(u128::from(mlp).saturating_mul(2).checked_div(3).unwrap_or(0))
+        .unwrap_or(u64::MAX);
+    let n1 = norms / 2;
+    let params = [
+        qkv,
+        attn.saturating_sub(qkv),
+        gate_up,
+        mlp.saturating_sub(gate_up),
+        n1,
+        norms.saturating_sub(n1),
+    ];
+    let mut total = 0u64;
+    'layers: for _ in 0..layers {
+        for p in params {
+            if total >= budget {
+                break 'layers;
+            }
+            total = total.saturating_add(p);
+        }
+    }
+    Ok(total)
 }
 
 /// MXFP4 experts as vLLM 0.19 loads them: `fused_moe/oracle/mxfp4.py`

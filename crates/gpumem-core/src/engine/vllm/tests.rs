@@ -464,3 +464,46 @@ fn the_shared_communication_buffers_are_the_019_tables() {
         crate::engine::request::COMM_BUFFERS_MIB
     );
 }
+
+/// `--cpu-offload-gb 3` on Llama-3.1-8B bf16, by hand: a layer's parameters in
+/// vLLM's order are qkv_proj 6144 × 4096 × 2 = 50 331 648, o_proj 33 554 432,
+/// gate_up_proj 2 × 14 336 × 4096 × 2 = 234 881 024, down_proj 117 440 512 and two
+/// norms of 8192: 436 224 000 B. The budget int(3 × 1024³) = 3 221 225 472 B: 7
+/// layers (3 053 568 000), then qkv and o of layer 7 (3 137 454 080, still below),
+/// then its gate_up, which passes it: 3 372 335 104 B offloaded, whole parameters.
+#[test]
+fn vllm_cpu_offload_takes_whole_parameters_from_the_first_layer() {
+    let base = run(&llama_8b(&[]), &with(&[("engine", "vllm@0.19")]));
+    let off = run(
+        &llama_8b(&[]),
+        &with(&[("engine", "vllm@0.19"), ("cpu-offload-gb", "3")]),
+    );
+    let moved = 7 * 436_224_000 + 50_331_648 + 33_554_432 + 234_881_024;
+    assert_eq!(moved, 3_372_335_104);
+    assert_eq!(bytes_of(&base, "weights") - bytes_of(&off, "weights"), moved);
+    assert_eq!(bytes_of(&off, "host_weights"), moved);
+    assert_eq!(off.host_weights_bytes, Some(moved));
+    assert_eq!(off.kv_capacity_bytes, base.kv_capacity_bytes + moved as i64);
+    // Under tp 2 each GPU offloads its own shard's parameters up to the budget, and
+    // the node holds both GPUs'.
+    let tp = run(
+        &llama_8b(&[("tp", "2"), ("gpus", "2")]),
+        &with(&[("engine", "vllm@0.19"), ("cpu-offload-gb", "3")]),
+    );
+    let shard = 436_224_000 / 2 + 8192; // the norms are not sharded
+    let per_gpu = bytes_of(&tp, "host_weights") / 2;
+    assert!(per_gpu >= 3 << 30 && per_gpu < (3 << 30) + shard, "{per_gpu}");
+    // More than the layers hold: every layer's parameters, never the embeddings or head.
+    let all = run(
+        &llama_8b(&[]),
+        &with(&[("engine", "vllm@0.19"), ("cpu-offload-gb", "100")]),
+    );
+    assert_eq!(bytes_of(&all, "host_weights"), 32 * 436_224_000);
+    // A budget that is not a number is refused naming the flag.
+    assert!(
+        crate::engine::from_pairs([("engine", "vllm"), ("cpu-offload-gb", "lots")])
+            .1
+            .iter()
+            .any(|e| e.to_string().contains("cpu-offload-gb"))
+    );
+}
