@@ -929,3 +929,64 @@ fn diffusers_offload_is_judged_against_the_ram() {
     let (code, v) = run("64GiB");
     assert_eq!((v["host"]["fits"].as_bool(), code), (Some(true), Some(0)));
 }
+
+/// An embedding model (BAAI/bge-large-en-v1.5, a BertModel) is answered: no KV cache,
+/// its weights as transformers builds the model (the oracle's count, held equal to
+/// transformers 5.23 on the meta device), its batch's forward; what an encoder does not
+/// do (generate, a serving engine's KV pool, language-model training) is refused.
+#[test]
+fn an_embedding_model_keeps_no_kv_cache_and_weighs_what_transformers_builds() {
+    let case: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/../crates/gpumem-core/tests/cases/real-bge-large-en-v1.5-512x32.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("the case file"),
+    )
+    .expect("valid JSON");
+    let expect = &case["expect"];
+    let path = config("bge-large-en-v1.5");
+    let base = [
+        "--config",
+        path.as_str(),
+        "--context",
+        "512",
+        "--sequences",
+        "32",
+        "--reserve-gib",
+        "0",
+    ];
+    let v = json(&base);
+    assert_eq!(v["kv_cache_bytes"], 0);
+    assert_eq!(v["parameters"], expect["parameters"]);
+    assert_eq!(v["parameters"], 335_141_888u64);
+    assert_eq!(v["weights_bytes"], expect["weights_bytes"]);
+    let line = |key: &str| {
+        v["lines"]
+            .as_array()
+            .expect("lines")
+            .iter()
+            .find(|l| l["key"] == key)
+            .unwrap_or_else(|| panic!("a {key} line"))["bytes"]
+            .clone()
+    };
+    assert_eq!(line("kv_cache"), 0);
+    for key in ["prefill.mlp", "prefill.attention_scores"] {
+        assert_eq!(line(key), expect["lines"][key], "{key}");
+    }
+    let said = v["assumptions"].to_string();
+    assert!(said.contains("an encoder keeps no KV cache"), "{said}");
+    for (extra, says) in [
+        (&["--generate", "16"][..], "generates no tokens"),
+        (
+            &["--engine", "vllm", "--card", "h100-sxm-80gb"][..],
+            "an encoder keeps no KV cache",
+        ),
+        (&["--train", "full"][..], "training an encoder"),
+    ] {
+        let out = agent(&[&["estimate"][..], &base, extra].concat());
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{extra:?}: {err}");
+    }
+}

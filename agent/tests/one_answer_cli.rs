@@ -300,15 +300,15 @@ fn impossible_inputs_and_other_model_kinds_are_refused_with_a_reason() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{extra:?}: {err}");
     }
-    // An embedding model's config (BAAI/bge-large-en-v1.5's shape): no KV cache to
-    // invent; refused naming why.
+    // An encoder whose layers are not counted (DistilBERT's config): no KV cache to
+    // invent; refused naming why. (BERT-style encoders are counted: estimate_cli.rs.)
     let dir = tempfile::tempdir().expect("tempdir");
     let bge = dir.path().join("config.json");
     std::fs::write(
         &bge,
-        r#"{"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 1024,
-            "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
-            "vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 2}"#,
+        r#"{"architectures": ["DistilBertModel"], "model_type": "distilbert", "dim": 768,
+            "n_layers": 6, "n_heads": 12, "hidden_dim": 3072, "vocab_size": 30522,
+            "max_position_embeddings": 512}"#,
     )
     .expect("write");
     let out = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))

@@ -302,6 +302,20 @@ pub struct Architecture {
     /// Parameters of vision/audio towers and their projectors (counted by the config
     /// reader from the tower's own config), kept in 16 bits; 0 = none.
     pub tower_params: u64,
+    /// An encoder (BERT, RoBERTa, XLM-R, ModernBERT: embedding, reranking and
+    /// classification models): bidirectional attention over the whole input in one
+    /// forward, so no KV cache, nothing generated and no lm_head (the base model as
+    /// transformers' `AutoModel` builds it).
+    #[serde(default)]
+    pub encoder: bool,
+    /// Rows of the token-type (segment) embedding table (BERT's `type_vocab_size`,
+    /// `BertEmbeddings.token_type_embeddings`); 0 = none.
+    #[serde(default)]
+    pub token_types: u64,
+    /// A pooler: one dense layer `[hidden, hidden]` with its bias over the first token
+    /// (`BertPooler`, built by `BertModel(add_pooling_layer=True)`, as `AutoModel` does).
+    #[serde(default)]
+    pub pooler: bool,
 }
 
 /// The facts' values when a key is absent: the base every parser and every model
@@ -345,6 +359,9 @@ impl Architecture {
         mtp_layers: 0,
         mtp_shared_vocab: false,
         tower_params: 0,
+        encoder: false,
+        token_types: 0,
+        pooler: false,
     };
 
     /// [`Architecture::BASE`] with every optional part at its own base: where each
@@ -737,6 +754,13 @@ pub const VARIANT_FACTS: &[Fact] = &[
     fact("attn-gate", G::Variants, K::Bool(Architecture::BASE.attn_gate), "Gated attention output", "",
         "q_proj also yields an output gate: twice as wide (Qwen3-Next)", at!(attn_gate))
         .underived(GATE_OR_SINKS),
+    fact("encoder", G::Variants, K::Bool(Architecture::BASE.encoder), "Encoder-only", "",
+        "An encoder (BERT, RoBERTa, XLM-R, ModernBERT): the whole input in one forward, no KV cache, nothing generated, no lm_head", at!(encoder))
+        .underived("an encoder's bidirectional forward is not the decoder's derivation"),
+    fact("token-types", G::Variants, K::Count, "Token-type embeddings", "none",
+        "Rows of the token-type (segment) embedding table (BERT: type_vocab_size)", at!(token_types)),
+    fact("pooler", G::Variants, K::Bool(Architecture::BASE.pooler), "Pooler", "",
+        "A dense pooler [hidden, hidden] with bias over the first token (BertModel's)", at!(pooler)),
     fact("mixer", G::Variants, K::Choice, "State-space mixer", "",
         "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet or kda", at!(mixer.kind))
         .always()
@@ -1257,6 +1281,16 @@ impl Architecture {
                 1,
             ));
         }
+        if self.token_types > 0 {
+            t.push(grp(
+                Embeddings,
+                Vocab,
+                "token-type embeddings",
+                self.token_types,
+                h,
+                1,
+            ));
+        }
         let mlp = self.mlp_layer_count();
         let (dense, moe_layers) = match self.moe {
             Some(m) => {
@@ -1276,8 +1310,16 @@ impl Architecture {
         if let Some(m) = self.mixer {
             self.push_mixer(&mut t, m)?;
         }
+        // An encoder's norm outside the layers is its embeddings' (BERT's
+        // `embeddings.LayerNorm`, ModernBERT's `embeddings.norm`; ModernBERT's layer 0
+        // has no attention norm and its `final_norm` takes that place): one, as here.
         t.push(grp(Norms, Kept, "final norm", h, 1, self.norm_vectors()));
-        if !self.tied_embeddings {
+        if self.pooler {
+            // BertPooler: dense [hidden, hidden] + bias (tanh has no tensor).
+            t.push(grp(Mlp, Linear, "pooler dense", h, h, 1));
+            t.push(grp(Mlp, Kept, "pooler bias", h, 1, 1));
+        }
+        if !self.tied_embeddings && !self.encoder {
             t.push(grp(LmHead, Vocab, "lm_head", self.vocab, h, 1));
         }
         if self.mtp_layers > 0 && self.mlp_layers.is_some() {

@@ -21,6 +21,14 @@ pub fn budget(
     est: &Estimate,
     params: &EngineParams,
 ) -> Result<EngineBudget, EstimateError> {
+    if input.arch.is_some_and(|a| a.encoder) {
+        // vLLM's pooling runner and TEI size an encoder's batches by their own rules,
+        // not a KV pool; none of them is modelled here.
+        return Err(EstimateError::invalid(
+            "engine",
+            "an encoder keeps no KV cache, and the engines' rules here size a decoder's KV pool (vLLM's pooling runner and TEI are not modelled): leave out --engine for the encoder's own forward",
+        ));
+    }
     if !(params.max_model_len_auto && params.max_model_len.is_none()) {
         return budget_at(input, est, params);
     }

@@ -412,6 +412,15 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
             return Err(EstimateError::invalid(f, "absurdly large"));
         }
     }
+    if i.train != TrainMode::None && i.arch.is_some_and(|a| a.encoder) {
+        // An encoder's fine-tuning (sentence-transformers' losses over pooled
+        // embeddings, a classifier's head) keeps other tensors than a decoder's
+        // language-model step: no figure rather than a decoder's.
+        return Err(EstimateError::invalid(
+            "train",
+            "training an encoder (embedding or classifier fine-tuning) is not modelled: its loss is no language model's; the encoder's inference is",
+        ));
+    }
     // Both are at most MAX_DIM (checked above): the product cannot saturate.
     if !i.gpus.is_multiple_of(i.tp.saturating_mul(i.pp)) {
         return Err(EstimateError::invalid(

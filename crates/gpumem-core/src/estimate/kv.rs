@@ -19,6 +19,9 @@ pub(super) fn kv_cache(
     if input.train != TrainMode::None {
         return Ok(());
     }
+    if input.arch.is_some_and(|a| a.encoder) {
+        return encoder_no_cache(input, context, b);
+    }
     let dims = match (input.arch, input.kv_only) {
         (Some(a), _) => Some((
             a.layers,
@@ -235,5 +238,46 @@ pub(super) fn kv_cache(
         );
         b.assumptions.push("MLA: the cache holds the compressed latent (vLLM, SGLang); an engine caching decompressed K and V (e.g. transformers' eager path) needs the kv_cache.decompressed line instead".into());
     }
+    Ok(())
+}
+
+/// An encoder attends over its whole input in one forward and keeps nothing for a
+/// next token: no KV cache (a line of 0 B that says so), and nothing to generate.
+fn encoder_no_cache(
+    input: &EstimateInput,
+    context: u64,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    if input.generate > 0 {
+        return Err(EstimateError::invalid(
+            "generate",
+            "an encoder generates no tokens: give its input length as context and the batch as sequences",
+        ));
+    }
+    if input.static_cache.is_some() {
+        return Err(EstimateError::invalid(
+            "static-cache",
+            "an encoder keeps no KV cache",
+        ));
+    }
+    if let Some(max) = input.max_position
+        && context > max
+    {
+        b.warnings.push(format!(
+            "{context} tokens per sequence exceed the encoder's {max} positions (its position table ends there; inputs are truncated to it)"
+        ));
+    }
+    b.line(
+        LineKey::KvCache,
+        "KV cache: none (an encoder keeps no KV cache)",
+        0,
+        0,
+        Kind::Computed,
+        true,
+        "an encoder keeps no KV cache: the whole input is attended in one forward and nothing is generated".into(),
+        &[("sequences", input.sequences.to_string()), ("tokens", context.to_string())],
+    );
+    b.assumptions
+        .push("an encoder keeps no KV cache: kv_cache_bytes is 0".into());
     Ok(())
 }

@@ -30,6 +30,9 @@ pub(super) fn transients(
         return Ok(());
     };
     let value = input.compute_dtype.bytes();
+    if a.encoder {
+        return encoder_forward(input, &a, tokens, value, split, b);
+    }
     let all = input.logits == Logits::All;
     let derived = decoder_prefill(
         &a,
@@ -190,5 +193,155 @@ pub(super) fn transients(
     b.assumptions.push(format!(
         "prefill transients not derived ({why}): the MLP's intermediates, the scores and the logits summed, without the hidden states a trace shows beside them, so neither the peak nor a bound on it (`estimate --trace` traces them)"
     ));
+    Ok(())
+}
+
+/// An encoder's forward at its peak, beyond the weights (no KV cache, no logits),
+/// derived for BERT-style encoders (a plain MLP, learned positions: BERT, RoBERTa,
+/// XLM-R) from transformers 5.23's modeling_bert.py under `torch.no_grad()`, every
+/// tensor freed with its last reference:
+/// - `BertModel.forward` keeps `embedding_output` for the whole encoder, and from the
+///   second layer on `BertEncoder.forward` holds the layer's input beside it;
+/// - the MLP's moment (`BertIntermediate`): the attention's output, the dense's
+///   output and GELU's, T × (h + 2 · intermediate) values;
+/// - the attention's moment (`BertSelfAttention`): q, k, v and, under eager
+///   (`eager_attention_forward`: `matmul(q, kᵀ) * scaling`, then softmax), two
+///   sequences × heads × tokens² score matrices; under sdpa the fused kernel's output
+///   instead (no score matrix); under eager the probabilities (one such matrix)
+///   outlive the attention: `BertLayer.forward` holds them through the MLP;
+/// - a padded batch's mask (`masking_utils.create_bidirectional_mask`), held through
+///   the encoder: sequences × tokens² × v under eager (its float mask), × 1 B under
+///   sdpa (its boolean mask). An unpadded batch builds none; it is counted, so the
+///   figure is never below a padded batch's.
+///
+/// Checked against the trace (`agent/python/gpumem_trace.py`'s tracker) of
+/// transformers' own BertModel, RobertaModel and XLMRobertaModel on the meta device
+/// (`tests/cases/families/bert.py`). Other encoders (ModernBERT: rotary positions, a
+/// gated MLP, local-attention masks) are not derived: a warning says their
+/// activations are not counted.
+fn encoder_forward(
+    input: &EstimateInput,
+    a: &crate::arch::Architecture,
+    tokens: u64,
+    value: u64,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    if a.gated_mlp || a.learned_positions == 0 || a.moe.is_some() || a.mixer.is_some() {
+        b.warnings.push(
+            "this encoder's forward activations are not counted: they are derived for BERT-style encoders (BERT, RoBERTa, XLM-R) only, not for rotary positions, a gated MLP or local-attention masks (ModernBERT): add them to --reserve-gib".into(),
+        );
+        return Ok(());
+    }
+    let seqs = input.sequences;
+    let rows = checked_product(&[seqs, tokens], "encoder activations")?;
+    let per = |width: u64| checked_product(&[rows, width, value], "encoder activations");
+    let kept_states: u64 = if a.layers >= 2 { 2 } else { 1 };
+    let q_width = checked_product(&[a.heads, a.head_dim], "encoder activations")?;
+    let kept = per(checked_product(
+        &[kept_states, a.hidden],
+        "encoder activations",
+    )?)?;
+    let mlp = per(a
+        .hidden
+        .checked_add(checked_product(
+            &[2, a.intermediate],
+            "encoder activations",
+        )?)
+        .ok_or(EstimateError::Overflow {
+            what: "encoder activations",
+        })?)?;
+    let eager = input.attention == AttentionImpl::Eager;
+    let qkv = per(checked_product(&[3, q_width], "encoder activations")?)?;
+    // Eager: one sequences × heads × tokens² matrix of probabilities, held past the
+    // attention by `BertLayer.forward` (`self_attention_output, _ = self.attention(…)`:
+    // `_` keeps softmax's output until the layer returns); two at the attention's
+    // moment (`matmul(q, kᵀ)` and its scaled copy, then softmax's output).
+    let probs = if eager {
+        checked_product(&[seqs, a.heads, tokens, tokens, value], "attention scores")?
+    } else {
+        0
+    };
+    let (scores, fused_out) = if eager {
+        (checked_product(&[2, probs], "attention scores")?, 0)
+    } else {
+        (0, per(q_width)?)
+    };
+    let attention = [qkv, scores, fused_out]
+        .iter()
+        .try_fold(0u64, |s, x| s.checked_add(*x))
+        .ok_or(EstimateError::Overflow {
+            what: "encoder activations",
+        })?;
+    let mask = checked_product(
+        &[seqs, tokens, tokens, if eager { value } else { 1 }],
+        "attention mask",
+    )?;
+    let mlp_moment = mlp.checked_add(probs).ok_or(EstimateError::Overflow {
+        what: "encoder activations",
+    })?;
+    let (moment, intermediates, at_scores) = if attention > mlp_moment {
+        ("the attention", attention.saturating_sub(scores), scores)
+    } else {
+        ("the MLP", mlp, probs)
+    };
+    let intermediates = intermediates
+        .checked_add(kept)
+        .ok_or(EstimateError::Overflow {
+            what: "encoder activations",
+        })?;
+    let at_scores = at_scores.checked_add(mask).ok_or(EstimateError::Overflow {
+        what: "encoder activations",
+    })?;
+    let kind = match input.attention {
+        AttentionImpl::Eager | AttentionImpl::Sdpa => Kind::Computed,
+        // Flash and the memory-efficient kernel called directly unpad a padded batch
+        // (copies of q, k, v): sdpa's figure is assumed.
+        AttentionImpl::Flash | AttentionImpl::Efficient => Kind::Assumed,
+    };
+    let inputs = [
+        ("sequences", seqs.to_string()),
+        ("tokens", tokens.to_string()),
+        ("attention", input.attention.name().into()),
+    ];
+    b.line(
+        LineKey::PrefillMlp,
+        format!("Encoder forward at its peak ({moment}'s moment)"),
+        intermediates,
+        Split::part(intermediates, 1, split.tp),
+        kind,
+        true,
+        format!(
+            "sequences × tokens × v × ({kept_states} kept hidden states + {}); peak at {moment} (the other: {} B)",
+            if attention > mlp_moment {
+                if eager { "q, k, v" } else { "q, k, v and the fused kernel's output" }
+            } else {
+                "the attention's output, the intermediate dense's and GELU's outputs"
+            },
+            if attention > mlp_moment { mlp_moment } else { attention }
+        ),
+        &inputs,
+    );
+    b.line(
+        LineKey::PrefillAttentionScores,
+        "Attention mask of a padded batch and scores (tokens²)",
+        at_scores,
+        Split::part(at_scores, 1, split.tp),
+        kind,
+        true,
+        if eager {
+            format!(
+                "eager: the padded batch's float mask, sequences × tokens² × v, held through the encoder, and {}",
+                if at_scores > probs.saturating_add(mask) {
+                    "at the attention's moment two sequences × heads × tokens² × v score matrices (matmul(q, kᵀ) and its scaled copy, then softmax's output)"
+                } else {
+                    "at the MLP's moment the attention's probabilities, sequences × heads × tokens² × v, which the layer holds until it returns"
+                }
+            )
+        } else {
+            format!("{}: the padded batch's boolean mask, sequences × tokens² × 1 B; the fused kernel keeps no tokens² matrix", input.attention.name())
+        },
+        &inputs,
+    );
     Ok(())
 }

@@ -4,6 +4,9 @@ the meta device (no memory, no weights), its parameters and persistent buffers c
 tensor by tensor and compared with the case's parameter count (the oracle's and the
 estimator's, which the Rust test holds equal).
 
+With --forward, traces the encoders' forward instead and compares its peak with the
+cases' activation lines.
+
 With --defaults TYPE…, writes transformers/TYPE.json instead: the config class's
 defaults and the count of the model built from them, which the Rust test
 `transformers_defaults` reads (no transformers needed there).
@@ -34,8 +37,13 @@ def explained(name, case, cfg):
         out["the vision tower (not counted: confidence " + case["confidence"] + ")"] = None
     return out
 
+# Encoders are counted as AutoModel builds them (the base model, no task head).
+ENCODERS = {"bert", "roberta", "xlm-roberta", "modernbert"}
+
 def build(cfg):
     with torch.device("meta"):
+        if cfg.model_type in ENCODERS:
+            return transformers.AutoModel.from_config(cfg)
         for auto in (transformers.AutoModelForCausalLM, transformers.AutoModelForImageTextToText):
             try:
                 return auto.from_config(cfg, trust_remote_code=False)
@@ -92,7 +100,57 @@ def defaults(types):
         (out / f"{mt}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         print(mt, n)
 
+def forwards():
+    """The encoders' forward traced as `agent/python/gpumem_trace.py` traces a model
+    (its Tracker on the meta device, its SDPA stand-in: the fused kernels' outputs
+    only) under torch.no_grad(), for each encoder case with its activation lines: the
+    peak of allocated bytes beyond the weights and the inputs must be the case's
+    `prefill.mlp` + `prefill.attention_scores`. The batch is padded: its mask is given
+    as transformers builds it for a padded batch (masking_utils: a float mask under
+    eager, a boolean one under sdpa), inside the traced forward."""
+    sys.path.insert(0, str(HERE.parents[3] / "agent" / "python"))
+    import gpumem_trace as gt
+    gt._patch_sdpa(torch)
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    bad = 0
+    print("| case | oracle forward (B) | traced (B) | result |")
+    for path in sorted(HERE.glob("real-*.json")):
+        case = json.loads(path.read_text())
+        lines = case["expect"].get("lines", {})
+        if "prefill.mlp" not in lines or case["config"].get("model_type") not in ENCODERS:
+            continue
+        want = lines["prefill.mlp"] + lines["prefill.attention_scores"]
+        inp = case["input"]
+        b, s = int(inp.get("sequences", 1)), int(inp["context"])
+        if s > case["config"].get("max_position_embeddings", s):
+            print(f"| {case['name']} | {want} | — | not run: {s} tokens exceed the position table |")
+            continue
+        attn = inp.get("attention", "sdpa")
+        dtype = dtypes[inp.get("compute-dtype", "bf16")]
+        cfg = AutoConfig.for_model(**case["config"])
+        tr = gt.Tracker(gt.Allocator(False), vocab=-1)
+        with gt._dispatch_mode(tr), torch.no_grad():
+            with torch.device("meta"):
+                model = transformers.AutoModel.from_config(cfg, attn_implementation=attn, dtype=dtype).eval()
+            ids = torch.zeros(b, s, dtype=torch.long, device="meta")
+            tr.begin("forward")
+            base = tr.allocated
+            if attn == "eager":
+                mask = torch.zeros(b, 1, s, s, dtype=dtype, device="meta")
+            else:
+                mask = torch.ones(b, 1, s, s, dtype=torch.bool, device="meta")
+            out = model(input_ids=ids, attention_mask=mask)
+            del out
+            tr.end()
+        got = tr.peak - base
+        result = "same" if got == want else f"differs by {want - got:+}"
+        bad += got != want
+        print(f"| {case['name']} | {want} | {got} | {result} |")
+    return 1 if bad else 0
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--forward"]:
+        sys.exit(forwards())
     if sys.argv[1:2] == ["--defaults"]:
         defaults(sys.argv[2:])
         sys.exit(0)

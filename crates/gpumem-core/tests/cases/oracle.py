@@ -229,6 +229,11 @@ HEADER_TOTALS = merged("HEADER_TOTALS", {})
 CHECKS = merged("CHECKS", {})
 # More cases of a real config at another length: (name, config, tokens).
 EXTRA = merged("EXTRA", [])
+# More inputs of a case (name with its "@" suffix -> {key: value}): the batch, the
+# attention kernel.
+INPUTS = merged("INPUTS", {})
+# Further lines a case must have: base name -> fn(cfg, tokens, inputs) -> {line: bytes}.
+LINES = merged("LINES", {})
 
 
 def text_config(config):
@@ -361,13 +366,17 @@ def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
         lines.update({"kv_cache": kvb, "kv_cache.indexer": index})
     if lines:
         expect["lines"] = lines
+    inputs = {"context": str(tokens), "kv-dtype": "bf16", "reserve-gib": "0", **INPUTS.get(name, {})}
+    if name.split("@")[0] in LINES:
+        expect.setdefault("lines", {}).update(LINES[name.split("@")[0]](cfg, tokens, inputs))
     case = {"name": name, "source": source,
             "published_parameters": published,
             "config": {k: v for k, v in cfg.items() if not k.startswith("_")},
-            "input": {"context": str(tokens), "kv-dtype": "bf16", "reserve-gib": "0"},
+            "input": inputs,
             "expect": expect}
-    if name.split("@")[0] in WARN:
-        case["warnings"] = WARN[name.split("@")[0]]
+    warn = name if name in WARN else name.split("@")[0]
+    if warn in WARN:
+        case["warnings"] = WARN[warn]
     # What the config reader must say of its own reading: exact unless it names why not.
     case["confidence"] = CONFIDENCE.get(name.split("@")[0], "exact")
     OUT[f"real-{name.replace('@', '-')}.json"] = json.dumps(case, indent=1) + "\n"

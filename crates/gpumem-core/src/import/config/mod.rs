@@ -14,6 +14,7 @@
 //! was read as; and [`ImportedConfig::confidence`] sums it up.
 
 mod decoder;
+mod encdec;
 mod families;
 mod family;
 mod json;
@@ -231,7 +232,11 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         .to_string();
     let root_type = root_type.unwrap_or(&mt);
     if let Some(reason) = families::refused(&mt).or_else(|| families::refused(root_type)) {
-        return Err(parse(format!("model_type {mt}: {reason}")));
+        // An encoder-decoder's weights are counted even so: the number for --parameters.
+        return Err(parse(match encdec::described(&root, &mt)? {
+            Some(count) => format!("model_type {mt}: {reason}: {count}"),
+            None => format!("model_type {mt}: {reason}"),
+        }));
     }
     let known = Family::find(&mt).or_else(|| Family::find(root_type));
     let f = known.unwrap_or(&GENERIC);

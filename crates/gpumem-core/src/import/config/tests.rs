@@ -821,15 +821,14 @@ fn rope_scaling_already_in_the_positions_adds_nothing() {
     assert_eq!(rope_config("qwen2", 32768, absurd).rope_positions, None);
 }
 
-/// Models this estimator of decoders does not cover are refused with the reason, never
-/// read as a decoder: an embedding model's BERT (BGE's config), an encoder-decoder, a
-/// diffusers pipeline.
+/// Models this estimator does not cover are refused with the reason, never read as a
+/// decoder: an encoder it does not count (DistilBERT), an encoder-decoder, a diffusers
+/// pipeline.
 #[test]
 fn encoders_encoder_decoders_and_diffusion_pipelines_are_refused_naming_why() {
-    let bge = r#"{"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 1024,
-        "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
-        "vocab_size": 30522, "max_position_embeddings": 512}"#;
-    let e = parse_config(bge).unwrap_err().to_string();
+    let distil = r#"{"architectures": ["DistilBertModel"], "model_type": "distilbert", "dim": 768,
+        "n_layers": 6, "n_heads": 12, "hidden_dim": 3072, "vocab_size": 30522}"#;
+    let e = parse_config(distil).unwrap_err().to_string();
     assert!(
         e.contains("encoder-only") && e.contains("no KV cache"),
         "{e}"
@@ -869,4 +868,157 @@ fn sliding_patterns_are_the_family_records_for_configs_and_gguf_headers_alike() 
     ] {
         assert_eq!(super::gguf_sliding_layers(arch, layers), sliding, "{arch}");
     }
+}
+
+/// Parameters of an imported architecture (every tensor group).
+fn parameters(c: &ImportedConfig) -> u64 {
+    c.arch
+        .tensors()
+        .unwrap()
+        .iter()
+        .map(|t| t.params().unwrap())
+        .sum()
+}
+
+#[test]
+fn bert_is_an_encoder_with_token_types_pooler_and_no_lm_head() {
+    // BERT-base's shape: 30522 × 768 words, 512 positions, 2 token types, 12 layers.
+    let c = parse_config(
+        r#"{"model_type":"bert","architectures":["BertModel"],"hidden_size":768,"num_hidden_layers":12,
+        "num_attention_heads":12,"intermediate_size":3072,"vocab_size":30522,"max_position_embeddings":512,
+        "type_vocab_size":2,"hidden_act":"gelu","layer_norm_eps":1e-12,"hidden_dropout_prob":0.1,
+        "attention_probs_dropout_prob":0.1,"position_embedding_type":"absolute","pad_token_id":0}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert!(c.arch.encoder && c.arch.pooler && !c.arch.gated_mlp && c.arch.layernorm_bias);
+    assert_eq!((c.arch.token_types, c.arch.learned_positions), (2, 512));
+    // What transformers 5.23's BertModel holds for bert-base-uncased's config: 109 482 240.
+    assert_eq!(parameters(&c), 109_482_240);
+    // A task head named by `architectures` is said, and not counted.
+    let head = parse_config(
+        r#"{"model_type":"xlm-roberta","architectures":["XLMRobertaForSequenceClassification"],"hidden_size":64,
+        "num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,"vocab_size":100,
+        "max_position_embeddings":34,"type_vocab_size":1}"#,
+    )
+    .unwrap();
+    assert!(
+        head.confidence.starts_with("approximate"),
+        "{}",
+        head.confidence
+    );
+    assert!(
+        head.warnings
+            .iter()
+            .any(|w| w.contains("XLMRobertaForSequenceClassification"))
+    );
+}
+
+#[test]
+fn modernbert_has_a_gated_mlp_without_biases_and_its_norm_bias_switch() {
+    let text = |bias: bool| {
+        format!(
+            r#"{{"model_type":"modernbert","architectures":["ModernBertModel"],"hidden_size":768,"num_hidden_layers":22,
+            "num_attention_heads":12,"intermediate_size":1152,"vocab_size":50368,"max_position_embeddings":8192,
+            "global_attn_every_n_layers":3,"local_attention":128,"attention_bias":false,"mlp_bias":false,"norm_bias":{bias}}}"#
+        )
+    };
+    let c = parse_config(&text(false)).unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert!(c.arch.encoder && c.arch.gated_mlp && !c.arch.pooler && !c.arch.layernorm_bias);
+    // ModernBertModel from ModernBERT-base's shape on the meta device: 149 014 272.
+    assert_eq!(parameters(&c), 149_014_272);
+    // norm_bias: one more vector in each of the 2 × 22 + 1 norms.
+    let b = parse_config(&text(true)).unwrap();
+    assert_eq!(parameters(&b), 149_014_272 + 45 * 768);
+}
+
+#[test]
+fn the_other_encoders_and_the_encoder_decoders_stay_refused_naming_why() {
+    for (mt, why) in [
+        ("distilbert", "an encoder-only model"),
+        ("deberta-v2", "an encoder-only model"),
+        ("t5", "an encoder-decoder model"),
+        ("whisper", "an encoder-decoder model"),
+    ] {
+        let e = parse_config(&format!(
+            r#"{{"model_type":"{mt}","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100}}"#
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(why), "{mt}: {e}");
+    }
+}
+
+/// Encoder-decoders stay refused (their caches are not counted), but the refusal names
+/// their weights' parameters as transformers 5.23 builds `AutoModelForSeq2SeqLM` /
+/// `AutoModelForSpeechSeq2Seq` from each config on the meta device (the counts below,
+/// parameters and persistent buffers: BART's `final_logits_bias` included).
+#[test]
+fn encoder_decoders_are_refused_naming_the_parameters_transformers_builds() {
+    for (name, text, want) in [
+        (
+            "t5-small",
+            r#"{"vocab_size": 32128, "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_decoder_layers": 6, "num_heads": 8, "relative_attention_num_buckets": 32, "feed_forward_proj": "relu", "tie_word_embeddings": true, "model_type": "t5"}"#,
+            60_506_624,
+        ),
+        (
+            "flan-t5-base",
+            r#"{"vocab_size": 32128, "d_model": 768, "d_kv": 64, "d_ff": 2048, "num_layers": 12, "num_decoder_layers": 12, "num_heads": 12, "relative_attention_num_buckets": 32, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": false, "model_type": "t5"}"#,
+            222_903_552,
+        ),
+        (
+            "mt5-small",
+            r#"{"vocab_size": 250112, "d_model": 512, "d_kv": 64, "d_ff": 1024, "num_layers": 8, "num_decoder_layers": 8, "num_heads": 6, "relative_attention_num_buckets": 32, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": true, "model_type": "mt5"}"#,
+            172_119_424,
+        ),
+        (
+            "umt5-small",
+            r#"{"vocab_size": 256384, "d_model": 512, "d_kv": 64, "d_ff": 1024, "num_layers": 8, "num_decoder_layers": 8, "num_heads": 6, "relative_attention_num_buckets": 32, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": true, "model_type": "umt5"}"#,
+            175_333_376,
+        ),
+        (
+            "bart-base",
+            r#"{"vocab_size": 50265, "max_position_embeddings": 1024, "encoder_layers": 6, "encoder_ffn_dim": 3072, "decoder_layers": 6, "decoder_ffn_dim": 3072, "d_model": 768, "tie_word_embeddings": true, "model_type": "bart"}"#,
+            139_470_681,
+        ),
+        (
+            "mbart-large-50",
+            r#"{"vocab_size": 250054, "max_position_embeddings": 1024, "encoder_layers": 12, "encoder_ffn_dim": 4096, "decoder_layers": 12, "decoder_ffn_dim": 4096, "d_model": 1024, "tie_word_embeddings": true, "model_type": "mbart"}"#,
+            611_129_542,
+        ),
+        (
+            "whisper-small",
+            r#"{"vocab_size": 51865, "num_mel_bins": 80, "encoder_layers": 12, "decoder_layers": 12, "decoder_ffn_dim": 3072, "encoder_ffn_dim": 3072, "d_model": 768, "max_source_positions": 1500, "max_target_positions": 448, "tie_word_embeddings": true, "model_type": "whisper"}"#,
+            241_734_912,
+        ),
+        (
+            "whisper-large-v3",
+            r#"{"vocab_size": 51866, "num_mel_bins": 128, "encoder_layers": 32, "decoder_layers": 32, "decoder_ffn_dim": 5120, "encoder_ffn_dim": 5120, "d_model": 1280, "max_source_positions": 1500, "max_target_positions": 448, "tie_word_embeddings": true, "model_type": "whisper"}"#,
+            1_543_490_560,
+        ),
+    ] {
+        let e = parse_config(text).unwrap_err().to_string();
+        assert!(e.contains("an encoder-decoder model"), "{name}: {e}");
+        assert!(
+            e.contains(&format!("transformers 5.23 builds {want} parameters")),
+            "{name}: {e}"
+        );
+    }
+    // flan-t5's config unties lm_head: 4.x's count (the checkpoint's 247 577 856) is named.
+    let flan = r#"{"vocab_size": 32128, "d_model": 768, "d_kv": 64, "d_ff": 2048, "num_layers": 12, "num_heads": 12, "relative_attention_num_buckets": 32, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": false, "model_type": "t5"}"#;
+    assert!(
+        parse_config(flan)
+            .unwrap_err()
+            .to_string()
+            .contains("4.x keeps the checkpoint's own: 247577856")
+    );
+    // A key the count needs is absent: refused without a count.
+    let e = parse_config(r#"{"model_type": "whisper", "d_model": 768}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("encoder-decoder") && !e.contains("builds"),
+        "{e}"
+    );
 }

@@ -8,6 +8,7 @@ use super::family::Family;
 
 mod apertus;
 mod bamba;
+mod bert;
 mod cohere;
 mod deepseek;
 mod ernie;
@@ -62,6 +63,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     nemotron::FAMILIES,
     falcon_h1::FAMILIES,
     bamba::FAMILIES,
+    bert::FAMILIES,
 ];
 
 /// Every record, file by file.
@@ -83,17 +85,13 @@ const REFUSED: &[&str] = &[
 /// Encoder-only families (transformers' model types): embedding, reranking and
 /// classification models. They keep no KV cache and generate nothing, so a decoder's
 /// estimate would be wrong (a KV cache of gigabytes where there is none).
+/// (BERT, RoBERTa, XLM-R and ModernBERT are counted: `bert.rs`.)
 const ENCODERS: &[&str] = &[
-    "bert",
-    "roberta",
-    "xlm-roberta",
-    "xlm_roberta",
     "distilbert",
     "albert",
     "electra",
     "deberta",
     "deberta-v2",
-    "modernbert",
     "nomic_bert",
     "camembert",
     "mpnet",
@@ -122,12 +120,12 @@ const ENCODER_DECODERS: &[&str] = &[
 pub(crate) fn refused(model_type: &str) -> Option<&'static str> {
     if ENCODERS.contains(&model_type) {
         return Some(
-            "an encoder-only model (embeddings, reranking, classification): it keeps no KV cache and generates nothing, which this estimator of decoders does not cover; give --parameters for the weights alone",
+            "an encoder-only model (embeddings, reranking, classification) whose layers are not counted here (BERT, RoBERTa, XLM-R and ModernBERT are): it keeps no KV cache; give --parameters for the weights alone",
         );
     }
     if ENCODER_DECODERS.contains(&model_type) {
         return Some(
-            "an encoder-decoder model: its decoder's self- and cross-attention caches are not counted by the decoder reader; give --parameters for the weights alone",
+            "an encoder-decoder model: its decoder's self-attention cache and its cross-attention cache over the encoder's length are not counted yet; give --parameters for the weights alone",
         );
     }
     REFUSED.contains(&model_type).then_some(
