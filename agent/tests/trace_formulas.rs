@@ -634,6 +634,16 @@ fn lora_and_qlora_steps_agree_with_traces() {
         ("llama-3.2-1b.json", "qlora", &["all"], "all", false),
         ("llama-3.2-1b.json", "qlora", &["all"], "all", true),
         ("qwen2.5-0.5b.json", "lora", &["all"], "all", false),
+        ("qwen3-0.6b.json", "lora", &["q_proj", "v_proj"], "q,v", false),
+        ("qwen3-0.6b.json", "lora", &["all"], "all", false),
+        ("qwen3-0.6b.json", "lora", &["all"], "all", true),
+        (
+            "qwen3-0.6b.json",
+            "lora",
+            &["gate_proj", "up_proj", "down_proj"],
+            "gate,up,down",
+            false,
+        ),
         (
             "mixtral-8x7b.json",
             "lora",

@@ -994,7 +994,7 @@ pub fn decoder_activations(
     adapters: Option<&Adapters>,
 ) -> Result<Activations, EstimateError> {
     let why = not_derived(a).or(match adapters {
-        Some(_) if a.qk_norm || a.qk_norm_whole || a.fused_qkv => Some(
+        Some(_) if a.qk_norm_whole || a.fused_qkv => Some(
             "LoRA on a decoder with q/k norms or a fused qkv projection is not in the derivation",
         ),
         Some(_) if gemma_norms(a) => Some("LoRA on Gemma's fp32 norms is not in the derivation"),
@@ -1285,6 +1285,24 @@ fn frozen_base(
     let width_o = a.heads.saturating_mul(d);
     let t = ad.targets;
     let norm = add(&[block(&[tokens, 4, h]), block(&[tokens, 4])]);
+    // Frozen q/k norms (Qwen3) keep, like the layer's norms, their fp32 upcast and
+    // `rsqrt` for their inputs' gradients: 4·(a + k)·d + 4·(a + k) per token.
+    // Each is recorded only when its input needs a gradient: the layer's input does, or
+    // its own projection is adapted.
+    let (q_norm, k_norm) = if a.qk_norm {
+        (
+            add(&[
+                block(&[tokens, 4, a.heads, d]),
+                block(&[tokens, 4, a.heads]),
+            ]),
+            add(&[
+                block(&[tokens, 4, a.kv_heads, d]),
+                block(&[tokens, 4, a.kv_heads]),
+            ]),
+        )
+    } else {
+        (0, 0)
+    };
     // An adapter keeps an input of its own when it casts it or drops it out.
     let own = ad.value != value || ad.dropout;
     let module = |on: bool, width: u64| {
@@ -1332,6 +1350,8 @@ fn frozen_base(
             module(t.q, h),
             module(t.k, h),
             module(t.v, h),
+            if input_grad || t.q { q_norm } else { 0 },
+            if input_grad || t.k { k_norm } else { 0 },
             if attn_grad { attn } else { 0 },
             module(t.o, width_o),
             if attn_grad { norm } else { 0 },
@@ -1398,7 +1418,12 @@ fn frozen_base(
         (false, false) => "the projection's input (v·in, once per tensor read)".into(),
     };
     let formula = format!(
-        "{shape}; frozen base, per layer and token: 2 RMSNorms keep their fp32 upcast 4·h + attention {attn_text} + gated MLP 3·v·i{}{}; each adapted projection keeps {adapter_input} and lora_A's output a·r (PEFT's LoRA Linear.forward); once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        "{shape}; frozen base, per layer and token: 2 RMSNorms keep their fp32 upcast 4·h{} + attention {attn_text} + gated MLP 3·v·i{}{}; each adapted projection keeps {adapter_input} and lora_A's output a·r (PEFT's LoRA Linear.forward); once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        if a.qk_norm {
+            " + q/k norms' fp32 upcast 4·(a + k)·(d + 1) where their inputs need a gradient"
+        } else {
+            ""
+        },
         if base {
             " + the 4-bit linears' inputs v·(2·h + i) (bitsandbytes ≤ 0.43.1 MatMul4Bit keeps A)"
         } else {
