@@ -995,9 +995,8 @@ pub fn decoder_activations(
 ) -> Result<Activations, EstimateError> {
     let why = not_derived(a).or(match adapters {
         Some(_) if a.qk_norm_whole || a.fused_qkv => Some(
-            "LoRA on a decoder with q/k norms or a fused qkv projection is not in the derivation",
+            "LoRA on a decoder with whole-projection q/k norms (OLMo-2) or a fused qkv projection is not in the derivation",
         ),
-        Some(_) if gemma_norms(a) => Some("LoRA on Gemma's fp32 norms is not in the derivation"),
         None if gemma_norms(a) && !a.qk_norm && attention == AttentionImpl::Efficient => {
             Some("Gemma 2 under the memory-efficient kernel is not in the derivation")
         }
@@ -1109,9 +1108,32 @@ pub fn decoder_activations(
     } else {
         0
     };
+    // RoPE tables kept (Gemma 3 one per layer type, sliding and full; the others one)
+    // and Gemma's once-terms: the embedding's scale (a 16-bit scalar) and, for Gemma 3
+    // under SDPA, the boolean mask its sliding layers take once the prompt reaches the
+    // window (masking_utils.py `_ignore_causal_mask_sdpa`), one for all sequences:
+    // counted whatever the window (the safe side for shorter prompts).
+    let (ropes, gemma_once) = if gemma_norms(a) {
+        let mask = if attention == AttentionImpl::Sdpa {
+            block(&[seq, seq])
+        } else {
+            0
+        };
+        (if a.qk_norm { 4 } else { 2 }, add(&[512, mask]))
+    } else {
+        (2, 0)
+    };
     if let Some(ad) = adapters {
-        let (kept, bytes, formula) =
-            frozen_base(a, seq, batch, value, checkpointing, (attn, attn_text), ad);
+        let (kept, bytes, formula) = frozen_base(
+            a,
+            seq,
+            batch,
+            value,
+            checkpointing,
+            (attn, attn_text),
+            (ropes, gemma_once),
+            ad,
+        );
         if bytes == u64::MAX {
             return Err(EstimateError::Overflow {
                 what: "activations",
@@ -1126,14 +1148,12 @@ pub fn decoder_activations(
     }
     let mlp = mul(&[4, block(&[tokens, value, i])]);
     // The layer's norms, the final norm, the RoPE tables kept and what else is kept once.
-    let (norms, qk_norm, final_norm, ropes, scale) = if gemma_norms(a) {
+    let (norms, qk_norm, final_norm) = if gemma_norms(a) {
         // Gemma 2 and 3 (modeling_gemma2.py, modeling_gemma3.py, Gemma3RMSNorm.forward):
         // the norm runs in fp32 and multiplies by (1 + w) before the cast, so it keeps
         // its fp32 input and its fp32 normalised value, the fp32 (1 + w) and `rsqrt`;
         // four such norms a layer, of which the input and pre-MLP norms' 16-bit outputs
-        // feed projections; Gemma 3's q/k norms alike over each head. Gemma 3 keeps a
-        // RoPE table per layer type (sliding and full), Gemma 2 one; both the
-        // embedding's scale (a 16-bit scalar).
+        // feed projections; Gemma 3's q/k norms alike over each head.
         let g = |rows: u64, width: u64| {
             add(&[
                 mul(&[2, block(&[rows, 4, width])]),
@@ -1142,14 +1162,6 @@ pub fn decoder_activations(
             ])
         };
         let out = block(&[tokens, value, h]);
-        // SDPA takes a boolean mask for the sliding layers once the prompt reaches the
-        // window (masking_utils.py `_ignore_causal_mask_sdpa`), one for all sequences:
-        // counted whatever the window (the safe side for shorter prompts).
-        let mask = if attention == AttentionImpl::Sdpa {
-            block(&[seq, seq])
-        } else {
-            0
-        };
         (
             add(&[mul(&[4, g(tokens, h)]), out, out]),
             if a.qk_norm {
@@ -1161,11 +1173,9 @@ pub fn decoder_activations(
                 0
             },
             add(&[g(tokens, h), out]),
-            if a.qk_norm { 4 } else { 2 },
-            add(&[512, mask]),
         )
     } else {
-        (add(&[norm, norm]), qk_norm, norm, 2, 0)
+        (add(&[norm, norm]), qk_norm, norm)
     };
     let layer = add(&[norms, qk_norm, attn, fused, mlp]);
     let (moe_layers, _) = moe_split(a);
@@ -1185,7 +1195,7 @@ pub fn decoder_activations(
         mul(&[ropes, block(&[seq, value, d])]),
         block(&[tokens, 8]),
         1024,
-        scale,
+        gemma_once,
     ]);
     let layers = a.layers;
     let recomputed = if moe_layers > 0 {
@@ -1278,27 +1288,33 @@ fn frozen_base(
     value: u64,
     checkpointing: bool,
     (attn, attn_text): (u64, &str),
+    (ropes, gemma_once): (u64, u64),
     ad: &Adapters,
 ) -> (u64, u64, String) {
     let tokens = seq.saturating_mul(batch);
     let (h, i, d) = (a.hidden, a.intermediate, a.head_dim);
     let width_o = a.heads.saturating_mul(d);
     let t = ad.targets;
-    let norm = add(&[block(&[tokens, 4, h]), block(&[tokens, 4])]);
+    // A frozen norm keeps what its input's gradient needs: its fp32 upcast and `rsqrt`;
+    // Gemma's also the fp32 (1 + w) it multiplies by (its normalised value is kept only
+    // for the weight's gradient).
+    let gemma = gemma_norms(a);
+    let frozen_norm = |rows: u64, width: u64| {
+        add(&[
+            block(&[rows, 4, width]),
+            block(&[rows, 4]),
+            if gemma { block(&[4, width]) } else { 0 },
+        ])
+    };
+    let norm = frozen_norm(tokens, h);
     // Frozen q/k norms (Qwen3) keep, like the layer's norms, their fp32 upcast and
     // `rsqrt` for their inputs' gradients: 4·(a + k)·d + 4·(a + k) per token.
     // Each is recorded only when its input needs a gradient: the layer's input does, or
     // its own projection is adapted.
     let (q_norm, k_norm) = if a.qk_norm {
         (
-            add(&[
-                block(&[tokens, 4, a.heads, d]),
-                block(&[tokens, 4, a.heads]),
-            ]),
-            add(&[
-                block(&[tokens, 4, a.kv_heads, d]),
-                block(&[tokens, 4, a.kv_heads]),
-            ]),
+            frozen_norm(tokens.saturating_mul(a.heads), d),
+            frozen_norm(tokens.saturating_mul(a.kv_heads), d),
         )
     } else {
         (0, 0)
@@ -1355,6 +1371,15 @@ fn frozen_base(
             if attn_grad { attn } else { 0 },
             module(t.o, width_o),
             if attn_grad { norm } else { 0 },
+            // Gemma's sandwich: the norm after the attention (beside the one before the
+            // MLP) and the one after the MLP, whose input needs a gradient once any
+            // earlier part of the layer or an MLP projection does.
+            if gemma && attn_grad { norm } else { 0 },
+            if gemma && (attn_grad || t.gate || t.up || t.down) {
+                norm
+            } else {
+                0
+            },
             shared((base && attn_grad) || (!own && (t.gate || t.up)), h),
             module(t.gate, h),
             module(t.up, h),
@@ -1371,9 +1396,10 @@ fn frozen_base(
         norm,
         shared((t.lm_head && !own) || ad.modules.lm_head, h),
         module(t.lm_head, h),
-        mul(&[2, block(&[seq, value, d])]),
+        mul(&[ropes, block(&[seq, value, d])]),
         block(&[tokens, 8]),
         1024,
+        gemma_once,
     ]);
     let layers = a.layers;
     let (routed, first_routed) = moe_split(a);
@@ -1419,10 +1445,13 @@ fn frozen_base(
     };
     let formula = format!(
         "{shape}; frozen base, per layer and token: 2 RMSNorms keep their fp32 upcast 4·h{} + attention {attn_text} + gated MLP 3·v·i{}{}; each adapted projection keeps {adapter_input} and lora_A's output a·r (PEFT's LoRA Linear.forward); once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
-        if a.qk_norm {
-            " + q/k norms' fp32 upcast 4·(a + k)·(d + 1) where their inputs need a gradient"
-        } else {
-            ""
+        match (gemma, a.qk_norm) {
+            (true, true) =>
+                " (Gemma: four norms a layer, each also with its fp32 1 + w) + q/k norms' fp32 upcast 4·(a + k)·(d + 1) where their inputs need a gradient",
+            (true, false) => " (Gemma: four norms a layer, each also with its fp32 1 + w)",
+            (false, true) =>
+                " + q/k norms' fp32 upcast 4·(a + k)·(d + 1) where their inputs need a gradient",
+            (false, false) => "",
         },
         if base {
             " + the 4-bit linears' inputs v·(2·h + i) (bitsandbytes ≤ 0.43.1 MatMul4Bit keeps A)"
