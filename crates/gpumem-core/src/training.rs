@@ -1126,8 +1126,7 @@ pub fn decoder_activations(
     if let Some(ad) = adapters {
         let (kept, bytes, formula) = frozen_base(
             a,
-            seq,
-            batch,
+            (seq, batch),
             value,
             checkpointing,
             (attn, attn_text),
@@ -1283,8 +1282,7 @@ pub fn decoder_activations(
 ///   adapted.
 fn frozen_base(
     a: &Architecture,
-    seq: u64,
-    batch: u64,
+    (seq, batch): (u64, u64),
     value: u64,
     checkpointing: bool,
     (attn, attn_text): (u64, &str),
