@@ -68,6 +68,10 @@ pub struct Args {
     /// run by `--python` (see `crate::trace`).
     trace: bool,
     python: Option<std::ffi::OsString>,
+    /// `--count-with`: who counts a model from its config.json (see `crate::count`).
+    count_with: crate::count::CountWith,
+    /// `--trust-remote-code`: the count may run the repository's own code.
+    trust_remote_code: bool,
     /// `--diffusers` and the pipeline's own flags.
     diffusers: crate::diffusion_cli::Flags,
 }
@@ -101,7 +105,16 @@ impl clap::Args for Args {
             .arg(Arg::new("revision").long("revision").value_name("REV").requires("model").help("Branch, tag or commit of --model (default: main); given, even a bundled model is read from the Hub"))
             .arg(Arg::new("model-file").long("model-file").value_name("FILE").requires("model").help("Read this weight file of --model (e.g. a .gguf) instead of model.safetensors[.index.json]"))
             .arg(Arg::new("trace").long("trace").action(ArgAction::SetTrue).help("Trace the workload (the model's code on PyTorch's meta device, no GPU) and use the traced activations, logits and prefill figures instead of the assumed ones; needs --config or --model"))
-            .arg(crate::trace::python_arg().requires("trace"));
+            .arg(
+                Arg::new("count-with")
+                    .long("count-with")
+                    .value_name("WHO")
+                    .value_parser(crate::count::CountWith::NAMES)
+                    .default_value("auto")
+                    .help("Who counts the model of --config/--model: transformers builds it on PyTorch's meta device (no weights, no GPU) and its parameters, buffers and KV cache are read from its modules and its own cache; auto: transformers for a model_type the config reader does not know, when --python has it; reader: the config reader alone"),
+            )
+            .arg(Arg::new("trust-remote-code").long("trust-remote-code").action(ArgAction::SetTrue).requires("config").help("Let the count run the code of the model's own repository (config.json's auto_map, the .py files beside --config); off, a family transformers does not ship is not counted"))
+            .arg(crate::trace::python_arg());
         for f in FIELDS {
             cmd = cmd.arg(crate::flags::flag_of(f));
         }
@@ -115,6 +128,8 @@ impl clap::Args for Args {
             "model-file",
             "trace",
             "python",
+            "count-with",
+            "trust-remote-code",
             "draft-config",
             "formats",
         ] {
@@ -151,6 +166,11 @@ impl FromArgMatches for Args {
             engine: crate::engine_cli::collect(m),
             trace: m.get_flag("trace"),
             python: m.get_one::<std::ffi::OsString>("python").cloned(),
+            count_with: m
+                .get_one::<String>("count-with")
+                .and_then(|n| crate::count::CountWith::parse(n))
+                .unwrap_or_default(),
+            trust_remote_code: m.get_flag("trust-remote-code"),
             diffusers: crate::diffusion_cli::collect(m),
         })
     }
@@ -280,6 +300,18 @@ pub fn run(args: Args) -> Result<Exit> {
         summary = Some(header.tensors);
     }
     input.tensors = summary;
+    // A family the reader does not know (or any, when asked): counted by transformers,
+    // whose figures the estimator then takes for the reader's.
+    let counted = match (imported.as_mut(), &config_text) {
+        (Some(c), Some(text)) => match count_family(&args, c, text, &input)? {
+            Ok(counted) => counted,
+            Err(exit) => return Ok(exit),
+        },
+        _ => None,
+    };
+    if let Some(c) = &counted {
+        input.counted = Some(crate::count::to_counted(c)?);
+    }
     // Step 2: compute.
     let mut est = match estimate(&input) {
         Ok(e) => e,
@@ -309,6 +341,9 @@ pub fn run(args: Args) -> Result<Exit> {
     }
     if let Some(b) = bundled {
         est.assumptions.push(crate::hub::bundled::assumption(b));
+    }
+    if let Some(c) = &counted {
+        describe_count(&args, c, &input, &mut est);
     }
     // What the config reader assumed and could not model belongs with the figures.
     if let Some(c) = &imported {
@@ -432,6 +467,127 @@ pub fn run(args: Args) -> Result<Exit> {
     }
     emit(&text)?;
     Ok(verdict_exit(&answer))
+}
+
+/// Counts the model of config.json with transformers when `--count-with` asks for it
+/// (or, by default, when the reader does not know its family); the estimator then
+/// takes its weights and KV figures (`EstimateInput::counted`). Without a Python that
+/// can count, the answer is the reader's with a warning saying how to count it
+/// exactly; `--count-with transformers` then ends with exit 2.
+fn count_family(
+    args: &Args,
+    c: &mut config::ImportedConfig,
+    text: &str,
+    input: &gpumem_core::estimate::EstimateInput,
+) -> Result<std::result::Result<Option<crate::count::Count>, Exit>> {
+    use crate::count::{CountWith, count};
+    use crate::trace::python::Failure;
+    const UNKNOWN: &str = "unknown family";
+    let asked = args.count_with == CountWith::Transformers;
+    if !(asked || args.count_with == CountWith::Auto && c.confidence == UNKNOWN) {
+        return Ok(Ok(None));
+    }
+    let config: serde_json::Value =
+        serde_json::from_str(text).context("reading config.json for the count")?;
+    let python = args
+        .python
+        .clone()
+        .unwrap_or_else(|| std::ffi::OsString::from("python3"));
+    let config_dir = args
+        .config
+        .as_deref()
+        .map(|p| p.parent().unwrap_or(Path::new(".")).to_path_buf());
+    let got = count(
+        &python,
+        &config,
+        input.compute_dtype,
+        args.trust_remote_code,
+        config_dir.as_deref(),
+    )?;
+    let counted = match got {
+        Ok(counted) => counted,
+        Err(f) => {
+            if asked {
+                crate::out::errln!("gpumem-agent: cannot count with transformers here: {f}");
+                return Ok(Err(Exit::Unavailable));
+            }
+            c.warnings.push(match f {
+                Failure::Unavailable(why) => format!(
+                    "model_type {} is not counted exactly here ({why}): gpumem-agent counts it exactly with transformers' own code, given --python PATH to a Python with torch and transformers",
+                    c.model_type
+                ),
+                other => format!(
+                    "model_type {} is not counted exactly: transformers could not count it ({other})",
+                    c.model_type
+                ),
+            });
+            return Ok(Ok(None));
+        }
+    };
+    let by = counted.by();
+    let mut kept = Vec::new();
+    if input.tensors.is_some() {
+        kept.push("weights from the file headers".to_string());
+    }
+    if counted.cache_layers.is_none() {
+        kept.push(match &counted.cache_error {
+            Some(why) => {
+                format!("KV cache by the config reader (the forward on meta failed: {why})")
+            }
+            None => "KV cache by the config reader (the model returned no cache)".into(),
+        });
+    }
+    c.confidence = if kept.is_empty() {
+        format!("counted by {by} (model built on the meta device)")
+    } else {
+        format!(
+            "counted by {by} (model built on the meta device); {}",
+            kept.join("; ")
+        )
+    };
+    // transformers read every key: the reader's doubts about its own reading (the
+    // generic rules, the keys it could not place) no longer concern the figures.
+    let mt = c.model_type.clone();
+    c.warnings.retain(|w| {
+        !(w.contains("generic decoder rules")
+            || w.contains(&format!("is not read: the {mt} reader does not know")))
+    });
+    Ok(Ok(Some(counted)))
+}
+
+/// What the count did, among the answer's assumptions and warnings.
+fn describe_count(
+    args: &Args,
+    counted: &crate::count::Count,
+    input: &gpumem_core::estimate::EstimateInput,
+    est: &mut Estimate,
+) {
+    let kv = counted.cache_layers.is_some() && input.context.is_some();
+    est.assumptions.push(format!(
+        "counted lines: {} ({}) built by {} and torch {} on the meta device in {:.1} s from config.json alone (no weights read): {} parameters{}, every parameter and buffer read from its modules{}",
+        counted.model_class,
+        counted.auto_class,
+        counted.by(),
+        counted.versions.torch,
+        counted.wall_time_ms as f64 / 1000.0,
+        group_digits(counted.parameters),
+        if counted.tied_embeddings { ", the output projection tied to the embeddings" } else { "" },
+        if kv { ", the KV cache from the model's own cache after a forward on meta tensors" } else { "" },
+    ));
+    est.assumptions
+        .extend(counted.notes.iter().map(|n| format!("count: {n}")));
+    if input.train != gpumem_core::estimate::TrainMode::None {
+        est.warnings.push(format!(
+            "the training lines (gradients, optimizer states, activations) follow the config reader's shape of this model, not the {} parameters counted",
+            group_digits(counted.parameters)
+        ));
+    }
+    if args.engine.iter().any(|(k, _)| k == "engine") {
+        est.warnings.push(
+            "the serving engine's own lines follow the config reader's shape of this model; the weights and KV lines are the counted ones"
+                .into(),
+        );
+    }
 }
 
 /// The exit status of an answer: 0 when it fits or is borderline, 1 when it does not

@@ -7,6 +7,7 @@
 mod answer;
 mod bisect;
 mod cards;
+mod count;
 mod device;
 mod diffusion_cli;
 mod engine_cli;

@@ -72,7 +72,7 @@ pub fn python_arg() -> Arg {
         .long("python")
         .value_name("PATH")
         .value_parser(clap::value_parser!(OsString))
-        .help("Python with torch and transformers (peft for LoRA/QLoRA) that runs the trace [default: python3]")
+        .help("Python with torch and transformers (peft for LoRA/QLoRA) that runs the trace and the count of a model the config reader does not know [default: python3]")
 }
 
 impl clap::Args for Args {

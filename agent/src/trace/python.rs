@@ -293,6 +293,12 @@ pub fn check_cost(config: &Value, workload: &TraceWorkload) -> std::result::Resu
             workload.lora_rank
         ));
     }
+    check_config_cost(config)
+}
+
+/// Refuses a config whose model would cost more than the bounds above to build on the
+/// CPU: every layer and expert count in it, nested configs too.
+pub fn check_config_cost(config: &Value) -> std::result::Result<(), String> {
     fn walk(v: &Value, depth: usize) -> std::result::Result<(), String> {
         let Some(map) = v.as_object() else {
             return Ok(());
@@ -386,12 +392,61 @@ pub fn trace_within(
     request["deadline_s"] = Value::from(deadline.as_secs().saturating_add(5));
     request["parent_pid"] = Value::from(std::process::id());
     let request = serde_json::to_vec(&request)?;
+    let mut ok = match run_probe(
+        python,
+        &script,
+        request,
+        deadline,
+        MAX_ANSWER_BYTES,
+        "trace",
+    )? {
+        Ok(ok) => ok,
+        Err(f) => return Ok(Err(f)),
+    };
+    ok["workload"] = serde_json::to_value(workload)?;
+    let mut doc: TraceDocument =
+        serde_json::from_value(ok).context("reading the trace probe's answer")?;
+    let mut pickled = None;
+    if history {
+        let h = doc
+            .history
+            .as_ref()
+            .context("the trace probe recorded no history")?;
+        h.validate().context("the trace probe's history")?;
+        doc.attribution = Some(gpumem_proto::history::attribute(h));
+        pickled = Some(read_pickle(&pickle)?);
+    } else {
+        doc.history = None;
+        doc.attribution = None;
+    }
+    if doc.schema != TRACE_SCHEMA {
+        bail!(
+            "the trace probe answered schema {:?}, not {TRACE_SCHEMA}",
+            doc.schema
+        );
+    }
+    Ok(Ok((doc, pickled)))
+}
 
+/// Runs an embedded probe (`script`, written by the caller into its private folder) in
+/// `python` with `request` on standard input, bounded as the module doc says (its
+/// environment off the network and any GPU, killed with the agent or at `deadline`, at
+/// most `max_answer` bytes read), and returns the `ok` value of its one JSON answer;
+/// `unavailable` and `error` answers become a [`Failure`], a missing answer a one-line
+/// reason from the end of its standard error. `what` names the answer in messages.
+pub(crate) fn run_probe(
+    python: &OsString,
+    script: &std::path::Path,
+    request: Vec<u8>,
+    deadline: Duration,
+    max_answer: u64,
+    what: &str,
+) -> Result<std::result::Result<Value, Failure>> {
     let mut cmd = Command::new(python);
     crate::process::die_with_parent(&mut cmd);
     let spawned = cmd
         .arg("-u")
-        .arg(&script)
+        .arg(script)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -420,11 +475,11 @@ pub fn trace_within(
     });
     let stdout = child.stdout.take().context("the probe's stdout")?;
     let stderr = child.stderr.take().context("the probe's stderr")?;
-    let out_reader = std::thread::spawn(move || read_bounded(stdout, MAX_ANSWER_BYTES));
+    let out_reader = std::thread::spawn(move || read_bounded(stdout, max_answer));
     let err_reader = std::thread::spawn(move || read_bounded(stderr, MAX_STDERR_BYTES));
     let started = Instant::now();
     let status = loop {
-        if let Some(status) = child.try_wait().context("waiting for the trace probe")? {
+        if let Some(status) = child.try_wait().context("waiting for the probe")? {
             break status;
         }
         if started.elapsed() > deadline {
@@ -446,7 +501,7 @@ pub fn trace_within(
         Err(_) => {
             // No answer: Python itself is unusable (too old, a broken install).
             return Ok(Err(Failure::Unavailable(format!(
-                "{} gave no trace ({status}){}",
+                "{} gave no {what} ({status}){}",
                 python.to_string_lossy(),
                 if tail.is_empty() {
                     String::new()
@@ -462,34 +517,12 @@ pub fn trace_within(
     if let Some(why) = answer.get("error").and_then(Value::as_str) {
         return Ok(Err(Failure::Failed(why.to_owned())));
     }
-    let Some(mut ok) = answer.get("ok").cloned() else {
-        return Ok(Err(Failure::Failed(
-            "the probe's answer has no trace".into(),
-        )));
-    };
-    ok["workload"] = serde_json::to_value(workload)?;
-    let mut doc: TraceDocument =
-        serde_json::from_value(ok).context("reading the trace probe's answer")?;
-    let mut pickled = None;
-    if history {
-        let h = doc
-            .history
-            .as_ref()
-            .context("the trace probe recorded no history")?;
-        h.validate().context("the trace probe's history")?;
-        doc.attribution = Some(gpumem_proto::history::attribute(h));
-        pickled = Some(read_pickle(&pickle)?);
-    } else {
-        doc.history = None;
-        doc.attribution = None;
+    match answer.get("ok") {
+        Some(ok) => Ok(Ok(ok.clone())),
+        None => Ok(Err(Failure::Failed(format!(
+            "the probe's answer has no {what}"
+        )))),
     }
-    if doc.schema != TRACE_SCHEMA {
-        bail!(
-            "the trace probe answered schema {:?}, not {TRACE_SCHEMA}",
-            doc.schema
-        );
-    }
-    Ok(Ok((doc, pickled)))
 }
 
 /// The probe's pickle, bounded (a file the probe made in the agent's private folder).

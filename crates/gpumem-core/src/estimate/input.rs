@@ -196,6 +196,9 @@ pub struct EstimateInput {
     pub mm_item_values: Option<u64>,
     /// Exact tensors read from file headers.
     pub tensors: Option<TensorSummary>,
+    /// The model counted by its own code (the agent's transformers count): its
+    /// weights and KV lines replace the architecture's.
+    pub counted: Option<Counted>,
     /// Sequences processed together (the batch; also the training micro-batch).
     pub sequences: u64,
     /// Prompt (prefill) tokens per sequence; for training, the sequence length.
@@ -322,6 +325,7 @@ impl Default for EstimateInput {
             mm_item_tokens: None,
             mm_item_values: None,
             tensors: None,
+            counted: None,
             sequences: 1,
             context: None,
             generate: 0,

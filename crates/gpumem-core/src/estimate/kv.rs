@@ -100,6 +100,12 @@ pub(super) fn kv_cache(
             "prompt + generated tokens ({end}) exceed the static cache ({s})"
         ));
     }
+    // A model counted by its own code: its cache as it holds it.
+    if let Some(c) = &input.counted
+        && let Some(layers) = &c.cache
+    {
+        return super::counted::kv_cache(layers, &c.by, input, context, end, split, b);
+    }
     // KV heads are split across tp; when tp exceeds them each device keeps one head's
     // copy. MLA's latent is one "head": every tp rank keeps all of it.
     let kv_per_device = |bytes: u64| -> u64 {

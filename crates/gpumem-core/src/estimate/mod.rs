@@ -31,6 +31,7 @@ use crate::training::{
 };
 use crate::units::{Bytes, MIB, checked_product};
 
+mod counted;
 mod input;
 mod kv;
 mod line_key;
@@ -41,6 +42,7 @@ mod training;
 mod transients;
 mod weights;
 
+pub use counted::{Counted, CountedLayer, CountedMatrices, CountedVectors};
 pub use input::{EstimateInput, Fsdp, KvDims, Logits, Offload, Pipeline, TrainMode};
 pub use line_key::LineKey;
 pub use ranks::{
@@ -48,7 +50,8 @@ pub use ranks::{
     REDUCE_BUCKET_SIZE, SUB_GROUP_SIZE, summary as rank_summary,
 };
 use split::Split;
-pub(crate) use weights::{head_quantised, module_formats};
+pub(crate) use weights::head_quantised;
+pub use weights::module_formats;
 
 /// Side of the square matrices assumed in parameter-count mode to count a
 /// quantised format's per-group and per-channel overhead.

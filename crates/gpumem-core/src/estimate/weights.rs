@@ -27,7 +27,7 @@ fn format_for_bits(bits: u32) -> Result<StorageFormat, EstimateError> {
 
 /// The storage formats of the architecture mode, per role (the engine rules place
 /// tensors one by one in the same formats).
-pub(crate) fn module_formats(input: &EstimateInput) -> Result<ModuleFormats, EstimateError> {
+pub fn module_formats(input: &EstimateInput) -> Result<ModuleFormats, EstimateError> {
     let linear = match (input.format, input.bits) {
         (Some(f), _) => f,
         (None, Some(bits)) => format_for_bits(bits)?,
@@ -107,6 +107,9 @@ pub(super) fn weights(
     };
     if let Some(t) = &input.tensors {
         return imported_weights(t, input.arch.as_ref(), split, b);
+    }
+    if let Some(c) = &input.counted {
+        return super::counted::weights(c, input, split, b);
     }
     if let Some(a) = input.arch {
         let w = weight_breakdown(&a, input)?;

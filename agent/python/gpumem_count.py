@@ -1,0 +1,374 @@
+"""gpumem_count: a model's parameters, buffers and KV cache counted by its own code.
+
+`gpumem-agent estimate` runs this file in the user's Python when a config.json names a
+``model_type`` its own reader does not know (or when asked with ``--count-with
+transformers``). The request (JSON on standard input) carries the config; transformers
+builds the model from it on PyTorch's ``meta`` device, so no weight is read, downloaded
+or allocated, and no code beyond the installed transformers runs unless the user passed
+``--trust-remote-code``.
+
+What comes back (one JSON document on standard output):
+
+* every parameter, once (tied weights are one tensor), by the kind of module that holds
+  it (embeddings, attention, mlp, norms, lm_head, other): matrices by shape, vectors by
+  elements; every buffer by dtype (persistent or not: all are moved to the device with
+  the model);
+* the model's own cache after a forward of 1 and of 2 tokens (and, when a layer keeps a
+  sliding window, of window + 2 tokens), read layer by layer from the cache object
+  transformers returns (``DynamicCache`` and its layers: full, sliding-window,
+  linear-attention and hybrid): each layer's elements that grow with the tokens, those
+  that do not (a recurrent state), and where the growth stops (a sliding window).
+
+Output: ``{"ok": COUNT}``, ``{"unavailable": TEXT}`` (a package is missing, or
+transformers does not know the model_type) or ``{"error": TEXT}`` (one line).
+This file never touches a GPU.
+"""
+
+import json
+import sys
+import time
+
+MAX_REQUEST_CHARS = 32 << 20
+
+#: The document's schema name (the agent checks it).
+SCHEMA = "gpumem.count/v1"
+
+#: Deepest nesting followed inside a cache layer (its tensors sit in attributes, dicts of
+#: them, or lists).
+MAX_CACHE_DEPTH = 4
+
+DTYPES = {"bfloat16", "float16", "float32"}
+
+
+class Unavailable(Exception):
+    """A package the count needs is missing, or transformers cannot build the family."""
+
+
+def _import(name):
+    try:
+        return __import__(name)
+    except ImportError as e:
+        raise Unavailable(f"{name} is not importable by {sys.executable} ({e})") from e
+
+
+def _config(transformers, request):
+    config_dict = dict(request["config"])
+    trust = bool(request.get("trust_remote_code"))
+    model_type = config_dict.get("model_type")
+    if not model_type:
+        raise ValueError("config.json has no model_type")
+    # A quantised checkpoint's settings say how its weights are stored, not what the
+    # model holds; the count is of the model's tensors (the agent applies the format).
+    config_dict.pop("quantization_config", None)
+    if config_dict.get("auto_map") and not trust:
+        known = model_type in transformers.models.auto.configuration_auto.CONFIG_MAPPING
+        if not known:
+            raise Unavailable(
+                f"model_type {model_type!r} needs its repository's own code (auto_map); "
+                "pass --trust-remote-code to run it"
+            )
+    if trust and request.get("config_dir"):
+        return transformers.AutoConfig.from_pretrained(
+            request["config_dir"], trust_remote_code=True
+        )
+    config_dict.pop("model_type")
+    try:
+        return transformers.AutoConfig.for_model(model_type, **config_dict)
+    except (ValueError, KeyError) as e:
+        raise Unavailable(
+            f"transformers {transformers.__version__} does not know model_type {model_type!r}"
+        ) from e
+
+
+def build(torch, transformers, request):
+    """The model on the meta device: a causal LM where the family has one, else the
+    bare model (an encoder); which one is said in the answer."""
+    config = _config(transformers, request)
+    dtype = getattr(torch, request["dtype"])
+    trust = bool(request.get("trust_remote_code"))
+    last = None
+    for auto in ("AutoModelForCausalLM", "AutoModel"):
+        try:
+            with torch.device("meta"):
+                model = getattr(transformers, auto).from_config(
+                    config, dtype=dtype, trust_remote_code=trust
+                )
+            return model, config, auto
+        except ValueError as e:
+            # "Unrecognized configuration class … for this kind of AutoModel".
+            last = e
+    raise Unavailable(f"transformers builds no model from this config ({last})")
+
+
+def _kind(module_name, module, output_embeddings):
+    """The kind of module a parameter belongs to, from the module itself."""
+    import torch
+
+    if output_embeddings is not None and module is output_embeddings:
+        return "lm_head"
+    if isinstance(module, torch.nn.Embedding):
+        return "embeddings"
+    cls = type(module).__name__.lower()
+    if "norm" in cls:
+        return "norms"
+    parts = module_name.lower().split(".")
+    if any("attn" in p or "attention" in p or p in ("mixer", "linear_attn") for p in parts):
+        return "attention"
+    if any(p.isdigit() for p in parts):
+        return "mlp"
+    return "other"
+
+
+def count_tensors(model):
+    """Every parameter once (shared ones are one tensor) and every buffer, by kind and
+    dtype."""
+    output_embeddings = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    input_embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    seen = set()
+    matrices = {}
+    vectors = {}
+    total = 0
+    for mod_name, module in model.named_modules():
+        for _, p in module.named_parameters(recurse=False):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            kind = _kind(mod_name, module, output_embeddings)
+            n = p.numel()
+            total += n
+            # Matrices by shape apart from vectors (biases, norms' scales): a quantised
+            # format stores each matrix with its scales and keeps vectors in 16 bits.
+            if p.dim() >= 2:
+                banks = n // (p.shape[-2] * p.shape[-1]) if p.shape[-2] * p.shape[-1] else 0
+                row = matrices.setdefault((kind, p.shape[-2], p.shape[-1]), [0])
+                row[0] += banks
+            else:
+                row = vectors.setdefault(kind, [0, 0])
+                row[0] += 1
+                row[1] += n
+    buffers = {}
+    for _, b in model.named_buffers(remove_duplicate=True):
+        key = str(b.dtype).replace("torch.", "")
+        row = buffers.setdefault(key, [0, 0, 0])
+        row[0] += 1
+        row[1] += b.numel()
+        row[2] += b.numel() * b.element_size()
+    tied = (
+        output_embeddings is not None
+        and input_embeddings is not None
+        and getattr(output_embeddings, "weight", None) is not None
+        and output_embeddings.weight is getattr(input_embeddings, "weight", None)
+    )
+    return {
+        "parameters": total,
+        "matrices": [
+            {"kind": k, "banks": v[0], "rows": r, "cols": c}
+            for (k, r, c), v in sorted(matrices.items())
+        ],
+        "vectors": [
+            {"kind": k, "tensors": v[0], "elements": v[1]} for k, v in sorted(vectors.items())
+        ],
+        "buffers": [
+            {"dtype": d, "tensors": v[0], "elements": v[1], "bytes": v[2]}
+            for d, v in sorted(buffers.items())
+        ],
+        "tied_embeddings": bool(tied),
+    }
+
+
+def _answer_data_dependent(torch, notes):
+    """A dispatch mode for the forward on meta tensors: a value read back from a meta
+    tensor (``.item()``, ``.tolist()``, a copy to the CPU) has none, so it is answered
+    with zeros, and a split whose sizes were such an answer (an MoE's tokens per
+    expert) gives every row to its first part. Only the routing of tokens among
+    experts depends on these answers; the cache's shapes do not."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+    scalar = aten._local_scalar_dense.default
+    splits = (aten.split_with_sizes.default, aten.split_with_sizes_copy.default)
+
+    def meta(t):
+        return isinstance(t, torch.Tensor) and t.device.type == "meta"
+
+    class Answer(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            first = args[0] if args else None
+            if meta(first):
+                if func is scalar:
+                    notes.add("values read back from meta tensors answered as zeros (routing only)")
+                    if first.dtype == torch.bool:
+                        return True
+                    return 0.0 if first.dtype.is_floating_point else 0
+                device = kwargs.get("device")
+                if func is aten._to_copy.default and device is not None and torch.device(device).type != "meta":
+                    notes.add("values read back from meta tensors answered as zeros (routing only)")
+                    return torch.zeros(first.shape, dtype=kwargs.get("dtype") or first.dtype, device=device)
+                if func in splits:
+                    sizes = list(args[1])
+                    dim = args[2] if len(args) > 2 else kwargs.get("dim", 0)
+                    if sum(sizes) != first.shape[dim]:
+                        notes.add("tokens routed to the first expert on meta (the cache does not depend on it)")
+                        return func(first, [first.shape[dim]] + [0] * (len(sizes) - 1), dim)
+            return func(*args, **kwargs)
+
+    return Answer()
+
+
+def _cache_layers(cache):
+    """The per-layer objects of a cache transformers returned."""
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        return list(layers)
+    if isinstance(cache, (list, tuple)):
+        return list(cache)
+    raise ValueError(f"the model returned a cache of type {type(cache).__name__} with no layers")
+
+
+def _layer_elements(torch, layer):
+    """What a cache layer holds: [elements, bytes] of its key/value tensors and of its
+    other states, walking its attributes, dicts and lists; 0-d tensors (counters) are left
+    out."""
+    kv = [0, 0]
+    state = [0, 0]
+    stack = [(None, layer, 0)]
+    seen = set()
+    while stack:
+        name, x, depth = stack.pop()
+        if isinstance(x, torch.Tensor):
+            if x.dim() == 0 or id(x) in seen:
+                continue
+            seen.add(id(x))
+            slot = kv if name in ("keys", "values", "key_cache", "value_cache") else state
+            slot[0] += x.numel()
+            slot[1] += x.numel() * x.element_size()
+        elif depth < MAX_CACHE_DEPTH:
+            if isinstance(x, dict):
+                stack.extend((name, v, depth + 1) for v in x.values())
+            elif isinstance(x, (list, tuple)):
+                stack.extend((name, v, depth + 1) for v in x)
+            elif hasattr(x, "__dict__") and not isinstance(x, type):
+                stack.extend((k, v, depth + 1) for k, v in vars(x).items())
+    return kv, state
+
+
+def _forward_cache(torch, model, tokens, notes):
+    ids = torch.zeros((1, tokens), dtype=torch.long, device="meta")
+    with torch.no_grad(), _answer_data_dependent(torch, notes):
+        out = model(input_ids=ids, use_cache=True)
+    cache = getattr(out, "past_key_values", None)
+    if cache is None:
+        return None, []
+    layers = _cache_layers(cache)
+    windows = [getattr(layer, "sliding_window", None) for layer in layers]
+    return [_layer_elements(torch, layer) for layer in layers], windows
+
+
+def count_cache(torch, model, config, notes):
+    """The cache per layer: elements per token (keys and values), elements that stay
+    (states), and the tokens after which a layer stops growing (its window)."""
+    if getattr(config, "use_cache", True) is False:
+        config.use_cache = True
+    one, windows = _forward_cache(torch, model, 1, notes)
+    if one is None:
+        return None
+    two, _ = _forward_cache(torch, model, 2, notes)
+    layers = []
+    for (kv1, st1), (kv2, st2) in zip(one, two):
+        # Each figure as [elements, bytes]: what one more token adds, and what is there
+        # before the first (a state, or a fixed part).
+        kv_grow = [b - a for a, b in zip(kv1, kv2)]
+        st_grow = [b - a for a, b in zip(st1, st2)]
+        layers.append(
+            {
+                "kv_per_token": kv_grow,
+                "kv_fixed": [a - g for a, g in zip(kv1, kv_grow)],
+                "state_per_token": st_grow,
+                "state": [a - g for a, g in zip(st1, st_grow)],
+                "window": None,
+            }
+        )
+    widest = max((w for w in windows if isinstance(w, int) and w > 0), default=None)
+    if widest is not None:
+        # Past the widest window: a capped layer shows where it stops.
+        tokens = widest + 2
+        far, _ = _forward_cache(torch, model, tokens, notes)
+        for row, (kvf, _) in zip(layers, far):
+            if row["kv_per_token"][0] > 0:
+                grown = kvf[0] - row["kv_fixed"][0]
+                held = grown // row["kv_per_token"][0]
+                if held < tokens:
+                    row["window"] = held
+    return layers
+
+
+def count(request):
+    torch = _import("torch")
+    transformers = _import("transformers")
+    if request.get("dtype") not in DTYPES:
+        raise ValueError(f"dtype {request.get('dtype')!r}: bfloat16, float16 or float32")
+    started = time.monotonic()
+    notes = set()
+    model, config, auto = build(torch, transformers, request)
+    model.eval()
+    doc = {
+        "schema": SCHEMA,
+        "versions": {"torch": torch.__version__.split("+")[0], "transformers": transformers.__version__},
+        "model_class": type(model).__name__,
+        "auto_class": auto,
+        "model_type": getattr(config, "model_type", ""),
+    }
+    doc.update(count_tensors(model))
+    cache_error = None
+    layers = None
+    try:
+        layers = count_cache(torch, model, config, notes)
+    except Exception as e:  # noqa: BLE001 - the count stands without the cache
+        cache_error = _one_line(e)
+    doc["cache_layers"] = layers
+    doc["cache_error"] = cache_error
+    doc["notes"] = sorted(notes)
+    doc["wall_time_ms"] = int((time.monotonic() - started) * 1000)
+    return doc
+
+
+def _one_line(e):
+    text = f"{type(e).__name__}: {e}".splitlines()
+    return (text[0] if text else type(e).__name__)[:400]
+
+
+def _watchdog(deadline_s, parent_pid):
+    """Ends this process at its deadline, or as soon as the agent that started it is gone."""
+    import os
+    import threading
+
+    started = time.monotonic()
+
+    def watch():
+        while True:
+            time.sleep(0.25)
+            if deadline_s is not None and time.monotonic() - started > deadline_s:
+                os._exit(124)
+            if parent_pid is not None and os.getppid() != parent_pid:
+                os._exit(125)
+
+    threading.Thread(target=watch, name="gpumem-watchdog", daemon=True).start()
+
+
+def main():
+    try:
+        request = json.loads(sys.stdin.read(MAX_REQUEST_CHARS))
+        _watchdog(request.get("deadline_s"), request.get("parent_pid"))
+        result = {"ok": count(request)}
+    except Unavailable as e:
+        result = {"unavailable": str(e)}
+    except Exception as e:  # noqa: BLE001 - every failure is reported, none raised
+        result = {"error": _one_line(e)}
+    sys.stdout.write(json.dumps(result))
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,333 @@
+//! A model family the config reader does not know, counted by its own code:
+//! `estimate` runs the embedded probe (`agent/python/gpumem_count.py`) in a Python with
+//! torch and transformers, which builds the model from config.json on PyTorch's `meta`
+//! device (no weight read, no remote code unless `--trust-remote-code`) and reads every
+//! parameter and buffer from the modules and the KV cache from the cache object the
+//! model's own forward returns. The counts go to the estimator as its input's
+//! `counted` ([`to_counted`]), whose weights and KV lines (kind `traced`) then replace
+//! the reader's in every figure made from the input. The probe runs bounded as the trace does (`crate::trace::python`): a
+//! private folder, off the network and any GPU, killed with the agent or at a deadline,
+//! and refused before Python starts when the config asks for more layers or experts
+//! than a build on the CPU may make.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use gpumem_core::estimate::{Counted, CountedLayer, CountedMatrices, CountedVectors};
+use gpumem_core::format::Dtype;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::private::PrivateDir;
+use crate::trace::python::{Failure, check_config_cost, run_probe};
+
+/// The probe's source, embedded in the binary.
+pub const PROBE_SOURCE: &str = include_str!("../python/gpumem_count.py");
+
+/// The probe's answer's schema name.
+pub const COUNT_SCHEMA: &str = "gpumem.count/v1";
+
+/// A count that takes longer than this is stopped (a 671B MoE builds in seconds).
+const DEADLINE: Duration = Duration::from_secs(300);
+/// Longest answer read (one row per layer of the cache: kilobytes).
+const MAX_ANSWER_BYTES: u64 = 4 << 20;
+
+/// `--count-with`: who counts a model from its config.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CountWith {
+    /// transformers for a family the reader does not know, when a Python with it is
+    /// at hand; the reader otherwise.
+    #[default]
+    Auto,
+    /// transformers, whatever the family (an error when it cannot run).
+    Transformers,
+    /// The config reader alone.
+    Reader,
+}
+
+impl CountWith {
+    /// The flag's values.
+    pub const NAMES: [&'static str; 3] = ["auto", "transformers", "reader"];
+
+    /// From the flag's value (one of [`CountWith::NAMES`]).
+    pub fn parse(name: &str) -> Option<CountWith> {
+        match name {
+            "auto" => Some(CountWith::Auto),
+            "transformers" => Some(CountWith::Transformers),
+            "reader" => Some(CountWith::Reader),
+            _ => None,
+        }
+    }
+}
+
+/// Weight matrices of one kind and shape.
+#[derive(Debug, Clone, Deserialize)]
+pub struct MatrixRow {
+    /// `embeddings`, `attention`, `mlp`, `norms`, `lm_head` or `other`.
+    pub kind: String,
+    /// Matrices of this shape (an expert bank counts its experts).
+    pub banks: u64,
+    /// Rows.
+    pub rows: u64,
+    /// Columns.
+    pub cols: u64,
+}
+
+/// Vectors (biases, norms' scales) of one kind.
+#[derive(Debug, Clone, Deserialize)]
+pub struct VectorRow {
+    /// As [`MatrixRow::kind`].
+    pub kind: String,
+    /// Tensors.
+    pub tensors: u64,
+    /// Elements.
+    pub elements: u64,
+}
+
+/// Buffers of one dtype.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BufferRow {
+    /// Tensors.
+    pub tensors: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// One layer of the model's own cache, each figure `[elements, bytes]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CacheLayer {
+    /// Keys and values one more token adds.
+    pub kv_per_token: [u64; 2],
+    /// Keys and values there before the first token (none in a plain cache).
+    pub kv_fixed: [u64; 2],
+    /// Other state one more token adds (none seen so far).
+    pub state_per_token: [u64; 2],
+    /// Other state, constant in the tokens (a linear-attention or SSM layer's).
+    pub state: [u64; 2],
+    /// Tokens after which the layer stops growing (a sliding window), when it does.
+    pub window: Option<u64>,
+}
+
+/// The torch and transformers that built the model.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Versions {
+    /// torch's version.
+    pub torch: String,
+    /// transformers' version.
+    pub transformers: String,
+}
+
+/// The probe's answer.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Count {
+    /// [`COUNT_SCHEMA`].
+    pub schema: String,
+    /// Who built it.
+    pub versions: Versions,
+    /// transformers' class, e.g. `JetMoeForCausalLM`.
+    pub model_class: String,
+    /// `AutoModelForCausalLM` or `AutoModel`.
+    pub auto_class: String,
+    /// Every parameter once (tied ones once).
+    pub parameters: u64,
+    /// Parameter matrices by kind and shape.
+    pub matrices: Vec<MatrixRow>,
+    /// Parameter vectors by kind.
+    pub vectors: Vec<VectorRow>,
+    /// Buffers by dtype.
+    pub buffers: Vec<BufferRow>,
+    /// The output projection is the embedding table.
+    pub tied_embeddings: bool,
+    /// The cache per layer; `None` when the model returned none.
+    pub cache_layers: Option<Vec<CacheLayer>>,
+    /// Why the cache was not read, when its forward failed.
+    pub cache_error: Option<String>,
+    /// What the forward on meta tensors answered for itself.
+    pub notes: Vec<String>,
+    /// The probe's time, ms.
+    pub wall_time_ms: u64,
+}
+
+impl Count {
+    /// "transformers 5.23.0".
+    pub fn by(&self) -> String {
+        format!("transformers {}", self.versions.transformers)
+    }
+}
+
+/// The dtype names the probe takes (torch's); the count is built in the compute dtype
+/// so that states the model keeps in it are its size.
+fn torch_dtype(d: Dtype) -> &'static str {
+    match d {
+        Dtype::F16 => "float16",
+        Dtype::F32 => "float32",
+        _ => "bfloat16",
+    }
+}
+
+/// Runs the probe in `python` on `config` (the parsed config.json).
+pub fn count(
+    python: &OsString,
+    config: &Value,
+    compute: Dtype,
+    trust_remote_code: bool,
+    config_dir: Option<&Path>,
+) -> Result<std::result::Result<Count, Failure>> {
+    if let Err(why) = check_config_cost(config) {
+        return Ok(Err(Failure::Refused(why)));
+    }
+    let dir = PrivateDir::in_env_base("count").context("a folder for the count probe")?;
+    let script = dir.path().join("gpumem_count.py");
+    crate::private::write_new(&script, PROBE_SOURCE.as_bytes())?;
+    let mut request = serde_json::json!({
+        "config": config,
+        "dtype": torch_dtype(compute),
+        "trust_remote_code": trust_remote_code,
+        // The probe's own bounds: its deadline a little after the agent's.
+        "deadline_s": DEADLINE.as_secs().saturating_add(5),
+        "parent_pid": std::process::id(),
+    });
+    if let (true, Some(d)) = (trust_remote_code, config_dir) {
+        request["config_dir"] = Value::from(d.to_string_lossy().into_owned());
+    }
+    let request = serde_json::to_vec(&request)?;
+    let ok = match run_probe(
+        python,
+        &script,
+        request,
+        DEADLINE,
+        MAX_ANSWER_BYTES,
+        "count",
+    )? {
+        Ok(ok) => ok,
+        Err(f) => return Ok(Err(f)),
+    };
+    let count: Count = serde_json::from_value(ok).context("reading the count probe's answer")?;
+    if count.schema != COUNT_SCHEMA {
+        bail!(
+            "the count probe answered schema {:?}, not {COUNT_SCHEMA}",
+            count.schema
+        );
+    }
+    let mut sum = 0u64;
+    for m in &count.matrices {
+        let n = m
+            .banks
+            .checked_mul(m.rows)
+            .and_then(|x| x.checked_mul(m.cols))
+            .context("the counted parameters overflow")?;
+        sum = sum
+            .checked_add(n)
+            .context("the counted parameters overflow")?;
+    }
+    for v in &count.vectors {
+        sum = sum
+            .checked_add(v.elements)
+            .context("the counted parameters overflow")?;
+    }
+    if sum != count.parameters {
+        bail!(
+            "the count probe's rows add up to {sum} parameters, not the {} it counted",
+            count.parameters
+        );
+    }
+    Ok(Ok(count))
+}
+
+/// The count as the estimator takes it ([`gpumem_core::estimate::Counted`]): its
+/// weights and, when the cache was read, its KV lines replace the reader's.
+pub fn to_counted(c: &Count) -> Result<Counted> {
+    let cache = match &c.cache_layers {
+        None => None,
+        Some(layers) => Some(
+            layers
+                .iter()
+                .map(|l| {
+                    if l.state_per_token[0] > 0 {
+                        bail!("a cache layer whose state grows with the tokens beside its keys and values is not counted");
+                    }
+                    Ok(CountedLayer {
+                        kv_per_token: l.kv_per_token[0],
+                        kv_fixed: l.kv_fixed[0],
+                        state_bytes: l.state[1],
+                        window: l.window,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ),
+    };
+    Ok(Counted {
+        by: c.by(),
+        parameters: c.parameters,
+        matrices: c
+            .matrices
+            .iter()
+            .map(|m| CountedMatrices {
+                kind: m.kind.clone(),
+                banks: m.banks,
+                rows: m.rows,
+                cols: m.cols,
+            })
+            .collect(),
+        vectors: c
+            .vectors
+            .iter()
+            .map(|v| CountedVectors {
+                kind: v.kind.clone(),
+                tensors: v.tensors,
+                elements: v.elements,
+            })
+            .collect(),
+        buffer_bytes: c
+            .buffers
+            .iter()
+            .try_fold(0u64, |a, b| a.checked_add(b.bytes))
+            .context("the counted buffers overflow")?,
+        buffers: c.buffers.iter().map(|b| b.tensors).sum(),
+        cache,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn count_with_names_parse() {
+        for n in CountWith::NAMES {
+            assert!(CountWith::parse(n).is_some());
+        }
+        assert_eq!(
+            CountWith::parse("transformers"),
+            Some(CountWith::Transformers)
+        );
+        assert!(CountWith::parse("vllm").is_none());
+    }
+
+    #[test]
+    fn a_missing_python_is_unavailable_and_a_costly_config_refused_first() {
+        let got = count(
+            &OsString::from("/nonexistent/python3"),
+            &serde_json::json!({"model_type": "jetmoe", "num_hidden_layers": 2}),
+            Dtype::Bf16,
+            false,
+            None,
+        )
+        .unwrap();
+        assert!(
+            matches!(got, Err(Failure::Unavailable(ref w)) if w.contains("not found")),
+            "{got:?}"
+        );
+        let got = count(
+            &OsString::from("/nonexistent/python3"),
+            &serde_json::json!({"model_type": "jetmoe", "num_hidden_layers": 1u64 << 40}),
+            Dtype::Bf16,
+            false,
+            None,
+        )
+        .unwrap();
+        assert!(matches!(got, Err(Failure::Refused(_))), "{got:?}");
+    }
+}

@@ -1,0 +1,280 @@
+//! `estimate` on model families the config reader does not know, counted by
+//! transformers through the real (debug) binary with the torch venv's Python (CPU, no
+//! download, no GPU). The oracle is transformers itself, run here apart from the
+//! agent's probe: the parameters are `sum(p.numel())` of the model built on the meta
+//! device, and the KV cache per token is read from the cache of a real forward on the
+//! CPU of the same model cut to one layer (every layer of these families keeps the
+//! same cache), scaled to its layers. Without a Python, the answer is the reader's,
+//! with the line saying how to count it exactly.
+#![allow(clippy::disallowed_macros)] // the test harness captures test output
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn agent() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+}
+
+fn config(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/configs")
+        .join(name)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const CONTEXT: u64 = 1000;
+const GENERATE: u64 = 24;
+const SEQUENCES: u64 = 2;
+
+fn estimate(cfg: &Path, extra: &[&str]) -> (Output, serde_json::Value) {
+    let out = agent()
+        .arg("estimate")
+        .arg("--config")
+        .arg(cfg)
+        .args([
+            "--context",
+            &CONTEXT.to_string(),
+            "--generate",
+            &GENERATE.to_string(),
+            "--sequences",
+            &SEQUENCES.to_string(),
+            "--json",
+        ])
+        .args(extra)
+        .output()
+        .expect("agent runs");
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out, doc)
+}
+
+/// transformers' own figures for `cfg`: parameters of the model on the meta device,
+/// and KV bytes per token (bf16) from a real one-layer forward of 8 tokens on the CPU.
+fn oracle(python: &Path, cfg: &Path) -> (u64, u64) {
+    const ORACLE: &str = r#"
+import json, sys, torch, transformers
+d = json.load(open(sys.argv[1]))
+mt = d.pop("model_type")
+d = {k: v for k, v in d.items() if not k.startswith("_")}
+config = transformers.AutoConfig.for_model(mt, **d)
+with torch.device("meta"):
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+params = sum(p.numel() for p in model.parameters())
+layers = config.num_hidden_layers
+small = transformers.AutoConfig.for_model(mt, **{**d, "num_hidden_layers": 1, "vocab_size": 256})
+torch.manual_seed(0)
+tiny = transformers.AutoModelForCausalLM.from_config(small, dtype=torch.bfloat16).eval()
+tokens = 8
+with torch.no_grad():
+    out = tiny(input_ids=torch.randint(0, 256, (1, tokens)), use_cache=True)
+cache = out.past_key_values
+per_layer = [
+    (l.keys.numel() * l.keys.element_size() + l.values.numel() * l.values.element_size()) // tokens
+    for l in cache.layers
+]
+assert len(set(per_layer)) == 1, per_layer
+print(json.dumps({"parameters": params, "kv_per_token": per_layer[0] * layers}))
+"#;
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(ORACLE)
+        .arg(cfg)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "oracle: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("oracle JSON");
+    (
+        v["parameters"].as_u64().unwrap(),
+        v["kv_per_token"].as_u64().unwrap(),
+    )
+}
+
+fn line<'a>(doc: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
+    doc["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["key"] == key)
+}
+
+/// Each family: the reader's figures (unknown family) against the counted ones, which
+/// equal transformers' own.
+#[test]
+fn unknown_families_are_counted_exactly_by_transformers() {
+    let Some(python) = gpumem_e2e::torch_python("unknown_families_are_counted_exactly") else {
+        return;
+    };
+    for name in ["jetmoe.json", "persimmon.json", "stablelm.json"] {
+        let cfg = config(name);
+        let (params, kv_per_token) = oracle(&python, &cfg);
+        let (out, reader) = estimate(&cfg, &["--count-with", "reader"]);
+        assert!(out.status.success(), "{name}: {}", text(&out.stderr));
+        assert_eq!(reader["confidence"], "unknown family", "{name}");
+        let (out, doc) = estimate(&cfg, &["--python", python.to_str().unwrap()]);
+        assert!(out.status.success(), "{name}: {}", text(&out.stderr));
+        let confidence = doc["confidence"].as_str().unwrap();
+        assert!(
+            confidence.starts_with("counted by transformers ")
+                && confidence.ends_with("(model built on the meta device)"),
+            "{name}: {confidence}"
+        );
+        eprintln!(
+            "{name}: reader {} parameters, KV {} B; transformers {params} parameters, KV {} B",
+            reader["parameters"],
+            reader["kv_cache_bytes"],
+            kv_per_token * (CONTEXT + GENERATE) * SEQUENCES
+        );
+        assert_eq!(doc["parameters"].as_u64(), Some(params), "{name}");
+        // bf16 throughout: two bytes a parameter, plus the model's buffers.
+        let weights = doc["weights_bytes"].as_u64().unwrap();
+        assert!(
+            weights >= 2 * params && weights - 2 * params < 1 << 20,
+            "{name}: {weights} B for {params} parameters"
+        );
+        let kv = line(&doc, "kv_cache").expect("a KV line");
+        assert_eq!(kv["kind"], "traced", "{name}");
+        assert_eq!(
+            kv["bytes"].as_u64(),
+            Some(kv_per_token * (CONTEXT + GENERATE) * SEQUENCES),
+            "{name}"
+        );
+        assert_eq!(
+            line(&doc, "kv_cache.prefill").unwrap()["bytes"].as_u64(),
+            Some(kv_per_token * CONTEXT * SEQUENCES),
+            "{name}"
+        );
+        for l in doc["lines"].as_array().unwrap() {
+            if l["group"] == "weights" {
+                assert_eq!(l["kind"], "traced", "{name}: {l}");
+            }
+        }
+        // The reader was wrong on each of these (that is why they are here).
+        assert!(
+            reader["parameters"].as_u64() != Some(params)
+                || reader["kv_cache_bytes"] != doc["kv_cache_bytes"],
+            "{name}: the reader was right: pick a family it gets wrong"
+        );
+    }
+}
+
+/// An fp8 KV cache and a 4-bit format are applied to the counted tensors.
+#[test]
+fn the_counted_model_takes_the_formats_given() {
+    let Some(python) = gpumem_e2e::torch_python("the_counted_model_takes_the_formats_given") else {
+        return;
+    };
+    let cfg = config("persimmon.json");
+    let py = python.to_str().unwrap();
+    let (_, bf16) = estimate(&cfg, &["--python", py]);
+    let (out, small) = estimate(
+        &cfg,
+        &[
+            "--python",
+            py,
+            "--kv-dtype",
+            "fp8",
+            "--format",
+            "awq-4-g128",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        small["kv_cache_bytes"].as_u64().unwrap() * 2,
+        bf16["kv_cache_bytes"].as_u64().unwrap()
+    );
+    let w = small["weights_bytes"].as_u64().unwrap();
+    let full = bf16["weights_bytes"].as_u64().unwrap();
+    // 4-bit linears with their scales: between a quarter and a half of bf16's bytes.
+    assert!(w > full / 4 && w < full / 2, "{w} of {full}");
+    assert_eq!(small["parameters"], bf16["parameters"]);
+}
+
+/// Without a Python that can count, the reader's answer stands, unchanged, with the
+/// line saying how to count it exactly; asked for, the count's absence is an error.
+#[test]
+fn without_python_the_answer_is_the_readers_with_the_hint() {
+    let cfg = config("jetmoe.json");
+    let (out, reader) = estimate(&cfg, &["--count-with", "reader"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (out, doc) = estimate(&cfg, &["--python", "/nonexistent/python3"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(doc["confidence"], "unknown family");
+    for k in [
+        "parameters",
+        "weights_bytes",
+        "kv_cache_bytes",
+        "total_bytes",
+    ] {
+        assert_eq!(doc[k], reader[k], "{k}");
+    }
+    let warnings: Vec<&str> = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("not counted exactly here")
+                && w.contains("/nonexistent/python3 was not found")
+                && w.contains("--python PATH")),
+        "{warnings:#?}"
+    );
+    // The reader's own doubts stay where nothing else counted.
+    assert!(
+        warnings.iter().any(|w| w.contains("generic decoder rules")),
+        "{warnings:#?}"
+    );
+    let (out, _) = estimate(
+        &cfg,
+        &[
+            "--python",
+            "/nonexistent/python3",
+            "--count-with",
+            "transformers",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("cannot count with transformers here") && err.lines().count() == 1,
+        "{err}"
+    );
+}
+
+/// A repository's own code runs only when the user says so.
+#[test]
+fn remote_code_is_not_run_unless_asked() {
+    let Some(python) = gpumem_e2e::torch_python("remote_code_is_not_run_unless_asked") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("gpumem-count-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("config.json");
+    std::fs::write(
+        &cfg,
+        r#"{"model_type": "acme_lm", "auto_map": {"AutoConfig": "configuration_acme.AcmeConfig"},
+            "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 128, "vocab_size": 256}"#,
+    )
+    .unwrap();
+    let (out, _) = estimate(
+        &cfg,
+        &[
+            "--python",
+            python.to_str().unwrap(),
+            "--count-with",
+            "transformers",
+        ],
+    );
+    let err = text(&out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--trust-remote-code"), "{err}");
+    assert!(!err.contains("Traceback"), "{err}");
+}
