@@ -269,7 +269,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     };
     if known.is_none() {
         out.warnings.push(format!(
-            "model_type {mt} is read with the generic decoder rules (a Llama-style decoder: gated MLP, RMSNorm, no biases, tied embeddings unless said): tensors it adds beyond them are not counted"
+            "model_type {mt} is read with the generic decoder rules (a Llama-style decoder: gated MLP, RMSNorm, no biases, tied embeddings unless said): tensors it adds beyond them are not counted; gpumem-agent counts it exactly, weights and KV cache, with transformers' own code (`gpumem-agent estimate --config config.json`, given a Python with torch and transformers)"
         ));
     } else if !f.modelled {
         out.warnings.push(format!(

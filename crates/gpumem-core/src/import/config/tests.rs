@@ -570,7 +570,9 @@ fn every_key_is_read_known_inert_or_named_and_confidence_says_so() {
     assert_eq!(c.confidence, "unknown family");
     let w = field(&c, "brand_new").unwrap();
     assert!(
-        w.contains("generic decoder rules") && w.contains("Llama-style"),
+        w.contains("generic decoder rules")
+            && w.contains("Llama-style")
+            && w.contains("gpumem-agent counts it exactly"),
         "{w}"
     );
     // A nested config: unread keys at both levels are named.

@@ -1,0 +1,155 @@
+"""The count probe (`gpumem_count.py`): tiny models built on the meta device, their
+counts checked against the same models built for real on the CPU (parameters summed,
+the cache of a real forward read tensor by tensor).
+
+Run: $GPUMEM_TOOLS/torch-venv/bin/python -m unittest discover -s agent/python/tests -v
+"""
+
+import importlib.util
+import io
+import json
+import os
+import sys
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import gpumem_count as gc  # noqa: E402
+
+HAVE_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+
+TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 128,
+}
+
+
+def _request(config, dtype="float32"):
+    return {"config": config, "dtype": dtype}
+
+
+def _real(config, dtype="float32"):
+    """The same model built on the CPU with random weights, and its cache after a real
+    forward of `tokens` tokens: [(kv elements, other state elements)] per layer."""
+    import torch
+    import transformers
+
+    d = dict(config)
+    mt = d.pop("model_type")
+    model = transformers.AutoModelForCausalLM.from_config(
+        transformers.AutoConfig.for_model(mt, **d), dtype=getattr(torch, dtype)
+    ).eval()
+
+    def cache(tokens):
+        with torch.no_grad():
+            out = model(input_ids=torch.randint(0, 128, (1, tokens)), use_cache=True)
+        return [gc._layer_elements(torch, layer) for layer in out.past_key_values.layers]
+
+    return model, cache
+
+
+@unittest.skipUnless(HAVE_TRANSFORMERS, "transformers is not importable")
+class Counts(unittest.TestCase):
+    def test_parameters_are_every_parameter_once(self):
+        doc = gc.count(_request({"model_type": "llama", **TINY, "tie_word_embeddings": True}))
+        model, _ = _real({"model_type": "llama", **TINY, "tie_word_embeddings": True})
+        self.assertEqual(doc["parameters"], sum(p.numel() for p in model.parameters()))
+        self.assertTrue(doc["tied_embeddings"])
+        kinds = {m["kind"] for m in doc["matrices"]}
+        self.assertEqual(kinds, {"embeddings", "attention", "mlp"}, "tied: no lm_head row")
+        self.assertEqual(
+            sum(m["banks"] * m["rows"] * m["cols"] for m in doc["matrices"])
+            + sum(v["elements"] for v in doc["vectors"]),
+            doc["parameters"],
+        )
+        # Norms: 2 per layer and the final one, 64 each.
+        norms = [v for v in doc["vectors"] if v["kind"] == "norms"]
+        self.assertEqual(norms[0]["elements"], (2 * 4 + 1) * 64)
+        untied = gc.count(_request({"model_type": "llama", **TINY, "tie_word_embeddings": False}))
+        self.assertFalse(untied["tied_embeddings"])
+        self.assertEqual(untied["parameters"], doc["parameters"] + 128 * 64)
+
+    def test_the_cache_is_the_models_own(self):
+        doc = gc.count(_request({"model_type": "llama", **TINY}))
+        _, cache = _real({"model_type": "llama", **TINY})
+        real = cache(5)
+        self.assertEqual(len(doc["cache_layers"]), 4)
+        for row, (kv, state) in zip(doc["cache_layers"], real):
+            # fp32: 4 B a value; 2 KV heads × 16 head dim × (K, V) a token.
+            self.assertEqual(row["kv_per_token"], [2 * 2 * 16, 2 * 2 * 16 * 4])
+            self.assertEqual(row["kv_per_token"][0] * 5, kv[0])
+            self.assertEqual(row["kv_fixed"], [0, 0])
+            self.assertEqual(row["state"], [0, 0])
+            self.assertIsNone(row["window"])
+
+    def test_a_sliding_window_is_read_past_it(self):
+        config = {
+            "model_type": "gemma3_text",
+            **TINY,
+            "head_dim": 16,
+            "sliding_window": 6,
+            "layer_types": ["sliding_attention", "full_attention"] * 2,
+        }
+        doc = gc.count(_request(config))
+        _, cache = _real(config)
+        far = cache(20)
+        for row, (kv, _) in zip(doc["cache_layers"], far):
+            held = row["window"] if row["window"] is not None else 20
+            self.assertEqual(row["kv_per_token"][0] * held + row["kv_fixed"][0], kv[0], row)
+        self.assertEqual([r["window"] is not None for r in doc["cache_layers"]], [True, False] * 2)
+
+    def test_a_linear_attention_layer_keeps_a_state(self):
+        config = {
+            "model_type": "qwen3_next",
+            **TINY,
+            "head_dim": 16,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 32,
+            "linear_num_key_heads": 2,
+            "linear_num_value_heads": 4,
+            "linear_key_head_dim": 16,
+            "linear_value_head_dim": 16,
+            "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        }
+        # bf16: the experts' grouped matmul takes no other type.
+        doc = gc.count(_request(config, dtype="bfloat16"))
+        self.assertIsNone(doc["cache_error"])
+        rows = doc["cache_layers"]
+        self.assertEqual([r["kv_per_token"][0] > 0 for r in rows], [False, False, False, True])
+        self.assertEqual([r["state"][0] > 0 for r in rows], [True, True, True, False])
+        _, cache = _real(config, dtype="bfloat16")
+        real = cache(3)
+        for row, (kv, state) in zip(rows, real):
+            self.assertEqual(row["state"], state)
+            self.assertEqual(row["kv_per_token"][0] * 3, kv[0])
+
+    def test_an_unknown_model_type_is_unavailable_and_failures_are_one_line(self):
+        def answer(request):
+            out = io.StringIO()
+            with mock.patch.object(sys, "stdin", io.StringIO(json.dumps(request))), mock.patch.object(
+                sys, "stdout", out
+            ):
+                gc.main()
+            return json.loads(out.getvalue())
+
+        got = answer(_request({"model_type": "no_such_family", **TINY}))
+        self.assertIn("does not know model_type 'no_such_family'", got["unavailable"])
+        got = answer(_request({"model_type": "acme", "auto_map": {"AutoConfig": "x.Y"}, **TINY}))
+        self.assertIn("--trust-remote-code", got["unavailable"])
+        got = answer(_request({"model_type": "llama", **TINY}, dtype="int8"))
+        self.assertIn("error", got)
+        self.assertNotIn("\n", got["error"])
+        got = answer(_request({**TINY}))
+        self.assertEqual(got, {"error": "ValueError: config.json has no model_type"})
+
+
+if __name__ == "__main__":
+    unittest.main()
