@@ -201,6 +201,9 @@ pub fn run(args: Args) -> Result<Exit> {
     // Step 1: gather every input (files are read, headers only), then validate once.
     let mut pairs: Vec<(String, String)> = Vec::new();
     let mut imported: Option<config::ImportedConfig> = None;
+    // The config reader's refusal of a config that names a model_type, kept for the
+    // count with transformers to answer instead (`--count-with`).
+    let mut refused: Option<String> = None;
     // config.json's text, for `--trace`.
     let mut config_text: Option<String> = None;
     // --model: the Hub gives the config text and the tensors; both then take the
@@ -245,10 +248,17 @@ pub fn run(args: Args) -> Result<Exit> {
                 found.requests
             );
             if let (Some(text), None) = (&found.config, &args.config) {
-                let c = config::parse_config(text)
-                    .with_context(|| format!("reading {model}'s config.json"))?;
-                pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
-                imported = Some(c);
+                match read_config(
+                    text,
+                    &format!("reading {model}'s config.json"),
+                    args.count_with,
+                )? {
+                    Ok(c) => {
+                        pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
+                        imported = Some(c);
+                    }
+                    Err(why) => refused = Some(why),
+                }
                 config_text = Some(text.clone());
             }
             hub_tensors = Some(found.tensors);
@@ -257,10 +267,17 @@ pub fn run(args: Args) -> Result<Exit> {
     }
     if let Some(path) = &args.config {
         let text = crate::private::read_to_string_bounded(path, config::MAX_CONFIG_BYTES)?;
-        let c =
-            config::parse_config(&text).with_context(|| format!("reading {}", path.display()))?;
-        pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
-        imported = Some(c);
+        match read_config(
+            &text,
+            &format!("reading {}", path.display()),
+            args.count_with,
+        )? {
+            Ok(c) => {
+                pairs.extend(c.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
+                imported = Some(c);
+            }
+            Err(why) => refused = Some(why),
+        }
         config_text = Some(text);
     }
     // A GGUF file alone gives the KV line its shape from the header's metadata (the
@@ -302,10 +319,27 @@ pub fn run(args: Args) -> Result<Exit> {
     input.tensors = summary;
     // A family the reader does not know (or any, when asked): counted by transformers,
     // whose figures the estimator then takes for the reader's.
-    let counted = match (imported.as_mut(), &config_text) {
-        (Some(c), Some(text)) => match count_family(&args, c, text, &input)? {
+    let mut confidence: Option<String> = None;
+    let counted = match (imported.as_mut(), &config_text, &refused) {
+        (Some(c), Some(text), _) => match count_family(&args, c, text, &input)? {
             Ok(counted) => counted,
             Err(exit) => return Ok(exit),
+        },
+        // The reader refused it: the count answers, or the refusal stands.
+        (None, Some(text), Some(why)) => match run_count(&args, text, &input)? {
+            Ok(counted) => {
+                confidence = Some(format!(
+                    "counted by {} (model built on the meta device); the config reader cannot read it ({why})",
+                    counted.by()
+                ));
+                Some(counted)
+            }
+            Err((reason, true)) => anyhow::bail!(
+                "{why}; gpumem-agent counts it with transformers' own code, given --python PATH to a Python with torch and transformers (here: {reason})"
+            ),
+            Err((reason, false)) => {
+                anyhow::bail!("{why}; and transformers could not count it: {reason}")
+            }
         },
         _ => None,
     };
@@ -344,6 +378,10 @@ pub fn run(args: Args) -> Result<Exit> {
     }
     if let Some(c) = &counted {
         describe_count(&args, c, &input, &mut est);
+    }
+    if let Some(c) = &confidence {
+        est.assumptions
+            .push(format!("config.json: confidence: {c}"));
     }
     // What the config reader assumed and could not model belongs with the figures.
     if let Some(c) = &imported {
@@ -434,7 +472,10 @@ pub fn run(args: Args) -> Result<Exit> {
                 .map(|(k, v)| (k.to_string(), v))
                 .collect(),
             estimate: est,
-            confidence: imported.as_ref().map(|c| c.confidence.clone()),
+            confidence: imported
+                .as_ref()
+                .map(|c| c.confidence.clone())
+                .or(confidence),
             fit,
             engine: engine.engine,
             engine_per_card: engine.engine_per_card,
@@ -469,6 +510,61 @@ pub fn run(args: Args) -> Result<Exit> {
     Ok(verdict_exit(&answer))
 }
 
+/// The config reader's reading of config.json; a refusal of a config that names a
+/// model_type comes back as its reason when the count may answer instead
+/// (`--count-with` other than `reader`), else as the error it was.
+fn read_config(
+    text: &str,
+    what: &str,
+    count_with: crate::count::CountWith,
+) -> Result<std::result::Result<config::ImportedConfig, String>> {
+    match config::parse_config(text) {
+        Ok(c) => Ok(Ok(c)),
+        Err(e) => {
+            let named = serde_json::from_str::<serde_json::Value>(text)
+                .ok()
+                .is_some_and(|v| v.get("model_type").is_some_and(|m| m.is_string()));
+            if named && count_with != crate::count::CountWith::Reader {
+                Ok(Err(format!("{what}: {e}")))
+            } else {
+                Err(anyhow::Error::new(e).context(what.to_string()))
+            }
+        }
+    }
+}
+
+/// Runs the count of config.json in `--python`; a failure comes back as a one-line
+/// reason, and whether it is that no Python could count here.
+fn run_count(
+    args: &Args,
+    text: &str,
+    input: &gpumem_core::estimate::EstimateInput,
+) -> Result<std::result::Result<crate::count::Count, (String, bool)>> {
+    use crate::trace::python::Failure;
+    let config: serde_json::Value =
+        serde_json::from_str(text).context("reading config.json for the count")?;
+    let python = args
+        .python
+        .clone()
+        .unwrap_or_else(|| std::ffi::OsString::from("python3"));
+    let config_dir = args
+        .config
+        .as_deref()
+        .map(|p| p.parent().unwrap_or(Path::new(".")).to_path_buf());
+    let got = crate::count::count(
+        &python,
+        &config,
+        input.compute_dtype,
+        args.trust_remote_code,
+        config_dir.as_deref(),
+    )?;
+    Ok(got.map_err(|f| match f {
+        Failure::Unavailable(why) => (why, true),
+        Failure::Failed(why) => (format!("the count failed: {why}"), false),
+        Failure::Refused(why) => (format!("not counted: {why}"), false),
+    }))
+}
+
 /// Counts the model of config.json with transformers when `--count-with` asks for it
 /// (or, by default, when the reader does not know its family); the estimator then
 /// takes its weights and KV figures (`EstimateInput::counted`). Without a Python that
@@ -480,46 +576,34 @@ fn count_family(
     text: &str,
     input: &gpumem_core::estimate::EstimateInput,
 ) -> Result<std::result::Result<Option<crate::count::Count>, Exit>> {
-    use crate::count::{CountWith, count};
-    use crate::trace::python::Failure;
-    const UNKNOWN: &str = "unknown family";
+    use crate::count::CountWith;
+    // A family the reader does not know, or knows by name only and reads with its
+    // generic rules (GPT-J, OPT, BLOOM, …): tensors beyond those rules go uncounted.
+    let generic = c.confidence == "unknown family"
+        || c.warnings
+            .iter()
+            .any(|w| w.contains("is read with the generic decoder rules"));
     let asked = args.count_with == CountWith::Transformers;
-    if !(asked || args.count_with == CountWith::Auto && c.confidence == UNKNOWN) {
+    if !(asked || args.count_with == CountWith::Auto && generic) {
         return Ok(Ok(None));
     }
-    let config: serde_json::Value =
-        serde_json::from_str(text).context("reading config.json for the count")?;
-    let python = args
-        .python
-        .clone()
-        .unwrap_or_else(|| std::ffi::OsString::from("python3"));
-    let config_dir = args
-        .config
-        .as_deref()
-        .map(|p| p.parent().unwrap_or(Path::new(".")).to_path_buf());
-    let got = count(
-        &python,
-        &config,
-        input.compute_dtype,
-        args.trust_remote_code,
-        config_dir.as_deref(),
-    )?;
-    let counted = match got {
+    let counted = match run_count(args, text, input)? {
         Ok(counted) => counted,
-        Err(f) => {
+        Err((why, unavailable)) => {
             if asked {
-                crate::out::errln!("gpumem-agent: cannot count with transformers here: {f}");
+                crate::out::errln!("gpumem-agent: cannot count with transformers here: {why}");
                 return Ok(Err(Exit::Unavailable));
             }
-            c.warnings.push(match f {
-                Failure::Unavailable(why) => format!(
+            c.warnings.push(if unavailable {
+                format!(
                     "model_type {} is not counted exactly here ({why}): gpumem-agent counts it exactly with transformers' own code, given --python PATH to a Python with torch and transformers",
                     c.model_type
-                ),
-                other => format!(
-                    "model_type {} is not counted exactly: transformers could not count it ({other})",
+                )
+            } else {
+                format!(
+                    "model_type {} is not counted exactly: transformers could not count it ({why})",
                     c.model_type
-                ),
+                )
             });
             return Ok(Ok(None));
         }
@@ -578,7 +662,7 @@ fn describe_count(
         .extend(counted.notes.iter().map(|n| format!("count: {n}")));
     if input.train != gpumem_core::estimate::TrainMode::None {
         est.warnings.push(format!(
-            "the training lines (gradients, optimizer states, activations) follow the config reader's shape of this model, not the {} parameters counted",
+            "gradients and optimizer states are of the {} parameters counted; the activations (and LoRA's adapters) follow the config reader's shape of this model",
             group_digits(counted.parameters)
         ));
     }

@@ -278,3 +278,42 @@ fn remote_code_is_not_run_unless_asked() {
     assert!(err.contains("--trust-remote-code"), "{err}");
     assert!(!err.contains("Traceback"), "{err}");
 }
+
+/// A config the reader refuses (MPT: `n_layers`, `n_heads`, `d_model`, keys it does not take)
+/// is answered by the count where a Python can count it, and refused naming both
+/// reasons where none can.
+#[test]
+fn a_config_the_reader_refuses_is_counted() {
+    let cfg = config("mpt.json");
+    let (out, _) = estimate(&cfg, &["--count-with", "reader"]);
+    assert_eq!(out.status.code(), Some(2));
+    let reader_err = text(&out.stderr);
+    assert!(
+        reader_err.contains("missing num_hidden_layers"),
+        "{reader_err}"
+    );
+    let (out, _) = estimate(&cfg, &["--python", "/nonexistent/python3"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("missing num_hidden_layers") && err.contains("--python PATH"),
+        "{err}"
+    );
+    let Some(python) = gpumem_e2e::torch_python("a_config_the_reader_refuses_is_counted") else {
+        return;
+    };
+    let (params, kv_per_token) = oracle(&python, &cfg);
+    let (out, doc) = estimate(&cfg, &["--python", python.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let confidence = doc["confidence"].as_str().unwrap();
+    assert!(
+        confidence.starts_with("counted by transformers ")
+            && confidence.contains("the config reader cannot read it"),
+        "{confidence}"
+    );
+    assert_eq!(doc["parameters"].as_u64(), Some(params));
+    assert_eq!(
+        doc["kv_cache_bytes"].as_u64(),
+        Some(kv_per_token * (CONTEXT + GENERATE) * SEQUENCES)
+    );
+}

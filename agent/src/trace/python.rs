@@ -304,8 +304,9 @@ pub fn check_config_cost(config: &Value) -> std::result::Result<(), String> {
             return Ok(());
         };
         let count = |keys: &[&'static str]| {
+            // A key set to null names no count (no experts).
             keys.iter()
-                .filter_map(|k| map.get(*k).map(|x| (*k, x)))
+                .filter_map(|k| map.get(*k).filter(|x| !x.is_null()).map(|x| (*k, x)))
                 .map(|(k, x)| (k, x.as_u64().unwrap_or(u64::MAX)))
                 .max_by_key(|(_, n)| *n)
         };
@@ -622,6 +623,10 @@ mod tests {
         assert!(e.contains("above the 1024 layers"), "{e}");
         // A layer count that is not a number is refused too (Python would read it).
         assert!(cfg(serde_json::json!({"n_layer": "1e12"})).is_err());
+        // A count set to null is none.
+        assert!(
+            cfg(serde_json::json!({"num_hidden_layers": 62, "n_routed_experts": null})).is_ok()
+        );
         // Nested (a multimodal config's text model).
         let e = cfg(serde_json::json!({"text_config": {"num_layers": 100000}})).unwrap_err();
         assert!(e.contains("num_layers"), "{e}");

@@ -22,6 +22,16 @@ pub(super) fn kv_cache(
     if input.arch.is_some_and(|a| a.encoder) {
         return encoder_no_cache(input, context, b);
     }
+    let end = context
+        .checked_add(input.generate)
+        .ok_or(EstimateError::Overflow { what: "tokens" })?;
+    // A model counted by its own code: its cache as it holds it (no shape needed).
+    if let Some(c) = &input.counted
+        && let Some(layers) = &c.cache
+    {
+        position_warnings(input, end, b);
+        return super::counted::kv_cache(layers, &c.by, input, context, end, split, b);
+    }
     let dims = match (input.arch, input.kv_only) {
         (Some(a), _) => Some((
             a.layers,
@@ -77,35 +87,7 @@ pub(super) fn kv_cache(
             None => None,
         },
     };
-    let end = context
-        .checked_add(input.generate)
-        .ok_or(EstimateError::Overflow { what: "tokens" })?;
-    // Past what the model serves: its RoPE scaling's reach, else its trained positions.
-    match (input.rope_positions, input.max_position) {
-        (Some(r), _) if end > r => b.warnings.push(format!(
-            "{end} tokens per sequence exceed the {r} positions the config's RoPE scaling reaches"
-        )),
-        (None, Some(max)) if end > max => b.warnings.push(format!(
-            "{end} tokens per sequence exceed the {max} positions it was trained for (no RoPE scaling beyond them)"
-        )),
-        (Some(r), Some(max)) if end > max => b.assumptions.push(format!(
-            "{end} tokens per sequence: past the {max} trained positions, within the {r} the RoPE scaling reaches"
-        )),
-        _ => {}
-    }
-    if let Some(s) = input.static_cache
-        && end > s
-    {
-        b.warnings.push(format!(
-            "prompt + generated tokens ({end}) exceed the static cache ({s})"
-        ));
-    }
-    // A model counted by its own code: its cache as it holds it.
-    if let Some(c) = &input.counted
-        && let Some(layers) = &c.cache
-    {
-        return super::counted::kv_cache(layers, &c.by, input, context, end, split, b);
-    }
+    position_warnings(input, end, b);
     // KV heads are split across tp; when tp exceeds them each device keeps one head's
     // copy. MLA's latent is one "head": every tp rank keeps all of it.
     let kv_per_device = |bytes: u64| -> u64 {
@@ -286,4 +268,28 @@ fn encoder_no_cache(
     b.assumptions
         .push("an encoder keeps no KV cache: kv_cache_bytes is 0".into());
     Ok(())
+}
+
+/// Past what the model serves (its RoPE scaling's reach, else its trained positions),
+/// or past a static cache: said beside the KV lines.
+fn position_warnings(input: &EstimateInput, end: u64, b: &mut Builder) {
+    match (input.rope_positions, input.max_position) {
+        (Some(r), _) if end > r => b.warnings.push(format!(
+            "{end} tokens per sequence exceed the {r} positions the config's RoPE scaling reaches"
+        )),
+        (None, Some(max)) if end > max => b.warnings.push(format!(
+            "{end} tokens per sequence exceed the {max} positions it was trained for (no RoPE scaling beyond them)"
+        )),
+        (Some(r), Some(max)) if end > max => b.assumptions.push(format!(
+            "{end} tokens per sequence: past the {max} trained positions, within the {r} the RoPE scaling reaches"
+        )),
+        _ => {}
+    }
+    if let Some(s) = input.static_cache
+        && end > s
+    {
+        b.warnings.push(format!(
+            "prompt + generated tokens ({end}) exceed the static cache ({s})"
+        ));
+    }
 }

@@ -273,7 +273,7 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         ));
     } else if !f.modelled {
         out.warnings.push(format!(
-            "model_type {mt} is read with the generic decoder rules: tensors it adds beyond them are not counted"
+            "model_type {mt} is read with the generic decoder rules: tensors it adds beyond them are not counted; gpumem-agent counts it exactly, weights and KV cache, with transformers' own code (`gpumem-agent estimate --config config.json`, given a Python with torch and transformers)"
         ));
     }
     // Every key set and never read is named: with its known effect, or as unknown.
