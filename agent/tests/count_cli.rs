@@ -247,7 +247,8 @@ fn without_python_the_answer_is_the_readers_with_the_hint() {
     );
 }
 
-/// A repository's own code runs only when the user says so.
+/// A repository's own code runs only when the user says so; allowed, it is built and
+/// counted like any family.
 #[test]
 fn remote_code_is_not_run_unless_asked() {
     let Some(python) = gpumem_e2e::torch_python("remote_code_is_not_run_unless_asked") else {
@@ -258,25 +259,62 @@ fn remote_code_is_not_run_unless_asked() {
     let cfg = dir.join("config.json");
     std::fs::write(
         &cfg,
-        r#"{"model_type": "acme_lm", "auto_map": {"AutoConfig": "configuration_acme.AcmeConfig"},
+        r#"{"model_type": "acme_lm",
+            "auto_map": {"AutoConfig": "configuration_acme.AcmeConfig",
+                         "AutoModelForCausalLM": "modeling_acme.AcmeForCausalLM"},
             "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "intermediate_size": 128, "vocab_size": 256}"#,
+            "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256,
+            "tie_word_embeddings": false}"#,
     )
     .unwrap();
-    let (out, _) = estimate(
-        &cfg,
-        &[
-            "--python",
-            python.to_str().unwrap(),
-            "--count-with",
-            "transformers",
-        ],
-    );
+    // The repository's code: a Llama under another name.
+    std::fs::write(
+        dir.join("configuration_acme.py"),
+        "from transformers import LlamaConfig\n\nclass AcmeConfig(LlamaConfig):\n    model_type = \"acme_lm\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("modeling_acme.py"),
+        "from transformers import LlamaForCausalLM\nfrom .configuration_acme import AcmeConfig\n\nclass AcmeForCausalLM(LlamaForCausalLM):\n    config_class = AcmeConfig\n",
+    )
+    .unwrap();
+    let py = python.to_str().unwrap();
+    let (out, _) = estimate(&cfg, &["--python", py, "--count-with", "transformers"]);
     let err = text(&out.stderr);
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--trust-remote-code"), "{err}");
     assert!(!err.contains("Traceback"), "{err}");
+    // transformers copies the repository's modules under HF_HOME: a folder of the test's.
+    let out = agent()
+        .arg("estimate")
+        .arg("--config")
+        .arg(&cfg)
+        .args([
+            "--context",
+            "100",
+            "--json",
+            "--python",
+            py,
+            "--trust-remote-code",
+        ])
+        .env("HF_HOME", dir.join("hf"))
+        .output()
+        .expect("agent runs");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Untied 256 × 64 embeddings and head; per layer q, o 64 × 64, k, v 32 × 64, a
+    // gated MLP 3 × 64 × 128 and two norms of 64; the final norm.
+    let per_layer = 2 * 64 * 64 + 2 * 32 * 64 + 3 * 64 * 128 + 2 * 64;
+    assert_eq!(doc["parameters"], 2 * 256 * 64 + 2 * per_layer + 64);
+    // 2 layers × K and V of 2 heads × 16 × 100 tokens × 2 B.
+    assert_eq!(doc["kv_cache_bytes"], 2 * 2 * 2 * 16 * 100 * 2);
+    assert!(
+        doc["confidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("counted by transformers")
+    );
 }
 
 /// A config the reader refuses (MPT: `n_layers`, `n_heads`, `d_model`, keys it does not take)
