@@ -327,6 +327,19 @@ pub fn run(args: Args) -> Result<Exit> {
         },
         // The reader refused it: the count answers, or the refusal stands.
         (None, Some(text), Some(why)) => match run_count(&args, text, &input)? {
+            // Without the model's cache the count answers only half (an encoder, an
+            // encoder-decoder whose forward needs more than tokens): the refusal stands.
+            Ok(counted) if counted.cache_layers.is_none() && input.context.is_some() => {
+                anyhow::bail!(
+                    "{why}; {} built it but read no KV cache from it{}",
+                    counted.by(),
+                    counted
+                        .cache_error
+                        .as_deref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                )
+            }
             Ok(counted) => {
                 confidence = Some(format!(
                     "counted by {} (model built on the meta device); the config reader cannot read it ({why})",
@@ -335,7 +348,7 @@ pub fn run(args: Args) -> Result<Exit> {
                 Some(counted)
             }
             Err((reason, true)) => anyhow::bail!(
-                "{why}; gpumem-agent counts it with transformers' own code, given --python PATH to a Python with torch and transformers (here: {reason})"
+                "{why}; given --python PATH to a Python with torch and transformers, gpumem-agent tries to count it with transformers' own code (here: {reason})"
             ),
             Err((reason, false)) => {
                 anyhow::bail!("{why}; and transformers could not count it: {reason}")
@@ -521,9 +534,14 @@ fn read_config(
     match config::parse_config(text) {
         Ok(c) => Ok(Ok(c)),
         Err(e) => {
+            // An encoder-decoder's cache needs more than the decoder's tokens: not
+            // counted here.
             let named = serde_json::from_str::<serde_json::Value>(text)
                 .ok()
-                .is_some_and(|v| v.get("model_type").is_some_and(|m| m.is_string()));
+                .is_some_and(|v| {
+                    v.get("model_type").is_some_and(|m| m.is_string())
+                        && v.get("is_encoder_decoder") != Some(&serde_json::Value::Bool(true))
+                });
             if named && count_with != crate::count::CountWith::Reader {
                 Ok(Err(format!("{what}: {e}")))
             } else {

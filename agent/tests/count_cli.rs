@@ -334,7 +334,9 @@ fn a_config_the_reader_refuses_is_counted() {
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(
-        err.contains("missing num_hidden_layers") && err.contains("--python PATH"),
+        err.contains("missing num_hidden_layers")
+            && err.contains("--python PATH")
+            && err.contains("/nonexistent/python3 was not found"),
         "{err}"
     );
     let Some(python) = gpumem_e2e::torch_python("a_config_the_reader_refuses_is_counted") else {
