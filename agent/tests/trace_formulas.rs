@@ -634,7 +634,13 @@ fn lora_and_qlora_steps_agree_with_traces() {
         ("llama-3.2-1b.json", "qlora", &["all"], "all", false),
         ("llama-3.2-1b.json", "qlora", &["all"], "all", true),
         ("qwen2.5-0.5b.json", "lora", &["all"], "all", false),
-        ("gemma-3-1b.json", "lora", &["q_proj", "v_proj"], "q,v", false),
+        (
+            "gemma-3-1b.json",
+            "lora",
+            &["q_proj", "v_proj"],
+            "q,v",
+            false,
+        ),
         ("gemma-3-1b.json", "lora", &["all"], "all", false),
         ("gemma-3-1b.json", "lora", &["all"], "all", true),
         (
@@ -645,8 +651,20 @@ fn lora_and_qlora_steps_agree_with_traces() {
             false,
         ),
         ("gemma-2-2b.json", "lora", &["all"], "all", false),
-        ("gemma-2-2b.json", "qlora", &["q_proj", "v_proj"], "q,v", false),
-        ("qwen3-0.6b.json", "lora", &["q_proj", "v_proj"], "q,v", false),
+        (
+            "gemma-2-2b.json",
+            "qlora",
+            &["q_proj", "v_proj"],
+            "q,v",
+            false,
+        ),
+        (
+            "qwen3-0.6b.json",
+            "lora",
+            &["q_proj", "v_proj"],
+            "q,v",
+            false,
+        ),
         ("qwen3-0.6b.json", "lora", &["all"], "all", false),
         ("qwen3-0.6b.json", "lora", &["all"], "all", true),
         (

@@ -238,9 +238,9 @@ pub(super) const RULES: [Rules; 8] = [
     // start-up message ("the current vLLM instance can use total_gpu_memory (…) x
     // gpu_memory_utilization (…)") the 0.6.6 log prints; `init_gpu_memory` as
     // `init_device` sets it in the copy of 0.6.4's file read below (the 0.6.5 function
-    // reads the same attribute). vllm-project/vllm
-    // issue 12059 ("Memory profiler does not consider CUDA context memory", January
-    // 2025) reports the same of this accounting.
+    // reads the same attribute). A vLLM report of January 2025
+    // (https://github.com/vllm-project/vllm/issues/12059, "Memory profiler does not
+    // consider CUDA context memory") says the same of this accounting.
     Rules {
         label: "0.6.5 (V0)",
         ceil: false,
