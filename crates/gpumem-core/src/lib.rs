@@ -25,6 +25,7 @@ pub mod headline;
 pub mod import;
 pub mod inputs;
 pub mod kv;
+pub mod max_memory;
 pub mod network;
 pub mod params;
 pub mod placement;

@@ -32,16 +32,14 @@
 use serde::{Deserialize, Serialize};
 
 use super::accelerate::{self, Device, Module};
-use crate::catalogue::{GpuCard, parse_capacity};
+use crate::catalogue::GpuCard;
 use crate::engine::EngineParams;
 use crate::error::EstimateError;
 use crate::estimate::{Estimate, EstimateInput};
 use crate::fit::{CardFit, fit_card_reserve};
 use crate::headline::HostFit;
+pub use crate::max_memory::{MAX_MEMORY, MaxMemory, parse_max_memory};
 use crate::units::Bytes;
-
-/// The flag carrying `max_memory` as users write it.
-pub const MAX_MEMORY: &str = "max-memory";
 
 /// The CUDA context a GPU's free memory lacks when transformers reads it, MiB
 /// (assumed, as the engines' budgets assume it; `--cuda-context-mib` sets it).
@@ -104,51 +102,6 @@ impl DeviceMapPlan {
                 .is_none_or(|f| crate::fit::Verdict::of_fit(f) != crate::fit::Verdict::DoesNotFit)
         }) && self.host.as_ref().is_none_or(|h| h.fits != Some(false))
     }
-}
-
-/// `max_memory` as read: the GPUs' (index, bytes) in index order and the CPU's.
-pub type MaxMemory = (Vec<(u32, u64)>, Option<u64>);
-
-/// `max_memory` as users write it: `0=20GiB,1=20GiB,cpu=64GiB` (`:` also separates;
-/// sizes as accelerate's `convert_file_size_to_int` reads GiB, GB, MiB, MB, or bytes).
-pub fn parse_max_memory(text: &str) -> Result<MaxMemory, String> {
-    let mut gpus: Vec<(u32, u64)> = Vec::new();
-    let mut cpu = None;
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (k, v) = part
-            .split_once('=')
-            .or_else(|| part.split_once(':'))
-            .ok_or_else(|| format!("{part}: write DEVICE=SIZE (0=20GiB, cpu=64GiB)"))?;
-        let (k, v) = (
-            k.trim().trim_matches(['"', '\'']),
-            v.trim().trim_matches(['"', '\'']),
-        );
-        let bytes = match parse_capacity(v) {
-            Some(b) => b,
-            None if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => {
-                v.parse::<u64>().map_err(|_| format!("{v}: too large"))?
-            }
-            None => return Err(format!("{v}: a size such as 20GiB or 22GB")),
-        };
-        if k.eq_ignore_ascii_case("cpu") {
-            if cpu.replace(bytes).is_some() {
-                return Err("cpu given twice".into());
-            }
-        } else {
-            let i: u32 = k
-                .parse()
-                .map_err(|_| format!("{k}: a GPU index (0, 1, …) or cpu"))?;
-            if gpus.iter().any(|(g, _)| *g == i) {
-                return Err(format!("GPU {i} given twice"));
-            }
-            gpus.push((i, bytes));
-        }
-    }
-    if gpus.is_empty() && cpu.is_none() {
-        return Err("no device: 0=20GiB,cpu=64GiB".into());
-    }
-    gpus.sort_unstable();
-    Ok((gpus, cpu))
 }
 
 /// transformers 5.23.0's `get_balanced_memory` (`integrations/accelerate.py`) for

@@ -13,7 +13,7 @@ use super::pool::{Draft, simple_pool};
 use super::request::{Ctx, catalogue_capacity};
 use crate::error::EstimateError;
 use crate::fields::FieldKind;
-use crate::placement::device_map::{MAX_MEMORY as MAX_MEMORY_KEY, parse_max_memory};
+use crate::max_memory::{MAX_MEMORY as MAX_MEMORY_KEY, parse_max_memory};
 use crate::estimate::{Group, Kind};
 
 /// Hugging Face transformers' `generate` with its dynamic cache.
