@@ -1078,6 +1078,13 @@ fn an_encoder_decoder_keeps_its_self_and_cross_attention_caches_and_the_encoder_
         "16",
     ]);
     assert_eq!(line(&v, "kv_cache.cross"), 16u64 * 12 * 2 * 768 * 1500 * 2);
+    // t5-small without --encoder-length: the source is taken as the context's length,
+    // and the assumptions say how to give the source's own.
+    let v = json(&["--config", t5.as_str(), "--context", "512"]);
+    assert_eq!(line(&v, "kv_cache.cross"), 6u64 * 2 * 512 * 512 * 2);
+    assert_eq!(line(&v, "kv_cache.encoder_output"), 512u64 * 512 * 2);
+    let said = v["assumptions"].to_string();
+    assert!(said.contains("give encoder-length"), "{said}");
     for (extra, says) in [
         (
             &["--engine", "vllm", "--card", "h100-sxm-80gb"][..],
@@ -1085,6 +1092,7 @@ fn an_encoder_decoder_keeps_its_self_and_cross_attention_caches_and_the_encoder_
         ),
         (&["--train", "full"][..], "training an encoder-decoder"),
         (&["--tp", "2", "--gpus", "2"][..], "estimated on one device"),
+        (&["--format", "nf4"][..], "counted as one"),
     ] {
         let out = agent(
             &[
