@@ -165,14 +165,18 @@ KV = {k: self_kv for k in TENSORS}
 REAL = {
     "t5-small": (60_506_624, "transformers 5.23.0 T5ForConditionalGeneration built from this config on the meta device (lm_head tied)"),
     "flan-t5-base": (222_903_552, "transformers 5.23.0 T5ForConditionalGeneration built from this config on the meta device (5.23 ties lm_head; the checkpoint's own head makes 247 577 856)"),
+    "mt5-small": (172_119_424, "transformers 5.23.0 MT5ForConditionalGeneration built from this config on the meta device (5.23 ties lm_head; the checkpoint's own head makes 300 176 768)"),
     "bart-base": (139_470_681, "transformers 5.23.0 BartForConditionalGeneration built from this config on the meta device (final_logits_bias included)"),
+    "mbart-large-50": (611_129_542, "transformers 5.23.0 MBartForConditionalGeneration built from this config on the meta device (final_logits_bias included)"),
     "whisper-small": (241_734_912, "transformers 5.23.0 WhisperForConditionalGeneration built from this config on the meta device"),
     "whisper-large-v3": (1_543_490_560, "transformers 5.23.0 WhisperForConditionalGeneration built from this config on the meta device"),
 }
 _ACTS = "forward activations"
 WARN = {
     "t5-small": [_ACTS], "flan-t5-base": [_ACTS],
-    "bart-base": [_ACTS, "exceed the 1024 positions"],
+    "bart-base": [_ACTS, "exceed the 1024 positions"], "mt5-small": [_ACTS],
+    "mbart-large-50": [_ACTS, "exceed the 1024 positions"],
+    "mt5-small@1024x2-gen64": [_ACTS], "mbart-large-50@512x4-gen128": [_ACTS],
     "whisper-small": [_ACTS, "exceed the 448 positions"],
     "whisper-large-v3": [_ACTS, "exceed the 448 positions"],
     "t5-small@512x8-gen128": [_ACTS], "flan-t5-base@1x4-src2048": [_ACTS],
@@ -188,6 +192,8 @@ EXTRA = [
     ("t5-small@512x8-gen128", "t5-small", 1),
     ("flan-t5-base@1x4-src2048", "flan-t5-base", 1),
     ("bart-base@1x16-gen256", "bart-base", 16),
+    ("mt5-small@1024x2-gen64", "mt5-small", 1),
+    ("mbart-large-50@512x4-gen128", "mbart-large-50", 2),
     ("whisper-small@4x16-gen224", "whisper-small", 4),
     ("whisper-large-v3@4x1-gen444", "whisper-large-v3", 4),
 ]
@@ -196,6 +202,8 @@ INPUTS = {
     "flan-t5-base@1x4-src2048": {"sequences": "4", "encoder-length": "2048", "generate": "256"},
     "bart-base@1x16-gen256": {"sequences": "16", "encoder-length": "1024", "generate": "256"},
     "whisper-small@4x16-gen224": {"sequences": "16", "generate": "224"},
+    "mt5-small@1024x2-gen64": {"sequences": "2", "encoder-length": "1024", "generate": "64"},
+    "mbart-large-50@512x4-gen128": {"sequences": "4", "encoder-length": "512", "generate": "128"},
     "whisper-large-v3@4x1-gen444": {"generate": "444"},
 }
 # The config classes' defaults (transformers 5.23 T5Config, MT5Config, UMT5Config) for
