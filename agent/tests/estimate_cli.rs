@@ -990,3 +990,119 @@ fn an_embedding_model_keeps_no_kv_cache_and_weighs_what_transformers_builds() {
         assert!(err.contains(says), "{extra:?}: {err}");
     }
 }
+
+/// An encoder-decoder (openai/whisper-small, google-t5/t5-small) is answered as
+/// transformers' generate runs it: its weights as transformers builds the generation
+/// class, the decoder's self-attention cache over its prompt and the generated tokens,
+/// the cross-attention cache and the encoder's output over the encoder's length
+/// (Whisper's 1500 frames; a T5's `--encoder-length`), each equal to the oracle's case
+/// (whose figures `meta_check.py --encdec` read from transformers' own
+/// EncoderDecoderCache on the meta device); serving engines, training and tensor
+/// parallelism are refused.
+#[test]
+fn an_encoder_decoder_keeps_its_self_and_cross_attention_caches_and_the_encoder_output() {
+    let read = |file: &str| -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(format!(
+                "{}/../crates/gpumem-core/tests/cases/{file}",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .expect("the case file"),
+        )
+        .expect("valid JSON")
+    };
+    let line = |v: &Value, key: &str| {
+        v["lines"]
+            .as_array()
+            .expect("lines")
+            .iter()
+            .find(|l| l["key"] == key)
+            .unwrap_or_else(|| panic!("a {key} line"))["bytes"]
+            .clone()
+    };
+    let whisper = config("whisper-small");
+    let t5 = config("t5-small");
+    for (file, args) in [
+        (
+            "real-whisper-small-4x16-gen224.json",
+            vec![
+                "--config",
+                whisper.as_str(),
+                "--context",
+                "4",
+                "--generate",
+                "224",
+                "--sequences",
+                "16",
+            ],
+        ),
+        (
+            "real-t5-small-512x8-gen128.json",
+            vec![
+                "--config",
+                t5.as_str(),
+                "--context",
+                "1",
+                "--generate",
+                "128",
+                "--sequences",
+                "8",
+                "--encoder-length",
+                "512",
+            ],
+        ),
+    ] {
+        let case = read(file);
+        let expect = &case["expect"];
+        let v = json(&[&args[..], &["--reserve-gib", "0"]].concat());
+        for key in ["parameters", "weights_bytes", "kv_cache_bytes"] {
+            assert_eq!(v[key], expect[key], "{file}: {key}");
+        }
+        for key in [
+            "kv_cache",
+            "kv_cache.prefill",
+            "kv_cache.cross",
+            "kv_cache.encoder_output",
+        ] {
+            assert_eq!(line(&v, key), expect["lines"][key], "{file}: {key}");
+        }
+    }
+    // whisper-small, 16 clips: 12 decoder layers × 2 × 768 values × 1500 frames × 2 B
+    // per clip in the cross-attention cache.
+    let v = json(&[
+        "--config",
+        whisper.as_str(),
+        "--context",
+        "4",
+        "--sequences",
+        "16",
+    ]);
+    assert_eq!(line(&v, "kv_cache.cross"), 16u64 * 12 * 2 * 768 * 1500 * 2);
+    // t5-small without --encoder-length: the source is taken as the context's length,
+    // and the assumptions say how to give the source's own.
+    let v = json(&["--config", t5.as_str(), "--context", "512"]);
+    assert_eq!(line(&v, "kv_cache.cross"), 6u64 * 2 * 512 * 512 * 2);
+    assert_eq!(line(&v, "kv_cache.encoder_output"), 512u64 * 512 * 2);
+    let said = v["assumptions"].to_string();
+    assert!(said.contains("give encoder-length"), "{said}");
+    for (extra, says) in [
+        (
+            &["--engine", "vllm", "--card", "h100-sxm-80gb"][..],
+            "an encoder-decoder's cross-attention cache",
+        ),
+        (&["--train", "full"][..], "training an encoder-decoder"),
+        (&["--tp", "2", "--gpus", "2"][..], "estimated on one device"),
+        (&["--format", "nf4"][..], "counted as one"),
+    ] {
+        let out = agent(
+            &[
+                &["estimate", "--config", whisper.as_str(), "--context", "4"][..],
+                extra,
+            ]
+            .concat(),
+        );
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{extra:?}: {err}");
+    }
+}

@@ -69,14 +69,18 @@ fn color(key: LineKey) -> &'static str {
         LineKey::WeightsMlp => "#1f4a94",
         LineKey::WeightsNorms => "#8fb3f2",
         LineKey::WeightsLmHead => "#6b9bef",
-        LineKey::Weights | LineKey::WeightsMtp | LineKey::WeightsTower | LineKey::WeightsOther => {
-            "#3d6fd0"
-        }
+        LineKey::Weights
+        | LineKey::WeightsMtp
+        | LineKey::WeightsTower
+        | LineKey::WeightsEncoderDecoder
+        | LineKey::WeightsOther => "#3d6fd0",
         LineKey::KvCache => "#2a9867",
         LineKey::KvCachePrefill
         | LineKey::KvCacheState
         | LineKey::KvCacheDecompressed
-        | LineKey::KvCacheIndexer => "#7cc8a4",
+        | LineKey::KvCacheIndexer
+        | LineKey::KvCacheCross
+        | LineKey::KvCacheEncoderOutput => "#7cc8a4",
         LineKey::TrainingGradients => "#e0862a",
         LineKey::TrainingOptimizer => "#b8650f",
         LineKey::TrainingMasterWeights => "#f2a75a",

@@ -316,6 +316,18 @@ pub struct Architecture {
     /// (`BertPooler`, built by `BertModel(add_pooling_layer=True)`, as `AutoModel` does).
     #[serde(default)]
     pub pooler: bool,
+    /// An encoder-decoder (T5, BART, Whisper): every parameter of its encoder and
+    /// decoder stacks as transformers builds the generation class, counted by the config
+    /// reader (`import/config/encdec.rs`); 0 = a decoder-only model. The decoder's
+    /// shape is the rest of the facts (`layers`, `heads`, `head-dim`: its
+    /// self-attention cache and its cross-attention's).
+    #[serde(default)]
+    pub encdec_params: u64,
+    /// The encoder's length in tokens or frames that the decoder's cross-attention
+    /// reads (Whisper: `max_source_positions`, 1500 frames for 30 s of audio);
+    /// 0 = the context.
+    #[serde(default)]
+    pub encoder_length: u64,
 }
 
 /// The facts' values when a key is absent: the base every parser and every model
@@ -362,6 +374,8 @@ impl Architecture {
         encoder: false,
         token_types: 0,
         pooler: false,
+        encdec_params: 0,
+        encoder_length: 0,
     };
 
     /// [`Architecture::BASE`] with every optional part at its own base: where each
@@ -761,6 +775,11 @@ pub const VARIANT_FACTS: &[Fact] = &[
         "Rows of the token-type (segment) embedding table (BERT: type_vocab_size)", at!(token_types)),
     fact("pooler", G::Variants, K::Bool(Architecture::BASE.pooler), "Pooler", "",
         "A dense pooler [hidden, hidden] with bias over the first token (BertModel's)", at!(pooler)),
+    fact("encoder-decoder-params", G::Variants, K::Count, "Encoder-decoder parameters", "decoder-only",
+        "An encoder-decoder (T5, BART, Whisper): all its parameters; the decoder's shape is layers, heads and head-dim", at!(encdec_params))
+        .underived("an encoder-decoder's forward is not the decoder's derivation"),
+    fact("encoder-length", G::Variants, K::Count, "Encoder length", "= context",
+        "Tokens or frames the encoder-decoder's encoder reads (source length; Whisper: 1500 frames for 30 s)", at!(encoder_length)),
     fact("mixer", G::Variants, K::Choice, "State-space mixer", "",
         "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet or kda", at!(mixer.kind))
         .always()
@@ -891,6 +910,8 @@ pub enum ParamClass {
     Mtp,
     /// Vision/audio towers and their projectors, kept in 16 bits.
     Tower,
+    /// An encoder-decoder's stacks beyond its shared embedding, counted as one.
+    EncoderDecoder,
 }
 
 impl ParamClass {
@@ -904,6 +925,7 @@ impl ParamClass {
             ParamClass::LmHead => "lm_head",
             ParamClass::Mtp => "mtp",
             ParamClass::Tower => "tower",
+            ParamClass::EncoderDecoder => "encoder_decoder",
         }
     }
 }
@@ -1271,6 +1293,28 @@ impl Architecture {
         use Role::*;
         let h = self.hidden;
         let mut t = vec![grp(Embeddings, Vocab, "embed_tokens", self.vocab, h, 1)];
+        if self.encdec_params > 0 {
+            // The shared token embedding (T5's and BART's `shared`, Whisper's decoder
+            // `embed_tokens`; the head tied to it), then the stacks as the config reader
+            // counted them.
+            let embed = checked_product(&[self.vocab, h], "parameter count")?;
+            let rest = self.encdec_params.checked_sub(embed).ok_or_else(|| {
+                EstimateError::invalid(
+                    "encoder-decoder-params",
+                    "fewer than the shared embedding's vocab × hidden",
+                )
+            })?;
+            t.push(grp(
+                EncoderDecoder,
+                Linear,
+                "encoder and decoder stacks",
+                rest,
+                1,
+                1,
+            ));
+            t.retain(|tg| tg.count > 0 && tg.rows > 0);
+            return Ok(t);
+        }
         if self.learned_positions > 0 {
             t.push(grp(
                 Embeddings,

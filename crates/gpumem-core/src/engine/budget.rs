@@ -29,6 +29,15 @@ pub fn budget(
             "an encoder keeps no KV cache, and the engines' rules here size a decoder's KV pool (vLLM's pooling runner and TEI are not modelled): leave out --engine for the encoder's own forward",
         ));
     }
+    if input.arch.is_some_and(|a| a.encdec_params > 0) {
+        // vLLM's V1 engine sizes a decoder's KV pool; its encoder-decoder support
+        // (Whisper's cross-attention blocks) is not modelled here, and llama.cpp and
+        // SGLang rules are a decoder's.
+        return Err(EstimateError::invalid(
+            "engine",
+            "an encoder-decoder's cross-attention cache and encoder are not in the engines' rules modelled here: leave out --engine for transformers' generate",
+        ));
+    }
     if !(params.max_model_len_auto && params.max_model_len.is_none()) {
         return budget_at(input, est, params);
     }

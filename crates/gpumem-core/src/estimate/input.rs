@@ -425,6 +425,28 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
             "training an encoder (embedding or classifier fine-tuning) is not modelled: its loss is no language model's; the encoder's inference is",
         ));
     }
+    if i.arch.is_some_and(|a| a.encdec_params > 0) {
+        if i.train != TrainMode::None {
+            return Err(EstimateError::invalid(
+                "train",
+                "training an encoder-decoder is not modelled (its encoder's and decoder's activations are not derived); its generation is",
+            ));
+        }
+        if i.format
+            .is_some_and(|f| !matches!(f, StorageFormat::Dense { .. }))
+        {
+            return Err(EstimateError::invalid(
+                "format",
+                "an encoder-decoder's stacks are counted as one, not tensor by tensor: a quantised format's norms, biases and scales are not placed (give a dense dtype, or its safetensors header)",
+            ));
+        }
+        if i.tp > 1 || i.pp > 1 {
+            return Err(EstimateError::invalid(
+                "tp",
+                "an encoder-decoder is estimated on one device (transformers' generate); tensor and pipeline parallelism are not modelled for it",
+            ));
+        }
+    }
     // Both are at most MAX_DIM (checked above): the product cannot saturate.
     if !i.gpus.is_multiple_of(i.tp.saturating_mul(i.pp)) {
         return Err(EstimateError::invalid(

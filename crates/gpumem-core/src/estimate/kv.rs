@@ -129,6 +129,9 @@ pub(super) fn kv_cache(
         shape.formula(),
         &gen_inputs,
     );
+    if let Some(a) = input.arch.filter(|a| a.encdec_params > 0) {
+        encoder_decoder_caches(input, &a, context, &shape, split, b)?;
+    }
     if let Some(x) = input.arch.and_then(|a| a.indexer) {
         // vLLM's DeepseekV32IndexerCache (vllm/model_executor/models/deepseek_v2.py):
         // one more cache per attention layer, head_dim + head_dim / 128 × 4 bytes per
@@ -292,4 +295,84 @@ fn position_warnings(input: &EstimateInput, end: u64, b: &mut Builder) {
             "prompt + generated tokens ({end}) exceed the static cache ({s})"
         ));
     }
+}
+
+/// What an encoder-decoder's generation holds beside the decoder's self-attention
+/// cache, as transformers 5.23 builds it (`generation/utils.py`: the encoder runs once,
+/// `model_kwargs["encoder_outputs"]` is kept to the end; `cache_utils.py`'s
+/// `EncoderDecoderCache` pairs the self-attention `DynamicCache` with a cross-attention
+/// one whose layers each hold K and V of `[sequences, heads, encoder length,
+/// head_dim]`, written at the first decoder step and never grown — T5Attention,
+/// BartAttention and WhisperAttention project the encoder's output with the
+/// decoder's heads and head width):
+/// - the cross-attention cache: 2 × decoder layers × heads × head_dim values per
+///   encoder position and sequence, in the KV dtype (the model's);
+/// - the encoder's last hidden state: sequences × encoder length × hidden values in
+///   the compute dtype.
+fn encoder_decoder_caches(
+    input: &EstimateInput,
+    a: &crate::arch::Architecture,
+    context: u64,
+    shape: &KvShape,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    let length = match a.encoder_length {
+        0 => context,
+        n => n,
+    };
+    let cross = KvShape {
+        static_tokens: None,
+        sliding_window: None,
+        sliding_layers: None,
+        full_values: None,
+        ..*shape
+    };
+    let bytes = cross.bytes(length)?;
+    b.line(
+        LineKey::KvCacheCross,
+        "Cross-attention cache over the encoder's output",
+        bytes,
+        split.layered(bytes, false),
+        Kind::Computed,
+        true,
+        format!(
+            "decoder layers × 2 × heads × head_dim × encoder length × sequences, in {} (K and V of every decoder layer's cross-attention, written once)",
+            shape.dtype.name()
+        ),
+        &[
+            ("layers", a.layers.to_string()),
+            ("values per token and layer", a.kv_values_per_token()?.to_string()),
+            ("encoder length", length.to_string()),
+            ("sequences", input.sequences.to_string()),
+        ],
+    );
+    let value = input.compute_dtype.bytes();
+    let out = checked_product(
+        &[input.sequences, length, a.hidden, value],
+        "encoder output",
+    )?;
+    b.line(
+        LineKey::KvCacheEncoderOutput,
+        "Encoder output, kept through generation",
+        out,
+        out,
+        Kind::Computed,
+        true,
+        format!("sequences × encoder length × hidden × {value} B (generate keeps encoder_outputs to the end)"),
+        &[
+            ("sequences", input.sequences.to_string()),
+            ("encoder length", length.to_string()),
+            ("hidden", a.hidden.to_string()),
+        ],
+    );
+    b.assumptions.push(match a.encoder_length {
+        0 => format!(
+            "encoder-decoder: the encoder reads {length} tokens, the context's (give encoder-length for the source's own length: the cross-attention cache and the encoder output grow with it); the decoder's self-attention cache holds the context and the generated tokens"
+        ),
+        _ => format!(
+            "encoder-decoder: the encoder reads {length} positions (encoder-length); the decoder's self-attention cache holds the context (its prompt) and the generated tokens, the cross-attention cache does not grow"
+        ),
+    });
+    Ok(())
 }

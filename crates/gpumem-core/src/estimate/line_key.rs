@@ -30,6 +30,8 @@ pub enum LineKey {
     WeightsMtp,
     /// Vision/audio towers (`weights.tower`).
     WeightsTower,
+    /// An encoder-decoder's stacks beyond the shared embedding (`weights.encoder_decoder`).
+    WeightsEncoderDecoder,
     /// Tensors of a file header no class claims (`weights.other`).
     WeightsOther,
     /// The KV cache at its largest (`kv_cache`).
@@ -42,6 +44,10 @@ pub enum LineKey {
     KvCacheDecompressed,
     /// The sparse-attention indexer's key cache beside MLA's latent (`kv_cache.indexer`).
     KvCacheIndexer,
+    /// An encoder-decoder's cross-attention cache over the encoder's length (`kv_cache.cross`).
+    KvCacheCross,
+    /// An encoder-decoder's encoder output, kept through generation (`kv_cache.encoder_output`).
+    KvCacheEncoderOutput,
     /// LoRA adapters (`training.adapters`).
     TrainingAdapters,
     /// Gradients (`training.gradients`).
@@ -92,7 +98,7 @@ pub enum LineKey {
 
 impl LineKey {
     /// Every key, in the order the estimate adds its lines.
-    pub const ALL: [LineKey; 37] = [
+    pub const ALL: [LineKey; 40] = [
         LineKey::Weights,
         LineKey::WeightsEmbeddings,
         LineKey::WeightsAttention,
@@ -101,12 +107,15 @@ impl LineKey {
         LineKey::WeightsLmHead,
         LineKey::WeightsMtp,
         LineKey::WeightsTower,
+        LineKey::WeightsEncoderDecoder,
         LineKey::WeightsOther,
         LineKey::KvCache,
         LineKey::KvCachePrefill,
         LineKey::KvCacheState,
         LineKey::KvCacheDecompressed,
         LineKey::KvCacheIndexer,
+        LineKey::KvCacheCross,
+        LineKey::KvCacheEncoderOutput,
         LineKey::TrainingAdapters,
         LineKey::TrainingGradients,
         LineKey::TrainingOptimizer,
@@ -143,12 +152,15 @@ impl LineKey {
             LineKey::WeightsLmHead => "weights.lm_head",
             LineKey::WeightsMtp => "weights.mtp",
             LineKey::WeightsTower => "weights.tower",
+            LineKey::WeightsEncoderDecoder => "weights.encoder_decoder",
             LineKey::WeightsOther => "weights.other",
             LineKey::KvCache => "kv_cache",
             LineKey::KvCachePrefill => "kv_cache.prefill",
             LineKey::KvCacheState => "kv_cache.state",
             LineKey::KvCacheDecompressed => "kv_cache.decompressed",
             LineKey::KvCacheIndexer => "kv_cache.indexer",
+            LineKey::KvCacheCross => "kv_cache.cross",
+            LineKey::KvCacheEncoderOutput => "kv_cache.encoder_output",
             LineKey::TrainingAdapters => "training.adapters",
             LineKey::TrainingGradients => "training.gradients",
             LineKey::TrainingOptimizer => "training.optimizer",
@@ -186,12 +198,15 @@ impl LineKey {
             | LineKey::WeightsLmHead
             | LineKey::WeightsMtp
             | LineKey::WeightsTower
+            | LineKey::WeightsEncoderDecoder
             | LineKey::WeightsOther => Group::Weights,
             LineKey::KvCache
             | LineKey::KvCachePrefill
             | LineKey::KvCacheState
             | LineKey::KvCacheDecompressed
-            | LineKey::KvCacheIndexer => Group::KvCache,
+            | LineKey::KvCacheIndexer
+            | LineKey::KvCacheCross
+            | LineKey::KvCacheEncoderOutput => Group::KvCache,
             LineKey::TrainingAdapters
             | LineKey::TrainingGradients
             | LineKey::TrainingOptimizer
@@ -228,6 +243,7 @@ impl LineKey {
             ParamClass::LmHead => LineKey::WeightsLmHead,
             ParamClass::Mtp => LineKey::WeightsMtp,
             ParamClass::Tower => LineKey::WeightsTower,
+            ParamClass::EncoderDecoder => LineKey::WeightsEncoderDecoder,
         }
     }
 

@@ -33,6 +33,14 @@ pub(super) fn transients(
     if a.encoder {
         return encoder_forward(input, &a, tokens, value, split, b);
     }
+    if a.encdec_params > 0 {
+        // The encoder's forward over its length and each decoder step's are not
+        // derived: no decoder-only figure stands in for them.
+        b.warnings.push(
+            "this encoder-decoder's forward activations (the encoder's pass over its length, each decoder step's intermediates and logits) are not counted: add them to --reserve-gib".into(),
+        );
+        return Ok(());
+    }
     let all = input.logits == Logits::All;
     let derived = decoder_prefill(
         &a,

@@ -115,9 +115,10 @@ pub(super) fn weights(
         let w = weight_breakdown(&a, input)?;
         for c in &w.classes {
             let device = match c.class {
-                ParamClass::Attention | ParamClass::Mlp | ParamClass::Mtp => {
-                    split.layered(c.bytes, true)
-                }
+                ParamClass::Attention
+                | ParamClass::Mlp
+                | ParamClass::Mtp
+                | ParamClass::EncoderDecoder => split.layered(c.bytes, true),
                 ParamClass::Norms => split.layered(c.bytes, false),
                 // Vocab-parallel across tp; held by the first (embeddings) or last (lm_head) stage.
                 ParamClass::Embeddings | ParamClass::LmHead | ParamClass::Tower => {
@@ -132,6 +133,7 @@ pub(super) fn weights(
                 ParamClass::LmHead => "Weights: lm_head",
                 ParamClass::Mtp => "Weights: MTP layers (stored in the checkpoint)",
                 ParamClass::Tower => "Weights: vision/audio tower",
+                ParamClass::EncoderDecoder => "Weights: encoder and decoder stacks",
             };
             b.line(
                 LineKey::weights(c.class),

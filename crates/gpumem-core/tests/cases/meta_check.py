@@ -7,6 +7,11 @@ estimator's, which the Rust test holds equal).
 With --forward, traces the encoders' forward instead and compares its peak with the
 cases' activation lines.
 
+With --encdec, runs each encoder-decoder case's model on the meta device (a forward
+with use_cache=True over the case's batch, encoder length and decoder tokens) and
+compares the bytes of the EncoderDecoderCache's tensors and of the encoder's last
+hidden state with the case's cache lines.
+
 With --defaults TYPE…, writes transformers/TYPE.json instead: the config class's
 defaults and the count of the model built from them, which the Rust test
 `transformers_defaults` reads (no transformers needed there).
@@ -44,6 +49,10 @@ def build(cfg):
     with torch.device("meta"):
         if cfg.model_type in ENCODERS:
             return transformers.AutoModel.from_config(cfg)
+        if cfg.model_type == "whisper":
+            return transformers.WhisperForConditionalGeneration(cfg)
+        if getattr(cfg, "is_encoder_decoder", False):
+            return transformers.AutoModelForSeq2SeqLM.from_config(cfg)
         for auto in (transformers.AutoModelForCausalLM, transformers.AutoModelForImageTextToText):
             try:
                 return auto.from_config(cfg, trust_remote_code=False)
@@ -148,7 +157,70 @@ def forwards():
         print(f"| {case['name']} | {want} | {got} | {result} |")
     return 1 if bad else 0
 
+def tensor_bytes(t):
+    return t.numel() * t.element_size()
+
+def encdec():
+    """Each encoder-decoder case run as generate() holds its state, on the meta device:
+    one forward with use_cache=True of `sequences` inputs of the encoder's length
+    (Whisper: log-mel features of 2 x max_source_positions frames, which its two
+    convolutions bring to max_source_positions) and decoder inputs of the prompt's
+    length (the `kv_cache.prefill` line), then of prompt + generated tokens (the
+    `kv_cache` line: the cache once every generated token has been fed back). The
+    bytes of the EncoderDecoderCache's self- and cross-attention layers' keys and
+    values and of `encoder_last_hidden_state` (what generate keeps as
+    `encoder_outputs`) must be the case's lines."""
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    bad = 0
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    print("| case | line | case (B) | transformers (meta) | result |")
+    for path in sorted(HERE.glob("real-*.json")):
+        case = json.loads(path.read_text())
+        lines = case["expect"].get("lines", {})
+        if "kv_cache.cross" not in lines:
+            continue
+        inp, raw = case["input"], case["config"]
+        b, ctx = int(inp.get("sequences", 1)), int(inp["context"])
+        end = ctx + int(inp.get("generate", 0))
+        dtype = dtypes[inp.get("kv-dtype", "bf16")]
+        cfg = AutoConfig.for_model(**raw)
+        # Eager attention: the sdpa path asks whether a mask is all ones, which a meta
+        # tensor cannot answer; the caches are the same under every kernel.
+        cfg._attn_implementation = "eager"
+        model = build(cfg).to(dtype).eval()
+        whisper = cfg.model_type == "whisper"
+        n = int(inp.get("encoder-length", cfg.max_source_positions if whisper else ctx))
+        if whisper:
+            enc = {"input_features": torch.zeros(b, cfg.num_mel_bins, 2 * n, dtype=dtype, device="meta")}
+        else:
+            enc = {"input_ids": torch.zeros(b, n, dtype=torch.long, device="meta")}
+        got = {}
+        with torch.no_grad():
+            for key, t in (("kv_cache.prefill", ctx), ("kv_cache", end)):
+                # Whisper's decoder positions end at max_target_positions: past them
+                # only the cross-attention cache and the encoder output are read.
+                past = whisper and t > cfg.max_target_positions
+                dec = torch.zeros(b, 1 if past else t, dtype=torch.long, device="meta")
+                out = model(**enc, decoder_input_ids=dec, use_cache=True)
+                pkv = out.past_key_values
+                assert type(pkv).__name__ == "EncoderDecoderCache", type(pkv)
+                layers = lambda c: sum(tensor_bytes(l.keys) + tensor_bytes(l.values) for l in c.layers)
+                got[key] = None if past else layers(pkv.self_attention_cache)
+                got["kv_cache.cross"] = layers(pkv.cross_attention_cache)
+                got["kv_cache.encoder_output"] = tensor_bytes(out.encoder_last_hidden_state)
+        for key in ("kv_cache.prefill", "kv_cache", "kv_cache.cross", "kv_cache.encoder_output"):
+            want, have = lines[key], got.get(key)
+            if have is None:
+                result = f"not run: past max_target_positions ({cfg.max_target_positions})"
+            else:
+                result = "same" if have == want else f"differs by {want - have:+}"
+                bad += have != want
+            print(f"| {case['name']} | {key} | {want} | {have} | {result} |")
+    return 1 if bad else 0
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--encdec"]:
+        sys.exit(encdec())
     if sys.argv[1:2] == ["--forward"]:
         sys.exit(forwards())
     if sys.argv[1:2] == ["--defaults"]:

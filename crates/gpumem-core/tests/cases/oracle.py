@@ -368,7 +368,12 @@ def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
         expect["lines"] = lines
     inputs = {"context": str(tokens), "kv-dtype": "bf16", "reserve-gib": "0", **INPUTS.get(name, {})}
     if name.split("@")[0] in LINES:
-        expect.setdefault("lines", {}).update(LINES[name.split("@")[0]](cfg, tokens, inputs))
+        extra = LINES[name.split("@")[0]](cfg, tokens, inputs)
+        expect.setdefault("lines", {}).update(extra)
+        if "kv_cache.cross" in extra:
+            # An encoder-decoder's generation: every cache line it keeps is added
+            # (the prefill's is shown, not added).
+            expect["kv_cache_bytes"] = sum(v for k, v in extra.items() if k.startswith("kv_cache") and k != "kv_cache.prefill")
     case = {"name": name, "source": source,
             "published_parameters": published,
             "config": {k: v for k, v in cfg.items() if not k.startswith("_")},

@@ -1,9 +1,9 @@
 //! Encoder-decoder models' parameters, counted as transformers 5.23 builds their
 //! generation classes (`AutoModelForSeq2SeqLM` / `AutoModelForSpeechSeq2Seq`: the
-//! parameters and the persistent buffers). Only the count: their caches (the decoder's
-//! self-attention per generated token, the cross-attention's over the encoder's length)
-//! are not in the estimate yet, so such a config is still refused, naming this count
-//! for `--parameters`.
+//! parameters and the persistent buffers), and the decoder's shape their caches take
+//! (`imported`): its layers, heads and head width — the self-attention cache per
+//! token and the cross-attention's over the encoder's length — and, for Whisper, that
+//! length (`max_source_positions`, 1500 frames for 30 s of audio).
 //!
 //! - T5 / mT5 / UMT5 (modeling_t5.py, modeling_mt5.py, modeling_umt5.py): one `shared`
 //!   embedding; per stack its layers' q, k, v [heads · d_kv, d_model] and o, no bias;
@@ -26,10 +26,110 @@
 //!   biases and k without; `fc1`, `fc2` with biases; LayerNorms with bias; a final
 //!   `layer_norm` per stack; `proj_out` tied to `embed_tokens`.
 
+use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::units::checked_product;
 
+use super::ImportedConfig;
 use super::json::Cfg;
+
+/// An encoder-decoder config read: the count as one figure (`encdec_params`) and the
+/// decoder's shape. `None` where `mt` is not a counted family or a key is missing (the
+/// caller refuses it, naming why).
+pub(crate) fn imported(c: &Cfg, mt: &str) -> Result<Option<ImportedConfig>, EstimateError> {
+    // A quantised checkpoint's stacks are not counted tensor by tensor: refused.
+    if c.get("quantization_config").is_some() {
+        return Ok(None);
+    }
+    let Some(n) = parameters(c, mt)? else {
+        return Ok(None);
+    };
+    let d = c.uint("d_model")?.unwrap_or(0);
+    // The decoder: its layers, the heads of its self- and cross-attention (the same
+    // in every counted family) and their width.
+    let (layers, heads, head_dim, ffn, max_position, encoder_length) = match mt {
+        "t5" | "mt5" | "umt5" => {
+            let le = c.uint("num_layers")?.unwrap_or(0);
+            let h = c.uint("num_heads")?.unwrap_or(0);
+            (
+                c.uint("num_decoder_layers")?.unwrap_or(le),
+                h,
+                c.uint("d_kv")?.unwrap_or(0),
+                c.uint("d_ff")?.unwrap_or(0),
+                // Relative position buckets: no table ends the decoder's length.
+                None,
+                0,
+            )
+        }
+        _ => {
+            let Some(h) = c.uint("decoder_attention_heads")? else {
+                return Ok(None);
+            };
+            // The head width: d_model ÷ heads, whole (BartAttention and
+            // WhisperAttention refuse any other split).
+            let Some(head_dim) = d.checked_div(h).filter(|w| w.checked_mul(h) == Some(d)) else {
+                return Ok(None);
+            };
+            let whisper = mt == "whisper";
+            (
+                c.uint("decoder_layers")?.unwrap_or(0),
+                h,
+                head_dim,
+                c.uint("decoder_ffn_dim")?.unwrap_or(0),
+                if whisper {
+                    c.uint("max_target_positions")?
+                } else {
+                    c.uint("max_position_embeddings")?
+                },
+                if whisper {
+                    c.uint("max_source_positions")?.unwrap_or(0)
+                } else {
+                    0
+                },
+            )
+        }
+    };
+    if layers == 0 || heads == 0 || head_dim == 0 {
+        return Ok(None);
+    }
+    let mut notes = Vec::new();
+    if let Some(s) = described(c, mt)?.filter(|s| s.contains("4.x")) {
+        notes.push(s);
+    }
+    if encoder_length > 0 {
+        notes.push(format!(
+            "the encoder reads {encoder_length} frames (max_source_positions: 30 s of audio); the cross-attention cache is over them"
+        ));
+    }
+    Ok(Some(ImportedConfig {
+        model_type: mt.to_string(),
+        arch: Architecture {
+            vocab: c.uint("vocab_size")?.unwrap_or(0),
+            hidden: d,
+            layers,
+            heads,
+            kv_heads: heads,
+            head_dim,
+            intermediate: ffn,
+            tied_embeddings: true,
+            encdec_params: n,
+            encoder_length,
+            ..Architecture::BASE
+        },
+        sliding_window: None,
+        sliding_layers: None,
+        max_position,
+        rope_positions: None,
+        mm_item: None,
+        dtype: c.dtype().map(str::to_string),
+        format: None,
+        attention_format: None,
+        state_bytes: None,
+        confidence: "exact".into(),
+        notes,
+        warnings: Vec::new(),
+    }))
+}
 
 fn sum(parts: &[u64]) -> Result<u64, EstimateError> {
     parts
@@ -94,17 +194,20 @@ fn t5(c: &Cfg, mt: &str) -> Result<Option<u64>, EstimateError> {
             "d_ff",
             "num_layers",
             "num_heads",
-            "relative_attention_num_buckets",
         ],
     )?
     else {
         return Ok(None);
     };
-    let (v, d, dkv, ff, le, h, buckets) = (k[0], k[1], k[2], k[3], k[4], k[5], k[6]);
+    let (v, d, dkv, ff, le, h) = (k[0], k[1], k[2], k[3], k[4], k[5]);
     let ld = c.uint("num_decoder_layers")?.unwrap_or(le);
-    let Some(proj) = c.str("feed_forward_proj") else {
-        return Ok(None);
-    };
+    // The config classes' defaults where a published config leaves them out (t5-small
+    // names neither): 32 buckets; "relu" in T5Config, "gated-gelu" in MT5Config and
+    // UMT5Config (transformers 5.23).
+    let buckets = c.uint("relative_attention_num_buckets")?.unwrap_or(32);
+    let proj = c
+        .str("feed_forward_proj")
+        .unwrap_or(if mt == "t5" { "relu" } else { "gated-gelu" });
     let inner = p(&[h, dkv])?;
     let attn = p(&[4, d, inner])?;
     let mlp = p(&[if proj.starts_with("gated-") { 3 } else { 2 }, d, ff])?;

@@ -231,6 +231,10 @@ pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
         .unwrap_or("unknown")
         .to_string();
     let root_type = root_type.unwrap_or(&mt);
+    // T5, BART, Whisper: counted and shaped by their own reader.
+    if let Some(read) = encdec::imported(&root, &mt)? {
+        return Ok(read);
+    }
     if let Some(reason) = families::refused(&mt).or_else(|| families::refused(root_type)) {
         // An encoder-decoder's weights are counted even so: the number for --parameters.
         return Err(parse(match encdec::described(&root, &mt)? {

@@ -942,6 +942,7 @@ fn the_other_encoders_and_the_encoder_decoders_stay_refused_naming_why() {
         ("deberta-v2", "an encoder-only model"),
         ("t5", "an encoder-decoder model"),
         ("whisper", "an encoder-decoder model"),
+        ("pegasus", "an encoder-decoder model"),
     ] {
         let e = parse_config(&format!(
             r#"{{"model_type":"{mt}","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100}}"#
@@ -952,70 +953,90 @@ fn the_other_encoders_and_the_encoder_decoders_stay_refused_naming_why() {
     }
 }
 
-/// Encoder-decoders stay refused (their caches are not counted), but the refusal names
-/// their weights' parameters as transformers 5.23 builds `AutoModelForSeq2SeqLM` /
-/// `AutoModelForSpeechSeq2Seq` from each config on the meta device (the counts below,
-/// parameters and persistent buffers: BART's `final_logits_bias` included).
+/// Encoder-decoders are read: their parameters as transformers 5.23 builds
+/// `AutoModelForSeq2SeqLM` / `WhisperForConditionalGeneration` from each config on the
+/// meta device (the counts below, parameters and persistent buffers: BART's
+/// `final_logits_bias` included), and the decoder's shape their caches take: layers,
+/// heads, head width (T5's d_kv, else d_model ÷ decoder_attention_heads) and Whisper's
+/// encoder length (max_source_positions).
 #[test]
-fn encoder_decoders_are_refused_naming_the_parameters_transformers_builds() {
-    for (name, text, want) in [
+fn encoder_decoders_are_read_with_the_parameters_transformers_builds() {
+    for (name, text, want, shape) in [
         (
             "t5-small",
             r#"{"vocab_size": 32128, "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_decoder_layers": 6, "num_heads": 8, "relative_attention_num_buckets": 32, "feed_forward_proj": "relu", "tie_word_embeddings": true, "model_type": "t5"}"#,
             60_506_624,
+            (6, 8, 64, 0),
         ),
         (
             "flan-t5-base",
             r#"{"vocab_size": 32128, "d_model": 768, "d_kv": 64, "d_ff": 2048, "num_layers": 12, "num_decoder_layers": 12, "num_heads": 12, "relative_attention_num_buckets": 32, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": false, "model_type": "t5"}"#,
             222_903_552,
+            (12, 12, 64, 0),
         ),
         (
             "mt5-small",
             r#"{"vocab_size": 250112, "d_model": 512, "d_kv": 64, "d_ff": 1024, "num_layers": 8, "num_decoder_layers": 8, "num_heads": 6, "relative_attention_num_buckets": 32, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": true, "model_type": "mt5"}"#,
             172_119_424,
+            (8, 6, 64, 0),
         ),
         (
             "umt5-small",
             r#"{"vocab_size": 256384, "d_model": 512, "d_kv": 64, "d_ff": 1024, "num_layers": 8, "num_decoder_layers": 8, "num_heads": 6, "relative_attention_num_buckets": 32, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": true, "model_type": "umt5"}"#,
             175_333_376,
+            (8, 6, 64, 0),
         ),
         (
             "bart-base",
-            r#"{"vocab_size": 50265, "max_position_embeddings": 1024, "encoder_layers": 6, "encoder_ffn_dim": 3072, "decoder_layers": 6, "decoder_ffn_dim": 3072, "d_model": 768, "tie_word_embeddings": true, "model_type": "bart"}"#,
+            r#"{"vocab_size": 50265, "max_position_embeddings": 1024, "encoder_layers": 6, "encoder_ffn_dim": 3072, "decoder_layers": 6, "decoder_ffn_dim": 3072, "d_model": 768, "decoder_attention_heads": 12, "tie_word_embeddings": true, "model_type": "bart"}"#,
             139_470_681,
+            (6, 12, 64, 0),
         ),
         (
             "mbart-large-50",
-            r#"{"vocab_size": 250054, "max_position_embeddings": 1024, "encoder_layers": 12, "encoder_ffn_dim": 4096, "decoder_layers": 12, "decoder_ffn_dim": 4096, "d_model": 1024, "tie_word_embeddings": true, "model_type": "mbart"}"#,
+            r#"{"vocab_size": 250054, "max_position_embeddings": 1024, "encoder_layers": 12, "encoder_ffn_dim": 4096, "decoder_layers": 12, "decoder_ffn_dim": 4096, "d_model": 1024, "decoder_attention_heads": 16, "tie_word_embeddings": true, "model_type": "mbart"}"#,
             611_129_542,
+            (12, 16, 64, 0),
         ),
         (
             "whisper-small",
-            r#"{"vocab_size": 51865, "num_mel_bins": 80, "encoder_layers": 12, "decoder_layers": 12, "decoder_ffn_dim": 3072, "encoder_ffn_dim": 3072, "d_model": 768, "max_source_positions": 1500, "max_target_positions": 448, "tie_word_embeddings": true, "model_type": "whisper"}"#,
+            r#"{"vocab_size": 51865, "num_mel_bins": 80, "encoder_layers": 12, "decoder_layers": 12, "decoder_ffn_dim": 3072, "encoder_ffn_dim": 3072, "d_model": 768, "max_source_positions": 1500, "max_target_positions": 448, "decoder_attention_heads": 12, "tie_word_embeddings": true, "model_type": "whisper"}"#,
             241_734_912,
+            (12, 12, 64, 1500),
         ),
         (
             "whisper-large-v3",
-            r#"{"vocab_size": 51866, "num_mel_bins": 128, "encoder_layers": 32, "decoder_layers": 32, "decoder_ffn_dim": 5120, "encoder_ffn_dim": 5120, "d_model": 1280, "max_source_positions": 1500, "max_target_positions": 448, "tie_word_embeddings": true, "model_type": "whisper"}"#,
+            r#"{"vocab_size": 51866, "num_mel_bins": 128, "encoder_layers": 32, "decoder_layers": 32, "decoder_ffn_dim": 5120, "encoder_ffn_dim": 5120, "d_model": 1280, "max_source_positions": 1500, "max_target_positions": 448, "decoder_attention_heads": 20, "tie_word_embeddings": true, "model_type": "whisper"}"#,
             1_543_490_560,
+            (32, 20, 64, 1500),
         ),
     ] {
-        let e = parse_config(text).unwrap_err().to_string();
-        assert!(e.contains("an encoder-decoder model"), "{name}: {e}");
-        assert!(
-            e.contains(&format!("transformers 5.23 builds {want} parameters")),
-            "{name}: {e}"
+        let c = parse_config(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let a = c.arch;
+        assert_eq!(a.encdec_params, want, "{name}");
+        assert_eq!(parameters(&c), want, "{name}");
+        assert_eq!(
+            (a.layers, a.heads, a.head_dim, a.encoder_length),
+            shape,
+            "{name}"
+        );
+        assert_eq!(
+            (a.kv_heads, c.confidence.as_str()),
+            (a.heads, "exact"),
+            "{name}"
         );
     }
-    // flan-t5's config unties lm_head: 4.x's count (the checkpoint's 247 577 856) is named.
+    // flan-t5's config unties lm_head: 4.x's count (the checkpoint's 247 577 856) is noted.
     let flan = r#"{"vocab_size": 32128, "d_model": 768, "d_kv": 64, "d_ff": 2048, "num_layers": 12, "num_heads": 12, "relative_attention_num_buckets": 32, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": false, "model_type": "t5"}"#;
+    let c = parse_config(flan).unwrap();
     assert!(
-        parse_config(flan)
-            .unwrap_err()
-            .to_string()
-            .contains("4.x keeps the checkpoint's own: 247577856")
+        c.notes
+            .iter()
+            .any(|n| n.contains("4.x keeps the checkpoint's own: 247577856")),
+        "{:?}",
+        c.notes
     );
-    // A key the count needs is absent: refused without a count.
+    // A key the count needs is absent: refused, without a count.
     let e = parse_config(r#"{"model_type": "whisper", "d_model": 768}"#)
         .unwrap_err()
         .to_string();
@@ -1023,4 +1044,9 @@ fn encoder_decoders_are_refused_naming_the_parameters_transformers_builds() {
         e.contains("encoder-decoder") && !e.contains("builds"),
         "{e}"
     );
+    // Without the decoder's heads the count is named, the caches are not estimated.
+    let e = parse_config(r#"{"vocab_size": 50265, "max_position_embeddings": 1024, "encoder_layers": 6, "encoder_ffn_dim": 3072, "decoder_layers": 6, "decoder_ffn_dim": 3072, "d_model": 768, "model_type": "bart"}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("builds 139470681 parameters"), "{e}");
 }

@@ -125,7 +125,7 @@ pub(crate) fn refused(model_type: &str) -> Option<&'static str> {
     }
     if ENCODER_DECODERS.contains(&model_type) {
         return Some(
-            "an encoder-decoder model: its decoder's self-attention cache and its cross-attention cache over the encoder's length are not counted yet; give --parameters for the weights alone",
+            "an encoder-decoder model this reader does not count (T5, mT5, UMT5, BART, mBART and Whisper are, from a config naming their sizes and the decoder's heads): its decoder's self-attention cache and its cross-attention cache over the encoder's length are not estimated; give --parameters for the weights alone",
         );
     }
     REFUSED.contains(&model_type).then_some(
