@@ -1085,6 +1085,25 @@ fn an_encoder_decoder_keeps_its_self_and_cross_attention_caches_and_the_encoder_
     assert_eq!(line(&v, "kv_cache.encoder_output"), 512u64 * 512 * 2);
     let said = v["assumptions"].to_string();
     assert!(said.contains("give encoder-length"), "{said}");
+    // ... and a warning, in the default output too: a short context would size the
+    // cross-attention cache for almost nothing.
+    let warned = v["warnings"].to_string();
+    assert!(warned.contains("no encoder length given"), "{warned}");
+    let v = json(&[
+        "--config",
+        t5.as_str(),
+        "--context",
+        "512",
+        "--encoder-length",
+        "512",
+    ]);
+    assert!(
+        !v["warnings"]
+            .to_string()
+            .contains("no encoder length given"),
+        "{}",
+        v["warnings"]
+    );
     for (extra, says) in [
         (
             &["--engine", "vllm", "--card", "h100-sxm-80gb"][..],

@@ -366,6 +366,13 @@ fn encoder_decoder_caches(
             ("hidden", a.hidden.to_string()),
         ],
     );
+    if a.encoder_length == 0 {
+        // The source's length decides two lines; a short context (a decoder prompt of
+        // one token, as generate starts) would size them for almost nothing.
+        b.warnings.push(format!(
+            "encoder-decoder: no encoder length given, so the source is taken as the context's {length} tokens; the cross-attention cache and the encoder output grow with the source: give encoder-length (the longest source in tokens)"
+        ));
+    }
     b.assumptions.push(match a.encoder_length {
         0 => format!(
             "encoder-decoder: the encoder reads {length} tokens, the context's (give encoder-length for the source's own length: the cross-attention cache and the encoder output grow with it); the decoder's self-attention cache holds the context and the generated tokens"
