@@ -339,21 +339,10 @@ def _one_line(e):
 
 
 def _watchdog(deadline_s, parent_pid):
-    """Ends this process at its deadline, or as soon as the agent that started it is gone."""
-    import os
-    import threading
+    """The shared watchdog (`gpumem_watchdog.py`, written beside this probe)."""
+    import gpumem_watchdog
 
-    started = time.monotonic()
-
-    def watch():
-        while True:
-            time.sleep(0.25)
-            if deadline_s is not None and time.monotonic() - started > deadline_s:
-                os._exit(124)
-            if parent_pid is not None and os.getppid() != parent_pid:
-                os._exit(125)
-
-    threading.Thread(target=watch, name="gpumem-watchdog", daemon=True).start()
+    gpumem_watchdog.watchdog(deadline_s, parent_pid)
 
 
 def main():

@@ -181,6 +181,10 @@ pub fn count(
     let dir = PrivateDir::in_env_base("count").context("a folder for the count probe")?;
     let script = dir.path().join("gpumem_count.py");
     crate::private::write_new(&script, PROBE_SOURCE.as_bytes())?;
+    crate::private::write_new(
+        &dir.path().join("gpumem_watchdog.py"),
+        crate::trace::python::WATCHDOG_SOURCE.as_bytes(),
+    )?;
     let mut request = serde_json::json!({
         "config": config,
         "dtype": torch_dtype(compute),

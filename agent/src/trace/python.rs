@@ -30,6 +30,8 @@ pub const PROBE_SOURCE: &str = include_str!("../../python/gpumem_trace.py");
 
 /// The snapshot-to-history converter the trace (and `run`'s probe) import.
 pub const HISTORY_SOURCE: &str = include_str!("../../python/gpumem_history.py");
+/// The probes' watchdog, written beside each probe (`gpumem_watchdog.py`).
+pub const WATCHDOG_SOURCE: &str = include_str!("../../python/gpumem_watchdog.py");
 
 /// A trace and, when the history was recorded, its snapshot pickle.
 pub type Traced = (TraceDocument, Option<Vec<u8>>);
@@ -377,6 +379,10 @@ pub fn trace_within(
     crate::private::write_new(
         &dir.path().join("gpumem_history.py"),
         HISTORY_SOURCE.as_bytes(),
+    )?;
+    crate::private::write_new(
+        &dir.path().join("gpumem_watchdog.py"),
+        WATCHDOG_SOURCE.as_bytes(),
     )?;
     let pickle = dir.path().join("history.pickle");
     let mut request = serde_json::to_value(workload)?;
