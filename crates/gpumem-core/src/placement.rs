@@ -45,6 +45,8 @@ use crate::catalogue::GpuCard;
 use crate::engine::EngineParams;
 use crate::error::EstimateError;
 use crate::estimate::{Estimate, EstimateInput};
+use crate::fit::{CardFit, Verdict, fit_card_reserve};
+use crate::headline::{Basis, HostFit, Rule};
 
 /// The placement to choose on `card` under the engine `params` names, when every
 /// layer on the card does not fit and the engine has placement flags (llama.cpp);
@@ -88,4 +90,24 @@ pub fn cpu_offload(
         return Ok(None);
     }
     vllm::choose(input, est, params, card)
+}
+
+/// The card's fit and host memory under the engine `p` names (llama.cpp's and vLLM's
+/// choices judge each candidate this way); `host` says what its host memory holds.
+fn judge(
+    host: &'static str,
+    input: &EstimateInput,
+    est: &Estimate,
+    card: &GpuCard,
+    p: &EngineParams,
+) -> Result<(CardFit, Option<HostFit>), EstimateError> {
+    let need = Basis::Engine(Box::new(p.clone())).need(input, est, card)?;
+    let fit = fit_card_reserve(card, need.bytes, need.assumed, need.reserve);
+    let held = HostFit::judge(need.host, need.bytes, input.ram, Some(card), host);
+    Ok((fit, held))
+}
+
+/// Whether a candidate's verdict is "fits".
+fn fits(f: &CardFit) -> bool {
+    Verdict::of_fit(f) == Verdict::Fits
 }

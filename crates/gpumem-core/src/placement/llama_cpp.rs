@@ -3,12 +3,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::{fits, judge};
 use crate::catalogue::GpuCard;
 use crate::engine::{EngineParams, Value};
 use crate::error::EstimateError;
 use crate::estimate::{Estimate, EstimateInput};
-use crate::fit::{CardFit, Verdict, fit_card_reserve};
-use crate::headline::{Basis, HOST_LLAMA, HostFit, Rule};
+use crate::fit::CardFit;
+use crate::headline::{HOST_LLAMA, HostFit};
 
 /// The flags that choose a placement; given any of them, the placement is the user's.
 pub const PLACEMENT_FLAGS: [&str; 3] = ["n-gpu-layers", "n-cpu-moe", "override-tensor"];
@@ -111,23 +112,6 @@ const FIT_DENSE: &str = "llama.cpp's own --fit (on by default when -ngl is not g
 /// What it does for a MoE model (steps 3 and 4).
 const FIT_MOE: &str = "llama.cpp's own --fit (on by default when -ngl and -ot are not given) keeps the experts of the last blocks on the host, not the first, and may put part of one more block's FFN on the card: about as many blocks' experts by its measurement";
 
-/// The card's fit and host memory under llama.cpp with `p`.
-fn judge(
-    input: &EstimateInput,
-    est: &Estimate,
-    card: &GpuCard,
-    p: &EngineParams,
-) -> Result<(CardFit, Option<HostFit>), EstimateError> {
-    let need = Basis::Engine(Box::new(p.clone())).need(input, est, card)?;
-    let fit = fit_card_reserve(card, need.bytes, need.assumed, need.reserve);
-    let host = HostFit::judge(need.host, need.bytes, input.ram, Some(card), HOST_LLAMA);
-    Ok((fit, host))
-}
-
-fn fits(f: &CardFit) -> bool {
-    Verdict::of_fit(f) == Verdict::Fits
-}
-
 /// `params` with `--n-gpu-layers` and `--n-cpu-moe` set (`None`: not given).
 fn with(params: &EngineParams, ngl: Option<u64>, ncm: Option<u64>) -> EngineParams {
     let mut p = params.clone();
@@ -181,12 +165,12 @@ pub fn choose(
     else {
         return Ok(None);
     };
-    let (full, _) = judge(input, est, card, params)?;
+    let (full, _) = judge(HOST_LLAMA, input, est, card, params)?;
     if fits(&full) {
         return Ok(None);
     }
     let ok = |ngl: Option<u64>, ncm: Option<u64>| {
-        judge(input, est, card, &with(params, ngl, ncm)).is_ok_and(|(f, _)| fits(&f))
+        judge(HOST_LLAMA, input, est, card, &with(params, ngl, ncm)).is_ok_and(|(f, _)| fits(&f))
     };
     let moe = input.arch.is_some_and(|a| a.moe.is_some());
     // (ngl, ncm) and one block more on the card.
@@ -202,10 +186,11 @@ pub fn choose(
         let ngl = largest_ngl(n, |g| ok(Some(g), None));
         (Some(ngl), None, (Some(ngl.saturating_add(1)), None))
     };
-    let (fit, host) = judge(input, est, card, &with(params, ngl, ncm))?;
+    let (fit, host) = judge(HOST_LLAMA, input, est, card, &with(params, ngl, ncm))?;
     // `-ngl n + 1` is every layer on the card, as is `--n-cpu-moe 0`.
     let (g, m) = next;
     let next = judge(
+        HOST_LLAMA,
         input,
         est,
         card,

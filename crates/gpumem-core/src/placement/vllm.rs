@@ -8,12 +8,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::{fits, judge};
 use crate::catalogue::GpuCard;
 use crate::engine::{EngineParams, Value};
 use crate::error::EstimateError;
 use crate::estimate::{Estimate, EstimateInput};
-use crate::fit::{CardFit, Verdict, fit_card_reserve};
-use crate::headline::{Basis, HOST_VLLM, HostFit, Rule};
+use crate::fit::CardFit;
+use crate::headline::{HOST_VLLM, HostFit};
 
 /// The flag.
 const KEY: &str = "cpu-offload-gb";
@@ -35,26 +36,10 @@ pub struct VllmOffload {
     pub host: Option<HostFit>,
 }
 
-fn judge(
-    input: &EstimateInput,
-    est: &Estimate,
-    card: &GpuCard,
-    p: &EngineParams,
-) -> Result<(CardFit, Option<HostFit>), EstimateError> {
-    let need = Basis::Engine(Box::new(p.clone())).need(input, est, card)?;
-    let fit = fit_card_reserve(card, need.bytes, need.assumed, need.reserve);
-    let host = HostFit::judge(need.host, need.bytes, input.ram, Some(card), HOST_VLLM);
-    Ok((fit, host))
-}
-
 fn with(params: &EngineParams, gib: u64) -> EngineParams {
     let mut p = params.clone();
     p.set(KEY, (gib > 0).then(|| Value::Text(gib.to_string())));
     p
-}
-
-fn fits(f: &CardFit) -> bool {
-    Verdict::of_fit(f) == Verdict::Fits
 }
 
 /// The smallest whole `--cpu-offload-gb` that fits `card` under vLLM with `params`,
@@ -70,12 +55,13 @@ pub fn choose(
     if params.get(KEY).is_some() || input.arch.is_none() {
         return Ok(None);
     }
-    let (none, _) = judge(input, est, card, params)?;
+    let (none, _) = judge(HOST_VLLM, input, est, card, params)?;
     if fits(&none) {
         return Ok(None);
     }
     let hi = est.per_device_bytes.div_ceil(1 << 30).max(1);
-    let ok = |g: u64| judge(input, est, card, &with(params, g)).is_ok_and(|(f, _)| fits(&f));
+    let ok =
+        |g: u64| judge(HOST_VLLM, input, est, card, &with(params, g)).is_ok_and(|(f, _)| fits(&f));
     let gib = if ok(hi) {
         let (mut lo, mut top) = (1u64, hi);
         while lo < top {
@@ -90,9 +76,18 @@ pub fn choose(
     } else {
         hi
     };
-    let (fit, host) = judge(input, est, card, &with(params, gib))?;
+    let (fit, host) = judge(HOST_VLLM, input, est, card, &with(params, gib))?;
     let next = if fits(&fit) {
-        Some(judge(input, est, card, &with(params, gib.saturating_sub(1)))?.0)
+        Some(
+            judge(
+                HOST_VLLM,
+                input,
+                est,
+                card,
+                &with(params, gib.saturating_sub(1)),
+            )?
+            .0,
+        )
     } else {
         None
     };

@@ -30,7 +30,7 @@ fn chosen(input: &EstimateInput, pairs: &[(&str, &str)]) -> Option<LlamaPlacemen
 fn verdict(input: &EstimateInput, pairs: &[(&str, &str)]) -> String {
     let est = estimate(input).expect("estimate");
     let p = params(pairs);
-    judge(input, &est, &p.card.expect("card"), &p)
+    judge(HOST_LLAMA, input, &est, &p.card.expect("card"), &p)
         .expect("judge")
         .0
         .verdict
@@ -105,7 +105,7 @@ fn a_moe_model_gets_the_smallest_n_cpu_moe_that_fits() {
     let full = {
         let est = estimate(&mixtral).expect("estimate");
         let p = params(&pairs);
-        judge(&mixtral, &est, &p.card.expect("card"), &p)
+        judge(HOST_LLAMA, &mixtral, &est, &p.card.expect("card"), &p)
             .expect("judge")
             .0
     };
