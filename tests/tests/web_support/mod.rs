@@ -467,8 +467,16 @@ impl Browser {
         .to_string()
     }
 
-    /// A W3C element reference for a CSS selector.
+    /// A W3C element reference for a CSS selector, once the page has mounted it
+    /// (right after `goto` the wasm may still be loading: waiting is what a user does).
     pub fn find(&self, css: &str) -> String {
+        self.wait_for(
+            &format!("an element {css}"),
+            &format!(
+                "return document.querySelector({}) !== null;",
+                serde_json::to_string(css).expect("a selector is a string")
+            ),
+        );
         let v = self
             .cmd(
                 "POST",
