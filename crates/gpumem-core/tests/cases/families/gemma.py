@@ -68,6 +68,38 @@ def siglip_tower(config, c, add):
     add("multi_modal_projector.mm_soft_emb_norm.weight", (vh,), "tower")
 
 
+def gemma4_vision(config, c, add):
+    """transformers' Gemma4VisionModel + Gemma4MultimodalEmbedder (modeling_gemma4.py)."""
+    vc = config.get("vision_config")
+    if not (vc and vc.get("model_type") == "gemma4_vision"):
+        return
+    h = g(c, "hidden_size", "n_embd")
+    # Gemma4VisionConfig's defaults.
+    d = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 16, "num_attention_heads": 12,
+         "num_key_value_heads": 12, "head_dim": 64, "patch_size": 16, "position_embedding_size": 10240}
+    v = {k: vc.get(k, x) for k, x in d.items()}
+    vh, hd, p = v["hidden_size"], v["head_dim"], v["patch_size"]
+    add("vision_tower.patch_embedder.input_proj.weight", (vh, 3 * p * p), "tower")
+    add("vision_tower.patch_embedder.position_embedding_table", (2, v["position_embedding_size"], vh), "tower")
+    linears = {"self_attn.q_proj": (v["num_attention_heads"] * hd, vh), "self_attn.k_proj": (v["num_key_value_heads"] * hd, vh),
+               "self_attn.v_proj": (v["num_key_value_heads"] * hd, vh), "self_attn.o_proj": (vh, v["num_attention_heads"] * hd),
+               "mlp.gate_proj": (v["intermediate_size"], vh), "mlp.up_proj": (v["intermediate_size"], vh),
+               "mlp.down_proj": (vh, v["intermediate_size"])}
+    for i in range(v["num_hidden_layers"]):
+        q = f"vision_tower.encoder.layers.{i}"
+        for nm, shape in linears.items():
+            add(f"{q}.{nm}.linear.weight", shape, "tower")
+            if vc.get("use_clipped_linears"):
+                for b in ("input_min", "input_max", "output_min", "output_max"):
+                    add(f"{q}.{nm}.{b}", (), "tower")
+        add(f"{q}.self_attn.q_norm.weight", (hd,), "tower"); add(f"{q}.self_attn.k_norm.weight", (hd,), "tower")
+        for nm in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"):
+            add(f"{q}.{nm}.weight", (vh,), "tower")
+    if vc.get("standardize"):
+        add("vision_tower.std_bias", (vh,), "tower"); add("vision_tower.std_scale", (vh,), "tower")
+    add("embed_vision.embedding_projection.weight", (h, vc.get("output_proj_dims", vh)), "tower")
+
+
 GEMMA3 = Decoder(head_dim=256, norms=4, qk_norm="head", tied=True, sliding="pattern")
 DECODERS = {
     "gemma": Decoder(tied=True),
@@ -77,19 +109,18 @@ DECODERS = {
 }
 TENSORS = {"gemma4_text": gemma4_text}
 KV = {"gemma4_text": gemma4_text_kv}
-TOWERS = {"gemma3": siglip_tower}
+TOWERS = {"gemma3": siglip_tower, "gemma4": gemma4_vision}
 # transformers' Gemma3TextConfig defaults, which the sparse published configs rely on.
 DEFAULTS = {"gemma3_text": {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 262208,
                             "max_position_embeddings": 131072, "sliding_window_pattern": 6}}
 
-TOWER_NOT_COUNTED = "approximate: vision_config: the vision tower is not counted; its weights add to the total"
 REAL = {
     "gemma-2-2b": (2_614_341_888, "safetensors index"),
     "gemma-2-9b": (9_241_705_984, "safetensors index"),
     "gemma-3-1b": (999_885_952, "safetensors index"),
     "gemma-3-4b": (4_300_079_472, "safetensors index (text 3 880 263 168 + SigLIP tower and projector)"),
-    "gemma-4-31b": (None, "model card: 31B, the gemma4_vision tower included; the text model counted here is 30 697 345 340, the tower is not counted (see confidence)"),
+    "gemma-4-31b": (None, "model card: 31B, the gemma4_vision tower included (text 30 697 345 340 + tower and projector 171 493 376 with Gemma4VisionConfig's defaults)"),
 }
-WARN = {"gemma-4-31b": ["vision tower is not counted"], "gemma-3-4b": []}
-CONFIDENCE = {"gemma-4-31b": TOWER_NOT_COUNTED}
+WARN = {"gemma-4-31b": [], "gemma-3-4b": []}
+CONFIDENCE = {}
 ROUNDED = {"gemma-4-31b": (31e9, 2)}

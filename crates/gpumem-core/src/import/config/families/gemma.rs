@@ -13,6 +13,7 @@ use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family, Sliding, TowerCount};
 use crate::import::config::json::{Cfg, parse};
+use crate::import::config::tower::{fit, sizes};
 
 /// Gemma.
 pub(crate) const GEMMA: Family = Family {
@@ -71,10 +72,11 @@ pub(crate) const GEMMA3: Family = Family {
     ..BASE
 };
 
-/// Gemma 4 (text; the multimodal `gemma4` whose `text_config` it reads). Its
-/// mixture-of-experts block (`enable_moe_block`), per-layer input embeddings
-/// (`hidden_size_per_layer_input`), KV sharing (`num_kv_shared_layers`) and its
-/// `gemma4_vision` tower are not read: set, they are named in warnings.
+/// Gemma 4 (text; the multimodal `gemma4` whose `text_config` it reads, with its
+/// `gemma4_vision` tower counted). Its mixture-of-experts block (`enable_moe_block`),
+/// per-layer input embeddings (`hidden_size_per_layer_input`), KV sharing
+/// (`num_kv_shared_layers`) and an audio tower are not read: set, they are named in
+/// warnings.
 pub(crate) const GEMMA4: Family = Family {
     types: "gemma4_text gemma4",
     class: "Gemma4TextConfig",
@@ -93,6 +95,7 @@ pub(crate) const GEMMA4: Family = Family {
     // from the global keys).
     inert: "vocab_size_per_layer_input use_bidirectional_attention per_layer_config",
     hook: Some(gemma4),
+    tower: Some(|root, tower, hidden| Ok(gemma4_vision(root, tower, hidden)?.map(|n| (n, None)))),
     ..BASE
 };
 
@@ -201,6 +204,62 @@ fn gemma3_siglip(
         .map_err(|_| parse("vision_config: absurdly large".into()))
 }
 
+/// Parameters (and persistent buffers) of Gemma 4's vision tower and its projector,
+/// as transformers 5.23 builds them (`models/gemma4/modeling_gemma4.py`):
+/// `Gemma4VisionPatchEmbedder` (a bias-free `input_proj` over 3 × patch² values and a
+/// [2, position_embedding_size, hidden] position table), per `Gemma4VisionEncoderLayer`
+/// bias-free q/k/v/o (`num_attention_heads` and `num_key_value_heads` × `head_dim`),
+/// per-head `q_norm` and `k_norm` (`v_norm` has no weight), four RMSNorms and a gated
+/// MLP; `Gemma4ClippableLinear` adds four scalar buffers to each of the seven linears
+/// under `use_clipped_linears`, `standardize` two vectors; the pooler and the rotary
+/// table hold nothing stored. `Gemma4MultimodalEmbedder` projects the tower's width
+/// (`output_proj_dims` where the tower has it) to the text width, bias-free, after
+/// an RMSNorm without weight. `None` for another tower.
+#[allow(clippy::arithmetic_side_effects)]
+fn gemma4_vision(
+    root: &Cfg,
+    tower: &Value,
+    text_hidden: u64,
+) -> Result<Option<u64>, EstimateError> {
+    if root.str("model_type") != Some("gemma4")
+        || tower.get("model_type").and_then(Value::as_str) != Some("gemma4_vision")
+    {
+        return Ok(None);
+    }
+    // Gemma4VisionConfig's defaults where the config is silent.
+    let [h, inter, layers, heads, kv_heads, patch, positions] = sizes(
+        tower,
+        [
+            ("hidden_size", 768),
+            ("intermediate_size", 3072),
+            ("num_hidden_layers", 16),
+            ("num_attention_heads", 12),
+            ("num_key_value_heads", 12),
+            ("patch_size", 16),
+            ("position_embedding_size", 10_240),
+        ],
+    )?;
+    let [head_dim, out] = sizes(
+        tower,
+        [
+            ("head_dim", 64),
+            ("output_proj_dims", u64::try_from(h).unwrap_or(0)),
+        ],
+    )?;
+    let t = Cfg::new(tower);
+    let clipped = u128::from(t.flag("use_clipped_linears") == Some(true));
+    let standardize = u128::from(t.flag("standardize") == Some(true));
+    let embed = 3 * patch * patch * h + 2 * positions * h;
+    let layer = 2 * h * heads * head_dim
+        + 2 * h * kv_heads * head_dim
+        + 2 * head_dim
+        + 3 * h * inter
+        + 4 * h
+        + clipped * 7 * 4;
+    let projector = out * u128::from(text_hidden);
+    fit(embed + layers * layer + standardize * 2 * h + projector).map(Some)
+}
+
 /// One image as the tower takes it: (prompt tokens, pixel values), for the towers whose
 /// processor fixes both; `None` otherwise. Gemma 3 without pan-and-scan (vLLM v0.19.0
 /// `model_executor/models/gemma3_mm.py` `get_num_image_tokens`: (crops + 1) ×
@@ -223,3 +282,24 @@ fn gemma3_item(root: &Cfg, tower: &Value) -> Result<Option<(u64, u64)>, Estimate
 
 /// The records of this file, for the registry.
 pub(crate) const FAMILIES: &[&Family] = &[&GEMMA, &GEMMA2, &GEMMA3, &GEMMA4];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tower with every option on, against the model transformers 5.23 builds from it
+    /// on the meta device (parameters and persistent buffers of `model.vision_tower`
+    /// and `model.embed_vision`: 519 356 196 + 6 193 152).
+    #[test]
+    fn gemma4_vision_counts_clipped_linears_and_standardisation() {
+        let root: Value = serde_json::json!({"model_type": "gemma4"});
+        let tower = serde_json::json!({"model_type": "gemma4_vision", "hidden_size": 1152,
+            "intermediate_size": 4304, "num_hidden_layers": 27, "num_attention_heads": 16,
+            "num_key_value_heads": 8, "head_dim": 72, "patch_size": 14,
+            "position_embedding_size": 4096, "use_clipped_linears": true, "standardize": true});
+        let n = gemma4_vision(&Cfg::new(&root), &tower, 5376).unwrap();
+        assert_eq!(n, Some(525_549_348));
+        let other = serde_json::json!({"model_type": "siglip_vision_model"});
+        assert_eq!(gemma4_vision(&Cfg::new(&root), &other, 5376).unwrap(), None);
+    }
+}

@@ -23,6 +23,7 @@ mod granite;
 mod jamba;
 mod kimi;
 mod llama;
+mod llava;
 mod mamba;
 mod minimax;
 mod nemotron;
@@ -64,6 +65,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     falcon_h1::FAMILIES,
     bamba::FAMILIES,
     bert::FAMILIES,
+    llava::FAMILIES,
 ];
 
 /// Every record, file by file.
