@@ -362,7 +362,7 @@ pub static PRESETS: &[Preset] = &[
     },
     Preset {
         id: "llama-4-scout",
-        name: "Llama 4 Scout 17B-16E (text)",
+        name: "Llama 4 Scout 17B-16E",
         source: "huggingface.co/meta-llama/Llama-4-Scout-17B-16E config.json text_config (chunked attention: 36 of 48 layers keep 8192 tokens)",
         pairs: &[
             ("layers", "48"),
@@ -380,8 +380,11 @@ pub static PRESETS: &[Preset] = &[
             ("sliding-window", "8192"),
             ("sliding-layers", "36"),
             ("max-position", "262144"),
+            // Its vision_config's tower, adapter and projector, as the config reader
+            // counts them (equal to transformers 5.23's model on the meta device).
+            ("tower-params", "871932416"),
         ],
-        note: "the vision tower (in the 109B total) is not counted",
+        note: "the vision tower and its projector are counted as tower parameters (16-bit, not active)",
     },
 ];
 
@@ -441,7 +444,8 @@ mod tests {
             ("gpt-oss-20b", 20_914_757_184),
             // 671 026 419 200 in the main model + the MTP layer the checkpoint stores.
             ("deepseek-v3", 684_489_845_504),
-            ("llama-4-scout", 107_769_861_120),
+            // 107 769 861 120 in the text model + 871 932 416 in the vision tower.
+            ("llama-4-scout", 108_641_793_536),
         ] {
             let p = find(id).unwrap();
             let (input, errors) = from_pairs(p.pairs.iter().copied());

@@ -26,11 +26,12 @@ pub(crate) const MISTRAL3: Family = Family {
     ..LLAMA
 };
 
-/// Llama-4's text model.
+/// Llama-4's text model (and the multimodal `llama4`, whose vision tower is counted).
 pub(crate) const LLAMA4: Family = Family {
     types: "llama4 llama4_text",
     class: "Llama4TextConfig",
     hook: Some(llama4),
+    tower: Some(|root, tower, hidden| Ok(llama4_vision(root, tower, hidden)?.map(|n| (n, None)))),
     // Llama4TextL2Norm has no weight; attention temperature constants.
     inert: "use_qk_norm attn_temperature_tuning attn_scale floor_scale",
     ..BASE
@@ -96,5 +97,74 @@ fn pixtral(root: &Cfg, tower: &Value, text_hidden: u64) -> Result<u64, EstimateE
     fit(embed + layers * layer + projector)
 }
 
+/// Llama-4's vision tower, adapter and projector (transformers 5.23
+/// `models/llama4/modeling_llama4.py`): `Llama4UnfoldConvolution`'s bias-free linear
+/// over channels × patch² values, the class embedding and (patches + 1) learned
+/// positions, `layernorm_pre` and `layernorm_post`, layers of two LayerNorms, q/k/v/o
+/// and fc1/fc2 with biases; `Llama4VisionPixelShuffleMLP`'s two bias-free linears
+/// (intermediate → `projector_input_dim`, `projector_output_dim` square) and
+/// `Llama4MultiModalProjector`'s bias-free `vision_output_dim` → text width. `None`
+/// for another tower.
+#[allow(clippy::arithmetic_side_effects)]
+fn llama4_vision(
+    root: &Cfg,
+    tower: &Value,
+    text_hidden: u64,
+) -> Result<Option<u64>, EstimateError> {
+    if root.str("model_type") != Some("llama4")
+        || tower.get("model_type").and_then(Value::as_str) != Some("llama4_vision_model")
+    {
+        return Ok(None);
+    }
+    // Llama4VisionConfig's defaults where the config is silent.
+    let [h, inter, layers, ch, image, patch] = sizes(
+        tower,
+        [
+            ("hidden_size", 768),
+            ("intermediate_size", 5632),
+            ("num_hidden_layers", 34),
+            ("num_channels", 3),
+            ("image_size", 448),
+            ("patch_size", 14),
+        ],
+    )?;
+    let [proj_in, proj_out, out] = sizes(
+        tower,
+        [
+            ("projector_input_dim", 4096),
+            ("projector_output_dim", 4096),
+            ("vision_output_dim", 7680),
+        ],
+    )?;
+    let side = image.checked_div(patch).unwrap_or(0);
+    let embed = ch * patch * patch * h + h + (side * side + 1) * h + 4 * h;
+    let layer = 4 * h + 4 * (h * h + h) + 2 * h * inter + inter + h;
+    let adapter = inter * proj_in + proj_out * proj_out;
+    let projector = out * u128::from(text_hidden);
+    fit(embed + layers * layer + adapter + projector).map(Some)
+}
+
 /// The records of this file, for the registry.
 pub(crate) const FAMILIES: &[&Family] = &[&LLAMA, &MISTRAL3, &LLAMA4];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Llama-4-Scout's tower (its published vision_config), against transformers 5.23's
+    /// `Llama4ForConditionalGeneration` built on the meta device: `vision_model`
+    /// 850 960 896 and `multi_modal_projector` 20 971 520 parameters.
+    #[test]
+    fn llama4_vision_counts_tower_adapter_and_projector() {
+        let root = serde_json::json!({"model_type": "llama4"});
+        let tower = serde_json::json!({"hidden_size": 1408, "image_size": 336,
+            "intermediate_size": 5632, "model_type": "llama4_vision_model",
+            "num_attention_heads": 16, "num_hidden_layers": 34, "patch_size": 14,
+            "projector_input_dim": 4096, "projector_output_dim": 4096,
+            "vision_output_dim": 4096});
+        let n = llama4_vision(&Cfg::new(&root), &tower, 5120).unwrap();
+        assert_eq!(n, Some(850_960_896 + 20_971_520));
+        let text = serde_json::json!({"model_type": "llama4_text"});
+        assert_eq!(llama4_vision(&Cfg::new(&text), &tower, 5120).unwrap(), None);
+    }
+}
