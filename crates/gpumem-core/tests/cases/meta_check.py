@@ -45,6 +45,9 @@ def explained(name, case, cfg):
 # Encoders are counted as AutoModel builds them (the base model, no task head).
 ENCODERS = {"bert", "roberta", "xlm-roberta", "modernbert"}
 
+# Model classes no auto class maps (transformers 5.23).
+CLASSES = {"qwen2_audio": "Qwen2AudioForConditionalGeneration"}
+
 def build(cfg):
     with torch.device("meta"):
         if cfg.model_type in ENCODERS:
@@ -53,7 +56,13 @@ def build(cfg):
             return transformers.WhisperForConditionalGeneration(cfg)
         if getattr(cfg, "is_encoder_decoder", False):
             return transformers.AutoModelForSeq2SeqLM.from_config(cfg)
-        for auto in (transformers.AutoModelForCausalLM, transformers.AutoModelForImageTextToText):
+        if cfg.model_type in CLASSES:
+            return getattr(transformers, CLASSES[cfg.model_type])(cfg)
+        autos = [transformers.AutoModelForCausalLM, transformers.AutoModelForImageTextToText]
+        # A config with a tower is built whole (Llama 4's causal-LM class is its text model).
+        if getattr(cfg, "vision_config", None) is not None:
+            autos.reverse()
+        for auto in autos:
             try:
                 return auto.from_config(cfg, trust_remote_code=False)
             except (ValueError, KeyError):

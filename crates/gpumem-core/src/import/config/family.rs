@@ -111,6 +111,8 @@ pub(crate) struct Family {
     pub hook: Option<Hook>,
     /// Counts the vision tower of a config whose root `model_type` is this record's.
     pub tower: Option<Tower>,
+    /// Counts its audio tower (`audio_config`), alike.
+    pub audio: Option<Tower>,
     /// Reads the whole config instead of the generic decoder.
     pub whole: Option<Whole>,
 }
@@ -136,6 +138,7 @@ pub(crate) const BASE: Family = Family {
     inert: "",
     hook: None,
     tower: None,
+    audio: None,
     whole: None,
 };
 

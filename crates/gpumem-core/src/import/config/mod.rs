@@ -337,19 +337,31 @@ fn read_decoder(
     let mut mm_item = None;
     // A tower is counted by the record of the root's model_type (the multimodal
     // wrapper's), when it has a counter.
-    let tower = Family::find(root.str("model_type").unwrap_or(mt)).and_then(|r| r.tower);
+    let record = Family::find(root.str("model_type").unwrap_or(mt));
     for (key, what) in TOWERS {
         let Some(t) = root.get(key).filter(|x| !x.is_null()) else {
             continue;
         };
-        let counted = match (*key, tower) {
-            ("vision_config", Some(count)) => count(root, t, d.arch.hidden)?,
+        let counter = match *key {
+            "vision_config" => record.and_then(|r| r.tower),
+            "audio_config" => record.and_then(|r| r.audio),
             _ => None,
+        };
+        let counted = match counter {
+            Some(count) => count(root, t, d.arch.hidden)?,
+            None => None,
         };
         match counted {
             Some((n, item)) => {
-                d.arch.tower_params = n;
-                mm_item = item;
+                // A vision and an audio tower add up.
+                d.arch.tower_params = d
+                    .arch
+                    .tower_params
+                    .checked_add(n)
+                    .ok_or_else(|| parse(format!("{key}: absurdly large")))?;
+                if item.is_some() {
+                    mm_item = item;
+                }
                 d.notes.push(format!(
                     "{key}: the {what} and its projector are counted ({n} parameters, 16-bit)"
                 ));

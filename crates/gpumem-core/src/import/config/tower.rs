@@ -30,3 +30,34 @@ pub(crate) fn sizes<const N: usize>(
 pub(crate) fn fit(n: u128) -> Result<u64, EstimateError> {
     u64::try_from(n).map_err(|_| parse("vision_config: absurdly large".into()))
 }
+
+/// transformers' `SiglipVisionModel` (`models/siglip/modeling_siglip.py`): the patch
+/// convolution with its bias, (image / patch)² learned positions, layers of two
+/// LayerNorms, q/k/v/out and fc1/fc2 with biases, `post_layernorm`, and under
+/// `vision_use_head` (SiglipVisionConfig's default: true) the attention-pooling head
+/// (a probe, `nn.MultiheadAttention`'s packed in-projection and out-projection with
+/// biases, a LayerNorm and an MLP). Missing sizes are SiglipVisionConfig's defaults.
+#[allow(clippy::arithmetic_side_effects)]
+pub(crate) fn siglip(tower: &Value) -> Result<u128, EstimateError> {
+    let [h, inter, layers, ch, image, patch] = sizes(
+        tower,
+        [
+            ("hidden_size", 768),
+            ("intermediate_size", 3072),
+            ("num_hidden_layers", 12),
+            ("num_channels", 3),
+            ("image_size", 224),
+            ("patch_size", 16),
+        ],
+    )?;
+    let side = image.checked_div(patch).unwrap_or(0);
+    let embed = h * ch * patch * patch + h + side * side * h;
+    let mlp = 2 * h * inter + inter + h;
+    let layer = 4 * h + 4 * (h * h + h) + mlp;
+    let head = if tower.get("vision_use_head").and_then(Value::as_bool) == Some(false) {
+        0
+    } else {
+        h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + mlp
+    };
+    Ok(embed + layers * layer + 2 * h + head)
+}

@@ -13,7 +13,7 @@ use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family, Sliding, TowerCount};
 use crate::import::config::json::{Cfg, parse};
-use crate::import::config::tower::{fit, sizes};
+use crate::import::config::tower::{fit, siglip, sizes};
 
 /// Gemma.
 pub(crate) const GEMMA: Family = Family {
@@ -23,8 +23,14 @@ pub(crate) const GEMMA: Family = Family {
         tied_embeddings: true,
         ..Architecture::BASE
     },
+    inert: PALIGEMMA_TEXT,
     ..BASE
 };
+
+/// What PaliGemma writes into its Gemma and Gemma 2 text configs
+/// (`PaliGemmaConfig.__post_init__`): the image prefix's bidirectional mask and its
+/// token count, no tensor.
+const PALIGEMMA_TEXT: &str = "use_bidirectional_attention num_image_tokens";
 
 /// Gemma-2.
 pub(crate) const GEMMA2: Family = Family {
@@ -40,6 +46,7 @@ pub(crate) const GEMMA2: Family = Family {
     head_dim: 256,
     sliding: Sliding::Alternate,
     gguf: "gemma2",
+    inert: PALIGEMMA_TEXT,
     ..BASE
 };
 
@@ -148,8 +155,8 @@ fn gemma3_tower(
 /// checkpoint stores them (transformers' SiglipVisionModel without the pooling
 /// head, and Gemma3MultiModalProjector: `mm_input_projection_weight`
 /// [vision, text hidden] + `mm_soft_emb_norm` [vision]); `None` for other towers.
-// Every factor is at most 2^20 (checked below) but the text hidden size (a u64):
-// the u128 products stay below 2^90.
+// The tower's sizes are at most 2^20 (checked by `siglip`) but the text hidden size
+// (a u64): the u128 products stay below 2^90.
 #[allow(clippy::arithmetic_side_effects)]
 fn gemma3_siglip(
     root: &Cfg,
@@ -163,42 +170,9 @@ fn gemma3_siglip(
     {
         return Ok(None);
     }
-    let t = Cfg::new(tower);
-    // SiglipVisionConfig's defaults where the config is silent.
-    let get = |k: &str, d: u64| t.uint(k).map(|x| x.unwrap_or(d));
-    let (h, inter, layers) = (
-        get("hidden_size", 768)?,
-        get("intermediate_size", 3072)?,
-        get("num_hidden_layers", 12)?,
-    );
-    let (channels, image, patch) = (
-        get("num_channels", 3)?,
-        get("image_size", 224)?,
-        get("patch_size", 16)?.max(1),
-    );
-    // Far above any real tower; keeps every product below in u128.
-    if [h, inter, layers, channels, image, patch]
-        .into_iter()
-        .any(|v| v > 1 << 20)
-    {
-        return Err(parse("vision_config: absurdly large".into()));
-    }
-    let [h, inter, layers, channels, side, patch, text] = [
-        h,
-        inter,
-        layers,
-        channels,
-        image.checked_div(patch).unwrap_or(0),
-        patch,
-        text_hidden,
-    ]
-    .map(u128::from);
-    // Patch embedding (conv weight + bias), positions, post-layernorm.
-    let embed = h * channels * patch * patch + h + side * side * h + 2 * h;
-    // Per layer: two LayerNorms, q/k/v/out with biases, fc1 and fc2 with biases.
-    let layer = 4 * h + 4 * (h * h + h) + 2 * h * inter + inter + h;
-    let projector = h * text + h;
-    let total = embed + layers * layer + projector;
+    // The projector: `mm_input_projection_weight` and `mm_soft_emb_norm`.
+    let h = u128::from(Cfg::new(tower).uint("hidden_size")?.unwrap_or(768));
+    let total = siglip(tower)? + h * u128::from(text_hidden) + h;
     u64::try_from(total)
         .map(Some)
         .map_err(|_| parse("vision_config: absurdly large".into()))

@@ -28,6 +28,7 @@ mod mamba;
 mod minimax;
 mod nemotron;
 mod olmo;
+mod paligemma;
 mod phi;
 mod phimoe;
 mod qwen;
@@ -66,6 +67,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     bamba::FAMILIES,
     bert::FAMILIES,
     llava::FAMILIES,
+    paligemma::FAMILIES,
 ];
 
 /// Every record, file by file.

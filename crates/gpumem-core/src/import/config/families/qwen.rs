@@ -32,6 +32,15 @@ pub(crate) const QWEN2_5_VL: Family = Family {
     ..QWEN2
 };
 
+/// Qwen2-Audio: Qwen2's language model of its `text_config` and the audio encoder and
+/// projector of its root.
+pub(crate) const QWEN2_AUDIO: Family = Family {
+    types: "qwen2_audio",
+    class: "Qwen2AudioConfig",
+    audio: Some(|_, tower, hidden| Ok(qwen2_audio(tower, hidden)?.map(|n| (n, None)))),
+    ..QWEN2
+};
+
 /// Qwen2-MoE: Qwen2MoeSparseMoeBlock's `shared_expert_gate`.
 pub(crate) const QWEN2_MOE: Family = Family {
     types: "qwen2_moe",
@@ -101,6 +110,35 @@ fn delta_net(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         ..Mixer::BASE
     });
     Ok(())
+}
+
+/// Qwen2-Audio's encoder and projector (transformers 5.23
+/// `models/qwen2_audio/modeling_qwen2_audio.py`): `Qwen2AudioEncoder`'s two
+/// convolutions over `num_mel_bins` (kernel 3, with biases), its position table of
+/// `max_source_positions` rows (frozen, stored), layers of q/v/out with biases and a
+/// bias-free k, two LayerNorms and fc1/fc2 with biases, the final LayerNorm; the
+/// average pooler holds nothing; `Qwen2AudioMultiModalProjector`'s linear with its bias
+/// to the text width. `None` for another encoder.
+#[allow(clippy::arithmetic_side_effects)]
+fn qwen2_audio(tower: &Value, text_hidden: u64) -> Result<Option<u64>, EstimateError> {
+    if tower.get("model_type").and_then(Value::as_str) != Some("qwen2_audio_encoder") {
+        return Ok(None);
+    }
+    // Qwen2AudioConfig's encoder defaults where the config is silent.
+    let [d, ffn, layers, mels, positions] = sizes(
+        tower,
+        [
+            ("d_model", 1280),
+            ("encoder_ffn_dim", 5120),
+            ("encoder_layers", 32),
+            ("num_mel_bins", 128),
+            ("max_source_positions", 1500),
+        ],
+    )?;
+    let text = u128::from(text_hidden);
+    let convs = mels * d * 3 + d + d * d * 3 + d;
+    let layer = 4 * d * d + 3 * d + 4 * d + 2 * d * ffn + ffn + d;
+    fit(convs + positions * d + layers * layer + 2 * d + d * text + text).map(Some)
 }
 
 /// Parameters of Qwen2.5-VL's vision tower and merger, counted as transformers'
@@ -174,6 +212,7 @@ fn qwen3_vl(tower: &Value) -> Result<u64, EstimateError> {
 
 /// The records of this file, for the registry.
 pub(crate) const FAMILIES: &[&Family] = &[
+    &QWEN2_AUDIO,
     &QWEN2,
     &QWEN2_5_VL,
     &QWEN2_MOE,
@@ -181,3 +220,23 @@ pub(crate) const FAMILIES: &[&Family] = &[
     &QWEN3_VL,
     &QWEN3_NEXT,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Qwen2-Audio-7B's encoder (Qwen2AudioConfig's defaults: Whisper-large-v3's
+    /// encoder over 128 mel bins) and its projector into a 4096-wide Qwen2, against
+    /// transformers 5.23's `Qwen2AudioForConditionalGeneration` on the meta device:
+    /// `audio_tower` 636 968 960 and `multi_modal_projector` 5 246 976.
+    #[test]
+    fn qwen2_audio_counts_the_encoder_and_projector() {
+        let tower = serde_json::json!({"model_type": "qwen2_audio_encoder"});
+        assert_eq!(
+            qwen2_audio(&tower, 4096).unwrap(),
+            Some(636_968_960 + 5_246_976)
+        );
+        let other = serde_json::json!({"model_type": "whisper"});
+        assert_eq!(qwen2_audio(&other, 4096).unwrap(), None);
+    }
+}
