@@ -65,8 +65,26 @@ pub(crate) const QWEN3: Family = Family {
 /// root.
 pub(crate) const QWEN3_VL: Family = Family {
     types: "qwen3_vl qwen3_vl_moe",
-    tower: Some(|_, tower, _| Ok(Some((qwen3_vl(tower)?, None)))),
+    tower: Some(|_, tower, _| Ok(Some((qwen3_vl(tower, 3)?, None)))),
     ..QWEN3
+};
+
+/// Qwen3.5 and Qwen3.5-MoE: Qwen3-Next-style language models (their `text_config`)
+/// and the vision tower of their root, Qwen3-VL's without its deepstack mergers
+/// (transformers 5.23 `models/qwen3_5/modeling_qwen3_5.py`, `Qwen3_5VisionModel`).
+pub(crate) const QWEN3_5: Family = Family {
+    types: "qwen3_5 qwen3_5_moe",
+    tower: Some(|_, tower, _| {
+        if tower
+            .get("model_type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| !t.starts_with("qwen3_5"))
+        {
+            return Ok(None);
+        }
+        Ok(Some((qwen3_vl(tower, 0)?, None)))
+    }),
+    ..QWEN3_NEXT
 };
 
 /// Qwen3-Next: Qwen3NextAttention's q_proj yields the queries and a sigmoid output
@@ -181,9 +199,11 @@ fn qwen2_5_vl(tower: &Value) -> Result<u64, EstimateError> {
 /// with biases, the merger (a LayerNorm over one patch, then `spatial_merge_size²`
 /// patches through two linears with biases to `out_hidden_size`), and one such merger
 /// per `deepstack_visual_indexes` entry normed over the merged patches.
+/// `deepstack_default`: the mergers when the config does not list them (Qwen3-VL 3,
+/// Qwen3.5 none).
 // Factors at most 2^20 (see `sizes`): the u128 products stay below 2^100.
 #[allow(clippy::arithmetic_side_effects)]
-fn qwen3_vl(tower: &Value) -> Result<u64, EstimateError> {
+fn qwen3_vl(tower: &Value, deepstack_default: usize) -> Result<u64, EstimateError> {
     let [h, inter, depth, ch, patch, temporal, merge, out, positions] = sizes(
         tower,
         [
@@ -200,7 +220,7 @@ fn qwen3_vl(tower: &Value) -> Result<u64, EstimateError> {
     )?;
     let deepstack = Cfg::new(tower)
         .list("deepstack_visual_indexes")
-        .map_or(3, |l| l.len()) as u128;
+        .map_or(deepstack_default, |l| l.len()) as u128;
     let embed = h * ch * temporal * patch * patch + h + positions * h;
     let block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (inter * h + inter) + (h * inter + h);
     let wide = h * merge * merge;
@@ -219,6 +239,7 @@ pub(crate) const FAMILIES: &[&Family] = &[
     &QWEN3,
     &QWEN3_VL,
     &QWEN3_NEXT,
+    &QWEN3_5,
 ];
 
 #[cfg(test)]
