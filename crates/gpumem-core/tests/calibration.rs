@@ -663,22 +663,22 @@ const INEXPRESSIBLE: &[(&str, &str, &str)] = &[
     (
         "vllm0271-rtx4090-qwen3-8b-8192-coldcompile",
         "--compile-cache cold",
-        "a cold torch.compile cache: its autotuning peak lands in the profile (1.18 GiB of peak activation against 0.19 GiB on the warm runs of the same capture, which log 43,040 tokens)",
+        "a cold torch.compile cache: its autotuning peak lands in the profile (1.18 GiB of peak activation against 0.19 GiB on the warm runs of the same capture, which log 43,040 tokens). Its size is Inductor's and Triton's compile and autotuning scratch, which no vLLM code computes (vllm-project/vllm issue 54122: tens of GiB on RTX PRO 6000s; a V100 shows none), and the fixes that would take it out of the profile (pull requests 54209 and 54479) are in no release",
     ),
     (
         "sglang-4xl4-qwq-32b-tp4-u085",
         "--interconnect pcie",
-        "PCIe-only GPUs: at tp > 2 SGLang turns its custom all-reduce off ('not supported on more than two PCIe-only GPUs', logged) and the distributed init took 0.13 GB, where the rules assume at tp > 1 the NVLink H100s' memory before loading (the CUDA context + 1 884 MiB); the card table does not say which cards are PCIe-only; what custom all-reduce itself holds is small (its signal and 8 MiB buffers, SGLang's custom_all_reduce.py, vLLM's alike), the gap is NCCL's own buffers, which NCCL sizes from the topology it detects (NVLink SHARP on NVSwitch machines), outside the engines' code",
+        "PCIe-only GPUs: at tp > 2 SGLang turns its custom all-reduce off ('not supported on more than two PCIe-only GPUs', logged) and the distributed init took 0.13 GB, where the rules assume at tp > 1 the NVLink H100s' memory before loading (the CUDA context + 1 884 MiB); the card table does not say which cards are PCIe-only; turning custom all-reduce off saves little (its signal, two 8 MiB buffers and 8 MiB of rank data: custom_all_reduce.py, SGLang's as vLLM's), and the rest of the 1 884 MiB is NCCL's and the NVLink-only communicators', which NCCL sizes from the topology it detects (its NVLS buffers alone, 16 channels x 2 x 1 MiB x tp on sm90, are 128 MiB at tp 4: NVIDIA/nccl src/transport/nvls.cc ncclNvlsBufferSetup), not from anything the engines' code says",
     ),
     (
         "sglang-4xrtx4090-qwen3-14b-tp4-u080",
         "--interconnect pcie",
-        "four PCIe RTX 4090s: 0.56 GB was taken before loading (23.08 GB free of torch's 23.64 GiB), where the rules assume at tp > 1 the NVLink H100s' memory before loading (the CUDA context + 1 884 MiB); the card table does not say which cards are PCIe-only; what custom all-reduce itself holds is small (its signal and 8 MiB buffers, SGLang's custom_all_reduce.py, vLLM's alike), the gap is NCCL's own buffers, which NCCL sizes from the topology it detects (NVLink SHARP on NVSwitch machines), outside the engines' code",
+        "four PCIe RTX 4090s: 0.56 GB was taken before loading (23.08 GB free of torch's 23.64 GiB), where the rules assume at tp > 1 the NVLink H100s' memory before loading (the CUDA context + 1 884 MiB); the card table does not say which cards are PCIe-only; turning custom all-reduce off saves little (its signal, two 8 MiB buffers and 8 MiB of rank data: custom_all_reduce.py, SGLang's as vLLM's), and the rest of the 1 884 MiB is NCCL's and the NVLink-only communicators', which NCCL sizes from the topology it detects (its NVLS buffers alone, 16 channels x 2 x 1 MiB x tp on sm90, are 128 MiB at tp 4: NVIDIA/nccl src/transport/nvls.cc ncclNvlsBufferSetup), not from anything the engines' code says",
     ),
     (
         "vllm-issue21348-vllm-qwen3-235b-a22b-fp8-tp4",
         "--kv-transfer-config",
-        "the run used LMCache's KV connector (LMCacheConnectorV1, kv_both), whose device buffers the rules do not model; the version is not printed and the 0.10 rules' memory outside torch at tp >= 2 (0.55 GiB) comes from a TP-2 log, where 0.19 logs 2.06-2.13 GiB at TP 4",
+        "the run used LMCache's KV connector (LMCacheConnectorV1, kv_both), whose device buffers the rules do not model; the version is not printed and the 0.10 rules' memory outside torch at tp >= 2 (0.55 GiB) comes from a TP-2 log, where 0.19 logs 2.06-2.13 GiB at TP 4; that 1.5 GiB (NCCL's and the NVLink communicators' memory, as for the PCIe records below) is most of the 1.9 GiB gap, and the connector's own GPU buffers were not read (the LMCache snapshot at hand, of October 2024, predates its vLLM V1 connector)",
     ),
 ];
 
