@@ -259,3 +259,48 @@ pub const BATCHED_TOKENS: Flag = Flag::new(
     .unit(Unit::Tokens),
     positive,
 );
+
+/// Memory other processes already hold on each GPU when the engine starts (a desktop,
+/// another server; under WSL2 what Windows keeps): `nvidia-smi`'s use before the
+/// launch. The engines differ in what they do with it: SGLang sizes its pool from what
+/// is free (`model_runner.py` `init_torch_distributed`: pre_model_load_memory), vLLM
+/// from the card's total, and refuses to start when less than its share is free
+/// (`gpu_worker.py` `init_device`) — see each rule.
+pub const MEMORY_IN_USE: Flag = Flag::new(
+    field(
+        "memory-in-use",
+        FieldKind::Text,
+        "Memory in use elsewhere (GiB)",
+        "0",
+        "GiB already held on each GPU by other processes when the engine starts (nvidia-smi's use before launch: a desktop, another server); 1.5, 800MiB, 2GB",
+    )
+    .choices(&[("0.5", "0.5 GiB"), ("1.5", "1.5 GiB")]),
+    in_use,
+)
+.unread("--memory-in-use is modelled for vLLM and SGLang only: ignored");
+
+/// Reads `--memory-in-use`: a number of GiB (`1.5`) or a capacity with its unit
+/// (`800MiB`, `2GB`), 0 included, in bytes rounded down.
+fn in_use(key: &'static str, text: &str) -> Result<Value, EstimateError> {
+    memory_in_use_bytes(text).map(Value::Count).ok_or_else(|| {
+        EstimateError::invalid(
+            key,
+            format!("{text:?} is not a size (GiB as a number: 1.5; or 800MiB, 2GB)"),
+        )
+    })
+}
+
+/// `--memory-in-use` in bytes: a bare number is GiB; `None` when the text is not a size.
+pub fn memory_in_use_bytes(text: &str) -> Option<u64> {
+    let t = text.trim();
+    if t.is_empty() || t.starts_with('.') {
+        return None;
+    }
+    if t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        if t.ends_with('.') {
+            return None;
+        }
+        return crate::catalogue::parse_capacity(&format!("{t}GiB"));
+    }
+    crate::catalogue::parse_capacity(t)
+}

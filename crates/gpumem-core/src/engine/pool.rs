@@ -48,6 +48,9 @@ pub struct Draft {
     pub(crate) assumptions: Vec<String>,
     /// Soft problems.
     pub(crate) warnings: Vec<String>,
+    /// The engine refuses to start before it sizes a pool, and why (vLLM's start-up
+    /// check on free memory): no pool, the outcome refused, the reason a warning.
+    pub(crate) refused: Option<String>,
 }
 
 /// An engine that allocates its cache up front (llama.cpp): what it needs against the room.
@@ -87,13 +90,16 @@ pub(super) fn finish(
         .ok_or(EstimateError::Overflow {
             what: "engine lines",
         })?;
-    let kv = match d.pool {
-        Some(p) => i128::from(p),
-        None => i128::from(first.bytes)
-            .checked_sub(subtracted)
-            .ok_or(EstimateError::Overflow {
-                what: "engine budget",
-            })?,
+    let kv = match (&d.refused, d.pool) {
+        (Some(_), _) => 0,
+        (None, Some(p)) => i128::from(p),
+        (None, None) => {
+            i128::from(first.bytes)
+                .checked_sub(subtracted)
+                .ok_or(EstimateError::Overflow {
+                    what: "engine budget",
+                })?
+        }
     };
     let kv_capacity_bytes = i64::try_from(kv).map_err(|_| EstimateError::Overflow {
         what: "engine budget",
@@ -177,7 +183,9 @@ pub(super) fn finish(
     }
     let workload_outcome = judge(workload_margin);
     let mml = ctx.max_model_len;
-    if kv_capacity_bytes <= 0 {
+    if let Some(why) = d.refused.take() {
+        d.warnings.push(why);
+    } else if kv_capacity_bytes <= 0 {
         d.warnings.push(
             engine
                 .refusal()

@@ -31,6 +31,10 @@ pub struct Ctx<'a> {
     pub(crate) max_model_len: u64,
 }
 
+/// The CUDA context an engine's process creates on its GPU before it measures free
+/// memory, MiB (assumed; the SGLang and vLLM rules' figure).
+pub(super) const CONTEXT_MIB: u64 = 512;
+
 /// NCCL communicators and custom all-reduce buffers per GPU at tp ≥ 2, MiB (assumed):
 /// what vLLM 0.19's start-ups on H100s show outside torch at tp 2–4 beyond tp 1
 /// (2 140 − 256 MiB, vLLM's own table), the same libraries allocating the same

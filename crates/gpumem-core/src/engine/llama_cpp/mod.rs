@@ -398,6 +398,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         uncertainty: sum(&[mib(ctx_mib), compute])?.checked_div(4).unwrap_or(0),
         assumptions,
         warnings: Vec::new(),
+        refused: None,
     })
 }
 

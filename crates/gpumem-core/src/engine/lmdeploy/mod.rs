@@ -343,6 +343,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         speculative: None,
         assumptions,
         warnings,
+        refused: None,
     })
 }
 

@@ -13,6 +13,9 @@
 //! 2048) × 1.5 + tp × pp ÷ 8 × 1024 + 2 × the decode CUDA-graph batch, at least 10 GiB
 //! on cards over 60 GiB; fraction = round((total − reserved) ÷ total, 3).
 //!
+//! Memory other processes hold (`--memory-in-use`) is not free when SGLang measures
+//! pre_model_load_memory, so it leaves the pool × mem_fraction_static.
+//!
 //! Checked against the one public SGLang start-up log found
 //! (https://github.com/vllm-project/vllm/issues/21348:
 //! Qwen3-235B-A22B-FP8, tp 4 on H100s, `--mem-fraction-static 0.93`: 367 404 tokens).
@@ -21,11 +24,11 @@ use serde::{Deserialize, Serialize};
 
 use super::arith::{MIB, mib};
 use super::contract::{Engine, Info};
-use super::flags::{BATCHED_TOKENS, Flag, MAX_MODEL_LEN, field, fraction};
+use super::flags::{BATCHED_TOKENS, Flag, MAX_MODEL_LEN, MEMORY_IN_USE, field, fraction};
 use super::fraction::{ONE, fraction_text, times_fraction};
 use super::outcome::line;
 use super::pool::{Draft, simple_pool};
-use super::request::{COMM_BUFFERS_MIB, Ctx, catalogue_capacity};
+use super::request::{COMM_BUFFERS_MIB, CONTEXT_MIB, Ctx, catalogue_capacity};
 use crate::error::EstimateError;
 use crate::estimate::Kind;
 use crate::fields::FieldKind;
@@ -164,9 +167,6 @@ pub(super) fn default_fraction(total_mib: u64, tp: u64, pp: u64, chunk: Option<u
     (thousandths.saturating_mul(ONE / 1000), chunk)
 }
 
-/// The CUDA context before loading, MiB (assumed).
-const CONTEXT_MIB: u64 = 512;
-
 /// `--mem-fraction-static`: the share of what is free before loading kept for the
 /// weights and the KV pool.
 const MEM_FRACTION_STATIC: Flag = Flag::new(
@@ -195,7 +195,12 @@ impl Engine for Sglang {
         release: Some(|text| SglangVersion::parse(text).map(SglangVersion::index)),
         hint: "sglang (sglang@0.5.0)",
         // `max-num-batched-tokens` is its `--chunked-prefill-size`.
-        flags: &[&MAX_MODEL_LEN, &BATCHED_TOKENS, &MEM_FRACTION_STATIC],
+        flags: &[
+            &MAX_MODEL_LEN,
+            &BATCHED_TOKENS,
+            &MEM_FRACTION_STATIC,
+            &MEMORY_IN_USE,
+        ],
         formats: &["bf16", "fp8", "int8", "awq-4-g128"],
         windows: false,
         shared_context: false,
@@ -239,13 +244,24 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     } else {
         CONTEXT_MIB
     };
-    let pre = total.saturating_sub(mib(pre_used_mib));
+    // Memory other processes hold is not free when SGLang measures: sglang 0.5.23
+    // `model_runner.py` `init_torch_distributed` returns pre_model_load_memory =
+    // `get_available_gpu_memory(distributed=world_size > 1)`, torch.cuda.mem_get_info's
+    // free memory, the smallest over the ranks (read at sgl-project/sglang 0005834c; the
+    // same call in 0.4.x `init_torch_distributed`, whose `min_per_gpu_memory` feeds
+    // `profile_max_num_token`). At tp > 1 the figure given is each GPU's (the smallest
+    // rank's sets the pool; SGLang warns, "The memory capacity is unbalanced", when one
+    // rank has less than 0.9 × another's).
+    let in_use = c.params.count(MEMORY_IN_USE.key()).unwrap_or(0);
+    let pre = total
+        .saturating_sub(mib(pre_used_mib))
+        .saturating_sub(in_use);
     let reserved = times_fraction(pre, ONE.saturating_sub(mfs), false)?;
     let total_text = format!(
         "{total} B (torch{})",
         if derived { ", derived" } else { "" }
     );
-    let lines = vec![
+    let mut lines = vec![
         line(
             "budget",
             "Card total as torch reports it",
@@ -282,6 +298,15 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             "python/sglang/srt/model_executor/model_runner.py (init_torch_distributed: pre_model_load_memory)",
         ),
         line(
+            "memory_in_use",
+            "Held by other processes before start-up (--memory-in-use)",
+            in_use,
+            Kind::Computed,
+            "as given: not free when SGLang measures pre_model_load_memory".into(),
+            &[("memory-in-use", format!("{in_use} B"))],
+            "python/sglang/srt/model_executor/model_runner.py (init_torch_distributed: get_available_gpu_memory)",
+        ),
+        line(
             "weights",
             "Weights on this device",
             c.weights,
@@ -295,7 +320,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             "Kept for activations and CUDA graphs: pre_model_load_memory × (1 − mem_fraction_static)",
             reserved,
             Kind::Computed,
-            "(total − the memory taken before loading) × (1 − mem_fraction_static)".into(),
+            "(total − the memory taken before loading − memory in use elsewhere) × (1 − mem_fraction_static)".into(),
             &[
                 ("pre_model_load_memory", format!("{pre} B")),
                 ("mem-fraction-static", fraction_text(mfs)),
@@ -303,6 +328,9 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             "python/sglang/srt/mem_cache/kv_cache_configurator.py (_profile_available_bytes)",
         ),
     ];
+    if in_use == 0 {
+        lines.retain(|l| l.key != "memory_in_use");
+    }
     let (group_block_bytes, groups, seq_blocks) = simple_pool(c, 1)?;
     Ok(Draft {
         version: match version {
@@ -324,6 +352,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         uncertainty: mib(pre_used_mib).checked_div(2).unwrap_or(0),
         assumptions,
         warnings: Vec::new(),
+        refused: None,
     })
 }
 

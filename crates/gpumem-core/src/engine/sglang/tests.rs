@@ -3,6 +3,7 @@
 #![allow(clippy::arithmetic_side_effects)]
 
 use super::*;
+use crate::engine::arith::GIB;
 use crate::engine::tests::*;
 
 /// SGLang's own default on an H100 at tp 1: reserved = 512 + 8192 × 1.5 + 1 ÷ 8 ×
@@ -30,4 +31,29 @@ fn sglang_defaults_its_fraction_by_card_and_tp() {
         &with(&[("engine", "sglang"), ("mem-fraction-static", "0.88")]),
     );
     assert_eq!(bytes_of(&given, "reserved"), 10_138_933_002);
+}
+
+/// `--memory-in-use` leaves pre_model_load_memory: on the H100 of the test above at
+/// 0.88, 2 GiB held elsewhere costs the pool 0.88 × 2 GiB (rounded as the reserve is),
+/// and the line says what was given; `1.5`, `800MiB` and `2GB` read as sizes.
+#[test]
+fn sglang_sizes_from_what_other_processes_leave_free() {
+    let base = [("engine", "sglang"), ("mem-fraction-static", "0.88")];
+    let bare = run(&llama_8b(&[]), &with(&base));
+    let mut flags = base.to_vec();
+    flags.push(("memory-in-use", "2"));
+    let b = run(&llama_8b(&[]), &with(&flags));
+    assert_eq!(bytes_of(&b, "memory_in_use"), 2 * GIB);
+    let lost = bare.kv_capacity_bytes - b.kv_capacity_bytes;
+    let expected = (2 * GIB * 88 / 100) as i64;
+    assert!((lost - expected).abs() <= 1, "{lost} {expected}");
+    assert!(bare.lines.iter().all(|l| l.key != "memory_in_use"));
+    use crate::engine::flags::memory_in_use_bytes as size;
+    assert_eq!(size("1.5"), Some(3 * GIB / 2));
+    assert_eq!(size("800MiB"), Some(800 * MIB));
+    assert_eq!(size("2GB"), Some(2_000_000_000));
+    assert_eq!(size("0"), Some(0));
+    for bad in ["", "-1", "1.", ".5", "lots", "1.5 apples"] {
+        assert_eq!(size(bad), None, "{bad}");
+    }
 }

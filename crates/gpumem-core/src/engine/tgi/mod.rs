@@ -201,6 +201,7 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
         uncertainty: sum(&[peak, mib(ctx_mib)])?.checked_div(4).unwrap_or(0),
         assumptions,
         warnings: Vec::new(),
+        refused: None,
     })
 }
 
@@ -288,6 +289,7 @@ fn rule_v3(c: &Ctx) -> Result<Draft, EstimateError> {
         uncertainty: sum(&[peak, mib(ctx_mib)])?.checked_div(4).unwrap_or(0),
         assumptions: Vec::new(),
         warnings: Vec::new(),
+        refused: None,
     })
 }
 

@@ -117,5 +117,6 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         uncertainty: assumed.checked_div(4).unwrap_or(0),
         assumptions: Vec::new(),
         warnings: Vec::new(),
+        refused: None,
     })
 }

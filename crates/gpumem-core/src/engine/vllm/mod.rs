@@ -57,11 +57,11 @@ use releases::{RULES, Rules};
 
 use super::arith::{GIB, MIB, gib_text, mib, prod, sum};
 use super::contract::{Engine, Info};
-use super::flags::{BATCHED_TOKENS, MAX_MODEL_LEN};
+use super::flags::{BATCHED_TOKENS, MAX_MODEL_LEN, MEMORY_IN_USE};
 use super::fraction::{ONE, fraction_text, times_fraction};
 use super::outcome::line;
 use super::pool::{Draft, simple_pool};
-use super::request::Ctx;
+use super::request::{CONTEXT_MIB, Ctx};
 use crate::catalogue::GpuCard;
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Kind};
@@ -103,6 +103,7 @@ impl Engine for Vllm {
             &NUM_SPECULATIVE_TOKENS,
             &DRAFT_MODEL,
             &CPU_OFFLOAD_GB,
+            &MEMORY_IN_USE,
         ],
         formats: &["bf16", "fp8", "int8", "awq-4-g128"],
         windows: true,
@@ -328,6 +329,10 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         &[("tp", input.tp.to_string()), ("pp", input.pp.to_string())],
         SRC_WORKER,
     ));
+    let (in_use_line, refused) = foreign_memory(c, r, requested, peak, util)?;
+    if let Some(l) = in_use_line {
+        lines.push(l);
+    }
     let margin = total.saturating_sub(requested);
     let mut graph_bytes = 0;
     if p.on(ENFORCE_EAGER.key()) {
@@ -443,7 +448,108 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         speculative: spec.map(|s| s.info),
         assumptions,
         warnings,
+        refused,
     })
+}
+
+const SRC_GATE: &str = "vllm/v1/worker/gpu_worker.py (init_device: init_snapshot, requested_memory)";
+
+/// Memory other processes hold on the device (`--memory-in-use`), as each release's
+/// worker treats it: its line (subtracted where the release counts it) and the
+/// start-up refusal, if any.
+///
+/// - 0.6.4's V0 worker and 0.8's V1 worker (`determine_available_memory`, read at
+///   vllm-project/vllm 0012cf69, the early-2025 V1 worker) add to the torch peak
+///   every byte in use on the device torch did not allocate, `mem_get_info`'s
+///   total − free − torch's current ("NOTE(woosuk): Here we assume that the other
+///   processes using the same GPU did not change their memory usage during the
+///   profiling"): another process's memory leaves the pool byte for byte.
+/// - 0.6.5, 0.6.6 and 0.7 (V0) measure from the free memory at `init_device`
+///   (`baseline_memory_in_bytes = total − init_gpu_memory`): another process's memory
+///   is in the baseline, not in the pool's deductions, and nothing checks it at start;
+///   the pool, allocated after the profile, must still fit in what is free then:
+///   context + memory in use + the share − the profile's freed peak ≤ total, else the
+///   cache's allocation runs out of memory.
+/// - 0.9 onwards (the 0.10, 0.19 and 0.27 rules): `Worker.init_device` takes
+///   `init_snapshot = MemorySnapshot()` (after the CUDA context; at 35d5cda1 after
+///   NCCL's initialisation too), `requested_memory = total × gpu_memory_utilization`, and
+///   raises "Free memory on device (…) on startup is less than desired GPU memory
+///   utilization" when the snapshot's free memory is below it (read at
+///   vllm-project/vllm 35d5cda1; the same check in 0.9.1 and 0.9.2, vllm-project/vllm
+///   issue 20305 and ovg-project/kvcached issue 29's traceback of 0.9.2's
+///   `gpu_worker.py`). The non-KV figure is measured from that snapshot, so memory
+///   held before it does not shrink the pool: it only decides whether vLLM starts.
+fn foreign_memory(
+    c: &Ctx,
+    r: &Rules,
+    requested: u64,
+    peak: u64,
+    util: u64,
+) -> Result<(Option<crate::engine::EngineLine>, Option<String>), EstimateError> {
+    let in_use = c.params.count(MEMORY_IN_USE.key()).unwrap_or(0);
+    if in_use == 0 {
+        return Ok((None, None));
+    }
+    let (total, _) = c.card.torch_total();
+    let context = mib(CONTEXT_MIB);
+    // What is free when the worker looks: the card less its own context and the rest.
+    let free = total.saturating_sub(context).saturating_sub(in_use);
+    let inputs = [
+        ("memory-in-use", format!("{in_use} B")),
+        ("free-at-start-up", format!("{free} B")),
+        ("cuda-context", format!("{context} B (assumed)")),
+    ];
+    let l = if r.foreign_counted {
+        line(
+            "memory_in_use",
+            "Held by other processes, counted outside torch (--memory-in-use)",
+            in_use,
+            Kind::Computed,
+            "mem_get_info's total − free − torch's allocated: every byte on the device the worker's torch did not allocate".into(),
+            &inputs,
+            SRC_WORKER,
+        )
+    } else {
+        let mut l = line(
+            "memory_in_use",
+            "Held by other processes (--memory-in-use): outside vLLM's share, not deducted",
+            in_use,
+            Kind::Computed,
+            if r.startup_gate {
+                "measured before init_snapshot: not in the non-KV figure; the start-up check compares the snapshot's free memory with total × utilisation".into()
+            } else {
+                "in the baseline (free memory at init_device): not in the non-KV figure".into()
+            },
+            &inputs,
+            if r.startup_gate { SRC_GATE } else { "vllm/worker/worker.py (determine_num_available_blocks: memory_profiling baseline)" },
+        );
+        l.subtracted = false;
+        l
+    };
+    let refused = if r.startup_gate && free < requested {
+        // The largest utilisation that starts, in hundredths, rounded down.
+        let most = u128::from(free)
+            .saturating_mul(100)
+            .checked_div(u128::from(total))
+            .unwrap_or(0);
+        Some(format!(
+            "Free memory on device ({}/{}) on startup is less than desired GPU memory utilization ({}, {}): vLLM refuses to start (gpu-memory-utilization 0.{most:02} at most, or free memory)",
+            gib_text(free),
+            gib_text(total),
+            fraction_text(util),
+            gib_text(requested)
+        ))
+    } else if !r.startup_gate && !r.foreign_counted && free.saturating_add(peak) < requested {
+        Some(format!(
+            "CUDA out of memory allocating the KV cache: vLLM's share ({}) less the profile's freed peak ({}) is more than is free beside the memory in use ({})",
+            gib_text(requested),
+            gib_text(peak),
+            gib_text(free)
+        ))
+    } else {
+        None
+    };
+    Ok((Some(l), refused))
 }
 
 const SRC_OFFLOAD: &str = "vllm/model_executor/offloader/uva.py (UVAOffloader._maybe_offload_to_cpu), vllm/model_executor/models/utils.py (make_layers)";

@@ -164,6 +164,13 @@ pub(super) struct Rules {
     /// Memory outside torch, MiB: tp = 1 and pp = 1, tp ≥ 2, pp ≥ 2 at tp = 1.
     pub(super) non_torch_mib: [u64; 3],
     pub(super) non_torch_logs: &'static str,
+    /// Memory other processes hold on the device counts in the non-KV figure (the
+    /// worker takes `mem_get_info`'s total − free − torch's: 0.6.4's V0 worker and
+    /// 0.8's V1 worker), so it leaves the pool.
+    pub(super) foreign_counted: bool,
+    /// `Worker.init_device` refuses to start when the free memory at its snapshot is
+    /// below total × utilisation (the V1 worker's `init_snapshot`, 0.9 onwards).
+    pub(super) startup_gate: bool,
 }
 
 /// The releases' accounting, by [`VllmVersion::rules`]' index. `sampler_bytes`: vllm
@@ -187,6 +194,8 @@ pub(super) const RULES: [Rules; 8] = [
         v0: false,
         non_torch_mib: [256, 2140, 72],
         non_torch_logs: "0.19 H100 logs: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4 (NCCL, all-reduce buffers), 0.07 at pp 2–4",
+        foreign_counted: false,
+        startup_gate: true,
     },
     Rules {
         label: "0.10",
@@ -200,6 +209,8 @@ pub(super) const RULES: [Rules; 8] = [
         v0: false,
         non_torch_mib: [133, 563, 133],
         non_torch_logs: "H100 logs (llm-d-benchmark): 0.13–0.14 GiB at tp 1, 0.55 at tp 2",
+        foreign_counted: false,
+        startup_gate: true,
     },
     // vllm v0.7.2 `vllm/worker/worker.py`: `Worker.init_device` takes the baseline
     // (`self.baseline_snapshot = MemorySnapshot()`) after `torch.cuda.set_device`, so
@@ -221,6 +232,8 @@ pub(super) const RULES: [Rules; 8] = [
         v0: true,
         non_torch_mib: [80, 2140, 80],
         non_torch_logs: "0.7 V0 logs: 0.01–0.09 GiB at tp 1 (T4, L40, H100), 2.10 at tp 8 (A100-40, NCCL and all-reduce buffers, as 0.19's 2.06–2.13 at tp 2–4)",
+        foreign_counted: false,
+        startup_gate: false,
     },
     // vllm v0.6.5 and v0.6.6 `vllm/worker/worker.py`: `Worker.init_device` keeps
     // `self.init_gpu_memory = torch.cuda.mem_get_info()[0]` after `torch.cuda.set_device`
@@ -253,6 +266,8 @@ pub(super) const RULES: [Rules; 8] = [
         v0: true,
         non_torch_mib: [80, 2140, 80],
         non_torch_logs: "0.7's, the same accounting (0.7 V0 logs: 0.01–0.09 GiB at tp 1, 2.10 at tp 8 on A100-40s); a 0.6.6 log on an RTX 3090: 0.10 GiB",
+        foreign_counted: false,
+        startup_gate: false,
     },
     // vllm 0.27 with Model Runner V2 (`vllm/v1/worker/gpu/model_runner.py`): `profile_run`
     // is the forward of max_num_batched_tokens and `_dummy_sampler_run`, whose sampler
@@ -275,6 +290,8 @@ pub(super) const RULES: [Rules; 8] = [
         v0: false,
         non_torch_mib: [256, 2140, 72],
         non_torch_logs: "0.19's: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4, 0.07 at pp 2–4 (H100 logs)",
+        foreign_counted: false,
+        startup_gate: true,
     },
     // vllm 0.8 `vllm/v1/worker/gpu_worker.py` `determine_available_memory` (read in its
     // copy `vllm/v1/worker/xpu_worker.py`, which keeps that code): the peak is torch's
@@ -293,6 +310,8 @@ pub(super) const RULES: [Rules; 8] = [
         v0: false,
         non_torch_mib: [645, 1075, 645],
         non_torch_logs: "0.10's library increase (0.13 GiB at tp 1, 0.55 at tp 2, H100 logs) + the CUDA context, 512 MiB assumed as in the SGLang and TGI rules",
+        foreign_counted: true,
+        startup_gate: false,
     },
     // vllm 0.27 with the V1 runner (`vllm/v1/worker/gpu_model_runner.py`, MoE and
     // quantised models): 0.19's profile (`profile_run`, the triton top-k/top-p sampler,
@@ -313,6 +332,8 @@ pub(super) const RULES: [Rules; 8] = [
         v0: false,
         non_torch_mib: [256, 2140, 72],
         non_torch_logs: "0.19's: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4, 0.07 at pp 2–4 (H100 logs)",
+        foreign_counted: false,
+        startup_gate: true,
     },
     // vllm v0.6.4 `vllm/worker/worker.py` `Worker.determine_num_available_blocks`: the
     // peak is torch's `allocated_bytes.all.peak` over `profile_run` (the weights
@@ -337,5 +358,7 @@ pub(super) const RULES: [Rules; 8] = [
         v0: true,
         non_torch_mib: [592, 2652, 592],
         non_torch_logs: "the CUDA context, 512 MiB assumed as in the 0.8 rules, + 0.7's library increase after it (80 MiB at tp 1, 2140 at tp ≥ 2); 0.6.4 logs on an RTX 3090: 0.35 GiB in all",
+        foreign_counted: true,
+        startup_gate: false,
     },
 ];

@@ -507,3 +507,47 @@ fn vllm_cpu_offload_takes_whole_parameters_from_the_first_layer() {
             .any(|e| e.to_string().contains("cpu-offload-gb"))
     );
 }
+
+/// `--memory-in-use` release by release on the H100 above (85 027 979 264 B at 0.9:
+/// 76 525 181 338 B requested): 0.19 sizes from the card's total, so 6 GiB elsewhere
+/// leaves the pool alone (free at start-up 85 027 979 264 − 512 MiB − 6 GiB =
+/// 78 047 543 296 B ≥ the share) and 8 GiB refuses the start (75 900 092 416 B free);
+/// 0.8 counts it outside torch, byte for byte; 0.7 starts, and runs out of memory
+/// allocating the cache once context + memory in use + share − the freed peak pass
+/// the total.
+#[test]
+fn vllm_treats_memory_in_use_as_each_release_does() {
+    let b = |engine: &str, gib: &str| {
+        let mut f = vec![("engine", engine)];
+        if !gib.is_empty() {
+            f.push(("memory-in-use", gib));
+        }
+        run(&llama_8b(&[]), &with(&f))
+    };
+    let bare = b("vllm@0.19", "");
+    let six = b("vllm@0.19", "6");
+    assert_eq!(six.kv_capacity_bytes, bare.kv_capacity_bytes);
+    assert_ne!(six.outcome, Outcome::Refused);
+    let l = six.lines.iter().find(|l| l.key == "memory_in_use").unwrap();
+    assert!(!l.subtracted && l.bytes == 6 * GIB);
+    let eight = b("vllm@0.19", "8");
+    assert_eq!(eight.outcome, Outcome::Refused);
+    assert_eq!(eight.kv_capacity_bytes, 0);
+    assert!(
+        eight.warnings.iter().any(|w| w.contains("Free memory on device (70.69 GiB/79.19 GiB) on startup is less than desired GPU memory utilization (0.9, 71.27 GiB)") && w.contains("0.89 at most")),
+        "{:?}",
+        eight.warnings
+    );
+    assert_eq!(b("vllm", "8").outcome, Outcome::Refused);
+    let v08 = b("vllm@0.8", "6");
+    assert_eq!(
+        b("vllm@0.8", "").kv_capacity_bytes - v08.kv_capacity_bytes,
+        (6 * GIB) as i64
+    );
+    let v07 = b("vllm@0.7", "6");
+    assert_eq!(v07.kv_capacity_bytes, b("vllm@0.7", "").kv_capacity_bytes);
+    assert_ne!(v07.outcome, Outcome::Refused);
+    let v07 = b("vllm@0.7", "12");
+    assert_eq!(v07.outcome, Outcome::Refused);
+    assert!(v07.warnings.iter().any(|w| w.contains("CUDA out of memory allocating the KV cache")));
+}
