@@ -103,6 +103,26 @@ impl Indexer {
     }
 }
 
+/// Per-layer input embeddings (Gemma 4's and Gemma 3n's PLE, transformers 5.23
+/// `models/gemma4/modeling_gemma4.py`): a second token table `embed_tokens_per_layer`
+/// [vocab, layers × width] and `per_layer_model_projection` [layers × width, hidden]
+/// with its RMSNorm [width] feed every layer a `width`-wide signal, which each
+/// `Gemma4TextDecoderLayer` gates (`per_layer_input_gate` [width, hidden]), projects
+/// back (`per_layer_projection` [hidden, width]) and norms
+/// (`post_per_layer_input_norm` [hidden]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PerLayerInput {
+    /// Width of each layer's input (`hidden_size_per_layer_input`).
+    pub width: u64,
+    /// Rows of its token table (`vocab_size_per_layer_input`).
+    pub vocab: u64,
+}
+
+impl PerLayerInput {
+    /// The per-layer input's facts before its keys are read.
+    pub const BASE: PerLayerInput = PerLayerInput { width: 0, vocab: 0 };
+}
+
 /// Global layers with their own attention shape (Gemma 4): `layers` of the attention
 /// layers — the ones without a window — use `kv_heads` and `head_dim` instead of the
 /// model's, and with `k_eq_v` their values are their keys (no `v_proj`; the cache
@@ -286,6 +306,9 @@ pub struct Architecture {
     /// Global layers with their own attention shape (Gemma 4).
     #[serde(default)]
     pub global_attn: Option<GlobalAttn>,
+    /// Per-layer input embeddings (Gemma 4's and Gemma 3n's PLE).
+    #[serde(default)]
+    pub per_layer_input: Option<PerLayerInput>,
     /// Learned scalars per layer: Gemma 4's `layer_scalar` (1), Apertus's xIELU
     /// activation (`alpha_p`, `alpha_n`, `beta`, `eps`: 4).
     #[serde(default)]
@@ -366,6 +389,7 @@ impl Architecture {
         mla: None,
         indexer: None,
         global_attn: None,
+        per_layer_input: None,
         layer_scalars: 0,
         moe: None,
         mtp_layers: 0,
@@ -385,6 +409,7 @@ impl Architecture {
         mla: Some(Mla::BASE),
         indexer: Some(Indexer::BASE),
         global_attn: Some(GlobalAttn::BASE),
+        per_layer_input: Some(PerLayerInput::BASE),
         moe: Some(Moe::BASE),
         ..Architecture::BASE
     };
@@ -755,6 +780,12 @@ pub const VARIANT_FACTS: &[Fact] = &[
     fact("global-head-dim", G::Variants, K::Count, "Global head dim", "", "Head dim of the global layers", at!(global_attn.head_dim)).need(),
     fact("global-k-eq-v", G::Variants, K::Bool(GlobalAttn::BASE.k_eq_v), "Global k = v", "",
         "Global layers without v_proj (attention_k_eq_v)", at!(global_attn.k_eq_v)),
+    fact("per-layer-input", G::Variants, K::Count, "Per-layer input width", "none",
+        "Per-layer input embeddings' width per layer (Gemma 4 E2B/E4B, Gemma 3n: hidden_size_per_layer_input)", at!(per_layer_input.width))
+        .always()
+        .underived("per-layer input embeddings are not in the derivation"),
+    fact("per-layer-vocab", G::Variants, K::Count, "Per-layer input vocab", "",
+        "Rows of the per-layer input token table (vocab_size_per_layer_input)", at!(per_layer_input.vocab)).need(),
     fact("layer-scalars", G::Variants, K::Count, "Scalars per layer", "0",
         "Learned scalars per layer (Gemma 4: 1, Apertus: 4)", at!(layer_scalars)),
     fact("indexer-heads", G::Variants, K::Count, "Indexer heads", "none",
@@ -1250,6 +1281,7 @@ impl Architecture {
             attn_layers: None,
             mlp_layers: None,
             global_attn: None,
+            per_layer_input: None,
             tower_params: 0,
             moe: self.moe.map(|m| Moe {
                 dense_layers: 0,
@@ -1409,6 +1441,30 @@ impl Architecture {
             for tg in t.iter_mut().filter(|tg| tg.class == Mtp) {
                 tg.active = 0;
             }
+        }
+        if let Some(p) = self.per_layer_input {
+            let l = self.layers;
+            let wide = checked_product(&[l, p.width], "per-layer input width")?;
+            t.push(grp(
+                Embeddings,
+                Vocab,
+                "embed_tokens_per_layer",
+                p.vocab,
+                wide,
+                1,
+            ));
+            t.push(grp(
+                Embeddings,
+                Kept,
+                "per_layer_model_projection",
+                wide,
+                h,
+                1,
+            ));
+            t.push(grp(Norms, Kept, "per_layer_projection_norm", p.width, 1, 1));
+            t.push(grp(Mlp, Kept, "per_layer_input_gate", p.width, h, l));
+            t.push(grp(Mlp, Kept, "per_layer_projection", h, p.width, l));
+            t.push(grp(Norms, Kept, "post_per_layer_input_norm", h, 1, l));
         }
         if self.tower_params > 0 {
             // Not used to produce a text token: no part of the active parameters.
@@ -2114,6 +2170,10 @@ mod tests {
                 kv_heads: 1,
                 head_dim: 16,
                 k_eq_v: false,
+            }),
+            per_layer_input: Some(PerLayerInput {
+                width: 8,
+                vocab: 100,
             }),
             moe: Some(Moe {
                 experts: 4,

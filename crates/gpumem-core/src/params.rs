@@ -9,7 +9,7 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use crate::arch::{
-    Architecture, GlobalAttn, Indexer, MAX_DIM, Mixer, MixerKind, Mla, Moe, fact_of,
+    Architecture, GlobalAttn, Indexer, MAX_DIM, Mixer, MixerKind, Mla, Moe, PerLayerInput, fact_of,
 };
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Fsdp, KvDims, Logits, Offload, Pipeline, TrainMode};
@@ -428,6 +428,9 @@ fn build_arch(
     a.mla = get("kv-lora-rank").map(|_| Mla::BASE);
     a.global_attn = get("global-layers").map(|_| GlobalAttn::BASE);
     a.indexer = get("indexer-heads").map(|_| Indexer::BASE);
+    a.per_layer_input = get("per-layer-input")
+        .filter(|w| *w > 0)
+        .map(|_| PerLayerInput::BASE);
     for (k, v) in given {
         if let Some(f) = fact_of(k) {
             f.set(&mut a, *v);

@@ -30,6 +30,16 @@ def gemma4_text(c, config, add):
         add(f"{p}.mlp.gate_proj", (I, h), "linear_mlp"); add(f"{p}.mlp.up_proj", (I, h), "linear_mlp")
         add(f"{p}.mlp.down_proj", (h, I), "linear_mlp")
     add("model.language_model.norm", (h,), "kept")
+    # Per-layer input embeddings (Gemma4TextModel, Gemma4TextDecoderLayer).
+    w = c.get("hidden_size_per_layer_input") or 0
+    if w:
+        add("model.language_model.embed_tokens_per_layer", (c.get("vocab_size_per_layer_input", 262144), L * w), "vocab")
+        add("model.language_model.per_layer_model_projection", (L * w, h), "kept")
+        add("model.language_model.per_layer_projection_norm", (w,), "kept")
+        for i in range(L):
+            p = f"model.language_model.layers.{i}"
+            add(f"{p}.per_layer_input_gate", (w, h), "kept"); add(f"{p}.per_layer_projection", (h, w), "kept")
+            add(f"{p}.post_per_layer_input_norm", (h,), "kept")
 
 
 def gemma4_text_kv(c, tokens, nbytes, engine):

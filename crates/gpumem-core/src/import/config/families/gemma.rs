@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::arch::{Architecture, GlobalAttn};
+use crate::arch::{Architecture, GlobalAttn, PerLayerInput};
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family, Sliding, TowerCount};
@@ -80,10 +80,9 @@ pub(crate) const GEMMA3: Family = Family {
 };
 
 /// Gemma 4 (text; the multimodal `gemma4` whose `text_config` it reads, with its
-/// `gemma4_vision` tower counted). Its mixture-of-experts block (`enable_moe_block`),
-/// per-layer input embeddings (`hidden_size_per_layer_input`), KV sharing
-/// (`num_kv_shared_layers`) and an audio tower are not read: set, they are named in
-/// warnings.
+/// `gemma4_vision` tower and its per-layer input embeddings counted). Its
+/// mixture-of-experts block (`enable_moe_block`), KV sharing (`num_kv_shared_layers`)
+/// and an audio tower are not read: set, they are named in warnings.
 pub(crate) const GEMMA4: Family = Family {
     types: "gemma4_text gemma4",
     class: "Gemma4TextConfig",
@@ -96,11 +95,10 @@ pub(crate) const GEMMA4: Family = Family {
     },
     head_dim: 256,
     sliding: Sliding::Pattern(6),
-    // The per-layer vocabulary only matters with per-layer inputs (warned about);
-    // bidirectional attention over images changes the mask, not the tensors.
+    // Bidirectional attention over images changes the mask, not the tensors.
     // transformers writes the global layers' overrides as per_layer_config (read
     // from the global keys).
-    inert: "vocab_size_per_layer_input use_bidirectional_attention per_layer_config",
+    inert: "use_bidirectional_attention per_layer_config",
     hook: Some(gemma4),
     tower: Some(|root, tower, hidden| Ok(gemma4_vision(root, tower, hidden)?.map(|n| (n, None)))),
     ..BASE
@@ -108,6 +106,18 @@ pub(crate) const GEMMA4: Family = Family {
 
 fn gemma4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     let layers = d.arch.layers;
+    // Per-layer input embeddings (Gemma4TextModel's `embed_tokens_per_layer`, with
+    // Gemma4TextConfig's `vocab_size_per_layer_input` default 262 144).
+    let per_layer = c.uint("hidden_size_per_layer_input")?.unwrap_or(0);
+    if per_layer > 0 {
+        d.arch.per_layer_input = Some(PerLayerInput {
+            width: per_layer,
+            vocab: d.or_default(c, "vocab_size_per_layer_input", 262_144)?,
+        });
+    } else {
+        // Read by no tensor without per-layer inputs.
+        c.touch(&["vocab_size_per_layer_input"]);
+    }
     // The full-attention layers: those layer_types lists, else every sixth
     // (Gemma4TextConfig's default pattern).
     let global = match c.count_of("layer_types", "full_attention") {
