@@ -28,7 +28,9 @@
 //!   `Fast_CrossEntropyLoss` saves and writes its gradient into
 //!   (`unsloth/kernels/cross_entropy_loss.py`). The Trainer runs the model through
 //!   accelerate's `prepare_model` (transformers 4.39 `Trainer._inner_training_loop`,
-//!   `self.accelerator.prepare(self.model, ...)`), which under fp16 or bf16 mixed
+//!   `self.accelerator.prepare(self.model, ...)`; `TrainingArguments.__post_init__`
+//!   sets `ACCELERATE_MIXED_PRECISION` from `bf16`/`fp16`, which unsloth's notebooks
+//!   and LLaMA-Factory's runs pass), which under fp16 or bf16 mixed
 //!   precision wraps `forward` in `convert_outputs_to_fp32` (huggingface/accelerate
 //!   v0.29.2, `accelerator.py` `Accelerator.prepare_model` and
 //!   `utils/operations.py` `convert_to_fp32`: `tensor.float()` for every 16-bit
