@@ -489,7 +489,7 @@ impl Framework {
             Framework::Unsloth2024 => FrameworkDefaults {
                 optimizer: Some((Optimizer::Adamw, Optimizer::Adamw)),
                 unsloth_rope_per_layer: Some(true),
-                said: "unsloth 2024.4 (6dad5dd): its gradient checkpointing (each layer's input offloaded to the host), Fast_CrossEntropyLoss over the whole logits, LoRA without dropout, the Trainer of its time's AdamW (transformers 4.39 adamw_torch, foreach), from_pretrained; its fused LoRA kernels keep no more than PEFT's layers, which are counted; a QLoRA base's largest projection dequantised at the MLP's backward (fast_dequantize); a cos and a sin RoPE cache of max(context, max_position_embeddings) positions in every layer (LlamaRotaryEmbedding)",
+                said: "unsloth 2024.4 (6dad5dd): its gradient checkpointing (each layer's input offloaded to the host), Fast_CrossEntropyLoss over the whole logits, LoRA without dropout, the Trainer of its time's AdamW (transformers 4.39 adamw_torch, foreach), from_pretrained; its fused LoRA kernels keep no more than PEFT's layers, which are counted; a QLoRA base's largest projection dequantised at the MLP's backward (fast_dequantize); a cos and a sin RoPE cache of max(context, max_position_embeddings) positions in every layer (LlamaRotaryEmbedding); at the forward's end the logits it returns in the compute dtype and accelerate's fp32 copy of them (convert_outputs_to_fp32), where that exceeds the backward's peak",
                 ..Framework::Unsloth.defaults()
             },
             // torchtune 0.6 recipes/configs/llama3_1/8B_lora_single_device.yaml:

@@ -547,6 +547,65 @@ mod tests {
     }
 
     #[test]
+    fn unsloth_2024s_forward_end_holds_the_logits_and_their_fp32_copy() {
+        let line = |e: &Estimate, k: LineKey| e.lines.iter().find(|l| l.key == k).unwrap().clone();
+        let run = |framework: &'static str, context: &'static str| {
+            estimate(&llama_8b(&[
+                ("framework", framework),
+                ("train", "qlora"),
+                ("keep-format", "bf16"),
+                ("context", context),
+                ("sequences", "1"),
+                ("max-position", "8192"),
+            ]))
+            .unwrap()
+        };
+        // Llama-3-8B's 128 256-entry vocabulary at 2 048 tokens: the forward's end
+        // (the bf16 logits, accelerate's fp32 copy, an fp32 log-sum-exp and loss per
+        // token) beside the two bf16 layer inputs the offloaded checkpointing keeps
+        // and the RoPE caches is above the backward's sum, and sets the peak.
+        let e = run("unsloth@2024.4", "2048");
+        let (acts, logits) = (line(&e, LineKey::Activations), line(&e, LineKey::Logits));
+        let end = 2048 * 128_256 * 2 + 2048 * 128_256 * 4 + 2 * 2048 * 4;
+        let kept = 2 * 2048 * 4096 * 2;
+        let rope = 32 * 2 * 8192 * 128 * 2;
+        assert_eq!(
+            acts.bytes + logits.bytes,
+            end + kept + rope,
+            "{}",
+            logits.formula
+        );
+        assert!(
+            logits.formula.contains("convert_outputs_to_fp32"),
+            "{}",
+            logits.formula
+        );
+        // Above what the fused loss alone holds at the backward's start.
+        assert!(logits.bytes > 2048 * 128_256 * 2 + 2 * 2048 * 4);
+        // Today's unsloth returns no logits when it computes the loss: its line is the
+        // fused loss's alone.
+        let now = run("unsloth", "2048");
+        assert_eq!(
+            line(&now, LineKey::Logits).bytes,
+            2048 * 128_256 * 2 + 2 * 2048 * 4
+        );
+        // A 32 000-entry vocabulary (Llama-2's): the recomputed layer outweighs the
+        // logits, the forward's end adds nothing and the line stays the fused loss's.
+        let small = estimate(&llama_8b(&[
+            ("vocab", "32000"),
+            ("framework", "unsloth@2024.4"),
+            ("train", "qlora"),
+            ("keep-format", "bf16"),
+            ("context", "2048"),
+            ("sequences", "1"),
+        ]))
+        .unwrap();
+        let l = line(&small, LineKey::Logits);
+        assert_eq!(l.bytes, 2048 * 32000 * 2 + 2 * 2048 * 4, "{}", l.formula);
+        assert!(l.formula.contains("stays below"), "{}", l.formula);
+    }
+
+    #[test]
     fn offloaded_activations_reach_the_allocator_model() {
         // What stays on the device of an offloaded run is placed as one layer's
         // tensors: the simulated reserved peak covers the allocated lines, so the

@@ -579,6 +579,9 @@ pub(super) fn training(
         let kept_fp32 = input.train.adapters()
             && input.keep_format == StorageFormat::Dense { dtype: Dtype::F32 }
             && input.compute_dtype != Dtype::F32;
+        // What the layers keep at the forward's end (with offloading, what stays on
+        // the device), for unsloth 2024.4's logits below.
+        let kept_at_forward_end = derived.kept;
         let why = derived.assumed_because.or(kept_fp32.then_some(
             "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) make the hidden states fp32 between 16-bit linears, not in the derivation",
         ));
@@ -620,6 +623,13 @@ pub(super) fn training(
         // at LoRA_MLP's backward (kernels/utils.py `fast_dequantize`), and in 2024.4 a
         // cos and a sin RoPE cache in every attention layer (models/llama.py
         // `LlamaRotaryEmbedding`). Both sit on the device through the step's peak.
+        // Assumed activations give no split at the forward's end: all of them count.
+        let kept_at_forward_end = if kind == Kind::Computed {
+            kept_at_forward_end
+        } else {
+            bytes
+        };
+        let mut rope_caches = 0u64;
         let (bytes, formula) = match input.framework.defaults().unsloth_rope_per_layer {
             Some(per_layer) => {
                 use crate::training::unsloth;
@@ -636,6 +646,7 @@ pub(super) fn training(
                     let positions = unsloth::rope_positions(seq, input.max_position);
                     let (n, each) = unsloth::rope_caches(&a, positions, value)?;
                     let rope = checked_product(&[n, each], "RoPE caches")?;
+                    rope_caches = rope;
                     extra = extra.saturating_add(rope);
                     said.push_str(&format!(
                         "; + {rope} B: unsloth 2024.4's RoPE caches, cos and sin of {positions} positions × d in every layer (LlamaRotaryEmbedding, max(context, max_position_embeddings))"
@@ -742,6 +753,44 @@ pub(super) fn training(
             head,
             a.logit_softcap,
         )?;
+        // unsloth 2024.4 returns its logits in the compute dtype and accelerate's
+        // convert_outputs_to_fp32 copies them to fp32 beside the ones the loss keeps
+        // (training::unsloth). At that moment — the forward's end — the device holds
+        // the static lines, the RoPE caches, what the layers keep at the forward's end
+        // and these logits; no recomputed layer, no dequantised weight. The step's
+        // peak is the higher of that and the backward's (the lines' sum): the line
+        // holds what the forward's end adds beyond the activations line, when that
+        // exceeds the loss's own peak.
+        let (logits, loss_formula) = if matches!(
+            input.framework,
+            crate::training::Framework::Unsloth2024
+        ) && matches!(input.loss, crate::training::Loss::Fused)
+        {
+            let tokens = checked_product(&[input.sequences, seq], "logits")?;
+            let end = crate::training::unsloth::forward_end_logits(tokens, a.vocab, value)?;
+            let at_end = end
+                .saturating_add(kept_at_forward_end)
+                .saturating_add(rope_caches)
+                .saturating_sub(bytes);
+            if at_end > logits {
+                (
+                    at_end,
+                    format!(
+                        "the forward's end: sequences × tokens × vocab × (v + 4 B), the logits in the compute dtype unsloth 2024.4 returns and the fp32 copy accelerate's convert_outputs_to_fp32 makes of them, + an fp32 log-sum-exp and loss per token ({end} B), beside the {} B the layers keep then and the RoPE caches, less the activations line (the backward's); at the backward's start: {loss_formula}",
+                        kept_at_forward_end
+                    ),
+                )
+            } else {
+                (
+                    logits,
+                    format!(
+                        "{loss_formula}; the forward's end (the logits and accelerate's fp32 copy of them, {end} B, beside what the layers keep then) stays below the backward's peak"
+                    ),
+                )
+            }
+        } else {
+            (logits, loss_formula)
+        };
         b.line(
             LineKey::Logits,
             if kind == Kind::Computed {

@@ -22,6 +22,24 @@
 //!   gradient `DW` are alive: one MLP weight (the layer's largest) at the backward's
 //!   peak. Today's `fast_dequantize` can keep it in a global `WEIGHT_BUFFERS` entry
 //!   instead: the same bytes.
+//! - **The logits at the forward's end, and their fp32 copy** (2024.4 only).
+//!   `CausalLM_fast_forward` (`unsloth/models/llama.py` at 6dad5dd) returns the
+//!   logits in the model's dtype (`logits.to(self.config.torch_dtype)`), the tensor
+//!   `Fast_CrossEntropyLoss` saves and writes its gradient into
+//!   (`unsloth/kernels/cross_entropy_loss.py`). The Trainer runs the model through
+//!   accelerate's `prepare_model` (transformers 4.39 `Trainer._inner_training_loop`,
+//!   `self.accelerator.prepare(self.model, ...)`; `TrainingArguments.__post_init__`
+//!   sets `ACCELERATE_MIXED_PRECISION` from `bf16`/`fp16`, which unsloth's notebooks
+//!   and LLaMA-Factory's runs pass), which under fp16 or bf16 mixed
+//!   precision wraps `forward` in `convert_outputs_to_fp32` (huggingface/accelerate
+//!   v0.29.2, `accelerator.py` `Accelerator.prepare_model` and
+//!   `utils/operations.py` `convert_to_fp32`: `tensor.float()` for every 16-bit
+//!   output): the returned logits are copied to fp32 while the 16-bit ones are still
+//!   saved. Both live from the end of the forward until `compute_loss` drops the
+//!   outputs, before the backward; the offloaded checkpointing keeps no layer's
+//!   activations on the device then, only its layer inputs in flight. transformers'
+//!   own `LlamaForCausalLM` returns fp32 logits, which `convert_to_fp32` leaves
+//!   alone; unsloth since late 2024 returns no logits when it computes the loss.
 
 use crate::arch::Architecture;
 use crate::error::EstimateError;
@@ -48,6 +66,41 @@ pub(crate) fn rope_caches(
     let each = checked_product(&[positions, a.head_dim, value], "RoPE caches")?;
     let tensors = checked_product(&[2, a.layers], "RoPE caches")?;
     Ok((tensors, each))
+}
+
+/// unsloth 2024.4's logits at the forward's end, bytes: for `tokens` (sequences ×
+/// tokens) rows of a `vocab`-wide output, the logits in the compute dtype (`value`
+/// bytes, the ones `Fast_CrossEntropyLoss` keeps), accelerate's fp32 copy of them
+/// (`convert_outputs_to_fp32`; none when the compute dtype is already fp32) and the
+/// loss's fp32 log-sum-exp and loss per row, each tensor in the caching allocator's
+/// 512 B blocks.
+pub(crate) fn forward_end_logits(
+    tokens: u64,
+    vocab: u64,
+    value: u64,
+) -> Result<u64, EstimateError> {
+    let block = |xs: &[u64]| -> Result<u64, EstimateError> {
+        let n = checked_product(xs, "logits at the forward's end")?;
+        n.max(1)
+            .div_ceil(512)
+            .checked_mul(512)
+            .ok_or(EstimateError::Overflow {
+                what: "logits at the forward's end",
+            })
+    };
+    let logits = block(&[tokens, vocab, value])?;
+    let copy = if value < 4 {
+        block(&[tokens, vocab, 4])?
+    } else {
+        0
+    };
+    let per_row = block(&[tokens, 4])?;
+    [copy, per_row, per_row]
+        .iter()
+        .try_fold(logits, |acc, x| acc.checked_add(*x))
+        .ok_or(EstimateError::Overflow {
+            what: "logits at the forward's end",
+        })
 }
 
 /// `fast_dequantize`'s output at `LoRA_MLP.backward`: the largest 4-bit projection
@@ -112,6 +165,28 @@ mod tests {
         };
         let n = 4096 * 128 * 128;
         assert_eq!(dequantised_weight(&wide, 2).unwrap(), n * 2 + n / 64 * 4);
+    }
+
+    #[test]
+    fn the_forward_end_holds_the_logits_and_their_fp32_copy() {
+        // Llama-2-7B's 32 000-entry vocabulary, 2 048 tokens in bf16: 2048 × 32000 × 2
+        // = 131 072 000 B of logits, 262 144 000 B of fp32 copy, and 2 × 8 192 B of
+        // log-sum-exp and loss (2048 × 4 B each, already whole 512 B blocks).
+        assert_eq!(
+            forward_end_logits(2048, 32000, 2).unwrap(),
+            131_072_000 + 262_144_000 + 2 * 8192
+        );
+        // fp32 compute: convert_to_fp32 copies no fp32 tensor.
+        assert_eq!(
+            forward_end_logits(2048, 32000, 4).unwrap(),
+            262_144_000 + 2 * 8192
+        );
+        // Three rows: each tensor rounded up to a 512 B block.
+        assert_eq!(
+            forward_end_logits(3, 100, 2).unwrap(),
+            1024 + 1536 + 512 + 512
+        );
+        assert!(forward_end_logits(u64::MAX, 2, 2).is_err());
     }
 
     #[test]
