@@ -606,6 +606,30 @@ def _patch_sdpa(torch):
     torch.nn.functional.scaled_dot_product_attention = sdpa
 
 
+def _patch_dropout(torch):
+    """Runs ``torch.nn.functional.dropout`` on meta tensors as it runs on CUDA.
+
+    ``aten::dropout`` calls the fused ``native_dropout`` where
+    ``is_fused_kernel_acceptable`` holds (a CUDA tensor, 0 < p < 1: PyTorch
+    aten/src/ATen/native/Dropout.cpp), whose backward keeps a boolean mask (1 byte a
+    value); on any other device it multiplies by a noise tensor of the input's dtype,
+    which the product keeps (2 bytes a value in 16 bits). The meta device takes that
+    second path, so without this a trace would keep twice the mask a GPU keeps.
+    """
+    functional = torch.nn.functional
+    if getattr(functional.dropout, "_gpumem", False):
+        return
+    original = functional.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if _is_meta(input) and training and 0.0 < p < 1.0 and not inplace and input.numel() > 0:
+            return torch.native_dropout(input, p, True)[0]
+        return original(input, p, training, inplace)
+
+    dropout._gpumem = True
+    functional.dropout = dropout
+
+
 _NOTES = set()
 
 
@@ -1085,6 +1109,7 @@ def _build(torch, transformers, w):
         ) from e
     dtype = getattr(torch, DTYPES[w["dtype"]])
     attention = w["attention"]
+    _patch_dropout(torch)
     if attention in ("flash", "efficient"):
         # (A name with "flash" in it would send transformers looking for a flash-attn
         # package.)
