@@ -58,7 +58,11 @@ fn run_driver(python: &std::path::Path, driver: &str, requests: &str) -> Vec<ser
 }
 
 fn input_of(config: &str, pairs: &[(&str, &str)]) -> EstimateInput {
-    let c = hf_config::parse_config(&config_text(config)).unwrap();
+    input_of_text(&config_text(config), pairs)
+}
+
+fn input_of_text(text: &str, pairs: &[(&str, &str)]) -> EstimateInput {
+    let c = hf_config::parse_config(text).unwrap();
     let mut all: Vec<(String, String)> = c
         .pairs()
         .into_iter()
@@ -169,9 +173,59 @@ const CASES: &[Case] = &[
         checkpointing: false,
     },
     Case {
+        config: "gpt2.json",
+        attention: "flash",
+        checkpointing: false,
+    },
+    Case {
+        config: "gpt2.json",
+        attention: "efficient",
+        checkpointing: false,
+    },
+    Case {
+        config: "gpt2.json",
+        attention: "eager",
+        checkpointing: false,
+    },
+    Case {
+        config: "gpt2.json",
+        attention: "flash",
+        checkpointing: true,
+    },
+    Case {
+        config: "gpt2.json",
+        attention: "eager",
+        checkpointing: true,
+    },
+    Case {
         config: "pythia-160m.json",
         attention: "sdpa",
         checkpointing: false,
+    },
+    Case {
+        config: "pythia-160m.json",
+        attention: "flash",
+        checkpointing: false,
+    },
+    Case {
+        config: "pythia-160m.json",
+        attention: "efficient",
+        checkpointing: false,
+    },
+    Case {
+        config: "pythia-160m.json",
+        attention: "eager",
+        checkpointing: false,
+    },
+    Case {
+        config: "pythia-160m.json",
+        attention: "flash",
+        checkpointing: true,
+    },
+    Case {
+        config: "pythia-160m.json",
+        attention: "eager",
+        checkpointing: true,
     },
     Case {
         config: "mixtral-8x7b.json",
@@ -189,6 +243,10 @@ const CASES: &[Case] = &[
         checkpointing: false,
     },
 ];
+
+/// Configs whose derivation must equal the trace to the byte (GPT-2's and GPT-NeoX's
+/// LayerNorm layers, with GPT-2's dropout masks).
+const EXACT: &[&str] = &["gpt2.json", "pythia-160m.json"];
 
 const SEQUENCES: u64 = 2;
 const CONTEXT: u64 = 512;
@@ -316,6 +374,13 @@ fn training_formulas_agree_with_traces_or_stay_assumed() {
         match derived.assumed_because {
             None => {
                 assert_eq!(line.kind.name(), "computed");
+                // The LayerNorm families are derived to the byte: every tensor block.
+                if EXACT.contains(&c.config) && derived.kept != kept {
+                    failures.push(format!(
+                        "{} {} ckpt {}: kept {} vs traced {kept} (derived to the byte)",
+                        c.config, c.attention, c.checkpointing, derived.kept
+                    ));
+                }
                 if pct(derived.kept, kept).abs() > 2.0 {
                     failures.push(format!(
                         "{}: kept {} vs traced {kept}",
@@ -330,6 +395,110 @@ fn training_formulas_agree_with_traces_or_stay_assumed() {
         }
     }
     assert!(failures.is_empty(), "past 2 %: {failures:#?}");
+}
+
+/// GPT-2 and GPT-NeoX with their switches turned: GPT-NeoX's sequential residual and
+/// dropout, GPT-2 without dropout and with an exact GELU. Each fact's branch of the
+/// derivation equals the trace to the byte.
+#[test]
+fn layernorm_switches_agree_with_traces_to_the_byte() {
+    let Some(python) = gpumem_e2e::torch_python("layernorm_switches_agree_with_traces") else {
+        return;
+    };
+    // (config, keys set over it, attention, checkpointing)
+    let cases: &[(&str, &str, &str, bool)] = &[
+        (
+            "pythia-160m.json",
+            r#"{"use_parallel_residual": false}"#,
+            "flash",
+            false,
+        ),
+        (
+            "pythia-160m.json",
+            r#"{"hidden_dropout": 0.1, "attention_dropout": 0.1}"#,
+            "flash",
+            false,
+        ),
+        (
+            "pythia-160m.json",
+            r#"{"hidden_dropout": 0.1, "attention_dropout": 0.1}"#,
+            "eager",
+            false,
+        ),
+        ("pythia-160m.json", r#"{"rotary_pct": 1.0}"#, "sdpa", false),
+        (
+            "gpt2.json",
+            r#"{"embd_pdrop": 0, "resid_pdrop": 0, "attn_pdrop": 0}"#,
+            "flash",
+            false,
+        ),
+        (
+            "gpt2.json",
+            r#"{"embd_pdrop": 0, "resid_pdrop": 0, "attn_pdrop": 0}"#,
+            "eager",
+            false,
+        ),
+        (
+            "gpt2.json",
+            r#"{"activation_function": "gelu"}"#,
+            "sdpa",
+            false,
+        ),
+        (
+            "gpt2.json",
+            r#"{"activation_function": "gelu"}"#,
+            "eager",
+            true,
+        ),
+    ];
+    let mut requests = String::new();
+    let mut texts = Vec::new();
+    for (config, keys, attention, ckpt) in cases {
+        let mut config: serde_json::Value = serde_json::from_str(&config_text(config)).unwrap();
+        let keys: serde_json::Value = serde_json::from_str(keys).unwrap();
+        for (k, v) in keys.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        texts.push(serde_json::to_string(&config).unwrap());
+        let w = serde_json::json!({
+            "config": config, "train": "full", "sequences": SEQUENCES, "context": CONTEXT,
+            "generate": 0, "dtype": "bfloat16", "attention": attention, "optimizer": "adamw",
+            "master_weights": false, "checkpointing": ckpt, "lora_rank": 16,
+            "lora_targets": ["q_proj", "v_proj"], "logits": "last", "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let mut failures = Vec::new();
+    for (((config, keys, attention, ckpt), text), t) in cases.iter().zip(&texts).zip(&traces) {
+        assert!(t.get("error").is_none(), "{config} {keys}: {t}");
+        let a = input_of_text(text, &[("train", "full")]).arch.unwrap();
+        let derived = decoder_activations(
+            &a,
+            CONTEXT,
+            SEQUENCES,
+            2,
+            *ckpt,
+            AttentionImpl::parse("attention", attention).unwrap(),
+            None,
+        )
+        .unwrap();
+        let kept = t["kept"].as_u64().unwrap();
+        eprintln!(
+            "{config:<18} {keys:<52} {attention:<6} ckpt {ckpt:<5} | kept {:>12} traced {kept:>12}",
+            derived.kept
+        );
+        assert_eq!(derived.assumed_because, None, "{config} {keys}");
+        if derived.kept != kept {
+            failures.push(format!(
+                "{config} {keys} {attention} ckpt {ckpt}: {} vs traced {kept}",
+                derived.kept
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "not equal: {failures:#?}");
 }
 
 /// Where the optimizer step is the step's highest peak (master weights, or

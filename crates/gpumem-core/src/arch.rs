@@ -289,6 +289,29 @@ pub struct Architecture {
     /// `final_logit_softcapping`): training keeps the tanh's output for its backward.
     #[serde(default)]
     pub logit_softcap: bool,
+    /// Attention and MLP read the same layer input, each through its own norm, and
+    /// both outputs join the residual at once (GPT-NeoX's `use_parallel_residual`):
+    /// the second norm's input is the layer's input, not a new sum.
+    #[serde(default)]
+    pub parallel_residual: bool,
+    /// The non-gated MLP's activation is transformers' `NewGELUActivation` (`gelu_new`:
+    /// GPT-2), the tanh approximation written out in Python, whose tanh and two
+    /// products autograd keeps; otherwise a fused GELU that keeps only its input.
+    #[serde(default)]
+    pub gelu_new: bool,
+    /// Dropout runs in training (GPT-2's `embd_pdrop`/`resid_pdrop`/`attn_pdrop`,
+    /// GPT-NeoX's `hidden_dropout`/`attention_dropout` above 0): each keeps a boolean
+    /// mask for its backward.
+    #[serde(default)]
+    pub dropout: bool,
+    /// Eager attention's softmax runs in the compute dtype (GPT-2's
+    /// `eager_attention_forward`) rather than in fp32 with a 16-bit copy.
+    #[serde(default)]
+    pub softmax_in_dtype: bool,
+    /// Rotary width of one head when only part of it rotates (GPT-NeoX's
+    /// `rotary_pct`, `partial_rotary_factor`); 0 = the whole head.
+    #[serde(default)]
+    pub rotary_dims: u64,
     /// A sigmoid output gate computed by `q_proj` (Qwen3-Next): q_proj is twice as wide.
     pub attn_gate: bool,
     /// State-space / linear-attention layers replacing attention in `mixer.layers` layers.
@@ -382,6 +405,11 @@ impl Architecture {
         learned_positions: 0,
         attn_sinks: false,
         logit_softcap: false,
+        parallel_residual: false,
+        gelu_new: false,
+        dropout: false,
+        softmax_in_dtype: false,
+        rotary_dims: 0,
         attn_gate: false,
         mixer: None,
         attn_layers: None,
@@ -752,6 +780,20 @@ pub const DECODER_FACTS: &[Fact] = &[
         .underived(GATE_OR_SINKS),
     fact("logit-softcap", G::Variants, K::Bool(Architecture::BASE.logit_softcap), "Soft-capped logits", "",
         "The final logits pass through cap·tanh(x / cap) (Gemma 2 and 4: final_logit_softcapping)", at!(logit_softcap)),
+    fact("parallel-residual", G::Variants, K::Bool(Architecture::BASE.parallel_residual), "Parallel residual", "",
+        "Attention and MLP read the same layer input through their own norms (GPT-NeoX: use_parallel_residual)", at!(parallel_residual))
+        .underived(LAYERNORM_STYLE),
+    fact("gelu-new", G::Variants, K::Bool(Architecture::BASE.gelu_new), "GELU written out (gelu_new)", "",
+        "The MLP's activation is transformers' NewGELUActivation, whose tanh and products are kept (GPT-2)", at!(gelu_new))
+        .underived(LAYERNORM_STYLE),
+    fact("dropout", G::Variants, K::Bool(Architecture::BASE.dropout), "Dropout in training", "",
+        "Dropout runs in training and keeps its masks (GPT-2: embd/resid/attn_pdrop 0.1)", at!(dropout))
+        .underived("dropout in training keeps masks outside the Llama-style derivation"),
+    fact("softmax-in-dtype", G::Variants, K::Bool(Architecture::BASE.softmax_in_dtype), "Softmax in the compute dtype", "",
+        "Eager attention's softmax runs in the compute dtype, not fp32 (GPT-2)", at!(softmax_in_dtype))
+        .underived(LAYERNORM_STYLE),
+    fact("rotary-dims", G::Variants, K::Count, "Rotary width", "= head-dim",
+        "Rotary width of one head when only part of it rotates (GPT-NeoX: rotary_pct × head size)", at!(rotary_dims)),
 ];
 
 /// The variants and optional parts (MLA, MTP, global layers, the indexer, towers, a

@@ -860,6 +860,20 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
         Some("multi-head latent attention is not in the derivation")
     } else if a.mixer.is_some() {
         Some("state-space / linear-attention layers are not in the derivation")
+    } else if layernorm_decoder(a) {
+        // GPT-2's and GPT-NeoX's LayerNorm layers are derived (`layernorm_activations`);
+        // any other fact off its default still says why.
+        Architecture {
+            gated_mlp: Architecture::BASE.gated_mlp,
+            layernorm_bias: Architecture::BASE.layernorm_bias,
+            learned_positions: Architecture::BASE.learned_positions,
+            parallel_residual: Architecture::BASE.parallel_residual,
+            gelu_new: Architecture::BASE.gelu_new,
+            dropout: Architecture::BASE.dropout,
+            softmax_in_dtype: Architecture::BASE.softmax_in_dtype,
+            ..*a
+        }
+        .underived()
     } else if gemma_norms(a) {
         // Gemma 2's and 3's four norms are derived, and its text decoder is the same beside a
         // vision tower (gemma-3-4b's whole model traced on text: equal to the byte); any
@@ -873,6 +887,218 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
     } else {
         a.underived()
     }
+}
+
+/// GPT-2's and GPT-NeoX's decoder as transformers 5.23 writes them: two LayerNorms
+/// with bias a layer, a non-gated MLP, one fused q/k/v projection, multi-head
+/// attention, learned positions (GPT-2) or rotary ones (GPT-NeoX), nothing else
+/// optional — what [`layernorm_activations`] derives.
+fn layernorm_decoder(a: &Architecture) -> bool {
+    a.layernorm_bias
+        && !a.gated_mlp
+        && a.fused_qkv
+        && a.layer_norms == 2
+        && a.kv_heads == a.heads
+        && !a.nonparametric_norms
+        && !a.qk_norm
+        && !a.qk_norm_whole
+        && a.moe.is_none()
+        && a.mla.is_none()
+        && a.mixer.is_none()
+}
+
+/// Activations of a full fine-tune of GPT-2 or GPT-NeoX (Pythia), derived tensor by
+/// tensor from transformers 5.23's `models/gpt2/modeling_gpt2.py` (`GPT2Block`,
+/// `GPT2Attention.forward`, `GPT2MLP`, `eager_attention_forward`) and
+/// `models/gpt_neox/modeling_gpt_neox.py` (`GPTNeoXLayer.forward`,
+/// `GPTNeoXAttention.forward`, `apply_rotary_pos_emb`, `GPTNeoXMLP`), and checked
+/// against `gpumem-agent trace` (equal to the byte for gpt2 and pythia-160m under
+/// each kernel, with and without checkpointing).
+///
+/// Per layer, with `T` tokens, `v` bytes per value and every tensor in 512 B blocks:
+/// - `nn.LayerNorm` (`native_layer_norm`) keeps its input, its fp32 mean and rstd (4 B
+///   a token each) and its output, which the projection keeps: two norms a layer. The
+///   first norm's input is the layer's input; the second's is the attention's sum with
+///   the residual (GPT-2, GPT-NeoX without `use_parallel_residual`) or the layer's
+///   input again (parallel residual: kept once);
+/// - the fused q/k/v output (`c_attn`, `query_key_value`): q, k and v are views of
+///   it. GPT-2 hands the views to the kernel: flash, SDPA and the memory-efficient
+///   kernel keep the whole output, their own output and an fp32 log-sum-exp per head.
+///   GPT-NeoX rotates q and k first (`torch.cat` of the rotated and passed parts: new
+///   tensors), as Phi-3 does, so its kernels keep the same terms as Phi-3's. Eager
+///   attention multiplies contiguous copies of q, k and v and keeps none of the fused
+///   output: v·4·h, and the probabilities per head and token²: GPT-NeoX's fp32
+///   softmax and its 16-bit copy (4 + v), GPT-2's softmax in the compute dtype (v);
+/// - dropout in training (`native_dropout` on CUDA, PyTorch's Dropout.cpp
+///   `is_fused_kernel_acceptable`) keeps a boolean mask: after the attention's and the
+///   MLP's output projections (1·h each) and, in eager attention, over the
+///   probabilities (1 per head and token², and GPT-2 keeps the dropped copy beside the
+///   softmax's output, v); the fused kernels drop inside and keep nothing more;
+/// - the MLP keeps the first projection's output and the activation's output (2·v·i)
+///   for a fused GELU; transformers' `NewGELUActivation` (`gelu_new`, activations.py)
+///   also keeps its tanh, `0.5·x` and `1 + tanh` (5·v·i);
+/// - once: the final LayerNorm (input, output, mean, rstd), GPT-NeoX's RoPE cos and
+///   sin over the rotary width (`rotary_pct`), GPT-2's position ids (the learned
+///   table's backward), the embedding's dropout mask, the labels and the loss.
+///
+/// With full activation checkpointing the forward keeps each layer's input and the
+/// once-terms (the checkpointed layers' arguments also hold GPT-NeoX's position ids and
+/// eager attention's additive mask), and the backward recomputes one layer at a time.
+fn layernorm_activations(
+    a: &Architecture,
+    (seq, batch): (u64, u64),
+    value: u64,
+    checkpointing: bool,
+    attention: AttentionImpl,
+    why: Option<&'static str>,
+) -> Result<Activations, EstimateError> {
+    let tokens = seq.saturating_mul(batch);
+    let (h, heads, d, i) = (a.hidden, a.heads, a.head_dim, a.intermediate);
+    let hidden = block(&[tokens, value, h]);
+    let stats = mul(&[2, block(&[tokens, 4])]);
+    let norm = add(&[stats, hidden]);
+    let inputs = if a.parallel_residual { 1 } else { 2 };
+    let qd = block(&[tokens, value, heads, d]);
+    let whole = block(&[tokens, value, 3, heads, d]);
+    let lse = block(&[tokens, 4, heads]);
+    let lse_padded = block(&[batch, heads, seq.div_ceil(32), 32, 4]);
+    let rotary = a.learned_positions == 0;
+    let scores = |bytes: u64| block(&[batch, heads, seq, seq, bytes]);
+    let (attn, attn_text) = match (attention, rotary) {
+        (AttentionImpl::Eager, _) => {
+            let probs = if a.softmax_in_dtype {
+                scores(value)
+            } else {
+                add(&[scores(4), scores(value)])
+            };
+            let dropped = if a.dropout {
+                add(&[
+                    scores(1),
+                    if a.softmax_in_dtype { scores(value) } else { 0 },
+                ])
+            } else {
+                0
+            };
+            (
+                add(&[mul(&[4, qd]), probs, dropped]),
+                match (a.softmax_in_dtype, a.dropout) {
+                    (true, true) => {
+                        "v·4·h + (1 + 2v)·a·s (softmax and its dropped copy in the compute dtype, the mask)"
+                    }
+                    (true, false) => "v·4·h + v·a·s (softmax in the compute dtype)",
+                    (false, true) => {
+                        "v·4·h + (5 + v)·a·s (fp32 softmax, its dropped 16-bit copy, the mask)"
+                    }
+                    (false, false) => "v·4·h + (4 + v)·a·s",
+                },
+            )
+        }
+        (AttentionImpl::Flash | AttentionImpl::Sdpa, true) => (
+            add(&[mul(&[4, qd]), lse, whole]),
+            "v·(4 + 3)·h + 4·a (q, k rotated, v's copy, the output and the fused output)",
+        ),
+        (AttentionImpl::Efficient, true) => (
+            add(&[mul(&[3, qd]), lse_padded, whole]),
+            "v·(3 + 3)·h + 4·a·⌈s/32⌉·32/s (q, k rotated, the output and the fused output)",
+        ),
+        (AttentionImpl::Flash | AttentionImpl::Sdpa, false) => (
+            add(&[qd, lse, whole]),
+            "v·(1 + 3)·h + 4·a (the fused output and the kernel's)",
+        ),
+        (AttentionImpl::Efficient, false) => (
+            add(&[qd, lse_padded, whole]),
+            "v·(1 + 3)·h + 4·a·⌈s/32⌉·32/s (the fused output and the kernel's)",
+        ),
+    };
+    let mask = block(&[tokens, h]);
+    let masks = if a.dropout { mul(&[2, mask]) } else { 0 };
+    let act = if a.gelu_new { 5 } else { 2 };
+    let mlp = mul(&[act, block(&[tokens, value, i])]);
+    let layer = add(&[mul(&[inputs, hidden]), norm, norm, attn, masks, mlp]);
+    let rot = if a.rotary_dims > 0 { a.rotary_dims } else { d };
+    let positions = block(&[seq, 8]);
+    let once = add(&[
+        hidden,
+        norm,
+        if rotary {
+            mul(&[2, block(&[seq, value, rot])])
+        } else {
+            positions
+        },
+        if a.dropout { mask } else { 0 },
+        block(&[tokens, 8]),
+        1024,
+    ]);
+    let layers = a.layers;
+    let (kept, bytes, shape) = if checkpointing {
+        // The checkpointed layers' arguments also hold eager attention's additive
+        // mask (masking_utils.py `create_causal_mask`: one 16-bit tokens² per sequence).
+        let held_mask = if attention == AttentionImpl::Eager {
+            block(&[batch, seq, seq, value])
+        } else {
+            0
+        };
+        let kept = add(&[
+            mul(&[layers, hidden]),
+            once,
+            if rotary { positions } else { 0 },
+            held_mask,
+        ]);
+        (
+            kept,
+            add(&[kept, layer]),
+            if held_mask > 0 {
+                "L × v·h (checkpointed layer inputs) + eager attention's 16-bit mask, which their arguments hold + one layer recomputed"
+            } else {
+                "L × v·h (checkpointed layer inputs) + one layer recomputed"
+            },
+        )
+    } else {
+        let kept = add(&[mul(&[layers, layer]), once]);
+        (kept, kept, "L × per-layer")
+    };
+    if bytes == u64::MAX {
+        return Err(EstimateError::Overflow {
+            what: "activations",
+        });
+    }
+    let formula = format!(
+        "{shape}; per layer and token: {} LayerNorm input{} v·h, 2 LayerNorms' outputs 2·v·h and fp32 mean and rstd 16 + attention {attn_text}{} + MLP {}·v·i ({}); once: final LayerNorm, {}{}, labels, loss (transformers' {}, every tensor in 512 B blocks)",
+        inputs,
+        if inputs == 1 {
+            " (parallel residual)"
+        } else {
+            "s"
+        },
+        if a.dropout {
+            " + dropout masks 2·h"
+        } else {
+            ""
+        },
+        act,
+        if a.gelu_new {
+            "gelu_new keeps its input, tanh, 0.5·x, 1 + tanh and output"
+        } else {
+            "the projection's and GELU's outputs"
+        },
+        if rotary {
+            "RoPE cos/sin over the rotary width"
+        } else {
+            "position ids"
+        },
+        if a.dropout {
+            ", the embedding's dropout mask"
+        } else {
+            ""
+        },
+        if rotary { "GPT-NeoX" } else { "GPT-2" },
+    );
+    Ok(Activations {
+        bytes,
+        kept,
+        formula,
+        assumed_because: why,
+    })
 }
 
 /// Gemma 2's and Gemma 3's decoder (four fp32 norms a layer, no per-layer scalars or
@@ -1011,6 +1237,9 @@ pub fn decoder_activations(
         }
         _ => None,
     });
+    if layernorm_decoder(a) && adapters.is_none() {
+        return layernorm_activations(a, (seq, batch), value, checkpointing, attention, why);
+    }
     let tokens = seq.saturating_mul(batch);
     let (h, heads, kv, d, i) = (a.hidden, a.heads, a.kv_heads, a.head_dim, a.intermediate);
     let rsqrt = block(&[tokens, 4]);
@@ -1926,5 +2155,141 @@ mod tests {
         assert_eq!(flash, 34 * 2048 * 4096);
         assert_eq!(eager - flash, 5 * 32 * 2048 * 2048);
         assert!(!f.contains("s²"));
+    }
+
+    /// Pythia-160m's and GPT-2's shapes, as the config reader gives them.
+    fn neox() -> Architecture {
+        Architecture {
+            vocab: 50304,
+            hidden: 768,
+            layers: 12,
+            heads: 12,
+            kv_heads: 12,
+            head_dim: 64,
+            intermediate: 3072,
+            gated_mlp: false,
+            qkv_bias: true,
+            o_bias: true,
+            mlp_bias: true,
+            layernorm_bias: true,
+            fused_qkv: true,
+            parallel_residual: true,
+            rotary_dims: 16,
+            ..Architecture::BASE
+        }
+    }
+
+    #[test]
+    fn a_layernorm_decoder_keeps_its_norms_inputs_fused_output_and_gelu() {
+        let (t, v) = (1024u64, 2u64);
+        let full =
+            |a: &Architecture, att| decoder_activations(a, 512, 2, v, false, att, None).unwrap();
+        let a = neox();
+        let p = full(&a, AttentionImpl::Flash);
+        assert_eq!(p.assumed_because, None);
+        // Per layer: the input (v·h), two norms' outputs and fp32 mean and rstd, q and
+        // k rotated, v's copy, the output, the log-sum-exp, the fused output, the MLP's
+        // two; once: the final norm, RoPE over 16 of 64 dims, labels, the loss.
+        let vh = t * v * 768;
+        let layer = vh + 2 * (vh + 2 * t * 4) + 4 * vh + t * 4 * 12 + 3 * vh + 2 * t * v * 3072;
+        let once = 2 * vh + 2 * t * 4 + 2 * 512 * v * 16 + t * 8 + 1024;
+        assert_eq!(p.kept, 12 * layer + once);
+        // Sequential residual: the second norm reads a sum of its own.
+        let s = full(
+            &Architecture {
+                parallel_residual: false,
+                ..a
+            },
+            AttentionImpl::Flash,
+        );
+        assert_eq!(s.kept - p.kept, 12 * vh);
+        // Dropout: two masks a layer and the embedding's, one byte a value.
+        let d = full(&Architecture { dropout: true, ..a }, AttentionImpl::Flash);
+        assert_eq!(d.kept - p.kept, (2 * 12 + 1) * t * 768);
+        // gelu_new keeps its tanh, 0.5·x and 1 + tanh beside the fused GELU's two.
+        let g = full(
+            &Architecture {
+                gelu_new: true,
+                ..a
+            },
+            AttentionImpl::Flash,
+        );
+        assert_eq!(g.kept - p.kept, 12 * 3 * t * v * 3072);
+        // GPT-2: no RoPE, so q and k stay views of the fused output.
+        let gpt2 = Architecture {
+            learned_positions: 1024,
+            rotary_dims: 0,
+            parallel_residual: false,
+            ..a
+        };
+        let f = full(&gpt2, AttentionImpl::Flash);
+        let e = full(&gpt2, AttentionImpl::Efficient);
+        assert_eq!(f.kept, e.kept);
+        assert_eq!(s.kept - f.kept, 12 * 3 * vh + 2 * 512 * v * 16 - 512 * 8);
+        // Eager: the fp32 softmax and its copy, or one softmax in the compute dtype.
+        let scores = 2 * 12 * 512 * 512;
+        let e32 = full(&gpt2, AttentionImpl::Eager);
+        let e16 = full(
+            &Architecture {
+                softmax_in_dtype: true,
+                ..gpt2
+            },
+            AttentionImpl::Eager,
+        );
+        assert_eq!(e32.kept - e16.kept, 12 * 4 * scores);
+        // Eager keeps contiguous copies of q, k, v and its output (4·v·h) where the fused
+        // kernels keep the fused output (3·v·h) and their own.
+        assert_eq!(e32.kept - f.kept, 12 * ((4 + v) * scores - 12 * t * 4));
+    }
+
+    #[test]
+    fn layernorm_decoders_outside_the_derivation_stay_assumed() {
+        let a = neox();
+        let assumed = |a: &Architecture, adapters: Option<&Adapters>| {
+            decoder_activations(a, 512, 2, 2, false, AttentionImpl::Flash, adapters)
+                .unwrap()
+                .assumed_because
+        };
+        // Falcon-7B's one norm, StarCoder 2's grouped K/V and separate projections.
+        assert!(
+            assumed(
+                &Architecture {
+                    layer_norms: 1,
+                    ..a
+                },
+                None
+            )
+            .is_some()
+        );
+        assert!(assumed(&Architecture { kv_heads: 4, ..a }, None).is_some());
+        assert!(
+            assumed(
+                &Architecture {
+                    fused_qkv: false,
+                    ..a
+                },
+                None
+            )
+            .is_some()
+        );
+        // A fused projection under LoRA.
+        let ad = Adapters {
+            targets: LoraTargets::parse("lora-targets", "q,v").unwrap(),
+            rank: 16,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+            modules: ModulesToSave::default(),
+        };
+        assert!(assumed(&a, Some(&ad)).is_some());
+        // The facts a Llama-style decoder does not have stay outside its derivation.
+        let llama = Architecture {
+            dropout: true,
+            ..Architecture::BASE
+        };
+        assert!(llama.underived().is_some());
+        // The prefill keeps its assumed lines.
+        let p = decoder_prefill(&a, 512, 1, 2, AttentionImpl::Sdpa, None, false).unwrap();
+        assert!(p.assumed_because.is_some());
     }
 }

@@ -67,6 +67,66 @@ fn falcon_multi_query_has_one_kv_head_and_one_norm() {
 }
 
 #[test]
+fn gpt2_reads_its_activation_dropout_and_softmax_with_gpt2configs_defaults() {
+    let base = r#""model_type":"gpt2","n_embd":768,"n_head":12,"n_layer":12,"n_positions":1024,"vocab_size":50257"#;
+    let c = parse_config(&format!("{{{base}}}")).unwrap();
+    let a = c.arch;
+    assert!(a.fused_qkv && a.gelu_new && a.dropout && a.softmax_in_dtype);
+    assert!(!a.parallel_residual);
+    assert_eq!((a.learned_positions, a.rotary_dims), (1024, 0));
+    // No dropout anywhere, an exact GELU.
+    let c = parse_config(&format!(
+        r#"{{{base},"embd_pdrop":0.0,"resid_pdrop":0,"attn_pdrop":0.0,"activation_function":"gelu"}}"#
+    ))
+    .unwrap();
+    assert!(!c.arch.dropout && !c.arch.gelu_new);
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    // One dropout left on is enough to count the masks (the safe side).
+    let c = parse_config(&format!(
+        r#"{{{base},"embd_pdrop":0.0,"resid_pdrop":0,"attn_pdrop":0.1}}"#
+    ))
+    .unwrap();
+    assert!(c.arch.dropout);
+    // An activation the derivation does not follow is said.
+    let c = parse_config(&format!(r#"{{{base},"activation_function":"relu"}}"#)).unwrap();
+    assert!(
+        field(&c, "activation_function").is_some(),
+        "{:?}",
+        c.warnings
+    );
+    // The upcast path keeps fp32 copies the derivation does not count: said.
+    let c = parse_config(&format!(r#"{{{base},"reorder_and_upcast_attn":true}}"#)).unwrap();
+    assert!(!c.arch.softmax_in_dtype);
+    assert!(field(&c, "reorder_and_upcast_attn").is_some());
+}
+
+#[test]
+fn gpt_neox_reads_its_residual_order_and_rotary_width() {
+    let base = r#""model_type":"gpt_neox","hidden_size":768,"num_attention_heads":12,"num_hidden_layers":12,"intermediate_size":3072,"vocab_size":50304"#;
+    // GPTNeoXConfig's defaults: parallel residual, a quarter of each head rotates,
+    // an exact GELU, no dropout.
+    let c = parse_config(&format!("{{{base}}}")).unwrap();
+    let a = c.arch;
+    assert!(a.fused_qkv && a.parallel_residual && !a.gelu_new && !a.dropout);
+    assert_eq!(
+        (a.head_dim, a.rotary_dims, a.learned_positions),
+        (64, 16, 0)
+    );
+    let c = parse_config(&format!(
+        r#"{{{base},"use_parallel_residual":false,"rotary_pct":1.0,"hidden_dropout":0.1}}"#
+    ))
+    .unwrap();
+    assert!(!c.arch.parallel_residual && c.arch.dropout);
+    assert_eq!(c.arch.rotary_dims, 0);
+    let c = parse_config(&format!(
+        r#"{{{base},"rope_parameters":{{"partial_rotary_factor":0.5,"rope_theta":10000}}}}"#
+    ))
+    .unwrap();
+    assert_eq!(c.arch.rotary_dims, 32);
+    assert!(parse_config(&format!(r#"{{{base},"rotary_pct":1.5}}"#)).is_err());
+}
+
+#[test]
 fn gpt_oss_keeps_attention_in_bf16_and_counts_sinks_and_biases() {
     let c = parse_config(
         r#"{"model_type":"gpt_oss","hidden_size":2880,"num_hidden_layers":2,"num_attention_heads":64,

@@ -2,8 +2,13 @@
 //! bias), GPTBigCode (multi-query), GPT-NeoX (untied `embed_out`), and GPT-J, OPT and
 //! BLOOM read with these rules (not every tensor of theirs is modelled).
 
+use serde_json::Value;
+
 use crate::arch::Architecture;
+use crate::error::EstimateError;
+use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
+use crate::import::config::json::Cfg;
 
 /// GPT-2.
 pub(crate) const GPT2: Family = Family {
@@ -16,16 +21,70 @@ pub(crate) const GPT2: Family = Family {
         o_bias: true,
         mlp_bias: true,
         layernorm_bias: true,
+        // c_attn: one Conv1D for q, k and v, which split into views of its output.
+        fused_qkv: true,
+        // GPT2Config's defaults (configuration_gpt2.py, transformers 5.23):
+        // activation_function "gelu_new", embd/resid/attn_pdrop 0.1; its
+        // eager_attention_forward takes the softmax in the compute dtype.
+        gelu_new: true,
+        dropout: true,
+        softmax_in_dtype: true,
         ..Architecture::BASE
     },
     positions: true,
     // n_ctx repeats n_positions; attention scaling switches; task parameters.
     inert: concat!(
-        "n_ctx scale_attn_weights reorder_and_upcast_attn ",
+        "n_ctx scale_attn_weights ",
         "scale_attn_by_inverse_layer_idx task_specific_params",
     ),
+    hook: Some(gpt2),
     ..BASE
 };
+
+/// GPT-2's activation, dropout and softmax switches, read as `GPT2Model` uses them
+/// (modeling_gpt2.py, transformers 5.23).
+fn gpt2(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    let default = if d.class == "GPTBigCodeConfig" {
+        "gelu_pytorch_tanh"
+    } else {
+        "gelu_new"
+    };
+    activation(c, d, "activation_function", default);
+    dropout(c, d, &["embd_pdrop", "resid_pdrop", "attn_pdrop"], 0.1);
+    if c.flag("reorder_and_upcast_attn") == Some(true) {
+        // GPT2Attention._upcast_and_reordered_attn (eager only): fp32 copies of q and k
+        // and an fp32 softmax, which the derivation does not count.
+        d.arch.softmax_in_dtype = false;
+        d.warnings.push(
+            "reorder_and_upcast_attn: eager attention's fp32 copies of q and k are not counted in the activations".into(),
+        );
+    }
+    Ok(())
+}
+
+/// The MLP's activation `key` (absent: `default`): `gelu_new` is written out in Python
+/// (`NewGELUActivation`: autograd keeps its tanh and two products); `gelu` and
+/// `gelu_pytorch_tanh` are one fused operator that keeps its input (activations.py,
+/// transformers 5.23); any other is counted as those, and said.
+fn activation(c: &Cfg, d: &mut Draft, key: &str, default: &str) {
+    let act = c.str(key).unwrap_or(default);
+    d.arch.gelu_new = act == "gelu_new";
+    if !matches!(act, "gelu" | "gelu_new" | "gelu_pytorch_tanh") {
+        d.warnings.push(format!(
+            "{key} {act:?}: the MLP's activations are counted as a fused GELU's (its input kept)"
+        ));
+    }
+}
+
+/// Whether any of the dropout probabilities `keys` (absent: `default`) is above 0:
+/// in training each dropout keeps a boolean mask (the safe side where only some are).
+fn dropout(c: &Cfg, d: &mut Draft, keys: &[&str], default: f64) {
+    d.arch.dropout = keys.iter().any(|k| {
+        c.get(k)
+            .map_or(Some(default), Value::as_f64)
+            .is_some_and(|p| p > 0.0)
+    });
+}
 
 /// GPTBigCode (StarCoder): GPT-2 with one K/V head unless `multi_query` is false.
 pub(crate) const GPT_BIGCODE: Family = Family {
@@ -45,12 +104,53 @@ pub(crate) const GPT_NEOX: Family = Family {
         o_bias: true,
         mlp_bias: true,
         layernorm_bias: true,
+        // query_key_value: one linear whose output q, k and v are views of.
+        fused_qkv: true,
+        // GPTNeoXConfig's default use_parallel_residual (transformers 5.23).
+        parallel_residual: true,
         ..Architecture::BASE
     },
-    // Residual order and RoPE base: no tensors.
-    inert: "use_parallel_residual rotary_emb_base",
+    // RoPE base: no tensors.
+    inert: "rotary_emb_base",
+    hook: Some(gpt_neox),
     ..BASE
 };
+
+/// GPT-NeoX's residual order, rotary width, activation and dropouts, with
+/// GPTNeoXConfig's defaults (configuration_gpt_neox.py, transformers 5.23:
+/// use_parallel_residual true, rotary_pct 0.25, hidden_act "gelu", dropouts 0).
+fn gpt_neox(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    d.arch.parallel_residual = c.flag("use_parallel_residual").unwrap_or(true);
+    // GPTNeoXAttention: rotary_ndims = int(head_size × partial_rotary_factor), the
+    // factor from rope_parameters or rotary_pct.
+    let nested = c
+        .get("rope_parameters")
+        .and_then(|r| r.get("partial_rotary_factor"))
+        .and_then(Value::as_f64);
+    let pct = c
+        .get("rotary_pct")
+        .or_else(|| c.get("partial_rotary_factor"))
+        .and_then(Value::as_f64)
+        .or(nested)
+        .unwrap_or(0.25);
+    if !(pct > 0.0 && pct <= 1.0) {
+        return Err(crate::import::config::json::parse(format!(
+            "rotary_pct should be in (0, 1], found {pct}"
+        )));
+    }
+    // The head size is bounded (validated), so the product is exact enough; the
+    // truncation is Python's int().
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let rot = (d.arch.head_dim as f64 * pct) as u64;
+    d.arch.rotary_dims = if rot == d.arch.head_dim { 0 } else { rot };
+    activation(c, d, "hidden_act", "gelu");
+    dropout(c, d, &["hidden_dropout", "attention_dropout"], 0.0);
+    Ok(())
+}
 
 /// GPT-J: one LayerNorm feeding parallel attention and MLP.
 pub(crate) const GPTJ: Family = Family {
