@@ -910,3 +910,84 @@ fn lora_and_qlora_steps_agree_with_traces() {
     }
     assert!(failures.is_empty(), "past 2 %: {failures:#?}");
 }
+
+/// LoRA on GPT-2 and GPT-NeoX (fused q/k/v, LayerNorm) is an assumed upper bound, not
+/// a derivation: what the traced forward keeps must stay at or below it, never above
+/// (the dangerous direction), on the adapted modules as PEFT names them.
+#[test]
+fn lora_on_layernorm_decoders_stays_above_its_traces() {
+    use gpumem_core::training::{Adapters, LoraTargets, ModulesToSave};
+    let Some(python) = gpumem_e2e::torch_python("lora_on_layernorm_decoders_stays_above") else {
+        return;
+    };
+    // (config, targets as PEFT names them, as gpumem reads them, checkpointing)
+    let cases: &[(&str, &[&str], &str, bool)] = &[
+        ("gpt2.json", &["c_attn"], "q,k,v", false),
+        ("gpt2.json", &["c_attn", "c_proj", "c_fc"], "all", false),
+        ("gpt2.json", &["c_attn", "c_proj", "c_fc"], "all", true),
+        ("pythia-160m.json", &["query_key_value"], "q,k,v", false),
+        (
+            "pythia-160m.json",
+            &["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
+            "all",
+            false,
+        ),
+        (
+            "pythia-160m.json",
+            &["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
+            "all",
+            true,
+        ),
+    ];
+    let mut requests = String::new();
+    for (config, targets, _, ckpt) in cases {
+        let config: serde_json::Value = serde_json::from_str(&config_text(config)).unwrap();
+        let w = serde_json::json!({
+            "config": config, "train": "lora", "sequences": SEQUENCES, "context": CONTEXT,
+            "generate": 0, "dtype": "bfloat16", "attention": "flash", "optimizer": "adamw",
+            "master_weights": false, "checkpointing": ckpt, "lora_rank": 16,
+            "lora_targets": targets, "logits": "last", "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let mut below = Vec::new();
+    for ((config, _, targets, ckpt), t) in cases.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{config}: {t}");
+        let a = input_of(config, &[("train", "full")]).arch.unwrap();
+        let ad = Adapters {
+            targets: LoraTargets::parse("lora-targets", targets).unwrap(),
+            rank: 16,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+            modules: ModulesToSave::default(),
+        };
+        let bound = decoder_activations(
+            &a,
+            CONTEXT,
+            SEQUENCES,
+            2,
+            *ckpt,
+            AttentionImpl::Flash,
+            Some(&ad),
+        )
+        .unwrap();
+        let kept = t["kept"].as_u64().unwrap();
+        let pct = 100.0 * (bound.kept as f64 - kept as f64) / kept as f64;
+        eprintln!(
+            "{config:<20} lora {targets:<6} ckpt {ckpt:<5} | bound {:>12} traced {:>12} {pct:>+7.2}%",
+            bound.kept, kept
+        );
+        assert!(
+            bound.assumed_because.is_some(),
+            "{config}: said to be assumed"
+        );
+        if bound.kept < kept {
+            below.push(format!("{config} {targets} ckpt {ckpt}: {pct:+.2} %"));
+        }
+    }
+    assert!(below.is_empty(), "the bound under its trace: {below:#?}");
+}

@@ -1101,6 +1101,69 @@ fn layernorm_activations(
     })
 }
 
+/// LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX), bounded from above: the full
+/// fine-tune's kept tensors (which hold every linear layer's input; a frozen linear
+/// keeps none) plus what each adapter adds in PEFT's `Linear.forward` (peft/tuners/lora/
+/// layer.py): its input cast to the adapters' dtype, dropout's output and 1-byte mask
+/// (`lora_dropout` > 0) and the A projection's output. PEFT adapts GPT-2's `c_attn` and
+/// GPT-NeoX's `query_key_value` as one module (any of q, k, v), `o` is the attention's
+/// output projection, `up` or `gate` the first MLP linear, `down` the second. An
+/// assumption (the fused modules' LoRA is not derived tensor by tensor): traced with
+/// transformers 5.23 on meta (2 × 512, flash), GPT-2 keeps 473 441 280 B with `c_attn`
+/// adapted and 702 292 992 B with every linear, GPT-NeoX (Pythia-160M) 240 681 984 B and
+/// 475 825 152 B — each below this bound, where the Llama-style formula gave 320 864 256 B.
+fn layernorm_lora_bound(
+    a: &Architecture,
+    (seq, batch): (u64, u64),
+    value: u64,
+    checkpointing: bool,
+    ad: &Adapters,
+    full: Activations,
+) -> Activations {
+    let tokens = seq.saturating_mul(batch);
+    let t = ad.targets;
+    let module = |input: u64| {
+        let cast = if ad.value != value {
+            block(&[tokens, ad.value, input])
+        } else {
+            0
+        };
+        let dropped = if ad.dropout {
+            add(&[block(&[tokens, ad.value, input]), block(&[tokens, input])])
+        } else {
+            0
+        };
+        add(&[cast, dropped, block(&[tokens, ad.value, ad.rank])])
+    };
+    let width = a.heads.saturating_mul(a.head_dim);
+    let per_layer = add(&[
+        if t.q || t.k || t.v {
+            module(a.hidden)
+        } else {
+            0
+        },
+        if t.o { module(width) } else { 0 },
+        if t.up || t.gate { module(a.hidden) } else { 0 },
+        if t.down { module(a.intermediate) } else { 0 },
+    ]);
+    let head = if t.lm_head { module(a.hidden) } else { 0 };
+    // With checkpointing only the recomputed layer holds its adapters' tensors.
+    let layers = if checkpointing { 1 } else { a.layers };
+    let layer_part = mul(&[layers, per_layer]);
+    let kept = add(&[full.kept, head, if checkpointing { 0 } else { layer_part }]);
+    Activations {
+        bytes: add(&[full.bytes, head, layer_part]),
+        kept,
+        formula: format!(
+            "{}; LoRA (an upper bound): + per adapted module its input cast to the adapters' dtype, dropout's copy and mask, the A output",
+            full.formula
+        ),
+        assumed_because: Some(
+            "LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX) is bounded from above (the full fine-tune's tensors plus each adapter's), not derived",
+        ),
+    }
+}
+
 /// Gemma 2's and Gemma 3's decoder (four fp32 norms a layer, no per-layer scalars or
 /// global layers of another shape; Gemma 3 with q/k norms): its norms are derived
 /// (`decoder_activations`).
@@ -1237,8 +1300,12 @@ pub fn decoder_activations(
         }
         _ => None,
     });
-    if layernorm_decoder(a) && adapters.is_none() {
-        return layernorm_activations(a, (seq, batch), value, checkpointing, attention, why);
+    if layernorm_decoder(a) {
+        let full = layernorm_activations(a, (seq, batch), value, checkpointing, attention, why)?;
+        return Ok(match adapters {
+            None => full,
+            Some(ad) => layernorm_lora_bound(a, (seq, batch), value, checkpointing, ad, full),
+        });
     }
     let tokens = seq.saturating_mul(batch);
     let (h, heads, kv, d, i) = (a.hidden, a.heads, a.kv_heads, a.head_dim, a.intermediate);
