@@ -611,6 +611,10 @@ const PREFILLS: &[Prefill] = &[
     pf("olmo-2-7b.json", "sdpa", 1, 512, false),
     pf("gemma-3-1b.json", "flash", 1, 512, false),
     pf("gpt2.json", "sdpa", 1, 512, false),
+    pf("gpt2.json", "eager", 2, 512, false),
+    pf("gpt2.json", "eager", 1, 2048, false),
+    pf("pythia-160m.json", "flash", 2, 1024, false),
+    pf("pythia-160m.json", "eager", 1, 512, false),
 ];
 
 /// Traces every prefill in one Python process: the parameters and what was live at the

@@ -1817,6 +1817,9 @@ pub fn decoder_prefill(
     window: Option<u64>,
     all_logits: bool,
 ) -> Result<Prefill, EstimateError> {
+    if layernorm_decoder(a) && (a.learned_positions > 0 || a.parallel_residual) {
+        return layernorm_prefill(a, (seq, batch), value, attention, all_logits);
+    }
     let why = a
         .moe
         .map(|_| "routed experts' intermediates depend on how tokens are dispatched")
@@ -1962,6 +1965,162 @@ pub fn decoder_prefill(
         scores: peak.2,
         logits: peak.3,
         moment: peak.0,
+        formula,
+        assumed_because: why,
+    })
+}
+
+/// The peak of one prefill of GPT-2 or GPT-NeoX (Pythia, parallel residual), derived
+/// from transformers 5.23's `modeling_gpt2.py` and `modeling_gpt_neox.py` under
+/// `torch.no_grad()` and checked against `gpumem-agent trace`. `T` = sequences × tokens,
+/// `v` bytes per value, every tensor in 512 B blocks:
+/// - throughout the forward: the input ids and the position ids (int64), the token
+///   embeddings' output (GPT-2 also its position embeddings' output, one sequence's:
+///   the model's locals hold both until it returns), GPT-NeoX's RoPE cos and sin over the rotary
+///   width, eager attention's additive mask (sequences × tokens² × v);
+/// - the last layer's MLP: GPT-2 holds the layer's input, the attention's output, the
+///   residual and `ln_2`'s output (4·v·h per token; eager also the attention weights its
+///   block returns, v·heads·tokens² per sequence), then `c_fc`'s output and `gelu_new`'s
+///   temporaries (`0.5·x` held while `x³` and `0.044715·x³` are built: 4·v·i; an exact
+///   GELU 2·v·i); GPT-NeoX holds the attention's output and `post_attention_layernorm`'s
+///   output beside the layer's input (the embedding itself in a one-layer model), then
+///   `dense_h_to_4h`'s and the GELU's outputs (2·v·i);
+/// - eager attention in the last layer: the layer's input, `ln_1`'s output, the fused
+///   q/k/v projection (3·v·h) and, GPT-2, the scores and their scaled copy (2·v per head
+///   and tokens²); GPT-NeoX, q after its partial RoPE (v·h), the masked scores (v) and
+///   softmax's fp32 input copy and output (8);
+/// - after the last layer: the final LayerNorm's output and the logits, as for the
+///   Llama-style decoder.
+fn layernorm_prefill(
+    a: &Architecture,
+    (seq, batch): (u64, u64),
+    value: u64,
+    attention: AttentionImpl,
+    all_logits: bool,
+) -> Result<Prefill, EstimateError> {
+    let why = not_derived(a).or(if value == 4 {
+        Some("fp32 compute makes the norms' and softmax's fp32 copies aliases, not in the derivation")
+    } else {
+        None
+    });
+    let gpt2 = a.learned_positions > 0;
+    let t = seq.saturating_mul(batch);
+    let (h, heads, i) = (a.hidden, a.heads, a.intermediate);
+    let hidden = block(&[t, value, h]);
+    let eager = attention == AttentionImpl::Eager;
+    let square = block(&[batch, heads, seq, seq, value]);
+    let mask = if eager {
+        block(&[batch, seq, seq, value])
+    } else {
+        0
+    };
+    let ids = block(&[t, 8]);
+    let rot = if a.rotary_dims > 0 {
+        a.rotary_dims
+    } else {
+        a.head_dim
+    };
+    let once = add(&[
+        ids,
+        block(&[seq, 8]),
+        hidden,
+        // GPT-2's position embeddings' output is one sequence's ([1, tokens, h]).
+        if gpt2 {
+            block(&[seq, value, h])
+        } else {
+            mul(&[2, block(&[seq, value, rot])])
+        },
+    ]);
+    // GPT-NeoX's first layer reads the embedding itself: no input of its own.
+    let own_input = gpt2 || a.layers > 1;
+    // Hidden-sized tensors the MLP's moment holds beyond `once`.
+    let at_mlp_hidden: u64 = match (gpt2, own_input) {
+        (true, _) => 4,
+        (false, true) => 3,
+        (false, false) => 2,
+    };
+    let act = if a.gelu_new { 4 } else { 2 };
+    let at_mlp = (
+        "the last layer's MLP",
+        add(&[
+            once,
+            mul(&[at_mlp_hidden, hidden]),
+            mul(&[act, block(&[t, value, i])]),
+        ]),
+        add(&[mask, if gpt2 && eager { square } else { 0 }]),
+    );
+    let at_attention = if eager {
+        let fused = block(&[t, value, 3, h]);
+        if gpt2 {
+            (
+                "the last layer's eager attention",
+                add(&[once, mul(&[2, hidden]), fused]),
+                add(&[mask, mul(&[2, square])]),
+            )
+        } else {
+            let fp32 = block(&[batch, heads, seq, seq, 4]);
+            (
+                "the last layer's eager attention",
+                add(&[
+                    once,
+                    if own_input { hidden } else { 0 },
+                    hidden,
+                    fused,
+                    hidden,
+                ]),
+                add(&[mask, square, mul(&[2, fp32])]),
+            )
+        }
+    } else {
+        ("", 0, 0)
+    };
+    let kept = block(&[batch, if all_logits { seq } else { 1 }, a.vocab, value]);
+    let fp32 = block(&[batch, a.vocab, 4]);
+    let (at_logits, logits) = if hidden >= fp32 {
+        (("the logits", add(&[ids, hidden]), 0), kept)
+    } else {
+        (("the logits' fp32 copy", ids, 0), add(&[kept, fp32]))
+    };
+    let mut peak = (at_mlp, 0);
+    for m in [(at_attention, 0), (at_logits, logits)] {
+        if add(&[m.0.1, m.0.2, m.1]) > add(&[peak.0.1, peak.0.2, peak.1]) {
+            peak = m;
+        }
+    }
+    let ((moment, intermediates, scores), logits) = peak;
+    if add(&[intermediates, scores, logits]) == u64::MAX {
+        return Err(EstimateError::Overflow { what: "prefill" });
+    }
+    let formula = format!(
+        "the highest of: the last layer's MLP, {}·v·h + {}·v·i per token{}; the final LayerNorm and the logits{}; plus the input and position ids, {} throughout (transformers' {}, every tensor in 512 B blocks)",
+        at_mlp_hidden,
+        act,
+        if eager {
+            if gpt2 {
+                "; eager attention, the fused q/k/v and two v·heads·tokens² score tensors, and the mask"
+            } else {
+                "; eager attention, the fused q/k/v, q after RoPE, (v + 8)·heads·tokens² per sequence and the mask"
+            }
+        } else {
+            ""
+        },
+        if all_logits {
+            " (every position)"
+        } else {
+            " (one position per sequence, then its fp32 copy)"
+        },
+        if gpt2 {
+            "the token and position embeddings' outputs"
+        } else {
+            "the embeddings' output and RoPE's cos/sin"
+        },
+        if gpt2 { "GPT-2" } else { "GPT-NeoX" },
+    );
+    Ok(Prefill {
+        intermediates,
+        scores,
+        logits,
+        moment,
         formula,
         assumed_because: why,
     })
@@ -2355,8 +2514,14 @@ mod tests {
             ..Architecture::BASE
         };
         assert!(llama.underived().is_some());
-        // The prefill keeps its assumed lines.
+        // The prefill is derived for GPT-NeoX's parallel residual, not a sequential one.
         let p = decoder_prefill(&a, 512, 1, 2, AttentionImpl::Sdpa, None, false).unwrap();
+        assert!(p.assumed_because.is_none());
+        let sequential = Architecture {
+            parallel_residual: false,
+            ..a
+        };
+        let p = decoder_prefill(&sequential, 512, 1, 2, AttentionImpl::Sdpa, None, false).unwrap();
         assert!(p.assumed_because.is_some());
     }
 }
