@@ -995,3 +995,61 @@ fn lora_on_layernorm_decoders_stays_above_its_traces() {
     }
     assert!(below.is_empty(), "the bound under its trace: {below:#?}");
 }
+
+/// Full fine-tunes in fp32 compute: the norms' upcasts and eager's softmax cast are the
+/// tensors themselves, and SDPA runs its memory-efficient kernel (no flash kernel for
+/// fp32): what the forward keeps equals `decoder_activations` within 2 %.
+#[test]
+fn fp32_full_fine_tunes_agree_with_traces() {
+    let Some(python) = gpumem_e2e::torch_python("fp32_full_fine_tunes_agree_with_traces") else {
+        return;
+    };
+    // (config, attention, checkpointing)
+    let cases: &[(&str, &str, bool)] = &[
+        ("llama-3.2-1b.json", "sdpa", false),
+        ("llama-3.2-1b.json", "eager", false),
+        ("llama-3.2-1b.json", "sdpa", true),
+        ("qwen3-0.6b.json", "sdpa", false),
+        ("qwen3-0.6b.json", "eager", false),
+    ];
+    let mut requests = String::new();
+    for (config, attention, ckpt) in cases {
+        let config: serde_json::Value = serde_json::from_str(&config_text(config)).unwrap();
+        let w = serde_json::json!({
+            "config": config, "train": "full", "sequences": SEQUENCES, "context": CONTEXT,
+            "generate": 0, "dtype": "float32", "attention": attention, "optimizer": "adamw",
+            "master_weights": false, "checkpointing": ckpt, "lora_rank": 16,
+            "lora_targets": ["q_proj", "v_proj"], "logits": "last", "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let mut failures = Vec::new();
+    for ((config, attention, ckpt), t) in cases.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{config}: {t}");
+        let a = input_of(config, &[("train", "full")]).arch.unwrap();
+        let derived = decoder_activations(
+            &a,
+            CONTEXT,
+            SEQUENCES,
+            4,
+            *ckpt,
+            AttentionImpl::parse("attention", attention).unwrap(),
+            None,
+        )
+        .unwrap();
+        let kept = t["kept"].as_u64().unwrap();
+        let pct = 100.0 * (derived.kept as f64 - kept as f64) / kept as f64;
+        eprintln!(
+            "{config:<20} fp32 {attention:<6} ckpt {ckpt:<5} | kept {:>12} traced {:>12} {pct:>+6.2}%",
+            derived.kept, kept
+        );
+        assert_eq!(derived.assumed_because, None, "{config}");
+        if pct.abs() > 2.0 {
+            failures.push(format!("{config} {attention} ckpt {ckpt}: {pct:+.2} %"));
+        }
+    }
+    assert!(failures.is_empty(), "past 2 %: {failures:#?}");
+}

@@ -1164,6 +1164,39 @@ fn layernorm_lora_bound(
     }
 }
 
+/// Why fp32 compute stays outside the derivation, where it does: the Llama-style
+/// full fine-tune under SDPA, the memory-efficient kernel and eager is derived for it
+/// (its fp32 upcasts are the tensors themselves: the norms keep their input where
+/// 16-bit compute keeps the upcast, the same bytes; SDPA runs the memory-efficient
+/// kernel; eager's softmax is not copied back) and checked against traces; the other
+/// layouts and LoRA were not traced in fp32, and flash-attn runs only 16-bit inputs.
+fn fp32_outside(
+    a: &Architecture,
+    value: u64,
+    attention: AttentionImpl,
+    adapters: bool,
+) -> Option<&'static str> {
+    if value != 4 {
+        return None;
+    }
+    if attention == AttentionImpl::Flash {
+        Some(
+            "flash-attn runs only fp16 and bf16: fp32 compute with flash attention is not in the derivation",
+        )
+    } else if adapters
+        || a.moe.is_some()
+        || gemma_norms(a)
+        || layernorm_decoder(a)
+        || a.qk_norm_whole
+    {
+        Some(
+            "fp32 compute is derived for the Llama-style full fine-tune only (its upcasts become the tensors themselves)",
+        )
+    } else {
+        None
+    }
+}
+
 /// Gemma 2's and Gemma 3's decoder (four fp32 norms a layer, no per-layer scalars or
 /// global layers of another shape; Gemma 3 with q/k norms): its norms are derived
 /// (`decoder_activations`).
@@ -1299,7 +1332,8 @@ pub fn decoder_activations(
             Some("LoRA or 4-bit kernels on a mixture of experts' MLP are not in the derivation")
         }
         _ => None,
-    });
+    })
+    .or(fp32_outside(a, value, attention, adapters.is_some()));
     if layernorm_decoder(a) {
         let full = layernorm_activations(a, (seq, batch), value, checkpointing, attention, why)?;
         return Ok(match adapters {
@@ -1351,6 +1385,21 @@ pub fn decoder_activations(
     } else {
         attention
     };
+    // PyTorch's SDPA has no flash kernel for fp32: it runs the memory-efficient one
+    // (`sdp_utils.cpp` `check_tensor_dtype` in `use_flash_attention`), which repeats
+    // grouped K/V to every head first (transformers' `sdpa_attention_forward`).
+    let attention = if value == 4 && attention == AttentionImpl::Sdpa {
+        AttentionImpl::Efficient
+    } else {
+        attention
+    };
+    // Eager's softmax runs in fp32 and is cast back to the compute dtype: in fp32
+    // compute the cast is the same tensor, not a second copy.
+    let softmax_copy = if value == 4 {
+        0
+    } else {
+        block(&[batch, heads, seq, seq, value])
+    };
     let capped_scores = if gemma2 {
         block(&[batch, heads, seq, seq, value])
     } else {
@@ -1381,9 +1430,13 @@ pub fn decoder_activations(
             add(&[
                 mul(&[4, qd]),
                 block(&[batch, heads, seq, seq, 4]),
-                block(&[batch, heads, seq, seq, value]),
+                softmax_copy,
             ]),
-            "v·4·a·d + (4 + v)·a·s",
+            if value == 4 {
+                "v·4·a·d + 4·a·s (fp32: the softmax's cast back is the same tensor)"
+            } else {
+                "v·4·a·d + (4 + v)·a·s"
+            },
         ),
     };
     // A fused qkv_proj (Phi-3) keeps its whole output: q, k and v are views of it, and
