@@ -519,13 +519,16 @@ impl Browser {
     }
 
     /// Clicks the element matching `css` (through the DOM, as a user's click would
-    /// reach the page's handler).
+    /// reach the page's handler), waiting for it as [`Browser::find`] does: right after
+    /// `goto` the page may not have mounted it yet.
     pub fn click(&self, css: &str) {
-        let found = self.js(
-            "const e = document.querySelector(arguments[0]); if (e) { e.click(); return true; } return false;",
-            json!([css]),
+        self.wait_for(
+            &format!("something to click at {css}"),
+            &format!(
+                "const e = document.querySelector({}); if (e) {{ e.click(); return true; }} return false;",
+                serde_json::to_string(css).expect("a selector is a string")
+            ),
         );
-        assert_eq!(found, json!(true), "nothing to click at {css}");
     }
 
     /// Saves a PNG screenshot of the viewport.
