@@ -105,6 +105,9 @@ pub struct Need {
     /// Host memory per node the answer puts there (offloaded states, llama.cpp's CPU
     /// buffer), bytes: never in `bytes`.
     pub host: u64,
+    /// Over several cards (llama.cpp's `--tensor-split`): the most loaded one, whose
+    /// need this is; `None` when the need is the card's given.
+    pub device: Option<GpuCard>,
 }
 
 /// What the host memory of [`Need::host`] holds, as the answer names it.
@@ -128,6 +131,15 @@ pub trait Rule {
     ) -> Result<Need, EstimateError>;
     /// The engine whose budget is the need, if any.
     fn engine(&self) -> Option<EngineId>;
+    /// The same rule judging one card alone (the searches over other cards and other
+    /// counts of a card: several cards given are not carried into them).
+    /// `None`: the rule is the same.
+    fn alone(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
     /// The need of `input` on `card`, estimating it first.
     fn need_of(&self, input: &EstimateInput, card: &GpuCard) -> Result<Need, EstimateError> {
         let est = estimate(input)?;
@@ -147,6 +159,7 @@ impl Rule for ByEstimate {
             reserve: assumed_reserve(est),
             sequences: None,
             host: est.host_bytes,
+            device: None,
         })
     }
 
@@ -178,16 +191,33 @@ impl Rule for Basis {
         let Basis::Engine(params) = self else {
             return ByEstimate.need(input, est, card);
         };
+        // Several cards are judged together when the card asked about is one of them.
+        let split = params.devices.contains(card);
         let p = EngineParams {
             card: Some(*card),
+            devices: if split {
+                params.devices.clone()
+            } else {
+                Vec::new()
+            },
             ..(**params).clone()
         };
         let b = engine::budget(input, est, &p)?;
+        // Over several cards the budget is the most loaded device's (its card and
+        // capacity name it; alike cards are alike here).
+        let device = if split && !b.devices.is_empty() {
+            p.devices
+                .iter()
+                .find(|d| d.id == b.card && d.capacity().0 == b.capacity_bytes)
+                .copied()
+        } else {
+            None
+        };
         // The engine's own figure: its pool less what it must hold — one sequence of
         // max-model-len to start (or llama.cpp's cache) and the asked sequences at
         // once, whichever leaves less — judged against the spread of its assumed
         // lines; a refusal (no pool at all) leaves no margin to hide in.
-        let (capacity, _) = card.capacity();
+        let (capacity, _) = device.unwrap_or(*card).capacity();
         let margin = b.margin_bytes.min(b.workload_margin_bytes);
         let bytes = i128::from(capacity)
             .saturating_sub(i128::from(margin))
@@ -211,6 +241,7 @@ impl Rule for Basis {
                 b.uncertainty_bytes
             },
             reserve: 0,
+            device,
             host: b
                 .host_weights_bytes
                 .unwrap_or(0)
@@ -231,6 +262,18 @@ impl Rule for Basis {
         match self {
             Basis::Engine(p) => p.engine,
             Basis::Estimate => None,
+        }
+    }
+
+    fn alone(&self) -> Option<Self> {
+        match self {
+            Basis::Engine(p) if !p.devices.is_empty() => {
+                Some(Basis::Engine(Box::new(EngineParams {
+                    devices: Vec::new(),
+                    ..(**p).clone()
+                })))
+            }
+            _ => None,
         }
     }
 }
@@ -456,6 +499,9 @@ impl HostFit {
 
 /// Why a Mac gets no card count: it is one machine, not a card of which to add more.
 pub const MAC_CARDS: &str = "one Mac (several over a network are not modelled)";
+/// What "cards needed" says over several cards given (llama.cpp's `--tensor-split`).
+pub const SPLIT_CARDS: &str =
+    "the cards --card names, layers split over them; the verdict is the most loaded one's";
 
 impl Headline {
     /// The verdict.
@@ -474,6 +520,8 @@ pub fn used_ppm(need: u64, capacity: u64) -> u64 {
 }
 
 fn fit_of(card: &GpuCard, need: Need) -> CardFit {
+    // Over several cards, the most loaded one's fit.
+    let card = need.device.as_ref().unwrap_or(card);
     fit_card_reserve(card, need.bytes, need.assumed, need.reserve)
 }
 
@@ -487,13 +535,18 @@ pub fn headline<R: Rule>(
 ) -> Result<Headline, EstimateError> {
     // Without a card the engine's rule judges every catalogue card: the smallest that
     // fits is the one it serves the workload on.
-    let smallest = smallest_card(input, est, basis);
+    let one = basis.alone();
+    let alone = one.as_ref().unwrap_or(basis);
+    let smallest = smallest_card(input, est, alone);
     let (card, card_given) = match (card, &smallest) {
         (Some(c), _) => (*c, true),
         (None, Some(f)) => (by_id(&f.id), false),
         (None, None) => (largest_card(), false),
     };
     let need = basis.need(input, est, &card)?;
+    // Several cards: the verdict is the most loaded one's.
+    let given = card;
+    let card = need.device.unwrap_or(card);
     let what = if need.host > est.host_bytes {
         if basis.engine().is_some() && basis.engine() == crate::engine::find("vllm") {
             HOST_VLLM
@@ -518,10 +571,10 @@ pub fn headline<R: Rule>(
         margin: m,
         basis: basis.engine().map_or("estimate", |e| e.name()).into(),
         sequences: need.sequences,
-        cards: if training || card.unified() {
+        cards: if training || card.unified() || one.is_some() {
             None
         } else {
-            cards_needed(input, &card, basis)
+            cards_needed(input, &given, alone)
         },
         cards_note: if training {
             Some(
@@ -531,12 +584,14 @@ pub fn headline<R: Rule>(
                     TRAINING_CARDS.to_string()
                 },
             )
+        } else if one.is_some() {
+            Some(SPLIT_CARDS.to_string())
         } else {
             card.unified().then(|| MAC_CARDS.to_string())
         },
         any_fits: smallest.is_some(),
         smallest,
-        format: widest_format(input, &card, basis),
+        format: widest_format(input, &given, basis),
         warnings: {
             let mut w = format_warnings(input, &card);
             if let Some(e) = basis.engine().filter(|e| card.unified() && !e.metal()) {

@@ -89,8 +89,12 @@ pub struct EngineParams {
     /// The release named after `@` (`vllm@0.10`), by its place in the engine's
     /// [`super::Info::releases`]; `None` is the newest carried.
     pub release: Option<usize>,
-    /// The card (a catalogue entry, or a typed capacity).
+    /// The card (a catalogue entry, or a typed capacity); with several, the first
+    /// (llama.cpp's device 0).
     pub card: Option<GpuCard>,
+    /// Every card, in device order, when `--card` names several (`rtx-4090,rtx-3090`:
+    /// llama.cpp's `--tensor-split` over them); empty for one card.
+    pub devices: Vec<GpuCard>,
     /// `--max-model-len`.
     pub max_model_len: Option<u64>,
     /// `--max-model-len auto`: the largest length the pool holds, as vLLM computes it.
@@ -195,10 +199,55 @@ fn at_least_one(key: &'static str, text: &str) -> Result<u64, EstimateError> {
     Ok(v)
 }
 
-/// Reads `card` ([`EngineParams::card`], resolved by the parser before it).
+/// Most cards one answer names (`--card a,b,…`): llama.cpp's `LLAMA_MAX_DEVICES`.
+pub const MAX_CARDS: usize = 16;
+
+/// Reads `--card`: one card, or several separated by commas (device 0 first, as
+/// llama.cpp numbers them: `rtx-4090,rtx-3090`), each an id, a short form or a
+/// capacity; at most [`MAX_CARDS`]. A Mac's unified memory is one device, never one of
+/// several.
+pub fn resolve_cards(text: &str) -> Result<Vec<GpuCard>, String> {
+    if !text.contains(',') {
+        return crate::catalogue::resolve(text).map(|c| vec![c]);
+    }
+    let items: Vec<&str> = text.split(',').map(str::trim).collect();
+    if items.len() > MAX_CARDS {
+        return Err(format!(
+            "{} cards: at most {MAX_CARDS} (llama.cpp's LLAMA_MAX_DEVICES)",
+            items.len()
+        ));
+    }
+    let mut cards = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        if item.is_empty() {
+            return Err(format!(
+                "card {i} of the list is empty: name each card, separated by commas (rtx-4090,rtx-3090)"
+            ));
+        }
+        let card = crate::catalogue::resolve(item).map_err(|why| format!("card {i}: {why}"))?;
+        if card.unified() {
+            return Err(format!(
+                "card {i}: {} is a Mac, whose unified memory is one device: name it alone",
+                card.name
+            ));
+        }
+        cards.push(card);
+    }
+    Ok(cards)
+}
+
+/// Reads `card` ([`EngineParams::card`] and [`EngineParams::devices`], resolved by the
+/// parser before it).
 fn card(key: &'static str, text: &str) -> Result<Value, EstimateError> {
-    crate::catalogue::resolve(text)
-        .map(|c| Value::Text(c.id.to_string()))
+    resolve_cards(text)
+        .map(|c| {
+            Value::Text(
+                c.iter()
+                    .map(|c| c.id.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )
+        })
         .map_err(|why| EstimateError::invalid(key, why))
 }
 
@@ -209,7 +258,7 @@ pub const CARD: Flag = Flag::new(
         FieldKind::Card,
         "GPU card",
         "",
-        "The card judged against: an id (h100-sxm-80gb), a short form (4090, t4, a100-40, l40s) or a capacity (24GiB, 22.5GB)",
+        "The card judged against: an id (h100-sxm-80gb), a short form (4090, t4, a100-40, l40s) or a capacity (24GiB, 22.5GB); under llama.cpp several, comma-separated in device order (rtx-4090,rtx-3090), split by --tensor-split",
     ),
     card,
 );

@@ -62,7 +62,7 @@ pub use flags::{EngineId, EngineParams, Flag, Value};
 pub use fraction::{ONE, fraction_text, parse_fraction};
 pub use largest::{Largest, largest, largest_context, most_sequences};
 pub use llama_cpp::{CacheType, Override, parse_overrides, tensors};
-pub use outcome::{CardKv, EngineBudget, EngineLine, Outcome};
+pub use outcome::{CardKv, DeviceShare, EngineBudget, EngineLine, Outcome};
 pub use pool::Draft;
 pub use registry::{
     ENGINES, FIELDS, all, engine_keys, field_of, find, from_pairs, from_pairs_among, is_engine_key,

@@ -113,10 +113,60 @@ pub struct EngineBudget {
     /// vLLM's drafter, with `speculative-method`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<Speculative>,
+    /// llama.cpp over several cards (`--card a,b --tensor-split …`): each device's
+    /// share and verdict, in device order. The budget's card and lines are then the most
+    /// loaded device's (the least headroom), and it fits only if every device does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceShare>,
     /// Hypotheses the figure rests on.
     pub assumptions: Vec<String>,
     /// Soft problems.
     pub warnings: Vec<String>,
+}
+
+/// One device of a split over several cards (llama.cpp's `--tensor-split`): what it
+/// holds, what that needs there, and its verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DeviceShare {
+    /// Its place in the device order (llama.cpp's CUDA0, CUDA1…).
+    pub device: u64,
+    /// Catalogue id of the card ("custom" for a typed capacity).
+    pub card: String,
+    /// Card name.
+    pub card_name: String,
+    /// The card's capacity, bytes.
+    pub capacity_bytes: u64,
+    /// Its share of the split as llama.cpp weighs it, as text: `--tensor-split`'s
+    /// value, or by default its free memory in bytes (as float32).
+    pub split: String,
+    /// The repeating blocks it holds, in words ("blocks 0–23", "none").
+    pub layers: String,
+    /// How many repeating blocks it holds.
+    pub blocks: u64,
+    /// Whether it holds the output layer.
+    pub output_layer: bool,
+    /// Model weights on it.
+    pub weights_bytes: u64,
+    /// The KV cache of its layers.
+    pub kv_bytes: u64,
+    /// Its compute buffer (assumed).
+    pub compute_bytes: u64,
+    /// The CUDA context on it (assumed).
+    pub context_bytes: u64,
+    /// The free memory `--fit` leaves on it.
+    pub fit_margin_bytes: u64,
+    /// Everything above: what the device needs.
+    pub need_bytes: u64,
+    /// Capacity less need (negative: short).
+    pub headroom_bytes: i64,
+    /// The assumed lines' uncertainty its headroom is judged against.
+    pub uncertainty_bytes: u64,
+    /// Fits, borderline or refused, as the budget judges one card.
+    pub outcome: Outcome,
+    /// Whether this is the most loaded device (the worst verdict, then the least
+    /// headroom): the budget's card and lines are its.
+    pub most_loaded: bool,
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -5,7 +5,7 @@
 use super::arith::{gib_text, prod};
 use super::drafter::Speculative;
 use super::flags::EngineId;
-use super::outcome::{EngineBudget, EngineLine, Outcome};
+use super::outcome::{DeviceShare, EngineBudget, EngineLine, Outcome};
 use super::request::Ctx;
 use crate::error::EstimateError;
 
@@ -51,6 +51,9 @@ pub struct Draft {
     /// The engine refuses to start before it sizes a pool, and why (vLLM's start-up
     /// check on free memory): no pool, the outcome refused, the reason a warning.
     pub(crate) refused: Option<String>,
+    /// llama.cpp over several cards (`--tensor-split`): each device's share, the most
+    /// loaded one's being the lines above; empty for one card.
+    pub(crate) devices: Vec<DeviceShare>,
 }
 
 /// An engine that allocates its cache up front (llama.cpp): what it needs against the room.
@@ -212,11 +215,17 @@ pub(super) fn finish(
         .iter()
         .find(|l| l.key == "host_weights")
         .map(|l| l.bytes);
+    let most_loaded = d.devices.iter().find(|s| s.most_loaded);
     Ok(EngineBudget {
         engine,
         version: d.version.to_string(),
-        card: ctx.card.id.to_string(),
-        card_name: ctx.card.name.to_string(),
+        // Over several cards, the most loaded one's.
+        card: most_loaded
+            .map_or(ctx.card.id, |s| s.card.as_str())
+            .to_string(),
+        card_name: most_loaded
+            .map_or(ctx.card.name, |s| s.card_name.as_str())
+            .to_string(),
         capacity_bytes: d.capacity,
         capacity_kind: d.capacity_kind.to_string(),
         lines: d.lines,
@@ -241,6 +250,7 @@ pub(super) fn finish(
         workload_outcome,
         uncertainty_bytes: d.uncertainty,
         speculative,
+        devices: d.devices,
         assumptions: d.assumptions,
         warnings: d.warnings,
     })

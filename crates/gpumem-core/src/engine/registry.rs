@@ -521,8 +521,11 @@ where
                 p.engine = Some(e);
                 p.release = r;
             }),
-            Some((k, _)) if k == CARD.key() => crate::catalogue::resolve(value)
-                .map(|c| p.card = Some(c))
+            Some((k, _)) if k == CARD.key() => super::flags::resolve_cards(value)
+                .map(|c| {
+                    p.card = c.first().copied();
+                    p.devices = if c.len() > 1 { c } else { Vec::new() };
+                })
                 .map_err(|why| EstimateError::invalid(CARD.key(), why)),
             Some((k, _)) if k == MAX_MODEL_LEN.key() && matches!(value.trim(), "auto" | "-1") => {
                 p.max_model_len_auto = true;
@@ -546,6 +549,14 @@ where
         if let Err(e) = r {
             errors.push(e);
         }
+    }
+    // Several cards are llama.cpp's `--tensor-split` over them: the other engines'
+    // rules and the estimate judge one card (or `--gpus` copies of it).
+    if !p.devices.is_empty() && p.engine != find("llama.cpp") {
+        errors.push(EstimateError::invalid(
+            CARD.key(),
+            "several cards are judged under --engine llama.cpp (its --tensor-split over unequal GPUs); the other engines and the estimate judge one card, or --gpus copies of it",
+        ));
     }
     // The wired limit is the Mac's capacity: applied to the card once both are read,
     // whichever came first.

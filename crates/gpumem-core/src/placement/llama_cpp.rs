@@ -155,7 +155,8 @@ pub fn choose(
     params: &EngineParams,
     card: &GpuCard,
 ) -> Result<Option<LlamaPlacement>, EstimateError> {
-    if PLACEMENT_FLAGS.iter().any(|k| params.get(k).is_some()) {
+    // Over several cards the split is the user's; choosing one is not modelled.
+    if PLACEMENT_FLAGS.iter().any(|k| params.get(k).is_some()) || !params.devices.is_empty() {
         return Ok(None);
     }
     let Some(n) = input

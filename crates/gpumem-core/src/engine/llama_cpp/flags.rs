@@ -118,6 +118,105 @@ pub(super) const OVERRIDE_TENSOR: Flag = Flag::new(
     overrides,
 );
 
+/// `--tensor-split` (`-ts`): each GPU's share of the layers, in device order, over the
+/// cards `--card` names (default: each device's free memory).
+pub(super) const TENSOR_SPLIT: Flag = Flag::new(
+    field(
+        "tensor-split",
+        FieldKind::Text,
+        "llama.cpp tensor split (-ts)",
+        "free memory",
+        "llama.cpp -ts: each GPU's share of the layers, in --card's order (3,1); default: each card's free memory",
+    )
+    .choices(&[("3,1", "3 : 1"), ("1,1", "1 : 1")]),
+    tensor_split,
+);
+
+/// `--split-mode` (`-sm`): `layer`, llama.cpp's default, is the one modelled.
+pub(super) const SPLIT_MODE: Flag = Flag::new(
+    field(
+        "split-mode",
+        FieldKind::Text,
+        "llama.cpp split mode (-sm)",
+        "layer",
+        "llama.cpp -sm over several cards: layer (the default: whole layers per GPU) is modelled; row and tensor are not",
+    )
+    .choices(&[("layer", "layer — whole layers per GPU")]),
+    split_mode,
+);
+
+/// `--tensor-split` as `common/arg.cpp` reads it: values separated by `,` or `/`
+/// (`std::regex("[,/]+")`), each `std::stof`, fewer than `llama_max_devices()` (16),
+/// the devices without one at 0. Here each must also be a finite number ≥ 0 (llama.cpp
+/// would take a negative or NaN share and split nonsense), and not all 0 (llama.cpp
+/// then splits by free memory, as when the flag is absent: leave it out).
+pub fn parse_tensor_split(text: &str) -> Result<Vec<f32>, EstimateError> {
+    let bad = |why: String| EstimateError::invalid("tensor-split", why);
+    let items: Vec<&str> = text.split([',', '/']).map(str::trim).collect();
+    if items.len() >= crate::engine::flags::MAX_CARDS {
+        return Err(bad(format!(
+            "{} values: llama.cpp takes fewer than 16 (\"got {} input configs, but system only has 16 devices\")",
+            items.len(),
+            items.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let v: f32 = item.parse().map_err(|_| {
+            bad(format!(
+                "value {i} ({item:?}) is not a number: one share per card, e.g. 3,1"
+            ))
+        })?;
+        if !v.is_finite() || v < 0.0 {
+            return Err(bad(format!(
+                "value {i} ({item}) must be a finite share of 0 or more"
+            )));
+        }
+        out.push(v);
+    }
+    if out.iter().all(|v| *v == 0.0) {
+        return Err(bad(
+            "every share is 0: llama.cpp then splits by free memory, as when --tensor-split is left out".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// `-ts`'s shares, checked, kept as typed (`,`-separated).
+fn tensor_split(_: &'static str, text: &str) -> Result<Value, EstimateError> {
+    parse_tensor_split(text).map(|v| {
+        Value::Text(
+            v.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        )
+    })
+}
+
+/// `-sm`: `layer` read; `row`, `tensor` and `none` refused with their reason.
+fn split_mode(key: &'static str, text: &str) -> Result<Value, EstimateError> {
+    match text.trim() {
+        "layer" => Ok(Value::Text("layer".into())),
+        "row" => Err(EstimateError::invalid(
+            key,
+            "row splits each weight matrix's rows over the GPUs and keeps the KV cache and intermediate results on --main-gpu (src/llama-model.cpp, ggml's CUDA split buffer): not modelled; layer (the default) is",
+        )),
+        "tensor" => Err(EstimateError::invalid(
+            key,
+            "tensor (tensor parallelism) is not modelled; layer (the default) is",
+        )),
+        "none" => Err(EstimateError::invalid(
+            key,
+            "none puts everything on --main-gpu: name that one card with --card instead",
+        )),
+        t => Err(EstimateError::invalid(
+            key,
+            format!("{t:?} is not a llama.cpp split mode (none, layer, row)"),
+        )),
+    }
+}
+
 /// A cache type as llama.cpp names it ([`CacheType::parse`]).
 fn cache_type(key: &'static str, text: &str) -> Result<Value, EstimateError> {
     CacheType::parse(key, text).map(|t| Value::Text(t.name().to_string()))

@@ -32,11 +32,14 @@ use crate::error::EstimateError;
 use crate::estimate::Kind;
 
 mod flags;
+mod split;
 pub mod tensors;
 
 use crate::arch::Architecture;
+pub use flags::parse_tensor_split;
 use flags::{
-    CACHE_TYPE_K, CACHE_TYPE_V, KV_UNIFIED, N_CPU_MOE, N_GPU_LAYERS, OVERRIDE_TENSOR, SWA_FULL,
+    CACHE_TYPE_K, CACHE_TYPE_V, KV_UNIFIED, N_CPU_MOE, N_GPU_LAYERS, OVERRIDE_TENSOR, SPLIT_MODE,
+    SWA_FULL, TENSOR_SPLIT,
 };
 use tensors::{GgufTensor, Slot};
 
@@ -108,6 +111,12 @@ impl CacheType {
     }
 }
 
+/// The CUDA context on each device, MiB (assumed).
+const CONTEXT_MIB: u64 = 512;
+/// `--fit`'s target of free memory on each device, MiB (`common/common.h`
+/// `fit_params_target`).
+const FIT_MIB: u64 = 1024;
+
 const SRC_KV: &str = "src/llama-kv-cache.cpp (K and V rows of ggml_row_size per cell)";
 
 /// llama.cpp's `llama-server`.
@@ -133,6 +142,8 @@ impl Engine for LlamaCpp {
             &N_GPU_LAYERS,
             &N_CPU_MOE,
             &OVERRIDE_TENSOR,
+            &TENSOR_SPLIT,
+            &SPLIT_MODE,
         ],
         formats: &["bf16", "q8_0", "q6_k", "q4_k_m", "q3_k_m", "q2_k"],
         windows: true,
@@ -279,12 +290,43 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         Some(text) => parse_overrides(text)?,
         None => Vec::new(),
     };
+    // The compute buffer (assumed): ggml's allocator sizes it for the reserve graph of
+    // one ubatch; its largest phase is a layer's FFN in f32 — gate, up and their
+    // product (3 × intermediate) beside the input and the residual (2 × hidden) — or
+    // the output's logits for the sequences' last tokens (n_outputs = n_seq).
+    let compute = prod(&[sum(&[prod(&[3, inter])?, prod(&[2, hidden])?])?, ubatch, 4])?
+        .max(prod(&[sum(&[vocab, hidden])?, nseq, 4])?);
+    if !p.devices.is_empty() {
+        let Some(a) = input.arch else {
+            return Err(EstimateError::invalid(
+                "card",
+                "several cards need the architecture (a preset, a config.json or the shape keys) to place each layer's tensors on its device",
+            ));
+        };
+        let facts = split::Facts {
+            arch: a,
+            ngl,
+            kv_all,
+            per_cell_all: prod(&[full_l, cell])?,
+            swa_all: prod(&[swa_cells, swa_l, swa_cell])?,
+            compute,
+            ubatch,
+            cells,
+            rules: &rules,
+            kv_formula: format!(
+                "{cells} cells × the device's layers × (K {} + V {})",
+                tk.name(),
+                tv.name()
+            ),
+        };
+        return split::draft(c, &facts, assumptions);
+    }
     let placed = match input.arch {
         Some(a) => {
             if input.tensors.is_some() {
                 assumptions.push("per-tensor bytes: the file header's class totals shared in proportion to the architecture's tensors".into());
             }
-            place(c, &a, gpu_start, &rules)?
+            place(c, &a, &|slot| on_card(slot, gpu_start, a.layers), 1, &rules)?
         }
         None if !rules.is_empty() => {
             return Err(EstimateError::invalid(
@@ -305,7 +347,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
                     .into(),
             );
             Placed {
-                gpu,
+                gpu: vec![gpu],
                 host: c.weights.saturating_sub(gpu),
                 moved: 0,
                 unnamed: Vec::new(),
@@ -318,15 +360,9 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             placed.unnamed.join(", ")
         ));
     }
-    let gpu_w = placed.gpu;
-    // The compute buffer (assumed): ggml's allocator sizes it for the reserve graph of
-    // one ubatch; its largest phase is a layer's FFN in f32 — gate, up and their
-    // product (3 × intermediate) beside the input and the residual (2 × hidden) — or
-    // the output's logits for the sequences' last tokens (n_outputs = n_seq).
-    let compute = prod(&[sum(&[prod(&[3, inter])?, prod(&[2, hidden])?])?, ubatch, 4])?
-        .max(prod(&[sum(&[vocab, hidden])?, nseq, 4])?);
-    let ctx_mib = 512;
-    let fit = 1024;
+    let gpu_w = placed.gpu.first().copied().unwrap_or(0);
+    let ctx_mib = CONTEXT_MIB;
+    let fit = FIT_MIB;
     let mut lines = vec![
         line("budget", "Card total", capacity, Kind::Computed, "device total".into(), &[("total", format!("{capacity} B ({kind})"))], "common/fit.cpp (free memory per device)"),
         line("cuda_context", "CUDA context (assumed)", mib(ctx_mib), Kind::Assumed, format!("{ctx_mib} MiB"), &[], "common/fit.cpp"),
@@ -399,12 +435,25 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         assumptions,
         warnings: Vec::new(),
         refused: None,
+        devices: Vec::new(),
     })
 }
 
-/// The model's weights split between the card and the host.
+/// Device 0 for a slot from `gpu_start` on (`-ngl`'s placement on one card), `None`
+/// (the host) before it; the input layer always on the host.
+fn on_card(slot: Slot, gpu_start: u64, blocks: u64) -> Option<usize> {
+    let gpu = match slot {
+        Slot::Input => false,
+        Slot::Block(i) => i >= gpu_start,
+        Slot::Output | Slot::Extra => blocks >= gpu_start,
+    };
+    gpu.then_some(0)
+}
+
+/// The model's weights split between the devices and the host.
 struct Placed {
-    gpu: u64,
+    /// Bytes on each device, in device order.
+    gpu: Vec<u64>,
     host: u64,
     /// Bytes `--n-cpu-moe` and `--override-tensor` sent to the host from GPU slots.
     moved: u64,
@@ -417,10 +466,14 @@ struct Placed {
 /// `src/llama-model-loader.cpp`), `--override-tensor`'s rules before `--n-cpu-moe`'s;
 /// otherwise the slot's device. The tied output's copy of the embeddings counts on
 /// the device only (the host holds the embeddings once).
+/// `slot_dev` names each slot's device (`None`: the host), as `load_tensors`'s
+/// `get_layer_buft_list` does; a tensor an override sends to the card goes to device 0
+/// (`CUDA0`, the only device [`override_rules`] names).
 fn place(
     c: &Ctx,
     a: &Architecture,
-    gpu_start: u64,
+    slot_dev: &dyn Fn(Slot) -> Option<usize>,
+    devices: usize,
     rules: &[Override],
 ) -> Result<Placed, EstimateError> {
     check_placement_cost(a.layers, rules.len())?;
@@ -430,23 +483,25 @@ fn place(
     }
     let ncm = c.params.count(N_CPU_MOE.key()).unwrap_or(0);
     let mut placed = Placed {
-        gpu: 0,
+        gpu: vec![0; devices.max(1)],
         host: 0,
         moved: 0,
         unnamed: Vec::new(),
     };
     for t in &list {
-        let slot_gpu = match t.slot {
-            Slot::Input => false,
-            Slot::Block(i) => i >= gpu_start,
-            Slot::Output | Slot::Extra => a.layers >= gpu_start,
-        };
+        let dev = slot_dev(t.slot);
+        let slot_gpu = dev.is_some();
         let forced = override_for(rules, t).or_else(|| {
             (matches!(t.slot, Slot::Block(i) if i < ncm) && t.is_routed_expert()).then_some(true)
         });
-        let on_gpu = forced.map_or(slot_gpu, |host| !host);
-        if on_gpu {
-            placed.gpu = sum(&[placed.gpu, t.bytes])?;
+        let on = match forced {
+            Some(true) => None,
+            Some(false) => Some(0),
+            None => dev,
+        };
+        let on_gpu = on.is_some();
+        if let Some(slot) = on.and_then(|d| placed.gpu.get_mut(d)) {
+            *slot = sum(&[*slot, t.bytes])?;
         } else if !t.duplicate {
             placed.host = sum(&[placed.host, t.bytes])?;
         }

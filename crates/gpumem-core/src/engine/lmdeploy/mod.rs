@@ -344,6 +344,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         assumptions,
         warnings,
         refused: None,
+        devices: Vec::new(),
     })
 }
 

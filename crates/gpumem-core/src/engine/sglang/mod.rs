@@ -353,6 +353,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         assumptions,
         warnings: Vec::new(),
         refused: None,
+        devices: Vec::new(),
     })
 }
 

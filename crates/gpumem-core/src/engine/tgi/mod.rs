@@ -202,6 +202,7 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
         assumptions,
         warnings: Vec::new(),
         refused: None,
+        devices: Vec::new(),
     })
 }
 
@@ -290,6 +291,7 @@ fn rule_v3(c: &Ctx) -> Result<Draft, EstimateError> {
         assumptions: Vec::new(),
         warnings: Vec::new(),
         refused: None,
+        devices: Vec::new(),
     })
 }
 

@@ -118,5 +118,6 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         assumptions: Vec::new(),
         warnings: Vec::new(),
         refused: None,
+        devices: Vec::new(),
     })
 }

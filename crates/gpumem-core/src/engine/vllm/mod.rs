@@ -449,6 +449,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         assumptions,
         warnings,
         refused,
+        devices: Vec::new(),
     })
 }
 
