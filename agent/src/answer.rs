@@ -82,7 +82,18 @@ pub fn render(
     let mut s = wrap(inputs, 2);
     let c = &h.card;
     let verdict = Verdict::of_fit(c);
-    let on = if h.card_given {
+    let split = engine
+        .engine
+        .as_ref()
+        .map_or(&[][..], |b| b.devices.as_slice());
+    let on = if h.card_given && !split.is_empty() {
+        format!(
+            "{} ({} capacity), the most loaded of {} cards",
+            c.name,
+            c.capacity_kind,
+            split.len()
+        )
+    } else if h.card_given {
         format!("{} ({} capacity)", c.name, c.capacity_kind)
     } else if h.any_fits {
         format!("{} (no --card: the smallest card that fits)", c.name)
@@ -163,6 +174,9 @@ pub fn render(
         s.push_str(&wrap(&format!("  unified memory: {}", u.sentence()), 4));
     }
 
+    if !split.is_empty() {
+        s.push_str(&split_table(split));
+    }
     s.push('\n');
     let _ = writeln!(
         s,
@@ -352,14 +366,56 @@ fn total_line(est: &Estimate, per_rank: bool) -> String {
 }
 
 /// One line per engine figure worth a glance (the full budget is in `--verbose`).
+/// llama.cpp over several cards: one row per device — the layers it holds, its
+/// weights, the KV cache of its layers, what it needs in all (those, its compute
+/// buffer, CUDA context and `--fit` margin), its capacity, headroom and verdict.
+pub fn split_table(devices: &[gpumem_core::engine::DeviceShare]) -> String {
+    let gib = |b: u64| Bytes(b).gib_string(2);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\n  {:<3} {:<14} {:<26} {:>7} {:>6} {:>6} {:>8} {:>8} verdict",
+        "GPU", "card", "layers", "weights", "KV", "need", "capacity", "headroom"
+    );
+    for d in devices {
+        let verdict = match d.outcome {
+            gpumem_core::engine::Outcome::Fits => "fits",
+            gpumem_core::engine::Outcome::Borderline => "BORDERLINE",
+            gpumem_core::engine::Outcome::Refused => "NO",
+        };
+        let _ = writeln!(
+            s,
+            "  {:<3} {:<14} {:<26} {:>7} {:>6} {:>6} {:>8} {:>8} {verdict}",
+            d.device,
+            d.card,
+            d.layers.replace(" and the output layer", " + output"),
+            gib(d.weights_bytes),
+            gib(d.kv_bytes),
+            gib(d.need_bytes),
+            gib(d.capacity_bytes),
+            signed_gib_string(d.headroom_bytes, 2),
+        );
+    }
+    s.push_str(&wrap(
+        "  GiB; need = weights + KV + compute buffer + CUDA context + 1 GiB --fit margin on each; token embeddings in host memory; the answer fits only if every GPU does",
+        4,
+    ));
+    s
+}
+
 fn engine_summary(e: &EngineOutput) -> String {
     let mut s = String::new();
     if let Some(b) = &e.engine {
         s.push_str(&wrap(
             &format!(
-                "  {} on {}: KV pool {} GiB = {} tokens → {} sequence(s) of {} tokens",
+                "  {} on {}{}: KV pool {} GiB = {} tokens → {} sequence(s) of {} tokens",
                 b.engine.name(),
                 b.card_name,
+                if b.devices.is_empty() {
+                    ""
+                } else {
+                    " (the most loaded card)"
+                },
                 signed_gib_string(b.kv_capacity_bytes, 2),
                 group_digits(b.kv_capacity_tokens),
                 group_digits(b.max_sequences),

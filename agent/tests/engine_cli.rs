@@ -688,3 +688,82 @@ fn a_cpu_offload_is_chosen_when_vllm_has_no_pool() {
     assert_eq!(code, Some(1));
     assert_eq!(v["verdict"]["host"]["fits"], false);
 }
+
+/// llama.cpp over two cards: the default answer prints one row per GPU and names the
+/// most loaded; `--json` carries the devices, whose weights add up to the one-card
+/// model buffer; a bad list or split exits 2 with its reason.
+#[test]
+fn several_cards_under_llama_cpp_print_each_device() {
+    let split = [
+        "--engine",
+        "llama.cpp",
+        "--card",
+        "24GiB,12GiB",
+        "--max-model-len",
+        "8192",
+    ];
+    let out = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+        .arg("estimate")
+        .args(LLAMA_8B)
+        .args(split)
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("the most loaded of 2 cards"), "{text}");
+    assert!(text.contains("blocks 0–22"), "{text}");
+    assert!(text.contains("blocks 23–31 + output"), "{text}");
+    let v = json(&split);
+    let devices = v["engine"]["devices"].as_array().expect("devices");
+    assert_eq!(devices.len(), 2);
+    assert_eq!(devices[1]["most_loaded"], true);
+    assert_eq!(v["engine"]["capacity_bytes"], 12u64 << 30);
+    assert_eq!(v["verdict"]["card"]["capacity_bytes"], 12u64 << 30);
+    let weights: u64 = devices
+        .iter()
+        .map(|d| d["weights_bytes"].as_u64().unwrap())
+        .sum();
+    let one = json(&[
+        "--engine",
+        "llama.cpp",
+        "--card",
+        "48GiB",
+        "--max-model-len",
+        "8192",
+    ]);
+    let model_buffer = one["engine"]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["key"] == "weights")
+        .unwrap()["bytes"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(weights, model_buffer);
+    for (flags, why) in [
+        (&["--card", "24GiB,rtx-9999x"][..], "card 1"),
+        (
+            &["--card", "24GiB,12GiB", "--tensor-split", "-1,1"][..],
+            "tensor-split",
+        ),
+        (
+            &["--card", "24GiB,12GiB", "--tensor-split", "1,1,1"][..],
+            "3 shares for 2 cards",
+        ),
+        (
+            &["--card", "24GiB,12GiB", "--split-mode", "row"][..],
+            "split-mode",
+        ),
+    ] {
+        let mut args = vec!["--engine", "llama.cpp", "--max-model-len", "8192"];
+        args.extend_from_slice(flags);
+        let out = agent(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(why), "{flags:?}: {err}");
+    }
+    // Another engine, or none, judges one card: a list is refused.
+    let out = agent(&["--card", "24GiB,12GiB", "--context", "8192"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("llama.cpp"));
+}

@@ -79,13 +79,16 @@ pub fn outcome_text(b: &EngineBudget) -> String {
 pub fn panel_of(r: &RulesRequest) -> Option<Panel> {
     let input = input_of(r)?;
     let est = estimate(&input).ok()?;
+    let settings = settings_of(&r.page);
+    // Several cards (llama.cpp's --tensor-split): device 0 stands for them, and the
+    // budgets judge the split (the other engines' rows say they judge one card).
     let card = r
         .page
         .iter()
         .find(|(k, _)| k == "card")
         .and_then(|(_, v)| resolve(v.trim()).ok())
+        .or(settings.card.filter(|_| !settings.devices.is_empty()))
         .unwrap_or(CATALOGUE[0]);
-    let settings = settings_of(&r.page);
     // Every engine of the registry, in its order (or the one the page names).
     let rows = engine::all()
         .filter(|e| settings.engine.is_none_or(|s| s == *e))
@@ -105,7 +108,16 @@ pub fn panel_of(r: &RulesRequest) -> Option<Panel> {
         .collect();
     let l = engine::largest(&input, &card, &settings);
     Some(Panel {
-        card: card.name.to_string(),
+        card: if settings.devices.is_empty() {
+            card.name.to_string()
+        } else {
+            settings
+                .devices
+                .iter()
+                .map(|c| c.name)
+                .collect::<Vec<_>>()
+                .join(" + ")
+        },
         basis: if l.basis == "estimate" {
             " (no engine: the estimate with its reserve)".to_string()
         } else {
@@ -238,5 +250,40 @@ mod tests {
             &[],
         ))));
         assert!(matches!(bad, Ok(Err(_))), "{bad:?}");
+    }
+
+    /// Several cards under llama.cpp: the page's answer is the CLI's (the most loaded
+    /// card's verdict), the panel names the cards, and the other engines' rows say
+    /// they judge one card.
+    #[test]
+    fn a_list_of_cards_is_llama_cpps_split_on_the_page() {
+        let page = [("engine", "llama.cpp"), ("card", "24GiB,12GiB")];
+        let h = answer_of(&request(&LLAMA_8B, &page)).unwrap();
+        let input = input_of(&request(&LLAMA_8B, &page)).unwrap();
+        let est = estimate(&input).unwrap();
+        let (params, errors) = engine::from_pairs(page);
+        assert!(errors.is_empty(), "{errors:?}");
+        let b = engine::budget(&input, &est, &params).unwrap();
+        assert_eq!(h.card.capacity_bytes, b.capacity_bytes);
+        assert_eq!(h.card.capacity_bytes, 12 << 30);
+        assert_eq!(
+            h.card.headroom_bytes,
+            b.margin_bytes.min(b.workload_margin_bytes)
+        );
+        let p = panel_of(&request(&LLAMA_8B, &[("card", "24GiB,12GiB")])).expect("a panel");
+        assert!(p.card.contains(" + "), "{}", p.card);
+        for row in &p.rows {
+            match row.engine.as_str() {
+                "llama.cpp" => assert!(row.cells.is_ok(), "{:?}", row.cells),
+                _ => assert!(
+                    row.cells
+                        .as_ref()
+                        .is_err_and(|e| e.contains("several cards")),
+                    "{}: {:?}",
+                    row.engine,
+                    row.cells
+                ),
+            }
+        }
     }
 }

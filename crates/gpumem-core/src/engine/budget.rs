@@ -78,6 +78,12 @@ fn budget_at(
             "an engine budget needs a card (e.g. --card h100-sxm-80gb)",
         ));
     };
+    if !params.devices.is_empty() && Some(engine) != super::find("llama.cpp") {
+        return Err(EstimateError::invalid(
+            "card",
+            "several cards are judged under llama.cpp (its --tensor-split over them); this engine's rule judges one card",
+        ));
+    }
     let per_token = kv_bytes_per_token(input)?;
     let max_model_len = match params.max_model_len {
         Some(m) => m,
