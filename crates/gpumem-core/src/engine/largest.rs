@@ -21,7 +21,7 @@ use crate::estimate::{EstimateInput, estimate};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Largest {
-    /// Catalogue id.
+    /// Catalogue id (over several cards, llama.cpp's split, their ids comma-separated).
     pub card: String,
     /// Capacity compared against (the engine's first line with an engine).
     pub capacity_bytes: u64,
@@ -156,7 +156,18 @@ fn from_engine(input: &EstimateInput, card: &GpuCard, params: &EngineParams) -> 
         .context
         .and_then(|_| Some(base.max_sequences).filter(|n| *n > 0));
     Some(Largest {
-        card: card.id.to_string(),
+        // Several cards (llama.cpp's split): all of them, as --card names them; the
+        // capacity is the most loaded one's.
+        card: if params.devices.is_empty() {
+            card.id.to_string()
+        } else {
+            params
+                .devices
+                .iter()
+                .map(|c| c.id)
+                .collect::<Vec<_>>()
+                .join(",")
+        },
         capacity_bytes: base.capacity_bytes,
         basis: base.engine.name().into(),
         largest_context: lc,

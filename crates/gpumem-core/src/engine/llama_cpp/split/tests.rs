@@ -270,3 +270,30 @@ fn layer_mode_and_a_single_card_are_as_before() {
     let two = engine(&[("engine", "llama.cpp"), ("card", " 4090 , 3090 ")]);
     assert_eq!(two.devices.iter().map(|c| c.id).collect::<Vec<_>>(), ["rtx-4090", "rtx-3090"]);
 }
+
+/// The largest context over a split is where every device still holds its layers'
+/// cache: one token more and the most loaded one is short.
+#[test]
+fn the_largest_context_is_the_splits() {
+    let input = llama_8b(&[("context", "8192")]);
+    let p = engine(&[("engine", "llama.cpp"), ("card", "rtx-4090,rtx-3060")]);
+    let l = largest(&input, &p.card.unwrap(), &p);
+    assert_eq!(l.card, "rtx-4090,rtx-3060-12gb");
+    let lc = l.largest_context.expect("some context fits");
+    let est = estimate(&input).unwrap();
+    let at = |m: u64| {
+        let q = EngineParams {
+            max_model_len: Some(m),
+            ..p.clone()
+        };
+        budget(&input, &est, &q).unwrap()
+    };
+    assert!(at(lc).fits_one_sequence);
+    assert!(!at(lc + 1).fits_one_sequence);
+    assert!(at(lc).devices.iter().all(|d| d.headroom_bytes >= 0));
+    assert!(at(lc + 1).devices.iter().any(|d| d.headroom_bytes < 0));
+    // The 12 GB card alone holds less than the split.
+    let alone = engine(&[("engine", "llama.cpp"), ("card", "rtx-3060")]);
+    let one = largest(&input, &alone.card.unwrap(), &alone);
+    assert!(one.largest_context.unwrap_or(0) < lc);
+}
