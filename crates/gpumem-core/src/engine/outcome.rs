@@ -162,7 +162,8 @@ pub struct DeviceShare {
     pub headroom_bytes: i64,
     /// The assumed lines' uncertainty its headroom is judged against.
     pub uncertainty_bytes: u64,
-    /// Fits, borderline or refused, as the budget judges one card.
+    /// Fits, borderline or refused, as the answer judges a card: the headroom against
+    /// the uncertainty and, on a label capacity, what the label may lack.
     pub outcome: Outcome,
     /// Whether this is the most loaded device (the worst verdict, then the least
     /// headroom): the budget's card and lines are its.

@@ -32,7 +32,9 @@ use super::super::request::{Ctx, catalogue_capacity};
 use super::flags::TENSOR_SPLIT;
 use super::{CONTEXT_MIB, FIT_MIB, N_CPU_MOE, Override, SRC_KV, Slot, place};
 use crate::arch::Architecture;
+use crate::catalogue::GpuCard;
 use crate::error::EstimateError;
+use crate::fit::Verdict;
 use crate::estimate::Kind;
 use crate::placement::llama_cpp::tensor_split_layers;
 
@@ -91,16 +93,15 @@ fn blocks_text(first: Option<u64>, n: u64, output: bool) -> String {
     }
 }
 
-/// The judgement of one card's budget ([`super::super::pool::finish`]'s): refused
-/// below −uncertainty, borderline within it, fits above.
-fn judge(headroom: i64, unc: u64) -> Outcome {
-    let unc = i64::try_from(unc).unwrap_or(i64::MAX);
-    if headroom < unc.saturating_neg() {
-        Outcome::Refused
-    } else if headroom <= unc {
-        Outcome::Borderline
-    } else {
-        Outcome::Fits
+/// A device's verdict as the answer judges a card ([`crate::fit::margin`],
+/// [`Verdict::of`]): its headroom against the assumed lines' uncertainty and, on a
+/// label capacity, what the label may lack — so the answer on the most loaded card is
+/// the table's row for it.
+fn judge(card: &GpuCard, headroom: i64, unc: u64) -> Outcome {
+    match Verdict::of(headroom, crate::fit::margin(card, unc).bytes) {
+        Verdict::Fits => Outcome::Fits,
+        Verdict::Borderline => Outcome::Borderline,
+        Verdict::DoesNotFit => Outcome::Refused,
     }
 }
 
@@ -264,7 +265,7 @@ pub(super) fn draft(
             need_bytes: need,
             headroom_bytes: headroom,
             uncertainty_bytes: unc,
-            outcome: judge(headroom, unc),
+            outcome: judge(card, headroom, unc),
             most_loaded: false,
         });
     }

@@ -297,3 +297,39 @@ fn the_largest_context_is_the_splits() {
     let one = largest(&input, &alone.card.unwrap(), &alone);
     assert!(one.largest_context.unwrap_or(0) < lc);
 }
+
+/// The answer is the most loaded card's row: its verdict (with what a label capacity
+/// may lack, the 3060's), capacity and headroom; it fits only if every row does.
+#[test]
+fn the_answer_is_the_most_loaded_row() {
+    // Fits up to 98 304 tokens, borderline at 131 072 (the 3060's label), no with two
+    // slots of 131 072.
+    let mut seen = Vec::new();
+    for (ctx, seqs) in [
+        ("4096", "1"),
+        ("32768", "1"),
+        ("98304", "1"),
+        ("131072", "1"),
+        ("131072", "2"),
+    ] {
+        let input = llama_8b(&[("context", ctx), ("sequences", seqs)]);
+        let est = estimate(&input).unwrap();
+        let p = engine(&[("engine", "llama.cpp"), ("card", "rtx-4090,rtx-3060")]);
+        let b = budget(&input, &est, &p).unwrap();
+        let h = headline(&input, &est, p.card.as_ref(), &Basis::Engine(Box::new(p.clone())))
+            .unwrap();
+        let row = b.devices.iter().find(|d| d.most_loaded).unwrap();
+        let word = match row.outcome {
+            Outcome::Fits => "yes",
+            Outcome::Borderline => "borderline",
+            Outcome::Refused => "no",
+        };
+        assert_eq!(h.verdict, word, "{ctx}");
+        assert_eq!(h.card.id, row.card, "{ctx}");
+        assert_eq!(h.card.headroom_bytes, row.headroom_bytes, "{ctx}");
+        let all_fit = b.devices.iter().all(|d| d.outcome == Outcome::Fits);
+        assert_eq!(h.verdict == "yes", all_fit, "{ctx}");
+        seen.push(h.verdict);
+    }
+    assert_eq!(seen, ["yes", "yes", "yes", "borderline", "no"]);
+}
