@@ -145,6 +145,20 @@ pub(super) const SPLIT_MODE: Flag = Flag::new(
     split_mode,
 );
 
+/// `--main-gpu` (`-mg`): the device `--split-mode none` keeps and `row` keeps its KV
+/// cache on; under `layer`, the mode modelled, it places nothing (read to check it
+/// names one of the cards).
+pub(super) const MAIN_GPU: Flag = Flag::new(
+    field(
+        "main-gpu",
+        FieldKind::Count,
+        "llama.cpp main GPU (-mg)",
+        "0",
+        "llama.cpp -mg: the main GPU's index among --card's; under --split-mode layer it places nothing",
+    ),
+    count,
+);
+
 /// `--tensor-split` as `common/arg.cpp` reads it: values separated by `,` or `/`
 /// (`std::regex("[,/]+")`), each `std::stof`, fewer than `llama_max_devices()` (16),
 /// the devices without one at 0. Here each must also be a finite number ≥ 0 (llama.cpp

@@ -38,8 +38,8 @@ pub mod tensors;
 use crate::arch::Architecture;
 pub use flags::parse_tensor_split;
 use flags::{
-    CACHE_TYPE_K, CACHE_TYPE_V, KV_UNIFIED, N_CPU_MOE, N_GPU_LAYERS, OVERRIDE_TENSOR, SPLIT_MODE,
-    SWA_FULL, TENSOR_SPLIT,
+    CACHE_TYPE_K, CACHE_TYPE_V, KV_UNIFIED, MAIN_GPU, N_CPU_MOE, N_GPU_LAYERS, OVERRIDE_TENSOR,
+    SPLIT_MODE, SWA_FULL, TENSOR_SPLIT,
 };
 use tensors::{GgufTensor, Slot};
 
@@ -144,6 +144,7 @@ impl Engine for LlamaCpp {
             &OVERRIDE_TENSOR,
             &TENSOR_SPLIT,
             &SPLIT_MODE,
+            &MAIN_GPU,
         ],
         formats: &["bf16", "q8_0", "q6_k", "q4_k_m", "q3_k_m", "q2_k"],
         windows: true,

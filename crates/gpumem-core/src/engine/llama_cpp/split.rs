@@ -29,7 +29,7 @@ use super::super::arith::{mib, prod, sum};
 use super::super::outcome::{DeviceShare, Outcome, line};
 use super::super::pool::{Draft, Need};
 use super::super::request::{Ctx, catalogue_capacity};
-use super::flags::TENSOR_SPLIT;
+use super::flags::{MAIN_GPU, TENSOR_SPLIT};
 use super::{CONTEXT_MIB, FIT_MIB, N_CPU_MOE, Override, SRC_KV, Slot, place};
 use crate::arch::Architecture;
 use crate::catalogue::GpuCard;
@@ -135,6 +135,23 @@ pub(super) fn draft(
     // The shares: as given (devices past the list at 0, as common/arg.cpp fills
     // them), or each device's free memory, which llama.cpp reads with
     // ggml_backend_dev_memory (cudaMemGetInfo) once its CUDA context exists.
+    // src/llama.cpp (llama_model_load_from_file_impl) refuses a main GPU past the
+    // devices; under --split-mode layer it places nothing.
+    if let Some(mg) = p.count(MAIN_GPU.key()) {
+        if usize::try_from(mg).map_or(true, |m| m >= cards.len()) {
+            return Err(EstimateError::invalid(
+                "main-gpu",
+                format!(
+                    "{mg}: an index among the {} cards --card names (0 to {})",
+                    cards.len(),
+                    cards.len().saturating_sub(1)
+                ),
+            ));
+        }
+        assumptions.push(format!(
+            "--main-gpu {mg}: under --split-mode layer it places nothing (llama.cpp reads it for none and row)"
+        ));
+    }
     let given = match p.text(TENSOR_SPLIT.key()) {
         Some(t) => Some(super::parse_tensor_split(t)?),
         None => None,

@@ -238,6 +238,8 @@ fn bad_cards_and_splits_are_clear_errors() {
         let e = ll("rtx-4090,rtx-3090", &[("tensor-split", split)]);
         assert!(e.starts_with("tensor-split:") && e.contains(what), "{split}: {e}");
     }
+    let e = ll("rtx-4090,rtx-3090", &[("main-gpu", "2")]);
+    assert!(e.starts_with("main-gpu:") && e.contains("0 to 1"), "{e}");
     let e = ll("rtx-4090,rtx-3090", &[("tensor-split", "3,1,1")]);
     assert!(e.contains("3 shares for 2 cards"), "{e}");
     for (mode, what) in [("row", "not modelled"), ("none", "one card"), ("tensor", "not modelled"), ("rows", "not a llama.cpp split mode")] {
@@ -264,6 +266,10 @@ fn layer_mode_and_a_single_card_are_as_before() {
     let a = split("rtx-4090,rtx-3090", &[]);
     let b = split("rtx-4090,rtx-3090", &[("split-mode", "layer")]);
     assert_eq!(a, b);
+    // --main-gpu places nothing under layer: the same devices, one more assumption.
+    let c = split("rtx-4090,rtx-3090", &[("main-gpu", "1")]);
+    assert_eq!(a.devices, c.devices);
+    assert!(c.assumptions.iter().any(|s| s.starts_with("--main-gpu 1")));
     let one = engine(&[("engine", "llama.cpp"), ("card", "rtx-4090")]);
     assert!(one.devices.is_empty());
     assert_eq!(one.card.map(|c| c.id), Some("rtx-4090"));
