@@ -41,6 +41,8 @@ const FORMATS: &[(&str, &str)] = &[
     ("gptq-3-g128", "gptq-3-g128"),
     ("gptq-4-g32", "gptq-4-g32"),
     ("awq-4-g128", "awq-4-g128"),
+    ("mlx-4-g64", "mlx-4-g64"),
+    ("mlx-8-g64", "mlx-8-g64"),
     ("nf4", "nf4"),
     ("nf4-dq", "nf4-dq"),
     ("fp4", "fp4"),

@@ -344,6 +344,15 @@ pub enum StorageFormat {
         /// Group size along the input dimension.
         group: u32,
     },
+    /// MLX's affine quantisation (`mx.quantize`, mode "affine"; mlx-lm's checkpoints):
+    /// `bits` per value packed in uint32 words, a scale and a bias per group of the
+    /// input dimension in the model's 16-bit dtype.
+    Mlx {
+        /// 2, 3, 4, 5, 6 or 8.
+        bits: u8,
+        /// 32, 64 or 128.
+        group: u32,
+    },
     /// A GGUF/ggml block type, or a llama.cpp file type mixing several.
     Gguf {
         /// The ggml type (a file type's main type, `llama_ftype_get_default_type`).
@@ -466,6 +475,26 @@ impl StorageFormat {
                 Ok(StorageFormat::Gptq { bits, group, g_idx })
             };
         }
+        if let Some(rest) = t.strip_prefix("mlx-") {
+            // ml-explore/mlx 846d17622 `mlx/ops.cpp` `affine_quantize`: group sizes 32,
+            // 64 and 128; bits 2, 3, 4, 5, 6 and 8.
+            let (bits, group) = rest
+                .split_once("-g")
+                .ok_or_else(|| bad("expected e.g. mlx-4-g64"))?;
+            let bits: u8 = bits
+                .parse()
+                .map_err(|_| bad("the bit width is not a number"))?;
+            let group: u32 = group
+                .parse()
+                .map_err(|_| bad("the group size is not a number"))?;
+            if !matches!(bits, 2..=6 | 8) {
+                return Err(bad("MLX's affine bit widths are 2, 3, 4, 5, 6 or 8"));
+            }
+            if !matches!(group, 32 | 64 | 128) {
+                return Err(bad("MLX's affine group sizes are 32, 64 or 128"));
+            }
+            return Ok(StorageFormat::Mlx { bits, group });
+        }
         if let Some(g) = t.strip_prefix("w4a16-g") {
             let group: u32 = g
                 .parse()
@@ -493,7 +522,7 @@ impl StorageFormat {
             }
         }
         Err(bad(
-            "unknown format; use fp32, bf16, fp16, fp8, fp8-block, int8, gptq-4-g128, awq-4-g128, nf4, nf4-dq, fp4, q4_0, q4_k, q5_k, q6_k, q8_0 …",
+            "unknown format; use fp32, bf16, fp16, fp8, fp8-block, int8, gptq-4-g128, awq-4-g128, mlx-4-g64, nf4, nf4-dq, fp4, q4_0, q4_k, q5_k, q6_k, q8_0 …",
         ))
     }
 
@@ -521,6 +550,7 @@ impl StorageFormat {
             StorageFormat::Nvfp4 { w4a4 } => if w4a4 { "nvfp4" } else { "nvfp4a16" }.into(),
             StorageFormat::Fp8Channel => "fp8-channel".into(),
             StorageFormat::W4a16 { group } => format!("w4a16-g{group}"),
+            StorageFormat::Mlx { bits, group } => format!("mlx-{bits}-g{group}"),
             StorageFormat::Gguf { mix: Some(ft), .. } => ft.name().into(),
             StorageFormat::Gguf { ty, mix: None } => ty.name().to_ascii_lowercase(),
         }
@@ -646,10 +676,39 @@ impl StorageFormat {
                 )?;
                 plain(sum(&[packed, scales, 8])?)
             }
+            StorageFormat::Mlx { bits, group } => mlx_matrix_bytes(bits, group, out, inp),
             // A file type's tensors outside an architecture: its main type.
             StorageFormat::Gguf { ty, .. } => gguf_matrix_bytes(ty, out, inp),
         }
     }
+}
+
+/// Bytes of an MLX affine-quantised matrix (ml-explore/mlx 846d17622 `mlx/ops.cpp`
+/// `affine_quantize`): the packed weight `[out, inp × bits ÷ 32]` in uint32 and the
+/// scales and biases `[out, inp ÷ group]` in the weight's dtype (16 bits in mlx-lm's
+/// checkpoints). mlx-lm quantises a layer only when its input dimension is a multiple
+/// of the group (ml-explore/mlx-lm d78bf58e `mlx_lm/utils.py` `quantize_model`,
+/// `wrapped_predicate`): any other stays in 16 bits, said in the note.
+fn mlx_matrix_bytes(bits: u8, group: u32, out: u64, inp: u64) -> Result<TensorBytes, EstimateError> {
+    let group = u64::from(group);
+    if group == 0 || !inp.is_multiple_of(group) {
+        return Ok(TensorBytes {
+            bytes: checked_product(&[out, inp, 2], "matrix bytes")?,
+            note: Some(format!(
+                "rows of {inp} are not a multiple of MLX's group of {group}: mlx-lm leaves the layer unquantised (16 bits)"
+            )),
+        });
+    }
+    // inp is a multiple of the group (≥ 32), so inp × bits is a multiple of 32.
+    let words = checked_product(&[inp, u64::from(bits)], "MLX packed weight")?.div_ceil(32);
+    let packed = checked_product(&[out, words, 4], "MLX packed weight")?;
+    let scales_biases = checked_product(&[out, inp.checked_div(group).unwrap_or(0), 2, 2], "MLX scales and biases")?;
+    let bytes = packed
+        .checked_add(scales_biases)
+        .ok_or(EstimateError::Overflow {
+            what: "matrix bytes",
+        })?;
+    Ok(TensorBytes { bytes, note: None })
 }
 
 /// Bytes of a ggml tensor whose rows (length `inp`) are quantised block by block;
@@ -700,6 +759,29 @@ mod tests {
         assert_eq!(bits_per_weight_x1000("mxfp4", 4096, 4096), 4250);
         assert_eq!(bits_per_weight_x1000("nvfp4", 4096, 4096), 4500);
         assert_eq!(bits_per_weight_x1000("w4a16-g128", 4096, 4096), 4125);
+        // MLX affine: bits + 2 × 16 ÷ group (mlx-lm prints 4.5 for 4 bits, group 64).
+        assert_eq!(bits_per_weight_x1000("mlx-4-g64", 4096, 4096), 4500);
+        assert_eq!(bits_per_weight_x1000("mlx-8-g64", 4096, 4096), 8500);
+        assert_eq!(bits_per_weight_x1000("mlx-3-g32", 4096, 4096), 4000);
+        assert_eq!(bits_per_weight_x1000("mlx-6-g128", 4096, 4096), 6250);
+    }
+
+    #[test]
+    fn mlx_affine_bytes_by_hand() {
+        // Llama-3.1-8B's gate_proj [14336, 4096] at 4 bits, group 64: 14336 rows of
+        // 4096 × 4 ÷ 32 = 512 uint32 words (2048 B), and 4096 ÷ 64 = 64 fp16 scales and
+        // 64 biases (256 B): 14336 × 2304 = 33 030 144 B.
+        let f = StorageFormat::parse("format", "mlx-4-g64").unwrap();
+        let t = f.matrix_bytes(14336, 4096).unwrap();
+        assert_eq!(t.bytes, 33_030_144);
+        assert!(t.note.is_none());
+        // A row not a multiple of the group stays in 16 bits, said.
+        let odd = f.matrix_bytes(10, 100).unwrap();
+        assert_eq!(odd.bytes, 2000);
+        assert!(odd.note.is_some());
+        for bad in ["mlx-7-g64", "mlx-4-g16", "mlx-4", "mlx-x-g64"] {
+            assert!(StorageFormat::parse("format", bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -729,6 +811,8 @@ mod tests {
             "nvfp4a16",
             "fp8-channel",
             "w4a16-g128",
+            "mlx-4-g64",
+            "mlx-8-g32",
         ] {
             let f = StorageFormat::parse("format", name).unwrap();
             assert_eq!(f.name(), name);

@@ -33,8 +33,11 @@ pub fn module_formats(input: &EstimateInput) -> Result<ModuleFormats, EstimateEr
         (None, Some(bits)) => format_for_bits(bits)?,
         (None, None) => StorageFormat::BF16,
     };
-    // A llama.cpp file type quantises token_embd and output too (its own rules).
-    let vocab = if linear.file_type().is_some() {
+    // A llama.cpp file type quantises token_embd and output too (its own rules), and
+    // so does mlx-lm: `nn.quantize` converts every module with `to_quantized`, the
+    // embedding and lm_head included (ml-explore/mlx-lm d78bf58e `mlx_lm/utils.py`
+    // `quantize_model`).
+    let vocab = if linear.file_type().is_some() || matches!(linear, StorageFormat::Mlx { .. }) {
         linear
     } else {
         input.keep_format

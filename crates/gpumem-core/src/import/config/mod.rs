@@ -378,7 +378,12 @@ fn read_decoder(
         "model_max_length",
     ])?;
     let rope_positions = rope::positions(c, f.scaled_positions, max_position, &mut d.notes);
-    let (format, attention_format) = quant::read(root.get("quantization_config"), &mut d);
+    // mlx-lm writes `quantization` (and, since it mirrors it, `quantization_config`).
+    let (format, attention_format) = quant::read(
+        root.get("quantization_config")
+            .or_else(|| root.get("quantization")),
+        &mut d,
+    );
     Ok(ImportedConfig {
         model_type: mt.to_string(),
         arch: d.arch,

@@ -1,6 +1,12 @@
 //! `quantization_config`: the storage format it names, in this crate's vocabulary
-//! (GPTQ, AWQ, fp8, MXFP4, bitsandbytes, compressed-tensors), and whether the
+//! (GPTQ, AWQ, fp8, MXFP4, bitsandbytes, compressed-tensors, MLX), and whether the
 //! quantiser left the attention projections out.
+//!
+//! An MLX checkpoint (mlx-lm's `convert`, ml-explore/mlx-lm d78bf58e
+//! `mlx_lm/utils.py` `quantize_model`) writes `"quantization": {"group_size": 64,
+//! "bits": 4, "mode": "affine"}` and the same object again as `quantization_config`,
+//! with no `quant_method`; layers quantised otherwise are keys of it naming their path
+//! (`"model.layers.0.mlp.gate": {"group_size": 64, "bits": 8}`, or `false`).
 
 use serde_json::Value;
 
@@ -12,6 +18,12 @@ pub(crate) fn read(q: Option<&Value>, d: &mut Draft) -> (Option<String>, Option<
     let Some((f, keep_attention)) = format(q, &mut d.warnings) else {
         return (None, None);
     };
+    if f.starts_with("mlx-") || is_mlx(q) {
+        d.notes.push(format!(
+            "quantization: MLX {f} for every linear layer, the embeddings and lm_head (mlx-lm quantises every module it can); norms kept in 16 bits"
+        ));
+        return (Some(f), None);
+    }
     let kept = keep_attention.then(|| match d.dtype.as_deref() {
         Some("float16") => "fp16".to_string(),
         Some("float32") => "fp32".to_string(),
@@ -36,10 +48,60 @@ fn keeps_attention(list: Option<&Value>) -> bool {
     })
 }
 
+/// Whether a quantisation object is mlx-lm's (no `quant_method`, a `group_size`
+/// and `bits`).
+fn is_mlx(q: Option<&Value>) -> bool {
+    q.is_some_and(|q| {
+        q.get("quant_method").is_none() && q.get("bits").is_some() && q.get("group_size").is_some()
+    })
+}
+
+/// mlx-lm's quantisation object: its mode's format (ml-explore/mlx 846d17622
+/// `mlx/ops.cpp` `quantize`: "affine" packs `bits` with a 16-bit scale and bias per
+/// group; "mxfp4" is OCP MXFP4's layout, E2M1 values and an E8M0 scale per 32;
+/// "nvfp4" E2M1 values and an FP8 scale per 16), and a warning for each layer
+/// given its own parameters (counted at the model's).
+fn mlx(q: &Value, warnings: &mut Vec<String>) -> Option<String> {
+    let bits = q.get("bits").and_then(Value::as_u64)?;
+    let group = q.get("group_size").and_then(Value::as_u64)?;
+    let mode = q.get("mode").and_then(Value::as_str).unwrap_or("affine");
+    let overrides = q
+        .as_object()
+        .map(|o| o.iter().filter(|(_, v)| v.is_object() || v.is_boolean()).count())
+        .unwrap_or(0);
+    if overrides > 0 {
+        warnings.push(format!(
+            "quantization: {overrides} layers carry their own parameters (or none); they are counted at the model's {bits} bits, group {group}"
+        ));
+    }
+    let name = match mode {
+        "affine" => format!("mlx-{bits}-g{group}"),
+        "mxfp4" if bits == 4 && group == 32 => "mxfp4".into(),
+        // MLX stores no global scale: nvfp4a16 counts 4 bytes more per tensor.
+        "nvfp4" if bits == 4 && group == 16 => "nvfp4a16".into(),
+        _ => {
+            warnings.push(format!(
+                "quantization (MLX mode {mode:?}, {bits} bits, group {group}) is not modelled: weights are counted in the format you give (bf16 by default)"
+            ));
+            return None;
+        }
+    };
+    if crate::format::StorageFormat::parse("quantization", &name).is_err() {
+        warnings.push(format!(
+            "quantization ({bits} bits, group {group}) is not one MLX accepts: weights are counted in the format you give (bf16 by default)"
+        ));
+        return None;
+    }
+    Some(name)
+}
+
 /// The storage-format name for a `quantization_config`, and whether it leaves the
 /// attention projections unquantised; an unrecognised method is warned about.
 pub(crate) fn format(q: Option<&Value>, warnings: &mut Vec<String>) -> Option<(String, bool)> {
     let q = q?;
+    if is_mlx(Some(q)) {
+        return mlx(q, warnings).map(|n| (n, false));
+    }
     let method = q
         .get("quant_method")
         .and_then(Value::as_str)

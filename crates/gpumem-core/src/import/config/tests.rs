@@ -46,6 +46,37 @@ fn quantization_config_names_a_format() {
     assert!(!c.arch.tied_embeddings);
 }
 
+#[test]
+fn mlx_quantization_names_its_affine_format() {
+    // An mlx-community checkpoint's config.json: `quantization` (and its mirror
+    // `quantization_config`) with no quant_method.
+    let base = r#""model_type":"llama","hidden_size":4096,"num_hidden_layers":32,"num_attention_heads":32,
+        "num_key_value_heads":8,"intermediate_size":14336,"vocab_size":128256"#;
+    let c = parse_config(&format!(
+        r#"{{{base},"quantization":{{"group_size":64,"bits":4}}}}"#
+    ))
+    .unwrap();
+    assert_eq!(c.format.as_deref(), Some("mlx-4-g64"));
+    assert_eq!(c.attention_format, None);
+    let c = parse_config(&format!(
+        r#"{{{base},"quantization_config":{{"group_size":32,"bits":8,"mode":"affine","model.layers.0.mlp.gate_proj":{{"group_size":64,"bits":4}}}}}}"#
+    ))
+    .unwrap();
+    assert_eq!(c.format.as_deref(), Some("mlx-8-g32"));
+    assert!(field(&c, "carry their own parameters").is_some());
+    let c = parse_config(&format!(
+        r#"{{{base},"quantization":{{"group_size":32,"bits":4,"mode":"mxfp4"}}}}"#
+    ))
+    .unwrap();
+    assert_eq!(c.format.as_deref(), Some("mxfp4"));
+    let c = parse_config(&format!(
+        r#"{{{base},"quantization":{{"group_size":32,"bits":8,"mode":"mxfp8"}}}}"#
+    ))
+    .unwrap();
+    assert_eq!(c.format, None);
+    assert!(field(&c, "not modelled").is_some());
+}
+
 fn field<'a>(c: &'a ImportedConfig, key: &str) -> Option<&'a str> {
     c.warnings
         .iter()
