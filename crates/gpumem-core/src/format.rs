@@ -689,7 +689,12 @@ impl StorageFormat {
 /// checkpoints). mlx-lm quantises a layer only when its input dimension is a multiple
 /// of the group (ml-explore/mlx-lm d78bf58e `mlx_lm/utils.py` `quantize_model`,
 /// `wrapped_predicate`): any other stays in 16 bits, said in the note.
-fn mlx_matrix_bytes(bits: u8, group: u32, out: u64, inp: u64) -> Result<TensorBytes, EstimateError> {
+fn mlx_matrix_bytes(
+    bits: u8,
+    group: u32,
+    out: u64,
+    inp: u64,
+) -> Result<TensorBytes, EstimateError> {
     let group = u64::from(group);
     if group == 0 || !inp.is_multiple_of(group) {
         return Ok(TensorBytes {
@@ -702,7 +707,10 @@ fn mlx_matrix_bytes(bits: u8, group: u32, out: u64, inp: u64) -> Result<TensorBy
     // inp is a multiple of the group (≥ 32), so inp × bits is a multiple of 32.
     let words = checked_product(&[inp, u64::from(bits)], "MLX packed weight")?.div_ceil(32);
     let packed = checked_product(&[out, words, 4], "MLX packed weight")?;
-    let scales_biases = checked_product(&[out, inp.checked_div(group).unwrap_or(0), 2, 2], "MLX scales and biases")?;
+    let scales_biases = checked_product(
+        &[out, inp.checked_div(group).unwrap_or(0), 2, 2],
+        "MLX scales and biases",
+    )?;
     let bytes = packed
         .checked_add(scales_biases)
         .ok_or(EstimateError::Overflow {

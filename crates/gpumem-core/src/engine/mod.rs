@@ -8,7 +8,7 @@
 //!
 //! Every engine keeps one contract ([`Engine`]: who it is — its name, releases, flags
 //! and the formats it loads, [`Info`] — and its budget for a request) and lives in a
-//! folder of its own (`vllm`, `sglang`, `tgi`, `llama_cpp`, `transformers`) with its
+//! folder of its own (`vllm`, `sglang`, `tgi`, `llama_cpp`, `transformers`, `lmdeploy`, `mlx`) with its
 //! flags, releases, rules and tests; one line of the registry (`registry.rs`) lists it.
 //! Nothing outside the registry names an engine: the `--engine` choices, the field
 //! table's engine group ([`FIELDS`]) and the parser ([`from_pairs`]) are read from it.
@@ -53,6 +53,7 @@ engines! {
     llama_cpp::LlamaCpp,
     transformers::Transformers,
     lmdeploy::Lmdeploy,
+    mlx::Mlx,
 }
 
 pub use budget::{budget, budget_per_card};

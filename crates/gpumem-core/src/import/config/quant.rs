@@ -67,7 +67,11 @@ fn mlx(q: &Value, warnings: &mut Vec<String>) -> Option<String> {
     let mode = q.get("mode").and_then(Value::as_str).unwrap_or("affine");
     let overrides = q
         .as_object()
-        .map(|o| o.iter().filter(|(_, v)| v.is_object() || v.is_boolean()).count())
+        .map(|o| {
+            o.iter()
+                .filter(|(_, v)| v.is_object() || v.is_boolean())
+                .count()
+        })
         .unwrap_or(0);
     if overrides > 0 {
         warnings.push(format!(
