@@ -186,6 +186,11 @@ fn model(r: &Value) -> Result<(EstimateInput, Estimate), String> {
     if let Some(q) = n("n_seq").or(n("sequences")) {
         pairs.push(("sequences", q.to_string()));
     }
+    // mlx-lm's printout: the prompt and the tokens generated (one sequence).
+    if let Some(p) = n("prompt_tokens") {
+        pairs.push(("context", p.to_string()));
+        pairs.push(("generate", n("generation_tokens").unwrap_or(0).to_string()));
+    }
     let (input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
     if !errors.is_empty() {
         return Err(format!("{errors:?}"));
@@ -222,6 +227,9 @@ fn engine_pairs(r: &Value, engine: &str) -> Vec<(&'static str, String)> {
         ("chunked_prefill_size", "max-num-batched-tokens"),
         ("max_batch_prefill_tokens", "max-num-batched-tokens"),
         ("n_ubatch", "max-num-batched-tokens"),
+        ("prefill_step_size", "prefill-step-size"),
+        ("max_kv_size", "max-kv-size"),
+        ("kv_bits", "kv-bits"),
     ] {
         if let Some(v) = n(k) {
             e.push((key, v.to_string()));
@@ -680,6 +688,21 @@ const INEXPRESSIBLE: &[(&str, &str, &str)] = &[
         "--kv-transfer-config",
         "the run used LMCache's KV connector (LMCacheConnectorV1, kv_both), whose device buffers the rules do not model; the version is not printed and the 0.10 rules' memory outside torch at tp >= 2 (0.55 GiB) comes from a TP-2 log, where 0.19 logs 2.06-2.13 GiB at TP 4; that 1.5 GiB (NCCL's and the NVLink communicators' memory, as for the PCIe records below) is most of the 1.9 GiB gap, and the connector's own GPU buffers were not read (the LMCache snapshot at hand, of October 2024, predates its vLLM V1 connector)",
     ),
+    (
+        "mlxlm0221-m2ultra-mistral-7b-4bit-33898-maskarray",
+        "mlx-lm 0.22.1 or older (a mask array)",
+        "the code before mlx-lm 0.22.2 (pull request 40) passed the attention an additive mask array [chunk, keys] in the model's dtype instead of the string \"causal\", which moved MLX's attention off its causal kernel: the pull request's own before/after is 12.257 against 9.111 GB. That code's attention routing (MLX of early 2025) is not read here; the rules carried start at 0.22.2",
+    ),
+    (
+        "mlxlm0193-llama-3.1-8b-4bit-32188-892",
+        "mlx-lm 0.22.1 or older (a mask array)",
+        "mlx-examples' mlx_lm 0.19.3 (November 2024): prefill chunks of 512 (utils.py generate_step, prefill_step_size=512), an additive mask array per chunk and the MLX of that time, whose attention routing is not read here; the rules carried start at 0.22.2",
+    ),
+    (
+        "mlxlm0264-llama-3.2-3b-4bit-benchmark-p2048-g128",
+        "the model (mlx_lm.benchmark prints none)",
+        "the printout names no model: mlx_lm.benchmark's default (mlx-community/Llama-3.2-3B-Instruct-4bit) is assumed. Under the 0.26 rules the peak is the 2048-token prompt through the lm_head whole: the weights (1.81 GB), the cache at that moment (2048 tokens, 0.23 GB) and the logits of 2048 tokens with the hidden states in 16 bits (0.54 GB) leave 0.70 GB of the printed 3.285 GB unexplained (the rules' peak 21 % low). 32-bit logits would cover 0.53 GB of it, but nothing read in mlx-lm 0.26.4's llama.py makes them 32-bit; the gap is not fitted, and the record is not replayed until a mechanism explains it",
+    ),
 ];
 
 /// Per-record bounds on the error (percent, predicted − logged; the KV pool's bytes
@@ -764,6 +787,12 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     // context: 0.10 GiB in a 0.6.6 log, 0.16 in PR 12126's H100 printout of the same
     // accounting). Replayed under the release that shipped the pull request, 0.6.5.
     ("vllm-pr10511-meta-llama-3-8b-tp1", -0.25, 3.4),
+    // mlx-lm 0.22.2 (pull request 40's "Post"), Mistral 7B 4-bit, 33 898 prompt tokens,
+    // under the `mlx@0.26` rules: the peak is the prompt's last chunk (1130 tokens)
+    // with the cache at 34 048 tokens and one layer's concatenate; 0.32 GB of the
+    // printed 9.111 GB is not in the lines (the rules' peak is low: the unsafe side,
+    // within 5 %).
+    ("mlxlm0222-m2ultra-mistral-7b-4bit-33898", -3.75, 0.25),
 ];
 
 /// The engine, the release that printed a record and the rules that replay it.
@@ -852,6 +881,19 @@ fn release(r: &Value) -> Release {
                 None => "sglang".into(),
             },
         },
+        // mlx-lm prints no version: the record names the release of the code that
+        // printed it (a pull request's commit); 0.27 on is `mlx`, older `mlx@X.Y.Z`.
+        "mlx" => Release {
+            engine: "mlx-lm",
+            release: number.trim_end_matches('.').to_string(),
+            rules: match minor
+                .as_deref()
+                .and_then(|m| m.split('.').nth(1)?.parse::<u64>().ok())
+            {
+                Some(m) if m >= 27 => "mlx".into(),
+                _ => format!("mlx@{}", number.trim_end_matches('.')),
+            },
+        },
         "tgi" => Release {
             engine: "TGI",
             rules: minor.clone().map_or("tgi".into(), |m| format!("tgi@{m}")),
@@ -917,10 +959,12 @@ const READ: &[&str] = &[
     "flash_attn",
     "free_memory_gib",
     "gpu",
+    "generation_tokens",
     "gpu_memory_utilization",
     "id",
     "k_mib",
     "k_size_gb",
+    "kv_bits",
     "kv_buffer_mib",
     "kv_cache_dtype",
     "kv_cache_gib",
@@ -930,6 +974,7 @@ const READ: &[&str] = &[
     "max_batch_prefill_tokens",
     "max_batch_total_tokens",
     "max_concurrency",
+    "max_kv_size",
     "max_model_len",
     "max_num_batched_tokens",
     "max_num_seqs",
@@ -944,7 +989,10 @@ const READ: &[&str] = &[
     "non_kv_total_gib",
     "non_torch_gib",
     "note",
+    "peak_memory_gb",
     "pp",
+    "prefill_step_size",
+    "prompt_tokens",
     "quantization",
     "refused",
     "requested_memory_gib",
@@ -1030,7 +1078,21 @@ impl Replayed {
     fn error(&self) -> f64 {
         pct(self.logged, self.predicted)
     }
+
+    /// The error on the unsafe side positive: a pool larger than the engine gives, or
+    /// a peak below the one printed.
+    fn unsafe_error(&self) -> f64 {
+        if self.figure == PEAK {
+            -self.error()
+        } else {
+            self.error()
+        }
+    }
 }
+
+/// The figure of mlx-lm's records: the process's peak, where too low is the unsafe
+/// side.
+const PEAK: &str = "Peak memory GB";
 
 /// Replays any record of any corpus: the KV pool's bytes where logged (vLLM's
 /// "Available KV cache memory", SGLang's K + V sizes), else its tokens (TGI's inferred
@@ -1090,7 +1152,15 @@ fn replay_any(r: &Value) -> Result<Replayed, Missing> {
     } else {
         String::new()
     };
-    let (figure, logged, predicted) = if let Some(k) = f("kv_cache_gib") {
+    let (figure, logged, predicted) = if let Some(g) = f("peak_memory_gb") {
+        // mlx-lm's "Peak memory" (mx.get_peak_memory() ÷ 1e9) against the budget's peak.
+        let peak = b
+            .lines
+            .iter()
+            .find(|l| l.key == "peak")
+            .ok_or_else(|| Missing::new("peak_memory_gb", "no peak in the budget"))?;
+        (PEAK, g * 1e9, peak.bytes as f64)
+    } else if let Some(k) = f("kv_cache_gib") {
         ("KV pool GiB", k * GIB, b.kv_capacity_bytes as f64)
     } else if let (Some(k), Some(v)) = (f("k_size_gb"), f("v_size_gb")) {
         ("KV pool GiB", (k + v) * GIB, b.kv_capacity_bytes as f64)
@@ -1157,6 +1227,8 @@ struct Group {
     rules: std::collections::BTreeSet<(String, String)>,
     figures: std::collections::BTreeSet<&'static str>,
     errors: Vec<f64>,
+    /// The same errors, the unsafe side positive ([`Replayed::unsafe_error`]).
+    unsafe_errors: Vec<f64>,
     /// The records not expressible, by the flag they lack, with what the rules give.
     missing: Vec<(String, Option<f64>)>,
 }
@@ -1168,6 +1240,7 @@ impl Group {
                 self.rules.insert((x.rel.rules.clone(), x.version.clone()));
                 self.figures.insert(x.figure);
                 self.errors.push(x.error());
+                self.unsafe_errors.push(x.unsafe_error());
             }
             Err(m) => self.missing.push((m.flag.clone(), m.aside)),
         }
@@ -1182,7 +1255,7 @@ impl Group {
     }
 
     fn over_5(&self) -> usize {
-        self.errors.iter().filter(|e| **e > 5.0).count()
+        self.unsafe_errors.iter().filter(|e| **e > 5.0).count()
     }
 
     /// The table's cells from "records" on.
@@ -1218,7 +1291,8 @@ impl Group {
 }
 
 /// The per-engine, per-release table in Markdown: records, within 2 %, the signed
-/// median and worst error, the count over +5 % (more pool than the engine gives), over
+/// median and worst error, the count over +5 % on the unsafe side (more pool than the
+/// engine gives; for mlx-lm's peak, a peak more than 5 % below the one printed), over
 /// the records replayed; the records not expressible are counted apart by the flag they
 /// lack. The last row is every record of every corpus.
 fn release_table(rows: &[(Value, Result<Replayed, Missing>)]) -> String {
@@ -1227,7 +1301,7 @@ fn release_table(rows: &[(Value, Result<Replayed, Missing>)]) -> String {
     // that print none last).
     type Key = (usize, Vec<u64>, String, String);
     let key = |rel: &Release| -> Key {
-        let rank = ["vLLM", "SGLang", "TGI", "llama.cpp"]
+        let rank = ["vLLM", "SGLang", "TGI", "llama.cpp", "mlx-lm"]
             .iter()
             .position(|e| *e == rel.engine)
             .unwrap_or(usize::MAX);
@@ -1311,7 +1385,7 @@ fn uncovered(rows: &[(Value, Result<Replayed, Missing>)]) -> Vec<String> {
 #[test]
 fn serving_logs_replay_under_their_releases_rules() {
     let recs = records(SERVING_OTHER);
-    assert_eq!(recs.len(), 31);
+    assert_eq!(recs.len(), 35);
     println!(
         "\nserving-other: logged / predicted, error (rules of each record's release)\n{:<58} {:<14} {:<10} {:<13} {:>12} {:>12} {:>8}  tokens logged/predicted",
         "record", "release", "rules", "figure", "logged", "predicted", "error"
@@ -1343,7 +1417,9 @@ fn serving_logs_replay_under_their_releases_rules() {
                 failures.push(format!("{id}: {why}"));
             }
             (Ok(x), _) => {
-                let scale = if x.figure.ends_with("GiB") {
+                let scale = if x.figure == PEAK {
+                    1e9
+                } else if x.figure.ends_with("GiB") {
                     GIB
                 } else if x.figure.ends_with("MiB") {
                     MIB
@@ -1375,8 +1451,10 @@ fn serving_logs_replay_under_their_releases_rules() {
                     }
                     None => failures.push(format!("{id}: no bound ({e:+.2}%)")),
                 }
-                if e > 5.0 {
-                    failures.push(format!("{id}: {e:+.2}%: more pool than the engine gives"));
+                if x.unsafe_error() > 5.0 {
+                    failures.push(format!(
+                        "{id}: {e:+.2}%: on the unsafe side (more pool than the engine gives, or a peak below the one printed)"
+                    ));
                 }
             }
         }

@@ -457,6 +457,8 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         "activations",
         if peak.logits {
             "Prompt's last chunk: its logits (mlx-lm ≤ 0.26)"
+        } else if peak.tokens <= 1 {
+            "One token's forward (its logits at the peak's growth)"
         } else {
             "Prefill chunk's activations (one layer)"
         },
@@ -763,7 +765,7 @@ fn update(w: &Walk, st: &mut CacheState, n: u64, logits: bool) -> Result<Moment,
             if st.offset.saturating_add(n) > st.capacity {
                 // `update_and_fetch`: the old buffer trimmed to the offset when the
                 // offset is not a multiple of the step, then ceil(n ÷ 256) × 256 more.
-                let kept = if st.offset % STEP != 0 {
+                let kept = if !st.offset.is_multiple_of(STEP) {
                     st.offset
                 } else {
                     st.capacity
