@@ -423,6 +423,14 @@ fn engine_summary(e: &EngineOutput) -> String {
             ),
             4,
         ));
+        // An engine that refuses before it sizes any pool (no pool at all: vLLM's
+        // start-up check, mlx-lm off a Mac) says why: the common ending's last word.
+        if b.outcome == gpumem_core::engine::Outcome::Refused
+            && b.kv_capacity_bytes == 0
+            && let Some(why) = b.warnings.last()
+        {
+            s.push_str(&wrap(&format!("    refused: {why}"), 6));
+        }
     } else if e.engine_per_card.is_some() {
         s.push_str(
             "  the engine's KV pool on every card: --verbose (or --card CARD for its budget)\n",

@@ -369,6 +369,12 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let total = c.max_model_len;
     let prompt = input.context.unwrap_or(total).clamp(1, total.max(1));
     let generated = total.saturating_sub(prompt);
+    // mlx_lm/server.py (d78bf58e): batched decoding (--decode-concurrency 32) and
+    // prefill (--prompt-concurrency 8), and an LRU of finished requests' caches
+    // (--prompt-cache-size 10).
+    assumptions.push(
+        "one request as mlx_lm.generate runs it; mlx_lm.server's batches (up to 32 decoding, 8 prefilling) and the caches its prompt cache keeps of earlier requests (up to 10) are not counted".into(),
+    );
     if input.sequences > 1 {
         warnings.push(
             "mlx_lm.generate serves one sequence: the figure is one sequence's; mlx_lm.server's batched generation (BatchKVCache) is not modelled".into(),

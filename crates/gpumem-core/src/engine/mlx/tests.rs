@@ -221,6 +221,18 @@ fn a_rotating_cache_holds_max_size_minus_one_plus_a_chunk() {
     assert_eq!(bytes_of(&b, "kv_growth"), 6143 * 4096);
 }
 
+/// A prompt shorter than `--max-kv-size`: the 999-token chunk is concatenated as it is
+/// (no step), then one token at a time the cache grows by min(256, max − offset):
+/// 1255, 1511 … 4071, then 25 more to 4096, where it stops and rotates. The last
+/// growth is the peak: 4096 tokens, and one layer's 4071 + 25 beside them.
+#[test]
+fn a_rotating_cache_grows_to_its_size_and_stops() {
+    let input = llama_8b_4bit("1000", "5000");
+    let b = run(&input, &with(&[("max-kv-size", "4096")]));
+    assert_eq!(bytes_of(&b, "kv_cache"), 4096 * 131_072);
+    assert_eq!(bytes_of(&b, "kv_growth"), 4096 * 4096);
+}
+
 #[test]
 fn releases_parse_and_older_ones_are_named_not_carried() {
     for (text, place) in [("0.32.0", 0), ("0.27", 0), ("0.26.4", 1), ("0.22.2", 1)] {
