@@ -162,7 +162,11 @@ pub fn render(
         );
     }
     if let Some(q) = &h.sequences {
-        let _ = writeln!(s, "  {:<10} {}", "sequences", sequences_text(q, &h.basis));
+        let text = match engine.engine.as_ref().and_then(|b| b.batch_tokens) {
+            Some(tokens) => batch_text(q, &h.basis, tokens),
+            None => sequences_text(q, &h.basis),
+        };
+        let _ = writeln!(s, "  {:<10} {text}", "sequences");
     }
     if verdict == Verdict::Borderline {
         s.push_str(&wrap(&format!("  {MARGIN_RULE}"), 4));
@@ -262,6 +266,24 @@ pub fn render(
         est.assumptions.len()
     );
     s
+}
+
+/// An encoder's batch (no KV pool): "4 sequence(s) of 512 tokens a batch of 2 048
+/// tokens in vllm; 16 asked are served in 4 batches".
+pub fn batch_text(q: &gpumem_core::headline::Sequences, engine: &str, tokens: u64) -> String {
+    let batches = q.asked.div_ceil(q.fit.max(1));
+    format!(
+        "{} sequence(s) of {} tokens a batch of {} tokens in {engine} (no KV cache); {} asked: {} batch(es)",
+        group_digits(q.fit),
+        group_digits(q.tokens),
+        group_digits(tokens),
+        group_digits(q.asked),
+        if q.fit == 0 {
+            "none".to_string()
+        } else {
+            group_digits(batches)
+        }
+    )
 }
 
 /// "14 of 16 sequences of 32 768 tokens fit at once in vllm's pool".
@@ -405,7 +427,22 @@ pub fn split_table(devices: &[gpumem_core::engine::DeviceShare]) -> String {
 
 fn engine_summary(e: &EngineOutput) -> String {
     let mut s = String::new();
-    if let Some(b) = &e.engine {
+    if let Some(b) = &e.engine
+        && let Some(tokens) = b.batch_tokens
+    {
+        s.push_str(&wrap(
+            &format!(
+                "  {} on {}: no KV cache; {} GiB left on the card at its largest batch ({} tokens: {} sequence(s) of {} tokens)",
+                b.engine.name(),
+                b.card_name,
+                signed_gib_string(b.kv_capacity_bytes, 2),
+                group_digits(tokens),
+                group_digits(b.max_sequences),
+                group_digits(b.max_model_len)
+            ),
+            4,
+        ));
+    } else if let Some(b) = &e.engine {
         s.push_str(&wrap(
             &format!(
                 "  {} on {}{}: KV pool {} GiB = {} tokens → {} sequence(s) of {} tokens",

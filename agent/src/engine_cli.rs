@@ -194,7 +194,11 @@ pub fn render(out: &EngineOutput) -> String {
         let _ = writeln!(
             s,
             "  = {:<70} {:<9} {:>22} {:>10} GB {:>10} GiB",
-            "KV cache capacity",
+            if b.batch_tokens.is_some() {
+                "Left on the card at the largest batch (no KV cache)"
+            } else {
+                "KV cache capacity"
+            },
             "",
             signed_group_digits(b.kv_capacity_bytes),
             signed_gb_string(b.kv_capacity_bytes, 2),
@@ -218,20 +222,35 @@ pub fn render(out: &EngineOutput) -> String {
                 group_digits(d.draft_kv_bytes_per_token)
             );
         }
+        if let Some(tokens) = b.batch_tokens {
+            let _ = writeln!(
+                s,
+                "  no KV cache: one batch of {} tokens at most; max-model-len {} → {} sequence(s) a batch",
+                group_digits(tokens),
+                group_digits(b.max_model_len),
+                group_digits(b.max_sequences)
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "  KV per token {} B, block {} token(s): {} tokens; max-model-len {} → {} sequence(s) at once",
+                group_digits(b.kv_bytes_per_token),
+                b.block_size,
+                group_digits(b.kv_capacity_tokens),
+                group_digits(b.max_model_len),
+                group_digits(b.max_sequences)
+            );
+        }
         let _ = writeln!(
             s,
-            "  KV per token {} B, block {} token(s): {} tokens; max-model-len {} → {} sequence(s) at once",
-            group_digits(b.kv_bytes_per_token),
-            b.block_size,
-            group_digits(b.kv_capacity_tokens),
-            group_digits(b.max_model_len),
-            group_digits(b.max_sequences)
-        );
-        let _ = writeln!(
-            s,
-            "  {}: margin {} GiB for one sequence (assumed lines ±{} GiB)",
+            "  {}: margin {} GiB {} (assumed lines ±{} GiB)",
             outcome_word(b.outcome),
             signed_gib_string(b.margin_bytes, 2),
+            if b.batch_tokens.is_some() {
+                "at the largest batch"
+            } else {
+                "for one sequence"
+            },
             Bytes(b.uncertainty_bytes).gib_string(2)
         );
         for a in &b.assumptions {

@@ -933,7 +933,8 @@ fn diffusers_offload_is_judged_against_the_ram() {
 /// An embedding model (BAAI/bge-large-en-v1.5, a BertModel) is answered: no KV cache,
 /// its weights as transformers builds the model (the oracle's count, held equal to
 /// transformers 5.23 on the meta device), its batch's forward; what an encoder does not
-/// do (generate, a serving engine's KV pool, language-model training) is refused.
+/// do (generate, a decoder engine's KV pool, language-model training) is refused, and
+/// the engines that serve it (vLLM's pooling runner, TEI) answer by their own rule.
 #[test]
 fn an_embedding_model_keeps_no_kv_cache_and_weighs_what_transformers_builds() {
     let case: Value = serde_json::from_str(
@@ -979,8 +980,8 @@ fn an_embedding_model_keeps_no_kv_cache_and_weighs_what_transformers_builds() {
     for (extra, says) in [
         (&["--generate", "16"][..], "generates no tokens"),
         (
-            &["--engine", "vllm", "--card", "h100-sxm-80gb"][..],
-            "an encoder keeps no KV cache",
+            &["--engine", "sglang", "--card", "h100-sxm-80gb"][..],
+            "does not serve an encoder-only model",
         ),
         (&["--train", "full"][..], "training an encoder"),
     ] {
@@ -989,6 +990,18 @@ fn an_embedding_model_keeps_no_kv_cache_and_weighs_what_transformers_builds() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{extra:?}: {err}");
     }
+    // The engines that serve an encoder answer it by their own rule: TEI's warm-up of
+    // 16 384 tokens on an L4 leaves 24 152 899 584 − 536 870 912 (context) −
+    // 670 283 776 (weights) − 268 435 456 (8 hidden rows × 16 384 tokens × 2 B) =
+    // 22 677 309 440 B, 32 inputs of 512 a batch; vLLM's pooling runner, no KV cache.
+    let tei = json(&[&base[..], &["--engine", "tei", "--card", "l4"]].concat());
+    assert_eq!(tei["engine"]["kv_capacity_bytes"], 22_677_309_440u64);
+    assert_eq!(tei["engine"]["batch_tokens"], 16_384);
+    assert_eq!(tei["engine"]["kv_capacity_tokens"], 0);
+    assert_eq!(tei["engine"]["max_sequences"], 32);
+    let vllm = json(&[&base[..], &["--engine", "vllm", "--card", "l4"]].concat());
+    assert_eq!(vllm["engine"]["batch_tokens"], 2048);
+    assert_eq!(vllm["engine"]["kv_capacity_bytes"], 21_618_116_608u64);
 }
 
 /// An encoder-decoder (openai/whisper-small, google-t5/t5-small) is answered as

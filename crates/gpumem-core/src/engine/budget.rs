@@ -6,9 +6,9 @@
 use super::arith::search;
 use super::flags::EngineParams;
 use super::outcome::{CardKv, EngineBudget};
-use super::pool::finish;
+use super::pool::{finish, finish_batch};
 use super::request::{Ctx, group_device_bytes, kv_bytes_per_token, line_bytes};
-use super::rule_of;
+use super::{batch_rule_of, rule_of};
 use crate::arch::MAX_DIM;
 use crate::catalogue::CATALOGUE;
 use crate::error::EstimateError;
@@ -21,12 +21,24 @@ pub fn budget(
     est: &Estimate,
     params: &EngineParams,
 ) -> Result<EngineBudget, EstimateError> {
-    if input.arch.is_some_and(|a| a.encoder) {
-        // vLLM's pooling runner and TEI size an encoder's batches by their own rules,
-        // not a KV pool; none of them is modelled here.
+    if input.arch.is_some_and(|a| a.encoder)
+        && let Some(e) = params.engine
+        && !e.encoders()
+    {
+        // An encoder keeps no KV cache: the engines whose rule sizes a decoder's pool
+        // (and nothing else) do not serve it; vLLM's pooling runner and TEI do, by
+        // their own rules.
+        let serving: Vec<&str> = super::registry::all()
+            .filter(|e| e.encoders())
+            .map(|e| e.name())
+            .collect();
         return Err(EstimateError::invalid(
             "engine",
-            "an encoder keeps no KV cache, and the engines' rules here size a decoder's KV pool (vLLM's pooling runner and TEI are not modelled): leave out --engine for the encoder's own forward",
+            format!(
+                "{} sizes a decoder's KV pool and does not serve an encoder-only model (no KV cache): name {} (their rules for an encoder's batches), or leave out --engine for the encoder's own forward",
+                e.name(),
+                serving.join(" or ")
+            ),
         ));
     }
     if input.arch.is_some_and(|a| a.encdec_params > 0) {
@@ -84,7 +96,12 @@ fn budget_at(
             "several cards are judged under llama.cpp (its --tensor-split over them); this engine's rule judges one card",
         ));
     }
-    let per_token = kv_bytes_per_token(input)?;
+    // An encoder keeps no KV cache: its rule reads no bytes per token.
+    let per_token = if input.arch.is_some_and(|a| a.encoder) {
+        0
+    } else {
+        kv_bytes_per_token(input)?
+    };
     let max_model_len = match params.max_model_len {
         Some(m) => m,
         None => match (input.context, input.position_limit()) {
@@ -124,7 +141,14 @@ fn budget_at(
         per_token,
         max_model_len,
     };
-    let mut d = rule_of(engine, &ctx)?;
+    // An encoder-only model keeps no KV cache: the engines that serve one answer by
+    // their batch's rule (`Engine::batch_budget`), the others refused it above.
+    let (mut d, batch) = if input.arch.is_some_and(|a| a.encoder) {
+        let (d, b) = batch_rule_of(engine, &ctx)?;
+        (d, Some(b))
+    } else {
+        (rule_of(engine, &ctx)?, None)
+    };
     // A flag given that this engine does not read, where the flag says so.
     for (key, _) in &params.flags {
         if let Some(text) = super::registry::unread(key)
@@ -151,7 +175,10 @@ fn budget_at(
     if card.unified() && !engine.metal() {
         d.warnings.push(engine.not_on_a_mac());
     }
-    finish(engine, &ctx, d)
+    match batch {
+        Some(b) => finish_batch(engine, &ctx, d, &b),
+        None => finish(engine, &ctx, d),
+    }
 }
 
 /// The engine's budget on every catalogue card, in catalogue order (the fit table's

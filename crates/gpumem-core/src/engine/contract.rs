@@ -4,7 +4,7 @@
 //! line of the registry (`registry.rs`); nothing else in gpumem names it.
 
 use super::flags::Flag;
-use super::pool::Draft;
+use super::pool::{Batch, Draft};
 use super::request::Ctx;
 use crate::error::EstimateError;
 
@@ -20,6 +20,21 @@ pub trait Engine {
     /// outcome. `c` holds the workload, the card, the flags (read back through the
     /// rows of [`Info::flags`]) and the estimate's figures.
     fn budget(c: &Ctx) -> Result<Draft, EstimateError>;
+
+    /// Whether it serves an encoder-only model (BERT, RoBERTa, XLM-R, ModernBERT: no
+    /// KV cache, one batch's forward at a time) by [`Engine::batch_budget`]; otherwise
+    /// the budget refuses one, naming the engines that do.
+    const ENCODERS: bool = false;
+
+    /// Its budget for an encoder-only model: every line it takes from the card at its
+    /// largest batch, and that batch. The common ending turns it into the room left
+    /// and the sequences a batch holds. Only read where [`Engine::ENCODERS`] is set.
+    fn batch_budget(_c: &Ctx) -> Result<(Draft, Batch), EstimateError> {
+        Err(EstimateError::invalid(
+            "engine",
+            "this engine does not serve an encoder-only model",
+        ))
+    }
 }
 
 /// Reads the text after `@` in `--engine name@release` into the release's place in

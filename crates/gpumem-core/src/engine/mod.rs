@@ -1,4 +1,5 @@
-//! Serving-engine budgets: what each engine leaves for its KV cache on a card.
+//! Serving-engine budgets: what each engine leaves for its KV cache on a card (for an
+//! encoder-only model, which keeps none, what its largest batch leaves on the card).
 //!
 //! An estimate says how many bytes a workload needs; a serving engine answers a
 //! different question: it takes a share of the card, loads the weights, profiles a
@@ -8,7 +9,7 @@
 //!
 //! Every engine keeps one contract ([`Engine`]: who it is — its name, releases, flags
 //! and the formats it loads, [`Info`] — and its budget for a request) and lives in a
-//! folder of its own (`vllm`, `sglang`, `tgi`, `llama_cpp`, `transformers`, `lmdeploy`, `mlx`) with its
+//! folder of its own (`vllm`, `sglang`, `tgi`, `llama_cpp`, `transformers`, `lmdeploy`, `mlx`, `tei`) with its
 //! flags, releases, rules and tests; one line of the registry (`registry.rs`) lists it.
 //! Nothing outside the registry names an engine: the `--engine` choices, the field
 //! table's engine group ([`FIELDS`]) and the parser ([`from_pairs`]) are read from it.
@@ -54,6 +55,7 @@ engines! {
     transformers::Transformers,
     lmdeploy::Lmdeploy,
     mlx::Mlx,
+    tei::Tei,
 }
 
 pub use budget::{budget, budget_per_card};
@@ -64,7 +66,7 @@ pub use fraction::{ONE, fraction_text, parse_fraction};
 pub use largest::{Largest, largest, largest_context, most_sequences};
 pub use llama_cpp::{CacheType, Override, parse_overrides, tensors};
 pub use outcome::{CardKv, DeviceShare, EngineBudget, EngineLine, Outcome};
-pub use pool::Draft;
+pub use pool::{Batch, Draft};
 pub use registry::{
     ENGINES, FIELDS, all, engine_keys, field_of, find, from_pairs, from_pairs_among, is_engine_key,
 };

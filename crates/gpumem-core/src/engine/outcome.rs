@@ -110,6 +110,12 @@ pub struct EngineBudget {
     pub workload_outcome: Outcome,
     /// The assumed lines' uncertainty the margin is compared with.
     pub uncertainty_bytes: u64,
+    /// An encoder-only model (vLLM's pooling runner, TEI): the most tokens one batch's
+    /// forward takes. There is no KV pool: `kv_capacity_bytes` is what is still free on
+    /// the card at that batch's peak, the KV tokens are 0 and `max_sequences` is the
+    /// sequences of `max_model_len` one batch holds. `None`: a decoder's pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_tokens: Option<u64>,
     /// vLLM's drafter, with `speculative-method`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<Speculative>,

@@ -56,6 +56,17 @@ pub struct Draft {
     pub(crate) devices: Vec<DeviceShare>,
 }
 
+/// The batch an engine serves an encoder-only model in ([`super::Engine::batch_budget`]):
+/// no KV cache, one forward per batch; the rule's lines leave what is still free on the
+/// card at that batch's peak.
+pub struct Batch {
+    /// The most tokens one forward takes (vLLM's `max_num_batched_tokens`, TEI's
+    /// `--max-batch-tokens`).
+    pub(crate) tokens: u64,
+    /// Sequences of `max_model_len` tokens one batch holds.
+    pub(crate) sequences: u64,
+}
+
 /// An engine that allocates its cache up front (llama.cpp): what it needs against the room.
 pub(crate) struct Need {
     /// What its context needs (the allocated cache).
@@ -217,6 +228,7 @@ pub(super) fn finish(
         .map(|l| l.bytes);
     let most_loaded = d.devices.iter().find(|s| s.most_loaded);
     Ok(EngineBudget {
+        batch_tokens: None,
         engine,
         version: d.version.to_string(),
         // Over several cards, the most loaded one's.
@@ -250,6 +262,113 @@ pub(super) fn finish(
         workload_outcome,
         uncertainty_bytes: d.uncertainty,
         speculative,
+        devices: d.devices,
+        assumptions: d.assumptions,
+        warnings: d.warnings,
+    })
+}
+
+/// The common ending of an encoder's batch: no KV pool, so no blocks and no tokens
+/// cached; what the lines leave is what is still free on the card at the largest
+/// batch's peak (negative: that batch runs out of memory), and the margin is that room
+/// for one sequence and for the asked sequences alike (they are served in batches,
+/// each at most the batch measured).
+pub(super) fn finish_batch(
+    engine: EngineId,
+    ctx: &Ctx,
+    mut d: Draft,
+    batch: &Batch,
+) -> Result<EngineBudget, EstimateError> {
+    let (first, rest) = d
+        .lines
+        .split_first()
+        .ok_or(EstimateError::invalid("engine", "no budget"))?;
+    let room = rest
+        .iter()
+        .filter(|l| l.subtracted)
+        .try_fold(i128::from(first.bytes), |acc, l| {
+            acc.checked_sub(i128::from(l.bytes))
+        })
+        .and_then(|r| i64::try_from(r).ok())
+        .ok_or(EstimateError::Overflow {
+            what: "engine budget",
+        })?;
+    let unc = i64::try_from(d.uncertainty).unwrap_or(i64::MAX);
+    let judge = |margin: i64| {
+        if margin < unc.saturating_neg() {
+            Outcome::Refused
+        } else if margin <= unc {
+            Outcome::Borderline
+        } else {
+            Outcome::Fits
+        }
+    };
+    let mml = ctx.max_model_len;
+    // The engine refuses to start (vLLM's batch below max-model-len, its start-up
+    // check), or a batch holds no sequence.
+    let stops = d.refused.is_some() || batch.sequences == 0;
+    let outcome = if stops { Outcome::Refused } else { judge(room) };
+    let mut workload_margin = room;
+    if let Some(c) = ctx.input.context
+        && c.saturating_add(ctx.input.generate) > mml
+    {
+        workload_margin = workload_margin.min(-1);
+        d.warnings.push(format!(
+            "a sequence of {} tokens is longer than the {mml} the engine serves one",
+            c.saturating_add(ctx.input.generate)
+        ));
+    }
+    let workload_outcome = if stops {
+        Outcome::Refused
+    } else {
+        judge(workload_margin)
+    };
+    if let Some(why) = d.refused.take() {
+        d.warnings.push(why);
+    } else if room < 0 {
+        d.warnings.push(format!(
+            "the largest batch ({} tokens) runs out of memory on this card: {} short",
+            batch.tokens,
+            gib_text(room.unsigned_abs())
+        ));
+    }
+    if outcome == Outcome::Borderline {
+        d.warnings.push(format!(
+            "borderline: {} {} at the largest batch's peak, within ±{}",
+            gib_text(room.unsigned_abs()),
+            if room < 0 { "short" } else { "to spare" },
+            gib_text(d.uncertainty)
+        ));
+    }
+    Ok(EngineBudget {
+        engine,
+        version: d.version.to_string(),
+        card: ctx.card.id.to_string(),
+        card_name: ctx.card.name.to_string(),
+        capacity_bytes: d.capacity,
+        capacity_kind: d.capacity_kind.to_string(),
+        lines: d.lines,
+        kv_capacity_bytes: room,
+        kv_cache_bytes: None,
+        host_weights_bytes: None,
+        kv_bytes_per_token: 0,
+        block_size: 1,
+        kv_capacity_tokens: 0,
+        max_model_len: mml,
+        max_sequences: if room > 0 && !stops {
+            batch.sequences
+        } else {
+            0
+        },
+        fits_one_sequence: !stops && room > 0,
+        outcome,
+        margin_bytes: room,
+        sequences: ctx.input.sequences.max(1),
+        workload_margin_bytes: workload_margin,
+        workload_outcome,
+        uncertainty_bytes: d.uncertainty,
+        speculative: None,
+        batch_tokens: Some(batch.tokens),
         devices: d.devices,
         assumptions: d.assumptions,
         warnings: d.warnings,

@@ -11,7 +11,7 @@ use super::contract::{Info, ReleaseParser};
 use super::flags::{
     CARD, EngineId, EngineParams, Flag, MAX_MODEL_LEN, Value, WIRED_LIMIT_MB, field, positive,
 };
-use super::{INFO_COUNT, INFOS};
+use super::{ENCODER_ENGINES, INFO_COUNT, INFOS};
 use crate::error::EstimateError;
 use crate::fields::{Field, FieldKind};
 
@@ -28,6 +28,25 @@ macro_rules! engines {
 
         /// How many engines the registry lists.
         const INFO_COUNT: usize = INFOS.len();
+
+        /// Whether each engine serves an encoder-only model, in the registry's order.
+        const ENCODER_ENGINES: &[bool] = &[$(<$module::$engine as Engine>::ENCODERS),+];
+
+        /// Runs the encoder rule of `id`'s engine.
+        fn batch_rule_of(
+            id: EngineId,
+            c: &Ctx,
+        ) -> Result<(Draft, pool::Batch), crate::EstimateError> {
+            let mut at = 0u8;
+            $(
+                if id.0 == at {
+                    return <$module::$engine as Engine>::batch_budget(c);
+                }
+                at = at.saturating_add(1);
+            )+
+            let _ = at;
+            Err(crate::EstimateError::invalid("engine", "not a registered engine"))
+        }
 
         /// Runs the rule of `id`'s engine.
         fn rule_of(id: EngineId, c: &Ctx) -> Result<Draft, crate::EstimateError> {
@@ -96,6 +115,7 @@ struct Traits {
     shared_context: bool,
     metal: bool,
     refusal: Option<&'static str>,
+    encoders: bool,
 }
 
 #[allow(clippy::arithmetic_side_effects)] // evaluated by the compiler
@@ -107,6 +127,7 @@ const fn traits() -> [Traits; INFO_COUNT] {
         shared_context: false,
         metal: false,
         refusal: None,
+        encoders: false,
     }; INFO_COUNT];
     let mut i = 0;
     while i < INFOS.len() {
@@ -129,6 +150,7 @@ const fn traits() -> [Traits; INFO_COUNT] {
             shared_context: info.shared_context,
             metal: info.metal,
             refusal: info.refusal,
+            encoders: ENCODER_ENGINES[i],
         };
         i += 1;
     }
@@ -182,6 +204,11 @@ impl EngineId {
     /// Whether its length is the context of all its sequences ([`Info::shared_context`]).
     pub fn shared_context(self) -> bool {
         self.traits().shared_context
+    }
+
+    /// Whether it serves an encoder-only model ([`super::Engine::ENCODERS`]).
+    pub fn encoders(self) -> bool {
+        self.traits().encoders
     }
 
     /// Whether it runs on a Mac's GPU ([`Info::metal`]).
@@ -303,7 +330,7 @@ pub const ENGINE: Flag = Flag::new(
         FieldKind::Choice,
         "Engine",
         "",
-        "Serving engine whose KV pool to predict (vllm: 0.27, Model Runner V2 or V1 with its CUDA-graph estimate; vllm@0.19, @0.10, @0.8, @0.7, @0.6 (0.6.5 on), @0.6.4, sglang@0.5.0, tgi@2.0, @0.9, mlx@0.26: older rules)",
+        "Serving engine whose KV pool to predict (vllm: 0.27, Model Runner V2 or V1 with its CUDA-graph estimate; vllm@0.19, @0.10, @0.8, @0.7, @0.6 (0.6.5 on), @0.6.4, sglang@0.5.0, tgi@2.0, @0.9, mlx@0.26: older rules); an encoder-only model: vllm (its pooling runner) or tei, their largest batch on the card",
     )
     .choices(&CHOICES),
     engine_name,

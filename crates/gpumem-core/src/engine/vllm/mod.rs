@@ -35,6 +35,7 @@
 //! the part of the torch peak above what stays allocated (`vllm/utils/mem_utils.py`
 //! `memory_profiling`), the same sum as 0.19's three terms.
 
+mod encoder;
 mod flags;
 mod pool;
 mod profile;
@@ -60,7 +61,7 @@ use super::contract::{Engine, Info};
 use super::flags::{BATCHED_TOKENS, MAX_MODEL_LEN, MEMORY_IN_USE};
 use super::fraction::{ONE, fraction_text, times_fraction};
 use super::outcome::line;
-use super::pool::{Draft, simple_pool};
+use super::pool::{Batch, Draft, simple_pool};
 use super::request::{CONTEXT_MIB, Ctx};
 use crate::catalogue::GpuCard;
 use crate::error::EstimateError;
@@ -117,6 +118,26 @@ impl Engine for Vllm {
 
     fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
         rule(c)
+    }
+
+    // The pooling runner (`--runner pooling`) serves an encoder-only model with no KV
+    // cache: `encoder::rule`.
+    const ENCODERS: bool = true;
+
+    fn batch_budget(c: &Ctx) -> Result<(Draft, Batch), EstimateError> {
+        let version = VllmVersion::of(c.params.release);
+        match version {
+            VllmVersion::V027 | VllmVersion::V019 => {
+                encoder::rule(c, version.rules(c.input, false), version.key())
+            }
+            _ => Err(EstimateError::invalid(
+                "engine",
+                format!(
+                    "vllm@{}: an encoder-only model is modelled for vllm@0.27 and vllm@0.19 only (the pooling runner read in their source: no KV cache, no profile); earlier releases' encoder support was not read",
+                    version.key()
+                ),
+            )),
+        }
     }
 }
 

@@ -551,3 +551,93 @@ fn vllm_treats_memory_in_use_as_each_release_does() {
     assert_eq!(v07.outcome, Outcome::Refused);
     assert!(v07.warnings.iter().any(|w| w.contains("CUDA out of memory allocating the KV cache")));
 }
+
+/// vLLM's pooling runner on an encoder (`vllm serve BAAI/bge-large-en-v1.5 --runner
+/// pooling`): no KV cache and no profile, so the rule is the card's torch total less
+/// what the process holds at its largest batch. On an L4 (torch total derived:
+/// 23 910 678 528 B): `vllm serve`'s 2048 batched tokens (max(2048, 512), ≤ 256 × 512),
+/// 256 sequences. The forward: attention 2 × 2048 × 1024 × 2 + 4 × 2048 × 1024 × 2 =
+/// 25 165 824 B, MLP 2 × 2048 × 1024 × 2 + 2 × 2048 × 4096 × 2 = 41 943 040 B, + the
+/// cuBLAS workspace 8 519 680 B = 50 462 720 B; 256 MiB outside torch; 86 CUDA graphs
+/// (51 PIECEWISE, 35 FULL) × (4 MiB + 192 KiB × 24) = 766 509 056 B. Room:
+/// 23 910 678 528 − 536 870 912 − 670 283 776 − 50 462 720 − 268 435 456 −
+/// 766 509 056 = 21 618 116 608 B, 4 sequences of 512 in a batch. The share
+/// ⌈0.9 × total⌉ is only the start-up check (not subtracted).
+#[test]
+fn vllm_pooling_runner_serves_bge_large_without_a_pool() {
+    let input = from_config("bge-large-en-v1.5", &[]);
+    for (card, total) in [("l4-24gb", 23_910_678_528i64), ("a10-24gb", 23_904_387_072)] {
+        let b = run(&input, &[("engine", "vllm"), ("card", card)]);
+        assert_eq!(b.capacity_bytes as i64, total);
+        assert_eq!(bytes_of(&b, "activation_peak"), 50_462_720);
+        assert_eq!(bytes_of(&b, "cuda_graphs"), 766_509_056);
+        assert_eq!(
+            b.kv_capacity_bytes,
+            total - 536_870_912 - 670_283_776 - 50_462_720 - 268_435_456 - 766_509_056,
+            "{card}"
+        );
+        assert_eq!(b.batch_tokens, Some(2048));
+        assert_eq!(b.max_sequences, 4);
+        assert_eq!(b.kv_capacity_tokens, 0);
+        assert_eq!(b.outcome, Outcome::Fits);
+        let share = b.lines.iter().find(|l| l.key == "requested").expect("share");
+        assert!(!share.subtracted);
+    }
+    assert_eq!(
+        run(&input, &[("engine", "vllm"), ("card", "l4-24gb")]).kv_capacity_bytes,
+        21_618_116_608
+    );
+}
+
+/// bge-m3 at 8192 tokens: an encoder cannot chunk its prefill, so vLLM raises the
+/// batched tokens to max-model-len (8192); the forward 2 × 8192 × 1024 × 2 + 2 × 8192 ×
+/// 4096 × 2 + 8 519 680 = 176 291 840 B; on an L4 23 910 678 528 − 536 870 912 −
+/// 1 135 509 504 − 176 291 840 − 268 435 456 − 766 509 056 = 21 027 061 760 B, one
+/// sequence a batch. A batch below max-model-len is vLLM's own refusal
+/// (`verify_max_model_len`), and so is an encoder under a release whose encoder
+/// support was not read; the decoder's pool flags are said to be ignored.
+#[test]
+fn vllm_pooling_runner_batches_bge_m3_at_its_length() {
+    let input = from_config("bge-m3", &[]);
+    let b = run(
+        &input,
+        &[("engine", "vllm"), ("card", "l4-24gb"), ("max-model-len", "8192")],
+    );
+    assert_eq!(b.batch_tokens, Some(8192));
+    assert_eq!(bytes_of(&b, "activation_peak"), 176_291_840);
+    assert_eq!(b.kv_capacity_bytes, 21_027_061_760);
+    assert_eq!(b.max_sequences, 1);
+    let b = run(
+        &input,
+        &[
+            ("engine", "vllm"),
+            ("card", "l4-24gb"),
+            ("max-model-len", "8192"),
+            ("max-num-batched-tokens", "4096"),
+            ("kv-cache-memory-bytes", "1000000000"),
+        ],
+    );
+    assert_eq!(b.outcome, Outcome::Refused);
+    assert!(b.warnings.iter().any(|w| w.contains("smaller than max-model-len")));
+    assert!(
+        b.warnings
+            .iter()
+            .any(|w| w.contains("--kv-cache-memory-bytes is ignored"))
+    );
+    let est = crate::estimate::estimate(&input).unwrap();
+    let err = crate::engine::budget(
+        &input,
+        &est,
+        &engine(&[("engine", "vllm@0.10"), ("card", "l4-24gb")]),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("vllm@0.27 and vllm@0.19 only"), "{err}");
+    // An engine that sizes a decoder's pool refuses an encoder, naming those that serve it.
+    let err = crate::engine::budget(
+        &input,
+        &est,
+        &engine(&[("engine", "sglang"), ("card", "l4-24gb")]),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("name vllm or tei"), "{err}");
+}
