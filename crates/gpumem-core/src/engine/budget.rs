@@ -190,19 +190,27 @@ pub fn budget_per_card(
 ) -> Result<Vec<CardKv>, EstimateError> {
     CATALOGUE
         .iter()
-        .map(|card| {
+        .filter_map(|card| {
             let p = EngineParams {
                 card: Some(*card),
                 ..params.clone()
             };
-            budget(input, est, &p).map(|b| CardKv {
+            let b = budget(input, est, &p);
+            // A card an encoder's rule is not modelled on (TEI off its flash-attention
+            // cards) has no row; any other refusal is the request's.
+            if input.arch.is_some_and(|a| a.encoder)
+                && matches!(&b, Err(EstimateError::Invalid { field: "card", .. }))
+            {
+                return None;
+            }
+            Some(b.map(|b| CardKv {
                 id: b.card,
                 name: b.card_name,
                 kv_capacity_bytes: b.kv_capacity_bytes,
                 kv_capacity_tokens: b.kv_capacity_tokens,
                 max_sequences: b.max_sequences,
                 outcome: b.outcome,
-            })
+            }))
         })
         .collect()
 }

@@ -168,6 +168,12 @@ fn rule(c: &Ctx) -> Result<(Draft, Batch), EstimateError> {
     let p = c.params;
     let (capacity, kind) = catalogue_capacity(&c.card);
     let mut warnings: Vec<String> = Vec::new();
+    if c.params.max_model_len.is_none() && c.input.context.is_none() {
+        assumptions.push(format!(
+            "max-model-len {} from the model's positions: the engine takes the sentence-transformers max_seq_length (sentence_bert_config.json) where the repository has one; give --max-model-len",
+            c.max_model_len
+        ));
+    }
     let batch_tokens = p.count(MAX_BATCH_TOKENS.key()).unwrap_or(16_384);
     let requests_cap = p.count(MAX_BATCH_REQUESTS.key());
     // router/src/lib.rs `run`: an input longer than the batch is truncated to it.

@@ -167,3 +167,28 @@ fn tei_refuses_what_it_does_not_serve_so() {
         assert!(err.to_string().contains(says), "{says}: {err}");
     }
 }
+
+/// Without a card, every catalogue card TEI's rule is modelled on has its row; the
+/// cards it refuses (Turing, Volta, AMD, Apple) have none, and the rows are the
+/// single-card budgets.
+#[test]
+fn tei_on_every_card_skips_the_cards_it_is_not_modelled_on() {
+    use crate::catalogue::{Arch, CATALOGUE};
+    let input = from_config("bge-large-en-v1.5", &[]);
+    let est = estimate(&input).unwrap();
+    let rows = crate::engine::budget_per_card(&input, &est, &engine(&[("engine", "tei")]))
+        .expect("a row per card TEI runs on");
+    let modelled = CATALOGUE
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.arch,
+                Arch::Ampere | Arch::Ada | Arch::Hopper | Arch::Blackwell | Arch::Unknown
+            )
+        })
+        .count();
+    assert_eq!(rows.len(), modelled);
+    assert!(rows.iter().all(|r| r.id != "t4-16gb"));
+    let l4 = rows.iter().find(|r| r.id == "l4-24gb").expect("an L4 row");
+    assert_eq!(l4.kv_capacity_bytes, 22_677_309_440);
+}

@@ -92,6 +92,12 @@ pub(super) fn rule(
             ));
         }
     }
+    if c.params.max_model_len.is_none() && c.input.context.is_none() {
+        assumptions.push(format!(
+            "max-model-len {} from the model's positions: the engine takes the sentence-transformers max_seq_length (sentence_bert_config.json) where the repository has one; give --max-model-len",
+            c.max_model_len
+        ));
+    }
     let mut refused = None;
     if batched < mml {
         refused = Some(format!(
