@@ -16,9 +16,10 @@
 //!   `max_batch_tokens` tokens, cut into requests of the longest input (at most
 //!   `max_batch_requests` of them), runs through the model before the server starts:
 //!   if it does not fit, TEI fails at start-up.
-//! - candle (0.8, through cudarc) keeps no caching allocator: a tensor's memory goes
-//!   back when it is dropped, so the card holds the weights, the CUDA context and
-//!   cuBLASLt's handle, and at a batch's peak that forward's live tensors.
+//! - candle (0.8) has no caching allocator of its own: cudarc (0.13) allocates with
+//!   `cuMemAllocAsync` from the driver's stream-ordered pool (`CudaDevice::alloc_async`)
+//!   and frees a tensor when it is dropped, so the card holds the weights, the CUDA
+//!   context and cuBLASLt's handle, and at a batch's peak that forward's live tensors.
 //!
 //! The forward is TEI's own (`backends/candle/src/models/flash_bert.rs` for BERT,
 //! RoBERTa and XLM-R on Ampere and newer; `flash_modernbert.rs`), see [`forward_peak`].
