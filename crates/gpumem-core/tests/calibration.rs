@@ -671,7 +671,7 @@ const INEXPRESSIBLE: &[(&str, &str, &str)] = &[
     (
         "vllm0271-rtx4090-qwen3-8b-8192-coldcompile",
         "--compile-cache cold",
-        "a cold torch.compile cache: its autotuning peak lands in the profile (1.18 GiB of peak activation against 0.19 GiB on the warm runs of the same capture, which log 43,040 tokens). Its size is Inductor's and Triton's compile and autotuning scratch, which no vLLM code computes (vllm-project/vllm issue 54122: tens of GiB on RTX PRO 6000s; a V100 shows none), and the fixes that would take it out of the profile (pull requests 54209 and 54479) are in no release",
+        "a cold torch.compile cache: its autotuning peak lands in the profile (1.18 GiB of peak activation against 0.19 GiB on the warm runs of the same capture, which log 43,040 tokens). Its size is Inductor's and Triton's compile and autotuning scratch, which no vLLM code computes (https://github.com/vllm-project/vllm/issues/54122: tens of GiB on RTX PRO 6000s; a V100 shows none), and the fixes that would take it out of the profile (pull requests 54209 and 54479) are in no release",
     ),
     (
         "sglang-4xl4-qwq-32b-tp4-u085",

@@ -152,8 +152,9 @@ fn rule(c: &Ctx) -> Result<(Draft, Batch), EstimateError> {
         Arch::Turing => {
             // The Turing image (`Dockerfile-cuda`: `candle-cuda-turing`, flash-attn v1)
             // runs out of memory at start-up where this rule finds ample room:
-            // text-embeddings-inference issues 670 (bge-m3 on a T4 with 10 GB free)
-            // and 760 (Qwen3-Embedding-0.6B, which the CUDA image starts).
+            // https://github.com/huggingface/text-embeddings-inference/issues/670 (bge-m3
+            // on a T4 with 10 GB free) and …/issues/760 (Qwen3-Embedding-0.6B, which the
+            // CUDA image starts).
             return Err(EstimateError::invalid(
                 "card",
                 "tei: not modelled on Turing (T4, RTX 20): TEI's Turing image (flash-attention v1) is reported to run out of memory at start-up with far more room than its forward needs here (bge-m3 on a T4 with 10 GB free), for a reason not read in its source",

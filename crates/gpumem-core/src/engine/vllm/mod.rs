@@ -497,9 +497,9 @@ const SRC_GATE: &str = "vllm/v1/worker/gpu_worker.py (init_device: init_snapshot
 ///   NCCL's initialisation too), `requested_memory = total × gpu_memory_utilization`, and
 ///   raises "Free memory on device (…) on startup is less than desired GPU memory
 ///   utilization" when the snapshot's free memory is below it (read at
-///   vllm-project/vllm 35d5cda1; the same check in 0.9.1 and 0.9.2, vllm-project/vllm
-///   issue 20305 and ovg-project/kvcached issue 29's traceback of 0.9.2's
-///   `gpu_worker.py`). The non-KV figure is measured from that snapshot, so memory
+///   vllm-project/vllm 35d5cda1; the same check in 0.9.1 and 0.9.2,
+///   https://github.com/vllm-project/vllm/issues/20305 and a traceback through 0.9.2's
+///   `gpu_worker.py` in https://github.com/ovg-project/kvcached/issues/29). The non-KV figure is measured from that snapshot, so memory
 ///   held before it does not shrink the pool: it only decides whether vLLM starts.
 fn foreign_memory(
     c: &Ctx,
