@@ -64,48 +64,6 @@ impl LlamaPlacement {
     }
 }
 
-/// The device of each layer under llama.cpp's `--tensor-split` over several GPUs:
-/// index `il` for block `il` and `n_layer` for the output layer, `None` for the CPU.
-///
-/// Followed from `llama_model::load_tensors` (`src/llama-model.cpp`, ggml-org/llama.cpp
-/// at commit 08033df): `splits` is `--tensor-split` as given, or each device's free
-/// memory when it is absent or all zero; its running sums, divided by the total
-/// (float32), are the split points. With `i_gpu_start = max(n_layer + 1 −
-/// n_gpu_layers, 0)` and `act_gpu_layers = min(n_gpu_layers, n_layer + 1)`, a layer
-/// before `i_gpu_start` stays on the CPU, and one after it goes to the first device
-/// whose split point is above `(il − i_gpu_start) / act_gpu_layers`
-/// (`std::upper_bound`). The input layer (token embeddings) is always on the CPU.
-/// Empty when no split is positive.
-pub fn tensor_split_layers(n_layer: u64, n_gpu_layers: u64, splits: &[f32]) -> Vec<Option<usize>> {
-    let total: f32 = splits.iter().filter(|s| s.is_finite() && **s > 0.0).sum();
-    if total <= 0.0 || !total.is_finite() {
-        return Vec::new();
-    }
-    let mut points = Vec::with_capacity(splits.len());
-    let mut running = 0f32;
-    for s in splits {
-        if s.is_finite() && *s > 0.0 {
-            running += *s;
-        }
-        points.push(running / total);
-    }
-    let slots = n_layer.saturating_add(1);
-    let start = slots.saturating_sub(n_gpu_layers);
-    let active = n_gpu_layers.min(slots);
-    let last = points.len().saturating_sub(1);
-    (0..=n_layer)
-        .map(|il| {
-            if il < start || il.saturating_sub(start) >= active {
-                return None;
-            }
-            // float(il - i_gpu_start) / act_gpu_layers, in float32.
-            #[allow(clippy::cast_precision_loss)]
-            let at = il.saturating_sub(start) as f32 / active as f32;
-            Some(points.partition_point(|p| *p <= at).min(last))
-        })
-        .collect()
-}
-
 /// What llama.cpp's `--fit` does for a dense model (`common/fit.cpp`,
 /// `common_params_fit_impl`, step 3).
 const FIT_DENSE: &str = "llama.cpp's own --fit (on by default when -ngl is not given) fills whole layers back to front to the largest count that leaves 1024 MiB free: the same -ngl by its measurement";

@@ -4,6 +4,7 @@
 #![allow(clippy::arithmetic_side_effects)]
 
 use crate::engine::tests::*;
+use super::tensor_split_layers;
 use crate::headline::{Basis, headline};
 
 /// Llama-3.1-8B bf16 (llama_cpp_allocates_its_cache_in_block_formats): a block's
@@ -338,4 +339,41 @@ fn the_answer_is_the_most_loaded_row() {
         seen.push(h.verdict);
     }
     assert_eq!(seen, ["yes", "yes", "yes", "borderline", "no"]);
+}
+
+/// `--tensor-split` by hand, llama.cpp's rule: 32 blocks and the output layer, every
+/// layer on the GPUs (`-ngl 33`).
+/// - `3,1`: split points 0.75, 1; layer il goes to GPU 0 while il ÷ 33 < 0.75, il ≤ 24:
+///   25 blocks there, blocks 25–31 and the output layer on GPU 1.
+/// - `1,1`: il ÷ 33 < 0.5, il ≤ 16: 17 blocks on GPU 0, 15 and the output on GPU 1.
+/// - `-ngl 20` with `1,1`: i_gpu_start 13, 20 active; (il − 13) ÷ 20 < 0.5 → blocks
+///   13–22 on GPU 0, 23–31 and the output on GPU 1, blocks 0–12 on the CPU.
+/// - A zero share: that GPU gets nothing (its split point equals the one before).
+#[test]
+fn tensor_split_follows_llama_cpps_split_points() {
+    let count = |v: &[Option<usize>], d: Option<usize>| v.iter().filter(|x| **x == d).count();
+    let uneven = tensor_split_layers(32, 33, &[3.0, 1.0]);
+    assert_eq!(uneven.len(), 33);
+    assert_eq!((count(&uneven, Some(0)), count(&uneven, Some(1))), (25, 8));
+    assert_eq!(uneven[24], Some(0));
+    assert_eq!(uneven[25], Some(1));
+    assert_eq!(uneven[32], Some(1), "the output layer");
+    let even = tensor_split_layers(32, 33, &[1.0, 1.0]);
+    assert_eq!((count(&even, Some(0)), count(&even, Some(1))), (17, 16));
+    let part = tensor_split_layers(32, 20, &[1.0, 1.0]);
+    assert_eq!(count(&part, None), 13);
+    assert_eq!(part[12], None);
+    assert_eq!(part[13], Some(0));
+    assert_eq!(part[22], Some(0));
+    assert_eq!(part[23], Some(1));
+    assert_eq!(part[32], Some(1));
+    let gap = tensor_split_layers(32, 33, &[1.0, 0.0, 1.0]);
+    assert_eq!(count(&gap, Some(1)), 0);
+    assert_eq!((count(&gap, Some(0)), count(&gap, Some(2))), (17, 16));
+    // More -ngl than layers is every layer; no positive share, no split.
+    assert_eq!(tensor_split_layers(32, 99, &[1.0]), vec![Some(0); 33]);
+    assert!(tensor_split_layers(32, 33, &[0.0, 0.0]).is_empty());
+    // Free memory as the default shares: a 24 GiB card beside a 12 GiB one (2 : 1).
+    let by_free = tensor_split_layers(80, 81, &[24.0 * 1024.0, 12.0 * 1024.0]);
+    assert_eq!(count(&by_free, Some(0)), 54); // il ÷ 81 < 2/3: il ≤ 53
 }
