@@ -31,6 +31,14 @@ pub(crate) fn fit(n: u128) -> Result<u64, EstimateError> {
     u64::try_from(n).map_err(|_| parse("vision_config: absurdly large".into()))
 }
 
+/// Parameters of one pre-norm ViT encoder layer as CLIP, SigLIP and Llama 4's tower
+/// build it: two LayerNorms, q/k/v/out and fc1/fc2, every one with its bias (sizes at
+/// most 2^20, checked by [`sizes`]).
+#[allow(clippy::arithmetic_side_effects)]
+pub(crate) fn vit_layer(h: u128, inter: u128) -> u128 {
+    4 * h + 4 * (h * h + h) + 2 * h * inter + inter + h
+}
+
 /// transformers' `SiglipVisionModel` (`models/siglip/modeling_siglip.py`): the patch
 /// convolution with its bias, (image / patch)² learned positions, layers of two
 /// LayerNorms, q/k/v/out and fc1/fc2 with biases, `post_layernorm`, and under
@@ -53,7 +61,7 @@ pub(crate) fn siglip(tower: &Value) -> Result<u128, EstimateError> {
     let side = image.checked_div(patch).unwrap_or(0);
     let embed = h * ch * patch * patch + h + side * side * h;
     let mlp = 2 * h * inter + inter + h;
-    let layer = 4 * h + 4 * (h * h + h) + mlp;
+    let layer = vit_layer(h, inter);
     let head = if tower.get("vision_use_head").and_then(Value::as_bool) == Some(false) {
         0
     } else {

@@ -9,7 +9,7 @@ use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::Cfg;
-use crate::import::config::tower::{fit, sizes};
+use crate::import::config::tower::{fit, sizes, vit_layer};
 
 /// Llama, Mistral, Mixtral.
 pub(crate) const LLAMA: Family = Family {
@@ -138,7 +138,7 @@ fn llama4_vision(
     )?;
     let side = image.checked_div(patch).unwrap_or(0);
     let embed = ch * patch * patch * h + h + (side * side + 1) * h + 4 * h;
-    let layer = 4 * h + 4 * (h * h + h) + 2 * h * inter + inter + h;
+    let layer = vit_layer(h, inter);
     let adapter = inter * proj_in + proj_out * proj_out;
     let projector = out * u128::from(text_hidden);
     fit(embed + layers * layer + adapter + projector).map(Some)

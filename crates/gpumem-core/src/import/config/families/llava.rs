@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::error::EstimateError;
 use crate::import::config::family::{BASE, Family, TowerCount};
 use crate::import::config::json::Cfg;
-use crate::import::config::tower::{fit, sizes};
+use crate::import::config::tower::{fit, sizes, vit_layer};
 
 /// LLaVA and LLaVA-NeXT: only the root's record (its tower); the text model is read by
 /// the record of `text_config`'s `model_type`.
@@ -85,7 +85,7 @@ fn clip(
         .min(1 << 20);
     let b = u128::from(bias);
     let embed = h + ch * patch * patch * h + (side * side + 1) * h + 2 * h;
-    let layer = 4 * h + 4 * (h * h + h) + 2 * h * inter + inter + h;
+    let layer = vit_layer(h, inter);
     let projector = h * k * text + b * text + text * text + b * text + u128::from(newline) * text;
     fit(embed + layers * layer + 2 * h + projector)
 }
