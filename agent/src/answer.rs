@@ -179,7 +179,11 @@ pub fn render(
     }
 
     if !split.is_empty() {
-        s.push_str(&split_table(split));
+        let vllm = engine
+            .engine
+            .as_ref()
+            .is_some_and(|b| b.engine.name() == "vllm");
+        s.push_str(&split_table(split, vllm));
     }
     s.push('\n');
     let _ = writeln!(
@@ -388,10 +392,11 @@ fn total_line(est: &Estimate, per_rank: bool) -> String {
 }
 
 /// One line per engine figure worth a glance (the full budget is in `--verbose`).
-/// llama.cpp over several cards: one row per device — the layers it holds, its
-/// weights, the KV cache of its layers, what it needs in all (those, its compute
-/// buffer, CUDA context and `--fit` margin), its capacity, headroom and verdict.
-pub fn split_table(devices: &[gpumem_core::engine::DeviceShare]) -> String {
+/// Several cards: one row per device — the layers it holds, its weights, the KV cache
+/// of its layers, what it needs in all (those, its compute buffer, CUDA context and
+/// the margin the engine keeps free), its capacity, headroom and verdict; `vllm`:
+/// pipeline stages, whose words differ from llama.cpp's split.
+pub fn split_table(devices: &[gpumem_core::engine::DeviceShare], vllm: bool) -> String {
     let gib = |b: u64| Bytes(b).gib_string(2);
     let mut s = String::new();
     let _ = writeln!(
@@ -419,7 +424,11 @@ pub fn split_table(devices: &[gpumem_core::engine::DeviceShare]) -> String {
         );
     }
     s.push_str(&wrap(
-        "  GiB; need = weights + KV + compute buffer + CUDA context + 1 GiB --fit margin on each; token embeddings in host memory; the answer fits only if every GPU does",
+        if vllm {
+            "  GiB; KV = one sequence of max-model-len on the GPU's layers; need = weights + KV + profile peak (+ received activations' buffers, CUDA graphs) + memory outside torch + the share gpu-memory-utilization keeps off + what the card holds beyond the total torch reports; every GPU keeps as many blocks as the one with the fewest (most loaded); the answer fits only if every GPU does"
+        } else {
+            "  GiB; need = weights + KV + compute buffer + CUDA context + 1 GiB --fit margin on each; token embeddings in host memory; the answer fits only if every GPU does"
+        },
         4,
     ));
     s

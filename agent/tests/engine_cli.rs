@@ -767,3 +767,96 @@ fn several_cards_under_llama_cpp_print_each_device() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("llama.cpp"));
 }
+
+/// vLLM over two unequal cards: its pipeline stages, one row per GPU, the most loaded
+/// the one with the fewest blocks (the 40 GB card, which also holds the head); the
+/// devices' weights add up to the one-card weights; VLLM_PP_LAYER_PARTITION moves
+/// layers; a list that is not one card per GPU exits 2 with its reason.
+#[test]
+fn several_cards_under_vllm_are_its_pipeline_stages() {
+    let stages = [
+        "--engine",
+        "vllm@0.19",
+        "--pp",
+        "2",
+        "--gpus",
+        "2",
+        "--card",
+        "a100-80gb,a100-40gb",
+        "--max-model-len",
+        "8192",
+    ];
+    let out = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+        .arg("estimate")
+        .args(LLAMA_8B)
+        .args(stages)
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("on NVIDIA A100 40GB (reported capacity), the most loaded of 2 cards"),
+        "{text}"
+    );
+    assert!(text.contains("layers 0–15 + embeddings"), "{text}");
+    assert!(text.contains("layers 16–31 + output"), "{text}");
+    let v = json(&stages);
+    let devices = v["engine"]["devices"].as_array().expect("devices");
+    assert_eq!(devices.len(), 2);
+    assert_eq!(devices[1]["most_loaded"], true);
+    assert_eq!(devices[0]["split"], "stage 0 of 2");
+    let weights: u64 = devices
+        .iter()
+        .map(|d| d["weights_bytes"].as_u64().unwrap())
+        .sum();
+    let one = json(&[
+        "--engine",
+        "vllm@0.19",
+        "--card",
+        "a100-80gb",
+        "--max-model-len",
+        "8192",
+    ]);
+    let one_weights = one["engine"]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["key"] == "weights")
+        .unwrap()["bytes"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(weights, one_weights);
+    let mut moved = stages.to_vec();
+    moved.extend_from_slice(&["--pp-layer-partition", "20,12"]);
+    let m = json(&moved);
+    assert_eq!(
+        m["engine"]["devices"][0]["layers"],
+        "layers 0–19 + embeddings"
+    );
+    assert!(
+        m["engine"]["max_sequences"].as_u64() > v["engine"]["max_sequences"].as_u64(),
+        "{m}"
+    );
+    for (flags, why) in [
+        (&["--gpus", "2", "--tp", "2"][..], "--pp"),
+        (&["--gpus", "4", "--pp", "4"][..], "2 cards for tp 1 × pp 4"),
+        (
+            &["--gpus", "2", "--pp", "2", "--pp-layer-partition", "20,10"][..],
+            "30 layers",
+        ),
+    ] {
+        let mut args = vec![
+            "--engine",
+            "vllm",
+            "--card",
+            "a100-80gb,a100-40gb",
+            "--max-model-len",
+            "8192",
+        ];
+        args.extend_from_slice(flags);
+        let out = agent(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(why), "{flags:?}: {err}");
+    }
+}

@@ -208,9 +208,9 @@ pub fn answer(
     let h = match (settings.engine, rules) {
         (Some(_), Some(rules)) => rules.answer(&request(pairs, page, tensors)),
         (Some(_), None) => Err("the engine rules are not loaded on this page".into()),
-        // Several cards are llama.cpp's split: the estimate judges one card.
+        // Several cards are an engine's split (llama.cpp, vLLM): the estimate judges one card.
         (None, _) if !settings.devices.is_empty() => Err(
-            "several cards are judged under the llama.cpp engine (its --tensor-split); the estimate judges one card".into(),
+            "several cards are judged under the llama.cpp engine (its --tensor-split) or vLLM (its pipeline stages); the estimate judges one card".into(),
         ),
         (None, _) => {
             headline(&input, &est, settings.card.as_ref(), &ByEstimate).map_err(|e| e.to_string())

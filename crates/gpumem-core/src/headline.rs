@@ -203,12 +203,13 @@ impl Rule for Basis {
             ..(**params).clone()
         };
         let b = engine::budget(input, est, &p)?;
-        // Over several cards the budget is the most loaded device's (its card and
-        // capacity name it; alike cards are alike here).
-        let device = if split && !b.devices.is_empty() {
-            p.devices
+        // Over several cards the budget is the most loaded device's: its row's place
+        // in the device order names the card.
+        let device = if split {
+            b.devices
                 .iter()
-                .find(|d| d.id == b.card && d.capacity().0 == b.capacity_bytes)
+                .find(|d| d.most_loaded)
+                .and_then(|d| p.devices.get(usize::try_from(d.device).ok()?))
                 .copied()
         } else {
             None

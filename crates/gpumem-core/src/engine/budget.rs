@@ -90,10 +90,10 @@ fn budget_at(
             "an engine budget needs a card (e.g. --card h100-sxm-80gb)",
         ));
     };
-    if !params.devices.is_empty() && Some(engine) != super::find("llama.cpp") {
+    if !params.devices.is_empty() && !engine.several_cards() {
         return Err(EstimateError::invalid(
             "card",
-            "several cards are judged under llama.cpp (its --tensor-split over them); this engine's rule judges one card",
+            "several cards are judged under llama.cpp (its --tensor-split over them) and vLLM (its pipeline stages); this engine's rule judges one card",
         ));
     }
     // An encoder keeps no KV cache: its rule reads no bytes per token.
@@ -140,6 +140,7 @@ fn budget_at(
         mtp_bytes: line_bytes(est, LineKey::WeightsMtp),
         per_token,
         max_model_len,
+        stage: None,
     };
     // An encoder-only model keeps no KV cache: the engines that serve one answer by
     // their batch's rule (`Engine::batch_budget`), the others refused it above.

@@ -26,6 +26,11 @@ pub trait Engine {
     /// the budget refuses one, naming the engines that do.
     const ENCODERS: bool = false;
 
+    /// Whether its rule sizes a model split over several different cards
+    /// (`--card a,b`: llama.cpp's `--tensor-split`, vLLM's pipeline stages), each
+    /// device by what it holds; otherwise the budget refuses a list of cards.
+    const SEVERAL_CARDS: bool = false;
+
     /// Its budget for an encoder-only model: every line it takes from the card at its
     /// largest batch, and that batch. The common ending turns it into the room left
     /// and the sequences a batch holds. Only read where [`Engine::ENCODERS`] is set.

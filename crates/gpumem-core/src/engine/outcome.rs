@@ -119,9 +119,11 @@ pub struct EngineBudget {
     /// vLLM's drafter, with `speculative-method`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<Speculative>,
-    /// llama.cpp over several cards (`--card a,b --tensor-split …`): each device's
-    /// share and verdict, in device order. The budget's card and lines are then the most
-    /// loaded device's (the least headroom), and it fits only if every device does.
+    /// Several cards (`--card a,b`: llama.cpp's `--tensor-split`, vLLM's pipeline
+    /// stages): each device's share and verdict, in device order. The budget's card and
+    /// lines are then the most loaded device's (llama.cpp: the least headroom; vLLM: the
+    /// fewest blocks, which the engine keeps on every GPU), and it fits only if every
+    /// device does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceShare>,
     /// Hypotheses the figure rests on.
@@ -130,8 +132,8 @@ pub struct EngineBudget {
     pub warnings: Vec<String>,
 }
 
-/// One device of a split over several cards (llama.cpp's `--tensor-split`): what it
-/// holds, what that needs there, and its verdict.
+/// One device of a split over several cards (llama.cpp's `--tensor-split`, vLLM's
+/// pipeline stages): what it holds, what that needs there, and its verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceShare {
@@ -143,24 +145,29 @@ pub struct DeviceShare {
     pub card_name: String,
     /// The card's capacity, bytes.
     pub capacity_bytes: u64,
-    /// Its share of the split as llama.cpp weighs it, as text: `--tensor-split`'s
-    /// value, or by default its free memory in bytes (as float32).
+    /// Its share of the split, as text: llama.cpp's weight (`--tensor-split`'s value,
+    /// or by default its free memory in bytes, as float32); vLLM's stage ("stage 1 of
+    /// 2", with its tp rank).
     pub split: String,
     /// The repeating blocks it holds, in words ("blocks 0–23", "none").
     pub layers: String,
-    /// How many repeating blocks it holds.
+    /// How many repeating blocks (decoder layers) it holds.
     pub blocks: u64,
     /// Whether it holds the output layer.
     pub output_layer: bool,
     /// Model weights on it.
     pub weights_bytes: u64,
-    /// The KV cache of its layers.
+    /// The KV cache of its layers (llama.cpp: its cells; vLLM: one sequence of
+    /// max-model-len).
     pub kv_bytes: u64,
-    /// Its compute buffer (assumed).
+    /// Its compute buffer (llama.cpp, assumed); vLLM: its profile's torch peak, the
+    /// buffers for a previous stage's activations and the CUDA-graph estimate it
+    /// subtracts.
     pub compute_bytes: u64,
-    /// The CUDA context on it (assumed).
+    /// The CUDA context on it (llama.cpp, assumed); vLLM: the memory outside torch.
     pub context_bytes: u64,
-    /// The free memory `--fit` leaves on it.
+    /// What the engine leaves free on it: llama.cpp's `--fit` margin; vLLM's share the
+    /// utilisation keeps off (total × (1 − gpu_memory_utilization)).
     pub fit_margin_bytes: u64,
     /// Everything above: what the device needs.
     pub need_bytes: u64,

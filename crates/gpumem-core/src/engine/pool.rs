@@ -51,8 +51,8 @@ pub struct Draft {
     /// The engine refuses to start before it sizes a pool, and why (vLLM's start-up
     /// check on free memory): no pool, the outcome refused, the reason a warning.
     pub(crate) refused: Option<String>,
-    /// llama.cpp over several cards (`--tensor-split`): each device's share, the most
-    /// loaded one's being the lines above; empty for one card.
+    /// Several cards (llama.cpp's `--tensor-split`, vLLM's pipeline stages): each
+    /// device's share, the most loaded one's being the lines above; empty for one card.
     pub(crate) devices: Vec<DeviceShare>,
 }
 

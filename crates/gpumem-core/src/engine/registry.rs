@@ -11,7 +11,7 @@ use super::contract::{Info, ReleaseParser};
 use super::flags::{
     CARD, EngineId, EngineParams, Flag, MAX_MODEL_LEN, Value, WIRED_LIMIT_MB, field, positive,
 };
-use super::{ENCODER_ENGINES, INFO_COUNT, INFOS};
+use super::{ENCODER_ENGINES, INFO_COUNT, INFOS, SPLIT_ENGINES};
 use crate::error::EstimateError;
 use crate::fields::{Field, FieldKind};
 
@@ -31,6 +31,9 @@ macro_rules! engines {
 
         /// Whether each engine serves an encoder-only model, in the registry's order.
         const ENCODER_ENGINES: &[bool] = &[$(<$module::$engine as Engine>::ENCODERS),+];
+
+        /// Whether each engine sizes a split over several cards, in the registry's order.
+        const SPLIT_ENGINES: &[bool] = &[$(<$module::$engine as Engine>::SEVERAL_CARDS),+];
 
         /// Runs the encoder rule of `id`'s engine.
         fn batch_rule_of(
@@ -116,6 +119,7 @@ struct Traits {
     metal: bool,
     refusal: Option<&'static str>,
     encoders: bool,
+    several_cards: bool,
 }
 
 #[allow(clippy::arithmetic_side_effects)] // evaluated by the compiler
@@ -128,6 +132,7 @@ const fn traits() -> [Traits; INFO_COUNT] {
         metal: false,
         refusal: None,
         encoders: false,
+        several_cards: false,
     }; INFO_COUNT];
     let mut i = 0;
     while i < INFOS.len() {
@@ -151,6 +156,7 @@ const fn traits() -> [Traits; INFO_COUNT] {
             metal: info.metal,
             refusal: info.refusal,
             encoders: ENCODER_ENGINES[i],
+            several_cards: SPLIT_ENGINES[i],
         };
         i += 1;
     }
@@ -209,6 +215,11 @@ impl EngineId {
     /// Whether it serves an encoder-only model ([`super::Engine::ENCODERS`]).
     pub fn encoders(self) -> bool {
         self.traits().encoders
+    }
+
+    /// Whether it sizes a split over several cards ([`super::Engine::SEVERAL_CARDS`]).
+    pub fn several_cards(self) -> bool {
+        self.traits().several_cards
     }
 
     /// Whether it runs on a Mac's GPU ([`Info::metal`]).
@@ -579,10 +590,10 @@ where
     }
     // Several cards are llama.cpp's `--tensor-split` over them: the other engines'
     // rules and the estimate judge one card (or `--gpus` copies of it).
-    if !p.devices.is_empty() && p.engine != find("llama.cpp") {
+    if !p.devices.is_empty() && !p.engine.is_some_and(EngineId::several_cards) {
         errors.push(EstimateError::invalid(
             CARD.key(),
-            "several cards are judged under --engine llama.cpp (its --tensor-split over unequal GPUs); the other engines and the estimate judge one card, or --gpus copies of it",
+            "several cards are judged under --engine llama.cpp (its --tensor-split over unequal GPUs) and --engine vllm (its pipeline stages, --pp); the other engines and the estimate judge one card, or --gpus copies of it",
         ));
     }
     // The wired limit is the Mac's capacity: applied to the card once both are read,

@@ -29,6 +29,27 @@ pub struct Ctx<'a> {
     pub(crate) per_token: u64,
     /// The length each sequence is served at.
     pub(crate) max_model_len: u64,
+    /// The pipeline stage this device runs, when a rule sizes several cards stage by
+    /// stage (vLLM's pipeline parallelism over `--card a,b`); `None`: the rule's one
+    /// device.
+    pub(crate) stage: Option<Stage>,
+}
+
+/// One pipeline stage of a model split over several cards: which decoder layers its
+/// devices hold and whether it is the first (embeddings, no received activations) or
+/// the last (final norm, head, sampler).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stage {
+    /// Its rank in the pipeline.
+    pub(crate) index: u64,
+    /// The first decoder layer it holds.
+    pub(crate) start: u64,
+    /// How many decoder layers it holds.
+    pub(crate) layers: u64,
+    /// The first stage.
+    pub(crate) first: bool,
+    /// The last stage.
+    pub(crate) last: bool,
 }
 
 /// The CUDA context an engine's process creates on its GPU before it measures free

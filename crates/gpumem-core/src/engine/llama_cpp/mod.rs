@@ -157,6 +157,9 @@ impl Engine for LlamaCpp {
     fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
         rule(c)
     }
+
+    // `--tensor-split` over `--card a,b`: `split`.
+    const SEVERAL_CARDS: bool = true;
 }
 
 fn rule(c: &Ctx) -> Result<Draft, EstimateError> {

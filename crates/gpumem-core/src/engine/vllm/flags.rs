@@ -138,6 +138,40 @@ pub(super) const DRAFT_MODEL: Flag = Flag::new(
     text,
 );
 
+/// `VLLM_PP_LAYER_PARTITION`: the decoder layers of each pipeline stage, in stage
+/// order (`20,12`); vLLM's own split (`get_pp_indices`) otherwise.
+pub(super) const PP_LAYER_PARTITION: Flag = Flag::new(
+    field(
+        "pp-layer-partition",
+        FieldKind::Text,
+        "vLLM layers per stage (VLLM_PP_LAYER_PARTITION)",
+        "even",
+        "vLLM: VLLM_PP_LAYER_PARTITION, each pipeline stage's decoder layers (20,12); default: vLLM's even split",
+    )
+    .choices(&[("20,12", "20, 12")]),
+    layer_partition,
+);
+
+/// The partition as vLLM reads it (`vllm/distributed/utils.py` `get_pp_indices`:
+/// integers separated by commas); its sum and length are checked against the model
+/// and `--pp` where both are known.
+fn layer_partition(key: &'static str, text: &str) -> Result<Value, EstimateError> {
+    let mut out = Vec::new();
+    for item in text.split(',') {
+        let n: u64 = item.trim().parse().map_err(|_| {
+            EstimateError::invalid(
+                key,
+                format!("{text:?}: each stage's layers as whole numbers separated by commas (20,12)"),
+            )
+        })?;
+        out.push(n.to_string());
+        if out.len() > 64 {
+            return Err(EstimateError::invalid(key, "at most 64 stages"));
+        }
+    }
+    Ok(Value::Text(out.join(",")))
+}
+
 /// `--cpu-offload-gb`: GiB of each GPU's decoder-layer weights kept in pinned host
 /// memory (a decimal number, as vLLM's `OffloadConfig.cpu_offload_gb` takes it).
 pub(super) const CPU_OFFLOAD_GB: Flag = Flag::new(

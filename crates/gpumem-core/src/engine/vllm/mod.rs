@@ -41,13 +41,14 @@ mod pool;
 mod profile;
 mod releases;
 mod speculative;
+mod stages;
 
 pub use releases::VllmVersion;
 pub use speculative::parse_draft;
 
 pub(crate) use flags::offload_bytes;
 use flags::{
-    CPU_OFFLOAD_GB, DRAFT_MODEL, ENABLE_LORA, ENFORCE_EAGER, GPU_MEMORY_UTILIZATION, KV_CACHE_MEMORY_BYTES,
+    CPU_OFFLOAD_GB, DRAFT_MODEL, PP_LAYER_PARTITION, ENABLE_LORA, ENFORCE_EAGER, GPU_MEMORY_UTILIZATION, KV_CACHE_MEMORY_BYTES,
     MAX_LORA_RANK, MAX_LORAS, MAX_NUM_SEQS, NUM_SPECULATIVE_TOKENS, SPECULATIVE_METHOD,
 };
 use pool::{pool_shape, state_pool};
@@ -104,6 +105,7 @@ impl Engine for Vllm {
             &NUM_SPECULATIVE_TOKENS,
             &DRAFT_MODEL,
             &CPU_OFFLOAD_GB,
+            &PP_LAYER_PARTITION,
             &MEMORY_IN_USE,
         ],
         formats: &["bf16", "fp8", "int8", "awq-4-g128"],
@@ -120,11 +122,20 @@ impl Engine for Vllm {
         rule(c)
     }
 
+    // Pipeline stages over `--card a,b` (`--pp`): `stages`.
+    const SEVERAL_CARDS: bool = true;
+
     // The pooling runner (`--runner pooling`) serves an encoder-only model with no KV
     // cache: `encoder::rule`.
     const ENCODERS: bool = true;
 
     fn batch_budget(c: &Ctx) -> Result<(Draft, Batch), EstimateError> {
+        if !c.params.devices.is_empty() {
+            return Err(EstimateError::invalid(
+                "card",
+                "an encoder-only model over several cards is not modelled (vLLM's pipeline stages are read for decoders): name one card",
+            ));
+        }
         let version = VllmVersion::of(c.params.release);
         match version {
             VllmVersion::V027 | VllmVersion::V019 => {
@@ -142,6 +153,10 @@ impl Engine for Vllm {
 }
 
 fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
+    // Several cards: one pipeline stage's rule per GPU, the pool the fewest blocks.
+    if !c.params.devices.is_empty() && c.stage.is_none() {
+        return stages::rule(c);
+    }
     let p = c.params;
     let input = c.input;
     let speculating = p.text(SPECULATIVE_METHOD.key()).is_some();
@@ -334,6 +349,29 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         &parts,
         SRC_PROFILE,
     ));
+    // A stage after the first receives the previous stage's activations into buffers
+    // it keeps: `make_empty_intermediate_tensors` (`hidden_states` and `residual`,
+    // max_num_batched_tokens × hidden in the model dtype each), made by the V1 runner's
+    // first `_dummy_run` and by Model Runner V2's `load_model` (vllm v0.27.1
+    // `v1/worker/gpu_model_runner.py`, `v1/worker/gpu/model_runner.py`,
+    // `model_executor/models/utils.py` `make_empty_intermediate_tensors_factory`).
+    // One card under `--pp` is the most loaded stage, the last (it also samples).
+    let stage = c.stage.map_or(input.pp.max(1).saturating_sub(1), |s| s.index);
+    if c.stage.map_or(input.pp >= 2, |s| !s.first) {
+        let hidden = input.arch.map_or(0, |a| a.hidden);
+        lines.push(line(
+            "pp_buffers",
+            "Buffers for the previous stage's activations",
+            prod(&[2, batched, hidden, input.compute_dtype.bytes()])?,
+            Kind::Computed,
+            "2 (hidden_states, residual) × max_num_batched_tokens × hidden × dtype".into(),
+            &[
+                ("stage", stage.to_string()),
+                ("max-num-batched-tokens", batched.to_string()),
+            ],
+            "vllm/model_executor/models/utils.py (make_empty_intermediate_tensors_factory)",
+        ));
+    }
     let nt = if input.tp >= 2 {
         r.non_torch_mib[1]
     } else if input.pp >= 2 {
@@ -361,7 +399,10 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     } else if r.graphs_subtracted {
         let query = sum(&[1, p.count(NUM_SPECULATIVE_TOKENS.key()).unwrap_or(0)])?;
         let (n_p, n_f) = capture_counts(seqs, batched, query);
-        let layers = input.arch.map_or(0, |a| a.layers).div_ceil(input.pp.max(1));
+        let layers = c.stage.map_or_else(
+            || input.arch.map_or(0, |a| a.layers).div_ceil(input.pp.max(1)),
+            |s| s.layers,
+        );
         graph_bytes = prod(&[
             sum(&[n_p, n_f])?,
             sum(&[GRAPH_BASE, prod(&[GRAPH_PER_LAYER, layers])?])?,

@@ -81,7 +81,9 @@ pub(super) fn profile_peak(
     } else {
         0
     };
-    let sampler_phase = if vocab > 0 {
+    // Only the last pipeline stage samples (`profile_run`: `_dummy_sampler_run` where
+    // `get_pp_group().is_last_rank`).
+    let sampler_phase = if vocab > 0 && c.stage.is_none_or(|s| s.last) {
         sum(&[model_logits, sampler, triton, held, rejection])?
     } else {
         0

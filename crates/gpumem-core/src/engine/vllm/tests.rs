@@ -641,3 +641,117 @@ fn vllm_pooling_runner_batches_bge_m3_at_its_length() {
     .unwrap_err();
     assert!(err.to_string().contains("name vllm or tei"), "{err}");
 }
+
+/// vLLM over two unequal cards (`--pp 2`), Llama-3.1-8B bf16 at 0.9, by hand:
+/// - stages of 16 layers (`get_pp_indices`); GPU 0 (A100 80GB) loads the embeddings and
+///   layers 0–15, GPU 1 (A100 40GB) layers 16–31, the final norm and the head:
+///   8 030 261 248 B each, the one-card weights 16 060 522 496 between them;
+/// - GPU 0 profiles the forward only (2 048 tokens on an A100: 176 673 792 B + cuBLAS's
+///   8 519 680); GPU 1 also samples (544 567 296 B in all) and keeps the received
+///   activations' buffers, 2 × 2 048 × 4 096 × 2 = 33 554 432 B;
+/// - GPU 1: ⌈42 505 076 736 × 0.9⌉ = 38 254 569 063 − 8 030 261 248 − 544 567 296
+///   − 33 554 432 − 72 MiB outside torch = 29 570 688 615 B, blocks of 16 × 65 536 B
+///   (its 16 layers' half of 131 072 B a token): 28 200, fewer than GPU 0's, so the
+///   engine's 28 200 blocks = 451 200 tokens, 28 sequences of 16 000.
+#[test]
+fn vllm_pipeline_stages_over_unequal_cards_keep_the_fewest_blocks() {
+    let input = llama_8b(&[("pp", "2"), ("gpus", "2")]);
+    let pairs = [
+        ("engine", "vllm@0.19"),
+        ("card", "a100-80gb,a100-40gb"),
+        ("max-model-len", "16000"),
+    ];
+    let b = run(&input, &pairs);
+    assert_eq!(b.devices.len(), 2);
+    let (d0, d1) = (&b.devices[0], &b.devices[1]);
+    assert_eq!(d0.layers, "layers 0–15 + embeddings");
+    assert_eq!(d1.layers, "layers 16–31 and the output layer");
+    assert_eq!(d0.weights_bytes, 8_030_261_248);
+    assert_eq!(d0.weights_bytes + d1.weights_bytes, 16_060_522_496);
+    assert_eq!(d0.compute_bytes, 176_673_792 + 8_519_680);
+    assert_eq!(d0.kv_bytes, 1000 * 16 * 65_536);
+    assert!(d1.most_loaded && !d0.most_loaded);
+    assert_eq!(b.card, "a100-40gb");
+    assert_eq!(bytes_of(&b, "budget"), 38_254_569_063);
+    assert_eq!(bytes_of(&b, "activation_peak"), 544_567_296);
+    assert_eq!(bytes_of(&b, "pp_buffers"), 33_554_432);
+    assert_eq!(b.kv_capacity_bytes, 29_570_688_615);
+    assert_eq!(b.kv_capacity_tokens, 451_200);
+    assert_eq!(b.max_sequences, 28);
+    assert_eq!(d1.headroom_bytes, 29_570_688_615 - 1_048_576_000);
+    assert!(b.assumptions[0].contains("16, 16"), "{:?}", b.assumptions);
+
+    // The smaller card first: it binds, without the sampler or the buffers.
+    let swapped = run(
+        &input,
+        &[
+            ("engine", "vllm@0.19"),
+            ("card", "a100-40gb,a100-80gb"),
+            ("max-model-len", "16000"),
+        ],
+    );
+    assert!(swapped.devices[0].most_loaded);
+    assert_eq!(
+        swapped.kv_capacity_bytes,
+        38_254_569_063 - 8_030_261_248 - (176_673_792 + 8_519_680) - 75_497_472
+    );
+    assert_eq!(swapped.kv_capacity_tokens, 28_575 * 16);
+
+    // VLLM_PP_LAYER_PARTITION moves layers to the larger card.
+    let moved = run(
+        &input,
+        &[
+            ("engine", "vllm@0.19"),
+            ("card", "a100-80gb,a100-40gb"),
+            ("max-model-len", "16000"),
+            ("pp-layer-partition", "24,8"),
+        ],
+    );
+    assert_eq!(moved.devices[0].layers, "layers 0–23 + embeddings");
+    assert!(moved.kv_capacity_tokens > b.kv_capacity_tokens);
+}
+
+/// On equal cards the stage rule's binding GPU is the one-card rule's device under
+/// `--pp`: the last stage, which samples and keeps the buffers for the received
+/// activations (2 × 8 192 tokens × 4 096 × 2 B on an H100).
+#[test]
+fn vllm_stages_on_equal_cards_are_the_one_card_rule_under_pp() {
+    let input = llama_8b(&[("pp", "2"), ("gpus", "2")]);
+    let one = run(&input, &with(&[("engine", "vllm@0.19")]));
+    let two = run(
+        &input,
+        &[
+            ("engine", "vllm@0.19"),
+            ("card", "h100-sxm-80gb,h100-sxm-80gb"),
+            ("gpu-memory-utilization", "0.9"),
+            ("max-model-len", "16000"),
+        ],
+    );
+    assert!(two.devices[1].most_loaded);
+    assert_eq!(bytes_of(&one, "pp_buffers"), 2 * 8192 * 4096 * 2);
+    assert_eq!(two.kv_capacity_bytes, one.kv_capacity_bytes);
+    assert_eq!(two.kv_capacity_tokens, one.kv_capacity_tokens);
+}
+
+#[test]
+fn vllm_over_several_cards_needs_one_card_per_gpu_of_its_stages() {
+    let est_err = |extra: &[(&str, &str)], pairs: &[(&str, &str)]| {
+        let input = llama_8b(extra);
+        let est = estimate(&input).expect("estimate");
+        budget(&input, &est, &engine(pairs)).unwrap_err().to_string()
+    };
+    let cards = [
+        ("engine", "vllm"),
+        ("card", "a100-80gb,a100-40gb"),
+        ("max-model-len", "4096"),
+    ];
+    let e = est_err(&[("gpus", "2"), ("tp", "2")], &cards);
+    assert!(e.contains("--pp 1") || e.contains("give --pp"), "{e}");
+    let e = est_err(
+        &[("gpus", "4"), ("pp", "4")],
+        &cards,
+    );
+    assert!(e.contains("2 cards for tp 1 × pp 4"), "{e}");
+    let (_, errors) = from_pairs([("engine", "tgi"), ("card", "a100-80gb,a100-40gb")]);
+    assert!(errors.iter().any(|e| e.to_string().contains("--engine vllm")), "{errors:?}");
+}
