@@ -452,8 +452,11 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
         return Err(EstimateError::invalid(
             "gpus",
             format!(
-                "{} GPUs cannot be split into tp {} × pp {} groups",
-                i.gpus, i.tp, i.pp
+                "{} GPUs cannot be split into tp {} × pp {} groups: give --gpus {} (tp × pp) or a multiple of it",
+                i.gpus,
+                i.tp,
+                i.pp,
+                i.tp.saturating_mul(i.pp)
             ),
         ));
     }

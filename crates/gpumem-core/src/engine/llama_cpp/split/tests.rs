@@ -247,7 +247,7 @@ fn bad_cards_and_splits_are_clear_errors() {
         let e = ll("rtx-4090,rtx-3090", &[("split-mode", mode)]);
         assert!(e.starts_with("split-mode:") && e.contains(what), "{mode}: {e}");
     }
-    let e = error(&[("engine", "vllm"), ("card", "rtx-4090,rtx-3090")]);
+    let e = error(&[("engine", "tgi"), ("card", "rtx-4090,rtx-3090")]);
     assert!(e.contains("under --engine llama.cpp"), "{e}");
     let e = error(&[("card", "rtx-4090,rtx-3090")]);
     assert!(e.contains("under --engine llama.cpp"), "{e}");
