@@ -70,7 +70,18 @@ fi
 # `run` probe tests (agent/python). 2.11 is the version the GPU machine carries.
 TORCH_VERSION=2.11.0
 torch_py="$GPUMEM_TOOLS/torch-venv/bin/python"
-if [ "$("$torch_py" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null)" != "$TORCH_VERSION" ]; then
+# A distribution's installed version in that venv, read from its metadata: importing
+# torch, transformers, deepspeed, accelerate and diffusers only to ask took about 20 s of
+# every run.
+pkg_version() {
+  "$torch_py" -c 'import sys
+from importlib.metadata import version
+try:
+    print(version(sys.argv[1]).split("+")[0])
+except Exception:
+    pass' "$1" 2>/dev/null || true
+}
+if [ "$(pkg_version torch)" != "$TORCH_VERSION" ]; then
   log "installing torch $TORCH_VERSION into $GPUMEM_TOOLS/torch-venv (about 5 GB, a few minutes)"
   python3 -m venv "$GPUMEM_TOOLS/torch-venv"
   "$torch_py" -m pip install --quiet --disable-pip-version-check "torch==$TORCH_VERSION" numpy
@@ -81,7 +92,7 @@ fi
 # torch is pinned in the same command instead).
 TRANSFORMERS_VERSION=5.23.0
 PEFT_VERSION=0.21.2
-if [ "$("$torch_py" -c 'import transformers, peft; print(transformers.__version__, peft.__version__)' 2>/dev/null)" != "$TRANSFORMERS_VERSION $PEFT_VERSION" ]; then
+if [ "$(pkg_version transformers) $(pkg_version peft)" != "$TRANSFORMERS_VERSION $PEFT_VERSION" ]; then
   log "installing transformers $TRANSFORMERS_VERSION and peft $PEFT_VERSION into $GPUMEM_TOOLS/torch-venv"
   "$torch_py" -m pip install --quiet --disable-pip-version-check \
     "torch==$TORCH_VERSION" "transformers==$TRANSFORMERS_VERSION" "peft==$PEFT_VERSION"
@@ -91,7 +102,7 @@ fi
 # arithmetic, no GPU). A source distribution whose setup.py imports torch, hence no build
 # isolation; DS_BUILD_OPS=0 compiles no kernel (none is needed on CPU).
 DEEPSPEED_VERSION=0.19.8
-if [ "$("$torch_py" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1)" != "$DEEPSPEED_VERSION" ]; then
+if [ "$(pkg_version deepspeed)" != "$DEEPSPEED_VERSION" ]; then
   log "installing deepspeed $DEEPSPEED_VERSION into $GPUMEM_TOOLS/torch-venv (DS_BUILD_OPS=0)"
   "$torch_py" -m pip install --quiet --disable-pip-version-check setuptools wheel
   DS_BUILD_OPS=0 "$torch_py" -m pip install --quiet --disable-pip-version-check \
@@ -100,7 +111,7 @@ fi
 # accelerate beside torch, for the test that runs a job under `accelerate launch`
 # (agent/tests/run_cli.rs: its multi-process launcher with gloo on the CPU).
 ACCELERATE_VERSION=1.16.0
-if [ "$("$torch_py" -c 'import accelerate; print(accelerate.__version__)' 2>/dev/null)" != "$ACCELERATE_VERSION" ]; then
+if [ "$(pkg_version accelerate)" != "$ACCELERATE_VERSION" ]; then
   log "installing accelerate $ACCELERATE_VERSION into $GPUMEM_TOOLS/torch-venv"
   "$torch_py" -m pip install --quiet --disable-pip-version-check \
     "torch==$TORCH_VERSION" "accelerate==$ACCELERATE_VERSION"
@@ -108,7 +119,7 @@ fi
 # diffusers beside torch, for the diffusion cases' oracle (crates/gpumem-core/tests/
 # diffusion/oracle.py: pipelines' components built on the meta device and traced).
 DIFFUSERS_VERSION=0.42.1
-if [ "$("$torch_py" -c 'import diffusers; print(diffusers.__version__)' 2>/dev/null)" != "$DIFFUSERS_VERSION" ]; then
+if [ "$(pkg_version diffusers)" != "$DIFFUSERS_VERSION" ]; then
   log "installing diffusers $DIFFUSERS_VERSION into $GPUMEM_TOOLS/torch-venv"
   "$torch_py" -m pip install --quiet --disable-pip-version-check \
     "torch==$TORCH_VERSION" "diffusers==$DIFFUSERS_VERSION"
