@@ -123,6 +123,34 @@ impl PerLayerInput {
     pub const BASE: PerLayerInput = PerLayerInput { width: 0, vocab: 0 };
 }
 
+/// KV sharing (Gemma 4's `num_kv_shared_layers`, transformers 5.23
+/// `models/gemma4/configuration_gemma4.py` `kv_sharing_modes`,
+/// `modeling_gemma4.py` `Gemma4TextAttention`, `Gemma4TextMLP`): the last `layers`
+/// layers reuse the K and V of the last earlier layer of their type, so they keep no
+/// cache (`cache_utils.py` `get_layer_types_and_kwargs` gives them a "dummy" layer)
+/// and hold no `k_proj`, `v_proj` or `k_norm`; `global` of them are global
+/// (full-attention) layers. With `double_wide_mlp` their MLP is twice as wide
+/// (`use_double_wide_mlp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvShare {
+    /// The trailing layers that reuse an earlier layer's K and V.
+    pub layers: u64,
+    /// How many of them are global (full-attention) layers: [`GlobalAttn`]'s where the
+    /// model has them, the unwindowed ones otherwise.
+    pub global: u64,
+    /// Their MLP is twice as wide.
+    pub double_wide_mlp: bool,
+}
+
+impl KvShare {
+    /// KV sharing's facts before its keys are read.
+    pub const BASE: KvShare = KvShare {
+        layers: 0,
+        global: 0,
+        double_wide_mlp: false,
+    };
+}
+
 /// Global layers with their own attention shape (Gemma 4): `layers` of the attention
 /// layers — the ones without a window — use `kv_heads` and `head_dim` instead of the
 /// model's, and with `k_eq_v` their values are their keys (no `v_proj`; the cache
@@ -332,6 +360,9 @@ pub struct Architecture {
     /// Per-layer input embeddings (Gemma 4's and Gemma 3n's PLE).
     #[serde(default)]
     pub per_layer_input: Option<PerLayerInput>,
+    /// Trailing layers that reuse an earlier layer's K and V (Gemma 4).
+    #[serde(default)]
+    pub kv_share: Option<KvShare>,
     /// Learned scalars per layer: Gemma 4's `layer_scalar` (1), Apertus's xIELU
     /// activation (`alpha_p`, `alpha_n`, `beta`, `eps`: 4).
     #[serde(default)]
@@ -418,6 +449,7 @@ impl Architecture {
         indexer: None,
         global_attn: None,
         per_layer_input: None,
+        kv_share: None,
         layer_scalars: 0,
         moe: None,
         mtp_layers: 0,
@@ -438,6 +470,7 @@ impl Architecture {
         indexer: Some(Indexer::BASE),
         global_attn: Some(GlobalAttn::BASE),
         per_layer_input: Some(PerLayerInput::BASE),
+        kv_share: Some(KvShare::BASE),
         moe: Some(Moe::BASE),
         ..Architecture::BASE
     };
@@ -828,6 +861,13 @@ pub const VARIANT_FACTS: &[Fact] = &[
         .underived("per-layer input embeddings are not in the derivation"),
     fact("per-layer-vocab", G::Variants, K::Count, "Per-layer input vocab", "",
         "Rows of the per-layer input token table (vocab_size_per_layer_input)", at!(per_layer_input.vocab)).need(),
+    fact("kv-shared-layers", G::Variants, K::Count, "KV-shared layers", "none",
+        "Trailing layers that reuse an earlier layer's K and V: no cache, no k/v projections (Gemma 4: num_kv_shared_layers)", at!(kv_share.layers))
+        .always(),
+    fact("kv-shared-global", G::Variants, K::Count, "KV-shared global layers", "0",
+        "How many of the KV-shared layers are global (full-attention) layers", at!(kv_share.global)),
+    fact("double-wide-mlp", G::Variants, K::Bool(KvShare::BASE.double_wide_mlp), "Double-wide MLP", "",
+        "The KV-shared layers' MLP is twice as wide (use_double_wide_mlp)", at!(kv_share.double_wide_mlp)),
     fact("layer-scalars", G::Variants, K::Count, "Scalars per layer", "0",
         "Learned scalars per layer (Gemma 4: 1, Apertus: 4)", at!(layer_scalars)),
     fact("indexer-heads", G::Variants, K::Count, "Indexer heads", "none",
@@ -1247,6 +1287,16 @@ impl Architecture {
                 ));
             }
         }
+        if let Some(k) = self.kv_share
+            && (k.layers >= self.attention_layers()
+                || k.global > k.layers
+                || self.global_attn.is_some_and(|g| k.global > g.layers))
+        {
+            return Err(EstimateError::invalid(
+                "kv-shared-layers",
+                "KV-shared layers must leave at least one attention layer its own cache, and their global layers be among the global layers",
+            ));
+        }
         if self.attention_layers() > 0
             && (self.kv_heads > self.heads || !self.heads.is_multiple_of(self.kv_heads))
         {
@@ -1324,6 +1374,7 @@ impl Architecture {
             mlp_layers: None,
             global_attn: None,
             per_layer_input: None,
+            kv_share: None,
             tower_params: 0,
             moe: self.moe.map(|m| Moe {
                 dense_layers: 0,
@@ -1348,6 +1399,19 @@ impl Architecture {
         self.global_attn
             .map(|g| checked_product(&[2, g.kv_heads, g.head_dim], "KV values"))
             .transpose()
+    }
+
+    /// The KV-shared layers ([`KvShare`]) by kind: (windowed, global — the
+    /// full-attention ones).
+    pub fn kv_shared(&self) -> (u64, u64) {
+        self.kv_share
+            .map_or((0, 0), |k| (k.layers.saturating_sub(k.global), k.global))
+    }
+
+    /// Attention layers that keep a KV cache: all but the KV-shared ones.
+    pub fn cached_attention_layers(&self) -> u64 {
+        let (r, g) = self.kv_shared();
+        self.attention_layers().saturating_sub(r).saturating_sub(g)
     }
 
     /// Values per token and layer an engine that caches decompressed K and V keeps
@@ -1671,6 +1735,14 @@ impl Architecture {
             .global_attn
             .filter(|_| class.is_none() && self.mla.is_none());
         let regular = a.saturating_sub(global.map_or(0, |g| g.layers));
+        // KV-shared layers hold no k_proj, v_proj or k_norm (not in MTP layers): the
+        // global ones are global layers' where the model has those.
+        let (shared_r, shared_g) = match (class, global) {
+            (None, Some(_)) => self.kv_shared(),
+            (None, None) => (self.kv_share.map_or(0, |k| k.layers), 0),
+            _ => (0, 0),
+        };
+        let kv_regular = regular.saturating_sub(shared_r);
         match self.mla {
             Some(m) => {
                 let qk = add(m.qk_nope_dim, m.qk_rope_dim, "attention width")?;
@@ -1718,10 +1790,11 @@ impl Architecture {
                     let gq = checked_product(&[self.heads, g.head_dim], "attention width")?;
                     let gkv = checked_product(&[g.kv_heads, g.head_dim], "attention width")?;
                     let n = g.layers;
+                    let kv_n = n.saturating_sub(shared_g);
                     t.push(grp(attn, AttnLinear, "global q_proj", gq, h, n));
-                    t.push(grp(attn, AttnLinear, "global k_proj", gkv, h, n));
+                    t.push(grp(attn, AttnLinear, "global k_proj", gkv, h, kv_n));
                     if !g.k_eq_v {
-                        t.push(grp(attn, AttnLinear, "global v_proj", gkv, h, n));
+                        t.push(grp(attn, AttnLinear, "global v_proj", gkv, h, kv_n));
                     }
                     t.push(grp(attn, AttnLinear, "global o_proj", h, gq, n));
                     if self.qk_norm {
@@ -1731,18 +1804,18 @@ impl Architecture {
                             "global q_norm/k_norm",
                             g.head_dim,
                             1,
-                            n.saturating_mul(2),
+                            n.saturating_add(kv_n),
                         ));
                     }
                 }
                 t.push(grp(attn, AttnLinear, "q_proj", q_rows, h, regular));
-                t.push(grp(attn, AttnLinear, "k_proj", kv, h, regular));
-                t.push(grp(attn, AttnLinear, "v_proj", kv, h, regular));
+                t.push(grp(attn, AttnLinear, "k_proj", kv, h, kv_regular));
+                t.push(grp(attn, AttnLinear, "v_proj", kv, h, kv_regular));
                 t.push(grp(attn, AttnLinear, "o_proj", h, q, regular));
                 if self.qkv_bias {
                     t.push(grp(attn, Kept, "q_proj.bias", q, 1, regular));
-                    t.push(grp(attn, Kept, "k_proj.bias", kv, 1, regular));
-                    t.push(grp(attn, Kept, "v_proj.bias", kv, 1, regular));
+                    t.push(grp(attn, Kept, "k_proj.bias", kv, 1, kv_regular));
+                    t.push(grp(attn, Kept, "v_proj.bias", kv, 1, kv_regular));
                 }
             }
         }
@@ -1767,11 +1840,21 @@ impl Architecture {
                 "q_norm/k_norm",
                 self.head_dim,
                 1,
-                regular.saturating_mul(2),
+                regular.saturating_add(kv_regular),
             ));
         }
         if self.intermediate > 0 {
-            self.push_mlp(t, "mlp", self.intermediate, self.hidden, dense, dense)?;
+            // The KV-shared layers' MLP twice as wide (`use_double_wide_mlp`).
+            let wide = match self.kv_share {
+                Some(k) if k.double_wide_mlp && class.is_none() => k.layers.min(dense),
+                _ => 0,
+            };
+            let narrow = dense.saturating_sub(wide);
+            self.push_mlp(t, "mlp", self.intermediate, self.hidden, narrow, narrow)?;
+            if wide > 0 {
+                let inter = checked_product(&[self.intermediate, 2], "intermediate")?;
+                self.push_mlp(t, "mlp", inter, self.hidden, wide, wide)?;
+            }
         }
         if let Some(m) = self.moe.filter(|_| moe > 0) {
             t.push(grp(Mlp, Kept, "router", m.experts, h, moe));
@@ -2216,6 +2299,11 @@ mod tests {
             per_layer_input: Some(PerLayerInput {
                 width: 8,
                 vocab: 100,
+            }),
+            kv_share: Some(KvShare {
+                layers: 1,
+                global: 0,
+                double_wide_mlp: true,
             }),
             moe: Some(Moe {
                 experts: 4,

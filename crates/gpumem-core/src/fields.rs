@@ -457,6 +457,9 @@ mod tests {
             ("qk-rope-dim", "64"),
             ("v-head-dim", "128"),
             ("q-lora-rank", "256"),
+            // Fewer than the 3 attention layers the samples give, one of them global.
+            ("kv-shared-layers", "2"),
+            ("kv-shared-global", "1"),
         ];
         let fixed: Vec<&str> = pairs.iter().map(|(k, _)| *k).collect();
         for f in FIELDS

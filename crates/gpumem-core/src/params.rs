@@ -9,7 +9,8 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use crate::arch::{
-    Architecture, GlobalAttn, Indexer, MAX_DIM, Mixer, MixerKind, Mla, Moe, PerLayerInput, fact_of,
+    Architecture, GlobalAttn, Indexer, KvShare, MAX_DIM, Mixer, MixerKind, Mla, Moe, PerLayerInput,
+    fact_of,
 };
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Fsdp, KvDims, Logits, Offload, Pipeline, TrainMode};
@@ -431,6 +432,9 @@ fn build_arch(
     a.per_layer_input = get("per-layer-input")
         .filter(|w| *w > 0)
         .map(|_| PerLayerInput::BASE);
+    a.kv_share = get("kv-shared-layers")
+        .filter(|n| *n > 0)
+        .map(|_| KvShare::BASE);
     for (k, v) in given {
         if let Some(f) = fact_of(k) {
             f.set(&mut a, *v);

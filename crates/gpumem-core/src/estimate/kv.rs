@@ -67,6 +67,15 @@ pub(super) fn kv_cache(
         Some(a) if a.mixer.is_some() || a.attn_layers.is_some() => a.attention_layers(),
         _ => layers.saturating_sub(state_layers),
     };
+    // KV-shared layers (Gemma 4) keep no cache: the windowed ones leave the sliding
+    // layers, the global ones the full layers.
+    let (shared_windowed, shared_global) = input.arch.map_or((0, 0), |a| a.kv_shared());
+    let kv_layers = kv_layers
+        .saturating_sub(shared_windowed)
+        .saturating_sub(shared_global);
+    let sliding_layers = input
+        .sliding_layers
+        .map(|s| s.saturating_sub(shared_windowed));
     let shape = KvShape {
         layers: kv_layers,
         values,
@@ -80,7 +89,7 @@ pub(super) fn kv_cache(
         }),
         sequences: input.sequences,
         sliding_window: input.sliding_window,
-        sliding_layers: input.sliding_layers,
+        sliding_layers,
         static_tokens: input.static_cache,
         full_values: match input.arch {
             Some(a) => a.global_kv_values()?,

@@ -205,8 +205,10 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
                 a.hidden,
                 a.intermediate,
             ),
+            // KV-shared layers (Gemma 4: `attention.shared_kv_layers`, llama.cpp's
+            // `n_layer_kv_from_start`) have no cache of their own.
             None => (
-                a.attention_layers(),
+                a.cached_attention_layers(),
                 prod(&[a.kv_heads, a.head_dim])?,
                 prod(&[a.kv_heads, a.head_dim])?,
                 a.vocab,
@@ -246,7 +248,11 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     };
     let cell = sum(&[tk.row_bytes(k_w)?, tv.row_bytes(v_w)?])?;
     // SWA only where the window alternates with full layers.
-    let sw_layers = input.sliding_layers.unwrap_or(layers).min(layers);
+    let sw_layers = input
+        .sliding_layers
+        .map(|s| s.saturating_sub(input.arch.map_or(0, |a| a.kv_shared().0)))
+        .unwrap_or(layers)
+        .min(layers);
     let swa = match input.sliding_window {
         Some(w) if sw_layers < layers && sw_layers > 0 => Some((w, sw_layers)),
         Some(_) => {

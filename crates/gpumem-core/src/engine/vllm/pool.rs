@@ -46,8 +46,14 @@ pub(super) fn pool_shape(
     let (Some(w), Some(a)) = (input.sliding_window, input.arch) else {
         return simple();
     };
-    let layers = a.attention_layers();
-    let sw = input.sliding_layers.unwrap_or(layers).min(layers);
+    // KV-shared layers (Gemma 4) have no cache of their own: vLLM gives a layer that
+    // shares (`kv_sharing_target_layer_name`) no KV cache spec.
+    let layers = a.cached_attention_layers();
+    let sw = input
+        .sliding_layers
+        .map(|s| s.saturating_sub(a.kv_shared().0))
+        .unwrap_or(layers)
+        .min(layers);
     let full = layers.saturating_sub(sw);
     if sw == 0 || full == 0 || input.pp > 1 {
         return simple();

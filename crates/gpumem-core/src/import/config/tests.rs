@@ -822,6 +822,56 @@ fn gemma4_global_layers_have_their_own_kv_shape_and_k_eq_v_drops_v_proj() {
     assert_eq!(est.kv_cache_bytes, (4 * 8 * 64 + 2 * 100 * 64) * 2);
 }
 
+/// Gemma 4's KV sharing: the last `num_kv_shared_layers` layers keep no cache and
+/// hold no k/v projections or k_norm, their MLP twice as wide with
+/// `use_double_wide_mlp`. transformers 5.23 builds this config on the meta device
+/// (`Gemma4ForCausalLM`) with 30 944 224 parameters and 12 `layer_scalar` buffers,
+/// the checkpoint's 30 944 236 values; its `kv_sharing_modes` make layers 8–11 reuse
+/// (sliding 8–10, full 11), so 7 sliding and 1 full layer keep a cache.
+#[test]
+fn gemma4_kv_shared_layers_keep_no_cache_and_no_kv_projections() {
+    let text = r#""model_type":"gemma4_text","hidden_size":512,"num_hidden_layers":12,"num_attention_heads":4,
+        "num_key_value_heads":1,"head_dim":64,"global_head_dim":128,"intermediate_size":1024,
+        "vocab_size":1000,"vocab_size_per_layer_input":1000,"hidden_size_per_layer_input":32,
+        "sliding_window":128,"max_position_embeddings":4096"#;
+    let c = parse_config(&format!(
+        r#"{{{text},"num_kv_shared_layers":4,"use_double_wide_mlp":true}}"#
+    ))
+    .unwrap();
+    assert_eq!(
+        c.arch.kv_share,
+        Some(crate::arch::KvShare {
+            layers: 4,
+            global: 1,
+            double_wide_mlp: true
+        })
+    );
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(parameters(&c), 30_944_236);
+    // Narrow MLPs: 4 layers × 3 × 512 × 1024 fewer.
+    let narrow = parse_config(&format!(r#"{{{text},"num_kv_shared_layers":4}}"#)).unwrap();
+    assert_eq!(parameters(&c) - parameters(&narrow), 4 * 3 * 512 * 1024);
+    // No sharing: the 3 sliding layers' k/v (2 × 64 × 512) and k_norm (64), the full
+    // layer's (2 × 128 × 512 and 128) come back.
+    let plain = parse_config(&format!(r#"{{{text}}}"#)).unwrap();
+    assert_eq!(
+        parameters(&plain) - parameters(&narrow),
+        3 * (2 * 64 * 512 + 64) + (2 * 128 * 512 + 128)
+    );
+    // The KV line at 1 024 tokens, bf16: 7 sliding layers × 128 tokens × 2 × 64 and one
+    // full layer × 1 024 × 2 × 128.
+    let mut pairs = c.pairs();
+    pairs.extend([("context", "1024".to_string()), ("kv-dtype", "bf16".into())]);
+    let (input, errors) = crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(input.arch, Some(c.arch));
+    let est = crate::estimate::estimate(&input).unwrap();
+    assert_eq!(est.kv_cache_bytes, (7 * 128 * 128 + 1024 * 256) * 2);
+    // Every layer shared, or a shared type no earlier layer produces: refused.
+    assert!(parse_config(&format!(r#"{{{text},"num_kv_shared_layers":12}}"#)).is_err());
+    assert!(parse_config(&format!(r#"{{{text},"num_kv_shared_layers":7}}"#)).is_err());
+}
+
 #[test]
 fn seed_oss_biases_q_k_v_and_o_by_their_own_keys_and_smollm3_nope_layers_hold_nothing() {
     let base = r#""hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,

@@ -13,22 +13,31 @@ def gemma4_text(c, config, add):
     # without weight; four norms and the layer_scalar buffer per layer; a GeGLU MLP.
     hd, KV, I = c["head_dim"], c["num_key_value_heads"], c["intermediate_size"]
     add("model.language_model.embed_tokens", (V, h), "vocab")
+    # KV sharing (num_kv_shared_layers): the last layers reuse an earlier layer's K
+    # and V and hold no k_proj, v_proj or k_norm; with use_double_wide_mlp their MLP
+    # is twice as wide.
+    first_shared = L - (c.get("num_kv_shared_layers") or 0)
     for i, kind in enumerate(c["layer_types"]):
         p = f"model.language_model.layers.{i}"
         glob = kind == "full_attention"
+        shared = i >= first_shared
         d = c["global_head_dim"] if glob else hd
         kv = c["num_global_key_value_heads"] if glob and c["attention_k_eq_v"] else KV
         add(f"{p}.self_attn.q_proj", (H * d, h), "linear_attn")
-        add(f"{p}.self_attn.k_proj", (kv * d, h), "linear_attn")
-        if not (glob and c["attention_k_eq_v"]):
-            add(f"{p}.self_attn.v_proj", (kv * d, h), "linear_attn")
+        if not shared:
+            add(f"{p}.self_attn.k_proj", (kv * d, h), "linear_attn")
+            if not (glob and c["attention_k_eq_v"]):
+                add(f"{p}.self_attn.v_proj", (kv * d, h), "linear_attn")
         add(f"{p}.self_attn.o_proj", (h, H * d), "linear_attn")
-        add(f"{p}.self_attn.q_norm", (d,), "kept"); add(f"{p}.self_attn.k_norm", (d,), "kept")
+        add(f"{p}.self_attn.q_norm", (d,), "kept")
+        if not shared:
+            add(f"{p}.self_attn.k_norm", (d,), "kept")
         for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"):
             add(f"{p}.{n}", (h,), "kept")
         add(f"{p}.layer_scalar", (1,), "kept")
-        add(f"{p}.mlp.gate_proj", (I, h), "linear_mlp"); add(f"{p}.mlp.up_proj", (I, h), "linear_mlp")
-        add(f"{p}.mlp.down_proj", (h, I), "linear_mlp")
+        w_i = I * (2 if shared and c.get("use_double_wide_mlp") else 1)
+        add(f"{p}.mlp.gate_proj", (w_i, h), "linear_mlp"); add(f"{p}.mlp.up_proj", (w_i, h), "linear_mlp")
+        add(f"{p}.mlp.down_proj", (h, w_i), "linear_mlp")
     add("model.language_model.norm", (h,), "kept")
     # Per-layer input embeddings (Gemma4TextModel, Gemma4TextDecoderLayer).
     w = c.get("hidden_size_per_layer_input") or 0
@@ -46,7 +55,10 @@ def gemma4_text_kv(c, tokens, nbytes, engine):
     # Sliding layers keep the window with their KV heads x head_dim; the global
     # layers all tokens with theirs (K and V both cached, also with k = v).
     total = 0
-    for kind in c["layer_types"]:
+    first_shared = len(c["layer_types"]) - (c.get("num_kv_shared_layers") or 0)
+    for i, kind in enumerate(c["layer_types"]):
+        if i >= first_shared:
+            continue  # a KV-shared layer keeps no cache
         if kind == "full_attention":
             kv = c["num_global_key_value_heads"] if c["attention_k_eq_v"] else c["num_key_value_heads"]
             total += 2 * kv * c["global_head_dim"] * tokens * nbytes

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::arch::{Architecture, GlobalAttn, PerLayerInput};
+use crate::arch::{Architecture, GlobalAttn, KvShare, PerLayerInput};
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family, Sliding, TowerCount};
@@ -80,9 +80,9 @@ pub(crate) const GEMMA3: Family = Family {
 };
 
 /// Gemma 4 (text; the multimodal `gemma4` whose `text_config` it reads, with its
-/// `gemma4_vision` tower and its per-layer input embeddings counted). Its
-/// mixture-of-experts block (`enable_moe_block`), KV sharing (`num_kv_shared_layers`)
-/// and an audio tower are not read: set, they are named in warnings.
+/// `gemma4_vision` tower, its per-layer input embeddings and its KV sharing counted).
+/// Its mixture-of-experts block (`enable_moe_block`) and an audio tower are not read:
+/// set, they are named in warnings.
 pub(crate) const GEMMA4: Family = Family {
     types: "gemma4_text gemma4",
     class: "Gemma4TextConfig",
@@ -118,12 +118,41 @@ fn gemma4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         // Read by no tensor without per-layer inputs.
         c.touch(&["vocab_size_per_layer_input"]);
     }
-    // The full-attention layers: those layer_types lists, else every sixth
-    // (Gemma4TextConfig's default pattern).
-    let global = match c.count_of("layer_types", "full_attention") {
-        Some(n) => n,
-        None => layers.checked_div(6).unwrap_or(0),
-    };
+    // Which layers are full-attention (global) ones: those layer_types lists, else
+    // every sixth (Gemma4TextConfig's default pattern); the last one always is
+    // (Gemma4TextConfig.__post_init__ forces it).
+    let full = full_layers(c, layers);
+    let global = full.iter().filter(|f| **f).count() as u64;
+    // KV sharing (`num_kv_shared_layers`, `kv_sharing_modes`): the last layers reuse
+    // the K and V of the last earlier layer of their type; with `use_double_wide_mlp`
+    // their MLP is twice as wide.
+    let shared = c.uint("num_kv_shared_layers")?.unwrap_or(0);
+    let double_wide_mlp = c.flag("use_double_wide_mlp") == Some(true);
+    if shared > 0 {
+        if shared >= layers {
+            return Err(parse(format!(
+                "num_kv_shared_layers {shared} leaves none of the {layers} layers its own cache"
+            )));
+        }
+        let from = usize::try_from(layers.saturating_sub(shared)).unwrap_or(usize::MAX);
+        let shared_global = full.iter().skip(from).filter(|f| **f).count() as u64;
+        // transformers refuses a config whose shared layers have a type no earlier
+        // layer produces (`kv_sharing_modes`).
+        let kinds_before = |want: bool| full.iter().take(from).any(|f| *f == want);
+        if (shared_global > 0 && !kinds_before(true))
+            || (shared > shared_global && !kinds_before(false))
+        {
+            return Err(parse(
+                "num_kv_shared_layers: a shared layer's type has no earlier layer producing its cache (transformers refuses it)"
+                    .into(),
+            ));
+        }
+        d.arch.kv_share = Some(KvShare {
+            layers: shared,
+            global: shared_global,
+            double_wide_mlp,
+        });
+    }
     // Gemma4TextAttention: global_head_dim (Gemma4TextConfig's default 512) on the
     // full layers; with attention_k_eq_v their KV heads are num_global_key_value_heads
     // and there is no v_proj, else the model's KV heads.
@@ -146,6 +175,23 @@ fn gemma4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         k_eq_v,
     });
     Ok(())
+}
+
+/// Whether each layer is a full-attention one, as Gemma4TextConfig types them:
+/// `layer_types` where given, else every sixth; the last layer is full either way.
+fn full_layers(c: &Cfg, layers: u64) -> Vec<bool> {
+    let n = usize::try_from(layers).unwrap_or(0).min(1 << 20);
+    let mut full: Vec<bool> = match c.list("layer_types") {
+        Some(l) if l.len() == n => l
+            .iter()
+            .map(|x| x.as_str() == Some("full_attention"))
+            .collect(),
+        _ => (1..=n).map(|i| i % 6 == 0).collect(),
+    };
+    if let Some(last) = full.last_mut() {
+        *last = true;
+    }
+    full
 }
 
 /// Gemma-3's tower (`Family::tower`): the SigLIP tower and its projector, and one
