@@ -146,6 +146,19 @@ fn with_sign(value: i64, magnitude: String) -> String {
     }
 }
 
+/// `bytes × num ÷ den`, rounded up (a device's share of a line: its layers of all
+/// layers, its rank of the tensor-parallel ranks); `bytes` itself when `den` is 0. In
+/// u128, where two u64 factors cannot overflow; saturates at `u64::MAX`.
+pub fn share_ceil(bytes: u64, num: u64, den: u64) -> u64 {
+    if den == 0 {
+        return bytes;
+    }
+    let v = u128::from(bytes)
+        .saturating_mul(u128::from(num))
+        .div_ceil(u128::from(den));
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
 /// `a × b × …` in `u128`, then narrowed to `u64`; any overflow is an error naming `what`.
 pub fn checked_product(factors: &[u64], what: &'static str) -> Result<u64, EstimateError> {
     let mut acc: u128 = 1;

@@ -8,16 +8,9 @@ pub(super) struct Split {
 }
 
 impl Split {
-    /// `bytes × num / den`, rounded up, in u128.
+    /// `bytes × num / den`, rounded up ([`crate::units::share_ceil`]).
     pub(super) fn part(bytes: u64, num: u64, den: u64) -> u64 {
-        if den == 0 {
-            return bytes;
-        }
-        // Two u64 factors cannot overflow u128.
-        let v = u128::from(bytes)
-            .saturating_mul(u128::from(num))
-            .div_ceil(u128::from(den));
-        u64::try_from(v).unwrap_or(u64::MAX)
+        crate::units::share_ceil(bytes, num, den)
     }
     /// Per-layer weights (attention, MLP, norms, KV, activations): the heaviest
     /// stage holds ceil(layers / pp) layers; tensor parallelism divides by tp.

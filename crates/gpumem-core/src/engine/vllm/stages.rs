@@ -30,6 +30,7 @@ use crate::engine::pool::Draft;
 use crate::engine::request::{Ctx, Stage, kv_bytes_per_token};
 use crate::error::EstimateError;
 use crate::estimate::{Group, LineKey};
+use crate::units::share_ceil as part;
 
 const KEY: &str = "pp-layer-partition";
 
@@ -78,17 +79,6 @@ pub(super) fn partition(
         }
     }
     Ok(parts)
-}
-
-/// `bytes × num ÷ den`, rounded up (u128 inside).
-fn part(bytes: u64, num: u64, den: u64) -> u64 {
-    if den == 0 {
-        return bytes;
-    }
-    let v = u128::from(bytes)
-        .saturating_mul(u128::from(num))
-        .div_ceil(u128::from(den));
-    u64::try_from(v).unwrap_or(u64::MAX)
 }
 
 /// The estimate's weights that one GPU of `stage` loads: its share of the decoder
