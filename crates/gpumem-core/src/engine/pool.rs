@@ -244,8 +244,17 @@ pub(super) fn finish(
         kv_capacity_bytes,
         kv_cache_bytes: d.kv_cache_bytes,
         host_weights_bytes,
-        // The drafter's layers share the pool (vLLM's speculative decoding).
-        kv_bytes_per_token: ctx.per_token.saturating_add(
+        // The drafter's layers share the pool (vLLM's speculative decoding). Over
+        // several cards a pool engine's blocks are the most loaded GPU's: its layers'
+        // bytes per token (one group: the block's bytes ÷ its tokens).
+        kv_bytes_per_token: if !d.devices.is_empty() && d.need.is_none() && d.groups == 1 {
+            d.group_block_bytes
+                .checked_div(d.block)
+                .unwrap_or(ctx.per_token)
+        } else {
+            ctx.per_token
+        }
+        .saturating_add(
             speculative
                 .as_ref()
                 .map_or(0, |s| s.draft_kv_bytes_per_token),

@@ -709,6 +709,10 @@ fn vllm_pipeline_stages_over_unequal_cards_keep_the_fewest_blocks() {
     );
     assert_eq!(moved.devices[0].layers, "layers 0–23 + embeddings");
     assert!(moved.kv_capacity_tokens > b.kv_capacity_tokens);
+    // The 80 GB card now binds: the pool's bytes per token are its 24 layers'.
+    assert!(moved.devices[0].most_loaded);
+    assert_eq!(moved.kv_bytes_per_token, 131_072 / 4 * 3);
+    assert_eq!(b.kv_bytes_per_token, 65_536);
 }
 
 /// On equal cards the stage rule's binding GPU is the one-card rule's device under
