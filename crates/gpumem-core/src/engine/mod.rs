@@ -64,7 +64,7 @@ pub use drafter::{SpecMethod, Speculative};
 pub use flags::{EngineId, EngineParams, Flag, Value};
 pub use fraction::{ONE, fraction_text, parse_fraction};
 pub use largest::{Largest, largest, largest_context, most_sequences};
-pub use llama_cpp::{CacheType, Override, parse_overrides, tensors};
+pub use llama_cpp::{CacheType, Override, mmproj, parse_overrides, tensors};
 pub use outcome::{CardKv, DeviceShare, EngineBudget, EngineLine, Outcome};
 pub use pool::{Batch, Draft};
 pub use registry::{

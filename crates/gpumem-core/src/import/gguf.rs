@@ -37,6 +37,9 @@ pub struct GgufHeader {
     pub tensors: TensorSummary,
     /// `general.architecture`, when present.
     pub architecture: Option<String>,
+    /// `clip.projector_type`, when present: a multimodal projector's (`mmproj`) kind
+    /// (llama.cpp `tools/mtmd/clip-impl.h` `KEY_PROJ_TYPE`).
+    pub projector_type: Option<String>,
     /// Integer metadata useful for the architecture mode (`llama.block_count`, …;
     /// `tokenizer.ggml.tokens`: the vocabulary's length).
     pub numbers: Vec<(String, u64)>,
@@ -195,6 +198,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, EstimateError> {
         )));
     }
     let mut architecture = None;
+    let mut projector_type = None;
     // A list, not a map: a handful of keys, and no map type of its own in the page.
     let mut numbers: Vec<(String, u64)> = Vec::new();
     let mut unread = Vec::new();
@@ -210,6 +214,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, EstimateError> {
         }
         match read_value(&mut r, ty, 0)? {
             Value::Str(s) if key == "general.architecture" => architecture = Some(s.to_string()),
+            Value::Str(s) if key == PROJECTOR_TYPE => projector_type = Some(s.to_string()),
             Value::Int(v) if is_useful_number(key) => numbers.push((key.to_string(), v)),
             _ if is_useful_number(key) => unread.push(key.to_string()),
             _ => {}
@@ -262,6 +267,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, EstimateError> {
         version,
         tensors,
         architecture,
+        projector_type,
         numbers,
         unread,
         header_bytes: r.pos as u64,
@@ -270,9 +276,11 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, EstimateError> {
 
 /// The tokenizer's token list, whose length is the vocabulary.
 const TOKENS: &str = "tokenizer.ggml.tokens";
+/// A multimodal projector's kind (`mlp` for LLaVA's).
+pub const PROJECTOR_TYPE: &str = "clip.projector_type";
 
 fn is_useful_number(key: &str) -> bool {
-    const SUFFIXES: [&str; 12] = [
+    const SUFFIXES: [&str; 14] = [
         ".block_count",
         ".context_length",
         ".embedding_length",
@@ -285,6 +293,9 @@ fn is_useful_number(key: &str) -> bool {
         ".rope.scaling.original_context_length",
         ".expert_count",
         ".expert_used_count",
+        // A vision encoder's (`clip.vision.*`, an mmproj file).
+        ".image_size",
+        ".patch_size",
     ];
     SUFFIXES.iter().any(|s| key.ends_with(s))
         || matches!(
@@ -398,9 +409,22 @@ pub fn build_split_header(
 /// [`build_split_header`] with the architecture's u32 metadata `ints` (keys without
 /// the `{arch}.` prefix: `block_count`, `attention.head_count`, …) — for tests and
 /// fixtures whose header also gives the model's shape.
-#[allow(clippy::arithmetic_side_effects)]
 pub fn build_header_with(
     arch: &str,
+    ints: &[(&str, u32)],
+    tensors: &[(&str, &[u64], u32)],
+    split: Option<(u16, u16, i32)>,
+) -> Vec<u8> {
+    build_header_strings(arch, &[], ints, tensors, split)
+}
+
+/// [`build_header_with`] with string metadata `strings` (full keys, e.g.
+/// `clip.projector_type`) after `general.architecture` — for tests and fixtures of
+/// an mmproj file.
+#[allow(clippy::arithmetic_side_effects)]
+pub fn build_header_strings(
+    arch: &str,
+    strings: &[(&str, &str)],
     ints: &[(&str, u32)],
     tensors: &[(&str, &[u64], u32)],
     split: Option<(u16, u16, i32)>,
@@ -412,11 +436,16 @@ pub fn build_header_with(
     };
     out.extend_from_slice(&3u32.to_le_bytes());
     out.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
-    let kv = 1 + ints.len() as u64 + if split.is_some() { 3 } else { 0 };
+    let kv = 1 + strings.len() as u64 + ints.len() as u64 + if split.is_some() { 3 } else { 0 };
     out.extend_from_slice(&kv.to_le_bytes());
     push_str(&mut out, "general.architecture");
     out.extend_from_slice(&8u32.to_le_bytes());
     push_str(&mut out, arch);
+    for (key, v) in strings {
+        push_str(&mut out, key);
+        out.extend_from_slice(&8u32.to_le_bytes());
+        push_str(&mut out, v);
+    }
     for (key, v) in ints {
         push_str(&mut out, &format!("{arch}.{key}"));
         out.extend_from_slice(&4u32.to_le_bytes());

@@ -159,6 +159,36 @@ pub(super) const MAIN_GPU: Flag = Flag::new(
     count,
 );
 
+/// `--mmproj`: the multimodal projector's figures as `key=value` pairs
+/// ([`super::mmproj::Projector::to_text`]); the agent's `--mmproj FILE` reads them from
+/// the file's header.
+pub(super) const MMPROJ: Flag = Flag::new(
+    field(
+        super::mmproj::KEY,
+        FieldKind::Text,
+        "llama.cpp multimodal projector (--mmproj)",
+        "bytes=…,image-size=…",
+        "llama.cpp --mmproj: the projector GGUF (the agent reads its header; the page takes its bytes=…,tensors=…,image-size=…,patch-size=…,hidden=…,ffn=…,heads=…,layers=…,projector=… pairs): its weights and its vision encoder's compute buffer on the card",
+    )
+    .choices(&[(
+        "bytes=624412672,tensors=377,image-size=336,patch-size=14,hidden=1024,ffn=4096,heads=16,layers=23,projector=mlp",
+        "LLaVA-1.5's mmproj-model-f16.gguf",
+    )]),
+    mmproj,
+);
+
+/// `--no-mmproj-offload`: the projector and its encoder on the CPU.
+pub(super) const NO_MMPROJ_OFFLOAD: Flag = Flag::new(
+    field(
+        "no-mmproj-offload",
+        FieldKind::Bool(false),
+        "llama.cpp projector on the CPU",
+        "",
+        "llama.cpp --no-mmproj-offload: the projector's weights and its encoder's compute buffer in host memory",
+    ),
+    switch,
+);
+
 /// `--tensor-split` as `common/arg.cpp` reads it: values separated by `,` or `/`
 /// (`std::regex("[,/]+")`), each `std::stof`, fewer than `llama_max_devices()` (16),
 /// the devices without one at 0. Here each must also be a finite number ≥ 0 (llama.cpp
@@ -234,6 +264,11 @@ fn split_mode(key: &'static str, text: &str) -> Result<Value, EstimateError> {
 /// A cache type as llama.cpp names it ([`CacheType::parse`]).
 fn cache_type(key: &'static str, text: &str) -> Result<Value, EstimateError> {
     CacheType::parse(key, text).map(|t| Value::Text(t.name().to_string()))
+}
+
+/// The projector's pairs, checked, written back in their order.
+fn mmproj(_: &'static str, text: &str) -> Result<Value, EstimateError> {
+    super::mmproj::Projector::parse(text).map(|p| Value::Text(p.to_text()))
 }
 
 /// `-ot`'s rules, checked, kept as typed.

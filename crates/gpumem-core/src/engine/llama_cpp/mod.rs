@@ -32,14 +32,15 @@ use crate::error::EstimateError;
 use crate::estimate::Kind;
 
 mod flags;
+pub mod mmproj;
 mod split;
 pub mod tensors;
 
 use crate::arch::Architecture;
 pub use flags::parse_tensor_split;
 use flags::{
-    CACHE_TYPE_K, CACHE_TYPE_V, KV_UNIFIED, MAIN_GPU, N_CPU_MOE, N_GPU_LAYERS, OVERRIDE_TENSOR,
-    SPLIT_MODE, SWA_FULL, TENSOR_SPLIT,
+    CACHE_TYPE_K, CACHE_TYPE_V, KV_UNIFIED, MAIN_GPU, MMPROJ, N_CPU_MOE, N_GPU_LAYERS,
+    NO_MMPROJ_OFFLOAD, OVERRIDE_TENSOR, SPLIT_MODE, SWA_FULL, TENSOR_SPLIT,
 };
 use tensors::{GgufTensor, Slot};
 
@@ -145,6 +146,8 @@ impl Engine for LlamaCpp {
             &TENSOR_SPLIT,
             &SPLIT_MODE,
             &MAIN_GPU,
+            &MMPROJ,
+            &NO_MMPROJ_OFFLOAD,
         ],
         formats: &["bf16", "q8_0", "q6_k", "q4_k_m", "q3_k_m", "q2_k"],
         windows: true,
@@ -306,7 +309,21 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // the output's logits for the sequences' last tokens (n_outputs = n_seq).
     let compute = prod(&[sum(&[prod(&[3, inter])?, prod(&[2, hidden])?])?, ubatch, 4])?
         .max(prod(&[sum(&[vocab, hidden])?, nseq, 4])?);
+    let projector = match p.text(MMPROJ.key()) {
+        Some(t) => Some(mmproj::Projector::parse(t)?),
+        None => None,
+    };
+    let mmproj_on_card = !p.on(NO_MMPROJ_OFFLOAD.key());
+    if projector.is_none() && !mmproj_on_card {
+        assumptions.push("--no-mmproj-offload without --mmproj: no projector to place".into());
+    }
     if !p.devices.is_empty() {
+        if projector.is_some() {
+            return Err(EstimateError::invalid(
+                "mmproj",
+                "over several cards the projector goes to the first GPU (clip.cpp: ggml_backend_init_by_type), which is not modelled yet: name one card",
+            ));
+        }
         let Some(a) = input.arch else {
             return Err(EstimateError::invalid(
                 "card",
@@ -380,6 +397,38 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         line("compute_buffer", "Compute buffer for one ubatch (assumed)", compute, Kind::Assumed, "max((3 intermediate + 2 hidden) × ubatch × 4, (vocab + hidden) × sequences × 4)".into(), &[("ubatch", ubatch.to_string())], "src/llama-context.cpp (graph_reserve)"),
         line("fit_margin", "--fit margin left free", mib(fit), Kind::Assumed, format!("{fit} MiB (--fit-target default)"), &[], "common/common.h (fit_params_target)"),
     ];
+    // The projector (--mmproj): its weights and its encoder's compute buffer on the
+    // card, or in host memory with --no-mmproj-offload ([`mmproj`]).
+    let mut mm_card = 0u64;
+    let mut mm_host = 0u64;
+    let mut mm_unc = 0u64;
+    if let Some(pj) = &projector {
+        let (enc, enc_formula) = pj.compute_bound()?;
+        mm_unc = enc.checked_div(4).unwrap_or(0);
+        if mmproj_on_card {
+            mm_card = sum(&[pj.bytes, enc])?;
+            lines.push(line("mmproj_weights", "Projector (mmproj) weights on the card", pj.bytes, Kind::Computed, format!("{} tensors of the file's header, {} projector", pj.tensors, pj.projector), &[("tensors", pj.tensors.to_string()), ("projector", pj.projector.clone())], "tools/mtmd/clip.cpp (clip_model_loader::load_tensors: one buffer of the encoder's backend, the first GPU)"));
+            lines.push(line("mmproj_compute", "Vision encoder compute buffer (assumed)", enc, Kind::Assumed, enc_formula, &[("image-size", pj.image_size.to_string()), ("patch-size", pj.patch_size.to_string())], "tools/mtmd/clip.cpp (alloc_compute_meta: the warm-up image's graph reserved)"));
+        } else {
+            mm_host = sum(&[pj.bytes, enc])?;
+            assumptions.push(format!(
+                "--no-mmproj-offload: the projector's {} B and its encoder's compute buffer of {} B (assumed: {enc_formula}) in host memory (clip.cpp: the CPU backend)",
+                pj.bytes, enc
+            ));
+        }
+        assumptions.push(match pj.image_tokens() {
+            Some(n) => format!(
+                "each image takes {n} of the context's cells ({} projector: one token per {}-pixel patch of a {s}×{s} image, clip.cpp clip_n_output_tokens; tiled images take more): the context given must hold the images' tokens beside the text's",
+                pj.projector,
+                pj.patch_size,
+                s = pj.image_size
+            ),
+            None => format!(
+                "each image takes context cells by the {} projector's own count (clip.cpp clip_n_output_tokens, not modelled here): the context given must hold the images' tokens beside the text's",
+                pj.projector
+            ),
+        });
+    }
     let mut kv_line = line(
         "kv_cache",
         "KV cache for the context's cells",
@@ -403,15 +452,19 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let mut host_line = line(
         "host_weights",
         "Model weights in host memory (CPU buffer)",
-        placed.host,
+        sum(&[placed.host, mm_host])?,
         Kind::Computed,
-        "token embeddings, blocks below the GPU's, tensors sent to CPU".into(),
+        if mm_host > 0 {
+            format!("token embeddings, blocks below the GPU's, tensors sent to CPU, + the projector and its encoder's compute buffer ({mm_host} B, --no-mmproj-offload)")
+        } else {
+            "token embeddings, blocks below the GPU's, tensors sent to CPU".into()
+        },
         &[],
-        "src/llama-model.cpp (load_tensors: the input layer stays on the CPU)",
+        "src/llama-model.cpp (load_tensors: the input layer stays on the CPU), tools/mtmd/clip.cpp (clip_ctx: the CPU backend without use_gpu)",
     );
     host_line.subtracted = false;
     lines.push(host_line);
-    let room = sum(&[mib(ctx_mib), gpu_w, compute, mib(fit)])
+    let room = sum(&[mib(ctx_mib), gpu_w, compute, mib(fit), mm_card])
         .map(|u| i128::from(capacity).saturating_sub(i128::from(u)))?;
     let per_cell = frac(prod(&[full_l, cell])?)?.max(1);
     let room_u = u64::try_from(room.max(0)).unwrap_or(0);
@@ -441,7 +494,10 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             tokens: fit_cells,
             sequences: nseq,
         }),
-        uncertainty: sum(&[mib(ctx_mib), compute])?.checked_div(4).unwrap_or(0),
+        uncertainty: sum(&[
+            sum(&[mib(ctx_mib), compute])?.checked_div(4).unwrap_or(0),
+            if mm_card > 0 { mm_unc } else { 0 },
+        ])?,
         assumptions,
         warnings: Vec::new(),
         refused: None,

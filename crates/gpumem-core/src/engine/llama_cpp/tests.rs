@@ -542,3 +542,61 @@ fn llama_cpp_swa_full_keeps_every_cell() {
     assert_eq!(all, 32_768 * 42 * 8192);
     assert_eq!(compact, 32_768 * 21 * 8192 + 4608 * 21 * 8192);
 }
+
+/// LLaVA-1.5's `mmproj-model-f16.gguf` as the agent writes it from the header (see
+/// `mmproj`'s tests: 377 tensors, 624 412 672 B).
+const LLAVA_MMPROJ: &str = "bytes=624412672,tensors=377,image-size=336,patch-size=14,hidden=1024,ffn=4096,heads=16,layers=23,projector=mlp";
+
+/// `--mmproj`: the projector's weights and its encoder's compute buffer come off the
+/// card's room beside the model; `--no-mmproj-offload` moves both to the host line and
+/// leaves the card's room as without a projector.
+#[test]
+fn the_projector_sits_on_the_card_unless_kept_on_the_cpu() {
+    let input = llama_8b(&[]);
+    let base = [
+        ("engine", "llama.cpp"),
+        ("card", "rtx-4090"),
+        ("max-model-len", "8192"),
+    ];
+    let plain = run(&input, &base);
+    let mut with_mm = base.to_vec();
+    with_mm.push(("mmproj", LLAVA_MMPROJ));
+    let on = run(&input, &with_mm);
+    let enc = 16 * 577 * 577 * 4 + 10 * 577 * 1024 * 4 + 2 * 3 * 336 * 336 * 4;
+    assert_eq!(bytes_of(&on, "mmproj_weights"), 624_412_672);
+    assert_eq!(bytes_of(&on, "mmproj_compute"), enc);
+    assert_eq!(
+        plain.kv_capacity_bytes - on.kv_capacity_bytes,
+        624_412_672 + enc as i64
+    );
+    assert_eq!(on.host_weights_bytes, plain.host_weights_bytes);
+    assert!(on.uncertainty_bytes > plain.uncertainty_bytes);
+    assert!(
+        on.assumptions
+            .iter()
+            .any(|a| a.contains("each image takes 576 of the context's cells")),
+        "{:?}",
+        on.assumptions
+    );
+    // On the CPU: the host line grows by both, the card keeps its room.
+    with_mm.push(("no-mmproj-offload", "true"));
+    let off = run(&input, &with_mm);
+    assert!(off.lines.iter().all(|l| !l.key.starts_with("mmproj")));
+    assert_eq!(off.kv_capacity_bytes, plain.kv_capacity_bytes);
+    assert_eq!(
+        off.host_weights_bytes.unwrap() - plain.host_weights_bytes.unwrap(),
+        624_412_672 + enc
+    );
+    // A bad value is refused naming the key; several cards are refused for now.
+    let (_, errors) = crate::engine::from_pairs([("engine", "llama.cpp"), ("mmproj", "bytes=1")]);
+    assert!(errors.iter().any(|e| e.to_string().starts_with("mmproj")), "{errors:?}");
+    let est = crate::estimate::estimate(&input).unwrap();
+    let two = engine(&[
+        ("engine", "llama.cpp"),
+        ("card", "rtx-4090,rtx-3090"),
+        ("max-model-len", "8192"),
+        ("mmproj", LLAVA_MMPROJ),
+    ]);
+    let e = budget(&input, &est, &two).unwrap_err();
+    assert!(e.to_string().starts_with("mmproj"), "{e}");
+}
