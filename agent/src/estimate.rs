@@ -211,6 +211,7 @@ pub fn run(args: Args) -> Result<Exit> {
     let mut hub_tensors: Option<TensorSummary> = None;
     let mut args = args;
     crate::engine_cli::read_draft_config(&mut args.engine)?;
+    crate::engine_cli::read_mmproj(&mut args.engine)?;
     let mut hub_gguf_shape = None;
     // --model of the bundled catalogue, without --revision, --model-file or --config:
     // its bundled config.json, as --config would read it, and no request.

@@ -860,3 +860,67 @@ fn several_cards_under_vllm_are_its_pipeline_stages() {
         assert!(err.contains(why), "{flags:?}: {err}");
     }
 }
+
+/// `--mmproj FILE`: the projector's GGUF header is read (its tensors counted as the
+/// model file's are) and its weights and its encoder's compute buffer come off the
+/// card's room; `--no-mmproj-offload` moves them to the host line. The file is LLaVA-1.5's
+/// `mmproj-model-f16.gguf` header (377 tensors, 624 412 672 B: the 595.49 MiB llama.cpp
+/// logs for it).
+#[test]
+fn an_mmproj_file_is_counted_on_the_card_or_the_host() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("mmproj-model-f16.gguf");
+    std::fs::write(&path, gpumem_core::engine::mmproj::llava_15_header(true))
+        .expect("header written");
+    let file = path.to_str().expect("utf-8 path");
+    let base = [
+        "--engine",
+        "llama.cpp",
+        "--card",
+        "rtx-4090",
+        "--max-model-len",
+        "8192",
+    ];
+    let line = |v: &Value, key: &str| {
+        v["engine"]["lines"]
+            .as_array()
+            .expect("lines")
+            .iter()
+            .find(|l| l["key"] == key)
+            .map(|l| l["bytes"].as_u64().expect("bytes"))
+    };
+    let plain = json(&base);
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["--mmproj", file]);
+    let on = json(&args);
+    assert_eq!(line(&on, "mmproj_weights"), Some(624_412_672));
+    let enc = line(&on, "mmproj_compute").expect("the encoder's compute line");
+    let room = |v: &Value| v["engine"]["kv_capacity_bytes"].as_i64().expect("room");
+    assert_eq!(room(&plain) - room(&on), (624_412_672 + enc) as i64);
+    args.push("--no-mmproj-offload");
+    let off = json(&args);
+    assert_eq!(line(&off, "mmproj_weights"), None);
+    assert_eq!(room(&off), room(&plain));
+    assert_eq!(
+        line(&off, "host_weights").unwrap() - line(&plain, "host_weights").unwrap(),
+        624_412_672 + enc
+    );
+    // A file that is no projector, and a missing one: exit 2 with the flag named.
+    let model = dir.path().join("model.gguf");
+    std::fs::write(
+        &model,
+        gpumem_core::import::gguf::build_header("llama", &[("blk.0.attn_q.weight", &[32, 32], 0)]),
+    )
+    .expect("header written");
+    for bad in [
+        model.to_str().expect("utf-8 path"),
+        "/nonexistent/mmproj.gguf",
+    ] {
+        let mut args = base.to_vec();
+        args.extend_from_slice(&["--mmproj", bad]);
+        let out = agent(&args);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--mmproj"), "{bad}: {err}");
+    }
+}
