@@ -279,24 +279,31 @@ impl Projector {
         ))
     }
 
-    /// The tokens one image takes in the context, where the projector's rule is known:
-    /// `clip_n_output_tokens` (clip.cpp) — every patch for LLaVA's `mlp` and
-    /// `mlp_norm`, a quarter for MobileVLM's `ldp` and `ldpv2`.
-    pub fn image_tokens(&self) -> Option<u64> {
+    /// The tokens one image takes in the context, where the projector's rule is known,
+    /// and that rule in words: `clip_n_output_tokens` (clip.cpp) — every patch for
+    /// LLaVA's `mlp` and `mlp_norm`, a quarter for MobileVLM's `ldp` and `ldpv2`, the
+    /// patches pooled by 4 per side for `gemma3` (its default
+    /// `proj_scale_factor`; only test models set `clip.vision.projector.scale_factor`).
+    pub fn image_tokens(&self) -> Option<(u64, &'static str)> {
         let patches = self.patches().ok()?;
+        let side = self.image_size.checked_div(self.patch_size)?;
         match self.projector.as_str() {
-            "mlp" | "mlp_norm" => Some(patches),
-            "ldp" | "ldpv2" => Some(patches / 4),
+            "mlp" | "mlp_norm" => Some((patches, "one token per patch")),
+            "ldp" | "ldpv2" => Some((patches / 4, "one token per 4 patches")),
+            "gemma3" => {
+                let pooled = side / 4;
+                Some((pooled.saturating_mul(pooled), "the patches pooled by 4 per side"))
+            }
             _ => None,
         }
     }
 }
 
-/// LLaVA-1.5-7B's `mmproj-model-f16.gguf` as llama.cpp's converter writes it: CLIP
-/// ViT-L/14-336 less its last layer (23 of 24), no post-norm, and the two-layer
-/// MLP projector 1024 → 4096 → 4096; weights f16 (type 1), biases, norms and the
-/// class embedding f32 (type 0); `with_type`: with `clip.projector_type` (older files
-/// lack it) — for tests and fixtures.
+/// LLaVA-1.5-7B's `mmproj-model-f16.gguf` header as llama.cpp's converter writes it:
+/// CLIP ViT-L/14-336 less its last layer (23 of 24), no post-norm, and the two-layer MLP
+/// projector 1024 → 4096 → 4096; weights f16 (type 1), biases, norms and the class
+/// embedding f32 (type 0); `with_type`: with `clip.projector_type` (older files lack
+/// it) — for tests and fixtures.
 #[allow(clippy::arithmetic_side_effects)]
 pub fn llava_15_header(with_type: bool) -> Vec<u8> {
     use crate::import::gguf::{PROJECTOR_TYPE, build_header_strings};
@@ -380,7 +387,7 @@ mod tests {
         assert_eq!(p.bytes * 100 / (1 << 20), 59_548);
         assert_eq!(p.projector, "mlp");
         assert_eq!(p.patches().unwrap(), 576);
-        assert_eq!(p.image_tokens(), Some(576));
+        assert_eq!(p.image_tokens().map(|t| t.0), Some(576));
         // The legacy file without clip.projector_type reads as LLaVA's mlp.
         let q = Projector::from_header(&parse_header(&llava_15_header(false)).unwrap()).unwrap();
         assert_eq!(q, p);
@@ -417,8 +424,8 @@ mod tests {
         );
         assert!(bytes > 1132 << 20, "{bytes}");
         assert_eq!(bytes >> 20, 1222);
-        // Its tokens per image are its own rule: not claimed.
-        assert_eq!(p.image_tokens(), None);
+        // 64 patches a side pooled by 4: 256 tokens an image (vLLM's Gemma 3 figure too).
+        assert_eq!(p.image_tokens().map(|t| t.0), Some(256));
     }
 
     #[test]

@@ -417,8 +417,8 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             ));
         }
         assumptions.push(match pj.image_tokens() {
-            Some(n) => format!(
-                "each image takes {n} of the context's cells ({} projector: one token per {}-pixel patch of a {s}×{s} image, clip.cpp clip_n_output_tokens; tiled images take more): the context given must hold the images' tokens beside the text's",
+            Some((n, rule)) => format!(
+                "each image takes {n} of the context's cells ({} projector: {rule} of {}-pixel patches over the {s}×{s} image, clip.cpp clip_n_output_tokens; an image cut into tiles takes that per tile): the context given must hold the images' tokens beside the text's",
                 pj.projector,
                 pj.patch_size,
                 s = pj.image_size
