@@ -164,6 +164,10 @@ pub struct DeviceShare {
     /// buffers for a previous stage's activations and the CUDA-graph estimate it
     /// subtracts.
     pub compute_bytes: u64,
+    /// llama.cpp's `--mmproj` projector on it (device 0, the first GPU): its weights and
+    /// its vision encoder's compute buffer (assumed); 0 elsewhere.
+    #[serde(default)]
+    pub mmproj_bytes: u64,
     /// The CUDA context on it (llama.cpp, assumed); vLLM: the memory outside torch.
     pub context_bytes: u64,
     /// What the engine leaves free on it: llama.cpp's `--fit` margin; vLLM's share the

@@ -313,17 +313,8 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         Some(t) => Some(mmproj::Projector::parse(t)?),
         None => None,
     };
-    let mmproj_on_card = !p.on(NO_MMPROJ_OFFLOAD.key());
-    if projector.is_none() && !mmproj_on_card {
-        assumptions.push("--no-mmproj-offload without --mmproj: no projector to place".into());
-    }
+    let mm = place_projector(projector.as_ref(), !p.on(NO_MMPROJ_OFFLOAD.key()), &mut assumptions)?;
     if !p.devices.is_empty() {
-        if projector.is_some() {
-            return Err(EstimateError::invalid(
-                "mmproj",
-                "over several cards the projector goes to the first GPU (clip.cpp: ggml_backend_init_by_type), which is not modelled yet: name one card",
-            ));
-        }
         let Some(a) = input.arch else {
             return Err(EstimateError::invalid(
                 "card",
@@ -345,6 +336,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
                 tk.name(),
                 tv.name()
             ),
+            mmproj: &mm,
         };
         return split::draft(c, &facts, assumptions);
     }
@@ -397,38 +389,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         line("compute_buffer", "Compute buffer for one ubatch (assumed)", compute, Kind::Assumed, "max((3 intermediate + 2 hidden) × ubatch × 4, (vocab + hidden) × sequences × 4)".into(), &[("ubatch", ubatch.to_string())], "src/llama-context.cpp (graph_reserve)"),
         line("fit_margin", "--fit margin left free", mib(fit), Kind::Assumed, format!("{fit} MiB (--fit-target default)"), &[], "common/common.h (fit_params_target)"),
     ];
-    // The projector (--mmproj): its weights and its encoder's compute buffer on the
-    // card, or in host memory with --no-mmproj-offload ([`mmproj`]).
-    let mut mm_card = 0u64;
-    let mut mm_host = 0u64;
-    let mut mm_unc = 0u64;
-    if let Some(pj) = &projector {
-        let (enc, enc_formula) = pj.compute_bound()?;
-        mm_unc = enc.checked_div(4).unwrap_or(0);
-        if mmproj_on_card {
-            mm_card = sum(&[pj.bytes, enc])?;
-            lines.push(line("mmproj_weights", "Projector (mmproj) weights on the card", pj.bytes, Kind::Computed, format!("{} tensors of the file's header, {} projector", pj.tensors, pj.projector), &[("tensors", pj.tensors.to_string()), ("projector", pj.projector.clone())], "tools/mtmd/clip.cpp (clip_model_loader::load_tensors: one buffer of the encoder's backend, the first GPU)"));
-            lines.push(line("mmproj_compute", "Vision encoder compute buffer (assumed)", enc, Kind::Assumed, enc_formula, &[("image-size", pj.image_size.to_string()), ("patch-size", pj.patch_size.to_string())], "tools/mtmd/clip.cpp (alloc_compute_meta: the warm-up image's graph reserved)"));
-        } else {
-            mm_host = sum(&[pj.bytes, enc])?;
-            assumptions.push(format!(
-                "--no-mmproj-offload: the projector's {} B and its encoder's compute buffer of {} B (assumed: {enc_formula}) in host memory (clip.cpp: the CPU backend)",
-                pj.bytes, enc
-            ));
-        }
-        assumptions.push(match pj.image_tokens() {
-            Some((n, rule)) => format!(
-                "each image takes {n} of the context's cells ({} projector: {rule} of {}-pixel patches over the {s}×{s} image, clip.cpp clip_n_output_tokens; an image cut into tiles takes that per tile): the context given must hold the images' tokens beside the text's",
-                pj.projector,
-                pj.patch_size,
-                s = pj.image_size
-            ),
-            None => format!(
-                "each image takes context cells by the {} projector's own count (clip.cpp clip_n_output_tokens, not modelled here): the context given must hold the images' tokens beside the text's",
-                pj.projector
-            ),
-        });
-    }
+    lines.extend(mm.lines.iter().cloned());
     let mut kv_line = line(
         "kv_cache",
         "KV cache for the context's cells",
@@ -452,10 +413,10 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let mut host_line = line(
         "host_weights",
         "Model weights in host memory (CPU buffer)",
-        sum(&[placed.host, mm_host])?,
+        sum(&[placed.host, mm.host])?,
         Kind::Computed,
-        if mm_host > 0 {
-            format!("token embeddings, blocks below the GPU's, tensors sent to CPU, + the projector and its encoder's compute buffer ({mm_host} B, --no-mmproj-offload)")
+        if mm.host > 0 {
+            format!("token embeddings, blocks below the GPU's, tensors sent to CPU, + the projector and its encoder's compute buffer ({} B, --no-mmproj-offload)", mm.host)
         } else {
             "token embeddings, blocks below the GPU's, tensors sent to CPU".into()
         },
@@ -464,7 +425,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     );
     host_line.subtracted = false;
     lines.push(host_line);
-    let room = sum(&[mib(ctx_mib), gpu_w, compute, mib(fit), mm_card])
+    let room = sum(&[mib(ctx_mib), gpu_w, compute, mib(fit), mm.card])
         .map(|u| i128::from(capacity).saturating_sub(i128::from(u)))?;
     let per_cell = frac(prod(&[full_l, cell])?)?.max(1);
     let room_u = u64::try_from(room.max(0)).unwrap_or(0);
@@ -496,13 +457,71 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         }),
         uncertainty: sum(&[
             sum(&[mib(ctx_mib), compute])?.checked_div(4).unwrap_or(0),
-            if mm_card > 0 { mm_unc } else { 0 },
+            mm.uncertainty,
         ])?,
         assumptions,
         warnings: Vec::new(),
         refused: None,
         devices: Vec::new(),
     })
+}
+
+/// Where the projector (`--mmproj`) goes: its weights and its encoder's compute buffer
+/// on the first GPU, or in host memory with `--no-mmproj-offload` ([`mmproj`]).
+pub(super) struct ProjectorPlaced {
+    /// Bytes on the first GPU (device 0): weights and the encoder's compute buffer.
+    pub card: u64,
+    /// Bytes in host memory (`--no-mmproj-offload`).
+    pub host: u64,
+    /// The assumed compute buffer's uncertainty on the card (a quarter of it).
+    pub uncertainty: u64,
+    /// The card's lines for it (none on the host).
+    pub lines: Vec<super::outcome::EngineLine>,
+}
+
+fn place_projector(
+    projector: Option<&mmproj::Projector>,
+    on_card: bool,
+    assumptions: &mut Vec<String>,
+) -> Result<ProjectorPlaced, EstimateError> {
+    let mut out = ProjectorPlaced {
+        card: 0,
+        host: 0,
+        uncertainty: 0,
+        lines: Vec::new(),
+    };
+    let Some(pj) = projector else {
+        if !on_card {
+            assumptions.push("--no-mmproj-offload without --mmproj: no projector to place".into());
+        }
+        return Ok(out);
+    };
+    let (enc, enc_formula) = pj.compute_bound()?;
+    if on_card {
+        out.card = sum(&[pj.bytes, enc])?;
+        out.uncertainty = enc.checked_div(4).unwrap_or(0);
+        out.lines.push(line("mmproj_weights", "Projector (mmproj) weights on the card", pj.bytes, Kind::Computed, format!("{} tensors of the file's header, {} projector", pj.tensors, pj.projector), &[("tensors", pj.tensors.to_string()), ("projector", pj.projector.clone())], "tools/mtmd/clip.cpp (clip_model_loader::load_tensors: one buffer of the encoder's backend, the first GPU)"));
+        out.lines.push(line("mmproj_compute", "Vision encoder compute buffer (assumed)", enc, Kind::Assumed, enc_formula, &[("image-size", pj.image_size.to_string()), ("patch-size", pj.patch_size.to_string())], "tools/mtmd/clip.cpp (alloc_compute_meta: the warm-up image's graph reserved)"));
+    } else {
+        out.host = sum(&[pj.bytes, enc])?;
+        assumptions.push(format!(
+            "--no-mmproj-offload: the projector's {} B and its encoder's compute buffer of {} B (assumed: {enc_formula}) in host memory (clip.cpp: the CPU backend)",
+            pj.bytes, enc
+        ));
+    }
+    assumptions.push(match pj.image_tokens() {
+        Some((n, rule)) => format!(
+            "each image takes {n} of the context's cells ({} projector: {rule} of {}-pixel patches over the {s}×{s} image, clip.cpp clip_n_output_tokens; an image cut into tiles takes that per tile): the context given must hold the images' tokens beside the text's",
+            pj.projector,
+            pj.patch_size,
+            s = pj.image_size
+        ),
+        None => format!(
+            "each image takes context cells by the {} projector's own count (clip.cpp clip_n_output_tokens, not modelled here): the context given must hold the images' tokens beside the text's",
+            pj.projector
+        ),
+    });
+    Ok(out)
 }
 
 /// Device 0 for a slot from `gpu_start` on (`-ngl`'s placement on one card), `None`

@@ -63,6 +63,9 @@ pub(super) struct Facts<'a> {
     pub rules: &'a [Override],
     /// The KV line's formula, in words.
     pub kv_formula: String,
+    /// The projector (`--mmproj`): on device 0, the first GPU
+    /// (`ggml_backend_init_by_type`, `tools/mtmd/clip.cpp` `clip_ctx`).
+    pub mmproj: &'a super::ProjectorPlaced,
 }
 
 /// `x × hi ÷ total − x × lo ÷ total`, each rounded down: a device's share of `x` for
@@ -257,12 +260,22 @@ pub(super) fn draft(
         };
         let weights = placed.gpu.get(i).copied().unwrap_or(0);
         let (capacity, _) = catalogue_capacity(card);
-        let need = sum(&[ctx_bytes, weights, compute, fit_bytes, kv])?;
+        // The projector is loaded after the model (llama-server's load_model), so the
+        // free memory that split the layers did not count it; it lands on device 0.
+        let (mm, mm_unc) = if i == 0 {
+            (f.mmproj.card, f.mmproj.uncertainty)
+        } else {
+            (0, 0)
+        };
+        let need = sum(&[ctx_bytes, weights, compute, fit_bytes, kv, mm])?;
         let headroom = i64::try_from(i128::from(capacity).saturating_sub(i128::from(need)))
             .unwrap_or(i64::MIN);
-        let unc = sum(&[ctx_bytes, compute])?.checked_div(4).unwrap_or(0);
+        let unc = sum(&[
+            sum(&[ctx_bytes, compute])?.checked_div(4).unwrap_or(0),
+            mm_unc,
+        ])?;
         let room = i128::from(capacity)
-            .saturating_sub(i128::from(sum(&[ctx_bytes, weights, compute, fit_bytes])?));
+            .saturating_sub(i128::from(sum(&[ctx_bytes, weights, compute, fit_bytes, mm])?));
         rooms.push((room, per_cell, swa));
         shares.push(DeviceShare {
             device: u64::try_from(i).unwrap_or(u64::MAX),
@@ -276,6 +289,7 @@ pub(super) fn draft(
             weights_bytes: weights,
             kv_bytes: kv,
             compute_bytes: compute,
+            mmproj_bytes: mm,
             context_bytes: ctx_bytes,
             fit_margin_bytes: fit_bytes,
             need_bytes: need,
@@ -335,6 +349,9 @@ pub(super) fn draft(
         line("compute_buffer", "Compute buffer for one ubatch (assumed)", w.compute_bytes, Kind::Assumed, if pipeline { format!("the one-card figure + {} copies of the split inputs (pipeline parallelism)", SCHED_COPIES.saturating_sub(1)) } else { "the one-card figure".into() }, &[("ubatch", f.ubatch.to_string())], "src/llama-context.cpp (graph_reserve, pipeline_parallel), ggml/src/ggml-backend.cpp (GGML_SCHED_MAX_COPIES)"),
         line("fit_margin", "--fit margin left free", fit_bytes, Kind::Assumed, format!("{FIT_MIB} MiB (--fit-target default, per device)"), &[], "common/common.h (fit_params_target)"),
     ];
+    if worst == 0 {
+        lines.extend(f.mmproj.lines.iter().cloned());
+    }
     let mut kv_line = line(
         "kv_cache",
         "KV cache of this device's layers",
@@ -349,9 +366,13 @@ pub(super) fn draft(
     let mut host_line = line(
         "host_weights",
         "Model weights in host memory (CPU buffer)",
-        placed.host,
+        sum(&[placed.host, f.mmproj.host])?,
         Kind::Computed,
-        "token embeddings, blocks below the GPUs', tensors sent to CPU".into(),
+        if f.mmproj.host > 0 {
+            format!("token embeddings, blocks below the GPUs', tensors sent to CPU, + the projector and its encoder's compute buffer ({} B, --no-mmproj-offload)", f.mmproj.host)
+        } else {
+            "token embeddings, blocks below the GPUs', tensors sent to CPU".into()
+        },
         &[],
         "src/llama-model.cpp (load_tensors: the input layer stays on the CPU)",
     );

@@ -587,16 +587,48 @@ fn the_projector_sits_on_the_card_unless_kept_on_the_cpu() {
         off.host_weights_bytes.unwrap() - plain.host_weights_bytes.unwrap(),
         624_412_672 + enc
     );
-    // A bad value is refused naming the key; several cards are refused for now.
+    // A bad value is refused naming the key.
     let (_, errors) = crate::engine::from_pairs([("engine", "llama.cpp"), ("mmproj", "bytes=1")]);
     assert!(errors.iter().any(|e| e.to_string().starts_with("mmproj")), "{errors:?}");
-    let est = crate::estimate::estimate(&input).unwrap();
-    let two = engine(&[
+}
+
+/// Over several cards the projector lands on device 0 (the first GPU), after the model's
+/// layers were split by free memory: device 0 needs it more, device 1 is unchanged, and
+/// the split of the layers is the same.
+#[test]
+fn over_several_cards_the_projector_is_on_the_first() {
+    let input = llama_8b(&[]);
+    let two = [
         ("engine", "llama.cpp"),
         ("card", "rtx-4090,rtx-3090"),
         ("max-model-len", "8192"),
-        ("mmproj", LLAVA_MMPROJ),
-    ]);
-    let e = budget(&input, &est, &two).unwrap_err();
-    assert!(e.to_string().starts_with("mmproj"), "{e}");
+    ];
+    let plain = run(&input, &two);
+    let mut with_mm = two.to_vec();
+    with_mm.push(("mmproj", LLAVA_MMPROJ));
+    let on = run(&input, &with_mm);
+    let enc = 16 * 577 * 577 * 4 + 10 * 577 * 1024 * 4 + 2 * 3 * 336 * 336 * 4;
+    let (p, o) = (&plain.devices, &on.devices);
+    assert_eq!(o[0].mmproj_bytes, 624_412_672 + enc);
+    assert_eq!(o[1].mmproj_bytes, 0);
+    assert_eq!(o[0].layers, p[0].layers);
+    assert_eq!(o[0].need_bytes - p[0].need_bytes, 624_412_672 + enc);
+    assert_eq!(o[1].need_bytes, p[1].need_bytes);
+    assert_eq!(
+        o[0].need_bytes,
+        o[0].context_bytes
+            + o[0].weights_bytes
+            + o[0].compute_bytes
+            + o[0].fit_margin_bytes
+            + o[0].kv_bytes
+            + o[0].mmproj_bytes
+    );
+    // With --no-mmproj-offload it goes to the host line instead.
+    with_mm.push(("no-mmproj-offload", "true"));
+    let off = run(&input, &with_mm);
+    assert_eq!(off.devices[0].need_bytes, p[0].need_bytes);
+    assert_eq!(
+        off.host_weights_bytes.unwrap() - plain.host_weights_bytes.unwrap(),
+        624_412_672 + enc
+    );
 }

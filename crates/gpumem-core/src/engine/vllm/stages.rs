@@ -303,6 +303,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             weights_bytes: weights,
             kv_bytes: kv,
             compute_bytes: compute,
+            mmproj_bytes: 0,
             context_bytes: context,
             fit_margin_bytes: fit_margin,
             need_bytes: u64::try_from(need.max(0)).unwrap_or(0),
