@@ -37,8 +37,9 @@ pub struct GgufHeader {
     pub tensors: TensorSummary,
     /// `general.architecture`, when present.
     pub architecture: Option<String>,
-    /// `clip.projector_type`, when present: a multimodal projector's (`mmproj`) kind
-    /// (llama.cpp `tools/mtmd/clip-impl.h` `KEY_PROJ_TYPE`).
+    /// A multimodal projector's (`mmproj`) kind for images, when present:
+    /// `clip.vision.projector_type` (files with several encoders name each one's), else
+    /// `clip.projector_type` (llama.cpp `tools/mtmd/clip-impl.h` `KEY_PROJ_TYPE`).
     pub projector_type: Option<String>,
     /// Integer metadata useful for the architecture mode (`llama.block_count`, …;
     /// `tokenizer.ggml.tokens`: the vocabulary's length).
@@ -199,6 +200,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, EstimateError> {
     }
     let mut architecture = None;
     let mut projector_type = None;
+    let mut vision_projector_type = None;
     // A list, not a map: a handful of keys, and no map type of its own in the page.
     let mut numbers: Vec<(String, u64)> = Vec::new();
     let mut unread = Vec::new();
@@ -215,6 +217,9 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, EstimateError> {
         match read_value(&mut r, ty, 0)? {
             Value::Str(s) if key == "general.architecture" => architecture = Some(s.to_string()),
             Value::Str(s) if key == PROJECTOR_TYPE => projector_type = Some(s.to_string()),
+            Value::Str(s) if key == VISION_PROJECTOR_TYPE => {
+                vision_projector_type = Some(s.to_string());
+            }
             Value::Int(v) if is_useful_number(key) => numbers.push((key.to_string(), v)),
             _ if is_useful_number(key) => unread.push(key.to_string()),
             _ => {}
@@ -267,7 +272,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, EstimateError> {
         version,
         tensors,
         architecture,
-        projector_type,
+        projector_type: vision_projector_type.or(projector_type),
         numbers,
         unread,
         header_bytes: r.pos as u64,
@@ -278,6 +283,8 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, EstimateError> {
 const TOKENS: &str = "tokenizer.ggml.tokens";
 /// A multimodal projector's kind (`mlp` for LLaVA's).
 pub const PROJECTOR_TYPE: &str = "clip.projector_type";
+/// The image projector's kind in a file with several encoders.
+pub const VISION_PROJECTOR_TYPE: &str = "clip.vision.projector_type";
 
 fn is_useful_number(key: &str) -> bool {
     const SUFFIXES: [&str; 14] = [

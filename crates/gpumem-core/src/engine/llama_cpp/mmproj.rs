@@ -108,6 +108,13 @@ impl Projector {
                 h.architecture.as_deref().unwrap_or("absent")
             )));
         }
+        // An audio encoder beside (clip.audio.*) loads into a context of its own with its
+        // own warm-up (clip.cpp clip_init): not modelled.
+        if h.number("clip.audio.block_count").is_some() {
+            return Err(bad(
+                "the file also holds an audio encoder (clip.audio.*), whose compute buffer is not modelled".into(),
+            ));
+        }
         let get = |k: &str| {
             h.number(&format!("clip.vision.{k}")).ok_or_else(|| {
                 bad(format!(
@@ -364,7 +371,7 @@ mod tests {
     #![allow(clippy::arithmetic_side_effects)]
 
     use super::*;
-    use crate::import::gguf::parse_header;
+    use crate::import::gguf::{build_header_strings, parse_header};
 
     /// The header's tensors give the size llama.cpp logs for this file: 377 tensors
     /// (235 f32, 142 f16), "model size: 595.49 MB" (MiB: clip.cpp divides by 1024²;
@@ -444,6 +451,37 @@ mod tests {
             let e = Projector::parse(text).unwrap_err();
             assert!(e.to_string().starts_with("mmproj"), "{text}: {e}");
         }
+        // The vision projector's own key wins over the general one; an audio encoder
+        // beside is refused.
+        let both = build_header_strings(
+            "clip",
+            &[
+                ("clip.projector_type", "mlp"),
+                ("clip.vision.projector_type", "qwen2.5vl_merger"),
+            ],
+            &[("vision.image_size", 336), ("vision.patch_size", 14)],
+            &[("v.patch_embd.weight", &[14, 14, 3, 1024], 1)],
+            None,
+        );
+        let h = parse_header(&both).unwrap();
+        assert_eq!(h.projector_type.as_deref(), Some("qwen2.5vl_merger"));
+        let audio = build_header_strings(
+            "clip",
+            &[],
+            &[
+                ("vision.image_size", 336),
+                ("vision.patch_size", 14),
+                ("vision.embedding_length", 1024),
+                ("vision.feed_forward_length", 4096),
+                ("vision.attention.head_count", 16),
+                ("vision.block_count", 23),
+                ("audio.block_count", 32),
+            ],
+            &[("v.patch_embd.weight", &[14, 14, 3, 1024], 1)],
+            None,
+        );
+        let e = Projector::from_header(&parse_header(&audio).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("audio encoder"), "{e}");
         // A model file, not a projector.
         let h = parse_header(&crate::import::gguf::build_header(
             "llama",
