@@ -127,6 +127,15 @@ fn apply(form: &Form, outcome: LookupOutcome) -> String {
             summary: t.summary,
         }));
     }
+    if let Some((name, pairs)) = outcome.mmproj {
+        form.sig("mmproj").set(pairs);
+        if form.sig("engine").get_untracked().trim().is_empty() {
+            form.sig("engine").set("llama.cpp".into());
+        }
+        said.push(format!(
+            "Read {name}'s GGUF header: a multimodal projector, now in llama.cpp's mmproj field (its weights and its vision encoder's compute buffer on the card, as llama-server --mmproj loads them); the model's fields are unchanged."
+        ));
+    }
     if outcome.requests > 0 {
         said.push(format!(
             "{} requests in {} round trips{}.",
@@ -319,7 +328,7 @@ pub fn ImportZone() -> impl IntoView {
         >
             <label for="import-file" class="drop-label">
                 <strong>"Import a model file"</strong>
-                " — drop or pick a config.json, the .safetensors shards of a checkpoint, or a .gguf file. "
+                " — drop or pick a config.json, the .safetensors shards of a checkpoint, or a .gguf file (an mmproj projector alone fills llama.cpp's mmproj field). "
                 "Only the header bytes are read, in this browser; nothing is uploaded."
             </label>
             <input

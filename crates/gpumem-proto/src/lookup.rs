@@ -66,6 +66,10 @@ pub struct LookupOutcome {
     pub round_trips: u32,
     /// The commit the Hub answered with, when it said.
     pub commit: Option<String>,
+    /// A llama.cpp multimodal projector (an `mmproj` GGUF) dropped alone: its file
+    /// name and the `mmproj` key's value (`gpumem_core::engine::mmproj`).
+    #[serde(default)]
+    pub mmproj: Option<(String, String)>,
 }
 
 /// The lookup documents as lines of tab-separated text, for the two pages.
@@ -292,6 +296,9 @@ pub mod text {
         if let Some(t) = &o.tensors {
             w.tensors(t);
         }
+        if let Some((name, pairs)) = &o.mmproj {
+            w.record("mmproj", &[name, pairs]);
+        }
         w.0
     }
 
@@ -312,6 +319,10 @@ pub mod text {
                     o.round_trips = small(&f[1])?;
                 }
                 "commit" => o.commit = Some(line.fields(1)?[0].clone()),
+                "mmproj" => {
+                    let f = line.fields(2)?;
+                    o.mmproj = Some((f[0].clone(), f[1].clone()));
+                }
                 "config" => {
                     let f = line.fields(3)?;
                     o.config = Some(ConfigRead {
@@ -438,6 +449,7 @@ mod tests {
             requests: u32::MAX,
             round_trips: 3,
             commit: Some(field.to_string()),
+            mmproj: Some((format!("mmproj-{field}.gguf"), format!("bytes={n}"))),
         }
     }
 

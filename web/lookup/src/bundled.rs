@@ -140,6 +140,7 @@ pub async fn read(repo: &str, why: &str) -> Option<Result<LookupOutcome, String>
                 requests: http.requests(),
                 round_trips: http.requests(),
                 commit: None,
+                mmproj: None,
             }
         });
     Some(read)

@@ -3,6 +3,7 @@
 //! leaves the browser. The reads follow [`gpumem_core::import::read_policy`], the same
 //! bounds and growth as the agent's `estimate --safetensors/--gguf` and the Hub lookup.
 
+use gpumem_core::engine::mmproj::Projector;
 use gpumem_core::import::TensorSummary;
 use gpumem_core::import::config::parse_config;
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
@@ -88,6 +89,23 @@ pub async fn read_files(files: Vec<File>) -> Result<LookupOutcome, String> {
     let mut config = None;
     for f in &files {
         let header = read_header(f, format).await?;
+        // A llama.cpp multimodal projector (general.architecture "clip") dropped alone:
+        // the `mmproj` engine key, not the model's weights.
+        if let Header::Gguf(h) = &header
+            && h.architecture.as_deref() == Some("clip")
+        {
+            if files.len() != 1 {
+                return Err(format!(
+                    "{}: an mmproj projector file; drop it alone (its figures go to llama.cpp's mmproj field)",
+                    f.name()
+                ));
+            }
+            let p = Projector::from_header(h).map_err(|e| format!("{}: {e}", f.name()))?;
+            return Ok(LookupOutcome {
+                mmproj: Some((f.name(), p.to_text())),
+                ..LookupOutcome::default()
+            });
+        }
         // A GGUF file alone gives the KV cache its shape (the first file of a split
         // set holds the metadata).
         if let (None, Header::Gguf(h)) = (&config, &header) {

@@ -227,6 +227,7 @@ pub async fn lookup(
         // Round 1, each further page of the file list, then the slowest file's reads.
         round_trips: slowest.saturating_add(u32::try_from(listing_pages).unwrap_or(u32::MAX)),
         commit,
+        mmproj: None,
     })
 }
 
