@@ -77,27 +77,6 @@ pub fn read_draft_config(pairs: &mut [(String, String)]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads `--mmproj FILE` (llama.cpp's multimodal projector): the file's GGUF header
-/// only, its tensors counted as the model file's are, and replaces the path with the
-/// projector's `key=value` pairs, the value the page's URL keeps too. A value with
-/// `=` is taken as those pairs already.
-pub fn read_mmproj(pairs: &mut [(String, String)]) -> anyhow::Result<()> {
-    use anyhow::Context;
-    use gpumem_core::engine::mmproj::Projector;
-    for (_, v) in pairs.iter_mut().filter(|(k, _)| k == "mmproj") {
-        if v.contains('=') {
-            continue;
-        }
-        let path = std::path::Path::new(v.as_str());
-        let header = crate::estimate::read_gguf(path)
-            .with_context(|| format!("--mmproj {}", path.display()))?;
-        let p = Projector::from_header(&header)
-            .with_context(|| format!("--mmproj {}", path.display()))?;
-        *v = p.to_text();
-    }
-    Ok(())
-}
-
 /// What the engine flags add to the output (`engine` and `largest` in `--json`).
 #[derive(Debug, Default, Serialize)]
 pub struct EngineOutput {

@@ -211,7 +211,7 @@ pub fn run(args: Args) -> Result<Exit> {
     let mut hub_tensors: Option<TensorSummary> = None;
     let mut args = args;
     crate::engine_cli::read_draft_config(&mut args.engine)?;
-    crate::engine_cli::read_mmproj(&mut args.engine)?;
+    read_mmproj(&mut args.engine)?;
     let mut hub_gguf_shape = None;
     // --model of the bundled catalogue, without --revision, --model-file or --config:
     // its bundled config.json, as --config would read it, and no request.
@@ -768,6 +768,26 @@ pub fn read_header(path: &Path, format: HeaderFormat) -> Result<Header> {
 /// Reads only the safetensors header: 8 bytes, then the JSON they announce.
 pub fn read_safetensors(path: &Path) -> Result<TensorSummary> {
     read_header(path, HeaderFormat::Safetensors).map(Header::into_tensors)
+}
+
+/// Reads `--mmproj FILE` (llama.cpp's multimodal projector): the file's GGUF header
+/// only, its tensors counted as the model file's are, and replaces the path with the
+/// projector's `key=value` pairs, the value the page's URL keeps too. A value with
+/// `=` is taken as those pairs already.
+pub fn read_mmproj(pairs: &mut [(String, String)]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use gpumem_core::engine::mmproj::Projector;
+    for (_, v) in pairs.iter_mut().filter(|(k, _)| k == "mmproj") {
+        if v.contains('=') {
+            continue;
+        }
+        let path = std::path::Path::new(v.as_str());
+        let header = read_gguf(path).with_context(|| format!("--mmproj {}", path.display()))?;
+        let p = Projector::from_header(&header)
+            .with_context(|| format!("--mmproj {}", path.display()))?;
+        *v = p.to_text();
+    }
+    Ok(())
 }
 
 /// Reads a GGUF header, fetching more of the file only while the parser asks for it.
