@@ -25,6 +25,8 @@ pub fn flag_of(f: &'static Field) -> Arg {
         FieldKind::Choice => "NAME",
         // A size (`--ram 64GiB`), read as `--card` capacities are.
         FieldKind::Text if f.key == "ram" => "SIZE",
+        // llama.cpp's projector file (its header read into the key's pairs).
+        FieldKind::Text if f.key == "mmproj" => "FILE",
         FieldKind::Text if !f.choices.is_empty() => "NAME",
         FieldKind::Text => "TEXT",
         FieldKind::Fraction => "FRACTION",

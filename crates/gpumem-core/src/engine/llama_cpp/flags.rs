@@ -167,7 +167,7 @@ pub(super) const MMPROJ: Flag = Flag::new(
         super::mmproj::KEY,
         FieldKind::Text,
         "llama.cpp multimodal projector (--mmproj)",
-        "bytes=…,image-size=…",
+        "none",
         "llama.cpp --mmproj: the projector GGUF (the agent reads its header; the page takes its bytes=…,tensors=…,image-size=…,patch-size=…,hidden=…,ffn=…,heads=…,layers=…,projector=… pairs): its weights and its vision encoder's compute buffer on the card",
     )
     .choices(&[(
