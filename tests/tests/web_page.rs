@@ -404,6 +404,28 @@ fn web_imports_header_only_safetensors_shards() {
         "the config import",
         "return location.search.includes('hidden=896') && location.search.includes('qkv-bias=true')",
     );
+
+    // A llama.cpp projector (an mmproj GGUF) dropped alone fills llama.cpp's mmproj
+    // field and the link with the figures the agent reads from the same header; the
+    // model's fields stay.
+    let mm = dir.path().join("mmproj-model-f16.gguf");
+    std::fs::write(&mm, gpumem_core::engine::mmproj::llava_15_header(true)).unwrap();
+    let want = gpumem_core::engine::mmproj::Projector::from_header(
+        &gguf::parse_header(&std::fs::read(&mm).unwrap()).unwrap(),
+    )
+    .unwrap()
+    .to_text();
+    page.browser.upload("[data-testid=import-file]", &[&mm]);
+    let status = page.browser.wait_for(
+        "the mmproj import",
+        &format!(
+            "const s = decodeURIComponent(location.search.replace(/\\+/g, ' ')); return s.includes('mmproj={want}') && s.includes('hidden=896') && document.querySelector('[data-testid=import-status]').textContent"
+        ),
+    );
+    assert!(
+        status.as_str().unwrap().contains("multimodal projector"),
+        "{status}"
+    );
 }
 
 /// `gpumem-agent estimate --json` for the same keys, built if needed.
