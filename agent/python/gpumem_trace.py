@@ -22,6 +22,7 @@ Output: ``{"ok": TRACE}``, ``{"unavailable": TEXT}`` (a package is missing: the 
 exits 2 and says what to install) or ``{"error": TEXT}``. This file never touches a GPU.
 """
 
+import contextlib
 import json
 import sys
 import time
@@ -478,6 +479,61 @@ _HOST_OUTPUTS = {
 }
 
 
+# DeepSpeed's checks for inf / NaN gradients before its optimizer step (file, function):
+# deepspeed/runtime/utils.py, deepspeed/runtime/zero/stage_1_and_2.py and stage3.py,
+# 0.19.8.
+_FINITE_CHECKS = (
+    ("deepspeed/runtime/utils.py", "is_invalid_grad_norm"),
+    ("deepspeed/runtime/utils.py", "has_overflow"),
+    ("deepspeed/runtime/zero/stage_1_and_2.py", "has_overflow"),
+    ("deepspeed/runtime/zero/stage3.py", "has_overflow"),
+)
+
+
+def _asks_finite_gradients():
+    """Whether the scalar being read is DeepSpeed asking whether its gradients are
+    finite (a caller among ``_FINITE_CHECKS``)."""
+    import os
+
+    f = sys._getframe(2)
+    depth = 0
+    while f is not None and depth < 16:
+        name = f.f_code.co_filename.replace(os.sep, "/")
+        if any(name.endswith(path) and f.f_code.co_name == fn for path, fn in _FINITE_CHECKS):
+            return True
+        f = f.f_back
+        depth += 1
+    return False
+
+
+def _is_meta_device(device):
+    import torch
+
+    return device is not None and torch.device(device).type == "meta"
+
+
+def _asked_for_meta_by_name():
+    """Whether the code that asked for this allocation names the meta device itself
+    (``device="meta"`` in its source line): DeepSpeed's bookkeeping of shapes, which
+    is a meta tensor on a GPU too, as against the device DeepSpeed's accelerator
+    names (``get_accelerator().current_device_name()``), meta only in this trace."""
+    import linecache
+    import os
+
+    f = sys._getframe(2)
+    depth = 0
+    while f is not None and depth < 64:
+        name = f.f_code.co_filename.replace(os.sep, "/")
+        if name != __file__ and not any(p in name for p in _PLUMBING[1:]):
+            if "/deepspeed/" not in name:
+                return False
+            line = linecache.getline(f.f_code.co_filename, f.f_lineno)
+            return 'device="meta"' in line or "device='meta'" in line
+        f = f.f_back
+        depth += 1
+    return False
+
+
 def _dispatch_mode(tracker):
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -488,6 +544,14 @@ def _dispatch_mode(tracker):
     class Watch(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             if func is scalar and _is_meta(args[0]):
+                t = args[0]
+                if _asks_finite_gradients():
+                    # DeepSpeed's question "is a gradient (or their norm) inf or
+                    # NaN?" before its step (`has_overflow`, `is_invalid_grad_norm`):
+                    # a meta tensor has no values; the answer a healthy step gets,
+                    # "finite", so the step is taken as on every step that counts.
+                    _NOTES.add("DeepSpeed's overflow and gradient-norm checks answered as for finite gradients")
+                    return False if t.dtype == torch.bool else (0.0 if t.dtype.is_floating_point else 0)
                 # A data-dependent check (`.item()`, `if t.all():`) on a meta tensor
                 # has no value to read. transformers asks such questions of the
                 # inputs only ("no packed sequences?", "no padding?"); a batch of
@@ -495,11 +559,15 @@ def _dispatch_mode(tracker):
                 _NOTES.add(
                     "data-dependent checks answered as for whole, unpadded sequences"
                 )
-                t = args[0]
                 if t.dtype == torch.bool:
                     return True
                 return 0.0 if t.dtype.is_floating_point else 0
             out = func(*args, **(kwargs or {}))
+            if kwargs and _is_meta_device(kwargs.get("device")) and _asked_for_meta_by_name():
+                # A framework's own meta tensor (DeepSpeed keeps its parameters'
+                # shapes as `torch.zeros_like(p, device="meta")`, stage_1_and_2.py):
+                # on the meta device on every machine, it holds no memory there.
+                return out
             name = func.overloadpacket.__name__
             leaves = tree_leaves(out)
             # The fused kernels' RNG seed and offset (outputs 6, 7 of flash, 2, 3 of
@@ -829,6 +897,12 @@ def _framework_site():
     while f is not None and depth < 64:
         name = f.f_code.co_filename.replace(os.sep, "/")
         if name != __file__ and not any(p in name for p in _PLUMBING[1:]):
+            if "/deepspeed/" in name:
+                # DeepSpeed ZeRO's gradient buckets: the contiguous buffer of
+                # reduce_bucket_size elements its gradient hooks copy into
+                # (stage_1_and_2.py `setup_buckets`); its other allocations are
+                # model states (named after the step) or temporaries.
+                return "buckets" if f.f_code.co_name == "setup_buckets" else None
             if not any(p in name for p in _FRAMEWORKS):
                 return None
             if name.endswith("nn/parallel/distributed.py"):
@@ -899,6 +973,7 @@ class _RankGroup:
         self.hybrid = bool(request.get("hybrid", False))
         self.reduce_dtype = request.get("reduce_dtype")
         self.bucket_view = bool(request.get("gradient_as_bucket_view", False))
+        self.zero = int(request.get("zero_stage", 0)) if self.scheme == "zero" else 0
         self.dtype = None
         self.masters_sharded = False
         self.tracker = None
@@ -961,6 +1036,26 @@ class _RankGroup:
         return wrapped
 
 
+    def deepspeed(self, model, optimizer, w):
+        """DeepSpeed ZeRO stage 1, 2 or 3 over the client optimizer (``torch.optim``:
+        no op is built), with DeepSpeed's defaults for everything the workload does
+        not say (``reduce_bucket_size``, ``contiguous_gradients``, ``overlap_comm``,
+        stage 3's prefetch and live-parameter limits: DeepSpeedZeroConfig,
+        deepspeed/runtime/zero/config.py), bf16 as DeepSpeed's mixed precision (an
+        fp32 partition of the master weights beside the 16-bit model)."""
+        import deepspeed
+
+        config = {
+            "train_micro_batch_size_per_gpu": int(w["sequences"]),
+            "gradient_accumulation_steps": 1,
+            "zero_optimization": {"stage": self.zero},
+        }
+        if w["dtype"] == "bfloat16":
+            config["bf16"] = {"enabled": True}
+        engine, ds_optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
+        return engine, ds_optimizer
+
+
 class _NoBucketRebuild:
     """DDP's reducer, except that it keeps its first buckets: DDP rebuilds them once,
     in the second step's forward, in the order the gradients became ready
@@ -977,6 +1072,63 @@ class _NoBucketRebuild:
 
     def __getattr__(self, name):
         return getattr(self._reducer, name)
+
+
+def _meta_accelerator(torch):
+    """DeepSpeed's accelerator for PyTorch's ``meta`` device, modelled on its CPU
+    accelerator (``deepspeed/accelerator/cpu_accelerator.py``): every tensor DeepSpeed
+    places on "the accelerator" (``get_accelerator().current_device_name()``) is a meta
+    tensor the trace counts. It answers as a synchronous device (no streams: the
+    allocations are the same, only their ordering against a side stream differs), with
+    no op to build (the meta device runs no kernel: ``create_op_builder`` returns None,
+    as for an op the CPU accelerator lacks), and with room for what DeepSpeed asks
+    (``available_memory``: ZeRO flattens its parameter groups on the device when the
+    flat copy fits, as on a card with room, stage_1_and_2.py ``__init__``)."""
+    from deepspeed.accelerator.cpu_accelerator import CPU_Accelerator
+
+    class MetaAccelerator(CPU_Accelerator):
+        def __init__(self):
+            super().__init__()
+            self._name = "meta"
+            self._communication_backend_name = "fake"
+
+        def device_name(self, device_index=None):
+            return "meta"
+
+        def current_device_name(self):
+            return "meta"
+
+        def device(self, device_index=None):
+            return torch.device("meta")
+
+        def current_device(self):
+            return 0
+
+        def device_count(self):
+            return 1
+
+        def on_accelerator(self, tensor):
+            return tensor.device.type == "meta"
+
+        def is_available(self):
+            return True
+
+        def available_memory(self, device_index=None):
+            return 1 << 62
+
+        def total_memory(self, device_index=None):
+            return 1 << 62
+
+        def is_bf16_supported(self):
+            return True
+
+        def create_op_builder(self, op_name):
+            return None
+
+        def get_op_builder(self, class_name):
+            return None
+
+    return MetaAccelerator()
 
 
 class _rank_group:
@@ -1058,6 +1210,30 @@ class _rank_group:
             return out
 
         param_group.foreach_reduce = foreach_reduce
+        self.environ = None
+        self.accelerator = None
+        if group.scheme == "zero":
+            # DeepSpeed reads its rank from the launcher's variables (the engine
+            # asserts LOCAL_RANK) and its device from its accelerator: both set for
+            # this rank, both undone on exit.
+            import os
+
+            try:
+                import deepspeed.accelerator.real_accelerator as real_accelerator
+            except ImportError as e:
+                raise Unavailable(f"deepspeed is not importable by {sys.executable} ({e})") from e
+            names = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+            self.environ = {k: os.environ.get(k) for k in names}
+            per_node = group.world // max(group.nodes, 1)
+            os.environ.update(
+                LOCAL_RANK=str(group.rank % per_node),
+                RANK=str(group.rank),
+                WORLD_SIZE=str(group.world),
+                LOCAL_WORLD_SIZE=str(per_node),
+            )
+            self.real_accelerator = real_accelerator
+            self.accelerator = real_accelerator.ds_accelerator
+            real_accelerator.set_accelerator(_meta_accelerator(torch))
         dist.init_process_group("fake", store=FakeStore(), rank=group.rank, world_size=group.world)
         return group
 
@@ -1066,6 +1242,28 @@ class _rank_group:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+        if self.environ is not None:
+            import os
+
+            for k, v in self.environ.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            self.real_accelerator.ds_accelerator = self.accelerator
+            # DeepSpeed's module-level state made on this group (its communication
+            # backend, its world and data-parallel groups): gone with the group, so
+            # the next trace in this process builds its own.
+            import deepspeed.comm.comm as ds_comm
+            import deepspeed.utils.groups as ds_groups
+
+            ds_comm.cdb = None
+            for name, value in list(vars(ds_groups).items()):
+                if name.startswith("_") and name.isupper() and name.endswith(("GROUP", "GROUP_RANKS")):
+                    setattr(ds_groups, name, {} if isinstance(value, dict) else None)
+                elif name.startswith("_MPU_"):
+                    setattr(ds_groups, name, None)
+            ds_groups.mpu = None
         self.group_cls._validate_no_meta_params = self.validate
         self.param_group.foreach_reduce = self.reduce
         if self.had_meta:
@@ -1206,8 +1404,32 @@ def trace(w):
     if not ranks:
         return _trace(w, None)
     torch = _import("torch")
-    with _rank_group(torch, ranks) as group:
-        return _trace(w, group)
+    if ranks.get("scheme") != "zero":
+        with _rank_group(torch, ranks) as group:
+            return _trace(w, group)
+    # DeepSpeed logs and prints to stdout, where the probe answers: to stderr here.
+    import contextlib
+
+    with contextlib.redirect_stdout(sys.stderr), _deepspeed_logs_to_stderr():
+        with _rank_group(torch, ranks) as group:
+            return _trace(w, group)
+
+
+@contextlib.contextmanager
+def _deepspeed_logs_to_stderr():
+    """DeepSpeed's logger writes to the stdout it saw at import: its handlers are
+    pointed at stderr while the trace runs."""
+    try:
+        from deepspeed.utils.logging import logger
+    except ImportError as e:
+        raise Unavailable(f"deepspeed is not importable by {sys.executable} ({e})") from e
+    old = [(h, h.setStream(sys.stderr)) for h in logger.handlers if hasattr(h, "setStream")]
+    try:
+        yield
+    finally:
+        for h, stream in old:
+            if stream is not None:
+                h.setStream(stream)
 
 
 def _trace(w, group):
@@ -1223,6 +1445,17 @@ def _trace(w, group):
     }
     train = w["train"]
     build = w
+    zero = group is not None and group.scheme == "zero"
+    if zero:
+        if train != "full":
+            raise ValueError("a DeepSpeed ZeRO rank's step is traced for full training")
+        if w["dtype"] not in ("bfloat16", "float32"):
+            raise ValueError("a DeepSpeed ZeRO rank is traced in bf16 (with its fp32 master partition) or fp32")
+        if w["dtype"] == "bfloat16" and not w["master_weights"]:
+            raise ValueError(
+                "DeepSpeed's bf16 keeps an fp32 partition of the master weights: trace it with master weights on"
+            )
+        versions["deepspeed"] = _import("deepspeed").__version__
     if group is not None:
         if train not in ("full", "lora"):
             raise ValueError("a rank's step is traced for full and LoRA training")
@@ -1301,7 +1534,17 @@ def _trace(w, group):
         if group is not None and group.scheme == "ddp":
             # Under the mode: DDP's reducer allocates its buckets as it is built.
             step_model = group.replicate(model)
-        if train == "full" and w["master_weights"] and w["dtype"] != "float32" and not (group and group.masters_sharded):
+        ds_optimizer = None
+        if zero:
+            # Under the mode: DeepSpeed's optimizer flattens the 16-bit parameters,
+            # makes the fp32 partition and the optimizer states on the device as it is
+            # built (its engine and optimizer wrap the torch optimizer's groups).
+            for p in model.parameters():
+                p.requires_grad_(True)
+            client = _optimizer(torch, w["optimizer"], list(model.parameters()))
+            step_model, ds_optimizer = group.deepspeed(model, client, w)
+            _zero_states(tracker, model, ds_optimizer, sets)
+        if train == "full" and w["master_weights"] and w["dtype"] != "float32" and not (group and (group.masters_sharded or zero)):
             # Mixed precision as the estimator counts it: 16-bit weights and gradients,
             # an fp32 master copy that the optimizer updates (Megatron-LM, DeepSpeed).
             for p in model.parameters():
@@ -1317,14 +1560,18 @@ def _trace(w, group):
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             if train in ("lora", "qlora"):
                 model.enable_input_require_grads()
-        opt_params = [m for _, m in masters] if masters else [p for p in model.parameters() if p.requires_grad]
-        optimizer = _optimizer(torch, w["optimizer"], opt_params)
+        if zero:
+            optimizer = None
+        else:
+            opt_params = [m for _, m in masters] if masters else [p for p in model.parameters() if p.requires_grad]
+            optimizer = _optimizer(torch, w["optimizer"], opt_params)
         by_op = None
         for step in (0, 1):
             if optimizer is not None:
                 optimizer.zero_grad(set_to_none=True)
-            for p in model.parameters():
-                p.grad = None
+            if not zero:
+                for p in model.parameters():
+                    p.grad = None
             with mode, _resize_hook(torch, tracker):
                 tracker.begin("forward", step)
                 if step == 1:
@@ -1336,14 +1583,22 @@ def _trace(w, group):
                 activations.update(live_end)
                 close("forward", step)
                 tracker.begin("backward", step)
-                loss.backward()
+                if zero:
+                    step_model.backward(loss)
+                else:
+                    loss.backward()
                 del loss
                 for p in model.parameters():
                     r = tracker.record_of(p.grad)
                     if r is not None:
                         sets["gradients"].add(r.index)
+                if zero:
+                    _zero_states(tracker, model, ds_optimizer, sets)
                 close("backward", step)
                 tracker.begin("optimizer_step", step)
+                if zero:
+                    step_model.step()
+                    _zero_states(tracker, model, ds_optimizer, sets)
                 if masters:
                     for p, m in masters:
                         if p.grad is not None:
@@ -1416,6 +1671,42 @@ def _trace(w, group):
     if tracker.history is not None:
         _write_history(tracker, history_request, doc, torch, vocab)
     return doc
+
+
+def _zero_states(tracker, model, ds_optimizer, sets):
+    """Names the model states a DeepSpeed ZeRO optimizer holds: the 16-bit parameters
+    (stage 1 and 2: views of its flat buffer ``bit16_groups_flat``; stage 3: each
+    parameter's partition ``ds_tensor``), its fp32 partition of the master weights
+    (``single_partition_of_fp32_groups``; stage 3 ``fp32_partitioned_groups_flat``),
+    the wrapped optimizer's states, and the gradient partition it reduces into
+    (stage 2 ``grads_in_partition``; stage 3 ``grad_partitions_flat_buffer``)."""
+
+    def add(kind, t):
+        r = tracker.record_of(t)
+        if r is not None:
+            sets[kind].add(r.index)
+
+    for t in getattr(ds_optimizer, "bit16_groups_flat", []) or []:
+        add("parameters", t)
+    for p in model.parameters():
+        add("parameters", getattr(p, "ds_tensor", None) if hasattr(p, "ds_tensor") else p)
+    for name in ("single_partition_of_fp32_groups", "fp32_partitioned_groups_flat"):
+        for t in getattr(ds_optimizer, name, []) or []:
+            add("master_weights", t)
+    inner = getattr(ds_optimizer, "optimizer", None)
+    for st in getattr(inner, "state", {}).values():
+        for v in st.values():
+            if _is_meta(v):
+                add("optimizer_state", v)
+    for name in ("grads_in_partition", "grad_partitions_flat_buffer"):
+        t = getattr(ds_optimizer, name, None)
+        if t is not None:
+            add("gradients", t)
+    # The partition's gradients as the step takes them (`averaged_gradients`, from the
+    # parameters' gradients at stage 1).
+    for ts in (getattr(ds_optimizer, "averaged_gradients", None) or {}).values():
+        for t in ts or []:
+            add("gradients", t)
 
 
 def _master_weight(torch, p):

@@ -329,10 +329,18 @@ pub fn traced_lines(doc: &TraceDocument, train: TrainMode) -> Vec<TracedLine> {
                 r.rank,
                 r.world_size
             );
-            if r.scheme == "ddp" {
+            if r.scheme == "ddp" || r.scheme == "zero" {
                 lines.push(TracedLine {
                     key: LineKey::TrainingGradBuckets,
-                    label: format!("DDP gradient buckets at the peak ({})", short(peak)),
+                    label: format!(
+                        "{} gradient buckets at the peak ({})",
+                        if r.scheme == "ddp" {
+                            "DDP".to_string()
+                        } else {
+                            format!("ZeRO-{}", r.zero_stage)
+                        },
+                        short(peak)
+                    ),
                     bytes: c.collectives,
                     formula,
                 });
@@ -552,6 +560,10 @@ fn values(c: &CategoryBytes) -> [u64; 9] {
 /// The rank a trace followed and how its model was wrapped, in words.
 pub fn ranks_words(r: &gpumem_proto::trace::TraceRanks) -> String {
     let wrap = match (r.scheme.as_str(), r.hybrid, r.reshard_after_forward) {
+        ("zero", ..) => format!(
+            "DeepSpeed ZeRO stage {} (deepspeed.initialize on an accelerator whose device is meta)",
+            r.zero_stage
+        ),
         ("ddp", ..) => format!(
             "DistributedDataParallel (gradient_as_bucket_view={})",
             if r.gradient_as_bucket_view {

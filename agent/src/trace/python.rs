@@ -192,9 +192,26 @@ fn ranks_of(input: &EstimateInput) -> Result<Option<TraceRanks>> {
         );
     }
     if input.zero > 0 {
-        bail!(
-            "DeepSpeed ZeRO is not traced: its engine allocates on the accelerator it detects (deepspeed.accelerator), never on the meta device; --fsdp full traces the same sharding of parameters, gradients and optimizer states with FSDP2"
-        );
+        if input.train != TrainMode::Full {
+            bail!(
+                "a DeepSpeed ZeRO rank is traced for full training (--train full): LoRA under ZeRO is computed by `estimate`"
+            );
+        }
+        match input.compute_dtype {
+            Dtype::Bf16 if !input.master_weights => bail!(
+                "DeepSpeed's bf16 keeps an fp32 partition of the master weights: trace a ZeRO rank with --master-weights true"
+            ),
+            Dtype::Bf16 | Dtype::F32 => {}
+            d => bail!(
+                "a DeepSpeed ZeRO rank is traced in bf16 or fp32 (DeepSpeed's fp16 loss scaling reads its gradients' values), not {}",
+                d.name()
+            ),
+        }
+        if input.zero == 3 {
+            bail!(
+                "DeepSpeed ZeRO-3 is not traced: its parameter partitioning (deepspeed.zero.Init and the partitioned-parameter coordinator's fetches) is not followed on the meta device yet; --zero 1 and 2 are, and `estimate` computes stage 3"
+            );
+        }
     }
     if input.offload_optimizer != Offload::None || input.offload_param != Offload::None {
         bail!(
@@ -216,12 +233,15 @@ fn ranks_of(input: &EstimateInput) -> Result<Option<TraceRanks>> {
         world_size: input.gpus,
         rank: 0,
         nodes: input.nodes,
-        scheme: if input.fsdp == Fsdp::None {
+        scheme: if input.zero > 0 {
+            "zero"
+        } else if input.fsdp == Fsdp::None {
             "ddp"
         } else {
             "fsdp"
         }
         .into(),
+        zero_stage: input.zero,
         reshard_after_forward: input.fsdp != Fsdp::GradOp,
         hybrid: input.fsdp == Fsdp::Hybrid,
         reduce_dtype,

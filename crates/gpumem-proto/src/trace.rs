@@ -105,9 +105,12 @@ pub struct TraceRanks {
     pub rank: u64,
     /// Nodes the ranks are spread over (`--nodes`).
     pub nodes: u64,
-    /// `ddp` (DistributedDataParallel) or `fsdp` (FSDP2 `fully_shard` on every decoder
-    /// block and the root).
+    /// `ddp` (DistributedDataParallel), `fsdp` (FSDP2 `fully_shard` on every decoder
+    /// block and the root) or `zero` (DeepSpeed ZeRO, stage in `zero_stage`).
     pub scheme: String,
+    /// DeepSpeed ZeRO's stage (1, 2 or 3) under `zero`; 0 otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub zero_stage: u8,
     /// FSDP: the blocks free their gathered parameters after the forward (`full`,
     /// `hybrid`); false for `grad-op`.
     pub reshard_after_forward: bool,
@@ -119,6 +122,10 @@ pub struct TraceRanks {
     pub reduce_dtype: Option<String>,
     /// DDP: `gradient_as_bucket_view`.
     pub gradient_as_bucket_view: bool,
+}
+
+fn is_zero(n: &u8) -> bool {
+    *n == 0
 }
 
 impl TraceWorkload {

@@ -618,6 +618,107 @@ fn fsdp_peak(
     Ok(())
 }
 
+/// DeepSpeed ZeRO stage 1 and 2's highest moment beyond its model states
+/// (`deepspeed/runtime/zero/stage_1_and_2.py`, DeepSpeedZeroOptimizer, 0.19.8), in place
+/// of the one-device optimizer step:
+///
+/// - the backward: the gradient hooks copy each gradient into the contiguous bucket
+///   (`setup_buckets`, allocated at the first hook) and free it once its bucket is
+///   reduced, so the backward holds the bucket, a tied embedding's two gradients and
+///   their out-of-place sum (the last gradient to arrive) and, at stage 1, every other
+///   gradient (kept whole until the step); at stage 2, once the bucket has been
+///   reduced before the backward's end (more trainable elements than
+///   `reduce_bucket_size`), the rank's gradient partition (`grads_in_partition`,
+///   `copy_grads_in_partition`) as well; an untied lm_head's gradient arrives with
+///   the logits' gradients and the activations still held;
+/// - the step: the partition's gradients, and 8 B per partition element: the fp64 copy
+///   of each gradient for the norm (`get_grad_norm_direct`, `get_norm_dtype()` is
+///   float64 where the device has it), then the fp32 gradient partition
+///   (`single_grad_partition`) with AdamW's foreach temporary of one fp32 state.
+fn zero_peak(
+    i: &EstimateInput,
+    stage: u8,
+    bucket: u64,
+    trainable: u64,
+    split: &Split,
+    shard: u64,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    let device = |k: LineKey| -> u64 {
+        b.lines
+            .iter()
+            .filter(|l| l.key == k)
+            .map(|l| l.device_bytes)
+            .sum()
+    };
+    let grads = device(LineKey::TrainingGradients);
+    let act = device(LineKey::Activations);
+    let logits = device(LineKey::Logits);
+    let g = i.grad_dtype.unwrap_or(i.compute_dtype).bytes();
+    let (input_emb, emb, head) = match i.arch {
+        Some(a) => {
+            let e = checked_product(&[a.vocab, a.hidden], "embedding")?;
+            if a.tied_embeddings {
+                (e, e, 0)
+            } else {
+                (e, 0, e)
+            }
+        }
+        None => (0, 0, 0),
+    };
+    let emb_g = emb.saturating_mul(g);
+    // Stage 2 allocates its gradient partition at the first reduction of the bucket:
+    // before the input embedding's gradient (the backward's last) arrives only if the
+    // other gradients overflow the bucket.
+    let held = match stage {
+        1 => grads.saturating_sub(emb_g),
+        _ if trainable.saturating_sub(input_emb) > REDUCE_BUCKET_SIZE => grads,
+        _ => 0,
+    };
+    let backward_end = bucket
+        .saturating_add(held)
+        .saturating_add(emb_g.saturating_mul(3));
+    let backward_start = bucket
+        .saturating_add(act)
+        .saturating_add(logits)
+        .saturating_add(head.saturating_mul(g));
+    let partition = split.layered(trainable, true).div_ceil(shard.max(1));
+    let step = Split::part(grads, 1, if stage == 1 { shard } else { 1 })
+        .saturating_add(partition.saturating_mul(8));
+    let peak = backward_end.max(backward_start).max(step);
+    let counted = grads
+        .saturating_add(act)
+        .saturating_add(logits)
+        .saturating_add(bucket);
+    let extra = peak.saturating_sub(counted);
+    let which = if peak == backward_end {
+        "the backward's end"
+    } else if peak == backward_start {
+        "the backward's start"
+    } else {
+        "the optimizer step"
+    };
+    let formula = format!(
+        "per rank under ZeRO-{stage}: the peak is {which}: max(backward's end {backward_end} B = the bucket {bucket} B + the gradients held {held} B + a tied embedding's two gradients and their sum 3 × {emb} × {g} B; backward's start {backward_start} B = the bucket + activations {act} B + logits {logits} B + an untied lm_head's gradient {head} × {g} B; optimizer step {step} B = the partition's gradients + 8 B × {partition} partition elements, the fp64 copy for the gradients' norm or the fp32 gradient partition and AdamW's foreach temporary) − the gradients, activations, logits and bucket counted above {counted} B (deepspeed/runtime/zero/stage_1_and_2.py, DeepSpeed 0.19.8)"
+    );
+    if let Some(l) = b.lines.iter_mut().find(|l| l.key == LineKey::OptimizerStep) {
+        l.device_bytes = extra;
+        l.formula = formula;
+    } else {
+        b.line(
+            LineKey::OptimizerStep,
+            "Optimizer step beyond the freed activations",
+            extra,
+            extra,
+            Kind::Computed,
+            true,
+            formula,
+            &[("ranks sharing one copy", shard.to_string())],
+        );
+    }
+    Ok(())
+}
+
 /// Context and expert parallelism's own buffers, one layer at a time.
 ///
 /// Context parallelism (torch 2.11 `torch/distributed/tensor/experimental/
@@ -808,6 +909,7 @@ pub(super) fn ranks(
         }
         _ => None,
     };
+    let bucket_bytes = buckets.as_ref().map_or(0, |b| b.0);
     if let Some((bytes, label, formula)) = buckets {
         b.line(
             LineKey::TrainingGradBuckets,
@@ -819,6 +921,13 @@ pub(super) fn ranks(
             formula,
             std::slice::from_ref(&dp),
         );
+    }
+
+    if let Scheme::Zero(stage @ 1..=2) = plan.scheme
+        && i.offload_optimizer == Offload::None
+        && i.train == TrainMode::Full
+    {
+        zero_peak(i, stage, bucket_bytes, trainable, split, shard, b)?;
     }
 
     // Gathered parameters and reduce-scatter buffers.
