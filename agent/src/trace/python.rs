@@ -192,6 +192,11 @@ fn ranks_of(input: &EstimateInput) -> Result<Option<TraceRanks>> {
         );
     }
     if input.zero > 0 {
+        if input.zero == 3 {
+            bail!(
+                "DeepSpeed ZeRO-3 is not traced: its parameter partitioning (deepspeed.zero.Init and the partitioned-parameter coordinator's fetches) is not followed on the meta device yet; --zero 1 and 2 are, and `estimate` computes stage 3"
+            );
+        }
         if input.train != TrainMode::Full {
             bail!(
                 "a DeepSpeed ZeRO rank is traced for full training (--train full): LoRA under ZeRO is computed by `estimate`"
@@ -206,11 +211,6 @@ fn ranks_of(input: &EstimateInput) -> Result<Option<TraceRanks>> {
                 "a DeepSpeed ZeRO rank is traced in bf16 or fp32 (DeepSpeed's fp16 loss scaling reads its gradients' values), not {}",
                 d.name()
             ),
-        }
-        if input.zero == 3 {
-            bail!(
-                "DeepSpeed ZeRO-3 is not traced: its parameter partitioning (deepspeed.zero.Init and the partitioned-parameter coordinator's fetches) is not followed on the meta device yet; --zero 1 and 2 are, and `estimate` computes stage 3"
-            );
         }
     }
     if input.offload_optimizer != Offload::None || input.offload_param != Offload::None {
