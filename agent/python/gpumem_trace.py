@@ -898,11 +898,12 @@ def _framework_site():
         name = f.f_code.co_filename.replace(os.sep, "/")
         if name != __file__ and not any(p in name for p in _PLUMBING[1:]):
             if "/deepspeed/" in name:
-                # DeepSpeed ZeRO's gradient buckets: the contiguous buffer of
-                # reduce_bucket_size elements its gradient hooks copy into
-                # (stage_1_and_2.py `setup_buckets`); its other allocations are
-                # model states (named after the step) or temporaries.
-                return "buckets" if f.f_code.co_name == "setup_buckets" else None
+                if name.endswith("deepspeed/utils/nvtx.py"):
+                    # DeepSpeed's range decorator around its functions.
+                    f = f.f_back
+                    depth += 1
+                    continue
+                return _deepspeed_site(f, name)
             if not any(p in name for p in _FRAMEWORKS):
                 return None
             if name.endswith("nn/parallel/distributed.py"):
@@ -915,6 +916,26 @@ def _framework_site():
             return "all_gather"
         f = f.f_back
         depth += 1
+    return None
+
+
+def _deepspeed_site(frame, name):
+    """DeepSpeed ZeRO's buffers: the contiguous gradient bucket, an allocation of
+    ``reduce_bucket_size`` elements (stage_1_and_2.py `setup_buckets`, stage3.py
+    `_setup_for_real_optimizer`); stage 3's gathered parameters (partition_parameters.py,
+    its all-gather functions and their handles' `wait`) and its gradients' reduce-scatter
+    (stage3.py `__avg_scatter_grads`, comm/coalesced_collectives.py). Its other
+    allocations are model states (named after the step) or temporaries."""
+    import linecache
+
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    function = frame.f_code.co_name
+    if "reduce_bucket_size" in line:
+        return "buckets"
+    if name.endswith("zero/partition_parameters.py") and ("all_gather" in function or function == "wait"):
+        return "all_gather"
+    if name.endswith("comm/coalesced_collectives.py") or "scatter" in function:
+        return "reduce_scatter"
     return None
 
 
@@ -1131,6 +1152,33 @@ def _meta_accelerator(torch):
     return MetaAccelerator()
 
 
+def _defragment_on_meta(torch, original):
+    """ZeRO-3's ``defragment`` (deepspeed/runtime/zero/utils.py) moves the parameters'
+    partitions through a host buffer into one flat device buffer: each partition copied
+    to the host and freed, then the host buffer copied back to the device. A meta
+    tensor has no values to copy to the host; on meta the host buffer is left out and
+    the device does what it does on a GPU: the partitions freed, then one flat buffer
+    of them all, each partition a view into it."""
+
+    def defragment(tensors):
+        if not tensors or tensors[0].device.type != "meta":
+            return original(tensors)
+        dtype, device = tensors[0].dtype, tensors[0].device
+        infos = []
+        offset = 0
+        for t in tensors:
+            infos.append((t, offset, t.numel()))
+            offset += t.numel()
+        for t, _, _ in infos:
+            t.data = torch.empty(0, dtype=dtype, device=device)
+        buffer = torch.empty(offset, dtype=dtype, device=device)
+        for t, start, n in infos:
+            t.data = buffer.narrow(0, start, n)
+        return buffer
+
+    return defragment
+
+
 class _rank_group:
     """torch.distributed's fake process group (``FakeStore`` and the ``fake`` backend:
     collectives that move no data) as rank ``rank`` of ``world_size``, in this one
@@ -1234,6 +1282,50 @@ class _rank_group:
             self.real_accelerator = real_accelerator
             self.accelerator = real_accelerator.ds_accelerator
             real_accelerator.set_accelerator(_meta_accelerator(torch))
+            import deepspeed.runtime.zero.stage3 as stage3
+
+            self.stage3 = stage3
+            self.defragment = stage3.defragment
+            stage3.defragment = _defragment_on_meta(torch, self.defragment)
+            # ZeRO-3 checks that every rank saw the same modules and parameters in
+            # the same order (`assert_ints_same_as_other_ranks`: a broadcast of rank
+            # 0's list, read back on the host): one process has no peer to disagree
+            # with, and a meta tensor has no list to read back.
+            import importlib
+
+            self.same_as_other_ranks = []
+            for module_name in (
+                "deepspeed.runtime.zero.utils",
+                "deepspeed.runtime.zero.partition_parameters",
+                "deepspeed.runtime.zero.partitioned_param_coordinator",
+                "deepspeed.runtime.zero.stage3",
+            ):
+                module = importlib.import_module(module_name)
+                if hasattr(module, "assert_ints_same_as_other_ranks"):
+                    self.same_as_other_ranks.append((module, module.assert_ints_same_as_other_ranks))
+                    module.assert_ints_same_as_other_ranks = lambda *_a, **_k: None
+            # ZeRO-3's memory-efficient linear asks autocast about its device
+            # (zero/linear.py `_get_autocast_dtype`, `_is_autocast_enabled`); torch
+            # has no autocast state for meta: it is off, as for a bf16 engine's step.
+            import deepspeed.runtime.zero.linear as zero_linear
+
+            self.zero_linear = zero_linear
+            self.autocast = (zero_linear._get_autocast_dtype, zero_linear._is_autocast_enabled)
+            dtype_of, enabled = self.autocast
+            zero_linear._get_autocast_dtype = lambda d: None if d == "meta" else dtype_of(d)
+            zero_linear._is_autocast_enabled = lambda d: False if d == "meta" else enabled(d)
+            # Its backward re-enters autocast as the forward had it (off):
+            # `torch.autocast(device_type="meta", enabled=False)`, which torch refuses
+            # for a device without autocast; off is no autocast at all.
+            self.torch_autocast = torch.autocast
+            autocast = self.torch_autocast
+
+            def autocast_off_on_meta(device_type, *args, **kwargs):
+                if device_type == "meta" and not kwargs.get("enabled", True):
+                    return contextlib.nullcontext()
+                return autocast(device_type, *args, **kwargs)
+
+            torch.autocast = autocast_off_on_meta
         dist.init_process_group("fake", store=FakeStore(), rank=group.rank, world_size=group.world)
         return group
 
@@ -1258,6 +1350,11 @@ class _rank_group:
             import deepspeed.utils.groups as ds_groups
 
             ds_comm.cdb = None
+            self.stage3.defragment = self.defragment
+            for module, check in self.same_as_other_ranks:
+                module.assert_ints_same_as_other_ranks = check
+            self.zero_linear._get_autocast_dtype, self.zero_linear._is_autocast_enabled = self.autocast
+            self.torch.autocast = self.torch_autocast
             for name, value in list(vars(ds_groups).items()):
                 if name.startswith("_") and name.isupper() and name.endswith(("GROUP", "GROUP_RANKS")):
                     setattr(ds_groups, name, {} if isinstance(value, dict) else None)

@@ -336,6 +336,8 @@ pub fn traced_lines(doc: &TraceDocument, train: TrainMode) -> Vec<TracedLine> {
                         "{} gradient buckets at the peak ({})",
                         if r.scheme == "ddp" {
                             "DDP".to_string()
+                        } else if r.zero_stage == 3 {
+                            "ZeRO-3's gathered parameters, reduce-scatter buffers and".to_string()
                         } else {
                             format!("ZeRO-{}", r.zero_stage)
                         },
@@ -344,6 +346,15 @@ pub fn traced_lines(doc: &TraceDocument, train: TrainMode) -> Vec<TracedLine> {
                     bytes: c.collectives,
                     formula,
                 });
+                if r.zero_stage == 3 {
+                    lines.push(TracedLine {
+                        key: LineKey::CollectivesAllGather,
+                        label: "Gathered parameters (in the buckets line)".into(),
+                        bytes: 0,
+                        formula: "traced: ZeRO-3's buffers at the peak are in the buckets line"
+                            .into(),
+                    });
+                }
             } else {
                 lines.push(TracedLine {
                     key: LineKey::CollectivesAllGather,

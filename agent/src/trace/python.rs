@@ -192,11 +192,6 @@ fn ranks_of(input: &EstimateInput) -> Result<Option<TraceRanks>> {
         );
     }
     if input.zero > 0 {
-        if input.zero == 3 {
-            bail!(
-                "DeepSpeed ZeRO-3 is not traced: its parameter partitioning (deepspeed.zero.Init and the partitioned-parameter coordinator's fetches) is not followed on the meta device yet; --zero 1 and 2 are, and `estimate` computes stage 3"
-            );
-        }
         if input.train != TrainMode::Full {
             bail!(
                 "a DeepSpeed ZeRO rank is traced for full training (--train full): LoRA under ZeRO is computed by `estimate`"

@@ -635,6 +635,14 @@ fn fsdp_peak(
 ///   of each gradient for the norm (`get_grad_norm_direct`, `get_norm_dtype()` is
 ///   float64 where the device has it), then the fp32 gradient partition
 ///   (`single_grad_partition`) with AdamW's foreach temporary of one fp32 state.
+///
+/// Stage 3 (`stage3.py`, `partition_parameters.py`) keeps its gradient partition
+/// (`grad_partitions_flat_buffer`) and its bucket from construction, and gathers each
+/// module's parameters around its forward and backward: the backward ends with the
+/// embedding gathered beside a tied embedding's two gradients and their sum; the
+/// gathering's highest moment holds the gathered parameters (that line) with the
+/// activations and logits; the step, 8 B per partition element (the fp32 gradients of
+/// its sub-group, `_prepare_fp32_grad_for_sub_group`, and AdamW's foreach temporary).
 fn zero_peak(
     i: &EstimateInput,
     stage: u8,
@@ -670,10 +678,19 @@ fn zero_peak(
     // Stage 2 allocates its gradient partition at the first reduction of the bucket:
     // before the input embedding's gradient (the backward's last) arrives only if the
     // other gradients overflow the bucket.
-    let held = match stage {
-        1 => grads.saturating_sub(emb_g),
-        _ if trainable.saturating_sub(input_emb) > REDUCE_BUCKET_SIZE => grads,
-        _ => 0,
+    let gathered = device(LineKey::CollectivesAllGather);
+    let p = i.compute_dtype.bytes();
+    // Stage 3's gradient partition is held from construction, like the states: not
+    // part of the moments below.
+    let (held, step_grads, moving) = match stage {
+        1 => (
+            grads.saturating_sub(emb_g),
+            Split::part(grads, 1, shard),
+            grads,
+        ),
+        2 if trainable.saturating_sub(input_emb) > REDUCE_BUCKET_SIZE => (grads, grads, grads),
+        2 => (0, grads, grads),
+        _ => (emb.saturating_mul(p), 0, 0),
     };
     let backward_end = bucket
         .saturating_add(held)
@@ -681,15 +698,19 @@ fn zero_peak(
     let backward_start = bucket
         .saturating_add(act)
         .saturating_add(logits)
-        .saturating_add(head.saturating_mul(g));
+        .saturating_add(head.saturating_mul(g))
+        .saturating_add(gathered);
     let partition = split.layered(trainable, true).div_ceil(shard.max(1));
-    let step = Split::part(grads, 1, if stage == 1 { shard } else { 1 })
+    let step = bucket
+        .saturating_mul(u64::from(stage == 3))
+        .saturating_add(step_grads)
         .saturating_add(partition.saturating_mul(8));
     let peak = backward_end.max(backward_start).max(step);
-    let counted = grads
+    let counted = moving
         .saturating_add(act)
         .saturating_add(logits)
-        .saturating_add(bucket);
+        .saturating_add(bucket)
+        .saturating_add(gathered);
     let extra = peak.saturating_sub(counted);
     let which = if peak == backward_end {
         "the backward's end"
@@ -699,7 +720,12 @@ fn zero_peak(
         "the optimizer step"
     };
     let formula = format!(
-        "per rank under ZeRO-{stage}: the peak is {which}: max(backward's end {backward_end} B = the bucket {bucket} B + the gradients held {held} B + a tied embedding's two gradients and their sum 3 × {emb} × {g} B; backward's start {backward_start} B = the bucket + activations {act} B + logits {logits} B + an untied lm_head's gradient {head} × {g} B; optimizer step {step} B = the partition's gradients + 8 B × {partition} partition elements, the fp64 copy for the gradients' norm or the fp32 gradient partition and AdamW's foreach temporary) − the gradients, activations, logits and bucket counted above {counted} B (deepspeed/runtime/zero/stage_1_and_2.py, DeepSpeed 0.19.8)"
+        "per rank under ZeRO-{stage}: the peak is {which}: max(backward's end {backward_end} B = the bucket {bucket} B + the gradients held (stage 3: the embedding gathered) {held} B + a tied embedding's two gradients and their sum 3 × {emb} × {g} B; backward's start {backward_start} B = the bucket + activations {act} B + logits {logits} B + an untied lm_head's gradient {head} × {g} B + the parameters gathered {gathered} B; optimizer step {step} B = (stage 3: the bucket +) the partition's gradients {step_grads} B + 8 B × {partition} partition elements, the fp64 copy for the gradients' norm or the fp32 gradient partition and AdamW's foreach temporary) − the gradients, activations, logits, bucket and gathered parameters counted above {counted} B (deepspeed/runtime/zero/{}, DeepSpeed 0.19.8)",
+        if stage == 3 {
+            "stage3.py, partition_parameters.py"
+        } else {
+            "stage_1_and_2.py"
+        }
     );
     if let Some(l) = b.lines.iter_mut().find(|l| l.key == LineKey::OptimizerStep) {
         l.device_bytes = extra;
@@ -923,13 +949,6 @@ pub(super) fn ranks(
         );
     }
 
-    if let Scheme::Zero(stage @ 1..=2) = plan.scheme
-        && i.offload_optimizer == Offload::None
-        && i.train == TrainMode::Full
-    {
-        zero_peak(i, stage, bucket_bytes, trainable, split, shard, b)?;
-    }
-
     // Gathered parameters and reduce-scatter buffers.
     let u = match plan.scheme {
         Scheme::Zero(3) | Scheme::Fsdp(_) => units(i, split, params)?,
@@ -1000,6 +1019,14 @@ pub(super) fn ranks(
         if let Scheme::Fsdp(f) = plan.scheme {
             fsdp_peak(i, f, &u, trainable, split, shard, count, b)?;
         }
+    }
+
+    if let Scheme::Zero(stage) = plan.scheme
+        && i.offload_optimizer == Offload::None
+        && i.offload_param == Offload::None
+        && i.train == TrainMode::Full
+    {
+        zero_peak(i, stage, bucket_bytes, trainable, split, shard, b)?;
     }
 
     parallel_buffers(i, split, b)?;
