@@ -156,6 +156,16 @@ fn cases() -> Vec<Case> {
             ..BASE
         });
     }
+    // Untied: lm_head's gradient at the backward's start, the embedding's whole in
+    // rank 0's gradient partition at the step (its peak).
+    v.push(Case {
+        world: 4,
+        zero: 2,
+        fsdp: "",
+        master: true,
+        tied: false,
+        ..BASE
+    });
     v
 }
 

@@ -674,37 +674,59 @@ fn zero_peak(
         }
         None => (0, 0, 0),
     };
-    let emb_g = emb.saturating_mul(g);
+    // The backward's last gradient, the input embedding's, made before its hook copies
+    // it into the bucket; tied, lm_head's beside it and their out-of-place sum.
+    let last_g = input_emb.saturating_mul(g);
+    let tail = if emb > 0 {
+        last_g.saturating_mul(3)
+    } else {
+        last_g
+    };
     // Stage 2 allocates its gradient partition at the first reduction of the bucket:
     // before the input embedding's gradient (the backward's last) arrives only if the
     // other gradients overflow the bucket.
     let gathered = device(LineKey::CollectivesAllGather);
     let p = i.compute_dtype.bytes();
+    let partition = split.layered(trainable, true).div_ceil(shard.max(1));
+    // Stage 1 and 2's gradients at the step: every parameter touching the rank's
+    // partition, whole, and its step's temporaries (the most loaded rank's).
+    let largest = i.arch.map_or(Ok(0), |a| {
+        a.tensors().map(|t| {
+            t.iter()
+                .filter(|t| !matches!(t.class, ParamClass::Embeddings | ParamClass::LmHead))
+                .map(|t| t.rows.saturating_mul(t.cols))
+                .max()
+                .unwrap_or(0)
+        })
+    })?;
+    let (whole, step_temps) = grad_partitions(
+        split.layered(trainable, true),
+        input_emb,
+        head,
+        largest,
+        shard,
+        g,
+    );
+    let whole = whole.saturating_mul(g).max(grads);
     // Stage 3's gradient partition is held from construction, like the states: not
     // part of the moments below.
     let (held, step_grads, moving) = match stage {
-        1 => (
-            grads.saturating_sub(emb_g),
-            Split::part(grads, 1, shard),
-            grads,
-        ),
-        2 if trainable.saturating_sub(input_emb) > REDUCE_BUCKET_SIZE => (grads, grads, grads),
-        2 => (0, grads, grads),
+        1 => (grads.saturating_sub(last_g), whole, grads),
+        2 if trainable.saturating_sub(input_emb) > REDUCE_BUCKET_SIZE => (whole, whole, grads),
+        2 => (0, whole, grads),
         _ => (emb.saturating_mul(p), 0, 0),
     };
-    let backward_end = bucket
-        .saturating_add(held)
-        .saturating_add(emb_g.saturating_mul(3));
+    let backward_end = bucket.saturating_add(held).saturating_add(tail);
     let backward_start = bucket
         .saturating_add(act)
         .saturating_add(logits)
         .saturating_add(head.saturating_mul(g))
         .saturating_add(gathered);
-    let partition = split.layered(trainable, true).div_ceil(shard.max(1));
-    let step = bucket
-        .saturating_mul(u64::from(stage == 3))
-        .saturating_add(step_grads)
-        .saturating_add(partition.saturating_mul(8));
+    let step = if stage == 3 {
+        bucket.saturating_add(partition.saturating_mul(8))
+    } else {
+        step_temps.max(partition.saturating_mul(8))
+    };
     let peak = backward_end.max(backward_start).max(step);
     let counted = moving
         .saturating_add(act)
@@ -720,7 +742,7 @@ fn zero_peak(
         "the optimizer step"
     };
     let formula = format!(
-        "per rank under ZeRO-{stage}: the peak is {which}: max(backward's end {backward_end} B = the bucket {bucket} B + the gradients held (stage 3: the embedding gathered) {held} B + a tied embedding's two gradients and their sum 3 × {emb} × {g} B; backward's start {backward_start} B = the bucket + activations {act} B + logits {logits} B + an untied lm_head's gradient {head} × {g} B + the parameters gathered {gathered} B; optimizer step {step} B = (stage 3: the bucket +) the partition's gradients {step_grads} B + 8 B × {partition} partition elements, the fp64 copy for the gradients' norm or the fp32 gradient partition and AdamW's foreach temporary) − the gradients, activations, logits, bucket and gathered parameters counted above {counted} B (deepspeed/runtime/zero/{}, DeepSpeed 0.19.8)",
+        "per rank under ZeRO-{stage}: the peak is {which}: max(backward's end {backward_end} B = the bucket {bucket} B + the gradients held (stage 3: the embedding gathered) {held} B + the input embedding's gradient, the last (tied: with lm_head's and their sum, 3 ×) {tail} B; backward's start {backward_start} B = the bucket + activations {act} B + logits {logits} B + an untied lm_head's gradient {head} × {g} B + the parameters gathered {gathered} B; optimizer step {step} B = stage 1 and 2: the gradients of every parameter touching the most loaded rank's partition, whole (up to {step_grads} B), with the fp64 copy of its largest piece for the gradients' norm or its flat copy and fp32 gradient partition, then 8 B × {partition} partition elements, the fp32 gradient partition and AdamW's foreach temporary; stage 3: the bucket + those 8 B) − the gradients, activations, logits, bucket and gathered parameters counted above {counted} B (deepspeed/runtime/zero/{}, DeepSpeed 0.19.8)",
         if stage == 3 {
             "stage3.py, partition_parameters.py"
         } else {
@@ -743,6 +765,83 @@ fn zero_peak(
         );
     }
     Ok(())
+}
+
+/// ZeRO stage 1 and 2's gradients at the step, for the most loaded rank:
+/// `(elements, bytes)` — the elements of every parameter touching a rank's partition,
+/// whole (stage 2 copies them into `grads_in_partition` whole, `copy_grads_in_partition`;
+/// stage 1 keeps their gradients), and those gradients' bytes with the step's largest
+/// moment: the fp64 copy of the partition's largest piece for the norm
+/// (`get_grad_norm_direct`), or the partition flattened in the gradients' dtype and cast
+/// to fp32 (`step`: `flatten`, `.to(fp32)`) — stage_1_and_2.py, DeepSpeed 0.19.8.
+///
+/// The parameters in the order DeepSpeed flattens them (the model's): the input
+/// embedding first, the decoder's tensors (none larger than `largest`), an untied
+/// lm_head last; a partition boundary inside the decoder's tensors may cut one of at
+/// most `largest` elements, counted whole.
+fn grad_partitions(
+    total: u64,
+    emb: u64,
+    head: u64,
+    largest: u64,
+    ranks: u64,
+    g: u64,
+) -> (u64, u64) {
+    let last = ranks.saturating_sub(1);
+    let part = total.div_ceil(ranks.max(1));
+    let rest_end = total.saturating_sub(head);
+    let (mut most, mut most_bytes) = (0u64, 0u64);
+    // Ranks whose partitions hold the same kind of pieces give the same figures: the
+    // ranks at the embedding's end, at the decoder's start and end, at lm_head's start,
+    // the first and the last.
+    let at = |pos: u64| pos.checked_div(part).unwrap_or(0).min(last);
+    let candidates = [
+        0,
+        last,
+        at(emb.saturating_sub(1)),
+        at(emb),
+        at(emb).saturating_add(1).min(last),
+        at(rest_end.saturating_sub(1)),
+        at(rest_end),
+    ];
+    for r in candidates {
+        let lo = r.saturating_mul(part);
+        let hi = lo.saturating_add(part).min(total);
+        if lo >= hi {
+            continue;
+        }
+        let mut whole = 0u64;
+        let mut piece = 0u64;
+        if lo < emb {
+            whole = emb;
+            piece = hi.min(emb).saturating_sub(lo);
+        }
+        let (a, z) = (lo.max(emb), hi.min(rest_end));
+        if a < z {
+            let mut n = z.saturating_sub(a);
+            if a > emb {
+                n = n.saturating_add(largest);
+            }
+            if z < rest_end {
+                n = n.saturating_add(largest);
+            }
+            whole = whole.saturating_add(n.min(rest_end.saturating_sub(emb)));
+            piece = piece.max(largest.min(z.saturating_sub(a)));
+        }
+        if hi > rest_end {
+            whole = whole.saturating_add(head);
+            piece = piece.max(hi.saturating_sub(lo.max(rest_end)));
+        }
+        let moment = whole.saturating_mul(g).saturating_add(
+            piece
+                .saturating_mul(8)
+                .max(part.saturating_mul(g.saturating_add(4))),
+        );
+        if moment > most_bytes {
+            (most, most_bytes) = (whole, moment);
+        }
+    }
+    (most, most_bytes)
 }
 
 /// Context and expert parallelism's own buffers, one layer at a time.
