@@ -1071,8 +1071,7 @@ class _RankGroup:
             "gradient_accumulation_steps": 1,
             "zero_optimization": {"stage": self.zero},
         }
-        if w["dtype"] == "bfloat16":
-            config["bf16"] = {"enabled": True}
+        config["bf16"] = {"enabled": True}
         engine, ds_optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
         return engine, ds_optimizer
 
@@ -1546,9 +1545,9 @@ def _trace(w, group):
     if zero:
         if train != "full":
             raise ValueError("a DeepSpeed ZeRO rank's step is traced for full training")
-        if w["dtype"] not in ("bfloat16", "float32"):
-            raise ValueError("a DeepSpeed ZeRO rank is traced in bf16 (with its fp32 master partition) or fp32")
-        if w["dtype"] == "bfloat16" and not w["master_weights"]:
+        if w["dtype"] != "bfloat16":
+            raise ValueError("a DeepSpeed ZeRO rank is traced in bf16, with its fp32 master partition")
+        if not w["master_weights"]:
             raise ValueError(
                 "DeepSpeed's bf16 keeps an fp32 partition of the master weights: trace it with master weights on"
             )

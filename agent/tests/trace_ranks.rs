@@ -5,13 +5,15 @@
 //! (`FakeStore` and the `fake` backend), with the framework's own wrapping on PyTorch's
 //! `meta` device: FSDP2's `fully_shard` on every decoder block and the root, over a
 //! DeviceMesh on `meta` (full, grad-op, hybrid; `reduce_dtype` and mixed precision),
-//! DistributedDataParallel with its gradient buckets, and DeepSpeed ZeRO stage 1 and 2
-//! (`deepspeed.initialize` on a DeepSpeed accelerator whose device is `meta`). Every tensor FSDP2 and DDP
-//! allocate — sharded parameters, all-gather outputs, reduce-scatter buffers, buckets,
-//! sharded gradients and the optimizer's sharded states — is counted from their code.
-//! For world sizes 2 to 8 each model-state line, the gathered parameters, the
-//! reduce-scatter buffers, DDP's buckets and the activations agree with the estimate's
-//! per-rank lines within 2 %. One Python process runs every case (imports once).
+//! DistributedDataParallel with its gradient buckets, and DeepSpeed ZeRO stage 1, 2 and
+//! 3 (`deepspeed.initialize` on a DeepSpeed accelerator whose device is `meta`). Every
+//! tensor FSDP2, DDP and DeepSpeed allocate — sharded parameters, all-gather outputs,
+//! reduce-scatter buffers, buckets, sharded gradients and the optimizer's sharded states
+//! — is counted from their code. For world sizes 2 to 8 each model-state line (ZeRO-1
+//! and -2's gradients apart: shown), the gathered parameters, the reduce-scatter
+//! buffers, the buckets, the activations and the rank's whole need agree with the
+//! estimate's per-rank lines within 2 %. One Python process runs every case (imports
+//! once).
 #![allow(clippy::disallowed_macros)] // the test harness captures test output
 
 use std::io::Write;

@@ -201,9 +201,9 @@ fn ranks_of(input: &EstimateInput) -> Result<Option<TraceRanks>> {
             Dtype::Bf16 if !input.master_weights => bail!(
                 "DeepSpeed's bf16 keeps an fp32 partition of the master weights: trace a ZeRO rank with --master-weights true"
             ),
-            Dtype::Bf16 | Dtype::F32 => {}
+            Dtype::Bf16 => {}
             d => bail!(
-                "a DeepSpeed ZeRO rank is traced in bf16 or fp32 (DeepSpeed's fp16 loss scaling reads its gradients' values), not {}",
+                "a DeepSpeed ZeRO rank is traced in bf16 with its fp32 master partition, not {} (fp16's loss scaling reads its gradients' values; in fp32 DeepSpeed still keeps an fp32 copy of the partition, which the estimate's lines do not name)",
                 d.name()
             ),
         }

@@ -995,6 +995,45 @@ pub(super) fn ranks(
             }
         }
     }
+    // DeepSpeed's ZeRO optimizer steps its own copy of the rank's partition, made
+    // whatever the precision: `single_partition_of_fp32_groups` (stage_1_and_2.py,
+    // `.detach().clone()` of the 16-bit partition in `master_weights_and_grads_dtype`),
+    // stage 3's `fp32_partitioned_groups_flat`. fp32 unless the 16-bit copy
+    // (`bf16_master_weights_and_grads`) is what "no master weights" means; under fp32
+    // training it is an fp32 copy beside the fp32 parameters.
+    if let Scheme::Zero(_) = plan.scheme
+        && i.train == TrainMode::Full
+        && !b
+            .lines
+            .iter()
+            .any(|l| l.key == LineKey::TrainingMasterWeights)
+    {
+        let each = if i.compute_dtype == Dtype::F32 {
+            4
+        } else {
+            i.compute_dtype.bytes()
+        };
+        let whole = split.layered(checked_product(&[trainable, each], "ZeRO's copy")?, true);
+        let device = if i.offload_optimizer == Offload::None {
+            Split::part(whole, 1, plan.shard)
+        } else {
+            0
+        };
+        b.line(
+            LineKey::TrainingMasterWeights,
+            "ZeRO's copy of the partition the optimizer steps",
+            whole,
+            device,
+            Kind::Computed,
+            true,
+            format!(
+                "trainable × {each} B ({}), per rank 1/{}: DeepSpeed's optimizer steps a copy of the rank's partition, not the parameters (deepspeed/runtime/zero/stage_1_and_2.py single_partition_of_fp32_groups, stage3.py fp32_partitioned_groups_flat, DeepSpeed 0.19.8)",
+                if each == 4 { "fp32" } else { i.compute_dtype.name() },
+                plan.shard
+            ),
+            &[("ranks sharing one copy", plan.shard.to_string())],
+        );
+    }
     let pre = |k: LineKey| before.get(&k).copied().unwrap_or(0);
     let grad_dtype = if i.train.adapters() {
         i.lora_dtype
@@ -1390,6 +1429,37 @@ mod tests {
             device(&z3, LineKey::CollectivesAllGather),
             Some(MAX_LIVE_PARAMETERS * 2)
         );
+    }
+
+    /// DeepSpeed's optimizer steps its own copy of the rank's partition whatever the
+    /// precision: fp32 beside fp32 parameters, 16-bit without master weights.
+    #[test]
+    fn zero_keeps_its_copy_of_the_partition_in_every_precision() {
+        let one = llama_8b(&[("compute-dtype", "fp32"), ("master-weights", "false")]);
+        assert_eq!(device(&one, LineKey::TrainingMasterWeights), None);
+        let trainable = bytes(&one, LineKey::TrainingGradients).unwrap() / 4;
+        for (dtype, master, each) in [("fp32", "false", 4), ("bf16", "false", 2)] {
+            let z = llama_8b(&[
+                ("gpus", "8"),
+                ("zero", "2"),
+                ("compute-dtype", dtype),
+                ("master-weights", master),
+            ]);
+            assert_eq!(
+                device(&z, LineKey::TrainingMasterWeights),
+                Some((trainable * each).div_ceil(8)),
+                "{dtype}"
+            );
+        }
+        // Offloaded with the optimizer: on the host, not the device.
+        let off = llama_8b(&[
+            ("gpus", "8"),
+            ("zero", "2"),
+            ("compute-dtype", "fp32"),
+            ("master-weights", "false"),
+            ("offload-optimizer", "cpu"),
+        ]);
+        assert_eq!(device(&off, LineKey::TrainingMasterWeights), Some(0));
     }
 
     /// DDP's replicas each hold the whole model and a gradient-sized set of buckets,
