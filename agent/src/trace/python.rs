@@ -203,7 +203,7 @@ fn ranks_of(input: &EstimateInput) -> Result<Option<TraceRanks>> {
             ),
             Dtype::Bf16 => {}
             d => bail!(
-                "a DeepSpeed ZeRO rank is traced in bf16 with its fp32 master partition, not {} (fp16's loss scaling reads its gradients' values; in fp32 DeepSpeed still keeps an fp32 copy of the partition, which the estimate's lines do not name)",
+                "a DeepSpeed ZeRO rank is traced in bf16 with its fp32 master partition, not {} (fp16's loss scaling reads its gradients' values; fp32 is computed by `estimate`)",
                 d.name()
             ),
         }
