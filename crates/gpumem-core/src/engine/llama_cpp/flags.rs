@@ -194,7 +194,40 @@ pub(super) const NO_MMPROJ_OFFLOAD: Flag = Flag::new(
 /// the devices without one at 0. Here each must also be a finite number ≥ 0 (llama.cpp
 /// would take a negative or NaN share and split nonsense), and not all 0 (llama.cpp
 /// then splits by free memory, as when the flag is absent: leave it out).
+///
+/// Read in two steps: [`tensor_split_shares`] checks the text (what reading the flag
+/// needs), then each share becomes the `float` llama.cpp weighs it as; a share that
+/// only the conversion shows out of range (past `f32::MAX`, or every share below its
+/// smallest step) is refused here.
 pub fn parse_tensor_split(text: &str) -> Result<Vec<f32>, EstimateError> {
+    let bad = |why: String| EstimateError::invalid("tensor-split", why);
+    let mut out = Vec::new();
+    for (i, item) in tensor_split_shares(text)?.into_iter().enumerate() {
+        let v: f32 = item
+            .parse()
+            .map_err(|_| bad(format!("value {i} ({item:?}) is not a number")))?;
+        if !v.is_finite() || v < 0.0 {
+            return Err(bad(format!(
+                "value {i} ({item}) must be a finite share of 0 or more"
+            )));
+        }
+        out.push(v);
+    }
+    if out.iter().all(|v| *v == 0.0) {
+        return Err(bad(ALL_ZERO.into()));
+    }
+    Ok(out)
+}
+
+/// Why every share 0 is refused.
+const ALL_ZERO: &str =
+    "every share is 0: llama.cpp then splits by free memory, as when --tensor-split is left out";
+
+/// `--tensor-split`'s shares as typed (trimmed), each checked by its text alone: a
+/// number as `std::stof` and Rust's `f32` parser read one (an optional sign, digits
+/// with at most one `.`, an optional exponent), not negative unless it is 0, not `inf`
+/// or `nan`; fewer than 16; not all 0.
+pub fn tensor_split_shares(text: &str) -> Result<Vec<&str>, EstimateError> {
     let bad = |why: String| EstimateError::invalid("tensor-split", why);
     let items: Vec<&str> = text.split([',', '/']).map(str::trim).collect();
     if items.len() >= crate::engine::flags::MAX_CARDS {
@@ -204,38 +237,76 @@ pub fn parse_tensor_split(text: &str) -> Result<Vec<f32>, EstimateError> {
             items.len()
         )));
     }
-    let mut out = Vec::with_capacity(items.len());
+    let mut any = false;
     for (i, item) in items.iter().enumerate() {
-        let v: f32 = item.parse().map_err(|_| {
-            bad(format!(
-                "value {i} ({item:?}) is not a number: one share per card, e.g. 3,1"
-            ))
-        })?;
-        if !v.is_finite() || v < 0.0 {
-            return Err(bad(format!(
-                "value {i} ({item}) must be a finite share of 0 or more"
-            )));
+        match share(item) {
+            Share::Zero => {}
+            Share::Positive => any = true,
+            Share::OutOfRange => {
+                return Err(bad(format!(
+                    "value {i} ({item}) must be a finite share of 0 or more"
+                )));
+            }
+            Share::NotANumber => {
+                return Err(bad(format!(
+                    "value {i} ({item:?}) is not a number: one share per card, e.g. 3,1"
+                )));
+            }
         }
-        out.push(v);
     }
-    if out.iter().all(|v| *v == 0.0) {
-        return Err(bad(
-            "every share is 0: llama.cpp then splits by free memory, as when --tensor-split is left out".into(),
-        ));
+    if !any {
+        return Err(bad(ALL_ZERO.into()));
     }
-    Ok(out)
+    Ok(items)
 }
 
-/// `-ts`'s shares, checked, kept as typed (`,`-separated).
+/// What the text of one share says.
+enum Share {
+    Zero,
+    Positive,
+    /// Negative, infinite or not a number (`nan`).
+    OutOfRange,
+    NotANumber,
+}
+
+/// Reads one share's text as Rust's `f32` parser does (`[+-]? (inf | infinity | nan |
+/// digits [. digits] | . digits) ([eE] [+-]? digits)?`, the words in any case),
+/// without converting it.
+fn share(text: &str) -> Share {
+    let (negative, t) = match text.strip_prefix('-') {
+        Some(t) => (true, t),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if ["inf", "infinity", "nan"]
+        .iter()
+        .any(|w| t.eq_ignore_ascii_case(w))
+    {
+        return Share::OutOfRange;
+    }
+    let (mantissa, exponent) = match t.split_once(['e', 'E']) {
+        Some((m, e)) => (m, Some(e)),
+        None => (t, None),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = |s: &str| s.bytes().all(|c| c.is_ascii_digit());
+    let exponent_ok = exponent.is_none_or(|e| {
+        let e = e.strip_prefix(['+', '-']).unwrap_or(e);
+        !e.is_empty() && digits(e)
+    });
+    if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) || !exponent_ok {
+        return Share::NotANumber;
+    }
+    match (int.bytes().chain(frac.bytes()).any(|c| c != b'0'), negative) {
+        (false, _) => Share::Zero,
+        (true, false) => Share::Positive,
+        (true, true) => Share::OutOfRange,
+    }
+}
+
+/// `-ts`'s shares, checked by their text, kept as typed (`,`-separated): reading the
+/// flag converts no number (the rule does, [`parse_tensor_split`]).
 fn tensor_split(_: &'static str, text: &str) -> Result<Value, EstimateError> {
-    parse_tensor_split(text).map(|v| {
-        Value::Text(
-            v.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-        )
-    })
+    tensor_split_shares(text).map(|v| Value::Text(v.join(",")))
 }
 
 /// `-sm`: `layer` read; `row`, `tensor` and `none` refused with their reason.

@@ -377,3 +377,58 @@ fn tensor_split_follows_llama_cpps_split_points() {
     let by_free = tensor_split_layers(80, 81, &[24.0 * 1024.0, 12.0 * 1024.0]);
     assert_eq!(count(&by_free, Some(0)), 54); // il ÷ 81 < 2/3: il ≤ 53
 }
+
+/// The flag reads `--tensor-split` by its text alone (no float conversion); the rule
+/// converts it as llama.cpp's `std::stof` does. Both agree on what they refuse, and
+/// only the conversion can see a share past `f32::MAX` or every share below its
+/// smallest step.
+#[test]
+fn the_flag_checks_the_shares_text_as_the_rule_reads_it() {
+    use crate::engine::llama_cpp::flags::{parse_tensor_split, tensor_split_shares};
+    for text in [
+        "3,1", "3/1", " 0.75 , 0.25", "+1,0", "1e2,5E-1", ".5,2.", "-0,1", "0,1", "1,0",
+    ] {
+        let shares = tensor_split_shares(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let floats = parse_tensor_split(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(shares.len(), floats.len(), "{text}");
+        for (s, f) in shares.iter().zip(&floats) {
+            assert_eq!(s.parse::<f32>().ok(), Some(*f), "{text}");
+        }
+    }
+    assert_eq!(tensor_split_shares("3/ 1").unwrap(), ["3", "1"]);
+    for (text, what) in [
+        ("0,0", "every share is 0"),
+        ("0e9,-0.0", "every share is 0"),
+        ("-1,1", "finite share of 0 or more"),
+        ("-0.5,1", "finite share of 0 or more"),
+        ("NaN,1", "finite share"),
+        ("inf,1", "finite share"),
+        ("-Infinity,1", "finite share"),
+        ("3,x", "not a number"),
+        ("3,,1", "not a number"),
+        ("1.2.3,1", "not a number"),
+        ("e5,1", "not a number"),
+        ("1e,1", "not a number"),
+        ("1e+,1", "not a number"),
+        (".,1", "not a number"),
+        ("0x10,1", "not a number"),
+        ("1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1", "fewer than 16"),
+    ] {
+        let e = tensor_split_shares(text).expect_err(text).to_string();
+        assert!(e.starts_with("tensor-split:") && e.contains(what), "{text}: {e}");
+        let e = parse_tensor_split(text).expect_err(text).to_string();
+        assert!(e.contains(what), "{text}: {e}");
+        // Rust's own parser refuses the same texts as numbers.
+        if what == "not a number" {
+            assert!(text.split([',', '/']).any(|s| s.trim().parse::<f32>().is_err()), "{text}");
+        }
+    }
+    // Only the conversion sees these: a share past f32::MAX, every share below its
+    // smallest step.
+    assert!(tensor_split_shares("1e39,1").is_ok());
+    let e = parse_tensor_split("1e39,1").unwrap_err().to_string();
+    assert!(e.contains("finite share of 0 or more"), "{e}");
+    assert!(tensor_split_shares("1e-50").is_ok());
+    let e = parse_tensor_split("1e-50").unwrap_err().to_string();
+    assert!(e.contains("every share is 0"), "{e}");
+}
