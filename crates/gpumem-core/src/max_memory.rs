@@ -38,15 +38,16 @@ pub fn parse_max_memory(text: &str) -> Result<MaxMemory, String> {
             let i: u32 = k
                 .parse()
                 .map_err(|_| format!("{k}: a GPU index (0, 1, …) or cpu"))?;
-            if gpus.iter().any(|(g, _)| *g == i) {
+            // Kept in index order as read.
+            let at = gpus.partition_point(|(g, _)| *g < i);
+            if gpus.get(at).is_some_and(|(g, _)| *g == i) {
                 return Err(format!("GPU {i} given twice"));
             }
-            gpus.push((i, bytes));
+            gpus.insert(at, (i, bytes));
         }
     }
     if gpus.is_empty() && cpu.is_none() {
         return Err("no device: 0=20GiB,cpu=64GiB".into());
     }
-    gpus.sort_unstable();
     Ok((gpus, cpu))
 }

@@ -569,12 +569,17 @@ mod tests {
             parse_max_memory("1=1000,0=5MiB").expect("p").0,
             vec![(0, 5 << 20), (1, 1000)]
         );
+        assert_eq!(
+            parse_max_memory("2=3,0=1,1=2").expect("p").0,
+            vec![(0, 1), (1, 2), (2, 3)]
+        );
         for bad in [
             "",
             "0",
             "gpu=1GiB",
             "0=lots",
             "0=1GiB,0=2GiB",
+            "2=1GiB,0=1GiB,2=3GiB",
             "cpu=1GiB,cpu=1GiB",
         ] {
             assert!(parse_max_memory(bad).is_err(), "{bad}");
