@@ -207,6 +207,28 @@ fn web_engine_keys_come_from_the_url_and_survive_a_reload() {
         "const e = document.querySelector('#gpu-memory-utilization-msg'); return e && e.textContent.includes('fraction') && e.textContent;",
     );
     println!("web-engine: gpu-memory-utilization=1.5 → {msg}");
+    // llama.cpp's --tensor-split and transformers' --max-memory are read by the page
+    // as the CLI reads them: their messages beside their fields, the core's words.
+    for (key, value, words) in [
+        ("tensor-split", "3,x", "not a number"),
+        ("tensor-split", "-1,1", "finite share"),
+        ("tensor-split", "0,0", "every share is 0"),
+        ("max-memory", "1=1GiB,0=1GiB,1=2GiB", "given twice"),
+    ] {
+        let (_, errors) = engine::from_pairs([(key, value)]);
+        let want = errors.first().map(ToString::to_string).unwrap_or_default();
+        assert!(want.contains(words), "{key}={value}: {want}");
+        page.browser.type_into(&format!("#{key}"), value);
+        let msg = page.browser.wait_for(
+            &format!("{key}={value}'s message"),
+            &format!(
+                "const e = document.querySelector('#{key}-msg'); return e && e.textContent.includes('{words}') && e.textContent;"
+            ),
+        );
+        let msg = msg.as_str().unwrap_or_default();
+        assert!(want.ends_with(msg.trim()), "{key}={value}: {msg} / {want}");
+        page.browser.type_into(&format!("#{key}"), "");
+    }
 }
 
 /// A link that asks for more than the page can answer — llama.cpp's placement of ten
