@@ -32,9 +32,9 @@
 //! attention (llama-server's `--flash-attn auto` passes to the encoder) never
 //! materialises the scores, so with it the buffer is smaller than this bound. Checked
 //! against a published log: LLaVA-1.5/1.6's `mmproj-model-f16.gguf` (CLIP ViT-L/14 at
-//! 336 px) logged a compute buffer of 32.89 MB (ollama/ollama issue 2706); the bound
+//! 336 px) logged a compute buffer of 32.89 MB (https://github.com/ollama/ollama/issues/2706); the bound
 //! gives 45.4 MiB. Gemma 3's projector (SigLIP at 896 px, 4096 patches) measured 1132
-//! MiB without flash attention and 121 MiB with it (gpustack/gguf-parser-go issue 44,
+//! MiB without flash attention and 121 MiB with it (https://github.com/gpustack/gguf-parser-go/issues/44,
 //! llama.cpp's own `[mtmd]` report); the bound gives 1223 MiB.
 
 use super::super::arith::{prod, sum};
@@ -375,7 +375,8 @@ mod tests {
 
     /// The header's tensors give the size llama.cpp logs for this file: 377 tensors
     /// (235 f32, 142 f16), "model size: 595.49 MB" (MiB: clip.cpp divides by 1024²;
-    /// ollama/ollama issue 2706, jan issue 2391 list the same 377 tensors).
+    /// https://github.com/ollama/ollama/issues/2706 and
+    /// https://github.com/janhq/jan/issues/2391 list the same 377 tensors).
     #[test]
     fn the_llava_projector_is_counted_from_its_header() {
         let p = Projector::from_header(&parse_header(&llava_15_header(true)).unwrap()).unwrap();
@@ -403,7 +404,7 @@ mod tests {
     }
 
     /// The bound for ViT-L/14 at 336 px: 577 positions, 16 heads; above the 32.89 MB
-    /// llama.cpp logged for it (ollama/ollama issue 2706), as a bound must be.
+    /// llama.cpp logged for it (https://github.com/ollama/ollama/issues/2706), as a bound must be.
     #[test]
     fn the_encoder_compute_bound_is_above_the_logged_buffer() {
         let p = Projector::from_header(&parse_header(&llava_15_header(true)).unwrap()).unwrap();
@@ -417,7 +418,7 @@ mod tests {
 
     /// Gemma 3's projector (SigLIP so400m at 896 px, patch 14: 4096 patches, 16 heads,
     /// hidden 1152, MLP 4304, 27 layers): above the 1132 MiB measured without flash
-    /// attention (gpustack/gguf-parser-go issue 44).
+    /// attention (https://github.com/gpustack/gguf-parser-go/issues/44).
     #[test]
     fn the_gemma3_bound_is_above_the_measured_buffer() {
         let p = Projector::parse(
