@@ -253,8 +253,8 @@ mod tests {
     }
 
     /// Several cards under llama.cpp: the page's answer is the CLI's (the most loaded
-    /// card's verdict), the panel names the cards, and the other engines' rows say
-    /// they judge one card.
+    /// card's verdict), the panel names the cards, vLLM's row asks for its pipeline
+    /// stages (`--pp`) and the other engines' rows say they judge one card.
     #[test]
     fn a_list_of_cards_is_llama_cpps_split_on_the_page() {
         let page = [("engine", "llama.cpp"), ("card", "24GiB,12GiB")];
@@ -275,6 +275,13 @@ mod tests {
         for row in &p.rows {
             match row.engine.as_str() {
                 "llama.cpp" => assert!(row.cells.is_ok(), "{:?}", row.cells),
+                "vllm" => assert!(
+                    row.cells
+                        .as_ref()
+                        .is_err_and(|e| e.contains("pipeline stages")),
+                    "{:?}",
+                    row.cells
+                ),
                 _ => assert!(
                     row.cells
                         .as_ref()
