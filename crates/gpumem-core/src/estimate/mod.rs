@@ -177,6 +177,15 @@ struct Builder {
 }
 
 impl Builder {
+    /// The per-device bytes of the lines under `key` so far (0 when none).
+    fn device(&self, key: LineKey) -> u64 {
+        self.lines
+            .iter()
+            .filter(|l| l.key == key)
+            .map(|l| l.device_bytes)
+            .fold(0u64, u64::saturating_add)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn line(
         &mut self,

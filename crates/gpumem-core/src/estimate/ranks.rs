@@ -482,16 +482,9 @@ fn fsdp_peak(
     gathered_at_start: u64,
     b: &mut Builder,
 ) -> Result<(), EstimateError> {
-    let device = |k: LineKey| -> u64 {
-        b.lines
-            .iter()
-            .filter(|l| l.key == k)
-            .map(|l| l.device_bytes)
-            .sum()
-    };
-    let grads = device(LineKey::TrainingGradients);
-    let act = device(LineKey::Activations);
-    let logits = device(LineKey::Logits);
+    let grads = b.device(LineKey::TrainingGradients);
+    let act = b.device(LineKey::Activations);
+    let logits = b.device(LineKey::Logits);
     let grad_dtype = if i.train.adapters() {
         i.lora_dtype
     } else {
@@ -652,16 +645,9 @@ fn zero_peak(
     shard: u64,
     b: &mut Builder,
 ) -> Result<(), EstimateError> {
-    let device = |k: LineKey| -> u64 {
-        b.lines
-            .iter()
-            .filter(|l| l.key == k)
-            .map(|l| l.device_bytes)
-            .sum()
-    };
-    let grads = device(LineKey::TrainingGradients);
-    let act = device(LineKey::Activations);
-    let logits = device(LineKey::Logits);
+    let grads = b.device(LineKey::TrainingGradients);
+    let act = b.device(LineKey::Activations);
+    let logits = b.device(LineKey::Logits);
     let g = i.grad_dtype.unwrap_or(i.compute_dtype).bytes();
     let (input_emb, emb, head) = match i.arch {
         Some(a) => {
@@ -685,7 +671,7 @@ fn zero_peak(
     // Stage 2 allocates its gradient partition at the first reduction of the bucket:
     // before the input embedding's gradient (the backward's last) arrives only if the
     // other gradients overflow the bucket.
-    let gathered = device(LineKey::CollectivesAllGather);
+    let gathered = b.device(LineKey::CollectivesAllGather);
     let p = i.compute_dtype.bytes();
     let partition = split.layered(trainable, true).div_ceil(shard.max(1));
     // Stage 1 and 2's gradients at the step: every parameter touching the rank's
