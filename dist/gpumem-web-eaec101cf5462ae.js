@@ -388,7 +388,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2628(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2627(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -534,27 +534,27 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 26, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_1150);
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_1149);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 517, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2563);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2562);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 570, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3993);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3992);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 570, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3993_15);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3992_15);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 573, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4002);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4001);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
@@ -578,30 +578,30 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_4002(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_4002(arg0, arg1);
+function __wasm_bindgen_func_elem_4001(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_4001(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_1150(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_1150(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_1149(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_1149(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3993(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3993(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3992(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3992(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3993_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3993_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3992_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3992_15(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2628(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2628(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2627(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2627(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2563(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2562(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2563(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2562(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
