@@ -1387,6 +1387,49 @@ def _import(name):
 DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32"}
 
 
+def _checkpoint_kwargs(torch, w):
+    """torch.utils.checkpoint's arguments for the layers: non-reentrant, and with
+    ``checkpointing_policy`` "op" torchtitan's selective op policy
+    (torchtitan/parallelisms/parallelize_llama.py at 3f20451, ``_apply_ac_to_transformer_block``
+    with ``selective_ac_option = "op"``): the outputs of the matmuls are saved but every
+    second one's (counted per layer and per pass), and the fused attention kernels' and
+    the reduce-scatter's; everything else is recomputed in the backward."""
+    kwargs = {"use_reentrant": False}
+    policy = w.get("checkpointing_policy", "layer")
+    if policy == "layer":
+        return kwargs
+    if policy != "op":
+        raise ValueError(f"checkpointing_policy {policy!r}: layer or op")
+    from collections import defaultdict
+
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    ops = torch.ops
+    save = {
+        ops.aten.mm.default,
+        ops.aten._scaled_dot_product_efficient_attention.default,
+        ops.aten._scaled_dot_product_flash_attention.default,
+        ops._c10d_functional.reduce_scatter_tensor.default,
+        ops.aten.abs.default,
+        ops.aten.max.default,
+    }
+
+    def context_fn():
+        meta = defaultdict(int)
+
+        def policy_fn(ctx, func, *args, **kwargs):
+            key = "recompute_mm_count" if ctx.is_recompute else "forward_mm_count"
+            if func == ops.aten.mm.default:
+                meta[key] += 1
+            keep = func in save and not (func == ops.aten.mm.default and meta[key] % 2 == 0)
+            return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+        return create_selective_checkpoint_contexts(policy_fn)
+
+    kwargs["context_fn"] = context_fn
+    return kwargs
+
+
 def _build(torch, transformers, w):
     config_dict = dict(w["config"])
     model_type = config_dict.pop("model_type", None)
@@ -1578,7 +1621,7 @@ def _trace(w, group):
     if group is not None:
         if train != "none" and w["checkpointing"]:
             # Before wrapping, as torchtitan and torchtune apply checkpointing first.
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=_checkpoint_kwargs(torch, w))
             if train in ("lora", "qlora"):
                 model.enable_input_require_grads()
         if group.scheme == "fsdp":
@@ -1653,7 +1696,7 @@ def _trace(w, group):
     if train != "none":
         model.train()
         if w["checkpointing"] and group is None:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=_checkpoint_kwargs(torch, w))
             if train in ("lora", "qlora"):
                 model.enable_input_require_grads()
         if zero:

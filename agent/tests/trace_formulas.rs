@@ -14,7 +14,9 @@ use std::process::{Command, Stdio};
 use gpumem_core::estimate::{EstimateInput, estimate};
 use gpumem_core::import::config as hf_config;
 use gpumem_core::params;
-use gpumem_core::training::{AttentionImpl, decoder_activations, logits_peak_bytes};
+use gpumem_core::training::{
+    AttentionImpl, decoder_activations, logits_peak_bytes, op_policy_layer,
+};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -1052,4 +1054,101 @@ fn fp32_full_fine_tunes_agree_with_traces() {
         }
     }
     assert!(failures.is_empty(), "past 2 %: {failures:#?}");
+}
+
+/// torchtitan's selective op policy (`--checkpointing-policy op`) traced with the
+/// policy itself (torch.utils.checkpoint's `create_selective_checkpoint_contexts`, the
+/// probe's copy of torchtitan's `_custom_policy`): what the layers keep at the forward's
+/// end equals the whole-layer derivation plus, per layer, what `op_policy_layer`
+/// derives (within 0.01 %: each term is a whole tensor); the estimate's activations
+/// line adds that minus what the recompute no longer makes; a layout outside the
+/// derivation is refused, naming why.
+#[test]
+fn the_op_checkpointing_policy_agrees_with_traces() {
+    let Some(python) = gpumem_e2e::torch_python("the_op_checkpointing_policy_agrees_with_traces")
+    else {
+        return;
+    };
+    // (config, attention): the plain decoder, q/k norms, Gemma's norms, the
+    // memory-efficient kernel's padded log-sum-exp.
+    let cases: &[(&str, &str)] = &[
+        ("llama-3.2-1b.json", "flash"),
+        ("qwen3-0.6b.json", "sdpa"),
+        ("gemma-3-1b.json", "flash"),
+        ("llama-3.2-1b.json", "efficient"),
+    ];
+    let mut requests = String::new();
+    for (config, attention) in cases {
+        let config: serde_json::Value = serde_json::from_str(&config_text(config)).unwrap();
+        let w = serde_json::json!({
+            "config": config, "train": "full", "sequences": SEQUENCES, "context": CONTEXT,
+            "generate": 0, "dtype": "bfloat16", "attention": attention, "optimizer": "adamw",
+            "master_weights": false, "checkpointing": true, "checkpointing_policy": "op",
+            "lora_rank": 16, "lora_targets": ["q_proj", "v_proj"], "logits": "last",
+            "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    for ((config, attention), t) in cases.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{config}: {t}");
+        let pairs = |policy: &'static str| {
+            input_of(
+                config,
+                &[
+                    ("train", "full"),
+                    ("sequences", "2"),
+                    ("context", "512"),
+                    ("attention", attention),
+                    ("checkpointing", "true"),
+                    ("checkpointing-policy", policy),
+                    ("master-weights", "false"),
+                ],
+            )
+        };
+        let a = pairs("op").arch.unwrap();
+        let kernel = AttentionImpl::parse("attention", attention).unwrap();
+        let layer = decoder_activations(&a, CONTEXT, SEQUENCES, 2, true, kernel, None).unwrap();
+        let (saved, overlap) = op_policy_layer(&a, CONTEXT, SEQUENCES, 2, kernel, false).unwrap();
+        let derived = layer.kept + a.layers * saved;
+        let kept = t["kept"].as_u64().unwrap();
+        eprintln!(
+            "{config:<20} op {attention:<9} | kept {derived:>12} traced {kept:>12} (whole-layer {})",
+            layer.kept
+        );
+        // Within 0.01 %: the whole-layer derivation's own few kilobytes (its once-terms'
+        // small blocks); the policy's tensors add none.
+        assert!(
+            derived.abs_diff(kept) * 10_000 < kept,
+            "{config} {attention}: the op policy's kept tensors {derived} against {kept}"
+        );
+        let line = |policy| {
+            estimate(&pairs(policy))
+                .unwrap()
+                .lines
+                .iter()
+                .find(|l| l.key.as_str() == "activations")
+                .unwrap()
+                .bytes
+        };
+        assert_eq!(
+            line("op"),
+            line("layer") + a.layers * saved - overlap,
+            "{config}: the estimate's line"
+        );
+    }
+    // Outside the derivation: refused with the reason.
+    let fused = input_of(
+        "phi-3-mini-4k.json",
+        &[
+            ("train", "full"),
+            ("context", "512"),
+            ("checkpointing", "true"),
+            ("checkpointing-policy", "op"),
+        ],
+    );
+    let err = estimate(&fused).unwrap_err().to_string();
+    assert!(err.contains("fused projection"), "{err}");
 }

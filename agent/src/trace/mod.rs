@@ -39,6 +39,7 @@ pub const WORKLOAD_KEYS: &[&str] = &[
     "optimizer",
     "master-weights",
     "checkpointing",
+    "checkpointing-policy",
     "lora-rank",
     "lora-targets",
     "gpus",
@@ -423,7 +424,11 @@ pub fn render(doc: &TraceDocument) -> String {
             } else {
                 "off"
             },
-            if w.checkpointing { "on" } else { "off" }
+            match (w.checkpointing, w.checkpointing_policy.as_deref()) {
+                (true, Some(p)) => format!("on ({p} policy)"),
+                (true, None) => "on".into(),
+                (false, _) => "off".into(),
+            }
         ),
     };
     let _ = writeln!(

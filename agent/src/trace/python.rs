@@ -21,7 +21,7 @@ use anyhow::{Context, Result, bail};
 use crate::private::PrivateDir;
 use gpumem_core::estimate::{EstimateInput, Fsdp, Offload, TrainMode};
 use gpumem_core::format::{Dtype, StorageFormat};
-use gpumem_core::training::{Framework, LoraTargets, QloraKernel};
+use gpumem_core::training::{CheckpointPolicy, Framework, LoraTargets, QloraKernel};
 use gpumem_proto::trace::{TRACE_SCHEMA, TraceDocument, TraceRanks, TraceWorkload};
 use serde_json::Value;
 
@@ -161,6 +161,8 @@ pub fn workload_of(input: &EstimateInput, expandable_segments: bool) -> Result<T
         optimizer: input.optimizer.name().into(),
         master_weights: input.master_weights,
         checkpointing: input.checkpointing,
+        checkpointing_policy: (input.checkpointing_policy != CheckpointPolicy::Layer)
+            .then(|| input.checkpointing_policy.name().into()),
         lora_rank: input.lora_rank,
         lora_targets: targets,
         logits: input.logits.name().into(),

@@ -232,6 +232,12 @@ const TAIL: &[Field] = &[
         ]),
     f("checkpointing", G::Training, K::Bool(false), "Activation checkpointing", "",
         "Full activation checkpointing (on by default with qlora, as its recipes run)"),
+    f("checkpointing-policy", G::Training, K::Choice, "Checkpointing policy", "",
+        "What a checkpointed layer saves: its input only, or torchtitan's selective op policy (matmul outputs but every second, the attention's)")
+        .choices(&[
+            ("", "layer — the input; the rest recomputed"),
+            ("op", "op — torchtitan's selective op policy"),
+        ]),
     f("zero", G::Training, K::Choice, "DeepSpeed ZeRO", "",
         "ZeRO stage over the data-parallel ranks: what each rank keeps only its part of")
         .choices(&[

@@ -16,7 +16,7 @@ use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Fsdp, KvDims, Logits, Offload, Pipeline, TrainMode};
 use crate::format::{Bnb4, Dtype, StorageFormat};
 use crate::kv::KvDtype;
-use crate::training::{AttentionImpl, Framework, Loss, Optimizer, QloraKernel};
+use crate::training::{AttentionImpl, CheckpointPolicy, Framework, Loss, Optimizer, QloraKernel};
 
 pub use crate::fields::{FIELDS, Field, FieldGroup, FieldKind, field};
 
@@ -290,6 +290,7 @@ fn apply(
         "lora-dropout" => input.lora_dropout = on,
         "qlora-kernel" => input.qlora_kernel = QloraKernel::parse(k, v)?,
         "checkpointing" => input.checkpointing = on,
+        "checkpointing-policy" => input.checkpointing_policy = CheckpointPolicy::parse(k, v)?,
         "framework" => input.framework = Framework::parse(k, v)?,
         "loss" => input.loss = Loss::parse(k, v)?,
         "optimizer-in-backward" => input.optimizer_in_backward = on,
@@ -599,6 +600,12 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     }
     if input.qlora_kernel != d.qlora_kernel {
         put("qlora-kernel", input.qlora_kernel.name().into());
+    }
+    if input.checkpointing_policy != d.checkpointing_policy {
+        put(
+            "checkpointing-policy",
+            input.checkpointing_policy.name().into(),
+        );
     }
     // QLoRA turns checkpointing on unless told otherwise: its value is always written.
     if input.checkpointing != d.checkpointing || input.train == TrainMode::Qlora {

@@ -35,6 +35,10 @@ const CONFIGS: &[(&str, &str)] = &[
         "llama-2-70b.json",
         include_str!("calibration/ranks/configs/llama-2-70b.json"),
     ),
+    (
+        "llama-3.1-8b.json",
+        include_str!("calibration/ranks/configs/llama-3.1-8b.json"),
+    ),
 ];
 
 /// The most loaded rank's need (no reserve) for a record's config and flags.

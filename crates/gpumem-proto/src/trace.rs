@@ -78,6 +78,10 @@ pub struct TraceWorkload {
     pub master_weights: bool,
     /// Activation checkpointing of every decoder layer.
     pub checkpointing: bool,
+    /// What a checkpointed layer saves, where not only its input: `op` (torchtitan's
+    /// selective op policy); absent for the whole-layer recompute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpointing_policy: Option<String>,
     /// LoRA rank (LoRA and QLoRA).
     pub lora_rank: u64,
     /// LoRA target modules (`q_proj`, … or `all`).
@@ -145,7 +149,10 @@ impl TraceWorkload {
                 self.context,
                 self.optimizer,
                 on(self.master_weights),
-                on(self.checkpointing),
+                match (self.checkpointing, self.checkpointing_policy.as_deref()) {
+                    (true, Some(p)) => format!("on ({p} policy)"),
+                    (c, _) => on(c).into(),
+                },
                 self.ranks
                     .as_ref()
                     .map(|r| format!(
@@ -324,6 +331,7 @@ mod tests {
                 optimizer: "adamw".into(),
                 master_weights: false,
                 checkpointing: false,
+                checkpointing_policy: None,
                 lora_rank: 16,
                 lora_targets: vec![],
                 logits: "last".into(),

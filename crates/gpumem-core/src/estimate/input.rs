@@ -246,6 +246,8 @@ pub struct EstimateInput {
     pub qlora_kernel: QloraKernel,
     /// Full activation checkpointing.
     pub checkpointing: bool,
+    /// What a checkpointed layer saves: its input only, or torchtitan's op policy.
+    pub checkpointing_policy: CheckpointPolicy,
     /// The fine-tuning framework whose recipe runs the step; its defaults are applied
     /// to the keys not given (`params::from_pairs`).
     pub framework: Framework,
@@ -348,6 +350,7 @@ impl Default for EstimateInput {
             lora_dropout: false,
             qlora_kernel: QloraKernel::Bnb,
             checkpointing: false,
+            checkpointing_policy: CheckpointPolicy::Layer,
             framework: Framework::Unnamed,
             loss: Loss::Full,
             optimizer_in_backward: false,

@@ -26,8 +26,8 @@ use crate::format::{Dtype, StorageFormat};
 use crate::kv::{KvDtype, KvLayout, KvShape};
 use crate::summary::TensorSummary;
 use crate::training::{
-    Adapters, AttentionImpl, Framework, LoraTargets, Loss, Optimizer, QloraKernel,
-    activation_bytes, decoder_activations, decoder_prefill,
+    Adapters, AttentionImpl, CheckpointPolicy, Framework, LoraTargets, Loss, Optimizer,
+    QloraKernel, activation_bytes, decoder_activations, decoder_prefill,
 };
 use crate::units::{Bytes, MIB, checked_product};
 
@@ -970,6 +970,72 @@ mod tests {
         // A 4-bit format given stays.
         let (nf4, _) = from_pairs([("train", "qlora"), ("format", "nf4")]);
         assert_eq!(nf4.format.map(|f| f.name()).as_deref(), Some("nf4"));
+    }
+
+    #[test]
+    fn the_op_checkpointing_policy_keeps_its_saved_tensors_and_is_refused_where_not_derived() {
+        let base = [
+            ("context", "8192"),
+            ("sequences", "2"),
+            ("train", "full"),
+            ("attention", "flash"),
+            ("checkpointing", "true"),
+        ];
+        let act = |extra: &[(&'static str, &'static str)]| {
+            let mut pairs = base.to_vec();
+            pairs.extend_from_slice(extra);
+            estimate(&llama_8b(&pairs)).map(|e| {
+                e.lines
+                    .iter()
+                    .find(|l| l.key == LineKey::Activations)
+                    .unwrap()
+                    .bytes
+            })
+        };
+        let layer = act(&[]).unwrap();
+        let op = act(&[("checkpointing-policy", "op")]).unwrap();
+        // Per layer and token: q, v, gate, down and the attention's output in bf16, the
+        // log-sum-exp in fp32 (55 424 B); less v, output, log-sum-exp and gate in the
+        // recomputed layer (39 040 B), at 16 384 tokens.
+        assert_eq!(op - layer, 32 * 55_424 * 16_384 - 39_040 * 16_384);
+        // The pairs carry the policy back.
+        let input = llama_8b(&[("checkpointing-policy", "op")]);
+        let back = crate::params::to_pairs(&input);
+        assert!(
+            back.iter()
+                .any(|(k, v)| *k == "checkpointing-policy" && v == "op")
+        );
+        // Not a way to run without checkpointing, nor with every n-th layer.
+        let refused = |extra: &[(&'static str, &'static str)]| {
+            let mut pairs = vec![("context", "512"), ("train", "full")];
+            pairs.extend_from_slice(extra);
+            estimate(&llama_8b(&pairs)).unwrap_err().to_string()
+        };
+        assert!(refused(&[("checkpointing-policy", "op")]).contains("--checkpointing true"));
+        assert!(
+            refused(&[
+                ("checkpointing", "true"),
+                ("checkpointing-every", "2"),
+                ("checkpointing-policy", "op")
+            ])
+            .contains("--checkpointing-every")
+        );
+        assert!(
+            refused(&[
+                ("checkpointing", "true"),
+                ("attention", "eager"),
+                ("checkpointing-policy", "op")
+            ])
+            .contains("eager")
+        );
+        assert!(
+            refused(&[
+                ("checkpointing", "true"),
+                ("train", "lora"),
+                ("checkpointing-policy", "op")
+            ])
+            .contains("LoRA")
+        );
     }
 
     #[test]

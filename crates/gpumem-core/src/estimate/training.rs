@@ -530,6 +530,49 @@ pub(super) fn training(
         let layers = a.layers.max(1);
         let every = input.checkpointing_every.max(1);
         let layer_input = checked_product(&[seq, input.sequences, a.hidden, value], "activations")?;
+        if input.checkpointing_policy == CheckpointPolicy::Op {
+            // torchtitan's selective op policy: each layer also keeps what the policy
+            // saves (`training::op_policy_layer`), and the backward's recompute of a
+            // layer makes only the tensors the policy did not keep.
+            let refuse = |why: String| EstimateError::invalid("checkpointing-policy", why);
+            if !input.checkpointing {
+                return Err(refuse(
+                    "the op policy is a way of checkpointing: give --checkpointing true with it"
+                        .into(),
+                ));
+            }
+            if every > 1 {
+                return Err(refuse(
+                    "the op policy checkpoints every layer: leave out --checkpointing-every with it"
+                        .into(),
+                ));
+            }
+            let (saved, overlap) = crate::training::op_policy_layer(
+                &a,
+                seq,
+                input.sequences,
+                value,
+                input.attention,
+                adapters.is_some(),
+            )
+            .map_err(|why| refuse(format!("{why}: not derived, so not estimated")))?;
+            let recomputed = derived.bytes.saturating_sub(derived.kept);
+            derived.kept = derived
+                .kept
+                .checked_add(saved.checked_mul(a.layers).ok_or(EstimateError::Overflow {
+                    what: "activations",
+                })?)
+                .ok_or(EstimateError::Overflow {
+                    what: "activations",
+                })?;
+            derived.bytes = derived
+                .kept
+                .saturating_add(recomputed.saturating_sub(overlap));
+            derived.formula = format!(
+                "{}; torchtitan's selective op policy: each layer also keeps the outputs of q, v, gate and down (every second matmul) and the attention's output and log-sum-exp, {saved} B, and the recompute makes {overlap} B fewer",
+                derived.formula
+            );
+        }
         if input.checkpointing && every > 1 {
             // torchtune's selective checkpointing (`ac_mode: selective`, `ac_option`
             // k: every k-th layer wrapped, training/_activation_checkpointing.py): the
