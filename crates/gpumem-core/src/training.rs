@@ -484,12 +484,13 @@ impl Framework {
                 ..trainer
             },
             // unsloth 2024.4 (6dad5dd): the same, plus the RoPE cache its
-            // LlamaRotaryEmbedding keeps in every attention layer (training::unsloth).
+            // LlamaRotaryEmbedding keeps in every attention layer, and with every
+            // linear adapted its step as its kernels run it (training::unsloth).
             // transformers 4.39's TrainingArguments: optim adamw_torch (foreach).
             Framework::Unsloth2024 => FrameworkDefaults {
                 optimizer: Some((Optimizer::Adamw, Optimizer::Adamw)),
                 unsloth_rope_per_layer: Some(true),
-                said: "unsloth 2024.4 (6dad5dd): its gradient checkpointing (each layer's input offloaded to the host), Fast_CrossEntropyLoss over the whole logits, LoRA without dropout, the Trainer of its time's AdamW (transformers 4.39 adamw_torch, foreach), from_pretrained; its fused LoRA kernels keep no more than PEFT's layers, which are counted; a QLoRA base's largest projection dequantised at the MLP's backward (fast_dequantize); a cos and a sin RoPE cache of max(context, max_position_embeddings) positions in every layer (LlamaRotaryEmbedding); at the forward's end the logits it returns in the compute dtype and accelerate's fp32 copy of them (convert_outputs_to_fp32), where that exceeds the backward's peak",
+                said: "unsloth 2024.4 (6dad5dd): its gradient checkpointing (each layer's input offloaded to the host), Fast_CrossEntropyLoss over the whole logits, LoRA without dropout, the Trainer of its time's AdamW (transformers 4.39 adamw_torch, foreach), from_pretrained; with every linear adapted (its kernels' condition), its step in program order: each layer under no_grad, at the forward's end the logits it returns in the compute dtype and accelerate's fp32 copy of them (convert_outputs_to_fp32), released before the last layer is recomputed with LoRA_QKV, LoRA_W and LoRA_MLP keeping what they save and fast_dequantize's weights, the caching allocator fed in that order; otherwise PEFT's layers, a QLoRA base's largest projection dequantised at the MLP's backward and the forward's end where it exceeds the backward's peak; a cos and a sin RoPE cache of max(context, max_position_embeddings) positions in every layer (LlamaRotaryEmbedding)",
                 ..Framework::Unsloth.defaults()
             },
             // torchtune 0.6 recipes/configs/llama3_1/8B_lora_single_device.yaml:

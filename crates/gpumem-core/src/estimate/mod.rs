@@ -615,6 +615,56 @@ mod tests {
     }
 
     #[test]
+    fn unsloth_2024s_step_runs_its_kernels_and_phases() {
+        use crate::training::unsloth::{phase_peaks, step_2024};
+        let line = |e: &Estimate, k: LineKey| e.lines.iter().find(|l| l.key == k).cloned();
+        let run = |targets: &'static str, context: &'static str| {
+            estimate(&llama_8b(&[
+                ("framework", "unsloth@2024.4"),
+                ("train", "qlora"),
+                ("keep-format", "bf16"),
+                ("lora-targets", targets),
+                ("context", context),
+                ("sequences", "1"),
+                ("max-position", "8192"),
+            ]))
+            .unwrap()
+        };
+        let base = llama_8b(&[]);
+        let (a, rank) = (base.arch.unwrap(), base.lora_rank);
+        for context in [2048u64, 65536] {
+            let e = run("all", if context == 2048 { "2048" } else { "65536" });
+            let acts = line(&e, LineKey::Activations).unwrap();
+            let logits = line(&e, LineKey::Logits).unwrap();
+            let (forward, backward) = phase_peaks(&step_2024(&a, context, rank, 2, true).unwrap());
+            let rope = 32 * 2 * context.max(8192) * 128 * 2;
+            // The last layer's backward and the RoPE caches; the logits line is what
+            // the forward's end holds beyond that backward (the logits are gone by then).
+            assert_eq!(acts.bytes, backward + rope, "{}", acts.formula);
+            assert_eq!(
+                logits.bytes,
+                forward.saturating_sub(backward),
+                "{}",
+                logits.formula
+            );
+            assert!(acts.formula.contains("LoRA_QKV"), "{}", acts.formula);
+            // Every layer's input on the host.
+            let host = line(&e, LineKey::HostActivations).unwrap();
+            assert_eq!(host.bytes, 32 * context * 4096 * 2);
+            // The no-grad layers' MLP blocks (e, g, h: tokens × 14336 × 2 B each) stay
+            // cached where the logits and their fp32 copy cannot reuse them.
+            let cache = line(&e, LineKey::AllocatorCache).unwrap();
+            if context == 65536 {
+                assert!(cache.bytes >= 3 * context * 14336 * 2, "{}", cache.formula);
+            }
+        }
+        // q and v only: unsloth 6dad5dd runs PEFT's layers, and so does the estimate.
+        let qv = run("q,v", "2048");
+        let acts = line(&qv, LineKey::Activations).unwrap();
+        assert!(!acts.formula.contains("LoRA_QKV"), "{}", acts.formula);
+    }
+
+    #[test]
     fn offloaded_activations_reach_the_allocator_model() {
         // What stays on the device of an offloaded run is placed as one layer's
         // tensors: the simulated reserved peak covers the allocated lines, so the

@@ -13,7 +13,7 @@
 use super::*;
 use crate::allocator::Allocator;
 use crate::training::load::{self, Stored, Torchao, TtLinear, TtModel, TtPath};
-use crate::training::{LoadPath, ModulesToSave};
+use crate::training::{LoadPath, ModulesToSave, unsloth};
 
 /// `(count, bytes)`: `count` tensors of `bytes` each.
 type Tensors = Vec<(u64, u64)>;
@@ -451,7 +451,36 @@ pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), Estima
     let (persistent, forward, optimizer_step) = step_tensors(b, &a, input, seq);
     place(&mut alloc, &persistent);
     let mut at_forward = alloc.clone();
-    place(&mut at_forward, &forward);
+    if unsloth::applies(input, &a) && line(b, LineKey::Activations) > 0 {
+        // unsloth 2024.4's step in program order (training::unsloth::step_2024): the
+        // no-grad layers' temporaries leave their blocks cached, the logits and their
+        // fp32 copy take what no cached block holds, and the recomputed layer's
+        // tensors reuse the blocks the logits free.
+        let v = input.compute_dtype.bytes();
+        let positions = unsloth::rope_positions(seq, input.max_position);
+        place(&mut at_forward, &[unsloth::rope_caches(&a, positions, v)?]);
+        let tokens = checked_product(&[seq, input.sequences], "activations")?;
+        let step = unsloth::step_2024(
+            &a,
+            tokens,
+            input.lora_rank,
+            v,
+            input.train == TrainMode::Qlora,
+        )?;
+        let mut live = Vec::new();
+        for op in &step.ops {
+            match *op {
+                unsloth::Op::Malloc(id, bytes) => live.push((id, at_forward.malloc(bytes))),
+                unsloth::Op::Free(id) => {
+                    if let Some(k) = live.iter().position(|(i, _)| *i == id) {
+                        at_forward.free(live.swap_remove(k).1);
+                    }
+                }
+            }
+        }
+    } else {
+        place(&mut at_forward, &forward);
+    }
     let mut reserved = at_forward.peak_reserved();
     if !optimizer_step.is_empty() {
         let mut at_step = alloc;

@@ -702,6 +702,53 @@ pub(super) fn training(
             }
             None => (bytes, formula),
         };
+        // unsloth 2024.4's own kernels and phases (training::unsloth::step_2024, read
+        // in unslothai/unsloth 6dad5dd) in place of PEFT's layers: the last layer's
+        // backward as its kernels save it, the logits released before it, and the
+        // forward's end the higher moment where it is.
+        let unsloth_step =
+            if kind == Kind::Computed && !lit_gpt && crate::training::unsloth::applies(input, &a) {
+                let tokens = checked_product(&[seq, input.sequences], "activations")?;
+                let step = crate::training::unsloth::step_2024(
+                    &a,
+                    tokens,
+                    input.lora_rank,
+                    value,
+                    input.train == TrainMode::Qlora,
+                )?;
+                Some(crate::training::unsloth::phase_peaks(&step))
+            } else {
+                None
+            };
+        let (bytes, formula) = match unsloth_step {
+            Some((_, backward)) => {
+                host_activations = checked_product(&[layers, layer_input], "activations")?;
+                let total = backward
+                    .checked_add(rope_caches)
+                    .ok_or(EstimateError::Overflow {
+                        what: "activations",
+                    })?;
+                (
+                    total,
+                    format!(
+                        "unsloth 2024.4's offloaded checkpointing: every layer's input on the host, each layer run under no_grad; at the last layer's backward ({backward} B) its input copied back and the layer recomputed with unsloth's kernels, which keep the norms' rstd, LoRA_QKV's X, flash-attn's Q, K, V, output and log-sum-exp, the residual sum, LoRA_MLP's X, e and g, beside the layer's output and its gradient, then LoRA_MLP.backward's DW and its LoRA term or a dequantised weight (fast_dequantize{}), every tensor in 512 B blocks{}",
+                        if input.train == TrainMode::Qlora {
+                            ": the compute dtype and fp32 block scales"
+                        } else {
+                            " returns a 16-bit base as it is"
+                        },
+                        if rope_caches > 0 {
+                            format!(
+                                "; + {rope_caches} B: unsloth 2024.4's RoPE caches, cos and sin of max(context, max_position_embeddings) positions × d in every layer (LlamaRotaryEmbedding)"
+                            )
+                        } else {
+                            String::new()
+                        }
+                    ),
+                )
+            }
+            None => (bytes, formula),
+        };
         // A pipeline stage holds the activations of every micro-batch in flight.
         let in_flight = super::ranks::in_flight(input);
         let formula = if in_flight > 1 {
@@ -833,6 +880,19 @@ pub(super) fn training(
             }
         } else {
             (logits, loss_formula)
+        };
+        // unsloth 2024.4 (training::unsloth::step_2024): its logits, their fp32 copy
+        // and the loss's rows are released at lm_head's backward, before any layer is
+        // recomputed, so the line is what the forward's end holds beyond the last
+        // layer's backward.
+        let (logits, loss_formula) = match unsloth_step {
+            Some((forward, backward)) => (
+                forward.saturating_sub(backward),
+                format!(
+                    "the forward's end ({forward} B: the final norm's input and rstd, the logits in the compute dtype unsloth 2024.4 returns, Fast_CrossEntropyLoss's fp32 log-sum-exp and loss per row, and the fp32 copy accelerate's convert_outputs_to_fp32 makes of the logits) beyond the last layer's backward ({backward} B, the activations line): the logits are released at lm_head's backward, before any layer is recomputed"
+                ),
+            ),
+            None => (logits, loss_formula),
         };
         b.line(
             LineKey::Logits,

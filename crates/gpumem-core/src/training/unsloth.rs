@@ -43,6 +43,7 @@
 
 use crate::arch::Architecture;
 use crate::error::EstimateError;
+use crate::estimate::EstimateInput;
 use crate::units::checked_product;
 
 /// bitsandbytes' NF4 block size (`quantize_4bit`, `blocksize=64`, the one
@@ -116,6 +117,354 @@ pub(crate) fn dequantised_weight(a: &Architecture, value: u64) -> Result<u64, Es
     })
 }
 
+/// Whether unsloth 2024.4's step ([`step_2024`]) is the run's: `--framework
+/// unsloth@2024.4` with its offloaded checkpointing and fused loss, LoRA or QLoRA on
+/// every linear of a Llama-style decoder (gated MLP, no experts, separate q, k, v
+/// without biases or norms) in 16-bit compute, without dropout (unsloth 6dad5dd
+/// patches a layer with its kernels only when q, k, v, o or gate, up, down all carry
+/// a LoRA without dropout, `FastLlamaModel.patch_peft_model`), on one device.
+pub(crate) fn applies(input: &EstimateInput, a: &Architecture) -> bool {
+    use crate::training::{Framework, LoraTargets, Loss};
+    let all = LoraTargets::parse("lora-targets", &input.lora_targets)
+        .map(|t| t.q && t.k && t.v && t.o && t.gate && t.up && t.down && !t.lm_head)
+        .unwrap_or(false);
+    matches!(input.framework, Framework::Unsloth2024)
+        && input.offload_activations
+        && input.checkpointing
+        && input.checkpointing_every <= 1
+        && input.train.adapters()
+        && !input.lora_dropout
+        && all
+        && matches!(input.loss, Loss::Fused)
+        && input.compute_dtype.bytes() == 2
+        && a.gated_mlp
+        && a.intermediate > 0
+        && a.moe.is_none()
+        && a.mla.is_none()
+        && a.mixer.is_none()
+        && !a.fused_qkv
+        && !a.qkv_bias
+        && !a.qk_norm
+        && input.tp <= 1
+        && input.pp <= 1
+        && input.cp <= 1
+}
+
+/// One allocation or release of unsloth 2024.4's step, in program order: `Malloc(id,
+/// bytes)` and `Free(id)` of the tensor `Malloc` numbered `id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Malloc(usize, u64),
+    Free(usize),
+}
+
+/// unsloth 2024.4's step beyond the persistent tensors (weights, adapters, their
+/// gradients and optimizer states, the RoPE caches): the allocations and releases of
+/// its offloaded checkpointing's forward, the forward's end and the last layer's
+/// backward, in program order. `forward_end` and `backward` are the indices of the
+/// first op of those phases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Step {
+    pub ops: Vec<Op>,
+    pub forward_end: usize,
+    pub backward: usize,
+}
+
+/// The sizes of one step's tensors, bytes.
+struct Sizes {
+    /// tokens × hidden × v: a layer's input, a norm's output, the residual sums.
+    th: u64,
+    /// tokens × query width (heads × head_dim) × v: Q and the attention output.
+    tq: u64,
+    /// tokens × key/value width × v: K and V.
+    tk: u64,
+    /// tokens × intermediate × v: the MLP's `e`, `g`, `h` and `DW`.
+    ti: u64,
+    /// tokens × rank × v: `X @ A` of a LoRA update.
+    tr: u64,
+    /// tokens × 4 B: an RMSNorm's fp32 rstd, the loss's log-sum-exp and loss per row.
+    row4: u64,
+    /// heads × tokens × 4 B: flash-attn's fp32 `softmax_lse`.
+    lse: u64,
+    /// tokens × vocab × v: the logits.
+    logits: u64,
+    /// tokens × vocab × 4 B: accelerate's fp32 copy of them (0 in fp32 compute).
+    logits_fp32: u64,
+}
+
+struct Seq {
+    ops: Vec<Op>,
+    next: usize,
+    s: Sizes,
+    hidden: u64,
+    q_width: u64,
+    kv_width: u64,
+    intermediate: u64,
+    value: u64,
+    /// A 4-bit base: `fast_dequantize` allocates the weight and its fp32 scales.
+    qlora: bool,
+}
+
+impl Seq {
+    fn m(&mut self, bytes: u64) -> usize {
+        let id = self.next;
+        self.next = self.next.saturating_add(1);
+        self.ops.push(Op::Malloc(id, bytes));
+        id
+    }
+
+    fn f(&mut self, id: usize) {
+        self.ops.push(Op::Free(id));
+    }
+
+    /// `fast_dequantize` (unsloth/kernels/utils.py at 6dad5dd) of an `n_in × n_out`
+    /// 4-bit weight: `out = torch.empty(shape, dtype)` in the compute dtype, then
+    /// `out_absmax`, an fp32 value per 64-value block, released when it returns. A
+    /// 16-bit base (LoRA) is returned as it is: nothing allocated.
+    fn dequantize(&mut self, n_in: u64, n_out: u64) -> Option<usize> {
+        if !self.qlora {
+            return None;
+        }
+        let n = n_in.saturating_mul(n_out);
+        let w = self.m(n.saturating_mul(self.value));
+        let absmax = self.m(n.div_ceil(NF4_BLOCK).saturating_mul(4));
+        self.f(absmax);
+        Some(w)
+    }
+
+    /// `matmul_lora(X, W, W_quant, A, B, s)` (kernels/utils.py at 6dad5dd): the
+    /// dequantised weight, `out = torch.matmul(X, W)`, `del W`, then
+    /// `out += (X @ A) @ (s * B)` — a tokens × rank and a tokens × out temporary.
+    /// (`A.to(dtype)` and `s * B`, rank × width each, are left out: kilobytes.)
+    fn matmul_lora(&mut self, n_in: u64, n_out: u64, out_bytes: u64) -> usize {
+        let w = self.dequantize(n_in, n_out);
+        let out = self.m(out_bytes);
+        if let Some(w) = w {
+            self.f(w);
+        }
+        let xa = self.m(self.s.tr);
+        let t = self.m(out_bytes);
+        self.f(t);
+        self.f(xa);
+        out
+    }
+
+    /// One `LlamaDecoderLayer_fast_forward` (models/llama.py at 6dad5dd) on the
+    /// layer input already allocated, returning its output. `grad`: under autograd
+    /// (the recomputation in `Unsloth_Offloaded_Gradient_Checkpointer.backward`),
+    /// what the kernels save stays: the norms' rstd (`Fast_RMS_Layernorm`), `X` of
+    /// `LoRA_QKV` (the first norm's output), flash-attn's Q, K, V, output and
+    /// log-sum-exp (`LoRA_W` saves that same output), the residual sum the second
+    /// norm saves, and `LoRA_MLP`'s `X`, `e`, `g` (not `h`, which its backward
+    /// recomputes). Under `no_grad` (the checkpointer's forward) each is released as
+    /// its last reference goes. Returns the output and the saved tensors.
+    fn layer(&mut self, grad: bool) -> (usize, Vec<usize>) {
+        let (h, q, kv, i) = (self.hidden, self.q_width, self.kv_width, self.intermediate);
+        let (th, tq, tk, ti) = (self.s.th, self.s.tq, self.s.tk, self.s.ti);
+        let mut saved = Vec::new();
+        // residual = hidden_states; fast_rms_layernorm(input_layernorm)
+        let y1 = self.m(th);
+        let r1 = self.m(self.s.row4);
+        if !grad {
+            self.f(r1);
+        }
+        // LoRA_QKV.forward: Q, K, V, each through matmul_lora.
+        let qq = self.matmul_lora(h, q, tq);
+        let kk = self.matmul_lora(h, kv, tk);
+        let vv = self.matmul_lora(h, kv, tk);
+        // fast_rope_embedding works in place; flash_attn_func's output and lse.
+        let attn = self.m(tq);
+        let lse = self.m(self.s.lse);
+        if !grad {
+            // flash_attn_func returns the output alone.
+            self.f(lse);
+        }
+        // LoRA_W.forward (o_proj) on the attention output.
+        let o = self.matmul_lora(q, h, th);
+        if grad {
+            saved.extend([r1, y1, qq, kk, vv, attn, lse]);
+        } else {
+            // The attention's locals, then the norm's output, go as self_attn returns.
+            for t in [qq, kk, vv, attn, y1] {
+                self.f(t);
+            }
+        }
+        // hidden_states = residual + hidden_states
+        let x1 = self.m(th);
+        self.f(o);
+        let y2 = self.m(th);
+        let r2 = self.m(self.s.row4);
+        if !grad {
+            self.f(r2);
+        }
+        // LoRA_MLP.forward: e = X @ G, g = X @ U, h = swiglu(e, g), i = h @ W.
+        let e = self.matmul_lora(h, i, ti);
+        let g = self.matmul_lora(h, i, ti);
+        let hh = self.m(ti);
+        let down = self.matmul_lora(i, h, th);
+        self.f(hh);
+        if grad {
+            saved.extend([x1, r2, y2, e, g]);
+        } else {
+            for t in [e, g, y2] {
+                self.f(t);
+            }
+        }
+        let x2 = self.m(th);
+        self.f(down);
+        if !grad {
+            self.f(x1);
+        }
+        (x2, saved)
+    }
+}
+
+/// unsloth 2024.4's step for a Llama-style decoder (gated MLP, every linear adapted,
+/// LoRA without dropout, `use_gradient_checkpointing = "unsloth"`), read in
+/// unslothai/unsloth at 6dad5dd:
+///
+/// - **forward** (`models/_utils.py`, `Unsloth_Offloaded_Gradient_Checkpointer`):
+///   each layer's input is copied to the host (`hidden_states.to("cpu", non_blocking
+///   = True)`, pinned host memory) and the layer runs under `torch.no_grad()`: its
+///   temporaries come and go, and the caching allocator keeps their blocks. Two
+///   layers are run, the second reusing the first's blocks.
+/// - **the forward's end** (`models/llama.py`, `CausalLM_fast_forward`): the final
+///   norm (under autograd: its input and rstd kept), `lm_head`'s logits in the compute
+///   dtype, `Fast_CrossEntropyLoss`'s fp32 log-sum-exp and loss per row; the model
+///   returns, its normed hidden state goes, and accelerate's `convert_outputs_to_fp32`
+///   copies the logits to fp32, released when the Trainer keeps only the loss.
+/// - **the backward**: `Fast_CrossEntropyLoss.backward` writes the gradient into the
+///   logits, `lm_head`'s backward makes the normed state's gradient and the logits go;
+///   `Fast_RMS_Layernorm.backward` writes in place. The last layer's checkpointer
+///   copies its input back and recomputes the layer under autograd (what the kernels
+///   save, [`Seq::layer`]), then `LoRA_MLP.backward` (`kernels/fast_lora.py`): `DW`
+///   through `matmul_lora` with the down weight dequantised, the SwiGLU backward in
+///   place into `DW`, `e`, `g`, then the up and gate weights dequantised one at a
+///   time, `dX` written into the saved `X` and each LoRA term a tokens × hidden
+///   temporary. The attention's backward that follows holds less (the MLP's saved
+///   tensors gone), and so does every earlier layer's.
+pub(crate) fn step_2024(
+    a: &Architecture,
+    tokens: u64,
+    rank: u64,
+    value: u64,
+    qlora: bool,
+) -> Result<Step, EstimateError> {
+    let what = "unsloth's step";
+    let q_width = checked_product(&[a.heads, a.head_dim], what)?;
+    let kv_width = checked_product(&[a.kv_heads, a.head_dim], what)?;
+    let s = Sizes {
+        th: checked_product(&[tokens, a.hidden, value], what)?,
+        tq: checked_product(&[tokens, q_width, value], what)?,
+        tk: checked_product(&[tokens, kv_width, value], what)?,
+        ti: checked_product(&[tokens, a.intermediate, value], what)?,
+        tr: checked_product(&[tokens, rank, value], what)?,
+        row4: checked_product(&[tokens, 4], what)?,
+        lse: checked_product(&[a.heads, tokens, 4], what)?,
+        logits: checked_product(&[tokens, a.vocab, value], what)?,
+        logits_fp32: if value < 4 {
+            checked_product(&[tokens, a.vocab, 4], what)?
+        } else {
+            0
+        },
+    };
+    // The largest weight a layer dequantises, bounded like the tensors above.
+    checked_product(&[a.hidden, a.intermediate.max(q_width), value], what)?;
+    let mut q = Seq {
+        ops: Vec::new(),
+        next: 0,
+        s,
+        hidden: a.hidden,
+        q_width,
+        kv_width,
+        intermediate: a.intermediate,
+        value,
+        qlora,
+    };
+    // The forward: the embedding's output, then two layers under no_grad.
+    let mut x = q.m(q.s.th);
+    for _ in 0..2 {
+        let (out, _) = q.layer(false);
+        q.f(x);
+        x = out;
+    }
+    // The forward's end.
+    let forward_end = q.ops.len();
+    let normed = q.m(q.s.th);
+    let rstd = q.m(q.s.row4);
+    let logits = q.m(q.s.logits);
+    let lse = q.m(q.s.row4);
+    let loss = q.m(q.s.row4);
+    q.f(normed);
+    if q.s.logits_fp32 > 0 {
+        let copy = q.m(q.s.logits_fp32);
+        q.f(copy);
+    }
+    // The backward: lm_head's, the final norm's (in place), then the last layer.
+    let backward = q.ops.len();
+    let dy = q.m(q.s.th);
+    for t in [logits, lse, loss, rstd, x] {
+        q.f(t);
+    }
+    let _input = q.m(q.s.th);
+    let (_out, _saved) = q.layer(true);
+    // LoRA_MLP.backward: DW = matmul_lora(dY, downW.t(), ..., downB, downA, downS).
+    let (h, i, ti, th) = (a.hidden, a.intermediate, q.s.ti, q.s.th);
+    let dw = q.matmul_lora(h, i, ti);
+    // upW dequantised, dX = df @ upW.t() into X, then the LoRA term; the gate's alike.
+    for gate in [false, true] {
+        let w = q.dequantize(i, h);
+        if gate {
+            // dX += de @ gateW.t(): a temporary beside the weight (the up
+            // projection's product is written into X itself).
+            let t = q.m(th);
+            q.f(t);
+        }
+        if let Some(w) = w {
+            q.f(w);
+        }
+        let xb = q.m(q.s.tr);
+        let t = q.m(th);
+        q.f(t);
+        q.f(xb);
+    }
+    q.f(dw);
+    q.f(dy);
+    Ok(Step {
+        ops: q.ops,
+        forward_end,
+        backward,
+    })
+}
+
+/// The allocated peaks of a step's phases, bytes (each block rounded as the caching
+/// allocator rounds it): `(forward, backward)` — the most alive at once from the
+/// start to the backward, and in the backward.
+pub(crate) fn phase_peaks(step: &Step) -> (u64, u64) {
+    let mut live: Vec<(usize, u64)> = Vec::new();
+    let (mut now, mut forward, mut backward) = (0u64, 0u64, 0u64);
+    for (n, op) in step.ops.iter().enumerate() {
+        match *op {
+            Op::Malloc(id, bytes) => {
+                let b = crate::allocator::round_size(bytes);
+                live.push((id, b));
+                now = now.saturating_add(b);
+            }
+            Op::Free(id) => {
+                if let Some(k) = live.iter().position(|(i, _)| *i == id) {
+                    now = now.saturating_sub(live.swap_remove(k).1);
+                }
+            }
+        }
+        if n < step.backward {
+            forward = forward.max(now);
+        } else {
+            backward = backward.max(now);
+        }
+    }
+    (forward, backward)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +536,59 @@ mod tests {
             1024 + 1536 + 512 + 512
         );
         assert!(forward_end_logits(u64::MAX, 2, 2).is_err());
+    }
+
+    #[test]
+    fn unsloth_2024s_step_by_hand() {
+        let a = llama2_7b();
+        // Llama-2-7B at 2 048 tokens in bf16, every size a whole number of 512 B
+        // blocks: th = 2048 × 4096 × 2 = 16 777 216 (Q, K, V and the attention output
+        // alike: 32 heads of 128), ti = 2048 × 11008 × 2 = 45 088 768, a norm's rstd
+        // and a loss row 2048 × 4 = 8 192, flash-attn's lse 32 × 2048 × 4 = 262 144.
+        let (th, ti, row, lse) = (16_777_216u64, 45_088_768u64, 8192u64, 262_144u64);
+        let w = 4096 * 11008 * 2; // one dequantised MLP weight: 90 177 536
+        // The forward's end: the last layer's output and the final norm's rstd, the
+        // bf16 logits, the loss's log-sum-exp and loss, and the fp32 copy once the
+        // normed state is gone: th + 3 rows + 2048 × 32000 × (2 + 4).
+        let forward = th + 3 * row + 2048 * 32000 * 6;
+        // The last layer's backward: the recomputed layer's saved tensors (its input,
+        // Y1, Q, K, V, the attention output, X1, Y2 and the output: 9 th; e and g;
+        // two rstd; the lse) and the incoming gradient (th), then at the gate's
+        // `dX += de @ gateW.t()`: DW, the dequantised gate weight and a th product.
+        let saved = 10 * th + 2 * ti + 2 * row + lse;
+        let backward = saved + ti + w + th;
+        let step = step_2024(&a, 2048, 8, 2, true).unwrap();
+        assert_eq!(phase_peaks(&step), (forward, backward));
+        assert_eq!((forward, backward), (410_017_792, 410_271_744));
+        // LoRA (a 16-bit base, nothing dequantised): the peak is DW beside matmul_lora's
+        // tokens × intermediate LoRA term and its tokens × rank factor (2048 × 8 × 2).
+        let step = step_2024(&a, 2048, 8, 2, false).unwrap();
+        assert_eq!(phase_peaks(&step).1, saved + 2 * ti + 32_768);
+        // Every tensor allocated is released at most once and only after it exists.
+        let mut live = std::collections::BTreeSet::new();
+        for op in &step.ops {
+            match *op {
+                Op::Malloc(id, _) => assert!(live.insert(id)),
+                Op::Free(id) => assert!(live.remove(&id), "{id} freed twice or early"),
+            }
+        }
+        // The logits and accelerate's fp32 copy; in fp32 compute, the logits alone.
+        let vocab_sized = |v: u64| {
+            let step = step_2024(&a, 2048, 8, v, true).unwrap();
+            let mut sizes: Vec<u64> = step
+                .ops
+                .iter()
+                .filter_map(|op| match *op {
+                    Op::Malloc(_, b) if b.is_multiple_of(2048 * 32000) => Some(b),
+                    _ => None,
+                })
+                .collect();
+            sizes.sort_unstable();
+            sizes
+        };
+        assert_eq!(vocab_sized(2), vec![2048 * 32000 * 2, 2048 * 32000 * 4]);
+        assert_eq!(vocab_sized(4), vec![2048 * 32000 * 4]);
+        assert!(step_2024(&a, u64::MAX, 8, 2, true).is_err());
     }
 
     #[test]
