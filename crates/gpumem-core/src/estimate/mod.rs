@@ -665,6 +665,38 @@ mod tests {
     }
 
     #[test]
+    fn a_cuda_context_sits_beside_the_allocators_segments() {
+        // The context is outside torch's allocator: giving it adds its bytes to the
+        // need, whatever the reserved segments hold, and leaves the cache line alone.
+        for context in ["1024", "65536"] {
+            let run = |extra: &[(&'static str, &'static str)]| {
+                let mut pairs = vec![
+                    ("framework", "unsloth@2024.4"),
+                    ("train", "qlora"),
+                    ("lora-targets", "all"),
+                    ("context", context),
+                    ("sequences", "1"),
+                ];
+                pairs.extend_from_slice(extra);
+                estimate(&llama_8b(&pairs)).unwrap()
+            };
+            let (without, with) = (run(&[]), run(&[("cuda-context-mib", "512")]));
+            assert_eq!(
+                with.total_bytes - without.total_bytes,
+                512 << 20,
+                "{context}"
+            );
+            let cache = |e: &Estimate| {
+                e.lines
+                    .iter()
+                    .find(|l| l.key == LineKey::AllocatorCache)
+                    .map(|l| l.bytes)
+            };
+            assert_eq!(cache(&with), cache(&without), "{context}");
+        }
+    }
+
+    #[test]
     fn offloaded_activations_reach_the_allocator_model() {
         // What stays on the device of an offloaded run is placed as one layer's
         // tensors: the simulated reserved peak covers the allocated lines, so the

@@ -487,11 +487,13 @@ pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), Estima
         place(&mut at_step, &optimizer_step);
         reserved = reserved.max(at_step.peak_reserved());
     }
-    // The step's allocated need: every counted line but the reserve.
+    // The step's allocated need: every counted line but the reserve and the CUDA
+    // context, which the driver holds outside torch's allocator: beside its reserved
+    // segments, never in them.
     let allocated = b
         .lines
         .iter()
-        .filter(|l| l.in_total && l.group != Group::Reserve)
+        .filter(|l| l.in_total && l.group != Group::Reserve && l.key != LineKey::CudaContext)
         .map(|l| l.bytes)
         .fold(0u64, u64::saturating_add);
     b.line(
