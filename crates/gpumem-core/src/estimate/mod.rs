@@ -662,6 +662,20 @@ mod tests {
         let qv = run("q,v", "2048");
         let acts = line(&qv, LineKey::Activations).unwrap();
         assert!(!acts.formula.contains("LoRA_QKV"), "{}", acts.formula);
+        // fp32 norms make the activations an assumption: the line is not unsloth's
+        // step (and peaks.rs runs its sequence only beside a derived line).
+        let fp32 = estimate(&llama_8b(&[
+            ("framework", "unsloth@2024.4"),
+            ("train", "qlora"),
+            ("keep-format", "fp32"),
+            ("lora-targets", "all"),
+            ("context", "2048"),
+            ("sequences", "1"),
+        ]))
+        .unwrap();
+        let acts = line(&fp32, LineKey::Activations).unwrap();
+        assert_eq!(acts.kind, Kind::Assumed);
+        assert!(!acts.formula.contains("LoRA_QKV"), "{}", acts.formula);
     }
 
     #[test]

@@ -451,7 +451,13 @@ pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), Estima
     let (persistent, forward, optimizer_step) = step_tensors(b, &a, input, seq);
     place(&mut alloc, &persistent);
     let mut at_forward = alloc.clone();
-    if unsloth::applies(input, &a) && line(b, LineKey::Activations) > 0 {
+    // The same condition as the activations line's (estimate/training.rs): unsloth's
+    // step where the decoder's activations are derived, not assumed.
+    let derived = b
+        .lines
+        .iter()
+        .any(|l| l.key == LineKey::Activations && l.kind == Kind::Computed && l.bytes > 0);
+    if unsloth::applies(input, &a) && derived {
         // unsloth 2024.4's step in program order (training::unsloth::step_2024): the
         // no-grad layers' temporaries leave their blocks cached, the logits and their
         // fp32 copy take what no cached block holds, and the recomputed layer's
