@@ -722,8 +722,11 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     ),
     ("vllm0102-2xh200-qwen3-next-80b-a3b-tp2-262144", -0.25, 2.0),
     ("sglang-rtx5080-qwen3-0.6b-40960", -0.25, 3.05),
-    ("tgi200-a100-80-mistral7b-8512-prefill32768", -0.25, 4.9),
-    ("tgi09-a10g-llama2-7b-4096", -0.25, 2.3),
+    // TGI 2.0 and 0.9: the warm-up's segments as torch's caching allocator reserves
+    // them (the layers' live rows and the split segments); 0.9's pool comes out a
+    // little small (the safe side).
+    ("tgi200-a100-80-mistral7b-8512-prefill32768", -0.25, 1.95),
+    ("tgi09-a10g-llama2-7b-4096", -0.75, 0.25),
     ("vllm0271-rtx4090wsl-qwen2.5-0.5b-2048-u085", -0.25, 2.05),
     ("vllm0271-rtx4090wsl-qwen2.5-0.5b-llm-u092", -0.25, 0.9),
     (
