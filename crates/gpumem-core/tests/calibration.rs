@@ -740,10 +740,11 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     ("llamacpp-ui-venus-8b-qwen3vl-f16-c8192", 0.0, 0.0),
     ("llamacpp-rpc-2xarm-llama3.1-70b-q4_0-c4096", 0.0, 0.0),
     ("llamacpp-lmstudio-qwen3-8b-shape-c131072-unified", 0.0, 0.0),
-    // LLaVA-NeXT-Mistral-7B on vLLM 0.10.2: the shape is the language model's; the CLIP
-    // tower and projector (0.59 GiB of the logged 14.08 GiB of weights) and the image
-    // encoder's profiling forward (5 images) are not modelled.
-    ("vllm0102-h100-llava-v1.6-mistral-7b-fp16-4096", -0.25, 2.1),
+    // LLaVA-NeXT-Mistral-7B on vLLM 0.10.2: the CLIP tower as vLLM builds it (up to the
+    // feature layer, 23 of 24) and the projector are the record's `tower-params` (the
+    // weights then match the logged 14.08 GiB); the image encoder's profiling forward
+    // (5 images) is not modelled.
+    ("vllm0102-h100-llava-v1.6-mistral-7b-fp16-4096", -0.25, 1.1),
     // SGLang on an RTX 3090 under WSL2 (the Windows desktop holds memory): replayed with
     // --memory-in-use = torch's total − the rules' 512 MiB context − the 22.76 GB free
     // before loading, which SGLang sizes from (+11.41 % without it). What is left:
