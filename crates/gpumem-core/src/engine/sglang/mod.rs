@@ -22,7 +22,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::arith::{MIB, mib};
+use super::arith::{MIB, mib, prod, sum};
 use super::contract::{Engine, Info};
 use super::flags::{BATCHED_TOKENS, Flag, MAX_MODEL_LEN, MEMORY_IN_USE, field, fraction};
 use super::fraction::{ONE, fraction_text, times_fraction};
@@ -257,6 +257,21 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         .saturating_sub(mib(pre_used_mib))
         .saturating_sub(in_use);
     let reserved = times_fraction(pre, ONE.saturating_sub(mfs), false)?;
+    // What loading takes beyond the checkpoint: the rotary cos/sin cache, one buffer
+    // [max_position, rotary_dim] shared by the layers (`get_rope` memoises it), which
+    // SGLang keeps in fp32 on CUDA ("cache needs to be in FP32 for numerical
+    // stability": `layers/rotary_embedding.py` in 0.4.10, `rotary_embedding/base.py` in
+    // 0.5.23; 0.4.2 still cast it to the model dtype, half as much). A scaled RoPE's
+    // cache reaches as far as its scaling, as vLLM's does.
+    let rope = match c.input.arch {
+        Some(a) if a.learned_positions == 0 => {
+            let dim = a.mla.map_or(a.head_dim, |m| m.qk_rope_dim);
+            let rows = c.input.rope_positions.or(c.input.max_position).unwrap_or(0);
+            prod(&[rows, dim, 4])?
+        }
+        _ => 0,
+    };
+    let weights = sum(&[c.weights, rope])?;
     let total_text = format!(
         "{total} B (torch{})",
         if derived { ", derived" } else { "" }
@@ -308,12 +323,15 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         ),
         line(
             "weights",
-            "Weights on this device",
-            c.weights,
+            "Weights on this device (with the rotary cache, fp32)",
+            weights,
             Kind::Computed,
-            "the estimate's weight lines, most loaded device".into(),
-            &[("tp", c.input.tp.to_string())],
-            "the estimator",
+            "the estimate's weight lines, most loaded device + max_position × rotary_dim × 4".into(),
+            &[
+                ("tp", c.input.tp.to_string()),
+                ("rotary-cache", rope.to_string()),
+            ],
+            "python/sglang/srt/layers/rotary_embedding.py (RotaryEmbedding.__init__: cos_sin_cache)",
         ),
         line(
             "reserved",

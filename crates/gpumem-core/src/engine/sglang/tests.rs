@@ -57,3 +57,21 @@ fn sglang_sizes_from_what_other_processes_leave_free() {
         assert_eq!(size(bad), None, "{bad}");
     }
 }
+
+/// SGLang's load takes the rotary cache beside the checkpoint, in fp32 on CUDA:
+/// Llama-3.1-8B at 131 072 positions × head dim 128 × 4 B = 67 108 864 B more weights,
+/// and as much less pool.
+#[test]
+fn sglang_loads_an_fp32_rotary_cache() {
+    let flags = with(&[("engine", "sglang"), ("mem-fraction-static", "0.88")]);
+    let none = run(&llama_8b(&[("max-position", "0")]), &flags);
+    let full = run(&llama_8b(&[("max-position", "131072")]), &flags);
+    assert_eq!(
+        bytes_of(&full, "weights") - bytes_of(&none, "weights"),
+        67_108_864
+    );
+    assert_eq!(
+        none.kv_capacity_bytes - full.kv_capacity_bytes,
+        67_108_864
+    );
+}

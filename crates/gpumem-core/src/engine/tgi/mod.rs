@@ -23,7 +23,9 @@
 //!
 //! `total` is torch's (`torch.cuda.get_device_properties(device).total_memory`); free
 //! is after the warm-up with nothing returned to the driver, so the caching allocator
-//! still holds the prefill's tensors.
+//! still holds the prefill's segments: for 0.9 and 2.0 the forward's tensors are
+//! replayed through the allocator's rules (`warmup_reserved`), which reserve more than
+//! the tensors alive at the peak.
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +36,7 @@ use super::fraction::{ONE, times_fraction};
 use super::outcome::{Inputs, line};
 use super::pool::{Draft, simple_pool};
 use super::request::{Ctx, catalogue_capacity};
+use crate::allocator::{Allocator, Handle};
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Kind};
 
@@ -144,13 +147,17 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
             TgiVersion::V09 => 2,
             _ => max_total.saturating_sub(input),
         };
-        warm_blocks = sum(&[
-            warm_blocks,
-            sum(&[input, new])?.saturating_sub(1).div_ceil(16),
-        ])?;
+        let mut blocks = sum(&[input, new])?.saturating_sub(1).div_ceil(16);
+        // 2.0 serves a model whose every layer has a sliding window through
+        // `FlashMistralBatch` (flash_mistral.py `from_pb`: "Needed blocks can not go over
+        // SLIDING_WINDOW_BLOCKS"): a request holds at most ⌈window ÷ 16⌉ blocks.
+        if let (TgiVersion::V2, Some(window)) = (v, all_layers_window(c.input)) {
+            blocks = blocks.min(window.div_ceil(16));
+        }
+        warm_blocks = sum(&[warm_blocks, blocks])?;
     }
     let warm_bytes = prod(&[warm_blocks, block_bytes])?;
-    let (peak, parts) = warmup_peak(c.input, prefill, 2)?;
+    let (peak, parts) = warmup_reserved(c.input, prefill)?;
     let ctx_mib = 512;
     let (wiggle, wiggle_text) = match v {
         TgiVersion::V09 => (ONE, "1"),
@@ -172,7 +179,7 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
         line("cuda_context", "CUDA context (assumed; not free at warm-up)", mib(ctx_mib), Kind::Assumed, format!("{ctx_mib} MiB"), &[], SRC_WARMUP),
         line("weights", "Weights on this device", c.weights, Kind::Computed, "the estimate's weight lines, most loaded device".into(), &[("tp", c.input.tp.to_string())], "the estimator"),
         line("warmup_blocks", "The warm-up batch's KV blocks (added back to the count)", warm_bytes, Kind::Computed, "Σ requests ⌈(input + max_new_tokens − 1) ÷ 16⌉ blocks × block bytes".into(), &[("blocks", warm_blocks.to_string()), ("requests", requests.to_string())], "server/text_generation_server/models/flash_causal_lm.py (FlashCausalLMBatch.from_pb)"),
-        line("activation_peak", "The warm-up prefill's tensors, held by torch's caching allocator", peak, Kind::Computed, "eager MLP (gate_up, act, product) and residual rows + every prompt token's logits and their log_softmax".into(), &parts, SRC_WARMUP),
+        line("activation_peak", "The warm-up prefill's segments, reserved by torch's caching allocator", peak, Kind::Computed, "the prefill's tensors, layer by layer, through torch's caching allocator: the segments it reserved (the layers' hidden, QKV and MLP rows, then every prompt token's logits and their log_softmax)".into(), &parts, SRC_WARMUP),
         line("wiggle_room", "Left free: what is free × (1 − wiggle)", kept, Kind::Computed, format!("free × (1 − {wiggle_text})"), &[("wiggle", wiggle_text.into()), ("cuda-memory-fraction", "1".into())], SRC_WARMUP),
     ];
     // The count adds the warm-up's blocks back: they are in the pool, not taken from it.
@@ -218,9 +225,10 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
 /// than any block the forward freed, so the allocator takes new segments for them: the
 /// two phases add up.
 ///
-/// `logit_copies` is 2 where `log_softmax` makes a copy (0.9, 2.0) and 1 where it runs in
-/// place (3: `torch.log_softmax(out, -1, out=out)`, "Get prefill logprobs with inplace
-/// softmax", text-generation-inference pull request 2661).
+/// `logit_copies` is 1 where `log_softmax` runs in place (3: `torch.log_softmax(out, -1,
+/// out=out)`, "Get prefill logprobs with inplace softmax", text-generation-inference
+/// pull request 2661). The 0.9 and 2.0 rules replay the allocator instead
+/// ([`warmup_reserved`]).
 fn warmup_peak(
     input: &EstimateInput,
     tokens: u64,
@@ -250,6 +258,114 @@ fn warmup_peak(
         ("prefill-logprobs", logits.to_string()),
     ];
     Ok((sum(&[mlp, logits])?, parts))
+}
+
+/// The sliding window when every layer of the model has one (Mistral-7B-v0.1's 4096).
+fn all_layers_window(input: &EstimateInput) -> Option<u64> {
+    let window = input.sliding_window.filter(|w| *w > 0)?;
+    let layers = input.arch.map_or(0, |a| a.layers);
+    match input.sliding_layers {
+        Some(l) if l < layers => None,
+        _ => Some(window),
+    }
+}
+
+/// What the 0.9 and 2.0 warm-up prefill of `tokens` prompt tokens leaves reserved in
+/// torch's caching allocator, per device: `warmup` reads `torch.cuda.mem_get_info` right
+/// after `generate_token`, with no `empty_cache` in between, so the segments the
+/// forward reserved count as used, not only the tensors alive at its peak. The
+/// tensors, in the order the eager code allocates and frees them
+/// (`custom_modeling/flash_llama_modeling.py` of v0.9.4 and
+/// `flash_mistral_modeling.py` of v2.0.0, the same layer code):
+///
+/// - `FlashLlamaLayer.forward`: `input_layernorm(hidden_states, residual)` returns a
+///   new normed row and a new residual sum (`dropout_add_ln_fwd`; the first layer only
+///   the normed row); the attention's fused QKV rows, `attn_output =
+///   torch.empty_like(query)` and the `o_proj` output, the first two freed on return;
+///   `post_attention_layernorm` two more rows; the MLP (`gate_up`, the activation,
+///   their product, `down_proj`'s output). The layer's locals (both norms' outputs,
+///   the attention's output) and its arguments — still bound in the model's loop
+///   (`hidden_states, residual = layer(hidden_states, residual, …)`) until the call
+///   returns — stay alive through the MLP: seven hidden rows beside its four
+///   intermediate ones.
+/// - The model's final norm, `hidden_states[lm_head_indices]` (every prompt token's
+///   row, `prefill_logprobs`), the logits, and `torch.log_softmax(out, -1)` beside them
+///   in `generate_token` (a copy before text-generation-inference pull request 2661).
+///
+/// Each goes through [`Allocator`] (c10/cuda/CUDACachingAllocator.cpp's rules): the
+/// allocator splits the freed MLP segments to serve later hidden rows, so the
+/// intermediate rows need fresh segments again, and the vocabulary-wide logits fit in
+/// no segment the layers left. Sizes are per tensor-parallel rank (QKV and MLP
+/// columns split; hidden rows and the gathered logits whole).
+fn warmup_reserved(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), EstimateError> {
+    let Some(a) = input.arch else {
+        return Ok((0, Vec::new()));
+    };
+    let b = input.compute_dtype.bytes();
+    let tp = input.tp.max(1);
+    let inter = match a.moe {
+        Some(m) => prod(&[m.expert_intermediate, m.active])?,
+        None => a.intermediate,
+    };
+    let hidden = prod(&[tokens, a.hidden, b])?;
+    let qkv_cols = prod(&[sum(&[a.heads, prod(&[2, a.kv_heads])?])?, a.head_dim])?;
+    let qkv = prod(&[tokens, qkv_cols, b])?.div_ceil(tp);
+    let inter_row = prod(&[tokens, inter, b])?.div_ceil(tp);
+    let logits = prod(&[tokens, a.vocab, b])?;
+    let mut al = Allocator::new(false);
+    let mut h = al.malloc(hidden);
+    let mut r: Option<Handle> = None;
+    for _ in 0..a.layers {
+        let n1 = al.malloc(hidden);
+        let x1 = r.map(|_| al.malloc(hidden));
+        let q = al.malloc(qkv);
+        let attn = al.malloc(hidden);
+        let o = al.malloc(hidden);
+        al.free(q);
+        al.free(attn);
+        let n2 = al.malloc(hidden);
+        let x2 = al.malloc(hidden);
+        let d = if a.gated_mlp {
+            let gu = al.malloc(prod(&[2, inter_row])?);
+            let act = al.malloc(inter_row);
+            let p = al.malloc(inter_row);
+            al.free(act);
+            let d = al.malloc(hidden);
+            al.free(p);
+            al.free(gu);
+            d
+        } else {
+            let up = al.malloc(inter_row);
+            let act = al.malloc(inter_row);
+            al.free(up);
+            let d = al.malloc(hidden);
+            al.free(act);
+            d
+        };
+        for t in [Some(n1), x1, Some(o), Some(n2), Some(h), r].into_iter().flatten() {
+            al.free(t);
+        }
+        h = d;
+        r = Some(x2);
+    }
+    let n = al.malloc(hidden);
+    let x = al.malloc(hidden);
+    for t in [Some(h), r, Some(x)].into_iter().flatten() {
+        al.free(t);
+    }
+    let rows = al.malloc(hidden);
+    al.free(n);
+    let out = al.malloc(logits);
+    al.free(rows);
+    al.malloc(logits);
+    let _ = out;
+    let reserved = al.peak_reserved();
+    let parts = vec![
+        ("max-batch-prefill-tokens", tokens.to_string()),
+        ("peak-allocated", al.peak_allocated().to_string()),
+        ("reserved", reserved.to_string()),
+    ];
+    Ok((reserved, parts))
 }
 
 /// The newest rules (3): what is free after the warm-up, less `TGI_WIGGLE_ROOM`.

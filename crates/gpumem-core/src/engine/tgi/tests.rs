@@ -18,3 +18,45 @@ fn tgi_keeps_its_wiggle_room() {
     assert_eq!(b.kv_capacity_tokens, 448_224);
     assert_eq!(b.max_sequences, 28);
 }
+
+/// TGI 2.0's warm-up of 4096 prompt tokens (Llama-3.1-8B, bf16): the segments torch's
+/// caching allocator reserves, worked by hand in MiB. A hidden row is 4096 × 4096 × 2 =
+/// 32, the fused QKV 4096 × 6144 × 2 = 48, an intermediate row 4096 × 14 336 × 2 = 112,
+/// `gate_up` 224, the logits 4096 × 128 256 × 2 = 1002. The first layer reserves a
+/// segment for each tensor as it comes; from the second on, the freed QKV and
+/// intermediate segments are split for the new hidden rows, so four hidden segments,
+/// the QKV one, three intermediate and one `gate_up` segment serve every layer:
+/// 128 + 48 + 336 + 224 = 736; the logits and their log_softmax fit in none of them:
+/// 2 × 1002.
+/// In all 2740 MiB, where the tensors alive at once never pass 2 × 1002 (a layer's
+/// seven hidden and four intermediate rows are 672).
+#[test]
+fn tgi_2_0_counts_the_warm_up_segments() {
+    let b = run(
+        &llama_8b(&[]),
+        &with(&[("engine", "tgi@2.0"), ("max-num-batched-tokens", "4096")]),
+    );
+    assert_eq!(bytes_of(&b, "activation_peak"), 2740 * (1 << 20));
+    let line = b.lines.iter().find(|l| l.key == "activation_peak").unwrap();
+    let allocated = (2004u64 * (1 << 20)).to_string();
+    assert_eq!(line.inputs.get("peak-allocated"), Some(&allocated));
+}
+
+/// TGI 2.0 holds at most ⌈window ÷ 16⌉ blocks for a request of a model whose every layer
+/// has a sliding window (Mistral-7B-v0.1, 4096): the warm-up's four requests of
+/// 32 768 prefill tokens at max-total-tokens 8512 hold 4 × 256 blocks of 2 MiB, not
+/// 4 × 532; TGI 0.9 had no such batch.
+#[test]
+fn tgi_2_0_caps_a_windowed_request_at_its_window() {
+    let input = from_config("mistral-7b-v0.1", &[]);
+    let b = run(
+        &input,
+        &[
+            ("engine", "tgi@2.0"),
+            ("card", "a100-80gb"),
+            ("max-model-len", "8512"),
+            ("max-num-batched-tokens", "32768"),
+        ],
+    );
+    assert_eq!(bytes_of(&b, "warmup_blocks"), 4 * 256 * 2 * (1 << 20));
+}
