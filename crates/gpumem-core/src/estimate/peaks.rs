@@ -457,7 +457,7 @@ pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), Estima
         .lines
         .iter()
         .any(|l| l.key == LineKey::Activations && l.kind == Kind::Computed && l.bytes > 0);
-    if unsloth::applies(input, &a) && derived {
+    if super::training::unsloth_step_applies(input, &a) && derived {
         // unsloth 2024.4's step in program order (training::unsloth::step_2024): the
         // no-grad layers' temporaries leave their blocks cached, the logits and their
         // fp32 copy take what no cached block holds, and the recomputed layer's

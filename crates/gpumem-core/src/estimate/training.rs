@@ -706,20 +706,20 @@ pub(super) fn training(
         // in unslothai/unsloth 6dad5dd) in place of PEFT's layers: the last layer's
         // backward as its kernels save it, the logits released before it, and the
         // forward's end the higher moment where it is.
-        let unsloth_step =
-            if kind == Kind::Computed && !lit_gpt && crate::training::unsloth::applies(input, &a) {
-                let tokens = checked_product(&[seq, input.sequences], "activations")?;
-                let step = crate::training::unsloth::step_2024(
-                    &a,
-                    tokens,
-                    input.lora_rank,
-                    value,
-                    input.train == TrainMode::Qlora,
-                )?;
-                Some(crate::training::unsloth::phase_peaks(&step))
-            } else {
-                None
-            };
+        let unsloth_step = if kind == Kind::Computed && !lit_gpt && unsloth_step_applies(input, &a)
+        {
+            let tokens = checked_product(&[seq, input.sequences], "activations")?;
+            let step = crate::training::unsloth::step_2024(
+                &a,
+                tokens,
+                input.lora_rank,
+                value,
+                input.train == TrainMode::Qlora,
+            )?;
+            Some(crate::training::unsloth::phase_peaks(&step))
+        } else {
+            None
+        };
         let (bytes, formula) = match unsloth_step {
             Some((_, backward)) => {
                 host_activations = checked_product(&[layers, layer_input], "activations")?;
@@ -1002,4 +1002,37 @@ pub(super) fn training(
         b.assumptions.push("training activations are not estimated: give the architecture and the context (sequence length)".into());
     }
     Ok(trainable.saturating_add(copies))
+}
+
+/// Whether unsloth 2024.4's step (`training::unsloth::step_2024`) is the run's: `--framework
+/// unsloth@2024.4` with its offloaded checkpointing and fused loss, LoRA or QLoRA on
+/// every linear of a Llama-style decoder (gated MLP, no experts, separate q, k, v
+/// without biases or norms) in 16-bit compute, without dropout (unsloth 6dad5dd
+/// patches a layer with its kernels only when q, k, v, o or gate, up, down all carry
+/// a LoRA without dropout, `FastLlamaModel.patch_peft_model`), on one device.
+pub(super) fn unsloth_step_applies(input: &EstimateInput, a: &Architecture) -> bool {
+    use crate::training::{Framework, LoraTargets, Loss};
+    let all = LoraTargets::parse("lora-targets", &input.lora_targets)
+        .map(|t| t.q && t.k && t.v && t.o && t.gate && t.up && t.down && !t.lm_head)
+        .unwrap_or(false);
+    matches!(input.framework, Framework::Unsloth2024)
+        && input.offload_activations
+        && input.checkpointing
+        && input.checkpointing_every <= 1
+        && input.train.adapters()
+        && !input.lora_dropout
+        && all
+        && matches!(input.loss, Loss::Fused)
+        && input.compute_dtype.bytes() == 2
+        && a.gated_mlp
+        && a.intermediate > 0
+        && a.moe.is_none()
+        && a.mla.is_none()
+        && a.mixer.is_none()
+        && !a.fused_qkv
+        && !a.qkv_bias
+        && !a.qk_norm
+        && input.tp <= 1
+        && input.pp <= 1
+        && input.cp <= 1
 }

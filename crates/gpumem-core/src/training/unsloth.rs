@@ -43,7 +43,6 @@
 
 use crate::arch::Architecture;
 use crate::error::EstimateError;
-use crate::estimate::EstimateInput;
 use crate::units::checked_product;
 
 /// bitsandbytes' NF4 block size (`quantize_4bit`, `blocksize=64`, the one
@@ -115,39 +114,6 @@ pub(crate) fn dequantised_weight(a: &Architecture, value: u64) -> Result<u64, Es
     weight.checked_add(absmax).ok_or(EstimateError::Overflow {
         what: "dequantised weight",
     })
-}
-
-/// Whether unsloth 2024.4's step ([`step_2024`]) is the run's: `--framework
-/// unsloth@2024.4` with its offloaded checkpointing and fused loss, LoRA or QLoRA on
-/// every linear of a Llama-style decoder (gated MLP, no experts, separate q, k, v
-/// without biases or norms) in 16-bit compute, without dropout (unsloth 6dad5dd
-/// patches a layer with its kernels only when q, k, v, o or gate, up, down all carry
-/// a LoRA without dropout, `FastLlamaModel.patch_peft_model`), on one device.
-pub(crate) fn applies(input: &EstimateInput, a: &Architecture) -> bool {
-    use crate::training::{Framework, LoraTargets, Loss};
-    let all = LoraTargets::parse("lora-targets", &input.lora_targets)
-        .map(|t| t.q && t.k && t.v && t.o && t.gate && t.up && t.down && !t.lm_head)
-        .unwrap_or(false);
-    matches!(input.framework, Framework::Unsloth2024)
-        && input.offload_activations
-        && input.checkpointing
-        && input.checkpointing_every <= 1
-        && input.train.adapters()
-        && !input.lora_dropout
-        && all
-        && matches!(input.loss, Loss::Fused)
-        && input.compute_dtype.bytes() == 2
-        && a.gated_mlp
-        && a.intermediate > 0
-        && a.moe.is_none()
-        && a.mla.is_none()
-        && a.mixer.is_none()
-        && !a.fused_qkv
-        && !a.qkv_bias
-        && !a.qk_norm
-        && input.tp <= 1
-        && input.pp <= 1
-        && input.cp <= 1
 }
 
 /// One allocation or release of unsloth 2024.4's step, in program order: `Malloc(id,
