@@ -547,6 +547,41 @@ fn web_parity_with_gpumem_agent_estimate() {
     }
 }
 
+/// The training estimator is a module of its own: a page that only asks about inference
+/// never requests it (the engine rules are loaded by then: the page has settled); the
+/// first training run does, and its figures are the core's.
+#[test]
+fn web_training_module_loads_only_for_a_training_run() {
+    let Some(page) = Page::open("web_training_module_loads_only_for_a_training_run") else {
+        return;
+    };
+    let asked = |page: &Page| {
+        let requests = page.server.requests.lock().unwrap().clone();
+        requests.iter().any(|r| r.starts_with("/training-"))
+    };
+    let serve = format!("{LLAMA_8B}&context=8192&sequences=4");
+    page.load(&serve);
+    wait_figures(&page, expect(&core_estimate(&serve)), &serve);
+    page.browser.wait_for(
+        "the engine section",
+        "return document.querySelectorAll('.engines-table tr[data-testid^=\"engine-\"]').length > 2",
+    );
+    assert!(!asked(&page), "inference alone fetched the training module");
+    let lora = format!("{LLAMA_8B}&context=2048&train=lora&checkpointing=true");
+    page.load(&lora);
+    wait_figures(&page, expect(&core_estimate(&lora)), &lora);
+    assert!(
+        asked(&page),
+        "a training run answered without the training module"
+    );
+    let e = core_estimate(&lora);
+    assert!(e.training_bytes > 0);
+    page.browser.wait_for(
+        "the model loading peak's line",
+        "return !!document.querySelector('tr[data-line=model_load]')",
+    );
+}
+
 #[test]
 fn web_budgets() {
     let Some(page) = Page::open("web_budgets") else {

@@ -1,20 +1,39 @@
 //! From raw pairs to results: the three workloads, each through
-//! [`gpumem_core::params::from_pairs`] and [`gpumem_core::estimate::estimate`], the
-//! answer ([`gpumem_core::headline`]; under an engine, the engine module's:
-//! [`crate::rules`]) and the engine flags. No formula lives here;
+//! [`gpumem_core::params::from_pairs`] and an [`Estimator`] (the agent page's
+//! [`gpumem_core::estimate::estimate`]; on the dimensioner, inference's estimate and
+//! the training module's: [`crate::training`]), the answer ([`gpumem_core::headline`];
+//! under an engine, the engine module's: [`crate::rules`]) and the engine flags. No
+//! formula lives here;
 //! this module only routes text to the core and errors back to the field that caused
 //! them. It is the pages' pure layer: it imports no component (the components import it).
 
 use std::collections::BTreeMap;
 
 use crate::rules::{Rules, request};
+pub use crate::training::Estimator;
+use crate::training::Training;
 use gpumem_core::EstimateError;
 use gpumem_core::engine::{self, EngineParams};
-use gpumem_core::estimate::{Estimate, estimate};
-use gpumem_core::headline::{ByEstimate, Headline, headline, inputs_line};
+use gpumem_core::estimate::{Estimate, EstimateInput, TrainMode, estimate};
+use gpumem_core::headline::{ByInference, Headline, headline, inputs_line};
 use gpumem_core::import::TensorSummary;
 use gpumem_core::params::from_pairs;
 use gpumem_core::presets::PRESETS;
+
+/// Every stage in this module: [`gpumem_core::estimate::estimate`] (the agent page).
+#[derive(Debug, Clone, Copy)]
+pub struct Full;
+
+impl Estimator for Full {
+    fn estimate(
+        &self,
+        _: &[(&'static str, String)],
+        _: Option<&TensorSummary>,
+        input: &EstimateInput,
+    ) -> Result<Estimate, EstimateError> {
+        estimate(input)
+    }
+}
 
 /// The workloads, in display order: (title, page-key prefix).
 pub const WORKLOADS: [(&str, &str); 3] = [
@@ -106,13 +125,14 @@ pub fn workload_pairs(
     (pairs, overridden)
 }
 
-/// Computes the three workloads. `now` is a clock in milliseconds (the page
-/// passes `performance.now()`; tests pass a constant).
+/// Computes the three workloads with `estimator`. `now` is a clock in milliseconds
+/// (the page passes `performance.now()`; tests pass a constant).
 pub fn compute(
     cli: &[(&'static str, String)],
     page: &[(&'static str, String)],
     tensors: Option<&TensorSummary>,
     now: &dyn Fn() -> f64,
+    estimator: &dyn Estimator,
 ) -> Computed {
     let mut field_errors = BTreeMap::new();
     let mut general_errors = Vec::new();
@@ -142,7 +162,7 @@ pub fn compute(
                 _ => {}
             }
         }
-        let result = estimate(&input);
+        let result = estimator.estimate(&pairs, tensors, &input);
         if let Err(EstimateError::Invalid { field, reason }) = &result {
             let key = at(field);
             if i == 0 || key != *field {
@@ -189,21 +209,32 @@ pub fn preset_index(shape: &[(&'static str, String)]) -> Option<usize> {
 /// engine and card keys (`page`): the inputs in one line (naming `model`) and the
 /// core's headline — on the engine's budget when an engine is chosen (on the card, or
 /// on each catalogue card for the smallest that serves it), which the engine module
-/// (`rules`) computes; without a card, on the smallest card that fits. `None` when
-/// the workload has no estimate (its error is shown instead).
+/// (`rules`) computes; without a card, on the smallest card that fits. A training
+/// run is estimated and answered by the training module (`training`): while it
+/// loads, the answer says so. `None` when the workload has no estimate (its error is
+/// shown instead).
 pub fn answer(
     pairs: &[(&'static str, String)],
     tensors: Option<&TensorSummary>,
     page: &[(&'static str, String)],
     model: Option<&str>,
     rules: Option<Rules>,
+    training: Training,
 ) -> Option<(String, Result<Headline, String>)> {
     let (mut input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
     if !errors.is_empty() {
         return None;
     }
     input.tensors = tensors.cloned();
-    let est = estimate(&input).ok()?;
+    let trains = input.train != TrainMode::None;
+    let est = if trains {
+        match training.estimate_training(pairs, tensors) {
+            Ok(e) => e.ok()?,
+            Err(why) => return Some((String::new(), Err(why))),
+        }
+    } else {
+        gpumem_core::estimate::estimate_inference(&input).ok()?
+    };
     let (settings, _) = engine_settings(page);
     let h = match (settings.engine, rules) {
         (Some(_), Some(rules)) => rules.answer(&request(pairs, page, tensors)),
@@ -212,8 +243,9 @@ pub fn answer(
         (None, _) if !settings.devices.is_empty() => Err(
             "several cards are judged under the llama.cpp engine (its --tensor-split) or vLLM (its pipeline stages); the estimate judges one card".into(),
         ),
+        (None, _) if trains => training.answer(pairs, page, tensors),
         (None, _) => {
-            headline(&input, &est, settings.card.as_ref(), &ByEstimate).map_err(|e| e.to_string())
+            headline(&input, &est, settings.card.as_ref(), &ByInference).map_err(|e| e.to_string())
         }
     };
     Some((inputs_line(&input, &est, model), h))
@@ -257,6 +289,7 @@ mod tests {
             &[],
             None,
             &|| 0.0,
+            &Full,
         );
         let e = c.workloads[0].result.as_ref().unwrap();
         assert_eq!(e.weights_bytes, 14_000_000_000);
@@ -297,7 +330,7 @@ mod tests {
             ("context", "8192"),
         ]);
         let page = p(&[("long-context", "16384"), ("limit-context", "-3")]);
-        let c = compute(&cli, &page, None, &|| 0.0);
+        let c = compute(&cli, &page, None, &|| 0.0, &Full);
         let kv = |i: usize| c.workloads[i].result.as_ref().unwrap().kv_cache_bytes;
         // Method §4: 2 × 32 layers × 8 KV heads × 128 × 8192 tokens × 2 B = 1 GiB.
         assert_eq!(kv(0), 1 << 30);
@@ -306,7 +339,7 @@ mod tests {
         assert!(!c.field_errors.contains_key("context"));
         // An engine key's message lands on its field; a valid one adds none.
         let page = p(&[("gpu-memory-utilization", "1.5"), ("engine", "vllm")]);
-        let c = compute(&cli, &page, None, &|| 0.0);
+        let c = compute(&cli, &page, None, &|| 0.0, &Full);
         assert!(c.field_errors["gpu-memory-utilization"].contains("fraction"));
         assert!(!c.field_errors.contains_key("engine"));
     }

@@ -1,6 +1,7 @@
 // Loads the page's lazily loaded modules — the lookup module (web/lookup: file and Hub
 // readers) on first use, the engine module (web/engine: the serving engines' rules)
-// once the first screen is up — each once. A wasm-bindgen snippet of the dimensioner:
+// once the first screen is up, the training module (web/training: the training
+// estimator) when a training run is first asked about — each once. A wasm-bindgen snippet of the dimensioner:
 // dynamic import() is the one way to load a second module lazily; their URLs (content-
 // hashed folders) come from the build.
 const modules = new Map();
@@ -37,5 +38,10 @@ export function cancel_lookup() {
 
 // The engine module's functions are then called synchronously (web/src/rules.rs).
 export function load_engine(url) {
+  return load(url);
+}
+
+// The training module's functions too (web/src/training.rs).
+export function load_training(url) {
   return load(url);
 }

@@ -4,7 +4,8 @@
 //! **Architecture Invariant:** no formula lives here. Raw input text goes through
 //! [`gpumem_core::params::from_pairs`] and [`gpumem_core::estimate::estimate`] —
 //! the same calls `gpumem-agent estimate` makes — so the page and the CLI print the
-//! same bytes for the same keys.
+//! same bytes for the same keys (on the dimensioner, a training run's estimate is made
+//! by the same call in the training module it loads: [`training`]).
 //!
 //! Shape of the app (after the Leptos examples): components in [`inputs`] and
 //! [`results`]; derived values are `Memo`s over the input signals of
@@ -24,6 +25,7 @@ pub mod rules;
 pub mod run_state;
 pub mod sheet;
 pub mod state;
+pub mod training;
 pub mod workload;
 
 use gpumem_proto::lookup::{TensorsRead, text};
@@ -32,7 +34,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::agent::{PairTarget, token_from_fragment};
 use crate::agent_panel::Agent;
-use crate::compute::{Computed, compute};
+use crate::compute::{Computed, Estimator, Full, compute};
 use crate::sheet::SheetForm;
 use crate::state::{Form, Imported};
 
@@ -132,6 +134,7 @@ fn provide_state(
     pairs: &[(String, String)],
     imported: Option<Imported>,
     in_url: bool,
+    estimator: impl Estimator + Send + Sync + 'static,
 ) -> Memo<Computed> {
     let form = Form::new(pairs, imported);
     provide_context(form.clone());
@@ -148,7 +151,10 @@ fn provide_state(
         Memo::new(move |_| {
             let imported = form.imported.get();
             cli.with(|c| {
-                page.with(|p| compute(c, p, imported.as_ref().map(|i| &i.summary), &now_ms))
+                page.with(|p| {
+                    let tensors = imported.as_ref().map(|i| &i.summary);
+                    compute(c, p, tensors, &now_ms, &estimator)
+                })
             })
         })
     };
@@ -218,7 +224,11 @@ pub fn App(
         .filter(|(k, _)| !crate::state::url_keys().any(|u| u == k))
         .map(|(k, _)| k.clone())
         .collect();
-    let computed = provide_state(&pairs, imported, true);
+    // The training estimator loads when a training run is first asked about (a module
+    // of its own); inference is estimated here.
+    let training = training::Training::new();
+    provide_context(training);
+    let computed = provide_state(&pairs, imported, true, training);
     // The engine rules load beside the first screen (a module of their own).
     provide_context(rules::Rules::load());
     // Mark the first render of results, for the first-render budget.
@@ -279,7 +289,7 @@ pub fn AgentApp(
     /// The agent to pair with at once (from the pairing URL), if any.
     pair: Option<PairTarget>,
 ) -> impl IntoView {
-    provide_state(&pairs, imported, false);
+    provide_state(&pairs, imported, false, Full);
     provide_context(Agent::new(pair));
     provide_context(SheetForm::new());
     view! {
@@ -300,27 +310,4 @@ pub fn AgentApp(
             <sheet::SheetPanel/>
         </div>
     }
-}
-
-/// Benchmark hook for the budget script: estimates the query `iterations` times
-/// and returns the mean milliseconds per estimate (`window.wasmBindings.gpumem_bench`).
-#[wasm_bindgen]
-pub fn gpumem_bench(query_string: &str, iterations: u32) -> f64 {
-    let pairs = query::parse(query_string);
-    let (input, _) = gpumem_core::params::from_pairs(
-        pairs
-            .iter()
-            .filter(|(k, _)| gpumem_core::params::keys().any(|p| p == k))
-            .map(|(k, v)| (k.as_str(), v.as_str())),
-    );
-    let n = iterations.max(1);
-    let t0 = now_ms();
-    let mut sink = 0u64;
-    for _ in 0..n {
-        if let Ok(e) = gpumem_core::estimate::estimate(std::hint::black_box(&input)) {
-            sink = sink.wrapping_add(e.total_bytes);
-        }
-    }
-    std::hint::black_box(sink);
-    (now_ms() - t0) / f64::from(n)
 }

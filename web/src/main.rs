@@ -1,4 +1,33 @@
 //! Entry point of the dimensioner page (`/`): everything else is in the library.
+
+use wasm_bindgen::prelude::*;
+
 fn main() {
     gpumem_web::start();
+}
+
+/// Benchmark hook for the budget script: estimates the query `iterations` times
+/// and returns the mean milliseconds per estimate (`window.wasmBindings.gpumem_bench`).
+/// The estimate of this page's own module: inference's (a training query is refused at
+/// once; the training module estimates those). Here, not in the library, so the agent &
+/// sheet page does not carry it.
+#[wasm_bindgen]
+pub fn gpumem_bench(query_string: &str, iterations: u32) -> f64 {
+    let pairs = gpumem_web::query::parse(query_string);
+    let (input, _) = gpumem_core::params::from_pairs(
+        pairs
+            .iter()
+            .filter(|(k, _)| gpumem_core::params::keys().any(|p| p == k))
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    let n = iterations.max(1);
+    let t0 = gpumem_web::now_ms();
+    let mut sink = 0u64;
+    for _ in 0..n {
+        if let Ok(e) = gpumem_core::estimate::estimate_inference(std::hint::black_box(&input)) {
+            sink = sink.wrapping_add(e.total_bytes);
+        }
+    }
+    std::hint::black_box(sink);
+    (gpumem_web::now_ms() - t0) / f64::from(n)
 }

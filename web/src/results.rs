@@ -4,7 +4,7 @@
 //! one-dimension sweep. Every number is the core's; this module only formats.
 
 use gpumem_core::catalogue::{CATALOGUE, GpuCard, resolve};
-use gpumem_core::estimate::{Estimate, Group, Kind as LineKind, Line, LineKey, estimate};
+use gpumem_core::estimate::{Estimate, Group, Kind as LineKind, Line, LineKey};
 use gpumem_core::fit::{CardFit, MARGIN_RULE, RESERVE_SIDE, Verdict, fit_estimate, fit_table};
 use gpumem_core::headline::{Headline, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, LABEL_SMALLEST};
 use gpumem_core::params::{from_pairs, parse_count};
@@ -13,10 +13,11 @@ use gpumem_core::units::{
 };
 use leptos::prelude::*;
 
-use crate::compute::{Computed, DIMS, WORKLOADS, answer, preset_index, sweep_values};
+use crate::compute::{Computed, DIMS, Estimator, WORKLOADS, answer, preset_index, sweep_values};
 use crate::inputs::Field;
 use crate::rules::Rules;
 use crate::state::Form;
+use crate::training::Training;
 
 /// "13.04 GiB".
 fn gib(b: u64) -> String {
@@ -202,6 +203,7 @@ fn model_name(form: &Form) -> Option<String> {
 #[component]
 fn Answer() -> impl IntoView {
     let rules = use_context::<Rules>();
+    let training = expect_context::<Training>();
     let computed = expect_context::<Memo<Computed>>();
     let form = expect_context::<Form>();
     let focus = form.focus;
@@ -215,7 +217,7 @@ fn Answer() -> impl IntoView {
                 let pairs = computed.with(|c| c.workloads.get(focus.get()).map(|w| w.pairs.clone()));
                 let tensors = form.imported.with(|i| i.as_ref().map(|i| i.summary.clone()));
                 let got = pairs.and_then(|p| {
-                    answer(&p, tensors.as_ref(), &form.page_pairs(), model_name(&form).as_deref(), rules)
+                    answer(&p, tensors.as_ref(), &form.page_pairs(), model_name(&form).as_deref(), rules, training)
                 });
                 match got {
                     Some((line, Ok(h))) => answer_body(line, h).into_any(),
@@ -389,6 +391,7 @@ fn answer_body(line: String, h: Headline) -> impl IntoView {
 #[component]
 fn WorkloadCards() -> impl IntoView {
     let rules = use_context::<Rules>();
+    let training = expect_context::<Training>();
     let computed = expect_context::<Memo<Computed>>();
     let form = expect_context::<Form>();
     let focus = form.focus;
@@ -436,7 +439,7 @@ fn WorkloadCards() -> impl IntoView {
                                         let under_engine = page.iter().any(|(k, _)| *k == "engine");
                                         let tensors = form.imported.with(|i| i.as_ref().map(|i| i.summary.clone()));
                                         let f = under_engine
-                                            .then(|| answer(&w.pairs, tensors.as_ref(), &page, None, rules))
+                                            .then(|| answer(&w.pairs, tensors.as_ref(), &page, None, rules, training))
                                             .flatten()
                                             .and_then(|(_, h)| h.ok())
                                             .map(|h| h.card)
@@ -735,6 +738,7 @@ fn FitTable(need: u64, fits: Vec<CardFit>) -> impl IntoView {
 /// Method §11: change one variable at a time and watch the need move.
 #[component]
 fn Sweep() -> impl IntoView {
+    let training = expect_context::<Training>();
     let computed = expect_context::<Memo<Computed>>();
     let form = expect_context::<Form>();
     let vary = form.sig("vary");
@@ -767,7 +771,8 @@ fn Sweep() -> impl IntoView {
                 p.push((dim, v.to_string()));
                 let (mut input, _) = from_pairs(p.iter().map(|(k, v)| (*k, v.as_str())));
                 input.tensors = tensors.clone();
-                (v, v == base, estimate(&input).map_err(|e| e.to_string()))
+                let e = training.estimate(&p, tensors.as_ref(), &input);
+                (v, v == base, e.map_err(|e| e.to_string()))
             })
             .collect::<Vec<_>>()
     });

@@ -48,6 +48,27 @@ pub fn request(
     }
 }
 
+/// Calls `name(request)` of a loaded module (`what` names it in errors): its text, or
+/// why there is none.
+pub(crate) fn call_in(
+    module: Option<&JsValue>,
+    name: &str,
+    request: &RulesRequest,
+    what: &str,
+) -> Result<String, String> {
+    let f: Function = module
+        .and_then(|m| Reflect::get(m, &name.into()).ok())
+        .and_then(|f| f.dyn_into().ok())
+        .ok_or_else(|| format!("the {what} module is not the one this page was built with"))?;
+    f.call1(
+        &JsValue::NULL,
+        &JsValue::from(rules::write_request(request)),
+    )
+    .ok()
+    .and_then(|v| v.as_string())
+    .ok_or_else(|| format!("the {what} module failed"))
+}
+
 thread_local! {
     /// The loaded module.
     static MODULE: RefCell<Option<JsValue>> = const { RefCell::new(None) };
@@ -82,19 +103,7 @@ impl Rules {
             Some(Err(e)) => return Err(format!("the engine rules did not load: {e}")),
             Some(Ok(())) => {}
         }
-        let text = rules::write_request(request);
-        MODULE.with(|m| {
-            let m = m.borrow();
-            let f: Function = m
-                .as_ref()
-                .and_then(|m| Reflect::get(m, &name.into()).ok())
-                .and_then(|f| f.dyn_into().ok())
-                .ok_or("the engine module is not the one this page was built with")?;
-            f.call1(&JsValue::NULL, &JsValue::from(text))
-                .ok()
-                .and_then(|v| v.as_string())
-                .ok_or_else(|| "the engine rules failed".to_string())
-        })
+        MODULE.with(|m| call_in(m.borrow().as_ref(), name, request, "engine"))
     }
 
     /// The headline under the page's engine for one workload.

@@ -717,7 +717,13 @@ mod tests {
     }
 
     fn computed(page: &[(&'static str, &str)]) -> Computed {
-        compute(&pairs(&SHAPE), &pairs(page), None, &|| 0.0)
+        compute(
+            &pairs(&SHAPE),
+            &pairs(page),
+            None,
+            &|| 0.0,
+            &crate::compute::Full,
+        )
     }
 
     fn sheet_of(c: &Computed, typed: &Typed) -> Result<Sheet, String> {
@@ -810,7 +816,7 @@ mod tests {
         let (cli, page): (Vec<_>, Vec<_>) = all
             .into_iter()
             .partition(|(k, _)| !k.starts_with("long-") && !k.starts_with("limit-"));
-        let again = compute(&cli, &page, None, &|| 0.0);
+        let again = compute(&cli, &page, None, &|| 0.0, &crate::compute::Full);
         for (a, b) in again.workloads.iter().zip(&c.workloads) {
             assert_eq!(
                 a.result.as_ref().unwrap().total_bytes,

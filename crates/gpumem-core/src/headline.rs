@@ -140,9 +140,14 @@ pub trait Rule {
     {
         None
     }
+    /// The estimate of `input`, as the searches ask it (another card count, another
+    /// format): [`estimate`], every stage.
+    fn estimate(&self, input: &EstimateInput) -> Result<Estimate, EstimateError> {
+        estimate(input)
+    }
     /// The need of `input` on `card`, estimating it first.
     fn need_of(&self, input: &EstimateInput, card: &GpuCard) -> Result<Need, EstimateError> {
-        let est = estimate(input)?;
+        let est = self.estimate(input)?;
         self.need(input, &est, card)
     }
 }
@@ -165,6 +170,33 @@ impl Rule for ByEstimate {
 
     fn engine(&self) -> Option<EngineId> {
         None
+    }
+}
+
+/// [`ByEstimate`] for inference alone: its searches estimate with
+/// [`crate::estimate::estimate_inference`], so a caller judging by it carries none of
+/// the training stages (the page's first module; its training runs are answered by
+/// the module that carries them). A training input's searches find nothing: judge it
+/// [`ByEstimate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByInference;
+
+impl Rule for ByInference {
+    fn need(
+        &self,
+        i: &EstimateInput,
+        est: &Estimate,
+        card: &GpuCard,
+    ) -> Result<Need, EstimateError> {
+        ByEstimate.need(i, est, card)
+    }
+
+    fn engine(&self) -> Option<EngineId> {
+        None
+    }
+
+    fn estimate(&self, input: &EstimateInput) -> Result<Estimate, EstimateError> {
+        crate::estimate::estimate_inference(input)
     }
 }
 
@@ -688,7 +720,9 @@ pub fn compare_formats<R: Rule>(
     for name in formats {
         let f = StorageFormat::parse("formats", name)?;
         let i = with_format(input, f);
-        let Ok(est) = estimate(&i) else { continue };
+        let Ok(est) = basis.estimate(&i) else {
+            continue;
+        };
         let Ok(need) = basis.need(&i, &est, card) else {
             continue;
         };
@@ -1119,6 +1153,26 @@ mod tests {
         // A full fine-tune trains the weights themselves: 16-bit or nothing.
         assert_eq!(format("full", "rtx-4090"), None);
         assert_eq!(format_ladder(TrainMode::Full), &["bf16"]);
+    }
+
+    /// Judged for inference alone, an inference workload gets the same answer as judged
+    /// by the whole estimate (its searches included: card counts, formats).
+    #[test]
+    fn by_inference_answers_inference_as_by_estimate() {
+        for (extra, card) in [
+            (&[("context", "8192")][..], Some("rtx-4090")),
+            (&[("context", "32768"), ("sequences", "16")], None),
+            (&[("context", "8192")], Some("l4")),
+        ] {
+            let i = llama_8b(extra);
+            let est = estimate(&i).unwrap();
+            let card = card.map(|c| resolve(c).unwrap());
+            let by = |r: &dyn Fn() -> Result<Headline, EstimateError>| r().unwrap();
+            let whole = by(&|| headline(&i, &est, card.as_ref(), &ByEstimate));
+            let alone = by(&|| headline(&i, &est, card.as_ref(), &ByInference));
+            assert_eq!(alone, whole, "{extra:?}");
+            assert!(whole.cards.is_some() || whole.format.is_some(), "{extra:?}");
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod results;
 pub mod rules;
 pub mod sheet;
 pub mod trace;
+pub mod training;
 pub mod wire;
 pub mod workload;
 

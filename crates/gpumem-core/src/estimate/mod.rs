@@ -247,6 +247,28 @@ impl Builder {
 
 /// Computes an estimate.
 pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
+    stages::<true>(input)
+}
+
+/// Computes an estimate of inference: the same value as [`estimate`] for an input
+/// that trains nothing (`train` = none), without the training stages — the training
+/// state, the ranks' plan and the caching allocator's peaks, each of which adds
+/// nothing to such an input. A caller that answers training elsewhere links none of
+/// them (the page's first module, whose training estimates come from a module it
+/// loads when a training run is asked about). A training input is refused.
+pub fn estimate_inference(input: &EstimateInput) -> Result<Estimate, EstimateError> {
+    if input.train != TrainMode::None {
+        return Err(EstimateError::invalid(
+            "train",
+            "a training run is estimated with its training stages, which this estimate leaves out",
+        ));
+    }
+    stages::<false>(input)
+}
+
+/// The estimate's stages in order; `TRAINING` runs the training ones too (a constant,
+/// so [`estimate_inference`] carries none of their code).
+fn stages<const TRAINING: bool>(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     input::validate(input)?;
     let mut b = Builder {
         lines: Vec::new(),
@@ -283,7 +305,6 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     // tp and pp are at most MAX_DIM each (validated): the product cannot saturate,
     // and it is at least 1.
     let devices = input.tp.saturating_mul(input.pp);
-    let plan = ranks::Plan::new(input);
     if input.gpus > devices && input.zero == 0 && input.fsdp == Fsdp::None {
         b.assumptions.push(format!(
             "{} GPUs with tp × pp = {}: {} data-parallel replicas, each device holding its own copy (memory is never pooled across GPUs)",
@@ -301,14 +322,19 @@ pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
     kv::kv_cache(input, &split, &mut b)?;
 
     // Training state.
-    let trainable = training::training(input, params, weights_bytes, &split, &plan, &mut b)?;
-    ranks::ranks(input, &plan, &split, params, trainable, &mut b)?;
+    if TRAINING {
+        let plan = ranks::Plan::new(input);
+        let trainable = training::training(input, params, weights_bytes, &split, &plan, &mut b)?;
+        ranks::ranks(input, &plan, &split, params, trainable, &mut b)?;
+    }
 
     // Activations and transients.
     transients::transients(input, &split, &mut b)?;
 
     // The caching allocator: the loading peak and what the step reserves.
-    peaks::peaks(input, &mut b)?;
+    if TRAINING {
+        peaks::peaks(input, &mut b)?;
+    }
 
     // Reserve.
     let reserve = match input.reserve_bytes {
@@ -497,6 +523,37 @@ mod tests {
         let (input, errors) = from_pairs(pairs);
         assert!(errors.is_empty(), "{errors:?}");
         input
+    }
+
+    /// Inference without the training stages is the whole estimate, line for line, for
+    /// every preset in every dtype and split asked here (the stages add nothing to it);
+    /// a training input is refused rather than answered without its training state.
+    #[test]
+    fn the_inference_estimate_is_the_estimate_without_training() {
+        for p in crate::presets::PRESETS {
+            for extra in [
+                &[("context", "8192")][..],
+                &[
+                    ("context", "4096"),
+                    ("tp", "2"),
+                    ("gpus", "4"),
+                    ("sequences", "8"),
+                ],
+                &[("cuda-context-mib", "500"), ("zero", "3"), ("gpus", "8")],
+            ] {
+                let (input, _) = from_pairs(p.pairs.iter().copied().chain(extra.iter().copied()));
+                assert_eq!(estimate_inference(&input), estimate(&input), "{}", p.id);
+            }
+        }
+        for train in ["full", "lora", "qlora"] {
+            let input = llama_8b(&[("context", "2048"), ("train", train)]);
+            assert!(
+                estimate(&input).is_ok_and(|e| e.training_bytes > 0),
+                "{train}"
+            );
+            let refused = estimate_inference(&input).unwrap_err().to_string();
+            assert!(refused.starts_with("train: "), "{refused}");
+        }
     }
 
     #[test]

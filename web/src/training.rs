@@ -1,0 +1,163 @@
+//! The training estimator, in a module of its own (`web/training`, crate
+//! `gpumem-training`) that the page loads when a training run is first asked about, as
+//! it loads its engine rules and readers: the dimensioner's wasm estimates inference
+//! alone ([`gpumem_core::estimate::estimate_inference`]) and carries none of the
+//! training stages (the training state, the ranks' plan, the caching allocator's
+//! model). A page that only ever asks about inference never fetches the module.
+//!
+//! Once loaded, the module's functions are called synchronously, so a training run's
+//! estimate and answer are plain derived values (`Memo`s) like every other figure;
+//! until then they say they are loading (never a figure without the training state).
+//! What crosses is text ([`gpumem_proto::training`], [`gpumem_proto::rules`]).
+
+use std::cell::{Cell, RefCell};
+
+use gpumem_core::EstimateError;
+use gpumem_core::estimate::{Estimate, EstimateInput, TrainMode, estimate_inference};
+use gpumem_core::headline::Headline;
+use gpumem_core::import::TensorSummary;
+use gpumem_proto::rules;
+use gpumem_proto::training::read_estimate;
+use leptos::prelude::*;
+use wasm_bindgen::prelude::*;
+
+use crate::rules::{call_in, request};
+
+/// Where the build put the training module (`scripts/build-web.sh` passes its
+/// content-hashed path); the fallback serves builds without it (native checks).
+pub const TRAINING_JS: &str = match option_env!("GPUMEM_TRAINING_JS") {
+    Some(url) => url,
+    None => "/training/gpumem_training.js",
+};
+
+/// What the page says of a training run while its module loads (the answer shows
+/// "…" for a reason ending so).
+pub const LOADING: &str = "loading the training estimator…";
+
+#[wasm_bindgen(module = "/src/lazy.js")]
+extern "C" {
+    #[wasm_bindgen(catch)]
+    async fn load_training(url: &str) -> Result<JsValue, JsValue>;
+}
+
+thread_local! {
+    /// The loaded module.
+    static MODULE: RefCell<Option<JsValue>> = const { RefCell::new(None) };
+    /// Whether its loading has started.
+    static STARTED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the training module is there: `None` until it is loaded, `Some(Err)` when
+/// it could not be (offline: a reload tries again). Its loading starts at the first
+/// training run asked about.
+#[derive(Clone, Copy)]
+pub struct Training(RwSignal<Option<Result<(), String>>>);
+
+impl Training {
+    /// The page's handle; nothing loads until a training run is asked about.
+    pub fn new() -> Training {
+        Training(RwSignal::new(None))
+    }
+
+    /// Starts loading the module if it has not started.
+    fn start(self) {
+        if STARTED.with(|s| s.replace(true)) {
+            return;
+        }
+        let state = self.0;
+        leptos::task::spawn_local(async move {
+            let loaded = load_training(TRAINING_JS).await.map(|m| {
+                MODULE.with(|slot| *slot.borrow_mut() = Some(m));
+            });
+            state.set(Some(loaded.map_err(|e| {
+                e.as_string()
+                    .unwrap_or_else(|| "the training estimator did not load".into())
+            })));
+        });
+    }
+
+    /// Calls `name` of the module with one workload: its text, or why there is none
+    /// (loading, or not loaded). Tracks the loading, so a value derived from it is
+    /// computed again once loaded.
+    fn call(
+        self,
+        name: &str,
+        pairs: &[(&'static str, String)],
+        page: &[(&'static str, String)],
+        tensors: Option<&TensorSummary>,
+    ) -> Result<String, String> {
+        self.start();
+        match self.0.get() {
+            None => return Err(LOADING.into()),
+            Some(Err(e)) => return Err(format!("the training estimator did not load: {e}")),
+            Some(Ok(())) => {}
+        }
+        let r = request(pairs, page, tensors);
+        MODULE.with(|m| call_in(m.borrow().as_ref(), name, &r, "training"))
+    }
+
+    /// A training run's estimate (its `pairs` and the imported `tensors`, as the page
+    /// read them): the estimate or why there is none, or why the module cannot say.
+    pub fn estimate_training(
+        self,
+        pairs: &[(&'static str, String)],
+        tensors: Option<&TensorSummary>,
+    ) -> Result<Result<Estimate, EstimateError>, String> {
+        read_estimate(&self.call("estimate", pairs, &[], tensors)?)
+    }
+
+    /// A training run's answer on the page's card (`page`), without an engine.
+    pub fn answer(
+        self,
+        pairs: &[(&'static str, String)],
+        page: &[(&'static str, String)],
+        tensors: Option<&TensorSummary>,
+    ) -> Result<Headline, String> {
+        rules::read_answer(&self.call("answer", pairs, page, tensors)?)?
+    }
+}
+
+impl Default for Training {
+    fn default() -> Training {
+        Training::new()
+    }
+}
+
+/// Who estimates a workload read from `pairs` (with the imported `tensors`) as `input`:
+/// [`Training`] on the dimensioner, [`crate::compute::Full`] (every stage here) on the
+/// agent page.
+pub trait Estimator {
+    /// The estimate of `input`, or why there is none.
+    fn estimate(
+        &self,
+        pairs: &[(&'static str, String)],
+        tensors: Option<&TensorSummary>,
+        input: &EstimateInput,
+    ) -> Result<Estimate, EstimateError>;
+}
+
+impl Estimator for Training {
+    /// Inference here; a training run by the module (loading: "No estimate yet"
+    /// with [`LOADING`] as its reason).
+    fn estimate(
+        &self,
+        pairs: &[(&'static str, String)],
+        tensors: Option<&TensorSummary>,
+        input: &EstimateInput,
+    ) -> Result<Estimate, EstimateError> {
+        if input.train == TrainMode::None {
+            return estimate_inference(input);
+        }
+        self.estimate_training(pairs, tensors)
+            .unwrap_or_else(|why| Err(pending(why)))
+    }
+}
+
+/// Why a training run has no estimate yet, as an error the page shows in place of one
+/// (never beside a field: it is no input's fault).
+pub fn pending(why: String) -> EstimateError {
+    EstimateError::Parse {
+        format: "training run",
+        reason: why,
+    }
+}
