@@ -1188,6 +1188,12 @@ fn add(a: u64, b: u64, what: &'static str) -> Result<u64, EstimateError> {
 /// products of a few dimensions stay well inside `u128`.
 pub const MAX_DIM: u64 = 1 << 40;
 
+/// Upper bound on the decoder's layers: the deepest published decoders have a few
+/// hundred; rules that replay a step layer by layer (TGI's warm-up through the caching
+/// allocator, unsloth's step, vLLM's stages) then stay a few milliseconds whatever the
+/// input.
+pub const MAX_LAYERS: u64 = 1 << 12;
+
 impl Architecture {
     /// Checks that the shape is usable: every size ≥ 1 where required and at most
     /// [`MAX_DIM`], heads divisible by KV heads, MoE counts coherent.
@@ -1213,6 +1219,15 @@ impl Architecture {
             if v == 0 {
                 return Err(EstimateError::invalid(field, "must be at least 1"));
             }
+        }
+        if self.layers > MAX_LAYERS {
+            return Err(EstimateError::invalid(
+                "layers",
+                format!(
+                    "{} layers is beyond any decoder (at most {MAX_LAYERS}; the deepest have a few hundred)",
+                    self.layers
+                ),
+            ));
         }
         for (field, v) in [
             ("attention-layers", self.attn_layers),

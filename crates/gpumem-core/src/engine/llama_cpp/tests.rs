@@ -447,7 +447,16 @@ fn llama_cpp_places_a_model_files_class_totals() {
 /// than run for minutes.
 #[test]
 fn llama_cpp_placement_is_bounded() {
-    let deep = preset("mixtral-8x7b", &[("layers", "1000000")]);
+    // Beyond any decoder the estimate itself refuses (arch::MAX_LAYERS); below that,
+    // llama.cpp's placement has its own, lower bound.
+    let p = crate::presets::find("mixtral-8x7b").expect("preset");
+    let (_, errors) =
+        crate::params::from_pairs(p.pairs.iter().copied().chain([("layers", "1000000")]));
+    assert!(
+        errors.iter().any(|e| e.to_string().contains("at most 4096")),
+        "{errors:?}"
+    );
+    let deep = preset("mixtral-8x7b", &[("layers", "4096")]);
     let est = estimate(&deep).expect("the estimate itself is cheap");
     let p = engine(&with(&[("engine", "llama.cpp")]));
     let e = budget(&deep, &est, &p).unwrap_err().to_string();

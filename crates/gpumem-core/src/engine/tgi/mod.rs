@@ -138,24 +138,31 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
     let requests = prefill.div_ceil(max_input);
     let block_bytes = prod(&[16, c.per_token])?;
     // Each request's blocks: ⌈(input + max_new_tokens − 1) ÷ 16⌉ (`FlashCausalLMBatch.from_pb`).
-    let mut warm_blocks = 0u64;
-    let mut left = prefill;
-    for _ in 0..requests {
-        let input = left.min(max_input);
-        left = left.saturating_sub(input);
+    let blocks_of = |input: u64| -> Result<u64, EstimateError> {
         let new = match v {
             TgiVersion::V09 => 2,
             _ => max_total.saturating_sub(input),
         };
-        let mut blocks = sum(&[input, new])?.saturating_sub(1).div_ceil(16);
+        let blocks = sum(&[input, new])?.saturating_sub(1).div_ceil(16);
         // 2.0 serves a model whose every layer has a sliding window through
         // `FlashMistralBatch` (flash_mistral.py `from_pb`: "Needed blocks can not go over
         // SLIDING_WINDOW_BLOCKS"): a request holds at most ⌈window ÷ 16⌉ blocks.
-        if let (TgiVersion::V2, Some(window)) = (v, all_layers_window(c.input)) {
-            blocks = blocks.min(window.div_ceil(16));
-        }
-        warm_blocks = sum(&[warm_blocks, blocks])?;
+        Ok(match (v, all_layers_window(c.input)) {
+            (TgiVersion::V2, Some(window)) => blocks.min(window.div_ceil(16)),
+            _ => blocks,
+        })
+    };
+    // Every request but the last takes max_input tokens, the last the rest (counted in
+    // closed form: the number of requests is the user's to make large).
+    let (full, rest) = (
+        prefill.checked_div(max_input).unwrap_or(0),
+        prefill.checked_rem(max_input).unwrap_or(0),
+    );
+    let mut warm_blocks = prod(&[full, blocks_of(max_input)?])?;
+    if rest > 0 {
+        warm_blocks = sum(&[warm_blocks, blocks_of(rest)?])?;
     }
+    debug_assert_eq!(full.saturating_add(u64::from(rest > 0)), requests);
     let warm_bytes = prod(&[warm_blocks, block_bytes])?;
     let (peak, parts) = warmup_reserved(c.input, prefill)?;
     let ctx_mib = 512;

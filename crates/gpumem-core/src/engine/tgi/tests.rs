@@ -60,3 +60,23 @@ fn tgi_2_0_caps_a_windowed_request_at_its_window() {
     );
     assert_eq!(bytes_of(&b, "warmup_blocks"), 4 * 256 * 2 * (1 << 20));
 }
+
+/// The warm-up's requests are counted in closed form, however many a large
+/// `max-num-batched-tokens` over a short `max-model-len` makes: 10^12 prompt tokens in
+/// requests of one token answer at once (a loop over them did not end).
+#[test]
+fn tgi_counts_many_warm_up_requests_in_closed_form() {
+    let input = llama_8b(&[]);
+    let est = crate::estimate::estimate(&input).unwrap();
+    let answer = |batched: &str| {
+        let p = engine(&with(&[
+            ("engine", "tgi@2.0"),
+            ("max-model-len", "2"),
+            ("max-num-batched-tokens", batched),
+        ]));
+        budget(&input, &est, &p).map(|b| b.kv_capacity_tokens)
+    };
+    // 10^12 requests' blocks leave no pool; 4096 leave one.
+    assert_eq!(answer("1000000000000"), Ok(0));
+    assert!(answer("4096").is_ok_and(|tokens| tokens > 0));
+}
