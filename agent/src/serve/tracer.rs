@@ -231,7 +231,7 @@ mod tests {
         // Past the trace's bounds: refused before Python starts (a missing Python would
         // answer Unavailable instead).
         let mut deep = shape;
-        deep[0] = ("layers", "1099511627776");
+        deep[0] = ("layers", "4096");
         let (c, m) = code(&ask(&tracer, &deep));
         assert_eq!(c, TraceFailure::BadInputs, "{m}");
         assert!(m.contains("layers a trace builds"), "{m}");
