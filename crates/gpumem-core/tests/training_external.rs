@@ -21,6 +21,14 @@ const CONFIGS: &[(&str, &str)] = &[
         include_str!("calibration/external/configs/yi-34b.json"),
     ),
     (
+        "qwen-7b-chat.json",
+        include_str!("calibration/external/configs/qwen-7b-chat.json"),
+    ),
+    (
+        "chatglm3-6b.json",
+        include_str!("calibration/external/configs/chatglm3-6b.json"),
+    ),
+    (
         "llama-2-7b.json",
         include_str!("calibration/training/configs/llama-2-7b.json"),
     ),

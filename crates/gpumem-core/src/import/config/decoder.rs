@@ -100,7 +100,7 @@ pub(crate) fn read(
         // heads is at least 1 (checked above).
         None => hidden.checked_div(heads).unwrap_or(0),
     };
-    a.vocab = c.need(&["vocab_size"])?;
+    a.vocab = c.need(&["vocab_size", "padded_vocab_size"])?;
     a.intermediate = match c.any(&["intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"])? {
         Some(i) => i,
         None => {

@@ -1191,3 +1191,45 @@ fn encoder_decoders_are_read_with_the_parameters_transformers_builds() {
         .to_string();
     assert!(e.contains("builds 139470681 parameters"), "{e}");
 }
+
+#[test]
+fn qwen1_halves_its_mlp_and_biases_only_c_attn_unless_told() {
+    // modeling_qwen.py: QWenMLP's w1, w2 and c_proj are intermediate_size // 2 wide;
+    // c_attn always has a bias, the other linears only when no_bias is false.
+    let base = r#""model_type":"qwen","hidden_size":256,"num_hidden_layers":2,"num_attention_heads":4,
+        "kv_channels":64,"intermediate_size":1024,"vocab_size":1000,"seq_length":2048"#;
+    let c = parse_config(&format!("{{{base},\"no_bias\":true}}")).unwrap();
+    assert_eq!(c.arch.intermediate, 512);
+    assert!(c.arch.qkv_bias && !c.arch.o_bias && !c.arch.mlp_bias);
+    assert_eq!((c.arch.kv_heads, c.arch.head_dim), (4, 64));
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    let biased = parse_config(&format!("{{{base},\"no_bias\":false}}")).unwrap();
+    // c_proj's and the MLP's biases: hidden + 2 × 512 + hidden per layer.
+    assert_eq!(
+        counts(&biased.arch).0 - counts(&c.arch).0,
+        2 * (256 + 2 * 512 + 256)
+    );
+}
+
+#[test]
+fn chatglm_reads_its_groups_channels_and_padded_vocabulary() {
+    // modeling_chatglm.py: query_key_value spans heads + 2 × multi_query_group_num heads
+    // of kv_channels; embedding and output_layer have padded_vocab_size rows.
+    let base = r#""model_type":"chatglm","hidden_size":256,"num_layers":2,"num_attention_heads":4,
+        "kv_channels":64,"ffn_hidden_size":512,"padded_vocab_size":1024,"add_qkv_bias":true,
+        "add_bias_linear":false,"rmsnorm":true,"post_layer_norm":true,"original_rope":true"#;
+    let c = parse_config(&format!(
+        "{{{base},\"multi_query_attention\":true,\"multi_query_group_num\":2}}"
+    ))
+    .unwrap();
+    assert_eq!(
+        (c.arch.kv_heads, c.arch.head_dim, c.arch.vocab),
+        (2, 64, 1024)
+    );
+    assert!(c.arch.qkv_bias && !c.arch.o_bias && !c.arch.mlp_bias && !c.arch.tied_embeddings);
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    let mha = parse_config(&format!("{{{base},\"multi_query_attention\":false}}")).unwrap();
+    assert_eq!(mha.arch.kv_heads, 4);
+    // A P-tuning prefix encoder is refused rather than left out.
+    assert!(parse_config(&format!("{{{base},\"pre_seq_len\":128}}")).is_err());
+}

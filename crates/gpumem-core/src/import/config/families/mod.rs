@@ -9,6 +9,7 @@ use super::family::Family;
 mod apertus;
 mod bamba;
 mod bert;
+mod chatglm;
 mod cohere;
 mod deepseek;
 mod ernie;
@@ -32,6 +33,7 @@ mod paligemma;
 mod phi;
 mod phimoe;
 mod qwen;
+mod qwen1;
 mod seed;
 mod smollm;
 mod starcoder;
@@ -41,10 +43,12 @@ mod starcoder;
 pub(crate) const REGISTRY: &[&[&Family]] = &[
     llama::FAMILIES,
     qwen::FAMILIES,
+    qwen1::FAMILIES,
     gemma::FAMILIES,
     deepseek::FAMILIES,
     kimi::FAMILIES,
     glm::FAMILIES,
+    chatglm::FAMILIES,
     gpt_oss::FAMILIES,
     minimax::FAMILIES,
     cohere::FAMILIES,
