@@ -1233,3 +1233,28 @@ fn chatglm_reads_its_groups_channels_and_padded_vocabulary() {
     // A P-tuning prefix encoder is refused rather than left out.
     assert!(parse_config(&format!("{{{base},\"pre_seq_len\":128}}")).is_err());
 }
+
+#[test]
+fn hunyuan_and_cohere_qk_norms_match_what_transformers_builds() {
+    // transformers 5.23 on the meta device: HunYuanDenseV1Config's defaults with
+    // head_dim 128 (its default, None, builds nothing) count 8 859 684 864 parameters
+    // (query_layernorm and key_layernorm of 128 in every layer); CohereConfig's with
+    // use_qk_norm, 8 KV heads and 4 layers 4 915 802 112 (q_norm [64, 128], k_norm
+    // [8, 128], tied embeddings).
+    let hunyuan = parse_config(
+        r#"{"model_type":"hunyuan_v1_dense","hidden_size":4096,"num_hidden_layers":32,
+        "num_attention_heads":32,"num_key_value_heads":32,"head_dim":128,"intermediate_size":11008,
+        "vocab_size":290943,"tie_word_embeddings":false,"attention_bias":false}"#,
+    )
+    .unwrap();
+    assert_eq!(hunyuan.confidence, "exact", "{:?}", hunyuan.warnings);
+    assert_eq!(counts(&hunyuan.arch).0, 8_859_684_864);
+    let cohere = parse_config(
+        r#"{"model_type":"cohere","hidden_size":8192,"num_hidden_layers":4,"num_attention_heads":64,
+        "num_key_value_heads":8,"intermediate_size":22528,"vocab_size":256000,
+        "tie_word_embeddings":true,"attention_bias":false,"use_qk_norm":true}"#,
+    )
+    .unwrap();
+    assert_eq!(cohere.confidence, "exact", "{:?}", cohere.warnings);
+    assert_eq!(counts(&cohere.arch).0, 4_915_802_112);
+}

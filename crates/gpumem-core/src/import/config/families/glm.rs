@@ -1,3 +1,10 @@
+//! Zhipu's GLM dense families (transformers' modeling_glm.py / modeling_glm4.py):
+//! - GLM-4-9B in transformers' format (`glm`, GlmConfig): a Llama-style decoder whose
+//!   `GlmAttention` has q/k/v biases under `attention_bias` (GlmConfig's default: true)
+//!   and none on `o_proj`; `gate_up_proj` fused (the same tensors' count).
+//! - GLM-4-0414 (`glm4`, Glm4Config): the same with `post_self_attn_layernorm` and
+//!   `post_mlp_layernorm`, four RMSNorms per layer.
+//!
 //! Zhipu's GLM MoE families, DeepSeek-V3's body with GLM's own choices; their routers
 //! always keep an fp32 `e_score_correction_bias` (transformers' `Glm4MoeTopkRouter`
 //! registers it as a float32 buffer, which the checkpoints store).
@@ -10,12 +17,41 @@
 //!   indexer, an MTP layer that uses the model's embedding and lm_head, the dense and
 //!   sparse MLP layers listed in `mlp_layer_types`.
 
+use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family, RouterBias};
 use crate::import::config::json::Cfg;
 
 use super::deepseek::{indexer, mlp_layer_types};
+
+/// GLM-4-9B (transformers' format).
+pub(crate) const GLM: Family = Family {
+    types: "glm",
+    class: "GlmConfig",
+    hook: Some(glm_dense),
+    ..BASE
+};
+
+/// GLM-4-0414.
+pub(crate) const GLM4: Family = Family {
+    types: "glm4",
+    class: "Glm4Config",
+    arch: Architecture {
+        layer_norms: 4,
+        ..Architecture::BASE
+    },
+    hook: Some(glm_dense),
+    ..BASE
+};
+
+fn glm_dense(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    // GlmAttention / Glm4Attention: bias=config.attention_bias on q, k and v (the
+    // config class defaults it to True); o_proj bias=False.
+    d.arch.qkv_bias = c.flag("attention_bias").unwrap_or(true);
+    d.arch.o_bias = false;
+    Ok(())
+}
 
 /// GLM-4.5 and later.
 pub(crate) const GLM4_MOE: Family = Family {
@@ -62,4 +98,4 @@ fn glm_moe_dsa(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
 }
 
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&GLM4_MOE, &GLM4_MOE_LITE, &GLM_MOE_DSA];
+pub(crate) const FAMILIES: &[&Family] = &[&GLM, &GLM4, &GLM4_MOE, &GLM4_MOE_LITE, &GLM_MOE_DSA];

@@ -21,6 +21,7 @@ mod glm;
 mod gpt;
 mod gpt_oss;
 mod granite;
+mod hunyuan;
 mod jamba;
 mod kimi;
 mod llama;
@@ -64,6 +65,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     seed::FAMILIES,
     smollm::FAMILIES,
     granite::FAMILIES,
+    hunyuan::FAMILIES,
     mamba::FAMILIES,
     jamba::FAMILIES,
     nemotron::FAMILIES,
