@@ -220,6 +220,22 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
     })
 }
 
+/// What both warm-up counts read: the architecture, the compute dtype's bytes, the
+/// tensor-parallel ranks and the MLP's width per token (a MoE's active experts'
+/// together); `None` without an architecture.
+fn warmup_shape(
+    input: &EstimateInput,
+) -> Result<Option<(crate::arch::Architecture, u64, u64, u64)>, EstimateError> {
+    let Some(a) = input.arch else {
+        return Ok(None);
+    };
+    let inter = match a.moe {
+        Some(m) => prod(&[m.expert_intermediate, m.active])?,
+        None => a.intermediate,
+    };
+    Ok(Some((a, input.compute_dtype.bytes(), input.tp.max(1), inter)))
+}
+
 /// What the warm-up prefill of `tokens` prompt tokens leaves in torch's caching
 /// allocator, per device. TGI runs its own modelling code eagerly: `LlamaMLP.forward`
 /// (and Mistral's, `custom_modeling/flash_*_modeling.py`) is
@@ -241,14 +257,8 @@ fn warmup_peak(
     tokens: u64,
     logit_copies: u64,
 ) -> Result<(u64, Inputs), EstimateError> {
-    let Some(a) = input.arch else {
+    let Some((a, b, tp, inter)) = warmup_shape(input)? else {
         return Ok((0, Vec::new()));
-    };
-    let b = input.compute_dtype.bytes();
-    let tp = input.tp.max(1);
-    let inter = match a.moe {
-        Some(m) => prod(&[m.expert_intermediate, m.active])?,
-        None => a.intermediate,
     };
     let rows = if a.gated_mlp { 4 } else { 2 };
     let mlp = sum(&[
@@ -305,14 +315,8 @@ fn all_layers_window(input: &EstimateInput) -> Option<u64> {
 /// no segment the layers left. Sizes are per tensor-parallel rank (QKV and MLP
 /// columns split; hidden rows and the gathered logits whole).
 fn warmup_reserved(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), EstimateError> {
-    let Some(a) = input.arch else {
+    let Some((a, b, tp, inter)) = warmup_shape(input)? else {
         return Ok((0, Vec::new()));
-    };
-    let b = input.compute_dtype.bytes();
-    let tp = input.tp.max(1);
-    let inter = match a.moe {
-        Some(m) => prod(&[m.expert_intermediate, m.active])?,
-        None => a.intermediate,
     };
     let hidden = prod(&[tokens, a.hidden, b])?;
     let qkv_cols = prod(&[sum(&[a.heads, prod(&[2, a.kv_heads])?])?, a.head_dim])?;
