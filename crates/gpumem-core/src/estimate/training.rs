@@ -559,9 +559,7 @@ pub(super) fn training(
             let recomputed = derived.bytes.saturating_sub(derived.kept);
             derived.kept = derived
                 .kept
-                .checked_add(saved.checked_mul(a.layers).ok_or(EstimateError::Overflow {
-                    what: "activations",
-                })?)
+                .checked_add(checked_product(&[saved, a.layers], "activations")?)
                 .ok_or(EstimateError::Overflow {
                     what: "activations",
                 })?;
