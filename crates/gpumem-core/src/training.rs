@@ -247,6 +247,30 @@ impl Loss {
         }
     }
 
+    /// The bytes of the loss's tensors the training loop still holds at the optimizer
+    /// step, for `batch` sequences of `seq` tokens of a `vocab`-wide output. torchtune
+    /// 0.1–0.2's recipes rebind `logits` to the fp32 shifted copy
+    /// (`logits[..., :-1, :].contiguous()`, then its transpose) and never delete it, so
+    /// the copy lives through `loss.backward()` and `self._optimizer.step()` until the
+    /// next iteration's forward rebinds the name (recipes/full_finetune_distributed.py,
+    /// lora_finetune_distributed.py and lora_finetune_single_device.py, `train`, pytorch/
+    /// torchtune fef3ed10, April 2024, and 0217d44, May 2024): 4 B per shifted token and
+    /// vocabulary entry. The other losses' tensors are the backward's, freed with it (0).
+    pub fn kept_through_step(self, seq: u64, batch: u64, vocab: u64) -> Result<u64, EstimateError> {
+        match self {
+            Loss::FloatSliced => {
+                let bytes = block(&[seq.saturating_sub(1).max(1), batch, vocab, 4]);
+                if bytes == u64::MAX {
+                    return Err(EstimateError::Overflow {
+                        what: "logits kept through the step",
+                    });
+                }
+                Ok(bytes)
+            }
+            _ => Ok(0),
+        }
+    }
+
     /// The key's value ("" for the default).
     pub fn name(self) -> String {
         match self {

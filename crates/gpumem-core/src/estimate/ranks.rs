@@ -447,6 +447,22 @@ fn trainable_units(i: &EstimateInput, trainable: u64, split: &Split) -> Option<u
     Some(per_block.max(head))
 }
 
+/// What the training loop still holds of the loss's tensors at the optimizer step, on
+/// this rank (torchtune 0.1's `logits`: [`crate::training::Loss::kept_through_step`]),
+/// split as the logits line is.
+fn kept_through_step(i: &EstimateInput, split: &Split) -> Result<u64, EstimateError> {
+    match (i.arch, i.context) {
+        (Some(a), Some(seq)) if i.train != TrainMode::None && !i.optimizer_in_backward => {
+            Ok(Split::part(
+                i.loss.kept_through_step(seq, i.sequences, a.vocab)?,
+                1,
+                split.tp.saturating_mul(i.cp),
+            ))
+        }
+        _ => Ok(0),
+    }
+}
+
 /// FSDP2's other buffers at the step's peak, beyond the lines already built (the
 /// gradients, activations, logits and the parameters gathered at the backward's
 /// start): the `collectives.reduce_scatter` line. A rank's step peaks at one of three
@@ -541,14 +557,17 @@ fn fsdp_peak(
     } else {
         i.compute_dtype
     };
-    let step = grads.saturating_add(Split::part(
-        split.layered(
-            i.optimizer.step_temporary_bytes(trainable, state_dtype)?,
-            true,
-        ),
-        1,
-        shard,
-    ));
+    let kept = kept_through_step(i, split)?;
+    let step = grads
+        .saturating_add(Split::part(
+            split.layered(
+                i.optimizer.step_temporary_bytes(trainable, state_dtype)?,
+                true,
+            ),
+            1,
+            shard,
+        ))
+        .saturating_add(kept);
     for l in b
         .lines
         .iter_mut()
@@ -581,7 +600,7 @@ fn fsdp_peak(
         Kind::Computed,
         true,
         format!(
-            "the peak is {which}: max(backward's start {start} B = activations {act} + logits {logits} + the gathered {} × {p} B + lm_head's unsharded gradient {head_train} × {g} B; forward's first block {first_block} B = 2 × (root {} + block {}) × {p} B; backward's end {end} B = the blocks' sharded gradients + the last block's reduce-scatter input {} × {r} B + max(the root gathered and its unsharded gradients{} {root_sum} B, the root's reduce-scatter {root_train} × ({g} B + {r} B {}) {root_reduce} B); optimizer step {step} B = the sharded gradients + the step's temporaries on the shards) − the gradients, activations, logits and gathered parameters counted above {counted} B (FSDP2, torch 2.11: see the method)",
+            "the peak is {which}: max(backward's start {start} B = activations {act} + logits {logits} + the gathered {} × {p} B + lm_head's unsharded gradient {head_train} × {g} B; forward's first block {first_block} B = 2 × (root {} + block {}) × {p} B; backward's end {end} B = the blocks' sharded gradients + the last block's reduce-scatter input {} × {r} B + max(the root gathered and its unsharded gradients{} {root_sum} B, the root's reduce-scatter {root_train} × ({g} B + {r} B {}) {root_reduce} B); optimizer step {step} B = the sharded gradients + the step's temporaries on the shards + the loss's tensors the training loop keeps through it {kept} B) − the gradients, activations, logits and gathered parameters counted above {counted} B (FSDP2, torch 2.11: see the method)",
             gathered_at_start,
             u.root,
             u.block,
@@ -708,11 +727,13 @@ fn zero_peak(
         .saturating_add(logits)
         .saturating_add(head.saturating_mul(g))
         .saturating_add(gathered);
+    let kept = kept_through_step(i, split)?;
     let step = if stage == 3 {
         bucket.saturating_add(partition.saturating_mul(8))
     } else {
         step_temps.max(partition.saturating_mul(8))
-    };
+    }
+    .saturating_add(kept);
     let peak = backward_end.max(backward_start).max(step);
     let counted = moving
         .saturating_add(act)
@@ -728,7 +749,7 @@ fn zero_peak(
         "the optimizer step"
     };
     let formula = format!(
-        "per rank under ZeRO-{stage}: the peak is {which}: max(backward's end {backward_end} B = the bucket {bucket} B + the gradients held (stage 3: the embedding gathered) {held} B + the input embedding's gradient, the last (tied: with lm_head's and their sum, 3 ×) {tail} B; backward's start {backward_start} B = the bucket + activations {act} B + logits {logits} B + an untied lm_head's gradient {head} × {g} B + the parameters gathered {gathered} B; optimizer step {step} B = stage 1 and 2: the gradients of every parameter touching the most loaded rank's partition, whole (up to {step_grads} B), with the fp64 copy of its largest piece for the gradients' norm or its flat copy and fp32 gradient partition, then 8 B × {partition} partition elements, the fp32 gradient partition and AdamW's foreach temporary; stage 3: the bucket + those 8 B) − the gradients, activations, logits, bucket and gathered parameters counted above {counted} B (deepspeed/runtime/zero/{}, DeepSpeed 0.19.8)",
+        "per rank under ZeRO-{stage}: the peak is {which}: max(backward's end {backward_end} B = the bucket {bucket} B + the gradients held (stage 3: the embedding gathered) {held} B + the input embedding's gradient, the last (tied: with lm_head's and their sum, 3 ×) {tail} B; backward's start {backward_start} B = the bucket + activations {act} B + logits {logits} B + an untied lm_head's gradient {head} × {g} B + the parameters gathered {gathered} B; optimizer step {step} B = stage 1 and 2: the gradients of every parameter touching the most loaded rank's partition, whole (up to {step_grads} B), with the fp64 copy of its largest piece for the gradients' norm or its flat copy and fp32 gradient partition, then 8 B × {partition} partition elements, the fp32 gradient partition and AdamW's foreach temporary; stage 3: the bucket + those 8 B; + the loss's tensors the training loop keeps through it {kept} B) − the gradients, activations, logits, bucket and gathered parameters counted above {counted} B (deepspeed/runtime/zero/{}, DeepSpeed 0.19.8)",
         if stage == 3 {
             "stage3.py, partition_parameters.py"
         } else {
@@ -1366,6 +1387,46 @@ mod tests {
 
     fn bytes(e: &Estimate, k: LineKey) -> Option<u64> {
         e.lines.iter().find(|l| l.key == k).map(|l| l.bytes)
+    }
+
+    /// torchtune 0.1's recipe loop leaves its fp32 shifted logits bound to `logits`
+    /// through the optimizer step: where the step is a rank's highest moment, the need
+    /// grows by that copy exactly, and a loss whose tensors die with the backward keeps
+    /// nothing there.
+    #[test]
+    fn a_loop_that_keeps_its_logits_holds_them_at_the_fsdp_step() {
+        let at = |loss: &'static str| {
+            llama_8b(&[
+                ("gpus", "2"),
+                ("fsdp", "full"),
+                ("checkpointing", "true"),
+                ("context", "512"),
+                ("sequences", "2"),
+                ("loss", loss),
+            ])
+        };
+        let (full, sliced) = (at("full"), at("float-sliced"));
+        for e in [&full, &sliced] {
+            let line = e
+                .lines
+                .iter()
+                .find(|l| l.key == LineKey::CollectivesReduceScatter)
+                .expect("the FSDP line");
+            assert!(
+                line.formula.starts_with("the peak is the optimizer step"),
+                "{}",
+                line.formula
+            );
+        }
+        let kept = (2 * 511 * 128_256 * 4u64).div_ceil(512) * 512;
+        assert_eq!(
+            Loss::FloatSliced
+                .kept_through_step(512, 2, 128_256)
+                .unwrap(),
+            kept
+        );
+        assert_eq!(Loss::Full.kept_through_step(512, 2, 128_256).unwrap(), 0);
+        assert_eq!(sliced.per_device_bytes - full.per_device_bytes, kept);
     }
 
     /// ZeRO's stages partition, one after the other, the optimizer states, the

@@ -935,9 +935,16 @@ pub(super) fn training(
                     what: "optimizer step",
                 })?
         };
-        let freed = bytes.saturating_add(logits);
-        let freed_device =
-            act_device.saturating_add(Split::part(logits, 1, split.tp.saturating_mul(input.cp)));
+        // What the training loop still holds of the loss's tensors at the step is not
+        // freed for it (torchtune 0.1's `logits`, [`crate::training::Loss::kept_through_step`]).
+        let kept = input
+            .loss
+            .kept_through_step(seq, input.sequences, a.vocab)?
+            .min(logits);
+        let freed = bytes.saturating_add(logits).saturating_sub(kept);
+        let freed_device = act_device
+            .saturating_add(Split::part(logits, 1, split.tp.saturating_mul(input.cp)))
+            .saturating_sub(Split::part(kept, 1, split.tp.saturating_mul(input.cp)));
         // A tied embedding's gradient arrives twice, lm_head's at the backward's start
         // and the embedding's at its end, and autograd sums the two out of place
         // (torch/csrc/autograd/input_buffer.cpp, InputBuffer::add: `old + new`): both
