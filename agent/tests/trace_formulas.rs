@@ -889,6 +889,9 @@ fn lora_and_qlora_steps_agree_with_traces() {
             value: 4,
             dropout: false,
             base_keeps_inputs: false,
+            base_4bit: false,
+            autocast: false,
+            weight_copies: 0,
             modules: ModulesToSave::default(),
         };
         let derived = decoder_activations(
@@ -969,6 +972,9 @@ fn lora_on_layernorm_decoders_stays_above_its_traces() {
             value: 4,
             dropout: false,
             base_keeps_inputs: false,
+            base_4bit: false,
+            autocast: false,
+            weight_copies: 0,
             modules: ModulesToSave::default(),
         };
         let bound = decoder_activations(

@@ -96,6 +96,11 @@ pub fn workload_of(input: &EstimateInput, expandable_segments: bool) -> Result<T
     // The probe runs PEFT's LoRA as PEFT builds it by default, and QLoRA's base as its
     // NF4 stand-in, which keeps what bitsandbytes 0.43.2 and later keep; what it cannot
     // follow is refused rather than traced as something else.
+    if input.autocast.is_some() {
+        bail!(
+            "the trace runs without torch.autocast (the meta device has no autocast): leave out --autocast to trace"
+        );
+    }
     if input.train.adapters()
         && (input.lora_dtype != Dtype::F32
             || input.lora_dropout
@@ -710,6 +715,8 @@ mod tests {
         );
         assert!(with(&[("lora-dtype", "bf16")]).is_err());
         assert!(with(&[("lora-dropout", "true")]).is_err());
+        let e = with(&[("autocast", "bf16")]).unwrap_err().to_string();
+        assert!(e.contains("--autocast"), "{e}");
         assert_eq!((w.sequences, w.context), (4, 2048));
         assert_eq!(w.dtype, "bfloat16");
         assert_eq!(w.attention, "flash");

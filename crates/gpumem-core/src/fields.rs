@@ -224,6 +224,9 @@ const TAIL: &[Field] = &[
         .choices(&[("fp32", "fp32"), ("bf16", "bf16"), ("fp16", "fp16")]),
     f("lora-dropout", G::Training, K::Bool(false), "LoRA dropout", "",
         "A dropout before each adapter (lora_dropout > 0): each keeps its dropped input and mask"),
+    f("autocast", G::Training, K::Choice, "Mixed-precision autocast", "",
+        "The step runs under torch.autocast in the compute dtype (transformers' Trainer with bf16 or fp16): each adapter keeps a 16-bit copy of its input, not one in its own dtype")
+        .choices(&[("", "off"), ("bf16", "bf16"), ("fp16", "fp16")]),
     f("qlora-kernel", G::Training, K::Choice, "QLoRA 4-bit kernel", "",
         "The base's 4-bit linear: bitsandbytes 0.43.1 or earlier keeps each linear's input")
         .choices(&[

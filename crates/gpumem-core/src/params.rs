@@ -288,6 +288,12 @@ fn apply(
             }
         }
         "lora-dropout" => input.lora_dropout = on,
+        "autocast" => {
+            input.autocast = match v.trim().to_ascii_lowercase().as_str() {
+                "" | "off" | "none" | "false" | "no" => None,
+                t => Some(Dtype::parse(k, t)?),
+            }
+        }
         "qlora-kernel" => input.qlora_kernel = QloraKernel::parse(k, v)?,
         "checkpointing" => input.checkpointing = on,
         "checkpointing-policy" => input.checkpointing_policy = CheckpointPolicy::parse(k, v)?,
@@ -597,6 +603,9 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     }
     if input.lora_dropout != d.lora_dropout {
         put("lora-dropout", input.lora_dropout.to_string());
+    }
+    if let Some(t) = input.autocast {
+        put("autocast", t.name().into());
     }
     if input.qlora_kernel != d.qlora_kernel {
         put("qlora-kernel", input.qlora_kernel.name().into());

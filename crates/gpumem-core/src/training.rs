@@ -843,6 +843,20 @@ pub struct Adapters {
     pub dropout: bool,
     /// The base's linear layers keep their inputs (QLoRA with bitsandbytes ≤ 0.43.1).
     pub base_keeps_inputs: bool,
+    /// The decoder's adapted projections are bitsandbytes 4-bit linears (QLoRA through
+    /// PEFT): PEFT's `lora.bnb.Linear4bit.forward` casts the input to the adapter's
+    /// dtype only outside autocast (`requires_conversion = not
+    /// torch.is_autocast_enabled()`).
+    pub base_4bit: bool,
+    /// The step runs under `torch.autocast` in the compute dtype: `F.linear` casts
+    /// `lora_A`'s input and weight to that dtype and keeps those copies, so an adapter
+    /// keeps a 16-bit copy of its input (where one exists at all) and a 16-bit
+    /// `lora_A` output, whatever the adapters' own dtype.
+    pub autocast: bool,
+    /// Under autocast, the 16-bit copies of the adapters' weights that autocast casts
+    /// (fp32 leaves, held in its cast cache until the forward's autocast exits and
+    /// saved for the backward), in bytes; 0 otherwise.
+    pub weight_copies: u64,
     /// Whole modules trained beside the adapters (PEFT's `modules_to_save`): a trainable
     /// embedding gives the first layer's input a gradient, a trainable output
     /// projection keeps its input for its weight's gradient.
@@ -1784,26 +1798,40 @@ fn frozen_base(
     } else {
         (0, 0)
     };
-    // An adapter keeps an input of its own when it casts it or drops it out.
-    let own = ad.value != value || ad.dropout;
-    let module = |on: bool, width: u64| {
-        if !on {
-            return 0;
+    // An adapter keeps an input of its own when it casts it or drops it out. PEFT's
+    // `Linear.forward` casts to the adapter's dtype (`_cast_input_dtype`); under
+    // autocast `F.linear` casts that copy (or the dropout's output) back to the
+    // autocast dtype and keeps the 16-bit copy, the fp32 one freed after the cast;
+    // PEFT's `lora.bnb.Linear4bit.forward` (a QLoRA base) does not cast under
+    // autocast, so its adapter shares the projection's input unless a dropout runs
+    // (peft 0.10.0 and 0.21 `peft/tuners/lora/layer.py` and `bnb.py`).
+    let casts = |four_bit: bool| ad.value != value && !(ad.autocast && four_bit);
+    let own = casts(ad.base_4bit) || ad.dropout;
+    let own_head = casts(false) || ad.dropout;
+    // Bytes a value of the kept copy and of `lora_A`'s output.
+    let kept_value = if ad.autocast { value } else { ad.value };
+    let module_of = |own: bool| {
+        move |on: bool, width: u64| {
+            if !on {
+                return 0;
+            }
+            add(&[
+                if own {
+                    block(&[tokens, kept_value, width])
+                } else {
+                    0
+                },
+                if ad.dropout {
+                    block(&[tokens, width])
+                } else {
+                    0
+                },
+                block(&[tokens, kept_value, ad.rank]),
+            ])
         }
-        add(&[
-            if own {
-                block(&[tokens, ad.value, width])
-            } else {
-                0
-            },
-            if ad.dropout {
-                block(&[tokens, width])
-            } else {
-                0
-            },
-            block(&[tokens, ad.value, ad.rank]),
-        ])
     };
+    let module = module_of(own);
+    let head_module = module_of(own_head);
     let shared = |on: bool, width: u64| {
         if on {
             block(&[tokens, value, width])
@@ -1859,8 +1887,9 @@ fn frozen_base(
     };
     let once = add(&[
         norm,
-        shared((t.lm_head && !own) || ad.modules.lm_head, h),
-        module(t.lm_head, h),
+        shared((t.lm_head && !own_head) || ad.modules.lm_head, h),
+        head_module(t.lm_head, h),
+        ad.weight_copies,
         mul(&[ropes, block(&[seq, value, d])]),
         block(&[tokens, 8]),
         1024,
@@ -1899,17 +1928,25 @@ fn frozen_base(
             "L × per-layer (the first layer keeps nothing before its first adapter)",
         )
     };
-    let adapter_input = match (ad.value != value, ad.dropout) {
-        (true, true) => format!(
+    let adapter_input = match (casts(ad.base_4bit), ad.dropout, ad.autocast) {
+        (true, true, false) => format!(
             "its input cast to the adapter's {} B and dropped out (a·in), the dropout's mask (1·in)",
             ad.value
         ),
-        (true, false) => format!("its input cast to the adapter's {} B (a·in)", ad.value),
-        (false, true) => "its dropped-out input (v·in) and the dropout's mask (1·in)".into(),
-        (false, false) => "the projection's input (v·in, once per tensor read)".into(),
+        (true, false, false) => format!("its input cast to the adapter's {} B (a·in)", ad.value),
+        (true, true, true) => format!(
+            "its input cast to the adapter's {} B and dropped out, then cast by autocast to {kept_value} B (v·in, the wider copies freed), the dropout's mask (1·in)",
+            ad.value
+        ),
+        (true, false, true) => format!(
+            "its input cast to the adapter's {} B, then by autocast to {kept_value} B (v·in, the wider copy freed)",
+            ad.value
+        ),
+        (false, true, _) => "its dropped-out input (v·in) and the dropout's mask (1·in)".into(),
+        (false, false, _) => "the projection's input (v·in, once per tensor read)".into(),
     };
     let formula = format!(
-        "{shape}; frozen base, per layer and token: 2 RMSNorms keep their fp32 upcast 4·h{} + attention {attn_text} + gated MLP 3·v·i{}{}; each adapted projection keeps {adapter_input} and lora_A's output a·r (PEFT's LoRA Linear.forward); once: final norm, RoPE cos/sin, labels, loss (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        "{shape}; frozen base, per layer and token: 2 RMSNorms keep their fp32 upcast 4·h{} + attention {attn_text} + gated MLP 3·v·i{}{}; each adapted projection keeps {adapter_input} and lora_A's output {lora_a_out}·r (PEFT's LoRA Linear.forward){}; once: final norm, RoPE cos/sin, labels, loss{} (transformers' Llama-style decoder, every tensor in 512 B blocks)",
         match (gemma, a.qk_norm) {
             (true, true) =>
                 " (Gemma: four norms a layer, each also with its fp32 1 + w) + q/k norms' fp32 upcast 4·(a + k)·(d + 1) where their inputs need a gradient",
@@ -1923,7 +1960,21 @@ fn frozen_base(
         } else {
             ""
         },
-        moe_text(routed, layers, false)
+        moe_text(routed, layers, false),
+        if ad.autocast && ad.base_4bit && !ad.dropout {
+            ", under autocast the 4-bit layers' adapters their projection's input uncast (PEFT's bnb Linear4bit)"
+        } else {
+            ""
+        },
+        if ad.weight_copies > 0 {
+            format!(
+                ", autocast's {kept_value} B copies of the adapters' weights ({} B)",
+                ad.weight_copies
+            )
+        } else {
+            String::new()
+        },
+        lora_a_out = if ad.autocast { "v" } else { "a" },
     );
     (kept, bytes, formula)
 }
@@ -2517,6 +2568,9 @@ mod tests {
             value: 4,
             dropout: false,
             base_keeps_inputs: false,
+            base_4bit: false,
+            autocast: false,
+            weight_copies: 0,
             modules: ModulesToSave::default(),
         };
         let lora = |ad: &Adapters| {
@@ -2541,6 +2595,36 @@ mod tests {
         let shared = lora(&ad);
         let per_layer = 2 * 512 * 4 * 64 + 2 * 512 * 4 * 8 - (512 * 2 * 64 + 2 * 512 * 2 * 8);
         assert_eq!(peft.bytes - shared.bytes, 2 * per_layer);
+        // Under bf16 autocast PEFT's fp32 adapters keep the 16-bit copy `F.linear` casts
+        // (the fp32 copy is freed), and lora_A's output in 2 B: per layer q and v save
+        // 2 × (512·2·64 + 512·2·8) against the fp32 copies; the weights' 16-bit copies
+        // are added once.
+        ad.value = 4;
+        ad.autocast = true;
+        ad.weight_copies = 4096;
+        let autocast = lora(&ad);
+        assert_eq!(
+            peft.bytes - autocast.bytes,
+            2 * 2 * (512 * 2 * 64 + 512 * 2 * 8) - 4096
+        );
+        assert!(autocast.formula.contains("then by autocast to 2 B"));
+        // With dropout the dropped-out copy is cast too: the same 16-bit copy, and the
+        // 1-byte mask of q's and v's inputs in each of the two layers.
+        ad.dropout = true;
+        let dropped = lora(&ad);
+        assert_eq!(dropped.bytes - autocast.bytes, 2 * 2 * 512 * 64);
+        // A QLoRA base under autocast: PEFT's bnb Linear4bit does not cast, so without
+        // dropout its adapters read the projection's input itself, shared by q and v
+        // (the 16-bit copy of 512·2·64 where there were two).
+        ad.dropout = false;
+        ad.base_4bit = true;
+        let four_bit = lora(&ad);
+        assert_eq!(autocast.bytes - four_bit.bytes, 2 * (512 * 2 * 64));
+        assert!(four_bit.formula.contains("uncast"));
+        // Outside autocast the 4-bit layers' adapters cast as any other.
+        ad.autocast = false;
+        ad.weight_copies = 0;
+        assert_eq!(lora(&ad).bytes, peft.bytes);
     }
 
     #[test]
@@ -2676,6 +2760,9 @@ mod tests {
             value: 4,
             dropout: false,
             base_keeps_inputs: false,
+            base_4bit: false,
+            autocast: false,
+            weight_copies: 0,
             modules: ModulesToSave::default(),
         };
         assert!(assumed(&a, Some(&ad)).is_some());

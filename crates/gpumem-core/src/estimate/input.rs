@@ -242,6 +242,10 @@ pub struct EstimateInput {
     pub lora_dtype: Dtype,
     /// A dropout before each adapter (`lora_dropout` > 0).
     pub lora_dropout: bool,
+    /// The step runs under `torch.autocast` in this 16-bit dtype (transformers'
+    /// `Trainer` with `bf16=True` or `fp16=True` through accelerate), which decides the
+    /// copy each adapter keeps of its input; `None`: no autocast.
+    pub autocast: Option<Dtype>,
     /// The QLoRA base's 4-bit linear.
     pub qlora_kernel: QloraKernel,
     /// Full activation checkpointing.
@@ -348,6 +352,7 @@ impl Default for EstimateInput {
             lora_targets: "q,k,v,o".into(),
             lora_dtype: Dtype::F32,
             lora_dropout: false,
+            autocast: None,
             qlora_kernel: QloraKernel::Bnb,
             checkpointing: false,
             checkpointing_policy: CheckpointPolicy::Layer,
@@ -496,6 +501,44 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
     }
     if i.train.adapters() && i.lora_rank == 0 {
         return Err(EstimateError::invalid("lora-rank", "must be at least 1"));
+    }
+    if let Some(t) = i.autocast {
+        validate_autocast(i, t)?;
+    }
+    Ok(())
+}
+
+/// What `--autocast` models: a LoRA or QLoRA step whose 16-bit model runs under
+/// `torch.autocast` in its own dtype, which changes only the copies the adapters keep.
+fn validate_autocast(i: &EstimateInput, t: Dtype) -> Result<(), EstimateError> {
+    use crate::training::Framework;
+    let refuse = |why: String| Err(EstimateError::invalid("autocast", why));
+    if !i.train.adapters() {
+        return refuse(
+            "autocast is modelled for LoRA and QLoRA (what the adapters keep of their inputs); leave it out for a full fine-tune or inference".into(),
+        );
+    }
+    if t.bytes() != 2 {
+        return refuse(format!("autocast runs in bf16 or fp16, not {}", t.name()));
+    }
+    if t != i.compute_dtype {
+        return refuse(format!(
+            "the model computes in {}: autocast in {} would cast every layer's inputs and weights, which is not modelled; give the autocast dtype as the compute dtype",
+            i.compute_dtype.name(),
+            t.name()
+        ));
+    }
+    // torchtune's recipes (recipes/lora_finetune_single_device.py, 0.1 to 0.6) call no
+    // torch.autocast; lit-gpt's finetune/lora.py runs Fabric's bf16-true (a model in
+    // bf16, no autocast) and refuses mixed precision with --quantize.
+    if matches!(
+        i.framework,
+        Framework::Torchtune | Framework::Torchtune01 | Framework::Litgpt | Framework::Litgpt2023
+    ) {
+        return refuse(format!(
+            "{}'s recipe runs without torch.autocast (its model in the compute dtype)",
+            i.framework.name()
+        ));
     }
     Ok(())
 }

@@ -525,6 +525,94 @@ mod tests {
         input
     }
 
+    /// `--autocast`: PEFT's fp32 adapters keep the 16-bit copy autocast's `F.linear`
+    /// makes, QLoRA's adapters on 4-bit layers the layer's input itself; autocast's
+    /// 16-bit copies of the adapters' weights are counted once. By hand for this shape
+    /// (h 4096, q and o widths 4096, k and v 1024, i 14336, r 16 on every linear, 32
+    /// layers, 4096 tokens, checkpointing: the recomputed layer is the one that changes):
+    /// LoRA keeps per token 2·(6·h + i) B less of the inputs' copies and 7 · 2·r B less of
+    /// lora_A's outputs; QLoRA, where before each adapter kept 4·(6·h + i) + 7 · 4·r, now
+    /// keeps the two norms' outputs and the MLP's product once, 2·(2·h + i), and 7 · 2·r
+    /// (the attention output o reads is the kernel's own);
+    /// the weights' copies are 2 B × r × 81 920 × 32 layers.
+    #[test]
+    fn autocast_decides_the_copy_the_adapters_keep() {
+        let activations = |extra: &[(&'static str, &'static str)]| {
+            let mut pairs = vec![
+                ("context", "4096"),
+                ("lora-targets", "all"),
+                ("lora-rank", "16"),
+                ("checkpointing", "true"),
+            ];
+            pairs.extend_from_slice(extra);
+            let e = estimate(&llama_8b(&pairs)).unwrap();
+            e.lines
+                .iter()
+                .filter(|l| l.key == LineKey::Activations)
+                .map(|l| l.device_bytes)
+                .sum::<u64>()
+        };
+        let (h, i, r, tokens) = (4096u64, 14336u64, 16u64, 4096u64);
+        let copies = 2 * r * 81_920 * 32;
+        let lora = activations(&[("train", "lora")]);
+        let lora_ac = activations(&[("train", "lora"), ("autocast", "bf16")]);
+        assert_eq!(
+            lora - lora_ac,
+            tokens * (2 * (6 * h + i) + 7 * 2 * r) - copies
+        );
+        // QLoRA with the modules it does not quantise in bf16 (PEFT's fp32 upcast leaves
+        // the activations assumed, not derived).
+        let qlora = activations(&[("train", "qlora"), ("keep-format", "bf16")]);
+        let qlora_ac = activations(&[
+            ("train", "qlora"),
+            ("keep-format", "bf16"),
+            ("autocast", "bf16"),
+        ]);
+        let before = 4 * (6 * h + i) + 7 * 4 * r;
+        let after = 2 * (2 * h + i) + 7 * 2 * r;
+        assert_eq!(qlora - qlora_ac, tokens * (before - after) - copies);
+        // Adapters in the compute dtype cast nothing: autocast leaves them as they are.
+        assert_eq!(
+            activations(&[("train", "lora"), ("lora-dtype", "bf16")]),
+            activations(&[
+                ("train", "lora"),
+                ("lora-dtype", "bf16"),
+                ("autocast", "bf16")
+            ])
+        );
+        // The key survives the round trip.
+        let input = llama_8b(&[("train", "lora"), ("autocast", "bf16")]);
+        assert!(
+            crate::params::to_pairs(&input)
+                .iter()
+                .any(|(k, v)| *k == "autocast" && v == "bf16")
+        );
+        // Refused where it is not what the run does.
+        let refused = |extra: &[(&'static str, &'static str)]| {
+            let mut pairs = vec![("context", "512")];
+            pairs.extend_from_slice(extra);
+            estimate(&llama_8b(&pairs)).unwrap_err().to_string()
+        };
+        assert!(refused(&[("train", "full"), ("autocast", "bf16")]).contains("LoRA and QLoRA"));
+        assert!(refused(&[("train", "lora"), ("autocast", "fp16")]).contains("computes in bf16"));
+        assert!(
+            refused(&[
+                ("train", "lora"),
+                ("compute-dtype", "fp32"),
+                ("autocast", "fp32")
+            ])
+            .contains("bf16 or fp16")
+        );
+        assert!(
+            refused(&[
+                ("train", "lora"),
+                ("framework", "torchtune"),
+                ("autocast", "bf16")
+            ])
+            .contains("without torch.autocast")
+        );
+    }
+
     /// Inference without the training stages is the whole estimate, line for line, for
     /// every preset in every dtype and split asked here (the stages add nothing to it);
     /// a training input is refused rather than answered without its training state.

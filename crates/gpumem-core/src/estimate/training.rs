@@ -492,13 +492,29 @@ pub(super) fn training(
     if let (Some(a), Some(seq)) = (input.arch, input.context) {
         let value = input.compute_dtype.bytes();
         let adapters = if input.train.adapters() {
+            let targets = LoraTargets::parse("lora-targets", &input.lora_targets)?;
+            let autocast = input.autocast.is_some();
+            // autocast casts each fp32 adapter weight to the compute dtype once (its
+            // cast cache, torch/csrc/autograd/autocast_mode.h `cached_cast`) and
+            // `F.linear` saves the copy for the backward.
+            let weight_copies = if autocast && input.lora_dtype.bytes() != value {
+                checked_product(
+                    &[lora_params(&a, input.lora_rank, targets)?, value],
+                    "activations",
+                )?
+            } else {
+                0
+            };
             Some(Adapters {
-                targets: LoraTargets::parse("lora-targets", &input.lora_targets)?,
+                targets,
                 rank: input.lora_rank,
                 value: input.lora_dtype.bytes(),
                 dropout: input.lora_dropout,
                 base_keeps_inputs: input.train == TrainMode::Qlora
                     && input.qlora_kernel == QloraKernel::Bnb0431,
+                base_4bit: input.train == TrainMode::Qlora,
+                autocast,
+                weight_copies,
                 modules,
             })
         } else {

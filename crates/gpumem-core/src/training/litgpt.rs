@@ -337,6 +337,9 @@ mod tests {
             value: 2,
             dropout: true,
             base_keeps_inputs,
+            base_4bit: false,
+            autocast: false,
+            weight_copies: 0,
             modules: ModulesToSave::default(),
         }
     }
