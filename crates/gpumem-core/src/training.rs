@@ -1278,7 +1278,12 @@ fn layernorm_lora_bound(
         if t.up || t.gate { module(a.hidden) } else { 0 },
         if t.down { module(a.intermediate) } else { 0 },
     ]);
-    let head = if t.lm_head { module(a.hidden) } else { 0 };
+    // Under autocast the copies above are 16-bit (counted at the adapters' own dtype,
+    // the larger) and autocast's copies of the adapters' weights are added once.
+    let head = add(&[
+        if t.lm_head { module(a.hidden) } else { 0 },
+        ad.weight_copies,
+    ]);
     // With checkpointing only the recomputed layer holds its adapters' tensors.
     let layers = if checkpointing { 1 } else { a.layers };
     let layer_part = mul(&[layers, per_layer]);

@@ -666,7 +666,12 @@ pub(super) fn training(
                 (
                     bytes,
                     format!(
-                        "{formula} (Korthikanti et al. 2022, 16-bit activations; assumed: {why}; `estimate --trace` traces it)"
+                        "{formula} (Korthikanti et al. 2022, 16-bit activations; assumed: {why}{}; `estimate --trace` traces it)",
+                        if input.autocast.is_some() {
+                            "; what autocast changes in the adapters' copies is not in this formula"
+                        } else {
+                            ""
+                        }
                     ),
                     Kind::Assumed,
                     Cow::Borrowed(
