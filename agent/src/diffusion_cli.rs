@@ -10,11 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use gpumem_core::catalogue::{parse_capacity, resolve};
-use gpumem_core::diffusion::{self, Offload, Workload};
-use gpumem_core::format::{Dtype, StorageFormat};
-use gpumem_core::headline::HostFit;
-use gpumem_core::units::{Bytes, GIB};
+use gpumem_core::diffusion::{self, report};
 
 use crate::exit::Exit;
 
@@ -69,11 +65,6 @@ pub fn collect(m: &ArgMatches) -> Flags {
     }
 }
 
-fn both(b: u64) -> String {
-    let b = Bytes(b);
-    format!("{} GB ({} GiB)", b.gb_string(2), b.gib_string(2))
-}
-
 /// Runs the estimate of a pipeline; `pairs` are the shared flags given.
 pub fn run(
     flags: &Flags,
@@ -111,69 +102,46 @@ pub fn run(
         }
     }
     let pipeline = diffusion::read(&index, &configs)?;
+    // The pipeline's flags and the shared ones as the pairs the core reads (the
+    // page's diffusion module reads the same keys).
+    let mut asked: Vec<(String, String)> = pairs.to_vec();
+    let mut put = |k: &str, v: Option<String>| {
+        if let Some(v) = v {
+            asked.push((k.to_string(), v));
+        }
+    };
+    put("height", flags.height.map(|v| v.to_string()));
+    put("width", flags.width.map(|v| v.to_string()));
+    put("frames", flags.frames.map(|v| v.to_string()));
+    put("images", flags.images.map(|v| v.to_string()));
+    put(
+        "cfg",
+        flags
+            .cfg
+            .map(|on| if on { "on" } else { "off" }.to_string()),
+    );
+    put("offload", flags.offload.clone());
+    put("text-format", flags.text_format.clone());
+    put("text-tokens", flags.text_tokens.map(|v| v.to_string()));
+    put("vae-tiling", flags.tiling.then(|| "true".to_string()));
+    put("vae-slicing", flags.slicing.then(|| "true".to_string()));
+    put("card", card.map(str::to_string));
+    put("wired-limit-mb", wired_limit_mb.map(str::to_string));
     let get = |k: &str| {
-        pairs
+        asked
             .iter()
             .rev()
             .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v.clone())
     };
-    let is_wan = pipeline
-        .components
-        .iter()
-        .any(|c| c.class == diffusion::Class::Wan);
-    let mut w = Workload {
-        height: flags.height.unwrap_or(if is_wan { 480 } else { 1024 }),
-        width: flags.width.unwrap_or(if is_wan { 832 } else { 1024 }),
-        frames: flags.frames.unwrap_or(if is_wan { 81 } else { 1 }),
-        batch: flags.images.unwrap_or(1),
-        guidance: flags.cfg,
-        eager: get("attention") == Some("eager"),
-        text_tokens: flags.text_tokens,
-        vae_tiling: flags.tiling,
-        vae_slicing: flags.slicing,
-        ..Workload::default()
-    };
-    if let Some(d) = get("compute-dtype") {
-        w.dtype = Dtype::parse("compute-dtype", d)?;
-    }
-    if let Some(f) = get("format") {
-        w.denoiser_format = Some(StorageFormat::parse("format", f)?);
-    }
-    if let Some(f) = &flags.text_format {
-        w.text_format = Some(StorageFormat::parse("text-format", f)?);
-    }
-    if let Some(o) = &flags.offload {
-        w.offload = Offload::parse(o)?;
-    }
-    if let Some(r) = get("reserve-gib") {
-        let g: u64 = r.parse().context("--reserve-gib")?;
-        w.reserve = g.checked_mul(GIB).context("--reserve-gib is too large")?;
-    }
-    let est = diffusion::estimate(&pipeline, &w)?;
-    let mut card = card.map(resolve).transpose().map_err(anyhow::Error::msg)?;
-    if let Some(mib) = wired_limit_mb {
-        let mib: u64 = mib.trim().parse().context("--wired-limit-mb")?;
-        let mac = card.context("--wired-limit-mb is a Mac's: give --card naming one")?;
-        card = Some(mac.with_wired_limit(mib).map_err(anyhow::Error::msg)?);
-    }
-    let ram = get("ram")
-        .map(|t| match parse_capacity(t) {
-            Some(b) if b > 0 => Ok(b),
-            _ => Err(anyhow::anyhow!(
-                "--ram: {t:?} is not a size: give one such as 64GiB or 128GB"
-            )),
-        })
-        .transpose()?;
-    let answer = diffusion::answer(&est, card.as_ref());
-    // The offloaded weights live in the host's RAM; on a Mac that RAM is the GPU's too.
-    let host = HostFit::judge(
-        est.host_bytes,
-        est.need(),
-        ram,
-        card.as_ref(),
-        "the weights offloaded to the CPU",
+    let run = report::run(pipeline, &get)?;
+    let (pipeline, w, est, host) = (
+        &run.pipeline,
+        &run.workload,
+        &run.estimate,
+        run.host.clone(),
     );
+    let answer = run.answer.clone();
     if json {
         let doc = serde_json::json!({
             "schema": "gpumem.diffusion/v1",
@@ -194,107 +162,14 @@ pub fn run(
         });
         crate::out::outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        match &answer {
-            Some(a) => crate::out::outln!(
-                "{} on {}{}: needs {} of {} ({}; headroom {} B)",
-                a.verdict.word(),
-                a.fit.name,
-                if a.chosen {
-                    " (the smallest catalogue card that holds it)"
-                } else {
-                    ""
-                },
-                both(est.need()),
-                both(a.fit.capacity_bytes),
-                w.offload.call(),
-                a.fit.headroom_bytes
-            ),
-            None => crate::out::outln!(
-                "DOES NOT FIT on any catalogue card: needs {}",
-                both(est.need())
-            ),
-        }
-        crate::out::outln!(
-            "{} · {}×{}{} · {} per prompt · latent {}×{}×{} · guidance: {} · {}",
-            pipeline.class_name,
-            w.width,
-            w.height,
-            if est.latent.2 > 1 {
-                format!(" × {} frames", w.frames)
+        // The core's lines; the host memory's is wrapped as the other answers wrap it.
+        let host_line = run.host_line();
+        for line in run.lines() {
+            if Some(&line) == host_line.as_ref() {
+                crate::out::out!("{}", crate::answer::wrap(&line, 4));
             } else {
-                String::new()
-            },
-            w.batch,
-            est.latent.0,
-            est.latent.1,
-            est.latent.2,
-            est.guidance.words(),
-            w.dtype.name()
-        );
-        crate::out::outln!("\nweights (each component in its own format):");
-        for c in &est.components {
-            crate::out::outln!(
-                "  {:16} {:30} {:>16} params  {:8} {}",
-                c.name,
-                c.class_name,
-                c.parameters,
-                c.format,
-                both(c.bytes)
-            );
-        }
-        crate::out::outln!(
-            "\npeaks beyond the weights (computed from each forward's peak moment):"
-        );
-        crate::out::outln!(
-            "  denoiser call (batch {}, {} per step)  {}",
-            est.call.batch,
-            est.calls_per_step,
-            both(est.denoiser_activations)
-        );
-        if est.eager_scores > 0 {
-            crate::out::outln!(
-                "  eager attention scores (assumed)       {}",
-                both(est.eager_scores)
-            );
-        }
-        crate::out::outln!(
-            "  VAE decode                             {}",
-            both(est.vae_decode)
-        );
-        if est.vae_upcast > 0 {
-            crate::out::outln!(
-                "  VAE upcast to fp32 (weights)           {}",
-                both(est.vae_upcast)
-            );
-        }
-        crate::out::outln!(
-            "  text encoders' forward (assumed)       {}",
-            both(est.text_encode)
-        );
-        crate::out::outln!(
-            "\ndevice peak by offload mode (without the reserve of {}):",
-            both(est.reserve)
-        );
-        for (i, name) in [
-            "pipe.to(\"cuda\")",
-            "enable_model_cpu_offload",
-            "enable_sequential_cpu_offload",
-        ]
-        .iter()
-        .enumerate()
-        {
-            crate::out::outln!("  {:32} {}", name, both(est.by_mode[i]));
-        }
-        if let Some(h) = &host {
-            let mac = card.as_ref().is_some_and(|c| c.unified());
-            crate::out::out!(
-                "{}",
-                crate::answer::wrap(&crate::answer::host_text(h, mac), 4)
-            );
-        }
-        crate::out::outln!("peak phase: {}", est.peak_phase);
-        for n in &est.notes {
-            crate::out::outln!("note: {n}");
+                crate::out::outln!("{line}");
+            }
         }
     }
     let host_short = host.is_some_and(|h| h.fits == Some(false));

@@ -11,6 +11,7 @@
 
 pub mod activations;
 pub mod count;
+pub mod report;
 
 use serde_json::Value;
 
