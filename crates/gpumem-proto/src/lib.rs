@@ -4,6 +4,7 @@
 //! `estimate --json` document.
 
 pub mod context;
+pub mod diffusion;
 pub mod estimate;
 pub mod fleet;
 pub mod history;
