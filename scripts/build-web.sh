@@ -82,19 +82,26 @@ export GPUMEM_ENGINE_JS="/$engine_dir/gpumem_engine.js"
 training_stage="$root/target/web-training-dist"
 training_dir="$(lazy_module training)"
 export GPUMEM_TRAINING_JS="/$training_dir/gpumem_training.js"
+# The diffusion module (web/diffusion: a diffusers pipeline's answer) the same way: the
+# dimensioner loads it when a pipeline is first read (GPUMEM_DIFFUSION_JS).
+diffusion_stage="$root/target/web-diffusion-dist"
+diffusion_dir="$(lazy_module diffusion)"
+export GPUMEM_DIFFUSION_JS="/$diffusion_dir/gpumem_diffusion.js"
 # The agent page next, into a scratch directory (trunk empties its --dist), then the
 # dimensioner into dist/, then the agent page copied under dist/agent/ and the lazily
-# loaded modules under dist/lookup-<hash>/, dist/engine-<hash>/ and dist/training-<hash>/.
+# loaded modules under dist/lookup-<hash>/, dist/engine-<hash>/, dist/training-<hash>/
+# and dist/diffusion-<hash>/.
 stage="$root/target/web-agent-dist"
 rm -rf "$stage"
 (cd web && env "${page_env[@]}" RUSTFLAGS="$flags" trunk build agent.html --release --html-output index.html --public-url /agent/ --dist "$stage")
 (cd web && env "${page_env[@]}" RUSTFLAGS="$flags" trunk build --release)
-mkdir -p dist/agent "dist/$lookup_dir" "dist/$engine_dir" "dist/$training_dir"
+mkdir -p dist/agent "dist/$lookup_dir" "dist/$engine_dir" "dist/$training_dir" "dist/$diffusion_dir"
 cp -R "$stage"/. dist/agent/
 cp -R "$lookup_stage"/. "dist/$lookup_dir/"
 cp -R "$engine_stage"/. "dist/$engine_dir/"
 cp -R "$training_stage"/. "dist/$training_dir/"
-rm -rf "$stage" "$lookup_stage" "$engine_stage" "$training_stage"
+cp -R "$diffusion_stage"/. "dist/$diffusion_dir/"
+rm -rf "$stage" "$lookup_stage" "$engine_stage" "$training_stage" "$diffusion_stage"
 # The bundled catalogue beside the page (agent/models/*.json, the agent's named models):
 # each model's config.json as models/<owner>--<name>.json, and models/index.txt with one
 # line per model (id, day read, source; tab-separated): the lookup module offers them

@@ -27,7 +27,7 @@ inputs() {
   # The [profile.release] section of the workspace manifest.
   awk '/^\[/{p = ($0 == "[profile.release]")} p' Cargo.toml | sed 's/^/profile /'
   # Resolved dependencies of the page, without checkout-specific paths.
-  cargo tree --offline --locked -q -p gpumem-web -p gpumem-lookup -p gpumem-engine -p gpumem-training --target wasm32-unknown-unknown \
+  cargo tree --offline --locked -q -p gpumem-web -p gpumem-lookup -p gpumem-engine -p gpumem-training -p gpumem-diffusion --target wasm32-unknown-unknown \
       -e normal,features --prefix none 2>/dev/null \
     | sed -e 's/ ([^)]*)//g' | LC_ALL=C sort -u | sed 's/^/dep /'
 }

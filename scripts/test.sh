@@ -29,7 +29,7 @@ step "no citation of texts outside the repository" ./scripts/references.sh
 # case cannot drift from its derivation (a few seconds, standard library only).
 step "fixture cases are the oracle's" python3 crates/gpumem-core/tests/cases/oracle.py --check
 step "clippy (native)" cargo clippy --workspace --all-targets --quiet -- -D warnings
-step "clippy (pages, lookup, engine and training modules, wasm32)" cargo clippy -p gpumem-web -p gpumem-lookup -p gpumem-engine -p gpumem-training --target wasm32-unknown-unknown --quiet -- -D warnings
+step "clippy (pages, lookup, engine, training and diffusion modules, wasm32)" cargo clippy -p gpumem-web -p gpumem-lookup -p gpumem-engine -p gpumem-training -p gpumem-diffusion --target wasm32-unknown-unknown --quiet -- -D warnings
 step "core builds for wasm32" cargo build -p gpumem-core --target wasm32-unknown-unknown --quiet
 if [ -x scripts/check-dist.sh ]; then
   step "dist/ is up to date" ./scripts/check-dist.sh

@@ -183,6 +183,10 @@ ENGINE_BUDGET=259000
 # (145 489 B) when it moved; 149.6 KB (149 563 B) with unsloth 2024.4's own step,
 # ceiling 150.1 KB.
 TRAINING_BUDGET=150100
+# The diffusion module (web/diffusion): a diffusers pipeline's answer (the pipeline's
+# reader and its JSON, each component's count, the activations, the command's lines),
+# fetched when a pipeline is first read. Ceiling: see its first measured size.
+DIFFUSION_BUDGET=${DIFFUSION_BUDGET:-150000}
 fail=0
 report() { # report LABEL DIR BUDGET HARD(yes|no)
   local label="$1" dir="$2" budget="$3" hard="$4" wasm js raw gz jsgz verdict
@@ -219,6 +223,10 @@ engine_dir="$(ls -d dist/engine-*/ 2>/dev/null | head -1 || true)"
 training_dir="$(ls -d dist/training-*/ 2>/dev/null | head -1 || true)"
 [ -n "$training_dir" ] || { echo "web-budgets: no dist/training-*/; run scripts/build-web.sh" >&2; fail=1; }
 [ -z "$training_dir" ] || report "training module (lazy)" "${training_dir%/}" "$TRAINING_BUDGET" yes
+# The diffusion estimator, fetched when a diffusers pipeline is first read.
+diffusion_dir="$(ls -d dist/diffusion-*/ 2>/dev/null | head -1 || true)"
+[ -n "$diffusion_dir" ] || { echo "web-budgets: no dist/diffusion-*/; run scripts/build-web.sh" >&2; fail=1; }
+[ -z "$diffusion_dir" ] || report "diffusion module (lazy)" "${diffusion_dir%/}" "$DIFFUSION_BUDGET" yes
 [ "$fail" = 0 ] || exit 1
 [ "${1:-}" = "--size-only" ] && exit 0
 # Timings need the browser: the test prints them (and fails over budget).

@@ -1,7 +1,8 @@
 // Loads the page's lazily loaded modules — the lookup module (web/lookup: file and Hub
 // readers) on first use, the engine module (web/engine: the serving engines' rules)
 // once the first screen is up, the training module (web/training: the training
-// estimator) when a training run is first asked about — each once. A wasm-bindgen snippet of the dimensioner:
+// estimator) when a training run is first asked about, the diffusion module
+// (web/diffusion) when a pipeline is first read — each once. A wasm-bindgen snippet of the dimensioner:
 // dynamic import() is the one way to load a second module lazily; their URLs (content-
 // hashed folders) come from the build.
 const modules = new Map();
@@ -43,5 +44,10 @@ export function load_engine(url) {
 
 // The training module's functions too (web/src/training.rs).
 export function load_training(url) {
+  return load(url);
+}
+
+// And the diffusion module's (web/src/diffusion.rs), loaded when a pipeline is first read.
+export function load_diffusion(url) {
   return load(url);
 }

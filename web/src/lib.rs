@@ -15,6 +15,7 @@
 pub mod agent;
 pub mod agent_panel;
 pub mod compute;
+pub mod diffusion;
 pub mod engine_panel;
 pub mod history_view;
 pub mod inputs;
@@ -267,6 +268,7 @@ pub fn App(
             <inputs::InputsPanel/>
             <results::ResultsPanel/>
         </main>
+        <diffusion::DiffusionPanel/>
         <footer class="foot">
             <p>
                 "Keys in the address bar are the flags of "

@@ -44,7 +44,7 @@ fn js_text(e: &JsValue, fallback: &str) -> String {
 }
 
 /// Calls `name(a, b)` of the lookup module (loading it first); its answer.
-async fn call_text(name: &str, a: &JsValue, b: &JsValue) -> Result<String, String> {
+pub(crate) async fn call_text(name: &str, a: &JsValue, b: &JsValue) -> Result<String, String> {
     let module = load_lookup(LOOKUP_JS)
         .await
         .map_err(|e| format!("the reader did not load: {}", js_text(&e, "unknown error")))?;

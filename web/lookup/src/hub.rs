@@ -309,7 +309,7 @@ async fn read_header(
 }
 
 /// A text answer that must be there.
-fn body_of(
+pub(crate) fn body_of(
     answer: Answer,
     what: &str,
     repo: &str,
@@ -326,7 +326,7 @@ fn body_of(
 }
 
 /// A text answer that may be missing (404 for the file, not the repository).
-fn optional(
+pub(crate) fn optional(
     answer: Answer,
     what: &str,
     repo: &str,

@@ -14,6 +14,7 @@ pub mod bundled;
 pub mod files;
 pub mod http;
 pub mod hub;
+pub mod pipeline;
 
 use gpumem_core::import::config::ImportedConfig;
 use gpumem_core::import::gguf::GgufHeader;
@@ -49,6 +50,25 @@ pub async fn lookup(request: String, progress: js_sys::Function) -> Result<Strin
         .await
         .map_err(JsValue::from)?;
     answer(&outcome)
+}
+
+/// Reads a diffusers pipeline's files on the page's Hub: `request` is a
+/// [`gpumem_proto::lookup::LookupRequest`] as text (the pipeline's repository id and
+/// revision); `progress` hears a line of text as the reads go on. The files as a
+/// [`gpumem_proto::diffusion::PipelineFiles`] text, or an error in words.
+#[wasm_bindgen]
+pub async fn pipeline(request: String, progress: js_sys::Function) -> Result<String, JsValue> {
+    let request = text::read_request(&request)
+        .map_err(|e| JsValue::from(format!("bad lookup request: {e}")))?;
+    let endpoint = hub_endpoint();
+    http::begin();
+    let say = move |text: &str| {
+        let _ = progress.call1(&JsValue::NULL, &JsValue::from(text));
+    };
+    let files = pipeline::lookup(&endpoint, &request, &say)
+        .await
+        .map_err(JsValue::from)?;
+    Ok(gpumem_proto::diffusion::write_files(&files))
 }
 
 /// Cancels the lookup under way: its requests are aborted and it fails with "the

@@ -1,0 +1,89 @@
+//! A diffusers pipeline looked up on the Hub, from the page: its `model_index.json`,
+//! then the `config.json` of each component with weights, all at once — the files
+//! `gpumem-agent estimate --diffusers` reads from a folder, and nothing else (no
+//! weights, no listing). Each file is bounded ([`MAX_FILE_BYTES`]) and so is their
+//! count (the index's components, [`gpumem_core::diffusion::components_of`]).
+//!
+//! The answer is the files' text ([`gpumem_proto::diffusion::PipelineFiles`]): the
+//! diffusion module reads and estimates them.
+
+use futures_util::future::join_all;
+use gpumem_core::diffusion::components_of;
+use gpumem_core::import::hub::{check_repo_id, check_revision, resolve_url};
+use gpumem_proto::diffusion::{MAX_FILE_BYTES, PipelineFiles};
+use gpumem_proto::lookup::LookupRequest;
+
+use crate::http::Http;
+use crate::hub::{body_of, optional};
+
+/// The pipeline's index file.
+pub const INDEX_FILE: &str = "model_index.json";
+
+/// Reads `request.model`'s pipeline files on `endpoint`; `say` hears progress.
+pub async fn lookup(
+    endpoint: &str,
+    request: &LookupRequest,
+    say: &dyn Fn(&str),
+) -> Result<PipelineFiles, String> {
+    let repo = request.model.trim();
+    check_repo_id(repo).map_err(|e| e.to_string())?;
+    let revision = match request.revision.trim() {
+        "" => "main",
+        r => r,
+    };
+    check_revision(revision).map_err(|e| format!("revision: {e}"))?;
+    let http = Http::new(endpoint, request.token.clone());
+    let named = |what: &str| format!("{repo}@{revision}: {what}");
+    say(&format!("Asking {endpoint} for {repo}'s {INDEX_FILE}…"));
+    let url = resolve_url(endpoint, repo, revision, INDEX_FILE);
+    let index = http.get(&url, None, MAX_FILE_BYTES).await?;
+    let index = body_of(index, &named(INDEX_FILE), repo, endpoint, &http)?;
+    let commit = index.commit.clone();
+    let index = String::from_utf8(index.body)
+        .map_err(|_| format!("{}: not UTF-8 text", named(INDEX_FILE)))?;
+    // The core names the components with weights (bounded in count) and refuses an
+    // index that is not a pipeline's.
+    let (_, named_components, _) = components_of(&index).map_err(|e| e.to_string())?;
+    for (name, _) in &named_components {
+        if name.is_empty() || name.contains(['/', '\\']) || name == ".." || name == "." {
+            return Err(format!(
+                "{INDEX_FILE} names a component `{name}` that is not a folder name"
+            ));
+        }
+    }
+    say(&format!(
+        "Reading the config.json of {} component(s)…",
+        named_components.len()
+    ));
+    let answers = join_all(named_components.iter().map(|(name, _)| {
+        let url = resolve_url(endpoint, repo, revision, &format!("{name}/config.json"));
+        let http = &http;
+        async move { http.get(&url, None, MAX_FILE_BYTES).await }
+    }))
+    .await;
+    let mut configs = Vec::new();
+    for ((name, _), answer) in named_components.iter().zip(answers) {
+        let file = format!("{name}/config.json");
+        // A component without its config is named by the core's reader, as the
+        // agent's folder without it is.
+        if let Some(a) = optional(answer?, &named(&file), repo, endpoint, &http)? {
+            let text = String::from_utf8(a.body)
+                .map_err(|_| format!("{}: not UTF-8 text", named(&file)))?;
+            configs.push((name.clone(), text));
+        }
+    }
+    let source = match commit {
+        Some(c) => format!("{repo}@{revision} (commit {})", c.get(..12).unwrap_or(&c)),
+        None => format!("{repo}@{revision}"),
+    };
+    say(&format!(
+        "Read {INDEX_FILE} and {} config.json file(s) in {} request(s).",
+        configs.len(),
+        http.requests()
+    ));
+    Ok(PipelineFiles {
+        source,
+        index,
+        configs,
+    })
+}

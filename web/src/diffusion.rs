@@ -1,0 +1,277 @@
+//! A diffusers pipeline, answered as `gpumem-agent estimate --diffusers` answers it.
+//!
+//! The pipeline's files (`model_index.json`, then each component's `config.json`) are
+//! read from the Hub by the lookup module (`pipeline`), the answer comes from the
+//! diffusion module (`web/diffusion`, crate `gpumem-diffusion`, a wasm module of its
+//! own loaded when a pipeline is first asked about): the dimensioner carries none of
+//! the pipeline reader, its counts or its JSON reader. What crosses is text
+//! ([`gpumem_proto::diffusion`]); once loaded, the module is called synchronously, so
+//! the answer follows every field like the page's other figures. The card, the reserve
+//! and the host RAM are the page's own fields.
+
+use std::cell::{Cell, RefCell};
+
+use gpumem_core::units::Bytes;
+use gpumem_proto::diffusion::{DiffusionAnswer, read_answer, write_pairs};
+use gpumem_proto::lookup::{LookupRequest, text};
+use js_sys::{Function, Reflect};
+use leptos::prelude::*;
+use wasm_bindgen::prelude::*;
+
+use crate::lookup::call_text;
+use crate::state::Form;
+
+/// Where the build put the diffusion module (`scripts/build-web.sh` passes its
+/// content-hashed path); the fallback serves builds without it (native checks).
+pub const DIFFUSION_JS: &str = match option_env!("GPUMEM_DIFFUSION_JS") {
+    Some(url) => url,
+    None => "/diffusion/gpumem_diffusion.js",
+};
+
+#[wasm_bindgen(module = "/src/lazy.js")]
+extern "C" {
+    #[wasm_bindgen(catch)]
+    async fn load_diffusion(url: &str) -> Result<JsValue, JsValue>;
+}
+
+thread_local! {
+    /// The loaded module.
+    static MODULE: RefCell<Option<JsValue>> = const { RefCell::new(None) };
+    /// Whether its loading has started.
+    static STARTED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The pipeline's own fields: key (the command's flag without dashes), label,
+/// placeholder (the command's default), choices (empty: typed).
+const FIELDS: [(&str, &str, &str, &[&str]); 13] = [
+    ("height", "Height (px)", "1024 (Wan: 480)", &[]),
+    ("width", "Width (px)", "1024 (Wan: 832)", &[]),
+    ("frames", "Frames", "1 (Wan: 81)", &[]),
+    ("images", "Images per prompt", "1", &[]),
+    ("cfg", "Classifier-free guidance", "", &["", "on", "off"]),
+    ("offload", "Offload", "", &["none", "model", "sequential"]),
+    ("compute-dtype", "Dtype", "", &["bf16", "fp16", "fp32"]),
+    (
+        "format",
+        "Denoiser format",
+        "the dtype (nf4, int8, fp8, q8_0…)",
+        &[],
+    ),
+    ("text-format", "Text encoders' format", "the dtype", &[]),
+    (
+        "text-tokens",
+        "Text tokens",
+        "the pipeline's max_sequence_length",
+        &[],
+    ),
+    ("attention", "Attention", "", &["sdpa", "eager"]),
+    ("vae-tiling", "VAE tiling", "", &["", "true"]),
+    ("vae-slicing", "VAE slicing", "", &["", "true"]),
+];
+
+/// What the answer says while the module loads.
+const LOADING: &str = "loading the diffusion estimator…";
+
+/// The page's own keys the answer reads (the card judged, the reserve, the host RAM).
+const PAGE_KEYS: [&str; 4] = ["card", "reserve-gib", "ram", "wired-limit-mb"];
+
+/// Calls the loaded module's `answer(files, pairs)`.
+fn call(files: &str, pairs: &str) -> Result<Result<DiffusionAnswer, String>, String> {
+    let answer = MODULE.with(|m| {
+        let f: Function = m
+            .borrow()
+            .as_ref()
+            .and_then(|m| Reflect::get(m, &"answer".into()).ok())
+            .and_then(|f| f.dyn_into().ok())
+            .ok_or("the diffusion module is not the one this page was built with")?;
+        f.call2(&JsValue::NULL, &files.into(), &pairs.into())
+            .ok()
+            .and_then(|v| v.as_string())
+            .ok_or("the diffusion module failed")
+    })?;
+    read_answer(&answer)
+}
+
+fn both(b: u64) -> String {
+    let b = Bytes(b);
+    format!("{} GB ({} GiB)", b.gb_string(2), b.gib_string(2))
+}
+
+/// The section: a pipeline's repository, its workload, and its answer.
+#[component]
+pub fn DiffusionPanel() -> impl IntoView {
+    let form = use_context::<Form>();
+    let model = RwSignal::new(String::new());
+    let values: Vec<(&'static str, RwSignal<String>)> = FIELDS
+        .iter()
+        .map(|(k, _, _, choices)| {
+            (
+                *k,
+                RwSignal::new(choices.first().unwrap_or(&"").to_string()),
+            )
+        })
+        .collect();
+    // The pipeline's files as read, and where from.
+    let files: RwSignal<Option<String>> = RwSignal::new(None);
+    let status = RwSignal::new(String::new());
+    let busy = RwSignal::new(false);
+    // The module: None until loaded, Some(Err) when it could not be.
+    let loaded: RwSignal<Option<Result<(), String>>> = RwSignal::new(None);
+    let load = move || {
+        if STARTED.with(|s| s.replace(true)) {
+            return;
+        }
+        leptos::task::spawn_local(async move {
+            let done = load_diffusion(DIFFUSION_JS).await.map(|m| {
+                MODULE.with(|slot| *slot.borrow_mut() = Some(m));
+            });
+            loaded.set(Some(done.map_err(|e| {
+                e.as_string()
+                    .unwrap_or_else(|| "the diffusion estimator did not load".into())
+            })));
+        });
+    };
+    let fetch = move || {
+        let id = model.get_untracked().trim().to_string();
+        if id.is_empty() || busy.get_untracked() {
+            return;
+        }
+        load();
+        busy.set(true);
+        files.set(None);
+        status.set(format!("Reading {id}'s model_index.json…"));
+        let request = text::write_request(&LookupRequest {
+            model: id.clone(),
+            ..LookupRequest::default()
+        });
+        leptos::task::spawn_local(async move {
+            let progress = Closure::<dyn Fn(String)>::new(move |t: String| status.set(t));
+            let progress_fn: &Function = progress.as_ref().unchecked_ref();
+            let read = call_text("pipeline", &JsValue::from(request), progress_fn).await;
+            drop(progress);
+            match read {
+                Ok(t) => {
+                    files.set(Some(t));
+                }
+                Err(e) => status.set(format!("Could not read {id}: {e}")),
+            }
+            busy.set(false);
+        });
+    };
+    let pairs = {
+        let values = values.clone();
+        move || {
+            let mut p: Vec<(String, String)> = values
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.get()))
+                .collect();
+            if let Some(form) = &form {
+                for k in PAGE_KEYS {
+                    p.push((k.to_string(), form.sig(k).get()));
+                }
+            }
+            p
+        }
+    };
+    let answer = Memo::new(move |_| {
+        let f = files.get()?;
+        Some(match loaded.get() {
+            None => Err(LOADING.to_string()),
+            Some(Err(e)) => Err(format!("the diffusion estimator did not load: {e}")),
+            Some(Ok(())) => call(&f, &write_pairs(&pairs())).and_then(|a| a),
+        })
+    });
+    let inputs = values
+        .iter()
+        .zip(FIELDS)
+        .map(|((key, sig), (_, label, placeholder, choices))| {
+            let sig = *sig;
+            let id = format!("diffusion-{key}");
+            let control = if choices.is_empty() {
+                view! {
+                    <input id=id.clone() data-testid=id.clone() type="text" placeholder=placeholder
+                        prop:value=move || sig.get()
+                        on:input=move |ev| sig.set(event_target_value(&ev))/>
+                }
+                .into_any()
+            } else {
+                let options = choices
+                    .iter()
+                    .map(|c| {
+                        let c = c.to_string();
+                        let shown = if c.is_empty() { "default".to_string() } else { c.clone() };
+                        view! { <option value=c.clone() selected=move || sig.get() == c>{shown}</option> }
+                    })
+                    .collect_view();
+                view! {
+                    <select id=id.clone() data-testid=id.clone()
+                        on:change=move |ev| sig.set(event_target_value(&ev))>{options}</select>
+                }
+                .into_any()
+            };
+            view! { <label class="field" for=id><span class="label">{label}</span>{control}</label> }
+        })
+        .collect_view();
+    let shown = move || {
+        answer.get().map(|a| match a {
+            Err(why) if why == LOADING => {
+                view! { <p class="status" data-testid="diffusion-pending">{why}</p> }.into_any()
+            }
+            Err(why) => {
+                view! { <p class="banner warn" data-testid="diffusion-refused">{why}</p> }.into_any()
+            }
+            Ok(a) => {
+                let class = match &a.verdict {
+                    Some((k, _)) => format!("verdict-line {k}"),
+                    None => "verdict-line no".to_string(),
+                };
+                let mut lines = a.lines.into_iter();
+                let first = lines.next().unwrap_or_default();
+                let rest = lines.collect::<Vec<_>>().join("\n");
+                let rows = a
+                    .figures
+                    .into_iter()
+                    .map(|(name, b)| {
+                        let key = name.clone();
+                        view! {
+                            <tr data-figure=key data-bytes=b.to_string()>
+                                <td>{name}</td><td class="num">{format!("{b} B")}</td><td class="num">{both(b)}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view();
+                view! {
+                    <p class=class data-testid="diffusion-verdict"
+                        data-verdict=a.verdict.as_ref().map(|v| v.0.clone()).unwrap_or_default()
+                        data-card=a.verdict.as_ref().map(|v| v.1.clone()).unwrap_or_default()>{first}</p>
+                    <pre class="diffusion-lines" data-testid="diffusion-lines">{rest}</pre>
+                    <table class="diffusion-figures" data-testid="diffusion-figures">
+                        <thead><tr><th>"figure"</th><th>"bytes"</th><th>"GB (GiB)"</th></tr></thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                }
+                .into_any()
+            }
+        })
+    };
+    view! {
+        <section class="diffusion" data-testid="diffusion">
+            <details>
+                <summary>"Diffusion pipeline (diffusers): an image or video model by its Hub id"</summary>
+                <p class="hint">"Reads the pipeline's model_index.json and each component's config.json (no weights), then answers as "<code>"gpumem-agent estimate --diffusers"</code>" does, on the card chosen above."</p>
+                <form class="diffusion-model" on:submit=move |ev| { ev.prevent_default(); fetch(); }>
+                    <label class="field" for="diffusion-model"><span class="label">"Pipeline"</span>
+                        <input id="diffusion-model" data-testid="diffusion-model" type="text"
+                            placeholder="stabilityai/stable-diffusion-xl-base-1.0"
+                            prop:value=move || model.get()
+                            on:input=move |ev| model.set(event_target_value(&ev))/>
+                    </label>
+                    <button type="submit" data-testid="diffusion-go" prop:disabled=move || busy.get()>"Read"</button>
+                </form>
+                <div class="diffusion-fields">{inputs}</div>
+                <p class="status" role="status" data-testid="diffusion-status">{move || status.get()}</p>
+                <div class="diffusion-answer" data-testid="diffusion-answer">{shown}</div>
+            </details>
+        </section>
+    }
+}
