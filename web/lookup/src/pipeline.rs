@@ -55,12 +55,13 @@ pub async fn lookup(
         "Reading the config.json of {} component(s)…",
         named_components.len()
     ));
-    let answers = join_all(named_components.iter().map(|(name, _)| {
-        let url = resolve_url(endpoint, repo, revision, &format!("{name}/config.json"));
-        let http = &http;
-        async move { http.get(&url, None, MAX_FILE_BYTES).await }
-    }))
-    .await;
+    // The same futures the model lookup joins (`Http::get`'s), so no second join is
+    // compiled into the module.
+    let urls: Vec<String> = named_components
+        .iter()
+        .map(|(name, _)| resolve_url(endpoint, repo, revision, &format!("{name}/config.json")))
+        .collect();
+    let answers = join_all(urls.iter().map(|url| http.get(url, None, MAX_FILE_BYTES))).await;
     let mut configs = Vec::new();
     for ((name, _), answer) in named_components.iter().zip(answers) {
         let file = format!("{name}/config.json");

@@ -172,7 +172,9 @@ pub fn components_of(index: &str) -> Result<Index, EstimateError> {
     if index.len() > MAX_CONFIG_BYTES {
         return Err(bad("model_index.json is over 16 MiB".into()));
     }
-    let v: Value = serde_json::from_str(index)
+    // From bytes, as the config reader reads (`import::config`): the page's lookup
+    // module then carries one JSON reader for both, not a second one for `&str`.
+    let v: Value = serde_json::from_slice(index.as_bytes())
         .map_err(|e| bad(format!("model_index.json is not JSON: {e}")))?;
     let obj = v
         .as_object()
@@ -239,7 +241,7 @@ pub fn read(index: &str, configs: &[(String, String)]) -> Result<Pipeline, Estim
         if text.len() > MAX_CONFIG_BYTES {
             return Err(bad(format!("{name}/config.json is over 16 MiB")));
         }
-        let config: Value = serde_json::from_str(text)
+        let config: Value = serde_json::from_slice(text.as_bytes())
             .map_err(|e| bad(format!("{name}/config.json is not JSON: {e}")))?;
         let counts = class.count(&config)?;
         components.push(Component {
