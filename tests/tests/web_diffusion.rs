@@ -1,0 +1,293 @@
+//! A diffusers pipeline on the page, in headless Chromium: its files read from the
+//! loopback Hub stand-in ([`gpumem_e2e::hub_standin`], serving the core's fixture
+//! pipelines, SDXL and FLUX.1-dev, as their repositories), the answer from the lazily
+//! loaded diffusion module. The page is served by `gpumem-agent serve` with
+//! `HF_ENDPOINT` set to the stand-in; the figures must equal
+//! `gpumem-agent estimate --diffusers DIR --json` for the same folder and flags, and
+//! the lines its text answer.
+
+mod web_support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use gpumem_e2e::hub_standin::{Blob, Repo, StandIn};
+use serde_json::{Value, json};
+use web_support::{Browser, ReplayAgent, agent_binary, browser_tools, root, serial};
+
+const SDXL: &str = "stabilityai/stable-diffusion-xl-base-1.0";
+const FLUX: &str = "black-forest-labs/FLUX.1-dev";
+
+fn fixture(name: &str) -> PathBuf {
+    root()
+        .join("crates/gpumem-core/tests/diffusion/pipelines")
+        .join(name)
+}
+
+/// A repository holding the fixture folder's files (model_index.json and each
+/// component's config.json), as the Hub serves a pipeline's.
+fn repo_of(dir: &PathBuf) -> Repo {
+    let mut files = BTreeMap::new();
+    files.insert(
+        "model_index.json".to_string(),
+        Blob::Text(std::fs::read(dir.join("model_index.json")).expect("model_index.json")),
+    );
+    for entry in std::fs::read_dir(dir).expect("fixture folder") {
+        let path = entry.expect("entry").path();
+        let config = path.join("config.json");
+        if config.is_file() {
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            files.insert(
+                format!("{name}/config.json"),
+                Blob::Text(std::fs::read(&config).expect("config.json")),
+            );
+        }
+    }
+    Repo {
+        files,
+        ..Repo::default()
+    }
+}
+
+/// `gpumem-agent estimate --diffusers DIR ARGS…`: its stdout (JSON with `--json`).
+fn agent(dir: &PathBuf, args: &[&str]) -> String {
+    let out = Command::new(agent_binary())
+        .arg("estimate")
+        .arg("--diffusers")
+        .arg(dir)
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run gpumem-agent estimate --diffusers");
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+fn set(browser: &Browser, testid: &str, value: &str) {
+    browser.js(
+        "const i = document.querySelector('[data-testid=' + arguments[0] + ']'); i.value = arguments[1]; \
+         i.dispatchEvent(new Event(i.tagName === 'SELECT' ? 'change' : 'input', {bubbles: true}));",
+        json!([testid, value]),
+    );
+}
+
+/// The page's answer once shown: the verdict's key and card, the figures, the text.
+fn page_answer(browser: &Browser, what: &str) -> (String, String, BTreeMap<String, u64>, String) {
+    browser.wait_for_within(
+        what,
+        "const s = document.querySelector('[data-testid=diffusion-status]').textContent; \
+         if (s.startsWith('Could not')) return s; \
+         return document.querySelector('[data-testid=diffusion-verdict]') !== null \
+           || document.querySelector('[data-testid=diffusion-refused]') !== null",
+        Duration::from_secs(60),
+    );
+    let refused = browser.testid("diffusion-refused");
+    assert!(refused.is_empty(), "{what}: refused: {refused}");
+    let status = browser.testid("diffusion-status");
+    assert!(!status.starts_with("Could not"), "{what}: {status}");
+    let v = browser.js(
+        "const v = document.querySelector('[data-testid=diffusion-verdict]'); \
+         const rows = [...document.querySelectorAll('[data-testid=diffusion-figures] tr[data-figure]')] \
+           .map(r => [r.dataset.figure, r.dataset.bytes]); \
+         return [v.dataset.verdict, v.dataset.card, rows, \
+           v.textContent + '\\n' + document.querySelector('[data-testid=diffusion-lines]').textContent];",
+        json!([]),
+    );
+    let figures = v[2]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            let b = r[1].as_str().and_then(|b| b.parse().ok()).expect("bytes");
+            (r[0].as_str().expect("name").to_string(), b)
+        })
+        .collect();
+    let s = |i: usize| v[i].as_str().unwrap_or_default().to_string();
+    (s(0), s(1), figures, s(3))
+}
+
+/// Every figure the page shows is the command's, and every figure the command gives
+/// in bytes is on the page; the verdict and the card are the command's; the lines are
+/// its text answer's (the host memory's line unwrapped: compared word by word).
+fn check(browser: &Browser, what: &str, dir: &PathBuf, args: &[&str]) {
+    let (verdict, card, figures, text) = page_answer(browser, what);
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    let cli: Value = serde_json::from_str(&agent(dir, &with_json)).expect("--json");
+    assert_eq!(
+        Some(verdict.as_str()),
+        cli["verdict"].as_str(),
+        "{what}: verdict"
+    );
+    assert_eq!(Some(card.as_str()), cli["card"].as_str(), "{what}: card");
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for key in [
+        "need_bytes",
+        "device_bytes",
+        "reserve_bytes",
+        "host_bytes",
+        "denoiser_activations_bytes",
+        "eager_scores_bytes",
+        "vae_decode_bytes",
+        "vae_upcast_bytes",
+        "text_encode_bytes",
+    ] {
+        want.insert(key.into(), cli[key].as_u64().expect(key));
+    }
+    for mode in ["none", "model", "sequential"] {
+        want.insert(
+            format!("by_offload_mode.{mode}"),
+            cli["by_offload_mode_bytes"][mode].as_u64().expect(mode),
+        );
+    }
+    for c in cli["components"].as_array().expect("components") {
+        want.insert(
+            format!("component.{}", c["name"].as_str().expect("name")),
+            c["bytes"].as_u64().expect("bytes"),
+        );
+    }
+    let mut shown = figures.clone();
+    shown.remove("capacity_bytes");
+    assert_eq!(shown, want, "{what}: the page's figures are the command's");
+    assert!(want["need_bytes"] > 4 << 30, "{what}: {want:?}");
+    let words = |t: &str| t.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        words(&text),
+        words(&agent(dir, args)),
+        "{what}: the page's lines are the command's"
+    );
+    // Nothing contradicts the verdict: one verdict line.
+    let verdicts = text
+        .lines()
+        .filter(|l| {
+            l.contains("FITS on") || l.contains("DOES NOT FIT on") || l.contains("TIGHT on")
+        })
+        .count();
+    assert_eq!(verdicts, 1, "{what}: {text}");
+}
+
+#[test]
+fn web_answers_a_diffusion_pipeline_as_the_command_does() {
+    let Some(driver) = browser_tools("web_answers_a_diffusion_pipeline_as_the_command_does") else {
+        return;
+    };
+    let _guard = serial();
+    let (sdxl, flux) = (
+        fixture("stable-diffusion-xl-base-1.0"),
+        fixture("FLUX.1-dev"),
+    );
+    let hub = StandIn::start(
+        BTreeMap::from([
+            (SDXL.to_string(), repo_of(&sdxl)),
+            (FLUX.to_string(), repo_of(&flux)),
+        ]),
+        Duration::ZERO,
+        &[],
+    );
+    let endpoint = hub.endpoint();
+    let agent_page = ReplayAgent::serve(&[], &[("HF_ENDPOINT", endpoint.as_str())]);
+    let browser = Browser::start(&driver);
+
+    // 1. SDXL in fp16 with model offload, on the page's card (from the link).
+    browser.goto(&format!("{}/?card=4090", agent_page.origin));
+    browser.click("[data-testid=diffusion] summary");
+    let loaded = browser.js(
+        "return performance.getEntriesByType('resource').some(r => r.name.includes('/diffusion-'))",
+        json!([]),
+    );
+    assert_eq!(
+        loaded,
+        json!(false),
+        "the diffusion module loads only when a pipeline is read"
+    );
+    set(&browser, "diffusion-model", SDXL);
+    set(&browser, "diffusion-compute-dtype", "fp16");
+    set(&browser, "diffusion-offload", "model");
+    hub.clear();
+    browser.click("[data-testid=diffusion-go]");
+    check(
+        &browser,
+        "SDXL fp16, model offload, RTX 4090",
+        &sdxl,
+        &[
+            "--compute-dtype",
+            "fp16",
+            "--offload",
+            "model",
+            "--card",
+            "4090",
+        ],
+    );
+    let paths: Vec<String> = hub.log().into_iter().map(|l| l.path).collect();
+    assert_eq!(
+        paths.len(),
+        5,
+        "model_index.json and four configs, nothing else: {paths:?}"
+    );
+    assert!(
+        paths
+            .iter()
+            .all(|p| p.ends_with("/model_index.json") || p.ends_with("/config.json")),
+        "{paths:?}"
+    );
+    let requests = paths.len();
+
+    // 2. A field changed answers again at once, from the files already read.
+    set(&browser, "diffusion-height", "768");
+    set(&browser, "diffusion-images", "2");
+    set(&browser, "diffusion-vae-slicing", "true");
+    browser.wait_for(
+        "the answer for 768 px, two images",
+        "return document.querySelector('[data-testid=diffusion-lines]').textContent.includes('2 per prompt')",
+    );
+    check(
+        &browser,
+        "SDXL 1024×768, two images, VAE slicing",
+        &sdxl,
+        &[
+            "--compute-dtype",
+            "fp16",
+            "--offload",
+            "model",
+            "--card",
+            "4090",
+            "--height",
+            "768",
+            "--images",
+            "2",
+            "--vae-slicing",
+        ],
+    );
+    assert_eq!(hub.log().len(), requests, "no file read again");
+
+    // 3. FLUX.1-dev with guidance on, 768×1360, a denoiser in nf4, no card given: the
+    //    smallest catalogue card that holds it.
+    browser.goto(&format!("{}/?card=", agent_page.origin));
+    browser.click("[data-testid=diffusion] summary");
+    set(&browser, "diffusion-model", FLUX);
+    set(&browser, "diffusion-height", "768");
+    set(&browser, "diffusion-width", "1360");
+    set(&browser, "diffusion-cfg", "on");
+    set(&browser, "diffusion-format", "nf4");
+    browser.click("[data-testid=diffusion-go]");
+    check(
+        &browser,
+        "FLUX.1-dev 1360×768, guidance on, nf4",
+        &flux,
+        &[
+            "--height", "768", "--width", "1360", "--cfg", "on", "--format", "nf4",
+        ],
+    );
+
+    // 4. A value that is not one is refused in words, naming its field.
+    set(&browser, "diffusion-text-tokens", "many");
+    let why = browser.wait_for(
+        "the refusal",
+        "const e = document.querySelector('[data-testid=diffusion-refused]'); return e && e.textContent",
+    );
+    assert!(
+        why.as_str().unwrap_or_default().contains("text-tokens"),
+        "{why}"
+    );
+}
