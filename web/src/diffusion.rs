@@ -1,24 +1,24 @@
 //! A diffusers pipeline, answered as `gpumem-agent estimate --diffusers` answers it.
 //!
-//! The pipeline's files (`model_index.json`, then each component's `config.json`) are
-//! read from the Hub by the lookup module (`pipeline`), the answer comes from the
-//! diffusion module (`web/diffusion`, crate `gpumem-diffusion`, a wasm module of its
-//! own loaded when a pipeline is first asked about): the dimensioner carries none of
-//! the pipeline reader, its counts or its JSON reader. What crosses is text
-//! ([`gpumem_proto::diffusion`]); once loaded, the module is called synchronously, so
-//! the answer follows every field like the page's other figures. The card, the reserve
-//! and the host RAM are the page's own fields.
+//! The diffusion module (`web/diffusion`, crate `gpumem-diffusion`, a wasm module of
+//! its own loaded when a pipeline is first read) reads the pipeline's files from the
+//! Hub (`files`: `model_index.json`, then each component's `config.json`) and answers
+//! (`answer`): the dimensioner carries none of the pipeline reader, its counts or its
+//! JSON reader. What crosses is text ([`gpumem_proto::diffusion`]); the files are
+//! kept here as the module wrote them, and once loaded the module's `answer` is called
+//! synchronously, so the answer follows every field like the page's other figures.
+//! The card, the reserve and the host RAM are the page's own fields.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 use gpumem_core::units::Bytes;
 use gpumem_proto::diffusion::{DiffusionAnswer, read_answer, write_pairs};
 use gpumem_proto::lookup::{LookupRequest, text};
-use js_sys::{Function, Reflect};
+use js_sys::{Function, Promise, Reflect};
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
 
-use crate::lookup::call_text;
 use crate::state::Form;
 
 /// Where the build put the diffusion module (`scripts/build-web.sh` passes its
@@ -37,8 +37,6 @@ extern "C" {
 thread_local! {
     /// The loaded module.
     static MODULE: RefCell<Option<JsValue>> = const { RefCell::new(None) };
-    /// Whether its loading has started.
-    static STARTED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The pipeline's own fields: key (the command's flag without dashes), label,
@@ -69,27 +67,48 @@ const FIELDS: [(&str, &str, &str, &[&str]); 13] = [
     ("vae-slicing", "VAE slicing", "", &["", "true"]),
 ];
 
-/// What the answer says while the module loads.
-const LOADING: &str = "loading the diffusion estimator…";
-
 /// The page's own keys the answer reads (the card judged, the reserve, the host RAM).
 const PAGE_KEYS: [&str; 4] = ["card", "reserve-gib", "ram", "wired-limit-mb"];
 
+/// The loaded module's function `name`.
+fn function(name: &str) -> Result<Function, String> {
+    MODULE.with(|m| {
+        m.borrow()
+            .as_ref()
+            .and_then(|m| Reflect::get(m, &name.into()).ok())
+            .and_then(|f| f.dyn_into().ok())
+            .ok_or_else(|| "the diffusion module is not the one this page was built with".into())
+    })
+}
+
 /// Calls the loaded module's `answer(files, pairs)`.
 fn call(files: &str, pairs: &str) -> Result<Result<DiffusionAnswer, String>, String> {
-    let answer = MODULE.with(|m| {
-        let f: Function = m
-            .borrow()
-            .as_ref()
-            .and_then(|m| Reflect::get(m, &"answer".into()).ok())
-            .and_then(|f| f.dyn_into().ok())
-            .ok_or("the diffusion module is not the one this page was built with")?;
-        f.call2(&JsValue::NULL, &files.into(), &pairs.into())
-            .ok()
-            .and_then(|v| v.as_string())
-            .ok_or("the diffusion module failed")
-    })?;
+    let answer = function("answer")?
+        .call2(&JsValue::NULL, &files.into(), &pairs.into())
+        .ok()
+        .and_then(|v| v.as_string())
+        .ok_or("the diffusion module failed")?;
     read_answer(&answer)
+}
+
+/// Loads the module (once) and reads a pipeline's files with its `files(request,
+/// progress)`: their document, or why not.
+async fn read_files(request: String, progress: &Function) -> Result<String, String> {
+    let module = load_diffusion(DIFFUSION_JS).await.map_err(|e| {
+        e.as_string()
+            .unwrap_or_else(|| "the diffusion estimator did not load".into())
+    })?;
+    MODULE.with(|slot| *slot.borrow_mut() = Some(module));
+    let promise: Promise = function("files")?
+        .call2(&JsValue::NULL, &request.into(), progress)
+        .ok()
+        .and_then(|p| p.dyn_into().ok())
+        .ok_or("the diffusion module did not start")?;
+    JsFuture::from(promise)
+        .await
+        .map_err(|e| e.as_string().unwrap_or_else(|| "the read failed".into()))?
+        .as_string()
+        .ok_or_else(|| "the diffusion module failed".into())
 }
 
 fn both(b: u64) -> String {
@@ -115,28 +134,11 @@ pub fn DiffusionPanel() -> impl IntoView {
     let files: RwSignal<Option<String>> = RwSignal::new(None);
     let status = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
-    // The module: None until loaded, Some(Err) when it could not be.
-    let loaded: RwSignal<Option<Result<(), String>>> = RwSignal::new(None);
-    let load = move || {
-        if STARTED.with(|s| s.replace(true)) {
-            return;
-        }
-        leptos::task::spawn_local(async move {
-            let done = load_diffusion(DIFFUSION_JS).await.map(|m| {
-                MODULE.with(|slot| *slot.borrow_mut() = Some(m));
-            });
-            loaded.set(Some(done.map_err(|e| {
-                e.as_string()
-                    .unwrap_or_else(|| "the diffusion estimator did not load".into())
-            })));
-        });
-    };
     let fetch = move || {
         let id = model.get_untracked().trim().to_string();
         if id.is_empty() || busy.get_untracked() {
             return;
         }
-        load();
         busy.set(true);
         files.set(None);
         status.set(format!("Reading {id}'s model_index.json…"));
@@ -147,12 +149,10 @@ pub fn DiffusionPanel() -> impl IntoView {
         leptos::task::spawn_local(async move {
             let progress = Closure::<dyn Fn(String)>::new(move |t: String| status.set(t));
             let progress_fn: &Function = progress.as_ref().unchecked_ref();
-            let read = call_text("pipeline", &JsValue::from(request), progress_fn).await;
+            let read = read_files(request, progress_fn).await;
             drop(progress);
             match read {
-                Ok(t) => {
-                    files.set(Some(t));
-                }
+                Ok(t) => files.set(Some(t)),
                 Err(e) => status.set(format!("Could not read {id}: {e}")),
             }
             busy.set(false);
@@ -173,14 +173,11 @@ pub fn DiffusionPanel() -> impl IntoView {
             p
         }
     };
-    let answer = Memo::new(move |_| {
+    // Files are there only once the module read them: it is loaded.
+    let answer = move || {
         let f = files.get()?;
-        Some(match loaded.get() {
-            None => Err(LOADING.to_string()),
-            Some(Err(e)) => Err(format!("the diffusion estimator did not load: {e}")),
-            Some(Ok(())) => call(&f, &write_pairs(&pairs())).and_then(|a| a),
-        })
-    });
+        Some(call(&f, &write_pairs(&pairs())).and_then(|a| a))
+    };
     let inputs = values
         .iter()
         .zip(FIELDS)
@@ -213,10 +210,7 @@ pub fn DiffusionPanel() -> impl IntoView {
         })
         .collect_view();
     let shown = move || {
-        answer.get().map(|a| match a {
-            Err(why) if why == LOADING => {
-                view! { <p class="status" data-testid="diffusion-pending">{why}</p> }.into_any()
-            }
+        answer().map(|a| match a {
             Err(why) => {
                 view! { <p class="banner warn" data-testid="diffusion-refused">{why}</p> }.into_any()
             }

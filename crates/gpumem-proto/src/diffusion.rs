@@ -1,6 +1,6 @@
-//! What the page's modules say to each other about a diffusers pipeline, as lines of
-//! tab-separated text (the dimensioner carries no JSON reader): the pipeline's files as
-//! the lookup module read them ([`PipelineFiles`]: `model_index.json` and each
+//! What the dimensioner and its diffusion module say to each other about a diffusers
+//! pipeline, as lines of tab-separated text (the dimensioner carries no JSON reader):
+//! the pipeline's files as the module read them ([`PipelineFiles`]: `model_index.json` and each
 //! component's `config.json`), the workload's pairs the dimensioner sends the
 //! diffusion module, and the answer it gives back ([`DiffusionAnswer`]: the lines
 //! `gpumem-agent estimate --diffusers` prints, the figures in bytes, the verdict).

@@ -1,6 +1,8 @@
 //! gpumem-diffusion: the diffusion estimator the dimensioner loads when a diffusers
-//! pipeline is first asked about — the answer `gpumem-agent estimate --diffusers`
-//! prints, for the pipeline's files the lookup module read.
+//! pipeline is first read — the pipeline's files from the Hub ([`read`]: its
+//! `model_index.json`, then each component's `config.json`, through the lookup
+//! module's HTTP client, linked here without its exports) and the answer
+//! `gpumem-agent estimate --diffusers` prints for them ([`answer`]).
 //!
 //! Built as a wasm-bindgen module of its own (`scripts/build-web.sh` →
 //! `dist/diffusion-*/`), so the dimensioner's wasm carries none of the pipeline's
@@ -11,7 +13,26 @@
 
 use gpumem_core::diffusion::{read, report};
 use gpumem_proto::diffusion::{self as text, DiffusionAnswer};
+use gpumem_proto::lookup::text::read_request;
 use wasm_bindgen::prelude::*;
+
+/// Reads a pipeline's files on the page's Hub (its `gpumem-hub` meta tag): `request`
+/// is a [`gpumem_proto::lookup::LookupRequest`] as text (the repository id and
+/// revision); `progress` hears a line of text as the reads go on. The files as a
+/// [`text::PipelineFiles`] document, or an error in words.
+#[wasm_bindgen]
+pub async fn files(request: String, progress: js_sys::Function) -> Result<String, JsValue> {
+    let request = read_request(&request).map_err(|e| JsValue::from(format!("bad request: {e}")))?;
+    let endpoint = gpumem_lookup::hub_endpoint();
+    gpumem_lookup::http::begin();
+    let say = move |t: &str| {
+        let _ = progress.call1(&JsValue::NULL, &JsValue::from(t));
+    };
+    let files = gpumem_lookup::pipeline::lookup(&endpoint, &request, &say)
+        .await
+        .map_err(JsValue::from)?;
+    Ok(text::write_files(&files))
+}
 
 /// The answer for a pipeline (`files`: a [`text::PipelineFiles`] document) and a
 /// workload (`pairs`: the command's flags without dashes, and the page's card, `ram`,

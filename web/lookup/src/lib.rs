@@ -9,6 +9,10 @@
 //! ([`gpumem_core::import`]); this crate only fetches the bytes the core asks for, and
 //! answers with a [`gpumem_proto::lookup::LookupOutcome`] as text
 //! ([`gpumem_proto::lookup::text`]: the dimensioner carries no JSON reader).
+//!
+//! Its feature `exports` (on by default) makes those functions the module's exports;
+//! the diffusion module (`web/diffusion`) links this crate without it, for its HTTP
+//! client and its pipeline reader ([`pipeline`]), and exports only its own.
 
 pub mod bundled;
 pub mod files;
@@ -26,7 +30,7 @@ pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
 /// Reads dropped or picked files (a `config.json`, the `.safetensors` shards of one
 /// checkpoint, or `.gguf` files): a [`LookupOutcome`] as text, or an error in words.
-#[wasm_bindgen]
+#[cfg_attr(feature = "exports", wasm_bindgen)]
 pub async fn read_files(files: js_sys::Array) -> Result<String, JsValue> {
     let files: Vec<web_sys::File> = files.iter().filter_map(|f| f.dyn_into().ok()).collect();
     let outcome = files::read_files(files).await.map_err(JsValue::from)?;
@@ -37,7 +41,7 @@ pub async fn read_files(files: js_sys::Array) -> Result<String, JsValue> {
 /// [`DEFAULT_ENDPOINT`]). `request` is a [`gpumem_proto::lookup::LookupRequest`] as
 /// text; `progress` is called with a line of text as the reads go on. A
 /// [`LookupOutcome`] as text, or an error in words.
-#[wasm_bindgen]
+#[cfg_attr(feature = "exports", wasm_bindgen)]
 pub async fn lookup(request: String, progress: js_sys::Function) -> Result<String, JsValue> {
     let request = text::read_request(&request)
         .map_err(|e| JsValue::from(format!("bad lookup request: {e}")))?;
@@ -52,28 +56,9 @@ pub async fn lookup(request: String, progress: js_sys::Function) -> Result<Strin
     answer(&outcome)
 }
 
-/// Reads a diffusers pipeline's files on the page's Hub: `request` is a
-/// [`gpumem_proto::lookup::LookupRequest`] as text (the pipeline's repository id and
-/// revision); `progress` hears a line of text as the reads go on. The files as a
-/// [`gpumem_proto::diffusion::PipelineFiles`] text, or an error in words.
-#[wasm_bindgen]
-pub async fn pipeline(request: String, progress: js_sys::Function) -> Result<String, JsValue> {
-    let request = text::read_request(&request)
-        .map_err(|e| JsValue::from(format!("bad lookup request: {e}")))?;
-    let endpoint = hub_endpoint();
-    http::begin();
-    let say = move |text: &str| {
-        let _ = progress.call1(&JsValue::NULL, &JsValue::from(text));
-    };
-    let files = pipeline::lookup(&endpoint, &request, &say)
-        .await
-        .map_err(JsValue::from)?;
-    Ok(gpumem_proto::diffusion::write_files(&files))
-}
-
 /// Cancels the lookup under way: its requests are aborted and it fails with "the
 /// lookup was cancelled".
-#[wasm_bindgen]
+#[cfg_attr(feature = "exports", wasm_bindgen)]
 pub fn cancel() {
     http::cancel();
 }
@@ -87,7 +72,7 @@ thread_local! {
 /// `query` on the page's Hub (most downloaded first), once the typing has paused for
 /// [`hub::SUGGEST_PAUSE_MS`]; a newer call supersedes a waiting one. Answers how many
 /// ids were offered (as text), or an error in words.
-#[wasm_bindgen]
+#[cfg_attr(feature = "exports", wasm_bindgen)]
 pub async fn suggest(query: String) -> Result<String, JsValue> {
     let mine = TYPED.with(|t| {
         let n = t.get().wrapping_add(1);

@@ -4,8 +4,8 @@
 //! weights, no listing). Each file is bounded ([`MAX_FILE_BYTES`]) and so is their
 //! count (the index's components, [`gpumem_core::diffusion::components_of`]).
 //!
-//! The answer is the files' text ([`gpumem_proto::diffusion::PipelineFiles`]): the
-//! diffusion module reads and estimates them.
+//! The diffusion module (`web/diffusion`) links this crate without its exports and
+//! calls [`lookup`]; the lookup module itself never reads a pipeline.
 
 use futures_util::future::join_all;
 use gpumem_core::diffusion::components_of;
