@@ -424,11 +424,14 @@ pub fn split_table(devices: &[gpumem_core::engine::DeviceShare], vllm: bool) -> 
         );
     }
     s.push_str(&wrap(
-        if vllm {
-            "  GiB; KV = one sequence of max-model-len on the GPU's layers; need = weights + KV + profile peak (+ received activations' buffers, CUDA graphs) + memory outside torch + the share gpu-memory-utilization keeps off + what the card holds beyond the total torch reports; every GPU keeps as many blocks as the one with the fewest (most loaded); the answer fits only if every GPU does"
-        } else {
-            "  GiB; need = weights + KV + compute buffer + CUDA context + 1 GiB --fit margin on each; token embeddings in host memory; the answer fits only if every GPU does"
-        },
+        &format!(
+            "  GiB; {}",
+            if vllm {
+                gpumem_core::engine::SPLIT_NOTE_VLLM
+            } else {
+                gpumem_core::engine::SPLIT_NOTE_LLAMA_CPP
+            }
+        ),
         4,
     ));
     s

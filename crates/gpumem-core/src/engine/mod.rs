@@ -61,11 +61,13 @@ engines! {
 pub use budget::{budget, budget_per_card};
 pub use contract::{Engine, Info};
 pub use drafter::{SpecMethod, Speculative};
-pub use flags::{EngineId, EngineParams, Flag, Value};
+pub use flags::{EngineId, EngineParams, Flag, MAX_CARDS, Value};
 pub use fraction::{ONE, fraction_text, parse_fraction};
 pub use largest::{Largest, largest, largest_context, most_sequences};
 pub use llama_cpp::{CacheType, Override, mmproj, parse_overrides, tensors};
-pub use outcome::{CardKv, DeviceShare, EngineBudget, EngineLine, Outcome};
+pub use outcome::{
+    CardKv, DeviceShare, EngineBudget, EngineLine, Outcome, SPLIT_NOTE_LLAMA_CPP, SPLIT_NOTE_VLLM,
+};
 pub use pool::{Batch, Draft};
 pub use registry::{
     ENGINES, FIELDS, all, engine_keys, field_of, find, from_pairs, from_pairs_among, is_engine_key,

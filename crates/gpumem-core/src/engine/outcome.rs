@@ -187,6 +187,14 @@ pub struct DeviceShare {
     pub most_loaded: bool,
 }
 
+/// What the rows of llama.cpp's split over several cards ([`DeviceShare`]) add up to:
+/// the words the CLI's table and the page's say under them.
+pub const SPLIT_NOTE_LLAMA_CPP: &str = "need = weights + KV + compute buffer + CUDA context + 1 GiB --fit margin on each; token embeddings in host memory; the answer fits only if every GPU does";
+
+/// What the rows of vLLM's pipeline stages over several cards ([`DeviceShare`]) add up
+/// to: the words the CLI's table and the page's say under them.
+pub const SPLIT_NOTE_VLLM: &str = "KV = one sequence of max-model-len on the GPU's layers; need = weights + KV + profile peak (+ received activations' buffers, CUDA graphs) + memory outside torch + the share gpu-memory-utilization keeps off + what the card holds beyond the total torch reports; every GPU keeps as many blocks as the one with the fewest (most loaded); the answer fits only if every GPU does";
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn line(
     key: &'static str,
