@@ -15,10 +15,11 @@ use crate::training::Training;
 use gpumem_core::EstimateError;
 use gpumem_core::engine::{self, EngineParams};
 use gpumem_core::estimate::{Estimate, EstimateInput, TrainMode, estimate};
-use gpumem_core::headline::{ByInference, Headline, headline, inputs_line};
+use gpumem_core::headline::{ByInference, headline, inputs_line};
 use gpumem_core::import::TensorSummary;
 use gpumem_core::params::from_pairs;
 use gpumem_core::presets::PRESETS;
+use gpumem_proto::rules::Answer;
 
 /// Every stage in this module: [`gpumem_core::estimate::estimate`] (the agent page).
 #[derive(Debug, Clone, Copy)]
@@ -208,8 +209,8 @@ pub fn preset_index(shape: &[(&'static str, String)]) -> Option<usize> {
 /// The answer for one workload (its `pairs`, the imported `tensors`) with the page's
 /// engine and card keys (`page`): the inputs in one line (naming `model`) and the
 /// core's headline — on the engine's budget when an engine is chosen (on the card, or
-/// on each catalogue card for the smallest that serves it), which the engine module
-/// (`rules`) computes; without a card, on the smallest card that fits. A training
+/// on each catalogue card for the smallest that serves it; over several cards, with
+/// each device's row), which the engine module (`rules`) computes; without a card, on the smallest card that fits. A training
 /// run is estimated and answered by the training module (`training`): while it
 /// loads, the answer says so. `None` when the workload has no estimate (its error is
 /// shown instead).
@@ -220,7 +221,7 @@ pub fn answer(
     model: Option<&str>,
     rules: Option<Rules>,
     training: Training,
-) -> Option<(String, Result<Headline, String>)> {
+) -> Option<(String, Result<Answer, String>)> {
     let (mut input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
     if !errors.is_empty() {
         return None;
@@ -244,9 +245,9 @@ pub fn answer(
             "several cards are judged under the llama.cpp engine (its --tensor-split) or vLLM (its pipeline stages); the estimate judges one card".into(),
         ),
         (None, _) if trains => training.answer(pairs, page, tensors),
-        (None, _) => {
-            headline(&input, &est, settings.card.as_ref(), &ByInference).map_err(|e| e.to_string())
-        }
+        (None, _) => headline(&input, &est, settings.card.as_ref(), &ByInference)
+            .map(Answer::from)
+            .map_err(|e| e.to_string()),
     };
     Some((inputs_line(&input, &est, model), h))
 }

@@ -4,6 +4,7 @@
 //! one-dimension sweep. Every number is the core's; this module only formats.
 
 use gpumem_core::catalogue::{CATALOGUE, GpuCard, resolve};
+use gpumem_core::engine::{DeviceShare, SPLIT_NOTE_LLAMA_CPP, SPLIT_NOTE_VLLM};
 use gpumem_core::estimate::{Estimate, Group, Kind as LineKind, Line, LineKey};
 use gpumem_core::fit::{CardFit, MARGIN_RULE, RESERVE_SIDE, Verdict, fit_estimate, fit_table};
 use gpumem_core::headline::{Headline, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, LABEL_SMALLEST};
@@ -11,6 +12,7 @@ use gpumem_core::params::{from_pairs, parse_count};
 use gpumem_core::units::{
     Bytes, group_digits, signed_gb_string, signed_gib_string, signed_group_digits,
 };
+use gpumem_proto::rules::Answer;
 use leptos::prelude::*;
 
 use crate::compute::{Computed, DIMS, Estimator, WORKLOADS, answer, preset_index, sweep_values};
@@ -220,7 +222,7 @@ fn Answer() -> impl IntoView {
                     answer(&p, tensors.as_ref(), &form.page_pairs(), model_name(&form).as_deref(), rules, training)
                 });
                 match got {
-                    Some((line, Ok(h))) => answer_body(line, h).into_any(),
+                    Some((line, Ok(a))) => answer_body(line, a).into_any(),
                     other => {
                         let why = match other {
                             Some((_, Err(e))) => e,
@@ -256,9 +258,12 @@ fn keep_numbers(text: &str) -> String {
         .collect()
 }
 
-/// The answer's figures: each row's test hook, label and text.
-fn answer_body(line: String, h: Headline) -> impl IntoView {
+/// The answer's figures: each row's test hook, label and text; over several cards,
+/// each GPU's row ([`split_table`]).
+fn answer_body(line: String, a: Answer) -> impl IntoView {
+    let h = a.headline;
     let v = h.verdict();
+    let split = (!a.devices.is_empty()).then(|| split_table(a.devices, &h));
     let c = &h.card;
     let pct = format!("{}.{} %", h.used_ppm / 10_000, h.used_ppm / 1_000 % 10);
     let sequences = h.sequences.map(|q| {
@@ -383,7 +388,80 @@ fn answer_body(line: String, h: Headline) -> impl IntoView {
             {host.map(|t| view! { <dt>"Host RAM"</dt><dd data-testid="answer-host">{t}</dd> })}
             {unified.map(|t| view! { <dt>"Unified memory"</dt><dd data-testid="answer-unified">{t}</dd> })}
         </dl>
+        {split}
         {(!warnings.is_empty()).then(|| view! { <p class="banner warn" data-testid="answer-warnings">{warnings}</p> })}
+    }
+}
+
+/// "7.48 (8.03)": GiB, then GB, of a row's figure.
+fn gib_gb(b: i64) -> String {
+    format!("{} ({})", signed_gib_string(b, 2), signed_gb_string(b, 2))
+}
+
+/// The words under the rows: the units, what the rows add up to (the CLI's words),
+/// and, when the answer's need is not the most loaded GPU's row's (vLLM's rows hold
+/// one sequence; the answer, the sequences asked at once), why.
+fn split_note(devices: &[DeviceShare], h: &Headline) -> String {
+    format!(
+        "GiB (GB); {}{}",
+        if h.basis == "vllm" {
+            SPLIT_NOTE_VLLM
+        } else {
+            SPLIT_NOTE_LLAMA_CPP
+        },
+        match (devices.iter().find(|d| d.most_loaded), &h.sequences) {
+            (Some(d), Some(q)) if d.need_bytes != h.card.need_bytes && q.asked > 1 => format!(
+                "; the answer's need, {}, is GPU {}'s with the {} sequences asked at once",
+                both(h.card.need_bytes),
+                d.device,
+                q.asked
+            ),
+            _ => String::new(),
+        }
+    )
+}
+
+/// Several cards: one row per GPU, as the CLI's table prints them — the layers it
+/// holds, its weights, the KV cache of its layers, what it needs in all, its capacity
+/// and headroom, in GiB and GB. The verdict is the headline's, given on the most
+/// loaded GPU's row (the one the headline judges): a row's own start-up check (one
+/// sequence) never stands beside it, so nothing here says otherwise.
+fn split_table(devices: Vec<DeviceShare>, h: &Headline) -> impl IntoView + use<> {
+    let v = h.verdict();
+    let note = split_note(&devices, h);
+    let signed = |b: u64| gib_gb(i64::try_from(b).unwrap_or(i64::MAX));
+    view! {
+        <div class="scroll">
+            <table class="fit" data-testid="answer-devices">
+                <thead>
+                    <tr>
+                        {["GPU", "Card", "Layers", "Weights", "KV", "Need", "Capacity", "Headroom", "Verdict"]
+                            .map(|c| view! { <th scope="col">{c}</th> })}
+                    </tr>
+                </thead>
+                <tbody>
+                    {devices
+                        .into_iter()
+                        .map(|d| view! {
+                            <tr class:target=d.most_loaded data-testid=format!("answer-device-{}", d.device)>
+                                <td>{d.device}</td>
+                                <td>{d.card_name}</td>
+                                <td>{d.layers}</td>
+                                <td class="num">{signed(d.weights_bytes)}</td>
+                                <td class="num">{signed(d.kv_bytes)}</td>
+                                <td class="num">{signed(d.need_bytes)}</td>
+                                <td class="num">{signed(d.capacity_bytes)}</td>
+                                <td class="num">{gib_gb(d.headroom_bytes)}</td>
+                                <td>{d.most_loaded.then(|| view! {
+                                    "most loaded: " <span class=format!("verdict {}", v.key())>{v.text()}</span>
+                                })}</td>
+                            </tr>
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </div>
+        <p class="note" data-testid="answer-devices-note">{note}</p>
     }
 }
 
@@ -441,8 +519,8 @@ fn WorkloadCards() -> impl IntoView {
                                         let f = under_engine
                                             .then(|| answer(&w.pairs, tensors.as_ref(), &page, None, rules, training))
                                             .flatten()
-                                            .and_then(|(_, h)| h.ok())
-                                            .map(|h| h.card)
+                                            .and_then(|(_, a)| a.ok())
+                                            .map(|a| a.headline.card)
                                             .unwrap_or_else(|| fit_estimate(&card.get(), &e));
                                         let (v, cls) = verdict(&f);
                                         view! {
@@ -913,5 +991,74 @@ mod tests {
             gib,
             format!("{} GiB", gpumem_core::units::Bytes(cap).gib_string(2))
         );
+    }
+
+    /// The words under the rows per GPU: the CLI's for the engine, and why the
+    /// answer's need is not the most loaded row's only when it is not (vLLM's rows
+    /// hold one sequence, the answer the sequences asked at once).
+    #[test]
+    fn the_rows_per_gpu_say_what_they_add_up_to() {
+        use gpumem_core::engine::{self, SPLIT_NOTE_LLAMA_CPP, SPLIT_NOTE_VLLM};
+        use gpumem_core::headline::{Basis, headline};
+        let base = [
+            ("layers", "32"),
+            ("hidden", "4096"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("head-dim", "128"),
+            ("intermediate", "14336"),
+            ("vocab", "128256"),
+            ("context", "16000"),
+        ];
+        for (sequences, page, words, why) in [
+            (
+                "1",
+                [("engine", "vllm"), ("card", "l40s,a10")],
+                SPLIT_NOTE_VLLM,
+                false,
+            ),
+            (
+                "13",
+                [("engine", "vllm"), ("card", "l40s,a10")],
+                SPLIT_NOTE_VLLM,
+                true,
+            ),
+            (
+                "4",
+                [("engine", "llama.cpp"), ("card", "24GiB,12GiB")],
+                SPLIT_NOTE_LLAMA_CPP,
+                false,
+            ),
+        ] {
+            let mut pairs = base.to_vec();
+            pairs.push(("sequences", sequences));
+            if words == SPLIT_NOTE_VLLM {
+                pairs.extend([("pp", "2"), ("gpus", "2")]);
+            }
+            let (input, errors) = gpumem_core::params::from_pairs(pairs);
+            assert!(errors.is_empty(), "{errors:?}");
+            let est = gpumem_core::estimate::estimate(&input).unwrap();
+            let (params, errors) = engine::from_pairs(page);
+            assert!(errors.is_empty(), "{errors:?}");
+            let devices = engine::budget(&input, &est, &params).unwrap().devices;
+            let h = headline(
+                &input,
+                &est,
+                params.card.as_ref(),
+                &Basis::Engine(Box::new(params.clone())),
+            )
+            .unwrap();
+            let note = super::split_note(&devices, &h);
+            assert!(
+                note.starts_with("GiB (GB); ") && note.contains(words),
+                "{note}"
+            );
+            let said = format!(
+                "the answer's need, {}, is GPU 1's with the {sequences} sequences asked at once",
+                super::both(h.card.need_bytes)
+            );
+            assert_eq!(note.ends_with(&said), why, "{sequences} {page:?}: {note}");
+        }
+        assert_eq!(super::gib_gb(-1_073_741_824), "-1.00 (-1.07)");
     }
 }

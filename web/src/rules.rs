@@ -8,10 +8,9 @@
 
 use std::cell::RefCell;
 
-use gpumem_core::headline::Headline;
 use gpumem_core::import::TensorSummary;
 use gpumem_proto::lookup::TensorsRead;
-use gpumem_proto::rules::{self, Panel, RulesRequest};
+use gpumem_proto::rules::{self, Answer, Panel, RulesRequest};
 use js_sys::{Function, Reflect};
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
@@ -106,8 +105,9 @@ impl Rules {
         MODULE.with(|m| call_in(m.borrow().as_ref(), name, request, "engine"))
     }
 
-    /// The headline under the page's engine for one workload.
-    pub fn answer(self, request: &RulesRequest) -> Result<Headline, String> {
+    /// The headline under the page's engine for one workload (and each device's row
+    /// over several cards).
+    pub fn answer(self, request: &RulesRequest) -> Result<Answer, String> {
         rules::read_answer(&self.call("answer", request)?)?
     }
 

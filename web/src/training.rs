@@ -14,9 +14,8 @@ use std::cell::{Cell, RefCell};
 
 use gpumem_core::EstimateError;
 use gpumem_core::estimate::{Estimate, EstimateInput, TrainMode, estimate_inference};
-use gpumem_core::headline::Headline;
 use gpumem_core::import::TensorSummary;
-use gpumem_proto::rules;
+use gpumem_proto::rules::{self, Answer};
 use gpumem_proto::training::read_estimate;
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
@@ -112,7 +111,7 @@ impl Training {
         pairs: &[(&'static str, String)],
         page: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
-    ) -> Result<Headline, String> {
+    ) -> Result<Answer, String> {
         rules::read_answer(&self.call("answer", pairs, page, tensors)?)?
     }
 }

@@ -4,11 +4,13 @@
 //! the page's first module carries none of them.
 //!
 //! The page asks with a [`RulesRequest`] (a workload's pairs, the page's engine and card
-//! pairs, the imported tensors) and hears back either a [`Headline`] (the answer under
-//! an engine, the same value `gpumem-agent estimate --engine` prints) or a [`Panel`]
-//! (the engine section's figures, already in words). Both cross as the tab-separated
-//! text documents of [`crate::lookup::text`]: the dimensioner carries no JSON reader.
+//! pairs, the imported tensors) and hears back either an [`Answer`] (the answer under
+//! an engine: the same [`Headline`] `gpumem-agent estimate --engine` prints and, over
+//! several cards, the same rows per GPU) or a [`Panel`] (the engine section's figures,
+//! already in words). Both cross as the tab-separated text documents of
+//! [`crate::lookup::text`]: the dimensioner carries no JSON reader.
 
+use gpumem_core::engine::{DeviceShare, MAX_CARDS, Outcome};
 use gpumem_core::fit::{CardFit, Margin};
 use gpumem_core::headline::{Cards, FormatFit, Headline, HostFit, Sequences, Unified};
 
@@ -21,6 +23,26 @@ pub const REQUEST: &str = "gpumem.rules-request 1";
 pub const ANSWER: &str = "gpumem.rules-answer 1";
 /// First line of a [`Panel`].
 pub const PANEL: &str = "gpumem.rules-panel 1";
+
+/// What the engine module answers: the headline and, when the budget is judged over
+/// several cards (llama.cpp's split, vLLM's pipeline stages), each device's row in
+/// device order ([`gpumem_core::engine::EngineBudget::devices`]; empty otherwise).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The headline, as the CLI prints it.
+    pub headline: Headline,
+    /// Each device's share, need and headroom, as the CLI's table prints them.
+    pub devices: Vec<DeviceShare>,
+}
+
+impl From<Headline> for Answer {
+    fn from(headline: Headline) -> Answer {
+        Answer {
+            headline,
+            devices: Vec::new(),
+        }
+    }
+}
 
 /// What the page asks the engine module about.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -118,11 +140,20 @@ fn fit_record(w: &mut Writer, role: &str, f: &CardFit) {
     );
 }
 
-/// Writes the answer: `h`, or the reason there is none.
-pub fn write_answer(h: &Result<Headline, String>) -> String {
+/// The words of an [`Outcome`] in a `device` record.
+fn outcome_word(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Fits => "fits",
+        Outcome::Borderline => "borderline",
+        Outcome::Refused => "refused",
+    }
+}
+
+/// Writes the answer: `a`, or the reason there is none.
+pub fn write_answer(a: &Result<Answer, String>) -> String {
     let mut w = Writer::new(ANSWER);
-    let h = match h {
-        Ok(h) => h,
+    let (h, devices) = match a {
+        Ok(a) => (&a.headline, &a.devices),
         Err(e) => {
             w.record("error", &[e]);
             return w.0;
@@ -211,7 +242,63 @@ pub fn write_answer(h: &Result<Headline, String>) -> String {
             ],
         );
     }
+    for d in devices {
+        w.record(
+            "device",
+            &[
+                &d.device.to_string(),
+                &d.card,
+                &d.card_name,
+                &d.capacity_bytes.to_string(),
+                &d.split,
+                &d.layers,
+                &d.blocks.to_string(),
+                flag(d.output_layer),
+                &d.weights_bytes.to_string(),
+                &d.kv_bytes.to_string(),
+                &d.compute_bytes.to_string(),
+                &d.mmproj_bytes.to_string(),
+                &d.context_bytes.to_string(),
+                &d.fit_margin_bytes.to_string(),
+                &d.need_bytes.to_string(),
+                &d.headroom_bytes.to_string(),
+                &d.uncertainty_bytes.to_string(),
+                outcome_word(d.outcome),
+                flag(d.most_loaded),
+            ],
+        );
+    }
     w.0
+}
+
+/// Reads a `device` record (its 19 fields) written by [`write_answer`].
+fn read_device(line: &Line, f: &[String]) -> Result<DeviceShare, String> {
+    Ok(DeviceShare {
+        device: line.number(&f[0])?,
+        card: f[1].clone(),
+        card_name: f[2].clone(),
+        capacity_bytes: line.number(&f[3])?,
+        split: f[4].clone(),
+        layers: f[5].clone(),
+        blocks: line.number(&f[6])?,
+        output_layer: boolean(line, &f[7])?,
+        weights_bytes: line.number(&f[8])?,
+        kv_bytes: line.number(&f[9])?,
+        compute_bytes: line.number(&f[10])?,
+        mmproj_bytes: line.number(&f[11])?,
+        context_bytes: line.number(&f[12])?,
+        fit_margin_bytes: line.number(&f[13])?,
+        need_bytes: line.number(&f[14])?,
+        headroom_bytes: signed(line, &f[15])?,
+        uncertainty_bytes: line.number(&f[16])?,
+        outcome: match f[17].as_str() {
+            "fits" => Outcome::Fits,
+            "borderline" => Outcome::Borderline,
+            "refused" => Outcome::Refused,
+            _ => return Err(line.error("not fits, borderline or refused")),
+        },
+        most_loaded: boolean(line, &f[18])?,
+    })
 }
 
 fn boolean(line: &Line, text: &str) -> Result<bool, String> {
@@ -242,8 +329,10 @@ fn read_fit(line: &Line, f: &[String]) -> Result<CardFit, String> {
     })
 }
 
-/// Reads an answer written by [`write_answer`]: the headline, or why there is none.
-pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
+/// Reads an answer written by [`write_answer`]: the answer, or why there is none. The
+/// `device` records come in device order, at most [`MAX_CARDS`] of them (the most
+/// cards a list takes).
+pub fn read_answer(text: &str) -> Result<Result<Answer, String>, String> {
     // The headline record's fields, then the card's fit, which every headline has.
     let mut head: Option<(String, bool, String, u64, bool)> = None;
     let mut card: Option<CardFit> = None;
@@ -253,6 +342,7 @@ pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
     let mut warnings = Vec::new();
     let mut unified = None;
     let mut host = None;
+    let mut devices: Vec<DeviceShare> = Vec::new();
     for line in lines(text, ANSWER)? {
         if line.kind == "error" {
             return Ok(Err(line.fields(1)?[0].clone()));
@@ -334,6 +424,16 @@ pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
                     fits: some(&f[5]).map(|t| boolean(&line, &t)).transpose()?,
                 });
             }
+            "device" => {
+                if devices.len() >= MAX_CARDS {
+                    return Err(line.error(&format!("more than {MAX_CARDS} devices")));
+                }
+                let d = read_device(&line, line.fields(19)?)?;
+                if usize::try_from(d.device).ok() != Some(devices.len()) {
+                    return Err(line.error("a device out of order"));
+                }
+                devices.push(d);
+            }
             _ => return Err(line.error("an unknown record")),
         }
     }
@@ -348,7 +448,7 @@ pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
         (None, None) => None,
         _ => return Err("a format record without its fit, or a fit without its format".into()),
     };
-    Ok(Ok(Headline {
+    let headline = Headline {
         verdict,
         card: card.ok_or("no card record")?,
         card_given,
@@ -364,7 +464,8 @@ pub fn read_answer(text: &str) -> Result<Result<Headline, String>, String> {
         warnings,
         unified,
         host,
-    }))
+    };
+    Ok(Ok(Answer { headline, devices }))
 }
 
 fn optional(text: &Option<String>) -> &str {
@@ -485,8 +586,9 @@ mod tests {
                 headline(&r, &est, Some(&l40s), &Basis::Estimate).unwrap()
             },
         ] {
-            let back = read_answer(&write_answer(&Ok(h.clone()))).unwrap().unwrap();
-            assert_eq!(back, h);
+            let a = Answer::from(h);
+            let back = read_answer(&write_answer(&Ok(a.clone()))).unwrap().unwrap();
+            assert_eq!(back, a);
         }
         assert_eq!(
             read_answer(&write_answer(&Err("no pool\tat all".into()))).unwrap(),
@@ -495,6 +597,114 @@ mod tests {
         assert!(read_answer("gpumem.rules-answer 1\nfit\tcard").is_err());
         assert!(read_answer("not a document").is_err());
         let _ = engine::engine_keys();
+    }
+
+    /// The answer over several cards as the engine module writes it: the core's
+    /// budget's rows per device, whole, for vLLM's stages (tp 2 × pp 2) and llama.cpp's
+    /// split over unequal cards.
+    fn split_answers() -> Vec<Answer> {
+        let mut out = Vec::new();
+        for (extra, page) in [
+            (
+                &[("tp", "2"), ("pp", "2"), ("gpus", "4")][..],
+                &[
+                    ("engine", "vllm"),
+                    ("card", "h100-sxm,h100-sxm,h100-sxm,h100-sxm"),
+                ][..],
+            ),
+            (
+                &[][..],
+                &[("engine", "llama.cpp"), ("card", "24GiB,12GiB")][..],
+            ),
+        ] {
+            let mut pairs = extra.to_vec();
+            pairs.push(("context", "16384"));
+            let i = input(&pairs);
+            let est = estimate(&i).unwrap();
+            let (params, errors) = engine::from_pairs(page.iter().copied());
+            assert!(errors.is_empty(), "{errors:?}");
+            let b = engine::budget(&i, &est, &params).unwrap();
+            assert_eq!(b.devices.len(), params.devices.len(), "{page:?}");
+            let basis = Basis::Engine(Box::new(params.clone()));
+            out.push(Answer {
+                headline: headline(&i, &est, params.card.as_ref(), &basis).unwrap(),
+                devices: b.devices,
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn the_rows_per_device_read_back_whole() {
+        for a in split_answers() {
+            let text = write_answer(&Ok(a.clone()));
+            assert_eq!(
+                text.lines().filter(|l| l.starts_with("device\t")).count(),
+                a.devices.len()
+            );
+            assert_eq!(read_answer(&text).unwrap(), Ok(a.clone()));
+            // Malformed rows are refused with the line that is wrong, never a panic.
+            let first = text
+                .lines()
+                .position(|l| l.starts_with("device\t"))
+                .unwrap();
+            let edit = |f: &dyn Fn(&str) -> String| {
+                text.lines()
+                    .enumerate()
+                    .map(|(i, l)| if i == first { f(l) } else { l.to_string() })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            for (bad, why) in [
+                (edit(&|l| l.replace("\tfits\t", "\tfine\t")), "not fits"),
+                (
+                    edit(&|l| l.rsplit_once('\t').unwrap().0.to_string()),
+                    "expected 19",
+                ),
+                (edit(&|l| l.replacen("device\t0", "device\t1", 1)), "order"),
+                (edit(&|l| l.replacen("device\t0", "device\t-1", 1)), "count"),
+                (edit(&|l| format!("{l}\t1")), "expected 19"),
+            ] {
+                let e = read_answer(&bad).expect_err(&bad);
+                assert!(e.contains(why), "{why}: {e}");
+                assert!(e.contains(&format!("line {}", first + 1)), "{e}");
+            }
+            // At most MAX_CARDS rows: one more is refused.
+            let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("device\t")).collect();
+            let row = rows[0]
+                .split_once('\t')
+                .unwrap()
+                .1
+                .split_once('\t')
+                .unwrap()
+                .1;
+            let mut many: String = text
+                .lines()
+                .filter(|l| !l.starts_with("device\t"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for n in 0..MAX_CARDS {
+                many.push_str(&format!("\ndevice\t{n}\t{row}"));
+            }
+            assert_eq!(
+                read_answer(&many).unwrap().unwrap().devices.len(),
+                MAX_CARDS
+            );
+            many.push_str(&format!("\ndevice\t{MAX_CARDS}\t{row}"));
+            let e = read_answer(&many).expect_err("one row too many");
+            assert!(e.contains(&format!("more than {MAX_CARDS} devices")), "{e}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the text, an answer is read or refused, never a panic.
+        #[test]
+        fn any_answer_text_is_read_without_a_panic(
+            records in "(\n(device|fit|host|warning)(\t[^\t\n]{0,6}){0,20}){0,20}"
+        ) {
+            let _ = read_answer(&format!("{ANSWER}{records}"));
+            let _ = read_answer(&format!("{ANSWER}\nheadline\tFITS\t1\tvllm\t0\t1{records}"));
+        }
     }
 
     #[test]

@@ -12,10 +12,10 @@ use gpumem_core::EstimateError;
 use gpumem_core::catalogue::{CATALOGUE, resolve};
 use gpumem_core::engine::{self, EngineBudget, EngineId, EngineParams, Outcome};
 use gpumem_core::estimate::{EstimateInput, estimate};
-use gpumem_core::headline::{Basis, Headline, headline};
+use gpumem_core::headline::{Basis, headline};
 use gpumem_core::params::from_pairs;
 use gpumem_core::units::{group_digits, signed_gib_string, signed_group_digits};
-use gpumem_proto::rules::{self, Panel, PanelRow, RulesRequest};
+use gpumem_proto::rules::{self, Answer, Panel, PanelRow, RulesRequest};
 use wasm_bindgen::prelude::*;
 
 /// The answer under the page's engine for one workload: a [`gpumem_proto::rules`]
@@ -54,14 +54,27 @@ fn settings_of(page: &[(String, String)]) -> EngineParams {
 }
 
 /// The headline under the page's engine (on its card, or on the smallest catalogue
-/// card that serves it), as `gpumem-agent estimate --engine` computes it.
-pub fn answer_of(r: &RulesRequest) -> Result<Headline, String> {
+/// card that serves it), as `gpumem-agent estimate --engine` computes it; over several
+/// cards, with each device's row of the budget the headline judges (the one
+/// `gpumem-agent estimate --engine --card a,b` tabulates).
+pub fn answer_of(r: &RulesRequest) -> Result<Answer, String> {
     let input = input_of(r).ok_or("the inputs do not describe a workload yet")?;
     let est = estimate(&input).map_err(|e| e.to_string())?;
     let settings = settings_of(&r.page);
-    let card = settings.card;
-    let basis = Basis::Engine(Box::new(settings));
-    headline(&input, &est, card.as_ref(), &basis).map_err(|e: EstimateError| e.to_string())
+    let basis = Basis::Engine(Box::new(settings.clone()));
+    let headline = headline(&input, &est, settings.card.as_ref(), &basis)
+        .map_err(|e: EstimateError| e.to_string())?;
+    // Over several cards the headline judges the split on its first card with these
+    // very settings (`Basis::need`): the same budget, of whose rows it keeps only the
+    // most loaded one's figures.
+    let devices = if settings.devices.len() > 1 {
+        engine::budget(&input, &est, &settings)
+            .map_err(|e| e.to_string())?
+            .devices
+    } else {
+        Vec::new()
+    };
+    Ok(Answer { headline, devices })
 }
 
 /// "fits", "borderline (±margin GiB)" or "refused (margin GiB)", as the CLI says it.
@@ -240,11 +253,13 @@ mod tests {
     #[test]
     fn the_answer_is_the_cores_headline_under_the_engine() {
         let r = request(&LLAMA_8B, &[("engine", "vllm"), ("card", "l40s")]);
-        let h = answer_of(&r).unwrap();
-        assert_eq!(h.basis, "vllm");
-        assert!(h.card_given);
+        let a = answer_of(&r).unwrap();
+        assert_eq!(a.headline.basis, "vllm");
+        assert!(a.headline.card_given);
+        // One card: no rows per device.
+        assert!(a.devices.is_empty());
         let back = rules::read_answer(&answer(rules::write_request(&r))).unwrap();
-        assert_eq!(back, Ok(h));
+        assert_eq!(back, Ok(a));
         let bad = rules::read_answer(&answer(rules::write_request(&request(
             &[("layers", "x")],
             &[],
@@ -258,7 +273,8 @@ mod tests {
     #[test]
     fn a_list_of_cards_is_llama_cpps_split_on_the_page() {
         let page = [("engine", "llama.cpp"), ("card", "24GiB,12GiB")];
-        let h = answer_of(&request(&LLAMA_8B, &page)).unwrap();
+        let a = answer_of(&request(&LLAMA_8B, &page)).unwrap();
+        let h = &a.headline;
         let input = input_of(&request(&LLAMA_8B, &page)).unwrap();
         let est = estimate(&input).unwrap();
         let (params, errors) = engine::from_pairs(page);
@@ -270,6 +286,7 @@ mod tests {
             h.card.headroom_bytes,
             b.margin_bytes.min(b.workload_margin_bytes)
         );
+        assert_eq!(a.devices, b.devices);
         let p = panel_of(&request(&LLAMA_8B, &[("card", "24GiB,12GiB")])).expect("a panel");
         assert!(p.card.contains(" + "), "{}", p.card);
         for row in &p.rows {
@@ -291,6 +308,91 @@ mod tests {
                     row.cells
                 ),
             }
+        }
+    }
+
+    /// Over several cards the answer carries each device's row, the core's budget's
+    /// own (vLLM's tp 2 × pp 2 on four H100s, its stages over an L40S and an A10,
+    /// llama.cpp over 24 and 12 GiB), in device order, the most loaded one the
+    /// headline's card; its need is the headline's when one sequence is asked, and the
+    /// headline's verdict is never better than a row's.
+    #[test]
+    fn several_cards_answer_with_each_devices_row() {
+        let h100 = "h100-sxm-80gb,h100-sxm-80gb,h100-sxm-80gb,h100-sxm-80gb";
+        for (extra, page, n) in [
+            (
+                &[("tp", "2"), ("pp", "2"), ("gpus", "4")][..],
+                &[("engine", "vllm"), ("card", h100)][..],
+                4,
+            ),
+            (
+                &[("pp", "2"), ("gpus", "2")][..],
+                &[("engine", "vllm"), ("card", "l40s,a10")][..],
+                2,
+            ),
+            (
+                &[("pp", "2"), ("gpus", "2"), ("sequences", "13")][..],
+                &[("engine", "vllm"), ("card", "l40s,a10")][..],
+                2,
+            ),
+            (
+                &[][..],
+                &[("engine", "llama.cpp"), ("card", "24GiB,12GiB")][..],
+                2,
+            ),
+            (
+                &[("sequences", "4")][..],
+                &[("engine", "llama.cpp"), ("card", "12GiB,8GiB")][..],
+                2,
+            ),
+        ] {
+            let mut pairs = LLAMA_8B.to_vec();
+            pairs.extend_from_slice(extra);
+            let r = request(&pairs, page);
+            let a = answer_of(&r).unwrap_or_else(|e| panic!("{page:?}: {e}"));
+            let input = input_of(&r).unwrap();
+            let est = estimate(&input).unwrap();
+            let (params, errors) = engine::from_pairs(page.iter().copied());
+            assert!(errors.is_empty(), "{errors:?}");
+            let b = engine::budget(&input, &est, &params).unwrap();
+            assert_eq!(a.devices.len(), n, "{page:?}");
+            assert_eq!(a.devices, b.devices, "{page:?}");
+            for (i, d) in a.devices.iter().enumerate() {
+                assert_eq!(d.device, i as u64);
+                assert_eq!(d.card, params.devices[i].id);
+            }
+            let loaded: Vec<_> = a.devices.iter().filter(|d| d.most_loaded).collect();
+            assert_eq!(loaded.len(), 1, "{page:?}");
+            let (h, d) = (&a.headline, loaded[0]);
+            assert_eq!(h.card.name, d.card_name, "{page:?}");
+            assert_eq!(h.card.capacity_bytes, d.capacity_bytes, "{page:?}");
+            let sequences = h.sequences.as_ref().unwrap();
+            if sequences.asked == 1 || b.kv_cache_bytes.is_some() {
+                assert_eq!(h.card.need_bytes, d.need_bytes, "{page:?}");
+            } else {
+                // vLLM's rows hold one sequence; the headline also the asked ones.
+                assert!(h.card.need_bytes > d.need_bytes, "{page:?}");
+            }
+            // No row is better placed than the headline says.
+            let rank = |o: Outcome| match o {
+                Outcome::Refused => 0,
+                Outcome::Borderline => 1,
+                Outcome::Fits => 2,
+            };
+            let headline_rank = match h.verdict() {
+                gpumem_core::fit::Verdict::DoesNotFit => 0,
+                gpumem_core::fit::Verdict::Borderline => 1,
+                gpumem_core::fit::Verdict::Fits => 2,
+            };
+            assert!(
+                a.devices.iter().all(|d| headline_rank <= rank(d.outcome)),
+                "{page:?}: {} {:?}",
+                h.verdict,
+                a.devices.iter().map(|d| d.outcome).collect::<Vec<_>>()
+            );
+            // They cross to the page whole.
+            let back = rules::read_answer(&answer(rules::write_request(&r))).unwrap();
+            assert_eq!(back, Ok(a), "{page:?}");
         }
     }
 }

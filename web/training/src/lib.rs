@@ -33,7 +33,9 @@ pub fn estimate(request: String) -> String {
 /// [`gpumem_proto::rules`] answer document (the headline, or why there is none).
 #[wasm_bindgen]
 pub fn answer(request: String) -> String {
-    rules::write_answer(&rules::read_request(&request).and_then(|r| answer_of(&r)))
+    rules::write_answer(
+        &rules::read_request(&request).and_then(|r| answer_of(&r).map(rules::Answer::from)),
+    )
 }
 
 /// The workload's input as the page reads it: its pairs (a refused pair leaves its
@@ -120,7 +122,7 @@ mod tests {
         let want = headline(&input, &est, Some(&card), &ByEstimate).unwrap();
         let r = request(&LLAMA_8B_LORA, &[("card", "l4")]);
         let back = rules::read_answer(&answer(rules::write_request(&r))).unwrap();
-        assert_eq!(back, Ok(want));
+        assert_eq!(back, Ok(want.into()));
         let alone = answer_of(&request(&LLAMA_8B_LORA, &[])).unwrap();
         assert!(!alone.card_given);
         assert_eq!(
