@@ -270,3 +270,101 @@ fn web_a_link_past_the_bounds_leaves_the_page_usable() {
         "const e = document.querySelector('[data-testid=\"answer-verdict\"]'); return e && e.textContent;",
     );
 }
+
+/// Over several cards the page's answer shows one row per GPU — vLLM's tp 2 × pp 2 on
+/// four H100s, its stages over an L40S and an A10 (asking more sequences than its pool
+/// holds at once), llama.cpp's split over an RTX 4090 and an RTX 3090 — each figure the
+/// one `gpumem-agent estimate --json` gives for the same keys (its `engine.devices`),
+/// the most loaded GPU named with the answer's one verdict, and no row's verdict
+/// beside it.
+#[test]
+fn web_the_answer_over_several_cards_has_the_clis_rows_per_gpu() {
+    use gpumem_core::units::{signed_gb_string, signed_gib_string};
+    let Some(page) = Page::open("web_the_answer_over_several_cards_has_the_clis_rows_per_gpu")
+    else {
+        return;
+    };
+    let h100 = "h100-sxm-80gb,h100-sxm-80gb,h100-sxm-80gb,h100-sxm-80gb";
+    for keys in [
+        format!("tp=2&pp=2&gpus=4&engine=vllm&card={h100}"),
+        "pp=2&gpus=2&engine=vllm&card=l40s-48gb,a10-24gb".to_string(),
+        "pp=2&gpus=2&sequences=13&engine=vllm&card=l40s-48gb,a10-24gb".to_string(),
+        "engine=llama.cpp&card=rtx-4090,rtx-3090".to_string(),
+    ] {
+        let query = format!("{LLAMA_8B}&context=16000&{keys}");
+        // The CLI's answer for the same keys.
+        let mut cmd = std::process::Command::new(web_support::agent_binary());
+        cmd.args(["estimate", "--json"]);
+        for (k, v) in query.split('&').filter_map(|p| p.split_once('=')) {
+            cmd.arg(format!("--{k}")).arg(v);
+        }
+        let out = cmd.output().expect("run the agent");
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{keys}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+        let devices = json["engine"]["devices"].as_array().expect("devices");
+        let cards = keys.rsplit('=').next().unwrap().split(',').count();
+        assert_eq!(devices.len(), cards, "{keys}");
+        page.load(&query);
+        let shown = page.browser.wait_for(
+            &format!("{keys}: the rows per GPU"),
+            &format!(
+                "const rows = document.querySelectorAll('[data-testid=answer-devices] tbody tr'); return rows.length === {cards} && [...rows].map(r => [...r.querySelectorAll('td')].map(td => td.textContent));"
+            ),
+        );
+        let shown: Vec<Vec<String>> = serde_json::from_value(shown).expect("cells");
+        let word = page.browser.testid("answer-verdict");
+        let verdict = json["verdict"]["verdict"].as_str().expect("verdict");
+        let v = match verdict {
+            "yes" => gpumem_core::fit::Verdict::Fits,
+            "borderline" => gpumem_core::fit::Verdict::Borderline,
+            _ => gpumem_core::fit::Verdict::DoesNotFit,
+        };
+        assert_eq!(word, v.word(), "{keys}");
+        let figure = |d: &serde_json::Value, key: &str| {
+            let b = d[key].as_i64().unwrap_or_else(|| panic!("{key}"));
+            format!("{} ({})", signed_gib_string(b, 2), signed_gb_string(b, 2))
+        };
+        for (d, cells) in devices.iter().zip(&shown) {
+            let want = [
+                d["device"].to_string(),
+                d["card_name"].as_str().unwrap().to_string(),
+                d["layers"].as_str().unwrap().to_string(),
+                figure(d, "weights_bytes"),
+                figure(d, "kv_bytes"),
+                figure(d, "need_bytes"),
+                figure(d, "capacity_bytes"),
+                figure(d, "headroom_bytes"),
+                if d["most_loaded"] == serde_json::json!(true) {
+                    format!("most loaded: {}", v.text())
+                } else {
+                    String::new()
+                },
+            ];
+            assert_eq!(cells[..], want[..], "{keys}: GPU {}", d["device"]);
+            println!("web-engine: {keys}: {}", cells.join(" | "));
+        }
+        // The most loaded GPU is the answer's card.
+        let loaded = devices
+            .iter()
+            .find(|d| d["most_loaded"] == serde_json::json!(true))
+            .expect("a most loaded GPU");
+        assert_eq!(
+            loaded["card_name"], json["verdict"]["card"]["name"],
+            "{keys}"
+        );
+        let note = page.browser.testid("answer-devices-note");
+        let need = json["verdict"]["card"]["need_bytes"].as_u64().unwrap();
+        if need != loaded["need_bytes"].as_u64().unwrap() {
+            // vLLM's rows hold one sequence; the answer, those asked at once.
+            assert!(
+                note.contains("13 sequences asked at once"),
+                "{keys}: {note}"
+            );
+            assert_eq!(v, gpumem_core::fit::Verdict::DoesNotFit, "{keys}");
+        }
+    }
+}
