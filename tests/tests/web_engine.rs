@@ -365,6 +365,18 @@ fn web_the_answer_over_several_cards_has_the_clis_rows_per_gpu() {
                 "{keys}: {note}"
             );
             assert_eq!(v, gpumem_core::fit::Verdict::DoesNotFit, "{keys}");
+            // The screen, wide and narrow (artifacts/several-cards-answer-*.png).
+            for (w, h) in [(1400, 1000), (390, 844)] {
+                page.browser.resize(w, h);
+                page.browser.js(
+                    "document.querySelector('[data-testid=answer-devices]').scrollIntoView()",
+                    serde_json::json!([]),
+                );
+                page.browser.screenshot(
+                    &web_support::artifacts().join(format!("several-cards-answer-{w}.png")),
+                );
+            }
+            page.browser.resize(1400, 1000);
         }
     }
 }
