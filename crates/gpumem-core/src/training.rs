@@ -1894,7 +1894,6 @@ fn frozen_base(
         norm,
         shared((t.lm_head && !own_head) || ad.modules.lm_head, h),
         head_module(t.lm_head, h),
-        ad.weight_copies,
         mul(&[ropes, block(&[seq, value, d])]),
         block(&[tokens, 8]),
         1024,
@@ -1908,6 +1907,12 @@ fn frozen_base(
     } else {
         (routed, dense.saturating_sub(1))
     };
+    // Autocast's copies of the adapters' weights: saved by `F.linear` and so kept
+    // through the backward without checkpointing; with it the checkpointed layers save
+    // none, and the copies live in autocast's cast cache until the forward's autocast
+    // exits (then once more, a layer's at a time, as each layer is recomputed): not
+    // kept at the forward's end, but counted beside the recomputed layer, an upper bound
+    // of the forward's peak (every layer's copies at once) and of the backward's.
     let (kept, bytes, shape) = if checkpointing {
         let kept = add(&[mul(&[layers, block(&[tokens, value, h])]), once]);
         let recomputed = if routed > 0 {
@@ -1917,7 +1922,7 @@ fn frozen_base(
         };
         (
             kept,
-            add(&[kept, recomputed]),
+            add(&[kept, recomputed, ad.weight_copies]),
             "L × v·h (checkpointed layer inputs) + one layer recomputed",
         )
     } else {
@@ -1926,6 +1931,7 @@ fn frozen_base(
             mul(&[routed_after, layer(true, true)]),
             mul(&[dense_after, layer(true, false)]),
             once,
+            ad.weight_copies,
         ]);
         (
             kept,
