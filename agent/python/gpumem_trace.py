@@ -702,6 +702,230 @@ _NOTES = set()
 
 
 # ---------------------------------------------------------------------------------------
+# Mixed-precision autocast on meta tensors.
+
+# torch.autocast's cast policies, by the ATen operator each Python entry point reaches
+# (PyTorch aten/src/ATen/autocast_mode.cpp and autocast_mode.h, `TORCH_LIBRARY_IMPL(aten,
+# AutocastCUDA, m)` and `(aten, AutocastCPU, m)`, as of torch 2.11): `lower` casts every
+# floating input to the autocast dtype, `fp32` to float32, `fp32_set_opt_dtype` passes
+# `dtype=torch.float32` where the caller gave none and the first input is eligible,
+# `promote` casts every floating input to the widest among them. The CUDA lists are what
+# a GPU step runs under; the CPU lists are there to check the stand-in against the real
+# CPU autocast (agent/python/tests/test_autocast_standin.py).
+_AUTOCAST_LOWER = {
+    "cuda": (
+        "conv1d conv2d conv3d conv_tbc conv_transpose1d conv_transpose2d conv_transpose3d "
+        "convolution _convolution prelu addmm addmv addr matmul einsum mm mv linear addbmm "
+        "baddbmm bmm chain_matmul linalg_multi_dot lstm_cell gru_cell rnn_tanh_cell "
+        "rnn_relu_cell _scaled_dot_product_flash_attention scaled_dot_product_attention "
+        "linalg_vecdot"
+    ),
+    "cpu": (
+        "conv1d conv2d conv3d bmm mm linalg_vecdot baddbmm addmm addbmm linear _convolution "
+        "matmul conv_tbc conv_transpose1d conv_transpose2d conv_transpose3d prelu "
+        "scaled_dot_product_attention"
+    ),
+}
+_AUTOCAST_FP32 = {
+    "cuda": (
+        "acos asin cosh erfinv exp expm1 log log10 log2 log1p reciprocal rsqrt sinh tan pow "
+        "softplus layer_norm native_layer_norm group_norm frobenius_norm nuclear_norm "
+        "cosine_similarity poisson_nll_loss cosine_embedding_loss nll_loss nll_loss2d "
+        "hinge_embedding_loss kl_div l1_loss smooth_l1_loss huber_loss mse_loss "
+        "margin_ranking_loss multilabel_margin_loss soft_margin_loss triplet_margin_loss "
+        "multi_margin_loss binary_cross_entropy_with_logits dist pdist cdist renorm logsumexp"
+    ),
+    "cpu": (
+        "avg_pool3d binary_cross_entropy grid_sampler polar prod quantile nanquantile stft "
+        "cdist trace view_as_complex cholesky cholesky_inverse cholesky_solve inverse "
+        "lu_solve orgqr ormqr pinverse max_pool3d max_unpool2d max_unpool3d "
+        "adaptive_avg_pool3d reflection_pad1d reflection_pad2d replication_pad1d "
+        "replication_pad2d replication_pad3d mse_loss cosine_embedding_loss nll_loss "
+        "nll_loss2d hinge_embedding_loss poisson_nll_loss smooth_l1_loss cross_entropy_loss "
+        "l1_loss huber_loss margin_ranking_loss soft_margin_loss triplet_margin_loss "
+        "multi_margin_loss ctc_loss kl_div multilabel_margin_loss "
+        "binary_cross_entropy_with_logits"
+    ),
+}
+_AUTOCAST_FP32_OPT_DTYPE = {
+    "cuda": "prod softmax log_softmax cumprod cumsum linalg_vector_norm linalg_matrix_norm sum",
+    "cpu": "",
+}
+_AUTOCAST_PROMOTE = {
+    "cuda": "addcdiv addcmul atan2 bilinear cross dot grid_sampler index_put tensordot scatter_add",
+    "cpu": "stack cat index_copy",
+}
+# Python entry points whose ATen operator has another name.
+_ATEN_NAME = {
+    "cross_entropy": "cross_entropy_loss",
+    "multi_dot": "linalg_multi_dot",
+    "vecdot": "linalg_vecdot",
+    "vector_norm": "linalg_vector_norm",
+    "matrix_norm": "linalg_matrix_norm",
+    "__matmul__": "matmul",
+    "__rmatmul__": "matmul",
+    "__pow__": "pow",
+    "__rpow__": "pow",
+    "__ipow__": "pow_",
+}
+
+
+def _autocast_enabled():
+    """Whether the step is in its autocast region: the stand-in follows the CPU autocast
+    flag, which ``torch.autocast("cpu")`` sets and meta tensors ignore (they carry no
+    autocast dispatch key), so that torch.utils.checkpoint, which re-enters the forward's
+    CPU autocast state when it recomputes a layer, re-enters the stand-in's too."""
+    import torch
+
+    return torch.is_autocast_enabled("cpu")
+
+
+class _AutocastStandIn:
+    """``torch.autocast`` for meta tensors, which the real one does not cast (it
+    dispatches on the tensors' autocast key, which meta tensors lack).
+
+    A ``TorchFunctionMode`` that, while ``torch.autocast("cpu")`` is entered, applies
+    autocast's cast policy (``policy``: ``cuda`` for what a GPU step runs, ``cpu`` to
+    check against the CPU's) to the eligible inputs (floating meta tensors other than
+    float64) of the operators in the lists above, as the ``Autocast`` dispatch key does:
+    above autograd, so each cast is recorded (``ToCopyBackward``) and the operator saves
+    the cast copy for its backward. A lower-precision cast of an fp32 leaf that requires
+    a gradient (not a view) is cached while ``torch.is_autocast_cache_enabled()`` until
+    the outermost autocast exits (``cached_cast`` in autocast_mode.cpp, cleared by
+    ``torch.clear_autocast_cache`` in ``torch.autocast.__exit__``): each trainable fp32
+    weight is cast once per autocast region and the copy kept while the cache or a saved
+    tensor holds it."""
+
+    def __init__(self, torch, policy="cuda"):
+        from torch.overrides import TorchFunctionMode
+
+        self.torch = torch
+        lists = {}
+        for kind, table in (
+            ("lower", _AUTOCAST_LOWER),
+            ("fp32", _AUTOCAST_FP32),
+            ("fp32_set_opt_dtype", _AUTOCAST_FP32_OPT_DTYPE),
+            ("promote", _AUTOCAST_PROMOTE),
+        ):
+            for name in table[policy].split():
+                lists[name] = kind
+        self.policy = lists
+        self.cache = {}
+        stand_in = self
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                return stand_in.call(func, args, kwargs or {})
+
+        self.mode = Mode()
+
+    def __enter__(self):
+        """Installs the stand-in: from here each ``torch.autocast("cpu")`` entered (the
+        harness's around the forward, and the one torch.utils.checkpoint enters to
+        recompute a layer in the backward, where a mode pushed earlier is not active)
+        pushes the mode for its region."""
+        torch = self.torch
+        self.saved = (torch.clear_autocast_cache, torch.autocast, torch.amp.autocast)
+        clear, cache, mode = self.saved[0], self.cache, self.mode
+        from torch.overrides import _get_current_function_mode_stack
+
+        def clear_autocast_cache():
+            clear()
+            cache.clear()
+
+        class autocast(torch.autocast):
+            def __enter__(self):
+                out = super().__enter__()
+                self._gpumem_pushed = self.device == "cpu" and mode not in _get_current_function_mode_stack()
+                if self._gpumem_pushed:
+                    mode.__enter__()
+                return out
+
+            def __exit__(self, *exc):
+                if getattr(self, "_gpumem_pushed", False):
+                    mode.__exit__(*exc)
+                return super().__exit__(*exc)
+
+        torch.clear_autocast_cache = clear_autocast_cache
+        torch.autocast = torch.amp.autocast = autocast
+        return self
+
+    def __exit__(self, *exc):
+        torch = self.torch
+        torch.clear_autocast_cache, torch.autocast, torch.amp.autocast = self.saved
+        self.cache.clear()
+        return False
+
+    def _eligible(self, t):
+        torch = self.torch
+        return (
+            isinstance(t, torch.Tensor)
+            and t.device.type == "meta"
+            and t.is_floating_point()
+            and t.dtype != torch.float64
+        )
+
+    def _cast(self, t, dtype, lower):
+        torch = self.torch
+        if not self._eligible(t) or t.dtype == dtype:
+            return t
+        cache = (
+            lower
+            and t.dtype == torch.float32
+            and t.requires_grad
+            and t.is_leaf
+            and not t._is_view()
+            and torch.is_autocast_cache_enabled()
+        )
+        if cache:
+            hit = self.cache.get(id(t))
+            if hit is not None and hit[0] is t:
+                return hit[1]
+        out = t.to(dtype)
+        if cache:
+            self.cache[id(t)] = (t, out)
+        return out
+
+    def _map(self, x, f):
+        if isinstance(x, (list, tuple)):
+            return type(x)(f(y) for y in x)
+        return f(x)
+
+    def call(self, func, args, kwargs):
+        torch = self.torch
+        name = getattr(func, "__name__", "")
+        kind = self.policy.get(_ATEN_NAME.get(name, name)) if _autocast_enabled() else None
+        if kind is None:
+            return func(*args, **kwargs)
+        dtype = torch.get_autocast_dtype("cpu")
+        if kind in ("lower", "fp32"):
+            to = dtype if kind == "lower" else torch.float32
+
+            def f(t):
+                return self._cast(t, to, kind == "lower")
+
+            args = tuple(self._map(a, f) for a in args)
+            kwargs = {k: self._map(v, f) for k, v in kwargs.items()}
+        elif kind == "fp32_set_opt_dtype":
+            given = kwargs.get("dtype") is not None or any(isinstance(a, torch.dtype) for a in args)
+            if args and self._eligible(args[0]) and not given:
+                kwargs = dict(kwargs, dtype=torch.float32)
+        else:
+            found = [t for a in list(args) + list(kwargs.values()) for t in (a if isinstance(a, (list, tuple)) else [a]) if self._eligible(t)]
+            if found:
+                widest = found[0].dtype
+                for t in found[1:]:
+                    widest = torch.promote_types(widest, t.dtype)
+
+                def f(t):
+                    return self._cast(t, widest, False)
+
+                args = tuple(self._map(a, f) for a in args)
+                kwargs = {k: self._map(v, f) for k, v in kwargs.items()}
+        return func(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------
 # NF4 (QLoRA) and 8-bit AdamW stand-ins with bitsandbytes' memory layout.
 
 
@@ -732,6 +956,8 @@ def _nf4_linear_class(torch):
             return grad @ weight, None, None, None
 
     class Nf4Linear(nn.Linear):
+        _gpumem_nf4 = True
+
         def __init__(self, linear, double_quant):
             nn.Module.__init__(self)
             self.in_features = linear.in_features
@@ -771,6 +997,53 @@ def _quantise_nf4(torch, model, double_quant):
     for parent, child_name, child in targets:
         setattr(parent, child_name, cls(child, double_quant))
     return len(targets)
+
+
+def _qlora_layers(torch, model):
+    """PEFT's LoRA over the NF4 stand-in as over bitsandbytes' ``Linear4bit``.
+
+    The stand-in is an ``nn.Linear``, which PEFT wraps as ``lora.Linear``; a real QLoRA
+    base is a ``bnb.nn.Linear4bit``, which PEFT wraps as ``lora.bnb.Linear4bit``
+    (``dispatch_bnb_4bit``). Their forwards differ in what the adapters keep under
+    autocast: ``lora.Linear`` always casts the input to the adapters' dtype, the bnb
+    layer only outside autocast (``requires_conversion = not
+    torch.is_autocast_enabled()``, CUDA's autocast, the one the Trainer enters; here the
+    stand-in's), and it clones the base's output first. Each wrapped stand-in runs that
+    forward (peft 0.21.2 ``peft/tuners/lora/bnb.py``, ``Linear4bit.forward``, the vanilla
+    LoRA path the trace builds: no variants, no mixed adapter batches, not merged)."""
+    from peft.tuners.lora import Linear as LoraLinear
+
+    class Nf4LoraLinear(LoraLinear):
+        def forward(self, x, *args, **kwargs):
+            self._check_forward_args(x, *args, **kwargs)
+            if self.disable_adapters or self.merged or kwargs.get("adapter_names") is not None:
+                raise RuntimeError("the trace's QLoRA layer runs its adapters, unmerged")
+            result = self.base_layer(x, *args, **kwargs)
+            # "As per Tim Dettmers, for 4bit, we need to defensively clone here."
+            result = result.clone()
+            for active_adapter in self.active_adapters:
+                if active_adapter not in self.lora_A.keys():
+                    continue
+                lora_A = self.lora_A[active_adapter]
+                lora_B = self.lora_B[active_adapter]
+                dropout = self.lora_dropout[active_adapter]
+                scaling = self.scaling[active_adapter]
+                requires_conversion = not _autocast_enabled()
+                if requires_conversion:
+                    expected_dtype = result.dtype
+                    x = self._cast_input_dtype(x, lora_A.weight.dtype)
+                output = lora_B(lora_A(dropout(x))) * scaling
+                if requires_conversion:
+                    output = output.to(expected_dtype)
+                result = result + output
+            return result
+
+    n = 0
+    for module in model.modules():
+        if type(module) is LoraLinear and getattr(module.base_layer, "_gpumem_nf4", False):
+            module.__class__ = Nf4LoraLinear
+            n += 1
+    return n
 
 
 def _adamw_fused_class(torch):
@@ -1611,6 +1884,22 @@ def _trace(w, group):
         nf4_layers = _quantise_nf4(torch, model, w.get("double_quant", True))
     if train in ("lora", "qlora"):
         model, versions["peft"] = _lora(torch, model, w)
+    if train == "qlora":
+        _qlora_layers(torch, model)
+    autocast = w.get("autocast")
+    if autocast:
+        # Mixed-precision autocast as transformers' Trainer runs it (bf16=True or
+        # fp16=True: accelerate's `Accelerator.prepare_model` wraps the model's forward,
+        # the loss included, in `torch.autocast`; the backward runs outside it), on the
+        # meta device through the stand-in (`_AutocastStandIn`).
+        if train not in ("lora", "qlora"):
+            raise ValueError("autocast is traced for LoRA and QLoRA")
+        if autocast != w["dtype"]:
+            raise ValueError(f"autocast in {autocast} over a {w['dtype']} model is not traced")
+        if group is not None:
+            raise ValueError("a rank's step is traced without autocast")
+        autocast_dtype = getattr(torch, DTYPES[autocast])
+        _NOTES.add(f"forward and loss under torch.autocast({autocast}), on the meta device through its cast policy's stand-in")
     vocab = model.get_output_embeddings().weight.shape[0] if model.get_output_embeddings() is not None else config.vocab_size
     parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     trainable = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values() if p.requires_grad)
@@ -1711,11 +2000,16 @@ def _trace(w, group):
             if not zero:
                 for p in model.parameters():
                     p.grad = None
-            with mode, _resize_hook(torch, tracker):
+            stand_in = _AutocastStandIn(torch) if autocast else contextlib.nullcontext()
+            with mode, _resize_hook(torch, tracker), stand_in:
                 tracker.begin("forward", step)
                 if step == 1:
                     tracker.by_op = by_op = []
-                loss = step_model(input_ids=ids, labels=ids).loss
+                if autocast:
+                    with torch.autocast("cpu", dtype=autocast_dtype):
+                        loss = step_model(input_ids=ids, labels=ids).loss
+                else:
+                    loss = step_model(input_ids=ids, labels=ids).loss
                 tracker.by_op = None
                 live_end = set(r.index for r in tracker.live.values() if r.phase == "forward")
                 activations.clear()

@@ -1158,3 +1158,120 @@ fn the_op_checkpointing_policy_agrees_with_traces() {
     let err = estimate(&fused).unwrap_err().to_string();
     assert!(err.contains("fused projection"), "{err}");
 }
+
+/// LoRA and QLoRA steps under mixed-precision autocast (`--autocast bf16`, as
+/// transformers' `Trainer` runs them with `bf16=True`), traced through the probe's
+/// stand-in for autocast's cast policy on the meta device (checked against the CPU's
+/// real autocast in agent/python/tests/test_autocast_standin.py) and PEFT's bnb
+/// `Linear4bit` forward over the NF4 stand-in: what the forward keeps equals
+/// `decoder_activations` with autocast's `Adapters` within 2 %, with and without
+/// checkpointing, and differs from the same step without autocast.
+#[test]
+fn lora_and_qlora_under_autocast_agree_with_traces() {
+    use gpumem_core::training::{Adapters, LoraTargets, ModulesToSave};
+    let Some(python) = gpumem_e2e::torch_python("lora_and_qlora_under_autocast_agree") else {
+        return;
+    };
+    // Llama 3.2 1B's layer, four of them and a smaller vocabulary (a short test).
+    let mut config: serde_json::Value =
+        serde_json::from_str(&config_text("llama-3.2-1b.json")).unwrap();
+    config["num_hidden_layers"] = 4.into();
+    config["vocab_size"] = 32000.into();
+    let text = serde_json::to_string(&config).unwrap();
+    let a = input_of_text(&text, &[("train", "full")]).arch.unwrap();
+    // (train, targets as the trace takes them, as gpumem reads them, checkpointing)
+    let cases: &[(&str, &[&str], &str, bool)] = &[
+        ("lora", &["all"], "all", false),
+        ("lora", &["all"], "all", true),
+        ("lora", &["q_proj", "v_proj"], "q,v", false),
+        ("qlora", &["all"], "all", false),
+        ("qlora", &["all"], "all", true),
+    ];
+    let rank = 16u64;
+    let mut requests = String::new();
+    for (train, targets, _, ckpt) in cases {
+        let w = serde_json::json!({
+            "config": config, "train": train, "sequences": SEQUENCES, "context": CONTEXT,
+            "generate": 0, "dtype": "bfloat16", "attention": "flash", "optimizer": "adamw",
+            "master_weights": false, "checkpointing": ckpt, "lora_rank": rank,
+            "lora_targets": targets, "logits": "last", "expandable_segments": false,
+            "autocast": "bfloat16",
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let mut failures = Vec::new();
+    for ((train, _, targets, ckpt), t) in cases.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{train} {targets}: {t}");
+        let targets_of = LoraTargets::parse("lora-targets", targets).unwrap();
+        // The adapters' parameters, r × (in + out) for each adapted projection, by hand.
+        let (h, q, kv, i) = (
+            a.hidden,
+            a.heads * a.head_dim,
+            a.kv_heads * a.head_dim,
+            a.intermediate,
+        );
+        let per_layer: u64 = [
+            (targets_of.q, h + q),
+            (targets_of.k, h + kv),
+            (targets_of.v, h + kv),
+            (targets_of.o, q + h),
+            (targets_of.gate, h + i),
+            (targets_of.up, h + i),
+            (targets_of.down, i + h),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, w)| rank * w)
+        .sum();
+        let ad = |autocast: bool| Adapters {
+            targets: targets_of,
+            rank,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+            base_4bit: *train == "qlora",
+            autocast,
+            weight_copies: if autocast {
+                2 * per_layer * a.layers
+            } else {
+                0
+            },
+            modules: ModulesToSave::default(),
+        };
+        let derive = |autocast: bool| {
+            decoder_activations(
+                &a,
+                CONTEXT,
+                SEQUENCES,
+                2,
+                *ckpt,
+                AttentionImpl::Flash,
+                Some(&ad(autocast)),
+            )
+            .unwrap()
+        };
+        let (derived, plain) = (derive(true), derive(false));
+        let kept = t["kept"].as_u64().unwrap();
+        let pct = 100.0 * (derived.kept as f64 - kept as f64) / kept as f64;
+        eprintln!(
+            "llama ×4 {train:<5} {targets:<4} ckpt {ckpt:<5} autocast | kept {:>11} traced {kept:>11} {pct:>+6.2}% (without autocast {})",
+            derived.kept, plain.kept
+        );
+        assert_eq!(derived.assumed_because, None);
+        if pct.abs() > 2.0 {
+            failures.push(format!("{train} {targets} ckpt {ckpt}: {pct:+.2} %"));
+        }
+        // Without checkpointing autocast changes what the adapters keep: the trace
+        // must be nearer the autocast line than the plain one.
+        if !ckpt {
+            assert!(
+                plain.kept.abs_diff(kept) * 100 > 2 * kept,
+                "{train} {targets}: the trace is within 2 % of the line without autocast"
+            );
+        }
+    }
+    assert!(failures.is_empty(), "past 2 %: {failures:#?}");
+}

@@ -42,6 +42,7 @@ pub const WORKLOAD_KEYS: &[&str] = &[
     "checkpointing-policy",
     "lora-rank",
     "lora-targets",
+    "autocast",
     "gpus",
     "nodes",
     "fsdp",
@@ -415,7 +416,7 @@ pub fn render(doc: &TraceDocument) -> String {
             w.sequences, w.context, w.generate
         ),
         t => format!(
-            "{t} training, {} × {} tokens, {}, master weights {}, checkpointing {}",
+            "{t} training, {} × {} tokens, {}, master weights {}, checkpointing {}{}",
             w.sequences,
             w.context,
             w.optimizer,
@@ -428,7 +429,11 @@ pub fn render(doc: &TraceDocument) -> String {
                 (true, Some(p)) => format!("on ({p} policy)"),
                 (true, None) => "on".into(),
                 (false, _) => "off".into(),
-            }
+            },
+            w.autocast
+                .as_deref()
+                .map(|d| format!(", under autocast ({d})"))
+                .unwrap_or_default()
         ),
     };
     let _ = writeln!(

@@ -96,11 +96,24 @@ pub fn workload_of(input: &EstimateInput, expandable_segments: bool) -> Result<T
     // The probe runs PEFT's LoRA as PEFT builds it by default, and QLoRA's base as its
     // NF4 stand-in, which keeps what bitsandbytes 0.43.2 and later keep; what it cannot
     // follow is refused rather than traced as something else.
-    if input.autocast.is_some() {
-        bail!(
-            "the trace runs without torch.autocast (the meta device has no autocast): leave out --autocast to trace"
-        );
-    }
+    // Autocast (what `estimate` accepts: LoRA or QLoRA, in the compute dtype) runs on
+    // the meta device through the probe's stand-in for its cast policy, one GPU only.
+    let autocast = match input.autocast {
+        None => None,
+        Some(t) if input.train.adapters() && t == input.compute_dtype && t.bytes() == 2 => {
+            if input.gpus > 1 {
+                bail!(
+                    "a rank's step is traced without autocast: leave out --autocast or --gpus to trace"
+                );
+            }
+            torch_dtype(t).map(String::from)
+        }
+        Some(t) => bail!(
+            "--autocast {} is traced for LoRA and QLoRA in their 16-bit compute dtype ({})",
+            t.name(),
+            input.compute_dtype.name()
+        ),
+    };
     if input.train.adapters()
         && (input.lora_dtype != Dtype::F32
             || input.lora_dropout
@@ -169,6 +182,7 @@ pub fn workload_of(input: &EstimateInput, expandable_segments: bool) -> Result<T
         checkpointing_policy: (input.checkpointing_policy != CheckpointPolicy::Layer)
             .then(|| input.checkpointing_policy.name().into()),
         lora_rank: input.lora_rank,
+        autocast,
         lora_targets: targets,
         logits: input.logits.name().into(),
         expandable_segments: expandable_segments || input.expandable_segments,
@@ -715,8 +729,15 @@ mod tests {
         );
         assert!(with(&[("lora-dtype", "bf16")]).is_err());
         assert!(with(&[("lora-dropout", "true")]).is_err());
-        let e = with(&[("autocast", "bf16")]).unwrap_err().to_string();
-        assert!(e.contains("--autocast"), "{e}");
+        let ac = with(&[("autocast", "bf16")]).unwrap();
+        assert_eq!(ac.autocast.as_deref(), Some("bfloat16"));
+        assert!(ac.words().contains("autocast bfloat16"), "{}", ac.words());
+        let e = with(&[("autocast", "fp16")]).unwrap_err().to_string();
+        assert!(e.contains("--autocast fp16"), "{e}");
+        let e = with(&[("autocast", "bf16"), ("gpus", "2")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("without autocast"), "{e}");
         assert_eq!((w.sequences, w.context), (4, 2048));
         assert_eq!(w.dtype, "bfloat16");
         assert_eq!(w.attention, "flash");

@@ -84,6 +84,12 @@ pub struct TraceWorkload {
     pub checkpointing_policy: Option<String>,
     /// LoRA rank (LoRA and QLoRA).
     pub lora_rank: u64,
+    /// The forward and loss under `torch.autocast` in this dtype (`bfloat16`,
+    /// `float16`; LoRA and QLoRA, as transformers' `Trainer` with `bf16`/`fp16` runs
+    /// them), traced through the probe's stand-in for autocast's cast policy; absent
+    /// without autocast.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autocast: Option<String>,
     /// LoRA target modules (`q_proj`, … or `all`).
     pub lora_targets: Vec<String>,
     /// Logits kept in prefill: `last` or `all`.
@@ -143,7 +149,7 @@ impl TraceWorkload {
             )
         } else {
             format!(
-                "{} training, {} × {} tokens, {}, master weights {}, checkpointing {}{}",
+                "{} training, {} × {} tokens, {}, master weights {}, checkpointing {}{}{}",
                 self.train,
                 self.sequences,
                 self.context,
@@ -153,6 +159,10 @@ impl TraceWorkload {
                     (true, Some(p)) => format!("on ({p} policy)"),
                     (c, _) => on(c).into(),
                 },
+                self.autocast
+                    .as_deref()
+                    .map(|t| format!(", autocast {t}"))
+                    .unwrap_or_default(),
                 self.ranks
                     .as_ref()
                     .map(|r| format!(
@@ -333,6 +343,7 @@ mod tests {
                 checkpointing: false,
                 checkpointing_policy: None,
                 lora_rank: 16,
+                autocast: None,
                 lora_targets: vec![],
                 logits: "last".into(),
                 expandable_segments: false,
