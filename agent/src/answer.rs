@@ -183,7 +183,7 @@ pub fn render(
             .engine
             .as_ref()
             .is_some_and(|b| b.engine.name() == "vllm");
-        s.push_str(&split_table(split, vllm));
+        s.push_str(&split_table(split, vllm, verdict, h));
     }
     s.push('\n');
     let _ = writeln!(
@@ -391,12 +391,18 @@ fn total_line(est: &Estimate, per_rank: bool) -> String {
     s
 }
 
-/// One line per engine figure worth a glance (the full budget is in `--verbose`).
-/// Several cards: one row per device — the layers it holds, its weights, the KV cache
-/// of its layers, what it needs in all (those, its compute buffer, CUDA context and
-/// the margin the engine keeps free), its capacity, headroom and verdict; `vllm`:
-/// pipeline stages, whose words differ from llama.cpp's split.
-pub fn split_table(devices: &[gpumem_core::engine::DeviceShare], vllm: bool) -> String {
+/// The rows of an engine's split over several cards: each GPU's card, layers, weights,
+/// KV cache, need, capacity and headroom (GiB). The verdict is the answer's, on the most
+/// loaded GPU's row (the one the headline judges): a row's own check (vLLM's rows hold
+/// one sequence of max-model-len) never stands beside it, so no row says "fits" under a
+/// DOES NOT FIT; when the answer's need is not that row's, the note says why (the page's
+/// table says the same).
+pub fn split_table(
+    devices: &[gpumem_core::engine::DeviceShare],
+    vllm: bool,
+    verdict: Verdict,
+    h: &Headline,
+) -> String {
     let gib = |b: u64| Bytes(b).gib_string(2);
     let mut s = String::new();
     let _ = writeln!(
@@ -405,13 +411,12 @@ pub fn split_table(devices: &[gpumem_core::engine::DeviceShare], vllm: bool) -> 
         "GPU", "card", "layers", "weights", "KV", "need", "capacity", "headroom"
     );
     for d in devices {
-        let verdict = match d.outcome {
-            gpumem_core::engine::Outcome::Fits => "fits",
-            gpumem_core::engine::Outcome::Borderline => "BORDERLINE",
-            gpumem_core::engine::Outcome::Refused => "NO",
+        let verdict = if d.most_loaded {
+            format!("most loaded: {}", verdict.word())
+        } else {
+            String::new()
         };
-        let _ = writeln!(
-            s,
+        let row = format!(
             "  {:<3} {:<14} {:<26} {:>7} {:>6} {:>6} {:>8} {:>8} {verdict}",
             d.device,
             d.card,
@@ -422,10 +427,21 @@ pub fn split_table(devices: &[gpumem_core::engine::DeviceShare], vllm: bool) -> 
             gib(d.capacity_bytes),
             signed_gib_string(d.headroom_bytes, 2),
         );
+        let _ = writeln!(s, "{}", row.trim_end());
     }
+    let why = match (devices.iter().find(|d| d.most_loaded), &h.sequences) {
+        (Some(d), Some(q)) if d.need_bytes != h.card.need_bytes && q.asked > 1 => format!(
+            "; the answer's need, {} GiB ({} GB), is GPU {}'s with the {} sequences asked at once",
+            Bytes(h.card.need_bytes).gib_string(2),
+            Bytes(h.card.need_bytes).gb_string(2),
+            d.device,
+            q.asked
+        ),
+        _ => String::new(),
+    };
     s.push_str(&wrap(
         &format!(
-            "  GiB; {}",
+            "  GiB; {}{why}",
             if vllm {
                 gpumem_core::engine::SPLIT_NOTE_VLLM
             } else {

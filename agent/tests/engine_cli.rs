@@ -768,6 +768,53 @@ fn several_cards_under_llama_cpp_print_each_device() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("llama.cpp"));
 }
 
+/// vLLM's stages asked for more sequences than their pool holds: the answer is the stage
+/// rule's DOES NOT FIT (no `--cpu-offload-gb` offered: the stages take none), and the
+/// table's rows, which hold one sequence each, carry no verdict of their own beside it:
+/// the most loaded row says the headline's, and the note says whose need it is.
+#[test]
+fn stages_asked_too_many_sequences_answer_one_verdict() {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"))
+        .arg("estimate")
+        .args(LLAMA_8B)
+        .args([
+            "--engine",
+            "vllm@0.19",
+            "--pp",
+            "2",
+            "--gpus",
+            "2",
+            "--card",
+            "l40s,a10",
+            "--context",
+            "16000",
+            "--sequences",
+            "40",
+        ])
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    // 1: does not fit (2 would be bad input, with no answer).
+    assert_eq!(out.status.code(), Some(1), "{text}{err}");
+    assert!(text.contains("DOES NOT FIT  on NVIDIA A10"), "{text}");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("layers 0–15") || l.contains("layers 16–31"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(
+        !rows[0].contains("fits") && !rows[0].contains("FIT"),
+        "{text}"
+    );
+    assert!(rows[1].ends_with("most loaded: DOES NOT FIT"), "{text}");
+    assert!(!text.contains("cpu-offload-gb"), "{text}");
+    assert!(
+        text.contains("is GPU 1's with the 40 sequences asked at once"),
+        "{text}"
+    );
+}
+
 /// vLLM over two unequal cards: its pipeline stages, one row per GPU, the most loaded
 /// the one with the fewest blocks (the 40 GB card, which also holds the head); the
 /// devices' weights add up to the one-card weights; VLLM_PP_LAYER_PARTITION moves

@@ -52,7 +52,9 @@ pub fn choose(
     params: &EngineParams,
     card: &GpuCard,
 ) -> Result<Option<VllmOffload>, EstimateError> {
-    if params.get(KEY).is_some() || input.arch.is_none() {
+    // Over several cards vLLM's stage rule takes no `--cpu-offload-gb` (it refuses
+    // the flag there): nothing to offer, the stage rule's verdict stands.
+    if params.get(KEY).is_some() || input.arch.is_none() || params.devices.len() > 1 {
         return Ok(None);
     }
     let (none, _) = judge(HOST_VLLM, input, est, card, params)?;
