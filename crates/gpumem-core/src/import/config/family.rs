@@ -37,7 +37,8 @@ pub(crate) enum RouterBias {
     No,
     /// Always (gpt-oss's router bias).
     Yes,
-    /// DeepSeek-V3's fp32 `e_score_correction_bias`, with `topk_method` `noaux_tc`.
+    /// An fp32 `e_score_correction_bias` with `topk_method` `noaux_tc` (DeepSeek-V2:
+    /// vLLM's `DeepseekV2MoE` builds it only then).
     NoauxTc,
     /// An fp32 `e_score_correction_bias` always (GLM-4.5 and later's routers).
     Correction,

@@ -204,11 +204,56 @@ pub(crate) fn gguf_sliding_layers(arch: &str, layers: u64) -> Option<u64> {
     Family::gguf_sliding_layers(arch, layers)
 }
 
+/// `text` with the bare `Infinity`, `-Infinity` and `NaN` that Python's json module
+/// writes (outside strings) turned into the strings `"Infinity"`, `"-Infinity"`,
+/// `"NaN"`: a key the reader reads then says it is no number rather than being taken
+/// as absent, and any other is named like every unread key. `None` when there is none.
+fn python_floats(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len().saturating_add(16));
+    let (mut in_string, mut escaped, mut changed) = (false, false, false);
+    let mut rest = text;
+    loop {
+        if !in_string
+            && let Some((word, after)) = ["-Infinity", "Infinity", "NaN"]
+                .into_iter()
+                .find_map(|w| rest.strip_prefix(w).map(|r| (w, r)))
+        {
+            out.push('"');
+            out.push_str(word);
+            out.push('"');
+            rest = after;
+            changed = true;
+            continue;
+        }
+        let mut chars = rest.chars();
+        let Some(ch) = chars.next() else { break };
+        rest = chars.as_str();
+        out.push(ch);
+        if in_string {
+            match ch {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            in_string = ch == '"';
+        }
+    }
+    changed.then_some(out)
+}
+
 /// Reads a `config.json` document.
 pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
     // From bytes, like the safetensors header: one JSON reader in the page's wasm.
-    let doc: Value = serde_json::from_slice(text.as_bytes())
-        .map_err(|e| parse(format!("not valid JSON: {e}")))?;
+    let doc: Value = match serde_json::from_slice(text.as_bytes()) {
+        Ok(doc) => doc,
+        // Python's json module (which transformers' save_pretrained uses) writes
+        // `Infinity` and `NaN` (Mamba-2's `time_step_limit: [0.0, Infinity]`).
+        Err(e) => python_floats(text)
+            .and_then(|t| serde_json::from_slice(t.as_bytes()).ok())
+            .ok_or_else(|| parse(format!("not valid JSON: {e}")))?,
+    };
     if !doc.is_object() {
         return Err(parse("expected a JSON object".into()));
     }

@@ -1258,3 +1258,32 @@ fn hunyuan_and_cohere_qk_norms_match_what_transformers_builds() {
     assert_eq!(cohere.confidence, "exact", "{:?}", cohere.warnings);
     assert_eq!(counts(&cohere.arch).0, 4_915_802_112);
 }
+
+#[test]
+fn python_infinity_and_nan_are_read_as_strings_outside_strings_only() {
+    // Python's json module writes them bare (transformers' save_pretrained of a
+    // Mamba-2 config: time_step_limit [0.0, Infinity]).
+    let text = r#"{"a": [0.0, Infinity, -Infinity], "b": NaN, "c": "NaN \"Infinity\""}"#;
+    let fixed = python_floats(text).unwrap();
+    let v: Value = serde_json::from_str(&fixed).unwrap();
+    assert_eq!(v["a"][1], "Infinity");
+    assert_eq!(v["a"][2], "-Infinity");
+    assert_eq!(v["b"], "NaN");
+    assert_eq!(v["c"], "NaN \"Infinity\"");
+    assert_eq!(python_floats(r#"{"a": "Infinity"}"#), None);
+    // A read key holding one is no number: refused by name, not taken as absent.
+    let err = parse_config(
+        r#"{"model_type":"llama","hidden_size":Infinity,"num_hidden_layers":2,
+        "num_attention_heads":2,"vocab_size":10,"intermediate_size":8}"#,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("hidden_size"), "{err}");
+    // An inert one changes nothing.
+    let ok = parse_config(
+        r#"{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":2,
+        "num_key_value_heads":2,"vocab_size":10,"intermediate_size":8,"tie_word_embeddings":false,
+        "time_step_limit":[0.0,Infinity]}"#,
+    )
+    .unwrap();
+    assert_eq!(ok.confidence, "exact", "{:?}", ok.warnings);
+}

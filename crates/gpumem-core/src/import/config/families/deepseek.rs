@@ -1,7 +1,9 @@
 //! DeepSeek-V2 and V3 (DeepseekV2Config / DeepseekV3Config): multi-head latent
 //! attention (`kv_lora_rank`, `q_lora_rank`, the per-head widths), leading dense
-//! layers (`first_k_dense_replace`), shared experts, V3's `noaux_tc` router
-//! correction bias (fp32), and V3's multi-token-prediction layer with its own
+//! layers (`first_k_dense_replace`), shared experts, V3's router correction bias
+//! (fp32; transformers 5.23 `models/deepseek_v3/modeling_deepseek_v3.py`
+//! `DeepseekV3TopkRouter` builds it whatever `topk_method` says, V2 under `noaux_tc`
+//! only), and V3's multi-token-prediction layer with its own
 //! embedding and head copies — all read by the generic decoder; and DeepSeek-V3.2,
 //! whose attention layers add the sparse-attention indexer (`index_n_heads`,
 //! `index_head_dim`; `index_topk` only chooses which keys are attended).
@@ -12,20 +14,29 @@ use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family, RouterBias};
 use crate::import::config::json::Cfg;
 
-/// DeepSeek-V2 / V3.
+/// DeepSeek-V3 (and the records built on it).
 pub(crate) const DEEPSEEK: Family = Family {
-    types: "deepseek_v2 deepseek_v3",
+    types: "deepseek_v3",
     class: "DeepseekV3Config",
+    // DeepseekV3TopkRouter's fp32 bias, built whatever topk_method says (which only
+    // chooses the routing; the configs transformers writes have none).
+    router_bias: RouterBias::Correction,
+    inert: "aux_loss_alpha seq_aux ep_size topk_method",
+    ..BASE
+};
+
+/// DeepSeek-V2: its router keeps the correction bias only under `noaux_tc`.
+pub(crate) const DEEPSEEK_V2: Family = Family {
+    types: "deepseek_v2",
+    class: "DeepseekV2Config",
     router_bias: RouterBias::NoauxTc,
     inert: "aux_loss_alpha seq_aux ep_size",
-    ..BASE
+    ..DEEPSEEK
 };
 
 /// DeepSeek-V3.2 (`DeepseekV32ForCausalLM`): DeepSeek-V3 with the indexer.
 pub(crate) const DEEPSEEK_V32: Family = Family {
     types: "deepseek_v32",
-    // V3.2's routers always keep the fp32 correction bias (noaux_tc).
-    router_bias: RouterBias::Correction,
     inert: "aux_loss_alpha seq_aux ep_size topk_method",
     // transformers writes its attention layers as "indexed_attention".
     layer_types: "indexed_attention",
@@ -69,4 +80,4 @@ pub(crate) fn indexer(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
 }
 
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&DEEPSEEK, &DEEPSEEK_V32];
+pub(crate) const FAMILIES: &[&Family] = &[&DEEPSEEK, &DEEPSEEK_V2, &DEEPSEEK_V32];

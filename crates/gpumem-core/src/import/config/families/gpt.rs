@@ -10,9 +10,10 @@ use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::Cfg;
 
-/// GPT-2.
+/// GPT-2 (and GPT-SW3, which transformers builds as GPT2LMHeadModel: its
+/// `model_type` maps to GPT2Config in `configuration_auto.py`).
 pub(crate) const GPT2: Family = Family {
-    types: "gpt2",
+    types: "gpt2 gpt-sw3",
     class: "GPT2Config",
     arch: Architecture {
         tied_embeddings: true,
