@@ -1260,6 +1260,48 @@ fn hunyuan_and_cohere_qk_norms_match_what_transformers_builds() {
 }
 
 #[test]
+fn ernie_moe_layers_by_start_end_and_interval_match_what_transformers_builds() {
+    // transformers 5.23 on the meta device: Ernie4_5_MoeConfig with 12 layers, MoE from
+    // layer 2 to layer 9 every second layer (layers 3, 5, 7, 9), 8 experts of 256 and
+    // one shared expert, untied: 200 860 704 parameters and persistent buffers.
+    let c = parse_config(
+        r#"{"model_type":"ernie4_5_moe","hidden_size":1024,"num_hidden_layers":12,
+        "num_attention_heads":8,"num_key_value_heads":2,"intermediate_size":3072,"vocab_size":32000,
+        "moe_num_experts":8,"moe_k":2,"moe_intermediate_size":256,"moe_num_shared_experts":1,
+        "moe_layer_start_index":2,"moe_layer_end_index":9,"moe_layer_interval":2,
+        "tie_word_embeddings":false,"use_bias":false}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 200_860_704);
+    assert_eq!(c.arch.moe.map(|m| m.moe_layers(12)), Some(4));
+}
+
+#[test]
+fn helium_and_internlm3_biases_match_what_transformers_builds() {
+    // transformers 5.23 on the meta device: HeliumConfig with attention_bias gives
+    // q/k/v a bias and o_proj none (132 666 368 parameters for this shape);
+    // InternLM3Config's qkv_bias and bias are Llama's attention_bias (q, k, v, o) and
+    // mlp_bias (126 409 728).
+    let helium = parse_config(
+        r#"{"model_type":"helium","hidden_size":1024,"num_hidden_layers":4,"num_attention_heads":8,
+        "num_key_value_heads":8,"head_dim":128,"intermediate_size":4096,"vocab_size":32000,
+        "attention_bias":true,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(helium.confidence, "exact", "{:?}", helium.warnings);
+    assert_eq!(counts(&helium.arch).0, 132_666_368);
+    let internlm = parse_config(
+        r#"{"model_type":"internlm3","hidden_size":1024,"num_hidden_layers":4,"num_attention_heads":8,
+        "num_key_value_heads":2,"head_dim":128,"intermediate_size":4096,"vocab_size":32000,
+        "qkv_bias":true,"bias":true,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(internlm.confidence, "exact", "{:?}", internlm.warnings);
+    assert_eq!(counts(&internlm.arch).0, 126_409_728);
+}
+
+#[test]
 fn python_infinity_and_nan_are_read_as_strings_outside_strings_only() {
     // Python's json module writes them bare (transformers' save_pretrained of a
     // Mamba-2 config: time_step_limit [0.0, Infinity]).

@@ -11,9 +11,11 @@ use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::Cfg;
 use crate::import::config::tower::{fit, sizes, vit_layer};
 
-/// Llama, Mistral, Mixtral.
+/// Llama, Mistral, Mixtral, and Ministral-3's text model (`ministral3`: transformers
+/// 5.23 `models/ministral3/modeling_ministral3.py`, Mistral's modules; its multimodal
+/// root is `mistral3`).
 pub(crate) const LLAMA: Family = Family {
-    types: "llama mistral mixtral",
+    types: "llama mistral mixtral ministral3",
     class: "LlamaConfig",
     ..BASE
 };

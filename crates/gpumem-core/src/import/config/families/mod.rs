@@ -21,7 +21,9 @@ mod glm;
 mod gpt;
 mod gpt_oss;
 mod granite;
+mod helium;
 mod hunyuan;
+mod internlm;
 mod jamba;
 mod kimi;
 mod llama;
@@ -66,6 +68,8 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     smollm::FAMILIES,
     granite::FAMILIES,
     hunyuan::FAMILIES,
+    helium::FAMILIES,
+    internlm::FAMILIES,
     mamba::FAMILIES,
     jamba::FAMILIES,
     nemotron::FAMILIES,
