@@ -1329,3 +1329,44 @@ fn python_infinity_and_nan_are_read_as_strings_outside_strings_only() {
     .unwrap();
     assert_eq!(ok.confidence, "exact", "{:?}", ok.warnings);
 }
+
+#[test]
+fn hyperclovax_mellum_and_solar_open_switches_match_what_transformers_builds() {
+    // transformers 5.23 on the meta device, each shape built from these keys:
+    // HyperCLOVAX without post norms (two RMSNorms per layer): 126 362 624;
+    // Mellum with layers 0 and 3 dense (mlp_layer_types), per-head q/k norms and two
+    // sliding layers: 126 380 032; Solar Open with q/k/v biases (o_proj has none),
+    // two shared experts' width and the fp32 correction bias: 138 984 480.
+    let hcx = parse_config(
+        r#"{"model_type":"hyperclovax","hidden_size":1024,"num_hidden_layers":4,
+        "num_attention_heads":8,"num_key_value_heads":2,"head_dim":128,"intermediate_size":4096,
+        "vocab_size":32000,"use_post_norm":false,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(hcx.confidence, "exact", "{:?}", hcx.warnings);
+    assert_eq!(counts(&hcx.arch).0, 126_362_624);
+    let mellum = parse_config(
+        r#"{"model_type":"mellum","hidden_size":1024,"num_hidden_layers":4,"num_attention_heads":8,
+        "num_key_value_heads":2,"head_dim":128,"intermediate_size":4096,"moe_intermediate_size":512,
+        "num_local_experts":8,"num_experts_per_tok":2,"vocab_size":32000,
+        "mlp_layer_types":["dense","sparse","sparse","dense"],
+        "layer_types":["sliding_attention","full_attention","sliding_attention","full_attention"],
+        "sliding_window":512,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(mellum.confidence, "exact", "{:?}", mellum.warnings);
+    assert_eq!(counts(&mellum.arch).0, 126_380_032);
+    assert_eq!(
+        (mellum.sliding_window, mellum.sliding_layers),
+        (Some(512), Some(2))
+    );
+    let solar = parse_config(
+        r#"{"model_type":"solar_open","hidden_size":1024,"num_hidden_layers":4,
+        "num_attention_heads":8,"num_key_value_heads":2,"head_dim":128,"moe_intermediate_size":512,
+        "n_routed_experts":8,"n_shared_experts":2,"num_experts_per_tok":2,"vocab_size":32000,
+        "attention_bias":true,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(solar.confidence, "exact", "{:?}", solar.warnings);
+    assert_eq!(counts(&solar.arch).0, 138_984_480);
+}

@@ -7,6 +7,7 @@
 use super::family::Family;
 
 mod apertus;
+mod arcee;
 mod bamba;
 mod bert;
 mod chatglm;
@@ -23,12 +24,14 @@ mod gpt_oss;
 mod granite;
 mod helium;
 mod hunyuan;
+mod hyperclovax;
 mod internlm;
 mod jamba;
 mod kimi;
 mod llama;
 mod llava;
 mod mamba;
+mod mellum;
 mod minimax;
 mod nemotron;
 mod olmo;
@@ -39,6 +42,7 @@ mod qwen;
 mod qwen1;
 mod seed;
 mod smollm;
+mod solar;
 mod starcoder;
 
 /// Every family file's records (the `model_type`s of one record never appear in
@@ -70,6 +74,10 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     hunyuan::FAMILIES,
     helium::FAMILIES,
     internlm::FAMILIES,
+    arcee::FAMILIES,
+    solar::FAMILIES,
+    hyperclovax::FAMILIES,
+    mellum::FAMILIES,
     mamba::FAMILIES,
     jamba::FAMILIES,
     nemotron::FAMILIES,

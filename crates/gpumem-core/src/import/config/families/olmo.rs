@@ -41,5 +41,14 @@ pub(crate) const OLMOE: Family = Family {
     ..OLMO2
 };
 
+/// FlexOlmo (FlexOlmoConfig; transformers 5.23 `models/flex_olmo/modeling_flex_olmo.py`):
+/// OLMo-2's layers (post-attention and post-feedforward RMSNorms, q/k norms over the
+/// whole projection) with OLMoE's experts.
+pub(crate) const FLEX_OLMO: Family = Family {
+    types: "flex_olmo",
+    class: "FlexOlmoConfig",
+    ..OLMO2
+};
+
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&OLMO, &OLMO2, &OLMOE];
+pub(crate) const FAMILIES: &[&Family] = &[&OLMO, &OLMO2, &OLMOE, &FLEX_OLMO];
