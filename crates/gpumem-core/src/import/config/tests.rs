@@ -1370,3 +1370,34 @@ fn hyperclovax_mellum_and_solar_open_switches_match_what_transformers_builds() {
     assert_eq!(solar.confidence, "exact", "{:?}", solar.warnings);
     assert_eq!(counts(&solar.arch).0, 138_984_480);
 }
+
+#[test]
+fn stablelm_and_granite_moe_swa_switches_match_what_transformers_builds() {
+    // transformers 5.23 on the meta device: StableLmConfig with q/k/v biases,
+    // per-head q/k LayerNorms and the parallel residual (one LayerNorm with bias per
+    // layer): 126 374 912; GraniteMoeSWAConfig with a 2048-wide shared MLP, sinks and
+    // two sliding layers, tied: 93 611 040.
+    let stablelm = parse_config(
+        r#"{"model_type":"stablelm","hidden_size":1024,"num_hidden_layers":4,"num_attention_heads":8,
+        "num_key_value_heads":2,"intermediate_size":4096,"vocab_size":32000,"use_qkv_bias":true,
+        "qk_layernorm":true,"use_parallel_residual":true,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(stablelm.confidence, "exact", "{:?}", stablelm.warnings);
+    assert_eq!(counts(&stablelm.arch).0, 126_374_912);
+    let granite = parse_config(
+        r#"{"model_type":"granitemoe_swa","hidden_size":1024,"num_hidden_layers":4,
+        "num_attention_heads":8,"num_key_value_heads":2,"intermediate_size":512,"vocab_size":32000,
+        "num_local_experts":4,"num_experts_per_tok":2,"shared_intermediate_size":2048,
+        "sliding_window":256,"layer_rope_theta":[10000.0,10000.0,10000.0,10000.0],
+        "layer_types":["sliding_attention","full_attention","sliding_attention","full_attention"],
+        "tie_word_embeddings":true}"#,
+    )
+    .unwrap();
+    assert_eq!(granite.confidence, "exact", "{:?}", granite.warnings);
+    assert_eq!(counts(&granite.arch).0, 93_611_040);
+    assert_eq!(
+        (granite.sliding_window, granite.sliding_layers),
+        (Some(256), Some(2))
+    );
+}

@@ -35,6 +35,66 @@ pub(crate) const GRANITEMOE: Family = Family {
     ..BASE
 };
 
+/// GraniteMoeShared (GraniteMoeSharedConfig): GraniteMoE with an always-on shared MLP
+/// of `shared_intermediate_size` (gated, bias-free: transformers 5.23
+/// `GraniteMoeSharedMLP`) when that is above 0.
+pub(crate) const GRANITEMOE_SHARED: Family = Family {
+    types: "granitemoeshared",
+    class: "GraniteMoeSharedConfig",
+    hook: Some(granite_shared),
+    ..GRANITEMOE
+};
+
+/// Granite with sliding-window layers (`granite_swa`, GraniteSWAConfig; transformers
+/// 5.23 `models/granite_swa/modeling_granite_swa.py`): one learned sink logit per head
+/// in every attention layer (`GraniteSWAAttention.sinks`), the windowed layers listed in
+/// `layer_types`, a RoPE base per layer (`layer_rope_theta`, no tensor).
+pub(crate) const GRANITE_SWA: Family = Family {
+    types: "granite_swa",
+    class: "GraniteSWAConfig",
+    arch: Architecture {
+        tied_embeddings: true,
+        attn_sinks: true,
+        ..Architecture::BASE
+    },
+    inert: "logits_scaling layer_rope_theta",
+    ..BASE
+};
+
+/// GraniteMoE with sliding-window layers (`granitemoe_swa`, GraniteMoeSWAConfig;
+/// `models/granitemoe_swa/modeling_granitemoe_swa.py`): GraniteMoE's experts, the
+/// shared MLP of GraniteMoeShared, and GraniteSWA's sinks and windows.
+pub(crate) const GRANITEMOE_SWA: Family = Family {
+    types: "granitemoe_swa",
+    class: "GraniteMoeSWAConfig",
+    arch: Architecture {
+        attn_sinks: true,
+        ..Architecture::BASE
+    },
+    inert: "logits_scaling layer_rope_theta",
+    hook: Some(granite_shared),
+    ..BASE
+};
+
+/// The shared MLP beside the experts, `shared_intermediate_size` wide when above 0.
+fn granite_shared(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    let width = c.uint("shared_intermediate_size")?.unwrap_or(0);
+    if width == 0 {
+        return Ok(());
+    }
+    match d.arch.moe.as_mut() {
+        Some(m) => {
+            m.shared_experts = 1;
+            m.shared_intermediate = width;
+        }
+        None => d.warnings.push(
+            "shared_intermediate_size: the shared MLP of a model without experts is not counted"
+                .into(),
+        ),
+    }
+    Ok(())
+}
+
 /// GraniteMoeHybrid.
 pub(crate) const GRANITE_MOE_HYBRID: Family = Family {
     types: "granitemoehybrid",
@@ -100,4 +160,11 @@ fn granite_hybrid(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
 }
 
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&GRANITE, &GRANITEMOE, &GRANITE_MOE_HYBRID];
+pub(crate) const FAMILIES: &[&Family] = &[
+    &GRANITE,
+    &GRANITEMOE,
+    &GRANITEMOE_SHARED,
+    &GRANITE_SWA,
+    &GRANITEMOE_SWA,
+    &GRANITE_MOE_HYBRID,
+];

@@ -43,6 +43,7 @@ mod qwen1;
 mod seed;
 mod smollm;
 mod solar;
+mod stablelm;
 mod starcoder;
 
 /// Every family file's records (the `model_type`s of one record never appear in
@@ -78,6 +79,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     solar::FAMILIES,
     hyperclovax::FAMILIES,
     mellum::FAMILIES,
+    stablelm::FAMILIES,
     mamba::FAMILIES,
     jamba::FAMILIES,
     nemotron::FAMILIES,
