@@ -1779,6 +1779,15 @@ impl Architecture {
                 )?;
                 let o_in = checked_product(&[self.heads, m.v_head_dim], "attention width")?;
                 t.push(grp(attn, AttnLinear, "kv_a_proj_with_mqa", kv_a, h, a));
+                // `attention_bias` gives the down-projections a bias, not q_proj or the
+                // up-projections (transformers 5.23 DeepseekV2Attention,
+                // DeepseekV3Attention).
+                if self.qkv_bias {
+                    if m.q_lora_rank > 0 {
+                        t.push(grp(attn, Kept, "q_a_proj.bias", m.q_lora_rank, 1, a));
+                    }
+                    t.push(grp(attn, Kept, "kv_a_proj_with_mqa.bias", kv_a, 1, a));
+                }
                 t.push(grp(norms, Kept, "kv_a_layernorm", m.kv_lora_rank, 1, a));
                 t.push(grp(attn, AttnLinear, "kv_b_proj", kv_b, m.kv_lora_rank, a));
                 t.push(grp(attn, AttnLinear, "o_proj", h, o_in, a));

@@ -121,7 +121,11 @@ const INERT: &str = concat!(
     "label2id mamba_chunk_size max_window_layers model_type n_group norm_topk_prob ",
     "num_logits_to_keep original_max_position_embeddings partial_rotary_factor ",
     "pretraining_tp qk_head_dim residual_in_fp32 rotary_pct routed_scaling_factor scoring_func ",
-    "tie_word_embeddings topk_group torch_dtype dtype transformers_version use_cache",
+    "tie_word_embeddings topk_group torch_dtype dtype transformers_version use_cache ",
+    // Attention's query scale, a router's training noise, gpt-oss's SwiGLU slope, the
+    // slow Mamba path's scan and the fused Mamba kernels' switches, a loss coefficient.
+    "query_pre_attn_scalar router_jitter_noise swiglu_alpha use_associative_scan use_mamba_kernels ",
+    "z_loss_coefficient",
 );
 
 /// Key endings and beginnings that change nothing in memory in any family (token

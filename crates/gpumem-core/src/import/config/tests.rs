@@ -1401,3 +1401,45 @@ fn stablelm_and_granite_moe_swa_switches_match_what_transformers_builds() {
         (Some(256), Some(2))
     );
 }
+
+#[test]
+fn latent_attention_biases_cwm_windows_and_qwen2_moe_biases_match_what_transformers_builds() {
+    // transformers 5.23 on the meta device: attention_bias puts a bias on q_a_proj,
+    // kv_a_proj_with_mqa and o_proj of DeepSeek-style latent attention (MiniCPM3 with
+    // q_lora_rank 256: 63 062 144; Youtu without q_lora_rank, whose q_proj has none:
+    // 97 138 816); Qwen2-MoE without qkv_bias: 80 231 424.
+    let mla = |mt: &str, q_lora: &str, tied: bool| {
+        parse_config(&format!(
+            r#"{{"model_type":"{mt}","hidden_size":1024,"num_hidden_layers":4,"num_attention_heads":8,
+            "num_key_value_heads":8,"intermediate_size":2048,"vocab_size":32000,"kv_lora_rank":128,
+            "q_lora_rank":{q_lora},"qk_nope_head_dim":64,"qk_rope_head_dim":32,"v_head_dim":64,
+            "attention_bias":true,"tie_word_embeddings":{tied}}}"#
+        ))
+        .unwrap()
+    };
+    let minicpm = mla("minicpm3", "256", true);
+    assert_eq!(minicpm.confidence, "exact", "{:?}", minicpm.warnings);
+    assert_eq!(counts(&minicpm.arch).0, 63_062_144);
+    let youtu = mla("youtu", "null", false);
+    assert_eq!(youtu.confidence, "exact", "{:?}", youtu.warnings);
+    assert_eq!(counts(&youtu.arch).0, 97_138_816);
+    // CwmConfig without layer_types: layers 0 and 4 of 6 full, a window of 8192.
+    let cwm = parse_config(
+        r#"{"model_type":"cwm","hidden_size":1024,"num_hidden_layers":6,"num_attention_heads":8,
+        "num_key_value_heads":2,"intermediate_size":2048,"vocab_size":32000,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        (cwm.sliding_window, cwm.sliding_layers),
+        (Some(8192), Some(4))
+    );
+    let qwen = parse_config(
+        r#"{"model_type":"qwen2_moe","hidden_size":1024,"num_hidden_layers":2,"num_attention_heads":8,
+        "num_key_value_heads":2,"intermediate_size":2048,"moe_intermediate_size":256,
+        "shared_expert_intermediate_size":512,"num_experts":4,"num_experts_per_tok":2,
+        "vocab_size":32000,"qkv_bias":false,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(qwen.confidence, "exact", "{:?}", qwen.warnings);
+    assert_eq!(counts(&qwen.arch).0, 80_231_424);
+}

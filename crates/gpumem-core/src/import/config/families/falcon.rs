@@ -20,6 +20,8 @@ pub(crate) const FALCON: Family = Family {
         ..Architecture::BASE
     },
     multi_query: true,
+    // The MLP's activation's name.
+    inert: "activation",
     hook: Some(falcon),
     ..BASE
 };
@@ -50,6 +52,11 @@ fn falcon(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     } else {
         2
     };
+    // FalconAttention: one K/V head under multi_query without the new architecture,
+    // whatever num_kv_heads says (transformers 5.23 modeling_falcon.py).
+    if c.flag("new_decoder_architecture") != Some(true) && c.flag("multi_query") != Some(false) {
+        c.touch(&["num_kv_heads"]);
+    }
     Ok(())
 }
 

@@ -21,7 +21,8 @@ pub(crate) const FALCON_H1: Family = Family {
     hook: Some(falcon_h1),
     // mamba_expand beside mamba_d_ssm, which sets the width (the muP multipliers are
     // inert for every family; mup_vector is a non-persistent buffer).
-    inert: "mamba_expand",
+    // mamba_norm_before_gate orders the gated norm's two steps (no tensor).
+    inert: "mamba_expand mamba_norm_before_gate",
     ..BASE
 };
 

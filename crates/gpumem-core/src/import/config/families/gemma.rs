@@ -50,6 +50,21 @@ pub(crate) const GEMMA2: Family = Family {
     ..BASE
 };
 
+/// VaultGemma (`vaultgemma`, VaultGemmaConfig; transformers 5.23
+/// `models/vaultgemma/modeling_vaultgemma.py`): Gemma-2's decoder with two norms per
+/// layer (`input_layernorm`, `pre_feedforward_layernorm`); every other layer sliding
+/// from the first when `layer_types` does not list them.
+pub(crate) const VAULTGEMMA: Family = Family {
+    types: "vaultgemma",
+    class: "VaultGemmaConfig",
+    arch: Architecture {
+        layer_norms: 2,
+        ..GEMMA2.arch
+    },
+    gguf: "",
+    ..GEMMA2
+};
+
 /// Gemma-3 (text, and the multimodal `gemma3` whose `text_config` it reads).
 pub(crate) const GEMMA3: Family = Family {
     types: "gemma3_text gemma3",
@@ -71,8 +86,9 @@ pub(crate) const GEMMA3: Family = Family {
         ("max_position_embeddings", 131_072),
         ("sliding_window_pattern", 6),
     ],
-    // Image tokens per image and the query scaling constant.
-    inert: "mm_tokens_per_image query_pre_attn_scalar",
+    // Image tokens per image; the pattern beside layer_types, which decides (it is
+    // read when layer_types is absent).
+    inert: "mm_tokens_per_image sliding_window_pattern",
     gguf: "gemma3 gemma3n",
     scaled_positions: true,
     tower: Some(gemma3_tower),
@@ -311,7 +327,7 @@ fn gemma3_item(root: &Cfg, tower: &Value) -> Result<Option<(u64, u64)>, Estimate
 }
 
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&GEMMA, &GEMMA2, &GEMMA3, &GEMMA4];
+pub(crate) const FAMILIES: &[&Family] = &[&GEMMA, &GEMMA2, &VAULTGEMMA, &GEMMA3, &GEMMA4];
 
 #[cfg(test)]
 mod tests {

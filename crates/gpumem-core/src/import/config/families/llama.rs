@@ -11,14 +11,46 @@ use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::Cfg;
 use crate::import::config::tower::{fit, sizes, vit_layer};
 
-/// Llama, Mistral, Mixtral, and Ministral-3's text model (`ministral3`: transformers
-/// 5.23 `models/ministral3/modeling_ministral3.py`, Mistral's modules; its multimodal
-/// root is `mistral3`).
+/// Llama, Mistral, Mixtral, and what transformers 5.23 builds with their modules:
+/// Ministral-3's text model (`ministral3`, `models/ministral3/modeling_ministral3.py`,
+/// Mistral's; its multimodal root is `mistral3`), IQuest-Coder (`iquestcoder`, a
+/// LlamaConfig built as Llama).
 pub(crate) const LLAMA: Family = Family {
-    types: "llama mistral mixtral ministral3",
+    types: "llama mistral mixtral ministral3 iquestcoder",
     class: "LlamaConfig",
     ..BASE
 };
+
+/// Meta's CWM (`cwm`, CwmConfig; transformers 5.23 `models/cwm/modeling_cwm.py`):
+/// Llama's layers with bias-free attention, a window of `sliding_window` (8192 when
+/// absent) in the layers `layer_types` lists as sliding — when it lists none, every
+/// layer but each fourth from the first (`CwmConfig.__post_init__`).
+pub(crate) const CWM: Family = Family {
+    types: "cwm",
+    class: "CwmConfig",
+    hook: Some(cwm),
+    ..BASE
+};
+
+fn cwm(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    // Absent, the class's 8192; null, no window.
+    if c.get("sliding_window").is_none() {
+        d.window = Some(8192);
+        d.notes
+            .push("sliding_window absent: 8192 assumed (CwmConfig's default)".into());
+    }
+    if d.window.is_some() && c.list("layer_types").is_none() {
+        let layers = d.arch.layers;
+        // Full at i % 4 == 0: ⌈layers / 4⌉ of them.
+        let full = layers.saturating_add(3).checked_div(4).unwrap_or(0);
+        d.sliding_layers = Some(layers.saturating_sub(full));
+        d.notes.push(
+            "layer_types absent: every fourth layer from the first full, the others sliding (CwmConfig's pattern)"
+                .into(),
+        );
+    }
+    Ok(())
+}
 
 /// Mistral-3 (Mistral3ForConditionalGeneration): the Mistral language model of its
 /// `text_config` and the Pixtral vision tower of its root.
@@ -147,7 +179,7 @@ fn llama4_vision(
 }
 
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&LLAMA, &MISTRAL3, &LLAMA4];
+pub(crate) const FAMILIES: &[&Family] = &[&CWM, &LLAMA, &MISTRAL3, &LLAMA4];
 
 #[cfg(test)]
 mod tests {

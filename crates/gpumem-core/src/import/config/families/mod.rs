@@ -32,6 +32,7 @@ mod llama;
 mod llava;
 mod mamba;
 mod mellum;
+mod minicpm;
 mod minimax;
 mod nemotron;
 mod olmo;
@@ -80,6 +81,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     hyperclovax::FAMILIES,
     mellum::FAMILIES,
     stablelm::FAMILIES,
+    minicpm::FAMILIES,
     mamba::FAMILIES,
     jamba::FAMILIES,
     nemotron::FAMILIES,

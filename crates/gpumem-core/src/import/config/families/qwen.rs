@@ -41,11 +41,17 @@ pub(crate) const QWEN2_AUDIO: Family = Family {
     ..QWEN2
 };
 
-/// Qwen2-MoE: Qwen2MoeSparseMoeBlock's `shared_expert_gate`.
+/// Qwen2-MoE: Qwen2MoeSparseMoeBlock's `shared_expert_gate`; q/k/v biases under
+/// `qkv_bias` (transformers 5.23 `Qwen2MoeAttention`; Qwen2MoeConfig's default true).
 pub(crate) const QWEN2_MOE: Family = Family {
     types: "qwen2_moe",
     class: "Qwen2MoeConfig",
     shared_gate: true,
+    hook: Some(|c, d| {
+        d.arch.qkv_bias = c.flag("qkv_bias").unwrap_or(true);
+        d.arch.o_bias = false;
+        Ok(())
+    }),
     ..QWEN2
 };
 
