@@ -1081,6 +1081,8 @@ fn the_other_encoders_and_the_encoder_decoders_stay_refused_naming_why() {
     for (mt, why) in [
         ("distilbert", "an encoder-only model"),
         ("deberta-v2", "an encoder-only model"),
+        ("roformer", "an encoder-only model"),
+        ("xlm-roberta-xl", "an encoder-only model"),
         ("t5", "an encoder-decoder model"),
         ("whisper", "an encoder-decoder model"),
         ("pegasus", "an encoder-decoder model"),
@@ -1442,4 +1444,32 @@ fn latent_attention_biases_cwm_windows_and_qwen2_moe_biases_match_what_transform
     .unwrap();
     assert_eq!(qwen.confidence, "exact", "{:?}", qwen.warnings);
     assert_eq!(counts(&qwen.arch).0, 80_231_424);
+}
+
+#[test]
+fn exaone_moe_and_nanochat_switches_match_what_transformers_builds() {
+    // transformers 5.23 on the meta device: ExaoneMoeConfig with layers 1 and 3
+    // sparse (mlp_layer_types), two shared experts' width and three sliding layers:
+    // 104 359 952; NanoChatConfig with attention_bias, tied, norms without weights:
+    // 49 750 016.
+    let exaone = parse_config(
+        r#"{"model_type":"exaone_moe","hidden_size":1024,"num_hidden_layers":4,
+        "num_attention_heads":8,"num_key_value_heads":2,"intermediate_size":2048,
+        "moe_intermediate_size":256,"num_experts":8,"num_experts_per_tok":2,"num_shared_experts":2,
+        "vocab_size":32000,"mlp_layer_types":["dense","sparse","dense","sparse"],
+        "layer_types":["sliding_attention","sliding_attention","sliding_attention","full_attention"],
+        "sliding_window":512,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(exaone.confidence, "exact", "{:?}", exaone.warnings);
+    assert_eq!(counts(&exaone.arch).0, 104_359_952);
+    assert_eq!(exaone.sliding_layers, Some(3));
+    let nanochat = parse_config(
+        r#"{"model_type":"nanochat","hidden_size":768,"num_hidden_layers":4,"num_attention_heads":6,
+        "num_key_value_heads":2,"intermediate_size":3072,"vocab_size":32000,"attention_bias":true,
+        "tie_word_embeddings":true}"#,
+    )
+    .unwrap();
+    assert_eq!(nanochat.confidence, "exact", "{:?}", nanochat.warnings);
+    assert_eq!(counts(&nanochat.arch).0, 49_750_016);
 }

@@ -34,6 +34,7 @@ mod mamba;
 mod mellum;
 mod minicpm;
 mod minimax;
+mod nanochat;
 mod nemotron;
 mod olmo;
 mod paligemma;
@@ -82,6 +83,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     mellum::FAMILIES,
     stablelm::FAMILIES,
     minicpm::FAMILIES,
+    nanochat::FAMILIES,
     mamba::FAMILIES,
     jamba::FAMILIES,
     nemotron::FAMILIES,
@@ -123,6 +125,18 @@ const ENCODERS: &[&str] = &[
     "mpnet",
     "ernie",
     "jina_bert",
+    // Encoders transformers can also build as a causal LM head (is_decoder), whose
+    // published configs are encoders.
+    "bert-generation",
+    "big_bird",
+    "data2vec-text",
+    "megatron-bert",
+    "rembert",
+    "roberta-prelayernorm",
+    "roc_bert",
+    "roformer",
+    "xlm-roberta-xl",
+    "xmod",
 ];
 
 /// Encoder-decoder families (an encoder's states cross-attended by a decoder: two KV
