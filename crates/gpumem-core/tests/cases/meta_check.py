@@ -113,8 +113,19 @@ def defaults(types):
     for mt in types:
         cfg = AutoConfig.for_model(mt)
         n = count(build(cfg))
+        # Python's json writes inf and nan bare (Mamba-2's time_step_limit), which a
+        # strict JSON reader refuses: written as the strings the config reader reads
+        # them as.
+        def finite(x):
+            if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
+                return {x != x: "NaN", x > 0: "Infinity"}.get(True, "-Infinity")
+            if isinstance(x, dict):
+                return {k: finite(v) for k, v in x.items()}
+            if isinstance(x, (list, tuple)):
+                return [finite(v) for v in x]
+            return x
         doc = {"model_type": mt, "transformers": transformers.__version__, "parameters": n,
-               "config": json.loads(json.dumps(cfg.to_dict(), default=str))}
+               "config": finite(json.loads(json.dumps(cfg.to_dict(), default=str)))}
         (out / f"{mt}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         print(mt, n)
 

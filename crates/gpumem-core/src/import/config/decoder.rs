@@ -51,7 +51,15 @@ pub(crate) fn read(
     notes: Vec<String>,
 ) -> Result<Draft, EstimateError> {
     let hidden = c.need(&["hidden_size", "n_embd", "d_model"])?;
-    let layers = c.need(&["num_hidden_layers", "n_layer", "num_layers"])?;
+    let layers = match c.any(&["num_hidden_layers", "n_layer", "num_layers"])? {
+        Some(n) => n,
+        // NemotronHConfig (transformers 5.23) writes no num_hidden_layers: one block per
+        // entry of layers_block_type.
+        None => match c.list("layers_block_type") {
+            Some(list) => list.len() as u64,
+            None => c.need(&["num_hidden_layers", "n_layer", "num_layers"])?,
+        },
+    };
     let heads = c.need(&["num_attention_heads", "n_head"])?;
     if heads == 0 {
         return Err(parse("num_attention_heads is 0".into()));

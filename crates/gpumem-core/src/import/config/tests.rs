@@ -1473,3 +1473,35 @@ fn exaone_moe_and_nanochat_switches_match_what_transformers_builds() {
     assert_eq!(nanochat.confidence, "exact", "{:?}", nanochat.warnings);
     assert_eq!(counts(&nanochat.arch).0, 49_750_016);
 }
+
+#[test]
+fn nemotron_h_and_granite_hybrid_in_the_layout_transformers_5_writes() {
+    // transformers 5.23 writes Nemotron-H's blocks as layers_block_type names
+    // (linear_attention, full_attention, mlp, moe) without num_hidden_layers, and
+    // time_step_limit with a bare Infinity; GraniteMoeHybrid's Mamba-2 layers as
+    // linear_attention. On the meta device: 79 220 320 and 108 890 560.
+    let nemotron = parse_config(
+        r#"{"model_type":"nemotron_h","vocab_size":32000,"hidden_size":1024,
+        "layers_block_type":["linear_attention","full_attention","mlp","linear_attention"],
+        "num_attention_heads":8,"num_key_value_heads":2,"head_dim":128,"intermediate_size":2048,
+        "mamba_num_heads":16,"mamba_head_dim":64,"n_groups":2,"ssm_state_size":64,"conv_kernel":4,
+        "time_step_limit":[0.0,Infinity],"mtp_layers_block_type":["full_attention","moe"],
+        "num_nextn_predict_layers":0,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(nemotron.confidence, "exact", "{:?}", nemotron.warnings);
+    assert_eq!(nemotron.arch.layers, 4);
+    assert_eq!(nemotron.arch.attn_layers, Some(1));
+    assert_eq!(counts(&nemotron.arch).0, 79_220_320);
+    let granite = parse_config(
+        r#"{"model_type":"granitemoehybrid","vocab_size":32000,"hidden_size":1024,"num_hidden_layers":4,
+        "num_attention_heads":8,"num_key_value_heads":2,"intermediate_size":2048,"num_local_experts":0,
+        "shared_intermediate_size":2048,
+        "layer_types":["linear_attention","full_attention","linear_attention","full_attention"],
+        "mamba_n_heads":32,"mamba_d_head":64,"mamba_n_groups":1,"mamba_d_state":64,
+        "time_step_limit":[0.0,Infinity],"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(granite.confidence, "exact", "{:?}", granite.warnings);
+    assert_eq!(counts(&granite.arch).0, 108_890_560);
+}

@@ -99,7 +99,8 @@ fn granite_shared(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
 pub(crate) const GRANITE_MOE_HYBRID: Family = Family {
     types: "granitemoehybrid",
     class: "GraniteMoeHybridConfig",
-    layer_types: "mamba attention",
+    // transformers 5.23 writes the Mamba-2 layers as linear_attention.
+    layer_types: "mamba attention linear_attention",
     hook: Some(granite_hybrid),
     // The logits scale and the position scheme (RoPE or none: no tensors).
     inert: "logits_scaling position_embedding_type",
@@ -145,7 +146,10 @@ fn granite_hybrid(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
                     types.len()
                 )));
             }
-            types.iter().filter(|t| t.as_str() == Some("mamba")).count() as u64
+            types
+                .iter()
+                .filter(|t| matches!(t.as_str(), Some("mamba" | "linear_attention")))
+                .count() as u64
         }
         None => {
             d.notes.push(

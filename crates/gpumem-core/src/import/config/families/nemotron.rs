@@ -22,8 +22,9 @@ pub(crate) const NEMOTRON_H: Family = Family {
         ..Architecture::BASE
     },
     hook: Some(nemotron),
-    // The mixer's width is mamba_num_heads × mamba_head_dim (expand unused); activations, initialisation and kernel choice.
-    inert: "expand rescale_prenorm_residual use_mamba_kernels",
+    // The mixer's width is mamba_num_heads × mamba_head_dim (expand unused); activations, initialisation and kernel choice;
+    // whether the shared expert's compute overlaps the routed experts' (transformers 5.23 reads it nowhere).
+    inert: "expand rescale_prenorm_residual use_mamba_kernels moe_shared_expert_overlap",
     ..BASE
 };
 
@@ -74,8 +75,21 @@ fn nemotron(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         ));
         d.state_bytes = Some(per_layer);
     }
-    if d.arch.mtp_layers > 0 {
-        let pattern = c.str("mtp_hybrid_override_pattern");
+    if d.arch.mtp_layers == 0 {
+        // The MTP blocks' layout, without MTP blocks.
+        c.touch(&["mtp_layers_block_type", "mtp_hybrid_override_pattern"]);
+    } else {
+        // Or transformers 5.23's mtp_layers_block_type, by the same names.
+        let listed: Option<String> = c.list("mtp_layers_block_type").map(|l| {
+            l.iter()
+                .map(|x| match x.as_str() {
+                    Some("attention" | "full_attention") => '*',
+                    Some("moe") => 'E',
+                    _ => '?',
+                })
+                .collect()
+        });
+        let pattern = c.str("mtp_hybrid_override_pattern").or(listed.as_deref());
         let skip = if pattern != Some("*E") {
             // Nemotron-3's MTP blocks are counted for the "*E" pattern (an attention
             // block, then the MoE block) only; another pattern is named, not miscounted.
@@ -107,9 +121,10 @@ fn blocks(c: &Cfg, layers: u64, warnings: &mut Vec<String>) -> Result<Blocks, Es
         && let Some(list) = c.list("layers_block_type")
     {
         for x in list {
+            // transformers 5.23 writes linear_attention and full_attention.
             listed.push(match x.as_str() {
-                Some("mamba") => 'M',
-                Some("attention") => '*',
+                Some("mamba" | "linear_attention") => 'M',
+                Some("attention" | "full_attention") => '*',
                 Some("mlp") => '-',
                 Some("moe") => 'E',
                 _ => '?',

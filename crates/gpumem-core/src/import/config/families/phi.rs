@@ -21,8 +21,9 @@ pub(crate) const PHI: Family = Family {
     types: "phi",
     class: "PhiConfig",
     modelled: false,
+    // PhiConfig's tie_word_embeddings defaults to false (PhiForCausalLM's lm_head has
+    // its own weight and bias).
     arch: Architecture {
-        tied_embeddings: true,
         gated_mlp: false,
         layernorm_bias: true,
         layer_norms: 1,
