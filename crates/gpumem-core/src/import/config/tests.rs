@@ -1505,3 +1505,23 @@ fn nemotron_h_and_granite_hybrid_in_the_layout_transformers_5_writes() {
     assert_eq!(granite.confidence, "exact", "{:?}", granite.warnings);
     assert_eq!(counts(&granite.arch).0, 108_890_560);
 }
+
+#[test]
+fn llama4_in_the_layout_transformers_5_writes() {
+    // transformers 5.23 writes Llama-4's RoPE layers as chunked_attention in
+    // layer_types and its MoE layers as moe_layers indices; MoE at layers 1 and 3 of
+    // 4 (dense layers intermediate_size_mlp wide): 104 350 720 on the meta device.
+    let c = parse_config(
+        r#"{"model_type":"llama4_text","vocab_size":32000,"hidden_size":1024,"num_hidden_layers":4,
+        "num_attention_heads":8,"num_key_value_heads":2,"head_dim":128,"intermediate_size":512,
+        "intermediate_size_mlp":2048,"num_local_experts":4,"num_experts_per_tok":1,"moe_layers":[1,3],
+        "interleave_moe_layer_step":1,"attention_chunk_size":1024,"no_rope_layer_interval":4,
+        "no_rope_layers":[1,1,1,0],
+        "layer_types":["chunked_attention","chunked_attention","chunked_attention","full_attention"],
+        "tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 104_350_720);
+    assert_eq!((c.sliding_window, c.sliding_layers), (Some(1024), Some(3)));
+}

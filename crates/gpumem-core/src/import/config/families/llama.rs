@@ -68,6 +68,9 @@ pub(crate) const LLAMA4: Family = Family {
     tower: Some(|root, tower, hidden| Ok(llama4_vision(root, tower, hidden)?.map(|n| (n, None)))),
     // Llama4TextL2Norm has no weight; attention temperature constants.
     inert: "use_qk_norm attn_temperature_tuning attn_scale floor_scale",
+    // transformers 5.23 writes the RoPE layers as chunked_attention
+    // (Llama4TextConfig.__post_init__, from no_rope_layers).
+    layer_types: "chunked_attention",
     ..BASE
 };
 
@@ -79,18 +82,40 @@ fn llama4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     if let Some(dense) = c.uint("intermediate_size_mlp")? {
         d.arch.intermediate = dense;
     }
+    let layers = d.arch.layers;
     if let Some(m) = d.arch.moe.as_mut() {
         let width = c.need(&["intermediate_size"])?;
         m.expert_intermediate = width;
         m.shared_experts = 1;
         m.shared_intermediate = width;
+        // transformers 5.23 lists the MoE layers' indices (Llama4TextDecoderLayer:
+        // `layer_idx in config.moe_layers`); only their count matters.
+        if let Some(list) = c.list("moe_layers") {
+            let mut moe: Vec<u64> = list
+                .iter()
+                .filter_map(Value::as_u64)
+                .filter(|i| *i < layers)
+                .collect();
+            moe.sort_unstable();
+            moe.dedup();
+            m.every = 1;
+            m.dense_layers = layers.saturating_sub(moe.len() as u64);
+        }
     }
     let Some(chunk) = c.uint("attention_chunk_size")? else {
         return Ok(());
     };
-    let layers = d.arch.layers;
-    let rope_layers = match c.list("no_rope_layers") {
-        Some(l) if !l.is_empty() => l.iter().filter(|x| x.as_u64() == Some(1)).count() as u64,
+    // layer_types, when written, names the same layers.
+    let listed = c.count_of("layer_types", "chunked_attention");
+    let rope_layers = match (listed, c.list("no_rope_layers")) {
+        (Some(n), _) => {
+            // The interval that built the list.
+            c.touch(&["no_rope_layer_interval"]);
+            n
+        }
+        (None, Some(l)) if !l.is_empty() => {
+            l.iter().filter(|x| x.as_u64() == Some(1)).count() as u64
+        }
         _ => {
             let every = c.uint("no_rope_layer_interval")?.unwrap_or(4).max(1);
             layers.saturating_sub(layers.checked_div(every).unwrap_or(0))
