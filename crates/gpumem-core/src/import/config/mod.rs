@@ -379,7 +379,7 @@ fn read_decoder(
         })
     }) {
         return Err(parse(format!(
-            "layer_types has {kind:?} layers: layers that keep a constant state instead of a KV cache are not read from a config yet (give parameters, the KV shape and state-layers / state-bytes by hand)"
+            "layer_types has {kind:?} layers, a kind the {mt} reader does not count (a constant state instead of a KV cache, a compressed or indexed cache): give parameters, the KV shape and state-layers / state-bytes by hand"
         )));
     }
     let mut d = decoder::read(c, root, mt, f, notes)?;

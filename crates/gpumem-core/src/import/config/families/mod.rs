@@ -154,6 +154,14 @@ const ENCODER_DECODERS: &[&str] = &[
     "nllb-moe",
     "longt5",
     "switch_transformers",
+    "blenderbot",
+    "blenderbot-small",
+    "bigbird_pegasus",
+    "mvp",
+    "plbart",
+    "prophetnet",
+    // The text decoder of a VisionEncoderDecoderModel (TrOCR's image encoder beside it).
+    "trocr",
 ];
 
 /// Why `model_type` is refused, if it is.
