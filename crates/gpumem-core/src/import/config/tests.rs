@@ -1525,3 +1525,21 @@ fn llama4_in_the_layout_transformers_5_writes() {
     assert_eq!(counts(&c.arch).0, 104_350_720);
     assert_eq!((c.sliding_window, c.sliding_layers), (Some(1024), Some(3)));
 }
+
+#[test]
+fn afmoe_dense_layers_shared_expert_and_window_pattern_match_what_transformers_builds() {
+    // transformers 5.23 on the meta device: AfmoeConfig with 6 layers, the first 2
+    // dense, one shared expert, the output gate, four norms per layer and no
+    // layer_types (full every third layer): 128 510 496 parameters, 4 sliding layers.
+    let c = parse_config(
+        r#"{"model_type":"afmoe","vocab_size":32000,"hidden_size":1024,"intermediate_size":2048,
+        "moe_intermediate_size":256,"num_hidden_layers":6,"num_dense_layers":2,"num_attention_heads":8,
+        "num_key_value_heads":2,"head_dim":128,"num_experts":8,"num_experts_per_tok":2,
+        "num_shared_experts":1,"global_attn_every_n_layers":3,"sliding_window":512,
+        "tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 128_510_496);
+    assert_eq!((c.sliding_window, c.sliding_layers), (Some(512), Some(4)));
+}

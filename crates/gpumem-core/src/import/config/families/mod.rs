@@ -6,6 +6,7 @@
 
 use super::family::Family;
 
+mod afmoe;
 mod apertus;
 mod arcee;
 mod bamba;
@@ -84,6 +85,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     stablelm::FAMILIES,
     minicpm::FAMILIES,
     nanochat::FAMILIES,
+    afmoe::FAMILIES,
     mamba::FAMILIES,
     jamba::FAMILIES,
     nemotron::FAMILIES,
