@@ -1543,3 +1543,17 @@ fn afmoe_dense_layers_shared_expert_and_window_pattern_match_what_transformers_b
     assert_eq!(counts(&c.arch).0, 128_510_496);
     assert_eq!((c.sliding_window, c.sliding_layers), (Some(512), Some(4)));
 }
+
+#[test]
+fn diffllama_lambdas_match_what_transformers_builds() {
+    // transformers 5.23 on the meta device: DiffLlamaConfig with head_dim 128 and
+    // attention_bias (q, k, v and o) and 4 × 128 lambda values per layer: 103 308 288.
+    let c = parse_config(
+        r#"{"model_type":"diffllama","vocab_size":32000,"hidden_size":1024,"intermediate_size":2048,
+        "num_hidden_layers":4,"num_attention_heads":8,"num_key_value_heads":4,"head_dim":128,
+        "attention_bias":true,"lambda_std_dev":0.1,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 103_308_288);
+}

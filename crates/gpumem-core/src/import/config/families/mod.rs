@@ -14,6 +14,7 @@ mod bert;
 mod chatglm;
 mod cohere;
 mod deepseek;
+mod diffllama;
 mod ernie;
 mod exaone;
 mod falcon;
@@ -86,6 +87,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     minicpm::FAMILIES,
     nanochat::FAMILIES,
     afmoe::FAMILIES,
+    diffllama::FAMILIES,
     mamba::FAMILIES,
     jamba::FAMILIES,
     nemotron::FAMILIES,
