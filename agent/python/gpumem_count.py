@@ -52,7 +52,13 @@ def _import(name):
 
 
 def _config(transformers, request):
-    config_dict = dict(request["config"])
+    if "config_text" in request:
+        # The file's text: json reads the bare Infinity and NaN transformers writes.
+        config_dict = json.loads(request["config_text"])
+        if not isinstance(config_dict, dict):
+            raise ValueError("config.json is not a JSON object")
+    else:
+        config_dict = dict(request["config"])
     trust = bool(request.get("trust_remote_code"))
     model_type = config_dict.get("model_type")
     if not model_type:

@@ -171,6 +171,7 @@ fn torch_dtype(d: Dtype) -> &'static str {
 pub fn count(
     python: &OsString,
     config: &Value,
+    text: &str,
     compute: Dtype,
     trust_remote_code: bool,
     config_dir: Option<&Path>,
@@ -186,7 +187,9 @@ pub fn count(
         crate::trace::python::WATCHDOG_SOURCE.as_bytes(),
     )?;
     let mut request = serde_json::json!({
-        "config": config,
+        // The file's own text: Python's json module reads the bare `Infinity` and
+        // `NaN` it writes as floats (`config` has them as strings).
+        "config_text": text,
         "dtype": torch_dtype(compute),
         "trust_remote_code": trust_remote_code,
         // The probe's own bounds: its deadline a little after the agent's.
@@ -315,6 +318,7 @@ mod tests {
         let got = count(
             &OsString::from("/nonexistent/python3"),
             &serde_json::json!({"model_type": "jetmoe", "num_hidden_layers": 2}),
+            "{}",
             Dtype::Bf16,
             false,
             None,
@@ -327,6 +331,7 @@ mod tests {
         let got = count(
             &OsString::from("/nonexistent/python3"),
             &serde_json::json!({"model_type": "jetmoe", "num_hidden_layers": 1u64 << 40}),
+            "{}",
             Dtype::Bf16,
             false,
             None,

@@ -537,12 +537,10 @@ fn read_config(
         Err(e) => {
             // An encoder-decoder's cache needs more than the decoder's tokens: not
             // counted here.
-            let named = serde_json::from_str::<serde_json::Value>(text)
-                .ok()
-                .is_some_and(|v| {
-                    v.get("model_type").is_some_and(|m| m.is_string())
-                        && v.get("is_encoder_decoder") != Some(&serde_json::Value::Bool(true))
-                });
+            let named = config::config_json(text).ok().is_some_and(|v| {
+                v.get("model_type").is_some_and(|m| m.is_string())
+                    && v.get("is_encoder_decoder") != Some(&serde_json::Value::Bool(true))
+            });
             if named && count_with != crate::count::CountWith::Reader {
                 Ok(Err(format!("{what}: {e}")))
             } else {
@@ -560,8 +558,7 @@ fn run_count(
     input: &gpumem_core::estimate::EstimateInput,
 ) -> Result<std::result::Result<crate::count::Count, (String, bool)>> {
     use crate::trace::python::Failure;
-    let config: serde_json::Value =
-        serde_json::from_str(text).context("reading config.json for the count")?;
+    let config = config::config_json(text).context("reading config.json for the count")?;
     let python = args
         .python
         .clone()
@@ -573,6 +570,7 @@ fn run_count(
     let got = crate::count::count(
         &python,
         &config,
+        text,
         input.compute_dtype,
         args.trust_remote_code,
         config_dir.as_deref(),

@@ -357,3 +357,40 @@ fn a_config_the_reader_refuses_is_counted() {
         Some(kv_per_token * (CONTEXT + GENERATE) * SEQUENCES)
     );
 }
+
+/// A config.json as transformers writes it for a Mamba-2 hybrid: a bare `Infinity`
+/// (`time_step_limit`), which Python's json module writes and strict JSON lacks. The
+/// reader reads it (Bamba's record), and so does the count: the probe is handed the
+/// file's own text, and transformers' figure equals the reader's.
+#[test]
+fn a_config_with_a_bare_infinity_is_counted() {
+    let cfg = config("bamba-infinity.json");
+    assert!(std::fs::read_to_string(&cfg).unwrap().contains("Infinity"));
+    let (out, reader) = estimate(&cfg, &["--count-with", "reader"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let Some(python) = gpumem_e2e::torch_python("a_config_with_a_bare_infinity_is_counted") else {
+        return;
+    };
+    let (out, counted) = estimate(
+        &cfg,
+        &[
+            "--count-with",
+            "transformers",
+            "--python",
+            python.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        counted["confidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("counted by transformers "),
+        "{counted}"
+    );
+    assert_eq!(counted["parameters"], reader["parameters"], "{counted}");
+    assert!(
+        counted["parameters"].as_u64() > Some(3_000_000),
+        "{counted}"
+    );
+}

@@ -247,17 +247,22 @@ fn python_floats(text: &str) -> Option<String> {
     changed.then_some(out)
 }
 
-/// Reads a `config.json` document.
-pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
+/// A `config.json`'s JSON, as Python's json module (which transformers'
+/// `save_pretrained` uses) writes it: bare `Infinity` and `NaN` (Mamba-2's
+/// `time_step_limit: [0.0, Infinity]`) read as the strings `"Infinity"`, `"NaN"`.
+pub fn config_json(text: &str) -> Result<Value, EstimateError> {
     // From bytes, like the safetensors header: one JSON reader in the page's wasm.
-    let doc: Value = match serde_json::from_slice(text.as_bytes()) {
-        Ok(doc) => doc,
-        // Python's json module (which transformers' save_pretrained uses) writes
-        // `Infinity` and `NaN` (Mamba-2's `time_step_limit: [0.0, Infinity]`).
+    match serde_json::from_slice(text.as_bytes()) {
+        Ok(doc) => Ok(doc),
         Err(e) => python_floats(text)
             .and_then(|t| serde_json::from_slice(t.as_bytes()).ok())
-            .ok_or_else(|| parse(format!("not valid JSON: {e}")))?,
-    };
+            .ok_or_else(|| parse(format!("not valid JSON: {e}"))),
+    }
+}
+
+/// Reads a `config.json` document.
+pub fn parse_config(text: &str) -> Result<ImportedConfig, EstimateError> {
+    let doc = config_json(text)?;
     if !doc.is_object() {
         return Err(parse("expected a JSON object".into()));
     }
