@@ -393,6 +393,14 @@ pub struct Architecture {
     /// (`BertPooler`, built by `BertModel(add_pooling_layer=True)`, as `AutoModel` does).
     #[serde(default)]
     pub pooler: bool,
+    /// The lm_head has a bias of one value per vocabulary row (Phi-1/2's and GPT-J's
+    /// `lm_head`, `nn.Linear(hidden, vocab, bias=True)`).
+    #[serde(default)]
+    pub lm_head_bias: bool,
+    /// A norm over the token embeddings before the first layer (BLOOM's
+    /// `word_embeddings_layernorm`), of the layers' norm kind.
+    #[serde(default)]
+    pub embedding_norm: bool,
     /// An encoder-decoder (T5, BART, Whisper): every parameter of its encoder and
     /// decoder stacks as transformers builds the generation class, counted by the config
     /// reader (`import/config/encdec.rs`); 0 = a decoder-only model. The decoder's
@@ -458,6 +466,8 @@ impl Architecture {
         encoder: false,
         token_types: 0,
         pooler: false,
+        lm_head_bias: false,
+        embedding_norm: false,
         encdec_params: 0,
         encoder_length: 0,
     };
@@ -888,6 +898,11 @@ pub const VARIANT_FACTS: &[Fact] = &[
         "Rows of the token-type (segment) embedding table (BERT: type_vocab_size)", at!(token_types)),
     fact("pooler", G::Variants, K::Bool(Architecture::BASE.pooler), "Pooler", "",
         "A dense pooler [hidden, hidden] with bias over the first token (BertModel's)", at!(pooler)),
+    fact("lm-head-bias", G::Variants, K::Bool(Architecture::BASE.lm_head_bias), "lm_head bias", "",
+        "The lm_head has a bias, one value per vocabulary row (Phi-1/2, GPT-J)", at!(lm_head_bias)),
+    fact("embedding-norm", G::Variants, K::Bool(Architecture::BASE.embedding_norm), "Embedding norm", "",
+        "A norm over the token embeddings before the first layer (BLOOM's word_embeddings_layernorm)", at!(embedding_norm))
+        .underived("a norm over the embeddings is not in the derivation"),
     fact("encoder-decoder-params", G::Variants, K::Count, "Encoder-decoder parameters", "decoder-only",
         "An encoder-decoder (T5, BART, Whisper): all its parameters; the decoder's shape is layers, heads and head-dim", at!(encdec_params))
         .underived("an encoder-decoder's forward is not the decoder's derivation"),
@@ -1511,6 +1526,16 @@ impl Architecture {
         // `embeddings.LayerNorm`, ModernBERT's `embeddings.norm`; ModernBERT's layer 0
         // has no attention norm and its `final_norm` takes that place): one, as here.
         t.push(grp(Norms, Kept, "final norm", h, 1, self.norm_vectors()));
+        if self.embedding_norm {
+            t.push(grp(
+                Norms,
+                Kept,
+                "embedding norm",
+                h,
+                1,
+                self.norm_vectors(),
+            ));
+        }
         if self.pooler {
             // BertPooler: dense [hidden, hidden] + bias (tanh has no tensor).
             t.push(grp(Mlp, Linear, "pooler dense", h, h, 1));
@@ -1518,6 +1543,10 @@ impl Architecture {
         }
         if !self.tied_embeddings && !self.encoder {
             t.push(grp(LmHead, Vocab, "lm_head", self.vocab, h, 1));
+        }
+        if self.lm_head_bias && !self.encoder {
+            // One value per vocabulary row, replicated on every rank (the safe side).
+            t.push(grp(LmHead, Kept, "lm_head.bias", self.vocab, 1, 1));
         }
         if self.mtp_layers > 0 && self.mlp_layers.is_some() {
             // A block-pattern model (Nemotron-H, whose blocks are each one norm and one

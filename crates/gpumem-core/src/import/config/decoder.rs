@@ -50,7 +50,8 @@ pub(crate) fn read(
     f: &Family,
     notes: Vec<String>,
 ) -> Result<Draft, EstimateError> {
-    let hidden = c.need(&["hidden_size", "n_embd", "d_model"])?;
+    // BloomConfig reads `n_embed` (the published BLOOM configs write it).
+    let hidden = c.need(&["hidden_size", "n_embd", "d_model", "n_embed"])?;
     let layers = match c.any(&["num_hidden_layers", "n_layer", "num_layers"])? {
         Some(n) => n,
         // NemotronHConfig (transformers 5.23) writes no num_hidden_layers: one block per

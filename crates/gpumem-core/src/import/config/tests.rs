@@ -1557,3 +1557,154 @@ fn diffllama_lambdas_match_what_transformers_builds() {
     assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
     assert_eq!(counts(&c.arch).0, 103_308_288);
 }
+
+#[test]
+fn phi_biases_lm_head_bias_and_qk_layernorms_match_what_transformers_builds() {
+    // microsoft/phi-2's config.json: transformers 5.23 on the meta device builds
+    // 2 779 683 840 (q, k, v, dense, fc1 and fc2 with biases, one LayerNorm a layer,
+    // an lm_head with a bias of 51 200).
+    let c = parse_config(
+        r#"{"_name_or_path":"microsoft/phi-2","architectures":["PhiForCausalLM"],
+        "attention_dropout":0.0,"bos_token_id":50256,"embd_pdrop":0.0,"eos_token_id":50256,
+        "hidden_act":"gelu_new","hidden_size":2560,"initializer_range":0.02,
+        "intermediate_size":10240,"layer_norm_eps":1e-05,"max_position_embeddings":2048,
+        "model_type":"phi","num_attention_heads":32,"num_hidden_layers":32,
+        "num_key_value_heads":32,"partial_rotary_factor":0.4,"qk_layernorm":false,
+        "resid_pdrop":0.1,"rope_scaling":null,"rope_theta":10000.0,
+        "tie_word_embeddings":false,"torch_dtype":"float16","transformers_version":"4.37.0",
+        "use_cache":true,"vocab_size":51200}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 2_779_683_840);
+    assert!(c.arch.lm_head_bias && c.arch.dropout && c.arch.gelu_new);
+    // int(80 × 0.4) of each head rotated.
+    assert_eq!(c.arch.rotary_dims, 32);
+    // qk_layernorm: a LayerNorm(head_dim) with bias for q and for k in every layer
+    // (4 × 64 values): transformers builds 1 567 208.
+    let c = parse_config(
+        r#"{"model_type":"phi","vocab_size":1000,"hidden_size":256,"intermediate_size":512,
+        "num_hidden_layers":2,"num_attention_heads":4,"qk_layernorm":true,
+        "tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 1_567_208);
+}
+
+#[test]
+fn gptj_mlp_biases_and_lm_head_bias_match_what_transformers_builds() {
+    // EleutherAI/gpt-j-6b's config.json: 6 050 882 784 on the meta device (fc_in and
+    // fc_out with biases, attention without, an lm_head with a bias of 50 400).
+    let c = parse_config(
+        r#"{"activation_function":"gelu_new","architectures":["GPTJForCausalLM"],
+        "attn_pdrop":0.0,"bos_token_id":50256,"embd_pdrop":0.0,"eos_token_id":50256,
+        "gradient_checkpointing":false,"initializer_range":0.02,"layer_norm_epsilon":1e-05,
+        "model_type":"gptj","n_embd":4096,"n_head":16,"n_inner":null,"n_layer":28,
+        "n_positions":2048,"resid_pdrop":0.0,"rotary":true,"rotary_dim":64,
+        "scale_attn_weights":true,"tie_word_embeddings":false,
+        "tokenizer_class":"GPT2Tokenizer","torch_dtype":"float16",
+        "transformers_version":"4.18.0.dev0","use_cache":true,"vocab_size":50400}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 6_050_882_784);
+    assert_eq!(c.arch.rotary_dims, 64);
+    assert!(c.arch.gelu_new && !c.arch.dropout);
+    // n_inner given, rotary_dim 32, tied: 1 308 648 (the lm_head's bias stays).
+    let c = parse_config(
+        r#"{"model_type":"gptj","vocab_size":1000,"n_embd":256,"n_layer":2,"n_head":4,
+        "n_inner":512,"rotary_dim":32,"tie_word_embeddings":true}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 1_308_648);
+    assert_eq!(c.arch.rotary_dims, 32);
+}
+
+#[test]
+fn opt_positions_offset_and_biases_match_what_transformers_builds() {
+    // facebook/opt-6.7b's config.json: 6 658 473 984 on the meta device (2 050
+    // position rows, biases everywhere, tied head).
+    let opt = r#"{"_name_or_path":"facebook/opt-6.7b","_remove_final_layer_norm":false,
+        "activation_dropout":0.0,"activation_function":"relu","architectures":["OPTForCausalLM"],
+        "attention_dropout":0.0,"bos_token_id":2,"do_layer_norm_before":true,"dropout":0.1,
+        "eos_token_id":2,"ffn_dim":16384,"hidden_size":4096,"init_std":0.02,"layerdrop":0.0,
+        "max_position_embeddings":2048,"model_type":"opt","num_attention_heads":32,
+        "num_hidden_layers":32,"pad_token_id":1,"prefix":"</s>","torch_dtype":"float16",
+        "transformers_version":"4.20.1","use_cache":true,"vocab_size":50272,
+        "word_embed_proj_dim":4096}"#;
+    let c = parse_config(opt).unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 6_658_473_984);
+    assert_eq!(c.arch.learned_positions, 2050);
+    assert!(c.arch.dropout && !c.arch.gelu_new);
+    // enable_bias and layer_norm_elementwise_affine off: 1 436 160.
+    let c = parse_config(
+        r#"{"model_type":"opt","vocab_size":1000,"hidden_size":256,"ffn_dim":512,
+        "num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":512,
+        "enable_bias":false,"layer_norm_elementwise_affine":false,"word_embed_proj_dim":256}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 1_436_160);
+    // facebook/opt-350m's narrower embeddings and missing final norm are said, and the
+    // count stays above the 331 196 416 transformers builds.
+    let c = parse_config(
+        &opt.replace("\"hidden_size\":4096", "\"hidden_size\":1024")
+            .replace("\"ffn_dim\":16384", "\"ffn_dim\":4096")
+            .replace("\"num_attention_heads\":32", "\"num_attention_heads\":16")
+            .replace("\"num_hidden_layers\":32", "\"num_hidden_layers\":24")
+            .replace(
+                "\"word_embed_proj_dim\":4096",
+                "\"word_embed_proj_dim\":512",
+            )
+            .replace(
+                "\"do_layer_norm_before\":true",
+                "\"do_layer_norm_before\":false",
+            ),
+    )
+    .unwrap();
+    assert!(
+        c.confidence
+            .starts_with("approximate: word_embed_proj_dim 512"),
+        "{}",
+        c.confidence
+    );
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("do_layer_norm_before"))
+    );
+    assert_eq!(counts(&c.arch).0, 355_889_152);
+}
+
+#[test]
+fn bloom_embedding_norm_and_biases_match_what_transformers_builds() {
+    // bigscience/bloom-560m's config.json: 559 214 592 on the meta device.
+    let c = parse_config(
+        r#"{"_name_or_path":"bigscience/bloom-560m","apply_residual_connection_post_layernorm":false,
+        "architectures":["BloomForCausalLM"],"attention_dropout":0.0,
+        "attention_softmax_in_fp32":true,"bias_dropout_fusion":true,"bos_token_id":1,
+        "eos_token_id":2,"hidden_dropout":0.0,"hidden_size":1024,"initializer_range":0.02,
+        "layer_norm_epsilon":1e-05,"masked_softmax_fusion":true,"model_type":"bloom",
+        "n_head":16,"n_inner":null,"n_layer":24,"offset_alibi":100,"pad_token_id":3,
+        "pretraining_tp":1,"skip_bias_add":true,"skip_bias_add_qkv":false,
+        "slow_but_exact":false,"transformers_version":"4.26.0","unk_token_id":0,
+        "use_cache":true,"vocab_size":250880}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 559_214_592);
+    assert!(c.arch.embedding_norm && c.arch.learned_positions == 0);
+    // n_embed for the width, an n_inner BloomMLP ignores (4 × hidden), untied:
+    // 2 092 544.
+    let c = parse_config(
+        r#"{"model_type":"bloom","vocab_size":1000,"n_embed":256,"n_layer":2,
+        "num_attention_heads":4,"n_inner":512,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 2_092_544);
+    assert_eq!(c.arch.intermediate, 1024);
+}

@@ -1,6 +1,6 @@
 //! GPT-2 (GPT2Config: a learned position table, biases everywhere, LayerNorms with
-//! bias), GPTBigCode (multi-query), GPT-NeoX (untied `embed_out`), and GPT-J, OPT and
-//! BLOOM read with these rules (not every tensor of theirs is modelled).
+//! bias), GPTBigCode (multi-query), GPT-NeoX (untied `embed_out`) and GPT-J (parallel
+//! attention and MLP, an lm_head with a bias).
 
 use serde_json::Value;
 
@@ -67,7 +67,7 @@ fn gpt2(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
 /// (`NewGELUActivation`: autograd keeps its tanh and two products); `gelu` and
 /// `gelu_pytorch_tanh` are one fused operator that keeps its input (activations.py,
 /// transformers 5.23); any other is counted as those, and said.
-fn activation(c: &Cfg, d: &mut Draft, key: &str, default: &str) {
+pub(crate) fn activation(c: &Cfg, d: &mut Draft, key: &str, default: &str) {
     let act = c.str(key).unwrap_or(default);
     d.arch.gelu_new = act == "gelu_new";
     if !matches!(act, "gelu" | "gelu_new" | "gelu_pytorch_tanh") {
@@ -79,7 +79,7 @@ fn activation(c: &Cfg, d: &mut Draft, key: &str, default: &str) {
 
 /// Whether any of the dropout probabilities `keys` (absent: `default`) is above 0:
 /// in training each dropout keeps a boolean mask (the safe side where only some are).
-fn dropout(c: &Cfg, d: &mut Draft, keys: &[&str], default: f64) {
+pub(crate) fn dropout(c: &Cfg, d: &mut Draft, keys: &[&str], default: f64) {
     d.arch.dropout = keys.iter().any(|k| {
         c.get(k)
             .map_or(Some(default), Value::as_f64)
@@ -122,21 +122,34 @@ pub(crate) const GPT_NEOX: Family = Family {
 /// use_parallel_residual true, rotary_pct 0.25, hidden_act "gelu", dropouts 0).
 fn gpt_neox(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     d.arch.parallel_residual = c.flag("use_parallel_residual").unwrap_or(true);
-    // GPTNeoXAttention: rotary_ndims = int(head_size × partial_rotary_factor), the
-    // factor from rope_parameters or rotary_pct.
+    rotary_fraction(c, d, "rotary_pct", 0.25)?;
+    activation(c, d, "hidden_act", "gelu");
+    dropout(c, d, &["hidden_dropout", "attention_dropout"], 0.0);
+    Ok(())
+}
+
+/// The rotary width as a fraction of the head (GPTNeoXAttention, PhiAttention:
+/// rotary_ndims = int(head_size × partial_rotary_factor), the factor from
+/// rope_parameters, `key` or `partial_rotary_factor`; absent: `default`).
+pub(crate) fn rotary_fraction(
+    c: &Cfg,
+    d: &mut Draft,
+    key: &str,
+    default: f64,
+) -> Result<(), EstimateError> {
     let nested = c
         .get("rope_parameters")
         .and_then(|r| r.get("partial_rotary_factor"))
         .and_then(Value::as_f64);
     let pct = c
-        .get("rotary_pct")
+        .get(key)
         .or_else(|| c.get("partial_rotary_factor"))
         .and_then(Value::as_f64)
         .or(nested)
-        .unwrap_or(0.25);
+        .unwrap_or(default);
     if !(pct > 0.0 && pct <= 1.0) {
         return Err(crate::import::config::json::parse(format!(
-            "rotary_pct should be in (0, 1], found {pct}"
+            "{key} should be in (0, 1], found {pct}"
         )));
     }
     // The head size is bounded (validated), so the product is exact enough; the
@@ -148,38 +161,45 @@ fn gpt_neox(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     )]
     let rot = (d.arch.head_dim as f64 * pct) as u64;
     d.arch.rotary_dims = if rot == d.arch.head_dim { 0 } else { rot };
-    activation(c, d, "hidden_act", "gelu");
-    dropout(c, d, &["hidden_dropout", "attention_dropout"], 0.0);
     Ok(())
 }
 
-/// GPT-J: one LayerNorm feeding parallel attention and MLP.
+/// GPT-J (GPTJConfig, transformers 5.23 `models/gptj/modeling_gptj.py`): one
+/// LayerNorm with bias feeding parallel attention (q, k, v and out_proj without bias)
+/// and a plain MLP (fc_in, fc_out with biases), untied `lm_head` with a bias.
 pub(crate) const GPTJ: Family = Family {
     types: "gptj",
     class: "GPTJConfig",
-    modelled: false,
     arch: Architecture {
         gated_mlp: false,
+        mlp_bias: true,
         layernorm_bias: true,
         layer_norms: 1,
+        lm_head_bias: true,
         ..Architecture::BASE
     },
+    // n_positions only bounds the rotary table (a buffer rebuilt on the fly); the
+    // published configs' `rotary`, `scale_attn_weights` and `gradient_checkpointing`,
+    // which GPTJConfig and GPTJModel never read (rotary always, the scale always);
+    // the tokenizer's class.
+    inert: "n_positions rotary scale_attn_weights gradient_checkpointing tokenizer_class",
+    hook: Some(gptj),
     ..BASE
 };
 
-/// OPT and BLOOM.
-pub(crate) const OPT_BLOOM: Family = Family {
-    types: "opt bloom",
-    class: "OPTConfig",
-    modelled: false,
-    arch: Architecture {
-        tied_embeddings: true,
-        gated_mlp: false,
-        layernorm_bias: true,
-        ..Architecture::BASE
-    },
-    ..BASE
-};
+/// GPT-J's rotary width (`rotary_dim`, GPTJConfig default 64; null: the whole head),
+/// activation (default gelu_new) and dropouts (default 0).
+fn gptj(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    let rot = match c.get("rotary_dim") {
+        None => 64,
+        Some(Value::Null) => 0,
+        Some(_) => c.uint("rotary_dim")?.unwrap_or(0),
+    };
+    d.arch.rotary_dims = if rot >= d.arch.head_dim { 0 } else { rot };
+    activation(c, d, "activation_function", "gelu_new");
+    dropout(c, d, &["embd_pdrop", "resid_pdrop", "attn_pdrop"], 0.0);
+    Ok(())
+}
 
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&GPT2, &GPT_BIGCODE, &GPT_NEOX, &GPTJ, &OPT_BLOOM];
+pub(crate) const FAMILIES: &[&Family] = &[&GPT2, &GPT_BIGCODE, &GPT_NEOX, &GPTJ];

@@ -11,6 +11,7 @@ mod apertus;
 mod arcee;
 mod bamba;
 mod bert;
+mod bloom;
 mod chatglm;
 mod cohere;
 mod deepseek;
@@ -39,6 +40,7 @@ mod minimax;
 mod nanochat;
 mod nemotron;
 mod olmo;
+mod opt;
 mod paligemma;
 mod phi;
 mod phimoe;
@@ -88,6 +90,8 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     nanochat::FAMILIES,
     afmoe::FAMILIES,
     diffllama::FAMILIES,
+    opt::FAMILIES,
+    bloom::FAMILIES,
     mamba::FAMILIES,
     jamba::FAMILIES,
     nemotron::FAMILIES,
