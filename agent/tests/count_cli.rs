@@ -108,7 +108,7 @@ fn unknown_families_are_counted_exactly_by_transformers() {
     let Some(python) = gpumem_e2e::torch_python("unknown_families_are_counted_exactly") else {
         return;
     };
-    for name in ["jetmoe.json", "persimmon.json", "biogpt.json"] {
+    for name in ["jetmoe.json", "gpt_neox_japanese.json", "jais2.json"] {
         let cfg = config(name);
         let (params, kv_per_token) = oracle(&python, &cfg);
         let (out, reader) = estimate(&cfg, &["--count-with", "reader"]);

@@ -1708,3 +1708,44 @@ fn bloom_embedding_norm_and_biases_match_what_transformers_builds() {
     assert_eq!(counts(&c.arch).0, 2_092_544);
     assert_eq!(c.arch.intermediate, 1024);
 }
+
+#[test]
+fn codegen_biogpt_and_persimmon_match_what_transformers_builds() {
+    // Salesforce/codegen-350M-mono's shape: GPT-J's layer with one qkv_proj, an lm_head
+    // with a bias: transformers 5.23 on the meta device builds 356 712 448.
+    let c = parse_config(
+        r#"{"activation_function":"gelu_new","architectures":["CodeGenForCausalLM"],
+        "attn_pdrop":0.0,"bos_token_id":1,"embd_pdrop":0.0,"eos_token_id":50256,
+        "gradient_checkpointing":false,"initializer_range":0.02,"layer_norm_epsilon":1e-05,
+        "model_type":"codegen","n_ctx":2048,"n_embd":1024,"n_head":16,"n_inner":null,
+        "n_layer":20,"n_positions":2048,"resid_pdrop":0.0,"rotary_dim":32,
+        "scale_attn_weights":true,"summary_activation":null,"summary_first_dropout":0.1,
+        "summary_proj_to_labels":true,"summary_type":"cls_index","summary_use_proj":true,
+        "tie_word_embeddings":false,"tokenizer_class":"GPT2Tokenizer","torch_dtype":"float16",
+        "transformers_version":"4.21.0.dev0","use_cache":true,"vocab_size":51200}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 356_712_448);
+    assert!(c.arch.fused_qkv && c.arch.lm_head_bias && c.arch.rotary_dims == 32);
+    // BioGPT with its dropouts off and 512 positions (+ 2 rows): 1 442 304.
+    let c = parse_config(
+        r#"{"model_type":"biogpt","vocab_size":1000,"hidden_size":256,"intermediate_size":512,
+        "num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":512,
+        "hidden_dropout_prob":0.0,"attention_probs_dropout_prob":0.0,"scale_embedding":false}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 1_442_304);
+    assert!(!c.arch.dropout && c.arch.learned_positions == 514);
+    // Persimmon without its q/k LayerNorms, the whole head rotated, tied: 1 310 720.
+    let c = parse_config(
+        r#"{"model_type":"persimmon","vocab_size":1000,"hidden_size":256,"intermediate_size":512,
+        "num_hidden_layers":2,"num_attention_heads":4,"qk_layernorm":false,
+        "partial_rotary_factor":1.0,"tie_word_embeddings":true}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 1_310_720);
+    assert_eq!((c.arch.layer_scalars, c.arch.rotary_dims), (0, 0));
+}

@@ -201,5 +201,23 @@ fn gptj(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     Ok(())
 }
 
+/// CodeGen (CodeGenConfig, transformers 5.23 `models/codegen/modeling_codegen.py`):
+/// GPT-J's layer with q, k and v in one `qkv_proj` (no bias) and the same defaults
+/// (rotary_dim 64, gelu_new, dropouts 0, an lm_head with a bias, untied).
+pub(crate) const CODEGEN: Family = Family {
+    types: "codegen",
+    class: "CodeGenConfig",
+    arch: Architecture {
+        fused_qkv: true,
+        ..GPTJ.arch
+    },
+    // n_ctx repeats n_positions; GPT-2's task parameters; as GPT-J's.
+    inert: concat!(
+        "n_ctx task_specific_params n_positions rotary scale_attn_weights ",
+        "gradient_checkpointing tokenizer_class",
+    ),
+    ..GPTJ
+};
+
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&GPT2, &GPT_BIGCODE, &GPT_NEOX, &GPTJ];
+pub(crate) const FAMILIES: &[&Family] = &[&GPT2, &GPT_BIGCODE, &GPT_NEOX, &GPTJ, &CODEGEN];

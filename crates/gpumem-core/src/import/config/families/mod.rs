@@ -42,6 +42,7 @@ mod nemotron;
 mod olmo;
 mod opt;
 mod paligemma;
+mod persimmon;
 mod phi;
 mod phimoe;
 mod qwen;
@@ -92,6 +93,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     diffllama::FAMILIES,
     opt::FAMILIES,
     bloom::FAMILIES,
+    persimmon::FAMILIES,
     mamba::FAMILIES,
     jamba::FAMILIES,
     nemotron::FAMILIES,

@@ -47,9 +47,13 @@ fn opt(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     a.mlp_bias = bias;
     a.nonparametric_norms = c.flag("layer_norm_elementwise_affine") == Some(false);
     // OPTConfig: dropout 0.1 (after attention and MLP), attention_dropout 0.
-    let p = |k: &str, default: f64| c.get(k).map_or(Some(default), Value::as_f64);
-    a.dropout = p("dropout", 0.1).is_some_and(|x| x > 0.0)
-        || p("attention_dropout", 0.0).is_some_and(|x| x > 0.0);
+    let on = |k: &str, default: f64| {
+        c.get(k)
+            .map_or(Some(default), Value::as_f64)
+            .is_some_and(|x| x > 0.0)
+    };
+    let (after, probs) = (on("dropout", 0.1), on("attention_dropout", 0.0));
+    a.dropout = after || probs;
     // OPT's layers (separate q, k and v, a plain MLP) are outside the derivation of
     // LayerNorm layers, so its activations are assumed whatever the activation: ReLU
     // (OPTConfig's default) needs no note; another is read as GPT-2's are.
@@ -78,5 +82,41 @@ fn opt(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     Ok(())
 }
 
+/// BioGPT (BioGptConfig, transformers 5.23 `models/biogpt/modeling_biogpt.py`): OPT's
+/// layer (q, k, v and `out_proj`, fc1 and fc2 with biases, two LayerNorms with bias,
+/// a final one) and its position table of `max_position_embeddings + 2` rows
+/// (`BioGptLearnedPositionalEmbedding`'s offset), `output_projection` tied to the
+/// embedding.
+pub(crate) const BIOGPT: Family = Family {
+    types: "biogpt",
+    class: "BioGptConfig",
+    // LayerDrop; the embedding's scale by √hidden (`BioGptScaledWordEmbedding`: no
+    // tensor).
+    inert: "layerdrop scale_embedding",
+    hook: Some(biogpt),
+    ..OPT
+};
+
+fn biogpt(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    let a = &mut d.arch;
+    a.learned_positions = a
+        .learned_positions
+        .checked_add(2)
+        .ok_or_else(|| parse("max_position_embeddings: absurdly large".into()))?;
+    // BioGptConfig: hidden_dropout_prob and attention_probs_dropout_prob 0.1.
+    let on = |k: &str| {
+        c.get(k)
+            .map_or(Some(0.1), Value::as_f64)
+            .is_some_and(|x| x > 0.0)
+    };
+    let (hidden, probs) = (
+        on("hidden_dropout_prob"),
+        on("attention_probs_dropout_prob"),
+    );
+    a.dropout = hidden || probs;
+    activation(c, d, "hidden_act", "gelu");
+    Ok(())
+}
+
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&OPT];
+pub(crate) const FAMILIES: &[&Family] = &[&OPT, &BIOGPT];
