@@ -401,6 +401,11 @@ pub struct Architecture {
     /// `word_embeddings_layernorm`), of the layers' norm kind.
     #[serde(default)]
     pub embedding_norm: bool,
+    /// A norm inside the attention (over its output, before o_proj) and one inside
+    /// the MLP (over the intermediate, before down_proj): BitNet's `attn_sub_norm`
+    /// and `ffn_sub_norm`.
+    #[serde(default)]
+    pub sub_norms: bool,
     /// An encoder-decoder (T5, BART, Whisper): every parameter of its encoder and
     /// decoder stacks as transformers builds the generation class, counted by the config
     /// reader (`import/config/encdec.rs`); 0 = a decoder-only model. The decoder's
@@ -468,6 +473,7 @@ impl Architecture {
         pooler: false,
         lm_head_bias: false,
         embedding_norm: false,
+        sub_norms: false,
         encdec_params: 0,
         encoder_length: 0,
     };
@@ -903,6 +909,9 @@ pub const VARIANT_FACTS: &[Fact] = &[
     fact("embedding-norm", G::Variants, K::Bool(Architecture::BASE.embedding_norm), "Embedding norm", "",
         "A norm over the token embeddings before the first layer (BLOOM's word_embeddings_layernorm)", at!(embedding_norm))
         .underived("a norm over the embeddings is not in the derivation"),
+    fact("sub-norms", G::Variants, K::Bool(Architecture::BASE.sub_norms), "Sub-norms", "",
+        "A norm over the attention's output and one over the MLP's intermediate, inside each layer (BitNet's attn_sub_norm, ffn_sub_norm)", at!(sub_norms))
+        .underived("norms inside the attention and the MLP are not in the derivation"),
     fact("encoder-decoder-params", G::Variants, K::Count, "Encoder-decoder parameters", "decoder-only",
         "An encoder-decoder (T5, BART, Whisper): all its parameters; the decoder's shape is layers, heads and head-dim", at!(encdec_params))
         .underived("an encoder-decoder's forward is not the decoder's derivation"),
@@ -1882,6 +1891,19 @@ impl Architecture {
         t.push(grp(norms, Kept, "layer norms", h, 1, per_layer));
         if self.layer_scalars > 0 {
             t.push(grp(norms, Kept, "layer scalars", self.layer_scalars, 1, l));
+        }
+        if self.sub_norms {
+            let v = self.norm_vectors();
+            t.push(grp(norms, Kept, "attn_sub_norm", h, 1, a.saturating_mul(v)));
+            let width = self.intermediate;
+            t.push(grp(
+                norms,
+                Kept,
+                "ffn_sub_norm",
+                width,
+                1,
+                dense.saturating_mul(v),
+            ));
         }
         if self.qk_norm_whole {
             t.push(grp(norms, Kept, "q_norm", q, 1, a));

@@ -1749,3 +1749,32 @@ fn codegen_biogpt_and_persimmon_match_what_transformers_builds() {
     assert_eq!(counts(&c.arch).0, 1_310_720);
     assert_eq!((c.arch.layer_scalars, c.arch.rotary_dims), (0, 0));
 }
+
+#[test]
+fn bitnet_sub_norms_match_what_transformers_builds() {
+    // A 2B-class BitNet shape (grouped K/V, tied): attn_sub_norm (2 560) and
+    // ffn_sub_norm (6 912) in each of 30 layers; transformers 5.23 on the meta device
+    // builds 2 412 820 480.
+    let c = parse_config(
+        r#"{"architectures":["BitNetForCausalLM"],"attention_bias":false,"attention_dropout":0.0,
+        "bos_token_id":128000,"eos_token_id":128001,"hidden_act":"relu2","hidden_size":2560,
+        "initializer_range":0.02,"intermediate_size":6912,"max_position_embeddings":4096,
+        "model_type":"bitnet","num_attention_heads":20,"num_hidden_layers":30,
+        "num_key_value_heads":5,"rms_norm_eps":1e-05,"rope_theta":500000.0,
+        "tie_word_embeddings":true,"torch_dtype":"bfloat16","vocab_size":128256}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 2_412_820_480);
+    // The sub-norms' activations are not derived: said.
+    assert!(c.arch.underived().is_some());
+    // attention_bias on, untied: 1 696 000.
+    let c = parse_config(
+        r#"{"model_type":"bitnet","vocab_size":1000,"hidden_size":256,"intermediate_size":512,
+        "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
+        "attention_bias":true,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 1_696_000);
+}

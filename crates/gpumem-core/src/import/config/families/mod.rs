@@ -11,6 +11,7 @@ mod apertus;
 mod arcee;
 mod bamba;
 mod bert;
+mod bitnet;
 mod bloom;
 mod chatglm;
 mod cohere;
@@ -94,6 +95,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     opt::FAMILIES,
     bloom::FAMILIES,
     persimmon::FAMILIES,
+    bitnet::FAMILIES,
     mamba::FAMILIES,
     jamba::FAMILIES,
     nemotron::FAMILIES,
