@@ -1778,3 +1778,23 @@ fn bitnet_sub_norms_match_what_transformers_builds() {
     assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
     assert_eq!(counts(&c.arch).0, 1_696_000);
 }
+
+#[test]
+fn cohere2_moe_shared_experts_dense_prefix_and_windows_match_what_transformers_builds() {
+    // transformers 5.23 on the meta device: Cohere2MoeConfig with two shared experts
+    // (one MLP 2 × 128 wide), the first layer dense (first_k_dense_replace, 512 wide),
+    // RMSNorm, untied: 3 465 472; without layer_types the dense prefix is windowed by
+    // prefix_dense_sliding_window_pattern (1: none) and the rest by
+    // sliding_window_pattern 2: layers 1 and 3 of 4.
+    let c = parse_config(
+        r#"{"model_type":"cohere2_moe","vocab_size":1000,"hidden_size":256,"intermediate_size":128,
+        "num_hidden_layers":4,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":64,
+        "num_experts":4,"num_experts_per_tok":2,"num_shared_experts":2,"first_k_dense_replace":1,
+        "prefix_dense_intermediate_size":512,"sliding_window":64,"sliding_window_pattern":2,
+        "rms_norm_eps":1e-5,"tie_word_embeddings":false}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 3_465_472);
+    assert_eq!((c.sliding_window, c.sliding_layers), (Some(64), Some(2)));
+}
