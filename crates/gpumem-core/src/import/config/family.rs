@@ -53,6 +53,10 @@ pub(crate) type Hook = fn(&Cfg, &mut Draft) -> Result<(), EstimateError>;
 /// tower this family's counter does not know.
 pub(crate) type Tower = fn(&Cfg, &Value, u64) -> Result<Option<TowerCount>, EstimateError>;
 
+/// A patch embedding counted from the root config: (the root config, the text model's
+/// hidden size) → its parameters.
+pub(crate) type Patches = fn(&Cfg, u64) -> Result<u64, EstimateError>;
+
 /// A counted tower: its parameters and one image (prompt tokens, pixel values).
 pub(crate) type TowerCount = (u64, Option<(u64, u64)>);
 
@@ -114,6 +118,10 @@ pub(crate) struct Family {
     pub tower: Option<Tower>,
     /// Counts its audio tower (`audio_config`), alike.
     pub audio: Option<Tower>,
+    /// Counts a patch embedding the root config sizes without a `vision_config`
+    /// (Fuyu's `vision_embed_tokens`): (the root config, the text model's hidden size)
+    /// → its parameters.
+    pub patches: Option<Patches>,
     /// Reads the whole config instead of the generic decoder.
     pub whole: Option<Whole>,
 }
@@ -140,6 +148,7 @@ pub(crate) const BASE: Family = Family {
     hook: None,
     tower: None,
     audio: None,
+    patches: None,
     whole: None,
 };
 

@@ -425,6 +425,17 @@ fn read_decoder(
             )),
         }
     }
+    if let Some(count) = record.and_then(|r| r.patches) {
+        let n = count(root, d.arch.hidden)?;
+        d.arch.tower_params = d
+            .arch
+            .tower_params
+            .checked_add(n)
+            .ok_or_else(|| parse("patch embedding: absurdly large".into()))?;
+        d.notes.push(format!(
+            "the image patches' linear embedding is counted ({n} parameters, 16-bit)"
+        ));
+    }
     let max_position = c.any(&[
         "max_position_embeddings",
         "n_positions",

@@ -1798,3 +1798,18 @@ fn cohere2_moe_shared_experts_dense_prefix_and_windows_match_what_transformers_b
     assert_eq!(counts(&c.arch).0, 3_465_472);
     assert_eq!((c.sliding_window, c.sliding_layers), (Some(64), Some(2)));
 }
+
+#[test]
+fn fuyu_counts_its_patch_embedding_beside_persimmon() {
+    // transformers 5.23 on the meta device: FuyuConfig with 16-pixel patches of one
+    // channel (vision_embed_tokens: 256 × 256 + 256) over a small Persimmon: 1 633 024.
+    let c = parse_config(
+        r#"{"model_type":"fuyu","patch_size":16,"num_channels":1,"image_size":300,
+        "text_config":{"model_type":"persimmon","vocab_size":1000,"hidden_size":256,
+        "intermediate_size":512,"num_hidden_layers":2,"num_attention_heads":4}}"#,
+    )
+    .unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(c.arch.tower_params, 65_792);
+    assert_eq!(counts(&c.arch).0, 1_633_024);
+}

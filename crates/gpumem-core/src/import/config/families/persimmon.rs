@@ -46,5 +46,30 @@ fn persimmon(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     Ok(())
 }
 
+/// Fuyu (FuyuConfig, transformers 5.23 `models/fuyu/modeling_fuyu.py`): a Persimmon
+/// language model (`text_config`) fed image patches through one linear layer,
+/// `vision_embed_tokens` = nn.Linear(patch_size² × num_channels, hidden) with bias.
+pub(crate) const FUYU: Family = Family {
+    types: "fuyu",
+    class: "FuyuConfig",
+    inert: "image_size",
+    patches: Some(fuyu_patches),
+    ..PERSIMMON
+};
+
+/// `vision_embed_tokens`, with FuyuConfig's defaults (patch_size 30, num_channels 3).
+fn fuyu_patches(root: &Cfg, hidden: u64) -> Result<u64, EstimateError> {
+    // The images' size sets how many patches a prompt holds, not a tensor.
+    root.touch(&["image_size"]);
+    let patch = root.uint("patch_size")?.unwrap_or(30);
+    let channels = root.uint("num_channels")?.unwrap_or(3);
+    patch
+        .checked_mul(patch)
+        .and_then(|p| p.checked_mul(channels))
+        .and_then(|rows| rows.checked_add(1))
+        .and_then(|rows| rows.checked_mul(hidden))
+        .ok_or_else(|| parse("patch_size: absurdly large".into()))
+}
+
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&PERSIMMON];
+pub(crate) const FAMILIES: &[&Family] = &[&PERSIMMON, &FUYU];
