@@ -41,13 +41,7 @@ pub async fn lookup(
     request: &LookupRequest,
     say: &dyn Fn(&str),
 ) -> Result<LookupOutcome, String> {
-    let repo = request.model.trim();
-    check_repo_id(repo).map_err(|e| e.to_string())?;
-    let revision = match request.revision.trim() {
-        "" => "main",
-        r => r,
-    };
-    check_revision(revision).map_err(|e| format!("revision: {e}"))?;
+    let (repo, revision) = repo_and_revision(request)?;
     let file = request
         .file
         .as_deref()
@@ -306,6 +300,19 @@ async fn read_header(
         url = answer.url;
         prefix.extend_from_slice(&answer.body);
     }
+}
+
+/// The request's repository id and revision (`main` when none is given), each checked
+/// as the Hub's paths take them.
+pub(crate) fn repo_and_revision(request: &LookupRequest) -> Result<(&str, &str), String> {
+    let repo = request.model.trim();
+    check_repo_id(repo).map_err(|e| e.to_string())?;
+    let revision = match request.revision.trim() {
+        "" => "main",
+        r => r,
+    };
+    check_revision(revision).map_err(|e| format!("revision: {e}"))?;
+    Ok((repo, revision))
 }
 
 /// A text answer that must be there.

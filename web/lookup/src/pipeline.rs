@@ -9,7 +9,7 @@
 
 use futures_util::future::join_all;
 use gpumem_core::diffusion::components_of;
-use gpumem_core::import::hub::{check_repo_id, check_revision, resolve_url};
+use gpumem_core::import::hub::resolve_url;
 use gpumem_proto::diffusion::{MAX_FILE_BYTES, PipelineFiles};
 use gpumem_proto::lookup::LookupRequest;
 
@@ -25,13 +25,7 @@ pub async fn lookup(
     request: &LookupRequest,
     say: &dyn Fn(&str),
 ) -> Result<PipelineFiles, String> {
-    let repo = request.model.trim();
-    check_repo_id(repo).map_err(|e| e.to_string())?;
-    let revision = match request.revision.trim() {
-        "" => "main",
-        r => r,
-    };
-    check_revision(revision).map_err(|e| format!("revision: {e}"))?;
+    let (repo, revision) = crate::hub::repo_and_revision(request)?;
     let http = Http::new(endpoint, request.token.clone());
     let named = |what: &str| format!("{repo}@{revision}: {what}");
     say(&format!("Asking {endpoint} for {repo}'s {INDEX_FILE}…"));
