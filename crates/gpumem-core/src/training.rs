@@ -392,8 +392,6 @@ pub struct FrameworkDefaults {
     /// unsloth's own buffers (`training::unsloth`): the dequantised 4-bit weight at
     /// `LoRA_MLP`'s backward, and with `Some(true)` 2024.4's RoPE cache per layer.
     pub unsloth_rope_per_layer: Option<bool>,
-    /// What the defaults are, in words, for the output.
-    pub said: &'static str,
 }
 
 impl Framework {
@@ -459,7 +457,6 @@ impl Framework {
             head_4bit: false,
             lit_gpt_2023: false,
             unsloth_rope_per_layer: None,
-            said: "",
         };
         // transformers 5.23 `TrainingArguments`: `optim` adamw_torch_fused with torch ≥ 2.8,
         // `activation_checkpointing` off; a model loaded in bf16 trains in bf16 (no
@@ -475,22 +472,15 @@ impl Framework {
         };
         match self {
             Framework::Unnamed => none,
-            Framework::Transformers => FrameworkDefaults {
-                said: "transformers 5.23 Trainer + PEFT 0.21: fused AdamW (adamw_torch_fused), no checkpointing (QLoRA: prepare_model_for_kbit_training turns it on), the model's dtype throughout (no fp32 master copy), fp32 adapters without dropout, ForCausalLMLoss over every position, padding to each batch's longest sample, from_pretrained",
-                ..trainer
-            },
+            Framework::Transformers => trainer,
             // axolotl's schema (src/axolotl/utils/schemas): gradient_checkpointing false,
             // optimizer adamw_torch_fused, lora_dropout 0.0, sample_packing off.
-            Framework::Axolotl => FrameworkDefaults {
-                said: "axolotl (its schema's defaults, through transformers' Trainer and PEFT): fused AdamW, no gradient checkpointing, no sample packing, fp32 adapters without dropout, ForCausalLMLoss, from_pretrained",
-                ..trainer
-            },
+            Framework::Axolotl => trainer,
             // TRL 1.9 `SFTConfig`: gradient_checkpointing true, bf16 true, loss_type
             // chunked_nll (256-token chunks under checkpointing), no packing.
             Framework::Trl => FrameworkDefaults {
                 checkpointing: Some(true),
                 loss: Some(Loss::Checkpointed(256)),
-                said: "TRL 1.9 SFTTrainer: gradient checkpointing on, bf16, chunked_nll loss (256-token chunks, checkpointed), fused AdamW, fp32 PEFT adapters without dropout, no packing, from_pretrained",
                 ..trainer
             },
             // unsloth: FastLanguageModel.get_peft_model(use_gradient_checkpointing =
@@ -504,7 +494,6 @@ impl Framework {
                 qlora_keeps_compute: Some(false),
                 loss: Some(Loss::Fused),
                 unsloth_rope_per_layer: Some(false),
-                said: "unsloth: its gradient checkpointing (each layer's input offloaded to the host), its fused cross-entropy (counted at Fast_CrossEntropyLoss's upper bound), LoRA without dropout, the Trainer's fused AdamW (its notebooks pass adamw_8bit), from_pretrained; its fused LoRA kernels keep no more than PEFT's layers, which are counted; a QLoRA base's largest projection dequantised at the MLP's backward (fast_dequantize)",
                 ..trainer
             },
             // unsloth 2024.4 (6dad5dd): the same, plus the RoPE cache its
@@ -514,7 +503,6 @@ impl Framework {
             Framework::Unsloth2024 => FrameworkDefaults {
                 optimizer: Some((Optimizer::Adamw, Optimizer::Adamw)),
                 unsloth_rope_per_layer: Some(true),
-                said: "unsloth 2024.4 (6dad5dd): its gradient checkpointing (each layer's input offloaded to the host), Fast_CrossEntropyLoss over the whole logits, LoRA without dropout, the Trainer of its time's AdamW (transformers 4.39 adamw_torch, foreach), from_pretrained; with every linear adapted (its kernels' condition), its step in program order: each layer under no_grad, at the forward's end the logits it returns in the compute dtype and accelerate's fp32 copy of them (convert_outputs_to_fp32), released before the last layer is recomputed with LoRA_QKV, LoRA_W and LoRA_MLP keeping what they save and fast_dequantize's weights, the caching allocator fed in that order; otherwise PEFT's layers, a QLoRA base's largest projection dequantised at the MLP's backward and the forward's end where it exceeds the backward's peak; a cos and a sin RoPE cache of max(context, max_position_embeddings) positions in every layer (LlamaRotaryEmbedding)",
                 ..Framework::Unsloth.defaults()
             },
             // torchtune 0.6 recipes/configs/llama3_1/8B_lora_single_device.yaml:
@@ -534,7 +522,6 @@ impl Framework {
                 head_4bit: false,
                 lit_gpt_2023: false,
                 unsloth_rope_per_layer: None,
-                said: "torchtune 0.6 single-device recipe: activation checkpointing on, fused AdamW, LinearCrossEntropyLoss in 8 chunks, bf16 throughout (adapters and the modules QLoRA does not quantise too), no LoRA dropout, the model built layer by layer on the device, NF4 through torchao",
             },
             // torchtune 0.1: configs/llama2/7B_lora_single_device.yaml and its QLoRA
             // twin (enable_activation_checkpointing True, torch.optim.AdamW,
@@ -553,7 +540,6 @@ impl Framework {
                 head_4bit: false,
                 lit_gpt_2023: false,
                 unsloth_rope_per_layer: None,
-                said: "torchtune 0.1 single-device recipe: activation checkpointing on, AdamW (foreach), fp32 logits sliced and CrossEntropyLoss, bf16 throughout, LoRA dropout 0.05, one layer built on the device and deep-copied, NF4 through torchao 0.1",
             },
             // LitGPT finetune/lora.py: lora_dropout 0.05, precision bf16-true, AdamW
             // (bnb PagedAdamW with --quantize), lm_head_chunk_size 128 with
@@ -573,16 +559,51 @@ impl Framework {
                 head_4bit: true,
                 lit_gpt_2023: false,
                 unsloth_rope_per_layer: None,
-                said: "LitGPT finetune_lora: bf16-true, no checkpointing, AdamW (bitsandbytes PagedAdamW with --quantize, which quantises lm_head too), chunked_cross_entropy over 128-token lm_head chunks cast to fp32 by Fabric, bf16 adapters with dropout 0.05, the model built on the device; transformers' decoder stands in for LitGPT's own",
             },
             // lit-gpt 8641822 finetune/lora.py (the same settings), its own GPT
             // (training::litgpt), bitsandbytes 0.41.1's MatMul4Bit (keeps its input).
             Framework::Litgpt2023 => FrameworkDefaults {
                 qlora_kernel: Some(QloraKernel::Bnb0431),
                 lit_gpt_2023: true,
-                said: "lit-gpt 8641822 finetune/lora.py (Lightning Fabric 71aed751, bitsandbytes 0.41.1): its own GPT (fused qkv, RMSNorm in bf16), bf16-true, no checkpointing, AdamW (bitsandbytes PagedAdamW with --quantize, which quantises lm_head too, each 4-bit linear keeping its input), chunked_cross_entropy over 128-token lm_head chunks cast to fp32 by Fabric, bf16 adapters with dropout 0.05, the model built on the device",
                 ..Framework::Litgpt.defaults()
             },
+        }
+    }
+
+    /// What the framework's defaults are, in words, for the output ("" when none is
+    /// named). Apart from [`Framework::defaults`], whose table the inference estimate
+    /// reads: that table would otherwise carry these texts into every build (the
+    /// dimensioner's wasm among them), where only the training stages print them.
+    pub const fn said(self) -> &'static str {
+        match self {
+            Framework::Unnamed => "",
+            Framework::Transformers => {
+                "transformers 5.23 Trainer + PEFT 0.21: fused AdamW (adamw_torch_fused), no checkpointing (QLoRA: prepare_model_for_kbit_training turns it on), the model's dtype throughout (no fp32 master copy), fp32 adapters without dropout, ForCausalLMLoss over every position, padding to each batch's longest sample, from_pretrained"
+            }
+            Framework::Axolotl => {
+                "axolotl (its schema's defaults, through transformers' Trainer and PEFT): fused AdamW, no gradient checkpointing, no sample packing, fp32 adapters without dropout, ForCausalLMLoss, from_pretrained"
+            }
+            Framework::Trl => {
+                "TRL 1.9 SFTTrainer: gradient checkpointing on, bf16, chunked_nll loss (256-token chunks, checkpointed), fused AdamW, fp32 PEFT adapters without dropout, no packing, from_pretrained"
+            }
+            Framework::Unsloth => {
+                "unsloth: its gradient checkpointing (each layer's input offloaded to the host), its fused cross-entropy (counted at Fast_CrossEntropyLoss's upper bound), LoRA without dropout, the Trainer's fused AdamW (its notebooks pass adamw_8bit), from_pretrained; its fused LoRA kernels keep no more than PEFT's layers, which are counted; a QLoRA base's largest projection dequantised at the MLP's backward (fast_dequantize)"
+            }
+            Framework::Unsloth2024 => {
+                "unsloth 2024.4 (6dad5dd): its gradient checkpointing (each layer's input offloaded to the host), Fast_CrossEntropyLoss over the whole logits, LoRA without dropout, the Trainer of its time's AdamW (transformers 4.39 adamw_torch, foreach), from_pretrained; with every linear adapted (its kernels' condition), its step in program order: each layer under no_grad, at the forward's end the logits it returns in the compute dtype and accelerate's fp32 copy of them (convert_outputs_to_fp32), released before the last layer is recomputed with LoRA_QKV, LoRA_W and LoRA_MLP keeping what they save and fast_dequantize's weights, the caching allocator fed in that order; otherwise PEFT's layers, a QLoRA base's largest projection dequantised at the MLP's backward and the forward's end where it exceeds the backward's peak; a cos and a sin RoPE cache of max(context, max_position_embeddings) positions in every layer (LlamaRotaryEmbedding)"
+            }
+            Framework::Torchtune => {
+                "torchtune 0.6 single-device recipe: activation checkpointing on, fused AdamW, LinearCrossEntropyLoss in 8 chunks, bf16 throughout (adapters and the modules QLoRA does not quantise too), no LoRA dropout, the model built layer by layer on the device, NF4 through torchao"
+            }
+            Framework::Torchtune01 => {
+                "torchtune 0.1 single-device recipe: activation checkpointing on, AdamW (foreach), fp32 logits sliced and CrossEntropyLoss, bf16 throughout, LoRA dropout 0.05, one layer built on the device and deep-copied, NF4 through torchao 0.1"
+            }
+            Framework::Litgpt => {
+                "LitGPT finetune_lora: bf16-true, no checkpointing, AdamW (bitsandbytes PagedAdamW with --quantize, which quantises lm_head too), chunked_cross_entropy over 128-token lm_head chunks cast to fp32 by Fabric, bf16 adapters with dropout 0.05, the model built on the device; transformers' decoder stands in for LitGPT's own"
+            }
+            Framework::Litgpt2023 => {
+                "lit-gpt 8641822 finetune/lora.py (Lightning Fabric 71aed751, bitsandbytes 0.41.1): its own GPT (fused qkv, RMSNorm in bf16), bf16-true, no checkpointing, AdamW (bitsandbytes PagedAdamW with --quantize, which quantises lm_head too, each 4-bit linear keeping its input), chunked_cross_entropy over 128-token lm_head chunks cast to fp32 by Fabric, bf16 adapters with dropout 0.05, the model built on the device"
+            }
         }
     }
 }

@@ -301,7 +301,7 @@ pub(super) fn training(
         b.assumptions.push(format!(
             "framework {}: {} (each unless given)",
             input.framework.name(),
-            input.framework.defaults().said
+            input.framework.said()
         ));
     }
     if input.train.adapters() {
