@@ -1,8 +1,16 @@
 //! Entry point of the dimensioner page (`/`): everything else is in the library.
+//!
+//! No Rust `main`: the page starts from wasm-bindgen's start function, as a `main`
+//! would have been called, without std's runtime around it (its stdout buffer, thread
+//! naming and I/O error texts, which nothing on the page could show).
+
+#![no_main]
 
 use wasm_bindgen::prelude::*;
 
-fn main() {
+/// Called once by wasm-bindgen's glue when the module is instantiated.
+#[wasm_bindgen(start)]
+fn start() {
     gpumem_web::start();
 }
 
