@@ -901,7 +901,8 @@ fn Sweep() -> impl IntoView {
                                 Ok(e) => {
                                     let f = fit_estimate(&card, &e);
                                     let (verdict_text, cls) = verdict(&f);
-                                    let pct = (u128::from(e.per_device_bytes) * 100 / u128::from(cap.max(1))).min(100);
+                                    // At most 100, printed as a u64 (no page links u128's printer).
+                                    let pct = (u128::from(e.per_device_bytes) * 100 / u128::from(cap.max(1))).min(100) as u64;
                                     view! {
                                         <tr class:base=is_base>
                                             <td class="num mono">{group_digits(v)}</td>

@@ -100,11 +100,14 @@ fn decimal(value: u64, unit: u64, decimals: u32) -> String {
         .saturating_add(unit / 2)
         .checked_div(unit)
         .unwrap_or(0);
-    let whole = scaled.checked_div(scale).unwrap_or(0);
+    // Both parts printed as u64 (so no build links u128's printer): `whole` is at most
+    // `value` (unit ≥ 1, the half added rounds up by less than one unit) and `frac` is
+    // below `scale` ≤ 10^18; the fallbacks cannot be taken.
+    let whole = u64::try_from(scaled.checked_div(scale).unwrap_or(0)).unwrap_or(u64::MAX);
     if decimals == 0 {
         return whole.to_string();
     }
-    let frac = scaled.checked_rem(scale).unwrap_or(0);
+    let frac = u64::try_from(scaled.checked_rem(scale).unwrap_or(0)).unwrap_or(0);
     format!("{whole}.{frac:0width$}", width = decimals as usize)
 }
 
