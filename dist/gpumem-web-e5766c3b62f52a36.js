@@ -1,4 +1,4 @@
-import { load_engine, load_lookup, load_training } from './snippets/gpumem-web-22042fef38d07942/src/lazy.js';
+import { load_diffusion, load_engine, load_lookup, load_training } from './snippets/gpumem-web-22042fef38d07942/src/lazy.js';
 import * as import1 from "./snippets/gpumem-web-22042fef38d07942/src/lazy.js"
 
 
@@ -129,6 +129,13 @@ export function gpumem_bench(query_string, iterations) {
     const len0 = WASM_VECTOR_LEN;
     const ret = wasm.gpumem_bench(ptr0, len0, val2);
     return ret;
+}
+
+/**
+ * Called once by wasm-bindgen's glue when the module is instantiated.
+ */
+export function start() {
+    wasm.start();
 }
 function __wbg_get_imports() {
     const import0 = {
@@ -357,6 +364,10 @@ function __wbg_get_imports() {
             const ret = arg0.length;
             return ret;
         },
+        __wbg_load_diffusion_c448650543192a51: function() { return handleError(function (arg0, arg1) {
+            const ret = load_diffusion(getStringFromWasm0(arg0, arg1));
+            return ret;
+        }, arguments); },
         __wbg_load_engine_c1282cad85f4b198: function() { return handleError(function (arg0, arg1) {
             const ret = load_engine(getStringFromWasm0(arg0, arg1));
             return ret;
@@ -395,7 +406,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2542(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2613(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -540,31 +551,36 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 517, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2477);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 25, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_1079);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 55, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_1070);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 531, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2548);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 570, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3907);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 584, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3979);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 570, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3907_15);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 584, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3979_16);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 573, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3916);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [String], shim_idx: 27, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_1088);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 587, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3988);
+            return ret;
+        },
+        __wbindgen_generic_0000000000000007: function(arg0, arg1) {
             // Cast intrinsic for `Ref(String) -> Externref`.
             const ret = getStringFromWasm0(arg0, arg1);
             return ret;
@@ -585,30 +601,30 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3916(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3916(arg0, arg1);
+function __wasm_bindgen_func_elem_3988(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3988(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_1070(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_1070(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_1079(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_1079(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3907(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3907(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3979(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3979(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3907_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3907_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3979_16(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3979_16(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2542(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2542(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2613(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2613(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2477(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2548(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2477(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2548(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
@@ -617,6 +633,12 @@ function __wasm_bindgen_func_elem_2477(arg0, arg1, arg2) {
     } finally {
         wasm.__wbindgen_add_to_stack_pointer(16);
     }
+}
+
+function __wasm_bindgen_func_elem_1088(arg0, arg1, arg2) {
+    const ptr0 = passStringToWasm0(arg2, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+    const len0 = WASM_VECTOR_LEN;
+    wasm.__wasm_bindgen_func_elem_1088(arg0, arg1, ptr0, len0);
 }
 
 
