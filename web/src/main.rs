@@ -7,8 +7,10 @@
 
 #![cfg_attr(target_arch = "wasm32", no_main)]
 
+use wasm_bindgen::prelude::*;
+
 /// Called once by wasm-bindgen's glue when the module is instantiated.
-#[cfg_attr(target_arch = "wasm32", wasm_bindgen::prelude::wasm_bindgen(start))]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen(start))]
 fn start() {
     gpumem_web::start();
 }
@@ -16,4 +18,30 @@ fn start() {
 #[cfg(not(target_arch = "wasm32"))]
 fn main() {
     start();
+}
+
+/// Benchmark hook for the budget script: estimates the query `iterations` times
+/// and returns the mean milliseconds per estimate (`window.wasmBindings.gpumem_bench`).
+/// The estimate of this page's own module: inference's (a training query is refused at
+/// once; the training module estimates those). Here, not in the library, so the agent &
+/// sheet page does not carry it.
+#[wasm_bindgen]
+pub fn gpumem_bench(query_string: &str, iterations: u32) -> f64 {
+    let pairs = gpumem_web::query::parse(query_string);
+    let (input, _) = gpumem_core::params::from_pairs(
+        pairs
+            .iter()
+            .filter(|(k, _)| gpumem_core::params::keys().any(|p| p == k))
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    let n = iterations.max(1);
+    let t0 = gpumem_web::now_ms();
+    let mut sink = 0u64;
+    for _ in 0..n {
+        if let Ok(e) = gpumem_core::estimate::estimate_inference(std::hint::black_box(&input)) {
+            sink = sink.wrapping_add(e.total_bytes);
+        }
+    }
+    std::hint::black_box(sink);
+    (gpumem_web::now_ms() - t0) / f64::from(n)
 }
