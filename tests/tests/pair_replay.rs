@@ -136,8 +136,14 @@ fn wait_download(dir: &Path) -> PathBuf {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "json"))
             .collect();
+        // Chromium may name the file before it has written it: a sheet is there once
+        // it is not empty and its length held for one poll.
         if let Some(p) = done.into_iter().next() {
-            return p;
+            let len = std::fs::metadata(&p).map_or(0, |m| m.len());
+            std::thread::sleep(Duration::from_millis(100));
+            if len > 0 && std::fs::metadata(&p).is_ok_and(|m| m.len() == len) {
+                return p;
+            }
         }
         assert!(
             t0.elapsed() < Duration::from_secs(20),
