@@ -1,7 +1,10 @@
-//! `gpumem-agent estimate --diffusers DIR`: a diffusers pipeline on the command line.
+//! `gpumem-agent estimate --diffusers DIR|ORG/NAME`: a diffusers pipeline on the
+//! command line.
 //!
 //! Reads the folder's `model_index.json` (or the file itself) and the config.json of
-//! each component with weights (bounded reads, nothing else of the folder), hands
+//! each component with weights (bounded reads, nothing else of the folder) — or the
+//! same files of a Hub repository ([`crate::hub::pipeline`]), when no such folder
+//! exists and the value is an `ORG/NAME` — hands
 //! their text to [`gpumem_core::diffusion`], and prints one answer: the verdict on the
 //! card (or the smallest catalogue card that holds the run), then each component's
 //! weights, the denoiser's and the VAE decode's peaks and the offload modes.
@@ -18,7 +21,7 @@ use crate::exit::Exit;
 /// `--attention`, `--card`, `--reserve-gib` — come from the field table).
 pub fn augment(cmd: Command) -> Command {
     cmd.next_help_heading("Diffusion pipeline")
-        .arg(Arg::new("diffusers").long("diffusers").value_name("DIR_OR_MODEL_INDEX").value_parser(clap::value_parser!(PathBuf)).help("A diffusers pipeline: its folder (model_index.json and each component's config.json) or its model_index.json"))
+        .arg(Arg::new("diffusers").long("diffusers").value_name("DIR_OR_MODEL_INDEX_OR_ORG/NAME").value_parser(clap::value_parser!(PathBuf)).help("A diffusers pipeline: its folder (model_index.json and each component's config.json), its model_index.json, or its Hub id (ORG/NAME, when no such folder exists: those files read from the Hugging Face Hub, HF_ENDPOINT, HF_TOKEN; no weights)"))
         .arg(Arg::new("height").long("height").value_name("PX").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Image height in pixels (default 1024)"))
         .arg(Arg::new("width").long("width").value_name("PX").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Image width in pixels (default 1024)"))
         .arg(Arg::new("frames").long("frames").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Video frames (default 1; Wan's default is 81)"))
@@ -68,12 +71,55 @@ pub fn collect(m: &ArgMatches) -> Flags {
 /// Runs the estimate of a pipeline; `pairs` are the shared flags given.
 pub fn run(
     flags: &Flags,
+    revision: Option<&str>,
     pairs: &[(String, String)],
     card: Option<&str>,
     wired_limit_mb: Option<&str>,
     json: bool,
 ) -> Result<Exit> {
     let path = flags.path.as_deref().context("--diffusers")?;
+    let (index, configs) = match hub_id(path) {
+        Some(repo) => {
+            let files = crate::hub::pipeline(repo, revision.unwrap_or("main"))?;
+            crate::out::errln!(
+                "gpumem-agent: {}: model_index.json and {} config.json file(s), {} HTTP request(s)",
+                files.source,
+                files.configs.len(),
+                files.requests
+            );
+            (files.index, files.configs)
+        }
+        None if revision.is_some() => {
+            anyhow::bail!(
+                "--revision is of a Hub id (ORG/NAME); {} is a local path",
+                path.display()
+            )
+        }
+        None => read_folder(path)?,
+    };
+    let pipeline = diffusion::read(&index, &configs)?;
+    answer(flags, pipeline, pairs, card, wired_limit_mb, json)
+}
+
+/// `--diffusers`' value as a Hub id: `ORG/NAME` when no such file or folder exists
+/// here (a path that exists is always read as one).
+fn hub_id(path: &Path) -> Option<&str> {
+    let text = path.to_str()?;
+    (!path.exists()
+        && text.split('/').count() == 2
+        && gpumem_core::import::hub::check_repo_id(text).is_ok())
+    .then_some(text)
+}
+
+/// A pipeline's folder (or its model_index.json): the index and each component's
+/// config.json, bounded reads, nothing else of the folder.
+fn read_folder(path: &Path) -> Result<(String, Vec<(String, String)>)> {
+    if !path.exists() {
+        anyhow::bail!(
+            "--diffusers {}: no such folder or file (a Hub id is ORG/NAME)",
+            path.display()
+        );
+    }
     let dir: &Path = if path.is_dir() {
         path
     } else {
@@ -101,7 +147,18 @@ pub fn run(
             configs.push((name.clone(), text));
         }
     }
-    let pipeline = diffusion::read(&index, &configs)?;
+    Ok((index, configs))
+}
+
+/// The answer for a pipeline read, with the run's flags.
+fn answer(
+    flags: &Flags,
+    pipeline: diffusion::Pipeline,
+    pairs: &[(String, String)],
+    card: Option<&str>,
+    wired_limit_mb: Option<&str>,
+    json: bool,
+) -> Result<Exit> {
     // The pipeline's flags and the shared ones as the pairs the core reads (the
     // page's diffusion module reads the same keys).
     let mut asked: Vec<(String, String)> = pairs.to_vec();

@@ -102,7 +102,7 @@ impl clap::Args for Args {
             )
             .arg(Arg::new("gguf").long("gguf").value_name("PATH").value_parser(clap::value_parser!(PathBuf)).help("Count every tensor of a GGUF file from its header"))
             .arg(Arg::new("model").long("model").value_name("ORG/NAME").help("A model by its Hub id: a bundled one (`gpumem-agent models`) from its bundled config.json, with no request; any other from the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN): config.json and every weight file's header, by ranged reads"))
-            .arg(Arg::new("revision").long("revision").value_name("REV").requires("model").help("Branch, tag or commit of --model (default: main); given, even a bundled model is read from the Hub"))
+            .arg(Arg::new("revision").long("revision").value_name("REV").requires("hub-source").help("Branch, tag or commit of --model or of a --diffusers Hub id (default: main); given, even a bundled model is read from the Hub"))
             .arg(Arg::new("model-file").long("model-file").value_name("FILE").requires("model").help("Read this weight file of --model (e.g. a .gguf) instead of model.safetensors[.index.json]"))
             .arg(Arg::new("trace").long("trace").action(ArgAction::SetTrue).help("Trace the workload (the model's code on PyTorch's meta device, no GPU) and use the traced activations, logits and prefill figures instead of the assumed ones; needs --config or --model"))
             .arg(
@@ -120,6 +120,12 @@ impl clap::Args for Args {
         }
         let mut cmd = crate::engine_cli::augment(cmd);
         cmd = crate::diffusion_cli::augment(cmd);
+        // What `--revision` is of: a model or a pipeline on the Hub.
+        cmd = cmd.group(
+            clap::ArgGroup::new("hub-source")
+                .args(["model", "diffusers"])
+                .multiple(true),
+        );
         // `-h`: the common questions; these in `--help`.
         for name in [
             "safetensors",
@@ -192,6 +198,7 @@ pub fn run(args: Args) -> Result<Exit> {
         };
         return crate::diffusion_cli::run(
             &args.diffusers,
+            args.revision.as_deref(),
             &args.pairs,
             engine("card"),
             engine("wired-limit-mb"),

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use gpumem_e2e::hub_standin::{Blob, Repo, StandIn};
+use gpumem_e2e::hub_standin::{Blob, Repo, StandIn, TEST_TOKEN};
 use serde_json::{Value, json};
 use web_support::{Browser, ReplayAgent, agent_binary, browser_tools, root, serial};
 
@@ -180,7 +180,14 @@ fn web_answers_a_diffusion_pipeline_as_the_command_does() {
     let hub = StandIn::start(
         BTreeMap::from([
             (SDXL.to_string(), repo_of(&sdxl)),
-            (FLUX.to_string(), repo_of(&flux)),
+            // Gated, as FLUX.1-dev is on the Hub: the page's token field opens it.
+            (
+                FLUX.to_string(),
+                Repo {
+                    token: Some(TEST_TOKEN.to_string()),
+                    ..repo_of(&flux)
+                },
+            ),
         ]),
         Duration::ZERO,
         &[],
@@ -270,6 +277,19 @@ fn web_answers_a_diffusion_pipeline_as_the_command_does() {
     set(&browser, "diffusion-width", "1360");
     set(&browser, "diffusion-cfg", "on");
     set(&browser, "diffusion-format", "nf4");
+    // Without the token the Hub's refusal is said, asking for one.
+    browser.click("[data-testid=diffusion-go]");
+    let refused = browser.wait_for(
+        "the gated pipeline's refusal",
+        "const s = document.querySelector('[data-testid=diffusion-status]').textContent; \
+         return s.startsWith('Could not') && s",
+    );
+    assert!(
+        refused.as_str().unwrap_or_default().contains("token"),
+        "{refused}"
+    );
+    hub.clear();
+    set(&browser, "diffusion-token", TEST_TOKEN);
     browser.click("[data-testid=diffusion-go]");
     check(
         &browser,
@@ -278,6 +298,24 @@ fn web_answers_a_diffusion_pipeline_as_the_command_does() {
         &[
             "--height", "768", "--width", "1360", "--cfg", "on", "--format", "nf4",
         ],
+    );
+
+    let bearer = format!("Bearer {TEST_TOKEN}");
+    let log = hub.log();
+    assert!(!log.is_empty());
+    assert!(
+        log.iter()
+            .filter(|l| l.method != "OPTIONS")
+            .all(|l| l.server == "hub" && l.auth.as_deref() == Some(bearer.as_str())),
+        "the token goes with every read, to the Hub alone: {log:?}"
+    );
+    assert!(
+        !browser
+            .js("return location.href", json!([]))
+            .as_str()
+            .unwrap_or_default()
+            .contains(TEST_TOKEN),
+        "the token is not in the link"
     );
 
     // 4. A value that is not one is refused in words, naming its field.

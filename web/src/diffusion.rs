@@ -121,6 +121,10 @@ fn both(b: u64) -> String {
 pub fn DiffusionPanel() -> impl IntoView {
     let form = use_context::<Form>();
     let model = RwSignal::new(String::new());
+    let revision = RwSignal::new(String::new());
+    // A gated pipeline's token lives in this component's memory only: never in the
+    // URL, never stored; the lookup sends it to the Hub's own origin alone.
+    let token = RwSignal::new(String::new());
     let values: Vec<(&'static str, RwSignal<String>)> = FIELDS
         .iter()
         .map(|(k, _, _, choices)| {
@@ -144,6 +148,8 @@ pub fn DiffusionPanel() -> impl IntoView {
         status.set(format!("Reading {id}'s model_index.json…"));
         let request = text::write_request(&LookupRequest {
             model: id.clone(),
+            revision: revision.get_untracked().trim().to_string(),
+            token: Some(token.get_untracked()).filter(|t| !t.trim().is_empty()),
             ..LookupRequest::default()
         });
         leptos::task::spawn_local(async move {
@@ -261,6 +267,14 @@ pub fn DiffusionPanel() -> impl IntoView {
                             on:input=move |ev| model.set(event_target_value(&ev))/>
                     </label>
                     <button type="submit" data-testid="diffusion-go" prop:disabled=move || busy.get()>"Read"</button>
+                    <details class="diffusion-access">
+                        <summary>"Revision, access token"</summary>
+                        <label>"Revision" <input data-testid="diffusion-revision" type="text" placeholder="main"
+                            prop:value=move || revision.get() on:input=move |ev| revision.set(event_target_value(&ev))/></label>
+                        <label>"Access token (gated pipelines, e.g. FLUX.1-dev)" <input data-testid="diffusion-token" type="password" autocomplete="off"
+                            prop:value=move || token.get() on:input=move |ev| token.set(event_target_value(&ev))/></label>
+                        <p class="hint">"The token stays in this page's memory: not in the link, not stored; it goes to the Hub only."</p>
+                    </details>
                 </form>
                 <div class="diffusion-fields">{inputs}</div>
                 <p class="status" role="status" data-testid="diffusion-status">{move || status.get()}</p>

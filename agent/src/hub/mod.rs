@@ -491,6 +491,92 @@ impl Drop for Holder<'_> {
     }
 }
 
+/// A diffusers pipeline's files from the Hub (`estimate --diffusers ORG/NAME`): its
+/// `model_index.json`, then the `config.json` of each component with weights, all at
+/// once — the files the page's pipeline lookup reads, and nothing else (no weights, no
+/// listing). Each file is bounded by the client's text limit and the core's config
+/// limit, their count by the index ([`gpumem_core::diffusion::components_of`]); a
+/// component without its `config.json` is left for the core's reader to name, as a
+/// folder without it is.
+pub struct PipelineFiles {
+    /// `model_index.json`'s text.
+    pub index: String,
+    /// Each component's name and its `config.json`'s text.
+    pub configs: Vec<(String, String)>,
+    /// `ORG/NAME@REVISION` and the commit when the Hub said.
+    pub source: String,
+    /// HTTP requests sent.
+    pub requests: u64,
+}
+
+/// Reads a pipeline's files from the Hub (see [`PipelineFiles`]).
+pub fn pipeline(repo: &str, revision: &str) -> Result<PipelineFiles> {
+    use gpumem_core::diffusion::{MAX_CONFIG_BYTES, components_of};
+    rules::check_repo_id(repo).context("--diffusers")?;
+    rules::check_revision(revision).context("--revision")?;
+    let client = Client::from_env();
+    let label = |f: &str| format!("{repo}@{revision}/{f}");
+    let text = |f: &str, fetched: client::Fetched| -> Result<String> {
+        if fetched.body.len() > MAX_CONFIG_BYTES {
+            bail!("{}: over {MAX_CONFIG_BYTES} bytes", label(f));
+        }
+        String::from_utf8(fetched.body).map_err(|_| anyhow!("{}: not UTF-8 text", label(f)))
+    };
+    const INDEX_FILE: &str = "model_index.json";
+    let index = client.get_text(
+        &client.resolve_url(repo, revision, INDEX_FILE),
+        &label(INDEX_FILE),
+    )?;
+    let commit = index.commit.clone();
+    let index = text(INDEX_FILE, index)?;
+    let (_, named, _) = components_of(&index)?;
+    for (name, _) in &named {
+        if name.is_empty() || name.contains(['/', '\\']) || name == ".." || name == "." {
+            bail!("{INDEX_FILE} names a component `{name}` that is not a folder name");
+        }
+    }
+    // Every component's config.json in one round (at most the index's bounded count).
+    let files: Vec<String> = named
+        .iter()
+        .map(|(n, _)| format!("{n}/config.json"))
+        .collect();
+    let answers: Vec<Result<client::Fetched>> = std::thread::scope(|s| {
+        let handles: Vec<_> = files
+            .iter()
+            .map(|f| {
+                let (url, what) = (client.resolve_url(repo, revision, f), label(f));
+                let client = &client;
+                s.spawn(move || client.get_text(&url, &what))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow!("{repo}: a reader panicked")))
+            })
+            .collect()
+    });
+    let mut configs = Vec::new();
+    for (((name, _), file), answer) in named.iter().zip(&files).zip(answers) {
+        match answer {
+            Ok(f) => configs.push((name.clone(), text(file, f)?)),
+            Err(e) if e.is::<NotFound>() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let source = match commit {
+        Some(c) => format!("{repo}@{revision} (commit {})", c.get(..12).unwrap_or(&c)),
+        None => format!("{repo}@{revision}"),
+    };
+    Ok(PipelineFiles {
+        index,
+        configs,
+        source,
+        requests: client.requests(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
