@@ -452,9 +452,29 @@ impl DiffusionEstimate {
     }
 }
 
+/// The bytes per element of a class's `_keep_in_fp32_modules` linears (T5's `wo`):
+/// fp32 under float16, as the dtype otherwise. Under a quantizer transformers never
+/// converts them (`HfQuantizer.get_modules_to_not_convert` adds
+/// `keep_in_fp32_modules` to the skipped modules, quantizers/base.py), and keeps them
+/// in fp32 whatever the dtype when the quantizer says `use_keep_in_fp32_modules =
+/// True` (bitsandbytes' 4-bit and 8-bit: quantizer_bnb_4bit.py, quantizer_bnb_8bit.py;
+/// the test is in `PreTrainedModel.from_pretrained`, modeling_utils.py). Other
+/// quantizers leave them in the dtype; `int8` names both bitsandbytes' LLM.int8 and
+/// torchao's int8 weight-only, and is counted as bitsandbytes' (the larger).
+fn fp32_if_fp16_bytes(dtype: Dtype, format: Option<StorageFormat>) -> u64 {
+    let bnb = matches!(
+        format,
+        Some(StorageFormat::Bnb4 { .. } | StorageFormat::Int8)
+    );
+    if matches!(dtype, Dtype::F16) || bnb {
+        4
+    } else {
+        dtype.bytes()
+    }
+}
+
 fn bytes_of(c: &Counts, dtype: Dtype, format: Option<StorageFormat>) -> Result<u64, EstimateError> {
     let elt = dtype.bytes();
-    let fp16 = matches!(dtype, Dtype::F16);
     let mut total: u64 = 0;
     let add = |t: &mut u64, n: u64| -> Result<(), EstimateError> {
         *t = t
@@ -469,12 +489,9 @@ fn bytes_of(c: &Counts, dtype: Dtype, format: Option<StorageFormat>) -> Result<u
         };
         add(&mut total, one.saturating_mul(l.count))?;
     }
+    let e = fp32_if_fp16_bytes(dtype, format);
     for l in &c.fp32_if_fp16 {
-        let e = if fp16 { 4 } else { elt };
-        let one = match format {
-            Some(f) if !fp16 => f.matrix_bytes(l.out, l.inp)?.bytes,
-            _ => l.out.saturating_mul(l.inp).saturating_mul(e),
-        };
+        let one = l.out.saturating_mul(l.inp).saturating_mul(e);
         add(&mut total, one.saturating_mul(l.count))?;
     }
     add(&mut total, c.dense.saturating_mul(elt))?;
@@ -700,8 +717,26 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
                 .into_iter()
                 .max()
                 .unwrap_or(0),
-            None => c.counts.largest_linear().saturating_mul(elt),
-        };
+            None => c
+                .counts
+                .linears
+                .iter()
+                .map(|l| l.out.saturating_mul(l.inp).saturating_mul(elt))
+                .max()
+                .unwrap_or(0),
+        }
+        .max(
+            c.counts
+                .fp32_if_fp16
+                .iter()
+                .map(|l| {
+                    l.out
+                        .saturating_mul(l.inp)
+                        .saturating_mul(fp32_if_fp16_bytes(w.dtype, fmt))
+                })
+                .max()
+                .unwrap_or(0),
+        );
         lines.push(ComponentLine {
             name: c.name.clone(),
             class_name: c.class_name.clone(),
