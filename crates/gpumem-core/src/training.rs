@@ -13,6 +13,7 @@ use crate::error::EstimateError;
 use crate::format::Dtype;
 use crate::units::checked_product;
 
+pub(crate) mod fsdp1;
 pub(crate) mod litgpt;
 pub(crate) mod load;
 pub(crate) mod unsloth;

@@ -423,7 +423,8 @@ pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), Estima
     if input.train == TrainMode::None || line(b, LineKey::Activations) == 0 {
         return Ok(());
     }
-    if input.tp > 1 || input.pp > 1 || input.zero > 0 || input.fsdp != Fsdp::None {
+    let fsdp1_step = fsdp1_applies(input);
+    if !fsdp1_step && (input.tp > 1 || input.pp > 1 || input.zero > 0 || input.fsdp != Fsdp::None) {
         b.assumptions.push("the caching allocator's reserved peak is modelled for one device without sharding: the need here is the allocated one".into());
         return Ok(());
     }
@@ -437,6 +438,9 @@ pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), Estima
         b.assumptions
             .push("too many tensors to place one by one: the need is the allocated one".into());
         return Ok(());
+    }
+    if fsdp1_step {
+        return fsdp1(input, &a, seq, b);
     }
     let mut alloc = Allocator::new(input.expandable_segments);
     let how = model_load(&mut alloc, &a, input)?;
@@ -550,5 +554,163 @@ pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), Estima
             ],
         );
     }
+    Ok(())
+}
+
+/// Whether the step is FSDP1's as torchtune's 2024 recipes ran it
+/// (`--framework torchtune@0.1`: `FullyShardedDataParallel` with `FULL_SHARD` around
+/// every decoder layer, no mixed precision), a full fine-tune on data-parallel ranks
+/// alone: the one whose reserved peak [`crate::training::fsdp1`] models.
+fn fsdp1_applies(input: &EstimateInput) -> bool {
+    input.framework == Framework::Torchtune01
+        && input.fsdp == Fsdp::Full
+        && input.gpus > 1
+        && input.train == TrainMode::Full
+        && !input.master_weights
+        && input.tp <= 1
+        && input.pp <= 1
+        && input.cp <= 1
+        && input.ep <= 1
+        && input.offload_param == super::input::Offload::None
+        && !input.optimizer_in_backward
+        && !input.offload_activations
+}
+
+/// The `allocator.cache` line of an FSDP1 step: its three streams' pools
+/// ([`crate::training::fsdp1::reserved`]) beyond the allocated lines.
+fn fsdp1(
+    input: &EstimateInput,
+    a: &Architecture,
+    seq: u64,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    // FULL_SHARD over every rank (no tp/pp here): one flat parameter per unit split `gpus` ways.
+    let world = input.gpus;
+    let v = input.compute_dtype.bytes();
+    let layers = a.layers.max(1);
+    let mut layer_tensors = Vec::new();
+    let (mut emb, mut norm, mut head) = (0u64, 0u64, 0u64);
+    for t in a.tensors()? {
+        let n = t.rows.saturating_mul(t.cols);
+        let layered = t.count >= layers
+            && t.count.is_multiple_of(layers)
+            && matches!(
+                t.class,
+                ParamClass::Attention | ParamClass::Mlp | ParamClass::Norms
+            )
+            && t.name != "final norm";
+        if layered {
+            for _ in 0..t.count.checked_div(layers).unwrap_or(0) {
+                layer_tensors.push(n);
+            }
+        } else {
+            match t.class {
+                ParamClass::Embeddings => emb = emb.saturating_add(n.saturating_mul(t.count)),
+                ParamClass::LmHead => head = head.saturating_add(n.saturating_mul(t.count)),
+                ParamClass::Norms => norm = norm.saturating_add(n.saturating_mul(t.count)),
+                // A model with more than decoder layers and their root is not the
+                // recipes' Llama: no figure.
+                _ => return Ok(()),
+            }
+        }
+    }
+    let mut root_tensors = vec![emb, norm];
+    if head > 0 && !a.tied_embeddings {
+        root_tensors.push(head);
+    }
+    let tokens = checked_product(&[seq, input.sequences], "activations")?;
+    let hidden = checked_product(&[tokens, a.hidden, v], "activations")?.max(1);
+    let mlp = checked_product(&[tokens, a.intermediate, v], "activations")?.max(1);
+    // One layer's saved tensors beside its input, as the activations line counts them:
+    // under checkpointing the one layer recomputed, else each layer's share.
+    let acts = b.device(LineKey::Activations);
+    let per_layer = if input.checkpointing {
+        acts.saturating_sub(layers.saturating_mul(hidden))
+    } else {
+        acts.checked_div(layers).unwrap_or(0).saturating_sub(hidden)
+    };
+    let n_mlp = per_layer.checked_div(mlp).unwrap_or(0).min(4);
+    let mut layer_saved = vec![mlp; usize::try_from(n_mlp).unwrap_or(0)];
+    let rest = per_layer.saturating_sub(n_mlp.saturating_mul(mlp));
+    for _ in 0..rest.div_ceil(hidden) {
+        layer_saved.push(hidden.min(rest));
+    }
+    // The loss's tensors, each of the whole batch's fp32 logits.
+    let logits_bytes = b.device(LineKey::Logits);
+    let piece = checked_product(&[tokens, a.vocab, 4], "logits")?.max(1);
+    let whole = logits_bytes.checked_div(piece).unwrap_or(0);
+    let mut logits = vec![piece; usize::try_from(whole).unwrap_or(0)];
+    let rest = logits_bytes.checked_rem(piece).unwrap_or(0);
+    if rest > 0 {
+        logits.push(rest);
+    }
+    let kept = input
+        .loss
+        .kept_through_step(seq, input.sequences, a.vocab)?;
+    // The optimizer's states and temporaries per shard element, in the parameters'
+    // dtype (no master weights).
+    let elements = layer_tensors
+        .iter()
+        .fold(0u64, |s, n| s.saturating_add(*n))
+        .saturating_mul(layers)
+        .saturating_add(root_tensors.iter().fold(0u64, |s, n| s.saturating_add(*n)));
+    let shard_bytes = elements.div_ceil(world.max(1)).saturating_mul(v).max(1);
+    let states = b
+        .device(LineKey::TrainingOptimizer)
+        .saturating_add(shard_bytes.checked_div(2).unwrap_or(0))
+        .checked_div(shard_bytes)
+        .unwrap_or(0);
+    let temporaries = input
+        .optimizer
+        .step_temporary_bytes(1, input.compute_dtype)?
+        .checked_div(v.max(1))
+        .unwrap_or(0);
+    let step = crate::training::fsdp1::Step {
+        world,
+        value: v,
+        layers,
+        layer_tensors,
+        root_tensors,
+        hidden,
+        layer_saved,
+        checkpointing: input.checkpointing,
+        logits,
+        kept,
+        states,
+        temporaries,
+        iterations: 3,
+    };
+    let room = crate::training::fsdp1::reserved(&step);
+    let least = crate::training::fsdp1::least(&step);
+    let allocated = b
+        .lines
+        .iter()
+        .filter(|l| l.in_total && l.group != Group::Reserve && l.key != LineKey::CudaContext)
+        .map(|l| l.device_bytes)
+        .fold(0u64, u64::saturating_add);
+    // The need: the least device memory the step runs in (past it the allocator
+    // returns its cache and tries again), beyond the allocated lines. What
+    // `max_memory_reserved` reads on a device with room is shown beside it.
+    let cache = least.saturating_sub(allocated);
+    b.line(
+        LineKey::AllocatorCache,
+        "Caching allocator: what FSDP1's three streams reserve beyond the allocated peak",
+        cache,
+        cache,
+        Kind::Computed,
+        true,
+        format!(
+            "FSDP1's step (three iterations) replayed through torch's caching allocator, one pool per stream. With room the pools reserve default {} B + unshard {} B + post-backward {} B = {} B (max_memory_reserved on a device with room); the step runs in {least} B (past it the allocator waits for the streams' events and returns every free segment, release_cached_blocks, then tries again), {cache} B beyond the allocated lines {allocated} B. A block serves only its own stream; the unsharded flat parameters (all-gathered on the unshard stream) and flat gradients (reduce-scattered from the post-backward stream) return to their pools once the rate limiter's synchronisation proves their streams done (limit_all_gathers: 2 all-gathers in flight; record_stream on the compute, post-backward and NCCL streams). torch 2.2: torch/distributed/fsdp/_runtime_utils.py (_unshard, _reshard, _post_backward_hook, _reduce_grad, _get_reduce_scatter_tensors), _limiter_utils.py (_FreeEventQueue), c10/cuda/CUDACachingAllocator.cpp",
+            room.per_stream[0], room.per_stream[1], room.per_stream[2], room.total
+        ),
+        &[
+            ("allocated", allocated.to_string()),
+            ("reserved", room.total.to_string()),
+            ("least reserved", least.to_string()),
+            ("default stream", room.per_stream[0].to_string()),
+            ("unshard stream", room.per_stream[1].to_string()),
+            ("post-backward stream", room.per_stream[2].to_string()),
+        ],
+    );
     Ok(())
 }
