@@ -678,6 +678,9 @@ fn fsdp1(
         kept,
         states,
         temporaries,
+        // torchtune 0.1's recipes log `loss.item()` on rank 0 every step
+        // (`log_every_n_steps` null in the configs, 1 in the recipe).
+        sync_after_forward: true,
         iterations: 3,
     };
     let room = crate::training::fsdp1::reserved(&step);

@@ -28,10 +28,11 @@
 //! (`_no_dispatch_record_stream`); ProcessGroupNCCL records a collective's input and
 //! output on its NCCL stream (`TORCH_NCCL_AVOID_RECORD_STREAMS` unset). The allocator
 //! returns such a block when it finds the stream's event complete (`process_events`,
-//! at each allocation). The host learns how far the device has come only at the rate
+//! at each allocation). The host learns how far the device has come at the rate
 //! limiter (`_FreeEventQueue`, `_max_num_inflight_all_gathers = 2`): before each
 //! all-gather `_unshard` synchronises with the free event of the reshard two back
-//! (`dequeue_if_needed`, `event.synchronize()`). The all-gathers and reduce-scatters
+//! (`dequeue_if_needed`, `event.synchronize()`), and where the recipe waits for the
+//! device (torchtune's `loss.item()` after each forward on rank 0). The all-gathers and reduce-scatters
 //! of one process group share its NCCL stream in the order they were issued, so a
 //! reduce-scatter is known complete once the compute stream has used an all-gather
 //! issued after it, and the first reshard event after that use has been synchronised.
@@ -80,6 +81,12 @@ pub(crate) struct Step {
     /// Optimizer step temporaries per shard, as tensors of the shard's size (torch's
     /// foreach AdamW: `_foreach_sqrt` of the second moments, 1).
     pub temporaries: u64,
+    /// The host waits for the compute stream after each forward (torchtune's
+    /// recipes log `loss.item()` on rank 0 every `log_every_n_steps`, 1 by default):
+    /// every free recorded before it, and the previous backward's reduce-scatters
+    /// (the compute stream waited for the post-backward stream at the backward's
+    /// end, `_post_backward_final_callback`), are then done.
+    pub sync_after_forward: bool,
     /// Training iterations simulated (the pools settle after the second).
     pub iterations: u64,
 }
@@ -150,9 +157,7 @@ impl Sim {
             // returns every wholly free segment of every stream, and the
             // allocation is tried again; it fails (out of memory) if still over.
             self.pools[stream] = before;
-            for (_, s, h) in std::mem::take(&mut self.pending) {
-                self.pools[s].free(h);
-            }
+            self.synchronise_all();
             for p in self.pools.iter_mut() {
                 p.empty_cache();
             }
@@ -182,6 +187,14 @@ impl Sim {
             }
         }
         self.pending = keep;
+    }
+
+    /// The host waited for every stream: each deferred block is done (the rate
+    /// limiter's queue keeps its events, complete by now).
+    fn synchronise_all(&mut self) {
+        for (_, s, h) in std::mem::take(&mut self.pending) {
+            self.pools[s].free(h);
+        }
     }
 
     /// `_unshard`: the rate limiter, then the unsharded flat parameter on the unshard
@@ -351,6 +364,9 @@ fn run(s: &Step, capacity: Option<u64>) -> (Reserved, bool) {
         for h in kept.drain(..) {
             sim.free(DEFAULT, h);
         }
+        if s.sync_after_forward {
+            sim.synchronise_all();
+        }
         // Backward. The root's pre-backward hook prefetches the last layer; the
         // output projection's and final norm's gradients wait in the root flat
         // parameter's SplitWithSizesBackward until the embedding's arrives.
@@ -490,6 +506,7 @@ mod tests {
             kept: tokens * vocab * 4,
             states: 2,
             temporaries: 1,
+            sync_after_forward: true,
             iterations: 3,
         }
     }
