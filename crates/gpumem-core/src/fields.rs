@@ -273,6 +273,7 @@ const TAIL: &[Field] = &[
         .choices(&[
             ("", "none named — transformers + PEFT code paths"),
             ("transformers", "transformers Trainer + PEFT"),
+            ("transformers@4.39", "transformers 4.39 (April 2024): its Llama loss, a RoPE cache per layer"),
             ("trl", "TRL SFTTrainer"),
             ("torchtune", "torchtune 0.6"),
             ("torchtune@0.1", "torchtune 0.1"),
@@ -283,7 +284,7 @@ const TAIL: &[Field] = &[
             ("axolotl", "axolotl"),
         ]),
     f("loss", G::Training, K::Text, "Loss", "full",
-        "How the loss meets the logits: full (transformers), float-sliced (torchtune 0.1), chunked[:N] (torchtune's N output chunks), chunked-compute[:C] (chunks in the compute dtype), chunked-fabric[:C] (LitGPT: chunks in fp32 as Fabric returns them), checkpointed[:C] (TRL's chunked_nll), fused (unsloth)")
+        "How the loss meets the logits: full (transformers), float-sliced (torchtune 0.1), float-shifted (transformers 4.39's Llama), chunked[:N] (torchtune's N output chunks), chunked-compute[:C] (chunks in the compute dtype), chunked-fabric[:C] (LitGPT: chunks in fp32 as Fabric returns them), checkpointed[:C] (TRL's chunked_nll), fused (unsloth)")
         .choices(&[
             ("full", "full — every position's fp32 log-softmax"),
             ("chunked", "chunked — torchtune, 8 chunks"),

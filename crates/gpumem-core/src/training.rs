@@ -176,6 +176,18 @@ pub enum Loss {
     /// (recipes/lora_finetune_single_device.py, `train`): at `log_softmax`'s backward the
     /// fp32 copy, the saved log-softmax, NLL's gradient and log-softmax's gradient, 16 B.
     FloatSliced,
+    /// transformers 4.39's `LlamaForCausalLM.forward` (models/llama/modeling_llama.py
+    /// at v4.39.3, lines 1215–1229): `logits = logits.float()` rebinds the name, so the
+    /// compute-dtype logits go as their fp32 copy is made; `logits[..., :-1,
+    /// :].contiguous()` copies the shifted positions and `CrossEntropyLoss` keeps their
+    /// fp32 log-softmax. At the loss: the fp32 logits, the shifted copy and the
+    /// log-softmax (4·(t + 2(t − 1)) B per sequence and vocabulary entry). The Trainer
+    /// drops the outputs before the backward (`Trainer.compute_loss` returns the loss
+    /// alone), whose first steps hold less: the log-softmax, NLL's and log-softmax's
+    /// gradients over t − 1 positions. The compute-dtype logits' block, freed before
+    /// the three larger fp32 ones are allocated, stays in the caching allocator's
+    /// cache at that moment (`estimate::peaks`).
+    FloatShifted,
     /// torchtune's `CEWithChunkedOutputLoss` and `LinearCrossEntropyLoss`
     /// (torchtune/modules/loss, 0.6: `num_output_chunks` 8): each chunk upcast to fp32 and
     /// its log-softmax kept, 4 B per token and vocabulary entry, plus one chunk's
@@ -210,7 +222,7 @@ pub enum Loss {
 }
 
 impl Loss {
-    /// Parses `full`, `float-sliced`, `chunked[:N]` (N output chunks, 8 by default),
+    /// Parses `full`, `float-sliced`, `float-shifted`, `chunked[:N]` (N output chunks, 8 by default),
     /// `chunked-compute[:C]` (C-token chunks, 128 by default), `checkpointed[:C]` (256)
     /// and `fused`.
     pub fn parse(field: &'static str, t: &str) -> Result<Loss, EstimateError> {
@@ -230,6 +242,7 @@ impl Loss {
         match name.as_str() {
             "" | "full" | "cross-entropy" if n.is_none() => Ok(Loss::Full),
             "float-sliced" | "sliced" if n.is_none() => Ok(Loss::FloatSliced),
+            "float-shifted" | "shifted" if n.is_none() => Ok(Loss::FloatShifted),
             "chunked" | "cewithchunkedoutputloss" | "linearcrossentropyloss" => {
                 Ok(Loss::Chunked(n.unwrap_or(8)))
             }
@@ -242,7 +255,7 @@ impl Loss {
             _ => Err(EstimateError::invalid(
                 field,
                 format!(
-                    "unknown loss {t:?}; use full, float-sliced, chunked[:N], chunked-compute[:C], chunked-fabric[:C], checkpointed[:C] or fused"
+                    "unknown loss {t:?}; use full, float-sliced, float-shifted, chunked[:N], chunked-compute[:C], chunked-fabric[:C], checkpointed[:C] or fused"
                 ),
             )),
         }
@@ -277,6 +290,7 @@ impl Loss {
         match self {
             Loss::Full => String::new(),
             Loss::FloatSliced => "float-sliced".into(),
+            Loss::FloatShifted => "float-shifted".into(),
             Loss::Chunked(n) => format!("chunked:{n}"),
             Loss::ChunkedCompute(c) => format!("chunked-compute:{c}"),
             Loss::ChunkedFabric(c) => format!("chunked-fabric:{c}"),
@@ -341,6 +355,10 @@ pub enum Framework {
     Unnamed,
     /// transformers' `Trainer` with PEFT (transformers 5.23, PEFT 0.21).
     Transformers,
+    /// transformers 4.39 (April 2024) as its `Trainer` and Llama-style decoders ran a
+    /// step: its loss (`Loss::FloatShifted`), a RoPE cache per attention layer, AdamW's
+    /// foreach update.
+    Transformers439,
     /// TRL's `SFTTrainer` (TRL 1.9).
     Trl,
     /// torchtune's single-device recipes (0.6).
@@ -393,12 +411,17 @@ pub struct FrameworkDefaults {
     /// unsloth's own buffers (`training::unsloth`): the dequantised 4-bit weight at
     /// `LoRA_MLP`'s backward, and with `Some(true)` 2024.4's RoPE cache per layer.
     pub unsloth_rope_per_layer: Option<bool>,
+    /// transformers 4.39's rotary embeddings: a `_cos_cached` and a `_sin_cached` of
+    /// `max_position_embeddings` positions in every attention layer
+    /// ([`transformers_rope_caches`]).
+    pub transformers_rope_per_layer: bool,
 }
 
 impl Framework {
     /// Every framework a user can name, with its key.
-    pub const ALL: [(Framework, &'static str); 9] = [
+    pub const ALL: [(Framework, &'static str); 10] = [
         (Framework::Transformers, "transformers"),
+        (Framework::Transformers439, "transformers@4.39"),
         (Framework::Trl, "trl"),
         (Framework::Torchtune, "torchtune"),
         (Framework::Torchtune01, "torchtune@0.1"),
@@ -409,7 +432,8 @@ impl Framework {
         (Framework::Axolotl, "axolotl"),
     ];
 
-    /// Parses a framework as users name it (`transformers`, `peft`, `hf`, `trl`,
+    /// Parses a framework as users name it (`transformers`, `peft`, `hf`,
+    /// `transformers@4.39`, `trl`,
     /// `torchtune`, `torchtune@0.1`, `litgpt`, `unsloth`, `unsloth@2024.4`, `axolotl`).
     pub fn parse(field: &'static str, t: &str) -> Result<Framework, EstimateError> {
         let t = t.trim().to_ascii_lowercase();
@@ -419,6 +443,7 @@ impl Framework {
             "torchtune@0.1" | "torchtune@0.2" => Ok(Framework::Torchtune01),
             "lit-gpt" | "lit-gpt@8641822" => Ok(Framework::Litgpt2023),
             "unsloth@2024" | "unsloth@6dad5dd" => Ok(Framework::Unsloth2024),
+            "transformers@4.39.3" => Ok(Framework::Transformers439),
             _ => Framework::ALL
                 .iter()
                 .find(|(_, k)| *k == t)
@@ -427,7 +452,7 @@ impl Framework {
                     EstimateError::invalid(
                         field,
                         format!(
-                            "unknown framework {t:?}; use transformers, trl, torchtune, torchtune@0.1, litgpt, litgpt@2023, unsloth, unsloth@2024.4 or axolotl"
+                            "unknown framework {t:?}; use transformers, transformers@4.39, trl, torchtune, torchtune@0.1, litgpt, litgpt@2023, unsloth, unsloth@2024.4 or axolotl"
                         ),
                     )
                 }),
@@ -458,6 +483,7 @@ impl Framework {
             head_4bit: false,
             lit_gpt_2023: false,
             unsloth_rope_per_layer: None,
+            transformers_rope_per_layer: false,
         };
         // transformers 5.23 `TrainingArguments`: `optim` adamw_torch_fused with torch ≥ 2.8,
         // `activation_checkpointing` off; a model loaded in bf16 trains in bf16 (no
@@ -474,6 +500,16 @@ impl Framework {
         match self {
             Framework::Unnamed => none,
             Framework::Transformers => trainer,
+            // transformers 4.39.3: TrainingArguments' optim adamw_torch (torch.optim.AdamW,
+            // foreach); LlamaForCausalLM.forward's loss; LlamaRotaryEmbedding's caches in
+            // every LlamaAttention (models/llama/modeling_llama.py). The rest, PEFT's
+            // of its time included, as gpumem's defaults.
+            Framework::Transformers439 => FrameworkDefaults {
+                optimizer: Some((Optimizer::Adamw, Optimizer::Adamw)),
+                loss: Some(Loss::FloatShifted),
+                transformers_rope_per_layer: true,
+                ..none
+            },
             // axolotl's schema (src/axolotl/utils/schemas): gradient_checkpointing false,
             // optimizer adamw_torch_fused, lora_dropout 0.0, sample_packing off.
             Framework::Axolotl => trainer,
@@ -523,6 +559,7 @@ impl Framework {
                 head_4bit: false,
                 lit_gpt_2023: false,
                 unsloth_rope_per_layer: None,
+                transformers_rope_per_layer: false,
             },
             // torchtune 0.1: configs/llama2/7B_lora_single_device.yaml and its QLoRA
             // twin (enable_activation_checkpointing True, torch.optim.AdamW,
@@ -541,6 +578,7 @@ impl Framework {
                 head_4bit: false,
                 lit_gpt_2023: false,
                 unsloth_rope_per_layer: None,
+                transformers_rope_per_layer: false,
             },
             // LitGPT finetune/lora.py: lora_dropout 0.05, precision bf16-true, AdamW
             // (bnb PagedAdamW with --quantize), lm_head_chunk_size 128 with
@@ -560,6 +598,7 @@ impl Framework {
                 head_4bit: true,
                 lit_gpt_2023: false,
                 unsloth_rope_per_layer: None,
+                transformers_rope_per_layer: false,
             },
             // lit-gpt 8641822 finetune/lora.py (the same settings), its own GPT
             // (training::litgpt), bitsandbytes 0.41.1's MatMul4Bit (keeps its input).
@@ -580,6 +619,9 @@ impl Framework {
             Framework::Unnamed => "",
             Framework::Transformers => {
                 "transformers 5.23 Trainer + PEFT 0.21: fused AdamW (adamw_torch_fused), no checkpointing (QLoRA: prepare_model_for_kbit_training turns it on), the model's dtype throughout (no fp32 master copy), fp32 adapters without dropout, ForCausalLMLoss over every position, padding to each batch's longest sample, from_pretrained"
+            }
+            Framework::Transformers439 => {
+                "transformers 4.39 (April 2024) Trainer: AdamW (adamw_torch, foreach); LlamaForCausalLM's loss (the fp32 logits, their shifted contiguous copy and CrossEntropyLoss's log-softmax, the compute-dtype logits' block left cached beside them); a cos and a sin RoPE cache of max_position_embeddings positions in every attention layer (LlamaRotaryEmbedding, kept for backward compatibility); otherwise gpumem's defaults"
             }
             Framework::Axolotl => {
                 "axolotl (its schema's defaults, through transformers' Trainer and PEFT): fused AdamW, no gradient checkpointing, no sample packing, fp32 adapters without dropout, ForCausalLMLoss, from_pretrained"
@@ -2408,6 +2450,45 @@ pub fn logits_peak_bytes(
     Ok(bytes)
 }
 
+/// transformers 4.39's loss (`Loss::FloatShifted`) for `batch` sequences of `seq`
+/// tokens of a `vocab`-wide output, bytes: `(at the loss, each tensor)` — the fp32
+/// logits (seq positions), the shifted contiguous copy and its log-softmax (seq − 1
+/// positions each), each in the caching allocator's 512 B blocks.
+pub fn float_shifted(seq: u64, batch: u64, vocab: u64) -> Result<(u64, [u64; 3]), EstimateError> {
+    let logits = block(&[seq, batch, vocab, 4]);
+    let shifted = block(&[seq.saturating_sub(1).max(1), batch, vocab, 4]);
+    let each = [logits, shifted, shifted];
+    let total = add(&each);
+    if total == u64::MAX {
+        return Err(EstimateError::Overflow { what: "logits" });
+    }
+    Ok((total, each))
+}
+
+/// transformers 4.39's RoPE caches, bytes: every `LlamaAttention` builds its own
+/// `LlamaRotaryEmbedding` (`_init_rope`; its linear and dynamic scaling subclasses
+/// alike), which registers a `_cos_cached` and a `_sin_cached` of
+/// `max_position_embeddings` × head_dim values in the default dtype — the load's
+/// `torch_dtype` while `from_pretrained` builds the model — and keeps them "for BC"
+/// although its `forward` computes cos and sin from the positions
+/// (models/llama/modeling_llama.py at v4.39.3). `positions`: the config's
+/// `max_position_embeddings` (LLaMA-Factory's RoPE scaling sets a factor and leaves it).
+pub fn transformers_rope_caches(
+    layers: u64,
+    positions: u64,
+    head_dim: u64,
+    value: u64,
+) -> Result<u64, EstimateError> {
+    let each = block(&[positions, head_dim, value]);
+    let total = mul(&[2, layers, each]);
+    if each == u64::MAX || total == u64::MAX {
+        return Err(EstimateError::Overflow {
+            what: "RoPE caches",
+        });
+    }
+    Ok(total)
+}
+
 /// The logits' and loss's peak in a training step under `loss` for `batch` sequences
 /// of `seq` tokens of a `vocab`-wide output in `value`-byte compute (LitGPT's chunks
 /// split each sequence: `batch` × C tokens each), with the formula in words: the
@@ -2458,6 +2539,25 @@ pub fn loss_peak(
             block(&[tokens, vocab, 16]),
             "sequences × tokens × vocab × 16 B: the recipe's fp32 shifted copy, the saved log-softmax, NLL's gradient and log-softmax's gradient at log_softmax's backward (torchtune 0.1's recipe: output(h).float(), logits[..., :-1, :].contiguous(), nn.CrossEntropyLoss over the transpose)".to_string(),
         ),
+        Loss::FloatShifted => {
+            let (at_loss, _) = float_shifted(seq, batch, vocab)?;
+            let capped = if softcap {
+                block(&[tokens, vocab, value])
+            } else {
+                0
+            };
+            (
+                add(&[at_loss, capped]),
+                format!(
+                    "sequences × vocab × 4 B × (tokens + 2 × (tokens − 1)): the fp32 logits, their shifted contiguous copy and its fp32 log-softmax at the forward's loss{} (transformers 4.39's LlamaForCausalLM.forward: logits.float(), logits[..., :-1, :].contiguous(), CrossEntropyLoss); the backward's start holds less (the log-softmax and two gradients over tokens − 1), the compute-dtype logits went with the rebinding",
+                    if softcap {
+                        ", and the soft-cap's tanh output (v)"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+        }
         Loss::Chunked(n) => {
             let chunk = tokens.div_ceil(n.max(1));
             (
@@ -2521,6 +2621,63 @@ pub fn loss_peak(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// transformers 4.39's loss by hand, Llama-2's 32 000-entry vocabulary, one
+    /// sequence of 4 096 tokens in bf16: the fp32 logits 4096 × 32000 × 4 B, the
+    /// shifted copy and its log-softmax 4095 × 32000 × 4 B each (whole 512 B blocks).
+    #[test]
+    fn transformers_439s_loss_holds_the_fp32_logits_the_shifted_copy_and_its_log_softmax() {
+        let (at_loss, each) = float_shifted(4096, 1, 32_000).unwrap();
+        assert_eq!(each, [524_288_000, 524_160_000, 524_160_000]);
+        assert_eq!(at_loss, 1_572_608_000);
+        // Per sequence: two sequences of 4 096 hold twice as much.
+        assert_eq!(float_shifted(4096, 2, 32_000).unwrap().0, 2 * at_loss);
+        // The line is the forward's loss; it is 8 B × vocab below `full`'s 12 B over
+        // every position (the shift drops one position from two of the three).
+        let (line, formula) = loss_peak(Loss::FloatShifted, 4096, 1, 32_000, 2, 0, false).unwrap();
+        assert_eq!(line, at_loss);
+        let (full, _) = loss_peak(Loss::Full, 4096, 1, 32_000, 2, 0, false).unwrap();
+        assert_eq!(full - line, 8 * 32_000);
+        assert!(formula.contains("contiguous()"), "{formula}");
+        // A one-token sequence still allocates one position for each.
+        assert_eq!(float_shifted(1, 1, 128).unwrap().1, [512, 512, 512]);
+        assert!(float_shifted(u64::MAX, 2, 2).is_err());
+        assert_eq!(
+            Loss::parse("loss", "float-shifted").unwrap(),
+            Loss::FloatShifted
+        );
+        assert_eq!(Loss::FloatShifted.name(), "float-shifted");
+        assert_eq!(
+            Loss::FloatShifted
+                .kept_through_step(4096, 1, 32_000)
+                .unwrap(),
+            0
+        );
+    }
+
+    #[test]
+    fn transformers_439_keeps_a_rope_cache_pair_per_layer() {
+        // Llama-2-7B: 32 layers × (cos + sin) × 4096 positions × 128 × 2 B = 64 MiB.
+        assert_eq!(
+            transformers_rope_caches(32, 4096, 128, 2).unwrap(),
+            64 << 20
+        );
+        assert!(transformers_rope_caches(u64::MAX, u64::MAX, 2, 2).is_err());
+        let d = Framework::parse("framework", "transformers@4.39").unwrap();
+        assert_eq!(d, Framework::Transformers439);
+        assert_eq!(d.name(), "transformers@4.39");
+        let f = d.defaults();
+        assert!(f.transformers_rope_per_layer);
+        assert_eq!(f.loss, Some(Loss::FloatShifted));
+        assert_eq!(f.optimizer, Some((Optimizer::Adamw, Optimizer::Adamw)));
+        // No other framework keeps them.
+        for (other, _) in Framework::ALL {
+            assert_eq!(
+                other.defaults().transformers_rope_per_layer,
+                other == Framework::Transformers439
+            );
+        }
+    }
 
     #[test]
     fn adamw_is_two_states_of_the_state_type() {

@@ -823,6 +823,80 @@ mod tests {
         assert!(!acts.formula.contains("LoRA_QKV"), "{}", acts.formula);
     }
 
+    /// transformers 4.39's loss (`--loss float-shifted`): the bf16 logits' block is
+    /// freed as `logits.float()` rebinds the name, before the shifted copy and the
+    /// log-softmax, each larger, are allocated; it stays reserved beside them. Against
+    /// `full` (the same fp32 tensors placed at once, 8 B × vocab more), the reserved
+    /// peak holds that block more, to the 2 MiB a large segment is rounded to.
+    #[test]
+    fn transformers_439s_loss_leaves_the_bf16_logits_block_cached() {
+        let reserved = |loss: &'static str| {
+            let e = estimate(&llama_8b(&[
+                ("train", "qlora"),
+                ("keep-format", "bf16"),
+                ("checkpointing", "true"),
+                ("context", "8192"),
+                ("sequences", "1"),
+                ("loss", loss),
+            ]))
+            .unwrap();
+            let of = |k: LineKey| e.lines.iter().find(|l| l.key == k).unwrap().clone();
+            let cache = of(LineKey::AllocatorCache);
+            let reserved: u64 = cache.inputs["reserved"].parse().unwrap();
+            (reserved, of(LineKey::Logits).bytes)
+        };
+        let (full, full_logits) = reserved("full");
+        let (shifted, shifted_logits) = reserved("float-shifted");
+        assert_eq!(full_logits - shifted_logits, 8 * 128_256);
+        // 8 192 × 128 256 × 2 B = 2 101 346 304 B of bf16 logits (1 002 × 2 MiB): a
+        // segment of its own, no cached block holds it.
+        let bf16 = 8192u64 * 128_256 * 2;
+        let segment = bf16.div_ceil(2 << 20) * (2 << 20);
+        let grown = shifted + (full_logits - shifted_logits) - full;
+        assert!(
+            grown >= bf16 && grown <= segment + (2 << 20),
+            "{grown} against a {bf16} B block"
+        );
+    }
+
+    /// `--framework transformers@4.39`: its loss, and 32 layers × (cos + sin) ×
+    /// max_position_embeddings × 128 × 2 B of RoPE caches beside the activations.
+    #[test]
+    fn transformers_439_keeps_its_rope_caches_and_its_loss() {
+        let run = |extra: &[(&'static str, &'static str)]| {
+            let mut pairs = vec![
+                ("train", "qlora"),
+                ("keep-format", "bf16"),
+                ("checkpointing", "true"),
+                ("context", "2048"),
+                ("sequences", "1"),
+                ("max-position", "8192"),
+            ];
+            pairs.extend_from_slice(extra);
+            let e = estimate(&llama_8b(&pairs)).unwrap();
+            let of = |k: LineKey| e.lines.iter().find(|l| l.key == k).unwrap().clone();
+            (of(LineKey::Activations), of(LineKey::Logits))
+        };
+        let (acts, logits) = run(&[("framework", "transformers@4.39")]);
+        let (plain, plain_logits) = run(&[("loss", "float-shifted")]);
+        assert_eq!(
+            acts.bytes - plain.bytes,
+            32 * 2 * 8192 * 128 * 2,
+            "{}",
+            acts.formula
+        );
+        assert!(acts.formula.contains("RoPE caches"), "{}", acts.formula);
+        assert_eq!(logits.bytes, plain_logits.bytes);
+        assert!(
+            logits.formula.contains("contiguous()"),
+            "{}",
+            logits.formula
+        );
+        // Another framework keeps none.
+        let (other, _) = run(&[("framework", "transformers"), ("optimizer", "adamw")]);
+        assert!(!other.formula.contains("RoPE caches"), "{}", other.formula);
+    }
+
     #[test]
     fn a_cuda_context_sits_beside_the_allocators_segments() {
         // The context is outside torch's allocator: giving it adds its bytes to the

@@ -344,7 +344,19 @@ fn step_tensors(
     // The activations: each layer's input under checkpointing, the layer's MLP
     // tensors (tokens × intermediate) and hidden-sized tensors otherwise.
     let mut forward: Tensors = Vec::new();
-    let acts = line(b, LineKey::Activations);
+    let mut acts = line(b, LineKey::Activations);
+    // transformers 4.39's RoPE caches, within the activations line: a cos and a sin
+    // tensor per layer, on the device from the load on (the step never frees them).
+    if input.framework.defaults().transformers_rope_per_layer {
+        let positions = input.max_position.unwrap_or(seq);
+        if let Ok(total) =
+            crate::training::transformers_rope_caches(a.layers, positions, a.head_dim, v)
+        {
+            let n = a.layers.saturating_mul(2);
+            persistent.push((n, total.checked_div(n).unwrap_or(0)));
+            acts = acts.saturating_sub(total);
+        }
+    }
     let mlp_tensor = tokens
         .saturating_mul(a.intermediate)
         .saturating_mul(v)
@@ -379,8 +391,16 @@ fn step_tensors(
             hidden,
         ));
     }
-    // The loss's tensors, each of one chunk or of the whole batch's logits.
+    // The loss's tensors, each of one chunk or of the whole batch's logits
+    // (transformers 4.39's are placed in program order by `peaks`).
     let logits = line(b, LineKey::Logits);
+    if input.loss == Loss::FloatShifted {
+        return (
+            persistent,
+            forward,
+            optimizer_step_tensors(b, &spread, acts, logits),
+        );
+    }
     let piece = match input.loss {
         Loss::Chunked(n) => tokens.div_ceil(n.max(1)),
         Loss::ChunkedCompute(c) | Loss::ChunkedFabric(c) => {
@@ -403,15 +423,58 @@ fn step_tensors(
     if rest > 0 {
         forward.push((1, rest));
     }
-    // The optimizer step's moment: its temporaries (the freed activations and logits
-    // and what exceeds them), one tensor per trainable tensor.
+    (
+        persistent,
+        forward,
+        optimizer_step_tensors(b, &spread, acts, logits),
+    )
+}
+
+/// The optimizer step's moment: its temporaries (the freed activations and logits and
+/// what exceeds them), one tensor per trainable tensor.
+fn optimizer_step_tensors(
+    b: &Builder,
+    spread: &dyn Fn(u64, u64) -> Tensors,
+    acts: u64,
+    logits: u64,
+) -> Tensors {
     let extra = line(b, LineKey::OptimizerStep);
-    let optimizer_step = if extra > 0 {
+    if extra > 0 {
         spread(extra.saturating_add(acts).saturating_add(logits), 1)
     } else {
         Vec::new()
-    };
-    (persistent, forward, optimizer_step)
+    }
+}
+
+/// transformers 4.39's loss in program order (`LlamaForCausalLM.forward`,
+/// models/llama/modeling_llama.py at v4.39.3): `lm_head`'s logits in the compute
+/// dtype, their fp32 copy (`logits.float()`, none in fp32 compute), the compute-dtype
+/// ones freed as the name is rebound, then the shifted contiguous copy and
+/// `CrossEntropyLoss`'s log-softmax — each larger than the freed block, which stays
+/// cached beside them.
+fn place_float_shifted(
+    alloc: &mut Allocator,
+    a: &Architecture,
+    input: &EstimateInput,
+    seq: u64,
+) -> Result<(), EstimateError> {
+    let v = input.compute_dtype.bytes();
+    let (_, [fp32, shifted, log_softmax]) =
+        crate::training::float_shifted(seq, input.sequences, a.vocab)?;
+    let compute = (v < 4).then(|| {
+        alloc.malloc(
+            seq.saturating_mul(input.sequences)
+                .saturating_mul(a.vocab)
+                .saturating_mul(v),
+        )
+    });
+    alloc.malloc(fp32);
+    if let Some(h) = compute {
+        alloc.free(h);
+    }
+    alloc.malloc(shifted);
+    alloc.malloc(log_softmax);
+    Ok(())
 }
 
 /// Adds `model_load` (the loading peak, shown) and `allocator.cache` (what the step's
@@ -490,6 +553,9 @@ pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), Estima
         }
     } else {
         place(&mut at_forward, &forward);
+        if input.loss == Loss::FloatShifted {
+            place_float_shifted(&mut at_forward, &a, input, seq)?;
+        }
     }
     let mut reserved = at_forward.peak_reserved();
     if !optimizer_step.is_empty() {

@@ -721,6 +721,30 @@ pub(super) fn training(
             }
             None => (bytes, formula),
         };
+        // transformers 4.39's rotary embeddings keep a cos and a sin cache of
+        // max_position_embeddings positions in every attention layer
+        // (training::transformers_rope_caches), on the device through the step.
+        let (bytes, formula) = if input.framework.defaults().transformers_rope_per_layer {
+            let positions = input.max_position.unwrap_or(seq);
+            let rope =
+                crate::training::transformers_rope_caches(a.layers, positions, a.head_dim, value)?;
+            rope_caches = rope_caches.saturating_add(rope);
+            (
+                bytes.checked_add(rope).ok_or(EstimateError::Overflow {
+                    what: "activations",
+                })?,
+                format!(
+                    "{formula}; + {rope} B: transformers 4.39's RoPE caches, _cos_cached and _sin_cached of {positions} positions{} × d in every attention layer (LlamaRotaryEmbedding)",
+                    if input.max_position.is_some() {
+                        " (max_position_embeddings)"
+                    } else {
+                        " (the context: max_position_embeddings not given)"
+                    }
+                ),
+            )
+        } else {
+            (bytes, formula)
+        };
         // unsloth 2024.4's own kernels and phases (training::unsloth::step_2024, read
         // in unslothai/unsloth 6dad5dd) in place of PEFT's layers: the last layer's
         // backward as its kernels save it, the logits released before it, and the
