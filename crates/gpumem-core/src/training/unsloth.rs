@@ -293,7 +293,8 @@ impl Seq {
 ///   each layer's input is copied to the host (`hidden_states.to("cpu", non_blocking
 ///   = True)`, pinned host memory) and the layer runs under `torch.no_grad()`: its
 ///   temporaries come and go, and the caching allocator keeps their blocks. Two
-///   layers are run, the second reusing the first's blocks.
+///   layers are run, the second reusing the first's blocks. The embedding's output,
+///   a leaf that requires grad (`enable_input_require_grads`), stays to the end.
 /// - **the forward's end** (`models/llama.py`, `CausalLM_fast_forward`): the final
 ///   norm (under autograd: its input and rstd kept), `lm_head`'s logits in the compute
 ///   dtype, `Fast_CrossEntropyLoss`'s fp32 log-sum-exp and loss per row; the model
@@ -347,11 +348,22 @@ pub(crate) fn step_2024(
         value,
         qlora,
     };
-    // The forward: the embedding's output, then two layers under no_grad.
-    let mut x = q.m(q.s.th);
+    // The forward: the embedding's output, then two layers under no_grad. The
+    // embedding's output is a leaf that requires grad (the forward hook of
+    // `enable_input_require_grads`, transformers 4.39.3 modeling_utils.py, which
+    // unsloth's `prepare_model_for_kbit_training` (models/_utils.py, use_reentrant
+    // True) and LLaMA-Factory's `_prepare_model_for_training` (model/patcher.py at
+    // 19adfb8 and efa8080) install, so that the checkpointer's output requires grad):
+    // the first checkpointer's node reaches it through its `AccumulateGrad`, which
+    // holds the tensor until the graph is released after the backward. The later
+    // layers' inputs have a `grad_fn` and go as the next layer's input replaces them.
+    let embedded = q.m(q.s.th);
+    let mut x = embedded;
     for _ in 0..2 {
         let (out, _) = q.layer(false);
-        q.f(x);
+        if x != embedded {
+            q.f(x);
+        }
         x = out;
     }
     // The forward's end.
@@ -396,6 +408,7 @@ pub(crate) fn step_2024(
     }
     q.f(dw);
     q.f(dy);
+    q.f(embedded);
     Ok(Step {
         ops: q.ops,
         forward_end,
@@ -513,23 +526,25 @@ mod tests {
         // and a loss row 2048 × 4 = 8 192, flash-attn's lse 32 × 2048 × 4 = 262 144.
         let (th, ti, row, lse) = (16_777_216u64, 45_088_768u64, 8192u64, 262_144u64);
         let w = 4096 * 11008 * 2; // one dequantised MLP weight: 90 177 536
-        // The forward's end: the last layer's output and the final norm's rstd, the
-        // bf16 logits, the loss's log-sum-exp and loss, and the fp32 copy once the
-        // normed state is gone: th + 3 rows + 2048 × 32000 × (2 + 4).
-        let forward = th + 3 * row + 2048 * 32000 * 6;
-        // The last layer's backward: the recomputed layer's saved tensors (its input,
-        // Y1, Q, K, V, the attention output, X1, Y2 and the output: 9 th; e and g;
-        // two rstd; the lse) and the incoming gradient (th), then at the gate's
-        // `dX += de @ gateW.t()`: DW, the dequantised gate weight and a th product.
+        // The embedding's output, a leaf the graph holds through the step: th.
+        // The forward's end: beside it the last layer's output and the final norm's
+        // rstd, the bf16 logits, the loss's log-sum-exp and loss, and the fp32 copy
+        // once the normed state is gone: 2 th + 3 rows + 2048 × 32000 × (2 + 4).
+        let forward = 2 * th + 3 * row + 2048 * 32000 * 6;
+        // The last layer's backward: the embedding's output, the recomputed layer's
+        // saved tensors (its input, Y1, Q, K, V, the attention output, X1, Y2 and the
+        // output: 9 th; e and g; two rstd; the lse) and the incoming gradient (th),
+        // then at the gate's `dX += de @ gateW.t()`: DW, the dequantised gate weight
+        // and a th product.
         let saved = 10 * th + 2 * ti + 2 * row + lse;
-        let backward = saved + ti + w + th;
+        let backward = th + saved + ti + w + th;
         let step = step_2024(&a, 2048, 8, 2, true).unwrap();
         assert_eq!(phase_peaks(&step), (forward, backward));
-        assert_eq!((forward, backward), (410_017_792, 410_271_744));
+        assert_eq!((forward, backward), (426_795_008, 427_048_960));
         // LoRA (a 16-bit base, nothing dequantised): the peak is DW beside matmul_lora's
         // tokens × intermediate LoRA term and its tokens × rank factor (2048 × 8 × 2).
         let step = step_2024(&a, 2048, 8, 2, false).unwrap();
-        assert_eq!(phase_peaks(&step).1, saved + 2 * ti + 32_768);
+        assert_eq!(phase_peaks(&step).1, th + saved + 2 * ti + 32_768);
         // Every tensor allocated is released at most once and only after it exists.
         let mut live = std::collections::BTreeSet::new();
         for op in &step.ops {
