@@ -711,7 +711,10 @@ const INEXPRESSIBLE: &[(&str, &str, &str)] = &[
 /// this table. Over-estimates (a pool larger than the engine gives, an out-of-memory
 /// the user was told would not happen) are never above +5 %.
 const BOUNDS: &[(&str, f64, f64)] = &[
-    ("vllm085-rtx4090d-qwen2.5-0.5b-32768", -0.25, 1.7),
+    // vLLM 0.8.5 on an RTX 4090 D: the CUDA context the 0.8 rules count is the card's
+    // (128 SMs × 1 536 threads × 1 KiB of local memory beside 248 MiB: 440 MiB, 72 MiB
+    // below the H100's 512 assumed before), so the pool grows from +1.42 %.
+    ("vllm085-rtx4090d-qwen2.5-0.5b-32768", -0.25, 1.85),
     ("vllm072-t4-qwen2.5-1.5b-instruct-fp16-32768", -0.25, 1.8),
     ("vllm072-l40-qwen2.5-math-1.5b-u085-4096", -0.25, 0.3),
     ("vllm0190-a100-80-gpt-oss-20b-u065-131072", -0.25, 0.55),
@@ -763,21 +766,24 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     // TGI 3.3, Gemma-3-27B on 2 x RTX A6000: the warm-up's logits of all 8000 prompt
     // tokens (log_softmax in place); the SigLIP tower is not in the shape.
     ("tgi3-2xrtxa6000-gemma-3-27b-it-tp2-8000", -0.25, 0.5),
-    // vLLM 0.8.4 on RTX 3090s (Qwen2.5-7B, LLM class): the rules' 512 MiB CUDA context
-    // is more than a 3090's, a little too little pool; the tp 2 run's cold compile cache
-    // and disabled custom all-reduce (no P2P) show no further gap.
-    ("vllm084-rtx3090-qwen2.5-7b-4096", -2.5, 0.25),
+    // vLLM 0.8.4 on RTX 3090s (Qwen2.5-7B, LLM class): the CUDA context counted is the
+    // 3090's (82 SMs × 1 536 threads × 1 KiB of local memory beside 248 MiB: 371 MiB;
+    // −2.36 % and −2.13 % under the flat 512 MiB); the tp 2 run's cold compile cache and
+    // disabled custom all-reduce (no P2P) show no further gap.
+    ("vllm084-rtx3090-qwen2.5-7b-4096", -0.25, 0.35),
     (
         "vllm084-2xrtx3090-qwen2.5-7b-tp2-u08-4096-coldcompile",
-        -2.25,
+        -0.8,
         0.25,
     ),
     // vLLM 0.6.4 on an RTX 3090: the log puts 0.35 GiB outside torch in all (0.6.4's
     // worker counts every byte on the device torch did not allocate, the CUDA context
     // included), where the `vllm@0.6.4` rules assume 512 MiB of context + 80 MiB of
-    // libraries (0.58 GiB): a 3090's context is smaller than the one assumed (as for
-    // 0.8.4 on the same card, above). The activation peak agrees (2.07 and 2.99 GiB
-    // logged). Too little pool, the safe side.
+    // libraries (0.58 GiB). The log's total (23.58 GiB) is not the catalogue's 3090, so
+    // the card is replayed as a typed capacity, whose SMs are not known: the context
+    // stays at 512 MiB, not the 3090's 371 MiB (which would give −2.2 % and −3.2 %).
+    // The activation peak agrees (2.07 and 2.99 GiB logged). Too little pool, the safe
+    // side.
     ("vllm064-rtx3090-llama3.1-8b-instruct-20000", -6.5, 0.25),
     (
         "vllm064-rtx3090-llama3.1-8b-instruct-29000-refused",

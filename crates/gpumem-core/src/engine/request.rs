@@ -3,7 +3,7 @@
 //! activation peak of a serving engine's forward).
 
 use super::EngineParams;
-use super::arith::{prod, sum};
+use super::arith::{mib, prod, sum};
 use crate::catalogue::GpuCard;
 use crate::error::EstimateError;
 use crate::estimate::{Estimate, EstimateInput, Group, LineKey, TrainMode, estimate};
@@ -55,6 +55,71 @@ pub(crate) struct Stage {
 /// The CUDA context an engine's process creates on its GPU before it measures free
 /// memory, MiB (assumed; the SGLang and vLLM rules' figure).
 pub(super) const CONTEXT_MIB: u64 = 512;
+
+/// The per-thread stack the CUDA driver reserves local memory for when it creates a
+/// context: `cudaLimitStackSize`'s default, 1 KiB (`cudaDeviceGetLimit` on a fresh
+/// context).
+const STACK_BYTES: u64 = 1024;
+
+/// The H100 SXM's local-memory reservation (132 SMs × 2 048 resident threads × 1 KiB,
+/// 264 MiB): the part of the assumed [`CONTEXT_MIB`] that follows the card.
+const H100_LOCAL_BYTES: u64 = 132 * 2048 * STACK_BYTES;
+
+/// Resident threads per SM by the card's compute capability (CUDA C++ Programming
+/// Guide, "Technical Specifications per Compute Capability", "Maximum number of
+/// resident threads per SM"): 2 048 on 7.0, 8.0, 9.0 and 10.0, 1 024 on 7.5, 1 536 on
+/// 8.6, 8.9 and 12.0. Ampere and Blackwell hold two capabilities each: the A100
+/// (GA100, 8.0) and the B200 (10.0) against the GA10x boards (8.6) and the RTX 50 and
+/// RTX PRO cards (12.0). `None` off NVIDIA or for a typed capacity.
+fn threads_per_sm(card: &GpuCard) -> Option<u64> {
+    use crate::catalogue::Arch;
+    match card.arch {
+        Arch::Volta | Arch::Hopper => Some(2048),
+        Arch::Turing => Some(1024),
+        Arch::Ampere if card.id.starts_with("a100") => Some(2048),
+        Arch::Blackwell if card.id == "b200" => Some(2048),
+        Arch::Ampere | Arch::Ada | Arch::Blackwell => Some(1536),
+        _ => None,
+    }
+}
+
+/// The CUDA context on `card`, bytes, and how it was reached, where the engine counts
+/// the context against the pool (vLLM 0.6.4's and 0.8's workers: everything on the
+/// device torch did not allocate).
+///
+/// The driver keeps one local-memory allocation per context, sized max resident
+/// threads per SM × SMs × local memory per thread (NVIDIA's answers on the CUDA
+/// forums: https://forums.developer.nvidia.com/t/local-memory-management/289339/9,
+/// https://forums.developer.nvidia.com/t/memory-required-for-kernel-launch/39558; the
+/// `CU_CTX_LMEM_RESIZE_TO_MAX` flag of `cuCtxCreate` and `cuCtxSetLimit`'s
+/// `CU_LIMIT_STACK_SIZE` in the driver API documentation), at the default 1 KiB stack
+/// until a kernel needs more. That part follows the card; the rest of the 512 MiB
+/// assumed (the driver's own buffers, the loaded modules) is kept as on an H100 SXM,
+/// where the reservation is 264 MiB: 248 MiB + the card's reservation. An RTX 3090
+/// (82 SMs × 1 536) reserves 123 MiB, its context 371 MiB. A card whose SMs or
+/// capability are not known keeps the 512 MiB.
+pub(super) fn cuda_context(card: &GpuCard) -> (u64, String) {
+    let flat = (mib(CONTEXT_MIB), format!("{CONTEXT_MIB} MiB (assumed)"));
+    let (sms, assumed) = card.sms();
+    let Some(threads) = threads_per_sm(card).filter(|_| !assumed) else {
+        return flat;
+    };
+    let local = sms
+        .checked_mul(threads)
+        .and_then(|t| t.checked_mul(STACK_BYTES));
+    let rest = mib(CONTEXT_MIB).saturating_sub(H100_LOCAL_BYTES);
+    match local.and_then(|l| l.checked_add(rest)) {
+        Some(bytes) => (
+            bytes,
+            format!(
+                "{} MiB (assumed): {} MiB of the driver's own + local memory for {sms} SMs × {threads} resident threads × 1 KiB of stack",
+                bytes >> 20,
+                rest >> 20
+            ),
+        ),
+        None => flat,
+    }
+}
 
 /// NCCL communicators and custom all-reduce buffers per GPU at tp ≥ 2, MiB (assumed):
 /// what vLLM 0.19's start-ups on H100s show outside torch at tp 2–4 beyond tp 1

@@ -425,6 +425,50 @@ fn releases_pick_their_rules() {
     // 0.6.5 is 0.7's accounting, to the byte.
     let v07 = run(&llama, &with(&[("engine", "vllm@0.7")]));
     assert_eq!(v07.kv_capacity_bytes, v065.kv_capacity_bytes);
+    // The context those releases count follows the card: its local-memory reservation
+    // (SMs × resident threads per SM × 1 KiB of stack) beside the 248 MiB kept from an
+    // H100 SXM's 512. An RTX 3090 (GA102, 8.6: 82 × 1 536) 123 MiB → 371 MiB; an A100
+    // (8.0: 108 × 2 048) 216 MiB → 464 MiB; a typed capacity keeps the 512 MiB.
+    let context = |card: &str, engine: &str| {
+        let b = run(
+            &llama,
+            &[
+                ("card", card),
+                ("gpu-memory-utilization", "0.9"),
+                ("max-model-len", "4096"),
+                ("engine", engine),
+            ],
+        );
+        let base = run(
+            &llama,
+            &[
+                ("card", card),
+                ("gpu-memory-utilization", "0.9"),
+                ("max-model-len", "4096"),
+                ("engine", "vllm@0.6.5"),
+            ],
+        );
+        bytes_of(&b, "non_torch") - bytes_of(&base, "non_torch")
+    };
+    assert_eq!(context("h100-sxm-80gb", "vllm@0.6.4"), 512 * MIB);
+    assert_eq!(
+        context("rtx-3090", "vllm@0.6.4"),
+        248 * MIB + 82 * 1536 * 1024
+    );
+    assert_eq!(
+        context("a100-80gb", "vllm@0.6.4"),
+        248 * MIB + 108 * 2048 * 1024
+    );
+    assert_eq!(
+        context("t4-16gb", "vllm@0.6.4"),
+        248 * MIB + 40 * 1024 * 1024
+    );
+    assert_eq!(context("23.58GiB", "vllm@0.6.4"), 512 * MIB);
+    // 0.8 counts the same context beside 0.10's library figure (133 MiB at tp 1).
+    assert_eq!(
+        context("rtx-3090", "vllm@0.8") + 80 * MIB,
+        248 * MIB + 82 * 1536 * 1024 + 133 * MIB
+    );
     // SGLang mid-2025 on an RTX 5080 (16 303 MiB): (16 303 − 2.9 × 1024) ÷ 16 303 → 0.818.
     assert_eq!(
         SglangVersion::of(engine(&[("engine", "sglang@0.5.0")]).release),

@@ -63,7 +63,7 @@ use super::flags::{BATCHED_TOKENS, MAX_MODEL_LEN, MEMORY_IN_USE};
 use super::fraction::{ONE, fraction_text, times_fraction};
 use super::outcome::line;
 use super::pool::{Batch, Draft, simple_pool};
-use super::request::{CONTEXT_MIB, Ctx};
+use super::request::{CONTEXT_MIB, Ctx, cuda_context};
 use crate::catalogue::GpuCard;
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Kind};
@@ -379,15 +379,36 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     } else {
         r.non_torch_mib[0]
     };
-    lines.push(line(
-        "non_torch",
-        "Memory outside torch since start-up (assumed, by tp/pp)",
-        mib(nt),
-        Kind::Assumed,
-        format!("{nt} MiB: {}", r.non_torch_logs),
-        &[("tp", input.tp.to_string()), ("pp", input.pp.to_string())],
-        SRC_WORKER,
-    ));
+    let mut non_torch_bytes = mib(nt);
+    if r.context_counted {
+        // 0.6.4's and 0.8's workers take no baseline after the CUDA context: the
+        // context is in what they count outside torch, the card's own.
+        let (context, how) = cuda_context(&c.card);
+        non_torch_bytes = sum(&[context, mib(nt)])?;
+        lines.push(line(
+            "non_torch",
+            "Memory outside torch: the CUDA context + the libraries' (assumed, by card and tp/pp)",
+            non_torch_bytes,
+            Kind::Assumed,
+            format!("CUDA context {how} + {nt} MiB: {}", r.non_torch_logs),
+            &[
+                ("tp", input.tp.to_string()),
+                ("pp", input.pp.to_string()),
+                ("cuda-context", format!("{context} B")),
+            ],
+            SRC_WORKER,
+        ));
+    } else {
+        lines.push(line(
+            "non_torch",
+            "Memory outside torch since start-up (assumed, by tp/pp)",
+            mib(nt),
+            Kind::Assumed,
+            format!("{nt} MiB: {}", r.non_torch_logs),
+            &[("tp", input.tp.to_string()), ("pp", input.pp.to_string())],
+            SRC_WORKER,
+        ));
+    }
     let (in_use_line, refused) = foreign_memory(c, r, requested, peak, util)?;
     if let Some(l) = in_use_line {
         lines.push(l);
@@ -452,7 +473,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // ±0.05 GiB except fp32 models and vision towers (≤ 0.5 GiB), and the non-torch
     // line spreads ±0.08 GiB: a quarter of both is the band (and of the assumed
     // CUDA-graph estimate where it is subtracted).
-    let uncertainty = sum(&[peak, mib(nt), graph_bytes])?
+    let uncertainty = sum(&[peak, non_torch_bytes, graph_bytes])?
         .checked_div(4)
         .unwrap_or(0);
     let draft_kv = spec.as_ref().map_or((0, 0, 0), |s| {
@@ -476,7 +497,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             assumptions.push(format!(
                 "--kv-cache-memory-bytes {k}: the pool; utilisation ignored"
             ));
-            let used = sum(&[weights, draft_weights, rope, lora, peak, mib(nt), k])?;
+            let used = sum(&[weights, draft_weights, rope, lora, peak, non_torch_bytes, k])?;
             if used > total {
                 warnings.push(format!(
                     "pool + weights + profile {} > total {}",

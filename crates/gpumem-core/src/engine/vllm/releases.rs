@@ -168,6 +168,10 @@ pub(super) struct Rules {
     /// worker takes `mem_get_info`'s total − free − torch's: 0.6.4's V0 worker and
     /// 0.8's V1 worker), so it leaves the pool.
     pub(super) foreign_counted: bool,
+    /// The worker counts the CUDA context against the pool (no baseline after it: 0.6.4's
+    /// V0 worker, 0.8's V1 worker); `non_torch_mib` is then what the libraries add
+    /// beside it, and the context is the card's ([`crate::engine::request::cuda_context`]).
+    pub(super) context_counted: bool,
     /// `Worker.init_device` refuses to start when the free memory at its snapshot is
     /// below total × utilisation (the V1 worker's `init_snapshot`, 0.9 onwards).
     pub(super) startup_gate: bool,
@@ -195,6 +199,7 @@ pub(super) const RULES: [Rules; 8] = [
         non_torch_mib: [256, 2140, 72],
         non_torch_logs: "0.19 H100 logs: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4 (NCCL, all-reduce buffers), 0.07 at pp 2–4",
         foreign_counted: false,
+        context_counted: false,
         startup_gate: true,
     },
     Rules {
@@ -210,6 +215,7 @@ pub(super) const RULES: [Rules; 8] = [
         non_torch_mib: [133, 563, 133],
         non_torch_logs: "H100 logs (llm-d-benchmark): 0.13–0.14 GiB at tp 1, 0.55 at tp 2",
         foreign_counted: false,
+        context_counted: false,
         startup_gate: true,
     },
     // vllm v0.7.2 `vllm/worker/worker.py`: `Worker.init_device` takes the baseline
@@ -233,6 +239,7 @@ pub(super) const RULES: [Rules; 8] = [
         non_torch_mib: [80, 2140, 80],
         non_torch_logs: "0.7 V0 logs: 0.01–0.09 GiB at tp 1 (T4, L40, H100), 2.10 at tp 8 (A100-40, NCCL and all-reduce buffers, as 0.19's 2.06–2.13 at tp 2–4)",
         foreign_counted: false,
+        context_counted: false,
         startup_gate: false,
     },
     // vllm v0.6.5 and v0.6.6 `vllm/worker/worker.py`: `Worker.init_device` keeps
@@ -267,6 +274,7 @@ pub(super) const RULES: [Rules; 8] = [
         non_torch_mib: [80, 2140, 80],
         non_torch_logs: "0.7's, the same accounting (0.7 V0 logs: 0.01–0.09 GiB at tp 1, 2.10 at tp 8 on A100-40s); a 0.6.6 log on an RTX 3090: 0.10 GiB",
         foreign_counted: false,
+        context_counted: false,
         startup_gate: false,
     },
     // vllm 0.27 with Model Runner V2 (`vllm/v1/worker/gpu/model_runner.py`): `profile_run`
@@ -291,13 +299,14 @@ pub(super) const RULES: [Rules; 8] = [
         non_torch_mib: [256, 2140, 72],
         non_torch_logs: "0.19's: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4, 0.07 at pp 2–4 (H100 logs)",
         foreign_counted: false,
+        context_counted: false,
         startup_gate: true,
     },
     // vllm 0.8 `vllm/v1/worker/gpu_worker.py` `determine_available_memory` (read in its
     // copy `vllm/v1/worker/xpu_worker.py`, which keeps that code): the peak is torch's
     // `allocated_bytes.all.peak` plus every byte on the device torch did not allocate
-    // (`mem_get_info` total − free − torch's current), the CUDA context included; the
-    // profile is 0.10's.
+    // (`mem_get_info` total − free − torch's current), the CUDA context included (the
+    // card's: `cuda_context`); the profile is 0.10's.
     Rules {
         label: "0.8",
         ceil: false,
@@ -308,9 +317,10 @@ pub(super) const RULES: [Rules; 8] = [
         workspace_kept: false,
         graphs_subtracted: false,
         v0: false,
-        non_torch_mib: [645, 1075, 645],
-        non_torch_logs: "0.10's library increase (0.13 GiB at tp 1, 0.55 at tp 2, H100 logs) + the CUDA context, 512 MiB assumed as in the SGLang and TGI rules",
+        non_torch_mib: [133, 563, 133],
+        non_torch_logs: "0.10's library increase (0.13 GiB at tp 1, 0.55 at tp 2, H100 logs), beside the CUDA context",
         foreign_counted: true,
+        context_counted: true,
         startup_gate: false,
     },
     // vllm 0.27 with the V1 runner (`vllm/v1/worker/gpu_model_runner.py`, MoE and
@@ -333,6 +343,7 @@ pub(super) const RULES: [Rules; 8] = [
         non_torch_mib: [256, 2140, 72],
         non_torch_logs: "0.19's: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4, 0.07 at pp 2–4 (H100 logs)",
         foreign_counted: false,
+        context_counted: false,
         startup_gate: true,
     },
     // vllm v0.6.4 `vllm/worker/worker.py` `Worker.determine_num_available_blocks`: the
@@ -344,8 +355,8 @@ pub(super) const RULES: [Rules; 8] = [
     // the context counts, as in 0.8's V1 worker. Read in a stored copy of that file (a
     // fork keeping the function; the tag was over the fetch limit) whose one-line
     // "Memory profiling results: total_gpu_memory=… non_torch_memory=…" the 0.6.4 logs
-    // print. Memory outside torch: the CUDA context (512 MiB, assumed as in the 0.8,
-    // SGLang and TGI rules) + what V0's libraries add after it (0.7's figures).
+    // print. Memory outside torch: the CUDA context (the card's: `cuda_context`) + what
+    // V0's libraries add after it (0.7's figures).
     Rules {
         label: "0.6.4 (V0)",
         ceil: false,
@@ -356,9 +367,10 @@ pub(super) const RULES: [Rules; 8] = [
         workspace_kept: false,
         graphs_subtracted: false,
         v0: true,
-        non_torch_mib: [592, 2652, 592],
-        non_torch_logs: "the CUDA context, 512 MiB assumed as in the 0.8 rules, + 0.7's library increase after it (80 MiB at tp 1, 2140 at tp ≥ 2); 0.6.4 logs on an RTX 3090: 0.35 GiB in all",
+        non_torch_mib: [80, 2140, 80],
+        non_torch_logs: "0.7's library increase after the CUDA context (80 MiB at tp 1, 2140 at tp ≥ 2), beside the context; 0.6.4 logs on an RTX 3090: 0.35 GiB in all",
         foreign_counted: true,
+        context_counted: true,
         startup_gate: false,
     },
 ];
