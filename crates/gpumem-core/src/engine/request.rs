@@ -93,11 +93,13 @@ fn threads_per_sm(card: &GpuCard) -> Option<u64> {
 /// https://forums.developer.nvidia.com/t/memory-required-for-kernel-launch/39558; the
 /// `CU_CTX_LMEM_RESIZE_TO_MAX` flag of `cuCtxCreate` and `cuCtxSetLimit`'s
 /// `CU_LIMIT_STACK_SIZE` in the driver API documentation), at the default 1 KiB stack
-/// until a kernel needs more. That part follows the card; the rest of the 512 MiB
-/// assumed (the driver's own buffers, the loaded modules) is kept as on an H100 SXM,
-/// where the reservation is 264 MiB: 248 MiB + the card's reservation. An RTX 3090
-/// (82 SMs × 1 536) reserves 123 MiB, its context 371 MiB. A card whose SMs or
-/// capability are not known keeps the 512 MiB.
+/// until a kernel needs more. That part follows the card; the rest (the driver's own
+/// buffers, the modules loaded) is kept as an H100 SXM shows it: vLLM 0.19's worker
+/// logs `non_torch_memory=0.51GiB` in its start-up snapshot on one H100 SXM (every
+/// tp 1 record of the calibration corpus, before any weight), whose reservation is
+/// 264 MiB, so 248 MiB + the card's reservation. An RTX 3090 (82 SMs × 1 536) reserves
+/// 123 MiB, its context 371 MiB (0.6.4 logs 0.35 GiB outside torch on one, the
+/// context included). A card whose SMs or capability are not known keeps the 512 MiB.
 pub(super) fn cuda_context(card: &GpuCard) -> (u64, String) {
     let flat = (mib(CONTEXT_MIB), format!("{CONTEXT_MIB} MiB (assumed)"));
     let (sms, assumed) = card.sms();
