@@ -17,8 +17,9 @@ use crate::exit::Exit;
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "--card takes an id, a short form (4090, rtx4090, t4, a100-40, l40s, \
-    h100-sxm, mi300x) or a capacity (24GiB, 22.5GB); a short form that names several cards \
-    is refused with their ids."
+    h100-sxm, mi300x) or a capacity (24GiB, 22.5GB); a card followed by @ and the total \
+    torch reports on your machine (rtx-3090@23.58GiB) keeps the card's facts; a short \
+    form that names several cards is refused with their ids."
 )]
 pub struct Args {
     /// Print JSON (capacities in bytes, sources included).

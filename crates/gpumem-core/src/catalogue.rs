@@ -205,6 +205,10 @@ pub struct GpuCard {
     /// (`--wired-limit-mb`), in bytes: [`GpuCard::with_wired_limit`]. `None` everywhere
     /// else, and on a Mac left at macOS's default ([`metal_working_set`]).
     pub wired_limit_bytes: Option<u64>,
+    /// The total torch reports for this card on the user's machine, given with it
+    /// (`--card rtx-3090@23.58GiB`: what vLLM prints as `total_gpu_memory`), in bytes:
+    /// [`GpuCard::with_torch_total`]. `None` unless given.
+    pub torch_given_bytes: Option<u64>,
 }
 
 /// What the serving engines read of a card beyond what the page shows, from the same
@@ -252,7 +256,12 @@ impl GpuCard {
     /// A Mac's GPU has no memory of its own: its capacity is what Metal lets it use of
     /// the unified memory, the working set ([`metal_working_set`]), or the wired limit
     /// the user set (`--wired-limit-mb`, given).
+    /// A card given with its torch total (`rtx-3090@23.58GiB`) has that total as its
+    /// capacity, given.
     pub const fn capacity(&self) -> (u64, CapacityKind) {
+        if let Some(bytes) = self.torch_given_bytes {
+            return (bytes, CapacityKind::Given);
+        }
         match (self.wired_limit_bytes, self.reported_bytes) {
             (Some(bytes), _) => (bytes, CapacityKind::Given),
             (None, Some(bytes)) => (bytes, CapacityKind::Reported),
@@ -309,6 +318,30 @@ impl GpuCard {
         })
     }
 
+    /// This card with the total torch reports on the user's machine (`bytes`: the
+    /// driver, ECC or a MIG slice move it), as `--card rtx-3090@23.58GiB` gives it: the
+    /// engines size from it ([`GpuCard::torch_total`]) while the card's other facts (its
+    /// SMs, its generation) stay. An error on a Mac (its capacity is the working set:
+    /// `--wired-limit-mb`), for 0 and above the card's label.
+    pub fn with_torch_total(self, bytes: u64) -> Result<GpuCard, String> {
+        if self.unified() {
+            return Err(format!(
+                "{} shares the Mac's memory: give its working set with --wired-limit-mb",
+                self.name
+            ));
+        }
+        if bytes == 0 || bytes > self.label_bytes {
+            return Err(format!(
+                "{} B: the total torch reports is above 0 and at most the card's {} ({} B)",
+                bytes, self.label, self.label_bytes
+            ));
+        }
+        Ok(GpuCard {
+            torch_given_bytes: Some(bytes),
+            ..self
+        })
+    }
+
     /// A card of `bytes` the user typed (`--card 24GiB`): id "custom", no label, no
     /// known generation (no format warning is given for it).
     pub const fn custom(bytes: u64) -> GpuCard {
@@ -323,6 +356,7 @@ impl GpuCard {
             label_bytes: bytes,
             reported_bytes: None,
             wired_limit_bytes: None,
+            torch_given_bytes: None,
         }
     }
 
@@ -346,6 +380,9 @@ impl GpuCard {
     /// derive from; otherwise derived from the capacity less [`DERIVED_GAP_PER_MILLE`]
     /// and rounded down to a MiB, and assumed.
     pub fn torch_total(&self) -> (u64, bool) {
+        if let Some(b) = self.torch_given_bytes {
+            return (b, false);
+        }
         match self.engine_facts().torch_bytes {
             Some(b) => (b, false),
             None if self.label.is_empty() => (self.label_bytes, false),
@@ -498,7 +535,7 @@ macro_rules! cards {
         $($source:ident: $text:expr,)*
     },)*) => {
         /// Every card, data-centre first.
-        pub static CATALOGUE: &[GpuCard] = &[$(GpuCard { id: $id, wired_limit_bytes: None, $($fact: $value,)* },)*];
+        pub static CATALOGUE: &[GpuCard] = &[$(GpuCard { id: $id, wired_limit_bytes: None, torch_given_bytes: None, $($fact: $value,)* },)*];
         /// The engines' facts of each card, in [`CATALOGUE`]'s order.
         pub static ENGINE_FACTS: &[EngineFacts] =
             &[$(EngineFacts { torch_bytes: $torch, sms: $sms },)*];
@@ -1849,9 +1886,24 @@ pub fn parse_capacity(text: &str) -> Option<u64> {
 /// or name, a short form (`4090`, `rtx4090`, `t4`, `a100-40`, `l40s`, `h100-sxm`), or a
 /// capacity (`24GiB`, `22.5GB`: [`GpuCard::custom`]). Tried in order: the id exactly,
 /// the reduced name or id exactly, then as the start of exactly one card's, then inside
-/// exactly one card's. Several matches are an error that lists them, never a guess.
+/// exactly one card's. Several matches are an error that lists them, never a guess. A
+/// card followed by `@` and a capacity (`rtx-3090@23.58GiB`) is that card with the total
+/// torch reports on the user's machine ([`GpuCard::with_torch_total`]).
 pub fn resolve(text: &str) -> Result<GpuCard, String> {
     let t = text.trim();
+    // A card with the total torch reports for it: `rtx-3090@23.58GiB`.
+    if let Some((name, total)) = t.split_once('@') {
+        let card = resolve(name)?;
+        if card.id == CUSTOM_ID {
+            return Err(format!(
+                "{t:?}: name a card before @ (rtx-3090@23.58GiB), or give the capacity alone"
+            ));
+        }
+        let bytes = parse_capacity(total.trim()).ok_or_else(|| {
+            format!("{t:?}: after @ comes the total torch reports, such as 23.58GiB")
+        })?;
+        return card.with_torch_total(bytes);
+    }
     if let Some(card) = find(t) {
         return Ok(*card);
     }
@@ -2165,6 +2217,34 @@ mod tests {
         let c = resolve("22.5GB").unwrap();
         assert_eq!(c.id, CUSTOM_ID);
         assert_eq!(c.capacity(), (22_500_000_000, CapacityKind::Given));
+    }
+
+    /// A card with the total torch reports on the user's machine keeps the card's
+    /// facts (SMs, generation) and sizes from that total; nothing else takes one.
+    #[test]
+    fn a_card_takes_the_total_torch_reports_after_an_at() {
+        let c = resolve("rtx-3090@23.58GiB").unwrap();
+        assert_eq!(c.id, "rtx-3090");
+        let bytes = parse_capacity("23.58GiB").unwrap();
+        assert_eq!(c.torch_total(), (bytes, false));
+        assert_eq!(c.capacity(), (bytes, CapacityKind::Given));
+        assert_eq!(c.sms(), (82, false));
+        assert_eq!(c.arch, Arch::Ampere);
+        // The same card without it: the catalogue's derived total, assumed.
+        let plain = resolve("3090").unwrap();
+        assert!(plain.torch_total().1);
+        assert_ne!(plain.torch_total().0, bytes);
+        assert_eq!(resolve(" 3090 @ 23.58GiB ").unwrap(), c);
+        assert!(resolve("24GiB@23GiB").unwrap_err().contains("name a card"));
+        assert!(
+            resolve("m3-max-128gb@100GiB")
+                .unwrap_err()
+                .contains("wired-limit-mb")
+        );
+        assert!(resolve("rtx-3090@30GiB").unwrap_err().contains("at most"));
+        assert!(resolve("rtx-3090@0GiB").is_err());
+        assert!(resolve("rtx-3090@lots").unwrap_err().contains("after @"));
+        assert!(resolve("rtx-9999@20GiB").is_err());
     }
 
     #[test]

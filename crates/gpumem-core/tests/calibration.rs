@@ -251,8 +251,8 @@ fn engine_pairs(r: &Value, engine: &str) -> Vec<(&'static str, String)> {
 
 /// The record's budget under the rules `engine` names. Where the log prints the
 /// card's total as torch reports it and the card table holds another reading of that
-/// card (a T4 at 14.56 GiB against the table's 14.74), the card is given as that
-/// capacity, which the rules take as torch's total. Where the log prints what was free
+/// card (a T4 at 14.56 GiB against the table's 14.74), the card is given with that
+/// total (`t4-16gb@14.56GiB`), which the rules take as torch's, its other facts kept. Where the log prints what was free
 /// when the engine started (`free_memory_gib`: after its own CUDA context), the rest
 /// was held by other processes: `--memory-in-use` is the card's total less the rules'
 /// assumed context ([`CONTEXT`]) less that free memory.
@@ -270,8 +270,19 @@ fn budget_of(r: &Value, engine: &str) -> Result<EngineBudget, String> {
     if let Some(t) = r["total_memory_gib"].as_f64()
         && (b.capacity_bytes as f64 / GIB - t).abs() >= 0.01
     {
+        // The card with the total its log prints (`rtx-3090@23.58GiB`): its SMs and
+        // generation stay; a record without a catalogue card gives the capacity alone.
+        let card = r["card"]
+            .as_str()
+            .filter(|c| gpumem_core::catalogue::find(c).is_some());
         e.retain(|(k, _)| *k != "card");
-        e.push(("card", format!("{t}GiB")));
+        e.push((
+            "card",
+            match card {
+                Some(c) => format!("{c}@{t}GiB"),
+                None => format!("{t}GiB"),
+            },
+        ));
         b = run(&e)?;
     }
     if let Some(free) = r["free_memory_gib"].as_f64() {
@@ -779,16 +790,14 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     ),
     // vLLM 0.6.4 on an RTX 3090: the log puts 0.35 GiB outside torch in all (0.6.4's
     // worker counts every byte on the device torch did not allocate, the CUDA context
-    // included), where the `vllm@0.6.4` rules assume 512 MiB of context + 80 MiB of
-    // libraries (0.58 GiB). The log's total (23.58 GiB) is not the catalogue's 3090, so
-    // the card is replayed as a typed capacity, whose SMs are not known: the context
-    // stays at 512 MiB, not the 3090's 371 MiB (which would give −2.2 % and −3.2 %).
-    // The activation peak agrees (2.07 and 2.99 GiB logged). Too little pool, the safe
-    // side.
-    ("vllm064-rtx3090-llama3.1-8b-instruct-20000", -6.5, 0.25),
+    // included), where the `vllm@0.6.4` rules count the 3090's context (371 MiB: 82 SMs
+    // × 1 536 threads × 1 KiB beside 248 MiB) + 80 MiB of libraries (0.44 GiB; −5.86 %
+    // and −7.97 % under the flat 512 MiB). The activation peak agrees (2.07 and 2.99 GiB
+    // logged). Too little pool, the safe side.
+    ("vllm064-rtx3090-llama3.1-8b-instruct-20000", -2.5, 0.25),
     (
         "vllm064-rtx3090-llama3.1-8b-instruct-29000-refused",
-        -8.5,
+        -3.5,
         0.25,
     ),
     // vLLM PR 10511's printout (Meta-Llama-3-8B on an H100) came from the pull request's
@@ -1159,6 +1168,16 @@ fn replay_any(r: &Value) -> Result<Replayed, Missing> {
     let note = if b.card == "custom" {
         format!(
             "card given as the logged torch total, {:.2} GiB",
+            b.capacity_bytes as f64 / GIB
+        )
+    } else if f("total_memory_gib")
+        .is_some_and(|t| (b.capacity_bytes as f64 / GIB - t).abs() < 0.01)
+        && gpumem_core::catalogue::find(&b.card)
+            .is_some_and(|c| c.torch_total().0 != b.capacity_bytes)
+    {
+        format!(
+            "card given with the logged torch total, {}@{:.2}GiB",
+            b.card,
             b.capacity_bytes as f64 / GIB
         )
     } else {

@@ -258,7 +258,7 @@ pub const CARD: Flag = Flag::new(
         FieldKind::Card,
         "GPU card",
         "",
-        "The card judged against: an id (h100-sxm-80gb), a short form (4090, t4, a100-40, l40s) or a capacity (24GiB, 22.5GB); several, comma-separated in device order (rtx-4090,rtx-3090): llama.cpp splits the layers by --tensor-split, vLLM puts one pipeline stage (--pp) on each",
+        "The card judged against: an id (h100-sxm-80gb), a short form (4090, t4, a100-40, l40s) or a capacity (24GiB, 22.5GB); a card with the total torch reports on your machine (rtx-3090@23.58GiB, vLLM's total_gpu_memory) keeps the card's facts; several, comma-separated in device order (rtx-4090,rtx-3090): llama.cpp splits the layers by --tensor-split, vLLM puts one pipeline stage (--pp) on each",
     ),
     card,
 );
