@@ -69,6 +69,9 @@ use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Kind};
 
 const SRC_WORKER: &str = "vllm/v1/worker/gpu_worker.py (determine_available_memory)";
+/// The V0 engine's worker (0.6.4 to 0.8's V0 fallback), where the non-KV figure is
+/// measured.
+const SRC_WORKER_V0: &str = "vllm/worker/worker.py (determine_num_available_blocks)";
 const SRC_PROFILE: &str =
     "vllm/v1/worker/gpu_model_runner.py (profile_run: _dummy_run, _dummy_sampler_run)";
 
@@ -396,7 +399,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
                 ("pp", input.pp.to_string()),
                 ("cuda-context", format!("{context} B")),
             ],
-            SRC_WORKER,
+            if r.v0 { SRC_WORKER_V0 } else { SRC_WORKER },
         ));
     } else {
         lines.push(line(
@@ -406,7 +409,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             Kind::Assumed,
             format!("{nt} MiB: {}", r.non_torch_logs),
             &[("tp", input.tp.to_string()), ("pp", input.pp.to_string())],
-            SRC_WORKER,
+            if r.v0 { SRC_WORKER_V0 } else { SRC_WORKER },
         ));
     }
     let (in_use_line, refused) = foreign_memory(c, r, requested, peak, util)?;
@@ -591,7 +594,7 @@ fn foreign_memory(
             Kind::Computed,
             "mem_get_info's total − free − torch's allocated: every byte on the device the worker's torch did not allocate".into(),
             &inputs,
-            SRC_WORKER,
+            if r.v0 { SRC_WORKER_V0 } else { SRC_WORKER },
         )
     } else {
         let mut l = line(
