@@ -83,7 +83,12 @@ cd "$root"
 # stage prints it), no std runtime around a Rust `main` (the page starts from
 # wasm-bindgen's start function) and GB/GiB figures printed as u64 (no u128 printer):
 # 249.4 KB (249 430 B), ceiling 249.9 KB.
-DIMENSIONER_BUDGET=249930
+# The estimate itself moved out: every inference estimate and answer (the core's
+# stages, the headline's searches) comes from the engine module, which the page loads
+# beside its first screen anyway; the first module shows the inputs and the figures
+# once that module is there: 214.2 KB (214 164 B; 249.9 KB, 249 870 B, before it),
+# ceiling 214.7 KB.
+DIMENSIONER_BUDGET=214664
 # The agent & sheet page: reported against 250 KB, not enforced while it is above it.
 # It was 296.2 KB; reading the workload document from an owned JSON value (as the wire
 # messages are: one deserializer per type, not a second over &Value) and every JSON text
@@ -192,7 +197,10 @@ LOOKUP_BUDGET=154144
 # 258 281 B without the entry points), ceiling 259.0 KB.
 # Measured with the day's additions (not traced one by one) and GB/GiB figures printed
 # as u64 (no u128 printer): 260.4 KB (260 428 B), ceiling 260.9 KB.
-ENGINE_BUDGET=260928
+# The dimensioner's estimator since (its inference estimate written back as text, the
+# answer without an engine): 264.1 KB (264 135 B; 260.9 KB, 260 897 B, before it),
+# ceiling 264.6 KB (a lazily loaded module, not refused).
+ENGINE_BUDGET=264635
 # The training module (web/training): the training estimator (the training state, the
 # ranks' plan, the caching allocator's model, with the estimator they run on), moved out
 # of the dimensioner (36.1 KB of it, 277.3 → 241.2 KB), with the text documents it

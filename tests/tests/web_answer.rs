@@ -58,12 +58,13 @@ fn preset_shape(id: &str) -> String {
     shape.join("&")
 }
 
-/// Waits for the answer's verdict word and returns it.
+/// Waits for the answer's verdict word (not the "…" of a module still loading) and
+/// returns it.
 fn verdict(page: &Page) -> String {
     page.browser
         .wait_for(
             "the answer",
-            "const e = document.querySelector('[data-testid=answer-verdict]'); return e && e.textContent;",
+            "const e = document.querySelector('[data-testid=answer-verdict]'); return e && e.textContent !== '…' && e.textContent;",
         )
         .as_str()
         .unwrap_or_default()

@@ -1,21 +1,21 @@
 //! From raw pairs to results: the three workloads, each through
 //! [`gpumem_core::params::from_pairs`] and an [`Estimator`] (the agent page's
-//! [`gpumem_core::estimate::estimate`]; on the dimensioner, inference's estimate and
-//! the training module's: [`crate::training`]), the answer ([`gpumem_core::headline`];
-//! under an engine, the engine module's: [`crate::rules`]) and the engine flags. No
+//! [`gpumem_core::estimate::estimate`]; on the dimensioner, the engine module's for
+//! inference, [`crate::rules`], and the training module's: [`crate::training`]), the
+//! answer ([`gpumem_core::headline`], by the same modules) and the engine flags. No
 //! formula lives here;
 //! this module only routes text to the core and errors back to the field that caused
 //! them. It is the pages' pure layer: it imports no component (the components import it).
 
 use std::collections::BTreeMap;
 
-use crate::rules::{Rules, request};
+use crate::rules::request;
 pub use crate::training::Estimator;
 use crate::training::Training;
 use gpumem_core::EstimateError;
 use gpumem_core::engine::{self, EngineParams};
 use gpumem_core::estimate::{Estimate, EstimateInput, TrainMode, estimate};
-use gpumem_core::headline::{ByInference, headline, inputs_line};
+use gpumem_core::headline::inputs_line;
 use gpumem_core::import::TensorSummary;
 use gpumem_core::params::from_pairs;
 use gpumem_core::presets::PRESETS;
@@ -210,16 +210,16 @@ pub fn preset_index(shape: &[(&'static str, String)]) -> Option<usize> {
 /// engine and card keys (`page`): the inputs in one line (naming `model`) and the
 /// core's headline — on the engine's budget when an engine is chosen (on the card, or
 /// on each catalogue card for the smallest that serves it; over several cards, with
-/// each device's row), which the engine module (`rules`) computes; without a card, on the smallest card that fits. A training
-/// run is estimated and answered by the training module (`training`): while it
-/// loads, the answer says so. `None` when the workload has no estimate (its error is
-/// shown instead).
+/// each device's row), on the estimate without one (on the card, or on the smallest
+/// card that fits), which the engine module (`rules`) computes, as it estimates
+/// inference. A training run is estimated and answered by the training module
+/// (`training`). While a module loads, the answer says so. `None` when the workload
+/// has no estimate (its error is shown instead).
 pub fn answer(
     pairs: &[(&'static str, String)],
     tensors: Option<&TensorSummary>,
     page: &[(&'static str, String)],
     model: Option<&str>,
-    rules: Option<Rules>,
     training: Training,
 ) -> Option<(String, Result<Answer, String>)> {
     let (mut input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
@@ -228,26 +228,18 @@ pub fn answer(
     }
     input.tensors = tensors.cloned();
     let trains = input.train != TrainMode::None;
-    let est = if trains {
-        match training.estimate_training(pairs, tensors) {
-            Ok(e) => e.ok()?,
-            Err(why) => return Some((String::new(), Err(why))),
-        }
-    } else {
-        gpumem_core::estimate::estimate_inference(&input).ok()?
+    let est = match training.estimate_any(pairs, tensors, &input) {
+        Ok(e) => e.ok()?,
+        Err(why) => return Some((String::new(), Err(why))),
     };
     let (settings, _) = engine_settings(page);
-    let h = match (settings.engine, rules) {
-        (Some(_), Some(rules)) => rules.answer(&request(pairs, page, tensors)),
-        (Some(_), None) => Err("the engine rules are not loaded on this page".into()),
+    let h = match settings.engine {
         // Several cards are an engine's split (llama.cpp, vLLM): the estimate judges one card.
-        (None, _) if !settings.devices.is_empty() => Err(
+        None if !settings.devices.is_empty() => Err(
             "several cards are judged under the llama.cpp engine (its --tensor-split) or vLLM (its pipeline stages); the estimate judges one card".into(),
         ),
-        (None, _) if trains => training.answer(pairs, page, tensors),
-        (None, _) => headline(&input, &est, settings.card.as_ref(), &ByInference)
-            .map(Answer::from)
-            .map_err(|e| e.to_string()),
+        None if trains => training.answer(pairs, page, tensors),
+        _ => training.rules().answer(&request(pairs, page, tensors)),
     };
     Some((inputs_line(&input, &est, model), h))
 }

@@ -4,8 +4,9 @@
 //! **Architecture Invariant:** no formula lives here. Raw input text goes through
 //! [`gpumem_core::params::from_pairs`] and [`gpumem_core::estimate::estimate`] —
 //! the same calls `gpumem-agent estimate` makes — so the page and the CLI print the
-//! same bytes for the same keys (on the dimensioner, a training run's estimate is made
-//! by the same call in the training module it loads: [`training`]).
+//! same bytes for the same keys (on the dimensioner, by the same call in the modules it
+//! loads: inference's estimate in the engine module, [`rules`], a training run's in the
+//! training module, [`training`]).
 //!
 //! Shape of the app (after the Leptos examples): components in [`inputs`] and
 //! [`results`]; derived values are `Memo`s over the input signals of
@@ -225,19 +226,27 @@ pub fn App(
         .filter(|(k, _)| !crate::state::url_keys().any(|u| u == k))
         .map(|(k, _)| k.clone())
         .collect();
-    // The training estimator loads when a training run is first asked about (a module
-    // of its own); inference is estimated here.
-    let training = training::Training::new();
+    // The estimator and the engine rules load beside the first screen (a module of
+    // their own, which estimates inference); the training estimator when a training
+    // run is first asked about (another).
+    let rules = rules::Rules::load();
+    provide_context(rules);
+    let training = training::Training::new(rules);
     provide_context(training);
     let computed = provide_state(&pairs, imported, true, training);
-    // The engine rules load beside the first screen (a module of their own).
-    provide_context(rules::Rules::load());
-    // Mark the first render of results, for the first-render budget.
+    // Mark the first render of results (the first workload's figures, or why it has
+    // none; not the note that its estimator is loading), for the first-render budget.
     Effect::new(move |marked: Option<bool>| {
-        computed.track();
-        if marked != Some(true)
-            && let Some(p) = web_sys::window().and_then(|w| w.performance())
-        {
+        let shown = computed.with(|c| {
+            c.workloads.first().is_some_and(|w| match &w.result {
+                Ok(_) => true,
+                Err(e) => !training::is_loading(e),
+            })
+        });
+        if marked == Some(true) || !shown {
+            return marked == Some(true);
+        }
+        if let Some(p) = web_sys::window().and_then(|w| w.performance()) {
             let _ = p.mark(FIRST_RESULTS_MARK);
         }
         true

@@ -22,23 +22,26 @@ fn main() {
 
 /// Benchmark hook for the budget script: estimates the query `iterations` times
 /// and returns the mean milliseconds per estimate (`window.wasmBindings.gpumem_bench`).
-/// The estimate of this page's own module: inference's (a training query is refused at
-/// once; the training module estimates those). Here, not in the library, so the agent &
+/// The estimate as this page makes it: the engine module's (the request written, the
+/// estimate made there and its document read back), for inference (the training
+/// module estimates training runs). Infinite while the module is not loaded, so no
+/// budget passes on a figure not measured. Here, not in the library, so the agent &
 /// sheet page does not carry it.
 #[wasm_bindgen]
 pub fn gpumem_bench(query_string: &str, iterations: u32) -> f64 {
-    let pairs = gpumem_web::query::parse(query_string);
-    let (input, _) = gpumem_core::params::from_pairs(
-        pairs
-            .iter()
-            .filter(|(k, _)| gpumem_core::params::keys().any(|p| p == k))
-            .map(|(k, v)| (k.as_str(), v.as_str())),
-    );
+    let pairs: Vec<(&'static str, String)> = gpumem_web::query::parse(query_string)
+        .into_iter()
+        .filter_map(|(k, v)| Some((gpumem_core::params::keys().find(|p| *p == k)?, v)))
+        .collect();
+    let request = gpumem_web::rules::request(&pairs, &[], None);
     let n = iterations.max(1);
     let t0 = gpumem_web::now_ms();
     let mut sink = 0u64;
     for _ in 0..n {
-        if let Ok(e) = gpumem_core::estimate::estimate_inference(std::hint::black_box(&input)) {
+        let Ok(text) = gpumem_web::rules::estimate_now(std::hint::black_box(&request)) else {
+            return f64::INFINITY;
+        };
+        if let Ok(Ok(e)) = gpumem_proto::training::read_estimate(&text) {
             sink = sink.wrapping_add(e.total_bytes);
         }
     }

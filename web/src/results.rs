@@ -18,9 +18,8 @@ use leptos::prelude::*;
 use crate::compute::{Computed, DIMS, Estimator, WORKLOADS, answer, preset_index, sweep_values};
 use crate::history_view::esc;
 use crate::inputs::Field;
-use crate::rules::Rules;
 use crate::state::Form;
-use crate::training::Training;
+use crate::training::{Training, is_loading};
 
 /// "13.04 GiB".
 fn gib(b: u64) -> String {
@@ -158,6 +157,11 @@ pub fn ResultsPanel() -> impl IntoView {
             }))}
             {move || match focused.get() {
                 Some(Ok(e)) => view! { <Breakdown e/> }.into_any(),
+                // Its module still loading: no figures yet (not dashes as if refused).
+                Some(Err(err)) if is_loading(&err) => view! {
+                    <p class="note" role="status" data-testid="estimate-loading">{err.to_string()}</p>
+                }
+                .into_any(),
                 Some(Err(err)) => view! {
                     <div class="banner error" role="alert" data-testid="estimate-error">
                         <p><strong>"No estimate yet: "</strong> {err.to_string()}</p>
@@ -205,7 +209,6 @@ fn model_name(form: &Form) -> Option<String> {
 /// workload; the CLI prints the same value with the same labels.
 #[component]
 fn Answer() -> impl IntoView {
-    let rules = use_context::<Rules>();
     let training = expect_context::<Training>();
     let computed = expect_context::<Memo<Computed>>();
     let form = expect_context::<Form>();
@@ -220,7 +223,7 @@ fn Answer() -> impl IntoView {
                 let pairs = computed.with(|c| c.workloads.get(focus.get()).map(|w| w.pairs.clone()));
                 let tensors = form.imported.with(|i| i.as_ref().map(|i| i.summary.clone()));
                 let got = pairs.and_then(|p| {
-                    answer(&p, tensors.as_ref(), &form.page_pairs(), model_name(&form).as_deref(), rules, training)
+                    answer(&p, tensors.as_ref(), &form.page_pairs(), model_name(&form).as_deref(), training)
                 });
                 match got {
                     Some((line, Ok(a))) => answer_body(line, a).into_any(),
@@ -487,7 +490,6 @@ fn split_html(devices: &[DeviceShare], v: Verdict) -> String {
 /// Typical / long / near-limit, side by side, judged on the target card.
 #[component]
 fn WorkloadCards() -> impl IntoView {
-    let rules = use_context::<Rules>();
     let training = expect_context::<Training>();
     let computed = expect_context::<Memo<Computed>>();
     let form = expect_context::<Form>();
@@ -536,7 +538,7 @@ fn WorkloadCards() -> impl IntoView {
                                         let under_engine = page.iter().any(|(k, _)| *k == "engine");
                                         let tensors = form.imported.with(|i| i.as_ref().map(|i| i.summary.clone()));
                                         let f = under_engine
-                                            .then(|| answer(&w.pairs, tensors.as_ref(), &page, None, rules, training))
+                                            .then(|| answer(&w.pairs, tensors.as_ref(), &page, None, training))
                                             .flatten()
                                             .and_then(|(_, a)| a.ok())
                                             .map(|a| a.headline.card)

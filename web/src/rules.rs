@@ -1,16 +1,21 @@
-//! The serving engines' rules, in a module of their own (`web/engine`, crate
-//! `gpumem-engine`) that the page loads once its first screen is up, as it loads its
-//! readers: the dimensioner's wasm carries none of vLLM's, SGLang's, TGI's, llama.cpp's
-//! or transformers' rules. Once loaded, the module's functions are called
-//! synchronously, so the answer under an engine and the engine section are plain
-//! derived values (`Memo`s) like every other figure; until then they say they are
-//! loading. What crosses is text ([`gpumem_proto::rules`]).
+//! The estimator and the serving engines' rules, in a module of their own
+//! (`web/engine`, crate `gpumem-engine`) that the page loads once its first screen is
+//! up, as it loads its readers: the dimensioner's wasm carries no estimate (its first
+//! screen is the inputs; the figures follow once the module is there) and none of
+//! vLLM's, SGLang's, TGI's, llama.cpp's or transformers' rules. Once loaded, the
+//! module's functions are called synchronously, so the estimates, the answer and the
+//! engine section are plain derived values (`Memo`s) like every other figure; until
+//! then they say they are loading. What crosses is text ([`gpumem_proto::rules`],
+//! [`gpumem_proto::training`]'s estimate document).
 
 use std::cell::RefCell;
 
+use gpumem_core::EstimateError;
+use gpumem_core::estimate::Estimate;
 use gpumem_core::import::TensorSummary;
 use gpumem_proto::lookup::TensorsRead;
 use gpumem_proto::rules::{self, Answer, Panel, RulesRequest};
+use gpumem_proto::training::read_estimate;
 use js_sys::{Function, Reflect};
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
@@ -73,6 +78,17 @@ thread_local! {
     static MODULE: RefCell<Option<JsValue>> = const { RefCell::new(None) };
 }
 
+/// What the page says of an estimate while the module loads (the answer shows "…"
+/// for a reason ending so).
+pub const LOADING: &str = "loading the estimator…";
+
+/// Calls the loaded module's `estimate` with `request` outside the page's reactive
+/// graph (the budget script's benchmark hook): its estimate document, or why there is
+/// none (not loaded yet).
+pub fn estimate_now(request: &RulesRequest) -> Result<String, String> {
+    MODULE.with(|m| call_in(m.borrow().as_ref(), "estimate", request, "engine"))
+}
+
 /// Whether the engine module is there: `None` while it loads, `Some(Err)` when it
 /// could not be loaded (offline: a reload tries again).
 #[derive(Clone, Copy)]
@@ -105,8 +121,22 @@ impl Rules {
         MODULE.with(|m| call_in(m.borrow().as_ref(), name, request, "engine"))
     }
 
-    /// The headline under the page's engine for one workload (and each device's row
-    /// over several cards).
+    /// One workload's estimate (its `pairs`, a refused pair at its default, and the
+    /// imported `tensors`): the estimate or why there is none, or why the module
+    /// cannot say yet ([`LOADING`] while it loads).
+    pub fn estimate(
+        self,
+        pairs: &[(&'static str, String)],
+        tensors: Option<&TensorSummary>,
+    ) -> Result<Result<Estimate, EstimateError>, String> {
+        if self.0.get().is_none() {
+            return Err(LOADING.into());
+        }
+        read_estimate(&self.call("estimate", &request(pairs, &[], tensors))?)
+    }
+
+    /// The headline for one workload: under the page's engine (and each device's row
+    /// over several cards), or the estimate's without one.
     pub fn answer(self, request: &RulesRequest) -> Result<Answer, String> {
         rules::read_answer(&self.call("answer", request)?)?
     }

@@ -1,9 +1,10 @@
 //! The training estimator, in a module of its own (`web/training`, crate
 //! `gpumem-training`) that the page loads when a training run is first asked about, as
-//! it loads its engine rules and readers: the dimensioner's wasm estimates inference
-//! alone ([`gpumem_core::estimate::estimate_inference`]) and carries none of the
-//! training stages (the training state, the ranks' plan, the caching allocator's
-//! model). A page that only ever asks about inference never fetches the module.
+//! it loads its engine rules and readers: the dimensioner's wasm carries no estimate
+//! (inference is estimated by the engine module, [`crate::rules`], loaded once the
+//! first screen is up) and none of the training stages (the training state, the
+//! ranks' plan, the caching allocator's model). A page that only ever asks about
+//! inference never fetches this module.
 //!
 //! Once loaded, the module's functions are called synchronously, so a training run's
 //! estimate and answer are plain derived values (`Memo`s) like every other figure;
@@ -13,14 +14,14 @@
 use std::cell::{Cell, RefCell};
 
 use gpumem_core::EstimateError;
-use gpumem_core::estimate::{Estimate, EstimateInput, TrainMode, estimate_inference};
+use gpumem_core::estimate::{Estimate, EstimateInput, TrainMode};
 use gpumem_core::import::TensorSummary;
 use gpumem_proto::rules::{self, Answer};
 use gpumem_proto::training::read_estimate;
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
 
-use crate::rules::{call_in, request};
+use crate::rules::{Rules, call_in, request};
 
 /// Where the build put the training module (`scripts/build-web.sh` passes its
 /// content-hashed path); the fallback serves builds without it (native checks).
@@ -48,14 +49,37 @@ thread_local! {
 
 /// Whether the training module is there: `None` until it is loaded, `Some(Err)` when
 /// it could not be (offline: a reload tries again). Its loading starts at the first
-/// training run asked about.
+/// training run asked about. With the engine module (`Rules`: inference's estimate and
+/// answer), the dimensioner's estimator.
 #[derive(Clone, Copy)]
-pub struct Training(RwSignal<Option<Result<(), String>>>);
+pub struct Training(RwSignal<Option<Result<(), String>>>, Rules);
 
 impl Training {
-    /// The page's handle; nothing loads until a training run is asked about.
-    pub fn new() -> Training {
-        Training(RwSignal::new(None))
+    /// The page's handle; nothing loads until a training run is asked about. `rules`
+    /// estimates inference.
+    pub fn new(rules: Rules) -> Training {
+        Training(RwSignal::new(None), rules)
+    }
+
+    /// The engine module, which estimates and answers inference.
+    pub fn rules(self) -> Rules {
+        self.1
+    }
+
+    /// A workload's estimate (a training run's by the training module, inference's by
+    /// the engine module): the estimate or why there is none, or why the module cannot
+    /// say yet.
+    pub fn estimate_any(
+        self,
+        pairs: &[(&'static str, String)],
+        tensors: Option<&TensorSummary>,
+        input: &EstimateInput,
+    ) -> Result<Result<Estimate, EstimateError>, String> {
+        if input.train == TrainMode::None {
+            self.1.estimate(pairs, tensors)
+        } else {
+            self.estimate_training(pairs, tensors)
+        }
     }
 
     /// Starts loading the module if it has not started.
@@ -116,12 +140,6 @@ impl Training {
     }
 }
 
-impl Default for Training {
-    fn default() -> Training {
-        Training::new()
-    }
-}
-
 /// Who estimates a workload read from `pairs` (with the imported `tensors`) as `input`:
 /// [`Training`] on the dimensioner, [`crate::compute::Full`] (every stage here) on the
 /// agent page.
@@ -136,27 +154,34 @@ pub trait Estimator {
 }
 
 impl Estimator for Training {
-    /// Inference here; a training run by the module (loading: "No estimate yet"
-    /// with [`LOADING`] as its reason).
+    /// Inference by the engine module, a training run by the training module (while
+    /// either loads: [`pending`], with [`LOADING`] or [`crate::rules::LOADING`] as its
+    /// reason).
     fn estimate(
         &self,
         pairs: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
         input: &EstimateInput,
     ) -> Result<Estimate, EstimateError> {
-        if input.train == TrainMode::None {
-            return estimate_inference(input);
-        }
-        self.estimate_training(pairs, tensors)
+        self.estimate_any(pairs, tensors, input)
             .unwrap_or_else(|why| Err(pending(why)))
     }
 }
 
-/// Why a training run has no estimate yet, as an error the page shows in place of one
-/// (never beside a field: it is no input's fault).
+/// The error's format when an estimate is not there yet ([`pending`]).
+const PENDING: &str = "estimate";
+
+/// Why a workload has no estimate yet (its module loading, or not loaded), as an error
+/// the page shows in place of one (never beside a field: it is no input's fault).
 pub fn pending(why: String) -> EstimateError {
     EstimateError::Parse {
-        format: "training run",
+        format: PENDING,
         reason: why,
     }
+}
+
+/// Whether `e` says an estimate is not there yet because its module is loading (the
+/// page shows no figures, rather than dashes, until it is).
+pub fn is_loading(e: &EstimateError) -> bool {
+    matches!(e, EstimateError::Parse { format, reason } if *format == PENDING && reason.ends_with('…'))
 }

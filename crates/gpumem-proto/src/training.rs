@@ -1,8 +1,8 @@
-//! What the dimensioner and its lazily loaded training module (`web/training`, crate
-//! `gpumem-training`) say to each other: the training estimate — the training state,
-//! the ranks' plan and the caching allocator's peaks — lives in that module only, so
-//! the page's first module estimates inference alone
-//! ([`gpumem_core::estimate::estimate_inference`]).
+//! What the dimensioner and its lazily loaded estimators say to each other: the
+//! training module (`web/training`, crate `gpumem-training`), where the training
+//! estimate — the training state, the ranks' plan and the caching allocator's peaks —
+//! lives, and the engine module (`web/engine`), which estimates inference; the page's
+//! first module estimates nothing itself.
 //!
 //! The page asks with a [`crate::rules::RulesRequest`] (a workload's pairs, the page's
 //! card pairs, the imported tensors) and hears back an [`Estimate`] or why there is

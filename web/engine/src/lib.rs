@@ -1,9 +1,12 @@
-//! gpumem-engine: the engine rules the dimensioner loads once its first screen is up —
-//! the answer under a serving engine ([`answer`]) and the engine section ([`panel`]).
+//! gpumem-engine: the estimator and the engine rules the dimensioner loads once its
+//! first screen is up — a workload's estimate ([`estimate`]), the answer (under a
+//! serving engine, or on the estimate without one: [`answer`]) and the engine section
+//! ([`panel`]).
 //!
 //! Built as a wasm-bindgen module of its own (`scripts/build-web.sh` →
-//! `dist/engine-*/`), so the dimensioner's wasm carries no engine's rules, speculative
-//! decoding or the `-ot` placement: the page answers with the same rules as
+//! `dist/engine-*/`), so the dimensioner's wasm carries no estimate (it shows the
+//! inputs at once and the figures once this module is there), no engine's rules,
+//! speculative decoding or the `-ot` placement: the page answers with the same rules as
 //! `gpumem-agent estimate --engine`, every engine of the registry
 //! ([`gpumem_core::engine::ENGINES`]), in its order. Every figure is [`gpumem_core`]'s; this crate routes the
 //! page's text to the core and the answer back as text ([`gpumem_proto::rules`]).
@@ -11,12 +14,26 @@
 use gpumem_core::EstimateError;
 use gpumem_core::catalogue::{CATALOGUE, resolve};
 use gpumem_core::engine::{self, EngineBudget, EngineId, EngineParams, Outcome};
-use gpumem_core::estimate::{EstimateInput, estimate};
-use gpumem_core::headline::{Basis, headline};
+use gpumem_core::estimate::{EstimateInput, estimate as estimate_all};
+use gpumem_core::headline::{Basis, ByEstimate, headline};
 use gpumem_core::params::from_pairs;
 use gpumem_core::units::{group_digits, signed_gib_string, signed_group_digits};
 use gpumem_proto::rules::{self, Answer, Panel, PanelRow, RulesRequest};
+use gpumem_proto::training::write_estimate;
 use wasm_bindgen::prelude::*;
+
+/// The estimate of one workload: a [`gpumem_proto::training`] estimate document (the
+/// estimate, or why there is none). A refused pair is left at its default, as the
+/// page leaves it (the page reports it beside its field); the estimate is the core's,
+/// every stage ([`gpumem_core::estimate::estimate`]: for an input that trains nothing,
+/// the same value as inference's own, which the core's tests check preset by preset).
+#[wasm_bindgen]
+pub fn estimate(request: String) -> String {
+    write_estimate(&match rules::read_request(&request) {
+        Ok(r) => estimate_all(&input_read(&r)),
+        Err(e) => Err(EstimateError::invalid("input", e)),
+    })
+}
 
 /// The answer under the page's engine for one workload: a [`gpumem_proto::rules`]
 /// answer document (the headline, or why there is none).
@@ -37,15 +54,24 @@ pub fn panel(request: String) -> String {
         .unwrap_or_default()
 }
 
+/// The workload's input as the page reads it: its pairs (a refused pair leaves its
+/// default) with the imported tensors.
+fn input_read(r: &RulesRequest) -> EstimateInput {
+    input_with(r).0
+}
+
+/// [`input_read`] and whether every pair was read.
+fn input_with(r: &RulesRequest) -> (EstimateInput, bool) {
+    let (mut input, errors) = from_pairs(r.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    input.tensors = r.tensors.as_ref().map(|t| t.summary.clone());
+    (input, errors.is_empty())
+}
+
 /// The workload's input (its pairs and the imported tensors), or `None` when a pair is
 /// refused.
 fn input_of(r: &RulesRequest) -> Option<EstimateInput> {
-    let (mut input, errors) = from_pairs(r.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    if !errors.is_empty() {
-        return None;
-    }
-    input.tensors = r.tensors.as_ref().map(|t| t.summary.clone());
-    Some(input)
+    let (input, read) = input_with(r);
+    read.then_some(input)
 }
 
 /// The engine flags among the page's pairs (other keys are skipped).
@@ -56,11 +82,18 @@ fn settings_of(page: &[(String, String)]) -> EngineParams {
 /// The headline under the page's engine (on its card, or on the smallest catalogue
 /// card that serves it), as `gpumem-agent estimate --engine` computes it; over several
 /// cards, with each device's row of the budget the headline judges (the one
-/// `gpumem-agent estimate --engine --card a,b` tabulates).
+/// `gpumem-agent estimate --engine --card a,b` tabulates). Without an engine, the
+/// estimate's headline on the page's card (or the smallest that fits), as
+/// `gpumem-agent estimate` computes it.
 pub fn answer_of(r: &RulesRequest) -> Result<Answer, String> {
     let input = input_of(r).ok_or("the inputs do not describe a workload yet")?;
-    let est = estimate(&input).map_err(|e| e.to_string())?;
+    let est = estimate_all(&input).map_err(|e| e.to_string())?;
     let settings = settings_of(&r.page);
+    if settings.engine.is_none() {
+        return headline(&input, &est, settings.card.as_ref(), &ByEstimate)
+            .map(Answer::from)
+            .map_err(|e| e.to_string());
+    }
     let basis = Basis::Engine(Box::new(settings.clone()));
     let headline = headline(&input, &est, settings.card.as_ref(), &basis)
         .map_err(|e: EstimateError| e.to_string())?;
@@ -91,7 +124,7 @@ pub fn outcome_text(b: &EngineBudget) -> String {
 /// engine, or the one the page names) with the page's engine flags.
 pub fn panel_of(r: &RulesRequest) -> Option<Panel> {
     let input = input_of(r)?;
-    let est = estimate(&input).ok()?;
+    let est = estimate_all(&input).ok()?;
     let settings = settings_of(&r.page);
     // Several cards (llama.cpp's --tensor-split): device 0 stands for them, and the
     // budgets judge the split (the other engines' rows say they judge one card).
@@ -267,6 +300,75 @@ mod tests {
         assert!(matches!(bad, Ok(Err(_))), "{bad:?}");
     }
 
+    /// The estimate crossing back is the one the page made itself before it loaded
+    /// this module (inference's, every line); a refused pair is left at its default as
+    /// the page leaves it; a request that is not one is refused, not answered.
+    #[test]
+    fn the_estimate_is_inferences_own() {
+        use gpumem_core::estimate::estimate_inference;
+        use gpumem_proto::training::read_estimate;
+        for pairs in [
+            &LLAMA_8B[..],
+            &[
+                ("parameters", "7000000000"),
+                ("bits", "4"),
+                ("sequences", "8"),
+            ][..],
+        ] {
+            let r = request(pairs, &[]);
+            let (input, read) = input_with(&r);
+            assert!(read);
+            let own = estimate_inference(&input);
+            assert!(
+                own.as_ref()
+                    .is_ok_and(|e| e.total_bytes > 0 && !e.lines.is_empty())
+            );
+            let back = read_estimate(&estimate(rules::write_request(&r))).unwrap();
+            assert_eq!(back, own, "{pairs:?}");
+        }
+        let mut bad = LLAMA_8B.to_vec();
+        bad.push(("context", "x"));
+        let r = request(&bad, &[]);
+        let (input, read) = input_with(&r);
+        assert!(!read);
+        let back = read_estimate(&estimate(rules::write_request(&r))).unwrap();
+        assert_eq!(back, estimate_inference(&input));
+        let refused = read_estimate(&estimate("not a request".into())).unwrap();
+        assert!(refused.is_err());
+        // An input the core refuses crosses as its refusal, field and all.
+        let r = request(&[("layers", "32")], &[]);
+        let back = read_estimate(&estimate(rules::write_request(&r))).unwrap();
+        assert_eq!(back, estimate_inference(&input_with(&r).0));
+        assert!(back.is_err());
+    }
+
+    /// Without an engine the answer is the headline the page judged itself before
+    /// (inference's estimate, on the card or on the smallest that fits).
+    #[test]
+    fn without_an_engine_the_answer_is_inferences_headline() {
+        use gpumem_core::estimate::estimate_inference;
+        use gpumem_core::headline::ByInference;
+        for page in [
+            &[("card", "l4")][..],
+            &[("card", "h100-sxm-80gb")][..],
+            &[][..],
+        ] {
+            let r = request(&LLAMA_8B, page);
+            let input = input_of(&r).unwrap();
+            let est = estimate_inference(&input).unwrap();
+            let (settings, _) = engine::from_pairs(page.iter().copied());
+            let want = headline(&input, &est, settings.card.as_ref(), &ByInference).unwrap();
+            assert_eq!(want.card_given, !page.is_empty(), "{page:?}");
+            let back = rules::read_answer(&answer(rules::write_request(&r))).unwrap();
+            assert_eq!(back, Ok(Answer::from(want)), "{page:?}");
+        }
+        let bad = rules::read_answer(&answer(rules::write_request(&request(
+            &[("layers", "x")],
+            &[("card", "l4")],
+        ))));
+        assert!(matches!(bad, Ok(Err(_))), "{bad:?}");
+    }
+
     /// Several cards under llama.cpp: the page's answer is the CLI's (the most loaded
     /// card's verdict), the panel names the cards, vLLM's row asks for its pipeline
     /// stages (`--pp`) and the other engines' rows say they judge one card.
@@ -276,7 +378,7 @@ mod tests {
         let a = answer_of(&request(&LLAMA_8B, &page)).unwrap();
         let h = &a.headline;
         let input = input_of(&request(&LLAMA_8B, &page)).unwrap();
-        let est = estimate(&input).unwrap();
+        let est = estimate_all(&input).unwrap();
         let (params, errors) = engine::from_pairs(page);
         assert!(errors.is_empty(), "{errors:?}");
         let b = engine::budget(&input, &est, &params).unwrap();
@@ -351,7 +453,7 @@ mod tests {
             let r = request(&pairs, page);
             let a = answer_of(&r).unwrap_or_else(|e| panic!("{page:?}: {e}"));
             let input = input_of(&r).unwrap();
-            let est = estimate(&input).unwrap();
+            let est = estimate_all(&input).unwrap();
             let (params, errors) = engine::from_pairs(page.iter().copied());
             assert!(errors.is_empty(), "{errors:?}");
             let b = engine::budget(&input, &est, &params).unwrap();

@@ -4,10 +4,10 @@
 //!
 //! Built as a wasm-bindgen module of its own (`scripts/build-web.sh` →
 //! `dist/training-*/`), so the dimensioner's wasm carries none of the training stages
-//! (the training state, the ranks' plan, the caching allocator's model): it estimates
-//! inference itself ([`gpumem_core::estimate::estimate_inference`]) and asks this module
-//! for the rest, which answers with [`gpumem_core::estimate::estimate`] — every stage,
-//! as `gpumem-agent estimate` does. Every figure is [`gpumem_core`]'s; this crate routes
+//! (the training state, the ranks' plan, the caching allocator's model): the engine
+//! module (`web/engine`) estimates inference for it and this module training runs,
+//! with [`gpumem_core::estimate::estimate`] — every stage, as `gpumem-agent estimate`
+//! does. Every figure is [`gpumem_core`]'s; this crate routes
 //! the page's text to the core and the estimate back as text
 //! ([`gpumem_proto::training`], [`gpumem_proto::rules`]).
 
