@@ -128,6 +128,21 @@ for name in sorted(os.listdir(src)):
 with open(os.path.join(out, "index.txt"), "w", encoding="utf-8") as f:
     f.write("".join(r + "\n" for r in sorted(rows, key=str.lower)))
 PY
+# The dimensioner's figures come from the engine module (it estimates): start loading it
+# with the page, beside the first module rather than after it, by an inline script
+# before trunk's bootstrap (its hash joins the policy below). src/lazy.js takes the
+# started load over (globalThis.gpumemEarly), so the module loads once.
+python3 - dist/index.html "$GPUMEM_ENGINE_JS" <<'PY'
+import json, sys
+page, url = sys.argv[1:]
+text = open(page, encoding="utf-8").read()
+early = ("<script>globalThis.gpumemEarly={" + json.dumps(url)
+         + ":import(" + json.dumps(url) + ").then(async m=>{await m.default();return m})}</script>")
+at = text.find("<script type=module>")
+if at < 0:
+    sys.exit("build-web: no module script (trunk's bootstrap) in dist/index.html")
+open(page, "w", encoding="utf-8").write(text[:at] + early + text[at:])
+PY
 # Content-Security-Policy: the one policy is the meta tag of web/index.html. Add the
 # sha256 of every inline script of both built pages to its script-src (trunk's
 # bootstrap and the #token= forwarder; no 'unsafe-inline') and write it, as a plain

@@ -7,9 +7,14 @@
 // hashed folders) come from the build.
 const modules = new Map();
 
+// A load the page started before its first module (the engine module: dist/index.html's
+// inline script, written by scripts/build-web.sh) is taken over, once.
 function load(url) {
   if (!modules.has(url)) {
-    const loading = import(url).then(async (m) => {
+    const early = globalThis.gpumemEarly;
+    const started = early && early[url];
+    if (started) delete early[url];
+    const loading = started || import(url).then(async (m) => {
       await m["default"]();
       return m;
     });
