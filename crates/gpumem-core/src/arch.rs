@@ -151,6 +151,42 @@ impl KvShare {
     };
 }
 
+/// Shared transformer blocks (Zamba2: transformers' `Zamba2HybridLayer`,
+/// `models/zamba2/modeling_zamba2.py`): `blocks` attention-and-MLP blocks whose weights
+/// `uses` layers share in turn (`num_mem_blocks`, the `hybrid` layers), each use with
+/// its own K and V, a `linear` hidden × hidden of its own and its own low-rank adapters.
+/// The blocks read `width` values per token (the hidden state beside the original
+/// embeddings: 2 × hidden): q/k/v from `width`, o_proj back to hidden, an RMSNorm over
+/// `width` before attention and one over hidden before the gated MLP
+/// (`Zamba2AttentionDecoderLayer`). The model's own layers are then the mixer's and
+/// their norms alone (`attention-layers` = `uses` for the KV cache, no MLP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedAttn {
+    /// Distinct blocks (`num_mem_blocks`, at most `uses`).
+    pub blocks: u64,
+    /// Layers that run a block (each keeps its own KV cache).
+    pub uses: u64,
+    /// Values per token the blocks' attention reads.
+    pub width: u64,
+    /// Rank of each use's adapter on the MLP's gate/up projection (`adapter_rank`;
+    /// `Zamba2MLP.gate_up_proj_adapter_list`); 0 = none.
+    pub mlp_adapter_rank: u64,
+    /// Rank of each use's adapters on q, k and v (`use_shared_attention_adapter`;
+    /// `Zamba2Attention.linear_q/k/v_adapter_list`); 0 = none.
+    pub attn_adapter_rank: u64,
+}
+
+impl SharedAttn {
+    /// Shared blocks' facts before their keys are read.
+    pub const BASE: SharedAttn = SharedAttn {
+        blocks: 0,
+        uses: 0,
+        width: 0,
+        mlp_adapter_rank: 0,
+        attn_adapter_rank: 0,
+    };
+}
+
 /// Global layers with their own attention shape (Gemma 4): `layers` of the attention
 /// layers — the ones without a window — use `kv_heads` and `head_dim` instead of the
 /// model's, and with `k_eq_v` their values are their keys (no `v_proj`; the cache
@@ -182,6 +218,11 @@ pub enum MixerKind {
     /// Kimi Delta Attention (Kimi-Linear's `KimiDeltaAttention`): gated delta rule
     /// with per-channel decay, short convolutions on q, k and v.
     Kda,
+    /// A gated short convolution (LFM2's `Lfm2ShortConv`,
+    /// transformers `models/lfm2/modeling_lfm2.py`): `in_proj` to B, C and x (3 ×
+    /// hidden), a depthwise `conv` of `conv` taps over B·x, `out_proj`; no recurrent
+    /// state, only the convolution's window.
+    ShortConv,
 }
 
 impl MixerKind {
@@ -192,6 +233,7 @@ impl MixerKind {
             MixerKind::DeltaNet => "deltanet",
             MixerKind::Mamba2 => "mamba2",
             MixerKind::Kda => "kda",
+            MixerKind::ShortConv => "shortconv",
         }
     }
 }
@@ -204,6 +246,7 @@ impl MixerKind {
 /// Gated DeltaNet: `inner` = value heads × value head dim, `state` = key head dim,
 /// `heads` = value heads, `key_heads` = key heads.
 /// KDA: `inner` = heads × head dim, `state` = head dim, `heads` = `key_heads` = heads.
+/// Short convolution: `inner` = hidden, `conv` = taps (LFM2's `conv_L_cache`); no state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mixer {
     /// Which mixer.
@@ -238,12 +281,14 @@ impl Mixer {
     /// × (kernel − 1)` and recurrent `value heads × key dim × value head dim` (KDA the
     /// same with q, k and v all `heads × head dim`: `kda_state_shape`); Mamba-2
     /// conv `(d_inner + 2 × groups × d_state) × (d_conv − 1)` and SSM `heads × head dim
-    /// × d_state`.
-    /// (transformers' `MambaCache` keeps the whole `d_conv` window: slightly more.)
+    /// × d_state`; a short convolution (LFM2) `hidden × (L_cache − 1)` and no recurrent
+    /// state (`short_conv_state_shape`).
+    /// (transformers' caches keep the whole `d_conv` window: slightly more.)
     pub fn state_values(&self) -> Result<(u64, u64), EstimateError> {
         let window = self.conv.saturating_sub(1);
         let what = "recurrent state";
         match self.kind {
+            MixerKind::ShortConv => Ok((checked_product(&[self.inner, window], what)?, 0)),
             MixerKind::Mamba => Ok((
                 checked_product(&[self.inner, window], what)?,
                 checked_product(&[self.inner, self.state], what)?,
@@ -363,6 +408,9 @@ pub struct Architecture {
     /// Trailing layers that reuse an earlier layer's K and V (Gemma 4).
     #[serde(default)]
     pub kv_share: Option<KvShare>,
+    /// Shared transformer blocks (Zamba2).
+    #[serde(default)]
+    pub shared_attn: Option<SharedAttn>,
     /// Learned scalars per layer: Gemma 4's `layer_scalar` (1), Apertus's xIELU
     /// activation (`alpha_p`, `alpha_n`, `beta`, `eps`: 4).
     #[serde(default)]
@@ -418,6 +466,21 @@ pub struct Architecture {
     /// 0 = the context.
     #[serde(default)]
     pub encoder_length: u64,
+    /// Layers whose attention is a gated cross-attention over an image's vision
+    /// states instead of self-attention (Llama 3.2 Vision's `cross_attention_layers`,
+    /// transformers' `MllamaCrossAttentionDecoderLayer`): the same q/k/v/o projections
+    /// plus a q and a k RMSNorm over one head and two scalar gates; no KV over the
+    /// text, K and V over `cross_tokens` instead. 0 = none.
+    #[serde(default)]
+    pub cross_layers: u64,
+    /// Vision tokens the cross-attention layers read per sequence (Mllama, one image:
+    /// `max_num_tiles × ((image_size / patch_size)² + 1)`).
+    #[serde(default)]
+    pub cross_tokens: u64,
+    /// Rows of the token embedding beyond the vocabulary (Mllama's `embed_tokens`
+    /// has `vocab_size + 8` rows, its lm_head `vocab_size`).
+    #[serde(default)]
+    pub extra_embedding_rows: u64,
 }
 
 /// The facts' values when a key is absent: the base every parser and every model
@@ -463,6 +526,7 @@ impl Architecture {
         global_attn: None,
         per_layer_input: None,
         kv_share: None,
+        shared_attn: None,
         layer_scalars: 0,
         moe: None,
         mtp_layers: 0,
@@ -476,6 +540,9 @@ impl Architecture {
         sub_norms: false,
         encdec_params: 0,
         encoder_length: 0,
+        cross_layers: 0,
+        cross_tokens: 0,
+        extra_embedding_rows: 0,
     };
 
     /// [`Architecture::BASE`] with every optional part at its own base: where each
@@ -487,6 +554,7 @@ impl Architecture {
         global_attn: Some(GlobalAttn::BASE),
         per_layer_input: Some(PerLayerInput::BASE),
         kv_share: Some(KvShare::BASE),
+        shared_attn: Some(SharedAttn::BASE),
         moe: Some(Moe::BASE),
         ..Architecture::BASE
     };
@@ -884,6 +952,18 @@ pub const VARIANT_FACTS: &[Fact] = &[
         "How many of the KV-shared layers are global (full-attention) layers", at!(kv_share.global)),
     fact("double-wide-mlp", G::Variants, K::Bool(KvShare::BASE.double_wide_mlp), "Double-wide MLP", "",
         "The KV-shared layers' MLP is twice as wide (use_double_wide_mlp)", at!(kv_share.double_wide_mlp)),
+    fact("shared-blocks", G::Variants, K::Count, "Shared blocks", "none",
+        "Attention-and-MLP blocks whose weights several layers share in turn (Zamba2: num_mem_blocks)", at!(shared_attn.blocks))
+        .always()
+        .underived("shared transformer blocks are not in the derivation"),
+    fact("shared-uses", G::Variants, K::Count, "Shared block uses", "",
+        "Layers that run a shared block, each with its own KV cache and linear (Zamba2: the hybrid layers)", at!(shared_attn.uses)).need(),
+    fact("shared-width", G::Variants, K::Count, "Shared block input width", "",
+        "Values per token the shared blocks' attention reads (Zamba2: 2 × hidden)", at!(shared_attn.width)).need(),
+    fact("shared-mlp-adapter-rank", G::Variants, K::Count, "Shared MLP adapter rank", "0",
+        "Rank of each use's adapter on the shared MLP's gate/up projection (Zamba2: adapter_rank)", at!(shared_attn.mlp_adapter_rank)),
+    fact("shared-attn-adapter-rank", G::Variants, K::Count, "Shared q/k/v adapter rank", "0",
+        "Rank of each use's adapters on the shared q, k and v (Zamba2 with use_shared_attention_adapter)", at!(shared_attn.attn_adapter_rank)),
     fact("layer-scalars", G::Variants, K::Count, "Scalars per layer", "0",
         "Learned scalars per layer (Gemma 4: 1, Apertus: 4)", at!(layer_scalars)),
     fact("indexer-heads", G::Variants, K::Count, "Indexer heads", "none",
@@ -891,6 +971,13 @@ pub const VARIANT_FACTS: &[Fact] = &[
         .always(),
     fact("indexer-head-dim", G::Variants, K::Count, "Indexer head dim", "",
         "Indexer head dim (its key cache: fp8 + fp32 scale per 128)", at!(indexer.head_dim)).need(),
+    fact("cross-layers", G::Variants, K::Count, "Cross-attention layers", "0",
+        "Layers attending to an image's vision states instead of the text (Llama 3.2 Vision): no KV over the text, their own cache over cross-tokens", at!(cross_layers))
+        .underived("cross-attention layers over vision states are not in the derivation"),
+    fact("cross-tokens", G::Variants, K::Count, "Cross-attention tokens", "0",
+        "Vision tokens the cross-attention layers read per sequence (Llama 3.2 Vision: 4 tiles × 1025 per image)", at!(cross_tokens)),
+    fact("embedding-extra-rows", G::Variants, K::Count, "Extra embedding rows", "0",
+        "Rows of the token embedding beyond the vocabulary (Llama 3.2 Vision: 8)", at!(extra_embedding_rows)),
     fact("tower-params", G::Variants, K::Count, "Vision/audio tower parameters", "0",
         "Parameters of vision/audio towers and projectors, kept in 16 bits", at!(tower_params))
         .underived("vision/audio towers are not in the derivation"),
@@ -918,13 +1005,13 @@ pub const VARIANT_FACTS: &[Fact] = &[
     fact("encoder-length", G::Variants, K::Count, "Encoder length", "= context",
         "Tokens or frames the encoder-decoder's encoder reads (source length; Whisper: 1500 frames for 30 s)", at!(encoder_length)),
     fact("mixer", G::Variants, K::Choice, "State-space mixer", "",
-        "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet or kda", at!(mixer.kind))
+        "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet, kda or shortconv", at!(mixer.kind))
         .always()
-        .choices(&[("", "none (attention only)"), ("mamba", "Mamba"), ("mamba2", "Mamba-2"), ("deltanet", "Gated DeltaNet"), ("kda", "Kimi Delta Attention")]),
+        .choices(&[("", "none (attention only)"), ("mamba", "Mamba"), ("mamba2", "Mamba-2"), ("deltanet", "Gated DeltaNet"), ("kda", "Kimi Delta Attention"), ("shortconv", "Short convolution (LFM2)")]),
     fact("mixer-inner", G::Variants, K::Count, "Mixer inner width", "",
-        "Mamba: d_inner; Mamba-2: heads × head dim; DeltaNet: value heads × value dim", at!(mixer.inner)).need(),
+        "Mamba: d_inner; Mamba-2: heads × head dim; DeltaNet: value heads × value dim; shortconv: hidden", at!(mixer.inner)).need(),
     fact("mixer-state", G::Variants, K::Count, "Mixer state width", "",
-        "Mamba, Mamba-2: d_state; DeltaNet: key head dim", at!(mixer.state)).need(),
+        "Mamba, Mamba-2: d_state; DeltaNet: key head dim (unused by shortconv)", at!(mixer.state)),
     fact("mixer-conv", G::Variants, K::Count, "Mixer conv width", "4",
         "Convolution width (d_conv; default 4)", at!(mixer.conv))
         .always(),
@@ -1261,6 +1348,33 @@ impl Architecture {
                 return Err(EstimateError::invalid(field, "more than layers"));
             }
         }
+        if let Some(sa) = self.shared_attn {
+            for (field, v) in [
+                ("shared-blocks", sa.blocks),
+                ("shared-uses", sa.uses),
+                ("shared-width", sa.width),
+            ] {
+                if v == 0 {
+                    return Err(EstimateError::invalid(
+                        field,
+                        "must be at least 1 with shared-blocks",
+                    ));
+                }
+            }
+            if sa.uses > self.layers {
+                return Err(EstimateError::invalid("shared-uses", "more than layers"));
+            }
+        }
+        if self.cross_layers > self.attention_layers() {
+            return Err(EstimateError::invalid(
+                "cross-layers",
+                format!(
+                    "{} cross-attention layers of {} attention layers",
+                    self.cross_layers,
+                    self.attention_layers()
+                ),
+            ));
+        }
         if let Some(m) = self.mixer {
             if m.layers > self.layers {
                 return Err(EstimateError::invalid(
@@ -1268,12 +1382,12 @@ impl Architecture {
                     format!("{} state layers of {} layers", m.layers, self.layers),
                 ));
             }
-            let mut need = vec![
-                ("mixer-inner", m.inner),
-                ("mixer-state", m.state),
-                ("mixer-conv", m.conv),
-            ];
+            let mut need = vec![("mixer-inner", m.inner), ("mixer-conv", m.conv)];
+            if m.kind != MixerKind::ShortConv {
+                need.push(("mixer-state", m.state));
+            }
             match m.kind {
+                MixerKind::ShortConv => {}
                 MixerKind::Mamba => need.push(("mixer-dt-rank", m.dt_rank)),
                 MixerKind::DeltaNet | MixerKind::Mamba2 | MixerKind::Kda => {
                     need.extend([("mixer-heads", m.heads), ("mixer-key-heads", m.key_heads)])
@@ -1290,7 +1404,9 @@ impl Architecture {
                     return Err(EstimateError::invalid(field, "absurdly large"));
                 }
             }
-            if m.kind != MixerKind::Mamba && !m.inner.is_multiple_of(m.heads) {
+            if !matches!(m.kind, MixerKind::Mamba | MixerKind::ShortConv)
+                && !m.inner.is_multiple_of(m.heads)
+            {
                 return Err(EstimateError::invalid(
                     "mixer-inner",
                     format!("{} is not a multiple of {} value heads", m.inner, m.heads),
@@ -1414,6 +1530,7 @@ impl Architecture {
             global_attn: None,
             per_layer_input: None,
             kv_share: None,
+            shared_attn: None,
             tower_params: 0,
             moe: self.moe.map(|m| Moe {
                 dense_layers: 0,
@@ -1469,7 +1586,8 @@ impl Architecture {
         use ParamClass::*;
         use Role::*;
         let h = self.hidden;
-        let mut t = vec![grp(Embeddings, Vocab, "embed_tokens", self.vocab, h, 1)];
+        let rows = add(self.vocab, self.extra_embedding_rows, "embedding rows")?;
+        let mut t = vec![grp(Embeddings, Vocab, "embed_tokens", rows, h, 1)];
         if self.encdec_params > 0 {
             // The shared token embedding (T5's and BART's `shared`, Whisper's decoder
             // `embed_tokens`; the head tied to it), then the stacks as the config reader
@@ -1520,16 +1638,32 @@ impl Architecture {
             }
             None => (mlp, 0),
         };
-        self.push_layers(
-            &mut t,
-            None,
-            self.layers,
-            self.attention_layers(),
-            dense,
-            moe_layers,
-        )?;
+        // Shared blocks hold the attention of the layers that use them.
+        let own_attention = match self.shared_attn {
+            Some(_) => 0,
+            None => self.attention_layers(),
+        };
+        self.push_layers(&mut t, None, self.layers, own_attention, dense, moe_layers)?;
         if let Some(m) = self.mixer {
             self.push_mixer(&mut t, m)?;
+        }
+        if let Some(s) = self.shared_attn {
+            self.push_shared(&mut t, s)?;
+        }
+        if self.cross_layers > 0 {
+            // MllamaTextCrossAttention's q_norm and k_norm (one head wide) and the
+            // layer's `cross_attn_attn_gate` and `cross_attn_mlp_gate` (one value
+            // each); its projections are the attention layers' own.
+            let l = self.cross_layers;
+            t.push(grp(
+                Norms,
+                Kept,
+                "cross_attn.q/k_norm",
+                self.head_dim,
+                1,
+                l.saturating_mul(2),
+            ));
+            t.push(grp(Attention, Kept, "cross_attn gates", 2, 1, l));
         }
         // An encoder's norm outside the layers is its embeddings' (BERT's
         // `embeddings.LayerNorm`, ModernBERT's `embeddings.norm`; ModernBERT's layer 0
@@ -1636,6 +1770,54 @@ impl Architecture {
         Ok(t)
     }
 
+    /// The shared blocks' tensors and each use's own (see [`SharedAttn`]): per block
+    /// q/k/v (from `width`), o_proj, the two RMSNorms and the gated MLP
+    /// (`gate_up_proj`, `down_proj`, no biases); per use the `linear` and the adapters.
+    fn push_shared(&self, t: &mut Vec<TensorGroup>, s: SharedAttn) -> Result<(), EstimateError> {
+        use ParamClass::*;
+        use Role::*;
+        let (h, w, b, u) = (self.hidden, s.width, s.blocks.min(s.uses), s.uses);
+        let what = "shared block width";
+        let q = checked_product(&[self.heads, self.head_dim], what)?;
+        let kv = checked_product(&[self.kv_heads, self.head_dim], what)?;
+        let i = self.intermediate;
+        let gate_up = checked_product(&[2, i], what)?;
+        t.push(grp(Attention, AttnLinear, "shared q_proj", q, w, b));
+        t.push(grp(
+            Attention,
+            AttnLinear,
+            "shared k/v_proj",
+            kv,
+            w,
+            b.saturating_mul(2),
+        ));
+        t.push(grp(Attention, AttnLinear, "shared o_proj", h, q, b));
+        t.push(grp(Norms, Kept, "shared input_layernorm", w, 1, b));
+        t.push(grp(Norms, Kept, "shared pre_ff_layernorm", h, 1, b));
+        t.push(grp(Mlp, Linear, "shared gate_up_proj", gate_up, h, b));
+        t.push(grp(Mlp, Linear, "shared down_proj", h, i, b));
+        t.push(grp(Attention, AttnLinear, "hybrid linear", h, h, u));
+        let r = s.mlp_adapter_rank;
+        if r > 0 {
+            t.push(grp(Mlp, Linear, "gate_up adapter down", r, h, u));
+            t.push(grp(Mlp, Linear, "gate_up adapter up", gate_up, r, u));
+        }
+        let r = s.attn_adapter_rank;
+        if r > 0 {
+            let three = u.saturating_mul(3);
+            t.push(grp(
+                Attention,
+                AttnLinear,
+                "q/k/v adapter down",
+                r,
+                w,
+                three,
+            ));
+            t.push(grp(Attention, AttnLinear, "q/k/v adapter up", w, r, three));
+        }
+        Ok(())
+    }
+
     /// The tensors of the mixer's layers, as transformers' `MambaMixer` /
     /// `JambaMambaMixer` / `Qwen3NextGatedDeltaNet` store them (counted under the
     /// attention class: they are the layer's token mixer).
@@ -1645,6 +1827,21 @@ impl Architecture {
         let (h, l, d, n, k) = (self.hidden, m.layers, m.inner, m.state, m.conv);
         let w = "mixer width";
         match m.kind {
+            MixerKind::ShortConv => {
+                // in_proj to B, C and x; the depthwise conv (one filter of `conv` taps
+                // per channel, no bias); out_proj. LFM2's `conv_bias` is false in every
+                // published config (the reader names the other case).
+                t.push(grp(
+                    Attention,
+                    AttnLinear,
+                    "conv.in_proj",
+                    checked_product(&[3, d], w)?,
+                    h,
+                    l,
+                ));
+                t.push(grp(Attention, Kept, "conv.conv", d, k, l));
+                t.push(grp(Attention, AttnLinear, "conv.out_proj", h, d, l));
+            }
             MixerKind::Mamba => {
                 let r = m.dt_rank;
                 t.push(grp(

@@ -10,7 +10,7 @@
 
 use crate::arch::{
     Architecture, GlobalAttn, Indexer, KvShare, MAX_DIM, Mixer, MixerKind, Mla, Moe, PerLayerInput,
-    fact_of,
+    SharedAttn, fact_of,
 };
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Fsdp, KvDims, Logits, Offload, Pipeline, TrainMode};
@@ -152,9 +152,10 @@ fn read_pairs<'a>(
                 "deltanet" => mixer = Some(MixerKind::DeltaNet),
                 "kda" => mixer = Some(MixerKind::Kda),
                 "mamba2" => mixer = Some(MixerKind::Mamba2),
+                "shortconv" => mixer = Some(MixerKind::ShortConv),
                 other => errors.push(EstimateError::invalid(
                     "mixer",
-                    format!("{other:?}: use mamba, mamba2, deltanet or kda"),
+                    format!("{other:?}: use mamba, mamba2, deltanet, kda or shortconv"),
                 )),
             }
             continue;
@@ -439,6 +440,9 @@ fn build_arch(
     a.per_layer_input = get("per-layer-input")
         .filter(|w| *w > 0)
         .map(|_| PerLayerInput::BASE);
+    a.shared_attn = get("shared-blocks")
+        .filter(|n| *n > 0)
+        .map(|_| SharedAttn::BASE);
     a.kv_share = get("kv-shared-layers")
         .filter(|n| *n > 0)
         .map(|_| KvShare::BASE);

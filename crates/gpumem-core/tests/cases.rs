@@ -186,3 +186,89 @@ fn transformers_defaults() {
     assert!(read >= 20, "only {read} fixtures read");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Caches against transformers' own: the `cases/transformers/*.json` fixtures with a
+/// `cache` (written by `cases/meta_check.py --variant`) hold what the model's cache
+/// keeps after a bf16 forward of `tokens` tokens of one sequence on the meta device.
+/// The KV line over those tokens must be the attention layers' keys and values; the
+/// state line the state layers' recurrent states and their conv windows as vLLM keeps
+/// them — transformers' conv state holds the kernel's whole width (`conv_columns`),
+/// vLLM's one column less (`MambaStateShapeCalculator`), so a conv state of
+/// `conv_columns` columns counts `conv_columns − 1` of them here; the states are
+/// compared in values, in the line's dtype. The cross-attention
+/// layers' keys and values over an image's vision tokens (Mllama) are the cross line.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+#[allow(clippy::disallowed_methods)]
+fn transformers_caches() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases/transformers");
+    let mut wrong = Vec::new();
+    let mut read = 0;
+    for entry in std::fs::read_dir(dir).expect("fixtures") {
+        let path = entry.expect("entry").path();
+        let doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("text")).expect("JSON");
+        let Some(cache) = doc.get("cache") else {
+            continue;
+        };
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .to_string();
+        let c = parse_config(&doc["config"].to_string()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let n = |k: &str| cache[k].as_u64().unwrap_or_else(|| panic!("{name}: {k}"));
+        // A cache fixture is a family counted here: `transformers_defaults` then holds
+        // its parameters to transformers'.
+        if c.confidence != "exact" {
+            wrong.push(format!("{name}: {} ({:?})", c.confidence, c.warnings));
+        }
+        let mut pairs: Vec<(String, String)> = c
+            .pairs()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        for (k, v) in [
+            ("context", n("tokens").to_string()),
+            ("sequences", "1".to_string()),
+            ("compute-dtype", "bf16".to_string()),
+        ] {
+            pairs.push((k.to_string(), v));
+        }
+        let (input, errors) = from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        assert!(errors.is_empty(), "{name}: {errors:?}");
+        let est = estimate(&input).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let line = |k: &str| {
+            est.lines
+                .iter()
+                .find(|l| l.key.as_str() == k)
+                .map_or(0, |l| l.bytes)
+        };
+        let cols = n("conv_columns");
+        let conv = if cols == 0 {
+            0
+        } else {
+            n("conv_state_values") / cols * (cols - 1)
+        };
+        // Values, in the line's dtype (bf16: vLLM's `mamba_ssm_cache_dtype` "auto");
+        // transformers' own Mamba-2 path keeps the SSM state in fp32
+        // (`recurrent_state_dtype`), which the line's assumption names.
+        let state = (n("recurrent_state_values") + conv) * 2;
+        for (what, ours, theirs) in [
+            ("kv_cache", line("kv_cache"), n("kv_bytes")),
+            ("kv_cache.state", line("kv_cache.state"), state),
+            (
+                "kv_cache.cross",
+                line("kv_cache.cross"),
+                cache["cross_kv_bytes"].as_u64().unwrap_or(0),
+            ),
+        ] {
+            if ours != theirs {
+                wrong.push(format!("{name}: {what} {ours} B, transformers {theirs} B"));
+            }
+        }
+        read += 1;
+    }
+    assert!(read >= 1, "no cache fixture read");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -70,9 +70,12 @@ pub(super) fn kv_cache(
     // KV-shared layers (Gemma 4) keep no cache: the windowed ones leave the sliding
     // layers, the global ones the full layers.
     let (shared_windowed, shared_global) = input.arch.map_or((0, 0), |a| a.kv_shared());
+    // Cross-attention layers (Mllama) keep K and V of the vision tokens, not the text's.
+    let cross_layers = input.arch.map_or(0, |a| a.cross_layers);
     let kv_layers = kv_layers
         .saturating_sub(shared_windowed)
-        .saturating_sub(shared_global);
+        .saturating_sub(shared_global)
+        .saturating_sub(cross_layers);
     let sliding_layers = input
         .sliding_layers
         .map(|s| s.saturating_sub(shared_windowed));
@@ -140,6 +143,9 @@ pub(super) fn kv_cache(
     );
     if let Some(a) = input.arch.filter(|a| a.encdec_params > 0) {
         encoder_decoder_caches(input, &a, context, &shape, split, b)?;
+    }
+    if let Some(a) = input.arch.filter(|a| a.cross_layers > 0) {
+        vision_cross_cache(input, &a, &shape, split, b)?;
     }
     if let Some(x) = input.arch.and_then(|a| a.indexer) {
         // vLLM's DeepseekV32IndexerCache (vllm/model_executor/models/deepseek_v2.py):
@@ -318,6 +324,52 @@ fn position_warnings(input: &EstimateInput, end: u64, b: &mut Builder) {
 ///   encoder position and sequence, in the KV dtype (the model's);
 /// - the encoder's last hidden state: sequences × encoder length × hidden values in
 ///   the compute dtype.
+/// The cross-attention layers' cache over the vision tokens (Mllama): K and V of each
+/// such layer over `cross_tokens`, written once from the image's states and kept to the
+/// end (transformers' `MllamaTextCrossAttention` stores them in the layer's cache slot;
+/// `MllamaForConditionalGeneration._prepare_static_cache` sizes it `images ×
+/// max_num_tiles × num_patches`).
+fn vision_cross_cache(
+    input: &EstimateInput,
+    a: &crate::arch::Architecture,
+    shape: &KvShape,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    let cross = KvShape {
+        layers: a.cross_layers,
+        static_tokens: None,
+        sliding_window: None,
+        sliding_layers: None,
+        full_values: None,
+        ..*shape
+    };
+    let bytes = cross.bytes(a.cross_tokens)?;
+    b.line(
+        LineKey::KvCacheCross,
+        "Cross-attention cache over the image's vision tokens",
+        bytes,
+        split.layered(bytes, false),
+        Kind::Computed,
+        true,
+        format!(
+            "cross-attention layers × 2 × kv heads × head_dim × vision tokens × sequences, in {} (written once per image)",
+            shape.dtype.name()
+        ),
+        &[
+            ("cross-layers", a.cross_layers.to_string()),
+            ("values per token and layer", a.kv_values_per_token()?.to_string()),
+            ("cross-tokens", a.cross_tokens.to_string()),
+            ("sequences", input.sequences.to_string()),
+        ],
+    );
+    b.assumptions.push(format!(
+        "cross-attention layers read {} vision tokens per sequence (one image; more images multiply them: give cross-tokens)",
+        a.cross_tokens
+    ));
+    Ok(())
+}
+
 fn encoder_decoder_caches(
     input: &EstimateInput,
     a: &crate::arch::Architecture,

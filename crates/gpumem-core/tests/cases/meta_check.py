@@ -16,6 +16,13 @@ With --defaults TYPE…, writes transformers/TYPE.json instead: the config class
 defaults and the count of the model built from them, which the Rust test
 `transformers_defaults` reads (no transformers needed there).
 
+With --variant NAME TYPE OVERRIDES, writes transformers/NAME.json alike from the
+defaults with OVERRIDES (a JSON object of config keys) over them — a published
+model's layout on the class's defaults — and what the model's own cache holds after a
+bf16 forward of one sequence on the meta device (`cache`: the attention layers' keys
+and values, the state layers' conv and recurrent states), which the Rust test
+`transformers_caches` compares with the KV and state lines.
+
 Run with the torch venv (scripts/install-tools.sh): it needs torch and transformers,
 and prints one row per case: the case's count, transformers' count, and the result —
 `same`, a difference named by the tensors behind it, or why transformers cannot
@@ -103,6 +110,71 @@ def main():
             bad += not why
         print(f"| {name} | {want} | {got} | {result} |")
     return 1 if bad else 0
+
+def finite(x):
+    """Python's json writes inf and nan bare (Mamba-2's time_step_limit), which a
+    strict JSON reader refuses: written as the strings the config reader reads them as."""
+    if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
+        return {x != x: "NaN", x > 0: "Infinity"}.get(True, "-Infinity")
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite(v) for v in x]
+    return x
+
+def cache_bytes(model, tokens, extra, cross=()):
+    """The bytes the model's own cache holds after one bf16 forward of `tokens` tokens
+    of one sequence (use_cache=True, eager attention), on meta: keys and values of the
+    attention layers (those of the layers in `cross`, which attend to an image's
+    states, apart), conv and recurrent states of the others (transformers' cache
+    layers, `cache_utils.py`), and the conv states' width in tokens."""
+    model = model.to(torch.bfloat16).eval()
+    with torch.no_grad():
+        out = model(input_ids=torch.zeros(1, tokens, dtype=torch.long, device="meta"),
+                    use_cache=True, **extra)
+    kv = cross_kv = conv = rec = conv_n = rec_n = 0
+    columns, rec_dtypes = set(), set()
+    for i, layer in enumerate(out.past_key_values.layers):
+        for name in ("keys", "values"):
+            t = getattr(layer, name, None)
+            if isinstance(t, torch.Tensor):
+                if i in cross:
+                    cross_kv += tensor_bytes(t)
+                else:
+                    kv += tensor_bytes(t)
+        for t in [t for t in (getattr(layer, "conv_states", None) or {}).values() if t is not None]:
+            conv += tensor_bytes(t); conv_n += t.numel(); columns.add(t.shape[-1])
+        for t in [t for t in (getattr(layer, "recurrent_states", None) or {}).values() if t is not None]:
+            rec += tensor_bytes(t); rec_n += t.numel(); rec_dtypes.add(str(t.dtype))
+    return {"tokens": tokens, "dtype": "bf16", "kv_bytes": kv, "cross_kv_bytes": cross_kv,
+            "conv_state_bytes": conv, "conv_state_values": conv_n,
+            "recurrent_state_values": rec_n, "recurrent_state_dtype": ",".join(sorted(rec_dtypes)),
+            "conv_columns": max(columns, default=0), "recurrent_state_bytes": rec,
+            "cache_class": type(out.past_key_values).__name__}
+
+def variant(name, mt, overrides):
+    """Writes transformers/NAME.json: TYPE's defaults with OVERRIDES, the model's
+    parameters and persistent buffers, and its cache after a forward (`cache_bytes`)."""
+    cfg = AutoConfig.for_model(mt, **json.loads(overrides))
+    cfg._attn_implementation = "eager"
+    model = build(cfg)
+    n = count(model)
+    tokens, extra, cross = 7, {}, ()
+    if mt == "mllama":
+        # One image of max_num_tiles tiles, every tile used; each text token sees it.
+        v = cfg.vision_config
+        extra = dict(
+            pixel_values=torch.zeros(1, 1, v.max_num_tiles, v.num_channels, v.image_size, v.image_size,
+                                     dtype=torch.bfloat16, device="meta"),
+            aspect_ratio_ids=torch.zeros(1, 1, dtype=torch.long, device="meta"),
+            aspect_ratio_mask=torch.ones(1, 1, v.max_num_tiles, dtype=torch.long, device="meta"),
+            cross_attention_mask=torch.ones(1, tokens, 1, v.max_num_tiles, dtype=torch.long, device="meta"))
+        cross = set(cfg.text_config.cross_attention_layers)
+    doc = {"model_type": mt, "transformers": transformers.__version__, "parameters": n,
+           "config": finite(json.loads(json.dumps(cfg.to_dict(), default=str))),
+           "cache": cache_bytes(model, tokens, extra, cross)}
+    (HERE / "transformers" / f"{name}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    print(name, n, doc["cache"])
 
 def defaults(types):
     """Writes transformers/<model_type>.json: the config class's defaults as
@@ -243,6 +315,9 @@ if __name__ == "__main__":
         sys.exit(encdec())
     if sys.argv[1:2] == ["--forward"]:
         sys.exit(forwards())
+    if sys.argv[1:2] == ["--variant"]:
+        variant(*sys.argv[2:5])
+        sys.exit(0)
     if sys.argv[1:2] == ["--defaults"]:
         defaults(sys.argv[2:])
         sys.exit(0)

@@ -53,6 +53,11 @@ pub(crate) type Hook = fn(&Cfg, &mut Draft) -> Result<(), EstimateError>;
 /// tower this family's counter does not know.
 pub(crate) type Tower = fn(&Cfg, &Value, u64) -> Result<Option<TowerCount>, EstimateError>;
 
+/// Reads what the root config (the multimodal wrapper's) says of the language model's
+/// layers beyond its `text_config`: Mllama's vision tokens per image, which its
+/// cross-attention layers attend to.
+pub(crate) type RootHook = fn(&Cfg, &mut Draft) -> Result<(), EstimateError>;
+
 /// A patch embedding counted from the root config: (the root config, the text model's
 /// hidden size) → its parameters.
 pub(crate) type Patches = fn(&Cfg, u64) -> Result<u64, EstimateError>;
@@ -118,6 +123,9 @@ pub(crate) struct Family {
     pub tower: Option<Tower>,
     /// Counts its audio tower (`audio_config`), alike.
     pub audio: Option<Tower>,
+    /// Reads the root config into the draft, for a config whose root `model_type` is
+    /// this record's (after the hook).
+    pub root_hook: Option<RootHook>,
     /// Counts a patch embedding the root config sizes without a `vision_config`
     /// (Fuyu's `vision_embed_tokens`): (the root config, the text model's hidden size)
     /// → its parameters.
@@ -148,6 +156,7 @@ pub(crate) const BASE: Family = Family {
     hook: None,
     tower: None,
     audio: None,
+    root_hook: None,
     patches: None,
     whole: None,
 };

@@ -392,6 +392,9 @@ fn read_decoder(
     // A tower is counted by the record of the root's model_type (the multimodal
     // wrapper's), when it has a counter.
     let record = Family::find(root.str("model_type").unwrap_or(mt));
+    if let Some(hook) = record.and_then(|r| r.root_hook) {
+        hook(root, &mut d)?;
+    }
     for (key, what) in TOWERS {
         let Some(t) = root.get(key).filter(|x| !x.is_null()) else {
             continue;

@@ -32,12 +32,14 @@ mod hyperclovax;
 mod internlm;
 mod jamba;
 mod kimi;
+mod lfm2;
 mod llama;
 mod llava;
 mod mamba;
 mod mellum;
 mod minicpm;
 mod minimax;
+mod mllama;
 mod nanochat;
 mod nemotron;
 mod olmo;
@@ -53,6 +55,7 @@ mod smollm;
 mod solar;
 mod stablelm;
 mod starcoder;
+mod zamba;
 
 /// Every family file's records (the `model_type`s of one record never appear in
 /// another's).
@@ -104,6 +107,9 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     bert::FAMILIES,
     llava::FAMILIES,
     paligemma::FAMILIES,
+    lfm2::FAMILIES,
+    mllama::FAMILIES,
+    zamba::FAMILIES,
 ];
 
 /// Every record, file by file.
@@ -113,14 +119,7 @@ pub(crate) fn all() -> impl Iterator<Item = &'static Family> {
 
 /// Families whose layers keep a constant state instead of (some) KV in a way no
 /// record reads yet: refused with a reason rather than counted as attention.
-const REFUSED: &[&str] = &[
-    "zamba",
-    "zamba2",
-    "lfm2",
-    "rwkv",
-    "recurrent_gemma",
-    "minimax",
-];
+const REFUSED: &[&str] = &["zamba", "rwkv", "recurrent_gemma", "minimax"];
 
 /// Encoder-only families (transformers' model types): embedding, reranking and
 /// classification models. They keep no KV cache and generate nothing, so a decoder's

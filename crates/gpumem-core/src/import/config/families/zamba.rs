@@ -1,0 +1,118 @@
+//! Zamba2 (Zamba2Config; transformers 5.23 `models/zamba2/modeling_zamba2.py`): a
+//! Mamba-2 mixer in every layer and, in the `hybrid` layers, a shared transformer
+//! block before it, the blocks' weights shared in turn.
+//!
+//! | mechanism | transformers (5.23, `modeling_zamba2.py`) | here |
+//! |---|---|---|
+//! | every layer: RMSNorm and a Mamba-2 mixer (`expand × hidden` wide, `n_mamba_heads` heads, grouped B/C, conv with bias under `use_conv_bias`, gated norm, no projection bias unless `add_bias_linear`) | `Zamba2MambaDecoderLayer`, `Zamba2MambaMixer` | mixer `mamba2` over every layer, one norm per layer, no MLP of their own |
+//! | `hybrid` layers (`layers_block_type`): a shared block, then the layer's own `linear` hidden × hidden, then its Mamba layer | `Zamba2HybridLayer`, `Zamba2Model.get_layers` | `shared-uses`, the KV cache's `attention-layers` |
+//! | `num_mem_blocks` distinct blocks, used in turn (tied weights) | `Zamba2Model.get_layers` (`_tied_weights_keys`) | `shared-blocks` |
+//! | a block: attention over [hidden, original embeddings] (2 × hidden): q/k/v from 2 × hidden, head dim 2 × hidden / heads, o_proj to hidden, RMSNorm over 2 × hidden, RMSNorm over hidden, gated MLP `gate_up_proj`/`down_proj` | `Zamba2AttentionDecoderLayer`, `Zamba2Attention`, `Zamba2MLP` | `shared-width`, `head-dim` |
+//! | per use: an adapter of rank `adapter_rank` on `gate_up_proj`, always; on q, k and v with `use_shared_attention_adapter` | `Zamba2MLP.gate_up_proj_adapter_list`, `Zamba2Attention.linear_q/k/v_adapter_list` | `shared-mlp-adapter-rank`, `shared-attn-adapter-rank` |
+//! | the cache: each hybrid layer's K and V; every layer's conv window and SSM state | `DynamicCache` (`LinearAttentionAndFullAttentionLayer`, `LinearAttentionLayer`) | KV over the uses, the state line over every layer |
+//!
+//! Zamba2Config derives `attention_hidden_size` (2 × hidden), `attention_head_dim`
+//! (2 × hidden / heads) and `mamba_headdim` whatever the config writes; they are
+//! derived here the same way.
+
+use serde_json::Value;
+
+use crate::arch::{Architecture, Mixer, MixerKind, SharedAttn};
+use crate::error::EstimateError;
+use crate::import::config::decoder::Draft;
+use crate::import::config::family::{BASE, Family};
+use crate::import::config::json::{Cfg, parse};
+
+/// Zamba2.
+pub(crate) const ZAMBA2: Family = Family {
+    types: "zamba2",
+    class: "Zamba2Config",
+    arch: Architecture {
+        tied_embeddings: true,
+        layer_norms: 1,
+        ..Architecture::BASE
+    },
+    // Derived by Zamba2Config from the sizes read (kv_channels, num_query_groups,
+    // attention_head_dim, attention_hidden_size, mamba_headdim, hybrid_layer_ids), the
+    // rotary positions' switch and its long-context variant (positions only), the
+    // Mamba kernels' memory-efficient path.
+    inert: "kv_channels num_query_groups attention_head_dim attention_hidden_size \
+            mamba_headdim hybrid_layer_ids use_mem_rope use_long_context use_mem_eff_path",
+    hook: Some(zamba2),
+    ..BASE
+};
+
+fn zamba2(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    let (hidden, layers, heads) = (d.arch.hidden, d.arch.layers, d.arch.heads);
+    let uses = match c.get("layers_block_type") {
+        Some(Value::Array(list)) => {
+            if list.len() as u64 != layers {
+                return Err(parse(format!(
+                    "layers_block_type lists {} layers, num_hidden_layers is {layers}",
+                    list.len()
+                )));
+            }
+            list.iter().filter(|x| x.as_str() == Some("hybrid")).count() as u64
+        }
+        _ => {
+            return Err(parse(
+                "layers_block_type absent: which layers run the shared blocks is not known (Zamba2Config's default is for 54 layers)"
+                    .into(),
+            ));
+        }
+    };
+    // Zamba2Config: attention over 2 × hidden, head dim 2 × hidden / heads.
+    let width = hidden.saturating_mul(2);
+    d.arch.head_dim = width.checked_div(heads).unwrap_or(0);
+    // Zamba2Config: `intermediate_size or 4 × hidden`.
+    if d.arch.intermediate == 0 {
+        d.arch.intermediate = hidden.saturating_mul(4);
+    }
+    let blocks = d.or_default(c, "num_mem_blocks", 1)?;
+    let rank = d.or_default(c, "adapter_rank", 128)?;
+    let attn_adapters = c.flag("use_shared_attention_adapter").unwrap_or(false);
+    d.arch.shared_attn = Some(SharedAttn {
+        blocks,
+        uses,
+        width,
+        mlp_adapter_rank: rank,
+        attn_adapter_rank: if attn_adapters { rank } else { 0 },
+    });
+    d.arch.attn_layers = Some(uses);
+    d.arch.mlp_layers = Some(0);
+    if c.flag("add_bias_linear") == Some(true) {
+        d.warnings.push(
+            "add_bias_linear = true is not modelled: the Mamba and MLP projections are counted without biases"
+                .into(),
+        );
+    }
+    if c.flag("use_conv_bias") == Some(false) {
+        d.warnings.push(
+            "use_conv_bias = false is not modelled: the Mamba convolutions are counted with their bias"
+                .into(),
+        );
+    }
+    let expand = d.or_default(c, "mamba_expand", 2)?;
+    let inner = expand.saturating_mul(hidden);
+    let mamba_heads = d.or_default(c, "n_mamba_heads", 8)?;
+    if mamba_heads == 0 || !inner.is_multiple_of(mamba_heads) {
+        return Err(parse(format!(
+            "n_mamba_heads ({mamba_heads}) does not divide mamba_expand × hidden ({inner})"
+        )));
+    }
+    d.arch.mixer = Some(Mixer {
+        kind: MixerKind::Mamba2,
+        layers,
+        inner,
+        state: d.or_default(c, "mamba_d_state", 64)?,
+        conv: d.or_default(c, "mamba_d_conv", 4)?,
+        heads: mamba_heads,
+        key_heads: d.or_default(c, "mamba_ngroups", 1)?,
+        gated_norm: true,
+        ..Mixer::BASE
+    });
+    Ok(())
+}
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&ZAMBA2];
