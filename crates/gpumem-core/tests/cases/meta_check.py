@@ -16,7 +16,7 @@ With --defaults TYPE…, writes transformers/TYPE.json instead: the config class
 defaults and the count of the model built from them, which the Rust test
 `transformers_defaults` reads (no transformers needed there).
 
-With --variant NAME TYPE OVERRIDES, writes transformers/NAME.json alike from the
+With --variant NAME TYPE OVERRIDES [--no-cache], writes transformers/NAME.json alike from the
 defaults with OVERRIDES (a JSON object of config keys) over them — a published
 model's layout on the class's defaults — and what the model's own cache holds after a
 bf16 forward of one sequence on the meta device (`cache`: the attention layers' keys
@@ -152,9 +152,10 @@ def cache_bytes(model, tokens, extra, cross=()):
             "conv_columns": max(columns, default=0), "recurrent_state_bytes": rec,
             "cache_class": type(out.past_key_values).__name__}
 
-def variant(name, mt, overrides):
+def variant(name, mt, overrides, *flags):
     """Writes transformers/NAME.json: TYPE's defaults with OVERRIDES, the model's
-    parameters and persistent buffers, and its cache after a forward (`cache_bytes`)."""
+    parameters and persistent buffers, and its cache after a forward (`cache_bytes`;
+    not with `--no-cache`, for a model whose forward cannot run on meta)."""
     cfg = AutoConfig.for_model(mt, **json.loads(overrides))
     cfg._attn_implementation = "eager"
     model = build(cfg)
@@ -171,10 +172,11 @@ def variant(name, mt, overrides):
             cross_attention_mask=torch.ones(1, tokens, 1, v.max_num_tiles, dtype=torch.long, device="meta"))
         cross = set(cfg.text_config.cross_attention_layers)
     doc = {"model_type": mt, "transformers": transformers.__version__, "parameters": n,
-           "config": finite(json.loads(json.dumps(cfg.to_dict(), default=str))),
-           "cache": cache_bytes(model, tokens, extra, cross)}
+           "config": finite(json.loads(json.dumps(cfg.to_dict(), default=str)))}
+    if "--no-cache" not in flags:
+        doc["cache"] = cache_bytes(model, tokens, extra, cross)
     (HERE / "transformers" / f"{name}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    print(name, n, doc["cache"])
+    print(name, n, doc.get("cache"))
 
 def defaults(types):
     """Writes transformers/<model_type>.json: the config class's defaults as
@@ -316,7 +318,7 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--forward"]:
         sys.exit(forwards())
     if sys.argv[1:2] == ["--variant"]:
-        variant(*sys.argv[2:5])
+        variant(*sys.argv[2:])
         sys.exit(0)
     if sys.argv[1:2] == ["--defaults"]:
         defaults(sys.argv[2:])

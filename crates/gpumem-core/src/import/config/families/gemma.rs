@@ -97,8 +97,9 @@ pub(crate) const GEMMA3: Family = Family {
 
 /// Gemma 4 (text; the multimodal `gemma4` whose `text_config` it reads, with its
 /// `gemma4_vision` tower, its per-layer input embeddings and its KV sharing counted).
-/// Its mixture-of-experts block (`enable_moe_block`) and an audio tower are not read:
-/// set, they are named in warnings.
+/// Its audio tower (`gemma4_audio`, Gemma 4 E2B and E4B) is counted too. Its
+/// mixture-of-experts block (`enable_moe_block`) is not read: set, it is named in
+/// warnings.
 pub(crate) const GEMMA4: Family = Family {
     types: "gemma4_text gemma4",
     class: "Gemma4TextConfig",
@@ -117,6 +118,7 @@ pub(crate) const GEMMA4: Family = Family {
     inert: "use_bidirectional_attention per_layer_config",
     hook: Some(gemma4),
     tower: Some(|root, tower, hidden| Ok(gemma4_vision(root, tower, hidden)?.map(|n| (n, None)))),
+    audio: Some(|root, tower, hidden| Ok(gemma4_audio(root, tower, hidden)?.map(|n| (n, None)))),
     ..BASE
 };
 
@@ -329,6 +331,65 @@ fn gemma3_item(root: &Cfg, tower: &Value) -> Result<Option<(u64, u64)>, Estimate
 /// The records of this file, for the registry.
 pub(crate) const FAMILIES: &[&Family] = &[&GEMMA, &GEMMA2, &VAULTGEMMA, &GEMMA3, &GEMMA4];
 
+/// Gemma 4's audio tower (transformers 5.23 `Gemma4AudioModel`,
+/// `models/gemma4/modeling_gemma4.py`) and its `embed_audio`:
+///
+/// | part | transformers | parameters |
+/// |---|---|---|
+/// | two 3×3 convolutions without bias, each with a LayerNorm without bias, then `input_proj_linear` from (channels₀ / 4) × channels₁ | `Gemma4AudioSubSampleConvProjection` | c₀·9 + c₀ + c₁·c₀·9 + c₁ + h·(c₀/4)·c₁ |
+/// | per conformer layer: two feed-forwards (4h wide, pre and post RMSNorm) | `Gemma4AudioFeedForward` | 2·(8h² + 2h) |
+/// | attention: q, k, v and `post` (h × h), `relative_k_proj`, `per_dim_scale` over one head | `Gemma4AudioAttention` | 5h² + h / heads |
+/// | light conv: `linear_start` (h → 2h), depthwise conv of `conv_kernel_size`, `linear_end`, two RMSNorms | `Gemma4AudioLightConv1d` | 3h² + h·k + 2h |
+/// | three RMSNorms | `Gemma4AudioLayer` | 3h |
+/// | four scalar buffers on each of the ten clippable linears under `use_clipped_linears` | `Gemma4ClippableLinear` | 40 |
+/// | `output_proj` to `output_proj_dims` with bias | `Gemma4AudioModel` | P·h + P |
+/// | `embed_audio`: P → text hidden, no bias (its RMSNorm has no weight) | `Gemma4MultimodalEmbedder` | P·T |
+///
+/// `None` for another tower.
+#[allow(clippy::arithmetic_side_effects)]
+fn gemma4_audio(root: &Cfg, tower: &Value, text_hidden: u64) -> Result<Option<u64>, EstimateError> {
+    if root.str("model_type") != Some("gemma4")
+        || tower.get("model_type").and_then(Value::as_str) != Some("gemma4_audio")
+    {
+        return Ok(None);
+    }
+    let [h, layers, heads, k, out] = sizes(
+        tower,
+        [
+            ("hidden_size", 1024),
+            ("num_hidden_layers", 12),
+            ("num_attention_heads", 8),
+            ("conv_kernel_size", 5),
+            ("output_proj_dims", 1536),
+        ],
+    )?;
+    let (c0, c1) = match tower.get("subsampling_conv_channels") {
+        None | Some(Value::Null) => (128, 32),
+        Some(Value::Array(l)) if l.len() == 2 => match (l[0].as_u64(), l[1].as_u64()) {
+            (Some(a), Some(b)) if a <= 1 << 20 && b <= 1 << 20 => (u128::from(a), u128::from(b)),
+            _ => {
+                return Err(parse(
+                    "audio_config.subsampling_conv_channels: not two sizes".into(),
+                ));
+            }
+        },
+        Some(_) => {
+            return Err(parse(
+                "audio_config.subsampling_conv_channels should be two channel counts".into(),
+            ));
+        }
+    };
+    let clipped = tower.get("use_clipped_linears").and_then(Value::as_bool) != Some(false);
+    let subsample = c0 * 9 + c0 + c1 * c0 * 9 + c1 + h * (c0 / 4) * c1;
+    let ffw = 2 * (8 * h * h + 2 * h);
+    let attention = 5 * h * h + h.checked_div(heads).unwrap_or(0);
+    let lconv = 3 * h * h + h * k + 2 * h;
+    let layer = ffw + attention + lconv + 3 * h + if clipped { 40 } else { 0 };
+    let t = u128::from(text_hidden);
+    let n = subsample + layers * layer + out * h + out + out * t;
+    Ok(Some(fit(n)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,5 +408,23 @@ mod tests {
         assert_eq!(n, Some(525_549_348));
         let other = serde_json::json!({"model_type": "siglip_vision_model"});
         assert_eq!(gemma4_vision(&Cfg::new(&root), &other, 5376).unwrap(), None);
+    }
+
+    /// Gemma4AudioConfig's defaults beside a 2304-wide text model, against the model
+    /// transformers 5.23 builds on the meta device (`AutoConfig.for_model("gemma4",
+    /// audio_config={})`: parameters and persistent buffers of `model.audio_tower`
+    /// and `model.embed_audio`, 308 364 032), and without the clipped linears' buffers
+    /// (12 layers × 40 fewer).
+    #[test]
+    fn gemma4_audio_counts_the_conformer_and_its_embedder() {
+        let root: Value = serde_json::json!({"model_type": "gemma4"});
+        let tower = serde_json::json!({"model_type": "gemma4_audio"});
+        let n = gemma4_audio(&Cfg::new(&root), &tower, 2304).unwrap();
+        assert_eq!(n, Some(308_364_032));
+        let plain = serde_json::json!({"model_type": "gemma4_audio", "use_clipped_linears": false});
+        let n = gemma4_audio(&Cfg::new(&root), &plain, 2304).unwrap();
+        assert_eq!(n, Some(308_364_032 - 12 * 40));
+        let other = serde_json::json!({"model_type": "gemma3n_audio"});
+        assert_eq!(gemma4_audio(&Cfg::new(&root), &other, 2304).unwrap(), None);
     }
 }
