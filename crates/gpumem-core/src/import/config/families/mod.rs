@@ -23,6 +23,7 @@ mod falcon;
 mod falcon_h1;
 mod gemma;
 mod glm;
+mod got_ocr2;
 mod gpt;
 mod gpt_oss;
 mod granite;
@@ -110,6 +111,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     lfm2::FAMILIES,
     mllama::FAMILIES,
     zamba::FAMILIES,
+    got_ocr2::FAMILIES,
 ];
 
 /// Every record, file by file.
