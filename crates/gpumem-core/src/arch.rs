@@ -223,6 +223,11 @@ pub enum MixerKind {
     /// hidden), a depthwise `conv` of `conv` taps over B·x, `out_proj`; no recurrent
     /// state, only the convolution's window.
     ShortConv,
+    /// Lightning attention (MiniMax-Text-01's `MiniMaxLightningAttention`,
+    /// transformers `models/minimax/modeling_minimax.py`): a fused `qkv_proj`, an
+    /// `output_gate`, an RMSNorm over all heads, `out_proj`; per head a `head dim ×
+    /// head dim` state; decay tables of `block` positions kept as buffers.
+    Lightning,
 }
 
 impl MixerKind {
@@ -234,6 +239,7 @@ impl MixerKind {
             MixerKind::Mamba2 => "mamba2",
             MixerKind::Kda => "kda",
             MixerKind::ShortConv => "shortconv",
+            MixerKind::Lightning => "lightning",
         }
     }
 }
@@ -247,6 +253,8 @@ impl MixerKind {
 /// `heads` = value heads, `key_heads` = key heads.
 /// KDA: `inner` = heads × head dim, `state` = head dim, `heads` = `key_heads` = heads.
 /// Short convolution: `inner` = hidden, `conv` = taps (LFM2's `conv_L_cache`); no state.
+/// Lightning attention: `inner` = heads × head dim, `state` = head dim, `heads` = heads,
+/// `block` = the kernel's block; no convolution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mixer {
     /// Which mixer.
@@ -270,6 +278,10 @@ pub struct Mixer {
     /// Mamba-2: the gated RMSNorm (`mixer.norm`, inner wide) before `out_proj`;
     /// Falcon-H1 has it only with `mamba_rms_norm`. Unused by the other kinds.
     pub gated_norm: bool,
+    /// Lightning attention: the block its kernel works in (`block_size`), the width of
+    /// its decay tables. Unused by the other kinds.
+    #[serde(default)]
+    pub block: u64,
 }
 
 impl Mixer {
@@ -289,6 +301,9 @@ impl Mixer {
         let what = "recurrent state";
         match self.kind {
             MixerKind::ShortConv => Ok((checked_product(&[self.inner, window], what)?, 0)),
+            // MiniMaxCache's `linear_cache`: heads × head dim × head dim (vLLM's
+            // `linear_attention_state_shape` alike); no convolution.
+            MixerKind::Lightning => Ok((0, checked_product(&[self.inner, self.state], what)?)),
             MixerKind::Mamba => Ok((
                 checked_product(&[self.inner, window], what)?,
                 checked_product(&[self.inner, self.state], what)?,
@@ -628,6 +643,7 @@ impl Mixer {
         key_heads: 0,
         norms: false,
         gated_norm: true,
+        block: 0,
     };
 }
 
@@ -1005,9 +1021,9 @@ pub const VARIANT_FACTS: &[Fact] = &[
     fact("encoder-length", G::Variants, K::Count, "Encoder length", "= context",
         "Tokens or frames the encoder-decoder's encoder reads (source length; Whisper: 1500 frames for 30 s)", at!(encoder_length)),
     fact("mixer", G::Variants, K::Choice, "State-space mixer", "",
-        "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet, kda or shortconv", at!(mixer.kind))
+        "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet, kda, shortconv or lightning", at!(mixer.kind))
         .always()
-        .choices(&[("", "none (attention only)"), ("mamba", "Mamba"), ("mamba2", "Mamba-2"), ("deltanet", "Gated DeltaNet"), ("kda", "Kimi Delta Attention"), ("shortconv", "Short convolution (LFM2)")]),
+        .choices(&[("", "none (attention only)"), ("mamba", "Mamba"), ("mamba2", "Mamba-2"), ("deltanet", "Gated DeltaNet"), ("kda", "Kimi Delta Attention"), ("shortconv", "Short convolution (LFM2)"), ("lightning", "Lightning attention (MiniMax-Text-01)")]),
     fact("mixer-inner", G::Variants, K::Count, "Mixer inner width", "",
         "Mamba: d_inner; Mamba-2: heads × head dim; DeltaNet: value heads × value dim; shortconv: hidden", at!(mixer.inner)).need(),
     fact("mixer-state", G::Variants, K::Count, "Mixer state width", "",
@@ -1021,6 +1037,8 @@ pub const VARIANT_FACTS: &[Fact] = &[
         "Mamba-2: heads; DeltaNet: value heads", at!(mixer.heads)),
     fact("mixer-key-heads", G::Variants, K::Count, "Mixer groups / key heads", "",
         "Mamba-2: B/C groups (n_groups); DeltaNet: key heads", at!(mixer.key_heads)),
+    fact("mixer-block", G::Variants, K::Count, "Lightning attention block", "",
+        "Lightning attention: the kernel's block (block_size), the width of its decay tables", at!(mixer.block)),
     fact("mixer-norms", G::Variants, K::Bool(Mixer::BASE.norms), "Mamba Δ/B/C norms", "",
         "Mamba: RMSNorms on Δ, B and C (Jamba)", at!(mixer.norms)),
     fact("mixer-gated-norm", G::Variants, K::Bool(Mixer::BASE.gated_norm), "Mamba-2 gated norm", "",
@@ -1382,12 +1400,18 @@ impl Architecture {
                     format!("{} state layers of {} layers", m.layers, self.layers),
                 ));
             }
-            let mut need = vec![("mixer-inner", m.inner), ("mixer-conv", m.conv)];
+            let mut need = vec![("mixer-inner", m.inner)];
+            if m.kind != MixerKind::Lightning {
+                need.push(("mixer-conv", m.conv));
+            }
             if m.kind != MixerKind::ShortConv {
                 need.push(("mixer-state", m.state));
             }
             match m.kind {
                 MixerKind::ShortConv => {}
+                MixerKind::Lightning => {
+                    need.extend([("mixer-heads", m.heads), ("mixer-block", m.block)])
+                }
                 MixerKind::Mamba => need.push(("mixer-dt-rank", m.dt_rank)),
                 MixerKind::DeltaNet | MixerKind::Mamba2 | MixerKind::Kda => {
                     need.extend([("mixer-heads", m.heads), ("mixer-key-heads", m.key_heads)])
@@ -1827,6 +1851,37 @@ impl Architecture {
         let (h, l, d, n, k) = (self.hidden, m.layers, m.inner, m.state, m.conv);
         let w = "mixer width";
         match m.kind {
+            MixerKind::Lightning => {
+                // qkv_proj, output_gate, the norm over all heads, out_proj; the decay
+                // tables are persistent buffers (in the state dict): slope_rate
+                // [heads], query_decay and key_decay [heads, block], diagonal_decay
+                // [heads, block, block].
+                t.push(grp(
+                    Attention,
+                    AttnLinear,
+                    "lightning.qkv_proj",
+                    checked_product(&[3, d], w)?,
+                    h,
+                    l,
+                ));
+                t.push(grp(Attention, AttnLinear, "lightning.output_gate", d, h, l));
+                t.push(grp(Norms, Kept, "lightning.norm", d, 1, l));
+                t.push(grp(Attention, AttnLinear, "lightning.out_proj", h, d, l));
+                let b = m.block;
+                let tables = add(
+                    add(1, checked_product(&[2, b], w)?, w)?,
+                    checked_product(&[b, b], w)?,
+                    w,
+                )?;
+                t.push(grp(
+                    Attention,
+                    Kept,
+                    "lightning decay tables",
+                    m.heads,
+                    tables,
+                    l,
+                ));
+            }
             MixerKind::ShortConv => {
                 // in_proj to B, C and x; the depthwise conv (one filter of `conv` taps
                 // per channel, no bias); out_proj. LFM2's `conv_bias` is false in every
@@ -2576,6 +2631,13 @@ mod tests {
                 layers: 1,
                 global: 0,
                 double_wide_mlp: true,
+            }),
+            shared_attn: Some(SharedAttn {
+                blocks: 1,
+                uses: 1,
+                width: 128,
+                mlp_adapter_rank: 4,
+                attn_adapter_rank: 4,
             }),
             moe: Some(Moe {
                 experts: 4,

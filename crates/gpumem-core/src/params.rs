@@ -153,9 +153,10 @@ fn read_pairs<'a>(
                 "kda" => mixer = Some(MixerKind::Kda),
                 "mamba2" => mixer = Some(MixerKind::Mamba2),
                 "shortconv" => mixer = Some(MixerKind::ShortConv),
+                "lightning" => mixer = Some(MixerKind::Lightning),
                 other => errors.push(EstimateError::invalid(
                     "mixer",
-                    format!("{other:?}: use mamba, mamba2, deltanet, kda or shortconv"),
+                    format!("{other:?}: use mamba, mamba2, deltanet, kda, shortconv or lightning"),
                 )),
             }
             continue;

@@ -146,6 +146,10 @@ def cache_bytes(model, tokens, extra, cross=()):
             conv += tensor_bytes(t); conv_n += t.numel(); columns.add(t.shape[-1])
         for t in [t for t in (getattr(layer, "recurrent_states", None) or {}).values() if t is not None]:
             rec += tensor_bytes(t); rec_n += t.numel(); rec_dtypes.add(str(t.dtype))
+    # MiniMax keeps its lightning layers' states beside the layers (`MiniMaxCache.linear_cache`).
+    for t in getattr(out.past_key_values, "linear_cache", []):
+        if isinstance(t, torch.Tensor):
+            rec += tensor_bytes(t); rec_n += t.numel(); rec_dtypes.add(str(t.dtype))
     return {"tokens": tokens, "dtype": "bf16", "kv_bytes": kv, "cross_kv_bytes": cross_kv,
             "conv_state_bytes": conv, "conv_state_values": conv_n,
             "recurrent_state_values": rec_n, "recurrent_state_dtype": ",".join(sorted(rec_dtypes)),

@@ -121,7 +121,7 @@ pub(crate) fn all() -> impl Iterator<Item = &'static Family> {
 
 /// Families whose layers keep a constant state instead of (some) KV in a way no
 /// record reads yet: refused with a reason rather than counted as attention.
-const REFUSED: &[&str] = &["zamba", "rwkv", "recurrent_gemma", "minimax"];
+const REFUSED: &[&str] = &["zamba", "rwkv", "recurrent_gemma"];
 
 /// Encoder-only families (transformers' model types): embedding, reranking and
 /// classification models. They keep no KV cache and generate nothing, so a decoder's
