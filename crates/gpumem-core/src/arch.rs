@@ -228,6 +228,12 @@ pub enum MixerKind {
     /// `output_gate`, an RMSNorm over all heads, `out_proj`; per head a `head dim ×
     /// head dim` state; decay tables of `block` positions kept as buffers.
     Lightning,
+    /// Griffin's recurrent block (RecurrentGemma's `RecurrentGemmaRecurrentBlock`,
+    /// transformers `models/recurrent_gemma/modeling_recurrent_gemma.py`): `linear_x`
+    /// and `linear_y` to the LRU width, a depthwise conv with bias, the RG-LRU
+    /// (block-diagonal input and recurrent gates of `heads` blocks, `recurrent_param`),
+    /// `linear_out`, every linear with its bias.
+    RgLru,
 }
 
 impl MixerKind {
@@ -240,6 +246,7 @@ impl MixerKind {
             MixerKind::Kda => "kda",
             MixerKind::ShortConv => "shortconv",
             MixerKind::Lightning => "lightning",
+            MixerKind::RgLru => "rglru",
         }
     }
 }
@@ -255,6 +262,7 @@ impl MixerKind {
 /// Short convolution: `inner` = hidden, `conv` = taps (LFM2's `conv_L_cache`); no state.
 /// Lightning attention: `inner` = heads × head dim, `state` = head dim, `heads` = heads,
 /// `block` = the kernel's block; no convolution.
+/// RG-LRU: `inner` = `lru_width`, `heads` = the gates' blocks, `conv` = taps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mixer {
     /// Which mixer.
@@ -304,6 +312,9 @@ impl Mixer {
             // MiniMaxCache's `linear_cache`: heads × head dim × head dim (vLLM's
             // `linear_attention_state_shape` alike); no convolution.
             MixerKind::Lightning => Ok((0, checked_product(&[self.inner, self.state], what)?)),
+            // RecurrentGemmaRecurrentBlock._setup_cache: the conv's last width − 1
+            // inputs and the LRU's state, one value per channel.
+            MixerKind::RgLru => Ok((checked_product(&[self.inner, window], what)?, self.inner)),
             MixerKind::Mamba => Ok((
                 checked_product(&[self.inner, window], what)?,
                 checked_product(&[self.inner, self.state], what)?,
@@ -1021,9 +1032,9 @@ pub const VARIANT_FACTS: &[Fact] = &[
     fact("encoder-length", G::Variants, K::Count, "Encoder length", "= context",
         "Tokens or frames the encoder-decoder's encoder reads (source length; Whisper: 1500 frames for 30 s)", at!(encoder_length)),
     fact("mixer", G::Variants, K::Choice, "State-space mixer", "",
-        "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet, kda, shortconv or lightning", at!(mixer.kind))
+        "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet, kda, shortconv, lightning or rglru", at!(mixer.kind))
         .always()
-        .choices(&[("", "none (attention only)"), ("mamba", "Mamba"), ("mamba2", "Mamba-2"), ("deltanet", "Gated DeltaNet"), ("kda", "Kimi Delta Attention"), ("shortconv", "Short convolution (LFM2)"), ("lightning", "Lightning attention (MiniMax-Text-01)")]),
+        .choices(&[("", "none (attention only)"), ("mamba", "Mamba"), ("mamba2", "Mamba-2"), ("deltanet", "Gated DeltaNet"), ("kda", "Kimi Delta Attention"), ("shortconv", "Short convolution (LFM2)"), ("lightning", "Lightning attention (MiniMax-Text-01)"), ("rglru", "RG-LRU (RecurrentGemma)")]),
     fact("mixer-inner", G::Variants, K::Count, "Mixer inner width", "",
         "Mamba: d_inner; Mamba-2: heads × head dim; DeltaNet: value heads × value dim; shortconv: hidden", at!(mixer.inner)).need(),
     fact("mixer-state", G::Variants, K::Count, "Mixer state width", "",
@@ -1404,11 +1415,12 @@ impl Architecture {
             if m.kind != MixerKind::Lightning {
                 need.push(("mixer-conv", m.conv));
             }
-            if m.kind != MixerKind::ShortConv {
+            if !matches!(m.kind, MixerKind::ShortConv | MixerKind::RgLru) {
                 need.push(("mixer-state", m.state));
             }
             match m.kind {
                 MixerKind::ShortConv => {}
+                MixerKind::RgLru => need.push(("mixer-heads", m.heads)),
                 MixerKind::Lightning => {
                     need.extend([("mixer-heads", m.heads), ("mixer-block", m.block)])
                 }
@@ -1851,6 +1863,29 @@ impl Architecture {
         let (h, l, d, n, k) = (self.hidden, m.layers, m.inner, m.state, m.conv);
         let w = "mixer width";
         match m.kind {
+            MixerKind::RgLru => {
+                // linear_x, linear_y [inner, hidden] and linear_out, each with its bias;
+                // conv_1d [inner, taps] with bias; the gates: heads blocks of
+                // (inner / heads)² (= inner × block width) with a bias each, and
+                // recurrent_param [inner].
+                let block = d.checked_div(m.heads).unwrap_or(0);
+                let two = l.saturating_mul(2);
+                t.push(grp(Attention, AttnLinear, "temporal.linear_x/y", d, h, two));
+                t.push(grp(Attention, Kept, "temporal.linear_x/y.bias", d, 1, two));
+                t.push(grp(Attention, AttnLinear, "temporal.linear_out", h, d, l));
+                t.push(grp(Attention, Kept, "temporal.linear_out.bias", h, 1, l));
+                t.push(grp(Attention, Kept, "temporal.conv_1d", d, k, l));
+                t.push(grp(Attention, Kept, "temporal.conv_1d.bias", d, 1, l));
+                t.push(grp(Attention, Kept, "rg_lru.gate weights", d, block, two));
+                t.push(grp(
+                    Attention,
+                    Kept,
+                    "rg_lru.gate biases/recurrent_param",
+                    d,
+                    1,
+                    l.saturating_mul(3),
+                ));
+            }
             MixerKind::Lightning => {
                 // qkv_proj, output_gate, the norm over all heads, out_proj; the decay
                 // tables are persistent buffers (in the state dict): slope_rate

@@ -154,9 +154,12 @@ fn read_pairs<'a>(
                 "mamba2" => mixer = Some(MixerKind::Mamba2),
                 "shortconv" => mixer = Some(MixerKind::ShortConv),
                 "lightning" => mixer = Some(MixerKind::Lightning),
+                "rglru" => mixer = Some(MixerKind::RgLru),
                 other => errors.push(EstimateError::invalid(
                     "mixer",
-                    format!("{other:?}: use mamba, mamba2, deltanet, kda, shortconv or lightning"),
+                    format!(
+                        "{other:?}: use mamba, mamba2, deltanet, kda, shortconv, lightning or rglru"
+                    ),
                 )),
             }
             continue;

@@ -193,8 +193,8 @@ fn transformers_defaults() {
 /// The KV line over those tokens must be the attention layers' keys and values; the
 /// state line the state layers' recurrent states and their conv windows as vLLM keeps
 /// them — transformers' conv state holds the kernel's whole width (`conv_columns`),
-/// vLLM's one column less (`MambaStateShapeCalculator`), so a conv state of
-/// `conv_columns` columns counts `conv_columns − 1` of them here; the states are
+/// vLLM's one column less (`MambaStateShapeCalculator`), so the conv states are
+/// compared over the kernel's width − 1 (`conv_window_values`); the states are
 /// compared in values, in the line's dtype. The cross-attention
 /// layers' keys and values over an image's vision tokens (Mllama) are the cross line.
 #[cfg(not(target_arch = "wasm32"))]
@@ -244,16 +244,10 @@ fn transformers_caches() {
                 .find(|l| l.key.as_str() == k)
                 .map_or(0, |l| l.bytes)
         };
-        let cols = n("conv_columns");
-        let conv = if cols == 0 {
-            0
-        } else {
-            n("conv_state_values") / cols * (cols - 1)
-        };
         // Values, in the line's dtype (bf16: vLLM's `mamba_ssm_cache_dtype` "auto");
-        // transformers' own Mamba-2 path keeps the SSM state in fp32
+        // transformers' own Mamba-2 and RG-LRU paths keep the recurrent state in fp32
         // (`recurrent_state_dtype`), which the line's assumption names.
-        let state = (n("recurrent_state_values") + conv) * 2;
+        let state = (n("recurrent_state_values") + n("conv_window_values")) * 2;
         for (what, ours, theirs) in [
             ("kv_cache", line("kv_cache"), n("kv_bytes")),
             ("kv_cache.state", line("kv_cache.state"), state),

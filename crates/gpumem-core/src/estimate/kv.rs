@@ -312,18 +312,6 @@ fn position_warnings(input: &EstimateInput, end: u64, b: &mut Builder) {
     }
 }
 
-/// What an encoder-decoder's generation holds beside the decoder's self-attention
-/// cache, as transformers 5.23 builds it (`generation/utils.py`: the encoder runs once,
-/// `model_kwargs["encoder_outputs"]` is kept to the end; `cache_utils.py`'s
-/// `EncoderDecoderCache` pairs the self-attention `DynamicCache` with a cross-attention
-/// one whose layers each hold K and V of `[sequences, heads, encoder length,
-/// head_dim]`, written at the first decoder step and never grown — T5Attention,
-/// BartAttention and WhisperAttention project the encoder's output with the
-/// decoder's heads and head width):
-/// - the cross-attention cache: 2 × decoder layers × heads × head_dim values per
-///   encoder position and sequence, in the KV dtype (the model's);
-/// - the encoder's last hidden state: sequences × encoder length × hidden values in
-///   the compute dtype.
 /// The cross-attention layers' cache over the vision tokens (Mllama): K and V of each
 /// such layer over `cross_tokens`, written once from the image's states and kept to the
 /// end (transformers' `MllamaTextCrossAttention` stores them in the layer's cache slot;
@@ -370,6 +358,18 @@ fn vision_cross_cache(
     Ok(())
 }
 
+/// What an encoder-decoder's generation holds beside the decoder's self-attention
+/// cache, as transformers 5.23 builds it (`generation/utils.py`: the encoder runs once,
+/// `model_kwargs["encoder_outputs"]` is kept to the end; `cache_utils.py`'s
+/// `EncoderDecoderCache` pairs the self-attention `DynamicCache` with a cross-attention
+/// one whose layers each hold K and V of `[sequences, heads, encoder length,
+/// head_dim]`, written at the first decoder step and never grown — T5Attention,
+/// BartAttention and WhisperAttention project the encoder's output with the
+/// decoder's heads and head width):
+/// - the cross-attention cache: 2 × decoder layers × heads × head_dim values per
+///   encoder position and sequence, in the KV dtype (the model's);
+/// - the encoder's last hidden state: sequences × encoder length × hidden values in
+///   the compute dtype.
 fn encoder_decoder_caches(
     input: &EstimateInput,
     a: &crate::arch::Architecture,

@@ -127,14 +127,30 @@ def cache_bytes(model, tokens, extra, cross=()):
     of one sequence (use_cache=True, eager attention), on meta: keys and values of the
     attention layers (those of the layers in `cross`, which attend to an image's
     states, apart), conv and recurrent states of the others (transformers' cache
-    layers, `cache_utils.py`), and the conv states' width in tokens."""
+    layers, `cache_utils.py`), the conv states' width in tokens, and their values
+    over the kernel's width − 1 (`conv_window_values`: what the next token's
+    convolution reads, and what vLLM keeps)."""
     model = model.to(torch.bfloat16).eval()
     with torch.no_grad():
         out = model(input_ids=torch.zeros(1, tokens, dtype=torch.long, device="meta"),
                     use_cache=True, **extra)
-    kv = cross_kv = conv = rec = conv_n = rec_n = 0
+    kv = cross_kv = conv = rec = conv_n = rec_n = window_n = 0
     columns, rec_dtypes = set(), set()
-    for i, layer in enumerate(out.past_key_values.layers):
+    # A model that returns no cache keeps it where its caller gave it (RecurrentGemma:
+    # the DynamicCache passed in) and its recurrent states in its modules.
+    cache = getattr(out, "past_key_values", None) or extra.get("past_key_values")
+    for m in model.modules():
+        states = [(getattr(m, "conv1d_state", None), True),
+                  (getattr(getattr(m, "rg_lru", None), "recurrent_states", None), False)]
+        for t, is_conv in states:
+            if isinstance(t, torch.Tensor):
+                if is_conv:
+                    # The conv's last width − 1 inputs (RecurrentGemma keeps no more).
+                    conv += tensor_bytes(t); conv_n += t.numel(); window_n += t.numel()
+                    columns.add(t.shape[-1])
+                else:
+                    rec += tensor_bytes(t); rec_n += t.numel(); rec_dtypes.add(str(t.dtype))
+    for i, layer in enumerate(cache.layers):
         for name in ("keys", "values"):
             t = getattr(layer, name, None)
             if isinstance(t, torch.Tensor):
@@ -143,18 +159,21 @@ def cache_bytes(model, tokens, extra, cross=()):
                 else:
                     kv += tensor_bytes(t)
         for t in [t for t in (getattr(layer, "conv_states", None) or {}).values() if t is not None]:
+            # The kernel's whole width (LinearAttentionLayer); width − 1 of it is the
+            # window the next token's convolution needs.
             conv += tensor_bytes(t); conv_n += t.numel(); columns.add(t.shape[-1])
+            window_n += t.numel() // t.shape[-1] * (t.shape[-1] - 1)
         for t in [t for t in (getattr(layer, "recurrent_states", None) or {}).values() if t is not None]:
             rec += tensor_bytes(t); rec_n += t.numel(); rec_dtypes.add(str(t.dtype))
     # MiniMax keeps its lightning layers' states beside the layers (`MiniMaxCache.linear_cache`).
-    for t in getattr(out.past_key_values, "linear_cache", []):
+    for t in getattr(cache, "linear_cache", []):
         if isinstance(t, torch.Tensor):
             rec += tensor_bytes(t); rec_n += t.numel(); rec_dtypes.add(str(t.dtype))
     return {"tokens": tokens, "dtype": "bf16", "kv_bytes": kv, "cross_kv_bytes": cross_kv,
-            "conv_state_bytes": conv, "conv_state_values": conv_n,
+            "conv_state_bytes": conv, "conv_state_values": conv_n, "conv_window_values": window_n,
             "recurrent_state_values": rec_n, "recurrent_state_dtype": ",".join(sorted(rec_dtypes)),
             "conv_columns": max(columns, default=0), "recurrent_state_bytes": rec,
-            "cache_class": type(out.past_key_values).__name__}
+            "cache_class": type(cache).__name__}
 
 def variant(name, mt, overrides, *flags):
     """Writes transformers/NAME.json: TYPE's defaults with OVERRIDES, the model's
@@ -175,6 +194,11 @@ def variant(name, mt, overrides, *flags):
             aspect_ratio_mask=torch.ones(1, 1, v.max_num_tiles, dtype=torch.long, device="meta"),
             cross_attention_mask=torch.ones(1, tokens, 1, v.max_num_tiles, dtype=torch.long, device="meta"))
         cross = set(cfg.text_config.cross_attention_layers)
+    if mt == "recurrent_gemma":
+        # Its forward returns no cache: given one, it fills it (the attention blocks);
+        # its recurrent blocks set up their states as generate's first call does.
+        model.model._setup_cache(cfg, 1, "meta", torch.bfloat16)
+        extra = {"past_key_values": transformers.DynamicCache(config=cfg)}
     doc = {"model_type": mt, "transformers": transformers.__version__, "parameters": n,
            "config": finite(json.loads(json.dumps(cfg.to_dict(), default=str)))}
     if "--no-cache" not in flags:

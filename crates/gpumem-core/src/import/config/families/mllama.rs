@@ -101,7 +101,10 @@ fn vision_tokens(root: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         ],
     )?;
     let side = image.checked_div(patch).unwrap_or(0);
-    d.arch.cross_tokens = fit(tiles * (side * side + 1))?;
+    // Sizes at most 2^20 (checked by `sizes`): the product stays below 2^61.
+    #[allow(clippy::arithmetic_side_effects)]
+    let tokens = tiles * (side * side + 1);
+    d.arch.cross_tokens = fit(tokens)?;
     Ok(())
 }
 

@@ -51,6 +51,7 @@ mod phi;
 mod phimoe;
 mod qwen;
 mod qwen1;
+mod recurrent_gemma;
 mod seed;
 mod smollm;
 mod solar;
@@ -112,6 +113,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     mllama::FAMILIES,
     zamba::FAMILIES,
     got_ocr2::FAMILIES,
+    recurrent_gemma::FAMILIES,
 ];
 
 /// Every record, file by file.
@@ -121,7 +123,7 @@ pub(crate) fn all() -> impl Iterator<Item = &'static Family> {
 
 /// Families whose layers keep a constant state instead of (some) KV in a way no
 /// record reads yet: refused with a reason rather than counted as attention.
-const REFUSED: &[&str] = &["zamba", "rwkv", "recurrent_gemma"];
+const REFUSED: &[&str] = &["zamba", "rwkv"];
 
 /// Encoder-only families (transformers' model types): embedding, reranking and
 /// classification models. They keep no KV cache and generate nothing, so a decoder's
