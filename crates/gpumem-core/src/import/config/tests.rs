@@ -1,6 +1,7 @@
 //! The config reader's unit tests: one family's rules each, on small synthetic configs (the real published configs are the fixture cases in tests/cases).
 
 use super::*;
+use crate::arch::MixerKind;
 
 #[test]
 fn a_field_of_the_wrong_type_is_named_with_what_was_found() {
@@ -1812,4 +1813,104 @@ fn fuyu_counts_its_patch_embedding_beside_persimmon() {
     assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
     assert_eq!(c.arch.tower_params, 65_792);
     assert_eq!(counts(&c.arch).0, 1_633_024);
+}
+
+/// LFM2 in the vocabulary Liquid's published configs use (`block_ff_dim`,
+/// `full_attn_idxs`, `tie_embedding` and its training code's keys) with LFM2-1.2B's
+/// sizes: 1 170 340 608 parameters, what transformers 5.23 builds from the same config
+/// on the meta device (`AutoConfig.for_model(**config)`, parameters and persistent
+/// buffers).
+#[test]
+fn lfm2_reads_liquids_config_vocabulary() {
+    let text = r#"{"model_type": "lfm2", "architectures": ["Lfm2ForCausalLM"], "block_auto_adjust_ff_dim": true,
+        "block_dim": 2048, "block_ff_dim": 12288, "block_ffn_dim_multiplier": 1.0, "block_mlp_init_scale": 1.0,
+        "block_multiple_of": 256, "block_norm_eps": 1e-05, "block_out_init_scale": 1.0, "block_use_swiglu": true,
+        "block_use_xavier_init": true, "bos_token_id": 1, "conv_L_cache": 3, "conv_bias": false, "conv_dim": 2048,
+        "conv_dim_out": 2048, "conv_use_xavier_init": true, "eos_token_id": 7, "full_attn_idxs": [2, 5, 8, 10, 12, 14],
+        "hidden_size": 2048, "initializer_range": 0.02, "max_position_embeddings": 128000, "norm_eps": 1e-05,
+        "num_attention_heads": 32, "num_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+        "pad_token_id": 0, "rope_theta": 1000000.0, "torch_dtype": "bfloat16", "use_cache": true,
+        "use_pos_enc": true, "vocab_size": 65536}"#;
+    let c = parse_config(text).unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    let m = c.arch.mixer.unwrap();
+    assert_eq!(
+        (m.kind, m.layers, m.inner, m.conv),
+        (MixerKind::ShortConv, 10, 2048, 3)
+    );
+    // int(2 × 12288 / 3) = 8192, × 1.0, a multiple of 256.
+    assert_eq!(c.arch.intermediate, 8192);
+    assert!(c.arch.tied_embeddings && c.arch.qk_norm);
+    assert_eq!(counts(&c.arch).0, 1_170_340_608);
+    // The conv window vLLM keeps: hidden × (L_cache − 1).
+    assert_eq!(m.state_values().unwrap(), (4096, 0));
+    // A multiplier rounds up to the multiple; biases on the convolutions are named.
+    let c = parse_config(
+        &text
+            .replace(
+                r#""block_ffn_dim_multiplier": 1.0"#,
+                r#""block_ffn_dim_multiplier": 1.3"#,
+            )
+            .replace(r#""conv_bias": false"#, r#""conv_bias": true"#),
+    )
+    .unwrap();
+    // int(1.3 × 8192) = 10649, rounded up to 10752.
+    assert_eq!(c.arch.intermediate, 10752);
+    assert!(
+        c.warnings.iter().any(|w| w.contains("conv_bias")),
+        "{:?}",
+        c.warnings
+    );
+}
+
+/// Zamba2's published configs name the Mamba layers "mamba" (transformers 5.23 reads
+/// them as "linear_attention"): the same model, 2 697 604 000 parameters as
+/// transformers builds it. Without `layers_block_type` the layout is unknown: refused.
+#[test]
+fn zamba2_reads_either_name_of_its_mamba_layers() {
+    let doc: Value = serde_json::from_str(include_str!(
+        "../../../tests/cases/transformers/zamba2-2.7b-layout.json"
+    ))
+    .unwrap();
+    let text = doc["config"].to_string();
+    for t in [
+        text.clone(),
+        text.replace(r#""linear_attention""#, r#""mamba""#),
+    ] {
+        let c = parse_config(&t).unwrap();
+        assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+        assert_eq!(counts(&c.arch).0, 2_697_604_000);
+        let s = c.arch.shared_attn.unwrap();
+        assert_eq!((s.blocks, s.uses, s.width), (2, 9, 5120));
+        assert_eq!((c.arch.attention_layers(), c.arch.head_dim), (9, 160));
+    }
+    let mut d = doc["config"].clone();
+    d.as_object_mut().unwrap().remove("layers_block_type");
+    let e = parse_config(&d.to_string()).unwrap_err();
+    assert!(e.to_string().contains("layers_block_type"), "{e}");
+}
+
+/// Llama 3.2 Vision's text model alone (MllamaForCausalLM): its cross-attention layers'
+/// weights are counted (9 775 192 080 parameters, transformers 5.23's on the meta
+/// device), and with no vision config to size an image, a warning says their cache is
+/// not.
+#[test]
+fn mllama_text_model_alone_counts_its_cross_attention_layers() {
+    let doc: Value = serde_json::from_str(include_str!(
+        "../../../tests/cases/transformers/mllama-11b-layout.json"
+    ))
+    .unwrap();
+    let c = parse_config(&doc["config"]["text_config"].to_string()).unwrap();
+    assert_eq!(counts(&c.arch).0, 9_775_192_080);
+    assert_eq!((c.arch.cross_layers, c.arch.cross_tokens), (8, 0));
+    assert!(
+        c.warnings.iter().any(|w| w.contains("cross-tokens")),
+        "{:?}",
+        c.warnings
+    );
+    let whole = parse_config(&doc["config"].to_string()).unwrap();
+    assert_eq!(
+        (whole.arch.cross_layers, whole.arch.cross_tokens),
+        (8, 4 * (40 * 40 + 1))
+    );
 }
