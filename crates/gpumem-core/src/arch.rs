@@ -234,6 +234,11 @@ pub enum MixerKind {
     /// (block-diagonal input and recurrent gates of `heads` blocks, `recurrent_param`),
     /// `linear_out`, every linear with its bias.
     RgLru,
+    /// RWKV-4's time mixing (transformers `models/rwkv/modeling_rwkv.py`,
+    /// `RwkvSelfAttention`: key, value, receptance and output, `time_decay`,
+    /// `time_first`, three token-shift mixes) and its channel mixing's receptance and
+    /// two mixes (`RwkvFeedForward`; its key and value are the plain MLP's up and down).
+    Rwkv,
 }
 
 impl MixerKind {
@@ -247,6 +252,7 @@ impl MixerKind {
             MixerKind::ShortConv => "shortconv",
             MixerKind::Lightning => "lightning",
             MixerKind::RgLru => "rglru",
+            MixerKind::Rwkv => "rwkv",
         }
     }
 }
@@ -263,6 +269,7 @@ impl MixerKind {
 /// Lightning attention: `inner` = heads × head dim, `state` = head dim, `heads` = heads,
 /// `block` = the kernel's block; no convolution.
 /// RG-LRU: `inner` = `lru_width`, `heads` = the gates' blocks, `conv` = taps.
+/// RWKV: `inner` = `attention_hidden_size` (= hidden); no convolution, no heads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mixer {
     /// Which mixer.
@@ -315,6 +322,14 @@ impl Mixer {
             // RecurrentGemmaRecurrentBlock._setup_cache: the conv's last width − 1
             // inputs and the LRU's state, one value per channel.
             MixerKind::RgLru => Ok((checked_product(&[self.inner, window], what)?, self.inner)),
+            // RwkvModel's five state tensors of hidden per layer: the last token's
+            // input to the time mixing and to the channel mixing (the token shift),
+            // and the WKV numerator, denominator and running maximum (fp32 in
+            // transformers).
+            MixerKind::Rwkv => Ok((
+                checked_product(&[2, self.inner], what)?,
+                checked_product(&[3, self.inner], what)?,
+            )),
             MixerKind::Mamba => Ok((
                 checked_product(&[self.inner, window], what)?,
                 checked_product(&[self.inner, self.state], what)?,
@@ -1032,9 +1047,9 @@ pub const VARIANT_FACTS: &[Fact] = &[
     fact("encoder-length", G::Variants, K::Count, "Encoder length", "= context",
         "Tokens or frames the encoder-decoder's encoder reads (source length; Whisper: 1500 frames for 30 s)", at!(encoder_length)),
     fact("mixer", G::Variants, K::Choice, "State-space mixer", "",
-        "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet, kda, shortconv, lightning or rglru", at!(mixer.kind))
+        "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet, kda, shortconv, lightning, rglru or rwkv", at!(mixer.kind))
         .always()
-        .choices(&[("", "none (attention only)"), ("mamba", "Mamba"), ("mamba2", "Mamba-2"), ("deltanet", "Gated DeltaNet"), ("kda", "Kimi Delta Attention"), ("shortconv", "Short convolution (LFM2)"), ("lightning", "Lightning attention (MiniMax-Text-01)"), ("rglru", "RG-LRU (RecurrentGemma)")]),
+        .choices(&[("", "none (attention only)"), ("mamba", "Mamba"), ("mamba2", "Mamba-2"), ("deltanet", "Gated DeltaNet"), ("kda", "Kimi Delta Attention"), ("shortconv", "Short convolution (LFM2)"), ("lightning", "Lightning attention (MiniMax-Text-01)"), ("rglru", "RG-LRU (RecurrentGemma)"), ("rwkv", "RWKV-4 time mixing")]),
     fact("mixer-inner", G::Variants, K::Count, "Mixer inner width", "",
         "Mamba: d_inner; Mamba-2: heads × head dim; DeltaNet: value heads × value dim; shortconv: hidden", at!(mixer.inner)).need(),
     fact("mixer-state", G::Variants, K::Count, "Mixer state width", "",
@@ -1412,14 +1427,17 @@ impl Architecture {
                 ));
             }
             let mut need = vec![("mixer-inner", m.inner)];
-            if m.kind != MixerKind::Lightning {
+            if !matches!(m.kind, MixerKind::Lightning | MixerKind::Rwkv) {
                 need.push(("mixer-conv", m.conv));
             }
-            if !matches!(m.kind, MixerKind::ShortConv | MixerKind::RgLru) {
+            if !matches!(
+                m.kind,
+                MixerKind::ShortConv | MixerKind::RgLru | MixerKind::Rwkv
+            ) {
                 need.push(("mixer-state", m.state));
             }
             match m.kind {
-                MixerKind::ShortConv => {}
+                MixerKind::ShortConv | MixerKind::Rwkv => {}
                 MixerKind::RgLru => need.push(("mixer-heads", m.heads)),
                 MixerKind::Lightning => {
                     need.extend([("mixer-heads", m.heads), ("mixer-block", m.block)])
@@ -1440,8 +1458,10 @@ impl Architecture {
                     return Err(EstimateError::invalid(field, "absurdly large"));
                 }
             }
-            if !matches!(m.kind, MixerKind::Mamba | MixerKind::ShortConv)
-                && !m.inner.is_multiple_of(m.heads)
+            if !matches!(
+                m.kind,
+                MixerKind::Mamba | MixerKind::ShortConv | MixerKind::Rwkv
+            ) && !m.inner.is_multiple_of(m.heads)
             {
                 return Err(EstimateError::invalid(
                     "mixer-inner",
@@ -1863,6 +1883,30 @@ impl Architecture {
         let (h, l, d, n, k) = (self.hidden, m.layers, m.inner, m.state, m.conv);
         let w = "mixer width";
         match m.kind {
+            MixerKind::Rwkv => {
+                let three = l.saturating_mul(3);
+                t.push(grp(
+                    Attention,
+                    AttnLinear,
+                    "attention.key/value/receptance",
+                    d,
+                    h,
+                    three,
+                ));
+                t.push(grp(Attention, AttnLinear, "attention.output", h, d, l));
+                t.push(grp(
+                    Attention,
+                    Kept,
+                    "attention.time_decay/time_first",
+                    d,
+                    1,
+                    l.saturating_mul(2),
+                ));
+                // time_mix_key, _value, _receptance of the time mixing; _key,
+                // _receptance of the channel mixing.
+                t.push(grp(Attention, Kept, "time_mix", h, 1, l.saturating_mul(5)));
+                t.push(grp(Mlp, Linear, "feed_forward.receptance", h, h, l));
+            }
             MixerKind::RgLru => {
                 // linear_x, linear_y [inner, hidden] and linear_out, each with its bias;
                 // conv_1d [inner, taps] with bias; the gates: heads blocks of

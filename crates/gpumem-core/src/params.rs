@@ -155,10 +155,11 @@ fn read_pairs<'a>(
                 "shortconv" => mixer = Some(MixerKind::ShortConv),
                 "lightning" => mixer = Some(MixerKind::Lightning),
                 "rglru" => mixer = Some(MixerKind::RgLru),
+                "rwkv" => mixer = Some(MixerKind::Rwkv),
                 other => errors.push(EstimateError::invalid(
                     "mixer",
                     format!(
-                        "{other:?}: use mamba, mamba2, deltanet, kda, shortconv, lightning or rglru"
+                        "{other:?}: use mamba, mamba2, deltanet, kda, shortconv, lightning, rglru or rwkv"
                     ),
                 )),
             }

@@ -131,6 +131,7 @@ def cache_bytes(model, tokens, extra, cross=()):
     over the kernel's width − 1 (`conv_window_values`: what the next token's
     convolution reads, and what vLLM keeps)."""
     model = model.to(torch.bfloat16).eval()
+    rwkv = extra.pop("__rwkv__", False)
     with torch.no_grad():
         out = model(input_ids=torch.zeros(1, tokens, dtype=torch.long, device="meta"),
                     use_cache=True, **extra)
@@ -139,6 +140,12 @@ def cache_bytes(model, tokens, extra, cross=()):
     # A model that returns no cache keeps it where its caller gave it (RecurrentGemma:
     # the DynamicCache passed in) and its recurrent states in its modules.
     cache = getattr(out, "past_key_values", None) or extra.get("past_key_values")
+    if rwkv:
+        shift, wkv = out.state[:2], out.state[2:]
+        conv_n = window_n = sum(t.numel() for t in shift); conv = sum(tensor_bytes(t) for t in shift)
+        rec_n = sum(t.numel() for t in wkv); rec = sum(tensor_bytes(t) for t in wkv)
+        rec_dtypes = {str(t.dtype) for t in wkv}; columns = {1}
+        cache = transformers.DynamicCache()
     for m in model.modules():
         states = [(getattr(m, "conv1d_state", None), True),
                   (getattr(getattr(m, "rg_lru", None), "recurrent_states", None), False)]
@@ -194,6 +201,11 @@ def variant(name, mt, overrides, *flags):
             aspect_ratio_mask=torch.ones(1, 1, v.max_num_tiles, dtype=torch.long, device="meta"),
             cross_attention_mask=torch.ones(1, tokens, 1, v.max_num_tiles, dtype=torch.long, device="meta"))
         cross = set(cfg.text_config.cross_attention_layers)
+    if mt == "rwkv":
+        # Its forward returns its state as `state`, five tensors of [batch, hidden,
+        # layers]: the token shifts (model dtype) and the WKV numerator, denominator
+        # and maximum (fp32).
+        extra = {"__rwkv__": True}
     if mt == "recurrent_gemma":
         # Its forward returns no cache: given one, it fills it (the attention blocks);
         # its recurrent blocks set up their states as generate's first call does.

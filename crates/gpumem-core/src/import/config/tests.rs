@@ -195,10 +195,8 @@ fn unknown_memory_fields_towers_and_quantisers_are_named() {
 
 #[test]
 fn state_space_models_are_refused_with_a_reason() {
-    for mt in ["rwkv", "zamba"] {
-        let e = parse_config(&format!(r#"{{"model_type":"{mt}","hidden_size":64}}"#)).unwrap_err();
-        assert!(e.to_string().contains("constant per-sequence state"), "{e}");
-    }
+    let e = parse_config(r#"{"model_type":"zamba","hidden_size":64}"#).unwrap_err();
+    assert!(e.to_string().contains("constant per-sequence state"), "{e}");
     let e =
         parse_config(r#"{"model_type":"new","layer_types":["linear_attention","full_attention"]}"#)
             .unwrap_err();
@@ -1913,4 +1911,25 @@ fn mllama_text_model_alone_counts_its_cross_attention_layers() {
         (whole.arch.cross_layers, whole.arch.cross_tokens),
         (8, 4 * (40 * 40 + 1))
     );
+}
+
+/// RWKV-4 read whole: RwkvConfig's defaults count 7 392 649 216 parameters, what
+/// transformers 5.23 builds on the meta device (`transformers/rwkv.json`); the state is
+/// five hidden-wide vectors per layer and no KV.
+#[test]
+fn rwkv_is_read_whole_with_its_state() {
+    let doc: Value =
+        serde_json::from_str(include_str!("../../../tests/cases/transformers/rwkv.json")).unwrap();
+    let c = parse_config(&doc["config"].to_string()).unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, 7_392_649_216);
+    let m = c.arch.mixer.unwrap();
+    assert_eq!((m.kind, m.layers), (MixerKind::Rwkv, 32));
+    assert_eq!(m.state_values().unwrap(), (2 * 4096, 3 * 4096));
+    assert_eq!(c.arch.attention_layers(), 0);
+    let e = parse_config(
+        r#"{"model_type":"rwkv","hidden_size":64,"num_hidden_layers":2,"vocab_size":10,"attention_hidden_size":32}"#,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("attention_hidden_size"), "{e}");
 }

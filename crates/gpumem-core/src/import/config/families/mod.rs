@@ -52,6 +52,7 @@ mod phimoe;
 mod qwen;
 mod qwen1;
 mod recurrent_gemma;
+mod rwkv;
 mod seed;
 mod smollm;
 mod solar;
@@ -114,6 +115,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     zamba::FAMILIES,
     got_ocr2::FAMILIES,
     recurrent_gemma::FAMILIES,
+    rwkv::FAMILIES,
 ];
 
 /// Every record, file by file.
@@ -123,7 +125,7 @@ pub(crate) fn all() -> impl Iterator<Item = &'static Family> {
 
 /// Families whose layers keep a constant state instead of (some) KV in a way no
 /// record reads yet: refused with a reason rather than counted as attention.
-const REFUSED: &[&str] = &["zamba", "rwkv"];
+const REFUSED: &[&str] = &["zamba"];
 
 /// Encoder-only families (transformers' model types): embedding, reranking and
 /// classification models. They keep no KV cache and generate nothing, so a decoder's
