@@ -124,8 +124,9 @@ pub(crate) fn all() -> impl Iterator<Item = &'static Family> {
 }
 
 /// Families whose layers keep a constant state instead of (some) KV in a way no
-/// record reads yet: refused with a reason rather than counted as attention.
-const REFUSED: &[&str] = &["zamba"];
+/// record reads yet: refused with a reason rather than counted as attention (none at
+/// present: Zamba, Zamba2, LFM2, RWKV, RecurrentGemma and MiniMax have their records).
+const REFUSED: &[&str] = &[];
 
 /// Encoder-only families (transformers' model types): embedding, reranking and
 /// classification models. They keep no KV cache and generate nothing, so a decoder's

@@ -14,6 +14,14 @@
 //! Zamba2Config derives `attention_hidden_size` (2 × hidden), `attention_head_dim`
 //! (2 × hidden / heads) and `mamba_headdim` whatever the config writes; they are
 //! derived here the same way.
+//!
+//! Zamba (ZambaConfig; transformers 5.23 `models/zamba/modeling_zamba.py`) is the same
+//! plan with one shared block (`ZambaHybridLayer`: `shared_transf`, its own `linear`, its
+//! Mamba layer), no adapters, and a multi-head Mamba-1 mixer (`ZambaMambaMixer`:
+//! `x_proj_weight`, `dt_proj_weight`, `dt_proj_bias`, `A_log`, `D` split over
+//! `n_mamba_heads`, the same sizes in all as Mamba's); its hybrid layers are the third
+//! and, after it, every `attn_layer_period`-th from `attn_layer_offset`
+//! (`ZambaConfig.__post_init__`) when `layers_block_type` is not written.
 
 use serde_json::Value;
 
@@ -22,6 +30,7 @@ use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::{Cfg, parse};
+use crate::import::config::mixers::{dt_rank, mixer_biases};
 
 /// Zamba2.
 pub(crate) const ZAMBA2: Family = Family {
@@ -114,5 +123,73 @@ fn zamba2(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     Ok(())
 }
 
+/// Zamba (Zamba-7B-v1).
+pub(crate) const ZAMBA: Family = Family {
+    types: "zamba",
+    class: "ZambaConfig",
+    // The Mamba mixer's heads split its tensors without changing their sizes.
+    inert: "n_mamba_heads",
+    hook: Some(zamba),
+    ..ZAMBA2
+};
+
+fn zamba(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    let (hidden, layers, heads) = (d.arch.hidden, d.arch.layers, d.arch.heads);
+    let uses = match c.get("layers_block_type") {
+        Some(Value::Array(list)) => {
+            if list.len() as u64 != layers {
+                return Err(parse(format!(
+                    "layers_block_type lists {} layers, num_hidden_layers is {layers}",
+                    list.len()
+                )));
+            }
+            c.touch(&["attn_layer_period", "attn_layer_offset"]);
+            list.iter().filter(|x| x.as_str() == Some("hybrid")).count() as u64
+        }
+        _ => {
+            // The third layer, then i % period == offset over the other layers − 3.
+            let period = d.or_default(c, "attn_layer_period", 6)?.max(1);
+            let offset = d.or_default(c, "attn_layer_offset", 4)?;
+            let rest = layers.saturating_sub(3);
+            let later = rest
+                .saturating_add(period)
+                .saturating_sub(offset.saturating_add(1))
+                .checked_div(period)
+                .unwrap_or(0)
+                .min(rest);
+            u64::from(layers >= 3).saturating_add(later)
+        }
+    };
+    let width = match c.uint("attention_hidden_size")? {
+        Some(w) => w,
+        None => hidden.saturating_mul(2),
+    };
+    if !c.present("attention_head_dim") && !c.present("head_dim") {
+        // ZambaConfig: 2 × hidden / heads.
+        d.arch.head_dim = hidden.saturating_mul(2).checked_div(heads).unwrap_or(0);
+    }
+    d.arch.shared_attn = Some(SharedAttn {
+        blocks: 1,
+        uses,
+        width,
+        mlp_adapter_rank: 0,
+        attn_adapter_rank: 0,
+    });
+    d.arch.attn_layers = Some(uses);
+    d.arch.mlp_layers = Some(0);
+    mixer_biases(c, "mamba_proj_bias", "mamba_conv_bias", &mut d.warnings);
+    let expand = d.or_default(c, "mamba_expand", 2)?;
+    d.arch.mixer = Some(Mixer {
+        kind: MixerKind::Mamba,
+        layers,
+        inner: expand.saturating_mul(hidden),
+        state: d.or_default(c, "mamba_d_state", 16)?,
+        conv: d.or_default(c, "mamba_d_conv", 4)?,
+        dt_rank: dt_rank(c, "mamba_dt_rank", hidden, d.class, &mut d.notes)?,
+        ..Mixer::BASE
+    });
+    Ok(())
+}
+
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&ZAMBA2];
+pub(crate) const FAMILIES: &[&Family] = &[&ZAMBA2, &ZAMBA];
