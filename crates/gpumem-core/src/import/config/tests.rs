@@ -1931,3 +1931,26 @@ fn rwkv_is_read_whole_with_its_state() {
     .unwrap_err();
     assert!(e.to_string().contains("attention_hidden_size"), "{e}");
 }
+
+/// Phi-4-multimodal at Phi4MultimodalConfig's defaults: Phi-3's decoder and its image
+/// embedder counted; the audio embedder is not, and the reader says so. transformers
+/// 5.23 builds 5 308 269 152 parameters and persistent buffers on the meta device,
+/// 466 432 256 parameters (its conformer and four projections) and 160 buffer values
+/// (`global_mean`, `global_invstd`) of them the audio embedder's (`transformers/
+/// phi4_multimodal.json`); what is counted here is the rest, to the parameter.
+#[test]
+fn phi4_multimodal_counts_its_image_embedder_and_names_its_audio() {
+    let doc: Value = serde_json::from_str(include_str!(
+        "../../../tests/cases/transformers/phi4_multimodal.json"
+    ))
+    .unwrap();
+    let c = parse_config(&doc["config"].to_string()).unwrap();
+    let audio = 441_254_144 + 3_148_800 + 9_440_256 + 3_148_800 + 9_440_256 + 160;
+    assert_eq!(counts(&c.arch).0, 5_308_269_152 - audio);
+    assert!(
+        c.warnings.iter().any(|w| w.starts_with("audio_config")),
+        "{:?}",
+        c.warnings
+    );
+    assert!(c.confidence.starts_with("approximate"));
+}

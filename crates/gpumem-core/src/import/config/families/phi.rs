@@ -1,13 +1,17 @@
 //! Phi-3 (Phi3Config: the generic decoder, fused qkv and gate/up projections of
 //! the same sizes), and Phi-1/2 (PhiConfig: one LayerNorm with bias feeding parallel
-//! attention and MLP, a plain MLP, biases everywhere, an lm_head with a bias).
+//! attention and MLP, a plain MLP, biases everywhere, an lm_head with a bias), and
+//! Phi-4-multimodal (Phi-3's decoder, its image embedder).
+
+use serde_json::Value;
 
 use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::families::gpt::{activation, dropout, rotary_fraction};
-use crate::import::config::family::{BASE, Family};
+use crate::import::config::family::{BASE, Family, TowerCount};
 use crate::import::config::json::{Cfg, parse};
+use crate::import::config::tower::{fit, siglip, sizes};
 
 /// Phi-3.
 pub(crate) const PHI3: Family = Family {
@@ -68,4 +72,36 @@ fn phi(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
 }
 
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&PHI3, &PHI];
+pub(crate) const FAMILIES: &[&Family] = &[&PHI3, &PHI, &PHI4_MULTIMODAL];
+
+/// Phi-4-multimodal (Phi4MultimodalConfig, transformers 5.23
+/// `models/phi4_multimodal/modeling_phi4_multimodal.py`): Phi-3's decoder (fused
+/// `qkv_proj` and `gate_up_proj`) with its image embedder counted
+/// ([`phi4_vision`]); its audio embedder (`Phi4MultimodalAudioModel`, a conformer) is not
+/// counted here and is named in a warning.
+pub(crate) const PHI4_MULTIMODAL: Family = Family {
+    types: "phi4_multimodal",
+    class: "Phi4MultimodalConfig",
+    tower: Some(phi4_vision),
+    ..PHI3
+};
+
+/// `Phi4MultimodalImageEmbedding`: the SigLIP tower `img_processor` with its
+/// attention-pooling head (`Phi4MultimodalVisionModel`, SiglipVisionConfig's layout),
+/// the two feature extensors (one vector each), `img_projection_up` (vision → text
+/// hidden, with bias) and `img_projection_down` (text hidden → text hidden, with
+/// bias). `None` for another tower.
+#[allow(clippy::arithmetic_side_effects)]
+fn phi4_vision(
+    _root: &Cfg,
+    tower: &Value,
+    text_hidden: u64,
+) -> Result<Option<TowerCount>, EstimateError> {
+    if tower.get("model_type").and_then(Value::as_str) != Some("phi4_multimodal_vision") {
+        return Ok(None);
+    }
+    let [h] = sizes(tower, [("hidden_size", 1152)])?;
+    let t = u128::from(text_hidden);
+    let n = siglip(tower)? + 2 * h + (t * h + t) + (t * t + t);
+    Ok(Some((fit(n)?, None)))
+}
