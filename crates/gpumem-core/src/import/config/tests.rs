@@ -1954,3 +1954,42 @@ fn phi4_multimodal_counts_its_image_embedder_and_names_its_audio() {
     );
     assert!(c.confidence.starts_with("approximate"));
 }
+
+/// The new mixers by hand: a short convolution needs no state width, a Mamba mixer
+/// still does (named by its key); the state line is the mixer's shape.
+#[test]
+fn hand_entered_mixers_need_what_their_kind_reads() {
+    let base = [
+        ("layers", "4"),
+        ("hidden", "64"),
+        ("heads", "4"),
+        ("intermediate", "128"),
+        ("vocab", "100"),
+        ("state-layers", "3"),
+        ("mixer-inner", "64"),
+        ("context", "16"),
+    ];
+    let run = |extra: &[(&'static str, &'static str)]| {
+        let pairs: Vec<(&str, &str)> = base.iter().chain(extra).copied().collect();
+        crate::params::from_pairs(pairs)
+    };
+    let (input, errors) = run(&[("mixer", "shortconv"), ("mixer-conv", "3")]);
+    assert!(errors.is_empty(), "{errors:?}");
+    let est = crate::estimate::estimate(&input).unwrap();
+    let state = est
+        .lines
+        .iter()
+        .find(|l| l.key.as_str() == "kv_cache.state")
+        .unwrap();
+    // 3 layers × 64 × (3 − 1) values × 2 B.
+    assert_eq!(state.bytes, 3 * 64 * 2 * 2);
+    let (input, errors) = run(&[("mixer", "mamba"), ("mixer-dt-rank", "4")]);
+    let e = if errors.is_empty() {
+        crate::estimate::estimate(&input)
+            .map(|_| "accepted".to_string())
+            .unwrap_or_else(|e| e.to_string())
+    } else {
+        format!("{errors:?}")
+    };
+    assert!(e.contains("mixer-state"), "{e}");
+}
