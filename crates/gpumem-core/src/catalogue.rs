@@ -409,6 +409,21 @@ impl GpuCard {
     }
 }
 
+/// The bytes of one cuBLAS workspace torch allocates through its caching allocator for
+/// a (cuBLAS handle, stream) pair at its first GEMM and keeps for the process's life:
+/// 32 MiB on an sm_90 card, `:4096:2:16:8` elsewhere (4096 KiB × 2 + 16 KiB × 8 =
+/// 8 519 680 B), without `CUBLAS_WORKSPACE_CONFIG`. pytorch/pytorch
+/// aten/src/ATen/cuda/CublasHandlePool.cpp, `parseChosenWorkspaceSize` at v2.2.0 and
+/// v2.3.0 (`getCurrentCUDABlasHandle` keys the workspace by handle and stream,
+/// `cublas_handle_stream_to_workspace`).
+pub const fn cublas_workspace_bytes(sm90: bool) -> u64 {
+    if sm90 {
+        32 * MIB
+    } else {
+        4096 * 1024 * 2 + 16 * 1024 * 8
+    }
+}
+
 /// A torch total derived where none is public: the catalogue's capacity less 1 %
 /// (the largest gap seen between nvidia-smi and torch: A100 80GB, 81 920 → 81 152 MiB).
 pub const DERIVED_GAP_PER_MILLE: u64 = 10;

@@ -64,6 +64,9 @@ pub enum LineKey {
     Logits,
     /// What the optimizer step holds beyond what the backward freed (`optimizer_step`).
     OptimizerStep,
+    /// torch's cuBLAS workspaces of a training step, one per thread that runs GEMMs
+    /// (`cublas.workspace`).
+    CublasWorkspace,
     /// CUDA context and workspaces (`cuda_context`).
     CudaContext,
     /// The model's loading peak, shown beside the step's (`model_load`).
@@ -98,7 +101,7 @@ pub enum LineKey {
 
 impl LineKey {
     /// Every key, in the order the estimate adds its lines.
-    pub const ALL: [LineKey; 40] = [
+    pub const ALL: [LineKey; 41] = [
         LineKey::Weights,
         LineKey::WeightsEmbeddings,
         LineKey::WeightsAttention,
@@ -124,6 +127,7 @@ impl LineKey {
         LineKey::Activations,
         LineKey::Logits,
         LineKey::OptimizerStep,
+        LineKey::CublasWorkspace,
         LineKey::CudaContext,
         LineKey::ModelLoad,
         LineKey::AllocatorCache,
@@ -169,6 +173,7 @@ impl LineKey {
             LineKey::Activations => "activations",
             LineKey::Logits => "logits",
             LineKey::OptimizerStep => "optimizer_step",
+            LineKey::CublasWorkspace => "cublas.workspace",
             LineKey::CudaContext => "cuda_context",
             LineKey::ModelLoad => "model_load",
             LineKey::AllocatorCache => "allocator.cache",
@@ -215,6 +220,7 @@ impl LineKey {
             LineKey::Activations
             | LineKey::Logits
             | LineKey::OptimizerStep
+            | LineKey::CublasWorkspace
             | LineKey::CudaContext
             | LineKey::ModelLoad
             | LineKey::AllocatorCache

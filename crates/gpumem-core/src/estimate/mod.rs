@@ -525,6 +525,40 @@ mod tests {
         input
     }
 
+    /// A training step holds torch's two cuBLAS workspaces (the forward's thread's and
+    /// the autograd engine's), 8 519 680 B each outside sm_90, in the total and in the
+    /// allocated lines the reserved peak is built on; an inference estimate and a
+    /// training one without a context (no step) have none.
+    #[test]
+    fn a_training_step_holds_two_cublas_workspaces() {
+        let key = |e: &Estimate| {
+            e.lines
+                .iter()
+                .filter(|l| l.key == LineKey::CublasWorkspace)
+                .map(|l| (l.bytes, l.device_bytes, l.in_total))
+                .collect::<Vec<_>>()
+        };
+        let step = estimate(&llama_8b(&[("train", "lora"), ("context", "2048")])).unwrap();
+        assert_eq!(key(&step), vec![(17_039_360, 17_039_360, true)]);
+        assert_eq!(
+            crate::catalogue::cublas_workspace_bytes(false) * 2,
+            17_039_360
+        );
+        assert_eq!(crate::catalogue::cublas_workspace_bytes(true), 32 << 20);
+        // Two ranks of data parallelism: each holds its own two.
+        let ranks = estimate(&llama_8b(&[
+            ("train", "lora"),
+            ("context", "2048"),
+            ("gpus", "2"),
+        ]))
+        .unwrap();
+        assert_eq!(key(&ranks), vec![(17_039_360, 17_039_360, true)]);
+        let no_step = estimate(&llama_8b(&[("train", "lora")])).unwrap();
+        assert!(key(&no_step).is_empty());
+        let serve = estimate(&llama_8b(&[("context", "2048")])).unwrap();
+        assert!(key(&serve).is_empty());
+    }
+
     /// `--autocast`: PEFT's fp32 adapters keep the 16-bit copy autocast's `F.linear`
     /// makes, QLoRA's adapters on 4-bit layers the layer's input itself; autocast's
     /// 16-bit copies of the adapters' weights are counted once. By hand for this shape

@@ -515,6 +515,15 @@ pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), Estima
     if input.framework.defaults().unsloth_rope_per_layer.is_some() {
         alloc.empty_cache();
     }
+    // The cuBLAS workspaces (the `cublas.workspace` line): the forward's at the first
+    // iteration's first GEMM, before any gradient or optimizer state exists, and the
+    // backward's at its first GEMM; each a block of its own, kept (a request under
+    // 10 MiB is carved from a 20 MiB segment or a cached block that holds it).
+    let workspaces = line(b, LineKey::CublasWorkspace);
+    if workspaces > 0 {
+        let n = super::training::CUBLAS_THREADS;
+        place(&mut alloc, &[(n, workspaces.checked_div(n).unwrap_or(0))]);
+    }
     let (persistent, forward, optimizer_step) = step_tensors(b, &a, input, seq);
     place(&mut alloc, &persistent);
     let mut at_forward = alloc.clone();
@@ -748,6 +757,10 @@ fn fsdp1(
         // (`log_every_n_steps` null in the configs, 1 in the recipe).
         sync_after_forward: true,
         iterations: 3,
+        workspace: b
+            .device(LineKey::CublasWorkspace)
+            .checked_div(super::training::CUBLAS_THREADS)
+            .unwrap_or(0),
     };
     let room = crate::training::fsdp1::reserved(&step);
     let least = crate::training::fsdp1::least(&step);

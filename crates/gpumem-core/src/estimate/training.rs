@@ -1048,10 +1048,53 @@ pub(super) fn training(
                 ],
             );
         }
+        cublas_workspaces(b)?;
     } else {
         b.assumptions.push("training activations are not estimated: give the architecture and the context (sequence length)".into());
     }
     Ok(trainable.saturating_add(copies))
+}
+
+/// The cuBLAS workspaces a training step holds on each device: one per thread that
+/// runs GEMMs, from its first GEMM to the process's end.
+pub(super) const CUBLAS_THREADS: u64 = 2;
+
+/// Adds `cublas.workspace`: torch allocates a cuBLAS workspace through its caching
+/// allocator for each (cuBLAS handle, stream) pair at the pair's first GEMM and never
+/// frees it (pytorch/pytorch aten/src/ATen/cuda/CublasHandlePool.cpp at v2.2.0 and
+/// v2.3.0, `getCurrentCUDABlasHandle`: `cublas_handle_stream_to_workspace`, built with
+/// CUDA below 12.2 as their cu118 and cu121 wheels are; later releases whatever the
+/// CUDA version, https://github.com/pytorch/pytorch/pull/124250).
+/// The handles come from a pool, one per thread (`DeviceThreadHandlePool::PoolWindow`,
+/// kept while the thread lives): the forward runs on the Python thread, the backward on
+/// the autograd engine's thread for the device (torch/csrc/autograd/engine.cpp,
+/// `Engine::thread_init`, one worker per device for the process's life), both on the
+/// current stream, so a step holds two. Their size is the card's generation's
+/// ([`crate::catalogue::cublas_workspace_bytes`]); the estimate names no card, so the
+/// size outside sm_90 is taken, as the serving estimates take it for a card of unknown
+/// generation. cuBLASLt's workspace at those versions is allocated per call and freed
+/// (`gemm_and_bias`, a bias GEMM the Llama family does not run); it became a kept
+/// one, then the cuBLAS one shared, later
+/// (https://github.com/pytorch/pytorch/pull/145130).
+fn cublas_workspaces(b: &mut Builder) -> Result<(), EstimateError> {
+    let each = crate::catalogue::cublas_workspace_bytes(false);
+    let bytes = checked_product(&[CUBLAS_THREADS, each], "cuBLAS workspaces")?;
+    b.line(
+        LineKey::CublasWorkspace,
+        "cuBLAS workspaces (torch's, the forward's thread and the backward's)",
+        bytes,
+        bytes,
+        Kind::Computed,
+        true,
+        format!(
+            "{CUBLAS_THREADS} threads run GEMMs (the forward on Python's, the backward on autograd's device thread) × {each} B (torch's cuBLAS workspace outside sm_90, 4096 KiB × 2 + 16 KiB × 8; 32 MiB each on sm_90), per device, allocated by the caching allocator at each thread's first GEMM and kept; torch 2.2/2.3 aten/src/ATen/cuda/CublasHandlePool.cpp getCurrentCUDABlasHandle, torch/csrc/autograd/engine.cpp"
+        ),
+        &[
+            ("threads", CUBLAS_THREADS.to_string()),
+            ("workspace", each.to_string()),
+        ],
+    );
+    Ok(())
 }
 
 /// Whether unsloth 2024.4's step (`training::unsloth::step_2024`) is the run's: `--framework

@@ -89,6 +89,11 @@ pub(crate) struct Step {
     pub sync_after_forward: bool,
     /// Training iterations simulated (the pools settle after the second).
     pub iterations: u64,
+    /// torch's cuBLAS workspace (0: none), one on the default stream for the forward's
+    /// thread at its first GEMM and one for the autograd engine's thread at the
+    /// backward's, kept for the process's life (`estimate::training`'s
+    /// `cublas.workspace` line).
+    pub workspace: u64,
 }
 
 /// The three pools' reserved bytes and the allocated peak they served.
@@ -331,11 +336,16 @@ fn run(s: &Step, capacity: Option<u64>) -> (Reserved, bool) {
     }
     let mut states: Vec<Handle> = Vec::new();
     let mut kept: Vec<Handle> = Vec::new();
-    for _ in 0..s.iterations {
+    for iteration in 0..s.iterations {
+        let first = iteration == 0 && s.workspace > 0;
         // Forward. The root's parameters stay gathered from its forward to its
         // post-backward hook (`_post_forward_reshard`: the root is not resharded).
         let (root, g) = sim.unshard(root_full);
         sim.compute(g);
+        if first {
+            // The forward thread's cuBLAS workspace, at the first layer's first GEMM.
+            sim.malloc(DEFAULT, s.workspace);
+        }
         let mut inputs = vec![sim.malloc(DEFAULT, s.hidden)];
         let mut saved: Vec<Vec<Handle>> = Vec::new();
         for _ in 0..s.layers {
@@ -371,6 +381,10 @@ fn run(s: &Step, capacity: Option<u64>) -> (Reserved, bool) {
         // output projection's and final norm's gradients wait in the root flat
         // parameter's SplitWithSizesBackward until the embedding's arrives.
         let mut next = Some(sim.unshard(layer_full));
+        if first {
+            // The autograd engine's thread's, at the output projection's backward.
+            sim.malloc(DEFAULT, s.workspace);
+        }
         let mut root_grads = Vec::new();
         if let Some((&emb, rest)) = s.root_tensors.split_first() {
             for &t in rest.iter().rev() {
@@ -508,6 +522,7 @@ mod tests {
             temporaries: 1,
             sync_after_forward: true,
             iterations: 3,
+            workspace: 0,
         }
     }
 
@@ -527,6 +542,27 @@ mod tests {
         assert_eq!(reserved(&s).per_stream[POST_BACKWARD], want);
         let once = Step { iterations: 1, ..s };
         assert_eq!(reserved(&once).per_stream[POST_BACKWARD], want);
+    }
+
+    /// torch's two cuBLAS workspaces sit on the default stream only, each a block of
+    /// its own from the first iteration on: the default pool holds at least their
+    /// bytes more than without them, the other two pools nothing more.
+    #[test]
+    fn the_cublas_workspaces_reserve_on_the_default_stream() {
+        let without = reserved(&llama2_7b(4));
+        let with = reserved(&Step {
+            workspace: 8_519_680,
+            ..llama2_7b(4)
+        });
+        assert!(
+            with.per_stream[DEFAULT] >= without.per_stream[DEFAULT] + 2 * 8_519_680,
+            "{with:?} against {without:?}"
+        );
+        assert_eq!(with.per_stream[UNSHARD], without.per_stream[UNSHARD]);
+        assert_eq!(
+            with.per_stream[POST_BACKWARD],
+            without.per_stream[POST_BACKWARD]
+        );
     }
 
     /// The unshard stream holds the root (gathered from its forward to its

@@ -301,7 +301,7 @@ fn forward_peak(
         prod(&[2, tokens, a.hidden, b])?,
         prod(&[inter_rows, tokens, a.intermediate, b])?.div_ceil(tp),
     ])?;
-    let cublas: u64 = if sm90 { 32 * MIB } else { 8_519_680 };
+    let cublas = crate::catalogue::cublas_workspace_bytes(sm90);
     let peak = sum(&[attention.max(mlp), cublas])?;
     Ok((
         peak,

@@ -93,7 +93,7 @@ pub(super) fn profile_peak(
     let ws = moe_workspace(input, batched)?;
     // torch CublasHandlePool.cpp: 32 MiB of cuBLAS workspace on sm_90, 4096 KiB × 2 +
     // 16 KiB × 8 elsewhere, allocated by the caching allocator at the first GEMM.
-    let cublas: u64 = if sm90 { 32 * MIB } else { 8_519_680 };
+    let cublas = crate::catalogue::cublas_workspace_bytes(sm90);
     // The estimator's forward counts the MoE intermediates, which vLLM allocates as
     // that workspace: kept (0.19), the forward phase holds the rest beside it; freed
     // (earlier), the forward itself is the phase.
