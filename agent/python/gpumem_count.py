@@ -259,11 +259,20 @@ def _layer_elements(torch, layer):
     return kv, state
 
 
+def model_cache(out):
+    """The cache a forward returned: ``past_key_values``, or ``cache_params`` where the
+    model names it so (Mamba and its kin: FalconMamba, Mamba-2)."""
+    cache = getattr(out, "past_key_values", None)
+    if cache is None:
+        cache = getattr(out, "cache_params", None)
+    return cache
+
+
 def _forward_cache(torch, model, tokens, notes):
     ids = torch.zeros((1, tokens), dtype=torch.long, device="meta")
     with torch.no_grad(), _answer_data_dependent(torch, notes):
         out = model(input_ids=ids, use_cache=True)
-    cache = getattr(out, "past_key_values", None)
+    cache = model_cache(out)
     if cache is None:
         return None, []
     layers = _cache_layers(cache)
@@ -300,12 +309,17 @@ def count_cache(torch, model, config, notes):
         # Past the widest window: a capped layer shows where it stops.
         tokens = widest + 2
         far, _ = _forward_cache(torch, model, tokens, notes)
-        for row, (kvf, _) in zip(layers, far):
+        for row, (kvf, _), w in zip(layers, far, windows):
             if row["kv_per_token"][0] > 0:
                 grown = kvf[0] - row["kv_fixed"][0]
                 held = grown // row["kv_per_token"][0]
                 if held < tokens:
-                    row["window"] = held
+                    # transformers' DynamicSlidingWindowLayer keeps `sliding_window - 1`
+                    # tokens between steps, and each step's update concatenates the new
+                    # token to them (cache_utils.py, DynamicSlidingWindowLayer.update,
+                    # transformers 5.23): `sliding_window` tokens are held while a
+                    # token is decoded, as an engine's window holds them.
+                    row["window"] = max(held, w) if isinstance(w, int) and w <= held + 1 else held
     return layers
 
 

@@ -100,9 +100,11 @@ class Counts(unittest.TestCase):
         _, cache = _real(config)
         far = cache(20)
         for row, (kv, _) in zip(doc["cache_layers"], far):
-            held = row["window"] if row["window"] is not None else 20
+            # Between steps a sliding layer keeps window - 1 tokens; a decode step
+            # concatenates the new one to them: the window is what it holds then.
+            held = row["window"] - 1 if row["window"] is not None else 20
             self.assertEqual(row["kv_per_token"][0] * held + row["kv_fixed"][0], kv[0], row)
-        self.assertEqual([r["window"] is not None for r in doc["cache_layers"]], [True, False] * 2)
+        self.assertEqual([r["window"] for r in doc["cache_layers"]], [6, None] * 2)
 
     def test_a_linear_attention_layer_keeps_a_state(self):
         config = {
@@ -130,6 +132,37 @@ class Counts(unittest.TestCase):
         for row, (kv, state) in zip(rows, real):
             self.assertEqual(row["state"], state)
             self.assertEqual(row["kv_per_token"][0] * 3, kv[0])
+
+    def test_a_cache_named_cache_params_is_read(self):
+        # Mamba's forward returns its cache as `cache_params`, not `past_key_values`.
+        config = {
+            "model_type": "falcon_mamba",
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "state_size": 8,
+            "expand": 2,
+            "conv_kernel": 4,
+            "vocab_size": 128,
+        }
+        doc = gc.count(_request(config))
+        self.assertIsNone(doc["cache_error"])
+        rows = doc["cache_layers"]
+        self.assertEqual(len(rows), 2)
+        import torch
+        import transformers
+
+        d = dict(config)
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model(d.pop("model_type"), **d)
+        ).eval()
+        with torch.no_grad():
+            out = model(input_ids=torch.randint(0, 128, (1, 3)), use_cache=True)
+        real = [gc._layer_elements(torch, layer) for layer in gc._cache_layers(out.cache_params)]
+        for row, (kv, state) in zip(rows, real):
+            self.assertEqual(row["kv_per_token"], [0, 0])
+            self.assertEqual(row["state"], state)
+            # The conv state (128 channels × kernel 4) and the SSM state (128 × 8), fp32.
+            self.assertEqual(row["state"][0], 128 * 4 + 128 * 8)
 
     def test_an_unknown_model_type_is_unavailable_and_failures_are_one_line(self):
         def answer(request):

@@ -1,0 +1,99 @@
+"""The family sweep (`tools/family_sweep.py`): how an answer is classified against the
+truth, and the truth's cache bytes read from a model's own cache.
+
+Run: $GPUMEM_TOOLS/torch-venv/bin/python -m unittest discover -s agent/python/tests -v
+"""
+
+import importlib.util
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "..", "..", "tools"))
+
+import family_sweep as fs  # noqa: E402
+
+HAVE_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+
+TRUTH = {"parameters": 1000, "stored": 1010, "kv_bytes": 4096}
+
+
+def _answer(parameters=1000, kv=4096, confidence="exact", warnings=(), mtp=0):
+    lines = [{"key": "kv_cache", "bytes": kv}]
+    if mtp:
+        lines.append({"key": "weights.mtp", "bytes": 2 * mtp, "inputs": {"parameters": str(mtp)}})
+    return {
+        "answer": {
+            "parameters": parameters + mtp,
+            "kv_cache_bytes": kv,
+            "lines": lines,
+            "assumptions": [f"config.json: model_type x, confidence: {confidence}"],
+            "warnings": list(warnings),
+        }
+    }
+
+
+class Classify(unittest.TestCase):
+    def test_equal_figures_are_exact_and_a_persistent_buffer_may_count(self):
+        self.assertEqual(fs.classify(TRUTH, _answer())[0], "exact")
+        # The reader counts a checkpoint's persistent buffers as parameters.
+        self.assertEqual(fs.classify(TRUTH, _answer(parameters=1010))[0], "exact")
+        # An MTP layer transformers does not build is left out of the comparison.
+        self.assertEqual(fs.classify(TRUTH, _answer(mtp=77))[0], "exact")
+        self.assertEqual(fs.classify(TRUTH, _answer(parameters=1001))[0], "SILENT")
+
+    def test_a_wrong_figure_is_flagged_only_when_the_answer_says_so(self):
+        cls, why = fs.classify(TRUTH, _answer(kv=4000, confidence="unknown family"))
+        self.assertEqual(cls, "flagged")
+        self.assertIn("KV 4000 vs 4096", why)
+        counted = "counted by transformers 5.23.0 (model built on the meta device)"
+        self.assertEqual(fs.classify(TRUTH, _answer(kv=4000, confidence=counted))[0], "SILENT")
+        warned = _answer(kv=4000, warnings=["config.json: model_type x is not counted exactly here"])
+        self.assertEqual(fs.classify(TRUTH, warned)[0], "flagged")
+        # No KV truth (its forward failed): the parameters alone decide.
+        self.assertEqual(fs.classify({"parameters": 1000}, _answer(kv=1))[0], "exact")
+
+    def test_a_refusal_keeps_its_reason(self):
+        self.assertEqual(fs.classify(TRUTH, {"refused": "gpumem-agent: error: no"}), ("refused", "gpumem-agent: error: no"))
+
+    def test_the_counts_confidence_is_the_one_read(self):
+        answer = _answer()["answer"]
+        answer["assumptions"].append("config.json: confidence: counted by transformers 5.23.0")
+        self.assertEqual(fs.confidence(answer), "counted by transformers 5.23.0")
+
+
+@unittest.skipUnless(HAVE_TRANSFORMERS, "transformers is not importable")
+class CacheBytes(unittest.TestCase):
+    def test_a_sliding_layer_holds_its_window_while_a_token_is_decoded(self):
+        import torch
+        import transformers
+
+        config = transformers.AutoConfig.for_model(
+            "gemma3_text",
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            vocab_size=128,
+            sliding_window=6,
+            layer_types=["sliding_attention", "full_attention"],
+        )
+        model = transformers.AutoModelForCausalLM.from_config(config).eval()
+        with torch.no_grad():
+            out = model(input_ids=torch.randint(0, 128, (1, 20)), use_cache=True)
+            cache = out.past_key_values
+            per_token = 2 * 2 * 16 * 4  # K and V, 2 heads of 16, fp32
+            # The full layer keeps 20 tokens, the sliding one 6 (5 kept + the new one).
+            self.assertEqual(fs.cache_bytes(torch, cache, 20), per_token * (20 + 6))
+            # A decode step holds exactly that: the 5 kept and the new token.
+            layer = cache.layers[0]
+            k, _ = layer.update(torch.zeros(1, 2, 1, 16), torch.zeros(1, 2, 1, 16))
+            self.assertEqual(k.shape[-2], 6)
+
+
+if __name__ == "__main__":
+    unittest.main()
