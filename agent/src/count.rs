@@ -102,7 +102,7 @@ pub struct CacheLayer {
     pub kv_per_token: [u64; 2],
     /// Keys and values there before the first token (none in a plain cache).
     pub kv_fixed: [u64; 2],
-    /// Other state one more token adds (none seen so far).
+    /// Other tensors one more token adds (a sparse-attention indexer's keys).
     pub state_per_token: [u64; 2],
     /// Other state, constant in the tokens (a linear-attention or SSM layer's).
     pub state: [u64; 2],
@@ -246,25 +246,21 @@ pub fn count(
 /// The count as the estimator takes it ([`gpumem_core::estimate::Counted`]): its
 /// weights and, when the cache was read, its KV lines replace the reader's.
 pub fn to_counted(c: &Count) -> Result<Counted> {
-    let cache = match &c.cache_layers {
-        None => None,
-        Some(layers) => Some(
-            layers
-                .iter()
-                .map(|l| {
-                    if l.state_per_token[0] > 0 {
-                        bail!("a cache layer whose state grows with the tokens beside its keys and values is not counted");
-                    }
-                    Ok(CountedLayer {
-                        kv_per_token: l.kv_per_token[0],
-                        kv_fixed: l.kv_fixed[0],
-                        state_bytes: l.state[1],
-                        window: l.window,
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?,
-        ),
-    };
+    let cache = c.cache_layers.as_ref().map(|layers| {
+        layers
+            .iter()
+            .map(|l| CountedLayer {
+                kv_per_token: l.kv_per_token[0],
+                kv_fixed: l.kv_fixed[0],
+                state_bytes: l.state[1],
+                window: l.window,
+                // Other tensors that grow with the tokens (a sparse-attention indexer's
+                // keys, transformers' DynamicIndexedLayer), in the dtype the model
+                // keeps them.
+                other_per_token_bytes: l.state_per_token[1],
+            })
+            .collect::<Vec<_>>()
+    });
     Ok(Counted {
         by: c.by(),
         parameters: c.parameters,

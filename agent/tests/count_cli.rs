@@ -394,3 +394,63 @@ fn a_config_with_a_bare_infinity_is_counted() {
         "{counted}"
     );
 }
+
+/// A sparse-attention layer keeps an indexer's keys beside its keys and values
+/// (transformers' DynamicIndexedLayer: DeepSeek-V3.2, GLM-5): they grow with the tokens
+/// and are counted with the cache, in the dtype the model keeps them. The oracle is a
+/// real forward of the tiny model on the CPU, every tensor of its cache in bytes.
+#[test]
+fn an_indexers_keys_are_counted_with_the_cache() {
+    let Some(python) = gpumem_e2e::torch_python("an_indexers_keys_are_counted_with_the_cache")
+    else {
+        return;
+    };
+    const ORACLE: &str = r#"
+import json, sys, torch, transformers
+d = json.load(open(sys.argv[1]))
+mt = d.pop("model_type")
+config = transformers.AutoConfig.for_model(mt, **d)
+torch.manual_seed(0)
+model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+tokens = 5
+with torch.no_grad():
+    out = model(input_ids=torch.randint(0, d["vocab_size"], (1, tokens)), use_cache=True)
+total, indexer = 0, 0
+for layer in out.past_key_values.layers:
+    for name, t in vars(layer).items():
+        if isinstance(t, torch.Tensor) and t.dim() > 0:
+            total += t.numel() * t.element_size()
+            indexer += t.numel() * t.element_size() if name == "indexer_keys" else 0
+print(json.dumps({"per_token": total // tokens, "indexer": indexer}))
+"#;
+    let cfg = config("deepseek_v32-tiny.json");
+    let out = Command::new(&python)
+        .arg("-c")
+        .arg(ORACLE)
+        .arg(&cfg)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "oracle: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("oracle JSON");
+    let per_token = v["per_token"].as_u64().unwrap();
+    assert!(
+        v["indexer"].as_u64().unwrap() > 0,
+        "the model keeps an indexer's keys"
+    );
+    let (out, doc) = estimate(
+        &cfg,
+        &[
+            "--count-with",
+            "transformers",
+            "--python",
+            python.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        doc["kv_cache_bytes"].as_u64(),
+        Some(per_token * (CONTEXT + GENERATE) * SEQUENCES)
+    );
+}

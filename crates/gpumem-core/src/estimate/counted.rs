@@ -44,6 +44,11 @@ pub struct CountedLayer {
     pub state_bytes: u64,
     /// Tokens after which the layer stops growing (its sliding window).
     pub window: Option<u64>,
+    /// Bytes one more token adds to the layer's other tensors (a sparse-attention
+    /// indexer's keys beside the keys and values), kept in their own dtype whatever the
+    /// KV dtype and never windowed.
+    #[serde(default)]
+    pub other_per_token_bytes: u64,
 }
 
 /// What the model's own code says it holds.
@@ -213,9 +218,18 @@ pub(super) fn kv_cache(
                     "KV bytes",
                 )?,
             };
+            let other = checked_product(
+                &[
+                    l.other_per_token_bytes,
+                    input.static_cache.unwrap_or(tokens),
+                    input.sequences,
+                ],
+                "KV bytes",
+            )?;
             total = total
                 .checked_add(shape.bytes(tokens)?)
                 .and_then(|t| t.checked_add(fixed))
+                .and_then(|t| t.checked_add(other))
                 .ok_or_else(over)?;
         }
         Ok(total)
@@ -227,8 +241,12 @@ pub(super) fn kv_cache(
             format!("{bits} bits + scales per {group} values")
         }
     };
+    let others = layers
+        .iter()
+        .filter(|l| l.other_per_token_bytes > 0)
+        .count();
     let shape = format!(
-        "{} layers as the model's own cache holds them after a forward of 1 and 2 tokens{}, {per_value} × sequences",
+        "{} layers as the model's own cache holds them after a forward of 1 and 2 tokens{}, {per_value} × sequences{}",
         layers.len(),
         match windows.iter().max() {
             None => String::new(),
@@ -236,6 +254,13 @@ pub(super) fn kv_cache(
                 ", {} of them at most {w} tokens (read past their window)",
                 windows.len()
             ),
+        },
+        if others > 0 {
+            format!(
+                "; {others} layers' other tensors that grow with the tokens (an indexer's keys) as the model keeps them"
+            )
+        } else {
+            String::new()
         }
     );
     let inputs = [
