@@ -38,6 +38,7 @@ SILENT. The classification is unit-tested in agent/python/tests/test_family_swee
 import argparse
 import collections
 import concurrent.futures
+import inspect
 import json
 import os
 import pathlib
@@ -107,14 +108,26 @@ def truth(model_type, context, out_dir, forward_timeout):
     # the bare model, an encoder-decoder whole; neither is checked for its cache (no
     # cache, or one over an encoder length a causal forward does not give).
     encdec = bool(getattr(cfg, "is_encoder_decoder", False))
-    encoder = not encdec and getattr(cfg, "is_decoder", None) is False
+    causal = transformers.AutoModelForCausalLM
+    # An encoder's causal-LM head says it wants `is_decoder` (BertLMHeadModel and kin).
+    head = causal._model_mapping[type(cfg)]
+    encoder = (
+        not encdec
+        and getattr(cfg, "is_decoder", None) is False
+        and "is_decoder" in inspect.getsource(head.__init__)
+    )
     with torch.device("meta"):
         if encdec:
             auto = transformers.AutoModelForSeq2SeqLM
             if model_type == "whisper":
                 auto = transformers.WhisperForConditionalGeneration
+        elif encoder:
+            auto = transformers.AutoModel
+        elif getattr(cfg, "vision_config", None) is not None and type(cfg) in transformers.AutoModelForImageTextToText._model_mapping:
+            # A config with a vision tower is counted whole, as the reader counts it.
+            auto = transformers.AutoModelForImageTextToText
         else:
-            auto = transformers.AutoModel if encoder else transformers.AutoModelForCausalLM
+            auto = causal
         if hasattr(auto, "from_config"):
             model = auto.from_config(cfg, dtype=torch.bfloat16)
         else:
