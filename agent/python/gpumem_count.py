@@ -33,11 +33,19 @@ MAX_REQUEST_CHARS = 32 << 20
 #: The document's schema name (the agent checks it).
 SCHEMA = "gpumem.count/v1"
 
+#: Tokens of the forward that checks each cache layer's growth (past a compressed
+#: cache's blocks).
+CHECK_TOKENS = 300
+
 #: Deepest nesting followed inside a cache layer (its tensors sit in attributes, dicts of
 #: them, or lists).
 MAX_CACHE_DEPTH = 4
 
 DTYPES = {"bfloat16", "float16", "float32"}
+
+
+class Irregular(Exception):
+    """A cache that does not grow by the same elements each token, nor stop at a window."""
 
 
 class Unavailable(Exception):
@@ -87,13 +95,19 @@ def _config(transformers, request):
 
 
 def build(torch, transformers, request):
-    """The model on the meta device: a causal LM where the family has one, else the
-    bare model (an encoder); which one is said in the answer."""
+    """The model on the meta device: with its towers where the config has them, else a
+    causal LM where the family has one, else the bare model (an encoder); which one is
+    said in the answer."""
     config = _config(transformers, request)
     dtype = getattr(torch, request["dtype"])
     trust = bool(request.get("trust_remote_code"))
     last = None
-    for auto in ("AutoModelForCausalLM", "AutoModel"):
+    autos = ("AutoModelForCausalLM", "AutoModel")
+    # A config with a vision or audio tower is the whole model a user loads: its towers
+    # and projector are built with the language model, as the config reader counts them.
+    if any(getattr(config, k, None) is not None for k in ("vision_config", "audio_config")):
+        autos = ("AutoModelForImageTextToText",) + autos
+    for auto in autos:
         try:
             with torch.device("meta"):
                 model = getattr(transformers, auto).from_config(
@@ -304,22 +318,41 @@ def count_cache(torch, model, config, notes):
                 "window": None,
             }
         )
-    widest = max((w for w in windows if isinstance(w, int) and w > 0), default=None)
-    if widest is not None:
-        # Past the widest window: a capped layer shows where it stops.
-        tokens = widest + 2
-        far, _ = _forward_cache(torch, model, tokens, notes)
-        for row, (kvf, _), w in zip(layers, far, windows):
-            if row["kv_per_token"][0] > 0:
-                grown = kvf[0] - row["kv_fixed"][0]
-                held = grown // row["kv_per_token"][0]
-                if held < tokens:
-                    # transformers' DynamicSlidingWindowLayer keeps `sliding_window - 1`
-                    # tokens between steps, and each step's update concatenates the new
-                    # token to them (cache_utils.py, DynamicSlidingWindowLayer.update,
-                    # transformers 5.23): `sliding_window` tokens are held while a
-                    # token is decoded, as an engine's window holds them.
-                    row["window"] = max(held, w) if isinstance(w, int) and w <= held + 1 else held
+    widest = max((w for w in windows if isinstance(w, int) and w > 0), default=0)
+    # Past the widest window (a capped layer shows where it stops) and past a few
+    # hundred tokens (a cache that compresses its tokens in blocks, or grows otherwise
+    # than one token at a time, shows it): each layer's growth from 1 and 2 tokens is
+    # checked there.
+    tokens = max(widest + 2, CHECK_TOKENS)
+    # No more than the model has positions for (a window wider than them never fills).
+    positions = [getattr(config, k, None) for k in ("max_position_embeddings", "n_positions")]
+    limit = min((p for p in positions if isinstance(p, int) and p > 2), default=tokens)
+    tokens = min(tokens, limit)
+    far, _ = _forward_cache(torch, model, tokens, notes)
+    for row, (kvf, stf), w in zip(layers, far, windows):
+        if stf[0] != row["state"][0] + row["state_per_token"][0] * tokens:
+            raise Irregular(
+                f"a cache layer's other tensors hold {stf[0]} elements after {tokens} tokens, "
+                f"not the {row['state'][0]} + {row['state_per_token'][0]} a token its first tokens showed"
+            )
+        grown = kvf[0] - row["kv_fixed"][0]
+        per = row["kv_per_token"][0]
+        if grown == per * tokens:
+            continue
+        held = grown // per if per else 0
+        # transformers' DynamicSlidingWindowLayer keeps `sliding_window - 1` tokens
+        # between steps, and each step's update concatenates the new token to them
+        # (cache_utils.py, DynamicSlidingWindowLayer.update, transformers 5.23):
+        # `sliding_window` tokens are held while a token is decoded, as an engine's
+        # window holds them.
+        if isinstance(w, int) and per and grown == per * held and held in (w - 1, w):
+            row["window"] = w
+            continue
+        raise Irregular(
+            f"a cache layer holds {kvf[0]} key/value elements after {tokens} tokens, not the "
+            f"{row['kv_fixed'][0]} + {per} a token its first tokens showed, nor a sliding window "
+            "(a cache that compresses or selects its tokens): not extrapolated"
+        )
     return layers
 
 
