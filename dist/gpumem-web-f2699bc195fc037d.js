@@ -116,8 +116,10 @@ if (Symbol.dispose) IntoUnderlyingSource.prototype[Symbol.dispose] = IntoUnderly
 /**
  * Benchmark hook for the budget script: estimates the query `iterations` times
  * and returns the mean milliseconds per estimate (`window.wasmBindings.gpumem_bench`).
- * The estimate of this page's own module: inference's (a training query is refused at
- * once; the training module estimates those). Here, not in the library, so the agent &
+ * The estimate as this page makes it: the engine module's (the request written, the
+ * estimate made there and its document read back), for inference (the training
+ * module estimates training runs). Infinite while the module is not loaded, so no
+ * budget passes on a figure not measured. Here, not in the library, so the agent &
  * sheet page does not carry it.
  * @param {string} query_string
  * @param {number} iterations
@@ -406,7 +408,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2613(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2514(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -551,33 +553,33 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 25, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_1079);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 23, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_992);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 531, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2548);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 529, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2449);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 584, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3979);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 582, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3880);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 584, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3979_16);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 582, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3880_16);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [String], shim_idx: 27, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_1088);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [String], shim_idx: 25, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_1001);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 587, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3988);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 585, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3889);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -601,30 +603,30 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3988(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3988(arg0, arg1);
+function __wasm_bindgen_func_elem_3889(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3889(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_1079(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_1079(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_992(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_992(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3979(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3979(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3880(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3880(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3979_16(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3979_16(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3880_16(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3880_16(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2613(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2613(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2514(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2514(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2548(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2449(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2548(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2449(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
@@ -635,10 +637,10 @@ function __wasm_bindgen_func_elem_2548(arg0, arg1, arg2) {
     }
 }
 
-function __wasm_bindgen_func_elem_1088(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_1001(arg0, arg1, arg2) {
     const ptr0 = passStringToWasm0(arg2, wasm.__wbindgen_export, wasm.__wbindgen_export2);
     const len0 = WASM_VECTOR_LEN;
-    wasm.__wasm_bindgen_func_elem_1088(arg0, arg1, ptr0, len0);
+    wasm.__wasm_bindgen_func_elem_1001(arg0, arg1, ptr0, len0);
 }
 
 
