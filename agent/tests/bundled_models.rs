@@ -5,8 +5,9 @@
 //! `gpumem-agent models` lists every entry, each of which parses.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
+use gpumem_e2e::hub_standin::isolated_agent;
 use serde_json::Value;
 
 /// A port that was just free: nothing listens there, so a request is refused at once.
@@ -21,25 +22,15 @@ fn closed_endpoint() -> String {
 /// The agent with the Hub out of reach: a closed `HF_ENDPOINT`, a fresh cache and home,
 /// no token, no proxy.
 fn offline(home: &Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"));
-    cmd.args(args)
-        .env("HF_ENDPOINT", closed_endpoint())
-        .env("HOME", home)
-        .env("XDG_CACHE_HOME", home.join("cache"))
-        .env("HF_HOME", home.join("hf"));
-    for v in [
-        "HF_TOKEN",
-        "HF_TOKEN_PATH",
-        "http_proxy",
-        "https_proxy",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "all_proxy",
-    ] {
-        cmd.env_remove(v);
-    }
-    cmd.output().expect("the agent binary runs")
+    isolated_agent(
+        Path::new(env!("CARGO_BIN_EXE_gpumem-agent")),
+        &closed_endpoint(),
+        home,
+        None,
+    )
+    .args(args)
+    .output()
+    .expect("the agent binary runs")
 }
 
 fn stdout(out: &Output) -> String {

@@ -9,10 +9,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
-use gpumem_e2e::hub_standin::{Blob, COMMIT, Repo, StandIn, TEST_TOKEN};
+use gpumem_e2e::hub_standin::{COMMIT, Repo, StandIn, TEST_TOKEN, isolated_agent, pipeline_repo};
 use serde_json::Value;
 
 const SDXL: &str = "stabilityai/stable-diffusion-xl-base-1.0";
@@ -24,61 +24,26 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A repository holding a fixture folder's files, as the Hub serves a pipeline's
-/// (plus a weight file's name that must never be asked for).
+/// A fixture pipeline's repository and the number of its components' configs.
 fn repo_of(dir: &Path, token: Option<&str>) -> (Repo, usize) {
-    let mut files = BTreeMap::new();
-    files.insert(
-        "model_index.json".to_string(),
-        Blob::Text(std::fs::read(dir.join("model_index.json")).expect("model_index.json")),
-    );
-    let mut configs = 0;
-    for entry in std::fs::read_dir(dir).expect("fixture folder") {
-        let path = entry.expect("entry").path();
-        let config = path.join("config.json");
-        if config.is_file() {
-            let name = path.file_name().unwrap().to_string_lossy().to_string();
-            files.insert(
-                format!("{name}/config.json"),
-                Blob::Text(std::fs::read(&config).expect("config.json")),
-            );
-            configs += 1;
-        }
-    }
-    let repo = Repo {
-        files,
-        token: token.map(str::to_string),
-        ..Repo::default()
-    };
+    let repo = pipeline_repo(dir, token);
+    let configs = repo.files.len() - 1;
     (repo, configs)
 }
 
 /// The agent with only the stand-in's environment (no token unless given, a fresh
 /// cache, no proxy).
 fn agent(hub: &StandIn, home: &Path, token: Option<&str>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"));
-    cmd.arg("estimate")
-        .args(args)
-        .env("HF_ENDPOINT", hub.endpoint())
-        .env("HOME", home)
-        .env("XDG_CACHE_HOME", home.join("cache"))
-        .env("HF_HOME", home.join("hf"));
-    for v in [
-        "HF_TOKEN",
-        "HF_TOKEN_PATH",
-        "http_proxy",
-        "https_proxy",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "all_proxy",
-    ] {
-        cmd.env_remove(v);
-    }
-    if let Some(t) = token {
-        cmd.env("HF_TOKEN", t);
-    }
-    cmd.output().expect("the agent binary runs")
+    isolated_agent(
+        Path::new(env!("CARGO_BIN_EXE_gpumem-agent")),
+        &hub.endpoint(),
+        home,
+        token,
+    )
+    .arg("estimate")
+    .args(args)
+    .output()
+    .expect("the agent binary runs")
 }
 
 fn json_of(out: &Output) -> Value {

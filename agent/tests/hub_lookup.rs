@@ -17,7 +17,7 @@ use gpumem_core::units::Bytes;
 use gpumem_e2e::hub_standin::{
     Blob, GATED, GGUF_ONLY, Logged, MANY_GGUF, MANY_GGUF_FILES, ONE_GGUF, ONE_GGUF_FILE, Repo,
     SHARDED, SHARDS, SINGLE, SPLIT_GGUF, SPLIT_GGUF_FILES, SPLIT_GGUF_SINGLE, StandIn, TEST_TOKEN,
-    expected_bytes, expected_file_bytes, fixture_repos,
+    expected_bytes, expected_file_bytes, fixture_repos, isolated_agent,
 };
 use serde_json::Value;
 
@@ -27,29 +27,16 @@ const CONFIG: &str = r#"{"model_type":"llama","hidden_size":64,"num_hidden_layer
 
 /// The agent with only the stand-in's environment (no token, a fresh cache, no proxy).
 fn agent(hub: &StandIn, home: &Path, token: Option<&str>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpumem-agent"));
-    cmd.arg("estimate")
-        .args(args)
-        .env("HF_ENDPOINT", hub.endpoint())
-        .env("HOME", home)
-        .env("XDG_CACHE_HOME", home.join("cache"))
-        .env("HF_HOME", home.join("hf"));
-    for v in [
-        "HF_TOKEN",
-        "HF_TOKEN_PATH",
-        "http_proxy",
-        "https_proxy",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "all_proxy",
-    ] {
-        cmd.env_remove(v);
-    }
-    if let Some(t) = token {
-        cmd.env("HF_TOKEN", t);
-    }
-    cmd.output().expect("the agent binary runs")
+    isolated_agent(
+        Path::new(env!("CARGO_BIN_EXE_gpumem-agent")),
+        &hub.endpoint(),
+        home,
+        token,
+    )
+    .arg("estimate")
+    .args(args)
+    .output()
+    .expect("the agent binary runs")
 }
 
 fn json_ok(out: &Output) -> Value {

@@ -1035,6 +1035,69 @@ pub fn expected_file_bytes(repo: &str, file: &str) -> u64 {
     gguf_files()[file].1
 }
 
+/// `bin` (the agent) isolated for a Hub test: `HF_ENDPOINT` set to `endpoint`, a fresh
+/// home and cache under `home`, no token from the environment (`token` when given),
+/// no proxy.
+pub fn isolated_agent(
+    bin: &std::path::Path,
+    endpoint: &str,
+    home: &std::path::Path,
+    token: Option<&str>,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.env("HF_ENDPOINT", endpoint)
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("HF_HOME", home.join("hf"));
+    for v in [
+        "HF_TOKEN",
+        "HF_TOKEN_PATH",
+        "http_proxy",
+        "https_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        cmd.env_remove(v);
+    }
+    if let Some(t) = token {
+        cmd.env("HF_TOKEN", t);
+    }
+    cmd
+}
+
+/// A diffusers pipeline's repository, as the Hub serves one: a folder's
+/// `model_index.json` and each component's `config.json` (the files a pipeline lookup
+/// reads), gated behind `token` when given.
+pub fn pipeline_repo(dir: &std::path::Path, token: Option<&str>) -> Repo {
+    let mut files = BTreeMap::new();
+    files.insert(
+        "model_index.json".to_string(),
+        Blob::Text(std::fs::read(dir.join("model_index.json")).expect("model_index.json")),
+    );
+    for entry in std::fs::read_dir(dir).expect("pipeline folder") {
+        let path = entry.expect("entry").path();
+        let config = path.join("config.json");
+        if config.is_file() {
+            let name = path
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .to_string();
+            files.insert(
+                format!("{name}/config.json"),
+                Blob::Text(std::fs::read(&config).expect("config.json")),
+            );
+        }
+    }
+    Repo {
+        files,
+        token: token.map(str::to_string),
+        ..Repo::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

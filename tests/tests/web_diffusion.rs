@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use gpumem_e2e::hub_standin::{Blob, Repo, StandIn, TEST_TOKEN};
+use gpumem_e2e::hub_standin::{StandIn, TEST_TOKEN, pipeline_repo};
 use serde_json::{Value, json};
 use web_support::{Browser, ReplayAgent, agent_binary, browser_tools, root, serial};
 
@@ -24,31 +24,6 @@ fn fixture(name: &str) -> PathBuf {
     root()
         .join("crates/gpumem-core/tests/diffusion/pipelines")
         .join(name)
-}
-
-/// A repository holding the fixture folder's files (model_index.json and each
-/// component's config.json), as the Hub serves a pipeline's.
-fn repo_of(dir: &PathBuf) -> Repo {
-    let mut files = BTreeMap::new();
-    files.insert(
-        "model_index.json".to_string(),
-        Blob::Text(std::fs::read(dir.join("model_index.json")).expect("model_index.json")),
-    );
-    for entry in std::fs::read_dir(dir).expect("fixture folder") {
-        let path = entry.expect("entry").path();
-        let config = path.join("config.json");
-        if config.is_file() {
-            let name = path.file_name().unwrap().to_string_lossy().to_string();
-            files.insert(
-                format!("{name}/config.json"),
-                Blob::Text(std::fs::read(&config).expect("config.json")),
-            );
-        }
-    }
-    Repo {
-        files,
-        ..Repo::default()
-    }
 }
 
 /// `gpumem-agent estimate --diffusers DIR ARGS…`: its stdout (JSON with `--json`).
@@ -179,15 +154,9 @@ fn web_answers_a_diffusion_pipeline_as_the_command_does() {
     );
     let hub = StandIn::start(
         BTreeMap::from([
-            (SDXL.to_string(), repo_of(&sdxl)),
+            (SDXL.to_string(), pipeline_repo(&sdxl, None)),
             // Gated, as FLUX.1-dev is on the Hub: the page's token field opens it.
-            (
-                FLUX.to_string(),
-                Repo {
-                    token: Some(TEST_TOKEN.to_string()),
-                    ..repo_of(&flux)
-                },
-            ),
+            (FLUX.to_string(), pipeline_repo(&flux, Some(TEST_TOKEN))),
         ]),
         Duration::ZERO,
         &[],
