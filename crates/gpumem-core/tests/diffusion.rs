@@ -198,6 +198,17 @@ fn an_unknown_component_or_a_bad_config_is_refused_with_its_name() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("no denoiser"), "{e}");
+    // Each name is the folder its config.json is read from: one plain folder name.
+    for name in ["..", ".", "", "a/b", "a\\b"] {
+        let index = serde_json::json!({
+            "_class_name": "FluxPipeline",
+            "transformer": ["diffusers", "FluxTransformer2DModel"],
+            name: ["diffusers", "AutoencoderKL"],
+        })
+        .to_string();
+        let e = diffusion::components_of(&index).unwrap_err().to_string();
+        assert!(e.contains("not a folder name"), "{name:?}: {e}");
+    }
     let index = r#"{"_class_name": "FluxPipeline", "transformer": ["diffusers", "FluxTransformer2DModel"]}"#;
     let e = diffusion::read(
         index,

@@ -36,15 +36,8 @@ pub async fn lookup(
     let index = String::from_utf8(index.body)
         .map_err(|_| format!("{}: not UTF-8 text", named(INDEX_FILE)))?;
     // The core names the components with weights (bounded in count) and refuses an
-    // index that is not a pipeline's.
+    // index that is not a pipeline's, or a component name that is not a folder name.
     let (_, named_components, _) = components_of(&index).map_err(|e| e.to_string())?;
-    for (name, _) in &named_components {
-        if name.is_empty() || name.contains(['/', '\\']) || name == ".." || name == "." {
-            return Err(format!(
-                "{INDEX_FILE} names a component `{name}` that is not a folder name"
-            ));
-        }
-    }
     say(&format!(
         "Reading the config.json of {} component(s)…",
         named_components.len()

@@ -166,7 +166,8 @@ fn weightless(class: &str) -> bool {
 pub type Index = (String, Vec<(String, String)>, Vec<String>);
 
 /// The components a `model_index.json` names that have weights, as `(name, class)`,
-/// in the index's order: the folders whose config.json the caller reads next.
+/// in the index's order: the folders whose config.json the caller reads next (each
+/// name one plain folder name, else refused).
 pub fn components_of(index: &str) -> Result<Index, EstimateError> {
     let bad = |why: String| EstimateError::invalid("pipeline", why);
     if index.len() > MAX_CONFIG_BYTES {
@@ -192,6 +193,12 @@ pub fn components_of(index: &str) -> Result<Index, EstimateError> {
         let Some(pair) = e.as_array() else { continue };
         if pair.len() != 2 || k.starts_with('_') {
             continue;
+        }
+        // The caller reads `{name}/config.json` next: a name is one plain folder.
+        if k.is_empty() || k.contains(['/', '\\']) || k == ".." || k == "." {
+            return Err(bad(format!(
+                "model_index.json names a component `{k}` that is not a folder name"
+            )));
         }
         let cls = pair[1].as_str();
         match cls {
