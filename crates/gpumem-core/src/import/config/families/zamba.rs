@@ -53,23 +53,12 @@ pub(crate) const ZAMBA2: Family = Family {
 
 fn zamba2(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     let (hidden, layers, heads) = (d.arch.hidden, d.arch.layers, d.arch.heads);
-    let uses = match c.get("layers_block_type") {
-        Some(Value::Array(list)) => {
-            if list.len() as u64 != layers {
-                return Err(parse(format!(
-                    "layers_block_type lists {} layers, num_hidden_layers is {layers}",
-                    list.len()
-                )));
-            }
-            list.iter().filter(|x| x.as_str() == Some("hybrid")).count() as u64
-        }
-        _ => {
-            return Err(parse(
-                "layers_block_type absent: which layers run the shared blocks is not known (Zamba2Config's default is for 54 layers)"
-                    .into(),
-            ));
-        }
-    };
+    let uses = listed_hybrid_layers(c, layers)?.ok_or_else(|| {
+        parse(
+            "layers_block_type absent: which layers run the shared blocks is not known (Zamba2Config's default is for 54 layers)"
+                .into(),
+        )
+    })?;
     // Zamba2Config: attention over 2 × hidden, head dim 2 × hidden / heads.
     let width = hidden.saturating_mul(2);
     d.arch.head_dim = width.checked_div(heads).unwrap_or(0);
@@ -135,18 +124,12 @@ pub(crate) const ZAMBA: Family = Family {
 
 fn zamba(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     let (hidden, layers, heads) = (d.arch.hidden, d.arch.layers, d.arch.heads);
-    let uses = match c.get("layers_block_type") {
-        Some(Value::Array(list)) => {
-            if list.len() as u64 != layers {
-                return Err(parse(format!(
-                    "layers_block_type lists {} layers, num_hidden_layers is {layers}",
-                    list.len()
-                )));
-            }
+    let uses = match listed_hybrid_layers(c, layers)? {
+        Some(uses) => {
             c.touch(&["attn_layer_period", "attn_layer_offset"]);
-            list.iter().filter(|x| x.as_str() == Some("hybrid")).count() as u64
+            uses
         }
-        _ => {
+        None => {
             // The third layer, then i % period == offset over the other layers − 3.
             let period = d.or_default(c, "attn_layer_period", 6)?.max(1);
             let offset = d.or_default(c, "attn_layer_offset", 4)?;
@@ -189,6 +172,23 @@ fn zamba(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         ..Mixer::BASE
     });
     Ok(())
+}
+
+/// The layers `layers_block_type` marks "hybrid" (those that run a shared block), when
+/// it lists them; a list of another length than the layers is refused.
+fn listed_hybrid_layers(c: &Cfg, layers: u64) -> Result<Option<u64>, EstimateError> {
+    let Some(Value::Array(list)) = c.get("layers_block_type") else {
+        return Ok(None);
+    };
+    if list.len() as u64 != layers {
+        return Err(parse(format!(
+            "layers_block_type lists {} layers, num_hidden_layers is {layers}",
+            list.len()
+        )));
+    }
+    Ok(Some(
+        list.iter().filter(|x| x.as_str() == Some("hybrid")).count() as u64,
+    ))
 }
 
 /// The records of this file, for the registry.
