@@ -30,6 +30,19 @@ fn place(a: &mut Allocator, ts: &[(u64, u64)]) {
 /// a reserved figure (a model of millions of tensors is not one a card holds).
 const MAX_TENSORS: u64 = 2_000_000;
 
+/// Whether tensor `t` repeats in each of the `layers` decoder layers (its attention,
+/// MLP and norms, not the final norm): the model's load and FSDP1's flat parameters
+/// place it layer by layer.
+fn repeats_per_layer(t: &crate::arch::TensorGroup, layers: u64) -> bool {
+    t.count >= layers
+        && t.count.is_multiple_of(layers)
+        && matches!(
+            t.class,
+            ParamClass::Attention | ParamClass::Mlp | ParamClass::Norms
+        )
+        && t.name != "final norm"
+}
+
 /// The architecture's stored tensors in checkpoint order (embeddings, then layer by
 /// layer, then the final norm and the output projection): each as the loader places
 /// it, with the values of those PEFT's QLoRA preparation casts to fp32.
@@ -64,13 +77,7 @@ fn stored(
             f if t.cols > 1 => Stored::Dense(f.matrix_bytes(t.rows, t.cols)?.bytes),
             f => Stored::Dense(f.vector_bytes(t.rows)?),
         };
-        let layered = t.count >= layers
-            && t.count.is_multiple_of(layers)
-            && matches!(
-                t.class,
-                ParamClass::Attention | ParamClass::Mlp | ParamClass::Norms
-            )
-            && t.name != "final norm";
+        let layered = repeats_per_layer(&t, layers);
         let cast = qlora_fp32 && format == StorageFormat::Dense { dtype: Dtype::F32 };
         if layered {
             per_layer.push((s, t.count.checked_div(layers).unwrap_or(0), cast));
@@ -667,13 +674,7 @@ fn fsdp1(
     let (mut emb, mut norm, mut head) = (0u64, 0u64, 0u64);
     for t in a.tensors()? {
         let n = t.rows.saturating_mul(t.cols);
-        let layered = t.count >= layers
-            && t.count.is_multiple_of(layers)
-            && matches!(
-                t.class,
-                ParamClass::Attention | ParamClass::Mlp | ParamClass::Norms
-            )
-            && t.name != "final norm";
+        let layered = repeats_per_layer(&t, layers);
         if layered {
             for _ in 0..t.count.checked_div(layers).unwrap_or(0) {
                 layer_tensors.push(n);
