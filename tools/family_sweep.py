@@ -26,7 +26,10 @@ Run with the torch venv (scripts/install-tools.sh):
 
     source scripts/env.sh
     $GPUMEM_TOOLS/torch-venv/bin/python tools/family_sweep.py \
-        --agent target/debug/gpumem-agent --out /tmp/sweep [--no-python] [TYPE …]
+        --agent target/debug/gpumem-agent --out ~/family-sweep [--no-python] [TYPE …]
+
+Without --out the sweep works in a fresh private folder (mkdtemp, 0700) and says
+which; --out is created 0700 and must not be a symbolic link.
 
 Bounded: every build and forward is stopped after --build-timeout / --forward-timeout
 seconds, every agent run after --agent-timeout, and agent runs go --jobs at a time. On
@@ -48,6 +51,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import tempfile
 import warnings
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -242,10 +246,25 @@ def classify(truth_row, got):
     return ("SILENT" if said_exact else "flagged"), "; ".join(diffs) + f" (confidence: {conf[:160]})"
 
 
+def private_folder(given):
+    """The sweep's folder: a fresh private one (``tempfile.mkdtemp``: 0700, made new,
+    so no other local user made it first), or ``given``, made 0700 when absent and
+    refused when it is a symbolic link or another user's."""
+    if given is None:
+        return pathlib.Path(tempfile.mkdtemp(prefix="family-sweep-"))
+    out = pathlib.Path(given).expanduser()
+    if out.is_symlink():
+        raise SystemExit(f"--out {out}: a symbolic link; give the folder itself")
+    out.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if out.stat().st_uid != os.getuid():
+        raise SystemExit(f"--out {out}: owned by another user")
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--agent", required=True)
-    ap.add_argument("--out", default="/tmp/family-sweep")
+    ap.add_argument("--out", help="the folder kept between runs (default: a fresh private one)")
     ap.add_argument("--python", default=sys.executable, help="the Python the agent counts with")
     ap.add_argument("--no-python", action="store_true", help="the config reader alone")
     ap.add_argument("--context", type=int, default=4500)
@@ -260,8 +279,8 @@ def main(argv=None):
     import logging
 
     logging.disable(logging.WARNING)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = private_folder(args.out)
+    print(f"family sweep: working in {out}", file=sys.stderr)
     types = args.types or causal_types()
     signal.signal(signal.SIGALRM, _alarm)
     truths = {}
