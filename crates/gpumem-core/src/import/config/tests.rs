@@ -1932,27 +1932,43 @@ fn rwkv_is_read_whole_with_its_state() {
     assert!(e.to_string().contains("attention_hidden_size"), "{e}");
 }
 
-/// Phi-4-multimodal at Phi4MultimodalConfig's defaults: Phi-3's decoder and its image
-/// embedder counted; the audio embedder is not, and the reader says so. transformers
-/// 5.23 builds 5 308 269 152 parameters and persistent buffers on the meta device,
-/// 466 432 256 parameters (its conformer and four projections) and 160 buffer values
-/// (`global_mean`, `global_invstd`) of them the audio embedder's (`transformers/
-/// phi4_multimodal.json`); what is counted here is the rest, to the parameter.
+/// Phi-4-multimodal at Phi4MultimodalConfig's defaults: Phi-3's decoder, its image
+/// embedder and its audio embedder counted. transformers 5.23 builds 5 308 269 152
+/// parameters and persistent buffers on the meta device (`transformers/
+/// phi4_multimodal.json`), 466 432 256 parameters (its conformer, 441 254 144 in its 24
+/// blocks, and four projections) and 160 buffer values (`global_mean`,
+/// `global_invstd`) of them the audio embedder's.
 #[test]
-fn phi4_multimodal_counts_its_image_embedder_and_names_its_audio() {
+fn phi4_multimodal_counts_its_image_and_audio_embedders() {
     let doc: Value = serde_json::from_str(include_str!(
         "../../../tests/cases/transformers/phi4_multimodal.json"
     ))
     .unwrap();
     let c = parse_config(&doc["config"].to_string()).unwrap();
-    let audio = 441_254_144 + 3_148_800 + 9_440_256 + 3_148_800 + 9_440_256 + 160;
-    assert_eq!(counts(&c.arch).0, 5_308_269_152 - audio);
+    assert_eq!(counts(&c.arch).0, 5_308_269_152);
     assert!(
-        c.warnings.iter().any(|w| w.starts_with("audio_config")),
+        c.notes.iter().any(|n| n.starts_with("audio_config")),
         "{:?}",
-        c.warnings
+        c.notes
     );
-    assert!(c.confidence.starts_with("approximate"));
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(c.confidence, "exact");
+    // Without the audio tower's 466 432 416 values, the rest is the same.
+    let mut cfg = doc["config"].clone();
+    cfg["audio_config"] = Value::Null;
+    let text_and_image = parse_config(&cfg.to_string()).unwrap();
+    assert_eq!(counts(&text_and_image.arch).0, 5_308_269_152 - 466_432_416);
+    // A conformer with every option away from its default (a symmetric bias table,
+    // two halvings of 81 mel bins to 21, a doubled depthwise width, a separable output
+    // and GLU narrower than the hidden size, a downsampled projection input), against
+    // the model transformers builds from it (`transformers/phi4_multimodal-audio.json`).
+    let doc: Value = serde_json::from_str(include_str!(
+        "../../../tests/cases/transformers/phi4_multimodal-audio.json"
+    ))
+    .unwrap();
+    let c = parse_config(&doc["config"].to_string()).unwrap();
+    assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+    assert_eq!(counts(&c.arch).0, doc["parameters"].as_u64().unwrap());
 }
 
 /// The new mixers by hand: a short convolution needs no state width, a Mamba mixer
