@@ -102,6 +102,9 @@ fn budget_at(
     } else {
         kv_bytes_per_token(input)?
     };
+    // Cross-attention layers (Llama 3.2 Vision) as the engine lays them out.
+    let cross = super::cross::layout(engine, params, input, per_token)?;
+    let per_token = cross.as_ref().map_or(per_token, |x| x.per_token);
     let max_model_len = match params.max_model_len {
         Some(m) => m,
         None => match (input.context, input.position_limit()) {
@@ -130,6 +133,18 @@ fn budget_at(
             }
         },
     };
+    // A length derived from the workload's text grows by the image tokens the engine
+    // counts in a request's length (SGLang's padded image); a length given holds them.
+    let max_model_len = match (&cross, params.max_model_len, input.context) {
+        (Some(x), None, Some(_)) => {
+            max_model_len
+                .checked_add(x.length_tokens)
+                .ok_or(EstimateError::Overflow {
+                    what: "max-model-len",
+                })?
+        }
+        _ => max_model_len,
+    };
     let ctx = Ctx {
         input,
         est,
@@ -140,6 +155,7 @@ fn budget_at(
         mtp_bytes: line_bytes(est, LineKey::WeightsMtp),
         per_token,
         max_model_len,
+        encoder_tokens: cross.as_ref().map_or(0, |x| x.encoder_tokens),
         stage: None,
     };
     // An encoder-only model keeps no KV cache: the engines that serve one answer by
@@ -157,6 +173,9 @@ fn budget_at(
         {
             d.warnings.push(text.into());
         }
+    }
+    if let Some(x) = cross {
+        d.assumptions.push(x.assumption);
     }
     if input.sliding_window.is_some() && !engine.windows() {
         d.assumptions

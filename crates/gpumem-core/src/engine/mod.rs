@@ -35,6 +35,7 @@
 mod arith;
 mod budget;
 mod contract;
+mod cross;
 mod drafter;
 mod flags;
 mod fraction;

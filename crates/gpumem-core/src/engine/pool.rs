@@ -77,12 +77,19 @@ pub(crate) struct Need {
     pub(crate) sequences: u64,
 }
 
-/// A single-group pool of `block`-token blocks (every engine but vLLM's hybrid case).
+/// A single-group pool of `block`-token blocks (every engine but vLLM's hybrid case);
+/// a sequence's blocks are its text's and its encoder's, each rounded up to a block.
 pub(super) fn simple_pool(ctx: &Ctx, block: u64) -> Result<(u64, u64, u64), EstimateError> {
+    let unit = block.max(1);
     Ok((
         prod(&[block, ctx.per_token])?,
         1,
-        ctx.max_model_len.div_ceil(block.max(1)),
+        ctx.max_model_len
+            .div_ceil(unit)
+            .checked_add(ctx.encoder_tokens.div_ceil(unit))
+            .ok_or(EstimateError::Overflow {
+                what: "blocks per sequence",
+            })?,
     ))
 }
 

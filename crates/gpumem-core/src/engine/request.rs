@@ -29,6 +29,10 @@ pub struct Ctx<'a> {
     pub(crate) per_token: u64,
     /// The length each sequence is served at.
     pub(crate) max_model_len: u64,
+    /// Tokens of the pool each sequence holds beside its text's: its encoder's (the
+    /// cross-attention layers' keys and values, vLLM V0's cross block table); 0 for
+    /// most models.
+    pub(crate) encoder_tokens: u64,
     /// The pipeline stage this device runs, when a rule sizes several cards stage by
     /// stage (vLLM's pipeline parallelism over `--card a,b`); `None`: the rule's one
     /// device.

@@ -217,6 +217,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
                 mtp_bytes: 0,
                 per_token,
                 max_model_len: c.max_model_len,
+                encoder_tokens: c.encoder_tokens,
                 stage: Some(stage),
             };
             let draft = super::rule(&sc)?;

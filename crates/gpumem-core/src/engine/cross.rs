@@ -1,0 +1,341 @@
+//! Llama 3.2 Vision's (Mllama's) cross-attention layers under each serving engine: what
+//! one token of the pool costs and what a request holds beside its text. The estimate's
+//! own lines keep K and V of the self-attention layers per token (`kv_cache`) and of the
+//! cross-attention layers over one image's vision tokens (`kv_cache.cross`); the engines
+//! lay them out by their own rules, read in their source:
+//!
+//! - vLLM's V0 engine (0.6.4 to 0.7; `vllm/worker/cache_engine.py`
+//!   `CacheEngine.get_cache_block_size`): a block spans the model's layers
+//!   (`model_config.get_num_layers`, the text config's `num_hidden_layers`, the
+//!   cross-attention layers included), and the block manager (`vllm/core/
+//!   block_manager.py` `SelfAttnBlockSpaceManager.can_allocate` / `allocate`) takes a
+//!   request's `cross_block_table` from the same pool, one block per 16 of its encoder's
+//!   tokens (`vllm/model_executor/models/mllama.py` `input_processor_for_mllama`, added
+//!   in 0.6.2: tiles × ((image_size ÷ 14)² + 1), the `cross-tokens` fact). So every
+//!   token of the pool costs all the layers, and a request holds its encoder's tokens
+//!   beside its text.
+//! - vLLM 0.8 to 0.10 run Mllama on the V0 engine (`vllm/engine/arg_utils.py`'s V1
+//!   support check logs "['MllamaForConditionalGeneration'] is not supported by the V1
+//!   Engine. Falling back to V0", as 0.9.2 does), whose accounting in those releases is
+//!   not carried here; from 0.11 on the model is gone
+//!   (`vllm/model_executor/models/registry.py` `_PREVIOUSLY_SUPPORTED_MODELS`:
+//!   `"MllamaForConditionalGeneration": "0.10.2"`, "encoder-decoder models except
+//!   whisper have been removed for V0 deprecation").
+//! - SGLang (`python/sglang/srt/models/mllama.py` at sgl-project/sglang 013902a8,
+//!   `MllamaForConditionalGeneration.pad_input_ids`): the image's `num_image_tokens`
+//!   (images × tiles × ((image_size ÷ patch)² + 1)) are padded ahead of the prompt and
+//!   take slots of the one token pool (`managers/schedule_batch.py`
+//!   `prepare_encoder_info_extend`: `encoder_out_cache_loc`), whose cells span the text
+//!   config's `num_hidden_layers` (`MHATokenToKVPool`'s `layer_num`); the request's
+//!   length counts them.
+//! - TGI (v2.3.1 on; `server/text_generation_server/models/flash_causal_lm.py`
+//!   `FlashCausalLM.__init__`: `num_layers = text_config.num_hidden_layers`, at v3.3.7):
+//!   a cache for every layer, the cross-attention layers' unused; their K and V are
+//!   projected at every step from the batch's `cross_attention_states`
+//!   (`models/mllama_causal_lm.py` `MllamaCausalLMBatch`), held outside the pool.
+//! - transformers' `generate`: the cross layers' cache is the estimate's
+//!   `kv_cache.cross` line, one image's tokens per sequence beside the text's cache.
+
+use super::flags::{EngineId, EngineParams};
+use super::sglang::SglangVersion;
+use super::tgi::TgiVersion;
+use super::vllm::VllmVersion;
+use crate::error::EstimateError;
+use crate::estimate::EstimateInput;
+
+/// How an engine lays out the cross-attention layers' cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Cross {
+    /// KV bytes of one token of the pool, on the device.
+    pub(super) per_token: u64,
+    /// Tokens of the pool one request holds beside its text's (its encoder's).
+    pub(super) encoder_tokens: u64,
+    /// Tokens the request's length counts beyond its text (SGLang's padded image).
+    pub(super) length_tokens: u64,
+    /// What the figure rests on.
+    pub(super) assumption: String,
+}
+
+/// The cross-attention layers of `input` under `engine`: `None` without them; an
+/// error where the engine does not serve the model or its handling was not read.
+/// `per_token` is the self-attention layers' bytes per token on the device.
+pub(super) fn layout(
+    engine: EngineId,
+    params: &EngineParams,
+    input: &EstimateInput,
+    per_token: u64,
+) -> Result<Option<Cross>, EstimateError> {
+    let Some(a) = input.arch.filter(|a| a.cross_layers > 0) else {
+        return Ok(None);
+    };
+    let refuse = |why: String| Err(EstimateError::invalid("engine", why));
+    // The self-attention layers share one KV shape with the cross-attention layers
+    // (Mllama's are both the text config's heads and head size): a layer's bytes per
+    // token, exactly.
+    let own = a.attention_layers().saturating_sub(a.cross_layers);
+    let per_layer = match per_token.checked_div(own) {
+        Some(b) if b.checked_mul(own) == Some(per_token) => b,
+        _ => {
+            return refuse(format!(
+                "{} self-attention layers do not share {per_token} B per token evenly: the cross-attention layers' bytes per token are unknown",
+                own
+            ));
+        }
+    };
+    let all = per_layer
+        .checked_mul(a.attention_layers())
+        .ok_or(EstimateError::Overflow {
+            what: "KV bytes per token",
+        })?;
+    let tokens = a.cross_tokens;
+    let layers = a.attention_layers();
+    let cross = a.cross_layers;
+    match engine.name() {
+        "vllm" => match VllmVersion::of(params.release) {
+            VllmVersion::V07 | VllmVersion::V06 | VllmVersion::V064 => Ok(Some(Cross {
+                per_token: all,
+                encoder_tokens: tokens,
+                length_tokens: 0,
+                assumption: format!(
+                    "cross-attention (V0 engine): every block spans all {layers} layers, the {cross} cross-attention layers' included, and each request holds {tokens} encoder tokens in blocks of its own (its cross block table) beside its text; the vision encoder's profile forward not modelled"
+                ),
+            })),
+            VllmVersion::V010 | VllmVersion::V08 => refuse(format!(
+                "vllm@{}: Llama 3.2 Vision (MllamaForConditionalGeneration) runs on the V0 engine in this release (the V1 engine does not support it), whose accounting here is carried for 0.6.4–0.7 only: name vllm@0.7",
+                VllmVersion::of(params.release).key()
+            )),
+            v => refuse(format!(
+                "vllm@{}: vLLM serves Llama 3.2 Vision (MllamaForConditionalGeneration) up to 0.10.2 only (its model registry lists it among the previously supported models: encoder-decoder models but Whisper went with the V0 engine); name vllm@0.7, sglang or tgi",
+                v.key()
+            )),
+        },
+        "sglang" => {
+            // Both releases carried run it (SglangVersion: 0.5.0 and 0.5.23).
+            let _ = SglangVersion::of(params.release);
+            Ok(Some(Cross {
+                per_token: all,
+                encoder_tokens: 0,
+                length_tokens: tokens,
+                assumption: format!(
+                    "cross-attention: each pool cell spans all {layers} layers, the {cross} cross-attention layers' included, and a request's {tokens} image tokens are padded ahead of its prompt (they count in its length)"
+                ),
+            }))
+        }
+        "tgi" => match TgiVersion::of(params.release) {
+            TgiVersion::V3 => Ok(Some(Cross {
+                per_token: all,
+                encoder_tokens: 0,
+                length_tokens: 0,
+                assumption: format!(
+                    "cross-attention: a cache for all {layers} layers, the {cross} cross-attention layers' unused; their keys and values are projected at each step from the batch's vision states ({tokens} tokens × hidden per image), which are held outside the pool and not counted"
+                ),
+            })),
+            v => refuse(format!(
+                "tgi@{}: TGI serves Llama 3.2 Vision from 2.3.1 on (its flash Mllama); name tgi",
+                match v {
+                    TgiVersion::V2 => "2.0",
+                    _ => "0.9",
+                }
+            )),
+        },
+        "transformers" => {
+            // The cross layers' cache per sequence, in tokens of the self-attention
+            // layers' bytes (rounded up: the safe side).
+            let equivalent = tokens
+                .checked_mul(cross)
+                .ok_or(EstimateError::Overflow {
+                    what: "cross-attention cache",
+                })?
+                .div_ceil(own.max(1));
+            Ok(Some(Cross {
+                per_token,
+                encoder_tokens: equivalent,
+                length_tokens: 0,
+                assumption: format!(
+                    "cross-attention: each sequence's {cross} cross-attention layers keep {tokens} vision tokens (the kv_cache.cross line, {equivalent} tokens' worth of the text's cache)"
+                ),
+            }))
+        }
+        other => refuse(format!(
+            "{other}: how it serves Llama 3.2 Vision's cross-attention layers was not read (read for vllm@0.7 and earlier V0 releases, sglang, tgi and transformers)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::arithmetic_side_effects)]
+
+    use super::super::tests::{engine, estimate};
+    use super::super::{EngineBudget, budget};
+    use crate::estimate::EstimateInput;
+
+    /// Llama-3.2-11B-Vision's layout (transformers 5.23's MllamaConfig with the 11B
+    /// sizes: 40 text layers, 8 of them cross-attention, 8 KV heads of 128, one image
+    /// of 4 tiles × 1 601 vision tokens), bf16, a 1 000-token prompt and 24 new tokens.
+    fn vision_11b(extra: &[(&str, &str)]) -> EstimateInput {
+        let doc: serde_json::Value = serde_json::from_str(include_str!(
+            "../../tests/cases/transformers/mllama-11b-layout.json"
+        ))
+        .expect("fixture");
+        let cfg = crate::import::config::parse_config(&doc["config"].to_string()).expect("config");
+        let pairs = cfg.pairs();
+        let base = [
+            ("context", "1000"),
+            ("generate", "24"),
+            ("compute-dtype", "bf16"),
+        ];
+        let (input, errors) = crate::params::from_pairs(
+            pairs
+                .iter()
+                .map(|(k, v)| (*k, v.as_str()))
+                .chain(base)
+                .chain(extra.iter().copied()),
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        input
+    }
+
+    fn try_run(input: &EstimateInput, pairs: &[(&str, &str)]) -> Result<EngineBudget, String> {
+        let est = estimate(input).expect("estimate");
+        budget(input, &est, &engine(pairs)).map_err(|e| e.to_string())
+    }
+
+    /// What one sequence takes from the pool: the pool less the margin.
+    fn need(b: &EngineBudget) -> u64 {
+        u64::try_from(b.kv_capacity_bytes - b.margin_bytes).expect("need")
+    }
+
+    /// One layer's K and V of one token: 2 × 8 heads × 128 × 2 B.
+    const LAYER: u64 = 4096;
+    const CARD: (&str, &str) = ("card", "h100-sxm-80gb");
+
+    /// The estimate's self-attention cache is 32 layers; the cross line 8 layers over
+    /// 6 404 tokens (transformers' own figures for this layout).
+    #[test]
+    fn the_estimate_keeps_the_cross_layers_apart() {
+        let input = vision_11b(&[]);
+        let est = estimate(&input).expect("estimate");
+        let line = |k: &str| {
+            est.lines
+                .iter()
+                .find(|l| l.key.as_str() == k)
+                .map(|l| l.bytes)
+        };
+        assert_eq!(line("kv_cache"), Some(32 * LAYER * 1024));
+        assert_eq!(line("kv_cache.cross"), Some(209_846_272));
+        assert_eq!(8 * LAYER * 6404, 209_846_272);
+    }
+
+    /// vLLM's V0 engine: blocks of all 40 layers, and each request's 6 404 encoder
+    /// tokens in 401 blocks of its own beside its text's.
+    #[test]
+    fn vllm_v0_blocks_span_every_layer_and_hold_the_encoder() {
+        let input = vision_11b(&[]);
+        let b = try_run(
+            &input,
+            &[("engine", "vllm@0.7"), CARD, ("max-model-len", "4096")],
+        )
+        .expect("budget");
+        assert_eq!(b.kv_bytes_per_token, 40 * LAYER);
+        assert_eq!(
+            need(&b),
+            (4096 / 16 + 6404_u64.div_ceil(16)) * 16 * 40 * LAYER
+        );
+        let blocks = u64::try_from(b.kv_capacity_bytes).expect("pool") / (16 * 40 * LAYER);
+        assert_eq!(b.max_sequences, blocks / (256 + 401));
+        assert!(
+            b.assumptions
+                .iter()
+                .any(|a| a.contains("cross block table")),
+            "{:?}",
+            b.assumptions
+        );
+        // 0.6.4 and 0.6 alike.
+        for e in ["vllm@0.6.4", "vllm@0.6"] {
+            let b = try_run(&input, &[("engine", e), CARD, ("max-model-len", "4096")]).expect(e);
+            assert_eq!(need(&b), 657 * 16 * 40 * LAYER, "{e}");
+        }
+    }
+
+    /// vLLM 0.11 on no longer serves it; 0.8 to 0.10 fall back to V0, not carried.
+    #[test]
+    fn vllm_v1_releases_refuse_it_naming_why() {
+        let input = vision_11b(&[]);
+        for e in ["vllm", "vllm@0.19"] {
+            let err = try_run(&input, &[("engine", e), CARD]).expect_err(e);
+            assert!(err.contains("0.10.2"), "{err}");
+        }
+        for e in ["vllm@0.10", "vllm@0.8"] {
+            let err = try_run(&input, &[("engine", e), CARD]).expect_err(e);
+            assert!(err.contains("V0 engine"), "{err}");
+        }
+    }
+
+    /// SGLang: cells of all 40 layers, the image's tokens padded into the request's
+    /// length (1 024 text tokens + 6 404 when the length is the workload's; a length
+    /// given holds them).
+    #[test]
+    fn sglang_counts_the_image_in_the_length_and_every_layer() {
+        let input = vision_11b(&[]);
+        let b = try_run(&input, &[("engine", "sglang"), CARD]).expect("budget");
+        assert_eq!(b.kv_bytes_per_token, 40 * LAYER);
+        assert_eq!(b.max_model_len, 1024 + 6404);
+        assert_eq!(need(&b), (1024 + 6404) * 40 * LAYER);
+        let b = try_run(
+            &input,
+            &[("engine", "sglang"), CARD, ("max-model-len", "8192")],
+        )
+        .expect("budget");
+        assert_eq!(need(&b), 8192 * 40 * LAYER);
+    }
+
+    /// TGI 3: a cache for all 40 layers, the vision states outside it; 2.0 and 0.9
+    /// predate its Mllama.
+    #[test]
+    fn tgi_caches_every_layer_and_older_releases_refuse() {
+        let input = vision_11b(&[]);
+        let b = try_run(
+            &input,
+            &[("engine", "tgi"), CARD, ("max-model-len", "4096")],
+        )
+        .expect("budget");
+        assert_eq!(b.kv_bytes_per_token, 40 * LAYER);
+        assert_eq!(need(&b), 4096 * 40 * LAYER);
+        for e in ["tgi@2.0", "tgi@0.9"] {
+            let err = try_run(&input, &[("engine", e), CARD]).expect_err(e);
+            assert!(err.contains("2.3.1"), "{err}");
+        }
+    }
+
+    /// transformers' generate: the text's 32 layers per token and the cross line per
+    /// sequence (209 846 272 B = 1 601 tokens of the text's 131 072 B).
+    #[test]
+    fn transformers_holds_the_cross_line_per_sequence() {
+        let input = vision_11b(&[]);
+        let b = try_run(
+            &input,
+            &[("engine", "transformers"), CARD, ("max-model-len", "4096")],
+        )
+        .expect("budget");
+        assert_eq!(b.kv_bytes_per_token, 32 * LAYER);
+        assert_eq!(need(&b), 4096 * 32 * LAYER + 209_846_272);
+    }
+
+    /// The engines whose handling was not read say so; a model without cross-attention
+    /// layers is untouched.
+    #[test]
+    fn other_engines_refuse_and_plain_models_are_untouched() {
+        let input = vision_11b(&[]);
+        for e in ["llama.cpp", "lmdeploy"] {
+            let err = try_run(&input, &[("engine", e), CARD]).expect_err(e);
+            assert!(err.contains("not read"), "{err}");
+        }
+        let plain = super::super::tests::llama_8b(&[("context", "1000")]);
+        let p = engine(&[("engine", "vllm@0.7"), CARD]);
+        assert_eq!(
+            super::layout(p.engine.expect("engine"), &p, &plain, 131_072),
+            Ok(None)
+        );
+    }
+}
