@@ -22,6 +22,7 @@ mod exaone;
 mod falcon;
 mod falcon_h1;
 mod gemma;
+mod git;
 mod glm;
 mod got_ocr2;
 mod gpt;
@@ -114,6 +115,7 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     mllama::FAMILIES,
     zamba::FAMILIES,
     got_ocr2::FAMILIES,
+    git::FAMILIES,
     recurrent_gemma::FAMILIES,
     rwkv::FAMILIES,
 ];
