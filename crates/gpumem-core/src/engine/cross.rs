@@ -37,7 +37,6 @@
 //!   `kv_cache.cross` line, one image's tokens per sequence beside the text's cache.
 
 use super::flags::{EngineId, EngineParams};
-use super::sglang::SglangVersion;
 use super::tgi::TgiVersion;
 use super::vllm::VllmVersion;
 use crate::error::EstimateError;
@@ -109,18 +108,15 @@ pub(super) fn layout(
                 v.key()
             )),
         },
-        "sglang" => {
-            // Both releases carried run it (SglangVersion: 0.5.0 and 0.5.23).
-            let _ = SglangVersion::of(params.release);
-            Ok(Some(Cross {
-                per_token: all,
-                encoder_tokens: 0,
-                length_tokens: tokens,
-                assumption: format!(
-                    "cross-attention: each pool cell spans all {layers} layers, the {cross} cross-attention layers' included, and a request's {tokens} image tokens are padded ahead of its prompt (they count in its length)"
-                ),
-            }))
-        }
+        // Both releases carried (0.5.0 and 0.5.23) run it alike.
+        "sglang" => Ok(Some(Cross {
+            per_token: all,
+            encoder_tokens: 0,
+            length_tokens: tokens,
+            assumption: format!(
+                "cross-attention: each pool cell spans all {layers} layers, the {cross} cross-attention layers' included, and a request's {tokens} image tokens are padded ahead of its prompt (they count in its length)"
+            ),
+        })),
         "tgi" => match TgiVersion::of(params.release) {
             TgiVersion::V3 => Ok(Some(Cross {
                 per_token: all,
