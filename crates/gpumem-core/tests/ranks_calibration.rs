@@ -14,8 +14,9 @@
 //! Bounds: each record's error stays within its `gpumem.max_error_pct` (it may shrink,
 //! never grow); a record read under a ceiling (`measured.capped`: a memory fraction,
 //! or the card itself, where the allocator returns its cache before it fails) must lie
-//! between the need and the reserved bytes with room; a record gpumem cannot express
-//! is listed with the options it lacks, never skipped silently.
+//! between the need and the reserved bytes with room (the need above it by no more
+//! than its `max_error_pct`, where it has one: a replay at a stand-in length); a record
+//! gpumem cannot express is listed with the options it lacks, never skipped silently.
 
 // The test prints its per-record table for the reader (the harness captures it).
 #![allow(clippy::disallowed_macros)]
@@ -134,7 +135,10 @@ fn per_rank_records_stay_within_their_bounds() {
                 cap.split(':').next().unwrap_or(cap),
                 need as f64 / GIB,
             );
-            if !(need as f64 <= obs && obs <= pred as f64) {
+            // A capped record replayed at a stand-in length (one the source does not
+            // state) may carry a bound: its need may lie above the figure by that much.
+            let over = g["max_error_pct"].as_f64().unwrap_or(0.0);
+            if !(need as f64 <= obs * (1.0 + over / 100.0) && obs <= pred as f64) {
                 failures.push(format!(
                     "{id}: measured {:.2} GiB outside [need {:.2}, with room {:.2}] GiB",
                     obs / GIB,

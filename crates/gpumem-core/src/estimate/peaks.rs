@@ -641,13 +641,14 @@ pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), Estima
 
 /// Whether the step is FSDP1's as torchtune's 2024 recipes ran it
 /// (`--framework torchtune@0.1`: `FullyShardedDataParallel` with `FULL_SHARD` around
-/// every decoder layer, no mixed precision), a full fine-tune on data-parallel ranks
-/// alone: the one whose reserved peak [`crate::training::fsdp1`] models.
+/// every decoder layer, no mixed precision), a full fine-tune or a LoRA one (every
+/// adapter matrix its own unit) on data-parallel ranks alone: the one whose reserved
+/// peak [`crate::training::fsdp1`] models.
 fn fsdp1_applies(input: &EstimateInput) -> bool {
     input.framework == Framework::Torchtune01
         && input.fsdp == Fsdp::Full
         && input.gpus > 1
-        && input.train == TrainMode::Full
+        && matches!(input.train, TrainMode::Full | TrainMode::Lora)
         && !input.master_weights
         && input.tp <= 1
         && input.pp <= 1
@@ -694,6 +695,37 @@ fn fsdp1(
     if head > 0 && !a.tied_embeddings {
         root_tensors.push(head);
     }
+    // LoRA (torchtune's lora_finetune_distributed): the layers and the root frozen,
+    // each adapter matrix a unit of its own inside its layer, in forward order
+    // (torchtune 0.1's CausalSelfAttention q, k, v, then output_proj; FeedForward w1,
+    // w3, w2). An adapted output projection, a MoE's experts or adapters of another
+    // dtype than the base are not this recipe's: no figure.
+    let frozen = input.train == TrainMode::Lora;
+    let mut adapters = Vec::new();
+    if frozen {
+        let t = LoraTargets::parse("lora-targets", &input.lora_targets)?;
+        if t.lm_head || a.moe.is_some() || input.lora_dtype != input.compute_dtype {
+            return Ok(());
+        }
+        let r = input.lora_rank;
+        let q = checked_product(&[a.heads, a.head_dim], "LoRA parameters")?;
+        let kv = checked_product(&[a.kv_heads, a.head_dim], "LoRA parameters")?;
+        let (h, i) = (a.hidden, a.intermediate);
+        for (on, (inp, out)) in [
+            (t.q, (h, q)),
+            (t.k, (h, kv)),
+            (t.v, (h, kv)),
+            (t.o, (q, h)),
+            (t.gate && a.gated_mlp, (h, i)),
+            (t.up, (h, i)),
+            (t.down, (i, h)),
+        ] {
+            if on {
+                adapters.push(checked_product(&[r, inp], "LoRA parameters")?);
+                adapters.push(checked_product(&[out, r], "LoRA parameters")?);
+            }
+        }
+    }
     let tokens = checked_product(&[seq, input.sequences], "activations")?;
     let hidden = checked_product(&[tokens, a.hidden, v], "activations")?.max(1);
     let mlp = checked_product(&[tokens, a.intermediate, v], "activations")?.max(1);
@@ -730,7 +762,16 @@ fn fsdp1(
         .fold(0u64, |s, n| s.saturating_add(*n))
         .saturating_mul(layers)
         .saturating_add(root_tensors.iter().fold(0u64, |s, n| s.saturating_add(*n)));
-    let shard_bytes = elements.div_ceil(world.max(1)).saturating_mul(v).max(1);
+    let shard_bytes = if frozen {
+        adapters
+            .iter()
+            .fold(0u64, |s, n| s.saturating_add(n.div_ceil(world.max(1))))
+            .saturating_mul(layers)
+    } else {
+        elements.div_ceil(world.max(1))
+    }
+    .saturating_mul(v)
+    .max(1);
     let states = b
         .device(LineKey::TrainingOptimizer)
         .saturating_add(shard_bytes.checked_div(2).unwrap_or(0))
@@ -745,6 +786,8 @@ fn fsdp1(
         world,
         value: v,
         layers,
+        frozen,
+        adapters,
         layer_tensors,
         root_tensors,
         hidden,

@@ -59,6 +59,26 @@ pub(crate) struct Step {
     pub value: u64,
     /// Wrapped decoder layers.
     pub layers: u64,
+    /// The decoder layers' and the root's flat parameters are frozen: a LoRA recipe
+    /// (torchtune's `lora_finetune_distributed`, whose `lora_fsdp_wrap_policy` wraps
+    /// every module with a trainable weight, each `lora_a` and `lora_b`, as its own
+    /// unit, torchtune 0.1 `utils/_distributed.py`; with `use_orig_params=False` a flat
+    /// parameter holds tensors of one `requires_grad` only, torch `_flat_param.py`
+    /// `_validate_tensors_to_flatten`). Such a flat parameter has no gradient: no
+    /// views' gradients, no flat concatenation, no reduce-scatter, no optimizer state.
+    /// Its unsharded parameter is freed in the backward by the hook FSDP1 registers on
+    /// the unit's forward inputs (`_register_post_backward_reshard_only_hook`, a
+    /// multi-grad hook): on none where no input requires a gradient — the root's token
+    /// ids, the first layer's embedding output — so those two stay gathered until the
+    /// catch-all reshard at the backward's end (`_catch_all_reshard`).
+    pub frozen: bool,
+    /// With `frozen`: the adapter units inside each decoder layer, elements each, in
+    /// forward order (`lora_a` r × in, `lora_b` out × r per adapted projection). Each
+    /// is gathered, used and resharded on its own in the forward and in the backward,
+    /// its free event entering the rate limiter's queue like a layer's; its gradient
+    /// is reduce-scattered on the post-backward stream and its shard carries the
+    /// optimizer's states.
+    pub adapters: Vec<u64>,
     /// One decoder layer's parameters (elements), in registration order.
     pub layer_tensors: Vec<u64>,
     /// The root unit's parameters (elements) in registration order: embeddings, final
@@ -302,6 +322,23 @@ pub(crate) fn least(s: &Step) -> u64 {
 }
 
 fn run(s: &Step, capacity: Option<u64>) -> (Reserved, bool) {
+    run_batches(std::slice::from_ref(s), capacity)
+}
+
+/// Runs one iteration per step given (at least `iterations` of the first's, the last
+/// one repeated), each with its own batch's activations, loss tensors and kept logits:
+/// batches padded to different lengths. The units, shards and optimizer are the
+/// first step's.
+fn run_batches(all: &[Step], capacity: Option<u64>) -> (Reserved, bool) {
+    let Some(s) = all.first() else {
+        return (
+            Reserved {
+                per_stream: [0; 3],
+                total: 0,
+            },
+            false,
+        );
+    };
     let mut sim = Sim {
         capacity,
         peak: 0,
@@ -326,17 +363,51 @@ fn run(s: &Step, capacity: Option<u64>) -> (Reserved, bool) {
     // The sharded flat parameters, made at wrapping (layers first, the root last:
     // `_auto_wrap` wraps the children before the root) and kept; the setup's other
     // segments are returned by torchtune's `cleanup_before_training` (empty_cache).
+    // A LoRA recipe's adapter units: wrapped before the layer holding them, and the
+    // only shards that carry gradients and optimizer states.
+    let adapters: Vec<(u64, u64, Option<u64>, u64)> = if s.frozen {
+        s.adapters
+            .iter()
+            .map(|&n| {
+                let (full, shard) = flat(n, s.world, v);
+                let grad = n.saturating_mul(v);
+                (full, shard, padded(full, grad), grad)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut shards = Vec::new();
+    let mut trained = Vec::new();
     for _ in 0..s.layers {
+        for a in &adapters {
+            shards.push(a.1);
+            trained.push(a.1);
+        }
         shards.push(layer_shard);
+        if !s.frozen {
+            trained.push(layer_shard);
+        }
     }
     shards.push(root_shard);
+    if !s.frozen {
+        trained.push(root_shard);
+    }
     for &b in &shards {
         sim.malloc(DEFAULT, b);
     }
     let mut states: Vec<Handle> = Vec::new();
     let mut kept: Vec<Handle> = Vec::new();
-    for iteration in 0..s.iterations {
+    let count = u64::try_from(all.len())
+        .unwrap_or(u64::MAX)
+        .max(s.iterations);
+    for iteration in 0..count {
+        let batch = all
+            .get(usize::try_from(iteration).unwrap_or(usize::MAX))
+            .or(all.last())
+            .unwrap_or(s);
+        let (hidden, layer_saved, logits, kept_bytes) =
+            (batch.hidden, &batch.layer_saved, &batch.logits, batch.kept);
         let first = iteration == 0 && s.workspace > 0;
         // Forward. The root's parameters stay gathered from its forward to its
         // post-backward hook (`_post_forward_reshard`: the root is not resharded).
@@ -346,17 +417,22 @@ fn run(s: &Step, capacity: Option<u64>) -> (Reserved, bool) {
             // The forward thread's cuBLAS workspace, at the first layer's first GEMM.
             sim.malloc(DEFAULT, s.workspace);
         }
-        let mut inputs = vec![sim.malloc(DEFAULT, s.hidden)];
+        let mut inputs = vec![sim.malloc(DEFAULT, hidden)];
         let mut saved: Vec<Vec<Handle>> = Vec::new();
         for _ in 0..s.layers {
             let (h, g) = sim.unshard(layer_full);
             sim.compute(g);
-            let t: Vec<Handle> = s
-                .layer_saved
+            // The adapter units, each gathered for its projection and resharded after.
+            for a in &adapters {
+                let (ah, ag) = sim.unshard(a.0);
+                sim.compute(ag);
+                sim.reshard(ah);
+            }
+            let t: Vec<Handle> = layer_saved
                 .iter()
                 .map(|&b| sim.malloc(DEFAULT, b))
                 .collect();
-            inputs.push(sim.malloc(DEFAULT, s.hidden));
+            inputs.push(sim.malloc(DEFAULT, hidden));
             if s.checkpointing {
                 // checkpoint_wrapper (non-reentrant): nothing but the input is kept.
                 for x in t {
@@ -370,7 +446,7 @@ fn run(s: &Step, capacity: Option<u64>) -> (Reserved, bool) {
         }
         // The loss's tensors; the previous iteration's kept logits are unbound only
         // once the new ones exist (`logits = self._model(input_ids)`).
-        let mut loss: Vec<Handle> = s.logits.iter().map(|&b| sim.malloc(DEFAULT, b)).collect();
+        let mut loss: Vec<Handle> = logits.iter().map(|&b| sim.malloc(DEFAULT, b)).collect();
         for h in kept.drain(..) {
             sim.free(DEFAULT, h);
         }
@@ -387,12 +463,14 @@ fn run(s: &Step, capacity: Option<u64>) -> (Reserved, bool) {
         }
         let mut root_grads = Vec::new();
         if let Some((&emb, rest)) = s.root_tensors.split_first() {
-            for &t in rest.iter().rev() {
-                root_grads.push(sim.malloc(DEFAULT, t.saturating_mul(v)));
+            if !s.frozen {
+                for &t in rest.iter().rev() {
+                    root_grads.push(sim.malloc(DEFAULT, t.saturating_mul(v)));
+                }
             }
             // The loss's tensors are freed as its backward ends; `kept` stays.
-            let mut keep_left = s.kept;
-            for (h, &b) in loss.drain(..).zip(&s.logits) {
+            let mut keep_left = kept_bytes;
+            for (h, &b) in loss.drain(..).zip(logits.iter()) {
                 if keep_left >= b && b > 0 {
                     keep_left = keep_left.saturating_sub(b);
                     kept.push(h);
@@ -400,10 +478,54 @@ fn run(s: &Step, capacity: Option<u64>) -> (Reserved, bool) {
                     sim.free(DEFAULT, h);
                 }
             }
-            let mut grad_out = sim.malloc(DEFAULT, s.hidden);
+            let mut grad_out = sim.malloc(DEFAULT, hidden);
             let mut sharded = Vec::new();
+            let mut first_layer = None;
             for k in (0..s.layers).rev() {
                 let Some((h, g)) = next.take() else { break };
+                if s.frozen {
+                    sim.compute(g);
+                    let recomputed: Vec<Handle> = if s.checkpointing {
+                        layer_saved
+                            .iter()
+                            .map(|&b| sim.malloc(DEFAULT, b))
+                            .collect()
+                    } else {
+                        saved.pop().unwrap_or_default()
+                    };
+                    // The adapters in backward order: each gathered when its output's
+                    // gradient arrives (the one before prefetches it, BACKWARD_PRE in
+                    // reverse post-forward order), its gradient reduce-scattered.
+                    for a in adapters.iter().rev() {
+                        let (ah, ag) = sim.unshard(a.0);
+                        sim.compute(ag);
+                        let grad = sim.malloc(DEFAULT, a.3);
+                        sim.reshard(ah);
+                        sim.reduce(grad, a.2, a.1, &mut sharded);
+                    }
+                    // The first adapter's pre-backward hook prefetches the layer below
+                    // (the next handle in reverse post-forward order).
+                    if k > 0 {
+                        next = Some(sim.unshard(layer_full));
+                    }
+                    let grad_in = sim.malloc(DEFAULT, hidden);
+                    sim.free(DEFAULT, grad_out);
+                    grad_out = grad_in;
+                    for x in recomputed {
+                        sim.free(DEFAULT, x);
+                    }
+                    if let Some(x) = inputs.pop() {
+                        sim.free(DEFAULT, x);
+                    }
+                    // The reshard-only hook on the layer's input: none on the first
+                    // layer's (the embedding's output needs no gradient).
+                    if k > 0 {
+                        sim.reshard(h);
+                    } else {
+                        first_layer = Some(h);
+                    }
+                    continue;
+                }
                 if k > 0 {
                     // BACKWARD_PRE: the next layer in backward order is gathered
                     // before this one computes.
@@ -411,7 +533,7 @@ fn run(s: &Step, capacity: Option<u64>) -> (Reserved, bool) {
                 }
                 sim.compute(g);
                 let recomputed: Vec<Handle> = if s.checkpointing {
-                    s.layer_saved
+                    layer_saved
                         .iter()
                         .map(|&b| sim.malloc(DEFAULT, b))
                         .collect()
@@ -426,7 +548,7 @@ fn run(s: &Step, capacity: Option<u64>) -> (Reserved, bool) {
                     .rev()
                     .map(|&t| sim.malloc(DEFAULT, t.saturating_mul(v)))
                     .collect();
-                let grad_in = sim.malloc(DEFAULT, s.hidden);
+                let grad_in = sim.malloc(DEFAULT, hidden);
                 sim.free(DEFAULT, grad_out);
                 grad_out = grad_in;
                 for x in recomputed {
@@ -442,29 +564,42 @@ fn run(s: &Step, capacity: Option<u64>) -> (Reserved, bool) {
                 sim.reshard(h);
                 sim.reduce(cat, layer_pad, layer_shard, &mut sharded);
             }
-            // The embedding's gradient, then the root's flat gradient.
-            let e = sim.malloc(DEFAULT, emb.saturating_mul(v));
-            let cat = sim.malloc(DEFAULT, root_grad);
-            sim.free(DEFAULT, e);
-            for x in root_grads.drain(..) {
-                sim.free(DEFAULT, x);
+            if s.frozen {
+                // The catch-all reshard at the backward's end: the first layer's and
+                // the root's unsharded parameters, never freed by a hook.
+                sim.free(DEFAULT, grad_out);
+                for x in inputs.drain(..) {
+                    sim.free(DEFAULT, x);
+                }
+                if let Some(h) = first_layer {
+                    sim.reshard(h);
+                }
+                sim.reshard(root);
+            } else {
+                // The embedding's gradient, then the root's flat gradient.
+                let e = sim.malloc(DEFAULT, emb.saturating_mul(v));
+                let cat = sim.malloc(DEFAULT, root_grad);
+                sim.free(DEFAULT, e);
+                for x in root_grads.drain(..) {
+                    sim.free(DEFAULT, x);
+                }
+                sim.free(DEFAULT, grad_out);
+                for x in inputs.drain(..) {
+                    sim.free(DEFAULT, x);
+                }
+                sim.reshard(root);
+                sim.reduce(cat, root_pad, root_shard, &mut sharded);
             }
-            sim.free(DEFAULT, grad_out);
-            for x in inputs.drain(..) {
-                sim.free(DEFAULT, x);
-            }
-            sim.reshard(root);
-            sim.reduce(cat, root_pad, root_shard, &mut sharded);
             // The optimizer step on the default stream: states made at the first
             // step (`zeros_like` per parameter), temporaries per parameter.
             if states.is_empty() {
-                for &b in &shards {
+                for &b in &trained {
                     for _ in 0..s.states {
                         states.push(sim.malloc(DEFAULT, b));
                     }
                 }
             }
-            let temps: Vec<Handle> = shards
+            let temps: Vec<Handle> = trained
                 .iter()
                 .flat_map(|&b| std::iter::repeat_n(b, usize::try_from(s.temporaries).unwrap_or(0)))
                 .collect::<Vec<u64>>()
@@ -511,6 +646,8 @@ mod tests {
             world,
             value: 2,
             layers: 32,
+            frozen: false,
+            adapters: Vec::new(),
             layer_tensors: vec![h * h, h * h, h * h, h * h, i * h, i * h, h * i, h, h],
             root_tensors: vec![vocab * h, h, vocab * h],
             hidden: tokens * h * 2,
@@ -607,6 +744,65 @@ mod tests {
         assert!(
             p >= shards + segment(262_148_096u64.div_ceil(3) * 3 * 2),
             "{p}"
+        );
+    }
+
+    /// torchtune's LoRA recipe on Llama-2-7B: the blocks and the root frozen, q's and
+    /// v's adapters (rank 8) four units in each block, 2 × 512 tokens without
+    /// checkpointing.
+    fn lora(world: u64) -> Step {
+        let (h, r, tokens) = (4096u64, 8u64, 1024u64);
+        Step {
+            frozen: true,
+            adapters: vec![r * h, h * r, r * h, h * r],
+            checkpointing: false,
+            layer_saved: vec![tokens * 11008 * 2; 3],
+            ..llama2_7b(world)
+        }
+    }
+
+    /// Frozen flat parameters make no gradient: the post-backward pool holds the
+    /// adapters' sharded gradients alone (128 units of 16 384 elements over 2 ranks,
+    /// 32 KiB each: two small-pool segments), never one block's 193 MiB.
+    #[test]
+    fn a_frozen_step_reduces_the_adapters_alone() {
+        let p = reserved(&lora(2)).per_stream[POST_BACKWARD];
+        assert!(p > 0, "the adapters' gradients are reduce-scattered");
+        assert!(p <= 4 * MIB, "{p}");
+    }
+
+    /// The frozen blocks are resharded in the backward as their inputs' gradients are
+    /// made (the reshard-only hook): the unshard pool holds the root and a few blocks,
+    /// not the 32 a backward without that hook would keep to its end.
+    #[test]
+    fn frozen_blocks_give_their_gathered_parameters_back_in_the_backward() {
+        let u = reserved(&lora(2)).per_stream[UNSHARD];
+        let (layer, root) = (segment(202_383_360 * 2), segment(262_148_096 * 2));
+        assert!(u >= root + layer, "{u}");
+        assert!(u <= root + 5 * layer, "{u}");
+    }
+
+    /// Batches padded to different lengths change the step's tensors' sizes: blocks
+    /// cached at one length are cut for the next, and the default pool reserves more
+    /// over a run of rising lengths than over the same steps at the longest alone.
+    #[test]
+    fn batches_of_rising_lengths_fragment_the_default_pool() {
+        let at = |tokens: u64| {
+            let s = lora(2);
+            Step {
+                hidden: tokens * 4096 * 2,
+                layer_saved: vec![tokens * 11008 * 2; 3],
+                logits: vec![tokens * 32000 * 4; 4],
+                kept: tokens * 32000 * 4,
+                ..s
+            }
+        };
+        let longest = run_batches(&[at(1024)], None).0;
+        let rising: Vec<Step> = (4..=32).map(|k| at(k * 32)).collect();
+        let rising = run_batches(&rising, None).0;
+        assert!(
+            rising.per_stream[DEFAULT] > longest.per_stream[DEFAULT],
+            "{rising:?} against {longest:?}"
         );
     }
 
