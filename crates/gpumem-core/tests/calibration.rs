@@ -736,7 +736,10 @@ const BOUNDS: &[(&str, f64, f64)] = &[
         1.25,
     ),
     ("vllm0102-2xh200-qwen3-next-80b-a3b-tp2-262144", -0.25, 2.0),
-    ("sglang-rtx5080-qwen3-0.6b-40960", -0.25, 2.7),
+    // SGLang on an RTX 5080: the load counts the caching allocator's segments
+    // (`load_rounding`, 59 MiB for Qwen3-0.6B's fused projections), +2.64 % → +2.12 %;
+    // 0.06 GiB of the logged load and what the card held before loading are left.
+    ("sglang-rtx5080-qwen3-0.6b-40960", -0.25, 2.2),
     // TGI 2.0 and 0.9: the warm-up's segments as torch's caching allocator reserves
     // them (the layers' live rows and the split segments); 0.9's pool comes out a
     // little small (the safe side).
@@ -762,10 +765,11 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     ("vllm0102-h100-llava-v1.6-mistral-7b-fp16-4096", -0.25, 1.1),
     // SGLang on an RTX 3090 under WSL2 (the Windows desktop holds memory): replayed with
     // --memory-in-use = torch's total − the rules' 512 MiB context − the 22.76 GB free
-    // before loading, which SGLang sizes from (+11.41 % without it). What is left:
-    // "Load weight end … mem usage" logs 14.39 GB where the weights are 14.19 GiB and
-    // the rotary cache (counted in fp32, as SGLang keeps it from 0.4.10 on) 0.06.
-    ("sglang-rtx3090wsl-r1-distill-qwen-7b-u088", -0.25, 2.55),
+    // before loading, which SGLang sizes from. "Load weight end … mem usage" logs
+    // 14.39 GB: the weights 14.19 GiB, the rotary cache (counted in fp32, as SGLang
+    // keeps it from 0.4.10 on) 0.06 and the caching allocator's segments beyond the
+    // tensors (`load_rounding`) 0.10: +2.51 % → +0.78 %.
+    ("sglang-rtx3090wsl-r1-distill-qwen-7b-u088", -0.25, 0.85),
     // vLLM 0.6.6 on an RTX 3090, under the `vllm@0.6` rules (0.6.5 onwards: memory
     // outside torch measured from after the CUDA context, 0.10 GiB logged).
     (
@@ -1563,4 +1567,56 @@ fn the_documented_error_table_is_current() {
         table,
         "docs/serving-engines.md's calibration table is stale; regenerate with `GPUMEM_BLESS=1 cargo test -p gpumem-core --test calibration` and commit it"
     );
+}
+
+/// SGLang logs what loading took ("Load weight end. … mem usage=X GB", GiB): the drop
+/// in free memory over the load, which its rules take as the weights, the fp32 rotary
+/// cache and the segments torch's caching allocator reserves beyond the parameters
+/// (`load_rounding`). Each record that logs it is within 5.5 % of it (the RTX 5080's 0.6B model: 0.06 GiB short), and the rounding
+/// brings each closer than the tensors alone.
+#[test]
+fn sglang_loads_take_what_their_logs_say() {
+    println!(
+        "\nSGLang load: logged / predicted GiB (weights + rotary cache, + the allocator's segments)"
+    );
+    let mut checked = 0;
+    for r in records(SERVING_OTHER)
+        .into_iter()
+        .filter(|r| r["engine"].as_str() == Some("sglang"))
+    {
+        let Some(logged) = r["weights_per_gpu_gb"].as_f64() else {
+            continue;
+        };
+        let id = r["id"].as_str().unwrap_or("");
+        let rel = release(&r);
+        let b = budget_of(&r, &rel.rules).unwrap_or_else(|e| panic!("{id}: {e}"));
+        let bytes = |key: &str| {
+            b.lines
+                .iter()
+                .filter(|l| l.key == key)
+                .map(|l| l.bytes as f64)
+                .sum::<f64>()
+        };
+        let tensors = bytes("weights") / GIB;
+        let rounding = bytes("load_rounding") / GIB;
+        assert!(
+            rounding > 0.0,
+            "{id}: a dense bf16 model has no load_rounding line"
+        );
+        let with = tensors + rounding;
+        println!(
+            "{id:<58} {logged:>6.2} / {tensors:>6.2} → {with:>6.2} ({:+.2} %)",
+            pct(logged, with)
+        );
+        assert!(
+            (with - logged).abs() < (tensors - logged).abs(),
+            "{id}: the rounding moves the load away from the log"
+        );
+        assert!(
+            pct(logged, with).abs() < 5.5,
+            "{id}: {with:.2} GiB against {logged}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 3, "the SGLang records that log their load");
 }
