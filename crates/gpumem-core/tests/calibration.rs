@@ -745,11 +745,17 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     // little small (the safe side).
     ("tgi200-a100-80-mistral7b-8512-prefill32768", -0.25, 1.95),
     ("tgi09-a10g-llama2-7b-4096", -0.75, 0.25),
-    ("vllm0271-rtx4090wsl-qwen2.5-0.5b-2048-u085", -0.25, 2.05),
-    ("vllm0271-rtx4090wsl-qwen2.5-0.5b-llm-u092", -0.25, 0.9),
+    // vLLM 0.27: its non-KV figure is a drop in free memory, which counts the caching
+    // allocator's segments around the weights (`load_rounding`: 56 MiB for
+    // Qwen2.5-0.5B, whose fused projections share 20 MiB segments; 65 MiB for
+    // Qwen3-32B at tp 2): +1.80 % → +1.51 %, +0.65 % → +0.39 %, and the PCIe pair,
+    // whose memory outside torch at tp 2 is still the NVLink H100s', −16.22 % →
+    // −16.99 % (the bound widened by that line, on the safe side).
+    ("vllm0271-rtx4090wsl-qwen2.5-0.5b-2048-u085", -0.25, 1.6),
+    ("vllm0271-rtx4090wsl-qwen2.5-0.5b-llm-u092", -0.25, 0.45),
     (
         "vllm0271-2xrtxpro6000se-qwen3-32b-tp2-u0426-32768",
-        -16.5,
+        -17.1,
         0.25,
     ),
     ("llamacpp-gpt-oss-120b-q8_0-c65535-iswa-np4", 0.0, 0.0),

@@ -28,7 +28,7 @@ use super::flags::{BATCHED_TOKENS, Flag, MAX_MODEL_LEN, MEMORY_IN_USE, field, fr
 use super::fraction::{ONE, fraction_text, times_fraction};
 use super::outcome::line;
 use super::pool::{Draft, simple_pool};
-use super::request::{COMM_BUFFERS_MIB, CONTEXT_MIB, Ctx, catalogue_capacity};
+use super::request::{COMM_BUFFERS_MIB, CONTEXT_MIB, Ctx, catalogue_capacity, load_rounding};
 use crate::error::EstimateError;
 use crate::estimate::Kind;
 use crate::fields::FieldKind;
@@ -272,7 +272,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         _ => 0,
     };
     let weights = sum(&[c.weights, rope])?;
-    let rounding = load_rounding(c, rope)?;
+    let rounding = load_rounding(c.input, rope)?;
     let total_text = format!(
         "{total} B (torch{})",
         if derived { ", derived" } else { "" }
@@ -389,134 +389,6 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         refused: None,
         devices: Vec::new(),
     })
-}
-
-/// What loading takes beyond the weights' tensors: SGLang builds the model on the
-/// device (`python/sglang/srt/model_loader/loader.py` `DefaultModelLoader.load_model`:
-/// `with target_device: model = _initialize_model(...)`, read in sgl-project/sglang's
-/// stored loader; the same in the vLLM 0.6 loader it was adapted from), so every
-/// parameter is a `torch.empty` of torch's caching allocator, and SGLang measures the
-/// load with `torch.cuda.mem_get_info`, which sees the segments the allocator reserved,
-/// not the tensors in them. A request between 1 and 10 MiB takes a block of a 20 MiB
-/// segment, a larger one a segment rounded up to 2 MiB, the norms and biases 2 MiB
-/// small-pool segments (c10/cuda/CUDACachingAllocator.cpp `get_allocation_size`,
-/// replayed by [`crate::allocator`]). The parameters are the ones SGLang's layers
-/// create, in their order: the vocabulary padded to 64 rows and split over tp
-/// (`VocabParallelEmbedding`, `ParallelLMHead`), then per layer the fused
-/// `QKVParallelLinear` (the KV heads split over tp, or one kept whole per rank when
-/// fewer than tp), `o_proj`, the fp32 rotary cache (made once, in the first layer's
-/// attention: `get_rope` memoises it), the fused `MergedColumnParallelLinear` gate/up
-/// and `down_proj`, then the norms. Returns the bytes reserved beyond the tensors
-/// (the padded rows included) and how, or `None` where this is not replayed: a model
-/// other than a plain dense decoder (MoE, MLA, state layers, a vision tower), a
-/// quantised checkpoint (its scales' tensors are not listed here), pipeline stages.
-fn load_rounding(c: &Ctx, rope: u64) -> Result<Option<(u64, String)>, EstimateError> {
-    use crate::allocator::Allocator;
-    use crate::format::StorageFormat;
-    let Some(a) = c.input.arch else {
-        return Ok(None);
-    };
-    let plain = a.moe.is_none()
-        && a.mla.is_none()
-        && a.mixer.is_none()
-        && a.shared_attn.is_none()
-        && a.global_attn.is_none()
-        && a.per_layer_input.is_none()
-        && a.kv_share.is_none()
-        && a.indexer.is_none()
-        && a.attn_layers.is_none_or(|l| l == a.layers)
-        && a.mlp_layers.is_none_or(|l| l == a.layers)
-        && a.tower_params == 0
-        && a.mtp_layers == 0
-        && a.learned_positions == 0
-        && a.token_types == 0
-        && !a.encoder
-        && !a.attn_gate
-        && a.layers > 0;
-    let format = c.input.format.unwrap_or(c.input.keep_format);
-    let StorageFormat::Dense { dtype } = format else {
-        return Ok(None);
-    };
-    if !plain || c.input.pp > 1 {
-        return Ok(None);
-    }
-    let v = dtype.bytes();
-    let tp = c.input.tp.max(1);
-    let (h, hd) = (a.hidden, a.head_dim);
-    let q_heads = a.heads.div_ceil(tp);
-    let kv_heads = if a.kv_heads >= tp {
-        a.kv_heads.div_ceil(tp)
-    } else {
-        1
-    };
-    let inter = a.intermediate.div_ceil(tp);
-    let padded = a.vocab.div_ceil(64).saturating_mul(64);
-    let vocab_rows = padded.div_ceil(tp);
-    let mut alloc = Allocator::new(false);
-    let mut tensors = 0u64;
-    let mut take = |bytes: u64, alloc: &mut Allocator| {
-        if bytes > 0 {
-            alloc.malloc(bytes);
-            tensors = tensors.saturating_add(bytes);
-        }
-    };
-    let qkv_rows = prod(&[q_heads.saturating_add(kv_heads.saturating_mul(2)), hd])?;
-    let embed = prod(&[vocab_rows, h, v])?;
-    take(embed, &mut alloc);
-    let per_layer = [
-        prod(&[qkv_rows, h, v])?,
-        if a.qkv_bias { prod(&[qkv_rows, v])? } else { 0 },
-        prod(&[h, q_heads, hd, v])?,
-        if a.o_bias { prod(&[h, v])? } else { 0 },
-    ];
-    let mlp = [
-        prod(&[inter, h, v, if a.gated_mlp { 2 } else { 1 }])?,
-        if a.mlp_bias {
-            prod(&[inter, v, if a.gated_mlp { 2 } else { 1 }])?
-        } else {
-            0
-        },
-        prod(&[h, inter, v])?,
-        if a.mlp_bias { prod(&[h, v])? } else { 0 },
-    ];
-    let norms = [
-        if a.qk_norm { prod(&[hd, v])? } else { 0 },
-        if a.qk_norm { prod(&[hd, v])? } else { 0 },
-        prod(&[h, v])?,
-        prod(&[h, v])?,
-    ];
-    for layer in 0..a.layers {
-        for b in per_layer {
-            take(b, &mut alloc);
-        }
-        if layer == 0 {
-            take(rope, &mut alloc);
-        }
-        for b in mlp.into_iter().chain(norms) {
-            take(b, &mut alloc);
-        }
-    }
-    take(prod(&[h, v])?, &mut alloc);
-    if !a.tied_embeddings {
-        take(embed, &mut alloc);
-    }
-    let unpadded = prod(&[a.vocab.div_ceil(tp), h, v])?;
-    let pad = embed
-        .saturating_sub(unpadded)
-        .saturating_mul(if a.tied_embeddings { 1 } else { 2 });
-    let beyond = alloc
-        .reserved()
-        .saturating_sub(tensors)
-        .saturating_add(pad);
-    Ok(Some((
-        beyond,
-        format!(
-            "{} B of segments for {} B of parameters (the rotary cache included), {} B of them padded vocabulary rows",
-            alloc.reserved(),
-            tensors,
-            pad
-        ),
-    )))
 }
 
 #[cfg(test)]

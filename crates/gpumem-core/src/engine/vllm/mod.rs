@@ -63,7 +63,7 @@ use super::flags::{BATCHED_TOKENS, MAX_MODEL_LEN, MEMORY_IN_USE};
 use super::fraction::{ONE, fraction_text, times_fraction};
 use super::outcome::line;
 use super::pool::{Batch, Draft, simple_pool};
-use super::request::{CONTEXT_MIB, Ctx, cuda_context};
+use super::request::{CONTEXT_MIB, Ctx, cuda_context, load_rounding};
 use crate::catalogue::GpuCard;
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Kind};
@@ -259,6 +259,29 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         ],
         "vllm/model_executor/layers/rotary_embedding/base.py (cos_sin_cache)",
     ));
+    // 0.27 measures what stays allocated by the drop in free memory since its start-up
+    // snapshot (`memory_profiling`: `total_consumed` = free before − free after the
+    // profile, vllm-project/vllm PR #37111's accounting), which sees the caching
+    // allocator's segments around the weights, not only the tensors ("Model loading
+    // took" still prints the tensors). Earlier releases sum torch's allocated bytes and
+    // what is outside torch's reserve: the segments' slack is in neither.
+    let rounding = if r.label.starts_with("0.27") && offloaded == 0 {
+        load_rounding(input, rope)?
+    } else {
+        None
+    };
+    if let Some((bytes, how)) = &rounding {
+        lines.push(line(
+            "load_rounding",
+            "Weights' segments beyond the tensors (torch's caching allocator)",
+            *bytes,
+            Kind::Computed,
+            how.clone(),
+            &[("tp", input.tp.to_string())],
+            "vllm/utils/mem_utils.py (memory_profiling: total_consumed from mem_get_info); c10/cuda/CUDACachingAllocator.cpp (get_allocation_size)",
+        ));
+    }
+    let rounding = rounding.map_or(0, |r| r.0);
     if offloaded > 0 {
         // Each GPU's offloaded parameters, in pinned host memory: tp × pp GPUs on the
         // node (one node assumed).
@@ -500,7 +523,16 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             assumptions.push(format!(
                 "--kv-cache-memory-bytes {k}: the pool; utilisation ignored"
             ));
-            let used = sum(&[weights, draft_weights, rope, lora, peak, non_torch_bytes, k])?;
+            let used = sum(&[
+                weights,
+                draft_weights,
+                rope,
+                rounding,
+                lora,
+                peak,
+                non_torch_bytes,
+                k,
+            ])?;
             if used > total {
                 warnings.push(format!(
                     "pool + weights + profile {} > total {}",

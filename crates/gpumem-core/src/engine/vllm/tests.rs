@@ -759,3 +759,21 @@ fn vllm_over_several_cards_needs_one_card_per_gpu_of_its_stages() {
     let (_, errors) = from_pairs([("engine", "tgi"), ("card", "a100-80gb,a100-40gb")]);
     assert!(errors.iter().any(|e| e.to_string().contains("--engine vllm")), "{errors:?}");
 }
+
+/// 0.27 takes what stays allocated as a drop in free memory, which sees the caching
+/// allocator's segments around the weights: Llama-3.1-8B's matrices and its bf16
+/// rotary cache (131 072 × 128 × 2 = 32 MiB) are whole multiples of 2 MiB, its 65 norms
+/// of 8 KiB share one 2 MiB small-pool segment: 2 097 152 − 532 480 = 1 564 672 B,
+/// taken off the pool. 0.19 sums torch's allocated bytes: no such line.
+#[test]
+fn vllm_027_counts_the_weights_segments() {
+    let now = run(&llama_8b(&[]), &with(&[("engine", "vllm@0.27")]));
+    assert_eq!(bytes_of(&now, "load_rounding"), 1_564_672);
+    let before = run(&llama_8b(&[]), &with(&[("engine", "vllm@0.19")]));
+    assert!(before.lines.iter().all(|l| l.key != "load_rounding"));
+    let offloaded = run(
+        &llama_8b(&[]),
+        &with(&[("engine", "vllm@0.27"), ("cpu-offload-gb", "4")]),
+    );
+    assert!(offloaded.lines.iter().all(|l| l.key != "load_rounding"));
+}
