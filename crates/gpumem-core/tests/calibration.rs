@@ -725,8 +725,10 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     // vLLM 0.8.5 on an RTX 4090 D: the CUDA context the 0.8 rules count is the card's
     // (128 SMs × 1 536 threads × 1 KiB of local memory beside 248 MiB: 440 MiB, 72 MiB
     // below the H100's 512 assumed before), so the pool grows from +1.42 %. The record
-    // runs as the 4090 (the D has 114 SMs: 21 MiB less context still).
-    ("vllm085-rtx4090d-qwen2.5-0.5b-32768", -0.25, 1.85),
+    // runs as the 4090 (the D has 114 SMs: 21 MiB less context still). The worker's
+    // "not allocated by torch" also holds the caching allocator's segments around the
+    // weights (`load_rounding`, 56 MiB for Qwen2.5-0.5B): +1.80 % → +1.51 %.
+    ("vllm085-rtx4090d-qwen2.5-0.5b-32768", -0.25, 1.55),
     ("vllm072-t4-qwen2.5-1.5b-instruct-fp16-32768", -0.25, 1.8),
     ("vllm072-l40-qwen2.5-math-1.5b-u085-4096", -0.25, 0.3),
     ("vllm0190-a100-80-gpt-oss-20b-u065-131072", -0.25, 0.55),
@@ -791,11 +793,17 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     // vLLM 0.8.4 on RTX 3090s (Qwen2.5-7B, LLM class): the CUDA context counted is the
     // 3090's (82 SMs × 1 536 threads × 1 KiB of local memory beside 248 MiB: 371 MiB;
     // −2.36 % and −2.13 % under the flat 512 MiB); the tp 2 run's cold compile cache and
-    // disabled custom all-reduce (no P2P) show no further gap.
-    ("vllm084-rtx3090-qwen2.5-7b-4096", -0.25, 0.35),
+    // disabled custom all-reduce (no P2P) show no further gap. The worker counts what
+    // torch has not allocated after `empty_cache`, which holds the caching allocator's
+    // segments around the weights (`load_rounding`: each fused matrix of Qwen2.5-7B
+    // rounded up to 2 MiB, 0.10 GiB at tp 1 and at tp 2): +0.28 % → −1.60 % and
+    // −0.70 % → −1.79 %, the bounds widened by that line. Both move to the safe side,
+    // as the 0.6.4 records below already sit: on this card the context the rules count
+    // (371 MiB) is more than those logs leave for it.
+    ("vllm084-rtx3090-qwen2.5-7b-4096", -1.7, 0.35),
     (
         "vllm084-2xrtx3090-qwen2.5-7b-tp2-u08-4096-coldcompile",
-        -0.8,
+        -1.9,
         0.25,
     ),
     // vLLM 0.6.4 on an RTX 3090: the log puts 0.35 GiB outside torch in all (0.6.4's
@@ -803,7 +811,9 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     // included), where the `vllm@0.6.4` rules count the 3090's context (371 MiB: 82 SMs
     // × 1 536 threads × 1 KiB beside 248 MiB) + 80 MiB of libraries (0.44 GiB; −5.86 %
     // and −7.97 % under the flat 512 MiB). The activation peak agrees (2.07 and 2.99 GiB
-    // logged). Too little pool, the safe side.
+    // logged). Too little pool, the safe side. The weights' segments (`load_rounding`:
+    // only the norms' 2 MiB small-pool segment for Llama-3.1-8B) take 1.5 MiB more:
+    // −2.25 % → −2.28 %, −3.20 % → −3.25 %.
     ("vllm064-rtx3090-llama3.1-8b-instruct-20000", -2.5, 0.25),
     (
         "vllm064-rtx3090-llama3.1-8b-instruct-29000-refused",

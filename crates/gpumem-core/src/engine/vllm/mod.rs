@@ -261,11 +261,13 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     ));
     // 0.27 measures what stays allocated by the drop in free memory since its start-up
     // snapshot (`memory_profiling`: `total_consumed` = free before − free after the
-    // profile, vllm-project/vllm PR #37111's accounting), which sees the caching
+    // profile, vllm-project/vllm PR #37111's accounting), and 0.6.4's and 0.8's workers
+    // count every byte on the device torch has not allocated (`mem_get_info` total −
+    // free − `allocated_bytes.all.current`, after `empty_cache`): both see the caching
     // allocator's segments around the weights, not only the tensors ("Model loading
-    // took" still prints the tensors). Earlier releases sum torch's allocated bytes and
-    // what is outside torch's reserve: the segments' slack is in neither.
-    let rounding = if r.label.starts_with("0.27") && offloaded == 0 {
+    // took" prints the tensors). 0.6.5–0.19 sum torch's allocated bytes and what lies
+    // outside torch's reserve: the segments' slack is in neither.
+    let rounding = if (r.label.starts_with("0.27") || r.context_counted) && offloaded == 0 {
         load_rounding(input, rope)?
     } else {
         None
@@ -278,7 +280,11 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             Kind::Computed,
             how.clone(),
             &[("tp", input.tp.to_string())],
-            "vllm/utils/mem_utils.py (memory_profiling: total_consumed from mem_get_info); c10/cuda/CUDACachingAllocator.cpp (get_allocation_size)",
+            if r.context_counted {
+                "vllm/v1/worker/gpu_worker.py (determine_available_memory: mem_get_info less allocated_bytes.all.current); c10/cuda/CUDACachingAllocator.cpp (get_allocation_size)"
+            } else {
+                "vllm/utils/mem_utils.py (memory_profiling: total_consumed from mem_get_info); c10/cuda/CUDACachingAllocator.cpp (get_allocation_size)"
+            },
         ));
     }
     let rounding = rounding.map_or(0, |r| r.0);
