@@ -367,6 +367,18 @@ pub fn run(args: Args) -> Result<Exit> {
     if let Some(c) = &counted {
         input.counted = Some(crate::count::to_counted(c)?);
     }
+    // The card's generation sizes what a training step holds (torch's cuBLAS
+    // workspace): the cards of `--card`, else the larger.
+    {
+        let (params, _) =
+            engine::from_pairs(args.engine.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let cards: Vec<GpuCard> = if params.devices.is_empty() {
+            params.card.into_iter().collect()
+        } else {
+            params.devices
+        };
+        input.card_sm90 = gpumem_core::catalogue::cards_sm90(&cards);
+    }
     // Step 2: compute.
     let mut est = match estimate(&input) {
         Ok(e) => e,

@@ -409,6 +409,17 @@ impl GpuCard {
     }
 }
 
+/// The generation a training estimate sizes torch's cuBLAS workspace by
+/// (`EstimateInput::card_sm90`), from the cards named: `None` when none is, or one is
+/// a typed capacity of unknown generation (the larger, sm_90's, is then counted);
+/// `Some(true)` when any is sm_90, the larger again; `Some(false)` otherwise.
+pub fn cards_sm90(cards: &[GpuCard]) -> Option<bool> {
+    if cards.is_empty() || cards.iter().any(|c| matches!(c.arch, Arch::Unknown)) {
+        return None;
+    }
+    Some(cards.iter().any(GpuCard::sm90))
+}
+
 /// The bytes of one cuBLAS workspace torch allocates through its caching allocator for
 /// a (cuBLAS handle, stream) pair at its first GEMM and keeps for the process's life:
 /// 32 MiB on an sm_90 card, `:4096:2:16:8` elsewhere (4096 KiB × 2 + 16 KiB × 8 =
@@ -2106,6 +2117,26 @@ mod tests {
         // Derived: the capacity less 1 %, whole MiB (H100 PCIe: its 80 GiB label).
         let pcie = find("h100-pcie-80gb").unwrap();
         assert_eq!(pcie.torch_total(), (85_039_513_600, true));
+    }
+
+    #[test]
+    fn the_cards_generation_for_the_cublas_workspace() {
+        let card = |id: &str| *find(id).unwrap();
+        assert_eq!(cards_sm90(&[]), None);
+        assert_eq!(cards_sm90(&[card("h100-sxm-80gb")]), Some(true));
+        assert_eq!(cards_sm90(&[card("a100-40gb")]), Some(false));
+        assert_eq!(cards_sm90(&[card("rtx-4090")]), Some(false));
+        // Several: sm_90 if any is (its workspace is the larger).
+        assert_eq!(
+            cards_sm90(&[card("a100-40gb"), card("h100-sxm-80gb")]),
+            Some(true)
+        );
+        // A typed capacity's generation is unknown.
+        assert_eq!(cards_sm90(&[GpuCard::custom(24 << 30)]), None);
+        assert_eq!(
+            cards_sm90(&[card("rtx-4090"), GpuCard::custom(24 << 30)]),
+            None
+        );
     }
 
     #[test]

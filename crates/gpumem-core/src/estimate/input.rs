@@ -271,6 +271,11 @@ pub struct EstimateInput {
     pub modules_to_save: String,
     /// The caching allocator's `expandable_segments:True`.
     pub expandable_segments: bool,
+    /// The generation of the card the run is judged on, where it sizes something the
+    /// estimate holds (torch's cuBLAS workspace in a training step): `Some(true)` an
+    /// sm_90 card, `Some(false)` another, `None` no card named — the larger (sm_90's)
+    /// is counted. The agent sets it from `--card` (any of several cards sm_90: true).
+    pub card_sm90: Option<bool>,
     /// DeepSpeed ZeRO stage over the data-parallel ranks (0: none; 1 optimizer states,
     /// 2 + gradients, 3 + parameters).
     pub zero: u8,
@@ -363,6 +368,7 @@ impl Default for EstimateInput {
             offload_activations: false,
             modules_to_save: String::new(),
             expandable_segments: false,
+            card_sm90: None,
             zero: 0,
             fsdp: Fsdp::None,
             offload_optimizer: Offload::None,

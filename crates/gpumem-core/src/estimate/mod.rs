@@ -526,9 +526,10 @@ mod tests {
     }
 
     /// A training step holds torch's two cuBLAS workspaces (the forward's thread's and
-    /// the autograd engine's), 8 519 680 B each outside sm_90, in the total and in the
-    /// allocated lines the reserved peak is built on; an inference estimate and a
-    /// training one without a context (no step) have none.
+    /// the autograd engine's), 32 MiB each on an sm_90 card and with no card named,
+    /// 8 519 680 B each on another generation, in the total and in the allocated lines
+    /// the reserved peak is built on; an inference estimate and a training one without
+    /// a context (no step) have none.
     #[test]
     fn a_training_step_holds_two_cublas_workspaces() {
         let key = |e: &Estimate| {
@@ -538,20 +539,28 @@ mod tests {
                 .map(|l| (l.bytes, l.device_bytes, l.in_total))
                 .collect::<Vec<_>>()
         };
-        let step = estimate(&llama_8b(&[("train", "lora"), ("context", "2048")])).unwrap();
-        assert_eq!(key(&step), vec![(17_039_360, 17_039_360, true)]);
+        let on = |sm90: Option<bool>, extra: &[(&'static str, &'static str)]| {
+            let mut pairs = vec![("train", "lora"), ("context", "2048")];
+            pairs.extend_from_slice(extra);
+            let mut input = llama_8b(&pairs);
+            input.card_sm90 = sm90;
+            estimate(&input).unwrap()
+        };
+        // No card: the larger, sm_90's 2 × 32 MiB.
+        assert_eq!(key(&on(None, &[])), vec![(64 << 20, 64 << 20, true)]);
+        assert_eq!(key(&on(Some(true), &[])), vec![(64 << 20, 64 << 20, true)]);
+        // An A100 or a 4090: 2 × (4096 KiB × 2 + 16 KiB × 8).
+        let elsewhere = on(Some(false), &[]);
+        assert_eq!(key(&elsewhere), vec![(17_039_360, 17_039_360, true)]);
         assert_eq!(
             crate::catalogue::cublas_workspace_bytes(false) * 2,
             17_039_360
         );
         assert_eq!(crate::catalogue::cublas_workspace_bytes(true), 32 << 20);
+        // The larger workspaces need more.
+        assert!(on(None, &[]).total_bytes > elsewhere.total_bytes);
         // Two ranks of data parallelism: each holds its own two.
-        let ranks = estimate(&llama_8b(&[
-            ("train", "lora"),
-            ("context", "2048"),
-            ("gpus", "2"),
-        ]))
-        .unwrap();
+        let ranks = on(Some(false), &[("gpus", "2")]);
         assert_eq!(key(&ranks), vec![(17_039_360, 17_039_360, true)]);
         let no_step = estimate(&llama_8b(&[("train", "lora")])).unwrap();
         assert!(key(&no_step).is_empty());

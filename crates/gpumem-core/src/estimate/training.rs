@@ -1048,7 +1048,7 @@ pub(super) fn training(
                 ],
             );
         }
-        cublas_workspaces(b)?;
+        cublas_workspaces(input, b)?;
     } else {
         b.assumptions.push("training activations are not estimated: give the architecture and the context (sequence length)".into());
     }
@@ -1070,14 +1070,24 @@ pub(super) const CUBLAS_THREADS: u64 = 2;
 /// the autograd engine's thread for the device (torch/csrc/autograd/engine.cpp,
 /// `Engine::thread_init`, one worker per device for the process's life), both on the
 /// current stream, so a step holds two. Their size is the card's generation's
-/// ([`crate::catalogue::cublas_workspace_bytes`]); the estimate names no card, so the
-/// size outside sm_90 is taken, as the serving estimates take it for a card of unknown
-/// generation. cuBLASLt's workspace at those versions is allocated per call and freed
-/// (`gemm_and_bias`, a bias GEMM the Llama family does not run); it became a kept
-/// one, then the cuBLAS one shared, later
+/// ([`crate::catalogue::cublas_workspace_bytes`], `input.card_sm90`): 32 MiB each on an
+/// sm_90 card, 8 519 680 B on another; with no card named the larger, sm_90's, so that
+/// the need is not short on the card it may run on. cuBLASLt's workspace at those
+/// versions is allocated per call and freed (`gemm_and_bias`, a bias GEMM the Llama
+/// family does not run); it became a kept one, then the cuBLAS one shared, later
 /// (https://github.com/pytorch/pytorch/pull/145130).
-fn cublas_workspaces(b: &mut Builder) -> Result<(), EstimateError> {
-    let each = crate::catalogue::cublas_workspace_bytes(false);
+fn cublas_workspaces(input: &EstimateInput, b: &mut Builder) -> Result<(), EstimateError> {
+    let sm90 = input.card_sm90.unwrap_or(true);
+    let each = crate::catalogue::cublas_workspace_bytes(sm90);
+    let which = match input.card_sm90 {
+        Some(true) => "torch's cuBLAS workspace on the card's sm_90: 32 MiB",
+        Some(false) => {
+            "torch's cuBLAS workspace on the card's generation, not sm_90: 4096 KiB × 2 + 16 KiB × 8"
+        }
+        None => {
+            "torch's cuBLAS workspace on sm_90, 32 MiB, the larger, no card named (8 519 680 B outside sm_90: 4096 KiB × 2 + 16 KiB × 8)"
+        }
+    };
     let bytes = checked_product(&[CUBLAS_THREADS, each], "cuBLAS workspaces")?;
     b.line(
         LineKey::CublasWorkspace,
@@ -1087,11 +1097,12 @@ fn cublas_workspaces(b: &mut Builder) -> Result<(), EstimateError> {
         Kind::Computed,
         true,
         format!(
-            "{CUBLAS_THREADS} threads run GEMMs (the forward on Python's, the backward on autograd's device thread) × {each} B (torch's cuBLAS workspace outside sm_90, 4096 KiB × 2 + 16 KiB × 8; 32 MiB each on sm_90), per device, allocated by the caching allocator at each thread's first GEMM and kept; torch 2.2/2.3 aten/src/ATen/cuda/CublasHandlePool.cpp getCurrentCUDABlasHandle, torch/csrc/autograd/engine.cpp"
+            "{CUBLAS_THREADS} threads run GEMMs (the forward on Python's, the backward on autograd's device thread) × {each} B ({which}), per device, allocated by the caching allocator at each thread's first GEMM and kept; torch 2.2/2.3 aten/src/ATen/cuda/CublasHandlePool.cpp getCurrentCUDABlasHandle, torch/csrc/autograd/engine.cpp"
         ),
         &[
             ("threads", CUBLAS_THREADS.to_string()),
             ("workspace", each.to_string()),
+            ("sm90", sm90.to_string()),
         ],
     );
     Ok(())

@@ -2,11 +2,12 @@
 //! corpus of `calibration/training/`) and `training_external.rs` (runs of other
 //! frameworks, `calibration/external/`): every record's model (its config.json, read by
 //! the same reader as `--config`) and its `gpumem.flags` (the agent's `estimate` flags
-//! without their dashes) go through `params::from_pairs` and `estimate` with no
-//! reserve, and the figure of the counter the source read is compared with the peak
-//! it printed: `max_memory_allocated` and PyTorch's peak active bytes with the
-//! allocated peak, `max_memory_reserved` — and a figure whose counter the source does
-//! not name — with the reserved one, the verdict's. The table (record, method,
+//! without their dashes; `--card`, the card the run used, read as the agent reads it)
+//! go through `params::from_pairs` and `estimate` with no reserve, and the figure of
+//! the counter the source read is compared with the peak it printed:
+//! `max_memory_allocated` and PyTorch's peak active bytes with the allocated peak,
+//! `max_memory_reserved` — and a figure whose counter the source does not name — with
+//! the reserved one, the verdict's. The table (record, method,
 //! measured, predicted, error, both peaks and the model loading's) and the median and
 //! worst error per method are printed.
 //!
@@ -74,15 +75,36 @@ pub fn input_of(r: &Value, configs: &[(&str, &str)]) -> EstimateInput {
         .map(|f| f.as_str().unwrap())
         .collect();
     assert!(flags.len().is_multiple_of(2), "{id}: flags come in pairs");
+    let mut card: Option<&str> = None;
     for kv in flags.chunks(2) {
         let key = kv[0]
             .strip_prefix("--")
             .unwrap_or_else(|| panic!("{id}: {} is not a flag", kv[0]));
+        // `--card` is read as the agent reads it (an engine flag, the card's
+        // generation set on the input), the others by the estimate's reader.
+        if key == "card" {
+            card = Some(kv[1]);
+            continue;
+        }
         pairs.push((key, kv[1].to_string()));
     }
     pairs.push(("reserve-gib", "0".into()));
-    let (input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+    let (mut input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
     assert!(errors.is_empty(), "{id}: {errors:?}");
+    if let Some(c) = card {
+        let (params, errors) = gpumem_core::engine::from_pairs([("card", c)]);
+        assert!(errors.is_empty(), "{id}: --card {c}: {errors:?}");
+        let cards: Vec<_> = if params.devices.is_empty() {
+            params.card.into_iter().collect()
+        } else {
+            params.devices
+        };
+        input.card_sm90 = gpumem_core::catalogue::cards_sm90(&cards);
+        assert!(
+            input.card_sm90.is_some(),
+            "{id}: --card {c} of unknown generation"
+        );
+    }
     input
 }
 
