@@ -443,7 +443,17 @@ impl Framework {
             "torchtune@0.1" | "torchtune@0.2" => Ok(Framework::Torchtune01),
             "lit-gpt" | "lit-gpt@8641822" => Ok(Framework::Litgpt2023),
             "unsloth@2024" | "unsloth@6dad5dd" => Ok(Framework::Unsloth2024),
-            "transformers@4.39.3" => Ok(Framework::Transformers439),
+            // transformers 4.36 (4.36.2, December 2023) runs the same step in what
+            // this variant models: LlamaForCausalLM.forward's loss (`logits.float()`,
+            // the shifted contiguous copy, CrossEntropyLoss), a `cos_cached` and a
+            // `sin_cached` of max_position_embeddings positions in the default dtype in
+            // every attention layer (`LlamaRotaryEmbedding._set_cos_sin_cache`, called
+            // by `LlamaAttention._init_rope`) and `optim` adamw_torch
+            // (models/llama/modeling_llama.py and training_args.py at v4.36.2). 4.38
+            // differs (LlamaModel's max_position_embeddings² causal-mask buffer).
+            "transformers@4.39.3" | "transformers@4.36" | "transformers@4.36.2" => {
+                Ok(Framework::Transformers439)
+            }
             _ => Framework::ALL
                 .iter()
                 .find(|(_, k)| *k == t)
@@ -2665,6 +2675,15 @@ mod tests {
         assert!(transformers_rope_caches(u64::MAX, u64::MAX, 2, 2).is_err());
         let d = Framework::parse("framework", "transformers@4.39").unwrap();
         assert_eq!(d, Framework::Transformers439);
+        // 4.36's step is 4.39's in these rules; 4.38 is not accepted.
+        for alias in [
+            "transformers@4.39.3",
+            "transformers@4.36",
+            "transformers@4.36.2",
+        ] {
+            assert_eq!(Framework::parse("framework", alias).unwrap(), d);
+        }
+        assert!(Framework::parse("framework", "transformers@4.38").is_err());
         assert_eq!(d.name(), "transformers@4.39");
         let f = d.defaults();
         assert!(f.transformers_rope_per_layer);
