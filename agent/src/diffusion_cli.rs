@@ -210,6 +210,7 @@ fn answer(
             "vae_decode_bytes": est.vae_decode, "vae_upcast_bytes": est.vae_upcast, "text_encode_bytes": est.text_encode,
             "offload": w.offload.call(), "device_bytes": est.device_bytes, "reserve_bytes": est.reserve,
             "need_bytes": est.need(), "host_bytes": est.host_bytes, "peak_phase": est.peak_phase,
+            "peak_runs_convolutions": est.peak_runs_convolutions,
             "by_offload_mode_bytes": {"none": est.by_mode[0], "model": est.by_mode[1], "sequential": est.by_mode[2]},
             "verdict": answer.as_ref().map(|a| a.verdict.key()), "card": answer.as_ref().map(|a| a.fit.id.clone()),
             "host": host,

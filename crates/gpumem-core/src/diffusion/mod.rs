@@ -12,6 +12,7 @@
 pub mod activations;
 pub mod count;
 pub mod report;
+pub mod workspace;
 
 use serde_json::Value;
 
@@ -443,6 +444,10 @@ pub struct DiffusionEstimate {
     pub peak_phase: String,
     /// Each offload mode's device peak (none, model, sequential), without reserve.
     pub by_mode: [u64; 3],
+    /// Whether the phase that sets the peak runs convolutions, whose cuDNN workspace
+    /// is not in the need: a reading on a card with room can exceed the need by it,
+    /// up to the card ([`workspace`]).
+    pub peak_runs_convolutions: bool,
     /// Notes: defaults taken, what is assumed.
     pub notes: Vec<String>,
 }
@@ -930,6 +935,21 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
             denoisers.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
         ));
     }
+    // The peak phase's convolutions: cuDNN's workspace follows the card (workspace.rs).
+    let peak_runs_convolutions = p
+        .components
+        .iter()
+        .filter(|c| match peak_phase.as_str() {
+            "VAE decode" => c.class.role() == Role::Vae,
+            "denoising steps" => c.class.role() == Role::Denoiser,
+            "prompt encoding" => c.class.role() == Role::TextEncoder,
+            "safety check" => c.class.role() == Role::SafetyChecker,
+            _ => false,
+        })
+        .any(|c| workspace::runs_convolutions(c.class));
+    if peak_runs_convolutions {
+        notes.push(workspace::note(&peak_phase));
+    }
     if w.eager {
         notes.push("eager attention: the scores and their softmax (batch × heads × tokens²) are added at the denoiser's peak (assumed)".into());
     }
@@ -952,6 +972,7 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         host_bytes,
         peak_phase,
         by_mode,
+        peak_runs_convolutions,
         notes,
     })
 }
