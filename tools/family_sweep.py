@@ -80,7 +80,8 @@ def causal_types():
 
 
 def cache_bytes(torch, cache, tokens):
-    """Bytes of every tensor a cache holds (0-d counters left out), each once; a
+    """Bytes of every tensor a cache holds (0-d counters left out), each once (the
+    states a cache keeps beside its layers too: MiniMax's ``linear_cache``); a
     sliding-window layer with the token a decode step adds (transformers keeps
     ``sliding_window - 1`` tokens between steps and concatenates the new one:
     cache_utils.py, DynamicSlidingWindowLayer.update)."""
@@ -96,6 +97,11 @@ def cache_bytes(torch, cache, tokens):
             if 0 < held < tokens:
                 kv[1] += kv[1] // held * (min(tokens, w) - held)
         total += kv[1] + state[1]
+    # MiniMax keeps its lightning layers' states beside the layers
+    # (models/minimax/modeling_minimax.py, MiniMaxCache.linear_cache).
+    for t in getattr(cache, "linear_cache", None) or []:
+        if isinstance(t, torch.Tensor) and t.dim() > 0:
+            total += t.numel() * t.element_size()
     return total
 
 

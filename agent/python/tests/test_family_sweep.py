@@ -94,6 +94,33 @@ class CacheBytes(unittest.TestCase):
             k, _ = layer.update(torch.zeros(1, 2, 1, 16), torch.zeros(1, 2, 1, 16))
             self.assertEqual(k.shape[-2], 6)
 
+    def test_the_states_a_cache_keeps_beside_its_layers_are_counted(self):
+        import torch
+        import transformers
+
+        config = transformers.AutoConfig.for_model(
+            "minimax",
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            vocab_size=128,
+            num_local_experts=2,
+            num_experts_per_tok=1,
+            layer_types=["linear_attention", "full_attention"],
+            block_size=8,
+        )
+        model = transformers.AutoModelForCausalLM.from_config(config).eval()
+        with torch.no_grad():
+            out = model(input_ids=torch.randint(0, 128, (1, 10)), use_cache=True)
+        cache = out.past_key_values
+        # The full layer's K and V (2 heads of 16, 10 tokens, fp32) and the lightning
+        # layer's state, 4 heads x 16 x 16 in fp32, which the cache keeps beside its layers.
+        kv = 2 * 2 * 16 * 10 * 4
+        self.assertEqual(fs.cache_bytes(torch, cache, 10), kv + 4 * 16 * 16 * 4)
+
 
 if __name__ == "__main__":
     unittest.main()
