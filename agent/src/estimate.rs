@@ -16,7 +16,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
 use gpumem_core::EstimateError;
 use gpumem_core::catalogue::{GpuCard, resolve};
 use gpumem_core::engine;
-use gpumem_core::estimate::{Estimate, estimate};
+use gpumem_core::estimate::{CacheRuntime, Estimate, estimate};
 use gpumem_core::fit::{CardFit, MARGIN_RULE, Verdict, fit_table};
 use gpumem_core::headline::{Basis, FORMAT_LADDER, compare_formats, headline, inputs_line};
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
@@ -368,10 +368,15 @@ pub fn run(args: Args) -> Result<Exit> {
         input.counted = Some(crate::count::to_counted(c)?);
     }
     // The card's generation sizes what a training step holds (torch's cuBLAS
-    // workspace): the cards of `--card`, else the larger.
+    // workspace): the cards of `--card`, else the larger. The recurrent-state and
+    // indexer lines follow the named engine's cache layout (transformers' own
+    // without one).
     {
         let (params, _) =
             engine::from_pairs(args.engine.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        input.runtime = params
+            .engine
+            .map_or(CacheRuntime::Transformers, |e| e.cache_runtime());
         let cards: Vec<GpuCard> = if params.devices.is_empty() {
             params.card.into_iter().collect()
         } else {

@@ -96,10 +96,73 @@ pub struct Indexer {
 }
 
 impl Indexer {
-    /// Bytes of the indexer key cache per token and layer.
-    pub fn key_bytes(&self) -> u64 {
-        self.head_dim
-            .saturating_add(self.head_dim.div_ceil(128).saturating_mul(4))
+    /// Bytes of the indexer key cache per token and layer as `runtime` keeps it, with
+    /// the model's values `value` bytes wide.
+    ///
+    /// - Serving (vLLM v0.19.0 `vllm/model_executor/models/deepseek_v2.py`,
+    ///   `DeepseekV32IndexerCache`): fp8 keys and one fp32 scale per 128, `head_dim +
+    ///   head_dim / 128 × 4` bytes, whatever the KV dtype.
+    /// - transformers 5.23 (`cache_utils.py`, `DynamicIndexedLayer.update_indexer`):
+    ///   the indexer's keys `[batch, tokens, head_dim]` concatenated as the model
+    ///   computed them, in its dtype (`DeepseekV32Indexer`'s `k_norm` output).
+    pub fn key_bytes(&self, runtime: CacheRuntime, value: u64) -> u64 {
+        match runtime {
+            CacheRuntime::Serving => self
+                .head_dim
+                .saturating_add(self.head_dim.div_ceil(128).saturating_mul(4)),
+            CacheRuntime::Transformers => self.head_dim.saturating_mul(value),
+        }
+    }
+}
+
+/// Whose cache layout the recurrent-state and indexer lines follow. transformers'
+/// own cache (no engine named, or the `transformers` engine) keeps the whole
+/// convolution window and most recurrent states in fp32, and the indexer's keys in the
+/// model's dtype; the serving engines (vLLM, and the engines whose rules here follow
+/// its layout) keep the convolution window less its newest input and the state in the
+/// model's dtype, and fp8 indexer keys. The larger is transformers'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheRuntime {
+    /// transformers 5.23's cache classes (`cache_utils.py`).
+    #[default]
+    Transformers,
+    /// A serving engine's pool, as vLLM allocates it.
+    Serving,
+}
+
+impl CacheRuntime {
+    /// Whose layout, in words (the lines' `layout` input).
+    pub const fn name(self) -> &'static str {
+        match self {
+            CacheRuntime::Transformers => "transformers 5.23",
+            CacheRuntime::Serving => "vLLM",
+        }
+    }
+}
+
+/// One state layer's per-sequence state as a runtime keeps it: the convolution
+/// window's values (in the model's dtype), the recurrent state's values, and the bytes
+/// of one recurrent value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateShape {
+    /// Convolution-window values, in the model's dtype.
+    pub conv: u64,
+    /// Recurrent-state values.
+    pub recurrent: u64,
+    /// Bytes of one recurrent value.
+    pub recurrent_bytes: u64,
+}
+
+impl StateShape {
+    /// Bytes per layer and sequence, the model's values `value` bytes wide.
+    pub fn bytes(&self, value: u64) -> Result<u64, EstimateError> {
+        let what = "recurrent state";
+        add(
+            checked_product(&[self.conv, value], what)?,
+            checked_product(&[self.recurrent, self.recurrent_bytes], what)?,
+            what,
+        )
     }
 }
 
@@ -310,7 +373,7 @@ impl Mixer {
     /// conv `(d_inner + 2 × groups × d_state) × (d_conv − 1)` and SSM `heads × head dim
     /// × d_state`; a short convolution (LFM2) `hidden × (L_cache − 1)` and no recurrent
     /// state (`short_conv_state_shape`).
-    /// (transformers' caches keep the whole `d_conv` window: slightly more.)
+    /// (transformers' caches keep more: [`Mixer::state_shape`].)
     pub fn state_values(&self) -> Result<(u64, u64), EstimateError> {
         let window = self.conv.saturating_sub(1);
         let what = "recurrent state";
@@ -347,6 +410,96 @@ impl Mixer {
                 ))
             }
         }
+    }
+}
+
+impl Mixer {
+    /// One layer's per-sequence state as `runtime` keeps it, the model's values
+    /// `value` bytes wide.
+    ///
+    /// Serving: [`Mixer::state_values`], everything in the model's dtype (vLLM's
+    /// `mamba_cache_dtype` and `mamba_ssm_cache_dtype` "auto").
+    ///
+    /// transformers 5.23: `cache_utils.py`'s `LinearAttentionLayer` is made lazily from
+    /// the tensors the mixer hands it — `update_conv_state(…, conv_kernel_size)` keeps
+    /// a window of the whole kernel (`lazy_initialization`: zeros of `(…,
+    /// conv_kernel_size)` in the input's dtype, the model's), `update_recurrent_state`
+    /// a `zeros_like` of the final state, whose dtype is the mixer's:
+    /// - Mamba (`models/mamba/modeling_mamba.py`, `mamba_selective_scan`; FalconMamba,
+    ///   Jamba and Zamba copy it): the state is the product of the fp32 discretised A
+    ///   and B (`discrete_A`, `deltaB_u`), fp32; `[batch, d_inner, d_state]`.
+    /// - Mamba-2 (`models/mamba2/modeling_mamba2.py`, `mamba2_chunk_scan`, which casts
+    ///   x, B and C to fp32; NemotronH, Falcon-H1, Bamba, GraniteMoeHybrid, Zamba2
+    ///   alike): the final state in fp32, `[batch, heads, head_dim, d_state]`.
+    /// - Gated DeltaNet (`models/qwen3_next/modeling_qwen3_next.py`,
+    ///   `torch_chunk_gated_delta_rule` casts q, k, v to fp32; Qwen3.5 alike) and KDA
+    ///   (`models/kimi_linear/modeling_kimi_linear.py`, `KimiDeltaAttention.forward`:
+    ///   `last_recurrent_state.to(torch.float32)`): fp32 `[batch, heads, key dim,
+    ///   value dim]`; the convolution over q, k and v together.
+    /// - Short convolution (`models/lfm2/modeling_lfm2.py`, `Lfm2ShortConv`):
+    ///   `conv_kernel_size = conv_L_cache`, the whole window; no recurrent state.
+    /// - RG-LRU (`models/recurrent_gemma/modeling_recurrent_gemma.py`,
+    ///   `RecurrentGemmaRecurrentBlock._setup_cache`): the conv's last `width − 1`
+    ///   inputs in the model's dtype, the LRU's state `[batch, lru_width]` in fp32.
+    /// - RWKV (`models/rwkv/modeling_rwkv.py`, `RwkvModel.forward`): five tensors of
+    ///   hidden per layer, the two token shifts in the model's dtype, the WKV
+    ///   numerator, denominator and maximum in fp32.
+    /// - Lightning attention (`models/minimax/modeling_minimax.py`,
+    ///   `MiniMaxLightningAttention`): the `heads × head dim × head dim` state made in
+    ///   the values' dtype, as the serving layout.
+    pub fn state_shape(
+        &self,
+        runtime: CacheRuntime,
+        value: u64,
+    ) -> Result<StateShape, EstimateError> {
+        let what = "recurrent state";
+        let (conv, recurrent) = self.state_values()?;
+        if runtime == CacheRuntime::Serving {
+            return Ok(StateShape {
+                conv,
+                recurrent,
+                recurrent_bytes: value,
+            });
+        }
+        let fp32 = 4;
+        Ok(match self.kind {
+            MixerKind::Lightning => StateShape {
+                conv: 0,
+                recurrent,
+                recurrent_bytes: value,
+            },
+            MixerKind::RgLru => StateShape {
+                conv,
+                recurrent,
+                recurrent_bytes: fp32,
+            },
+            MixerKind::Rwkv => StateShape {
+                conv,
+                recurrent,
+                recurrent_bytes: fp32,
+            },
+            MixerKind::ShortConv => StateShape {
+                conv: checked_product(&[self.inner, self.conv], what)?,
+                recurrent: 0,
+                recurrent_bytes: fp32,
+            },
+            MixerKind::Mamba | MixerKind::Mamba2 | MixerKind::DeltaNet | MixerKind::Kda => {
+                // The same channels as the serving window, over the whole kernel.
+                let channels = match self.kind {
+                    MixerKind::Mamba => self.inner,
+                    _ => add(
+                        checked_product(&[2, self.key_heads, self.state], what)?,
+                        self.inner,
+                        what,
+                    )?,
+                };
+                StateShape {
+                    conv: checked_product(&[channels, self.conv], what)?,
+                    recurrent,
+                    recurrent_bytes: fp32,
+                }
+            }
+        })
     }
 }
 

@@ -6,7 +6,7 @@
 //! One `check()` runs them all — natively, and compiled to wasm32 in headless
 //! Chromium (wasm-bindgen-test), so both targets must compute identical numbers.
 
-use gpumem_core::estimate::estimate;
+use gpumem_core::estimate::{CacheRuntime, estimate};
 use gpumem_core::import::config::parse_config;
 use gpumem_core::params::from_pairs;
 use gpumem_core::units::Bytes;
@@ -235,7 +235,7 @@ fn transformers_caches() {
         ] {
             pairs.push((k.to_string(), v));
         }
-        let (input, errors) = from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let (mut input, errors) = from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         assert!(errors.is_empty(), "{name}: {errors:?}");
         let est = estimate(&input).unwrap_or_else(|e| panic!("{name}: {e}"));
         let line = |k: &str| {
@@ -244,13 +244,29 @@ fn transformers_caches() {
                 .find(|l| l.key.as_str() == k)
                 .map_or(0, |l| l.bytes)
         };
-        // Values, in the line's dtype (bf16: vLLM's `mamba_ssm_cache_dtype` "auto");
-        // transformers' own Mamba-2 and RG-LRU paths keep the recurrent state in fp32
-        // (`recurrent_state_dtype`), which the line's assumption names.
-        let state = (n("recurrent_state_values") + n("conv_window_values")) * 2;
+        // Without an engine the state is transformers' own: every conv and recurrent
+        // byte its cache holds (the whole kernel's window; the recurrent states in the
+        // dtype the mixer made them, fp32 for most).
+        let state = n("conv_state_bytes") + n("recurrent_state_bytes");
+        // A serving engine's layout (vLLM's, everything in the model's bf16): the
+        // window less its newest input, the same recurrent values.
+        input.runtime = CacheRuntime::Serving;
+        let served = estimate(&input).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let served_state = served
+            .lines
+            .iter()
+            .find(|l| l.key.as_str() == "kv_cache.state")
+            .map_or(0, |l| l.bytes);
+        let vllm = (n("recurrent_state_values") + n("conv_window_values")) * 2;
+        if served_state > state {
+            wrong.push(format!(
+                "{name}: the serving layout's state {served_state} B above transformers' {state} B"
+            ));
+        }
         for (what, ours, theirs) in [
             ("kv_cache", line("kv_cache"), n("kv_bytes")),
             ("kv_cache.state", line("kv_cache.state"), state),
+            ("kv_cache.state (vLLM's layout)", served_state, vllm),
             (
                 "kv_cache.cross",
                 line("kv_cache.cross"),

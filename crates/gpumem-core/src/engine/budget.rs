@@ -100,7 +100,7 @@ fn budget_at(
     let per_token = if input.arch.is_some_and(|a| a.encoder) {
         0
     } else {
-        kv_bytes_per_token(input)?
+        kv_bytes_per_token(input, engine.cache_runtime())?
     };
     // Cross-attention layers (Llama 3.2 Vision) as the engine lays them out.
     let cross = super::cross::layout(engine, params, input, per_token)?;

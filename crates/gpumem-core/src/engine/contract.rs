@@ -31,6 +31,10 @@ pub trait Engine {
     /// device by what it holds; otherwise the budget refuses a list of cards.
     const SEVERAL_CARDS: bool = false;
 
+    /// Whose cache layout its recurrent states and indexer keys follow: a serving
+    /// engine's own pool (vLLM's layout) unless it runs transformers' own cache.
+    const CACHE_RUNTIME: crate::arch::CacheRuntime = crate::arch::CacheRuntime::Serving;
+
     /// Its budget for an encoder-only model: every line it takes from the card at its
     /// largest batch, and that batch. The common ending turns it into the room left
     /// and the sequences a batch holds. Only read where [`Engine::ENCODERS`] is set.

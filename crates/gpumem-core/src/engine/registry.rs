@@ -11,7 +11,7 @@ use super::contract::{Info, ReleaseParser};
 use super::flags::{
     CARD, EngineId, EngineParams, Flag, MAX_MODEL_LEN, Value, WIRED_LIMIT_MB, field, positive,
 };
-use super::{ENCODER_ENGINES, INFO_COUNT, INFOS, SPLIT_ENGINES};
+use super::{ENCODER_ENGINES, INFO_COUNT, INFOS, RUNTIME_ENGINES, SPLIT_ENGINES};
 use crate::error::EstimateError;
 use crate::fields::{Field, FieldKind};
 
@@ -34,6 +34,10 @@ macro_rules! engines {
 
         /// Whether each engine sizes a split over several cards, in the registry's order.
         const SPLIT_ENGINES: &[bool] = &[$(<$module::$engine as Engine>::SEVERAL_CARDS),+];
+
+        /// Whose cache layout each engine's states follow, in the registry's order.
+        const RUNTIME_ENGINES: &[crate::arch::CacheRuntime] =
+            &[$(<$module::$engine as Engine>::CACHE_RUNTIME),+];
 
         /// Runs the encoder rule of `id`'s engine.
         fn batch_rule_of(
@@ -120,6 +124,7 @@ struct Traits {
     refusal: Option<&'static str>,
     encoders: bool,
     several_cards: bool,
+    runtime: crate::arch::CacheRuntime,
 }
 
 #[allow(clippy::arithmetic_side_effects)] // evaluated by the compiler
@@ -133,6 +138,7 @@ const fn traits() -> [Traits; INFO_COUNT] {
         refusal: None,
         encoders: false,
         several_cards: false,
+        runtime: crate::arch::CacheRuntime::Serving,
     }; INFO_COUNT];
     let mut i = 0;
     while i < INFOS.len() {
@@ -157,6 +163,7 @@ const fn traits() -> [Traits; INFO_COUNT] {
             refusal: info.refusal,
             encoders: ENCODER_ENGINES[i],
             several_cards: SPLIT_ENGINES[i],
+            runtime: RUNTIME_ENGINES[i],
         };
         i += 1;
     }
@@ -220,6 +227,12 @@ impl EngineId {
     /// Whether it sizes a split over several cards ([`super::Engine::SEVERAL_CARDS`]).
     pub fn several_cards(self) -> bool {
         self.traits().several_cards
+    }
+
+    /// Whose cache layout its recurrent states and indexer keys follow
+    /// ([`super::Engine::CACHE_RUNTIME`]).
+    pub fn cache_runtime(self) -> crate::arch::CacheRuntime {
+        self.traits().runtime
     }
 
     /// Whether it runs on a Mac's GPU ([`Info::metal`]).

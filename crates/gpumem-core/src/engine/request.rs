@@ -6,7 +6,7 @@ use super::EngineParams;
 use super::arith::{mib, prod, sum};
 use crate::catalogue::GpuCard;
 use crate::error::EstimateError;
-use crate::estimate::{Estimate, EstimateInput, Group, LineKey, TrainMode, estimate};
+use crate::estimate::{CacheRuntime, Estimate, EstimateInput, Group, LineKey, TrainMode, estimate};
 
 /// The common facts every rule starts from.
 pub struct Ctx<'a> {
@@ -153,8 +153,12 @@ pub(super) fn line_bytes(est: &Estimate, key: LineKey) -> u64 {
         .sum()
 }
 
-/// Per-device KV bytes of one token of one sequence, from the estimator itself.
-pub(super) fn kv_bytes_per_token(input: &EstimateInput) -> Result<u64, EstimateError> {
+/// Per-device KV bytes of one token of one sequence, from the estimator itself, its
+/// indexer keys in `runtime`'s layout (the engine's).
+pub(super) fn kv_bytes_per_token(
+    input: &EstimateInput,
+    runtime: CacheRuntime,
+) -> Result<u64, EstimateError> {
     let no_shape = || {
         EstimateError::invalid(
             "engine",
@@ -170,6 +174,7 @@ pub(super) fn kv_bytes_per_token(input: &EstimateInput) -> Result<u64, EstimateE
     one.sequences = 1;
     one.static_cache = None;
     one.train = TrainMode::None;
+    one.runtime = runtime;
     let est = estimate(&one)?;
     // A sparse-attention model's indexer keys (DeepSeek-V3.2, GLM-5) live in the same
     // pool, one per token beside the MLA latent (vllm v0.19.0

@@ -219,6 +219,9 @@ pub struct EstimateInput {
     /// Bytes of that state per layer and sequence (e.g. Mamba-2: heads × head dim
     /// × d_state plus the convolution window, in the state's dtype).
     pub state_bytes: u64,
+    /// Whose cache layout the recurrent-state and indexer lines follow: transformers'
+    /// own (no engine named, or the transformers engine) or a serving engine's.
+    pub runtime: CacheRuntime,
     /// Attention implementation (decides whether a tokens² score matrix exists).
     pub attention: AttentionImpl,
     /// Logits kept in prefill.
@@ -346,6 +349,7 @@ impl Default for EstimateInput {
             static_cache: None,
             state_layers: 0,
             state_bytes: 0,
+            runtime: CacheRuntime::Transformers,
             attention: AttentionImpl::Sdpa,
             logits: Logits::Last,
             cuda_context_mib: None,

@@ -147,56 +147,114 @@ pub(super) fn kv_cache(
     if let Some(a) = input.arch.filter(|a| a.cross_layers > 0) {
         vision_cross_cache(input, &a, &shape, split, b)?;
     }
+    let runtime = input.runtime;
+    let value = input.compute_dtype.bytes();
     if let Some(x) = input.arch.and_then(|a| a.indexer) {
-        // vLLM's DeepseekV32IndexerCache (vllm/model_executor/models/deepseek_v2.py):
-        // one more cache per attention layer, head_dim + head_dim / 128 × 4 bytes per
-        // token (fp8 keys with an fp32 scale per 128), whatever the KV dtype; like the
-        // latent, every tensor-parallel rank keeps all of it.
-        let per_token = x.key_bytes();
+        // One more cache per attention layer, one key per token; like the latent,
+        // every tensor-parallel rank keeps all of it. Its width is the runtime's
+        // (`Indexer::key_bytes`): transformers' keys in the model's dtype, the serving
+        // engines' fp8 keys with a scale per 128.
+        let per_token = x.key_bytes(runtime, value);
         let bytes = checked_product(
             &[kv_layers, per_token, end, input.sequences],
             "indexer key cache",
         )?;
+        let (formula, held) = match runtime {
+            CacheRuntime::Transformers => (
+                format!(
+                    "attention layers × tokens × indexer head dim × {value} B × sequences (transformers' DynamicIndexedLayer: the keys in {})",
+                    input.compute_dtype.name()
+                ),
+                format!("the indexer's keys in {}", input.compute_dtype.name()),
+            ),
+            CacheRuntime::Serving => (
+                "attention layers × tokens × (indexer head dim + head dim ÷ 128 × 4) B × sequences (vLLM's DeepseekV32IndexerCache: fp8 keys, an fp32 scale per 128)".into(),
+                "fp8 indexer keys with an fp32 scale per 128".into(),
+            ),
+        };
         b.line(
             LineKey::KvCacheIndexer,
-            "Indexer key cache of sparse attention",
+            format!(
+                "Indexer key cache of sparse attention ({}'s layout)",
+                runtime.name()
+            ),
             bytes,
             split.layered(bytes, false),
             Kind::Computed,
             true,
-            "attention layers × tokens × (indexer head dim + head dim ÷ 128 × 4) B × sequences"
-                .into(),
+            formula,
             &[
                 ("layers", kv_layers.to_string()),
                 ("bytes per token and layer", per_token.to_string()),
                 ("tokens", end.to_string()),
                 ("sequences", input.sequences.to_string()),
+                ("layout", runtime.name().to_string()),
             ],
         );
+        b.assumptions.push(match runtime {
+            CacheRuntime::Transformers => format!(
+                "indexer key cache as transformers 5.23 holds it ({held}, {per_token} B a token and layer); a serving engine keeps fp8 keys ({} B): name it with --engine",
+                x.key_bytes(CacheRuntime::Serving, value)
+            ),
+            CacheRuntime::Serving => format!(
+                "indexer key cache as vLLM allocates it ({held}, {per_token} B a token and layer); transformers' own cache keeps {} B",
+                x.key_bytes(CacheRuntime::Transformers, value)
+            ),
+        });
     }
     if state_layers > 0 {
-        // Given by hand, or from the mixer's shape in the compute dtype (vLLM's
-        // default `mamba_cache_dtype` / `mamba_ssm_cache_dtype` "auto": the model's dtype).
-        let (per_layer, formula) = match mixer.filter(|_| input.state_bytes == 0) {
-            Some(m) => {
-                let (conv, ssm) = m.state_values()?;
-                let values = conv.checked_add(ssm).ok_or(EstimateError::Overflow {
-                    what: "recurrent state",
-                })?;
-                b.assumptions.push(format!(
-                    "{} state in {}, shaped as vLLM allocates it; an fp32 SSM state needs more: give state-bytes",
-                    m.kind.name(),
-                    input.compute_dtype.name()
-                ));
-                (
-                    checked_product(&[values, input.compute_dtype.bytes()], "recurrent state")?,
+        // The mixer's shape as the runtime keeps it (`Mixer::state_shape`), or
+        // state-bytes given by hand. Where both are known under transformers, the
+        // larger stands: a state-bytes read for a serving engine (Nemotron's
+        // `mamba_ssm_cache_dtype`) is not transformers' cache.
+        let shaped = mixer
+            .map(|m| m.state_shape(runtime, value).map(|s| (m, s)))
+            .transpose()?;
+        let (per_layer, formula) = match shaped {
+            Some((m, s))
+                if input.state_bytes == 0
+                    || (runtime == CacheRuntime::Transformers
+                        && s.bytes(value)? > input.state_bytes) =>
+            {
+                let per_layer = s.bytes(value)?;
+                let other = match runtime {
+                    CacheRuntime::Transformers => CacheRuntime::Serving,
+                    CacheRuntime::Serving => CacheRuntime::Transformers,
+                };
+                let other_bytes = m.state_shape(other, value)?.bytes(value)?;
+                let given = if input.state_bytes > 0 {
                     format!(
-                        "state layers × ({conv} conv + {ssm} recurrent values) × {} B × sequences (constant in tokens)",
-                        input.compute_dtype.bytes()
+                        " (state-bytes {} given, below what this cache holds)",
+                        input.state_bytes
+                    )
+                } else {
+                    String::new()
+                };
+                b.assumptions.push(match runtime {
+                    CacheRuntime::Transformers => format!(
+                        "{} state as transformers 5.23's cache holds it: the whole convolution window in {}, the recurrent state in {} ({per_layer} B a layer and sequence){given}; a serving engine keeps {other_bytes} B (vLLM's layout): name it with --engine",
+                        m.kind.name(),
+                        input.compute_dtype.name(),
+                        dtype_of(s.recurrent_bytes, input.compute_dtype),
+                    ),
+                    CacheRuntime::Serving => format!(
+                        "{} state in {}, shaped as vLLM allocates it ({per_layer} B a layer and sequence); transformers' own cache holds {other_bytes} B; an fp32 SSM state (mamba_ssm_cache_dtype) needs more: give state-bytes",
+                        m.kind.name(),
+                        input.compute_dtype.name()
+                    ),
+                });
+                (
+                    per_layer,
+                    format!(
+                        "state layers × ({} conv × {value} B + {} recurrent × {} B) × sequences, {}'s layout (constant in tokens)",
+                        s.conv,
+                        s.recurrent,
+                        s.recurrent_bytes,
+                        runtime.name()
                     ),
                 )
             }
-            None => (
+            _ => (
                 input.state_bytes,
                 "state layers × state bytes per layer × sequences (constant in tokens)".into(),
             ),
@@ -205,9 +263,16 @@ pub(super) fn kv_cache(
             &[state_layers, per_layer, input.sequences],
             "recurrent state",
         )?;
+        let layout = match (
+            shaped,
+            per_layer == input.state_bytes && input.state_bytes > 0,
+        ) {
+            (Some(_), false) => runtime.name(),
+            _ => "state-bytes given",
+        };
         b.line(
             LineKey::KvCacheState,
-            "Recurrent state of state-space / linear-attention layers",
+            format!("Recurrent state of state-space / linear-attention layers ({layout})"),
             bytes,
             split.layered(bytes, true),
             Kind::Computed,
@@ -217,6 +282,7 @@ pub(super) fn kv_cache(
                 ("state-layers", state_layers.to_string()),
                 ("state-bytes", per_layer.to_string()),
                 ("sequences", input.sequences.to_string()),
+                ("layout", layout.to_string()),
             ],
         );
     }
@@ -245,6 +311,15 @@ pub(super) fn kv_cache(
         b.assumptions.push("MLA: the cache holds the compressed latent (vLLM, SGLang); an engine caching decompressed K and V (e.g. transformers' eager path) needs the kv_cache.decompressed line instead".into());
     }
     Ok(())
+}
+
+/// The name of a recurrent value `bytes` wide: the model's dtype, or fp32.
+fn dtype_of(bytes: u64, model: Dtype) -> &'static str {
+    if bytes == model.bytes() {
+        model.name()
+    } else {
+        "fp32"
+    }
 }
 
 /// An encoder attends over its whole input in one forward and keeps nothing for a

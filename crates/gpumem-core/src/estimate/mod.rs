@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::arch::CacheRuntime;
 use crate::arch::{Architecture, MAX_DIM, ModuleFormats, Moe, ParamClass};
 use crate::error::EstimateError;
 use crate::format::{Dtype, StorageFormat};
@@ -1227,8 +1228,115 @@ mod tests {
         let line = |k: LineKey| est.lines.iter().find(|l| l.key == k).unwrap().bytes;
         // KV: 2 attention layers × 2 × 2 heads × 16 × 100 tokens × 2 B.
         assert_eq!(line(LineKey::KvCache), 2 * 2 * 2 * 16 * 100 * 2);
-        // State: 6 layers × (128 × 3 conv + 128 × 16 SSM) × 2 B, whatever the tokens.
-        assert_eq!(line(LineKey::KvCacheState), 6 * (128 * 3 + 128 * 16) * 2);
+        // State, whatever the tokens, without an engine as transformers' cache holds
+        // it: 6 layers × (128 × 4 conv × 2 B + 128 × 16 SSM × 4 B).
+        assert_eq!(
+            line(LineKey::KvCacheState),
+            6 * (128 * 4 * 2 + 128 * 16 * 4)
+        );
+        let state = est
+            .lines
+            .iter()
+            .find(|l| l.key == LineKey::KvCacheState)
+            .unwrap();
+        assert_eq!(state.inputs["layout"], "transformers 5.23");
+        assert!(state.label.contains("transformers"), "{}", state.label);
+        // A serving engine's layout (vLLM's): 6 × (128 × 3 conv + 128 × 16 SSM) × 2 B.
+        inference.runtime = CacheRuntime::Serving;
+        let served = estimate(&inference).unwrap();
+        let state = served
+            .lines
+            .iter()
+            .find(|l| l.key == LineKey::KvCacheState)
+            .unwrap();
+        assert_eq!(state.bytes, 6 * (128 * 3 + 128 * 16) * 2);
+        assert_eq!(state.inputs["layout"], "vLLM");
+        // The KV itself is the same under both.
+        assert_eq!(
+            served
+                .lines
+                .iter()
+                .find(|l| l.key == LineKey::KvCache)
+                .unwrap()
+                .bytes,
+            line(LineKey::KvCache)
+        );
+    }
+
+    #[test]
+    fn a_state_bytes_below_transformers_cache_gives_way_without_an_engine() {
+        // A mamba mixer as above, with state-bytes as a serving engine's fp32 SSM state
+        // would read it (conv 128 × 3 × 2 B + SSM 128 × 16 × 4 B): transformers' cache
+        // holds more (its whole conv window), which stands without an engine; with one,
+        // the given figure.
+        let pairs = [
+            ("layers", "8"),
+            ("hidden", "64"),
+            ("heads", "4"),
+            ("kv-heads", "2"),
+            ("head-dim", "16"),
+            ("intermediate", "0"),
+            ("vocab", "100"),
+            ("mixer", "mamba"),
+            ("state-layers", "6"),
+            ("mixer-inner", "128"),
+            ("mixer-state", "16"),
+            ("mixer-dt-rank", "4"),
+            ("context", "100"),
+            ("state-bytes", "8960"),
+        ];
+        let (mut input, errors) = from_pairs(pairs);
+        assert!(errors.is_empty(), "{errors:?}");
+        let state = |input: &EstimateInput| {
+            estimate(input)
+                .unwrap()
+                .lines
+                .into_iter()
+                .find(|l| l.key == LineKey::KvCacheState)
+                .unwrap()
+        };
+        let held = state(&input);
+        assert_eq!(held.bytes, 6 * (128 * 4 * 2 + 128 * 16 * 4));
+        input.runtime = CacheRuntime::Serving;
+        let served = state(&input);
+        assert_eq!(served.bytes, 6 * 8960);
+        assert_eq!(served.inputs["layout"], "state-bytes given");
+    }
+
+    #[test]
+    fn the_indexer_keys_follow_the_runtime() {
+        // DeepSeek sparse attention's indexer, 128 wide: transformers keeps its keys
+        // in the model's bf16 (256 B a token and layer), vLLM fp8 with a scale (132 B).
+        let pairs = [
+            ("layers", "4"),
+            ("hidden", "256"),
+            ("heads", "4"),
+            ("vocab", "100"),
+            ("intermediate", "512"),
+            ("q-lora-rank", "64"),
+            ("kv-lora-rank", "32"),
+            ("qk-nope-dim", "16"),
+            ("qk-rope-dim", "8"),
+            ("v-head-dim", "16"),
+            ("indexer-heads", "2"),
+            ("indexer-head-dim", "128"),
+            ("context", "1000"),
+        ];
+        let (mut input, errors) = from_pairs(pairs);
+        assert!(errors.is_empty(), "{errors:?}");
+        let indexer = |input: &EstimateInput| {
+            estimate(input)
+                .unwrap()
+                .lines
+                .into_iter()
+                .find(|l| l.key == LineKey::KvCacheIndexer)
+                .unwrap()
+        };
+        let held = indexer(&input);
+        assert_eq!(held.bytes, 4 * 1000 * 128 * 2);
+        assert_eq!(held.inputs["layout"], "transformers 5.23");
+        input.runtime = CacheRuntime::Serving;
+        assert_eq!(indexer(&input).bytes, 4 * 1000 * 132);
     }
 
     #[test]

@@ -262,13 +262,17 @@ def checkpoint_tensors(config):
     return T
 
 
-def state_bytes(config, nbytes=2):
-    """Constant per-sequence state of the state-space / linear-attention layers, as vLLM
-    allocates it (vllm/model_executor/layers/mamba/mamba_utils.py,
-    MambaStateShapeCalculator), in the model dtype ("auto"); 0 without such layers."""
+def state_bytes(config, nbytes=2, layout="transformers"):
+    """Constant per-sequence state of the state-space / linear-attention layers; 0
+    without such layers. layout "transformers" (what an estimate without an engine
+    counts): as transformers' own cache holds it, the whole convolution window in the
+    model dtype and the recurrent state in fp32 (each family's mixer hands its final
+    state to cache_utils.py's LinearAttentionLayer). layout "vllm": as vLLM allocates
+    it (vllm/model_executor/layers/mamba/mamba_utils.py, MambaStateShapeCalculator),
+    the window less one input, everything in the model dtype ("auto")."""
     c = text_config(config)
     state = STATE.get(c.get("model_type"))
-    return state(c, nbytes) if state else 0
+    return state(c, nbytes, layout) if state else 0
 
 
 def kv_bytes(config, tokens, engine="latent", nbytes=2):
@@ -280,13 +284,18 @@ def kv_bytes(config, tokens, engine="latent", nbytes=2):
     return decoder_kv(c, tokens, nbytes, engine, DECODERS.get(mt, LLAMA))
 
 
-def indexer_bytes(config, tokens):
-    """vLLM's DeepseekV32IndexerCache: per attention layer and token, index_head_dim fp8
-    values and one fp32 scale per 128 (head_dim + head_dim // 128 * 4 bytes, uint8)."""
+def indexer_bytes(config, tokens, nbytes=2, layout="transformers"):
+    """The sparse-attention indexer's key cache. layout "transformers": cache_utils.py's
+    DynamicIndexedLayer keeps the indexer's keys as computed, index_head_dim values in
+    the model dtype per attention layer and token. layout "vllm": its
+    DeepseekV32IndexerCache, index_head_dim fp8 values and one fp32 scale per 128
+    (head_dim + head_dim // 128 * 4 bytes, uint8)."""
     c = text_config(config)
     if "index_n_heads" not in c:
         return 0
     d = c["index_head_dim"]
+    if layout == "transformers":
+        return c["num_hidden_layers"] * tokens * d * nbytes
     return c["num_hidden_layers"] * tokens * (d + d // 128 * 4)
 
 

@@ -36,6 +36,10 @@ impl Engine for Transformers {
         refusal: None,
     };
 
+    /// Its own cache classes (transformers 5.23 `cache_utils.py`): the whole
+    /// convolution window, fp32 recurrent states, the indexer's keys in the model's dtype.
+    const CACHE_RUNTIME: crate::arch::CacheRuntime = crate::arch::CacheRuntime::Transformers;
+
     fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
         rule(c)
     }

@@ -248,7 +248,7 @@ fn planned(c: &Ctx, batched: u64, method: SpecMethod) -> Result<Option<Plan>, Es
         .arch
         .ok_or_else(|| EstimateError::invalid("draft-model", "no shape"))?;
     let layers = da.attention_layers();
-    let kv = kv_bytes_per_token(&draft)?;
+    let kv = kv_bytes_per_token(&draft, crate::arch::CacheRuntime::Serving)?;
     let layer_kv = kv.checked_div(layers).unwrap_or(0);
     let fwd = forward_peak(&draft, batched)?;
     let forward = sum(&[held, fwd])?;

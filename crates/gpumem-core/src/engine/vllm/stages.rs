@@ -182,7 +182,7 @@ pub(super) fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let whole = {
         let mut one = input.clone();
         one.pp = 1;
-        kv_bytes_per_token(&one)?
+        kv_bytes_per_token(&one, crate::arch::CacheRuntime::Serving)?
     };
     struct Gpu {
         stage: Stage,

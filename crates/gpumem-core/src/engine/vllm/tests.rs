@@ -237,7 +237,15 @@ fn a_sparse_attention_models_indexer_keys_take_pool_room_per_token() {
         .chain(extra.iter().copied());
     let (input, errors) = crate::params::from_pairs(all);
     assert!(errors.is_empty(), "{errors:?}");
+    // The estimate in vLLM's layout (fp8 indexer keys); transformers' own (bf16 keys,
+    // the estimate's default) is wider, and the pool does not take it.
     let one = estimate(&EstimateInput {
+        context: Some(1),
+        runtime: crate::arch::CacheRuntime::Serving,
+        ..input.clone()
+    })
+    .expect("estimate");
+    let held = estimate(&EstimateInput {
         context: Some(1),
         ..input.clone()
     })
@@ -256,6 +264,13 @@ fn a_sparse_attention_models_indexer_keys_take_pool_room_per_token() {
     );
     let b = run(&input, &[("engine", "vllm"), ("card", "h200-141gb")]);
     assert_eq!(b.kv_bytes_per_token, latent + indexer);
+    let wide = held
+        .lines
+        .iter()
+        .find(|l| l.key == LineKey::KvCacheIndexer)
+        .map_or(0, |l| l.device_bytes);
+    // 61 layers × 128 × 2 B against 61 × 132 B per token.
+    assert_eq!((wide, indexer), (61 * 256, 61 * 132));
 }
 
 /// Gemma-4-31B's shape: 50 sliding layers (16 KV heads × 256) and 10 global ones

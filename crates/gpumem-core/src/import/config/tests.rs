@@ -1,7 +1,7 @@
 //! The config reader's unit tests: one family's rules each, on small synthetic configs (the real published configs are the fixture cases in tests/cases).
 
 use super::*;
-use crate::arch::MixerKind;
+use crate::arch::{CacheRuntime, MixerKind};
 
 #[test]
 fn a_field_of_the_wrong_type_is_named_with_what_was_found() {
@@ -725,7 +725,12 @@ fn deepseek_v32_reads_the_indexer_and_noaux_tc_routers_keep_an_fp32_bias() {
         "topk_method":"noaux_tc","index_n_heads":2,"index_head_dim":128,"index_topk":2048"#;
     let c = parse_config(&format!(r#"{{"model_type":"deepseek_v32",{base}}}"#)).unwrap();
     let x = c.arch.indexer.unwrap();
-    assert_eq!((x.heads, x.head_dim, x.key_bytes()), (2, 128, 132));
+    // vLLM's fp8 keys and a scale per 128; transformers' keys in the model's bf16.
+    assert_eq!(
+        (x.heads, x.head_dim, x.key_bytes(CacheRuntime::Serving, 2)),
+        (2, 128, 132)
+    );
+    assert_eq!(x.key_bytes(CacheRuntime::Transformers, 2), 256);
     assert!(c.arch.moe.unwrap().correction_bias);
     assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
     // The same keys under deepseek_v3 (no indexer): index_* are then unread, named.
@@ -1997,7 +2002,19 @@ fn hand_entered_mixers_need_what_their_kind_reads() {
         .iter()
         .find(|l| l.key.as_str() == "kv_cache.state")
         .unwrap();
-    // 3 layers × 64 × (3 − 1) values × 2 B.
+    // Without an engine, transformers' Lfm2ShortConv window: 3 layers × 64 × 3 values
+    // × 2 B; a serving engine's (vLLM's `short_conv_state_shape`) one fewer.
+    assert_eq!(state.bytes, 3 * 64 * 3 * 2);
+    let served = crate::estimate::estimate(&crate::estimate::EstimateInput {
+        runtime: CacheRuntime::Serving,
+        ..input.clone()
+    })
+    .unwrap();
+    let state = served
+        .lines
+        .iter()
+        .find(|l| l.key.as_str() == "kv_cache.state")
+        .unwrap();
     assert_eq!(state.bytes, 3 * 64 * 2 * 2);
     let (input, errors) = run(&[("mixer", "mamba"), ("mixer-dt-rank", "4")]);
     let e = if errors.is_empty() {

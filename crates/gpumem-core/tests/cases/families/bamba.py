@@ -38,14 +38,19 @@ def bamba(c, config, add):
         add("lm_head", (V, h), "vocab")
 
 
-def bamba_state(c, nbytes):
+def bamba_state(c, nbytes, layout="transformers"):
     L = g(c, "num_hidden_layers", "n_layer")
     # vLLM's BambaForCausalLM: Mamba-2 shapes, intermediate_size = expand x hidden,
     # in the layers outside attn_layer_indices.
     d = c["mamba_expand"] * c["hidden_size"]
     m = L - len(set(c.get("attn_layer_indices") or []))
+    ssm = c["mamba_n_heads"] * c["mamba_d_head"] * c["mamba_d_state"]
+    if layout == "transformers":
+        # transformers' BambaMixer: the whole mamba_d_conv window, the scan's fp32 state.
+        conv = (d + 2 * c["mamba_n_groups"] * c["mamba_d_state"]) * c["mamba_d_conv"]
+        return m * (conv * nbytes + ssm * 4)
     conv = (d + 2 * c["mamba_n_groups"] * c["mamba_d_state"]) * (c["mamba_d_conv"] - 1)
-    return m * (conv + c["mamba_n_heads"] * c["mamba_d_head"] * c["mamba_d_state"]) * nbytes
+    return m * (conv + ssm) * nbytes
 
 
 def bamba_kv(c, tokens, nbytes, engine):

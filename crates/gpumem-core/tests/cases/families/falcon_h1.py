@@ -55,13 +55,18 @@ def falcon_h1(c, config, add):
         add("lm_head", (V, h), "vocab")
 
 
-def falcon_h1_state(c, nbytes):
+def falcon_h1_state(c, nbytes, layout="transformers"):
     L = g(c, "num_hidden_layers", "n_layer")
     # vLLM's FalconH1ForCausalLM.get_mamba_state_shape_from_config: Mamba-2 shapes
     # with intermediate_size = mamba_d_ssm, in every layer (beside the KV cache).
     d = c["mamba_d_ssm"] if c.get("mamba_d_ssm") is not None else c["mamba_expand"] * c["hidden_size"]
+    ssm = c["mamba_n_heads"] * c["mamba_d_head"] * c["mamba_d_state"]
+    if layout == "transformers":
+        # transformers' FalconH1Mixer: the whole mamba_d_conv window, an fp32 state.
+        conv = (d + 2 * c["mamba_n_groups"] * c["mamba_d_state"]) * c["mamba_d_conv"]
+        return L * (conv * nbytes + ssm * 4)
     conv = (d + 2 * c["mamba_n_groups"] * c["mamba_d_state"]) * (c["mamba_d_conv"] - 1)
-    return L * (conv + c["mamba_n_heads"] * c["mamba_d_head"] * c["mamba_d_state"]) * nbytes
+    return L * (conv + ssm) * nbytes
 
 
 def falcon_h1_kv(c, tokens, nbytes, engine):

@@ -48,14 +48,19 @@ def granitemoehybrid(c, config, add):
         add("lm_head", (V, h), "vocab")
 
 
-def granitemoehybrid_state(c, nbytes):
+def granitemoehybrid_state(c, nbytes, layout="transformers"):
     L = g(c, "num_hidden_layers", "n_layer")
     # vLLM's GraniteMoeHybridForCausalLM: Mamba-2 shapes, expand x hidden, in the
     # "mamba" layers.
     d = c["mamba_expand"] * c["hidden_size"]
     m = (c.get("layer_types") or ["mamba"] * L).count("mamba")
+    ssm = c["mamba_n_heads"] * c["mamba_d_head"] * c["mamba_d_state"]
+    if layout == "transformers":
+        # transformers' GraniteMoeHybridMambaLayer: the whole window, an fp32 state.
+        conv = (d + 2 * c["mamba_n_groups"] * c["mamba_d_state"]) * c["mamba_d_conv"]
+        return m * (conv * nbytes + ssm * 4)
     conv = (d + 2 * c["mamba_n_groups"] * c["mamba_d_state"]) * (c["mamba_d_conv"] - 1)
-    return m * (conv + c["mamba_n_heads"] * c["mamba_d_head"] * c["mamba_d_state"]) * nbytes
+    return m * (conv + ssm) * nbytes
 
 
 def granitemoehybrid_kv(c, tokens, nbytes, engine):

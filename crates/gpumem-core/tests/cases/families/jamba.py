@@ -38,10 +38,13 @@ def jamba(c, config, add):
         add("lm_head", (V, h), "vocab")
 
 
-def jamba_state(c, nbytes):
+def jamba_state(c, nbytes, layout="transformers"):
     L = g(c, "num_hidden_layers", "n_layer")
     d = c["mamba_expand"] * c["hidden_size"]
     n = sum(1 for i in range(L) if i % c["attn_layer_period"] != c["attn_layer_offset"])
+    if layout == "transformers":
+        # JambaMambaMixer: the whole window, mamba_selective_scan's fp32 state.
+        return n * (d * c["mamba_d_conv"] * nbytes + d * c["mamba_d_state"] * 4)
     return n * (d * (c["mamba_d_conv"] - 1) + d * c["mamba_d_state"]) * nbytes
 
 

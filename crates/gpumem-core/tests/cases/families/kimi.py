@@ -50,13 +50,18 @@ def kimi_linear(c, config, add):
     add("lm_head", (V, h), "vocab")
 
 
-def kimi_linear_state(c, nbytes):
+def kimi_linear_state(c, nbytes, layout="transformers"):
     L = g(c, "num_hidden_layers", "n_layer")
     # vLLM's MambaStateShapeCalculator.kda_state_shape: q, k and v conv windows of
     # heads x head_dim x (kernel - 1), recurrent heads x head_dim x head_dim.
     lc = c["linear_attn_config"]
     P = lc["num_heads"] * lc["head_dim"]
-    per = 3 * P * (lc["short_conv_kernel_size"] - 1) + lc["num_heads"] * lc["head_dim"] ** 2
+    rec = lc["num_heads"] * lc["head_dim"] ** 2
+    if layout == "transformers":
+        # KimiDeltaAttention: one conv state of q, k and v over the whole kernel, the
+        # recurrent state cast to fp32 before the cache keeps it.
+        return len(lc["kda_layers"]) * (3 * P * lc["short_conv_kernel_size"] * nbytes + rec * 4)
+    per = 3 * P * (lc["short_conv_kernel_size"] - 1) + rec
     return len(lc["kda_layers"]) * per * nbytes
 
 

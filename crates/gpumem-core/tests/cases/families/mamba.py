@@ -40,17 +40,26 @@ def mamba2(c, config, add):
         add("lm_head", (V, h), "vocab")
 
 
-def mamba_state(c, nbytes):
+def mamba_state(c, nbytes, layout="transformers"):
     L = g(c, "num_hidden_layers", "n_layer")
     d = c["intermediate_size"]
+    # transformers' MambaMixer hands the cache the whole conv_kernel window and the
+    # scan's fp32 final state; vLLM keeps conv_kernel - 1 inputs, all in the model dtype.
+    if layout == "transformers":
+        return L * (d * c["conv_kernel"] * nbytes + d * c["state_size"] * 4)
     return L * (d * (c["conv_kernel"] - 1) + d * c["state_size"]) * nbytes
 
 
-def mamba2_state(c, nbytes):
+def mamba2_state(c, nbytes, layout="transformers"):
     L = g(c, "num_hidden_layers", "n_layer")
     d = c["expand"] * c["hidden_size"]
+    ssm = c["num_heads"] * c["head_dim"] * c["state_size"]
+    if layout == "transformers":
+        # Mamba2Mixer: the whole kernel of x, B and C; mamba2_chunk_scan's fp32 state.
+        conv = (d + 2 * c["n_groups"] * c["state_size"]) * c["conv_kernel"]
+        return L * (conv * nbytes + ssm * 4)
     conv = (d + 2 * c["n_groups"] * c["state_size"]) * (c["conv_kernel"] - 1)
-    return L * (conv + c["num_heads"] * c["head_dim"] * c["state_size"]) * nbytes
+    return L * (conv + ssm) * nbytes
 
 
 TENSORS = {"mamba": mamba, "falcon_mamba": mamba, "mamba2": mamba2}

@@ -87,11 +87,16 @@ def nemotron_h(c, config, add):
         add("lm_head", (V, h), "vocab")
 
 
-def nemotron_h_state(c, nbytes):
+def nemotron_h_state(c, nbytes, layout="transformers"):
     L = g(c, "num_hidden_layers", "n_layer")
     d = c["mamba_num_heads"] * c["mamba_head_dim"]
     conv = (d + 2 * c["n_groups"] * c["ssm_state_size"]) * (c["conv_kernel"] - 1)
     m = c["hybrid_override_pattern"].count("M")
+    if layout == "transformers":
+        # NemotronHMamba2Mixer: the whole window, the chunked scan's fp32 state,
+        # whatever mamba_ssm_cache_dtype says (a key vLLM reads).
+        conv = (d + 2 * c["n_groups"] * c["ssm_state_size"]) * c["conv_kernel"]
+        return m * (conv * nbytes + d * c["ssm_state_size"] * 4)
     # vLLM's NemotronHForCausalLMConfig hook takes the SSM (temporal) state's dtype
     # from mamba_ssm_cache_dtype; the conv state stays in the model dtype.
     ssm_bytes = 4 if c.get("mamba_ssm_cache_dtype") == "float32" else nbytes

@@ -45,12 +45,16 @@ def qwen3_next(c, config, add):
         add("lm_head", (V, h), "vocab")
 
 
-def qwen3_next_state(c, nbytes):
+def qwen3_next_state(c, nbytes, layout="transformers"):
     L = g(c, "num_hidden_layers", "n_layer")
     n = sum(1 for i in range(L) if (i + 1) % c["full_attention_interval"])
     key, val = c["linear_num_key_heads"] * c["linear_key_head_dim"], c["linear_num_value_heads"] * c["linear_value_head_dim"]
-    conv = (2 * key + val) * (c["linear_conv_kernel_dim"] - 1)
     rec = c["linear_num_value_heads"] * c["linear_key_head_dim"] * c["linear_value_head_dim"]
+    if layout == "transformers":
+        # Qwen3NextGatedDeltaNet: the whole kernel of q, k and v; the delta rule's
+        # state in fp32 (torch_chunk_gated_delta_rule computes in fp32).
+        return n * ((2 * key + val) * c["linear_conv_kernel_dim"] * nbytes + rec * 4)
+    conv = (2 * key + val) * (c["linear_conv_kernel_dim"] - 1)
     return n * (conv + rec) * nbytes
 
 

@@ -71,7 +71,7 @@ fn nemotron(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
             .saturating_mul(conv_bytes)
             .saturating_add(ssm.saturating_mul(4));
         d.notes.push(format!(
-            "mamba_ssm_cache_dtype float32: state-bytes {per_layer} (SSM state in fp32, conv in the model dtype, as vLLM)"
+            "mamba_ssm_cache_dtype float32: state-bytes {per_layer} (SSM state in fp32, conv in the model dtype, as vLLM keeps it; transformers' own cache holds its whole conv window beside the fp32 state, which an estimate without an engine counts)"
         ));
         d.state_bytes = Some(per_layer);
     }
