@@ -486,13 +486,17 @@ fn nemotron_3_nano_config_matches_the_oracle_and_its_flags() {
         "true",
         // mamba_ssm_cache_dtype float32, as vLLM keeps it: per Mamba-2 layer the conv
         // window (4096 + 2·8·128) × 3 in bf16 + the SSM state 4096 × 128 in fp32.
+        // Without an engine transformers' cache holds more (the whole window of 4),
+        // which stands, as in the case.
         "--state-bytes",
         "2134016",
     ];
     by_case(&by_hand);
-    // The user's flag overrides the state the config implies: all in bf16 here.
+    // Under a serving engine the user's flag overrides the state the config implies
+    // (all in bf16 here); without one, transformers' cache is what is held:
+    // (4096 + 2·8·128) × 4 × 2 B + 4096 × 128 × 4 B per layer.
     let path = config("nemotron-3-nano-30b-a3b");
-    let o = json(&[
+    let args = [
         "--config",
         path.as_str(),
         "--context",
@@ -503,7 +507,18 @@ fn nemotron_3_nano_config_matches_the_oracle_and_its_flags() {
         "0",
         "--state-bytes",
         "1085440",
-    ]);
+    ];
+    let o = json(&args);
+    assert_eq!(
+        o["kv_cache_bytes"],
+        Value::from(50_331_648u64 + 23 * (6144 * 4 * 2 + 4096 * 128 * 4))
+    );
+    let served: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain(["--engine", "vllm", "--card", "h100-sxm"])
+        .collect();
+    let o = json(&served);
     assert_eq!(
         o["kv_cache_bytes"],
         Value::from(50_331_648u64 + 23 * 1_085_440)

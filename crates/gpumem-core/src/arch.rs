@@ -1165,7 +1165,7 @@ pub const VARIANT_FACTS: &[Fact] = &[
         "Sparse attention's indexer heads (DeepSeek-V3.2, GLM-5)", at!(indexer.heads))
         .always(),
     fact("indexer-head-dim", G::Variants, K::Count, "Indexer head dim", "",
-        "Indexer head dim (its key cache: fp8 + fp32 scale per 128)", at!(indexer.head_dim)).need(),
+        "Indexer head dim (its key cache: the model dtype in transformers, fp8 + an fp32 scale per 128 in vLLM)", at!(indexer.head_dim)).need(),
     fact("cross-layers", G::Variants, K::Count, "Cross-attention layers", "0",
         "Layers attending to an image's vision states instead of the text (Llama 3.2 Vision): no KV over the text, their own cache over cross-tokens", at!(cross_layers))
         .underived("cross-attention layers over vision states are not in the derivation"),

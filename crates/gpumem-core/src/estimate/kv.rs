@@ -174,10 +174,7 @@ pub(super) fn kv_cache(
         };
         b.line(
             LineKey::KvCacheIndexer,
-            format!(
-                "Indexer key cache of sparse attention ({}'s layout)",
-                runtime.name()
-            ),
+            format!("Sparse attention's indexer keys ({})", runtime.name()),
             bytes,
             split.layered(bytes, false),
             Kind::Computed,
@@ -272,7 +269,7 @@ pub(super) fn kv_cache(
         };
         b.line(
             LineKey::KvCacheState,
-            format!("Recurrent state of state-space / linear-attention layers ({layout})"),
+            format!("SSM / linear-attention state ({layout})"),
             bytes,
             split.layered(bytes, true),
             Kind::Computed,
