@@ -1,38 +1,68 @@
-//! From raw pairs to results: the three workloads, each through
-//! [`gpumem_core::params::from_pairs`] and an [`Estimator`] (the agent page's
-//! [`gpumem_core::estimate::estimate`]; on the dimensioner, the engine module's for
-//! inference, [`crate::rules`], and the training module's: [`crate::training`]), the
-//! answer ([`gpumem_core::headline`], by the same modules) and the engine flags. No
-//! formula lives here;
-//! this module only routes text to the core and errors back to the field that caused
-//! them. It is the pages' pure layer: it imports no component (the components import it).
+//! From raw pairs to results: the three workloads, each read and estimated by an
+//! [`Estimator`] (the agent page's: [`gpumem_core::params::from_pairs`] and
+//! [`gpumem_core::estimate::estimate`] here; on the dimensioner, the engine module's
+//! reading and estimate for inference, [`crate::rules`], and the training module's
+//! estimate: [`crate::training`]), the answer ([`gpumem_core::headline`], by the same
+//! modules) and the engine flags. No formula lives here; this module only routes text
+//! to the core and errors back to the field that caused them. It is the pages' pure
+//! layer: it imports no component (the components import it).
 
 use std::collections::BTreeMap;
 
-use crate::rules::request;
+use crate::rules::{Rules, request};
 pub use crate::training::Estimator;
-use crate::training::Training;
+use crate::training::{Training, trains};
 use gpumem_core::EstimateError;
 use gpumem_core::engine::{self, EngineParams};
-use gpumem_core::estimate::{Estimate, EstimateInput, TrainMode, estimate};
-use gpumem_core::headline::inputs_line;
+use gpumem_core::estimate::{Estimate, estimate};
 use gpumem_core::import::TensorSummary;
-use gpumem_core::params::from_pairs;
+use gpumem_core::params::{from_pairs, parse_count};
 use gpumem_core::presets::PRESETS;
-use gpumem_proto::rules::Answer;
+use gpumem_proto::rules::{Answer, Reading};
 
 /// Every stage in this module: [`gpumem_core::estimate::estimate`] (the agent page).
 #[derive(Debug, Clone, Copy)]
 pub struct Full;
 
 impl Estimator for Full {
+    fn read(
+        &self,
+        pairs: &[(&'static str, String)],
+        page: &[(&'static str, String)],
+    ) -> Option<Reading> {
+        let (_, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        let (settings, page_errors) = engine_settings(page);
+        Some(Reading {
+            errors: errors
+                .into_iter()
+                .map(|e| match e {
+                    EstimateError::Invalid { field, reason } if field != "input" => {
+                        (Some(field.to_string()), reason)
+                    }
+                    other => (None, other.to_string()),
+                })
+                .collect(),
+            page_errors: page_errors
+                .into_iter()
+                .filter_map(|e| match e {
+                    EstimateError::Invalid { field, reason } => Some((field.to_string(), reason)),
+                    _ => None,
+                })
+                .collect(),
+            engine: settings.engine.is_some(),
+            devices: settings.devices.len(),
+            preset: None,
+        })
+    }
+
     fn estimate(
         &self,
-        _: &[(&'static str, String)],
-        _: Option<&TensorSummary>,
-        input: &EstimateInput,
+        pairs: &[(&'static str, String)],
+        tensors: Option<&TensorSummary>,
     ) -> Result<Estimate, EstimateError> {
-        estimate(input)
+        let (mut input, _) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        input.tensors = tensors.cloned();
+        estimate(&input)
     }
 }
 
@@ -139,10 +169,9 @@ pub fn compute(
     let mut general_errors = Vec::new();
     let t0 = now();
     let mut workloads = Vec::with_capacity(3);
+    let mut page_errors = Vec::new();
     for (i, (_, prefix)) in WORKLOADS.iter().enumerate() {
         let (pairs, overridden) = workload_pairs(cli, page, prefix);
-        let (mut input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
-        input.tensors = tensors.cloned();
         // Route each parse error to the field the user typed it in; a workload's
         // own dimension reports at its own column.
         let at = |field: &str| -> String {
@@ -151,19 +180,25 @@ pub fn compute(
                 _ => field.to_string(),
             }
         };
-        for e in &errors {
-            match e {
-                EstimateError::Invalid { field, reason } if *field != "input" => {
+        let reading = estimator.read(&pairs, if i == 0 { page } else { &[] });
+        for (field, reason) in reading.iter().flat_map(|r| &r.errors) {
+            match field {
+                Some(field) => {
                     let key = at(field);
                     if i == 0 || key != *field {
                         field_errors.entry(key).or_insert_with(|| reason.clone());
                     }
                 }
-                other if i == 0 => general_errors.push(other.to_string()),
-                _ => {}
+                None if i == 0 => general_errors.push(reason.clone()),
+                None => {}
             }
         }
-        let result = estimator.estimate(&pairs, tensors, &input);
+        // The engine's keys (page pairs like the workloads' own): their messages go
+        // beside their fields too.
+        for (field, reason) in reading.iter().flat_map(|r| &r.page_errors) {
+            page_errors.push((field.clone(), reason.clone()));
+        }
+        let result = estimator.estimate(&pairs, tensors);
         if let Err(EstimateError::Invalid { field, reason }) = &result {
             let key = at(field);
             if i == 0 || key != *field {
@@ -172,13 +207,8 @@ pub fn compute(
         }
         workloads.push(WorkloadResult { pairs, result });
     }
-    // The engine's keys (page pairs like the workloads' own): their messages go
-    // beside their fields too.
-    let (_, errors) = engine_settings(page);
-    for e in errors {
-        if let EstimateError::Invalid { field, reason } = e {
-            field_errors.entry(field.to_string()).or_insert(reason);
-        }
+    for (field, reason) in page_errors {
+        field_errors.entry(field).or_insert(reason);
     }
     let elapsed_ms = now() - t0;
     Computed {
@@ -196,52 +226,83 @@ pub fn engine_settings(pairs: &[(&'static str, String)]) -> (EngineParams, Vec<E
     engine::from_pairs_among(pairs.iter().map(|(k, v)| (*k, v.as_str())))
 }
 
-/// The preset whose shape `shape` (the shape keys' pairs) describes, if any.
-pub fn preset_index(shape: &[(&'static str, String)]) -> Option<usize> {
-    let (input, _) = from_pairs(shape.iter().map(|(k, v)| (*k, v.as_str())));
-    let s = (input.arch, input.sliding_window, input.sliding_layers);
+/// The preset whose shape `shape` (the shape keys' pairs) describes, if any: as the
+/// engine module reads it once it is there (the same architecture once read); until
+/// then, the preset whose shape pairs are these very values (the page's own shapes: a
+/// preset picked, a link's or the defaults), whose count reads the same.
+pub fn preset_index(shape: &[(&'static str, String)], rules: Rules) -> Option<usize> {
+    match rules.read(shape, &[]) {
+        Ok(r) => r.preset,
+        Err(_) => preset_by_text(shape),
+    }
+}
+
+/// [`preset_index`] before the engine module is there: the preset whose shape pairs
+/// are `shape`'s (the same keys; each value the same text, or the same count).
+pub fn preset_by_text(shape: &[(&'static str, String)]) -> Option<usize> {
+    let count = |k: &'static str, v: &str| parse_count(k, v).ok();
     PRESETS.iter().position(|p| {
-        let (i, _) = from_pairs(p.pairs.iter().copied());
-        s.0.is_some() && (i.arch, i.sliding_window, i.sliding_layers) == s
+        p.pairs.len() == shape.len()
+            && shape.iter().all(|(k, v)| {
+                p.pairs.iter().any(|(pk, pv)| {
+                    pk == k
+                        && (pv.trim() == v.trim()
+                            || count(k, pv).is_some_and(|n| count(k, v) == Some(n)))
+                })
+            })
     })
 }
 
 /// The answer for one workload (its `pairs`, the imported `tensors`) with the page's
-/// engine and card keys (`page`): the inputs in one line (naming `model`) and the
-/// core's headline — on the engine's budget when an engine is chosen (on the card, or
-/// on each catalogue card for the smallest that serves it; over several cards, with
-/// each device's row), on the estimate without one (on the card, or on the smallest
-/// card that fits), which the engine module (`rules`) computes, as it estimates
-/// inference. A training run is estimated and answered by the training module
-/// (`training`). While a module loads, the answer says so. `None` when the workload
-/// has no estimate (its error is shown instead).
+/// engine and card keys (`page`): the core's headline — on the engine's budget when an
+/// engine is chosen (on the card, or on each catalogue card for the smallest that
+/// serves it; over several cards, with each device's row), on the estimate without
+/// one (on the card, or on the smallest card that fits), which the engine module
+/// (`rules`) computes, as it estimates inference and reads the pairs. A training run
+/// is estimated and answered by the training module (`training`). While a module
+/// loads, the answer says so. `None` when the workload has no estimate (its error is
+/// shown instead). Its first line is [`inputs_line`]'s.
 pub fn answer(
     pairs: &[(&'static str, String)],
     tensors: Option<&TensorSummary>,
     page: &[(&'static str, String)],
-    model: Option<&str>,
     training: Training,
-) -> Option<(String, Result<Answer, String>)> {
-    let (mut input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
-    if !errors.is_empty() {
+) -> Option<Result<Answer, String>> {
+    // The engine module reads the pairs; while it loads (or could not be loaded), the
+    // estimate below says so.
+    let reading = training.rules().read(pairs, page);
+    if reading.as_ref().is_ok_and(|r| !r.errors.is_empty()) {
         return None;
     }
-    input.tensors = tensors.cloned();
-    let trains = input.train != TrainMode::None;
-    let est = match training.estimate_any(pairs, tensors, &input) {
-        Ok(e) => e.ok()?,
-        Err(why) => return Some((String::new(), Err(why))),
+    match training.estimate_any(pairs, tensors) {
+        Ok(e) => {
+            e.ok()?;
+        }
+        Err(why) => return Some(Err(why)),
+    }
+    let reading = match reading {
+        Ok(r) => r,
+        Err(why) => return Some(Err(why)),
     };
-    let (settings, _) = engine_settings(page);
-    let h = match settings.engine {
+    Some(match reading.engine {
         // Several cards are an engine's split (llama.cpp, vLLM): the estimate judges one card.
-        None if !settings.devices.is_empty() => Err(
+        false if reading.devices > 0 => Err(
             "several cards are judged under the llama.cpp engine (its --tensor-split) or vLLM (its pipeline stages); the estimate judges one card".into(),
         ),
-        None if trains => training.answer(pairs, page, tensors),
+        false if trains(pairs) => training.answer(pairs, page, tensors),
         _ => training.rules().answer(&request(pairs, page, tensors)),
-    };
-    Some((inputs_line(&input, &est, model), h))
+    })
+}
+
+/// The answer's first line for one workload: its inputs in a line, naming `model`
+/// (the engine module's words, the CLI's).
+pub fn inputs_line(
+    pairs: &[(&'static str, String)],
+    tensors: Option<&TensorSummary>,
+    model: Option<&str>,
+    training: Training,
+) -> String {
+    training.rules().line(pairs, tensors, model)
 }
 
 /// The values a one-dimension sweep visits around `base` (method §11: change one
@@ -335,6 +396,22 @@ mod tests {
         let c = compute(&cli, &page, None, &|| 0.0, &Full);
         assert!(c.field_errors["gpu-memory-utilization"].contains("fraction"));
         assert!(!c.field_errors.contains_key("engine"));
+    }
+
+    #[test]
+    fn a_presets_own_shape_is_that_preset_before_the_engine_module_is_there() {
+        for (i, p) in PRESETS.iter().enumerate() {
+            let mut shape = p.pairs.to_vec();
+            let own: Vec<(&'static str, String)> =
+                shape.iter().map(|(k, v)| (*k, format!(" {v} "))).collect();
+            assert_eq!(preset_by_text(&own), Some(i), "{}", p.id);
+            // One key more, or one value changed, is another shape.
+            shape.pop();
+            let fewer: Vec<(&'static str, String)> =
+                shape.iter().map(|(k, v)| (*k, v.to_string())).collect();
+            assert_ne!(preset_by_text(&fewer), Some(i), "{}", p.id);
+        }
+        assert_eq!(preset_by_text(&[("layers", "7".into())]), None);
     }
 
     #[test]

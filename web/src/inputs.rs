@@ -426,6 +426,7 @@ fn WorkloadGrid() -> impl IntoView {
 #[component]
 fn PresetPicker() -> impl IntoView {
     let form = expect_context::<Form>();
+    let rules = expect_context::<crate::rules::Rules>();
     let current = {
         let form = form.clone();
         Memo::new(move |_| {
@@ -433,7 +434,7 @@ fn PresetPicker() -> impl IntoView {
                 .map(|k| (k, form.sig(k).get()))
                 .filter(|(_, v)| !v.trim().is_empty())
                 .collect();
-            preset_index(&pairs)
+            preset_index(&pairs, rules)
         })
     };
     let on_pick = move |ev| {

@@ -5,8 +5,9 @@
 //! [`gpumem_core::params::from_pairs`] and [`gpumem_core::estimate::estimate`] —
 //! the same calls `gpumem-agent estimate` makes — so the page and the CLI print the
 //! same bytes for the same keys (on the dimensioner, by the same call in the modules it
-//! loads: inference's estimate in the engine module, [`rules`], a training run's in the
-//! training module, [`training`]).
+//! loads: the pairs' reading — the messages beside the fields — and inference's
+//! estimate in the engine module, [`rules`], a training run's in the training module,
+//! [`training`]).
 //!
 //! Shape of the app (after the Leptos examples): components in [`inputs`] and
 //! [`results`]; derived values are `Memo`s over the input signals of

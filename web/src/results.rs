@@ -8,14 +8,16 @@ use gpumem_core::engine::{DeviceShare, SPLIT_NOTE_LLAMA_CPP, SPLIT_NOTE_VLLM};
 use gpumem_core::estimate::{Estimate, Group, Kind as LineKind, Line, LineKey};
 use gpumem_core::fit::{CardFit, MARGIN_RULE, RESERVE_SIDE, Verdict, fit_estimate, fit_table};
 use gpumem_core::headline::{Headline, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, LABEL_SMALLEST};
-use gpumem_core::params::{from_pairs, parse_count};
+use gpumem_core::params::parse_count;
 use gpumem_core::units::{
     Bytes, group_digits, signed_gb_string, signed_gib_string, signed_group_digits,
 };
 use gpumem_proto::rules::Answer;
 use leptos::prelude::*;
 
-use crate::compute::{Computed, DIMS, Estimator, WORKLOADS, answer, preset_index, sweep_values};
+use crate::compute::{
+    Computed, DIMS, Estimator, WORKLOADS, answer, inputs_line, preset_index, sweep_values,
+};
 use crate::history_view::esc;
 use crate::inputs::Field;
 use crate::state::Form;
@@ -200,7 +202,8 @@ fn model_name(form: &Form) -> Option<String> {
         .map(|k| (k, form.sig(k).get()))
         .filter(|(_, v)| !v.trim().is_empty())
         .collect();
-    preset_index(&shape).map(|i| gpumem_core::presets::PRESETS[i].name.to_string())
+    preset_index(&shape, expect_context::<crate::rules::Rules>())
+        .map(|i| gpumem_core::presets::PRESETS[i].name.to_string())
 }
 
 /// The answer first: the inputs in a line, the verdict on the card (typed here: an id,
@@ -222,14 +225,17 @@ fn Answer() -> impl IntoView {
             {move || {
                 let pairs = computed.with(|c| c.workloads.get(focus.get()).map(|w| w.pairs.clone()));
                 let tensors = form.imported.with(|i| i.as_ref().map(|i| i.summary.clone()));
-                let got = pairs.and_then(|p| {
-                    answer(&p, tensors.as_ref(), &form.page_pairs(), model_name(&form).as_deref(), training)
+                let got = pairs.as_ref().and_then(|p| {
+                    answer(p, tensors.as_ref(), &form.page_pairs(), training)
                 });
-                match got {
-                    Some((line, Ok(a))) => answer_body(line, a).into_any(),
-                    other => {
+                match (got, pairs) {
+                    (Some(Ok(a)), Some(p)) => {
+                        let line = inputs_line(&p, tensors.as_ref(), model_name(&form).as_deref(), training);
+                        answer_body(line, a).into_any()
+                    }
+                    (other, _) => {
                         let why = match other {
-                            Some((_, Err(e))) => e,
+                            Some(Err(e)) => e,
                             _ => "the inputs do not describe a workload yet (see the messages beside the fields)".into(),
                         };
                         // While the engine rules load, no verdict word yet.
@@ -538,9 +544,9 @@ fn WorkloadCards() -> impl IntoView {
                                         let under_engine = page.iter().any(|(k, _)| *k == "engine");
                                         let tensors = form.imported.with(|i| i.as_ref().map(|i| i.summary.clone()));
                                         let f = under_engine
-                                            .then(|| answer(&w.pairs, tensors.as_ref(), &page, None, training))
+                                            .then(|| answer(&w.pairs, tensors.as_ref(), &page, training))
                                             .flatten()
-                                            .and_then(|(_, a)| a.ok())
+                                            .and_then(|a| a.ok())
                                             .map(|a| a.headline.card)
                                             .unwrap_or_else(|| fit_estimate(&card.get(), &e));
                                         let (v, cls) = verdict(&f);
@@ -868,9 +874,7 @@ fn Sweep() -> impl IntoView {
                 let mut p = pairs.clone();
                 p.retain(|(k, _)| *k != dim);
                 p.push((dim, v.to_string()));
-                let (mut input, _) = from_pairs(p.iter().map(|(k, v)| (*k, v.as_str())));
-                input.tensors = tensors.clone();
-                let e = training.estimate(&p, tensors.as_ref(), &input);
+                let e = training.estimate(&p, tensors.as_ref());
                 (v, v == base, e.map_err(|e| e.to_string()))
             })
             .collect::<Vec<_>>()

@@ -14,7 +14,7 @@ use gpumem_core::EstimateError;
 use gpumem_core::estimate::Estimate;
 use gpumem_core::import::TensorSummary;
 use gpumem_proto::lookup::TensorsRead;
-use gpumem_proto::rules::{self, Answer, Panel, RulesRequest};
+use gpumem_proto::rules::{self, Answer, Panel, Reading, RulesRequest};
 use gpumem_proto::training::read_estimate;
 use js_sys::{Function, Reflect};
 use leptos::prelude::*;
@@ -133,6 +133,32 @@ impl Rules {
             return Err(LOADING.into());
         }
         read_estimate(&self.call("estimate", &request(pairs, &[], tensors))?)
+    }
+
+    /// How the module reads one workload's `pairs` and the page's engine keys (`page`):
+    /// the fields' messages, the engine's routing, the preset the shape is; or why it
+    /// cannot say (loading, or not loaded).
+    pub fn read(
+        self,
+        pairs: &[(&'static str, String)],
+        page: &[(&'static str, String)],
+    ) -> Result<Reading, String> {
+        rules::read_reading(&self.call("read", &request(pairs, page, None))?)
+    }
+
+    /// The answer's first line for one workload (its inputs in words, naming `model`).
+    pub fn line(
+        self,
+        pairs: &[(&'static str, String)],
+        tensors: Option<&TensorSummary>,
+        model: Option<&str>,
+    ) -> String {
+        let page: Vec<(&'static str, String)> = model
+            .map(|m| ("model", m.to_string()))
+            .into_iter()
+            .collect();
+        self.call("line", &request(pairs, &page, tensors))
+            .unwrap_or_default()
     }
 
     /// The headline for one workload: under the page's engine (and each device's row

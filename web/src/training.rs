@@ -14,9 +14,9 @@
 use std::cell::{Cell, RefCell};
 
 use gpumem_core::EstimateError;
-use gpumem_core::estimate::{Estimate, EstimateInput, TrainMode};
+use gpumem_core::estimate::Estimate;
 use gpumem_core::import::TensorSummary;
-use gpumem_proto::rules::{self, Answer};
+use gpumem_proto::rules::{self, Answer, Reading};
 use gpumem_proto::training::read_estimate;
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
@@ -73,12 +73,11 @@ impl Training {
         self,
         pairs: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
-        input: &EstimateInput,
     ) -> Result<Result<Estimate, EstimateError>, String> {
-        if input.train == TrainMode::None {
-            self.1.estimate(pairs, tensors)
-        } else {
+        if trains(pairs) {
             self.estimate_training(pairs, tensors)
+        } else {
+            self.1.estimate(pairs, tensors)
         }
     }
 
@@ -140,20 +139,48 @@ impl Training {
     }
 }
 
-/// Who estimates a workload read from `pairs` (with the imported `tensors`) as `input`:
-/// [`Training`] on the dimensioner, [`crate::compute::Full`] (every stage here) on the
-/// agent page.
+/// Whether `pairs` ask about a training run: their `train` key is one the core reads as
+/// training (`full`, `lora`, `qlora`; any other value is refused there and reads as
+/// inference).
+pub fn trains(pairs: &[(&'static str, String)]) -> bool {
+    pairs
+        .iter()
+        .rev()
+        .find(|(k, _)| *k == "train")
+        .is_some_and(|(_, v)| matches!(v.trim(), "full" | "lora" | "qlora"))
+}
+
+/// Who reads and estimates a workload given as `pairs` (with the imported `tensors`):
+/// [`Training`] on the dimensioner (the engine module reads the pairs, the engine or
+/// training module estimates), [`crate::compute::Full`] (the core's parser and every
+/// stage here) on the agent page.
 pub trait Estimator {
-    /// The estimate of `input`, or why there is none.
+    /// How `pairs` and the page's engine keys (`page`) read: each refused pair's
+    /// message and the engine's routing; `None` while the reader is not there.
+    fn read(
+        &self,
+        pairs: &[(&'static str, String)],
+        page: &[(&'static str, String)],
+    ) -> Option<Reading>;
+
+    /// The estimate of `pairs` (a refused pair at its default), or why there is none.
     fn estimate(
         &self,
         pairs: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
-        input: &EstimateInput,
     ) -> Result<Estimate, EstimateError>;
 }
 
 impl Estimator for Training {
+    /// By the engine module (while it loads: `None`, so no message yet).
+    fn read(
+        &self,
+        pairs: &[(&'static str, String)],
+        page: &[(&'static str, String)],
+    ) -> Option<Reading> {
+        self.1.read(pairs, page).ok()
+    }
+
     /// Inference by the engine module, a training run by the training module (while
     /// either loads: [`pending`], with [`LOADING`] or [`crate::rules::LOADING`] as its
     /// reason).
@@ -161,9 +188,8 @@ impl Estimator for Training {
         &self,
         pairs: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
-        input: &EstimateInput,
     ) -> Result<Estimate, EstimateError> {
-        self.estimate_any(pairs, tensors, input)
+        self.estimate_any(pairs, tensors)
             .unwrap_or_else(|why| Err(pending(why)))
     }
 }

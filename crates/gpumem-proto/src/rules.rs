@@ -23,6 +23,8 @@ pub const REQUEST: &str = "gpumem.rules-request 1";
 pub const ANSWER: &str = "gpumem.rules-answer 1";
 /// First line of a [`Panel`].
 pub const PANEL: &str = "gpumem.rules-panel 1";
+/// First line of a [`Reading`].
+pub const READING: &str = "gpumem.rules-reading 1";
 
 /// What the engine module answers: the headline and, when the budget is judged over
 /// several cards (llama.cpp's split, vLLM's pipeline stages), each device's row in
@@ -72,6 +74,82 @@ pub struct Panel {
     pub sequences: Option<String>,
     /// One row per engine.
     pub rows: Vec<PanelRow>,
+}
+
+/// How the engine module reads a workload's pairs and the page's engine keys (the
+/// core's `params::from_pairs` and `engine::from_pairs_among`), so the page itself
+/// carries neither parser: the messages for the fields, the engine's routing and the
+/// preset the shape is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// Each refused pair: the field it is reported at (`None`: not one field's) and
+    /// the message, in the parser's order.
+    pub errors: Vec<(Option<String>, String)>,
+    /// Each refused engine key (the page's pairs): field and message.
+    pub page_errors: Vec<(String, String)>,
+    /// Whether the page's keys choose an engine.
+    pub engine: bool,
+    /// How many cards the page's keys split over (empty: one card).
+    pub devices: usize,
+    /// The preset (its index in the core's `PRESETS`) whose shape the pairs describe.
+    pub preset: Option<usize>,
+}
+
+/// Writes a [`Reading`].
+pub fn write_reading(r: &Reading) -> String {
+    let mut w = Writer::new(READING);
+    for (field, reason) in &r.errors {
+        match field {
+            Some(f) => w.record("field", &[f, reason]),
+            None => w.record("general", &[reason]),
+        }
+    }
+    for (field, reason) in &r.page_errors {
+        w.record("page", &[field, reason]);
+    }
+    w.record(
+        "engine",
+        &[
+            flag(r.engine),
+            &r.devices.to_string(),
+            &r.preset.map(|p| p.to_string()).unwrap_or_default(),
+        ],
+    );
+    w.0
+}
+
+/// Reads a [`Reading`] written by [`write_reading`].
+pub fn read_reading(text: &str) -> Result<Reading, String> {
+    let mut r = Reading::default();
+    let number = |line: &Line, t: &str| {
+        t.parse::<usize>()
+            .map_err(|_| line.error("a count that does not read"))
+    };
+    for line in lines(text, READING)? {
+        match line.kind {
+            "field" => {
+                let f = line.fields(2)?;
+                r.errors.push((Some(f[0].clone()), f[1].clone()));
+            }
+            "general" => r.errors.push((None, line.fields(1)?[0].clone())),
+            "page" => {
+                let f = line.fields(2)?;
+                r.page_errors.push((f[0].clone(), f[1].clone()));
+            }
+            "engine" => {
+                let f = line.fields(3)?;
+                r.engine = f[0] == "1";
+                r.devices = number(&line, &f[1])?;
+                r.preset = if f[2].is_empty() {
+                    None
+                } else {
+                    Some(number(&line, &f[2])?)
+                };
+            }
+            _ => return Err(line.error("an unknown record")),
+        }
+    }
+    Ok(r)
 }
 
 /// One engine's row of the [`Panel`].
@@ -705,6 +783,32 @@ mod tests {
             let _ = read_answer(&format!("{ANSWER}{records}"));
             let _ = read_answer(&format!("{ANSWER}\nheadline\tFITS\t1\tvllm\t0\t1{records}"));
         }
+    }
+
+    #[test]
+    fn a_reading_reads_back_whole_and_a_bad_one_is_refused() {
+        let r = Reading {
+            errors: vec![
+                (
+                    Some("context".into()),
+                    "is empty; type a whole number".into(),
+                ),
+                (None, "the inputs: no\ttab".into()),
+            ],
+            page_errors: vec![(
+                "gpu-memory-utilization".into(),
+                "1.5: use a fraction".into(),
+            )],
+            engine: true,
+            devices: 3,
+            preset: Some(4),
+        };
+        assert_eq!(read_reading(&write_reading(&r)).unwrap(), r);
+        let none = Reading::default();
+        assert_eq!(read_reading(&write_reading(&none)).unwrap(), none);
+        let bad = format!("{READING}\nengine\t1\tmany\t");
+        assert!(read_reading(&bad).unwrap_err().contains("count"));
+        assert!(read_reading(&format!("{READING}\nwhat\t1")).is_err());
     }
 
     #[test]

@@ -15,10 +15,11 @@ use gpumem_core::EstimateError;
 use gpumem_core::catalogue::{CATALOGUE, resolve};
 use gpumem_core::engine::{self, EngineBudget, EngineId, EngineParams, Outcome};
 use gpumem_core::estimate::{EstimateInput, estimate as estimate_all};
-use gpumem_core::headline::{Basis, ByEstimate, headline};
+use gpumem_core::headline::{Basis, ByEstimate, headline, inputs_line};
 use gpumem_core::params::from_pairs;
+use gpumem_core::presets::{PRESETS, is_shape_key};
 use gpumem_core::units::{group_digits, signed_gib_string, signed_group_digits};
-use gpumem_proto::rules::{self, Answer, Panel, PanelRow, RulesRequest};
+use gpumem_proto::rules::{self, Answer, Panel, PanelRow, Reading, RulesRequest};
 use gpumem_proto::training::write_estimate;
 use wasm_bindgen::prelude::*;
 
@@ -52,6 +53,85 @@ pub fn panel(request: String) -> String {
         .and_then(|r| panel_of(&r))
         .map(|p| rules::write_panel(&p))
         .unwrap_or_default()
+}
+
+/// How the page's text reads (the workload's pairs, the page's engine keys): a
+/// [`gpumem_proto::rules::Reading`] document — each refused pair's message (the
+/// messages beside the fields), whether an engine is chosen and over how many cards,
+/// the preset the shape is. The page carries no parser of its own.
+#[wasm_bindgen]
+pub fn read(request: String) -> String {
+    rules::write_reading(&match rules::read_request(&request) {
+        Ok(r) => reading_of(&r),
+        Err(e) => Reading {
+            errors: vec![(None, e)],
+            ..Reading::default()
+        },
+    })
+}
+
+/// The answer's first line for one workload: its inputs in words, naming the model the
+/// page shows (its page key `model`), as `gpumem-agent estimate` prints it; empty when
+/// the workload has no estimate.
+#[wasm_bindgen]
+pub fn line(request: String) -> String {
+    let Ok(r) = rules::read_request(&request) else {
+        return String::new();
+    };
+    let model = r
+        .page
+        .iter()
+        .find(|(k, _)| k == "model")
+        .map(|(_, v)| v.as_str());
+    input_of(&r)
+        .and_then(|input| Some(inputs_line(&input, &estimate_all(&input).ok()?, model)))
+        .unwrap_or_default()
+}
+
+/// [`read`]'s value: the pairs through `params::from_pairs` (an `Invalid` error at its
+/// field, any other at none), the page's through `engine::from_pairs_among`.
+pub fn reading_of(r: &RulesRequest) -> Reading {
+    let (_, errors) = from_pairs(r.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let (settings, page_errors) =
+        engine::from_pairs_among(r.page.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let shape: Vec<(&str, &str)> = r
+        .pairs
+        .iter()
+        .filter(|(k, v)| is_shape_key(k) && !v.trim().is_empty())
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    Reading {
+        errors: errors
+            .into_iter()
+            .map(|e| match e {
+                EstimateError::Invalid { field, reason } if field != "input" => {
+                    (Some(field.to_string()), reason)
+                }
+                other => (None, other.to_string()),
+            })
+            .collect(),
+        page_errors: page_errors
+            .into_iter()
+            .filter_map(|e| match e {
+                EstimateError::Invalid { field, reason } => Some((field.to_string(), reason)),
+                _ => None,
+            })
+            .collect(),
+        engine: settings.engine.is_some(),
+        devices: settings.devices.len(),
+        preset: preset_index(&shape),
+    }
+}
+
+/// The preset whose shape `shape` (the shape keys' pairs) describes, if any: the same
+/// architecture and sliding window once read.
+pub fn preset_index(shape: &[(&str, &str)]) -> Option<usize> {
+    let (input, _) = from_pairs(shape.iter().copied());
+    let s = (input.arch, input.sliding_window, input.sliding_layers);
+    PRESETS.iter().position(|p| {
+        let (i, _) = from_pairs(p.pairs.iter().copied());
+        s.0.is_some() && (i.arch, i.sliding_window, i.sliding_layers) == s
+    })
 }
 
 /// The workload's input as the page reads it: its pairs (a refused pair leaves its
@@ -251,6 +331,50 @@ mod tests {
         ("vocab", "128256"),
         ("context", "16000"),
     ];
+
+    #[test]
+    fn the_reading_puts_each_message_at_its_field_and_names_the_preset() {
+        let r = reading_of(&request(
+            &[("layers", "32"), ("context", "-3"), ("train", "sometimes")],
+            &[("engine", "vllm"), ("gpu-memory-utilization", "1.5")],
+        ));
+        let fields: Vec<&str> = r.errors.iter().filter_map(|(f, _)| f.as_deref()).collect();
+        assert!(
+            fields.contains(&"context") && fields.contains(&"train"),
+            "{r:?}"
+        );
+        assert_eq!(r.page_errors.len(), 1, "{r:?}");
+        assert_eq!(r.page_errors[0].0, "gpu-memory-utilization");
+        assert!(r.engine && r.devices == 0 && r.preset.is_none());
+        // Every preset's own pairs read back as that preset (the page's picker).
+        for (i, p) in PRESETS.iter().enumerate() {
+            let r = reading_of(&request(p.pairs, &[]));
+            assert!(r.errors.is_empty(), "{}: {r:?}", p.id);
+            assert_eq!(r.preset, Some(i), "{}", p.id);
+        }
+        // A read that is not a request says so, at no field.
+        let bad = read("not a request".into());
+        let r = rules::read_reading(&bad).expect("a reading");
+        assert!(matches!(r.errors.as_slice(), [(None, _)]), "{r:?}");
+    }
+
+    #[test]
+    fn the_line_is_the_clis_and_empty_without_an_estimate() {
+        let r = request(&LLAMA_8B, &[("model", "meta-llama/Llama-3.1-8B")]);
+        let input = input_of(&r).expect("read");
+        let want = inputs_line(
+            &input,
+            &estimate_all(&input).expect("an estimate"),
+            Some("meta-llama/Llama-3.1-8B"),
+        );
+        let got = line(rules::write_request(&r));
+        assert_eq!(got, want);
+        assert!(got.starts_with("meta-llama/Llama-3.1-8B"), "{got}");
+        assert_eq!(
+            line(rules::write_request(&request(&[("context", "x")], &[]))),
+            ""
+        );
+    }
 
     #[test]
     fn the_panel_matches_the_core_for_llama_8b_on_h100() {
