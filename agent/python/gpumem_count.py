@@ -17,7 +17,13 @@ What comes back (one JSON document on standard output):
   sliding window, of window + 2 tokens), read layer by layer from the cache object
   transformers returns (``DynamicCache`` and its layers: full, sliding-window,
   linear-attention and hybrid): each layer's elements that grow with the tokens, those
-  that do not (a recurrent state), and where the growth stops (a sliding window).
+  that do not (a recurrent state), and where the growth stops (a sliding window);
+* what the config is (``kind``): a decoder; an encoder (BERT and kin, built bare as
+  AutoModel builds it, with no cache); or an encoder-decoder (T5, BART, Whisper and
+  kin, built whole by their generation class), whose decoder's self-attention cache is
+  read as a decoder's, and whose cross-attention cache (``cross_cache``: elements per
+  encoder position, over all layers) and encoder output (values per position) are
+  read from forwards over two source lengths (an audio encoder: its own length).
 
 Output: ``{"ok": COUNT}``, ``{"unavailable": TEXT}`` (a package is missing, or
 transformers does not know the model_type) or ``{"error": TEXT}`` (one line).
@@ -94,26 +100,57 @@ def _config(transformers, request):
         ) from e
 
 
+def kind_of(transformers, config):
+    """What a config describes: ``encdec`` (it says ``is_encoder_decoder`` and a
+    sequence-to-sequence class, text or speech, builds it: T5, BART, Whisper and kin,
+    built whole), ``encoder`` (a bare model AutoModel builds, whose family has no
+    causal-LM class or one that asks for ``is_decoder`` where the config says it is not
+    one: BertLMHeadModel and kin; served bare) or ``decoder``."""
+    seq2seq = (transformers.AutoModelForSeq2SeqLM, transformers.AutoModelForSpeechSeq2Seq)
+    if getattr(config, "is_encoder_decoder", False) and any(type(config) in a._model_mapping for a in seq2seq):
+        return "encdec"
+    if type(config) not in transformers.AutoModel._model_mapping:
+        return "decoder"
+    causal = transformers.AutoModelForCausalLM._model_mapping
+    head = causal[type(config)] if type(config) in causal else None
+    if head is None:
+        masked = transformers.AutoModelForMaskedLM._model_mapping
+        return "encoder" if type(config) in masked else "decoder"
+    import inspect
+
+    try:
+        asks = "is_decoder" in inspect.getsource(head.__init__)
+    except (OSError, TypeError):
+        asks = False
+    return "encoder" if asks and getattr(config, "is_decoder", None) is False else "decoder"
+
+
 def build(torch, transformers, request):
-    """The model on the meta device: with its towers where the config has them, else a
-    causal LM where the family has one, else the bare model (an encoder); which one is
-    said in the answer."""
+    """The model on the meta device: an encoder-decoder whole (its generation class), an
+    encoder bare (AutoModel), else with its towers where the config has them, else a
+    causal LM where the family has one, else the bare model; which one is said in the
+    answer."""
     config = _config(transformers, request)
     dtype = getattr(torch, request["dtype"])
     trust = bool(request.get("trust_remote_code"))
     last = None
+    kind = kind_of(transformers, config)
     autos = ("AutoModelForCausalLM", "AutoModel")
     # A config with a vision or audio tower is the whole model a user loads: its towers
     # and projector are built with the language model, as the config reader counts them.
     if any(getattr(config, k, None) is not None for k in ("vision_config", "audio_config")):
         autos = ("AutoModelForImageTextToText",) + autos
+    if kind == "encdec":
+        autos = ("AutoModelForSeq2SeqLM", "AutoModelForSpeechSeq2Seq")
+    elif kind == "encoder":
+        autos = ("AutoModel",)
     for auto in autos:
         try:
             with torch.device("meta"):
                 model = getattr(transformers, auto).from_config(
                     config, dtype=dtype, trust_remote_code=trust
                 )
-            return model, config, auto
+            return model, config, auto, kind
         except ValueError as e:
             # "Unrecognized configuration class … for this kind of AutoModel".
             last = e
@@ -294,15 +331,22 @@ def _forward_cache(torch, model, tokens, notes):
     return [_layer_elements(torch, layer) for layer in layers], windows
 
 
-def count_cache(torch, model, config, notes):
+def count_cache(torch, model, config, notes, forward=None):
     """The cache per layer: elements per token (keys and values), elements that stay
-    (states), and the tokens after which a layer stops growing (its window)."""
+    (states), and the tokens after which a layer stops growing (its window). `forward`
+    (tokens → the layers' elements and windows) reads another cache than a causal
+    forward's (an encoder-decoder's self-attention cache)."""
     if getattr(config, "use_cache", True) is False:
         config.use_cache = True
-    one, windows = _forward_cache(torch, model, 1, notes)
+    if forward is None:
+
+        def forward(tokens):
+            return _forward_cache(torch, model, tokens, notes)
+
+    one, windows = forward(1)
     if one is None:
         return None
-    two, _ = _forward_cache(torch, model, 2, notes)
+    two, _ = forward(2)
     layers = []
     for (kv1, st1), (kv2, st2) in zip(one, two):
         # Each figure as [elements, bytes]: what one more token adds, and what is there
@@ -325,10 +369,10 @@ def count_cache(torch, model, config, notes):
     # checked there.
     tokens = max(widest + 2, CHECK_TOKENS)
     # No more than the model has positions for (a window wider than them never fills).
-    positions = [getattr(config, k, None) for k in ("max_position_embeddings", "n_positions")]
+    positions = [getattr(config, k, None) for k in ("max_position_embeddings", "n_positions", "max_target_positions")]
     limit = min((p for p in positions if isinstance(p, int) and p > 2), default=tokens)
     tokens = min(tokens, limit)
-    far, _ = _forward_cache(torch, model, tokens, notes)
+    far, _ = forward(tokens)
     for row, (kvf, stf), w in zip(layers, far, windows):
         if stf[0] != row["state"][0] + row["state_per_token"][0] * tokens:
             raise Irregular(
@@ -356,6 +400,97 @@ def count_cache(torch, model, config, notes):
     return layers
 
 
+#: Source lengths an encoder-decoder's cross-attention cache is read at (its growth per
+#: encoder position, and its part that does not grow, from the two).
+SOURCE_TOKENS = (8, 16)
+
+
+def _encdec_forward(torch, model, config, source, tokens, notes):
+    """One forward of an encoder-decoder on meta tensors: ``source`` positions into the
+    encoder (token ids; or, for an audio encoder of fixed length such as Whisper's, the
+    2 × ``max_source_positions`` feature frames its convolutions halve), ``tokens`` into
+    the decoder. Its ``EncoderDecoderCache``'s two halves, layer by layer, and the
+    encoder's output shape."""
+    kwargs = {"decoder_input_ids": torch.zeros((1, tokens), dtype=torch.long, device="meta"), "use_cache": True}
+    name = getattr(model, "main_input_name", "input_ids")
+    frames = getattr(config, "max_source_positions", None)
+    mels = getattr(config, "num_mel_bins", None)
+    if name == "input_ids":
+        kwargs["input_ids"] = torch.zeros((1, source), dtype=torch.long, device="meta")
+    elif name == "input_features" and isinstance(frames, int) and isinstance(mels, int):
+        kwargs["input_features"] = torch.zeros((1, mels, 2 * frames), dtype=model.dtype, device="meta")
+    else:
+        raise Irregular(f"the encoder reads {name}, whose length the count does not know")
+    with torch.no_grad(), _answer_data_dependent(torch, notes):
+        out = model(**kwargs)
+    cache = getattr(out, "past_key_values", None)
+    self_cache = getattr(cache, "self_attention_cache", None)
+    cross_cache = getattr(cache, "cross_attention_cache", None)
+    encoder = getattr(out, "encoder_last_hidden_state", None)
+    if self_cache is None or cross_cache is None or encoder is None:
+        raise Irregular(
+            f"the forward returned no self- and cross-attention caches ({type(cache).__name__}) or no encoder output"
+        )
+    self_layers = _cache_layers(self_cache)
+    windows = [getattr(layer, "sliding_window", None) for layer in self_layers]
+    cross = [_layer_elements(torch, layer) for layer in _cache_layers(cross_cache)]
+    return (
+        [_layer_elements(torch, layer) for layer in self_layers],
+        windows,
+        cross,
+        tuple(encoder.shape),
+        name == "input_ids",
+    )
+
+
+def count_encdec(torch, model, config, notes):
+    """An encoder-decoder's caches: the decoder's self-attention cache per layer (as a
+    decoder's, from forwards of 1, 2 and more decoder tokens), and what does not grow
+    with them: the cross-attention cache, written at the first step over the encoder's
+    output (elements per encoder position and fixed, from two source lengths; an audio
+    encoder's length is its own), and the encoder's output generate keeps (values per
+    position)."""
+    if getattr(config, "use_cache", True) is False:
+        config.use_cache = True
+    source = SOURCE_TOKENS[0]
+
+    def forward(tokens):
+        self_layers, windows, _, _, _ = _encdec_forward(torch, model, config, source, tokens, notes)
+        return self_layers, windows
+
+    layers = count_cache(torch, model, config, notes, forward)
+    _, _, cross1, shape1, by_tokens = _encdec_forward(torch, model, config, SOURCE_TOKENS[0], 1, notes)
+    total1 = [sum(kv[i] + st[i] for kv, st in cross1) for i in (0, 1)]
+    if not by_tokens:
+        # An audio encoder of one length: its cross cache and output at that length.
+        length = shape1[1]
+        if length <= 0 or total1[0] % length or total1[1] % length:
+            raise Irregular(f"the cross-attention cache's {total1[0]} elements are not whole over {length} encoder positions")
+        per = [total1[0] // length, total1[1] // length]
+        fixed = [0, 0]
+    else:
+        _, _, cross2, shape2, _ = _encdec_forward(torch, model, config, SOURCE_TOKENS[1], 1, notes)
+        total2 = [sum(kv[i] + st[i] for kv, st in cross2) for i in (0, 1)]
+        span = SOURCE_TOKENS[1] - SOURCE_TOKENS[0]
+        for n, tokens in ((shape1[1], SOURCE_TOKENS[0]), (shape2[1], SOURCE_TOKENS[1])):
+            if n != tokens:
+                raise Irregular(f"the encoder's output holds {n} positions for {tokens} tokens (it pools or pads its input)")
+        grown = [b - a for a, b in zip(total1, total2)]
+        if grown[0] % span or grown[1] % span:
+            raise Irregular("the cross-attention cache does not grow by whole elements per encoder position")
+        per = [g // span for g in grown]
+        fixed = [a - p * SOURCE_TOKENS[0] for a, p in zip(total1, per)]
+        if fixed[0] != 0:
+            raise Irregular(f"the cross-attention cache holds {fixed[0]} elements that do not grow with the source")
+        length = None
+    return layers, {
+        "per_source_token": per,
+        "hidden": shape1[-1],
+        "source_length": length,
+        "layers": len(cross1),
+    }
+
+
 def count(request):
     torch = _import("torch")
     transformers = _import("transformers")
@@ -363,7 +498,7 @@ def count(request):
         raise ValueError(f"dtype {request.get('dtype')!r}: bfloat16, float16 or float32")
     started = time.monotonic()
     notes = set()
-    model, config, auto = build(torch, transformers, request)
+    model, config, auto, kind = build(torch, transformers, request)
     model.eval()
     doc = {
         "schema": SCHEMA,
@@ -371,15 +506,26 @@ def count(request):
         "model_class": type(model).__name__,
         "auto_class": auto,
         "model_type": getattr(config, "model_type", ""),
+        "kind": kind,
     }
     doc.update(count_tensors(model))
     cache_error = None
     layers = None
+    cross = None
     try:
-        layers = count_cache(torch, model, config, notes)
+        if kind == "encoder":
+            # An encoder keeps no cache: it reads the whole input in one forward and
+            # generates nothing (BertModel and kin use no cache unless is_decoder).
+            layers = []
+        elif kind == "encdec":
+            layers, cross = count_encdec(torch, model, config, notes)
+        else:
+            layers = count_cache(torch, model, config, notes)
     except Exception as e:  # noqa: BLE001 - the count stands without the cache
         cache_error = _one_line(e)
+        layers, cross = None, None
     doc["cache_layers"] = layers
+    doc["cross_cache"] = cross
     doc["cache_error"] = cache_error
     doc["notes"] = sorted(notes)
     doc["wall_time_ms"] = int((time.monotonic() - started) * 1000)

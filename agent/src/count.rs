@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use gpumem_core::estimate::{Counted, CountedLayer, CountedMatrices, CountedVectors};
+use gpumem_core::estimate::{Counted, CountedCross, CountedLayer, CountedMatrices, CountedVectors};
 use gpumem_core::format::Dtype;
 use serde::Deserialize;
 use serde_json::Value;
@@ -110,6 +110,21 @@ pub struct CacheLayer {
     pub window: Option<u64>,
 }
 
+/// An encoder-decoder's cross-attention cache and encoder output, as its forward holds
+/// them.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CrossCache {
+    /// Cross-attention keys and values per encoder position, every decoder layer
+    /// together, `[elements, bytes]`.
+    pub per_source_token: [u64; 2],
+    /// Values of the encoder's output per position.
+    pub hidden: u64,
+    /// The encoder's own length (an audio encoder's frames); `None`: the source's.
+    pub source_length: Option<u64>,
+    /// Decoder layers with a cross-attention cache.
+    pub layers: u64,
+}
+
 /// The torch and transformers that built the model.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Versions {
@@ -128,8 +143,11 @@ pub struct Count {
     pub versions: Versions,
     /// transformers' class, e.g. `JetMoeForCausalLM`.
     pub model_class: String,
-    /// `AutoModelForCausalLM` or `AutoModel`.
+    /// `AutoModelForCausalLM`, `AutoModel`, `AutoModelForSeq2SeqLM`, …
     pub auto_class: String,
+    /// `decoder`, `encoder` (built bare, no cache) or `encdec` (an encoder-decoder).
+    #[serde(default)]
+    pub kind: Option<String>,
     /// Every parameter once (tied ones once).
     pub parameters: u64,
     /// Parameter matrices by kind and shape.
@@ -140,8 +158,12 @@ pub struct Count {
     pub buffers: Vec<BufferRow>,
     /// The output projection is the embedding table.
     pub tied_embeddings: bool,
-    /// The cache per layer; `None` when the model returned none.
+    /// The cache per layer; `None` when the model returned none. An encoder-decoder's:
+    /// its decoder's self-attention cache.
     pub cache_layers: Option<Vec<CacheLayer>>,
+    /// An encoder-decoder's cross-attention cache and encoder output.
+    #[serde(default)]
+    pub cross_cache: Option<CrossCache>,
     /// Why the cache was not read, when its forward failed.
     pub cache_error: Option<String>,
     /// What the forward on meta tensors answered for itself.
@@ -243,9 +265,18 @@ pub fn count(
     Ok(Ok(count))
 }
 
+impl Count {
+    /// An encoder, built bare: no cache.
+    pub fn is_encoder(&self) -> bool {
+        self.kind.as_deref() == Some("encoder")
+    }
+}
+
 /// The count as the estimator takes it ([`gpumem_core::estimate::Counted`]): its
 /// weights and, when the cache was read, its KV lines replace the reader's.
-pub fn to_counted(c: &Count) -> Result<Counted> {
+/// `source_length`: the encoder-decoder's source as the user gave it (an audio
+/// encoder's own length wins).
+pub fn to_counted(c: &Count, source_length: Option<u64>) -> Result<Counted> {
     let cache = c.cache_layers.as_ref().map(|layers| {
         layers
             .iter()
@@ -289,6 +320,19 @@ pub fn to_counted(c: &Count) -> Result<Counted> {
             .try_fold(0u64, |a, b| a.checked_add(b.bytes))
             .context("the counted buffers overflow")?,
         buffers: c.buffers.iter().map(|b| b.tensors).sum(),
+        // Read only with the cache: an encoder-decoder whose self-attention cache was not
+        // read has its cross-attention cache unread too.
+        encoder: c.is_encoder() && cache.is_some(),
+        cross: c
+            .cross_cache
+            .as_ref()
+            .filter(|_| cache.is_some())
+            .map(|x| CountedCross {
+                per_source_token: x.per_source_token[0],
+                hidden: x.hidden,
+                layers: x.layers,
+                source_length: x.source_length.or(source_length),
+            }),
         cache,
     })
 }

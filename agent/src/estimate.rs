@@ -302,7 +302,21 @@ pub fn run(args: Args) -> Result<Exit> {
     if let Some(shape) = &gguf_shape {
         pairs.extend(shape.pairs.iter().map(|(k, v)| (k.to_string(), v.clone())));
     }
-    pairs.extend(args.pairs.iter().cloned());
+    // A config the reader refused (an encoder-decoder it does not count) has no shape
+    // for the encoder's length to belong to: it is kept for the count's cross-attention
+    // cache.
+    let mut source_length: Option<u64> = None;
+    let mut given = args.pairs.clone();
+    if imported.is_none() && refused.is_some() {
+        given.retain(|(k, v)| {
+            if k == "encoder-length" {
+                source_length = v.parse().ok();
+                return false;
+            }
+            true
+        });
+    }
+    pairs.extend(given);
     let (mut input, errors) =
         params::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     if !errors.is_empty() {
@@ -365,7 +379,7 @@ pub fn run(args: Args) -> Result<Exit> {
         _ => None,
     };
     if let Some(c) = &counted {
-        input.counted = Some(crate::count::to_counted(c)?);
+        input.counted = Some(crate::count::to_counted(c, source_length)?);
     }
     // The card's generation sizes what a training step holds (torch's cuBLAS
     // workspace): the cards of `--card`, else the larger. The recurrent-state and
@@ -559,12 +573,11 @@ fn read_config(
     match config::parse_config(text) {
         Ok(c) => Ok(Ok(c)),
         Err(e) => {
-            // An encoder-decoder's cache needs more than the decoder's tokens: not
-            // counted here.
-            let named = config::config_json(text).ok().is_some_and(|v| {
-                v.get("model_type").is_some_and(|m| m.is_string())
-                    && v.get("is_encoder_decoder") != Some(&serde_json::Value::Bool(true))
-            });
+            // A refusal of a config naming its model_type goes to the count (an
+            // encoder-decoder too: the probe builds it whole and reads both caches).
+            let named = config::config_json(text)
+                .ok()
+                .is_some_and(|v| v.get("model_type").is_some_and(|m| m.is_string()));
             if named && count_with != crate::count::CountWith::Reader {
                 Ok(Err(format!("{what}: {e}")))
             } else {
@@ -654,6 +667,14 @@ fn count_family(
     if input.tensors.is_some() {
         kept.push("weights from the file headers".to_string());
     }
+    if counted.cache_layers.is_none() && counted.kind.as_deref() == Some("encdec") {
+        // The reader read it as a decoder: its KV lines have no cross-attention cache.
+        c.warnings.push(format!(
+            "model_type {} is an encoder-decoder whose caches the count could not read ({}): the KV lines are the config reader's decoder reading and are not counted exactly (no cross-attention cache, no encoder output)",
+            c.model_type,
+            counted.cache_error.as_deref().unwrap_or("no cache returned")
+        ));
+    }
     if counted.cache_layers.is_none() {
         kept.push(match &counted.cache_error {
             Some(why) => {
@@ -701,6 +722,12 @@ fn describe_count(
     ));
     est.assumptions
         .extend(counted.notes.iter().map(|n| format!("count: {n}")));
+    if input.arch.is_none() && input.train == gpumem_core::estimate::TrainMode::None {
+        // A config the reader refused: no shape for the forward's activations.
+        est.warnings.push(
+            "the forward's activations are not counted (the config reader has no shape for this model; the count reads tensors and caches, not activations): add them to --reserve-gib".into(),
+        );
+    }
     if input.train != gpumem_core::estimate::TrainMode::None {
         est.warnings.push(format!(
             "gradients and optimizer states are of the {} parameters counted; the activations (and LoRA's adapters) follow the config reader's shape of this model",

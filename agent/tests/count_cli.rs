@@ -454,3 +454,127 @@ print(json.dumps({"per_token": total // tokens, "indexer": indexer}))
         Some(per_token * (CONTEXT + GENERATE) * SEQUENCES)
     );
 }
+
+/// An encoder-decoder the reader refuses (Pegasus) is counted whole, as
+/// `AutoModelForSeq2SeqLM` builds it (not the decoder-only `PegasusForCausalLM`), with
+/// its three cache lines; an encoder (DeBERTa-v2) bare, as `AutoModel` builds it, with
+/// no cache. The oracle: the same models built for real on the CPU, their parameters
+/// summed and the caches of a real forward read tensor by tensor.
+#[test]
+fn encoders_and_encoder_decoders_are_counted_as_built() {
+    let Some(python) = gpumem_e2e::torch_python("encoders_and_encoder_decoders_are_counted") else {
+        return;
+    };
+    const ORACLE: &str = r#"
+import json, sys, torch, transformers
+d = {k: v for k, v in json.load(open(sys.argv[1])).items() if not k.startswith("_")}
+mt = d.pop("model_type")
+config = transformers.AutoConfig.for_model(mt, **d)
+torch.manual_seed(0)
+if config.is_encoder_decoder:
+    model = transformers.AutoModelForSeq2SeqLM.from_config(config, dtype=torch.bfloat16).eval()
+    source, tokens = 11, 5
+    with torch.no_grad():
+        out = model(input_ids=torch.randint(2, 256, (1, source)), decoder_input_ids=torch.randint(2, 256, (1, tokens)), use_cache=True)
+    def size(cache):
+        return sum(t.numel() * t.element_size() for l in cache.layers for t in (l.keys, l.values))
+    c = out.past_key_values
+    row = {"self_per_token": size(c.self_attention_cache) // tokens, "cross_per_position": size(c.cross_attention_cache) // source, "hidden": out.encoder_last_hidden_state.shape[-1]}
+else:
+    model = transformers.AutoModel.from_config(config)
+    row = {}
+row["parameters"] = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+print(json.dumps(row))
+"#;
+    let run = |name: &str| {
+        let out = Command::new(&python)
+            .arg("-c")
+            .arg(ORACLE)
+            .arg(config(name))
+            .env("HF_HUB_OFFLINE", "1")
+            .env("CUDA_VISIBLE_DEVICES", "")
+            .output()
+            .expect("python runs");
+        assert!(out.status.success(), "oracle: {}", text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("oracle JSON")
+    };
+    let py = python.to_str().unwrap();
+    // Pegasus: refused by the reader, counted by transformers.
+    let want = run("pegasus-tiny.json");
+    let source = 40u64;
+    let (out, doc) = estimate(
+        &config("pegasus-tiny.json"),
+        &[
+            "--python",
+            py,
+            "--kv-dtype",
+            "bf16",
+            "--encoder-length",
+            &source.to_string(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        doc["confidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("counted by transformers "),
+        "{}",
+        doc["confidence"]
+    );
+    assert_eq!(doc["parameters"], want["parameters"]);
+    let per_token = want["self_per_token"].as_u64().unwrap();
+    assert_eq!(
+        line(&doc, "kv_cache").unwrap()["bytes"].as_u64(),
+        Some(per_token * (CONTEXT + GENERATE) * SEQUENCES)
+    );
+    let per_position = want["cross_per_position"].as_u64().unwrap();
+    // 3 decoder layers × K and V × 64 values × 2 B.
+    assert_eq!(per_position, 3 * 2 * 64 * 2);
+    assert_eq!(
+        line(&doc, "kv_cache.cross").unwrap()["bytes"].as_u64(),
+        Some(per_position * source * SEQUENCES)
+    );
+    let enc = line(&doc, "kv_cache.encoder_output").unwrap();
+    assert_eq!(enc["inputs"]["encoder length"], source.to_string());
+    assert_eq!(enc["inputs"]["hidden"], want["hidden"].to_string());
+    // Without --encoder-length the source is the context's, said in a warning.
+    let (out, doc) = estimate(
+        &config("pegasus-tiny.json"),
+        &["--python", py, "--kv-dtype", "bf16"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        line(&doc, "kv_cache.cross").unwrap()["bytes"].as_u64(),
+        Some(per_position * CONTEXT * SEQUENCES)
+    );
+    assert!(
+        doc["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("give encoder-length")),
+        "{}",
+        doc["warnings"]
+    );
+    // DeBERTa-v2: an encoder, no cache, nothing generated.
+    let want = run("deberta-v2-tiny.json");
+    let out = agent()
+        .args(["estimate", "--config"])
+        .arg(config("deberta-v2-tiny.json"))
+        .args([
+            "--context",
+            "128",
+            "--sequences",
+            "4",
+            "--json",
+            "--python",
+            py,
+        ])
+        .output()
+        .expect("agent runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["parameters"], want["parameters"]);
+    assert_eq!(doc["kv_cache_bytes"].as_u64(), Some(0));
+}

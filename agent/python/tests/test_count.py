@@ -164,6 +164,79 @@ class Counts(unittest.TestCase):
             # The conv state (128 channels × kernel 4) and the SSM state (128 × 8), fp32.
             self.assertEqual(row["state"][0], 128 * 4 + 128 * 8)
 
+    def test_an_encoder_is_built_bare_with_no_cache(self):
+        import torch
+        import transformers
+
+        tiny = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 128}
+        # ELECTRA has a causal-LM head that asks for is_decoder; DeBERTa-v2 none: both
+        # are encoders, counted as AutoModel builds them.
+        for mt in ("electra", "deberta-v2"):
+            doc = gc.count(_request({"model_type": mt, **tiny}))
+            self.assertEqual((doc["kind"], doc["auto_class"], doc["cache_layers"]), ("encoder", "AutoModel", []), mt)
+            real = transformers.AutoModel.from_config(transformers.AutoConfig.for_model(mt, **tiny))
+            self.assertEqual(doc["parameters"], sum(p.numel() for p in real.parameters()), mt)
+            with torch.no_grad():
+                out = real(input_ids=torch.randint(0, 128, (1, 5)), use_cache=True)
+            self.assertIsNone(getattr(out, "past_key_values", None), mt)
+        # A decoder whose head sets is_decoder itself (TrOCR, which AutoModel does not
+        # build) stays a decoder.
+        trocr = transformers.AutoConfig.for_model("trocr", d_model=64, decoder_layers=2, decoder_attention_heads=4, decoder_ffn_dim=96, vocab_size=128)
+        self.assertEqual(gc.kind_of(transformers, trocr), "decoder")
+
+    def test_an_encoder_decoders_caches_are_its_own(self):
+        import torch
+        import transformers
+
+        tiny = {"d_model": 64, "d_kv": 8, "d_ff": 96, "num_layers": 3, "num_decoder_layers": 2, "num_heads": 4, "vocab_size": 128}
+        doc = gc.count(_request({"model_type": "t5", **tiny}))
+        self.assertEqual((doc["kind"], doc["auto_class"], doc["cache_error"]), ("encdec", "AutoModelForSeq2SeqLM", None))
+        real = transformers.AutoModelForSeq2SeqLM.from_config(transformers.AutoConfig.for_model("t5", **tiny)).eval()
+        self.assertEqual(doc["parameters"], sum(p.numel() for p in {id(p): p for p in real.parameters()}.values()))
+        with torch.no_grad():
+            out = real(
+                input_ids=torch.randint(0, 128, (1, 11)),
+                decoder_input_ids=torch.randint(0, 128, (1, 7)),
+                use_cache=True,
+            )
+        cache = out.past_key_values
+        self_layers = [gc._layer_elements(torch, l) for l in gc._cache_layers(cache.self_attention_cache)]
+        cross = [gc._layer_elements(torch, l) for l in gc._cache_layers(cache.cross_attention_cache)]
+        # The decoder's 2 layers: 7 tokens of K and V; the cross cache over 11 positions.
+        self.assertEqual(len(doc["cache_layers"]), 2)
+        for row, (kv, _) in zip(doc["cache_layers"], self_layers):
+            self.assertEqual(row["kv_per_token"][0] * 7, kv[0])
+        cross_elements = sum(kv[0] + st[0] for kv, st in cross)
+        got = doc["cross_cache"]
+        self.assertEqual(got["per_source_token"][0] * 11, cross_elements)
+        self.assertEqual(got["per_source_token"][0], 2 * 2 * 4 * 8)
+        self.assertEqual((got["hidden"], got["layers"], got["source_length"]), (64, 2, None))
+        self.assertEqual(out.encoder_last_hidden_state.shape[-1], got["hidden"])
+
+    def test_an_audio_encoders_length_is_its_own(self):
+        tiny = {
+            "d_model": 64,
+            "encoder_layers": 1,
+            "decoder_layers": 2,
+            "encoder_attention_heads": 4,
+            "decoder_attention_heads": 4,
+            "encoder_ffn_dim": 96,
+            "decoder_ffn_dim": 96,
+            "vocab_size": 128,
+            "num_mel_bins": 16,
+            "max_source_positions": 30,
+            "max_target_positions": 40,
+            "pad_token_id": 0,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "decoder_start_token_id": 1,
+        }
+        doc = gc.count(_request({"model_type": "whisper", **tiny}))
+        self.assertEqual(doc["cache_error"], None)
+        # Whisper's encoder always reads 2 × 30 feature frames and gives 30 positions.
+        self.assertEqual(doc["cross_cache"]["source_length"], 30)
+        self.assertEqual(doc["cross_cache"]["per_source_token"][0], 2 * 2 * 64)
+
     def test_an_unknown_model_type_is_unavailable_and_failures_are_one_line(self):
         def answer(request):
             out = io.StringIO()

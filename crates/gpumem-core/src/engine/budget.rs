@@ -21,7 +21,7 @@ pub fn budget(
     est: &Estimate,
     params: &EngineParams,
 ) -> Result<EngineBudget, EstimateError> {
-    if input.arch.is_some_and(|a| a.encoder)
+    if input.is_encoder()
         && let Some(e) = params.engine
         && !e.encoders()
     {
@@ -41,7 +41,7 @@ pub fn budget(
             ),
         ));
     }
-    if input.arch.is_some_and(|a| a.encdec_params > 0) {
+    if input.is_encoder_decoder() {
         // vLLM's V1 engine sizes a decoder's KV pool; its encoder-decoder support
         // (Whisper's cross-attention blocks) is not modelled here, and llama.cpp and
         // SGLang rules are a decoder's.

@@ -66,8 +66,33 @@ pub struct Counted {
     pub buffer_bytes: u64,
     /// Buffers, tensors.
     pub buffers: u64,
-    /// The cache per layer; `None`: the reader's KV lines stand.
+    /// The cache per layer; `None`: the reader's KV lines stand. An encoder-decoder's:
+    /// its decoder's self-attention cache.
     pub cache: Option<Vec<CountedLayer>>,
+    /// An encoder, built bare (transformers' `AutoModel`): it keeps no cache.
+    #[serde(default)]
+    pub encoder: bool,
+    /// An encoder-decoder's cross-attention cache and encoder output.
+    #[serde(default)]
+    pub cross: Option<CountedCross>,
+}
+
+/// What an encoder-decoder's generation holds over its encoder's output, read from the
+/// model's own forward (transformers' `EncoderDecoderCache.cross_attention_cache`,
+/// written at the first decoder step and never grown, and the `encoder_outputs`
+/// generate keeps to the end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountedCross {
+    /// Key and value elements of the cross-attention cache per encoder position, every
+    /// decoder layer together, for one sequence.
+    pub per_source_token: u64,
+    /// Values of the encoder's output per position (its hidden width).
+    pub hidden: u64,
+    /// Decoder layers holding a cross-attention cache.
+    pub layers: u64,
+    /// The encoder's length: an audio encoder's own (Whisper's frames), or the
+    /// source's as given (`encoder-length`); `None`: the context.
+    pub source_length: Option<u64>,
 }
 
 fn key_of(kind: &str) -> LineKey {
@@ -188,6 +213,9 @@ pub(super) fn kv_cache(
     split: &Split,
     b: &mut Builder,
 ) -> Result<(), EstimateError> {
+    if input.counted.as_ref().is_some_and(|c| c.encoder) {
+        return encoder_no_cache(by, input, b);
+    }
     let dtype = input.kv_dtype.unwrap_or(KvDtype::Dense {
         dtype: input.compute_dtype,
     });
@@ -311,6 +339,9 @@ pub(super) fn kv_cache(
             &inputs,
         );
     }
+    if let Some(x) = input.counted.as_ref().and_then(|c| c.cross) {
+        cross_lines(&x, by, input, context, dtype, split, b)?;
+    }
     if split.tp > 1 {
         b.assumptions.push(
             "counted KV cache: each tensor-parallel rank is given every layer's whole cache (the count does not split heads)"
@@ -318,4 +349,231 @@ pub(super) fn kv_cache(
         );
     }
     Ok(())
+}
+
+/// A counted encoder's cache: none (the bare model's forward reads the whole input at
+/// once and returns no cache; BertModel and kin cache only as a decoder).
+fn encoder_no_cache(by: &str, input: &EstimateInput, b: &mut Builder) -> Result<(), EstimateError> {
+    if input.generate > 0 {
+        return Err(EstimateError::invalid(
+            "generate",
+            "an encoder generates no tokens: give its input length as context and the batch as sequences",
+        ));
+    }
+    if input.static_cache.is_some() {
+        return Err(EstimateError::invalid(
+            "static-cache",
+            "an encoder keeps no KV cache",
+        ));
+    }
+    b.line(
+        LineKey::KvCache,
+        format!("KV cache: none (an encoder keeps no KV cache; counted by {by})"),
+        0,
+        0,
+        Kind::Traced,
+        true,
+        "the bare model (AutoModel) returns no cache from its forward".into(),
+        &[],
+    );
+    b.assumptions
+        .push("an encoder keeps no KV cache: kv_cache_bytes is 0".into());
+    Ok(())
+}
+
+/// A counted encoder-decoder's cross-attention cache over the encoder's length and the
+/// encoder's output generate keeps, beside the decoder's self-attention cache
+/// (transformers 5.23, `generation/utils.py`: the encoder runs once and
+/// `model_kwargs["encoder_outputs"]` stays to the end; `cache_utils.py`,
+/// `EncoderDecoderCache`: the cross-attention layers written at the first step).
+fn cross_lines(
+    x: &CountedCross,
+    by: &str,
+    input: &EstimateInput,
+    context: u64,
+    dtype: KvDtype,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    let length = x.source_length.unwrap_or(context);
+    let shape = KvShape {
+        layers: 1,
+        values: x.per_source_token,
+        layout: KvLayout::Heads,
+        dtype,
+        sequences: input.sequences,
+        sliding_window: None,
+        sliding_layers: None,
+        static_tokens: None,
+        full_values: None,
+    };
+    let bytes = shape.bytes(length)?;
+    b.line(
+        LineKey::KvCacheCross,
+        format!("Cross-attention cache over the encoder's output (counted by {by})"),
+        bytes,
+        split.layered(bytes, false),
+        Kind::Traced,
+        true,
+        format!(
+            "{} decoder layers' K and V as the model's own cache holds them per encoder position × encoder length × sequences (written once)",
+            x.layers
+        ),
+        &[
+            ("layers", x.layers.to_string()),
+            ("values per encoder position", x.per_source_token.to_string()),
+            ("encoder length", length.to_string()),
+            ("sequences", input.sequences.to_string()),
+        ],
+    );
+    let value = input.compute_dtype.bytes();
+    let out = checked_product(
+        &[input.sequences, length, x.hidden, value],
+        "encoder output",
+    )?;
+    b.line(
+        LineKey::KvCacheEncoderOutput,
+        format!("Encoder output, kept through generation (counted by {by})"),
+        out,
+        out,
+        Kind::Traced,
+        true,
+        format!("sequences × encoder length × hidden × {value} B (generate keeps encoder_outputs to the end)"),
+        &[
+            ("sequences", input.sequences.to_string()),
+            ("encoder length", length.to_string()),
+            ("hidden", x.hidden.to_string()),
+        ],
+    );
+    if x.source_length.is_none() {
+        b.warnings.push(format!(
+            "encoder-decoder: no encoder length given, so the source is taken as the context's {length} tokens; the cross-attention cache and the encoder output grow with the source: give encoder-length (the longest source in tokens)"
+        ));
+    }
+    b.assumptions.push(format!(
+        "encoder-decoder: the encoder reads {length} positions; the decoder's self-attention cache holds the context (its prompt) and the generated tokens, the cross-attention cache does not grow"
+    ));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A counted model of 1 000 parameters in one matrix, its cache `cache`.
+    fn counted(cache: Vec<CountedLayer>, encoder: bool, cross: Option<CountedCross>) -> Counted {
+        Counted {
+            by: "transformers 5.23.0".into(),
+            parameters: 1000,
+            matrices: vec![CountedMatrices {
+                kind: "attention".into(),
+                banks: 1,
+                rows: 10,
+                cols: 100,
+            }],
+            vectors: Vec::new(),
+            buffer_bytes: 0,
+            buffers: 0,
+            cache: Some(cache),
+            encoder,
+            cross,
+        }
+    }
+
+    fn bytes(e: &Estimate, key: LineKey) -> Option<u64> {
+        e.lines.iter().find(|l| l.key == key).map(|l| l.bytes)
+    }
+
+    #[test]
+    fn a_counted_encoder_keeps_no_cache_and_generates_nothing() {
+        let input = EstimateInput {
+            counted: Some(counted(Vec::new(), true, None)),
+            context: Some(512),
+            sequences: 8,
+            ..EstimateInput::default()
+        };
+        let e = estimate(&input).unwrap();
+        assert_eq!((e.parameters, e.kv_cache_bytes), (Some(1000), 0));
+        let generating = EstimateInput {
+            generate: 4,
+            ..input.clone()
+        };
+        assert!(estimate(&generating).is_err());
+        let training = EstimateInput {
+            train: TrainMode::Full,
+            ..input
+        };
+        assert!(estimate(&training).is_err());
+    }
+
+    #[test]
+    fn a_counted_encoder_decoder_has_its_cross_attention_cache_and_encoder_output() {
+        // Two decoder layers of 4 heads × 8 wide: 64 K and V values a token each.
+        let layer = CountedLayer {
+            kv_per_token: 64,
+            kv_fixed: 0,
+            state_bytes: 0,
+            window: None,
+            other_per_token_bytes: 0,
+        };
+        let cross = CountedCross {
+            per_source_token: 128,
+            hidden: 32,
+            layers: 2,
+            source_length: Some(300),
+        };
+        let input = EstimateInput {
+            counted: Some(counted(vec![layer; 2], false, Some(cross))),
+            context: Some(10),
+            generate: 6,
+            sequences: 3,
+            kv_dtype: Some(KvDtype::Dense { dtype: Dtype::Bf16 }),
+            ..EstimateInput::default()
+        };
+        let e = estimate(&input).unwrap();
+        // Self-attention: 2 layers × 64 values × 16 tokens × 2 B × 3 sequences.
+        assert_eq!(bytes(&e, LineKey::KvCache), Some(2 * 64 * 16 * 2 * 3));
+        // Cross-attention over the 300 positions, written once.
+        assert_eq!(bytes(&e, LineKey::KvCacheCross), Some(128 * 300 * 2 * 3));
+        // The encoder's output, 32 values a position in bf16.
+        assert_eq!(
+            bytes(&e, LineKey::KvCacheEncoderOutput),
+            Some(3 * 300 * 32 * 2)
+        );
+        assert_eq!(
+            e.kv_cache_bytes,
+            2 * 64 * 16 * 2 * 3 + 128 * 300 * 2 * 3 + 3 * 300 * 32 * 2
+        );
+        assert!(
+            !e.warnings
+                .iter()
+                .any(|w| w.contains("no encoder length given"))
+        );
+        // No source length given: the context's, with a warning.
+        let mut no_length = input.clone();
+        if let Some(c) = no_length.counted.as_mut().and_then(|c| c.cross.as_mut()) {
+            c.source_length = None;
+        }
+        let e = estimate(&no_length).unwrap();
+        assert_eq!(bytes(&e, LineKey::KvCacheCross), Some(128 * 10 * 2 * 3));
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("no encoder length given"))
+        );
+        // Tensor parallelism and training are refused, as for the reader's.
+        for bad in [
+            EstimateInput {
+                tp: 2,
+                gpus: 2,
+                ..input.clone()
+            },
+            EstimateInput {
+                train: TrainMode::Full,
+                ..input
+            },
+        ] {
+            assert!(estimate(&bad).is_err());
+        }
+    }
 }

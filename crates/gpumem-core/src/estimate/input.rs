@@ -401,6 +401,18 @@ impl EstimateInput {
     pub fn position_limit(&self) -> Option<u64> {
         self.rope_positions.or(self.max_position)
     }
+
+    /// An encoder: the reader's (`encoder`) or one counted by its own code, built bare.
+    pub fn is_encoder(&self) -> bool {
+        self.arch.is_some_and(|a| a.encoder) || self.counted.as_ref().is_some_and(|c| c.encoder)
+    }
+
+    /// An encoder-decoder: the reader's (`encoder-decoder-params`) or one counted by its
+    /// own code with its cross-attention cache.
+    pub fn is_encoder_decoder(&self) -> bool {
+        self.arch.is_some_and(|a| a.encdec_params > 0)
+            || self.counted.as_ref().is_some_and(|c| c.cross.is_some())
+    }
 }
 
 /// The KV cache's dimensions without the rest of the architecture (method §4).
@@ -434,7 +446,7 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
             return Err(EstimateError::invalid(f, "absurdly large"));
         }
     }
-    if i.train != TrainMode::None && i.arch.is_some_and(|a| a.encoder) {
+    if i.train != TrainMode::None && i.is_encoder() {
         // An encoder's fine-tuning (sentence-transformers' losses over pooled
         // embeddings, a classifier's head) keeps other tensors than a decoder's
         // language-model step: no figure rather than a decoder's.
@@ -443,15 +455,18 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
             "training an encoder (embedding or classifier fine-tuning) is not modelled: its loss is no language model's; the encoder's inference is",
         ));
     }
-    if i.arch.is_some_and(|a| a.encdec_params > 0) {
+    if i.is_encoder_decoder() {
         if i.train != TrainMode::None {
             return Err(EstimateError::invalid(
                 "train",
                 "training an encoder-decoder is not modelled (its encoder's and decoder's activations are not derived); its generation is",
             ));
         }
-        if i.format
-            .is_some_and(|f| !matches!(f, StorageFormat::Dense { .. }))
+        // A counted one is counted tensor by tensor: its format is placed as any
+        // counted model's.
+        if i.arch.is_some_and(|a| a.encdec_params > 0)
+            && i.format
+                .is_some_and(|f| !matches!(f, StorageFormat::Dense { .. }))
         {
             return Err(EstimateError::invalid(
                 "format",
