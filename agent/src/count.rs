@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::private::PrivateDir;
-use crate::trace::python::{Failure, check_config_cost, run_probe};
+use crate::trace::python::{Failure, MAX_COUNT_EXPERT_BLOCKS, check_config_cost_within, run_probe};
 
 /// The probe's source, embedded in the binary.
 pub const PROBE_SOURCE: &str = include_str!("../python/gpumem_count.py");
@@ -198,7 +198,7 @@ pub fn count(
     trust_remote_code: bool,
     config_dir: Option<&Path>,
 ) -> Result<std::result::Result<Count, Failure>> {
-    if let Err(why) = check_config_cost(config) {
+    if let Err(why) = check_config_cost_within(config, MAX_COUNT_EXPERT_BLOCKS, "the count") {
         return Ok(Err(Failure::Refused(why)));
     }
     let dir = PrivateDir::in_env_base("count").context("a folder for the count probe")?;
@@ -378,5 +378,14 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(got, Err(Failure::Refused(_))), "{got:?}");
+        // Doge's defaults (32 layers × 16 384 experts held in two tables a layer) are
+        // within the count's bound, not the trace's; sixteen times the experts are not.
+        let doge = serde_json::json!({"model_type": "doge", "num_hidden_layers": 32, "num_experts": 16384});
+        assert!(crate::trace::python::check_config_cost(&doge).is_err());
+        assert!(check_config_cost_within(&doge, MAX_COUNT_EXPERT_BLOCKS, "the count").is_ok());
+        let more = serde_json::json!({"model_type": "doge", "num_hidden_layers": 32, "num_experts": 16384 * 16});
+        let why =
+            check_config_cost_within(&more, MAX_COUNT_EXPERT_BLOCKS, "the count").unwrap_err();
+        assert!(why.contains("expert blocks the count builds"), "{why}");
     }
 }

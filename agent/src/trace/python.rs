@@ -334,10 +334,34 @@ pub fn check_cost(config: &Value, workload: &TraceWorkload) -> std::result::Resu
     check_config_cost(config)
 }
 
+/// Most expert blocks the count probe builds (`crate::count`), layers × experts per
+/// layer. It builds on the meta device (no memory), and transformers 5.23 keeps most
+/// families' experts as one tensor per layer (`[experts, rows, cols]`), so its time
+/// grows with the modules, not the experts: Doge's defaults (32 layers of 16 384
+/// single-neuron experts, two embedding tables a layer: modeling_doge.py `DogeCDMoE`,
+/// 524 288 blocks) build and run in under 20 s on two shared cores. A family with a
+/// module per expert is stopped by the count's deadline instead.
+pub const MAX_COUNT_EXPERT_BLOCKS: u64 = 1 << 22;
+
 /// Refuses a config whose model would cost more than the bounds above to build on the
 /// CPU: every layer and expert count in it, nested configs too.
 pub fn check_config_cost(config: &Value) -> std::result::Result<(), String> {
-    fn walk(v: &Value, depth: usize) -> std::result::Result<(), String> {
+    check_config_cost_within(config, MAX_EXPERT_BLOCKS, "a trace")
+}
+
+/// As [`check_config_cost`], with `max_expert_blocks` the bound on layers × experts,
+/// for `who` (named in the refusal).
+pub fn check_config_cost_within(
+    config: &Value,
+    max_expert_blocks: u64,
+    who: &str,
+) -> std::result::Result<(), String> {
+    fn walk(
+        v: &Value,
+        depth: usize,
+        max_expert_blocks: u64,
+        who: &str,
+    ) -> std::result::Result<(), String> {
         let Some(map) = v.as_object() else {
             return Ok(());
         };
@@ -353,26 +377,26 @@ pub fn check_config_cost(config: &Value) -> std::result::Result<(), String> {
             && n > MAX_LAYERS
         {
             return Err(format!(
-                "config.json's {k} = {} is above the {MAX_LAYERS} layers a trace builds",
+                "config.json's {k} = {} is above the {MAX_LAYERS} layers {who} builds",
                 map[k]
             ));
         }
         if let (Some((_, l)), Some((k, e))) = (layers, count(EXPERT_KEYS))
-            && l.saturating_mul(e) > MAX_EXPERT_BLOCKS
+            && l.saturating_mul(e) > max_expert_blocks
         {
             return Err(format!(
-                "config.json's {k} = {} over {l} layers is above the {MAX_EXPERT_BLOCKS} expert blocks a trace builds",
+                "config.json's {k} = {} over {l} layers is above the {max_expert_blocks} expert blocks {who} builds",
                 map[k]
             ));
         }
         if depth < MAX_CONFIG_DEPTH {
             for x in map.values() {
-                walk(x, depth + 1)?;
+                walk(x, depth + 1, max_expert_blocks, who)?;
             }
         }
         Ok(())
     }
-    walk(config, 0)
+    walk(config, 0, max_expert_blocks, who)
 }
 
 /// Runs the probe in `python` on `config` (the parsed config.json) and `workload`.
