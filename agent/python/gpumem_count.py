@@ -236,14 +236,15 @@ def count_tensors(model):
 def _answer_data_dependent(torch, notes):
     """A dispatch mode for the forward on meta tensors: a value read back from a meta
     tensor (``.item()``, ``.tolist()``, a copy to the CPU) has none, so it is answered
-    with zeros, and a split whose sizes were such an answer (an MoE's tokens per
-    expert) gives every row to its first part. Only the routing of tokens among
+    with zeros, a split whose sizes were such an answer (an MoE's tokens per expert)
+    gives every row to its first part, and ``nonzero`` finds no element. Only the routing of tokens among
     experts depends on these answers; the cache's shapes do not."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     aten = torch.ops.aten
     scalar = aten._local_scalar_dense.default
     splits = (aten.split_with_sizes.default, aten.split_with_sizes_copy.default)
+    nonzero = aten.nonzero.default
 
     def meta(t):
         return isinstance(t, torch.Tensor) and t.device.type == "meta"
@@ -262,6 +263,13 @@ def _answer_data_dependent(torch, notes):
                 if func is aten._to_copy.default and device is not None and torch.device(device).type != "meta":
                     notes.add("values read back from meta tensors answered as zeros (routing only)")
                     return torch.zeros(first.shape, dtype=kwargs.get("dtype") or first.dtype, device=device)
+                if func is nonzero:
+                    # Which elements are non-zero has no answer on meta: none (no
+                    # expert hit by a token, no global position in LED's encoder), as
+                    # an index tensor of torch's shape. Only the routing and such masks
+                    # depend on it; the caches' shapes do not.
+                    notes.add("torch.nonzero on meta tensors answered as no element (routing and masks only)")
+                    return torch.empty((0, first.dim()), dtype=torch.long, device="meta")
                 if func in splits:
                     sizes = list(args[1])
                     dim = args[2] if len(args) > 2 else kwargs.get("dim", 0)
@@ -411,18 +419,25 @@ def _encdec_forward(torch, model, config, source, tokens, notes):
     2 × ``max_source_positions`` feature frames its convolutions halve), ``tokens`` into
     the decoder. Its ``EncoderDecoderCache``'s two halves, layer by layer, and the
     encoder's output shape."""
-    kwargs = {"decoder_input_ids": torch.zeros((1, tokens), dtype=torch.long, device="meta"), "use_cache": True}
     name = getattr(model, "main_input_name", "input_ids")
     frames = getattr(config, "max_source_positions", None)
     mels = getattr(config, "num_mel_bins", None)
     if name == "input_ids":
-        kwargs["input_ids"] = torch.zeros((1, source), dtype=torch.long, device="meta")
+        source_input = torch.zeros((1, source), dtype=torch.long, device="meta")
     elif name == "input_features" and isinstance(frames, int) and isinstance(mels, int):
-        kwargs["input_features"] = torch.zeros((1, mels, 2 * frames), dtype=model.dtype, device="meta")
+        source_input = torch.zeros((1, mels, 2 * frames), dtype=model.dtype, device="meta")
     else:
         raise Irregular(f"the encoder reads {name}, whose length the count does not know")
+    # As generate runs it (generation/utils.py, _prepare_encoder_decoder_kwargs_for_
+    # generation): the encoder once, without the cache switch (Switch Transformers'
+    # encoder stack refuses use_cache), then the decoder over its output.
     with torch.no_grad(), _answer_data_dependent(torch, notes):
-        out = model(**kwargs)
+        encoded = model.get_encoder()(**{name: source_input})
+        out = model(
+            encoder_outputs=encoded,
+            decoder_input_ids=torch.zeros((1, tokens), dtype=torch.long, device="meta"),
+            use_cache=True,
+        )
     cache = getattr(out, "past_key_values", None)
     self_cache = getattr(cache, "self_attention_cache", None)
     cross_cache = getattr(cache, "cross_attention_cache", None)

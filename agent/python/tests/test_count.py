@@ -237,6 +237,18 @@ class Counts(unittest.TestCase):
         self.assertEqual(doc["cross_cache"]["source_length"], 30)
         self.assertEqual(doc["cross_cache"]["per_source_token"][0], 2 * 2 * 64)
 
+    def test_nonzero_on_meta_finds_no_element(self):
+        import torch
+
+        notes = set()
+        x = torch.zeros((3, 5), device="meta")
+        with gc._answer_data_dependent(torch, notes):
+            got = torch.nonzero(x)
+            hits = (x > 0).nonzero()
+        self.assertEqual((tuple(got.shape), tuple(hits.shape)), ((0, 2), (0, 2)))
+        self.assertEqual(got.dtype, torch.long)
+        self.assertTrue(any("nonzero" in n for n in notes), notes)
+
     def test_an_unknown_model_type_is_unavailable_and_failures_are_one_line(self):
         def answer(request):
             out = io.StringIO()
