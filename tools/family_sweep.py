@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
-"""Every model family the installed transformers builds as a causal LM, answered by
+"""Every model family the installed transformers builds as a causal LM, a masked LM
+(an encoder) or a sequence-to-sequence model (an encoder-decoder), answered by
 `gpumem-agent estimate` and checked against transformers' own modules.
 
-For each ``model_type`` that maps to a causal-LM class, the config class's defaults are
-written as ``save_pretrained`` writes them (config.json), and the model is built from
-them on PyTorch's ``meta`` device (no weight, no memory) for the truth:
+For each ``model_type`` that maps to one of those classes, the config class's defaults
+are written as ``save_pretrained`` writes them (config.json), and the model is built
+from them on PyTorch's ``meta`` device (no weight, no memory) for the truth — a
+decoder as its causal LM, an encoder bare (``AutoModel``), an encoder-decoder whole
+(its sequence-to-sequence class), as ``gpumem_count.kind_of`` tells them apart:
 
 * parameters: every parameter once (tied ones once), summed from the modules;
-* KV cache: the model's own cache after a forward of ``--context`` tokens on meta
+* KV cache: a decoder's own cache after a forward of ``--context`` tokens on meta
   tensors, every tensor it holds (keys, values, recurrent and convolution states),
-  in bytes at bfloat16.
+  in bytes at bfloat16; an encoder's none; an encoder-decoder's after one forward of
+  ``--context`` source tokens (Whisper: its 1 500 frames) and a third of them into the
+  decoder: the self-attention cache and the cross-attention cache apart (their
+  lines in the answer, ``kv_cache`` and ``kv_cache.cross``), and the values of the
+  encoder's output (``kv_cache.encoder_output``); the agent is asked with
+  ``--encoder-length`` the source's length.
 
 The agent is then asked the same (``estimate --config … --context N --kv-dtype bf16
 --json``), with its count probe in ``--python`` (the default here: this interpreter) or
@@ -33,12 +41,14 @@ which; --out is created 0700 and must not be a symbolic link.
 
 Bounded: every build and forward is stopped after --build-timeout / --forward-timeout
 seconds, every agent run after --agent-timeout, and agent runs go --jobs at a time. On
-two shared cores (transformers 5.23, 189 causal-LM types) the truth took about 15
-minutes (kept in --out as truth-CONTEXT.jsonl and reused), the agent's answers about 3
-minutes without Python and 25 with it (it starts Python only for the families its
-reader does not know or refuses); --answers keeps them for a later classification.
-Exits 1 when a row is SILENT. The classification and the window's truth are
-unit-tested in agent/python/tests/test_family_sweep.py.
+two shared cores (transformers 5.23, the 189 causal-LM types, 158 of them decoders) the
+truth took about 15 minutes (kept in --out as truth-CONTEXT.jsonl and reused), the
+agent's answers about 3 minutes without Python and 25 with it (it starts Python only
+for the families its reader does not know or refuses); the 84 encoder and
+encoder-decoder types (``--kinds encoder,encdec``) under a minute for the truth and
+14 minutes for the answers with Python. --answers keeps them for a later
+classification. Exits 1 when a row is SILENT. The classification, the kinds and the
+window's truth are unit-tested in agent/python/tests/test_family_sweep.py.
 """
 
 import argparse
@@ -72,11 +82,65 @@ def _alarm(*_):
     raise Timeout()
 
 
+#: The kinds of families swept: what the config of a type's defaults is.
+KINDS = ("causal", "encoder", "encdec")
+
+#: Composite configs transformers builds from two named sub-models only (no defaults).
+COMPOSITE = {"encoder-decoder", "speech-encoder-decoder", "vision-encoder-decoder"}
+
+
 def causal_types():
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     return sorted(set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) & set(CONFIG_MAPPING.keys()))
+
+
+def all_types():
+    """The causal-LM, masked-LM (BERT and kin) and sequence-to-sequence (text and
+    speech) types, less the composite ones."""
+    from transformers.models.auto import modeling_auto as m
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    names = set(m.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(m.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+    names |= set(m.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES) | set(m.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES)
+    return sorted((names & set(CONFIG_MAPPING.keys())) - COMPOSITE)
+
+
+def kind_of(cfg):
+    """``encdec``, ``encoder`` or ``causal``, as the count probe tells them apart
+    (``gpumem_count.kind_of``: the class a user loads for the config); None for a type
+    none of the three builds (an audio LM mapped to speech-to-text only: Qwen2-Audio,
+    Voxtral)."""
+    import transformers
+
+    import gpumem_count as gc
+
+    kind = gc.kind_of(transformers, cfg)
+    if kind != "decoder":
+        return kind
+    return "causal" if type(cfg) in transformers.AutoModelForCausalLM._model_mapping else None
+
+
+def sweep_types(kinds):
+    """Every type whose defaults are of one of the kinds asked, with its kind (a
+    causal-LM type whose config cannot be made from its defaults is swept, its truth
+    saying why)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    out = {}
+    causal = set(causal_types())
+    for t in all_types():
+        try:
+            kind = kind_of(CONFIG_MAPPING[t]())
+        except Exception:  # noqa: BLE001 - recorded as not built by the sweep itself
+            kind = None
+        # A causal-LM type is swept whatever its defaults say (its truth says why not).
+        if kind is None and t in causal:
+            kind = "causal"
+        if kind in kinds:
+            out[t] = kind
+    return out
 
 
 def cache_bytes(torch, cache, tokens):
@@ -105,6 +169,61 @@ def cache_bytes(torch, cache, tokens):
     return total
 
 
+def _first_line(e):
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0][:160] if text else ''}"
+
+
+def encdec_truth(torch, model, cfg, tokens, forward_timeout):
+    """An encoder-decoder's caches after one forward on meta tensors: the encoder reads
+    ``tokens`` positions (Whisper: the frames its 30 s of features give), the decoder
+    ``tokens // 3`` (apart, so that a cache sized over the wrong length shows); the
+    bytes of the decoder's self-attention cache, of the cross-attention cache, and the
+    values of the encoder's output (``encoder_last_hidden_state``, which generate keeps)."""
+    import gpumem_count as gc
+
+    # No more decoder tokens than its positions (Whisper: max_target_positions, 448).
+    target = getattr(cfg, "max_target_positions", None)
+    decoder = max(1, min(tokens // 3, target if isinstance(target, int) and target > 2 else tokens))
+    name = getattr(model, "main_input_name", "input_ids")
+    frames = getattr(cfg, "max_source_positions", None)
+    mels = getattr(cfg, "num_mel_bins", None)
+    if name == "input_ids":
+        source = torch.zeros((1, tokens), dtype=torch.long, device="meta")
+    elif name == "input_features" and isinstance(frames, int) and isinstance(mels, int):
+        # Whisper's encoder takes 2 × max_source_positions feature frames (its two
+        # convolutions halve them) and refuses any other length.
+        source = torch.zeros((1, mels, 2 * frames), dtype=torch.bfloat16, device="meta")
+    else:
+        return {"kv_error": f"the encoder's input {name} is not built here"}
+    signal.alarm(forward_timeout)
+    try:
+        # As generate runs it: the encoder once, then the decoder over its output.
+        with torch.no_grad(), gc._answer_data_dependent(torch, set()):
+            encoded = model.get_encoder()(**{name: source})
+            out = model(
+                encoder_outputs=encoded,
+                decoder_input_ids=torch.zeros((1, decoder), dtype=torch.long, device="meta"),
+                use_cache=True,
+            )
+        cache = out.past_key_values
+        enc = out.encoder_last_hidden_state
+        source = enc.shape[1]
+        return {
+            "context": decoder,
+            "encoder_length": source,
+            "kv_bytes": cache_bytes(torch, cache.self_attention_cache, decoder),
+            "cross_bytes": cache_bytes(torch, cache.cross_attention_cache, source),
+            "encoder_output": enc.numel(),
+        }
+    except Timeout:
+        return {"kv_error": f"the forward of {tokens} + {decoder} tokens ran past {forward_timeout} s"}
+    except Exception as e:  # noqa: BLE001 - the parameters stand without the caches
+        return {"kv_error": _first_line(e)}
+    finally:
+        signal.alarm(0)
+
+
 def truth(model_type, context, out_dir, forward_timeout):
     """The truth for one family's defaults, and its config.json written under out_dir."""
     import torch
@@ -118,20 +237,16 @@ def truth(model_type, context, out_dir, forward_timeout):
     cfg.save_pretrained(path)
     cfg._attn_implementation = "eager"
     # An encoder (BERT and its kin map a decoder-configured head here) is counted as
-    # the bare model, an encoder-decoder whole; neither is checked for its cache (no
-    # cache, or one over an encoder length a causal forward does not give).
-    encdec = bool(getattr(cfg, "is_encoder_decoder", False))
+    # the bare model (no cache), an encoder-decoder whole with its two caches.
+    kind = kind_of(cfg)
+    encdec, encoder = kind == "encdec", kind == "encoder"
     causal = transformers.AutoModelForCausalLM
-    # An encoder's causal-LM head says it wants `is_decoder` (BertLMHeadModel and kin).
-    head = causal._model_mapping[type(cfg)]
-    encoder = (
-        not encdec
-        and getattr(cfg, "is_decoder", None) is False
-        and "is_decoder" in inspect.getsource(head.__init__)
-    )
     with torch.device("meta"):
         if encdec:
-            auto = transformers.AutoModelForSeq2SeqLM
+            auto = next(
+                (a for a in (transformers.AutoModelForSeq2SeqLM, transformers.AutoModelForSpeechSeq2Seq) if type(cfg) in a._model_mapping),
+                transformers.AutoModelForSeq2SeqLM,
+            )
             if model_type == "whisper":
                 auto = transformers.WhisperForConditionalGeneration
         elif encoder:
@@ -160,17 +275,17 @@ def truth(model_type, context, out_dir, forward_timeout):
         row["kv_bytes"] = 0
         row["kind"] = "encoder"
         return row
-    if encdec:
-        row["kind"] = "encoder-decoder"
-        row["kv_error"] = "an encoder-decoder's cache is not checked here"
-        return row
-    # A recurrent layer's slow path steps token by token: past its time the forward is
-    # redone at a shorter context (the agent is then asked at that one).
     # No more tokens than the model has positions for (BERT-style decoders: 512).
     limit = min(
         (v for k in ("max_position_embeddings", "n_positions", "max_seq_len") if isinstance(v := getattr(cfg, k, None), int) and v > 2),
         default=context,
     )
+    if encdec:
+        row["kind"] = "encdec"
+        row.update(encdec_truth(torch, model, cfg, min(context, limit), forward_timeout))
+        return row
+    # A recurrent layer's slow path steps token by token: past its time the forward is
+    # redone at a shorter context (the agent is then asked at that one).
     for tokens in (min(context, limit), min(SHORT_CONTEXT, limit)):
         signal.alarm(forward_timeout)
         try:
@@ -192,7 +307,7 @@ def truth(model_type, context, out_dir, forward_timeout):
     return row
 
 
-def ask(agent, config, context, python, timeout, answers=None):
+def ask(agent, config, context, python, timeout, answers=None, encoder_length=None):
     """The agent's answer: its JSON, or its refusal. With `answers` (a folder), the
     agent's stdout and stderr are kept there as TYPE.CONTEXT.out/.err and read back
     instead of asking again (to classify an earlier build's answers anew)."""
@@ -204,6 +319,8 @@ def ask(agent, config, context, python, timeout, answers=None):
         code = "?"
     else:
         cmd = [agent, "estimate", "--config", str(config), "--context", str(context), "--kv-dtype", "bf16", "--json"]
+        if encoder_length is not None:
+            cmd += ["--encoder-length", str(encoder_length)]
         cmd += ["--python", python] if python else ["--count-with", "reader"]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -230,6 +347,19 @@ def confidence(answer):
     return found or answer.get("confidence") or "?"
 
 
+def _values(line, names):
+    """The product of a line's named inputs (None when it or one of them is absent)."""
+    if not line:
+        return None
+    n = 1
+    for k in names:
+        v = line.get("inputs", {}).get(k)
+        if v is None or not str(v).isdigit():
+            return None
+        n *= int(v)
+    return n
+
+
 def classify(truth_row, got):
     """(class, reason) of one family: exact, flagged, refused or SILENT."""
     if "refused" in got:
@@ -245,7 +375,19 @@ def classify(truth_row, got):
     if params not in (truth_row["parameters"], truth_row.get("stored")):
         diffs.append(f"parameters {params} vs {truth_row['parameters']}")
     kv = truth_row.get("kv_bytes")
-    if kv is not None and a.get("kv_cache_bytes") != kv:
+    if "cross_bytes" in truth_row:
+        # An encoder-decoder: each of its cache's lines against its own truth.
+        lines = {l.get("key"): l for l in a.get("lines", [])}
+        self_kv = lines.get("kv_cache", {}).get("bytes")
+        if self_kv != kv:
+            diffs.append(f"self-attention KV {self_kv} vs {kv} bytes")
+        cross = lines.get("kv_cache.cross", {}).get("bytes")
+        if cross != truth_row["cross_bytes"]:
+            diffs.append(f"cross-attention KV {cross} vs {truth_row['cross_bytes']} bytes")
+        out = _values(lines.get("kv_cache.encoder_output"), ("sequences", "encoder length", "hidden"))
+        if out != truth_row["encoder_output"]:
+            diffs.append(f"encoder output {out} vs {truth_row['encoder_output']} values")
+    elif kv is not None and a.get("kv_cache_bytes") != kv:
         diffs.append(f"KV {a.get('kv_cache_bytes')} vs {kv} bytes")
     if not diffs:
         return "exact", conf[:160]
@@ -279,6 +421,7 @@ def main(argv=None):
     ap.add_argument("--forward-timeout", type=int, default=60)
     ap.add_argument("--agent-timeout", type=int, default=400)
     ap.add_argument("--answers", help="a folder keeping the agent's answers, read back when there")
+    ap.add_argument("--kinds", default=",".join(KINDS), help="the kinds swept: causal, encoder, encdec (comma-separated)")
     ap.add_argument("types", nargs="*")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -287,7 +430,11 @@ def main(argv=None):
     logging.disable(logging.WARNING)
     out = private_folder(args.out)
     print(f"family sweep: working in {out}", file=sys.stderr)
-    types = args.types or causal_types()
+    kinds = {k.strip() for k in args.kinds.split(",") if k.strip()}
+    if kinds - set(KINDS):
+        raise SystemExit(f"--kinds: {', '.join(sorted(kinds - set(KINDS)))}: not among {', '.join(KINDS)}")
+    swept = sweep_types(kinds) if not args.types else {}
+    types = args.types or list(swept)
     signal.signal(signal.SIGALRM, _alarm)
     truths = {}
     cached = out / f"truth-{args.context}.jsonl"
@@ -309,6 +456,7 @@ def main(argv=None):
             finally:
                 signal.alarm(0)
             r["model_type"] = t
+            r.setdefault("kind", swept.get(t, "causal"))
             truths[t] = r
             f.write(json.dumps(r) + "\n")
             f.flush()
@@ -317,14 +465,25 @@ def main(argv=None):
     todo = [t for t in types if "build_error" not in truths[t]]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = {
-            pool.submit(ask, args.agent, out / t / "config.json", truths[t].get("context", args.context), python, args.agent_timeout, args.answers): t
+            pool.submit(
+                ask,
+                args.agent,
+                out / t / "config.json",
+                truths[t].get("context", args.context),
+                python,
+                args.agent_timeout,
+                args.answers,
+                truths[t].get("encoder_length"),
+            ): t
             for t in todo
         }
         for fut in concurrent.futures.as_completed(futures):
             t = futures[fut]
             rows[t] = classify(truths[t], fut.result())
     tally = collections.Counter()
+    by_kind = collections.defaultdict(collections.Counter)
     for t in types:
+        kind = truths[t].get("kind", "causal")
         if "build_error" in truths[t]:
             cls, why = "not built", truths[t]["build_error"]
         else:
@@ -332,8 +491,11 @@ def main(argv=None):
             if truths[t].get("kv_error"):
                 why += f" [truth's forward failed: {truths[t]['kv_error']}]"
         tally[cls] += 1
-        print(f"{t} | {cls} | {why}")
+        by_kind[kind][cls] += 1
+        print(f"{t} | {kind} | {cls} | {why}")
     mode = "config reader alone" if python is None else f"Python {python}"
+    for kind, counts in sorted(by_kind.items()):
+        print(f"# {kind}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
     print(f"# {mode}, context {args.context}: " + ", ".join(f"{k} {v}" for k, v in tally.most_common()))
     return 1 if tally["SILENT"] else 0
 

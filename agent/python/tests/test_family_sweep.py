@@ -64,6 +64,48 @@ class Classify(unittest.TestCase):
         self.assertEqual(fs.confidence(answer), "counted by transformers 5.23.0")
 
 
+ENCDEC = {"parameters": 1000, "kv_bytes": 4096, "cross_bytes": 8192, "encoder_output": 600, "encoder_length": 20}
+
+
+def _encdec_answer(kv=4096, cross=8192, length=20, hidden=30, confidence="exact"):
+    a = _answer(kv=kv + cross + 2 * length * hidden, confidence=confidence)
+    a["answer"]["lines"] = [
+        {"key": "kv_cache", "bytes": kv},
+        {"key": "kv_cache.cross", "bytes": cross},
+        {"key": "kv_cache.encoder_output", "bytes": 2 * length * hidden, "inputs": {"sequences": "1", "encoder length": str(length), "hidden": str(hidden)}},
+    ]
+    return a
+
+
+class ClassifyEncoderDecoder(unittest.TestCase):
+    def test_each_cache_line_is_checked_against_its_own_truth(self):
+        self.assertEqual(fs.classify(ENCDEC, _encdec_answer())[0], "exact")
+        # The self- and cross-attention caches swapped add up the same: still wrong.
+        cls, why = fs.classify(ENCDEC, _encdec_answer(kv=8192, cross=4096))
+        self.assertEqual(cls, "SILENT")
+        self.assertIn("self-attention KV 8192 vs 4096", why)
+        self.assertIn("cross-attention KV 4096 vs 8192", why)
+        # The encoder output over a shorter source, said not exact: flagged.
+        cls, why = fs.classify(ENCDEC, _encdec_answer(length=10, confidence="unknown family"))
+        self.assertEqual(cls, "flagged")
+        self.assertTrue(why.startswith("encoder output 300 vs 600 values"), why)
+        # An answer with no cross-attention line is wrong, not exact.
+        bare = _answer(kv=4096)
+        self.assertEqual(fs.classify(ENCDEC, bare)[0], "SILENT")
+
+
+@unittest.skipUnless(HAVE_TRANSFORMERS, "transformers is not importable")
+class Kinds(unittest.TestCase):
+    def test_the_kind_is_the_class_a_user_loads(self):
+        import transformers
+
+        kinds = {t: fs.kind_of(transformers.AutoConfig.for_model(t)) for t in ("llama", "bert", "deberta-v2", "t5", "pegasus", "whisper", "trocr")}
+        self.assertEqual(
+            kinds,
+            {"llama": "causal", "bert": "encoder", "deberta-v2": "encoder", "t5": "encdec", "pegasus": "encdec", "whisper": "encdec", "trocr": "causal"},
+        )
+
+
 @unittest.skipUnless(HAVE_TRANSFORMERS, "transformers is not importable")
 class CacheBytes(unittest.TestCase):
     def test_a_sliding_layer_holds_its_window_while_a_token_is_decoded(self):
