@@ -47,6 +47,39 @@ fn set(browser: &Browser, testid: &str, value: &str) {
     );
 }
 
+/// A pipeline folder's files as `[path in the folder named NAME, text]` pairs.
+fn folder_files(dir: &PathBuf, name: &str) -> Value {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("the fixture") {
+        let entry = entry.expect("an entry");
+        let path = entry.path();
+        let files: Vec<PathBuf> = if path.is_dir() {
+            vec![path.join("config.json")]
+        } else {
+            vec![path]
+        };
+        for f in files.into_iter().filter(|f| f.exists()) {
+            let rel = f.strip_prefix(dir).expect("under the folder");
+            let text = std::fs::read_to_string(&f).expect("UTF-8");
+            out.push(json!([format!("{name}/{}", rel.display()), text]));
+        }
+    }
+    Value::Array(out)
+}
+
+/// Waits until the pipeline section's status says `what` (or that the read failed).
+fn wait_for_status(browser: &Browser, what: &str) {
+    let s = browser.wait_for(
+        what,
+        &format!(
+            "const s = document.querySelector('[data-testid=diffusion-status]').textContent; \
+             return (s.startsWith('Could not') || s.includes({})) && s",
+            json!(what)
+        ),
+    );
+    assert!(s.as_str().unwrap_or_default().contains(what), "{s}");
+}
+
 /// The page's answer once shown: the verdict's key and card, the figures, the text.
 fn page_answer(browser: &Browser, what: &str) -> (String, String, BTreeMap<String, u64>, String) {
     browser.wait_for_within(
@@ -297,4 +330,75 @@ fn web_answers_a_diffusion_pipeline_as_the_command_does() {
         why.as_str().unwrap_or_default().contains("text-tokens"),
         "{why}"
     );
+    // 5. The same pipeline picked as a folder on this computer: read in the browser
+    //    (no request to the Hub), its config files only — the folder's weight shard is
+    //    never read — and answered as the command answers that folder. ChromeDriver
+    //    cannot send a folder to an `<input webkitdirectory>` (the list arrives empty),
+    //    so the browser's part is played: the input's files are the folder's, each
+    //    with its `webkitRelativePath`, as Chromium gives them.
+    set(&browser, "diffusion-text-tokens", "");
+    hub.clear();
+    browser.js(
+        "const [files] = arguments; \
+         const list = files.map(([p, t]) => { const f = new File([t], p.split('/').pop()); \
+           Object.defineProperty(f, 'webkitRelativePath', {value: p}); return f; }); \
+         list.push({name: 'diffusion_pytorch_model.safetensors', size: 23802932552, \
+           webkitRelativePath: 'FLUX.1-dev/transformer/diffusion_pytorch_model.safetensors', \
+           text() { throw new Error('a weight file was read'); }}); \
+         const input = document.querySelector('[data-testid=diffusion-folder]'); \
+         Object.defineProperty(input, 'files', {value: list, configurable: true}); \
+         input.dispatchEvent(new Event('change', {bubbles: true}));",
+        json!([folder_files(&flux, "FLUX.1-dev")]),
+    );
+    wait_for_status(&browser, "from FLUX.1-dev (this browser's disk)");
+    check(
+        &browser,
+        "FLUX.1-dev picked as a folder",
+        &flux,
+        &[
+            "--height", "768", "--width", "1360", "--cfg", "on", "--format", "nf4",
+        ],
+    );
+    assert!(hub.log().is_empty(), "a folder is read without the Hub");
+
+    // 6. SDXL's folder dropped inside a parent folder: its entries walked as
+    //    Chromium's entries API gives them (played by the test: a drop's entries
+    //    cannot be made by ChromeDriver), the shallowest model_index.json the
+    //    pipeline's.
+    set(&browser, "diffusion-format", "");
+    browser.js(
+        "const [files] = arguments; \
+         const dir = (name, fullPath, children) => ({isFile: false, isDirectory: true, name, fullPath, \
+           createReader() { let done = false; return {readEntries(ok) { \
+             const out = done ? [] : children; done = true; setTimeout(() => ok(out), 0); }}; }}); \
+         const file = (name, fullPath, text) => ({isFile: true, isDirectory: false, name, fullPath, \
+           file(ok) { ok(new File([text], name)); }}); \
+         const root = dir('models', '/models', []); \
+         const folders = new Map([['/models', root]]); \
+         const folder = (path) => { if (!folders.has(path)) { const i = path.lastIndexOf('/'); \
+           const d = dir(path.slice(i + 1), path, []); folder(path.slice(0, i)).createReaderChildren.push(d); \
+           folders.set(path, d); } return folders.get(path); }; \
+         for (const d of folders.values()) d.createReaderChildren = []; \
+         root.createReaderChildren = []; \
+         for (const [p, t] of files) { const full = '/models/' + p; const i = full.lastIndexOf('/'); \
+           folder(full.slice(0, i)).createReaderChildren.push(file(full.slice(i + 1), full, t)); } \
+         for (const d of folders.values()) { const c = d.createReaderChildren; \
+           d.createReader = () => { let done = false; return {readEntries(ok) { \
+             const out = done ? [] : c; done = true; setTimeout(() => ok(out), 0); }}; }; } \
+         const ev = new DragEvent('drop', {bubbles: true, cancelable: true}); \
+         Object.defineProperty(ev, 'dataTransfer', {value: {items: [{webkitGetAsEntry: () => root}]}}); \
+         document.querySelector('[data-testid=diffusion-drop]').dispatchEvent(ev);",
+        json!([folder_files(&sdxl, "stable-diffusion-xl-base-1.0")]),
+    );
+    wait_for_status(
+        &browser,
+        "from models/stable-diffusion-xl-base-1.0 (this browser's disk)",
+    );
+    check(
+        &browser,
+        "SDXL dropped as a folder",
+        &sdxl,
+        &["--height", "768", "--width", "1360", "--cfg", "on"],
+    );
+    assert!(hub.log().is_empty(), "a folder is read without the Hub");
 }

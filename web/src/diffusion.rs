@@ -2,7 +2,9 @@
 //!
 //! The diffusion module (`web/diffusion`, crate `gpumem-diffusion`, a wasm module of
 //! its own loaded when a pipeline is first read) reads the pipeline's files from the
-//! Hub (`files`: `model_index.json`, then each component's `config.json`) and answers
+//! Hub (`files`: `model_index.json`, then each component's `config.json`) or from a
+//! folder on this computer, picked or dropped (`folder_files`, `folder_entries`: the
+//! same files, nothing else of the folder), and answers
 //! (`answer`): the dimensioner carries none of the pipeline reader, its counts or its
 //! JSON reader. What crosses is text ([`gpumem_proto::diffusion`]); the files are
 //! kept here as the module wrote them, and once loaded the module's `answer` is called
@@ -91,16 +93,18 @@ fn call(files: &str, pairs: &str) -> Result<Result<DiffusionAnswer, String>, Str
     read_answer(&answer)
 }
 
-/// Loads the module (once) and reads a pipeline's files with its `files(request,
-/// progress)`: their document, or why not.
-async fn read_files(request: String, progress: &Function) -> Result<String, String> {
+/// Loads the module (once) and reads a pipeline's files with its function `name`
+/// (`files(request, progress)` from the Hub, `folder_files(list, progress)` from a
+/// picked folder, `folder_entries(entries, progress)` from a dropped one): their
+/// document, or why not.
+async fn read_files(name: &str, what: JsValue, progress: &Function) -> Result<String, String> {
     let module = load_diffusion(DIFFUSION_JS).await.map_err(|e| {
         e.as_string()
             .unwrap_or_else(|| "the diffusion estimator did not load".into())
     })?;
     MODULE.with(|slot| *slot.borrow_mut() = Some(module));
-    let promise: Promise = function("files")?
-        .call2(&JsValue::NULL, &request.into(), progress)
+    let promise: Promise = function(name)?
+        .call2(&JsValue::NULL, &what, progress)
         .ok()
         .and_then(|p| p.dyn_into().ok())
         .ok_or("the diffusion module did not start")?;
@@ -138,24 +142,18 @@ pub fn DiffusionPanel() -> impl IntoView {
     let files: RwSignal<Option<String>> = RwSignal::new(None);
     let status = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
-    let fetch = move || {
-        let id = model.get_untracked().trim().to_string();
-        if id.is_empty() || busy.get_untracked() {
+    // Reads with the module's function `name` on `what`; `id` names it in words.
+    let start = move |name: &'static str, what: JsValue, id: String| {
+        if busy.get_untracked() {
             return;
         }
         busy.set(true);
         files.set(None);
         status.set(format!("Reading {id}'s model_index.json…"));
-        let request = text::write_request(&LookupRequest {
-            model: id.clone(),
-            revision: revision.get_untracked().trim().to_string(),
-            token: Some(token.get_untracked()).filter(|t| !t.trim().is_empty()),
-            ..LookupRequest::default()
-        });
         leptos::task::spawn_local(async move {
             let progress = Closure::<dyn Fn(String)>::new(move |t: String| status.set(t));
             let progress_fn: &Function = progress.as_ref().unchecked_ref();
-            let read = read_files(request, progress_fn).await;
+            let read = read_files(name, what, progress_fn).await;
             drop(progress);
             match read {
                 Ok(t) => files.set(Some(t)),
@@ -163,6 +161,70 @@ pub fn DiffusionPanel() -> impl IntoView {
             }
             busy.set(false);
         });
+    };
+    let fetch = move || {
+        let id = model.get_untracked().trim().to_string();
+        if id.is_empty() {
+            return;
+        }
+        let request = text::write_request(&LookupRequest {
+            model: id.clone(),
+            revision: revision.get_untracked().trim().to_string(),
+            token: Some(token.get_untracked()).filter(|t| !t.trim().is_empty()),
+            ..LookupRequest::default()
+        });
+        start("files", request.into(), id);
+    };
+    // A folder picked (the input's files, each with its path in the folder).
+    let on_pick = move |ev: web_sys::Event| {
+        let Some(input) = ev.target() else { return };
+        let list = Reflect::get(&input, &"files".into()).unwrap_or(JsValue::NULL);
+        if !list.is_object() {
+            return;
+        }
+        start("folder_files", list, "the folder".into());
+        // The same folder picked again is read again.
+        let _ = Reflect::set(&input, &"value".into(), &"".into());
+    };
+    // A folder dropped: its entries are taken while the drop event runs (the
+    // browser forgets them after), and walked by the module.
+    let dragging = RwSignal::new(false);
+    let on_drop = move |ev: web_sys::DragEvent| {
+        ev.prevent_default();
+        dragging.set(false);
+        let Some(items) = ev
+            .data_transfer()
+            .and_then(|d| Reflect::get(&d, &"items".into()).ok())
+        else {
+            return;
+        };
+        let entries = js_sys::Array::new();
+        let length = Reflect::get(&items, &"length".into())
+            .ok()
+            .and_then(|l| l.as_f64())
+            .unwrap_or(0.0);
+        for i in 0..(length as u32).min(1024) {
+            let entry = Reflect::get(&items, &i.into())
+                .ok()
+                .and_then(|item| {
+                    let f: Function = Reflect::get(&item, &"webkitGetAsEntry".into())
+                        .ok()?
+                        .dyn_into()
+                        .ok()?;
+                    f.call0(&item).ok()
+                })
+                .filter(JsValue::is_object);
+            if let Some(e) = entry {
+                entries.push(&e);
+            }
+        }
+        if entries.length() > 0 {
+            start(
+                "folder_entries",
+                entries.into(),
+                "the dropped folder".into(),
+            );
+        }
     };
     let pairs = {
         let values = values.clone();
@@ -257,7 +319,7 @@ pub fn DiffusionPanel() -> impl IntoView {
     view! {
         <section class="diffusion" data-testid="diffusion">
             <details>
-                <summary>"Diffusion pipeline (diffusers): an image or video model by its Hub id"</summary>
+                <summary>"Diffusion pipeline (diffusers): an image or video model by its Hub id or its folder"</summary>
                 <p class="hint">"Reads the pipeline's model_index.json and each component's config.json (no weights), then answers as "<code>"gpumem-agent estimate --diffusers"</code>" does, on the card chosen above."</p>
                 <form class="diffusion-model" on:submit=move |ev| { ev.prevent_default(); fetch(); }>
                     <label class="field" for="diffusion-model"><span class="label">"Pipeline"</span>
@@ -276,6 +338,17 @@ pub fn DiffusionPanel() -> impl IntoView {
                         <p class="hint">"The token stays in this page's memory: not in the link, not stored; it goes to the Hub only."</p>
                     </details>
                 </form>
+                <div class="drop diffusion-drop" data-testid="diffusion-drop" class:dragging=move || dragging.get()
+                    on:dragover=move |ev: web_sys::DragEvent| { ev.prevent_default(); dragging.set(true); }
+                    on:dragleave=move |_| dragging.set(false)
+                    on:drop=on_drop>
+                    <label for="diffusion-folder" class="drop-label">
+                        <strong>"Or a pipeline folder on this computer"</strong>
+                        " — drop or pick it: only model_index.json and each component's config.json are read, in this browser; no weights, nothing uploaded."
+                    </label>
+                    <input type="file" id="diffusion-folder" data-testid="diffusion-folder"
+                        prop:webkitdirectory=true multiple on:change=on_pick/>
+                </div>
                 <div class="diffusion-fields">{inputs}</div>
                 <p class="status" role="status" data-testid="diffusion-status">{move || status.get()}</p>
                 <div class="diffusion-answer" data-testid="diffusion-answer">{shown}</div>

@@ -1,7 +1,8 @@
 //! gpumem-diffusion: the diffusion estimator the dimensioner loads when a diffusers
 //! pipeline is first read — the pipeline's files from the Hub ([`read`]: its
 //! `model_index.json`, then each component's `config.json`, through the lookup
-//! module's HTTP client, linked here without its exports) and the answer
+//! module's HTTP client, linked here without its exports) or from a folder on the
+//! user's disk ([`folder`]: the same files, picked or dropped) and the answer
 //! `gpumem-agent estimate --diffusers` prints for them ([`answer`]).
 //!
 //! Built as a wasm-bindgen module of its own (`scripts/build-web.sh` →
@@ -10,6 +11,8 @@
 //! every line is [`gpumem_core::diffusion`]'s ([`gpumem_core::diffusion::report`], the
 //! command's own); this crate routes the page's text to the core and the answer back
 //! as text ([`gpumem_proto::diffusion`]).
+
+pub mod folder;
 
 use gpumem_core::diffusion::{read, report};
 use gpumem_proto::diffusion::{self as text, DiffusionAnswer};
