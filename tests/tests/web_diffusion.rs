@@ -368,23 +368,18 @@ fn web_answers_a_diffusion_pipeline_as_the_command_does() {
     set(&browser, "diffusion-format", "");
     browser.js(
         "const [files] = arguments; \
-         const dir = (name, fullPath, children) => ({isFile: false, isDirectory: true, name, fullPath, \
-           createReader() { let done = false; return {readEntries(ok) { \
-             const out = done ? [] : children; done = true; setTimeout(() => ok(out), 0); }}; }}); \
+         const dir = (name, fullPath) => { const kids = []; return {isFile: false, isDirectory: true, \
+           name, fullPath, kids, createReader() { let done = false; return {readEntries(ok) { \
+             const out = done ? [] : kids; done = true; setTimeout(() => ok(out), 0); }}; }}; }; \
          const file = (name, fullPath, text) => ({isFile: true, isDirectory: false, name, fullPath, \
            file(ok) { ok(new File([text], name)); }}); \
-         const root = dir('models', '/models', []); \
-         const folders = new Map([['/models', root]]); \
+         const folders = new Map([['/models', dir('models', '/models')]]); \
          const folder = (path) => { if (!folders.has(path)) { const i = path.lastIndexOf('/'); \
-           const d = dir(path.slice(i + 1), path, []); folder(path.slice(0, i)).createReaderChildren.push(d); \
+           const d = dir(path.slice(i + 1), path); folder(path.slice(0, i)).kids.push(d); \
            folders.set(path, d); } return folders.get(path); }; \
-         for (const d of folders.values()) d.createReaderChildren = []; \
-         root.createReaderChildren = []; \
          for (const [p, t] of files) { const full = '/models/' + p; const i = full.lastIndexOf('/'); \
-           folder(full.slice(0, i)).createReaderChildren.push(file(full.slice(i + 1), full, t)); } \
-         for (const d of folders.values()) { const c = d.createReaderChildren; \
-           d.createReader = () => { let done = false; return {readEntries(ok) { \
-             const out = done ? [] : c; done = true; setTimeout(() => ok(out), 0); }}; }; } \
+           folder(full.slice(0, i)).kids.push(file(full.slice(i + 1), full, t)); } \
+         const root = folders.get('/models'); \
          const ev = new DragEvent('drop', {bubbles: true, cancelable: true}); \
          Object.defineProperty(ev, 'dataTransfer', {value: {items: [{webkitGetAsEntry: () => root}]}}); \
          document.querySelector('[data-testid=diffusion-drop]').dispatchEvent(ev);",
