@@ -16,7 +16,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
 use gpumem_core::EstimateError;
 use gpumem_core::catalogue::{GpuCard, resolve};
 use gpumem_core::engine;
-use gpumem_core::estimate::{CacheRuntime, Estimate, estimate};
+use gpumem_core::estimate::{Estimate, estimate};
 use gpumem_core::fit::{CardFit, MARGIN_RULE, Verdict, fit_table};
 use gpumem_core::headline::{Basis, FORMAT_LADDER, compare_formats, headline, inputs_line};
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
@@ -388,15 +388,7 @@ pub fn run(args: Args) -> Result<Exit> {
     {
         let (params, _) =
             engine::from_pairs(args.engine.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        input.runtime = params
-            .engine
-            .map_or(CacheRuntime::Transformers, |e| e.cache_runtime());
-        let cards: Vec<GpuCard> = if params.devices.is_empty() {
-            params.card.into_iter().collect()
-        } else {
-            params.devices
-        };
-        input.card_sm90 = gpumem_core::catalogue::cards_sm90(&cards);
+        params.settle(&mut input);
     }
     // Step 2: compute.
     let mut est = match estimate(&input) {

@@ -144,6 +144,8 @@ fn input_read(r: &RulesRequest) -> EstimateInput {
 fn input_with(r: &RulesRequest) -> (EstimateInput, bool) {
     let (mut input, errors) = from_pairs(r.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     input.tensors = r.tensors.as_ref().map(|t| t.summary.clone());
+    // The page's engine and card decide what they decide for the command.
+    settings_of(&r.page).settle(&mut input);
     (input, errors.is_empty())
 }
 
@@ -384,8 +386,10 @@ mod tests {
         let (cells, explained) = p.rows[0].cells.as_ref().unwrap();
         assert_eq!(p.rows[0].engine, "vllm");
         // The same figure the core and the CLI derive under the default vLLM (0.27, Model
-        // Runner V2 for a dense model; max-model-len = context here).
-        assert_eq!(cells[1], "59 290 778 010 B");
+        // Runner V2 for a dense model; max-model-len = context here; the weights' whole
+        // allocator segments in its non-KV figure): `gpumem-agent estimate` with these
+        // flags and `--engine vllm --card h100-sxm-80gb --json`.
+        assert_eq!(cells[1], "59 289 213 338 B");
         assert!(cells[4].starts_with("28 × "), "{cells:?}");
         assert_eq!(cells[5], "fits");
         assert!(explained.contains("gpu_memory_utilization"), "{explained}");

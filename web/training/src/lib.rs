@@ -43,6 +43,10 @@ pub fn answer(request: String) -> String {
 fn input_of(r: &RulesRequest) -> (EstimateInput, bool) {
     let (mut input, errors) = from_pairs(r.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     input.tensors = r.tensors.as_ref().map(|t| t.summary.clone());
+    // The page's engine and card decide what they decide for the command.
+    engine::from_pairs_among(r.page.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .0
+        .settle(&mut input);
     (input, errors.is_empty())
 }
 
@@ -119,7 +123,13 @@ mod tests {
         let (input, _) = input_of(&request(&LLAMA_8B_LORA, &[]));
         let est = estimate_all(&input).unwrap();
         let card = resolve("l4").unwrap();
-        let want = headline(&input, &est, Some(&card), &ByEstimate).unwrap();
+        // The page's card decides what `--card` decides for the command: an L4 (not
+        // sm_90) keeps torch's smaller cuBLAS workspaces; no card, the larger.
+        let mut on_l4 = input.clone();
+        on_l4.card_sm90 = Some(false);
+        let est_l4 = estimate_all(&on_l4).unwrap();
+        assert!(est_l4.total_bytes < est.total_bytes, "{est_l4:?}");
+        let want = headline(&on_l4, &est_l4, Some(&card), &ByEstimate).unwrap();
         let r = request(&LLAMA_8B_LORA, &[("card", "l4")]);
         let back = rules::read_answer(&answer(rules::write_request(&r))).unwrap();
         assert_eq!(back, Ok(want.into()));

@@ -112,6 +112,24 @@ impl EngineParams {
         *self == EngineParams::default()
     }
 
+    /// What these flags decide of the estimate itself, set on `input`: the layout of
+    /// the recurrent-state and indexer lines (the named engine's cache, transformers'
+    /// own without one) and the card generation a training step's cuBLAS workspaces
+    /// follow (the cards named; none or a typed capacity: the larger). The command and
+    /// the page's modules call this one function, so their estimates agree.
+    pub fn settle(&self, input: &mut crate::estimate::EstimateInput) {
+        input.runtime = self
+            .engine
+            .map_or(crate::arch::CacheRuntime::Transformers, |e| {
+                e.cache_runtime()
+            });
+        input.card_sm90 = if self.devices.is_empty() {
+            crate::catalogue::cards_sm90(self.card.as_slice())
+        } else {
+            crate::catalogue::cards_sm90(&self.devices)
+        };
+    }
+
     /// The value given for `key`, if any.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.flags.iter().find(|(k, _)| *k == key).map(|(_, v)| v)

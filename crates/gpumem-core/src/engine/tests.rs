@@ -553,3 +553,23 @@ fn the_wired_limit_is_a_macs_capacity() {
     let (p, _) = from_pairs([("card", "m3-max-128gb")]);
     assert_eq!(p.card.unwrap().capacity().0, 96 << 30);
 }
+
+/// The engine flags settle what they decide of the estimate: the named engine's cache
+/// layout (transformers' own without one) and the card generation (the larger when no
+/// catalogue card is named), the same for the command and the page.
+#[test]
+fn the_flags_settle_the_runtime_and_the_cards_generation() {
+    use crate::arch::CacheRuntime;
+    let mut input = llama_8b(&[]);
+    engine(&[]).settle(&mut input);
+    assert_eq!(input.runtime, CacheRuntime::Transformers);
+    assert_eq!(input.card_sm90, None);
+    engine(&[("engine", "vllm"), ("card", "l4")]).settle(&mut input);
+    assert_eq!(input.runtime, CacheRuntime::Serving);
+    assert_eq!(input.card_sm90, Some(false));
+    engine(&[("engine", "llama.cpp"), ("card", "l4,h100-sxm-80gb")]).settle(&mut input);
+    assert_eq!(input.runtime, CacheRuntime::Serving);
+    assert_eq!(input.card_sm90, Some(true));
+    engine(&[("card", "40GiB")]).settle(&mut input);
+    assert_eq!(input.card_sm90, None);
+}
