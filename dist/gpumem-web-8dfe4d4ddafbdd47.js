@@ -427,7 +427,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2537(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2355(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -572,33 +572,33 @@ function __wbg_get_imports() {
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 51, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_996);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 17, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_812);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 535, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2472);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 530, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2290);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 588, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3902);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 583, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3721);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 588, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3902_16);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 583, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3721_16);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [String], shim_idx: 53, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_1005);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [String], shim_idx: 19, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_821);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 591, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3911);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 586, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3730);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0) {
@@ -627,30 +627,30 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3911(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3911(arg0, arg1);
+function __wasm_bindgen_func_elem_3730(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3730(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_996(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_996(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_812(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_812(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3902(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3902(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3721(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3721(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3902_16(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3902_16(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3721_16(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3721_16(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2537(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2537(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2355(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2355(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2472(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2290(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2472(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2290(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
@@ -661,10 +661,10 @@ function __wasm_bindgen_func_elem_2472(arg0, arg1, arg2) {
     }
 }
 
-function __wasm_bindgen_func_elem_1005(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_821(arg0, arg1, arg2) {
     const ptr0 = passStringToWasm0(arg2, wasm.__wbindgen_export, wasm.__wbindgen_export2);
     const len0 = WASM_VECTOR_LEN;
-    wasm.__wasm_bindgen_func_elem_1005(arg0, arg1, ptr0, len0);
+    wasm.__wasm_bindgen_func_elem_821(arg0, arg1, ptr0, len0);
 }
 
 
