@@ -35,6 +35,16 @@ pub trait Engine {
     /// engine's own pool (vLLM's layout) unless it runs transformers' own cache.
     const CACHE_RUNTIME: crate::arch::CacheRuntime = crate::arch::CacheRuntime::Serving;
 
+    /// How it lays out a model's cross-attention layers (Llama 3.2 Vision's), read in
+    /// its source: what a token of its pool costs and what a request holds beside its
+    /// text. An engine whose handling was not read refuses the model, saying so.
+    fn cross_attention(
+        _x: &super::cross::CrossLayers,
+        _params: &super::flags::EngineParams,
+    ) -> Result<super::cross::Cross, EstimateError> {
+        Err(super::cross::CrossLayers::not_read(Self::INFO.name))
+    }
+
     /// Its budget for an encoder-only model: every line it takes from the card at its
     /// largest batch, and that batch. The common ending turns it into the room left
     /// and the sequences a batch holds. Only read where [`Engine::ENCODERS`] is set.

@@ -37,27 +37,56 @@
 //!   `kv_cache.cross` line, one image's tokens per sequence beside the text's cache.
 
 use super::flags::{EngineId, EngineParams};
-use super::tgi::TgiVersion;
-use super::vllm::VllmVersion;
 use crate::error::EstimateError;
 use crate::estimate::EstimateInput;
 
 /// How an engine lays out the cross-attention layers' cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Cross {
+pub struct Cross {
     /// KV bytes of one token of the pool, on the device.
-    pub(super) per_token: u64,
+    pub per_token: u64,
     /// Tokens of the pool one request holds beside its text's (its encoder's).
-    pub(super) encoder_tokens: u64,
+    pub encoder_tokens: u64,
     /// Tokens the request's length counts beyond its text (SGLang's padded image).
-    pub(super) length_tokens: u64,
+    pub length_tokens: u64,
     /// What the figure rests on.
-    pub(super) assumption: String,
+    pub assumption: String,
 }
 
-/// The cross-attention layers of `input` under `engine`: `None` without them; an
-/// error where the engine does not serve the model or its handling was not read.
-/// `per_token` is the self-attention layers' bytes per token on the device.
+/// A model's cross-attention layers as an engine's rule reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrossLayers {
+    /// The self-attention layers' KV bytes per token on the device.
+    pub per_token: u64,
+    /// One token's KV bytes over every attention layer, the cross-attention ones'
+    /// included (the layers share one KV shape).
+    pub all: u64,
+    /// The encoder's (one image's) tokens.
+    pub tokens: u64,
+    /// Every attention layer.
+    pub layers: u64,
+    /// The cross-attention layers among them.
+    pub cross: u64,
+    /// The self-attention layers.
+    pub own: u64,
+}
+
+impl CrossLayers {
+    /// An engine whose handling was not read refuses the model, naming where it was.
+    pub fn not_read(engine: &str) -> EstimateError {
+        EstimateError::invalid(
+            "engine",
+            format!(
+                "{engine}: how it serves Llama 3.2 Vision's cross-attention layers was not read (read for vllm@0.7 and earlier V0 releases, sglang, tgi and transformers)"
+            ),
+        )
+    }
+}
+
+/// The cross-attention layers of `input` under `engine` (its rule,
+/// [`super::Engine::cross_attention`]): `None` without them; an error where the engine
+/// does not serve the model or its handling was not read. `per_token` is the
+/// self-attention layers' bytes per token on the device.
 pub(super) fn layout(
     engine: EngineId,
     params: &EngineParams,
@@ -67,7 +96,6 @@ pub(super) fn layout(
     let Some(a) = input.arch.filter(|a| a.cross_layers > 0) else {
         return Ok(None);
     };
-    let refuse = |why: String| Err(EstimateError::invalid("engine", why));
     // The self-attention layers share one KV shape with the cross-attention layers
     // (Mllama's are both the text config's heads and head size): a layer's bytes per
     // token, exactly.
@@ -75,9 +103,11 @@ pub(super) fn layout(
     let per_layer = match per_token.checked_div(own) {
         Some(b) if b.checked_mul(own) == Some(per_token) => b,
         _ => {
-            return refuse(format!(
-                "{} self-attention layers do not share {per_token} B per token evenly: the cross-attention layers' bytes per token are unknown",
-                own
+            return Err(EstimateError::invalid(
+                "engine",
+                format!(
+                    "{own} self-attention layers do not share {per_token} B per token evenly: the cross-attention layers' bytes per token are unknown"
+                ),
             ));
         }
     };
@@ -86,76 +116,15 @@ pub(super) fn layout(
         .ok_or(EstimateError::Overflow {
             what: "KV bytes per token",
         })?;
-    let tokens = a.cross_tokens;
-    let layers = a.attention_layers();
-    let cross = a.cross_layers;
-    match engine.name() {
-        "vllm" => match VllmVersion::of(params.release) {
-            VllmVersion::V07 | VllmVersion::V06 | VllmVersion::V064 => Ok(Some(Cross {
-                per_token: all,
-                encoder_tokens: tokens,
-                length_tokens: 0,
-                assumption: format!(
-                    "cross-attention (V0 engine): every block spans all {layers} layers, the {cross} cross-attention layers' included, and each request holds {tokens} encoder tokens in blocks of its own (its cross block table) beside its text; the vision encoder's profile forward not modelled"
-                ),
-            })),
-            VllmVersion::V010 | VllmVersion::V08 => refuse(format!(
-                "vllm@{}: Llama 3.2 Vision (MllamaForConditionalGeneration) runs on the V0 engine in this release (the V1 engine does not support it), whose accounting here is carried for 0.6.4–0.7 only: name vllm@0.7",
-                VllmVersion::of(params.release).key()
-            )),
-            v => refuse(format!(
-                "vllm@{}: vLLM serves Llama 3.2 Vision (MllamaForConditionalGeneration) up to 0.10.2 only (its model registry lists it among the previously supported models: encoder-decoder models but Whisper went with the V0 engine); name vllm@0.7, sglang or tgi",
-                v.key()
-            )),
-        },
-        // Both releases carried (0.5.0 and 0.5.23) run it alike.
-        "sglang" => Ok(Some(Cross {
-            per_token: all,
-            encoder_tokens: 0,
-            length_tokens: tokens,
-            assumption: format!(
-                "cross-attention: each pool cell spans all {layers} layers, the {cross} cross-attention layers' included, and a request's {tokens} image tokens are padded ahead of its prompt (they count in its length)"
-            ),
-        })),
-        "tgi" => match TgiVersion::of(params.release) {
-            TgiVersion::V3 => Ok(Some(Cross {
-                per_token: all,
-                encoder_tokens: 0,
-                length_tokens: 0,
-                assumption: format!(
-                    "cross-attention: a cache for all {layers} layers, the {cross} cross-attention layers' unused; their keys and values are projected at each step from the batch's vision states ({tokens} tokens × hidden per image), which are held outside the pool and not counted"
-                ),
-            })),
-            v => refuse(format!(
-                "tgi@{}: TGI serves Llama 3.2 Vision from 2.3.1 on (its flash Mllama); name tgi",
-                match v {
-                    TgiVersion::V2 => "2.0",
-                    _ => "0.9",
-                }
-            )),
-        },
-        "transformers" => {
-            // The cross layers' cache per sequence, in tokens of the self-attention
-            // layers' bytes (rounded up: the safe side).
-            let equivalent = tokens
-                .checked_mul(cross)
-                .ok_or(EstimateError::Overflow {
-                    what: "cross-attention cache",
-                })?
-                .div_ceil(own.max(1));
-            Ok(Some(Cross {
-                per_token,
-                encoder_tokens: equivalent,
-                length_tokens: 0,
-                assumption: format!(
-                    "cross-attention: each sequence's {cross} cross-attention layers keep {tokens} vision tokens (the kv_cache.cross line, {equivalent} tokens' worth of the text's cache)"
-                ),
-            }))
-        }
-        other => refuse(format!(
-            "{other}: how it serves Llama 3.2 Vision's cross-attention layers was not read (read for vllm@0.7 and earlier V0 releases, sglang, tgi and transformers)"
-        )),
-    }
+    let x = CrossLayers {
+        per_token,
+        all,
+        tokens: a.cross_tokens,
+        layers: a.attention_layers(),
+        cross: a.cross_layers,
+        own,
+    };
+    super::cross_rule_of(engine, &x, params).map(Some)
 }
 
 #[cfg(test)]

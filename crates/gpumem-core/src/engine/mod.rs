@@ -61,6 +61,7 @@ engines! {
 
 pub use budget::{budget, budget_per_card};
 pub use contract::{Engine, Info};
+pub use cross::{Cross, CrossLayers};
 pub use drafter::{SpecMethod, Speculative};
 pub use flags::{EngineId, EngineParams, Flag, MAX_CARDS, Value};
 pub use fraction::{ONE, fraction_text, parse_fraction};

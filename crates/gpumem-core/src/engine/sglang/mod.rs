@@ -209,6 +209,24 @@ impl Engine for Sglang {
         refusal: Some("Not enough memory: SGLang refuses to start (raise mem-fraction-static)"),
     };
 
+    /// The image's tokens are padded ahead of the prompt and take cells of the one
+    /// pool, each cell over all layers (`models/mllama.py` `pad_input_ids` at 013902a8);
+    /// both releases carried run it alike.
+    fn cross_attention(
+        x: &super::cross::CrossLayers,
+        _params: &super::flags::EngineParams,
+    ) -> Result<super::cross::Cross, EstimateError> {
+        Ok(super::cross::Cross {
+            per_token: x.all,
+            encoder_tokens: 0,
+            length_tokens: x.tokens,
+            assumption: format!(
+                "cross-attention: each pool cell spans all {} layers, the {} cross-attention layers' included, and a request's {} image tokens are padded ahead of its prompt (they count in its length)",
+                x.layers, x.cross, x.tokens
+            ),
+        })
+    }
+
     fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
         rule(c)
     }

@@ -114,6 +114,36 @@ impl Engine for Tgi {
         refusal: None,
     };
 
+    /// TGI 3 caches every layer of the text config (`flash_causal_lm.py`
+    /// `FlashCausalLM.__init__` at v3.3.7) and keeps the vision states outside the pool;
+    /// its Mllama came in 2.3.1.
+    fn cross_attention(
+        x: &super::cross::CrossLayers,
+        params: &super::flags::EngineParams,
+    ) -> Result<super::cross::Cross, EstimateError> {
+        match TgiVersion::of(params.release) {
+            TgiVersion::V3 => Ok(super::cross::Cross {
+                per_token: x.all,
+                encoder_tokens: 0,
+                length_tokens: 0,
+                assumption: format!(
+                    "cross-attention: a cache for all {} layers, the {} cross-attention layers' unused; their keys and values are projected at each step from the batch's vision states ({} tokens × hidden per image), which are held outside the pool and not counted",
+                    x.layers, x.cross, x.tokens
+                ),
+            }),
+            v => Err(EstimateError::invalid(
+                "engine",
+                format!(
+                    "tgi@{}: TGI serves Llama 3.2 Vision from 2.3.1 on (its flash Mllama); name tgi",
+                    match v {
+                        TgiVersion::V2 => "2.0",
+                        _ => "0.9",
+                    }
+                ),
+            )),
+        }
+    }
+
     fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
         rule(c)
     }

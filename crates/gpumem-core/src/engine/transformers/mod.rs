@@ -40,6 +40,31 @@ impl Engine for Transformers {
     /// convolution window, fp32 recurrent states, the indexer's keys in the model's dtype.
     const CACHE_RUNTIME: crate::arch::CacheRuntime = crate::arch::CacheRuntime::Transformers;
 
+    /// `generate` keeps the cross layers' cache per sequence (the estimate's
+    /// `kv_cache.cross` line), in tokens of the self-attention layers' bytes (rounded
+    /// up: the safe side).
+    fn cross_attention(
+        x: &super::cross::CrossLayers,
+        _params: &super::flags::EngineParams,
+    ) -> Result<super::cross::Cross, EstimateError> {
+        let equivalent = x
+            .tokens
+            .checked_mul(x.cross)
+            .ok_or(EstimateError::Overflow {
+                what: "cross-attention cache",
+            })?
+            .div_ceil(x.own.max(1));
+        Ok(super::cross::Cross {
+            per_token: x.per_token,
+            encoder_tokens: equivalent,
+            length_tokens: 0,
+            assumption: format!(
+                "cross-attention: each sequence's {} cross-attention layers keep {} vision tokens (the kv_cache.cross line, {equivalent} tokens' worth of the text's cache)",
+                x.cross, x.tokens
+            ),
+        })
+    }
+
     fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
         rule(c)
     }

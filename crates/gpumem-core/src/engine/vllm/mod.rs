@@ -121,6 +121,37 @@ impl Engine for Vllm {
         ),
     };
 
+    /// The V0 engine (0.6.4–0.7: `vllm/worker/cache_engine.py`
+    /// `CacheEngine.get_cache_block_size`, `vllm/core/block_manager.py`'s cross block
+    /// table) makes every block span all layers and takes each request's encoder
+    /// tokens from the pool; 0.8–0.10 fall back to V0 (not carried); from 0.11 on the
+    /// model is gone (`registry.py` `_PREVIOUSLY_SUPPORTED_MODELS`).
+    fn cross_attention(
+        x: &super::cross::CrossLayers,
+        params: &super::flags::EngineParams,
+    ) -> Result<super::cross::Cross, EstimateError> {
+        let refuse = |why: String| Err(EstimateError::invalid("engine", why));
+        match VllmVersion::of(params.release) {
+            VllmVersion::V07 | VllmVersion::V06 | VllmVersion::V064 => Ok(super::cross::Cross {
+                per_token: x.all,
+                encoder_tokens: x.tokens,
+                length_tokens: 0,
+                assumption: format!(
+                    "cross-attention (V0 engine): every block spans all {} layers, the {} cross-attention layers' included, and each request holds {} encoder tokens in blocks of its own (its cross block table) beside its text; the vision encoder's profile forward not modelled",
+                    x.layers, x.cross, x.tokens
+                ),
+            }),
+            VllmVersion::V010 | VllmVersion::V08 => refuse(format!(
+                "vllm@{}: Llama 3.2 Vision (MllamaForConditionalGeneration) runs on the V0 engine in this release (the V1 engine does not support it), whose accounting here is carried for 0.6.4–0.7 only: name vllm@0.7",
+                VllmVersion::of(params.release).key()
+            )),
+            v => refuse(format!(
+                "vllm@{}: vLLM serves Llama 3.2 Vision (MllamaForConditionalGeneration) up to 0.10.2 only (its model registry lists it among the previously supported models: encoder-decoder models but Whisper went with the V0 engine); name vllm@0.7, sglang or tgi",
+                v.key()
+            )),
+        }
+    }
+
     fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
         rule(c)
     }
