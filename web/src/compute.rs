@@ -32,27 +32,7 @@ impl Estimator for Full {
     ) -> Option<Reading> {
         let (_, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
         let (settings, page_errors) = engine_settings(page);
-        Some(Reading {
-            errors: errors
-                .into_iter()
-                .map(|e| match e {
-                    EstimateError::Invalid { field, reason } if field != "input" => {
-                        (Some(field.to_string()), reason)
-                    }
-                    other => (None, other.to_string()),
-                })
-                .collect(),
-            page_errors: page_errors
-                .into_iter()
-                .filter_map(|e| match e {
-                    EstimateError::Invalid { field, reason } => Some((field.to_string(), reason)),
-                    _ => None,
-                })
-                .collect(),
-            engine: settings.engine.is_some(),
-            devices: settings.devices.len(),
-            preset: None,
-        })
+        Some(Reading::of(errors, page_errors, &settings, None))
     }
 
     fn estimate(

@@ -95,6 +95,41 @@ pub struct Reading {
     pub preset: Option<usize>,
 }
 
+impl Reading {
+    /// The reading of the pairs' refusals (`errors`: the workload's, `page_errors`: the
+    /// engine keys') under the page's engine flags (`settings`): each message at its
+    /// field, as the page shows it.
+    pub fn of(
+        errors: Vec<gpumem_core::error::EstimateError>,
+        page_errors: Vec<gpumem_core::error::EstimateError>,
+        settings: &gpumem_core::engine::EngineParams,
+        preset: Option<usize>,
+    ) -> Reading {
+        use gpumem_core::error::EstimateError;
+        Reading {
+            errors: errors
+                .into_iter()
+                .map(|e| match e {
+                    EstimateError::Invalid { field, reason } if field != "input" => {
+                        (Some(field.to_string()), reason)
+                    }
+                    other => (None, other.to_string()),
+                })
+                .collect(),
+            page_errors: page_errors
+                .into_iter()
+                .filter_map(|e| match e {
+                    EstimateError::Invalid { field, reason } => Some((field.to_string(), reason)),
+                    _ => None,
+                })
+                .collect(),
+            engine: settings.engine.is_some(),
+            devices: settings.devices.len(),
+            preset,
+        }
+    }
+}
+
 /// Writes a [`Reading`].
 pub fn write_reading(r: &Reading) -> String {
     let mut w = Writer::new(READING);

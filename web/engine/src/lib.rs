@@ -100,27 +100,7 @@ pub fn reading_of(r: &RulesRequest) -> Reading {
         .filter(|(k, v)| is_shape_key(k) && !v.trim().is_empty())
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    Reading {
-        errors: errors
-            .into_iter()
-            .map(|e| match e {
-                EstimateError::Invalid { field, reason } if field != "input" => {
-                    (Some(field.to_string()), reason)
-                }
-                other => (None, other.to_string()),
-            })
-            .collect(),
-        page_errors: page_errors
-            .into_iter()
-            .filter_map(|e| match e {
-                EstimateError::Invalid { field, reason } => Some((field.to_string(), reason)),
-                _ => None,
-            })
-            .collect(),
-        engine: settings.engine.is_some(),
-        devices: settings.devices.len(),
-        preset: preset_index(&shape),
-    }
+    Reading::of(errors, page_errors, &settings, preset_index(&shape))
 }
 
 /// The preset whose shape `shape` (the shape keys' pairs) describes, if any: the same
