@@ -391,7 +391,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2933(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2934(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -589,32 +589,32 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 475, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2866);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_2867);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 74, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_285);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_286);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("CloseEvent")], shim_idx: 74, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_285_13);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_286_13);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 74, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_285_14);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_286_14);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("MessageEvent")], shim_idx: 74, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_285_15);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_286_15);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 266, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4342);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4343);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -637,34 +637,34 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_4342(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_4342(arg0, arg1);
+function __wasm_bindgen_func_elem_4343(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_4343(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_285(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_285(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_286(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_286(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_285_13(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_285_13(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_286_13(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_286_13(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_285_14(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_285_14(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_286_14(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_286_14(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_285_15(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_285_15(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_286_15(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_286_15(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2933(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2933(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2934(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2934(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_2866(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_2867(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_2866(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_2867(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
