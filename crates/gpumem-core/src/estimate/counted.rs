@@ -426,25 +426,14 @@ fn cross_lines(
             ("sequences", input.sequences.to_string()),
         ],
     );
-    let value = input.compute_dtype.bytes();
-    let out = checked_product(
-        &[input.sequences, length, x.hidden, value],
-        "encoder output",
-    )?;
-    b.line(
-        LineKey::KvCacheEncoderOutput,
+    super::kv::encoder_output(
+        input,
+        length,
+        x.hidden,
         format!("Encoder output, kept through generation (counted by {by})"),
-        out,
-        out,
         Kind::Traced,
-        true,
-        format!("sequences × encoder length × hidden × {value} B (generate keeps encoder_outputs to the end)"),
-        &[
-            ("sequences", input.sequences.to_string()),
-            ("encoder length", length.to_string()),
-            ("hidden", x.hidden.to_string()),
-        ],
-    );
+        b,
+    )?;
     if x.source_length.is_none() {
         b.warnings.push(format!(
             "encoder-decoder: no encoder length given, so the source is taken as the context's {length} tokens; the cross-attention cache and the encoder output grow with the source: give encoder-length (the longest source in tokens)"

@@ -430,6 +430,37 @@ fn vision_cross_cache(
     Ok(())
 }
 
+/// The encoder's last hidden state an encoder-decoder's `generate` keeps to the end
+/// (`encoder_outputs`): sequences × encoder length × `hidden` values in the compute
+/// dtype, as the line `label` of kind `kind` (computed from the architecture, or
+/// counted by the model's own code).
+pub(super) fn encoder_output(
+    input: &EstimateInput,
+    length: u64,
+    hidden: u64,
+    label: impl Into<Cow<'static, str>>,
+    kind: Kind,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    let value = input.compute_dtype.bytes();
+    let out = checked_product(&[input.sequences, length, hidden, value], "encoder output")?;
+    b.line(
+        LineKey::KvCacheEncoderOutput,
+        label,
+        out,
+        out,
+        kind,
+        true,
+        format!("sequences × encoder length × hidden × {value} B (generate keeps encoder_outputs to the end)"),
+        &[
+            ("sequences", input.sequences.to_string()),
+            ("encoder length", length.to_string()),
+            ("hidden", hidden.to_string()),
+        ],
+    );
+    Ok(())
+}
+
 /// What an encoder-decoder's generation holds beside the decoder's self-attention
 /// cache, as transformers 5.23 builds it (`generation/utils.py`: the encoder runs once,
 /// `model_kwargs["encoder_outputs"]` is kept to the end; `cache_utils.py`'s
@@ -480,25 +511,14 @@ fn encoder_decoder_caches(
             ("sequences", input.sequences.to_string()),
         ],
     );
-    let value = input.compute_dtype.bytes();
-    let out = checked_product(
-        &[input.sequences, length, a.hidden, value],
-        "encoder output",
-    )?;
-    b.line(
-        LineKey::KvCacheEncoderOutput,
+    encoder_output(
+        input,
+        length,
+        a.hidden,
         "Encoder output, kept through generation",
-        out,
-        out,
         Kind::Computed,
-        true,
-        format!("sequences × encoder length × hidden × {value} B (generate keeps encoder_outputs to the end)"),
-        &[
-            ("sequences", input.sequences.to_string()),
-            ("encoder length", length.to_string()),
-            ("hidden", a.hidden.to_string()),
-        ],
-    );
+        b,
+    )?;
     if a.encoder_length == 0 {
         // The source's length decides two lines; a short context (a decoder prompt of
         // one token, as generate starts) would size them for almost nothing.
