@@ -8,10 +8,12 @@
 //! The step's tensors are placed as they stand at the peak, without the churn that led
 //! there (temporaries freed between kept tensors, shapes that change from batch to
 //! batch): the segment rounding and packing and the loading transient's cached blocks
-//! are modelled, the step's own fragmentation is not — a run can reserve more.
+//! are modelled, the step's own fragmentation is not — a run can reserve more. Then
+//! the step's tensors are freed and the optimizer step's temporaries placed and freed:
+//! the segments they add stay reserved through every later step.
 
 use super::*;
-use crate::allocator::Allocator;
+use crate::allocator::{Allocator, Handle};
 use crate::training::load::{self, Stored, Torchao, TtLinear, TtModel, TtPath};
 use crate::training::{LoadPath, ModulesToSave, unsloth};
 
@@ -24,6 +26,17 @@ fn place(a: &mut Allocator, ts: &[(u64, u64)]) {
             a.malloc(bytes);
         }
     }
+}
+
+/// [`place`], keeping the blocks' handles so that they can be freed.
+fn place_kept(a: &mut Allocator, ts: &[(u64, u64)]) -> Vec<Handle> {
+    let mut hs = Vec::new();
+    for &(count, bytes) in ts {
+        for _ in 0..count {
+            hs.push(a.malloc(bytes));
+        }
+    }
+    hs
 }
 
 /// A bound on the tensors one simulation places: beyond it the lines are left without
@@ -266,15 +279,17 @@ fn line(b: &Builder, key: LineKey) -> u64 {
         .fold(0u64, u64::saturating_add)
 }
 
-/// The step's tensors at its peak, beyond the weights and adapters the load placed:
-/// gradients, optimizer states, master weights, `modules_to_save` copies, then either
-/// the activations and the loss's tensors, or the optimizer step's temporaries.
+/// The step's tensors, beyond the weights and adapters the load placed: the
+/// persistent ones (gradients, optimizer states, master weights, `modules_to_save`
+/// copies), the activations and the loss's tensors at the step's peak, and the
+/// optimizer step's temporaries (one per trainable tensor), which come after the
+/// backward has freed the step's tensors.
 fn step_tensors(
     b: &Builder,
     a: &Architecture,
     input: &EstimateInput,
     seq: u64,
-) -> (Tensors, Tensors, Tensors) {
+) -> (Tensors, Tensors, Tensors, Tensors) {
     let v = input.compute_dtype.bytes();
     let tokens = seq.saturating_mul(input.sequences);
     let hidden = tokens.saturating_mul(a.hidden).saturating_mul(v).max(1);
@@ -398,15 +413,16 @@ fn step_tensors(
             hidden,
         ));
     }
+    // AdamW's foreach temporaries (torch/optim/adamw.py `_multi_tensor_adamw`,
+    // `torch._foreach_sqrt`: one `empty_like` per trainable tensor), whether or not
+    // the optimizer_step line counts them: a LoRA adapter's are under 1 MiB each,
+    // small-pool blocks that the large blocks the backward freed cannot serve.
+    let optimizer_step = spread(b.optimizer_temporaries, 1);
     // The loss's tensors, each of one chunk or of the whole batch's logits
     // (transformers 4.39's are placed in program order by `peaks`).
     let logits = line(b, LineKey::Logits);
     if input.loss == Loss::FloatShifted {
-        return (
-            persistent,
-            forward,
-            optimizer_step_tensors(b, &spread, acts, logits),
-        );
+        return (persistent, forward, Vec::new(), optimizer_step);
     }
     let piece = match input.loss {
         Loss::Chunked(n) => tokens.div_ceil(n.max(1)),
@@ -425,32 +441,12 @@ fn step_tensors(
         },
     )
     .max(1);
-    forward.push((logits.checked_div(piece).unwrap_or(0), piece));
+    let mut loss = vec![(logits.checked_div(piece).unwrap_or(0), piece)];
     let rest = logits.checked_rem(piece).unwrap_or(0);
     if rest > 0 {
-        forward.push((1, rest));
+        loss.push((1, rest));
     }
-    (
-        persistent,
-        forward,
-        optimizer_step_tensors(b, &spread, acts, logits),
-    )
-}
-
-/// The optimizer step's moment: its temporaries (the freed activations and logits and
-/// what exceeds them), one tensor per trainable tensor.
-fn optimizer_step_tensors(
-    b: &Builder,
-    spread: &dyn Fn(u64, u64) -> Tensors,
-    acts: u64,
-    logits: u64,
-) -> Tensors {
-    let extra = line(b, LineKey::OptimizerStep);
-    if extra > 0 {
-        spread(extra.saturating_add(acts).saturating_add(logits), 1)
-    } else {
-        Vec::new()
-    }
+    (persistent, forward, loss, optimizer_step)
 }
 
 /// transformers 4.39's loss in program order (`LlamaForCausalLM.forward`,
@@ -464,7 +460,7 @@ fn place_float_shifted(
     a: &Architecture,
     input: &EstimateInput,
     seq: u64,
-) -> Result<(), EstimateError> {
+) -> Result<Vec<Handle>, EstimateError> {
     let v = input.compute_dtype.bytes();
     let (_, [fp32, shifted, log_softmax]) =
         crate::training::float_shifted(seq, input.sequences, a.vocab)?;
@@ -475,13 +471,11 @@ fn place_float_shifted(
                 .saturating_mul(v),
         )
     });
-    alloc.malloc(fp32);
+    let fp32 = alloc.malloc(fp32);
     if let Some(h) = compute {
         alloc.free(h);
     }
-    alloc.malloc(shifted);
-    alloc.malloc(log_softmax);
-    Ok(())
+    Ok(vec![fp32, alloc.malloc(shifted), alloc.malloc(log_softmax)])
 }
 
 /// Adds `model_load` (the loading peak, shown) and `allocator.cache` (what the step's
@@ -531,9 +525,12 @@ pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), Estima
         let n = super::training::CUBLAS_THREADS;
         place(&mut alloc, &[(n, workspaces.checked_div(n).unwrap_or(0))]);
     }
-    let (persistent, forward, optimizer_step) = step_tensors(b, &a, input, seq);
+    let (persistent, forward, loss, optimizer_step) = step_tensors(b, &a, input, seq);
     place(&mut alloc, &persistent);
-    let mut at_forward = alloc.clone();
+    let mut at_forward = alloc;
+    // The step's tensors still held when its backward ends: the backward frees them
+    // before the optimizer step.
+    let mut freed: Vec<Handle> = Vec::new();
     // The same condition as the activations line's (estimate/training.rs): unsloth's
     // step where the decoder's activations are derived, not assumed.
     let derived = b
@@ -567,18 +564,40 @@ pub(super) fn peaks(input: &EstimateInput, b: &mut Builder) -> Result<(), Estima
                 }
             }
         }
+        freed.extend(live.into_iter().map(|(_, h)| h));
     } else {
-        place(&mut at_forward, &forward);
-        if input.loss == Loss::FloatShifted {
-            place_float_shifted(&mut at_forward, &a, input, seq)?;
+        freed = place_kept(&mut at_forward, &forward);
+        let logits = if input.loss == Loss::FloatShifted {
+            place_float_shifted(&mut at_forward, &a, input, seq)?
+        } else {
+            place_kept(&mut at_forward, &loss)
+        };
+        // Logits the loop holds through the optimizer step stay allocated.
+        if input
+            .loss
+            .kept_through_step(seq, input.sequences, a.vocab)?
+            == 0
+        {
+            freed.extend(logits);
         }
     }
-    let mut reserved = at_forward.peak_reserved();
-    if !optimizer_step.is_empty() {
-        let mut at_step = alloc;
-        place(&mut at_step, &optimizer_step);
-        reserved = reserved.max(at_step.peak_reserved());
+    // The optimizer step, after the backward (the order of the first step; each later
+    // step finds its segments cached): the step's tensors are freed, then the
+    // optimizer's temporaries are carved from the blocks they left where the pool and
+    // sizes allow, in new segments otherwise, and freed. The caching allocator keeps
+    // every segment it reserved (transformers v4.39.3's trainer.py calls no
+    // `empty_cache` between steps), so those new segments stay reserved
+    // through the next step's forward: the reserved peak is the sequence's, not the
+    // larger of its moments. For LoRA the temporaries are the adapters' sizes, under
+    // 1 MiB each: small-pool blocks (c10/cuda/CUDACachingAllocator.cpp `get_pool`,
+    // `kSmallSize`), which none of the activations' large blocks can serve.
+    for h in freed {
+        at_forward.free(h);
     }
+    for h in place_kept(&mut at_forward, &optimizer_step) {
+        at_forward.free(h);
+    }
+    let reserved = at_forward.peak_reserved();
     // The step's allocated need: every counted line but the reserve and the CUDA
     // context, which the driver holds outside torch's allocator: beside its reserved
     // segments, never in them.

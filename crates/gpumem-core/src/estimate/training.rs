@@ -980,6 +980,7 @@ pub(super) fn training(
                     what: "optimizer step",
                 })?
         };
+        b.optimizer_temporaries = temporaries;
         // What the training loop still holds of the loss's tensors at the step is not
         // freed for it (torchtune 0.1's `logits`, [`crate::training::Loss::kept_through_step`]).
         let kept = input
