@@ -2,7 +2,7 @@
 //! card's capacity (the figure the verdict compares against, and whether the device
 //! reported it or it is the label), bandwidth and the formats it computes in; with
 //! `--json`, every fact of the card's row and the source of each, the engines' facts
-//! (torch's total, the SM count) included.
+//! (torch's total, the SM count, the interconnect) included.
 
 use std::fmt::Write;
 
@@ -49,6 +49,10 @@ struct Row {
     /// Streaming multiprocessors (compute units on AMD), when known.
     sms: Option<u16>,
     sms_source: Option<&'static str>,
+    /// How the card reaches its peers at tp > 1 (NVLink/NVSwitch, PCIe only, either,
+    /// unknown), which the serving engines' communicators follow.
+    links: &'static str,
+    links_source: &'static str,
 }
 
 fn row(c: &GpuCard) -> Row {
@@ -73,6 +77,8 @@ fn row(c: &GpuCard) -> Row {
         torch_source: src.and_then(|s| s.torch),
         sms: facts.sms,
         sms_source: src.and_then(|s| s.sms),
+        links: facts.links.as_str(),
+        links_source: src.map_or("", |s| s.links),
     }
 }
 

@@ -225,6 +225,40 @@ pub struct EngineFacts {
     /// `multi_processor_count`, which sizes vLLM's top-k/top-p buffer; `None` where not
     /// known ([`GpuCard::sms`] then assumes [`ASSUMED_SMS`], and says so).
     pub sms: Option<u16>,
+    /// How the card reaches its peers under tensor parallelism ([`Links`]).
+    pub links: Links,
+}
+
+/// How a card reaches the other GPUs of a tensor-parallel group, from the vendor's
+/// specification: what decides which communicators the serving engines and NCCL set
+/// up at tp > 1, and so the memory they take (the engines' `request::interconnect`).
+/// `--interconnect nvlink|pcie` says it where the row cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// An SXM module on an HGX/DGX board: every GPU reaches every other over NVLink
+    /// through NVSwitch (NCCL's NVLS multicast on sm_90 and later, the engines'
+    /// NVLink-only all-reduces).
+    NvSwitch,
+    /// No NVLink: peers are reached over PCIe (or through the host).
+    Pcie,
+    /// The row is sold both ways (SXM or PCIe), or as a PCIe card an NVLink bridge may
+    /// join to one other: the row cannot know; the NVLink figures are kept (the more
+    /// memory taken, the safe side) unless `--interconnect pcie` says otherwise.
+    Either,
+    /// Not an NVIDIA card (or a typed capacity): the NVLink figures are kept.
+    Unknown,
+}
+
+impl Links {
+    /// The word shown: "NVLink/NVSwitch", "PCIe", "either", "unknown".
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Links::NvSwitch => "NVLink/NVSwitch",
+            Links::Pcie => "PCIe only",
+            Links::Either => "SXM or PCIe (NVLink bridge optional)",
+            Links::Unknown => "unknown",
+        }
+    }
 }
 
 /// Where one card's figures come from ([`SOURCES`]).
@@ -242,6 +276,8 @@ pub struct CardSources {
     pub torch: Option<&'static str>,
     /// Where `sms` comes from; `Some` exactly when the card's `sms` is.
     pub sms: Option<&'static str>,
+    /// Where `links` comes from (the vendor's specification of the card's interconnect).
+    pub links: &'static str,
 }
 
 /// The sources of the card `id`.
@@ -371,6 +407,7 @@ impl GpuCard {
             .unwrap_or(EngineFacts {
                 torch_bytes: None,
                 sms: None,
+                links: Links::Unknown,
             })
     }
 
@@ -401,6 +438,12 @@ impl GpuCard {
             Some(n) => (u64::from(n), false),
             None => (ASSUMED_SMS, true),
         }
+    }
+
+    /// How the card reaches its peers at tp > 1 (the row's [`Links`]; a typed capacity's
+    /// is unknown).
+    pub fn links(&self) -> Links {
+        self.engine_facts().links
     }
 
     /// Whether the card is sm_90 (Hopper), which sizes torch's cuBLAS workspace.
@@ -557,6 +600,7 @@ macro_rules! cards {
     } engines {
         torch_bytes: $torch:expr,
         sms: $sms:expr,
+        links: $links:expr,
     } sources {
         $($source:ident: $text:expr,)*
     },)*) => {
@@ -564,7 +608,7 @@ macro_rules! cards {
         pub static CATALOGUE: &[GpuCard] = &[$(GpuCard { id: $id, wired_limit_bytes: None, torch_given_bytes: None, $($fact: $value,)* },)*];
         /// The engines' facts of each card, in [`CATALOGUE`]'s order.
         pub static ENGINE_FACTS: &[EngineFacts] =
-            &[$(EngineFacts { torch_bytes: $torch, sms: $sms },)*];
+            &[$(EngineFacts { torch_bytes: $torch, sms: $sms, links: $links },)*];
         /// Where each card's figures come from, in [`CATALOGUE`]'s order.
         pub static SOURCES: &[CardSources] = &[$(CardSources { id: $id, $($source: $text,)* },)*];
     };
@@ -589,6 +633,7 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(148),
+        links: Links::NvSwitch,
     } sources {
         label: "NVIDIA DGX B200 datasheet (1,440 GB total GPU memory across 8 B200 GPUs, \
              i.e. 180 GB each); some third-party spec sheets list the raw 192 GB instead \
@@ -599,6 +644,7 @@ cards! {
         ),
         torch: None,
         sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 148 SMs"),
+        links: "NVIDIA DGX B200 datasheet: eight B200 GPUs joined by fifth-generation NVLink through NVSwitch chips (1.8 TB/s per GPU); the card is the SXM module of HGX/DGX boards",
     },
     "h200-141gb" {
         vendor: Vendor::Nvidia,
@@ -612,6 +658,7 @@ cards! {
     } engines {
         torch_bytes: Some(143_156 * MIB),
         sms: Some(132),
+        links: Links::Either,
     } sources {
         label: "NVIDIA H200 Tensor Core GPU datasheet / product page (GPU memory 141GB)",
         reported: Some(
@@ -621,6 +668,7 @@ cards! {
         ),
         torch: Some("H200: `total_memory=143156MB` in `_CudaDeviceProperties` as torch prints it"),
         sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 132 SMs"),
+        links: "NVIDIA H200 Tensor Core GPU datasheet: H200 SXM (NVLink 900 GB/s through NVSwitch on HGX boards) or H200 NVL (PCIe, 2- or 4-way NVLink bridge): the row is both",
     },
     "h100-sxm-80gb" {
         vendor: Vendor::Nvidia,
@@ -634,6 +682,7 @@ cards! {
     } engines {
         torch_bytes: Some(81_089 * MIB),
         sms: Some(132),
+        links: Links::NvSwitch,
     } sources {
         label: "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: GPU memory 80GB)",
         reported: Some(
@@ -644,6 +693,7 @@ cards! {
         ),
         torch: Some("H100 80GB HBM3: `total_memory=81089MB` in `_CudaDeviceProperties` as torch prints it (torch 2.7.0, CUDA 12.8; vLLM 0.19 logs `total_memory=79.19GiB`)"),
         sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 132 SMs"),
+        links: "NVIDIA H100 Tensor Core GPU datasheet: H100 SXM, NVLink 900 GB/s, in HGX H100 boards of 4 or 8 GPUs through NVSwitch",
     },
     "h100-pcie-80gb" {
         vendor: Vendor::Nvidia,
@@ -657,11 +707,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(114),
+        links: Links::Either,
     } sources {
         label: "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe: GPU memory 80GB)",
         reported: None,
         torch: None,
         sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 114 SMs"),
+        links: "NVIDIA H100 Tensor Core GPU datasheet: H100 PCIe, PCIe Gen5 128 GB/s, NVLink bridge optional (600 GB/s, pairs)",
     },
     "h100-nvl-94gb" {
         vendor: Vendor::Nvidia,
@@ -675,6 +727,7 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(132),
+        links: Links::Either,
     } sources {
         label: "NVIDIA H100 Tensor Core GPU datasheet (H100 NVL: GPU memory 94GB)",
         reported: Some(
@@ -684,6 +737,7 @@ cards! {
         ),
         torch: None,
         sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 132 SMs"),
+        links: "NVIDIA H100 Tensor Core GPU datasheet: H100 NVL, a PCIe card whose pairs may be joined by NVLink bridges (600 GB/s)",
     },
     "a100-80gb" {
         vendor: Vendor::Nvidia,
@@ -697,6 +751,7 @@ cards! {
     } engines {
         torch_bytes: Some(85_093_777_408),
         sms: Some(108),
+        links: Links::Either,
     } sources {
         label: "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB: 80GB HBM2e)",
         reported: Some(
@@ -706,6 +761,7 @@ cards! {
         ),
         torch: Some("A100 80GB PCIe: `total_memory=85093777408` (bytes) in `_CudaDeviceProperties`"),
         sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 108 SMs"),
+        links: "NVIDIA A100 Tensor Core GPU datasheet: A100 80GB SXM (NVLink 600 GB/s, NVSwitch on HGX boards) or A100 80GB PCIe (NVLink bridge for 2 GPUs optional): the row is both",
     },
     "a100-40gb" {
         vendor: Vendor::Nvidia,
@@ -719,6 +775,7 @@ cards! {
     } engines {
         torch_bytes: Some(40_536 * MIB),
         sms: Some(108),
+        links: Links::Either,
     } sources {
         label: "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB: 40GB HBM2)",
         reported: Some(
@@ -729,6 +786,7 @@ cards! {
         ),
         torch: Some("A100-SXM4-40GB: `total_memory=40536MB` in `_CudaDeviceProperties`"),
         sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 108 SMs"),
+        links: "NVIDIA A100 Tensor Core GPU datasheet: A100 40GB SXM (NVLink 600 GB/s, NVSwitch on HGX boards) or A100 40GB PCIe (NVLink bridge for 2 GPUs optional): the row is both",
     },
     "l40s-48gb" {
         vendor: Vendor::Nvidia,
@@ -742,6 +800,7 @@ cards! {
     } engines {
         torch_bytes: Some(45_589 * MIB),
         sms: Some(142),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA L40S GPU datasheet (GPU memory 48GB GDDR6 with ECC)",
         reported: Some(
@@ -751,6 +810,7 @@ cards! {
         ),
         torch: Some("L40S: `total_memory=45589MB` in `_CudaDeviceProperties`"),
         sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 142 SMs"),
+        links: "NVIDIA L40S datasheet: interconnect PCIe Gen4 x16 (64 GB/s bidirectional), NVLink support: no",
     },
     "l4-24gb" {
         vendor: Vendor::Nvidia,
@@ -764,6 +824,7 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(58),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA L4 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
         reported: Some(
@@ -773,6 +834,7 @@ cards! {
         ),
         torch: None,
         sms: Some("NVIDIA L4 datasheet: 7,424 CUDA cores, 128 per SM on Ada Lovelace (NVIDIA Ada GPU architecture whitepaper): 58 SMs"),
+        links: "NVIDIA L4 Tensor Core GPU datasheet: interconnect PCIe Gen4 x16 (64 GB/s), no NVLink",
     },
     "a10-24gb" {
         vendor: Vendor::Nvidia,
@@ -786,6 +848,7 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(72),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA A10 Tensor Core GPU datasheet (GPU memory 24GB GDDR6)",
         reported: Some(
@@ -795,6 +858,7 @@ cards! {
         ),
         torch: None,
         sms: Some("NVIDIA A10 datasheet: 9,216 CUDA cores, 128 per SM on GA102 (NVIDIA Ampere GA102 GPU architecture whitepaper): 72 SMs"),
+        links: "NVIDIA A10 Tensor Core GPU datasheet: interconnect PCIe Gen4 (64 GB/s), no NVLink",
     },
     "a10g-24gb" {
         vendor: Vendor::Nvidia,
@@ -808,6 +872,7 @@ cards! {
     } engines {
         torch_bytes: Some(22_587 * MIB),
         sms: Some(80),
+        links: Links::Pcie,
     } sources {
         label: "AWS Amazon EC2 G5 instance page (NVIDIA A10G Tensor Core GPU, 24 GB memory \
              per GPU); the A10G is an AWS-specific A10 variant",
@@ -817,6 +882,7 @@ cards! {
         ),
         torch: Some("A10G: `total_memory=22587MB` in `_CudaDeviceProperties`"),
         sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 80 SMs"),
+        links: "the A10G of AWS G5 instances (AWS's G5 page: PCIe; an A10-class card, whose datasheet lists PCIe Gen4 and no NVLink)",
     },
     "t4-16gb" {
         vendor: Vendor::Nvidia,
@@ -830,6 +896,7 @@ cards! {
     } engines {
         torch_bytes: Some(15_095 * MIB),
         sms: Some(40),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA T4 Tensor Core GPU datasheet (GPU memory 16 GB GDDR6)",
         reported: Some(
@@ -839,6 +906,7 @@ cards! {
         ),
         torch: Some("Tesla T4: `total_memory=15095MB` in `_CudaDeviceProperties`"),
         sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 40 SMs"),
+        links: "NVIDIA T4 Tensor Core GPU datasheet: interconnect PCIe Gen3 x16 (32 GB/s), no NVLink",
     },
     "v100-32gb" {
         vendor: Vendor::Nvidia,
@@ -852,11 +920,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(80),
+        links: Links::Either,
     } sources {
         label: "NVIDIA Tesla V100 GPU datasheet (V100 32GB: 32 GB HBM2)",
         reported: None,
         torch: None,
         sms: Some("NVIDIA Tesla V100 GPU architecture whitepaper: 80 SMs (5,120 CUDA cores, 64 per SM)"),
+        links: "NVIDIA Tesla V100 datasheet: V100 SXM2 (NVLink 300 GB/s) or V100 PCIe (32 GB/s, no NVLink): the row is both",
     },
     "v100-16gb" {
         vendor: Vendor::Nvidia,
@@ -870,11 +940,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(80),
+        links: Links::Either,
     } sources {
         label: "NVIDIA Tesla V100 GPU datasheet (V100 16GB: 16 GB HBM2)",
         reported: None,
         torch: None,
         sms: Some("NVIDIA Tesla V100 GPU architecture whitepaper: 80 SMs (5,120 CUDA cores, 64 per SM)"),
+        links: "NVIDIA Tesla V100 datasheet: V100 SXM2 (NVLink 300 GB/s) or V100 PCIe (32 GB/s, no NVLink): the row is both",
     },
     // ------------------------------------------------------------------- AMD data centre
     "mi325x" {
@@ -889,12 +961,14 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(304),
+        links: Links::Unknown,
     } sources {
         label: "AMD Instinct MI325X accelerator product page / data sheet \
              (256 GB HBM3E)",
         reported: None,
         torch: None,
         sms: Some("AMD Instinct MI325X data sheet: 304 compute units (what HIP reports as multi_processor_count)"),
+        links: "not an NVIDIA card: NVLink is NVIDIA's; the engines' NVLink figures are kept",
     },
     "mi300x" {
         vendor: Vendor::Amd,
@@ -908,11 +982,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(304),
+        links: Links::Unknown,
     } sources {
         label: "AMD Instinct MI300X accelerator product page / data sheet (192 GB HBM3)",
         reported: None,
         torch: None,
         sms: Some("AMD Instinct MI300X data sheet: 304 compute units (what HIP reports as multi_processor_count)"),
+        links: "not an NVIDIA card: NVLink is NVIDIA's; the engines' NVLink figures are kept",
     },
     // No SM count: software sees each of its two GCDs as a device of its own, with half
     // the compute units; an engine reading one assumes it and says so.
@@ -928,6 +1004,7 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "AMD Instinct MI250X accelerator product page / data sheet (128 GB HBM2e). \
              The card has two GCDs that software sees as two devices of 64 GB each, so \
@@ -935,6 +1012,7 @@ cards! {
         reported: None,
         torch: None,
         sms: None,
+        links: "not an NVIDIA card: NVLink is NVIDIA's; the engines' NVLink figures are kept",
     },
     "mi210" {
         vendor: Vendor::Amd,
@@ -948,11 +1026,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(104),
+        links: Links::Unknown,
     } sources {
         label: "AMD Instinct MI210 accelerator product page / data sheet (64 GB HBM2e)",
         reported: None,
         torch: None,
         sms: Some("AMD Instinct MI210 data sheet: 104 compute units (what HIP reports as multi_processor_count)"),
+        links: "not an NVIDIA card: NVLink is NVIDIA's; the engines' NVLink figures are kept",
     },
     // ----------------------------------------------------------------------- workstation
     "rtx-6000-ada" {
@@ -967,11 +1047,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(142),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA RTX 6000 Ada Generation datasheet (GPU memory 48 GB GDDR6 with ECC)",
         reported: None,
         torch: None,
         sms: Some("NVIDIA RTX 6000 Ada Generation datasheet: 18,176 CUDA cores and 142 RT cores, one each per SM of 128 cores: 142 SMs"),
+        links: "NVIDIA RTX 6000 Ada Generation datasheet: PCIe Gen4 x16, NVLink: not supported",
     },
     "rtx-a6000" {
         vendor: Vendor::Nvidia,
@@ -985,11 +1067,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(84),
+        links: Links::Either,
     } sources {
         label: "NVIDIA RTX A6000 datasheet (GPU memory 48 GB GDDR6 with ECC)",
         reported: None,
         torch: None,
         sms: Some("NVIDIA RTX A6000 datasheet: 10,752 CUDA cores and 84 RT cores, one each per SM of 128 cores: 84 SMs"),
+        links: "NVIDIA RTX A6000 datasheet: PCIe Gen4 x16, NVLink bridge for 2 GPUs (112.5 GB/s) optional",
     },
     "radeon-pro-w7900" {
         vendor: Vendor::Amd,
@@ -1003,11 +1087,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(96),
+        links: Links::Unknown,
     } sources {
         label: "AMD Radeon PRO W7900 product page (48 GB GDDR6 with ECC)",
         reported: None,
         torch: None,
         sms: Some("AMD Radeon PRO W7900 specifications: 96 compute units"),
+        links: "not an NVIDIA card: NVLink is NVIDIA's; the engines' NVLink figures are kept",
     },
     "rtx-pro-6000" {
         vendor: Vendor::Nvidia,
@@ -1021,11 +1107,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(188),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet (96 GB GDDR7 with ECC, 1792 GB/s)",
         reported: None,
         torch: None,
         sms: Some("NVIDIA RTX PRO 6000 Blackwell: 24,064 CUDA cores, 128 per SM: 188 of GB202's 192 SMs (as announced at GTC 2025)"),
+        links: "NVIDIA RTX PRO 6000 Blackwell (Workstation and Server Edition) datasheets: PCIe Gen5 x16, no NVLink",
     },
     // -------------------------------------------------------------------------- consumer
     "rtx-5090" {
@@ -1040,6 +1128,7 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(170),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA GeForce RTX 5090 product page / specifications (32 GB GDDR7)",
         reported: Some(
@@ -1048,6 +1137,7 @@ cards! {
         ),
         torch: None,
         sms: Some("NVIDIA GeForce RTX 5090 specifications: 21,760 CUDA cores, 128 per SM on Blackwell: 170 SMs"),
+        links: "NVIDIA GeForce RTX 5090 specifications: PCIe Gen5; GeForce RTX 50 series cards have no NVLink",
     },
     "rtx-4090" {
         vendor: Vendor::Nvidia,
@@ -1061,6 +1151,7 @@ cards! {
     } engines {
         torch_bytes: Some(24_563 * MIB),
         sms: Some(128),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA GeForce RTX 4090 product page / specifications (24 GB GDDR6X)",
         reported: Some(
@@ -1070,6 +1161,7 @@ cards! {
         ),
         torch: Some("RTX 4090: `total_memory=24563MB` in `_CudaDeviceProperties`"),
         sms: Some("the vendor's specification (or `multi_processor_count` in torch's printouts): 128 SMs"),
+        links: "NVIDIA GeForce RTX 4090 specifications: PCIe Gen4; GeForce RTX 40 series cards have no NVLink connector",
     },
     "rtx-3090" {
         vendor: Vendor::Nvidia,
@@ -1083,6 +1175,7 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(82),
+        links: Links::Either,
     } sources {
         label: "NVIDIA GeForce RTX 3090 product page / specifications (24 GB GDDR6X)",
         reported: Some(
@@ -1092,6 +1185,7 @@ cards! {
         ),
         torch: None,
         sms: Some("NVIDIA GeForce RTX 3090 specifications: 10,496 CUDA cores, 128 per SM on GA102: 82 SMs"),
+        links: "NVIDIA GeForce RTX 3090 specifications: PCIe Gen4, NVLink bridge for 2 cards optional (the only GeForce 30 card with one)",
     },
     "rtx-4080" {
         vendor: Vendor::Nvidia,
@@ -1105,11 +1199,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(76),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA GeForce RTX 4080 product page / specifications (16 GB GDDR6X)",
         reported: None,
         torch: None,
         sms: Some("NVIDIA GeForce RTX 4080 specifications: 9,728 CUDA cores, 128 per SM on Ada Lovelace: 76 SMs"),
+        links: "NVIDIA GeForce RTX 4080 specifications: PCIe Gen4; GeForce RTX 40 series cards have no NVLink connector",
     },
     "rtx-4060-ti-16gb" {
         vendor: Vendor::Nvidia,
@@ -1123,6 +1219,7 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(34),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA GeForce RTX 4060 Ti product page / specifications (16 GB or 8 GB \
              GDDR6; this entry is the 16 GB model)",
@@ -1133,6 +1230,7 @@ cards! {
         ),
         torch: None,
         sms: Some("NVIDIA GeForce RTX 4060 Ti specifications: 4,352 CUDA cores, 128 per SM on Ada Lovelace: 34 SMs"),
+        links: "NVIDIA GeForce RTX 4060 Ti specifications: PCIe Gen4 x8; GeForce RTX 40 series cards have no NVLink connector",
     },
     "rtx-5070" {
         vendor: Vendor::Nvidia,
@@ -1146,11 +1244,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(48),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA GeForce RTX 5070 product page / specifications (12 GB GDDR7)",
         reported: None,
         torch: None,
         sms: Some("NVIDIA GeForce RTX 5070 specifications: 6,144 CUDA cores, 128 per SM on Blackwell: 48 SMs"),
+        links: "NVIDIA GeForce RTX 5070 specifications: PCIe Gen5; GeForce RTX 50 series cards have no NVLink",
     },
     "rtx-5080" {
         vendor: Vendor::Nvidia,
@@ -1164,11 +1264,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(84),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA GeForce RTX 5080 product page / specifications (16 GB GDDR7, 960 GB/s)",
         reported: None,
         torch: None,
         sms: Some("NVIDIA GeForce RTX 5080 specifications: 10,752 CUDA cores, 128 per SM on Blackwell: 84 SMs"),
+        links: "NVIDIA GeForce RTX 5080 specifications: PCIe Gen5; GeForce RTX 50 series cards have no NVLink",
     },
     "rtx-5060-ti-16gb" {
         vendor: Vendor::Nvidia,
@@ -1182,11 +1284,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(36),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA GeForce RTX 5060 Ti product page / specifications (16 GB or 8 GB GDDR7, 448 GB/s; this entry is the 16 GB model)",
         reported: None,
         torch: None,
         sms: Some("NVIDIA GeForce RTX 5060 Ti specifications: 4,608 CUDA cores, 128 per SM on Blackwell: 36 SMs"),
+        links: "NVIDIA GeForce RTX 5060 Ti specifications: PCIe Gen5 x8; GeForce RTX 50 series cards have no NVLink",
     },
     "rtx-4070-ti-super" {
         vendor: Vendor::Nvidia,
@@ -1200,11 +1304,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(66),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070 Ti SUPER: 16 GB GDDR6X, 256-bit, 672 GB/s)",
         reported: None,
         torch: None,
         sms: Some("NVIDIA GeForce RTX 4070 Ti SUPER specifications: 8,448 CUDA cores, 128 per SM on Ada Lovelace: 66 SMs"),
+        links: "NVIDIA GeForce RTX 4070 Ti SUPER specifications: PCIe Gen4; GeForce RTX 40 series cards have no NVLink connector",
     },
     "rtx-4070" {
         vendor: Vendor::Nvidia,
@@ -1218,11 +1324,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(46),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA GeForce RTX 4070 family specifications (RTX 4070: 12 GB GDDR6X, 192-bit, 504 GB/s)",
         reported: None,
         torch: None,
         sms: Some("NVIDIA GeForce RTX 4070 specifications: 5,888 CUDA cores, 128 per SM on Ada Lovelace: 46 SMs"),
+        links: "NVIDIA GeForce RTX 4070 specifications: PCIe Gen4; GeForce RTX 40 series cards have no NVLink connector",
     },
     "rtx-3060-12gb" {
         vendor: Vendor::Nvidia,
@@ -1236,11 +1344,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(28),
+        links: Links::Pcie,
     } sources {
         label: "NVIDIA GeForce RTX 3060 family specifications (RTX 3060: 12 GB GDDR6, 192-bit, 360 GB/s; this entry is the 12 GB model)",
         reported: None,
         torch: None,
         sms: Some("NVIDIA GeForce RTX 3060 specifications: 3,584 CUDA cores, 128 per SM on GA106: 28 SMs"),
+        links: "NVIDIA GeForce RTX 3060 specifications: PCIe Gen4; only the RTX 3090 of the GeForce 30 series has an NVLink connector",
     },
     "radeon-rx-7900-xtx" {
         vendor: Vendor::Amd,
@@ -1254,11 +1364,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: Some(96),
+        links: Links::Unknown,
     } sources {
         label: "AMD Radeon RX 7900 XTX product page / specifications (24 GB GDDR6)",
         reported: None,
         torch: None,
         sms: Some("AMD Radeon RX 7900 XTX specifications: 96 compute units"),
+        links: "not an NVIDIA card: NVLink is NVIDIA's; the engines' NVLink figures are kept",
     },
     // ------------------------------------------- Apple silicon (unified memory)
     // A Mac's "GB" of unified memory is GiB of LPDDR like a card's; what the GPU may use
@@ -1275,11 +1387,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2021): M1 Pro, 16GB unified memory, configurable to 32GB; 200GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m1-pro-32gb" {
         vendor: Vendor::Apple,
@@ -1293,11 +1407,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2021): M1 Pro, 16GB unified memory, configurable to 32GB; 200GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m1-max-32gb" {
         vendor: Vendor::Apple,
@@ -1311,11 +1427,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2021) and Mac Studio (2022): M1 Max, 32GB unified memory, configurable to 64GB; 400GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m1-max-64gb" {
         vendor: Vendor::Apple,
@@ -1329,11 +1447,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2021) and Mac Studio (2022): M1 Max, 32GB unified memory, configurable to 64GB; 400GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m1-ultra-64gb" {
         vendor: Vendor::Apple,
@@ -1347,11 +1467,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, Mac Studio (2022): M1 Ultra, 64GB unified memory, configurable to 128GB; 800GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m1-ultra-128gb" {
         vendor: Vendor::Apple,
@@ -1365,11 +1487,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, Mac Studio (2022): M1 Ultra, 64GB unified memory, configurable to 128GB; 800GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m2-pro-16gb" {
         vendor: Vendor::Apple,
@@ -1383,11 +1507,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2023) and Mac mini (2023): M2 Pro, 16GB unified memory, configurable to 32GB; 200GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m2-pro-32gb" {
         vendor: Vendor::Apple,
@@ -1401,11 +1527,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2023) and Mac mini (2023): M2 Pro, 16GB unified memory, configurable to 32GB; 200GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m2-max-32gb" {
         vendor: Vendor::Apple,
@@ -1419,11 +1547,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2023) and Mac Studio (2023): M2 Max, 32GB unified memory, configurable to 64GB or 96GB; 400GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m2-max-64gb" {
         vendor: Vendor::Apple,
@@ -1437,11 +1567,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2023) and Mac Studio (2023): M2 Max, 32GB unified memory, configurable to 64GB or 96GB; 400GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m2-max-96gb" {
         vendor: Vendor::Apple,
@@ -1455,11 +1587,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, 2023) and Mac Studio (2023): M2 Max, 32GB unified memory, configurable to 64GB or 96GB; 400GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m2-ultra-64gb" {
         vendor: Vendor::Apple,
@@ -1473,11 +1607,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, Mac Studio (2023) and Mac Pro (2023): M2 Ultra, 64GB unified memory, configurable to 128GB or 192GB; 800GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m2-ultra-128gb" {
         vendor: Vendor::Apple,
@@ -1491,11 +1627,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, Mac Studio (2023) and Mac Pro (2023): M2 Ultra, 64GB unified memory, configurable to 128GB or 192GB; 800GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m2-ultra-192gb" {
         vendor: Vendor::Apple,
@@ -1509,11 +1647,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, Mac Studio (2023) and Mac Pro (2023): M2 Ultra, 64GB unified memory, configurable to 128GB or 192GB; 800GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m3-pro-18gb" {
         vendor: Vendor::Apple,
@@ -1527,11 +1667,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Pro, 18GB unified memory, configurable to 36GB; 150GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m3-pro-36gb" {
         vendor: Vendor::Apple,
@@ -1545,11 +1687,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Pro, 18GB unified memory, configurable to 36GB; 150GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m3-max-36gb" {
         vendor: Vendor::Apple,
@@ -1563,11 +1707,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Max with 14-core CPU and 30-core GPU, 36GB unified memory, configurable to 96GB; 300GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m3-max-48gb" {
         vendor: Vendor::Apple,
@@ -1581,11 +1727,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Max with 16-core CPU and 40-core GPU, 48GB unified memory, configurable to 64GB or 128GB; 400GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m3-max-64gb" {
         vendor: Vendor::Apple,
@@ -1599,11 +1747,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Max with 16-core CPU and 40-core GPU, 48GB unified memory, configurable to 64GB or 128GB; 400GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m3-max-96gb" {
         vendor: Vendor::Apple,
@@ -1617,11 +1767,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Max with 14-core CPU and 30-core GPU, 36GB unified memory, configurable to 96GB; 300GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m3-max-128gb" {
         vendor: Vendor::Apple,
@@ -1635,11 +1787,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2023): M3 Max with 16-core CPU and 40-core GPU, 48GB unified memory, configurable to 64GB or 128GB; 400GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m3-ultra-96gb" {
         vendor: Vendor::Apple,
@@ -1653,11 +1807,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, Mac Studio (2025): M3 Ultra, 96GB unified memory, configurable to 256GB or 512GB; 819GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m3-ultra-256gb" {
         vendor: Vendor::Apple,
@@ -1671,11 +1827,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, Mac Studio (2025): M3 Ultra, 96GB unified memory, configurable to 256GB or 512GB; 819GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m3-ultra-512gb" {
         vendor: Vendor::Apple,
@@ -1689,11 +1847,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, Mac Studio (2025): M3 Ultra, 96GB unified memory, configurable to 256GB or 512GB; 819GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m4-pro-24gb" {
         vendor: Vendor::Apple,
@@ -1707,11 +1867,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, Mac mini (2024) and MacBook Pro (14-inch and 16-inch, November 2024): M4 Pro, 24GB unified memory, configurable to 48GB or 64GB; 273GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m4-pro-48gb" {
         vendor: Vendor::Apple,
@@ -1725,11 +1887,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, Mac mini (2024) and MacBook Pro (14-inch and 16-inch, November 2024): M4 Pro, 24GB unified memory, configurable to 48GB or 64GB; 273GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m4-pro-64gb" {
         vendor: Vendor::Apple,
@@ -1743,11 +1907,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, Mac mini (2024) and MacBook Pro (14-inch and 16-inch, November 2024): M4 Pro, 24GB unified memory, configurable to 48GB or 64GB; 273GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m4-max-36gb" {
         vendor: Vendor::Apple,
@@ -1761,11 +1927,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2024) and Mac Studio (2025): M4 Max with 14-core CPU and 32-core GPU, 36GB unified memory; 410GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m4-max-48gb" {
         vendor: Vendor::Apple,
@@ -1779,11 +1947,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2024) and Mac Studio (2025): M4 Max with 16-core CPU and 40-core GPU, 48GB unified memory, configurable to 64GB or 128GB; 546GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m4-max-64gb" {
         vendor: Vendor::Apple,
@@ -1797,11 +1967,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2024) and Mac Studio (2025): M4 Max with 16-core CPU and 40-core GPU, 48GB unified memory, configurable to 64GB or 128GB; 546GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
     "m4-max-128gb" {
         vendor: Vendor::Apple,
@@ -1815,11 +1987,13 @@ cards! {
     } engines {
         torch_bytes: None,
         sms: None,
+        links: Links::Unknown,
     } sources {
         label: "Apple's tech specs, MacBook Pro (14-inch and 16-inch, November 2024) and Mac Studio (2025): M4 Max with 16-core CPU and 40-core GPU, 48GB unified memory, configurable to 64GB or 128GB; 546GB/s memory bandwidth",
         reported: None,
         torch: None,
         sms: None,
+        links: "one GPU in an Apple silicon Mac: no tensor parallelism over cards",
     },
 }
 
@@ -2482,5 +2656,50 @@ mod tests {
                 Vendor::Unknown => panic!("{}: a catalogue card has a vendor", card.id),
             }
         }
+    }
+
+    /// Every NVIDIA row says how the card reaches its peers, with the vendor's words
+    /// for it; cards without NVLink are PCIe, SXM boards NVSwitch, and a row sold both
+    /// ways (or taking a bridge) says it cannot know. Nothing else claims NVLink.
+    #[test]
+    fn every_nvidia_row_says_its_interconnect() {
+        for (card, src) in CATALOGUE.iter().zip(SOURCES) {
+            assert!(!src.links.is_empty(), "{}", card.id);
+            if card.vendor == Vendor::Nvidia {
+                assert_ne!(card.links(), Links::Unknown, "{}", card.id);
+                assert!(
+                    src.links.contains("PCIe") || src.links.contains("NVLink"),
+                    "{}: {}",
+                    card.id,
+                    src.links
+                );
+            } else {
+                assert_eq!(card.links(), Links::Unknown, "{}", card.id);
+            }
+        }
+        let links = |id: &str| find(id).map(|c| c.links());
+        for id in [
+            "l4-24gb",
+            "rtx-4090",
+            "rtx-pro-6000",
+            "l40s-48gb",
+            "a10g-24gb",
+            "t4-16gb",
+        ] {
+            assert_eq!(links(id), Some(Links::Pcie), "{id}");
+        }
+        for id in ["h100-sxm-80gb", "b200"] {
+            assert_eq!(links(id), Some(Links::NvSwitch), "{id}");
+        }
+        for id in [
+            "a100-80gb",
+            "h200-141gb",
+            "h100-pcie-80gb",
+            "rtx-3090",
+            "rtx-a6000",
+        ] {
+            assert_eq!(links(id), Some(Links::Either), "{id}");
+        }
+        assert_eq!(GpuCard::custom(24 * GIB).links(), Links::Unknown);
     }
 }
