@@ -346,6 +346,40 @@ pub const MEMORY_IN_USE: Flag = Flag::new(
 )
 .unread("--memory-in-use is modelled for vLLM and SGLang only: ignored");
 
+/// How the GPUs of a tensor-parallel group reach each other: NVLink (an SXM board's
+/// NVSwitch, or a bridge) or PCIe only. It decides which communicators the engines and
+/// NCCL set up at tp > 1 and so the memory they take before the pool is sized
+/// (the engines' `request::interconnect`); the card's row says it where it can
+/// ([`crate::catalogue::Links`]), and this flag where the row cannot (A100, H100 PCIe
+/// or SXM, a bridged pair).
+pub const INTERCONNECT: Flag = Flag::new(
+    field(
+        "interconnect",
+        FieldKind::Choice,
+        "GPU interconnect (tp > 1)",
+        "the card's",
+        "nvlink (SXM/NVSwitch boards, NVLink bridges) or pcie (PCIe only): what the engine's communicators take at tp > 1; the card's own where its row knows",
+    )
+    .choices(&[
+        ("", "the card's"),
+        ("nvlink", "NVLink / NVSwitch"),
+        ("pcie", "PCIe only"),
+    ]),
+    interconnect,
+)
+.unread("--interconnect is modelled for vLLM and SGLang only: ignored");
+
+/// Reads `--interconnect`: `nvlink` or `pcie` (empty: the card's).
+fn interconnect(key: &'static str, text: &str) -> Result<Value, EstimateError> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        t @ ("nvlink" | "pcie" | "") => Ok(Value::Text(t.to_string())),
+        _ => Err(EstimateError::invalid(
+            key,
+            format!("{text:?}: nvlink (SXM/NVSwitch boards, NVLink bridges) or pcie (PCIe only)"),
+        )),
+    }
+}
+
 /// Reads `--memory-in-use`: a number of GiB (`1.5`) or a capacity with its unit
 /// (`800MiB`, `2GB`), 0 included, in bytes rounded down.
 fn in_use(key: &'static str, text: &str) -> Result<Value, EstimateError> {

@@ -128,10 +128,87 @@ pub(super) fn cuda_context(card: &GpuCard) -> (u64, String) {
 }
 
 /// NCCL communicators and custom all-reduce buffers per GPU at tp ≥ 2, MiB (assumed):
-/// what vLLM 0.19's start-ups on H100s show outside torch at tp 2–4 beyond tp 1
-/// (2 140 − 256 MiB, vLLM's own table), the same libraries allocating the same
-/// buffers in the engines that measure free memory after them (SGLang).
+/// what vLLM 0.19's start-ups on H100s (SXM, NVSwitch) show outside torch at tp 2–4
+/// beyond tp 1 (2 140 − 256 MiB, vLLM's own table), the same libraries allocating the
+/// same buffers in the engines that measure free memory after them (SGLang). NVLink
+/// boards only: see [`interconnect`] and [`PCIE_COMM_MIB`].
 pub(super) const COMM_BUFFERS_MIB: u64 = 1884;
+
+/// NCCL communicators and all-reduce buffers per GPU at tp ≥ 2 on PCIe-only GPUs, MiB
+/// (assumed): what vLLM counts outside torch at tp ≥ 2 beyond tp 1 without NVLink's
+/// communicators — vLLM 0.10 on H100s (0.55 GiB at tp 2 against 0.13 at tp 1, before the
+/// NVLink-only all-reduces came in) and vLLM 0.8 on two PCIe RTX 3090s without P2P
+/// (replayed with it within 2 %) — and what SGLang's start-up on four PCIe RTX 4090s
+/// left before loading beyond the CUDA context (0.91 GiB of torch's 23.99 GiB, 512 MiB
+/// of it the context). What vLLM 0.19 counts beyond it on H100s (1 454 MiB,
+/// [`COMM_BUFFERS_MIB`] in all) is the NVLink boards' own: the symmetric-memory
+/// all-reduce (vLLM `device_communicators/symm_mem.py`: device capability 9.0 and 10.0
+/// only; "not supported" is logged on 8.6, 8.9 and 12.0), FlashInfer's all-reduce fusion
+/// workspace (NVSwitch), custom all-reduce beyond two GPUs (`custom_all_reduce.py`, vLLM's
+/// and SGLang's: "not supported on more than two PCIe-only GPUs"), NCCL's NVLS buffers,
+/// set up only where the device supports multicast, an NVSwitch system (NVIDIA/nccl
+/// 2.30.7 `src/transport/nvls.cc` `ncclNvlsInit`: `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED`;
+/// `ncclNvlsBufferSetup`: 16 channels × 2 × 1 MiB × tp on sm_90, aligned to the multicast
+/// granularity), and NCCL's NVLink channel count: on PCIe its ring search finds one
+/// channel or two, doubled (`src/graph/connect.cc` `ncclTopoPostset`: 2 to 4 channels,
+/// where an NVSwitch H100 runs 24), and each P2P connection holds on the receiver `ncclRecvMem` + the
+/// LL (512 KiB), LL128 (4 800 KiB) and SIMPLE (4 MiB, `NCCL_BUFFSIZE`) buffers aligned to
+/// 2 MiB (`src/init.cc` `computeBuffSizes`, `src/transport/p2p.cc` `p2pRecvSetup`,
+/// `CUDA_IPC_MIN`), 10 MiB, and on the sender 2 MiB: 48 MiB for a rank's ring and tree
+/// peers at tp > 2 in one communicator (none where the transport is SHM: host memory,
+/// `src/transport/shm.cc`). The rest of the 430 MiB (the communicators' device
+/// structures, torch's own NCCL communicator, NCCL's kernels) is not derived here. SGLang 0.4.3 with NCCL 2.21.5 logs less for its
+/// distributed init on four PCIe L4s ("Init torch distributed ends. mem usage=0.13 GB"):
+/// the pool it sizes is then smaller than the log's, the safe side.
+pub(super) const PCIE_COMM_MIB: u64 = 430;
+
+/// How the GPUs of a tensor-parallel group reach each other, as the rules read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Interconnect {
+    /// NVLink (NVSwitch boards, bridged pairs), or not known: the NVLink figures.
+    NvLink,
+    /// PCIe only.
+    Pcie,
+}
+
+/// The interconnect of `c`'s GPUs and how it was reached: `--interconnect` where given,
+/// else the card's row ([`crate::catalogue::Links`]); a row that cannot say (sold as
+/// SXM and PCIe, a bridge optional, not NVIDIA) keeps NVLink's figures, the more memory
+/// taken before the pool.
+pub(super) fn interconnect(c: &Ctx) -> (Interconnect, String) {
+    use crate::catalogue::Links;
+    match c.params.text(super::flags::INTERCONNECT.key()) {
+        Some("pcie") => return (Interconnect::Pcie, "PCIe only (--interconnect pcie)".into()),
+        Some("nvlink") => {
+            return (
+                Interconnect::NvLink,
+                "NVLink (--interconnect nvlink)".into(),
+            );
+        }
+        _ => {}
+    }
+    match c.card.links() {
+        Links::Pcie => (
+            Interconnect::Pcie,
+            format!("PCIe only ({}: the card has no NVLink)", c.card.name),
+        ),
+        Links::NvSwitch => (
+            Interconnect::NvLink,
+            format!("NVLink/NVSwitch ({})", c.card.name),
+        ),
+        Links::Either => (
+            Interconnect::NvLink,
+            format!(
+                "NVLink assumed ({} is sold as SXM and PCIe, or takes an NVLink bridge: --interconnect pcie if its GPUs have none)",
+                c.card.name
+            ),
+        ),
+        Links::Unknown => (
+            Interconnect::NvLink,
+            "NVLink figures kept (the card's links are not known: --interconnect pcie if its GPUs have none)".into(),
+        ),
+    }
+}
 
 /// Sum of the per-device bytes of one group's counted lines.
 pub(super) fn group_device_bytes(est: &Estimate, group: Group) -> Result<u64, EstimateError> {

@@ -573,3 +573,68 @@ fn the_flags_settle_the_runtime_and_the_cards_generation() {
     engine(&[("card", "40GiB")]).settle(&mut input);
     assert_eq!(input.card_sm90, None);
 }
+
+/// At tp > 1 the communicators' memory follows the interconnect (`request::interconnect`,
+/// `COMM_BUFFERS_MIB`, `PCIE_COMM_MIB`): SGLang takes the CUDA context and 1 884 MiB
+/// before loading on NVLink boards, the context and 430 MiB on PCIe-only GPUs; vLLM 0.27
+/// counts 2 140 MiB outside torch at tp 2 on NVLink, 256 and 430 MiB on PCIe, and 0.10
+/// (563 MiB, already without NVLink's communicators) the same on both. The card's row decides unless `--interconnect`
+/// says; a row sold both ways keeps NVLink's figure; tp 1 takes none.
+#[test]
+fn the_interconnect_decides_what_tensor_parallelism_takes() {
+    let tp4 = llama_8b(&[("tp", "4"), ("gpus", "4")]);
+    let sglang = |input: &EstimateInput, card: &'static str, link: &'static str| {
+        let mut pairs = vec![
+            ("engine", "sglang"),
+            ("card", card),
+            ("max-model-len", "4096"),
+            ("mem-fraction-static", "0.8"),
+        ];
+        if !link.is_empty() {
+            pairs.push(("interconnect", link));
+        }
+        let b = run(input, &pairs);
+        (bytes_of(&b, "cuda_context"), b.kv_capacity_bytes)
+    };
+    let nvlink = (512 + 1884) * MIB;
+    let pcie = (512 + 430) * MIB;
+    assert_eq!(sglang(&tp4, "h100-sxm-80gb", "").0, nvlink);
+    assert_eq!(sglang(&tp4, "h100-sxm-80gb", "pcie").0, pcie);
+    let (ctx, pool) = sglang(&tp4, "rtx-4090", "");
+    assert_eq!(ctx, pcie);
+    let (ctx_nv, pool_nv) = sglang(&tp4, "rtx-4090", "nvlink");
+    assert_eq!(ctx_nv, nvlink);
+    // The pool is that difference × mem_fraction_static (0.8), rounded as the reserve is.
+    let gained = pool - pool_nv;
+    let expected = ((1884 - 430) * MIB * 8 / 10) as i64;
+    assert!((gained - expected).abs() <= 1, "{gained} {expected}");
+    assert_eq!(sglang(&tp4, "a100-80gb", "").0, nvlink);
+    assert_eq!(sglang(&tp4, "a100-80gb", "pcie").0, pcie);
+    assert_eq!(sglang(&llama_8b(&[]), "rtx-4090", "").0, 512 * MIB);
+
+    let tp2 = llama_8b(&[("tp", "2"), ("gpus", "2")]);
+    let vllm = |engine: &'static str, card: &'static str, link: &'static str| {
+        let mut pairs = vec![
+            ("engine", engine),
+            ("card", card),
+            ("max-model-len", "4096"),
+            ("gpu-memory-utilization", "0.5"),
+        ];
+        if !link.is_empty() {
+            pairs.push(("interconnect", link));
+        }
+        bytes_of(&run(&tp2, &pairs), "non_torch")
+    };
+    assert_eq!(vllm("vllm", "rtx-pro-6000", ""), (256 + 430) * MIB);
+    assert_eq!(vllm("vllm", "rtx-pro-6000", "nvlink"), 2140 * MIB);
+    assert_eq!(vllm("vllm", "h100-sxm-80gb", ""), 2140 * MIB);
+    assert_eq!(vllm("vllm@0.19", "a100-80gb", "pcie"), (256 + 430) * MIB);
+    assert_eq!(vllm("vllm@0.10", "rtx-pro-6000", ""), 563 * MIB);
+    assert_eq!(vllm("vllm@0.10", "h100-sxm-80gb", ""), 563 * MIB);
+
+    let (_, errors) = from_pairs([("engine", "vllm"), ("interconnect", "infiniband")]);
+    assert!(
+        errors.iter().any(|e| e.to_string().contains("nvlink")),
+        "{errors:?}"
+    );
+}

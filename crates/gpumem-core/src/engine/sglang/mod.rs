@@ -24,11 +24,16 @@ use serde::{Deserialize, Serialize};
 
 use super::arith::{MIB, mib, prod, sum};
 use super::contract::{Engine, Info};
-use super::flags::{BATCHED_TOKENS, Flag, MAX_MODEL_LEN, MEMORY_IN_USE, field, fraction};
+use super::flags::{
+    BATCHED_TOKENS, Flag, INTERCONNECT, MAX_MODEL_LEN, MEMORY_IN_USE, field, fraction,
+};
 use super::fraction::{ONE, fraction_text, times_fraction};
 use super::outcome::line;
 use super::pool::{Draft, simple_pool};
-use super::request::{COMM_BUFFERS_MIB, CONTEXT_MIB, Ctx, catalogue_capacity, load_rounding};
+use super::request::{
+    COMM_BUFFERS_MIB, CONTEXT_MIB, Ctx, Interconnect, PCIE_COMM_MIB, catalogue_capacity,
+    interconnect, load_rounding,
+};
 use crate::error::EstimateError;
 use crate::estimate::Kind;
 use crate::fields::FieldKind;
@@ -200,6 +205,7 @@ impl Engine for Sglang {
             &BATCHED_TOKENS,
             &MEM_FRACTION_STATIC,
             &MEMORY_IN_USE,
+            &INTERCONNECT,
         ],
         formats: &["bf16", "fp8", "int8", "awq-4-g128"],
         windows: false,
@@ -257,8 +263,18 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // torch.cuda.mem_get_info), so the card's total is torch's.
     let (total, derived) = c.card.torch_total();
     let multi = c.input.tp.max(1).saturating_mul(c.input.pp.max(1)) > 1;
+    // What the distributed init takes at tp × pp > 1 follows the interconnect: on
+    // NVLink boards NCCL's many channels, its NVLS buffers and the NVLink-only
+    // all-reduces (`COMM_BUFFERS_MIB`); on PCIe-only GPUs two NCCL channels and, beyond
+    // two GPUs, no custom all-reduce (`custom_all_reduce.py`: "not supported on more
+    // than two PCIe-only GPUs"): `PCIE_COMM_MIB`.
+    let link = interconnect(c);
+    let comm_mib = match link.0 {
+        Interconnect::Pcie => PCIE_COMM_MIB,
+        Interconnect::NvLink => COMM_BUFFERS_MIB,
+    };
     let pre_used_mib = if multi {
-        CONTEXT_MIB.saturating_add(COMM_BUFFERS_MIB)
+        CONTEXT_MIB.saturating_add(comm_mib)
     } else {
         CONTEXT_MIB
     };
@@ -319,9 +335,16 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             mib(pre_used_mib),
             Kind::Assumed,
             if multi {
-                format!(
-                    "{CONTEXT_MIB} MiB context + {COMM_BUFFERS_MIB} MiB at tp × pp > 1 (vLLM 0.19's tp ≥ 2 start-ups on H100s)"
-                )
+                match link.0 {
+                    Interconnect::NvLink => format!(
+                        "{CONTEXT_MIB} MiB context + {COMM_BUFFERS_MIB} MiB at tp × pp > 1 (vLLM 0.19's tp ≥ 2 start-ups on H100s); {}",
+                        link.1
+                    ),
+                    Interconnect::Pcie => format!(
+                        "{CONTEXT_MIB} MiB context + {PCIE_COMM_MIB} MiB at tp × pp > 1 (NCCL's two PCIe channels, no NVLink-only all-reduce: vLLM's tp ≥ 2 figure without them); {}",
+                        link.1
+                    ),
+                }
             } else {
                 format!("{CONTEXT_MIB} MiB")
             },

@@ -195,17 +195,13 @@ pub(super) fn rule(
         &parts,
         "vllm/model_executor/models/bert.py (BertLayer.forward)",
     ));
-    let nt = if input.tp >= 2 {
-        r.non_torch_mib[1]
-    } else {
-        r.non_torch_mib[0]
-    };
+    let (nt, nt_how) = r.non_torch(input.tp, 1, crate::engine::request::interconnect(c));
     lines.push(line(
         "non_torch",
         "Memory outside torch (assumed, by tp)",
         mib(nt),
         Kind::Assumed,
-        format!("{nt} MiB: {}", r.non_torch_logs),
+        nt_how,
         &[("tp", input.tp.to_string())],
         "vllm/v1/worker/gpu_worker.py",
     ));

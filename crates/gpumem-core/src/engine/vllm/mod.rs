@@ -59,11 +59,11 @@ use releases::{RULES, Rules};
 
 use super::arith::{GIB, MIB, gib_text, mib, prod, sum};
 use super::contract::{Engine, Info};
-use super::flags::{BATCHED_TOKENS, MAX_MODEL_LEN, MEMORY_IN_USE};
+use super::flags::{BATCHED_TOKENS, INTERCONNECT, MAX_MODEL_LEN, MEMORY_IN_USE};
 use super::fraction::{ONE, fraction_text, times_fraction};
 use super::outcome::line;
 use super::pool::{Batch, Draft, simple_pool};
-use super::request::{CONTEXT_MIB, Ctx, cuda_context, load_rounding};
+use super::request::{CONTEXT_MIB, Ctx, cuda_context, interconnect, load_rounding};
 use crate::catalogue::GpuCard;
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Kind};
@@ -110,6 +110,7 @@ impl Engine for Vllm {
             &CPU_OFFLOAD_GB,
             &PP_LAYER_PARTITION,
             &MEMORY_IN_USE,
+            &INTERCONNECT,
         ],
         formats: &["bf16", "fp8", "int8", "awq-4-g128"],
         windows: true,
@@ -435,13 +436,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             "vllm/model_executor/models/utils.py (make_empty_intermediate_tensors_factory)",
         ));
     }
-    let nt = if input.tp >= 2 {
-        r.non_torch_mib[1]
-    } else if input.pp >= 2 {
-        r.non_torch_mib[2]
-    } else {
-        r.non_torch_mib[0]
-    };
+    let (nt, nt_how) = r.non_torch(input.tp, input.pp, interconnect(c));
     let mut non_torch_bytes = mib(nt);
     if r.context_counted {
         // 0.6.4's and 0.8's workers take no baseline after the CUDA context: the
@@ -453,7 +448,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             "Memory outside torch: the CUDA context + the libraries' (assumed, by card and tp/pp)",
             non_torch_bytes,
             Kind::Assumed,
-            format!("CUDA context {how} + {nt} MiB: {}", r.non_torch_logs),
+            format!("CUDA context {how} + {nt_how}"),
             &[
                 ("tp", input.tp.to_string()),
                 ("pp", input.pp.to_string()),
@@ -467,7 +462,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             "Memory outside torch since start-up (assumed, by tp/pp)",
             mib(nt),
             Kind::Assumed,
-            format!("{nt} MiB: {}", r.non_torch_logs),
+            nt_how,
             &[("tp", input.tp.to_string()), ("pp", input.pp.to_string())],
             if r.v0 { SRC_WORKER_V0 } else { SRC_WORKER },
         ));

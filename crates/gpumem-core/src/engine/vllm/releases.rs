@@ -129,6 +129,48 @@ impl VllmVersion {
     }
 }
 
+impl Rules {
+    /// Memory outside torch, MiB, for `tp` × `pp` over `link` GPUs, and what it rests
+    /// on. At tp ≥ 2 on PCIe-only GPUs the NVLink boards' communicators are not set up
+    /// (vLLM's and NCCL's own gates: [`crate::engine::request::PCIE_COMM_MIB`]), so
+    /// what is counted beyond tp 1 is at most what vLLM counts without them.
+    pub(in crate::engine) fn non_torch(
+        &self,
+        tp: u64,
+        pp: u64,
+        link: (crate::engine::request::Interconnect, String),
+    ) -> (u64, String) {
+        use crate::engine::request::{Interconnect, PCIE_COMM_MIB};
+        if tp >= 2 {
+            let nvlink = self.non_torch_mib[1];
+            let pcie = self.non_torch_mib[0].saturating_add(PCIE_COMM_MIB);
+            match link.0 {
+                Interconnect::Pcie if pcie < nvlink => (
+                    pcie,
+                    format!(
+                        "{pcie} MiB: {} MiB at tp 1 ({}) + {PCIE_COMM_MIB} MiB at tp ≥ 2 without NVLink's communicators (vLLM 0.10's on H100s, 0.8's on two PCIe RTX 3090s); {}",
+                        self.non_torch_mib[0], self.non_torch_logs, link.1
+                    ),
+                ),
+                Interconnect::Pcie => (
+                    nvlink,
+                    format!("{nvlink} MiB: {}; {}", self.non_torch_logs, link.1),
+                ),
+                Interconnect::NvLink => (
+                    nvlink,
+                    format!("{nvlink} MiB: {}; {}", self.non_torch_logs, link.1),
+                ),
+            }
+        } else if pp >= 2 {
+            let nt = self.non_torch_mib[2];
+            (nt, format!("{nt} MiB: {}", self.non_torch_logs))
+        } else {
+            let nt = self.non_torch_mib[0];
+            (nt, format!("{nt} MiB: {}", self.non_torch_logs))
+        }
+    }
+}
+
 /// Whether 0.27's Model Runner V2 runs the model: dense and unquantised
 /// (`_is_default_v2_model_runner_model` excludes `is_moe` and `is_quantized`; the
 /// 0.27.1 logs run Qwen2 and Qwen3 dense models on V2).
