@@ -108,7 +108,7 @@ fn unknown_families_are_counted_exactly_by_transformers() {
     let Some(python) = gpumem_e2e::torch_python("unknown_families_are_counted_exactly") else {
         return;
     };
-    for name in ["jetmoe.json", "gpt_neox_japanese.json", "jais2.json"] {
+    for name in ["gpt_neox_japanese.json", "jais2.json"] {
         let cfg = config(name);
         let (params, kv_per_token) = oracle(&python, &cfg);
         let (out, reader) = estimate(&cfg, &["--count-with", "reader"]);
@@ -197,7 +197,7 @@ fn the_counted_model_takes_the_formats_given() {
 /// line saying how to count it exactly; asked for, the count's absence is an error.
 #[test]
 fn without_python_the_answer_is_the_readers_with_the_hint() {
-    let cfg = config("jetmoe.json");
+    let cfg = config("jais2.json");
     let (out, reader) = estimate(&cfg, &["--count-with", "reader"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let (out, doc) = estimate(&cfg, &["--python", "/nonexistent/python3"]);

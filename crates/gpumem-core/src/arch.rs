@@ -51,6 +51,11 @@ pub struct Moe {
     /// (transformers' and vLLM's `NemotronHMoE`). 0 = none.
     #[serde(default)]
     pub latent: u64,
+    /// One bias `[hidden]` added to each MoE block's output, after the experts are
+    /// summed (JetMoE's `JetMoeMoE.bias`, transformers 5.23
+    /// `models/jetmoe/modeling_jetmoe.py`), rather than biases on every expert.
+    #[serde(default)]
+    pub output_bias: bool,
 }
 
 impl Moe {
@@ -675,6 +680,42 @@ pub struct Architecture {
     /// has `vocab_size + 8` rows, its lm_head `vocab_size`).
     #[serde(default)]
     pub extra_embedding_rows: u64,
+    /// A norm after the last layer, before the lm_head (every decoder here but GPT-1:
+    /// transformers' `OpenAIGPTModel` ends at its last block's `ln_2`,
+    /// `models/openai/modeling_openai.py`, transformers 5.23).
+    #[serde(default = "yes")]
+    pub final_norm: bool,
+    /// Attention experts: a mixture of attention heads (JetMoE's `JetMoeMoA`,
+    /// transformers 5.23 `models/jetmoe/modeling_jetmoe.py`). Each of the attention
+    /// layers holds this many experts, each a query projection `[kv_heads × head_dim,
+    /// hidden]` and an output projection `[hidden, kv_heads × head_dim]` (the
+    /// checkpoint's `experts.input_linear` and `experts.output_linear` banks), and a
+    /// router `[attn_experts, hidden]`; each token runs `heads ÷ kv_heads` of them,
+    /// over one shared key and value projection (`kv_proj`), so the cache holds
+    /// `kv_heads` heads. The attention's output bias (`o-bias`) is the mixture's
+    /// `bias`. They replace the plain q and o projections (not MLA's, not Gemma 4's
+    /// global layers'). 0 = plain attention.
+    #[serde(default)]
+    pub attn_experts: u64,
+    /// Rows of a sinusoidal position table `[rows, hidden]` the model computes when it
+    /// is built and keeps in fp32 beside its weights, never stored in the checkpoint
+    /// (CTRL's `pos_encoding`, `n_positions` rows: a non-persistent buffer made with
+    /// `dtype=torch.float`, transformers 5.23 `models/ctrl/modeling_ctrl.py`,
+    /// `CTRLModel.__init__`). Bytes, not parameters. 0 = none.
+    #[serde(default)]
+    pub sinusoid_positions: u64,
+    /// Positions `n` of the causal mask `[n, n]` every attention layer keeps as a
+    /// buffer in the model's dtype, beside the model's position ids `[n]` in int64
+    /// (GPT-1: `Attention.bias`, `torch.tril(torch.ones(n_positions, n_positions))`,
+    /// and `OpenAIGPTModel.position_ids`, both non-persistent, transformers 5.23
+    /// `models/openai/modeling_openai.py`). Bytes, not parameters. 0 = none.
+    #[serde(default)]
+    pub mask_positions: u64,
+}
+
+/// serde's default for facts that are on unless a stored import says otherwise.
+const fn yes() -> bool {
+    true
 }
 
 /// The facts' values when a key is absent: the base every parser and every model
@@ -737,6 +778,10 @@ impl Architecture {
         cross_layers: 0,
         cross_tokens: 0,
         extra_embedding_rows: 0,
+        final_norm: true,
+        attn_experts: 0,
+        sinusoid_positions: 0,
+        mask_positions: 0,
     };
 
     /// [`Architecture::BASE`] with every optional part at its own base: where each
@@ -775,6 +820,7 @@ impl Moe {
         correction_bias: false,
         shared_gate: false,
         latent: 0,
+        output_bias: false,
     };
 }
 
@@ -1106,6 +1152,15 @@ pub const DECODER_FACTS: &[Fact] = &[
         .underived(LAYERNORM_STYLE),
     fact("rotary-dims", G::Variants, K::Count, "Rotary width", "= head-dim",
         "Rotary width of one head when only part of it rotates (GPT-NeoX: rotary_pct × head size)", at!(rotary_dims)),
+    fact("final-norm", G::Variants, K::Bool(Architecture::BASE.final_norm), "Final norm", "",
+        "A norm after the last layer (GPT-1 has none)", at!(final_norm)),
+    fact("attn-experts", G::Variants, K::Count, "Attention experts", "none",
+        "Mixture of attention heads (JetMoE): q and o projections are this many experts of kv-heads × head-dim each, heads ÷ kv-heads of them per token, over shared k and v", at!(attn_experts))
+        .underived("a mixture of attention heads is not in the derivation"),
+    fact("sinusoid-positions", G::Variants, K::Count, "Sinusoidal position rows", "none",
+        "Rows of an fp32 sinusoidal position table kept beside the weights, not in the checkpoint (CTRL: n_positions)", at!(sinusoid_positions)),
+    fact("mask-positions", G::Variants, K::Count, "Causal-mask buffer positions", "none",
+        "Positions n of an [n, n] causal mask each layer keeps in the model's dtype, with int64 position ids [n] (GPT-1: n_positions)", at!(mask_positions)),
 ];
 
 /// The variants and optional parts (MLA, MTP, global layers, the indexer, towers, a
@@ -1252,6 +1307,8 @@ pub const VARIANT_FACTS: &[Fact] = &[
         "MoE: a [1, hidden] gate on the shared expert (Qwen2-MoE, Qwen3-Next)", at!(moe.shared_gate)),
     fact("moe-latent", G::Moe, K::Count, "Expert latent width", "none",
         "MoE: routed experts work at this width between two projections (Nemotron-3 Super)", at!(moe.latent)),
+    fact("moe-output-bias", G::Moe, K::Bool(Moe::BASE.output_bias), "MoE output bias", "",
+        "MoE: one bias [hidden] on each MoE block's output (JetMoE)", at!(moe.output_bias)),
 ];
 
 /// Every fact's rule, the decoder's then the variants', copied out of the rows.
@@ -1622,6 +1679,18 @@ impl Architecture {
                 ));
             }
         }
+        if self.attn_experts > 0 {
+            let per = self.heads.checked_div(self.kv_heads).unwrap_or(0);
+            if per == 0 || per > self.attn_experts {
+                return Err(EstimateError::invalid(
+                    "attn-experts",
+                    format!(
+                        "{} heads over {} KV heads run {per} attention experts per token, more than the {} there are",
+                        self.heads, self.kv_heads, self.attn_experts
+                    ),
+                ));
+            }
+        }
         if let Some(m) = self.mla {
             for (field, v) in [
                 ("kv-lora-rank", m.kv_lora_rank),
@@ -1748,6 +1817,38 @@ impl Architecture {
             }),
             ..*self
         }
+    }
+
+    /// The buffers the model builds beside its weights and never stores in the
+    /// checkpoint, held on the device all the same (no parameters): what each is and its
+    /// bytes, with `dtype_bytes` the model's dtype. CTRL's fp32 sinusoidal position table
+    /// (`sinusoid_positions` × hidden × 4 B); GPT-1's causal masks (`mask_positions`²
+    /// per attention layer in the model's dtype) with its position ids
+    /// (`mask_positions` × 8 B). A new buffer is one more entry here: the estimate's
+    /// line lists them all.
+    pub fn buffers(&self, dtype_bytes: u64) -> Result<Vec<(String, u64)>, EstimateError> {
+        let what = "buffer bytes";
+        let mut out = Vec::new();
+        if self.sinusoid_positions > 0 {
+            out.push((
+                format!(
+                    "an fp32 sinusoidal position table of {} rows × {}",
+                    self.sinusoid_positions, self.hidden
+                ),
+                checked_product(&[self.sinusoid_positions, self.hidden, 4], what)?,
+            ));
+        }
+        let n = self.mask_positions;
+        if n > 0 {
+            let masks = checked_product(&[self.attention_layers(), n, n, dtype_bytes], what)?;
+            out.push((
+                format!(
+                    "a causal mask of {n} × {n} per attention layer in the model's dtype ({dtype_bytes} B) and {n} int64 position ids"
+                ),
+                add(masks, checked_product(&[n, 8], what)?, what)?,
+            ));
+        }
+        Ok(out)
     }
 
     /// KV values per token and attention layer (MTP layers are not counted).
@@ -1877,7 +1978,9 @@ impl Architecture {
         // An encoder's norm outside the layers is its embeddings' (BERT's
         // `embeddings.LayerNorm`, ModernBERT's `embeddings.norm`; ModernBERT's layer 0
         // has no attention norm and its `final_norm` takes that place): one, as here.
-        t.push(grp(Norms, Kept, "final norm", h, 1, self.norm_vectors()));
+        if self.final_norm {
+            t.push(grp(Norms, Kept, "final norm", h, 1, self.norm_vectors()));
+        }
         if self.embedding_norm {
             t.push(grp(
                 Norms,
@@ -2354,10 +2457,30 @@ impl Architecture {
                         ));
                     }
                 }
-                t.push(grp(attn, AttnLinear, "q_proj", q_rows, h, regular));
+                if self.attn_experts > 0 {
+                    // JetMoE's JetMoeMoA: per layer a router and `attn_experts` pairs
+                    // of query and output projections `kv_heads × head_dim` wide, of
+                    // which heads ÷ kv_heads run per token (validated: a whole number
+                    // at most attn_experts).
+                    let e = self.attn_experts;
+                    let all = checked_product(&[regular, e], "attention experts")?;
+                    let per = self.heads.checked_div(self.kv_heads).unwrap_or(0);
+                    let active = checked_product(&[regular, per], "attention experts")?;
+                    t.push(grp(attn, Kept, "attn_experts.router", e, h, regular));
+                    t.push(TensorGroup {
+                        active,
+                        ..grp(attn, AttnLinear, "attn_experts.q_proj", kv, h, all)
+                    });
+                    t.push(TensorGroup {
+                        active,
+                        ..grp(attn, AttnLinear, "attn_experts.o_proj", h, kv, all)
+                    });
+                } else {
+                    t.push(grp(attn, AttnLinear, "q_proj", q_rows, h, regular));
+                    t.push(grp(attn, AttnLinear, "o_proj", h, q, regular));
+                }
                 t.push(grp(attn, AttnLinear, "k_proj", kv, h, kv_regular));
                 t.push(grp(attn, AttnLinear, "v_proj", kv, h, kv_regular));
-                t.push(grp(attn, AttnLinear, "o_proj", h, q, regular));
                 if self.qkv_bias {
                     t.push(grp(attn, Kept, "q_proj.bias", q, 1, regular));
                     t.push(grp(attn, Kept, "k_proj.bias", kv, 1, kv_regular));
@@ -2451,6 +2574,9 @@ impl Architecture {
                 h
             };
             self.push_mlp(t, "experts", m.expert_intermediate, width, all, active)?;
+            if m.output_bias {
+                t.push(grp(Mlp, Kept, "moe output bias", h, 1, moe));
+            }
             if m.shared_experts > 0 {
                 let n = checked_product(&[moe, m.shared_experts], "experts")?;
                 self.push_mlp(t, "shared_experts", m.shared_intermediate.max(1), h, n, n)?;

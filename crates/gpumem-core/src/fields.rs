@@ -470,6 +470,8 @@ mod tests {
             // Fewer than the 3 attention layers the samples give, one of them global.
             ("kv-shared-layers", "2"),
             ("kv-shared-global", "1"),
+            // At least the heads ÷ kv-heads each token runs.
+            ("attn-experts", "4"),
         ];
         let fixed: Vec<&str> = pairs.iter().map(|(k, _)| *k).collect();
         for f in FIELDS

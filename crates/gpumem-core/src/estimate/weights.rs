@@ -166,6 +166,31 @@ pub(super) fn weights(
                 ],
             );
         }
+        // The model's dtype: the one its norms and biases are kept in.
+        let dtype_bytes = match module_formats(input)?.kept {
+            StorageFormat::Dense { dtype } => dtype.bytes(),
+            _ => 2,
+        };
+        let buffers = a.buffers(dtype_bytes)?;
+        let bytes = buffers
+            .iter()
+            .try_fold(0u64, |sum, (_, b)| sum.checked_add(*b))
+            .ok_or(EstimateError::Overflow { what: "weights" })?;
+        if bytes > 0 {
+            // Built at load beside the weights (no checkpoint tensor, no parameter),
+            // whole on every GPU.
+            let what: Vec<&str> = buffers.iter().map(|(w, _)| w.as_str()).collect();
+            b.line(
+                LineKey::WeightsOther,
+                "Weights: buffers (not in the checkpoint)",
+                bytes,
+                bytes,
+                Kind::Computed,
+                true,
+                format!("{}, computed when the model is built", what.join("; ")),
+                &[("parameters", "0".into())],
+            );
+        }
         if split.pp > 1 {
             // Embeddings sit on the first stage, lm_head on the last: only the larger counts per device.
             let emb = b

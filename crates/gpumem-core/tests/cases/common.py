@@ -34,6 +34,13 @@ def linear_bytes(fmt, out, inp):
     raise ValueError(fmt)
 
 
+def is_buffer(kind):
+    """A buffer the model builds beside its weights and never saves (kinds "buffer" in
+    the model's 16-bit dtype, "buffer_fp32", "buffer_int64"): bytes on the device, no
+    parameters."""
+    return kind.startswith("buffer")
+
+
 def numel(shape):
     n = 1
     for d in shape: n *= d
@@ -43,9 +50,11 @@ def numel(shape):
 def tensor_bytes(shape, kind, fmt, attn_fmt):
     """Bytes of one tensor: linear weights in their format, the rest bf16."""
     base = kind.replace("mtp_", "")
-    if base == "fp32":
+    if base in ("fp32", "buffer_fp32"):
         return 4 * numel(shape)
-    if len(shape) != 2 or base in ("kept", "expert_kept", "vocab", "tower"):
+    if base == "buffer_int64":
+        return 8 * numel(shape)
+    if len(shape) != 2 or base in ("kept", "expert_kept", "vocab", "tower", "buffer"):
         return 2 * numel(shape)
     f = attn_fmt if base == "linear_attn" else fmt
     out, inp = shape

@@ -14,7 +14,7 @@ computes, or when a case it does not write is committed: the cases cannot drift.
 import importlib, json, pathlib, pkgutil, sys
 
 import families
-from common import LLAMA, cdiv, decoder_kv, decoder_tensors, g, linear_bytes, numel, tensor_bytes
+from common import LLAMA, cdiv, is_buffer, decoder_kv, decoder_tensors, g, linear_bytes, numel, tensor_bytes
 
 HERE = pathlib.Path(__file__).parent
 GIB = 1 << 30
@@ -308,7 +308,8 @@ def fp8_scales(config):
 
 def summarise(config, fmt="bf16", attn_fmt=None):
     T = checkpoint_tensors(config)
-    params = sum(numel(s) for _, s, _ in T)
+    # Buffers (CTRL's position table) are bytes, not parameters.
+    params = sum(numel(s) for _, s, k in T if not is_buffer(k))
     c = text_config(config)
     experts = g(c, "num_local_experts", "num_experts", "n_routed_experts", default=0)
     active_k = g(c, "num_experts_per_tok", "num_experts_per_token", default=0)

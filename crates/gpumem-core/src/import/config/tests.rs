@@ -2026,3 +2026,77 @@ fn hand_entered_mixers_need_what_their_kind_reads() {
     };
     assert!(e.contains("mixer-state"), "{e}");
 }
+
+#[test]
+fn jetmoe_builds_transformers_keys_and_names_the_old_ones_it_ignores() {
+    // transformers' JetMoeConfig reads num_local_experts / num_experts_per_tok (8, 2 by
+    // default) and sets the heads to kv heads × top-k, whatever the config says.
+    let c = parse_config(
+        r#"{"model_type":"jetmoe","hidden_size":256,"num_hidden_layers":2,"num_attention_heads":99,
+        "num_key_value_heads":4,"kv_channels":32,"intermediate_size":512,"vocab_size":1000,
+        "moe_num_experts":16,"moe_top_k":2}"#,
+    )
+    .unwrap();
+    let a = c.arch;
+    assert_eq!((a.heads, a.kv_heads, a.head_dim), (8, 4, 32));
+    assert_eq!(a.attn_experts, 8);
+    let m = a.moe.unwrap();
+    assert_eq!((m.experts, m.active, m.expert_intermediate), (8, 2, 512));
+    assert!(m.output_bias && a.o_bias && a.tied_embeddings);
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with("moe_num_experts = 16 is not read")),
+        "{:?}",
+        c.warnings
+    );
+    // moe_top_k agrees with what is built: not named.
+    assert!(!c.warnings.iter().any(|w| w.starts_with("moe_top_k")));
+    // Per layer: router, 8 query and 8 output experts of 4 × 32, kv_proj, the mixture's
+    // bias; the MLP experts (gated), their router and bias; two norms. Tied head.
+    let (h, e, q, i) = (256u64, 8u64, 128u64, 512u64);
+    let layer = e * h + 2 * e * q * h + 2 * q * h + h + e * 3 * i * h + e * h + h + 2 * h;
+    let params: u64 = a
+        .tensors()
+        .unwrap()
+        .iter()
+        .map(|t| t.params().unwrap())
+        .sum();
+    assert_eq!(params, 1000 * h + 2 * layer + h);
+}
+
+#[test]
+fn gpt1_has_no_final_norm_and_ctrl_a_position_buffer() {
+    let g = parse_config(
+        r#"{"model_type":"openai-gpt","n_embd":64,"n_layer":2,"n_head":4,"n_positions":16,"vocab_size":100}"#,
+    )
+    .unwrap();
+    assert!(!g.arch.final_norm);
+    assert!(
+        !g.arch
+            .tensors()
+            .unwrap()
+            .iter()
+            .any(|t| t.name == "final norm")
+    );
+    // Two layers' 16 × 16 masks in bf16 and 16 int64 ids; no parameter among them.
+    assert_eq!(
+        g.arch.buffers(2).unwrap().iter().map(|b| b.1).sum::<u64>(),
+        2 * 16 * 16 * 2 + 16 * 8
+    );
+    let c = parse_config(
+        r#"{"model_type":"ctrl","n_embd":64,"n_layer":2,"n_head":4,"dff":128,"n_positions":50,"vocab_size":100}"#,
+    )
+    .unwrap();
+    assert!(c.arch.final_norm && c.arch.lm_head_bias && !c.arch.gated_mlp);
+    assert_eq!((c.arch.intermediate, c.arch.sinusoid_positions), (128, 50));
+    assert_eq!(
+        c.arch.buffers(2).unwrap().iter().map(|b| b.1).sum::<u64>(),
+        50 * 64 * 4
+    );
+    assert!(
+        !c.notes
+            .iter()
+            .any(|n| n.starts_with("intermediate size absent"))
+    );
+}

@@ -15,6 +15,7 @@ mod bitnet;
 mod bloom;
 mod chatglm;
 mod cohere;
+mod ctrl;
 mod deepseek;
 mod diffllama;
 mod ernie;
@@ -33,6 +34,7 @@ mod hunyuan;
 mod hyperclovax;
 mod internlm;
 mod jamba;
+mod jetmoe;
 mod kimi;
 mod lfm2;
 mod llama;
@@ -45,6 +47,7 @@ mod mllama;
 mod nanochat;
 mod nemotron;
 mod olmo;
+mod openai_gpt;
 mod opt;
 mod paligemma;
 mod persimmon;
@@ -118,6 +121,9 @@ pub(crate) const REGISTRY: &[&[&Family]] = &[
     git::FAMILIES,
     recurrent_gemma::FAMILIES,
     rwkv::FAMILIES,
+    jetmoe::FAMILIES,
+    openai_gpt::FAMILIES,
+    ctrl::FAMILIES,
 ];
 
 /// Every record, file by file.
