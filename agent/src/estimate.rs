@@ -16,7 +16,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
 use gpumem_core::EstimateError;
 use gpumem_core::catalogue::{GpuCard, resolve};
 use gpumem_core::engine;
-use gpumem_core::estimate::{Estimate, estimate};
+use gpumem_core::estimate::{Estimate, EstimateInput, estimate};
 use gpumem_core::fit::{CardFit, MARGIN_RULE, Verdict, fit_table};
 use gpumem_core::headline::{Basis, FORMAT_LADDER, compare_formats, headline, inputs_line};
 use gpumem_core::import::read_policy::{Header, HeaderFormat, HeaderRead, Step};
@@ -317,8 +317,15 @@ pub fn run(args: Args) -> Result<Exit> {
         });
     }
     pairs.extend(given);
-    let (mut input, errors) =
-        params::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    // The one reader: the estimate's pairs, and what the engine flags decide of the
+    // estimate (the named engine's cache layout for the recurrent-state and indexer
+    // lines, transformers' own without one; the cards' generation for a training
+    // step's cuBLAS workspaces, the larger without one) settled on it. The engine
+    // flags' own errors are reported with their rules below.
+    let (mut input, errors) = read_input(
+        pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        args.engine.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
     if !errors.is_empty() {
         for e in &errors {
             crate::out::errln!("gpumem-agent: invalid input: --{e}");
@@ -380,15 +387,6 @@ pub fn run(args: Args) -> Result<Exit> {
     };
     if let Some(c) = &counted {
         input.counted = Some(crate::count::to_counted(c, source_length)?);
-    }
-    // The card's generation sizes what a training step holds (torch's cuBLAS
-    // workspace): the cards of `--card`, else the larger. The recurrent-state and
-    // indexer lines follow the named engine's cache layout (transformers' own
-    // without one).
-    {
-        let (params, _) =
-            engine::from_pairs(args.engine.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        params.settle(&mut input);
     }
     // Step 2: compute.
     let mut est = match estimate(&input) {
@@ -557,6 +555,17 @@ pub fn run(args: Args) -> Result<Exit> {
 /// The config reader's reading of config.json; a refusal of a config that names a
 /// model_type comes back as its reason when the count may answer instead
 /// (`--count-with` other than `reader`), else as the error it was.
+/// The estimate's input from its pairs and the engine flags (`engine`), through the
+/// core's one reader (`inputs::read`), as every other path that answers from the same
+/// inputs reads them: the input, and the estimate pairs' errors.
+pub(crate) fn read_input<'a>(
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    engine: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> (EstimateInput, Vec<EstimateError>) {
+    let read = gpumem_core::inputs::read(pairs, engine);
+    (read.input, read.errors)
+}
+
 fn read_config(
     text: &str,
     what: &str,

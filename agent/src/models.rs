@@ -8,7 +8,6 @@ use std::fmt::Write;
 use anyhow::Result;
 use gpumem_core::estimate::estimate;
 use gpumem_core::import::config::parse_config;
-use gpumem_core::params;
 use gpumem_core::units::Bytes;
 use serde::Serialize;
 
@@ -60,7 +59,9 @@ fn row(b: &Bundled) -> Row<'_> {
     };
     if let Ok(c) = parse_config(&b.config) {
         let pairs = c.pairs();
-        let (input, errors) = params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        // Read as `estimate --model ID` reads it (no engine flag: none decides anything).
+        let (input, errors) =
+            crate::estimate::read_input(pairs.iter().map(|(k, v)| (*k, v.as_str())), []);
         if errors.is_empty()
             && let Ok(est) = estimate(&input)
         {

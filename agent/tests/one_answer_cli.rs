@@ -415,3 +415,85 @@ fn an_assumed_reserve_alone_never_decides_a_no() {
     );
     assert!(!text(&out).contains("short side"), "{}", text(&out));
 }
+
+/// `estimate --json`'s figures for a config of the test set and flags: every line's
+/// bytes by key, and the total.
+fn json_figures(model: &str, flags: &[&str]) -> (Vec<(String, u64)>, u64) {
+    let out = estimate(model, &[&["--json"], flags].concat());
+    let doc: gpumem_proto::estimate::EstimateDocument =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    figures(&doc.estimate)
+}
+
+fn figures(e: &gpumem_core::estimate::Estimate) -> (Vec<(String, u64)>, u64) {
+    (
+        e.lines
+            .iter()
+            .map(|l| (l.key.as_str().to_owned(), l.bytes))
+            .collect(),
+        e.total_bytes,
+    )
+}
+
+/// The core's one reader (`inputs::read`, which the tracer, `run`'s comparison,
+/// `models` and the page's modules answer from) on a config of the test set, the
+/// estimate's pairs and the engine's.
+fn read_figures(
+    model: &str,
+    pairs: &[(&str, &str)],
+    engine: &[(&str, &str)],
+) -> (Vec<(String, u64)>, u64) {
+    #[allow(clippy::disallowed_methods)] // a test's fixture
+    let text = std::fs::read_to_string(config(model)).unwrap();
+    let mut all = gpumem_core::import::config::parse_config(&text)
+        .unwrap()
+        .pairs();
+    all.extend(pairs.iter().map(|(k, v)| {
+        let key = gpumem_core::params::keys().find(|p| p == k).unwrap();
+        (key, (*v).to_owned())
+    }));
+    let read = gpumem_core::inputs::read(
+        all.iter().map(|(k, v)| (*k, v.as_str())),
+        engine.iter().copied(),
+    );
+    assert!(read.errors.is_empty() && read.engine_errors.is_empty());
+    figures(&gpumem_core::estimate::estimate(&read.input).unwrap())
+}
+
+/// One answer per screen: `estimate --json` and the one reader every other path
+/// answers from give the same figures, the engine and the card deciding the same —
+/// a hybrid model served by vLLM (Qwen3-Next's state line in vLLM's layout) and a
+/// state-space model trained on a card of another generation than sm_90 (a Mamba's
+/// LoRA step on an L4: torch's smaller cuBLAS workspaces).
+#[test]
+fn estimate_json_and_the_one_reader_agree_on_engine_and_card() {
+    let served = json_figures(
+        "qwen3-next-80b-a3b",
+        &["--context", "4096", "--engine", "vllm", "--card", "l4"],
+    );
+    let read = read_figures(
+        "qwen3-next-80b-a3b",
+        &[("context", "4096")],
+        &[("engine", "vllm"), ("card", "l4")],
+    );
+    assert_eq!(served, read);
+    let own = read_figures("qwen3-next-80b-a3b", &[("context", "4096")], &[]);
+    let state = |f: &(Vec<(String, u64)>, u64)| {
+        f.0.iter()
+            .find(|(k, _)| k == "kv_cache.state")
+            .map(|(_, b)| *b)
+    };
+    assert!(state(&served) < state(&own), "{served:?} {own:?}");
+    let trained = json_figures(
+        "mamba-2.8b",
+        &["--context", "1024", "--train", "lora", "--card", "l4"],
+    );
+    let read = read_figures(
+        "mamba-2.8b",
+        &[("context", "1024"), ("train", "lora")],
+        &[("card", "l4")],
+    );
+    assert_eq!(trained, read);
+    let anywhere = read_figures("mamba-2.8b", &[("context", "1024"), ("train", "lora")], &[]);
+    assert!(trained.1 < anywhere.1, "{trained:?} {anywhere:?}");
+}

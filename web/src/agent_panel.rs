@@ -258,6 +258,7 @@ pub fn AgentPanel() -> impl IntoView {
 fn TracePanel() -> impl IntoView {
     let agent = expect_context::<Agent>();
     let computed = expect_context::<Memo<crate::compute::Computed>>();
+    let form = expect_context::<Form>();
     let received = agent.received;
     let next = StoredValue::new(0u64);
     let ask = move |_| {
@@ -269,6 +270,13 @@ fn TracePanel() -> impl IntoView {
                 inputs.insert((*k).to_owned(), v.clone());
             }
         });
+        // The page's engine keys too: they decide what they decide of the estimate the
+        // agent sets beside each traced line, as for the page's own figures.
+        for (k, v) in untrack(|| form.page_pairs()) {
+            if gpumem_core::engine::is_engine_key(k) {
+                inputs.insert(k.to_owned(), v);
+            }
+        }
         let id = next.get_value() + 1;
         next.set_value(id);
         received.update(|r| r.trace = TraceView::Asked(id));

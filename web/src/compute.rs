@@ -35,14 +35,20 @@ impl Estimator for Full {
         Some(Reading::of(errors, page_errors, &settings, None))
     }
 
+    /// Through the core's one reader (`inputs::read`), the page's engine and card
+    /// deciding what they decide for `gpumem-agent estimate`.
     fn estimate(
         &self,
         pairs: &[(&'static str, String)],
+        page: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
     ) -> Result<Estimate, EstimateError> {
-        let (mut input, _) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
-        input.tensors = tensors.cloned();
-        estimate(&input)
+        let mut read = gpumem_core::inputs::read(
+            pairs.iter().map(|(k, v)| (*k, v.as_str())),
+            page.iter().map(|(k, v)| (*k, v.as_str())),
+        );
+        read.input.tensors = tensors.cloned();
+        estimate(&read.input)
     }
 }
 
@@ -178,7 +184,7 @@ pub fn compute(
         for (field, reason) in reading.iter().flat_map(|r| &r.page_errors) {
             page_errors.push((field.clone(), reason.clone()));
         }
-        let result = estimator.estimate(&pairs, tensors);
+        let result = estimator.estimate(&pairs, page, tensors);
         if let Err(EstimateError::Invalid { field, reason }) = &result {
             let key = at(field);
             if i == 0 || key != *field {
@@ -254,7 +260,7 @@ pub fn answer(
     if reading.as_ref().is_ok_and(|r| !r.errors.is_empty()) {
         return None;
     }
-    match training.estimate_any(pairs, tensors) {
+    match training.estimate_any(pairs, page, tensors) {
         Ok(e) => {
             e.ok()?;
         }
@@ -376,6 +382,37 @@ mod tests {
         let c = compute(&cli, &page, None, &|| 0.0, &Full);
         assert!(c.field_errors["gpu-memory-utilization"].contains("fraction"));
         assert!(!c.field_errors.contains_key("engine"));
+    }
+
+    /// The page's engine and card decide of every workload's estimate what `--engine`
+    /// and `--card` decide for `gpumem-agent estimate` (the core's one reader): a
+    /// hybrid model's state line in vLLM's layout.
+    #[test]
+    fn the_pages_engine_settles_each_workloads_estimate() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../crates/gpumem-core/tests/cases/configs/qwen3-next-80b-a3b.json"
+        ));
+        let mut cli = gpumem_core::import::config::parse_config(text)
+            .unwrap()
+            .pairs();
+        cli.push(("context", "4096".into()));
+        let page = p(&[("engine", "vllm"), ("card", "l4"), ("long-context", "8192")]);
+        let c = compute(&cli, &page, None, &|| 0.0, &Full);
+        assert!(c.field_errors.is_empty(), "{:?}", c.field_errors);
+        for w in &c.workloads {
+            let read = gpumem_core::inputs::read(
+                w.pairs.iter().map(|(k, v)| (*k, v.as_str())),
+                page.iter().map(|(k, v)| (*k, v.as_str())),
+            );
+            assert_eq!(w.result, estimate(&read.input));
+            let (alone, _) = from_pairs(w.pairs.iter().map(|(k, v)| (*k, v.as_str())));
+            assert_ne!(
+                w.result,
+                estimate(&alone),
+                "the engine decides the state line"
+            );
+        }
     }
 
     #[test]

@@ -855,6 +855,7 @@ fn Sweep() -> impl IntoView {
             _ => "context",
         };
         let pairs = computed.with(|c| c.workloads[0].pairs.clone());
+        let page = form.page_pairs();
         let tensors = form
             .imported
             .with(|i| i.as_ref().map(|i| i.summary.clone()));
@@ -874,7 +875,7 @@ fn Sweep() -> impl IntoView {
                 let mut p = pairs.clone();
                 p.retain(|(k, _)| *k != dim);
                 p.push((dim, v.to_string()));
-                let e = training.estimate(&p, tensors.as_ref());
+                let e = training.estimate(&p, &page, tensors.as_ref());
                 (v, v == base, e.map_err(|e| e.to_string()))
             })
             .collect::<Vec<_>>()

@@ -121,18 +121,19 @@ impl Rules {
         MODULE.with(|m| call_in(m.borrow().as_ref(), name, request, "engine"))
     }
 
-    /// One workload's estimate (its `pairs`, a refused pair at its default, and the
-    /// imported `tensors`): the estimate or why there is none, or why the module
-    /// cannot say yet ([`LOADING`] while it loads).
+    /// One workload's estimate (its `pairs`, a refused pair at its default, the page's
+    /// engine keys among `page`, and the imported `tensors`): the estimate or why there
+    /// is none, or why the module cannot say yet ([`LOADING`] while it loads).
     pub fn estimate(
         self,
         pairs: &[(&'static str, String)],
+        page: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
     ) -> Result<Result<Estimate, EstimateError>, String> {
         if self.0.get().is_none() {
             return Err(LOADING.into());
         }
-        read_estimate(&self.call("estimate", &request(pairs, &[], tensors))?)
+        read_estimate(&self.call("estimate", &request(pairs, page, tensors))?)
     }
 
     /// How the module reads one workload's `pairs` and the page's engine keys (`page`):

@@ -67,17 +67,19 @@ impl Training {
     }
 
     /// A workload's estimate (a training run's by the training module, inference's by
-    /// the engine module): the estimate or why there is none, or why the module cannot
-    /// say yet.
+    /// the engine module), with what the page's engine keys (`page`) decide of it as
+    /// `estimate --engine --card` decides it: the estimate or why there is none, or why
+    /// the module cannot say yet.
     pub fn estimate_any(
         self,
         pairs: &[(&'static str, String)],
+        page: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
     ) -> Result<Result<Estimate, EstimateError>, String> {
         if trains(pairs) {
-            self.estimate_training(pairs, tensors)
+            self.estimate_training(pairs, page, tensors)
         } else {
-            self.1.estimate(pairs, tensors)
+            self.1.estimate(pairs, page, tensors)
         }
     }
 
@@ -118,14 +120,16 @@ impl Training {
         MODULE.with(|m| call_in(m.borrow().as_ref(), name, &r, "training"))
     }
 
-    /// A training run's estimate (its `pairs` and the imported `tensors`, as the page
-    /// read them): the estimate or why there is none, or why the module cannot say.
+    /// A training run's estimate (its `pairs`, the page's card among `page` and the
+    /// imported `tensors`, as the page read them): the estimate or why there is none,
+    /// or why the module cannot say.
     pub fn estimate_training(
         self,
         pairs: &[(&'static str, String)],
+        page: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
     ) -> Result<Result<Estimate, EstimateError>, String> {
-        read_estimate(&self.call("estimate", pairs, &[], tensors)?)
+        read_estimate(&self.call("estimate", pairs, page, tensors)?)
     }
 
     /// A training run's answer on the page's card (`page`), without an engine.
@@ -163,10 +167,12 @@ pub trait Estimator {
         page: &[(&'static str, String)],
     ) -> Option<Reading>;
 
-    /// The estimate of `pairs` (a refused pair at its default), or why there is none.
+    /// The estimate of `pairs` (a refused pair at its default), with what the page's
+    /// engine keys (`page`) decide of it, or why there is none.
     fn estimate(
         &self,
         pairs: &[(&'static str, String)],
+        page: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
     ) -> Result<Estimate, EstimateError>;
 }
@@ -187,9 +193,10 @@ impl Estimator for Training {
     fn estimate(
         &self,
         pairs: &[(&'static str, String)],
+        page: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
     ) -> Result<Estimate, EstimateError> {
-        self.estimate_any(pairs, tensors)
+        self.estimate_any(pairs, page, tensors)
             .unwrap_or_else(|why| Err(pending(why)))
     }
 }

@@ -13,7 +13,6 @@ use gpumem_core::estimate::{Kind, LineKey, estimate};
 use gpumem_core::format::Dtype;
 use gpumem_core::import::config as hf_config;
 use gpumem_core::kv::{KvDtype, KvLayout, KvShape};
-use gpumem_core::params;
 use gpumem_core::training::{AttentionImpl, Optimizer, activation_bytes};
 use gpumem_core::units::checked_product;
 use gpumem_proto::history::{Attribution, HistoryLine, LARGEST_PER_LINE, MIN_BLOCK};
@@ -200,8 +199,11 @@ pub(crate) fn rank_pairs(model: &ModelFacts) -> Vec<(String, String)> {
 }
 
 /// The estimator's own answer for the workload the probe saw, from the model's
-/// config.json (`hf_config::parse_config` → `params::from_pairs` → `estimate`, the path
-/// `gpumem-agent estimate --config` takes), when the probe sent the config.
+/// config.json (`hf_config::parse_config` → the one reader, `estimate::read_input` →
+/// `estimate`, the path `gpumem-agent estimate --config` takes, with no engine flag:
+/// the program ran transformers' own cache, and the card it ran on is not named, so
+/// the larger cuBLAS workspaces are counted as `estimate` counts them without
+/// `--card`), when the probe sent the config.
 fn estimate_from_config(
     facts: &ProbeFacts,
     training: bool,
@@ -209,7 +211,7 @@ fn estimate_from_config(
     let pairs = workload_pairs(facts, training)?;
     Some(pairs.and_then(|pairs| {
         let (input, errors) =
-            params::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            crate::estimate::read_input(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())), []);
         if let Some(e) = errors.first() {
             return Err(e.to_string());
         }
@@ -847,12 +849,7 @@ mod tests {
             ] {
                 pairs.push((k.into(), v.into()));
             }
-            params::from_pairs(
-                pairs
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str()))
-                    .collect::<Vec<_>>(),
-            )
+            crate::estimate::read_input(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())), [])
         };
         assert!(errors.is_empty(), "{errors:?}");
         let est = estimate(&input).unwrap();

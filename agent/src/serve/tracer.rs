@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
+use gpumem_core::EstimateError;
 use gpumem_core::params;
 use gpumem_proto::wire::{AgentMessage, TraceFailure, TraceRequest, TracedFigure};
 
@@ -91,18 +94,25 @@ pub fn start(tracer: &Arc<Tracer>, request: TraceRequest, to_session: Sender<Ses
     }
 }
 
+/// The page's keys read as `estimate` reads its flags (`crate::estimate::read_input`):
+/// the estimator's fields, and the engine's among them (the page's engine and card
+/// decide what they decide for the command: the estimate beside each traced line is
+/// the one `estimate --json` gives for the same keys). Page-only keys such as the Hub
+/// lookup's `model` are not read: nothing is fetched on a page's behalf.
+fn read_page(
+    inputs: &BTreeMap<String, String>,
+) -> (gpumem_core::estimate::EstimateInput, Vec<EstimateError>) {
+    let entries = || inputs.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    crate::estimate::read_input(
+        entries().filter(|(k, _)| params::keys().any(|p| p == *k)),
+        entries(),
+    )
+}
+
 /// Runs one trace and words its answer.
 fn answer(python_exe: &OsString, request: &TraceRequest) -> AgentMessage {
     let id = request.id;
-    // The page's keys: the estimator's fields only (page-only keys such as the Hub
-    // lookup's `model` are not read: nothing is fetched on a page's behalf).
-    let (input, errors) = params::from_pairs(
-        request
-            .inputs
-            .iter()
-            .filter(|(k, _)| params::keys().any(|p| p == k.as_str()))
-            .map(|(k, v)| (k.as_str(), v.as_str())),
-    );
+    let (input, errors) = read_page(&request.inputs);
     if let Some(e) = errors.first() {
         return failed(id, TraceFailure::BadInputs, format!("invalid input: {e}"));
     }
@@ -204,6 +214,61 @@ mod tests {
             } => (*code, message.clone()),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The estimate beside the traced lines reads the page's keys as `estimate` reads
+    /// its flags: the page's engine and card decide what `--engine` and `--card`
+    /// decide (a hybrid model's state line in vLLM's layout on the page's vLLM), and a
+    /// page-only key is not read.
+    #[test]
+    fn the_pages_engine_and_card_settle_the_estimate_beside_the_trace() {
+        #[allow(clippy::disallowed_methods)] // a test's fixture
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../crates/gpumem-core/tests/cases/configs/qwen3-next-80b-a3b.json"
+        ))
+        .unwrap();
+        let mut pairs: Vec<(String, String)> = gpumem_core::import::config::parse_config(&text)
+            .unwrap()
+            .pairs()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        pairs.push(("context".into(), "4096".into()));
+        let engine = [("engine", "vllm"), ("card", "l4")];
+        let mut page: BTreeMap<String, String> = pairs.iter().cloned().collect();
+        page.extend(
+            engine
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        page.insert("model".into(), "Qwen/Qwen3-Next-80B-A3B-Instruct".into());
+        let (input, errors) = read_page(&page);
+        assert!(errors.is_empty(), "{errors:?}");
+        let (command, errors) = crate::estimate::read_input(
+            pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            engine,
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(input, command);
+        let est = gpumem_core::estimate::estimate(&input).unwrap();
+        assert_eq!(est, gpumem_core::estimate::estimate(&command).unwrap());
+        // The page without them: transformers' own layout, a larger state line.
+        page.retain(|k, _| k != "engine" && k != "card");
+        let (alone, _) = read_page(&page);
+        let state = |e: &gpumem_core::estimate::Estimate| {
+            e.lines
+                .iter()
+                .find(|l| l.key == gpumem_core::estimate::LineKey::KvCacheState)
+                .map(|l| l.bytes)
+        };
+        let alone = gpumem_core::estimate::estimate(&alone).unwrap();
+        assert!(
+            state(&est) < state(&alone),
+            "{:?} {:?}",
+            state(&est),
+            state(&alone)
+        );
     }
 
     /// Every refusal is an answer with words (never a panic), and the busy flag is

@@ -657,10 +657,7 @@ mod tests {
             &OsString::from("/nonexistent/python3"),
             &serde_json::json!({"model_type": "llama"}),
             &workload_of(
-                &EstimateInput {
-                    context: Some(8),
-                    ..EstimateInput::default()
-                },
+                &gpumem_core::params::from_pairs([("context", "8")]).0,
                 false,
             )
             .unwrap(),
@@ -676,10 +673,7 @@ mod tests {
     #[test]
     fn costly_workloads_are_refused_before_python_starts() {
         let w = workload_of(
-            &EstimateInput {
-                context: Some(8),
-                ..EstimateInput::default()
-            },
+            &gpumem_core::params::from_pairs([("context", "8")]).0,
             false,
         )
         .unwrap();

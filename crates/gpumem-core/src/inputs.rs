@@ -3,7 +3,15 @@
 //! the order the agent's `estimate --help` and the page's form show them. The agent's
 //! flags and the page's form, URL keys and hints are generated from it. (Two slices
 //! read as one, not a joined copy: the page's wasm carries each row once.)
+//!
+//! [`read`] reads both groups' values into what an estimate is computed from: every
+//! caller that answers from user inputs (the agent's commands, its tracer, the page's
+//! modules) reads them through it, so the engine flags decide the same of the
+//! estimate wherever it is computed.
 
+use crate::engine::EngineParams;
+use crate::error::EstimateError;
+use crate::estimate::EstimateInput;
 use crate::fields::{Field, FieldGroup};
 
 /// The table a group's fields are in: the engine group's, or the estimate's.
@@ -25,11 +33,133 @@ pub fn field(key: &str) -> Option<&'static Field> {
     crate::fields::field(key).or_else(|| crate::engine::field_of(key))
 }
 
+/// An estimate's input and the engine flags, read together by [`read`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    /// The estimate's input, with what the engine flags decide of it settled on it
+    /// (`EngineParams::settle`: whose cache layout its recurrent-state and indexer
+    /// lines follow, the card generation a training step's cuBLAS workspaces follow).
+    pub input: EstimateInput,
+    /// One error per refused estimate pair (the others are applied).
+    pub errors: Vec<EstimateError>,
+    /// The engine flags.
+    pub engine: EngineParams,
+    /// One error per refused engine pair (the others are applied).
+    pub engine_errors: Vec<EstimateError>,
+}
+
+/// Reads the estimate's `pairs` (`params::from_pairs`: an engine key among them is an
+/// error) and the engine flags among `engine` (`engine::from_pairs_among`: any other
+/// key is skipped, so a page's whole list may be given), and settles on the input what
+/// the engine flags decide of the estimate. The one way to an input a named engine or
+/// card decides anything of: `EstimateInput`'s fields for those are the core's own.
+pub fn read<'a, I, J>(pairs: I, engine: J) -> Read
+where
+    I: IntoIterator<Item = (&'a str, &'a str)>,
+    J: IntoIterator<Item = (&'a str, &'a str)>,
+{
+    let (input, errors) = crate::params::from_pairs(pairs);
+    let (engine, engine_errors) = crate::engine::from_pairs_among(engine);
+    settled(input, errors, engine, engine_errors)
+}
+
+/// [`read`]'s one non-generic step (the page calls it with several iterator types).
+#[inline(never)]
+fn settled(
+    mut input: EstimateInput,
+    errors: Vec<EstimateError>,
+    engine: EngineParams,
+    engine_errors: Vec<EstimateError>,
+) -> Read {
+    engine.settle(&mut input);
+    Read {
+        input,
+        errors,
+        engine,
+        engine_errors,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::field::sample;
     use crate::fields::FieldKind;
+
+    /// A config of the test cases as pairs, with `extra`.
+    fn config_pairs(file: &str, extra: &[(&str, &str)]) -> Vec<(&'static str, String)> {
+        let path = format!(
+            "{}/tests/cases/configs/{file}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        #[allow(clippy::disallowed_methods)] // a test's fixture, not the core's I/O
+        let text = std::fs::read_to_string(path).expect("config");
+        let mut pairs = crate::import::config::parse_config(&text)
+            .expect("config")
+            .pairs();
+        for (k, v) in extra {
+            let key = crate::params::keys().find(|p| p == k).expect("a key");
+            pairs.push((key, (*v).to_owned()));
+        }
+        pairs
+    }
+
+    /// The one reader settles what the engine flags decide, from the engine's pairs
+    /// among any others (a page's list), and nothing without them: a hybrid model's
+    /// state line follows the named engine's layout (Qwen3-Next under vLLM: smaller
+    /// than transformers' own), and a training step's cuBLAS workspaces the named
+    /// card's generation (an L4, sm_89: smaller than sm_90's, counted without a card).
+    #[test]
+    fn the_one_reader_settles_the_engine_and_the_card() {
+        use crate::arch::CacheRuntime;
+        use crate::estimate::{LineKey, estimate};
+        let line = |e: &crate::estimate::Estimate, key: LineKey| {
+            e.lines
+                .iter()
+                .filter(|l| l.key == key)
+                .map(|l| l.bytes)
+                .sum::<u64>()
+        };
+        let pairs = config_pairs("qwen3-next-80b-a3b", &[("context", "4096")]);
+        let pairs = || pairs.iter().map(|(k, v)| (*k, v.as_str()));
+        let page = [("engine", "vllm"), ("card", "l4"), ("model", "page-only")];
+        let bare = read(pairs(), []);
+        let (alone, errors) = crate::params::from_pairs(pairs());
+        assert!(errors.is_empty() && bare.errors.is_empty(), "{errors:?}");
+        assert_eq!(bare.input, alone, "no engine pair: the input as read alone");
+        assert_eq!(bare.input.runtime(), CacheRuntime::Transformers);
+        assert_eq!(bare.input.card_sm90(), None);
+        let served = read(pairs(), page);
+        assert!(
+            served.engine_errors.is_empty(),
+            "{:?}",
+            served.engine_errors
+        );
+        assert_eq!(served.engine.engine.map(|e| e.name()), Some("vllm"));
+        assert_eq!(served.input.runtime(), CacheRuntime::Serving);
+        assert_eq!(served.input.card_sm90(), Some(false));
+        let (own, served) = (
+            estimate(&bare.input).unwrap(),
+            estimate(&served.input).unwrap(),
+        );
+        let (s0, s1) = (
+            line(&own, LineKey::KvCacheState),
+            line(&served, LineKey::KvCacheState),
+        );
+        assert!(s1 > 0 && s1 < s0, "transformers' {s0} B, vLLM's {s1} B");
+        assert_eq!(
+            line(&own, LineKey::KvCache),
+            line(&served, LineKey::KvCache)
+        );
+        // Training on an L4 against no card: two workspaces of 8 519 680 B, not 32 MiB.
+        let pairs = config_pairs("mamba-2.8b", &[("context", "1024"), ("train", "lora")]);
+        let pairs = || pairs.iter().map(|(k, v)| (*k, v.as_str()));
+        let any = estimate(&read(pairs(), []).input).unwrap();
+        let l4 = estimate(&read(pairs(), [("card", "l4")]).input).unwrap();
+        assert_eq!(line(&any, LineKey::CublasWorkspace), 64 << 20);
+        assert_eq!(line(&l4, LineKey::CublasWorkspace), 17_039_360);
+        assert!(l4.total_bytes < any.total_bytes);
+    }
 
     /// The errors of `key=value` beside a Mac's card (which `wired-limit-mb` needs and
     /// every other key leaves alone; `card` itself replaces it).

@@ -235,7 +235,7 @@ fn transformers_caches() {
         ] {
             pairs.push((k.to_string(), v));
         }
-        let (mut input, errors) = from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let (input, errors) = from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         assert!(errors.is_empty(), "{name}: {errors:?}");
         let est = estimate(&input).unwrap_or_else(|e| panic!("{name}: {e}"));
         let line = |k: &str| {
@@ -250,8 +250,12 @@ fn transformers_caches() {
         let state = n("conv_state_bytes") + n("recurrent_state_bytes");
         // A serving engine's layout (vLLM's, everything in the model's bf16): the
         // window less its newest input, the same recurrent values.
-        input.runtime = CacheRuntime::Serving;
-        let served = estimate(&input).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let served = gpumem_core::inputs::read(
+            pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            [("engine", "vllm")],
+        );
+        assert_eq!(served.input.runtime(), CacheRuntime::Serving, "{name}");
+        let served = estimate(&served.input).unwrap_or_else(|e| panic!("{name}: {e}"));
         let served_state = served
             .lines
             .iter()

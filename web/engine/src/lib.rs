@@ -121,12 +121,15 @@ fn input_read(r: &RulesRequest) -> EstimateInput {
 }
 
 /// [`input_read`] and whether every pair was read.
+/// The page's engine and card decide what they decide for the command: both are read
+/// by the core's one reader (`inputs::read`), as `gpumem-agent estimate` reads them.
 fn input_with(r: &RulesRequest) -> (EstimateInput, bool) {
-    let (mut input, errors) = from_pairs(r.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    input.tensors = r.tensors.as_ref().map(|t| t.summary.clone());
-    // The page's engine and card decide what they decide for the command.
-    settings_of(&r.page).settle(&mut input);
-    (input, errors.is_empty())
+    let mut read = gpumem_core::inputs::read(
+        r.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        r.page.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    read.input.tensors = r.tensors.as_ref().map(|t| t.summary.clone());
+    (read.input, read.errors.is_empty())
 }
 
 /// The workload's input (its pairs and the imported tensors), or `None` when a pair is
@@ -448,6 +451,49 @@ mod tests {
         let back = read_estimate(&estimate(rules::write_request(&r))).unwrap();
         assert_eq!(back, estimate_inference(&input_with(&r).0));
         assert!(back.is_err());
+    }
+
+    /// The page's engine and card decide of a workload's estimate what `--engine` and
+    /// `--card` decide for `gpumem-agent estimate` (the core's one reader): a hybrid
+    /// model's state line under vLLM is its layout, not transformers' own.
+    #[test]
+    fn the_pages_engine_settles_the_estimate_as_the_commands() {
+        use gpumem_core::estimate::LineKey;
+        use gpumem_proto::training::read_estimate;
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../crates/gpumem-core/tests/cases/configs/qwen3-next-80b-a3b.json"
+        ));
+        let mut pairs = gpumem_core::import::config::parse_config(text)
+            .unwrap()
+            .pairs();
+        pairs.push(("context", "4096".into()));
+        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let page = [
+            ("engine", "vllm"),
+            ("card", "l4"),
+            ("model", "Qwen/Qwen3-Next"),
+        ];
+        let state = |e: &gpumem_core::estimate::Estimate| {
+            e.lines
+                .iter()
+                .find(|l| l.key == LineKey::KvCacheState)
+                .map(|l| l.bytes)
+        };
+        let command = estimate_all(&gpumem_core::inputs::read(pairs.clone(), page).input).unwrap();
+        let back = read_estimate(&estimate(rules::write_request(&request(&pairs, &page))))
+            .unwrap()
+            .unwrap();
+        assert_eq!(back, command);
+        let alone = read_estimate(&estimate(rules::write_request(&request(&pairs, &[]))))
+            .unwrap()
+            .unwrap();
+        assert!(
+            state(&back) < state(&alone),
+            "{:?} {:?}",
+            state(&back),
+            state(&alone)
+        );
     }
 
     /// Without an engine the answer is the headline the page judged itself before

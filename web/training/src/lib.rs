@@ -14,7 +14,7 @@
 use gpumem_core::engine;
 use gpumem_core::estimate::{Estimate, EstimateInput, estimate as estimate_all};
 use gpumem_core::headline::{ByEstimate, Headline, headline};
-use gpumem_core::params::from_pairs;
+use gpumem_core::inputs;
 use gpumem_proto::rules::{self, RulesRequest};
 use gpumem_proto::training::write_estimate;
 use wasm_bindgen::prelude::*;
@@ -40,14 +40,16 @@ pub fn answer(request: String) -> String {
 
 /// The workload's input as the page reads it: its pairs (a refused pair leaves its
 /// default, as on the page, and is reported beside), with the imported tensors.
+///
+/// The page's engine and card decide what they decide for the command: both are read
+/// by the core's one reader (`inputs::read`), as `gpumem-agent estimate` reads them.
 fn input_of(r: &RulesRequest) -> (EstimateInput, bool) {
-    let (mut input, errors) = from_pairs(r.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    input.tensors = r.tensors.as_ref().map(|t| t.summary.clone());
-    // The page's engine and card decide what they decide for the command.
-    engine::from_pairs_among(r.page.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .0
-        .settle(&mut input);
-    (input, errors.is_empty())
+    let mut read = inputs::read(
+        r.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        r.page.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    read.input.tensors = r.tensors.as_ref().map(|t| t.summary.clone());
+    (read.input, read.errors.is_empty())
 }
 
 /// The estimate and headline by the estimate (every stage) on the page's card, as
@@ -116,6 +118,41 @@ mod tests {
         assert!(refused.is_err());
     }
 
+    /// The page's card decides a training step's cuBLAS workspaces as `--card` does for
+    /// `gpumem-agent estimate` (the core's one reader): a Mamba on an L4 (sm_89) keeps
+    /// two of 8 519 680 B, not sm_90's 32 MiB.
+    #[test]
+    fn the_pages_card_settles_the_estimate_as_the_commands() {
+        use gpumem_core::estimate::LineKey;
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../crates/gpumem-core/tests/cases/configs/mamba-2.8b.json"
+        ));
+        let mut pairs = gpumem_core::import::config::parse_config(text)
+            .unwrap()
+            .pairs();
+        pairs.extend([("context", "1024".into()), ("train", "lora".into())]);
+        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let page = [("card", "l4"), ("model", "state-spaces/mamba-2.8b-hf")];
+        let command = estimate_all(&inputs::read(pairs.clone(), page).input).unwrap();
+        let back = read_estimate(&estimate(rules::write_request(&request(&pairs, &page))))
+            .unwrap()
+            .unwrap();
+        assert_eq!(back, command);
+        let workspaces = |e: &Estimate| {
+            e.lines
+                .iter()
+                .filter(|l| l.key == LineKey::CublasWorkspace)
+                .map(|l| l.bytes)
+                .sum::<u64>()
+        };
+        assert_eq!(workspaces(&back), 17_039_360);
+        let alone = read_estimate(&estimate(rules::write_request(&request(&pairs, &[]))))
+            .unwrap()
+            .unwrap();
+        assert_eq!(workspaces(&alone), 64 << 20);
+    }
+
     /// The answer is the core's headline on the page's card, or on the smallest that
     /// fits; a refused pair gives no answer.
     #[test]
@@ -125,8 +162,8 @@ mod tests {
         let card = resolve("l4").unwrap();
         // The page's card decides what `--card` decides for the command: an L4 (not
         // sm_90) keeps torch's smaller cuBLAS workspaces; no card, the larger.
-        let mut on_l4 = input.clone();
-        on_l4.card_sm90 = Some(false);
+        let (on_l4, _) = input_of(&request(&LLAMA_8B_LORA, &[("card", "l4")]));
+        assert_eq!(on_l4.card_sm90(), Some(false));
         let est_l4 = estimate_all(&on_l4).unwrap();
         assert!(est_l4.total_bytes < est.total_bytes, "{est_l4:?}");
         let want = headline(&on_l4, &est_l4, Some(&card), &ByEstimate).unwrap();

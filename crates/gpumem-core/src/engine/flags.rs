@@ -115,9 +115,10 @@ impl EngineParams {
     /// What these flags decide of the estimate itself, set on `input`: the layout of
     /// the recurrent-state and indexer lines (the named engine's cache, transformers'
     /// own without one) and the card generation a training step's cuBLAS workspaces
-    /// follow (the cards named; none or a typed capacity: the larger). The command and
-    /// the page's modules call this one function, so their estimates agree.
-    pub fn settle(&self, input: &mut crate::estimate::EstimateInput) {
+    /// follow (the cards named; none or a typed capacity: the larger). Called by
+    /// [`crate::inputs::read`] alone, the one reader every caller answers from, so the
+    /// agent's commands and the page's modules agree.
+    pub(crate) fn settle(&self, input: &mut crate::estimate::EstimateInput) {
         input.runtime = self
             .engine
             .map_or(crate::arch::CacheRuntime::Transformers, |e| {

@@ -220,8 +220,10 @@ pub struct EstimateInput {
     /// × d_state plus the convolution window, in the state's dtype).
     pub state_bytes: u64,
     /// Whose cache layout the recurrent-state and indexer lines follow: transformers'
-    /// own (no engine named, or the transformers engine) or a serving engine's.
-    pub runtime: CacheRuntime,
+    /// own (no engine named, or the transformers engine) or a serving engine's. Set
+    /// from the engine flags by [`crate::inputs::read`] only (read it with
+    /// [`EstimateInput::runtime`]), so no caller answers apart from them.
+    pub(crate) runtime: CacheRuntime,
     /// Attention implementation (decides whether a tokens² score matrix exists).
     pub attention: AttentionImpl,
     /// Logits kept in prefill.
@@ -277,8 +279,9 @@ pub struct EstimateInput {
     /// The generation of the card the run is judged on, where it sizes something the
     /// estimate holds (torch's cuBLAS workspace in a training step): `Some(true)` an
     /// sm_90 card, `Some(false)` another, `None` no card named — the larger (sm_90's)
-    /// is counted. The agent sets it from `--card` (any of several cards sm_90: true).
-    pub card_sm90: Option<bool>,
+    /// is counted. Set from `--card` by [`crate::inputs::read`] only (any of several
+    /// cards sm_90: true; read it with [`EstimateInput::card_sm90`]).
+    pub(crate) card_sm90: Option<bool>,
     /// DeepSpeed ZeRO stage over the data-parallel ranks (0: none; 1 optimizer states,
     /// 2 + gradients, 3 + parameters).
     pub zero: u8,
@@ -396,6 +399,18 @@ impl Default for EstimateInput {
 }
 
 impl EstimateInput {
+    /// Whose cache layout the recurrent-state and indexer lines follow (the engine
+    /// flags', settled by [`crate::inputs::read`]).
+    pub fn runtime(&self) -> CacheRuntime {
+        self.runtime
+    }
+
+    /// The generation of the card a training step's cuBLAS workspaces follow
+    /// (`--card`'s, settled by [`crate::inputs::read`]; `None`: no card named).
+    pub fn card_sm90(&self) -> Option<bool> {
+        self.card_sm90
+    }
+
     /// The longest sequence the model serves as configured: the positions its
     /// RoPE scaling reaches, else those it was trained for.
     pub fn position_limit(&self) -> Option<u64> {

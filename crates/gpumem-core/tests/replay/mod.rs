@@ -21,7 +21,6 @@
 
 use gpumem_core::estimate::{EstimateInput, LineKey, estimate};
 use gpumem_core::import::config::parse_config;
-use gpumem_core::params::from_pairs;
 use serde_json::Value;
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -56,7 +55,7 @@ struct Predicted {
 
 /// A record's input: its config (one of `configs`, by the name the record gives) read
 /// as `--config` reads it, then its `gpumem.flags` and no reserve, through
-/// `params::from_pairs` (the ranks corpus replays its records the same way).
+/// `inputs::read` with its `--card` (the ranks corpus replays its records the same way).
 pub fn input_of(r: &Value, configs: &[(&str, &str)]) -> EstimateInput {
     let id = r["id"].as_str().unwrap();
     let config = r["config"].as_str().unwrap();
@@ -89,23 +88,25 @@ pub fn input_of(r: &Value, configs: &[(&str, &str)]) -> EstimateInput {
         pairs.push((key, kv[1].to_string()));
     }
     pairs.push(("reserve-gib", "0".into()));
-    let (mut input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
-    assert!(errors.is_empty(), "{id}: {errors:?}");
+    // `--card` is read as the agent reads it: through the one reader, which settles
+    // the card's generation on the input.
+    let read = gpumem_core::inputs::read(
+        pairs.iter().map(|(k, v)| (*k, v.as_str())),
+        card.map(|c| ("card", c)),
+    );
+    assert!(read.errors.is_empty(), "{id}: {:?}", read.errors);
     if let Some(c) = card {
-        let (params, errors) = gpumem_core::engine::from_pairs([("card", c)]);
-        assert!(errors.is_empty(), "{id}: --card {c}: {errors:?}");
-        let cards: Vec<_> = if params.devices.is_empty() {
-            params.card.into_iter().collect()
-        } else {
-            params.devices
-        };
-        input.card_sm90 = gpumem_core::catalogue::cards_sm90(&cards);
         assert!(
-            input.card_sm90.is_some(),
+            read.engine_errors.is_empty(),
+            "{id}: --card {c}: {:?}",
+            read.engine_errors
+        );
+        assert!(
+            read.input.card_sm90().is_some(),
             "{id}: --card {c} of unknown generation"
         );
     }
-    input
+    read.input
 }
 
 fn predict(r: &Value, configs: &[(&str, &str)]) -> Predicted {
