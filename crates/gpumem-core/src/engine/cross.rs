@@ -192,6 +192,54 @@ mod tests {
         assert_eq!(8 * LAYER * 6404, 209_846_272);
     }
 
+    /// Under tensor parallelism the cross line is split head by head as the
+    /// self-attention cache is (vLLM's `MllamaTextCrossAttention`: `num_key_value_heads
+    /// // tensor_parallel_size` a rank): 8 KV heads at tp 2 keep 4 a device, half the
+    /// line, at tp 16 one head's copy, an eighth; the whole line is unchanged. (An
+    /// encoder-decoder's cross cache follows the same rule; tensor parallelism is
+    /// refused for those.)
+    #[test]
+    fn the_cross_line_is_split_over_tp_as_the_self_attention_cache() {
+        let line = |input: &EstimateInput, k: &str| {
+            let est = estimate(input).expect("estimate");
+            let l = est
+                .lines
+                .iter()
+                .find(|l| l.key.as_str() == k)
+                .expect("line");
+            (l.bytes, l.device_bytes)
+        };
+        let whole = 209_846_272;
+        assert_eq!(line(&vision_11b(&[]), "kv_cache.cross"), (whole, whole));
+        for (tp, heads_here) in [("2", 4), ("4", 2), ("16", 1)] {
+            let input = vision_11b(&[("tp", tp), ("gpus", tp)]);
+            assert_eq!(
+                line(&input, "kv_cache.cross"),
+                (whole, whole / 8 * heads_here),
+                "tp {tp}"
+            );
+            let own = line(&input, "kv_cache");
+            assert_eq!(own.1 * 8, own.0 * heads_here, "tp {tp}");
+        }
+        let whisper = {
+            #[allow(clippy::disallowed_methods)] // a test's fixture
+            let text = std::fs::read_to_string(format!(
+                "{}/tests/cases/configs/whisper-large-v3.json",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .expect("config");
+            let cfg = crate::import::config::parse_config(&text).expect("config");
+            let pairs = cfg.pairs();
+            crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())).chain([
+                ("context", "448"),
+                ("tp", "2"),
+                ("gpus", "2"),
+            ]))
+            .0
+        };
+        assert!(estimate(&whisper).is_err_and(|e| e.to_string().contains("tensor")));
+    }
+
     /// vLLM's V0 engine: blocks of all 40 layers, and each request's 6 404 encoder
     /// tokens in 401 blocks of its own beside its text's.
     #[test]

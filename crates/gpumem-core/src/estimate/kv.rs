@@ -142,10 +142,10 @@ pub(super) fn kv_cache(
         &gen_inputs,
     );
     if let Some(a) = input.arch.filter(|a| a.encdec_params > 0) {
-        encoder_decoder_caches(input, &a, context, &shape, split, b)?;
+        encoder_decoder_caches(input, &a, context, &shape, &kv_per_device, b)?;
     }
     if let Some(a) = input.arch.filter(|a| a.cross_layers > 0) {
-        vision_cross_cache(input, &a, &shape, split, b)?;
+        vision_cross_cache(input, &a, &shape, &kv_per_device, b)?;
     }
     let runtime = input.runtime;
     let value = input.compute_dtype.bytes();
@@ -388,12 +388,17 @@ fn position_warnings(input: &EstimateInput, end: u64, b: &mut Builder) {
 /// such layer over `cross_tokens`, written once from the image's states and kept to the
 /// end (transformers' `MllamaTextCrossAttention` stores them in the layer's cache slot;
 /// `MllamaForConditionalGeneration._prepare_static_cache` sizes it `images ×
-/// max_num_tiles × num_patches`).
+/// max_num_tiles × num_patches`). Under tensor parallelism each device keeps its share
+/// of the KV heads, as for the self-attention cache (`per_device`): vLLM's
+/// `MllamaTextCrossAttention` (vllm-project/vllm 6f0b37b88978,
+/// `vllm/model_executor/models/mllama.py`) gives its `Attention` layer
+/// `num_local_key_value_heads = num_key_value_heads // tensor_parallel_size`, the
+/// shards of its `QKVCrossParallelLinear`.
 fn vision_cross_cache(
     input: &EstimateInput,
     a: &crate::arch::Architecture,
     shape: &KvShape,
-    split: &Split,
+    per_device: &dyn Fn(u64) -> u64,
     b: &mut Builder,
 ) -> Result<(), EstimateError> {
     let cross = KvShape {
@@ -409,7 +414,7 @@ fn vision_cross_cache(
         LineKey::KvCacheCross,
         "Cross-attention cache over the image's vision tokens",
         bytes,
-        split.layered(bytes, false),
+        per_device(bytes),
         Kind::Computed,
         true,
         format!(
@@ -470,7 +475,14 @@ pub(super) fn encoder_output(
 /// BartAttention and WhisperAttention project the encoder's output with the
 /// decoder's heads and head width):
 /// - the cross-attention cache: 2 × decoder layers × heads × head_dim values per
-///   encoder position and sequence, in the KV dtype (the model's);
+///   encoder position and sequence, in the KV dtype (the model's); under tensor
+///   parallelism each device holds its share of the heads as for the self-attention
+///   cache (`per_device`: the heads split over tp, one head's copy each when tp
+///   exceeds them), as vLLM shards it (vllm-project/vllm d1a2e94651cf,
+///   `vllm/model_executor/models/whisper.py`: `WhisperCrossAttention` is a
+///   `WhisperAttention`, whose `__init__` gives its `CrossAttention` layer
+///   `num_kv_heads = max(1, total_num_heads // tp_size)` and its `kv_proj` a
+///   `QKVParallelLinear` over the decoder's heads);
 /// - the encoder's last hidden state: sequences × encoder length × hidden values in
 ///   the compute dtype.
 fn encoder_decoder_caches(
@@ -478,7 +490,7 @@ fn encoder_decoder_caches(
     a: &crate::arch::Architecture,
     context: u64,
     shape: &KvShape,
-    split: &Split,
+    per_device: &dyn Fn(u64) -> u64,
     b: &mut Builder,
 ) -> Result<(), EstimateError> {
     let length = match a.encoder_length {
@@ -497,7 +509,7 @@ fn encoder_decoder_caches(
         LineKey::KvCacheCross,
         "Cross-attention cache over the encoder's output",
         bytes,
-        split.layered(bytes, false),
+        per_device(bytes),
         Kind::Computed,
         true,
         format!(
