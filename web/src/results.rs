@@ -1062,11 +1062,12 @@ mod tests {
             if words == SPLIT_NOTE_VLLM {
                 pairs.extend([("pp", "2"), ("gpus", "2")]);
             }
-            let (input, errors) = gpumem_core::params::from_pairs(pairs);
-            assert!(errors.is_empty(), "{errors:?}");
+            // Read as the engine module reads the page (the core's one reader).
+            let read = gpumem_core::inputs::read(pairs, page);
+            assert!(read.errors.is_empty(), "{:?}", read.errors);
+            assert!(read.engine_errors.is_empty(), "{:?}", read.engine_errors);
+            let (input, params) = (read.input, read.engine);
             let est = gpumem_core::estimate::estimate(&input).unwrap();
-            let (params, errors) = engine::from_pairs(page);
-            assert!(errors.is_empty(), "{errors:?}");
             let devices = engine::budget(&input, &est, &params).unwrap().devices;
             let h = headline(
                 &input,
