@@ -174,42 +174,65 @@ def _first_line(e):
     return f"{type(e).__name__}: {text.splitlines()[0][:160] if text else ''}"
 
 
+#: Seconds of audio an audio encoder (Speech2Text, SpeechT5, Moonshine, Canary) is run
+#: over; the agent is asked with --audio-seconds.
+AUDIO_SECONDS = 30
+
+
+def _limit(cfg, keys, default):
+    """The smallest of the config's (or its encoder's/decoder's) positions named `keys`."""
+    found = []
+    for c in (cfg, getattr(cfg, "encoder_config", None), getattr(cfg, "decoder_config", None)):
+        for k in keys:
+            v = getattr(c, k, None) if c is not None else None
+            if isinstance(v, int) and v > 2:
+                found.append(v)
+    return min(found, default=default)
+
+
 def encdec_truth(torch, model, cfg, tokens, forward_timeout):
     """An encoder-decoder's caches after one forward on meta tensors: the encoder reads
-    ``tokens`` positions (Whisper: the frames its 30 s of features give), the decoder
-    ``tokens // 3`` (apart, so that a cache sized over the wrong length shows); the
-    bytes of the decoder's self-attention cache, of the cross-attention cache, and the
-    values of the encoder's output (``encoder_last_hidden_state``, which generate keeps)."""
+    ``tokens`` positions (Whisper: the frames its 30 s of features give; another audio
+    encoder: the input its own feature extractor makes of ``AUDIO_SECONDS`` of audio),
+    the decoder ``tokens // 3`` (apart, so that a cache sized over the wrong length
+    shows; no more than its positions); the bytes of the decoder's self-attention
+    cache, of the cross-attention cache, and the values of the encoder's output
+    (``encoder_last_hidden_state``, which generate keeps)."""
+    import transformers
+
     import gpumem_count as gc
 
-    # No more decoder tokens than its positions (Whisper: max_target_positions, 448).
-    target = getattr(cfg, "max_target_positions", None)
-    decoder = max(1, min(tokens // 3, target if isinstance(target, int) and target > 2 else tokens))
+    target = _limit(cfg, ("max_target_positions", "max_decoder_position_embeddings"), tokens)
+    if getattr(cfg, "decoder_config", None) is not None:
+        target = min(target, _limit(cfg.decoder_config, ("max_position_embeddings",), tokens))
+    decoder = max(1, min(tokens // 3, target))
     name = getattr(model, "main_input_name", "input_ids")
-    frames = getattr(cfg, "max_source_positions", None)
-    mels = getattr(cfg, "num_mel_bins", None)
-    if name == "input_ids":
-        source = torch.zeros((1, tokens), dtype=torch.long, device="meta")
-    elif name == "input_features" and isinstance(frames, int) and isinstance(mels, int):
-        # Whisper's encoder takes 2 × max_source_positions feature frames (its two
-        # convolutions halve them) and refuses any other length.
-        source = torch.zeros((1, mels, 2 * frames), dtype=torch.bfloat16, device="meta")
-    else:
-        return {"kv_error": f"the encoder's input {name} is not built here"}
+    row = {}
+    try:
+        if name == "input_ids":
+            source = torch.zeros((1, tokens), dtype=torch.long, device="meta")
+        else:
+            audio = gc.AudioInput(transformers, model, cfg, name, None)
+            source = audio.tensor(torch, AUDIO_SECONDS)
+            if audio.fixed is None:
+                row["audio_seconds"] = AUDIO_SECONDS
+    except Exception as e:  # noqa: BLE001 - the parameters stand without the caches
+        return {"kv_error": f"the encoder's input {name} is not built here ({_first_line(e)})"}
     signal.alarm(forward_timeout)
     try:
         # As generate runs it: the encoder once, then the decoder over its output.
+        encoded = gc._encode(torch, model, name, source, set())
         with torch.no_grad(), gc._answer_data_dependent(torch, set()):
-            encoded = model.get_encoder()(**{name: source})
             out = model(
                 encoder_outputs=encoded,
-                decoder_input_ids=torch.zeros((1, decoder), dtype=torch.long, device="meta"),
+                decoder_input_ids=gc._decoder_ids(torch, cfg, decoder),
                 use_cache=True,
             )
         cache = out.past_key_values
-        enc = out.encoder_last_hidden_state
+        enc = encoded.last_hidden_state
         source = enc.shape[1]
         return {
+            **row,
             "context": decoder,
             "encoder_length": source,
             "kv_bytes": cache_bytes(torch, cache.self_attention_cache, decoder),
@@ -282,6 +305,12 @@ def truth(model_type, context, out_dir, forward_timeout):
     )
     if encdec:
         row["kind"] = "encdec"
+        # No more source tokens than the encoder's positions (LED: 16 384; Dia's text
+        # encoder: its encoder_config's 1 024).
+        encoder = getattr(cfg, "encoder_config", None)
+        limit = min(limit, _limit(cfg, ("max_encoder_position_embeddings",), limit))
+        if encoder is not None:
+            limit = min(limit, _limit(encoder, ("max_position_embeddings",), limit))
         row.update(encdec_truth(torch, model, cfg, min(context, limit), forward_timeout))
         return row
     # A recurrent layer's slow path steps token by token: past its time the forward is
@@ -307,7 +336,7 @@ def truth(model_type, context, out_dir, forward_timeout):
     return row
 
 
-def ask(agent, config, context, python, timeout, answers=None, encoder_length=None):
+def ask(agent, config, context, python, timeout, answers=None, encoder_length=None, audio_seconds=None):
     """The agent's answer: its JSON, or its refusal. With `answers` (a folder), the
     agent's stdout and stderr are kept there as TYPE.CONTEXT.out/.err and read back
     instead of asking again (to classify an earlier build's answers anew)."""
@@ -319,7 +348,9 @@ def ask(agent, config, context, python, timeout, answers=None, encoder_length=No
         code = "?"
     else:
         cmd = [agent, "estimate", "--config", str(config), "--context", str(context), "--kv-dtype", "bf16", "--json"]
-        if encoder_length is not None:
+        if audio_seconds is not None:
+            cmd += ["--audio-seconds", str(audio_seconds)]
+        elif encoder_length is not None:
             cmd += ["--encoder-length", str(encoder_length)]
         cmd += ["--python", python] if python else ["--count-with", "reader"]
         try:
@@ -474,6 +505,7 @@ def main(argv=None):
                 args.agent_timeout,
                 args.answers,
                 truths[t].get("encoder_length"),
+                truths[t].get("audio_seconds"),
             ): t
             for t in todo
         }

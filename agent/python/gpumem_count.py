@@ -176,11 +176,20 @@ def _kind(module_name, module, output_embeddings):
     return "other"
 
 
+def _embeddings(model, getter):
+    """The model's input or output embeddings, None where it has none to give (Dia's
+    decoder embeds codebooks: its DiaModel raises NotImplementedError for them)."""
+    try:
+        return getattr(model, getter)() if hasattr(model, getter) else None
+    except NotImplementedError:
+        return None
+
+
 def count_tensors(model):
     """Every parameter once (shared ones are one tensor) and every buffer, by kind and
     dtype."""
-    output_embeddings = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    input_embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    output_embeddings = _embeddings(model, "get_output_embeddings")
+    input_embeddings = _embeddings(model, "get_input_embeddings")
     seen = set()
     matrices = {}
     vectors = {}
@@ -233,18 +242,27 @@ def count_tensors(model):
     }
 
 
-def _answer_data_dependent(torch, notes):
+def _answer_data_dependent(torch, notes, none_hit=False):
     """A dispatch mode for the forward on meta tensors: a value read back from a meta
     tensor (``.item()``, ``.tolist()``, a copy to the CPU) has none, so it is answered
     with zeros, a split whose sizes were such an answer (an MoE's tokens per expert)
     gives every row to its first part, and ``nonzero`` finds no element. Only the routing of tokens among
-    experts depends on these answers; the cache's shapes do not."""
+    experts depends on these answers; the cache's shapes do not. With ``none_hit`` (an
+    encoder-decoder's encoder), ``any`` read back is False as well, as ``nonzero``
+    finding no element says: LED's encoder asks ``is_index_global_attn.flatten().any()
+    .item()`` (models/led/modeling_led.py, LEDEncoder.forward, transformers 5.23) and
+    its self-attention then gathers the global positions ``nonzero`` found
+    (LEDEncoderSelfAttention._get_global_attn_indices); answered True with none found,
+    its windowed attention's shapes do not meet."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     aten = torch.ops.aten
     scalar = aten._local_scalar_dense.default
     splits = (aten.split_with_sizes.default, aten.split_with_sizes_copy.default)
     nonzero = aten.nonzero.default
+    anys = {aten.any.default, aten.any.dim, aten.any.dims} if none_hit else set()
+    # The tensors `any` returned (by id, with the tensor kept so the id stays its own).
+    answered_any = {}
 
     def meta(t):
         return isinstance(t, torch.Tensor) and t.device.type == "meta"
@@ -254,6 +272,9 @@ def _answer_data_dependent(torch, notes):
             kwargs = kwargs or {}
             first = args[0] if args else None
             if meta(first):
+                if func is scalar and id(first) in answered_any:
+                    notes.add("torch.any on meta tensors answered False, as nonzero finds no element (masks only)")
+                    return False
                 if func is scalar:
                     notes.add("values read back from meta tensors answered as zeros (routing only)")
                     if first.dtype == torch.bool:
@@ -276,6 +297,10 @@ def _answer_data_dependent(torch, notes):
                     if sum(sizes) != first.shape[dim]:
                         notes.add("tokens routed to the first expert on meta (the cache does not depend on it)")
                         return func(first, [first.shape[dim]] + [0] * (len(sizes) - 1), dim)
+                if func in anys:
+                    out = func(*args, **kwargs)
+                    answered_any[id(out)] = out
+                    return out
             return func(*args, **kwargs)
 
     return Answer()
@@ -412,36 +437,137 @@ def count_cache(torch, model, config, notes, forward=None):
 #: encoder position, and its part that does not grow, from the two).
 SOURCE_TOKENS = (8, 16)
 
+#: Seconds of audio an audio encoder's cross-attention cache is read at (its elements
+#: per encoder position, from the two).
+SOURCE_SECONDS = (1, 2)
 
-def _encdec_forward(torch, model, config, source, tokens, notes):
-    """One forward of an encoder-decoder on meta tensors: ``source`` positions into the
-    encoder (token ids; or, for an audio encoder of fixed length such as Whisper's, the
-    2 × ``max_source_positions`` feature frames its convolutions halve), ``tokens`` into
-    the decoder. Its ``EncoderDecoderCache``'s two halves, layer by layer, and the
-    encoder's output shape."""
+#: The longest audio the probe turns into its encoder's input (the feature extractor
+#: runs on that many samples of silence: about 5 s and a few hundred MB for 10 minutes
+#: of Speech2Text's filter banks, so an hour stays within the probe's deadline).
+MAX_AUDIO_SECONDS = 3600
+
+
+class AudioInput:
+    """How an audio encoder's input is made from seconds of audio: the family's own
+    feature extractor (transformers' ``FEATURE_EXTRACTOR_MAPPING_NAMES``; its
+    preprocessor_config.json when the request carries it, else the class's defaults)
+    run on that many samples of silence at its sampling rate, as a pipeline runs it on
+    a clip; the features' shape, on the meta device in the model's dtype, is the
+    encoder's input. Whisper's kin, whose encoder takes 2 × ``max_source_positions``
+    frames and nothing else, are read at that length."""
+
+    def __init__(self, transformers, model, config, name, preprocessor):
+        from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
+
+        self.name = name
+        frames = getattr(config, "max_source_positions", None)
+        mels = getattr(config, "num_mel_bins", None)
+        self.fixed = None
+        if name == "input_features" and isinstance(frames, int) and isinstance(mels, int):
+            self.fixed = (1, mels, 2 * frames)
+        cls_name = FEATURE_EXTRACTOR_MAPPING_NAMES.get(getattr(config, "model_type", ""))
+        self.extractor = None
+        if cls_name is not None and self.fixed is None:
+            cls = getattr(transformers, cls_name, None)
+            if cls is None:
+                raise Irregular(f"transformers has no {cls_name} (the encoder's feature extractor)")
+            fields = dict(preprocessor or {})
+            fields.pop("feature_extractor_type", None)
+            fields.pop("processor_class", None)
+            # Without the repository's preprocessor_config.json, the features are as
+            # many per frame as the encoder takes (Canary's FastConformer: its
+            # encoder_config's 128 mel bins, where ParakeetFeatureExtractor's default is
+            # 80); the frames a clip gives do not depend on it.
+            encoder_config = getattr(config, "encoder_config", None)
+            bins = getattr(encoder_config, "num_mel_bins", None) if encoder_config is not None else mels
+            if name == "input_features" and not fields and isinstance(bins, int) and bins > 0:
+                fields["feature_size"] = bins
+            try:
+                self.extractor = cls(**fields)
+            except Exception as e:  # noqa: BLE001 - said as the reason
+                raise Irregular(f"{cls_name} not made from preprocessor_config.json ({_one_line(e)})") from e
+        if self.fixed is None and self.extractor is None:
+            raise Irregular(f"the encoder reads {name} and transformers names no feature extractor for it")
+        self.sampling_rate = getattr(self.extractor, "sampling_rate", None)
+        if self.fixed is None and not (isinstance(self.sampling_rate, int) and self.sampling_rate > 0):
+            raise Irregular(f"{type(self.extractor).__name__} has no sampling rate")
+        self.dtype = model.dtype
+
+    def describe(self):
+        return type(self.extractor).__name__ if self.extractor is not None else None
+
+    def shape(self, seconds):
+        """The encoder's input shape for `seconds` of audio (Whisper's kin: their one)."""
+        if self.fixed is not None:
+            return self.fixed
+        import numpy as np
+
+        if not (0 < seconds <= MAX_AUDIO_SECONDS):
+            raise ValueError(f"audio of {seconds} s: the count reads between 0 and {MAX_AUDIO_SECONDS} s")
+        samples = int(round(seconds * self.sampling_rate))
+        if samples < 1:
+            raise ValueError(f"audio of {seconds} s is no sample at {self.sampling_rate} Hz")
+        out = self.extractor(
+            np.zeros(samples, dtype=np.float32), sampling_rate=self.sampling_rate, return_tensors="np"
+        )
+        if self.name not in out:
+            raise Irregular(f"{self.describe()} gives no {self.name}")
+        return tuple(out[self.name].shape)
+
+    def tensor(self, torch, seconds):
+        return torch.zeros(self.shape(seconds), dtype=self.dtype, device="meta")
+
+
+def _decoder_ids(torch, config, tokens):
+    """The decoder's input of `tokens` steps: token ids, or for a decoder of audio
+    codebooks (Dia: ``decoder_config.num_channels`` codes a step, the decoder's input
+    ``[batch, steps, channels]``: models/dia/modeling_dia.py, DiaModel.forward) one id
+    per codebook a step."""
+    channels = getattr(getattr(config, "decoder_config", None), "num_channels", None)
+    if isinstance(channels, int) and channels > 1:
+        return torch.zeros((1, tokens, channels), dtype=torch.long, device="meta")
+    return torch.zeros((1, tokens), dtype=torch.long, device="meta")
+
+
+def _source(torch, model, audio, source):
+    """The encoder's input: `source` token ids, or (an audio encoder) `source` seconds of
+    audio made into its features or samples."""
     name = getattr(model, "main_input_name", "input_ids")
-    frames = getattr(config, "max_source_positions", None)
-    mels = getattr(config, "num_mel_bins", None)
     if name == "input_ids":
-        source_input = torch.zeros((1, source), dtype=torch.long, device="meta")
-    elif name == "input_features" and isinstance(frames, int) and isinstance(mels, int):
-        source_input = torch.zeros((1, mels, 2 * frames), dtype=model.dtype, device="meta")
-    else:
+        return name, torch.zeros((1, source), dtype=torch.long, device="meta")
+    if audio is None:
         raise Irregular(f"the encoder reads {name}, whose length the count does not know")
-    # As generate runs it (generation/utils.py, _prepare_encoder_decoder_kwargs_for_
-    # generation): the encoder once, without the cache switch (Switch Transformers'
-    # encoder stack refuses use_cache), then the decoder over its output.
+    return name, audio.tensor(torch, source)
+
+
+def _encode(torch, model, name, source_input, notes):
+    """The encoder once, as generate runs it (generation/utils.py,
+    _prepare_encoder_decoder_kwargs_for_generation): without the cache switch (Switch
+    Transformers' encoder stack refuses use_cache)."""
+    with torch.no_grad(), _answer_data_dependent(torch, notes, none_hit=True):
+        return model.get_encoder()(**{name: source_input})
+
+
+def _encdec_forward(torch, model, config, source, tokens, notes, audio=None):
+    """One forward of an encoder-decoder on meta tensors: ``source`` positions into the
+    encoder (token ids; or, for an audio encoder, ``source`` seconds of audio made into
+    its input by ``audio``), ``tokens`` into the decoder. Its ``EncoderDecoderCache``'s
+    two halves, layer by layer, and the encoder's output shape."""
+    name, source_input = _source(torch, model, audio, source)
+    encoded = _encode(torch, model, name, source_input, notes)
+    # Then the decoder over the encoder's output, as generate's steps run it.
     with torch.no_grad(), _answer_data_dependent(torch, notes):
-        encoded = model.get_encoder()(**{name: source_input})
         out = model(
             encoder_outputs=encoded,
-            decoder_input_ids=torch.zeros((1, tokens), dtype=torch.long, device="meta"),
+            decoder_input_ids=_decoder_ids(torch, config, tokens),
             use_cache=True,
         )
     cache = getattr(out, "past_key_values", None)
     self_cache = getattr(cache, "self_attention_cache", None)
     cross_cache = getattr(cache, "cross_attention_cache", None)
     encoder = getattr(out, "encoder_last_hidden_state", None)
+    if encoder is None:
+        encoder = getattr(encoded, "last_hidden_state", None)
     if self_cache is None or cross_cache is None or encoder is None:
         raise Irregular(
             f"the forward returned no self- and cross-attention caches ({type(cache).__name__}) or no encoder output"
@@ -458,51 +584,73 @@ def _encdec_forward(torch, model, config, source, tokens, notes):
     )
 
 
-def count_encdec(torch, model, config, notes):
+def count_encdec(torch, model, config, notes, audio=None, audio_seconds=None):
     """An encoder-decoder's caches: the decoder's self-attention cache per layer (as a
     decoder's, from forwards of 1, 2 and more decoder tokens), and what does not grow
     with them: the cross-attention cache, written at the first step over the encoder's
-    output (elements per encoder position and fixed, from two source lengths; an audio
-    encoder's length is its own), and the encoder's output generate keeps (values per
-    position)."""
+    output (elements per encoder position and fixed, from two source lengths: tokens,
+    or seconds of audio; Whisper's kin: their one length), and the encoder's output
+    generate keeps (values per position). An audio encoder's positions for
+    `audio_seconds` (the user's clip) are its own output's length for that input."""
     if getattr(config, "use_cache", True) is False:
         config.use_cache = True
-    source = SOURCE_TOKENS[0]
+    by_audio = audio is not None and getattr(model, "main_input_name", "input_ids") != "input_ids"
+    lengths = SOURCE_SECONDS if by_audio else SOURCE_TOKENS
+    source = lengths[0]
 
     def forward(tokens):
-        self_layers, windows, _, _, _ = _encdec_forward(torch, model, config, source, tokens, notes)
+        self_layers, windows, _, _, _ = _encdec_forward(torch, model, config, source, tokens, notes, audio)
         return self_layers, windows
 
     layers = count_cache(torch, model, config, notes, forward)
-    _, _, cross1, shape1, by_tokens = _encdec_forward(torch, model, config, SOURCE_TOKENS[0], 1, notes)
+    _, _, cross1, shape1, by_tokens = _encdec_forward(torch, model, config, lengths[0], 1, notes, audio)
     total1 = [sum(kv[i] + st[i] for kv, st in cross1) for i in (0, 1)]
-    if not by_tokens:
+    extra = {}
+    if by_audio and audio.fixed is not None:
         # An audio encoder of one length: its cross cache and output at that length.
         length = shape1[1]
         if length <= 0 or total1[0] % length or total1[1] % length:
             raise Irregular(f"the cross-attention cache's {total1[0]} elements are not whole over {length} encoder positions")
         per = [total1[0] // length, total1[1] // length]
-        fixed = [0, 0]
     else:
-        _, _, cross2, shape2, _ = _encdec_forward(torch, model, config, SOURCE_TOKENS[1], 1, notes)
+        _, _, cross2, shape2, _ = _encdec_forward(torch, model, config, lengths[1], 1, notes, audio)
         total2 = [sum(kv[i] + st[i] for kv, st in cross2) for i in (0, 1)]
-        span = SOURCE_TOKENS[1] - SOURCE_TOKENS[0]
-        for n, tokens in ((shape1[1], SOURCE_TOKENS[0]), (shape2[1], SOURCE_TOKENS[1])):
-            if n != tokens:
-                raise Irregular(f"the encoder's output holds {n} positions for {tokens} tokens (it pools or pads its input)")
+        if by_tokens:
+            for n, tokens in ((shape1[1], lengths[0]), (shape2[1], lengths[1])):
+                if n != tokens:
+                    raise Irregular(f"the encoder's output holds {n} positions for {tokens} tokens (it pools or pads its input)")
+        span = shape2[1] - shape1[1]
         grown = [b - a for a, b in zip(total1, total2)]
-        if grown[0] % span or grown[1] % span:
+        if span <= 0 or grown[0] % span or grown[1] % span:
             raise Irregular("the cross-attention cache does not grow by whole elements per encoder position")
         per = [g // span for g in grown]
-        fixed = [a - p * SOURCE_TOKENS[0] for a, p in zip(total1, per)]
+        fixed = [a - p * shape1[1] for a, p in zip(total1, per)]
         if fixed[0] != 0:
             raise Irregular(f"the cross-attention cache holds {fixed[0]} elements that do not grow with the source")
         length = None
+        if by_audio:
+            extra["audio"] = {
+                "input": getattr(model, "main_input_name", ""),
+                "feature_extractor": audio.describe(),
+                "sampling_rate": audio.sampling_rate,
+                "seconds": audio_seconds,
+                "input_shape": None,
+                "positions": None,
+            }
+            if audio_seconds is not None:
+                # The clip's own input through the encoder's own subsampling (its
+                # convolutions, its prenet): the positions its output holds.
+                name, source_input = _source(torch, model, audio, audio_seconds)
+                encoded = _encode(torch, model, name, source_input, notes)
+                length = int(encoded.last_hidden_state.shape[1])
+                extra["audio"]["input_shape"] = list(source_input.shape)
+                extra["audio"]["positions"] = length
     return layers, {
         "per_source_token": per,
         "hidden": shape1[-1],
         "source_length": length,
         "layers": len(cross1),
+        **extra,
     }
 
 
@@ -511,6 +659,9 @@ def count(request):
     transformers = _import("transformers")
     if request.get("dtype") not in DTYPES:
         raise ValueError(f"dtype {request.get('dtype')!r}: bfloat16, float16 or float32")
+    seconds = request.get("audio_seconds")
+    if seconds is not None and not (isinstance(seconds, (int, float)) and 0 < seconds <= MAX_AUDIO_SECONDS):
+        raise ValueError(f"audio_seconds {seconds!r}: more than 0 and at most {MAX_AUDIO_SECONDS}")
     started = time.monotonic()
     notes = set()
     model, config, auto, kind = build(torch, transformers, request)
@@ -533,7 +684,11 @@ def count(request):
             # generates nothing (BertModel and kin use no cache unless is_decoder).
             layers = []
         elif kind == "encdec":
-            layers, cross = count_encdec(torch, model, config, notes)
+            name = getattr(model, "main_input_name", "input_ids")
+            audio = None
+            if name in ("input_features", "input_values"):
+                audio = AudioInput(transformers, model, config, name, request.get("preprocessor"))
+            layers, cross = count_encdec(torch, model, config, notes, audio, seconds)
         else:
             layers = count_cache(torch, model, config, notes)
     except Exception as e:  # noqa: BLE001 - the count stands without the cache

@@ -119,13 +119,33 @@ pub struct CrossCache {
     pub per_source_token: [u64; 2],
     /// Values of the encoder's output per position.
     pub hidden: u64,
-    /// The encoder's own length (an audio encoder's frames); `None`: the source's.
+    /// The encoder's own length (an audio encoder's frames; the positions of the clip
+    /// `--audio-seconds` gave); `None`: the source's.
     pub source_length: Option<u64>,
+    /// An encoder that reads audio of any length: how the clip was made into its input.
+    #[serde(default)]
+    pub audio: Option<AudioInput>,
     /// Decoder layers with a cross-attention cache.
     pub layers: u64,
 }
 
 /// The torch and transformers that built the model.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AudioInput {
+    /// `input_features` (filter banks) or `input_values` (samples).
+    pub input: String,
+    /// transformers' feature extractor class, e.g. `Speech2TextFeatureExtractor`.
+    pub feature_extractor: Option<String>,
+    /// Its sampling rate, Hz.
+    pub sampling_rate: Option<u64>,
+    /// The clip asked for (`--audio-seconds`).
+    pub seconds: Option<f64>,
+    /// The encoder's input for it, e.g. `[1, 2998, 80]`.
+    pub input_shape: Option<Vec<u64>>,
+    /// The encoder positions its output holds.
+    pub positions: Option<u64>,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct Versions {
     /// torch's version.
@@ -197,6 +217,7 @@ pub fn count(
     compute: Dtype,
     trust_remote_code: bool,
     config_dir: Option<&Path>,
+    audio_seconds: Option<f64>,
 ) -> Result<std::result::Result<Count, Failure>> {
     if let Err(why) = check_config_cost_within(config, MAX_COUNT_EXPERT_BLOCKS, "the count") {
         return Ok(Err(Failure::Refused(why)));
@@ -220,6 +241,14 @@ pub fn count(
     });
     if let (true, Some(d)) = (trust_remote_code, config_dir) {
         request["config_dir"] = Value::from(d.to_string_lossy().into_owned());
+    }
+    if let Some(s) = audio_seconds {
+        request["audio_seconds"] = Value::from(s);
+    }
+    // The repository's preprocessor_config.json beside config.json: the feature
+    // extractor's own settings (sampling rate, hop, mel bins) for an audio encoder.
+    if let Some(pre) = config_dir.and_then(read_preprocessor) {
+        request["preprocessor"] = pre;
     }
     let request = serde_json::to_vec(&request)?;
     let ok = match run_probe(
@@ -263,6 +292,18 @@ pub fn count(
         );
     }
     Ok(Ok(count))
+}
+
+/// The preprocessor_config.json in `dir`, when it is there, small and a JSON object
+/// (a feature extractor's settings: plain values, no code).
+fn read_preprocessor(dir: &Path) -> Option<Value> {
+    let path = dir.join("preprocessor_config.json");
+    let meta = std::fs::metadata(&path).ok()?;
+    if !meta.is_file() || meta.len() > 1 << 20 {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+    v.is_object().then_some(v)
 }
 
 impl Count {
@@ -362,6 +403,7 @@ mod tests {
             Dtype::Bf16,
             false,
             None,
+            None,
         )
         .unwrap();
         assert!(
@@ -374,6 +416,7 @@ mod tests {
             "{}",
             Dtype::Bf16,
             false,
+            None,
             None,
         )
         .unwrap();

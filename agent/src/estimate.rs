@@ -72,6 +72,9 @@ pub struct Args {
     count_with: crate::count::CountWith,
     /// `--trust-remote-code`: the count may run the repository's own code.
     trust_remote_code: bool,
+    /// `--audio-seconds`: the clip an audio encoder-decoder's encoder reads (its
+    /// positions are counted by the model's own feature extractor and subsampling).
+    audio_seconds: Option<f64>,
     /// `--diffusers` and the pipeline's own flags.
     diffusers: crate::diffusion_cli::Flags,
 }
@@ -114,6 +117,14 @@ impl clap::Args for Args {
                     .help("Who counts the model of --config/--model: transformers builds it on PyTorch's meta device (no weights, no GPU) and its parameters, buffers and KV cache are read from its modules and its own cache; auto: transformers for a model_type the config reader does not know, when --python has it; reader: the config reader alone"),
             )
             .arg(Arg::new("trust-remote-code").long("trust-remote-code").action(ArgAction::SetTrue).requires("config").help("Let the count run the code of the model's own repository (config.json's auto_map, the .py files beside --config); off, a family transformers does not ship is not counted"))
+            .arg(
+                Arg::new("audio-seconds")
+                    .long("audio-seconds")
+                    .value_name("SECONDS")
+                    .value_parser(parse_audio_seconds)
+                    .conflicts_with("encoder-length")
+                    .help("Seconds of audio an encoder-decoder's audio encoder reads (Speech2Text, SpeechT5, Moonshine, Canary): the count makes the clip into the encoder's input with the model's own feature extractor at its sampling rate and reads the encoder positions (after the model's own subsampling) the cross-attention cache spans; --encoder-length gives those positions directly"),
+            )
             .arg(crate::trace::python_arg());
         for f in FIELDS {
             cmd = cmd.arg(crate::flags::flag_of(f));
@@ -136,6 +147,7 @@ impl clap::Args for Args {
             "python",
             "count-with",
             "trust-remote-code",
+            "audio-seconds",
             "draft-config",
             "formats",
         ] {
@@ -177,12 +189,28 @@ impl FromArgMatches for Args {
                 .and_then(|n| crate::count::CountWith::parse(n))
                 .unwrap_or_default(),
             trust_remote_code: m.get_flag("trust-remote-code"),
+            audio_seconds: m.get_one::<f64>("audio-seconds").copied(),
             diffusers: crate::diffusion_cli::collect(m),
         })
     }
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
         *self = Self::from_arg_matches(m)?;
         Ok(())
+    }
+}
+
+/// The longest clip `--audio-seconds` takes: the count probe makes it into the
+/// encoder's input with the feature extractor (`MAX_AUDIO_SECONDS` in
+/// gpumem_count.py), within its deadline.
+const MAX_AUDIO_SECONDS: f64 = 3600.0;
+
+/// `--audio-seconds`: more than 0, at most an hour.
+fn parse_audio_seconds(v: &str) -> std::result::Result<f64, String> {
+    match v.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= MAX_AUDIO_SECONDS => Ok(s),
+        _ => Err(format!(
+            "{v:?}: seconds of audio, more than 0 and at most {MAX_AUDIO_SECONDS}"
+        )),
     }
 }
 
@@ -385,7 +413,38 @@ pub fn run(args: Args) -> Result<Exit> {
         },
         _ => None,
     };
+    // `--audio-seconds` is a clip for an encoder that reads audio of any length; the
+    // count read its positions, or the flag is refused.
+    if let Some(seconds) = args.audio_seconds {
+        let audio = counted
+            .as_ref()
+            .and_then(|c| c.cross_cache.as_ref())
+            .and_then(|x| x.audio.as_ref());
+        if audio.is_none_or(|a| a.positions.is_none()) {
+            crate::out::errln!(
+                "gpumem-agent: invalid input: --audio-seconds {seconds}: {}",
+                match &counted {
+                    None =>
+                        "read by transformers' count of an encoder-decoder whose encoder reads audio of any length (--config of such a model, with --python), which did not run here",
+                    Some(c) if c.cross_cache.is_none() =>
+                        "the counted model is not an encoder-decoder whose cross-attention cache was read",
+                    Some(_) =>
+                        "this model's encoder does not read audio of any length (its source is tokens, or one fixed clip): give --encoder-length",
+                }
+            );
+            return Ok(Exit::Unavailable);
+        }
+    }
     if let Some(c) = &counted {
+        // A config the reader read (generically) keeps `--encoder-length` in its shape:
+        // the count's cross-attention cache spans it too.
+        let source_length = source_length.or_else(|| {
+            input
+                .arch
+                .as_ref()
+                .map(|a| a.encoder_length)
+                .filter(|n| *n > 0)
+        });
         input.counted = Some(crate::count::to_counted(c, source_length)?);
     }
     // Step 2: compute.
@@ -612,6 +671,7 @@ fn run_count(
         input.compute_dtype,
         args.trust_remote_code,
         config_dir.as_deref(),
+        args.audio_seconds,
     )?;
     Ok(got.map_err(|f| match f {
         Failure::Unavailable(why) => (why, true),
@@ -695,9 +755,12 @@ fn count_family(
     // transformers read every key: the reader's doubts about its own reading (the
     // generic rules, the keys it could not place) no longer concern the figures.
     let mt = c.model_type.clone();
+    // An encoder-decoder whose caches the count read: its encoder is counted.
+    let encdec = counted.cross_cache.is_some() && counted.cache_layers.is_some();
     c.warnings.retain(|w| {
         !(w.contains("generic decoder rules")
-            || w.contains(&format!("is not read: the {mt} reader does not know")))
+            || w.contains(&format!("is not read: the {mt} reader does not know"))
+            || encdec && w.contains("is not modelled: the encoder is not counted"))
     });
     Ok(Ok(Some(counted)))
 }
@@ -723,6 +786,10 @@ fn describe_count(
     ));
     est.assumptions
         .extend(counted.notes.iter().map(|n| format!("count: {n}")));
+    if let Some(audio) = counted.cross_cache.as_ref().and_then(|x| x.audio.as_ref()) {
+        let given = args.pairs.iter().any(|(k, _)| k == "encoder-length");
+        describe_audio(audio, given, est);
+    }
     if input.arch.is_none() && input.train == gpumem_core::estimate::TrainMode::None {
         // A config the reader refused: no shape for the forward's activations.
         est.warnings.push(
@@ -740,6 +807,34 @@ fn describe_count(
             "the serving engine's own lines follow the config reader's shape of this model; the weights and KV lines are the counted ones"
                 .into(),
         );
+    }
+}
+
+/// What the count made of the clip an audio encoder reads, or how to give it.
+fn describe_audio(audio: &crate::count::AudioInput, length_given: bool, est: &mut Estimate) {
+    let extractor = audio
+        .feature_extractor
+        .as_deref()
+        .unwrap_or("its feature extractor");
+    let rate = audio
+        .sampling_rate
+        .map(|r| format!(" at {} Hz", group_digits(r)))
+        .unwrap_or_default();
+    match (audio.seconds, &audio.input_shape, audio.positions) {
+        (Some(seconds), Some(shape), Some(positions)) => est.assumptions.push(format!(
+            "encoder-decoder: the encoder reads {seconds} s of audio{rate}, made by {extractor} into its {} of shape [{}], which the model's own subsampling turns into {} encoder positions; the cross-attention cache and the encoder output span them",
+            audio.input,
+            shape.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
+            group_digits(positions)
+        )),
+        _ if length_given => est.assumptions.push(format!(
+            "encoder-decoder: the encoder reads audio ({} made by {extractor}{rate}); --encoder-length is its positions after the model's own subsampling (--audio-seconds gives the clip's seconds instead)",
+            audio.input
+        )),
+        _ => est.warnings.push(format!(
+            "encoder-decoder: the encoder reads audio ({} made by {extractor}{rate}) and no clip length was given: give --audio-seconds (the longest clip) or --encoder-length (its encoder positions); the figures take the encoder length said in the assumptions",
+            audio.input
+        )),
     }
 }
 

@@ -578,3 +578,106 @@ print(json.dumps(row))
     assert_eq!(doc["parameters"], want["parameters"]);
     assert_eq!(doc["kv_cache_bytes"].as_u64(), Some(0));
 }
+
+/// An audio encoder of any length (Moonshine, raw samples through its strided conv
+/// stem): `--audio-seconds` is the clip, made into the encoder's input by the family's
+/// own feature extractor, and the cross-attention cache and the encoder output span the
+/// positions the model's own subsampling gives. The oracle: the model built for real on
+/// the CPU, a clip of that many samples at 16 kHz through Wav2Vec2FeatureExtractor, the
+/// encoder and a decoder forward run as generate runs them, the caches read tensor by
+/// tensor. `--audio-seconds` on an encoder that reads tokens is refused, naming why.
+#[test]
+fn an_audio_encoders_clip_is_counted_through_its_own_subsampling() {
+    let Some(python) = gpumem_e2e::torch_python("an_audio_encoders_clip_is_counted") else {
+        return;
+    };
+    const ORACLE: &str = r#"
+import json, sys, numpy as np, torch, transformers
+d = {k: v for k, v in json.load(open(sys.argv[1])).items() if not k.startswith("_")}
+mt = d.pop("model_type")
+seconds = float(sys.argv[2])
+torch.manual_seed(0)
+model = transformers.AutoModelForSpeechSeq2Seq.from_config(transformers.AutoConfig.for_model(mt, **d), dtype=torch.bfloat16).eval()
+fe = transformers.Wav2Vec2FeatureExtractor()
+clip = np.random.default_rng(0).standard_normal(int(seconds * fe.sampling_rate)).astype(np.float32)
+values = torch.from_numpy(fe(clip, sampling_rate=fe.sampling_rate, return_tensors="np")["input_values"]).to(torch.bfloat16)
+tokens = 5
+with torch.no_grad():
+    encoded = model.get_encoder()(input_values=values)
+    out = model(encoder_outputs=encoded, decoder_input_ids=torch.randint(2, 256, (1, tokens)), use_cache=True)
+def size(cache):
+    return sum(t.numel() * t.element_size() for l in cache.layers for t in (l.keys, l.values))
+c = out.past_key_values
+enc = encoded.last_hidden_state
+print(json.dumps({"parameters": sum(p.numel() for p in {id(p): p for p in model.parameters()}.values()),
+    "positions": enc.shape[1], "hidden": enc.shape[-1], "cross": size(c.cross_attention_cache),
+    "self_per_token": size(c.self_attention_cache) // tokens}))
+"#;
+    let seconds = "4.5";
+    let cfg = config("moonshine-tiny.json");
+    let out = Command::new(&python)
+        .arg("-c")
+        .arg(ORACLE)
+        .arg(&cfg)
+        .arg(seconds)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "oracle: {}", text(&out.stderr));
+    let want: serde_json::Value = serde_json::from_slice(&out.stdout).expect("oracle JSON");
+    let py = python.to_str().unwrap();
+    let (out, doc) = estimate(
+        &cfg,
+        &[
+            "--python",
+            py,
+            "--kv-dtype",
+            "bf16",
+            "--audio-seconds",
+            seconds,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(doc["parameters"], want["parameters"]);
+    let positions = want["positions"].as_u64().unwrap();
+    // 72 000 samples through the conv stem (kernel 127 stride 64, 7 stride 3, 3 stride
+    // 2): 1 124, 373, then 186 positions.
+    assert_eq!(positions, 186);
+    assert_eq!(
+        line(&doc, "kv_cache.cross").unwrap()["bytes"].as_u64(),
+        Some(want["cross"].as_u64().unwrap() * SEQUENCES)
+    );
+    let enc = line(&doc, "kv_cache.encoder_output").unwrap();
+    assert_eq!(enc["inputs"]["encoder length"], positions.to_string());
+    assert_eq!(enc["inputs"]["hidden"], want["hidden"].to_string());
+    assert_eq!(
+        line(&doc, "kv_cache").unwrap()["bytes"].as_u64(),
+        Some(want["self_per_token"].as_u64().unwrap() * (CONTEXT + GENERATE) * SEQUENCES)
+    );
+    let said = doc["assumptions"].to_string();
+    assert!(
+        said.contains("4.5 s of audio at 16 000 Hz") && said.contains("186 encoder positions"),
+        "{said}"
+    );
+    // Without a clip: per encoder position over the context, and a warning naming the
+    // flags.
+    let (out, doc) = estimate(&cfg, &["--python", py, "--kv-dtype", "bf16"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        doc["warnings"].to_string().contains("give --audio-seconds"),
+        "{}",
+        doc["warnings"]
+    );
+    // A text encoder reads tokens: the clip is refused, naming why.
+    let (out, _) = estimate(
+        &config("pegasus-tiny.json"),
+        &["--python", py, "--audio-seconds", "3"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("does not read audio of any length"),
+        "{}",
+        text(&out.stderr)
+    );
+}

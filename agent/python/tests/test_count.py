@@ -237,6 +237,116 @@ class Counts(unittest.TestCase):
         self.assertEqual(doc["cross_cache"]["source_length"], 30)
         self.assertEqual(doc["cross_cache"]["per_source_token"][0], 2 * 2 * 64)
 
+    def _real_encdec(self, model_type, tiny, auto, source, decoder_ids):
+        """The model built for real on the CPU (random weights), run as generate runs it
+        (the encoder once, then the decoder over its output with the cache on): the
+        parameters, the encoder's output shape, the self-attention cache's and the
+        cross-attention cache's elements, every tensor of them."""
+        import torch
+        import transformers
+
+        cfg = transformers.AutoConfig.for_model(model_type, **tiny)
+        cfg._attn_implementation = "eager"
+        real = getattr(transformers, auto).from_config(cfg).eval()
+        name = real.main_input_name
+        with torch.no_grad():
+            encoded = real.get_encoder()(**{name: source})
+            out = real(encoder_outputs=encoded, decoder_input_ids=decoder_ids, use_cache=True)
+        cache = out.past_key_values
+
+        def elements(c):
+            return sum(kv[0] + st[0] for kv, st in (gc._layer_elements(torch, l) for l in gc._cache_layers(c)))
+
+        params = sum(p.numel() for p in {id(p): p for p in real.parameters()}.values())
+        return params, tuple(encoded.last_hidden_state.shape), elements(cache.self_attention_cache), elements(cache.cross_attention_cache)
+
+    def test_an_audio_encoder_of_any_length_is_read_at_the_clip_given(self):
+        import numpy as np
+        import torch
+        import transformers
+
+        # Speech2Text reads filter banks (its extractor's 80 per 10 ms frame), which its
+        # two stride-2 convolutions subsample; Moonshine reads raw samples through its
+        # strided conv stem.
+        cases = {
+            "speech_to_text": (
+                "Speech2TextFeatureExtractor",
+                {"d_model": 64, "encoder_layers": 1, "decoder_layers": 2, "encoder_attention_heads": 4,
+                 "decoder_attention_heads": 4, "encoder_ffn_dim": 96, "decoder_ffn_dim": 96, "vocab_size": 128,
+                 "conv_channels": 32, "max_source_positions": 400, "max_target_positions": 40},
+            ),
+            "moonshine": (
+                "Wav2Vec2FeatureExtractor",
+                {"hidden_size": 64, "intermediate_size": 96, "encoder_num_hidden_layers": 1, "decoder_num_hidden_layers": 2,
+                 "encoder_num_attention_heads": 4, "decoder_num_attention_heads": 4, "vocab_size": 128,
+                 "max_position_embeddings": 64},
+            ),
+        }
+        seconds = 3.7
+        for mt, (extractor, tiny) in cases.items():
+            doc = gc.count({**_request({"model_type": mt, **tiny}), "audio_seconds": seconds})
+            self.assertEqual(doc["cache_error"], None, mt)
+            cross = doc["cross_cache"]
+            fe = getattr(transformers, extractor)()
+            clip = np.random.default_rng(0).standard_normal(int(seconds * fe.sampling_rate)).astype(np.float32)
+            name = "input_features" if mt == "speech_to_text" else "input_values"
+            source = torch.from_numpy(fe(clip, sampling_rate=fe.sampling_rate, return_tensors="np")[name])
+            params, shape, self_elements, cross_elements = self._real_encdec(
+                mt, tiny, "AutoModelForSpeechSeq2Seq", source, torch.randint(0, 128, (1, 7))
+            )
+            self.assertEqual(doc["parameters"], params, mt)
+            self.assertEqual(cross["audio"]["input_shape"], list(source.shape), mt)
+            self.assertEqual(cross["source_length"], shape[1], mt)
+            self.assertEqual(cross["per_source_token"][0] * shape[1], cross_elements, mt)
+            self.assertEqual(sum(r["kv_per_token"][0] for r in doc["cache_layers"]) * 7, self_elements, mt)
+            self.assertEqual(cross["hidden"], shape[-1], mt)
+        # Speech2Text: 3.7 s give 368 frames of 25 ms every 10 ms, two stride-2
+        # convolutions 92 positions.
+        self.assertEqual(gc.count({**_request({"model_type": "speech_to_text", **cases["speech_to_text"][1]}), "audio_seconds": seconds})["cross_cache"]["source_length"], 92)
+        # Without a clip the cache is per position, its length the user's.
+        doc = gc.count(_request({"model_type": "moonshine", **cases["moonshine"][1]}))
+        self.assertEqual((doc["cross_cache"]["source_length"], doc["cross_cache"]["audio"]["sampling_rate"]), (None, 16000))
+        with self.assertRaises(ValueError):
+            gc.count({**_request({"model_type": "moonshine", **cases["moonshine"][1]}), "audio_seconds": gc.MAX_AUDIO_SECONDS + 1})
+
+    def test_led_and_dia_caches_are_their_own(self):
+        import torch
+
+        # LED's encoder pads to its attention window and gathers its global positions
+        # (none: `any` and `nonzero` agree on meta); Dia's decoder reads a code per
+        # codebook a step.
+        led = {"d_model": 64, "encoder_layers": 1, "decoder_layers": 2, "encoder_attention_heads": 4,
+               "decoder_attention_heads": 4, "encoder_ffn_dim": 96, "decoder_ffn_dim": 96, "vocab_size": 128,
+               "attention_window": 16, "max_encoder_position_embeddings": 256, "max_decoder_position_embeddings": 64}
+        dia = {"encoder_config": {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4,
+                                  "num_key_value_heads": 4, "head_dim": 16, "vocab_size": 256},
+               "decoder_config": {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                  "num_key_value_heads": 2, "head_dim": 16, "cross_num_attention_heads": 4, "cross_num_key_value_heads": 4, "cross_head_dim": 16,
+                                  "cross_hidden_size": 64, "vocab_size": 64, "num_channels": 3,
+                                  "pad_token_id": 61, "eos_token_id": 62, "bos_token_id": 63},
+               "delay_pattern": [0, 1, 2]}
+        for mt, tiny, auto, dec in (
+            ("led", led, "AutoModelForSeq2SeqLM", torch.randint(0, 128, (1, 7))),
+            ("dia", dia, "AutoModelForSpeechSeq2Seq", torch.randint(0, 64, (1, 7, 3))),
+        ):
+            doc = gc.count(_request({"model_type": mt, **tiny}))
+            self.assertEqual((doc["kind"], doc["cache_error"]), ("encdec", None), mt)
+            params, shape, self_elements, cross_elements = self._real_encdec(mt, tiny, auto, torch.randint(0, 128, (1, 37)), dec)
+            self.assertEqual(doc["parameters"], params, mt)
+            self.assertEqual(shape[1], 37, mt)
+            self.assertEqual(doc["cross_cache"]["per_source_token"][0] * 37, cross_elements, mt)
+            self.assertEqual(sum(r["kv_per_token"][0] for r in doc["cache_layers"]) * 7, self_elements, mt)
+
+    def test_any_on_meta_is_false_only_where_nonzero_finds_none(self):
+        import torch
+
+        x = torch.zeros((3, 5), device="meta") > 0
+        with gc._answer_data_dependent(torch, set(), none_hit=True):
+            self.assertFalse(bool(x.any().item()))
+            self.assertFalse(bool(x.flatten().any()))
+        with gc._answer_data_dependent(torch, set()):
+            self.assertTrue(bool(x.any().item()))
+
     def test_nonzero_on_meta_finds_no_element(self):
         import torch
 
