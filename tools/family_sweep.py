@@ -17,7 +17,10 @@ decoder as its causal LM, an encoder bare (``AutoModel``), an encoder-decoder wh
   decoder: the self-attention cache and the cross-attention cache apart (their
   lines in the answer, ``kv_cache`` and ``kv_cache.cross``), and the values of the
   encoder's output (``kv_cache.encoder_output``); the agent is asked with
-  ``--encoder-length`` the source's length.
+  ``--encoder-length`` the source's length. An audio encoder of any length
+  (Speech2Text, SpeechT5, Moonshine, Canary) reads 30 s of audio made into its input
+  by its own feature extractor, and the agent is asked with ``--audio-seconds 30``;
+  the source is held to the encoder's positions (LED: ``--context 16384``).
 
 The agent is then asked the same (``estimate --config … --context N --kv-dtype bf16
 --json``), with its count probe in ``--python`` (the default here: this interpreter) or

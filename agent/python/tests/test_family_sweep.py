@@ -105,6 +105,18 @@ class Kinds(unittest.TestCase):
             {"llama": "causal", "bert": "encoder", "deberta-v2": "encoder", "t5": "encdec", "pegasus": "encdec", "whisper": "encdec", "trocr": "causal"},
         )
 
+    def test_positions_are_read_from_the_config_and_its_sub_configs(self):
+        import transformers
+
+        led = transformers.AutoConfig.for_model("led")
+        self.assertEqual(fs._limit(led, ("max_encoder_position_embeddings",), 99999), 16384)
+        self.assertEqual(fs._limit(led, ("max_decoder_position_embeddings",), 99999), 1024)
+        # Dia: the text encoder's positions in encoder_config, the decoder's in its own.
+        dia = transformers.AutoConfig.for_model("dia")
+        self.assertEqual(fs._limit(dia.encoder_config, ("max_position_embeddings",), 99999), 1024)
+        self.assertEqual(fs._limit(dia, ("max_position_embeddings",), 99999), 1024)
+        self.assertEqual(fs._limit(led, ("no_such_key",), 7), 7)
+
 
 @unittest.skipUnless(HAVE_TRANSFORMERS, "transformers is not importable")
 class CacheBytes(unittest.TestCase):
