@@ -120,42 +120,36 @@ fn optional(line: &Line, text: &str) -> Result<Option<u64>, String> {
     }
 }
 
-/// Reads a document written by [`write_estimate`]: the estimate, or why there is none.
-pub fn read_estimate(text: &str) -> Result<Result<Estimate, EstimateError>, String> {
-    let mut e: Option<Estimate> = None;
-    for line in lines(text, ESTIMATE)? {
-        let refused = match line.kind {
-            "invalid" => {
-                let f = line.fields(2)?;
-                Some(EstimateError::invalid(name(&f[0]), f[1].clone()))
-            }
-            "overflow" => Some(EstimateError::Overflow {
-                what: name(&line.fields(1)?[0]),
-            }),
-            "parse" => {
-                let f = line.fields(2)?;
-                Some(EstimateError::Parse {
-                    format: name(&f[0]),
-                    reason: f[1].clone(),
-                })
-            }
-            "truncated" => {
-                let f = line.fields(3)?;
-                Some(EstimateError::Truncated {
-                    format: name(&f[0]),
-                    have: line.number(&f[1])?,
-                    needed: line.number(&f[2])?,
-                })
-            }
-            _ => None,
-        };
-        if let Some(err) = refused {
-            return Ok(Err(err));
+/// One record of an estimate document's head: the refusal, or the estimate's figures
+/// (without its lines and words); `None` for any other record.
+fn head(line: &Line) -> Result<Option<Result<Estimate, EstimateError>>, String> {
+    let refused = match line.kind {
+        "invalid" => {
+            let f = line.fields(2)?;
+            EstimateError::invalid(name(&f[0]), f[1].clone())
         }
-        if line.kind == "estimate" {
+        "overflow" => EstimateError::Overflow {
+            what: name(&line.fields(1)?[0]),
+        },
+        "parse" => {
+            let f = line.fields(2)?;
+            EstimateError::Parse {
+                format: name(&f[0]),
+                reason: f[1].clone(),
+            }
+        }
+        "truncated" => {
+            let f = line.fields(3)?;
+            EstimateError::Truncated {
+                format: name(&f[0]),
+                have: line.number(&f[1])?,
+                needed: line.number(&f[2])?,
+            }
+        }
+        "estimate" => {
             let f = line.fields(10)?;
             let n = |i: usize| line.number(&f[i]);
-            e = Some(Estimate {
+            return Ok(Some(Ok(Estimate {
                 weights_bytes: n(0)?,
                 kv_cache_bytes: n(1)?,
                 training_bytes: n(2)?,
@@ -164,13 +158,46 @@ pub fn read_estimate(text: &str) -> Result<Result<Estimate, EstimateError>, Stri
                 host_bytes: n(5)?,
                 total_bytes: n(6)?,
                 per_device_bytes: n(7)?,
-                parameters: optional(&line, &f[8])?,
-                active_parameters: optional(&line, &f[9])?,
+                parameters: optional(line, &f[8])?,
+                active_parameters: optional(line, &f[9])?,
                 lines: Vec::new(),
                 assumptions: Vec::new(),
                 warnings: Vec::new(),
-            });
-            continue;
+            })));
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(Err(refused)))
+}
+
+/// Reads the head of a document written by [`write_estimate`]: the estimate's figures
+/// (its lines, assumptions and warnings left empty and unread), or why there is none.
+/// The dimensioner's first module reads no more (its estimator's module draws the
+/// lines from the document itself), so it links no reader of the lines.
+pub fn read_figures(text: &str) -> Result<Result<Estimate, EstimateError>, String> {
+    let mut e: Option<Estimate> = None;
+    for line in lines(text, ESTIMATE)? {
+        match head(&line)? {
+            Some(Err(err)) => return Ok(Err(err)),
+            Some(Ok(figures)) => e = Some(figures),
+            None => {}
+        }
+    }
+    e.map(Ok)
+        .ok_or_else(|| "an estimate document without its estimate".to_string())
+}
+
+/// Reads a document written by [`write_estimate`]: the estimate, or why there is none.
+pub fn read_estimate(text: &str) -> Result<Result<Estimate, EstimateError>, String> {
+    let mut e: Option<Estimate> = None;
+    for line in lines(text, ESTIMATE)? {
+        match head(&line)? {
+            Some(Err(err)) => return Ok(Err(err)),
+            Some(Ok(figures)) => {
+                e = Some(figures);
+                continue;
+            }
+            None => {}
         }
         let e = e
             .as_mut()
@@ -274,6 +301,22 @@ mod tests {
             let back = read_estimate(&write_estimate(&Err(err.clone()))).unwrap();
             assert_eq!(back, Err(err));
         }
+        // The figures alone: the same figures, no lines or words.
+        let e = estimate(&input(&llama)).unwrap();
+        let figures = read_figures(&write_estimate(&Ok(e.clone())))
+            .unwrap()
+            .unwrap();
+        assert!(!e.lines.is_empty() && figures.lines.is_empty() && figures.warnings.is_empty());
+        assert_eq!(
+            (
+                figures.total_bytes,
+                figures.per_device_bytes,
+                figures.parameters
+            ),
+            (e.total_bytes, e.per_device_bytes, e.parameters)
+        );
+        assert_eq!(read_figures(&write_estimate(&refused)).unwrap(), refused);
+        assert!(read_figures(ESTIMATE).is_err());
         assert!(read_estimate("not an estimate").is_err());
         assert!(read_estimate(ESTIMATE).is_err());
         assert!(read_estimate(&format!("{ESTIMATE}\nline\tkv_cache")).is_err());
