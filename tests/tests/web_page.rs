@@ -582,6 +582,60 @@ fn web_training_module_loads_only_for_a_training_run() {
     );
 }
 
+/// The results are drawn by the engine module as markup: a card's name in the
+/// per-card fit table still judges the page against that card (the card field takes
+/// its id, its row is marked, the answer is on it), and a workload card still focuses
+/// its workload.
+#[test]
+fn web_drawn_results_keep_their_buttons() {
+    let Some(page) = Page::open("web_drawn_results_keep_their_buttons") else {
+        return;
+    };
+    let b = &page.browser;
+    let query = format!("{LLAMA_8B}&context=8192");
+    page.load(&query);
+    wait_figures(&page, expect(&core_estimate(&query)), &query);
+    let card = gpumem_core::catalogue::CATALOGUE
+        .iter()
+        .rev()
+        .find(|c| !c.id.contains('"'))
+        .expect("a card");
+    let row = format!("tr[data-card=\"{}\"]", card.id);
+    b.wait_for(
+        "the fit table",
+        &format!(
+            "return !!document.querySelector({})",
+            json!(format!("{row} button"))
+        ),
+    );
+    b.click(&format!("{row} button"));
+    let got = b.wait_for(
+        "the card picked",
+        &format!(
+            "const r = document.querySelector({}); const a = document.querySelector('[data-testid=answer-card]'); \
+             return r && r.classList.contains('target') && a && a.textContent.startsWith({}) && a.textContent",
+            json!(row),
+            json!(format!(" on {}", card.name))
+        ),
+    );
+    assert!(got.is_string(), "{got}");
+    assert_eq!(
+        b.js(
+            "return new URLSearchParams(location.search).get('card')",
+            json!([])
+        ),
+        json!(card.id),
+        "the link names the card picked"
+    );
+    b.click("[data-testid=workload-2]");
+    let focused = b.wait_for(
+        "the near-limit workload focused",
+        "const t = document.querySelector('[data-testid=focused-workload]'); \
+         return document.querySelector('[data-testid=workload-2]').getAttribute('aria-selected') === 'true' && t.textContent",
+    );
+    assert_eq!(focused, json!("Near the limit"));
+}
+
 #[test]
 fn web_budgets() {
     let Some(page) = Page::open("web_budgets") else {
@@ -612,7 +666,9 @@ fn web_budgets() {
     // …and an input change until the DOM shows the new total.
     let input_to_dom = page.browser.js_async(
         r#"const done = arguments[arguments.length - 1];
-        const el = document.querySelector('[data-testid="total-bytes"]');
+        // The figures are drawn as markup: each change replaces the element, so it is
+        // looked up again at each step.
+        const total = () => document.querySelector('[data-testid="total-bytes"]');
         const input = document.getElementById('context');
         const times = [];
         const recomputes = [];
@@ -624,9 +680,10 @@ fn web_budgets() {
             done([times[10], recomputes[10]]);
             return;
           }
-          const before = el.textContent;
+          const before = total().textContent;
           const obs = new MutationObserver(() => {
-            if (document.querySelector('[data-testid="total-bytes"]').textContent !== before) {
+            const now = total();
+            if (now && now.textContent !== before) {
               times.push(performance.now() - t0);
               recomputes.push(parseFloat(document.querySelector('[data-testid="recompute-ms"]').textContent));
               obs.disconnect(); i++; setTimeout(step, 5);

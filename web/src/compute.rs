@@ -18,7 +18,7 @@ use gpumem_core::estimate::{Estimate, estimate};
 use gpumem_core::import::TensorSummary;
 use gpumem_core::params::{from_pairs, parse_count};
 use gpumem_core::presets::PRESETS;
-use gpumem_proto::rules::{Answer, Reading};
+use gpumem_proto::rules::Reading;
 
 /// Every stage in this module: [`gpumem_core::estimate::estimate`] (the agent page).
 #[derive(Debug, Clone, Copy)]
@@ -42,13 +42,13 @@ impl Estimator for Full {
         pairs: &[(&'static str, String)],
         page: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
-    ) -> Result<Estimate, EstimateError> {
+    ) -> (Result<Estimate, EstimateError>, String) {
         let mut read = gpumem_core::inputs::read(
             pairs.iter().map(|(k, v)| (*k, v.as_str())),
             page.iter().map(|(k, v)| (*k, v.as_str())),
         );
         read.input.tensors = tensors.cloned();
-        estimate(&read.input)
+        (estimate(&read.input), String::new())
     }
 }
 
@@ -67,8 +67,12 @@ pub const DIMS: [&str; 3] = ["sequences", "context", "generate"];
 pub struct WorkloadResult {
     /// The pairs it was computed from (the CLI flags that reproduce it).
     pub pairs: Vec<(&'static str, String)>,
-    /// The estimate, or why there is none.
+    /// The estimate, or why there is none (on the dimensioner, its figures alone: the
+    /// engine module draws its lines from [`WorkloadResult::document`]).
     pub result: Result<Estimate, EstimateError>,
+    /// The estimate document it was read from, which the engine module draws (the
+    /// dimensioner's; empty on the agent page, which estimates here).
+    pub document: String,
 }
 
 /// Everything the results panels show.
@@ -184,14 +188,18 @@ pub fn compute(
         for (field, reason) in reading.iter().flat_map(|r| &r.page_errors) {
             page_errors.push((field.clone(), reason.clone()));
         }
-        let result = estimator.estimate(&pairs, page, tensors);
+        let (result, document) = estimator.estimate(&pairs, page, tensors);
         if let Err(EstimateError::Invalid { field, reason }) = &result {
             let key = at(field);
             if i == 0 || key != *field {
                 field_errors.entry(key).or_insert_with(|| reason.clone());
             }
         }
-        workloads.push(WorkloadResult { pairs, result });
+        workloads.push(WorkloadResult {
+            pairs,
+            result,
+            document,
+        });
     }
     for (field, reason) in page_errors {
         field_errors.entry(field).or_insert(reason);
@@ -245,15 +253,16 @@ pub fn preset_by_text(shape: &[(&'static str, String)]) -> Option<usize> {
 /// serves it; over several cards, with each device's row), on the estimate without
 /// one (on the card, or on the smallest card that fits), which the engine module
 /// (`rules`) computes, as it estimates inference and reads the pairs. A training run
-/// is estimated and answered by the training module (`training`). While a module
-/// loads, the answer says so. `None` when the workload has no estimate (its error is
-/// shown instead). Its first line is [`inputs_line`]'s.
+/// is estimated and answered by the training module (`training`). The answer is the
+/// module's document, which the engine module draws (or says holds none). While a
+/// module loads, the answer says so. `None` when the workload has no estimate (its
+/// error is shown instead).
 pub fn answer(
     pairs: &[(&'static str, String)],
     tensors: Option<&TensorSummary>,
     page: &[(&'static str, String)],
     training: Training,
-) -> Option<Result<Answer, String>> {
+) -> Option<Result<String, String>> {
     // The engine module reads the pairs; while it loads (or could not be loaded), the
     // estimate below says so.
     let reading = training.rules().read(pairs, page);
@@ -278,17 +287,6 @@ pub fn answer(
         false if trains(pairs) => training.answer(pairs, page, tensors),
         _ => training.rules().answer(&request(pairs, page, tensors)),
     })
-}
-
-/// The answer's first line for one workload: its inputs in a line, naming `model`
-/// (the engine module's words, the CLI's).
-pub fn inputs_line(
-    pairs: &[(&'static str, String)],
-    tensors: Option<&TensorSummary>,
-    model: Option<&str>,
-    training: Training,
-) -> String {
-    training.rules().line(pairs, tensors, model)
 }
 
 /// The values a one-dimension sweep visits around `base` (method §11: change one

@@ -2,7 +2,7 @@
 //! (largest context at the focused workload's sequences, most sequences at its
 //! context) and what each serving engine leaves for the KV cache at its defaults.
 //! Every figure and word is the engine module's ([`crate::rules`], `web/engine`, over
-//! [`gpumem_core::engine`]); this component only lays them out.
+//! [`gpumem_core::engine`]), which draws them; this component holds the fields.
 //!
 //! The engine flags (`engine`, `gpu-memory-utilization`, `max-model-len`, …) are
 //! fields of the table like every other key, hence URL keys: a link reproduces this
@@ -38,45 +38,18 @@ pub fn EnginePanel() -> impl IntoView {
             .filter(|(_, v)| !v.trim().is_empty())
             .collect();
         let request = imported.with(|i| request(&pairs, &page, i.as_ref().map(|i| &i.summary)));
-        rules?.panel(&request)
+        // Empty markup: the workload has no estimate (its error is shown elsewhere).
+        match rules?.draw("panel_view", &request) {
+            Ok(html) if html.is_empty() => None,
+            other => Some(other),
+        }
     });
     view! {
         <section class="engines" aria-label="Largest workload and engine budgets" data-testid="engine-panel">
             <div class="engine-fields">{group_fields(&[FieldGroup::Engine], &["card", "engine"])}</div>
             {move || view_memo.get().map(|p| match p {
                 Err(e) => view! { <p class="muted" data-testid="engine-rules">{e}</p> }.into_any(),
-                Ok(p) => view! {
-                    <h3>"Largest workload on " {p.card.clone()} {p.basis}</h3>
-                    <p>
-                        "Largest context at " {p.at_sequences} " sequence(s): "
-                        <strong data-testid="largest-context">{p.context}</strong>{p.beyond}
-                        {p.sequences.map(|s| view! { " · most sequences: " <strong data-testid="most-sequences">{s}</strong> })}
-                    </p>
-                    <h3>"KV cache each engine leaves on " {p.card} " (per device; an empty field is the engine's default)"</h3>
-                    <table class="lines engines-table">
-                        <thead><tr><th>"engine"</th><th>"KV capacity"</th><th>"GiB"</th><th>"tokens"</th><th>"sequences at max-model-len"</th><th>"start-up"</th></tr></thead>
-                        <tbody>
-                            {p.rows.into_iter().map(|r| match r.cells {
-                                Ok((cells, explained)) => {
-                                    let testid = format!("outcome-{}", r.engine);
-                                    view! {
-                                        <tr data-testid=format!("engine-{}", r.engine)>
-                                            {cells.into_iter().enumerate().map(|(i, c)| match i {
-                                                0 => view! { <td>{c}</td> }.into_any(),
-                                                5 => view! { <td data-testid=testid.clone()>{c}</td> }.into_any(),
-                                                _ => view! { <td class="num">{c}</td> }.into_any(),
-                                            }).collect_view()}
-                                        </tr>
-                                        <tr class="formula"><td colspan="6">{explained}</td></tr>
-                                    }.into_any()
-                                }
-                                Err(err) => view! {
-                                    <tr><td>{r.engine}</td><td colspan="5" class="muted">{err}</td></tr>
-                                }.into_any(),
-                            }).collect_view()}
-                        </tbody>
-                    </table>
-                }.into_any(),
+                Ok(html) => view! { <div class="drawn" inner_html=html></div> }.into_any(),
             })}
         </section>
     }

@@ -41,7 +41,7 @@ pub fn gpumem_bench(query_string: &str, iterations: u32) -> f64 {
         let Ok(text) = gpumem_web::rules::estimate_now(std::hint::black_box(&request)) else {
             return f64::INFINITY;
         };
-        if let Ok(Ok(e)) = gpumem_proto::training::read_estimate(&text) {
+        if let Ok(Ok(e)) = gpumem_proto::training::read_figures(&text) {
             sink = sink.wrapping_add(e.total_bytes);
         }
     }

@@ -10,12 +10,9 @@
 
 use std::cell::RefCell;
 
-use gpumem_core::EstimateError;
-use gpumem_core::estimate::Estimate;
 use gpumem_core::import::TensorSummary;
 use gpumem_proto::lookup::TensorsRead;
-use gpumem_proto::rules::{self, Answer, Panel, Reading, RulesRequest};
-use gpumem_proto::training::read_estimate;
+use gpumem_proto::rules::{self, Reading, RulesRequest};
 use js_sys::{Function, Reflect};
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
@@ -121,19 +118,20 @@ impl Rules {
         MODULE.with(|m| call_in(m.borrow().as_ref(), name, request, "engine"))
     }
 
-    /// One workload's estimate (its `pairs`, a refused pair at its default, the page's
-    /// engine keys among `page`, and the imported `tensors`): the estimate or why there
-    /// is none, or why the module cannot say yet ([`LOADING`] while it loads).
-    pub fn estimate(
+    /// One workload's estimate document (its `pairs`, a refused pair at its default, the
+    /// page's engine keys among `page`, and the imported `tensors`;
+    /// [`gpumem_proto::training`]'s: the estimate or why there is none), or why the
+    /// module cannot say yet ([`LOADING`] while it loads).
+    pub fn estimate_text(
         self,
         pairs: &[(&'static str, String)],
         page: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
-    ) -> Result<Result<Estimate, EstimateError>, String> {
+    ) -> Result<String, String> {
         if self.0.get().is_none() {
             return Err(LOADING.into());
         }
-        read_estimate(&self.call("estimate", &request(pairs, page, tensors))?)
+        self.call("estimate", &request(pairs, page, tensors))
     }
 
     /// How the module reads one workload's `pairs` and the page's engine keys (`page`):
@@ -162,18 +160,19 @@ impl Rules {
             .unwrap_or_default()
     }
 
-    /// The headline for one workload: under the page's engine (and each device's row
-    /// over several cards), or the estimate's without one.
-    pub fn answer(self, request: &RulesRequest) -> Result<Answer, String> {
-        rules::read_answer(&self.call("answer", request)?)?
+    /// The answer document for one workload ([`gpumem_proto::rules`]'s: the headline
+    /// under the page's engine, and each device's row over several cards, or the
+    /// estimate's without one; or why there is none), which the module draws
+    /// ([`Rules::draw`]).
+    pub fn answer(self, request: &RulesRequest) -> Result<String, String> {
+        self.call("answer", request)
     }
 
-    /// The engine section for one workload; `None` when the workload has no estimate.
-    pub fn panel(self, request: &RulesRequest) -> Option<Result<Panel, String>> {
-        match self.call("panel", request) {
-            Ok(t) if t.is_empty() => None,
-            Ok(t) => Some(rules::read_panel(&t)),
-            Err(e) => Some(Err(e)),
-        }
+    /// The markup the module draws with `name` (`answer_view`, `card_view`,
+    /// `breakdown_view`, `panel_view`, `sweep_view`: the results' figures, web/engine's
+    /// view; `command_view`: the command line, in words) for `request`, or why it
+    /// cannot (loading, or not loaded).
+    pub fn draw(self, name: &str, request: &RulesRequest) -> Result<String, String> {
+        self.call(name, request)
     }
 }

@@ -16,8 +16,8 @@ use std::cell::{Cell, RefCell};
 use gpumem_core::EstimateError;
 use gpumem_core::estimate::Estimate;
 use gpumem_core::import::TensorSummary;
-use gpumem_proto::rules::{self, Answer, Reading};
-use gpumem_proto::training::read_estimate;
+use gpumem_proto::rules::Reading;
+use gpumem_proto::training::read_figures;
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
 
@@ -66,21 +66,33 @@ impl Training {
         self.1
     }
 
-    /// A workload's estimate (a training run's by the training module, inference's by
-    /// the engine module), with what the page's engine keys (`page`) decide of it as
-    /// `estimate --engine --card` decides it: the estimate or why there is none, or why
-    /// the module cannot say yet.
+    /// A workload's estimate document (a training run's by the training module,
+    /// inference's by the engine module: [`gpumem_proto::training`]'s, the estimate or
+    /// why there is none), with what the page's engine keys (`page`) decide of it as
+    /// `estimate --engine --card` decides it, or why the module cannot say yet.
+    pub fn estimate_text(
+        self,
+        pairs: &[(&'static str, String)],
+        page: &[(&'static str, String)],
+        tensors: Option<&TensorSummary>,
+    ) -> Result<String, String> {
+        if trains(pairs) {
+            self.call("estimate", pairs, page, tensors)
+        } else {
+            self.1.estimate_text(pairs, page, tensors)
+        }
+    }
+
+    /// [`Training::estimate_text`], read for its figures (`read_figures`: its lines and
+    /// words are the engine module's to draw): the estimate or why there is none, or
+    /// why the module cannot say yet.
     pub fn estimate_any(
         self,
         pairs: &[(&'static str, String)],
         page: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
     ) -> Result<Result<Estimate, EstimateError>, String> {
-        if trains(pairs) {
-            self.estimate_training(pairs, page, tensors)
-        } else {
-            self.1.estimate(pairs, page, tensors)
-        }
+        read_figures(&self.estimate_text(pairs, page, tensors)?)
     }
 
     /// Starts loading the module if it has not started.
@@ -120,26 +132,15 @@ impl Training {
         MODULE.with(|m| call_in(m.borrow().as_ref(), name, &r, "training"))
     }
 
-    /// A training run's estimate (its `pairs`, the page's card among `page` and the
-    /// imported `tensors`, as the page read them): the estimate or why there is none,
-    /// or why the module cannot say.
-    pub fn estimate_training(
-        self,
-        pairs: &[(&'static str, String)],
-        page: &[(&'static str, String)],
-        tensors: Option<&TensorSummary>,
-    ) -> Result<Result<Estimate, EstimateError>, String> {
-        read_estimate(&self.call("estimate", pairs, page, tensors)?)
-    }
-
-    /// A training run's answer on the page's card (`page`), without an engine.
+    /// A training run's answer document on the page's card (`page`), without an engine
+    /// (the engine module draws it).
     pub fn answer(
         self,
         pairs: &[(&'static str, String)],
         page: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
-    ) -> Result<Answer, String> {
-        rules::read_answer(&self.call("answer", pairs, page, tensors)?)?
+    ) -> Result<String, String> {
+        self.call("answer", pairs, page, tensors)
     }
 }
 
@@ -168,13 +169,14 @@ pub trait Estimator {
     ) -> Option<Reading>;
 
     /// The estimate of `pairs` (a refused pair at its default), with what the page's
-    /// engine keys (`page`) decide of it, or why there is none.
+    /// engine keys (`page`) decide of it, or why there is none, with the document it
+    /// was read from (empty where it was estimated here).
     fn estimate(
         &self,
         pairs: &[(&'static str, String)],
         page: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
-    ) -> Result<Estimate, EstimateError>;
+    ) -> (Result<Estimate, EstimateError>, String);
 }
 
 impl Estimator for Training {
@@ -189,15 +191,20 @@ impl Estimator for Training {
 
     /// Inference by the engine module, a training run by the training module (while
     /// either loads: [`pending`], with [`LOADING`] or [`crate::rules::LOADING`] as its
-    /// reason).
+    /// reason), with the module's document (which the engine module draws).
     fn estimate(
         &self,
         pairs: &[(&'static str, String)],
         page: &[(&'static str, String)],
         tensors: Option<&TensorSummary>,
-    ) -> Result<Estimate, EstimateError> {
-        self.estimate_any(pairs, page, tensors)
-            .unwrap_or_else(|why| Err(pending(why)))
+    ) -> (Result<Estimate, EstimateError>, String) {
+        match self.estimate_text(pairs, page, tensors) {
+            Ok(doc) => (
+                read_figures(&doc).unwrap_or_else(|why| Err(pending(why))),
+                doc,
+            ),
+            Err(why) => (Err(pending(why)), String::new()),
+        }
     }
 }
 

@@ -20,8 +20,10 @@ use gpumem_core::params::from_pairs;
 use gpumem_core::presets::{PRESETS, is_shape_key};
 use gpumem_core::units::{group_digits, signed_gib_string, signed_group_digits};
 use gpumem_proto::rules::{self, Answer, Panel, PanelRow, Reading, RulesRequest};
-use gpumem_proto::training::write_estimate;
+use gpumem_proto::training::{read_estimate, write_estimate};
 use wasm_bindgen::prelude::*;
+
+pub mod view;
 
 /// The estimate of one workload: a [`gpumem_proto::training`] estimate document (the
 /// estimate, or why there is none). A refused pair is left at its default, as the
@@ -75,17 +77,142 @@ pub fn read(request: String) -> String {
 /// the workload has no estimate.
 #[wasm_bindgen]
 pub fn line(request: String) -> String {
-    let Ok(r) = rules::read_request(&request) else {
-        return String::new();
-    };
+    rules::read_request(&request)
+        .map(|r| line_of(&r))
+        .unwrap_or_default()
+}
+
+/// [`line`]'s value.
+fn line_of(r: &RulesRequest) -> String {
     let model = r
         .page
         .iter()
         .find(|(k, _)| k == "model")
         .map(|(_, v)| v.as_str());
-    input_of(&r)
+    input_of(r)
         .and_then(|input| Some(inputs_line(&input, &estimate_all(&input).ok()?, model)))
         .unwrap_or_default()
+}
+
+/// The answer's markup for the focused workload ([`view::answer_body`]): its pairs, and
+/// among the page's pairs the answer document the page got (`answer`: this module's
+/// or, for a training run without an engine, the training module's) and the model's
+/// name (`model-name`) for the first line ([`line`]'s); the verdict line alone when
+/// the document holds no answer.
+#[wasm_bindgen]
+pub fn answer_view(request: String) -> String {
+    let Ok(r) = rules::read_request(&request) else {
+        return String::new();
+    };
+    match rules::read_answer(view::page_value(&r, "answer").unwrap_or_default()) {
+        Ok(Ok(a)) => {
+            let named = RulesRequest {
+                pairs: r.pairs.clone(),
+                page: view::page_value(&r, "model-name")
+                    .map(|m| ("model".to_string(), m.to_string()))
+                    .into_iter()
+                    .collect(),
+                tensors: r.tensors.clone(),
+            };
+            view::answer_body(&line_of(&named), a)
+        }
+        Ok(Err(why)) | Err(why) => view::no_answer(&why),
+    }
+}
+
+/// A workload card's figures ([`view::card_figures`]) from the page's pairs: its place
+/// (`index`), the card field (`card`), the workload's estimate document (`estimate`)
+/// and, under an engine, its answer document (`answer`); empty without an estimate.
+#[wasm_bindgen]
+pub fn card_view(request: String) -> String {
+    let Ok(r) = rules::read_request(&request) else {
+        return String::new();
+    };
+    let Some(Ok(Ok(est))) = view::page_value(&r, "estimate").map(read_estimate) else {
+        return String::new();
+    };
+    let answer = view::page_value(&r, "answer")
+        .and_then(|a| rules::read_answer(a).ok())
+        .and_then(Result::ok);
+    let i = view::page_value(&r, "index")
+        .and_then(|i| i.parse().ok())
+        .unwrap_or(0);
+    view::card_figures(i, &est, answer, &view::target_card(&r))
+}
+
+/// The focused workload's breakdown ([`view::breakdown`]) from the page's pairs: the
+/// card field (`card`) and the estimate document (`estimate`); without an estimate,
+/// the headline figures as dashes.
+#[wasm_bindgen]
+pub fn breakdown_view(request: String) -> String {
+    let Ok(r) = rules::read_request(&request) else {
+        return String::new();
+    };
+    match view::page_value(&r, "estimate").map(read_estimate) {
+        Some(Ok(Ok(est))) => view::breakdown(
+            &est,
+            &view::target_card(&r),
+            view::page_value(&r, "card").unwrap_or_default(),
+        ),
+        _ => view::headline_figures(None),
+    }
+}
+
+/// The engine section's figures ([`panel_of`] in markup, [`view::panel_html`]); empty
+/// text when the workload has no estimate.
+#[wasm_bindgen]
+pub fn panel_view(request: String) -> String {
+    rules::read_request(&request)
+        .ok()
+        .and_then(|r| panel_of(&r))
+        .map(view::panel_html)
+        .unwrap_or_default()
+}
+
+/// The typical workload's command line ([`view::command`]): its pairs, the page's keys
+/// (the engine's flags when one is named) and whether weights were imported
+/// (`imported`).
+#[wasm_bindgen]
+pub fn command_view(request: String) -> String {
+    rules::read_request(&request)
+        .map(|r| view::command(&r))
+        .unwrap_or_default()
+}
+
+/// The sweep's rows ([`view::sweep_row`]) from the page's pairs: the card field
+/// (`card`), then each row as its `value`, whether it is the workload's own (`base`:
+/// `1`) and its estimate document (`estimate`) or why it has none (`error`).
+#[wasm_bindgen]
+pub fn sweep_view(request: String) -> String {
+    let Ok(r) = rules::read_request(&request) else {
+        return String::new();
+    };
+    let card = view::target_card(&r);
+    let mut out = String::new();
+    let mut row: Option<(u64, bool)> = None;
+    for (k, v) in &r.page {
+        match k.as_str() {
+            "value" => row = v.parse().ok().map(|v| (v, false)),
+            "base" => row = row.map(|(n, _)| (n, v == "1")),
+            "estimate" | "error" => {
+                let Some((n, base)) = row.take() else {
+                    continue;
+                };
+                let est = if k == "error" {
+                    Err(v.clone())
+                } else {
+                    match read_estimate(v) {
+                        Ok(Ok(e)) => Ok(e),
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(e) => Err(e),
+                    }
+                };
+                out.push_str(&view::sweep_row(n, base, est, &card));
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// [`read`]'s value: the pairs through `params::from_pairs` (an `Invalid` error at its
