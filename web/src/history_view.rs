@@ -53,26 +53,7 @@ const LINES: [(&str, &str, &str, Option<&str>); 9] = [
     ("temporaries", "temporaries", "h-temp", None),
 ];
 
-/// `text` safe inside an element or a double-quoted attribute, at most `limit`
-/// characters.
-pub fn esc(text: &str, limit: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(limit));
-    for (i, c) in text.chars().enumerate() {
-        if i == limit {
-            out.push('…');
-            break;
-        }
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use gpumem_proto::markup::esc;
 
 fn num(v: &Value, key: &str) -> u64 {
     v.get(key).and_then(Value::as_u64).unwrap_or(0)

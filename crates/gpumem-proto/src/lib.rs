@@ -10,6 +10,7 @@ pub mod fleet;
 pub mod history;
 pub mod json;
 pub mod lookup;
+pub mod markup;
 pub mod probe;
 pub mod results;
 pub mod rules;

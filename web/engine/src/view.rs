@@ -20,26 +20,7 @@ use gpumem_core::headline::{Headline, LABEL_CARDS, LABEL_FORMAT, LABEL_MARGIN, L
 use gpumem_core::units::{Bytes, group_digits, signed_gb_string, signed_gib_string};
 use gpumem_proto::rules::{Answer, Panel, RulesRequest};
 
-/// `text` escaped for markup (text and quoted attribute values), cut at `limit`
-/// characters with an ellipsis.
-pub fn esc(text: &str, limit: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(limit));
-    for (i, c) in text.chars().enumerate() {
-        if i == limit {
-            out.push('…');
-            break;
-        }
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use gpumem_proto::markup::esc;
 
 /// [`esc`] without a limit.
 fn e(text: &str) -> String {
