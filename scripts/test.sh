@@ -21,6 +21,9 @@ step() {
 step "install tools (idempotent)" ./scripts/install-tools.sh
 step "fetch crates" cargo fetch --quiet
 step "format" cargo fmt --all --check
+# The family files are declared by the core's build script (a new family is its file
+# alone), so `cargo fmt` does not reach them through a `mod` line: checked by name.
+step "format (family files)" bash -c 'rustfmt --check --edition 2024 crates/gpumem-core/src/import/config/families/*.rs'
 # The repository stands alone: no citation of planning notes, requirement ids or tracker
 # numbers in code, CLI, pages or docs (a grep, under a second).
 step "no citation of texts outside the repository" ./scripts/references.sh

@@ -58,6 +58,8 @@ pub(crate) const COHERE2_MOE: Family = Family {
     // choice function.
     inert: "logit_scale shared_expert_combination_strategy expert_selection_fn",
     hook: Some(cohere2_moe),
+    // llama.cpp's `cohere2` architecture is the dense Cohere2 above.
+    gguf: "",
     ..COHERE2
 };
 

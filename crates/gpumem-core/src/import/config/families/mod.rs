@@ -1,130 +1,14 @@
 //! The registry: one row per family file, found by `model_type`. A family's rules
 //! live in its own file — its records, their hooks, the list `FAMILIES` of its
 //! records — so adding a record to a family is an edit of its file alone, and a new
-//! family is a new file and one row here (with a config fixture and its oracle file in
-//! `tests/cases`).
+//! family is a new file alone (with a config fixture and its oracle file in
+//! `tests/cases`): the build script lists this folder's files into `REGISTRY`.
 
 use super::family::Family;
 
-mod afmoe;
-mod apertus;
-mod arcee;
-mod bamba;
-mod bert;
-mod bitnet;
-mod bloom;
-mod chatglm;
-mod cohere;
-mod ctrl;
-mod deepseek;
-mod diffllama;
-mod ernie;
-mod exaone;
-mod falcon;
-mod falcon_h1;
-mod gemma;
-mod git;
-mod glm;
-mod got_ocr2;
-mod gpt;
-mod gpt_oss;
-mod granite;
-mod helium;
-mod hunyuan;
-mod hyperclovax;
-mod internlm;
-mod jamba;
-mod jetmoe;
-mod kimi;
-mod lfm2;
-mod llama;
-mod llava;
-mod mamba;
-mod mellum;
-mod minicpm;
-mod minimax;
-mod mllama;
-mod nanochat;
-mod nemotron;
-mod olmo;
-mod openai_gpt;
-mod opt;
-mod paligemma;
-mod persimmon;
-mod phi;
-mod phimoe;
-mod qwen;
-mod qwen1;
-mod recurrent_gemma;
-mod rwkv;
-mod seed;
-mod smollm;
-mod solar;
-mod stablelm;
-mod starcoder;
-mod zamba;
-
-/// Every family file's records (the `model_type`s of one record never appear in
-/// another's).
-pub(crate) const REGISTRY: &[&[&Family]] = &[
-    llama::FAMILIES,
-    qwen::FAMILIES,
-    qwen1::FAMILIES,
-    gemma::FAMILIES,
-    deepseek::FAMILIES,
-    kimi::FAMILIES,
-    glm::FAMILIES,
-    chatglm::FAMILIES,
-    gpt_oss::FAMILIES,
-    minimax::FAMILIES,
-    cohere::FAMILIES,
-    exaone::FAMILIES,
-    phimoe::FAMILIES,
-    apertus::FAMILIES,
-    ernie::FAMILIES,
-    olmo::FAMILIES,
-    phi::FAMILIES,
-    falcon::FAMILIES,
-    gpt::FAMILIES,
-    starcoder::FAMILIES,
-    seed::FAMILIES,
-    smollm::FAMILIES,
-    granite::FAMILIES,
-    hunyuan::FAMILIES,
-    helium::FAMILIES,
-    internlm::FAMILIES,
-    arcee::FAMILIES,
-    solar::FAMILIES,
-    hyperclovax::FAMILIES,
-    mellum::FAMILIES,
-    stablelm::FAMILIES,
-    minicpm::FAMILIES,
-    nanochat::FAMILIES,
-    afmoe::FAMILIES,
-    diffllama::FAMILIES,
-    opt::FAMILIES,
-    bloom::FAMILIES,
-    persimmon::FAMILIES,
-    bitnet::FAMILIES,
-    mamba::FAMILIES,
-    jamba::FAMILIES,
-    nemotron::FAMILIES,
-    falcon_h1::FAMILIES,
-    bamba::FAMILIES,
-    bert::FAMILIES,
-    llava::FAMILIES,
-    paligemma::FAMILIES,
-    lfm2::FAMILIES,
-    mllama::FAMILIES,
-    zamba::FAMILIES,
-    got_ocr2::FAMILIES,
-    git::FAMILIES,
-    recurrent_gemma::FAMILIES,
-    rwkv::FAMILIES,
-    jetmoe::FAMILIES,
-    openai_gpt::FAMILIES,
-    ctrl::FAMILIES,
-];
+// One `mod` item per family file of this folder and `REGISTRY`, one row per file,
+// written by the crate's build script from the folder's listing.
+include!(concat!(env!("OUT_DIR"), "/families.rs"));
 
 /// Every record, file by file.
 pub(crate) fn all() -> impl Iterator<Item = &'static Family> {
@@ -205,4 +89,30 @@ pub(crate) fn refused(model_type: &str) -> Option<&'static str> {
     REFUSED.contains(&model_type).then_some(
         "state-space / linear-attention layers keep a constant per-sequence state instead of a KV cache, and their tensors differ from attention layers; the config reader does not count them yet: give parameters, the attention layers' KV shape and state-layers / state-bytes by hand",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    /// The registry is the folder's files in name order, and lookups take the first
+    /// record naming a `model_type` or GGUF architecture: that is only order-free while
+    /// no two records name the same one.
+    #[test]
+    fn no_two_records_share_a_model_type_or_gguf_architecture() {
+        let mut seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for (i, f) in super::all().enumerate() {
+            for t in f.types.split(' ').filter(|t| !t.is_empty()) {
+                if let Some(j) = seen.insert(("model_type", t), i) {
+                    panic!("model_type {t} is named by records {j} and {i}");
+                }
+            }
+            for g in f.gguf.split(' ').filter(|g| !g.is_empty()) {
+                if let Some(j) = seen.insert(("gguf", g), i) {
+                    panic!("GGUF architecture {g} is named by records {j} and {i}");
+                }
+            }
+        }
+        assert!(seen.len() > 100, "the registry lists every family file: {}", seen.len());
+    }
 }
