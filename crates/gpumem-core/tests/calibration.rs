@@ -840,7 +840,7 @@ const BOUNDS: &[(&str, f64, f64)] = &[
     // run ahead (`transforms.cpp` `MAX_ACTIVE_TASKS`), each committed past 50 ops or
     // 50 × 2^20 elements (`backend/metal/device.cpp`, an Ultra's limits). The 0.31 GB
     // is 2.3 more layers' old buffers than the one the rules count; the limits allow
-    // from one more (−1.9 %) to five (+4 %) depending on where the tape puts the
+    // from one more (−2.0 %) to five (+3.9 %) depending on where the tape puts the
     // concatenates, and where in that range a run lands is the GPU's lag. Not modelled.
     ("mlxlm0222-m2ultra-mistral-7b-4bit-33898", -3.75, 0.25),
 ];
