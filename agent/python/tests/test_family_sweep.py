@@ -93,6 +93,18 @@ class ClassifyEncoderDecoder(unittest.TestCase):
         bare = _answer(kv=4096)
         self.assertEqual(fs.classify(ENCDEC, bare)[0], "SILENT")
 
+    def test_a_decoders_image_cross_cache_is_apart_from_its_text_alone_truth(self):
+        # Mllama's causal-LM class runs text alone: its truth has no cross-attention
+        # cache, the answer's one image's beside the self-attention cache.
+        a = _answer(kv=4096 + 1000)
+        a["answer"]["lines"] = [{"key": "kv_cache", "bytes": 4096}, {"key": "kv_cache.cross", "bytes": 1000}]
+        self.assertEqual(fs.classify(TRUTH, a)[0], "exact")
+        # The self-attention line is still checked.
+        a["answer"]["lines"][0]["bytes"] = 4095
+        cls, why = fs.classify(TRUTH, a)
+        self.assertEqual(cls, "SILENT")
+        self.assertIn("KV 4095 vs 4096", why)
+
 
 @unittest.skipUnless(HAVE_TRANSFORMERS, "transformers is not importable")
 class Kinds(unittest.TestCase):
