@@ -49,8 +49,9 @@ def explained(name, case, cfg):
         out["the vision tower (not counted: confidence " + case["confidence"] + ")"] = None
     return out
 
-# Encoders are counted as AutoModel builds them (the base model, no task head).
-ENCODERS = {"bert", "roberta", "xlm-roberta", "modernbert"}
+# Encoders are counted as AutoModel builds them (the base model, no task head);
+# ModernVBERT's is ModernVBertModel, its SigLIP tower and connector beside ModernBERT.
+ENCODERS = {"bert", "roberta", "xlm-roberta", "modernbert", "modernvbert"}
 
 # Model classes no auto class maps (transformers 5.23).
 CLASSES = {"qwen2_audio": "Qwen2AudioForConditionalGeneration"}

@@ -1,0 +1,109 @@
+//! ModernVBERT (`modernvbert`, ModernVBertConfig; transformers 5.23
+//! `models/modernvbert/modeling_modernvbert.py`): a ModernBERT encoder of its
+//! `text_config` (read by that model's own record, as `AutoModel` builds it: no
+//! masked-LM head) and, counted here, what `ModernVBertModel.__init__` builds beside
+//! it: `vision_model`, the SigLIP tower of `vision_config` (`AutoModel.from_config`:
+//! a `SiglipVisionModel`, its pooling head included when the config keeps it), and
+//! `connector` (`ModernVBertConnector`): a pixel shuffle that folds
+//! `pixel_shuffle_factor`² neighbouring patches into one token, then
+//! `modality_projection`, a bias-free Linear [vision hidden × factor² → text hidden].
+//!
+//! Its image tokens are placeholders in the prompt's ids (`image_token_id`, which
+//! `ModernVBertModel.forward` overwrites with `masked_scatter`): they are part of the
+//! context given, not added to it.
+
+use serde_json::Value;
+
+use crate::error::EstimateError;
+use crate::import::config::family::{BASE, Family, TowerCount};
+use crate::import::config::json::Cfg;
+use crate::import::config::tower::{fit, siglip, sizes};
+
+/// ModernVBERT: only the root's record (its tower); the text is ModernBERT's.
+pub(crate) const MODERNVBERT: Family = Family {
+    types: "modernvbert",
+    class: "ModernVBertConfig",
+    tower: Some(modernvbert_tower),
+    ..BASE
+};
+
+/// The records of this file, for the registry.
+pub(crate) const FAMILIES: &[&Family] = &[&MODERNVBERT];
+
+/// The SigLIP tower and the connector's projection; one image tile is
+/// `ModernVBertModel.image_seq_len` tokens, `int((image_size // patch_size)² /
+/// pixel_shuffle_factor²)`, of `num_channels × image_size²` pixel values (the
+/// processor, Idefics3's, cuts a larger image into tiles of that size and adds a
+/// global one: each takes as many). `None` for another tower.
+#[allow(clippy::arithmetic_side_effects)]
+fn modernvbert_tower(
+    root: &Cfg,
+    tower: &Value,
+    text_hidden: u64,
+) -> Result<Option<TowerCount>, EstimateError> {
+    if tower.get("model_type").and_then(Value::as_str) != Some("siglip_vision_model") {
+        return Ok(None);
+    }
+    let [h, ch, image, patch] = sizes(
+        tower,
+        [
+            ("hidden_size", 768),
+            ("num_channels", 3),
+            ("image_size", 224),
+            ("patch_size", 16),
+        ],
+    )?;
+    // ModernVBertConfig's default factor is 4; bounded as the tower's sizes are.
+    let factor = u128::from(root.uint("pixel_shuffle_factor")?.unwrap_or(4).min(1 << 10));
+    let projection = h * factor * factor * u128::from(text_hidden);
+    let side = image.checked_div(patch).unwrap_or(0);
+    let tokens = (side * side).checked_div(factor * factor).unwrap_or(0);
+    let item = (fit(tokens)?, fit(ch * image * image)?);
+    Ok(Some((fit(siglip(tower)? + projection)?, Some(item))))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::import::config::parse_config;
+
+    /// ModernVBertConfig's defaults (a 22-layer, 768-wide ModernBERT, SigLIP
+    /// ViT-B/16 at 224 with its pooling head, a factor-4 shuffle), against
+    /// `ModernVBertModel` as transformers 5.23 builds it on the meta device:
+    /// 251 335 680 parameters, of which `vision_model` 92 884 224 and `connector`
+    /// 9 437 184 (768 × 16 × 768); one tile is int(196 / 16) = 12 tokens.
+    #[test]
+    fn modernvbert_counts_siglip_and_its_connector() {
+        let doc: serde_json::Value = serde_json::from_str(include_str!(
+            "../../../../tests/cases/transformers/modernvbert.json"
+        ))
+        .expect("fixture");
+        let c = parse_config(&doc["config"].to_string()).expect("config");
+        let ours: u64 = c
+            .arch
+            .tensors()
+            .expect("tensors")
+            .iter()
+            .map(|t| t.params().expect("count"))
+            .sum();
+        assert_eq!(
+            (ours, doc["parameters"].as_u64()),
+            (251_335_680, Some(251_335_680))
+        );
+        assert_eq!(c.arch.tower_params, 92_884_224 + 9_437_184);
+        assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+        assert_eq!(c.mm_item, Some((12, 3 * 224 * 224)));
+    }
+
+    /// The published ModernVBERT/modernvbert layout (SigLIP at 512 pixels, patch 16,
+    /// no pooling head): a tile is (512 / 16)² / 4² = 64 tokens.
+    #[test]
+    fn a_512_pixel_tile_is_64_tokens() {
+        let root = serde_json::json!({"model_type": "modernvbert", "pixel_shuffle_factor": 4});
+        let tower = serde_json::json!({"model_type": "siglip_vision_model",
+            "image_size": 512, "patch_size": 16, "vision_use_head": false});
+        let (_, item) = super::modernvbert_tower(&super::Cfg::new(&root), &tower, 768)
+            .expect("count")
+            .expect("a SigLIP tower");
+        assert_eq!(item, Some((64, 3 * 512 * 512)));
+    }
+}
