@@ -250,6 +250,19 @@ def encdec_truth(torch, model, cfg, tokens, forward_timeout):
         signal.alarm(0)
 
 
+def image_inputs(torch, cfg):
+    """The image a family's forward takes beside the prompt's ids when the reader
+    counts its tokens in every sequence: GIT's (``GitModel.forward`` concatenates the
+    projected image ahead of the text's embeddings, into the same cache; the reader's
+    ``prefix-tokens``), one image or a frame per temporal embedding
+    (``num_image_with_embedding``). Empty for every other family."""
+    if cfg.model_type != "git":
+        return {}
+    v, frames = cfg.vision_config, cfg.num_image_with_embedding
+    shape = (1,) + ((frames,) if frames else ()) + (v.num_channels, v.image_size, v.image_size)
+    return {"pixel_values": torch.zeros(shape, dtype=torch.bfloat16, device="meta")}
+
+
 def truth(model_type, context, out_dir, forward_timeout):
     """The truth for one family's defaults, and its config.json written under out_dir."""
     import torch
@@ -323,7 +336,7 @@ def truth(model_type, context, out_dir, forward_timeout):
         try:
             ids = torch.zeros((1, tokens), dtype=torch.long, device="meta")
             with torch.no_grad(), gc._answer_data_dependent(torch, set()):
-                out = model(input_ids=ids, use_cache=True)
+                out = model(input_ids=ids, use_cache=True, **image_inputs(torch, cfg))
             cache = gc.model_cache(out)
             row["kv_bytes"] = None if cache is None else cache_bytes(torch, cache, tokens)
             row["context"] = tokens

@@ -676,6 +676,13 @@ pub struct Architecture {
     /// `max_num_tiles × ((image_size / patch_size)² + 1)`).
     #[serde(default)]
     pub cross_tokens: u64,
+    /// Tokens the model puts ahead of the prompt's ids in every sequence, through the
+    /// same layers and into the same cache (GIT, one image: `GitModel.forward`
+    /// concatenates the projected image's `(image_size / patch_size)² + 1` states
+    /// ahead of the text's embeddings, transformers 5.23 `models/git/modeling_git.py`).
+    /// They take no row of the position table. 0 = none.
+    #[serde(default)]
+    pub prefix_tokens: u64,
     /// Rows of the token embedding beyond the vocabulary (Mllama's `embed_tokens`
     /// has `vocab_size + 8` rows, its lm_head `vocab_size`).
     #[serde(default)]
@@ -777,6 +784,7 @@ impl Architecture {
         encoder_length: 0,
         cross_layers: 0,
         cross_tokens: 0,
+        prefix_tokens: 0,
         extra_embedding_rows: 0,
         final_norm: true,
         attn_experts: 0,
@@ -1226,6 +1234,8 @@ pub const VARIANT_FACTS: &[Fact] = &[
         .underived("cross-attention layers over vision states are not in the derivation"),
     fact("cross-tokens", G::Variants, K::Count, "Cross-attention tokens", "0",
         "Vision tokens the cross-attention layers read per sequence (Llama 3.2 Vision: 4 tiles × 1025 per image)", at!(cross_tokens)),
+    fact("prefix-tokens", G::Variants, K::Count, "Tokens ahead of the prompt", "0",
+        "Tokens the model puts ahead of the prompt's ids in every sequence, in its cache and activations (GIT: one image's 197)", at!(prefix_tokens)),
     fact("embedding-extra-rows", G::Variants, K::Count, "Extra embedding rows", "0",
         "Rows of the token embedding beyond the vocabulary (Llama 3.2 Vision: 8)", at!(extra_embedding_rows)),
     fact("tower-params", G::Variants, K::Count, "Vision/audio tower parameters", "0",

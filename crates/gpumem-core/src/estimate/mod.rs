@@ -272,6 +272,37 @@ pub fn estimate_inference(input: &EstimateInput) -> Result<Estimate, EstimateErr
     stages::<false>(input)
 }
 
+/// The input as the model runs it when it puts tokens ahead of the prompt's ids
+/// ([`Architecture::prefix_tokens`], GIT's image): every stage — the cache, the
+/// activations, a training step — sees `context + prefix` tokens per sequence, and
+/// the position limits grow by as many, since those tokens take no row of the
+/// position table. `None` when there are none (or no context to add them to).
+fn with_prefix(
+    input: &EstimateInput,
+    b: &mut Builder,
+) -> Result<Option<EstimateInput>, EstimateError> {
+    let (Some(a), Some(context)) = (input.arch, input.context) else {
+        return Ok(None);
+    };
+    let prefix = a.prefix_tokens;
+    if prefix == 0 {
+        return Ok(None);
+    }
+    let grow = |n: u64| {
+        n.checked_add(prefix)
+            .ok_or(EstimateError::Overflow { what: "tokens" })
+    };
+    let mut wide = input.clone();
+    wide.context = Some(grow(context)?);
+    wide.max_position = wide.max_position.map(grow).transpose()?;
+    wide.rope_positions = wide.rope_positions.map(grow).transpose()?;
+    b.assumptions.push(format!(
+        "the model puts {prefix} tokens ahead of the prompt's {context} in every sequence (prefix-tokens: one image's, as GIT concatenates the projected image ahead of the text): the cache and the activations hold {} tokens per sequence",
+        context.saturating_add(prefix)
+    ));
+    Ok(Some(wide))
+}
+
 /// The estimate's stages in order; `TRAINING` runs the training ones too (a constant,
 /// so [`estimate_inference`] carries none of their code).
 fn stages<const TRAINING: bool>(input: &EstimateInput) -> Result<Estimate, EstimateError> {
@@ -286,6 +317,8 @@ fn stages<const TRAINING: bool>(input: &EstimateInput) -> Result<Estimate, Estim
     if let Some(a) = arch {
         a.validate()?;
     }
+    let widened = with_prefix(input, &mut b)?;
+    let input = widened.as_ref().unwrap_or(input);
     let split = Split {
         tp: input.tp,
         pp: input.pp,

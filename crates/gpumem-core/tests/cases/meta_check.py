@@ -202,6 +202,14 @@ def variant(name, mt, overrides, *flags):
             aspect_ratio_mask=torch.ones(1, 1, v.max_num_tiles, dtype=torch.long, device="meta"),
             cross_attention_mask=torch.ones(1, tokens, 1, v.max_num_tiles, dtype=torch.long, device="meta"))
         cross = set(cfg.text_config.cross_attention_layers)
+    if mt == "git":
+        # One image (a frame for each temporal embedding under num_image_with_embedding)
+        # ahead of the text: GitModel.forward concatenates its projected states ahead of
+        # the text's embeddings, and they go into the same cache ("GIT keeps the image
+        # tokens in the cache without placeholder tokens in `input_ids`").
+        v, frames = cfg.vision_config, cfg.num_image_with_embedding
+        shape = (1,) + ((frames,) if frames else ()) + (v.num_channels, v.image_size, v.image_size)
+        extra = dict(pixel_values=torch.zeros(*shape, dtype=torch.bfloat16, device="meta"))
     if mt == "rwkv":
         # Its forward returns its state as `state`, five tensors of [batch, hidden,
         # layers]: the token shifts (model dtype) and the WKV numerator, denominator

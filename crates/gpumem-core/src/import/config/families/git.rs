@@ -15,7 +15,9 @@
 //!
 //! Its self-attention caches every position of the sequence (`GitSelfAttention`:
 //! `past_key_values.update`), the image's tokens ahead of the text included: one
-//! image's are the context's first (image ÷ patch)² + 1 tokens.
+//! image's (image ÷ patch)² + 1 tokens (197 at 224 pixels, patch 16) come before
+//! the prompt's ids, which do not hold them (`prefix-tokens`: the estimate adds them
+//! to the context).
 
 use serde_json::Value;
 
@@ -52,7 +54,9 @@ pub(crate) const FAMILIES: &[&Family] = &[&GIT];
 
 /// Absolute positions only (transformers 5.x builds no other kind; GitConfig's
 /// `tie_word_embeddings` defaults to false, the generic reader's default here), and
-/// the image's tokens in the cache named.
+/// one image's tokens ahead of every sequence's prompt (`GitModel.forward`:
+/// `torch.cat((projected_visual_features, embedding_output), dim=1)`, the frames'
+/// features concatenated first), which the text's positions do not cover.
 // Sizes at most 2^20 ([`sizes`], [`frames`]): no product overflows a u128.
 #[allow(clippy::arithmetic_side_effects)]
 fn git(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
@@ -70,8 +74,9 @@ fn git(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     let side = image.checked_div(patch).unwrap_or(0);
     let frames = frames(c)?.max(1);
     let tokens = (side * side + 1) * frames;
+    d.arch.prefix_tokens = fit(tokens)?;
     d.notes.push(format!(
-        "the image's {tokens} tokens go ahead of the text and into the cache: count them in the context"
+        "one image per sequence: its {tokens} tokens go ahead of the prompt's ids, through the decoder and into its cache (prefix-tokens; 0 for text alone)"
     ));
     Ok(())
 }
@@ -130,9 +135,9 @@ fn git_vision(
 
 #[cfg(test)]
 mod tests {
-    use crate::import::config::parse_config;
+    use crate::import::config::{ImportedConfig, parse_config};
 
-    fn counted(doc: &str) -> (u64, u64, String, Vec<String>, Option<(u64, u64)>) {
+    fn counted(doc: &str) -> (u64, u64, ImportedConfig) {
         let doc: serde_json::Value = serde_json::from_str(doc).expect("fixture");
         let c = parse_config(&doc["config"].to_string()).expect("config");
         let ours = c
@@ -143,32 +148,77 @@ mod tests {
             .map(|t| t.params().expect("count"))
             .sum();
         let want = doc["parameters"].as_u64().expect("count");
-        (ours, want, c.confidence, c.warnings, c.mm_item)
+        (ours, want, c)
     }
 
     /// GitConfig's defaults (microsoft/git-base's sizes: a 6-layer, 768-wide decoder,
     /// CLIP ViT-B/16 at 224, untied `output`), against the model transformers 5.23
     /// builds on the meta device: 176 619 066 parameters, tower and projection
-    /// included; one image is 197 tokens.
+    /// included; one image is 197 tokens, ahead of the prompt.
     #[test]
     fn git_base_counts_its_tower_and_bert_style_decoder() {
-        let (ours, want, confidence, warnings, item) = counted(include_str!(
+        let (ours, want, c) = counted(include_str!(
             "../../../../tests/cases/transformers/git.json"
         ));
         assert_eq!((ours, want), (176_619_066, 176_619_066));
-        assert_eq!(confidence, "exact", "{warnings:?}");
-        assert_eq!(item, Some((197, 3 * 224 * 224)));
+        assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+        assert_eq!(c.mm_item, Some((197, 3 * 224 * 224)));
+        assert_eq!(c.arch.prefix_tokens, 197);
     }
 
     /// A video variant (six frames, each its own temporal embedding), a tied `output`
-    /// (its bias still its own), a smaller tower: equal to transformers'.
+    /// (its bias still its own), a smaller tower: equal to transformers'; the six
+    /// frames' tokens go ahead of the prompt.
     #[test]
     fn git_video_counts_the_temporal_embeddings() {
-        let (ours, want, confidence, warnings, item) = counted(include_str!(
+        let (ours, want, c) = counted(include_str!(
             "../../../../tests/cases/transformers/git-video.json"
         ));
         assert_eq!(ours, want);
-        assert_eq!(confidence, "exact", "{warnings:?}");
-        assert_eq!(item, Some((6 * 145, 6 * 3 * 96 * 96)));
+        assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+        assert_eq!(c.mm_item, Some((6 * 145, 6 * 3 * 96 * 96)));
+        assert_eq!(c.arch.prefix_tokens, 6 * 145);
+    }
+
+    /// git-base's 1 024 text positions hold a 1 024-token prompt: the cache and the
+    /// activations cover the image's 197 tokens beside it (6 layers × K and V × 768 ×
+    /// 1 221 tokens × 2 B), no position warning, and an assumption says why; with
+    /// prefix-tokens 0 (text alone) the cache is the prompt's.
+    #[test]
+    fn the_image_tokens_join_the_prompt_in_the_estimate() {
+        let (_, _, c) = counted(include_str!(
+            "../../../../tests/cases/transformers/git.json"
+        ));
+        let run = |extra: &[(&'static str, &'static str)]| {
+            let mut pairs: Vec<(&str, String)> = c.pairs();
+            for (k, v) in [("context", "1024"), ("kv-dtype", "bf16")]
+                .iter()
+                .chain(extra)
+            {
+                pairs.push((k, (*v).to_string()));
+            }
+            let (input, errors) =
+                crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+            assert!(errors.is_empty(), "{errors:?}");
+            crate::estimate::estimate(&input).expect("estimate")
+        };
+        let e = run(&[]);
+        assert_eq!(e.kv_cache_bytes, 6 * 2 * 768 * 1221 * 2);
+        assert!(
+            e.assumptions
+                .iter()
+                .any(|a| a.contains("1221 tokens per sequence")),
+            "{:?}",
+            e.assumptions
+        );
+        assert!(
+            !e.warnings.iter().any(|w| w.contains("positions")),
+            "{:?}",
+            e.warnings
+        );
+        assert_eq!(
+            run(&[("prefix-tokens", "0")]).kv_cache_bytes,
+            6 * 2 * 768 * 1024 * 2
+        );
     }
 }
