@@ -94,16 +94,31 @@ mod tests {
         assert_eq!(c.mm_item, Some((12, 3 * 224 * 224)));
     }
 
-    /// The published ModernVBERT/modernvbert layout (SigLIP at 512 pixels, patch 16,
-    /// no pooling head): a tile is (512 / 16)² / 4² = 64 tokens.
+    /// The published layout as vLLM's `ColModernVBertConfig` spells it out
+    /// (vllm-project/vllm 029329a8eded, `vllm/transformers_utils/configs/colmodernvbert.py`:
+    /// SigLIP at 512 pixels, patch 16; ModernBERT with `additional_vocab_size` 40 more
+    /// token rows, 50 408), against
+    /// transformers 5.23's `ModernVBertModel` on meta: 252 002 304 parameters; a tile
+    /// is (512 / 16)² / 4² = 64 tokens, `ColModernVBertConfig.image_seq_len`.
     #[test]
     fn a_512_pixel_tile_is_64_tokens() {
-        let root = serde_json::json!({"model_type": "modernvbert", "pixel_shuffle_factor": 4});
-        let tower = serde_json::json!({"model_type": "siglip_vision_model",
-            "image_size": 512, "patch_size": 16, "vision_use_head": false});
-        let (_, item) = super::modernvbert_tower(&super::Cfg::new(&root), &tower, 768)
-            .expect("count")
-            .expect("a SigLIP tower");
-        assert_eq!(item, Some((64, 3 * 512 * 512)));
+        let doc: serde_json::Value = serde_json::from_str(include_str!(
+            "../../../../tests/cases/transformers/modernvbert-512.json"
+        ))
+        .expect("fixture");
+        let c = parse_config(&doc["config"].to_string()).expect("config");
+        let ours: u64 = c
+            .arch
+            .tensors()
+            .expect("tensors")
+            .iter()
+            .map(|t| t.params().expect("count"))
+            .sum();
+        assert_eq!(
+            (ours, doc["parameters"].as_u64()),
+            (252_002_304, Some(252_002_304))
+        );
+        assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
+        assert_eq!(c.mm_item, Some((64, 3 * 512 * 512)));
     }
 }
