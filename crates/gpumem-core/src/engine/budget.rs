@@ -50,6 +50,17 @@ pub fn budget(
             "an encoder-decoder's cross-attention cache and encoder are not in the engines' rules modelled here: leave out --engine for transformers' generate",
         ));
     }
+    if let Some(n) = input.arch.map(|a| a.prefix_tokens).filter(|n| *n > 0) {
+        // GIT: its image's tokens go ahead of the prompt's ids inside the model
+        // (transformers' GitModel.forward); no engine's rule modelled here lays out a
+        // request whose cache holds tokens its prompt does not name.
+        return Err(EstimateError::invalid(
+            "engine",
+            format!(
+                "the model puts {n} tokens ahead of the prompt's ids (prefix-tokens: GIT's image), which no engine's rule modelled here lays out: leave out --engine for transformers' own forward"
+            ),
+        ));
+    }
     if !(params.max_model_len_auto && params.max_model_len.is_none()) {
         return budget_at(input, est, params);
     }

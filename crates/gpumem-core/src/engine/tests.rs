@@ -638,3 +638,24 @@ fn the_interconnect_decides_what_tensor_parallelism_takes() {
         "{errors:?}"
     );
 }
+
+/// A model that puts tokens ahead of the prompt's ids (GIT's image: prefix-tokens) is
+/// refused by every engine's rule, with the reason, rather than sized as if its cache
+/// held the prompt alone; without an engine its estimate counts them.
+#[test]
+fn prefix_tokens_are_refused_by_the_engines() {
+    let input = llama_8b(&[("context", "1024"), ("prefix-tokens", "197")]);
+    let est = estimate(&input).expect("estimate");
+    for name in ["vllm", "sglang", "llama.cpp"] {
+        let err = budget(&input, &est, &engine(&with(&[("engine", name)])))
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("prefix-tokens"), "{name}: {err}");
+    }
+    let plain = estimate(&llama_8b(&[("context", "1024")])).expect("estimate");
+    // Llama-3.1-8B: 32 layers × 8 KV heads × 128 × K and V × 2 B per token.
+    assert_eq!(
+        est.kv_cache_bytes - plain.kv_cache_bytes,
+        197 * 32 * 8 * 128 * 2 * 2
+    );
+}
