@@ -2100,3 +2100,27 @@ fn gpt1_has_no_final_norm_and_ctrl_a_position_buffer() {
             .any(|n| n.starts_with("intermediate size absent"))
     );
 }
+
+#[test]
+fn gemma3s_siglip_tower_counts_its_pooling_head_where_the_config_keeps_it() {
+    // SiglipVisionConfig's defaults (vision_use_head true, as transformers writes them)
+    // and the published Gemma 3 layout (false): Gemma3Model builds the tower from its
+    // config, the attention-pooling head included when asked.
+    let with = |head: bool| {
+        parse_config(&format!(
+            r#"{{"model_type":"gemma3","text_config":{{"model_type":"gemma3_text","hidden_size":2560,
+            "num_hidden_layers":34,"num_attention_heads":8,"num_key_value_heads":4,"intermediate_size":10240,
+            "vocab_size":262208,"sliding_window":1024}},"vision_config":{{"model_type":"siglip_vision_model",
+            "hidden_size":768,"intermediate_size":3072,"num_hidden_layers":12,"num_attention_heads":12,
+            "image_size":224,"patch_size":16,"vision_use_head":{head}}}}}"#
+        ))
+        .unwrap()
+    };
+    let (headed, bare) = (with(true), with(false));
+    assert_eq!(headed.confidence, "exact", "{:?}", headed.warnings);
+    assert_eq!(bare.confidence, "exact", "{:?}", bare.warnings);
+    // SiglipMultiheadAttentionPoolingHead at h 768, i 3 072: the probe (h), the packed
+    // in-projection (3h² + 3h), the out-projection (h² + h), a LayerNorm (2h) and the
+    // MLP (2hi + i + h): 4h² + 2hi + 8h + i.
+    assert_eq!(headed.arch.tower_params - bare.arch.tower_params, 7_087_104);
+}

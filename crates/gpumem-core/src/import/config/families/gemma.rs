@@ -238,10 +238,7 @@ fn gemma3_siglip(
     text_hidden: u64,
 ) -> Result<Option<u64>, EstimateError> {
     let tower_type = tower.get("model_type").and_then(Value::as_str);
-    if root.str("model_type") != Some("gemma3")
-        || tower_type != Some("siglip_vision_model")
-        || tower.get("vision_use_head").and_then(Value::as_bool) != Some(false)
-    {
+    if root.str("model_type") != Some("gemma3") || tower_type != Some("siglip_vision_model") {
         return Ok(None);
     }
     // The projector: `mm_input_projection_weight` and `mm_soft_emb_norm`.

@@ -113,6 +113,10 @@ mod tests {
                 }
             }
         }
-        assert!(seen.len() > 100, "the registry lists every family file: {}", seen.len());
+        assert!(
+            seen.len() > 100,
+            "the registry lists every family file: {}",
+            seen.len()
+        );
     }
 }
