@@ -680,6 +680,9 @@ fn run_count(
     }))
 }
 
+/// How the config reader says a vision or audio tower's weights are left out.
+const TOWER_NOT_COUNTED: &str = "tower is not counted; its weights add to the total";
+
 /// Counts the model of config.json with transformers when `--count-with` asks for it
 /// (or, by default, when the reader does not know its family); the estimator then
 /// takes its weights and KV figures (`EstimateInput::counted`). Without a Python that
@@ -694,10 +697,12 @@ fn count_family(
     use crate::count::CountWith;
     // A family the reader does not know, or knows by name only and reads with its
     // generic rules (GPT-J, OPT, BLOOM, …): tensors beyond those rules go uncounted.
+    // Likewise a vision or audio tower the reader does not count (a model whose text
+    // config it knows, under a root it does not: MOSS's transcriber over Qwen3).
     let generic = c.confidence == "unknown family"
-        || c.warnings
-            .iter()
-            .any(|w| w.contains("is read with the generic decoder rules"));
+        || c.warnings.iter().any(|w| {
+            w.contains("is read with the generic decoder rules") || w.contains(TOWER_NOT_COUNTED)
+        });
     let asked = args.count_with == CountWith::Transformers;
     if !(asked || args.count_with == CountWith::Auto && generic) {
         return Ok(Ok(None));
@@ -759,6 +764,7 @@ fn count_family(
     let encdec = counted.cross_cache.is_some() && counted.cache_layers.is_some();
     c.warnings.retain(|w| {
         !(w.contains("generic decoder rules")
+            || w.contains(TOWER_NOT_COUNTED)
             || w.contains(&format!("is not read: the {mt} reader does not know"))
             || encdec && w.contains("is not modelled: the encoder is not counted"))
     });

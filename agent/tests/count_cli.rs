@@ -681,3 +681,59 @@ print(json.dumps({"parameters": sum(p.numel() for p in {id(p): p for p in model.
         text(&out.stderr)
     );
 }
+
+/// A model whose text config the reader knows (Qwen3) under a root it does not, with a
+/// tower it does not count (MOSS's transcriber and its audio encoder): the reader says
+/// the tower is left out, and with a Python the count takes the whole model.
+#[test]
+fn a_tower_the_reader_leaves_out_is_counted_by_transformers() {
+    let Some(python) = gpumem_e2e::torch_python("a_tower_the_reader_leaves_out_is_counted") else {
+        return;
+    };
+    const ORACLE: &str = r#"
+import json, sys, torch, transformers
+d = json.load(open(sys.argv[1]))
+mt = d.pop("model_type")
+d = {k: v for k, v in d.items() if not k.startswith("_")}
+config = transformers.AutoConfig.for_model(mt, **d)
+with torch.device("meta"):
+    model = transformers.MossTranscribeDiarizeForConditionalGeneration(config)
+print(sum(p.numel() for p in model.parameters()))
+"#;
+    let cfg = config("moss_transcribe_diarize.json");
+    let out = Command::new(&python)
+        .arg("-c")
+        .arg(ORACLE)
+        .arg(&cfg)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "oracle: {}", text(&out.stderr));
+    let params: u64 = text(&out.stdout).trim().parse().expect("a count");
+
+    let (out, reader) = estimate(&cfg, &["--count-with", "reader"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let warned = |doc: &serde_json::Value| {
+        doc["warnings"].as_array().unwrap().iter().any(|w| {
+            w.as_str()
+                .unwrap()
+                .contains("the audio tower is not counted")
+        })
+    };
+    assert!(warned(&reader), "{reader}");
+    assert!(reader["parameters"].as_u64().unwrap() < params);
+
+    let (out, doc) = estimate(&cfg, &["--python", python.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        doc["confidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("counted by transformers "),
+        "{}",
+        doc["confidence"]
+    );
+    assert_eq!(doc["parameters"].as_u64(), Some(params));
+    assert!(!warned(&doc), "the tower is counted now: {doc}");
+}
