@@ -114,7 +114,7 @@ impl clap::Args for Args {
                     .value_name("WHO")
                     .value_parser(crate::count::CountWith::NAMES)
                     .default_value("auto")
-                    .help("Who counts the model of --config/--model: transformers builds it on PyTorch's meta device (no weights, no GPU) and its parameters, buffers and KV cache are read from its modules and its own cache; auto: transformers for a model_type the config reader does not know, when --python has it; reader: the config reader alone"),
+                    .help("Who counts the model of --config/--model: transformers builds it on PyTorch's meta device (no weights, no GPU) and its parameters, buffers and KV cache are read from its modules and its own cache; auto: transformers for a model_type the config reader does not know or a tower it leaves out, when --python has it; reader: the config reader alone"),
             )
             .arg(Arg::new("trust-remote-code").long("trust-remote-code").action(ArgAction::SetTrue).requires("config").help("Let the count run the code of the model's own repository (config.json's auto_map, the .py files beside --config); off, a family transformers does not ship is not counted"))
             .arg(

@@ -4,10 +4,10 @@
 //! one `mod` item per file (by its absolute path) and `REGISTRY`, one row per file;
 //! `families/mod.rs` includes it. Records are found by `model_type` (or GGUF
 //! architecture), which no two records share, so the order is only the file names'.
-#![allow(clippy::disallowed_macros)] // build scripts talk to cargo through stdout
-// The library is pure (no file, no environment: clippy.toml); its build script runs on
-// the build host, reads this crate's own source folder and writes into OUT_DIR.
-#![allow(clippy::disallowed_methods)]
+// Build scripts talk to cargo through stdout. The library is pure (no file, no
+// environment: clippy.toml); its build script runs on the build host, reads this
+// crate's own source folder and writes into OUT_DIR.
+#![allow(clippy::disallowed_macros, clippy::disallowed_methods)]
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
