@@ -2716,8 +2716,8 @@ impl Architecture {
                         add_mix(&mut c.mix, ty, n);
                     }
                 }
-                // Kept in class order as they come (no sort: one class at most
-                // once, and a sort instance costs the page's wasm kilobytes).
+                // Inserted where its class sorts (one class at most once), so the
+                // list stays in class order.
                 None => classes.insert(
                     classes.partition_point(|c| c.class < tg.class),
                     ClassTotal {

@@ -638,7 +638,7 @@ pub fn headline<R: Rule>(
 }
 
 /// The smallest catalogue card on which `basis` says the workload fits (catalogue
-/// order among equals). No sort: the page's wasm carries no sort routine. A Mac is
+/// order among equals). A Mac is
 /// judged when it is named, never picked: it is a machine, not a card beside others
 /// (no tensor parallelism over Macs, and the CUDA engines do not run on it).
 fn smallest_card<R: Rule>(input: &EstimateInput, est: &Estimate, basis: &R) -> Option<CardFit> {

@@ -120,8 +120,8 @@ where
     read_pairs(&mut pairs.into_iter())
 }
 
-/// The one non-generic body of [`from_pairs`]: the page calls it with many iterator
-/// types, and one copy of the reader keeps its wasm small.
+/// The one non-generic body of [`from_pairs`], compiled once rather than for each
+/// caller's iterator type.
 #[inline(never)]
 fn read_pairs<'a>(
     pairs: &mut dyn Iterator<Item = (&'a str, &'a str)>,

@@ -205,12 +205,10 @@ pub(super) fn line(
     inputs: &[(&'static str, String)],
     source: &'static str,
 ) -> EngineLine {
-    // One insert at a time: a `collect` into the map would sort, and the sort routine
-    // costs the page ~1.5 KB of wasm (gzip) for a handful of entries.
-    let mut map = BTreeMap::new();
-    for (k, v) in inputs {
-        map.insert(Cow::Borrowed(*k), v.clone());
-    }
+    let map: BTreeMap<_, _> = inputs
+        .iter()
+        .map(|(k, v)| (Cow::Borrowed(*k), v.clone()))
+        .collect();
     EngineLine {
         key: Cow::Borrowed(key),
         label: Cow::Borrowed(label),

@@ -215,8 +215,8 @@ impl Builder {
         );
     }
 
-    /// The one non-generic body of [`Builder::line`]: kept out of line so the
-    /// fifteen call sites share it (the page's wasm size).
+    /// The one non-generic body of [`Builder::line`], compiled once rather than for
+    /// each of its callers' argument types.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn push_line(
