@@ -64,7 +64,22 @@ fn modernvbert_tower(
 
 #[cfg(test)]
 mod tests {
-    use crate::import::config::parse_config;
+    use crate::import::config::{ImportedConfig, parse_config};
+
+    /// A transformers case's config read, the parameters its tensors hold, and the
+    /// case's own count.
+    fn read(case: &str) -> (ImportedConfig, u64, Option<u64>) {
+        let doc: serde_json::Value = serde_json::from_str(case).expect("fixture");
+        let c = parse_config(&doc["config"].to_string()).expect("config");
+        let ours = c
+            .arch
+            .tensors()
+            .expect("tensors")
+            .iter()
+            .map(|t| t.params().expect("count"))
+            .sum();
+        (c, ours, doc["parameters"].as_u64())
+    }
 
     /// ModernVBertConfig's defaults (a 22-layer, 768-wide ModernBERT, SigLIP
     /// ViT-B/16 at 224 with its pooling head, a factor-4 shuffle), against
@@ -73,22 +88,10 @@ mod tests {
     /// 9 437 184 (768 × 16 × 768); one tile is int(196 / 16) = 12 tokens.
     #[test]
     fn modernvbert_counts_siglip_and_its_connector() {
-        let doc: serde_json::Value = serde_json::from_str(include_str!(
+        let (c, ours, truth) = read(include_str!(
             "../../../../tests/cases/transformers/modernvbert.json"
-        ))
-        .expect("fixture");
-        let c = parse_config(&doc["config"].to_string()).expect("config");
-        let ours: u64 = c
-            .arch
-            .tensors()
-            .expect("tensors")
-            .iter()
-            .map(|t| t.params().expect("count"))
-            .sum();
-        assert_eq!(
-            (ours, doc["parameters"].as_u64()),
-            (251_335_680, Some(251_335_680))
-        );
+        ));
+        assert_eq!((ours, truth), (251_335_680, Some(251_335_680)));
         assert_eq!(c.arch.tower_params, 92_884_224 + 9_437_184);
         assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
         assert_eq!(c.mm_item, Some((12, 3 * 224 * 224)));
@@ -102,22 +105,10 @@ mod tests {
     /// is (512 / 16)² / 4² = 64 tokens, `ColModernVBertConfig.image_seq_len`.
     #[test]
     fn a_512_pixel_tile_is_64_tokens() {
-        let doc: serde_json::Value = serde_json::from_str(include_str!(
+        let (c, ours, truth) = read(include_str!(
             "../../../../tests/cases/transformers/modernvbert-512.json"
-        ))
-        .expect("fixture");
-        let c = parse_config(&doc["config"].to_string()).expect("config");
-        let ours: u64 = c
-            .arch
-            .tensors()
-            .expect("tensors")
-            .iter()
-            .map(|t| t.params().expect("count"))
-            .sum();
-        assert_eq!(
-            (ours, doc["parameters"].as_u64()),
-            (252_002_304, Some(252_002_304))
-        );
+        ));
+        assert_eq!((ours, truth), (252_002_304, Some(252_002_304)));
         assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
         assert_eq!(c.mm_item, Some((64, 3 * 512 * 512)));
     }
