@@ -648,6 +648,15 @@ pub struct Architecture {
     /// `word_embeddings_layernorm`), of the layers' norm kind.
     #[serde(default)]
     pub embedding_norm: bool,
+    /// A prediction head between the last layer and the output projection: a dense
+    /// [hidden, hidden] and a norm of the layers' kind (ModernBERT-decoder's `lm_head`,
+    /// `ModernBertDecoderPredictionHead`), the dense with a bias where
+    /// `prediction_head_bias` says (its config's `classifier_bias`).
+    #[serde(default)]
+    pub prediction_head: bool,
+    /// The prediction head's dense has a bias (one value per hidden unit).
+    #[serde(default)]
+    pub prediction_head_bias: bool,
     /// A norm inside the attention (over its output, before o_proj) and one inside
     /// the MLP (over the intermediate, before down_proj): BitNet's `attn_sub_norm`
     /// and `ffn_sub_norm`.
@@ -779,6 +788,8 @@ impl Architecture {
         pooler: false,
         lm_head_bias: false,
         embedding_norm: false,
+        prediction_head: false,
+        prediction_head_bias: false,
         sub_norms: false,
         encdec_params: 0,
         encoder_length: 0,
@@ -1256,6 +1267,11 @@ pub const VARIANT_FACTS: &[Fact] = &[
     fact("embedding-norm", G::Variants, K::Bool(Architecture::BASE.embedding_norm), "Embedding norm", "",
         "A norm over the token embeddings before the first layer (BLOOM's word_embeddings_layernorm)", at!(embedding_norm))
         .underived("a norm over the embeddings is not in the derivation"),
+    fact("prediction-head", G::Variants, K::Bool(Architecture::BASE.prediction_head), "Prediction head", "",
+        "A dense [hidden, hidden] and a norm between the last layer and the output projection (ModernBERT-decoder's lm_head)", at!(prediction_head))
+        .underived("a prediction head before the output projection is not in the derivation"),
+    fact("prediction-head-bias", G::Variants, K::Bool(Architecture::BASE.prediction_head_bias), "Prediction head bias", "",
+        "The prediction head's dense has a bias (ModernBERT-decoder's classifier_bias)", at!(prediction_head_bias)),
     fact("sub-norms", G::Variants, K::Bool(Architecture::BASE.sub_norms), "Sub-norms", "",
         "A norm over the attention's output and one over the MLP's intermediate, inside each layer (BitNet's attn_sub_norm, ffn_sub_norm)", at!(sub_norms))
         .underived("norms inside the attention and the MLP are not in the derivation"),
@@ -2008,6 +2024,22 @@ impl Architecture {
         }
         if !self.tied_embeddings && !self.encoder {
             t.push(grp(LmHead, Vocab, "lm_head", self.vocab, h, 1));
+        }
+        if self.prediction_head && !self.encoder {
+            // ModernBertDecoderPredictionHead: `dense` [hidden, hidden] (its bias under
+            // `classifier_bias`), the activation (no tensor), `norm` of the layers' kind.
+            t.push(grp(LmHead, Linear, "prediction head dense", h, h, 1));
+            if self.prediction_head_bias {
+                t.push(grp(LmHead, Kept, "prediction head bias", h, 1, 1));
+            }
+            t.push(grp(
+                Norms,
+                Kept,
+                "prediction head norm",
+                h,
+                1,
+                self.norm_vectors(),
+            ));
         }
         if self.lm_head_bias && !self.encoder {
             // One value per vocabulary row, replicated on every rank (the safe side).
