@@ -674,6 +674,19 @@ pub struct Architecture {
     /// 0 = the context.
     #[serde(default)]
     pub encoder_length: u64,
+    /// Of an encoder-decoder's stacks (`encdec_params` less the shared embedding), the
+    /// parameters a tensor-parallel serving engine keeps whole on every rank: its
+    /// LayerNorms, row-parallel biases, convolutions and position tables, as vLLM
+    /// places Whisper's (`import/config/encdec.rs`). With `encdec_split`; both 0 =
+    /// no placement derived, and tensor parallelism is refused.
+    #[serde(default)]
+    pub encdec_whole: u64,
+    /// Of an encoder-decoder's stacks, the parameters a tensor-parallel serving engine
+    /// splits over its ranks (column- and row-parallel weights, column-parallel
+    /// biases), with the zero biases it adds where the checkpoint has none (vLLM's
+    /// Whisper k projections).
+    #[serde(default)]
+    pub encdec_split: u64,
     /// Layers whose attention is a gated cross-attention over an image's vision
     /// states instead of self-attention (Llama 3.2 Vision's `cross_attention_layers`,
     /// transformers' `MllamaCrossAttentionDecoderLayer`): the same q/k/v/o projections
@@ -793,6 +806,8 @@ impl Architecture {
         sub_norms: false,
         encdec_params: 0,
         encoder_length: 0,
+        encdec_whole: 0,
+        encdec_split: 0,
         cross_layers: 0,
         cross_tokens: 0,
         prefix_tokens: 0,
@@ -1280,6 +1295,12 @@ pub const VARIANT_FACTS: &[Fact] = &[
         .underived("an encoder-decoder's forward is not the decoder's derivation"),
     fact("encoder-length", G::Variants, K::Count, "Encoder length", "= context",
         "Tokens or frames the encoder-decoder's encoder reads (source length; Whisper: 1500 frames for 30 s)", at!(encoder_length)),
+    fact("encoder-decoder-whole", G::Variants, K::Count, "Encoder-decoder whole per rank", "",
+        "An encoder-decoder's stack parameters every tensor-parallel rank keeps whole (norms, row-parallel biases, convolutions, position tables; vLLM's Whisper)", at!(encdec_whole))
+        .underived("an encoder-decoder's forward is not the decoder's derivation"),
+    fact("encoder-decoder-split", G::Variants, K::Count, "Encoder-decoder split over tp", "",
+        "An encoder-decoder's stack parameters split over tensor-parallel ranks (its parallel linears; vLLM's Whisper, with the zero k biases it adds)", at!(encdec_split))
+        .underived("an encoder-decoder's forward is not the decoder's derivation"),
     fact("mixer", G::Variants, K::Choice, "State-space mixer", "",
         "Mixer of the state-layers instead of attention: mamba, mamba2, deltanet, kda, shortconv, lightning, rglru or rwkv", at!(mixer.kind))
         .always()

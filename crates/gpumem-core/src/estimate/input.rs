@@ -488,12 +488,13 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
                 "an encoder-decoder's stacks are counted as one, not tensor by tensor: a quantised format's norms, biases and scales are not placed (give a dense dtype, or its safetensors header)",
             ));
         }
-        if i.tp > 1 || i.pp > 1 {
+        if i.pp > 1 {
             return Err(EstimateError::invalid(
-                "tp",
-                "an encoder-decoder is estimated on one device (transformers' generate); tensor and pipeline parallelism are not modelled for it",
+                "pp",
+                "pipeline parallelism is not modelled for an encoder-decoder (where its encoder sits is not derived): give --pp 1",
             ));
         }
+        validate_encdec_tp(i)?;
     }
     // Both are at most MAX_DIM (checked above): the product cannot saturate.
     if !i.gpus.is_multiple_of(i.tp.saturating_mul(i.pp)) {
@@ -544,6 +545,33 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
     }
     if let Some(t) = i.autocast {
         validate_autocast(i, t)?;
+    }
+    Ok(())
+}
+
+/// Tensor parallelism over an encoder-decoder: modelled where the config reader placed
+/// its stacks as vLLM does (Whisper: `Architecture::encdec_whole`, `encdec_split`),
+/// for its parameters read from the config, with heads that split evenly
+/// (vllm-project/vllm d1a2e94651cf, `vllm/model_executor/models/whisper.py`:
+/// `WhisperAttention.__init__` asserts `total_num_heads % tp_size == 0`).
+fn validate_encdec_tp(i: &EstimateInput) -> Result<(), EstimateError> {
+    let Some(a) = i.arch.filter(|_| i.tp > 1) else {
+        return Ok(());
+    };
+    if a.encdec_split == 0 || i.tensors.is_some() || i.counted.is_some() {
+        return Err(EstimateError::invalid(
+            "tp",
+            "tensor parallelism is modelled for Whisper read from its config (its stacks placed as vLLM shards them); this encoder-decoder's placement over ranks is not derived (T5, BART and mBART have no tensor-parallel serving modelled here): give --tp 1",
+        ));
+    }
+    if !a.heads.is_multiple_of(i.tp) {
+        return Err(EstimateError::invalid(
+            "tp",
+            format!(
+                "{} attention heads do not split over tp {} (vLLM's WhisperAttention asserts heads % tp == 0): give a tp that divides {}",
+                a.heads, i.tp, a.heads
+            ),
+        ));
     }
     Ok(())
 }

@@ -86,6 +86,24 @@ pub(crate) fn weight_breakdown(
     Ok(w)
 }
 
+/// An encoder-decoder's stacks on one of `tp` ranks: what every rank keeps whole
+/// plus its share of what is split (`Architecture::encdec_whole`, `encdec_split`, as
+/// the config reader placed them), in the stacks' dense dtype (a quantised format is
+/// refused for them). The split part holds the zero k biases vLLM adds, so the ranks
+/// together hold a little more than the checkpoint.
+fn encdec_per_rank(
+    a: &crate::arch::Architecture,
+    c: &crate::arch::ClassTotal,
+    tp: u64,
+) -> Result<u64, EstimateError> {
+    let per_param = c.bytes.checked_div(c.params).unwrap_or(0);
+    let params = a
+        .encdec_whole
+        .checked_add(a.encdec_split.div_ceil(tp))
+        .ok_or(EstimateError::Overflow { what: "weights" })?;
+    checked_product(&[params, per_param], "weights")
+}
+
 pub(super) fn weights(
     input: &EstimateInput,
     split: &Split,
@@ -116,8 +134,14 @@ pub(super) fn weights(
     }
     if let Some(a) = input.arch {
         let w = weight_breakdown(&a, input)?;
+        // An encoder-decoder over tp ranks (validated: Whisper, placed as vLLM does).
+        let encdec_tp = a.encdec_params > 0 && split.tp > 1;
         for c in &w.classes {
             let device = match c.class {
+                ParamClass::EncoderDecoder if encdec_tp => encdec_per_rank(&a, c, split.tp)?,
+                // vLLM's Whisper keeps its `embed_tokens` an `nn.Embedding`, whole on
+                // every rank (vllm-project/vllm d1a2e94651cf, whisper.py `WhisperDecoder`).
+                ParamClass::Embeddings if encdec_tp => c.bytes,
                 ParamClass::Attention
                 | ParamClass::Mlp
                 | ParamClass::Mtp
@@ -165,6 +189,12 @@ pub(super) fn weights(
                     ("format", c.formats.clone()),
                 ],
             );
+        }
+        if encdec_tp {
+            b.assumptions.push(format!(
+                "encoder-decoder over tp {}: its stacks placed as vLLM shards Whisper (parallel linears split, LayerNorms, row-parallel biases, convolutions, position tables and the token embedding whole on every rank; {} parameters whole, {} split, with the zero k biases vLLM adds)",
+                split.tp, a.encdec_whole, a.encdec_split
+            ));
         }
         // The model's dtype: the one its norms and biases are kept in.
         let dtype_bytes = match module_formats(input)?.kept {

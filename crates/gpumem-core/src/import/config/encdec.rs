@@ -92,6 +92,10 @@ pub(crate) fn imported(c: &Cfg, mt: &str) -> Result<Option<ImportedConfig>, Esti
     if layers == 0 || heads == 0 || head_dim == 0 {
         return Ok(None);
     }
+    let (encdec_whole, encdec_split) = match mt {
+        "whisper" => whisper_placement(c)?.unwrap_or((0, 0)),
+        _ => (0, 0),
+    };
     let mut notes = Vec::new();
     if let Some(s) = described(c, mt)?.filter(|s| s.contains("4.x")) {
         notes.push(s);
@@ -114,6 +118,8 @@ pub(crate) fn imported(c: &Cfg, mt: &str) -> Result<Option<ImportedConfig>, Esti
             tied_embeddings: true,
             encdec_params: n,
             encoder_length,
+            encdec_whole,
+            encdec_split,
             ..Architecture::BASE
         },
         sliding_window: None,
@@ -310,4 +316,76 @@ fn whisper(c: &Cfg) -> Result<Option<u64>, EstimateError> {
     let tied = c.flag("tie_word_embeddings").unwrap_or(true);
     let head = if tied { 0 } else { p(&[v, d])? };
     Ok(Some(sum(&[encoder, decoder, head])?))
+}
+
+/// Whisper's stacks as vLLM places them over tensor-parallel ranks
+/// (vllm-project/vllm d1a2e94651cf, `vllm/model_executor/models/whisper.py`), as
+/// (kept whole on every rank, split over the ranks), in parameters:
+/// - `WhisperAttention`: `qkv_proj` a `QKVParallelLinear` with a bias over q, k and v
+///   (column-parallel: weight and bias split; the checkpoint has no k bias, and
+///   `_create_fake_bias_for_k_proj` loads zeros into the one vLLM allocates), `out_proj`
+///   a `RowParallelLinear` (its weight split, its bias whole on every rank);
+///   `WhisperCrossAttention`: `q_proj` a `ColumnParallelLinear`, `kv_proj` a
+///   column-parallel linear over k and v with a bias (k's zero again), the same
+///   `out_proj`;
+/// - `WhisperMLP`: `fc1` a `ColumnParallelLinear` (weight and bias split), `fc2` a
+///   `RowParallelLinear` (its bias whole);
+/// - whole on every rank: every `nn.LayerNorm` (weight and bias), `conv1` and `conv2`
+///   (`nn.Conv1d`), the encoder's and the decoder's position tables (`nn.Embedding`);
+///   the decoder's `embed_tokens` is an `nn.Embedding` too (whole; not counted here:
+///   it is the shared embedding, outside the stacks) and `proj_out` is tied to it
+///   (`ParallelLMHead.tie_weights`), so a config's untied head is counted whole.
+///
+/// `None` where the encoder's heads differ from the decoder's (no published Whisper
+/// does; the tensor-parallel refusal would then need both).
+fn whisper_placement(c: &Cfg) -> Result<Option<(u64, u64)>, EstimateError> {
+    let Some(k) = keys(
+        c,
+        &[
+            "vocab_size",
+            "d_model",
+            "encoder_layers",
+            "decoder_layers",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
+            "num_mel_bins",
+            "max_source_positions",
+            "max_target_positions",
+            "encoder_attention_heads",
+            "decoder_attention_heads",
+        ],
+    )?
+    else {
+        return Ok(None);
+    };
+    let (v, d, le, ld, ffe, ffd, mels, src, tgt, he, hd) = (
+        k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10],
+    );
+    if he != hd {
+        return Ok(None);
+    }
+    let norm = p(&[2, d])?;
+    // Split: q, k, v with their biases (k's added), out's weight; fc1 with its bias,
+    // fc2's weight. The decoder's layers hold two such attentions.
+    let attn_split = sum(&[p(&[4, d, d])?, p(&[3, d])?])?;
+    let mlp_split = |ff: u64| sum(&[p(&[2, d, ff])?, ff]);
+    let split = sum(&[
+        p(&[le, sum(&[attn_split, mlp_split(ffe)?])?])?,
+        p(&[ld, sum(&[attn_split, attn_split, mlp_split(ffd)?])?])?,
+    ])?;
+    // Whole: out's bias per attention, fc2's bias, the LayerNorms, the convolutions and
+    // the position tables.
+    let convs = sum(&[p(&[d, mels, 3])?, d, p(&[d, d, 3])?, d])?;
+    let tied = c.flag("tie_word_embeddings").unwrap_or(true);
+    let whole = sum(&[
+        convs,
+        p(&[src, d])?,
+        p(&[le, sum(&[d, d, p(&[2, norm])?])?])?,
+        norm,
+        p(&[tgt, d])?,
+        p(&[ld, sum(&[d, d, d, p(&[3, norm])?])?])?,
+        norm,
+        if tied { 0 } else { p(&[v, d])? },
+    ])?;
+    Ok(Some((whole, split)))
 }
