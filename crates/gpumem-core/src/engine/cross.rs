@@ -196,8 +196,7 @@ mod tests {
     /// self-attention cache is (vLLM's `MllamaTextCrossAttention`: `num_key_value_heads
     /// // tensor_parallel_size` a rank): 8 KV heads at tp 2 keep 4 a device, half the
     /// line, at tp 16 one head's copy, an eighth; the whole line is unchanged. (An
-    /// encoder-decoder's cross cache follows the same rule; tensor parallelism is
-    /// refused for those.)
+    /// encoder-decoder's cross cache follows the same rule: see the Whisper test below.)
     #[test]
     fn the_cross_line_is_split_over_tp_as_the_self_attention_cache() {
         let line = |input: &EstimateInput, k: &str| {
@@ -221,23 +220,112 @@ mod tests {
             let own = line(&input, "kv_cache");
             assert_eq!(own.1 * 8, own.0 * heads_here, "tp {tp}");
         }
-        let whisper = {
-            #[allow(clippy::disallowed_methods)] // a test's fixture
-            let text = std::fs::read_to_string(format!(
-                "{}/tests/cases/configs/whisper-large-v3.json",
-                env!("CARGO_MANIFEST_DIR")
-            ))
-            .expect("config");
-            let cfg = crate::import::config::parse_config(&text).expect("config");
-            let pairs = cfg.pairs();
-            crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())).chain([
-                ("context", "448"),
-                ("tp", "2"),
-                ("gpus", "2"),
-            ]))
-            .0
+    }
+
+    fn whisper_large_v3(pairs: &[(&str, &str)]) -> EstimateInput {
+        #[allow(clippy::disallowed_methods)] // a test's fixture
+        let text = std::fs::read_to_string(format!(
+            "{}/tests/cases/configs/whisper-large-v3.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("config");
+        let cfg = crate::import::config::parse_config(&text).expect("config");
+        let own = cfg.pairs();
+        crate::params::from_pairs(
+            own.iter()
+                .map(|(k, v)| (*k, v.as_str()))
+                .chain([("context", "448")])
+                .chain(pairs.iter().copied()),
+        )
+        .0
+    }
+
+    /// Whisper large-v3 over tp 1, 2 and 4, placed as vLLM shards it (whisper.py at
+    /// vllm-project/vllm d1a2e94651cf): the stacks' parallel linears split (with the
+    /// zero k biases vLLM adds: (32 + 2 × 32) × 1280), their norms, row-parallel
+    /// biases, convolutions and position tables whole (8 522 240 parameters), the
+    /// token embedding whole; the self- and cross-attention caches split by heads
+    /// (20 ÷ tp); the encoder's output whole on every rank (all-reduced).
+    #[test]
+    fn whisper_over_tp_keeps_its_share_of_the_stacks_and_of_the_caches() {
+        let lines = |tp: &str| {
+            let est = estimate(&whisper_large_v3(&[("tp", tp), ("gpus", tp)])).expect("estimate");
+            let device = |k: &str| {
+                est.lines
+                    .iter()
+                    .find(|l| l.key.as_str() == k)
+                    .map(|l| (l.bytes, l.device_bytes))
+                    .expect("line")
+            };
+            [
+                device("weights.embeddings"),
+                device("weights.encoder_decoder"),
+                device("kv_cache"),
+                device("kv_cache.cross"),
+                device("kv_cache.encoder_output"),
+            ]
         };
-        assert!(estimate(&whisper).is_err_and(|e| e.to_string().contains("tensor")));
+        let (whole, split) = (8_522_240_u64, 1_468_702_720_u64);
+        let stacks = 1_543_490_560 - 51_866 * 1280;
+        assert_eq!(whole + split, stacks + (32 + 2 * 32) * 1280);
+        let embed = 51_866 * 1280 * 2;
+        // Self-attention: 32 layers × 2 × 1280 values × 448 tokens × 2 B; cross: the
+        // same over 1500 frames; the encoder's output: 1500 × 1280 × 2 B.
+        let (kv, cross, out) = (
+            32 * 2 * 1280 * 448 * 2,
+            32 * 2 * 1280 * 1500 * 2,
+            1500 * 1280 * 2,
+        );
+        assert_eq!(
+            lines("1"),
+            [
+                (embed, embed),
+                (stacks * 2, stacks * 2),
+                (kv, kv),
+                (cross, cross),
+                (out, out)
+            ]
+        );
+        for (tp, n) in [("2", 2), ("4", 4)] {
+            assert_eq!(
+                lines(tp),
+                [
+                    (embed, embed),
+                    (stacks * 2, (whole + split / n) * 2),
+                    (kv, kv / n),
+                    (cross, cross / n),
+                    (out, out)
+                ],
+                "tp {tp}"
+            );
+        }
+        assert_eq!((whole + split / 2) * 2, 1_485_747_200);
+        // 20 heads do not split over 3 ranks (WhisperAttention asserts it); the
+        // pipeline's stages are not placed.
+        for (pairs, says) in [
+            (&[("tp", "3"), ("gpus", "3")], "20 attention heads"),
+            (&[("pp", "2"), ("gpus", "2")], "pipeline"),
+        ] {
+            let e = estimate(&whisper_large_v3(pairs)).expect_err("refused");
+            assert!(e.to_string().contains(says), "{e}");
+        }
+    }
+
+    /// An encoder-decoder without a placement over ranks (BART, T5, or an encoder-
+    /// decoder given by its facts alone) stays refused at tp > 1.
+    #[test]
+    fn an_encoder_decoder_without_a_placement_is_refused_over_tp() {
+        let text = r#"{"vocab_size": 50265, "max_position_embeddings": 1024, "encoder_layers": 6, "encoder_ffn_dim": 3072, "decoder_layers": 6, "decoder_ffn_dim": 3072, "d_model": 768, "decoder_attention_heads": 12, "model_type": "bart"}"#;
+        let cfg = crate::import::config::parse_config(text).expect("config");
+        let own = cfg.pairs();
+        let input = crate::params::from_pairs(
+            own.iter()
+                .map(|(k, v)| (*k, v.as_str()))
+                .chain([("context", "128"), ("tp", "2"), ("gpus", "2")]),
+        )
+        .0;
+        let e = estimate(&input).expect_err("refused");
+        assert!(e.to_string().contains("placement over ranks is not derived"), "{e}");
     }
 
     /// vLLM's V0 engine: blocks of all 40 layers, and each request's 6 404 encoder

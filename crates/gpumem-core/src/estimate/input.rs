@@ -555,15 +555,16 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
 /// (vllm-project/vllm d1a2e94651cf, `vllm/model_executor/models/whisper.py`:
 /// `WhisperAttention.__init__` asserts `total_num_heads % tp_size == 0`).
 fn validate_encdec_tp(i: &EstimateInput) -> Result<(), EstimateError> {
-    let Some(a) = i.arch.filter(|_| i.tp > 1) else {
+    if i.tp == 1 {
         return Ok(());
-    };
-    if a.encdec_split == 0 || i.tensors.is_some() || i.counted.is_some() {
+    }
+    let placed = i.arch.filter(|a| a.encdec_split > 0);
+    let Some(a) = placed.filter(|_| i.tensors.is_none() && i.counted.is_none()) else {
         return Err(EstimateError::invalid(
             "tp",
             "tensor parallelism is modelled for Whisper read from its config (its stacks placed as vLLM shards them); this encoder-decoder's placement over ranks is not derived (T5, BART and mBART have no tensor-parallel serving modelled here): give --tp 1",
         ));
-    }
+    };
     if !a.heads.is_multiple_of(i.tp) {
         return Err(EstimateError::invalid(
             "tp",
