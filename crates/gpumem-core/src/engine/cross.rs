@@ -301,11 +301,21 @@ mod tests {
         }
         assert_eq!((whole + split / 2) * 2, 1_485_747_200);
         // 20 heads do not split over 3 ranks (WhisperAttention asserts it); the
-        // pipeline's stages are not placed.
-        for (pairs, says) in [
+        // pipeline's stages are not placed; a split part that leaves some of the
+        // stacks on no rank is not a placement.
+        let refused: [(&[(&str, &str)], &str); 3] = [
             (&[("tp", "3"), ("gpus", "3")], "20 attention heads"),
             (&[("pp", "2"), ("gpus", "2")], "pipeline"),
-        ] {
+            (
+                &[
+                    ("tp", "2"),
+                    ("gpus", "2"),
+                    ("encoder-decoder-split", "1000"),
+                ],
+                "do not place",
+            ),
+        ];
+        for (pairs, says) in refused {
             let e = estimate(&whisper_large_v3(pairs)).expect_err("refused");
             assert!(e.to_string().contains(says), "{e}");
         }
@@ -318,14 +328,18 @@ mod tests {
         let text = r#"{"vocab_size": 50265, "max_position_embeddings": 1024, "encoder_layers": 6, "encoder_ffn_dim": 3072, "decoder_layers": 6, "decoder_ffn_dim": 3072, "d_model": 768, "decoder_attention_heads": 12, "model_type": "bart"}"#;
         let cfg = crate::import::config::parse_config(text).expect("config");
         let own = cfg.pairs();
-        let input = crate::params::from_pairs(
-            own.iter()
-                .map(|(k, v)| (*k, v.as_str()))
-                .chain([("context", "128"), ("tp", "2"), ("gpus", "2")]),
-        )
+        let input = crate::params::from_pairs(own.iter().map(|(k, v)| (*k, v.as_str())).chain([
+            ("context", "128"),
+            ("tp", "2"),
+            ("gpus", "2"),
+        ]))
         .0;
         let e = estimate(&input).expect_err("refused");
-        assert!(e.to_string().contains("placement over ranks is not derived"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("placement over ranks is not derived"),
+            "{e}"
+        );
     }
 
     /// vLLM's V0 engine: blocks of all 40 layers, and each request's 6 404 encoder

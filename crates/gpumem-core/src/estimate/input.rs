@@ -565,6 +565,21 @@ fn validate_encdec_tp(i: &EstimateInput) -> Result<(), EstimateError> {
             "tensor parallelism is modelled for Whisper read from its config (its stacks placed as vLLM shards them); this encoder-decoder's placement over ranks is not derived (T5, BART and mBART have no tensor-parallel serving modelled here): give --tp 1",
         ));
     };
+    // The placement is of the stacks the count holds: what stays whole fits in them,
+    // and with what is split it covers them (the split part may hold more: the zero
+    // biases an engine adds).
+    let stacks = a
+        .encdec_params
+        .saturating_sub(a.vocab.saturating_mul(a.hidden));
+    if a.encdec_whole > stacks || a.encdec_whole.saturating_add(a.encdec_split) < stacks {
+        return Err(EstimateError::invalid(
+            "encoder-decoder-split",
+            format!(
+                "encoder-decoder-whole {} and encoder-decoder-split {} do not place the {stacks} parameters of the stacks (encoder-decoder-params less vocab × hidden): whole at most them, whole + split at least them",
+                a.encdec_whole, a.encdec_split
+            ),
+        ));
+    }
     if !a.heads.is_multiple_of(i.tp) {
         return Err(EstimateError::invalid(
             "tp",
