@@ -43,11 +43,13 @@ pub fn budget(
     }
     if input.is_encoder_decoder() {
         // vLLM's V1 engine sizes a decoder's KV pool; its encoder-decoder support
-        // (Whisper's cross-attention blocks) is not modelled here, and llama.cpp and
-        // SGLang rules are a decoder's.
+        // (Whisper's cross-attention blocks, `CrossAttentionSpec` in
+        // vllm/v1/kv_cache_interface.py, and its encoder's profile) is not modelled
+        // here, and llama.cpp and SGLang rules are a decoder's. Without --engine a
+        // Whisper at --tp N is placed as vLLM shards it (weights and caches per rank).
         return Err(EstimateError::invalid(
             "engine",
-            "an encoder-decoder's cross-attention cache and encoder are not in the engines' rules modelled here: leave out --engine for transformers' generate",
+            "an encoder-decoder's cross-attention cache and encoder are not in the engines' rules modelled here: leave out --engine for transformers' generate (Whisper at --tp N: its weights and caches per rank as vLLM shards them, without vLLM's pool)",
         ));
     }
     if let Some(n) = input.arch.map(|a| a.prefix_tokens).filter(|n| *n > 0) {
