@@ -1159,63 +1159,13 @@ fn layernorm_activations(
     why: Option<&'static str>,
 ) -> Result<Activations, EstimateError> {
     let tokens = seq.saturating_mul(batch);
-    let (h, heads, d, i) = (a.hidden, a.heads, a.head_dim, a.intermediate);
+    let (h, d, i) = (a.hidden, a.head_dim, a.intermediate);
     let hidden = block(&[tokens, value, h]);
     let stats = mul(&[2, block(&[tokens, 4])]);
     let norm = add(&[stats, hidden]);
     let inputs = if a.parallel_residual { 1 } else { 2 };
-    let qd = block(&[tokens, value, heads, d]);
-    let whole = block(&[tokens, value, 3, heads, d]);
-    let lse = block(&[tokens, 4, heads]);
-    let lse_padded = block(&[batch, heads, seq.div_ceil(32), 32, 4]);
     let rotary = a.learned_positions == 0;
-    let scores = |bytes: u64| block(&[batch, heads, seq, seq, bytes]);
-    let (attn, attn_text) = match (attention, rotary) {
-        (AttentionImpl::Eager, _) => {
-            let probs = if a.softmax_in_dtype {
-                scores(value)
-            } else {
-                add(&[scores(4), scores(value)])
-            };
-            let dropped = if a.dropout {
-                add(&[
-                    scores(1),
-                    if a.softmax_in_dtype { scores(value) } else { 0 },
-                ])
-            } else {
-                0
-            };
-            (
-                add(&[mul(&[4, qd]), probs, dropped]),
-                match (a.softmax_in_dtype, a.dropout) {
-                    (true, true) => {
-                        "v·4·h + (1 + 2v)·a·s (softmax and its dropped copy in the compute dtype, the mask)"
-                    }
-                    (true, false) => "v·4·h + v·a·s (softmax in the compute dtype)",
-                    (false, true) => {
-                        "v·4·h + (5 + v)·a·s (fp32 softmax, its dropped 16-bit copy, the mask)"
-                    }
-                    (false, false) => "v·4·h + (4 + v)·a·s",
-                },
-            )
-        }
-        (AttentionImpl::Flash | AttentionImpl::Sdpa, true) => (
-            add(&[mul(&[4, qd]), lse, whole]),
-            "v·(4 + 3)·h + 4·a (q, k rotated, v's copy, the output and the fused output)",
-        ),
-        (AttentionImpl::Efficient, true) => (
-            add(&[mul(&[3, qd]), lse_padded, whole]),
-            "v·(3 + 3)·h + 4·a·⌈s/32⌉·32/s (q, k rotated, the output and the fused output)",
-        ),
-        (AttentionImpl::Flash | AttentionImpl::Sdpa, false) => (
-            add(&[qd, lse, whole]),
-            "v·(1 + 3)·h + 4·a (the fused output and the kernel's)",
-        ),
-        (AttentionImpl::Efficient, false) => (
-            add(&[qd, lse_padded, whole]),
-            "v·(1 + 3)·h + 4·a·⌈s/32⌉·32/s (the fused output and the kernel's)",
-        ),
-    };
+    let (attn, attn_text) = layernorm_attention(a, (seq, batch), value, attention);
     let mask = block(&[tokens, h]);
     let masks = if a.dropout { mul(&[2, mask]) } else { 0 };
     let act = if a.gelu_new { 5 } else { 2 };
@@ -1307,6 +1257,286 @@ fn layernorm_activations(
     })
 }
 
+/// What GPT-2's or GPT-NeoX's attention keeps for the backward in a full fine-tune
+/// (see [`layernorm_activations`]): bytes over all tokens and the formula's words.
+fn layernorm_attention(
+    a: &Architecture,
+    (seq, batch): (u64, u64),
+    value: u64,
+    attention: AttentionImpl,
+) -> (u64, &'static str) {
+    let tokens = seq.saturating_mul(batch);
+    let (heads, d) = (a.heads, a.head_dim);
+    let qd = block(&[tokens, value, heads, d]);
+    let whole = block(&[tokens, value, 3, heads, d]);
+    let lse = block(&[tokens, 4, heads]);
+    let lse_padded = block(&[batch, heads, seq.div_ceil(32), 32, 4]);
+    let rotary = a.learned_positions == 0;
+    let scores = |bytes: u64| block(&[batch, heads, seq, seq, bytes]);
+    match (attention, rotary) {
+        (AttentionImpl::Eager, _) => {
+            let probs = if a.softmax_in_dtype {
+                scores(value)
+            } else {
+                add(&[scores(4), scores(value)])
+            };
+            let dropped = if a.dropout {
+                add(&[
+                    scores(1),
+                    if a.softmax_in_dtype { scores(value) } else { 0 },
+                ])
+            } else {
+                0
+            };
+            (
+                add(&[mul(&[4, qd]), probs, dropped]),
+                match (a.softmax_in_dtype, a.dropout) {
+                    (true, true) => {
+                        "v·4·h + (1 + 2v)·a·s (softmax and its dropped copy in the compute dtype, the mask)"
+                    }
+                    (true, false) => "v·4·h + v·a·s (softmax in the compute dtype)",
+                    (false, true) => {
+                        "v·4·h + (5 + v)·a·s (fp32 softmax, its dropped 16-bit copy, the mask)"
+                    }
+                    (false, false) => "v·4·h + (4 + v)·a·s",
+                },
+            )
+        }
+        (AttentionImpl::Flash | AttentionImpl::Sdpa, true) => (
+            add(&[mul(&[4, qd]), lse, whole]),
+            "v·(4 + 3)·h + 4·a (q, k rotated, v's copy, the output and the fused output)",
+        ),
+        (AttentionImpl::Efficient, true) => (
+            add(&[mul(&[3, qd]), lse_padded, whole]),
+            "v·(3 + 3)·h + 4·a·⌈s/32⌉·32/s (q, k rotated, the output and the fused output)",
+        ),
+        (AttentionImpl::Flash | AttentionImpl::Sdpa, false) => (
+            add(&[qd, lse, whole]),
+            "v·(1 + 3)·h + 4·a (the fused output and the kernel's)",
+        ),
+        (AttentionImpl::Efficient, false) => (
+            add(&[qd, lse_padded, whole]),
+            "v·(1 + 3)·h + 4·a·⌈s/32⌉·32/s (the fused output and the kernel's)",
+        ),
+    }
+}
+
+/// Why LoRA on GPT-2 or GPT-NeoX stays outside [`layernorm_frozen_base`], where it does:
+/// it is derived for PEFT's LoRA as its defaults run it (adapters in a dtype wider than
+/// the compute dtype, so each adapter keeps a cast copy of its input) on the decoder's
+/// linear layers only, without autocast or a 4-bit base.
+fn layernorm_lora_outside(value: u64, ad: &Adapters) -> Option<&'static str> {
+    if ad.autocast || ad.base_4bit || ad.base_keeps_inputs {
+        Some(
+            "LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX) is derived without autocast or a 4-bit base only",
+        )
+    } else if ad.value == value {
+        Some(
+            "LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX) is derived with adapters wider than the compute dtype only (PEFT's fp32 adapters over a 16-bit model)",
+        )
+    } else if ad.targets.lm_head || ad.modules != ModulesToSave::default() {
+        Some(
+            "LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX) is derived on the decoder's linear layers only (no adapted or trained embedding or output projection)",
+        )
+    } else {
+        None
+    }
+}
+
+/// Activations of a LoRA step on GPT-2 or GPT-NeoX (Pythia) with a frozen base,
+/// derived tensor by tensor from the same code as [`layernorm_activations`] (transformers
+/// 5.23 `modeling_gpt2.py`, `modeling_gpt_neox.py`) and PEFT 0.21's
+/// `peft/tuners/lora/layer.py` `Linear.forward` (GPT-2's `Conv1D` is wrapped as a
+/// `Linear` with `fan_in_fan_out`): `x = self._cast_input_dtype(x, lora_A.weight.dtype)`,
+/// `result + lora_B(lora_A(dropout(x))) * scaling`. PyTorch's autograd records an
+/// operator only when an input needs a gradient and keeps an operand only for the
+/// gradient that reads it (`tools/autograd/derivatives.yaml`). Per layer, `T` tokens,
+/// every tensor in 512 B blocks, against the full fine-tune:
+/// - a frozen `nn.LayerNorm` keeps its input, mean and rstd (`native_layer_norm`'s
+///   backward for the input), and its output no longer: the frozen projections
+///   (`addmm`, `linear`) keep only their weights;
+/// - each adapted module (GPT-2's `c_attn`, GPT-NeoX's `query_key_value` for any of q,
+///   k, v; the attention's output projection; the MLP's first and second linear) keeps
+///   its input cast to the adapter's dtype (`lora_A`'s weight gradient; with
+///   `lora_dropout` > 0 the dropped copy and its boolean mask instead) and `lora_A`'s
+///   output (`lora_B`'s weight gradient);
+/// - the attention keeps what it keeps in the full fine-tune, less the copy of the
+///   kernel's output that the output projection alone kept (`reshape(...).contiguous()`
+///   copies it where the kernel's output is laid out by head: eager's, and flash's and
+///   SDPA's behind GPT-NeoX's rotated, head-major queries; GPT-2's queries are views of
+///   the token-major fused output and the memory-efficient kernel writes token-major,
+///   so their output projection reads the kernel's output itself);
+/// - the MLP keeps the activation's input (exact GELU) or `NewGELUActivation`'s input,
+///   tanh, `0.5·x` and `1 + tanh` (`gelu_new`): the activation's output was kept only
+///   for the frozen second linear's weight;
+/// - without checkpointing the first layer's input (the frozen embeddings' sum) needs
+///   no gradient: nothing before its first adapter is recorded (its first LayerNorm;
+///   with a parallel residual also the MLP's LayerNorm and, unless an MLP linear is
+///   adapted, the MLP), and GPT-2's embedding dropout keeps no mask;
+/// - once: the final LayerNorm's input, mean and rstd, GPT-NeoX's RoPE cos and sin,
+///   the labels and the loss (GPT-2's frozen position table keeps no position ids).
+///
+/// With checkpointing (transformers' `gradient_checkpointing_enable` with PEFT's
+/// `enable_input_require_grads`, whose hook makes the embeddings' output need a
+/// gradient) every layer's input does, GPT-2's embedding dropout keeps its mask, and
+/// the forward keeps the layers' inputs, what their arguments hold (the position ids,
+/// eager's mask), the embeddings' output where it is not the first layer's input (a
+/// leaf needing a gradient, held by its `AccumulateGrad` node) and the once-terms.
+fn layernorm_frozen_base(
+    a: &Architecture,
+    (seq, batch): (u64, u64),
+    value: u64,
+    checkpointing: bool,
+    attention: AttentionImpl,
+    ad: &Adapters,
+) -> Result<Activations, EstimateError> {
+    let tokens = seq.saturating_mul(batch);
+    let (h, d, i) = (a.hidden, a.head_dim, a.intermediate);
+    let t = ad.targets;
+    let hidden = block(&[tokens, value, h]);
+    let stats = mul(&[2, block(&[tokens, 4])]);
+    let rotary = a.learned_positions == 0;
+    let (full_attn, attn_text) = layernorm_attention(a, (seq, batch), value, attention);
+    let output_copy = match attention {
+        AttentionImpl::Eager => true,
+        AttentionImpl::Flash | AttentionImpl::Sdpa => rotary,
+        AttentionImpl::Efficient => false,
+    };
+    let qd = block(&[tokens, value, a.heads, d]);
+    let attn = full_attn.saturating_sub(if output_copy { qd } else { 0 });
+    let module = |on: bool, width: u64| {
+        if !on {
+            return 0;
+        }
+        add(&[
+            block(&[tokens, ad.value, width]),
+            if ad.dropout {
+                block(&[tokens, width])
+            } else {
+                0
+            },
+            block(&[tokens, ad.value, ad.rank]),
+        ])
+    };
+    let mask = if a.dropout { block(&[tokens, h]) } else { 0 };
+    let act = mul(&[if a.gelu_new { 4 } else { 1 }, block(&[tokens, value, i])]);
+    let width_o = a.heads.saturating_mul(d);
+    let qkv = t.q || t.k || t.v;
+    let up = t.up || t.gate;
+    let layer = |input_grad: bool| {
+        let attn_grad = input_grad || qkv;
+        let out_grad = attn_grad || t.o;
+        // What the MLP's LayerNorm reads needs a gradient: the residual's sum, or the
+        // layer's input under a parallel residual (read by the first LayerNorm too).
+        let (mlp_in_grad, norm2) = if a.parallel_residual {
+            (input_grad, if input_grad { stats } else { 0 })
+        } else {
+            (out_grad, if out_grad { add(&[hidden, stats]) } else { 0 })
+        };
+        let act_grad = mlp_in_grad || up;
+        add(&[
+            if input_grad { add(&[hidden, stats]) } else { 0 },
+            module(qkv, h),
+            if attn_grad { attn } else { 0 },
+            module(t.o, width_o),
+            if out_grad { mask } else { 0 },
+            norm2,
+            module(up, h),
+            if act_grad { act } else { 0 },
+            module(t.down, i),
+            if act_grad || t.down { mask } else { 0 },
+        ])
+    };
+    let rot = if a.rotary_dims > 0 { a.rotary_dims } else { d };
+    let ropes = if rotary {
+        mul(&[2, block(&[seq, value, rot])])
+    } else {
+        0
+    };
+    let once = add(&[hidden, stats, ropes, block(&[tokens, 8]), 1024]);
+    let layers = a.layers;
+    let (kept, bytes, shape) = if checkpointing {
+        // The checkpointed layers' arguments hold the position ids (GPT-NeoX's
+        // `position_ids`, GPT-2's `cache_position`) and eager attention's additive mask;
+        // the embeddings' output, made a leaf that needs a gradient by PEFT's hook, is
+        // held by its `AccumulateGrad` node where the first layer reads another tensor
+        // (GPT-2 adds the position embeddings; a dropout with p > 0 copies).
+        let held = add(&[
+            block(&[seq, 8]),
+            if !rotary || a.dropout { hidden } else { 0 },
+            if attention == AttentionImpl::Eager {
+                block(&[batch, seq, seq, value])
+            } else {
+                0
+            },
+        ]);
+        let kept = add(&[mul(&[layers, hidden]), once, mask, held]);
+        (
+            kept,
+            add(&[kept, layer(true)]),
+            "L × v·h (checkpointed layer inputs) + one layer recomputed",
+        )
+    } else {
+        let kept = add(&[
+            layer(false),
+            mul(&[layers.saturating_sub(1), layer(true)]),
+            once,
+        ]);
+        (
+            kept,
+            kept,
+            "L × per-layer (the first layer keeps nothing before its first adapter)",
+        )
+    };
+    if bytes == u64::MAX {
+        return Err(EstimateError::Overflow {
+            what: "activations",
+        });
+    }
+    let formula = format!(
+        "{shape}; frozen base, per layer and token: {} LayerNorm input{} v·h and fp32 mean and rstd 16 + attention {attn_text}{}{} + MLP {}·v·i ({}); each adapted module keeps {} and lora_A's output {}·r (PEFT's LoRA Linear.forward); once: final LayerNorm's input, mean and rstd, {}labels, loss (transformers' {}, every tensor in 512 B blocks)",
+        if a.parallel_residual { 1 } else { 2 },
+        if a.parallel_residual {
+            " (parallel residual)"
+        } else {
+            "s"
+        },
+        if output_copy {
+            " − v·h (the output projection's copy of the kernel's output, kept for its frozen weight only)"
+        } else {
+            ""
+        },
+        if a.dropout {
+            " + dropout masks 2·h"
+        } else {
+            ""
+        },
+        if a.gelu_new { 4 } else { 1 },
+        if a.gelu_new {
+            "gelu_new keeps its input, tanh, 0.5·x and 1 + tanh"
+        } else {
+            "GELU keeps its input"
+        },
+        if ad.dropout {
+            format!(
+                "its input cast to the adapter's {} B and dropped out (a·in), the dropout's mask (1·in)",
+                ad.value
+            )
+        } else {
+            format!("its input cast to the adapter's {} B (a·in)", ad.value)
+        },
+        ad.value,
+        if rotary { "RoPE cos/sin, " } else { "" },
+        if rotary { "GPT-NeoX" } else { "GPT-2" },
+    );
+    Ok(Activations {
+        bytes,
+        kept,
+        formula,
+        assumed_because: None,
+    })
+}
+
 /// LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX), bounded from above: the full
 /// fine-tune's kept tensors (which hold every linear layer's input; a frozen linear
 /// keeps none) plus what each adapter adds in PEFT's `Linear.forward` (peft/tuners/lora/
@@ -1369,9 +1599,9 @@ fn layernorm_lora_bound(
             "{}; LoRA (an upper bound): + per adapted module its input cast to the adapters' dtype, dropout's copy and mask, the A output",
             full.formula
         ),
-        assumed_because: Some(
+        assumed_because: full.assumed_because.or(Some(
             "LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX) is bounded from above (the full fine-tune's tensors plus each adapter's), not derived",
-        ),
+        )),
     }
 }
 
@@ -1546,11 +1776,39 @@ pub fn decoder_activations(
     })
     .or(fp32_outside(a, value, attention, adapters.is_some()));
     if layernorm_decoder(a) {
-        let full = layernorm_activations(a, (seq, batch), value, checkpointing, attention, why)?;
-        return Ok(match adapters {
-            None => full,
-            Some(ad) => layernorm_lora_bound(a, (seq, batch), value, checkpointing, ad, full),
-        });
+        return match adapters {
+            None => layernorm_activations(a, (seq, batch), value, checkpointing, attention, why),
+            Some(ad) => {
+                // The fused q/k/v module is what PEFT adapts here: derived below, so
+                // only the layout's own reasons and the adapters' scope count.
+                let why = not_derived(a)
+                    .or(fp32_outside(a, value, attention, true))
+                    .or(layernorm_lora_outside(value, ad));
+                match why {
+                    None => {
+                        layernorm_frozen_base(a, (seq, batch), value, checkpointing, attention, ad)
+                    }
+                    Some(_) => {
+                        let full = layernorm_activations(
+                            a,
+                            (seq, batch),
+                            value,
+                            checkpointing,
+                            attention,
+                            why,
+                        )?;
+                        Ok(layernorm_lora_bound(
+                            a,
+                            (seq, batch),
+                            value,
+                            checkpointing,
+                            ad,
+                            full,
+                        ))
+                    }
+                }
+            }
+        };
     }
     let tokens = seq.saturating_mul(batch);
     let (h, heads, kv, d, i) = (a.hidden, a.heads, a.kv_heads, a.head_dim, a.intermediate);
