@@ -1096,9 +1096,20 @@ fn lora_on_layernorm_decoders_agrees_with_traces_to_the_byte() {
         .unwrap();
         let kept = t["kept"].as_u64().unwrap();
         let pct = 100.0 * (derived.kept as f64 - kept as f64) / kept as f64;
+        // The assumed formula these workloads had before (Korthikanti et al.).
+        let (before, _) = gpumem_core::training::activation_bytes(
+            a.layers,
+            a.hidden,
+            a.heads,
+            CONTEXT,
+            SEQUENCES,
+            *ckpt,
+            AttentionImpl::parse("attention", attention).unwrap(),
+        )
+        .unwrap();
         eprintln!(
-            "{config:<17} {keys:<10.10} lora {targets:<6} {attention:<9} ckpt {ckpt:<5} | derived {:>12} traced {kept:>12} {pct:>+7.2}%",
-            derived.kept
+            "{config:<17} {keys:<10.10} lora {targets:<6} {attention:<9} ckpt {ckpt:<5} | assumed before {before:>12} | derived {:>12} (with the recomputed layer {:>12}) traced {kept:>12} {pct:>+7.2}%",
+            derived.kept, derived.bytes
         );
         assert_eq!(
             derived.assumed_because, None,

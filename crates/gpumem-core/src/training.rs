@@ -1537,17 +1537,16 @@ fn layernorm_frozen_base(
     })
 }
 
-/// LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX), bounded from above: the full
+/// LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX) outside [`layernorm_frozen_base`]
+/// (adapters in the compute dtype, autocast, a 4-bit base, an adapted or trained
+/// embedding or output projection, fp32 compute), bounded from above: the full
 /// fine-tune's kept tensors (which hold every linear layer's input; a frozen linear
 /// keeps none) plus what each adapter adds in PEFT's `Linear.forward` (peft/tuners/lora/
 /// layer.py): its input cast to the adapters' dtype, dropout's output and 1-byte mask
 /// (`lora_dropout` > 0) and the A projection's output. PEFT adapts GPT-2's `c_attn` and
 /// GPT-NeoX's `query_key_value` as one module (any of q, k, v), `o` is the attention's
-/// output projection, `up` or `gate` the first MLP linear, `down` the second. An
-/// assumption (the fused modules' LoRA is not derived tensor by tensor): traced with
-/// transformers 5.23 on meta (2 × 512, flash), GPT-2 keeps 473 441 280 B with `c_attn`
-/// adapted and 702 292 992 B with every linear, GPT-NeoX (Pythia-160M) 240 681 984 B and
-/// 475 825 152 B — each below this bound, where the Llama-style formula gave 320 864 256 B.
+/// output projection, `up` or `gate` the first MLP linear, `down` the second. The line
+/// stays assumed and says why.
 fn layernorm_lora_bound(
     a: &Architecture,
     (seq, batch): (u64, u64),
@@ -3191,6 +3190,59 @@ mod tests {
     }
 
     #[test]
+    fn lora_on_a_layernorm_decoder_keeps_the_frozen_bases_inputs_and_each_adapters() {
+        let (t, v) = (1024u64, 2u64);
+        let a = neox();
+        let ad = Adapters {
+            targets: LoraTargets::parse("lora-targets", "q,k,v").unwrap(),
+            rank: 16,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+            base_4bit: false,
+            autocast: false,
+            weight_copies: 0,
+            modules: ModulesToSave::default(),
+        };
+        let lora = |a: &Architecture, ad: &Adapters, att| {
+            decoder_activations(a, 512, 2, v, false, att, Some(ad)).unwrap()
+        };
+        let p = lora(&a, &ad, AttentionImpl::Flash);
+        assert_eq!(p.assumed_because, None);
+        // Pythia's parallel residual: the first layer keeps the adapter's fp32 input
+        // and lora_A's output and the attention (q, k rotated, the output, the fused
+        // output, the log-sum-exp); the others also their input, both norms' mean and
+        // rstd and GELU's input; once: the final norm's input and statistics, RoPE over
+        // 16 dims, labels, the loss.
+        let vh = t * v * 768;
+        let first = t * 4 * 768 + t * 4 * 16 + 3 * vh + 3 * vh + t * 4 * 12;
+        let layer = first + vh + 4 * t * 4 + t * v * 3072;
+        let once = vh + 2 * t * 4 + 2 * 512 * v * 16 + t * 8 + 1024;
+        assert_eq!(p.kept, first + 11 * layer + once);
+        // A dropout before each adapter keeps its one-byte mask beside the dropped copy.
+        let d = lora(
+            &a,
+            &Adapters {
+                dropout: true,
+                ..ad
+            },
+            AttentionImpl::Flash,
+        );
+        assert_eq!(d.kept - p.kept, 12 * t * 768);
+        // GPT-2: no rotation, so the output projection reads the kernel's output.
+        let gpt2 = Architecture {
+            learned_positions: 1024,
+            rotary_dims: 0,
+            parallel_residual: false,
+            ..a
+        };
+        let g = lora(&gpt2, &ad, AttentionImpl::Flash);
+        let e = lora(&gpt2, &ad, AttentionImpl::Efficient);
+        assert_eq!(g.kept, e.kept);
+        assert!(g.formula.contains("GPT-2"));
+    }
+
+    #[test]
     fn layernorm_decoders_outside_the_derivation_stay_assumed() {
         let a = neox();
         let assumed = |a: &Architecture, adapters: Option<&Adapters>| {
@@ -3232,7 +3284,23 @@ mod tests {
             weight_copies: 0,
             modules: ModulesToSave::default(),
         };
-        assert!(assumed(&a, Some(&ad)).is_some());
+        // LoRA on the fused projection is derived for PEFT's fp32 adapters over a
+        // 16-bit model; adapters in the compute dtype, autocast or a 4-bit base stay
+        // outside, bounded.
+        assert!(assumed(&a, Some(&ad)).is_none());
+        for outside in [
+            Adapters { value: 2, ..ad },
+            Adapters {
+                autocast: true,
+                ..ad
+            },
+            Adapters {
+                base_4bit: true,
+                ..ad
+            },
+        ] {
+            assert!(assumed(&a, Some(&outside)).is_some());
+        }
         // The facts a Llama-style decoder does not have stay outside its derivation.
         let llama = Architecture {
             dropout: true,
