@@ -936,7 +936,15 @@ fn lora_on_layernorm_decoders_agrees_with_traces_to_the_byte() {
     const ALL_NEOX: &[&str] = &["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"];
     // (config, keys set over it, targets as PEFT names them, as gpumem reads them,
     // attention, checkpointing)
-    let cases: &[(&str, &str, &[&str], &str, &str, bool)] = &[
+    type LoraCase = (
+        &'static str,
+        &'static str,
+        &'static [&'static str],
+        &'static str,
+        &'static str,
+        bool,
+    );
+    let cases: &[LoraCase] = &[
         ("gpt2.json", "{}", &["c_attn"], "q,k,v", "flash", false),
         ("gpt2.json", "{}", &["c_attn"], "q,k,v", "sdpa", false),
         ("gpt2.json", "{}", &["c_attn"], "q,k,v", "efficient", false),
