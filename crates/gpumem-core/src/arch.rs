@@ -740,6 +740,26 @@ pub struct Architecture {
     /// `models/openai/modeling_openai.py`). Bytes, not parameters. 0 = none.
     #[serde(default)]
     pub mask_positions: u64,
+    /// Rotary embeddings the model registers, each with its two fp32 frequency
+    /// buffers, never stored in the checkpoint: transformers 5.23's
+    /// `LlamaRotaryEmbedding.__init__` (`models/llama/modeling_llama.py`, and every
+    /// family's copy of it) keeps `inv_freq` and `original_inv_freq`, non-persistent,
+    /// each of `⌈rotary width ÷ 2⌉` values (`torch.arange(0, dim, 2)` in the rope
+    /// type's init, `modeling_rope_utils.py`; YaRN, llama3, longrope and MRoPE
+    /// change the values, not the length). One per model; 2 where a rotary
+    /// embedding holds one pair per layer type (`Gemma3RotaryEmbedding`,
+    /// `ModernBertRotaryEmbedding`, `Gemma4RotaryEmbedding`: `{layer_type}_inv_freq`
+    /// and `{layer_type}_original_inv_freq`, the full layers' over the global head
+    /// width when they have their own). Bytes, not parameters. 0 = no rotary
+    /// buffers (learned or no positions, ALiBi, or a family not read for them).
+    #[serde(default)]
+    pub rope_tables: u64,
+    /// The rotary width the frequency buffers span when only part of a head rotates
+    /// and `rotary_dims` does not say so (`int(head_dim × partial_rotary_factor)`,
+    /// transformers 5.23 `_compute_default_rope_parameters`); 0 = `rotary_dims`,
+    /// else MLA's `qk_rope_dim`, else the head.
+    #[serde(default)]
+    pub rope_dims: u64,
 }
 
 /// serde's default for facts that are on unless a stored import says otherwise.
@@ -816,6 +836,8 @@ impl Architecture {
         attn_experts: 0,
         sinusoid_positions: 0,
         mask_positions: 0,
+        rope_tables: 0,
+        rope_dims: 0,
     };
 
     /// [`Architecture::BASE`] with every optional part at its own base: where each
@@ -1195,6 +1217,10 @@ pub const DECODER_FACTS: &[Fact] = &[
         "Rows of an fp32 sinusoidal position table kept beside the weights, not in the checkpoint (CTRL: n_positions)", at!(sinusoid_positions)),
     fact("mask-positions", G::Variants, K::Count, "Causal-mask buffer positions", "none",
         "Positions n of an [n, n] causal mask each layer keeps in the model's dtype, with int64 position ids [n] (GPT-1: n_positions)", at!(mask_positions)),
+    fact("rope-tables", G::Variants, K::Count, "Rotary frequency tables", "none",
+        "Rotary embeddings whose fp32 inv_freq and original_inv_freq (⌈rotary width ÷ 2⌉ values each) the model keeps beside the weights, not in the checkpoint (1; 2 with one per layer type: Gemma 3 and 4)", at!(rope_tables)),
+    fact("rope-dims", G::Variants, K::Count, "Rotary width of the frequency tables", "= rotary-dims, MLA's qk-rope-dim or head-dim",
+        "Rotary width the frequency tables span when only part of a head rotates (partial_rotary_factor × head-dim)", at!(rope_dims)),
 ];
 
 /// The variants and optional parts (MLA, MTP, global layers, the indexer, towers, a
@@ -1871,8 +1897,9 @@ impl Architecture {
     /// bytes, with `dtype_bytes` the model's dtype. CTRL's fp32 sinusoidal position table
     /// (`sinusoid_positions` × hidden × 4 B); GPT-1's causal masks (`mask_positions`²
     /// per attention layer in the model's dtype) with its position ids
-    /// (`mask_positions` × 8 B). A new buffer is one more entry here: the estimate's
-    /// line lists them all.
+    /// (`mask_positions` × 8 B); the rotary embeddings' fp32 frequency buffers
+    /// ([`Architecture::rope_tables`]). A new buffer is one more entry here: the
+    /// estimate's line lists them all.
     pub fn buffers(&self, dtype_bytes: u64) -> Result<Vec<(String, u64)>, EstimateError> {
         let what = "buffer bytes";
         let mut out = Vec::new();
@@ -1883,6 +1910,21 @@ impl Architecture {
                     self.sinusoid_positions, self.hidden
                 ),
                 checked_product(&[self.sinusoid_positions, self.hidden, 4], what)?,
+            ));
+        }
+        if self.rope_tables > 0 {
+            let (freqs, global) = self.rope_freqs();
+            let sizes = if self.rope_tables > 1 && global != freqs {
+                format!("{freqs} and {global} values")
+            } else {
+                format!("{freqs} values")
+            };
+            out.push((
+                format!(
+                    "{} rotary embedding(s)' fp32 inv_freq and original_inv_freq of {sizes} each",
+                    self.rope_tables
+                ),
+                self.rope_buffer_bytes()?,
             ));
         }
         let n = self.mask_positions;
@@ -1896,6 +1938,44 @@ impl Architecture {
             ));
         }
         Ok(out)
+    }
+
+    /// Values of one rotary table's `inv_freq` (⌈rotary width ÷ 2⌉: `torch.arange(0,
+    /// dim, 2)`), and of the full-attention layers' table where they have their own
+    /// head width. The width: `rope_dims`, else `rotary_dims`, else MLA's
+    /// `qk_rope_dim`, else the head. With one table per layer type, the
+    /// full-attention layers' spans their own head width where they have one (Gemma
+    /// 4's `global_head_dim`, whose "proportional" rope keeps the whole width, the
+    /// unrotated part at frequency 0: transformers 5.23 `modeling_rope_utils.py`,
+    /// `_compute_proportional_rope_parameters`).
+    fn rope_freqs(&self) -> (u64, u64) {
+        let width = [self.rope_dims, self.rotary_dims]
+            .into_iter()
+            .find(|&w| w > 0)
+            .or(self.mla.map(|m| m.qk_rope_dim))
+            .unwrap_or(self.head_dim);
+        let freqs = width.div_ceil(2);
+        (
+            freqs,
+            self.global_attn.map_or(freqs, |g| g.head_dim.div_ceil(2)),
+        )
+    }
+
+    /// Bytes of the rotary embeddings' frequency buffers ([`Architecture::rope_tables`]):
+    /// two fp32 tensors per table, one table of the full-attention layers' width.
+    pub fn rope_buffer_bytes(&self) -> Result<u64, EstimateError> {
+        let what = "buffer bytes";
+        if self.rope_tables == 0 {
+            return Ok(0);
+        }
+        let (freqs, global) = self.rope_freqs();
+        let values = if self.rope_tables > 1 {
+            let rest = checked_product(&[self.rope_tables - 1, freqs], what)?;
+            add(rest, global, what)?
+        } else {
+            freqs
+        };
+        checked_product(&[values, 2, 4], what)
     }
 
     /// KV values per token and attention layer (MTP layers are not counted).

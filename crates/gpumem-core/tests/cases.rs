@@ -179,6 +179,23 @@ fn transformers_defaults() {
                 "{mt}: {ours} parameters, transformers builds {want}"
             ));
         }
+        // The rotary embeddings' fp32 frequency buffers (`rope_buffer_bytes`: the
+        // language model's inv_freq and original_inv_freq tensors).
+        if let Some(want) = doc["rope_buffer_bytes"].as_u64() {
+            let rope: u64 = c
+                .arch
+                .buffers(2)
+                .expect("buffers")
+                .iter()
+                .filter(|(what, _)| what.contains("inv_freq"))
+                .map(|(_, b)| b)
+                .sum();
+            if rope != want {
+                wrong.push(format!(
+                    "{mt}: {rope} B of rotary buffers, transformers builds {want} B"
+                ));
+            }
+        }
         if c.confidence != "exact" && c.warnings.is_empty() {
             wrong.push(format!("{mt}: {} without a warning", c.confidence));
         }

@@ -7,12 +7,12 @@ use super::arith::search;
 use super::flags::EngineParams;
 use super::outcome::{CardKv, EngineBudget};
 use super::pool::{finish, finish_batch};
-use super::request::{Ctx, group_device_bytes, kv_bytes_per_token, line_bytes};
+use super::request::{Ctx, engine_weights, kv_bytes_per_token, line_bytes};
 use super::{batch_rule_of, rule_of};
 use crate::arch::MAX_DIM;
 use crate::catalogue::CATALOGUE;
 use crate::error::EstimateError;
-use crate::estimate::{Estimate, EstimateInput, Group, LineKey, TrainMode};
+use crate::estimate::{Estimate, EstimateInput, LineKey, TrainMode};
 
 /// Predicts the KV-cache pool `params.engine` leaves on `params.card` for the
 /// workload `input` (whose estimate is `est`).
@@ -163,7 +163,7 @@ fn budget_at(
         est,
         params,
         card,
-        weights: group_device_bytes(est, Group::Weights)?,
+        weights: engine_weights(est, input)?,
         embed_bytes: line_bytes(est, LineKey::WeightsEmbeddings),
         mtp_bytes: line_bytes(est, LineKey::WeightsMtp),
         per_token,

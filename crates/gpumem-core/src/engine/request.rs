@@ -221,6 +221,32 @@ pub(super) fn group_device_bytes(est: &Estimate, group: Group) -> Result<u64, Es
         })
 }
 
+/// The per-device bytes of the weights an engine loads: the estimate's weights less
+/// the rotary embeddings' frequency buffers transformers' modules build
+/// ([`crate::arch::Architecture::rope_buffer_bytes`], in the buffers line). An engine
+/// builds its own rotary embedding, not transformers' (vLLM's `RotaryEmbedding`
+/// keeps a `cos_sin_cache` of its own shape, llama.cpp and TurboMind compute the
+/// angles in their kernels), and its tables are not modelled here.
+pub(super) fn engine_weights(est: &Estimate, input: &EstimateInput) -> Result<u64, EstimateError> {
+    let all = group_device_bytes(est, Group::Weights)?;
+    Ok(all.saturating_sub(rope_in_buffers(est, input)?))
+}
+
+/// The rotary buffers' bytes in the estimate's buffers line (0 without one).
+pub(super) fn rope_in_buffers(est: &Estimate, input: &EstimateInput) -> Result<u64, EstimateError> {
+    let line: u64 = est
+        .lines
+        .iter()
+        .filter(|l| l.in_total && l.label == crate::estimate::BUFFERS_LABEL)
+        .map(|l| l.device_bytes)
+        .sum();
+    let rope = match input.arch {
+        Some(a) => a.rope_buffer_bytes()?,
+        None => 0,
+    };
+    Ok(rope.min(line))
+}
+
 /// The per-device bytes of one line of the estimate (0 when absent).
 pub(super) fn line_bytes(est: &Estimate, key: LineKey) -> u64 {
     est.lines

@@ -52,7 +52,7 @@ pub use ranks::{
 };
 use split::Split;
 pub(crate) use weights::head_quantised;
-pub use weights::module_formats;
+pub use weights::{BUFFERS_LABEL, module_formats};
 
 /// Side of the square matrices assumed in parameter-count mode to count a
 /// quantised format's per-group and per-channel overhead.

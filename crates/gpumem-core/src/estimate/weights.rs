@@ -4,6 +4,11 @@
 use super::*;
 use crate::arch::WeightBreakdown;
 
+/// The label of the line of the buffers transformers' modules build beside the
+/// weights ([`crate::arch::Architecture::buffers`]): not in the checkpoint, on the
+/// device all the same.
+pub const BUFFERS_LABEL: &str = "Weights: buffers (not in the checkpoint)";
+
 /// Maps the classic `--bits` to a storage format.
 fn format_for_bits(bits: u32) -> Result<StorageFormat, EstimateError> {
     let name = match bits {
@@ -212,7 +217,7 @@ pub(super) fn weights(
             let what: Vec<&str> = buffers.iter().map(|(w, _)| w.as_str()).collect();
             b.line(
                 LineKey::WeightsOther,
-                "Weights: buffers (not in the checkpoint)",
+                BUFFERS_LABEL,
                 bytes,
                 bytes,
                 Kind::Computed,

@@ -229,7 +229,13 @@ fn tree_of(input: &EstimateInput, est: &Estimate) -> Option<(Module, u64)> {
     let arch = input.arch.as_ref()?;
     [2u64, 4].into_iter().find_map(|d| {
         let t = accelerate::llama(arch, d).ok()?;
-        let buffers = (arch.head_dim / 2).saturating_mul(4).saturating_mul(2);
+        // The tree's rotary buffers are in the estimate's weights when the architecture
+        // says the model has them (`rope_tables`).
+        let buffers = if arch.rope_tables > 0 {
+            0
+        } else {
+            (arch.head_dim / 2).saturating_mul(4).saturating_mul(2)
+        };
         (t.size.saturating_sub(buffers) == est.weights_bytes).then_some((t, d))
     })
 }

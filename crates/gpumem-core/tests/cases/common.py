@@ -236,3 +236,49 @@ def decoder_kv(c, tokens, nbytes, engine, d, kv_heads=None, layers=None, kept=No
             else:
                 kept = [min(tokens, w)] * L
     return sum(2 * kv * hd * k * nbytes for k in kept)
+
+
+def rope_freqs(c, d=LLAMA):
+    """Values of one rotary embedding's inv_freq: torch.arange(0, dim, 2) over the
+    rotary width dim (transformers 5.23 modeling_rope_utils.py,
+    _compute_default_rope_parameters and every rope type's init, which change the
+    values, never the length): MLA's qk_rope_head_dim; else the head width times the
+    rotary fraction (partial_rotary_factor, flat or in a flat rope_parameters /
+    rope_scaling; GPT-NeoX's rotary_pct; MiniMax-M2's legacy rotary_dim, which its
+    config turns into rotary_dim / head_dim), int() of the product."""
+    if c.get("qk_rope_head_dim"):
+        return cdiv(c["qk_rope_head_dim"], 2)
+    h, _, H, _ = dims(c)
+    hd = g(c, "head_dim", "kv_channels", default=d.head_dim or h // H)
+    rp = c.get("rope_parameters") or c.get("rope_scaling") or {}
+    flat = rp if not any(isinstance(v, dict) for v in rp.values()) else {}
+    if c.get("rotary_dim") and g(c, "partial_rotary_factor") is None:
+        dim = c["rotary_dim"]
+    else:
+        dim = int(hd * g(c, "partial_rotary_factor", "rotary_pct", default=flat.get("partial_rotary_factor", 1.0)))
+    return cdiv(dim, 2)
+
+
+def rope_buffers(add, freqs, prefix="model.rotary_emb", names=("",)):
+    """A rotary embedding's two fp32 buffers per table, never saved: inv_freq and
+    original_inv_freq (LlamaRotaryEmbedding.__init__, transformers 5.23
+    models/llama/modeling_llama.py, nn.Buffer(..., persistent=False)); a per-layer-type
+    embedding (Gemma3RotaryEmbedding) names them {layer_type}_inv_freq and
+    {layer_type}_original_inv_freq. `freqs` is one length or one per name."""
+    lengths = freqs if isinstance(freqs, (list, tuple)) else [freqs] * len(names)
+    for n, f in zip(names, lengths):
+        p = f"{n}_" if n else ""
+        add(f"{prefix}.{p}inv_freq", (f,), "buffer_fp32")
+        add(f"{prefix}.{p}original_inv_freq", (f,), "buffer_fp32")
+
+
+def layer_kinds(c, sliding_pattern=None):
+    """The distinct layer types a per-layer-type rotary embedding makes tables for
+    (sorted(set(config.layer_types))): layer_types where the config lists them, else
+    the config class's pattern (`sliding_pattern`: every how many layers one is full)."""
+    if c.get("layer_types"):
+        return sorted(set(c["layer_types"]))
+    L = dims(c)[1]
+    if sliding_pattern and L >= sliding_pattern:
+        return ["full_attention", "sliding_attention"]
+    return ["full_attention"] if not sliding_pattern else ["sliding_attention"]

@@ -12,6 +12,9 @@ with use_cache=True over the case's batch, encoder length and decoder tokens) an
 compares the bytes of the EncoderDecoderCache's tensors and of the encoder's last
 hidden state with the case's cache lines.
 
+With --rope, adds `rope_buffer_bytes` to every transformers/*.json file from the
+model its config builds.
+
 With --defaults TYPE…, writes transformers/TYPE.json instead: the config class's
 defaults and the count of the model built from them, which the Rust test
 `transformers_defaults` reads (no transformers needed there).
@@ -23,12 +26,19 @@ bf16 forward of one sequence on the meta device (`cache`: the attention layers' 
 and values, the state layers' conv and recurrent states), which the Rust test
 `transformers_caches` compares with the KV and state lines.
 
+Each real case's `buffer_bytes` (the buffers its weights hold, never in the
+checkpoint: rotary frequency tables, CTRL's position table, GPT-1's masks) is compared
+with the non-persistent buffers transformers builds for it in bf16, less those the
+estimate does not count, each named (`UNCOUNTED`). The defaults and variant files
+carry `rope_buffer_bytes`: the language model's rotary frequency buffers, which the
+Rust test `transformers_defaults` compares with the estimate's.
+
 Run with the torch venv (scripts/install-tools.sh): it needs torch and transformers,
 and prints one row per case: the case's count, transformers' count, and the result —
 `same`, a difference named by the tensors behind it, or why transformers cannot
 build the model (a model_type it does not know). Exits 1 on an unexplained difference.
 """
-import json, pathlib, sys, warnings
+import json, pathlib, re, sys, warnings
 
 import torch
 import transformers
@@ -86,6 +96,54 @@ def count(model):
         seen.add(id(t)); total += t.numel()
     return total
 
+# The rotary embeddings' frequency buffers of the language model (transformers 5.23:
+# `inv_freq` and `original_inv_freq`, or `{layer_type}_inv_freq` and its original, fp32,
+# non-persistent): those the estimate's buffers line counts. A tower's own (a vision
+# encoder's 2-D rotary table) is the tower's, not counted there.
+TOWER = re.compile(r"(^|\.)(vision|visual|audio|image|speech)")
+
+def rope_bytes(model):
+    return sum(b.numel() * b.element_size() for n, b in model.named_buffers()
+               if n.endswith("inv_freq") and not TOWER.search(n))
+
+# Non-persistent buffers transformers builds that the estimate does not count, by
+# name, with why (what is left must be the case's buffer_bytes).
+UNCOUNTED = [
+    (TOWER, "a tower's own buffers"),
+    (re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$"),
+     "an encoder's int64 position and token-type ids"),
+    (re.compile(r"embed_tokens\.embed_scale$"), "Gemma's scalar embedding scale"),
+    (re.compile(r"\.mup_vector$"), "Falcon-H1's muP multipliers"),
+    (re.compile(r"mixer\.(dt|b|c)_layernorm\.weight$"), "Falcon-Mamba's weightless norms' constant scales"),
+]
+
+def build_in(cfg, dtype):
+    """The model built as from_pretrained(dtype=...) builds it: under that default
+    dtype (a buffer made without a dtype is in it; the rotary tables are made fp32)."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        return build(cfg)
+    finally:
+        torch.set_default_dtype(before)
+
+def buffers_check(case, cfg):
+    """(the case's buffer_bytes, the non-persistent buffers transformers builds in
+    bf16 less the uncounted ones, the uncounted ones named)."""
+    model = build_in(cfg, torch.bfloat16)
+    keys = set(model.state_dict().keys())
+    got, left = 0, {}
+    for n, b in model.named_buffers():
+        if n in keys:
+            continue
+        why = next((w for r, w in UNCOUNTED if r.search(n)), None)
+        nbytes = b.numel() * b.element_size()
+        if why:
+            left[why] = left.get(why, 0) + nbytes
+        else:
+            got += nbytes
+    return case.get("buffer_bytes", 0), got, left
+
 def main():
     bad = 0
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
@@ -110,6 +168,12 @@ def main():
             result = f"differs by {want - got:+}" + (f" ({'; '.join(why)})" if why else " (unexplained)")
             bad += not why
         print(f"| {name} | {want} | {got} | {result} |")
+        bwant, bgot, left = buffers_check(case, cfg)
+        if bwant != bgot or left:
+            note = "; ".join(f"{w}: {v} B not counted" for w, v in left.items())
+            same = "same" if bwant == bgot else f"differs by {bwant - bgot:+} (unexplained)"
+            bad += bwant != bgot
+            print(f"| {name} | buffers {bwant} B | {bgot} B | {same}" + (f" ({note})" if note else "") + " |")
     return 1 if bad else 0
 
 def finite(x):
@@ -221,6 +285,7 @@ def variant(name, mt, overrides, *flags):
         model.model._setup_cache(cfg, 1, "meta", torch.bfloat16)
         extra = {"past_key_values": transformers.DynamicCache(config=cfg)}
     doc = {"model_type": mt, "transformers": transformers.__version__, "parameters": n,
+           "rope_buffer_bytes": rope_bytes(model),
            "config": finite(json.loads(json.dumps(cfg.to_dict(), default=str)))}
     if "--no-cache" not in flags:
         doc["cache"] = cache_bytes(model, tokens, extra, cross)
@@ -235,7 +300,8 @@ def defaults(types):
     out.mkdir(exist_ok=True)
     for mt in types:
         cfg = AutoConfig.for_model(mt)
-        n = count(build(cfg))
+        model = build(cfg)
+        n = count(model)
         # Python's json writes inf and nan bare (Mamba-2's time_step_limit), which a
         # strict JSON reader refuses: written as the strings the config reader reads
         # them as.
@@ -248,6 +314,7 @@ def defaults(types):
                 return [finite(v) for v in x]
             return x
         doc = {"model_type": mt, "transformers": transformers.__version__, "parameters": n,
+               "rope_buffer_bytes": rope_bytes(model),
                "config": finite(json.loads(json.dumps(cfg.to_dict(), default=str)))}
         (out / f"{mt}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         print(mt, n)
@@ -361,7 +428,33 @@ def encdec():
             print(f"| {case['name']} | {key} | {want} | {have} | {result} |")
     return 1 if bad else 0
 
+def rope_fixtures():
+    """Adds `rope_buffer_bytes` to every transformers/*.json file (the defaults' and
+    the variants'), from the model its config builds."""
+    for path in sorted((HERE / "transformers").glob("*.json")):
+        doc = json.loads(path.read_text())
+        def unfinite(x):
+            if x in ("Infinity", "-Infinity", "NaN"):
+                return float(x)
+            if isinstance(x, dict):
+                return {k: unfinite(v) for k, v in x.items()}
+            if isinstance(x, list):
+                return [unfinite(v) for v in x]
+            return x
+        raw = {k: unfinite(v) for k, v in doc["config"].items() if k != "model_type"}
+        try:
+            cfg = AutoConfig.for_model(doc["model_type"], **raw)
+            doc["rope_buffer_bytes"] = rope_bytes(build(cfg))
+        except Exception as e:  # noqa: BLE001 - named, and the file left as it is
+            print(path.name, "not built:", type(e).__name__, str(e)[:100])
+            continue
+        path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        print(path.name, doc["rope_buffer_bytes"])
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--rope"]:
+        rope_fixtures()
+        sys.exit(0)
     if sys.argv[1:2] == ["--encdec"]:
         sys.exit(encdec())
     if sys.argv[1:2] == ["--forward"]:

@@ -14,7 +14,7 @@ computes, or when a case it does not write is committed: the cases cannot drift.
 import importlib, json, pathlib, pkgutil, sys
 
 import families
-from common import LLAMA, cdiv, is_buffer, decoder_kv, decoder_tensors, g, linear_bytes, numel, tensor_bytes
+from common import LLAMA, cdiv, is_buffer, rope_buffers, rope_freqs, decoder_kv, decoder_tensors, g, linear_bytes, numel, tensor_bytes
 
 HERE = pathlib.Path(__file__).parent
 GIB = 1 << 30
@@ -211,6 +211,9 @@ DECODERS = merged("DECODERS", {})      # model_type -> its Llama-style decoder o
 KV = merged("KV", {})                  # model_type -> its own KV cache
 STATE = merged("STATE", {})            # model_type -> its recurrent state
 TOWERS = merged("TOWERS", {})          # root model_type -> its vision tower
+# model_type -> its rotary embedding's frequency buffers: fn(c, add), or None (none).
+# A Llama-style decoder absent here has one rotary embedding over its rotary width.
+ROPE = merged("ROPE", {})
 DEFAULTS = merged("DEFAULTS", {})      # text model_type -> its config class's defaults
 # name -> (published total parameters or None, published source of that total)
 REAL = merged("REAL", {})
@@ -259,6 +262,14 @@ def checkpoint_tensors(config):
         TENSORS[mt](c, config, add)
     else:
         decoder_tensors(c, config, add, DECODERS.get(mt, LLAMA))
+    # The rotary embedding's fp32 buffers (non-persistent: on the device, not in the
+    # checkpoint); a family with its own layout says what it has.
+    if mt in ROPE:
+        if ROPE[mt] is not None:
+            ROPE[mt](c, add)
+    else:
+        assert mt not in TENSORS, f"{mt}: its own layout, and no ROPE entry"
+        rope_buffers(add, rope_freqs(c, DECODERS.get(mt, LLAMA)))
     return T
 
 
@@ -367,6 +378,9 @@ def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
     state = state_bytes(cfg)
     index = indexer_bytes(cfg, tokens)
     expect = {"parameters": params, "active_parameters": active, "weights_bytes": wbytes, "kv_cache_bytes": kvb + state + index}
+    # Buffers in the weights (bytes, no parameters): what meta_check.py compares with the
+    # non-persistent buffers transformers builds.
+    buffers = sum(tensor_bytes(s, k, fmt, attn_fmt or fmt) for _, s, k in checkpoint_tensors(cfg) if is_buffer(k))
     lines = {}
     if state:
         lines.update({"kv_cache": kvb, "kv_cache.state": state})
@@ -386,6 +400,7 @@ def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
             expect["kv_cache_bytes"] = sum(v for k, v in extra.items() if k.startswith("kv_cache") and k != "kv_cache.prefill")
     case = {"name": name, "source": source,
             "published_parameters": published,
+            "buffer_bytes": buffers,
             "config": {k: v for k, v in cfg.items() if not k.startswith("_")},
             "input": inputs,
             "expect": expect}

@@ -33,10 +33,10 @@ use crate::engine::arith::{prod, sum};
 use crate::engine::drafter::{SpecMethod, Speculative};
 use crate::engine::outcome::{EngineLine, Inputs, line};
 use crate::engine::request::{
-    Ctx, forward_peak, group_device_bytes, kv_bytes_per_token, line_bytes,
+    Ctx, engine_weights, forward_peak, kv_bytes_per_token, line_bytes,
 };
 use crate::error::EstimateError;
-use crate::estimate::{EstimateInput, Group, Kind, LineKey, TrainMode, estimate};
+use crate::estimate::{EstimateInput, Kind, LineKey, TrainMode, estimate};
 
 /// The drafter as the vLLM rule uses it.
 pub(super) struct Plan {
@@ -194,7 +194,7 @@ fn planned(c: &Ctx, batched: u64, method: SpecMethod) -> Result<Option<Plan>, Es
             d.sliding_layers = None;
             d.train = TrainMode::None;
             let est = estimate(&d)?;
-            let all = group_device_bytes(&est, Group::Weights)?;
+            let all = engine_weights(&est, &d)?;
             let da = d
                 .arch
                 .ok_or_else(|| EstimateError::invalid("draft-model", "no shape"))?;
@@ -496,9 +496,10 @@ mod tests {
             ],
         )
         .expect("budget");
-        // Llama-3.2-1B in bf16: its own estimate's weights, whole.
+        // Llama-3.2-1B in bf16: its own estimate's weights, whole, less transformers'
+        // rotary buffers (two of 32 fp32 values: vLLM builds its own).
         let draft = preset("llama-3.2-1b", &[]);
-        let dw = estimate(&draft).expect("estimate").weights_bytes;
+        let dw = estimate(&draft).expect("estimate").weights_bytes - 2 * 32 * 4;
         assert_eq!(line_of(&b, "draft_weights"), dw);
         // 16 layers × 2 × 8 KV heads × 64 × 2 B.
         assert_eq!(b.kv_bytes_per_token, plain.kv_bytes_per_token + 16 * 2048);

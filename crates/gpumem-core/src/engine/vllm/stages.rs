@@ -27,7 +27,7 @@ use super::flags::{CPU_OFFLOAD_GB, PP_LAYER_PARTITION, SPECULATIVE_METHOD};
 use crate::engine::arith::{gib_text, prod, sum};
 use crate::engine::outcome::{DeviceShare, Outcome};
 use crate::engine::pool::Draft;
-use crate::engine::request::{Ctx, Stage, kv_bytes_per_token};
+use crate::engine::request::{Ctx, Stage, kv_bytes_per_token, rope_in_buffers};
 use crate::error::EstimateError;
 use crate::estimate::{Group, LineKey};
 use crate::units::share_ceil as part;
@@ -89,16 +89,21 @@ pub(super) fn partition(
 fn stage_weights(c: &Ctx, layers: u64, tied: bool, stage: Stage) -> Result<u64, EstimateError> {
     let tp = c.input.tp.max(1);
     let mut total = 0u64;
+    // transformers' rotary buffers are not vLLM's (`engine_weights`).
+    let rope = rope_in_buffers(c.est, c.input)?;
     for l in c.est.lines.iter().filter(|l| l.in_total && l.group == Group::Weights) {
+        let lb = if l.label == crate::estimate::BUFFERS_LABEL {
+            l.bytes.saturating_sub(rope)
+        } else {
+            l.bytes
+        };
         let bytes = match l.key {
-            LineKey::WeightsEmbeddings if stage.first || (stage.last && tied) => {
-                l.bytes.div_ceil(tp)
-            }
-            LineKey::WeightsLmHead if stage.last => l.bytes.div_ceil(tp),
-            LineKey::WeightsTower => l.bytes.div_ceil(tp),
+            LineKey::WeightsEmbeddings if stage.first || (stage.last && tied) => lb.div_ceil(tp),
+            LineKey::WeightsLmHead if stage.last => lb.div_ceil(tp),
+            LineKey::WeightsTower => lb.div_ceil(tp),
             LineKey::WeightsEmbeddings | LineKey::WeightsLmHead | LineKey::WeightsMtp => 0,
-            LineKey::WeightsNorms => part(l.bytes, stage.layers, layers),
-            _ => part(l.bytes, stage.layers, prod(&[layers, tp])?),
+            LineKey::WeightsNorms => part(lb, stage.layers, layers),
+            _ => part(lb, stage.layers, prod(&[layers, tp])?),
         };
         total = sum(&[total, bytes])?;
     }

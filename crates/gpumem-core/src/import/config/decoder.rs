@@ -2,6 +2,8 @@
 //! shares (transformers' LlamaConfig vocabulary and its usual aliases), read with a
 //! family's defaults into a [`Draft`] that the family's hook may then edit.
 
+use serde_json::Value;
+
 use crate::arch::{Architecture, Mla, Moe};
 use crate::error::EstimateError;
 
@@ -171,8 +173,14 @@ pub(crate) fn read(
             None => sliding_layers(c, f.sliding, layers),
         };
     }
+    rope(c, f, &mut d.arch);
     if let Some(hook) = f.hook {
         hook(c, &mut d)?;
+    }
+    if f.rope_tables > 1
+        && let Some(tables) = rope_per_layer_type(c, &d)
+    {
+        d.arch.rope_tables = tables;
     }
     // After the hook, which may leave out MTP layers it cannot model (and say so).
     if d.arch.mtp_layers > 0 {
@@ -241,4 +249,57 @@ fn generic_moe(c: &Cfg, f: &Family, experts: u64, intermediate: u64) -> Result<M
         shared_gate: f.shared_gate,
         ..Moe::BASE
     })
+}
+
+/// The rotary embedding's frequency buffers ([`Architecture::rope_tables`]): the
+/// family's tables, over `int(head_dim × partial_rotary_factor)` when only part of the
+/// head rotates (transformers 5.23 `modeling_rope_utils.py`,
+/// `_compute_default_rope_parameters` and each rope type's init). The factor is the
+/// config's (flat, or in a flat `rope_parameters` / `rope_scaling`), else a legacy
+/// `rotary_dim` (MiniMaxM2Config turns it into `rotary_dim ÷ head_dim`), else the
+/// config class's default (`Family::rotary_fraction`).
+fn rope(c: &Cfg, f: &Family, a: &mut Architecture) {
+    a.rope_tables = u64::from(f.rope_tables);
+    if a.rope_tables == 0 {
+        return;
+    }
+    let flat = ["rope_parameters", "rope_scaling"]
+        .into_iter()
+        .filter_map(|k| c.get(k).and_then(Value::as_object))
+        .find(|o| !o.values().any(Value::is_object));
+    let fraction = c
+        .get("partial_rotary_factor")
+        .and_then(Value::as_f64)
+        .or_else(|| flat.and_then(|o| o.get("partial_rotary_factor")?.as_f64()));
+    if fraction.is_none()
+        && let Some(dims) = c.get("rotary_dim").and_then(Value::as_u64)
+    {
+        if dims < a.head_dim {
+            a.rope_dims = dims;
+        }
+        return;
+    }
+    let fraction = fraction.unwrap_or(f.rotary_fraction);
+    if fraction > 0.0 && fraction < 1.0 {
+        // Python's int() of the product: truncated toward zero.
+        a.rope_dims = (a.head_dim as f64 * fraction) as u64;
+    }
+}
+
+/// A rotary embedding with one table per layer type (`Gemma3RotaryEmbedding`,
+/// `Olmo3RotaryEmbedding`, `MellumRotaryEmbedding`, `Gemma4RotaryEmbedding`,
+/// transformers 5.23: `for layer_type in sorted(set(config.layer_types))`): the
+/// distinct kinds `layer_types` lists, else those the window's layers make (sliding
+/// and full ones); `None` without either: the family's own (its record, or its hook).
+fn rope_per_layer_type(c: &Cfg, d: &Draft) -> Option<u64> {
+    if let Some(types) = c.list("layer_types") {
+        let mut kinds: Vec<&str> = types.iter().filter_map(Value::as_str).collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        return Some(kinds.len() as u64);
+    }
+    d.window?;
+    let layers = d.arch.layers;
+    let sliding = d.sliding_layers.unwrap_or(layers);
+    Some(u64::from(sliding > 0) + u64::from(sliding < layers))
 }

@@ -132,6 +132,14 @@ pub(crate) struct Family {
     pub patches: Option<Patches>,
     /// Reads the whole config instead of the generic decoder.
     pub whole: Option<Whole>,
+    /// Rotary embeddings whose frequency buffers the model keeps
+    /// ([`Architecture::rope_tables`]): 1 (a Llama-style decoder's one
+    /// `rotary_emb`), 2 (one pair per layer type), 0 (no rotary buffers: learned or no
+    /// positions, ALiBi; or rotary tables of another layout, not counted).
+    pub rope_tables: u8,
+    /// `partial_rotary_factor` when the config does not state it (the config class's
+    /// default, e.g. PhiConfig's 0.5); 1.0 = the whole head rotates.
+    pub rotary_fraction: f64,
 }
 
 /// A Llama-style decoder: gated MLP, RMSNorm before attention and MLP, no biases,
@@ -159,6 +167,8 @@ pub(crate) const BASE: Family = Family {
     root_hook: None,
     patches: None,
     whole: None,
+    rope_tables: 1,
+    rotary_fraction: 1.0,
 };
 
 /// What an unknown `model_type` is read as: the generic decoder, tied embeddings

@@ -1,6 +1,6 @@
 """Bamba (transformers' BambaForCausalLM): attention in attn_layer_indices, BambaMixer
 (Mamba-2) elsewhere, a gated MLP in every layer."""
-from common import dims, g
+from common import dims, g, rope_buffers, rope_freqs
 
 
 def bamba(c, config, add):
@@ -66,3 +66,6 @@ REAL = {
     "bamba-9b": (None, "checkpoint name ibm-fms/Bamba-9.8b-2.2T-hf (BambaConfig's docstring: its defaults come from it): 9.8B"),
 }
 ROUNDED = {"bamba-9b": (9.8e9, 2)}
+
+# BambaConfig sets partial_rotary_factor 0.5 whatever the config says.
+ROPE = {"bamba": lambda c, add: rope_buffers(add, rope_freqs({**c, "partial_rotary_factor": 0.5}))}

@@ -14,7 +14,7 @@ The published totals below are what transformers 5.23.0 builds from each config 
 meta device (parameters and persistent buffers; `meta_check.py`, which also traces the
 forward of the BERT-style ones against `encoder_forward` here).
 """
-from common import g
+from common import g, rope_buffers, rope_freqs, layer_kinds
 
 
 def bert(c, config, add):
@@ -128,3 +128,9 @@ INPUTS = {
     "all-distilroberta-v1@128x64-eager": {"sequences": "64", "attention": "eager"},
     "bge-m3@8192x4": {"sequences": "4"},
 }
+
+# ModernBertRotaryEmbedding: one table per layer type (a full layer every
+# global_attn_every_n_layers, ModernBertConfig's default 3); the others none.
+ROPE = {"bert": None, "roberta": None, "xlm-roberta": None,
+        "modernbert": lambda c, add: rope_buffers(add, rope_freqs(c), "rotary_emb",
+                                                  layer_kinds(c, c.get("global_attn_every_n_layers", 3)))}

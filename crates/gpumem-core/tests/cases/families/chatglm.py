@@ -45,3 +45,6 @@ REAL = {
     "chatglm3-6b": (None, "model card of THUDM/chatglm3-6b: 6B"),
 }
 ROUNDED = {"chatglm3-6b": (6e9, 1)}
+
+# Its own code (trust_remote_code): its rotary buffers are not counted.
+ROPE = {"chatglm": None}

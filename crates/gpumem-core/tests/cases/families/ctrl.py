@@ -26,3 +26,6 @@ def ctrl(c, config, add):
 
 TENSORS = {"ctrl": ctrl}
 REAL = {"ctrl": (None, "transformers 5.23 builds 1 637 964 550 parameters from this config on the meta device, and a 256 000 000-byte fp32 pos_encoding buffer")}
+
+# No rotary embedding: no frequency buffers.
+ROPE = {"ctrl": None}

@@ -213,3 +213,6 @@ DEFAULTS = {
     "mt5": {"feed_forward_proj": "gated-gelu", "relative_attention_num_buckets": 32},
     "umt5": {"feed_forward_proj": "gated-gelu", "relative_attention_num_buckets": 32},
 }
+
+# No rotary embedding: no frequency buffers.
+ROPE = {k: None for k in TENSORS}

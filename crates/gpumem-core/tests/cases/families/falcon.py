@@ -1,7 +1,7 @@
 """Falcon (FalconForCausalLM): multi-query attention unless new_decoder_architecture
 (grouped K/V heads), one LayerNorm feeding parallel attention and MLP (or ln_attn and
 ln_mlp), biases under `bias`."""
-from common import LLAMA, decoder_kv, dims, g
+from common import LLAMA, decoder_kv, dims, g, rope_buffers, rope_freqs
 
 
 def falcon(c, config, add):
@@ -43,3 +43,6 @@ REAL = {
     "falcon-7b": (6_921_720_704, "safetensors index"),
     "falcon-40b": (None, "model card: 40B (41.3B counted; no exact published total found)"),
 }
+
+# FalconRotaryEmbedding, unless ALiBi.
+ROPE = {"falcon": lambda c, add: None if c.get("alibi") else rope_buffers(add, rope_freqs(c), "transformer.rotary_emb")}

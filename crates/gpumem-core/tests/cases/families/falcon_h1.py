@@ -1,6 +1,6 @@
 """Falcon-H1 (transformers' FalconH1ForCausalLM): attention and a Mamba-2 mixer side by
 side in every layer, a gated MLP."""
-from common import dims, g
+from common import dims, g, rope_buffers, rope_freqs
 
 
 def falcon_h1(c, config, add):
@@ -83,3 +83,5 @@ REAL = {
     "falcon-h1-0.5b-instruct": (None, "model size 521M (the Hugging Face safetensors count, as llmrun.dev/model/tiiuae-falcon-h1-0-5b-instruct shows it: 521M parameters, a 1.04 GB BF16 file)"),
 }
 ROUNDED = {"falcon-h1-0.5b-instruct": (521e6, 3)}
+
+ROPE = {"falcon_h1": lambda c, add: rope_buffers(add, rope_freqs(c))}

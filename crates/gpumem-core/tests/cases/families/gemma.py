@@ -2,7 +2,7 @@
 norms, five sliding layers in six, sparse published configs, the SigLIP tower of
 Gemma3ForConditionalGeneration) and Gemma 4 (transformers' modeling_gemma4.py: global
 layers with their own KV shape, k = v, a layer scalar per layer). Tied embeddings."""
-from common import Decoder, dims, g
+from common import Decoder, cdiv, dims, g, rope_buffers, rope_freqs, layer_kinds
 
 
 def gemma4_text(c, config, add):
@@ -146,3 +146,16 @@ REAL = {
 WARN = {"gemma-4-31b": [], "gemma-3-4b": []}
 CONFIDENCE = {}
 ROUNDED = {"gemma-4-31b": (31e9, 2)}
+
+def gemma4_rope(c, add):
+    """Gemma4RotaryEmbedding: one table per layer type, the full layers' over
+    global_head_dim (their "proportional" rope keeps the whole width, the unrotated
+    part at frequency 0: _compute_proportional_rope_parameters)."""
+    kinds = layer_kinds(c, 6)
+    widths = [cdiv(c.get("global_head_dim", 512), 2) if k == "full_attention" else rope_freqs(c) for k in kinds]
+    rope_buffers(add, widths, names=kinds)
+
+
+# Gemma3RotaryEmbedding: one table per layer type (five sliding layers in six).
+ROPE = {"gemma3_text": lambda c, add: rope_buffers(add, rope_freqs(c, DECODERS["gemma3_text"]), names=layer_kinds(c, c.get("sliding_window_pattern", 6))),
+        "gemma4_text": gemma4_rope}

@@ -1,7 +1,7 @@
 """GPT-2 (transformers' GPT2LMHeadModel: wte, wpe, h.N with c_attn / c_proj / c_fc,
 biases everywhere, LayerNorms with bias) and GPT-NeoX (Pythia: fused query_key_value,
 untied embed_out)."""
-from common import dims, g
+from common import dims, g, rope_buffers, rope_freqs
 
 
 def gpt2(c, config, add):
@@ -44,3 +44,6 @@ REAL = {
     "pythia-160m": (162_322_944, "safetensors index"),
 }
 WARN = {"gpt2": ["exceed the 1024 positions"], "gpt2-medium": ["exceed the 1024 positions"]}
+
+# GPT-2: learned positions; GPT-NeoX: GPTNeoXRotaryEmbedding over rotary_pct of the head.
+ROPE = {"gpt2": None, "gpt_neox": lambda c, add: rope_buffers(add, rope_freqs(c), "gpt_neox.rotary_emb")}

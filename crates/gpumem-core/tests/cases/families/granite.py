@@ -1,6 +1,6 @@
 """GraniteMoeHybrid (Granite 4.0: transformers' GraniteMoeHybridForCausalLM): Mamba-2 or
 attention by layer_types, routed experts beside the always-on shared MLP."""
-from common import dims, g
+from common import dims, g, rope_buffers, rope_freqs
 
 
 def granitemoehybrid(c, config, add):
@@ -77,3 +77,6 @@ REAL = {
     "granite-4.0-h-small": (None, "32.2B (en.immers.cloud/ai/ibm-granite/granite-4.0-h-small); IBM's Granite 4.0 docs: 32B total, 9B active"),
 }
 ROUNDED = {"granite-4.0-h-tiny": (7e9, 1), "granite-4.0-h-small": (32.2e9, 3)}
+
+# A rotary embedding only with position_embedding_type "rope" (the configs here: "nope").
+ROPE = {"granitemoehybrid": lambda c, add: c.get("position_embedding_type") == "rope" and rope_buffers(add, rope_freqs(c))}

@@ -61,3 +61,6 @@ STATE = {"jamba": jamba_state}
 
 REAL = {"jamba-1.5-mini": (None, "model card: 52B total (51.6B), 12B active")}
 ROUNDED = {"jamba-1.5-mini": (51.6e9, 3)}
+
+# No rotary embedding: no frequency buffers.
+ROPE = {"jamba": None}

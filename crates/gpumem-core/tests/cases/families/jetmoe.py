@@ -4,7 +4,7 @@ banks of kv_heads x kv_channels, a router and one bias; a shared kv_proj) and a 
 of gated MLP experts (mlp: input_linear [2 x intermediate], output_linear, a router and
 one bias); the published config's own keys (ffn_hidden_size, moe_num_experts,
 moe_top_k) are not JetMoeConfig's, which builds its defaults."""
-from common import decoder_kv, LLAMA
+from common import decoder_kv, LLAMA, rope_buffers, rope_freqs
 
 
 def jetmoe(c, config, add):
@@ -45,3 +45,6 @@ KV = {"jetmoe": jetmoe_kv}
 DEFAULTS = {"jetmoe": {"num_local_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 5632}}
 REAL = {"jetmoe-8b": (None, "transformers docs (model_doc/jetmoe): an 8B mixture of experts (transformers 5.23 builds 8 522 237 952 from this config on the meta device)")}
 WARN = {"jetmoe-8b": ["exceed the 4096 positions"]}
+
+# JetMoeRotaryEmbedding over kv_channels.
+ROPE = {"jetmoe": lambda c, add: rope_buffers(add, rope_freqs(c))}

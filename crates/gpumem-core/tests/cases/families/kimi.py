@@ -81,3 +81,7 @@ REAL = {
 # Published totals that are a header count: the fp8 block scales (weight_scale_inv) and
 # other stored buffers are in it; the value is what those buffers add.
 HEADER_TOTALS = {"kimi-k2-instruct": 61 * 56}
+
+# Kimi-Linear's attention has no rotary embedding; Kimi-K2 runs its own code
+# (trust_remote_code), whose rotary buffers are not counted.
+ROPE = {"kimi_linear": None, "kimi_k2": None}

@@ -72,3 +72,6 @@ REAL = {
     "mamba-codestral-7b": (None, "model page: 7.29B"),
 }
 ROUNDED = {"mamba-2.8b": (2.77e9, 3), "mamba-codestral-7b": (7.29e9, 3), "falcon-mamba-7b": (7.27e9, 3)}
+
+# No rotary embedding: no frequency buffers.
+ROPE = {t: None for t in TENSORS}

@@ -130,3 +130,6 @@ def super_headers(cfg, params, mtp, active):
 
 
 CHECKS = {"nemotron-3-super-120b-a12b": super_headers}
+
+# No rotary embedding: no frequency buffers.
+ROPE = {"nemotron_h": None}

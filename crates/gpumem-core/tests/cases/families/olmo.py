@@ -1,7 +1,7 @@
 """OLMo (transformers' OlmoForCausalLM: OlmoLayerNorm has no weight and no bias, so the
 checkpoint stores no norm at all), OLMo-2 and OLMoE (q/k RMSNorms over the whole
 projection)."""
-from common import Decoder, dims, g
+from common import Decoder, dims, g, rope_buffers, rope_freqs
 
 
 def olmo(c, config, add):
@@ -34,3 +34,5 @@ REAL = {
 }
 WARN = {"olmo-1b": ["exceed the 2048 positions"], "olmo-2-7b": ["exceed the 4096 positions"]}
 ROUNDED = {"olmo-1b": (1.18e9, 3)}
+
+ROPE = {"olmo": lambda c, add: rope_buffers(add, rope_freqs(c))}

@@ -28,3 +28,6 @@ def openai_gpt(c, config, add):
 TENSORS = {"openai-gpt": openai_gpt}
 REAL = {"openai-gpt": (None, "transformers 5.23 builds 116 534 784 parameters from this config on the meta device, and 6 295 552 bytes of buffers in bf16")}
 WARN = {"openai-gpt": ["exceed the 512 positions"]}
+
+# No rotary embedding: no frequency buffers.
+ROPE = {"openai-gpt": None}

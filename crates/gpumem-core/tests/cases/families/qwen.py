@@ -1,7 +1,7 @@
 """Qwen2 / Qwen2-MoE (q/k/v biases), Qwen3 / Qwen3-MoE (per-head q/k norms), and
 Qwen3-Next (transformers' Qwen3NextForCausalLM: Gated DeltaNet layers beside gated full
 attention, the shared expert's gate)."""
-from common import Decoder, dims, g
+from common import Decoder, dims, g, rope_buffers, rope_freqs
 
 
 def qwen3_next(c, config, add):
@@ -82,3 +82,6 @@ REAL = {
     "qwen3-30b-a3b": (30_532_122_624, "safetensors index"),
     "qwen3-next-80b-a3b": (79_674_391_296, "80B (model card); 79 674 391 296 published for Qwen3-Coder-Next, the same shape, without the MTP module"),
 }
+
+# Qwen3NextRotaryEmbedding over partial_rotary_factor of the head.
+ROPE = {"qwen3_next": lambda c, add: rope_buffers(add, rope_freqs(c))}

@@ -38,3 +38,6 @@ KV = {"qwen": qwen_kv}
 REAL = {
     "qwen-7b-chat": (7_721_324_544, "Qwen-7B's model.safetensors.index.json total_size 15 442 649 088 bytes (bf16) / 2"),
 }
+
+# Its own code (trust_remote_code): its rotary buffers are not counted.
+ROPE = {"qwen": None}

@@ -15,6 +15,8 @@ pub(crate) const BAMBA: Family = Family {
     types: "bamba",
     class: "BambaConfig",
     hook: Some(bamba),
+    // BambaConfig sets partial_rotary_factor 0.5 whatever the config says.
+    rotary_fraction: 0.5,
     ..BASE
 };
 

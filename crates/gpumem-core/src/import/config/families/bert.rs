@@ -71,6 +71,12 @@ fn bert_hook(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
 fn modernbert_hook(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     d.arch.layernorm_bias = c.flag("norm_bias").unwrap_or(false);
     c.touch(&["global_attn_every_n_layers", "local_attention"]);
+    // ModernBertConfig's layer_types when absent: full where i % every == 0, the
+    // others sliding; one rotary table per kind present.
+    if c.list("layer_types").is_none() {
+        let every = c.uint("global_attn_every_n_layers")?.unwrap_or(3);
+        d.arch.rope_tables = 1 + u64::from(every > 1 && d.arch.layers > 1);
+    }
     heads(c, d, "ModernBertModel");
     Ok(())
 }
@@ -93,6 +99,8 @@ pub(crate) const BERT: Family = Family {
     positions: true,
     inert: BERT_INERT,
     hook: Some(bert_hook),
+    // Learned or no positions: no rotary buffers.
+    rope_tables: 0,
     ..BASE
 };
 
@@ -121,6 +129,8 @@ pub(crate) const MODERNBERT: Family = Family {
         "position_embedding_type gradient_checkpointing norm_bias",
     ),
     hook: Some(modernbert_hook),
+    // ModernBertRotaryEmbedding: one table per layer type (global and local).
+    rope_tables: 2,
     ..BASE
 };
 

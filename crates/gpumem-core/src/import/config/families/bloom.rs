@@ -38,6 +38,8 @@ pub(crate) const BLOOM: Family = Family {
         "skip_bias_add skip_bias_add_qkv slow_but_exact",
     ),
     hook: Some(bloom),
+    // ALiBi: no rotary buffers.
+    rope_tables: 0,
     ..BASE
 };
 

@@ -25,6 +25,9 @@ pub(crate) const CHATGLM: Family = Family {
             attention_softmax_in_fp32 fp32_residual_connection bias_dropout_fusion seq_length \
             prefix_projection quantization_bit rope_ratio classifier_dropout",
     hook: Some(chatglm),
+    // Its own code (trust_remote_code), not transformers': its rotary buffers are not
+    // counted here.
+    rope_tables: 0,
     ..BASE
 };
 

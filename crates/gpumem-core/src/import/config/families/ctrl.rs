@@ -32,6 +32,8 @@ pub(crate) const CTRL: Family = Family {
     // n_ctx repeats n_positions (which is read); the old TF-conversion switch.
     inert: "n_ctx from_tf",
     hook: Some(ctrl),
+    // Sinusoidal positions (`sinusoid_positions`): no rotary buffers.
+    rope_tables: 0,
     ..BASE
 };
 

@@ -39,6 +39,11 @@ fn falcon(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
             ));
         }
     }
+    // FalconModel builds its rotary embedding only without ALiBi (`alibi` true: the
+    // bias is computed in the forward, no buffer).
+    if c.flag("alibi") == Some(true) {
+        d.arch.rope_tables = 0;
+    }
     if c.flag("bias") == Some(true) {
         // Biases on every linear layer.
         let a = &mut d.arch;

@@ -92,6 +92,8 @@ pub(crate) const GEMMA3: Family = Family {
     gguf: "gemma3 gemma3n",
     scaled_positions: true,
     tower: Some(gemma3_tower),
+    // Gemma3RotaryEmbedding: one table per layer type.
+    rope_tables: 2,
     ..BASE
 };
 
@@ -119,6 +121,8 @@ pub(crate) const GEMMA4: Family = Family {
     hook: Some(gemma4),
     tower: Some(|root, tower, hidden| Ok(gemma4_vision(root, tower, hidden)?.map(|n| (n, None)))),
     audio: Some(|root, tower, hidden| Ok(gemma4_audio(root, tower, hidden)?.map(|n| (n, None)))),
+    // Gemma4RotaryEmbedding: one table per layer type.
+    rope_tables: 2,
     ..BASE
 };
 

@@ -46,6 +46,8 @@ pub(crate) const GIT: Family = Family {
     inert: "attention_probs_dropout_prob hidden_dropout_prob classifier_dropout",
     hook: Some(git),
     tower: Some(git_vision),
+    // Learned or no positions: no rotary buffers.
+    rope_tables: 0,
     ..BASE
 };
 

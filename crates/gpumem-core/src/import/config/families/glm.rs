@@ -30,6 +30,8 @@ pub(crate) const GLM: Family = Family {
     types: "glm",
     class: "GlmConfig",
     hook: Some(glm_dense),
+    // GlmConfig's partial_rotary_factor default.
+    rotary_fraction: 0.5,
     ..BASE
 };
 
@@ -42,6 +44,8 @@ pub(crate) const GLM4: Family = Family {
         ..Architecture::BASE
     },
     hook: Some(glm_dense),
+    // Glm4Config's partial_rotary_factor default.
+    rotary_fraction: 0.5,
     ..BASE
 };
 
@@ -59,6 +63,8 @@ pub(crate) const GLM4_MOE: Family = Family {
     class: "Glm4MoeConfig",
     router_bias: RouterBias::Correction,
     hook: Some(glm4_moe),
+    // Glm4MoeConfig's partial_rotary_factor default.
+    rotary_fraction: 0.5,
     ..BASE
 };
 

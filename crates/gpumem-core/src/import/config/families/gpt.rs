@@ -39,6 +39,8 @@ pub(crate) const GPT2: Family = Family {
         "scale_attn_by_inverse_layer_idx task_specific_params",
     ),
     hook: Some(gpt2),
+    // Learned or no positions: no rotary buffers.
+    rope_tables: 0,
     ..BASE
 };
 
@@ -92,6 +94,8 @@ pub(crate) const GPT_BIGCODE: Family = Family {
     types: "gpt_bigcode",
     class: "GPTBigCodeConfig",
     multi_query: true,
+    // Learned or no positions: no rotary buffers.
+    rope_tables: 0,
     ..GPT2
 };
 
@@ -184,6 +188,9 @@ pub(crate) const GPTJ: Family = Family {
     // the tokenizer's class.
     inert: "n_positions rotary scale_attn_weights gradient_checkpointing tokenizer_class",
     hook: Some(gptj),
+    // GPTJAttention keeps its sin/cos table (`embed_positions`, per layer): another
+    // layout, not counted here.
+    rope_tables: 0,
     ..BASE
 };
 
@@ -216,6 +223,9 @@ pub(crate) const CODEGEN: Family = Family {
         "n_ctx task_specific_params n_positions rotary scale_attn_weights ",
         "gradient_checkpointing tokenizer_class",
     ),
+    // CodeGenAttention keeps its sin/cos table (`embed_positions`, per layer): another
+    // layout, not counted here.
+    rope_tables: 0,
     ..GPTJ
 };
 

@@ -5,6 +5,8 @@
 //! layers by `layer_types`, routed experts beside an always-on shared MLP, or that
 //! shared MLP alone when there are no experts).
 
+use serde_json::Value;
+
 use crate::arch::{Architecture, Moe};
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
@@ -58,6 +60,7 @@ pub(crate) const GRANITE_SWA: Family = Family {
         ..Architecture::BASE
     },
     inert: "logits_scaling layer_rope_theta",
+    hook: Some(swa_rope),
     ..BASE
 };
 
@@ -72,9 +75,35 @@ pub(crate) const GRANITEMOE_SWA: Family = Family {
         ..Architecture::BASE
     },
     inert: "logits_scaling layer_rope_theta",
-    hook: Some(granite_shared),
+    hook: Some(|c, d| {
+        granite_shared(c, d)?;
+        swa_rope(c, d)
+    }),
     ..BASE
 };
+
+/// GraniteSWAModel and GraniteMoeSWAModel (transformers 5.23
+/// `models/granite_swa/modeling_granite_swa.py`, `GraniteSWAModel.__init__`): the
+/// parent's `rotary_emb` at the global theta, left in place, and one more rotary
+/// embedding per distinct non-zero theta of `layer_rope_theta` (0: a NoPE layer);
+/// absent, the config class gives every layer the global theta.
+fn swa_rope(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    let thetas = match c.list("layer_rope_theta") {
+        Some(l) => {
+            let mut t: Vec<f64> = l
+                .iter()
+                .filter_map(Value::as_f64)
+                .filter(|t| *t != 0.0)
+                .collect();
+            t.sort_by(f64::total_cmp);
+            t.dedup();
+            t.len() as u64
+        }
+        None => 1,
+    };
+    d.arch.rope_tables = 1 + thetas;
+    Ok(())
+}
 
 /// The shared MLP beside the experts, `shared_intermediate_size` wide when above 0.
 fn granite_shared(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
@@ -104,10 +133,18 @@ pub(crate) const GRANITE_MOE_HYBRID: Family = Family {
     hook: Some(granite_hybrid),
     // The logits scale and the position scheme (RoPE or none: no tensors).
     inert: "logits_scaling position_embedding_type",
+    // position_embedding_type "nope" (GraniteMoeHybridConfig's default): no rotary
+    // embedding; "rope" gives one (the hook).
+    rope_tables: 0,
     ..BASE
 };
 
 fn granite_hybrid(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    // GraniteMoeHybridModel builds its rotary embedding only for
+    // position_embedding_type "rope".
+    if c.str("position_embedding_type") == Some("rope") {
+        d.arch.rope_tables = 1;
+    }
     let experts = d.or_default(c, "num_local_experts", 8)?;
     let shared = d.or_default(c, "shared_intermediate_size", 1024)?;
     d.arch.moe = if experts == 0 {

@@ -16,6 +16,8 @@ pub(crate) const JAMBA: Family = Family {
     class: "JambaConfig",
     moe_every: 2,
     hook: Some(jamba),
+    // Learned or no positions: no rotary buffers.
+    rope_tables: 0,
     ..BASE
 };
 

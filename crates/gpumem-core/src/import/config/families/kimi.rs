@@ -16,6 +16,9 @@ use super::deepseek::DEEPSEEK;
 /// Kimi-K2.
 pub(crate) const KIMI_K2: Family = Family {
     types: "kimi_k2",
+    // Its own code (trust_remote_code), not transformers': its rotary buffers are not
+    // counted here.
+    rope_tables: 0,
     ..DEEPSEEK
 };
 
@@ -32,6 +35,8 @@ pub(crate) const KIMI_LINEAR: Family = Family {
         "use_grouped_topk",
     ),
     hook: Some(kimi_linear),
+    // KimiLinearConfig's attention layers use no rotary embedding (no buffers).
+    rope_tables: 0,
     ..BASE
 };
 

@@ -18,6 +18,8 @@ pub(crate) const MELLUM: Family = Family {
         ..Architecture::BASE
     },
     hook: Some(mlp_layer_types),
+    // MellumRotaryEmbedding: one table per layer type.
+    rope_tables: 2,
     ..BASE
 };
 

@@ -25,6 +25,8 @@ pub(crate) const NEMOTRON_H: Family = Family {
     // The mixer's width is mamba_num_heads × mamba_head_dim (expand unused); activations, initialisation and kernel choice;
     // whether the shared expert's compute overlaps the routed experts' (transformers 5.23 reads it nowhere).
     inert: "expand rescale_prenorm_residual use_mamba_kernels moe_shared_expert_overlap",
+    // Learned or no positions: no rotary buffers.
+    rope_tables: 0,
     ..BASE
 };
 

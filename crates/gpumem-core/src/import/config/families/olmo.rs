@@ -23,13 +23,22 @@ pub(crate) const OLMO: Family = Family {
 
 /// OLMo-2.
 pub(crate) const OLMO2: Family = Family {
-    types: "olmo2 olmo3",
+    types: "olmo2",
     class: "Olmo2Config",
     arch: Architecture {
         qk_norm_whole: true,
         ..Architecture::BASE
     },
     ..BASE
+};
+
+/// OLMo-3: OLMo-2's layers, some with a window; `Olmo3RotaryEmbedding` keeps one
+/// table per layer type.
+pub(crate) const OLMO3: Family = Family {
+    types: "olmo3",
+    class: "Olmo3Config",
+    rope_tables: 2,
+    ..OLMO2
 };
 
 /// OLMoE.
@@ -51,4 +60,4 @@ pub(crate) const FLEX_OLMO: Family = Family {
 };
 
 /// The records of this file, for the registry.
-pub(crate) const FAMILIES: &[&Family] = &[&OLMO, &OLMO2, &OLMOE, &FLEX_OLMO];
+pub(crate) const FAMILIES: &[&Family] = &[&OLMO, &OLMO2, &OLMO3, &OLMOE, &FLEX_OLMO];

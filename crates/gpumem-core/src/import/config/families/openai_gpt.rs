@@ -36,6 +36,8 @@ pub(crate) const OPENAI_GPT: Family = Family {
     // the tokenizer's; task parameters.
     inert: "n_ctx n_special predict_special_tokens task_specific_params",
     hook: Some(openai_gpt),
+    // Learned or no positions: no rotary buffers.
+    rope_tables: 0,
     ..BASE
 };
 

@@ -32,6 +32,8 @@ pub(crate) const OPT: Family = Family {
     // tokenizer's prefix.
     inert: "init_std layerdrop prefix",
     hook: Some(opt),
+    // Learned or no positions: no rotary buffers.
+    rope_tables: 0,
     ..BASE
 };
 
@@ -94,6 +96,8 @@ pub(crate) const BIOGPT: Family = Family {
     // tensor).
     inert: "layerdrop scale_embedding",
     hook: Some(biogpt),
+    // Learned or no positions: no rotary buffers.
+    rope_tables: 0,
     ..OPT
 };
 

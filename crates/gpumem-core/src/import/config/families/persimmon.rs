@@ -29,6 +29,8 @@ pub(crate) const PERSIMMON: Family = Family {
         ..Architecture::BASE
     },
     hook: Some(persimmon),
+    // PersimmonConfig's partial_rotary_factor default.
+    rotary_fraction: 0.5,
     ..BASE
 };
 

@@ -44,6 +44,8 @@ pub(crate) const PHI: Family = Family {
         ..Architecture::BASE
     },
     hook: Some(phi),
+    // PhiConfig's partial_rotary_factor default.
+    rotary_fraction: 0.5,
     ..BASE
 };
 

@@ -21,6 +21,9 @@ pub(crate) const QWEN1: Family = Family {
             use_flash_attn use_logn_attn rotary_emb_base softmax_in_fp32 tokenizer_class \
             emb_dropout_prob attn_dropout_prob use_cache_kernel",
     hook: Some(qwen1),
+    // Its own code (trust_remote_code), not transformers': its rotary buffers are not
+    // counted here.
+    rope_tables: 0,
     ..BASE
 };
 

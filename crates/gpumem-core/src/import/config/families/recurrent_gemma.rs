@@ -35,6 +35,9 @@ pub(crate) const RECURRENT_GEMMA: Family = Family {
     // The initialisation's variances.
     inert: "w_init_variance_scale final_w_init_variance_scale",
     hook: Some(recurrent_gemma),
+    // RecurrentGemmaConfig's partial_rotary_factor default; one rotary embedding per
+    // attention block (the hook).
+    rotary_fraction: 0.5,
     ..BASE
 };
 
@@ -89,6 +92,9 @@ fn recurrent_gemma(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     let window = d.or_default(c, "attention_window_size", 2048)?;
     d.window = Some(window);
     d.sliding_layers = Some(layers.saturating_sub(recurrent));
+    // RecurrentGemmaSdpaAttention builds its own RecurrentGemmaRotaryEmbedding: one
+    // pair of frequency buffers per attention block.
+    d.arch.rope_tables = layers.saturating_sub(recurrent);
     // The soft cap of the logits: on unless the config says null.
     if c.get("logits_soft_cap").is_some_and(Value::is_null) {
         d.arch.logit_softcap = false;

@@ -22,6 +22,8 @@ pub(crate) const STABLELM: Family = Family {
         ..Architecture::BASE
     },
     hook: Some(stablelm),
+    // StableLmConfig's partial_rotary_factor default.
+    rotary_fraction: 0.25,
     ..BASE
 };
 

@@ -48,6 +48,9 @@ pub(crate) const ZAMBA2: Family = Family {
     inert: "kv_channels num_query_groups attention_head_dim attention_hidden_size \
             mamba_headdim hybrid_layer_ids use_mem_rope use_long_context use_mem_eff_path",
     hook: Some(zamba2),
+    // Without use_mem_rope (Zamba2Config's default) no rotary buffers; with it, not
+    // counted here.
+    rope_tables: 0,
     ..BASE
 };
 
@@ -119,6 +122,8 @@ pub(crate) const ZAMBA: Family = Family {
     // The Mamba mixer's heads split its tensors without changing their sizes.
     inert: "n_mamba_heads",
     hook: Some(zamba),
+    // Learned or no positions: no rotary buffers.
+    rope_tables: 0,
     ..ZAMBA2
 };
 
