@@ -1970,7 +1970,7 @@ impl Architecture {
         }
         let (freqs, global) = self.rope_freqs();
         let values = if self.rope_tables > 1 {
-            let rest = checked_product(&[self.rope_tables - 1, freqs], what)?;
+            let rest = checked_product(&[self.rope_tables.saturating_sub(1), freqs], what)?;
             add(rest, global, what)?
         } else {
             freqs

@@ -301,5 +301,5 @@ fn rope_per_layer_type(c: &Cfg, d: &Draft) -> Option<u64> {
     d.window?;
     let layers = d.arch.layers;
     let sliding = d.sliding_layers.unwrap_or(layers);
-    Some(u64::from(sliding > 0) + u64::from(sliding < layers))
+    Some(u64::from(sliding > 0).saturating_add(u64::from(sliding < layers)))
 }

@@ -75,7 +75,7 @@ fn modernbert_hook(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     // others sliding; one rotary table per kind present.
     if c.list("layer_types").is_none() {
         let every = c.uint("global_attn_every_n_layers")?.unwrap_or(3);
-        d.arch.rope_tables = 1 + u64::from(every > 1 && d.arch.layers > 1);
+        d.arch.rope_tables = if every > 1 && d.arch.layers > 1 { 2 } else { 1 };
     }
     heads(c, d, "ModernBertModel");
     Ok(())

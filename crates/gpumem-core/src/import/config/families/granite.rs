@@ -101,7 +101,7 @@ fn swa_rope(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         }
         None => 1,
     };
-    d.arch.rope_tables = 1 + thetas;
+    d.arch.rope_tables = thetas.saturating_add(1);
     Ok(())
 }
 
