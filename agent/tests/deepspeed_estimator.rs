@@ -298,10 +298,14 @@ fn zero_model_states_equal_deepspeeds_estimator_once_each_difference_is_named() 
                 .find(|l| l.key == k)
                 .map_or(0, |l| l.device_bytes)
         };
+        // DeepSpeed counts parameters: the buffers transformers builds beside them
+        // (the rotary tables, whole on every GPU) are named and left out.
         let weights: u64 = e
             .lines
             .iter()
-            .filter(|l| l.group == Group::Weights)
+            .filter(|l| {
+                l.group == Group::Weights && l.label != gpumem_core::estimate::BUFFERS_LABEL
+            })
             .map(|l| l.device_bytes)
             .sum();
         let states = weights

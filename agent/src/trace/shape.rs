@@ -73,6 +73,8 @@ pub fn config_for(input: &EstimateInput) -> Result<Value, String> {
 /// ([`gpumem_core::arch::facts`]) not at its default is refused by its key, so a fact
 /// added to the table is refused here until a layout carries it.
 const CARRIED: &[&str] = &[
+    // The rotary embedding every written family builds (one table; more are refused).
+    "rope-tables",
     "layers",
     "hidden",
     "heads",
@@ -99,6 +101,7 @@ fn unsupported(a: &Architecture, input: &EstimateInput) -> Option<String> {
         ),
         (a.indexer.is_some(), "a sparse-attention indexer"),
         (input.sliding_window.is_some(), "sliding-window attention"),
+        (a.rope_tables > 1, "rotary tables per layer type"),
     ]
     .into_iter()
     .find_map(|(yes, what)| yes.then_some(what.to_string()));

@@ -955,7 +955,13 @@ pub(super) fn ranks(
     // Each model-state line's per-device figure before sharding (tp/pp applied).
     let mut before: BTreeMap<LineKey, u64> = BTreeMap::new();
     for l in b.lines.iter_mut() {
-        let state = l.group == Group::Weights
+        // The buffers transformers builds beside the weights (rotary tables) are no
+        // parameters: ZeRO and FSDP partition and offload parameters only, a module's
+        // buffers stay whole on every rank (DeepSpeed's `zero.Init` converts
+        // parameters, `partition_parameters.py`; FSDP2's `fully_shard` shards the
+        // parameters and moves the buffers to the device whole).
+        let buffers = l.label == super::weights::BUFFERS_LABEL;
+        let state = (l.group == Group::Weights && !buffers)
             || matches!(
                 l.key,
                 LineKey::TrainingAdapters
