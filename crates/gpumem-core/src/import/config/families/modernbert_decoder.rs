@@ -48,6 +48,8 @@ pub(crate) const MODERNBERT_DECODER: Family = Family {
         "mlp_dropout hidden_activation initializer_cutoff_factor cls_token_id sep_token_id"
     ),
     hook: Some(modernbert_decoder),
+    // ModernBertDecoderRotaryEmbedding: one table per layer type (global and local).
+    rope_tables: 2,
     ..BASE
 };
 
