@@ -364,6 +364,72 @@ def _forward_cache(torch, model, tokens, notes):
     return [_layer_elements(torch, layer) for layer in layers], windows
 
 
+def _position_limit(config):
+    """The positions the model has (``max_position_embeddings`` and kin), or None."""
+    positions = [getattr(config, k, None) for k in ("max_position_embeddings", "n_positions", "max_target_positions")]
+    return min((p for p in positions if isinstance(p, int) and p > 2), default=None)
+
+
+#: Longest forward a measured cache is read from (meta tensors allocate nothing, but
+#: the model's Python runs once per forward; its own positions bound it first).
+MAX_MEASURED_TOKENS = 1 << 20
+
+
+def _forward_batch(torch, model, tokens, batch, notes):
+    """The cache's total [elements, bytes] of keys/values and of other tensors after one
+    forward of `tokens` tokens in `batch` sequences."""
+    ids = torch.zeros((batch, tokens), dtype=torch.long, device="meta")
+    with torch.no_grad(), _answer_data_dependent(torch, notes):
+        out = model(input_ids=ids, use_cache=True)
+    cache = model_cache(out)
+    if cache is None:
+        raise Irregular(f"the forward of {tokens} tokens returned no cache")
+    kv, other = [0, 0], [0, 0]
+    for layer in _cache_layers(cache):
+        k, st = _layer_elements(torch, layer)
+        # A window layer keeps `sliding_window - 1` tokens between steps and holds
+        # `sliding_window` while the next token is decoded (cache_utils.py,
+        # DynamicSlidingWindowLayer.update, transformers 5.23; DeepSeek-V4's
+        # DeepseekV4HCACache.update likewise: models/deepseek_v4/modeling_deepseek_v4.py):
+        # counted at `sliding_window`, as a per-token window layer is.
+        w = getattr(layer, "sliding_window", None)
+        keys = getattr(layer, "keys", None)
+        if isinstance(w, int) and w > 1 and isinstance(keys, torch.Tensor) and keys.dim() >= 2:
+            held = keys.shape[-2]
+            if held == w - 1 and k[0] % held == 0 and k[1] % held == 0:
+                k = [x // held * w for x in k]
+        kv = [a + b for a, b in zip(kv, k)]
+        other = [a + b for a, b in zip(other, st)]
+    return kv, other
+
+
+def measure_cache(torch, model, config, notes, lengths, why):
+    """A cache that does not grow by the same elements each token (`why`: what the
+    per-token check found), read where the estimate needs it: one forward on meta of
+    each of `lengths` tokens (the prompt; the prompt and the generated tokens), one
+    sequence; the first length again in two sequences, whose cache must be twice one
+    sequence's (then sequences scale it). Refused past the model's positions."""
+    if getattr(config, "use_cache", True) is False:
+        config.use_cache = True
+    limit = _position_limit(config)
+    rows = []
+    for tokens in lengths:
+        if not (isinstance(tokens, int) and 0 < tokens <= MAX_MEASURED_TOKENS):
+            raise Irregular(f"{why}; and {tokens!r} tokens is not a length the count measures (1 to {MAX_MEASURED_TOKENS})")
+        if limit is not None and tokens > limit:
+            raise Irregular(f"{why}; and {tokens} tokens are more than the model's {limit} positions: not measured")
+        kv, other = _forward_batch(torch, model, tokens, 1, notes)
+        rows.append({"tokens": tokens, "kv": kv, "other": other})
+    kv2, other2 = _forward_batch(torch, model, lengths[0], 2, notes)
+    first = rows[0]
+    if kv2 != [2 * x for x in first["kv"]] or other2 != [2 * x for x in first["other"]]:
+        raise Irregular(
+            f"{why}; and the cache of two sequences of {lengths[0]} tokens is not twice one's "
+            f"({kv2[0] + other2[0]} elements, not 2 × {first['kv'][0] + first['other'][0]})"
+        )
+    return {"why": why, "lengths": rows}
+
+
 def count_cache(torch, model, config, notes, forward=None):
     """The cache per layer: elements per token (keys and values), elements that stay
     (states), and the tokens after which a layer stops growing (its window). `forward`
@@ -402,9 +468,8 @@ def count_cache(torch, model, config, notes, forward=None):
     # checked there.
     tokens = max(widest + 2, CHECK_TOKENS)
     # No more than the model has positions for (a window wider than them never fills).
-    positions = [getattr(config, k, None) for k in ("max_position_embeddings", "n_positions", "max_target_positions")]
-    limit = min((p for p in positions if isinstance(p, int) and p > 2), default=tokens)
-    tokens = min(tokens, limit)
+    limit = _position_limit(config)
+    tokens = min(tokens, limit if limit is not None else tokens)
     far, _ = forward(tokens)
     for row, (kvf, stf), w in zip(layers, far, windows):
         if stf[0] != row["state"][0] + row["state_per_token"][0] * tokens:
@@ -678,6 +743,7 @@ def count(request):
     cache_error = None
     layers = None
     cross = None
+    measured = None
     try:
         if kind == "encoder":
             # An encoder keeps no cache: it reads the whole input in one forward and
@@ -690,12 +756,21 @@ def count(request):
                 audio = AudioInput(transformers, model, config, name, request.get("preprocessor"))
             layers, cross = count_encdec(torch, model, config, notes, audio, seconds)
         else:
-            layers = count_cache(torch, model, config, notes)
+            try:
+                layers = count_cache(torch, model, config, notes)
+            except Irregular as e:
+                # Not per token: read at the lengths the estimate needs, when it
+                # gave them.
+                lengths = request.get("measure_tokens")
+                if not lengths:
+                    raise
+                measured = measure_cache(torch, model, config, notes, list(lengths), str(e))
     except Exception as e:  # noqa: BLE001 - the count stands without the cache
         cache_error = _one_line(e)
-        layers, cross = None, None
+        layers, cross, measured = None, None, None
     doc["cache_layers"] = layers
     doc["cross_cache"] = cross
+    doc["cache_measured"] = measured
     doc["cache_error"] = cache_error
     doc["notes"] = sorted(notes)
     doc["wall_time_ms"] = int((time.monotonic() - started) * 1000)
