@@ -75,6 +75,25 @@ pub struct Counted {
     /// An encoder-decoder's cross-attention cache and encoder output.
     #[serde(default)]
     pub cross: Option<CountedCross>,
+    /// A cache that does not grow by the same elements each token (a compressed cache
+    /// that emits an entry every few tokens beside a window): the model's own cache
+    /// read after a forward of exactly the tokens the estimate needs, when
+    /// [`Counted::cache`] is `None`. Its figures hold at those lengths only.
+    #[serde(default)]
+    pub measured: Option<Vec<CountedMeasured>>,
+}
+
+/// The model's own cache after one forward of `tokens` tokens, one sequence (twice
+/// that for two: checked by the count), as it holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountedMeasured {
+    /// Tokens of the forward.
+    pub tokens: u64,
+    /// Key and value elements (a window layer's at its window, as while decoding).
+    pub kv_elements: u64,
+    /// Other tensors' bytes (compressed entries, compressor buffers, an indexer's
+    /// keys), in the dtype the model keeps them whatever the KV dtype.
+    pub other_bytes: u64,
 }
 
 /// What an encoder-decoder's generation holds over its encoder's output, read from the
@@ -351,6 +370,98 @@ pub(super) fn kv_cache(
     Ok(())
 }
 
+/// The counted cache's lines where it was measured at the lengths needed (not per
+/// token): the prompt's and the end of generation's, each the model's own cache after
+/// one forward of that many tokens × sequences. A length the count did not measure, or
+/// a quantised KV dtype (the count cannot say which tensors it quantises), is refused.
+pub(super) fn kv_measured(
+    measured: &[CountedMeasured],
+    by: &str,
+    input: &EstimateInput,
+    context: u64,
+    end: u64,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    let dtype = match input.kv_dtype {
+        None => input.compute_dtype,
+        Some(KvDtype::Dense { dtype }) => dtype,
+        Some(KvDtype::Quantised { .. }) => {
+            return Err(EstimateError::invalid(
+                "kv-dtype",
+                "this model's cache was measured by its own code at the lengths asked, not per token; a quantised KV cache of it is not modelled (give a dense kv-dtype)",
+            ));
+        }
+    };
+    if input.static_cache.is_some() {
+        return Err(EstimateError::invalid(
+            "static-cache",
+            "this model's cache was measured by its own code at the lengths asked, not per token, so a cache preallocated to another length is not derived",
+        ));
+    }
+    let at = |tokens: u64| -> Result<u64, EstimateError> {
+        let m = measured.iter().find(|m| m.tokens == tokens).ok_or_else(|| {
+            EstimateError::invalid(
+                "context",
+                format!(
+                "this model's cache does not grow by the same bytes each token and was measured at {} tokens only, not {tokens} (it is not extrapolated)",
+                measured
+                    .iter()
+                    .map(|m| m.tokens.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+            )
+        })?;
+        let kv = checked_product(&[m.kv_elements, dtype.bytes()], "KV bytes")?;
+        let one = kv
+            .checked_add(m.other_bytes)
+            .ok_or(EstimateError::Overflow {
+                what: "counted KV cache",
+            })?;
+        checked_product(&[one, input.sequences], "KV bytes")
+    };
+    let inputs = [("sequences", input.sequences.to_string())];
+    let how = |tokens: u64| {
+        format!(
+            "measured at {tokens} tokens by the model's own cache (one forward on the meta device; not per token: it compresses or selects its tokens), keys and values at {} B per value, its other tensors as the model keeps them, × sequences (linear in the batch: checked)",
+            dtype.bytes()
+        )
+    };
+    let prefill = at(context)?;
+    b.line(
+        LineKey::KvCachePrefill,
+        format!("KV cache after prefill (shown, not added; counted by {by})"),
+        prefill,
+        split.layered(prefill, false),
+        Kind::Traced,
+        false,
+        how(context),
+        &inputs,
+    );
+    let generation = at(end)?;
+    b.line(
+        LineKey::KvCache,
+        format!("KV cache at the end of generation (counted by {by})"),
+        generation,
+        split.layered(generation, false),
+        Kind::Traced,
+        true,
+        how(end),
+        &inputs,
+    );
+    b.assumptions.push(format!(
+        "counted KV cache measured at {context} and {end} tokens by {by}, not per token: figures that need bytes per token (an engine's pool, a longest context) are not derived from it"
+    ));
+    if split.tp > 1 {
+        b.assumptions.push(
+            "counted KV cache: each tensor-parallel rank is given every layer's whole cache (the count does not split heads)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
 /// A counted encoder's cache: none (the bare model's forward reads the whole input at
 /// once and returns no cache; BertModel and kin cache only as a decoder).
 fn encoder_no_cache(by: &str, input: &EstimateInput, b: &mut Builder) -> Result<(), EstimateError> {
@@ -466,11 +577,66 @@ mod tests {
             cache: Some(cache),
             encoder,
             cross,
+            measured: None,
         }
     }
 
     fn bytes(e: &Estimate, key: LineKey) -> Option<u64> {
         e.lines.iter().find(|l| l.key == key).map(|l| l.bytes)
+    }
+
+    #[test]
+    fn a_measured_cache_holds_at_its_lengths_only() {
+        let mut c = counted(Vec::new(), false, None);
+        c.cache = None;
+        c.measured = Some(vec![
+            CountedMeasured {
+                tokens: 100,
+                kv_elements: 1000,
+                other_bytes: 300,
+            },
+            CountedMeasured {
+                tokens: 110,
+                kv_elements: 1000,
+                other_bytes: 340,
+            },
+        ]);
+        let input = EstimateInput {
+            counted: Some(c),
+            context: Some(100),
+            generate: 10,
+            sequences: 3,
+            kv_dtype: Some(KvDtype::Dense { dtype: Dtype::Bf16 }),
+            ..EstimateInput::default()
+        };
+        let e = estimate(&input).unwrap();
+        assert_eq!(bytes(&e, LineKey::KvCachePrefill), Some((2000 + 300) * 3));
+        assert_eq!(bytes(&e, LineKey::KvCache), Some((2000 + 340) * 3));
+        let line = e.lines.iter().find(|l| l.key == LineKey::KvCache).unwrap();
+        assert_eq!(line.kind, Kind::Traced);
+        assert!(
+            line.formula.contains("measured at 110 tokens"),
+            "{}",
+            line.formula
+        );
+        // Another length is refused, not extrapolated.
+        let other = EstimateInput {
+            context: Some(200),
+            ..input.clone()
+        };
+        let why = estimate(&other).unwrap_err().to_string();
+        assert!(why.contains("not extrapolated"), "{why}");
+        // A quantised KV cache of it is refused.
+        let quantised = EstimateInput {
+            kv_dtype: Some(KvDtype::Quantised {
+                bits: 4,
+                group: 64,
+                residual: 128,
+                residual_dtype: Dtype::Bf16,
+            }),
+            ..input
+        };
+        assert!(estimate(&quantised).is_err());
     }
 
     #[test]

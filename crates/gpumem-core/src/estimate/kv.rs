@@ -32,6 +32,12 @@ pub(super) fn kv_cache(
         position_warnings(input, end, b);
         return super::counted::kv_cache(layers, &c.by, input, context, end, split, b);
     }
+    if let Some(c) = &input.counted
+        && let Some(measured) = &c.measured
+    {
+        position_warnings(input, end, b);
+        return super::counted::kv_measured(measured, &c.by, input, context, end, split, b);
+    }
     let dims = match (input.arch, input.kv_only) {
         (Some(a), _) => Some((
             a.layers,

@@ -43,7 +43,9 @@ mod training;
 mod transients;
 mod weights;
 
-pub use counted::{Counted, CountedCross, CountedLayer, CountedMatrices, CountedVectors};
+pub use counted::{
+    Counted, CountedCross, CountedLayer, CountedMatrices, CountedMeasured, CountedVectors,
+};
 pub use input::{EstimateInput, Fsdp, KvDims, Logits, Offload, Pipeline, TrainMode};
 pub use line_key::LineKey;
 pub use ranks::{
