@@ -413,7 +413,7 @@ def measure_cache(torch, model, config, notes, lengths, why):
         config.use_cache = True
     limit = _position_limit(config)
     rows = []
-    for tokens in lengths:
+    for tokens in dict.fromkeys(lengths):
         if not (isinstance(tokens, int) and 0 < tokens <= MAX_MEASURED_TOKENS):
             raise Irregular(f"{why}; and {tokens!r} tokens is not a length the count measures (1 to {MAX_MEASURED_TOKENS})")
         if limit is not None and tokens > limit:

@@ -15,7 +15,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use gpumem_core::estimate::{Counted, CountedCross, CountedLayer, CountedMatrices, CountedVectors};
+use gpumem_core::estimate::{
+    Counted, CountedCross, CountedLayer, CountedMatrices, CountedMeasured, CountedVectors,
+};
 use gpumem_core::format::Dtype;
 use serde::Deserialize;
 use serde_json::Value;
@@ -154,6 +156,28 @@ pub struct Versions {
     pub transformers: String,
 }
 
+/// The model's own cache after one forward of a length the estimate needs, one
+/// sequence, each figure `[elements, bytes]` over every layer.
+#[derive(Debug, Clone, Deserialize)]
+pub struct MeasuredLength {
+    /// Tokens of the forward.
+    pub tokens: u64,
+    /// Keys and values (a window layer's at its window, as while decoding).
+    pub kv: [u64; 2],
+    /// Other tensors (compressed entries, compressor buffers, an indexer's keys).
+    pub other: [u64; 2],
+}
+
+/// A cache that does not grow by the same elements each token, measured at the
+/// lengths asked instead.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Measured {
+    /// Why it is not per token (what the check at a few hundred tokens found).
+    pub why: String,
+    /// One forward per length.
+    pub lengths: Vec<MeasuredLength>,
+}
+
 /// The probe's answer.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Count {
@@ -184,6 +208,10 @@ pub struct Count {
     /// An encoder-decoder's cross-attention cache and encoder output.
     #[serde(default)]
     pub cross_cache: Option<CrossCache>,
+    /// A cache that is not per token, measured at the lengths the estimate needs
+    /// (`cache_layers` is then `None`).
+    #[serde(default)]
+    pub cache_measured: Option<Measured>,
     /// Why the cache was not read, when its forward failed.
     pub cache_error: Option<String>,
     /// What the forward on meta tensors answered for itself.
@@ -218,6 +246,7 @@ pub fn count(
     trust_remote_code: bool,
     config_dir: Option<&Path>,
     audio_seconds: Option<f64>,
+    measure_tokens: Option<[u64; 2]>,
 ) -> Result<std::result::Result<Count, Failure>> {
     if let Err(why) = check_config_cost_within(config, MAX_COUNT_EXPERT_BLOCKS, "the count") {
         return Ok(Err(Failure::Refused(why)));
@@ -244,6 +273,11 @@ pub fn count(
     }
     if let Some(s) = audio_seconds {
         request["audio_seconds"] = Value::from(s);
+    }
+    // A cache that does not grow by the same elements each token is read at these
+    // lengths (the prompt; the prompt and the generated tokens) instead.
+    if let Some([context, end]) = measure_tokens {
+        request["measure_tokens"] = serde_json::json!([context, end]);
     }
     // The repository's preprocessor_config.json beside config.json: the feature
     // extractor's own settings (sampling rate, hop, mel bins) for an audio encoder.
@@ -311,6 +345,11 @@ impl Count {
     pub fn is_encoder(&self) -> bool {
         self.kind.as_deref() == Some("encoder")
     }
+
+    /// The cache was read: per token, or measured at the lengths asked.
+    pub fn cache_read(&self) -> bool {
+        self.cache_layers.is_some() || self.cache_measured.is_some()
+    }
 }
 
 /// The count as the estimator takes it ([`gpumem_core::estimate::Counted`]): its
@@ -374,6 +413,20 @@ pub fn to_counted(c: &Count, source_length: Option<u64>) -> Result<Counted> {
                 layers: x.layers,
                 source_length: x.source_length.or(source_length),
             }),
+        measured: c
+            .cache_measured
+            .as_ref()
+            .filter(|_| cache.is_none())
+            .map(|m| {
+                m.lengths
+                    .iter()
+                    .map(|l| CountedMeasured {
+                        tokens: l.tokens,
+                        kv_elements: l.kv[0],
+                        other_bytes: l.other[1],
+                    })
+                    .collect()
+            }),
         cache,
     })
 }
@@ -404,6 +457,7 @@ mod tests {
             false,
             None,
             None,
+            None,
         )
         .unwrap();
         assert!(
@@ -416,6 +470,7 @@ mod tests {
             "{}",
             Dtype::Bf16,
             false,
+            None,
             None,
             None,
         )

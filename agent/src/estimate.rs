@@ -386,7 +386,7 @@ pub fn run(args: Args) -> Result<Exit> {
         (None, Some(text), Some(why)) => match run_count(&args, text, &input)? {
             // Without the model's cache the count answers only half (an encoder, an
             // encoder-decoder whose forward needs more than tokens): the refusal stands.
-            Ok(counted) if counted.cache_layers.is_none() && input.context.is_some() => {
+            Ok(counted) if !counted.cache_read() && input.context.is_some() => {
                 anyhow::bail!(
                     "{why}; {} built it but read no KV cache from it{}",
                     counted.by(),
@@ -672,6 +672,11 @@ fn run_count(
         args.trust_remote_code,
         config_dir.as_deref(),
         args.audio_seconds,
+        // The prompt, and the prompt with the generated tokens: where a cache that is
+        // not per token is measured.
+        input
+            .context
+            .and_then(|c| Some([c, c.checked_add(input.generate)?])),
     )?;
     Ok(got.map_err(|f| match f {
         Failure::Unavailable(why) => (why, true),
@@ -733,7 +738,7 @@ fn count_family(
     if input.tensors.is_some() {
         kept.push("weights from the file headers".to_string());
     }
-    if counted.cache_layers.is_none() && counted.kind.as_deref() == Some("encdec") {
+    if !counted.cache_read() && counted.kind.as_deref() == Some("encdec") {
         // The reader read it as a decoder: its KV lines have no cross-attention cache.
         c.warnings.push(format!(
             "model_type {} is an encoder-decoder whose caches the count could not read ({}): the KV lines are the config reader's decoder reading and are not counted exactly (no cross-attention cache, no encoder output)",
@@ -741,7 +746,7 @@ fn count_family(
             counted.cache_error.as_deref().unwrap_or("no cache returned")
         ));
     }
-    if counted.cache_layers.is_none() {
+    if !counted.cache_read() {
         kept.push(match &counted.cache_error {
             Some(why) => {
                 format!("KV cache by the config reader (the forward on meta failed: {why})")
@@ -778,7 +783,22 @@ fn describe_count(
     input: &gpumem_core::estimate::EstimateInput,
     est: &mut Estimate,
 ) {
-    let kv = counted.cache_layers.is_some() && input.context.is_some();
+    let kv = counted.cache_read() && input.context.is_some();
+    let how_kv = match &counted.cache_measured {
+        Some(m) => format!(
+            ", the KV cache measured at {} tokens by the model's own cache after one forward on meta tensors each (not per token: {}; one sequence, two checked to hold twice it)",
+            {
+                let mut t: Vec<u64> = m.lengths.iter().map(|l| l.tokens).collect();
+                t.dedup();
+                t.iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            },
+            m.why
+        ),
+        None => ", the KV cache from the model's own cache after a forward on meta tensors".into(),
+    };
     est.assumptions.push(format!(
         "counted lines: {} ({}) built by {} and torch {} on the meta device in {:.1} s from config.json alone (no weights read): {} parameters{}, every parameter and buffer read from its modules{}",
         counted.model_class,
@@ -788,7 +808,7 @@ fn describe_count(
         counted.wall_time_ms as f64 / 1000.0,
         group_digits(counted.parameters),
         if counted.tied_embeddings { ", the output projection tied to the embeddings" } else { "" },
-        if kv { ", the KV cache from the model's own cache after a forward on meta tensors" } else { "" },
+        if kv { how_kv.as_str() } else { "" },
     ));
     est.assumptions
         .extend(counted.notes.iter().map(|n| format!("count: {n}")));
@@ -808,7 +828,12 @@ fn describe_count(
             group_digits(counted.parameters)
         ));
     }
-    if args.engine.iter().any(|(k, _)| k == "engine") {
+    if args.engine.iter().any(|(k, _)| k == "engine") && counted.cache_measured.is_some() {
+        est.warnings.push(
+            "the counted KV cache was measured at the lengths asked, not per token: no engine's pool (blocks of bytes per token) is derived from it; the serving engine's own lines follow the config reader's shape of this model"
+                .into(),
+        );
+    } else if args.engine.iter().any(|(k, _)| k == "engine") {
         est.warnings.push(
             "the serving engine's own lines follow the config reader's shape of this model; the weights and KV lines are the counted ones"
                 .into(),

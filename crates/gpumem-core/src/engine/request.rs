@@ -268,6 +268,18 @@ pub(super) fn kv_bytes_per_token(
             "the KV cache's shape is unknown: give the architecture (a preset, a config.json, --model) or layers, kv-heads and head-dim",
         )
     };
+    // A counted cache measured at the lengths asked is no figure per token (it
+    // compresses or selects its tokens): a pool of blocks is not divided by it.
+    if input
+        .counted
+        .as_ref()
+        .is_some_and(|c| c.cache.is_none() && c.measured.is_some())
+    {
+        return Err(EstimateError::invalid(
+            "engine",
+            "this model's KV cache was measured by its own code at the lengths asked, not per token (it compresses or selects its tokens): an engine's pool of blocks per token is not derived from it",
+        ));
+    }
     if input.arch.is_none() && input.kv_only.is_none() {
         return Err(no_shape());
     }

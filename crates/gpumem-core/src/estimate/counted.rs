@@ -450,8 +450,13 @@ pub(super) fn kv_measured(
         how(end),
         &inputs,
     );
+    let lengths = if context == end {
+        context.to_string()
+    } else {
+        format!("{context} and {end}")
+    };
     b.assumptions.push(format!(
-        "counted KV cache measured at {context} and {end} tokens by {by}, not per token: figures that need bytes per token (an engine's pool, a longest context) are not derived from it"
+        "counted KV cache measured at {lengths} tokens by {by}, not per token: figures that need bytes per token (an engine's pool of blocks) are not derived from it"
     ));
     if split.tp > 1 {
         b.assumptions.push(
