@@ -439,7 +439,10 @@ pub(super) fn kv_measured(
         how(context),
         &inputs,
     );
-    let generation = at(end)?;
+    // A compressed cache can hold less after more tokens (a block of buffered tokens
+    // compressed into one entry): the line in the total is never below the prompt's.
+    let at_end = at(end)?;
+    let generation = at_end.max(prefill);
     b.line(
         LineKey::KvCache,
         format!("KV cache at the end of generation (counted by {by})"),
@@ -447,9 +450,21 @@ pub(super) fn kv_measured(
         split.layered(generation, false),
         Kind::Traced,
         true,
-        how(end),
+        if at_end < prefill {
+            format!(
+                "{}; less than after the prompt ({context} tokens: its buffered tokens compressed), so the prompt's is kept",
+                how(end)
+            )
+        } else {
+            how(end)
+        },
         &inputs,
     );
+    if end > context {
+        b.warnings.push(format!(
+            "counted KV cache measured at {context} and {end} tokens only: between them a compressed cache's buffers may hold up to a block of tokens more than at either (not measured)"
+        ));
+    }
     let lengths = if context == end {
         context.to_string()
     } else {
@@ -617,6 +632,13 @@ mod tests {
         let e = estimate(&input).unwrap();
         assert_eq!(bytes(&e, LineKey::KvCachePrefill), Some((2000 + 300) * 3));
         assert_eq!(bytes(&e, LineKey::KvCache), Some((2000 + 340) * 3));
+        // Less after the generated tokens than after the prompt: the prompt's is kept.
+        let mut shrinking = input.clone();
+        if let Some(m) = shrinking.counted.as_mut().and_then(|c| c.measured.as_mut()) {
+            m[1].other_bytes = 100;
+        }
+        let e2 = estimate(&shrinking).unwrap();
+        assert_eq!(bytes(&e2, LineKey::KvCache), Some((2000 + 300) * 3));
         let line = e.lines.iter().find(|l| l.key == LineKey::KvCache).unwrap();
         assert_eq!(line.kind, Kind::Traced);
         assert!(
