@@ -455,6 +455,125 @@ print(json.dumps({"per_token": total // tokens, "indexer": indexer}))
     );
 }
 
+/// DeepSeek-V4's compressed caches (transformers' DeepseekV4HCACache and
+/// DeepseekV4CSACache: a window of keys beside compressed entries emitted every few
+/// tokens and a buffer of the tokens not yet compressed) do not grow by the same bytes
+/// each token: the count measures them at the prompt's length and at the end of
+/// generation instead of extrapolating. The oracle: real forwards of the small model
+/// (the defaults' layer kinds, fewer layers, experts and narrower) on the CPU at those
+/// lengths, every tensor of its cache in bytes once, a window layer at its
+/// `sliding_window` tokens (DynamicSlidingWindowLayer.update keeps one fewer between
+/// steps and holds them all while the next token is decoded).
+#[test]
+fn a_compressed_cache_is_measured_at_the_lengths_asked() {
+    let Some(python) =
+        gpumem_e2e::torch_python("a_compressed_cache_is_measured_at_the_lengths_asked")
+    else {
+        return;
+    };
+    const ORACLE: &str = r#"
+import json, sys, torch, transformers
+d = json.load(open(sys.argv[1]))
+mt = d.pop("model_type")
+config = transformers.AutoConfig.for_model(mt, **d)
+torch.manual_seed(0)
+model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+out = {}
+for tokens in map(int, sys.argv[2:]):
+    with torch.no_grad():
+        o = model(input_ids=torch.randint(0, d["vocab_size"], (1, tokens)), use_cache=True)
+    total = 0
+    for layer in o.past_key_values.layers:
+        seen, stack = set(), list(vars(layer).values())
+        while stack:
+            x = stack.pop()
+            if isinstance(x, torch.Tensor):
+                if x.dim() > 0 and x.data_ptr() not in seen:
+                    seen.add(x.data_ptr())
+                    total += x.numel() * x.element_size()
+            elif isinstance(x, dict):
+                stack.extend(x.values())
+            elif isinstance(x, (list, tuple)):
+                stack.extend(x)
+        w = getattr(layer, "sliding_window", None)
+        if isinstance(w, int) and layer.keys.shape[-2] == w - 1:
+            total += layer.keys[..., :1, :].numel() * layer.keys.element_size()
+    out[str(tokens)] = total
+print(json.dumps(out))
+"#;
+    let cfg = config("deepseek_v4-small.json");
+    let run = |context: u64, generate: u64, extra: &[&str]| {
+        let out = agent()
+            .arg("estimate")
+            .arg("--config")
+            .arg(&cfg)
+            .args(["--context", &context.to_string()])
+            .args(["--generate", &generate.to_string()])
+            .args(["--sequences", &SEQUENCES.to_string(), "--json"])
+            .args(["--python", python.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .expect("agent runs");
+        let doc = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        (out, doc)
+    };
+    // 1 000 tokens leave 104 in a heavily compressed layer's buffer (one entry every
+    // 128), 1 024 none and 1 400 120: the cache shrinks, then grows.
+    let lengths = [CONTEXT, CONTEXT + GENERATE, 1400];
+    let out = Command::new(&python)
+        .arg("-c")
+        .arg(ORACLE)
+        .arg(&cfg)
+        .args(lengths.map(|n| n.to_string()))
+        .env("HF_HUB_OFFLINE", "1")
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "oracle: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("oracle JSON");
+    let want = |n: u64| v[n.to_string()].as_u64().unwrap() * SEQUENCES;
+    for end in [CONTEXT + GENERATE, 1400] {
+        let (out, doc) = run(CONTEXT, end - CONTEXT, &[]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let kv_prefill = line(&doc, "kv_cache.prefill").expect("a prefill line");
+        assert_eq!(kv_prefill["bytes"].as_u64(), Some(want(CONTEXT)));
+        assert_eq!(kv_prefill["kind"], "traced");
+        let kv = line(&doc, "kv_cache").expect("a KV line");
+        // The cache in the total is never below the prompt's (its buffered tokens
+        // compressed, the cache can be smaller at the end).
+        assert_eq!(kv["bytes"].as_u64(), Some(want(end).max(want(CONTEXT))));
+        assert_eq!(kv["kind"], "traced");
+        let formula = kv["formula"].as_str().unwrap_or("");
+        assert!(
+            formula.contains(&format!("measured at {end} tokens"))
+                && formula.contains("not per token"),
+            "{formula}"
+        );
+        let assumptions = doc["assumptions"].to_string();
+        assert!(
+            assumptions.contains(&format!("KV cache measured at {CONTEXT} and {end} tokens")),
+            "{assumptions}"
+        );
+    }
+    assert!(want(CONTEXT + GENERATE) < want(CONTEXT) && want(1400) > want(CONTEXT));
+    // An engine's pool divides by bytes per token: refused, not divided.
+    let (out, _) = run(CONTEXT, GENERATE, &["--engine", "vllm"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("not per token"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Past the model's positions (4 096 in the fixture): refused, not extrapolated.
+    let (out, _) = run(5000, 0, &[]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("positions: not measured"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// An encoder-decoder the reader refuses (Pegasus) is counted whole, as
 /// `AutoModelForSeq2SeqLM` builds it (not the decoder-only `PegasusForCausalLM`), with
 /// its three cache lines; an encoder (DeBERTa-v2) bare, as `AutoModel` builds it, with
