@@ -106,6 +106,47 @@ class Counts(unittest.TestCase):
             self.assertEqual(row["kv_per_token"][0] * held + row["kv_fixed"][0], kv[0], row)
         self.assertEqual([r["window"] for r in doc["cache_layers"]], [6, None] * 2)
 
+    def test_a_compressed_cache_is_measured_at_the_lengths_asked(self):
+        # DeepSeek-V4's layers keep a window beside entries compressed every 4 or 128
+        # tokens and a buffer of the tokens not yet compressed: not per token.
+        fixture = os.path.join(HERE, "..", "..", "tests", "configs", "deepseek_v4-small.json")
+        with open(fixture) as f:
+            config = json.load(f)
+        plain = gc.count(_request(config, "bfloat16"))
+        self.assertIsNone(plain["cache_layers"])
+        self.assertIn("Irregular", plain["cache_error"])
+        doc = gc.count({**_request(config, "bfloat16"), "measure_tokens": [300, 310]})
+        self.assertIsNone(doc["cache_error"])
+        self.assertIsNone(doc["cache_layers"])
+        import torch
+
+        model, _ = _real(config, "bfloat16")
+        for row in doc["cache_measured"]["lengths"]:
+            tokens = row["tokens"]
+            with torch.no_grad():
+                out = model(input_ids=torch.randint(0, 128, (1, tokens)), use_cache=True)
+            kv, other = 0, 0
+            for layer in out.past_key_values.layers:
+                k, st = gc._layer_elements(torch, layer)
+                # A window layer holds `sliding_window` tokens while the next one is
+                # decoded: one more than it keeps between steps.
+                held = layer.keys.shape[-2]
+                self.assertEqual(held, layer.sliding_window - 1)
+                kv += k[1] // held * layer.sliding_window
+                other += st[1]
+            self.assertEqual(row["kv"][1], kv, tokens)
+            self.assertEqual(row["other"][1], other, tokens)
+        self.assertEqual([r["tokens"] for r in doc["cache_measured"]["lengths"]], [300, 310])
+        # Past the model's positions: refused, with the reason.
+        past = gc.count({**_request(config, "bfloat16"), "measure_tokens": [5000, 5000]})
+        self.assertIsNone(past["cache_measured"])
+        self.assertIn("more than the model's 4096 positions", past["cache_error"])
+
+    def test_a_cache_per_token_is_not_measured(self):
+        doc = gc.count({**_request({"model_type": "llama", **TINY}), "measure_tokens": [300, 310]})
+        self.assertIsNone(doc["cache_measured"])
+        self.assertEqual(len(doc["cache_layers"]), 4)
+
     def test_a_linear_attention_layer_keeps_a_state(self):
         config = {
             "model_type": "qwen3_next",
