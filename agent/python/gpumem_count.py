@@ -17,7 +17,10 @@ What comes back (one JSON document on standard output):
   sliding window, of window + 2 tokens), read layer by layer from the cache object
   transformers returns (``DynamicCache`` and its layers: full, sliding-window,
   linear-attention and hybrid): each layer's elements that grow with the tokens, those
-  that do not (a recurrent state), and where the growth stops (a sliding window);
+  that do not (a recurrent state), and where the growth stops (a sliding window); a
+  cache that grows otherwise (DeepSeek-V4's compressed caches) measured instead at the
+  lengths the request names (``measure_tokens``: the prompt, and the prompt with the
+  generated tokens), one forward of each, as ``cache_measured``;
 * what the config is (``kind``): a decoder; an encoder (BERT and kin, built bare as
   AutoModel builds it, with no cache); or an encoder-decoder (T5, BART, Whisper and
   kin, built whole by their generation class), whose decoder's self-attention cache is
