@@ -237,6 +237,16 @@ fn torch_dtype(d: Dtype) -> &'static str {
     }
 }
 
+/// The lengths a count reads its caches at, beside its own.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Lengths {
+    /// The clip an audio encoder reads (`--audio-seconds`).
+    pub audio_seconds: Option<f64>,
+    /// The prompt, and the prompt with the generated tokens: where a cache that is not
+    /// per token is measured.
+    pub measure_tokens: Option<[u64; 2]>,
+}
+
 /// Runs the probe in `python` on `config` (the parsed config.json).
 pub fn count(
     python: &OsString,
@@ -245,9 +255,12 @@ pub fn count(
     compute: Dtype,
     trust_remote_code: bool,
     config_dir: Option<&Path>,
-    audio_seconds: Option<f64>,
-    measure_tokens: Option<[u64; 2]>,
+    lengths: Lengths,
 ) -> Result<std::result::Result<Count, Failure>> {
+    let Lengths {
+        audio_seconds,
+        measure_tokens,
+    } = lengths;
     if let Err(why) = check_config_cost_within(config, MAX_COUNT_EXPERT_BLOCKS, "the count") {
         return Ok(Err(Failure::Refused(why)));
     }
@@ -456,8 +469,7 @@ mod tests {
             Dtype::Bf16,
             false,
             None,
-            None,
-            None,
+            Lengths::default(),
         )
         .unwrap();
         assert!(
@@ -471,8 +483,7 @@ mod tests {
             Dtype::Bf16,
             false,
             None,
-            None,
-            None,
+            Lengths::default(),
         )
         .unwrap();
         assert!(matches!(got, Err(Failure::Refused(_))), "{got:?}");

@@ -671,12 +671,14 @@ fn run_count(
         input.compute_dtype,
         args.trust_remote_code,
         config_dir.as_deref(),
-        args.audio_seconds,
-        // The prompt, and the prompt with the generated tokens: where a cache that is
-        // not per token is measured.
-        input
-            .context
-            .and_then(|c| Some([c, c.checked_add(input.generate)?])),
+        crate::count::Lengths {
+            audio_seconds: args.audio_seconds,
+            // The prompt, and the prompt with the generated tokens: where a cache that
+            // is not per token is measured.
+            measure_tokens: input
+                .context
+                .and_then(|c| Some([c, c.checked_add(input.generate)?])),
+        },
     )?;
     Ok(got.map_err(|f| match f {
         Failure::Unavailable(why) => (why, true),
