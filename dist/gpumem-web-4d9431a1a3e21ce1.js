@@ -430,7 +430,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_2034(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_2036(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -576,32 +576,32 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 16, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_716);
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_718);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 447, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_1969);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_1971);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 500, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3401);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3403);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Event")], shim_idx: 500, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3401_16);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3403_16);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [String], shim_idx: 18, ret: Unit, inner_ret: Some(Unit) }, mutable: false }) -> Externref`.
-            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_725);
+            const ret = makeClosure(arg0, arg1, __wasm_bindgen_func_elem_727);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 503, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3410);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3412);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0) {
@@ -630,30 +630,30 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_3410(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_3410(arg0, arg1);
+function __wasm_bindgen_func_elem_3412(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_3412(arg0, arg1);
 }
 
-function __wasm_bindgen_func_elem_716(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_716(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_718(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_718(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3401(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3401(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3403(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3403(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3401_16(arg0, arg1, arg2) {
-    wasm.__wasm_bindgen_func_elem_3401_16(arg0, arg1, arg2);
+function __wasm_bindgen_func_elem_3403_16(arg0, arg1, arg2) {
+    wasm.__wasm_bindgen_func_elem_3403_16(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_2034(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_2034(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_2036(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_2036(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_1969(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_1971(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_1969(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_1971(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
@@ -664,10 +664,10 @@ function __wasm_bindgen_func_elem_1969(arg0, arg1, arg2) {
     }
 }
 
-function __wasm_bindgen_func_elem_725(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_727(arg0, arg1, arg2) {
     const ptr0 = passStringToWasm0(arg2, wasm.__wbindgen_export, wasm.__wbindgen_export2);
     const len0 = WASM_VECTOR_LEN;
-    wasm.__wasm_bindgen_func_elem_725(arg0, arg1, ptr0, len0);
+    wasm.__wasm_bindgen_func_elem_727(arg0, arg1, ptr0, len0);
 }
 
 
