@@ -161,6 +161,8 @@ const POSITIONS: &[Field] = &[
 const TAIL: &[Field] = &[
     f("sequences", G::Workload, K::Count, "Sequences together", "1",
         "Sequences processed together (batch / concurrent requests)"),
+    f("beams", G::Workload, K::Count, "Beams per sequence", "1",
+        "Beam search's beams per sequence (generate's num_beams): caches kept once per beam"),
     f("context", G::Workload, K::Count, "Prompt tokens", "none",
         "Prompt tokens per sequence (training: sequence length)"),
     f("generate", G::Workload, K::Count, "Generated tokens", "0", "Tokens generated per sequence"),

@@ -161,6 +161,70 @@ mod tests {
         assert!(l4.total_bytes < any.total_bytes);
     }
 
+    /// Beam search over bart-base (1 sequence, a source of 1 024 tokens, 256 generated,
+    /// 4 beams): the cross-attention cache and the encoder's output four times the
+    /// one-beam figures, the self-attention cache four times plus one layer's K that
+    /// `reorder_cache`'s `index_select` copies (the widest layer: a cross-attention one,
+    /// 4 × 2 × 12 × 64 × 1 024 × 2 B ÷ 2); an engine refuses the beams.
+    #[test]
+    fn beams_multiply_an_encoder_decoders_caches() {
+        use crate::estimate::{LineKey, estimate};
+        let run = |beams: &str| {
+            let pairs = config_pairs(
+                "bart-base",
+                &[
+                    ("context", "1"),
+                    ("encoder-length", "1024"),
+                    ("generate", "256"),
+                    ("beams", beams),
+                ],
+            );
+            let r = read(pairs.iter().map(|(k, v)| (*k, v.as_str())), []);
+            assert!(r.errors.is_empty(), "{:?}", r.errors);
+            let e = estimate(&r.input).expect("estimate");
+            let line = |key: LineKey| {
+                e.lines
+                    .iter()
+                    .find(|l| l.key == key)
+                    .map(|l| (l.bytes, l.formula.clone()))
+                    .expect("line")
+            };
+            (
+                line(LineKey::KvCache),
+                line(LineKey::KvCacheCross),
+                line(LineKey::KvCacheEncoderOutput),
+                line(LineKey::KvCachePrefill).0,
+                e.total_bytes,
+            )
+        };
+        let (one_self, one_cross, one_out, one_pre, one_total) = run("1");
+        let (four_self, four_cross, four_out, four_pre, four_total) = run("4");
+        // 6 layers × 2 × 12 × 64 × 257 tokens × 2 B (bf16, the compute dtype).
+        assert_eq!(one_self.0, 6 * 1536 * 257 * 2);
+        let copy = 4 * 1536 * 1024 * 2 / 2;
+        assert_eq!(four_self.0, 4 * one_self.0 + copy);
+        assert_eq!(four_cross.0, 4 * one_cross.0);
+        assert_eq!(four_out.0, 4 * one_out.0);
+        assert_eq!(four_pre, 4 * one_pre);
+        assert!(four_total > one_total);
+        assert!(four_self.1.contains("beams") && four_self.1.contains("reorder_cache"));
+        assert!(four_cross.1.contains("beams") && four_out.1.contains("beams"));
+        assert!(!one_self.1.contains("beams") && !one_out.1.contains("beams"));
+        // Bounded as sequences are, and refused where no beams are modelled.
+        let pairs = config_pairs("bart-base", &[("context", "1"), ("beams", "0")]);
+        let r = read(pairs.iter().map(|(k, v)| (*k, v.as_str())), []);
+        assert!(estimate(&r.input).is_err() || !r.errors.is_empty());
+        let pairs = config_pairs("llama-3.1-8b", &[("context", "1024"), ("beams", "4")]);
+        let r = read(
+            pairs.iter().map(|(k, v)| (*k, v.as_str())),
+            [("engine", "vllm")],
+        );
+        let e = estimate(&r.input).expect("transformers' beams");
+        let refused = crate::engine::budget(&r.input, &e, &r.engine)
+            .expect_err("an engine's beams are refused");
+        assert!(refused.to_string().contains("beam search is not modelled"));
+    }
+
     /// The errors of `key=value` beside a Mac's card (which `wired-limit-mb` needs and
     /// every other key leaves alone; `card` itself replaces it).
     fn engine_errors(key: &str, value: &str) -> Vec<String> {

@@ -176,6 +176,14 @@ impl KvShape {
         checked_product(&[per_seq, self.sequences], "KV bytes")
     }
 
+    /// Bytes of one layer's cache (K and V) over all sequences, for its widest layer
+    /// (a full-attention one where some are windowed) holding `tokens` tokens.
+    pub fn largest_layer_bytes(&self, tokens: u64) -> Result<u64, EstimateError> {
+        let tokens = self.static_tokens.unwrap_or(tokens);
+        let one = self.layer_bytes_of(self.full_values.unwrap_or(self.values), tokens)?;
+        checked_product(&[one, self.sequences], "KV bytes")
+    }
+
     /// The formula in words, for the page and the CLI.
     pub fn formula(&self) -> String {
         let per = match self.dtype {

@@ -246,6 +246,7 @@ fn apply(
         "mm-item-values" => input.mm_item_values = Some(n),
         "compute-dtype" => input.compute_dtype = Dtype::parse(k, v)?,
         "sequences" => input.sequences = n,
+        "beams" => input.beams = n,
         "context" => input.context = Some(n),
         "generate" => input.generate = n,
         "kv-dtype" => *kv_text = Some(v.to_string()),
@@ -547,6 +548,9 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     }
     if input.sequences != d.sequences {
         put("sequences", input.sequences.to_string());
+    }
+    if input.beams != d.beams {
+        put("beams", input.beams.to_string());
     }
     if let Some(c) = input.context {
         put("context", c.to_string());

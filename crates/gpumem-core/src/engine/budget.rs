@@ -41,6 +41,20 @@ pub fn budget(
             ),
         ));
     }
+    if input.beams > 1
+        && let Some(e) = params.engine
+    {
+        // The engines' beam search (vLLM's `BeamSearchParams`, llama.cpp's and
+        // SGLang's own) shares or forks blocks of their pools by their own rules, not
+        // modelled here; transformers' generate keeps one cache per beam.
+        return Err(EstimateError::invalid(
+            "beams",
+            format!(
+                "{}'s beam search is not modelled (how its pool holds the beams is its own rule): leave out --engine for transformers' generate(num_beams=k), or --beams 1",
+                e.name()
+            ),
+        ));
+    }
     if input.is_encoder_decoder() {
         // vLLM's V1 engine sizes a decoder's KV pool; its encoder-decoder support
         // (Whisper's cross-attention blocks, `CrossAttentionSpec` in

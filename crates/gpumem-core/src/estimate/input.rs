@@ -201,6 +201,9 @@ pub struct EstimateInput {
     pub counted: Option<Counted>,
     /// Sequences processed together (the batch; also the training micro-batch).
     pub sequences: u64,
+    /// Beams per sequence in beam search (transformers' `generate(num_beams=k)`): the
+    /// caches and the encoder's output are kept k times per sequence; 1: none.
+    pub beams: u64,
     /// Prompt (prefill) tokens per sequence; for training, the sequence length.
     pub context: Option<u64>,
     /// Tokens generated per sequence after the prompt.
@@ -344,6 +347,7 @@ impl Default for EstimateInput {
             tensors: None,
             counted: None,
             sequences: 1,
+            beams: 1,
             context: None,
             generate: 0,
             kv_dtype: None,
@@ -445,6 +449,7 @@ pub struct KvDims {
 pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
     let positive = [
         ("sequences", i.sequences),
+        ("beams", i.beams),
         ("gpus", i.gpus),
         ("tp", i.tp),
         ("pp", i.pp),
@@ -459,6 +464,25 @@ pub(super) fn validate(i: &EstimateInput) -> Result<(), EstimateError> {
         }
         if v > MAX_DIM {
             return Err(EstimateError::invalid(f, "absurdly large"));
+        }
+    }
+    if i.beams > 1 {
+        // Beam search is generation's: a training step, an encoder's forward and a
+        // model counted by its own code (whose cache lines are its own measure) have
+        // no beams modelled.
+        let refused = if i.train != TrainMode::None {
+            Some("beam search is generation's: a training step has no beams")
+        } else if i.is_encoder() {
+            Some("an encoder generates nothing: beam search has no beams to keep")
+        } else if i.counted.is_some() {
+            Some(
+                "beam search is modelled from the architecture's caches, not over a model counted by its own code",
+            )
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            return Err(EstimateError::invalid("beams", why));
         }
     }
     if i.train != TrainMode::None && i.is_encoder() {

@@ -85,6 +85,11 @@ pub(super) fn kv_cache(
     let sliding_layers = input
         .sliding_layers
         .map(|s| s.saturating_sub(shared_windowed));
+    // Beam search keeps every beam's cache: transformers 5.23's `generate`
+    // (`generation/utils.py`, `_expand_inputs_for_generation`) repeat_interleaves the
+    // prompt's ids by `num_beams` before the first forward, so each cache holds
+    // sequences × beams rows from the prefill on.
+    let rows = checked_product(&[input.sequences, input.beams], "sequences × beams")?;
     let shape = KvShape {
         layers: kv_layers,
         values,
@@ -96,7 +101,7 @@ pub(super) fn kv_cache(
         dtype: input.kv_dtype.unwrap_or(KvDtype::Dense {
             dtype: input.compute_dtype,
         }),
-        sequences: input.sequences,
+        sequences: rows,
         sliding_window: input.sliding_window,
         sliding_layers,
         static_tokens: input.static_cache,
@@ -115,15 +120,76 @@ pub(super) fn kv_cache(
         let heads_here = kv_heads.div_ceil(split.tp).max(1);
         Split::part(split.layered(bytes, false), heads_here, kv_heads)
     };
-    let inputs = [
+    let mut inputs = vec![
         ("layers", layers.to_string()),
         ("values per token and layer", values.to_string()),
         ("kv-dtype", shape.dtype.name()),
         ("sequences", input.sequences.to_string()),
     ];
+    let beams = input.beams > 1;
+    if beams {
+        inputs.push(("beams", input.beams.to_string()));
+    }
+    let formula = if beams {
+        format!(
+            "{} × beams (beam search keeps every beam's cache)",
+            shape.formula()
+        )
+    } else {
+        shape.formula()
+    };
     let prefill = shape.bytes(context)?;
-    let generation = shape.bytes(end)?;
-    let mut pre_inputs = inputs.to_vec();
+    let mut generation = shape.bytes(end)?;
+    let mut gen_formula = formula.clone();
+    if beams {
+        // transformers 5.23 `cache_utils.py`: `_beam_search` calls the cache's
+        // `reorder_cache` after each step, and `DynamicLayer.reorder_cache` replaces
+        // `self.keys` by `self.keys.index_select(0, beam_idx)`, then the values: the
+        // copy is made while the old tensor is alive, so one layer's K (or V) more at
+        // once. `EncoderDecoderCache.reorder_cache` reorders the cross-attention cache
+        // too: the widest of either layer's K is counted here.
+        let cross_layer = match input.arch.filter(|a| a.encdec_params > 0) {
+            Some(a) => {
+                let length = match a.encoder_length {
+                    0 => context,
+                    n => n,
+                };
+                KvShape {
+                    static_tokens: None,
+                    sliding_window: None,
+                    sliding_layers: None,
+                    full_values: None,
+                    ..shape
+                }
+                .largest_layer_bytes(length)?
+            }
+            None => 0,
+        };
+        // Mllama's cross-attention layers over the image's tokens are reordered alike.
+        let vision_layer = match input.arch.filter(|a| a.cross_layers > 0) {
+            Some(a) => KvShape {
+                static_tokens: None,
+                sliding_window: None,
+                sliding_layers: None,
+                full_values: None,
+                ..shape
+            }
+            .largest_layer_bytes(a.cross_tokens)?,
+            None => 0,
+        };
+        let layer = shape
+            .largest_layer_bytes(end)?
+            .max(cross_layer)
+            .max(vision_layer);
+        let copy = layer.div_ceil(2);
+        generation = generation
+            .checked_add(copy)
+            .ok_or(EstimateError::Overflow { what: "KV bytes" })?;
+        gen_formula.push_str(&format!(
+            "; + one layer's K ({copy} B) copied by reorder_cache's index_select while the old is alive"
+        ));
+    }
+    let mut pre_inputs = inputs.clone();
     pre_inputs.push(("tokens", context.to_string()));
     b.line(
         LineKey::KvCachePrefill,
@@ -132,10 +198,10 @@ pub(super) fn kv_cache(
         kv_per_device(prefill),
         Kind::Computed,
         false,
-        shape.formula(),
+        formula,
         &pre_inputs,
     );
-    let mut gen_inputs = inputs.to_vec();
+    let mut gen_inputs = inputs;
     gen_inputs.push(("tokens", end.to_string()));
     b.line(
         LineKey::KvCache,
@@ -144,9 +210,15 @@ pub(super) fn kv_cache(
         kv_per_device(generation),
         Kind::Computed,
         true,
-        shape.formula(),
+        gen_formula,
         &gen_inputs,
     );
+    if beams {
+        b.assumptions.push(format!(
+            "beam search: {} beams per sequence, every cache kept once per beam (transformers' generate expands the inputs and the encoder's output by num_beams); the decoder's step transients (logits, scores) are counted for the sequences, not the beams",
+            input.beams
+        ));
+    }
     if let Some(a) = input.arch.filter(|a| a.encdec_params > 0) {
         encoder_decoder_caches(input, &a, context, &shape, &kv_per_device, b)?;
     }
@@ -161,10 +233,7 @@ pub(super) fn kv_cache(
         // (`Indexer::key_bytes`): transformers' keys in the model's dtype, the serving
         // engines' fp8 keys with a scale per 128.
         let per_token = x.key_bytes(runtime, value);
-        let bytes = checked_product(
-            &[kv_layers, per_token, end, input.sequences],
-            "indexer key cache",
-        )?;
+        let bytes = checked_product(&[kv_layers, per_token, end, rows], "indexer key cache")?;
         let (formula, held) = match runtime {
             CacheRuntime::Transformers => (
                 format!(
@@ -262,10 +331,7 @@ pub(super) fn kv_cache(
                 "state layers × state bytes per layer × sequences (constant in tokens)".into(),
             ),
         };
-        let bytes = checked_product(
-            &[state_layers, per_layer, input.sequences],
-            "recurrent state",
-        )?;
+        let bytes = checked_product(&[state_layers, per_layer, rows], "recurrent state")?;
         let layout = match (
             shaped,
             per_layer == input.state_bytes && input.state_bytes > 0,
@@ -424,7 +490,8 @@ fn vision_cross_cache(
         Kind::Computed,
         true,
         format!(
-            "cross-attention layers × 2 × kv heads × head_dim × vision tokens × sequences, in {} (written once per image)",
+            "cross-attention layers × 2 × kv heads × head_dim × vision tokens × sequences{}, in {} (written once per image)",
+            if input.beams > 1 { " × beams" } else { "" },
             shape.dtype.name()
         ),
         &[
@@ -454,7 +521,29 @@ pub(super) fn encoder_output(
     b: &mut Builder,
 ) -> Result<(), EstimateError> {
     let value = input.compute_dtype.bytes();
-    let out = checked_product(&[input.sequences, length, hidden, value], "encoder output")?;
+    let out = checked_product(
+        &[input.sequences, input.beams, length, hidden, value],
+        "encoder output",
+    )?;
+    let mut inputs = vec![
+        ("sequences", input.sequences.to_string()),
+        ("encoder length", length.to_string()),
+        ("hidden", hidden.to_string()),
+    ];
+    // Beam search: transformers 5.23 `_expand_inputs_for_generation` replaces
+    // `encoder_outputs.last_hidden_state` in place by its `repeat_interleave` over
+    // `num_beams`, so the expanded copy is what generate keeps (the original is no
+    // longer referenced once replaced).
+    let formula = if input.beams > 1 {
+        inputs.push(("beams", input.beams.to_string()));
+        format!(
+            "sequences × beams × encoder length × hidden × {value} B (generate keeps encoder_outputs, repeat_interleaved by num_beams, to the end)"
+        )
+    } else {
+        format!(
+            "sequences × encoder length × hidden × {value} B (generate keeps encoder_outputs to the end)"
+        )
+    };
     b.line(
         LineKey::KvCacheEncoderOutput,
         label,
@@ -462,12 +551,8 @@ pub(super) fn encoder_output(
         out,
         kind,
         true,
-        format!("sequences × encoder length × hidden × {value} B (generate keeps encoder_outputs to the end)"),
-        &[
-            ("sequences", input.sequences.to_string()),
-            ("encoder length", length.to_string()),
-            ("hidden", hidden.to_string()),
-        ],
+        formula,
+        &inputs,
     );
     Ok(())
 }
@@ -519,14 +604,17 @@ fn encoder_decoder_caches(
         Kind::Computed,
         true,
         format!(
-            "decoder layers × 2 × heads × head_dim × encoder length × sequences, in {} (K and V of every decoder layer's cross-attention, written once)",
-            shape.dtype.name()
+            "decoder layers × 2 × heads × head_dim × encoder length × sequences{}, in {} (K and V of every decoder layer's cross-attention, written once{})",
+            if input.beams > 1 { " × beams" } else { "" },
+            shape.dtype.name(),
+            if input.beams > 1 { "; one copy per beam" } else { "" }
         ),
         &[
             ("layers", a.layers.to_string()),
             ("values per token and layer", a.kv_values_per_token()?.to_string()),
             ("encoder length", length.to_string()),
             ("sequences", input.sequences.to_string()),
+            ("beams", input.beams.to_string()),
         ],
     );
     encoder_output(
