@@ -210,6 +210,24 @@ mod tests {
         assert!(four_self.1.contains("beams") && four_self.1.contains("reorder_cache"));
         assert!(four_cross.1.contains("beams") && four_out.1.contains("beams"));
         assert!(!one_self.1.contains("beams") && !one_out.1.contains("beams"));
+        // A decoder: its cache and its prefill's logits once per beam, the cache's end
+        // line with one layer's K more (32 layers × 2 × 8 × 128 values, 1 124 tokens).
+        let decoder = |beams: &str| {
+            let pairs = config_pairs(
+                "llama-3.1-8b",
+                &[("context", "1024"), ("generate", "100"), ("beams", beams)],
+            );
+            let r = read(pairs.iter().map(|(k, v)| (*k, v.as_str())), []);
+            let e = estimate(&r.input).expect("estimate");
+            let line = |key: LineKey| e.lines.iter().find(|l| l.key == key).map(|l| l.bytes);
+            (line(LineKey::KvCache), line(LineKey::PrefillLogits))
+        };
+        let ((Some(kv1), Some(lg1)), (Some(kv4), Some(lg4))) = (decoder("1"), decoder("4")) else {
+            panic!("lines");
+        };
+        assert_eq!(kv1, 32 * 2 * 8 * 128 * 1124 * 2);
+        assert_eq!(kv4, 4 * kv1 + 4 * 8 * 128 * 1124 * 2);
+        assert_eq!(lg4, 4 * lg1);
         // Bounded as sequences are, and refused where no beams are modelled.
         let pairs = config_pairs("bart-base", &[("context", "1"), ("beams", "0")]);
         let r = read(pairs.iter().map(|(k, v)| (*k, v.as_str())), []);
@@ -222,7 +240,11 @@ mod tests {
         let e = estimate(&r.input).expect("transformers' beams");
         let refused = crate::engine::budget(&r.input, &e, &r.engine)
             .expect_err("an engine's beams are refused");
-        assert!(refused.to_string().contains("beam search is not modelled"));
+        assert!(
+            refused
+                .to_string()
+                .contains("beam search under --engine vllm is not modelled")
+        );
     }
 
     /// The errors of `key=value` beside a Mac's card (which `wired-limit-mb` needs and

@@ -46,11 +46,13 @@ pub fn budget(
     {
         // The engines' beam search (vLLM's `BeamSearchParams`, llama.cpp's and
         // SGLang's own) shares or forks blocks of their pools by their own rules, not
-        // modelled here; transformers' generate keeps one cache per beam.
+        // modelled here; every engine's rule (transformers' included) counts the
+        // sequences a pool holds, not beams. Without --engine, transformers' generate
+        // keeps one cache per beam, line by line.
         return Err(EstimateError::invalid(
             "beams",
             format!(
-                "{}'s beam search is not modelled (how its pool holds the beams is its own rule): leave out --engine for transformers' generate(num_beams=k), or --beams 1",
+                "beam search under --engine {} is not modelled (its rule counts sequences, not the beams each keeps): leave out --engine for transformers' generate(num_beams=k), or give --beams 1",
                 e.name()
             ),
         ));

@@ -215,7 +215,7 @@ pub(super) fn kv_cache(
     );
     if beams {
         b.assumptions.push(format!(
-            "beam search: {} beams per sequence, every cache kept once per beam (transformers' generate expands the inputs and the encoder's output by num_beams); the decoder's step transients (logits, scores) are counted for the sequences, not the beams",
+            "beam search: {} beams per sequence, every cache kept once per beam (transformers' generate expands the inputs and the encoder's output by num_beams); the beam scorer's per-step tensors (log-probabilities over beams × vocab) are not counted",
             input.beams
         ));
     }

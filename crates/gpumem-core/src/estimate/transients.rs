@@ -42,17 +42,27 @@ pub(super) fn transients(
         return Ok(());
     }
     let all = input.logits == Logits::All;
+    // Beam search: transformers 5.23's `generate` repeat_interleaves the prompt by
+    // `num_beams` before the first forward (`_expand_inputs_for_generation`), so the
+    // prefill runs over sequences × beams rows; "sequences" below counts those rows.
+    let rows = checked_product(&[input.sequences, input.beams], "sequences × beams")?;
+    if input.beams > 1 {
+        b.assumptions.push(format!(
+            "beam search: the prefill's transients are for {} sequences × {} beams = {rows} rows (the prompt is expanded before the first forward)",
+            input.sequences, input.beams
+        ));
+    }
     let derived = decoder_prefill(
         &a,
         tokens,
-        input.sequences,
+        rows,
         value,
         input.attention,
         input.sliding_window,
         all,
     )?;
     let inputs = [
-        ("sequences", input.sequences.to_string()),
+        ("sequences", rows.to_string()),
         ("tokens", tokens.to_string()),
         ("attention", input.attention.name().into()),
         ("logits", input.logits.name().into()),
@@ -127,10 +137,7 @@ pub(super) fn transients(
         ),
         None => (a.intermediate, if a.gated_mlp { 3 } else { 2 }),
     };
-    let mlp = checked_product(
-        &[live, input.sequences, tokens, inter, value],
-        "MLP intermediate",
-    )?;
+    let mlp = checked_product(&[live, rows, tokens, inter, value], "MLP intermediate")?;
     b.line(
         LineKey::PrefillMlp,
         "Prefill MLP intermediates (assumed)",
@@ -142,14 +149,14 @@ pub(super) fn transients(
             "{live} live tensors × sequences × tokens × intermediate × {value} B (assumed: {why}; `estimate --trace` traces it)"
         ),
         &[
-            ("sequences", input.sequences.to_string()),
+            ("sequences", rows.to_string()),
             ("tokens", tokens.to_string()),
             ("intermediate", inter.to_string()),
         ],
     );
     let scores = match input.attention {
         AttentionImpl::Eager => checked_product(
-            &[2, input.sequences, a.heads, tokens, tokens, value],
+            &[2, rows, a.heads, tokens, tokens, value],
             "attention scores",
         )?,
         _ => 0,
@@ -177,7 +184,7 @@ pub(super) fn transients(
         Logits::Last => 1,
         Logits::All => tokens,
     };
-    let logits = checked_product(&[input.sequences, kept, a.vocab, 4], "logits")?;
+    let logits = checked_product(&[rows, kept, a.vocab, 4], "logits")?;
     b.line(
         LineKey::PrefillLogits,
         "Logits in fp32 (assumed)",
