@@ -12,6 +12,10 @@ with use_cache=True over the case's batch, encoder length and decoder tokens) an
 compares the bytes of the EncoderDecoderCache's tensors and of the encoder's last
 hidden state with the case's cache lines.
 
+With --beams, builds what bart-base's generate(num_beams=4) keeps (the expanded
+encoder output and the cache of a forward over sequences x beams rows) and compares
+it with the estimator's beam-search lines.
+
 With --rope, adds `rope_buffer_bytes` to every transformers/*.json file from the
 model its config builds.
 
@@ -451,7 +455,46 @@ def rope_fixtures():
         path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         print(path.name, doc["rope_buffer_bytes"])
 
+def beams():
+    """bart-base under beam search as generate(num_beams=4) holds it, on the meta
+    device: generate itself does not run there (its beam scoring reads values back
+    with .item()), so the state it keeps is built as it builds it: the encoder's last
+    hidden state repeat_interleaved by the beams (`_expand_inputs_for_generation`)
+    and the EncoderDecoderCache after a forward of sequences x beams decoder rows of
+    prompt + generated tokens, compared with the estimator's lines (the Rust test
+    `beams_multiply_an_encoder_decoders_caches`: 1 sequence, 1 024 source tokens, 1 +
+    256 decoder tokens, bf16) and one cross-attention layer's K with the copy
+    `reorder_cache`'s index_select adds."""
+    case = json.loads((HERE / "real-bart-base-1x16-gen256.json").read_text())
+    cfg = AutoConfig.for_model(**case["config"])
+    cfg._attn_implementation = "eager"
+    model = build(cfg).to(torch.bfloat16).eval()
+    b, k, source, end = 1, 4, 1024, 257
+    want = {"kv_cache less the copy": 25_239_552 - 6_291_456, "kv_cache.cross": 75_497_472,
+            "kv_cache.encoder_output": 6_291_456, "reorder_cache copy": 6_291_456}
+    with torch.no_grad():
+        ids = torch.zeros(b, source, dtype=torch.long, device="meta")
+        enc = model.get_encoder()(input_ids=ids).last_hidden_state.repeat_interleave(k, dim=0)
+        dec = torch.zeros(b * k, end, dtype=torch.long, device="meta")
+        out = model(encoder_outputs=(enc,), decoder_input_ids=dec, use_cache=True)
+    pkv = out.past_key_values
+    layers = lambda c: sum(tensor_bytes(l.keys) + tensor_bytes(l.values) for l in c.layers)
+    got = {"kv_cache less the copy": layers(pkv.self_attention_cache),
+           "kv_cache.cross": layers(pkv.cross_attention_cache),
+           "kv_cache.encoder_output": tensor_bytes(enc),
+           "reorder_cache copy": max(tensor_bytes(l.keys) for c in
+                                     (pkv.self_attention_cache, pkv.cross_attention_cache)
+                                     for l in c.layers)}
+    bad = 0
+    print("| line (bart-base, 4 beams) | estimator (B) | transformers (meta) | result |")
+    for key, w in want.items():
+        bad += got[key] != w
+        print(f"| {key} | {w} | {got[key]} | {'same' if got[key] == w else 'differs'} |")
+    return 1 if bad else 0
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--beams"]:
+        sys.exit(beams())
     if sys.argv[1:2] == ["--rope"]:
         rope_fixtures()
         sys.exit(0)
