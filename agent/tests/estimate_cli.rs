@@ -1138,7 +1138,12 @@ fn an_encoder_decoder_keeps_its_self_and_cross_attention_caches_and_the_encoder_
             "an encoder-decoder's cross-attention cache",
         ),
         (&["--train", "full"][..], "training an encoder-decoder"),
-        (&["--tp", "2", "--gpus", "2"][..], "estimated on one device"),
+        // Whisper splits over tp as vLLM shards it, whole heads per rank.
+        (&["--tp", "8", "--gpus", "8"][..], "do not split over tp 8"),
+        (
+            &["--pp", "2", "--gpus", "2"][..],
+            "pipeline parallelism is not modelled",
+        ),
         (&["--format", "nf4"][..], "counted as one"),
     ] {
         let out = agent(
