@@ -11,7 +11,10 @@
 //! ([`gpumem_core::engine::ENGINES`]), in its order. Every figure is [`gpumem_core`]'s; this crate routes the
 //! page's text to the core and the answer back as text ([`gpumem_proto::rules`]).
 
+use std::sync::OnceLock;
+
 use gpumem_core::EstimateError;
+use gpumem_core::arch::Architecture;
 use gpumem_core::catalogue::{CATALOGUE, resolve};
 use gpumem_core::engine::{self, EngineBudget, EngineId, EngineParams, Outcome};
 use gpumem_core::estimate::{EstimateInput, estimate as estimate_all};
@@ -235,9 +238,25 @@ pub fn reading_of(r: &RulesRequest) -> Reading {
 pub fn preset_index(shape: &[(&str, &str)]) -> Option<usize> {
     let (input, _) = from_pairs(shape.iter().copied());
     let s = (input.arch, input.sliding_window, input.sliding_layers);
-    PRESETS.iter().position(|p| {
-        let (i, _) = from_pairs(p.pairs.iter().copied());
-        s.0.is_some() && (i.arch, i.sliding_window, i.sliding_layers) == s
+    s.0.as_ref()?;
+    preset_shapes().iter().position(|p| *p == s)
+}
+
+/// What [`preset_index`] compares: the architecture and the sliding window once read.
+type Shape = (Option<Architecture>, Option<u64>, Option<u64>);
+
+/// The presets' shapes, read once: the page asks which preset a shape is at every
+/// recompute, and a shape that is none of them is compared with each.
+fn preset_shapes() -> &'static [Shape] {
+    static SHAPES: OnceLock<Vec<Shape>> = OnceLock::new();
+    SHAPES.get_or_init(|| {
+        PRESETS
+            .iter()
+            .map(|p| {
+                let (i, _) = from_pairs(p.pairs.iter().copied());
+                (i.arch, i.sliding_window, i.sliding_layers)
+            })
+            .collect()
     })
 }
 
