@@ -32,6 +32,7 @@ pub fn augment(cmd: Command) -> Command {
         .arg(Arg::new("text-tokens").long("text-tokens").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Text tokens (default: the pipeline's max_sequence_length)"))
         .arg(Arg::new("vae-tiling").long("vae-tiling").action(ArgAction::SetTrue).requires("diffusers").help("vae.enable_tiling()"))
         .arg(Arg::new("vae-slicing").long("vae-slicing").action(ArgAction::SetTrue).requires("diffusers").help("vae.enable_slicing()"))
+        .arg(Arg::new("layerwise-casting").long("layerwise-casting").action(ArgAction::SetTrue).requires("diffusers").help("The denoiser's enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=the dtype): FLUX and Wan"))
 }
 
 /// The pipeline flags as given.
@@ -49,6 +50,7 @@ pub struct Flags {
     text_tokens: Option<u64>,
     tiling: bool,
     slicing: bool,
+    layerwise: bool,
 }
 
 /// Reads the flags.
@@ -65,6 +67,7 @@ pub fn collect(m: &ArgMatches) -> Flags {
         text_tokens: m.get_one::<u64>("text-tokens").copied(),
         tiling: m.get_flag("vae-tiling"),
         slicing: m.get_flag("vae-slicing"),
+        layerwise: m.get_flag("layerwise-casting"),
     }
 }
 
@@ -180,6 +183,10 @@ fn answer(
     put("text-tokens", flags.text_tokens.map(|v| v.to_string()));
     put("vae-tiling", flags.tiling.then(|| "true".to_string()));
     put("vae-slicing", flags.slicing.then(|| "true".to_string()));
+    put(
+        "layerwise-casting",
+        flags.layerwise.then(|| "true".to_string()),
+    );
     put("card", card.map(str::to_string));
     put("wired-limit-mb", wired_limit_mb.map(str::to_string));
     let get = |k: &str| {
@@ -207,6 +214,7 @@ fn answer(
             "latent": [est.latent.0, est.latent.1, est.latent.2],
             "denoiser_batch": est.call.batch, "calls_per_step": est.calls_per_step, "guidance": est.guidance.words(),
             "denoiser_activations_bytes": est.denoiser_activations, "eager_scores_bytes": est.eager_scores,
+            "layerwise_upcast_bytes": est.layerwise_upcast,
             "vae_decode_bytes": est.vae_decode, "vae_upcast_bytes": est.vae_upcast, "text_encode_bytes": est.text_encode,
             "offload": w.offload.call(), "device_bytes": est.device_bytes, "reserve_bytes": est.reserve,
             "need_bytes": est.need(), "host_bytes": est.host_bytes, "peak_phase": est.peak_phase,

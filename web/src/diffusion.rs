@@ -43,7 +43,7 @@ thread_local! {
 
 /// The pipeline's own fields: key (the command's flag without dashes), label,
 /// placeholder (the command's default), choices (empty: typed).
-const FIELDS: [(&str, &str, &str, &[&str]); 13] = [
+const FIELDS: [(&str, &str, &str, &[&str]); 14] = [
     ("height", "Height (px)", "1024 (Wan: 480)", &[]),
     ("width", "Width (px)", "1024 (Wan: 832)", &[]),
     ("frames", "Frames", "1 (Wan: 81)", &[]),
@@ -67,6 +67,12 @@ const FIELDS: [(&str, &str, &str, &[&str]); 13] = [
     ("attention", "Attention", "", &["sdpa", "eager"]),
     ("vae-tiling", "VAE tiling", "", &["", "true"]),
     ("vae-slicing", "VAE slicing", "", &["", "true"]),
+    (
+        "layerwise-casting",
+        "Layerwise casting (fp8)",
+        "",
+        &["", "true"],
+    ),
 ];
 
 /// The page's own keys the answer reads (the card judged, the reserve, the host RAM).

@@ -42,6 +42,28 @@ pub struct Counts {
     pub buffers: u64,
     /// Buffers of a fixed width, bytes (CLIP's int64 `position_ids`, Wan's fp32 RoPE).
     pub fixed_buffer_bytes: u64,
+    /// What diffusers' layerwise casting leaves in the load dtype, where the class's
+    /// skip patterns are mapped onto its modules (`None`: not mapped).
+    pub layerwise: Option<Layerwise>,
+}
+
+/// `ModelMixin.enable_layerwise_casting` (diffusers 0.42.1 `models/modeling_utils.py`;
+/// `hooks/layerwise_casting.py` `_apply_layerwise_casting`, `LayerwiseCastingHook`):
+/// every `nn.Linear`, convolution and `nn.Embedding` (`hooks/_common.py`
+/// `_GO_LC_SUPPORTED_PYTORCH_LAYERS`) whose dotted name matches none of the skip
+/// patterns — `DEFAULT_SKIP_MODULES_PATTERN` (`pos_embed`, `patch_embed`, `norm`,
+/// `^proj_in$`, `^proj_out$`), the class's `_keep_in_fp32_modules` and its
+/// `_skip_layerwise_casting_patterns` — is stored in the storage dtype and cast to the
+/// compute dtype around its own forward (`pre_forward`, then back in `post_forward`);
+/// a skipped module keeps its whole subtree in the load dtype, and so does every
+/// other parameter (norms' weights, tables set on a block).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Layerwise {
+    /// Parameters left in the load dtype, the fp32 ones apart ([`Counts::fp32`]).
+    pub kept: u64,
+    /// The largest cast module's parameters (weight and bias): its copy in the compute
+    /// dtype lives through that module's forward.
+    pub largest: u64,
 }
 
 impl Counts {
@@ -553,7 +575,28 @@ pub fn flux(v: &Value) -> Result<Counts, EstimateError> {
     c.lin_n(d, d, true, 3 * single);
     c.add(single * 2 * hd);
     c.lin(2 * d, d, true);
-    c.lin(k.times("patch_size", p * p, outc)?, d, true);
+    let out = k.times("patch_size", p * p, outc)?;
+    c.lin(out, d, true);
+    // Layerwise casting (`_skip_layerwise_casting_patterns`: `pos_embed`, `norm`): the
+    // AdaLayerNorm modulations (`norm1.linear`, `norm1_context.linear`, `norm.linear`,
+    // `norm_out.linear`), the top-level `proj_out` and the q/k RMSNorms stay; a single
+    // block's `proj_out` (d × 5d) is the largest module cast.
+    let lin = |o: u64, i: u64| o.saturating_mul(i).saturating_add(o);
+    c.layerwise = Some(Layerwise {
+        kept: [
+            lin(6 * d, d).saturating_mul(2 * double),
+            lin(3 * d, d).saturating_mul(single),
+            lin(2 * d, d),
+            lin(out, d),
+            double * 4 * hd + single * 2 * hd,
+        ]
+        .iter()
+        .fold(0, |a, n| a.saturating_add(*n)),
+        largest: [lin(d, 5 * d), lin(4 * d, d), lin(d, 4 * d), lin(d, joint)]
+            .into_iter()
+            .max()
+            .unwrap_or(0),
+    });
     Ok(c)
 }
 
@@ -591,17 +634,33 @@ pub fn wan(v: &Value) -> Result<Counts, EstimateError> {
         ));
     }
     let patch = k.times("patch_size", k.times("patch_size", ps[0], ps[1])?, ps[2])?;
+    let lin = |o: u64, i: u64| o.saturating_mul(i).saturating_add(o);
+    // Layerwise casting (`_skip_layerwise_casting_patterns`: `patch_embedding`,
+    // `condition_embedder`, `norm`; `_keep_in_fp32_modules` stay fp32): the patch
+    // embedding, the condition embedder's linears, the q/k norms and the top-level
+    // `proj_out` stay in the load dtype.
+    let mut kept = d
+        .saturating_mul(inc)
+        .saturating_mul(patch)
+        .saturating_add(d);
     c.conv(d, inc, patch, true);
     c.lin_fp32(d, freq);
     c.lin_fp32(d, d);
     c.lin(6 * d, d, true);
     mlp2(&mut c, text, d);
+    kept = kept
+        .saturating_add(lin(6 * d, d))
+        .saturating_add(lin(d, text))
+        .saturating_add(lin(d, d));
     if k.get("image_dim").is_some() {
         let img = k.u("image_dim", None)?;
         c.add_fp32(2 * img);
         c.lin(img, img, true);
         c.lin(d, img, true);
         c.add_fp32(2 * d);
+        kept = kept
+            .saturating_add(lin(img, img))
+            .saturating_add(lin(d, img));
     }
     for _ in 0..layers {
         c.lin_n(d, d, true, 8);
@@ -621,8 +680,28 @@ pub fn wan(v: &Value) -> Result<Counts, EstimateError> {
         c.lin(d, ffn, true);
         c.add_fp32(6 * d);
     }
-    c.lin(k.times("patch_size", outc, patch)?, d, true);
+    let norms = match (qk, added) {
+        (false, _) => 0,
+        (true, None) => 4 * d,
+        (true, Some(_)) => 5 * d,
+    };
+    let out = k.times("patch_size", outc, patch)?;
+    c.lin(out, d, true);
     c.add_fp32(2 * d);
+    c.layerwise = Some(Layerwise {
+        kept: kept
+            .saturating_add(norms.saturating_mul(layers))
+            .saturating_add(lin(out, d)),
+        largest: [
+            lin(ffn, d),
+            lin(d, ffn),
+            lin(d, d),
+            lin(d, added.unwrap_or(0)),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0),
+    });
     c.fixed_buffer_bytes = c.fixed_buffer_bytes.saturating_add(2 * rope_len * hd * 4);
     Ok(c)
 }

@@ -20,9 +20,9 @@ use crate::catalogue::{CATALOGUE, GpuCard};
 use crate::error::EstimateError;
 use crate::fit::{CardFit, Verdict, fit_card_reserve};
 use crate::format::{Dtype, StorageFormat};
-use crate::units::GIB;
+use crate::units::{GIB, group_digits};
 
-pub use count::Counts;
+pub use count::{Counts, Layerwise};
 
 /// What a component does in the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -365,6 +365,9 @@ pub struct Workload {
     pub vae_tiling: bool,
     /// `vae.enable_slicing()`.
     pub vae_slicing: bool,
+    /// The denoiser's `enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn,
+    /// compute_dtype=<dtype>)`.
+    pub layerwise: bool,
     /// Reserve for the CUDA context and allocator slack, bytes.
     pub reserve: u64,
 }
@@ -385,6 +388,7 @@ impl Default for Workload {
             offload: Offload::None,
             vae_tiling: false,
             vae_slicing: false,
+            layerwise: false,
             reserve: 4 * GIB,
         }
     }
@@ -424,6 +428,9 @@ pub struct DiffusionEstimate {
     pub denoiser_activations: u64,
     /// Of which the eager attention's score matrices (assumed), bytes.
     pub eager_scores: u64,
+    /// Of which, under layerwise casting, the largest cast module's copy in the
+    /// compute dtype (assumed: at most that at the peak), bytes.
+    pub layerwise_upcast: u64,
     /// The VAE decode's peak beyond its weights, bytes.
     pub vae_decode: u64,
     /// Extra VAE weight bytes when the pipeline upcasts an fp16 VAE to fp32 for the
@@ -442,8 +449,9 @@ pub struct DiffusionEstimate {
     pub host_bytes: u64,
     /// Which phase sets the peak.
     pub peak_phase: String,
-    /// Each offload mode's device peak (none, model, sequential), without reserve.
-    pub by_mode: [u64; 3],
+    /// Each offload mode's device peak (none, model, sequential), without reserve;
+    /// `None` for a mode the workload's other settings do not combine with.
+    pub by_mode: [Option<u64>; 3],
     /// Whether the phase that sets the peak runs convolutions, whose cuDNN workspace
     /// is not in the need: a reading on a card with room can exceed the need by it,
     /// up to the card ([`workspace`]).
@@ -511,6 +519,22 @@ fn bytes_of(c: &Counts, dtype: Dtype, format: Option<StorageFormat>) -> Result<u
     add(&mut total, c.buffers.saturating_mul(elt))?;
     add(&mut total, c.fixed_buffer_bytes)?;
     Ok(total)
+}
+
+/// Bytes of a component under layerwise casting ([`count::Layerwise`]): the cast
+/// modules in fp8 (one byte), what it skips in `dtype`, the fp32 modules and the
+/// buffers as loaded.
+fn layerwise_bytes(c: &Counts, l: Layerwise, dtype: Dtype) -> u64 {
+    let cast = c.parameters().saturating_sub(c.fp32).saturating_sub(l.kept);
+    [
+        cast,
+        l.kept.saturating_mul(dtype.bytes()),
+        c.fp32.saturating_mul(4),
+        c.buffers.saturating_mul(dtype.bytes()),
+        c.fixed_buffer_bytes,
+    ]
+    .iter()
+    .fold(0, |a, n| a.saturating_add(*n))
 }
 
 fn cfg_u(v: &Value, key: &str, default: u64) -> u64 {
@@ -710,6 +734,42 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         _ => (inputs, 0),
     };
     let scores = if w.eager { scores } else { 0 };
+    // Layerwise casting: the denoiser's castable modules stored in fp8, each cast to
+    // the dtype around its own forward, so the largest one's copy adds to the call.
+    let layerwise = if w.layerwise {
+        if w.denoiser_format.is_some() {
+            return Err(bad(
+                "layerwise-casting",
+                "casts the denoiser's own dtype to fp8: it does not combine with --format".into(),
+            ));
+        }
+        if w.offload == Offload::Sequential {
+            return Err(bad(
+                "layerwise-casting",
+                "with sequential offload is not modelled (model offload is)".into(),
+            ));
+        }
+        let l = den.counts.layerwise.ok_or_else(|| {
+            bad(
+                "layerwise-casting",
+                format!(
+                    "{}: the modules its layerwise casting skips are not mapped (FLUX's and Wan's are)",
+                    den.class_name
+                ),
+            )
+        })?;
+        notes.push(format!(
+            "layerwise casting: the denoiser's linear and convolution layers stored in fp8, {} parameters it skips by name (norms, modulations, embedders, proj_out) kept in {}; the largest layer's copy in the dtype while it runs ({} parameters) is added to the call (assumed: at most that at the peak)",
+            group_digits(l.kept),
+            w.dtype.name(),
+            group_digits(l.largest)
+        ));
+        Some(l)
+    } else {
+        None
+    };
+    let upcast = layerwise.map_or(0, |l| l.largest.saturating_mul(elt));
+    let act = act.saturating_add(upcast);
     // Weights per component.
     let mut lines = Vec::new();
     for c in &p.components {
@@ -718,7 +778,11 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
             Role::TextEncoder => w.text_format,
             _ => None,
         };
-        let bytes = bytes_of(&c.counts, w.dtype, fmt)?;
+        let cast = layerwise.filter(|_| c.class.role() == Role::Denoiser);
+        let bytes = match cast {
+            Some(l) => layerwise_bytes(&c.counts, l, w.dtype),
+            None => bytes_of(&c.counts, w.dtype, fmt)?,
+        };
         let largest = match fmt {
             Some(f) => c
                 .counts
@@ -755,8 +819,11 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
             role: c.class.role(),
             parameters: c.counts.parameters(),
             bytes,
-            format: fmt.map_or_else(|| w.dtype.name().to_string(), |f| f.name()),
-            largest_module_bytes: largest,
+            format: match cast {
+                Some(_) => format!("fp8 layerwise ({} compute)", w.dtype.name()),
+                None => fmt.map_or_else(|| w.dtype.name().to_string(), |f| f.name()),
+            },
+            largest_module_bytes: cast.map_or(largest, |l| l.largest),
         });
     }
     // The VAE decode.
@@ -904,7 +971,11 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         .map(|(_, _, extra, largest)| largest.saturating_add(*extra))
         .max()
         .unwrap_or(0);
-    let by_mode = [none_peak, model_peak, seq_peak];
+    let by_mode = [
+        Some(none_peak),
+        Some(model_peak),
+        Some(seq_peak).filter(|_| layerwise.is_none()),
+    ];
     let (device_bytes, host_bytes) = match w.offload {
         Offload::None => (none_peak, 0),
         Offload::Model => (model_peak, all),
@@ -963,6 +1034,7 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         guidance,
         denoiser_activations: act,
         eager_scores: scores,
+        layerwise_upcast: upcast,
         vae_decode,
         vae_upcast,
         text_encode,

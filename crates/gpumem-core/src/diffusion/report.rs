@@ -4,7 +4,7 @@
 //!
 //! The keys are the command's flags without their dashes (`height`, `width`,
 //! `frames`, `images`, `cfg`, `offload`, `text-format`, `text-tokens`, `vae-tiling`,
-//! `vae-slicing`, and the shared `compute-dtype`, `format`, `attention`,
+//! `vae-slicing`, `layerwise-casting`, and the shared `compute-dtype`, `format`, `attention`,
 //! `reserve-gib`, `card`, `wired-limit-mb`, `ram`), which are also the page's.
 
 use crate::catalogue::{parse_capacity, resolve};
@@ -16,7 +16,7 @@ use crate::units::{Bytes, GIB};
 use super::{Answer, Class, DiffusionEstimate, Offload, Pipeline, Workload, answer, estimate};
 
 /// The keys [`run`] reads that only a pipeline takes, in the command's order.
-pub const KEYS: [&str; 10] = [
+pub const KEYS: [&str; 11] = [
     "height",
     "width",
     "frames",
@@ -27,6 +27,7 @@ pub const KEYS: [&str; 10] = [
     "text-tokens",
     "vae-tiling",
     "vae-slicing",
+    "layerwise-casting",
 ];
 
 /// A pipeline run answered: the workload read, its estimate, the verdict on the card
@@ -91,6 +92,7 @@ pub fn workload(
         text_tokens: count(get, "text-tokens")?,
         vae_tiling: switch(get, "vae-tiling")?,
         vae_slicing: switch(get, "vae-slicing")?,
+        layerwise: switch(get, "layerwise-casting")?,
         ..Workload::default()
     };
     if let Some(d) = get("compute-dtype") {
@@ -280,7 +282,11 @@ impl Run {
         .iter()
         .enumerate()
         {
-            out.push(format!("  {:32} {}", name, both(est.by_mode[i])));
+            out.push(format!(
+                "  {:32} {}",
+                name,
+                est.by_mode[i].map_or_else(|| "not with layerwise casting".to_string(), both)
+            ));
         }
         out.extend(self.host_line());
         out.push(format!("peak phase: {}", est.peak_phase));
@@ -301,6 +307,7 @@ impl Run {
             ("host_bytes", est.host_bytes),
             ("denoiser_activations_bytes", est.denoiser_activations),
             ("eager_scores_bytes", est.eager_scores),
+            ("layerwise_upcast_bytes", est.layerwise_upcast),
             ("vae_decode_bytes", est.vae_decode),
             ("vae_upcast_bytes", est.vae_upcast),
             ("text_encode_bytes", est.text_encode),
@@ -309,7 +316,9 @@ impl Run {
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         for (mode, b) in ["none", "model", "sequential"].iter().zip(est.by_mode) {
-            out.push((format!("by_offload_mode.{mode}"), b));
+            if let Some(b) = b {
+                out.push((format!("by_offload_mode.{mode}"), b));
+            }
         }
         for c in &est.components {
             out.push((format!("component.{}", c.name), c.bytes));
@@ -462,7 +471,7 @@ mod tests {
         assert_eq!(get("need_bytes"), Some(r.estimate.need()));
         assert_eq!(get("host_bytes"), Some(r.estimate.host_bytes));
         assert!(r.estimate.host_bytes > 0);
-        assert_eq!(get("by_offload_mode.model"), Some(r.estimate.by_mode[1]));
+        assert_eq!(get("by_offload_mode.model"), r.estimate.by_mode[1]);
         assert_eq!(get("component.unet"), Some(r.estimate.components[2].bytes));
         assert_eq!(r.verdict().map(|v| v.1), Some(a.fit.id.clone()));
         assert!(run(p.clone(), &pairs(&[("card", "no such card")])).is_err());

@@ -35,8 +35,9 @@ def keep_fp32(cls):
     return list(getattr(cls, "_keep_in_fp32_modules", None) or [])
 
 
-def build(folder, lib, cls, dtype):
-    """The component on meta, in the dtypes from_pretrained(torch_dtype=dtype) gives."""
+def build(folder, lib, cls, dtype, layerwise=False):
+    """The component on meta, in the dtypes from_pretrained(torch_dtype=dtype) gives;
+    `layerwise`: then `enable_layerwise_casting` (fp8 storage, `dtype` compute)."""
     with torch.device("meta"):
         if cls == "StableDiffusionSafetyChecker":
             m = StableDiffusionSafetyChecker(transformers.CLIPConfig.from_pretrained(str(folder)))
@@ -64,6 +65,8 @@ def build(folder, lib, cls, dtype):
             for name, p in m.named_parameters():
                 if any(k in name.split(".") for k in keep):
                     p.data = p.data.to(torch.float32)
+    if layerwise:
+        m.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=dtype)
     return m.eval()
 
 
@@ -106,7 +109,7 @@ def trace_call(make, fn, sdpa=True):
             print("%12d %-28s %s" % (r.bytes, r.what, " <- ".join("%s:%d %s" % (f["filename"].split("diffusers/")[-1], f["line"], f["name"]) for f in fr)))
     return tr.peak - base, base
 
-def denoiser(pipe, name, H, W, F=1, B=1, dtype=torch.bfloat16, sdpa=True, text=None):
+def denoiser(pipe, name, H, W, F=1, B=1, dtype=torch.bfloat16, sdpa=True, text=None, layerwise=False):
     idx = json.loads((pipe / "model_index.json").read_text())
     lib, cls = idx[name]
     cfg = getattr(diffusers, cls).load_config(str(pipe / name))
@@ -134,7 +137,7 @@ def denoiser(pipe, name, H, W, F=1, B=1, dtype=torch.bfloat16, sdpa=True, text=N
         def fn(m):
             return m(hidden_states=e(B, cfg.in_channels, lf, H // 8, W // 8), timestep=e(B), encoder_hidden_states=e(B, text or 512, cfg.text_dim))
     t = time.time()
-    p, base = trace_call(lambda: build(pipe / name, lib, cls, dtype), fn, sdpa)
+    p, base = trace_call(lambda: build(pipe / name, lib, cls, dtype, layerwise), fn, sdpa)
     return p, base, time.time() - t
 
 
@@ -172,7 +175,9 @@ CASES = [
     ("flux-dev-1024", "FLUX.1-dev", dict(height=1024, width=1024, dtype="bf16"), 1),
     ("flux-dev-768x1360-b2", "FLUX.1-dev", dict(height=768, width=1360, batch=2, dtype="bf16"), 1),
     ("flux-dev-1024-nf4", "FLUX.1-dev", dict(height=1024, width=1024, dtype="bf16", format="nf4"), 1),
+    ("flux-dev-1024-layerwise", "FLUX.1-dev", dict(height=1024, width=1024, dtype="bf16", layerwise="true"), 1),
     ("wan21-1.3b-480p-81", "Wan2.1-T2V-1.3B-Diffusers", dict(height=480, width=832, frames=81, dtype="bf16"), 1),
+    ("wan21-1.3b-480p-81-layerwise", "Wan2.1-T2V-1.3B-Diffusers", dict(height=480, width=832, frames=81, dtype="bf16", layerwise="true"), 1),
     ("wan21-14b-720p-81", "Wan2.1-T2V-14B-Diffusers", dict(height=720, width=1280, frames=81, dtype="bf16"), 1),
     ("wan22-a14b-480p-81", "Wan2.2-T2V-A14B-Diffusers", dict(height=480, width=832, frames=81, dtype="bf16"), 1),
 ]
@@ -187,8 +192,9 @@ def case(name, folder, w, cfg_batch):
     for k, v in idx.items():
         if not isinstance(v, list) or v[0] is None or not (pipe / k / "config.json").exists():
             continue
-        m = build(pipe / k, v[0], v[1], dtype)
-        fmt = w.get("format") if v[1].endswith(("Transformer2DModel", "Transformer3DModel", "UNet2DConditionModel")) else None
+        is_den = v[1].endswith(("Transformer2DModel", "Transformer3DModel", "UNet2DConditionModel"))
+        m = build(pipe / k, v[0], v[1], dtype, layerwise=is_den and w.get("layerwise") == "true")
+        fmt = w.get("format") if is_den else None
         params, nbytes = weights(m, fmt)
         comps[k] = {"class": v[1], "parameters": params, "bytes": nbytes}
         if fmt is None and den is None and v[1].endswith(("Transformer2DModel", "Transformer3DModel", "UNet2DConditionModel")):
@@ -197,7 +203,7 @@ def case(name, folder, w, cfg_batch):
             den = k
         del m
     H, W, F, B = w["height"], w["width"], w.get("frames", 1), w.get("batch", 1)
-    act, _, t1 = denoiser(pipe, den, H, W, F, B * cfg_batch, dtype=dtype)
+    act, _, t1 = denoiser(pipe, den, H, W, F, B * cfg_batch, dtype=dtype, layerwise=w.get("layerwise") == "true")
     # SDXL's pipeline decodes an fp16 VAE in fp32 (force_upcast).
     vdtype = torch.float32 if (w["dtype"] == "fp16" and folder.startswith("stable-diffusion-xl")) else dtype
     dec, _, t2 = vae(pipe, H, W, F, B, dtype=vdtype)
