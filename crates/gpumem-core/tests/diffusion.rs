@@ -168,6 +168,53 @@ fn offload_modes_order_the_device_and_host_needs() {
     assert_eq!(model.peak_phase, "denoising steps");
 }
 
+/// bitsandbytes puts each component it quantizes on the GPU at load: under offload,
+/// FLUX's nf4 transformer, CLIP and T5 resident together set the peak ("loading"); without
+/// offload every component is resident anyway and nothing changes.
+#[test]
+fn bitsandbytes_components_are_resident_together_at_load() {
+    let flux = pipeline("FLUX.1-dev");
+    let nf4 = Some(StorageFormat::parse("format", "nf4").unwrap());
+    let w = |offload| Workload {
+        denoiser_format: nf4,
+        text_format: nf4,
+        offload,
+        ..Workload::default()
+    };
+    let model = diffusion::estimate(&flux, &w(Offload::Model)).unwrap();
+    let bytes = |name: &str| {
+        model
+            .components
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap()
+            .bytes
+    };
+    // `--text-format` quantizes both text encoders (CLIP and T5).
+    let loading = bytes("transformer") + bytes("text_encoder") + bytes("text_encoder_2");
+    assert_eq!(model.device_bytes, loading);
+    assert_eq!(model.peak_phase, "loading");
+    assert!(
+        model
+            .notes
+            .iter()
+            .any(|n| n.starts_with("loading: bitsandbytes"))
+    );
+    let none = diffusion::estimate(&flux, &w(Offload::None)).unwrap();
+    assert_ne!(none.peak_phase, "loading");
+    assert!(none.device_bytes > loading);
+    // bf16 components are loaded where the pipeline is moved: no loading phase.
+    let plain = diffusion::estimate(
+        &flux,
+        &Workload {
+            offload: Offload::Model,
+            ..Workload::default()
+        },
+    )
+    .unwrap();
+    assert_ne!(plain.peak_phase, "loading");
+}
+
 /// Layerwise casting: FLUX's cast layers in fp8 with the skipped modules in bf16 (the
 /// cases hold the bytes equal to diffusers' own casting on meta), the largest cast
 /// layer's bf16 copy added to the call; refused where it means nothing or is not

@@ -971,6 +971,32 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         .map(|(_, _, extra, largest)| largest.saturating_add(*extra))
         .max()
         .unwrap_or(0);
+    // Loading: bitsandbytes' quantizers place the model they quantize on the current
+    // device when no device_map is given (diffusers 0.42.1
+    // `quantizers/bitsandbytes/bnb_quantizer.py` and transformers 5.23
+    // `quantizers/quantizer_bnb_4bit.py`, `quantizer_bnb_8bit.py`:
+    // `update_device_map`), so every such component is resident at once until the
+    // offload moves it out: under offload, a peak of its own.
+    let bnb = |f: Option<StorageFormat>| {
+        matches!(f, Some(StorageFormat::Bnb4 { .. } | StorageFormat::Int8))
+    };
+    let loading: u64 = lines
+        .iter()
+        .filter(|l| match l.role {
+            Role::Denoiser => bnb(w.denoiser_format),
+            Role::TextEncoder => bnb(w.text_format),
+            _ => false,
+        })
+        .map(|l| l.bytes)
+        .fold(0, u64::saturating_add);
+    if loading > 0 && w.offload != Offload::None {
+        notes.push(format!(
+            "loading: bitsandbytes puts each component it quantizes on the GPU (no device_map), so they are resident together until the offload moves them out: {} GiB",
+            crate::units::Bytes(loading).gib_string(2)
+        ));
+    }
+    let model_peak = model_peak.max(loading);
+    let seq_peak = seq_peak.max(loading);
     let by_mode = [
         Some(none_peak),
         Some(model_peak),
@@ -981,7 +1007,23 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         Offload::Model => (model_peak, all),
         Offload::Sequential => (seq_peak, all),
     };
+    let loading_sets = w.offload != Offload::None
+        && loading > 0
+        && loading
+            >= match w.offload {
+                Offload::Model => phases
+                    .iter()
+                    .map(|(_, wb, extra, _)| wb.saturating_add(*extra))
+                    .max()
+                    .unwrap_or(0),
+                _ => phases
+                    .iter()
+                    .map(|(_, _, extra, l)| l.saturating_add(*extra))
+                    .max()
+                    .unwrap_or(0),
+            };
     let peak_phase = match w.offload {
+        _ if loading_sets => "loading",
         Offload::None => {
             if vae_decode.saturating_add(vae_upcast) > den_act {
                 "VAE decode"
