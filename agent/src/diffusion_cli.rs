@@ -32,7 +32,7 @@ pub fn augment(cmd: Command) -> Command {
         .arg(Arg::new("text-tokens").long("text-tokens").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Text tokens (default: the pipeline's max_sequence_length)"))
         .arg(Arg::new("vae-tiling").long("vae-tiling").action(ArgAction::SetTrue).requires("diffusers").help("vae.enable_tiling()"))
         .arg(Arg::new("vae-slicing").long("vae-slicing").action(ArgAction::SetTrue).requires("diffusers").help("vae.enable_slicing()"))
-        .arg(Arg::new("layerwise-casting").long("layerwise-casting").action(ArgAction::SetTrue).requires("diffusers").help("The denoiser's enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=the dtype): FLUX and Wan"))
+        .arg(Arg::new("layerwise-casting").long("layerwise-casting").action(ArgAction::SetTrue).requires("diffusers").help("The denoiser's enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=the dtype)"))
 }
 
 /// The pipeline flags as given.

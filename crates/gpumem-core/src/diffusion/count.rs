@@ -45,6 +45,11 @@ pub struct Counts {
     /// What diffusers' layerwise casting leaves in the load dtype, where the class's
     /// skip patterns are mapped onto its modules (`None`: not mapped).
     pub layerwise: Option<Layerwise>,
+    /// Normalisation layers' parameters (GroupNorm and LayerNorm weights and biases),
+    /// where a class counts them apart (within `dense`).
+    pub norms: u64,
+    /// The largest single linear or convolution, weight and bias.
+    pub widest: u64,
 }
 
 /// `ModelMixin.enable_layerwise_casting` (diffusers 0.42.1 `models/modeling_utils.py`;
@@ -84,14 +89,25 @@ impl Counts {
         if bias {
             self.add(out.saturating_mul(count));
         }
+        self.widest =
+            self.widest.max(
+                out.saturating_mul(inp)
+                    .saturating_add(if bias { out } else { 0 }),
+            );
     }
     /// A convolution of `k` kernel elements.
     fn conv(&mut self, out: u64, inp: u64, k: u64, bias: bool) {
-        self.add(
-            out.saturating_mul(inp)
-                .saturating_mul(k)
-                .saturating_add(if bias { out } else { 0 }),
-        );
+        let n = out
+            .saturating_mul(inp)
+            .saturating_mul(k)
+            .saturating_add(if bias { out } else { 0 });
+        self.add(n);
+        self.widest = self.widest.max(n);
+    }
+    /// A normalisation layer's `n` parameters.
+    fn norm(&mut self, n: u64) {
+        self.add(n);
+        self.norms = self.norms.saturating_add(n);
     }
     /// A linear kept in fp32 (weight and bias).
     fn lin_fp32(&mut self, out: u64, inp: u64) {
@@ -231,12 +247,12 @@ impl<'a> Cfg<'a> {
 /// time embedding's projection when the block takes one, a 1×1 shortcut when the
 /// channels change.
 fn resnet2d(c: &mut Counts, inp: u64, out: u64, temb: Option<u64>) {
-    c.add(2 * inp);
+    c.norm(2 * inp);
     c.conv(out, inp, 9, true);
     if let Some(t) = temb {
         c.lin(out, t, true);
     }
-    c.add(2 * out);
+    c.norm(2 * out);
     c.conv(out, out, 9, true);
     if inp != out {
         c.conv(out, inp, 1, true);
@@ -248,7 +264,7 @@ fn resnet2d(c: &mut Counts, inp: u64, out: u64, temb: Option<u64>) {
 /// cross-attention (q/k/v without bias, out with), three LayerNorms and a GEGLU
 /// feed-forward of 4 × dim.
 fn transformer2d(c: &mut Counts, dim: u64, layers: u64, cross: u64, linear_proj: bool) {
-    c.add(2 * dim);
+    c.norm(2 * dim);
     for _ in 0..2 {
         if linear_proj {
             c.lin(dim, dim, true);
@@ -257,7 +273,7 @@ fn transformer2d(c: &mut Counts, dim: u64, layers: u64, cross: u64, linear_proj:
         }
     }
     let inner = 4 * dim;
-    c.add(layers * 6 * dim);
+    c.norm(layers * 6 * dim);
     c.lin_n(dim, dim, false, 3 * layers);
     c.lin_n(dim, dim, true, layers);
     c.lin_n(dim, dim, false, layers);
@@ -389,8 +405,15 @@ pub fn unet2d(v: &Value) -> Result<Counts, EstimateError> {
             c.conv(out, out, 9, true);
         }
     }
-    c.add(2 * c0);
+    c.norm(2 * c0);
     c.conv(outc, c0, kout * kout, true);
+    // Layerwise casting (`_skip_layerwise_casting_patterns`: `norm`): no castable
+    // layer's name matches a pattern (`proj_in` and `proj_out` are nested), so what
+    // stays in the load dtype is the GroupNorms and LayerNorms.
+    c.layerwise = Some(Layerwise {
+        kept: c.norms,
+        largest: c.widest,
+    });
     Ok(c)
 }
 
@@ -537,7 +560,36 @@ pub fn sd3(v: &Value) -> Result<Counts, EstimateError> {
         }
     }
     c.lin(2 * d, d, true);
-    c.lin(k.times("patch_size", p * p, outc)?, d, true);
+    let out = k.times("patch_size", p * p, outc)?;
+    c.lin(out, d, true);
+    // Layerwise casting (`_skip_layerwise_casting_patterns`: `pos_embed`, `norm`): the
+    // patch embedding's convolution (`pos_embed.proj`), each block's AdaLayerNorm
+    // modulations (`norm1.linear`, `norm1_context.linear`), the q/k norms,
+    // `norm_out.linear` and the top-level `proj_out` stay in the load dtype.
+    let lin = |o: u64, i: u64| o.saturating_mul(i).saturating_add(o);
+    let mut kept = d
+        .saturating_mul(inc)
+        .saturating_mul(pp)
+        .saturating_add(d)
+        .saturating_add(lin(2 * d, d))
+        .saturating_add(lin(out, d));
+    for i in 0..layers {
+        let pre_only = i + 1 == layers;
+        let is_dual = dual.contains(&i);
+        kept = kept
+            .saturating_add(lin(if is_dual { 9 * d } else { 6 * d }, d))
+            .saturating_add(lin(if pre_only { 2 * d } else { 6 * d }, d));
+        if qk {
+            kept = kept.saturating_add(if is_dual { 6 * hd } else { 4 * hd });
+        }
+    }
+    c.layerwise = Some(Layerwise {
+        kept,
+        largest: [lin(4 * d, d), lin(d, 4 * d), lin(d, joint), lin(d, pooled)]
+            .into_iter()
+            .max()
+            .unwrap_or(0),
+    });
     Ok(c)
 }
 

@@ -753,7 +753,7 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
             bad(
                 "layerwise-casting",
                 format!(
-                    "{}: the modules its layerwise casting skips are not mapped (FLUX's and Wan's are)",
+                    "{}: the modules its layerwise casting skips are not mapped",
                     den.class_name
                 ),
             )
