@@ -144,11 +144,11 @@ fn check(browser: &Browser, what: &str, dir: &PathBuf, args: &[&str]) {
     ] {
         want.insert(key.into(), cli[key].as_u64().expect(key));
     }
+    // A mode the settings do not combine with is null in the JSON and absent here.
     for mode in ["none", "model", "sequential"] {
-        want.insert(
-            format!("by_offload_mode.{mode}"),
-            cli["by_offload_mode_bytes"][mode].as_u64().expect(mode),
-        );
+        if let Some(b) = cli["by_offload_mode_bytes"][mode].as_u64() {
+            want.insert(format!("by_offload_mode.{mode}"), b);
+        }
     }
     for c in cli["components"].as_array().expect("components") {
         want.insert(
@@ -361,6 +361,28 @@ fn web_answers_a_diffusion_pipeline_as_the_command_does() {
         ],
     );
     assert!(hub.log().is_empty(), "a folder is read without the Hub");
+    // The same with the transformer under layerwise casting, as the command counts it.
+    set(&browser, "diffusion-format", "");
+    set(&browser, "diffusion-layerwise-casting", "true");
+    browser.wait_for(
+        "the layerwise answer",
+        "return document.querySelector('[data-testid=diffusion-lines]').textContent.includes('fp8 layerwise')",
+    );
+    check(
+        &browser,
+        "FLUX.1-dev folder, layerwise casting",
+        &flux,
+        &[
+            "--height",
+            "768",
+            "--width",
+            "1360",
+            "--cfg",
+            "on",
+            "--layerwise-casting",
+        ],
+    );
+    set(&browser, "diffusion-layerwise-casting", "");
 
     // 6. SDXL's folder dropped inside a parent folder: its entries walked as
     //    Chromium's entries API gives them (played by the test: a drop's entries
