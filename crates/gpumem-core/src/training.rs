@@ -1644,15 +1644,17 @@ fn gemma_norms(a: &Architecture) -> bool {
     a.layer_norms == 4 && !a.qk_norm_whole && a.layer_scalars == 0 && a.global_attn.is_none()
 }
 
-/// A mixture of experts as transformers 5.23 runs Mixtral's and Qwen3-MoE's: a
-/// softmax top-k router without bias, gated routed experts without biases, no shared
-/// expert and no latent projection, per-head q/k norms if any (OLMoE's whole-projection
-/// norms keep other tensors: +8 % against its trace) — what [`moe_kept`] derives.
+/// A mixture of experts as transformers 5.23 runs Mixtral's, Qwen3-MoE's and
+/// Qwen2-MoE's: a softmax top-k router without bias, gated routed experts without
+/// biases, no latent projection, per-head q/k norms if any (OLMoE's whole-projection
+/// norms keep other tensors: +8 % against its trace), and either no shared expert or
+/// Qwen2-MoE's one shared expert scaled by its sigmoid gate — what [`moe_kept`]
+/// derives. A shared expert without a gate (DeepSeek's, Llama-4's) comes with routers
+/// of other kinds (sigmoid scores, correction biases, MLA beside it) and stays outside.
 fn plain_moe(a: &Architecture, m: &Moe) -> bool {
-    m.shared_experts == 0
+    ((m.shared_experts == 0 && !m.shared_gate) || (m.shared_experts == 1 && m.shared_gate))
         && !m.router_bias
         && !m.correction_bias
-        && !m.shared_gate
         && m.latent == 0
         && !a.mlp_bias
         && !a.qk_norm_whole
@@ -1666,19 +1668,44 @@ fn plain_moe(a: &Architecture, m: &Moe) -> bool {
 /// intermediate size, every tensor in 512 B blocks:
 /// - the router: softmax's fp32 output (4·E per token), top-k's int64 indices and its
 ///   fp32 values and their sum for the normalisation (12·k + 4 per token; a router
-///   that does not normalise or casts the scores to 16 bits, as OLMoE's and
-///   Qwen3-MoE's do, keeps up to `T·(4·k + 4) + 2·S` bytes less);
+///   that does not normalise, as Qwen2-MoE's under its default `norm_topk_prob` false
+///   and OLMoE's, keeps `T·(4·k + 4)` bytes less: counted, the safe side, since the
+///   architecture does not say whether it normalises);
 /// - the dispatch: the sort's permutation, the token index it gathers by and the
 ///   inverse permutation (int64, 3·8·S), the groups' int32 offsets (4·E) and the
-///   gathered routing weights (fp32, 4·S);
+///   gathered routing weights (fp32, 4·S; v·S where the router casts its scores to
+///   the compute dtype: `Qwen2MoeTopKRouter.forward`, the router of the layout with a
+///   gated shared expert, always does; Qwen3-MoE's and OLMoE's do too, which keeps
+///   their figure `2·S` above);
 /// - the experts: the fused gate/up output (SiLU's input and `up` are views of it,
 ///   2·v·e per pair), `act(gate)` (v·e) and the down projection's output, which the
 ///   routing weights' product keeps (v·h); with trainable experts also the gathered
 ///   input and the product `act(gate)·up`, which the grouped matmuls keep for their
-///   weights' gradients (v·h + v·e).
+///   weights' gradients (v·h + v·e);
+/// - Qwen2-MoE's shared expert (`Qwen2MoeSparseMoeBlock.forward`,
+///   `models/qwen2_moe/modeling_qwen2_moe.py`): a `Qwen2MoeMLP` of width `s` over every
+///   token keeps what the dense gated MLP keeps — `gate`, `act(gate)`, `up` and, when
+///   its weights train, their product (4·v·s, frozen 3·v·s); its input is the second
+///   norm's output, kept already. `sigmoid(shared_expert_gate(x)) · shared` keeps the
+///   sigmoid's output (v per token, its own block), which its backward and the
+///   product's read, and the shared expert's down output (v·h), the product's other
+///   operand; the sum with the routed experts' output keeps nothing.
 fn moe_kept(m: &Moe, tokens: u64, value: u64, h: u64, trainable: bool) -> u64 {
     let pairs = tokens.saturating_mul(m.active);
     let e = m.expert_intermediate;
+    let shared = if m.shared_experts > 0 {
+        let s = mul(&[m.shared_experts, m.shared_intermediate]);
+        add(&[
+            mul(&[if trainable { 4 } else { 3 }, block(&[tokens, value, s])]),
+            if m.shared_gate {
+                add(&[block(&[tokens, value]), block(&[tokens, value, h])])
+            } else {
+                0
+            },
+        ])
+    } else {
+        0
+    };
     add(&[
         block(&[tokens, 4, m.experts]),
         block(&[tokens, 8, m.active]),
@@ -1686,7 +1713,7 @@ fn moe_kept(m: &Moe, tokens: u64, value: u64, h: u64, trainable: bool) -> u64 {
         block(&[tokens, 4]),
         mul(&[3, block(&[pairs, 8])]),
         block(&[m.experts, 4]),
-        block(&[pairs, 4]),
+        block(&[pairs, if m.shared_gate { value } else { 4 }]),
         block(&[pairs, value, 2, e]),
         block(&[pairs, value, e]),
         block(&[pairs, value, h]),
@@ -1695,7 +1722,13 @@ fn moe_kept(m: &Moe, tokens: u64, value: u64, h: u64, trainable: bool) -> u64 {
         } else {
             0
         },
+        shared,
     ])
+}
+
+/// Whether `a`'s MoE layers run a shared expert beside the routed ones.
+fn shared_expert(a: &Architecture) -> bool {
+    a.moe.is_some_and(|m| m.shared_experts > 0)
 }
 
 /// How many of `a`'s layers run routed experts, and whether the first does.
@@ -1709,17 +1742,26 @@ fn moe_split(a: &Architecture) -> (u64, bool) {
     }
 }
 
-/// The MoE layers' part of a formula.
-fn moe_text(moe_layers: u64, layers: u64, trainable: bool) -> String {
+/// The MoE layers' part of a formula (`shared`: Qwen2-MoE's gated shared expert).
+fn moe_text(moe_layers: u64, layers: u64, trainable: bool, shared: bool) -> String {
     if moe_layers == 0 {
         return String::new();
     }
     format!(
-        " ({moe_layers} of {layers} layers route each token to k experts instead: per pair {}, the router's fp32 softmax and top-k and the dispatch's int64 permutations; transformers' grouped_mm experts)",
+        " ({moe_layers} of {layers} layers route each token to k experts instead: per pair {}, the router's fp32 softmax and top-k and the dispatch's int64 permutations{}; transformers' grouped_mm experts)",
         if trainable {
             "the gathered input, gate/up, act(gate), their product and the down output v·(2·h + 4·e)"
         } else {
             "gate/up, act(gate) and the down output v·(h + 3·e)"
+        },
+        match (shared, trainable) {
+            (false, _) => "",
+            (true, true) => {
+                "; per token the shared expert's gated MLP 4·v·s, its down output v·h and its sigmoid gate v"
+            }
+            (true, false) => {
+                "; per token the shared expert's gated MLP 3·v·s, its down output v·h and its sigmoid gate v"
+            }
         }
     )
 }
@@ -1745,7 +1787,9 @@ fn moe_text(moe_layers: u64, layers: u64, trainable: bool) -> String {
 ///   shifted labels (int64) and the loss.
 ///
 /// With full activation checkpointing the forward keeps each layer's input (v·h per
-/// token) and the once-terms, and the backward recomputes one layer at a time.
+/// token), the once-terms and what the layers' arguments hold (the position ids and,
+/// under eager attention, its additive mask), and the backward recomputes one layer at
+/// a time.
 pub fn decoder_activations(
     a: &Architecture,
     seq: u64,
@@ -1940,6 +1984,20 @@ pub fn decoder_activations(
     } else {
         (2, 0)
     };
+    // With checkpointing the checkpointed layers' arguments also hold the position ids
+    // (int64, one sequence's: `LlamaModel.forward` passes `position_ids` to every layer)
+    // and eager attention's additive mask (masking_utils.py `create_causal_mask`: one
+    // 16-bit tokens² per sequence), as in `layernorm_activations`; Gemma's layers
+    // alternate sliding and full attention, one mask for each (`causal_mask_mapping`).
+    let held_mask = if attention == AttentionImpl::Eager {
+        mul(&[
+            if gemma_norms(a) { 2 } else { 1 },
+            block(&[batch, seq, seq, value]),
+        ])
+    } else {
+        0
+    };
+    let held = add(&[block(&[seq, 8]), held_mask]);
     if let Some(ad) = adapters {
         let (kept, bytes, formula) = frozen_base(
             a,
@@ -1947,7 +2005,7 @@ pub fn decoder_activations(
             value,
             checkpointing,
             (attn, attn_text),
-            (ropes, gemma_once),
+            (ropes, gemma_once, held),
             ad,
         );
         if bytes == u64::MAX {
@@ -2020,11 +2078,15 @@ pub fn decoder_activations(
         layer
     };
     let (kept, bytes, shape) = if checkpointing {
-        let kept = add(&[mul(&[layers, block(&[tokens, value, h])]), once]);
+        let kept = add(&[mul(&[layers, block(&[tokens, value, h])]), once, held]);
         (
             kept,
             add(&[kept, recomputed]),
-            "L × v·h (checkpointed layer inputs) + one layer recomputed",
+            if held_mask > 0 {
+                "L × v·h (checkpointed layer inputs) + the position ids and eager attention's 16-bit mask (Gemma: one per layer type), which their arguments hold + one layer recomputed"
+            } else {
+                "L × v·h (checkpointed layer inputs) + the position ids, which their arguments hold + one layer recomputed"
+            },
         )
     } else {
         let kept = add(&[
@@ -2059,7 +2121,7 @@ pub fn decoder_activations(
         } else {
             ""
         },
-        moe_text(moe_layers, layers, true)
+        moe_text(moe_layers, layers, true, shared_expert(a))
     );
     Ok(Activations {
         bytes,
@@ -2103,7 +2165,7 @@ fn frozen_base(
     value: u64,
     checkpointing: bool,
     (attn, attn_text): (u64, &str),
-    (ropes, gemma_once): (u64, u64),
+    (ropes, gemma_once, held): (u64, u64, u64),
     ad: &Adapters,
 ) -> (u64, u64, String) {
     let tokens = seq.saturating_mul(batch);
@@ -2245,7 +2307,7 @@ fn frozen_base(
     // kept at the forward's end, but counted beside the recomputed layer, an upper bound
     // of the forward's peak (every layer's copies at once) and of the backward's.
     let (kept, bytes, shape) = if checkpointing {
-        let kept = add(&[mul(&[layers, block(&[tokens, value, h])]), once]);
+        let kept = add(&[mul(&[layers, block(&[tokens, value, h])]), once, held]);
         let recomputed = if routed > 0 {
             layer(true, true).max(if dense > 0 { layer(true, false) } else { 0 })
         } else {
@@ -2254,7 +2316,11 @@ fn frozen_base(
         (
             kept,
             add(&[kept, recomputed, ad.weight_copies]),
-            "L × v·h (checkpointed layer inputs) + one layer recomputed",
+            if held > block(&[seq, 8]) {
+                "L × v·h (checkpointed layer inputs) + the position ids and eager attention's 16-bit mask (Gemma: one per layer type), which their arguments hold + one layer recomputed"
+            } else {
+                "L × v·h (checkpointed layer inputs) + the position ids, which their arguments hold + one layer recomputed"
+            },
         )
     } else {
         let kept = add(&[
@@ -2302,7 +2368,7 @@ fn frozen_base(
         } else {
             ""
         },
-        moe_text(routed, layers, false),
+        moe_text(routed, layers, false, shared_expert(a)),
         if ad.autocast && ad.base_4bit && !ad.dropout {
             ", under autocast the 4-bit layers' adapters their projection's input uncast (PEFT's bnb Linear4bit)"
         } else {
