@@ -224,9 +224,10 @@ pub static PRESETS: &[Preset] = &[
             ("expert-intermediate", "1408"),
             ("shared-experts", "1"),
             ("shared-intermediate", "5632"),
+            ("shared-gate", "true"),
             ("rope-tables", "1"),
         ],
-        note: "the shared expert's 1-wide gate (hidden parameters per layer) is not counted",
+        note: "",
     },
     Preset {
         id: "gemma-2-9b",

@@ -1060,7 +1060,7 @@ fn add(xs: &[u64]) -> u64 {
 fn not_derived(a: &Architecture) -> Option<&'static str> {
     if a.moe.is_some_and(|m| !plain_moe(a, &m)) {
         Some(
-            "this mixture of experts' layout (shared experts, router or expert biases, latent experts, whole-projection q/k norms) is not in the derivation",
+            "this mixture of experts' layout (shared experts without Qwen2-MoE's sigmoid gate, router or expert biases, latent experts, whole-projection q/k norms) is not in the derivation",
         )
     } else if a.mla.is_some() {
         Some("multi-head latent attention is not in the derivation")
@@ -3382,5 +3382,52 @@ mod tests {
         };
         let p = decoder_prefill(&sequential, 512, 1, 2, AttentionImpl::Sdpa, None, false).unwrap();
         assert!(p.assumed_because.is_some());
+    }
+
+    /// Qwen2-MoE's gated shared expert (the `qwen1.5-moe-a2.7b` preset) is derived:
+    /// per MoE layer it adds to the plain layout the shared MLP (4·v·s, frozen 3·v·s),
+    /// its down output and the sigmoid gate, and the router's 16-bit gathered weights;
+    /// an ungated shared expert (DeepSeek's, Llama-4's kin) stays assumed.
+    #[test]
+    fn qwen2_moes_gated_shared_expert_is_derived_and_an_ungated_one_assumed() {
+        let p = crate::presets::find("qwen1.5-moe-a2.7b").unwrap();
+        let (input, errors) = crate::params::from_pairs(p.pairs.iter().copied());
+        assert!(errors.is_empty(), "{errors:?}");
+        let a = input.arch.unwrap();
+        let m = a.moe.unwrap();
+        assert!(m.shared_gate && m.shared_experts == 1);
+        let full = decoder_activations(&a, 512, 2, 2, false, AttentionImpl::Flash, None).unwrap();
+        assert_eq!(full.assumed_because, None);
+        assert!(full.formula.contains("shared expert"), "{}", full.formula);
+        // Against the same layout without its shared expert, with fp32 gathered
+        // weights: the shared terms, less the weights' 2 B a pair, in every layer.
+        let (t, v, s, h) = (1024, 2, m.shared_intermediate, a.hidden);
+        let plain = Architecture {
+            moe: Some(Moe {
+                shared_experts: 0,
+                shared_gate: false,
+                ..m
+            }),
+            ..a
+        };
+        let without =
+            decoder_activations(&plain, 512, 2, 2, false, AttentionImpl::Flash, None).unwrap();
+        assert_eq!(without.assumed_because, None);
+        let pairs = t * m.active;
+        let shared = 4 * t * v * s + t * v * h + block(&[t, v]) + pairs * v - pairs * 4;
+        assert_eq!(full.kept - without.kept, a.layers * shared);
+        // A shared expert without the gate: assumed, naming why.
+        let ungated = Architecture {
+            moe: Some(Moe {
+                shared_gate: false,
+                ..m
+            }),
+            ..a
+        };
+        let why = decoder_activations(&ungated, 512, 2, 2, false, AttentionImpl::Flash, None)
+            .unwrap()
+            .assumed_because
+            .unwrap();
+        assert!(why.contains("shared experts"), "{why}");
     }
 }
