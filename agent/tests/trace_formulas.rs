@@ -1543,6 +1543,30 @@ fn qwen2_moe_shared_experts_agree_with_traces() {
             derived.kept,
             kept
         );
+        // The estimate's line for a full fine-tune, and the trace as a second oracle
+        // for the parameters (the shared expert's gate counted).
+        if targets.is_empty() {
+            let input = input_of(
+                config,
+                &[
+                    ("train", "full"),
+                    ("sequences", "2"),
+                    ("context", "512"),
+                    ("attention", attention),
+                    ("checkpointing", if *ckpt { "true" } else { "false" }),
+                    ("master-weights", "false"),
+                ],
+            );
+            let est = estimate(&input).unwrap();
+            let line = est
+                .lines
+                .iter()
+                .find(|l| l.key.as_str() == "activations")
+                .unwrap();
+            eprintln!("  the estimate's line: {} {}", line.bytes, line.kind.name());
+            assert_eq!(line.kind.name(), "computed", "{config}: {}", line.formula);
+            assert_eq!(t["parameters"].as_u64(), est.parameters, "{config}");
+        }
         assert_eq!(derived.assumed_because, None, "{config}");
         assert!(
             derived.formula.contains("shared expert"),
