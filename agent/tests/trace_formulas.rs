@@ -1435,7 +1435,8 @@ fn lora_and_qlora_under_autocast_agree_with_traces() {
 /// experts frozen. The derivation is computed, not assumed, and equals the trace to the
 /// byte but for the router's normalisation (top-k's fp32 values and their sum), which it
 /// counts — the architecture does not say whether a router normalises — and which
-/// Qwen2-MoE's router under `norm_topk_prob` false does not keep: +0.011 % at most.
+/// Qwen2-MoE's router under `norm_topk_prob` false does not keep: +0.015 % at most;
+/// with `norm_topk_prob` true, equal to the byte.
 #[test]
 fn qwen2_moe_shared_experts_agree_with_traces() {
     use gpumem_core::training::{Adapters, LoraTargets, ModulesToSave};
@@ -1443,46 +1444,85 @@ fn qwen2_moe_shared_experts_agree_with_traces() {
     else {
         return;
     };
-    // (config, attention, checkpointing, LoRA targets: none for a full fine-tune)
-    let cases: &[(&str, &str, bool, &[&str])] = &[
-        ("qwen1.5-moe-a2.7b.json", "flash", false, &[]),
-        ("qwen1.5-moe-a2.7b.json", "sdpa", false, &[]),
-        ("qwen1.5-moe-a2.7b.json", "efficient", false, &[]),
-        ("qwen1.5-moe-a2.7b.json", "eager", false, &[]),
-        ("qwen1.5-moe-a2.7b.json", "flash", true, &[]),
-        ("qwen1.5-moe-a2.7b.json", "eager", true, &[]),
-        ("qwen2-57b-a14b.json", "flash", false, &[]),
-        ("qwen2-57b-a14b.json", "sdpa", false, &[]),
-        ("qwen2-57b-a14b.json", "eager", false, &[]),
-        ("qwen2-57b-a14b.json", "flash", true, &[]),
+    // (config, keys set over it, attention, checkpointing, LoRA targets: none for a full
+    // fine-tune). Over Qwen1.5-MoE-A2.7B scaled down to 4 layers: a router that
+    // normalises (`norm_topk_prob` true: equal to the byte), and MoE on every other
+    // layer (`decoder_sparse_step` 2: dense MLPs between).
+    let cases: &[(&str, &str, &str, bool, &[&str])] = &[
+        ("qwen1.5-moe-a2.7b.json", "", "flash", false, &[]),
+        ("qwen1.5-moe-a2.7b.json", "", "sdpa", false, &[]),
+        ("qwen1.5-moe-a2.7b.json", "", "efficient", false, &[]),
+        ("qwen1.5-moe-a2.7b.json", "", "eager", false, &[]),
+        ("qwen1.5-moe-a2.7b.json", "", "flash", true, &[]),
+        ("qwen1.5-moe-a2.7b.json", "", "eager", true, &[]),
+        ("qwen2-57b-a14b.json", "", "flash", false, &[]),
+        ("qwen2-57b-a14b.json", "", "sdpa", false, &[]),
+        ("qwen2-57b-a14b.json", "", "eager", false, &[]),
+        ("qwen2-57b-a14b.json", "", "flash", true, &[]),
         (
             "qwen1.5-moe-a2.7b.json",
+            r#"{"num_hidden_layers": 4, "norm_topk_prob": true}"#,
+            "flash",
+            false,
+            &[],
+        ),
+        (
+            "qwen1.5-moe-a2.7b.json",
+            r#"{"num_hidden_layers": 4, "decoder_sparse_step": 2}"#,
+            "sdpa",
+            false,
+            &[],
+        ),
+        (
+            "qwen1.5-moe-a2.7b.json",
+            r#"{"num_hidden_layers": 4, "decoder_sparse_step": 2}"#,
+            "eager",
+            true,
+            &[],
+        ),
+        (
+            "qwen1.5-moe-a2.7b.json",
+            "",
             "flash",
             false,
             &["q_proj", "k_proj", "v_proj", "o_proj"],
         ),
         (
             "qwen1.5-moe-a2.7b.json",
+            "",
             "flash",
             false,
             &["q_proj", "v_proj"],
         ),
         (
             "qwen1.5-moe-a2.7b.json",
+            "",
             "flash",
             true,
             &["q_proj", "v_proj"],
         ),
         (
             "qwen2-57b-a14b.json",
+            "",
             "sdpa",
             false,
             &["q_proj", "k_proj", "v_proj", "o_proj"],
         ),
     ];
+    // The config with its keys set.
+    let text_of = |config: &str, keys: &str| {
+        let mut c: serde_json::Value = serde_json::from_str(&config_text(config)).unwrap();
+        if !keys.is_empty() {
+            let keys: serde_json::Value = serde_json::from_str(keys).unwrap();
+            for (k, v) in keys.as_object().unwrap() {
+                c[k] = v.clone();
+            }
+        }
+        c
+    };
     let mut requests = String::new();
-    for (config, attention, ckpt, targets) in cases {
-        let config: serde_json::Value = serde_json::from_str(&config_text(config)).unwrap();
+    for (config, keys, attention, ckpt, targets) in cases {
+        let config = text_of(config, keys);
         let w = serde_json::json!({
             "config": config, "train": if targets.is_empty() { "full" } else { "lora" },
             "sequences": SEQUENCES, "context": CONTEXT, "generate": 0, "dtype": "bfloat16",
@@ -1497,9 +1537,10 @@ fn qwen2_moe_shared_experts_agree_with_traces() {
     let traces = run_driver(&python, DRIVER, &requests);
     assert_eq!(traces.len(), cases.len(), "one answer per case");
     let mut failures = Vec::new();
-    for ((config, attention, ckpt, targets), t) in cases.iter().zip(&traces) {
+    for ((config, keys, attention, ckpt, targets), t) in cases.iter().zip(&traces) {
         assert!(t.get("error").is_none(), "{config}: {t}");
-        let input = input_of(config, &[("train", "full")]);
+        let text = text_of(config, keys).to_string();
+        let input = input_of_text(&text, &[("train", "full")]);
         let a = input.arch.unwrap();
         let ad = Adapters {
             targets: LoraTargets::parse(
@@ -1534,7 +1575,7 @@ fn qwen2_moe_shared_experts_agree_with_traces() {
         let kept = t["kept"].as_u64().unwrap();
         let pct = 100.0 * (derived.kept as f64 - kept as f64) / kept as f64;
         eprintln!(
-            "{config:<24} {attention:<9} ckpt {ckpt:<5} {:<7} | kept {:>12} traced {:>12} {pct:>+8.4}%",
+            "{config:<24} {keys:<48} {attention:<9} ckpt {ckpt:<5} {:<7} | kept {:>12} traced {:>12} {pct:>+8.4}%",
             if targets.is_empty() {
                 "full".to_string()
             } else {
@@ -1546,8 +1587,8 @@ fn qwen2_moe_shared_experts_agree_with_traces() {
         // The estimate's line for a full fine-tune, and the trace as a second oracle
         // for the parameters (the shared expert's gate counted).
         if targets.is_empty() {
-            let input = input_of(
-                config,
+            let input = input_of_text(
+                &text,
                 &[
                     ("train", "full"),
                     ("sequences", "2"),
@@ -1580,7 +1621,7 @@ fn qwen2_moe_shared_experts_agree_with_traces() {
         let m = a.moe.unwrap();
         let block = |b: u64| b.div_ceil(512) * 512;
         let tokens = CONTEXT * SEQUENCES;
-        let normalisation = if *ckpt {
+        let normalisation = if *ckpt || keys.contains("norm_topk_prob") {
             0
         } else {
             m.moe_layers(a.layers) * (block(tokens * 4 * m.active) + block(tokens * 4))
