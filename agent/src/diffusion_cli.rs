@@ -214,7 +214,7 @@ fn answer(
             "latent": [est.latent.0, est.latent.1, est.latent.2],
             "denoiser_batch": est.call.batch, "calls_per_step": est.calls_per_step, "guidance": est.guidance.words(),
             "denoiser_activations_bytes": est.denoiser_activations, "eager_scores_bytes": est.eager_scores,
-            "layerwise_upcast_bytes": est.layerwise_upcast,
+            "layerwise_upcast_bytes": est.layerwise_upcast, "int8_matmul_bytes": est.int8_matmul,
             "vae_decode_bytes": est.vae_decode, "vae_upcast_bytes": est.vae_upcast, "text_encode_bytes": est.text_encode,
             "offload": w.offload.call(), "device_bytes": est.device_bytes, "reserve_bytes": est.reserve,
             "need_bytes": est.need(), "host_bytes": est.host_bytes, "peak_phase": est.peak_phase,

@@ -138,6 +138,7 @@ fn check(browser: &Browser, what: &str, dir: &PathBuf, args: &[&str]) {
         "denoiser_activations_bytes",
         "eager_scores_bytes",
         "layerwise_upcast_bytes",
+        "int8_matmul_bytes",
         "vae_decode_bytes",
         "vae_upcast_bytes",
         "text_encode_bytes",

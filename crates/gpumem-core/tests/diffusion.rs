@@ -109,7 +109,7 @@ fn every_case_matches_diffusers_modules() {
         report.push(within(
             name,
             "denoiser activations",
-            est.denoiser_activations - est.layerwise_upcast,
+            est.denoiser_activations - est.layerwise_upcast - est.int8_matmul,
             traced,
             20_000,
         ));
@@ -213,6 +213,34 @@ fn bitsandbytes_components_are_resident_together_at_load() {
     )
     .unwrap();
     assert_ne!(plain.peak_phase, "loading");
+    // LLM.int8's linears: the int8 input and int32 accumulator at the widest linear
+    // (an AdaLayerNorm modulation, 3 072 → 18 432: 3 072 + 4 × 18 432 bytes a row) over
+    // FLUX's joint sequence (4 096 image + 512 text tokens), added to the call.
+    let int8 = Some(StorageFormat::parse("format", "int8").unwrap());
+    let flux_int8 = diffusion::estimate(
+        &flux,
+        &Workload {
+            denoiser_format: int8,
+            ..Workload::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(flux_int8.int8_matmul, 4608 * (3072 + 4 * 18432));
+    assert_eq!(
+        flux_int8.denoiser_activations,
+        none.denoiser_activations + flux_int8.int8_matmul
+    );
+    // A UNet's rows change per level: not counted, and said.
+    let sdxl = diffusion::estimate(
+        &pipeline("stable-diffusion-xl-base-1.0"),
+        &Workload {
+            denoiser_format: int8,
+            ..Workload::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(sdxl.int8_matmul, 0);
+    assert!(sdxl.notes.iter().any(|n| n.contains("not counted")));
 }
 
 /// Layerwise casting: FLUX's cast layers in fp8 with the skipped modules in bf16 (the

@@ -431,6 +431,9 @@ pub struct DiffusionEstimate {
     /// Of which, under layerwise casting, the largest cast module's copy in the
     /// compute dtype (assumed: at most that at the peak), bytes.
     pub layerwise_upcast: u64,
+    /// Of which, in bitsandbytes' int8, the widest linear's int8 input and int32
+    /// accumulator over the call's rows (assumed: at most that at the peak), bytes.
+    pub int8_matmul: u64,
     /// The VAE decode's peak beyond its weights, bytes.
     pub vae_decode: u64,
     /// Extra VAE weight bytes when the pipeline upcasts an fp16 VAE to fp32 for the
@@ -769,7 +772,63 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         None
     };
     let upcast = layerwise.map_or(0, |l| l.largest.saturating_mul(elt));
-    let act = act.saturating_add(upcast);
+    // bitsandbytes' LLM.int8 linear at inference (bitsandbytes 0.46.0
+    // `autograd/_functions.py` `MatMul8bitLt.forward`, `backends/default/ops.py`
+    // `int8_mixed_scaled_mm` / `int8_scaled_mm`): the input quantised to int8 (one byte
+    // a value), the int8 matmul's int32 accumulator (four bytes an output) and the
+    // dequantised output beside it, where a 16-bit linear holds its output alone: at
+    // most `in + 4 × out` bytes a row more, at the widest linear over every row of the
+    // call (assumed: an upper bound, whichever linear runs at the peak). The
+    // transformers' rows are uniform (FLUX's joint sequence, SD3's image or text
+    // stream, Wan's video tokens); a UNet's linears see a row count per level, which
+    // is not carried.
+    let int8_matmul = if matches!(w.denoiser_format, Some(StorageFormat::Int8)) {
+        let rows = match den.class {
+            Class::Flux => Some((lat_h / 2).saturating_mul(lat_w / 2).saturating_add(text)),
+            Class::Sd3 => {
+                let p2 = cfg_u(dc, "patch_size", 2).max(1);
+                Some((lat_h / p2).saturating_mul(lat_w / p2).max(text))
+            }
+            Class::Wan => {
+                let ps =
+                    count::Cfg::new(dc, "WanTransformer3DModel").list("patch_size", 3, None)?;
+                Some(
+                    lat_f
+                        .div_ceil(ps[0].max(1))
+                        .saturating_mul(lat_h / ps[1].max(1))
+                        .saturating_mul(lat_w / ps[2].max(1)),
+                )
+            }
+            _ => None,
+        };
+        let widest = den
+            .counts
+            .linears
+            .iter()
+            .map(|l| l.inp.saturating_add(l.out.saturating_mul(4)))
+            .max()
+            .unwrap_or(0);
+        match rows {
+            Some(r) => {
+                let b = r.saturating_mul(batch).saturating_mul(widest);
+                notes.push(format!(
+                    "int8 (bitsandbytes' LLM.int8): each linear's int8 input and int32 accumulator beside its output, {} bytes at the widest over the call's rows, added to the call (assumed: at most that at the peak)",
+                    group_digits(b)
+                ));
+                b
+            }
+            None => {
+                notes.push(format!(
+                    "int8 (bitsandbytes' LLM.int8): {}'s linears' int32 accumulators are not counted (its rows change from level to level)",
+                    den.class_name
+                ));
+                0
+            }
+        }
+    } else {
+        0
+    };
+    let act = act.saturating_add(upcast).saturating_add(int8_matmul);
     // Weights per component.
     let mut lines = Vec::new();
     for c in &p.components {
@@ -1077,6 +1136,7 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         denoiser_activations: act,
         eager_scores: scores,
         layerwise_upcast: upcast,
+        int8_matmul,
         vae_decode,
         vae_upcast,
         text_encode,

@@ -308,6 +308,7 @@ impl Run {
             ("denoiser_activations_bytes", est.denoiser_activations),
             ("eager_scores_bytes", est.eager_scores),
             ("layerwise_upcast_bytes", est.layerwise_upcast),
+            ("int8_matmul_bytes", est.int8_matmul),
             ("vae_decode_bytes", est.vae_decode),
             ("vae_upcast_bytes", est.vae_upcast),
             ("text_encode_bytes", est.text_encode),
