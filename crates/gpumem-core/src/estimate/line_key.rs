@@ -87,6 +87,9 @@ pub enum LineKey {
     PrefillAttentionScores,
     /// Prefill logits (`prefill.logits`).
     PrefillLogits,
+    /// A quantised linear's kernel transient at the prefill's peak
+    /// (`prefill.quantized_matmul`).
+    PrefillQuantizedMatmul,
     /// The reserve (`reserve`).
     Reserve,
     /// Host memory per node for an offloaded optimizer (`host.optimizer`).
@@ -101,7 +104,7 @@ pub enum LineKey {
 
 impl LineKey {
     /// Every key, in the order the estimate adds its lines.
-    pub const ALL: [LineKey; 41] = [
+    pub const ALL: [LineKey; 42] = [
         LineKey::Weights,
         LineKey::WeightsEmbeddings,
         LineKey::WeightsAttention,
@@ -138,6 +141,7 @@ impl LineKey {
         LineKey::PrefillMlp,
         LineKey::PrefillAttentionScores,
         LineKey::PrefillLogits,
+        LineKey::PrefillQuantizedMatmul,
         LineKey::Reserve,
         LineKey::HostOptimizer,
         LineKey::HostParameters,
@@ -184,6 +188,7 @@ impl LineKey {
             LineKey::PrefillMlp => "prefill.mlp",
             LineKey::PrefillAttentionScores => "prefill.attention_scores",
             LineKey::PrefillLogits => "prefill.logits",
+            LineKey::PrefillQuantizedMatmul => "prefill.quantized_matmul",
             LineKey::Reserve => "reserve",
             LineKey::HostOptimizer => "host.optimizer",
             LineKey::HostParameters => "host.parameters",
@@ -230,7 +235,8 @@ impl LineKey {
             | LineKey::CollectivesAllToAll
             | LineKey::PrefillMlp
             | LineKey::PrefillAttentionScores
-            | LineKey::PrefillLogits => Group::Transient,
+            | LineKey::PrefillLogits
+            | LineKey::PrefillQuantizedMatmul => Group::Transient,
             LineKey::Reserve => Group::Reserve,
             LineKey::HostOptimizer
             | LineKey::HostParameters

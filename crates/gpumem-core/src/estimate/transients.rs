@@ -128,7 +128,7 @@ pub(super) fn transients(
                 &inputs,
             );
         }
-        return Ok(());
+        return quantized_matmul(input, &a, rows, tokens, value, split, b);
     };
     let (inter, live) = match a.moe {
         Some(m) => (
@@ -208,6 +208,79 @@ pub(super) fn transients(
     b.assumptions.push(format!(
         "prefill transients not derived ({why}): the MLP's intermediates, the scores and the logits summed, without the hidden states a trace shows beside them, so neither the peak nor a bound on it (`estimate --trace` traces them)"
     ));
+    quantized_matmul(input, &a, rows, tokens, value, split, b)
+}
+
+/// What bitsandbytes' kernels add while a quantised linear runs over the prompt
+/// (transformers' `Linear4bit` and `Linear8bitLt`, bitsandbytes 0.46.0
+/// `autograd/_functions.py`), beyond the 16-bit linear's output the lines above count:
+/// - 4-bit (`matmul_4bit`): for more than one token `MatMul4Bit.forward` runs
+///   `linear(A, dequantize_4bit(B).to(A.dtype).t())`, the whole weight dequantised in
+///   the compute dtype while it runs (one token takes `gemv_4bit`, no copy);
+/// - LLM.int8 (`MatMul8bitLt.forward`, `backends/default/ops.py` `int8_scaled_mm`):
+///   the input quantised to int8 (a byte a value) and the int32 accumulator (four
+///   bytes an output) beside the output.
+///
+/// Counted at the widest of a layer's linears (the attention's projections, the
+/// MLP's) and added to the prefill's peak: an upper bound on what the linear running
+/// at the peak holds (assumed). The lm_head stays 16-bit (transformers leaves the
+/// output embedding unquantised) and is not among them.
+fn quantized_matmul(
+    input: &EstimateInput,
+    a: &Architecture,
+    rows: u64,
+    tokens: u64,
+    value: u64,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    let q = checked_product(&[a.heads, a.head_dim], "query width")?;
+    let inter = a.moe.map_or(a.intermediate, |m| {
+        m.expert_intermediate.max(a.intermediate)
+    });
+    let (bytes, formula) = match input.format {
+        Some(StorageFormat::Bnb4 { .. }) => {
+            let widest = [inter, q]
+                .into_iter()
+                .map(|n| n.saturating_mul(a.hidden))
+                .max()
+                .unwrap_or(0);
+            (
+                checked_product(&[widest, value], "dequantised weight")?,
+                format!(
+                    "bitsandbytes 4-bit: the widest linear ({widest} weights) dequantised to {value} B values while it runs over the prompt (MatMul4Bit.forward; assumed: at most that at the peak)"
+                ),
+            )
+        }
+        Some(StorageFormat::Int8) => {
+            let h = a.hidden;
+            let per_row = [
+                h.saturating_add(inter.saturating_mul(4)),
+                inter.saturating_add(h.saturating_mul(4)),
+                h.saturating_add(q.saturating_mul(4)),
+            ]
+            .into_iter()
+            .max()
+            .unwrap_or(0);
+            (
+                checked_product(&[rows, tokens, per_row], "int8 accumulator")?,
+                format!(
+                    "LLM.int8: the widest linear's int8 input and int32 accumulator, sequences × tokens × (in + 4 × out) = {rows} × {tokens} × {per_row} B (MatMul8bitLt.forward; assumed: at most that at the peak)"
+                ),
+            )
+        }
+        _ => return Ok(()),
+    };
+    b.line(
+        LineKey::PrefillQuantizedMatmul,
+        "Quantised linear's kernel at the prefill's peak (assumed)",
+        bytes,
+        Split::part(bytes, 1, split.tp),
+        Kind::Assumed,
+        true,
+        formula,
+        &[("format", input.format.map(|f| f.name()).unwrap_or_default())],
+    );
     Ok(())
 }
 
