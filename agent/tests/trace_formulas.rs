@@ -230,6 +230,126 @@ const CASES: &[Case] = &[
         checkpointing: true,
     },
     Case {
+        config: "starcoder2-7b.json",
+        attention: "sdpa",
+        checkpointing: false,
+    },
+    Case {
+        config: "starcoder2-7b.json",
+        attention: "flash",
+        checkpointing: false,
+    },
+    Case {
+        config: "starcoder2-7b.json",
+        attention: "efficient",
+        checkpointing: false,
+    },
+    Case {
+        config: "starcoder2-7b.json",
+        attention: "eager",
+        checkpointing: false,
+    },
+    Case {
+        config: "starcoder2-7b.json",
+        attention: "flash",
+        checkpointing: true,
+    },
+    Case {
+        config: "starcoder2-7b.json",
+        attention: "eager",
+        checkpointing: true,
+    },
+    Case {
+        config: "phi-1_5.json",
+        attention: "sdpa",
+        checkpointing: false,
+    },
+    Case {
+        config: "phi-1_5.json",
+        attention: "flash",
+        checkpointing: false,
+    },
+    Case {
+        config: "phi-1_5.json",
+        attention: "efficient",
+        checkpointing: false,
+    },
+    Case {
+        config: "phi-1_5.json",
+        attention: "eager",
+        checkpointing: false,
+    },
+    Case {
+        config: "phi-1_5.json",
+        attention: "flash",
+        checkpointing: true,
+    },
+    Case {
+        config: "phi-1_5.json",
+        attention: "eager",
+        checkpointing: true,
+    },
+    Case {
+        config: "phi-2.json",
+        attention: "sdpa",
+        checkpointing: false,
+    },
+    Case {
+        config: "phi-2.json",
+        attention: "flash",
+        checkpointing: false,
+    },
+    Case {
+        config: "phi-2.json",
+        attention: "efficient",
+        checkpointing: false,
+    },
+    Case {
+        config: "phi-2.json",
+        attention: "eager",
+        checkpointing: false,
+    },
+    Case {
+        config: "phi-2.json",
+        attention: "flash",
+        checkpointing: true,
+    },
+    Case {
+        config: "phi-2.json",
+        attention: "eager",
+        checkpointing: true,
+    },
+    Case {
+        config: "opt-125m.json",
+        attention: "sdpa",
+        checkpointing: false,
+    },
+    Case {
+        config: "opt-125m.json",
+        attention: "flash",
+        checkpointing: false,
+    },
+    Case {
+        config: "opt-125m.json",
+        attention: "efficient",
+        checkpointing: false,
+    },
+    Case {
+        config: "opt-125m.json",
+        attention: "eager",
+        checkpointing: false,
+    },
+    Case {
+        config: "opt-125m.json",
+        attention: "flash",
+        checkpointing: true,
+    },
+    Case {
+        config: "opt-125m.json",
+        attention: "eager",
+        checkpointing: true,
+    },
+    Case {
         config: "mixtral-8x7b.json",
         attention: "flash",
         checkpointing: false,
@@ -246,9 +366,17 @@ const CASES: &[Case] = &[
     },
 ];
 
-/// Configs whose derivation must equal the trace to the byte (GPT-2's and GPT-NeoX's
-/// LayerNorm layers, with GPT-2's dropout masks).
-const EXACT: &[&str] = &["gpt2.json", "pythia-160m.json"];
+/// Configs whose derivation must equal the trace to the byte (GPT-2's, GPT-NeoX's,
+/// StarCoder 2's and Phi's LayerNorm layers, with GPT-2's and StarCoder 2's dropout
+/// masks).
+const EXACT: &[&str] = &[
+    "gpt2.json",
+    "pythia-160m.json",
+    "starcoder2-7b.json",
+    "phi-1_5.json",
+    "phi-2.json",
+    "opt-125m.json",
+];
 
 const SEQUENCES: u64 = 2;
 const CONTEXT: u64 = 512;
@@ -451,6 +579,72 @@ fn layernorm_switches_agree_with_traces_to_the_byte() {
             r#"{"activation_function": "gelu"}"#,
             "eager",
             true,
+        ),
+        (
+            "starcoder2-7b.json",
+            r#"{"residual_dropout": 0, "embedding_dropout": 0, "attention_dropout": 0}"#,
+            "eager",
+            false,
+        ),
+        (
+            "starcoder2-7b.json",
+            r#"{"use_bias": false, "num_key_value_heads": 36, "hidden_act": "gelu_new"}"#,
+            "flash",
+            false,
+        ),
+        (
+            "starcoder2-7b.json",
+            r#"{"use_bias": false, "num_key_value_heads": 36, "hidden_act": "gelu_new"}"#,
+            "efficient",
+            true,
+        ),
+        (
+            "phi-1_5.json",
+            r#"{"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attention_dropout": 0.1}"#,
+            "eager",
+            false,
+        ),
+        (
+            "phi-1_5.json",
+            r#"{"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attention_dropout": 0.1}"#,
+            "sdpa",
+            true,
+        ),
+        (
+            "phi-1_5.json",
+            r#"{"partial_rotary_factor": 1.0, "num_key_value_heads": 8, "hidden_act": "gelu"}"#,
+            "flash",
+            false,
+        ),
+        (
+            "gpt2.json",
+            r#"{"activation_function": "relu"}"#,
+            "sdpa",
+            false,
+        ),
+        (
+            "starcoder2-7b.json",
+            r#"{"hidden_act": "relu"}"#,
+            "flash",
+            false,
+        ),
+        (
+            "opt-125m.json",
+            r#"{"dropout": 0.0, "attention_dropout": 0.1}"#,
+            "eager",
+            false,
+        ),
+        (
+            "opt-125m.json",
+            r#"{"dropout": 0.0, "enable_bias": false}"#,
+            "flash",
+            false,
+        ),
+        (
+            "phi-1_5.json",
+            r#"{"partial_rotary_factor": 0.25, "num_key_value_heads": 8, "hidden_act": "gelu"}"#,
+            "eager",
+            false,
         ),
     ];
     let mut requests = String::new();

@@ -571,11 +571,42 @@ pub struct Architecture {
     /// products autograd keeps; otherwise a fused GELU that keeps only its input.
     #[serde(default)]
     pub gelu_new: bool,
-    /// Dropout runs in training (GPT-2's `embd_pdrop`/`resid_pdrop`/`attn_pdrop`,
-    /// GPT-NeoX's `hidden_dropout`/`attention_dropout` above 0): each keeps a boolean
-    /// mask for its backward.
+    /// Width of the token embeddings where it differs from the hidden size, with a
+    /// projection into and out of the layers (OPT-350m's `word_embed_proj_dim`,
+    /// `project_in` / `project_out`); 0 = none. Its projections are not counted in
+    /// the parameters (the config reader says so).
+    #[serde(default)]
+    pub embed_proj: u64,
+    /// The non-gated MLP's activation is ReLU (OPT's and CTRL's `nn.ReLU`), whose
+    /// backward reads its output alone: the first projection's output is not kept.
+    #[serde(default)]
+    pub relu: bool,
+    /// The non-gated MLP's activation is neither a GELU, transformers' `gelu_new` nor
+    /// ReLU (Persimmon's relu²): autograd keeps other tensors for its backward than the
+    /// derivations count.
+    #[serde(default)]
+    pub other_activation: bool,
+    /// The layers are Falcon's (transformers 5.23 `models/falcon/modeling_falcon.py`,
+    /// `FalconDecoderLayer`: its own split of the fused `query_key_value`, `dropout_add`
+    /// residuals, ALiBi in Falcon-RW), which the derivations do not follow.
+    #[serde(default)]
+    pub falcon_layer: bool,
+    /// Dropout runs in training after the attention's and the MLP's output projections
+    /// (GPT-2's `resid_pdrop`, GPT-NeoX's `hidden_dropout`, StarCoder 2's
+    /// `residual_dropout`, Phi's `resid_pdrop`, OPT's `dropout` above 0): each keeps a
+    /// boolean mask for its backward. Families whose dropouts the derivations do not
+    /// follow one by one set it when any is on.
     #[serde(default)]
     pub dropout: bool,
+    /// Dropout over the attention's probabilities in training (GPT-2's `attn_pdrop`,
+    /// `attention_dropout` elsewhere, above 0): eager attention keeps its mask and the
+    /// dropped copy; the fused kernels drop inside.
+    #[serde(default)]
+    pub attn_dropout: bool,
+    /// Dropout over the embeddings in training (GPT-2's `embd_pdrop`, GPT-NeoX's
+    /// `hidden_dropout`, StarCoder 2's `embedding_dropout`, Phi's `embd_pdrop`).
+    #[serde(default)]
+    pub embedding_dropout: bool,
     /// Eager attention's softmax runs in the compute dtype (GPT-2's
     /// `eager_attention_forward`) rather than in fp32 with a 16-bit copy.
     #[serde(default)]
@@ -798,6 +829,12 @@ impl Architecture {
         logit_softcap: false,
         parallel_residual: false,
         gelu_new: false,
+        embed_proj: 0,
+        relu: false,
+        other_activation: false,
+        falcon_layer: false,
+        attn_dropout: false,
+        embedding_dropout: false,
         dropout: false,
         softmax_in_dtype: false,
         rotary_dims: 0,
@@ -1200,8 +1237,26 @@ pub const DECODER_FACTS: &[Fact] = &[
     fact("gelu-new", G::Variants, K::Bool(Architecture::BASE.gelu_new), "GELU written out (gelu_new)", "",
         "The MLP's activation is transformers' NewGELUActivation, whose tanh and products are kept (GPT-2)", at!(gelu_new))
         .underived(LAYERNORM_STYLE),
+    fact("embed-proj", G::Variants, K::Count, "Projected embedding width", "none",
+        "Width of the token embeddings where a projection maps them to the hidden size (OPT-350m: word_embed_proj_dim 512)", at!(embed_proj))
+        .underived("projections between the embeddings and the layers (OPT's project_in, project_out) are not in the derivation"),
+    fact("relu", G::Variants, K::Bool(Architecture::BASE.relu), "ReLU MLP", "",
+        "The non-gated MLP's activation is ReLU, which keeps only its output (OPT)", at!(relu))
+        .underived(LAYERNORM_STYLE),
+    fact("other-activation", G::Variants, K::Bool(Architecture::BASE.other_activation), "Other MLP activation", "",
+        "The non-gated MLP's activation is neither a GELU, gelu_new nor ReLU (Persimmon's relu²)", at!(other_activation))
+        .underived("an MLP activation other than a GELU or ReLU (relu²) keeps other tensors than the derivation counts"),
+    fact("falcon-layer", G::Variants, K::Bool(Architecture::BASE.falcon_layer), "Falcon's layer", "",
+        "The layers are Falcon's (FalconDecoderLayer)", at!(falcon_layer))
+        .underived("Falcon's layers (FalconDecoderLayer) are not in the derivation"),
     fact("dropout", G::Variants, K::Bool(Architecture::BASE.dropout), "Dropout in training", "",
-        "Dropout runs in training and keeps its masks (GPT-2: embd/resid/attn_pdrop 0.1)", at!(dropout))
+        "Dropout after the attention's and the MLP's outputs runs in training and keeps its masks (GPT-2: resid_pdrop 0.1)", at!(dropout))
+        .underived("dropout in training keeps masks outside the Llama-style derivation"),
+    fact("attn-dropout", G::Variants, K::Bool(Architecture::BASE.attn_dropout), "Attention dropout in training", "",
+        "Dropout over the attention's probabilities runs in training (GPT-2: attn_pdrop 0.1)", at!(attn_dropout))
+        .underived("dropout in training keeps masks outside the Llama-style derivation"),
+    fact("embedding-dropout", G::Variants, K::Bool(Architecture::BASE.embedding_dropout), "Embedding dropout in training", "",
+        "Dropout over the embeddings runs in training (GPT-2: embd_pdrop 0.1)", at!(embedding_dropout))
         .underived("dropout in training keeps masks outside the Llama-style derivation"),
     fact("softmax-in-dtype", G::Variants, K::Bool(Architecture::BASE.softmax_in_dtype), "Softmax in the compute dtype", "",
         "Eager attention's softmax runs in the compute dtype, not fp32 (GPT-2)", at!(softmax_in_dtype))

@@ -1067,15 +1067,19 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
     } else if a.mixer.is_some() {
         Some("state-space / linear-attention layers are not in the derivation")
     } else if layernorm_decoder(a) {
-        // GPT-2's and GPT-NeoX's LayerNorm layers are derived (`layernorm_activations`);
-        // any other fact off its default still says why.
+        // GPT-2's, GPT-NeoX's, StarCoder 2's and Phi's LayerNorm layers are derived
+        // (`layernorm_activations`); any other fact off its default still says why.
         Architecture {
+            layer_norms: Architecture::BASE.layer_norms,
             gated_mlp: Architecture::BASE.gated_mlp,
             layernorm_bias: Architecture::BASE.layernorm_bias,
             learned_positions: Architecture::BASE.learned_positions,
             parallel_residual: Architecture::BASE.parallel_residual,
             gelu_new: Architecture::BASE.gelu_new,
+            relu: Architecture::BASE.relu,
             dropout: Architecture::BASE.dropout,
+            attn_dropout: Architecture::BASE.attn_dropout,
+            embedding_dropout: Architecture::BASE.embedding_dropout,
             softmax_in_dtype: Architecture::BASE.softmax_in_dtype,
             ..*a
         }
@@ -1095,22 +1099,49 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
     }
 }
 
-/// GPT-2's and GPT-NeoX's decoder as transformers 5.23 writes them: two LayerNorms
-/// with bias a layer, a non-gated MLP, one fused q/k/v projection, multi-head
-/// attention, learned positions (GPT-2) or rotary ones (GPT-NeoX), nothing else
-/// optional — what [`layernorm_activations`] derives.
+/// The LayerNorm decoders as transformers 5.23 writes them, what
+/// [`layernorm_activations`] derives: LayerNorms with bias, a non-gated MLP, nothing
+/// else optional, and either
+/// - GPT-2's and GPT-NeoX's layer: two norms, one fused q/k/v projection, multi-head
+///   attention, learned positions (GPT-2) or rotary ones (GPT-NeoX); or
+/// - [`layernorm_separate`]'s: StarCoder 2's and Phi's.
 fn layernorm_decoder(a: &Architecture) -> bool {
     a.layernorm_bias
         && !a.gated_mlp
-        && a.fused_qkv
-        && a.layer_norms == 2
-        && a.kv_heads == a.heads
+        && ((a.fused_qkv && a.layer_norms == 2 && a.kv_heads == a.heads) || layernorm_separate(a))
         && !a.nonparametric_norms
         && !a.qk_norm
         && !a.qk_norm_whole
         && a.moe.is_none()
         && a.mla.is_none()
         && a.mixer.is_none()
+}
+
+/// StarCoder 2's layer (transformers 5.23 `models/starcoder2/modeling_starcoder2.py`,
+/// `Starcoder2DecoderLayer`: two LayerNorms in sequence), Phi-1/1.5/2's
+/// (`models/phi/modeling_phi.py`, `PhiDecoderLayer`: one LayerNorm feeding parallel
+/// attention and MLP) and OPT's with its LayerNorms before attention and MLP
+/// (`models/opt/modeling_opt.py`, `OPTDecoderLayer` with `do_layer_norm_before`, a
+/// learned position table, a ReLU MLP): separate q, k and v projections (grouped K/V
+/// heads allowed), rotary positions over the whole head or part of it or OPT's table,
+/// no q/k LayerNorms (Phi's `qk_layernorm` is counted in `layer_scalars`), no
+/// sinusoidal table or causal-mask buffer, a final norm (OPT builds none after
+/// post-norm layers).
+fn layernorm_separate(a: &Architecture) -> bool {
+    !a.fused_qkv
+        && !a.softmax_in_dtype
+        // A position table with separate projections is OPT's layer, derived with its
+        // ReLU (BioGPT's, with GELU and an activation dropout, stays outside).
+        && (a.learned_positions == 0 || (a.relu && a.layer_norms == 2))
+        && a.sinusoid_positions == 0
+        && a.mask_positions == 0
+        && a.layer_scalars == 0
+        && a.final_norm
+        && match a.layer_norms {
+            2 => !a.parallel_residual,
+            1 => true,
+            _ => false,
+        }
 }
 
 /// Activations of a full fine-tune of GPT-2 or GPT-NeoX (Pythia), derived tensor by
@@ -1163,16 +1194,49 @@ fn layernorm_activations(
     let hidden = block(&[tokens, value, h]);
     let stats = mul(&[2, block(&[tokens, 4])]);
     let norm = add(&[stats, hidden]);
-    let inputs = if a.parallel_residual { 1 } else { 2 };
+    // Phi's one norm reads only the layer's input, as GPT-NeoX's parallel layer does.
+    let one_norm = a.layer_norms == 1;
+    let inputs = if a.parallel_residual || one_norm {
+        1
+    } else {
+        2
+    };
+    let norms = if one_norm { 1 } else { 2 };
     let rotary = a.learned_positions == 0;
-    let (attn, attn_text) = layernorm_attention(a, (seq, batch), value, attention);
+    let (attn, attn_text) = if a.fused_qkv {
+        layernorm_attention(a, (seq, batch), value, attention)
+    } else {
+        separate_attention(a, (seq, batch), value, attention)
+    };
     let mask = block(&[tokens, h]);
     let masks = if a.dropout { mul(&[2, mask]) } else { 0 };
-    let act = if a.gelu_new { 5 } else { 2 };
+    // ReLU's backward reads its output (`threshold_backward`), which the second
+    // projection keeps too: the first projection's output is not kept.
+    let act = if a.relu {
+        1
+    } else if a.gelu_new {
+        5
+    } else {
+        2
+    };
     let mlp = mul(&[act, block(&[tokens, value, i])]);
-    let layer = add(&[mul(&[inputs, hidden]), norm, norm, attn, masks, mlp]);
+    let layer = add(&[
+        mul(&[inputs, hidden]),
+        mul(&[norms, norm]),
+        attn,
+        masks,
+        mlp,
+    ]);
     let rot = if a.rotary_dims > 0 { a.rotary_dims } else { d };
-    let positions = block(&[seq, 8]);
+    // GPT-2's position ids are one sequence's (`cache_position`); OPT's are computed
+    // per sequence from the attention mask (`OPTDecoder.forward`: `cumsum`), and its
+    // table reads them plus its offset of 2, a tensor of its own.
+    let opt = !a.fused_qkv && !rotary;
+    let positions = if opt {
+        block(&[tokens, 8])
+    } else {
+        block(&[seq, 8])
+    };
     let once = add(&[
         hidden,
         norm,
@@ -1181,7 +1245,7 @@ fn layernorm_activations(
         } else {
             positions
         },
-        if a.dropout { mask } else { 0 },
+        if a.embedding_dropout { mask } else { 0 },
         block(&[tokens, 8]),
         1024,
     ]);
@@ -1197,7 +1261,7 @@ fn layernorm_activations(
         let kept = add(&[
             mul(&[layers, hidden]),
             once,
-            if rotary { positions } else { 0 },
+            if rotary || opt { positions } else { 0 },
             held_mask,
         ]);
         (
@@ -1219,12 +1283,17 @@ fn layernorm_activations(
         });
     }
     let formula = format!(
-        "{shape}; per layer and token: {} LayerNorm input{} v·h, 2 LayerNorms' outputs 2·v·h and fp32 mean and rstd 16 + attention {attn_text}{} + MLP {}·v·i ({}); once: final LayerNorm, {}{}, labels, loss (transformers' {}, every tensor in 512 B blocks)",
+        "{shape}; per layer and token: {} LayerNorm input{} v·h, {} + attention {attn_text}{} + MLP {}·v·i ({}); once: final LayerNorm, {}{}, labels, loss (transformers' {}, every tensor in 512 B blocks)",
         inputs,
         if inputs == 1 {
             " (parallel residual)"
         } else {
             "s"
+        },
+        if one_norm {
+            "1 LayerNorm's output v·h and fp32 mean and rstd 8"
+        } else {
+            "2 LayerNorms' outputs 2·v·h and fp32 mean and rstd 16"
         },
         if a.dropout {
             " + dropout masks 2·h"
@@ -1232,7 +1301,9 @@ fn layernorm_activations(
             ""
         },
         act,
-        if a.gelu_new {
+        if a.relu {
+            "ReLU's output"
+        } else if a.gelu_new {
             "gelu_new keeps its input, tanh, 0.5·x, 1 + tanh and output"
         } else {
             "the projection's and GELU's outputs"
@@ -1242,12 +1313,18 @@ fn layernorm_activations(
         } else {
             "position ids"
         },
-        if a.dropout {
+        if a.embedding_dropout {
             ", the embedding's dropout mask"
         } else {
             ""
         },
-        if rotary { "GPT-NeoX" } else { "GPT-2" },
+        match (a.fused_qkv, rotary, one_norm) {
+            (true, true, _) => "GPT-NeoX",
+            (true, false, _) => "GPT-2",
+            (false, true, false) => "StarCoder 2",
+            (false, false, _) => "OPT",
+            (false, true, true) => "Phi",
+        },
     );
     Ok(Activations {
         bytes,
@@ -1280,7 +1357,7 @@ fn layernorm_attention(
             } else {
                 add(&[scores(4), scores(value)])
             };
-            let dropped = if a.dropout {
+            let dropped = if a.attn_dropout {
                 add(&[
                     scores(1),
                     if a.softmax_in_dtype { scores(value) } else { 0 },
@@ -1290,7 +1367,7 @@ fn layernorm_attention(
             };
             (
                 add(&[mul(&[4, qd]), probs, dropped]),
-                match (a.softmax_in_dtype, a.dropout) {
+                match (a.softmax_in_dtype, a.attn_dropout) {
                     (true, true) => {
                         "v·4·h + (1 + 2v)·a·s (softmax and its dropped copy in the compute dtype, the mask)"
                     }
@@ -1321,12 +1398,72 @@ fn layernorm_attention(
     }
 }
 
+/// What StarCoder 2's, Phi's and OPT's attention keeps for the backward in a full fine-tune
+/// (see [`layernorm_activations`]): bytes over all tokens and the formula's words.
+/// Separate q, k and v projections, rotated as the Llama-style decoder's are
+/// (`apply_rotary_pos_emb`; Phi rotates the first `rotary_ndims` of each head and
+/// `torch.cat`s the rest back, new tensors either way): flash and SDPA keep q and k
+/// rotated, v (the projection's output), their output and an fp32 log-sum-exp per
+/// head; the memory-efficient kernel repeats K/V to every head and pads the
+/// log-sum-exp to 32 positions; eager (`eager_attention_forward`: `repeat_kv`, an fp32
+/// softmax cast back, dropout) keeps q, the repeated K/V and the output made
+/// contiguous, the fp32 softmax and its 16-bit copy (or, with dropout, the mask and
+/// the dropped copy).
+fn separate_attention(
+    a: &Architecture,
+    (seq, batch): (u64, u64),
+    value: u64,
+    attention: AttentionImpl,
+) -> (u64, &'static str) {
+    let tokens = seq.saturating_mul(batch);
+    let (heads, kv, d) = (a.heads, a.kv_heads, a.head_dim);
+    let qd = block(&[tokens, value, heads, d]);
+    let kd = block(&[tokens, value, kv, d]);
+    let scores = |bytes: u64| block(&[batch, heads, seq, seq, bytes]);
+    // Phi's q is a `torch.cat` (contiguous heads-first), and the flash kernel's output
+    // takes q's layout, so `attn_output.transpose(1, 2).contiguous()` (transformers'
+    // `sdpa_attention_forward`, `dense`'s input) is a copy beside the kernel's own;
+    // StarCoder 2's q (rotated elementwise) and OPT's (`q_proj(x) * scaling`) keep the
+    // projection's token-first layout and the copy is the output itself. The memory-efficient kernel writes token-first either way.
+    let phi = a.layer_norms == 1;
+    match attention {
+        AttentionImpl::Flash | AttentionImpl::Sdpa if phi => (
+            add(&[qd, qd, qd, kd, kd, block(&[tokens, 4, heads])]),
+            "v·(3·a·d + 2·k·d) + 4·a (the output's contiguous copy: Phi's q is a torch.cat)",
+        ),
+        AttentionImpl::Flash | AttentionImpl::Sdpa => (
+            add(&[qd, qd, kd, kd, block(&[tokens, 4, heads])]),
+            "v·(2·a·d + 2·k·d) + 4·a",
+        ),
+        AttentionImpl::Efficient => (
+            add(&[
+                mul(&[4, qd]),
+                block(&[batch, heads, seq.div_ceil(32), 32, 4]),
+            ]),
+            "v·4·a·d + 4·a·⌈s/32⌉·32/s",
+        ),
+        AttentionImpl::Eager => {
+            let dropped = if a.attn_dropout { scores(1) } else { 0 };
+            (
+                add(&[mul(&[4, qd]), scores(4), scores(value), dropped]),
+                if a.attn_dropout {
+                    "v·4·a·d + (5 + v)·a·s (fp32 softmax, its dropped 16-bit copy, the mask)"
+                } else {
+                    "v·4·a·d + (4 + v)·a·s"
+                },
+            )
+        }
+    }
+}
+
 /// Why LoRA on GPT-2 or GPT-NeoX stays outside [`layernorm_frozen_base`], where it does:
 /// it is derived for PEFT's LoRA as its defaults run it (adapters in a dtype wider than
 /// the compute dtype, so each adapter keeps a cast copy of its input) on the decoder's
 /// linear layers only, without autocast or a 4-bit base.
-fn layernorm_lora_outside(value: u64, ad: &Adapters) -> Option<&'static str> {
-    if ad.autocast || ad.base_4bit || ad.base_keeps_inputs {
+fn layernorm_lora_outside(a: &Architecture, value: u64, ad: &Adapters) -> Option<&'static str> {
+    if a.relu {
+        Some("LoRA on a LayerNorm decoder is derived with a GELU MLP only")
+    } else if ad.autocast || ad.base_4bit || ad.base_keeps_inputs {
         Some(
             "LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX) is derived without autocast or a 4-bit base only",
         )
@@ -1463,14 +1600,24 @@ fn layernorm_frozen_base(
         // (GPT-2 adds the position embeddings; a dropout with p > 0 copies).
         let held = add(&[
             block(&[seq, 8]),
-            if !rotary || a.dropout { hidden } else { 0 },
+            if !rotary || a.embedding_dropout {
+                hidden
+            } else {
+                0
+            },
             if attention == AttentionImpl::Eager {
                 block(&[batch, seq, seq, value])
             } else {
                 0
             },
         ]);
-        let kept = add(&[mul(&[layers, hidden]), once, mask, held]);
+        // The embeddings' dropout mask (their output needs a gradient here).
+        let embedding_mask = if a.embedding_dropout {
+            block(&[tokens, h])
+        } else {
+            0
+        };
+        let kept = add(&[mul(&[layers, hidden]), once, embedding_mask, held]);
         (
             kept,
             add(&[kept, layer(true)]),
@@ -1826,7 +1973,10 @@ pub fn decoder_activations(
                 // only the layout's own reasons and the adapters' scope count.
                 let why = not_derived(a)
                     .or(fp32_outside(a, value, attention, true))
-                    .or(layernorm_lora_outside(value, ad));
+                    .or((!a.fused_qkv).then_some(
+                        "LoRA on StarCoder 2, Phi or OPT (separate q/k/v projections) is not in the derivation",
+                    ))
+                    .or(layernorm_lora_outside(a, value, ad));
                 match why {
                     None => {
                         layernorm_frozen_base(a, (seq, batch), value, checkpointing, attention, ad)
@@ -2447,12 +2597,15 @@ pub fn decoder_prefill(
     window: Option<u64>,
     all_logits: bool,
 ) -> Result<Prefill, EstimateError> {
-    if layernorm_decoder(a) && (a.learned_positions > 0 || a.parallel_residual) {
+    if layernorm_decoder(a) && a.fused_qkv && (a.learned_positions > 0 || a.parallel_residual) {
         return layernorm_prefill(a, (seq, batch), value, attention, all_logits);
     }
     let why = a
         .moe
         .map(|_| "routed experts' intermediates depend on how tokens are dispatched")
+        .or((layernorm_decoder(a) && !a.fused_qkv).then_some(
+            "the prefill of StarCoder 2, Phi or OPT (separate q/k/v projections, LayerNorms) is not in the derivation",
+        ))
         .or(not_derived(a))
         .or(a.underived())
         .or(if value == 4 {
@@ -3218,7 +3371,26 @@ mod tests {
         assert_eq!(s.kept - p.kept, 12 * vh);
         // Dropout: two masks a layer and the embedding's, one byte a value.
         let d = full(&Architecture { dropout: true, ..a }, AttentionImpl::Flash);
-        assert_eq!(d.kept - p.kept, (2 * 12 + 1) * t * 768);
+        assert_eq!(d.kept - p.kept, 2 * 12 * t * 768);
+        let e = full(
+            &Architecture {
+                embedding_dropout: true,
+                ..a
+            },
+            AttentionImpl::Flash,
+        );
+        assert_eq!(e.kept - p.kept, t * 768);
+        // The attention's dropout keeps nothing more in the fused kernels, and its
+        // one-byte mask a score in eager attention.
+        let at = Architecture {
+            attn_dropout: true,
+            ..a
+        };
+        assert_eq!(full(&at, AttentionImpl::Flash).kept, p.kept);
+        assert_eq!(
+            full(&at, AttentionImpl::Eager).kept - full(&a, AttentionImpl::Eager).kept,
+            12 * 2 * 12 * 512 * 512
+        );
         // gelu_new keeps its tanh, 0.5·x and 1 + tanh beside the fused GELU's two.
         let g = full(
             &Architecture {
@@ -3308,6 +3480,20 @@ mod tests {
         assert!(g.formula.contains("GPT-2"));
     }
 
+    fn ad_fp32() -> Adapters {
+        Adapters {
+            targets: LoraTargets::parse("lora-targets", "q,v").unwrap(),
+            rank: 16,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+            base_4bit: false,
+            autocast: false,
+            weight_copies: 0,
+            modules: ModulesToSave::default(),
+        }
+    }
+
     #[test]
     fn layernorm_decoders_outside_the_derivation_stay_assumed() {
         let a = neox();
@@ -3316,7 +3502,8 @@ mod tests {
                 .unwrap()
                 .assumed_because
         };
-        // Falcon-7B's one norm, StarCoder 2's grouped K/V and separate projections.
+        // Falcon-7B's one norm after a fused projection, Falcon-40B's grouped K/V on
+        // one, and two norms in parallel after separate projections.
         assert!(
             assumed(
                 &Architecture {
@@ -3338,6 +3525,48 @@ mod tests {
             )
             .is_some()
         );
+        // StarCoder 2's and Phi's layers are derived; with another activation, Falcon's,
+        // Phi's q/k LayerNorms, a learned position table or under LoRA they stay
+        // outside, and so does their prefill.
+        let starcoder2 = Architecture {
+            fused_qkv: false,
+            parallel_residual: false,
+            kv_heads: 2,
+            rotary_dims: 0,
+            ..a
+        };
+        let phi = Architecture {
+            layer_norms: 1,
+            parallel_residual: false,
+            gelu_new: true,
+            ..starcoder2
+        };
+        for derived in [starcoder2, phi] {
+            assert_eq!(assumed(&derived, None), None);
+            for outside in [
+                Architecture {
+                    other_activation: true,
+                    ..derived
+                },
+                Architecture {
+                    falcon_layer: true,
+                    ..derived
+                },
+                Architecture {
+                    layer_scalars: 4 * derived.head_dim,
+                    ..derived
+                },
+                Architecture {
+                    learned_positions: 2050,
+                    ..derived
+                },
+            ] {
+                assert!(assumed(&outside, None).is_some(), "{outside:?}");
+            }
+            assert!(assumed(&derived, Some(&ad_fp32())).is_some());
+            let p = decoder_prefill(&derived, 512, 1, 2, AttentionImpl::Sdpa, None, false).unwrap();
+            assert!(p.assumed_because.is_some());
+        }
         // A fused projection under LoRA.
         let ad = Adapters {
             targets: LoraTargets::parse("lora-targets", "q,v").unwrap(),

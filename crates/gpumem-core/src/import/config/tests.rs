@@ -104,6 +104,7 @@ fn gpt2_reads_its_activation_dropout_and_softmax_with_gpt2configs_defaults() {
     let c = parse_config(&format!("{{{base}}}")).unwrap();
     let a = c.arch;
     assert!(a.fused_qkv && a.gelu_new && a.dropout && a.softmax_in_dtype);
+    assert!(a.attn_dropout && a.embedding_dropout);
     assert!(!a.parallel_residual);
     assert_eq!((a.learned_positions, a.rotary_dims), (1024, 0));
     // No dropout anywhere, an exact GELU.
@@ -112,20 +113,22 @@ fn gpt2_reads_its_activation_dropout_and_softmax_with_gpt2configs_defaults() {
     ))
     .unwrap();
     assert!(!c.arch.dropout && !c.arch.gelu_new);
+    assert!(!c.arch.attn_dropout && !c.arch.embedding_dropout);
     assert!(c.warnings.is_empty(), "{:?}", c.warnings);
-    // One dropout left on is enough to count the masks (the safe side).
+    // Each dropout is its own fact: the attention's alone keeps only its masks.
     let c = parse_config(&format!(
         r#"{{{base},"embd_pdrop":0.0,"resid_pdrop":0,"attn_pdrop":0.1}}"#
     ))
     .unwrap();
-    assert!(c.arch.dropout);
-    // An activation the derivation does not follow is said.
+    assert!(c.arch.attn_dropout && !c.arch.dropout && !c.arch.embedding_dropout);
+    // An activation the derivation does not follow is a fact, which keeps the
+    // activations assumed and says why.
+    let c = parse_config(&format!(r#"{{{base},"activation_function":"relu2"}}"#)).unwrap();
+    assert!(c.arch.other_activation && !c.arch.gelu_new && !c.arch.relu);
+    assert!(c.arch.underived().is_some());
+    // ReLU keeps only its output: a fact of its own.
     let c = parse_config(&format!(r#"{{{base},"activation_function":"relu"}}"#)).unwrap();
-    assert!(
-        field(&c, "activation_function").is_some(),
-        "{:?}",
-        c.warnings
-    );
+    assert!(c.arch.relu && !c.arch.other_activation && !c.arch.gelu_new);
     // The upcast path keeps fp32 copies the derivation does not count: said.
     let c = parse_config(&format!(r#"{{{base},"reorder_and_upcast_attn":true}}"#)).unwrap();
     assert!(!c.arch.softmax_in_dtype);
@@ -1580,6 +1583,8 @@ fn phi_biases_lm_head_bias_and_qk_layernorms_match_what_transformers_builds() {
     assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
     assert_eq!(counts(&c.arch).0, 2_779_683_840);
     assert!(c.arch.lm_head_bias && c.arch.dropout && c.arch.gelu_new);
+    // Only resid_pdrop is on: no embedding or attention dropout masks.
+    assert!(!c.arch.attn_dropout && !c.arch.embedding_dropout);
     // int(80 × 0.4) of each head rotated.
     assert_eq!(c.arch.rotary_dims, 32);
     // qk_layernorm: a LayerNorm(head_dim) with bias for q and for k in every layer
@@ -1640,7 +1645,8 @@ fn opt_positions_offset_and_biases_match_what_transformers_builds() {
     assert_eq!(c.confidence, "exact", "{:?}", c.warnings);
     assert_eq!(counts(&c.arch).0, 6_658_473_984);
     assert_eq!(c.arch.learned_positions, 2050);
-    assert!(c.arch.dropout && !c.arch.gelu_new);
+    assert!(c.arch.dropout && !c.arch.gelu_new && c.arch.relu);
+    assert!(!c.arch.attn_dropout && !c.arch.embedding_dropout && c.arch.final_norm);
     // enable_bias and layer_norm_elementwise_affine off: 1 436 160.
     let c = parse_config(
         r#"{"model_type":"opt","vocab_size":1000,"hidden_size":256,"ffn_dim":512,
@@ -1673,12 +1679,10 @@ fn opt_positions_offset_and_biases_match_what_transformers_builds() {
         "{}",
         c.confidence
     );
-    assert!(
-        c.warnings
-            .iter()
-            .any(|w| w.contains("do_layer_norm_before"))
-    );
-    assert_eq!(counts(&c.arch).0, 355_889_152);
+    // Post-norm layers: OPTDecoder builds no final LayerNorm.
+    assert!(!c.arch.final_norm);
+    assert_eq!(c.arch.embed_proj, 512);
+    assert_eq!(counts(&c.arch).0, 355_887_104);
 }
 
 #[test]

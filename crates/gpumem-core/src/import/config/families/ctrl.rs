@@ -45,8 +45,9 @@ fn ctrl(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         .retain(|n| !n.starts_with("intermediate size absent"));
     d.arch.sinusoid_positions = d.or_default(c, "n_positions", 256)?;
     dropout(c, d, &["embd_pdrop", "resid_pdrop"], 0.1);
-    // nn.ReLU keeps its output for the backward, as a fused GELU keeps its input.
+    // The MLP's nn.ReLU (modeling_ctrl.py `point_wise_feed_forward_network`).
     d.arch.gelu_new = false;
+    d.arch.relu = true;
     Ok(())
 }
 

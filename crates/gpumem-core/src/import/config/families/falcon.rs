@@ -17,6 +17,7 @@ pub(crate) const FALCON: Family = Family {
         tied_embeddings: true,
         gated_mlp: false,
         layernorm_bias: true,
+        falcon_layer: true,
         ..Architecture::BASE
     },
     multi_query: true,

@@ -53,7 +53,7 @@ fn gpt2(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         "gelu_new"
     };
     activation(c, d, "activation_function", default);
-    dropout(c, d, &["embd_pdrop", "resid_pdrop", "attn_pdrop"], 0.1);
+    dropouts(c, d, ["resid_pdrop", "embd_pdrop", "attn_pdrop"], 0.1);
     if c.flag("reorder_and_upcast_attn") == Some(true) {
         // GPT2Attention._upcast_and_reordered_attn (eager only): fp32 copies of q and k
         // and an fp32 softmax, which the derivation does not count.
@@ -68,15 +68,29 @@ fn gpt2(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
 /// The MLP's activation `key` (absent: `default`): `gelu_new` is written out in Python
 /// (`NewGELUActivation`: autograd keeps its tanh and two products); `gelu` and
 /// `gelu_pytorch_tanh` are one fused operator that keeps its input (activations.py,
-/// transformers 5.23); any other is counted as those, and said.
+/// transformers 5.23); `relu` is `nn.ReLU`, which keeps its output; any other
+/// (`other_activation`) keeps tensors the derivations do not count, so the activations
+/// stay assumed.
 pub(crate) fn activation(c: &Cfg, d: &mut Draft, key: &str, default: &str) {
     let act = c.str(key).unwrap_or(default);
     d.arch.gelu_new = act == "gelu_new";
-    if !matches!(act, "gelu" | "gelu_new" | "gelu_pytorch_tanh") {
-        d.warnings.push(format!(
-            "{key} {act:?}: the MLP's activations are counted as a fused GELU's (its input kept)"
-        ));
-    }
+    d.arch.relu = act == "relu";
+    d.arch.other_activation = !matches!(act, "gelu" | "gelu_new" | "gelu_pytorch_tanh" | "relu");
+}
+
+/// The dropouts the LayerNorm derivation follows one by one, each on when its
+/// probability (absent: `default`) is above 0: `[residual, embedding, attention]`
+/// keys, `residual` naming the dropout after the attention's and the MLP's output
+/// projections (see [`Architecture::dropout`]); one key may stand for several.
+pub(crate) fn dropouts(c: &Cfg, d: &mut Draft, [residual, embedding, attention]: [&str; 3], default: f64) {
+    let on = |k: &str| {
+        c.get(k)
+            .map_or(Some(default), Value::as_f64)
+            .is_some_and(|p| p > 0.0)
+    };
+    d.arch.dropout = on(residual);
+    d.arch.embedding_dropout = on(embedding);
+    d.arch.attn_dropout = on(attention);
 }
 
 /// Whether any of the dropout probabilities `keys` (absent: `default`) is above 0:
@@ -128,7 +142,9 @@ fn gpt_neox(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     d.arch.parallel_residual = c.flag("use_parallel_residual").unwrap_or(true);
     rotary_fraction(c, d, "rotary_pct", 0.25)?;
     activation(c, d, "hidden_act", "gelu");
-    dropout(c, d, &["hidden_dropout", "attention_dropout"], 0.0);
+    // GPTNeoXModel.emb_dropout and the layer's post_attention_dropout and
+    // post_mlp_dropout all take hidden_dropout.
+    dropouts(c, d, ["hidden_dropout", "hidden_dropout", "attention_dropout"], 0.0);
     Ok(())
 }
 

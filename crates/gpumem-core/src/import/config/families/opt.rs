@@ -48,26 +48,27 @@ fn opt(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     a.o_bias = bias;
     a.mlp_bias = bias;
     a.nonparametric_norms = c.flag("layer_norm_elementwise_affine") == Some(false);
-    // OPTConfig: dropout 0.1 (after attention and MLP), attention_dropout 0.
+    // OPTConfig: dropout 0.1 after the attention's and the MLP's output projections
+    // (OPTDecoderLayer), attention_dropout 0 over eager attention's probabilities, none
+    // over the embeddings (OPTDecoder.forward).
     let on = |k: &str, default: f64| {
         c.get(k)
             .map_or(Some(default), Value::as_f64)
             .is_some_and(|x| x > 0.0)
     };
-    let (after, probs) = (on("dropout", 0.1), on("attention_dropout", 0.0));
-    a.dropout = after || probs;
-    // OPT's layers (separate q, k and v, a plain MLP) are outside the derivation of
-    // LayerNorm layers, so its activations are assumed whatever the activation: ReLU
-    // (OPTConfig's default) needs no note; another is read as GPT-2's are.
-    if c.str("activation_function").is_some_and(|a| a != "relu") {
-        activation(c, d, "activation_function", "relu");
-    }
+    a.dropout = on("dropout", 0.1);
+    a.attn_dropout = on("attention_dropout", 0.0);
+    // OPTConfig's activation_function default "relu".
+    activation(c, d, "activation_function", "relu");
     // OPT-350m: embeddings of word_embed_proj_dim with project_in / project_out
     // [hidden, proj] between them and the layers, and no final LayerNorm
     // (OPTDecoder builds it only with do_layer_norm_before and not
     // _remove_final_layer_norm).
     let proj = c.uint("word_embed_proj_dim")?;
     let hidden = d.arch.hidden;
+    if let Some(p) = proj.filter(|p| *p != hidden) {
+        d.arch.embed_proj = p;
+    }
     if proj.is_some_and(|p| p != hidden) {
         d.warnings.push(format!(
             "word_embed_proj_dim {} differs from hidden_size {hidden}: the embeddings are counted {hidden} wide (more than the model has) and project_in / project_out are not counted",
@@ -77,9 +78,8 @@ fn opt(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     let final_norm = c.flag("do_layer_norm_before").unwrap_or(true)
         && c.flag("_remove_final_layer_norm") != Some(true);
     if !final_norm {
-        d.warnings.push(
-            "do_layer_norm_before false: OPT builds no final LayerNorm, counted here (its 2 × hidden values)".into(),
-        );
+        // The layers normalise after each residual sum instead (post-norm).
+        d.arch.final_norm = false;
     }
     Ok(())
 }

@@ -9,7 +9,7 @@
 use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
-use crate::import::config::families::gpt::rotary_fraction;
+use crate::import::config::families::gpt::{activation, rotary_fraction};
 use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::{Cfg, parse};
 
@@ -45,6 +45,8 @@ fn persimmon(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
             .ok_or_else(|| parse("head_dim: absurdly large".into()))?;
     }
     rotary_fraction(c, d, "partial_rotary_factor", 0.5)?;
+    // PersimmonConfig's hidden_act default "relu2" (`ReLUSquaredActivation`).
+    activation(c, d, "hidden_act", "relu2");
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
-use crate::import::config::families::gpt::{activation, dropout, rotary_fraction};
+use crate::import::config::families::gpt::{activation, dropouts, rotary_fraction};
 use crate::import::config::family::{BASE, Family, TowerCount};
 use crate::import::config::json::{Cfg, parse};
 use crate::import::config::tower::{fit, siglip, sizes};
@@ -64,10 +64,10 @@ fn phi(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     }
     rotary_fraction(c, d, "partial_rotary_factor", 0.5)?;
     activation(c, d, "hidden_act", "gelu_new");
-    dropout(
+    dropouts(
         c,
         d,
-        &["resid_pdrop", "embd_pdrop", "attention_dropout"],
+        ["resid_pdrop", "embd_pdrop", "attention_dropout"],
         0.0,
     );
     Ok(())

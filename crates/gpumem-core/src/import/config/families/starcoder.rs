@@ -4,6 +4,7 @@
 use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
+use crate::import::config::families::gpt::{activation, dropouts};
 use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::Cfg;
 
@@ -24,12 +25,22 @@ pub(crate) const STARCODER2: Family = Family {
     ..BASE
 };
 
-/// `use_bias` false takes the biases off every linear layer.
+/// `use_bias` false takes the biases off every linear layer; the activation and the
+/// dropouts with Starcoder2Config's defaults (configuration_starcoder2.py, transformers
+/// 5.23: hidden_act "gelu_pytorch_tanh", residual/embedding/attention_dropout 0), as
+/// `Starcoder2MLP`, `Starcoder2Attention` and `Starcoder2Model` use them.
 fn starcoder2(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     if c.flag("use_bias") == Some(false) {
         let a = &mut d.arch;
         (a.qkv_bias, a.o_bias, a.mlp_bias) = (false, false, false);
     }
+    activation(c, d, "hidden_act", "gelu_pytorch_tanh");
+    dropouts(
+        c,
+        d,
+        ["residual_dropout", "embedding_dropout", "attention_dropout"],
+        0.0,
+    );
     Ok(())
 }
 
