@@ -1067,8 +1067,9 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
     } else if a.mixer.is_some() {
         Some("state-space / linear-attention layers are not in the derivation")
     } else if layernorm_decoder(a) {
-        // GPT-2's, GPT-NeoX's, StarCoder 2's and Phi's LayerNorm layers are derived
-        // (`layernorm_activations`); any other fact off its default still says why.
+        // GPT-2's, GPT-NeoX's, StarCoder 2's, Phi's and OPT's LayerNorm layers are
+        // derived (`layernorm_activations`); any other fact off its default still says
+        // why.
         Architecture {
             layer_norms: Architecture::BASE.layer_norms,
             gated_mlp: Architecture::BASE.gated_mlp,
@@ -1104,7 +1105,7 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
 /// else optional, and either
 /// - GPT-2's and GPT-NeoX's layer: two norms, one fused q/k/v projection, multi-head
 ///   attention, learned positions (GPT-2) or rotary ones (GPT-NeoX); or
-/// - [`layernorm_separate`]'s: StarCoder 2's and Phi's.
+/// - [`layernorm_separate`]'s: StarCoder 2's, Phi's and OPT's.
 fn layernorm_decoder(a: &Architecture) -> bool {
     a.layernorm_bias
         && !a.gated_mlp
@@ -1181,6 +1182,16 @@ fn layernorm_separate(a: &Architecture) -> bool {
 /// With full activation checkpointing the forward keeps each layer's input and the
 /// once-terms (the checkpointed layers' arguments also hold GPT-NeoX's position ids and
 /// eager attention's additive mask), and the backward recomputes one layer at a time.
+///
+/// StarCoder 2, Phi and OPT ([`layernorm_separate`]: equal to the trace to the byte for
+/// starcoder2-7b, phi-1_5, phi-2 and opt-125m under each kernel, with and without
+/// checkpointing) keep the same norms, masks and MLP terms, with their own attention
+/// ([`separate_attention`]); Phi's one norm is read by attention and MLP alike (its
+/// input kept once); OPT's ReLU keeps only its output (1·v·i) and its table's position
+/// ids are per sequence (batch × tokens int64, held by the checkpointed layers'
+/// arguments too). Each dropout counts where its own probability is above 0: after the
+/// output projections (`dropout`), over the embeddings (`embedding_dropout`), over
+/// eager attention's probabilities (`attn_dropout`).
 fn layernorm_activations(
     a: &Architecture,
     (seq, batch): (u64, u64),
