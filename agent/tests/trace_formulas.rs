@@ -350,6 +350,41 @@ const CASES: &[Case] = &[
         checkpointing: true,
     },
     Case {
+        config: "falcon-7b.json",
+        attention: "sdpa",
+        checkpointing: false,
+    },
+    Case {
+        config: "falcon-7b.json",
+        attention: "flash",
+        checkpointing: false,
+    },
+    Case {
+        config: "falcon-7b.json",
+        attention: "efficient",
+        checkpointing: false,
+    },
+    Case {
+        config: "falcon-7b.json",
+        attention: "eager",
+        checkpointing: false,
+    },
+    Case {
+        config: "falcon-7b.json",
+        attention: "flash",
+        checkpointing: true,
+    },
+    Case {
+        config: "falcon-7b.json",
+        attention: "eager",
+        checkpointing: true,
+    },
+    Case {
+        config: "falcon-40b.json",
+        attention: "flash",
+        checkpointing: false,
+    },
+    Case {
         config: "mixtral-8x7b.json",
         attention: "flash",
         checkpointing: false,
@@ -366,9 +401,13 @@ const CASES: &[Case] = &[
     },
 ];
 
-/// Configs whose derivation must equal the trace to the byte (GPT-2's, GPT-NeoX's,
-/// StarCoder 2's and Phi's LayerNorm layers, with GPT-2's and StarCoder 2's dropout
-/// masks).
+/// Configs whose derivation must equal the trace to the byte (the LayerNorm layers of
+/// GPT-2, GPT-NeoX, StarCoder 2, Phi, OPT and Falcon-7B, with their dropout masks).
+/// starcoder2-7b.json is bigcode/starcoder2-7b's config.json as mlc-llm's
+/// `MODEL_PRESETS["starcoder2"]` copies it (agent/models/bigcode--starcoder2-7b.json);
+/// phi-1_5.json, phi-2.json and opt-125m.json are microsoft/phi-1_5's (as
+/// tests/calibration/training/configs keeps it), microsoft/phi-2's and
+/// facebook/opt-125m's config.json from the Hugging Face Hub.
 const EXACT: &[&str] = &[
     "gpt2.json",
     "pythia-160m.json",
@@ -376,6 +415,7 @@ const EXACT: &[&str] = &[
     "phi-1_5.json",
     "phi-2.json",
     "opt-125m.json",
+    "falcon-7b.json",
 ];
 
 const SEQUENCES: u64 = 2;
@@ -640,6 +680,7 @@ fn layernorm_switches_agree_with_traces_to_the_byte() {
             "flash",
             false,
         ),
+        ("falcon-7b.json", r#"{"bias": true}"#, "eager", false),
         (
             "phi-1_5.json",
             r#"{"partial_rotary_factor": 0.25, "num_key_value_heads": 8, "hidden_act": "gelu"}"#,

@@ -1066,6 +1066,10 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
         Some("multi-head latent attention is not in the derivation")
     } else if a.mixer.is_some() {
         Some("state-space / linear-attention layers are not in the derivation")
+    } else if a.falcon_layer && !falcon_mqa(a) {
+        Some(
+            "Falcon's layers other than Falcon-7B's (one norm, one K/V head, RoPE, no dropout) are not in the derivation",
+        )
     } else if layernorm_decoder(a) {
         // GPT-2's, GPT-NeoX's, StarCoder 2's, Phi's and OPT's LayerNorm layers are
         // derived (`layernorm_activations`); any other fact off its default still says
@@ -1082,6 +1086,8 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
             attn_dropout: Architecture::BASE.attn_dropout,
             embedding_dropout: Architecture::BASE.embedding_dropout,
             softmax_in_dtype: Architecture::BASE.softmax_in_dtype,
+            // Falcon-7B's layer is derived; Falcon's others said why above.
+            falcon_layer: Architecture::BASE.falcon_layer,
             ..*a
         }
         .underived()
@@ -1109,7 +1115,9 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
 fn layernorm_decoder(a: &Architecture) -> bool {
     a.layernorm_bias
         && !a.gated_mlp
-        && ((a.fused_qkv && a.layer_norms == 2 && a.kv_heads == a.heads) || layernorm_separate(a))
+        && ((a.fused_qkv && a.layer_norms == 2 && a.kv_heads == a.heads)
+            || layernorm_separate(a)
+            || falcon_mqa(a))
         && !a.nonparametric_norms
         && !a.qk_norm
         && !a.qk_norm_whole
@@ -1130,6 +1138,7 @@ fn layernorm_decoder(a: &Architecture) -> bool {
 /// post-norm layers).
 fn layernorm_separate(a: &Architecture) -> bool {
     !a.fused_qkv
+        && !a.falcon_layer
         && !a.softmax_in_dtype
         // A position table with separate projections is OPT's layer, derived with its
         // ReLU (BioGPT's, with GELU and an activation dropout, stays outside).
@@ -1143,6 +1152,24 @@ fn layernorm_separate(a: &Architecture) -> bool {
             1 => true,
             _ => false,
         }
+}
+
+/// Falcon-7B's layer (transformers 5.23 `models/falcon/modeling_falcon.py`,
+/// `FalconDecoderLayer` with `parallel_attn` and `multi_query`, not
+/// `new_decoder_architecture`): one LayerNorm feeding attention and MLP, one K/V head
+/// split off the fused `query_key_value`, RoPE (no ALiBi: its rotary tables), and no
+/// dropout; the other Falcon layouts stay outside (`falcon_layer`).
+fn falcon_mqa(a: &Architecture) -> bool {
+    a.falcon_layer
+        && a.layer_norms == 1
+        && a.kv_heads == 1
+        && a.rope_tables > 0
+        && !a.dropout
+        && !a.attn_dropout
+        && !a.embedding_dropout
+        && a.learned_positions == 0
+        && a.layer_scalars == 0
+        && a.final_norm
 }
 
 /// Activations of a full fine-tune of GPT-2 or GPT-NeoX (Pythia), derived tensor by
@@ -1214,10 +1241,21 @@ fn layernorm_activations(
     };
     let norms = if one_norm { 1 } else { 2 };
     let rotary = a.learned_positions == 0;
-    let (attn, attn_text) = if a.fused_qkv {
+    let falcon = falcon_mqa(a);
+    let (attn, attn_text) = if falcon {
+        falcon_attention(a, (seq, batch), value, attention)
+    } else if a.fused_qkv {
         layernorm_attention(a, (seq, batch), value, attention)
     } else {
         separate_attention(a, (seq, batch), value, attention)
+    };
+    // Falcon's SDPA path always passes its boolean causal mask (FalconModel builds it
+    // for SDPA), one for all sequences, which the memory-efficient kernel's backward
+    // reads.
+    let falcon_mask = if falcon && attention != AttentionImpl::Eager {
+        block(&[seq, seq])
+    } else {
+        0
     };
     let mask = block(&[tokens, h]);
     let masks = if a.dropout { mul(&[2, mask]) } else { 0 };
@@ -1257,6 +1295,7 @@ fn layernorm_activations(
             positions
         },
         if a.embedding_dropout { mask } else { 0 },
+        falcon_mask,
         block(&[tokens, 8]),
         1024,
     ]);
@@ -1332,6 +1371,7 @@ fn layernorm_activations(
         match (a.fused_qkv, rotary, one_norm) {
             (true, true, _) => "GPT-NeoX",
             (true, false, _) => "GPT-2",
+            _ if falcon => "Falcon",
             (false, true, false) => "StarCoder 2",
             (false, false, _) => "OPT",
             (false, true, true) => "Phi",
@@ -1405,6 +1445,41 @@ fn layernorm_attention(
         (AttentionImpl::Efficient, false) => (
             add(&[qd, lse_padded, whole]),
             "v·(1 + 3)·h + 4·a·⌈s/32⌉·32/s (the fused output and the kernel's)",
+        ),
+    }
+}
+
+/// What Falcon-7B's attention keeps for the backward in a full fine-tune (see
+/// [`falcon_mqa`]; `FalconAttention.forward`): `_split_heads` indexes the one K/V head
+/// off the fused output (`fused_qkv[..., [-1], :]`: a copy), q and k are rotated
+/// elementwise; flash and SDPA both run the SDPA path with Falcon's mask, so the
+/// memory-efficient kernel keeps q, k, v, its output and its padded log-sum-exp;
+/// eager multiplies contiguous copies of q, the broadcast K and V, keeps the output made
+/// contiguous and a softmax in the compute dtype (`dtype=hidden_states.dtype`).
+fn falcon_attention(
+    a: &Architecture,
+    (seq, batch): (u64, u64),
+    value: u64,
+    attention: AttentionImpl,
+) -> (u64, &'static str) {
+    let tokens = seq.saturating_mul(batch);
+    let (heads, kv, d) = (a.heads, a.kv_heads, a.head_dim);
+    let qd = block(&[tokens, value, heads, d]);
+    let kd = block(&[tokens, value, kv, d]);
+    match attention {
+        AttentionImpl::Eager => (
+            add(&[mul(&[4, qd]), block(&[batch, heads, seq, seq, value])]),
+            "v·4·a·d + v·a·s (Falcon's softmax in the compute dtype)",
+        ),
+        _ => (
+            add(&[
+                qd,
+                qd,
+                kd,
+                kd,
+                block(&[batch, heads, seq.div_ceil(32), 32, 4]),
+            ]),
+            "v·(2·a·d + 2·k·d) + 4·a·⌈s/32⌉·32/s (Falcon's SDPA path with its mask: the memory-efficient kernel)",
         ),
     }
 }
@@ -1985,7 +2060,7 @@ pub fn decoder_activations(
                 let why = not_derived(a)
                     .or(fp32_outside(a, value, attention, true))
                     .or((!a.fused_qkv).then_some(
-                        "LoRA on StarCoder 2, Phi or OPT (separate q/k/v projections) is not in the derivation",
+                        "LoRA on StarCoder 2, Phi, OPT or Falcon is not in the derivation",
                     ))
                     .or(layernorm_lora_outside(a, value, ad));
                 match why {
@@ -2615,7 +2690,7 @@ pub fn decoder_prefill(
         .moe
         .map(|_| "routed experts' intermediates depend on how tokens are dispatched")
         .or((layernorm_decoder(a) && !a.fused_qkv).then_some(
-            "the prefill of StarCoder 2, Phi or OPT (separate q/k/v projections, LayerNorms) is not in the derivation",
+            "the prefill of StarCoder 2, Phi, OPT or Falcon is not in the derivation",
         ))
         .or(not_derived(a))
         .or(a.underived())
@@ -3577,6 +3652,36 @@ mod tests {
             assert!(assumed(&derived, Some(&ad_fp32())).is_some());
             let p = decoder_prefill(&derived, 512, 1, 2, AttentionImpl::Sdpa, None, false).unwrap();
             assert!(p.assumed_because.is_some());
+        }
+        // Falcon-7B's layer (one norm, one K/V head, RoPE) is derived; with dropout or
+        // two norms (Falcon-40B) it stays outside.
+        let falcon = Architecture {
+            falcon_layer: true,
+            fused_qkv: false,
+            layer_norms: 1,
+            kv_heads: 1,
+            rope_tables: 1,
+            softmax_in_dtype: true,
+            parallel_residual: false,
+            ..a
+        };
+        assert_eq!(assumed(&falcon, None), None);
+        for outside in [
+            Architecture {
+                dropout: true,
+                ..falcon
+            },
+            Architecture {
+                layer_norms: 2,
+                kv_heads: 8,
+                ..falcon
+            },
+            Architecture {
+                rope_tables: 0,
+                ..falcon
+            },
+        ] {
+            assert!(assumed(&outside, None).is_some(), "{outside:?}");
         }
         // A fused projection under LoRA.
         let ad = Adapters {

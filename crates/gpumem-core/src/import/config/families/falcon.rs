@@ -6,6 +6,7 @@
 use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
+use crate::import::config::families::gpt::{activation, dropouts};
 use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::Cfg;
 
@@ -18,11 +19,12 @@ pub(crate) const FALCON: Family = Family {
         gated_mlp: false,
         layernorm_bias: true,
         falcon_layer: true,
+        // Its eager attention takes the softmax in the compute dtype
+        // (`FalconAttention.forward`: `F.softmax(..., dtype=hidden_states.dtype)`).
+        softmax_in_dtype: true,
         ..Architecture::BASE
     },
     multi_query: true,
-    // The MLP's activation's name.
-    inert: "activation",
     hook: Some(falcon),
     ..BASE
 };
@@ -45,6 +47,11 @@ fn falcon(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     if c.flag("alibi") == Some(true) {
         d.arch.rope_tables = 0;
     }
+    // FalconConfig's activation "gelu" (FalconMLP), hidden_dropout after the layer's
+    // sum (`dropout_add`) and attention_dropout (ALiBi's eager path) 0; no dropout
+    // over the embeddings (FalconModel.forward).
+    activation(c, d, "activation", "gelu");
+    dropouts(c, d, ["hidden_dropout", "", "attention_dropout"], 0.0);
     if c.flag("bias") == Some(true) {
         // Biases on every linear layer.
         let a = &mut d.arch;

@@ -81,7 +81,8 @@ pub(crate) fn activation(c: &Cfg, d: &mut Draft, key: &str, default: &str) {
 /// The dropouts the LayerNorm derivation follows one by one, each on when its
 /// probability (absent: `default`) is above 0: `[residual, embedding, attention]`
 /// keys, `residual` naming the dropout after the attention's and the MLP's output
-/// projections (see [`Architecture::dropout`]); one key may stand for several.
+/// projections (see [`Architecture::dropout`]); one key may stand for several, and
+/// `""` for a dropout the family has not.
 pub(crate) fn dropouts(c: &Cfg, d: &mut Draft, [residual, embedding, attention]: [&str; 3], default: f64) {
     let on = |k: &str| {
         c.get(k)
