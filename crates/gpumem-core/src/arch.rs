@@ -792,6 +792,42 @@ pub struct Architecture {
     /// else MLA's `qk_rope_dim`, else the head.
     #[serde(default)]
     pub rope_dims: u64,
+    /// Rows of the fp32 sin/cos rotary table every attention layer keeps, never
+    /// stored in the checkpoint (GPT-J's and CodeGen's `embed_positions`:
+    /// `create_sinusoidal_positions(max_positions, pos_embd_dim)`, a non-persistent
+    /// buffer of each `GPTJAttention` / `CodeGenAttention`, transformers 5.23
+    /// `models/gptj/modeling_gptj.py` and `models/codegen/modeling_codegen.py`:
+    /// `max_position_embeddings` rows of `sin ‖ cos`, `2 × ⌈width ÷ 2⌉` values, made
+    /// from an `.float()` product, so fp32 whatever the model's dtype). Bytes, not
+    /// parameters. 0 = none.
+    #[serde(default)]
+    pub sincos_positions: u64,
+    /// The width those tables span (`pos_embd_dim = rotary_dim or embed_dim`); 0 =
+    /// the hidden size (a null `rotary_dim`).
+    #[serde(default)]
+    pub sincos_dims: u64,
+    /// Scalar buffers in the model's dtype the embeddings scale by, never stored in
+    /// the checkpoint (Gemma's `embed_scale`: `nn.Buffer(torch.tensor(hidden ** 0.5),
+    /// persistent=False)` in `GemmaTextScaledWordEmbedding`, its copies in Gemma 2, 3
+    /// and 4 and VaultGemma, transformers 5.23 `models/gemma*/modeling_gemma*.py`;
+    /// made in the default dtype the model is built under; Gemma 4 has a second one,
+    /// `embed_tokens_per_layer`'s). Bytes, not parameters. 0 = none.
+    #[serde(default)]
+    pub embed_scales: u64,
+    /// Every Mamba-2 mixer layer keeps a muP vector as wide as its in-projection's
+    /// output (`2 × inner + 2 × groups × state + heads`) in the model's dtype, never
+    /// stored in the checkpoint (Falcon-H1's `mup_vector`: `compute_mup_vector`,
+    /// `torch.ones(1, 1, vector_shape)` registered non-persistent on each
+    /// `layer.mamba` by `FalconH1Model.__init__`, transformers 5.23
+    /// `models/falcon_h1/modeling_falcon_h1.py`). Bytes, not parameters.
+    #[serde(default)]
+    pub mup_vectors: bool,
+    /// Bytes of the vision tower's rotary tables, never stored in the checkpoint
+    /// (the counted tower's own rotary embedding: Qwen2.5-VL's and Qwen3-VL's
+    /// `inv_freq` and `original_inv_freq`, Pixtral's, Llama 4's `freqs_ci`), set by
+    /// the config reader beside `tower_params`. 0 = none.
+    #[serde(default)]
+    pub tower_rope_bytes: u64,
 }
 
 /// serde's default for facts that are on unless a stored import says otherwise.
@@ -876,6 +912,11 @@ impl Architecture {
         mask_positions: 0,
         rope_tables: 0,
         rope_dims: 0,
+        sincos_positions: 0,
+        sincos_dims: 0,
+        embed_scales: 0,
+        mup_vectors: false,
+        tower_rope_bytes: 0,
     };
 
     /// [`Architecture::BASE`] with every optional part at its own base: where each
@@ -1277,6 +1318,16 @@ pub const DECODER_FACTS: &[Fact] = &[
         "Rotary embeddings whose fp32 inv_freq and original_inv_freq (⌈rotary width ÷ 2⌉ values each) the model keeps beside the weights, not in the checkpoint (1; 2 with one per layer type: Gemma 3 and 4)", at!(rope_tables)),
     fact("rope-dims", G::Variants, K::Count, "Rotary width of the frequency tables", "= rotary-dims, MLA's qk-rope-dim or head-dim",
         "Rotary width the frequency tables span when only part of a head rotates (partial_rotary_factor × head-dim)", at!(rope_dims)),
+    fact("sincos-positions", G::Variants, K::Count, "Sin/cos rotary table rows", "none",
+        "Rows of the fp32 sin/cos rotary table each attention layer keeps beside the weights, not in the checkpoint (GPT-J, CodeGen: n_positions)", at!(sincos_positions)),
+    fact("sincos-dims", G::Variants, K::Count, "Sin/cos rotary table width", "= hidden",
+        "Rotary width the sin/cos tables span (GPT-J, CodeGen: rotary_dim; the hidden size when it is null)", at!(sincos_dims)),
+    fact("embed-scales", G::Variants, K::Count, "Embedding-scale buffers", "none",
+        "Scalar buffers in the model's dtype the embeddings scale by, not in the checkpoint (Gemma: 1; Gemma 4 with per-layer embeddings: 2)", at!(embed_scales)),
+    fact("mup-vectors", G::Variants, K::Bool(Architecture::BASE.mup_vectors), "muP vectors", "",
+        "Each Mamba-2 mixer layer keeps a muP vector as wide as its in-projection's output in the model's dtype, not in the checkpoint (Falcon-H1)", at!(mup_vectors)),
+    fact("tower-rope-bytes", G::Variants, K::Count, "Tower rotary buffers (bytes)", "none",
+        "Bytes of the vision tower's rotary tables, not in the checkpoint (Qwen2.5-VL, Qwen3-VL, Pixtral, Llama 4)", at!(tower_rope_bytes)),
 ];
 
 /// The variants and optional parts (MLA, MTP, global layers, the indexer, towers, a
@@ -1939,6 +1990,7 @@ impl Architecture {
             kv_share: None,
             shared_attn: None,
             tower_params: 0,
+            tower_rope_bytes: 0,
             moe: self.moe.map(|m| Moe {
                 dense_layers: 0,
                 every: 1,
@@ -1981,6 +2033,39 @@ impl Architecture {
                     self.rope_tables
                 ),
                 self.rope_buffer_bytes()?,
+            ));
+        }
+        if self.sincos_positions > 0 {
+            let (layers, width) = (self.attention_layers(), self.sincos_width());
+            out.push((
+                format!(
+                    "an fp32 sin/cos rotary table of {} rows × {width} per attention layer ({layers})",
+                    self.sincos_positions
+                ),
+                self.sincos_bytes()?,
+            ));
+        }
+        if self.tower_rope_bytes > 0 {
+            out.push((
+                "the vision tower's rotary tables".to_string(),
+                self.tower_rope_bytes,
+            ));
+        }
+        if self.embed_scales > 0 {
+            out.push((
+                format!(
+                    "{} scalar embedding scale(s) in the model's dtype ({dtype_bytes} B)",
+                    self.embed_scales
+                ),
+                checked_product(&[self.embed_scales, dtype_bytes], what)?,
+            ));
+        }
+        if let Some((layers, width)) = self.mup_shape() {
+            out.push((
+                format!(
+                    "a muP vector of {width} values per mixer layer ({layers}) in the model's dtype ({dtype_bytes} B)"
+                ),
+                checked_product(&[layers, width, dtype_bytes], what)?,
             ));
         }
         let n = self.mask_positions;
@@ -2032,6 +2117,58 @@ impl Architecture {
             freqs
         };
         checked_product(&[values, 2, 4], what)
+    }
+
+    /// Values of one row of the sin/cos tables ([`Architecture::sincos_positions`]):
+    /// `torch.cat((sin, cos), dim=1)` over `torch.arange(0, dim, 2)`, 2 × ⌈dim ÷ 2⌉,
+    /// with dim `sincos_dims`, else the hidden size (`rotary_dim or embed_dim`).
+    fn sincos_width(&self) -> u64 {
+        let dim = if self.sincos_dims > 0 {
+            self.sincos_dims
+        } else {
+            self.hidden
+        };
+        dim.div_ceil(2).saturating_mul(2)
+    }
+
+    /// Bytes of the sin/cos tables: one fp32 table per attention layer.
+    fn sincos_bytes(&self) -> Result<u64, EstimateError> {
+        if self.sincos_positions == 0 {
+            return Ok(0);
+        }
+        checked_product(
+            &[
+                self.attention_layers(),
+                self.sincos_positions,
+                self.sincos_width(),
+                4,
+            ],
+            "buffer bytes",
+        )
+    }
+
+    /// The muP vectors' (layers, values each) where the model keeps them: the Mamba-2
+    /// mixer's layers, its in-projection's output width.
+    fn mup_shape(&self) -> Option<(u64, u64)> {
+        let m = self
+            .mixer
+            .filter(|m| self.mup_vectors && m.kind == MixerKind::Mamba2)?;
+        let bc = m.key_heads.saturating_mul(m.state).saturating_mul(2);
+        let width = m
+            .inner
+            .saturating_mul(2)
+            .saturating_add(bc)
+            .saturating_add(m.heads);
+        Some((m.layers, width))
+    }
+
+    /// Bytes of the buffers transformers' rotary embeddings hold (the frequency
+    /// tables, GPT-J's sin/cos tables, the tower's): what an engine that builds its
+    /// own rotary embedding does not load (`engine::request::engine_weights`).
+    pub fn rotary_buffer_bytes(&self) -> Result<u64, EstimateError> {
+        let what = "buffer bytes";
+        let b = add(self.rope_buffer_bytes()?, self.sincos_bytes()?, what)?;
+        add(b, self.tower_rope_bytes, what)
     }
 
     /// KV values per token and attention layer (MTP layers are not counted).

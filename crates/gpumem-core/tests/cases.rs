@@ -143,7 +143,7 @@ fn every_case_file_is_listed() {
 /// Family rules against transformers' own model classes: `cases/transformers/*.json`
 /// hold a config class's defaults as transformers writes them and the parameters and
 /// persistent buffers of the model it builds from them (written by `cases/meta_check.py
-/// --defaults`). Where the reader says `exact`, its count (less the MTP layers, which
+/// --defaults`), and the bytes of the non-persistent buffers the estimate counts. Where the reader says `exact`, its count (less the MTP layers, which
 /// transformers does not build) must be transformers'; where it does not, it must say
 /// why — never a confident wrong figure.
 #[cfg(not(target_arch = "wasm32"))]
@@ -193,6 +193,25 @@ fn transformers_defaults() {
             if rope != want {
                 wrong.push(format!(
                     "{mt}: {rope} B of rotary buffers, transformers builds {want} B"
+                ));
+            }
+        }
+        // Every buffer the estimate counts (`buffer_bytes`: the non-persistent buffers
+        // transformers builds in bf16, less those `meta_check.py` names as uncounted),
+        // where the reader is sure of the model.
+        if let Some(want) = doc["buffer_bytes"].as_u64()
+            && c.confidence == "exact"
+        {
+            let all: u64 = c
+                .arch
+                .buffers(2)
+                .expect("buffers")
+                .iter()
+                .map(|(_, b)| b)
+                .sum();
+            if all != want {
+                wrong.push(format!(
+                    "{mt}: {all} B of buffers, transformers builds {want} B"
                 ));
             }
         }

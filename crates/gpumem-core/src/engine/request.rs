@@ -222,11 +222,17 @@ pub(super) fn group_device_bytes(est: &Estimate, group: Group) -> Result<u64, Es
 }
 
 /// The per-device bytes of the weights an engine loads: the estimate's weights less
-/// the rotary embeddings' frequency buffers transformers' modules build
-/// ([`crate::arch::Architecture::rope_buffer_bytes`], in the buffers line). An engine
-/// builds its own rotary embedding, not transformers' (vLLM's `RotaryEmbedding`
-/// keeps a `cos_sin_cache` of its own shape, llama.cpp and TurboMind compute the
-/// angles in their kernels), and its tables are not modelled here.
+/// the rotary buffers transformers' modules build
+/// ([`crate::arch::Architecture::rotary_buffer_bytes`], in the buffers line: the
+/// frequency tables, GPT-J's and CodeGen's per-layer sin/cos tables, a vision
+/// tower's). An engine builds its own rotary embedding, not transformers' (vLLM's
+/// `RotaryEmbedding` keeps a `cos_sin_cache` of its own shape, llama.cpp and
+/// TurboMind compute the angles in their kernels), and its tables are not modelled
+/// here. The other buffers stay: vLLM keeps the same ones under its own names
+/// (Gemma's embedding scale as `GemmaModel.normalizer`, a scalar in the model's
+/// dtype; Falcon-H1's `mup_vector` on each `FalconH1SSMDecoderLayer`, its share over
+/// tensor parallelism: `vllm/model_executor/models/gemma.py`, `falcon_h1.py`), and
+/// an engine that folds them into its kernels is over by them, on the safe side.
 pub(super) fn engine_weights(est: &Estimate, input: &EstimateInput) -> Result<u64, EstimateError> {
     let all = group_device_bytes(est, Group::Weights)?;
     Ok(all.saturating_sub(rope_in_buffers(est, input)?))
@@ -241,7 +247,7 @@ pub(super) fn rope_in_buffers(est: &Estimate, input: &EstimateInput) -> Result<u
         .map(|l| l.device_bytes)
         .sum();
     let rope = match input.arch {
-        Some(a) => a.rope_buffer_bytes()?,
+        Some(a) => a.rotary_buffer_bytes()?,
         None => 0,
     };
     Ok(rope.min(line))

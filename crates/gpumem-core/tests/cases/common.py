@@ -36,7 +36,7 @@ def linear_bytes(fmt, out, inp):
 
 def is_buffer(kind):
     """A buffer the model builds beside its weights and never saves (kinds "buffer" in
-    the model's 16-bit dtype, "buffer_fp32", "buffer_int64"): bytes on the device, no
+    the model's 16-bit dtype, "buffer_fp32", "buffer_int64", "buffer_complex64"): bytes on the device, no
     parameters."""
     return kind.startswith("buffer")
 
@@ -52,7 +52,7 @@ def tensor_bytes(shape, kind, fmt, attn_fmt):
     base = kind.replace("mtp_", "")
     if base in ("fp32", "buffer_fp32"):
         return 4 * numel(shape)
-    if base == "buffer_int64":
+    if base in ("buffer_int64", "buffer_complex64"):
         return 8 * numel(shape)
     if len(shape) != 2 or base in ("kept", "expert_kept", "vocab", "tower", "buffer"):
         return 2 * numel(shape)

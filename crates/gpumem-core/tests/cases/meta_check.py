@@ -16,8 +16,8 @@ With --beams, builds what bart-base's generate(num_beams=4) keeps (the expanded
 encoder output and the cache of a forward over sequences x beams rows) and compares
 it with the estimator's beam-search lines.
 
-With --rope, adds `rope_buffer_bytes` to every transformers/*.json file from the
-model its config builds.
+With --rope, adds `rope_buffer_bytes` and `buffer_bytes` to every transformers/*.json
+file from the model its config builds.
 
 With --defaults TYPE…, writes transformers/TYPE.json instead: the config class's
 defaults and the count of the model built from them, which the Rust test
@@ -34,7 +34,8 @@ Each real case's `buffer_bytes` (the buffers its weights hold, never in the
 checkpoint: rotary frequency tables, CTRL's position table, GPT-1's masks) is compared
 with the non-persistent buffers transformers builds for it in bf16, less those the
 estimate does not count, each named (`UNCOUNTED`). The defaults and variant files
-carry `rope_buffer_bytes`: the language model's rotary frequency buffers, which the
+carry `rope_buffer_bytes` (the language model's rotary frequency buffers) and
+`buffer_bytes` (every buffer the estimate counts, as for the real cases), which the
 Rust test `transformers_defaults` compares with the estimate's.
 
 Run with the torch venv (scripts/install-tools.sh): it needs torch and transformers,
@@ -70,14 +71,17 @@ ENCODERS = {"bert", "roberta", "xlm-roberta", "modernbert", "modernvbert"}
 # Model classes no auto class maps (transformers 5.23).
 CLASSES = {"qwen2_audio": "Qwen2AudioForConditionalGeneration"}
 
-def build(cfg):
+def build(cfg, dtype=None):
+    """The model on the meta device; with `dtype`, built in it as from_pretrained(dtype=...)
+    builds it (from_config otherwise follows the config's own `dtype`)."""
+    kw = {"dtype": dtype} if dtype is not None else {}
     with torch.device("meta"):
         if cfg.model_type in ENCODERS:
-            return transformers.AutoModel.from_config(cfg)
+            return transformers.AutoModel.from_config(cfg, **kw)
         if cfg.model_type == "whisper":
             return transformers.WhisperForConditionalGeneration(cfg)
         if getattr(cfg, "is_encoder_decoder", False):
-            return transformers.AutoModelForSeq2SeqLM.from_config(cfg)
+            return transformers.AutoModelForSeq2SeqLM.from_config(cfg, **kw)
         if cfg.model_type in CLASSES:
             return getattr(transformers, CLASSES[cfg.model_type])(cfg)
         autos = [transformers.AutoModelForCausalLM, transformers.AutoModelForImageTextToText]
@@ -86,7 +90,7 @@ def build(cfg):
             autos.reverse()
         for auto in autos:
             try:
-                return auto.from_config(cfg, trust_remote_code=False)
+                return auto.from_config(cfg, trust_remote_code=False, **kw)
             except (ValueError, KeyError):
                 continue
     raise ValueError("no causal-LM or image-text class for " + cfg.model_type)
@@ -111,15 +115,28 @@ def rope_bytes(model):
                if n.endswith("inv_freq") and not TOWER.search(n))
 
 # Non-persistent buffers transformers builds that the estimate does not count, by
-# name, with why (what is left must be the case's buffer_bytes).
+# name (and dtype where the name does not tell), with why (what is left must be the
+# case's buffer_bytes). A counted tower's rotary tables (Qwen2.5-VL's, Qwen3-VL's,
+# Pixtral's, Llama 4's) are counted; its int64 position ids are not.
 UNCOUNTED = [
-    (TOWER, "a tower's own buffers"),
-    (re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$"),
+    (re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$"), None,
      "an encoder's int64 position and token-type ids"),
-    (re.compile(r"embed_tokens\.embed_scale$"), "Gemma's scalar embedding scale"),
-    (re.compile(r"\.mup_vector$"), "Falcon-H1's muP multipliers"),
-    (re.compile(r"mixer\.(dt|b|c)_layernorm\.weight$"), "Falcon-Mamba's weightless norms' constant scales"),
+    (re.compile(r"(^|\.)(vision|visual|image)\w*\..*position_ids$"), None,
+     "a vision tower's int64 position ids"),
+    (re.compile(r"audio_tower\.(rel_pos_enc\.inv_timescales|layers\.\d+\.self_attn\.softcap)$"), None,
+     "Gemma 4's audio tower's timescales and soft-caps"),
+    # MiniCPM3ScaledWordEmbedding: torch.tensor(config.scale_emb), int64 when the
+    # config's scale is an integer (MiniCPM3Config's default 1, MiniCPM3-4B's 12).
+    (re.compile(r"embed_tokens\.embed_scale$"), torch.int64, "MiniCPM3's int64 embedding scale"),
+    # RecurrentGemmaModel: torch.tensor(hidden ** 0.5, dtype=torch.bfloat16), bf16
+    # whatever the model's dtype.
+    (re.compile(r"^model\.normalizer$"), None, "RecurrentGemma's bf16 normalizer"),
+    (re.compile(r"mixer\.(dt|b|c)_layernorm\.weight$"), None, "Falcon-Mamba's weightless norms' constant scales"),
 ]
+
+def uncounted(name, buf):
+    """Why the estimate does not count this non-persistent buffer; None: it does."""
+    return next((w for r, dt, w in UNCOUNTED if r.search(name) and (dt is None or buf.dtype == dt)), None)
 
 def build_in(cfg, dtype):
     """The model built as from_pretrained(dtype=...) builds it: under that default
@@ -127,26 +144,31 @@ def build_in(cfg, dtype):
     before = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        return build(cfg)
+        return build(cfg, dtype)
     finally:
         torch.set_default_dtype(before)
 
-def buffers_check(case, cfg):
-    """(the case's buffer_bytes, the non-persistent buffers transformers builds in
-    bf16 less the uncounted ones, the uncounted ones named)."""
+def counted_buffers(cfg):
+    """(the non-persistent buffers transformers builds for `cfg` in bf16 less the
+    uncounted ones, the uncounted ones named)."""
     model = build_in(cfg, torch.bfloat16)
     keys = set(model.state_dict().keys())
     got, left = 0, {}
     for n, b in model.named_buffers():
         if n in keys:
             continue
-        why = next((w for r, w in UNCOUNTED if r.search(n)), None)
+        why = uncounted(n, b)
         nbytes = b.numel() * b.element_size()
         if why:
             left[why] = left.get(why, 0) + nbytes
         else:
             got += nbytes
-    return case.get("buffer_bytes", 0), got, left
+    return got, left
+
+def buffers_check(case, cfg):
+    """(the case's buffer_bytes, the non-persistent buffers transformers builds in
+    bf16 less the uncounted ones, the uncounted ones named)."""
+    return (case.get("buffer_bytes", 0),) + counted_buffers(cfg)
 
 def main():
     bad = 0
@@ -289,7 +311,7 @@ def variant(name, mt, overrides, *flags):
         model.model._setup_cache(cfg, 1, "meta", torch.bfloat16)
         extra = {"past_key_values": transformers.DynamicCache(config=cfg)}
     doc = {"model_type": mt, "transformers": transformers.__version__, "parameters": n,
-           "rope_buffer_bytes": rope_bytes(model),
+           "rope_buffer_bytes": rope_bytes(model), "buffer_bytes": counted_buffers(cfg)[0],
            "config": finite(json.loads(json.dumps(cfg.to_dict(), default=str)))}
     if "--no-cache" not in flags:
         doc["cache"] = cache_bytes(model, tokens, extra, cross)
@@ -318,7 +340,7 @@ def defaults(types):
                 return [finite(v) for v in x]
             return x
         doc = {"model_type": mt, "transformers": transformers.__version__, "parameters": n,
-               "rope_buffer_bytes": rope_bytes(model),
+               "rope_buffer_bytes": rope_bytes(model), "buffer_bytes": counted_buffers(cfg)[0],
                "config": finite(json.loads(json.dumps(cfg.to_dict(), default=str)))}
         (out / f"{mt}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         print(mt, n)
@@ -433,8 +455,8 @@ def encdec():
     return 1 if bad else 0
 
 def rope_fixtures():
-    """Adds `rope_buffer_bytes` to every transformers/*.json file (the defaults' and
-    the variants'), from the model its config builds."""
+    """Adds `rope_buffer_bytes` and `buffer_bytes` to every transformers/*.json file
+    (the defaults' and the variants'), from the model its config builds."""
     for path in sorted((HERE / "transformers").glob("*.json")):
         doc = json.loads(path.read_text())
         def unfinite(x):
@@ -449,11 +471,12 @@ def rope_fixtures():
         try:
             cfg = AutoConfig.for_model(doc["model_type"], **raw)
             doc["rope_buffer_bytes"] = rope_bytes(build(cfg))
+            doc["buffer_bytes"] = counted_buffers(cfg)[0]
         except Exception as e:  # noqa: BLE001 - named, and the file left as it is
             print(path.name, "not built:", type(e).__name__, str(e)[:100])
             continue
         path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-        print(path.name, doc["rope_buffer_bytes"])
+        print(path.name, doc["rope_buffer_bytes"], doc["buffer_bytes"])
 
 def beams():
     """bart-base under beam search as generate(num_beams=4) holds it, on the meta

@@ -214,6 +214,9 @@ TOWERS = merged("TOWERS", {})          # root model_type -> its vision tower
 # model_type -> its rotary embedding's frequency buffers: fn(c, add), or None (none).
 # A Llama-style decoder absent here has one rotary embedding over its rotary width.
 ROPE = merged("ROPE", {})
+# model_type -> the language model's other buffers beside its rotary tables (Gemma's
+# embedding scale): fn(c, add).
+BUFFERS = merged("BUFFERS", {})
 DEFAULTS = merged("DEFAULTS", {})      # text model_type -> its config class's defaults
 # name -> (published total parameters or None, published source of that total)
 REAL = merged("REAL", {})
@@ -270,6 +273,8 @@ def checkpoint_tensors(config):
     else:
         assert mt not in TENSORS, f"{mt}: its own layout, and no ROPE entry"
         rope_buffers(add, rope_freqs(c, DECODERS.get(mt, LLAMA)))
+    if mt in BUFFERS:
+        BUFFERS[mt](c, add)
     return T
 
 

@@ -62,6 +62,9 @@ pub(crate) type RootHook = fn(&Cfg, &mut Draft) -> Result<(), EstimateError>;
 /// hidden size) → its parameters.
 pub(crate) type Patches = fn(&Cfg, u64) -> Result<u64, EstimateError>;
 
+/// A counted vision tower's rotary tables: its `vision_config` → their bytes.
+pub(crate) type TowerRope = fn(&Value) -> Result<u64, EstimateError>;
+
 /// A counted tower: its parameters and one image (prompt tokens, pixel values).
 pub(crate) type TowerCount = (u64, Option<(u64, u64)>);
 
@@ -123,6 +126,9 @@ pub(crate) struct Family {
     pub tower: Option<Tower>,
     /// Counts its audio tower (`audio_config`), alike.
     pub audio: Option<Tower>,
+    /// The bytes of the rotary tables its counted vision tower keeps, from the
+    /// tower's config ([`Architecture::tower_rope_bytes`]); `None`: no such table.
+    pub tower_rope: Option<TowerRope>,
     /// Reads the root config into the draft, for a config whose root `model_type` is
     /// this record's (after the hook).
     pub root_hook: Option<RootHook>,
@@ -164,6 +170,7 @@ pub(crate) const BASE: Family = Family {
     hook: None,
     tower: None,
     audio: None,
+    tower_rope: None,
     root_hook: None,
     patches: None,
     whole: None,

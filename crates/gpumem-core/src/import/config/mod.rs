@@ -419,6 +419,12 @@ fn read_decoder(
                 if item.is_some() {
                     mm_item = item;
                 }
+                if let Some(rope) = record
+                    .and_then(|r| r.tower_rope)
+                    .filter(|_| *key == "vision_config")
+                {
+                    d.arch.tower_rope_bytes = rope(t)?;
+                }
                 d.notes.push(format!(
                     "{key}: the {what} and its projector are counted ({n} parameters, 16-bit)"
                 ));

@@ -69,3 +69,34 @@ pub(crate) fn siglip(tower: &Value) -> Result<u128, EstimateError> {
     };
     Ok(embed + layers * layer + 2 * h + head)
 }
+
+/// A vision tower's attention head width: `head_dim` where its config states it, else
+/// `hidden_size ÷ heads` (`heads_key` with its default): transformers 5.23's
+/// `getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads`.
+pub(crate) fn head_width(
+    tower: &Value,
+    hidden: u64,
+    heads_key: &str,
+    heads: u64,
+) -> Result<u64, EstimateError> {
+    let [h, n, given] = sizes(
+        tower,
+        [("hidden_size", hidden), (heads_key, heads), ("head_dim", 0)],
+    )?;
+    fit(if given > 0 {
+        given
+    } else {
+        h.checked_div(n).unwrap_or(0)
+    })
+}
+
+/// Bytes of an axial 2-D rotary embedding's two fp32 buffers over `dim`
+/// (`inv_freq` and `original_inv_freq`, non-persistent, `torch.arange(0, dim, 2)`:
+/// ⌈dim ÷ 2⌉ values each): transformers 5.23's `Qwen2_5_VLVisionRotaryEmbedding`,
+/// `Qwen3VLVisionRotaryEmbedding` (dim = head ÷ 2) and
+/// `PixtralVisionRotaryEmbedding` (dim = head; its 2-D reordering keeps the length).
+/// `dim` is bounded by [`sizes`].
+#[allow(clippy::arithmetic_side_effects)]
+pub(crate) fn axial_rope_bytes(dim: u64) -> u64 {
+    dim.div_ceil(2) * 2 * 4
+}

@@ -9,8 +9,10 @@ def falcon_h1(c, config, add):
     # LlamaAttention (self_attn), a FalconH1Mixer (mamba) beside it, a gated MLP
     # (feed_forward), input_layernorm and pre_ff_layernorm. The mixer is mamba_d_ssm
     # wide (expand x hidden only when that is null); in_proj yields z, x, B, C, dt;
-    # its gated norm exists only with mamba_rms_norm; the muP multipliers and
-    # mup_vector (a non-persistent buffer) are not stored.
+    # its gated norm exists only with mamba_rms_norm; the muP multipliers are not
+    # stored, mup_vector (compute_mup_vector: torch.ones(1, 1, in_proj's width),
+    # registered non-persistent on every layer's mixer by FalconH1Model.__init__) is
+    # a buffer in the model's dtype.
     KV, hd = c["num_key_value_heads"], c.get("head_dim") or h // H
     d = c.get("mamba_d_ssm", 1024)
     if d is None:
@@ -41,6 +43,7 @@ def falcon_h1(c, config, add):
         if c.get("mamba_rms_norm", False):
             add(f"{m}.norm", (d,), "kept")
         add(f"{m}.out_proj", (h, d), "linear_attn")
+        add(f"{m}.mup_vector", (1, 1, 2 * d + 2 * G * n + H2), "buffer")
         if c.get("projectors_bias", False):
             add(f"{m}.out_proj.bias", (h,), "kept")
         for nm in ("gate", "up"):

@@ -120,6 +120,9 @@ def gemma4_vision(config, c, add):
     if vc.get("standardize"):
         add("vision_tower.std_bias", (vh,), "tower"); add("vision_tower.std_scale", (vh,), "tower")
     add("embed_vision.embedding_projection.weight", (h, vc.get("output_proj_dims", vh)), "tower")
+    # Gemma4VisionRotaryEmbedding: inv_freq and original_inv_freq (fp32, non-persistent)
+    # over head_dim // 2, torch.arange(0, dim, 2).
+    rope_buffers(add, cdiv(hd // 2, 2), "vision_tower.encoder.rotary_emb")
 
 
 GEMMA3 = Decoder(head_dim=256, norms=4, qk_norm="head", tied=True, sliding="pattern")
@@ -159,3 +162,20 @@ def gemma4_rope(c, add):
 # Gemma3RotaryEmbedding: one table per layer type (five sliding layers in six).
 ROPE = {"gemma3_text": lambda c, add: rope_buffers(add, rope_freqs(c, DECODERS["gemma3_text"]), names=layer_kinds(c, c.get("sliding_window_pattern", 6))),
         "gemma4_text": gemma4_rope}
+
+
+def embed_scale(add, names=("model.embed_tokens",)):
+    """GemmaTextScaledWordEmbedding's embed_scale (transformers 5.23
+    models/gemma/modeling_gemma.py, and its copies in Gemma 2, VaultGemma, Gemma 3 and
+    Gemma 4): nn.Buffer(torch.tensor(embed_scale), persistent=False), a scalar in the
+    dtype the model is built in, one per scaled embedding."""
+    for n in names:
+        add(f"{n}.embed_scale", (), "buffer")
+
+
+# Gemma 4's per-layer input embeddings (hidden_size_per_layer_input) are a second
+# scaled embedding.
+BUFFERS = {"gemma": lambda c, add: embed_scale(add), "gemma2": lambda c, add: embed_scale(add),
+           "vaultgemma": lambda c, add: embed_scale(add), "gemma3_text": lambda c, add: embed_scale(add),
+           "gemma4_text": lambda c, add: embed_scale(add, ("model.embed_tokens",) + (
+               ("model.embed_tokens_per_layer",) if c.get("hidden_size_per_layer_input") else ()))}

@@ -25,6 +25,7 @@ def llama4_vision(config, c, add):
         return
     th = c["hidden_size"]
     d = {"hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "num_channels": 3, "image_size": 448,
+         "num_attention_heads": 16,
          "patch_size": 14, "projector_input_dim": 4096, "projector_output_dim": 4096, "vision_output_dim": 7680}
     v = {k: vc.get(k, x) for k, x in d.items()}
     h, i, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
@@ -44,6 +45,10 @@ def llama4_vision(config, c, add):
     add("vision_model.vision_adapter.mlp.fc1.weight", (v["projector_input_dim"], i), "tower")
     add("vision_model.vision_adapter.mlp.fc2.weight", (v["projector_output_dim"], v["projector_output_dim"]), "tower")
     add("multi_modal_projector.linear_1.weight", (th, v["vision_output_dim"]), "tower")
+    # Llama4VisionRotaryEmbedding._compute_freqs_ci: freqs_ci, a non-persistent
+    # complex64 buffer [patches + 1, 1, 2 * (f // 2)], f = head // 2.
+    f = h // v["num_attention_heads"] // 2
+    add("vision_model.rotary_embedding.freqs_ci", ((v["image_size"] // p) ** 2 + 1, 1, 2 * (f // 2)), "buffer_complex64")
 
 
 DECODERS = {

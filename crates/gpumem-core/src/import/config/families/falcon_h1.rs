@@ -20,7 +20,7 @@ pub(crate) const FALCON_H1: Family = Family {
     class: "FalconH1Config",
     hook: Some(falcon_h1),
     // mamba_expand beside mamba_d_ssm, which sets the width (the muP multipliers are
-    // inert for every family; mup_vector is a non-persistent buffer).
+    // inert for every family: they set mup_vector's values, not its width).
     // mamba_norm_before_gate orders the gated norm's two steps (no tensor).
     inert: "mamba_expand mamba_norm_before_gate",
     ..BASE
@@ -62,6 +62,11 @@ fn falcon_h1(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         }
     };
     d.arch.mixer = Some(mixer);
+    // FalconH1Model.__init__ registers `compute_mup_vector(config)` on every
+    // `layer.mamba` as a non-persistent buffer (transformers 5.23
+    // `models/falcon_h1/modeling_falcon_h1.py`): `torch.ones(1, 1, 2 × d_ssm + 2 ×
+    // groups × d_state + heads)`, in the default dtype the model is built under.
+    d.arch.mup_vectors = true;
     // Attention runs beside the mixer in every layer.
     d.arch.attn_layers = Some(layers);
     Ok(())

@@ -13,7 +13,7 @@ use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family, Sliding, TowerCount};
 use crate::import::config::json::{Cfg, parse};
-use crate::import::config::tower::{fit, siglip, sizes};
+use crate::import::config::tower::{axial_rope_bytes, fit, siglip, sizes};
 
 /// Gemma.
 pub(crate) const GEMMA: Family = Family {
@@ -21,6 +21,11 @@ pub(crate) const GEMMA: Family = Family {
     class: "GemmaConfig",
     arch: Architecture {
         tied_embeddings: true,
+        // GemmaTextScaledWordEmbedding's `embed_scale` (transformers 5.23
+        // `models/gemma/modeling_gemma.py`): `nn.Buffer(torch.tensor(embed_scale),
+        // persistent=False)`, a scalar in the default dtype the model is built under.
+        // Gemma 2's, VaultGemma's and Gemma 3's embeddings are its copies.
+        embed_scales: 1,
         ..Architecture::BASE
     },
     inert: PALIGEMMA_TEXT,
@@ -38,6 +43,8 @@ pub(crate) const GEMMA2: Family = Family {
     class: "Gemma2Config",
     arch: Architecture {
         tied_embeddings: true,
+        // Gemma2TextScaledWordEmbedding's `embed_scale` (`models/gemma2/modeling_gemma2.py`).
+        embed_scales: 1,
         layer_norms: 4,
         // Gemma2Config's final_logit_softcapping defaults to 30.0.
         logit_softcap: true,
@@ -71,6 +78,8 @@ pub(crate) const GEMMA3: Family = Family {
     class: "Gemma3TextConfig",
     arch: Architecture {
         tied_embeddings: true,
+        // Gemma3TextScaledWordEmbedding's `embed_scale` (`models/gemma3/modeling_gemma3.py`).
+        embed_scales: 1,
         layer_norms: 4,
         qk_norm: true,
         ..Architecture::BASE
@@ -107,6 +116,9 @@ pub(crate) const GEMMA4: Family = Family {
     class: "Gemma4TextConfig",
     arch: Architecture {
         tied_embeddings: true,
+        // Gemma4TextScaledWordEmbedding's `embed_scale` (`models/gemma4/modeling_gemma4.py`);
+        // `embed_tokens_per_layer`, one more (the hook).
+        embed_scales: 1,
         layer_norms: 4,
         qk_norm: true,
         layer_scalars: 1,
@@ -120,11 +132,33 @@ pub(crate) const GEMMA4: Family = Family {
     inert: "use_bidirectional_attention per_layer_config",
     hook: Some(gemma4),
     tower: Some(|root, tower, hidden| Ok(gemma4_vision(root, tower, hidden)?.map(|n| (n, None)))),
+    tower_rope: Some(gemma4_vision_rope),
     audio: Some(|root, tower, hidden| Ok(gemma4_audio(root, tower, hidden)?.map(|n| (n, None)))),
     // Gemma4RotaryEmbedding: one table per layer type.
     rope_tables: 2,
     ..BASE
 };
+
+/// Bytes of the `gemma4_vision` tower's rotary table (transformers 5.23
+/// `models/gemma4/modeling_gemma4.py`, `Gemma4VisionRotaryEmbedding`: `inv_freq` and
+/// `original_inv_freq` over `head_dim // 2`; Gemma4VisionConfig's head_dim 64, else
+/// hidden ÷ heads when it is 0).
+fn gemma4_vision_rope(tower: &Value) -> Result<u64, EstimateError> {
+    let [head, h, heads] = sizes(
+        tower,
+        [
+            ("head_dim", 64),
+            ("hidden_size", 768),
+            ("num_attention_heads", 12),
+        ],
+    )?;
+    let head = if head > 0 {
+        head
+    } else {
+        h.checked_div(heads).unwrap_or(0)
+    };
+    Ok(axial_rope_bytes(fit(head)? / 2))
+}
 
 fn gemma4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     let layers = d.arch.layers;
@@ -132,6 +166,9 @@ fn gemma4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     // Gemma4TextConfig's `vocab_size_per_layer_input` default 262 144).
     let per_layer = c.uint("hidden_size_per_layer_input")?.unwrap_or(0);
     if per_layer > 0 {
+        // A second Gemma4TextScaledWordEmbedding, with its own `embed_scale`
+        // (`hidden_size_per_layer_input ** 0.5`).
+        d.arch.embed_scales = 2;
         d.arch.per_layer_input = Some(PerLayerInput {
             width: per_layer,
             vocab: d.or_default(c, "vocab_size_per_layer_input", 262_144)?,

@@ -199,20 +199,25 @@ pub(crate) const GPTJ: Family = Family {
         lm_head_bias: true,
         ..Architecture::BASE
     },
-    // n_positions only bounds the rotary table (a buffer rebuilt on the fly); the
-    // published configs' `rotary`, `scale_attn_weights` and `gradient_checkpointing`,
-    // which GPTJConfig and GPTJModel never read (rotary always, the scale always);
-    // the tokenizer's class.
-    inert: "n_positions rotary scale_attn_weights gradient_checkpointing tokenizer_class",
+    // The published configs' `rotary`, `scale_attn_weights` and
+    // `gradient_checkpointing`, which GPTJConfig and GPTJModel never read (rotary
+    // always, the scale always); the tokenizer's class.
+    inert: "rotary scale_attn_weights gradient_checkpointing tokenizer_class",
     hook: Some(gptj),
-    // GPTJAttention keeps its sin/cos table (`embed_positions`, per layer): another
-    // layout, not counted here.
+    // No inv_freq pair: GPTJAttention keeps its own sin/cos table (`embed_positions`,
+    // per layer: `sincos_positions`, set by the hook).
     rope_tables: 0,
     ..BASE
 };
 
 /// GPT-J's rotary width (`rotary_dim`, GPTJConfig default 64; null: the whole head),
-/// activation (default gelu_new) and dropouts (default 0).
+/// activation (default gelu_new) and dropouts (default 0). Every attention layer keeps
+/// an fp32 sin/cos table of `n_positions` rows (default 2048) over `rotary_dim or
+/// embed_dim` (`GPTJAttention.__init__`: `self.pos_embd_dim = self.rotary_dim or
+/// self.embed_dim`, `embed_positions = nn.Buffer(create_sinusoidal_positions(
+/// self.max_positions, self.pos_embd_dim), persistent=False)`, transformers 5.23
+/// `models/gptj/modeling_gptj.py`; CodeGenAttention the same,
+/// `models/codegen/modeling_codegen.py`): a buffer of each layer, not one shared.
 fn gptj(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     let rot = match c.get("rotary_dim") {
         None => 64,
@@ -220,6 +225,13 @@ fn gptj(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         Some(_) => c.uint("rotary_dim")?.unwrap_or(0),
     };
     d.arch.rotary_dims = if rot >= d.arch.head_dim { 0 } else { rot };
+    // `max_position_embeddings` is GPTJConfig's alias of n_positions (attribute_map).
+    d.arch.sincos_positions = match c.any(&["n_positions", "max_position_embeddings"])? {
+        Some(n) => n,
+        None => d.or_default(c, "n_positions", 2048)?,
+    };
+    // 0: the hidden size (a null rotary_dim).
+    d.arch.sincos_dims = rot;
     activation(c, d, "activation_function", "gelu_new");
     dropout(c, d, &["embd_pdrop", "resid_pdrop", "attn_pdrop"], 0.0);
     Ok(())
@@ -237,11 +249,11 @@ pub(crate) const CODEGEN: Family = Family {
     },
     // n_ctx repeats n_positions; GPT-2's task parameters; as GPT-J's.
     inert: concat!(
-        "n_ctx task_specific_params n_positions rotary scale_attn_weights ",
+        "n_ctx task_specific_params rotary scale_attn_weights ",
         "gradient_checkpointing tokenizer_class",
     ),
-    // CodeGenAttention keeps its sin/cos table (`embed_positions`, per layer): another
-    // layout, not counted here.
+    // CodeGenAttention keeps GPT-J's per-layer sin/cos table (`embed_positions`),
+    // set by GPT-J's hook.
     rope_tables: 0,
     ..GPTJ
 };

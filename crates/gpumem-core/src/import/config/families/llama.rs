@@ -9,7 +9,7 @@ use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::Cfg;
-use crate::import::config::tower::{fit, sizes, vit_layer};
+use crate::import::config::tower::{axial_rope_bytes, fit, head_width, sizes, vit_layer};
 
 /// Llama, Mistral, Mixtral, and what transformers 5.23 builds with their modules:
 /// Ministral-3's text model (`ministral3`, `models/ministral3/modeling_ministral3.py`,
@@ -57,6 +57,10 @@ fn cwm(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
 pub(crate) const MISTRAL3: Family = Family {
     types: "mistral3",
     tower: Some(|root, tower, hidden| Ok(Some((pixtral(root, tower, hidden)?, None)))),
+    // PixtralVisionModel.patch_positional_embedding (`models/pixtral/modeling_pixtral.py`,
+    // `PixtralVisionRotaryEmbedding`: over the head), PixtralVisionConfig's
+    // hidden_size 1024, num_attention_heads 16.
+    tower_rope: Some(|t| Ok(axial_rope_bytes(head_width(t, 1024, "num_attention_heads", 16)?))),
     ..LLAMA
 };
 
@@ -66,6 +70,7 @@ pub(crate) const LLAMA4: Family = Family {
     class: "Llama4TextConfig",
     hook: Some(llama4),
     tower: Some(|root, tower, hidden| Ok(llama4_vision(root, tower, hidden)?.map(|n| (n, None)))),
+    tower_rope: Some(llama4_vision_rope),
     // Llama4TextL2Norm has no weight; attention temperature constants.
     inert: "use_qk_norm attn_temperature_tuning attn_scale floor_scale",
     // transformers 5.23 writes the RoPE layers as chunked_attention
@@ -154,6 +159,26 @@ fn pixtral(root: &Cfg, tower: &Value, text_hidden: u64) -> Result<u64, EstimateE
     let projector =
         h + h * h * merge * merge + (text * h + bias * text) + (text * text + bias * text);
     fit(embed + layers * layer + projector)
+}
+
+/// Bytes of Llama-4's vision rotary table (transformers 5.23
+/// `models/llama4/modeling_llama4.py`, `Llama4VisionRotaryEmbedding._compute_freqs_ci`:
+/// `freqs_ci`, a non-persistent complex64 buffer of `[patches + 1, 1, 2 × (f ÷ 2)]`,
+/// `f = hidden ÷ heads ÷ 2`, patches = (image ÷ patch)²).
+#[allow(clippy::arithmetic_side_effects)]
+fn llama4_vision_rope(tower: &Value) -> Result<u64, EstimateError> {
+    let [h, heads, image, patch] = sizes(
+        tower,
+        [
+            ("hidden_size", 768),
+            ("num_attention_heads", 16),
+            ("image_size", 448),
+            ("patch_size", 14),
+        ],
+    )?;
+    let side = image.checked_div(patch).unwrap_or(0);
+    let freq = h.checked_div(heads).unwrap_or(0) / 2;
+    fit((side * side + 1) * (freq / 2 * 2) * 8)
 }
 
 /// Llama-4's vision tower, adapter and projector (transformers 5.23

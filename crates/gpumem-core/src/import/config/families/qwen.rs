@@ -9,7 +9,7 @@ use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family, Sliding};
 use crate::import::config::json::{Cfg, parse};
-use crate::import::config::tower::{fit, sizes};
+use crate::import::config::tower::{axial_rope_bytes, fit, head_width, sizes};
 
 /// Qwen2, and Qwen2.5-VL's language model (its vision tower is counted by the
 /// tower reader).
@@ -29,6 +29,10 @@ pub(crate) const QWEN2: Family = Family {
 pub(crate) const QWEN2_5_VL: Family = Family {
     types: "qwen2_5_vl",
     tower: Some(|_, tower, _| Ok(Some((qwen2_5_vl(tower)?, None)))),
+    // Qwen2_5_VisionTransformerPretrainedModel.rotary_pos_emb
+    // (`models/qwen2_5_vl/modeling_qwen2_5_vl.py`, `compute_axial_rope_parameters`:
+    // `spatial_dim = dim // 2`), Qwen2_5_VLVisionConfig's hidden_size 3584, num_heads 16.
+    tower_rope: Some(|t| Ok(axial_rope_bytes(head_width(t, 3584, "num_heads", 16)? / 2))),
     ..QWEN2
 };
 
@@ -72,6 +76,11 @@ pub(crate) const QWEN3: Family = Family {
 pub(crate) const QWEN3_VL: Family = Family {
     types: "qwen3_vl qwen3_vl_moe",
     tower: Some(|_, tower, _| Ok(Some((qwen3_vl(tower, 3)?, None)))),
+    // Qwen3VLVisionModel.rotary_pos_emb (`models/qwen3_vl/modeling_qwen3_vl.py`,
+    // `Qwen3VLVisionRotaryEmbedding`: over head // 2), Qwen3VLVisionConfig's
+    // hidden_size 1152, num_heads 16; Qwen3.5's tower the same
+    // (`models/qwen3_5/modeling_qwen3_5.py`, `Qwen3_5VisionRotaryEmbedding`).
+    tower_rope: Some(|t| Ok(axial_rope_bytes(head_width(t, 1152, "num_heads", 16)? / 2))),
     ..QWEN3
 };
 
@@ -90,6 +99,7 @@ pub(crate) const QWEN3_5: Family = Family {
         }
         Ok(Some((qwen3_vl(tower, 0)?, None)))
     }),
+    tower_rope: QWEN3_VL.tower_rope,
     ..QWEN3_NEXT
 };
 
