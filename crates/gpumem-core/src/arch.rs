@@ -3357,4 +3357,61 @@ mod tests {
             );
         }
     }
+
+    /// GPT-J's per-layer sin/cos tables, Gemma's scales, Falcon-H1's muP vectors and a
+    /// tower's rotary tables each have their entry; the rotary ones (and only they)
+    /// are what an engine leaves out.
+    #[test]
+    fn each_buffer_has_its_entry_and_the_rotary_ones_are_set_apart() {
+        // GPT-J-6B: 28 layers, rotary_dim 64, 2048 positions: 28 × 2048 × 64 × 4 B.
+        let gptj = Architecture {
+            layers: 28,
+            hidden: 4096,
+            heads: 16,
+            head_dim: 256,
+            sincos_positions: 2048,
+            sincos_dims: 64,
+            ..Architecture::BASE
+        };
+        let b = gptj.buffers(2).expect("buffers");
+        assert_eq!(b.iter().map(|(_, n)| n).sum::<u64>(), 14_680_064);
+        assert_eq!(gptj.rotary_buffer_bytes().expect("bytes"), 14_680_064);
+        // A null rotary_dim: the whole hidden size, odd widths rounded up to pairs.
+        let whole = Architecture {
+            sincos_dims: 0,
+            hidden: 5,
+            layers: 1,
+            ..gptj
+        };
+        assert_eq!(whole.rotary_buffer_bytes().expect("bytes"), 2048 * 6 * 4);
+        // Falcon-H1-0.5B's mixer: 36 layers of 2 × 1536 + 2 × 1 × 128 + 24 values, bf16;
+        // Gemma 4's two scales; a tower's 128 B of rotary tables.
+        let falcon = Architecture {
+            mixer: Some(Mixer {
+                kind: MixerKind::Mamba2,
+                layers: 36,
+                inner: 1536,
+                state: 128,
+                heads: 24,
+                key_heads: 1,
+                ..Mixer::BASE
+            }),
+            mup_vectors: true,
+            embed_scales: 2,
+            tower_rope_bytes: 128,
+            ..Architecture::BASE
+        };
+        let b = falcon.buffers(2).expect("buffers");
+        assert_eq!(
+            b.iter().map(|(_, n)| n).sum::<u64>(),
+            36 * 3352 * 2 + 2 * 2 + 128
+        );
+        assert_eq!(falcon.rotary_buffer_bytes().expect("bytes"), 128);
+        // Without a Mamba-2 mixer the switch holds nothing.
+        let none = Architecture {
+            mixer: None,
+            ..falcon
+        };
+        assert_eq!(none.buffers(2).expect("buffers").len(), 2);
+    }
 }
