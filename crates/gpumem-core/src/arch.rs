@@ -1318,16 +1318,16 @@ pub const DECODER_FACTS: &[Fact] = &[
         "Rotary embeddings whose fp32 inv_freq and original_inv_freq (⌈rotary width ÷ 2⌉ values each) the model keeps beside the weights, not in the checkpoint (1; 2 with one per layer type: Gemma 3 and 4)", at!(rope_tables)),
     fact("rope-dims", G::Variants, K::Count, "Rotary width of the frequency tables", "= rotary-dims, MLA's qk-rope-dim or head-dim",
         "Rotary width the frequency tables span when only part of a head rotates (partial_rotary_factor × head-dim)", at!(rope_dims)),
-    fact("sincos-positions", G::Variants, K::Count, "Sin/cos rotary table rows", "none",
-        "Rows of the fp32 sin/cos rotary table each attention layer keeps beside the weights, not in the checkpoint (GPT-J, CodeGen: n_positions)", at!(sincos_positions)),
-    fact("sincos-dims", G::Variants, K::Count, "Sin/cos rotary table width", "= hidden",
-        "Rotary width the sin/cos tables span (GPT-J, CodeGen: rotary_dim; the hidden size when it is null)", at!(sincos_dims)),
-    fact("embed-scales", G::Variants, K::Count, "Embedding-scale buffers", "none",
-        "Scalar buffers in the model's dtype the embeddings scale by, not in the checkpoint (Gemma: 1; Gemma 4 with per-layer embeddings: 2)", at!(embed_scales)),
+    fact("sincos-positions", G::Variants, K::Count, "Sin/cos table rows", "none",
+        "Rows of each attention layer's fp32 sin/cos table (GPT-J: n_positions)", at!(sincos_positions)),
+    fact("sincos-dims", G::Variants, K::Count, "Sin/cos table width", "= hidden",
+        "Width of the sin/cos tables (GPT-J: rotary_dim)", at!(sincos_dims)),
+    fact("embed-scales", G::Variants, K::Count, "Embedding scales", "none",
+        "Scalar embedding-scale buffers in the model's dtype (Gemma: 1)", at!(embed_scales)),
     fact("mup-vectors", G::Variants, K::Bool(Architecture::BASE.mup_vectors), "muP vectors", "",
-        "Each Mamba-2 mixer layer keeps a muP vector as wide as its in-projection's output in the model's dtype, not in the checkpoint (Falcon-H1)", at!(mup_vectors)),
-    fact("tower-rope-bytes", G::Variants, K::Count, "Tower rotary buffers (bytes)", "none",
-        "Bytes of the vision tower's rotary tables, not in the checkpoint (Qwen2.5-VL, Qwen3-VL, Pixtral, Llama 4)", at!(tower_rope_bytes)),
+        "A muP vector per Mamba-2 layer, in_proj wide (Falcon-H1)", at!(mup_vectors)),
+    fact("tower-rope-bytes", G::Variants, K::Count, "Tower rotary bytes", "none",
+        "Bytes of the vision tower's rotary tables", at!(tower_rope_bytes)),
 ];
 
 /// The variants and optional parts (MLA, MTP, global layers, the indexer, towers, a
@@ -2039,7 +2039,7 @@ impl Architecture {
             let (layers, width) = (self.attention_layers(), self.sincos_width());
             out.push((
                 format!(
-                    "an fp32 sin/cos rotary table of {} rows × {width} per attention layer ({layers})",
+                    "{layers} fp32 sin/cos tables of {} × {width}",
                     self.sincos_positions
                 ),
                 self.sincos_bytes()?,
@@ -2047,24 +2047,19 @@ impl Architecture {
         }
         if self.tower_rope_bytes > 0 {
             out.push((
-                "the vision tower's rotary tables".to_string(),
+                "the tower's rotary tables".to_string(),
                 self.tower_rope_bytes,
             ));
         }
         if self.embed_scales > 0 {
             out.push((
-                format!(
-                    "{} scalar embedding scale(s) in the model's dtype ({dtype_bytes} B)",
-                    self.embed_scales
-                ),
+                format!("{} embedding scale(s)", self.embed_scales),
                 checked_product(&[self.embed_scales, dtype_bytes], what)?,
             ));
         }
         if let Some((layers, width)) = self.mup_shape() {
             out.push((
-                format!(
-                    "a muP vector of {width} values per mixer layer ({layers}) in the model's dtype ({dtype_bytes} B)"
-                ),
+                format!("{layers} muP vectors of {width}"),
                 checked_product(&[layers, width, dtype_bytes], what)?,
             ));
         }
