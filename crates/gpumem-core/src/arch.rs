@@ -1280,13 +1280,13 @@ pub const DECODER_FACTS: &[Fact] = &[
         "The MLP's activation is transformers' NewGELUActivation, whose tanh and products are kept (GPT-2)", at!(gelu_new))
         .underived(LAYERNORM_STYLE),
     fact("embed-proj", G::Variants, K::Count, "Projected embedding width", "none",
-        "Width of the token embeddings where a projection maps them to the hidden size (OPT-350m: word_embed_proj_dim 512)", at!(embed_proj))
+        "Token embedding width projected to the hidden size (OPT-350m: 512)", at!(embed_proj))
         .underived("projections between the embeddings and the layers (OPT's project_in, project_out) are not in the derivation"),
     fact("relu", G::Variants, K::Bool(Architecture::BASE.relu), "ReLU MLP", "",
-        "The non-gated MLP's activation is ReLU, which keeps only its output (OPT)", at!(relu))
+        "The non-gated MLP's activation is ReLU (OPT)", at!(relu))
         .underived(LAYERNORM_STYLE),
     fact("other-activation", G::Variants, K::Bool(Architecture::BASE.other_activation), "Other MLP activation", "",
-        "The non-gated MLP's activation is neither a GELU, gelu_new nor ReLU (Persimmon's relu²)", at!(other_activation))
+        "The non-gated MLP's activation is another (Persimmon's relu²)", at!(other_activation))
         .underived("an MLP activation other than a GELU or ReLU (relu²) keeps other tensors than the derivation counts"),
     fact("falcon-layer", G::Variants, K::Bool(Architecture::BASE.falcon_layer), "Falcon's layer", "",
         "The layers are Falcon's (FalconDecoderLayer)", at!(falcon_layer))

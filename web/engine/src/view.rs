@@ -92,6 +92,7 @@ fn color(key: LineKey) -> &'static str {
         LineKey::OptimizerStep => "#d4a017",
         LineKey::PrefillMlp => "#9d6ccd",
         LineKey::PrefillAttentionScores => "#c9a7e6",
+        LineKey::PrefillQuantizedMatmul => "#a98bc9",
         LineKey::CudaContext | LineKey::CublasWorkspace => "#6f6484",
         LineKey::TrainingGradBuckets => "#c77a2c",
         LineKey::CollectivesAllGather
