@@ -83,7 +83,12 @@ pub(crate) fn activation(c: &Cfg, d: &mut Draft, key: &str, default: &str) {
 /// keys, `residual` naming the dropout after the attention's and the MLP's output
 /// projections (see [`Architecture::dropout`]); one key may stand for several, and
 /// `""` for a dropout the family has not.
-pub(crate) fn dropouts(c: &Cfg, d: &mut Draft, [residual, embedding, attention]: [&str; 3], default: f64) {
+pub(crate) fn dropouts(
+    c: &Cfg,
+    d: &mut Draft,
+    [residual, embedding, attention]: [&str; 3],
+    default: f64,
+) {
     let on = |k: &str| {
         c.get(k)
             .map_or(Some(default), Value::as_f64)
@@ -145,7 +150,12 @@ fn gpt_neox(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     activation(c, d, "hidden_act", "gelu");
     // GPTNeoXModel.emb_dropout and the layer's post_attention_dropout and
     // post_mlp_dropout all take hidden_dropout.
-    dropouts(c, d, ["hidden_dropout", "hidden_dropout", "attention_dropout"], 0.0);
+    dropouts(
+        c,
+        d,
+        ["hidden_dropout", "hidden_dropout", "attention_dropout"],
+        0.0,
+    );
     Ok(())
 }
 

@@ -60,7 +60,14 @@ pub(crate) const MISTRAL3: Family = Family {
     // PixtralVisionModel.patch_positional_embedding (`models/pixtral/modeling_pixtral.py`,
     // `PixtralVisionRotaryEmbedding`: over the head), PixtralVisionConfig's
     // hidden_size 1024, num_attention_heads 16.
-    tower_rope: Some(|t| Ok(axial_rope_bytes(head_width(t, 1024, "num_attention_heads", 16)?))),
+    tower_rope: Some(|t| {
+        Ok(axial_rope_bytes(head_width(
+            t,
+            1024,
+            "num_attention_heads",
+            16,
+        )?))
+    }),
     ..LLAMA
 };
 
