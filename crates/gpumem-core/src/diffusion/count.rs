@@ -71,6 +71,11 @@ pub struct Layerwise {
     pub largest: u64,
 }
 
+/// Parameters of a linear layer with its bias: `out × inp + out`.
+fn biased(out: u64, inp: u64) -> u64 {
+    out.saturating_mul(inp).saturating_add(out)
+}
+
 impl Counts {
     fn add(&mut self, n: u64) {
         self.dense = self.dense.saturating_add(n);
@@ -89,11 +94,11 @@ impl Counts {
         if bias {
             self.add(out.saturating_mul(count));
         }
-        self.widest =
-            self.widest.max(
-                out.saturating_mul(inp)
-                    .saturating_add(if bias { out } else { 0 }),
-            );
+        self.widest = self.widest.max(if bias {
+            biased(out, inp)
+        } else {
+            out.saturating_mul(inp)
+        });
     }
     /// A convolution of `k` kernel elements.
     fn conv(&mut self, out: u64, inp: u64, k: u64, bias: bool) {
@@ -566,29 +571,33 @@ pub fn sd3(v: &Value) -> Result<Counts, EstimateError> {
     // patch embedding's convolution (`pos_embed.proj`), each block's AdaLayerNorm
     // modulations (`norm1.linear`, `norm1_context.linear`), the q/k norms,
     // `norm_out.linear` and the top-level `proj_out` stay in the load dtype.
-    let lin = |o: u64, i: u64| o.saturating_mul(i).saturating_add(o);
     let mut kept = d
         .saturating_mul(inc)
         .saturating_mul(pp)
         .saturating_add(d)
-        .saturating_add(lin(2 * d, d))
-        .saturating_add(lin(out, d));
+        .saturating_add(biased(2 * d, d))
+        .saturating_add(biased(out, d));
     for i in 0..layers {
         let pre_only = i + 1 == layers;
         let is_dual = dual.contains(&i);
         kept = kept
-            .saturating_add(lin(if is_dual { 9 * d } else { 6 * d }, d))
-            .saturating_add(lin(if pre_only { 2 * d } else { 6 * d }, d));
+            .saturating_add(biased(if is_dual { 9 * d } else { 6 * d }, d))
+            .saturating_add(biased(if pre_only { 2 * d } else { 6 * d }, d));
         if qk {
             kept = kept.saturating_add(if is_dual { 6 * hd } else { 4 * hd });
         }
     }
     c.layerwise = Some(Layerwise {
         kept,
-        largest: [lin(4 * d, d), lin(d, 4 * d), lin(d, joint), lin(d, pooled)]
-            .into_iter()
-            .max()
-            .unwrap_or(0),
+        largest: [
+            biased(4 * d, d),
+            biased(d, 4 * d),
+            biased(d, joint),
+            biased(d, pooled),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0),
     });
     Ok(c)
 }
@@ -633,21 +642,25 @@ pub fn flux(v: &Value) -> Result<Counts, EstimateError> {
     // AdaLayerNorm modulations (`norm1.linear`, `norm1_context.linear`, `norm.linear`,
     // `norm_out.linear`), the top-level `proj_out` and the q/k RMSNorms stay; a single
     // block's `proj_out` (d × 5d) is the largest module cast.
-    let lin = |o: u64, i: u64| o.saturating_mul(i).saturating_add(o);
     c.layerwise = Some(Layerwise {
         kept: [
-            lin(6 * d, d).saturating_mul(2 * double),
-            lin(3 * d, d).saturating_mul(single),
-            lin(2 * d, d),
-            lin(out, d),
+            biased(6 * d, d).saturating_mul(2 * double),
+            biased(3 * d, d).saturating_mul(single),
+            biased(2 * d, d),
+            biased(out, d),
             double * 4 * hd + single * 2 * hd,
         ]
         .iter()
         .fold(0, |a, n| a.saturating_add(*n)),
-        largest: [lin(d, 5 * d), lin(4 * d, d), lin(d, 4 * d), lin(d, joint)]
-            .into_iter()
-            .max()
-            .unwrap_or(0),
+        largest: [
+            biased(d, 5 * d),
+            biased(4 * d, d),
+            biased(d, 4 * d),
+            biased(d, joint),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0),
     });
     Ok(c)
 }
@@ -686,7 +699,6 @@ pub fn wan(v: &Value) -> Result<Counts, EstimateError> {
         ));
     }
     let patch = k.times("patch_size", k.times("patch_size", ps[0], ps[1])?, ps[2])?;
-    let lin = |o: u64, i: u64| o.saturating_mul(i).saturating_add(o);
     // Layerwise casting (`_skip_layerwise_casting_patterns`: `patch_embedding`,
     // `condition_embedder`, `norm`; `_keep_in_fp32_modules` stay fp32): the patch
     // embedding, the condition embedder's linears, the q/k norms and the top-level
@@ -701,9 +713,9 @@ pub fn wan(v: &Value) -> Result<Counts, EstimateError> {
     c.lin(6 * d, d, true);
     mlp2(&mut c, text, d);
     kept = kept
-        .saturating_add(lin(6 * d, d))
-        .saturating_add(lin(d, text))
-        .saturating_add(lin(d, d));
+        .saturating_add(biased(6 * d, d))
+        .saturating_add(biased(d, text))
+        .saturating_add(biased(d, d));
     if k.get("image_dim").is_some() {
         let img = k.u("image_dim", None)?;
         c.add_fp32(2 * img);
@@ -711,8 +723,8 @@ pub fn wan(v: &Value) -> Result<Counts, EstimateError> {
         c.lin(d, img, true);
         c.add_fp32(2 * d);
         kept = kept
-            .saturating_add(lin(img, img))
-            .saturating_add(lin(d, img));
+            .saturating_add(biased(img, img))
+            .saturating_add(biased(d, img));
     }
     for _ in 0..layers {
         c.lin_n(d, d, true, 8);
@@ -743,12 +755,12 @@ pub fn wan(v: &Value) -> Result<Counts, EstimateError> {
     c.layerwise = Some(Layerwise {
         kept: kept
             .saturating_add(norms.saturating_mul(layers))
-            .saturating_add(lin(out, d)),
+            .saturating_add(biased(out, d)),
         largest: [
-            lin(ffn, d),
-            lin(d, ffn),
-            lin(d, d),
-            lin(d, added.unwrap_or(0)),
+            biased(ffn, d),
+            biased(d, ffn),
+            biased(d, d),
+            biased(d, added.unwrap_or(0)),
         ]
         .into_iter()
         .max()

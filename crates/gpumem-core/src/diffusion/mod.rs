@@ -1020,12 +1020,12 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
             .max(vae_decode.saturating_add(vae_upcast))
             .max(text_encode),
     );
-    let model_peak = phases
+    let model_phases = phases
         .iter()
         .map(|(_, wb, extra, _)| wb.saturating_add(*extra))
         .max()
         .unwrap_or(0);
-    let seq_peak = phases
+    let seq_phases = phases
         .iter()
         .map(|(_, _, extra, largest)| largest.saturating_add(*extra))
         .max()
@@ -1054,8 +1054,8 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
             crate::units::Bytes(loading).gib_string(2)
         ));
     }
-    let model_peak = model_peak.max(loading);
-    let seq_peak = seq_peak.max(loading);
+    let model_peak = model_phases.max(loading);
+    let seq_peak = seq_phases.max(loading);
     let by_mode = [
         Some(none_peak),
         Some(model_peak),
@@ -1066,21 +1066,12 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         Offload::Model => (model_peak, all),
         Offload::Sequential => (seq_peak, all),
     };
-    let loading_sets = w.offload != Offload::None
-        && loading > 0
-        && loading
-            >= match w.offload {
-                Offload::Model => phases
-                    .iter()
-                    .map(|(_, wb, extra, _)| wb.saturating_add(*extra))
-                    .max()
-                    .unwrap_or(0),
-                _ => phases
-                    .iter()
-                    .map(|(_, _, extra, l)| l.saturating_add(*extra))
-                    .max()
-                    .unwrap_or(0),
-            };
+    let loading_sets = loading > 0
+        && match w.offload {
+            Offload::None => false,
+            Offload::Model => loading >= model_phases,
+            Offload::Sequential => loading >= seq_phases,
+        };
     let peak_phase = match w.offload {
         _ if loading_sets => "loading",
         Offload::None => {
