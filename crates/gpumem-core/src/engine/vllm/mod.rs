@@ -74,6 +74,7 @@ const SRC_WORKER: &str = "vllm/v1/worker/gpu_worker.py (determine_available_memo
 const SRC_WORKER_V0: &str = "vllm/worker/worker.py (determine_num_available_blocks)";
 const SRC_PROFILE: &str =
     "vllm/v1/worker/gpu_model_runner.py (profile_run: _dummy_run, _dummy_sampler_run)";
+const SRC_PROFILE_BNB: &str = "vllm/v1/worker/gpu_model_runner.py (profile_run: _dummy_run, _dummy_sampler_run); vllm/model_executor/layers/quantization/bitsandbytes.py (_apply_bnb_4bit, BitsAndBytesMoEMethod._apply_4bit_dequnt)";
 
 /// vLLM (`vllm serve`).
 pub struct Vllm;
@@ -195,7 +196,27 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let p = c.params;
     let input = c.input;
     let speculating = p.text(SPECULATIVE_METHOD.key()).is_some();
-    let r = VllmVersion::of(p.release).rules(input, speculating);
+    let version = VllmVersion::of(p.release);
+    // bitsandbytes MoE layers came with `BitsAndBytesMoEMethod` (vllm-project/vllm
+    // PR #20061, merged June 2025, first released in 0.10): before, vLLM's bitsandbytes
+    // loader refuses a model with fused experts.
+    let bnb = matches!(input.format, Some(crate::format::StorageFormat::Bnb4 { .. }));
+    if bnb
+        && input.arch.is_some_and(|a| a.moe.is_some())
+        && !matches!(
+            version,
+            VllmVersion::V027 | VllmVersion::V019 | VllmVersion::V010
+        )
+    {
+        return Err(EstimateError::invalid(
+            "format",
+            format!(
+                "vllm@{}: bitsandbytes on an MoE model runs from vLLM 0.10 on (BitsAndBytesMoEMethod); earlier releases refuse it",
+                version.key()
+            ),
+        ));
+    }
+    let r = version.rules(input, speculating);
     let (total, derived) = c.card.torch_total();
     let (sms, sms_assumed) = c.card.sms();
     let sm90 = c.card.sm90();
@@ -408,10 +429,14 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         "Torch peak of the profiling run (forward, then sampler)",
         peak,
         Kind::Computed,
-        "max(forward of the batched tokens, sampler phase) + MoE workspace + cuBLAS workspace"
-            .into(),
+        if bnb {
+            "max(forward of the batched tokens with bitsandbytes' dequantised weights, sampler phase) + MoE workspace + cuBLAS workspace"
+        } else {
+            "max(forward of the batched tokens, sampler phase) + MoE workspace + cuBLAS workspace"
+        }
+        .into(),
         &parts,
-        SRC_PROFILE,
+        if bnb { SRC_PROFILE_BNB } else { SRC_PROFILE },
     ));
     // A stage after the first receives the previous stage's activations into buffers
     // it keeps: `make_empty_intermediate_tensors` (`hidden_states` and `residual`,

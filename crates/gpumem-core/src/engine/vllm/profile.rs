@@ -46,7 +46,8 @@ pub(super) fn profile_peak(
     } else {
         0
     };
-    let forward = sum(&[forward_peak(input, batched)?, eager])?;
+    let bnb = bnb_dequant(input, batched)?;
+    let forward = sum(&[forward_peak(input, batched)?, eager, bnb])?;
     let rows = seqs.min(batched);
     // ParallelLMHead pads the vocabulary to a multiple of 64 (vocab_parallel_embedding.py);
     // the logits keep the padded width, the sampler's copies the real one.
@@ -118,6 +119,7 @@ pub(super) fn profile_peak(
     let parts = vec![
         ("forward", forward.to_string()),
         ("forward-eager-rows", eager.to_string()),
+        ("bnb-dequantised", bnb.to_string()),
         ("sampler-phase", sampler_phase.to_string()),
         ("sampler-rows", rows.to_string()),
         ("moe-workspace", ws.to_string()),
@@ -228,4 +230,75 @@ pub(super) fn moe_workspace(input: &EstimateInput, tokens: u64) -> Result<u64, E
     let w2 = prod(&[tokens, m.active, prod(&[2, i])?.max(h)])?;
     let up = |e: u64| prod(&[e, b]).map(|x| x.div_ceil(256).saturating_mul(256));
     sum(&[up(w13)?, up(w2)?])
+}
+
+/// What vLLM's bitsandbytes 4-bit path holds in the profile's forward beyond the
+/// 16-bit output the forward counts (vllm `model_executor/layers/quantization/
+/// bitsandbytes.py`, upstream as merged in 1CatAI/1Cat-vLLM 92a785cb, May 2026;
+/// bitsandbytes 0.46 `autograd/_functions.py`):
+/// - a linear (`_apply_4bit_weight`, `_apply_bnb_4bit`): its input in bf16
+///   (`x.to(torch.bfloat16)`, a copy unless the model is in bf16, held to the end),
+///   then, shard by shard (q, k, v; gate, up), `matmul_4bit` over all the batch's
+///   rows, which `MatMul4Bit.forward` runs as `linear(A, dequantize_4bit(B)
+///   .to(A.dtype).t())`: the shard's whole weight dequantised to bf16 (two copies
+///   while it is cast from a model dtype other than bf16) and the shard's output,
+///   beside the layer's bf16 `out`; then `out.to(original_type)`, a copy of the
+///   layer's output unless the model is in bf16. Per tp rank a column-parallel
+///   shard (q, gate, up) is its width ÷ tp × hidden, a row-parallel one (o, down)
+///   hidden × its width ÷ tp with hidden-wide rows;
+/// - an MoE layer (`BitsAndBytesMoEMethod.apply`, `_apply_4bit_dequnt`): every
+///   expert's gate-up and down weights dequantised in the model dtype before
+///   `fused_experts` runs (both held through it), with the nested absmax of the
+///   second in fp32 while it is dequantised (`dequantize_4bit` under double
+///   quantisation, blocks of 64 as vLLM quantises).
+///
+/// Added to the forward's peak: the linear's part is an upper bound (it runs before
+/// the activation the forward's peak holds), the MoE part is held at its peak.
+pub(super) fn bnb_dequant(input: &EstimateInput, tokens: u64) -> Result<u64, EstimateError> {
+    let Some(crate::format::StorageFormat::Bnb4 { double_quant, .. }) = input.format else {
+        return Ok(0);
+    };
+    let Some(a) = input.arch else { return Ok(0) };
+    let tp = input.tp.max(1);
+    let b = input.compute_dtype.bytes();
+    let bf16 = input.compute_dtype == crate::format::Dtype::Bf16;
+    let h = a.hidden;
+    let q = prod(&[a.heads, a.head_dim])?.div_ceil(tp);
+    let kv = prod(&[a.kv_heads, a.head_dim])?.div_ceil(tp);
+    let inter = a.intermediate.div_ceil(tp);
+    let up = if a.gated_mlp { 2 } else { 1 };
+    // (input width, widest shard's output width, the layer's output width)
+    let mut linears = vec![(h, q, sum(&[q, kv, kv])?), (q, h, h)];
+    if inter > 0 {
+        linears.push((h, inter, prod(&[up, inter])?));
+        linears.push((inter, h, h));
+    }
+    let mut linear = 0;
+    for (width_in, shard, out) in linears {
+        let weight = prod(&[shard, width_in, 2])?;
+        let rows = prod(&[tokens, shard, 2])?;
+        let (copy_in, cast, copy_out) = if bf16 {
+            (0, 0, 0)
+        } else {
+            (prod(&[tokens, width_in, 2])?, weight, prod(&[tokens, out, b])?)
+        };
+        let held = sum(&[weight, cast])?.max(sum(&[weight, rows])?).max(copy_out);
+        linear = linear.max(sum(&[copy_in, held])?);
+    }
+    let experts = match a.moe {
+        Some(m) if m.experts > 0 => {
+            let i = m.expert_intermediate.div_ceil(tp);
+            let width = if m.latent > 0 { m.latent } else { h };
+            let w13 = prod(&[m.experts, up, i, width, b])?;
+            let w2 = prod(&[m.experts, i, width, b])?;
+            let absmax = if double_quant {
+                prod(&[m.experts, i, width])?.div_ceil(64).saturating_mul(4)
+            } else {
+                0
+            };
+            sum(&[w13, w2, absmax])?
+        }
+        _ => 0,
+    };
+    Ok(linear.max(experts))
 }

@@ -792,3 +792,70 @@ fn vllm_027_counts_the_weights_segments() {
     );
     assert!(offloaded.lines.iter().all(|l| l.key != "load_rounding"));
 }
+
+/// bitsandbytes 4-bit under vLLM's profile, by hand (A100: 2 048 batched tokens).
+/// Llama-3.1-8B in bf16: the widest phase is gate_up's gate shard, its dequantised
+/// weight 14 336 × 4 096 × 2 = 117 440 512 B beside its output 2 048 × 14 336 × 2 =
+/// 58 720 256 B: 176 160 768 B. In fp16 the input's bf16 copy and the dequantised
+/// weight's cast add: down_proj holds 2 048 × 14 336 × 2 = 58 720 256 B of bf16 input
+/// and two copies of its weight, 234 881 024 B: 293 601 280 B. Mixtral's shape at tp 2
+/// (nf4-dq): every expert's gate-up 8 × 2 × 7 168 × 4 096 × 2 = 939 524 096 B, down
+/// 469 762 048 B and down's fp32 absmax 8 × 7 168 × 4 096 ÷ 64 × 4 = 14 680 064 B.
+#[test]
+fn vllm_bitsandbytes_profile_holds_the_dequantised_weights() {
+    let on = |extra: &[(&str, &str)], engine: &str| {
+        let b = run(
+            &llama_8b(extra),
+            &with(&[("engine", engine), ("card", "a100-80gb")]),
+        );
+        let l = b.lines.iter().find(|l| l.key == "activation_peak").unwrap();
+        (
+            l.inputs["bnb-dequantised"].parse::<u64>().unwrap(),
+            l.inputs["forward"].parse::<u64>().unwrap(),
+            l.source.clone(),
+        )
+    };
+    let (bf16, fwd, _) = on(&[], "vllm@0.19");
+    assert_eq!(bf16, 0);
+    let (nf4, fwd_nf4, src) = on(&[("format", "nf4")], "vllm@0.19");
+    assert_eq!(nf4, 176_160_768);
+    assert_eq!(fwd_nf4, fwd + nf4);
+    assert!(src.contains("bitsandbytes.py"));
+    let (fp16, _, _) = on(&[("format", "nf4"), ("compute-dtype", "fp16")], "vllm@0.19");
+    assert_eq!(fp16, 293_601_280);
+    let mixtral = [
+        ("layers", "32"),
+        ("hidden", "4096"),
+        ("heads", "32"),
+        ("kv-heads", "8"),
+        ("head-dim", "128"),
+        ("intermediate", "14336"),
+        ("vocab", "32000"),
+        ("experts", "8"),
+        ("active-experts", "2"),
+        ("format", "nf4-dq"),
+        ("tp", "2"),
+        ("gpus", "2"),
+    ];
+    let (input, e) = crate::params::from_pairs(mixtral);
+    assert!(e.is_empty(), "{e:?}");
+    let b = run(&input, &with(&[("engine", "vllm"), ("card", "a100-80gb")]));
+    let l = b.lines.iter().find(|l| l.key == "activation_peak").unwrap();
+    assert_eq!(
+        l.inputs["bnb-dequantised"],
+        (939_524_096u64 + 469_762_048 + 14_680_064).to_string()
+    );
+    // Before 0.10 vLLM has no bitsandbytes MoE method: refused, naming the release.
+    let est = estimate(&input).unwrap();
+    let old = budget(
+        &input,
+        &est,
+        &engine(&[
+            ("engine", "vllm@0.8"),
+            ("card", "a100-80gb"),
+            ("max-model-len", "4096"),
+        ]),
+    );
+    let err = old.expect_err("refused").to_string();
+    assert!(err.contains("0.10"), "{err}");
+}
