@@ -191,6 +191,8 @@ def _embeddings(model, getter):
 def count_tensors(model):
     """Every parameter once (shared ones are one tensor) and every buffer, by kind and
     dtype."""
+    import torch
+
     output_embeddings = _embeddings(model, "get_output_embeddings")
     input_embeddings = _embeddings(model, "get_input_embeddings")
     seen = set()
@@ -209,7 +211,13 @@ def count_tensors(model):
             # format stores each matrix with its scales and keeps vectors in 16 bits.
             if p.dim() >= 2:
                 banks = n // (p.shape[-2] * p.shape[-1]) if p.shape[-2] * p.shape[-1] else 0
-                row = matrices.setdefault((kind, p.shape[-2], p.shape[-1]), [0])
+                # transformers' bitsandbytes quantizer converts nn.Linear and Conv1D
+                # modules only (integrations/bitsandbytes.py replace_with_bnb_linear):
+                # an expert bank held as a 3D parameter, a convolution's kernel, stay.
+                outside = kind not in ("embeddings", "lm_head") and not (
+                    type(module) is torch.nn.Linear or type(module).__name__ == "Conv1D"
+                )
+                row = matrices.setdefault((kind, p.shape[-2], p.shape[-1], outside), [0])
                 row[0] += banks
             else:
                 row = vectors.setdefault(kind, [0, 0])
@@ -231,8 +239,9 @@ def count_tensors(model):
     return {
         "parameters": total,
         "matrices": [
-            {"kind": k, "banks": v[0], "rows": r, "cols": c}
-            for (k, r, c), v in sorted(matrices.items())
+            dict({"kind": k, "banks": v[0], "rows": r, "cols": c},
+                 **({"outside_linear": True} if o else {}))
+            for (k, r, c, o), v in sorted(matrices.items())
         ],
         "vectors": [
             {"kind": k, "tensors": v[0], "elements": v[1]} for k, v in sorted(vectors.items())

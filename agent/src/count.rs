@@ -75,6 +75,10 @@ pub struct MatrixRow {
     pub rows: u64,
     /// Columns.
     pub cols: u64,
+    /// Held by a module other than an `nn.Linear` or `Conv1D` (an MoE's expert bank, a
+    /// convolution's kernel): transformers' bitsandbytes quantizer leaves it.
+    #[serde(default)]
+    pub outside_linear: bool,
 }
 
 /// Vectors (biases, norms' scales) of one kind.
@@ -396,6 +400,7 @@ pub fn to_counted(c: &Count, source_length: Option<u64>) -> Result<Counted> {
                 banks: m.banks,
                 rows: m.rows,
                 cols: m.cols,
+                outside_linear: m.outside_linear,
             })
             .collect(),
         vectors: c

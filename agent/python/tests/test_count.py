@@ -75,6 +75,34 @@ class Counts(unittest.TestCase):
         self.assertFalse(untied["tied_embeddings"])
         self.assertEqual(untied["parameters"], doc["parameters"] + 128 * 64)
 
+    def test_matrices_outside_a_linear_are_marked(self):
+        # What transformers' bitsandbytes quantizer leaves alone: an MoE's expert banks
+        # (3D parameters since transformers 5), not a dense model's linears.
+        dense = gc.count(_request({"model_type": "llama", **TINY}))
+        self.assertFalse(any(m.get("outside_linear") for m in dense["matrices"]))
+        moe = {"model_type": "mixtral", **TINY, "num_local_experts": 4, "num_experts_per_tok": 2}
+        doc = gc.count(_request(moe))
+        outside = [m for m in doc["matrices"] if m.get("outside_linear")]
+        import torch
+        import transformers
+
+        d = dict(moe)
+        mt = d.pop("model_type")
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(
+                transformers.AutoConfig.for_model(mt, **d)
+            )
+        want = sum(
+            p.numel()
+            for name, module in model.named_modules()
+            if type(module) is not torch.nn.Linear
+            and not isinstance(module, torch.nn.Embedding)
+            for _, p in module.named_parameters(recurse=False)
+            if p.dim() >= 2
+        )
+        self.assertGreater(want, 4 * 4 * 3 * 64 * 96 - 1, "the experts' banks at least")
+        self.assertEqual(sum(m["banks"] * m["rows"] * m["cols"] for m in outside), want)
+
     def test_the_cache_is_the_models_own(self):
         doc = gc.count(_request({"model_type": "llama", **TINY}))
         _, cache = _real({"model_type": "llama", **TINY})

@@ -1642,6 +1642,11 @@ pub struct ModuleFormats {
     pub vocab: StorageFormat,
     /// Norms, biases and routers.
     pub kept: StorageFormat,
+    /// The routed experts' weights where they differ from their role's format (a
+    /// loader that quantises `nn.Linear` modules only leaves experts stored as 3D
+    /// parameters in the model's dtype); `None`: their role's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts: Option<StorageFormat>,
 }
 
 impl ModuleFormats {
@@ -1653,6 +1658,21 @@ impl ModuleFormats {
             Role::Vocab => self.vocab,
             Role::Kept => self.kept,
             Role::Fp32 => StorageFormat::Dense { dtype: Dtype::F32 },
+        }
+    }
+
+    /// The format a group of tensors is stored in: its role's, or [`Self::experts`]
+    /// for the routed experts' matrices (JetMoE's attention experts among them).
+    pub fn for_group(&self, tg: &TensorGroup) -> StorageFormat {
+        match self.experts {
+            Some(f)
+                if matches!(tg.role, Role::Linear | Role::AttnLinear)
+                    && (tg.name.starts_with("experts.")
+                        || tg.name.starts_with("attn_experts.")) =>
+            {
+                f
+            }
+            _ => self.for_role(tg.role),
         }
     }
 }
@@ -2989,7 +3009,7 @@ impl Architecture {
         let groups = self.tensors()?;
         let runs = self.tensor_formats(&groups, formats)?;
         for (tg, runs) in groups.into_iter().zip(runs) {
-            let fmt = formats.for_role(tg.role);
+            let fmt = formats.for_group(&tg);
             let mut bytes = 0u64;
             let mut mix: Vec<(GgufType, u64)> = Vec::new();
             for &(f, n) in &runs {
@@ -3134,7 +3154,7 @@ impl Architecture {
         let n_layer = self.layers.saturating_add(self.mtp_layers);
         let mixed = |tg: &TensorGroup| {
             tg.cols > 1
-                && formats.for_role(tg.role).file_type().is_some()
+                && formats.for_group(tg).file_type().is_some()
                 && !matches!(tg.role, Role::Kept | Role::Fp32)
         };
         // `n_attention_wv`: every attn_v-like tensor of the file.
@@ -3156,7 +3176,7 @@ impl Architecture {
         let (mut i_wv, mut i_down) = (0u64, 0u64);
         let mut out = Vec::with_capacity(groups.len());
         for tg in groups {
-            let fmt = formats.for_role(tg.role);
+            let fmt = formats.for_group(tg);
             let ft = match fmt.file_type() {
                 Some(ft) if mixed(tg) => ft,
                 _ => {

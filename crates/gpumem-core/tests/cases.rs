@@ -196,6 +196,45 @@ fn transformers_defaults() {
                 ));
             }
         }
+        // What transformers' bitsandbytes quantizer stores in 4 bits
+        // (`bnb_quantised_params`: the weights of the `nn.Linear` modules it converts;
+        // an MoE's routed experts, 3D parameters, stay in the model's dtype), against
+        // the estimate's nf4 matrices with no engine named.
+        if let Some(want) = doc["bnb_quantised_params"].as_u64()
+            && c.confidence == "exact"
+        {
+            let mut pairs = c.pairs();
+            pairs.push(("format", "nf4".into()));
+            let (input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+            assert!(errors.is_empty(), "{mt}: {errors:?}");
+            assert_eq!(input.runtime(), CacheRuntime::Transformers);
+            let formats = gpumem_core::estimate::module_formats(&input).expect("formats");
+            let nf4: u64 = groups
+                .iter()
+                .filter(|t| {
+                    t.class != ParamClass::Mtp
+                        && t.cols > 1
+                        && matches!(
+                            formats.for_group(t),
+                            gpumem_core::format::StorageFormat::Bnb4 { .. }
+                        )
+                })
+                .map(|t| t.params().expect("count"))
+                .sum();
+            // Small linears the estimate keeps in 16 bits (routers, Qwen's
+            // `shared_expert_gate`) transformers converts too: the estimate may store
+            // that much more in 16 bits (the safe side), never less.
+            let kept: u64 = groups
+                .iter()
+                .filter(|t| t.role == gpumem_core::arch::Role::Kept && t.cols > 1)
+                .map(|t| t.params().expect("count"))
+                .sum();
+            if nf4 > want || want - nf4 > kept {
+                wrong.push(format!(
+                    "{mt}: {nf4} parameters in nf4, transformers' bitsandbytes quantizer converts {want} (16-bit matrices kept: {kept})"
+                ));
+            }
+        }
         // Every buffer the estimate counts (`buffer_bytes`: the non-persistent buffers
         // transformers builds in bf16, less those `meta_check.py` names as uncounted),
         // where the reader is sure of the model.

@@ -20,6 +20,11 @@ pub struct CountedMatrices {
     pub rows: u64,
     /// Input columns.
     pub cols: u64,
+    /// Held by a module other than an `nn.Linear` (or GPT-2's `Conv1D`): an MoE's
+    /// expert banks, a convolution's kernel. A loader that quantises linears only
+    /// leaves them in the model's dtype ([`super::weights::linear_only_loader`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outside_linear: bool,
 }
 
 /// Vectors of one kind (biases, norms' scales): stored in the kept format.
@@ -161,8 +166,13 @@ pub(super) fn weights(
         }
         Ok::<(), EstimateError>(())
     };
+    let linear_only = super::weights::linear_only_loader(input, f.linear);
     for m in &c.matrices {
-        let fmt = format_of(&m.kind, &f);
+        let fmt = if m.outside_linear && linear_only {
+            f.kept
+        } else {
+            format_of(&m.kind, &f)
+        };
         let one = fmt.matrix_bytes(m.rows, m.cols)?.bytes;
         add(
             key_of(&m.kind),
@@ -590,6 +600,7 @@ mod tests {
                 banks: 1,
                 rows: 10,
                 cols: 100,
+                outside_linear: false,
             }],
             vectors: Vec::new(),
             buffer_bytes: 0,
@@ -664,6 +675,51 @@ mod tests {
             ..input
         };
         assert!(estimate(&quantised).is_err());
+    }
+
+    /// In nf4 under transformers a bank held outside an `nn.Linear` (an MoE's experts)
+    /// stays in the model's dtype, 100 × 64 × 64 × 2 B, beside the quantised linear;
+    /// under a serving engine's runtime every bank is quantised.
+    #[test]
+    fn a_bank_outside_a_linear_keeps_the_models_dtype_under_bitsandbytes() {
+        let mut c = counted(Vec::new(), false, None);
+        c.parameters = 101 * 64 * 64;
+        c.matrices = vec![
+            CountedMatrices {
+                kind: "mlp".into(),
+                banks: 100,
+                rows: 64,
+                cols: 64,
+                outside_linear: true,
+            },
+            CountedMatrices {
+                kind: "mlp".into(),
+                banks: 1,
+                rows: 64,
+                cols: 64,
+                outside_linear: false,
+            },
+        ];
+        let nf4 = StorageFormat::parse("format", "nf4").unwrap();
+        let linear = nf4.matrix_bytes(64, 64).unwrap().bytes;
+        let input = EstimateInput {
+            counted: Some(c),
+            context: Some(16),
+            format: Some(nf4),
+            ..EstimateInput::default()
+        };
+        assert_eq!(input.runtime(), CacheRuntime::Transformers);
+        let e = estimate(&input).unwrap();
+        assert_eq!(
+            bytes(&e, LineKey::WeightsMlp),
+            Some(100 * 64 * 64 * 2 + linear)
+        );
+        let served = EstimateInput {
+            runtime: CacheRuntime::Serving,
+            ..input
+        };
+        let e = estimate(&served).unwrap();
+        assert_eq!(bytes(&e, LineKey::WeightsMlp), Some(101 * linear));
     }
 
     #[test]

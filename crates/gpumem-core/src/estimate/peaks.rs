@@ -75,7 +75,7 @@ fn stored(
         let format = if head4 && t.class == ParamClass::LmHead {
             formats.linear
         } else {
-            formats.for_role(t.role)
+            formats.for_group(&t)
         };
         let values = t.rows.saturating_mul(t.cols);
         let s = match format {

@@ -52,7 +52,40 @@ pub fn module_formats(input: &EstimateInput) -> Result<ModuleFormats, EstimateEr
         attention: input.attention_format.unwrap_or(linear),
         vocab,
         kept: input.keep_format,
+        experts: experts_left_dense(input, linear).then_some(input.keep_format),
     })
+}
+
+/// Whether bitsandbytes leaves an MoE's routed experts in the model's dtype:
+/// transformers 5.23's quantizer replaces `nn.Linear` (and GPT-2's `Conv1D`) modules
+/// only (`integrations/bitsandbytes.py` `replace_with_bnb_linear`;
+/// `quantizers/quantizer_bnb_4bit.py` `param_needs_quantization` asks for a
+/// `Linear4bit`), and since transformers 5.0 every MoE family it ships stores its
+/// experts as 3D `nn.Parameter`s (`MixtralExperts.gate_up_proj`, `Qwen3MoeExperts`,
+/// `Llama4TextExperts`, `DbrxExpertGLU`, `JetMoeParallelExperts`, …), which it
+/// loads in the model's dtype — a PEFT QLoRA preparation then casts them to fp32
+/// with the rest. So under transformers (no engine, `--engine transformers`) and the
+/// training frameworks that load through it; not under a serving engine (vLLM's
+/// `BitsAndBytesMoEMethod` quantises the experts), LitGPT (its experts are
+/// `nn.Linear`s), unsloth (it converts the experts to `Params4bit` itself) or
+/// transformers 4.39 (per-expert `nn.Linear`s).
+pub(crate) fn experts_left_dense(input: &EstimateInput, linear: StorageFormat) -> bool {
+    linear_only_loader(input, linear)
+        && input
+            .arch
+            .is_some_and(|a| a.moe.is_some_and(|m| m.experts > 0))
+}
+
+/// Whether the weights are quantised by transformers' bitsandbytes quantizer, which
+/// converts `nn.Linear` and `Conv1D` modules only (see [`experts_left_dense`]).
+pub(crate) fn linear_only_loader(input: &EstimateInput, linear: StorageFormat) -> bool {
+    use crate::training::Framework;
+    input.runtime() == CacheRuntime::Transformers
+        && matches!(linear, StorageFormat::Bnb4 { .. } | StorageFormat::Int8)
+        && matches!(
+            input.framework,
+            Framework::Unnamed | Framework::Transformers | Framework::Trl | Framework::Axolotl
+        )
 }
 
 /// Whether a QLoRA base quantises the output projection with the decoder's linears:
@@ -194,6 +227,27 @@ pub(super) fn weights(
                     ("format", c.formats.clone()),
                 ],
             );
+        }
+        let formats = module_formats(input)?;
+        if let (Some(kept), Some(m)) = (formats.experts, a.moe) {
+            let experts = a
+                .tensors()?
+                .iter()
+                .filter(|t| formats.for_group(t) == kept && formats.for_role(t.role) != kept)
+                .try_fold(0u64, |n, t| t.params().map(|p| n.saturating_add(p)))?;
+            let after = if input.train == TrainMode::None {
+                "vLLM's bitsandbytes path quantises them: --engine vllm"
+            } else if kept == (StorageFormat::Dense { dtype: Dtype::F32 }) {
+                "PEFT's k-bit preparation casts them to fp32 with the other 16-bit parameters"
+            } else {
+                "frozen, in the model's dtype"
+            };
+            b.warnings.push(format!(
+                "{} under transformers: bitsandbytes quantises nn.Linear modules only, and transformers 5 stores an MoE's routed experts as 3D parameters: their {experts} parameters ({} experts a layer) stay in {} ({after})",
+                formats.linear.name(),
+                m.experts,
+                kept.name()
+            ));
         }
         if encdec_tp {
             b.assumptions.push(format!(

@@ -268,6 +268,7 @@ mod tests {
             attention: f,
             vocab: f,
             kept: StorageFormat::BF16,
+            experts: None,
         })
         .expect("weights")
     }

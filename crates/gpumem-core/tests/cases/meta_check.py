@@ -19,6 +19,10 @@ it with the estimator's beam-search lines.
 With --rope, adds `rope_buffer_bytes` and `buffer_bytes` to every transformers/*.json
 file from the model its config builds.
 
+With --bnb, adds `bnb_quantised_params` to every MoE transformers/*.json file: the
+parameters transformers' bitsandbytes quantizer stores in 4 bits (the weights of the
+`nn.Linear` modules it converts; an MoE's routed experts, 3D parameters, are not).
+
 With --defaults TYPE…, writes transformers/TYPE.json instead: the config class's
 defaults and the count of the model built from them, which the Rust test
 `transformers_defaults` reads (no transformers needed there).
@@ -109,6 +113,8 @@ def count(model):
 # non-persistent): those the estimate's buffers line counts. A tower's own (a vision
 # encoder's 2-D rotary table) is the tower's, not counted there.
 TOWER = re.compile(r"(^|\.)(vision|visual|audio|image|speech)")
+# The projector from a tower into the language model (Llava-style, Llama 4).
+PROJECTOR = re.compile(r"(^|\.)(multi_modal_projector|mm_projector)\.")
 
 def rope_bytes(model):
     return sum(b.numel() * b.element_size() for n, b in model.named_buffers()
@@ -478,6 +484,47 @@ def rope_fixtures():
         path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         print(path.name, doc["rope_buffer_bytes"], doc["buffer_bytes"])
 
+def bnb_quantised(model):
+    """The parameters transformers' bitsandbytes quantizer stores in 4 bits: the weight
+    of every module `replace_with_bnb_linear` converts (`type(module) is nn.Linear` or
+    a `Conv1D`, transformers 5.23 integrations/bitsandbytes.py), less the modules
+    `get_modules_to_not_convert` keeps (the output embedding, tied weights, the last
+    module, `_keep_in_fp32_modules`), as `_process_model_before_weight_loading` asks."""
+    from transformers.integrations.bitsandbytes import should_convert_module
+    from transformers.pytorch_utils import Conv1D
+    from transformers.quantizers.base import get_keys_to_not_convert
+    skip = get_keys_to_not_convert(model) + list(getattr(model, "_keep_in_fp32_modules", None) or [])
+    # A vision or audio tower's linears and its projector are converted too; the
+    # estimate keeps them in the model's dtype (more bytes, the safe side): the
+    # language model's alone.
+    return sum(m.weight.numel() for n, m in model.named_modules()
+               if (isinstance(m, Conv1D) or type(m) is torch.nn.Linear)
+               and should_convert_module(n, skip)
+               and not TOWER.search(n) and not PROJECTOR.search(n))
+
+def bnb_fixtures():
+    """Adds `bnb_quantised_params` to every MoE transformers/*.json file (routed
+    experts): the parameters bitsandbytes stores in 4 bits when transformers loads the
+    model with load_in_4bit, which the Rust test `transformers_defaults` compares with
+    the estimate's nf4 parameters under transformers."""
+    for path in sorted((HERE / "transformers").glob("*.json")):
+        doc = json.loads(path.read_text())
+        c = doc["config"].get("text_config", doc["config"])
+        if not any(c.get(k) for k in ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")):
+            continue
+        try:
+            fin = lambda v: float(v) if v in ("Infinity", "-Infinity", "NaN") else v
+            raw = {k: (tuple(fin(x) for x in v) if k == "time_step_limit" else fin(v))
+                   for k, v in doc["config"].items() if k != "model_type"}
+            cfg = AutoConfig.for_model(doc["model_type"], **raw)
+            model = build(cfg)
+            doc["bnb_quantised_params"] = bnb_quantised(model)
+        except Exception as e:  # noqa: BLE001 - named, and the file left as it is
+            print(path.name, "not built:", type(e).__name__, str(e)[:100])
+            continue
+        path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        print(path.name, doc["bnb_quantised_params"], "of", count(model))
+
 def beams():
     """bart-base under beam search as generate(num_beams=4) holds it, on the meta
     device: generate itself does not run there (its beam scoring reads values back
@@ -518,6 +565,9 @@ def beams():
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--beams"]:
         sys.exit(beams())
+    if sys.argv[1:2] == ["--bnb"]:
+        bnb_fixtures()
+        sys.exit(0)
     if sys.argv[1:2] == ["--rope"]:
         rope_fixtures()
         sys.exit(0)

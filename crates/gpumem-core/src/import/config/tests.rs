@@ -214,6 +214,7 @@ fn total(pairs: &[(&str, String)]) -> u64 {
         attention: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
         vocab: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
         kept: crate::format::StorageFormat::parse("f", "bf16").unwrap(),
+        experts: None,
     })
     .unwrap()
     .params()
