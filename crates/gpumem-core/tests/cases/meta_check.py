@@ -489,7 +489,9 @@ def bnb_quantised(model):
     of every module `replace_with_bnb_linear` converts (`type(module) is nn.Linear` or
     a `Conv1D`, transformers 5.23 integrations/bitsandbytes.py), less the modules
     `get_modules_to_not_convert` keeps (the output embedding, tied weights, the last
-    module, `_keep_in_fp32_modules`), as `_process_model_before_weight_loading` asks."""
+    module, `_keep_in_fp32_modules`), as `_process_model_before_weight_loading` asks
+    for `load_in_4bit` over a 16-bit checkpoint (a pre-quantised one first has
+    Llama 4's experts made per-expert linears: `_convert_model_for_quantization`)."""
     from transformers.integrations.bitsandbytes import should_convert_module
     from transformers.pytorch_utils import Conv1D
     from transformers.quantizers.base import get_keys_to_not_convert
