@@ -823,20 +823,12 @@ fn vllm_bitsandbytes_profile_holds_the_dequantised_weights() {
     assert!(src.contains("bitsandbytes.py"));
     let (fp16, _, _) = on(&[("format", "nf4"), ("compute-dtype", "fp16")], "vllm@0.19");
     assert_eq!(fp16, 293_601_280);
-    let mixtral = [
-        ("layers", "32"),
-        ("hidden", "4096"),
-        ("heads", "32"),
-        ("kv-heads", "8"),
-        ("head-dim", "128"),
-        ("intermediate", "14336"),
-        ("vocab", "32000"),
-        ("experts", "8"),
-        ("active-experts", "2"),
+    let preset = crate::presets::find("mixtral-8x7b").expect("preset");
+    let mixtral = preset.pairs.iter().copied().chain([
         ("format", "nf4-dq"),
         ("tp", "2"),
         ("gpus", "2"),
-    ];
+    ]);
     let (input, e) = crate::params::from_pairs(mixtral);
     assert!(e.is_empty(), "{e:?}");
     let b = run(&input, &with(&[("engine", "vllm"), ("card", "a100-80gb")]));
