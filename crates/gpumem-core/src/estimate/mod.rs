@@ -567,6 +567,38 @@ mod tests {
         input
     }
 
+    /// bitsandbytes' kernel at the prefill, the widest quantised linear's: Llama-3.1-8B
+    /// at 8 192 tokens in nf4 dequantises a 14 336 × 4 096 MLP weight to bf16
+    /// (117 440 512 B); in LLM.int8 the gate (or up) projection's int8 input and int32
+    /// accumulator, 8 192 × (4 096 + 4 × 14 336) B. Mixtral in nf4 under transformers
+    /// keeps its experts in bf16 and has no dense MLP: the widest quantised linear is
+    /// q_proj, 4 096 × 4 096 × 2 B.
+    #[test]
+    fn the_prefill_holds_the_widest_quantised_linears_kernel() {
+        let line = |input: &EstimateInput| {
+            let e = estimate(input).unwrap();
+            e.lines
+                .iter()
+                .find(|l| l.key == LineKey::PrefillQuantizedMatmul)
+                .map(|l| l.bytes)
+        };
+        let at = [("context", "8192")];
+        assert_eq!(line(&llama_8b(&at)), None);
+        let nf4 = llama_8b(&[("context", "8192"), ("format", "nf4")]);
+        assert_eq!(line(&nf4), Some(14_336 * 4_096 * 2));
+        let int8 = llama_8b(&[("context", "8192"), ("format", "int8")]);
+        assert_eq!(line(&int8), Some(8_192 * (4_096 + 4 * 14_336)));
+        let preset = crate::presets::find("mixtral-8x7b").unwrap();
+        let pairs = preset
+            .pairs
+            .iter()
+            .copied()
+            .chain([("context", "8192"), ("format", "nf4")]);
+        let (mixtral, errors) = from_pairs(pairs);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(line(&mixtral), Some(4_096 * 4_096 * 2));
+    }
+
     /// A training step holds torch's two cuBLAS workspaces (the forward's thread's and
     /// the autograd engine's), 32 MiB each on an sm_90 card and with no card named,
     /// 8 519 680 B each on another generation, in the total and in the allocated lines

@@ -235,9 +235,27 @@ fn quantized_matmul(
     b: &mut Builder,
 ) -> Result<(), EstimateError> {
     let q = checked_product(&[a.heads, a.head_dim], "query width")?;
-    let inter = a.moe.map_or(a.intermediate, |m| {
-        m.expert_intermediate.max(a.intermediate)
-    });
+    // Where bitsandbytes leaves the routed experts in the model's dtype
+    // (`weights::experts_left_dense`) the widest quantised MLP linear is a dense
+    // layer's or a shared expert's.
+    let linear = super::weights::module_formats(input)?.linear;
+    let inter = match a.moe {
+        Some(m) if super::weights::experts_left_dense(input, linear) => {
+            let dense = if m.dense_layers > 0 || m.every > 1 {
+                a.intermediate
+            } else {
+                0
+            };
+            let shared = if m.shared_experts > 0 {
+                m.shared_intermediate
+            } else {
+                0
+            };
+            dense.max(shared)
+        }
+        Some(m) => m.expert_intermediate.max(a.intermediate),
+        None => a.intermediate,
+    };
     let (bytes, formula) = match input.format {
         Some(StorageFormat::Bnb4 { .. }) => {
             let widest = [inter, q]
