@@ -266,6 +266,43 @@ fn warmup_shape(
     Ok(Some((a, input.compute_dtype.bytes(), input.tp.max(1), inter)))
 }
 
+/// The weights bitsandbytes dequantises while TGI's 4-bit linears run over the
+/// warm-up's tokens (`--quantize bitsandbytes-nf4|fp4`): `layers/bnb.py`
+/// `Linear4bit.forward` calls `bnb.matmul_4bit`, which for more than one token
+/// dequantises the whole weight to the compute dtype (bitsandbytes `MatMul4Bit.forward`)
+/// while the output is written. TGI loads q, k, v as one column-parallel linear and
+/// gate and up as another (`TensorParallelColumnLinear.load_multi`, `load_gate_up`), so
+/// each is one weight: per tp rank [(q + 2 kv) ÷ tp, hidden], [hidden, q ÷ tp],
+/// [(gate + up) ÷ tp, hidden], [hidden, intermediate ÷ tp], in bytes of the model's
+/// dtype. `None` for another format.
+struct Dequantised {
+    qkv: u64,
+    o: u64,
+    gate_up: u64,
+    down: u64,
+}
+
+fn dequantised(input: &EstimateInput) -> Result<Option<Dequantised>, EstimateError> {
+    let (Some(a), Some(crate::format::StorageFormat::Bnb4 { .. })) = (input.arch, input.format)
+    else {
+        return Ok(None);
+    };
+    let (b, tp) = (input.compute_dtype.bytes(), input.tp.max(1));
+    let inter = match a.moe {
+        Some(m) => m.expert_intermediate,
+        None => a.intermediate,
+    };
+    let up = if a.gated_mlp { 2 } else { 1 };
+    let q = prod(&[a.heads, a.head_dim])?;
+    let qkv = sum(&[q, prod(&[2, a.kv_heads, a.head_dim])?])?;
+    Ok(Some(Dequantised {
+        qkv: prod(&[qkv.div_ceil(tp), a.hidden, b])?,
+        o: prod(&[a.hidden, q.div_ceil(tp), b])?,
+        gate_up: prod(&[prod(&[up, inter])?.div_ceil(tp), a.hidden, b])?,
+        down: prod(&[a.hidden, inter.div_ceil(tp), b])?,
+    }))
+}
+
 /// What the warm-up prefill of `tokens` prompt tokens leaves in torch's caching
 /// allocator, per device. TGI runs its own modelling code eagerly: `LlamaMLP.forward`
 /// (and Mistral's, `custom_modeling/flash_*_modeling.py`) is
@@ -291,19 +328,36 @@ fn warmup_peak(
         return Ok((0, Vec::new()));
     };
     let rows = if a.gated_mlp { 4 } else { 2 };
-    let mlp = sum(&[
-        prod(&[rows, tokens, inter, b])?.div_ceil(tp),
-        prod(&[2, tokens, a.hidden, b])?,
-    ])?;
+    let row = prod(&[tokens, inter, b])?.div_ceil(tp);
+    let residual = prod(&[2, tokens, a.hidden, b])?;
+    let mut mlp = sum(&[prod(&[rows, row])?, residual])?;
+    // Under bitsandbytes the MLP's two linears each hold their dequantised weight
+    // while they write: gate_up beside its output (2 rows, or 1), down beside gate_up
+    // and the product (3 rows; a plain MLP's activation alone) and its hidden row.
+    let bnb = dequantised(input)?;
+    if let Some(d) = &bnb {
+        let (before, during) = if a.gated_mlp { (2, 3) } else { (1, 1) };
+        let gate_up = sum(&[residual, prod(&[before, row])?, d.gate_up])?;
+        let down = sum(&[
+            residual,
+            prod(&[during, row])?,
+            d.down,
+            prod(&[tokens, a.hidden, b])?,
+        ])?;
+        mlp = mlp.max(gate_up).max(down);
+    }
     let logits = sum(&[
         prod(&[tokens, a.hidden, b])?,
         prod(&[logit_copies, tokens, a.vocab, b])?,
     ])?;
-    let parts = vec![
+    let mut parts = vec![
         ("max-batch-prefill-tokens", tokens.to_string()),
         ("mlp-rows", mlp.to_string()),
         ("prefill-logprobs", logits.to_string()),
     ];
+    if let Some(d) = bnb {
+        parts.push(("bnb-dequantised-gate-up", d.gate_up.to_string()));
+    }
     Ok((sum(&[mlp, logits])?, parts))
 }
 
@@ -353,33 +407,47 @@ fn warmup_reserved(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), 
     let qkv = prod(&[tokens, qkv_cols, b])?.div_ceil(tp);
     let inter_row = prod(&[tokens, inter, b])?.div_ceil(tp);
     let logits = prod(&[tokens, a.vocab, b])?;
+    let bnb = dequantised(input)?;
+    // A 4-bit linear: its weight dequantised, then its output, then the weight freed.
+    let linear = |al: &mut Allocator, weight: Option<u64>, out: u64| {
+        let w = weight.map(|w| al.malloc(w));
+        let o = al.malloc(out);
+        if let Some(w) = w {
+            al.free(w);
+        }
+        o
+    };
     let mut al = Allocator::new(false);
     let mut h = al.malloc(hidden);
     let mut r: Option<Handle> = None;
     for _ in 0..a.layers {
         let n1 = al.malloc(hidden);
         let x1 = r.map(|_| al.malloc(hidden));
-        let q = al.malloc(qkv);
+        let q = linear(&mut al, bnb.as_ref().map(|d| d.qkv), qkv);
         let attn = al.malloc(hidden);
-        let o = al.malloc(hidden);
+        let o = linear(&mut al, bnb.as_ref().map(|d| d.o), hidden);
         al.free(q);
         al.free(attn);
         let n2 = al.malloc(hidden);
         let x2 = al.malloc(hidden);
+        let (w_up, w_down) = (
+            bnb.as_ref().map(|d| d.gate_up),
+            bnb.as_ref().map(|d| d.down),
+        );
         let d = if a.gated_mlp {
-            let gu = al.malloc(prod(&[2, inter_row])?);
+            let gu = linear(&mut al, w_up, prod(&[2, inter_row])?);
             let act = al.malloc(inter_row);
             let p = al.malloc(inter_row);
             al.free(act);
-            let d = al.malloc(hidden);
+            let d = linear(&mut al, w_down, hidden);
             al.free(p);
             al.free(gu);
             d
         } else {
-            let up = al.malloc(inter_row);
+            let up = linear(&mut al, w_up, inter_row);
             let act = al.malloc(inter_row);
             al.free(up);
-            let d = al.malloc(hidden);
+            let d = linear(&mut al, w_down, hidden);
             al.free(act);
             d
         };
@@ -401,11 +469,14 @@ fn warmup_reserved(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), 
     al.malloc(logits);
     let _ = out;
     let reserved = al.peak_reserved();
-    let parts = vec![
+    let mut parts = vec![
         ("max-batch-prefill-tokens", tokens.to_string()),
         ("peak-allocated", al.peak_allocated().to_string()),
         ("reserved", reserved.to_string()),
     ];
+    if let Some(d) = bnb {
+        parts.push(("bnb-dequantised-gate-up", d.gate_up.to_string()));
+    }
     Ok((reserved, parts))
 }
 

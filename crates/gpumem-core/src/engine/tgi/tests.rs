@@ -80,3 +80,24 @@ fn tgi_counts_many_warm_up_requests_in_closed_form() {
     assert_eq!(answer("1000000000000"), Ok(0));
     assert!(answer("4096").is_ok_and(|tokens| tokens > 0));
 }
+
+/// TGI under bitsandbytes 4-bit (Llama-3.1-8B, 4096 warm-up tokens): each fused linear
+/// dequantises its weight while it writes. TGI 3's closed form: the down projection's
+/// moment holds gate_up and the product (3 × 117 440 512), the dequantised down weight
+/// 4096 × 14 336 × 2 = 117 440 512, its hidden-row output 33 554 432 and the two
+/// residual rows 67 108 864: 570 425 344 B, above the bf16 MLP's 536 870 912 (the
+/// gate_up moment, 2 rows + its 234 881 024 B weight + the residual rows, equals it).
+/// TGI 2.0's replay reserves more, never less, than in bf16.
+#[test]
+fn tgi_holds_bitsandbytes_dequantised_weights_in_its_warm_up() {
+    let mlp = |extra: &[(&str, &str)], engine: &str| {
+        let b = run(&llama_8b(extra), &with(&[("engine", engine)]));
+        let l = b.lines.iter().find(|l| l.key == "activation_peak").unwrap();
+        (l.inputs.get("mlp-rows").cloned(), l.bytes)
+    };
+    assert_eq!(mlp(&[], "tgi").0.as_deref(), Some("536870912"));
+    assert_eq!(mlp(&[("format", "nf4")], "tgi").0.as_deref(), Some("570425344"));
+    let bf16 = mlp(&[], "tgi@2.0").1;
+    let nf4 = mlp(&[("format", "nf4")], "tgi@2.0").1;
+    assert!(nf4 > bf16, "{nf4} ≤ {bf16}");
+}
