@@ -161,6 +161,19 @@ impl Arch {
         )
     }
 
+    /// Whether transformers keeps an fp8 checkpoint in fp8 on this generation:
+    /// transformers 5.23 `quantizers/quantizer_finegrained_fp8.py` `validate_environment`
+    /// dequantises it to bf16 when `torch.cuda.get_device_capability()` is below 8.9
+    /// (Volta, Turing, Ampere) or when no CUDA device is there (a Mac's MPS); ROCm
+    /// reports its gfx generation (9.0 and up), so an AMD card keeps it. `None`: unknown.
+    pub const fn transformers_fp8(self) -> Option<bool> {
+        match self {
+            Arch::Volta | Arch::Turing | Arch::Ampere | Arch::Apple => Some(false),
+            Arch::Unknown => None,
+            _ => Some(true),
+        }
+    }
+
     /// The generation's name.
     pub const fn name(self) -> &'static str {
         match self {
@@ -461,6 +474,22 @@ pub fn cards_sm90(cards: &[GpuCard]) -> Option<bool> {
         return None;
     }
     Some(cards.iter().any(GpuCard::sm90))
+}
+
+/// Whether transformers keeps fp8 weights on every card named
+/// ([`Arch::transformers_fp8`]): `Some(false)` when one of them dequantises them (the
+/// larger figure), `Some(true)` when all keep them, `None` when no card is named or a
+/// named one's generation is unknown.
+pub fn cards_fp8(cards: &[GpuCard]) -> Option<bool> {
+    let mut all = Some(true);
+    for c in cards {
+        match c.arch.transformers_fp8() {
+            Some(false) => return Some(false),
+            None => all = None,
+            Some(true) => {}
+        }
+    }
+    if cards.is_empty() { None } else { all }
 }
 
 /// The bytes of one cuBLAS workspace torch allocates through its caching allocator for

@@ -642,9 +642,21 @@ pub fn headline<R: Rule>(
 /// judged when it is named, never picked: it is a machine, not a card beside others
 /// (no tensor parallelism over Macs, and the CUDA engines do not run on it).
 fn smallest_card<R: Rule>(input: &EstimateInput, est: &Estimate, basis: &R) -> Option<CardFit> {
+    // The card named made transformers dequantise fp8 weights; the cards offered keep
+    // them, so they are judged on the estimate that keeps them.
+    let kept = input
+        .format
+        .filter(|f| crate::estimate::fp8_dequantised(input, *f))
+        .and_then(|_| {
+            let mut i = input.clone();
+            i.card_fp8 = Some(true);
+            let e = basis.estimate(&i).ok()?;
+            Some((i, e))
+        });
+    let (input, est) = kept.as_ref().map_or((input, est), |(i, e)| (i, e));
     CATALOGUE
         .iter()
-        .filter(|c| !c.unified() && runs_format(c, input.format))
+        .filter(|c| !c.unified() && runs_format(c, input))
         .filter_map(|c| {
             let f = fit_of(c, basis.need(input, est, c).ok()?);
             (Verdict::of_fit(&f) == Verdict::Fits).then_some(f)
@@ -728,7 +740,7 @@ pub fn compare_formats<R: Rule>(
         };
         let format = f.name();
         out.push(FormatFit {
-            runs: runs_fp8(card, &format),
+            runs: runs_fp8(card, &format, input.runtime()),
             format,
             weights_bytes: est.weights_bytes,
             fit: fit_of(card, need),
@@ -769,18 +781,27 @@ fn widest_format<R: Rule>(input: &EstimateInput, card: &GpuCard, basis: &R) -> O
 
 /// Whether `card` runs weights of `format` at all: fp8 needs fp8 units, or Ampere's
 /// weight-only kernels (vLLM's FP8 page: "Ampere GPUs are supported for W8A16");
-/// older cards run none.
-fn runs_fp8(card: &GpuCard, format: &str) -> bool {
-    !format.starts_with("fp8") || card.arch.fp8() || card.arch == Arch::Ampere
+/// older cards run none. Under transformers a card below compute capability 8.9
+/// dequantises an fp8 checkpoint ([`crate::estimate::fp8_dequantised`]): the figure
+/// computed without that card is not its figure, so it is not offered.
+fn runs_fp8(card: &GpuCard, format: &str, runtime: crate::arch::CacheRuntime) -> bool {
+    if !format.starts_with("fp8") {
+        return true;
+    }
+    if runtime == crate::arch::CacheRuntime::Transformers {
+        return card.arch.transformers_fp8() != Some(false);
+    }
+    card.arch.fp8() || card.arch == Arch::Ampere
 }
 
 /// [`runs_fp8`] for an input's format (any other format runs everywhere).
-fn runs_format(card: &GpuCard, format: Option<StorageFormat>) -> bool {
-    !matches!(
-        format,
-        Some(StorageFormat::Fp8 { .. } | StorageFormat::Fp8Channel)
-    ) || card.arch.fp8()
-        || card.arch == Arch::Ampere
+fn runs_format(card: &GpuCard, input: &EstimateInput) -> bool {
+    match input.format {
+        Some(StorageFormat::Fp8 { .. } | StorageFormat::Fp8Channel) => {
+            runs_fp8(card, "fp8", input.runtime())
+        }
+        _ => true,
+    }
 }
 
 /// What `card` cannot compute in among the input's formats, in words.
@@ -802,11 +823,23 @@ pub fn format_warnings(input: &EstimateInput, card: &GpuCard) -> Vec<String> {
             Some(StorageFormat::Fp8 { .. } | StorageFormat::Fp8Channel)
         );
     if !arch.fp8() && fp8 {
-        out.push(format!(
-            "{} ({}) has no fp8 units: engines run fp8 weights weight-only (W8A16, e.g. vLLM's Marlin kernels on Ampere) or not at all; the bytes are the same",
-            card.name,
-            arch.name()
-        ));
+        out.push(
+            if input.runtime() == crate::arch::CacheRuntime::Transformers
+                && arch.transformers_fp8() == Some(false)
+            {
+                format!(
+                    "{} ({}) has no fp8 units: transformers dequantises an fp8 checkpoint to bf16 there at load, 2 B a weight (a serving engine keeps fp8: --engine vllm)",
+                    card.name,
+                    arch.name()
+                )
+            } else {
+                format!(
+                    "{} ({}) has no fp8 units: engines run fp8 weights weight-only (W8A16, e.g. vLLM's Marlin kernels on Ampere) or not at all; the bytes are the same",
+                    card.name,
+                    arch.name()
+                )
+            },
+        );
     }
     out
 }

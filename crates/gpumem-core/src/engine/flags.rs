@@ -124,11 +124,13 @@ impl EngineParams {
             .map_or(crate::arch::CacheRuntime::Transformers, |e| {
                 e.cache_runtime()
             });
-        input.card_sm90 = if self.devices.is_empty() {
-            crate::catalogue::cards_sm90(self.card.as_slice())
+        let cards = if self.devices.is_empty() {
+            self.card.as_slice()
         } else {
-            crate::catalogue::cards_sm90(&self.devices)
+            &self.devices
         };
+        input.card_sm90 = crate::catalogue::cards_sm90(cards);
+        input.card_fp8 = crate::catalogue::cards_fp8(cards);
     }
 
     /// The value given for `key`, if any.

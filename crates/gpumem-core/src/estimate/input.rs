@@ -285,6 +285,10 @@ pub struct EstimateInput {
     /// is counted. Set from `--card` by [`crate::inputs::read`] only (any of several
     /// cards sm_90: true; read it with [`EstimateInput::card_sm90`]).
     pub(crate) card_sm90: Option<bool>,
+    /// Whether transformers keeps fp8 weights on the card(s) named
+    /// ([`crate::catalogue::cards_fp8`]; `None`: no card, or one of unknown generation).
+    /// Set from `--card` by [`crate::inputs::read`] only.
+    pub(crate) card_fp8: Option<bool>,
     /// DeepSpeed ZeRO stage over the data-parallel ranks (0: none; 1 optimizer states,
     /// 2 + gradients, 3 + parameters).
     pub zero: u8,
@@ -380,6 +384,7 @@ impl Default for EstimateInput {
             modules_to_save: String::new(),
             expandable_segments: false,
             card_sm90: None,
+            card_fp8: None,
             zero: 0,
             fsdp: Fsdp::None,
             offload_optimizer: Offload::None,
@@ -413,6 +418,11 @@ impl EstimateInput {
     /// (`--card`'s, settled by [`crate::inputs::read`]; `None`: no card named).
     pub fn card_sm90(&self) -> Option<bool> {
         self.card_sm90
+    }
+
+    /// Whether transformers keeps fp8 weights on the card(s) named (`None`: no card).
+    pub fn card_fp8(&self) -> Option<bool> {
+        self.card_fp8
     }
 
     /// The longest sequence the model serves as configured: the positions its

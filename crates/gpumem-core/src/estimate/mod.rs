@@ -54,7 +54,7 @@ pub use ranks::{
 };
 use split::Split;
 pub(crate) use weights::head_quantised;
-pub use weights::{BUFFERS_LABEL, module_formats};
+pub use weights::{BUFFERS_LABEL, fp8_dequantised, module_formats};
 
 /// Side of the square matrices assumed in parameter-count mode to count a
 /// quantised format's per-group and per-channel overhead.
@@ -597,6 +597,54 @@ mod tests {
         let (mixtral, errors) = from_pairs(pairs);
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(line(&mixtral), Some(4_096 * 4_096 * 2));
+    }
+
+    /// transformers dequantises an fp8 checkpoint to bf16 on a card below compute
+    /// capability 8.9: the linears weigh 2 B a parameter there, with a warning; on an
+    /// fp8 card, with no card (an assumption says so) and under a serving engine they
+    /// stay in fp8.
+    #[test]
+    fn transformers_dequantises_fp8_on_a_card_without_fp8() {
+        let weights = |card_fp8: Option<bool>, runtime: CacheRuntime| {
+            let mut input = llama_8b(&[("format", "fp8-block"), ("context", "1024")]);
+            input.card_fp8 = card_fp8;
+            input.runtime = runtime;
+            let e = estimate(&input).unwrap();
+            let mlp = e
+                .lines
+                .iter()
+                .find(|l| l.key == LineKey::WeightsMlp)
+                .map(|l| l.bytes)
+                .unwrap();
+            (mlp, e.warnings, e.assumptions)
+        };
+        let mlp_params = 3 * 32 * 14_336 * 4_096u64;
+        let (ampere, warnings, _) = weights(Some(false), CacheRuntime::Transformers);
+        assert_eq!(ampere, mlp_params * 2);
+        assert!(
+            warnings.iter().any(|w| w.contains("dequantises")),
+            "{warnings:?}"
+        );
+        let (hopper, warnings, _) = weights(Some(true), CacheRuntime::Transformers);
+        assert!(hopper < mlp_params + mlp_params / 10, "{hopper}");
+        assert!(!warnings.iter().any(|w| w.contains("dequantises")));
+        let (none, _, assumptions) = weights(None, CacheRuntime::Transformers);
+        assert_eq!(none, hopper);
+        assert!(
+            assumptions
+                .iter()
+                .any(|a| a.contains("compute capability 8.9"))
+        );
+        assert_eq!(weights(Some(false), CacheRuntime::Serving).0, hopper);
+        use crate::catalogue::{CATALOGUE, cards_fp8};
+        let card = |id: &str| *CATALOGUE.iter().find(|c| c.id == id).unwrap();
+        assert_eq!(cards_fp8(&[card("a100-80gb")]), Some(false));
+        assert_eq!(cards_fp8(&[card("h100-sxm-80gb")]), Some(true));
+        assert_eq!(
+            cards_fp8(&[card("h100-sxm-80gb"), card("rtx-3090")]),
+            Some(false)
+        );
+        assert_eq!(cards_fp8(&[]), None);
     }
 
     /// A training step holds torch's two cuBLAS workspaces (the forward's thread's and

@@ -47,13 +47,39 @@ pub fn module_formats(input: &EstimateInput) -> Result<ModuleFormats, EstimateEr
     } else {
         input.keep_format
     };
+    let attention = input.attention_format.unwrap_or(linear);
+    let dense = |f: StorageFormat| {
+        if fp8_dequantised(input, f) {
+            input.keep_format
+        } else {
+            f
+        }
+    };
     Ok(ModuleFormats {
-        linear,
-        attention: input.attention_format.unwrap_or(linear),
+        linear: dense(linear),
+        attention: dense(attention),
         vocab,
         kept: input.keep_format,
         experts: experts_left_dense(input, linear).then_some(input.keep_format),
     })
+}
+
+/// Whether transformers dequantises fp8 weights at load on the card named: its
+/// fine-grained fp8 quantizer (the checkpoints whose `quantization_config` says
+/// `"quant_method": "fp8"`) sets `dequantize` below compute capability 8.9 or without
+/// a CUDA device (transformers 5.23 `quantizers/quantizer_finegrained_fp8.py`
+/// `validate_environment`), and the weights load in the model's dtype. Under the
+/// transformers runtime and the frameworks that load through it; a serving engine
+/// keeps them (vLLM's weight-only fp8 kernels on Ampere).
+pub fn fp8_dequantised(input: &EstimateInput, format: StorageFormat) -> bool {
+    use crate::training::Framework;
+    input.runtime() == CacheRuntime::Transformers
+        && matches!(format, StorageFormat::Fp8 { .. })
+        && input.card_fp8() == Some(false)
+        && matches!(
+            input.framework,
+            Framework::Unnamed | Framework::Transformers | Framework::Trl | Framework::Axolotl
+        )
 }
 
 /// Whether bitsandbytes leaves an MoE's routed experts in the model's dtype:
@@ -229,6 +255,22 @@ pub(super) fn weights(
             );
         }
         let formats = module_formats(input)?;
+        if input.format.is_some_and(|f| fp8_dequantised(input, f)) {
+            b.warnings.push(format!(
+                "{} under transformers on this card: its fp8 quantizer dequantises the checkpoint to {} at load below compute capability 8.9 (Volta, Turing, Ampere) or without CUDA, so the linears are counted in {}; a serving engine keeps them in fp8",
+                input.format.map(|f| f.name()).unwrap_or_default(),
+                input.keep_format.name(),
+                input.keep_format.name()
+            ));
+        }
+        if input.runtime() == CacheRuntime::Transformers
+            && input.card_fp8().is_none()
+            && matches!(input.format, Some(StorageFormat::Fp8 { .. }))
+        {
+            b.assumptions.push(
+                "fp8 under transformers counted as stored, for a card of compute capability 8.9 or more: below it (Volta, Turing, Ampere) and on a Mac transformers dequantises the checkpoint to bf16 at load (name the card: --card)".into(),
+            );
+        }
         if let (Some(kept), Some(m)) = (formats.experts, a.moe) {
             let experts = a
                 .tensors()?
