@@ -1184,22 +1184,11 @@ fn lora_and_qlora_steps_agree_with_traces() {
 /// computed, not assumed, and equals the traced forward's kept bytes to the byte.
 #[test]
 fn lora_on_layernorm_decoders_agrees_with_traces_to_the_byte() {
-    use gpumem_core::training::{Adapters, LoraTargets, ModulesToSave};
     let Some(python) = gpumem_e2e::torch_python("lora_on_layernorm_decoders_agrees") else {
         return;
     };
     const ALL_GPT2: &[&str] = &["c_attn", "c_proj", "c_fc"];
     const ALL_NEOX: &[&str] = &["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"];
-    // (config, keys set over it, targets as PEFT names them, as gpumem reads them,
-    // attention, checkpointing)
-    type LoraCase = (
-        &'static str,
-        &'static str,
-        &'static [&'static str],
-        &'static str,
-        &'static str,
-        bool,
-    );
     let cases: &[LoraCase] = &[
         ("gpt2.json", "{}", &["c_attn"], "q,k,v", "flash", false),
         ("gpt2.json", "{}", &["c_attn"], "q,k,v", "sdpa", false),
@@ -1310,7 +1299,34 @@ fn lora_on_layernorm_decoders_agrees_with_traces_to_the_byte() {
             "sdpa",
             true,
         ),
+        (
+            "gpt2.json",
+            r#"{"activation_function": "relu"}"#,
+            ALL_GPT2,
+            "all",
+            "sdpa",
+            false,
+        ),
     ];
+    lora_cases_agree_to_the_byte(&python, cases);
+}
+
+/// One LoRA workload: (config, keys set over it, targets as PEFT names them, as gpumem
+/// reads them, attention, checkpointing).
+type LoraCase = (
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+    &'static str,
+    &'static str,
+    bool,
+);
+
+/// Traces `cases` (PEFT's fp32 adapters, rank 16, over a bf16 model) and asserts that
+/// `decoder_activations` derives each (not assumed), that the estimator's line is that
+/// derivation, computed, and that its kept bytes equal the traced forward's.
+fn lora_cases_agree_to_the_byte(python: &std::path::Path, cases: &[LoraCase]) {
+    use gpumem_core::training::{Adapters, LoraTargets, ModulesToSave};
     let mut requests = String::new();
     let mut texts = Vec::new();
     for (config, keys, targets, _, attention, ckpt) in cases {
@@ -1329,7 +1345,7 @@ fn lora_on_layernorm_decoders_agrees_with_traces_to_the_byte() {
         requests.push_str(&serde_json::to_string(&w).unwrap());
         requests.push('\n');
     }
-    let traces = run_driver(&python, DRIVER, &requests);
+    let traces = run_driver(python, DRIVER, &requests);
     assert_eq!(traces.len(), cases.len(), "one answer per case");
     let mut failures = Vec::new();
     for (((config, keys, _, targets, attention, ckpt), text), t) in
@@ -1410,6 +1426,309 @@ fn lora_on_layernorm_decoders_agrees_with_traces_to_the_byte() {
         }
     }
     assert!(failures.is_empty(), "not equal: {failures:#?}");
+}
+
+/// LoRA on StarCoder 2, Phi-1.5, Phi-2, OPT (pre-norm) and Falcon-7B (PEFT's fp32
+/// adapters over a bf16 model) with gpumem's default targets (q, k, v, o: the
+/// attention's projections as each family names them) and with every linear layer
+/// (PEFT's `all-linear`), under each kernel, with and without checkpointing, then each
+/// projection alone and the families' switches (dropouts, biases, grouped K/V, the
+/// activation): derived (`layernorm_frozen_base`), computed, and equal to the traced
+/// forward's kept bytes to the byte. The 7B models over 4 of their layers (`NAME@4`).
+#[test]
+fn lora_on_starcoder2_phi_opt_falcon_agrees_with_traces_to_the_byte() {
+    let Some(python) = gpumem_e2e::torch_python("lora_on_starcoder2_phi_opt_falcon_agrees") else {
+        return;
+    };
+    const SC2_QKVO: &[&str] = &["q_proj", "k_proj", "v_proj", "o_proj"];
+    const PHI_QKVO: &[&str] = &["q_proj", "k_proj", "v_proj", "dense"];
+    const OPT_QKVO: &[&str] = &["q_proj", "k_proj", "v_proj", "out_proj"];
+    const FALCON_QKVO: &[&str] = &["query_key_value", "dense"];
+    // PEFT's `all-linear` (every linear layer of the blocks, not the output).
+    const ALL: &[&str] = &["all"];
+    let cases: &[LoraCase] = &[
+        (
+            "starcoder2-7b.json@4",
+            "{}",
+            SC2_QKVO,
+            "q,k,v,o",
+            "sdpa",
+            false,
+        ),
+        (
+            "starcoder2-7b.json@4",
+            "{}",
+            SC2_QKVO,
+            "q,k,v,o",
+            "flash",
+            false,
+        ),
+        (
+            "starcoder2-7b.json@4",
+            "{}",
+            SC2_QKVO,
+            "q,k,v,o",
+            "efficient",
+            false,
+        ),
+        (
+            "starcoder2-7b.json@4",
+            "{}",
+            SC2_QKVO,
+            "q,k,v,o",
+            "eager",
+            false,
+        ),
+        (
+            "starcoder2-7b.json@4",
+            "{}",
+            SC2_QKVO,
+            "q,k,v,o",
+            "flash",
+            true,
+        ),
+        (
+            "starcoder2-7b.json@4",
+            "{}",
+            SC2_QKVO,
+            "q,k,v,o",
+            "eager",
+            true,
+        ),
+        ("starcoder2-7b.json@4", "{}", ALL, "all", "sdpa", false),
+        ("starcoder2-7b.json@4", "{}", ALL, "all", "flash", false),
+        ("starcoder2-7b.json@4", "{}", ALL, "all", "efficient", false),
+        ("starcoder2-7b.json@4", "{}", ALL, "all", "eager", false),
+        ("starcoder2-7b.json@4", "{}", ALL, "all", "flash", true),
+        ("starcoder2-7b.json@4", "{}", ALL, "all", "eager", true),
+        ("phi-1_5.json", "{}", PHI_QKVO, "q,k,v,o", "sdpa", false),
+        ("phi-1_5.json", "{}", PHI_QKVO, "q,k,v,o", "flash", false),
+        (
+            "phi-1_5.json",
+            "{}",
+            PHI_QKVO,
+            "q,k,v,o",
+            "efficient",
+            false,
+        ),
+        ("phi-1_5.json", "{}", PHI_QKVO, "q,k,v,o", "eager", false),
+        ("phi-1_5.json", "{}", PHI_QKVO, "q,k,v,o", "flash", true),
+        ("phi-1_5.json", "{}", PHI_QKVO, "q,k,v,o", "eager", true),
+        ("phi-1_5.json", "{}", ALL, "all", "sdpa", false),
+        ("phi-1_5.json", "{}", ALL, "all", "flash", false),
+        ("phi-1_5.json", "{}", ALL, "all", "efficient", false),
+        ("phi-1_5.json", "{}", ALL, "all", "eager", false),
+        ("phi-1_5.json", "{}", ALL, "all", "flash", true),
+        ("phi-1_5.json", "{}", ALL, "all", "eager", true),
+        ("phi-2.json@4", "{}", PHI_QKVO, "q,k,v,o", "sdpa", false),
+        ("phi-2.json@4", "{}", PHI_QKVO, "q,k,v,o", "flash", false),
+        (
+            "phi-2.json@4",
+            "{}",
+            PHI_QKVO,
+            "q,k,v,o",
+            "efficient",
+            false,
+        ),
+        ("phi-2.json@4", "{}", PHI_QKVO, "q,k,v,o", "eager", false),
+        ("phi-2.json@4", "{}", PHI_QKVO, "q,k,v,o", "flash", true),
+        ("phi-2.json@4", "{}", PHI_QKVO, "q,k,v,o", "eager", true),
+        ("phi-2.json@4", "{}", ALL, "all", "sdpa", false),
+        ("phi-2.json@4", "{}", ALL, "all", "flash", false),
+        ("phi-2.json@4", "{}", ALL, "all", "efficient", false),
+        ("phi-2.json@4", "{}", ALL, "all", "eager", false),
+        ("phi-2.json@4", "{}", ALL, "all", "flash", true),
+        ("phi-2.json@4", "{}", ALL, "all", "eager", true),
+        ("opt-125m.json", "{}", OPT_QKVO, "q,k,v,o", "sdpa", false),
+        ("opt-125m.json", "{}", OPT_QKVO, "q,k,v,o", "flash", false),
+        (
+            "opt-125m.json",
+            "{}",
+            OPT_QKVO,
+            "q,k,v,o",
+            "efficient",
+            false,
+        ),
+        ("opt-125m.json", "{}", OPT_QKVO, "q,k,v,o", "eager", false),
+        ("opt-125m.json", "{}", OPT_QKVO, "q,k,v,o", "flash", true),
+        ("opt-125m.json", "{}", OPT_QKVO, "q,k,v,o", "eager", true),
+        ("opt-125m.json", "{}", ALL, "all", "sdpa", false),
+        ("opt-125m.json", "{}", ALL, "all", "flash", false),
+        ("opt-125m.json", "{}", ALL, "all", "efficient", false),
+        ("opt-125m.json", "{}", ALL, "all", "eager", false),
+        ("opt-125m.json", "{}", ALL, "all", "flash", true),
+        ("opt-125m.json", "{}", ALL, "all", "eager", true),
+        (
+            "falcon-7b.json@4",
+            "{}",
+            FALCON_QKVO,
+            "q,k,v,o",
+            "sdpa",
+            false,
+        ),
+        (
+            "falcon-7b.json@4",
+            "{}",
+            FALCON_QKVO,
+            "q,k,v,o",
+            "flash",
+            false,
+        ),
+        (
+            "falcon-7b.json@4",
+            "{}",
+            FALCON_QKVO,
+            "q,k,v,o",
+            "efficient",
+            false,
+        ),
+        (
+            "falcon-7b.json@4",
+            "{}",
+            FALCON_QKVO,
+            "q,k,v,o",
+            "eager",
+            false,
+        ),
+        (
+            "falcon-7b.json@4",
+            "{}",
+            FALCON_QKVO,
+            "q,k,v,o",
+            "flash",
+            true,
+        ),
+        (
+            "falcon-7b.json@4",
+            "{}",
+            FALCON_QKVO,
+            "q,k,v,o",
+            "eager",
+            true,
+        ),
+        ("falcon-7b.json@4", "{}", ALL, "all", "sdpa", false),
+        ("falcon-7b.json@4", "{}", ALL, "all", "flash", false),
+        ("falcon-7b.json@4", "{}", ALL, "all", "efficient", false),
+        ("falcon-7b.json@4", "{}", ALL, "all", "eager", false),
+        ("falcon-7b.json@4", "{}", ALL, "all", "flash", true),
+        ("falcon-7b.json@4", "{}", ALL, "all", "eager", true),
+        (
+            "starcoder2-7b.json@4",
+            "{}",
+            &["q_proj", "v_proj"],
+            "q,v",
+            "flash",
+            false,
+        ),
+        (
+            "starcoder2-7b.json@4",
+            "{}",
+            &["c_fc"],
+            "up",
+            "flash",
+            false,
+        ),
+        (
+            "starcoder2-7b.json@4",
+            "{}",
+            &["c_proj"],
+            "down",
+            "eager",
+            false,
+        ),
+        (
+            "starcoder2-7b.json@4",
+            "{}",
+            &["o_proj"],
+            "o",
+            "sdpa",
+            false,
+        ),
+        (
+            "starcoder2-7b.json@4",
+            r#"{"residual_dropout": 0, "embedding_dropout": 0, "attention_dropout": 0}"#,
+            SC2_QKVO,
+            "q,k,v,o",
+            "eager",
+            false,
+        ),
+        ("starcoder2-7b.json@4", "{}", ALL, "all", "efficient", true),
+        ("phi-1_5.json", "{}", &["fc1"], "up", "flash", false),
+        ("phi-1_5.json", "{}", &["fc2"], "down", "eager", false),
+        ("phi-1_5.json", "{}", &["dense"], "o", "sdpa", false),
+        ("phi-1_5.json", "{}", &["k_proj"], "k", "efficient", false),
+        (
+            "phi-1_5.json",
+            r#"{"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attention_dropout": 0.1}"#,
+            ALL,
+            "all",
+            "eager",
+            false,
+        ),
+        (
+            "phi-1_5.json",
+            r#"{"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attention_dropout": 0.1}"#,
+            ALL,
+            "all",
+            "sdpa",
+            true,
+        ),
+        (
+            "phi-1_5.json",
+            r#"{"partial_rotary_factor": 1.0, "num_key_value_heads": 8, "hidden_act": "gelu"}"#,
+            PHI_QKVO,
+            "q,k,v,o",
+            "flash",
+            false,
+        ),
+        ("opt-125m.json", "{}", &["fc1"], "up", "flash", false),
+        ("opt-125m.json", "{}", &["fc2"], "down", "sdpa", false),
+        ("opt-125m.json", "{}", &["out_proj"], "o", "eager", false),
+        (
+            "opt-125m.json",
+            r#"{"dropout": 0.0, "attention_dropout": 0.1}"#,
+            ALL,
+            "all",
+            "eager",
+            false,
+        ),
+        (
+            "opt-125m.json",
+            r#"{"dropout": 0.0, "enable_bias": false}"#,
+            ALL,
+            "all",
+            "flash",
+            true,
+        ),
+        ("opt-125m.json", "{}", ALL, "all", "efficient", true),
+        (
+            "falcon-7b.json@4",
+            "{}",
+            &["dense_h_to_4h"],
+            "up",
+            "flash",
+            false,
+        ),
+        (
+            "falcon-7b.json@4",
+            "{}",
+            &["dense_4h_to_h"],
+            "down",
+            "eager",
+            false,
+        ),
+        ("falcon-7b.json@4", "{}", &["dense"], "o", "sdpa", false),
+        (
+            "falcon-7b.json@4",
+            r#"{"bias": true}"#,
+            ALL,
+            "all",
+            "eager",
+            false,
+        ),
+        ("falcon-7b.json@4", "{}", ALL, "all", "efficient", true),
+    ];
+    lora_cases_agree_to_the_byte(&python, cases);
 }
 
 /// Full fine-tunes in fp32 compute: the norms' upcasts and eager's softmax cast are the

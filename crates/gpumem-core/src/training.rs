@@ -1542,35 +1542,41 @@ fn separate_attention(
     }
 }
 
-/// Why LoRA on GPT-2 or GPT-NeoX stays outside [`layernorm_frozen_base`], where it does:
-/// it is derived for PEFT's LoRA as its defaults run it (adapters in a dtype wider than
-/// the compute dtype, so each adapter keeps a cast copy of its input) on the decoder's
-/// linear layers only, without autocast or a 4-bit base.
-fn layernorm_lora_outside(a: &Architecture, value: u64, ad: &Adapters) -> Option<&'static str> {
-    if a.relu {
-        Some("LoRA on a LayerNorm decoder is derived with a GELU MLP only")
-    } else if ad.autocast || ad.base_4bit || ad.base_keeps_inputs {
-        Some(
-            "LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX) is derived without autocast or a 4-bit base only",
-        )
+/// Why LoRA on a LayerNorm decoder stays outside [`layernorm_frozen_base`], where it
+/// does: it is derived for PEFT's LoRA as its defaults run it (adapters in a dtype wider
+/// than the compute dtype, so each adapter keeps a cast copy of its input) on the
+/// decoder's linear layers only, without autocast or a 4-bit base.
+fn layernorm_lora_outside(value: u64, ad: &Adapters) -> Option<&'static str> {
+    if ad.autocast || ad.base_4bit || ad.base_keeps_inputs {
+        Some("LoRA on a LayerNorm decoder is derived without autocast or a 4-bit base only")
     } else if ad.value == value {
         Some(
-            "LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX) is derived with adapters wider than the compute dtype only (PEFT's fp32 adapters over a 16-bit model)",
+            "LoRA on a LayerNorm decoder is derived with adapters wider than the compute dtype only (PEFT's fp32 adapters over a 16-bit model)",
         )
     } else if ad.targets.lm_head || ad.modules != ModulesToSave::default() {
         Some(
-            "LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX) is derived on the decoder's linear layers only (no adapted or trained embedding or output projection)",
+            "LoRA on a LayerNorm decoder is derived on the decoder's linear layers only (no adapted or trained embedding or output projection)",
         )
     } else {
         None
     }
 }
 
-/// Activations of a LoRA step on GPT-2 or GPT-NeoX (Pythia) with a frozen base,
-/// derived tensor by tensor from the same code as [`layernorm_activations`] (transformers
-/// 5.23 `modeling_gpt2.py`, `modeling_gpt_neox.py`) and PEFT 0.21's
-/// `peft/tuners/lora/layer.py` `Linear.forward` (GPT-2's `Conv1D` is wrapped as a
-/// `Linear` with `fan_in_fan_out`): `x = self._cast_input_dtype(x, lora_A.weight.dtype)`,
+/// The q/k/v projection PEFT adapts as one module: GPT-2's `c_attn`, GPT-NeoX's and
+/// Falcon's `query_key_value` (any of q, k, v in the targets adapts it); StarCoder 2's,
+/// Phi's and OPT's `q_proj`, `k_proj` and `v_proj` are modules of their own.
+fn one_qkv_module(a: &Architecture) -> bool {
+    a.fused_qkv || falcon_mqa(a)
+}
+
+/// Activations of a LoRA step on a LayerNorm decoder ([`layernorm_decoder`]: GPT-2,
+/// GPT-NeoX, StarCoder 2, Phi-1/1.5/2, OPT's pre-norm layers, Falcon-7B) with a frozen
+/// base, derived tensor by tensor from the same code as [`layernorm_activations`]
+/// (transformers 5.23 `modeling_gpt2.py`, `modeling_gpt_neox.py`,
+/// `modeling_starcoder2.py`, `modeling_phi.py`, `modeling_opt.py`,
+/// `modeling_falcon.py`) and PEFT 0.21's `peft/tuners/lora/layer.py` `Linear.forward`
+/// (GPT-2's `Conv1D` is wrapped as a `Linear` with `fan_in_fan_out`):
+/// `x = self._cast_input_dtype(x, lora_A.weight.dtype)`,
 /// `result + lora_B(lora_A(dropout(x))) * scaling`. PyTorch's autograd records an
 /// operator only when an input needs a gradient and keeps an operand only for the
 /// gradient that reads it (`tools/autograd/derivatives.yaml`). Per layer, `T` tokens,
@@ -1578,33 +1584,46 @@ fn layernorm_lora_outside(a: &Architecture, value: u64, ad: &Adapters) -> Option
 /// - a frozen `nn.LayerNorm` keeps its input, mean and rstd (`native_layer_norm`'s
 ///   backward for the input), and its output no longer: the frozen projections
 ///   (`addmm`, `linear`) keep only their weights;
-/// - each adapted module (GPT-2's `c_attn`, GPT-NeoX's `query_key_value` for any of q,
-///   k, v; the attention's output projection; the MLP's first and second linear) keeps
-///   its input cast to the adapter's dtype (`lora_A`'s weight gradient; with
-///   `lora_dropout` > 0 the dropped copy and its boolean mask instead) and `lora_A`'s
-///   output (`lora_B`'s weight gradient);
+/// - each adapted module keeps its input cast to the adapter's dtype (`lora_A`'s weight
+///   gradient; with `lora_dropout` > 0 the dropped copy and its boolean mask instead)
+///   and `lora_A`'s output (`lora_B`'s weight gradient). The q/k/v projection is one
+///   module where it is fused ([`one_qkv_module`]); StarCoder 2's, Phi's and OPT's
+///   `q_proj`, `k_proj` and `v_proj` each cast the same norm output for themselves:
+///   one copy each. The attention's output projection (`c_proj`, `dense`, `o_proj`,
+///   `out_proj`) is `o`, the MLP's first linear `up`, its second `down`;
 /// - the attention keeps what it keeps in the full fine-tune, less the copy of the
 ///   kernel's output that the output projection alone kept (`reshape(...).contiguous()`
-///   copies it where the kernel's output is laid out by head: eager's, and flash's and
-///   SDPA's behind GPT-NeoX's rotated, head-major queries; GPT-2's queries are views of
-///   the token-major fused output and the memory-efficient kernel writes token-major,
-///   so their output projection reads the kernel's output itself);
-/// - the MLP keeps the activation's input (exact GELU) or `NewGELUActivation`'s input,
-///   tanh, `0.5·x` and `1 + tanh` (`gelu_new`): the activation's output was kept only
-///   for the frozen second linear's weight;
+///   or `transpose(1, 2).contiguous()` copies it where the kernel's output is laid out
+///   by head: eager's, and flash's and SDPA's behind GPT-NeoX's and Phi's head-major
+///   queries, a `torch.cat`; GPT-2's queries are views of the token-major fused output,
+///   StarCoder 2's and OPT's keep the projection's token-first layout, Falcon's flash
+///   and SDPA requests run the memory-efficient kernel, which writes token-major, so
+///   there the output projection reads the kernel's output itself);
+/// - the MLP keeps the activation's input (exact GELU, StarCoder 2's one fused
+///   `gelu_pytorch_tanh`) or `NewGELUActivation`'s input, tanh, `0.5·x` and `1 + tanh`
+///   (`gelu_new`: GPT-2, Phi): the activation's output was kept only for the frozen
+///   second linear's weight; ReLU (OPT) keeps its output, which its backward
+///   (`threshold_backward`) reads;
+/// - the dropout masks after the output projections, where their inputs need a
+///   gradient;
 /// - without checkpointing the first layer's input (the frozen embeddings' sum) needs
 ///   no gradient: nothing before its first adapter is recorded (its first LayerNorm;
-///   with a parallel residual also the MLP's LayerNorm and, unless an MLP linear is
-///   adapted, the MLP), and GPT-2's embedding dropout keeps no mask;
-/// - once: the final LayerNorm's input, mean and rstd, GPT-NeoX's RoPE cos and sin,
-///   the labels and the loss (GPT-2's frozen position table keeps no position ids).
+///   with a parallel residual or Phi's and Falcon's one norm also the MLP's LayerNorm
+///   and, unless an MLP linear is adapted, the MLP), and the embedding dropout keeps no
+///   mask;
+/// - once: the final LayerNorm's input, mean and rstd, RoPE's cos and sin, Falcon's
+///   boolean causal mask (its SDPA path), the labels and the loss (GPT-2's and OPT's
+///   frozen position tables keep no position ids).
 ///
 /// With checkpointing (transformers' `gradient_checkpointing_enable` with PEFT's
 /// `enable_input_require_grads`, whose hook makes the embeddings' output need a
-/// gradient) every layer's input does, GPT-2's embedding dropout keeps its mask, and
+/// gradient) every layer's input does, the embedding dropout keeps its mask, and
 /// the forward keeps the layers' inputs, what their arguments hold (the position ids,
-/// eager's mask), the embeddings' output where it is not the first layer's input (a
-/// leaf needing a gradient, held by its `AccumulateGrad` node) and the once-terms.
+/// OPT's per sequence, eager's mask), the embeddings' output where it is not the first
+/// layer's input (a leaf needing a gradient, held by its `AccumulateGrad` node) and the
+/// once-terms. Equal to `gpumem-agent trace` (PEFT 0.21, transformers 5.23) to the byte
+/// for gpt2, pythia-160m, starcoder2-7b, phi-1_5, phi-2, opt-125m and falcon-7b under
+/// each kernel, with and without checkpointing, for attention and all-linear targets.
 fn layernorm_frozen_base(
     a: &Architecture,
     (seq, batch): (u64, u64),
@@ -1619,10 +1638,24 @@ fn layernorm_frozen_base(
     let hidden = block(&[tokens, value, h]);
     let stats = mul(&[2, block(&[tokens, 4])]);
     let rotary = a.learned_positions == 0;
-    let (full_attn, attn_text) = layernorm_attention(a, (seq, batch), value, attention);
+    let falcon = falcon_mqa(a);
+    let one_norm = a.layer_norms == 1;
+    // Phi's rotated q is a `torch.cat` (head-major), as GPT-NeoX's is.
+    let head_major = if a.fused_qkv {
+        rotary
+    } else {
+        one_norm && !falcon
+    };
+    let (full_attn, attn_text) = if falcon {
+        falcon_attention(a, (seq, batch), value, attention)
+    } else if a.fused_qkv {
+        layernorm_attention(a, (seq, batch), value, attention)
+    } else {
+        separate_attention(a, (seq, batch), value, attention)
+    };
     let output_copy = match attention {
         AttentionImpl::Eager => true,
-        AttentionImpl::Flash | AttentionImpl::Sdpa => rotary,
+        AttentionImpl::Flash | AttentionImpl::Sdpa => head_major && !falcon,
         AttentionImpl::Efficient => false,
     };
     let qd = block(&[tokens, value, a.heads, d]);
@@ -1642,24 +1675,34 @@ fn layernorm_frozen_base(
         ])
     };
     let mask = if a.dropout { block(&[tokens, h]) } else { 0 };
-    let act = mul(&[if a.gelu_new { 4 } else { 1 }, block(&[tokens, value, i])]);
+    // gelu_new keeps 4 tensors of the intermediate width; an exact GELU its input and
+    // ReLU its output, one.
+    let act_tensors = if a.gelu_new && !a.relu { 4 } else { 1 };
+    let act = mul(&[act_tensors, block(&[tokens, value, i])]);
     let width_o = a.heads.saturating_mul(d);
     let qkv = t.q || t.k || t.v;
+    let qkv_kept = if one_qkv_module(a) {
+        module(qkv, h)
+    } else {
+        add(&[module(t.q, h), module(t.k, h), module(t.v, h)])
+    };
     let up = t.up || t.gate;
+    let parallel = a.parallel_residual || one_norm;
     let layer = |input_grad: bool| {
         let attn_grad = input_grad || qkv;
         let out_grad = attn_grad || t.o;
         // What the MLP's LayerNorm reads needs a gradient: the residual's sum, or the
-        // layer's input under a parallel residual (read by the first LayerNorm too).
-        let (mlp_in_grad, norm2) = if a.parallel_residual {
-            (input_grad, if input_grad { stats } else { 0 })
+        // layer's input under a parallel residual (read by the first LayerNorm too; Phi's
+        // and Falcon's one norm feeds the MLP as well).
+        let (mlp_in_grad, norm2) = if parallel {
+            (input_grad, if input_grad && !one_norm { stats } else { 0 })
         } else {
             (out_grad, if out_grad { add(&[hidden, stats]) } else { 0 })
         };
         let act_grad = mlp_in_grad || up;
         add(&[
             if input_grad { add(&[hidden, stats]) } else { 0 },
-            module(qkv, h),
+            qkv_kept,
             if attn_grad { attn } else { 0 },
             module(t.o, width_o),
             if out_grad { mask } else { 0 },
@@ -1676,16 +1719,33 @@ fn layernorm_frozen_base(
     } else {
         0
     };
-    let once = add(&[hidden, stats, ropes, block(&[tokens, 8]), 1024]);
     let layers = a.layers;
+    // Falcon's SDPA path keeps its boolean causal mask where any layer's attention is
+    // recorded (as in `layernorm_activations`), and the checkpointed layers' arguments
+    // hold it.
+    let falcon_mask =
+        if falcon && attention != AttentionImpl::Eager && (checkpointing || qkv || layers > 1) {
+            block(&[seq, seq])
+        } else {
+            0
+        };
+    let once = add(&[hidden, stats, ropes, falcon_mask, block(&[tokens, 8]), 1024]);
+    // OPT's position ids are per sequence (`OPTDecoder.forward`: `cumsum` of the
+    // attention mask); the others' one sequence's (`position_ids`, GPT-2's
+    // `cache_position`).
+    let opt = !a.fused_qkv && !rotary;
     let (kept, bytes, shape) = if checkpointing {
-        // The checkpointed layers' arguments hold the position ids (GPT-NeoX's
-        // `position_ids`, GPT-2's `cache_position`) and eager attention's additive mask;
-        // the embeddings' output, made a leaf that needs a gradient by PEFT's hook, is
-        // held by its `AccumulateGrad` node where the first layer reads another tensor
-        // (GPT-2 adds the position embeddings; a dropout with p > 0 copies).
+        // The checkpointed layers' arguments hold the position ids and eager attention's
+        // additive mask; the embeddings' output, made a leaf that needs a gradient by
+        // PEFT's hook, is held by its `AccumulateGrad` node where the first layer reads
+        // another tensor (GPT-2 and OPT add the position embeddings; a dropout with
+        // p > 0 copies).
         let held = add(&[
-            block(&[seq, 8]),
+            if opt {
+                block(&[tokens, 8])
+            } else {
+                block(&[seq, 8])
+            },
             if !rotary || a.embedding_dropout {
                 hidden
             } else {
@@ -1726,13 +1786,20 @@ fn layernorm_frozen_base(
             what: "activations",
         });
     }
+    let family = match (a.fused_qkv, rotary, one_norm) {
+        (true, true, _) => "GPT-NeoX",
+        (true, false, _) => "GPT-2",
+        _ if falcon => "Falcon",
+        (false, true, false) => "StarCoder 2",
+        (false, false, _) => "OPT",
+        (false, true, true) => "Phi",
+    };
     let formula = format!(
-        "{shape}; frozen base, per layer and token: {} LayerNorm input{} v·h and fp32 mean and rstd 16 + attention {attn_text}{}{} + MLP {}·v·i ({}); each adapted module keeps {} and lora_A's output {}·r (PEFT's LoRA Linear.forward); once: final LayerNorm's input, mean and rstd, {}labels, loss (transformers' {}, every tensor in 512 B blocks)",
-        if a.parallel_residual { 1 } else { 2 },
-        if a.parallel_residual {
-            " (parallel residual)"
-        } else {
-            "s"
+        "{shape}; frozen base, per layer and token: {} + attention {attn_text}{}{} + MLP {}·v·i ({}); each adapted module{} keeps {} and lora_A's output {}·r (PEFT's LoRA Linear.forward); once: final LayerNorm's input, mean and rstd, {}labels, loss (transformers' {family}, every tensor in 512 B blocks)",
+        match (one_norm, parallel) {
+            (true, _) => "1 LayerNorm input v·h and fp32 mean and rstd 8",
+            (false, true) => "1 LayerNorm input (parallel residual) v·h and fp32 mean and rstd 16",
+            (false, false) => "2 LayerNorm inputs v·h and fp32 mean and rstd 16",
         },
         if output_copy {
             " − v·h (the output projection's copy of the kernel's output, kept for its frozen weight only)"
@@ -1744,11 +1811,18 @@ fn layernorm_frozen_base(
         } else {
             ""
         },
-        if a.gelu_new { 4 } else { 1 },
-        if a.gelu_new {
+        act_tensors,
+        if a.relu {
+            "ReLU keeps its output"
+        } else if a.gelu_new {
             "gelu_new keeps its input, tanh, 0.5·x and 1 + tanh"
         } else {
             "GELU keeps its input"
+        },
+        if one_qkv_module(a) {
+            " (the fused q/k/v projection one module)"
+        } else {
+            " (q, k and v each one)"
         },
         if ad.dropout {
             format!(
@@ -1759,8 +1833,11 @@ fn layernorm_frozen_base(
             format!("its input cast to the adapter's {} B (a·in)", ad.value)
         },
         ad.value,
-        if rotary { "RoPE cos/sin, " } else { "" },
-        if rotary { "GPT-NeoX" } else { "GPT-2" },
+        match (rotary, falcon_mask > 0) {
+            (true, true) => "RoPE cos/sin, Falcon's causal mask, ",
+            (true, false) => "RoPE cos/sin, ",
+            (false, _) => "",
+        },
     );
     Ok(Activations {
         bytes,
@@ -1770,16 +1847,18 @@ fn layernorm_frozen_base(
     })
 }
 
-/// LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX) outside [`layernorm_frozen_base`]
-/// (adapters in the compute dtype, autocast, a 4-bit base, an adapted or trained
-/// embedding or output projection, fp32 compute), bounded from above: the full
-/// fine-tune's kept tensors (which hold every linear layer's input; a frozen linear
-/// keeps none) plus what each adapter adds in PEFT's `Linear.forward` (peft/tuners/lora/
-/// layer.py): its input cast to the adapters' dtype, dropout's output and 1-byte mask
-/// (`lora_dropout` > 0) and the A projection's output. PEFT adapts GPT-2's `c_attn` and
-/// GPT-NeoX's `query_key_value` as one module (any of q, k, v), `o` is the attention's
-/// output projection, `up` or `gate` the first MLP linear, `down` the second. The line
-/// stays assumed and says why.
+/// LoRA on a LayerNorm decoder outside [`layernorm_frozen_base`] (adapters in the
+/// compute dtype, autocast, a 4-bit base, an adapted or trained embedding or output
+/// projection, fp32 compute, a layout outside the full fine-tune's derivation), bounded
+/// from above: the full fine-tune's kept tensors (which hold every linear layer's input;
+/// a frozen linear keeps none) plus what each adapter adds in PEFT's `Linear.forward`
+/// (peft/tuners/lora/layer.py): its input cast to the adapters' dtype, dropout's output
+/// and 1-byte mask (`lora_dropout` > 0) and the A projection's output. PEFT adapts
+/// GPT-2's `c_attn` and GPT-NeoX's and Falcon's `query_key_value` as one module (any of
+/// q, k, v; [`one_qkv_module`]) and StarCoder 2's, Phi's and OPT's `q_proj`, `k_proj`
+/// and `v_proj` as three, each with its own copies; `o` is the attention's output
+/// projection, `up` or `gate` the first MLP linear, `down` the second. The line stays
+/// assumed and says why.
 fn layernorm_lora_bound(
     a: &Architecture,
     (seq, batch): (u64, u64),
@@ -1805,10 +1884,17 @@ fn layernorm_lora_bound(
     };
     let width = a.heads.saturating_mul(a.head_dim);
     let per_layer = add(&[
-        if t.q || t.k || t.v {
-            module(a.hidden)
+        if one_qkv_module(a) {
+            if t.q || t.k || t.v {
+                module(a.hidden)
+            } else {
+                0
+            }
         } else {
-            0
+            mul(&[
+                add(&[u64::from(t.q), u64::from(t.k), u64::from(t.v)]),
+                module(a.hidden),
+            ])
         },
         if t.o { module(width) } else { 0 },
         if t.up || t.gate { module(a.hidden) } else { 0 },
@@ -1832,7 +1918,7 @@ fn layernorm_lora_bound(
             full.formula
         ),
         assumed_because: full.assumed_because.or(Some(
-            "LoRA on a LayerNorm decoder (GPT-2, GPT-NeoX) is bounded from above (the full fine-tune's tensors plus each adapter's), not derived",
+            "LoRA on a LayerNorm decoder is bounded from above (the full fine-tune's tensors plus each adapter's), not derived",
         )),
     }
 }
@@ -2055,14 +2141,12 @@ pub fn decoder_activations(
         return match adapters {
             None => layernorm_activations(a, (seq, batch), value, checkpointing, attention, why),
             Some(ad) => {
-                // The fused q/k/v module is what PEFT adapts here: derived below, so
-                // only the layout's own reasons and the adapters' scope count.
+                // PEFT adapts the fused q/k/v module (GPT-2, GPT-NeoX, Falcon) or the
+                // separate q, k and v projections here, both derived below, so only the
+                // layout's own reasons and the adapters' scope count.
                 let why = not_derived(a)
                     .or(fp32_outside(a, value, attention, true))
-                    .or((!a.fused_qkv).then_some(
-                        "LoRA on StarCoder 2, Phi, OPT or Falcon is not in the derivation",
-                    ))
-                    .or(layernorm_lora_outside(a, value, ad));
+                    .or(layernorm_lora_outside(value, ad));
                 match why {
                     None => {
                         layernorm_frozen_base(a, (seq, batch), value, checkpointing, attention, ad)
@@ -3566,6 +3650,62 @@ mod tests {
         assert!(g.formula.contains("GPT-2"));
     }
 
+    /// StarCoder 2's separate q, k and v projections each cast the norm's output for
+    /// their own adapter (three fp32 copies where GPT-NeoX's fused module keeps one);
+    /// Falcon-7B's `query_key_value` is one module; OPT's ReLU keeps one tensor of the
+    /// intermediate width, Phi's `gelu_new` four.
+    #[test]
+    fn lora_on_separate_projections_keeps_a_copy_per_adapted_projection() {
+        let (t, v) = (1024u64, 2u64);
+        let starcoder2 = Architecture {
+            fused_qkv: false,
+            parallel_residual: false,
+            kv_heads: 2,
+            rotary_dims: 0,
+            ..neox()
+        };
+        let lora = |a: &Architecture, targets: &str| {
+            let ad = Adapters {
+                targets: LoraTargets::parse("lora-targets", targets).unwrap(),
+                ..ad_fp32()
+            };
+            decoder_activations(a, 512, 2, v, false, AttentionImpl::Flash, Some(&ad)).unwrap()
+        };
+        let q = lora(&starcoder2, "q");
+        let qkv = lora(&starcoder2, "q,k,v");
+        assert_eq!(q.assumed_because, None);
+        assert!(qkv.formula.contains("StarCoder 2"), "{}", qkv.formula);
+        // Two more fp32 copies of the norm's output and lora_A outputs, in 12 layers.
+        assert_eq!(qkv.kept - q.kept, 12 * 2 * (t * 4 * 768 + t * 4 * 16));
+        let falcon = Architecture {
+            falcon_layer: true,
+            layer_norms: 1,
+            kv_heads: 1,
+            rope_tables: 1,
+            softmax_in_dtype: true,
+            ..starcoder2
+        };
+        assert_eq!(lora(&falcon, "q").kept, lora(&falcon, "q,k,v").kept);
+        assert!(lora(&falcon, "q").formula.contains("Falcon"));
+        // The MLP's activation: ReLU keeps its output, gelu_new four tensors.
+        let relu = lora(
+            &Architecture {
+                relu: true,
+                ..starcoder2
+            },
+            "q,k,v",
+        );
+        let gelu_new = lora(
+            &Architecture {
+                gelu_new: true,
+                ..starcoder2
+            },
+            "q,k,v",
+        );
+        assert_eq!(relu.kept, qkv.kept);
+        assert_eq!(gelu_new.kept - qkv.kept, 12 * 3 * t * v * 3072);
+    }
+
     fn ad_fp32() -> Adapters {
         Adapters {
             targets: LoraTargets::parse("lora-targets", "q,v").unwrap(),
@@ -3611,9 +3751,10 @@ mod tests {
             )
             .is_some()
         );
-        // StarCoder 2's and Phi's layers are derived; with another activation, Falcon's,
-        // Phi's q/k LayerNorms, a learned position table or under LoRA they stay
-        // outside, and so does their prefill.
+        // StarCoder 2's and Phi's layers are derived, for a full fine-tune and for
+        // PEFT's fp32 adapters; with another activation, Falcon's, Phi's q/k LayerNorms
+        // or a learned position table they stay outside, and so does their prefill and
+        // LoRA with adapters in the compute dtype.
         let starcoder2 = Architecture {
             fused_qkv: false,
             parallel_residual: false,
@@ -3649,7 +3790,12 @@ mod tests {
             ] {
                 assert!(assumed(&outside, None).is_some(), "{outside:?}");
             }
-            assert!(assumed(&derived, Some(&ad_fp32())).is_some());
+            assert_eq!(assumed(&derived, Some(&ad_fp32())), None);
+            let compute = Adapters {
+                value: 2,
+                ..ad_fp32()
+            };
+            assert!(assumed(&derived, Some(&compute)).is_some());
             let p = decoder_prefill(&derived, 512, 1, 2, AttentionImpl::Sdpa, None, false).unwrap();
             assert!(p.assumed_because.is_some());
         }
@@ -3666,6 +3812,7 @@ mod tests {
             ..a
         };
         assert_eq!(assumed(&falcon, None), None);
+        assert_eq!(assumed(&falcon, Some(&ad_fp32())), None);
         for outside in [
             Architecture {
                 dropout: true,
