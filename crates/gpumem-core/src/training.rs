@@ -1820,9 +1820,9 @@ fn layernorm_frozen_base(
             "GELU keeps its input"
         },
         if one_qkv_module(a) {
-            " (the fused q/k/v projection one module)"
+            ""
         } else {
-            " (q, k and v each one)"
+            " (q, k, v apart)"
         },
         if ad.dropout {
             format!(
