@@ -1434,7 +1434,8 @@ fn lora_cases_agree_to_the_byte(python: &std::path::Path, cases: &[LoraCase]) {
 /// (PEFT's `all-linear`), under each kernel, with and without checkpointing, then each
 /// projection alone and the families' switches (dropouts, biases, grouped K/V, the
 /// activation): derived (`layernorm_frozen_base`), computed, and equal to the traced
-/// forward's kept bytes to the byte. The 7B models over 4 of their layers (`NAME@4`).
+/// forward's kept bytes to the byte. The 7B models over 4 of their layers (`NAME@4`), as
+/// are phi-1_5's single projections and switches (every layer alike).
 #[test]
 fn lora_on_starcoder2_phi_opt_falcon_agrees_with_traces_to_the_byte() {
     let Some(python) = gpumem_e2e::torch_python("lora_on_starcoder2_phi_opt_falcon_agrees") else {
@@ -1653,12 +1654,12 @@ fn lora_on_starcoder2_phi_opt_falcon_agrees_with_traces_to_the_byte() {
             false,
         ),
         ("starcoder2-7b.json@4", "{}", ALL, "all", "efficient", true),
-        ("phi-1_5.json", "{}", &["fc1"], "up", "flash", false),
-        ("phi-1_5.json", "{}", &["fc2"], "down", "eager", false),
-        ("phi-1_5.json", "{}", &["dense"], "o", "sdpa", false),
-        ("phi-1_5.json", "{}", &["k_proj"], "k", "efficient", false),
+        ("phi-1_5.json@4", "{}", &["fc1"], "up", "flash", false),
+        ("phi-1_5.json@4", "{}", &["fc2"], "down", "eager", false),
+        ("phi-1_5.json@4", "{}", &["dense"], "o", "sdpa", false),
+        ("phi-1_5.json@4", "{}", &["k_proj"], "k", "efficient", false),
         (
-            "phi-1_5.json",
+            "phi-1_5.json@4",
             r#"{"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attention_dropout": 0.1}"#,
             ALL,
             "all",
@@ -1666,7 +1667,7 @@ fn lora_on_starcoder2_phi_opt_falcon_agrees_with_traces_to_the_byte() {
             false,
         ),
         (
-            "phi-1_5.json",
+            "phi-1_5.json@4",
             r#"{"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attention_dropout": 0.1}"#,
             ALL,
             "all",
@@ -1674,7 +1675,7 @@ fn lora_on_starcoder2_phi_opt_falcon_agrees_with_traces_to_the_byte() {
             true,
         ),
         (
-            "phi-1_5.json",
+            "phi-1_5.json@4",
             r#"{"partial_rotary_factor": 1.0, "num_key_value_heads": 8, "hidden_act": "gelu"}"#,
             PHI_QKVO,
             "q,k,v,o",
