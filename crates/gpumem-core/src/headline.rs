@@ -731,7 +731,13 @@ pub fn compare_formats<R: Rule>(
     let mut out = Vec::new();
     for name in formats {
         let f = StorageFormat::parse("formats", name)?;
-        let i = with_format(input, f);
+        // The input's own format is the input as given (a checkpoint that keeps its
+        // attention in bf16 keeps it), not the format applied to every linear.
+        let i = if input.format == Some(f) {
+            input.clone()
+        } else {
+            with_format(input, f)
+        };
         let Ok(est) = basis.estimate(&i) else {
             continue;
         };
