@@ -171,6 +171,85 @@ fn offload_modes_order_the_device_and_host_needs() {
 /// bitsandbytes puts each component it quantizes on the GPU at load: under offload,
 /// FLUX's nf4 transformer, CLIP and T5 resident together set the peak ("loading"); without
 /// offload every component is resident anyway and nothing changes.
+/// Group offloading of each denoiser (`diffusion/group_offload.json`): the bytes
+/// diffusers' own hooks hold on the onload device at once (`oracle.py`
+/// `group_offload`, observing each group's `onload_` and `offload_` over two calls).
+/// Block level, with and without a stream, and leaf level are exact; leaf level with
+/// a stream counts the two largest leaves for the adjacent pair diffusers prefetches,
+/// never below what it holds.
+#[test]
+fn group_offload_holds_what_diffusers_hooks_hold() {
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(here().join("group_offload.json")).unwrap(),
+    )
+    .unwrap();
+    let mut report = Vec::new();
+    let mut bad = Vec::new();
+    for row in doc["cases"].as_array().unwrap() {
+        let folder = row["pipeline"].as_str().unwrap();
+        let p = pipeline(folder);
+        let den = p
+            .components
+            .iter()
+            .find(|c| c.class.role() == diffusion::Role::Denoiser)
+            .unwrap();
+        let dtype = Dtype::parse("dtype", row["dtype"].as_str().unwrap()).unwrap();
+        let g = diffusion::GroupOffload {
+            blocks: row["num_blocks_per_group"].as_u64(),
+            stream: row["use_stream"].as_bool().unwrap(),
+        };
+        let traced = row["resident_bytes"].as_u64().unwrap();
+        let ours = diffusion::group_resident(&den.counts, g, dtype).unwrap();
+        let bound = g.blocks.is_none() && g.stream;
+        let line = format!(
+            "{folder:32} {:42} ours {ours:>12} diffusers {traced:>12}",
+            g.call().trim_start_matches("denoiser.enable_group_offload(onload_device=\"cuda\", ")
+        );
+        if (bound && ours < traced) || (!bound && ours != traced) {
+            bad.push(line.clone());
+        }
+        report.push(line);
+    }
+    println!("{}", report.join("\n"));
+    assert!(report.len() >= 30, "{} rows", report.len());
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Group offloading sits between model and sequential offload on the device and keeps
+/// the denoiser on the host: FLUX.1-dev's transformer with one block per group holds
+/// the unmatched group and one block, with a stream one more block.
+#[test]
+fn group_offload_between_model_and_sequential() {
+    let flux = pipeline("FLUX.1-dev");
+    let w = |offload| Workload {
+        offload,
+        ..Workload::default()
+    };
+    let g = |blocks, stream| Offload::Group(diffusion::GroupOffload { blocks, stream });
+    let model = diffusion::estimate(&flux, &w(Offload::Model)).unwrap();
+    let block = diffusion::estimate(&flux, &w(g(Some(1), false))).unwrap();
+    let stream = diffusion::estimate(&flux, &w(g(Some(1), true))).unwrap();
+    let leaf = diffusion::estimate(&flux, &w(g(None, false))).unwrap();
+    let den = block.components.iter().find(|c| c.role == diffusion::Role::Denoiser).unwrap().bytes;
+    assert!(block.group_resident.unwrap() < den / 20);
+    let r = |e: &diffusion::DiffusionEstimate| e.group_resident.unwrap();
+    assert!(r(&leaf) < r(&block) && r(&block) < r(&stream));
+    assert!(leaf.device_bytes <= block.device_bytes && block.device_bytes <= stream.device_bytes);
+    assert_eq!(block.host_bytes, den);
+    assert_eq!(stream.host_bytes, 2 * den);
+    // The text encoders stay on the device beside the group-offloaded transformer, so
+    // model offload (one component at a time) can need less than group offload here.
+    assert_eq!(block.by_mode[1], model.by_mode[1]);
+    assert!(diffusion::estimate(
+        &flux,
+        &Workload {
+            layerwise: true,
+            ..w(g(Some(1), false))
+        }
+    )
+    .is_err());
+}
+
 #[test]
 fn bitsandbytes_components_are_resident_together_at_load() {
     let flux = pipeline("FLUX.1-dev");

@@ -50,6 +50,40 @@ pub struct Counts {
     pub norms: u64,
     /// The largest single linear or convolution, weight and bias.
     pub widest: u64,
+    /// The second largest (the same size as `widest` when two share it).
+    pub second_widest: u64,
+    /// Group offloading's layout of a denoiser ([`GroupLayout`]).
+    pub group: GroupLayout,
+}
+
+/// What diffusers' group offloading (`hooks/group_offloading.py`, v0.42.1) groups in a
+/// denoiser, counted as the class builds it.
+///
+/// `_apply_group_offloading_block_level` walks the model's `named_children()`: each
+/// `nn.ModuleList` / `nn.Sequential` child is cut into groups of `num_blocks_per_group`
+/// consecutive elements, and every other child with the model's own parameters and
+/// buffers forms the "unmatched" group, hooked on the model itself (onloaded in its
+/// `pre_forward`, offloaded in its `post_forward`: resident through the whole call).
+/// None of the denoisers counted here sets `_group_offload_block_modules`, so no child
+/// is recursed into. `_apply_group_offloading_leaf_level` makes a group of every
+/// `nn.Linear`, convolution and `nn.Embedding` (`_GO_LC_SUPPORTED_PYTORCH_LAYERS`), and
+/// one of each other module's own parameters and buffers, hooked on that module: an
+/// ancestor's own group stays resident while its children run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupLayout {
+    /// The top level's `nn.ModuleList` children in forward order, one [`Counts`] per
+    /// element (the unmatched group is the rest).
+    pub lists: Vec<Vec<Counts>>,
+    /// Leaf level: elements in the dtype held by the own groups of the modules around
+    /// the largest leaf while it runs.
+    pub held: u64,
+    /// Of those, elements kept in fp32 (`_keep_in_fp32_modules`).
+    pub held_fp32: u64,
+    /// Leaf level: another moment's elements in the dtype (a module's own group with
+    /// its largest child leaf), where it can exceed the largest leaf's.
+    pub other: u64,
+    /// Of that moment, elements kept in fp32.
+    pub other_fp32: u64,
 }
 
 /// `ModelMixin.enable_layerwise_casting` (diffusers 0.42.1 `models/modeling_utils.py`;
@@ -77,6 +111,37 @@ fn biased(out: u64, inp: u64) -> u64 {
 }
 
 impl Counts {
+    /// One leaf module of `n` parameters, `count` times: the two largest are kept.
+    fn leaf(&mut self, n: u64, count: u64) {
+        if count == 0 {
+            return;
+        }
+        if n >= self.widest {
+            self.second_widest = if count > 1 { n } else { self.widest };
+            self.widest = n;
+        } else if n > self.second_widest {
+            self.second_widest = n;
+        }
+    }
+    /// Counts one element of a top-level `nn.ModuleList` (the list `list` in forward
+    /// order): `f` counts it apart, then it is added to the whole.
+    fn element(&mut self, list: usize, f: impl FnOnce(&mut Counts)) {
+        let mut b = Counts::default();
+        f(&mut b);
+        self.linears.extend(b.linears.iter().copied());
+        self.fp32_if_fp16.extend(b.fp32_if_fp16.iter().copied());
+        self.dense = self.dense.saturating_add(b.dense);
+        self.fp32 = self.fp32.saturating_add(b.fp32);
+        self.buffers = self.buffers.saturating_add(b.buffers);
+        self.fixed_buffer_bytes = self.fixed_buffer_bytes.saturating_add(b.fixed_buffer_bytes);
+        self.norms = self.norms.saturating_add(b.norms);
+        self.leaf(b.widest, 1);
+        self.leaf(b.second_widest, 1);
+        while self.group.lists.len() <= list {
+            self.group.lists.push(Vec::new());
+        }
+        self.group.lists[list].push(b);
+    }
     fn add(&mut self, n: u64) {
         self.dense = self.dense.saturating_add(n);
     }
@@ -94,11 +159,14 @@ impl Counts {
         if bias {
             self.add(out.saturating_mul(count));
         }
-        self.widest = self.widest.max(if bias {
-            biased(out, inp)
-        } else {
-            out.saturating_mul(inp)
-        });
+        self.leaf(
+            if bias {
+                biased(out, inp)
+            } else {
+                out.saturating_mul(inp)
+            },
+            count,
+        );
     }
     /// A convolution of `k` kernel elements.
     fn conv(&mut self, out: u64, inp: u64, k: u64, bias: bool) {
@@ -107,7 +175,7 @@ impl Counts {
             .saturating_mul(k)
             .saturating_add(if bias { out } else { 0 });
         self.add(n);
-        self.widest = self.widest.max(n);
+        self.leaf(n, 1);
     }
     /// A normalisation layer's `n` parameters.
     fn norm(&mut self, n: u64) {
@@ -364,21 +432,25 @@ pub fn unet2d(v: &Value) -> Result<Counts, EstimateError> {
         }
         Some(_) => return Err(k.bad("addition_embed_type", "is not `text_time`")),
     }
+    // `down_blocks` and `up_blocks` are the top level's `nn.ModuleList`s; `mid_block`
+    // (a `UNetMidBlock2DCrossAttn`) is in group offloading's unmatched group.
     let mut out = c0;
     for (i, t) in down.iter().enumerate() {
         let inp = out;
         out = ch[i];
-        for j in 0..lpb[i] {
-            resnet2d(&mut c, if j == 0 { inp } else { out }, out, Some(temb));
-        }
-        if t.starts_with("CrossAttn") {
-            for _ in 0..lpb[i] {
-                transformer2d(&mut c, out, tlpb[i], cross, lin_proj);
+        c.element(0, |c| {
+            for j in 0..lpb[i] {
+                resnet2d(c, if j == 0 { inp } else { out }, out, Some(temb));
             }
-        }
-        if i + 1 < n {
-            c.conv(out, out, 9, true);
-        }
+            if t.starts_with("CrossAttn") {
+                for _ in 0..lpb[i] {
+                    transformer2d(c, out, tlpb[i], cross, lin_proj);
+                }
+            }
+            if i + 1 < n {
+                c.conv(out, out, 9, true);
+            }
+        });
     }
     let last = ch[n - 1];
     resnet2d(&mut c, last, last, Some(temb));
@@ -396,19 +468,21 @@ pub fn unet2d(v: &Value) -> Result<Counts, EstimateError> {
         out = rch[i];
         let inp = rch[(i + 1).min(n - 1)];
         let layers = rlpb[i] + 1;
-        for j in 0..layers {
-            let skip = if j + 1 == layers { inp } else { out };
-            let rin = if j == 0 { prev } else { out };
-            resnet2d(&mut c, rin + skip, out, Some(temb));
-        }
-        if t.starts_with("CrossAttn") {
-            for _ in 0..layers {
-                transformer2d(&mut c, out, rt[i], cross, lin_proj);
+        c.element(1, |c| {
+            for j in 0..layers {
+                let skip = if j + 1 == layers { inp } else { out };
+                let rin = if j == 0 { prev } else { out };
+                resnet2d(c, rin + skip, out, Some(temb));
             }
-        }
-        if i + 1 < n {
-            c.conv(out, out, 9, true);
-        }
+            if t.starts_with("CrossAttn") {
+                for _ in 0..layers {
+                    transformer2d(c, out, rt[i], cross, lin_proj);
+                }
+            }
+            if i + 1 < n {
+                c.conv(out, out, 9, true);
+            }
+        });
     }
     c.norm(2 * c0);
     c.conv(outc, c0, kout * kout, true);
@@ -539,30 +613,36 @@ pub fn sd3(v: &Value) -> Result<Counts, EstimateError> {
         let s = k.u("sample_size", Some(128))? / p;
         c.buffers = c.buffers.saturating_add(s * s * d);
     }
+    // Leaf level: `PatchEmbed` (`pos_embed`) has its positional table as its own
+    // buffer group, resident while its child convolution runs.
+    c.group.other = c.buffers.saturating_add(biased(d, inc.saturating_mul(pp)));
     mlp2(&mut c, 256, d);
     mlp2(&mut c, pooled, d);
     c.lin(d, joint, true);
+    // `transformer_blocks` is the top level's one `nn.ModuleList`.
     for i in 0..layers {
         let pre_only = i + 1 == layers;
         let is_dual = dual.contains(&i);
-        c.lin(if is_dual { 9 * d } else { 6 * d }, d, true);
-        c.lin(if pre_only { 2 * d } else { 6 * d }, d, true);
-        c.lin_n(d, d, true, 8 - u64::from(pre_only));
-        if qk {
-            c.add(4 * hd);
-        }
-        if is_dual {
-            c.lin_n(d, d, true, 4);
+        c.element(0, |c| {
+            c.lin(if is_dual { 9 * d } else { 6 * d }, d, true);
+            c.lin(if pre_only { 2 * d } else { 6 * d }, d, true);
+            c.lin_n(d, d, true, 8 - u64::from(pre_only));
             if qk {
-                c.add(2 * hd);
+                c.add(4 * hd);
             }
-        }
-        c.lin(4 * d, d, true);
-        c.lin(d, 4 * d, true);
-        if !pre_only {
+            if is_dual {
+                c.lin_n(d, d, true, 4);
+                if qk {
+                    c.add(2 * hd);
+                }
+            }
             c.lin(4 * d, d, true);
             c.lin(d, 4 * d, true);
-        }
+            if !pre_only {
+                c.lin(4 * d, d, true);
+                c.lin(d, 4 * d, true);
+            }
+        });
     }
     c.lin(2 * d, d, true);
     let out = k.times("patch_size", p * p, outc)?;
@@ -625,16 +705,26 @@ pub fn flux(v: &Value) -> Result<Counts, EstimateError> {
     mlp2(&mut c, pooled, d);
     c.lin(d, joint, true);
     c.lin(d, inc, true);
-    c.lin_n(6 * d, d, true, 2 * double);
-    c.lin_n(d, d, true, 8 * double);
-    c.add(double * 4 * hd);
-    c.lin_n(4 * d, d, true, 2 * double);
-    c.lin_n(d, 4 * d, true, 2 * double);
-    c.lin_n(3 * d, d, true, single);
-    c.lin_n(4 * d, d, true, single);
-    c.lin_n(d, 5 * d, true, single);
-    c.lin_n(d, d, true, 3 * single);
-    c.add(single * 2 * hd);
+    // `transformer_blocks` (double-stream) and `single_transformer_blocks`, the top
+    // level's two `nn.ModuleList`s, in the order the forward runs them.
+    for _ in 0..double {
+        c.element(0, |c| {
+            c.lin_n(6 * d, d, true, 2);
+            c.lin_n(d, d, true, 8);
+            c.add(4 * hd);
+            c.lin_n(4 * d, d, true, 2);
+            c.lin_n(d, 4 * d, true, 2);
+        });
+    }
+    for _ in 0..single {
+        c.element(1, |c| {
+            c.lin(3 * d, d, true);
+            c.lin(4 * d, d, true);
+            c.lin(d, 5 * d, true);
+            c.lin_n(d, d, true, 3);
+            c.add(2 * hd);
+        });
+    }
     c.lin(2 * d, d, true);
     let out = k.times("patch_size", p * p, outc)?;
     c.lin(out, d, true);
@@ -726,23 +816,41 @@ pub fn wan(v: &Value) -> Result<Counts, EstimateError> {
             .saturating_add(biased(img, img))
             .saturating_add(biased(d, img));
     }
+    // Leaf level: the model's own `scale_shift_table` (fp32) is its own group, resident
+    // through the call (the largest leaf, `condition_embedder.time_proj`, runs beside
+    // it); each block's own `scale_shift_table` (fp32) through the block, around the
+    // block's largest leaf (a feed-forward linear).
+    c.group.held_fp32 = 2 * d;
+    c.group.other = [
+        biased(ffn, d),
+        biased(d, ffn),
+        biased(d, d),
+        biased(d, added.unwrap_or(0)),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    c.group.other_fp32 = 8 * d;
+    // `blocks` is the top level's one `nn.ModuleList`.
     for _ in 0..layers {
-        c.lin_n(d, d, true, 8);
-        if qk {
-            c.add(4 * d);
-        }
-        if let Some(a) = added {
-            c.lin_n(d, a, true, 2);
+        c.element(0, |c| {
+            c.lin_n(d, d, true, 8);
             if qk {
-                c.add(d);
+                c.add(4 * d);
             }
-        }
-        if cross_norm {
-            c.add_fp32(2 * d);
-        }
-        c.lin(ffn, d, true);
-        c.lin(d, ffn, true);
-        c.add_fp32(6 * d);
+            if let Some(a) = added {
+                c.lin_n(d, a, true, 2);
+                if qk {
+                    c.add(d);
+                }
+            }
+            if cross_norm {
+                c.add_fp32(2 * d);
+            }
+            c.lin(ffn, d, true);
+            c.lin(d, ffn, true);
+            c.add_fp32(6 * d);
+        });
     }
     let norms = match (qk, added) {
         (false, _) => 0,

@@ -309,10 +309,46 @@ pub enum Offload {
     Model,
     /// `enable_sequential_cpu_offload`: one leaf module at a time.
     Sequential,
+    /// The denoiser's `enable_group_offload`, the other components on the device
+    /// (`pipe.to("cuda")` leaves a group-offloaded component where it is).
+    Group(GroupOffload),
+}
+
+/// `ModelMixin.enable_group_offload` on the denoiser (diffusers 0.42.1
+/// `hooks/group_offloading.py` `apply_group_offloading`), onloading to the GPU and
+/// offloading to the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupOffload {
+    /// `offload_type="block_level"` with `num_blocks_per_group`; `None`:
+    /// `offload_type="leaf_level"`.
+    pub blocks: Option<u64>,
+    /// `use_stream=True`: the next group is onloaded while one runs.
+    pub stream: bool,
+}
+
+impl GroupOffload {
+    /// The groups per `nn.ModuleList` element a stream leaves: block level with a
+    /// stream runs one block per group (`_apply_group_offloading_block_level` warns and
+    /// sets `num_blocks_per_group = 1`).
+    pub fn effective_blocks(self) -> Option<u64> {
+        self.blocks.map(|n| if self.stream { 1 } else { n })
+    }
+    /// The diffusers call.
+    pub fn call(self) -> String {
+        let kind = match self.effective_blocks() {
+            Some(n) => format!("offload_type=\"block_level\", num_blocks_per_group={n}"),
+            None => "offload_type=\"leaf_level\"".to_string(),
+        };
+        format!(
+            "denoiser.enable_group_offload(onload_device=\"cuda\", {kind}{})",
+            if self.stream { ", use_stream=True" } else { "" }
+        )
+    }
 }
 
 impl Offload {
-    /// Parses `none`, `model` or `sequential`.
+    /// Parses `none`, `model`, `sequential` or `group` (group offloading's block level,
+    /// one block per group; [`Offload::with_group`] sets the rest).
     pub fn parse(text: &str) -> Result<Offload, EstimateError> {
         match text.trim().to_ascii_lowercase().as_str() {
             "none" | "off" | "" => Ok(Offload::None),
@@ -320,18 +356,143 @@ impl Offload {
             "sequential" | "sequential-cpu" | "enable_sequential_cpu_offload" => {
                 Ok(Offload::Sequential)
             }
+            "group" | "enable_group_offload" => Ok(Offload::Group(GroupOffload {
+                blocks: Some(1),
+                stream: false,
+            })),
             _ => Err(EstimateError::invalid(
                 "offload",
-                format!("{text:?}: none, model or sequential"),
+                format!("{text:?}: none, model, sequential or group"),
             )),
         }
     }
+    /// Group offloading's settings applied: `blocks` (`num_blocks_per_group`), `leaf`
+    /// (`offload_type="leaf_level"`), `stream` (`use_stream=True`). Refused as diffusers
+    /// refuses them: block level without a count, a count of 0; and refused when the
+    /// mode is not `group` (diffusers' model and sequential CPU offload raise when a
+    /// component has group offloading: `DiffusionPipeline.
+    /// _maybe_raise_error_if_group_offload_active`, pipelines/pipeline_utils.py).
+    pub fn with_group(
+        self,
+        blocks: Option<u64>,
+        leaf: bool,
+        stream: bool,
+    ) -> Result<Offload, EstimateError> {
+        let Offload::Group(_) = self else {
+            if blocks.is_some() || leaf || stream {
+                return Err(EstimateError::invalid(
+                    "offload",
+                    "group-blocks, group-leaf and group-stream go with --offload group (diffusers refuses model or sequential CPU offload beside group offloading)",
+                ));
+            }
+            return Ok(self);
+        };
+        let blocks = match (blocks, leaf) {
+            (Some(_), true) => {
+                return Err(EstimateError::invalid(
+                    "group-blocks",
+                    "group-blocks (block_level) or group-leaf (leaf_level), not both",
+                ));
+            }
+            (Some(0), false) => {
+                return Err(EstimateError::invalid(
+                    "group-blocks",
+                    "0: at least 1 block per group",
+                ));
+            }
+            (Some(n), false) => Some(n.min(count::MAX_LAYERS)),
+            (None, true) => None,
+            (None, false) => {
+                return Err(EstimateError::invalid(
+                    "group-blocks",
+                    "block_level needs num_blocks_per_group: give group-blocks N or group-leaf",
+                ));
+            }
+        };
+        Ok(Offload::Group(GroupOffload { blocks, stream }))
+    }
     /// The diffusers call.
-    pub fn call(self) -> &'static str {
+    pub fn call(self) -> String {
         match self {
-            Offload::None => "pipe.to(\"cuda\")",
-            Offload::Model => "pipe.enable_model_cpu_offload()",
-            Offload::Sequential => "pipe.enable_sequential_cpu_offload()",
+            Offload::None => "pipe.to(\"cuda\")".to_string(),
+            Offload::Model => "pipe.enable_model_cpu_offload()".to_string(),
+            Offload::Sequential => "pipe.enable_sequential_cpu_offload()".to_string(),
+            Offload::Group(g) => g.call(),
+        }
+    }
+}
+
+/// The denoiser's parameters and buffers resident at once under group offloading
+/// (diffusers 0.42.1, `hooks/group_offloading.py`), bytes; `None` where it is not
+/// modelled (a quantised format, layerwise casting, a class with no layout).
+///
+/// Block level (`_apply_group_offloading_block_level`): the unmatched group (every
+/// child not in a top-level `nn.ModuleList`, and the model's own tensors) is onloaded
+/// by the hook on the model itself (`GroupOffloadingHook.pre_forward`) and offloaded
+/// in its `post_forward`, so it is resident through the call; each block group is
+/// onloaded by its first module's `pre_forward` and offloaded by its last module's
+/// `post_forward`, before the next group onloads: the unmatched group and the largest
+/// group. With a stream, `LazyPrefetchGroupOffloadingHook` records the execution order
+/// in the first call and chains `next_group`; from the second call each group's
+/// `pre_forward` onloads the next group (`self.next_group.onload_()`) before its own
+/// `post_forward` offloads it: the unmatched group and the largest two groups adjacent
+/// in the forward's order.
+///
+/// Leaf level (`_apply_group_offloading_leaf_level`): every linear and convolution is a
+/// group hooked on itself; every other module's own parameters and buffers a group
+/// hooked on that module, resident while its children run: the largest leaf with the
+/// own groups around it ([`count::GroupLayout`]). With a stream the next group in the
+/// execution order is onloaded too; the order of the leaves is not counted, so the
+/// largest two leaves stand for the adjacent pair (at most that).
+pub fn group_resident(c: &Counts, g: GroupOffload, dtype: Dtype) -> Option<u64> {
+    let elt = dtype.bytes();
+    let l = &c.group;
+    match g.effective_blocks() {
+        Some(n) => {
+            if l.lists.is_empty() {
+                return None;
+            }
+            let total = bytes_of(c, dtype, None).ok()?;
+            let mut groups: Vec<u64> = Vec::new();
+            for list in &l.lists {
+                for chunk in list.chunks(usize::try_from(n).ok()?.max(1)) {
+                    let mut b = 0u64;
+                    for e in chunk {
+                        b = b.checked_add(bytes_of(e, dtype, None).ok()?)?;
+                    }
+                    groups.push(b);
+                }
+            }
+            let matched = groups.iter().try_fold(0u64, |a, b| a.checked_add(*b))?;
+            let unmatched = total.checked_sub(matched)?;
+            let largest = if g.stream {
+                groups
+                    .windows(2)
+                    .map(|w| w[0].saturating_add(w[1]))
+                    .max()
+                    .or_else(|| groups.first().copied())
+            } else {
+                groups.iter().copied().max()
+            };
+            Some(unmatched.saturating_add(largest.unwrap_or(0)))
+        }
+        None => {
+            let held = l
+                .held
+                .saturating_mul(elt)
+                .saturating_add(l.held_fp32.saturating_mul(4));
+            let leaves = if g.stream {
+                c.widest.saturating_add(c.second_widest)
+            } else {
+                c.widest
+            };
+            let next = if g.stream { c.widest } else { 0 };
+            let other = l
+                .other
+                .saturating_add(next)
+                .saturating_mul(elt)
+                .saturating_add(l.other_fp32.saturating_mul(4));
+            Some(held.saturating_add(leaves.saturating_mul(elt)).max(other))
         }
     }
 }
@@ -452,9 +613,16 @@ pub struct DiffusionEstimate {
     pub host_bytes: u64,
     /// Which phase sets the peak.
     pub peak_phase: String,
-    /// Each offload mode's device peak (none, model, sequential), without reserve;
-    /// `None` for a mode the workload's other settings do not combine with.
-    pub by_mode: [Option<u64>; 3],
+    /// Each offload mode's device peak (none, model, sequential, group), without
+    /// reserve; `None` for a mode the workload's other settings do not combine with.
+    /// The group figure is under the workload's group settings, or block level with one
+    /// block per group when it asks for another mode.
+    pub by_mode: [Option<u64>; 4],
+    /// The group offloading settings `by_mode`'s last figure is for.
+    pub group: GroupOffload,
+    /// Under those settings, the denoiser's parameters and buffers resident at once
+    /// ([`group_resident`]), bytes.
+    pub group_resident: Option<u64>,
     /// Whether the phase that sets the peak runs convolutions, whose cuDNN workspace
     /// is not in the need: a reading on a card with room can exceed the need by it,
     /// up to the card ([`workspace`]).
@@ -1056,19 +1224,90 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
     }
     let model_peak = model_phases.max(loading);
     let seq_peak = seq_phases.max(loading);
+    // Group offloading of every denoiser (each is called on its own steps): outside its
+    // call a denoiser holds nothing on the device (`GroupOffloadingHook.initialize_hook`
+    // offloads every group when applied, each call's `post_forward` offloads them), the
+    // other components stay resident. Not modelled under a quantised format or
+    // layerwise casting.
+    let group = match w.offload {
+        Offload::Group(g) => g,
+        _ => GroupOffload {
+            blocks: Some(1),
+            stream: false,
+        },
+    };
+    let group_resident = if layerwise.is_none() && w.denoiser_format.is_none() {
+        denoisers
+            .iter()
+            .map(|d| group_resident(&d.counts, group, w.dtype))
+            .try_fold(0u64, |a, r| r.map(|r| a.max(r)))
+    } else {
+        None
+    };
+    let den_all: u64 = lines
+        .iter()
+        .filter(|l| l.role == Role::Denoiser)
+        .map(|l| l.bytes)
+        .fold(0, u64::saturating_add);
+    let rest_phase = vae_decode.saturating_add(vae_upcast).max(text_encode);
+    let group_peak = group_resident.map(|r| {
+        all.saturating_sub(den_all)
+            .saturating_add(r.saturating_add(den_act).max(rest_phase))
+    });
+    if let (Offload::Group(g), None) = (w.offload, group_resident) {
+        return Err(bad(
+            "offload",
+            format!(
+                "{}: group offloading of a denoiser under layerwise casting or a quantised format is not modelled",
+                g.call()
+            ),
+        ));
+    }
+    if let Offload::Group(g) = w.offload {
+        if g.stream && g.blocks.is_some_and(|n| n > 1) {
+            notes.push("group offloading: with a stream, block level runs one block per group (diffusers warns and sets num_blocks_per_group=1)".into());
+        }
+        if g.stream {
+            notes.push("group offloading with a stream: record_stream=False assumed (record_stream=True keeps an offloaded group's memory from reuse until the compute stream has passed it, which the estimate does not bound)".into());
+        }
+        if g.stream && g.blocks.is_none() {
+            notes.push("group offloading, leaf level with a stream: the next leaf in the execution order is onloaded beside the running one; counted as the two largest leaves (at most that)".into());
+        }
+        if denoisers.len() > 1 {
+            notes.push(format!(
+                "group offloading applied to each denoiser ({}), run one at a time",
+                denoisers.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
     let by_mode = [
         Some(none_peak),
         Some(model_peak),
         Some(seq_peak).filter(|_| layerwise.is_none()),
+        group_peak,
     ];
+    // The host keeps the group-offloaded denoisers. With a stream and
+    // `low_cpu_mem_usage=False` (the default) `ModuleGroup._init_cpu_param_dict` makes
+    // a pinned copy of every tensor of a group when the group is built, and block level
+    // builds every block group before any hook offloads one
+    // (`_apply_group_offloading_block_level`): the loaded weights and their pinned
+    // copies are both held while it applies.
+    let group_host = match group {
+        GroupOffload {
+            blocks: Some(_),
+            stream: true,
+        } => den_all.saturating_mul(2),
+        _ => den_all,
+    };
     let (device_bytes, host_bytes) = match w.offload {
         Offload::None => (none_peak, 0),
         Offload::Model => (model_peak, all),
         Offload::Sequential => (seq_peak, all),
+        Offload::Group(_) => (group_peak.unwrap_or(none_peak), group_host),
     };
     let loading_sets = loading > 0
         && match w.offload {
-            Offload::None => false,
+            Offload::None | Offload::Group(_) => false,
             Offload::Model => loading >= model_phases,
             Offload::Sequential => loading >= seq_phases,
         };
@@ -1089,6 +1328,15 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
             .iter()
             .max_by_key(|(_, _, extra, l)| l.saturating_add(*extra))
             .map_or("", |p| p.0),
+        Offload::Group(_) => {
+            if group_resident.unwrap_or(0).saturating_add(den_act) >= rest_phase {
+                "denoising steps"
+            } else if vae_decode.saturating_add(vae_upcast) >= text_encode {
+                "VAE decode"
+            } else {
+                "prompt encoding"
+            }
+        }
     }
     .to_string();
     if denoisers.len() > 1 {
@@ -1137,6 +1385,8 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         host_bytes,
         peak_phase,
         by_mode,
+        group,
+        group_resident,
         peak_runs_convolutions,
         notes,
     })

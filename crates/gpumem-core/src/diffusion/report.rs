@@ -3,7 +3,8 @@
 //! module both answer through [`run`], so the page shows the command's own lines.
 //!
 //! The keys are the command's flags without their dashes (`height`, `width`,
-//! `frames`, `images`, `cfg`, `offload`, `text-format`, `text-tokens`, `vae-tiling`,
+//! `frames`, `images`, `cfg`, `offload`, `group-blocks`, `group-leaf`, `group-stream`,
+//! `text-format`, `text-tokens`, `vae-tiling`,
 //! `vae-slicing`, `layerwise-casting`, and the shared `compute-dtype`, `format`, `attention`,
 //! `reserve-gib`, `card`, `wired-limit-mb`, `ram`), which are also the page's.
 
@@ -16,13 +17,16 @@ use crate::units::{Bytes, GIB};
 use super::{Answer, Class, DiffusionEstimate, Offload, Pipeline, Workload, answer, estimate};
 
 /// The keys [`run`] reads that only a pipeline takes, in the command's order.
-pub const KEYS: [&str; 11] = [
+pub const KEYS: [&str; 14] = [
     "height",
     "width",
     "frames",
     "images",
     "cfg",
     "offload",
+    "group-blocks",
+    "group-leaf",
+    "group-stream",
     "text-format",
     "text-tokens",
     "vae-tiling",
@@ -107,6 +111,11 @@ pub fn workload(
     if let Some(o) = get("offload") {
         w.offload = Offload::parse(&o)?;
     }
+    w.offload = w.offload.with_group(
+        count(get, "group-blocks")?,
+        switch(get, "group-leaf")?,
+        switch(get, "group-stream")?,
+    )?;
     if let Some(g) = count(get, "reserve-gib")? {
         w.reserve = g
             .checked_mul(GIB)
@@ -288,6 +297,24 @@ impl Run {
                 est.by_mode[i].map_or_else(|| "not with layerwise casting".to_string(), both)
             ));
         }
+        let g = est.group;
+        out.push(format!(
+            "  {:32} {}",
+            format!(
+                "enable_group_offload ({}{})",
+                g.effective_blocks()
+                    .map_or_else(|| "leaf".to_string(), |n| format!("{n} block(s)")),
+                if g.stream { ", stream" } else { "" }
+            ),
+            match (est.by_mode[3], est.group_resident) {
+                (Some(b), Some(r)) => format!(
+                    "{} (the denoiser's weights resident at once: {})",
+                    both(b),
+                    both(r)
+                ),
+                _ => "not with layerwise casting or a quantised denoiser".to_string(),
+            }
+        ));
         out.extend(self.host_line());
         out.push(format!("peak phase: {}", est.peak_phase));
         for n in &est.notes {
@@ -316,10 +343,16 @@ impl Run {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-        for (mode, b) in ["none", "model", "sequential"].iter().zip(est.by_mode) {
+        for (mode, b) in ["none", "model", "sequential", "group"]
+            .iter()
+            .zip(est.by_mode)
+        {
             if let Some(b) = b {
                 out.push((format!("by_offload_mode.{mode}"), b));
             }
+        }
+        if let Some(r) = est.group_resident {
+            out.push(("group_resident_bytes".into(), r));
         }
         for c in &est.components {
             out.push((format!("component.{}", c.name), c.bytes));
@@ -422,6 +455,63 @@ mod tests {
             let e = workload(&p, &pairs(&[(k, v)])).unwrap_err().to_string();
             assert!(e.contains(k) || k == "format", "{k}={v}: {e}");
         }
+    }
+
+    /// Group offloading's pairs set the denoiser's `enable_group_offload` as diffusers
+    /// takes it, and what diffusers refuses is refused: block level without a count, a
+    /// count of 0, both levels at once, and the group settings beside model offload.
+    #[test]
+    fn group_offload_pairs_read_as_diffusers_takes_them() {
+        use super::super::GroupOffload;
+        let p = sdxl();
+        let g = |v: &[(&str, &str)]| workload(&p, &pairs(v)).map(|w| w.offload);
+        assert_eq!(
+            g(&[("offload", "group"), ("group-blocks", "2")]).unwrap(),
+            Offload::Group(GroupOffload {
+                blocks: Some(2),
+                stream: false
+            })
+        );
+        assert_eq!(
+            g(&[
+                ("offload", "group"),
+                ("group-leaf", "true"),
+                ("group-stream", "on")
+            ])
+            .unwrap(),
+            Offload::Group(GroupOffload {
+                blocks: None,
+                stream: true
+            })
+        );
+        for bad in [
+            &[("offload", "group")][..],
+            &[("offload", "group"), ("group-blocks", "0")],
+            &[
+                ("offload", "group"),
+                ("group-blocks", "1"),
+                ("group-leaf", "true"),
+            ],
+            &[("offload", "model"), ("group-blocks", "1")],
+            &[("group-stream", "true")],
+        ] {
+            assert!(g(bad).is_err(), "{bad:?}");
+        }
+        let r = run(
+            p,
+            &pairs(&[
+                ("offload", "group"),
+                ("group-blocks", "1"),
+                ("compute-dtype", "fp16"),
+            ]),
+        )
+        .unwrap();
+        let est = &r.estimate;
+        assert_eq!(Some(est.device_bytes), est.by_mode[3]);
+        assert!(est.by_mode[3] < est.by_mode[1] && est.by_mode[3] > est.by_mode[2]);
+        assert!(r.lines().iter().any(|l| l.contains("enable_group_offload (1 block(s))")));
+        let figures = r.figures();
+        assert!(figures.iter().any(|(k, v)| k == "group_resident_bytes" && Some(*v) == est.group_resident));
     }
 
     /// The lines are the estimate's figures in GB and GiB, the verdict first and only

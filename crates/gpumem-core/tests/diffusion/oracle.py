@@ -15,8 +15,12 @@ PyTorch's meta device -- no weights, no memory:
   (its `Tracker`, `Allocator` and SDPA stand-in: the fused kernels' outputs only);
   the figure is the peak of allocated bytes beyond the weights.
 
+- group offloading: the denoiser's parameter and buffer bytes resident at once under
+  `enable_group_offload`, observed through diffusers' own hooks (`group_offload`).
+
 Run by hand with the torch venv (scripts/install-tools.sh: torch, transformers,
-diffusers) after changing a case: `python oracle.py` rewrites cases/*.json.
+diffusers) after changing a case: `python oracle.py` rewrites cases/*.json,
+`python oracle.py group` rewrites group_offload.json.
 """
 import json, os, pathlib, sys, time, warnings
 warnings.filterwarnings("ignore")
@@ -110,6 +114,14 @@ def trace_call(make, fn, sdpa=True):
     return tr.peak - base, base
 
 def denoiser(pipe, name, H, W, F=1, B=1, dtype=torch.bfloat16, sdpa=True, text=None, layerwise=False):
+    lib, cls, fn = denoiser_call(pipe, name, H, W, F, B, dtype, text)
+    t = time.time()
+    p, base = trace_call(lambda: build(pipe / name, lib, cls, dtype, layerwise), fn, sdpa)
+    return p, base, time.time() - t
+
+
+def denoiser_call(pipe, name, H, W, F=1, B=1, dtype=torch.bfloat16, text=None):
+    """The denoiser's library and class, and its call on meta inputs of the shape."""
     idx = json.loads((pipe / "model_index.json").read_text())
     lib, cls = idx[name]
     cfg = getattr(diffusers, cls).load_config(str(pipe / name))
@@ -136,9 +148,7 @@ def denoiser(pipe, name, H, W, F=1, B=1, dtype=torch.bfloat16, sdpa=True, text=N
         lf = (F - 1) // 4 + 1
         def fn(m):
             return m(hidden_states=e(B, cfg.in_channels, lf, H // 8, W // 8), timestep=e(B), encoder_hidden_states=e(B, text or 512, cfg.text_dim))
-    t = time.time()
-    p, base = trace_call(lambda: build(pipe / name, lib, cls, dtype, layerwise), fn, sdpa)
-    return p, base, time.time() - t
+    return lib, cls, fn
 
 
 
@@ -218,8 +228,103 @@ def case(name, folder, w, cfg_batch):
     print(name, "denoiser", act, "vae", dec, "%.1f+%.1f s" % (t1, t2))
 
 
+def group_offload(pipe, name, dtype, offload_type, blocks, stream):
+    """The largest sum of parameter and buffer bytes diffusers' group offloading holds
+    on the onload device at once, over two calls of the denoiser (the second is the one
+    a stream prefetches in). The groups' own `onload_` and `offload_`
+    (hooks/group_offloading.py `ModuleGroup`) are wrapped to keep the set of onloaded
+    groups; the model lives on meta and both devices are meta, so nothing moves.
+
+    With `use_stream=True` diffusers wants an accelerator's stream and pinned host
+    copies: the backend is replaced by one whose stream does nothing and the host
+    copies (`_to_cpu`, `_pinned_memory_tensors`) keep the tensors as they are. Only when
+    each group is onloaded and offloaded is observed, as diffusers' hooks decide it;
+    what a real stream's timing or `record_stream` does to the allocator is not."""
+    import contextlib
+    from diffusers.hooks import group_offloading as G
+    resident, peak = {}, [0]
+
+    def nbytes(g):
+        ts = [t for m in g.modules for t in list(m.parameters()) + list(m.buffers())]
+        ts += list(g.parameters) + list(g.buffers)
+        return sum({id(t): t.numel() * t.element_size() for t in ts}.values())
+
+    on0, off0 = G.ModuleGroup.onload_, G.ModuleGroup.offload_
+    saved = (on0, off0, G.TorchDeviceBackend, G.ModuleGroup._to_cpu, G.ModuleGroup._pinned_memory_tensors)
+
+    def onload(self):
+        resident[id(self)] = nbytes(self)
+        peak[0] = max(peak[0], sum(resident.values()))
+        return on0(self)
+
+    def offload(self):
+        resident.pop(id(self), None)
+        return off0(self)
+
+    class Stream:
+        def synchronize(self): pass
+
+    class Backend:
+        def __init__(self, device): pass
+        def stream(self, s): return contextlib.nullcontext()
+        def current_stream(self): return Stream()
+    Backend.Stream = Stream
+
+    @contextlib.contextmanager
+    def pinned(self):
+        yield self.cpu_param_dict
+
+    G.ModuleGroup.onload_, G.ModuleGroup.offload_ = onload, offload
+    G.TorchDeviceBackend = Backend
+    G.ModuleGroup._to_cpu = staticmethod(lambda t, low: t.data)
+    G.ModuleGroup._pinned_memory_tensors = pinned
+    try:
+        lib, cls, fn = denoiser_call(pipe, name, 256, 256, 1 if "Wan" not in pipe.name else 5, dtype=dtype)
+        m = build(pipe / name, lib, cls, dtype)
+        meta = torch.device("meta")
+        m.enable_group_offload(onload_device=meta, offload_device=meta, offload_type=offload_type,
+                               num_blocks_per_group=blocks, use_stream=stream)
+        with torch.no_grad():
+            fn(m)
+            first = peak[0]
+            peak[0] = 0
+            fn(m)
+        return max(first, peak[0]) if not stream else peak[0]
+    finally:
+        (G.ModuleGroup.onload_, G.ModuleGroup.offload_, G.TorchDeviceBackend,
+         G.ModuleGroup._to_cpu, G.ModuleGroup._pinned_memory_tensors) = saved
+
+
+# Group offloading of each denoiser: (pipeline, dtype, offload_type, num_blocks_per_group, use_stream).
+GROUP_PIPES = [("stable-diffusion-v1-5", "fp16"), ("stable-diffusion-xl-base-1.0", "fp16"),
+               ("stable-diffusion-3.5-medium", "bf16"), ("stable-diffusion-3.5-large", "bf16"),
+               ("FLUX.1-dev", "bf16"), ("Wan2.1-T2V-1.3B-Diffusers", "bf16"), ("Wan2.1-T2V-14B-Diffusers", "bf16")]
+GROUP_MODES = [("block_level", 1, False), ("block_level", 2, False), ("block_level", 1, True),
+               ("leaf_level", None, False), ("leaf_level", None, True)]
+
+
+def group_cases():
+    rows = []
+    for folder, dt in GROUP_PIPES:
+        pipe = HERE / "pipelines" / folder
+        idx = json.loads((pipe / "model_index.json").read_text())
+        name = next(k for k, v in idx.items() if isinstance(v, list) and v[1] and
+                    v[1].endswith(("Transformer2DModel", "Transformer3DModel", "UNet2DConditionModel")))
+        for kind, n, stream in GROUP_MODES:
+            b = group_offload(pipe, name, DTYPES[dt], kind, n, stream)
+            rows.append({"pipeline": folder, "dtype": dt, "offload_type": kind, "num_blocks_per_group": n,
+                         "use_stream": stream, "resident_bytes": b})
+            print(folder, kind, n, stream, b)
+    doc = {"traced_with": "torch %s, diffusers %s" % (torch.__version__.split("+")[0], diffusers.__version__),
+           "cases": rows}
+    (HERE / "group_offload.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
 if __name__ == "__main__":
     only = sys.argv[1:]
+    if only == ["group"]:
+        group_cases()
+        sys.exit(0)
     for c in CASES:
         if not only or c[0] in only:
             case(*c)
