@@ -27,7 +27,10 @@ pub fn augment(cmd: Command) -> Command {
         .arg(Arg::new("frames").long("frames").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Video frames (default 1; Wan's default is 81)"))
         .arg(Arg::new("images").long("images").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Images or videos per prompt (num_images_per_prompt; default 1)"))
         .arg(Arg::new("cfg").long("cfg").value_name("on|off").value_parser(["on", "off"]).requires("diffusers").help("Classifier-free guidance (default: the pipeline's: on, off for FLUX.1)"))
-        .arg(Arg::new("offload").long("offload").value_name("MODE").value_parser(["none", "model", "sequential"]).requires("diffusers").help("none (pipe.to(\"cuda\")), model (enable_model_cpu_offload), sequential (enable_sequential_cpu_offload)"))
+        .arg(Arg::new("offload").long("offload").value_name("MODE").value_parser(["none", "model", "sequential", "group"]).requires("diffusers").help("none (pipe.to(\"cuda\")), model (enable_model_cpu_offload), sequential (enable_sequential_cpu_offload), group (the denoiser's enable_group_offload, the other components on the device; with --group-blocks N or --group-leaf)"))
+        .arg(Arg::new("group-blocks").long("group-blocks").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").conflicts_with("group-leaf").help("--offload group: offload_type=\"block_level\", num_blocks_per_group=N"))
+        .arg(Arg::new("group-leaf").long("group-leaf").action(ArgAction::SetTrue).requires("diffusers").help("--offload group: offload_type=\"leaf_level\""))
+        .arg(Arg::new("group-stream").long("group-stream").action(ArgAction::SetTrue).requires("diffusers").help("--offload group: use_stream=True (the next group onloaded while one runs; block level then takes one block per group)"))
         .arg(Arg::new("text-format").long("text-format").value_name("FORMAT").requires("diffusers").help("The text encoders' weight format (default: the dtype)"))
         .arg(Arg::new("text-tokens").long("text-tokens").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Text tokens (default: the pipeline's max_sequence_length)"))
         .arg(Arg::new("vae-tiling").long("vae-tiling").action(ArgAction::SetTrue).requires("diffusers").help("vae.enable_tiling()"))
@@ -46,6 +49,9 @@ pub struct Flags {
     images: Option<u64>,
     cfg: Option<bool>,
     offload: Option<String>,
+    group_blocks: Option<u64>,
+    group_leaf: bool,
+    group_stream: bool,
     text_format: Option<String>,
     text_tokens: Option<u64>,
     tiling: bool,
@@ -63,6 +69,9 @@ pub fn collect(m: &ArgMatches) -> Flags {
         images: m.get_one::<u64>("images").copied(),
         cfg: m.get_one::<String>("cfg").map(|v| v == "on"),
         offload: m.get_one::<String>("offload").cloned(),
+        group_blocks: m.get_one::<u64>("group-blocks").copied(),
+        group_leaf: m.get_flag("group-leaf"),
+        group_stream: m.get_flag("group-stream"),
         text_format: m.get_one::<String>("text-format").cloned(),
         text_tokens: m.get_one::<u64>("text-tokens").copied(),
         tiling: m.get_flag("vae-tiling"),
@@ -179,6 +188,12 @@ fn answer(
             .map(|on| if on { "on" } else { "off" }.to_string()),
     );
     put("offload", flags.offload.clone());
+    put("group-blocks", flags.group_blocks.map(|v| v.to_string()));
+    put("group-leaf", flags.group_leaf.then(|| "true".to_string()));
+    put(
+        "group-stream",
+        flags.group_stream.then(|| "true".to_string()),
+    );
     put("text-format", flags.text_format.clone());
     put("text-tokens", flags.text_tokens.map(|v| v.to_string()));
     put("vae-tiling", flags.tiling.then(|| "true".to_string()));
@@ -219,7 +234,10 @@ fn answer(
             "offload": w.offload.call(), "device_bytes": est.device_bytes, "reserve_bytes": est.reserve,
             "need_bytes": est.need(), "host_bytes": est.host_bytes, "peak_phase": est.peak_phase,
             "peak_runs_convolutions": est.peak_runs_convolutions,
-            "by_offload_mode_bytes": {"none": est.by_mode[0], "model": est.by_mode[1], "sequential": est.by_mode[2]},
+            "by_offload_mode_bytes": {"none": est.by_mode[0], "model": est.by_mode[1], "sequential": est.by_mode[2], "group": est.by_mode[3]},
+            "group_offload": {"call": est.group.call(), "offload_type": if est.group.blocks.is_some() { "block_level" } else { "leaf_level" },
+                "num_blocks_per_group": est.group.effective_blocks(), "use_stream": est.group.stream,
+                "resident_bytes": est.group_resident},
             "verdict": answer.as_ref().map(|a| a.verdict.key()), "card": answer.as_ref().map(|a| a.fit.id.clone()),
             "host": host,
             "notes": est.notes,

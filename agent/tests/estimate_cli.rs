@@ -946,6 +946,79 @@ fn diffusers_offload_is_judged_against_the_ram() {
     assert_eq!((v["host"]["fits"].as_bool(), code), (Some(true), Some(0)));
 }
 
+/// `--offload group` is the denoiser's `enable_group_offload`: `--group-blocks N`,
+/// `--group-leaf`, `--group-stream` set it, `--json` gives the figure and the call;
+/// what diffusers refuses (block level without a count, the group flags beside model
+/// offload) is refused as a usage error.
+#[test]
+fn diffusers_group_offload_flags() {
+    let flux = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates/gpumem-core/tests/diffusion/pipelines/FLUX.1-dev");
+    let flux = flux.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "estimate",
+            "--json",
+            "--diffusers",
+            flux,
+            "--card",
+            "h100-sxm-80gb",
+        ];
+        args.extend_from_slice(extra);
+        agent(&args)
+    };
+    let json = |extra: &[&str]| -> Value {
+        let out = run(extra);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("valid JSON")
+    };
+    let block = json(&["--offload", "group", "--group-blocks", "1"]);
+    let stream = json(&[
+        "--offload",
+        "group",
+        "--group-blocks",
+        "1",
+        "--group-stream",
+    ]);
+    let leaf = json(&["--offload", "group", "--group-leaf"]);
+    let g = |v: &Value| v["group_offload"]["resident_bytes"].as_u64().unwrap();
+    // diffusers' own hooks hold these (tests/diffusion/group_offload.json).
+    assert_eq!(
+        (g(&block), g(&stream), g(&leaf)),
+        (807_912_576, 1_487_575_168, 113_283_072)
+    );
+    assert_eq!(
+        block["device_bytes"],
+        block["by_offload_mode_bytes"]["group"]
+    );
+    assert_eq!(leaf["group_offload"]["offload_type"], "leaf_level");
+    assert!(
+        block["offload"]
+            .as_str()
+            .unwrap()
+            .contains("num_blocks_per_group=1")
+    );
+    for bad in [
+        &["--offload", "group"][..],
+        &["--offload", "model", "--group-blocks", "1"],
+        &["--offload", "group", "--group-blocks", "0"],
+        &["--offload", "group", "--group-blocks", "1", "--group-leaf"],
+    ] {
+        let out = run(bad);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{bad:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
 /// An embedding model (BAAI/bge-large-en-v1.5, a BertModel) is answered: no KV cache,
 /// its weights as transformers builds the model (the oracle's count, held equal to
 /// transformers 5.23 on the meta device), its batch's forward; what an encoder does not

@@ -179,10 +179,9 @@ fn offload_modes_order_the_device_and_host_needs() {
 /// never below what it holds.
 #[test]
 fn group_offload_holds_what_diffusers_hooks_hold() {
-    let doc: Value = serde_json::from_str(
-        &std::fs::read_to_string(here().join("group_offload.json")).unwrap(),
-    )
-    .unwrap();
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(here().join("group_offload.json")).unwrap())
+            .unwrap();
     let mut report = Vec::new();
     let mut bad = Vec::new();
     for row in doc["cases"].as_array().unwrap() {
@@ -203,7 +202,8 @@ fn group_offload_holds_what_diffusers_hooks_hold() {
         let bound = g.blocks.is_none() && g.stream;
         let line = format!(
             "{folder:32} {:42} ours {ours:>12} diffusers {traced:>12}",
-            g.call().trim_start_matches("denoiser.enable_group_offload(onload_device=\"cuda\", ")
+            g.call()
+                .trim_start_matches("denoiser.enable_group_offload(onload_device=\"cuda\", ")
         );
         if (bound && ours < traced) || (!bound && ours != traced) {
             bad.push(line.clone());
@@ -230,7 +230,12 @@ fn group_offload_between_model_and_sequential() {
     let block = diffusion::estimate(&flux, &w(g(Some(1), false))).unwrap();
     let stream = diffusion::estimate(&flux, &w(g(Some(1), true))).unwrap();
     let leaf = diffusion::estimate(&flux, &w(g(None, false))).unwrap();
-    let den = block.components.iter().find(|c| c.role == diffusion::Role::Denoiser).unwrap().bytes;
+    let den = block
+        .components
+        .iter()
+        .find(|c| c.role == diffusion::Role::Denoiser)
+        .unwrap()
+        .bytes;
     assert!(block.group_resident.unwrap() < den / 20);
     let r = |e: &diffusion::DiffusionEstimate| e.group_resident.unwrap();
     assert!(r(&leaf) < r(&block) && r(&block) < r(&stream));
@@ -240,14 +245,16 @@ fn group_offload_between_model_and_sequential() {
     // The text encoders stay on the device beside the group-offloaded transformer, so
     // model offload (one component at a time) can need less than group offload here.
     assert_eq!(block.by_mode[1], model.by_mode[1]);
-    assert!(diffusion::estimate(
-        &flux,
-        &Workload {
-            layerwise: true,
-            ..w(g(Some(1), false))
-        }
-    )
-    .is_err());
+    assert!(
+        diffusion::estimate(
+            &flux,
+            &Workload {
+                layerwise: true,
+                ..w(g(Some(1), false))
+            }
+        )
+        .is_err()
+    );
 }
 
 #[test]

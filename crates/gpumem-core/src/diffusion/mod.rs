@@ -1270,13 +1270,20 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         if g.stream {
             notes.push("group offloading with a stream: record_stream=False assumed (record_stream=True keeps an offloaded group's memory from reuse until the compute stream has passed it, which the estimate does not bound)".into());
         }
+        if g.stream && g.blocks.is_some() {
+            notes.push("group offloading with a stream: the host holds the loaded weights and their pinned copies while it applies (low_cpu_mem_usage=False, the default: ModuleGroup._init_cpu_param_dict pins every block group before the hooks release the originals), up to twice the denoiser; low_cpu_mem_usage=True pins each group as it onloads instead".into());
+        }
         if g.stream && g.blocks.is_none() {
             notes.push("group offloading, leaf level with a stream: the next leaf in the execution order is onloaded beside the running one; counted as the two largest leaves (at most that)".into());
         }
         if denoisers.len() > 1 {
             notes.push(format!(
                 "group offloading applied to each denoiser ({}), run one at a time",
-                denoisers.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+                denoisers
+                    .iter()
+                    .map(|d| d.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
     }

@@ -298,21 +298,24 @@ impl Run {
             ));
         }
         let g = est.group;
+        let kind = format!(
+            "{}{}",
+            g.effective_blocks().map_or_else(
+                || "leaf_level".to_string(),
+                |n| format!("block_level, {n} block(s) per group")
+            ),
+            if g.stream { ", use_stream" } else { "" }
+        );
         out.push(format!(
             "  {:32} {}",
-            format!(
-                "enable_group_offload ({}{})",
-                g.effective_blocks()
-                    .map_or_else(|| "leaf".to_string(), |n| format!("{n} block(s)")),
-                if g.stream { ", stream" } else { "" }
-            ),
+            "enable_group_offload",
             match (est.by_mode[3], est.group_resident) {
                 (Some(b), Some(r)) => format!(
-                    "{} (the denoiser's weights resident at once: {})",
+                    "{} ({kind}; the denoiser's weights resident at once: {})",
                     both(b),
                     both(r)
                 ),
-                _ => "not with layerwise casting or a quantised denoiser".to_string(),
+                _ => format!("not with layerwise casting or a quantised denoiser ({kind})"),
             }
         ));
         out.extend(self.host_line());
@@ -509,9 +512,17 @@ mod tests {
         let est = &r.estimate;
         assert_eq!(Some(est.device_bytes), est.by_mode[3]);
         assert!(est.by_mode[3] < est.by_mode[1] && est.by_mode[3] > est.by_mode[2]);
-        assert!(r.lines().iter().any(|l| l.contains("enable_group_offload (1 block(s))")));
+        assert!(
+            r.lines()
+                .iter()
+                .any(|l| l.contains("enable_group_offload") && l.contains("1 block(s) per group"))
+        );
         let figures = r.figures();
-        assert!(figures.iter().any(|(k, v)| k == "group_resident_bytes" && Some(*v) == est.group_resident));
+        assert!(
+            figures
+                .iter()
+                .any(|(k, v)| k == "group_resident_bytes" && Some(*v) == est.group_resident)
+        );
     }
 
     /// The lines are the estimate's figures in GB and GiB, the verdict first and only
