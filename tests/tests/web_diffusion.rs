@@ -146,10 +146,13 @@ fn check(browser: &Browser, what: &str, dir: &PathBuf, args: &[&str]) {
         want.insert(key.into(), cli[key].as_u64().expect(key));
     }
     // A mode the settings do not combine with is null in the JSON and absent here.
-    for mode in ["none", "model", "sequential"] {
+    for mode in ["none", "model", "sequential", "group"] {
         if let Some(b) = cli["by_offload_mode_bytes"][mode].as_u64() {
             want.insert(format!("by_offload_mode.{mode}"), b);
         }
+    }
+    if let Some(b) = cli["group_offload"]["resident_bytes"].as_u64() {
+        want.insert("group_resident_bytes".into(), b);
     }
     for c in cli["components"].as_array().expect("components") {
         want.insert(

@@ -123,11 +123,9 @@ impl Counts {
             self.second_widest = n;
         }
     }
-    /// Counts one element of a top-level `nn.ModuleList` (the list `list` in forward
-    /// order): `f` counts it apart, then it is added to the whole.
-    fn element(&mut self, list: usize, f: impl FnOnce(&mut Counts)) {
-        let mut b = Counts::default();
-        f(&mut b);
+    /// Adds `b`, one element of a top-level `nn.ModuleList` (the list `list` in
+    /// forward order), counted apart.
+    fn element(&mut self, list: usize, b: Counts) {
         self.linears.extend(b.linears.iter().copied());
         self.fp32_if_fp16.extend(b.fp32_if_fp16.iter().copied());
         self.dense = self.dense.saturating_add(b.dense);
@@ -438,19 +436,19 @@ pub fn unet2d(v: &Value) -> Result<Counts, EstimateError> {
     for (i, t) in down.iter().enumerate() {
         let inp = out;
         out = ch[i];
-        c.element(0, |c| {
-            for j in 0..lpb[i] {
-                resnet2d(c, if j == 0 { inp } else { out }, out, Some(temb));
+        let mut e = Counts::default();
+        for j in 0..lpb[i] {
+            resnet2d(&mut e, if j == 0 { inp } else { out }, out, Some(temb));
+        }
+        if t.starts_with("CrossAttn") {
+            for _ in 0..lpb[i] {
+                transformer2d(&mut e, out, tlpb[i], cross, lin_proj);
             }
-            if t.starts_with("CrossAttn") {
-                for _ in 0..lpb[i] {
-                    transformer2d(c, out, tlpb[i], cross, lin_proj);
-                }
-            }
-            if i + 1 < n {
-                c.conv(out, out, 9, true);
-            }
-        });
+        }
+        if i + 1 < n {
+            e.conv(out, out, 9, true);
+        }
+        c.element(0, e);
     }
     let last = ch[n - 1];
     resnet2d(&mut c, last, last, Some(temb));
@@ -468,21 +466,21 @@ pub fn unet2d(v: &Value) -> Result<Counts, EstimateError> {
         out = rch[i];
         let inp = rch[(i + 1).min(n - 1)];
         let layers = rlpb[i] + 1;
-        c.element(1, |c| {
-            for j in 0..layers {
-                let skip = if j + 1 == layers { inp } else { out };
-                let rin = if j == 0 { prev } else { out };
-                resnet2d(c, rin + skip, out, Some(temb));
+        let mut e = Counts::default();
+        for j in 0..layers {
+            let skip = if j + 1 == layers { inp } else { out };
+            let rin = if j == 0 { prev } else { out };
+            resnet2d(&mut e, rin + skip, out, Some(temb));
+        }
+        if t.starts_with("CrossAttn") {
+            for _ in 0..layers {
+                transformer2d(&mut e, out, rt[i], cross, lin_proj);
             }
-            if t.starts_with("CrossAttn") {
-                for _ in 0..layers {
-                    transformer2d(c, out, rt[i], cross, lin_proj);
-                }
-            }
-            if i + 1 < n {
-                c.conv(out, out, 9, true);
-            }
-        });
+        }
+        if i + 1 < n {
+            e.conv(out, out, 9, true);
+        }
+        c.element(1, e);
     }
     c.norm(2 * c0);
     c.conv(outc, c0, kout * kout, true);
@@ -623,26 +621,26 @@ pub fn sd3(v: &Value) -> Result<Counts, EstimateError> {
     for i in 0..layers {
         let pre_only = i + 1 == layers;
         let is_dual = dual.contains(&i);
-        c.element(0, |c| {
-            c.lin(if is_dual { 9 * d } else { 6 * d }, d, true);
-            c.lin(if pre_only { 2 * d } else { 6 * d }, d, true);
-            c.lin_n(d, d, true, 8 - u64::from(pre_only));
+        let mut e = Counts::default();
+        e.lin(if is_dual { 9 * d } else { 6 * d }, d, true);
+        e.lin(if pre_only { 2 * d } else { 6 * d }, d, true);
+        e.lin_n(d, d, true, 8 - u64::from(pre_only));
+        if qk {
+            e.add(4 * hd);
+        }
+        if is_dual {
+            e.lin_n(d, d, true, 4);
             if qk {
-                c.add(4 * hd);
+                e.add(2 * hd);
             }
-            if is_dual {
-                c.lin_n(d, d, true, 4);
-                if qk {
-                    c.add(2 * hd);
-                }
-            }
-            c.lin(4 * d, d, true);
-            c.lin(d, 4 * d, true);
-            if !pre_only {
-                c.lin(4 * d, d, true);
-                c.lin(d, 4 * d, true);
-            }
-        });
+        }
+        e.lin(4 * d, d, true);
+        e.lin(d, 4 * d, true);
+        if !pre_only {
+            e.lin(4 * d, d, true);
+            e.lin(d, 4 * d, true);
+        }
+        c.element(0, e);
     }
     c.lin(2 * d, d, true);
     let out = k.times("patch_size", p * p, outc)?;
@@ -708,22 +706,22 @@ pub fn flux(v: &Value) -> Result<Counts, EstimateError> {
     // `transformer_blocks` (double-stream) and `single_transformer_blocks`, the top
     // level's two `nn.ModuleList`s, in the order the forward runs them.
     for _ in 0..double {
-        c.element(0, |c| {
-            c.lin_n(6 * d, d, true, 2);
-            c.lin_n(d, d, true, 8);
-            c.add(4 * hd);
-            c.lin_n(4 * d, d, true, 2);
-            c.lin_n(d, 4 * d, true, 2);
-        });
+        let mut e = Counts::default();
+        e.lin_n(6 * d, d, true, 2);
+        e.lin_n(d, d, true, 8);
+        e.add(4 * hd);
+        e.lin_n(4 * d, d, true, 2);
+        e.lin_n(d, 4 * d, true, 2);
+        c.element(0, e);
     }
     for _ in 0..single {
-        c.element(1, |c| {
-            c.lin(3 * d, d, true);
-            c.lin(4 * d, d, true);
-            c.lin(d, 5 * d, true);
-            c.lin_n(d, d, true, 3);
-            c.add(2 * hd);
-        });
+        let mut e = Counts::default();
+        e.lin(3 * d, d, true);
+        e.lin(4 * d, d, true);
+        e.lin(d, 5 * d, true);
+        e.lin_n(d, d, true, 3);
+        e.add(2 * hd);
+        c.element(1, e);
     }
     c.lin(2 * d, d, true);
     let out = k.times("patch_size", p * p, outc)?;
@@ -833,24 +831,24 @@ pub fn wan(v: &Value) -> Result<Counts, EstimateError> {
     c.group.other_fp32 = 8 * d;
     // `blocks` is the top level's one `nn.ModuleList`.
     for _ in 0..layers {
-        c.element(0, |c| {
-            c.lin_n(d, d, true, 8);
+        let mut e = Counts::default();
+        e.lin_n(d, d, true, 8);
+        if qk {
+            e.add(4 * d);
+        }
+        if let Some(a) = added {
+            e.lin_n(d, a, true, 2);
             if qk {
-                c.add(4 * d);
+                e.add(d);
             }
-            if let Some(a) = added {
-                c.lin_n(d, a, true, 2);
-                if qk {
-                    c.add(d);
-                }
-            }
-            if cross_norm {
-                c.add_fp32(2 * d);
-            }
-            c.lin(ffn, d, true);
-            c.lin(d, ffn, true);
-            c.add_fp32(6 * d);
-        });
+        }
+        if cross_norm {
+            e.add_fp32(2 * d);
+        }
+        e.lin(ffn, d, true);
+        e.lin(d, ffn, true);
+        e.add_fp32(6 * d);
+        c.element(0, e);
     }
     let norms = match (qk, added) {
         (false, _) => 0,

@@ -382,7 +382,7 @@ impl Offload {
             if blocks.is_some() || leaf || stream {
                 return Err(EstimateError::invalid(
                     "offload",
-                    "group-blocks, group-leaf and group-stream go with --offload group (diffusers refuses model or sequential CPU offload beside group offloading)",
+                    "group-blocks, group-leaf and group-stream go with offload group",
                 ));
             }
             return Ok(self);
@@ -405,7 +405,7 @@ impl Offload {
             (None, false) => {
                 return Err(EstimateError::invalid(
                     "group-blocks",
-                    "block_level needs num_blocks_per_group: give group-blocks N or group-leaf",
+                    "block_level needs num_blocks_per_group: group-blocks N, or group-leaf",
                 ));
             }
         };
@@ -1258,7 +1258,7 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         return Err(bad(
             "offload",
             format!(
-                "{}: group offloading of a denoiser under layerwise casting or a quantised format is not modelled",
+                "{}: not modelled with layerwise casting or a quantised denoiser",
                 g.call()
             ),
         ));
@@ -1268,13 +1268,13 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
             notes.push("group offloading: with a stream, block level runs one block per group (diffusers warns and sets num_blocks_per_group=1)".into());
         }
         if g.stream {
-            notes.push("group offloading with a stream: record_stream=False assumed (record_stream=True keeps an offloaded group's memory from reuse until the compute stream has passed it, which the estimate does not bound)".into());
+            notes.push("group offloading with a stream: record_stream=False assumed (record_stream=True holds a freed group until the compute stream passes it: not bounded)".into());
         }
         if g.stream && g.blocks.is_some() {
-            notes.push("group offloading with a stream: the host holds the loaded weights and their pinned copies while it applies (low_cpu_mem_usage=False, the default: ModuleGroup._init_cpu_param_dict pins every block group before the hooks release the originals), up to twice the denoiser; low_cpu_mem_usage=True pins each group as it onloads instead".into());
+            notes.push("host: block-level group offloading with a stream pins a copy of every group before releasing the loaded weights (low_cpu_mem_usage=False): twice the denoiser while it applies".into());
         }
         if g.stream && g.blocks.is_none() {
-            notes.push("group offloading, leaf level with a stream: the next leaf in the execution order is onloaded beside the running one; counted as the two largest leaves (at most that)".into());
+            notes.push("group offloading, leaf level with a stream: the two largest leaves stand for the running one and the next (at most that)".into());
         }
         if denoisers.len() > 1 {
             notes.push(format!(
