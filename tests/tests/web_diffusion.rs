@@ -152,7 +152,7 @@ fn check(browser: &Browser, what: &str, dir: &PathBuf, args: &[&str]) {
         }
     }
     if let Some(b) = cli["group_offload"]["resident_bytes"].as_u64() {
-        want.insert("group_resident_bytes".into(), b);
+        want.insert("group_offload.resident_bytes".into(), b);
     }
     for c in cli["components"].as_array().expect("components") {
         want.insert(

@@ -327,7 +327,8 @@ impl Run {
     }
 
     /// The run's figures in bytes, named as the command's `--json` names them
-    /// (a component's as `component.NAME`, an offload mode's as `by_offload_mode.MODE`).
+    /// (a component's as `component.NAME`, an offload mode's as `by_offload_mode.MODE`,
+    /// the group-offloaded denoiser's resident bytes as `group_offload.resident_bytes`).
     pub fn figures(&self) -> Vec<(String, u64)> {
         let est = &self.estimate;
         let mut out: Vec<(String, u64)> = [
@@ -355,7 +356,7 @@ impl Run {
             }
         }
         if let Some(r) = est.group_resident {
-            out.push(("group_resident_bytes".into(), r));
+            out.push(("group_offload.resident_bytes".into(), r));
         }
         for c in &est.components {
             out.push((format!("component.{}", c.name), c.bytes));
@@ -521,7 +522,7 @@ mod tests {
         assert!(
             figures
                 .iter()
-                .any(|(k, v)| k == "group_resident_bytes" && Some(*v) == est.group_resident)
+                .any(|(k, v)| k == "group_offload.resident_bytes" && Some(*v) == est.group_resident)
         );
     }
 
