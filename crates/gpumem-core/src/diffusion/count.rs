@@ -56,8 +56,9 @@ pub struct Counts {
     pub group: GroupLayout,
 }
 
-/// What diffusers' group offloading (`hooks/group_offloading.py`, v0.42.1) groups in a
-/// denoiser, counted as the class builds it.
+/// What diffusers' group offloading (huggingface/diffusers v0.42.1,
+/// `src/diffusers/hooks/group_offloading.py`) groups in a denoiser, counted as the
+/// class builds it.
 ///
 /// `_apply_group_offloading_block_level` walks the model's `named_children()`: each
 /// `nn.ModuleList` / `nn.Sequential` child is cut into groups of `num_blocks_per_group`

@@ -423,8 +423,9 @@ impl Offload {
 }
 
 /// The denoiser's parameters and buffers resident at once under group offloading
-/// (diffusers 0.42.1, `hooks/group_offloading.py`), bytes; `None` where it is not
-/// modelled (a quantised format, layerwise casting, a class with no layout).
+/// (huggingface/diffusers v0.42.1, `src/diffusers/hooks/group_offloading.py`), bytes;
+/// `None` where it is not modelled (a quantised format, layerwise casting, a class
+/// with no layout).
 ///
 /// Block level (`_apply_group_offloading_block_level`): the unmatched group (every
 /// child not in a top-level `nn.ModuleList`, and the model's own tensors) is onloaded
