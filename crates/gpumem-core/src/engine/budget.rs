@@ -57,17 +57,10 @@ pub fn budget(
             ),
         ));
     }
-    if input.is_encoder_decoder() {
-        // vLLM's V1 engine sizes a decoder's KV pool; its encoder-decoder support
-        // (Whisper's cross-attention blocks, `CrossAttentionSpec` in
-        // vllm/v1/kv_cache_interface.py, and its encoder's profile) is not modelled
-        // here, and llama.cpp and SGLang rules are a decoder's. Without --engine a
-        // Whisper at --tp N is placed as vLLM shards it (weights and caches per rank).
-        return Err(EstimateError::invalid(
-            "engine",
-            "an encoder-decoder's cross-attention cache and encoder are not in the engines' rules modelled here: leave out --engine for transformers' generate (Whisper at --tp N: its weights and caches per rank as vLLM shards them, without vLLM's pool)",
-        ));
-    }
+    // An encoder-decoder (Whisper) goes to the engine's own rule for it
+    // (`Engine::encoder_decoder`, through `cross::layout`): vLLM's V1 engine pages its
+    // cross-attention layers beside its self-attention layers; the engines whose
+    // handling was not read refuse it there, saying so.
     if let Some(n) = input.arch.map(|a| a.prefix_tokens).filter(|n| *n > 0) {
         // GIT: its image's tokens go ahead of the prompt's ids inside the model
         // (transformers' GitModel.forward); no engine's rule modelled here lays out a
@@ -131,7 +124,8 @@ fn budget_at(
     } else {
         kv_bytes_per_token(input, engine.cache_runtime())?
     };
-    // Cross-attention layers (Llama 3.2 Vision) as the engine lays them out.
+    // Cross-attention layers (Llama 3.2 Vision's, an encoder-decoder's) as the engine
+    // lays them out.
     let cross = super::cross::layout(engine, params, input, per_token)?;
     let per_token = cross.as_ref().map_or(per_token, |x| x.per_token);
     let max_model_len = match params.max_model_len {

@@ -45,6 +45,19 @@ pub trait Engine {
         Err(super::cross::CrossLayers::not_read(Self::INFO.name))
     }
 
+    /// How it lays out an encoder-decoder's caches (Whisper's decoder: a
+    /// self-attention and a cross-attention layer each), read in its source: what a
+    /// token of its pool costs and the encoder positions a request holds beside its
+    /// text. An engine whose handling was not read refuses the model, saying so.
+    fn encoder_decoder(
+        _x: &super::cross::CrossLayers,
+        _params: &super::flags::EngineParams,
+    ) -> Result<super::cross::Cross, EstimateError> {
+        Err(super::cross::CrossLayers::encoder_decoder_not_read(
+            Self::INFO.name,
+        ))
+    }
+
     /// Its budget for an encoder-only model: every line it takes from the card at its
     /// largest batch, and that batch. The common ending turns it into the room left
     /// and the sequences a batch holds. Only read where [`Engine::ENCODERS`] is set.

@@ -69,6 +69,11 @@ pub struct CrossLayers {
     pub cross: u64,
     /// The self-attention layers.
     pub own: u64,
+    /// An encoder-decoder read as Whisper from its config: its encoder's frames
+    /// (`max_source_positions`) and its stacks placed as vLLM shards them
+    /// (`Architecture::encdec_split`). T5, BART, or an encoder-decoder counted by
+    /// transformers are not.
+    pub whisper: bool,
 }
 
 impl CrossLayers {
@@ -78,6 +83,16 @@ impl CrossLayers {
             "engine",
             format!(
                 "{engine}: how it serves Llama 3.2 Vision's cross-attention layers was not read (read for vllm@0.7 and earlier V0 releases, sglang, tgi and transformers)"
+            ),
+        )
+    }
+
+    /// An engine whose handling of an encoder-decoder was not read refuses it.
+    pub fn encoder_decoder_not_read(engine: &str) -> EstimateError {
+        EstimateError::invalid(
+            "engine",
+            format!(
+                "{engine}: how it serves an encoder-decoder (its cross-attention cache and its encoder) was not read (read for vLLM's V1 engine, vllm and vllm@0.19, serving Whisper): leave out --engine for transformers' generate (Whisper at --tp N: its weights and caches per rank as vLLM shards them), or name vllm for Whisper"
             ),
         )
     }
@@ -93,6 +108,9 @@ pub(super) fn layout(
     input: &EstimateInput,
     per_token: u64,
 ) -> Result<Option<Cross>, EstimateError> {
+    if input.is_encoder_decoder() {
+        return encoder_decoder(engine, params, input, per_token).map(Some);
+    }
     let Some(a) = input.arch.filter(|a| a.cross_layers > 0) else {
         return Ok(None);
     };
@@ -123,8 +141,39 @@ pub(super) fn layout(
         layers: a.attention_layers(),
         cross: a.cross_layers,
         own,
+        whisper: false,
     };
     super::cross_rule_of(engine, &x, params).map(Some)
+}
+
+/// An encoder-decoder's decoder under `engine` (its rule,
+/// [`super::Engine::encoder_decoder`]): every decoder layer has a self-attention and a
+/// cross-attention of one KV shape (`WhisperDecoderLayer`'s `self_attn` and
+/// `encoder_attn`, both over the decoder's heads), so the cross-attention layers cost
+/// per token what the self-attention layers do, over the encoder's positions.
+fn encoder_decoder(
+    engine: EngineId,
+    params: &EngineParams,
+    input: &EstimateInput,
+    per_token: u64,
+) -> Result<Cross, EstimateError> {
+    let a = input.arch.filter(|a| a.encdec_params > 0);
+    let layers = a.map_or(0, |a| a.layers);
+    let whisper = a.is_some_and(|a| a.encdec_split > 0 && a.encoder_length > 0)
+        && input.tensors.is_none()
+        && input.counted.is_none();
+    let x = CrossLayers {
+        per_token,
+        all: per_token.checked_mul(2).ok_or(EstimateError::Overflow {
+            what: "KV bytes per token",
+        })?,
+        tokens: a.map_or(0, |a| a.encoder_length),
+        layers: layers.saturating_mul(2),
+        cross: layers,
+        own: layers,
+        whisper,
+    };
+    super::encdec_rule_of(engine, &x, params)
 }
 
 #[cfg(test)]

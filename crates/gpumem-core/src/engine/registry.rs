@@ -72,6 +72,23 @@ macro_rules! engines {
             Err(crate::EstimateError::invalid("engine", "not a registered engine"))
         }
 
+        /// Runs the encoder-decoder rule of `id`'s engine.
+        fn encdec_rule_of(
+            id: EngineId,
+            x: &CrossLayers,
+            params: &EngineParams,
+        ) -> Result<Cross, crate::EstimateError> {
+            let mut at = 0u8;
+            $(
+                if id.0 == at {
+                    return <$module::$engine as Engine>::encoder_decoder(x, params);
+                }
+                at = at.saturating_add(1);
+            )+
+            let _ = at;
+            Err(crate::EstimateError::invalid("engine", "not a registered engine"))
+        }
+
         /// Runs the rule of `id`'s engine.
         fn rule_of(id: EngineId, c: &Ctx) -> Result<Draft, crate::EstimateError> {
             let mut at = 0u8;

@@ -378,6 +378,9 @@ pub(super) fn load_rounding(
     let Some(a) = input.arch else {
         return Ok(None);
     };
+    if a.encdec_params > 0 {
+        return whisper_rounding(input, &a);
+    }
     let plain = a.moe.is_none()
         && a.mla.is_none()
         && a.mixer.is_none()
@@ -474,6 +477,135 @@ pub(super) fn load_rounding(
             alloc.reserved(),
             tensors,
             pad
+        ),
+    )))
+}
+
+/// [`load_rounding`] for Whisper as vLLM builds it (read in vllm v0.27.1,
+/// `model_executor/models/whisper.py`), its parameters in creation order: the
+/// encoder's `conv1`, `conv2` (weights, biases), each `WhisperEncoderLayer` (the
+/// attention's `QKVParallelLinear` and its bias split over tp, `out_proj` split with
+/// its bias whole, `self_attn_layer_norm`, `fc1` split with its bias, `fc2` split with
+/// its bias whole, `final_layer_norm`), the encoder's `layer_norm` and
+/// `embed_positions`; the decoder's `embed_tokens` (an `nn.Embedding`, whole) and
+/// `embed_positions`, each `WhisperDecoderLayer` (self-attention as the encoder's, its
+/// norm, `encoder_attn`'s `q_proj` and `MergedColumnParallelLinear` `kv_proj` split with
+/// their biases, `out_proj`, its norm, the MLP, `final_layer_norm`), the decoder's
+/// `layer_norm`; then `ParallelLMHead` `proj_out` (the padded vocabulary ÷ tp), made
+/// and then dropped by `tie_weights`: its segment stays reserved, counted here (the
+/// profile may reuse it, the safe side). The encoder's layers and mel bins are read
+/// back from the placement facts (`encdec_split`, `encdec_whole`: the reader's count of
+/// `whisper_placement`), its FFN width taken as the decoder's; `None` where they do not
+/// come out whole. Temporaries (the sinusoid table's copy) and the attention layers'
+/// scalar scales are not counted.
+fn whisper_rounding(
+    input: &EstimateInput,
+    a: &crate::arch::Architecture,
+) -> Result<Option<(u64, String)>, EstimateError> {
+    use crate::allocator::Allocator;
+    use crate::format::StorageFormat;
+    let format = input.format.unwrap_or(input.keep_format);
+    let (StorageFormat::Dense { dtype }, Some(tgt)) = (format, input.max_position) else {
+        return Ok(None);
+    };
+    if a.encdec_split == 0 || a.encoder_length == 0 || input.pp > 1 {
+        return Ok(None);
+    }
+    let (d, f, ld, src) = (a.hidden, a.intermediate, a.layers, a.encoder_length);
+    // Per layer, the split part: q, k, v with their biases (k's added) and out's
+    // weight; fc1 with its bias and fc2's weight (the decoder's layers two
+    // attentions).
+    let attn = sum(&[prod(&[4, d, d])?, prod(&[3, d])?])?;
+    let mlp = sum(&[prod(&[2, d, f])?, f])?;
+    let enc_layer = sum(&[attn, mlp])?;
+    let dec_split = prod(&[ld, sum(&[attn, attn, mlp])?])?;
+    let Some(le) = a
+        .encdec_split
+        .checked_sub(dec_split)
+        .and_then(|r| (r.checked_rem(enc_layer) == Some(0)).then(|| r.checked_div(enc_layer)))
+        .flatten()
+    else {
+        return Ok(None);
+    };
+    // The whole part: out's and fc2's biases and two LayerNorms per encoder layer,
+    // two outs, fc2 and three LayerNorms per decoder layer, the final norms, conv2,
+    // the position tables, conv1's bias; what is left is conv1's d × mels × 3.
+    let rest = sum(&[
+        prod(&[le, 6, d])?,
+        prod(&[ld, 9, d])?,
+        prod(&[4, d])?,
+        prod(&[3, d, d])?,
+        prod(&[2, d])?,
+        prod(&[src, d])?,
+        prod(&[tgt, d])?,
+    ])?;
+    let conv = prod(&[3, d])?;
+    let Some(mels) = a
+        .encdec_whole
+        .checked_sub(rest)
+        .and_then(|r| (r.checked_rem(conv) == Some(0)).then(|| r.checked_div(conv)))
+        .flatten()
+    else {
+        return Ok(None);
+    };
+    let v = dtype.bytes();
+    let tp = input.tp.max(1);
+    let (ds, fs) = (d.div_ceil(tp), f.div_ceil(tp));
+    let mut alloc = Allocator::new(false);
+    let mut tensors = 0u64;
+    let mut take = |elements: &[u64], alloc: &mut Allocator| -> Result<(), EstimateError> {
+        for e in elements {
+            let bytes = prod(&[*e, v])?;
+            if bytes > 0 {
+                alloc.malloc(bytes);
+                tensors = tensors.saturating_add(bytes);
+            }
+        }
+        Ok(())
+    };
+    let self_attn = [prod(&[3, ds, d])?, prod(&[3, ds])?, prod(&[d, ds])?, d];
+    let norm = [d, d];
+    let mlp = [prod(&[fs, d])?, fs, prod(&[d, fs])?, d];
+    take(&[prod(&[d, mels, 3])?, d, prod(&[d, d, 3])?, d], &mut alloc)?;
+    for _ in 0..le {
+        take(&self_attn, &mut alloc)?;
+        take(&norm, &mut alloc)?;
+        take(&mlp, &mut alloc)?;
+        take(&norm, &mut alloc)?;
+    }
+    take(&norm, &mut alloc)?;
+    take(&[prod(&[src, d])?], &mut alloc)?;
+    take(&[prod(&[a.vocab, d])?, prod(&[tgt, d])?], &mut alloc)?;
+    let cross = [
+        prod(&[ds, d])?,
+        ds,
+        prod(&[2, ds, d])?,
+        prod(&[2, ds])?,
+        prod(&[d, ds])?,
+        d,
+    ];
+    for _ in 0..ld {
+        take(&self_attn, &mut alloc)?;
+        take(&norm, &mut alloc)?;
+        take(&cross, &mut alloc)?;
+        take(&norm, &mut alloc)?;
+        take(&mlp, &mut alloc)?;
+        take(&norm, &mut alloc)?;
+    }
+    take(&norm, &mut alloc)?;
+    let head = prod(&[a.vocab.div_ceil(64).saturating_mul(64).div_ceil(tp), d])?;
+    take(&[head], &mut alloc)?;
+    let head_bytes = prod(&[head, v])?;
+    let beyond = alloc
+        .reserved()
+        .saturating_sub(tensors)
+        .saturating_add(head_bytes);
+    Ok(Some((
+        beyond,
+        format!(
+            "{} B of segments for {} B of parameters ({le} encoder layers, {mels} mel bins read back from the placement), {head_bytes} B of them proj_out's own weight, dropped by tie_weights",
+            alloc.reserved(),
+            tensors
         ),
     )))
 }

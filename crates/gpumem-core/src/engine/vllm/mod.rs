@@ -53,7 +53,8 @@ use flags::{
 };
 use pool::{pool_shape, state_pool};
 use profile::{
-    DraftPhase, GRAPH_BASE, GRAPH_PER_LAYER, capture_counts, encoder_held, profile_peak,
+    DraftPhase, GRAPH_BASE, GRAPH_PER_LAYER, MEL_BINS, audio_held, capture_counts, encoder_held,
+    profile_peak,
 };
 use releases::{RULES, Rules};
 
@@ -154,6 +155,47 @@ impl Engine for Vllm {
         }
     }
 
+    /// Whisper on the V1 engine (read in vllm v0.19.0 and v0.27.1, the same code in
+    /// both): `model_executor/models/whisper.py` gives each decoder layer an
+    /// `Attention` (self-attention: `FullAttentionSpec`) and a `CrossAttention`
+    /// (`CrossAttentionSpec`, `v1/kv_cache_interface.py`) over the same heads, and the
+    /// encoder's `MMEncoderAttention` no cache. The two kinds are two KV-cache groups of
+    /// one page size (`pool::pool_shape`); a request takes its encoder's 1500 positions
+    /// (`WhisperProcessingInfo.get_num_audio_tokens`: `max_source_positions`) from the
+    /// same pool at its first step (`v1/core/sched/scheduler.py` `schedule`:
+    /// `num_encoder_tokens` to `allocate_slots`, `CrossAttentionManager`). From 0.11
+    /// Whisper is the one encoder-decoder in vLLM's tree
+    /// (https://github.com/vllm-project/vllm/pull/24907); 0.10 and the V0 releases'
+    /// Whisper path was not read.
+    fn encoder_decoder(
+        x: &super::cross::CrossLayers,
+        params: &super::flags::EngineParams,
+    ) -> Result<super::cross::Cross, EstimateError> {
+        let refuse = |why: String| Err(EstimateError::invalid("engine", why));
+        let v = VllmVersion::of(params.release);
+        if !matches!(v, VllmVersion::V027 | VllmVersion::V019) {
+            return refuse(format!(
+                "vllm@{}: how this release serves Whisper (its encoder-decoder path, V0's or 0.10's V1 support) was not read: name vllm (0.27) or vllm@0.19",
+                v.key()
+            ));
+        }
+        if !x.whisper {
+            return refuse(format!(
+                "vllm@{}: vLLM's tree serves Whisper and no other encoder-decoder (T5 and BART went with the V0 engine, https://github.com/vllm-project/vllm/pull/24907; BART's plugin was not read); a Whisper is modelled from its config (its encoder's frames and vLLM's placement): leave out --engine for transformers' generate",
+                v.key()
+            ));
+        }
+        Ok(super::cross::Cross {
+            per_token: x.per_token,
+            encoder_tokens: x.tokens,
+            length_tokens: 0,
+            assumption: format!(
+                "encoder-decoder (Whisper): {} self-attention and {} cross-attention layers in two KV-cache groups of one page size; a request holds its text's blocks and ⌈{} ÷ 16⌉ blocks for its encoder's positions from the same pool",
+                x.own, x.cross, x.tokens
+            ),
+        })
+    }
+
     fn budget(c: &Ctx) -> Result<Draft, EstimateError> {
         rule(c)
     }
@@ -189,6 +231,12 @@ impl Engine for Vllm {
 }
 
 fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
+    if !c.params.devices.is_empty() && c.input.is_encoder_decoder() {
+        return Err(EstimateError::invalid(
+            "card",
+            "Whisper over several cards is not modelled (vLLM's pipeline stages are read for decoders): name one card",
+        ));
+    }
     // Several cards: one pipeline stage's rule per GPU, the pool the fewest blocks.
     if !c.params.devices.is_empty() && c.stage.is_none() {
         return stages::rule(c);
@@ -197,6 +245,13 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let input = c.input;
     let speculating = p.text(SPECULATIVE_METHOD.key()).is_some();
     let version = VllmVersion::of(p.release);
+    let encdec = input.is_encoder_decoder();
+    if encdec && speculating {
+        return Err(EstimateError::invalid(
+            "speculative-method",
+            "speculative decoding over Whisper (an encoder-decoder) is not modelled",
+        ));
+    }
     // bitsandbytes MoE layers came with `BitsAndBytesMoEMethod` (vllm-project/vllm
     // PR #20061, merged June 2025, first released in 0.10): before, vLLM's bitsandbytes
     // loader refuses a model with fused experts.
@@ -274,8 +329,10 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // `rope-positions` where the config reader derived it.
     let arch = input.arch;
     let b = input.compute_dtype.bytes();
+    // Whisper's positions are learned tables (`WhisperPositionalEmbedding`, and the
+    // encoder's sinusoids as a table): no rotary cache.
     let rope = match arch {
-        Some(a) if a.learned_positions == 0 => {
+        Some(a) if a.learned_positions == 0 && a.encdec_params == 0 => {
             let dim = a.mla.map_or(a.head_dim, |m| m.qk_rope_dim);
             let rows = input.rope_positions.or(input.max_position).unwrap_or(0);
             prod(&[rows, dim, b])?
@@ -291,7 +348,22 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         Some(budget) if budget > 0 => cpu_offloaded(c, budget)?,
         _ => 0,
     };
-    let weights = weights.saturating_sub(offloaded);
+    // Whisper: vLLM's attentions carry a k bias the checkpoint lacks (`QKVParallelLinear`
+    // and `kv_proj` with `bias=True`, loaded with zeros); over tp the placement holds
+    // them (`encdec_split`), at tp 1 the estimate's transformers count does not.
+    let zero_biases = match arch.filter(|a| a.encdec_split > 0 && input.tp == 1) {
+        Some(a) => {
+            let stacks = a
+                .encdec_params
+                .saturating_sub(a.vocab.saturating_mul(a.hidden));
+            prod(&[
+                sum(&[a.encdec_whole, a.encdec_split])?.saturating_sub(stacks),
+                b,
+            ])?
+        }
+        None => 0,
+    };
+    let weights = weights.saturating_sub(offloaded).saturating_add(zero_biases);
     if c.mtp_bytes > 0 {
         assumptions
             .push("the checkpoint's MTP layers are loaded only by speculative-method mtp".into());
@@ -312,6 +384,13 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         ],
         "vllm/model_executor/layers/rotary_embedding/base.py (cos_sin_cache)",
     ));
+    if zero_biases > 0
+        && let Some(l) = lines.last_mut()
+    {
+        l.formula.push_str(" + Whisper's zero k biases at tp 1");
+        l.inputs
+            .insert("zero-k-biases".into(), zero_biases.to_string());
+    }
     // 0.27 measures what stays allocated by the drop in free memory since its start-up
     // snapshot (`memory_profiling`: `total_consumed` = free before − free after the
     // profile, vllm-project/vllm PR #37111's accounting), and 0.6.4's and 0.8's workers
@@ -406,7 +485,11 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         lines.extend(s.line.take());
     }
     // The most loaded device is the last stage: it also runs the sampler.
-    let (held, items) = encoder_held(c, batched, seqs)?;
+    let (held, items) = if encdec {
+        audio_held(c, batched, seqs)?
+    } else {
+        encoder_held(c, batched, seqs)?
+    };
     let drafter = spec.as_ref().map(|s| DraftPhase {
         forward: s.info.draft_forward_bytes,
         workspace: s.workspace,
@@ -421,7 +504,11 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         drafter.as_ref(),
         (held, items),
     )?;
-    if held > 0 {
+    if held > 0 && encdec {
+        assumptions.push(format!(
+            "Whisper's encoder: {items} clips of 30 s held through the profile (input features of {MEL_BINS} mel bins assumed, large-v3's) and their encoder's own forward assumed below the decoder's of {batched} tokens"
+        ));
+    } else if held > 0 {
         assumptions.push("encoder: its dummy batch is held through the profile; its own forward assumed below the text's".into());
     }
     lines.push(line(

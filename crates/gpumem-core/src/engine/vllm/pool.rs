@@ -26,6 +26,9 @@ pub(super) fn pool_shape(
     let input = c.input;
     let block = 16u64;
     let mml = c.max_model_len;
+    if input.is_encoder_decoder() {
+        return encoder_decoder(c, batched, assumptions);
+    }
     let simple = || -> Result<(u64, u64, u64), EstimateError> {
         Ok((
             prod(&[block, sum(&[c.per_token, draft.0])?])?,
@@ -99,6 +102,41 @@ pub(super) fn pool_shape(
         prod(&[g_sw, sum(&[sw_tokens.div_ceil(block_sw), 1])?])?,
     ])?;
     Ok((group_block, sum(&[g_full, g_sw])?, seq))
+}
+
+/// Whisper's pool (read in vllm v0.19.0 and v0.27.1, the same code in both): its
+/// decoder's self-attention layers (`FullAttentionSpec`) and cross-attention layers
+/// (`CrossAttentionSpec`) are not one spec (`kv_cache_utils.py`
+/// `is_kv_cache_spec_uniform`, `UniformTypeKVCacheSpecs.is_uniform_type`), but share
+/// one page size, so `_get_kv_cache_groups_uniform_page_size` makes two groups of
+/// the decoder's layers each, and `get_kv_cache_config_from_groups` cuts the pool into
+/// `available // page // layers` blocks, each tensor shared by one layer of either
+/// group: a block costs one group's layers (16 × the self-attention's bytes per
+/// token). One request of max_model_len, as vLLM counts it
+/// (`get_max_concurrency_for_kv_cache_config`, from each spec's
+/// `max_memory_usage_bytes`): ⌈max_model_len ÷ 16⌉ blocks of the first group and
+/// ⌈max_num_encoder_input_tokens ÷ 16⌉ of the second (`CrossAttentionSpec`), where
+/// `config/scheduler.py` `SchedulerConfig.__post_init__` sets
+/// max_num_encoder_input_tokens to max_num_batched_tokens. The start-up check
+/// (`_check_enough_kv_cache_memory`) and the "Maximum concurrency" it prints use that
+/// sum; a running request holds ⌈encoder positions ÷ 16⌉ cross-attention blocks
+/// (`scheduler.py` `schedule`: `num_encoder_tokens`, 1500 for a 30 s clip), said in an
+/// assumption. Returns (bytes of one block, groups, blocks one request takes).
+fn encoder_decoder(
+    c: &Ctx,
+    batched: u64,
+    assumptions: &mut Vec<String>,
+) -> Result<(u64, u64, u64), EstimateError> {
+    let block = 16u64;
+    let text = c.max_model_len.div_ceil(block);
+    let counted = sum(&[text, batched.div_ceil(block)])?;
+    let held = sum(&[text, c.encoder_tokens.div_ceil(block)])?;
+    assumptions.push(format!(
+        "Whisper: vLLM counts a request as {text} self-attention + {} cross-attention blocks (max_num_encoder_input_tokens = max_num_batched_tokens {batched}), so its start-up check and its maximum concurrency use {counted} blocks; a request of one clip holds {held} ({text} + {}), so the pool serves about {counted} ÷ {held} times the requests it prints",
+        batched.div_ceil(block),
+        c.encoder_tokens.div_ceil(block)
+    ));
+    Ok((prod(&[block, c.per_token])?, 2, counted))
 }
 
 /// Bytes per token of one sliding layer and one full layer on a device, when the

@@ -216,6 +216,41 @@ pub(super) fn encoder_held(c: &Ctx, batched: u64, seqs: u64) -> Result<(u64, u64
     Ok((prod(&[items, one, input.compute_dtype.bytes()])?, items))
 }
 
+/// Whisper's mel bins assumed for the encoder's dummy inputs: large-v3's 128 (the
+/// earlier checkpoints' 80 hold less), as the config reader does not keep
+/// `num_mel_bins`.
+pub(super) const MEL_BINS: u64 = 128;
+
+/// What Whisper's encoder profiling leaves allocated through the decoder's forward and
+/// the sampler, the same rule as [`encoder_held`] for an audio item (read in vllm
+/// v0.19.0 and v0.27.1: `gpu_model_runner.py` `profile_run` and Model Runner V2's
+/// `profile_run` with `profile_encoder_cache`): each item is one 30 s clip
+/// (`WhisperDummyInputsBuilder.get_dummy_mm_data`: `chunk_length × sampling_rate`
+/// samples), its input features `num_mel_bins × 2 × max_source_positions` values (3000
+/// frames the two convolutions halve to 1500) in the model dtype and its encoder
+/// output `max_source_positions × d_model` (`embed_multimodal`). Whisper allows one
+/// audio per prompt (`get_supported_mm_limits`) and disables chunked prefill, so
+/// `multimodal/encoder_budget.py` `MultiModalBudget._get_max_items` holds
+/// max(1, min(budget ÷ 1500, min(max_num_seqs, max_num_batched_tokens ÷ 1500)))
+/// items, the budget max(max_num_batched_tokens, 1500)
+/// (`encoder_cache_manager.py` `compute_mm_encoder_budget`). Returns the bytes and
+/// the items.
+pub(super) fn audio_held(c: &Ctx, batched: u64, seqs: u64) -> Result<(u64, u64), EstimateError> {
+    let Some(a) = c.input.arch.filter(|a| a.encoder_length > 0) else {
+        return Ok((0, 0));
+    };
+    let tokens = a.encoder_length;
+    let budget = batched.max(tokens);
+    let reqs = seqs.min(batched.checked_div(tokens).unwrap_or(0));
+    let items = budget
+        .checked_div(tokens)
+        .unwrap_or(0)
+        .min(reqs)
+        .max(1);
+    let one = sum(&[prod(&[MEL_BINS, 2, tokens])?, prod(&[tokens, a.hidden])?])?;
+    Ok((prod(&[items, one, c.input.compute_dtype.bytes()])?, items))
+}
+
 /// vllm v0.19.0 `fused_moe/modular_kernel.py` `_allocate_buffers` with the triton
 /// experts' `workspace_shapes` (`fused_moe.py`): workspace13 = max(M × top-k ×
 /// max(I, H), M × H), workspace2 = M × top-k × max(2 I, H), in the activation dtype,

@@ -851,3 +851,136 @@ fn vllm_bitsandbytes_profile_holds_the_dequantised_weights() {
     let err = old.expect_err("refused").to_string();
     assert!(err.contains("0.10"), "{err}");
 }
+
+/// whisper-large-v3 (fp16) on one H100 SXM at `vllm serve`'s defaults (0.9, 8192
+/// batched tokens, 1024 sequences; max-model-len 448, its `max_target_positions`),
+/// by hand, vLLM 0.19:
+/// - requested ⌈85 027 979 264 × 0.9⌉ = 76 525 181 338 B; weights 3 087 226 880 B as
+///   vLLM places them (with its 122 880 zero k biases; no rotary cache: learned
+///   positions);
+/// - profile: the sampler phase over 1024 rows of 51 866 (logits padded to 51 904 × 2
+///   B = 106 299 392, 12 B a row element = 637 329 408, triton rows 132 × 51 866 × 4
+///   = 27 385 248, hidden states (8192 + 2048) × 1280 × 2 = 26 214 400: 797 228 448)
+///   above the decoder's forward, + 5 clips held (8192 ÷ 1500) × (128 × 3000 + 1500 ×
+///   1280) × 2 B = 23 040 000, + cuBLAS 32 MiB = 853 822 880 B; outside torch 256 MiB;
+/// - KV = 76 525 181 338 − 3 087 226 880 − 853 822 880 − 268 435 456 = 72 315 696 122
+///   B; a block is 16 tokens × 32 layers × 2 × 20 heads × 64 × 2 B = 2 621 440 B
+///   (one group's layers): 27 586 blocks, "GPU KV cache size" 27 586 ÷ 2 groups × 16
+///   = 220 688 tokens; a request counted as ⌈448 ÷ 16⌉ + ⌈8192 ÷ 16⌉ = 28 + 512 = 540
+///   blocks: concurrency 51 (51.09×).
+///
+/// At tp 2 each rank keeps 1 618 524 160 B of weights and 10 heads (a block of
+/// 1 310 720 B), NCCL's 2140 MiB outside torch: 71 808 881 658 B, 54 785 blocks,
+/// 438 272 tokens, 101 requests. vLLM 0.27 (Model Runner V2, the allocator's segments
+/// counted) prints max concurrency × 448 as its tokens.
+#[test]
+fn vllm_whisper_large_v3_on_h100_matches_the_hand_derivation() {
+    let whisper = |tp: &str| from_config("whisper-large-v3", &[("tp", tp), ("gpus", tp)]);
+    let card = ("card", "h100-sxm-80gb");
+    let b = run(&whisper("1"), &[("engine", "vllm@0.19"), card]);
+    assert_eq!(b.max_model_len, 448);
+    assert_eq!(bytes_of(&b, "budget"), 76_525_181_338);
+    // The estimate's 3 086 981 120 B and vLLM's zero k biases, (32 + 2 × 32) × 1280 × 2
+    // B (vLLM 0.15.1 printed "Model loading took 2.88 GiB" for it).
+    assert_eq!(bytes_of(&b, "weights"), 3_086_981_120 + 245_760);
+    let sampler = 1024 * 51_904 * 2 + 1024 * 51_866 * 12 + 132 * 51_866 * 4 + 10_240 * 1280 * 2;
+    assert_eq!(sampler, 797_228_448);
+    let held = 5 * (128 * 3000 + 1500 * 1280) * 2;
+    assert_eq!(bytes_of(&b, "activation_peak"), sampler + held + 32 * MIB);
+    assert_eq!(bytes_of(&b, "non_torch"), 256 * MIB);
+    let pool = 76_525_181_338 - 3_087_226_880 - (sampler + held + 32 * MIB) - 256 * MIB;
+    assert_eq!(b.kv_capacity_bytes, pool as i64);
+    assert_eq!(pool, 72_315_696_122);
+    let block = 16 * 32 * 2 * 20 * 64 * 2;
+    assert_eq!(b.kv_bytes_per_token * 16, block);
+    let blocks = pool / block;
+    assert_eq!(blocks, 27_586);
+    assert_eq!(b.kv_capacity_tokens, blocks / 2 * 16);
+    assert_eq!(b.kv_capacity_tokens, 220_688);
+    assert_eq!(b.max_sequences, blocks / (28 + 512));
+    assert_eq!(b.max_sequences, 51);
+    // One request as vLLM counts it: 540 blocks; the margin is the pool less them.
+    assert_eq!(b.margin_bytes, (pool - 540 * block) as i64);
+    assert_eq!(b.outcome, Outcome::Fits);
+    assert!(b.assumptions.iter().any(|a| a.contains("holds 122")), "{:?}", b.assumptions);
+
+    let b2 = run(&whisper("2"), &[("engine", "vllm@0.19"), card]);
+    assert_eq!(bytes_of(&b2, "weights"), 1_618_524_160);
+    assert_eq!(bytes_of(&b2, "non_torch"), 2140 * MIB);
+    let pool2 = 76_525_181_338 - 1_618_524_160 - (sampler + held + 32 * MIB) - 2140 * MIB;
+    assert_eq!(b2.kv_capacity_bytes, pool2 as i64);
+    let blocks2 = pool2 / (block / 2);
+    assert_eq!((blocks2, b2.kv_capacity_tokens, b2.max_sequences), (54_785, 438_272, 101));
+
+    // 0.27: the same cut; its weights measured by the allocator's segments (the
+    // replay's tensors are the weights, vLLM's zero k biases and proj_out's own head,
+    // dropped by tie_weights), its tokens max concurrency × 448.
+    for (tp, tensors) in [("1", 3_220_101_120u64), ("2", 1_684_961_280)] {
+        let b = run(&whisper(tp), &[("engine", "vllm"), card]);
+        assert_eq!(b.version, "0.27 (Model Runner V2)");
+        let l = b.lines.iter().find(|l| l.key == "load_rounding").expect("rounding");
+        assert!(l.formula.contains(&format!("for {tensors} B of parameters")), "{}", l.formula);
+        assert!(l.formula.contains("32 encoder layers, 128 mel bins"), "{}", l.formula);
+        let blocks = u64::try_from(b.kv_capacity_bytes).expect("pool") / (b.kv_bytes_per_token * 16);
+        assert_eq!(b.kv_capacity_tokens, blocks * 448 / 540, "tp {tp}");
+        assert_eq!(b.max_sequences, blocks / 540, "tp {tp}");
+    }
+    let (k1, k2) = (3_086_981_120u64, 1_618_524_160u64);
+    assert_eq!(3_220_101_120 - k1, 122_880 * 2 + 51_904 * 1280 * 2);
+    // Over tp the placement already holds the zero biases.
+    assert_eq!(1_684_961_280 - k2, 25_952 * 1280 * 2);
+}
+
+/// Whisper on an H100 at max-num-batched-tokens 2048 (a smaller card's default): one
+/// clip profiled, and a request counted as 28 + 128 blocks, as vLLM 0.15.1 printed
+/// for whisper-large-v3 on a 24 GB card (10.14 GiB: "GPU KV cache size: 33,216
+/// tokens", "Maximum concurrency for 448 tokens per request: 26.62x", that is 4153
+/// blocks ÷ 156).
+#[test]
+fn vllm_whisper_counts_the_batched_tokens_as_its_cross_attention_blocks() {
+    let input = from_config("whisper-large-v3", &[]);
+    let b = run(
+        &input,
+        &[("engine", "vllm@0.19"), ("card", "h100-sxm-80gb"), ("max-num-batched-tokens", "2048")],
+    );
+    let l = b.lines.iter().find(|l| l.key == "activation_peak").expect("peak");
+    assert!(l.inputs.iter().any(|(k, v)| k == "encoder-items" && v == "1"), "{:?}", l.inputs);
+    let blocks = u64::try_from(b.kv_capacity_bytes).expect("pool") / 2_621_440;
+    assert_eq!(b.max_sequences, blocks / 156);
+    assert_eq!(4153 / 2 * 16, 33_216);
+}
+
+/// Other encoder-decoders, other releases and other engines stay refused, naming why.
+#[test]
+fn vllm_serves_whisper_only_and_only_from_0_19() {
+    let card = ("card", "h100-sxm-80gb");
+    let whisper = from_config("whisper-large-v3", &[]);
+    let err = |input: &EstimateInput, pairs: &[(&str, &str)]| {
+        let est = estimate(input).expect("estimate");
+        budget(input, &est, &engine(pairs)).expect_err("refused").to_string()
+    };
+    for e in ["vllm@0.10", "vllm@0.8", "vllm@0.7", "vllm@0.6.4"] {
+        let m = err(&whisper, &[("engine", e), card]);
+        assert!(m.contains("was not read") && m.contains("vllm@0.19"), "{e}: {m}");
+    }
+    for e in ["sglang", "tgi", "llama.cpp", "transformers", "lmdeploy"] {
+        let m = err(&whisper, &[("engine", e), card]);
+        assert!(m.contains("encoder-decoder") && m.contains("not read"), "{e}: {m}");
+    }
+    let m = err(
+        &whisper,
+        &[("engine", "vllm"), card, ("speculative-method", "ngram"), ("num-speculative-tokens", "2")],
+    );
+    assert!(m.contains("over Whisper") && m.contains("not modelled"), "{m}");
+    let bart = r#"{"vocab_size": 50265, "max_position_embeddings": 1024, "encoder_layers": 6, "encoder_ffn_dim": 3072, "decoder_layers": 6, "decoder_ffn_dim": 3072, "d_model": 768, "decoder_attention_heads": 12, "model_type": "bart"}"#;
+    let cfg = crate::import::config::parse_config(bart).expect("config");
+    let own = cfg.pairs();
+    let bart = crate::params::from_pairs(
+        own.iter().map(|(k, v)| (*k, v.as_str())).chain([("context", "128")]),
+    )
+    .0;
+    for e in ["vllm", "vllm@0.19"] {
+        let m = err(&bart, &[("engine", e), card]);
+        assert!(m.contains("no other encoder-decoder"), "{e}: {m}");
+    }
+}
