@@ -1099,8 +1099,9 @@ fn an_embedding_model_keeps_no_kv_cache_and_weighs_what_transformers_builds() {
 /// the cross-attention cache and the encoder's output over the encoder's length
 /// (Whisper's 1500 frames; a T5's `--encoder-length`), each equal to the oracle's case
 /// (whose figures `meta_check.py --encdec` read from transformers' own
-/// EncoderDecoderCache on the meta device); serving engines, training and tensor
-/// parallelism are refused.
+/// EncoderDecoderCache on the meta device); training, tensor parallelism that does not
+/// split the heads, and serving engines other than vLLM's (whose V1 engine serves
+/// Whisper) are refused.
 #[test]
 fn an_encoder_decoder_keeps_its_self_and_cross_attention_caches_and_the_encoder_output() {
     let read = |file: &str| -> Value {
@@ -1208,8 +1209,8 @@ fn an_encoder_decoder_keeps_its_self_and_cross_attention_caches_and_the_encoder_
     );
     for (extra, says) in [
         (
-            &["--engine", "vllm", "--card", "h100-sxm-80gb"][..],
-            "an encoder-decoder's cross-attention cache",
+            &["--engine", "sglang", "--card", "h100-sxm-80gb"][..],
+            "how it serves an encoder-decoder",
         ),
         (&["--train", "full"][..], "training an encoder-decoder"),
         // Whisper splits over tp as vLLM shards it, whole heads per rank.
@@ -1231,4 +1232,34 @@ fn an_encoder_decoder_keeps_its_self_and_cross_attention_caches_and_the_encoder_
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{extra:?}: {err}");
     }
+    // vLLM's V1 engine serves Whisper: its self- and cross-attention layers in two
+    // groups of blocks of one page, a request of 448 tokens counted as 28 + 512 blocks
+    // (max-num-batched-tokens 8192 on an H100), the tokens printed per group.
+    let out = agent(&[
+        "estimate",
+        "--config",
+        whisper.as_str(),
+        "--context",
+        "4",
+        "--generate",
+        "444",
+        "--engine",
+        "vllm@0.19",
+        "--card",
+        "h100-sxm-80gb",
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let e = &v["engine"];
+    assert_eq!(e["max_model_len"], 448);
+    let block = 16 * e["kv_bytes_per_token"].as_u64().expect("per token");
+    let blocks = e["kv_capacity_bytes"].as_u64().expect("pool") / block;
+    assert_eq!(e["max_sequences"].as_u64(), Some(blocks / 540));
+    assert_eq!(e["kv_capacity_tokens"].as_u64(), Some(blocks / 2 * 16));
 }

@@ -131,10 +131,16 @@ fn encoder_decoder(
     let text = c.max_model_len.div_ceil(block);
     let counted = sum(&[text, batched.div_ceil(block)])?;
     let held = sum(&[text, c.encoder_tokens.div_ceil(block)])?;
+    let tenths = counted
+        .saturating_mul(10)
+        .checked_div(held)
+        .unwrap_or(0);
     assumptions.push(format!(
-        "Whisper: vLLM counts a request as {text} self-attention + {} cross-attention blocks (max_num_encoder_input_tokens = max_num_batched_tokens {batched}), so its start-up check and its maximum concurrency use {counted} blocks; a request of one clip holds {held} ({text} + {}), so the pool serves about {counted} ÷ {held} times the requests it prints",
+        "Whisper: vLLM counts a request as {text} self-attention + {} cross-attention blocks (max_num_encoder_input_tokens = max_num_batched_tokens {batched}), so its start-up check and the maximum concurrency it prints use {counted} blocks; a running request of one clip holds {held} ({text} + {}): the pool holds about {}.{} times the requests printed",
         batched.div_ceil(block),
-        c.encoder_tokens.div_ceil(block)
+        c.encoder_tokens.div_ceil(block),
+        tenths / 10,
+        tenths % 10
     ));
     Ok((prod(&[block, c.per_token])?, 2, counted))
 }
