@@ -464,6 +464,17 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     } else {
         2048
     });
+    // vllm v0.19.0 and v0.27.1 `engine/arg_utils.py`
+    // `_set_default_max_num_seqs_and_batched_tokens_args`: a default batched count is at
+    // most max_num_seqs × max_model_len ("Some models (e.g., Whisper) have embeddings
+    // tied to max length").
+    let batched = if p.count(BATCHED_TOKENS.key()).is_none()
+        && matches!(version, VllmVersion::V027 | VllmVersion::V019)
+    {
+        batched.min(seqs.saturating_mul(c.max_model_len))
+    } else {
+        batched
+    };
     if p.count(MAX_NUM_SEQS.key()).is_none() || p.count(BATCHED_TOKENS.key()).is_none() {
         assumptions.push(format!("vllm serve defaults: max-num-batched-tokens {batched}, max-num-seqs {seqs} (vllm/engine/arg_utils.py get_batch_defaults)"));
     }

@@ -379,7 +379,9 @@ fn vllm_holds_the_encoders_dummy_batch_through_the_profile() {
         .unwrap()
         .inputs;
     assert_eq!(inputs["encoder-items"], "32");
-    // A length shorter than one image still profiles one image per sequence.
+    // A length shorter than one image still profiles one image per sequence (the
+    // batched count given: by default vLLM caps it at 4 × 200 = 800 tokens, an encoder
+    // budget of 3 images).
     let short = run(
         &read(false),
         &[
@@ -387,6 +389,7 @@ fn vllm_holds_the_encoders_dummy_batch_through_the_profile() {
             ("card", "h100-sxm-80gb"),
             ("max-model-len", "200"),
             ("max-num-seqs", "4"),
+            ("max-num-batched-tokens", "8192"),
         ],
     );
     let inputs = &short
@@ -396,6 +399,23 @@ fn vllm_holds_the_encoders_dummy_batch_through_the_profile() {
         .unwrap()
         .inputs;
     assert_eq!(inputs["encoder-items"], "4");
+    let capped = run(
+        &read(false),
+        &[
+            ("engine", "vllm"),
+            ("card", "h100-sxm-80gb"),
+            ("max-model-len", "200"),
+            ("max-num-seqs", "4"),
+        ],
+    );
+    let inputs = &capped
+        .lines
+        .iter()
+        .find(|l| l.key == "activation_peak")
+        .unwrap()
+        .inputs;
+    assert_eq!(inputs["max-num-batched-tokens"], "800");
+    assert_eq!(inputs["encoder-items"], "3");
 }
 
 /// A scaled RoPE's cos/sin cache covers the positions its scaling reaches (yarn ×4
@@ -948,6 +968,20 @@ fn vllm_whisper_counts_the_batched_tokens_as_its_cross_attention_blocks() {
     let blocks = u64::try_from(b.kv_capacity_bytes).expect("pool") / 2_621_440;
     assert_eq!(b.max_sequences, blocks / 156);
     assert_eq!(4153 / 2 * 16, 33_216);
+    // With --max-num-seqs 4 and no batched count given, vLLM's default batched count is
+    // at most 4 × 448 = 1792 (`_set_default_max_num_seqs_and_batched_tokens_args`): a
+    // request counted as 28 + 112 blocks.
+    let b = run(
+        &input,
+        &[
+            ("engine", "vllm"),
+            ("card", "h100-sxm-80gb"),
+            ("max-num-seqs", "4"),
+        ],
+    );
+    let blocks = u64::try_from(b.kv_capacity_bytes).expect("pool") / 2_621_440;
+    assert_eq!(b.max_sequences, blocks / 140);
+    assert_eq!(b.kv_capacity_tokens, blocks * 448 / 140);
 }
 
 /// Other encoder-decoders, other releases and other engines stay refused, naming why.
