@@ -591,6 +591,17 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         ));
     }
     let (in_use_line, refused) = foreign_memory(c, r, requested, peak, util)?;
+    // An encoder-decoder runs without chunked multimodal input, so one clip's encoder
+    // positions must fit in a batch (vllm v0.19.0 and v0.27.1
+    // `v1/core/encoder_cache_manager.py` `compute_mm_encoder_budget` raises otherwise).
+    let refused = if encdec && batched < c.encoder_tokens {
+        Some(format!(
+            "Chunked MM input disabled but max_tokens_per_mm_item ({}) is larger than max_num_batched_tokens ({batched}): vLLM refuses to start (give max-num-batched-tokens ≥ {}, or more max-num-seqs)",
+            c.encoder_tokens, c.encoder_tokens
+        ))
+    } else {
+        refused
+    };
     if let Some(l) = in_use_line {
         lines.push(l);
     }

@@ -982,6 +982,22 @@ fn vllm_whisper_counts_the_batched_tokens_as_its_cross_attention_blocks() {
     let blocks = u64::try_from(b.kv_capacity_bytes).expect("pool") / 2_621_440;
     assert_eq!(b.max_sequences, blocks / 140);
     assert_eq!(b.kv_capacity_tokens, blocks * 448 / 140);
+    // At 3 sequences the default is 1344 tokens, below one clip's 1500: vLLM refuses
+    // to start (its encoder budget runs without chunked multimodal input).
+    let b = run(
+        &input,
+        &[
+            ("engine", "vllm"),
+            ("card", "h100-sxm-80gb"),
+            ("max-num-seqs", "3"),
+        ],
+    );
+    assert_eq!(b.outcome, Outcome::Refused);
+    assert!(
+        b.warnings.iter().any(|w| w.contains("(1344)")),
+        "{:?}",
+        b.warnings
+    );
 }
 
 /// Other encoder-decoders, other releases and other engines stay refused, naming why.
