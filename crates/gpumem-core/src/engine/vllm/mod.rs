@@ -599,6 +599,18 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             "Chunked MM input disabled but max_tokens_per_mm_item ({}) is larger than max_num_batched_tokens ({batched}): vLLM refuses to start (give max-num-batched-tokens ≥ {}, or more max-num-seqs)",
             c.encoder_tokens, c.encoder_tokens
         ))
+    } else if let Some(most) = input
+        .max_position
+        .filter(|m| encdec && c.max_model_len > *m)
+    {
+        // `transformers_utils/model_arch_config_convertor.py`
+        // `derive_max_model_len_and_key` takes Whisper's `max_target_positions`, and
+        // `config/model.py` refuses a longer max_model_len (its decoder's position
+        // table has that many rows).
+        Some(format!(
+            "User-specified max_model_len ({}) is greater than the derived max_model_len (max_target_positions={most}): vLLM refuses to start (give max-model-len ≤ {most})",
+            c.max_model_len
+        ))
     } else {
         refused
     };

@@ -998,6 +998,23 @@ fn vllm_whisper_counts_the_batched_tokens_as_its_cross_attention_blocks() {
         "{:?}",
         b.warnings
     );
+    // A length past the decoder's 448 positions: vLLM refuses to start.
+    let b = run(
+        &input,
+        &[
+            ("engine", "vllm@0.19"),
+            ("card", "h100-sxm-80gb"),
+            ("max-model-len", "1000"),
+        ],
+    );
+    assert_eq!(b.outcome, Outcome::Refused);
+    assert!(
+        b.warnings
+            .iter()
+            .any(|w| w.contains("max_target_positions=448")),
+        "{:?}",
+        b.warnings
+    );
 }
 
 /// Other encoder-decoders, other releases and other engines stay refused, naming why.
