@@ -275,6 +275,38 @@ fn web_answers_a_diffusion_pipeline_as_the_command_does() {
     );
     assert_eq!(hub.log().len(), requests, "no file read again");
 
+    // 2b. Group offloading of the denoiser, two blocks a group with a stream, as
+    //     `--offload group --group-blocks 2 --group-stream` answers it.
+    set(&browser, "diffusion-offload", "group");
+    set(&browser, "diffusion-group-blocks", "2");
+    set(&browser, "diffusion-group-stream", "true");
+    browser.wait_for(
+        "the answer under group offloading",
+        "return document.querySelector('[data-testid=diffusion-lines]').textContent.includes('use_stream=True')",
+    );
+    check(
+        &browser,
+        "SDXL 1024×768, two images, group offload 2 blocks with a stream",
+        &sdxl,
+        &[
+            "--compute-dtype",
+            "fp16",
+            "--offload",
+            "group",
+            "--group-blocks",
+            "2",
+            "--group-stream",
+            "--card",
+            "4090",
+            "--height",
+            "768",
+            "--images",
+            "2",
+            "--vae-slicing",
+        ],
+    );
+    assert_eq!(hub.log().len(), requests, "no file read again");
+
     // 3. FLUX.1-dev with guidance on, 768×1360, a denoiser in nf4, no card given: the
     //    smallest catalogue card that holds it.
     browser.goto(&format!("{}/?card=", agent_page.origin));

@@ -43,13 +43,21 @@ thread_local! {
 
 /// The pipeline's own fields: key (the command's flag without dashes), label,
 /// placeholder (the command's default), choices (empty: typed).
-const FIELDS: [(&str, &str, &str, &[&str]); 14] = [
+const FIELDS: [(&str, &str, &str, &[&str]); 17] = [
     ("height", "Height (px)", "1024 (Wan: 480)", &[]),
     ("width", "Width (px)", "1024 (Wan: 832)", &[]),
     ("frames", "Frames", "1 (Wan: 81)", &[]),
     ("images", "Images per prompt", "1", &[]),
     ("cfg", "Classifier-free guidance", "", &["", "on", "off"]),
-    ("offload", "Offload", "", &["none", "model", "sequential"]),
+    (
+        "offload",
+        "Offload",
+        "",
+        &["none", "model", "sequential", "group"],
+    ),
+    ("group-blocks", "Blocks per group", "group: N", &[]),
+    ("group-leaf", "Leaf level", "", &["", "true"]),
+    ("group-stream", "Stream", "", &["", "true"]),
     ("compute-dtype", "Dtype", "", &["bf16", "fp16", "fp32"]),
     (
         "format",
