@@ -282,7 +282,7 @@ fn web_answers_a_diffusion_pipeline_as_the_command_does() {
     set(&browser, "diffusion-group-stream", "true");
     browser.wait_for(
         "the answer under group offloading",
-        "return document.querySelector('[data-testid=diffusion-lines]').textContent.includes('use_stream=True')",
+        "return document.querySelector('[data-testid=diffusion-lines]').textContent.includes('use_stream;')",
     );
     check(
         &browser,
