@@ -91,6 +91,34 @@ pub(super) const MAX_LORA_RANK: Flag = Flag::new(
     positive,
 );
 
+/// `--data-parallel-size`: engine cores, each with its own GPUs (tp × pp of them) and
+/// its own KV pool; a MoE model's expert layers span all of them.
+pub(super) const DATA_PARALLEL_SIZE: Flag = Flag::new(
+    field(
+        "data-parallel-size",
+        FieldKind::Count,
+        "vLLM data-parallel size",
+        "1",
+        "vLLM: data-parallel ranks, each its own engine core and KV pool (GPUs: tp × pp × dp)",
+    ),
+    positive,
+)
+.unread("--data-parallel-size is modelled for vLLM only: ignored");
+
+/// `--enable-expert-parallel`: a MoE layer's experts split whole over the tp × dp
+/// ranks instead of each expert over the tp ranks.
+pub(super) const ENABLE_EXPERT_PARALLEL: Flag = Flag::new(
+    field(
+        "enable-expert-parallel",
+        FieldKind::Bool(false),
+        "vLLM expert parallelism",
+        "",
+        "vLLM: each rank holds whole experts (ep = tp × dp) instead of a tp slice of every expert",
+    ),
+    switch,
+)
+.unread("--enable-expert-parallel is modelled for vLLM only: ignored");
+
 /// `--speculative-config` `method`.
 pub(super) const SPECULATIVE_METHOD: Flag = Flag::new(
     field(

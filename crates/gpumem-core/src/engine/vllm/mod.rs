@@ -37,6 +37,7 @@
 
 mod encoder;
 mod flags;
+mod parallel;
 mod pool;
 mod profile;
 mod releases;
@@ -48,7 +49,7 @@ pub use speculative::parse_draft;
 
 pub(crate) use flags::offload_bytes;
 use flags::{
-    CPU_OFFLOAD_GB, DRAFT_MODEL, PP_LAYER_PARTITION, ENABLE_LORA, ENFORCE_EAGER, GPU_MEMORY_UTILIZATION, KV_CACHE_MEMORY_BYTES,
+    CPU_OFFLOAD_GB, DATA_PARALLEL_SIZE, DRAFT_MODEL, ENABLE_EXPERT_PARALLEL, PP_LAYER_PARTITION, ENABLE_LORA, ENFORCE_EAGER, GPU_MEMORY_UTILIZATION, KV_CACHE_MEMORY_BYTES,
     MAX_LORA_RANK, MAX_LORAS, MAX_NUM_SEQS, NUM_SPECULATIVE_TOKENS, SPECULATIVE_METHOD,
 };
 use pool::{pool_shape, state_pool};
@@ -111,6 +112,8 @@ impl Engine for Vllm {
             &DRAFT_MODEL,
             &CPU_OFFLOAD_GB,
             &PP_LAYER_PARTITION,
+            &DATA_PARALLEL_SIZE,
+            &ENABLE_EXPERT_PARALLEL,
             &MEMORY_IN_USE,
             &INTERCONNECT,
         ],
@@ -237,6 +240,8 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             "Whisper over several cards is not modelled (vLLM's pipeline stages are read for decoders): name one card",
         ));
     }
+    // Data and expert parallelism: one rank's share, or a refusal (`parallel`).
+    let par = parallel::plan(c, VllmVersion::of(c.params.release))?;
     // Several cards: one pipeline stage's rule per GPU, the pool the fewest blocks.
     if !c.params.devices.is_empty() && c.stage.is_none() {
         return stages::rule(c);
@@ -269,6 +274,12 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
                 "vllm@{}: bitsandbytes on an MoE model runs from vLLM 0.10 on (BitsAndBytesMoEMethod); earlier releases refuse it",
                 version.key()
             ),
+        ));
+    }
+    if par.active() && (speculating || p.text(CPU_OFFLOAD_GB.key()).is_some()) {
+        return Err(EstimateError::invalid(
+            if speculating { SPECULATIVE_METHOD.key() } else { CPU_OFFLOAD_GB.key() },
+            "speculative decoding and --cpu-offload-gb under data or expert parallelism are not modelled (the drafter's and the offloader's share of a rank's experts were not read)",
         ));
     }
     let r = version.rules(input, speculating);
@@ -340,10 +351,18 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         _ => 0,
     };
     let lora = lora_bytes(c, r)?;
-    let pad = mxfp4_padding(input, &c.card)?;
+    let pad = mxfp4_padding(input, &c.card, &par)?;
     // The checkpoint's MTP layers are not the main model's: vLLM loads them only as
     // the drafter (the `draft_weights` line), see `speculative`.
     let weights = c.weights.saturating_sub(c.mtp_bytes);
+    // Data or expert parallelism: this rank's routed experts in place of the
+    // estimate's tp slice of every expert (`parallel::expert_shares`).
+    let (experts_tp, experts_rank) = if par.active() {
+        parallel::expert_shares(input, &par)?
+    } else {
+        (0, 0)
+    };
+    let weights = weights.saturating_sub(experts_tp).saturating_add(experts_rank);
     let offloaded = match p.text(CPU_OFFLOAD_GB.key()).and_then(offload_bytes) {
         Some(budget) if budget > 0 => cpu_offloaded(c, budget)?,
         _ => 0,
@@ -384,6 +403,59 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         ],
         "vllm/model_executor/layers/rotary_embedding/base.py (cos_sin_cache)",
     ));
+    if p.on(ENABLE_EXPERT_PARALLEL.key()) && !par.ep {
+        assumptions.push("--enable-expert-parallel on one rank (tp × dp = 1): vLLM leaves expert parallelism off (FusedMoEParallelConfig.make: use_ep needs tp × dp > 1)".into());
+    }
+    if par.active()
+        && let Some(l) = lines.last_mut()
+    {
+        if par.experts > 0 {
+            l.formula.push_str(if par.ep {
+                " − the estimate's tp slice of the routed experts + this rank's ⌈experts ÷ ep⌉ whole experts"
+            } else {
+                " − the estimate's tp slice of the routed experts + each expert ÷ (tp × dp)"
+            });
+            l.source.to_mut().push_str(
+                "; vllm/model_executor/layers/fused_moe/config.py (FusedMoEParallelConfig.make), fused_moe/layer.py (determine_expert_map)",
+            );
+        }
+        for (k, v) in [
+            ("dp", par.dp),
+            ("ep", par.ep_size),
+            ("moe-tp", par.moe_tp),
+            ("local-experts", par.local_experts),
+            ("experts-as-estimated", experts_tp),
+            ("experts-on-this-rank", experts_rank),
+        ] {
+            l.inputs.insert(k.into(), v.to_string());
+        }
+        let gpus = prod(&[input.tp.max(1), input.pp.max(1), par.dp])?;
+        assumptions.push(format!(
+            "per rank: {} data-parallel engine core(s) of tp {} × pp {} ({gpus} GPUs in all), each with its own profile and KV pool: the figures are one rank's, the most loaded{}; attention and shared experts tp-split",
+            par.dp,
+            input.tp.max(1),
+            input.pp.max(1),
+            if par.ep {
+                format!(
+                    ", ep {} holding {} of the {} experts whole (vLLM's determine_expert_map: the first experts mod ep ranks one more)",
+                    par.ep_size, par.local_experts, par.experts
+                )
+            } else if par.experts > 0 {
+                format!(", each expert split over tp × dp = {}", par.moe_tp)
+            } else {
+                String::new()
+            }
+        ));
+        if input.gpus > 1 && input.gpus != gpus {
+            warnings.push(format!(
+                "--gpus {}: vLLM at dp {} × tp {} × pp {} runs on {gpus} GPUs",
+                input.gpus,
+                par.dp,
+                input.tp.max(1),
+                input.pp.max(1)
+            ));
+        }
+    }
     if zero_biases > 0
         && let Some(l) = lines.last_mut()
     {
@@ -514,6 +586,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         sm90,
         drafter.as_ref(),
         (held, items),
+        &par,
     )?;
     if held > 0 && encdec {
         assumptions.push(format!(
@@ -560,6 +633,33 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         ));
     }
     let (nt, nt_how) = r.non_torch(input.tp, input.pp, interconnect(c));
+    // Under DP, vLLM sets up beside the tp group a DP group (dp ranks) and, for a MoE,
+    // an EP group spanning tp × dp ranks (`vllm/distributed/parallel_state.py`
+    // `initialize_model_parallel`), each with its NCCL communicator; custom all-reduce
+    // and symmetric memory only for a "tp" group (`device_communicators/
+    // cuda_communicator.py` `CudaCommunicator.__init__`). Each such group is assumed to
+    // take what tp ≥ 2 adds beyond tp 1 on this interconnect (the safe side: that step
+    // holds the custom all-reduce buffers too; not measured under DP).
+    let dp_groups = if par.dp > 1 {
+        if par.experts > 0 { 2 } else { 1 }
+    } else {
+        0
+    };
+    let (nt, nt_how) = if dp_groups > 0 {
+        let step = r
+            .non_torch(2, 1, interconnect(c))
+            .0
+            .saturating_sub(r.non_torch(1, 1, interconnect(c)).0);
+        (
+            nt.saturating_add(step.saturating_mul(dp_groups)),
+            format!(
+                "{nt_how}; + {dp_groups} × {step} MiB for the {} group's NCCL communicator (assumed: tp ≥ 2's step beyond tp 1)",
+                if dp_groups == 2 { "DP and EP" } else { "DP" }
+            ),
+        )
+    } else {
+        (nt, nt_how)
+    };
     let mut non_torch_bytes = mib(nt);
     if r.context_counted {
         // 0.6.4's and 0.8's workers take no baseline after the CUDA context: the
@@ -586,7 +686,11 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             mib(nt),
             Kind::Assumed,
             nt_how,
-            &[("tp", input.tp.to_string()), ("pp", input.pp.to_string())],
+            &[
+                ("tp", input.tp.to_string()),
+                ("pp", input.pp.to_string()),
+                ("dp", par.dp.to_string()),
+            ],
             if r.v0 { SRC_WORKER_V0 } else { SRC_WORKER },
         ));
     }
@@ -927,13 +1031,20 @@ fn cpu_offloaded(c: &Ctx, budget: u64) -> Result<u64, EstimateError> {
 /// Marlin. The padding adds 3 × (H' × I' − H × I) values per expert and layer (w13 and
 /// w2), 17 B per 32 (MXFP4 + its E8M0 scale), and 2 (I' − I) + (H' − H) bias values
 /// (w13, w2 biases in the model dtype, created at the padded sizes).
-fn mxfp4_padding(input: &EstimateInput, card: &GpuCard) -> Result<u64, EstimateError> {
+///
+/// Under data or expert parallelism (`parallel`) a rank pads its own experts at its
+/// own split: ⌈experts ÷ ep⌉ whole experts, or each expert ÷ (tp × dp).
+fn mxfp4_padding(
+    input: &EstimateInput,
+    card: &GpuCard,
+    par: &parallel::Parallel,
+) -> Result<u64, EstimateError> {
     use crate::catalogue::{Arch, Segment, Vendor};
     let (Some(a), Some(crate::format::StorageFormat::Mxfp4)) = (input.arch, input.format) else {
         return Ok(0);
     };
     let Some(m) = a.moe else { return Ok(0) };
-    let i = m.expert_intermediate.div_ceil(input.tp.max(1));
+    let i = m.expert_intermediate.div_ceil(par.moe_tp.max(1));
     let h = a.hidden;
     let (h_to, i_to) = match (card.vendor, card.arch, card.segment) {
         (_, Arch::Hopper, _) => (1, 64),
@@ -946,9 +1057,9 @@ fn mxfp4_padding(input: &EstimateInput, card: &GpuCard) -> Result<u64, EstimateE
     let (hp, ip) = (up(h, h_to), up(i, i_to));
     let layers = m.moe_layers(a.layers).div_ceil(input.pp.max(1));
     let per_expert = prod(&[3, hp, ip])?.saturating_sub(prod(&[3, h, i])?);
-    let values = prod(&[per_expert, m.experts, layers])?;
+    let values = prod(&[per_expert, par.local_experts, layers])?;
     let bias = sum(&[prod(&[2, ip.saturating_sub(i)])?, hp.saturating_sub(h)])?;
-    let bias_bytes = prod(&[bias, m.experts, layers, input.compute_dtype.bytes()])?;
+    let bias_bytes = prod(&[bias, par.local_experts, layers, input.compute_dtype.bytes()])?;
     sum(&[values.div_ceil(32).saturating_mul(17), bias_bytes])
 }
 

@@ -2,6 +2,7 @@
 //! `max_num_batched_tokens`, the sampler phase, the MoE and cuBLAS workspaces, the
 //! encoder's dummy batch) and the CUDA graphs the V1 runner captures.
 
+use super::parallel::Parallel;
 use super::releases::Rules;
 use crate::engine::arith::{MIB, prod, sum};
 use crate::engine::outcome::Inputs;
@@ -29,6 +30,7 @@ pub(super) fn profile_peak(
     sm90: bool,
     spec: Option<&DraftPhase>,
     (mm, mm_items): (u64, u64),
+    par: &Parallel,
 ) -> Result<(u64, Inputs), EstimateError> {
     let input = c.input;
     let b = input.compute_dtype.bytes();
@@ -47,7 +49,14 @@ pub(super) fn profile_peak(
         0
     };
     let bnb = bnb_dequant(input, batched)?;
-    let forward = sum(&[forward_peak(input, batched)?, eager, bnb])?;
+    // Under data or expert parallelism the estimate's forward counts the MoE
+    // intermediates of this rank's tokens at the model's tp (`base`): they are taken
+    // out, and the workspace of the rows the layer sees at its own split put in, with
+    // the DP all-gather's buffers (`super::parallel`).
+    let rows_moe = par.moe_tokens(batched, input.tp.max(1))?;
+    let base = moe_workspace(input, batched, input.tp)?;
+    let gathered = super::parallel::gathered(input, par, rows_moe)?;
+    let forward = sum(&[forward_peak(input, batched)?, eager, bnb, gathered])?;
     let rows = seqs.min(batched);
     // ParallelLMHead pads the vocabulary to a multiple of 64 (vocab_parallel_embedding.py);
     // the logits keep the padded width, the sampler's copies the real one.
@@ -91,7 +100,7 @@ pub(super) fn profile_peak(
     };
     // The drafter's forward (its own MoE intermediates are in the shared workspace).
     let draft_phase = spec.map_or(0, |s| s.forward.saturating_sub(s.workspace));
-    let ws = moe_workspace(input, batched)?;
+    let ws = moe_workspace(input, rows_moe, par.moe_tp)?;
     // torch CublasHandlePool.cpp: 32 MiB of cuBLAS workspace on sm_90, 4096 KiB × 2 +
     // 16 KiB × 8 elsewhere, allocated by the caching allocator at the first GEMM.
     let cublas = crate::catalogue::cublas_workspace_bytes(sm90);
@@ -99,10 +108,11 @@ pub(super) fn profile_peak(
     // that workspace: kept (0.19), the forward phase holds the rest beside it; freed
     // (earlier), the forward itself is the phase.
     let peak = if r.workspace_kept {
-        let ws = ws.max(spec.map_or(0, |s| s.workspace));
+        let drafter = spec.map_or(0, |s| s.workspace);
+        let (ws, base) = (ws.max(drafter), base.max(drafter));
         sum(&[
             forward
-                .saturating_sub(ws)
+                .saturating_sub(base)
                 .max(sampler_phase)
                 .max(draft_phase),
             ws,
@@ -127,6 +137,11 @@ pub(super) fn profile_peak(
         ("max-num-batched-tokens", batched.to_string()),
     ];
     let mut parts = parts;
+    if par.active() {
+        parts.push(("moe-rows", rows_moe.to_string()));
+        parts.push(("moe-tp", par.moe_tp.to_string()));
+        parts.push(("dp-gathered", gathered.to_string()));
+    }
     if mm > 0 {
         parts.push(("encoder-items", mm_items.to_string()));
         parts.push(("encoder-held", mm.to_string()));
@@ -255,10 +270,19 @@ pub(super) fn audio_held(c: &Ctx, batched: u64, seqs: u64) -> Result<(u64, u64),
 /// experts' `workspace_shapes` (`fused_moe.py`): workspace13 = max(M × top-k ×
 /// max(I, H), M × H), workspace2 = M × top-k × max(2 I, H), in the activation dtype,
 /// each rounded to 256 B (I: the expert intermediate size per tp rank).
-pub(super) fn moe_workspace(input: &EstimateInput, tokens: u64) -> Result<u64, EstimateError> {
+///
+/// `moe_tp` is the tp each expert is split over: the model's tp, tp × dp under data
+/// parallelism, 1 under expert parallelism (`super::parallel`), where the top-k is
+/// still the model's (the kernel's rows for experts of other ranks are masked by the
+/// expert map, not dropped).
+pub(super) fn moe_workspace(
+    input: &EstimateInput,
+    tokens: u64,
+    moe_tp: u64,
+) -> Result<u64, EstimateError> {
     let Some(a) = input.arch else { return Ok(0) };
     let Some(m) = a.moe else { return Ok(0) };
-    let i = m.expert_intermediate.div_ceil(input.tp.max(1));
+    let i = m.expert_intermediate.div_ceil(moe_tp.max(1));
     let h = a.hidden;
     let b = input.compute_dtype.bytes();
     let w13 = prod(&[tokens, m.active, i.max(h)])?.max(prod(&[tokens, h])?);

@@ -276,7 +276,7 @@ fn planned(c: &Ctx, batched: u64, method: SpecMethod) -> Result<Option<Plan>, Es
     Ok(Some(Plan {
         info: info(weights, layers, kv, forward),
         layer_kv_bytes: layer_kv,
-        workspace: moe_workspace(&draft, batched)?,
+        workspace: moe_workspace(&draft, batched, draft.tp)?,
         line: Some(line),
         assumptions,
     }))

@@ -1051,3 +1051,193 @@ fn vllm_serves_whisper_only_and_only_from_0_19() {
         assert!(m.contains("no other encoder-decoder"), "{e}: {m}");
     }
 }
+
+/// The budget of `input` under `pairs` on the H100, or its refusal.
+fn try_run(input: &EstimateInput, pairs: &[(&str, &str)]) -> Result<EngineBudget, EstimateError> {
+    let est = estimate(input).expect("estimate");
+    budget(input, &est, &engine(&with(pairs)))
+}
+
+fn input_of<'a>(b: &'a EngineBudget, line: &str, key: &str) -> &'a str {
+    let l = b.lines.iter().find(|l| l.key == line).expect("line");
+    l.inputs.get(key).map_or("", |v| v.as_str())
+}
+
+/// DeepSeek-V2-Lite (bf16, 27 layers, the first dense, 64 routed experts of
+/// 2048 × 1408, top-6) at dp 2 / tp 1 on an H100, vLLM 0.19, by hand:
+/// - routed experts: 26 × 64 × 3 × 2048 × 1408 × 2 B = 28 789 702 656 B, all on the
+///   rank at dp 1; at dp 2 each expert is split over tp × dp = 2 ranks, and with
+///   expert parallelism each rank holds 32 experts whole: 14 394 851 328 B either way;
+/// - fused-MoE workspace (triton experts, M × top-k × max(I, H) + M × top-k ×
+///   max(2 I, H), 2 B): at dp 1 M = 8192, I = 1408: 201 326 592 + 276 824 064 =
+///   478 150 656; at dp 2 the layer sees both ranks' 8192 tokens, M = 16 384: without
+///   EP I = 704: 402 653 184 + 402 653 184 = 805 306 368; with EP I = 1408:
+///   402 653 184 + 553 648 128 = 956 301 312;
+/// - the all-gather: 2 × 16 384 × 2048 × 2 + 16 384 × 64 × 4 + 16 384 × 6 × 8 =
+///   139 198 464 B;
+/// - outside torch: 256 MiB + 2 × 1884 MiB (the DP and EP groups' communicators,
+///   each assumed as tp ≥ 2's step on NVLink) = 4 219 469 824 B.
+#[test]
+fn vllm_data_and_expert_parallel_split_deepseek_v2_lite_per_rank() {
+    let m = from_config("deepseek-v2-lite", &[]);
+    let one = run(&m, &with(&[("engine", "vllm@0.19")]));
+    assert_eq!(input_of(&one, "activation_peak", "moe-workspace"), "478150656");
+    let dp = run(
+        &m,
+        &with(&[("engine", "vllm@0.19"), ("data-parallel-size", "2")]),
+    );
+    let ep = run(
+        &m,
+        &with(&[
+            ("engine", "vllm@0.19"),
+            ("data-parallel-size", "2"),
+            ("enable-expert-parallel", "true"),
+        ]),
+    );
+    for (b, ws, local, moe_tp) in [(&dp, "805306368", "64", "2"), (&ep, "956301312", "32", "1")] {
+        assert_eq!(
+            bytes_of(&one, "weights") - bytes_of(b, "weights"),
+            14_394_851_328
+        );
+        assert_eq!(input_of(b, "weights", "experts-as-estimated"), "28789702656");
+        assert_eq!(input_of(b, "weights", "experts-on-this-rank"), "14394851328");
+        assert_eq!(input_of(b, "weights", "local-experts"), local);
+        assert_eq!(input_of(b, "weights", "moe-tp"), moe_tp);
+        assert_eq!(input_of(b, "activation_peak", "moe-workspace"), ws);
+        assert_eq!(input_of(b, "activation_peak", "moe-rows"), "16384");
+        assert_eq!(input_of(b, "activation_peak", "dp-gathered"), "139198464");
+        assert_eq!(bytes_of(b, "non_torch"), 4_219_469_824);
+        // The peak: the forward (its MoE intermediates at dp 1 taken out, the
+        // all-gather in) or the sampler phase, then the workspace and cuBLAS's.
+        let n = |k: &str| input_of(b, "activation_peak", k).parse::<u64>().unwrap();
+        let forward = n("forward") - 478_150_656;
+        assert_eq!(
+            bytes_of(b, "activation_peak"),
+            forward.max(n("sampler-phase")) + n("moe-workspace") + 32 * MIB
+        );
+        // One DP rank's pool, from its own share.
+        let kv = bytes_of(b, "budget") as i64
+            - (bytes_of(b, "weights") + bytes_of(b, "activation_peak") + bytes_of(b, "non_torch"))
+                as i64;
+        assert_eq!(b.kv_capacity_bytes, kv);
+        assert!(b.kv_capacity_bytes > one.kv_capacity_bytes);
+        assert!(b.assumptions.iter().any(|a| a.contains("2 GPUs in all")));
+    }
+    // A --gpus that is not tp × pp × dp is said.
+    let (four, e) = crate::params::from_pairs(
+        std::iter::once(("gpus", "4")).chain(
+            [("tp", "1")].iter().copied(),
+        ),
+    );
+    assert!(e.is_empty());
+    let mut m4 = m.clone();
+    m4.gpus = four.gpus;
+    let b = run(
+        &m4,
+        &with(&[("engine", "vllm@0.19"), ("data-parallel-size", "2")]),
+    );
+    assert!(b.warnings.iter().any(|w| w.contains("runs on 2 GPUs")));
+}
+
+/// Qwen3-30B-A3B (128 experts, 48 layers of 2048 × 768 experts, bf16) at dp 3 with
+/// expert parallelism: `determine_expert_map` gives 43, 43 and 42 experts; the most
+/// loaded rank holds 57 982 058 496 × 43 ÷ 128 = 19 478 347 776 B of experts, and its
+/// MoE layer sees 3 × 8192 rows (workspace 24 576 × 8 × 2048 × 2 × 2 = 1 610 612 736).
+/// At dp 2 (64 experts a rank, or each expert halved) the weights lose 28 991 029 248 B.
+#[test]
+fn vllm_expert_parallel_holds_the_most_loaded_ranks_experts() {
+    let q = from_config("qwen3-30b-a3b", &[]);
+    for engine in ["vllm@0.19", "vllm"] {
+        let one = run(&q, &with(&[("engine", engine)]));
+        let b = run(
+            &q,
+            &with(&[
+                ("engine", engine),
+                ("data-parallel-size", "3"),
+                ("enable-expert-parallel", "true"),
+            ]),
+        );
+        assert_eq!(input_of(&b, "weights", "local-experts"), "43");
+        assert_eq!(input_of(&b, "weights", "ep"), "3");
+        assert_eq!(
+            bytes_of(&one, "weights") - bytes_of(&b, "weights"),
+            57_982_058_496 - 19_478_347_776
+        );
+        assert_eq!(input_of(&b, "activation_peak", "moe-workspace"), "1610612736");
+        let two = run(
+            &q,
+            &with(&[("engine", engine), ("data-parallel-size", "2")]),
+        );
+        assert_eq!(
+            bytes_of(&one, "weights") - bytes_of(&two, "weights"),
+            28_991_029_248
+        );
+    }
+    // tp 2 with expert parallelism, one DP rank: ep 2, the layer sees the rank's own
+    // 8192 tokens, no DP groups outside torch.
+    let t2 = from_config("qwen3-30b-a3b", &[("tp", "2"), ("gpus", "2")]);
+    let tp = run(&t2, &with(&[("engine", "vllm@0.19")]));
+    let b = run(
+        &t2,
+        &with(&[("engine", "vllm@0.19"), ("enable-expert-parallel", "true")]),
+    );
+    assert_eq!(input_of(&b, "weights", "local-experts"), "64");
+    assert_eq!(input_of(&b, "activation_peak", "moe-rows"), "8192");
+    assert_eq!(input_of(&b, "activation_peak", "dp-gathered"), "0");
+    assert_eq!(bytes_of(&b, "non_torch"), bytes_of(&tp, "non_torch"));
+    assert_eq!(bytes_of(&b, "weights"), bytes_of(&tp, "weights"));
+    // The workspace at the whole intermediate (768): M × 8 × max(768, 2048) and
+    // M × 8 × max(1536, 2048), both as at tp 2.
+    assert_eq!(
+        input_of(&b, "activation_peak", "moe-workspace"),
+        input_of(&tp, "activation_peak", "moe-workspace")
+    );
+}
+
+/// What vLLM refuses or ignores, and what is not read: expert parallelism on a dense
+/// model is refused (`_verify_with_expert_parallelism`); on one rank it is off; data
+/// parallelism of a dense model changes a rank's figures only outside torch;
+/// releases before 0.19 are refused.
+#[test]
+fn vllm_data_and_expert_parallel_refusals() {
+    let dense = llama_8b(&[]);
+    let e = try_run(
+        &dense,
+        &[("engine", "vllm"), ("enable-expert-parallel", "true"), ("data-parallel-size", "2")],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("Number of experts"), "{e}");
+    let one = run(&dense, &with(&[("engine", "vllm@0.19")]));
+    let dp = run(
+        &dense,
+        &with(&[("engine", "vllm@0.19"), ("data-parallel-size", "2")]),
+    );
+    assert_eq!(bytes_of(&dp, "weights"), bytes_of(&one, "weights"));
+    assert_eq!(bytes_of(&dp, "activation_peak"), bytes_of(&one, "activation_peak"));
+    assert_eq!(
+        bytes_of(&dp, "non_torch") - bytes_of(&one, "non_torch"),
+        1884 * MIB
+    );
+    let m = from_config("deepseek-v2-lite", &[]);
+    let plain = run(&m, &with(&[("engine", "vllm@0.19")]));
+    let solo = run(
+        &m,
+        &with(&[("engine", "vllm@0.19"), ("enable-expert-parallel", "true")]),
+    );
+    assert_eq!(solo.kv_capacity_bytes, plain.kv_capacity_bytes);
+    assert!(solo.assumptions.iter().any(|a| a.contains("leaves expert parallelism off")));
+    for old in ["vllm@0.10", "vllm@0.8", "vllm@0.7"] {
+        let e = try_run(&m, &[("engine", old), ("data-parallel-size", "2")]).unwrap_err();
+        assert!(e.to_string().contains("0.19 and 0.27 only"), "{e}");
+    }
+    let e = try_run(
+        &m,
+        &[
+            ("engine", "vllm"),
+            ("data-parallel-size", "2"),
+            ("cpu-offload-gb", "4"),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("not modelled"), "{e}");
+}
