@@ -217,6 +217,14 @@ impl Engine for Vllm {
                 "an encoder-only model over several cards is not modelled (vLLM's pipeline stages are read for decoders): name one card",
             ));
         }
+        if c.params.count(DATA_PARALLEL_SIZE.key()).is_some_and(|n| n > 1)
+            || c.params.on(ENABLE_EXPERT_PARALLEL.key())
+        {
+            return Err(EstimateError::invalid(
+                DATA_PARALLEL_SIZE.key(),
+                "data or expert parallelism under the pooling runner (an encoder-only model) is not modelled: its DP groups were not read",
+            ));
+        }
         let version = VllmVersion::of(c.params.release);
         match version {
             VllmVersion::V027 | VllmVersion::V019 => {

@@ -1240,4 +1240,7 @@ fn vllm_data_and_expert_parallel_refusals() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("not modelled"), "{e}");
+    let bge = from_config("bge-large-en-v1.5", &[]);
+    let e = try_run(&bge, &[("engine", "vllm"), ("data-parallel-size", "2")]).unwrap_err();
+    assert!(e.to_string().contains("pooling runner"), "{e}");
 }
