@@ -199,6 +199,15 @@ fn vllm_pads_mxfp4_experts_per_rank() {
     let b = run(&input, &with(&[("engine", "vllm")]));
     let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
     assert_eq!(w.inputs["mxfp4-padding"], "112902144");
+    // Under expert parallelism a rank's experts keep their whole 2880, already a
+    // multiple of 64: no padding; under dp 2 without it each expert is halved as at
+    // tp 2, and padded alike.
+    let b = run(
+        &input,
+        &with(&[("engine", "vllm"), ("enable-expert-parallel", "true")]),
+    );
+    let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
+    assert_eq!(w.inputs["mxfp4-padding"], "0");
     let (tp1, _) = crate::params::from_pairs(
         pairs
             .iter()
@@ -208,6 +217,9 @@ fn vllm_pads_mxfp4_experts_per_rank() {
     let b = run(&tp1, &with(&[("engine", "vllm")]));
     let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
     assert_eq!(w.inputs["mxfp4-padding"], "0");
+    let b = run(&tp1, &with(&[("engine", "vllm"), ("data-parallel-size", "2")]));
+    let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
+    assert_eq!(w.inputs["mxfp4-padding"], "112902144");
     let b = run(
         &tp1,
         &[
