@@ -101,6 +101,10 @@ fn apply(form: &Form, outcome: LookupOutcome) -> String {
                 form.sig(key).set(v.clone());
             }
         }
+        // Which quantiser wrote the format: set or cleared with each config read.
+        let ct = pairs.iter().find(|(k, _)| *k == "compressed-tensors");
+        form.sig("compressed-tensors")
+            .set(ct.map(|(_, v)| v.clone()).unwrap_or_default());
         let mut text = format!(
             "Read {} ({}; {}): the shape is now in the fields above and in the link.",
             c.name, c.model_type, c.confidence

@@ -137,6 +137,8 @@ const LEAD: &[Field] = &[
     f("attention-format", G::Format, K::Text, "Attention projections", "= format",
         "Format of the attention projections (gpt-oss's MXFP4 checkpoint keeps them in bf16)")
         .choices(FORMATS),
+    f("compressed-tensors", G::Format, K::Bool(false), "compressed-tensors checkpoint", "",
+        "The quantised formats come from a compressed-tensors checkpoint (transformers decompresses it to the model's dtype at the first forward)"),
     f("compute-dtype", G::Format, K::Text, "Compute dtype", "bf16",
         "Compute/activation dtype")
         .choices(DTYPES),

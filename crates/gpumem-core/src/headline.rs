@@ -800,9 +800,12 @@ fn runs_fp8(card: &GpuCard, format: &str, runtime: crate::arch::CacheRuntime) ->
     card.arch.fp8() || card.arch == Arch::Ampere
 }
 
-/// [`runs_fp8`] for an input's format (any other format runs everywhere).
+/// [`runs_fp8`] for an input's format (any other format runs everywhere, and so does
+/// a compressed-tensors checkpoint transformers decompresses,
+/// [`crate::estimate::ct_decompressed`]).
 fn runs_format(card: &GpuCard, input: &EstimateInput) -> bool {
     match input.format {
+        Some(f) if crate::estimate::ct_decompressed(input, f) => true,
         Some(StorageFormat::Fp8 { .. } | StorageFormat::Fp8Channel) => {
             runs_fp8(card, "fp8", input.runtime())
         }

@@ -240,6 +240,7 @@ fn apply(
         "format" => input.format = Some(StorageFormat::parse(k, v)?),
         "keep-format" => input.keep_format = StorageFormat::parse(k, v)?,
         "attention-format" => input.attention_format = Some(StorageFormat::parse(k, v)?),
+        "compressed-tensors" => input.compressed_tensors = on,
         "max-position" => input.max_position = Some(n),
         "rope-positions" => input.rope_positions = Some(n),
         "mm-item-tokens" => input.mm_item_tokens = Some(n),
@@ -534,6 +535,9 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     }
     if let Some(f) = input.attention_format {
         put("attention-format", f.name());
+    }
+    if input.compressed_tensors {
+        put("compressed-tensors", "true".into());
     }
     if input.compute_dtype != d.compute_dtype {
         put("compute-dtype", input.compute_dtype.name().into());

@@ -167,18 +167,30 @@ pub(super) fn weights(
         Ok::<(), EstimateError>(())
     };
     let linear_only = super::weights::linear_only_loader(input, f.linear);
+    let stored = super::weights::stored_formats(input)?;
     for m in &c.matrices {
         let fmt = if m.outside_linear && linear_only {
             f.kept
         } else {
             format_of(&m.kind, &f)
         };
-        let one = fmt.matrix_bytes(m.rows, m.cols)?.bytes;
+        // A compressed-tensors linear transformers decompressed keeps its scales.
+        let was = format_of(&m.kind, &stored);
+        let scales = super::weights::ct_scales_beside(input, was, fmt, m.rows, m.cols)?;
+        let one = fmt
+            .matrix_bytes(m.rows, m.cols)?
+            .bytes
+            .checked_add(scales)
+            .ok_or_else(over)?;
         add(
             key_of(&m.kind),
             checked_product(&[m.banks, m.rows, m.cols], "counted parameters")?,
             checked_product(&[m.banks, one], "counted weights")?,
-            fmt.name(),
+            if scales > 0 {
+                format!("{} + {} scales", fmt.name(), was.name())
+            } else {
+                fmt.name()
+            },
         )?;
     }
     for v in &c.vectors {

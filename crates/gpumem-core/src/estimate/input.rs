@@ -175,6 +175,10 @@ pub struct EstimateInput {
     /// Format of the attention projections (default: `format`); gpt-oss and many
     /// compressed-tensors checkpoints keep attention in bf16.
     pub attention_format: Option<StorageFormat>,
+    /// The quantised formats were read from a compressed-tensors checkpoint
+    /// (`"quant_method": "compressed-tensors"`), which transformers decompresses to the
+    /// model's dtype at the first forward (see `estimate::weights::ct_decompressed`).
+    pub compressed_tensors: bool,
     /// Compute / activation dtype (default bf16).
     pub compute_dtype: Dtype,
     /// Architecture mode.
@@ -341,6 +345,7 @@ impl Default for EstimateInput {
             format: None,
             keep_format: StorageFormat::BF16,
             attention_format: None,
+            compressed_tensors: false,
             compute_dtype: Dtype::Bf16,
             arch: None,
             kv_only: None,

@@ -54,7 +54,7 @@ pub use ranks::{
 };
 use split::Split;
 pub(crate) use weights::head_quantised;
-pub use weights::{BUFFERS_LABEL, fp8_dequantised, module_formats};
+pub use weights::{BUFFERS_LABEL, ct_decompressed, fp8_dequantised, module_formats};
 
 /// Side of the square matrices assumed in parameter-count mode to count a
 /// quantised format's per-group and per-channel overhead.
@@ -645,6 +645,100 @@ mod tests {
             Some(false)
         );
         assert_eq!(cards_fp8(&[]), None);
+    }
+
+    /// A compressed-tensors checkpoint under transformers: compressed-tensors
+    /// decompresses every quantised linear to the model's dtype on the first forward
+    /// and keeps its scales (compressed-tensors 0.20.1 `ModelCompressor.decompress_model`,
+    /// `NaiveQuantizationCompressor.decompress`, `PackedQuantizationCompressor.decompress`).
+    /// Llama-3.1-8B's MLP, 3 × 32 matrices of 14 336 × 4 096 (5 637 144 576 values):
+    /// in fp8-channel, 1 B a value and a 2 B scale per output row (32 × (2 × 14 336 +
+    /// 4 096) × 2 = 2 097 152 B) as stored, 2 B a value plus those scales under
+    /// transformers; in w4a16-g128, 4 bits a value plus a 2 B scale per 128 and the
+    /// 8 B shape (32 × 3 × (917 504 + 8) = 88 081 152 B) as stored, 2 B a value plus the
+    /// scales and shapes under transformers. A serving engine keeps the stored bytes, and
+    /// so does the same format from another quantiser (no `compressed-tensors` flag).
+    #[test]
+    fn transformers_decompresses_a_compressed_tensors_checkpoint() {
+        let mlp = |format: &'static str, ct: bool, runtime: CacheRuntime| {
+            let mut input = llama_8b(&[("format", format), ("context", "1024")]);
+            input.compressed_tensors = ct;
+            input.runtime = runtime;
+            let e = estimate(&input).unwrap();
+            let line = e
+                .lines
+                .iter()
+                .find(|l| l.key == LineKey::WeightsMlp)
+                .unwrap();
+            (line.bytes, line.formula.clone(), e.warnings)
+        };
+        let values = 3 * 32 * 14_336 * 4_096u64;
+        let fp8_scales = 32 * (2 * 14_336 + 4_096) * 2;
+        let (stored, _, _) = mlp("fp8-channel", true, CacheRuntime::Serving);
+        assert_eq!(stored, values + fp8_scales);
+        let (held, formula, warnings) = mlp("fp8-channel", true, CacheRuntime::Transformers);
+        assert_eq!(held, values * 2 + fp8_scales);
+        assert!(formula.contains("bf16 + fp8-channel scales"), "{formula}");
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("compressed-tensors decompresses")),
+            "{warnings:?}"
+        );
+        let w4_scales = 32 * 3 * (14_336 * 32 * 2 + 8);
+        assert_eq!(w4_scales, 88_081_152);
+        let (stored, _, _) = mlp("w4a16-g128", true, CacheRuntime::Serving);
+        assert_eq!(stored, values / 2 + w4_scales);
+        let (held, _, _) = mlp("w4a16-g128", true, CacheRuntime::Transformers);
+        assert_eq!(held, values * 2 + w4_scales);
+        // The same format from another quantiser, or no flag: as stored.
+        let (other, _, warnings) = mlp("w4a16-g128", false, CacheRuntime::Transformers);
+        assert_eq!(other, values / 2 + w4_scales);
+        assert!(!warnings.iter().any(|w| w.contains("compressed-tensors")));
+        // fp8-block from compressed-tensors: decompressed whatever the card, and the
+        // fp8 quantizer's card rule (and its assumption) does not apply.
+        let mut input = llama_8b(&[("format", "fp8-block"), ("context", "1024")]);
+        input.compressed_tensors = true;
+        input.runtime = CacheRuntime::Transformers;
+        for card_fp8 in [None, Some(true), Some(false)] {
+            input.card_fp8 = card_fp8;
+            let e = estimate(&input).unwrap();
+            let line = e
+                .lines
+                .iter()
+                .find(|l| l.key == LineKey::WeightsMlp)
+                .unwrap();
+            // 128 × 128 tiles with an fp32 scale each: 32 × 3 × 112 × 32 × 4 B.
+            assert_eq!(line.bytes, values * 2 + 32 * 3 * 112 * 32 * 4);
+            assert!(
+                !e.assumptions
+                    .iter()
+                    .any(|a| a.contains("compute capability 8.9"))
+            );
+            assert!(!e.warnings.iter().any(|w| w.contains("its fp8 quantizer")));
+        }
+    }
+
+    /// NVFP4's scales come back in bf16 beside the decompressed weight
+    /// (`NVFP4PackedCompressor.decompress`): one 4096 × 4096 matrix keeps 4096 × 256
+    /// scales at 2 B and its 4 B global scale (8 B with the input's, W4A4).
+    #[test]
+    fn nvfp4_keeps_its_scales_in_bf16() {
+        use weights::ct_kept_scales;
+        let f = |name: &str| crate::format::StorageFormat::parse("format", name).unwrap();
+        assert_eq!(
+            ct_kept_scales(f("nvfp4a16"), 4096, 4096).unwrap(),
+            4096 * 256 * 2 + 4
+        );
+        assert_eq!(
+            ct_kept_scales(f("nvfp4"), 4096, 4096).unwrap(),
+            4096 * 256 * 2 + 8
+        );
+        assert_eq!(
+            ct_kept_scales(f("fp8-channel"), 4096, 11008).unwrap(),
+            4096 * 2
+        );
+        assert_eq!(ct_kept_scales(f("bf16"), 4096, 4096).unwrap(), 0);
     }
 
     /// A training step holds torch's two cuBLAS workspaces (the forward's thread's and

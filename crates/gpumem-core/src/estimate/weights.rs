@@ -2,7 +2,7 @@
 //! parameter count.
 
 use super::*;
-use crate::arch::WeightBreakdown;
+use crate::arch::{Role, WeightBreakdown};
 
 /// The label of the line of the buffers transformers' modules build beside the
 /// weights ([`crate::arch::Architecture::buffers`]): not in the checkpoint, on the
@@ -31,8 +31,27 @@ fn format_for_bits(bits: u32) -> Result<StorageFormat, EstimateError> {
 }
 
 /// The storage formats of the architecture mode, per role (the engine rules place
-/// tensors one by one in the same formats).
+/// tensors one by one in the same formats), as the runtime holds them: the stored
+/// formats ([`stored_formats`]) with the linears transformers dequantises
+/// ([`fp8_dequantised`], [`ct_decompressed`]) in the model's dtype.
 pub fn module_formats(input: &EstimateInput) -> Result<ModuleFormats, EstimateError> {
+    let stored = stored_formats(input)?;
+    let dense = |f: StorageFormat| {
+        if fp8_dequantised(input, f) || ct_decompressed(input, f) {
+            input.keep_format
+        } else {
+            f
+        }
+    };
+    Ok(ModuleFormats {
+        linear: dense(stored.linear),
+        attention: dense(stored.attention),
+        ..stored
+    })
+}
+
+/// The storage formats per role as the checkpoint stores them.
+pub(crate) fn stored_formats(input: &EstimateInput) -> Result<ModuleFormats, EstimateError> {
     let linear = match (input.format, input.bits) {
         (Some(f), _) => f,
         (None, Some(bits)) => format_for_bits(bits)?,
@@ -47,21 +66,29 @@ pub fn module_formats(input: &EstimateInput) -> Result<ModuleFormats, EstimateEr
     } else {
         input.keep_format
     };
-    let attention = input.attention_format.unwrap_or(linear);
-    let dense = |f: StorageFormat| {
-        if fp8_dequantised(input, f) {
-            input.keep_format
-        } else {
-            f
-        }
-    };
     Ok(ModuleFormats {
-        linear: dense(linear),
-        attention: dense(attention),
+        linear,
+        attention: input.attention_format.unwrap_or(linear),
         vocab,
         kept: input.keep_format,
         experts: experts_left_dense(input, linear).then_some(input.keep_format),
     })
+}
+
+/// The bytes compressed-tensors keeps beside one decompressed `rows` × `cols`
+/// matrix ([`ct_kept_scales`]) where the runtime holds it in `now` and the
+/// checkpoint stores it in `was`; 0 elsewhere.
+pub(crate) fn ct_scales_beside(
+    input: &EstimateInput,
+    was: StorageFormat,
+    now: StorageFormat,
+    rows: u64,
+    cols: u64,
+) -> Result<u64, EstimateError> {
+    if was == now || !ct_decompressed(input, was) {
+        return Ok(0);
+    }
+    ct_kept_scales(was, rows, cols)
 }
 
 /// Whether transformers dequantises fp8 weights at load on the card named: its
@@ -74,12 +101,71 @@ pub fn module_formats(input: &EstimateInput) -> Result<ModuleFormats, EstimateEr
 pub fn fp8_dequantised(input: &EstimateInput, format: StorageFormat) -> bool {
     use crate::training::Framework;
     input.runtime() == CacheRuntime::Transformers
+        && !input.compressed_tensors
         && matches!(format, StorageFormat::Fp8 { .. })
         && input.card_fp8() == Some(false)
         && matches!(
             input.framework,
             Framework::Unnamed | Framework::Transformers | Framework::Trl | Framework::Axolotl
         )
+}
+
+/// Whether transformers holds a compressed-tensors checkpoint's quantised linears
+/// in the model's dtype. Its quantizer (transformers 5.23
+/// `quantizers/quantizer_compressed_tensors.py` `_process_model_before_weight_loading`)
+/// loads the compressed tensors as they are, and compressed-tensors' `compress_model`
+/// registers a forward pre-hook (compressed-tensors 0.20.1
+/// `compressors/model_compressors/model_compressor.py`
+/// `ModelCompressor.add_decompress_hook`) that runs `decompress_model` on the first
+/// forward: module by module, `decompress_module` (`compressors/base.py`) replaces
+/// the compressed state with `decompress`'s (`replace_direct_state_dict`,
+/// `utils/module.py`) — a dense `weight` in the scale's dtype (`dequantize`,
+/// `quantization/lifecycle/forward.py`; bf16 for NVFP4, `unpack_fp4_from_uint8`),
+/// the scales kept beside it — and removes the hook. With `dequantize=True` the
+/// weights are dense from the load. Only `use_optimized_inference=True` on compute
+/// capability 8.9 or more keeps FP8 layers in FP8 (opt-in, not modelled). Under the
+/// transformers runtime and the frameworks that load through it; a serving engine
+/// runs the compressed format.
+pub fn ct_decompressed(input: &EstimateInput, format: StorageFormat) -> bool {
+    use crate::training::Framework;
+    input.runtime() == CacheRuntime::Transformers
+        && input.compressed_tensors
+        && !matches!(format, StorageFormat::Dense { .. })
+        && matches!(
+            input.framework,
+            Framework::Unnamed | Framework::Transformers | Framework::Trl | Framework::Axolotl
+        )
+}
+
+/// What compressed-tensors keeps of one `rows` × `cols` matrix stored as `format`
+/// beside its decompressed weight: the stored bytes less the quantised values
+/// (`weight` or `weight_packed`, which `decompress` pops). NVFP4's FP8 group scales
+/// come back in bf16 (compressed-tensors 0.20.1 `compressors/nvfp4/base.py`
+/// `NVFP4PackedCompressor.decompress`: `weight_scale = scale.to(unpacked.dtype)`).
+pub(crate) fn ct_kept_scales(
+    format: StorageFormat,
+    rows: u64,
+    cols: u64,
+) -> Result<u64, EstimateError> {
+    let stored = format.matrix_bytes(rows, cols)?.bytes;
+    let over = EstimateError::Overflow { what: "weights" };
+    let values = match format {
+        StorageFormat::Fp8 { .. } | StorageFormat::Fp8Channel => {
+            checked_product(&[rows, cols], "weights")?
+        }
+        StorageFormat::W4a16 { .. } => checked_product(&[rows, cols.div_ceil(8), 4], "weights")?,
+        StorageFormat::Nvfp4 { .. } => {
+            let packed = checked_product(&[rows, cols.div_ceil(2)], "weights")?;
+            let fp8_scales = checked_product(&[rows, cols.div_ceil(16)], "weights")?;
+            // The scales double: taken out here once, counted back twice below.
+            return stored
+                .checked_sub(packed)
+                .and_then(|s| s.checked_add(fp8_scales))
+                .ok_or(over);
+        }
+        _ => return Ok(0),
+    };
+    stored.checked_sub(values).ok_or(over)
 }
 
 /// Whether bitsandbytes leaves an MoE's routed experts in the model's dtype:
@@ -134,6 +220,31 @@ pub(crate) fn weight_breakdown(
 ) -> Result<WeightBreakdown, EstimateError> {
     let formats = module_formats(input)?;
     let mut w = a.weights(&formats)?;
+    // The linears compressed-tensors decompressed keep their scales (`ct_kept_scales`).
+    if input.compressed_tensors {
+        let stored = stored_formats(input)?;
+        for t in a.tensors()? {
+            if !matches!(t.role, Role::Linear | Role::AttnLinear) {
+                continue;
+            }
+            let was = stored.for_group(&t);
+            let one = ct_scales_beside(input, was, formats.for_group(&t), t.rows, t.cols)?;
+            let kept = checked_product(&[one, t.count], "weights")?;
+            if kept == 0 {
+                continue;
+            }
+            if let Some(c) = w.classes.iter_mut().find(|c| c.class == t.class) {
+                c.bytes = c
+                    .bytes
+                    .checked_add(kept)
+                    .ok_or(EstimateError::Overflow { what: "weights" })?;
+                let note = format!("{} scales", was.name());
+                if !c.formats.contains(&note) {
+                    c.formats = format!("{} + {note}", c.formats);
+                }
+            }
+        }
+    }
     if head_quantised(input) {
         let q = a.weights(&ModuleFormats {
             vocab: formats.linear,
@@ -263,7 +374,17 @@ pub(super) fn weights(
                 input.keep_format.name()
             ));
         }
+        if let Some(f) = input.format.filter(|f| ct_decompressed(input, *f)) {
+            b.warnings.push(format!(
+                "{} (compressed-tensors) under transformers: compressed-tensors decompresses the linears to {} on the first forward, module by module, and keeps their scales beside them (dequantize=True does it at load), so they are counted in {} with the scales; a serving engine keeps {}",
+                f.name(),
+                input.keep_format.name(),
+                input.keep_format.name(),
+                f.name()
+            ));
+        }
         if input.runtime() == CacheRuntime::Transformers
+            && !input.compressed_tensors
             && input.card_fp8().is_none()
             && matches!(input.format, Some(StorageFormat::Fp8 { .. }))
         {

@@ -58,6 +58,8 @@ def tensor_bytes(shape, kind, fmt, attn_fmt):
         return 2 * numel(shape)
     f = attn_fmt if base == "linear_attn" else fmt
     out, inp = shape
+    if f.startswith("ct-decompressed:"):
+        return ct_decompressed_bytes(f.split(":", 1)[1], out, inp)
     if f == "mxfp4": return out * cdiv(inp, 32) * 17
     if f == "nvfp4": return out * cdiv(inp, 2) + out * cdiv(inp, 16) + 8
     if f == "nvfp4a16": return out * cdiv(inp, 2) + out * cdiv(inp, 16) + 4
@@ -65,6 +67,24 @@ def tensor_bytes(shape, kind, fmt, attn_fmt):
     if f.startswith("w4a16-g"):
         gs = int(f.split("-g")[1]); return out * cdiv(inp, 8) * 4 + out * cdiv(inp, gs) * 2 + 8
     return linear_bytes(f, out, inp)
+
+
+def ct_decompressed_bytes(f, out, inp):
+    """A compressed-tensors linear as transformers holds it after the first forward:
+    compressed-tensors 0.20.1 (compressors/model_compressors/model_compressor.py
+    add_decompress_hook -> decompress_model -> decompress_module) replaces the
+    quantised values with a bf16 `weight` and keeps what `decompress` does not pop:
+    fp8 `weight_scale` (bf16, one per row); W4A16 `weight_scale` (bf16, one per group)
+    and `weight_shape`; NVFP4 `weight_scale` turned to bf16 (nvfp4/base.py
+    `scale.to(unpacked.dtype)`) and the fp32 global scale(s)."""
+    w = 2 * out * inp
+    if f == "fp8-channel": return w + 2 * out
+    if f == "fp8-block": return w + cdiv(out, 128) * cdiv(inp, 128) * 4
+    if f.startswith("w4a16-g"):
+        gs = int(f.split("-g")[1]); return w + out * cdiv(inp, gs) * 2 + 8
+    if f == "nvfp4": return w + out * cdiv(inp, 16) * 2 + 8
+    if f == "nvfp4a16": return w + out * cdiv(inp, 16) * 2 + 4
+    raise ValueError(f)
 
 
 def g(cfg, *keys, default=None):

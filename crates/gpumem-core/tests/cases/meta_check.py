@@ -42,6 +42,15 @@ carry `rope_buffer_bytes` (the language model's rotary frequency buffers) and
 `buffer_bytes` (every buffer the estimate counts, as for the real cases), which the
 Rust test `transformers_defaults` compares with the estimate's.
 
+With --compressed-tensors, saves a two-layer Llama as compressed-tensors checkpoints
+(fp8-channel as FP8_DYNAMIC writes it, w4a16-g128 as W4A16 packs it), loads each with
+transformers on the CPU (default `dequantize=False`, then `dequantize=True`) and
+compares every quantised linear's parameter and buffer bytes after the load with the
+stored layout (common.tensor_bytes) and after one forward with the decompressed one
+(common.ct_decompressed_bytes). It needs the compressed-tensors package on PYTHONPATH
+(`pip install --target DIR --no-deps compressed-tensors loguru`), which the torch venv
+does not carry.
+
 Run with the torch venv (scripts/install-tools.sh): it needs torch and transformers,
 and prints one row per case: the case's count, transformers' count, and the result —
 `same`, a difference named by the tensors behind it, or why transformers cannot
@@ -564,7 +573,87 @@ def beams():
         print(f"| {key} | {w} | {got[key]} | {'same' if got[key] == w else 'differs'} |")
     return 1 if bad else 0
 
+def compressed_tensors_check():
+    """See the module doc (--compressed-tensors). Returns 1 on a difference."""
+    import tempfile
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, CompressedTensorsConfig, LlamaConfig, LlamaForCausalLM
+    import compressed_tensors
+    from common import ct_decompressed_bytes, tensor_bytes
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=1000, max_position_embeddings=128)
+    sd = {k: v.contiguous() for k, v in LlamaForCausalLM(cfg).to(torch.bfloat16).state_dict().items()}
+    linears = [k[:-len(".weight")] for k in sd if k.endswith("proj.weight")]
+
+    def fp8_channel(w):
+        s = w.float().abs().amax(1, keepdim=True) / 448.0
+        return {"weight": (w.float() / s).to(torch.float8_e4m3fn), "weight_scale": s.to(torch.bfloat16)}
+
+    def w4a16(w):
+        o, i = w.shape
+        grouped = w.float().reshape(o, i // 128, 128)
+        s = grouped.abs().amax(-1) / 7.0
+        q = (torch.clamp(torch.round(grouped / s[..., None]), -8, 7).to(torch.int64) + 8).reshape(o, i // 8, 8)
+        packed = torch.zeros(o, i // 8, dtype=torch.int64)
+        for j in range(8):
+            packed |= q[..., j] << (4 * j)
+        # pack_to_int32's layout: eight offset nibbles to a word, the first lowest.
+        packed = torch.where(packed >= 2**31, packed - 2**32, packed).to(torch.int32)
+        return {"weight_packed": packed, "weight_scale": s.to(torch.bfloat16),
+                "weight_shape": torch.tensor([o, i])}
+
+    schemes = {
+        "fp8-channel": (fp8_channel, "float-quantized",
+                        {"weights": {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel", "dynamic": False},
+                         "input_activations": {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "token", "dynamic": True}}),
+        "w4a16-g128": (w4a16, "pack-quantized",
+                       {"weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128, "dynamic": False}}),
+    }
+    held = lambda m: sum(t.numel() * t.element_size() for t in list(m.parameters()) + list(m.buffers()))
+    print(f"transformers {transformers.__version__}, compressed-tensors {compressed_tensors.__version__}, CPU")
+    print("| format | load | when | linears' bytes | expected | result |")
+    bad = 0
+    for fmt, (compress, ct_format, scheme) in schemes.items():
+        tensors = {}
+        for k, v in sd.items():
+            m = k[:-len(".weight")]
+            if m in linears:
+                tensors.update({f"{m}.{n}": t.contiguous() for n, t in compress(v).items()})
+            else:
+                tensors[k] = v
+        q = {"quant_method": "compressed-tensors", "format": ct_format, "quantization_status": "compressed",
+             "ignore": ["lm_head"], "config_groups": {"group_0": {"targets": ["Linear"], "format": ct_format, **scheme}}}
+        with tempfile.TemporaryDirectory() as d:
+            save_file(tensors, f"{d}/model.safetensors", metadata={"format": "pt"})
+            c = cfg.to_dict(); c.update(quantization_config=q, architectures=["LlamaForCausalLM"], dtype="bfloat16")
+            pathlib.Path(d, "config.json").write_text(json.dumps(c))
+            for load, kw in (("default", {}), ("dequantize=True", {"quantization_config": CompressedTensorsConfig(**q, dequantize=True)})):
+                model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16, **kw)
+                mods = [model.get_submodule(m) for m in linears]
+                shapes = [tuple(sd[m + ".weight"].shape) for m in linears]
+                stored = sum(tensor_bytes(sh, "linear_mlp", fmt, fmt) for sh in shapes)
+                dense = sum(ct_decompressed_bytes(fmt, *sh) for sh in shapes)
+                # weight_shape is int64 [2] as compressed-tensors writes it (16 B); the
+                # W4A16 layout counts 8 B: named, not hidden.
+                shape_gap = 8 * len(linears) if fmt.startswith("w4a16") else 0
+                loaded = sum(held(m) for m in mods)
+                with torch.no_grad():
+                    model(torch.tensor([[1, 2, 3, 4]]))
+                after = sum(held(m) for m in mods)
+                # dequantize=True leaves a plain bf16 model: no scale is kept.
+                want_load, want_after = ((stored + shape_gap, dense + shape_gap) if load == "default"
+                                         else (2 * sum(a * b for a, b in shapes),) * 2)
+                for when, got, want in (("loaded", loaded, want_load), ("first forward", after, want_after)):
+                    same = got == want
+                    bad += not same
+                    note = f" (weight_shape: {shape_gap} B beyond the layout's 8 B per matrix)" if shape_gap and load == "default" else ""
+                    print(f"| {fmt} | {load} | {when} | {got} | {want} | {'same' if same else 'differs'}{note} |")
+    return 1 if bad else 0
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--compressed-tensors"]:
+        sys.exit(compressed_tensors_check())
     if sys.argv[1:2] == ["--beams"]:
         sys.exit(beams())
     if sys.argv[1:2] == ["--bnb"]:

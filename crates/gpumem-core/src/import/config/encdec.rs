@@ -130,6 +130,7 @@ pub(crate) fn imported(c: &Cfg, mt: &str) -> Result<Option<ImportedConfig>, Esti
         dtype: c.dtype().map(str::to_string),
         format: None,
         attention_format: None,
+        compressed_tensors: false,
         state_bytes: None,
         confidence: "exact".into(),
         notes,

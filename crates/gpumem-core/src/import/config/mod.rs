@@ -61,6 +61,9 @@ pub struct ImportedConfig {
     /// The attention projections' format when the quantiser left them out
     /// (`modules_to_not_convert`, compressed-tensors `ignore`).
     pub attention_format: Option<String>,
+    /// Whether `format` comes from `"quant_method": "compressed-tensors"` (the same
+    /// format names also come from other quantisers: `fp8-block` from `"fp8"`).
+    pub compressed_tensors: bool,
     /// Recurrent-state bytes per state layer when the config fixes them beyond the
     /// mixer's shape in the compute dtype (Nemotron-3's `mamba_ssm_cache_dtype`).
     pub state_bytes: Option<u64>,
@@ -106,6 +109,9 @@ impl ImportedConfig {
         }
         if let Some(f) = &self.attention_format {
             put("attention-format", f.clone());
+        }
+        if self.compressed_tensors && self.format.is_some() {
+            put("compressed-tensors", "true".into());
         }
         out
     }
@@ -453,11 +459,11 @@ fn read_decoder(
     ])?;
     let rope_positions = rope::positions(c, f.scaled_positions, max_position, &mut d.notes);
     // mlx-lm writes `quantization` (and, since it mirrors it, `quantization_config`).
-    let (format, attention_format) = quant::read(
-        root.get("quantization_config")
-            .or_else(|| root.get("quantization")),
-        &mut d,
-    );
+    let quantization = root
+        .get("quantization_config")
+        .or_else(|| root.get("quantization"));
+    let (format, attention_format) = quant::read(quantization, &mut d);
+    let compressed_tensors = format.is_some() && quant::is_compressed_tensors(quantization);
     Ok(ImportedConfig {
         model_type: mt.to_string(),
         arch: d.arch,
@@ -469,6 +475,7 @@ fn read_decoder(
         dtype: d.dtype,
         format,
         attention_format,
+        compressed_tensors,
         state_bytes: d.state_bytes,
         confidence: String::new(),
         notes: d.notes,

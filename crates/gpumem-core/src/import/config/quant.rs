@@ -38,6 +38,16 @@ pub(crate) fn read(q: Option<&Value>, d: &mut Draft) -> (Option<String>, Option<
     (Some(f), kept)
 }
 
+/// Whether a quantisation object is compressed-tensors' (`"quant_method":
+/// "compressed-tensors"`), whose formats transformers loads differently from the
+/// same formats written by other quantisers (see
+/// `crate::estimate::weights::ct_decompressed`).
+pub(crate) fn is_compressed_tensors(q: Option<&Value>) -> bool {
+    q.and_then(|q| q.get("quant_method"))
+        .and_then(Value::as_str)
+        .is_some_and(|m| m.eq_ignore_ascii_case("compressed-tensors"))
+}
+
 /// Whether a module-name list (`modules_to_not_convert`, `ignore`) keeps the
 /// attention projections out of quantisation.
 fn keeps_attention(list: Option<&Value>) -> bool {

@@ -47,6 +47,42 @@ fn quantization_config_names_a_format() {
     assert!(!c.arch.tied_embeddings);
 }
 
+/// Which quantiser wrote the format travels with it: a compressed-tensors checkpoint
+/// says so (`compressed-tensors=true`), the same `fp8-block` from `"quant_method":
+/// "fp8"` does not, and nor does a compressed-tensors scheme left unmodelled.
+#[test]
+fn a_compressed_tensors_format_says_where_it_came_from() {
+    let llama = |q: &str| {
+        parse_config(&format!(
+            r#"{{"model_type":"llama","hidden_size":4096,"num_hidden_layers":32,"num_attention_heads":32,
+            "num_key_value_heads":8,"intermediate_size":14336,"vocab_size":128256,
+            "quantization_config":{q}}}"#
+        ))
+        .unwrap()
+    };
+    let ct = llama(
+        r#"{"quant_method":"compressed-tensors","format":"float-quantized","ignore":["lm_head"],
+        "config_groups":{"group_0":{"targets":["Linear"],"weights":{"num_bits":8,"type":"float",
+        "strategy":"block","block_structure":[128,128]},"input_activations":{"num_bits":8,"type":"float","dynamic":true}}}}"#,
+    );
+    assert_eq!(ct.format.as_deref(), Some("fp8-block"));
+    assert!(ct.compressed_tensors);
+    assert!(
+        ct.pairs()
+            .contains(&("compressed-tensors", "true".to_string()))
+    );
+    let fp8 = llama(r#"{"quant_method":"fp8","weight_block_size":[128,128]}"#);
+    assert_eq!(fp8.format.as_deref(), Some("fp8-block"));
+    assert!(!fp8.compressed_tensors);
+    assert!(!fp8.pairs().iter().any(|(k, _)| *k == "compressed-tensors"));
+    let unmodelled = llama(
+        r#"{"quant_method":"compressed-tensors","config_groups":{"group_0":{"targets":["Linear"],
+        "weights":{"num_bits":8,"type":"int","strategy":"channel"}}}}"#,
+    );
+    assert_eq!(unmodelled.format, None);
+    assert!(!unmodelled.compressed_tensors);
+}
+
 #[test]
 fn mlx_quantization_names_its_affine_format() {
     // An mlx-community checkpoint's config.json: `quantization` (and its mirror
