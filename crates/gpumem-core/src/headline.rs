@@ -826,10 +826,13 @@ pub fn format_warnings(input: &EstimateInput, card: &GpuCard) -> Vec<String> {
             arch.name()
         ));
     }
+    // A compressed-tensors checkpoint under transformers runs decompressed, in the
+    // model's dtype ([`crate::estimate::ct_decompressed`]): no fp8 weight is left.
     let fp8 = input.compute_dtype == Dtype::Fp8
         || matches!(
             input.format,
-            Some(StorageFormat::Fp8 { .. } | StorageFormat::Fp8Channel)
+            Some(f @ (StorageFormat::Fp8 { .. } | StorageFormat::Fp8Channel))
+                if !crate::estimate::ct_decompressed(input, f)
         );
     if !arch.fp8() && fp8 {
         out.push(
@@ -1055,6 +1058,18 @@ mod tests {
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("no fp8"), "{w:?}");
         assert!(format_warnings(&fp8, find("h100-sxm-80gb").unwrap()).is_empty());
+        // The same fp8 from a compressed-tensors checkpoint: transformers runs it
+        // decompressed, on any card, and a T4 is offered like any other.
+        let mut ct = llama_8b(&[
+            ("context", "8192"),
+            ("format", "fp8-channel"),
+            ("compute-dtype", "fp16"),
+            ("compressed-tensors", "true"),
+        ]);
+        assert!(format_warnings(&ct, &resolve("t4").unwrap()).is_empty());
+        assert!(runs_format(&resolve("t4").unwrap(), &ct));
+        ct.compressed_tensors = false;
+        assert!(!runs_format(&resolve("t4").unwrap(), &ct));
         // The smallest card that fits holds it and is the smallest that does.
         let s = t4.smallest.unwrap();
         assert_eq!(s.verdict, "yes");
