@@ -820,7 +820,9 @@ pub fn wan(v: &Value) -> Result<Counts, EstimateError> {
     // it); each block's own `scale_shift_table` (fp32) through the block, around the
     // block's largest leaf (a feed-forward linear).
     c.group.held_fp32 = 2 * d;
-    c.group.other = [
+    // The block's widest linear: a feed-forward one, an attention projection or the
+    // text's added projection.
+    let widest = [
         biased(ffn, d),
         biased(d, ffn),
         biased(d, d),
@@ -829,6 +831,7 @@ pub fn wan(v: &Value) -> Result<Counts, EstimateError> {
     .into_iter()
     .max()
     .unwrap_or(0);
+    c.group.other = widest;
     c.group.other_fp32 = 8 * d;
     // `blocks` is the top level's one `nn.ModuleList`.
     for _ in 0..layers {
@@ -863,15 +866,7 @@ pub fn wan(v: &Value) -> Result<Counts, EstimateError> {
         kept: kept
             .saturating_add(norms.saturating_mul(layers))
             .saturating_add(biased(out, d)),
-        largest: [
-            biased(ffn, d),
-            biased(d, ffn),
-            biased(d, d),
-            biased(d, added.unwrap_or(0)),
-        ]
-        .into_iter()
-        .max()
-        .unwrap_or(0),
+        largest: widest,
     });
     c.fixed_buffer_bytes = c.fixed_buffer_bytes.saturating_add(2 * rope_len * hd * 4);
     Ok(c)

@@ -121,7 +121,8 @@ fn mamba(c: &Cfg, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, Es
         max_position: None,
         rope_positions: None,
         dtype,
-        compressed_tensors: q.is_some() && quant::is_compressed_tensors(c.get("quantization_config")),
+        compressed_tensors: q.is_some()
+            && quant::is_compressed_tensors(c.get("quantization_config")),
         format: q.map(|(f, _)| f),
         attention_format: None,
         state_bytes: None,

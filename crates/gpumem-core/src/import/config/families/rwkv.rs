@@ -98,7 +98,8 @@ fn rwkv(c: &Cfg, mt: &str, mut notes: Vec<String>) -> Result<ImportedConfig, Est
         max_position: None,
         rope_positions: None,
         dtype: c.dtype().map(str::to_string),
-        compressed_tensors: q.is_some() && quant::is_compressed_tensors(c.get("quantization_config")),
+        compressed_tensors: q.is_some()
+            && quant::is_compressed_tensors(c.get("quantization_config")),
         format: q.map(|(f, _)| f),
         attention_format: None,
         state_bytes: None,
