@@ -789,13 +789,15 @@ fn widest_format<R: Rule>(input: &EstimateInput, card: &GpuCard, basis: &R) -> O
 /// weight-only kernels (vLLM's FP8 page: "Ampere GPUs are supported for W8A16");
 /// older cards run none. Under transformers a card below compute capability 8.9
 /// dequantises an fp8 checkpoint ([`crate::estimate::fp8_dequantised`]): the figure
-/// computed without that card is not its figure, so it is not offered.
+/// computed without that card is not its figure, so it is not offered; and a card
+/// without fp8 units is not offered either (an MI250X keeps the weights in fp8 there,
+/// for kernels it cannot run).
 fn runs_fp8(card: &GpuCard, format: &str, runtime: crate::arch::CacheRuntime) -> bool {
     if !format.starts_with("fp8") {
         return true;
     }
     if runtime == crate::arch::CacheRuntime::Transformers {
-        return card.arch.transformers_fp8() != Some(false);
+        return card.arch.fp8() && card.arch.transformers_fp8() != Some(false);
     }
     card.arch.fp8() || card.arch == Arch::Ampere
 }
