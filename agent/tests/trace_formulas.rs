@@ -2213,3 +2213,100 @@ fn qwen2_moe_shared_experts_agree_with_traces() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// DeepSeek-V2's layout (transformers 5.23 `models/deepseek_v2/modeling_deepseek_v2.py`:
+/// `DeepseekV2Attention`'s multi-head latent attention, `DeepseekV2Moe` with its
+/// `DeepseekV2TopkRouter` and ungated shared experts, `first_k_dense_replace` dense
+/// layers) on DeepSeek-V2-Lite's config over 3 of its layers (one dense, two MoE; every
+/// MoE layer alike) and whole, a full fine-tune under each kernel, with and without
+/// checkpointing; and V2-Lite's shapes with DeepSeek-V2's query compression
+/// (`q_lora_rank` 1536) and group-limited router (`group_limited_greedy`, 8 groups, 3
+/// kept). The derivation is computed, not assumed, and equals the trace to the byte.
+#[test]
+fn deepseek_v2_moe_and_latent_attention_agree_with_traces() {
+    let Some(python) =
+        gpumem_e2e::torch_python("deepseek_v2_moe_and_latent_attention_agree_with_traces")
+    else {
+        return;
+    };
+    let v2 = serde_json::json!({"q_lora_rank": 1536, "topk_method": "group_limited_greedy",
+                                "n_group": 8, "topk_group": 3});
+    let none = serde_json::json!({});
+    // (config, changes to it, attention, checkpointing)
+    let cases: &[(&str, &serde_json::Value, &str, bool)] = &[
+        ("deepseek-v2-lite.json@3", &none, "flash", false),
+        ("deepseek-v2-lite.json@3", &none, "sdpa", false),
+        ("deepseek-v2-lite.json@3", &none, "efficient", false),
+        ("deepseek-v2-lite.json@3", &none, "eager", false),
+        ("deepseek-v2-lite.json@3", &none, "flash", true),
+        ("deepseek-v2-lite.json@3", &none, "eager", true),
+        ("deepseek-v2-lite.json", &none, "flash", false),
+        ("deepseek-v2-lite.json@3", &v2, "flash", false),
+        ("deepseek-v2-lite.json@3", &v2, "sdpa", false),
+        ("deepseek-v2-lite.json@3", &v2, "eager", true),
+    ];
+    let text = |config: &str, changes: &serde_json::Value| {
+        let mut c: serde_json::Value = serde_json::from_str(&config_text(config)).unwrap();
+        for (k, v) in changes.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    };
+    let mut requests = String::new();
+    for (config, changes, attention, ckpt) in cases {
+        let w = serde_json::json!({
+            "config": text(config, changes), "train": "full", "sequences": SEQUENCES,
+            "context": CONTEXT, "generate": 0, "dtype": "bfloat16", "attention": attention,
+            "optimizer": "adamw", "master_weights": false, "checkpointing": ckpt,
+            "lora_rank": 16, "lora_targets": ["q_proj", "v_proj"], "logits": "last",
+            "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let mut failures = Vec::new();
+    for ((config, changes, attention, ckpt), t) in cases.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{config}: {t}");
+        let input = input_of_text(
+            &serde_json::to_string(&text(config, changes)).unwrap(),
+            &[
+                ("train", "full"),
+                ("sequences", "2"),
+                ("context", "512"),
+                ("attention", attention),
+                ("checkpointing", if *ckpt { "true" } else { "false" }),
+                ("master-weights", "false"),
+            ],
+        );
+        let a = input.arch.unwrap();
+        let kernel = AttentionImpl::parse("attention", attention).unwrap();
+        let derived = decoder_activations(&a, CONTEXT, SEQUENCES, 2, *ckpt, kernel, None).unwrap();
+        let assumed = estimate(&input)
+            .unwrap()
+            .lines
+            .iter()
+            .find(|l| l.key.as_str() == "activations")
+            .unwrap()
+            .bytes;
+        let kept = t["kept"].as_u64().unwrap();
+        eprintln!(
+            "{config:<24} {changes} {attention:<9} ckpt {ckpt:<5} | kept {:>12} traced {kept:>12} | line {assumed:>12}",
+            derived.kept
+        );
+        assert_eq!(derived.assumed_because, None, "{config}");
+        assert!(derived.formula.contains("MLA"), "{}", derived.formula);
+        assert_eq!(
+            a.moe.unwrap().group_limited,
+            !changes.as_object().unwrap().is_empty()
+        );
+        if derived.kept != kept {
+            failures.push(format!(
+                "{config} {changes} {attention} ckpt {ckpt}: {} vs traced {kept}",
+                derived.kept
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

@@ -56,6 +56,12 @@ pub struct Moe {
     /// `models/jetmoe/modeling_jetmoe.py`), rather than biases on every expert.
     #[serde(default)]
     pub output_bias: bool,
+    /// DeepSeek-V2's group-limited router (`topk_method` `group_limited_greedy`,
+    /// transformers 5.23 `models/deepseek_v2/modeling_deepseek_v2.py`
+    /// `DeepseekV2TopkRouter.forward`): the top-k runs over the experts of the
+    /// `topk_group` best groups, the others masked out of the scores first.
+    #[serde(default)]
+    pub group_limited: bool,
 }
 
 impl Moe {
@@ -956,6 +962,7 @@ impl Moe {
         shared_gate: false,
         latent: 0,
         output_bias: false,
+        group_limited: false,
     };
 }
 
@@ -1489,6 +1496,8 @@ pub const VARIANT_FACTS: &[Fact] = &[
         "MoE: routed experts work at this width between two projections (Nemotron-3 Super)", at!(moe.latent)),
     fact("moe-output-bias", G::Moe, K::Bool(Moe::BASE.output_bias), "MoE output bias", "",
         "MoE: one bias [hidden] on each MoE block's output (JetMoE)", at!(moe.output_bias)),
+    fact("group-limited", G::Moe, K::Bool(Moe::BASE.group_limited), "Group-limited router", "",
+        "MoE: the router picks its experts within its best groups (DeepSeek-V2's topk_method group_limited_greedy)", at!(moe.group_limited)),
 ];
 
 /// Every fact's rule, the decoder's then the variants', copied out of the rows.

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::arch::{Architecture, Moe};
+use crate::arch::{Architecture, Mla, Moe};
 use crate::error::EstimateError;
 use crate::format::Dtype;
 use crate::units::checked_product;
@@ -1058,12 +1058,14 @@ fn add(xs: &[u64]) -> u64 {
 /// its optional parts, then the first fact not at its default whose row in the facts
 /// table says why ([`Architecture::underived`]).
 fn not_derived(a: &Architecture) -> Option<&'static str> {
-    if a.moe.is_some_and(|m| !plain_moe(a, &m)) {
+    if a.moe.is_some_and(|m| !plain_moe(a, &m)) && !deepseek_v2(a) {
         Some(
-            "this mixture of experts' layout (shared experts without Qwen2-MoE's sigmoid gate, router or expert biases, latent experts, whole-projection q/k norms) is not in the derivation",
+            "this mixture of experts' layout (shared experts without Qwen2-MoE's sigmoid gate outside DeepSeek-V2's layout, router or expert biases, latent experts, whole-projection q/k norms) is not in the derivation",
         )
-    } else if a.mla.is_some() {
-        Some("multi-head latent attention is not in the derivation")
+    } else if a.mla.is_some() && !deepseek_v2(a) {
+        Some(
+            "multi-head latent attention is derived only in DeepSeek-V2's layout (its MoE, no attention biases, value heads narrower than query heads)",
+        )
     } else if a.mixer.is_some() {
         Some("state-space / linear-attention layers are not in the derivation")
     } else if a.falcon_layer && !falcon_mqa(a) {
@@ -1979,6 +1981,115 @@ fn plain_moe(a: &Architecture, m: &Moe) -> bool {
         && !a.qk_norm_whole
 }
 
+/// DeepSeek-V2's layout as transformers 5.23 runs it
+/// (`models/deepseek_v2/modeling_deepseek_v2.py`): `DeepseekV2Attention`'s multi-head
+/// latent attention with value heads narrower than the query heads (every DeepSeek-V2
+/// config: 128 against 192, which makes flash-attn pad the values and SDPA run the
+/// memory-efficient kernel), no attention or MLP biases, and `DeepseekV2Moe`: the
+/// routed experts, `DeepseekV2TopkRouter` (softmax scores, greedy or group-limited
+/// top-k, no correction bias) and ungated shared experts — what [`mla_attention`] and
+/// [`moe_kept`] derive. DeepSeek-V3's router (sigmoid scores, the correction bias,
+/// normalised weights: `DeepseekV3TopkRouter`) is not this one and stays assumed.
+fn deepseek_v2(a: &Architecture) -> bool {
+    match (a.moe, a.mla) {
+        (Some(m), Some(l)) => {
+            m.shared_experts > 0
+                && !m.shared_gate
+                && !m.router_bias
+                && !m.correction_bias
+                && m.latent == 0
+                && !m.output_bias
+                && !a.mlp_bias
+                && !a.qkv_bias
+                && !a.o_bias
+                && !a.qk_norm
+                && !a.qk_norm_whole
+                && !a.fused_qkv
+                && l.v_head_dim < l.qk_nope_dim.saturating_add(l.qk_rope_dim)
+        }
+        _ => false,
+    }
+}
+
+/// What DeepSeek-V2's multi-head latent attention keeps per layer for the backward
+/// (`DeepseekV2Attention.forward`, transformers 5.23
+/// `models/deepseek_v2/modeling_deepseek_v2.py`), with `n` heads, `dq` = nope + rope
+/// query/key width, `dv` the value width, `r` the KV latent's rank, `rq` the query's
+/// (0: a plain `q_proj`), `T` tokens and `v` bytes a value, every tensor in 512 B
+/// blocks; its input is the first norm's output, counted with the norms:
+/// - `q_a_layernorm` (where `rq` > 0) and `kv_a_layernorm` keep what an RMSNorm keeps
+///   over their width — the fp32 upcast, `rsqrt`, the normalised value and the output
+///   that `q_b_proj` / `kv_b_proj` keep for their weights' gradients: (4 + 2v)·width;
+///   the projections' own outputs are split and copied, not kept;
+/// - `apply_rotary_emb` multiplies the complex fp32 copies of the rotary halves by the
+///   position embedding, which needs no gradient: it keeps that embedding (once per
+///   model) and nothing per layer;
+/// - `torch.cat((q_nope, q_pe))` (the query, v·n·dq) and `expand_kv`'s `new_empty` key
+///   (v·n·dq), which the kernel keeps;
+/// - flash-attn (transformers pads the values to `dq` with zeros for one head size):
+///   the padded values and padded output (2·v·n·dq), the fp32 log-sum-exp (4·n) and
+///   the output cut back to `dv` made contiguous for `o_proj` (v·n·dv);
+/// - SDPA and the memory-efficient kernel (PyTorch's flash kernel needs one head size,
+///   `sdp_utils.cpp` `check_head_dim_size_flash`): the values are a view of
+///   `kv_b_proj`'s output, which stays whole (v·n·(nope + dv)), the output (v·n·dv, the
+///   layout `o_proj` reads) and the log-sum-exp padded to 32 positions;
+/// - eager (`eager_attention_forward`): the fp32 softmax and its `v` copy, (4 + v)·n·s,
+///   the values made contiguous for the second matmul (v·n·dv) and the output made
+///   contiguous (v·n·dv).
+fn mla_attention(
+    l: &Mla,
+    heads: u64,
+    (seq, batch): (u64, u64),
+    value: u64,
+    attention: AttentionImpl,
+) -> (u64, &'static str) {
+    let tokens = seq.saturating_mul(batch);
+    let dq = l.qk_nope_dim.saturating_add(l.qk_rope_dim);
+    let dv = l.v_head_dim;
+    let norm = |width: u64| {
+        add(&[
+            block(&[tokens, 4, width]),
+            block(&[tokens, 4]),
+            mul(&[2, block(&[tokens, value, width])]),
+        ])
+    };
+    let q_norm = if l.q_lora_rank > 0 {
+        norm(l.q_lora_rank)
+    } else {
+        0
+    };
+    let qk = block(&[tokens, value, heads, dq]);
+    let out = block(&[tokens, value, heads, dv]);
+    let (kernel, text) = match attention {
+        AttentionImpl::Flash => (
+            add(&[qk, qk, block(&[tokens, 4, heads]), out]),
+            "latent norms (4 + 2v)·(r + r_q) + q, k, padded v and output v·4·n·d_qk + 4·n + the output cut back v·n·d_v (MLA under flash-attn)",
+        ),
+        AttentionImpl::Sdpa | AttentionImpl::Efficient => (
+            add(&[
+                block(&[tokens, value, heads, l.qk_nope_dim.saturating_add(dv)]),
+                out,
+                block(&[batch, heads, seq.div_ceil(32), 32, 4]),
+            ]),
+            "latent norms (4 + 2v)·(r + r_q) + q, k v·2·n·d_qk + kv_b's output v·n·(d_nope + d_v) + the output v·n·d_v + 4·n·⌈s/32⌉·32/s (MLA under the memory-efficient kernel)",
+        ),
+        AttentionImpl::Eager => (
+            add(&[
+                block(&[batch, heads, seq, seq, 4]),
+                if value == 4 {
+                    0
+                } else {
+                    block(&[batch, heads, seq, seq, value])
+                },
+                out,
+                out,
+            ]),
+            "latent norms (4 + 2v)·(r + r_q) + q, k v·2·n·d_qk + (4 + v)·n·s + the values' and the output's copies v·2·n·d_v (MLA under eager)",
+        ),
+    };
+    (add(&[q_norm, norm(l.kv_lora_rank), qk, qk, kernel]), text)
+}
+
 /// What one MoE layer's experts and router keep for the backward, per
 /// `grouped_mm_experts_forward` (transformers 5.23 `integrations/moe.py`, the default
 /// `experts_implementation` on CUDA from compute capability 8.0, and on the meta
@@ -1986,7 +2097,13 @@ fn plain_moe(a: &Architecture, m: &Moe) -> bool {
 /// routed to `k` experts each, `S = T·k` token–expert pairs, `e` the expert's
 /// intermediate size, every tensor in 512 B blocks:
 /// - the router: softmax's fp32 output (4·E per token), top-k's int64 indices and its
-///   fp32 values and their sum for the normalisation (12·k + 4 per token; a router
+///   fp32 values and their sum for the normalisation (12·k + 4 per token; DeepSeek-V2's
+///   `DeepseekV2TopkRouter.forward` (`deepseek`) runs the linear on fp32 copies of its
+///   input and weight, which it keeps (4·h per token, 4·E·h), keeps the softmax and
+///   the indices, multiplies the values by `routed_scaling_factor` (a Python float:
+///   nothing kept) and does not normalise; its group-limited top-k keeps the boolean
+///   mask `masked_fill` reads, E per token, and nothing of the groups' maxima and
+///   top-k, which lead only to the mask; a router
 ///   that does not normalise, as Qwen2-MoE's under its default `norm_topk_prob` false
 ///   and OLMoE's, keeps `T·(4·k + 4)` bytes less: counted, the safe side, since the
 ///   architecture does not say whether it normalises);
@@ -2008,8 +2125,10 @@ fn plain_moe(a: &Architecture, m: &Moe) -> bool {
 ///   norm's output, kept already. `sigmoid(shared_expert_gate(x)) · shared` keeps the
 ///   sigmoid's output (v per token, its own block), which its backward and the
 ///   product's read, and the shared expert's down output (v·h), the product's other
-///   operand; the sum with the routed experts' output keeps nothing.
-fn moe_kept(m: &Moe, tokens: u64, value: u64, h: u64, trainable: bool) -> u64 {
+///   operand; the sum with the routed experts' output keeps nothing. DeepSeek-V2's
+///   shared experts (one `DeepseekV2MLP` `n_shared_experts` times as wide) are the
+///   same MLP without the gate: 4·v·s, added to the routed output as they are.
+fn moe_kept(m: &Moe, tokens: u64, value: u64, h: u64, trainable: bool, deepseek: bool) -> u64 {
     let pairs = tokens.saturating_mul(m.active);
     let e = m.expert_intermediate;
     let shared = if m.shared_experts > 0 {
@@ -2025,11 +2144,28 @@ fn moe_kept(m: &Moe, tokens: u64, value: u64, h: u64, trainable: bool) -> u64 {
     } else {
         0
     };
+    let router = if deepseek {
+        add(&[
+            block(&[tokens, 4, h]),
+            block(&[m.experts, 4, h]),
+            block(&[tokens, 4, m.experts]),
+            block(&[tokens, 8, m.active]),
+            if m.group_limited {
+                block(&[tokens, m.experts])
+            } else {
+                0
+            },
+        ])
+    } else {
+        add(&[
+            block(&[tokens, 4, m.experts]),
+            block(&[tokens, 8, m.active]),
+            block(&[tokens, 4, m.active]),
+            block(&[tokens, 4]),
+        ])
+    };
     add(&[
-        block(&[tokens, 4, m.experts]),
-        block(&[tokens, 8, m.active]),
-        block(&[tokens, 4, m.active]),
-        block(&[tokens, 4]),
+        router,
         mul(&[3, block(&[pairs, 8])]),
         block(&[m.experts, 4]),
         block(&[pairs, if m.shared_gate { value } else { 4 }]),
@@ -2045,9 +2181,12 @@ fn moe_kept(m: &Moe, tokens: u64, value: u64, h: u64, trainable: bool) -> u64 {
     ])
 }
 
-/// Whether `a`'s MoE layers run a shared expert beside the routed ones.
-fn shared_expert(a: &Architecture) -> bool {
-    a.moe.is_some_and(|m| m.shared_experts > 0)
+/// Whether `a`'s MoE layers run a shared expert beside the routed ones, and whether a
+/// sigmoid gate scales it (Qwen2-MoE's) or not (DeepSeek-V2's).
+fn shared_expert(a: &Architecture) -> Option<bool> {
+    a.moe
+        .filter(|m| m.shared_experts > 0)
+        .map(|m| m.shared_gate)
 }
 
 /// How many of `a`'s layers run routed experts, and whether the first does.
@@ -2061,8 +2200,9 @@ fn moe_split(a: &Architecture) -> (u64, bool) {
     }
 }
 
-/// The MoE layers' part of a formula (`shared`: Qwen2-MoE's gated shared expert).
-fn moe_text(moe_layers: u64, layers: u64, trainable: bool, shared: bool) -> String {
+/// The MoE layers' part of a formula (`shared`: a shared expert, gated as Qwen2-MoE's
+/// or not as DeepSeek-V2's).
+fn moe_text(moe_layers: u64, layers: u64, trainable: bool, shared: Option<bool>) -> String {
     if moe_layers == 0 {
         return String::new();
     }
@@ -2074,13 +2214,17 @@ fn moe_text(moe_layers: u64, layers: u64, trainable: bool, shared: bool) -> Stri
             "gate/up, act(gate) and the down output v·(h + 3·e)"
         },
         match (shared, trainable) {
-            (false, _) => "",
-            (true, true) => {
+            (None, _) => "",
+            (Some(true), true) => {
                 "; per token the shared expert's gated MLP 4·v·s, its down output v·h and its sigmoid gate v"
             }
-            (true, false) => {
+            (Some(true), false) => {
                 "; per token the shared expert's gated MLP 3·v·s, its down output v·h and its sigmoid gate v"
             }
+            (Some(false), true) => {
+                "; per token the shared experts' MLP 4·v·s and the router's fp32 copy of its input 4·h (DeepSeek-V2's router, its fp32 weight copy once a layer)"
+            }
+            (Some(false), false) => "; per token the shared experts' MLP 3·v·s",
         }
     )
 }
@@ -2121,6 +2265,9 @@ pub fn decoder_activations(
     let why = not_derived(a).or(match adapters {
         Some(_) if a.qk_norm_whole || a.fused_qkv => Some(
             "LoRA on a decoder with whole-projection q/k norms (OLMo-2) or a fused qkv projection is not in the derivation",
+        ),
+        Some(_) if a.mla.is_some() => Some(
+            "LoRA on multi-head latent attention (DeepSeek's projections and latent norms) is not in the derivation",
         ),
         None if gemma_norms(a) && !a.qk_norm && attention == AttentionImpl::Efficient => {
             Some("Gemma 2 under the memory-efficient kernel is not in the derivation")
@@ -2340,6 +2487,18 @@ pub fn decoder_activations(
             assumed_because: why,
         });
     }
+    // DeepSeek-V2's latent attention replaces the kernel's term, and its rotary
+    // embedding is one complex64 table (`DeepseekV2RotaryEmbedding.forward`:
+    // `torch.polar`, seq × rope/2 × 8 B) that every layer's `apply_rotary_emb` keeps,
+    // not a cos/sin pair.
+    let deepseek = deepseek_v2(a);
+    let (attn, attn_text, rope_once) = match a.mla.filter(|_| deepseek) {
+        Some(l) => {
+            let (kept, text) = mla_attention(&l, heads, (seq, batch), value, attention);
+            (kept, text, block(&[seq, 4, l.qk_rope_dim]))
+        }
+        None => (attn, attn_text, mul(&[ropes, block(&[seq, value, d])])),
+    };
     let mlp = mul(&[4, block(&[tokens, value, i])]);
     // The layer's norms, the final norm, the RoPE tables kept and what else is kept once.
     let (norms, qk_norm, final_norm) = if gemma_norms(a) {
@@ -2379,18 +2538,12 @@ pub fn decoder_activations(
             qk_norm,
             attn,
             fused,
-            moe_kept(&m, tokens, value, h, true),
+            moe_kept(&m, tokens, value, h, true, deepseek),
         ]),
         None => 0,
     };
     let dense_layers = a.layers.saturating_sub(moe_layers);
-    let once = add(&[
-        final_norm,
-        mul(&[ropes, block(&[seq, value, d])]),
-        block(&[tokens, 8]),
-        1024,
-        gemma_once,
-    ]);
+    let once = add(&[final_norm, rope_once, block(&[tokens, 8]), 1024, gemma_once]);
     let layers = a.layers;
     let recomputed = if moe_layers > 0 {
         moe_layer.max(if dense_layers > 0 { layer } else { 0 })
@@ -2595,7 +2748,7 @@ fn frozen_base(
             module(t.gate, h),
             module(t.up, h),
             match (routed, a.moe) {
-                (true, Some(m)) if attn_grad => moe_kept(&m, tokens, value, h, false),
+                (true, Some(m)) if attn_grad => moe_kept(&m, tokens, value, h, false, false),
                 (true, _) => 0,
                 _ => mul(&[mlp_kept, block(&[tokens, value, i])]),
             },
@@ -3880,6 +4033,77 @@ mod tests {
     /// per MoE layer it adds to the plain layout the shared MLP (4·v·s, frozen 3·v·s),
     /// its down output and the sigmoid gate, and the router's 16-bit gathered weights;
     /// an ungated shared expert (DeepSeek's, Llama-4's kin) stays assumed.
+    #[test]
+    fn deepseek_v2s_latent_attention_and_moe_are_derived_and_v3s_router_assumed() {
+        let c = crate::import::config::parse_config(include_str!(
+            "../tests/cases/configs/deepseek-v2-lite.json"
+        ))
+        .unwrap();
+        let pairs = c.pairs();
+        let (input, errors) =
+            crate::params::from_pairs(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        let a = input.arch.unwrap();
+        let m = a.moe.unwrap();
+        assert!(a.mla.is_some() && m.shared_experts == 2 && !m.shared_gate);
+        let full = decoder_activations(&a, 512, 2, 2, false, AttentionImpl::Flash, None).unwrap();
+        assert_eq!(full.assumed_because, None);
+        assert!(full.formula.contains("MLA"), "{}", full.formula);
+        // gpumem-agent trace, transformers 5.23 on the meta device, 2 × 512 tokens, bf16.
+        assert_eq!(full.kept, 5_872_695_296);
+        // The group-limited router keeps its boolean mask, E per token, in each MoE layer.
+        let grouped = Architecture {
+            moe: Some(Moe {
+                group_limited: true,
+                ..m
+            }),
+            ..a
+        };
+        let g =
+            decoder_activations(&grouped, 512, 2, 2, false, AttentionImpl::Flash, None).unwrap();
+        assert_eq!(g.kept - full.kept, 26 * block(&[1024, m.experts]));
+        // DeepSeek-V3's router (its fp32 correction bias, sigmoid scores) and LoRA on
+        // the latent attention: assumed, naming why.
+        let v3 = Architecture {
+            moe: Some(Moe {
+                correction_bias: true,
+                ..m
+            }),
+            ..a
+        };
+        let why = decoder_activations(&v3, 512, 2, 2, false, AttentionImpl::Flash, None)
+            .unwrap()
+            .assumed_because
+            .unwrap();
+        assert!(why.contains("mixture of experts"), "{why}");
+        let lora = decoder_activations(
+            &a,
+            512,
+            2,
+            2,
+            false,
+            AttentionImpl::Flash,
+            Some(&Adapters {
+                targets: LoraTargets::parse("lora-targets", "q,v").unwrap(),
+                rank: 16,
+                value: 4,
+                dropout: false,
+                base_keeps_inputs: false,
+                base_4bit: false,
+                autocast: false,
+                weight_copies: 0,
+                modules: ModulesToSave::default(),
+            }),
+        )
+        .unwrap();
+        assert!(
+            lora.assumed_because
+                .is_some_and(|w| w.contains("latent attention")),
+            "{:?}",
+            lora.assumed_because
+        );
+    }
+
     #[test]
     fn qwen2_moes_gated_shared_expert_is_derived_and_an_ungated_one_assumed() {
         let p = crate::presets::find("qwen1.5-moe-a2.7b").unwrap();

@@ -247,6 +247,7 @@ fn generic_moe(c: &Cfg, f: &Family, experts: u64, intermediate: u64) -> Result<M
         correction_bias: f.router_bias == RouterBias::Correction
             || (f.router_bias == RouterBias::NoauxTc && c.str("topk_method") == Some("noaux_tc")),
         shared_gate: f.shared_gate,
+        group_limited: c.str("topk_method") == Some("group_limited_greedy"),
         ..Moe::BASE
     })
 }
