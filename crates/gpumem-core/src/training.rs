@@ -1058,13 +1058,15 @@ fn add(xs: &[u64]) -> u64 {
 /// its optional parts, then the first fact not at its default whose row in the facts
 /// table says why ([`Architecture::underived`]).
 fn not_derived(a: &Architecture) -> Option<&'static str> {
-    if a.moe.is_some_and(|m| !plain_moe(a, &m)) && !deepseek_v2(a) {
+    if a.indexer.is_some() {
+        Some("sparse attention's indexer (DeepSeek-V3.2, GLM-5) is not in the derivation")
+    } else if a.moe.is_some_and(|m| !plain_moe(a, &m)) && !deepseek_v2(a) {
         Some(
-            "this mixture of experts' layout (shared experts without Qwen2-MoE's sigmoid gate outside DeepSeek-V2's layout, router or expert biases, latent experts, whole-projection q/k norms) is not in the derivation",
+            "this mixture of experts' layout (shared experts without Qwen2-MoE's sigmoid gate outside DeepSeek's layout, router or expert biases, latent experts, whole-projection q/k norms) is not in the derivation",
         )
     } else if a.mla.is_some() && !deepseek_v2(a) {
         Some(
-            "multi-head latent attention is derived only in DeepSeek-V2's layout (its MoE, no attention biases, value heads narrower than query heads)",
+            "multi-head latent attention is derived only in DeepSeek's layout as transformers runs it (its MoE, no attention biases, value heads narrower than query heads)",
         )
     } else if a.mixer.is_some() {
         Some("state-space / linear-attention layers are not in the derivation")
@@ -1981,22 +1983,29 @@ fn plain_moe(a: &Architecture, m: &Moe) -> bool {
         && !a.qk_norm_whole
 }
 
-/// DeepSeek-V2's layout as transformers 5.23 runs it
-/// (`models/deepseek_v2/modeling_deepseek_v2.py`): `DeepseekV2Attention`'s multi-head
-/// latent attention with value heads narrower than the query heads (every DeepSeek-V2
-/// config: 128 against 192, which makes flash-attn pad the values and SDPA run the
-/// memory-efficient kernel), no attention or MLP biases, and `DeepseekV2Moe`: the
-/// routed experts, `DeepseekV2TopkRouter` (softmax scores, greedy or group-limited
-/// top-k, no correction bias) and ungated shared experts — what [`mla_attention`] and
-/// [`moe_kept`] derive. DeepSeek-V3's router (sigmoid scores, the correction bias,
-/// normalised weights: `DeepseekV3TopkRouter`) is not this one and stays assumed.
+/// DeepSeek-V2's and V3's layout as transformers 5.23 runs them
+/// (`models/deepseek_v2/modeling_deepseek_v2.py`,
+/// `models/deepseek_v3/modeling_deepseek_v3.py`): their multi-head latent attention
+/// (`DeepseekV2Attention`, `DeepseekV3Attention`) with value heads narrower than the
+/// query heads (every DeepSeek config: 128 against 192, which makes flash-attn pad the
+/// values and SDPA run the memory-efficient kernel), no attention or MLP biases, and
+/// their MoE blocks (`DeepseekV2Moe`, `DeepseekV3MoE`): the routed experts, ungated
+/// shared experts and the router — V2's `DeepseekV2TopkRouter` (softmax scores, greedy
+/// or group-limited top-k) or, where the fp32 correction bias marks it, V3's
+/// `DeepseekV3TopkRouter` (sigmoid scores, the bias, group-limited choice, normalised
+/// weights) — what [`mla_attention`] and [`moe_kept`] derive. Outside: DeepSeek-V3.2's
+/// and GLM-5's indexer beside the attention, GLM-4.7-Flash's value heads as wide as its
+/// query heads (its router is V3's code), Kimi-K2's own code.
 fn deepseek_v2(a: &Architecture) -> bool {
     match (a.moe, a.mla) {
         (Some(m), Some(l)) => {
             m.shared_experts > 0
                 && !m.shared_gate
                 && !m.router_bias
-                && !m.correction_bias
+                // Kimi-K2 runs its own code (trust_remote_code), not transformers'
+                // DeepseekV3 classes: its family counts no rotary buffers for it.
+                && (!m.correction_bias || a.rope_tables > 0)
+                && a.indexer.is_none()
                 && m.latent == 0
                 && !m.output_bias
                 && !a.mlp_bias
@@ -2103,7 +2112,12 @@ fn mla_attention(
 ///   the indices, multiplies the values by `routed_scaling_factor` (a Python float:
 ///   nothing kept) and does not normalise; its group-limited top-k keeps the boolean
 ///   mask `masked_fill` reads, E per token, and nothing of the groups' maxima and
-///   top-k, which lead only to the mask; a router
+///   top-k, which lead only to the mask. DeepSeek-V3's `DeepseekV3TopkRouter.forward`
+///   (the correction bias marks it) keeps the same fp32 copies, its sigmoid's fp32
+///   output (4·E), top-k's indices, and for `norm_topk_prob` the sum (4) and, as the
+///   division is in place, a copy of the gathered weights (4·k): Mixtral's terms; its
+///   group-limited choice (the bias added, the groups' top-2 sums, the mask) leads only
+///   to the indices and keeps nothing; a router
 ///   that does not normalise, as Qwen2-MoE's under its default `norm_topk_prob` false
 ///   and OLMoE's, keeps `T·(4·k + 4)` bytes less: counted, the safe side, since the
 ///   architecture does not say whether it normalises);
@@ -2144,7 +2158,16 @@ fn moe_kept(m: &Moe, tokens: u64, value: u64, h: u64, trainable: bool, deepseek:
     } else {
         0
     };
-    let router = if deepseek {
+    let router = if deepseek && m.correction_bias {
+        add(&[
+            block(&[tokens, 4, h]),
+            block(&[m.experts, 4, h]),
+            block(&[tokens, 4, m.experts]),
+            block(&[tokens, 8, m.active]),
+            block(&[tokens, 4, m.active]),
+            block(&[tokens, 4]),
+        ])
+    } else if deepseek {
         add(&[
             block(&[tokens, 4, h]),
             block(&[m.experts, 4, h]),
@@ -2222,7 +2245,7 @@ fn moe_text(moe_layers: u64, layers: u64, trainable: bool, shared: Option<bool>)
                 "; per token the shared expert's gated MLP 3·v·s, its down output v·h and its sigmoid gate v"
             }
             (Some(false), true) => {
-                "; per token the shared experts' MLP 4·v·s and the router's fp32 copy of its input 4·h (DeepSeek-V2's router, its fp32 weight copy once a layer)"
+                "; per token the shared experts' MLP 4·v·s and the router's fp32 copy of its input 4·h (DeepSeek's router, its fp32 weight copy once a layer)"
             }
             (Some(false), false) => "; per token the shared experts' MLP 3·v·s",
         }
@@ -2487,15 +2510,21 @@ pub fn decoder_activations(
             assumed_because: why,
         });
     }
-    // DeepSeek-V2's latent attention replaces the kernel's term, and its rotary
-    // embedding is one complex64 table (`DeepseekV2RotaryEmbedding.forward`:
-    // `torch.polar`, seq × rope/2 × 8 B) that every layer's `apply_rotary_emb` keeps,
-    // not a cos/sin pair.
+    // DeepSeek's latent attention replaces the kernel's term, and its rotary
+    // embedding is what every layer's rotation keeps: V2's one complex64 table
+    // (`DeepseekV2RotaryEmbedding.forward`: `torch.polar`, seq × rope/2 × 8 B) or V3's
+    // cos/sin pair in the compute dtype over the rotary width (the correction bias
+    // marks V3's code).
     let deepseek = deepseek_v2(a);
     let (attn, attn_text, rope_once) = match a.mla.filter(|_| deepseek) {
         Some(l) => {
             let (kept, text) = mla_attention(&l, heads, (seq, batch), value, attention);
-            (kept, text, block(&[seq, 4, l.qk_rope_dim]))
+            let rope = if a.moe.is_some_and(|m| m.correction_bias) {
+                mul(&[2, block(&[seq, value, l.qk_rope_dim])])
+            } else {
+                block(&[seq, 4, l.qk_rope_dim])
+            };
+            (kept, text, rope)
         }
         None => (attn, attn_text, mul(&[ropes, block(&[seq, value, d])])),
     };
@@ -4034,14 +4063,14 @@ mod tests {
     /// its down output and the sigmoid gate, and the router's 16-bit gathered weights;
     /// an ungated shared expert (DeepSeek's, Llama-4's kin) stays assumed.
     #[test]
-    fn deepseek_v2s_latent_attention_and_moe_are_derived_and_v3s_router_assumed() {
+    fn deepseeks_latent_attention_and_moe_are_derived_and_other_routers_assumed() {
         let c = crate::import::config::parse_config(include_str!(
             "../tests/cases/configs/deepseek-v2-lite.json"
         ))
         .unwrap();
         let pairs = c.pairs();
         let (input, errors) =
-            crate::params::from_pairs(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_str())));
+            crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
         assert!(errors.is_empty(), "{errors:?}");
         let a = input.arch.unwrap();
         let m = a.moe.unwrap();
@@ -4062,8 +4091,9 @@ mod tests {
         let g =
             decoder_activations(&grouped, 512, 2, 2, false, AttentionImpl::Flash, None).unwrap();
         assert_eq!(g.kept - full.kept, 26 * block(&[1024, m.experts]));
-        // DeepSeek-V3's router (its fp32 correction bias, sigmoid scores) and LoRA on
-        // the latent attention: assumed, naming why.
+        // DeepSeek-V3's router (its fp32 correction bias marks it): its sigmoid in
+        // place of the softmax, and the normalisation's sum and weights' copy, in each
+        // MoE layer; the rotary pair in 16 bits takes the complex table's bytes.
         let v3 = Architecture {
             moe: Some(Moe {
                 correction_bias: true,
@@ -4071,11 +4101,48 @@ mod tests {
             }),
             ..a
         };
-        let why = decoder_activations(&v3, 512, 2, 2, false, AttentionImpl::Flash, None)
+        let d3 = decoder_activations(&v3, 512, 2, 2, false, AttentionImpl::Flash, None).unwrap();
+        assert_eq!(d3.assumed_because, None);
+        assert_eq!(
+            d3.kept - full.kept,
+            26 * (block(&[1024, 4, m.active]) + block(&[1024, 4]))
+        );
+        // DeepSeek-V3.2's indexer: assumed.
+        let c = crate::import::config::parse_config(include_str!(
+            "../tests/cases/configs/deepseek-v3.2.json"
+        ))
+        .unwrap();
+        let pairs = c.pairs();
+        let (input, errors) =
+            crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        let v32 = input.arch.unwrap();
+        assert!(v32.indexer.is_some());
+        let why = decoder_activations(&v32, 512, 2, 2, false, AttentionImpl::Flash, None)
             .unwrap()
-            .assumed_because
-            .unwrap();
-        assert!(why.contains("mixture of experts"), "{why}");
+            .assumed_because;
+        assert!(why.is_some_and(|w| w.contains("indexer")), "{why:?}");
+        // Kimi-K2 (its own code, no rotary buffers counted), a 16-bit router bias and
+        // LoRA on the latent attention: assumed, naming why.
+        for other in [
+            Architecture {
+                rope_tables: 0,
+                ..v3
+            },
+            Architecture {
+                moe: Some(Moe {
+                    router_bias: true,
+                    ..m
+                }),
+                ..a
+            },
+        ] {
+            let why = decoder_activations(&other, 512, 2, 2, false, AttentionImpl::Flash, None)
+                .unwrap()
+                .assumed_because
+                .unwrap();
+            assert!(why.contains("mixture of experts"), "{why}");
+        }
         let lora = decoder_activations(
             &a,
             512,
