@@ -188,8 +188,9 @@ AGENT_PAGE_BUDGET=250000
 # fp8 dequantised below compute capability 8.9, compressed-tensors decompressed at the
 # first forward), vLLM's and TGI's bitsandbytes profiles, Whisper under vLLM, vLLM's
 # data and expert parallelism, LoRA on the LayerNorm families derived, diffusers' group
-# offloading: 394.3 KB (394 255 B), ceiling 394.8 KB.
-AGENT_PAGE_CEILING=394755
+# offloading: 394.3 KB (394 255 B); DeepSeek-V2's and V3's latent attention and MoE
+# derived (the group-limited router's fact row): 395.5 KB (395 519 B), ceiling 396.0 KB.
+AGENT_PAGE_CEILING=396019
 # The lazily loaded readers were 120.6 KB when they moved out of the dimensioner, 122.8 KB
 # with the lookup for mirrors without a file listing, 126.9 KB with the model search,
 # 131.1 KB with the state-space mixers' config reader, 133.4 KB with the readers of
@@ -228,7 +229,10 @@ AGENT_PAGE_CEILING=394755
 # The buffers counted since in the family records (GPT-J's and CodeGen's sin/cos
 # tables, Gemma's scales, Falcon-H1's muP vectors, towers' rotary tables) and the
 # LayerNorm families' new facts: 172.0 KB (172 025 B), ceiling 172.5 KB.
-LOOKUP_BUDGET=172525
+# The MoE fact row for group-limited routers (read from a config's topk_method) and
+# the compressed-tensors switch the config reader sets: 172.8 KB (172 819 B), ceiling
+# 173.3 KB.
+LOOKUP_BUDGET=173319
 # The engine module (web/engine): the serving engines' rules, speculative decoding and
 # llama.cpp's placement, with the estimator they run on, moved out of the dimensioner:
 # 97.9 KB (97 945 B) when it moved, 111.1 KB (111 136 B) with speculative decoding on
@@ -305,8 +309,9 @@ LOOKUP_BUDGET=172525
 # data and expert parallelism (one rank's experts, the gathered MoE rows), vLLM's and
 # TGI's bitsandbytes dequantisation in their profiles, the weights' rules under
 # transformers (MoE experts under bitsandbytes, fp8 below 8.9, compressed-tensors):
-# 331.9 KB (331 932 B), ceiling 332.4 KB (a lazily loaded module).
-ENGINE_BUDGET=332432
+# 331.9 KB (331 932 B); with DeepSeek's derivations and their fact row 333.7 KB
+# (333 660 B), ceiling 334.2 KB (a lazily loaded module).
+ENGINE_BUDGET=334160
 # The training module (web/training): the training estimator (the training state, the
 # ranks' plan, the caching allocator's model, with the estimator they run on), moved out
 # of the dimensioner (36.1 KB of it, 277.3 → 241.2 KB), with the text documents it
@@ -333,9 +338,10 @@ ENGINE_BUDGET=332432
 # buffers counted since: 177.6 KB (177 600 B), ceiling 178.1 KB.
 # LoRA on StarCoder 2, Phi, OPT and Falcon-7B derived tensor by tensor, the weights'
 # rules under transformers (an MoE's experts under bitsandbytes, fp8 below compute
-# capability 8.9, compressed-tensors decompressed): 181.0 KB (181 034 B), ceiling
-# 181.5 KB.
-TRAINING_BUDGET=181534
+# capability 8.9, compressed-tensors decompressed): 181.0 KB (181 034 B);
+# DeepSeek-V2's and V3's latent attention, routers and MoE derived tensor by tensor:
+# 182.0 KB (182 044 B), ceiling 182.5 KB.
+TRAINING_BUDGET=182544
 # The diffusion module (web/diffusion): a diffusers pipeline's files read from the Hub
 # (the lookup module's HTTP client, linked without its exports) and its answer (the
 # pipeline's reader and its JSON, each component's count, the activations, the
