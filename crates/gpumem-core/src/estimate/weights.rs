@@ -99,15 +99,10 @@ pub(crate) fn ct_scales_beside(
 /// transformers runtime and the frameworks that load through it; a serving engine
 /// keeps them (vLLM's weight-only fp8 kernels on Ampere).
 pub fn fp8_dequantised(input: &EstimateInput, format: StorageFormat) -> bool {
-    use crate::training::Framework;
-    input.runtime() == CacheRuntime::Transformers
+    transformers_loads(input)
         && !input.compressed_tensors
         && matches!(format, StorageFormat::Fp8 { .. })
         && input.card_fp8() == Some(false)
-        && matches!(
-            input.framework,
-            Framework::Unnamed | Framework::Transformers | Framework::Trl | Framework::Axolotl
-        )
 }
 
 /// Whether transformers holds a compressed-tensors checkpoint's quantised linears
@@ -127,14 +122,9 @@ pub fn fp8_dequantised(input: &EstimateInput, format: StorageFormat) -> bool {
 /// transformers runtime and the frameworks that load through it; a serving engine
 /// runs the compressed format.
 pub fn ct_decompressed(input: &EstimateInput, format: StorageFormat) -> bool {
-    use crate::training::Framework;
-    input.runtime() == CacheRuntime::Transformers
+    transformers_loads(input)
         && input.compressed_tensors
         && !matches!(format, StorageFormat::Dense { .. })
-        && matches!(
-            input.framework,
-            Framework::Unnamed | Framework::Transformers | Framework::Trl | Framework::Axolotl
-        )
 }
 
 /// What compressed-tensors keeps of one `rows` × `cols` matrix stored as `format`
@@ -179,7 +169,8 @@ pub(crate) fn ct_kept_scales(
 /// with the rest. So under transformers (no engine, `--engine transformers`) and the
 /// training frameworks that load through it; not under a serving engine (vLLM's
 /// `BitsAndBytesMoEMethod` quantises the experts), LitGPT (its experts are
-/// `nn.Linear`s), unsloth (it converts the experts to `Params4bit` itself) or
+/// `nn.Linear`s), unsloth (it converts the experts to `Params4bit` itself:
+/// unslothai/unsloth-zoo#527) or
 /// transformers 4.39 (per-expert `nn.Linear`s).
 pub(crate) fn experts_left_dense(input: &EstimateInput, linear: StorageFormat) -> bool {
     linear_only_loader(input, linear)
@@ -191,9 +182,17 @@ pub(crate) fn experts_left_dense(input: &EstimateInput, linear: StorageFormat) -
 /// Whether the weights are quantised by transformers' bitsandbytes quantizer, which
 /// converts `nn.Linear` and `Conv1D` modules only (see [`experts_left_dense`]).
 pub(crate) fn linear_only_loader(input: &EstimateInput, linear: StorageFormat) -> bool {
+    transformers_loads(input) && matches!(linear, StorageFormat::Bnb4 { .. } | StorageFormat::Int8)
+}
+
+/// Whether transformers' `from_pretrained` loads the weights (its quantizers decide
+/// what they hold): no engine or `--engine transformers`, and no framework or one
+/// that loads through transformers (its `Trainer`, TRL, axolotl); not a serving
+/// engine, LitGPT, torchtune, unsloth or transformers 4.39 (whose own loaders and
+/// per-expert linears differ).
+fn transformers_loads(input: &EstimateInput) -> bool {
     use crate::training::Framework;
     input.runtime() == CacheRuntime::Transformers
-        && matches!(linear, StorageFormat::Bnb4 { .. } | StorageFormat::Int8)
         && matches!(
             input.framework,
             Framework::Unnamed | Framework::Transformers | Framework::Trl | Framework::Axolotl
