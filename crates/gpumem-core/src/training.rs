@@ -4058,10 +4058,9 @@ mod tests {
         assert!(p.assumed_because.is_some());
     }
 
-    /// Qwen2-MoE's gated shared expert (the `qwen1.5-moe-a2.7b` preset) is derived:
-    /// per MoE layer it adds to the plain layout the shared MLP (4·v·s, frozen 3·v·s),
-    /// its down output and the sigmoid gate, and the router's 16-bit gathered weights;
-    /// an ungated shared expert (DeepSeek's, Llama-4's kin) stays assumed.
+    /// DeepSeek-V2's and V3's latent attention and MoE are derived (their routers, the
+    /// ungated shared experts); V3.2's indexer and LoRA on latent attention stay
+    /// assumed.
     #[test]
     fn deepseeks_latent_attention_and_moe_are_derived_and_other_routers_assumed() {
         let c = crate::import::config::parse_config(include_str!(
@@ -4171,6 +4170,10 @@ mod tests {
         );
     }
 
+    /// Qwen2-MoE's gated shared expert (the `qwen1.5-moe-a2.7b` preset) is derived:
+    /// per MoE layer it adds to the plain layout the shared MLP (4·v·s, frozen 3·v·s),
+    /// its down output and the sigmoid gate, and the router's 16-bit gathered weights;
+    /// an ungated shared expert (DeepSeek's, Llama-4's kin) stays assumed.
     #[test]
     fn qwen2_moes_gated_shared_expert_is_derived_and_an_ungated_one_assumed() {
         let p = crate::presets::find("qwen1.5-moe-a2.7b").unwrap();
