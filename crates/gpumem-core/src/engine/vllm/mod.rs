@@ -76,7 +76,7 @@ const SRC_WORKER: &str = "vllm/v1/worker/gpu_worker.py (determine_available_memo
 const SRC_WORKER_V0: &str = "vllm/worker/worker.py (determine_num_available_blocks)";
 const SRC_PROFILE: &str =
     "vllm/v1/worker/gpu_model_runner.py (profile_run: _dummy_run, _dummy_sampler_run)";
-const SRC_PROFILE_BNB: &str = "vllm/v1/worker/gpu_model_runner.py (profile_run: _dummy_run, _dummy_sampler_run); vllm/model_executor/layers/quantization/bitsandbytes.py (_apply_bnb_4bit, BitsAndBytesMoEMethod._apply_4bit_dequnt)";
+const SRC_PROFILE_BNB: &str = "vllm/v1/worker/gpu_model_runner.py (profile_run: _dummy_run, _dummy_sampler_run); vllm/model_executor/layers/quantization/bitsandbytes.py (_apply_bnb_4bit, _apply_8bit_weight, BitsAndBytesMoEMethod._apply_4bit_dequnt); bitsandbytes autograd/_functions.py (MatMul8bitLt.forward)";
 
 /// vLLM (`vllm serve`).
 pub struct Vllm;
@@ -269,6 +269,19 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // PR #20061, merged June 2025, first released in 0.10): before, vLLM's bitsandbytes
     // loader refuses a model with fused experts.
     let bnb = matches!(input.format, Some(crate::format::StorageFormat::Bnb4 { .. }));
+    let int8 = matches!(input.format, Some(crate::format::StorageFormat::Int8));
+    // An 8-bit bitsandbytes MoE fails at model construction in every release read:
+    // `BitsAndBytesMoEMethod._create_weights_8bit` raises `NotImplementedError` (vllm
+    // v0.19.0 and v0.27.1 `model_executor/layers/quantization/bitsandbytes.py`).
+    if int8 && input.arch.is_some_and(|a| a.moe.is_some_and(|m| m.experts > 0)) {
+        return Err(EstimateError::invalid(
+            "format",
+            format!(
+                "vllm@{}: bitsandbytes 8-bit on an MoE model does not start (BitsAndBytesMoEMethod._create_weights_8bit raises NotImplementedError); nf4 runs from vLLM 0.10 on",
+                version.key()
+            ),
+        ));
+    }
     if bnb
         && input.arch.is_some_and(|a| a.moe.is_some())
         && !matches!(
@@ -295,6 +308,11 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let (sms, sms_assumed) = c.card.sms();
     let sm90 = c.card.sm90();
     let mut assumptions: Vec<String> = Vec::new();
+    if int8 {
+        assumptions.push(
+            "bitsandbytes 8-bit: the profile's outlier columns (inputs past llm_int8_threshold) are not counted: each keeps its input and dequantised weight column, 2 × (tokens + shard width) bytes".into(),
+        );
+    }
     if sms_assumed && r.triton {
         assumptions.push(format!(
             "{}: SM count unknown: {sms} assumed (the top-k/top-p buffer holds one vocabulary row per SM)",
@@ -610,12 +628,14 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         Kind::Computed,
         if bnb {
             "max(forward of the batched tokens with bitsandbytes' dequantised weights, sampler phase) + MoE workspace + cuBLAS workspace"
+        } else if int8 {
+            "max(forward of the batched tokens with bitsandbytes' int8 matmul scratch, sampler phase) + MoE workspace + cuBLAS workspace"
         } else {
             "max(forward of the batched tokens, sampler phase) + MoE workspace + cuBLAS workspace"
         }
         .into(),
         &parts,
-        if bnb { SRC_PROFILE_BNB } else { SRC_PROFILE },
+        if bnb || int8 { SRC_PROFILE_BNB } else { SRC_PROFILE },
     ));
     // A stage after the first receives the previous stage's activations into buffers
     // it keeps: `make_empty_intermediate_tensors` (`hidden_states` and `residual`,

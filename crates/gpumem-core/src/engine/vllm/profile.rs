@@ -48,7 +48,7 @@ pub(super) fn profile_peak(
     } else {
         0
     };
-    let bnb = bnb_dequant(input, batched)?;
+    let bnb = sum(&[bnb_dequant(input, batched)?, bnb_int8(input, batched)?])?;
     // Under data or expert parallelism the estimate's forward counts the MoE
     // intermediates of this rank's tokens at the model's tp (`base`): they are taken
     // out, and the workspace of the rows the layer sees at its own split put in, with
@@ -129,7 +129,14 @@ pub(super) fn profile_peak(
     let parts = vec![
         ("forward", forward.to_string()),
         ("forward-eager-rows", eager.to_string()),
-        ("bnb-dequantised", bnb.to_string()),
+        (
+            if matches!(input.format, Some(crate::format::StorageFormat::Int8)) {
+                "bnb-int8-scratch"
+            } else {
+                "bnb-dequantised"
+            },
+            bnb.to_string(),
+        ),
         ("sampler-phase", sampler_phase.to_string()),
         ("sampler-rows", rows.to_string()),
         ("moe-workspace", ws.to_string()),
@@ -291,6 +298,88 @@ pub(super) fn moe_workspace(
     sum(&[up(w13)?, up(w2)?])
 }
 
+/// The (input width, widest shard's output width, layer's output width) of each
+/// linear vLLM's bitsandbytes method runs, per tp rank: qkv (shards q, k, v), o,
+/// gate_up (shards gate, up; one shard without a gated MLP), down. A column-parallel
+/// shard is its width ÷ tp, a row-parallel linear (o, down) reads its width ÷ tp.
+fn bnb_linears(a: &crate::arch::Architecture, tp: u64) -> Result<Vec<(u64, u64, u64)>, EstimateError> {
+    let h = a.hidden;
+    let q = prod(&[a.heads, a.head_dim])?.div_ceil(tp);
+    let kv = prod(&[a.kv_heads, a.head_dim])?.div_ceil(tp);
+    let inter = a.intermediate.div_ceil(tp);
+    let up = if a.gated_mlp { 2 } else { 1 };
+    let mut linears = vec![(h, q, sum(&[q, kv, kv])?), (q, h, h)];
+    if inter > 0 {
+        linears.push((h, inter, prod(&[up, inter])?));
+        linears.push((inter, h, h));
+    }
+    Ok(linears)
+}
+
+/// What vLLM's bitsandbytes 8-bit path (LLM.int8(), a pre-quantised `load_in_8bit`
+/// checkpoint) holds in the profile's forward beyond the 16-bit output the forward
+/// counts, at its widest linear (vllm v0.19.0 and v0.27.1
+/// `model_executor/layers/quantization/bitsandbytes.py`
+/// `BitsAndBytesLinearMethod._apply_8bit_weight`; bitsandbytes 0.48.1 to 0.50.1, the
+/// releases vLLM's `_check_bitsandbytes_version` accepts on CUDA:
+/// `autograd/_functions.py` `MatMul8bitLt.forward`, `backends/cuda/ops.py`
+/// `int8_vectorwise_quant`, `int8_linear_matmul`, `int8_mm_dequant`,
+/// `backends/default/ops.py` `int8_scaled_mm`, `int8_mixed_scaled_mm`):
+/// - vLLM casts the input to bf16 (`bf_x`, a copy unless the model is in bf16, held to
+///   the end) and writes the shards into an fp16 `out` as wide as the layer's output;
+///   after the loop `out.to(original_type)` copies it unless the model is in fp16;
+/// - per shard, `MatMul8bitLt` quantises `A.to(torch.float16)` (a copy of the input:
+///   2 B a value) with vLLM's `llm_int8_threshold` (6.0 unless the checkpoint says
+///   otherwise): `int8_vectorwise_quant` allocates the int8 rows (1 B) and the fp32
+///   row scales (4 B a row), then finds outliers with `A.abs() >= threshold` (2 B, then
+///   1 B a value, both alive at the comparison): 6 B a value and 4 B a row;
+/// - `int8_scaled_mm`: the int32 product (4 B a value of the shard's output), its fp16
+///   dequantisation (2 B), cast to the input's dtype (bf16: 2 B) while both are alive,
+///   beside the int8 rows and their scales: 8 B an output value, 1 B an input value
+///   and 4 B a row;
+/// - an input dimension not a multiple of 4 takes `_int8_linear_matmul_impl`'s fp32
+///   fallback: the int8 rows and the shard's int8 weight in fp32 and their fp32
+///   product before its int32 copy (into the preallocated int32 output).
+///
+/// With threshold 0 (no outlier search) the quantisation holds 3 B a value: the
+/// threshold's figure is the larger, counted. Not counted: the outlier columns
+/// (`int8_mixed_scaled_mm`: each keeps its input column and its dequantised weight
+/// column, 2 × (tokens + shard width) bytes, beside the product; how many depends on
+/// the profile's dummy activations). vLLM refuses an 8-bit MoE
+/// (`BitsAndBytesMoEMethod._create_weights_8bit` raises `NotImplementedError`).
+pub(super) fn bnb_int8(input: &EstimateInput, tokens: u64) -> Result<u64, EstimateError> {
+    if !matches!(input.format, Some(crate::format::StorageFormat::Int8)) {
+        return Ok(0);
+    }
+    let Some(a) = input.arch else { return Ok(0) };
+    let tp = input.tp.max(1);
+    let b = input.compute_dtype.bytes();
+    let bf16 = input.compute_dtype == crate::format::Dtype::Bf16;
+    let fp16 = input.compute_dtype == crate::format::Dtype::F16;
+    let mut worst = 0;
+    for (width_in, shard, out) in bnb_linears(&a, tp)? {
+        let values_in = prod(&[tokens, width_in])?;
+        let row_scales = prod(&[tokens, 4])?;
+        let quantise = sum(&[prod(&[values_in, 6])?, row_scales])?;
+        let product = if width_in % 4 == 0 {
+            prod(&[tokens, shard, 8])?
+        } else {
+            // fp32 rows and weight, the fp32 product, the int32 output; then the
+            // dequantisation's fp16 and bf16 copies once the fp32 ones are freed.
+            sum(&[
+                prod(&[values_in, 4])?,
+                prod(&[shard, width_in, 4])?,
+                prod(&[tokens, shard, 8])?,
+            ])?
+        };
+        let shard_peak = quantise.max(sum(&[values_in, row_scales, product])?);
+        let copy_in = if bf16 { 0 } else { prod(&[values_in, 2])? };
+        let copy_out = if fp16 { 0 } else { prod(&[tokens, out, b])? };
+        worst = worst.max(sum(&[copy_in, shard_peak.max(copy_out)])?);
+    }
+    Ok(worst)
+}
+
 /// What vLLM's bitsandbytes 4-bit path holds in the profile's forward beyond the
 /// 16-bit output the forward counts (vllm `model_executor/layers/quantization/
 /// bitsandbytes.py`, upstream as merged in 1CatAI/1Cat-vLLM 92a785cb, May 2026;
@@ -322,18 +411,9 @@ pub(super) fn bnb_dequant(input: &EstimateInput, tokens: u64) -> Result<u64, Est
     let b = input.compute_dtype.bytes();
     let bf16 = input.compute_dtype == crate::format::Dtype::Bf16;
     let h = a.hidden;
-    let q = prod(&[a.heads, a.head_dim])?.div_ceil(tp);
-    let kv = prod(&[a.kv_heads, a.head_dim])?.div_ceil(tp);
-    let inter = a.intermediate.div_ceil(tp);
     let up = if a.gated_mlp { 2 } else { 1 };
-    // (input width, widest shard's output width, the layer's output width)
-    let mut linears = vec![(h, q, sum(&[q, kv, kv])?), (q, h, h)];
-    if inter > 0 {
-        linears.push((h, inter, prod(&[up, inter])?));
-        linears.push((inter, h, h));
-    }
     let mut linear = 0;
-    for (width_in, shard, out) in linears {
+    for (width_in, shard, out) in bnb_linears(&a, tp)? {
         let weight = prod(&[shard, width_in, 2])?;
         let rows = prod(&[tokens, shard, 2])?;
         let (copy_in, cast, copy_out) = if bf16 {

@@ -1256,3 +1256,52 @@ fn vllm_data_and_expert_parallel_refusals() {
     let e = try_run(&bge, &[("engine", "vllm"), ("data-parallel-size", "2")]).unwrap_err();
     assert!(e.to_string().contains("pooling runner"), "{e}");
 }
+
+/// bitsandbytes 8-bit (LLM.int8()) under vLLM's profile, by hand (A100: 2 048 batched
+/// tokens). Llama-3.1-8B in bf16, gate_up's gate shard (4 096 in, 14 336 out): the
+/// int8 rows 2 048 × 4 096 = 8 388 608 B, their fp32 scales 2 048 × 4 = 8 192 B, the
+/// product's int32, fp16 and bf16 copies 2 048 × 14 336 × 8 = 234 881 024 B:
+/// 243 277 824 B, above the copy of `out` back to bf16 (2 048 × 28 672 × 2 =
+/// 117 440 512 B). In fp16 the gate shard also holds the input's bf16 copy 2 048 ×
+/// 4 096 × 2 = 16 777 216 B: 260 055 040 B (no copy back: `out` is fp16), above
+/// down_proj's (14 336 in): its input's bf16 copy 58 720 256 B beside its
+/// quantisation, 2 048 × 14 336 × 6 + 8 192 = 176 168 960 B, 234 889 216 B. An 8-bit
+/// MoE does not start in any release.
+#[test]
+fn vllm_bitsandbytes_int8_profile_holds_the_matmul_scratch() {
+    let on = |extra: &[(&str, &str)]| {
+        let b = run(
+            &llama_8b(extra),
+            &with(&[("engine", "vllm@0.27"), ("card", "a100-80gb")]),
+        );
+        let l = b.lines.iter().find(|l| l.key == "activation_peak").unwrap();
+        (
+            l.inputs.get("bnb-int8-scratch").map(|v| v.parse::<u64>().unwrap()),
+            l.inputs["forward"].parse::<u64>().unwrap(),
+        )
+    };
+    let (none, fwd) = on(&[]);
+    assert_eq!(none, None);
+    let (bf16, fwd_int8) = on(&[("format", "int8")]);
+    assert_eq!(bf16, Some(243_277_824));
+    assert_eq!(fwd_int8, fwd + 243_277_824);
+    let (fp16, _) = on(&[("format", "int8"), ("compute-dtype", "fp16")]);
+    assert_eq!(fp16, Some(260_055_040));
+    let preset = crate::presets::find("mixtral-8x7b").expect("preset");
+    let mixtral = preset.pairs.iter().copied().chain([("format", "int8")]);
+    let (input, e) = crate::params::from_pairs(mixtral);
+    assert!(e.is_empty(), "{e:?}");
+    let est = estimate(&input).unwrap();
+    let err = budget(
+        &input,
+        &est,
+        &engine(&[
+            ("engine", "vllm@0.27"),
+            ("card", "h100-sxm-80gb"),
+            ("max-model-len", "4096"),
+        ]),
+    )
+    .expect_err("refused")
+    .to_string();
+    assert!(err.contains("NotImplementedError"), "{err}");
+}
