@@ -228,6 +228,13 @@ fn rule_free(c: &Ctx, v: TgiVersion) -> Result<Draft, EstimateError> {
     if prefill == 4096 && c.params.count(BATCHED_TOKENS.key()).is_none() {
         assumptions.push("max-batch-prefill-tokens 4096 (TGI's default)".into());
     }
+    // TGI 0.9 pins bitsandbytes ^0.38.1, 2.0 ^0.43.0 (server/pyproject.toml): their
+    // `MatMul8bitLt` also makes the rows' transposed copy and col32 layouts, which
+    // 0.45's tensors (replayed) leave out.
+    assumptions.extend(int8_assumption(
+        c.input,
+        "bitsandbytes 0.45 runs it (this release pins an older one, whose transposed and col32 copies of the rows are not counted)",
+    ));
     Ok(Draft {
         version,
         capacity: total,
@@ -303,6 +310,68 @@ fn dequantised(input: &EstimateInput) -> Result<Option<Dequantised>, EstimateErr
     }))
 }
 
+/// What one of TGI's 8-bit linears (`--quantize bitsandbytes`: `layers/bnb.py`
+/// `Linear8bitLt`, threshold 6.0, int8 weights) holds beyond its output while
+/// `bnb.matmul` runs over `tokens` rows, in bitsandbytes 0.45 (`>=0.45.0` since TGI
+/// v3.0.2, 0.45.5 pinned in v3.3.x; `autograd/_functions.py` `MatMul8bitLt.forward`,
+/// `functional.py` `int8_vectorwise_quant`, `int8_linear_matmul`, `int8_mm_dequant`):
+/// - `quantise`: the input's fp16 copy (none when the model is in fp16), then the int8
+///   rows (1 B a value) and fp32 row scales (4 B a row), then the outlier search
+///   `A.abs() >= threshold` (2 B and 1 B a value, alive together);
+/// - `product`: the int8 rows and scales, the int32 product (4 B an output value) and,
+///   for a model not in fp16, its fp16 dequantisation while it is cast to the model's
+///   dtype (2 B an output value; the cast is the linear's output).
+///
+/// Not counted: the outlier columns (each keeps its input column and dequantised
+/// weight column; how many depends on the prompt's activations).
+#[derive(Clone, Copy)]
+struct Int8Scratch {
+    quantise: u64,
+    product: u64,
+}
+
+fn int8_scratch(
+    input: &EstimateInput,
+    tokens: u64,
+    width_in: u64,
+    width_out: u64,
+) -> Result<Option<Int8Scratch>, EstimateError> {
+    if !matches!(input.format, Some(crate::format::StorageFormat::Int8)) {
+        return Ok(None);
+    }
+    let fp16 = input.compute_dtype == crate::format::Dtype::F16;
+    let values_in = prod(&[tokens, width_in])?;
+    let values_out = prod(&[tokens, width_out])?;
+    let scales = prod(&[tokens, 4])?;
+    Ok(Some(Int8Scratch {
+        quantise: sum(&[prod(&[values_in, if fp16 { 4 } else { 6 }])?, scales])?,
+        product: sum(&[
+            values_in,
+            scales,
+            prod(&[values_out, if fp16 { 4 } else { 6 }])?,
+        ])?,
+    }))
+}
+
+/// The MLP's two linears' 8-bit scratch per tp rank, (gate_up, down); `None` for
+/// another format.
+fn int8_mlp(
+    input: &EstimateInput,
+    tokens: u64,
+) -> Result<Option<(Int8Scratch, Int8Scratch)>, EstimateError> {
+    let Some(a) = input.arch else { return Ok(None) };
+    let tp = input.tp.max(1);
+    let inter = match a.moe {
+        Some(m) => m.expert_intermediate,
+        None => a.intermediate,
+    }
+    .div_ceil(tp);
+    let up = if a.gated_mlp { 2 } else { 1 };
+    let gate_up = int8_scratch(input, tokens, a.hidden, prod(&[up, inter])?)?;
+    let down = int8_scratch(input, tokens, inter, a.hidden)?;
+    Ok(gate_up.zip(down))
+}
+
 /// What the warm-up prefill of `tokens` prompt tokens leaves in torch's caching
 /// allocator, per device. TGI runs its own modelling code eagerly: `LlamaMLP.forward`
 /// (and Mistral's, `custom_modeling/flash_*_modeling.py`) is
@@ -346,6 +415,26 @@ fn warmup_peak(
         ])?;
         mlp = mlp.max(gate_up).max(down);
     }
+    // Under bitsandbytes 8-bit each MLP linear quantises its input, then holds its
+    // int32 product ([`int8_scratch`]): gate_up beside the residual rows (and its
+    // output once the product is dequantised), down beside gate_up, the activation and
+    // the product (a plain MLP's activation alone) and, with the product, its output.
+    let int8 = int8_mlp(input, tokens)?;
+    if let Some((gu, dn)) = int8 {
+        let (before, during) = if a.gated_mlp { (2, 3) } else { (1, 1) };
+        let gate_up = sum(&[residual, gu.quantise])?.max(sum(&[
+            residual,
+            prod(&[before, row])?,
+            gu.product,
+        ])?);
+        let down = sum(&[residual, prod(&[during, row])?, dn.quantise])?.max(sum(&[
+            residual,
+            prod(&[during, row])?,
+            dn.product,
+            prod(&[tokens, a.hidden, b])?,
+        ])?);
+        mlp = mlp.max(gate_up).max(down);
+    }
     let logits = sum(&[
         prod(&[tokens, a.hidden, b])?,
         prod(&[logit_copies, tokens, a.vocab, b])?,
@@ -357,6 +446,9 @@ fn warmup_peak(
     ];
     if let Some(d) = bnb {
         parts.push(("bnb-dequantised-gate-up", d.gate_up.to_string()));
+    }
+    if let Some((gu, _)) = int8 {
+        parts.push(("bnb-int8-gate-up-product", gu.product.to_string()));
     }
     Ok((sum(&[mlp, logits])?, parts))
 }
@@ -408,8 +500,41 @@ fn warmup_reserved(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), 
     let inter_row = prod(&[tokens, inter, b])?.div_ceil(tp);
     let logits = prod(&[tokens, a.vocab, b])?;
     let bnb = dequantised(input)?;
+    let int8 = matches!(input.format, Some(crate::format::StorageFormat::Int8));
+    let fp16 = input.compute_dtype == crate::format::Dtype::F16;
     // A 4-bit linear: its weight dequantised, then its output, then the weight freed.
-    let linear = |al: &mut Allocator, weight: Option<u64>, out: u64| {
+    // An 8-bit one ([`int8_scratch`], bitsandbytes 0.45's tensors in the order
+    // `MatMul8bitLt.forward` makes and drops them): the input's fp16 copy, the int8
+    // rows, their scales, the outlier search's two copies; then the int32 product,
+    // its fp16 dequantisation and (a model not in fp16) the cast that is the output.
+    let linear = |al: &mut Allocator, weight: Option<u64>, width_in: u64, out: u64| {
+        if int8 {
+            let values = tokens.saturating_mul(width_in);
+            let a16 = (!fp16).then(|| al.malloc(values.saturating_mul(2)));
+            let stats = al.malloc(tokens.saturating_mul(4));
+            let rows = al.malloc(values);
+            let abs = al.malloc(values.saturating_mul(2));
+            let found = al.malloc(values);
+            al.free(abs);
+            al.free(found);
+            if let Some(h) = a16 {
+                al.free(h);
+            }
+            let values_out = out / b.max(1);
+            let product = al.malloc(values_out.saturating_mul(4));
+            let o = if fp16 {
+                al.malloc(out)
+            } else {
+                let half = al.malloc(values_out.saturating_mul(2));
+                let o = al.malloc(out);
+                al.free(half);
+                o
+            };
+            al.free(product);
+            al.free(rows);
+            al.free(stats);
+            return o;
+        }
         let w = weight.map(|w| al.malloc(w));
         let o = al.malloc(out);
         if let Some(w) = w {
@@ -417,15 +542,17 @@ fn warmup_reserved(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), 
         }
         o
     };
+    let q_width = prod(&[a.heads, a.head_dim])?.div_ceil(tp);
+    let inter_width = inter.div_ceil(tp);
     let mut al = Allocator::new(false);
     let mut h = al.malloc(hidden);
     let mut r: Option<Handle> = None;
     for _ in 0..a.layers {
         let n1 = al.malloc(hidden);
         let x1 = r.map(|_| al.malloc(hidden));
-        let q = linear(&mut al, bnb.as_ref().map(|d| d.qkv), qkv);
+        let q = linear(&mut al, bnb.as_ref().map(|d| d.qkv), a.hidden, qkv);
         let attn = al.malloc(hidden);
-        let o = linear(&mut al, bnb.as_ref().map(|d| d.o), hidden);
+        let o = linear(&mut al, bnb.as_ref().map(|d| d.o), q_width, hidden);
         al.free(q);
         al.free(attn);
         let n2 = al.malloc(hidden);
@@ -435,19 +562,19 @@ fn warmup_reserved(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), 
             bnb.as_ref().map(|d| d.down),
         );
         let d = if a.gated_mlp {
-            let gu = linear(&mut al, w_up, prod(&[2, inter_row])?);
+            let gu = linear(&mut al, w_up, a.hidden, prod(&[2, inter_row])?);
             let act = al.malloc(inter_row);
             let p = al.malloc(inter_row);
             al.free(act);
-            let d = linear(&mut al, w_down, hidden);
+            let d = linear(&mut al, w_down, inter_width, hidden);
             al.free(p);
             al.free(gu);
             d
         } else {
-            let up = linear(&mut al, w_up, inter_row);
+            let up = linear(&mut al, w_up, a.hidden, inter_row);
             let act = al.malloc(inter_row);
             al.free(up);
-            let d = linear(&mut al, w_down, hidden);
+            let d = linear(&mut al, w_down, inter_width, hidden);
             al.free(act);
             d
         };
@@ -516,10 +643,19 @@ fn rule_v3(c: &Ctx) -> Result<Draft, EstimateError> {
         need: None,
         speculative: None,
         uncertainty: sum(&[peak, mib(ctx_mib)])?.checked_div(4).unwrap_or(0),
-        assumptions: Vec::new(),
+        assumptions: int8_assumption(c.input, "bitsandbytes 0.45").into_iter().collect(),
         warnings: Vec::new(),
         refused: None,
         devices: Vec::new(),
+    })
+}
+
+/// What an 8-bit run's warm-up leaves out, said beside the figure.
+fn int8_assumption(input: &EstimateInput, release: &str) -> Option<String> {
+    matches!(input.format, Some(crate::format::StorageFormat::Int8)).then(|| {
+        format!(
+            "bitsandbytes 8-bit: the linears' int8 scratch as {release} runs it; the outlier columns (inputs past the 6.0 threshold: each keeps its input and dequantised weight column) are not counted"
+        )
     })
 }
 

@@ -101,3 +101,28 @@ fn tgi_holds_bitsandbytes_dequantised_weights_in_its_warm_up() {
     let nf4 = mlp(&[("format", "nf4")], "tgi@2.0").1;
     assert!(nf4 > bf16, "{nf4} ≤ {bf16}");
 }
+
+/// Llama-3.1-8B with `--quantize bitsandbytes` (8-bit), 4096 warm-up tokens: TGI 3's
+/// closed form at gate_up's product, by hand: the two residual rows 67 108 864, its
+/// bf16 output (2 intermediate rows) 234 881 024, the int8 rows 4096 × 4096 =
+/// 16 777 216 and their scales 4096 × 4 = 16 384, the int32 product and its fp16
+/// dequantisation 4096 × 28 672 × 6 = 704 643 072: 1 023 426 560 B. In fp16 the
+/// dequantisation is the output (4 B a product value): 788 545 536 B. TGI 2.0's replay
+/// reserves more than in bf16.
+#[test]
+fn tgi_holds_the_int8_matmul_scratch_in_its_warm_up() {
+    let mlp = |extra: &[(&str, &str)], engine: &str| {
+        let b = run(&llama_8b(extra), &with(&[("engine", engine)]));
+        let l = b.lines.iter().find(|l| l.key == "activation_peak").unwrap();
+        (l.inputs.get("mlp-rows").cloned(), l.bytes, b.assumptions.clone())
+    };
+    let (rows, _, said) = mlp(&[("format", "int8")], "tgi");
+    assert_eq!(rows.as_deref(), Some("1023426560"));
+    assert!(said.iter().any(|a| a.contains("outlier columns")), "{said:?}");
+    let fp16 = mlp(&[("format", "int8"), ("compute-dtype", "fp16")], "tgi").0;
+    assert_eq!(fp16.as_deref(), Some("788545536"));
+    let bf16 = mlp(&[], "tgi@2.0").1;
+    let (_, int8, said) = mlp(&[("format", "int8")], "tgi@2.0");
+    assert!(int8 > bf16, "{int8} ≤ {bf16}");
+    assert!(said.iter().any(|a| a.contains("older one")), "{said:?}");
+}
