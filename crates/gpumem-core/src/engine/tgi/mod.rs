@@ -520,7 +520,7 @@ fn warmup_reserved(input: &EstimateInput, tokens: u64) -> Result<(u64, Inputs), 
             if let Some(h) = a16 {
                 al.free(h);
             }
-            let values_out = out / b.max(1);
+            let values_out = out.checked_div(b).unwrap_or(out);
             let product = al.malloc(values_out.saturating_mul(4));
             let o = if fp16 {
                 al.malloc(out)
