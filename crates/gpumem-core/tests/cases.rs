@@ -196,42 +196,53 @@ fn transformers_defaults() {
                 ));
             }
         }
-        // What transformers' bitsandbytes quantizer stores in 4 bits
-        // (`bnb_quantised_params`: the weights of the `nn.Linear` modules it converts;
-        // an MoE's routed experts, 3D parameters, stay in the model's dtype), against
-        // the estimate's nf4 matrices with no engine named.
-        if let Some(want) = doc["bnb_quantised_params"].as_u64()
-            && c.confidence == "exact"
-        {
+        // What transformers' linear-only quantizers store quantised, against the
+        // estimate's quantised matrices with no engine named: bitsandbytes'
+        // (`bnb_quantised_params`, `meta_check.py --bnb`), and the modules a
+        // pre-quantised GPTQ or AWQ checkpoint's loader replaces
+        // (`gptq_quantised_params`, `awq_quantised_params`, `meta_check.py --gptq-awq`).
+        // An MoE's routed experts, 3D parameters, are none of them.
+        for (field, format) in [
+            ("bnb_quantised_params", "nf4"),
+            ("gptq_quantised_params", "gptq-4-g128"),
+            ("awq_quantised_params", "awq-4-g128"),
+        ] {
+            let Some(want) = doc[field].as_u64() else {
+                continue;
+            };
+            if c.confidence != "exact" {
+                continue;
+            }
             let mut pairs = c.pairs();
-            pairs.push(("format", "nf4".into()));
+            pairs.push(("format", format.into()));
             let (input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
             assert!(errors.is_empty(), "{mt}: {errors:?}");
             assert_eq!(input.runtime(), CacheRuntime::Transformers);
             let formats = gpumem_core::estimate::module_formats(&input).expect("formats");
-            let nf4: u64 = groups
+            let quantised: u64 = groups
                 .iter()
                 .filter(|t| {
                     t.class != ParamClass::Mtp
                         && t.cols > 1
-                        && matches!(
+                        && !matches!(
                             formats.for_group(t),
-                            gpumem_core::format::StorageFormat::Bnb4 { .. }
+                            gpumem_core::format::StorageFormat::Dense { .. }
                         )
                 })
                 .map(|t| t.params().expect("count"))
                 .sum();
             // Small linears the estimate keeps in 16 bits (routers, Qwen's
-            // `shared_expert_gate`) transformers converts too: the estimate may store
-            // that much more in 16 bits (the safe side), never less.
+            // `shared_expert_gate`, the DSA indexer's projections) the loader converts
+            // too: the estimate may store that much more in 16 bits (the safe side),
+            // never less.
             let kept: u64 = groups
                 .iter()
                 .filter(|t| t.role == gpumem_core::arch::Role::Kept && t.cols > 1)
                 .map(|t| t.params().expect("count"))
                 .sum();
-            if nf4 > want || want - nf4 > kept {
+            if quantised > want || want - quantised > kept {
                 wrong.push(format!(
-                    "{mt}: {nf4} parameters in nf4, transformers' bitsandbytes quantizer converts {want} (16-bit matrices kept: {kept})"
+                    "{mt}: {quantised} parameters in {format}, transformers' loader converts {want} (16-bit matrices kept: {kept})"
                 ));
             }
         }

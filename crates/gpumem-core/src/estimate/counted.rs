@@ -168,6 +168,23 @@ pub(super) fn weights(
     };
     let linear_only = super::weights::linear_only_loader(input, f.linear);
     let stored = super::weights::stored_formats(input)?;
+    let outside: u64 = c
+        .matrices
+        .iter()
+        .filter(|m| m.outside_linear)
+        .try_fold(0u64, |n, m| {
+            checked_product(&[m.banks, m.rows, m.cols], "counted parameters")
+                .map(|p| n.saturating_add(p))
+        })?;
+    if linear_only && outside > 0 && super::weights::prequantised_gptq_awq(f.linear) {
+        // See `weights::experts_left_dense`: the checkpoint's quantised keys for them
+        // reach no parameter, which transformers initialises in the model's dtype.
+        b.warnings.push(format!(
+            "{} under transformers: {outside} parameters are held outside nn.Linear modules (an MoE's expert banks, convolutions), which its GPTQ/AWQ loader does not convert: the checkpoint's quantised keys for them fill nothing and transformers initialises them at random in {}, counted so; the model is not the checkpoint's (serve it with vLLM or SGLang)",
+            f.linear.name(),
+            f.kept.name()
+        ));
+    }
     for m in &c.matrices {
         let fmt = if m.outside_linear && linear_only {
             f.kept
@@ -732,6 +749,26 @@ mod tests {
         };
         let e = estimate(&served).unwrap();
         assert_eq!(bytes(&e, LineKey::WeightsMlp), Some(101 * linear));
+        // A pre-quantised GPTQ checkpoint's banks are not loaded: 16-bit, and said.
+        let gptq = StorageFormat::parse("format", "gptq-4-g128").unwrap();
+        let linear = gptq.matrix_bytes(64, 64).unwrap().bytes;
+        let e = estimate(&EstimateInput {
+            format: Some(gptq),
+            runtime: CacheRuntime::Transformers,
+            ..served
+        })
+        .unwrap();
+        assert_eq!(
+            bytes(&e, LineKey::WeightsMlp),
+            Some(100 * 64 * 64 * 2 + linear)
+        );
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("409600 parameters are held outside nn.Linear")),
+            "{:?}",
+            e.warnings
+        );
     }
 
     #[test]

@@ -599,6 +599,48 @@ mod tests {
         assert_eq!(line(&mixtral), Some(4_096 * 4_096 * 2));
     }
 
+    /// A pre-quantised GPTQ or AWQ Mixtral under transformers: the loaders replace
+    /// `nn.Linear` modules only and the checkpoint's per-expert keys reach none of the
+    /// 3D expert parameters, which transformers initialises in bf16: the MLP line holds
+    /// 32 × 8 × 3 × 14 336 × 4 096 expert parameters at 2 B, and a warning says the model
+    /// is not the checkpoint's. A serving engine keeps the experts quantised: about a
+    /// quarter of that.
+    #[test]
+    fn a_gptq_or_awq_moe_under_transformers_holds_its_experts_in_16_bits() {
+        let experts = 32 * 8 * 3 * 14_336 * 4_096u64;
+        let preset = crate::presets::find("mixtral-8x7b").unwrap();
+        for format in ["gptq-4-g128", "awq-4-g128"] {
+            let run = |runtime: CacheRuntime| {
+                let pairs = preset
+                    .pairs
+                    .iter()
+                    .copied()
+                    .chain([("context", "1024"), ("format", format)]);
+                let (mut input, errors) = from_pairs(pairs);
+                assert!(errors.is_empty(), "{errors:?}");
+                input.runtime = runtime;
+                let e = estimate(&input).unwrap();
+                let mlp = e
+                    .lines
+                    .iter()
+                    .find(|l| l.key == LineKey::WeightsMlp)
+                    .map(|l| l.bytes)
+                    .unwrap();
+                let said = e
+                    .warnings
+                    .iter()
+                    .any(|w| w.contains("not the checkpoint's") && w.contains("45097156608"));
+                (mlp, said)
+            };
+            let (held, said) = run(CacheRuntime::Transformers);
+            assert!(held >= experts * 2, "{format}: {held}");
+            assert!(said, "{format}: no warning");
+            let (served, said) = run(CacheRuntime::Serving);
+            assert!(served < experts * 2 / 3, "{format}: {served}");
+            assert!(!said, "{format}: warned under a serving engine");
+        }
+    }
+
     /// transformers dequantises an fp8 checkpoint to bf16 on a card below compute
     /// capability 8.9: the linears weigh 2 B a parameter there, with a warning; on an
     /// fp8 card, with no card (an assumption says so) and under a serving engine they

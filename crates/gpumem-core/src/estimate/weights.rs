@@ -158,20 +158,32 @@ pub(crate) fn ct_kept_scales(
     stored.checked_sub(values).ok_or(over)
 }
 
-/// Whether bitsandbytes leaves an MoE's routed experts in the model's dtype:
-/// transformers 5.23's quantizer replaces `nn.Linear` (and GPT-2's `Conv1D`) modules
-/// only (`integrations/bitsandbytes.py` `replace_with_bnb_linear`;
-/// `quantizers/quantizer_bnb_4bit.py` `param_needs_quantization` asks for a
-/// `Linear4bit`), and since transformers 5.0 every MoE family it ships stores its
-/// experts as 3D `nn.Parameter`s (`MixtralExperts.gate_up_proj`, `Qwen3MoeExperts`,
-/// `Llama4TextExperts`, `DbrxExpertGLU`, `JetMoeParallelExperts`, …), which it
-/// loads in the model's dtype — a PEFT QLoRA preparation then casts them to fp32
-/// with the rest. So under transformers (no engine, `--engine transformers`) and the
-/// training frameworks that load through it; not under a serving engine (vLLM's
-/// `BitsAndBytesMoEMethod` quantises the experts), LitGPT (its experts are
-/// `nn.Linear`s), unsloth (it converts the experts to `Params4bit` itself:
-/// unslothai/unsloth-zoo#527) or
-/// transformers 4.39 (per-expert `nn.Linear`s).
+/// Whether transformers' quantizer leaves an MoE's routed experts in the model's
+/// dtype ([`linear_only_loader`]): since transformers 5.0 every MoE family it ships
+/// stores its experts as 3D `nn.Parameter`s (`MixtralExperts.gate_up_proj`,
+/// `Qwen3MoeExperts`, `Llama4TextExperts`, `DbrxExpertGLU`, `JetMoeParallelExperts`,
+/// …), which no `nn.Linear`-only quantizer converts.
+///
+/// - bitsandbytes (`load_in_4bit` or `load_in_8bit` over a 16-bit checkpoint): the
+///   experts load in the model's dtype — a PEFT QLoRA preparation then casts them to
+///   fp32 with the rest.
+/// - a pre-quantised GPTQ or AWQ checkpoint: the experts are not loaded at all. Their
+///   per-expert keys (`experts.0.gate_proj.qweight`, `.qzeros`, `.scales`, `.g_idx`)
+///   match none of the model's converters, which merge `experts.*.gate_proj.weight`
+///   into `experts.gate_up_proj` (transformers 5.23 `conversion_mapping.py`, the
+///   `qwen2_moe` and `mixtral` entries; `GptqHfQuantizer` and `AwqQuantizer` declare no
+///   `serialized_names`, so `quantizers/base.py` `update_weight_conversions` adds none),
+///   so `core_model_loading.py` `convert_and_load_state_dict_in_model` files them as
+///   unexpected and `modeling_utils.py` `_move_missing_keys_from_meta_to_device` and
+///   `_initialize_missing_keys` give the 3D parameters fresh values in the model's
+///   dtype: 16-bit experts, not the checkpoint's.
+///
+/// So under transformers (no engine, `--engine transformers`) and the training
+/// frameworks that load through it; not under a serving engine (vLLM's
+/// `BitsAndBytesMoEMethod` and its GPTQ/AWQ MoE methods keep the experts quantised),
+/// LitGPT (its experts are `nn.Linear`s), unsloth (it converts the experts to
+/// `Params4bit` itself: unslothai/unsloth-zoo#527) or transformers 4.39 (per-expert
+/// `nn.Linear`s).
 pub(crate) fn experts_left_dense(input: &EstimateInput, linear: StorageFormat) -> bool {
     linear_only_loader(input, linear)
         && input
@@ -179,10 +191,35 @@ pub(crate) fn experts_left_dense(input: &EstimateInput, linear: StorageFormat) -
             .is_some_and(|a| a.moe.is_some_and(|m| m.experts > 0))
 }
 
-/// Whether the weights are quantised by transformers' bitsandbytes quantizer, which
-/// converts `nn.Linear` and `Conv1D` modules only (see [`experts_left_dense`]).
+/// Whether the weights are quantised by a transformers quantizer that converts
+/// `nn.Linear` modules only (see [`experts_left_dense`]): bitsandbytes
+/// (transformers 5.23 `integrations/bitsandbytes.py` `replace_with_bnb_linear`, GPT-2's
+/// `Conv1D` too; `quantizers/quantizer_bnb_4bit.py` `param_needs_quantization` asks for
+/// a `Linear4bit`), GPTQ (`quantizers/quantizer_gptq.py`
+/// `_process_model_before_weight_loading` calls optimum's
+/// `GPTQQuantizer.convert_model`, which replaces what `get_layers` finds under the
+/// block prefix: exact `nn.Linear`, `Conv1D`, `nn.Conv2d`; optimum 2.3.0
+/// `optimum/gptq/quantizer.py`, `optimum/gptq/utils.py`) and AWQ
+/// (`integrations/awq.py` `replace_with_awq_linear`: `isinstance(module, nn.Linear)`,
+/// with GPTQModel's kernels).
 pub(crate) fn linear_only_loader(input: &EstimateInput, linear: StorageFormat) -> bool {
-    transformers_loads(input) && matches!(linear, StorageFormat::Bnb4 { .. } | StorageFormat::Int8)
+    transformers_loads(input)
+        && matches!(
+            linear,
+            StorageFormat::Bnb4 { .. }
+                | StorageFormat::Int8
+                | StorageFormat::Gptq { .. }
+                | StorageFormat::Awq { .. }
+        )
+}
+
+/// Whether the linears are a pre-quantised GPTQ or AWQ checkpoint's, whose routed
+/// experts transformers does not load (see [`experts_left_dense`]).
+pub(crate) fn prequantised_gptq_awq(linear: StorageFormat) -> bool {
+    matches!(
+        linear,
+        StorageFormat::Gptq { .. } | StorageFormat::Awq { .. }
+    )
 }
 
 /// Whether transformers' `from_pretrained` loads the weights (its quantizers decide
@@ -397,19 +434,28 @@ pub(super) fn weights(
                 .iter()
                 .filter(|t| formats.for_group(t) == kept && formats.for_role(t.role) != kept)
                 .try_fold(0u64, |n, t| t.params().map(|p| n.saturating_add(p)))?;
-            let after = if input.train == TrainMode::None {
-                "vLLM's bitsandbytes path quantises them: --engine vllm"
-            } else if kept == (StorageFormat::Dense { dtype: Dtype::F32 }) {
-                "PEFT's k-bit preparation casts them to fp32 with the other 16-bit parameters"
+            if prequantised_gptq_awq(formats.linear) {
+                b.warnings.push(format!(
+                    "{} under transformers: the model is not the checkpoint's. Its GPTQ/AWQ loader replaces nn.Linear modules only, and transformers 5 stores an MoE's routed experts as 3D parameters that no converter fills from the checkpoint's per-expert qweight/qzeros/scales keys: transformers drops those keys as unexpected and initialises the {experts} expert parameters ({} experts a layer) at random in {}, counted so. Serve it with vLLM or SGLang (--engine vllm), whose MoE methods keep the experts quantised",
+                    formats.linear.name(),
+                    m.experts,
+                    kept.name()
+                ));
             } else {
-                "frozen, in the model's dtype"
-            };
-            b.warnings.push(format!(
-                "{} under transformers: bitsandbytes quantises nn.Linear modules only, and transformers 5 stores an MoE's routed experts as 3D parameters: their {experts} parameters ({} experts a layer) stay in {} ({after})",
-                formats.linear.name(),
-                m.experts,
-                kept.name()
-            ));
+                let after = if input.train == TrainMode::None {
+                    "vLLM's bitsandbytes path quantises them: --engine vllm"
+                } else if kept == (StorageFormat::Dense { dtype: Dtype::F32 }) {
+                    "PEFT's k-bit preparation casts them to fp32 with the other 16-bit parameters"
+                } else {
+                    "frozen, in the model's dtype"
+                };
+                b.warnings.push(format!(
+                    "{} under transformers: bitsandbytes quantises nn.Linear modules only, and transformers 5 stores an MoE's routed experts as 3D parameters: their {experts} parameters ({} experts a layer) stay in {} ({after})",
+                    formats.linear.name(),
+                    m.experts,
+                    kept.name()
+                ));
+            }
         }
         if encdec_tp {
             b.assumptions.push(format!(

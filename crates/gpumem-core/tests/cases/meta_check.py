@@ -23,6 +23,18 @@ With --bnb, adds `bnb_quantised_params` to every MoE transformers/*.json file: t
 parameters transformers' bitsandbytes quantizer stores in 4 bits (the weights of the
 `nn.Linear` modules it converts; an MoE's routed experts, 3D parameters, are not).
 
+With --gptq-awq, adds `gptq_quantised_params` and `awq_quantised_params` to every MoE
+transformers/*.json file: the weights of the modules a pre-quantised GPTQ checkpoint's
+loader replaces (optimum's `GPTQQuantizer.convert_model`: `get_layers` under the block
+prefix, exact `nn.Linear`, `Conv1D`, `nn.Conv2d`) and an AWQ one's
+(`replace_with_awq_linear`: every `nn.Linear`, subclasses included, less the default
+skips). It also passes the keys such a checkpoint stores for one routed expert
+(`experts.0.gate_proj.qweight`, `.qzeros`, `.scales`, `.g_idx`) through transformers'
+own key conversion (`get_model_conversion_mapping`, `rename_source_key`) and exits 1
+unless none of them reaches a parameter while the same expert's `.weight` does (the
+3D experts then load nothing and are initialised in the model's dtype). It needs
+optimum on PYTHONPATH (`pip install --target DIR --no-deps optimum`).
+
 With --defaults TYPE…, writes transformers/TYPE.json instead: the config class's
 defaults and the count of the model built from them, which the Rust test
 `transformers_defaults` reads (no transformers needed there).
@@ -536,6 +548,102 @@ def bnb_fixtures():
         path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         print(path.name, doc["bnb_quantised_params"], "of", count(model))
 
+def gptq_awq_quantised(model):
+    """(GPTQ's, AWQ's) quantised parameters: the weights of the modules optimum's
+    `GPTQQuantizer.convert_model` (optimum 2.3.0 optimum/gptq/quantizer.py;
+    `get_layers`, optimum/gptq/utils.py: exact `nn.Linear`, `Conv1D`, `nn.Conv2d` under
+    `get_block_name_with_pattern`) and transformers 5.23's `replace_with_awq_linear`
+    (integrations/awq.py: `isinstance(module, nn.Linear)`, less
+    `get_modules_to_not_convert(..., add_default_skips=True)`) replace; an MoE's
+    routed experts, 3D parameters, are neither. Towers and projectors are left out as
+    in `bnb_quantised`."""
+    from optimum.gptq.utils import get_block_name_with_pattern, get_layers
+    from transformers.quantizers.base import HfQuantizer
+    from transformers.quantizers.quantizers_utils import should_convert_module
+    lm = lambda n: not TOWER.search(n) and not PROJECTOR.search(n)
+    gptq = sum(m.weight.numel() for n, m in get_layers(model, prefix=get_block_name_with_pattern(model)).items()
+               if lm(n))
+    skip = HfQuantizer.get_modules_to_not_convert(model, None, model._keep_in_fp32_modules, add_default_skips=True)
+    awq = sum(m.weight.numel() for n, m in model.named_modules()
+              if isinstance(m, torch.nn.Linear) and should_convert_module(n, skip) and lm(n))
+    return gptq, awq
+
+GPTQ_SUFFIXES = ("qweight", "qzeros", "scales", "g_idx")
+
+def expert_keys_dropped(model):
+    """Passes one routed expert's keys, as a GPTQ or AWQ checkpoint stores them,
+    through transformers' key conversion (transformers 5.23 conversion_mapping.py
+    `get_model_conversion_mapping`; `GptqHfQuantizer` and `AwqQuantizer` set no
+    `serialized_names`, so `HfQuantizer.update_weight_conversions` adds nothing;
+    core_model_loading.py `rename_source_key`). Returns (checked experts' params, the
+    quantised keys that reached a parameter, dense keys that did not)."""
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import WeightConverter, WeightRenaming, rename_source_key
+    mapping = get_model_conversion_mapping(model)
+    renamings = [t for t in mapping if isinstance(t, WeightRenaming)]
+    converters = [t for t in mapping if isinstance(t, WeightConverter)]
+    state = model.state_dict()
+    params = {n for n, p in model.named_parameters() if p.dim() == 3 and ".experts." in n and lm_name(n)}
+    checked, reached, missed = [], [], []
+    for name in sorted(params):
+        for conv in converters:
+            # A per-expert merge: `mlp.experts.*.gate_proj.weight` into
+            # `mlp.experts.gate_up_proj` (Mixtral's `.experts.*.w1.weight` into
+            # `.experts.gate_up_proj`); its first source made expert 0's key.
+            src = [s for s in conv._original_source_patterns if "*" in s]
+            tgt = [t for t in conv._original_target_patterns if name.endswith(t.lstrip("^"))]
+            if not src or not tgt or not src[0].endswith(".weight"):
+                continue
+            prefix = name[: len(name) - len(tgt[0].lstrip("^"))]
+            dense = prefix + src[0].lstrip("^").replace("*", "0")
+            got, _ = rename_source_key(dense, renamings, converters, model.base_model_prefix, state)
+            if got != name:
+                missed.append(f"{dense} -> {got}")
+                continue
+            checked.append(name)
+            for suffix in GPTQ_SUFFIXES:
+                key = dense[: -len("weight")] + suffix
+                got, _ = rename_source_key(key, renamings, converters, model.base_model_prefix, state)
+                if got in state:
+                    reached.append(f"{key} -> {got}")
+            break
+    return checked, reached, missed
+
+def lm_name(n):
+    return not TOWER.search(n) and not PROJECTOR.search(n)
+
+def gptq_awq_fixtures():
+    """See the module doc (--gptq-awq). Returns 1 where an expert's quantised key
+    reaches a parameter or no expert could be checked."""
+    import optimum.version
+    print(f"transformers {transformers.__version__}, optimum {optimum.version.__version__}")
+    bad = 0
+    for path in sorted((HERE / "transformers").glob("*.json")):
+        doc = json.loads(path.read_text())
+        c = doc["config"].get("text_config", doc["config"])
+        if not any(c.get(k) for k in ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")):
+            continue
+        try:
+            fin = lambda v: float(v) if v in ("Infinity", "-Infinity", "NaN") else v
+            raw = {k: (tuple(fin(x) for x in v) if k == "time_step_limit" else fin(v))
+                   for k, v in doc["config"].items() if k != "model_type"}
+            cfg = AutoConfig.for_model(doc["model_type"], **raw)
+            model = build(cfg)
+            gptq, awq = gptq_awq_quantised(model)
+            checked, reached, missed = expert_keys_dropped(model)
+        except Exception as e:  # noqa: BLE001 - named, and the file left as it is
+            print(path.name, "not built:", type(e).__name__, str(e)[:100])
+            continue
+        doc["gptq_quantised_params"], doc["awq_quantised_params"] = gptq, awq
+        path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        three_d = sum(p.numel() for n, p in model.named_parameters() if p.dim() == 3 and lm_name(n))
+        verdict = ("quantised keys dropped" if checked and not reached
+                   else "no per-expert converter" if not checked else "a quantised key loads")
+        bad += bool(reached)
+        print(path.name, "gptq", gptq, "awq", awq, "bnb", doc.get("bnb_quantised_params"), "3D", three_d,
+              "|", len(checked), "expert params checked:", verdict, *(reached + missed)[:2])
+    return 1 if bad else 0
+
 def beams():
     """bart-base under beam search as generate(num_beams=4) holds it, on the meta
     device: generate itself does not run there (its beam scoring reads values back
@@ -656,6 +764,8 @@ if __name__ == "__main__":
         sys.exit(compressed_tensors_check())
     if sys.argv[1:2] == ["--beams"]:
         sys.exit(beams())
+    if sys.argv[1:2] == ["--gptq-awq"]:
+        sys.exit(gptq_awq_fixtures())
     if sys.argv[1:2] == ["--bnb"]:
         bnb_fixtures()
         sys.exit(0)
