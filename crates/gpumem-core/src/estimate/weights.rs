@@ -176,7 +176,9 @@ pub(crate) fn ct_kept_scales(
 ///   so `core_model_loading.py` `convert_and_load_state_dict_in_model` files them as
 ///   unexpected and `modeling_utils.py` `_move_missing_keys_from_meta_to_device` and
 ///   `_initialize_missing_keys` give the 3D parameters fresh values in the model's
-///   dtype: 16-bit experts, not the checkpoint's.
+///   dtype: 16-bit experts, not the checkpoint's. (GPTQ quantising a 16-bit
+///   checkpoint at load, `GPTQConfig(dataset=…)`, quantises what `get_layers` finds
+///   and leaves the experts as loaded, in the model's dtype: the same bytes.)
 ///
 /// So under transformers (no engine, `--engine transformers`) and the training
 /// frameworks that load through it; not under a serving engine (vLLM's
@@ -436,7 +438,7 @@ pub(super) fn weights(
                 .try_fold(0u64, |n, t| t.params().map(|p| n.saturating_add(p)))?;
             if prequantised_gptq_awq(formats.linear) {
                 b.warnings.push(format!(
-                    "{} under transformers: the model is not the checkpoint's. Its GPTQ/AWQ loader replaces nn.Linear modules only, and transformers 5 stores an MoE's routed experts as 3D parameters that no converter fills from the checkpoint's per-expert qweight/qzeros/scales keys: transformers drops those keys as unexpected and initialises the {experts} expert parameters ({} experts a layer) at random in {}, counted so. Serve it with vLLM or SGLang (--engine vllm), whose MoE methods keep the experts quantised",
+                    "{} under transformers: the model is not the checkpoint's. Its GPTQ/AWQ loader replaces nn.Linear modules only, and transformers 5 stores an MoE's routed experts as 3D parameters that no converter fills from a pre-quantised checkpoint's per-expert qweight/qzeros/scales keys: transformers drops those keys as unexpected and initialises the {experts} expert parameters ({} experts a layer) at random in {}, counted so (GPTQ quantising a 16-bit checkpoint at load leaves them in that dtype, loaded). Serve a pre-quantised checkpoint with vLLM or SGLang (--engine vllm), whose MoE methods keep the experts quantised",
                     formats.linear.name(),
                     m.experts,
                     kept.name()
