@@ -335,7 +335,9 @@ pub struct FormatFit {
     pub weights_bytes: u64,
     /// The fit of the need in that format on the card.
     pub fit: CardFit,
-    /// Whether the card runs weights in this format at all (no fp8 before Ampere).
+    /// Whether the card runs weights in this format at all (no fp8 before Ampere), and
+    /// the runtime loads them as the checkpoint has them (a GPTQ/AWQ MoE under
+    /// transformers does not load its experts).
     pub runs: bool,
 }
 
@@ -746,7 +748,10 @@ pub fn compare_formats<R: Rule>(
         };
         let format = f.name();
         out.push(FormatFit {
-            runs: runs_fp8(card, &format, input.runtime()),
+            // A pre-quantised GPTQ/AWQ MoE under transformers loads with its routed
+            // experts at random (`estimate::experts_not_loaded`): not a format to run.
+            runs: runs_fp8(card, &format, input.runtime())
+                && !crate::estimate::experts_not_loaded(&i, f),
             format,
             weights_bytes: est.weights_bytes,
             fit: fit_of(card, need),
@@ -1179,6 +1184,22 @@ mod tests {
                 .all(|w| w[0].weights_bytes > w[1].weights_bytes || w[1].format == "q4_k")
         );
         assert!(compare_formats(&i, card, &Basis::Estimate, &["bogus"]).is_err());
+    }
+
+    /// A GPTQ/AWQ MoE under transformers loads its experts at random: counted, never
+    /// offered; a dense model's AWQ is.
+    #[test]
+    fn a_gptq_or_awq_moe_under_transformers_is_not_a_format_to_run() {
+        let p = presets::find("mixtral-8x7b").unwrap();
+        let (moe, e) = from_pairs(p.pairs.iter().copied());
+        assert!(e.is_empty(), "{e:?}");
+        let card = find("h200-141gb").unwrap();
+        let rows = compare_formats(&moe, card, &Basis::Estimate, &["awq-4-g128", "nf4"]).unwrap();
+        assert!(!rows[0].runs, "{rows:?}");
+        assert!(rows[1].runs, "{rows:?}");
+        let dense =
+            compare_formats(&llama_8b(&[]), card, &Basis::Estimate, &["awq-4-g128"]).unwrap();
+        assert!(dense[0].runs, "{dense:?}");
     }
 
     #[test]

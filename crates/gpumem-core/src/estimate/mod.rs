@@ -54,7 +54,9 @@ pub use ranks::{
 };
 use split::Split;
 pub(crate) use weights::head_quantised;
-pub use weights::{BUFFERS_LABEL, ct_decompressed, fp8_dequantised, module_formats};
+pub use weights::{
+    BUFFERS_LABEL, ct_decompressed, experts_not_loaded, fp8_dequantised, module_formats,
+};
 
 /// Side of the square matrices assumed in parameter-count mode to count a
 /// quantised format's per-group and per-channel overhead.

@@ -215,6 +215,13 @@ pub(crate) fn linear_only_loader(input: &EstimateInput, linear: StorageFormat) -
         )
 }
 
+/// Whether a pre-quantised GPTQ or AWQ MoE checkpoint loads under transformers with
+/// its routed experts not the checkpoint's ([`experts_left_dense`],
+/// [`prequantised_gptq_awq`]): the figure holds, the model does not run as trained.
+pub fn experts_not_loaded(input: &EstimateInput, linear: StorageFormat) -> bool {
+    experts_left_dense(input, linear) && prequantised_gptq_awq(linear)
+}
+
 /// Whether the linears are a pre-quantised GPTQ or AWQ checkpoint's, whose routed
 /// experts transformers does not load (see [`experts_left_dense`]).
 pub(crate) fn prequantised_gptq_awq(linear: StorageFormat) -> bool {
