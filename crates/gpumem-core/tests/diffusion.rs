@@ -196,6 +196,7 @@ fn group_offload_holds_what_diffusers_hooks_hold() {
         let g = diffusion::GroupOffload {
             blocks: row["num_blocks_per_group"].as_u64(),
             stream: row["use_stream"].as_bool().unwrap(),
+            pipeline: false,
         };
         let traced = row["resident_bytes"].as_u64().unwrap();
         let ours = diffusion::group_resident(&den.counts, g, dtype).unwrap();
@@ -215,6 +216,105 @@ fn group_offload_holds_what_diffusers_hooks_hold() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
+/// `pipe.enable_group_offload` reaches the text encoders and the VAE too
+/// (`diffusion/group_offload.json`'s `components`: each observed through diffusers' own
+/// hooks while the pipeline calls it, a text encoder's forward, the VAE's `decode`).
+/// Block level holds a text encoder whole (no `nn.ModuleList` at its top) and the
+/// VAE's decoder's unmatched group with its largest `up_blocks` group; leaf level the
+/// largest leaf. Exact, but a text encoder's leaf level with a stream, where the two
+/// largest leaves stand for the pair diffusers prefetches (never below it).
+#[test]
+fn pipeline_group_offload_holds_what_diffusers_hooks_hold() {
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(here().join("group_offload.json")).unwrap())
+            .unwrap();
+    let mut report = Vec::new();
+    let mut bad = Vec::new();
+    for row in doc["components"].as_array().unwrap() {
+        let folder = row["pipeline"].as_str().unwrap();
+        let name = row["component"].as_str().unwrap();
+        let p = pipeline(folder);
+        let c = p.components.iter().find(|c| c.name == name).unwrap();
+        let dtype = Dtype::parse("dtype", row["dtype"].as_str().unwrap()).unwrap();
+        let g = diffusion::GroupOffload {
+            blocks: row["num_blocks_per_group"].as_u64(),
+            stream: row["use_stream"].as_bool().unwrap(),
+            pipeline: true,
+        };
+        let traced = row["resident_bytes"].as_u64().unwrap();
+        let ours = diffusion::component_resident(c, g, dtype).unwrap();
+        let bound =
+            g.blocks.is_none() && g.stream && c.class.role() == diffusion::Role::TextEncoder;
+        let line = format!(
+            "{folder:27} {name:15} {:42} ours {ours:>12} diffusers {traced:>12}",
+            g.call()
+                .trim_start_matches("pipe.enable_group_offload(onload_device=\"cuda\", ")
+        );
+        if (bound && ours < traced) || (!bound && ours != traced) {
+            bad.push(line.clone());
+        }
+        report.push(line);
+    }
+    println!("{}", report.join("\n"));
+    assert!(report.len() >= 60, "{} rows", report.len());
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Under `pipe.enable_group_offload` each phase holds only its own component's
+/// resident bytes: FLUX.1-dev at block level peaks while T5-XXL (held whole) encodes,
+/// below the denoiser-only figure that keeps T5 beside the transformer; at leaf level
+/// the VAE decode's activations set the peak. The host keeps every component.
+#[test]
+fn pipeline_group_offload_peaks_at_its_largest_phase() {
+    let flux = pipeline("FLUX.1-dev");
+    let g = |blocks, stream, pipeline| Workload {
+        offload: Offload::Group(diffusion::GroupOffload {
+            blocks,
+            stream,
+            pipeline,
+        }),
+        ..Workload::default()
+    };
+    let den = diffusion::estimate(&flux, &g(Some(1), false, false)).unwrap();
+    let pipe = diffusion::estimate(&flux, &g(Some(1), false, true)).unwrap();
+    let leaf = diffusion::estimate(&flux, &g(None, false, true)).unwrap();
+    let bytes = |name: &str| {
+        pipe.components
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap()
+            .bytes
+    };
+    let all: u64 = pipe.components.iter().map(|c| c.bytes).sum();
+    assert_eq!(
+        pipe.device_bytes,
+        bytes("text_encoder_2") + pipe.text_encode
+    );
+    assert_eq!(pipe.peak_phase, "prompt encoding");
+    assert!(pipe.device_bytes < den.device_bytes);
+    assert_eq!(pipe.host_bytes, all);
+    assert_eq!(leaf.peak_phase, "VAE decode");
+    let vae = flux.components.iter().find(|c| c.name == "vae").unwrap();
+    let vae_leaf = diffusion::component_resident(
+        vae,
+        diffusion::GroupOffload {
+            blocks: None,
+            stream: false,
+            pipeline: true,
+        },
+        Dtype::Bf16,
+    )
+    .unwrap();
+    assert_eq!(leaf.device_bytes, vae_leaf + leaf.vae_decode);
+    assert!(leaf.device_bytes < pipe.device_bytes);
+    // The text encoders quantised are not modelled under the pipeline's group offload.
+    let nf4 = Workload {
+        text_format: Some(StorageFormat::parse("format", "nf4").unwrap()),
+        ..g(Some(1), false, true)
+    };
+    assert!(diffusion::estimate(&flux, &nf4).is_err());
+}
+
 /// Group offloading sits between model and sequential offload on the device and keeps
 /// the denoiser on the host: FLUX.1-dev's transformer with one block per group holds
 /// the unmatched group and one block, with a stream one more block.
@@ -225,7 +325,13 @@ fn group_offload_between_model_and_sequential() {
         offload,
         ..Workload::default()
     };
-    let g = |blocks, stream| Offload::Group(diffusion::GroupOffload { blocks, stream });
+    let g = |blocks, stream| {
+        Offload::Group(diffusion::GroupOffload {
+            blocks,
+            stream,
+            pipeline: false,
+        })
+    };
     let model = diffusion::estimate(&flux, &w(Offload::Model)).unwrap();
     let block = diffusion::estimate(&flux, &w(g(Some(1), false))).unwrap();
     let stream = diffusion::estimate(&flux, &w(g(Some(1), true))).unwrap();

@@ -85,6 +85,20 @@ pub struct GroupLayout {
     pub other: u64,
     /// Of that moment, elements kept in fp32.
     pub other_fp32: u64,
+    /// Leaf level: bytes of fixed-width buffers held around the largest leaf (CLIP's
+    /// int64 `position_ids`, a buffer of `CLIPTextEmbeddings`, whose group stays
+    /// resident while its `token_embedding` runs).
+    pub held_fixed_bytes: u64,
+    /// Block level: the unmatched group of the module the pipeline calls, where that
+    /// module is not the component itself. A VAE's class names its children in
+    /// `_group_offload_block_modules` (`quant_conv`, `post_quant_conv`, `encoder`,
+    /// `decoder`: diffusers 0.42.1 `autoencoders/autoencoder_kl.py`,
+    /// `autoencoder_kl_wan.py`), so block level recurses into each
+    /// (`_apply_group_offloading_block_level`): the decoder's `up_blocks` are its
+    /// [`GroupLayout::lists`] and its other children (`conv_in`, `mid_block`, the
+    /// output norm and convolution) this group, hooked on the decoder and resident
+    /// through its call. `None`: the component's own remainder.
+    pub unmatched: Option<Box<Counts>>,
 }
 
 /// `ModelMixin.enable_layerwise_casting` (diffusers 0.42.1 `models/modeling_utils.py`;
@@ -127,6 +141,14 @@ impl Counts {
     /// Adds `b`, one element of a top-level `nn.ModuleList` (the list `list` in
     /// forward order), counted apart.
     fn element(&mut self, list: usize, b: Counts) {
+        self.merge(&b);
+        while self.group.lists.len() <= list {
+            self.group.lists.push(Vec::new());
+        }
+        self.group.lists[list].push(b);
+    }
+    /// Adds every parameter and buffer of `b` (its group layout aside).
+    fn merge(&mut self, b: &Counts) {
         self.linears.extend(b.linears.iter().copied());
         self.fp32_if_fp16.extend(b.fp32_if_fp16.iter().copied());
         self.dense = self.dense.saturating_add(b.dense);
@@ -136,10 +158,6 @@ impl Counts {
         self.norms = self.norms.saturating_add(b.norms);
         self.leaf(b.widest, 1);
         self.leaf(b.second_widest, 1);
-        while self.group.lists.len() <= list {
-            self.group.lists.push(Vec::new());
-        }
-        self.group.lists[list].push(b);
     }
     fn add(&mut self, n: u64) {
         self.dense = self.dense.saturating_add(n);
@@ -544,26 +562,31 @@ pub fn autoencoder_kl(v: &Value) -> Result<Counts, EstimateError> {
     if k.b("use_post_quant_conv", true)? {
         c.conv(lat, lat, 1, true);
     }
-    // Decoder.
-    c.conv(last, lat, 9, true);
-    resnet2d(&mut c, last, last, None);
-    resnet2d(&mut c, last, last, None);
+    // Decoder: its `up_blocks` apart, the rest its unmatched group ([`GroupLayout`]).
+    let mut rest = Counts::default();
+    rest.conv(last, lat, 9, true);
+    resnet2d(&mut rest, last, last, None);
+    resnet2d(&mut rest, last, last, None);
     if attn {
-        vae_attention(&mut c, last);
+        vae_attention(&mut rest, last);
     }
     let mut out = last;
     for i in 0..n {
         let prev = out;
         out = ch[n - 1 - i];
+        let mut up = Counts::default();
         for j in 0..=lpb {
-            resnet2d(&mut c, if j == 0 { prev } else { out }, out, None);
+            resnet2d(&mut up, if j == 0 { prev } else { out }, out, None);
         }
         if i + 1 < n {
-            c.conv(out, out, 9, true);
+            up.conv(out, out, 9, true);
         }
+        c.element(0, up);
     }
-    c.add(2 * ch[0]);
-    c.conv(outc, ch[0], 9, true);
+    rest.add(2 * ch[0]);
+    rest.conv(outc, ch[0], 9, true);
+    c.merge(&rest);
+    c.group.unmatched = Some(Box::new(rest));
     Ok(c)
 }
 
@@ -956,26 +979,32 @@ pub fn autoencoder_kl_wan(v: &Value) -> Result<Counts, EstimateError> {
         .chain(mult.iter().rev().copied())
         .map(|m| k.times("dim_mult", dec_base, m))
         .collect::<Result<_, _>>()?;
-    c.conv(dd[0], z, 27, true);
-    mid(&mut c, dd[0]);
+    // Its `up_blocks` apart, the rest its unmatched group ([`GroupLayout`]).
+    let mut rest = Counts::default();
+    rest.conv(dd[0], z, 27, true);
+    mid(&mut rest, dd[0]);
     let tup: Vec<bool> = tdown.iter().rev().copied().collect();
     for i in 0..levels {
+        let mut up = Counts::default();
         let mut a = if i == 0 { dd[i] } else { dd[i] / 2 };
         let b = dd[i + 1];
         for _ in 0..=nres {
-            res(&mut c, a, b);
+            res(&mut up, a, b);
             a = b;
         }
         if i + 1 < levels {
-            c.conv(b / 2, b, 9, true);
+            up.conv(b / 2, b, 9, true);
             if tup[i] {
-                c.conv(2 * b, b, 3, true);
+                up.conv(2 * b, b, 3, true);
             }
         }
+        c.element(0, up);
     }
     let last = dd[levels];
-    c.add(last);
-    c.conv(outc, last, 27, true);
+    rest.add(last);
+    rest.conv(outc, last, 27, true);
+    c.merge(&rest);
+    c.group.unmatched = Some(Box::new(rest));
     Ok(c)
 }
 
@@ -998,6 +1027,11 @@ pub fn clip_text(v: &Value, projection: bool) -> Result<Counts, EstimateError> {
     let vocab = k.u("vocab_size", Some(49408))?;
     let pos = k.u("max_position_embeddings", Some(77))?;
     c.add(vocab * h + pos * h);
+    // Leaf-level group offloading makes a group of each `nn.Embedding`; the embeddings'
+    // parent holds `position_ids` beside them.
+    c.leaf(vocab * h, 1);
+    c.leaf(pos * h, 1);
+    c.group.held_fixed_bytes = 8 * pos;
     clip_layers(&mut c, h, inter, layers);
     c.add(2 * h);
     if projection {
@@ -1034,6 +1068,8 @@ pub fn t5_encoder(v: &Value, umt5: bool) -> Result<Counts, EstimateError> {
         .starts_with("gated-");
     let inner = heads * kv;
     c.add(vocab * d);
+    // The shared embedding is a leaf of its own under leaf-level group offloading.
+    c.leaf(vocab * d, 1);
     c.lin_n(inner, d, false, 3 * layers);
     c.lin_n(d, inner, false, layers);
     c.add(buckets * heads * if umt5 { layers } else { 1 });

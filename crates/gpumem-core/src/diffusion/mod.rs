@@ -309,14 +309,16 @@ pub enum Offload {
     Model,
     /// `enable_sequential_cpu_offload`: one leaf module at a time.
     Sequential,
-    /// The denoiser's `enable_group_offload`, the other components on the device
-    /// (`pipe.to("cuda")` leaves a group-offloaded component where it is).
+    /// Group offloading: the denoiser's `enable_group_offload`, the other components on
+    /// the device (`pipe.to("cuda")` leaves a group-offloaded component where it is),
+    /// or the pipeline's, every component offloaded ([`GroupOffload::pipeline`]).
     Group(GroupOffload),
 }
 
-/// `ModelMixin.enable_group_offload` on the denoiser (diffusers 0.42.1
-/// `hooks/group_offloading.py` `apply_group_offloading`), onloading to the GPU and
-/// offloading to the CPU.
+/// `ModelMixin.enable_group_offload` on the denoiser, or
+/// `DiffusionPipeline.enable_group_offload` on every component (diffusers 0.42.1
+/// `hooks/group_offloading.py` `apply_group_offloading`,
+/// `pipelines/pipeline_utils.py`), onloading to the GPU and offloading to the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupOffload {
     /// `offload_type="block_level"` with `num_blocks_per_group`; `None`:
@@ -324,6 +326,11 @@ pub struct GroupOffload {
     pub blocks: Option<u64>,
     /// `use_stream=True`: the next group is onloaded while one runs.
     pub stream: bool,
+    /// `pipe.enable_group_offload(...)`: every `torch.nn.Module` component (none in
+    /// `exclude_modules`) group-offloaded with the same settings, through its own
+    /// `enable_group_offload` (diffusers' models) or `apply_group_offloading`
+    /// (transformers' text encoders); `false`: the denoiser's alone.
+    pub pipeline: bool,
 }
 
 impl GroupOffload {
@@ -340,7 +347,8 @@ impl GroupOffload {
             None => "offload_type=\"leaf_level\"".to_string(),
         };
         format!(
-            "denoiser.enable_group_offload(onload_device=\"cuda\", {kind}{})",
+            "{}.enable_group_offload(onload_device=\"cuda\", {kind}{})",
+            if self.pipeline { "pipe" } else { "denoiser" },
             if self.stream { ", use_stream=True" } else { "" }
         )
     }
@@ -359,6 +367,7 @@ impl Offload {
             "group" | "enable_group_offload" => Ok(Offload::Group(GroupOffload {
                 blocks: Some(1),
                 stream: false,
+                pipeline: false,
             })),
             _ => Err(EstimateError::invalid(
                 "offload",
@@ -367,7 +376,8 @@ impl Offload {
         }
     }
     /// Group offloading's settings applied: `blocks` (`num_blocks_per_group`), `leaf`
-    /// (`offload_type="leaf_level"`), `stream` (`use_stream=True`). Refused as diffusers
+    /// (`offload_type="leaf_level"`), `stream` (`use_stream=True`), `pipeline`
+    /// (`pipe.enable_group_offload`: every component). Refused as diffusers
     /// refuses them: block level without a count, a count of 0; and refused when the
     /// mode is not `group` (diffusers' model and sequential CPU offload raise when a
     /// component has group offloading: `DiffusionPipeline.
@@ -377,12 +387,13 @@ impl Offload {
         blocks: Option<u64>,
         leaf: bool,
         stream: bool,
+        pipeline: bool,
     ) -> Result<Offload, EstimateError> {
         let Offload::Group(_) = self else {
-            if blocks.is_some() || leaf || stream {
+            if blocks.is_some() || leaf || stream || pipeline {
                 return Err(EstimateError::invalid(
                     "offload",
-                    "group-blocks, group-leaf and group-stream go with offload group",
+                    "group-blocks, group-leaf, group-stream and group-pipeline go with offload group",
                 ));
             }
             return Ok(self);
@@ -409,7 +420,11 @@ impl Offload {
                 ));
             }
         };
-        Ok(Offload::Group(GroupOffload { blocks, stream }))
+        Ok(Offload::Group(GroupOffload {
+            blocks,
+            stream,
+            pipeline,
+        }))
     }
     /// The diffusers call.
     pub fn call(self) -> String {
@@ -464,8 +479,13 @@ pub fn group_resident(c: &Counts, g: GroupOffload, dtype: Dtype) -> Option<u64> 
                     groups.push(b);
                 }
             }
-            let matched = groups.iter().try_fold(0u64, |a, b| a.checked_add(*b))?;
-            let unmatched = total.checked_sub(matched)?;
+            let unmatched = match &l.unmatched {
+                Some(u) => bytes_of(u, dtype, None).ok()?,
+                None => {
+                    let matched = groups.iter().try_fold(0u64, |a, b| a.checked_add(*b))?;
+                    total.checked_sub(matched)?
+                }
+            };
             let largest = if g.stream {
                 groups
                     .windows(2)
@@ -495,6 +515,65 @@ pub fn group_resident(c: &Counts, g: GroupOffload, dtype: Dtype) -> Option<u64> 
                 .saturating_add(l.other_fp32.saturating_mul(4));
             Some(held.saturating_add(leaves.saturating_mul(elt)).max(other))
         }
+    }
+}
+
+/// A component's parameters and buffers resident at once under group offloading
+/// while the pipeline calls it (it holds none outside its call: each group is
+/// offloaded when its hook is applied, `GroupOffloadingHook.initialize_hook`, and
+/// again after each call), bytes; `None` where it is not modelled (see
+/// [`group_resident`] for the denoiser).
+///
+/// - The denoiser: [`group_resident`].
+/// - The VAE: the pipeline calls `vae.decode`, not its `forward`. Block level recurses
+///   into the children its class names in `_group_offload_block_modules`, so the
+///   decoder's unmatched group and its largest group of `up_blocks` (with a stream the
+///   largest two adjacent: the decoder's own `LazyPrefetchGroupOffloadingHook` chains
+///   them) are resident ([`count::GroupLayout::unmatched`]; `post_quant_conv` alone
+///   before it). Leaf level: the largest convolution; the prefetching hook of a stream
+///   sits on the model's `forward`, which `decode` never calls, so nothing is
+///   prefetched and a stream holds the same.
+/// - A text encoder (transformers' `CLIPTextModel`, `T5EncoderModel`, …) has no
+///   `nn.ModuleList` among its top-level children (`text_model`; `shared`,
+///   `encoder`), so block level puts the whole model in its unmatched group, resident
+///   through its call. Leaf level: its largest leaf (the token embedding) with the
+///   buffers of the module around it; with a stream the next leaf too, the two
+///   largest standing for it (at most that).
+/// - The safety checker (`vision_model`, `visual_projection`: no `nn.ModuleList`):
+///   whole at block level; leaf level is not traced and is counted whole too.
+pub fn component_resident(c: &Component, g: GroupOffload, dtype: Dtype) -> Option<u64> {
+    let elt = dtype.bytes();
+    match c.class.role() {
+        Role::Denoiser => group_resident(&c.counts, g, dtype),
+        Role::Vae => group_resident(
+            &c.counts,
+            GroupOffload {
+                stream: g.stream && g.blocks.is_some(),
+                ..g
+            },
+            dtype,
+        ),
+        Role::TextEncoder if g.blocks.is_none() => {
+            let leaves = if g.stream {
+                c.counts.widest.checked_add(c.counts.second_widest)?
+            } else {
+                c.counts.widest
+            };
+            // T5's `wo` in fp32 under float16 can outweigh a leaf in the dtype.
+            let fp32 = c
+                .counts
+                .fp32_if_fp16
+                .iter()
+                .map(|l| l.out.saturating_mul(l.inp))
+                .max()
+                .unwrap_or(0)
+                .checked_mul(fp32_if_fp16_bytes(dtype, None))?;
+            leaves
+                .checked_mul(elt)?
+                .max(fp32)
+                .checked_add(c.counts.group.held_fixed_bytes)
+        }
+        _ => bytes_of(&c.counts, dtype, None).ok(),
     }
 }
 
@@ -1235,6 +1314,7 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         _ => GroupOffload {
             blocks: Some(1),
             stream: false,
+            pipeline: false,
         },
     };
     let group_resident = if layerwise.is_none() && w.denoiser_format.is_none() {
@@ -1251,16 +1331,51 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         .map(|l| l.bytes)
         .fold(0, u64::saturating_add);
     let rest_phase = vae_decode.saturating_add(vae_upcast).max(text_encode);
-    let group_peak = group_resident.map(|r| {
-        all.saturating_sub(den_all)
-            .saturating_add(r.saturating_add(den_act).max(rest_phase))
-    });
-    if let (Offload::Group(g), None) = (w.offload, group_resident) {
+    // `pipe.enable_group_offload`: every component holds only what it holds while it
+    // runs (`component_resident`), so each phase is its component's resident bytes
+    // with the phase's activations, and the peak the largest phase. The VAE upcast to
+    // fp32 (`force_upcast`) is resident in fp32. Not modelled with the text encoders
+    // quantised.
+    let group_phases: Option<Vec<(&str, u64)>> = if group.pipeline {
+        let mut v = Vec::new();
+        let mut ok = group_resident.is_some() && w.text_format.is_none();
+        if let Some(r) = group_resident {
+            v.push(("denoising steps", r.saturating_add(den_act)));
+        }
+        for c in &p.components {
+            let (phase, dtype, extra) = match c.class.role() {
+                Role::Denoiser => continue,
+                Role::TextEncoder => ("prompt encoding", w.dtype, text_encode),
+                Role::Vae if vae_upcast > 0 => ("VAE decode", Dtype::F32, vae_decode),
+                Role::Vae => ("VAE decode", w.dtype, vae_decode),
+                Role::SafetyChecker => ("safety check", w.dtype, 0),
+            };
+            match component_resident(c, group, dtype) {
+                Some(r) => v.push((phase, r.saturating_add(extra))),
+                None => ok = false,
+            }
+        }
+        ok.then_some(v)
+    } else {
+        None
+    };
+    let group_peak = if group.pipeline {
+        group_phases
+            .as_ref()
+            .map(|v| v.iter().map(|(_, b)| *b).max().unwrap_or(0))
+    } else {
+        group_resident.map(|r| {
+            all.saturating_sub(den_all)
+                .saturating_add(r.saturating_add(den_act).max(rest_phase))
+        })
+    };
+    if let (Offload::Group(g), None) = (w.offload, group_peak) {
         return Err(bad(
             "offload",
             format!(
-                "{}: not modelled with layerwise casting or a quantised denoiser",
-                g.call()
+                "{}: not modelled with layerwise casting or a quantised denoiser{}",
+                g.call(),
+                if g.pipeline { " or text encoders" } else { "" }
             ),
         ));
     }
@@ -1276,6 +1391,12 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         }
         if g.stream && g.blocks.is_none() {
             notes.push("group offloading, leaf level with a stream: the two largest leaves stand for the running one and the next (at most that)".into());
+        }
+        if g.pipeline && g.stream && w.vae_tiling {
+            notes.push("group offloading of the VAE with a stream and tiling: diffusers warns that the first decode must run untiled or small (ModelMixin.enable_group_offload); the bytes are the same".into());
+        }
+        if g.pipeline {
+            notes.push("pipe.enable_group_offload: every component group-offloaded, each resident only while it runs (a text encoder has no nn.ModuleList at its top level: block level holds it whole; the VAE's decode holds its decoder's unmatched group and up_blocks)".into());
         }
         if denoisers.len() > 1 {
             notes.push(format!(
@@ -1300,11 +1421,26 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
     // builds every block group before any hook offloads one
     // (`_apply_group_offloading_block_level`): the loaded weights and their pinned
     // copies are both held while it applies.
+    // Under `pipe.enable_group_offload` the host keeps every component, and the pinned
+    // copies of the denoiser's and the VAE's block groups (a text encoder's one group
+    // is its unmatched group, built without a stream: no pinned copy).
+    let vae_all: u64 = lines
+        .iter()
+        .filter(|l| l.role == Role::Vae)
+        .map(|l| l.bytes)
+        .fold(0, u64::saturating_add);
     let group_host = match group {
         GroupOffload {
             blocks: Some(_),
             stream: true,
+            pipeline: true,
+        } => all.saturating_add(den_all).saturating_add(vae_all),
+        GroupOffload {
+            blocks: Some(_),
+            stream: true,
+            pipeline: false,
         } => den_all.saturating_mul(2),
+        GroupOffload { pipeline: true, .. } => all,
         _ => den_all,
     };
     let (device_bytes, host_bytes) = match w.offload {
@@ -1336,6 +1472,10 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
             .iter()
             .max_by_key(|(_, _, extra, l)| l.saturating_add(*extra))
             .map_or("", |p| p.0),
+        Offload::Group(_) if group.pipeline => group_phases
+            .as_ref()
+            .and_then(|v| v.iter().max_by_key(|(_, b)| *b))
+            .map_or("denoising steps", |p| p.0),
         Offload::Group(_) => {
             if group_resident.unwrap_or(0).saturating_add(den_act) >= rest_phase {
                 "denoising steps"

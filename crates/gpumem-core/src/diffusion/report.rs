@@ -4,6 +4,7 @@
 //!
 //! The keys are the command's flags without their dashes (`height`, `width`,
 //! `frames`, `images`, `cfg`, `offload`, `group-blocks`, `group-leaf`, `group-stream`,
+//! `group-pipeline`,
 //! `text-format`, `text-tokens`, `vae-tiling`,
 //! `vae-slicing`, `layerwise-casting`, and the shared `compute-dtype`, `format`, `attention`,
 //! `reserve-gib`, `card`, `wired-limit-mb`, `ram`), which are also the page's.
@@ -17,7 +18,7 @@ use crate::units::{Bytes, GIB};
 use super::{Answer, Class, DiffusionEstimate, Offload, Pipeline, Workload, answer, estimate};
 
 /// The keys [`run`] reads that only a pipeline takes, in the command's order.
-pub const KEYS: [&str; 14] = [
+pub const KEYS: [&str; 15] = [
     "height",
     "width",
     "frames",
@@ -27,6 +28,7 @@ pub const KEYS: [&str; 14] = [
     "group-blocks",
     "group-leaf",
     "group-stream",
+    "group-pipeline",
     "text-format",
     "text-tokens",
     "vae-tiling",
@@ -115,6 +117,7 @@ pub fn workload(
         count(get, "group-blocks")?,
         switch(get, "group-leaf")?,
         switch(get, "group-stream")?,
+        switch(get, "group-pipeline")?,
     )?;
     if let Some(g) = count(get, "reserve-gib")? {
         w.reserve = g
@@ -306,15 +309,16 @@ impl Run {
             ),
             if g.stream { ", use_stream" } else { "" }
         );
+        let whose = if g.pipeline {
+            "every component offloaded; the denoiser's weights resident at once"
+        } else {
+            "the denoiser's weights resident at once"
+        };
         out.push(format!(
             "  {:32} {}",
             "enable_group_offload",
             match (est.by_mode[3], est.group_resident) {
-                (Some(b), Some(r)) => format!(
-                    "{} ({kind}; the denoiser's weights resident at once: {})",
-                    both(b),
-                    both(r)
-                ),
+                (Some(b), Some(r)) => format!("{} ({kind}; {whose}: {})", both(b), both(r)),
                 _ => format!("not with layerwise casting or a quantised denoiser ({kind})"),
             }
         ));
@@ -473,7 +477,8 @@ mod tests {
             g(&[("offload", "group"), ("group-blocks", "2")]).unwrap(),
             Offload::Group(GroupOffload {
                 blocks: Some(2),
-                stream: false
+                stream: false,
+                pipeline: false
             })
         );
         assert_eq!(
@@ -485,7 +490,21 @@ mod tests {
             .unwrap(),
             Offload::Group(GroupOffload {
                 blocks: None,
-                stream: true
+                stream: true,
+                pipeline: false
+            })
+        );
+        assert_eq!(
+            g(&[
+                ("offload", "group"),
+                ("group-blocks", "1"),
+                ("group-pipeline", "true")
+            ])
+            .unwrap(),
+            Offload::Group(GroupOffload {
+                blocks: Some(1),
+                stream: false,
+                pipeline: true
             })
         );
         for bad in [
@@ -498,6 +517,7 @@ mod tests {
             ],
             &[("offload", "model"), ("group-blocks", "1")],
             &[("group-stream", "true")],
+            &[("offload", "model"), ("group-pipeline", "true")],
         ] {
             assert!(g(bad).is_err(), "{bad:?}");
         }

@@ -15,12 +15,15 @@ PyTorch's meta device -- no weights, no memory:
   (its `Tracker`, `Allocator` and SDPA stand-in: the fused kernels' outputs only);
   the figure is the peak of allocated bytes beyond the weights.
 
-- group offloading: the denoiser's parameter and buffer bytes resident at once under
-  `enable_group_offload`, observed through diffusers' own hooks (`group_offload`).
+- group offloading: each component's parameter and buffer bytes resident at once
+  under group offloading while the pipeline calls it (the denoiser's forward, a text
+  encoder's forward, the VAE's decode), observed through diffusers' own hooks
+  (`group_offload`).
 
 Run by hand with the torch venv (scripts/install-tools.sh: torch, transformers,
 diffusers) after changing a case: `python oracle.py` rewrites cases/*.json,
-`python oracle.py group` rewrites group_offload.json.
+`python oracle.py group` rewrites group_offload.json (`group-components`: its
+`components` alone).
 """
 import json, os, pathlib, sys, time, warnings
 warnings.filterwarnings("ignore")
@@ -228,9 +231,29 @@ def case(name, folder, w, cfg_batch):
     print(name, "denoiser", act, "vae", dec, "%.1f+%.1f s" % (t1, t2))
 
 
+def component_call(pipe, name, dtype):
+    """A component's library and class, and the call the pipeline makes of it on meta
+    inputs: the denoiser's forward, the VAE's `decode`, a text encoder's forward over
+    77 tokens."""
+    idx = json.loads((pipe / "model_index.json").read_text())
+    lib, cls = idx[name]
+    wan = "Wan" in pipe.name
+    if cls.endswith(("Transformer2DModel", "Transformer3DModel", "UNet2DConditionModel")):
+        return denoiser_call(pipe, name, 256, 256, 5 if wan else 1, dtype=dtype)
+    if cls.startswith("AutoencoderKL"):
+        cfg = getattr(diffusers, cls).load_config(str(pipe / name))
+        if cls == "AutoencoderKL":
+            z = torch.empty(1, cfg["latent_channels"], 32, 32, dtype=dtype, device="meta")
+        else:
+            z = torch.empty(1, cfg["z_dim"], 2, 32, 32, dtype=dtype, device="meta")
+        return lib, cls, lambda m: m.decode(z).sample
+    ids = torch.zeros(1, 77, dtype=torch.long, device="meta")
+    return lib, cls, lambda m: m(input_ids=ids)[0]
+
+
 def group_offload(pipe, name, dtype, offload_type, blocks, stream):
     """The largest sum of parameter and buffer bytes diffusers' group offloading holds
-    on the onload device at once, over two calls of the denoiser (the second is the one
+    on the onload device at once, over two calls of the component (the second is the one
     a stream prefetches in). The groups' own `onload_` and `offload_`
     (hooks/group_offloading.py `ModuleGroup`) are wrapped to keep the set of onloaded
     groups; the model lives on meta and both devices are meta, so nothing moves.
@@ -279,11 +302,18 @@ def group_offload(pipe, name, dtype, offload_type, blocks, stream):
     G.ModuleGroup._to_cpu = staticmethod(lambda t, low: t.data)
     G.ModuleGroup._pinned_memory_tensors = pinned
     try:
-        lib, cls, fn = denoiser_call(pipe, name, 256, 256, 1 if "Wan" not in pipe.name else 5, dtype=dtype)
+        lib, cls, fn = component_call(pipe, name, dtype)
         m = build(pipe / name, lib, cls, dtype)
         meta = torch.device("meta")
-        m.enable_group_offload(onload_device=meta, offload_device=meta, offload_type=offload_type,
-                               num_blocks_per_group=blocks, use_stream=stream)
+        kw = dict(onload_device=meta, offload_device=meta, offload_type=offload_type,
+                  num_blocks_per_group=blocks, use_stream=stream)
+        # What `DiffusionPipeline.enable_group_offload` does to each component
+        # (pipelines/pipeline_utils.py): the model's own `enable_group_offload` where it
+        # has one (diffusers' models), `apply_group_offloading` otherwise (transformers').
+        if hasattr(m, "enable_group_offload"):
+            m.enable_group_offload(**kw)
+        else:
+            G.apply_group_offloading(m, **kw)
         with torch.no_grad():
             fn(m)
             first = peak[0]
@@ -315,8 +345,30 @@ def group_cases():
             rows.append({"pipeline": folder, "dtype": dt, "offload_type": kind, "num_blocks_per_group": n,
                          "use_stream": stream, "resident_bytes": b})
             print(folder, kind, n, stream, b)
-    doc = {"traced_with": "torch %s, diffusers %s" % (torch.__version__.split("+")[0], diffusers.__version__),
-           "cases": rows}
+    doc = json.loads((HERE / "group_offload.json").read_text())
+    doc.update({"traced_with": "torch %s, diffusers %s, transformers %s" % (torch.__version__.split("+")[0], diffusers.__version__, transformers.__version__),
+                "cases": rows})
+    (HERE / "group_offload.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def group_component_cases():
+    """`pipe.enable_group_offload(...)` reaches every component: the text encoders
+    and the VAE of each pipeline, in each mode, while the pipeline calls them (a text
+    encoder's forward, the VAE's decode), as `components` of group_offload.json."""
+    rows = []
+    for folder, dt in GROUP_PIPES:
+        pipe = HERE / "pipelines" / folder
+        idx = json.loads((pipe / "model_index.json").read_text())
+        for name, v in idx.items():
+            if not isinstance(v, list) or not v[1] or not (name.startswith("text_encoder") or name == "vae"):
+                continue
+            for kind, n, stream in GROUP_MODES:
+                b = group_offload(pipe, name, DTYPES[dt], kind, n, stream)
+                rows.append({"pipeline": folder, "component": name, "dtype": dt, "offload_type": kind,
+                             "num_blocks_per_group": n, "use_stream": stream, "resident_bytes": b})
+                print(folder, name, kind, n, stream, b, flush=True)
+    doc = json.loads((HERE / "group_offload.json").read_text())
+    doc["components"] = rows
     (HERE / "group_offload.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
@@ -324,6 +376,10 @@ if __name__ == "__main__":
     only = sys.argv[1:]
     if only == ["group"]:
         group_cases()
+        group_component_cases()
+        sys.exit(0)
+    if only == ["group-components"]:
+        group_component_cases()
         sys.exit(0)
     for c in CASES:
         if not only or c[0] in only:
