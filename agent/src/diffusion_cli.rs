@@ -27,10 +27,11 @@ pub fn augment(cmd: Command) -> Command {
         .arg(Arg::new("frames").long("frames").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Video frames (default 1; Wan's default is 81)"))
         .arg(Arg::new("images").long("images").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Images or videos per prompt (num_images_per_prompt; default 1)"))
         .arg(Arg::new("cfg").long("cfg").value_name("on|off").value_parser(["on", "off"]).requires("diffusers").help("Classifier-free guidance (default: the pipeline's: on, off for FLUX.1)"))
-        .arg(Arg::new("offload").long("offload").value_name("MODE").value_parser(["none", "model", "sequential", "group"]).requires("diffusers").help("none (pipe.to(\"cuda\")), model (enable_model_cpu_offload), sequential (enable_sequential_cpu_offload), group (the denoiser's enable_group_offload, the other components on the device; with --group-blocks N or --group-leaf)"))
+        .arg(Arg::new("offload").long("offload").value_name("MODE").value_parser(["none", "model", "sequential", "group"]).requires("diffusers").help("none (pipe.to(\"cuda\")), model (enable_model_cpu_offload), sequential (enable_sequential_cpu_offload), group (the denoiser's enable_group_offload, the other components on the device, or with --group-pipeline the pipeline's; with --group-blocks N or --group-leaf)"))
         .arg(Arg::new("group-blocks").long("group-blocks").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").conflicts_with("group-leaf").help("--offload group: offload_type=\"block_level\", num_blocks_per_group=N"))
         .arg(Arg::new("group-leaf").long("group-leaf").action(ArgAction::SetTrue).requires("diffusers").help("--offload group: offload_type=\"leaf_level\""))
         .arg(Arg::new("group-stream").long("group-stream").action(ArgAction::SetTrue).requires("diffusers").help("--offload group: use_stream=True (the next group onloaded while one runs; block level then takes one block per group)"))
+        .arg(Arg::new("group-pipeline").long("group-pipeline").action(ArgAction::SetTrue).requires("diffusers").help("--offload group: pipe.enable_group_offload(...), every component group-offloaded (the text encoders and the VAE too), not the denoiser's alone"))
         .arg(Arg::new("text-format").long("text-format").value_name("FORMAT").requires("diffusers").help("The text encoders' weight format (default: the dtype)"))
         .arg(Arg::new("text-tokens").long("text-tokens").value_name("N").value_parser(clap::value_parser!(u64)).requires("diffusers").help("Text tokens (default: the pipeline's max_sequence_length)"))
         .arg(Arg::new("vae-tiling").long("vae-tiling").action(ArgAction::SetTrue).requires("diffusers").help("vae.enable_tiling()"))
@@ -52,6 +53,7 @@ pub struct Flags {
     group_blocks: Option<u64>,
     group_leaf: bool,
     group_stream: bool,
+    group_pipeline: bool,
     text_format: Option<String>,
     text_tokens: Option<u64>,
     tiling: bool,
@@ -72,6 +74,7 @@ pub fn collect(m: &ArgMatches) -> Flags {
         group_blocks: m.get_one::<u64>("group-blocks").copied(),
         group_leaf: m.get_flag("group-leaf"),
         group_stream: m.get_flag("group-stream"),
+        group_pipeline: m.get_flag("group-pipeline"),
         text_format: m.get_one::<String>("text-format").cloned(),
         text_tokens: m.get_one::<u64>("text-tokens").copied(),
         tiling: m.get_flag("vae-tiling"),
@@ -194,6 +197,10 @@ fn answer(
         "group-stream",
         flags.group_stream.then(|| "true".to_string()),
     );
+    put(
+        "group-pipeline",
+        flags.group_pipeline.then(|| "true".to_string()),
+    );
     put("text-format", flags.text_format.clone());
     put("text-tokens", flags.text_tokens.map(|v| v.to_string()));
     put("vae-tiling", flags.tiling.then(|| "true".to_string()));
@@ -237,6 +244,7 @@ fn answer(
             "by_offload_mode_bytes": {"none": est.by_mode[0], "model": est.by_mode[1], "sequential": est.by_mode[2], "group": est.by_mode[3]},
             "group_offload": {"call": est.group.call(), "offload_type": if est.group.blocks.is_some() { "block_level" } else { "leaf_level" },
                 "num_blocks_per_group": est.group.effective_blocks(), "use_stream": est.group.stream,
+                "pipeline": est.group.pipeline,
                 "resident_bytes": est.group_resident},
             "verdict": answer.as_ref().map(|a| a.verdict.key()), "card": answer.as_ref().map(|a| a.fit.id.clone()),
             "host": host,

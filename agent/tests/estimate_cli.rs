@@ -946,8 +946,8 @@ fn diffusers_offload_is_judged_against_the_ram() {
     assert_eq!((v["host"]["fits"].as_bool(), code), (Some(true), Some(0)));
 }
 
-/// `--offload group` is the denoiser's `enable_group_offload`: `--group-blocks N`,
-/// `--group-leaf`, `--group-stream` set it, `--json` gives the figure and the call;
+/// `--offload group` is the denoiser's `enable_group_offload` (`--group-pipeline`: the
+/// pipeline's): `--group-blocks N`, `--group-leaf`, `--group-stream` set it, `--json` gives the figure and the call;
 /// what diffusers refuses (block level without a count, the group flags beside model
 /// offload) is refused as a usage error.
 #[test]
@@ -997,6 +997,24 @@ fn diffusers_group_offload_flags() {
         block["by_offload_mode_bytes"]["group"]
     );
     assert_eq!(leaf["group_offload"]["offload_type"], "leaf_level");
+    // `--group-pipeline`: `pipe.enable_group_offload`, the text encoders and the VAE
+    // offloaded too; T5-XXL whole (block level) while it encodes sets the peak.
+    let pipe = json(&[
+        "--offload",
+        "group",
+        "--group-blocks",
+        "1",
+        "--group-pipeline",
+    ]);
+    assert_eq!(pipe["group_offload"]["pipeline"], true);
+    assert_eq!(pipe["peak_phase"], "prompt encoding");
+    assert!(pipe["device_bytes"].as_u64() < block["device_bytes"].as_u64());
+    assert!(
+        pipe["offload"]
+            .as_str()
+            .unwrap()
+            .starts_with("pipe.enable_group_offload(")
+    );
     assert!(
         block["offload"]
             .as_str()
@@ -1008,6 +1026,7 @@ fn diffusers_group_offload_flags() {
         &["--offload", "model", "--group-blocks", "1"],
         &["--offload", "group", "--group-blocks", "0"],
         &["--offload", "group", "--group-blocks", "1", "--group-leaf"],
+        &["--offload", "model", "--group-pipeline"],
     ] {
         let out = run(bad);
         assert_eq!(

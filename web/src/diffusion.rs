@@ -43,7 +43,7 @@ thread_local! {
 
 /// The pipeline's own fields: key (the command's flag without dashes), label,
 /// placeholder (the command's default), choices (empty: typed).
-const FIELDS: [(&str, &str, &str, &[&str]); 17] = [
+const FIELDS: [(&str, &str, &str, &[&str]); 18] = [
     ("height", "Height (px)", "1024 (Wan: 480)", &[]),
     ("width", "Width (px)", "1024 (Wan: 832)", &[]),
     ("frames", "Frames", "1 (Wan: 81)", &[]),
@@ -58,6 +58,7 @@ const FIELDS: [(&str, &str, &str, &[&str]); 17] = [
     ("group-blocks", "Blocks per group", "group: N", &[]),
     ("group-leaf", "Leaf level", "", &["", "true"]),
     ("group-stream", "Stream", "", &["", "true"]),
+    ("group-pipeline", "Whole pipeline", "", &["", "true"]),
     ("compute-dtype", "Dtype", "", &["bf16", "fp16", "fp32"]),
     (
         "format",
