@@ -245,6 +245,7 @@ fn answer(
             "group_offload": {"call": est.group.call(), "offload_type": if est.group.blocks.is_some() { "block_level" } else { "leaf_level" },
                 "num_blocks_per_group": est.group.effective_blocks(), "use_stream": est.group.stream,
                 "pipeline": est.group.pipeline,
+                "components_resident_bytes": est.group_components.iter().map(|(n, b)| (n.clone(), serde_json::json!(b))).collect::<serde_json::Map<_, _>>(),
                 "resident_bytes": est.group_resident},
             "verdict": answer.as_ref().map(|a| a.verdict.key()), "card": answer.as_ref().map(|a| a.fit.id.clone()),
             "host": host,

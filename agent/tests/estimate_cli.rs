@@ -1007,6 +1007,17 @@ fn diffusers_group_offload_flags() {
         "--group-pipeline",
     ]);
     assert_eq!(pipe["group_offload"]["pipeline"], true);
+    let t5 = pipe["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "text_encoder_2")
+        .unwrap()["bytes"]
+        .clone();
+    assert_eq!(
+        pipe["group_offload"]["components_resident_bytes"]["text_encoder_2"],
+        t5
+    );
     assert_eq!(pipe["peak_phase"], "prompt encoding");
     assert!(pipe["device_bytes"].as_u64() < block["device_bytes"].as_u64());
     assert!(

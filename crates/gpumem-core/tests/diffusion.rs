@@ -291,6 +291,19 @@ fn pipeline_group_offload_peaks_at_its_largest_phase() {
         bytes("text_encoder_2") + pipe.text_encode
     );
     assert_eq!(pipe.peak_phase, "prompt encoding");
+    // Each component's resident bytes: T5 whole, the transformer's as denoiser-only.
+    let names: Vec<&str> = pipe
+        .group_components
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["text_encoder", "text_encoder_2", "transformer", "vae"]
+    );
+    assert_eq!(pipe.group_components[1].1, bytes("text_encoder_2"));
+    assert_eq!(Some(pipe.group_components[2].1), den.group_resident);
+    assert!(den.group_components.is_empty());
     assert!(pipe.device_bytes < den.device_bytes);
     assert_eq!(pipe.host_bytes, all);
     assert_eq!(leaf.peak_phase, "VAE decode");

@@ -703,6 +703,10 @@ pub struct DiffusionEstimate {
     /// Under those settings, the denoiser's parameters and buffers resident at once
     /// ([`group_resident`]), bytes.
     pub group_resident: Option<u64>,
+    /// Under `pipe.enable_group_offload` ([`GroupOffload::pipeline`]), each
+    /// component's resident bytes while it runs ([`component_resident`]), by name, in
+    /// the index's order; empty otherwise.
+    pub group_components: Vec<(String, u64)>,
     /// Whether the phase that sets the peak runs convolutions, whose cuDNN workspace
     /// is not in the need: a reading on a card with room can exceed the need by it,
     /// up to the card ([`workspace`]).
@@ -1336,6 +1340,7 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
     // with the phase's activations, and the peak the largest phase. The VAE upcast to
     // fp32 (`force_upcast`) is resident in fp32. Not modelled with the text encoders
     // quantised.
+    let mut group_components = Vec::new();
     let group_phases: Option<Vec<(&str, u64)>> = if group.pipeline {
         let mut v = Vec::new();
         let mut ok = group_resident.is_some() && w.text_format.is_none();
@@ -1344,14 +1349,22 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         }
         for c in &p.components {
             let (phase, dtype, extra) = match c.class.role() {
-                Role::Denoiser => continue,
+                Role::Denoiser => {
+                    if let Some(r) = component_resident(c, group, w.dtype) {
+                        group_components.push((c.name.clone(), r));
+                    }
+                    continue;
+                }
                 Role::TextEncoder => ("prompt encoding", w.dtype, text_encode),
                 Role::Vae if vae_upcast > 0 => ("VAE decode", Dtype::F32, vae_decode),
                 Role::Vae => ("VAE decode", w.dtype, vae_decode),
                 Role::SafetyChecker => ("safety check", w.dtype, 0),
             };
             match component_resident(c, group, dtype) {
-                Some(r) => v.push((phase, r.saturating_add(extra))),
+                Some(r) => {
+                    group_components.push((c.name.clone(), r));
+                    v.push((phase, r.saturating_add(extra)));
+                }
                 None => ok = false,
             }
         }
@@ -1535,6 +1548,7 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         by_mode,
         group,
         group_resident,
+        group_components,
         peak_runs_convolutions,
         notes,
     })

@@ -322,6 +322,17 @@ impl Run {
                 _ => format!("not with layerwise casting or a quantised denoiser ({kind})"),
             }
         ));
+        if !est.group_components.is_empty() {
+            out.push(format!(
+                "  {:32} {}",
+                "  resident while it runs",
+                est.group_components
+                    .iter()
+                    .map(|(n, b)| format!("{n} {}", both(*b)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         out.extend(self.host_line());
         out.push(format!("peak phase: {}", est.peak_phase));
         for n in &est.notes {
@@ -332,7 +343,8 @@ impl Run {
 
     /// The run's figures in bytes, named as the command's `--json` names them
     /// (a component's as `component.NAME`, an offload mode's as `by_offload_mode.MODE`,
-    /// the group-offloaded denoiser's resident bytes as `group_offload.resident_bytes`).
+    /// the group-offloaded denoiser's resident bytes as `group_offload.resident_bytes`,
+    /// each component's under the pipeline's as `group_offload.component.NAME`).
     pub fn figures(&self) -> Vec<(String, u64)> {
         let est = &self.estimate;
         let mut out: Vec<(String, u64)> = [
@@ -361,6 +373,9 @@ impl Run {
         }
         if let Some(r) = est.group_resident {
             out.push(("group_offload.resident_bytes".into(), r));
+        }
+        for (n, b) in &est.group_components {
+            out.push((format!("group_offload.component.{n}"), *b));
         }
         for c in &est.components {
             out.push((format!("component.{}", c.name), c.bytes));
