@@ -554,6 +554,15 @@ mod tests {
     use super::*;
     use crate::params::from_pairs;
 
+    /// A line's bytes (the line must be there).
+    fn line_bytes(e: &Estimate, key: LineKey) -> u64 {
+        e.lines
+            .iter()
+            .find(|l| l.key == key)
+            .map(|l| l.bytes)
+            .unwrap()
+    }
+
     fn llama_8b(extra: &[(&'static str, &'static str)]) -> EstimateInput {
         let mut pairs = vec![
             ("layers", "32"),
@@ -622,12 +631,7 @@ mod tests {
                 assert!(errors.is_empty(), "{errors:?}");
                 input.runtime = runtime;
                 let e = estimate(&input).unwrap();
-                let mlp = e
-                    .lines
-                    .iter()
-                    .find(|l| l.key == LineKey::WeightsMlp)
-                    .map(|l| l.bytes)
-                    .unwrap();
+                let mlp = line_bytes(&e, LineKey::WeightsMlp);
                 let said = e
                     .warnings
                     .iter()
@@ -654,12 +658,7 @@ mod tests {
             input.card_fp8 = card_fp8;
             input.runtime = runtime;
             let e = estimate(&input).unwrap();
-            let mlp = e
-                .lines
-                .iter()
-                .find(|l| l.key == LineKey::WeightsMlp)
-                .map(|l| l.bytes)
-                .unwrap();
+            let mlp = line_bytes(&e, LineKey::WeightsMlp);
             (mlp, e.warnings, e.assumptions)
         };
         let mlp_params = 3 * 32 * 14_336 * 4_096u64;
