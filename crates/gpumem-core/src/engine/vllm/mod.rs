@@ -312,6 +312,12 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         assumptions.push(
             "bitsandbytes 8-bit: the profile's outlier columns (inputs past llm_int8_threshold) are not counted: each keeps its input and dequantised weight column, 2 × (tokens + shard width) bytes".into(),
         );
+        if !matches!(version, VllmVersion::V027 | VllmVersion::V019) {
+            assumptions.push(format!(
+                "bitsandbytes 8-bit under vllm@{}: the int8 matmul's scratch as bitsandbytes 0.48–0.50 runs it (what vLLM 0.19 and 0.27 accept); the bitsandbytes releases this one accepted were not read",
+                version.key()
+            ));
+        }
     }
     if sms_assumed && r.triton {
         assumptions.push(format!(
