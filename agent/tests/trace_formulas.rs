@@ -2325,3 +2325,118 @@ fn deepseek_v2_moe_and_latent_attention_agree_with_traces() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// gpt-oss's layout (transformers 5.23 `models/gpt_oss/modeling_gpt_oss.py`:
+/// `GptOssAttention` with its sinks under `eager_attention_forward`, sliding-window
+/// layers alternating with full ones, `GptOssTopKRouter` with its bias and
+/// `GptOssExperts`' clamped SwiGLU with biases under the grouped_mm experts) on
+/// gpt-oss-20b's and gpt-oss-120b's configs over a few of their layers and whole, a full
+/// fine-tune with and without checkpointing. SDPA asked is traced as what runs: gpt-oss
+/// refuses SDPA (`_supports_sdpa = False`) and transformers runs it eager. The
+/// derivation is computed and equals the trace to the byte; under flash attention (no
+/// backward with sinks) and the memory-efficient kernel (SDPA refused) the line stays
+/// assumed and says why. The trace builds the bf16 model from the config without its
+/// `quantization_config`: the MXFP4 checkpoint dequantised to train.
+#[test]
+fn gpt_oss_sinks_and_biased_experts_agree_with_traces() {
+    let Some(python) =
+        gpumem_e2e::torch_python("gpt_oss_sinks_and_biased_experts_agree_with_traces")
+    else {
+        return;
+    };
+    // `NAME@N` with `layer_types` cut to the N layers kept.
+    let text = |config: &str| {
+        let mut c: serde_json::Value = serde_json::from_str(&config_text(config)).unwrap();
+        let n = c["num_hidden_layers"].as_u64().unwrap() as usize;
+        let types: Vec<serde_json::Value> = c["layer_types"].as_array().unwrap()[..n].to_vec();
+        c["layer_types"] = types.into();
+        c
+    };
+    // (config, attention asked, attention traced, checkpointing)
+    let cases: &[(&str, &str, &str, bool)] = &[
+        ("gpt-oss-20b.json@1", "eager", "eager", false),
+        ("gpt-oss-20b.json@2", "eager", "eager", false),
+        ("gpt-oss-20b.json@2", "sdpa", "eager", false),
+        ("gpt-oss-20b.json@1", "eager", "eager", true),
+        ("gpt-oss-20b.json@2", "eager", "eager", true),
+        ("gpt-oss-20b.json@3", "sdpa", "eager", true),
+        ("gpt-oss-20b.json", "eager", "eager", false),
+        ("gpt-oss-20b.json", "eager", "eager", true),
+        ("gpt-oss-120b.json@3", "eager", "eager", false),
+        ("gpt-oss-120b.json@3", "eager", "eager", true),
+    ];
+    let mut requests = String::new();
+    for (config, _, traced, ckpt) in cases {
+        let w = serde_json::json!({
+            "config": text(config), "train": "full", "sequences": SEQUENCES,
+            "context": CONTEXT, "generate": 0, "dtype": "bfloat16", "attention": traced,
+            "optimizer": "adamw", "master_weights": false, "checkpointing": ckpt,
+            "lora_rank": 16, "lora_targets": ["q_proj", "v_proj"], "logits": "last",
+            "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let input = |config: &str, attention: &str, ckpt: bool| {
+        input_of_text(
+            &serde_json::to_string(&text(config)).unwrap(),
+            &[
+                ("train", "full"),
+                ("sequences", "2"),
+                ("context", "512"),
+                ("attention", attention),
+                ("checkpointing", if ckpt { "true" } else { "false" }),
+                ("master-weights", "false"),
+            ],
+        )
+    };
+    let mut failures = Vec::new();
+    for ((config, attention, _, ckpt), t) in cases.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{config}: {t}");
+        let input = input(config, attention, *ckpt);
+        let a = input.arch.unwrap();
+        let kernel = AttentionImpl::parse("attention", attention).unwrap();
+        let derived = decoder_activations(&a, CONTEXT, SEQUENCES, 2, *ckpt, kernel, None).unwrap();
+        let est = estimate(&input).unwrap();
+        let line = est
+            .lines
+            .iter()
+            .find(|l| l.key.as_str() == "activations")
+            .unwrap();
+        let kept = t["kept"].as_u64().unwrap();
+        eprintln!(
+            "{config:<20} {attention:<6} ckpt {ckpt:<5} | kept {:>12} traced {kept:>12} | line {:>12} {}",
+            derived.kept,
+            line.bytes,
+            line.kind.name()
+        );
+        assert_eq!(derived.assumed_because, None, "{config}");
+        assert_eq!(line.kind.name(), "computed", "{config}: {}", line.formula);
+        assert!(derived.formula.contains("sinks"), "{}", derived.formula);
+        // The trace as a second oracle for the parameters.
+        assert_eq!(t["parameters"].as_u64(), est.parameters, "{config}");
+        if derived.kept != kept {
+            failures.push(format!(
+                "{config} {attention} ckpt {ckpt}: {} vs traced {kept}",
+                derived.kept
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    // Flash attention and the memory-efficient kernel: assumed, naming why.
+    for (attention, word) in [
+        ("flash", "backward with sinks"),
+        ("efficient", "refuses SDPA"),
+    ] {
+        let est = estimate(&input("gpt-oss-20b.json@2", attention, false)).unwrap();
+        let line = est
+            .lines
+            .iter()
+            .find(|l| l.key.as_str() == "activations")
+            .unwrap();
+        assert_eq!(line.kind.name(), "assumed", "{attention}");
+        assert!(line.formula.contains(word), "{attention}: {}", line.formula);
+    }
+}

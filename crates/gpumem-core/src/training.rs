@@ -2020,6 +2020,190 @@ fn deepseek_v2(a: &Architecture) -> bool {
     }
 }
 
+/// gpt-oss's layout as transformers 5.23 runs it (`models/gpt_oss/modeling_gpt_oss.py`):
+/// `GptOssAttention` with a learned sink logit per head (`sinks`), biases on q/k/v/o or
+/// none, sliding-window layers alternating with full ones; `GptOssMLP` on every layer:
+/// `GptOssTopKRouter` (a linear with bias, top-k over the logits, a softmax over the k
+/// chosen) and `GptOssExperts` with biases on the fused gate/up and down projections and
+/// its clamped SwiGLU (`_apply_gate`: `alpha`, `limit`); no shared expert, no q/k norms —
+/// what [`gpt_oss_activations`] derives. The sinks mark it: no other family has them.
+fn gpt_oss(a: &Architecture) -> bool {
+    match a.moe {
+        Some(m) => {
+            a.attn_sinks
+                && m.router_bias
+                && a.mlp_bias
+                && m.shared_experts == 0
+                && !m.shared_gate
+                && !m.correction_bias
+                && m.latent == 0
+                && !m.output_bias
+                && !m.group_limited
+                && m.dense_layers == 0
+                && m.every <= 1
+                && a.mla.is_none()
+                && a.indexer.is_none()
+                && a.mixer.is_none()
+                && a.global_attn.is_none()
+                && !a.qk_norm
+                && !a.qk_norm_whole
+                && !a.fused_qkv
+                && !a.falcon_layer
+                && !layernorm_decoder(a)
+                && !gemma_norms(a)
+                && Architecture {
+                    attn_sinks: Architecture::BASE.attn_sinks,
+                    ..*a
+                }
+                .underived()
+                .is_none()
+        }
+        None => false,
+    }
+}
+
+/// Why a full fine-tune of gpt-oss under `attention` stays outside
+/// [`gpt_oss_activations`] (transformers 5.23, `GptOssPreTrainedModel`):
+/// - flash: `_compatible_flash_implementations` sends a request for flash attention to
+///   `kernels-community/vllm-flash-attn3`, the kernel that takes the sinks (`s_aux`,
+///   `modeling_flash_attention_utils.py` `_process_flash_attention_kwargs`); it has a
+///   forward with sinks and no backward
+///   (https://github.com/Dao-AILab/flash-attention/issues/1797,
+///   https://github.com/Dao-AILab/flash-attention/issues/1895), so a fine-tune does not
+///   run under it;
+/// - the memory-efficient kernel is PyTorch's SDPA, which gpt-oss refuses
+///   (`_supports_sdpa = False`: `from_pretrained(…, attn_implementation="sdpa")` raises).
+///
+/// SDPA itself is derived as eager: with no implementation named transformers runs
+/// gpt-oss eager, as [`gpt_oss_activations`] says.
+fn gpt_oss_outside(attention: AttentionImpl) -> Option<&'static str> {
+    match attention {
+        AttentionImpl::Flash => Some(
+            "gpt-oss under flash attention is not in the derivation: transformers 5.23 loads kernels-community/vllm-flash-attn3 for its sinks, which has no backward with sinks (https://github.com/Dao-AILab/flash-attention/issues/1797); a fine-tune runs eager",
+        ),
+        AttentionImpl::Efficient => Some(
+            "gpt-oss under the memory-efficient kernel is not in the derivation: transformers 5.23 refuses SDPA for it (GptOssPreTrainedModel._supports_sdpa false), so that kernel does not run; a fine-tune runs eager",
+        ),
+        AttentionImpl::Eager | AttentionImpl::Sdpa => None,
+    }
+}
+
+/// Activations of a full fine-tune of gpt-oss in 16-bit compute, tensor by tensor from
+/// transformers 5.23 `models/gpt_oss/modeling_gpt_oss.py` (the bf16 model its config
+/// builds: an MXFP4 checkpoint's experts are dequantised to bf16 to train, and the
+/// trace, which builds the model from the config without its `quantization_config`,
+/// covers that bf16 model only) and equal to `gpumem-agent trace` to the byte. Per
+/// layer, with `T` tokens, `S = T·k` token–expert pairs, `e` the expert width, `n`
+/// heads of width `d`, `v` bytes a value, every tensor in 512 B blocks:
+/// - each `GptOssRMSNorm` keeps its fp32 upcast, `rsqrt`, the fp32 normalised value
+///   (the weight multiplies it before the cast back, so its gradient reads the fp32
+///   value; `from_pretrained` keeps the weight itself in fp32 by
+///   `_keep_in_fp32_modules`, the same tensors) and its 16-bit output, which the
+///   projections and the router keep: (8 + v)·h + 4;
+/// - `GptOssAttention` under `eager_attention_forward` (SDPA asked is eager: gpt-oss
+///   refuses SDPA, `_supports_sdpa = False`, and transformers runs eager when none is
+///   named): the query after `_apply_rotary_emb` (its `torch.cat`), the keys and values
+///   `repeat_kv` copies to every head (where there are as many K/V heads as query heads,
+///   the key's `cat` and `v_proj`'s output, the same bytes), the scores with the sinks
+///   appended (`torch.cat([attn_weights, sinks])`, s + 1 columns), whose softmax in the
+///   compute dtype is kept (`probs`, of which the scores are a view), the int64 indices
+///   of the row maximum subtracted before it, and the output made contiguous for
+///   `o_proj`: v·4·n·d + v·n·(s + 1) + 8·n per token; the sinks' expansion keeps
+///   nothing; the window changes no tensor's size (the mask is tokens² either way);
+/// - `GptOssTopKRouter.forward`: top-k's int64 indices over the logits (the logits are
+///   not kept) and the softmax over the k values in the compute dtype: 8·k + v·k;
+/// - `grouped_mm_experts_forward` (transformers 5.23 `integrations/moe.py`, the default
+///   `experts_implementation`, `has_bias` and `is_transposed` from
+///   `use_experts_implementation` on `GptOssExperts`): the sort's values and
+///   permutation, `perm // k` and the inverse permutation (int64, 4·8·S), the groups'
+///   int32 offsets (4·E) and the gathered routing weights (v·S); per pair the gathered
+///   input (v·h), the fused gate/up output, to which the gathered bias is added in
+///   place (2·v·e; the bias gather is not kept), `_apply_gate`'s clamped gate, the
+///   sigmoid's output, `up + 1`, `glu` and their product (5·v·e; the clamped `up` and
+///   `gate·alpha` are not kept) and the down output the routing weights multiply (v·h):
+///   v·(2·h + 7·e);
+/// - once: the final norm, RoPE's cos and sin over half the head (`_apply_rotary_emb`
+///   multiplies each half: seq × d/2 each), the shifted labels (int64) and the loss.
+///
+/// With full activation checkpointing each layer's input (v·h per token), the
+/// once-terms, the position ids and, under eager attention, one additive mask per layer
+/// type present (`create_causal_mask`, `create_sliding_window_causal_mask`: b·s²·v
+/// each), which the layers' arguments hold, and one layer recomputed.
+fn gpt_oss_activations(
+    a: &Architecture,
+    m: &Moe,
+    (seq, batch): (u64, u64),
+    value: u64,
+    checkpointing: bool,
+) -> Result<Activations, EstimateError> {
+    let tokens = seq.saturating_mul(batch);
+    let pairs = tokens.saturating_mul(m.active);
+    let (h, heads, d, e) = (a.hidden, a.heads, a.head_dim, m.expert_intermediate);
+    let norm = add(&[
+        mul(&[2, block(&[tokens, 4, h])]),
+        block(&[tokens, value, h]),
+        block(&[tokens, 4]),
+    ]);
+    let qd = block(&[tokens, value, heads, d]);
+    let attention = add(&[
+        mul(&[4, qd]),
+        block(&[batch, heads, seq, seq.saturating_add(1), value]),
+        block(&[batch, heads, seq, 8]),
+    ]);
+    let router = add(&[
+        block(&[tokens, 8, m.active]),
+        block(&[tokens, value, m.active]),
+    ]);
+    let dispatch = add(&[
+        mul(&[4, block(&[pairs, 8])]),
+        block(&[m.experts, 4]),
+        block(&[pairs, value]),
+    ]);
+    let experts = add(&[
+        mul(&[2, block(&[pairs, value, h])]),
+        block(&[pairs, value, 2, e]),
+        mul(&[5, block(&[pairs, value, e])]),
+    ]);
+    let layer = add(&[norm, norm, attention, router, dispatch, experts]);
+    let once = add(&[
+        norm,
+        mul(&[2, block(&[seq, value, d.div_ceil(2)])]),
+        block(&[tokens, 8]),
+        1024,
+    ]);
+    let layers = a.layers;
+    let (kept, bytes, shape) = if checkpointing {
+        let masks = mul(&[layers.min(2), block(&[batch, seq, seq, value])]);
+        let kept = add(&[
+            mul(&[layers, block(&[tokens, value, h])]),
+            once,
+            block(&[seq, 8]),
+            masks,
+        ]);
+        (
+            kept,
+            add(&[kept, layer]),
+            "L × v·h (checkpointed layer inputs) + the position ids and eager attention's 16-bit mask per layer type (sliding, full), which their arguments hold + one layer recomputed",
+        )
+    } else {
+        let kept = add(&[mul(&[layers, layer]), once]);
+        (kept, kept, "L × per-layer")
+    };
+    if bytes == u64::MAX {
+        return Err(EstimateError::Overflow {
+            what: "activations",
+        });
+    }
+    Ok(Activations {
+        bytes,
+        kept,
+        formula: format!(
+            "{shape}; per layer and token: 2 RMSNorms (8 + v)·h (the normalised value in fp32) + eager attention with sinks v·4·a·d + v·a·(s + 1) + 8·a (SDPA is refused for gpt-oss: eager runs) + the router's top-k 8·k + v·k + per pair the gathered input, gate/up, the clamped SwiGLU's five tensors and the down output v·(2·h + 7·e) and the dispatch's int64 permutations; once: final norm, RoPE cos/sin over half a head, labels, loss (transformers' gpt-oss with grouped_mm experts, every tensor in 512 B blocks)"
+        ),
+        assumed_because: None,
+    })
+}
+
 /// What DeepSeek-V2's multi-head latent attention keeps per layer for the backward
 /// (`DeepseekV2Attention.forward`, transformers 5.23
 /// `models/deepseek_v2/modeling_deepseek_v2.py`), with `n` heads, `dq` = nope + rope
@@ -2307,6 +2491,17 @@ pub fn decoder_activations(
         _ => None,
     })
     .or(fp32_outside(a, value, attention, adapters.is_some()));
+    // gpt-oss's full fine-tune is derived (`gpt_oss_activations`) under the kernels
+    // transformers runs it with; elsewhere its line stays assumed, saying why.
+    let why = match (a.moe, adapters) {
+        (Some(m), None) if gpt_oss(a) => {
+            match gpt_oss_outside(attention).or(fp32_outside(a, value, attention, false)) {
+                None => return gpt_oss_activations(a, &m, (seq, batch), value, checkpointing),
+                outside => outside,
+            }
+        }
+        _ => why,
+    };
     if layernorm_decoder(a) {
         return match adapters {
             None => layernorm_activations(a, (seq, batch), value, checkpointing, attention, why),
@@ -4061,6 +4256,71 @@ mod tests {
     /// DeepSeek-V2's and V3's latent attention and MoE are derived (their routers, the
     /// ungated shared experts); V3.2's indexer and LoRA on latent attention stay
     /// assumed.
+    #[test]
+    fn gpt_oss_is_derived_eager_and_its_flash_and_lora_stay_assumed() {
+        let c = crate::import::config::parse_config(include_str!(
+            "../tests/cases/configs/gpt-oss-20b.json"
+        ))
+        .unwrap();
+        let pairs = c.pairs();
+        let (input, errors) =
+            crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        let a = Architecture {
+            layers: 2,
+            ..input.arch.unwrap()
+        };
+        assert!(gpt_oss(&a));
+        let kept = |att, ckpt| {
+            let d = decoder_activations(&a, 512, 2, 2, ckpt, att, None).unwrap();
+            assert_eq!(d.assumed_because, None, "{att:?}");
+            assert!(d.formula.contains("sinks"), "{}", d.formula);
+            d.kept
+        };
+        // gpumem-agent trace, transformers 5.23 on the meta device, 2 of its 24 layers
+        // (one sliding, one full), 2 × 512 tokens, bf16.
+        assert_eq!(kept(AttentionImpl::Eager, false), 775_223_296);
+        assert_eq!(kept(AttentionImpl::Eager, true), 43_467_776);
+        // SDPA asked runs eager (gpt-oss refuses SDPA).
+        assert_eq!(kept(AttentionImpl::Sdpa, false), 775_223_296);
+        // Flash (no backward with sinks), the memory-efficient kernel (SDPA refused),
+        // fp32 compute and LoRA: assumed, naming why.
+        for (att, value, lora, word) in [
+            (AttentionImpl::Flash, 2, false, "backward with sinks"),
+            (AttentionImpl::Efficient, 2, false, "refuses SDPA"),
+            (AttentionImpl::Eager, 4, false, "fp32"),
+            (AttentionImpl::Eager, 2, true, "mixture of experts"),
+        ] {
+            let ad = Adapters {
+                targets: LoraTargets::parse("t", "q,v").unwrap(),
+                rank: 16,
+                value: 2,
+                dropout: false,
+                base_keeps_inputs: false,
+                base_4bit: false,
+                autocast: false,
+                weight_copies: 0,
+                modules: ModulesToSave::default(),
+            };
+            let why = decoder_activations(&a, 512, 2, value, false, att, lora.then_some(&ad))
+                .unwrap()
+                .assumed_because;
+            assert!(why.is_some_and(|w| w.contains(word)), "{att:?}: {why:?}");
+        }
+        // Without the sinks the layout is no longer gpt-oss's: assumed.
+        let no_sinks = Architecture {
+            attn_sinks: false,
+            ..a
+        };
+        assert!(!gpt_oss(&no_sinks));
+        assert!(
+            decoder_activations(&no_sinks, 512, 2, 2, false, AttentionImpl::Eager, None)
+                .unwrap()
+                .assumed_because
+                .is_some()
+        );
+    }
+
     #[test]
     fn deepseeks_latent_attention_and_moe_are_derived_and_other_routers_assumed() {
         let c = crate::import::config::parse_config(include_str!(
