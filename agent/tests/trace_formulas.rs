@@ -2364,6 +2364,8 @@ fn gpt_oss_sinks_and_biased_experts_agree_with_traces() {
         ("gpt-oss-20b.json", "eager", "eager", true),
         ("gpt-oss-120b.json@3", "eager", "eager", false),
         ("gpt-oss-120b.json@3", "eager", "eager", true),
+        ("gpt-oss-120b.json", "sdpa", "eager", false),
+        ("gpt-oss-120b.json", "eager", "eager", true),
     ];
     let mut requests = String::new();
     for (config, _, traced, ckpt) in cases {

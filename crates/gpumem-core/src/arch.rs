@@ -1232,7 +1232,7 @@ use FieldKind as K;
 /// Why the derivations leave LayerNorm, learned positions and non-gated MLPs out.
 const LAYERNORM_STYLE: &str = "LayerNorm, learned positions or a non-gated MLP (GPT-2/Pythia/Falcon style) keep other tensors";
 /// Why they leave gated outputs and sinks out.
-const GATE_OR_SINKS: &str = "gated attention outputs and sinks are not in the derivation";
+const GATE_OR_SINKS: &str = "gated attention outputs, and sinks outside gpt-oss's full fine-tune, are not in the derivation";
 
 /// The decoder's own facts: its sizes and switches, in the order the page and
 /// `--help` present them (first of the two tables [`crate::fields::FIELDS`] splices in).
