@@ -2427,18 +2427,15 @@ fn gpt_oss_sinks_and_biased_experts_agree_with_traces() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
-    // Flash attention and the memory-efficient kernel: assumed, naming why.
+    // Flash attention and the memory-efficient kernel: refused, naming why (a flash
+    // step has no backward with the sinks; transformers refuses SDPA for gpt-oss).
     for (attention, word) in [
         ("flash", "backward with sinks"),
         ("efficient", "refuses SDPA"),
     ] {
-        let est = estimate(&input("gpt-oss-20b.json@2", attention, false)).unwrap();
-        let line = est
-            .lines
-            .iter()
-            .find(|l| l.key.as_str() == "activations")
-            .unwrap();
-        assert_eq!(line.kind.name(), "assumed", "{attention}");
-        assert!(line.formula.contains(word), "{attention}: {}", line.formula);
+        let err = estimate(&input("gpt-oss-20b.json@2", attention, false))
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains(word), "{attention}: {err}");
     }
 }

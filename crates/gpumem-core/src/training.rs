@@ -2079,10 +2079,10 @@ fn gpt_oss(a: &Architecture) -> bool {
 fn gpt_oss_outside(attention: AttentionImpl) -> Option<&'static str> {
     match attention {
         AttentionImpl::Flash => Some(
-            "gpt-oss under flash attention is not in the derivation: transformers 5.23 loads kernels-community/vllm-flash-attn3 for its sinks, which has no backward with sinks (https://github.com/Dao-AILab/flash-attention/issues/1797); a fine-tune runs eager",
+            "gpt-oss does not train under flash attention: transformers 5.23 loads kernels-community/vllm-flash-attn3 for its sinks, which has no backward with sinks (https://github.com/Dao-AILab/flash-attention/issues/1797); --attention eager is what a fine-tune runs",
         ),
         AttentionImpl::Efficient => Some(
-            "gpt-oss under the memory-efficient kernel is not in the derivation: transformers 5.23 refuses SDPA for it (GptOssPreTrainedModel._supports_sdpa false), so that kernel does not run; a fine-tune runs eager",
+            "gpt-oss does not run the memory-efficient kernel: transformers 5.23 refuses SDPA for it (GptOssPreTrainedModel._supports_sdpa false); --attention eager is what it runs when none is named",
         ),
         AttentionImpl::Eager | AttentionImpl::Sdpa => None,
     }
@@ -2469,6 +2469,13 @@ pub fn decoder_activations(
     attention: AttentionImpl,
     adapters: Option<&Adapters>,
 ) -> Result<Activations, EstimateError> {
+    // A gpt-oss step under a kernel it cannot train with does not run: refused, not
+    // given a figure.
+    if gpt_oss(a)
+        && let Some(why) = gpt_oss_outside(attention)
+    {
+        return Err(EstimateError::invalid("attention", why));
+    }
     let why = not_derived(a).or(match adapters {
         Some(_) if a.qk_norm_whole || a.fused_qkv => Some(
             "LoRA on a decoder with whole-projection q/k norms (OLMo-2) or a fused qkv projection is not in the derivation",
@@ -2494,12 +2501,10 @@ pub fn decoder_activations(
     // gpt-oss's full fine-tune is derived (`gpt_oss_activations`) under the kernels
     // transformers runs it with; elsewhere its line stays assumed, saying why.
     let why = match (a.moe, adapters) {
-        (Some(m), None) if gpt_oss(a) => {
-            match gpt_oss_outside(attention).or(fp32_outside(a, value, attention, false)) {
-                None => return gpt_oss_activations(a, &m, (seq, batch), value, checkpointing),
-                outside => outside,
-            }
-        }
+        (Some(m), None) if gpt_oss(a) => match fp32_outside(a, value, attention, false) {
+            None => return gpt_oss_activations(a, &m, (seq, batch), value, checkpointing),
+            outside => outside,
+        },
         _ => why,
     };
     if layernorm_decoder(a) {
@@ -4253,11 +4258,12 @@ mod tests {
         assert!(p.assumed_because.is_some());
     }
 
-    /// DeepSeek-V2's and V3's latent attention and MoE are derived (their routers, the
-    /// ungated shared experts); V3.2's indexer and LoRA on latent attention stay
+    /// gpt-oss's full fine-tune is derived under eager attention (and SDPA asked, which
+    /// runs eager), equal to the meta trace; flash and the memory-efficient kernel are
+    /// refused (no backward with the sinks; SDPA refused), fp32 compute and LoRA stay
     /// assumed.
     #[test]
-    fn gpt_oss_is_derived_eager_and_its_flash_and_lora_stay_assumed() {
+    fn gpt_oss_is_derived_eager_its_flash_refused_and_lora_assumed() {
         let c = crate::import::config::parse_config(include_str!(
             "../tests/cases/configs/gpt-oss-20b.json"
         ))
@@ -4283,11 +4289,19 @@ mod tests {
         assert_eq!(kept(AttentionImpl::Eager, true), 43_467_776);
         // SDPA asked runs eager (gpt-oss refuses SDPA).
         assert_eq!(kept(AttentionImpl::Sdpa, false), 775_223_296);
-        // Flash (no backward with sinks), the memory-efficient kernel (SDPA refused),
+        // Flash (no backward with sinks) and the memory-efficient kernel (SDPA refused):
+        // refused, naming why.
+        for (att, word) in [
+            (AttentionImpl::Flash, "backward with sinks"),
+            (AttentionImpl::Efficient, "refuses SDPA"),
+        ] {
+            let err = decoder_activations(&a, 512, 2, 2, false, att, None)
+                .expect_err("refused")
+                .to_string();
+            assert!(err.contains(word), "{att:?}: {err}");
+        }
         // fp32 compute and LoRA: assumed, naming why.
         for (att, value, lora, word) in [
-            (AttentionImpl::Flash, 2, false, "backward with sinks"),
-            (AttentionImpl::Efficient, 2, false, "refuses SDPA"),
             (AttentionImpl::Eager, 4, false, "fp32"),
             (AttentionImpl::Eager, 2, true, "mixture of experts"),
         ] {
@@ -4321,6 +4335,9 @@ mod tests {
         );
     }
 
+    /// DeepSeek-V2's and V3's latent attention and MoE are derived (their routers, the
+    /// ungated shared experts); V3.2's indexer and LoRA on latent attention stay
+    /// assumed.
     #[test]
     fn deepseeks_latent_attention_and_moe_are_derived_and_other_routers_assumed() {
         let c = crate::import::config::parse_config(include_str!(
