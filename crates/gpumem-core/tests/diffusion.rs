@@ -418,8 +418,10 @@ fn bitsandbytes_components_are_resident_together_at_load() {
     )
     .unwrap();
     assert_ne!(plain.peak_phase, "loading");
-    // LLM.int8's linears: the int8 input and int32 accumulator at the widest linear
-    // (an AdaLayerNorm modulation, 3 072 → 18 432: 3 072 + 4 × 18 432 bytes a row) over
+    // LLM.int8's linears: the int8 input and its row scale, the int32 product and its
+    // fp16 dequantisation cast to bf16 at the widest linear (an AdaLayerNorm
+    // modulation, 3 072 → 18 432: 3 072 + 4 + 6 × 18 432 bytes a row, above the
+    // single blocks' proj_out quantising its 15 360-wide input, 6 × 15 360 + 4) over
     // FLUX's joint sequence (4 096 image + 512 text tokens), added to the call.
     let int8 = Some(StorageFormat::parse("format", "int8").unwrap());
     let flux_int8 = diffusion::estimate(
@@ -430,7 +432,7 @@ fn bitsandbytes_components_are_resident_together_at_load() {
         },
     )
     .unwrap();
-    assert_eq!(flux_int8.int8_matmul, 4608 * (3072 + 4 * 18432));
+    assert_eq!(flux_int8.int8_matmul, 4608 * (3072 + 4 + 6 * 18432));
     assert_eq!(
         flux_int8.denoiser_activations,
         none.denoiser_activations + flux_int8.int8_matmul

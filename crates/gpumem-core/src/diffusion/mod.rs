@@ -1024,13 +1024,17 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
         None
     };
     let upcast = layerwise.map_or(0, |l| l.largest.saturating_mul(elt));
-    // bitsandbytes' LLM.int8 linear at inference (bitsandbytes 0.46.0
-    // `autograd/_functions.py` `MatMul8bitLt.forward`, `backends/default/ops.py`
-    // `int8_mixed_scaled_mm` / `int8_scaled_mm`): the input quantised to int8 (one byte
-    // a value), the int8 matmul's int32 accumulator (four bytes an output) and the
-    // dequantised output beside it, where a 16-bit linear holds its output alone: at
-    // most `in + 4 × out` bytes a row more, at the widest linear over every row of the
-    // call (assumed: an upper bound, whichever linear runs at the peak). The
+    // bitsandbytes' LLM.int8 linear at inference (bitsandbytes 0.46.0 to 0.50.1
+    // `autograd/_functions.py` `MatMul8bitLt.forward`, `backends/cuda/ops.py`
+    // `int8_vectorwise_quant`, `int8_mm_dequant`, `backends/default/ops.py`
+    // `int8_mixed_scaled_mm` / `int8_scaled_mm`), where a 16-bit linear holds its
+    // output alone: first the input quantised — its fp16 copy (none in fp16), the int8
+    // rows, an fp32 scale a row and the outlier search's fp16 and bool copies
+    // (`A.abs() >= threshold`), `q × in + 4` bytes a row, q = 6 (4 in fp16) —, then the
+    // int8 rows and scales beside the int32 product (four bytes an output) and its
+    // fp16 dequantisation while it is cast to the dtype (none in fp16), `in + 4 + q ×
+    // out`: the larger, at the widest linear over every row of the call (assumed: an
+    // upper bound, whichever linear runs at the peak; outlier columns not counted). The
     // transformers' rows are uniform (FLUX's joint sequence, SD3's image or text
     // stream, Wan's video tokens); a UNet's linears see a row count per level, which
     // is not carried.
@@ -1057,14 +1061,22 @@ pub fn estimate(p: &Pipeline, w: &Workload) -> Result<DiffusionEstimate, Estimat
             .counts
             .linears
             .iter()
-            .map(|l| l.inp.saturating_add(l.out.saturating_mul(4)))
+            .map(|l| {
+                let q = if w.dtype == Dtype::F16 { 4 } else { 6 };
+                let quantise = l.inp.saturating_mul(q).saturating_add(4);
+                let product = l
+                    .inp
+                    .saturating_add(4)
+                    .saturating_add(l.out.saturating_mul(q));
+                quantise.max(product)
+            })
             .max()
             .unwrap_or(0);
         match rows {
             Some(r) => {
                 let b = r.saturating_mul(batch).saturating_mul(widest);
                 notes.push(format!(
-                    "int8 (bitsandbytes' LLM.int8): each linear's int8 input and int32 accumulator beside its output, {} bytes at the widest over the call's rows, added to the call (assumed: at most that at the peak)",
+                    "int8 (bitsandbytes' LLM.int8): each linear's quantised input (int8 rows, row scales, the outlier search's copies), then its int32 product and fp16 dequantisation beside its output, {} bytes at the widest over the call's rows, added to the call (assumed: at most that at the peak; outlier columns not counted)",
                     group_digits(b)
                 ));
                 b

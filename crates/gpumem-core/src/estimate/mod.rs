@@ -580,8 +580,10 @@ mod tests {
 
     /// bitsandbytes' kernel at the prefill, the widest quantised linear's: Llama-3.1-8B
     /// at 8 192 tokens in nf4 dequantises a 14 336 × 4 096 MLP weight to bf16
-    /// (117 440 512 B); in LLM.int8 the gate (or up) projection's int8 input and int32
-    /// accumulator, 8 192 × (4 096 + 4 × 14 336) B. Mixtral in nf4 under transformers
+    /// (117 440 512 B); in LLM.int8 the gate (or up) projection's int8 input, its fp32
+    /// row scale, and its int32 product beside the product's fp16 dequantisation and
+    /// bf16 cast, 8 192 × (4 096 + 4 + 6 × 14 336) B (above down_proj's quantisation of
+    /// its 14 336-wide input, 6 B a value). Mixtral in nf4 under transformers
     /// keeps its experts in bf16 and has no dense MLP: the widest quantised linear is
     /// q_proj, 4 096 × 4 096 × 2 B.
     #[test]
@@ -598,7 +600,7 @@ mod tests {
         let nf4 = llama_8b(&[("context", "8192"), ("format", "nf4")]);
         assert_eq!(line(&nf4), Some(14_336 * 4_096 * 2));
         let int8 = llama_8b(&[("context", "8192"), ("format", "int8")]);
-        assert_eq!(line(&int8), Some(8_192 * (4_096 + 4 * 14_336)));
+        assert_eq!(line(&int8), Some(8_192 * (4_096 + 4 + 6 * 14_336)));
         let preset = crate::presets::find("mixtral-8x7b").unwrap();
         let pairs = preset
             .pairs

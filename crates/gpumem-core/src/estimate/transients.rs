@@ -271,19 +271,34 @@ fn quantized_matmul(
             )
         }
         Some(StorageFormat::Int8) => {
+            // bitsandbytes ≥ 0.46.1 (transformers 5.23's `BITSANDBYTES_MIN_VERSION`),
+            // `MatMul8bitLt.forward` under `no_grad`: the input's fp16 copy (none in
+            // fp16), its int8 rows, fp32 row scales and the outlier search's fp16 and
+            // bool copies (`int8_vectorwise_quant`); then the int8 rows and scales
+            // beside the int32 product and its fp16 dequantisation, cast to the
+            // model's dtype (`int8_scaled_mm`, `int8_mm_dequant`): the cast is the
+            // output the prefill counts.
             let h = a.hidden;
-            let per_row = [
-                h.saturating_add(inter.saturating_mul(4)),
-                inter.saturating_add(h.saturating_mul(4)),
-                h.saturating_add(q.saturating_mul(4)),
-            ]
-            .into_iter()
-            .max()
-            .unwrap_or(0);
+            let per_value = if input.compute_dtype == crate::format::Dtype::F16 {
+                4
+            } else {
+                6
+            };
+            let per_row = [(h, inter), (inter, h), (h, q)]
+                .into_iter()
+                .map(|(width_in, out)| {
+                    let quantise = width_in.saturating_mul(per_value).saturating_add(4);
+                    let product = width_in
+                        .saturating_add(4)
+                        .saturating_add(out.saturating_mul(per_value));
+                    quantise.max(product)
+                })
+                .max()
+                .unwrap_or(0);
             (
                 checked_product(&[rows, tokens, per_row], "int8 accumulator")?,
                 format!(
-                    "LLM.int8: the widest linear's int8 input and int32 accumulator, sequences × tokens × (in + 4 × out) = {rows} × {tokens} × {per_row} B (MatMul8bitLt.forward; assumed: at most that at the peak)"
+                    "LLM.int8: the widest linear's quantised input (int8 rows, fp32 scales, the outlier search's copies) and its int32 product with the fp16 dequantisation, sequences × tokens × {per_row} B = {rows} × {tokens} × {per_row} (bitsandbytes MatMul8bitLt.forward; assumed: at most that at the peak, outlier columns not counted)"
                 ),
             )
         }
