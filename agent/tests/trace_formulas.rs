@@ -2331,11 +2331,11 @@ fn deepseek_v2_moe_and_latent_attention_agree_with_traces() {
 /// layers alternating with full ones, `GptOssTopKRouter` with its bias and
 /// `GptOssExperts`' clamped SwiGLU with biases under the grouped_mm experts) on
 /// gpt-oss-20b's and gpt-oss-120b's configs over a few of their layers and whole, a full
-/// fine-tune with and without checkpointing. SDPA asked is traced as what runs: gpt-oss
-/// refuses SDPA (`_supports_sdpa = False`) and transformers runs it eager. The
-/// derivation is computed and equals the trace to the byte; under flash attention (no
-/// backward with sinks) and the memory-efficient kernel (SDPA refused) the line stays
-/// assumed and says why. The trace builds the bf16 model from the config without its
+/// fine-tune and LoRA through PEFT on the frozen base (`gpt_oss_frozen_base`), with and
+/// without checkpointing. SDPA asked is traced as what runs: gpt-oss refuses SDPA
+/// (`_supports_sdpa = False`) and transformers runs it eager. The derivations are
+/// computed and equal the trace to the byte; flash attention (no backward with sinks)
+/// and the memory-efficient kernel (SDPA refused) are refused, naming why. The trace builds the bf16 model from the config without its
 /// `quantization_config`: the MXFP4 checkpoint dequantised to train.
 #[test]
 fn gpt_oss_sinks_and_biased_experts_agree_with_traces() {
@@ -2438,4 +2438,167 @@ fn gpt_oss_sinks_and_biased_experts_agree_with_traces() {
             .to_string();
         assert!(err.contains(word), "{attention}: {err}");
     }
+
+    // LoRA on the frozen base (PEFT's fp32 adapters, rank 16, no dropout): q, v (PEFT's
+    // usual pick), q, k, v, o (what PEFT's all-linear adapts on gpt-oss: its router and
+    // experts hold bare parameters, no nn.Linear; traced as `all-linear`), single
+    // projections on the first layer (whose input needs no gradient) and an adapted
+    // lm_head, with and without checkpointing, SDPA asked traced as eager.
+    // (config, attention asked, targets as the trace takes them, as gpumem reads them,
+    // checkpointing)
+    let lora: &[(&str, &str, &[&str], &str, bool)] = &[
+        (
+            "gpt-oss-20b.json@1",
+            "eager",
+            &["q_proj", "v_proj"],
+            "q,v",
+            false,
+        ),
+        (
+            "gpt-oss-20b.json@2",
+            "eager",
+            &["q_proj", "v_proj"],
+            "q,v",
+            false,
+        ),
+        (
+            "gpt-oss-20b.json@2",
+            "sdpa",
+            &["q_proj", "v_proj"],
+            "q,v",
+            false,
+        ),
+        ("gpt-oss-20b.json@2", "eager", &["all"], "q,k,v,o", false),
+        ("gpt-oss-20b.json@1", "eager", &["q_proj"], "q", false),
+        ("gpt-oss-20b.json@1", "eager", &["k_proj"], "k", false),
+        ("gpt-oss-20b.json@1", "eager", &["v_proj"], "v", false),
+        ("gpt-oss-20b.json@1", "eager", &["o_proj"], "o", false),
+        (
+            "gpt-oss-20b.json@2",
+            "eager",
+            &["k_proj", "o_proj"],
+            "k,o",
+            false,
+        ),
+        (
+            "gpt-oss-20b.json@2",
+            "eager",
+            &["q_proj", "v_proj", "lm_head"],
+            "q,v,lm_head",
+            false,
+        ),
+        ("gpt-oss-20b.json@1", "eager", &["v_proj"], "v", true),
+        (
+            "gpt-oss-20b.json@2",
+            "eager",
+            &["q_proj", "v_proj"],
+            "q,v",
+            true,
+        ),
+        ("gpt-oss-20b.json@3", "sdpa", &["all"], "q,k,v,o", true),
+        (
+            "gpt-oss-20b.json",
+            "eager",
+            &["q_proj", "v_proj"],
+            "q,v",
+            false,
+        ),
+        ("gpt-oss-20b.json", "sdpa", &["all"], "q,k,v,o", false),
+        ("gpt-oss-20b.json", "eager", &["all"], "q,k,v,o", true),
+        ("gpt-oss-120b.json@2", "eager", &["all"], "q,k,v,o", false),
+        (
+            "gpt-oss-120b.json",
+            "eager",
+            &["q_proj", "v_proj"],
+            "q,v",
+            true,
+        ),
+    ];
+    let mut requests = String::new();
+    for (config, _, targets, _, ckpt) in lora {
+        let w = serde_json::json!({
+            "config": text(config), "train": "lora", "sequences": SEQUENCES,
+            "context": CONTEXT, "generate": 0, "dtype": "bfloat16", "attention": "eager",
+            "optimizer": "adamw", "master_weights": false, "checkpointing": ckpt,
+            "lora_rank": 16, "lora_targets": targets, "logits": "last",
+            "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), lora.len(), "one answer per case");
+    for ((config, attention, _, targets, ckpt), t) in lora.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{config} {targets}: {t}");
+        let input = input_of_text(
+            &serde_json::to_string(&text(config)).unwrap(),
+            &[
+                ("train", "lora"),
+                ("lora-targets", targets),
+                ("lora-rank", "16"),
+                ("lora-dropout", "false"),
+                ("sequences", "2"),
+                ("context", "512"),
+                ("attention", attention),
+                ("checkpointing", if *ckpt { "true" } else { "false" }),
+                ("master-weights", "false"),
+            ],
+        );
+        let est = estimate(&input).unwrap();
+        let line = |key: &str| {
+            est.lines
+                .iter()
+                .find(|l| l.key.as_str() == key)
+                .unwrap()
+                .clone()
+        };
+        let (activations, adapters) = (line("activations"), line("training.adapters"));
+        let kept = t["kept"].as_u64().unwrap();
+        eprintln!(
+            "{config:<20} lora {targets:<12} {attention:<6} ckpt {ckpt:<5} | line {:>12} {} traced kept {kept:>12}",
+            activations.bytes,
+            activations.kind.name()
+        );
+        assert_eq!(
+            activations.kind.name(),
+            "computed",
+            "{config} {targets}: {}",
+            activations.formula
+        );
+        assert!(
+            activations.formula.contains("frozen base"),
+            "{}",
+            activations.formula
+        );
+        // The traced model's parameters: the base's and PEFT's fp32 adapters (so
+        // all-linear adapts q, k, v, o and nothing else on gpt-oss).
+        assert_eq!(
+            t["parameters"].as_u64(),
+            est.parameters.map(|p| p + adapters.bytes / 4),
+            "{config} {targets}"
+        );
+        let a = input.arch.unwrap();
+        let ad = gpumem_core::training::Adapters {
+            targets: gpumem_core::training::LoraTargets::parse("lora-targets", targets).unwrap(),
+            rank: 16,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+            base_4bit: false,
+            autocast: false,
+            weight_copies: 0,
+            modules: gpumem_core::training::ModulesToSave::default(),
+        };
+        let kernel = AttentionImpl::parse("attention", attention).unwrap();
+        let derived =
+            decoder_activations(&a, CONTEXT, SEQUENCES, 2, *ckpt, kernel, Some(&ad)).unwrap();
+        assert_eq!(activations.bytes, derived.bytes, "{config} {targets}");
+        if derived.kept != kept {
+            failures.push(format!(
+                "LoRA {config} {targets} {attention} ckpt {ckpt}: {} vs traced {kept}",
+                derived.kept
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

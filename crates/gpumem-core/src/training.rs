@@ -2204,6 +2204,225 @@ fn gpt_oss_activations(
     })
 }
 
+/// Why LoRA on gpt-oss stays outside [`gpt_oss_frozen_base`], where it does:
+/// - MLP targets: PEFT adapts no linear in gpt-oss's MLP. `GptOssExperts` holds
+///   `gate_up_proj` and `down_proj` as 3-D `nn.Parameter`s and `GptOssTopKRouter` its
+///   weight and bias as bare parameters (transformers 5.23 `modeling_gpt_oss.py`), none an
+///   `nn.Linear`, so PEFT's `all-linear` adapts q, k, v and o there
+///   (peft 0.21.2 `tuners/tuners_utils.py` `_maybe_include_all_linear_layers` selects
+///   `nn.Linear` and `Conv1D`). The experts are adapted only through `target_parameters`
+///   (peft 0.21.2 `tuners/lora/layer.py` `ParamWrapper`), which `--lora-targets` does not
+///   name; `all` (which counts gate, up and down adapters on every expert) stays assumed;
+/// - QLoRA and autocast were not traced over gpt-oss's eager attention, router and
+///   grouped experts.
+fn gpt_oss_lora_outside(ad: &Adapters) -> Option<&'static str> {
+    let t = ad.targets;
+    if t.gate || t.up || t.down {
+        Some(
+            "LoRA on gpt-oss's MLP is not in the derivation: PEFT adapts no linear there (GptOssExperts' gate_up_proj and down_proj are 3-D parameters, the router no nn.Linear), so PEFT's all-linear adapts q, k, v, o (--lora-targets q,k,v,o); adapters on the experts' parameters (PEFT's target_parameters, ParamWrapper) are not among gpumem's targets",
+        )
+    } else if ad.base_4bit || ad.base_keeps_inputs {
+        Some(
+            "QLoRA on gpt-oss is not in the derivation (its 4-bit attention projections beside bf16 experts were not traced)",
+        )
+    } else if ad.autocast {
+        Some(
+            "LoRA on gpt-oss under autocast is not in the derivation (autocast's casts over its eager attention, router and grouped experts were not traced)",
+        )
+    } else {
+        None
+    }
+}
+
+/// Activations of LoRA on a frozen gpt-oss in 16-bit compute, tensor by tensor from
+/// transformers 5.23 `models/gpt_oss/modeling_gpt_oss.py` and `integrations/moe.py`
+/// (`grouped_mm_experts_forward`) with PEFT 0.21.2's adapters (`tuners/lora/layer.py`,
+/// `Linear.forward`: `x = self._cast_input_dtype(x, lora_A.weight.dtype)`, then
+/// `lora_B(lora_A(dropout(x)))`), and equal to `gpumem-agent trace` to the byte. PEFT
+/// freezes every base parameter, the sinks, the router and the experts among them, so
+/// autograd keeps an operand only where an input's gradient needs it — less than
+/// [`gpt_oss_activations`] keeps. Per layer whose input needs a gradient, with `T`
+/// tokens, `S = T·k` token–expert pairs, `e` the expert width, `n` heads of width `d`,
+/// `v` bytes a value, every tensor in 512 B blocks:
+/// - each `GptOssRMSNorm` keeps its fp32 upcast and `rsqrt` (4·h + 4): the weight's
+///   product keeps the frozen weight, not the normalised value, and no frozen
+///   projection keeps the output;
+/// - eager attention keeps the query after RoPE (for the keys' gradient), the keys and
+///   values `repeat_kv` copies, the softmax over the scores with the sinks appended
+///   (v·n·(s + 1)) and the int64 indices of its row maximum, but not the output made
+///   contiguous, which only `o_proj`'s weight would read: v·3·n·d + v·n·(s + 1) + 8·n;
+/// - the router keeps top-k's indices and its softmax (8·k + v·k), its frozen linear
+///   nothing;
+/// - the dispatch keeps the sort's permutation, `perm // k` and the inverse permutation
+///   (int64, 3·8·S: the sorted expert ids index only the frozen biases), the groups'
+///   offsets (4·E) and the gathered routing weights (v·S); per pair the experts keep the
+///   fused gate/up output (the clamps read it in place; 2·v·e), `_apply_gate`'s clamped
+///   gate, sigmoid, `up + 1` and `glu` (4·v·e: their product is read only by the frozen
+///   down projection's weight) and the down output (v·h), not the gathered input:
+///   v·(h + 6·e).
+///
+/// Each adapted projection keeps what `lora_A` and `lora_B` read: the input cast to the
+/// adapters' dtype (a·in; PEFT's fp32 adapters over a 16-bit model) or, under a dropout,
+/// its dropped-out copy, with the dropout's 1-byte mask only where the input needs a
+/// gradient (autograd records the dropout only then); adapters in the compute dtype with
+/// no dropout read the projection's input itself (the first norm's output once for q, k,
+/// v; the attention's contiguous output for o); and `lora_A`'s output (a·r).
+///
+/// Without checkpointing the first layer's input (the frozen embedding's output) needs
+/// no gradient: its first norm is not recorded, its attention keeps only what the
+/// adapted projections' gradients need (an adapted q keeps the repeated keys, an adapted
+/// k the query; either keeps the softmax, its maximum's indices and the repeated values;
+/// an adapted v alone only the softmax, which the product with the values keeps), and
+/// its MLP half is recorded once any attention projection is adapted. RoPE's cos and
+/// sin are kept where a query or key needs a gradient. Once: the final norm's upcast and
+/// `rsqrt`, the shifted labels and the loss (and an adapted or trained `lm_head`'s
+/// input). With checkpointing (PEFT's `enable_input_require_grads` gives every layer's
+/// input a gradient) what [`gpt_oss_activations`] holds but the final norm's frozen
+/// terms, and one layer recomputed.
+fn gpt_oss_frozen_base(
+    a: &Architecture,
+    m: &Moe,
+    (seq, batch): (u64, u64),
+    value: u64,
+    checkpointing: bool,
+    ad: &Adapters,
+) -> Result<Activations, EstimateError> {
+    let tokens = seq.saturating_mul(batch);
+    let pairs = tokens.saturating_mul(m.active);
+    let (h, heads, d, e) = (a.hidden, a.heads, a.head_dim, m.expert_intermediate);
+    let t = ad.targets;
+    let norm = add(&[block(&[tokens, 4, h]), block(&[tokens, 4])]);
+    let qd = block(&[tokens, value, heads, d]);
+    let probs = block(&[batch, heads, seq, seq.saturating_add(1), value]);
+    let row_max = block(&[batch, heads, seq, 8]);
+    // An adapter keeps an input of its own when it casts it or drops it out (autocast
+    // and 4-bit bases are outside: `gpt_oss_lora_outside`).
+    let own = ad.value != value || ad.dropout;
+    let module = |on: bool, width: u64, input_grad: bool| {
+        if !on {
+            return 0;
+        }
+        add(&[
+            if own {
+                block(&[tokens, ad.value, width])
+            } else {
+                0
+            },
+            if ad.dropout && input_grad {
+                block(&[tokens, width])
+            } else {
+                0
+            },
+            block(&[tokens, ad.value, ad.rank]),
+        ])
+    };
+    let mlp = add(&[
+        norm,
+        block(&[tokens, 8, m.active]),
+        block(&[tokens, value, m.active]),
+        mul(&[3, block(&[pairs, 8])]),
+        block(&[m.experts, 4]),
+        block(&[pairs, value]),
+        block(&[pairs, value, 2, e]),
+        mul(&[4, block(&[pairs, value, e])]),
+        block(&[pairs, value, h]),
+    ]);
+    let layer = |input_grad: bool| {
+        let (q_grad, k_grad, v_grad) = (input_grad || t.q, input_grad || t.k, input_grad || t.v);
+        let scores_grad = q_grad || k_grad;
+        add(&[
+            if input_grad { norm } else { 0 },
+            if !own && (t.q || t.k || t.v) {
+                block(&[tokens, value, h])
+            } else {
+                0
+            },
+            module(t.q, h, input_grad),
+            module(t.k, h, input_grad),
+            module(t.v, h, input_grad),
+            if k_grad { qd } else { 0 },
+            if q_grad { qd } else { 0 },
+            if scores_grad {
+                add(&[probs, row_max, qd])
+            } else if v_grad {
+                probs
+            } else {
+                0
+            },
+            module(t.o, heads.saturating_mul(d), q_grad || k_grad || v_grad),
+            if t.o && !own { qd } else { 0 },
+            if input_grad || t.attention() { mlp } else { 0 },
+        ])
+    };
+    let layers = a.layers;
+    let rope = checkpointing || layers > 1 || ad.modules.embed || t.q || t.k;
+    let once = add(&[
+        norm,
+        if rope {
+            mul(&[2, block(&[seq, value, d.div_ceil(2)])])
+        } else {
+            0
+        },
+        block(&[tokens, 8]),
+        1024,
+        if (t.lm_head && !own) || ad.modules.lm_head {
+            block(&[tokens, value, h])
+        } else {
+            0
+        },
+        module(t.lm_head, h, true),
+    ]);
+    let (kept, bytes, shape) = if checkpointing {
+        let masks = mul(&[layers.min(2), block(&[batch, seq, seq, value])]);
+        let kept = add(&[
+            mul(&[layers, block(&[tokens, value, h])]),
+            once,
+            block(&[seq, 8]),
+            masks,
+        ]);
+        (
+            kept,
+            add(&[kept, layer(true)]),
+            "L × v·h (checkpointed layer inputs) + the position ids and eager attention's 16-bit mask per layer type (sliding, full), which their arguments hold + one layer recomputed",
+        )
+    } else {
+        let kept = add(&[
+            layer(ad.modules.embed),
+            mul(&[layers.saturating_sub(1), layer(true)]),
+            once,
+        ]);
+        (
+            kept,
+            kept,
+            "L × per-layer (the first layer keeps only what its adapters' gradients need)",
+        )
+    };
+    if bytes == u64::MAX {
+        return Err(EstimateError::Overflow {
+            what: "activations",
+        });
+    }
+    let adapter_input = match (ad.value != value, ad.dropout) {
+        (true, true) => format!(
+            "its input cast to the adapter's {} B and dropped out (a·in), the dropout's mask (1·in) where the input needs a gradient",
+            ad.value
+        ),
+        (true, false) => format!("its input cast to the adapter's {} B (a·in)", ad.value),
+        (false, true) => {
+            "its dropped-out input (v·in) and the dropout's mask (1·in) where the input needs a gradient".into()
+        }
+        (false, false) => "the projection's input (v·in, once per tensor read)".into(),
+    };
+    Ok(Activations {
+        bytes,
+        kept,
+        formula: format!(
+            "{shape}; frozen base, per layer and token: 2 RMSNorms keep their fp32 upcast 4·h + eager attention with sinks v·3·n·d + v·n·(s + 1) + 8·n (SDPA is refused for gpt-oss: eager runs) + the router's top-k 8·k + v·k + per pair gate/up, the clamped SwiGLU's four kept tensors and the down output v·(h + 6·e) and the dispatch's int64 permutations; each adapted projection keeps {adapter_input} and lora_A's output a·r (PEFT's LoRA Linear.forward); once: final norm, RoPE cos/sin over half a head, labels, loss (transformers' gpt-oss with grouped_mm experts, every tensor in 512 B blocks)"
+        ),
+        assumed_because: None,
+    })
+}
+
 /// What DeepSeek-V2's multi-head latent attention keeps per layer for the backward
 /// (`DeepseekV2Attention.forward`, transformers 5.23
 /// `models/deepseek_v2/modeling_deepseek_v2.py`), with `n` heads, `dq` = nope + rope
@@ -2505,6 +2724,14 @@ pub fn decoder_activations(
             None => return gpt_oss_activations(a, &m, (seq, batch), value, checkpointing),
             outside => outside,
         },
+        (Some(m), Some(ad)) if gpt_oss(a) => {
+            match fp32_outside(a, value, attention, true).or(gpt_oss_lora_outside(ad)) {
+                None => {
+                    return gpt_oss_frozen_base(a, &m, (seq, batch), value, checkpointing, ad);
+                }
+                outside => outside,
+            }
+        }
         _ => why,
     };
     if layernorm_decoder(a) {
@@ -4258,12 +4485,12 @@ mod tests {
         assert!(p.assumed_because.is_some());
     }
 
-    /// gpt-oss's full fine-tune is derived under eager attention (and SDPA asked, which
-    /// runs eager), equal to the meta trace; flash and the memory-efficient kernel are
-    /// refused (no backward with the sinks; SDPA refused), fp32 compute and LoRA stay
-    /// assumed.
+    /// gpt-oss's full fine-tune and LoRA on its attention are derived under eager
+    /// attention (and SDPA asked, which runs eager), equal to the meta trace; flash and
+    /// the memory-efficient kernel are refused (no backward with the sinks; SDPA
+    /// refused); fp32 compute, LoRA's MLP targets, QLoRA and autocast stay assumed.
     #[test]
-    fn gpt_oss_is_derived_eager_its_flash_refused_and_lora_assumed() {
+    fn gpt_oss_is_derived_eager_with_lora_its_flash_refused() {
         let c = crate::import::config::parse_config(include_str!(
             "../tests/cases/configs/gpt-oss-20b.json"
         ))
@@ -4290,36 +4517,84 @@ mod tests {
         // SDPA asked runs eager (gpt-oss refuses SDPA).
         assert_eq!(kept(AttentionImpl::Sdpa, false), 775_223_296);
         // Flash (no backward with sinks) and the memory-efficient kernel (SDPA refused):
-        // refused, naming why.
+        // refused, naming why, with adapters or without.
+        let lora = |targets: &str| Adapters {
+            targets: LoraTargets::parse("t", targets).unwrap(),
+            rank: 16,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+            base_4bit: false,
+            autocast: false,
+            weight_copies: 0,
+            modules: ModulesToSave::default(),
+        };
         for (att, word) in [
             (AttentionImpl::Flash, "backward with sinks"),
             (AttentionImpl::Efficient, "refuses SDPA"),
         ] {
-            let err = decoder_activations(&a, 512, 2, 2, false, att, None)
-                .expect_err("refused")
-                .to_string();
-            assert!(err.contains(word), "{att:?}: {err}");
+            for ad in [None, Some(lora("q,v"))] {
+                let err = decoder_activations(&a, 512, 2, 2, false, att, ad.as_ref())
+                    .expect_err("refused")
+                    .to_string();
+                assert!(err.contains(word), "{att:?}: {err}");
+            }
         }
-        // fp32 compute and LoRA: assumed, naming why.
-        for (att, value, lora, word) in [
-            (AttentionImpl::Eager, 4, false, "fp32"),
-            (AttentionImpl::Eager, 2, true, "mixture of experts"),
+        // LoRA (PEFT's fp32 adapters, rank 16) on q, v and on q, k, v, o (PEFT's
+        // all-linear on gpt-oss): the meta trace's kept bytes, SDPA asked as eager.
+        let lora_kept = |targets: &str, att, ckpt| {
+            let d = decoder_activations(&a, 512, 2, 2, ckpt, att, Some(&lora(targets))).unwrap();
+            assert_eq!(d.assumed_because, None, "{targets}");
+            assert!(d.formula.contains("frozen base"), "{}", d.formula);
+            d
+        };
+        assert_eq!(
+            lora_kept("q,v", AttentionImpl::Eager, false).kept,
+            602_793_984
+        );
+        assert_eq!(
+            lora_kept("q,v", AttentionImpl::Sdpa, false).kept,
+            602_793_984
+        );
+        assert_eq!(
+            lora_kept("q,k,v,o", AttentionImpl::Eager, false).kept,
+            668_592_128
+        );
+        let ckpt = lora_kept("q,k,v,o", AttentionImpl::Eager, true);
+        assert_eq!(ckpt.kept, 25_773_056);
+        // Beside what the forward keeps, one layer recomputed: below the full
+        // fine-tune's.
+        assert!(ckpt.bytes > ckpt.kept);
+        let full = decoder_activations(&a, 512, 2, 2, true, AttentionImpl::Eager, None).unwrap();
+        assert!(ckpt.bytes < full.bytes);
+        // fp32 compute, the MLP's targets (`all` counts the experts' gate, up and down,
+        // which PEFT adapts only through target_parameters), QLoRA and autocast:
+        // assumed, naming why.
+        for (value, ad, word) in [
+            (4, lora("q,v"), "fp32"),
+            (2, lora("all"), "3-D parameters"),
+            (
+                2,
+                Adapters {
+                    base_4bit: true,
+                    ..lora("q,v")
+                },
+                "QLoRA",
+            ),
+            (
+                2,
+                Adapters {
+                    autocast: true,
+                    ..lora("q,v")
+                },
+                "autocast",
+            ),
         ] {
-            let ad = Adapters {
-                targets: LoraTargets::parse("t", "q,v").unwrap(),
-                rank: 16,
-                value: 2,
-                dropout: false,
-                base_keeps_inputs: false,
-                base_4bit: false,
-                autocast: false,
-                weight_copies: 0,
-                modules: ModulesToSave::default(),
-            };
-            let why = decoder_activations(&a, 512, 2, value, false, att, lora.then_some(&ad))
-                .unwrap()
-                .assumed_because;
-            assert!(why.is_some_and(|w| w.contains(word)), "{att:?}: {why:?}");
+            let why =
+                decoder_activations(&a, 512, 2, value, false, AttentionImpl::Eager, Some(&ad))
+                    .unwrap()
+                    .assumed_because;
+            assert!(why.is_some_and(|w| w.contains(word)), "{word}: {why:?}");
         }
         // Without the sinks the layout is no longer gpt-oss's: assumed.
         let no_sinks = Architecture {
