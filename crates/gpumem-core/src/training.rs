@@ -2026,7 +2026,7 @@ fn deepseek_v2(a: &Architecture) -> bool {
 /// `GptOssTopKRouter` (a linear with bias, top-k over the logits, a softmax over the k
 /// chosen) and `GptOssExperts` with biases on the fused gate/up and down projections and
 /// its clamped SwiGLU (`_apply_gate`: `alpha`, `limit`); no shared expert, no q/k norms —
-/// what [`gpt_oss_activations`] derives. The sinks mark it: no other family has them.
+/// what [`gpt_oss_activations`] and [`gpt_oss_frozen_base`] derive. The sinks mark it: no other family has them.
 fn gpt_oss(a: &Architecture) -> bool {
     match a.moe {
         Some(m) => {
@@ -2717,8 +2717,9 @@ pub fn decoder_activations(
         _ => None,
     })
     .or(fp32_outside(a, value, attention, adapters.is_some()));
-    // gpt-oss's full fine-tune is derived (`gpt_oss_activations`) under the kernels
-    // transformers runs it with; elsewhere its line stays assumed, saying why.
+    // gpt-oss's full fine-tune (`gpt_oss_activations`) and LoRA on its attention
+    // (`gpt_oss_frozen_base`) are derived under the kernels transformers runs it with;
+    // elsewhere its line stays assumed, saying why.
     let why = match (a.moe, adapters) {
         (Some(m), None) if gpt_oss(a) => match fp32_outside(a, value, attention, false) {
             None => return gpt_oss_activations(a, &m, (seq, batch), value, checkpointing),
