@@ -4561,6 +4561,43 @@ mod tests {
             lora_kept("q,k,v,o", AttentionImpl::Eager, false).kept,
             668_592_128
         );
+        // What the trace's request does not express, traced by building PEFT's model so:
+        // adapters in bf16 (lora_A reads the projection's own input: the first norm's
+        // output, the attention's contiguous output), a dropout (its mask kept only
+        // where the adapter's input needs a gradient: not on the first layer's q, v)
+        // and a trained embedding (the first layer's input then needs a gradient).
+        let with = |targets: &str, f: &dyn Fn(Adapters) -> Adapters| {
+            let d = decoder_activations(
+                &a,
+                512,
+                2,
+                2,
+                false,
+                AttentionImpl::Eager,
+                Some(&f(lora(targets))),
+            )
+            .unwrap();
+            assert_eq!(d.assumed_because, None, "{targets}");
+            d.kept
+        };
+        let bf16 = |ad: Adapters| Adapters { value: 2, ..ad };
+        assert_eq!(with("q,k,v,o", &bf16), 592_570_368);
+        assert_eq!(with("o", &bf16), 487_647_232);
+        assert_eq!(with("q,v,lm_head", &bf16), 573_204_480);
+        let dropout = |ad: Adapters| Adapters {
+            dropout: true,
+            ..ad
+        };
+        assert_eq!(with("q,v", &dropout), 608_692_224);
+        let embed = |ad: Adapters| Adapters {
+            dropout: true,
+            modules: ModulesToSave {
+                embed: true,
+                lm_head: false,
+            },
+            ..ad
+        };
+        assert_eq!(with("q,k,v,o", &embed), 706_476_032);
         let ckpt = lora_kept("q,k,v,o", AttentionImpl::Eager, true);
         assert_eq!(ckpt.kept, 25_773_056);
         // Beside what the forward keeps, one layer recomputed: below the full
