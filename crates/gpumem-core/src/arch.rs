@@ -126,6 +126,69 @@ impl Indexer {
     }
 }
 
+/// A vision tower's shape, as far as its forward over an image is derived
+/// (`estimate::tower`, transformers' runtime): Gemma 3's SigLIP tower with its pooling
+/// projector (`merge` 0: a fixed `image` side, pooled to the prompt's tokens) and the
+/// Qwen2.5-VL / Qwen3-VL towers (`merge` ≥ 1: patches of `temporal` frames merged
+/// `merge` × `merge` into one token; Qwen2.5-VL's window attention, Qwen3-VL's
+/// interpolated learned positions and deepstack mergers). Read from the config's
+/// `vision_config` by the families whose tower forward is derived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VisionTower {
+    /// The tower's width (`hidden_size`).
+    pub hidden: u64,
+    /// Its layers (`num_hidden_layers`, `depth`).
+    pub layers: u64,
+    /// Its attention heads.
+    pub heads: u64,
+    /// Its MLP intermediate size.
+    pub intermediate: u64,
+    /// Pixels a side of one patch.
+    pub patch: u64,
+    /// Frames one patch spans (Qwen's `temporal_patch_size`; 1 for SigLIP).
+    pub temporal: u64,
+    /// Channels of the image (`num_channels`, `in_channels`).
+    pub channels: u64,
+    /// Patches merged a side into one token by the patch merger (Qwen: 2); 0: none,
+    /// the projector pools the fixed grid (Gemma 3).
+    pub merge: u64,
+    /// The fixed image side the processor resizes to, pixels (Gemma 3: 896); 0: the
+    /// image's own size.
+    pub image: u64,
+    /// Window attention's window side, pixels (Qwen2.5-VL's `window_size`: 112); 0: none.
+    pub window: u64,
+    /// Blocks attending over the whole image beside the windowed ones (Qwen2.5-VL's
+    /// `fullatt_block_indexes`).
+    pub full_layers: u64,
+    /// Deepstack mergers whose outputs go to the language model (Qwen3-VL: 3).
+    pub deepstack: u64,
+    /// Width of the merger's output (`out_hidden_size`).
+    pub out: u64,
+    /// Taps of the learned positions' interpolation per patch (Qwen3-VL's bilinear: 4);
+    /// 0: none.
+    pub pos_taps: u64,
+}
+
+impl VisionTower {
+    /// The tower's facts before its config is read.
+    pub const BASE: VisionTower = VisionTower {
+        hidden: 0,
+        layers: 0,
+        heads: 0,
+        intermediate: 0,
+        patch: 0,
+        temporal: 1,
+        channels: 3,
+        merge: 0,
+        image: 0,
+        window: 0,
+        full_layers: 0,
+        deepstack: 0,
+        out: 0,
+        pos_taps: 0,
+    };
+}
+
 /// Whose cache layout the recurrent-state and indexer lines follow. transformers'
 /// own cache (no engine named, or the `transformers` engine) keeps the whole
 /// convolution window and most recurrent states in fp32, and the indexer's keys in the
@@ -834,6 +897,9 @@ pub struct Architecture {
     /// the config reader beside `tower_params`. 0 = none.
     #[serde(default)]
     pub tower_rope_bytes: u64,
+    /// The vision tower's shape where its forward over an image is derived.
+    #[serde(default)]
+    pub vision: Option<VisionTower>,
 }
 
 /// serde's default for facts that are on unless a stored import says otherwise.
@@ -923,6 +989,7 @@ impl Architecture {
         embed_scales: 0,
         mup_vectors: false,
         tower_rope_bytes: 0,
+        vision: None,
     };
 
     /// [`Architecture::BASE`] with every optional part at its own base: where each
@@ -936,6 +1003,7 @@ impl Architecture {
         kv_share: Some(KvShare::BASE),
         shared_attn: Some(SharedAttn::BASE),
         moe: Some(Moe::BASE),
+        vision: Some(VisionTower::BASE),
         ..Architecture::BASE
     };
 }
@@ -1407,6 +1475,23 @@ pub const VARIANT_FACTS: &[Fact] = &[
     fact("tower-params", G::Variants, K::Count, "Vision/audio tower parameters", "0",
         "Parameters of vision/audio towers and projectors, kept in 16 bits", at!(tower_params))
         .underived("vision/audio towers are not in the derivation"),
+    fact("tower-hidden", G::Variants, K::Count, "Vision tower width", "none",
+        "The vision tower's hidden size, where its forward over an image is derived (Gemma 3, Qwen2.5-VL, Qwen3-VL)", at!(vision.hidden))
+        .always(),
+    fact("tower-layers", G::Variants, K::Count, "Vision tower layers", "", "The vision tower's layers", at!(vision.layers)).need(),
+    fact("tower-heads", G::Variants, K::Count, "Vision tower heads", "", "The vision tower's attention heads", at!(vision.heads)).need(),
+    fact("tower-intermediate", G::Variants, K::Count, "Vision tower MLP", "", "The vision tower's MLP intermediate size", at!(vision.intermediate)).need(),
+    fact("tower-patch", G::Variants, K::Count, "Vision patch side", "", "Pixels a side of one patch", at!(vision.patch)).need(),
+    fact("tower-temporal", G::Variants, K::Count, "Vision patch frames", "1", "Frames one patch spans (Qwen: 2; an image is repeated to fill them)", at!(vision.temporal)),
+    fact("tower-channels", G::Variants, K::Count, "Image channels", "3", "Channels of the image", at!(vision.channels)).always(),
+    fact("tower-merge", G::Variants, K::Count, "Patch merge side", "0",
+        "Patches merged a side into one token (Qwen: 2); 0: a fixed grid pooled by the projector (Gemma 3)", at!(vision.merge)),
+    fact("tower-image", G::Variants, K::Count, "Fixed image side", "0", "The side the processor resizes every image to, pixels (Gemma 3: 896); 0: the image's own", at!(vision.image)),
+    fact("tower-window", G::Variants, K::Count, "Vision window side", "0", "Window attention's window side, pixels (Qwen2.5-VL: 112); 0: none", at!(vision.window)),
+    fact("tower-full-layers", G::Variants, K::Count, "Full-attention tower blocks", "0", "Tower blocks attending over the whole image beside the windowed ones (Qwen2.5-VL: 4)", at!(vision.full_layers)),
+    fact("tower-deepstack", G::Variants, K::Count, "Deepstack mergers", "0", "Mergers whose outputs feed the language model's first layers (Qwen3-VL: 3)", at!(vision.deepstack)),
+    fact("tower-out", G::Variants, K::Count, "Vision merger width", "0", "Width of the patch merger's output (out_hidden_size)", at!(vision.out)),
+    fact("tower-pos-taps", G::Variants, K::Count, "Position taps", "0", "Learned positions interpolated per patch from this many table rows (Qwen3-VL: 4); 0: none", at!(vision.pos_taps)),
     fact("attn-gate", G::Variants, K::Bool(Architecture::BASE.attn_gate), "Gated attention output", "",
         "q_proj also yields an output gate: twice as wide (Qwen3-Next)", at!(attn_gate))
         .underived(GATE_OR_SINKS),
@@ -2020,6 +2105,7 @@ impl Architecture {
             shared_attn: None,
             tower_params: 0,
             tower_rope_bytes: 0,
+            vision: None,
             moe: self.moe.map(|m| Moe {
                 dense_layers: 0,
                 every: 1,
@@ -3364,6 +3450,17 @@ mod tests {
                 ..Moe::BASE
             }),
             ..Architecture::BASE
+        };
+        let base = Architecture {
+            vision: Some(VisionTower {
+                hidden: 32,
+                layers: 2,
+                heads: 2,
+                intermediate: 64,
+                patch: 14,
+                ..VisionTower::BASE
+            }),
+            ..base
         };
         base.validate()
             .expect("a valid architecture with every part");

@@ -10,7 +10,7 @@
 
 use crate::arch::{
     Architecture, GlobalAttn, Indexer, KvShare, MAX_DIM, Mixer, MixerKind, Mla, Moe, PerLayerInput,
-    SharedAttn, fact_of,
+    SharedAttn, VisionTower, fact_of,
 };
 use crate::error::EstimateError;
 use crate::estimate::{EstimateInput, Fsdp, KvDims, Logits, Offload, Pipeline, TrainMode};
@@ -444,6 +444,9 @@ fn build_arch(
     a.mla = get("kv-lora-rank").map(|_| Mla::BASE);
     a.global_attn = get("global-layers").map(|_| GlobalAttn::BASE);
     a.indexer = get("indexer-heads").map(|_| Indexer::BASE);
+    a.vision = get("tower-hidden")
+        .filter(|w| *w > 0)
+        .map(|_| VisionTower::BASE);
     a.per_layer_input = get("per-layer-input")
         .filter(|w| *w > 0)
         .map(|_| PerLayerInput::BASE);

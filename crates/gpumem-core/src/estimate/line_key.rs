@@ -90,6 +90,9 @@ pub enum LineKey {
     /// A quantised linear's kernel transient at the prefill's peak
     /// (`prefill.quantized_matmul`).
     PrefillQuantizedMatmul,
+    /// What the vision tower's forward over the prompt's images adds to the prefill's
+    /// peak (`prefill.vision_tower`).
+    PrefillVisionTower,
     /// The reserve (`reserve`).
     Reserve,
     /// Host memory per node for an offloaded optimizer (`host.optimizer`).
@@ -104,7 +107,7 @@ pub enum LineKey {
 
 impl LineKey {
     /// Every key, in the order the estimate adds its lines.
-    pub const ALL: [LineKey; 42] = [
+    pub const ALL: [LineKey; 43] = [
         LineKey::Weights,
         LineKey::WeightsEmbeddings,
         LineKey::WeightsAttention,
@@ -142,6 +145,7 @@ impl LineKey {
         LineKey::PrefillAttentionScores,
         LineKey::PrefillLogits,
         LineKey::PrefillQuantizedMatmul,
+        LineKey::PrefillVisionTower,
         LineKey::Reserve,
         LineKey::HostOptimizer,
         LineKey::HostParameters,
@@ -189,6 +193,7 @@ impl LineKey {
             LineKey::PrefillAttentionScores => "prefill.attention_scores",
             LineKey::PrefillLogits => "prefill.logits",
             LineKey::PrefillQuantizedMatmul => "prefill.quantized_matmul",
+            LineKey::PrefillVisionTower => "prefill.vision_tower",
             LineKey::Reserve => "reserve",
             LineKey::HostOptimizer => "host.optimizer",
             LineKey::HostParameters => "host.parameters",
@@ -236,7 +241,8 @@ impl LineKey {
             | LineKey::PrefillMlp
             | LineKey::PrefillAttentionScores
             | LineKey::PrefillLogits
-            | LineKey::PrefillQuantizedMatmul => Group::Transient,
+            | LineKey::PrefillQuantizedMatmul
+            | LineKey::PrefillVisionTower => Group::Transient,
             LineKey::Reserve => Group::Reserve,
             LineKey::HostOptimizer
             | LineKey::HostParameters

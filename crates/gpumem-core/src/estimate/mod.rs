@@ -39,6 +39,7 @@ mod line_key;
 mod peaks;
 mod ranks;
 mod split;
+mod tower;
 mod training;
 mod transients;
 mod weights;
@@ -374,6 +375,25 @@ fn stages<const TRAINING: bool>(input: &EstimateInput) -> Result<Estimate, Estim
 
     // Activations and transients.
     transients::transients(input, &split, &mut b)?;
+    // The vision tower's forward, a phase of the prefill beside the text's.
+    let prefill = b
+        .lines
+        .iter()
+        .filter(|l| {
+            l.in_total
+                && matches!(
+                    l.key,
+                    LineKey::PrefillMlp
+                        | LineKey::PrefillAttentionScores
+                        | LineKey::PrefillLogits
+                        | LineKey::PrefillQuantizedMatmul
+                )
+        })
+        .try_fold((0u64, 0u64), |(s, d), l| {
+            Some((s.checked_add(l.bytes)?, d.checked_add(l.device_bytes)?))
+        })
+        .ok_or(EstimateError::Overflow { what: "prefill" })?;
+    tower::vision_tower(input, prefill, &mut b)?;
 
     // The caching allocator: the loading peak and what the step reserves.
     if TRAINING {

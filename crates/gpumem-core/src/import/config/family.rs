@@ -65,6 +65,12 @@ pub(crate) type Patches = fn(&Cfg, u64) -> Result<u64, EstimateError>;
 /// A counted vision tower's rotary tables: its `vision_config` → their bytes.
 pub(crate) type TowerRope = fn(&Value) -> Result<u64, EstimateError>;
 
+/// A vision tower's shape where its forward is derived: (the root config, its
+/// `vision_config`) → the shape ([`crate::arch::VisionTower`]); `None` for a tower the
+/// reader does not derive.
+pub(crate) type TowerShape =
+    fn(&Cfg, &Value) -> Result<Option<crate::arch::VisionTower>, EstimateError>;
+
 /// A counted tower: its parameters and one image (prompt tokens, pixel values).
 pub(crate) type TowerCount = (u64, Option<(u64, u64)>);
 
@@ -129,6 +135,9 @@ pub(crate) struct Family {
     /// The bytes of the rotary tables its counted vision tower keeps, from the
     /// tower's config ([`Architecture::tower_rope_bytes`]); `None`: no such table.
     pub tower_rope: Option<TowerRope>,
+    /// The shape of its vision tower, where the estimate derives the tower's forward
+    /// over an image ([`Architecture::vision`]); `None`: not derived.
+    pub vision: Option<TowerShape>,
     /// Reads the root config into the draft, for a config whose root `model_type` is
     /// this record's (after the hook).
     pub root_hook: Option<RootHook>,
@@ -171,6 +180,7 @@ pub(crate) const BASE: Family = Family {
     tower: None,
     audio: None,
     tower_rope: None,
+    vision: None,
     root_hook: None,
     patches: None,
     whole: None,

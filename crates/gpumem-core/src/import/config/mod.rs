@@ -431,6 +431,12 @@ fn read_decoder(
                 {
                     d.arch.tower_rope_bytes = rope(t)?;
                 }
+                if let Some(shape) = record
+                    .and_then(|r| r.vision)
+                    .filter(|_| *key == "vision_config")
+                {
+                    d.arch.vision = shape(root, t)?;
+                }
                 d.notes.push(format!(
                     "{key}: the {what} and its projector are counted ({n} parameters, 16-bit)"
                 ));

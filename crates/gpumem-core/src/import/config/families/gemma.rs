@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::arch::{Architecture, GlobalAttn, KvShare, PerLayerInput};
+use crate::arch::{Architecture, GlobalAttn, KvShare, PerLayerInput, VisionTower};
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family, Sliding, TowerCount};
@@ -101,6 +101,7 @@ pub(crate) const GEMMA3: Family = Family {
     gguf: "gemma3 gemma3n",
     scaled_positions: true,
     tower: Some(gemma3_tower),
+    vision: Some(gemma3_vision),
     // Gemma3RotaryEmbedding: one table per layer type.
     rope_tables: 2,
     ..BASE
@@ -264,6 +265,43 @@ fn gemma3_tower(
         Some(n) => Some((n, gemma3_item(root, tower)?)),
         None => None,
     })
+}
+
+/// Gemma-3's SigLIP tower as its forward is derived (`estimate::tower`): transformers
+/// 5.23 `SiglipVisionModel` without the pooling head (`vision_use_head`: false, as
+/// Gemma 3's configs have it; a head is not derived), every image resized to
+/// `image_size` square. Missing sizes are SiglipVisionConfig's defaults.
+fn gemma3_vision(root: &Cfg, tower: &Value) -> Result<Option<VisionTower>, EstimateError> {
+    let tower_type = tower.get("model_type").and_then(Value::as_str);
+    if root.str("model_type") != Some("gemma3")
+        || tower_type != Some("siglip_vision_model")
+        || tower.get("vision_use_head").and_then(Value::as_bool) != Some(false)
+    {
+        return Ok(None);
+    }
+    let [hidden, intermediate, layers, heads, channels, image, patch] = sizes(
+        tower,
+        [
+            ("hidden_size", 768),
+            ("intermediate_size", 3072),
+            ("num_hidden_layers", 12),
+            ("num_attention_heads", 12),
+            ("num_channels", 3),
+            ("image_size", 224),
+            ("patch_size", 16),
+        ],
+    )?
+    .map(fit);
+    Ok(Some(VisionTower {
+        hidden: hidden?,
+        layers: layers?,
+        heads: heads?,
+        intermediate: intermediate?,
+        patch: patch?,
+        channels: channels?,
+        image: image?,
+        ..VisionTower::BASE
+    }))
 }
 
 /// Parameters of Gemma-3's SigLIP vision tower and its projector, counted as the
@@ -431,6 +469,24 @@ fn gemma4_audio(root: &Cfg, tower: &Value, text_hidden: u64) -> Result<Option<u6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Gemma-3-4B's SigLIP tower (its published `vision_config`) read as the tower
+    /// forward's shape; a tower keeping SigLIP's pooling head is not derived.
+    #[test]
+    fn gemma3_towers_shape_is_read() {
+        let root = serde_json::json!({"model_type": "gemma3"});
+        let mut tower = serde_json::json!({"hidden_size": 1152, "image_size": 896,
+            "intermediate_size": 4304, "model_type": "siglip_vision_model",
+            "num_attention_heads": 16, "num_hidden_layers": 27, "patch_size": 14,
+            "vision_use_head": false});
+        let t = gemma3_vision(&Cfg::new(&root), &tower).unwrap().unwrap();
+        assert_eq!(
+            (t.hidden, t.layers, t.heads, t.intermediate, t.patch, t.image, t.channels, t.merge),
+            (1152, 27, 16, 4304, 14, 896, 3, 0)
+        );
+        tower["vision_use_head"] = serde_json::json!(true);
+        assert_eq!(gemma3_vision(&Cfg::new(&root), &tower).unwrap(), None);
+    }
 
     /// A tower with every option on, against the model transformers 5.23 builds from it
     /// on the meta device (parameters and persistent buffers of `model.vision_tower`

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::arch::{Architecture, Mixer, MixerKind};
+use crate::arch::{Architecture, Mixer, MixerKind, VisionTower};
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family, Sliding};
@@ -33,6 +33,7 @@ pub(crate) const QWEN2_5_VL: Family = Family {
     // (`models/qwen2_5_vl/modeling_qwen2_5_vl.py`, `compute_axial_rope_parameters`:
     // `spatial_dim = dim // 2`), Qwen2_5_VLVisionConfig's hidden_size 3584, num_heads 16.
     tower_rope: Some(|t| Ok(axial_rope_bytes(head_width(t, 3584, "num_heads", 16)? / 2))),
+    vision: Some(|_, tower| qwen_vision(tower, QwenTower::V2_5).map(Some)),
     ..QWEN2
 };
 
@@ -81,6 +82,7 @@ pub(crate) const QWEN3_VL: Family = Family {
     // hidden_size 1152, num_heads 16; Qwen3.5's tower the same
     // (`models/qwen3_5/modeling_qwen3_5.py`, `Qwen3_5VisionRotaryEmbedding`).
     tower_rope: Some(|t| Ok(axial_rope_bytes(head_width(t, 1152, "num_heads", 16)? / 2))),
+    vision: Some(|_, tower| qwen_vision(tower, QwenTower::V3).map(Some)),
     ..QWEN3
 };
 
@@ -246,6 +248,67 @@ fn qwen3_vl(tower: &Value, deepstack_default: usize) -> Result<u64, EstimateErro
     fit(embed + depth * block + merger + deep)
 }
 
+/// Which of Qwen's towers a config holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum QwenTower {
+    /// Qwen2.5-VL's (`Qwen2_5_VLVisionConfig`): window attention beside
+    /// `fullatt_block_indexes`.
+    V2_5,
+    /// Qwen3-VL's (`Qwen3VLVisionConfig`): interpolated learned positions and deepstack
+    /// mergers.
+    V3,
+}
+
+/// Qwen2.5-VL's or Qwen3-VL's tower as its forward is derived (`estimate::tower`), its
+/// missing sizes the config class's defaults (transformers 5.23
+/// `Qwen2_5_VLVisionConfig`: hidden 3584, depth 32, 16 heads, intermediate 3420,
+/// patch 14, window 112, full-attention blocks [7, 15, 23, 31], out 3584;
+/// `Qwen3VLVisionConfig`: hidden 1152, depth 27, 16 heads, intermediate 4304, patch
+/// 16, out 3584, deepstack [8, 16, 24]; both 3 channels, temporal patch 2, merge 2).
+/// Qwen3-VL's positions are interpolated bilinearly (`Qwen3VLVisionModel`:
+/// `interpolation_mode = "bilinear"`): four table rows a patch.
+fn qwen_vision(tower: &Value, which: QwenTower) -> Result<VisionTower, EstimateError> {
+    let v3 = which == QwenTower::V3;
+    let [hidden, layers, heads, intermediate, patch, temporal, channels, merge, out, window] =
+        sizes(
+            tower,
+            [
+                ("hidden_size", if v3 { 1152 } else { 3584 }),
+                ("depth", if v3 { 27 } else { 32 }),
+                ("num_heads", 16),
+                ("intermediate_size", if v3 { 4304 } else { 3420 }),
+                ("patch_size", if v3 { 16 } else { 14 }),
+                ("temporal_patch_size", 2),
+                ("in_channels", 3),
+                ("spatial_merge_size", 2),
+                ("out_hidden_size", 3584),
+                ("window_size", if v3 { 0 } else { 112 }),
+            ],
+        )?
+        .map(fit);
+    let listed = |key: &str, default: u64| {
+        Cfg::new(tower)
+            .list(key)
+            .map_or(default, |l| u64::try_from(l.len()).unwrap_or(u64::MAX))
+    };
+    Ok(VisionTower {
+        hidden: hidden?,
+        layers: layers?,
+        heads: heads?,
+        intermediate: intermediate?,
+        patch: patch?,
+        temporal: temporal?,
+        channels: channels?,
+        merge: merge?,
+        image: 0,
+        window: if v3 { 0 } else { window? },
+        full_layers: if v3 { 0 } else { listed("fullatt_block_indexes", 4) },
+        deepstack: if v3 { listed("deepstack_visual_indexes", 3) } else { 0 },
+        out: out?,
+        pos_taps: if v3 { 4 } else { 0 },
+    })
+}
+
 /// The records of this file, for the registry.
 pub(crate) const FAMILIES: &[&Family] = &[
     &QWEN2_AUDIO,
@@ -261,6 +324,32 @@ pub(crate) const FAMILIES: &[&Family] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Qwen2.5-VL-7B's and Qwen3-VL-8B's `vision_config` (their published configs) read
+    /// as the tower forward's shape: the window and full-attention blocks, the
+    /// deepstack mergers and the bilinear positions.
+    #[test]
+    fn qwen_towers_shapes_are_read() {
+        let v25 = serde_json::json!({"depth": 32, "hidden_act": "silu", "hidden_size": 1280,
+            "intermediate_size": 3420, "num_heads": 16, "in_chans": 3, "out_hidden_size": 3584,
+            "patch_size": 14, "spatial_merge_size": 2, "spatial_patch_size": 14,
+            "window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31],
+            "tokens_per_second": 2, "temporal_patch_size": 2});
+        let t = qwen_vision(&v25, QwenTower::V2_5).unwrap();
+        assert_eq!(
+            (t.hidden, t.layers, t.heads, t.intermediate, t.patch, t.temporal, t.merge),
+            (1280, 32, 16, 3420, 14, 2, 2)
+        );
+        assert_eq!((t.window, t.full_layers, t.deepstack, t.out, t.pos_taps), (112, 4, 0, 3584, 0));
+        let v3 = serde_json::json!({"deepstack_visual_indexes": [8, 16, 24], "depth": 27,
+            "hidden_act": "gelu_pytorch_tanh", "hidden_size": 1152, "in_channels": 3,
+            "intermediate_size": 4304, "model_type": "qwen3_vl", "num_heads": 16,
+            "num_position_embeddings": 2304, "out_hidden_size": 4096, "patch_size": 16,
+            "spatial_merge_size": 2, "temporal_patch_size": 2});
+        let t = qwen_vision(&v3, QwenTower::V3).unwrap();
+        assert_eq!((t.hidden, t.layers, t.intermediate, t.patch), (1152, 27, 4304, 16));
+        assert_eq!((t.window, t.full_layers, t.deepstack, t.out, t.pos_taps), (0, 0, 3, 4096, 4));
+    }
 
     /// Qwen2-Audio-7B's encoder (Qwen2AudioConfig's defaults: Whisper-large-v3's
     /// encoder over 128 mel bins) and its projector into a 4096-wide Qwen2, against

@@ -1,0 +1,650 @@
+//! The vision tower's forward over the prompt's images under transformers' runtime
+//! (inference, no grad): its peak while it encodes them, derived moment by moment from
+//! transformers 5.23's own tower code, and what outlives it into the text forward
+//! (the pixel values the caller holds, the image embeddings and deepstack features the
+//! language model reads). The prefill's peak is the larger of the two phases; the line
+//! adds to the text prefill's lines what the tower's phase needs beyond them, so that
+//! the lines' sum stays a peak, never below either phase.
+//!
+//! Derived for Gemma 3's SigLIP tower with its pooling projector and for Qwen2.5-VL's
+//! and Qwen3-VL's towers ([`VisionTower`], read from the config); another tower's
+//! forward is not counted, and a warning says so where an image is given.
+
+use super::*;
+use crate::allocator::round_size;
+use crate::arch::VisionTower;
+
+const WHAT: &str = "vision tower forward";
+
+fn overflow() -> EstimateError {
+    EstimateError::Overflow { what: WHAT }
+}
+
+/// The caching allocator's block for one tensor of `n` bytes (a tensor of none takes
+/// none): every tensor below is one request, rounded as the allocator rounds it.
+fn r(n: u64) -> u64 {
+    if n == 0 { 0 } else { round_size(n) }
+}
+
+/// `r` of a product of sizes.
+fn t(sizes: &[u64]) -> Result<u64, EstimateError> {
+    Ok(r(checked_product(sizes, WHAT)?))
+}
+
+fn sum(parts: &[u64]) -> Result<u64, EstimateError> {
+    parts
+        .iter()
+        .try_fold(0u64, |s, x| s.checked_add(*x))
+        .ok_or_else(overflow)
+}
+
+/// The tower's phase, beyond the weights.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Phase {
+    /// The pixel values as the processor hands them over (fp32), held by the caller
+    /// for the whole generation.
+    pub pixels: u64,
+    /// The tower's peak beyond them: its inputs' cast, its index tensors and the
+    /// moment's activations.
+    pub peak: u64,
+    /// Which moment the peak is.
+    pub moment: &'static str,
+    /// What the text forward still holds of the tower's outputs: the image
+    /// embeddings, and Qwen3-VL's deepstack features.
+    pub outputs: u64,
+    /// Patches of one image.
+    pub patches: u64,
+    /// Why the figure is assumed rather than computed, if it is.
+    pub assumed: Option<&'static str>,
+}
+
+/// The tower's forward over `images` images of `tokens` prompt tokens (or `values`
+/// pixel values: channels × height × width) each, in values `value` bytes wide, with
+/// the text model `text_hidden` wide.
+pub(super) fn phase(
+    tower: &VisionTower,
+    images: u64,
+    (tokens, values): (Option<u64>, Option<u64>),
+    text_hidden: u64,
+    value: u64,
+    attention: AttentionImpl,
+) -> Result<Phase, EstimateError> {
+    if tower.merge == 0 {
+        siglip(tower, images, tokens, text_hidden, value, attention)
+    } else {
+        qwen(tower, images, (tokens, values), value, attention)
+    }
+}
+
+/// Gemma 3's tower: transformers 5.23 `models/gemma3/modeling_gemma3.py`
+/// `Gemma3Model.get_image_features` runs `SiglipVisionModel`
+/// (`models/siglip/modeling_siglip.py`) over all images at once, then
+/// `Gemma3MultiModalProjector`. Each image is resized to `image` square, (image ÷
+/// patch)² = n patches; T = images × n rows of the tower's width h, in the compute
+/// dtype (v bytes):
+/// - `SiglipVisionModel.forward` keeps the embeddings (`hidden_states`) through the
+///   encoder, and `SiglipEncoder.forward` the layer's input beside them from the
+///   second layer on;
+/// - the MLP's moment (`SiglipEncoderLayer.forward`, `SiglipMLP.forward`): the
+///   attention's residual sum, `layer_norm2`'s output, `fc1`'s output and GELU's,
+///   T × (4h + 2 · intermediate) · v with the two kept;
+/// - the attention's moment (`SiglipAttention.forward`): `layer_norm1`'s output, q, k,
+///   v and under sdpa the fused kernel's output with its fp32 log-sum-exp (images ×
+///   heads × n); under eager (`eager_attention_forward`) `matmul(q, kᵀ) · scaling`
+///   (v), softmax's fp32 copy of it and its fp32 output (bf16 is not CUDA's
+///   `half_to_float` path: ATen `softmax` converts first), images × heads × n² ×
+///   (v + 8), and its probabilities (v) outlive the attention
+///   (`hidden_states, _ = self.self_attn(…)`) into the MLP's moment;
+/// - the patch convolution's moment (the pixel values cast to v, its output) and the
+///   projector's (the encoder's output, `post_layernorm`'s, the projector's
+///   contiguous copy beside the embeddings) stay below these.
+fn siglip(
+    tw: &VisionTower,
+    images: u64,
+    tokens: Option<u64>,
+    text_hidden: u64,
+    v: u64,
+    attention: AttentionImpl,
+) -> Result<Phase, EstimateError> {
+    let side = tw.image.checked_div(tw.patch).unwrap_or(0);
+    let n = checked_product(&[side, side], WHAT)?;
+    let rows = checked_product(&[images, n], WHAT)?;
+    let (h, heads) = (tw.hidden, tw.heads);
+    let x = t(&[rows, h, v])?;
+    // The embeddings, and from the second layer on the layer's input beside them.
+    let kept: u64 = if tw.layers >= 2 { 2 } else { 1 };
+    let mlp = sum(&[
+        checked_product(&[x, kept.saturating_add(2)], WHAT)?,
+        checked_product(&[t(&[rows, tw.intermediate, v])?, 2], WHAT)?,
+    ])?;
+    let eager = attention == AttentionImpl::Eager;
+    let (attn, probs) = if eager {
+        let probs = t(&[images, heads, n, n, v])?;
+        let fp32 = t(&[images, heads, n, n, 4])?;
+        (
+            sum(&[
+                checked_product(&[x, kept.saturating_add(4)], WHAT)?,
+                probs,
+                checked_product(&[fp32, 2], WHAT)?,
+            ])?,
+            probs,
+        )
+    } else {
+        (
+            sum(&[
+                checked_product(&[x, kept.saturating_add(5)], WHAT)?,
+                t(&[images, heads, n, 4])?,
+            ])?,
+            0,
+        )
+    };
+    let mlp = sum(&[mlp, probs])?;
+    let conv = sum(&[
+        if v == 4 {
+            0
+        } else {
+            t(&[images, tw.channels, tw.image, tw.image, v])?
+        },
+        x,
+    ])?;
+    let tail = checked_product(&[x, 4], WHAT)?;
+    let (moment, peak) = [
+        ("the MLP's", mlp),
+        ("the attention's", attn),
+        ("the patch convolution's", conv),
+        ("the projector's", tail),
+    ]
+    .into_iter()
+    .fold(("", 0), |m, c| if c.1 > m.1 { c } else { m });
+    let tokens = tokens.unwrap_or(n);
+    Ok(Phase {
+        pixels: t(&[images, tw.channels, tw.image, tw.image, 4])?,
+        peak,
+        moment,
+        outputs: t(&[images, tokens, text_hidden, v])?,
+        patches: n,
+        assumed: assumed(attention, v),
+    })
+}
+
+/// Why a tower's figure is assumed under this attention and value width: flash
+/// attention's path (transformers' `flash_attention_2`, varlen over `cu_seqlens`) and
+/// the memory-efficient kernel called directly are not traced, nor fp32 compute
+/// (whose casts are aliases); under them the attention's moment is still counted
+/// with its output and log-sum-exp, as sdpa's fused kernel holds them.
+fn assumed(attention: AttentionImpl, v: u64) -> Option<&'static str> {
+    match attention {
+        AttentionImpl::Flash | AttentionImpl::Efficient => {
+            Some("the flash and memory-efficient paths are taken as sdpa's fused kernel")
+        }
+        _ if v == 4 => Some("fp32 compute is not traced"),
+        _ => None,
+    }
+}
+
+/// Qwen2.5-VL's tower (transformers 5.23 `models/qwen2_5_vl/modeling_qwen2_5_vl.py`,
+/// `Qwen2_5_VisionTransformerPretrainedModel`) and Qwen3-VL's
+/// (`models/qwen3_vl/modeling_qwen3_vl.py`, `Qwen3VLVisionModel`), over the patches of
+/// all images at once: an image of n patches (tokens × merge²) is n rows of
+/// `channels × temporal × patch²` pixel values, N = images × n rows in all, h wide.
+/// Held through the forward: the pixel values cast to the model's dtype
+/// (`get_image_features`: `pixel_values.type(self.visual.dtype)`), the index tensors
+/// `vision_utils.py` builds from `grid_thw` (`get_vision_position_ids`: N × 2 int64;
+/// `get_vision_cu_seqlens`: images + 1 int32; Qwen2.5-VL's `get_vision_window_index`:
+/// N ÷ merge² int64 and one int32 boundary a window; Qwen3-VL's
+/// `get_vision_interpolation_indices_and_weights`: N × 4 int64 and N × 4 fp32), the
+/// rotary tables (`Qwen2_5_VLVisionRotaryEmbedding.forward`, cos and sin N × head dim
+/// in fp32), Qwen3-VL's interpolated positions (`pos_embeds`, N × h in fp32: the bf16
+/// table rows times fp32 weights promote) and, in the blocks after them, its deepstack
+/// mergers' outputs (N ÷ merge² × out each). The moments:
+/// - the rotary's (`apply_rotary_pos_emb_vision`, every block, the last one with every
+///   deepstack output): the block's input and `norm1`'s output, `qkv`'s output (3h),
+///   q and k cast to fp32, and while k turns (`(k·cos) + (rotate_half(k)·sin)`) the
+///   rotated q, k·cos, `rotate_half`'s concatenation and its product with sin in
+///   fp32: N × (5v · h + 2 · 4h + 4 · 4h), the peak at every image size under
+///   sdpa;
+/// - the attention's: the same inputs, the rotated q and k in v, and under sdpa
+///   (flash for 16-bit values and head dims ≤ 256, a multiple of 8) each window's
+///   output and their concatenation with one call's log-sum-exp; under eager, for
+///   each image in turn over a full-attention block (every Qwen3-VL block, Qwen2.5-VL's
+///   `fullatt_block_indexes`), heads × n² × (v + 8) of scores (as Gemma's above) and
+///   the earlier images' outputs; a window's scores where no block attends over the
+///   whole image;
+/// - the MLP's: the input, the residual sum, `norm2`'s output and three intermediate-
+///   wide tensors (Qwen2.5-VL's gated MLP; Qwen3-VL's holds two: an upper bound);
+/// - Qwen3-VL's positions: the patch embedding, the table rows (N × 4 × h in v) and
+///   their fp32 product with the weights;
+/// - the mergers (`ln_q` or a LayerNorm, two linears over N ÷ merge² rows of
+///   merge² · h) stay below the MLP's.
+fn qwen(
+    tw: &VisionTower,
+    images: u64,
+    (tokens, values): (Option<u64>, Option<u64>),
+    v: u64,
+    attention: AttentionImpl,
+) -> Result<Phase, EstimateError> {
+    let merged = checked_product(&[tw.merge, tw.merge], WHAT)?;
+    let n = match (tokens, values) {
+        (Some(k), _) => checked_product(&[k, merged], WHAT)?,
+        (None, Some(vals)) => vals
+            .checked_div(checked_product(&[tw.channels, tw.patch, tw.patch], WHAT)?)
+            .unwrap_or(0),
+        (None, None) => 0,
+    };
+    let rows = checked_product(&[images, n], WHAT)?;
+    let tokens_all = rows.checked_div(merged).unwrap_or(0);
+    let (h, heads) = (tw.hidden, tw.heads);
+    let head = h.checked_div(heads).unwrap_or(0);
+    // `compute_axial_rope_parameters`: arange(0, head ÷ 2, 2) frequencies, each taken
+    // for height and width, the pair twice: 4 · ⌈(head ÷ 2) ÷ 2⌉ columns.
+    let rope_width = checked_product(&[4, (head / 2).div_ceil(2)], WHAT)?;
+    let per_patch = checked_product(&[tw.channels, tw.temporal, tw.patch, tw.patch], WHAT)?;
+    let cast = v != 4;
+    let pixels16 = if cast { t(&[rows, per_patch, v])? } else { 0 };
+    // Qwen2.5-VL's windows: `get_vision_window_index` cuts an image's merged grid (a ×
+    // b units, a · b = n ÷ merge²) into windows of u = window ÷ merge ÷ patch units a
+    // side, ⌈a ÷ u⌉ · ⌈b ÷ u⌉ of them, one int32 boundary each. The image's aspect is
+    // not an input: the grid with the most windows is counted.
+    let windows = if tw.window > 0 {
+        let units = n.checked_div(merged).unwrap_or(0);
+        let u = tw
+            .window
+            .checked_div(tw.merge)
+            .and_then(|w| w.checked_div(tw.patch))
+            .unwrap_or(0)
+            .max(1);
+        checked_product(&[images, most_windows(units, u)], WHAT)?
+    } else {
+        0
+    };
+    let window_index = if tw.window > 0 {
+        sum(&[
+            t(&[tokens_all, 8])?,
+            t(&[windows.checked_add(1).ok_or_else(overflow)?, 4])?,
+        ])?
+    } else {
+        0
+    };
+    let positions = if tw.pos_taps > 0 {
+        sum(&[t(&[rows, tw.pos_taps, 8])?, t(&[rows, tw.pos_taps, 4])?])?
+    } else {
+        0
+    };
+    let indices = sum(&[
+        pixels16,
+        t(&[rows, 2, 8])?,
+        t(&[images.checked_add(1).ok_or_else(overflow)?, 4])?,
+        window_index,
+        positions,
+    ])?;
+    let pos_embeds = if tw.pos_taps > 0 {
+        t(&[rows, h, 4])?
+    } else {
+        0
+    };
+    let rope = checked_product(&[t(&[rows, rope_width, 4])?, 2], WHAT)?;
+    let deep = checked_product(&[tw.deepstack, t(&[tokens_all, tw.out, v])?], WHAT)?;
+    let held = sum(&[indices, pos_embeds, rope, deep])?;
+    let x = t(&[rows, h, v])?;
+    let qkv = t(&[rows, 3, h, v])?;
+    let f32 = t(&[rows, h, 4])?;
+    let rotary = sum(&[
+        held,
+        checked_product(&[x, 2], WHAT)?,
+        qkv,
+        checked_product(&[f32, if cast { 6 } else { 4 }], WHAT)?,
+    ])?;
+    let inputs = sum(&[held, checked_product(&[x, 4], WHAT)?, qkv])?;
+    let full = tw.window == 0 || tw.full_layers > 0;
+    let attn = match attention {
+        AttentionImpl::Eager => {
+            let over = if full {
+                n
+            } else {
+                let side = tw.window.checked_div(tw.patch).unwrap_or(0);
+                checked_product(&[side, side], WHAT)?.min(n)
+            };
+            let earlier = if full {
+                checked_product(&[images.saturating_sub(1), t(&[n, h, v])?], WHAT)?
+            } else {
+                x
+            };
+            sum(&[
+                inputs,
+                earlier,
+                t(&[heads, over, over, v])?,
+                checked_product(&[t(&[heads, over, over, 4])?, 2], WHAT)?,
+            ])?
+        }
+        _ => sum(&[inputs, checked_product(&[x, 2], WHAT)?, t(&[heads, n, 4])?])?,
+    };
+    let mlp = sum(&[
+        held,
+        checked_product(&[x, 3], WHAT)?,
+        checked_product(&[t(&[rows, tw.intermediate, v])?, 3], WHAT)?,
+    ])?;
+    let interpolation = if tw.pos_taps > 0 {
+        sum(&[
+            indices,
+            x,
+            t(&[rows, tw.pos_taps, h, v])?,
+            t(&[rows, tw.pos_taps, h, 4])?,
+        ])?
+    } else {
+        0
+    };
+    let (moment, peak) = [
+        ("the rotary's", rotary),
+        ("the attention's", attn),
+        ("the MLP's", mlp),
+        ("the positions' interpolation", interpolation),
+    ]
+    .into_iter()
+    .fold(("", 0), |m, c| if c.1 > m.1 { c } else { m });
+    Ok(Phase {
+        pixels: t(&[rows, per_patch, 4])?,
+        peak,
+        moment,
+        outputs: sum(&[t(&[tokens_all, tw.out, v])?, deep])?,
+        patches: n,
+        assumed: assumed(attention, v),
+    })
+}
+
+/// The most windows of u × u units any grid of `units` merged units is cut into:
+/// ⌈a ÷ u⌉ · ⌈b ÷ u⌉ over a · b = units (a grid one unit tall when nothing else has
+/// more); beyond 2^40 units, one a unit (a bound).
+fn most_windows(units: u64, u: u64) -> u64 {
+    if units > 1 << 40 {
+        return units;
+    }
+    (1..=units.isqrt())
+        .filter(|a| units.is_multiple_of(*a))
+        .map(|a| {
+            a.div_ceil(u)
+                .saturating_mul(units.checked_div(a).unwrap_or(0).div_ceil(u))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The "vision tower forward" line, where the prompt holds an image (`mm-item-tokens`
+/// or `mm-item-values` given, or read from the config): inference only, one image a
+/// sequence (each beam's copy included: generate expands the pixel values with the
+/// prompt). The text prefill's lines `prefill` (whole model, one device) are already
+/// counted; the line is what the tower's phase needs beyond them, at least what the
+/// text forward holds of it.
+pub(super) fn vision_tower(
+    input: &EstimateInput,
+    prefill: (u64, u64),
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
+    if input.train != TrainMode::None
+        || (input.mm_item_tokens.is_none() && input.mm_item_values.is_none())
+    {
+        return Ok(());
+    }
+    let Some(a) = input.arch else {
+        return Ok(());
+    };
+    if a.encoder || a.encdec_params > 0 {
+        return Ok(());
+    }
+    let Some(tower) = a.vision else {
+        if a.tower_params > 0 {
+            b.warnings.push(
+                "the vision tower's forward over the prompt's image is not counted: it is derived for Gemma 3's SigLIP tower and Qwen2.5-VL's and Qwen3-VL's (transformers), not this one's: add it to --reserve-gib".into(),
+            );
+        }
+        return Ok(());
+    };
+    let images = checked_product(&[input.sequences, input.beams], WHAT)?;
+    let value = input.compute_dtype.bytes();
+    let p = phase(
+        &tower,
+        images,
+        (input.mm_item_tokens, input.mm_item_values),
+        a.hidden,
+        value,
+        input.attention,
+    )?;
+    if p.patches == 0 {
+        return Ok(());
+    }
+    let tower_phase = p.pixels.checked_add(p.peak).ok_or_else(overflow)?;
+    let held = p.pixels.checked_add(p.outputs).ok_or_else(overflow)?;
+    let line = |text: u64| tower_phase.saturating_sub(text).max(held);
+    let (bytes, device) = (line(prefill.0), line(prefill.1));
+    b.assumptions.push(format!(
+        "each of the {images} sequence(s) holds one image of {} patches, encoded by the vision tower in the prefill's first forward (a text-only prompt does not run it: the line is then above the need)",
+        p.patches
+    ));
+    b.line(
+        LineKey::PrefillVisionTower,
+        match p.assumed {
+            None => "Vision tower forward beyond the text prefill",
+            Some(_) => "Vision tower forward beyond the text prefill (assumed)",
+        },
+        bytes,
+        device,
+        if p.assumed.is_some() { Kind::Assumed } else { Kind::Computed },
+        true,
+        format!(
+            "max(pixel values {} B + the tower's peak at {} moment {} B − the text prefill's lines {} B, the pixel values and image embeddings the text forward holds {held} B){}",
+            p.pixels,
+            p.moment,
+            p.peak,
+            prefill.0,
+            p.assumed.map(|w| format!(" (assumed: {w})")).unwrap_or_default()
+        ),
+        &[
+            ("images", images.to_string()),
+            ("patches-per-image", p.patches.to_string()),
+            ("attention", input.attention.name().into()),
+            ("tower-phase", tower_phase.to_string()),
+        ],
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
+mod tests {
+    use super::*;
+
+    /// Gemma-3-4B's tower (`google/gemma-3-4b-it`'s `vision_config`).
+    const GEMMA3_4B: VisionTower = VisionTower {
+        hidden: 1152,
+        layers: 27,
+        heads: 16,
+        intermediate: 4304,
+        patch: 14,
+        image: 896,
+        ..VisionTower::BASE
+    };
+
+    /// Qwen2.5-VL-7B's tower (`Qwen/Qwen2.5-VL-7B-Instruct`'s `vision_config`).
+    const QWEN2_5_VL_7B: VisionTower = VisionTower {
+        hidden: 1280,
+        layers: 32,
+        heads: 16,
+        intermediate: 3420,
+        patch: 14,
+        temporal: 2,
+        merge: 2,
+        window: 112,
+        full_layers: 4,
+        out: 3584,
+        ..VisionTower::BASE
+    };
+
+    /// Qwen3-VL-8B's tower (`Qwen/Qwen3-VL-8B-Instruct`'s `vision_config`).
+    const QWEN3_VL_8B: VisionTower = VisionTower {
+        hidden: 1152,
+        layers: 27,
+        heads: 16,
+        intermediate: 4304,
+        patch: 16,
+        temporal: 2,
+        merge: 2,
+        deepstack: 3,
+        out: 4096,
+        pos_taps: 4,
+        ..VisionTower::BASE
+    };
+
+    fn peak(tw: &VisionTower, images: u64, side: (u64, u64), attention: AttentionImpl) -> Phase {
+        let patches = (side.0 / tw.patch) * (side.1 / tw.patch);
+        let tokens = if tw.merge == 0 {
+            256
+        } else {
+            patches / (tw.merge * tw.merge)
+        };
+        phase(tw, images, (Some(tokens), None), 2560, 2, attention).unwrap()
+    }
+
+    /// The peaks `tests/cases/tower_check.py` traces of transformers 5.23's own
+    /// towers built from these configs on the meta device (the trace's tracker, its
+    /// sdpa as CUDA runs it), beyond the fp32 pixel values: equal to the byte. Qwen2.5-VL's
+    /// images one merged unit (28 px) tall have the most windows of their patches.
+    #[test]
+    fn the_towers_peaks_are_the_traced_ones() {
+        use AttentionImpl::{Eager, Sdpa};
+        let cases = [
+            (&GEMMA3_4B, 1, (896, 896), Sdpa, 108_265_472),
+            (&GEMMA3_4B, 1, (896, 896), Eager, 2_740_977_664),
+            (&GEMMA3_4B, 2, (896, 896), Sdpa, 216_530_944),
+            (&GEMMA3_4B, 2, (896, 896), Eager, 5_481_955_328),
+            (&QWEN2_5_VL_7B, 1, (448, 448), Sdpa, 47_647_744),
+            (&QWEN2_5_VL_7B, 1, (28, 36_288), Sdpa, 241_213_952),
+            (&QWEN2_5_VL_7B, 1, (28, 114_688), Sdpa, 762_352_640),
+            (&QWEN2_5_VL_7B, 1, (448, 448), Eager, 189_205_504),
+            (&QWEN2_5_VL_7B, 1, (28, 36_288), Eager, 4_408_320_512),
+            (&QWEN3_VL_8B, 1, (512, 512), Sdpa, 54_919_680),
+            (&QWEN3_VL_8B, 1, (1792, 1792), Sdpa, 672_760_320),
+            (&QWEN3_VL_8B, 2, (1024, 512), Sdpa, 219_677_184),
+            (&QWEN3_VL_8B, 1, (512, 512), Eager, 199_098_880),
+        ];
+        for (tw, images, side, attention, traced) in cases {
+            let p = peak(tw, images, side, attention);
+            assert_eq!(
+                p.peak, traced,
+                "{side:?} × {images} {attention:?}: {}",
+                p.moment
+            );
+            assert_eq!(p.assumed, None);
+        }
+    }
+
+    /// A square image of as many patches has fewer window boundaries than the grid
+    /// counted (1792²: 256 windows against 1 024, 1 536 B against 4 608 in the
+    /// allocator's blocks); its traced peak is below the figure by that alone.
+    #[test]
+    fn a_square_images_windows_are_fewer() {
+        let p = peak(&QWEN2_5_VL_7B, 1, (1792, 1792), AttentionImpl::Sdpa);
+        assert_eq!(p.peak - 762_349_568, 4_608 - 1_536);
+        let p = peak(&QWEN2_5_VL_7B, 1, (1008, 1008), AttentionImpl::Sdpa);
+        assert_eq!(p.peak - 241_212_928, 1_536 - 512);
+    }
+
+    fn qwen2_5_vl_7b(extra: &[(&str, &str)]) -> EstimateInput {
+        let pairs = [
+            ("layers", "28"),
+            ("hidden", "3584"),
+            ("heads", "28"),
+            ("kv-heads", "4"),
+            ("intermediate", "18944"),
+            ("vocab", "152064"),
+            ("qkv-bias", "true"),
+            ("tower-params", "676550144"),
+            ("tower-hidden", "1280"),
+            ("tower-layers", "32"),
+            ("tower-heads", "16"),
+            ("tower-intermediate", "3420"),
+            ("tower-patch", "14"),
+            ("tower-temporal", "2"),
+            ("tower-channels", "3"),
+            ("tower-merge", "2"),
+            ("tower-window", "112"),
+            ("tower-full-layers", "4"),
+            ("tower-out", "3584"),
+            ("context", "4608"),
+        ];
+        let (input, errors) = crate::params::from_pairs(pairs.iter().chain(extra).copied());
+        assert!(errors.is_empty(), "{errors:?}");
+        input
+    }
+
+    fn line(input: &EstimateInput) -> Option<(u64, Kind)> {
+        let e = estimate(input).unwrap();
+        e.lines
+            .iter()
+            .find(|l| l.key == LineKey::PrefillVisionTower)
+            .map(|l| (l.bytes, l.kind))
+    }
+
+    /// The prefill's peak is the larger phase: the lines' sum is never below the
+    /// tower's phase (pixel values and the tower's peak) nor below the text prefill
+    /// with what it holds of the tower (pixel values, image embeddings); without an
+    /// image there is no line.
+    #[test]
+    fn the_prefill_is_the_larger_phase() {
+        assert_eq!(line(&qwen2_5_vl_7b(&[])), None);
+        for tokens in ["64", "1024", "4096"] {
+            let input = qwen2_5_vl_7b(&[("mm-item-tokens", tokens)]);
+            let e = estimate(&input).unwrap();
+            let prefill: u64 = e
+                .lines
+                .iter()
+                .filter(|l| {
+                    l.key.as_str().starts_with("prefill.") && l.key != LineKey::PrefillVisionTower
+                })
+                .map(|l| l.bytes)
+                .sum();
+            let (bytes, kind) = line(&input).unwrap();
+            let tower = phase(
+                &QWEN2_5_VL_7B,
+                1,
+                (Some(tokens.parse().unwrap()), None),
+                3584,
+                2,
+                AttentionImpl::Sdpa,
+            )
+            .unwrap();
+            let held = tower.pixels + tower.outputs;
+            assert!(prefill + bytes >= tower.pixels + tower.peak, "{tokens}");
+            assert!(bytes >= held, "{tokens}");
+            assert_eq!(
+                prefill + bytes,
+                (tower.pixels + tower.peak).max(prefill + held)
+            );
+            assert_eq!(kind, Kind::Computed);
+        }
+    }
+
+    /// A tower whose forward is not derived says so where an image is given.
+    #[test]
+    fn an_underived_tower_is_warned_about() {
+        let pairs = [
+            ("layers", "2"),
+            ("hidden", "64"),
+            ("heads", "4"),
+            ("intermediate", "128"),
+            ("vocab", "100"),
+            ("tower-params", "1000"),
+            ("context", "16"),
+            ("mm-item-tokens", "16"),
+        ];
+        let (input, errors) = crate::params::from_pairs(pairs);
+        assert!(errors.is_empty(), "{errors:?}");
+        let e = estimate(&input).unwrap();
+        assert!(e.lines.iter().all(|l| l.key != LineKey::PrefillVisionTower));
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("vision tower's forward")),
+            "{:?}",
+            e.warnings
+        );
+    }
+}

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The vision towers' forward over an image, traced on the meta device: Gemma 3's
+SigLIP tower with its projector, Qwen2.5-VL's and Qwen3-VL's towers with their
+mergers, built by transformers from the configs in `agent/models/`, run under
+torch.no_grad() through the model's own `get_image_features` as generate's first
+forward runs it, with fp32 pixel values as the processors hand them over.
+
+The tracking is `agent/python/gpumem_trace.py`'s (its Tracker with the caching
+allocator's 512-byte rounding, its dispatch mode, its SDPA stand-in that runs the
+fused kernel CUDA picks); the pixel values are allocated before the phase begins, so
+each figure is the tower's peak beyond them. The index tensors transformers builds
+from `grid_thw` (`vision_utils.py`) are built here on the host and handed to the
+tower the way its kwargs take precomputed ones, the ones it keeps on the device
+copied to the meta device inside the phase; `cu_seqlens` and Qwen2.5-VL's
+`cu_window_seqlens` stay on the host (the split reads their values), with a meta
+stand-in of their size beside them as the device holds them.
+
+Prints one line per case: model, attention, image (height x width, images), the
+traced peak in bytes. `src/estimate/tower.rs`'s test holds these figures. Run with
+transformers 5.23 and torch 2.11 (`$GPUMEM_TOOLS/torch-venv/bin/python`).
+"""
+import json
+import sys
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import AutoConfig
+from transformers import vision_utils as vu
+
+ROOT = Path(__file__).resolve().parents[4]
+sys.path.insert(0, str(ROOT / "agent" / "python"))
+import gpumem_trace as gt  # noqa: E402
+
+# (model, attention, height, width, images). Qwen2.5-VL's images one merged unit
+# tall (28 px) have the most windows of any image of as many patches.
+CASES = [
+    ("google--gemma-3-4b-it", "sdpa", 896, 896, 1),
+    ("google--gemma-3-4b-it", "eager", 896, 896, 1),
+    ("google--gemma-3-4b-it", "sdpa", 896, 896, 2),
+    ("google--gemma-3-4b-it", "eager", 896, 896, 2),
+    ("Qwen--Qwen2.5-VL-7B-Instruct", "sdpa", 448, 448, 1),
+    ("Qwen--Qwen2.5-VL-7B-Instruct", "sdpa", 28, 36288, 1),
+    ("Qwen--Qwen2.5-VL-7B-Instruct", "sdpa", 28, 114688, 1),
+    ("Qwen--Qwen2.5-VL-7B-Instruct", "sdpa", 1792, 1792, 1),
+    ("Qwen--Qwen2.5-VL-7B-Instruct", "eager", 448, 448, 1),
+    ("Qwen--Qwen2.5-VL-7B-Instruct", "eager", 28, 36288, 1),
+    ("Qwen--Qwen3-VL-8B-Instruct", "sdpa", 512, 512, 1),
+    ("Qwen--Qwen3-VL-8B-Instruct", "sdpa", 1792, 1792, 1),
+    ("Qwen--Qwen3-VL-8B-Instruct", "sdpa", 1024, 512, 2),
+    ("Qwen--Qwen3-VL-8B-Instruct", "eager", 512, 512, 1),
+]
+
+
+def trace(name, attn, height, width, images):
+    c = json.loads((ROOT / "agent" / "models" / f"{name}.json").read_text())["config"]
+    cfg = AutoConfig.for_model(**c)
+    mt = c["model_type"]
+    dtype = torch.bfloat16
+    tr = gt.Tracker(gt.Allocator(False), vocab=-1)
+    with gt._dispatch_mode(tr), torch.no_grad():
+        with torch.device("meta"):
+            model = transformers.AutoModel.from_config(cfg, attn_implementation=attn, dtype=dtype).eval()
+        keep = []
+        if mt == "gemma3":
+            px = torch.zeros(images, 3, height, width, dtype=torch.float32, device="meta")
+            tr.begin("forward")
+            base = tr.allocated
+            out = model.get_image_features(pixel_values=px)
+        else:
+            vc = cfg.vision_config
+            p, tp, m = vc.patch_size, vc.temporal_patch_size, vc.spatial_merge_size
+            gh, gw = height // p, width // p
+            px = torch.zeros(images * gh * gw, 3 * tp * p * p, dtype=torch.float32, device="meta")
+            grid = torch.tensor([[1, gh, gw]] * images)
+            pos = vu.get_vision_position_ids(grid, m)
+            cu = vu.get_vision_cu_seqlens(grid)
+            kw = {"cu_seqlens": cu}
+            if mt == "qwen2_5_vl":
+                wi, cuw = vu.get_vision_window_index(grid, m, vc.window_size, p)
+            if mt == "qwen3_vl":
+                ii, iw = vu.get_vision_interpolation_indices_and_weights(
+                    grid, num_grid_per_side=int(vc.num_position_embeddings**0.5),
+                    mode="bilinear", align_corners=True, spatial_merge_size=m)
+            tr.begin("forward")
+            base = tr.allocated
+            kw["position_ids"] = pos.to("meta")
+            keep.append(torch.empty(len(cu), dtype=torch.int32, device="meta"))
+            if mt == "qwen2_5_vl":
+                kw["window_index"] = wi.to("meta")
+                kw["cu_window_seqlens"] = cuw
+                keep.append(torch.empty(len(cuw), dtype=torch.int32, device="meta"))
+            if mt == "qwen3_vl":
+                kw["interp_indices"] = ii.to("meta")
+                kw["interp_weights"] = iw.to("meta")
+            out = model.get_image_features(px, grid, **kw)
+        del out
+        tr.end()
+    return tr.peak - base
+
+
+if __name__ == "__main__":
+    gt._patch_sdpa(torch)
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    for case in CASES:
+        print(*case, trace(*case))
