@@ -368,7 +368,8 @@ fn most_windows(units: u64, u: u64) -> u64 {
         .unwrap_or(0)
 }
 
-/// The "vision tower forward" line, where the prompt holds an image (`mm-item-tokens`
+/// The "vision tower forward" line under transformers' runtime (no engine, or
+/// `--engine transformers`), where the prompt holds an image (`mm-item-tokens`
 /// or `mm-item-values` given, or read from the config): inference only, one image a
 /// sequence (each beam's copy included: generate expands the pixel values with the
 /// prompt). The text prefill's lines `prefill` (whole model, one device) are already
@@ -379,7 +380,10 @@ pub(super) fn vision_tower(
     prefill: (u64, u64),
     b: &mut Builder,
 ) -> Result<(), EstimateError> {
+    // A serving engine encodes its images by its own rule (vLLM's encoder profile,
+    // llama.cpp's projector buffer), not through transformers' tower.
     if input.train != TrainMode::None
+        || input.runtime != crate::arch::CacheRuntime::Transformers
         || (input.mm_item_tokens.is_none() && input.mm_item_values.is_none())
     {
         return Ok(());
@@ -391,11 +395,9 @@ pub(super) fn vision_tower(
         return Ok(());
     }
     let Some(tower) = a.vision else {
-        if a.tower_params > 0 {
-            b.warnings.push(
-                "the vision tower's forward over the prompt's image is not counted: it is derived for Gemma 3's SigLIP tower and Qwen2.5-VL's and Qwen3-VL's (transformers), not this one's: add it to --reserve-gib".into(),
-            );
-        }
+        b.warnings.push(
+            "the vision tower's forward over the prompt's image is not counted: it is derived for Gemma 3's SigLIP tower and Qwen2.5-VL's and Qwen3-VL's (transformers), not this model's: add it to --reserve-gib".into(),
+        );
         return Ok(());
     };
     let images = checked_product(&[input.sequences, input.beams], WHAT)?;
@@ -620,6 +622,20 @@ mod tests {
             );
             assert_eq!(kind, Kind::Computed);
         }
+    }
+
+    /// One image given by its pixel values (channels × height × width) is the image
+    /// of as many patches given by its tokens.
+    #[test]
+    fn an_image_by_its_values_is_its_patches() {
+        let by_tokens = line(&qwen2_5_vl_7b(&[("mm-item-tokens", "4096")]));
+        let by_values = line(&qwen2_5_vl_7b(&[("mm-item-values", "9633792")]));
+        assert!(by_tokens.is_some());
+        assert_eq!(by_tokens, by_values);
+        // Under a serving engine's runtime the engine's own rule stands.
+        let mut served = qwen2_5_vl_7b(&[("mm-item-tokens", "4096")]);
+        served.runtime = crate::arch::CacheRuntime::Serving;
+        assert_eq!(line(&served), None);
     }
 
     /// A tower whose forward is not derived says so where an image is given.
