@@ -495,6 +495,20 @@ mod tests {
         ..VisionTower::BASE
     };
 
+    /// Qwen3-VL-2B's tower and Qwen3-VL-30B-A3B's (`qwen3_vl_moe`: the same tower, a
+    /// narrower merger).
+    const QWEN3_VL_2B: VisionTower = VisionTower {
+        hidden: 1024,
+        layers: 24,
+        intermediate: 4096,
+        out: 2048,
+        ..QWEN3_VL_8B
+    };
+    const QWEN3_VL_30B_A3B: VisionTower = VisionTower {
+        out: 2048,
+        ..QWEN3_VL_8B
+    };
+
     fn peak(tw: &VisionTower, images: u64, side: (u64, u64), attention: AttentionImpl) -> Phase {
         let patches = (side.0 / tw.patch) * (side.1 / tw.patch);
         let tokens = if tw.merge == 0 {
@@ -526,6 +540,8 @@ mod tests {
             (&QWEN3_VL_8B, 1, (1792, 1792), Sdpa, 672_760_320),
             (&QWEN3_VL_8B, 2, (1024, 512), Sdpa, 219_677_184),
             (&QWEN3_VL_8B, 1, (512, 512), Eager, 199_098_880),
+            (&QWEN3_VL_2B, 1, (512, 512), Sdpa, 46_727_680),
+            (&QWEN3_VL_30B_A3B, 1, (512, 512), Sdpa, 51_773_952),
         ];
         for (tw, images, side, attention, traced) in cases {
             let p = peak(tw, images, side, attention);

@@ -49,6 +49,8 @@ CASES = [
     ("Qwen--Qwen3-VL-8B-Instruct", "sdpa", 1792, 1792, 1),
     ("Qwen--Qwen3-VL-8B-Instruct", "sdpa", 1024, 512, 2),
     ("Qwen--Qwen3-VL-8B-Instruct", "eager", 512, 512, 1),
+    ("Qwen--Qwen3-VL-2B-Instruct", "sdpa", 512, 512, 1),
+    ("Qwen--Qwen3-VL-30B-A3B-Instruct", "sdpa", 512, 512, 1),
 ]
 
 
@@ -78,7 +80,7 @@ def trace(name, attn, height, width, images):
             kw = {"cu_seqlens": cu}
             if mt == "qwen2_5_vl":
                 wi, cuw = vu.get_vision_window_index(grid, m, vc.window_size, p)
-            if mt == "qwen3_vl":
+            if mt.startswith("qwen3_vl"):
                 ii, iw = vu.get_vision_interpolation_indices_and_weights(
                     grid, num_grid_per_side=int(vc.num_position_embeddings**0.5),
                     mode="bilinear", align_corners=True, spatial_merge_size=m)
@@ -90,7 +92,7 @@ def trace(name, attn, height, width, images):
                 kw["window_index"] = wi.to("meta")
                 kw["cu_window_seqlens"] = cuw
                 keep.append(torch.empty(len(cuw), dtype=torch.int32, device="meta"))
-            if mt == "qwen3_vl":
+            if mt.startswith("qwen3_vl"):
                 kw["interp_indices"] = ii.to("meta")
                 kw["interp_weights"] = iw.to("meta")
             out = model.get_image_features(px, grid, **kw)
