@@ -1,8 +1,9 @@
 //! The vision tower's forward over the prompt's images under transformers' runtime
 //! (inference, no grad): its peak while it encodes them, derived moment by moment from
 //! transformers 5.23's own tower code, and what outlives it into the text forward
-//! (the pixel values the caller holds, the image embeddings and deepstack features the
-//! language model reads). The prefill's peak is the larger of the two phases; the line
+//! (the pixel values the caller holds; the tower's last hidden state, the image
+//! embeddings and Qwen3-VL's deepstack features `generate` keeps, and the copies the
+//! language model's forward makes of them). The prefill's peak is the larger of the two phases; the line
 //! adds to the text prefill's lines what the tower's phase needs beyond them, so that
 //! the lines' sum stays a peak, never below either phase.
 //!
@@ -49,8 +50,13 @@ pub(super) struct Phase {
     pub peak: u64,
     /// Which moment the peak is.
     pub moment: &'static str,
-    /// What the text forward still holds of the tower's outputs: the image
-    /// embeddings, and Qwen3-VL's deepstack features.
+    /// What the text forward still holds of the tower's outputs: transformers 5.23's
+    /// `generate` encodes the images before the prefill
+    /// (`generation/utils.py` `_prepare_multimodal_encoder_kwargs_for_generation`)
+    /// and keeps the whole output in `model_kwargs["mm_encoder_outputs"]` — the
+    /// tower's last hidden state, the projected embeddings (Qwen3-VL's deepstack
+    /// features too) — and the model's forward concatenates Qwen's into copies it
+    /// holds while the language model runs.
     pub outputs: u64,
     /// Patches of one image.
     pub patches: u64,
@@ -161,7 +167,9 @@ fn siglip(
         pixels: t(&[images, tw.channels, tw.image, tw.image, 4])?,
         peak,
         moment,
-        outputs: t(&[images, tokens, text_hidden, v])?,
+        // `last_hidden_state` (`post_layernorm`'s output) and the projector's output
+        // (`Gemma3Model.forward` takes it as it is: `.to` the same dtype and device).
+        outputs: sum(&[x, t(&[images, tokens, text_hidden, v])?])?,
         patches: n,
         assumed: assumed(attention, v),
     })
@@ -345,7 +353,15 @@ fn qwen(
         pixels: t(&[rows, per_patch, 4])?,
         peak,
         moment,
-        outputs: sum(&[t(&[tokens_all, tw.out, v])?, deep])?,
+        // `last_hidden_state` (the last block's output) and, twice, the merged
+        // embeddings and the deepstack features: in `mm_encoder_outputs`, and the
+        // `torch.cat` copies `Qwen2_5_VLModel.forward` / `Qwen3VLModel.forward` make of
+        // them (`image_embeds`, `deepstack_visual_embeds`).
+        outputs: sum(&[
+            x,
+            checked_product(&[t(&[tokens_all, tw.out, v])?, 2], WHAT)?,
+            checked_product(&[deep, 2], WHAT)?,
+        ])?,
         patches: n,
         assumed: assumed(attention, v),
     })
@@ -369,12 +385,12 @@ fn most_windows(units: u64, u: u64) -> u64 {
 }
 
 /// The "vision tower forward" line under transformers' runtime (no engine, or
-/// `--engine transformers`), where the prompt holds an image (`mm-item-tokens`
-/// or `mm-item-values` given, or read from the config): inference only, one image a
-/// sequence (each beam's copy included: generate expands the pixel values with the
-/// prompt). The text prefill's lines `prefill` (whole model, one device) are already
-/// counted; the line is what the tower's phase needs beyond them, at least what the
-/// text forward holds of it.
+/// `--engine transformers`), where the prompt holds an image (`mm-item-tokens` or
+/// `mm-item-values` given, or read from the config): inference only, one image a
+/// sequence. transformers 5.23's `generate` runs the tower before the prefill, over
+/// the pixel values the caller keeps on the device; the text prefill's lines
+/// `prefill` (whole model, one device) are already counted, and the line is what the
+/// tower's phase needs beyond them, at least what the text forward holds of it.
 pub(super) fn vision_tower(
     input: &EstimateInput,
     prefill: (u64, u64),
@@ -400,6 +416,9 @@ pub(super) fn vision_tower(
         );
         return Ok(());
     };
+    // Beam search: generate encodes each sequence's image once and repeats its outputs
+    // for the beams (`_expand_multimodal_outputs`); the tower is counted over
+    // sequences × beams images, an upper bound.
     let images = checked_product(&[input.sequences, input.beams], WHAT)?;
     let value = input.compute_dtype.bytes();
     let p = phase(
@@ -413,23 +432,26 @@ pub(super) fn vision_tower(
     if p.patches == 0 {
         return Ok(());
     }
+    let assumed = p.assumed.or((input.beams > 1).then_some(
+        "beam search: the tower is counted over sequences × beams images, an upper bound (generate encodes each sequence's image once)",
+    ));
     let tower_phase = p.pixels.checked_add(p.peak).ok_or_else(overflow)?;
     let held = p.pixels.checked_add(p.outputs).ok_or_else(overflow)?;
     let line = |text: u64| tower_phase.saturating_sub(text).max(held);
     let (bytes, device) = (line(prefill.0), line(prefill.1));
     b.assumptions.push(format!(
-        "each of the {images} sequence(s) holds one image of {} patches, encoded by the vision tower in the prefill's first forward (a text-only prompt does not run it: the line is then above the need)",
+        "each of the {images} sequence(s) holds one image of {} patches, encoded by the vision tower before the prefill (generate keeps its outputs through the generation) (a text-only prompt does not run it: the line is then above the need)",
         p.patches
     ));
     b.line(
         LineKey::PrefillVisionTower,
-        match p.assumed {
+        match assumed {
             None => "Vision tower forward beyond the text prefill",
             Some(_) => "Vision tower forward beyond the text prefill (assumed)",
         },
         bytes,
         device,
-        if p.assumed.is_some() { Kind::Assumed } else { Kind::Computed },
+        if assumed.is_some() { Kind::Assumed } else { Kind::Computed },
         true,
         format!(
             "max(pixel values {} B + the tower's peak at {} moment {} B − the text prefill's lines {} B, the pixel values and image embeddings the text forward holds {held} B){}",
@@ -437,7 +459,7 @@ pub(super) fn vision_tower(
             p.moment,
             p.peak,
             prefill.0,
-            p.assumed.map(|w| format!(" (assumed: {w})")).unwrap_or_default()
+            assumed.map(|w| format!(" (assumed: {w})")).unwrap_or_default()
         ),
         &[
             ("images", images.to_string()),
