@@ -376,24 +376,7 @@ fn stages<const TRAINING: bool>(input: &EstimateInput) -> Result<Estimate, Estim
     // Activations and transients.
     transients::transients(input, &split, &mut b)?;
     // The vision tower's forward, a phase of the prefill beside the text's.
-    let prefill = b
-        .lines
-        .iter()
-        .filter(|l| {
-            l.in_total
-                && matches!(
-                    l.key,
-                    LineKey::PrefillMlp
-                        | LineKey::PrefillAttentionScores
-                        | LineKey::PrefillLogits
-                        | LineKey::PrefillQuantizedMatmul
-                )
-        })
-        .try_fold((0u64, 0u64), |(s, d), l| {
-            Some((s.checked_add(l.bytes)?, d.checked_add(l.device_bytes)?))
-        })
-        .ok_or(EstimateError::Overflow { what: "prefill" })?;
-    tower::vision_tower(input, prefill, &mut b)?;
+    tower::vision_tower(input, &mut b)?;
 
     // The caching allocator: the loading peak and what the step reserves.
     if TRAINING {
@@ -537,6 +520,8 @@ impl Estimate {
                 None => self.lines.push(line),
             }
         }
+        // The text prefill's traced figures move the phase the tower's line tops up.
+        tower::retop(&mut self.lines)?;
         let counted = |l: &&Line| l.in_total;
         self.weights_bytes = group_sum(&self.lines, Group::Weights)?;
         self.kv_cache_bytes = group_sum(&self.lines, Group::KvCache)?;

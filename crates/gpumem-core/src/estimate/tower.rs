@@ -367,6 +367,60 @@ fn qwen(
     })
 }
 
+/// The text prefill's lines in the total (whole model, one device).
+fn text_prefill(lines: &[Line]) -> Result<(u64, u64), EstimateError> {
+    lines
+        .iter()
+        .filter(|l| {
+            l.in_total
+                && matches!(
+                    l.key,
+                    LineKey::PrefillMlp
+                        | LineKey::PrefillAttentionScores
+                        | LineKey::PrefillLogits
+                        | LineKey::PrefillQuantizedMatmul
+                )
+        })
+        .try_fold((0u64, 0u64), |(s, d), l| {
+            Some((s.checked_add(l.bytes)?, d.checked_add(l.device_bytes)?))
+        })
+        .ok_or_else(overflow)
+}
+
+/// The line over text prefill lines `prefill` (whole, one device): what the tower's
+/// phase needs beyond them, at least what the text forward holds of the tower.
+fn top_up(tower_phase: u64, held: u64, prefill: (u64, u64)) -> (u64, u64) {
+    let line = |text: u64| tower_phase.saturating_sub(text).max(held);
+    (line(prefill.0), line(prefill.1))
+}
+
+/// After traced figures replace the text prefill's lines, the tower's line is topped
+/// up again over them (its tower phase and what the text forward holds are its
+/// inputs), so the lines' sum stays the larger phase.
+pub(super) fn retop(lines: &mut [Line]) -> Result<(), EstimateError> {
+    let prefill = text_prefill(lines)?;
+    let Some(l) = lines
+        .iter_mut()
+        .find(|l| l.key == LineKey::PrefillVisionTower)
+    else {
+        return Ok(());
+    };
+    let number = |k: &str| l.inputs.get(k).and_then(|v| v.parse::<u64>().ok());
+    let (Some(tower_phase), Some(held)) = (number("tower-phase"), number("held")) else {
+        return Ok(());
+    };
+    let (bytes, device) = top_up(tower_phase, held, prefill);
+    if (bytes, device) != (l.bytes, l.device_bytes) {
+        l.bytes = bytes;
+        l.device_bytes = device;
+        l.formula = format!(
+            "{}; over the traced prefill lines ({} B): {bytes} B",
+            l.formula, prefill.0
+        );
+    }
+    Ok(())
+}
+
 /// The most windows of u × u units any grid of `units` merged units is cut into:
 /// ⌈a ÷ u⌉ · ⌈b ÷ u⌉ over a · b = units (a grid one unit tall when nothing else has
 /// more); beyond 2^40 units, one a unit (a bound).
@@ -391,11 +445,7 @@ fn most_windows(units: u64, u: u64) -> u64 {
 /// the pixel values the caller keeps on the device; the text prefill's lines
 /// `prefill` (whole model, one device) are already counted, and the line is what the
 /// tower's phase needs beyond them, at least what the text forward holds of it.
-pub(super) fn vision_tower(
-    input: &EstimateInput,
-    prefill: (u64, u64),
-    b: &mut Builder,
-) -> Result<(), EstimateError> {
+pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(), EstimateError> {
     // A serving engine encodes its images by its own rule (vLLM's encoder profile,
     // llama.cpp's projector buffer), not through transformers' tower.
     if input.train != TrainMode::None
@@ -437,8 +487,8 @@ pub(super) fn vision_tower(
     ));
     let tower_phase = p.pixels.checked_add(p.peak).ok_or_else(overflow)?;
     let held = p.pixels.checked_add(p.outputs).ok_or_else(overflow)?;
-    let line = |text: u64| tower_phase.saturating_sub(text).max(held);
-    let (bytes, device) = (line(prefill.0), line(prefill.1));
+    let prefill = text_prefill(&b.lines)?;
+    let (bytes, device) = top_up(tower_phase, held, prefill);
     b.assumptions.push(format!(
         "each of the {images} sequence(s) holds one image of {} patches, encoded by the vision tower before the prefill (generate keeps its outputs through the generation) (a text-only prompt does not run it: the line is then above the need)",
         p.patches
@@ -466,6 +516,7 @@ pub(super) fn vision_tower(
             ("patches-per-image", p.patches.to_string()),
             ("attention", input.attention.name().into()),
             ("tower-phase", tower_phase.to_string()),
+            ("held", held.to_string()),
         ],
     );
     Ok(())
@@ -674,6 +725,36 @@ mod tests {
         let mut served = qwen2_5_vl_7b(&[("mm-item-tokens", "4096")]);
         served.runtime = crate::arch::CacheRuntime::Serving;
         assert_eq!(line(&served), None);
+    }
+
+    /// A trace that replaces the text prefill's lines moves the tower's line with
+    /// them: the sum stays the larger phase.
+    #[test]
+    fn a_traced_prefill_retops_the_towers_line() {
+        let input = qwen2_5_vl_7b(&[("mm-item-tokens", "4096")]);
+        let e = estimate(&input).unwrap();
+        let (before, _) = line(&input).unwrap();
+        let mlp = e
+            .lines
+            .iter()
+            .find(|l| l.key == LineKey::PrefillMlp)
+            .unwrap()
+            .bytes;
+        let traced = e
+            .with_traced(&[TracedLine {
+                key: LineKey::PrefillMlp,
+                label: "traced".into(),
+                bytes: mlp / 2,
+                formula: "a trace".into(),
+            }])
+            .unwrap();
+        let after = traced
+            .lines
+            .iter()
+            .find(|l| l.key == LineKey::PrefillVisionTower)
+            .unwrap()
+            .bytes;
+        assert_eq!(after, before + (mlp - mlp / 2));
     }
 
     /// A tower whose forward is not derived says so where an image is given.
