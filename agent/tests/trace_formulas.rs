@@ -850,8 +850,20 @@ const fn pf(
 
 /// The derived configs at 1–4 sequences × 512–2048 tokens under each attention, and
 /// one of each family outside the derivation (its lines must stay assumed and say why).
+/// The mixtures of experts (Mixtral's, Qwen3-MoE's, Qwen2-MoE's block: every layer
+/// MoE, so the peak comes with the whole cache) must equal their traces to the byte.
 const PREFILLS: &[Prefill] = &[
     pf("qwen3-30b-a3b.json", "flash", 1, 512, false),
+    pf("qwen3-30b-a3b.json@2", "sdpa", 2, 512, false),
+    pf("qwen3-30b-a3b.json@2", "eager", 4, 256, false),
+    pf("qwen3-30b-a3b.json@2", "eager", 1, 1024, false),
+    pf("mixtral-8x7b.json@2", "flash", 1, 512, false),
+    pf("mixtral-8x7b.json@2", "sdpa", 1, 1024, false),
+    pf("mixtral-8x7b.json@2", "eager", 2, 512, false),
+    pf("qwen1.5-moe-a2.7b.json@2", "flash", 4, 512, false),
+    pf("qwen1.5-moe-a2.7b.json@2", "sdpa", 2, 1024, false),
+    pf("qwen1.5-moe-a2.7b.json@2", "eager", 1, 512, false),
+    pf("deepseek-v2-lite.json@3", "flash", 1, 512, false),
     pf("llama-3.2-1b.json", "flash", 4, 512, false),
     pf("llama-3.2-1b.json", "sdpa", 1, 2048, false),
     pf("llama-3.2-1b.json", "eager", 2, 1024, false),
@@ -1004,6 +1016,17 @@ fn prefill_formulas_agree_with_traces_or_stay_assumed() {
             None => {
                 for l in [mlp, scores, logits] {
                     assert_eq!(l.kind.name(), "computed", "{}: {}", c.config, l.key);
+                }
+                if a.moe.is_some() {
+                    assert_eq!(
+                        (formula, logits.bytes),
+                        (traced, traced_logits),
+                        "{} {} {}×{}: the MoE prefill equals its trace",
+                        c.config,
+                        c.attention,
+                        c.sequences,
+                        c.tokens
+                    );
                 }
                 if pct(formula, traced).abs() > 2.0 || pct(logits.bytes, traced_logits).abs() > 2.0
                 {

@@ -62,6 +62,13 @@ pub struct Moe {
     /// `topk_group` best groups, the others masked out of the scores first.
     #[serde(default)]
     pub group_limited: bool,
+    /// The router casts its top-k weights to the compute dtype before the experts
+    /// weigh their outputs by them (transformers 5.23 `Qwen2MoeTopKRouter.forward`,
+    /// `Qwen3MoeTopKRouter.forward`: `router_top_value.to(router_logits.dtype)`);
+    /// without it they stay fp32 (`MixtralTopKRouter.forward`), and the product of
+    /// the experts' outputs by them, the reordering and the sum are fp32 too.
+    #[serde(default)]
+    pub router_casts: bool,
 }
 
 impl Moe {
@@ -1031,6 +1038,7 @@ impl Moe {
         latent: 0,
         output_bias: false,
         group_limited: false,
+        router_casts: false,
     };
 }
 
@@ -1583,6 +1591,8 @@ pub const VARIANT_FACTS: &[Fact] = &[
         "MoE: one bias [hidden] on each MoE block's output (JetMoE)", at!(moe.output_bias)),
     fact("group-limited", G::Moe, K::Bool(Moe::BASE.group_limited), "Group-limited router", "",
         "MoE: the router picks its experts within its best groups (DeepSeek-V2's topk_method group_limited_greedy)", at!(moe.group_limited)),
+    fact("router-casts", G::Moe, K::Bool(Moe::BASE.router_casts), "Router weights in the model's dtype", "",
+        "MoE: the router casts its top-k weights to the compute dtype (Qwen2-MoE, Qwen3-MoE; Mixtral's stay fp32)", at!(moe.router_casts)),
 ];
 
 /// Every fact's rule, the decoder's then the variants', copied out of the rows.

@@ -3354,6 +3354,11 @@ pub struct Prefill {
 ///   post-norms, whose MLP reads the residual itself), then `act(gate)`, `up` and their
 ///   product (3·v·i; Phi-3's fused `gate_up_proj` keeps its 2·i output beside the
 ///   other two: 4·v·i);
+/// - in a mixture of experts (Mixtral's, Qwen3-MoE's and Qwen2-MoE's block), the last
+///   MoE layer's experts instead, with the same three hidden states and the cache less
+///   the layers after it: the router's outputs, the dispatch over tokens × k pairs and
+///   the highest of grouped_mm's moments ([`moe_prefill`]); its dense layers' MLP, if
+///   any, as above in the last of them;
 /// - eager attention in the last layer, the cache complete: input and normalised input,
 ///   q after RoPE, K/V repeated to every head (grouped-query only), Phi-3's fused qkv
 ///   output (q, k and v are views of it), the scores with the mask added (v) and softmax's fp32 input
@@ -3382,7 +3387,14 @@ pub fn decoder_prefill(
     }
     let why = a
         .moe
-        .map(|_| "routed experts' intermediates depend on how tokens are dispatched")
+        .filter(|m| !plain_moe(a, m))
+        .map(|_| {
+            if deepseek_v2(a) {
+                "the prefill of DeepSeek's latent attention and router is not in the derivation"
+            } else {
+                "this mixture of experts' prefill is not in the derivation"
+            }
+        })
         .or((layernorm_decoder(a) && !a.fused_qkv).then_some(
             "the prefill of StarCoder 2, Phi, OPT or Falcon is not in the derivation",
         ))
@@ -3403,9 +3415,18 @@ pub fn decoder_prefill(
     // SDPA skips its mask for plain causal attention, not when a sliding window is no
     // longer than the prompt (masking_utils.py `_ignore_causal_mask_sdpa`): then a
     // boolean mask, one for every sequence.
+    // Qwen2-MoE's model builds a sliding-window mask beside the full one whatever its
+    // layers use (`Qwen2MoeModel.forward`: `create_sliding_window_causal_mask`,
+    // modeling_qwen2_moe.py, transformers 5.23; its shared expert's gate marks the
+    // layout): under eager a second additive mask, under SDPA a boolean one the trace
+    // shows built even for a prompt shorter than the window.
+    let both_masks = a.moe.is_some_and(|m| m.shared_gate);
     let mask = match attention {
-        AttentionImpl::Eager => block(&[batch, seq, seq, value]),
-        AttentionImpl::Sdpa if window.is_some_and(|w| w <= seq) => block(&[seq, seq]),
+        AttentionImpl::Eager => mul(&[
+            if both_masks { 2 } else { 1 },
+            block(&[batch, seq, seq, value]),
+        ]),
+        AttentionImpl::Sdpa if both_masks || window.is_some_and(|w| w <= seq) => block(&[seq, seq]),
         _ => 0,
     };
     let ids = block(&[t, 8]);
@@ -3426,13 +3447,56 @@ pub fn decoder_prefill(
     };
     // Each moment: (name, held throughout + its own, tokens² tensors, logits, cache
     // not yet full by).
-    let at_mlp = (
-        "the last layer's MLP",
-        add(&[once, mul(&[if post_norms { 2 } else { 3 }, hidden]), mlp]),
-        mask,
-        0,
-        0,
-    );
+    let norms_out = mul(&[if post_norms { 2 } else { 3 }, hidden]);
+    // Eager attention returns its probabilities in v, which the decoder layer's
+    // `hidden_states, _ = self.self_attn(...)` holds through the MLP
+    // (modeling_llama.py `LlamaDecoderLayer.forward`, and each family's alike).
+    let held_weights = if eager {
+        block(&[batch, heads, seq, seq, value])
+    } else {
+        0
+    };
+    let mlp_scores = add(&[mask, held_weights]);
+    let (at_mlp, at_moe) = match a.moe {
+        Some(m) => {
+            // The MoE layers' block and the dense layers' MLP, each in the last layer
+            // of its kind, less the layers' K/V cached after it.
+            let (last_moe, last_dense) = moe_last_layers(&m, a.layers);
+            let dense = last_dense.map_or(("", 0, 0, 0, 0), |i| {
+                (
+                    "the last dense layer's MLP",
+                    add(&[once, norms_out, mlp]),
+                    mlp_scores,
+                    0,
+                    mul(&[a.layers.saturating_sub(i).saturating_sub(1), layer_kv]),
+                )
+            });
+            let routed = last_moe.map_or(("", 0, 0, 0, 0), |i| {
+                (
+                    "the last MoE layer's experts",
+                    add(&[
+                        once,
+                        norms_out,
+                        moe_prefill(&m, t, value, h, deepseek_v2(a)),
+                    ]),
+                    mlp_scores,
+                    0,
+                    mul(&[a.layers.saturating_sub(i).saturating_sub(1), layer_kv]),
+                )
+            });
+            (dense, routed)
+        }
+        None => (
+            (
+                "the last layer's MLP",
+                add(&[once, norms_out, mlp]),
+                mlp_scores,
+                0,
+                0,
+            ),
+            ("", 0, 0, 0, 0),
+        ),
+    };
     let at_attention = if eager {
         // Phi-3's q, k and v are views of the fused output, which stays referenced.
         let kv_copies = add(&[
@@ -3500,7 +3564,7 @@ pub fn decoder_prefill(
     let total = |m: &(&'static str, u64, u64, u64, u64)| add(&[m.1, m.2, m.3]).saturating_sub(m.4);
     // A tie keeps the MLP's moment: the same bytes either way.
     let mut peak = at_mlp;
-    for m in [at_attention, at_rope, at_logits] {
+    for m in [at_moe, at_attention, at_rope, at_logits] {
         if total(&m) > total(&peak) {
             peak = m;
         }
@@ -3508,10 +3572,34 @@ pub fn decoder_prefill(
     if total(&peak) == u64::MAX {
         return Err(EstimateError::Overflow { what: "prefill" });
     }
+    let mlp_text = match a.moe {
+        Some(m) => format!(
+            "the last MoE layer's experts, 3·v·h per token + the router's logits, top-k indices and weights{} + per token–expert pair the sort's int64 values and permutation, the gathered input and weights, histc's int32 input, then the highest of gate/up, act(gate) and their product (4·v·e), the product and the down output (v·(e + h)), the down output with its product by the weights and their reordered copy ({}·h) and the inverse permutation, or the sum over the k experts (transformers' grouped_mm experts){}{}",
+            if m.router_casts {
+                " (cast to v)"
+            } else {
+                " (fp32)"
+            },
+            if m.router_casts { "3·v" } else { "v + 2·4" },
+            if m.shared_experts > 0 {
+                "; the shared expert's gated MLP 3·v·s per token, its output v·h held beside the routed experts"
+            } else {
+                ""
+            },
+            if at_mlp.1 > 0 {
+                ", less the K/V cached after it; the last dense layer's MLP, 3·v·h + 3·v·i per token"
+            } else {
+                ""
+            },
+        ),
+        None => format!(
+            "the last layer's MLP, {}·v·h + {} per token",
+            if post_norms { 2 } else { 3 },
+            if a.fused_qkv { "4·v·i" } else { "3·v·i" },
+        ),
+    };
     let formula = format!(
-        "the highest of: the last layer's MLP, {}·v·h + {} per token{}; RoPE before the last K/V are cached, less one layer's K/V; the final norm and the logits{}; plus the input ids, embeddings, cache positions and RoPE's cos/sin throughout (transformers' Llama-style decoder, every tensor in 512 B blocks)",
-        if post_norms { 2 } else { 3 },
-        if a.fused_qkv { "4·v·i" } else { "3·v·i" },
+        "the highest of: {mlp_text}{}; RoPE before the last K/V are cached, less one layer's K/V; the final norm and the logits{}; plus the input ids, embeddings, cache positions and RoPE's cos/sin throughout (transformers' Llama-style decoder, every tensor in 512 B blocks)",
         if eager {
             "; eager attention, (v + 8)·heads·tokens² per sequence and the mask"
         } else {
@@ -3531,6 +3619,112 @@ pub fn decoder_prefill(
         formula,
         assumed_because: why,
     })
+}
+
+/// The last MoE layer and the last dense one among `layers` (0-based), by
+/// [`Moe::moe_layers`]' rule: layer `i` is MoE when `i ≥ dense_layers` and
+/// `(i + 1) % every == 0`.
+fn moe_last_layers(m: &Moe, layers: u64) -> (Option<u64>, Option<u64>) {
+    let every = m.every.max(1);
+    let is_moe = |i: u64| i >= m.dense_layers && i.saturating_add(1).is_multiple_of(every);
+    let last = layers.checked_sub(1);
+    let last_moe = layers
+        .checked_div(every)
+        .unwrap_or(0)
+        .saturating_mul(every)
+        .checked_sub(1)
+        .filter(|&i| is_moe(i));
+    let last_dense = match last {
+        Some(i) if !is_moe(i) => Some(i),
+        // The last layer is MoE: with `every` > 1 the one before it is dense; else the
+        // leading dense layers end at `dense_layers` − 1.
+        Some(i) if every > 1 => i.checked_sub(1),
+        Some(_) => m.dense_layers.min(layers).checked_sub(1),
+        None => None,
+    };
+    (last_moe, last_dense)
+}
+
+/// The peak of one MoE block in a prefill (no gradients), beyond what the layer holds
+/// around it (its input, the residual, the normalised input), per
+/// `grouped_mm_experts_forward` (transformers 5.23 `integrations/moe.py`, the default
+/// `experts_implementation`: `modeling_utils.py` `get_correct_experts_implementation`)
+/// after `MixtralTopKRouter.forward` / `Qwen3MoeTopKRouter.forward` /
+/// `Qwen2MoeTopKRouter.forward`, in `MixtralSparseMoeBlock.forward`,
+/// `Qwen3MoeSparseMoeBlock.forward` and `Qwen2MoeSparseMoeBlock.forward`. `T` tokens,
+/// `S = T·k` token–expert pairs — the rows grouped_mm allocates whatever the balance of
+/// the dispatch (the sort orders the pairs by expert; every pair is one row of each
+/// grouped output), so the figure does not depend on how tokens are routed. Every
+/// tensor in 512 B blocks. Held across the experts:
+/// - the router's logits (`_` in the block's forward keeps them: v·E per token; fp32
+///   with `fp32_router`, DeepSeek-V2's `DeepseekV2TopkRouter.forward`, whose linear runs
+///   on fp32 copies and whose scaled top-k weights stay fp32), its
+///   top-k indices (int64, 8·k) and weights (fp32 4·k, or v·k where the router casts
+///   them: [`Moe::router_casts`]); the router's own fp32 softmax is freed before the
+///   experts run, and below them (E against k·h);
+/// - Qwen2-MoE: the shared expert's output (v·h), computed first; its own moment (the
+///   gated MLP's `act(gate)`, `up` and their product, 3·v·s per token) is counted too;
+///   the sigmoid gate and the final sum after the experts hold less than they do;
+/// - the dispatch: the sort's values and permutation (int64, 2·8·S), the gathered
+///   input (v·h·S), the gathered weights (w·S, w as above), `histc`'s int32 input
+///   (4·S, kept as a local) and the groups' counts and offsets (4·E each);
+///
+/// and then the highest of the moments:
+/// - `_apply_gate`: gate/up's output (2·v·e·S), `act(gate)` and its product with `up`
+///   (v·e·S each);
+/// - the down projection: the product and its output (v·(e + h)·S);
+/// - the reordering `weighted_out[inv_perm]`: the down output (v·h·S), its product by
+///   the weights and the reordered copy (w'·h·S each, w' = 4 when the weights are fp32,
+///   as type promotion makes the product), the inverse permutation (int64, 8·S);
+/// - the sum over the k experts: the down output, the reordered product, the inverse
+///   permutation, the sum (w'·h·T) and, when it is fp32, its cast back (v·h·T).
+fn moe_prefill(m: &Moe, tokens: u64, value: u64, h: u64, fp32_router: bool) -> u64 {
+    let pairs = tokens.saturating_mul(m.active);
+    let e = m.expert_intermediate;
+    let w = if m.router_casts { value } else { 4 };
+    let wide = w.max(value);
+    let shared_width = mul(&[m.shared_experts, m.shared_intermediate]);
+    let (shared_out, shared_mlp) = if m.shared_experts > 0 {
+        (
+            block(&[tokens, value, h]),
+            mul(&[3, block(&[tokens, value, shared_width])]),
+        )
+    } else {
+        (0, 0)
+    };
+    let held = add(&[
+        shared_out,
+        block(&[tokens, if fp32_router { 4 } else { value }, m.experts]),
+        block(&[tokens, 8, m.active]),
+        block(&[tokens, w, m.active]),
+        mul(&[2, block(&[pairs, 8])]),
+        block(&[pairs, value, h]),
+        block(&[pairs, w]),
+        block(&[pairs, 4]),
+        mul(&[2, block(&[m.experts, 4])]),
+    ]);
+    let gate = add(&[
+        block(&[pairs, value, 2, e]),
+        mul(&[2, block(&[pairs, value, e])]),
+    ]);
+    let down = add(&[block(&[pairs, value, e]), block(&[pairs, value, h])]);
+    let reorder = add(&[
+        block(&[pairs, value, h]),
+        mul(&[2, block(&[pairs, wide, h])]),
+        block(&[pairs, 8]),
+    ]);
+    let sum = add(&[
+        block(&[pairs, value, h]),
+        block(&[pairs, wide, h]),
+        block(&[pairs, 8]),
+        block(&[tokens, wide, h]),
+        if wide == value {
+            0
+        } else {
+            block(&[tokens, value, h])
+        },
+    ]);
+    add(&[held, gate.max(down).max(reorder).max(sum)]).max(shared_mlp)
 }
 
 /// The peak of one prefill of GPT-2 or GPT-NeoX (Pythia, parallel residual), derived

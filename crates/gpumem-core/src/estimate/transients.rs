@@ -84,7 +84,7 @@ pub(super) fn transients(
                 p.scores,
                 match input.attention {
                     AttentionImpl::Eager => format!(
-                        "eager: mask sequences × tokens² × v, and at the attention's moment (v + 8) × sequences × heads × tokens² (the scores with the mask added, softmax's fp32 input and output); peak: {}",
+                        "eager: mask sequences × tokens² × v, and at the attention's moment (v + 8) × sequences × heads × tokens² (the scores with the mask added, softmax's fp32 input and output), at the MLP's v × sequences × heads × tokens² (the probabilities the decoder layer holds); peak: {}",
                         p.moment
                     ),
                     other if p.scores > 0 => format!(
@@ -138,6 +138,14 @@ pub(super) fn transients(
         None => (a.intermediate, if a.gated_mlp { 3 } else { 2 }),
     };
     let mlp = checked_product(&[live, rows, tokens, inter, value], "MLP intermediate")?;
+    // A mixture of experts outside the derivation: never below the grouped_mm experts'
+    // moment derived for Mixtral's block (`decoder_prefill`), which transformers runs
+    // for every routed MoE (DeepSeek's traced prefill peaks there).
+    let mlp = if a.moe.is_some() {
+        mlp.max(derived.intermediates)
+    } else {
+        mlp
+    };
     b.line(
         LineKey::PrefillMlp,
         "Prefill MLP intermediates (assumed)",
@@ -146,7 +154,12 @@ pub(super) fn transients(
         Kind::Assumed,
         true,
         format!(
-            "{live} live tensors × sequences × tokens × intermediate × {value} B (assumed: {why}; `estimate --trace` traces it)"
+            "{live} live tensors × sequences × tokens × intermediate × {value} B{} (assumed: {why}; `estimate --trace` traces it)",
+            if a.moe.is_some() {
+                ", or if higher the routed experts' grouped_mm moment over tokens × k pairs as derived for Mixtral's block"
+            } else {
+                ""
+            }
         ),
         &[
             ("sequences", rows.to_string()),

@@ -248,6 +248,7 @@ fn generic_moe(c: &Cfg, f: &Family, experts: u64, intermediate: u64) -> Result<M
             || (f.router_bias == RouterBias::NoauxTc && c.str("topk_method") == Some("noaux_tc")),
         shared_gate: f.shared_gate,
         group_limited: c.str("topk_method") == Some("group_limited_greedy"),
+        router_casts: f.router_casts,
         ..Moe::BASE
     })
 }

@@ -117,6 +117,9 @@ pub(crate) struct Family {
     pub router_bias: RouterBias,
     /// A sigmoid gate on the shared expert's output (Qwen2-MoE, Qwen3-Next).
     pub shared_gate: bool,
+    /// The router casts its top-k weights to the compute dtype (Qwen2-MoE's,
+    /// Qwen3-MoE's, Qwen3-Next's: [`crate::arch::Moe::router_casts`]).
+    pub router_casts: bool,
     /// Every how many layers an MoE layer comes when the config does not say.
     pub moe_every: u8,
     /// Keys the published configs leave out, filled with the class's defaults.
@@ -172,6 +175,7 @@ pub(crate) const BASE: Family = Family {
     scaled_positions: false,
     router_bias: RouterBias::No,
     shared_gate: false,
+    router_casts: false,
     moe_every: 1,
     defaults: &[],
     layer_types: "",

@@ -52,6 +52,8 @@ pub(crate) const QWEN2_MOE: Family = Family {
     types: "qwen2_moe",
     class: "Qwen2MoeConfig",
     shared_gate: true,
+    // Qwen2MoeTopKRouter.forward: `router_top_value.to(router_logits.dtype)`.
+    router_casts: true,
     hook: Some(|c, d| {
         d.arch.qkv_bias = c.flag("qkv_bias").unwrap_or(true);
         d.arch.o_bias = false;
@@ -69,6 +71,8 @@ pub(crate) const QWEN3: Family = Family {
         qk_norm: true,
         ..Architecture::BASE
     },
+    // Qwen3MoeTopKRouter.forward (and Qwen3-VL-MoE's): `router_top_value.to(router_logits.dtype)`.
+    router_casts: true,
     ..BASE
 };
 
@@ -116,6 +120,8 @@ pub(crate) const QWEN3_NEXT: Family = Family {
         ..Architecture::BASE
     },
     shared_gate: true,
+    // Qwen3NextTopKRouter.forward: `router_top_value.to(router_logits.dtype)`.
+    router_casts: true,
     layer_types: "linear_attention",
     hook: Some(delta_net),
     ..BASE
