@@ -3554,6 +3554,32 @@ pub fn decoder_prefill(
         0,
         layer_kv,
     );
+    // DeepSeek's latent attention stays assumed: an upper bound on its moments (every
+    // tensor its forward allocates, summed) keeps the assumed line on the safe side.
+    let at_latent = match a.mla {
+        Some(l) if deepseek_v2(a) => (
+            "the last layer's latent attention (a bound)",
+            add(&[
+                once,
+                mul(&[2, hidden]),
+                mla_prefill_bound(&l, heads, h, (seq, batch), value, attention),
+            ]),
+            add(&[
+                mask,
+                if eager {
+                    mul(&[
+                        add(&[mul(&[2, value]), 8]),
+                        block(&[batch, heads, seq, seq]),
+                    ])
+                } else {
+                    0
+                },
+            ]),
+            0,
+            0,
+        ),
+        _ => ("", 0, 0, 0, 0),
+    };
     let kept = block(&[batch, if all_logits { seq } else { 1 }, a.vocab, value]);
     let fp32 = block(&[batch, a.vocab, 4]);
     let at_logits = if hidden >= fp32 {
@@ -3564,7 +3590,7 @@ pub fn decoder_prefill(
     let total = |m: &(&'static str, u64, u64, u64, u64)| add(&[m.1, m.2, m.3]).saturating_sub(m.4);
     // A tie keeps the MLP's moment: the same bytes either way.
     let mut peak = at_mlp;
-    for m in [at_moe, at_attention, at_rope, at_logits] {
+    for m in [at_moe, at_attention, at_rope, at_latent, at_logits] {
         if total(&m) > total(&peak) {
             peak = m;
         }
@@ -3619,6 +3645,62 @@ pub fn decoder_prefill(
         formula,
         assumed_because: why,
     })
+}
+
+/// An upper bound on what DeepSeek's latent attention holds in a prefill
+/// (`DeepseekV2Attention.forward`, transformers 5.23
+/// `models/deepseek_v2/modeling_deepseek_v2.py`) beyond the layer's input and its
+/// normalised input: every tensor its forward allocates, summed as if all were alive
+/// at once — `q_proj`'s output (or `q_a_proj`'s, its norm's fp32 copies and
+/// `q_b_proj`'s), `kv_a_proj_with_mqa`'s output, `kv_a_layernorm`'s fp32 copies and
+/// output, `apply_rotary_emb`'s fp32 and complex copies of q_pe and k_pe and their
+/// results, the concatenated query, `kv_b_proj`'s output, `expand_kv`'s key and a
+/// copy of the values, the kernel's padded values and output and its log-sum-exp,
+/// the output's contiguous copy and `o_proj`'s output. Eager's tokens² tensors are
+/// counted beside it. Not derived moment by moment: a bound, never below the trace.
+fn mla_prefill_bound(
+    l: &Mla,
+    heads: u64,
+    h: u64,
+    (seq, batch): (u64, u64),
+    value: u64,
+    attention: AttentionImpl,
+) -> u64 {
+    let t = seq.saturating_mul(batch);
+    let (r, p, rq) = (l.kv_lora_rank, l.qk_rope_dim, l.q_lora_rank);
+    let dq = l.qk_nope_dim.saturating_add(p);
+    let dv = l.v_head_dim;
+    let qk = block(&[t, value, heads, dq]);
+    let norm = |w: u64| {
+        add(&[
+            mul(&[2, block(&[t, 4, w])]),
+            block(&[t, 4]),
+            block(&[t, value, w]),
+        ])
+    };
+    add(&[
+        if rq > 0 {
+            add(&[block(&[t, value, rq]), norm(rq)])
+        } else {
+            0
+        },
+        // q, the concatenated query, the key, the padded (or copied) values and the
+        // padded output.
+        mul(&[5, qk]),
+        block(&[t, value, add(&[r, p])]),
+        norm(r),
+        mul(&[2, block(&[t, 4, heads, p])]),
+        block(&[t, value, heads, p]),
+        mul(&[2, block(&[t, 4, p])]),
+        block(&[t, value, p]),
+        block(&[t, value, heads, l.qk_nope_dim.saturating_add(dv)]),
+        match attention {
+            AttentionImpl::Eager => 0,
+            _ => block(&[batch, heads, seq.div_ceil(32), 32, 4]),
+        },
+        mul(&[2, block(&[t, value, heads, dv])]),
+        block(&[t, value, h]),
+    ])
 }
 
 /// The last MoE layer and the last dense one among `layers` (0-based), by
@@ -3684,7 +3766,17 @@ fn moe_prefill(m: &Moe, tokens: u64, value: u64, h: u64, fp32_router: bool) -> u
     let w = if m.router_casts { value } else { 4 };
     let wide = w.max(value);
     let shared_width = mul(&[m.shared_experts, m.shared_intermediate]);
-    let (shared_out, shared_mlp) = if m.shared_experts > 0 {
+    // DeepSeek's shared experts run after the routed ones (`DeepseekV2Moe.forward`):
+    // their MLP beside the routed output, its own output and the sum.
+    let after = if fp32_router && m.shared_experts > 0 {
+        add(&[
+            mul(&[3, block(&[tokens, value, h])]),
+            mul(&[3, block(&[tokens, value, shared_width])]),
+        ])
+    } else {
+        0
+    };
+    let (shared_out, shared_mlp) = if m.shared_experts > 0 && !fp32_router {
         (
             block(&[tokens, value, h]),
             mul(&[3, block(&[tokens, value, shared_width])]),
@@ -3692,11 +3784,22 @@ fn moe_prefill(m: &Moe, tokens: u64, value: u64, h: u64, fp32_router: bool) -> u
     } else {
         (0, 0)
     };
-    let held = add(&[
-        shared_out,
+    // DeepSeek's router runs its linear on fp32 copies of its input and weight, freed
+    // before the experts run: counted as if held (the safe side of an assumed line).
+    let router_copies = if fp32_router {
+        add(&[block(&[tokens, 4, h]), block(&[m.experts, 4, h])])
+    } else {
+        0
+    };
+    let router = add(&[
+        router_copies,
         block(&[tokens, if fp32_router { 4 } else { value }, m.experts]),
         block(&[tokens, 8, m.active]),
         block(&[tokens, w, m.active]),
+    ]);
+    let held = add(&[
+        shared_out,
+        router,
         mul(&[2, block(&[pairs, 8])]),
         block(&[pairs, value, h]),
         block(&[pairs, w]),
@@ -3724,7 +3827,9 @@ fn moe_prefill(m: &Moe, tokens: u64, value: u64, h: u64, fp32_router: bool) -> u
             block(&[tokens, value, h])
         },
     ]);
-    add(&[held, gate.max(down).max(reorder).max(sum)]).max(shared_mlp)
+    add(&[held, gate.max(down).max(reorder).max(sum)])
+        .max(shared_mlp)
+        .max(add(&[router, after]))
 }
 
 /// The peak of one prefill of GPT-2 or GPT-NeoX (Pythia, parallel residual), derived

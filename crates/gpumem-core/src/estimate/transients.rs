@@ -174,6 +174,13 @@ pub(super) fn transients(
         )?,
         _ => 0,
     };
+    // Likewise never below the tokens² tensors at the peak `decoder_prefill` bounds
+    // (DeepSeek's latent attention under eager).
+    let scores = if a.moe.is_some() {
+        scores.max(derived.scores)
+    } else {
+        scores
+    };
     b.line(
         LineKey::PrefillAttentionScores,
         "Attention score matrix (assumed)",
