@@ -225,6 +225,7 @@ pub static PRESETS: &[Preset] = &[
             ("shared-experts", "1"),
             ("shared-intermediate", "5632"),
             ("shared-gate", "true"),
+            ("router-casts", "true"),
             ("rope-tables", "1"),
         ],
         note: "",
