@@ -69,6 +69,12 @@ pub struct Moe {
     /// the experts' outputs by them, the reordering and the sum are fp32 too.
     #[serde(default)]
     pub router_casts: bool,
+    /// The router's logits are fp32 (transformers 5.23 `GraniteMoeTopKRouter.forward`:
+    /// `F.linear(hidden_states, self.weight).float()`), which the MoE block holds while
+    /// its experts run; otherwise they are in the compute dtype (Mixtral's, the Qwen
+    /// routers').
+    #[serde(default)]
+    pub router_fp32_logits: bool,
 }
 
 impl Moe {
@@ -1039,6 +1045,7 @@ impl Moe {
         output_bias: false,
         group_limited: false,
         router_casts: false,
+        router_fp32_logits: false,
     };
 }
 
@@ -1593,6 +1600,8 @@ pub const VARIANT_FACTS: &[Fact] = &[
         "MoE: the router picks its experts within its best groups (DeepSeek-V2's topk_method group_limited_greedy)", at!(moe.group_limited)),
     fact("router-casts", G::Moe, K::Bool(Moe::BASE.router_casts), "Router weights in the model's dtype", "",
         "MoE: the router casts its top-k weights to the compute dtype (Qwen2-MoE, Qwen3-MoE; Mixtral's stay fp32)", at!(moe.router_casts)),
+    fact("router-fp32-logits", G::Moe, K::Bool(Moe::BASE.router_fp32_logits), "Router logits in fp32", "",
+        "MoE: the router's logits are fp32, held while the experts run (GraniteMoE)", at!(moe.router_fp32_logits)),
 ];
 
 /// Every fact's rule, the decoder's then the variants', copied out of the rows.

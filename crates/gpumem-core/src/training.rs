@@ -3740,7 +3740,8 @@ fn moe_last_layers(m: &Moe, layers: u64) -> (Option<u64>, Option<u64>) {
 /// tensor in 512 B blocks. Held across the experts:
 /// - the router's logits (`_` in the block's forward keeps them: v·E per token; fp32
 ///   with `fp32_router`, DeepSeek-V2's `DeepseekV2TopkRouter.forward`, whose linear runs
-///   on fp32 copies and whose scaled top-k weights stay fp32), its
+///   on fp32 copies and whose scaled top-k weights stay fp32, and with
+///   [`Moe::router_fp32_logits`], GraniteMoE's `GraniteMoeTopKRouter.forward`), its
 ///   top-k indices (int64, 8·k) and weights (fp32 4·k, or v·k where the router casts
 ///   them: [`Moe::router_casts`]); the router's own fp32 softmax is freed before the
 ///   experts run, and below them (E against k·h);
@@ -3793,7 +3794,15 @@ fn moe_prefill(m: &Moe, tokens: u64, value: u64, h: u64, fp32_router: bool) -> u
     };
     let router = add(&[
         router_copies,
-        block(&[tokens, if fp32_router { 4 } else { value }, m.experts]),
+        block(&[
+            tokens,
+            if fp32_router || m.router_fp32_logits {
+                4
+            } else {
+                value
+            },
+            m.experts,
+        ]),
         block(&[tokens, 8, m.active]),
         block(&[tokens, w, m.active]),
     ]);
@@ -4783,6 +4792,95 @@ mod tests {
         };
         let p = decoder_prefill(&sequential, 512, 1, 2, AttentionImpl::Sdpa, None, false).unwrap();
         assert!(p.assumed_because.is_some());
+    }
+
+    /// Mixtures of experts' prefill peaks, `decoder_prefill` against `gpumem-agent
+    /// trace` (transformers 5.23 on the meta device, bf16): GraniteMoE's router (fp32
+    /// logits, cast weights), one expert a token (the sum over k is the peak), and MoE
+    /// layers every second layer (the last MoE layer's moment less the K/V of the dense
+    /// layer after it: the trace's temporaries at that moment are 76 063 744 B beside a
+    /// cache one layer short).
+    #[test]
+    fn moe_prefills_equal_their_traces() {
+        let granite = r#"{"model_type":"granitemoe","hidden_size":4096,"intermediate_size":11008,
+            "num_attention_heads":32,"num_hidden_layers":2,"num_key_value_heads":32,
+            "num_local_experts":8,"num_experts_per_tok":2,"vocab_size":32000,
+            "tie_word_embeddings":false,"max_position_embeddings":2048}"#;
+        let with = |text: &str, over: &str| {
+            let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
+            let o: serde_json::Value = serde_json::from_str(over).unwrap();
+            for (k, x) in o.as_object().unwrap() {
+                v[k] = x.clone();
+            }
+            crate::import::config::parse_config(&v.to_string())
+                .unwrap()
+                .arch
+        };
+        let mixtral = include_str!("../tests/cases/configs/mixtral-8x7b.json");
+        let qwen3 = include_str!("../tests/cases/configs/qwen3-30b-a3b.json");
+        let rows = [
+            (
+                with(granite, "{}"),
+                AttentionImpl::Sdpa,
+                512,
+                1,
+                115_663_872,
+            ),
+            (
+                with(granite, "{}"),
+                AttentionImpl::Eager,
+                256,
+                2,
+                124_181_504,
+            ),
+            (
+                with(granite, "{}"),
+                AttentionImpl::Flash,
+                2048,
+                1,
+                462_652_416,
+            ),
+            (
+                with(
+                    mixtral,
+                    r#"{"num_hidden_layers": 2, "num_experts_per_tok": 1}"#,
+                ),
+                AttentionImpl::Flash,
+                512,
+                1,
+                79_989_760,
+            ),
+            (
+                with(
+                    qwen3,
+                    r#"{"num_hidden_layers": 4, "decoder_sparse_step": 2}"#,
+                ),
+                AttentionImpl::Flash,
+                512,
+                1,
+                76_063_744,
+            ),
+            (
+                with(
+                    qwen3,
+                    r#"{"num_hidden_layers": 3, "decoder_sparse_step": 2}"#,
+                ),
+                AttentionImpl::Flash,
+                512,
+                1,
+                76_063_744 - 1_048_576,
+            ),
+        ];
+        for (a, attention, seq, batch, traced) in rows {
+            let p = decoder_prefill(&a, seq, batch, 2, attention, None, false).unwrap();
+            assert_eq!(p.assumed_because, None, "{attention:?}");
+            assert_eq!(p.moment, "the last MoE layer's experts", "{attention:?}");
+            assert_eq!(
+                p.intermediates + p.scores,
+                traced,
+                "{attention:?} {batch} × {seq}"
+            );
+        }
     }
 
     /// gpt-oss's full fine-tune and LoRA on its attention are derived under eager

@@ -249,6 +249,7 @@ fn generic_moe(c: &Cfg, f: &Family, experts: u64, intermediate: u64) -> Result<M
         shared_gate: f.shared_gate,
         group_limited: c.str("topk_method") == Some("group_limited_greedy"),
         router_casts: f.router_casts,
+        router_fp32_logits: f.router_fp32_logits,
         ..Moe::BASE
     })
 }

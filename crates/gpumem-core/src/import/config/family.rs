@@ -120,6 +120,9 @@ pub(crate) struct Family {
     /// The router casts its top-k weights to the compute dtype (Qwen2-MoE's,
     /// Qwen3-MoE's, Qwen3-Next's: [`crate::arch::Moe::router_casts`]).
     pub router_casts: bool,
+    /// The router's logits are fp32 (GraniteMoE's:
+    /// [`crate::arch::Moe::router_fp32_logits`]).
+    pub router_fp32_logits: bool,
     /// Every how many layers an MoE layer comes when the config does not say.
     pub moe_every: u8,
     /// Keys the published configs leave out, filled with the class's defaults.
@@ -176,6 +179,7 @@ pub(crate) const BASE: Family = Family {
     router_bias: RouterBias::No,
     shared_gate: false,
     router_casts: false,
+    router_fp32_logits: false,
     moe_every: 1,
     defaults: &[],
     layer_types: "",

@@ -32,6 +32,10 @@ pub(crate) const GRANITE: Family = Family {
 pub(crate) const GRANITEMOE: Family = Family {
     types: "granitemoe",
     class: "GraniteMoeConfig",
+    // GraniteMoeTopKRouter.forward (transformers 5.23): fp32 logits, top-k weights cast
+    // back to the hidden states' dtype.
+    router_casts: true,
+    router_fp32_logits: true,
     // The logits scale (a constant).
     inert: "logits_scaling",
     ..BASE
