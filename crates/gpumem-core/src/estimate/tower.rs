@@ -82,10 +82,12 @@ pub(super) fn phase(
     }
 }
 
-/// Gemma 3's tower: transformers 5.23 `models/gemma3/modeling_gemma3.py`
-/// `Gemma3Model.get_image_features` runs `SiglipVisionModel`
+/// Gemma 3's tower and PaliGemma's: transformers 5.23 `models/gemma3/modeling_gemma3.py`
+/// `Gemma3Model.get_image_features` and `models/paligemma/modeling_paligemma.py`
+/// `PaliGemmaModel.get_image_features` run `SiglipVisionModel`
 /// (`models/siglip/modeling_siglip.py`) over all images at once, then
-/// `Gemma3MultiModalProjector`. Each image is resized to `image` square, (image ÷
+/// `Gemma3MultiModalProjector` (pooled to the prompt's tokens) or
+/// `PaliGemmaMultiModalProjector` (`out` > 0: a linear over every patch). Each image is resized to `image` square, (image ÷
 /// patch)² = n patches; T = images × n rows of the tower's width h, in the compute
 /// dtype (v bytes):
 /// - `SiglipVisionModel.forward` keeps the embeddings (`hidden_states`) through the
@@ -153,7 +155,14 @@ fn siglip(
         },
         x,
     ])?;
-    let tail = checked_product(&[x, 4], WHAT)?;
+    // PaliGemma's projector (`out` > 0) runs after the tower has returned: its
+    // output beside `last_hidden_state`, below the embeddings, the encoder's output
+    // and `post_layernorm`'s the tower's return holds together.
+    let tail = if tw.out > 0 {
+        sum(&[checked_product(&[x, 3], WHAT)?, t(&[rows, tw.out, v])?])?
+    } else {
+        checked_product(&[x, 4], WHAT)?
+    };
     let (moment, peak) = [
         ("the MLP's", mlp),
         ("the attention's", attn),
@@ -168,8 +177,17 @@ fn siglip(
         peak,
         moment,
         // `last_hidden_state` (`post_layernorm`'s output) and the projector's output
-        // (`Gemma3Model.forward` takes it as it is: `.to` the same dtype and device).
-        outputs: sum(&[x, t(&[images, tokens, text_hidden, v])?])?,
+        // (`Gemma3Model.forward` and `PaliGemmaModel.forward` take it as it is: `.to`
+        // the same dtype and device): Gemma 3's pooled to the prompt's tokens of the
+        // text width, PaliGemma's every patch of `projection_dim`.
+        outputs: sum(&[
+            x,
+            if tw.out > 0 {
+                t(&[rows, tw.out, v])?
+            } else {
+                t(&[images, tokens, text_hidden, v])?
+            },
+        ])?,
         patches: n,
         assumed: assumed(attention, v),
     })
@@ -462,7 +480,7 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
     }
     let Some(tower) = a.vision else {
         b.warnings.push(
-            "the vision tower's forward over the prompt's image is not counted: it is derived for Gemma 3's SigLIP tower and Qwen2.5-VL's and Qwen3-VL's (transformers), not this model's: add it to --reserve-gib".into(),
+            "the vision tower's forward over the prompt's image is not counted: it is derived for Gemma 3's and PaliGemma's SigLIP towers and Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's (transformers), not this model's: add it to --reserve-gib".into(),
         );
         return Ok(());
     };
@@ -582,6 +600,36 @@ mod tests {
         ..QWEN3_VL_8B
     };
 
+    /// PaliGemma 2's towers at 448 and 896 pixels and PaliGemma's at 224
+    /// (`google/paligemma2-3b-pt-448`, `google/paligemma2-10b-pt-896`,
+    /// `google/paligemma-3b-pt-224`: SigLIP So400m/14, `projection_dim`).
+    const PALIGEMMA2_3B_448: VisionTower = VisionTower {
+        image: 448,
+        out: 2304,
+        ..GEMMA3_4B
+    };
+    const PALIGEMMA2_10B_896: VisionTower = VisionTower {
+        image: 896,
+        out: 3584,
+        ..GEMMA3_4B
+    };
+    const PALIGEMMA_3B_224: VisionTower = VisionTower {
+        image: 224,
+        out: 2048,
+        ..GEMMA3_4B
+    };
+
+    /// Qwen3.5-9B's tower and Qwen3.5-35B-A3B's: Qwen3-VL-8B's without the deepstack
+    /// mergers.
+    const QWEN3_5_9B: VisionTower = VisionTower {
+        deepstack: 0,
+        ..QWEN3_VL_8B
+    };
+    const QWEN3_5_35B_A3B: VisionTower = VisionTower {
+        out: 2048,
+        ..QWEN3_5_9B
+    };
+
     fn peak(tw: &VisionTower, images: u64, side: (u64, u64), attention: AttentionImpl) -> Phase {
         let patches = (side.0 / tw.patch) * (side.1 / tw.patch);
         let tokens = if tw.merge == 0 {
@@ -615,6 +663,17 @@ mod tests {
             (&QWEN3_VL_8B, 1, (512, 512), Eager, 199_098_880),
             (&QWEN3_VL_2B, 1, (512, 512), Sdpa, 46_727_680),
             (&QWEN3_VL_30B_A3B, 1, (512, 512), Sdpa, 51_773_952),
+            (&PALIGEMMA2_3B_448, 1, (448, 448), Sdpa, 27_066_368),
+            (&PALIGEMMA2_3B_448, 1, (448, 448), Eager, 181_927_936),
+            (&PALIGEMMA2_3B_448, 2, (448, 448), Sdpa, 54_132_736),
+            (&PALIGEMMA2_10B_896, 1, (896, 896), Sdpa, 108_265_472),
+            (&PALIGEMMA_3B_224, 1, (224, 224), Sdpa, 6_766_592),
+            (&PALIGEMMA_3B_224, 1, (224, 224), Eager, 14_024_704),
+            (&QWEN3_5_9B, 1, (512, 512), Sdpa, 48_628_224),
+            (&QWEN3_5_9B, 1, (1792, 1792), Sdpa, 595_689_984),
+            (&QWEN3_5_9B, 2, (1024, 512), Sdpa, 194_511_360),
+            (&QWEN3_5_9B, 1, (512, 512), Eager, 192_807_424),
+            (&QWEN3_5_35B_A3B, 1, (512, 512), Sdpa, 48_628_224),
         ];
         for (tw, images, side, attention, traced) in cases {
             let p = peak(tw, images, side, attention);

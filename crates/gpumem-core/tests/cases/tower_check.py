@@ -51,20 +51,60 @@ CASES = [
     ("Qwen--Qwen3-VL-8B-Instruct", "eager", 512, 512, 1),
     ("Qwen--Qwen3-VL-2B-Instruct", "sdpa", 512, 512, 1),
     ("Qwen--Qwen3-VL-30B-A3B-Instruct", "sdpa", 512, 512, 1),
+    ("paligemma2-3b-pt-448", "sdpa", 448, 448, 1),
+    ("paligemma2-3b-pt-448", "eager", 448, 448, 1),
+    ("paligemma2-3b-pt-448", "sdpa", 448, 448, 2),
+    ("paligemma2-10b-pt-896", "sdpa", 896, 896, 1),
+    ("paligemma-3b-pt-224", "sdpa", 224, 224, 1),
+    ("paligemma-3b-pt-224", "eager", 224, 224, 1),
+    ("Qwen--Qwen3.5-9B", "sdpa", 512, 512, 1),
+    ("Qwen--Qwen3.5-9B", "sdpa", 1792, 1792, 1),
+    ("Qwen--Qwen3.5-9B", "sdpa", 1024, 512, 2),
+    ("Qwen--Qwen3.5-9B", "eager", 512, 512, 1),
+    ("Qwen--Qwen3.5-35B-A3B", "sdpa", 512, 512, 1),
 ]
+
+# PaliGemma's configs are not bundled: the towers of google/paligemma-3b-pt-224,
+# google/paligemma2-3b-pt-448 and google/paligemma2-10b-pt-896 (their
+# `vision_config`, `projection_dim`; the language model only sizes the projector).
+PALIGEMMA = {
+    "paligemma-3b-pt-224": (224, 2048, {"model_type": "gemma", "hidden_size": 2048,
+        "num_hidden_layers": 1, "intermediate_size": 16384, "num_attention_heads": 8,
+        "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 257216}),
+    "paligemma2-3b-pt-448": (448, 2304, {"model_type": "gemma2", "hidden_size": 2304,
+        "num_hidden_layers": 1, "intermediate_size": 9216, "num_attention_heads": 8,
+        "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 257216}),
+    "paligemma2-10b-pt-896": (896, 3584, {"model_type": "gemma2", "hidden_size": 3584,
+        "num_hidden_layers": 1, "intermediate_size": 14336, "num_attention_heads": 16,
+        "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 257216}),
+}
+
+
+def config(name):
+    if name in PALIGEMMA:
+        side, proj, text = PALIGEMMA[name]
+        return {"model_type": "paligemma", "projection_dim": proj, "hidden_size": proj,
+                "text_config": text,
+                "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152,
+                    "intermediate_size": 4304, "num_hidden_layers": 27,
+                    "num_attention_heads": 16, "patch_size": 14, "image_size": side,
+                    "projection_dim": proj, "vision_use_head": False}}
+    return json.loads((ROOT / "agent" / "models" / f"{name}.json").read_text())["config"]
 
 
 def trace(name, attn, height, width, images):
-    c = json.loads((ROOT / "agent" / "models" / f"{name}.json").read_text())["config"]
+    c = config(name)
     cfg = AutoConfig.for_model(**c)
     mt = c["model_type"]
     dtype = torch.bfloat16
     tr = gt.Tracker(gt.Allocator(False), vocab=-1)
     with gt._dispatch_mode(tr), torch.no_grad():
         with torch.device("meta"):
-            model = transformers.AutoModel.from_config(cfg, attn_implementation=attn, dtype=dtype).eval()
+            # Gemma 2 has no sdpa path: PaliGemma 2's language model (not run) is eager.
+            impl = {"vision_config": attn, "text_config": "eager", "": "eager"} if mt == "paligemma" else attn
+            model = transformers.AutoModel.from_config(cfg, attn_implementation=impl, dtype=dtype).eval()
         keep = []
-        if mt == "gemma3":
+        if mt in ("gemma3", "paligemma"):
             px = torch.zeros(images, 3, height, width, dtype=torch.float32, device="meta")
             tr.begin("forward")
             base = tr.allocated
@@ -80,7 +120,7 @@ def trace(name, attn, height, width, images):
             kw = {"cu_seqlens": cu}
             if mt == "qwen2_5_vl":
                 wi, cuw = vu.get_vision_window_index(grid, m, vc.window_size, p)
-            if mt.startswith("qwen3_vl"):
+            if mt.startswith(("qwen3_vl", "qwen3_5")):
                 ii, iw = vu.get_vision_interpolation_indices_and_weights(
                     grid, num_grid_per_side=int(vc.num_position_embeddings**0.5),
                     mode="bilinear", align_corners=True, spatial_merge_size=m)
@@ -92,7 +132,7 @@ def trace(name, attn, height, width, images):
                 kw["window_index"] = wi.to("meta")
                 kw["cu_window_seqlens"] = cuw
                 keep.append(torch.empty(len(cuw), dtype=torch.int32, device="meta"))
-            if mt.startswith("qwen3_vl"):
+            if mt.startswith(("qwen3_vl", "qwen3_5")):
                 kw["interp_indices"] = ii.to("meta")
                 kw["interp_weights"] = iw.to("meta")
             out = model.get_image_features(px, grid, **kw)
@@ -104,5 +144,8 @@ def trace(name, attn, height, width, images):
 if __name__ == "__main__":
     gt._patch_sdpa(torch)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    only = sys.argv[1:]
     for case in CASES:
+        if only and not any(o in case[0] for o in only):
+            continue
         print(*case, trace(*case))

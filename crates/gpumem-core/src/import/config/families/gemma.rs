@@ -267,14 +267,22 @@ fn gemma3_tower(
     })
 }
 
-/// Gemma-3's SigLIP tower as its forward is derived (`estimate::tower`): transformers
-/// 5.23 `SiglipVisionModel` without the pooling head (`vision_use_head`: false, as
-/// Gemma 3's configs have it; a head is not derived), every image resized to
-/// `image_size` square. Missing sizes are SiglipVisionConfig's defaults.
+/// Gemma-3's SigLIP tower as its forward is derived (`estimate::tower`), read by
+/// [`siglip_vision`].
 fn gemma3_vision(root: &Cfg, tower: &Value) -> Result<Option<VisionTower>, EstimateError> {
+    if root.str("model_type") != Some("gemma3") {
+        return Ok(None);
+    }
+    siglip_vision(tower)
+}
+
+/// A SigLIP tower as its forward is derived (`estimate::tower`): transformers 5.23
+/// `SiglipVisionModel` without the pooling head (`vision_use_head`: false, as Gemma 3's
+/// and PaliGemma's configs have it; a head is not derived), every image resized to
+/// `image_size` square. Missing sizes are SiglipVisionConfig's defaults.
+pub(crate) fn siglip_vision(tower: &Value) -> Result<Option<VisionTower>, EstimateError> {
     let tower_type = tower.get("model_type").and_then(Value::as_str);
-    if root.str("model_type") != Some("gemma3")
-        || tower_type != Some("siglip_vision_model")
+    if tower_type != Some("siglip_vision_model")
         || tower.get("vision_use_head").and_then(Value::as_bool) != Some(false)
     {
         return Ok(None);

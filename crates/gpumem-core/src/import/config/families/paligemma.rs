@@ -5,7 +5,9 @@
 
 use serde_json::Value;
 
+use crate::arch::VisionTower;
 use crate::error::EstimateError;
+use crate::import::config::families::gemma::siglip_vision;
 use crate::import::config::family::{BASE, Family, TowerCount};
 use crate::import::config::json::Cfg;
 use crate::import::config::tower::{fit, siglip, sizes};
@@ -15,6 +17,7 @@ pub(crate) const PALIGEMMA: Family = Family {
     types: "paligemma",
     class: "PaliGemmaConfig",
     tower: Some(paligemma_tower),
+    vision: Some(paligemma_vision),
     ..BASE
 };
 
@@ -38,6 +41,20 @@ fn paligemma_tower(
     let [h] = sizes(tower, [("hidden_size", 768)])?;
     let proj = u128::from(root.uint("projection_dim")?.unwrap_or(2048).min(1 << 20));
     fit(siglip(tower)? + h * proj + proj).map(|n| Some((n, None)))
+}
+
+/// The SigLIP tower as its forward is derived (`estimate::tower`, read by
+/// [`siglip_vision`]) with `PaliGemmaMultiModalProjector`'s linear to
+/// `projection_dim` over every patch (PaliGemmaConfig's default 2048): transformers
+/// 5.23 `PaliGemmaModel.get_image_features` projects the tower's
+/// `last_hidden_state` whole, (image_size ÷ patch_size)² tokens an image
+/// (`PaliGemmaConfig.__post_init__`: `num_image_tokens`).
+fn paligemma_vision(root: &Cfg, tower: &Value) -> Result<Option<VisionTower>, EstimateError> {
+    if root.str("model_type") != Some("paligemma") {
+        return Ok(None);
+    }
+    let out = root.uint("projection_dim")?.unwrap_or(2048);
+    Ok(siglip_vision(tower)?.map(|v| VisionTower { out, ..v }))
 }
 
 /// The records of this file, for the registry.
@@ -65,5 +82,26 @@ mod tests {
             let n = paligemma_tower(&Cfg::new(&root), &tower, 2304).unwrap();
             assert_eq!(n, Some((want + 2_656_512, None)));
         }
+    }
+
+    /// The tower's shape for its forward: SigLIP without its pooling head, the image
+    /// side and the projector's width from the config; a head is not derived.
+    #[test]
+    fn paligemmas_tower_shape_is_read() {
+        let root = serde_json::json!({"model_type": "paligemma", "projection_dim": 2304});
+        let tower = serde_json::json!({"model_type": "siglip_vision_model",
+            "hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+            "num_attention_heads": 16, "patch_size": 14, "image_size": 448,
+            "vision_use_head": false});
+        let t = paligemma_vision(&Cfg::new(&root), &tower).unwrap().unwrap();
+        assert_eq!(
+            (t.hidden, t.layers, t.heads, t.intermediate, t.patch, t.image, t.out, t.merge),
+            (1152, 27, 16, 4304, 14, 448, 2304, 0)
+        );
+        let mut head = tower.clone();
+        head["vision_use_head"] = serde_json::json!(true);
+        assert_eq!(paligemma_vision(&Cfg::new(&root), &head).unwrap(), None);
+        let gemma3 = serde_json::json!({"model_type": "gemma3"});
+        assert_eq!(paligemma_vision(&Cfg::new(&gemma3), &tower).unwrap(), None);
     }
 }

@@ -106,6 +106,19 @@ pub(crate) const QWEN3_5: Family = Family {
         Ok(Some((qwen3_vl(tower, 0)?, None)))
     }),
     tower_rope: QWEN3_VL.tower_rope,
+    // `Qwen3_5VisionModel.forward` is `Qwen3VLVisionModel.forward` without the
+    // deepstack mergers (`Qwen3_5VisionConfig` has no `deepstack_visual_indexes`; a
+    // config's list is not read), the same defaults.
+    vision: Some(|_, tower| {
+        if tower
+            .get("model_type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| !t.starts_with("qwen3_5"))
+        {
+            return Ok(None);
+        }
+        qwen_vision(tower, QwenTower::V3).map(|v| Some(VisionTower { deepstack: 0, ..v }))
+    }),
     ..QWEN3_NEXT
 };
 
@@ -355,6 +368,15 @@ mod tests {
         let t = qwen_vision(&v3, QwenTower::V3).unwrap();
         assert_eq!((t.hidden, t.layers, t.intermediate, t.patch), (1152, 27, 4304, 16));
         assert_eq!((t.window, t.full_layers, t.deepstack, t.out, t.pos_taps), (0, 0, 3, 4096, 4));
+        // Qwen3.5's: Qwen3-VL's without deepstack mergers, another tower not read.
+        let root = serde_json::json!({"model_type": "qwen3_5"});
+        let shape = QWEN3_5.vision.unwrap();
+        let v35 = serde_json::json!({"deepstack_visual_indexes": [], "depth": 27,
+            "hidden_size": 1152, "intermediate_size": 4304, "model_type": "qwen3_5",
+            "num_heads": 16, "out_hidden_size": 4096, "patch_size": 16});
+        let t = shape(&Cfg::new(&root), &v35).unwrap().unwrap();
+        assert_eq!((t.deepstack, t.out, t.pos_taps, t.patch), (0, 4096, 4, 16));
+        assert_eq!(shape(&Cfg::new(&root), &v3).unwrap(), None);
     }
 
     /// Qwen2-Audio-7B's encoder (Qwen2AudioConfig's defaults: Whisper-large-v3's
