@@ -141,11 +141,14 @@ impl Indexer {
 
 /// A vision tower's shape, as far as its forward over an image is derived
 /// (`estimate::tower`, transformers' runtime): Gemma 3's SigLIP tower with its pooling
-/// projector (`merge` 0: a fixed `image` side, pooled to the prompt's tokens) and the
-/// Qwen2.5-VL / Qwen3-VL towers (`merge` ≥ 1: patches of `temporal` frames merged
-/// `merge` × `merge` into one token; Qwen2.5-VL's window attention, Qwen3-VL's
-/// interpolated learned positions and deepstack mergers). Read from the config's
-/// `vision_config` by the families whose tower forward is derived.
+/// projector (`merge` 0: a fixed `image` side, pooled to the prompt's tokens) and
+/// PaliGemma's (`merge` 0 and `out` > 0: a linear to `out` over every patch); the
+/// Qwen2.5-VL / Qwen3-VL / Qwen3.5 towers (`merge` ≥ 1, `image` 0: patches of
+/// `temporal` frames merged `merge` × `merge` into one token; Qwen2.5-VL's window
+/// attention, Qwen3-VL's interpolated learned positions and deepstack mergers); Llama
+/// 4's (`merge` ≥ 1 and `image` > 0: tiles `image` square with a class token,
+/// pixel-shuffled `merge` × `merge` to `out`). Read from the config's `vision_config`
+/// by the families whose tower forward is derived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VisionTower {
     /// The tower's width (`hidden_size`).

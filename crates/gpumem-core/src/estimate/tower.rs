@@ -7,9 +7,10 @@
 //! adds to the text prefill's lines what the tower's phase needs beyond them, so that
 //! the lines' sum stays a peak, never below either phase.
 //!
-//! Derived for Gemma 3's SigLIP tower with its pooling projector and for Qwen2.5-VL's
-//! and Qwen3-VL's towers ([`VisionTower`], read from the config); another tower's
-//! forward is not counted, and a warning says so where an image is given.
+//! Derived for Gemma 3's SigLIP tower with its pooling projector, PaliGemma's with its
+//! linear one, Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's towers and Llama 4's tiled tower
+//! ([`VisionTower`], read from the config); another tower's forward is not counted,
+//! and a warning says so where an image is given.
 
 use super::*;
 use crate::allocator::round_size;
@@ -77,9 +78,138 @@ pub(super) fn phase(
 ) -> Result<Phase, EstimateError> {
     if tower.merge == 0 {
         siglip(tower, images, tokens, text_hidden, value, attention)
+    } else if tower.image > 0 {
+        llama4(
+            tower,
+            images,
+            (tokens, values),
+            text_hidden,
+            value,
+            attention,
+        )
     } else {
         qwen(tower, images, (tokens, values), value, attention)
     }
+}
+
+/// Llama 4's tower: transformers 5.23 `models/llama4/modeling_llama4.py`
+/// `Llama4Model.get_image_features` runs `Llama4VisionModel` over every tile of every
+/// image at once. The processor (`image_processing_llama4.py`) cuts an image into tiles
+/// `image` square (a global tile beside them when there are several) and hands them
+/// over in bf16 (`rescale_and_normalize`); each tile is (image ÷ patch)² patches and a
+/// class token, m rows, and gives (image ÷ patch)² ÷ merge² prompt tokens after
+/// `Llama4VisionPixelShuffleMLP`'s pixel shuffle (`pixel_shuffle_ratio` 0.5: merge 2).
+/// The tiles of an image are its tokens ÷ a tile's (the special tokens beside them are
+/// fewer than a tile's), or its pixel values ÷ channels × image². T = tiles × m rows
+/// of the tower's width h, in the compute dtype (v bytes):
+/// - `Llama4VisionModel.forward` keeps its embeddings (`hidden_state`) through the
+///   encoder, and `Llama4VisionEncoder.forward` the layer's input beside them;
+/// - the rotary's moment (`vision_apply_rotary_emb`, every layer; the peak under
+///   sdpa): `input_layernorm`'s output, q, k and v, q and k in fp32 (`.float()`), their
+///   complex products with `freqs_ci` (fp32 pairs) and the two rotated back to v
+///   (`type_as`): T × (8v · h + 4 · 4h) with the two kept;
+/// - the attention's under eager (`vision_eager_attention_forward`: softmax in the
+///   values' dtype, no fp32 copy): the scores and their scaled copy, tiles × heads ×
+///   m² × v each, beside the normed input, v and the rotated q and k; the
+///   probabilities outlive the attention into the MLP's moment
+///   (`hidden_state, attn_weights = self.self_attn(…)`); under sdpa its fused output
+///   and log-sum-exp stay below the rotary's;
+/// - the MLP's (the residual sum, `post_attention_layernorm`'s output, `fc1`'s output
+///   and GELU's), the patch embedding's (`Llama4UnfoldConvolution`: the unfolded
+///   values, their contiguous copy for the linear, its output) and the adapter's
+///   (`layernorm_post`, the pixel shuffle's two copies, `fc1` and GELU beside the
+///   encoder's output) stay below these.
+fn llama4(
+    tw: &VisionTower,
+    images: u64,
+    (tokens, values): (Option<u64>, Option<u64>),
+    text_hidden: u64,
+    v: u64,
+    attention: AttentionImpl,
+) -> Result<Phase, EstimateError> {
+    let side = tw.image.checked_div(tw.patch).unwrap_or(0);
+    let patches = checked_product(&[side, side], WHAT)?;
+    let merged = checked_product(&[tw.merge, tw.merge], WHAT)?;
+    let per_tile = patches.checked_div(merged).unwrap_or(0);
+    let tile_values = checked_product(&[tw.channels, tw.image, tw.image], WHAT)?;
+    let tiles = match (tokens, values) {
+        (Some(k), _) => k.checked_div(per_tile).unwrap_or(0).max(u64::from(k > 0)),
+        (None, Some(vals)) => vals.checked_div(tile_values).unwrap_or(0),
+        (None, None) => 0,
+    };
+    let batch = checked_product(&[images, tiles], WHAT)?;
+    let m = patches.checked_add(1).ok_or_else(overflow)?;
+    let rows = checked_product(&[batch, m], WHAT)?;
+    let (h, heads) = (tw.hidden, tw.heads);
+    let x = t(&[rows, h, v])?;
+    let f32 = t(&[rows, h, 4])?;
+    let cast = v != 4;
+    let kept: u64 = if tw.layers >= 2 { 2 } else { 1 };
+    // The normed input, q, k, v; q and k in fp32 (aliases in fp32) and their complex
+    // products; the rotated pair back in v (aliases in fp32).
+    let rotary = sum(&[
+        checked_product(&[x, kept.saturating_add(4)], WHAT)?,
+        checked_product(&[f32, if cast { 4 } else { 2 }], WHAT)?,
+        if cast {
+            checked_product(&[x, 2], WHAT)?
+        } else {
+            0
+        },
+    ])?;
+    let eager = attention == AttentionImpl::Eager;
+    let scores = t(&[batch, heads, m, m, v])?;
+    let attn = if eager {
+        sum(&[
+            checked_product(&[x, kept.saturating_add(4)], WHAT)?,
+            checked_product(&[scores, 2], WHAT)?,
+        ])?
+    } else {
+        sum(&[
+            checked_product(&[x, kept.saturating_add(6)], WHAT)?,
+            t(&[batch, heads, m, 4])?,
+        ])?
+    };
+    let mlp = sum(&[
+        checked_product(&[x, kept.saturating_add(2)], WHAT)?,
+        checked_product(&[t(&[rows, tw.intermediate, v])?, 2], WHAT)?,
+        if eager { scores } else { 0 },
+    ])?;
+    let unfolded = t(&[batch, patches, tw.channels, tw.patch, tw.patch, v])?;
+    let conv = sum(&[
+        checked_product(&[unfolded, 2], WHAT)?,
+        t(&[batch, patches, h, v])?,
+    ])?;
+    let shuffled = t(&[batch, patches, h, v])?;
+    let tokens_all = checked_product(&[batch, per_tile], WHAT)?;
+    let adapter = sum(&[
+        checked_product(&[x, 2], WHAT)?,
+        checked_product(&[shuffled, 2], WHAT)?,
+        checked_product(&[t(&[tokens_all, tw.intermediate, v])?, 2], WHAT)?,
+    ])?;
+    let (moment, peak) = [
+        ("the rotary's", rotary),
+        ("the attention's", attn),
+        ("the MLP's", mlp),
+        ("the patch embedding's", conv),
+        ("the adapter's", adapter),
+    ]
+    .into_iter()
+    .fold(("", 0), |m, c| if c.1 > m.1 { c } else { m });
+    Ok(Phase {
+        // The tiles in bf16, as the processor hands them over.
+        pixels: t(&[batch, tile_values, 2])?,
+        peak,
+        moment,
+        // `last_hidden_state` (the adapter's output, `projector_output_dim` wide) in
+        // `mm_encoder_outputs`, and `Llama4ForConditionalGeneration.forward`'s
+        // `projected_vision_flat` (the text width) held while the language model runs.
+        outputs: sum(&[
+            t(&[tokens_all, tw.out, v])?,
+            t(&[tokens_all, text_hidden, v])?,
+        ])?,
+        patches: checked_product(&[tiles, patches], WHAT)?,
+        assumed: assumed(attention, v),
+    })
 }
 
 /// Gemma 3's tower and PaliGemma's: transformers 5.23 `models/gemma3/modeling_gemma3.py`
@@ -480,7 +610,7 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
     }
     let Some(tower) = a.vision else {
         b.warnings.push(
-            "the vision tower's forward over the prompt's image is not counted: it is derived for Gemma 3's and PaliGemma's SigLIP towers and Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's (transformers), not this model's: add it to --reserve-gib".into(),
+            "the vision tower's forward over the prompt's image is not counted: it is derived for Gemma 3's and PaliGemma's SigLIP towers, Qwen2.5-VL's, Qwen3-VL's, Qwen3.5's and Llama 4's (transformers), not this model's: add it to --reserve-gib".into(),
         );
         return Ok(());
     };
@@ -630,10 +760,27 @@ mod tests {
         ..QWEN3_5_9B
     };
 
+    /// Llama-4-Scout's tower (its published `vision_config`) and Maverick's (the
+    /// same).
+    const LLAMA4_SCOUT: VisionTower = VisionTower {
+        hidden: 1408,
+        layers: 34,
+        heads: 16,
+        intermediate: 5632,
+        patch: 14,
+        merge: 2,
+        image: 336,
+        out: 4096,
+        ..VisionTower::BASE
+    };
+
     fn peak(tw: &VisionTower, images: u64, side: (u64, u64), attention: AttentionImpl) -> Phase {
         let patches = (side.0 / tw.patch) * (side.1 / tw.patch);
         let tokens = if tw.merge == 0 {
             256
+        } else if tw.image > 0 {
+            // Llama 4: `side.0` is the tile side, `images` counts tiles of one image.
+            return phase(tw, 1, (Some(images * 144 + 3), None), 5120, 2, attention).unwrap();
         } else {
             patches / (tw.merge * tw.merge)
         };
@@ -674,6 +821,11 @@ mod tests {
             (&QWEN3_5_9B, 2, (1024, 512), Sdpa, 194_511_360),
             (&QWEN3_5_9B, 1, (512, 512), Eager, 192_807_424),
             (&QWEN3_5_35B_A3B, 1, (512, 512), Sdpa, 48_628_224),
+            (&LLAMA4_SCOUT, 1, (336, 336), Sdpa, 25_999_360),
+            (&LLAMA4_SCOUT, 5, (336, 336), Sdpa, 129_988_608),
+            (&LLAMA4_SCOUT, 17, (336, 336), Sdpa, 441_956_352),
+            (&LLAMA4_SCOUT, 1, (336, 336), Eager, 31_058_944),
+            (&LLAMA4_SCOUT, 5, (336, 336), Eager, 155_284_480),
         ];
         for (tw, images, side, attention, traced) in cases {
             let p = peak(tw, images, side, attention);

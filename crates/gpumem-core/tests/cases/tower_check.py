@@ -62,6 +62,14 @@ CASES = [
     ("Qwen--Qwen3.5-9B", "sdpa", 1024, 512, 2),
     ("Qwen--Qwen3.5-9B", "eager", 512, 512, 1),
     ("Qwen--Qwen3.5-35B-A3B", "sdpa", 512, 512, 1),
+    # Llama 4: 336-pixel tiles (the last field counts tiles: one, a 2 x 2 grid and its
+    # global tile, the processor's 16 and a global one).
+    ("llama-4-scout", "sdpa", 336, 336, 1),
+    ("llama-4-scout", "sdpa", 336, 336, 5),
+    ("llama-4-scout", "sdpa", 336, 336, 17),
+    ("llama-4-scout", "eager", 336, 336, 1),
+    ("llama-4-scout", "eager", 336, 336, 5),
+    ("llama-4-maverick", "sdpa", 336, 336, 5),
 ]
 
 # PaliGemma's configs are not bundled: the towers of google/paligemma-3b-pt-224,
@@ -89,6 +97,10 @@ def config(name):
                     "intermediate_size": 4304, "num_hidden_layers": 27,
                     "num_attention_heads": 16, "patch_size": 14, "image_size": side,
                     "projection_dim": proj, "vision_use_head": False}}
+    cases = ROOT / "crates" / "gpumem-core" / "tests" / "cases" / "configs" / f"{name}.json"
+    if cases.exists():
+        c = json.loads(cases.read_text())
+        return {k: v for k, v in c.items() if not k.startswith("_")}
     return json.loads((ROOT / "agent" / "models" / f"{name}.json").read_text())["config"]
 
 
@@ -102,10 +114,15 @@ def trace(name, attn, height, width, images):
         with torch.device("meta"):
             # Gemma 2 has no sdpa path: PaliGemma 2's language model (not run) is eager.
             impl = {"vision_config": attn, "text_config": "eager", "": "eager"} if mt == "paligemma" else attn
+            if mt == "llama4":
+                cfg.text_config.num_hidden_layers = 1
             model = transformers.AutoModel.from_config(cfg, attn_implementation=impl, dtype=dtype).eval()
         keep = []
-        if mt in ("gemma3", "paligemma"):
-            px = torch.zeros(images, 3, height, width, dtype=torch.float32, device="meta")
+        if mt in ("gemma3", "paligemma", "llama4"):
+            # Llama 4's processor hands its tiles over in bf16
+            # (`Llama4ImageProcessor.rescale_and_normalize`).
+            pdt = torch.bfloat16 if mt == "llama4" else torch.float32
+            px = torch.zeros(images, 3, height, width, dtype=pdt, device="meta")
             tr.begin("forward")
             base = tr.allocated
             out = model.get_image_features(pixel_values=px)

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::arch::VisionTower;
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
 use crate::import::config::family::{BASE, Family};
@@ -78,6 +79,7 @@ pub(crate) const LLAMA4: Family = Family {
     hook: Some(llama4),
     tower: Some(|root, tower, hidden| Ok(llama4_vision(root, tower, hidden)?.map(|n| (n, None)))),
     tower_rope: Some(llama4_vision_rope),
+    vision: Some(llama4_vision_shape),
     // Llama4TextL2Norm has no weight; attention temperature constants.
     inert: "use_qk_norm attn_temperature_tuning attn_scale floor_scale",
     // transformers 5.23 writes the RoPE layers as chunked_attention
@@ -235,6 +237,57 @@ fn llama4_vision(
     fit(embed + layers * layer + adapter + projector).map(Some)
 }
 
+/// Llama-4's tower as its forward is derived (`estimate::tower`): tiles `image_size`
+/// square of `patch_size` patches and a class token, pixel-shuffled by
+/// `pixel_shuffle_ratio` (0.5, 0.25 or 1: merge 2, 4 or 1 a side; another ratio is not
+/// derived) to `projector_output_dim`. Missing sizes are Llama4VisionConfig's defaults.
+fn llama4_vision_shape(root: &Cfg, tower: &Value) -> Result<Option<VisionTower>, EstimateError> {
+    if root.str("model_type") != Some("llama4")
+        || tower.get("model_type").and_then(Value::as_str) != Some("llama4_vision_model")
+    {
+        return Ok(None);
+    }
+    let ratio = tower
+        .get("pixel_shuffle_ratio")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.5);
+    let merge = if ratio == 0.5 {
+        2
+    } else if ratio == 0.25 {
+        4
+    } else if ratio == 1.0 {
+        1
+    } else {
+        return Ok(None);
+    };
+    let [hidden, intermediate, layers, heads, channels, image, patch, out] = sizes(
+        tower,
+        [
+            ("hidden_size", 768),
+            ("intermediate_size", 5632),
+            ("num_hidden_layers", 34),
+            ("num_attention_heads", 16),
+            ("num_channels", 3),
+            ("image_size", 448),
+            ("patch_size", 14),
+            ("projector_output_dim", 4096),
+        ],
+    )?
+    .map(fit);
+    Ok(Some(VisionTower {
+        hidden: hidden?,
+        layers: layers?,
+        heads: heads?,
+        intermediate: intermediate?,
+        patch: patch?,
+        channels: channels?,
+        merge,
+        image: image?,
+        out: out?,
+        ..VisionTower::BASE
+    }))
+}
+
 /// The records of this file, for the registry.
 pub(crate) const FAMILIES: &[&Family] = &[&CWM, &LLAMA, &MISTRAL3, &LLAMA4];
 
@@ -257,5 +310,14 @@ mod tests {
         assert_eq!(n, Some(850_960_896 + 20_971_520));
         let text = serde_json::json!({"model_type": "llama4_text"});
         assert_eq!(llama4_vision(&Cfg::new(&text), &tower, 5120).unwrap(), None);
+        // The shape its forward is derived from: 336-pixel tiles, merged 2 a side.
+        let t = llama4_vision_shape(&Cfg::new(&root), &tower).unwrap().unwrap();
+        assert_eq!(
+            (t.hidden, t.layers, t.heads, t.intermediate, t.patch, t.image, t.merge, t.out),
+            (1408, 34, 16, 5632, 14, 336, 2, 4096)
+        );
+        let mut odd = tower.clone();
+        odd["pixel_shuffle_ratio"] = serde_json::json!(0.3);
+        assert_eq!(llama4_vision_shape(&Cfg::new(&root), &odd).unwrap(), None);
     }
 }
