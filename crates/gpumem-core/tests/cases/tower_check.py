@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""The vision towers' forward over an image, traced on the meta device: Gemma 3's
-SigLIP tower with its projector, Qwen2.5-VL's and Qwen3-VL's towers with their
-mergers, built by transformers from the configs in `agent/models/`, run under
-torch.no_grad() through the model's own `get_image_features` as generate's first
-forward runs it, with fp32 pixel values as the processors hand them over.
+"""The vision towers' forward over an image, traced on the meta device: Gemma 3's and
+PaliGemma's SigLIP towers with their projectors, Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's
+towers with their mergers and Llama 4's tiled tower with its adapter, built by
+transformers from the configs in `agent/models/` (Llama 4's from
+`tests/cases/configs/`, PaliGemma's written out below), run under torch.no_grad()
+through the model's own `get_image_features` as generate's first forward runs it,
+with the pixel values as the processors hand them over (fp32; Llama 4's tiles bf16).
 
 The tracking is `agent/python/gpumem_trace.py`'s (its Tracker with the caching
 allocator's 512-byte rounding, its dispatch mode, its SDPA stand-in that runs the
@@ -15,8 +17,9 @@ copied to the meta device inside the phase; `cu_seqlens` and Qwen2.5-VL's
 `cu_window_seqlens` stay on the host (the split reads their values), with a meta
 stand-in of their size beside them as the device holds them.
 
-Prints one line per case: model, attention, image (height x width, images), the
-traced peak in bytes. `src/estimate/tower.rs`'s test holds these figures. Run with
+Prints one line per case: model, attention, image (height x width, images; Llama 4:
+the tile's side and the tiles), the traced peak in bytes; arguments keep the cases
+whose model names contain one of them. `src/estimate/tower.rs`'s test holds these figures. Run with
 transformers 5.23 and torch 2.11 (`$GPUMEM_TOOLS/torch-venv/bin/python`).
 """
 import json
