@@ -583,6 +583,49 @@ mod tests {
         input
     }
 
+    /// PEFT 0.21.2's LoRA over transformers 5.23's stacked experts: `all-linear` on
+    /// OLMoE's shapes (the `olmoe.json` fixture: 16 layers, hidden 2 048, 64 experts of
+    /// 2 048) trains 273 170 432 parameters at rank 16 — `get_peft_model(model,
+    /// LoraConfig(r=16, target_modules="all-linear"))` on the model built on meta,
+    /// `sum(p.numel() for p in model.parameters() if p.requires_grad)` —: q, k, v, o
+    /// 262 144 a layer, each expert's fused gate_up adapter at rank 32 and down's
+    /// 16 × (5 × 2 048 + 3 × 2 048) = 262 144, the router 16 × (2 048 + 64). The
+    /// count equals it (the per-linear count was 205 520 896, 25 % under). DeepSeek-V3
+    /// (7 645 254 656 by PEFT, its latent attention's five linears included) is counted
+    /// 1 327 104 above, its three dense layers' MLP adapters, which PEFT's conversion
+    /// leaves out: the safe side.
+    #[test]
+    fn peft_adapts_stacked_experts_and_routers() {
+        let adapters = |fixture: &str| {
+            let doc: serde_json::Value = serde_json::from_str(fixture).unwrap();
+            let mut config = doc["config"].clone();
+            config["model_type"] = doc["model_type"].clone();
+            let c = crate::import::config::parse_config(&config.to_string()).unwrap();
+            let mut pairs = c.pairs();
+            for (k, v) in [
+                ("train", "lora"),
+                ("lora-targets", "all"),
+                ("context", "128"),
+            ] {
+                pairs.push((k, v.to_string()));
+            }
+            let (input, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+            assert!(errors.is_empty(), "{errors:?}");
+            let e = estimate(&input).unwrap();
+            line_bytes(&e, LineKey::TrainingAdapters) / 4
+        };
+        assert_eq!(
+            adapters(include_str!("../../tests/cases/transformers/olmoe.json")),
+            273_170_432
+        );
+        assert_eq!(
+            adapters(include_str!(
+                "../../tests/cases/transformers/deepseek_v3.json"
+            )),
+            7_645_254_656 + 1_327_104
+        );
+    }
+
     /// bitsandbytes' kernel at the prefill, the widest quantised linear's: Llama-3.1-8B
     /// at 8 192 tokens in nf4 dequantises a 14 336 × 4 096 MLP weight to bf16
     /// (117 440 512 B); in LLM.int8 the gate (or up) projection's int8 input, its fp32

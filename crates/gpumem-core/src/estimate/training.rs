@@ -8,8 +8,19 @@ use crate::training::{ModulesToSave, loss_peak};
 /// LoRA-trainable parameters: r × (in + out) per targeted projection per layer
 /// (attention targets on attention layers only, MLP targets on MLP layers only: a
 /// hybrid's mixer projections are not among the targets), and r × (hidden + vocab) for
-/// an adapted output projection.
-fn lora_params(a: &Architecture, rank: u64, t: LoraTargets) -> Result<u64, EstimateError> {
+/// an adapted output projection. `stacked`: PEFT's adapters on transformers 5's
+/// stacked experts ([`super::weights::peft_stacked_experts`]): gate and up fused into
+/// one `gate_up_proj` adapter at rank 2r, r·E·(2·i + h)·2 for both, beside
+/// `down_proj`'s r·E·(i + h), and the router's weight r·(h + E) per MoE layer when the
+/// gate is targeted (the router's v4 name is `gate`; counted whenever gate is, the
+/// larger). Families PEFT does not convert (Qwen2-MoE itself, PhiMoE, GraniteMoE)
+/// adapt no routed expert: their count is above theirs, the safe side.
+fn lora_params(
+    a: &Architecture,
+    rank: u64,
+    t: LoraTargets,
+    stacked: bool,
+) -> Result<u64, EstimateError> {
     let what = "LoRA parameters";
     let over = || EstimateError::Overflow { what };
     // acc + x + y, checked.
@@ -56,8 +67,39 @@ fn lora_params(a: &Architecture, rank: u64, t: LoraTargets) -> Result<u64, Estim
             mlp = add(mlp, in_out.0, in_out.1)?;
         }
     }
+    // Multi-head latent attention's linears (DeepSeek's `q_a_proj`, `q_b_proj` — or one
+    // `q_proj` without a query rank —, `kv_a_proj_with_mqa`, `kv_b_proj`, `o_proj`), all
+    // adapted when every attention target is (PEFT's `all-linear`), in place of q, k,
+    // v and o at the heads' width.
+    if let Some(m) = a.mla.filter(|_| t.q && t.k && t.v && t.o) {
+        let qk = add(m.qk_nope_dim, m.qk_rope_dim, 0)?;
+        let q_out = checked_product(&[a.heads, qk], what)?;
+        let v_out = checked_product(&[a.heads, m.v_head_dim], what)?;
+        let kv_out = checked_product(&[a.heads, add(m.qk_nope_dim, m.v_head_dim, 0)?], what)?;
+        let mut per = if m.q_lora_rank > 0 {
+            add(add(h, m.q_lora_rank, 0)?, m.q_lora_rank, q_out)?
+        } else {
+            add(h, q_out, 0)?
+        };
+        per = add(per, add(h, m.kv_lora_rank, m.qk_rope_dim)?, 0)?;
+        per = add(per, add(m.kv_lora_rank, kv_out, 0)?, 0)?;
+        per_layer_attn = add(per, v_out, h)?;
+    }
     let attn = checked_product(&[rank, per_layer_attn, a.attention_layers()], what)?;
-    let mlp = checked_product(&[rank, mlp, mlp_count], what)?;
+    let mut mlp = checked_product(&[rank, mlp, mlp_count], what)?;
+    if let Some(m) = a.moe.filter(|m| stacked && m.experts > 0) {
+        let moe_layers = mlp_layers.saturating_sub(m.dense_layers);
+        let experts = checked_product(&[m.experts, moe_layers], what)?;
+        // The fused gate_up adapter at rank 2r holds r·(2i + h)·2 where gate's and up's
+        // separate adapters held r·(i + h) each: r·2i more per expert.
+        if t.gate && t.up && a.gated_mlp {
+            mlp = add(mlp, checked_product(&[rank, 2, inter, experts], what)?, 0)?;
+        }
+        if t.gate {
+            let router = checked_product(&[rank, add(h, m.experts, 0)?, moe_layers], what)?;
+            mlp = add(mlp, router, 0)?;
+        }
+    }
     let head = if t.lm_head {
         checked_product(&[rank, add(h, a.vocab, 0)?], what)?
     } else {
@@ -265,6 +307,7 @@ pub(super) fn training(
                     &a,
                     input.lora_rank,
                     LoraTargets::parse("lora-targets", &input.lora_targets)?,
+                    super::weights::peft_stacked_experts(input),
                 )?,
                 input.lora_dtype,
                 false,
@@ -499,7 +542,15 @@ pub(super) fn training(
             // `F.linear` saves the copy for the backward.
             let weight_copies = if autocast && input.lora_dtype.bytes() != value {
                 checked_product(
-                    &[lora_params(&a, input.lora_rank, targets)?, value],
+                    &[
+                        lora_params(
+                            &a,
+                            input.lora_rank,
+                            targets,
+                            super::weights::peft_stacked_experts(input),
+                        )?,
+                        value,
+                    ],
                     "activations",
                 )?
             } else {

@@ -245,6 +245,23 @@ fn transformers_loads(input: &EstimateInput) -> bool {
         )
 }
 
+/// Whether PEFT adapts an MoE's routed experts as transformers 5 stores them: PEFT
+/// 0.21.2 (`tuners/tuners_utils.py` `inject_adapter` →
+/// `utils/transformers_weight_conversion.py` `convert_peft_config_for_transformers`,
+/// `_convert_peft_config_moe`) turns the v4 expert and router targets of the MoE
+/// families in transformers' conversion table (Mixtral's and Qwen2-MoE's patterns:
+/// Qwen3-MoE, OLMoE, DeepSeek-V2/V3, GLM-4.5, MiniMax, ERNIE-4.5-MoE, …; `all-linear`
+/// included) into `target_parameters` on the stacked `gate_up_proj` (at twice the rank:
+/// gate and up fused) and `down_proj`, and on the router's weight, each a
+/// `ParamWrapper` (`tuners/lora/layer.py`: `lora_A` in × r·E, `lora_B` r·E × out).
+/// Under the frameworks that load through transformers.
+pub(crate) fn peft_stacked_experts(input: &EstimateInput) -> bool {
+    transformers_loads(input)
+        && input
+            .arch
+            .is_some_and(|a| a.moe.is_some_and(|m| m.experts > 0))
+}
+
 /// Whether a QLoRA base quantises the output projection with the decoder's linears:
 /// Lightning's `BitsandbytesPrecision` (LitGPT) replaces every `nn.Linear` under
 /// `module_init_context` (`_ClassReplacementContextManager({"torch.nn.Linear": ...})`,
