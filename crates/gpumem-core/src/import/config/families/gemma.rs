@@ -489,7 +489,16 @@ mod tests {
             "vision_use_head": false});
         let t = gemma3_vision(&Cfg::new(&root), &tower).unwrap().unwrap();
         assert_eq!(
-            (t.hidden, t.layers, t.heads, t.intermediate, t.patch, t.image, t.channels, t.merge),
+            (
+                t.hidden,
+                t.layers,
+                t.heads,
+                t.intermediate,
+                t.patch,
+                t.image,
+                t.channels,
+                t.merge
+            ),
             (1152, 27, 16, 4304, 14, 896, 3, 0)
         );
         tower["vision_use_head"] = serde_json::json!(true);

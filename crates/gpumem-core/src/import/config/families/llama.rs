@@ -260,7 +260,16 @@ fn llama4_vision_shape(root: &Cfg, tower: &Value) -> Result<Option<VisionTower>,
     } else {
         return Ok(None);
     };
-    let [hidden, intermediate, layers, heads, channels, image, patch, out] = sizes(
+    let [
+        hidden,
+        intermediate,
+        layers,
+        heads,
+        channels,
+        image,
+        patch,
+        out,
+    ] = sizes(
         tower,
         [
             ("hidden_size", 768),
@@ -311,9 +320,20 @@ mod tests {
         let text = serde_json::json!({"model_type": "llama4_text"});
         assert_eq!(llama4_vision(&Cfg::new(&text), &tower, 5120).unwrap(), None);
         // The shape its forward is derived from: 336-pixel tiles, merged 2 a side.
-        let t = llama4_vision_shape(&Cfg::new(&root), &tower).unwrap().unwrap();
+        let t = llama4_vision_shape(&Cfg::new(&root), &tower)
+            .unwrap()
+            .unwrap();
         assert_eq!(
-            (t.hidden, t.layers, t.heads, t.intermediate, t.patch, t.image, t.merge, t.out),
+            (
+                t.hidden,
+                t.layers,
+                t.heads,
+                t.intermediate,
+                t.patch,
+                t.image,
+                t.merge,
+                t.out
+            ),
             (1408, 34, 16, 5632, 14, 336, 2, 4096)
         );
         let mut odd = tower.clone();

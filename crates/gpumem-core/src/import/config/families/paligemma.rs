@@ -95,7 +95,16 @@ mod tests {
             "vision_use_head": false});
         let t = paligemma_vision(&Cfg::new(&root), &tower).unwrap().unwrap();
         assert_eq!(
-            (t.hidden, t.layers, t.heads, t.intermediate, t.patch, t.image, t.out, t.merge),
+            (
+                t.hidden,
+                t.layers,
+                t.heads,
+                t.intermediate,
+                t.patch,
+                t.image,
+                t.out,
+                t.merge
+            ),
             (1152, 27, 16, 4304, 14, 448, 2304, 0)
         );
         let mut head = tower.clone();

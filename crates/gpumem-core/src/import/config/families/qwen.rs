@@ -288,23 +288,33 @@ enum QwenTower {
 /// `interpolation_mode = "bilinear"`): four table rows a patch.
 fn qwen_vision(tower: &Value, which: QwenTower) -> Result<VisionTower, EstimateError> {
     let v3 = which == QwenTower::V3;
-    let [hidden, layers, heads, intermediate, patch, temporal, channels, merge, out, window] =
-        sizes(
-            tower,
-            [
-                ("hidden_size", if v3 { 1152 } else { 3584 }),
-                ("depth", if v3 { 27 } else { 32 }),
-                ("num_heads", 16),
-                ("intermediate_size", if v3 { 4304 } else { 3420 }),
-                ("patch_size", if v3 { 16 } else { 14 }),
-                ("temporal_patch_size", 2),
-                ("in_channels", 3),
-                ("spatial_merge_size", 2),
-                ("out_hidden_size", 3584),
-                ("window_size", if v3 { 0 } else { 112 }),
-            ],
-        )?
-        .map(fit);
+    let [
+        hidden,
+        layers,
+        heads,
+        intermediate,
+        patch,
+        temporal,
+        channels,
+        merge,
+        out,
+        window,
+    ] = sizes(
+        tower,
+        [
+            ("hidden_size", if v3 { 1152 } else { 3584 }),
+            ("depth", if v3 { 27 } else { 32 }),
+            ("num_heads", 16),
+            ("intermediate_size", if v3 { 4304 } else { 3420 }),
+            ("patch_size", if v3 { 16 } else { 14 }),
+            ("temporal_patch_size", 2),
+            ("in_channels", 3),
+            ("spatial_merge_size", 2),
+            ("out_hidden_size", 3584),
+            ("window_size", if v3 { 0 } else { 112 }),
+        ],
+    )?
+    .map(fit);
     let listed = |key: &str, default: u64| {
         Cfg::new(tower)
             .list(key)
@@ -321,8 +331,16 @@ fn qwen_vision(tower: &Value, which: QwenTower) -> Result<VisionTower, EstimateE
         merge: merge?,
         image: 0,
         window: if v3 { 0 } else { window? },
-        full_layers: if v3 { 0 } else { listed("fullatt_block_indexes", 4) },
-        deepstack: if v3 { listed("deepstack_visual_indexes", 3) } else { 0 },
+        full_layers: if v3 {
+            0
+        } else {
+            listed("fullatt_block_indexes", 4)
+        },
+        deepstack: if v3 {
+            listed("deepstack_visual_indexes", 3)
+        } else {
+            0
+        },
         out: out?,
         pos_taps: if v3 { 4 } else { 0 },
     })
@@ -356,18 +374,35 @@ mod tests {
             "tokens_per_second": 2, "temporal_patch_size": 2});
         let t = qwen_vision(&v25, QwenTower::V2_5).unwrap();
         assert_eq!(
-            (t.hidden, t.layers, t.heads, t.intermediate, t.patch, t.temporal, t.merge),
+            (
+                t.hidden,
+                t.layers,
+                t.heads,
+                t.intermediate,
+                t.patch,
+                t.temporal,
+                t.merge
+            ),
             (1280, 32, 16, 3420, 14, 2, 2)
         );
-        assert_eq!((t.window, t.full_layers, t.deepstack, t.out, t.pos_taps), (112, 4, 0, 3584, 0));
+        assert_eq!(
+            (t.window, t.full_layers, t.deepstack, t.out, t.pos_taps),
+            (112, 4, 0, 3584, 0)
+        );
         let v3 = serde_json::json!({"deepstack_visual_indexes": [8, 16, 24], "depth": 27,
             "hidden_act": "gelu_pytorch_tanh", "hidden_size": 1152, "in_channels": 3,
             "intermediate_size": 4304, "model_type": "qwen3_vl", "num_heads": 16,
             "num_position_embeddings": 2304, "out_hidden_size": 4096, "patch_size": 16,
             "spatial_merge_size": 2, "temporal_patch_size": 2});
         let t = qwen_vision(&v3, QwenTower::V3).unwrap();
-        assert_eq!((t.hidden, t.layers, t.intermediate, t.patch), (1152, 27, 4304, 16));
-        assert_eq!((t.window, t.full_layers, t.deepstack, t.out, t.pos_taps), (0, 0, 3, 4096, 4));
+        assert_eq!(
+            (t.hidden, t.layers, t.intermediate, t.patch),
+            (1152, 27, 4304, 16)
+        );
+        assert_eq!(
+            (t.window, t.full_layers, t.deepstack, t.out, t.pos_taps),
+            (0, 0, 3, 4096, 4)
+        );
         // Qwen3.5's: Qwen3-VL's without deepstack mergers, another tower not read.
         let root = serde_json::json!({"model_type": "qwen3_5"});
         let shape = QWEN3_5.vision.unwrap();
