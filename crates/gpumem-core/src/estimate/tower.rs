@@ -186,15 +186,13 @@ fn llama4(
         checked_product(&[shuffled, 2], WHAT)?,
         checked_product(&[t(&[tokens_all, tw.intermediate, v])?, 2], WHAT)?,
     ])?;
-    let (moment, peak) = [
+    let (moment, peak) = highest(&[
         ("the rotary's", rotary),
         ("the attention's", attn),
         ("the MLP's", mlp),
         ("the patch embedding's", conv),
         ("the adapter's", adapter),
-    ]
-    .into_iter()
-    .fold(("", 0), |m, c| if c.1 > m.1 { c } else { m });
+    ]);
     Ok(Phase {
         // The tiles in bf16, as the processor hands them over.
         pixels: t(&[batch, tile_values, 2])?,
@@ -293,14 +291,12 @@ fn siglip(
     } else {
         checked_product(&[x, 4], WHAT)?
     };
-    let (moment, peak) = [
+    let (moment, peak) = highest(&[
         ("the MLP's", mlp),
         ("the attention's", attn),
         ("the patch convolution's", conv),
         ("the projector's", tail),
-    ]
-    .into_iter()
-    .fold(("", 0), |m, c| if c.1 > m.1 { c } else { m });
+    ]);
     let tokens = tokens.unwrap_or(n);
     Ok(Phase {
         pixels: t(&[images, tw.channels, tw.image, tw.image, 4])?,
@@ -489,14 +485,12 @@ fn qwen(
     } else {
         0
     };
-    let (moment, peak) = [
+    let (moment, peak) = highest(&[
         ("the rotary's", rotary),
         ("the attention's", attn),
         ("the MLP's", mlp),
         ("the positions' interpolation", interpolation),
-    ]
-    .into_iter()
-    .fold(("", 0), |m, c| if c.1 > m.1 { c } else { m });
+    ]);
     Ok(Phase {
         pixels: t(&[rows, per_patch, 4])?,
         peak,
@@ -567,6 +561,14 @@ pub(super) fn retop(lines: &mut [Line]) -> Result<(), EstimateError> {
         );
     }
     Ok(())
+}
+
+/// The highest of a phase's moments, with its name (the first of equals).
+fn highest(moments: &[(&'static str, u64)]) -> (&'static str, u64) {
+    moments
+        .iter()
+        .copied()
+        .fold(("", 0), |m, c| if c.1 > m.1 { c } else { m })
 }
 
 /// The most windows of u × u units any grid of `units` merged units is cut into:
