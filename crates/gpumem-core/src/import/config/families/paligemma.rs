@@ -9,7 +9,7 @@ use crate::arch::VisionTower;
 use crate::error::EstimateError;
 use crate::import::config::families::gemma::siglip_vision;
 use crate::import::config::family::{BASE, Family, TowerCount};
-use crate::import::config::json::Cfg;
+use crate::import::config::json::{Cfg, parse};
 use crate::import::config::tower::{fit, siglip, sizes};
 
 /// PaliGemma: only the root's record (its tower).
@@ -40,7 +40,32 @@ fn paligemma_tower(
     root.touch(&["hidden_size", "vocab_size"]);
     let [h] = sizes(tower, [("hidden_size", 768)])?;
     let proj = u128::from(root.uint("projection_dim")?.unwrap_or(2048).min(1 << 20));
-    fit(siglip(tower)? + h * proj + proj).map(|n| Some((n, None)))
+    let n = fit(siglip(tower)? + h * proj + proj)?;
+    Ok(Some((n, paligemma_item(tower)?)))
+}
+
+/// One image as PaliGemma's processor hands it over: resized to the tower's
+/// `image_size` square (transformers 5.23 `PaliGemmaProcessor`, its
+/// `SiglipImageProcessor` at the checkpoint's size) over `num_channels`, and
+/// (image_size ÷ patch_size)² prompt tokens (`PaliGemmaConfig.__post_init__`:
+/// `num_image_tokens`; vLLM v0.19.0 `model_executor/models/paligemma.py` sizes its
+/// dummy image and the encoder's tokens the same way). `None` for a tower whose
+/// forward is not derived.
+fn paligemma_item(tower: &Value) -> Result<Option<(u64, u64)>, EstimateError> {
+    let Some(v) = siglip_vision(tower)? else {
+        return Ok(None);
+    };
+    let side = v.image.checked_div(v.patch).unwrap_or(0);
+    let tokens = side.checked_mul(side);
+    let values = v
+        .channels
+        .checked_mul(v.image)
+        .and_then(|x| x.checked_mul(v.image));
+    match (tokens, values) {
+        (Some(t), Some(x)) if t > 0 => Ok(Some((t, x))),
+        (Some(_), Some(_)) => Ok(None),
+        _ => Err(parse("vision_config: image_size absurdly large".into())),
+    }
 }
 
 /// The SigLIP tower as its forward is derived (`estimate::tower`, read by
@@ -68,7 +93,9 @@ mod tests {
     /// transformers 5.23's `PaliGemmaForConditionalGeneration` on the meta device:
     /// `vision_tower` 428 565 440 with its pooling head (the SiglipVisionConfig default
     /// when the config does not say), 399 497 472 less it at 224 pixels with
-    /// PaliGemmaConfig's own tower defaults, `multi_modal_projector` 2 656 512.
+    /// PaliGemmaConfig's own tower defaults, `multi_modal_projector` 2 656 512. The
+    /// headless tower's image: (224 ÷ 14)² = 256 tokens, 3 × 224² pixel values (a
+    /// tower with its head has no derived forward, so no image of its own).
     #[test]
     fn paligemma_counts_siglip_and_its_projector() {
         let root = serde_json::json!({"model_type": "paligemma", "projection_dim": 2304});
@@ -78,9 +105,12 @@ mod tests {
         let no_head = serde_json::json!({"model_type": "siglip_vision_model",
             "hidden_size": 1152, "intermediate_size": 4096, "num_hidden_layers": 27,
             "patch_size": 14, "image_size": 224, "vision_use_head": false});
-        for (tower, want) in [(with_head, 428_565_440), (no_head, 399_497_472)] {
+        for (tower, want, item) in [
+            (with_head, 428_565_440, None),
+            (no_head, 399_497_472, Some((256, 150_528))),
+        ] {
             let n = paligemma_tower(&Cfg::new(&root), &tower, 2304).unwrap();
-            assert_eq!(n, Some((want + 2_656_512, None)));
+            assert_eq!(n, Some((want + 2_656_512, item)));
         }
     }
 
