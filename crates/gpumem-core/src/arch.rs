@@ -183,6 +183,11 @@ pub struct VisionTower {
     /// Taps of the learned positions' interpolation per patch (Qwen3-VL's bilinear: 4);
     /// 0: none.
     pub pos_taps: u64,
+    /// Patches pooled a side into one soft token after the encoder (Gemma 4's
+    /// `pooling_kernel_size`: 3); 0: not Gemma 4's tower.
+    pub pool: u64,
+    /// The attention's head size (Gemma 4's `head_dim`); 0: hidden ÷ heads.
+    pub head_dim: u64,
 }
 
 impl VisionTower {
@@ -202,6 +207,8 @@ impl VisionTower {
         deepstack: 0,
         out: 0,
         pos_taps: 0,
+        pool: 0,
+        head_dim: 0,
     };
 }
 
@@ -1510,6 +1517,8 @@ pub const VARIANT_FACTS: &[Fact] = &[
     fact("tower-deepstack", G::Variants, K::Count, "Deepstack mergers", "0", "Mergers whose outputs feed the language model's first layers (Qwen3-VL: 3)", at!(vision.deepstack)),
     fact("tower-out", G::Variants, K::Count, "Vision merger width", "0", "Width of the patch merger's output (out_hidden_size)", at!(vision.out)),
     fact("tower-pos-taps", G::Variants, K::Count, "Position taps", "0", "Learned positions interpolated per patch from this many table rows (Qwen3-VL: 4); 0: none", at!(vision.pos_taps)),
+    fact("tower-pool", G::Variants, K::Count, "Soft-token pooling side", "0", "Patches pooled a side into one soft token after the encoder (Gemma 4: 3); 0: none", at!(vision.pool)),
+    fact("tower-head-dim", G::Variants, K::Count, "Vision head size", "0", "The vision tower's attention head size (Gemma 4: head_dim); 0: its width ÷ heads", at!(vision.head_dim)),
     fact("attn-gate", G::Variants, K::Bool(Architecture::BASE.attn_gate), "Gated attention output", "",
         "q_proj also yields an output gate: twice as wide (Qwen3-Next)", at!(attn_gate))
         .underived(GATE_OR_SINKS),

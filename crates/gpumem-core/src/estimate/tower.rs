@@ -8,9 +8,11 @@
 //! the lines' sum stays a peak, never below either phase.
 //!
 //! Derived for Gemma 3's SigLIP tower with its pooling projector, PaliGemma's with its
-//! linear one, Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's towers and Llama 4's tiled tower
-//! ([`VisionTower`], read from the config); another tower's forward is not counted,
-//! and a warning says so where an image is given.
+//! linear one, Gemma 4's tower with its soft-token pooler (images padded to the
+//! processor's patch budget; exact where the image fills it, the padding's attention
+//! mask read from the code otherwise), Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's towers
+//! and Llama 4's tiled tower ([`VisionTower`], read from the config); another tower's
+//! forward is not counted, and a warning says so where an image is given.
 
 use super::*;
 use crate::allocator::round_size;
@@ -76,7 +78,16 @@ pub(super) fn phase(
     value: u64,
     attention: AttentionImpl,
 ) -> Result<Phase, EstimateError> {
-    if tower.merge == 0 {
+    if tower.pool > 0 {
+        gemma4(
+            tower,
+            images,
+            (tokens, values),
+            text_hidden,
+            value,
+            attention,
+        )
+    } else if tower.merge == 0 {
         siglip(tower, images, tokens, text_hidden, value, attention)
     } else if tower.image > 0 {
         llama4(
@@ -207,6 +218,269 @@ fn llama4(
         ])?,
         patches: checked_product(&[tiles, patches], WHAT)?,
         assumed: assumed(attention, v),
+    })
+}
+
+/// Gemma 4's image processor's patch budgets (`max_soft_tokens`, transformers 5.23
+/// `models/gemma4/image_processing_gemma4.py` `_SUPPORTED_SOFT_TOKENS`) and its default.
+const GEMMA4_BUDGETS: [u64; 5] = [70, 140, 280, 560, 1120];
+const GEMMA4_DEFAULT_BUDGET: u64 = 280;
+
+/// Gemma 4's tower: transformers 5.23 `models/gemma4/modeling_gemma4.py`
+/// `Gemma4Model.get_image_features` runs `Gemma4VisionModel` over all images at once,
+/// then `Gemma4MultimodalEmbedder`. The processor (`image_processing_gemma4.py`
+/// `Gemma4ImageProcessor._preprocess`) resizes an image to at most `max_soft_tokens`
+/// × k² patches (k: `pooling_kernel_size`), patchifies it into rows of 3 · patch² fp32
+/// values and pads every image to that budget, n = budget × k² rows, with (x, y)
+/// positions (int64; −1 on padding) the caller holds beside them. The budget is the
+/// processor's default (280 soft tokens), or the smallest supported one that holds
+/// the image's tokens beyond it. T = images × n rows of the tower's width h, in the
+/// compute dtype (v bytes); q, k and v are heads × head_dim wide (the family reads
+/// the tower only with as many key/value heads as heads):
+/// - held through the encoder: `padding_positions` and the `~padding_positions` the
+///   encoder takes (bool, T each), the rotary's cos and sin
+///   (`Gemma4VisionRotaryEmbedding.forward`: T × 4 · ⌈head_dim ÷ 4⌉ in v), the
+///   embeddings (`inputs_embeds`, kept by `Gemma4VisionModel.forward`) and from the
+///   second layer on the layer's input beside them;
+/// - the MLP's moment (`Gemma4VisionEncoderLayer.forward`, `Gemma4VisionMLP`): the
+///   residual sum, `pre_feedforward_layernorm`'s output and three intermediate-wide
+///   tensors (GELU of `gate_proj`, `up_proj`'s output, their product);
+/// - the norms' (`Gemma4RMSNorm`: the fp32 copy, the mean square plus eps and its
+///   power −0.5 (a row each, per head for `q_norm`, `k_norm`, `v_norm`) and the fp32
+///   product): `v_norm`'s beside `input_layernorm`'s output, q and k rotated and
+///   `v_proj`'s output; `post_feedforward_layernorm`'s beside the residual sum and
+///   `down_proj`'s output;
+/// - the rotary's (`apply_multidimensional_rope`: per half, x · cos, `rotate_half`'s
+///   concatenation times sin and their sum; the halves concatenated);
+/// - the attention's: under sdpa (flash: no mask where no patch is padding) its
+///   output and fp32 log-sum-exp, then `o_proj`'s output beside q, k and v; under eager
+///   (`eager_attention_forward`, scaling 1.0) `matmul(q, kᵀ) · scaling` (v), softmax's
+///   fp32 copy and fp32 output, T · heads · n × (v + 8), and its probabilities (v)
+///   outlive the attention into the MLP's moment (`hidden_states, _ =
+///   self.self_attn(…)`);
+/// - the patch embedding's (`Gemma4VisionPatchEmbedder`: `2 · (pixel_values − 0.5)`
+///   in fp32, its cast to v, `input_proj`'s output and the position embeddings: the
+///   clamped positions (int64), the x and y lookups, their sum and `torch.where`'s
+///   copy);
+/// - the pooler's (`Gemma4VisionPooler._avg_pool_by_positions`, beside the embeddings,
+///   the encoder's output and `masked_fill`'s copy): the clamped positions, the
+///   kernel indices (int64), `F.one_hot`'s int64 T × budget and its fp32 copy, or the
+///   fp32 weights, the hidden states in fp32 and the pooled fp32 output;
+/// - the rest (`hidden_states[pooler_mask]`, the standardisation, the embedder over
+///   the images' soft tokens) holds rows of the soft tokens only, below these.
+///
+/// An image of fewer tokens than its budget has padding patches: the encoder then
+/// builds an attention mask (`create_bidirectional_mask`; eager: images × n² in v,
+/// held through the encoder, and added to the scores; sdpa: CUDA converts the
+/// boolean mask to one of v (`convert_boolean_attn_mask`), padded to 16 columns for
+/// the memory-efficient kernel, which takes the place of flash). These are counted as
+/// read from the code, not traced: the figure is assumed.
+fn gemma4(
+    tw: &VisionTower,
+    images: u64,
+    (tokens, values): (Option<u64>, Option<u64>),
+    text_hidden: u64,
+    v: u64,
+    attention: AttentionImpl,
+) -> Result<Phase, EstimateError> {
+    let k = tw.pool;
+    let k2 = checked_product(&[k, k], WHAT)?;
+    let per_patch = checked_product(&[3, tw.patch, tw.patch], WHAT)?;
+    let tokens = match (tokens, values) {
+        (Some(t), _) => t,
+        (None, Some(vals)) => vals
+            .checked_div(per_patch)
+            .and_then(|p| p.checked_div(k2))
+            .unwrap_or(0),
+        (None, None) => 0,
+    };
+    let budget = if tokens <= GEMMA4_DEFAULT_BUDGET {
+        GEMMA4_DEFAULT_BUDGET
+    } else {
+        GEMMA4_BUDGETS
+            .into_iter()
+            .find(|b| *b >= tokens)
+            .unwrap_or(tokens)
+    };
+    gemma4_over(tw, images, tokens, budget, text_hidden, v, attention)
+}
+
+/// Gemma 4's tower over `images` images of `tokens` soft tokens each, padded to
+/// `budget` soft tokens' patches.
+fn gemma4_over(
+    tw: &VisionTower,
+    images: u64,
+    tokens: u64,
+    budget: u64,
+    text_hidden: u64,
+    v: u64,
+    attention: AttentionImpl,
+) -> Result<Phase, EstimateError> {
+    let k = tw.pool;
+    let k2 = checked_product(&[k, k], WHAT)?;
+    let per_patch = checked_product(&[3, tw.patch, tw.patch], WHAT)?;
+    let padded = tokens < budget;
+    let n = checked_product(&[budget, k2], WHAT)?;
+    let rows = checked_product(&[images, n], WHAT)?;
+    let (h, heads) = (tw.hidden, tw.heads);
+    let hd = if tw.head_dim > 0 {
+        tw.head_dim
+    } else {
+        h.checked_div(heads).unwrap_or(0)
+    };
+    let qw = checked_product(&[heads, hd], WHAT)?;
+    let x = t(&[rows, h, v])?;
+    let f = t(&[rows, h, 4])?;
+    let s1 = t(&[rows, 4])?;
+    let xq = t(&[rows, qw, v])?;
+    let fq = t(&[rows, qw, 4])?;
+    let sq = t(&[rows, heads, 4])?;
+    // `apply_multidimensional_rope`: two halves of 2 · (head_dim ÷ 4) channels.
+    let half = t(&[rows, heads, checked_product(&[2, hd / 4], WHAT)?, v])?;
+    let inter = t(&[rows, tw.intermediate, v])?;
+    let eager = attention == AttentionImpl::Eager;
+    let mask = t(&[rows])?;
+    let rope_width = checked_product(&[4, (hd / 2).div_ceil(2)], WHAT)?;
+    let cos = t(&[rows, rope_width, v])?;
+    let kept: u64 = if tw.layers >= 2 { 2 } else { 1 };
+    // The padding's mask held through the encoder: eager's in v, sdpa's boolean
+    // images × 1 × 1 × n (`padding_mask_function`'s broadcast).
+    let pad_mask = match (padded, eager) {
+        (false, _) => 0,
+        (true, true) => t(&[images, n, n, v])?,
+        (true, false) => t(&[images, n])?,
+    };
+    let held = sum(&[
+        checked_product(&[mask, 2], WHAT)?,
+        checked_product(&[cos, 2], WHAT)?,
+        checked_product(&[x, kept], WHAT)?,
+        pad_mask,
+    ])?;
+    let norm = |fp: u64, s: u64| {
+        sum(&[
+            checked_product(&[fp, 2], WHAT)?,
+            checked_product(&[s, 2], WHAT)?,
+        ])
+    };
+    let probs = if eager {
+        t(&[images, heads, n, n, v])?
+    } else {
+        0
+    };
+    let fp32_scores = t(&[images, heads, n, n, 4])?;
+    let attn = if eager {
+        sum(&[
+            held,
+            x,
+            checked_product(&[xq, 3], WHAT)?,
+            probs,
+            checked_product(&[fp32_scores, 2], WHAT)?,
+        ])?
+    } else if padded {
+        let n16 = n.div_ceil(16).saturating_mul(16);
+        let n32 = n.div_ceil(32).saturating_mul(32);
+        sum(&[
+            held,
+            x,
+            checked_product(&[xq, 4], WHAT)?,
+            t(&[images, heads, n32, 4])?,
+            t(&[images, n, n])?,
+            t(&[images, n, n, v])?,
+            t(&[images, n, n16, v])?,
+        ])?
+    } else {
+        sum(&[
+            held,
+            x,
+            checked_product(&[xq, 4], WHAT)?,
+            t(&[images, heads, n, 4])?,
+        ])?
+    };
+    // `o_proj`'s output beside q, k, v and the attention's output; under eager the
+    // output's contiguous copy beside `matmul(probs, v)` before it.
+    let o_proj = sum(&[
+        held,
+        x,
+        checked_product(&[xq, 4], WHAT)?,
+        probs,
+        if eager { x.max(xq) } else { x },
+    ])?;
+    let rope = sum(&[
+        held,
+        x,
+        xq,
+        xq,
+        checked_product(&[half, 4], WHAT)?
+            .max(xq.saturating_add(checked_product(&[half, 2], WHAT)?)),
+    ])?;
+    let v_norm = sum(&[held, x, checked_product(&[xq, 3], WHAT)?, norm(fq, sq)?])?;
+    let in_norm = sum(&[held, norm(f, s1)?])?;
+    let post_ff = sum(&[held, probs, checked_product(&[x, 2], WHAT)?, norm(f, s1)?])?;
+    let mlp = sum(&[
+        held,
+        probs,
+        checked_product(&[x, 2], WHAT)?,
+        checked_product(&[inter, 3], WHAT)?,
+    ])?;
+    // The patch embedding, beside `padding_positions`.
+    let p4 = t(&[rows, per_patch, 4])?;
+    let p2 = t(&[rows, per_patch, v])?;
+    let positions = t(&[rows, 2, 8])?;
+    let embed = sum(&[
+        mask,
+        checked_product(&[p4, 2], WHAT)?.max(sum(&[
+            p2,
+            positions,
+            checked_product(&[x, 5], WHAT)?,
+        ])?),
+    ])?;
+    // The pooler, beside `padding_positions`, the embeddings, the encoder's output and
+    // `masked_fill`'s copy, the clamped positions, `max_x` and the kernel indices.
+    let pool_held = sum(&[
+        mask,
+        checked_product(&[x, 3], WHAT)?,
+        positions,
+        t(&[images, 8])?,
+        t(&[rows, 8])?,
+    ])?;
+    let weights = t(&[rows, budget, 4])?;
+    let pooler = sum(&[
+        pool_held,
+        t(&[rows, budget, 8])?
+            .checked_add(weights)
+            .ok_or_else(overflow)?
+            .max(sum(&[weights, f, t(&[images, budget, h, 4])?])?),
+    ])?;
+    let (moment, peak) = highest(&[
+        ("the MLP's", mlp),
+        ("the attention's", attn),
+        ("o_proj's", o_proj),
+        ("the rotary's", rope),
+        ("v_norm's", v_norm),
+        ("input_layernorm's", in_norm),
+        ("post_feedforward_layernorm's", post_ff),
+        ("the patch embedding's", embed),
+        ("the pooler's", pooler),
+    ]);
+    let soft = checked_product(&[images, tokens], WHAT)?;
+    Ok(Phase {
+        // The patches (fp32) and their positions (int64), as the processor hands
+        // them over.
+        pixels: sum(&[t(&[rows, per_patch, 4])?, positions])?,
+        peak,
+        moment,
+        // `last_hidden_state` (the images' soft tokens, h wide) and the embedder's
+        // output (`pooler_output`, split per image: views) in `mm_encoder_outputs`,
+        // and `Gemma4Model.forward`'s `torch.cat` of it (`image_features`), held while
+        // the language model runs.
+        outputs: sum(&[
+            t(&[soft, h, v])?,
+            checked_product(&[t(&[soft, text_hidden, v])?, 2], WHAT)?,
+        ])?,
+        patches: n,
+        assumed: assumed(attention, v).or(padded.then_some(
+            "the image does not fill its patch budget: the attention mask over the padding patches is read from transformers' and ATen's code, not traced",
+        )),
     })
 }
 
@@ -612,7 +886,7 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
     }
     let Some(tower) = a.vision else {
         b.warnings.push(
-            "the vision tower's forward over the prompt's image is not counted: it is derived for Gemma 3's and PaliGemma's SigLIP towers, Qwen2.5-VL's, Qwen3-VL's, Qwen3.5's and Llama 4's (transformers), not this model's: add it to --reserve-gib".into(),
+            "the vision tower's forward over the prompt's image is not counted: it is derived for Gemma 3's and PaliGemma's SigLIP towers, Gemma 4's (without clipped linears), Qwen2.5-VL's, Qwen3-VL's, Qwen3.5's and Llama 4's (transformers), not this model's: add it to --reserve-gib".into(),
         );
         return Ok(());
     };
@@ -776,9 +1050,40 @@ mod tests {
         ..VisionTower::BASE
     };
 
+    /// Gemma-4-31B's tower as `tests/cases/configs/gemma-4-31b.json` has it
+    /// (Gemma4VisionConfig's defaults), and two variants of it that are not published
+    /// configs (`tower_check.py`'s): an MLP as narrow as the tower, and a tower 1152
+    /// wide of 16 heads of 72.
+    const GEMMA4_31B: VisionTower = VisionTower {
+        hidden: 768,
+        layers: 16,
+        heads: 12,
+        intermediate: 3072,
+        patch: 16,
+        pool: 3,
+        head_dim: 64,
+        ..VisionTower::BASE
+    };
+    const GEMMA4_NARROW_MLP: VisionTower = VisionTower {
+        intermediate: 768,
+        ..GEMMA4_31B
+    };
+    const GEMMA4_WIDE: VisionTower = VisionTower {
+        hidden: 1152,
+        layers: 27,
+        heads: 16,
+        intermediate: 4304,
+        head_dim: 72,
+        ..GEMMA4_31B
+    };
+
     fn peak(tw: &VisionTower, images: u64, side: (u64, u64), attention: AttentionImpl) -> Phase {
         let patches = (side.0 / tw.patch) * (side.1 / tw.patch);
-        let tokens = if tw.merge == 0 {
+        let tokens = if tw.pool > 0 {
+            // Gemma 4: an image that fills the processor's budget, set to its tokens.
+            let tokens = patches / (tw.pool * tw.pool);
+            return gemma4_over(tw, images, tokens, tokens, 2560, 2, attention).unwrap();
+        } else if tw.merge == 0 {
             256
         } else if tw.image > 0 {
             // Llama 4: `side.0` is the tile side, `images` counts tiles of one image.
@@ -828,6 +1133,18 @@ mod tests {
             (&LLAMA4_SCOUT, 17, (336, 336), Sdpa, 441_956_352),
             (&LLAMA4_SCOUT, 1, (336, 336), Eager, 31_058_944),
             (&LLAMA4_SCOUT, 5, (336, 336), Eager, 155_284_480),
+            (&GEMMA4_31B, 1, (672, 960), Sdpa, 62_581_760),
+            (&GEMMA4_31B, 1, (672, 960), Eager, 785_922_560),
+            (&GEMMA4_31B, 2, (672, 960), Sdpa, 125_163_520),
+            (&GEMMA4_31B, 2, (672, 960), Eager, 1_571_845_120),
+            (&GEMMA4_31B, 1, (336, 480), Sdpa, 15_646_720),
+            (&GEMMA4_31B, 3, (336, 480), Sdpa, 46_937_088),
+            (&GEMMA4_31B, 1, (1344, 1920), Sdpa, 250_327_040),
+            (&GEMMA4_NARROW_MLP, 1, (672, 960), Sdpa, 39_600_128),
+            (&GEMMA4_NARROW_MLP, 1, (672, 960), Eager, 785_922_560),
+            (&GEMMA4_NARROW_MLP, 1, (1344, 1920), Sdpa, 182_176_768),
+            (&GEMMA4_WIDE, 1, (672, 960), Sdpa, 89_032_704),
+            (&GEMMA4_WIDE, 1, (672, 960), Eager, 1_051_631_616),
         ];
         for (tw, images, side, attention, traced) in cases {
             let p = peak(tw, images, side, attention);
@@ -838,6 +1155,32 @@ mod tests {
             );
             assert_eq!(p.assumed, None);
         }
+    }
+
+    /// Gemma 4's images are padded to the processor's patch budget: the default 280
+    /// soft tokens (2 520 patches) for up to 280 tokens, else the smallest supported
+    /// budget that holds them; an image that fills its budget is computed, one with
+    /// padding patches assumed (its attention mask is not traced) and above it. An
+    /// image by its pixel values (3 × height × width) is its 16-px patches ÷ 9.
+    #[test]
+    fn gemma4_pads_to_its_budget() {
+        let sdpa = AttentionImpl::Sdpa;
+        let at = |tokens| phase(&GEMMA4_31B, 1, (Some(tokens), None), 5376, 2, sdpa).unwrap();
+        let full = at(280);
+        assert_eq!(
+            (full.patches, full.assumed, full.peak),
+            (2520, None, 62_581_760)
+        );
+        let square = at(256);
+        assert_eq!(square.patches, 2520);
+        assert!(square.assumed.is_some());
+        assert!(square.peak > full.peak);
+        assert!(square.outputs < full.outputs);
+        assert_eq!(at(70).patches, 2520);
+        assert_eq!(at(600).patches, 1120 * 9);
+        assert_eq!(at(1120).assumed, None);
+        let by_values = phase(&GEMMA4_31B, 1, (None, Some(3 * 672 * 960)), 5376, 2, sdpa).unwrap();
+        assert_eq!(by_values, full);
     }
 
     /// A square image of as many patches has fewer window boundaries than the grid

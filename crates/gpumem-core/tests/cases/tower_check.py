@@ -1,11 +1,26 @@
 #!/usr/bin/env python3
 """The vision towers' forward over an image, traced on the meta device: Gemma 3's and
-PaliGemma's SigLIP towers with their projectors, Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's
-towers with their mergers and Llama 4's tiled tower with its adapter, built by
-transformers from the configs in `agent/models/` (Llama 4's from
-`tests/cases/configs/`, PaliGemma's written out below), run under torch.no_grad()
-through the model's own `get_image_features` as generate's first forward runs it,
-with the pixel values as the processors hand them over (fp32; Llama 4's tiles bf16).
+PaliGemma's SigLIP towers with their projectors, Gemma 4's tower with its embedder,
+Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's towers with their mergers and Llama 4's tiled
+tower with its adapter, built by transformers from the configs in `agent/models/`
+(Llama 4's and Gemma 4's from `tests/cases/configs/`, PaliGemma's and two Gemma 4
+variants written out below), run under torch.no_grad() through the model's own
+`get_image_features` as generate's first forward runs it, with the pixel values as
+the processors hand them over (fp32; Llama 4's tiles bf16; Gemma 4's patches padded
+to the processor's budget, with their int64 positions).
+
+Gemma 4's tower has two data-dependent steps the meta device cannot run, and the
+images traced fill the patch budget (no padding patch) so that both have known
+answers: `Gemma4VisionModel.forward`'s `hidden_states[pooler_mask]` is run as ATen
+runs a boolean index (`expandTensors` in TensorAdvancedIndexing.cpp: the mask's
+`nonzero()`, int64 rows of the mask's dims, then `index` with its columns), with
+the nonzero's output allocated here at the known count (every soft token: the images'
+tokens); and `get_image_features`' `.tolist()` of each image's soft tokens, a host
+read, answers that count. Both allocate on the meta device what they allocate on
+CUDA; the index's output is the same request. The tracker's answer to the encoder's
+"no padding?" check (`_ignore_bidirectional_mask_sdpa`: yes) is the true one for
+such images, so no attention mask is built, as on CUDA. `F.one_hot` in the pooler
+runs on meta as an int64 tensor of the same size CUDA's `zeros` + `scatter_` gives.
 
 The tracking is `agent/python/gpumem_trace.py`'s (its Tracker with the caching
 allocator's 512-byte rounding, its dispatch mode, its SDPA stand-in that runs the
@@ -73,7 +88,35 @@ CASES = [
     ("llama-4-scout", "eager", 336, 336, 1),
     ("llama-4-scout", "eager", 336, 336, 5),
     ("llama-4-maverick", "sdpa", 336, 336, 5),
+    # Gemma 4: images that fill the processor's patch budget (`max_soft_tokens` x
+    # pooling_kernel_size^2 patches of 16 px: 280 soft tokens are 42 x 60 patches,
+    # 70 are 21 x 30, 1120 are 84 x 120), so that no patch is padding.
+    ("gemma-4-31b", "sdpa", 672, 960, 1),
+    ("gemma-4-31b", "eager", 672, 960, 1),
+    ("gemma-4-31b", "sdpa", 672, 960, 2),
+    ("gemma-4-31b", "eager", 672, 960, 2),
+    ("gemma-4-31b", "sdpa", 336, 480, 1),
+    ("gemma-4-31b", "sdpa", 336, 480, 3),
+    ("gemma-4-31b", "sdpa", 1344, 1920, 1),
+    ("gemma-4-31b-narrow-mlp", "sdpa", 672, 960, 1),
+    ("gemma-4-31b-narrow-mlp", "eager", 672, 960, 1),
+    ("gemma-4-31b-narrow-mlp", "sdpa", 1344, 1920, 1),
+    ("gemma-4-31b-wide", "sdpa", 672, 960, 1),
+    ("gemma-4-31b-wide", "eager", 672, 960, 1),
 ]
+
+# Gemma 4's tower as `configs/gemma-4-31b.json` has it (Gemma4VisionConfig's defaults)
+# and two variants of it, not published configs, that move the peak to other moments
+# of the same code: an MLP as narrow as the tower (the attention's and the pooler's
+# moments), and a tower 1152 wide of 16 heads of 72 (head_dim not a power of two).
+GEMMA4_VARIANTS = {
+    "gemma-4-31b-narrow-mlp": {"intermediate_size": 768},
+    "gemma-4-31b-wide": {"hidden_size": 1152, "num_attention_heads": 16,
+        "num_key_value_heads": 16, "head_dim": 72, "intermediate_size": 4304,
+        "num_hidden_layers": 27},
+}
+# The processor's patch budgets (`image_processing_gemma4.py` `_SUPPORTED_SOFT_TOKENS`).
+GEMMA4_BUDGETS = (70, 140, 280, 560, 1120)
 
 # PaliGemma's configs are not bundled: the towers of google/paligemma-3b-pt-224,
 # google/paligemma2-3b-pt-448 and google/paligemma2-10b-pt-896 (their
@@ -92,6 +135,10 @@ PALIGEMMA = {
 
 
 def config(name):
+    if name in GEMMA4_VARIANTS:
+        c = config("gemma-4-31b")
+        c["vision_config"] = {**c["vision_config"], **GEMMA4_VARIANTS[name]}
+        return c
     if name in PALIGEMMA:
         side, proj, text = PALIGEMMA[name]
         return {"model_type": "paligemma", "projection_dim": proj, "hidden_size": proj,
@@ -107,6 +154,40 @@ def config(name):
     return json.loads((ROOT / "agent" / "models" / f"{name}.json").read_text())["config"]
 
 
+def _gemma4_mask_mode(count, images):
+    """The two data-dependent steps of Gemma 4's tower on the meta device, as CUDA runs
+    them for images of `count` soft tokens in all that fill the patch budget."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+
+    class Mask(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is aten.index.Tensor and any(
+                    i is not None and i.dtype == torch.bool for i in args[1]):
+                # `Gemma4VisionModel.forward`: `hidden_states[pooler_mask]`. ATen's
+                # `index` turns a boolean index into `mask.nonzero()` (int64, count x
+                # the mask's dims; TensorAdvancedIndexing.cpp `expandTensors`) and
+                # gathers with its columns: the same here, the count given.
+                src, idx = args
+                (mask,) = [i for i in idx if i is not None]
+                nz = torch.empty((count, mask.dim()), dtype=torch.int64, device="meta")
+                return func(src, list(nz.unbind(1)))
+            if (func is aten._to_copy.default and _is_meta(args[0])
+                    and kwargs.get("device") == torch.device("cpu")):
+                # `Gemma4Model.get_image_features`: `.tolist()` of each image's soft
+                # tokens, read on the host (nothing on the device).
+                return torch.full(args[0].shape, count // images, dtype=args[0].dtype)
+            return func(*args, **kwargs)
+
+    return Mask()
+
+
+def _is_meta(t):
+    return isinstance(t, torch.Tensor) and t.device.type == "meta"
+
+
 def trace(name, attn, height, width, images):
     c = config(name)
     cfg = AutoConfig.for_model(**c)
@@ -117,11 +198,26 @@ def trace(name, attn, height, width, images):
         with torch.device("meta"):
             # Gemma 2 has no sdpa path: PaliGemma 2's language model (not run) is eager.
             impl = {"vision_config": attn, "text_config": "eager", "": "eager"} if mt == "paligemma" else attn
-            if mt == "llama4":
+            if mt in ("llama4", "gemma4"):
                 cfg.text_config.num_hidden_layers = 1
             model = transformers.AutoModel.from_config(cfg, attn_implementation=impl, dtype=dtype).eval()
         keep = []
-        if mt in ("gemma3", "paligemma", "llama4"):
+        if mt == "gemma4":
+            # The processor's output for images filling the budget
+            # (`Gemma4ImageProcessor._preprocess`): patches of 3 x p^2 fp32 values and
+            # their (x, y) positions, none of them padding.
+            vc = cfg.vision_config
+            p, k = vc.patch_size, vc.pooling_kernel_size
+            n = (height // p) * (width // p)
+            soft = n // (k * k)
+            assert soft in GEMMA4_BUDGETS and soft * k * k == n
+            px = torch.zeros(images, n, 3 * p * p, dtype=torch.float32, device="meta")
+            pos = torch.zeros(images, n, 2, dtype=torch.int64, device="meta")
+            tr.begin("forward")
+            base = tr.allocated
+            with _gemma4_mask_mode(images * soft, images):
+                out = model.get_image_features(pixel_values=px, image_position_ids=pos)
+        elif mt in ("gemma3", "paligemma", "llama4"):
             # Llama 4's processor hands its tiles over in bf16
             # (`Llama4ImageProcessor.rescale_and_normalize`).
             pdt = torch.bfloat16 if mt == "llama4" else torch.float32

@@ -134,6 +134,7 @@ pub(crate) const GEMMA4: Family = Family {
     hook: Some(gemma4),
     tower: Some(|root, tower, hidden| Ok(gemma4_vision(root, tower, hidden)?.map(|n| (n, None)))),
     tower_rope: Some(gemma4_vision_rope),
+    vision: Some(gemma4_vision_shape),
     audio: Some(|root, tower, hidden| Ok(gemma4_audio(root, tower, hidden)?.map(|n| (n, None)))),
     // Gemma4RotaryEmbedding: one table per layer type.
     rope_tables: 2,
@@ -392,6 +393,59 @@ fn gemma4_vision(
     fit(embed + layers * layer + standardize * 2 * h + projector).map(Some)
 }
 
+/// Gemma 4's tower as its forward is derived (`estimate::tower`): transformers 5.23
+/// `Gemma4VisionModel` (`models/gemma4/modeling_gemma4.py`) with Gemma4VisionConfig's
+/// defaults where the config is silent. Derived without clipped linears (under
+/// `use_clipped_linears` every linear clamps its input and output into new tensors)
+/// and with as many key/value heads as query heads, head sizes a multiple of 4
+/// (`apply_multidimensional_rope` splits each head in two halves of
+/// 2 · (head_dim ÷ 4)); `None` otherwise, and for another tower.
+fn gemma4_vision_shape(root: &Cfg, tower: &Value) -> Result<Option<VisionTower>, EstimateError> {
+    if root.str("model_type") != Some("gemma4")
+        || tower.get("model_type").and_then(Value::as_str) != Some("gemma4_vision")
+        || Cfg::new(tower).flag("use_clipped_linears") == Some(true)
+    {
+        return Ok(None);
+    }
+    let [
+        hidden,
+        intermediate,
+        layers,
+        heads,
+        kv_heads,
+        head_dim,
+        patch,
+        pool,
+    ] = sizes(
+        tower,
+        [
+            ("hidden_size", 768),
+            ("intermediate_size", 3072),
+            ("num_hidden_layers", 16),
+            ("num_attention_heads", 12),
+            ("num_key_value_heads", 12),
+            ("head_dim", 64),
+            ("patch_size", 16),
+            ("pooling_kernel_size", 3),
+        ],
+    )?
+    .map(fit);
+    let (heads, head_dim) = (heads?, head_dim?);
+    if kv_heads? != heads || head_dim % 4 != 0 || head_dim == 0 {
+        return Ok(None);
+    }
+    Ok(Some(VisionTower {
+        hidden: hidden?,
+        layers: layers?,
+        heads,
+        intermediate: intermediate?,
+        patch: patch?,
+        pool: pool?,
+        head_dim,
+        ..VisionTower::BASE
+    }))
+}
+
 /// One image as the tower takes it: (prompt tokens, pixel values), for the towers whose
 /// processor fixes both; `None` otherwise. Gemma 3 without pan-and-scan (vLLM v0.19.0
 /// `model_executor/models/gemma3_mm.py` `get_num_image_tokens`: (crops + 1) ×
@@ -519,6 +573,38 @@ mod tests {
         assert_eq!(n, Some(525_549_348));
         let other = serde_json::json!({"model_type": "siglip_vision_model"});
         assert_eq!(gemma4_vision(&Cfg::new(&root), &other, 5376).unwrap(), None);
+    }
+
+    /// Gemma 4's tower as its forward is derived: Gemma4VisionConfig's defaults where
+    /// the config names only its type (Gemma-4-31B's), not derived with clipped
+    /// linears or fewer key/value heads than heads.
+    #[test]
+    fn gemma4_vision_shape_reads_the_defaults() {
+        let root: Value = serde_json::json!({"model_type": "gemma4"});
+        let tower = serde_json::json!({"model_type": "gemma4_vision"});
+        let t = gemma4_vision_shape(&Cfg::new(&root), &tower)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            t,
+            VisionTower {
+                hidden: 768,
+                layers: 16,
+                heads: 12,
+                intermediate: 3072,
+                patch: 16,
+                pool: 3,
+                head_dim: 64,
+                ..VisionTower::BASE
+            }
+        );
+        for other in [
+            serde_json::json!({"model_type": "gemma4_vision", "use_clipped_linears": true}),
+            serde_json::json!({"model_type": "gemma4_vision", "num_key_value_heads": 4}),
+            serde_json::json!({"model_type": "siglip_vision_model"}),
+        ] {
+            assert_eq!(gemma4_vision_shape(&Cfg::new(&root), &other).unwrap(), None);
+        }
     }
 
     /// Gemma4AudioConfig's defaults beside a 2304-wide text model, against the model

@@ -343,6 +343,7 @@ fn qwen_vision(tower: &Value, which: QwenTower) -> Result<VisionTower, EstimateE
         },
         out: out?,
         pos_taps: if v3 { 4 } else { 0 },
+        ..VisionTower::BASE
     })
 }
 
