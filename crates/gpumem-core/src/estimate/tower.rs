@@ -9,8 +9,8 @@
 //!
 //! Derived for Gemma 3's SigLIP tower with its pooling projector, PaliGemma's with its
 //! linear one, Gemma 4's tower with its soft-token pooler (images padded to the
-//! processor's patch budget; exact where the image fills it, the padding's attention
-//! mask read from the code otherwise), Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's towers
+//! processor's patch budget; the padding's attention mask read from the code under
+//! sdpa), Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's towers
 //! and Llama 4's tiled tower ([`VisionTower`], read from the config); another tower's
 //! forward is not counted, and a warning says so where an image is given.
 
@@ -270,11 +270,15 @@ const GEMMA4_DEFAULT_BUDGET: u64 = 280;
 ///   the images' soft tokens) holds rows of the soft tokens only, below these.
 ///
 /// An image of fewer tokens than its budget has padding patches: the encoder then
-/// builds an attention mask (`create_bidirectional_mask`; eager: images × n² in v,
-/// held through the encoder, and added to the scores; sdpa: CUDA converts the
-/// boolean mask to one of v (`convert_boolean_attn_mask`), padded to 16 columns for
-/// the memory-efficient kernel, which takes the place of flash). These are counted as
-/// read from the code, not traced: the figure is assumed.
+/// builds an attention mask (`masking_utils.py` `create_bidirectional_mask`). Under
+/// eager it is `eager_mask`'s images × n² in v, held through the encoder and added to
+/// the scores (traced). Under sdpa transformers hands over a boolean images × 1 × 1 × n
+/// broadcast, and CUDA (ATen `scaled_dot_product_attention`) converts it to a full
+/// additive mask in v (`convert_boolean_attn_mask`: its `logical_not` and `where`),
+/// copies it for the memory-efficient kernel's alignment where needed
+/// (`preprocess_mask`; counted always) and runs that kernel in flash's place (its
+/// log-sum-exp over 32-row blocks): read from the code, not traced, so the figure is
+/// assumed there.
 fn gemma4(
     tw: &VisionTower,
     images: u64,
@@ -478,8 +482,8 @@ fn gemma4_over(
             checked_product(&[t(&[soft, text_hidden, v])?, 2], WHAT)?,
         ])?,
         patches: n,
-        assumed: assumed(attention, v).or(padded.then_some(
-            "the image does not fill its patch budget: the attention mask over the padding patches is read from transformers' and ATen's code, not traced",
+        assumed: assumed(attention, v).or((padded && !eager).then_some(
+            "the image does not fill its patch budget: under sdpa the attention mask over its padding patches (CUDA's conversion, the memory-efficient kernel) is read from ATen's code, not traced",
         )),
     })
 }
@@ -1160,7 +1164,8 @@ mod tests {
     /// Gemma 4's images are padded to the processor's patch budget: the default 280
     /// soft tokens (2 520 patches) for up to 280 tokens, else the smallest supported
     /// budget that holds them; an image that fills its budget is computed, one with
-    /// padding patches assumed (its attention mask is not traced) and above it. An
+    /// padding patches under sdpa assumed (its attention mask there is not traced) and
+    /// above it. An
     /// image by its pixel values (3 × height × width) is its 16-px patches ÷ 9.
     #[test]
     fn gemma4_pads_to_its_budget() {
@@ -1177,6 +1182,20 @@ mod tests {
         assert!(square.peak > full.peak);
         assert!(square.outputs < full.outputs);
         assert_eq!(at(70).patches, 2520);
+        // Under eager the padding's mask is traced (`tower_check.py`, a 768 × 768
+        // image: 256 tokens in the 280 budget).
+        for (images, traced) in [(1, 798_623_744), (2, 1_597_246_976)] {
+            let eager = phase(
+                &GEMMA4_31B,
+                images,
+                (Some(256), None),
+                5376,
+                2,
+                AttentionImpl::Eager,
+            )
+            .unwrap();
+            assert_eq!((eager.peak, eager.assumed), (traced, None));
+        }
         assert_eq!(at(600).patches, 1120 * 9);
         assert_eq!(at(1120).assumed, None);
         let by_values = phase(&GEMMA4_31B, 1, (None, Some(3 * 672 * 960)), 5376, 2, sdpa).unwrap();

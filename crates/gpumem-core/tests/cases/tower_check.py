@@ -9,18 +9,24 @@ variants written out below), run under torch.no_grad() through the model's own
 the processors hand them over (fp32; Llama 4's tiles bf16; Gemma 4's patches padded
 to the processor's budget, with their int64 positions).
 
-Gemma 4's tower has two data-dependent steps the meta device cannot run, and the
-images traced fill the patch budget (no padding patch) so that both have known
-answers: `Gemma4VisionModel.forward`'s `hidden_states[pooler_mask]` is run as ATen
-runs a boolean index (`expandTensors` in TensorAdvancedIndexing.cpp: the mask's
+Gemma 4's tower has two data-dependent steps the meta device cannot run, whose
+answers a given image fixes (its soft tokens, the patches it fills):
+`Gemma4VisionModel.forward`'s `hidden_states[pooler_mask]` is run as ATen runs a
+boolean index (`expandTensors` in TensorAdvancedIndexing.cpp: the mask's
 `nonzero()`, int64 rows of the mask's dims, then `index` with its columns), with
-the nonzero's output allocated here at the known count (every soft token: the images'
-tokens); and `get_image_features`' `.tolist()` of each image's soft tokens, a host
-read, answers that count. Both allocate on the meta device what they allocate on
-CUDA; the index's output is the same request. The tracker's answer to the encoder's
-"no padding?" check (`_ignore_bidirectional_mask_sdpa`: yes) is the true one for
-such images, so no attention mask is built, as on CUDA. `F.one_hot` in the pooler
-runs on meta as an int64 tensor of the same size CUDA's `zeros` + `scatter_` gives.
+the nonzero's output allocated here at the known count (the images' soft tokens);
+and `get_image_features`' `.tolist()` of each image's soft tokens, a host read,
+answers that count. Both allocate on the meta device what they allocate on CUDA; the
+index's output is the same request. The encoder asks one question of the data, "no
+padding?" (`_ignore_bidirectional_mask_sdpa`: `padding_mask.all()`); the tracker's
+answer, yes, is the true one for images that fill the budget, so no attention mask
+is built, as on CUDA; for a padded image (fewer soft tokens than the budget) it is
+answered no here, and transformers builds its mask (`create_bidirectional_mask`) as
+on CUDA. A padded image is traced under eager only: under sdpa CUDA converts the
+boolean mask and runs the memory-efficient kernel (ATen `scaled_dot_product_attention`,
+`convert_boolean_attn_mask`, `preprocess_mask`), which the trace's SDPA stand-in does
+not follow. `F.one_hot` in the pooler runs on meta as an int64 tensor of the same size
+CUDA's `zeros` + `scatter_` gives.
 
 The tracking is `agent/python/gpumem_trace.py`'s (its Tracker with the caching
 allocator's 512-byte rounding, its dispatch mode, its SDPA stand-in that runs the
@@ -103,6 +109,10 @@ CASES = [
     ("gemma-4-31b-narrow-mlp", "sdpa", 1344, 1920, 1),
     ("gemma-4-31b-wide", "sdpa", 672, 960, 1),
     ("gemma-4-31b-wide", "eager", 672, 960, 1),
+    # A square image (48 x 48 patches, 256 soft tokens) padded to the default budget
+    # of 280: eager only (see above).
+    ("gemma-4-31b", "eager", 768, 768, 1),
+    ("gemma-4-31b", "eager", 768, 768, 2),
 ]
 
 # Gemma 4's tower as `configs/gemma-4-31b.json` has it (Gemma4VisionConfig's defaults)
@@ -115,8 +125,10 @@ GEMMA4_VARIANTS = {
         "num_key_value_heads": 16, "head_dim": 72, "intermediate_size": 4304,
         "num_hidden_layers": 27},
 }
-# The processor's patch budgets (`image_processing_gemma4.py` `_SUPPORTED_SOFT_TOKENS`).
+# The processor's patch budgets (`image_processing_gemma4.py` `_SUPPORTED_SOFT_TOKENS`)
+# and its default (`Gemma4ImageProcessor.max_soft_tokens`).
 GEMMA4_BUDGETS = (70, 140, 280, 560, 1120)
+GEMMA4_DEFAULT_BUDGET = 280
 
 # PaliGemma's configs are not bundled: the towers of google/paligemma-3b-pt-224,
 # google/paligemma2-3b-pt-448 and google/paligemma2-10b-pt-896 (their
@@ -154,9 +166,9 @@ def config(name):
     return json.loads((ROOT / "agent" / "models" / f"{name}.json").read_text())["config"]
 
 
-def _gemma4_mask_mode(count, images):
-    """The two data-dependent steps of Gemma 4's tower on the meta device, as CUDA runs
-    them for images of `count` soft tokens in all that fill the patch budget."""
+def _gemma4_mask_mode(count, images, padded):
+    """The data-dependent steps of Gemma 4's tower on the meta device, as CUDA runs
+    them for images of `count` soft tokens in all (`padded`: fewer than the budget's)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     aten = torch.ops.aten
@@ -164,6 +176,11 @@ def _gemma4_mask_mode(count, images):
     class Mask(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if (padded and func is aten._local_scalar_dense.default
+                    and args[0].dtype == torch.bool):
+                # The encoder's one question, "no padding?"
+                # (`_ignore_bidirectional_mask_sdpa`: `padding_mask.all()`): no.
+                return False
             if func is aten.index.Tensor and any(
                     i is not None and i.dtype == torch.bool for i in args[1]):
                 # `Gemma4VisionModel.forward`: `hidden_states[pooler_mask]`. ATen's
@@ -208,14 +225,21 @@ def trace(name, attn, height, width, images):
             # their (x, y) positions, none of them padding.
             vc = cfg.vision_config
             p, k = vc.patch_size, vc.pooling_kernel_size
-            n = (height // p) * (width // p)
-            soft = n // (k * k)
-            assert soft in GEMMA4_BUDGETS and soft * k * k == n
+            patches = (height // p) * (width // p)
+            soft = patches // (k * k)
+            assert soft * k * k == patches
+            # The budget: the image's tokens where they are a supported budget (the
+            # processor set to it), else the default or the smallest that holds them.
+            budget = soft if soft in GEMMA4_BUDGETS else min(
+                b for b in GEMMA4_BUDGETS if b >= max(soft, GEMMA4_DEFAULT_BUDGET))
+            padded = soft < budget
+            assert attn == "eager" or not padded
+            n = budget * k * k
             px = torch.zeros(images, n, 3 * p * p, dtype=torch.float32, device="meta")
             pos = torch.zeros(images, n, 2, dtype=torch.int64, device="meta")
             tr.begin("forward")
             base = tr.allocated
-            with _gemma4_mask_mode(images * soft, images):
+            with _gemma4_mask_mode(images * soft, images, padded):
                 out = model.get_image_features(pixel_values=px, image_position_ids=pos)
         elif mt in ("gemma3", "paligemma", "llama4"):
             # Llama 4's processor hands its tiles over in bf16
