@@ -298,7 +298,10 @@ fn gemma4(
             .unwrap_or(0),
         (None, None) => 0,
     };
-    let budget = if tokens <= GEMMA4_DEFAULT_BUDGET {
+    // No image (no tokens): no patches, no line.
+    let budget = if tokens == 0 {
+        0
+    } else if tokens <= GEMMA4_DEFAULT_BUDGET {
         GEMMA4_DEFAULT_BUDGET
     } else {
         GEMMA4_BUDGETS
@@ -1182,6 +1185,7 @@ mod tests {
         assert!(square.peak > full.peak);
         assert!(square.outputs < full.outputs);
         assert_eq!(at(70).patches, 2520);
+        assert_eq!(at(0).patches, 0);
         // Under eager the padding's mask is traced (`tower_check.py`, a 768 × 768
         // image: 256 tokens in the 280 budget).
         for (images, traced) in [(1, 798_623_744), (2, 1_597_246_976)] {
