@@ -212,6 +212,44 @@ impl VisionTower {
     };
 }
 
+/// An audio tower's shape, as far as its forward over a clip is derived
+/// (`estimate::audio`, transformers' runtime): Qwen2-Audio's Whisper-style encoder
+/// (transformers 5.23 `models/qwen2_audio/modeling_qwen2_audio.py`
+/// `Qwen2AudioEncoder`: two convolutions over `mels` mel bins, the second of stride 2,
+/// `layers` pre-norm layers of `heads` heads over `positions` frames, an average pool of
+/// 2, and `Qwen2AudioMultiModalProjector`'s linear to the text width). Read from the
+/// config's `audio_config` (`d_model`, `encoder_layers`, `encoder_attention_heads`,
+/// `encoder_ffn_dim`, `num_mel_bins`, `max_source_positions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AudioTower {
+    /// The encoder's width (`d_model`).
+    pub hidden: u64,
+    /// Its layers (`encoder_layers`).
+    pub layers: u64,
+    /// Its attention heads (`encoder_attention_heads`).
+    pub heads: u64,
+    /// Its MLP width (`encoder_ffn_dim`).
+    pub intermediate: u64,
+    /// Mel bins of the input features (`num_mel_bins`).
+    pub mels: u64,
+    /// Frames after the second convolution (`max_source_positions`): the encoder
+    /// takes exactly twice as many feature frames, 30 s of audio at 1 500.
+    pub positions: u64,
+}
+
+impl AudioTower {
+    /// The tower's facts before its config is read (Qwen2AudioEncoderConfig's mel
+    /// bins and positions).
+    pub const BASE: AudioTower = AudioTower {
+        hidden: 0,
+        layers: 0,
+        heads: 0,
+        intermediate: 0,
+        mels: 128,
+        positions: 1500,
+    };
+}
+
 /// Whose cache layout the recurrent-state and indexer lines follow. transformers'
 /// own cache (no engine named, or the `transformers` engine) keeps the whole
 /// convolution window and most recurrent states in fp32, and the indexer's keys in the
@@ -923,6 +961,9 @@ pub struct Architecture {
     /// The vision tower's shape where its forward over an image is derived.
     #[serde(default)]
     pub vision: Option<VisionTower>,
+    /// The audio tower's shape where its forward over a clip is derived.
+    #[serde(default)]
+    pub audio: Option<AudioTower>,
 }
 
 /// serde's default for facts that are on unless a stored import says otherwise.
@@ -1013,6 +1054,7 @@ impl Architecture {
         mup_vectors: false,
         tower_rope_bytes: 0,
         vision: None,
+        audio: None,
     };
 
     /// [`Architecture::BASE`] with every optional part at its own base: where each
@@ -1027,6 +1069,7 @@ impl Architecture {
         shared_attn: Some(SharedAttn::BASE),
         moe: Some(Moe::BASE),
         vision: Some(VisionTower::BASE),
+        audio: Some(AudioTower::BASE),
         ..Architecture::BASE
     };
 }
@@ -1519,6 +1562,14 @@ pub const VARIANT_FACTS: &[Fact] = &[
     fact("tower-pos-taps", G::Variants, K::Count, "Position taps", "0", "Learned positions interpolated per patch from this many table rows (Qwen3-VL: 4); 0: none", at!(vision.pos_taps)),
     fact("tower-pool", G::Variants, K::Count, "Soft-token pooling side", "0", "Patches pooled a side into one soft token after the encoder (Gemma 4: 3); 0: none", at!(vision.pool)),
     fact("tower-head-dim", G::Variants, K::Count, "Vision head size", "0", "The vision tower's attention head size (Gemma 4: head_dim); 0: its width ÷ heads", at!(vision.head_dim)),
+    fact("audio-hidden", G::Variants, K::Count, "Audio tower width", "none",
+        "The audio tower's width (d_model), where its forward over a clip is derived (Qwen2-Audio)", at!(audio.hidden))
+        .always(),
+    fact("audio-layers", G::Variants, K::Count, "Audio tower layers", "", "The audio tower's layers", at!(audio.layers)).need(),
+    fact("audio-heads", G::Variants, K::Count, "Audio tower heads", "", "The audio tower's attention heads", at!(audio.heads)).need(),
+    fact("audio-intermediate", G::Variants, K::Count, "Audio tower MLP", "", "The audio tower's MLP width (encoder_ffn_dim)", at!(audio.intermediate)).need(),
+    fact("audio-mels", G::Variants, K::Count, "Mel bins", "128", "Mel bins of the audio tower's input features", at!(audio.mels)).always(),
+    fact("audio-positions", G::Variants, K::Count, "Audio tower frames", "1500", "Frames the audio tower's layers run over (max_source_positions; twice as many feature frames: 30 s)", at!(audio.positions)).always(),
     fact("attn-gate", G::Variants, K::Bool(Architecture::BASE.attn_gate), "Gated attention output", "",
         "q_proj also yields an output gate: twice as wide (Qwen3-Next)", at!(attn_gate))
         .underived(GATE_OR_SINKS),
@@ -2137,6 +2188,7 @@ impl Architecture {
             tower_params: 0,
             tower_rope_bytes: 0,
             vision: None,
+            audio: None,
             moe: self.moe.map(|m| Moe {
                 dense_layers: 0,
                 every: 1,
@@ -3490,6 +3542,13 @@ mod tests {
                 intermediate: 64,
                 patch: 14,
                 ..VisionTower::BASE
+            }),
+            audio: Some(AudioTower {
+                hidden: 32,
+                layers: 2,
+                heads: 2,
+                intermediate: 64,
+                ..AudioTower::BASE
             }),
             ..base
         };

@@ -245,6 +245,7 @@ fn apply(
         "rope-positions" => input.rope_positions = Some(n),
         "mm-item-tokens" => input.mm_item_tokens = Some(n),
         "mm-item-values" => input.mm_item_values = Some(n),
+        "audio-seconds" => input.audio_seconds = Some(n),
         "compute-dtype" => input.compute_dtype = Dtype::parse(k, v)?,
         "sequences" => input.sequences = n,
         "beams" => input.beams = n,
@@ -447,6 +448,9 @@ fn build_arch(
     a.vision = get("tower-hidden")
         .filter(|w| *w > 0)
         .map(|_| VisionTower::BASE);
+    a.audio = get("audio-hidden")
+        .filter(|w| *w > 0)
+        .map(|_| crate::arch::AudioTower::BASE);
     a.per_layer_input = get("per-layer-input")
         .filter(|w| *w > 0)
         .map(|_| PerLayerInput::BASE);
@@ -573,6 +577,9 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
     }
     if let Some(m) = input.mm_item_values {
         put("mm-item-values", m.to_string());
+    }
+    if let Some(s) = input.audio_seconds {
+        put("audio-seconds", s.to_string());
     }
     if input.generate != d.generate {
         put("generate", input.generate.to_string());

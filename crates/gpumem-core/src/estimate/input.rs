@@ -198,6 +198,10 @@ pub struct EstimateInput {
     /// Values of one item as the processor hands them to the encoder (channels ×
     /// height × width).
     pub mm_item_values: Option<u64>,
+    /// Seconds of the one audio clip each sequence holds, where the model has an
+    /// audio tower (transformers' runtime; Qwen2-Audio's processor pads every clip to
+    /// 30 s and cuts a longer one there).
+    pub audio_seconds: Option<u64>,
     /// Exact tensors read from file headers.
     pub tensors: Option<TensorSummary>,
     /// The model counted by its own code (the agent's transformers count): its
@@ -353,6 +357,7 @@ impl Default for EstimateInput {
             rope_positions: None,
             mm_item_tokens: None,
             mm_item_values: None,
+            audio_seconds: None,
             tensors: None,
             counted: None,
             sequences: 1,

@@ -93,6 +93,9 @@ pub enum LineKey {
     /// What the vision tower's forward over the prompt's images adds to the prefill's
     /// peak (`prefill.vision_tower`).
     PrefillVisionTower,
+    /// What the audio tower's forward over the prompt's clips adds to the prefill's
+    /// peak (`prefill.audio_tower`).
+    PrefillAudioTower,
     /// The reserve (`reserve`).
     Reserve,
     /// Host memory per node for an offloaded optimizer (`host.optimizer`).
@@ -107,7 +110,7 @@ pub enum LineKey {
 
 impl LineKey {
     /// Every key, in the order the estimate adds its lines.
-    pub const ALL: [LineKey; 43] = [
+    pub const ALL: [LineKey; 44] = [
         LineKey::Weights,
         LineKey::WeightsEmbeddings,
         LineKey::WeightsAttention,
@@ -146,6 +149,7 @@ impl LineKey {
         LineKey::PrefillLogits,
         LineKey::PrefillQuantizedMatmul,
         LineKey::PrefillVisionTower,
+        LineKey::PrefillAudioTower,
         LineKey::Reserve,
         LineKey::HostOptimizer,
         LineKey::HostParameters,
@@ -194,6 +198,7 @@ impl LineKey {
             LineKey::PrefillLogits => "prefill.logits",
             LineKey::PrefillQuantizedMatmul => "prefill.quantized_matmul",
             LineKey::PrefillVisionTower => "prefill.vision_tower",
+            LineKey::PrefillAudioTower => "prefill.audio_tower",
             LineKey::Reserve => "reserve",
             LineKey::HostOptimizer => "host.optimizer",
             LineKey::HostParameters => "host.parameters",
@@ -242,7 +247,8 @@ impl LineKey {
             | LineKey::PrefillAttentionScores
             | LineKey::PrefillLogits
             | LineKey::PrefillQuantizedMatmul
-            | LineKey::PrefillVisionTower => Group::Transient,
+            | LineKey::PrefillVisionTower
+            | LineKey::PrefillAudioTower => Group::Transient,
             LineKey::Reserve => Group::Reserve,
             LineKey::HostOptimizer
             | LineKey::HostParameters

@@ -32,6 +32,7 @@ use crate::training::{
 };
 use crate::units::{Bytes, MIB, checked_product};
 
+mod audio;
 mod counted;
 mod input;
 mod kv;
@@ -377,6 +378,7 @@ fn stages<const TRAINING: bool>(input: &EstimateInput) -> Result<Estimate, Estim
     transients::transients(input, &split, &mut b)?;
     // The vision tower's forward, a phase of the prefill beside the text's.
     tower::vision_tower(input, &mut b)?;
+    audio::audio_tower(input, &mut b)?;
 
     // The caching allocator: the loading peak and what the step reserves.
     if TRAINING {

@@ -26,16 +26,16 @@ fn overflow() -> EstimateError {
 
 /// The caching allocator's block for one tensor of `n` bytes (a tensor of none takes
 /// none): every tensor below is one request, rounded as the allocator rounds it.
-fn r(n: u64) -> u64 {
+pub(super) fn r(n: u64) -> u64 {
     if n == 0 { 0 } else { round_size(n) }
 }
 
 /// `r` of a product of sizes.
-fn t(sizes: &[u64]) -> Result<u64, EstimateError> {
+pub(super) fn t(sizes: &[u64]) -> Result<u64, EstimateError> {
     Ok(r(checked_product(sizes, WHAT)?))
 }
 
-fn sum(parts: &[u64]) -> Result<u64, EstimateError> {
+pub(super) fn sum(parts: &[u64]) -> Result<u64, EstimateError> {
     parts
         .iter()
         .try_fold(0u64, |s, x| s.checked_add(*x))
@@ -605,7 +605,7 @@ fn siglip(
 /// the memory-efficient kernel called directly are not traced, nor fp32 compute
 /// (whose casts are aliases); under them the attention's moment is still counted
 /// with its output and log-sum-exp, as sdpa's fused kernel holds them.
-fn assumed(attention: AttentionImpl, v: u64) -> Option<&'static str> {
+pub(super) fn assumed(attention: AttentionImpl, v: u64) -> Option<&'static str> {
     match attention {
         AttentionImpl::Flash | AttentionImpl::Efficient => {
             Some("the flash and memory-efficient paths are taken as sdpa's fused kernel")
@@ -791,7 +791,7 @@ fn qwen(
 }
 
 /// The text prefill's lines in the total (whole model, one device).
-fn text_prefill(lines: &[Line]) -> Result<(u64, u64), EstimateError> {
+pub(super) fn text_prefill(lines: &[Line]) -> Result<(u64, u64), EstimateError> {
     lines
         .iter()
         .filter(|l| {
@@ -812,40 +812,41 @@ fn text_prefill(lines: &[Line]) -> Result<(u64, u64), EstimateError> {
 
 /// The line over text prefill lines `prefill` (whole, one device): what the tower's
 /// phase needs beyond them, at least what the text forward holds of the tower.
-fn top_up(tower_phase: u64, held: u64, prefill: (u64, u64)) -> (u64, u64) {
+pub(super) fn top_up(tower_phase: u64, held: u64, prefill: (u64, u64)) -> (u64, u64) {
     let line = |text: u64| tower_phase.saturating_sub(text).max(held);
     (line(prefill.0), line(prefill.1))
 }
 
-/// After traced figures replace the text prefill's lines, the tower's line is topped
-/// up again over them (its tower phase and what the text forward holds are its
-/// inputs), so the lines' sum stays the larger phase.
+/// After traced figures replace the text prefill's lines, the towers' lines (vision
+/// and audio) are topped up again over them (each one's tower phase and what the
+/// text forward holds are its inputs), so the lines' sum stays the larger phase.
 pub(super) fn retop(lines: &mut [Line]) -> Result<(), EstimateError> {
     let prefill = text_prefill(lines)?;
-    let Some(l) = lines
-        .iter_mut()
-        .find(|l| l.key == LineKey::PrefillVisionTower)
-    else {
-        return Ok(());
-    };
-    let number = |k: &str| l.inputs.get(k).and_then(|v| v.parse::<u64>().ok());
-    let (Some(tower_phase), Some(held)) = (number("tower-phase"), number("held")) else {
-        return Ok(());
-    };
-    let (bytes, device) = top_up(tower_phase, held, prefill);
-    if (bytes, device) != (l.bytes, l.device_bytes) {
-        l.bytes = bytes;
-        l.device_bytes = device;
-        l.formula = format!(
-            "{}; over the traced prefill lines ({} B): {bytes} B",
-            l.formula, prefill.0
-        );
+    for l in lines.iter_mut().filter(|l| {
+        matches!(
+            l.key,
+            LineKey::PrefillVisionTower | LineKey::PrefillAudioTower
+        )
+    }) {
+        let number = |k: &str| l.inputs.get(k).and_then(|v| v.parse::<u64>().ok());
+        let (Some(tower_phase), Some(held)) = (number("tower-phase"), number("held")) else {
+            continue;
+        };
+        let (bytes, device) = top_up(tower_phase, held, prefill);
+        if (bytes, device) != (l.bytes, l.device_bytes) {
+            l.bytes = bytes;
+            l.device_bytes = device;
+            l.formula = format!(
+                "{}; over the traced prefill lines ({} B): {bytes} B",
+                l.formula, prefill.0
+            );
+        }
     }
     Ok(())
 }
 
 /// The highest of a phase's moments, with its name (the first of equals).
-fn highest(moments: &[(&'static str, u64)]) -> (&'static str, u64) {
+pub(super) fn highest(moments: &[(&'static str, u64)]) -> (&'static str, u64) {
     moments
         .iter()
         .copied()

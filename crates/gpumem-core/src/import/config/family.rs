@@ -71,6 +71,10 @@ pub(crate) type TowerRope = fn(&Value) -> Result<u64, EstimateError>;
 pub(crate) type TowerShape =
     fn(&Cfg, &Value) -> Result<Option<crate::arch::VisionTower>, EstimateError>;
 
+/// An audio tower's shape where its forward is derived: its `audio_config` → the
+/// shape ([`crate::arch::AudioTower`]); `None` for a tower the reader does not derive.
+pub(crate) type AudioShape = fn(&Value) -> Result<Option<crate::arch::AudioTower>, EstimateError>;
+
 /// A counted tower: its parameters and one image (prompt tokens, pixel values).
 pub(crate) type TowerCount = (u64, Option<(u64, u64)>);
 
@@ -144,6 +148,9 @@ pub(crate) struct Family {
     /// The shape of its vision tower, where the estimate derives the tower's forward
     /// over an image ([`Architecture::vision`]); `None`: not derived.
     pub vision: Option<TowerShape>,
+    /// The shape of its audio tower, where the estimate derives the tower's forward
+    /// over a clip ([`Architecture::audio`]); `None`: not derived.
+    pub audio_shape: Option<AudioShape>,
     /// Reads the root config into the draft, for a config whose root `model_type` is
     /// this record's (after the hook).
     pub root_hook: Option<RootHook>,
@@ -189,6 +196,7 @@ pub(crate) const BASE: Family = Family {
     audio: None,
     tower_rope: None,
     vision: None,
+    audio_shape: None,
     root_hook: None,
     patches: None,
     whole: None,

@@ -437,6 +437,12 @@ fn read_decoder(
                 {
                     d.arch.vision = shape(root, t)?;
                 }
+                if let Some(shape) = record
+                    .and_then(|r| r.audio_shape)
+                    .filter(|_| *key == "audio_config")
+                {
+                    d.arch.audio = shape(t)?;
+                }
                 d.notes.push(format!(
                     "{key}: the {what} and its projector are counted ({n} parameters, 16-bit)"
                 ));

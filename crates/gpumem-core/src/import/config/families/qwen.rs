@@ -43,6 +43,7 @@ pub(crate) const QWEN2_AUDIO: Family = Family {
     types: "qwen2_audio",
     class: "Qwen2AudioConfig",
     audio: Some(|_, tower, hidden| Ok(qwen2_audio(tower, hidden)?.map(|n| (n, None)))),
+    audio_shape: Some(qwen2_audio_shape),
     ..QWEN2
 };
 
@@ -194,6 +195,36 @@ fn qwen2_audio(tower: &Value, text_hidden: u64) -> Result<Option<u64>, EstimateE
     let convs = mels * d * 3 + d + d * d * 3 + d;
     let layer = 4 * d * d + 3 * d + 4 * d + 2 * d * ffn + ffn + d;
     fit(convs + positions * d + layers * layer + 2 * d + d * text + text).map(Some)
+}
+
+/// Qwen2-Audio's encoder shape, where the estimate derives its forward over a clip
+/// (`estimate::audio`): the same keys and Qwen2AudioEncoderConfig defaults as
+/// [`qwen2_audio`] counts with, and its heads (`encoder_attention_heads`, 20). `None`
+/// for another encoder.
+fn qwen2_audio_shape(tower: &Value) -> Result<Option<crate::arch::AudioTower>, EstimateError> {
+    if tower.get("model_type").and_then(Value::as_str) != Some("qwen2_audio_encoder") {
+        return Ok(None);
+    }
+    let [hidden, intermediate, layers, mels, positions, heads] = sizes(
+        tower,
+        [
+            ("d_model", 1280),
+            ("encoder_ffn_dim", 5120),
+            ("encoder_layers", 32),
+            ("num_mel_bins", 128),
+            ("max_source_positions", 1500),
+            ("encoder_attention_heads", 20),
+        ],
+    )?;
+    let n = fit;
+    Ok(Some(crate::arch::AudioTower {
+        hidden: n(hidden)?,
+        layers: n(layers)?,
+        heads: n(heads)?,
+        intermediate: n(intermediate)?,
+        mels: n(mels)?,
+        positions: n(positions)?,
+    }))
 }
 
 /// Parameters of Qwen2.5-VL's vision tower and merger, counted as transformers'
