@@ -156,8 +156,8 @@ const POSITIONS: &[Field] = &[
         "Prompt tokens per image (Gemma 3: 256)"),
     f("mm-item-values", G::CacheShape, K::Count, "Pixel values per image", "",
         "Pixel values of one image: channels × height × width"),
-    f("audio-seconds", G::CacheShape, K::Count, "Seconds of audio per sequence", "no clip",
-        "Seconds of the one audio clip each sequence holds, encoded by the audio tower under transformers (Qwen2-Audio pads every clip to 30 s)"),
+    f("mm-audio-seconds", G::CacheShape, K::Count, "Seconds of audio per sequence", "no clip",
+        "Seconds of the one audio clip each sequence's prompt holds, encoded by a decoder's audio tower under transformers (Qwen2-Audio pads every clip to 30 s and cuts a longer one there); an encoder-decoder's clip is --audio-seconds"),
 ];
 
 /// The workload, cache, transients, training and devices keys.

@@ -245,7 +245,7 @@ fn apply(
         "rope-positions" => input.rope_positions = Some(n),
         "mm-item-tokens" => input.mm_item_tokens = Some(n),
         "mm-item-values" => input.mm_item_values = Some(n),
-        "audio-seconds" => input.audio_seconds = Some(n),
+        "mm-audio-seconds" => input.audio_seconds = Some(n),
         "compute-dtype" => input.compute_dtype = Dtype::parse(k, v)?,
         "sequences" => input.sequences = n,
         "beams" => input.beams = n,
@@ -579,7 +579,7 @@ pub fn to_pairs(input: &EstimateInput) -> Vec<(&'static str, String)> {
         put("mm-item-values", m.to_string());
     }
     if let Some(s) = input.audio_seconds {
-        put("audio-seconds", s.to_string());
+        put("mm-audio-seconds", s.to_string());
     }
     if input.generate != d.generate {
         put("generate", input.generate.to_string());

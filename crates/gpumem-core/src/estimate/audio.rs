@@ -93,14 +93,13 @@ pub(super) fn qwen2_audio(
 ) -> Result<Phase, EstimateError> {
     let positions = tw.positions;
     let frames = checked_product(&[positions, 2], WHAT)?;
-    let real = checked_product(&[seconds, FRAMES_PER_SECOND], WHAT)?.min(frames);
-    // `_get_feat_extract_output_lengths`, as the processor counts the clip's tokens.
-    let after_conv = real.saturating_sub(1) / 2 + u64::from(real > 0);
-    let tokens = if after_conv >= 2 {
-        (after_conv - 2) / 2 + 1
-    } else {
-        0
-    };
+    let real = seconds.saturating_mul(FRAMES_PER_SECOND).min(frames);
+    // `_get_feat_extract_output_lengths`, as the processor counts the clip's tokens:
+    // (L − 1) ÷ 2 + 1 after the convolutions, (that − 2) ÷ 2 + 1 after the pool.
+    let after_conv = real.checked_sub(1).map_or(0, |n| (n / 2).saturating_add(1));
+    let tokens = after_conv
+        .checked_sub(2)
+        .map_or(0, |n| (n / 2).saturating_add(1));
     let (d, heads) = (tw.hidden, tw.heads);
     let eager = attention == AttentionImpl::Eager;
     let mask = if after_conv >= positions {
@@ -182,7 +181,7 @@ pub(super) fn qwen2_audio(
 }
 
 /// The "audio tower forward" line under transformers' runtime (no engine, or
-/// `--engine transformers`), where the prompt holds a clip (`audio-seconds` given):
+/// `--engine transformers`), where the prompt holds a clip (`mm-audio-seconds` given):
 /// inference only, one clip a sequence. The text prefill's lines (whole model, one
 /// device) are already counted; the line is what the tower's phase needs beyond them,
 /// at least what the text forward holds of it.
@@ -192,13 +191,13 @@ pub(super) fn audio_tower(input: &EstimateInput, b: &mut Builder) -> Result<(), 
     };
     if input.train != TrainMode::None {
         b.warnings.push(
-            "--audio-seconds is read for inference only: the audio tower's forward in training is not counted".into(),
+            "--mm-audio-seconds is read for inference only: the audio tower's forward in training is not counted".into(),
         );
         return Ok(());
     }
     if input.runtime != crate::arch::CacheRuntime::Transformers {
         b.warnings.push(
-            "--audio-seconds is read under transformers' runtime only: a serving engine encodes its clips by its own rule, not counted here".into(),
+            "--mm-audio-seconds is read under transformers' runtime only: a serving engine encodes its clips by its own rule, not counted here".into(),
         );
         return Ok(());
     }
@@ -372,7 +371,7 @@ mod tests {
     fn the_prefill_is_the_larger_phase() {
         assert_eq!(line(&qwen2_audio_7b(&[])), None);
         for (context, seconds) in [("800", "30"), ("300", "10"), ("16000", "30")] {
-            let input = qwen2_audio_7b(&[("context", context), ("audio-seconds", seconds)]);
+            let input = qwen2_audio_7b(&[("context", context), ("mm-audio-seconds", seconds)]);
             let e = estimate(&input).unwrap();
             let prefill: u64 = e
                 .lines
@@ -399,8 +398,12 @@ mod tests {
             assert_eq!(kind, Kind::Computed);
         }
         // The processor cuts a longer clip at 30 s.
-        let whole = line(&qwen2_audio_7b(&[("audio-seconds", "30")])).unwrap().0;
-        let longer = line(&qwen2_audio_7b(&[("audio-seconds", "90")])).unwrap().0;
+        let whole = line(&qwen2_audio_7b(&[("mm-audio-seconds", "30")]))
+            .unwrap()
+            .0;
+        let longer = line(&qwen2_audio_7b(&[("mm-audio-seconds", "90")]))
+            .unwrap()
+            .0;
         assert_eq!(whole, longer);
     }
 
@@ -409,7 +412,7 @@ mod tests {
     /// below the tower's phase).
     #[test]
     fn a_traced_prefill_retops_the_towers_line() {
-        let input = qwen2_audio_7b(&[("audio-seconds", "5"), ("context", "200")]);
+        let input = qwen2_audio_7b(&[("mm-audio-seconds", "5"), ("context", "200")]);
         let e = estimate(&input).unwrap();
         let (before, _) = line(&input).unwrap();
         let mlp = e
@@ -447,7 +450,7 @@ mod tests {
             ("vocab", "100"),
             ("tower-params", "1000"),
             ("context", "16"),
-            ("audio-seconds", "10"),
+            ("mm-audio-seconds", "10"),
         ];
         let (input, errors) = crate::params::from_pairs(pairs);
         assert!(errors.is_empty(), "{errors:?}");
@@ -460,10 +463,10 @@ mod tests {
             "{:?}",
             e.warnings
         );
-        let mut served = qwen2_audio_7b(&[("audio-seconds", "30")]);
+        let mut served = qwen2_audio_7b(&[("mm-audio-seconds", "30")]);
         served.runtime = crate::arch::CacheRuntime::Serving;
         let e = estimate(&served).unwrap();
         assert!(e.lines.iter().all(|l| l.key != LineKey::PrefillAudioTower));
-        assert!(e.warnings.iter().any(|w| w.contains("--audio-seconds")));
+        assert!(e.warnings.iter().any(|w| w.contains("--mm-audio-seconds")));
     }
 }
