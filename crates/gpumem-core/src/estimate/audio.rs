@@ -202,6 +202,9 @@ pub(super) fn audio_tower(input: &EstimateInput, b: &mut Builder) -> Result<(), 
         return Ok(());
     }
     let Some(a) = input.arch else {
+        b.warnings.push(
+            "the audio tower's forward over the prompt's clip is not counted: the model's shape (its config) is not given".into(),
+        );
         return Ok(());
     };
     let Some(tower) = a.audio.filter(|_| !a.encoder && a.encdec_params == 0) else {
