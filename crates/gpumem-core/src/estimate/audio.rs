@@ -34,6 +34,10 @@ pub(super) struct Phase {
     /// The input features and their attention mask as the processor hands them over
     /// (fp32 and int32), held by the caller for the whole generation.
     pub features: u64,
+    /// The prompt's token embeddings: `Qwen2AudioModel.forward` looks them up
+    /// (`get_input_embeddings()(input_ids)`, sequences × prompt × text width) before
+    /// it runs the encoder, and holds them through it.
+    pub embeds: u64,
     /// The phase's peak beyond them: the masks `Qwen2AudioModel.forward` builds, the
     /// features' cast and the moment's activations.
     pub peak: u64,
@@ -160,6 +164,7 @@ pub(super) fn qwen2_audio(
     ]);
     Ok(Phase {
         features: sum(&[t(&[clips, tw.mels, frames, 4])?, t(&[clips, frames, 4])?])?,
+        embeds: t(&[clips, prompt, text_hidden, v])?,
         peak,
         moment,
         // `Qwen2AudioModel.forward`'s locals through the language model: the index
@@ -224,7 +229,7 @@ pub(super) fn audio_tower(input: &EstimateInput, b: &mut Builder) -> Result<(), 
         input.compute_dtype.bytes(),
         input.attention,
     )?;
-    let tower_phase = p.features.checked_add(p.peak).ok_or_else(overflow)?;
+    let tower_phase = sum(&[p.features, p.embeds, p.peak])?;
     let held = p.features.checked_add(p.outputs).ok_or_else(overflow)?;
     let prefill = text_prefill(&b.lines)?;
     let (bytes, device) = top_up(tower_phase, held, prefill);
@@ -247,8 +252,9 @@ pub(super) fn audio_tower(input: &EstimateInput, b: &mut Builder) -> Result<(), 
         },
         true,
         format!(
-            "max(input features {} B + the tower's peak at {} moment {} B − the text prefill's lines {} B, the features and encoder outputs the text forward holds {held} B){}",
+            "max(input features {} B + the prompt's embeddings {} B + the tower's peak at {} moment {} B − the text prefill's lines {} B, the features and encoder outputs the text forward holds {held} B){}",
             p.features,
+            p.embeds,
             p.moment,
             p.peak,
             prefill.0,
@@ -395,9 +401,10 @@ mod tests {
             )
             .unwrap();
             let held = p.features + p.outputs;
-            assert!(prefill + bytes >= p.features + p.peak, "{context}");
+            let phase = p.features + p.embeds + p.peak;
+            assert!(prefill + bytes >= phase, "{context}");
             assert!(bytes >= held, "{context}");
-            assert_eq!(prefill + bytes, (p.features + p.peak).max(prefill + held));
+            assert_eq!(prefill + bytes, phase.max(prefill + held));
             assert_eq!(kind, Kind::Computed);
         }
         // The processor cuts a longer clip at 30 s.
