@@ -218,8 +218,8 @@ pub(super) fn audio_tower(input: &EstimateInput, b: &mut Builder) -> Result<(), 
         );
         return Ok(());
     };
-    // Beam search: `_expand_inputs_for_generation` repeats the features for the beams,
-    // and the first forward encodes every copy.
+    // Beam search: `_expand_inputs_for_generation` repeats the features for the beams
+    // (`generation/utils.py`), and the first forward encodes every copy.
     let clips = checked_product(&[input.sequences, input.beams], WHAT)?;
     let p = qwen2_audio(
         &tower,
@@ -229,8 +229,23 @@ pub(super) fn audio_tower(input: &EstimateInput, b: &mut Builder) -> Result<(), 
         input.compute_dtype.bytes(),
         input.attention,
     )?;
-    let tower_phase = sum(&[p.features, p.embeds, p.peak])?;
-    let held = p.features.checked_add(p.outputs).ok_or_else(overflow)?;
+    // Under beam search the caller's own features stay beside generate's repeated
+    // ones (`repeat_interleave`, a copy).
+    let caller = if input.beams > 1 {
+        qwen2_audio(
+            &tower,
+            input.sequences,
+            seconds,
+            (a.hidden, 0),
+            input.compute_dtype.bytes(),
+            input.attention,
+        )?
+        .features
+    } else {
+        0
+    };
+    let tower_phase = sum(&[caller, p.features, p.embeds, p.peak])?;
+    let held = sum(&[caller, p.features, p.outputs])?;
     let prefill = text_prefill(&b.lines)?;
     let (bytes, device) = top_up(tower_phase, held, prefill);
     b.assumptions.push(format!(
@@ -415,6 +430,42 @@ mod tests {
             .unwrap()
             .0;
         assert_eq!(whole, longer);
+    }
+
+    /// Under beam search every beam's copy of the features is encoded, beside the
+    /// caller's own.
+    #[test]
+    fn beams_encode_every_copy() {
+        let one = qwen2_audio_7b(&[("mm-audio-seconds", "30"), ("context", "100")]);
+        let two = qwen2_audio_7b(&[
+            ("mm-audio-seconds", "30"),
+            ("context", "100"),
+            ("beams", "2"),
+        ]);
+        let input = |k: &EstimateInput| {
+            let e = estimate(k).unwrap();
+            let l = e
+                .lines
+                .iter()
+                .find(|l| l.key == LineKey::PrefillAudioTower)
+                .unwrap()
+                .clone();
+            l.inputs["tower-phase"].parse::<u64>().unwrap()
+        };
+        let p = |clips| {
+            qwen2_audio(
+                &QWEN2_AUDIO_7B,
+                clips,
+                30,
+                (4096, 100),
+                2,
+                AttentionImpl::Sdpa,
+            )
+            .unwrap()
+        };
+        let (p1, p2) = (p(1), p(2));
+        assert_eq!(input(&one), p1.features + p1.embeds + p1.peak);
+        assert_eq!(input(&two), p1.features + p2.features + p2.embeds + p2.peak);
     }
 
     /// A trace that replaces the text prefill's lines moves the tower's line with
