@@ -20,10 +20,6 @@ use crate::arch::AudioTower;
 
 const WHAT: &str = "audio tower forward";
 
-fn overflow() -> EstimateError {
-    EstimateError::Overflow { what: WHAT }
-}
-
 /// Feature frames a second: `WhisperFeatureExtractor`'s hop of 160 samples at 16 kHz
 /// (transformers 5.23 `models/whisper/feature_extraction_whisper.py`).
 const FRAMES_PER_SECOND: u64 = 100;
