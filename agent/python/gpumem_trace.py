@@ -615,6 +615,20 @@ def _attention_functions(torch, kind):
                 "sliding-window layers traced with full causal attention: the fused kernels' "
                 "memory does not depend on the window"
             )
+        if kind == "flash" and query.dtype == torch.float32:
+            # fp32 q, k, v (PEFT's prepare_model_for_kbit_training leaves the embeddings
+            # and norms in fp32) are cast to a dtype flash-attn runs, as transformers'
+            # `flash_attention_forward` does (`get_target_dtype`, then
+            # `fa_peft_integration_check`: the autocast dtype, a quantised model's
+            # `config.dtype`, or the first linear's weight dtype; transformers 5.23
+            # integrations/flash_attention.py, modeling_flash_attention_utils.py).
+            if _autocast_enabled():
+                target = torch.get_autocast_dtype("cpu")
+            elif hasattr(module.config, "_is_quantized"):
+                target = module.config.dtype
+            else:
+                target = next(m for m in module.modules() if isinstance(m, torch.nn.Linear)).weight.dtype
+            query, key, value = query.to(target), key.to(target), value.to(target)
         if kind == "flash":
             # FlashAttention-2 needs one head size for Q, K and V: where the values
             # are narrower (DeepSeek-V2's MLA: 192 against 128) transformers pads them
@@ -939,6 +953,15 @@ def _nf4_linear_class(torch):
     input's dtype for the matmul (a transient of out × in values) and again in the
     backward for the input's gradient; it keeps no activation of its own
     (bitsandbytes/autograd/_functions.py, ``MatMul4Bit``).
+
+    ``Linear4bit.forward`` runs the matmul in its compute dtype: the input cast to it
+    (``x.to(self.compute_dtype)``) and the output cast back to the input's dtype
+    (``.to(inp_dtype)``), both no-ops for an input already in the compute dtype. The
+    compute dtype is ``bnb_4bit_compute_dtype`` as transformers passes it
+    (``integrations/bitsandbytes.py``), here the model's dtype: from bitsandbytes 0.47.0
+    a given compute dtype is kept (``compute_type_is_set = compute_dtype is not
+    None``); 0.46 and earlier switched to a first input in fp32 or bf16
+    (``set_compute_type``). bitsandbytes 0.47.0 - 0.50.1 ``bitsandbytes/nn/modules.py``.
     """
     nn = torch.nn
 
@@ -967,6 +990,7 @@ def _nf4_linear_class(torch):
             dev = linear.weight.device
             self.weight = nn.Parameter(torch.empty((n + 1) // 2, 1, dtype=torch.uint8, device=dev), requires_grad=False)
             self.bias = linear.bias
+            self.compute_dtype = linear.weight.dtype
             self.register_buffer("code", torch.empty(16, dtype=torch.float32, device=dev))
             if double_quant:
                 self.register_buffer("absmax", torch.empty(blocks, dtype=torch.uint8, device=dev))
@@ -976,10 +1000,12 @@ def _nf4_linear_class(torch):
                 self.register_buffer("absmax", torch.empty(blocks, dtype=torch.float32, device=dev))
 
         def forward(self, x):
+            inp_dtype = x.dtype
+            x = x.to(self.compute_dtype)
             out = _MatMul4Bit.apply(x, self.weight, self.out_features, self.in_features)
             if self.bias is not None:
-                out = out + self.bias
-            return out
+                out = out + self.bias.to(self.compute_dtype)
+            return out.to(inp_dtype)
 
     return Nf4Linear
 
@@ -997,6 +1023,18 @@ def _quantise_nf4(torch, model, double_quant):
     for parent, child_name, child in targets:
         setattr(parent, child_name, cls(child, double_quant))
     return len(targets)
+
+
+def _prepare_kbit(model):
+    """PEFT's ``prepare_model_for_kbit_training`` over the NF4 stand-in: every frozen
+    fp16/bf16 parameter that is not a 4-bit weight (the embeddings, the norms, the
+    output projection) cast to fp32, as the QLoRA recipes run it (peft 0.21.2
+    ``peft/utils/other.py``). Its checkpointing half (``gradient_checkpointing_enable``
+    and ``enable_input_require_grads``) is the probe's own, under the workload's
+    ``checkpointing``."""
+    peft = _import("peft")
+    peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    _NOTES.add("QLoRA prepared by peft's prepare_model_for_kbit_training (embeddings, norms and lm_head in fp32)")
 
 
 def _qlora_layers(torch, model):
@@ -1882,6 +1920,11 @@ def _trace(w, group):
     nf4_layers = 0
     if train == "qlora":
         nf4_layers = _quantise_nf4(torch, model, w.get("double_quant", True))
+        # What transformers' quantiser marks on a quantised model's config
+        # (quantizers/base.py, `HfQuantizer.preprocess_model`).
+        model.config._is_quantized = True
+        if w.get("kbit_prepared"):
+            _prepare_kbit(model)
     if train in ("lora", "qlora"):
         model, versions["peft"] = _lora(torch, model, w)
     if train == "qlora":

@@ -184,6 +184,12 @@ pub fn workload_of(input: &EstimateInput, expandable_segments: bool) -> Result<T
         lora_rank: input.lora_rank,
         autocast,
         lora_targets: targets,
+        // The estimate's QLoRA keeps the unquantised modules in fp32 as PEFT's
+        // prepare_model_for_kbit_training casts them (`--keep-format fp32`, its
+        // default); the probe runs that preparation itself.
+        kbit_prepared: input.train == TrainMode::Qlora
+            && input.keep_format == StorageFormat::Dense { dtype: Dtype::F32 }
+            && input.compute_dtype != Dtype::F32,
         logits: input.logits.name().into(),
         expandable_segments: expandable_segments || input.expandable_segments,
         ranks: ranks_of(input)?,

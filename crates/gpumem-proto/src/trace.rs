@@ -92,6 +92,11 @@ pub struct TraceWorkload {
     pub autocast: Option<String>,
     /// LoRA target modules (`q_proj`, … or `all`).
     pub lora_targets: Vec<String>,
+    /// QLoRA: the 4-bit model prepared by PEFT's `prepare_model_for_kbit_training`
+    /// (its embeddings, norms and output projection cast to fp32), as the QLoRA recipes
+    /// run it; absent (false) for a base left in the compute dtype.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub kbit_prepared: bool,
     /// Logits kept in prefill: `last` or `all`.
     pub logits: String,
     /// The allocator model's `expandable_segments`.
@@ -134,6 +139,10 @@ pub struct TraceRanks {
     pub gradient_as_bucket_view: bool,
 }
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 fn is_zero(n: &u8) -> bool {
     *n == 0
 }
@@ -149,7 +158,7 @@ impl TraceWorkload {
             )
         } else {
             format!(
-                "{} training, {} × {} tokens, {}, master weights {}, checkpointing {}{}{}",
+                "{} training, {} × {} tokens, {}, master weights {}, checkpointing {}{}{}{}",
                 self.train,
                 self.sequences,
                 self.context,
@@ -158,6 +167,11 @@ impl TraceWorkload {
                 match (self.checkpointing, self.checkpointing_policy.as_deref()) {
                     (true, Some(p)) => format!("on ({p} policy)"),
                     (c, _) => on(c).into(),
+                },
+                if self.kbit_prepared {
+                    ", prepared for k-bit training (fp32 embeddings and norms)"
+                } else {
+                    ""
                 },
                 self.autocast
                     .as_deref()
@@ -345,6 +359,7 @@ mod tests {
                 lora_rank: 16,
                 autocast: None,
                 lora_targets: vec![],
+                kbit_prepared: false,
                 logits: "last".into(),
                 expandable_segments: false,
                 ranks: None,
