@@ -1181,6 +1181,7 @@ fn lora_and_qlora_steps_agree_with_traces() {
             dropout: false,
             base_keeps_inputs: false,
             base_4bit: false,
+            fp32_hidden: false,
             autocast: false,
             weight_copies: 0,
             modules: ModulesToSave::default(),
@@ -1394,6 +1395,7 @@ fn lora_cases_agree_to_the_byte(python: &std::path::Path, cases: &[LoraCase]) {
             dropout: false,
             base_keeps_inputs: false,
             base_4bit: false,
+            fp32_hidden: false,
             autocast: false,
             weight_copies: 0,
             modules: ModulesToSave::default(),
@@ -1995,6 +1997,7 @@ fn lora_and_qlora_under_autocast_agree_with_traces() {
             dropout: false,
             base_keeps_inputs: false,
             base_4bit: *train == "qlora",
+            fp32_hidden: false,
             autocast,
             weight_copies: if autocast {
                 2 * per_layer * a.layers
@@ -2036,6 +2039,149 @@ fn lora_and_qlora_under_autocast_agree_with_traces() {
         }
     }
     assert!(failures.is_empty(), "past 2 %: {failures:#?}");
+}
+
+/// QLoRA as the recipes run it: the NF4 stand-in's layers as bitsandbytes' `Linear4bit`
+/// runs them (the input cast to the compute dtype, the output back to the input's) and
+/// PEFT's own `prepare_model_for_kbit_training` (the embeddings, norms and output
+/// projection cast to fp32), with PEFT's `Linear4bit` adapters on q, v and on every
+/// linear (`all-linear`), at two sequence lengths, under flash, SDPA and the
+/// memory-efficient kernel, with and without checkpointing (eager attention stays
+/// assumed: which of its matmuls' operands autograd keeps depends on the adapted
+/// projections). The derivation (`Adapters::fp32_hidden`: the hidden states
+/// fp32 through the step, flash's q, k, v cast back to bf16) is computed, not assumed,
+/// equals the traced forward's kept bytes to the byte, and is the estimator's
+/// `--train qlora` line.
+#[test]
+fn qlora_prepared_for_kbit_training_agrees_with_traces_to_the_byte() {
+    use gpumem_core::training::{Adapters, LoraTargets, ModulesToSave};
+    let Some(python) = gpumem_e2e::torch_python("qlora_prepared_for_kbit_training") else {
+        return;
+    };
+    // Llama 3.2 1B's layer, four of them and a smaller vocabulary (a short test).
+    let mut config: serde_json::Value =
+        serde_json::from_str(&config_text("llama-3.2-1b.json")).unwrap();
+    config["num_hidden_layers"] = 4.into();
+    config["vocab_size"] = 32000.into();
+    let text = serde_json::to_string(&config).unwrap();
+    let a = input_of_text(&text, &[("train", "full")]).arch.unwrap();
+    // (targets as the trace takes them, as gpumem reads them, attention, tokens,
+    // checkpointing)
+    let mut cases: Vec<(&[&str], &str, &str, u64, bool)> = Vec::new();
+    for (targets, read) in [(&["q_proj", "v_proj"][..], "q,v"), (&["all"][..], "all")] {
+        for attention in ["flash", "sdpa", "efficient"] {
+            for tokens in [512, 1024] {
+                for ckpt in [false, true] {
+                    cases.push((targets, read, attention, tokens, ckpt));
+                }
+            }
+        }
+    }
+    let mut requests = String::new();
+    for (targets, _, attention, tokens, ckpt) in &cases {
+        let w = serde_json::json!({
+            "config": config, "train": "qlora", "sequences": 2, "context": tokens,
+            "generate": 0, "dtype": "bfloat16", "attention": attention, "optimizer": "adamw",
+            "master_weights": false, "checkpointing": ckpt, "lora_rank": 16,
+            "lora_targets": targets, "logits": "last", "expandable_segments": false,
+            "kbit_prepared": true,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let mut failures = Vec::new();
+    for ((_, targets, attention, tokens, ckpt), t) in cases.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{targets} {attention}: {t}");
+        let kept = t["kept"].as_u64().unwrap();
+        let ad = Adapters {
+            targets: LoraTargets::parse("lora-targets", targets).unwrap(),
+            rank: 16,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+            base_4bit: true,
+            fp32_hidden: true,
+            autocast: false,
+            weight_copies: 0,
+            modules: ModulesToSave::default(),
+        };
+        let kernel = AttentionImpl::parse("attention", attention).unwrap();
+        let derived = decoder_activations(&a, *tokens, 2, 2, *ckpt, kernel, Some(&ad)).unwrap();
+        // Without the preparation (a bf16 base) the step keeps other tensors: the
+        // derivation tells them apart.
+        let bf16_base = decoder_activations(
+            &a,
+            *tokens,
+            2,
+            2,
+            *ckpt,
+            kernel,
+            Some(&Adapters {
+                fp32_hidden: false,
+                ..ad
+            }),
+        )
+        .unwrap();
+        eprintln!(
+            "qlora kbit {targets:<4} {attention:<5} {tokens:>5} ckpt {ckpt:<5} | derived {:>11} traced {kept:>11} | bf16 base {:>11}",
+            derived.kept, bf16_base.kept
+        );
+        assert_eq!(derived.assumed_because, None, "{targets} {attention}");
+        assert_ne!(derived.kept, bf16_base.kept, "{targets} {attention}");
+        // The estimator's `--train qlora` line (its defaults: nf4-dq, fp32 embeddings and
+        // norms, PEFT's fp32 adapters) is this derivation, computed.
+        let est = estimate(&input_of_text(
+            &text,
+            &[
+                ("train", "qlora"),
+                ("lora-targets", targets),
+                ("lora-rank", "16"),
+                ("sequences", "2"),
+                ("context", &tokens.to_string()),
+                ("attention", attention),
+                ("checkpointing", if *ckpt { "true" } else { "false" }),
+            ],
+        ))
+        .unwrap();
+        let line = est
+            .lines
+            .iter()
+            .find(|l| l.key.as_str() == "activations")
+            .unwrap();
+        assert_eq!(line.kind.name(), "computed", "{targets} {attention}");
+        assert_eq!(line.bytes, derived.bytes, "{targets} {attention}");
+        if derived.kept != kept {
+            failures.push(format!(
+                "{targets} {attention} {tokens} ckpt {ckpt}: {} vs traced {kept}",
+                derived.kept
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "not equal: {failures:#?}");
+    let eager = decoder_activations(
+        &a,
+        512,
+        2,
+        2,
+        false,
+        AttentionImpl::Eager,
+        Some(&Adapters {
+            targets: LoraTargets::parse("lora-targets", "q,v").unwrap(),
+            rank: 16,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+            base_4bit: true,
+            fp32_hidden: true,
+            autocast: false,
+            weight_copies: 0,
+            modules: ModulesToSave::default(),
+        }),
+    )
+    .unwrap();
+    assert!(eager.assumed_because.unwrap().contains("eager"));
 }
 
 /// Qwen2-MoE's shared expert (transformers 5.23 `Qwen2MoeSparseMoeBlock`: a gated MLP
@@ -2169,6 +2315,7 @@ fn qwen2_moe_shared_experts_agree_with_traces() {
             dropout: false,
             base_keeps_inputs: false,
             base_4bit: false,
+            fp32_hidden: false,
             autocast: false,
             weight_copies: 0,
             modules: ModulesToSave::default(),
@@ -2619,6 +2766,7 @@ fn gpt_oss_sinks_and_biased_experts_agree_with_traces() {
             dropout: false,
             base_keeps_inputs: false,
             base_4bit: false,
+            fp32_hidden: false,
             autocast: false,
             weight_copies: 0,
             modules: gpumem_core::training::ModulesToSave::default(),

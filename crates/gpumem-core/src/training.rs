@@ -922,6 +922,14 @@ pub struct Adapters {
     /// dtype only outside autocast (`requires_conversion = not
     /// torch.is_autocast_enabled()`).
     pub base_4bit: bool,
+    /// QLoRA prepared by PEFT's `prepare_model_for_kbit_training` (peft 0.21.2
+    /// `peft/utils/other.py`: every fp16/bf16 parameter that is not a `Params4bit` cast
+    /// to fp32): the embeddings and norms are fp32, so the hidden states are fp32 from
+    /// the embedding to the output projection, and each bitsandbytes `Linear4bit` casts
+    /// its fp32 input to its compute dtype and its output back to fp32
+    /// (`Linear4bit.forward`, bitsandbytes 0.45 - 0.50 `bitsandbytes/nn/modules.py`).
+    /// Derived for transformers' Llama-style dense decoder ([`kbit_outside`]).
+    pub fp32_hidden: bool,
     /// The step runs under `torch.autocast` in the compute dtype: `F.linear` casts
     /// `lora_A`'s input and weight to that dtype and keeps those copies, so an adapter
     /// keeps a 16-bit copy of its input (where one exists at all) and a 16-bit
@@ -1960,6 +1968,60 @@ fn fp32_outside(
     }
 }
 
+/// Why a QLoRA base prepared by PEFT's `prepare_model_for_kbit_training`
+/// ([`Adapters::fp32_hidden`]) stays outside the derivation, where it does. Derived (and
+/// traced to the byte through the probe's NF4 stand-in and PEFT's own preparation) for
+/// transformers' Llama-style dense decoder with PEFT's fp32 adapters, no dropout and no
+/// autocast: there every tensor a layer keeps is the fp32 one of fp32 compute, because
+/// the hidden states never leave fp32 — the embedding and the RMSNorms' weights are
+/// fp32 (`LlamaRMSNorm.forward` casts back to its input's dtype, fp32, before its fp32
+/// weight), each bitsandbytes `Linear4bit` casts its input to the compute dtype and its
+/// output back to the input's (`x.to(self.compute_dtype)`, `.to(inp_dtype)`: neither
+/// copy kept, `MatMul4Bit` saving only the packed weight from bitsandbytes 0.43.2;
+/// 0.46 and earlier compute in fp32 outright, `set_compute_type`, keeping the same),
+/// PEFT's fp32 adapters read the fp32 input uncast, and RoPE's cos and sin follow the
+/// hidden states' dtype (`LlamaRotaryEmbedding.forward`). Only flash-attn takes 16-bit
+/// q, k and v (transformers' `fa_peft_integration_check`), so an adapted `o_proj` casts
+/// the kernel's 16-bit output to fp32 for its adapter. Eager attention stays outside:
+/// which of its matmuls' operands autograd keeps depends on which projections are
+/// adapted (traced: fewer than its full fine-tune's terms where o or k is not).
+fn kbit_outside(a: &Architecture, ad: &Adapters, attention: AttentionImpl) -> Option<&'static str> {
+    if !ad.fp32_hidden {
+        None
+    } else if attention == AttentionImpl::Eager {
+        Some(
+            "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) under eager attention: which of its matmuls' operands autograd keeps depends on the adapted projections, not in the derivation (derived under flash, SDPA and the memory-efficient kernel)",
+        )
+    } else if a.moe.is_some()
+        || a.mla.is_some()
+        || a.fused_qkv
+        || a.qk_norm
+        || a.qk_norm_whole
+        || gemma_norms(a)
+        || layernorm_decoder(a)
+        || gpt_oss(a)
+    {
+        Some(
+            "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) make the hidden states fp32: derived for the Llama-style dense decoder only (not q/k norms, fused projections, Gemma's norms, LayerNorm layers or experts)",
+        )
+    } else if ad.autocast {
+        Some(
+            "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) under autocast: what autocast casts between the fp32 hidden states and the 16-bit linears is not in the derivation",
+        )
+    } else if ad.dropout
+        || ad.value != 4
+        || ad.base_keeps_inputs
+        || ad.targets.lm_head
+        || ad.modules != ModulesToSave::default()
+    {
+        Some(
+            "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) are derived with PEFT's fp32 adapters without dropout on the decoder's projections, over bitsandbytes 0.43.2 or later (not traced with dropout, 16-bit adapters, an adapted or trained output projection or embedding, or bitsandbytes 0.43.1's 4-bit linears)",
+        )
+    } else {
+        None
+    }
+}
+
 /// Gemma 2's and Gemma 3's decoder (four fp32 norms a layer, no per-layer scalars or
 /// global layers of another shape; Gemma 3 with q/k norms): its norms are derived
 /// (`decoder_activations`).
@@ -2716,7 +2778,8 @@ pub fn decoder_activations(
         }
         _ => None,
     })
-    .or(fp32_outside(a, value, attention, adapters.is_some()));
+    .or(fp32_outside(a, value, attention, adapters.is_some()))
+    .or(adapters.and_then(|ad| kbit_outside(a, ad, attention)));
     // gpt-oss's full fine-tune (`gpt_oss_activations`) and LoRA on its attention
     // (`gpt_oss_frozen_base`) are derived under the kernels transformers runs it with;
     // elsewhere its line stays assumed, saying why.
@@ -2744,7 +2807,8 @@ pub fn decoder_activations(
                 // layout's own reasons and the adapters' scope count.
                 let why = not_derived(a)
                     .or(fp32_outside(a, value, attention, true))
-                    .or(layernorm_lora_outside(value, ad));
+                    .or(layernorm_lora_outside(value, ad))
+                    .or(kbit_outside(a, ad, attention));
                 match why {
                     None => {
                         layernorm_frozen_base(a, (seq, batch), value, checkpointing, attention, ad)
@@ -2771,6 +2835,12 @@ pub fn decoder_activations(
             }
         };
     }
+    // A QLoRA base prepared by PEFT (`Adapters::fp32_hidden`) carries fp32 hidden states
+    // through every layer: the tensors kept are those of fp32 compute, save what the
+    // flash kernel takes (cast back to the compute dtype below).
+    let kbit = adapters.is_some_and(|ad| ad.fp32_hidden);
+    let compute = value;
+    let value = if kbit { 4 } else { value };
     let tokens = seq.saturating_mul(batch);
     let (h, heads, kv, d, i) = (a.hidden, a.heads, a.kv_heads, a.head_dim, a.intermediate);
     let rsqrt = block(&[tokens, 4]);
@@ -2836,6 +2906,21 @@ pub fn decoder_activations(
         0
     };
     let (attn, attn_text) = match attention {
+        // fp32 q, k and v reach flash-attn only cast to a 16-bit dtype: transformers
+        // 5.23 `flash_attention_forward` casts them to a quantised model's
+        // `config.dtype` (integrations/flash_attention.py `get_target_dtype`,
+        // modeling_flash_attention_utils.py `fa_peft_integration_check`), and the kernel
+        // keeps those copies and its 16-bit output; the fp32 q, k, v it read are freed.
+        AttentionImpl::Flash if kbit => {
+            let (q16, k16) = (
+                block(&[tokens, compute, heads, d]),
+                block(&[tokens, compute, kv, d]),
+            );
+            (
+                add(&[q16, q16, k16, k16, block(&[tokens, 4, heads])]),
+                "c·(2·a·d + 2·k·d) + 4·a (q, k, v cast from fp32 to the compute dtype c for flash-attn: transformers' fa_peft_integration_check)",
+            )
+        }
         AttentionImpl::Flash | AttentionImpl::Sdpa => (
             add(&[qd, qd, kd, kd, block(&[tokens, 4, heads])]),
             "v·(2·a·d + 2·k·d) + 4·a",
@@ -2922,7 +3007,7 @@ pub fn decoder_activations(
             (seq, batch),
             value,
             checkpointing,
-            (attn, attn_text),
+            (attn, attn_text, kbit && attention == AttentionImpl::Flash),
             (ropes, gemma_once, held),
             ad,
         );
@@ -3094,7 +3179,7 @@ fn frozen_base(
     (seq, batch): (u64, u64),
     value: u64,
     checkpointing: bool,
-    (attn, attn_text): (u64, &str),
+    (attn, attn_text, o_cast): (u64, &str, bool),
     (ropes, gemma_once, held): (u64, u64, u64),
     ad: &Adapters,
 ) -> (u64, u64, String) {
@@ -3191,6 +3276,13 @@ fn frozen_base(
             if input_grad || t.k { k_norm } else { 0 },
             if attn_grad { attn } else { 0 },
             module(t.o, width_o),
+            // The flash kernel's 16-bit output read by an fp32 adapter (a QLoRA base
+            // prepared by PEFT): `_cast_input_dtype` makes an fp32 copy lora_A keeps.
+            if o_cast && t.o {
+                block(&[tokens, 4, width_o])
+            } else {
+                0
+            },
             if attn_grad { norm } else { 0 },
             // Gemma's sandwich: the norm after the attention (beside the one before the
             // MLP) and the one after the MLP, whose input needs a gradient once any
@@ -3240,6 +3332,10 @@ fn frozen_base(
         let kept = add(&[mul(&[layers, block(&[tokens, value, h])]), once, held]);
         let recomputed = if routed > 0 {
             layer(true, true).max(if dense > 0 { layer(true, false) } else { 0 })
+        } else if ad.fp32_hidden {
+            // With fp32 hidden states the first norm's fp32 input is the checkpointed
+            // layer input itself, already kept, not an upcast copy.
+            layer(true, false).saturating_sub(block(&[tokens, 4, h]))
         } else {
             layer(true, false)
         };
@@ -3281,10 +3377,16 @@ fn frozen_base(
             ad.value
         ),
         (false, true, _) => "its dropped-out input (v·in) and the dropout's mask (1·in)".into(),
+        (false, false, _) if o_cast && t.o => "the projection's input (v·in, once per tensor read; o_proj an fp32 copy of the flash kernel's 16-bit output, 4·in)".into(),
         (false, false, _) => "the projection's input (v·in, once per tensor read)".into(),
     };
     let formula = format!(
-        "{shape}; frozen base, per layer and token: 2 RMSNorms keep their fp32 upcast 4·h{} + attention {attn_text} + gated MLP 3·v·i{}{}; each adapted projection keeps {adapter_input} and lora_A's output {lora_a_out}·r (PEFT's LoRA Linear.forward){}; once: final norm, RoPE cos/sin, labels, loss{} (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        "{shape}; frozen base{}, per layer and token: 2 RMSNorms keep their fp32 upcast 4·h{} + attention {attn_text} + gated MLP 3·v·i{}{}; each adapted projection keeps {adapter_input} and lora_A's output {lora_a_out}·r (PEFT's LoRA Linear.forward){}; once: final norm, RoPE cos/sin, labels, loss{} (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        if ad.fp32_hidden {
+            " with fp32 hidden states, v = 4 B (PEFT's prepare_model_for_kbit_training: fp32 embeddings and norms; each bitsandbytes Linear4bit casts its input to the compute dtype and its output back to fp32, keeping neither)"
+        } else {
+            ""
+        },
         match (gemma, a.qk_norm) {
             (true, true) =>
                 " (Gemma: four norms a layer, each also with its fp32 1 + w) + q/k norms' fp32 upcast 4·(a + k)·(d + 1) where their inputs need a gradient",
@@ -4342,6 +4444,7 @@ mod tests {
             dropout: false,
             base_keeps_inputs: false,
             base_4bit: false,
+            fp32_hidden: false,
             autocast: false,
             weight_copies: 0,
             modules: ModulesToSave::default(),
@@ -4526,6 +4629,7 @@ mod tests {
             dropout: false,
             base_keeps_inputs: false,
             base_4bit: false,
+            fp32_hidden: false,
             autocast: false,
             weight_copies: 0,
             modules: ModulesToSave::default(),
@@ -4632,6 +4736,7 @@ mod tests {
             dropout: false,
             base_keeps_inputs: false,
             base_4bit: false,
+            fp32_hidden: false,
             autocast: false,
             weight_copies: 0,
             modules: ModulesToSave::default(),
@@ -4756,6 +4861,7 @@ mod tests {
             dropout: false,
             base_keeps_inputs: false,
             base_4bit: false,
+            fp32_hidden: false,
             autocast: false,
             weight_copies: 0,
             modules: ModulesToSave::default(),
@@ -4772,6 +4878,7 @@ mod tests {
             },
             Adapters {
                 base_4bit: true,
+                fp32_hidden: false,
                 ..ad
             },
         ] {
@@ -4923,6 +5030,7 @@ mod tests {
             dropout: false,
             base_keeps_inputs: false,
             base_4bit: false,
+            fp32_hidden: false,
             autocast: false,
             weight_copies: 0,
             modules: ModulesToSave::default(),
@@ -5012,6 +5120,7 @@ mod tests {
                 2,
                 Adapters {
                     base_4bit: true,
+                    fp32_hidden: false,
                     ..lora("q,v")
                 },
                 "QLoRA",
@@ -5143,6 +5252,7 @@ mod tests {
                 dropout: false,
                 base_keeps_inputs: false,
                 base_4bit: false,
+                fp32_hidden: false,
                 autocast: false,
                 weight_copies: 0,
                 modules: ModulesToSave::default(),

@@ -1007,6 +1007,7 @@ mod tests {
                 ("context", context),
                 ("sequences", "1"),
                 ("max-position", "8192"),
+                ("keep-format", "bf16"),
             ]))
             .unwrap();
             let l = e
@@ -1017,7 +1018,9 @@ mod tests {
                 .clone();
             (l.bytes, l.formula)
         };
-        // transformers' path given unsloth's settings: what unsloth adds beside.
+        // transformers' path given unsloth's settings: what unsloth adds beside (both with
+        // the unquantised modules in bf16: PEFT's fp32 preparation is derived on
+        // transformers' path, not on unsloth's, which stays assumed).
         let peft = estimate(&llama_8b(&[
             ("framework", "transformers"),
             ("train", "qlora"),
@@ -1027,6 +1030,7 @@ mod tests {
             ("checkpointing", "true"),
             ("offload-activations", "true"),
             ("loss", "fused"),
+            ("keep-format", "bf16"),
         ]))
         .unwrap();
         let peft = peft
@@ -1743,18 +1747,35 @@ mod tests {
         );
         assert!(est.lines.iter().any(|l| l.key == LineKey::TrainingAdapters));
         // prepare_model_for_kbit_training casts what is not 4-bit to fp32: the
-        // embeddings are 4 B a value, and the fp32 hidden states leave the
-        // derivation, so the activations are assumed and say why.
+        // embeddings are 4 B a value, and the activations follow the fp32 hidden
+        // states (computed, saying so).
         let line =
             |est: &Estimate, key: LineKey| est.lines.iter().find(|l| l.key == key).unwrap().clone();
         assert_eq!(line(&est, LineKey::WeightsEmbeddings).bytes, 1000 * 256 * 4);
         let act = line(&est, LineKey::Activations);
-        assert_eq!(act.kind, Kind::Assumed);
+        assert_eq!(act.kind, Kind::Computed);
         assert!(
-            act.formula.contains("prepare_model_for_kbit_training"),
+            act.formula.contains("prepare_model_for_kbit_training")
+                && act.formula.contains("fp32 hidden states"),
             "{}",
             act.formula
         );
+        // Outside what was traced (eager attention; a 16-bit LoRA base with fp32 norms,
+        // which PyTorch would not run without autocast) the line stays assumed, saying
+        // why.
+        for (k, v, why) in [
+            ("attention", "eager", "eager attention"),
+            ("train", "lora", "fp32 embeddings and norms"),
+        ] {
+            let mut pairs = crate::params::to_pairs(&input);
+            pairs.retain(|(key, _)| *key != k);
+            pairs.push((k, v.into()));
+            let (other, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+            assert!(errors.is_empty(), "{errors:?}");
+            let act = line(&estimate(&other).unwrap(), LineKey::Activations);
+            assert_eq!(act.kind, Kind::Assumed, "{k} {v}");
+            assert!(act.formula.contains(why), "{k} {v}: {}", act.formula);
+        }
         // A recipe that keeps them in bf16 (torchtune, LitGPT) says so, and the line is
         // computed again.
         let mut bf16 = crate::params::to_pairs(&input);
@@ -1768,6 +1789,8 @@ mod tests {
             1000 * 256 * 2
         );
         assert_eq!(line(&est16, LineKey::Activations).kind, Kind::Computed);
+        // fp32 hidden states keep more than bf16 ones.
+        assert!(act.bytes > line(&est16, LineKey::Activations).bytes);
         let back = crate::params::to_pairs(&kept);
         assert_eq!(
             from_pairs(back.iter().map(|(k, v)| (*k, v.as_str()))).0,

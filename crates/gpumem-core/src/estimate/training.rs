@@ -534,6 +534,22 @@ pub(super) fn training(
     // derivation covers (checked against traces), else an assumption that says why.
     if let (Some(a), Some(seq)) = (input.arch, input.context) {
         let value = input.compute_dtype.bytes();
+        // PEFT's prepare_model_for_kbit_training leaves the embeddings and norms in
+        // fp32 (`keep-format fp32`), so the residual stream runs in fp32 between the
+        // 16-bit linears.
+        let kept_fp32 = input.train.adapters()
+            && input.keep_format == StorageFormat::Dense { dtype: Dtype::F32 }
+            && input.compute_dtype != Dtype::F32;
+        // Over a QLoRA base, as transformers and PEFT run it (the frameworks whose step
+        // is PEFT's layers over transformers' decoder), that is derived
+        // (`Adapters::fp32_hidden`); a 16-bit LoRA base with fp32 norms, or another
+        // framework's layers, stays assumed below.
+        let fp32_hidden = kept_fp32
+            && input.train == TrainMode::Qlora
+            && matches!(
+                input.framework,
+                Framework::Unnamed | Framework::Transformers
+            );
         let adapters = if input.train.adapters() {
             let targets = LoraTargets::parse("lora-targets", &input.lora_targets)?;
             let autocast = input.autocast.is_some();
@@ -564,6 +580,7 @@ pub(super) fn training(
                 base_keeps_inputs: input.train == TrainMode::Qlora
                     && input.qlora_kernel == QloraKernel::Bnb0431,
                 base_4bit: input.train == TrainMode::Qlora,
+                fp32_hidden,
                 autocast,
                 weight_copies,
                 modules,
@@ -596,7 +613,15 @@ pub(super) fn training(
         let mut derived = derive(input.checkpointing)?;
         let layers = a.layers.max(1);
         let every = input.checkpointing_every.max(1);
-        let layer_input = checked_product(&[seq, input.sequences, a.hidden, value], "activations")?;
+        let layer_input = checked_product(
+            &[
+                seq,
+                input.sequences,
+                a.hidden,
+                if fp32_hidden { 4 } else { value },
+            ],
+            "activations",
+        )?;
         if input.checkpointing_policy == CheckpointPolicy::Op {
             // torchtitan's selective op policy: each layer also keeps what the policy
             // saves (`training::op_policy_layer`), and the backward's recompute of a
@@ -680,18 +705,11 @@ pub(super) fn training(
                 derived.formula
             );
         }
-        // PEFT's prepare_model_for_kbit_training leaves the embeddings and norms in
-        // fp32 (`keep-format fp32`), so the residual stream between the 16-bit linears
-        // runs in fp32 and, under autocast, each linear and the attention take 16-bit
-        // copies: other tensors than the derivation's.
-        let kept_fp32 = input.train.adapters()
-            && input.keep_format == StorageFormat::Dense { dtype: Dtype::F32 }
-            && input.compute_dtype != Dtype::F32;
         // What the layers keep at the forward's end (with offloading, what stays on
         // the device), for unsloth 2024.4's logits below.
         let kept_at_forward_end = derived.kept;
-        let why = derived.assumed_because.or(kept_fp32.then_some(
-            "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) make the hidden states fp32 between 16-bit linears, not in the derivation",
+        let why = derived.assumed_because.or((kept_fp32 && !fp32_hidden).then_some(
+            "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) make the hidden states fp32: derived over a QLoRA base as transformers and PEFT run it, not over a 16-bit base (whose linears would take fp32 inputs only under autocast) or another framework's layers",
         ));
         let (bytes, formula, kind, label) = match why {
             None => (

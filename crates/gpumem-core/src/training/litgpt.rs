@@ -338,6 +338,7 @@ mod tests {
             dropout: true,
             base_keeps_inputs,
             base_4bit: false,
+            fp32_hidden: false,
             autocast: false,
             weight_copies: 0,
             modules: ModulesToSave::default(),
