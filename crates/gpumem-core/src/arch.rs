@@ -188,6 +188,12 @@ pub struct VisionTower {
     pub pool: u64,
     /// The attention's head size (Gemma 4's `head_dim`); 0: hidden ÷ heads.
     pub head_dim: u64,
+    /// The attention's key/value heads (Gemma 4's `num_key_value_heads`); 0: as many
+    /// as heads.
+    pub kv_heads: u64,
+    /// Whether every projection clamps its input and output (Gemma 4's
+    /// `use_clipped_linears`).
+    pub clipped: bool,
 }
 
 impl VisionTower {
@@ -209,6 +215,8 @@ impl VisionTower {
         pos_taps: 0,
         pool: 0,
         head_dim: 0,
+        kv_heads: 0,
+        clipped: false,
     };
 }
 
@@ -1562,6 +1570,9 @@ pub const VARIANT_FACTS: &[Fact] = &[
     fact("tower-pos-taps", G::Variants, K::Count, "Position taps", "0", "Learned positions interpolated per patch from this many table rows (Qwen3-VL: 4); 0: none", at!(vision.pos_taps)),
     fact("tower-pool", G::Variants, K::Count, "Soft-token pooling side", "0", "Patches pooled a side into one soft token after the encoder (Gemma 4: 3); 0: none", at!(vision.pool)),
     fact("tower-head-dim", G::Variants, K::Count, "Vision head size", "0", "The vision tower's attention head size (Gemma 4: head_dim); 0: its width ÷ heads", at!(vision.head_dim)),
+    fact("tower-kv-heads", G::Variants, K::Count, "Vision KV heads", "0", "The vision tower's key/value heads (Gemma 4: num_key_value_heads); 0: as many as its heads", at!(vision.kv_heads)),
+    fact("tower-clipped", G::Variants, K::Bool(VisionTower::BASE.clipped), "Clipped vision projections", "",
+        "Every projection of the vision tower clamps its input and output (Gemma 4: use_clipped_linears)", at!(vision.clipped)),
     fact("audio-hidden", G::Variants, K::Count, "Audio tower width", "none",
         "The audio tower's width (d_model), where its forward over a clip is derived (Qwen2-Audio)", at!(audio.hidden))
         .always(),

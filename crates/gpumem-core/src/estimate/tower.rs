@@ -10,7 +10,7 @@
 //! Derived for Gemma 3's SigLIP tower with its pooling projector, PaliGemma's with its
 //! linear one, Gemma 4's tower with its soft-token pooler (images padded to the
 //! processor's patch budget; the padding's attention mask read from the code under
-//! sdpa), Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's towers
+//! sdpa; with or without clipped linears and grouped key/value heads), Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's towers
 //! and Llama 4's tiled tower ([`VisionTower`], read from the config); another tower's
 //! forward is not counted, and a warning says so where an image is given.
 
@@ -235,8 +235,8 @@ const GEMMA4_DEFAULT_BUDGET: u64 = 280;
 /// positions (int64; −1 on padding) the caller holds beside them. The budget is the
 /// processor's default (280 soft tokens), or the smallest supported one that holds
 /// the image's tokens beyond it. T = images × n rows of the tower's width h, in the
-/// compute dtype (v bytes); q, k and v are heads × head_dim wide (the family reads
-/// the tower only with as many key/value heads as heads):
+/// compute dtype (v bytes); q is heads × head_dim wide, k and v key/value heads ×
+/// head_dim (`num_key_value_heads`, a divisor of the heads):
 /// - held through the encoder: `padding_positions` and the `~padding_positions` the
 ///   encoder takes (bool, T each), the rotary's cos and sin
 ///   (`Gemma4VisionRotaryEmbedding.forward`: T × 4 · ⌈head_dim ÷ 4⌉ in v), the
@@ -247,17 +247,29 @@ const GEMMA4_DEFAULT_BUDGET: u64 = 280;
 ///   tensors (GELU of `gate_proj`, `up_proj`'s output, their product);
 /// - the norms' (`Gemma4RMSNorm`: the fp32 copy, the mean square plus eps and its
 ///   power −0.5 (a row each, per head for `q_norm`, `k_norm`, `v_norm`) and the fp32
-///   product): `v_norm`'s beside `input_layernorm`'s output, q and k rotated and
-///   `v_proj`'s output; `post_feedforward_layernorm`'s beside the residual sum and
-///   `down_proj`'s output;
+///   product): `q_norm`'s beside `input_layernorm`'s output and `q_proj`'s; `v_norm`'s
+///   beside it, q and k rotated and `v_proj`'s output; `post_feedforward_layernorm`'s
+///   beside the residual sum and `down_proj`'s output;
 /// - the rotary's (`apply_multidimensional_rope`: per half, x · cos, `rotate_half`'s
-///   concatenation times sin and their sum; the halves concatenated);
+///   concatenation times sin and their sum; the halves concatenated), over q, then
+///   over k beside q;
 /// - the attention's: under sdpa (flash: no mask where no patch is padding) its
 ///   output and fp32 log-sum-exp, then `o_proj`'s output beside q, k and v; under eager
 ///   (`eager_attention_forward`, scaling 1.0) `matmul(q, kᵀ) · scaling` (v), softmax's
 ///   fp32 copy and fp32 output, T · heads · n × (v + 8), and its probabilities (v)
 ///   outlive the attention into the MLP's moment (`hidden_states, _ =
-///   self.self_attn(…)`);
+///   self.self_attn(…)`). With fewer key/value heads, `repeat_kv` copies k and v to
+///   the heads' width (`expand`, `reshape`) under eager, held until
+///   `eager_attention_forward` returns (through its output's contiguous copy); sdpa
+///   without a mask passes `enable_gqa` (`integrations/sdpa_attention.py`
+///   `use_gqa_in_sdpa`) and flash reads the grouped k and v, no copy; with a mask it
+///   repeats them too;
+/// - with `use_clipped_linears`, each `Gemma4ClippableLinear` (q, k, v, o and the
+///   MLP's three) clamps its input into a new tensor beside which the linear's output
+///   is made, then clamps that output into another (its bounds are 0-d buffers, so
+///   both stay in v); each pair lives only within the projection's call. The
+///   projections' moments are counted with them; in the traced shapes they stay below
+///   a norm's or the MLP's moment, so the peak is the one without them;
 /// - the patch embedding's (`Gemma4VisionPatchEmbedder`: `2 · (pixel_values − 0.5)`
 ///   in fp32, its cast to v, `input_proj`'s output and the position embeddings: the
 ///   clamped positions (int64), the x and y lookups, their sum and `torch.where`'s
@@ -336,14 +348,35 @@ fn gemma4_over(
         h.checked_div(heads).unwrap_or(0)
     };
     let qw = checked_product(&[heads, hd], WHAT)?;
+    // Key/value heads (`num_key_value_heads`; the family reads only those that divide
+    // the heads).
+    let kvh = if tw.kv_heads > 0 { tw.kv_heads } else { heads };
+    let kw = checked_product(&[kvh, hd], WHAT)?;
     let x = t(&[rows, h, v])?;
     let f = t(&[rows, h, 4])?;
     let s1 = t(&[rows, 4])?;
     let xq = t(&[rows, qw, v])?;
     let fq = t(&[rows, qw, 4])?;
     let sq = t(&[rows, heads, 4])?;
+    let xk = t(&[rows, kw, v])?;
+    let fk = t(&[rows, kw, 4])?;
+    let sk = t(&[rows, kvh, 4])?;
     // `apply_multidimensional_rope`: two halves of 2 · (head_dim ÷ 4) channels.
-    let half = t(&[rows, heads, checked_product(&[2, hd / 4], WHAT)?, v])?;
+    let rotated = checked_product(&[2, hd / 4], WHAT)?;
+    let half = t(&[rows, heads, rotated, v])?;
+    let half_k = t(&[rows, kvh, rotated, v])?;
+    // `repeat_kv`'s copies of k and v at the heads' width (`expand` then `reshape`),
+    // made where the key/value heads are fewer: by `eager_attention_forward`, and by
+    // `sdpa_attention_forward` where a mask is given (`use_gqa_in_sdpa`: without one
+    // sdpa takes `enable_gqa` and flash reads the grouped k and v as they are). Both
+    // keep them until they return.
+    let reps = if kvh < heads {
+        checked_product(&[xq, 2], WHAT)?
+    } else {
+        0
+    };
+    let kv = checked_product(&[xk, 2], WHAT)?;
+    let clip = tw.clipped;
     let inter = t(&[rows, tw.intermediate, v])?;
     let eager = attention == AttentionImpl::Eager;
     let mask = t(&[rows])?;
@@ -379,7 +412,9 @@ fn gemma4_over(
         sum(&[
             held,
             x,
-            checked_product(&[xq, 3], WHAT)?,
+            xq,
+            kv,
+            reps,
             probs,
             checked_product(&[fp32_scores, 2], WHAT)?,
         ])?
@@ -389,7 +424,9 @@ fn gemma4_over(
         sum(&[
             held,
             x,
-            checked_product(&[xq, 4], WHAT)?,
+            checked_product(&[xq, 2], WHAT)?,
+            kv,
+            reps,
             t(&[images, heads, n32, 4])?,
             t(&[images, n, n])?,
             t(&[images, n, n, v])?,
@@ -399,36 +436,73 @@ fn gemma4_over(
         sum(&[
             held,
             x,
-            checked_product(&[xq, 4], WHAT)?,
+            checked_product(&[xq, 2], WHAT)?,
+            kv,
             t(&[images, heads, n, 4])?,
         ])?
     };
+    // A `Gemma4ClippableLinear` of input `i` and output `o` bytes: the linear's output
+    // beside the clamped input (`torch.clamp`, a new tensor; its bounds are 0-d
+    // buffers, so it keeps the input's dtype), then the clamped output beside the
+    // linear's; without clipping, the output alone.
+    let proj = |i: u64, o: u64| -> Result<u64, EstimateError> {
+        if clip {
+            Ok(sum(&[i, o])?.max(checked_product(&[o, 2], WHAT)?))
+        } else {
+            Ok(o)
+        }
+    };
     // `o_proj`'s output beside q, k, v and the attention's output; under eager the
-    // output's contiguous copy beside `matmul(probs, v)` before it.
+    // output's contiguous copy beside `matmul(probs, v)` before it (and beside
+    // `repeat_kv`'s copies, still held).
+    let o_out = proj(xq, x)?;
     let o_proj = sum(&[
         held,
         x,
-        checked_product(&[xq, 4], WHAT)?,
+        xq,
+        kv,
+        xq,
         probs,
-        if eager { x.max(xq) } else { x },
+        if eager {
+            o_out.max(sum(&[xq, reps])?)
+        } else {
+            o_out
+        },
     ])?;
-    let rope = sum(&[
-        held,
-        x,
-        xq,
-        xq,
-        checked_product(&[half, 4], WHAT)?
-            .max(xq.saturating_add(checked_product(&[half, 2], WHAT)?)),
-    ])?;
-    let v_norm = sum(&[held, x, checked_product(&[xq, 3], WHAT)?, norm(fq, sq)?])?;
+    // The rotary's over q (beside `input_layernorm`'s output), then over k (beside q).
+    let rotary = |w: u64, half: u64| -> Result<u64, EstimateError> {
+        Ok(checked_product(&[half, 4], WHAT)?.max(sum(&[w, checked_product(&[half, 2], WHAT)?])?))
+    };
+    let rope =
+        sum(&[held, x, xq, rotary(xq, half)?])?.max(sum(&[held, x, xq, xk, rotary(xk, half_k)?])?);
+    // `q_norm`'s beside `q_proj`'s output; `v_norm`'s beside q, k and `v_proj`'s
+    // output (`k_norm`'s, beside less, is below it).
+    let q_norm = sum(&[held, x, xq, norm(fq, sq)?])?;
+    let v_norm = sum(&[held, x, xq, kv, norm(fk, sk)?])?;
+    // The projections' clamps: `q_proj`'s beside `input_layernorm`'s output, `k_proj`'s
+    // beside q, `v_proj`'s beside q and k.
+    let clamps = if clip {
+        sum(&[held, x, proj(x, xq)?])?
+            .max(sum(&[held, x, xq, proj(x, xk)?])?)
+            .max(sum(&[held, x, xq, xk, proj(x, xk)?])?)
+    } else {
+        0
+    };
     let in_norm = sum(&[held, norm(f, s1)?])?;
     let post_ff = sum(&[held, probs, checked_product(&[x, 2], WHAT)?, norm(f, s1)?])?;
-    let mlp = sum(&[
-        held,
-        probs,
-        checked_product(&[x, 2], WHAT)?,
-        checked_product(&[inter, 3], WHAT)?,
-    ])?;
+    // The MLP beside the residual sum and `pre_feedforward_layernorm`'s output: GELU of
+    // `gate_proj`'s output beside `up_proj`'s and their product; clipped, also
+    // `up_proj`'s linear beside GELU's output and the clamped input, and `down_proj`'s
+    // beside the product (the caller's argument) and its clamped copy.
+    let mlp_inner = checked_product(&[inter, 3], WHAT)?;
+    let mlp_inner = if clip {
+        mlp_inner
+            .max(sum(&[inter, proj(x, inter)?])?)
+            .max(sum(&[inter, proj(inter, x)?])?)
+    } else {
+        mlp_inner
+    };
+    let mlp = sum(&[held, probs, checked_product(&[x, 2], WHAT)?, mlp_inner])?;
     // The patch embedding, beside `padding_positions`.
     let p4 = t(&[rows, per_patch, 4])?;
     let p2 = t(&[rows, per_patch, v])?;
@@ -463,7 +537,9 @@ fn gemma4_over(
         ("the attention's", attn),
         ("o_proj's", o_proj),
         ("the rotary's", rope),
+        ("q_norm's", q_norm),
         ("v_norm's", v_norm),
+        ("the projections' clamps", clamps),
         ("input_layernorm's", in_norm),
         ("post_feedforward_layernorm's", post_ff),
         ("the patch embedding's", embed),
@@ -894,7 +970,7 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
     }
     let Some(tower) = a.vision else {
         b.warnings.push(
-            "the vision tower's forward over the prompt's image is not counted: it is derived for Gemma 3's and PaliGemma's SigLIP towers, Gemma 4's (without clipped linears), Qwen2.5-VL's, Qwen3-VL's, Qwen3.5's and Llama 4's (transformers), not this model's: add it to --reserve-gib".into(),
+            "the vision tower's forward over the prompt's image is not counted: it is derived for Gemma 3's and PaliGemma's SigLIP towers, Gemma 4's, Qwen2.5-VL's, Qwen3-VL's, Qwen3.5's and Llama 4's (transformers), not this model's: add it to --reserve-gib".into(),
         );
         return Ok(());
     };
@@ -1084,6 +1160,26 @@ mod tests {
         head_dim: 72,
         ..GEMMA4_31B
     };
+    const GEMMA4_E4B: VisionTower = VisionTower {
+        clipped: true,
+        ..GEMMA4_31B
+    };
+    const GEMMA4_GQA: VisionTower = VisionTower {
+        kv_heads: 4,
+        ..GEMMA4_31B
+    };
+    const GEMMA4_E4B_NARROW_MLP: VisionTower = VisionTower {
+        intermediate: 768,
+        ..GEMMA4_E4B
+    };
+    const GEMMA4_GQA_NARROW_MLP: VisionTower = VisionTower {
+        intermediate: 768,
+        ..GEMMA4_GQA
+    };
+    const GEMMA4_CLIPPED_GQA_NARROW_MLP: VisionTower = VisionTower {
+        clipped: true,
+        ..GEMMA4_GQA_NARROW_MLP
+    };
 
     fn peak(tw: &VisionTower, images: u64, side: (u64, u64), attention: AttentionImpl) -> Phase {
         let patches = (side.0 / tw.patch) * (side.1 / tw.patch);
@@ -1153,6 +1249,33 @@ mod tests {
             (&GEMMA4_NARROW_MLP, 1, (1344, 1920), Sdpa, 182_176_768),
             (&GEMMA4_WIDE, 1, (672, 960), Sdpa, 89_032_704),
             (&GEMMA4_WIDE, 1, (672, 960), Eager, 1_051_631_616),
+            (&GEMMA4_31B, 1, (1344, 1920), Eager, 12_288_266_240),
+            (&GEMMA4_E4B, 1, (672, 960), Sdpa, 62_581_760),
+            (&GEMMA4_E4B, 1, (672, 960), Eager, 785_922_560),
+            (&GEMMA4_E4B, 1, (1344, 1920), Sdpa, 250_327_040),
+            (&GEMMA4_E4B, 1, (1344, 1920), Eager, 12_288_266_240),
+            (&GEMMA4_GQA, 1, (672, 960), Sdpa, 62_581_760),
+            (&GEMMA4_GQA, 1, (672, 960), Eager, 788_503_040),
+            (&GEMMA4_GQA, 1, (1344, 1920), Sdpa, 250_327_040),
+            (&GEMMA4_GQA, 1, (1344, 1920), Eager, 12_298_588_160),
+            (&GEMMA4_E4B_NARROW_MLP, 1, (672, 960), Sdpa, 39_600_128),
+            (&GEMMA4_E4B_NARROW_MLP, 1, (672, 960), Eager, 785_922_560),
+            (&GEMMA4_GQA_NARROW_MLP, 1, (672, 960), Sdpa, 31_858_688),
+            (&GEMMA4_GQA_NARROW_MLP, 1, (672, 960), Eager, 788_503_040),
+            (
+                &GEMMA4_CLIPPED_GQA_NARROW_MLP,
+                1,
+                (672, 960),
+                Sdpa,
+                31_858_688,
+            ),
+            (
+                &GEMMA4_CLIPPED_GQA_NARROW_MLP,
+                1,
+                (672, 960),
+                Eager,
+                788_503_040,
+            ),
         ];
         for (tw, images, side, attention, traced) in cases {
             let p = peak(tw, images, side, attention);

@@ -3,8 +3,8 @@
 PaliGemma's SigLIP towers with their projectors, Gemma 4's tower with its embedder,
 Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's towers with their mergers and Llama 4's tiled
 tower with its adapter, built by transformers from the configs in `agent/models/`
-(Llama 4's and Gemma 4's from `tests/cases/configs/`, PaliGemma's and two Gemma 4
-variants written out below), run under torch.no_grad() through the model's own
+(Llama 4's and Gemma 4's from `tests/cases/configs/`, PaliGemma's, Gemma 4 E4B's
+tower and Gemma 4 variants written out below), run under torch.no_grad() through the model's own
 `get_image_features` as generate's first forward runs it, with the pixel values as
 the processors hand them over (fp32; Llama 4's tiles bf16; Gemma 4's patches padded
 to the processor's budget, with their int64 positions).
@@ -113,17 +113,47 @@ CASES = [
     # of 280: eager only (see above).
     ("gemma-4-31b", "eager", 768, 768, 1),
     ("gemma-4-31b", "eager", 768, 768, 2),
+    ("gemma-4-31b", "eager", 1344, 1920, 1),
+    # Gemma 4's tower with clipped linears (google/gemma-4-E4B-it's) and with grouped
+    # key/value heads, at 280 and 1 120 soft tokens; with a narrow MLP, where the norms'
+    # moments (`v_norm`'s, `q_norm`'s with grouped heads) are the peak.
+    ("gemma-4-e4b", "sdpa", 672, 960, 1),
+    ("gemma-4-e4b", "eager", 672, 960, 1),
+    ("gemma-4-e4b", "sdpa", 1344, 1920, 1),
+    ("gemma-4-e4b", "eager", 1344, 1920, 1),
+    ("gemma-4-31b-gqa", "sdpa", 672, 960, 1),
+    ("gemma-4-31b-gqa", "eager", 672, 960, 1),
+    ("gemma-4-31b-gqa", "sdpa", 1344, 1920, 1),
+    ("gemma-4-31b-gqa", "eager", 1344, 1920, 1),
+    ("gemma-4-e4b-narrow-mlp", "sdpa", 672, 960, 1),
+    ("gemma-4-e4b-narrow-mlp", "eager", 672, 960, 1),
+    ("gemma-4-31b-gqa-narrow-mlp", "sdpa", 672, 960, 1),
+    ("gemma-4-31b-gqa-narrow-mlp", "eager", 672, 960, 1),
+    ("gemma-4-e4b-gqa-narrow-mlp", "sdpa", 672, 960, 1),
+    ("gemma-4-e4b-gqa-narrow-mlp", "eager", 672, 960, 1),
 ]
 
 # Gemma 4's tower as `configs/gemma-4-31b.json` has it (Gemma4VisionConfig's defaults)
 # and two variants of it, not published configs, that move the peak to other moments
 # of the same code: an MLP as narrow as the tower (the attention's and the pooler's
 # moments), and a tower 1152 wide of 16 heads of 72 (head_dim not a power of two).
+# "gemma-4-e4b" is the tower of google/gemma-4-E4B-it
+# (https://huggingface.co/google/gemma-4-E4B-it/blob/main/config.json, as public
+# copies quote its `vision_config`: Gemma4VisionConfig's defaults with
+# `use_clipped_linears: true` and `standardize: false`), beside the 31B's text model,
+# which the tower's peak does not read; the grouped-KV ones (4 key/value heads for 12)
+# are not published configs.
 GEMMA4_VARIANTS = {
     "gemma-4-31b-narrow-mlp": {"intermediate_size": 768},
     "gemma-4-31b-wide": {"hidden_size": 1152, "num_attention_heads": 16,
         "num_key_value_heads": 16, "head_dim": 72, "intermediate_size": 4304,
         "num_hidden_layers": 27},
+    "gemma-4-e4b": {"use_clipped_linears": True, "standardize": False},
+    "gemma-4-31b-gqa": {"num_key_value_heads": 4},
+    "gemma-4-e4b-narrow-mlp": {"use_clipped_linears": True, "intermediate_size": 768},
+    "gemma-4-31b-gqa-narrow-mlp": {"num_key_value_heads": 4, "intermediate_size": 768},
+    "gemma-4-e4b-gqa-narrow-mlp": {"use_clipped_linears": True, "num_key_value_heads": 4,
+        "intermediate_size": 768},
 }
 # The processor's patch budgets (`image_processing_gemma4.py` `_SUPPORTED_SOFT_TOKENS`)
 # and its default (`Gemma4ImageProcessor.max_soft_tokens`).

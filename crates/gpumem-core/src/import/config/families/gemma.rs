@@ -395,15 +395,15 @@ fn gemma4_vision(
 
 /// Gemma 4's tower as its forward is derived (`estimate::tower`): transformers 5.23
 /// `Gemma4VisionModel` (`models/gemma4/modeling_gemma4.py`) with Gemma4VisionConfig's
-/// defaults where the config is silent. Derived without clipped linears (under
-/// `use_clipped_linears` every linear clamps its input and output into new tensors)
-/// and with as many key/value heads as query heads, head sizes a multiple of 4
+/// defaults where the config is silent: with or without clipped linears
+/// (`use_clipped_linears`: every `Gemma4ClippableLinear` clamps its input and output
+/// into new tensors), key/value heads that divide the heads
+/// (`Gemma4VisionAttention`'s `num_key_value_groups`), head sizes a multiple of 4
 /// (`apply_multidimensional_rope` splits each head in two halves of
 /// 2 · (head_dim ÷ 4)); `None` otherwise, and for another tower.
 fn gemma4_vision_shape(root: &Cfg, tower: &Value) -> Result<Option<VisionTower>, EstimateError> {
     if root.str("model_type") != Some("gemma4")
         || tower.get("model_type").and_then(Value::as_str) != Some("gemma4_vision")
-        || Cfg::new(tower).flag("use_clipped_linears") == Some(true)
     {
         return Ok(None);
     }
@@ -430,8 +430,8 @@ fn gemma4_vision_shape(root: &Cfg, tower: &Value) -> Result<Option<VisionTower>,
         ],
     )?
     .map(fit);
-    let (heads, head_dim) = (heads?, head_dim?);
-    if kv_heads? != heads || head_dim % 4 != 0 || head_dim == 0 {
+    let (heads, kv_heads, head_dim) = (heads?, kv_heads?, head_dim?);
+    if heads.checked_rem(kv_heads) != Some(0) || head_dim % 4 != 0 || head_dim == 0 {
         return Ok(None);
     }
     Ok(Some(VisionTower {
@@ -442,6 +442,8 @@ fn gemma4_vision_shape(root: &Cfg, tower: &Value) -> Result<Option<VisionTower>,
         patch: patch?,
         pool: pool?,
         head_dim,
+        kv_heads,
+        clipped: Cfg::new(tower).flag("use_clipped_linears") == Some(true),
         ..VisionTower::BASE
     }))
 }
@@ -576,8 +578,8 @@ mod tests {
     }
 
     /// Gemma 4's tower as its forward is derived: Gemma4VisionConfig's defaults where
-    /// the config names only its type (Gemma-4-31B's), not derived with clipped
-    /// linears or fewer key/value heads than heads.
+    /// the config names only its type (Gemma-4-31B's), with clipped linears (Gemma 4
+    /// E4B's tower), with key/value heads that divide the heads, not with others.
     #[test]
     fn gemma4_vision_shape_reads_the_defaults() {
         let root: Value = serde_json::json!({"model_type": "gemma4"});
@@ -595,12 +597,19 @@ mod tests {
                 patch: 16,
                 pool: 3,
                 head_dim: 64,
+                kv_heads: 12,
                 ..VisionTower::BASE
             }
         );
+        let read = |tower: Value| gemma4_vision_shape(&Cfg::new(&root), &tower).unwrap();
+        let clipped =
+            serde_json::json!({"model_type": "gemma4_vision", "use_clipped_linears": true});
+        assert_eq!(read(clipped).map(|t| t.clipped), Some(true));
+        let grouped = serde_json::json!({"model_type": "gemma4_vision", "num_key_value_heads": 4});
+        assert_eq!(read(grouped).map(|t| t.kv_heads), Some(4));
         for other in [
-            serde_json::json!({"model_type": "gemma4_vision", "use_clipped_linears": true}),
-            serde_json::json!({"model_type": "gemma4_vision", "num_key_value_heads": 4}),
+            serde_json::json!({"model_type": "gemma4_vision", "num_key_value_heads": 5}),
+            serde_json::json!({"model_type": "gemma4_vision", "num_key_value_heads": 0}),
             serde_json::json!({"model_type": "siglip_vision_model"}),
         ] {
             assert_eq!(gemma4_vision_shape(&Cfg::new(&root), &other).unwrap(), None);
