@@ -42,7 +42,12 @@ pub(crate) const QWEN2_5_VL: Family = Family {
 pub(crate) const QWEN2_AUDIO: Family = Family {
     types: "qwen2_audio",
     class: "Qwen2AudioConfig",
-    audio: Some(|_, tower, hidden| Ok(qwen2_audio(tower, hidden)?.map(|n| (n, None)))),
+    audio: Some(|root, tower, hidden| {
+        // The root's `vocab_size` (written by transformers 4.45's Qwen2AudioConfig) is a
+        // copy of the text config's, which sizes the embeddings.
+        root.touch(&["vocab_size"]);
+        Ok(qwen2_audio(tower, hidden)?.map(|n| (n, None)))
+    }),
     audio_shape: Some(qwen2_audio_shape),
     ..QWEN2
 };
