@@ -198,7 +198,7 @@ pub(super) fn audio_tower(input: &EstimateInput, b: &mut Builder) -> Result<(), 
     }
     if input.runtime != crate::arch::CacheRuntime::Transformers {
         b.warnings.push(
-            "--mm-audio-seconds is read under transformers' runtime only: a serving engine encodes its clips by its own rule, not counted here".into(),
+            "--mm-audio-seconds is read under transformers' runtime only: a serving engine sizes its pool on its own dummy clips, not the prompt's (vLLM's rules hold Qwen2-Audio's 30 s clips, see their assumptions; another engine's audio encoder is not counted)".into(),
         );
         return Ok(());
     }

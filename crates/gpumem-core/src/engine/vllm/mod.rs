@@ -54,7 +54,8 @@ use flags::{
 };
 use pool::{pool_shape, state_pool};
 use profile::{
-    DraftPhase, GRAPH_BASE, GRAPH_PER_LAYER, MEL_BINS, audio_held, capture_counts, encoder_held,
+    DraftPhase, GRAPH_BASE, GRAPH_PER_LAYER, MEL_BINS, QWEN2_AUDIO_FRAMES, audio_held, capture_counts,
+    encoder_held, qwen2_audio_held, qwen2_audio_tokens,
     profile_peak,
 };
 use releases::{RULES, Rules};
@@ -600,8 +601,11 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         lines.extend(s.line.take());
     }
     // The most loaded device is the last stage: it also runs the sampler.
+    let audio_tower = !encdec && input.arch.is_some_and(|a| a.audio.is_some());
     let (held, items) = if encdec {
         audio_held(c, batched, seqs)?
+    } else if audio_tower {
+        qwen2_audio_held(c, r, batched, seqs)?
     } else {
         encoder_held(c, batched, seqs)?
     };
@@ -623,6 +627,27 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     if held > 0 && encdec {
         assumptions.push(format!(
             "Whisper's encoder: {items} clips of 30 s held through the profile (input features of {MEL_BINS} mel bins assumed, large-v3's) and their encoder's own forward assumed below the decoder's of {batched} tokens"
+        ));
+    } else if held > 0 && audio_tower {
+        let tokens = qwen2_audio_tokens(QWEN2_AUDIO_FRAMES);
+        let kept = if r.v2 {
+            "their embeddings"
+        } else {
+            "their input features and embeddings"
+        };
+        let given = match input.audio_seconds {
+            Some(s) => format!(
+                "; the prompt's clip (--mm-audio-seconds {s}) is not read: vLLM sizes its pool on its own dummy clip"
+            ),
+            None => String::new(),
+        };
+        let read = if matches!(version, VllmVersion::V027 | VllmVersion::V019) {
+            ""
+        } else {
+            " (read in vLLM 0.19's and 0.27's source; this release's assumed alike)"
+        };
+        assumptions.push(format!(
+            "Qwen2-Audio's encoder: {items} dummy clips of 30 s ({QWEN2_AUDIO_FRAMES} frames, {tokens} tokens each), {kept} held through the profile{read}, the encoder's own forward assumed below the text's{given}"
         ));
     } else if held > 0 {
         assumptions.push("encoder: its dummy batch is held through the profile; its own forward assumed below the text's".into());

@@ -223,19 +223,99 @@ pub(super) fn encoder_held(c: &Ctx, batched: u64, seqs: u64) -> Result<(u64, u64
     if tokens == 0 || a.tower_params == 0 {
         return Ok((0, 0));
     }
+    let items = batch_items(c, batched, seqs, tokens)?;
+    let one = sum(&[values, prod(&[tokens, a.hidden])?])?;
+    Ok((prod(&[items, one, input.compute_dtype.bytes()])?, items))
+}
+
+/// The items of `tokens` tokens each in the encoder's dummy batch, with chunked
+/// prefill on (vllm v0.19.0 and v0.27.1 `multimodal/encoder_budget.py`
+/// `MultiModalBudget._get_max_items`): max(1, min(budget ÷ tokens, max_num_seqs ×
+/// max(1, min(999, max_model_len ÷ tokens)))), the budget max(max_num_batched_tokens,
+/// tokens) (`v1/core/encoder_cache_manager.py` `compute_mm_encoder_budget`), 999 the
+/// items a prompt may hold by default (`config/multimodal.py` `get_limit_per_prompt`)
+/// where the model sets no limit of its own.
+fn batch_items(c: &Ctx, batched: u64, seqs: u64, tokens: u64) -> Result<u64, EstimateError> {
     let budget = batched.max(tokens);
     let per_prompt = c
         .max_model_len
         .checked_div(tokens)
         .unwrap_or(0)
         .clamp(1, 999);
-    let items = budget
+    Ok(budget
         .checked_div(tokens)
         .unwrap_or(0)
         .min(prod(&[seqs, per_prompt])?)
-        .max(1);
-    let one = sum(&[values, prod(&[tokens, a.hidden])?])?;
-    Ok((prod(&[items, one, input.compute_dtype.bytes()])?, items))
+        .max(1))
+}
+
+/// Feature frames of the dummy clip vLLM profiles Qwen2-Audio with: 30 s at 16 kHz in
+/// hops of 160 samples (`Qwen2AudioDummyInputsBuilder.get_dummy_mm_data`: a clip of
+/// `chunk_length × sampling_rate` samples, which the processor pads to that length;
+/// `Qwen2AudioFeatureInputs` fixes the features' last dimension at 3000), vllm v0.19.0
+/// and v0.27.1 `model_executor/models/qwen2_audio.py`.
+pub(super) const QWEN2_AUDIO_FRAMES: u64 = 3000;
+
+/// The prompt tokens of one Qwen2-Audio clip of `frames` feature frames: vllm v0.19.0
+/// and v0.27.1 `qwen2_audio.py` `_get_feat_extract_output_lengths` (the second
+/// convolution's stride 2, then the encoder's average pooling of stride 2), which
+/// `Qwen2AudioProcessingInfo.get_mm_max_tokens_per_item` applies to the 30 s clip:
+/// 3000 frames give 750 tokens.
+pub(super) const fn qwen2_audio_tokens(frames: u64) -> u64 {
+    let feat = (frames.saturating_sub(1) / 2).saturating_add(1);
+    (feat.saturating_sub(2) / 2).saturating_add(1)
+}
+
+/// What Qwen2-Audio's encoder profiling leaves allocated through the text forward and
+/// the sampler (the model whose audio tower the config reader keeps: [`crate::arch::AudioTower`],
+/// read from its `audio_config`), read in vllm v0.19.0 and v0.27.1:
+/// - the batch: `Qwen2AudioProcessingInfo.get_supported_mm_limits` sets no limit on
+///   audio items (`{"audio": None}`: the default 999 a prompt) and the model keeps
+///   chunked prefill, so the dummy batch holds [`batch_items`] clips of 750 tokens
+///   ([`qwen2_audio_tokens`] of [`QWEN2_AUDIO_FRAMES`]);
+/// - the outputs, held in `encoder_cache` until the run ends: `_process_audio_input`
+///   returns views of `masked_audio_features` (`audio_features[audio_features_mask]`,
+///   a copy), 750 × the text width a clip in the model dtype (its projector's output,
+///   a local, is freed on return);
+/// - the inputs, under the V1 runner (0.19's, and 0.27's for the models it keeps):
+///   `gpu_model_runner.py` `profile_run` holds the batch `_get_mm_dummy_batch` moved
+///   to the device (`batched_dummy_mm_inputs`, a local) until it returns:
+///   `input_features`, `num_mel_bins` × 3000 values a clip in the model dtype
+///   (`multimodal/processing/context.py` `_postprocess_output` casts floating
+///   tensors), and `feature_attention_mask`, 3000 int32 values a clip
+///   (`WhisperFeatureExtractor`'s mask, not cast). Model Runner V2 (0.27's
+///   `v1/worker/gpu/mm/encoder_runner.py` `profile_encoder_cache` →
+///   `execute_mm_encoder`) builds the device batch inside `execute_mm_encoder` and
+///   frees it on return: its outputs only.
+///
+/// Returns the bytes and the clips.
+pub(super) fn qwen2_audio_held(
+    c: &Ctx,
+    r: &Rules,
+    batched: u64,
+    seqs: u64,
+) -> Result<(u64, u64), EstimateError> {
+    let Some((a, tower)) = c
+        .input
+        .arch
+        .filter(|a| !a.encoder && a.encdec_params == 0)
+        .and_then(|a| a.audio.map(|t| (a, t)))
+    else {
+        return Ok((0, 0));
+    };
+    let b = c.input.compute_dtype.bytes();
+    let tokens = qwen2_audio_tokens(QWEN2_AUDIO_FRAMES);
+    let items = batch_items(c, batched, seqs, tokens)?;
+    let outputs = prod(&[tokens, a.hidden, b])?;
+    let inputs = if r.v2 {
+        0
+    } else {
+        sum(&[
+            prod(&[tower.mels, QWEN2_AUDIO_FRAMES, b])?,
+            prod(&[QWEN2_AUDIO_FRAMES, 4])?,
+        ])?
+    };
+    Ok((prod(&[items, sum(&[outputs, inputs])?])?, items))
 }
 
 /// Whisper's mel bins assumed for the encoder's dummy inputs: large-v3's 128 (the

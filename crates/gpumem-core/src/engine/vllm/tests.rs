@@ -430,6 +430,93 @@ fn vllm_holds_the_encoders_dummy_batch_through_the_profile() {
     assert_eq!(inputs["encoder-items"], "3");
 }
 
+/// Qwen2-Audio-7B-Instruct (bf16) on one H100 SXM at `vllm serve`'s defaults (8192
+/// batched tokens, 1024 sequences) with max-model-len 4096, by hand: a 30 s dummy clip
+/// is 3000 feature frames and ((3000 − 1) ÷ 2 + 1 − 2) ÷ 2 + 1 = 750 tokens; the batch
+/// holds min(8192 ÷ 750, 1024 × min(999, 4096 ÷ 750)) = min(10, 5120) = 10 clips.
+/// - vLLM 0.19 (V1 runner): each clip's 128 × 3000 bf16 features (768 000 B), its
+///   int32 mask (12 000 B) and its 750 × 4096 bf16 embeddings (6 144 000 B):
+///   10 × 6 924 000 = 69 240 000 B, the pool 57 023 758 746 → 56 954 518 746 B;
+/// - vLLM 0.27 (Model Runner V2, which frees the device batch once encoded): the
+///   embeddings only, 61 440 000 B, the pool 58 384 357 786 → 58 322 917 786 B.
+#[test]
+fn vllm_holds_qwen2_audios_dummy_clips_through_the_profile() {
+    let input = from_config("qwen2-audio-7b-instruct", &[("context", "4096")]);
+    assert!(input.arch.is_some_and(|a| a.audio.is_some()));
+    let mut bare = input.clone();
+    if let Some(a) = bare.arch.as_mut() {
+        a.audio = None;
+    }
+    assert_eq!(profile::qwen2_audio_tokens(profile::QWEN2_AUDIO_FRAMES), 750);
+    let card = ("card", "h100-sxm-80gb");
+    for (engine, version, held, before, after) in [
+        (
+            "vllm@0.19",
+            "0.19",
+            10 * (128 * 3000 * 2 + 3000 * 4 + 750 * 4096 * 2),
+            57_023_758_746u64,
+            56_954_518_746u64,
+        ),
+        (
+            "vllm",
+            "0.27 (Model Runner V2)",
+            10 * 750 * 4096 * 2,
+            58_384_357_786,
+            58_322_917_786,
+        ),
+    ] {
+        let with = run(&input, &[("engine", engine), card]);
+        let without = run(&bare, &[("engine", engine), card]);
+        assert_eq!(with.version, version);
+        assert_eq!(input_of(&with, "activation_peak", "encoder-items"), "10");
+        assert_eq!(input_of(&with, "activation_peak", "encoder-held"), held.to_string());
+        assert_eq!(
+            bytes_of(&with, "activation_peak"),
+            bytes_of(&without, "activation_peak") + held,
+            "{engine}"
+        );
+        assert_eq!(without.kv_capacity_bytes, before as i64, "{engine}");
+        assert_eq!(with.kv_capacity_bytes, after as i64, "{engine}");
+        assert_eq!(before - after, held);
+        assert!(
+            with.assumptions.iter().any(|a| a.contains("10 dummy clips of 30 s")),
+            "{:?}",
+            with.assumptions
+        );
+    }
+    assert_eq!(69_240_000, 10 * (768_000 + 12_000 + 6_144_000));
+    // A length shorter than one clip: one clip a sequence, the default batched count
+    // capped at 4 × 600 = 2400 tokens (3 clips' budget).
+    let short = run(
+        &input,
+        &[
+            ("engine", "vllm@0.19"),
+            card,
+            ("max-model-len", "600"),
+            ("max-num-seqs", "4"),
+        ],
+    );
+    assert_eq!(input_of(&short, "activation_peak", "max-num-batched-tokens"), "2400");
+    assert_eq!(input_of(&short, "activation_peak", "encoder-items"), "3");
+    // The prompt's clip does not change what vLLM profiles; the rules say so.
+    let given = run(
+        &from_config(
+            "qwen2-audio-7b-instruct",
+            &[("context", "4096"), ("mm-audio-seconds", "5")],
+        ),
+        &[("engine", "vllm@0.19"), card],
+    );
+    assert_eq!(input_of(&given, "activation_peak", "encoder-items"), "10");
+    assert!(
+        given
+            .assumptions
+            .iter()
+            .any(|a| a.contains("--mm-audio-seconds 5) is not read")),
+        "{:?}",
+        given.assumptions
+    );
+}
+
 /// A scaled RoPE's cos/sin cache covers the positions its scaling reaches (yarn ×4
 /// over 32 768 trained: 131 072 rows of 128 bf16 values), not only the trained ones.
 #[test]
