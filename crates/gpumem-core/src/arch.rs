@@ -227,7 +227,11 @@ impl VisionTower {
 /// `layers` pre-norm layers of `heads` heads over `positions` frames, an average pool of
 /// 2, and `Qwen2AudioMultiModalProjector`'s linear to the text width). Read from the
 /// config's `audio_config` (`d_model`, `encoder_layers`, `encoder_attention_heads`,
-/// `encoder_ffn_dim`, `num_mel_bins`, `max_source_positions`).
+/// `encoder_ffn_dim`, `num_mel_bins`, `max_source_positions`). Or Gemma 4's conformer
+/// (`chunk` > 0; `models/gemma4/modeling_gemma4.py` `Gemma4AudioModel`: two stride-2
+/// subsampling convolutions, `layers` conformer layers of `heads` heads with chunked
+/// local attention, `output_proj` and `Gemma4MultimodalEmbedder`), read from
+/// Gemma4AudioConfig's keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AudioTower {
     /// The encoder's width (`d_model`).
@@ -241,8 +245,26 @@ pub struct AudioTower {
     /// Mel bins of the input features (`num_mel_bins`).
     pub mels: u64,
     /// Frames after the second convolution (`max_source_positions`): the encoder
-    /// takes exactly twice as many feature frames, 30 s of audio at 1 500.
+    /// takes exactly twice as many feature frames, 30 s of audio at 1 500. Gemma 4:
+    /// the most soft tokens a clip gives (`Gemma4Processor.audio_seq_length`, 750).
     pub positions: u64,
+    /// Gemma 4's conformer (`Gemma4AudioModel`): the local attention's chunk of
+    /// frames (`attention_chunk_size`, 12); 0: Qwen2-Audio's Whisper-style encoder.
+    pub chunk: u64,
+    /// Its left context, the chunk's own frame included (`attention_context_left`, 13).
+    pub context_left: u64,
+    /// Its right context (`attention_context_right`, 0).
+    pub context_right: u64,
+    /// Channels of its first subsampling convolution (`subsampling_conv_channels[0]`, 128).
+    pub conv_channels: u64,
+    /// Channels of its second (`subsampling_conv_channels[1]`, 32).
+    pub conv_out: u64,
+    /// Its light convolution's kernel (`conv_kernel_size`, 5).
+    pub kernel: u64,
+    /// Width of its output projection (`output_proj_dims`, 1536).
+    pub output: u64,
+    /// Its linears clamp their input and output (`use_clipped_linears`).
+    pub clipped: bool,
 }
 
 impl AudioTower {
@@ -255,6 +277,14 @@ impl AudioTower {
         intermediate: 0,
         mels: 128,
         positions: 1500,
+        chunk: 0,
+        context_left: 0,
+        context_right: 0,
+        conv_channels: 0,
+        conv_out: 0,
+        kernel: 0,
+        output: 0,
+        clipped: false,
     };
 }
 
@@ -1574,13 +1604,22 @@ pub const VARIANT_FACTS: &[Fact] = &[
     fact("tower-clipped", G::Variants, K::Bool(VisionTower::BASE.clipped), "Clipped vision projections", "",
         "Every projection of the vision tower clamps its input and output (Gemma 4: use_clipped_linears)", at!(vision.clipped)),
     fact("audio-hidden", G::Variants, K::Count, "Audio tower width", "none",
-        "The audio tower's width (d_model), where its forward over a clip is derived (Qwen2-Audio)", at!(audio.hidden))
+        "The audio tower's width (d_model; hidden_size), where its forward over a clip is derived (Qwen2-Audio, Gemma 4)", at!(audio.hidden))
         .always(),
     fact("audio-layers", G::Variants, K::Count, "Audio tower layers", "", "The audio tower's layers", at!(audio.layers)).need(),
     fact("audio-heads", G::Variants, K::Count, "Audio tower heads", "", "The audio tower's attention heads", at!(audio.heads)).need(),
     fact("audio-intermediate", G::Variants, K::Count, "Audio tower MLP", "", "The audio tower's MLP width (encoder_ffn_dim)", at!(audio.intermediate)).need(),
     fact("audio-mels", G::Variants, K::Count, "Mel bins", "128", "Mel bins of the audio tower's input features", at!(audio.mels)).always(),
     fact("audio-positions", G::Variants, K::Count, "Audio tower frames", "1500", "Frames the audio tower's layers run over (max_source_positions; twice as many feature frames: 30 s)", at!(audio.positions)).always(),
+    fact("audio-chunk", G::Variants, K::Count, "Audio attention chunk", "0", "Gemma 4's conformer: frames of the local attention's chunk (attention_chunk_size, 12); 0: Qwen2-Audio's encoder", at!(audio.chunk)),
+    fact("audio-context-left", G::Variants, K::Count, "Audio left context", "0", "Gemma 4's conformer: the local attention's left context, its own frame included (attention_context_left, 13)", at!(audio.context_left)),
+    fact("audio-context-right", G::Variants, K::Count, "Audio right context", "0", "Gemma 4's conformer: the local attention's right context (attention_context_right, 0)", at!(audio.context_right)),
+    fact("audio-conv-channels", G::Variants, K::Count, "Audio subsampling channels", "0", "Gemma 4's conformer: channels of the first subsampling convolution (subsampling_conv_channels[0], 128)", at!(audio.conv_channels)),
+    fact("audio-conv-out", G::Variants, K::Count, "Audio subsampling output channels", "0", "Gemma 4's conformer: channels of the second subsampling convolution (subsampling_conv_channels[1], 32)", at!(audio.conv_out)),
+    fact("audio-kernel", G::Variants, K::Count, "Audio light convolution kernel", "0", "Gemma 4's conformer: the light convolution's kernel (conv_kernel_size, 5)", at!(audio.kernel)),
+    fact("audio-out", G::Variants, K::Count, "Audio output width", "0", "Gemma 4's conformer: width of its output projection (output_proj_dims, 1536)", at!(audio.output)),
+    fact("audio-clipped", G::Variants, K::Bool(AudioTower::BASE.clipped), "Clipped audio linears", "",
+        "Gemma 4's conformer: every clippable linear clamps its input and output (use_clipped_linears)", at!(audio.clipped)),
     fact("attn-gate", G::Variants, K::Bool(Architecture::BASE.attn_gate), "Gated attention output", "",
         "q_proj also yields an output gate: twice as wide (Qwen3-Next)", at!(attn_gate))
         .underived(GATE_OR_SINKS),

@@ -5,14 +5,14 @@
 //! two phases; the line adds to the text prefill's lines what the tower's phase needs
 //! beyond them, at least what the text forward holds of the tower.
 //!
-//! Derived for Qwen2-Audio's Whisper-style encoder ([`AudioTower`], read from the
-//! config's `audio_config`). Unlike the vision towers, `generate` does not encode the
-//! clips beforehand (`_prepare_multimodal_encoder_kwargs_for_generation` runs only
-//! `get_image_features` and `get_video_features`): `Qwen2AudioModel.forward` runs the
-//! encoder inside the first forward, before the language model, and its locals hold
-//! the encoder's output and its masks through that forward only. Another audio tower's
-//! forward (Gemma 4's conformer) is not counted, and a warning says so where a clip is
-//! given.
+//! Derived for Qwen2-Audio's Whisper-style encoder and Gemma 4's conformer
+//! ([`AudioTower`], read from the config's `audio_config`). Unlike the vision towers,
+//! `generate` does not encode the clips beforehand
+//! (`_prepare_multimodal_encoder_kwargs_for_generation` runs only `get_image_features`
+//! and `get_video_features`): `Qwen2AudioModel.forward` and `Gemma4Model.forward` run
+//! the encoder inside the first forward, before the language model, and their locals
+//! hold the encoder's output and its masks through that forward only. Another audio
+//! tower's forward is not counted, and a warning says so where a clip is given.
 
 use super::tower::{assumed, highest, r, sum, t, text_prefill, top_up};
 use super::*;
@@ -28,18 +28,19 @@ const FRAMES_PER_SECOND: u64 = 100;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Phase {
     /// The input features and their attention mask as the processor hands them over
-    /// (fp32 and int32), held by the caller for the whole generation.
+    /// (fp32, and int32 or bool), held by the caller for the whole generation.
     pub features: u64,
     /// The prompt's token embeddings: `Qwen2AudioModel.forward` looks them up
     /// (`get_input_embeddings()(input_ids)`, sequences × prompt × text width) before
-    /// it runs the encoder, and holds them through it.
+    /// it runs the encoder, and holds them through it (`Gemma4Model.forward`: with its
+    /// token masks, `llm_input_ids` and per-layer inputs).
     pub embeds: u64,
-    /// The phase's peak beyond them: the masks `Qwen2AudioModel.forward` builds, the
+    /// The phase's peak beyond them: the masks the model's forward builds, the
     /// features' cast and the moment's activations.
     pub peak: u64,
     /// Which moment the peak is.
     pub moment: &'static str,
-    /// What `Qwen2AudioModel.forward` still holds while the language model runs.
+    /// What the model's forward still holds while the language model runs.
     pub outputs: u64,
     /// Prompt tokens of one clip.
     pub tokens: u64,
@@ -181,6 +182,330 @@ pub(super) fn qwen2_audio(
     })
 }
 
+/// `Gemma4AudioFeatureExtractor`'s defaults (transformers 5.23
+/// `models/gemma4/feature_extraction_gemma4.py`): 16 kHz, a clip cut at `max_length`
+/// 480 000 samples (30 s) and padded to a multiple of 128 samples (`pad_to_multiple_of`),
+/// 160 zeros before it (`frame_length // 2`, semicausal), windows of `frame_length` +
+/// 1 = 321 samples a hop of 160 (`_extract_spectrogram`).
+const G4_RATE: u64 = 16_000;
+const G4_MAX_SAMPLES: u64 = 480_000;
+const G4_MULTIPLE: u64 = 128;
+const G4_PAD_LEFT: u64 = 160;
+const G4_WINDOW: u64 = 321;
+const G4_HOP: u64 = 160;
+
+/// The text model's side of Gemma 4's first forward: its width, the prompt's
+/// tokens a sequence, and its per-layer inputs (layers × width; 0: none).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Gemma4Text {
+    pub hidden: u64,
+    pub prompt: u64,
+    pub per_layer: u64,
+}
+
+/// `Gemma4RMSNorm.forward` (fp32 inside) over a tensor whose fp32 copy is `x32`
+/// bytes, `out` bytes in the model's dtype, `s` bytes of its fp32 [.., 1] statistics:
+/// its peak beyond its input. `_norm`'s `hidden_states.float()` (none in fp32), its
+/// mean square plus eps and `torch.pow(…, -0.5)` beside the product; with a scale,
+/// `weight.float()` (`w32`) and the scaled product beside the first; `type_as`'s copy
+/// beside the last (none in fp32).
+fn rms(x32: u64, out: u64, s: u64, w32: Option<u64>, cast: bool) -> Result<u64, EstimateError> {
+    let a = if cast { x32 } else { 0 };
+    let stats = sum(&[a, s, s, x32])?;
+    let scaled = match w32 {
+        Some(w) => sum(&[x32, w, x32])?,
+        None => 0,
+    };
+    let typed = sum(&[x32, if cast { out } else { 0 }])?;
+    Ok(stats.max(scaled).max(typed))
+}
+
+/// Gemma 4's audio tower (transformers 5.23 `models/gemma4/modeling_gemma4.py`
+/// `Gemma4AudioModel`, then `Gemma4MultimodalEmbedder`) over `clips` clips of
+/// `seconds` each, values `v` bytes wide, as `Gemma4Model.forward` runs it inside the
+/// first forward (`generate` encodes only images and videos beforehand).
+///
+/// The processor (`processing_gemma4.py`, `Gemma4AudioFeatureExtractor` with its
+/// defaults): N = min(16 000 · seconds, 480 000) samples, padded to a multiple of
+/// 128, give F = (N + 160 − 321) ÷ 160 + 1 frames of 128 mel bins in fp32 and a bool
+/// mask (100 · seconds − 1 for whole seconds), not padded to 30 s; the clip's tokens
+/// are the mask after the two stride-2 convolutions, T = ⌈⌈F ÷ 2⌉ ÷ 2⌉, at most
+/// `audio_seq_length` (750: 30 s). The tower's own attention (it refuses sdpa) runs
+/// whatever the text model's implementation. With H₁ = ⌈F ÷ 2⌉, W₁ = ⌈128 ÷ 2⌉, W₂ =
+/// ⌈W₁ ÷ 2⌉, h the tower's width, c₀, c₁ the subsampling channels, C the chunk, P =
+/// left − 1 and R the contexts, ctx = C + P + R, nb = ⌈T ÷ C⌉ blocks of C (Tp = nb ·
+/// C), n = ctx ÷ 2 + 1 relative positions, every allocation rounded as the caching
+/// allocator rounds it, the moments (each beside what is held then):
+/// - the subsampling (`Gemma4AudioSubSampleConvProjection(Layer).forward`): the
+///   features times their mask (fp32), their cast and `conv`'s output (c₀ × H₁ ×
+///   W₁); the LayerNorm's output (with its fp32 mean and rstd), the permuted copy
+///   (`contiguous`) and ReLU's beside `conv`'s output; the second layer alike over
+///   the first's output (c₁ × T × W₂), then the permuted copy and `input_proj_linear`;
+/// - `Gemma4AudioRelPositionalEncoding` (n × h in v, sin and cos of half each) and
+///   `create_bidirectional_mask` (eager: `sdpa_mask`'s non-vmap expansion of
+///   `and_masks(bidirectional, sliding window, padding)`: the int64 distance
+///   `q_idx − kv_idx` and its negation, T × T each, and bool T × T comparisons; then
+///   clips × T × T bool and `eager_mask`'s `torch.where` in v), blocked by
+///   `_convert_4d_mask_to_blocked_5d` (two pads, the int64 block indices, `gather`:
+///   clips × nb × C × ctx in v, held through the layers with the positions);
+/// - each `Gemma4AudioLayer`: the feed-forward halves (`Gemma4AudioFeedForward`: the
+///   clamp, `pre_layer_norm`, `ffw_layer_1`'s clamped input, output and clamped
+///   output 4h wide, SiLU, `ffw_layer_2`'s, the clamp and `post_layer_norm`), the
+///   attention (`Gemma4AudioAttention`, fp32: q, k, v cast, scaled, blocked
+///   (`_convert_to_block`'s pad) and cut into overlapping contexts
+///   (`_extract_block_context`'s pad and copy), `relative_k_proj` cast, `matrix_ac`
+///   with matmul's copies of both operands, `matrix_bd` and `_rel_shift`'s pad, the
+///   logits' add, soft cap (÷, tanh, ×), `masked_fill` with its bool mask, softmax,
+///   the product with the values' copy, its permuted copy, the cut and the cast back,
+///   `post`; the probabilities outlive it through the layer (`hidden_states, _ =
+///   self.self_attn(…)`)), the light convolution (`Gemma4AudioLightConv1d`:
+///   `linear_start` 2h wide, GLU, the causal pad and the depthwise conv, the clamp,
+///   `conv_norm`, SiLU, `linear_end`) and the norms; the layer's input, the first
+///   half's output (the residual) and the layer's own beside them;
+/// - `output_proj` (T × `output_proj_dims`), `embed_audio` (its RMSNorm without scale,
+///   fp32, and `embedding_projection` to the text width) and `Gemma4Model.forward`'s
+///   `audio_features[audio_mask_from_encoder]` (CUDA's boolean index: `nonzero`'s
+///   int64 rows beside the gathered ones).
+///
+/// Not counted: cuDNN's convolution workspace and `nonzero`'s scan scratch, as for
+/// the other towers.
+pub(super) fn gemma4_audio(
+    tw: &AudioTower,
+    clips: u64,
+    seconds: u64,
+    text: Gemma4Text,
+    v: u64,
+) -> Result<Phase, EstimateError> {
+    let b = clips;
+    let samples = seconds.saturating_mul(G4_RATE).min(G4_MAX_SAMPLES);
+    let samples = samples.div_ceil(G4_MULTIPLE).saturating_mul(G4_MULTIPLE);
+    // At most 480 128 samples: no overflow.
+    let frames = samples
+        .saturating_add(G4_PAD_LEFT)
+        .checked_sub(G4_WINDOW)
+        .map_or(0, |n| (n / G4_HOP).saturating_add(1));
+    let half = |n: u64| n.div_ceil(2);
+    let (h1, w1) = (half(frames), half(tw.mels));
+    let (t_, w2) = (half(h1), half(w1));
+    let tokens = t_.min(tw.positions);
+    let h = tw.hidden;
+    let cast = v != 4;
+    let (c0, c1) = (tw.conv_channels, tw.conv_out);
+    // The subsampling.
+    let p0 = t(&[b, frames, tw.mels, 4])?;
+    let c0_cast = if cast {
+        t(&[b, frames, tw.mels, v])?
+    } else {
+        0
+    };
+    let o0 = t(&[b, c0, h1, w1, v])?;
+    let st0 = t(&[b, h1, w1, 4])?;
+    let o1 = t(&[b, c1, t_, w2, v])?;
+    let st1 = t(&[b, t_, w2, 4])?;
+    let xv = t(&[b, t_, h, v])?;
+    let x4 = t(&[b, t_, h, 4])?;
+    let s4 = t(&[b, t_, 4])?;
+    let tri = |x: u64| checked_product(&[x, 3], WHAT);
+    let two = |x: u64| checked_product(&[x, 2], WHAT);
+    let subsampling = [
+        sum(&[p0, c0_cast, o0])?,
+        sum(&[two(o0)?, two(st0)?])?,
+        tri(o0)?,
+        sum(&[two(o0)?, o1])?,
+        sum(&[o0, two(o1)?, two(st1)?])?,
+        sum(&[o0, tri(o1)?])?,
+        two(o1)?,
+        sum(&[o1, xv])?,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    // The positions and the mask.
+    let (chunk, past, right) = (
+        tw.chunk,
+        tw.context_left.saturating_sub(1),
+        tw.context_right,
+    );
+    let ctx = sum(&[chunk, past, right])?;
+    let n = (ctx / 2).saturating_add(1);
+    let halfh = h / 2;
+    let pos = t(&[n, halfh, 2, v])?;
+    let positions = sum(&[xv, r(n.saturating_mul(8)), tri(t(&[n, halfh, v])?)?, pos])?;
+    let aranges = sum(&[t(&[b, 8])?, r(8), two(t(&[t_, 8])?)?])?;
+    let tt = t(&[t_, t_])?;
+    let tt8 = t(&[t_, t_, 8])?;
+    let sliding = sum(&[xv, pos, aranges, r(1), r(t_), two(tt8)?, tri(tt)?])?;
+    let btt = t(&[b, t_, t_])?;
+    let padded = sum(&[xv, pos, aranges, tt, t(&[b, t_])?, btt])?;
+    let m4 = t(&[b, t_, t_, v])?;
+    let where_ = sum(&[xv, pos, btt, r(v), m4])?;
+    let nb = t_.div_ceil(chunk.max(1));
+    let tp = checked_product(&[nb, chunk], WHAT)?;
+    let m4p = t(&[b, tp, tp, v])?;
+    let m5p = t(&[b, nb, chunk, sum(&[tp, past, right])?, v])?;
+    let g = t(&[b, nb, chunk, ctx, v])?;
+    let gather = sum(&[
+        xv,
+        pos,
+        m4,
+        m4p,
+        m5p,
+        r(nb.saturating_mul(8)),
+        r(ctx.saturating_mul(8)),
+        t(&[nb, ctx, 8])?,
+        g,
+    ])?;
+    let mask = sliding.max(padded).max(where_).max(gather);
+    // The layers: held through them, the positions and the blocked mask.
+    let held = sum(&[pos, g])?;
+    let w32 = if cast {
+        Some(r(h.saturating_mul(4)))
+    } else {
+        Some(0)
+    };
+    let norm = rms(x4, xv, s4, w32, cast)?;
+    let wv = t(&[b, t_, tw.intermediate, v])?;
+    let cl = tw.clipped;
+    // A feed-forward half over its input, `base` held with it.
+    let ffn = |base: u64| -> Result<u64, EstimateError> {
+        let m = [
+            sum(&[xv, norm])?,
+            sum(&[if cl { two(xv)? } else { xv }, wv])?,
+            if cl { sum(&[xv, two(wv)?])? } else { 0 },
+            two(wv)?,
+            sum(&[if cl { two(wv)? } else { wv }, xv])?,
+            if cl { sum(&[wv, two(xv)?])? } else { 0 },
+            two(xv)?,
+        ];
+        sum(&[base, m.into_iter().max().unwrap_or(0)])
+    };
+    let ffn1 = ffn(sum(&[held, xv])?)?;
+    let pre_attn = sum(&[held, two(xv)?, xv, norm])?;
+    // The attention: the layer's input, the first half's output and `norm_pre_attn`'s.
+    let base = sum(&[held, tri(xv)?])?;
+    let proj = |e: u64| -> Result<u64, EstimateError> {
+        let a = if cl { two(xv)? } else { xv };
+        let b_ = if cast { sum(&[xv, x4])? } else { xv };
+        sum(&[base, e, a.max(b_)])
+    };
+    let q = proj(0)?;
+    let k = proj(x4)?;
+    let vv = proj(two(x4)?)?;
+    let heads_dim = h.checked_div(tw.heads).unwrap_or(0);
+    let sp = t(&[heads_dim, v])?;
+    let qb = t(&[b, tp, h, 4])?;
+    let kp = t(&[b, sum(&[t_, past, right, chunk])?.saturating_sub(1), h, 4])?;
+    let kc = t(&[b, nb, ctx, h, 4])?;
+    let rv = t(&[n, h, v])?;
+    let r32 = if cast { t(&[n, h, 4])? } else { 0 };
+    let sz = t(&[b, tw.heads, nb, chunk, ctx, 4])?;
+    let bd0 = t(&[b, tw.heads, tp, n, 4])?;
+    let (q2, r2) = if b > 1 {
+        (qb, t(&[b, tw.heads, heads_dim, n, 4])?)
+    } else {
+        (0, 0)
+    };
+    let bdp = t(&[b, tw.heads, nb, chunk, sum(&[ctx, 1])?, 4])?;
+    let mb = t(&[b, nb, chunk, ctx])?;
+    let a4 = sum(&[base, qb, two(kc)?, if cast { r32 } else { rv }])?;
+    let o2 = if tp != t_ { x4 } else { 0 };
+    let ov = if cast { xv } else { 0 };
+    let attention = [
+        q,
+        k,
+        vv,
+        sum(&[base, tri(x4)?, x4, sp, x4])?,
+        sum(&[base, checked_product(&[x4, 4], WHAT)?])?,
+        sum(&[base, tri(x4)?, qb])?,
+        sum(&[base, qb, two(x4)?, kp, kc])?,
+        sum(&[base, qb, two(kc)?, x4, kp])?,
+        sum(&[base, qb, two(kc)?, rv, r32])?,
+        sum(&[a4, qb, kc, sz])?,
+        sum(&[a4, sz, q2, r2, bd0])?,
+        sum(&[a4, sz, bd0, bdp])?,
+        sum(&[a4, bdp, tri(sz)?, mb])?,
+        sum(&[a4, two(sz)?, bdp, kc, qb])?,
+        sum(&[a4, two(sz)?, bdp, qb, qb])?,
+        sum(&[a4, two(sz)?, bdp, qb, o2])?,
+        sum(&[a4, two(sz)?, bdp, x4, ov, if cl { two(xv)? } else { xv }])?,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    // After it: the input, the residual, the probabilities (`_`) and the output.
+    let after = sum(&[held, two(xv)?, sz])?;
+    let post_attn = sum(&[after, xv, xv.max(norm)])?.max(sum(&[after, two(xv)?])?);
+    let sw = t(&[b, t_, h, 2, v])?;
+    let lc = sum(&[held, tri(xv)?, sz])?;
+    let pd = t(&[b, h, sum(&[t_, tw.kernel])?.saturating_sub(1), v])?;
+    let lconv = [
+        sum(&[lc, norm])?,
+        sum(&[lc, xv, if cl { xv } else { 0 }, sw])?,
+        if cl { sum(&[lc, xv, two(sw)?])? } else { 0 },
+        sum(&[lc, sw, xv])?,
+        sum(&[lc, xv, pd, xv])?,
+        sum(&[lc, two(xv)?])?,
+        sum(&[lc, xv, norm])?,
+        sum(&[lc, xv, if cl { two(xv)? } else { xv }])?,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    let ffn2 = ffn(lc)?;
+    let out_norm = sum(&[after, two(xv)?])?.max(sum(&[after, xv, norm])?);
+    let layer = [ffn1, pre_attn, attention, post_attn, lconv, ffn2, out_norm]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+    // `output_proj`, `embed_audio` and the selection of the clip's rows.
+    let op = t(&[b, t_, tw.output, v])?;
+    let o32 = t(&[b, t_, tw.output, 4])?;
+    let ev = if cast { t(&[b, t_, tw.output, v])? } else { 0 };
+    let e = t(&[b, t_, text.hidden, v])?;
+    let rows = checked_product(&[b, tokens], WHAT)?;
+    let selected = t(&[rows, text.hidden, v])?;
+    let output = [
+        sum(&[held, xv, op])?,
+        sum(&[op, rms(o32, ev, s4, None, cast)?])?,
+        sum(&[op, ev.max(if cast { 0 } else { o32 }), e])?,
+        sum(&[op, e, t(&[rows, 2, 8])?, selected])?,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    let (moment, peak) = highest(&[
+        ("the subsampling convolutions'", subsampling),
+        ("the relative positions'", positions),
+        ("the local attention mask's", mask),
+        ("a conformer layer's", if tw.layers > 0 { layer } else { 0 }),
+        ("the output projection's and embedder's", output),
+    ]);
+    // `Gemma4Model.forward` before the tower: `get_placeholder_mask`'s three bool
+    // masks and their union, `llm_input_ids` (int64), `inputs_embeds`, and with
+    // per-layer inputs `llm_inputs_embeds` and `get_per_layer_inputs`'s output.
+    let (s, p) = (clips, text.prompt);
+    let masks = checked_product(&[t(&[s, p])?, 4], WHAT)?;
+    let ids = t(&[s, p, 8])?;
+    let embeds = t(&[s, p, text.hidden, v])?;
+    let ple = if text.per_layer > 0 {
+        sum(&[embeds, t(&[s, p, text.per_layer, v])?])?
+    } else {
+        0
+    };
+    Ok(Phase {
+        features: sum(&[t(&[b, frames, tw.mels, 4])?, t(&[b, frames])?])?,
+        embeds: sum(&[masks, ids, embeds, ple])?,
+        peak,
+        moment,
+        // Through the language model: the masks, `llm_input_ids`, the per-layer
+        // inputs, `audio_output` (`output_proj`'s and `embed_audio`'s outputs), the
+        // selected rows and `n_audio_tokens`.
+        outputs: sum(&[masks, ids, ple, op, e, selected, r(8)])?,
+        tokens,
+        assumed: (v == 4).then_some("fp32 compute is not traced"),
+    })
+}
+
 /// The "audio tower forward" line under transformers' runtime (no engine, or
 /// `--engine transformers`), where the prompt holds a clip (`mm-audio-seconds` given):
 /// inference only, one clip a sequence. The text prefill's lines (whole model, one
@@ -210,33 +535,46 @@ pub(super) fn audio_tower(input: &EstimateInput, b: &mut Builder) -> Result<(), 
     };
     let Some(tower) = a.audio.filter(|_| !a.encoder && a.encdec_params == 0) else {
         b.warnings.push(
-            "the audio tower's forward over the prompt's clip is not counted: it is derived for Qwen2-Audio's encoder (transformers), not this model's (Gemma 4's conformer, an encoder-decoder's encoder: see encoder-length): add it to --reserve-gib".into(),
+            "the audio tower's forward over the prompt's clip is not counted: it is derived for Qwen2-Audio's encoder and Gemma 4's conformer (transformers), not this model's (an encoder-decoder's encoder: see encoder-length): add it to --reserve-gib".into(),
         );
         return Ok(());
+    };
+    let v = input.compute_dtype.bytes();
+    let conformer = tower.chunk > 0;
+    let phase = |clips: u64, prompt: u64| {
+        if conformer {
+            gemma4_audio(
+                &tower,
+                clips,
+                seconds,
+                Gemma4Text {
+                    hidden: a.hidden,
+                    prompt,
+                    per_layer: a
+                        .per_layer_input
+                        .map_or(0, |p| p.width.saturating_mul(a.layers)),
+                },
+                v,
+            )
+        } else {
+            qwen2_audio(
+                &tower,
+                clips,
+                seconds,
+                (a.hidden, prompt),
+                v,
+                input.attention,
+            )
+        }
     };
     // Beam search: `_expand_inputs_for_generation` repeats the features for the beams
     // (`generation/utils.py`), and the first forward encodes every copy.
     let clips = checked_product(&[input.sequences, input.beams], WHAT)?;
-    let p = qwen2_audio(
-        &tower,
-        clips,
-        seconds,
-        (a.hidden, input.context.unwrap_or(0)),
-        input.compute_dtype.bytes(),
-        input.attention,
-    )?;
+    let p = phase(clips, input.context.unwrap_or(0))?;
     // Under beam search the caller's own features stay beside generate's repeated
     // ones (`repeat_interleave`, a copy).
     let caller = if input.beams > 1 {
-        qwen2_audio(
-            &tower,
-            input.sequences,
-            seconds,
-            (a.hidden, 0),
-            input.compute_dtype.bytes(),
-            input.attention,
-        )?
-        .features
+        phase(input.sequences, 0)?.features
     } else {
         0
     };
@@ -245,8 +583,9 @@ pub(super) fn audio_tower(input: &EstimateInput, b: &mut Builder) -> Result<(), 
     let prefill = text_prefill(&b.lines)?;
     let (bytes, device) = top_up(tower_phase, held, prefill);
     b.assumptions.push(format!(
-        "each of the {clips} sequence(s) holds one audio clip of {seconds} s ({} prompt tokens, part of the context), padded to 30 s and encoded by the audio tower in the first forward (a text-only prompt does not run it: the line is then above the need)",
-        p.tokens
+        "each of the {clips} sequence(s) holds one audio clip of {seconds} s ({} prompt tokens, part of the context), {} and encoded by the audio tower in the first forward (a text-only prompt does not run it: the line is then above the need)",
+        p.tokens,
+        if conformer { "cut at 30 s" } else { "padded to 30 s" }
     ));
     b.line(
         LineKey::PrefillAudioTower,
@@ -326,6 +665,148 @@ mod tests {
             );
             assert_eq!(p.assumed, None);
         }
+    }
+
+    /// Gemma 4's conformer with Gemma4AudioConfig's defaults, as google/gemma-4-E2B-it
+    /// and -E4B-it publish their `audio_config`.
+    const GEMMA4_AUDIO: AudioTower = AudioTower {
+        hidden: 1024,
+        layers: 12,
+        heads: 8,
+        intermediate: 4096,
+        mels: 128,
+        positions: 750,
+        chunk: 12,
+        context_left: 13,
+        context_right: 0,
+        conv_channels: 128,
+        conv_out: 32,
+        kernel: 5,
+        output: 1536,
+        clipped: true,
+    };
+
+    /// The peaks `tests/cases/audio_check.py` traces of transformers 5.23's
+    /// `Gemma4Model.get_audio_features` (the conformer and `embed_audio`) and the
+    /// selection of the clip's rows, on the meta device, beside a text model 2560
+    /// wide: equal to the byte. Gemma4AudioConfig's defaults peak at the first
+    /// subsampling convolution; one layer 4096 wide at the attention's product with
+    /// the values (with clipped linears and without).
+    #[test]
+    fn gemma4s_peaks_are_the_traced_ones() {
+        let wide = AudioTower {
+            hidden: 4096,
+            layers: 1,
+            intermediate: 16384,
+            ..GEMMA4_AUDIO
+        };
+        let plain = AudioTower {
+            clipped: false,
+            ..wide
+        };
+        let text = Gemma4Text {
+            hidden: 2560,
+            prompt: 800,
+            per_layer: 0,
+        };
+        let cases = [
+            (GEMMA4_AUDIO, 10, 1, 24_576_000),
+            (GEMMA4_AUDIO, 30, 1, 73_728_000),
+            (GEMMA4_AUDIO, 30, 2, 147_456_000),
+            (GEMMA4_AUDIO, 7, 3, 51_609_600),
+            (wide, 30, 1, 119_644_672),
+            (wide, 10, 2, 79_869_952),
+            (wide, 24, 1, 95_139_328),
+            (plain, 30, 1, 119_644_672),
+        ];
+        for (tower, seconds, clips, traced) in cases {
+            let p = gemma4_audio(&tower, clips, seconds, text, 2).unwrap();
+            assert_eq!(
+                p.peak, traced,
+                "{} wide, {seconds} s × {clips}: {}",
+                tower.hidden, p.moment
+            );
+            assert_eq!(p.assumed, None);
+        }
+    }
+
+    /// A clip's soft tokens are the processor's (`_compute_audio_num_tokens`): 25 a
+    /// second, 750 for 30 s and for a longer clip, cut there; its features are not
+    /// padded to 30 s.
+    #[test]
+    fn gemma4s_tokens_are_the_processors() {
+        let text = Gemma4Text {
+            hidden: 2560,
+            prompt: 0,
+            per_layer: 0,
+        };
+        let p = |s| gemma4_audio(&GEMMA4_AUDIO, 1, s, text, 2).unwrap();
+        assert_eq!(p(30).tokens, 750);
+        assert_eq!(p(60).tokens, 750);
+        assert_eq!(p(10).tokens, 250);
+        assert_eq!(p(1).tokens, 25);
+        // 999 frames of 128 mel bins in fp32 and their bool mask.
+        assert_eq!(p(10).features, 511_488 + 1_024);
+        assert!(p(10).features < p(30).features);
+    }
+
+    /// The config reader takes the conformer's shape from a Gemma 4 config's
+    /// `audio_config` (Gemma 4 31B's text model, given E2B's and E4B's audio tower).
+    #[test]
+    fn a_gemma4_config_gives_the_conformers_shape() {
+        let mut cfg: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/cases/configs/gemma-4-31b.json"))
+                .unwrap();
+        cfg["audio_config"] = serde_json::json!({"model_type": "gemma4_audio"});
+        let c = crate::import::config::parse_config(&cfg.to_string()).unwrap();
+        assert_eq!(c.arch.audio, Some(GEMMA4_AUDIO));
+    }
+
+    /// A Gemma 4 model with its conformer: the line is computed, the tower's phase
+    /// holds the prompt's embeddings and per-layer inputs, and it grows with the clip.
+    #[test]
+    fn gemma4s_line_is_computed() {
+        let pairs = [
+            ("layers", "35"),
+            ("hidden", "1536"),
+            ("heads", "8"),
+            ("kv-heads", "1"),
+            ("intermediate", "6144"),
+            ("vocab", "262144"),
+            ("tower-params", "300000000"),
+            ("per-layer-input", "256"),
+            ("per-layer-vocab", "262144"),
+            ("audio-hidden", "1024"),
+            ("audio-layers", "12"),
+            ("audio-heads", "8"),
+            ("audio-intermediate", "4096"),
+            ("audio-positions", "750"),
+            ("audio-chunk", "12"),
+            ("audio-context-left", "13"),
+            ("audio-conv-channels", "128"),
+            ("audio-conv-out", "32"),
+            ("audio-kernel", "5"),
+            ("audio-out", "1536"),
+            ("audio-clipped", "true"),
+            ("context", "300"),
+        ];
+        let with = |s: &'static str| {
+            let (input, errors) =
+                crate::params::from_pairs(pairs.iter().copied().chain([("mm-audio-seconds", s)]));
+            assert!(errors.is_empty(), "{errors:?}");
+            input
+        };
+        let (short, long) = (line(&with("10")).unwrap(), line(&with("30")).unwrap());
+        assert_eq!(short.1, Kind::Computed);
+        assert!(long.0 > short.0);
+        let e = estimate(&with("30")).unwrap();
+        let l = e
+            .lines
+            .iter()
+            .find(|l| l.key == LineKey::PrefillAudioTower)
+            .unwrap();
+        assert_eq!(l.inputs["tokens-per-clip"], "750");
+        assert!(l.formula.contains("subsampling"), "{}", l.formula);
     }
 
     /// The config reader takes the encoder's shape from `audio_config`.

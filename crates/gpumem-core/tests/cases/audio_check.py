@@ -15,8 +15,29 @@ begins, so each figure is the phase's peak beyond them. The encoder's mask is bu
 the host by `create_bidirectional_mask` (its skip for an unpadded clip reads the
 mask's values) and copied to the meta device inside the phase, as the device holds it.
 
+Gemma 4's audio tower (`gemma4_audio`, the conformer of Gemma 4 E2B and E4B) is traced
+alike: `Gemma4ForConditionalGeneration` built from Gemma4Config with Gemma4AudioConfig's
+defaults (as google/gemma-4-E2B-it and -E4B-it publish their `audio_config`: 1024 wide,
+12 layers of 8 heads, chunks of 12 with 12 frames of left context, clipped linears, an
+output of 1536) and a text model 2560 wide (one text layer: the tower's phase does not
+read the others), and a variant 4096 wide of one layer whose attention's moment is the
+peak rather than the first subsampling convolution's. `Gemma4Model.get_audio_features`
+(the tower and `embed_audio`) runs under torch.no_grad() over the input features as
+`Gemma4AudioFeatureExtractor` hands them over for one clip of the given seconds (16 kHz,
+a hop of 160 samples and windows of 321: 100 · seconds − 1 frames of 128 mel bins in
+fp32, the bool mask over them all real). The tower's attention is its own code (the
+model refuses sdpa for it: eager's float mask, whichever implementation the text model
+runs). One step runs as a shape-equivalent op, the meta device having no values:
+`Gemma4Model.forward`'s `audio_features[audio_mask_from_encoder]` (every position real,
+one clip a sequence) is CUDA's boolean index, `nonzero`'s int64 [positions, 2] and the
+gathered rows, here `torch.empty` of the first and a clone of the rows. On the meta
+device `and_masks`'s `q_idx.new_ones(())` (masking_utils.py) and `torch.where`'s scalar
+take a block each beyond CUDA's (512 B each where the mask is built): those moments are
+never the peak here.
+
 Prints one line per case: attention, the clip's seconds, clips, the traced peak in
-bytes. `src/estimate/audio.rs`'s test holds these figures. Run with transformers 5.23
+bytes (for Gemma 4: the config, the seconds, clips, the peak). `src/estimate/audio.rs`'s
+tests hold these figures. Run with transformers 5.23
 and torch 2.11 (`$GPUMEM_TOOLS/torch-venv/bin/python`).
 """
 import json
@@ -44,6 +65,58 @@ CASES = [
     ("eager", 10, 1),
     ("eager", 30, 2),
 ]
+
+
+# (config variant, seconds, clips): Gemma4AudioConfig's defaults at 10 s and 30 s (the
+# first subsampling convolution's moment), and one layer 4096 wide (the attention's).
+GEMMA4_CASES = [
+    ("gemma4-audio", 10, 1),
+    ("gemma4-audio", 30, 1),
+    ("gemma4-audio", 30, 2),
+    ("gemma4-audio", 7, 3),
+    ("gemma4-audio-wide", 30, 1),
+    ("gemma4-audio-wide", 10, 2),
+    ("gemma4-audio-wide", 24, 1),
+    ("gemma4-audio-wide-plain", 30, 1),
+]
+GEMMA4_VARIANTS = {
+    "gemma4-audio": {},
+    "gemma4-audio-wide": {"hidden_size": 4096, "num_hidden_layers": 1},
+    "gemma4-audio-wide-plain": {"hidden_size": 4096, "num_hidden_layers": 1,
+                                "use_clipped_linears": False},
+}
+
+
+def trace_gemma4(variant, seconds, clips):
+    from transformers import Gemma4Config
+    cfg = Gemma4Config(
+        audio_config={"model_type": "gemma4_audio", **GEMMA4_VARIANTS[variant]},
+        text_config={"hidden_size": 2560, "num_hidden_layers": 1, "vocab_size": 1024,
+                     "layer_types": ["full_attention"],
+                     "vocab_size_per_layer_input": 1024})
+    dtype = torch.bfloat16
+    tr = gt.Tracker(gt.Allocator(False), vocab=-1)
+    with gt._dispatch_mode(tr), torch.no_grad():
+        with torch.device("meta"):
+            model = transformers.Gemma4ForConditionalGeneration._from_config(cfg, dtype=dtype).eval()
+        m = model.model
+        # Gemma4AudioFeatureExtractor: 16 000 samples a second (a multiple of 128, so
+        # no padding), 160 zeros before them, windows of 321 samples a hop of 160.
+        samples = min(seconds * 16000, 480000)
+        frames = (samples + 160 - 321) // 160 + 1
+        feats = torch.zeros(clips, frames, 128, dtype=torch.float32, device="meta")
+        fmask = torch.ones(clips, frames, dtype=torch.bool, device="meta")
+        tr.begin("forward")
+        base = tr.allocated
+        out = m.get_audio_features(feats, fmask, return_dict=True)
+        features = out.pooler_output
+        # `audio_features[audio_mask_from_encoder]`, every position real.
+        rows = features.shape[0] * features.shape[1]
+        index = torch.empty(rows, 2, dtype=torch.long, device="meta")
+        selected = features.reshape(rows, -1).clone()
+        del out, features, index, selected
+        tr.end()
+    return tr.peak - base
 
 
 def trace(attn, seconds, clips):
@@ -100,3 +173,5 @@ if __name__ == "__main__":
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     for case in CASES:
         print(*case, trace(*case))
+    for case in GEMMA4_CASES:
+        print(*case, trace_gemma4(*case))

@@ -136,6 +136,7 @@ pub(crate) const GEMMA4: Family = Family {
     tower_rope: Some(gemma4_vision_rope),
     vision: Some(gemma4_vision_shape),
     audio: Some(|root, tower, hidden| Ok(gemma4_audio(root, tower, hidden)?.map(|n| (n, None)))),
+    audio_shape: Some(gemma4_audio_shape),
     // Gemma4RotaryEmbedding: one table per layer type.
     rope_tables: 2,
     ..BASE
@@ -530,6 +531,67 @@ fn gemma4_audio(root: &Cfg, tower: &Value, text_hidden: u64) -> Result<Option<u6
     Ok(Some(fit(n)?))
 }
 
+/// Gemma 4's audio tower shape, where the estimate derives its forward over a clip
+/// (`estimate::audio`): Gemma4AudioConfig's keys and defaults (transformers 5.23
+/// `models/gemma4/configuration_gemma4.py`), the feed-forward 4 × `hidden_size` wide
+/// (`Gemma4AudioFeedForward`), 128 mel bins (`Gemma4AudioFeatureExtractor`'s
+/// `feature_size`) and at most 750 soft tokens a clip (`Gemma4Processor`'s
+/// `audio_seq_length`). `None` for another tower.
+fn gemma4_audio_shape(tower: &Value) -> Result<Option<crate::arch::AudioTower>, EstimateError> {
+    if tower.get("model_type").and_then(Value::as_str) != Some("gemma4_audio") {
+        return Ok(None);
+    }
+    let [h, layers, heads, kernel, out, chunk, left, right] = sizes(
+        tower,
+        [
+            ("hidden_size", 1024),
+            ("num_hidden_layers", 12),
+            ("num_attention_heads", 8),
+            ("conv_kernel_size", 5),
+            ("output_proj_dims", 1536),
+            ("attention_chunk_size", 12),
+            ("attention_context_left", 13),
+            ("attention_context_right", 0),
+        ],
+    )?;
+    let channels = match tower.get("subsampling_conv_channels") {
+        None | Some(Value::Null) => [128, 32],
+        Some(Value::Array(l)) if l.len() == 2 => match (l[0].as_u64(), l[1].as_u64()) {
+            (Some(a), Some(b)) => [a, b],
+            _ => {
+                return Err(parse(
+                    "audio_config.subsampling_conv_channels: not two sizes".into(),
+                ));
+            }
+        },
+        Some(_) => {
+            return Err(parse(
+                "audio_config.subsampling_conv_channels should be two channel counts".into(),
+            ));
+        }
+    };
+    let n = fit;
+    if chunk == 0 {
+        return Err(parse("audio_config.attention_chunk_size: 0".into()));
+    }
+    Ok(Some(crate::arch::AudioTower {
+        hidden: n(h)?,
+        layers: n(layers)?,
+        heads: n(heads)?,
+        intermediate: n(h.saturating_mul(4))?,
+        mels: 128,
+        positions: 750,
+        chunk: n(chunk)?,
+        context_left: n(left)?,
+        context_right: n(right)?,
+        conv_channels: n(u128::from(channels[0]))?,
+        conv_out: n(u128::from(channels[1]))?,
+        kernel: n(kernel)?,
+        output: n(out)?,
+        clipped: tower.get("use_clipped_linears").and_then(Value::as_bool) != Some(false),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -614,6 +676,47 @@ mod tests {
         ] {
             assert_eq!(gemma4_vision_shape(&Cfg::new(&root), &other).unwrap(), None);
         }
+    }
+
+    #[test]
+    fn gemma4_audio_shape_is_read() {
+        // Gemma4AudioConfig's defaults, as google/gemma-4-E2B-it and -E4B-it publish
+        // their `audio_config`.
+        let tower = serde_json::json!({"model_type": "gemma4_audio"});
+        let t = gemma4_audio_shape(&tower).unwrap().unwrap();
+        assert_eq!(
+            (
+                t.hidden,
+                t.layers,
+                t.heads,
+                t.intermediate,
+                t.mels,
+                t.positions
+            ),
+            (1024, 12, 8, 4096, 128, 750)
+        );
+        assert_eq!(
+            (
+                t.chunk,
+                t.context_left,
+                t.context_right,
+                t.conv_channels,
+                t.conv_out
+            ),
+            (12, 13, 0, 128, 32)
+        );
+        assert_eq!((t.kernel, t.output, t.clipped), (5, 1536, true));
+        let plain = serde_json::json!({"model_type": "gemma4_audio", "use_clipped_linears": false,
+            "hidden_size": 512, "attention_chunk_size": 16});
+        let t = gemma4_audio_shape(&plain).unwrap().unwrap();
+        assert_eq!(
+            (t.hidden, t.intermediate, t.chunk, t.clipped),
+            (512, 2048, 16, false)
+        );
+        let other = serde_json::json!({"model_type": "gemma3n_audio"});
+        assert_eq!(gemma4_audio_shape(&other).unwrap(), None);
+        let none = serde_json::json!({"model_type": "gemma4_audio", "attention_chunk_size": 0});
+        assert!(gemma4_audio_shape(&none).is_err());
     }
 
     /// Gemma4AudioConfig's defaults beside a 2304-wide text model, against the model

@@ -229,6 +229,7 @@ fn qwen2_audio_shape(tower: &Value) -> Result<Option<crate::arch::AudioTower>, E
         intermediate: n(intermediate)?,
         mels: n(mels)?,
         positions: n(positions)?,
+        ..crate::arch::AudioTower::BASE
     }))
 }
 
