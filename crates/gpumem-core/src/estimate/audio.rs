@@ -796,6 +796,16 @@ mod tests {
             assert!(errors.is_empty(), "{errors:?}");
             input
         };
+        // The conformer's facts round-trip through the flat pairs.
+        let input = with("30");
+        let back = crate::params::to_pairs(&input);
+        let (again, errors) = crate::params::from_pairs(back.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            again.arch.and_then(|a| a.audio),
+            input.arch.and_then(|a| a.audio)
+        );
+        assert_eq!(input.arch.and_then(|a| a.audio).map(|t| t.chunk), Some(12));
         let (short, long) = (line(&with("10")).unwrap(), line(&with("30")).unwrap());
         assert_eq!(short.1, Kind::Computed);
         assert!(long.0 > short.0);
