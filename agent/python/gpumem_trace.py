@@ -1775,9 +1775,7 @@ def _build(torch, transformers, w):
         config.use_cache = False
     try:
         with torch.device("meta"):
-            model = transformers.AutoModelForCausalLM.from_config(
-                config, dtype=dtype, attn_implementation=impl
-            )
+            model = _from_config(transformers, config, dtype, impl)
     except KeyError:
         # Falcon and a few others pick their attention class from a table of their own.
         model = None
@@ -1790,10 +1788,21 @@ def _build(torch, transformers, w):
         )
         _patch_sdpa(torch)
         with torch.device("meta"):
-            model = transformers.AutoModelForCausalLM.from_config(
-                config, dtype=dtype, attn_implementation="sdpa"
-            )
+            model = _from_config(transformers, config, dtype, "sdpa")
     return model, config
+
+
+def _from_config(transformers, config, dtype, impl):
+    """The causal language model of ``config``; for a vision-language model that
+    AutoModelForCausalLM does not map (Qwen2.5-VL, Qwen3-VL), the whole model
+    ``generate`` runs (AutoModelForImageTextToText: its tower, projector and language
+    model), traced over a text prompt."""
+    try:
+        return transformers.AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=impl)
+    except ValueError:
+        if type(config) not in transformers.AutoModelForImageTextToText._model_mapping:
+            raise
+        return transformers.AutoModelForImageTextToText.from_config(config, dtype=dtype, attn_implementation=impl)
 
 
 def _lora(torch, model, w):
