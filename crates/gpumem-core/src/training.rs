@@ -2029,6 +2029,17 @@ fn gemma_norms(a: &Architecture) -> bool {
     a.layer_norms == 4 && !a.qk_norm_whole && a.layer_scalars == 0 && a.global_attn.is_none()
 }
 
+/// Qwen2.5-VL's and Qwen3-VL's vision-language models (Qwen's tower: patches merged
+/// after the encoder, no fixed image side, no pooling — `VisionTower`): their
+/// language models are Qwen2's and Qwen3's layers under multimodal RoPE
+/// (transformers 5.23 `models/qwen2_5_vl/modeling_qwen2_5_vl.py`
+/// `Qwen2_5_VLTextModel`, `models/qwen3_vl/modeling_qwen3_vl.py` `Qwen3VLTextModel`).
+/// Qwen3.5's tower is the same, beside layers of its own (their mixer says why).
+fn qwen_vl(a: &Architecture) -> bool {
+    a.vision
+        .is_some_and(|t| t.merge > 0 && t.pool == 0 && t.image == 0)
+}
+
 /// A mixture of experts as transformers 5.23 runs Mixtral's, Qwen3-MoE's and
 /// Qwen2-MoE's: a softmax top-k router without bias, gated routed experts without
 /// biases, no latent projection, per-head q/k norms if any (OLMoE's whole-projection
@@ -3449,7 +3460,10 @@ pub struct Prefill {
 /// value, every tensor in the allocator's 512 B blocks:
 /// - throughout the forward: the input ids (int64), the embeddings (v·h per token),
 ///   the cache positions (int64) and RoPE's cos and sin (one sequence's positions,
-///   v·d each, fp32 in OLMo-2); eager attention adds its mask (sequences × tokens² × v),
+///   v·d each, fp32 in OLMo-2; every sequence's under Qwen2.5-VL's and Qwen3-VL's
+///   multimodal RoPE, whose text models are Qwen2's and Qwen3's layers — their
+///   rotary's fp32 sections, at most 4·3·d per token, come and go before the first
+///   layer); eager attention adds its mask (sequences × tokens² × v),
 ///   SDPA a boolean one (tokens²) when a sliding window is no longer than the prompt;
 /// - the last layer's MLP, with the whole KV cache: the layer's input, the residual
 ///   after attention and the normalised input (3·v·h per token; 2 with OLMo-2's
@@ -3487,6 +3501,16 @@ pub fn decoder_prefill(
     if layernorm_decoder(a) && a.fused_qkv && (a.learned_positions > 0 || a.parallel_residual) {
         return layernorm_prefill(a, (seq, batch), value, attention, all_logits);
     }
+    // Qwen2.5-VL's and Qwen3-VL's language models run Qwen2's and Qwen3's layers; the
+    // tower's forward and what the text forward holds of its outputs are the vision
+    // tower's own line (`estimate::tower`), so their text prefill is derived without
+    // the tower's parameters.
+    let mrope = qwen_vl(a);
+    let text = Architecture {
+        tower_params: if mrope { 0 } else { a.tower_params },
+        ..*a
+    };
+    let a = &text;
     let why = a
         .moe
         .filter(|m| !plain_moe(a, m))
@@ -3534,11 +3558,18 @@ pub fn decoder_prefill(
     let ids = block(&[t, 8]);
     // OLMo-2's rotary embedding returns cos and sin in fp32 (modeling_olmo2.py).
     let rope = if post_norms { 4 } else { value };
+    // Multimodal RoPE expands the positions to every sequence before it computes cos
+    // and sin (`Qwen2_5_VLTextModel.forward`: `position_ids.view(1, 1,
+    // -1).expand(3, batch, -1)`; `Qwen2_5_VLRotaryEmbedding.forward` and its
+    // `recomposition_frequencies`, which `torch.cat` the sections to sequences × tokens
+    // × d; Qwen3-VL's alike, its sections interleaved), where Llama's are one
+    // sequence's.
+    let rope_rows = if mrope { t } else { seq };
     let once = add(&[
         ids,
         hidden,
         block(&[seq, 8]),
-        mul(&[2, block(&[seq, rope, d])]),
+        mul(&[2, block(&[rope_rows, rope, d])]),
     ]);
     let layer_kv = mul(&[2, block(&[batch, kv, seq, d, value])]);
     let mlp = if a.fused_qkv {
@@ -3727,7 +3758,7 @@ pub fn decoder_prefill(
         ),
     };
     let formula = format!(
-        "the highest of: {mlp_text}{}; RoPE before the last K/V are cached, less one layer's K/V; the final norm and the logits{}; plus the input ids, embeddings, cache positions and RoPE's cos/sin throughout (transformers' Llama-style decoder, every tensor in 512 B blocks)",
+        "the highest of: {mlp_text}{}; RoPE before the last K/V are cached, less one layer's K/V; the final norm and the logits{}; plus the input ids, embeddings, cache positions and RoPE's cos/sin{} throughout (transformers' Llama-style decoder, every tensor in 512 B blocks)",
         if eager {
             "; eager attention, (v + 8)·heads·tokens² per sequence and the mask"
         } else {
@@ -3737,6 +3768,11 @@ pub fn decoder_prefill(
             " (every position)"
         } else {
             " (one position per sequence, then its fp32 copy)"
+        },
+        if mrope {
+            " (multimodal RoPE: one per sequence)"
+        } else {
+            ""
         }
     );
     Ok(Prefill {
@@ -4414,6 +4450,58 @@ mod tests {
         assert_eq!(all.moment, "the logits");
         assert_eq!((all.intermediates, all.logits), (4_202_496, 262_668_288));
         assert_eq!(flash.assumed_because, None);
+    }
+
+    /// The same shape as Qwen's vision-language models run it (Qwen's tower beside it):
+    /// derived, RoPE's cos and sin now one per sequence (2 × 2·512·64·2 B against one
+    /// sequence's 2 × 512·64·2 B: 131 072 B more than Llama's), the tower's own forward
+    /// its own line. Another tower (Gemma 3's SigLIP, pooled by its projector) keeps the
+    /// prefill assumed where its decoder is not derived.
+    #[test]
+    fn a_qwen_vl_prefill_is_llamas_with_rope_per_sequence() {
+        use crate::arch::VisionTower;
+        let (input, errors) = crate::params::from_pairs([
+            ("layers", "16"),
+            ("hidden", "2048"),
+            ("heads", "32"),
+            ("kv-heads", "8"),
+            ("head-dim", "64"),
+            ("intermediate", "8192"),
+            ("vocab", "128256"),
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        let llama = input.arch.unwrap();
+        let qwen_tower = VisionTower {
+            merge: 2,
+            temporal: 2,
+            ..VisionTower::BASE
+        };
+        let qwen_vl = Architecture {
+            tower_params: 1_000_000,
+            vision: Some(qwen_tower),
+            ..llama
+        };
+        let flash =
+            decoder_prefill(&qwen_vl, 512, 2, 2, AttentionImpl::Flash, None, false).unwrap();
+        assert_eq!(flash.assumed_because, None);
+        assert_eq!(flash.moment, "the last layer's MLP");
+        assert_eq!(flash.intermediates, 67_252_224 + 131_072);
+        // One sequence: the same bytes as Llama's.
+        let one = |a: &Architecture| {
+            decoder_prefill(a, 512, 1, 2, AttentionImpl::Sdpa, None, false)
+                .unwrap()
+                .intermediates
+        };
+        assert_eq!(one(&qwen_vl), one(&llama));
+        let siglip = Architecture {
+            vision: Some(VisionTower {
+                merge: 0,
+                ..qwen_tower
+            }),
+            ..qwen_vl
+        };
+        let p = decoder_prefill(&siglip, 512, 2, 2, AttentionImpl::Flash, None, false).unwrap();
+        assert!(p.assumed_because.is_some());
     }
 
     /// A small Llama-style shape whose every tensor is a whole number of 512 B blocks

@@ -994,7 +994,20 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
         "beam search: the tower is counted over sequences × beams images, an upper bound (generate encodes each sequence's image once)",
     ));
     let tower_phase = p.pixels.checked_add(p.peak).ok_or_else(overflow)?;
-    let held = p.pixels.checked_add(p.outputs).ok_or_else(overflow)?;
+    // Qwen's model forward also holds the prompt's placeholder mask while its language
+    // model runs (`Qwen2_5_VLModel.forward`, `Qwen3VLModel.forward`: `image_mask` from
+    // `get_placeholder_mask`, `input_ids == image_token_id`, a byte a token of every
+    // sequence; Qwen3-VL's `visual_pos_masks` is a view of it). The text prefill's
+    // lines are its language model's over the whole prompt (`decoder_prefill`), and the
+    // deepstack sums in Qwen3-VL's first layers (`_deepstack_process`: a clone of the
+    // hidden states and two image-token-sized tensors) stay below their MLP's moment.
+    let qwen = tower.pool == 0 && tower.merge > 0 && tower.image == 0;
+    let mask = if qwen {
+        t(&[images, input.context.unwrap_or(0)])?
+    } else {
+        0
+    };
+    let held = sum(&[p.pixels, p.outputs, mask])?;
     let prefill = text_prefill(&b.lines)?;
     let (bytes, device) = top_up(tower_phase, held, prefill);
     b.assumptions.push(format!(
@@ -1012,11 +1025,16 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
         if assumed.is_some() { Kind::Assumed } else { Kind::Computed },
         true,
         format!(
-            "max(pixel values {} B + the tower's peak at {} moment {} B − the text prefill's lines {} B, the pixel values and image embeddings the text forward holds {held} B){}",
+            "max(pixel values {} B + the tower's peak at {} moment {} B − the text prefill's lines {} B, the pixel values and image embeddings the text forward holds{} {held} B){}",
             p.pixels,
             p.moment,
             p.peak,
             prefill.0,
+            if qwen {
+                format!(" with the placeholder mask ({mask} B)")
+            } else {
+                String::new()
+            },
             assumed.map(|w| format!(" (assumed: {w})")).unwrap_or_default()
         ),
         &[
@@ -1379,8 +1397,8 @@ mod tests {
 
     /// The prefill's peak is the larger phase: the lines' sum is never below the
     /// tower's phase (pixel values and the tower's peak) nor below the text prefill
-    /// with what it holds of the tower (pixel values, image embeddings); without an
-    /// image there is no line.
+    /// with what it holds of the tower (pixel values, image embeddings) and the
+    /// prompt's placeholder mask (a byte a token); without an image there is no line.
     #[test]
     fn the_prefill_is_the_larger_phase() {
         assert_eq!(line(&qwen2_5_vl_7b(&[])), None);
@@ -1405,7 +1423,8 @@ mod tests {
                 AttentionImpl::Sdpa,
             )
             .unwrap();
-            let held = tower.pixels + tower.outputs;
+            let mask = round_size(input.context.unwrap());
+            let held = tower.pixels + tower.outputs + mask;
             assert!(prefill + bytes >= tower.pixels + tower.peak, "{tokens}");
             assert!(bytes >= held, "{tokens}");
             assert_eq!(
