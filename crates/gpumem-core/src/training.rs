@@ -3462,8 +3462,9 @@ pub struct Prefill {
 ///   the cache positions (int64) and RoPE's cos and sin (one sequence's positions,
 ///   v·d each, fp32 in OLMo-2; every sequence's under Qwen2.5-VL's and Qwen3-VL's
 ///   multimodal RoPE, whose text models are Qwen2's and Qwen3's layers — their
-///   rotary's fp32 sections, at most 4·3·d per token, come and go before the first
-///   layer); eager attention adds its mask (sequences × tokens² × v),
+///   rotary's fp32 frequencies and sections, a few 4·3·d/2 tensors a token, come and
+///   go before the first layer, far below the MLP's moment); eager attention adds its
+///   mask (sequences × tokens² × v),
 ///   SDPA a boolean one (tokens²) when a sliding window is no longer than the prompt;
 /// - the last layer's MLP, with the whole KV cache: the layer's input, the residual
 ///   after attention and the normalised input (3·v·h per token; 2 with OLMo-2's
