@@ -3449,6 +3449,9 @@ pub struct Prefill {
     /// `None` when the derivation covers the architecture (the lines are then
     /// computed); otherwise why they stay an assumption.
     pub assumed_because: Option<&'static str>,
+    /// The attention the figures are for: the one asked, but eager where Gemma 2 is
+    /// asked for SDPA (transformers runs it eager: see [`decoder_prefill`]).
+    pub attention: AttentionImpl,
 }
 
 /// The peak of one prefill (`generate`'s first forward, no gradients, a `DynamicCache`)
@@ -3490,6 +3493,35 @@ pub struct Prefill {
 ///
 /// The norms' fp32 upcasts (8·h per token at most) stay below the MLP moment whenever
 /// the intermediate width is at least the hidden width, as in every gated decoder.
+///
+/// Gemma 2's and Gemma 3's text decoders (`models/gemma2/modeling_gemma2.py`,
+/// `models/gemma3/modeling_gemma3.py`, transformers 5.23; Gemma 3's multimodal model
+/// runs the same `Gemma3TextModel` on a text prompt, its tower a line of its own) hold
+/// the same tensors at those moments, the embedding's output being the product by
+/// the embedding scale (`Gemma2TextScaledWordEmbedding.forward`), with these
+/// differences, each checked against `gpumem-agent trace` to the byte:
+/// - eager attention takes two additive masks, one per layer type, both built for
+///   every prompt (`Gemma2Model.forward`, `Gemma3TextModel.forward`:
+///   `causal_mask_mapping` with `create_causal_mask` and
+///   `create_sliding_window_causal_mask`); Gemma 2's soft-capping
+///   (`eager_attention_forward`: `/ softcap`, `tanh`, `· softcap`) holds two
+///   v-sized score tensors at a time, below the mask's sum and softmax's fp32 pair;
+/// - Gemma 2 refuses SDPA (`Gemma2PreTrainedModel._supports_sdpa = False`) and
+///   transformers runs it eager when no implementation is named: SDPA asked is
+///   derived as eager ([`Prefill::attention`]); the memory-efficient kernel, which is
+///   SDPA, stays outside;
+/// - Gemma 3 keeps two RoPE tables, cos and sin for the sliding layers' base and the
+///   full layers' (`Gemma3RotaryEmbedding.forward` per layer type), and norms q and
+///   k after all three projections (`Gemma3Attention.forward`): q's norm holds q, k
+///   and v, q's fp32 upcast, its normalised value (`Gemma3RMSNorm._norm` on
+///   `x.float()`) and the mean-square's fp32 statistics;
+/// - each of the four fp32 norms a layer (`Gemma2RMSNorm.forward`: `x.float()`, the
+///   normalised value times the fp32 `1 + weight`, cast back) holds two fp32 copies
+///   of its input: the post-feedforward norm's, beside the layer's input, the
+///   residual and the MLP's output, is counted as a moment of its own;
+/// - the final logit soft-capping (`Gemma2ForCausalLM.forward`,
+///   `final_logit_softcapping`) holds the kept logits twice (`lm_head`'s output and
+///   its quotient by the cap, then the quotient and its tanh).
 pub fn decoder_prefill(
     a: &Architecture,
     seq: u64,
@@ -3512,7 +3544,22 @@ pub fn decoder_prefill(
         ..*a
     };
     let a = &text;
-    let why = a
+    // Gemma 2 refuses SDPA and runs eager where it is asked (`_supports_sdpa = False`
+    // in `Gemma2PreTrainedModel`, modeling_gemma2.py; `get_correct_attn_implementation`
+    // in modeling_utils.py falls back to eager when none is named).
+    let gemma = gemma_norms(a);
+    let gemma3 = gemma && a.qk_norm;
+    let gemma2 = gemma && !a.qk_norm;
+    let attention = if gemma2 && attention == AttentionImpl::Sdpa {
+        AttentionImpl::Eager
+    } else {
+        attention
+    };
+    let why = (gemma2 && attention == AttentionImpl::Efficient)
+        .then_some(
+            "Gemma 2 under the memory-efficient kernel is not in the derivation (transformers 5.23 refuses SDPA for it: Gemma2PreTrainedModel._supports_sdpa false)",
+        )
+        .or(a
         .moe
         .filter(|m| !plain_moe(a, m))
         .map(|_| {
@@ -3526,12 +3573,14 @@ pub fn decoder_prefill(
             "the prefill of StarCoder 2, Phi, OPT or Falcon is not in the derivation",
         ))
         .or(not_derived(a))
-        .or(a.underived())
+        // Gemma's four norms and a tower beside its text decoder: `not_derived` weighed
+        // every other fact already.
+        .or(if gemma { None } else { a.underived() })
         .or(if value == 4 {
         Some("fp32 compute makes the norms' and softmax's fp32 copies aliases, not in the derivation")
     } else {
         None
-    });
+    }));
     let t = seq.saturating_mul(batch);
     let (h, heads, kv, d, i) = (a.hidden, a.heads, a.kv_heads, a.head_dim, a.intermediate);
     let eager = attention == AttentionImpl::Eager;
@@ -3547,10 +3596,12 @@ pub fn decoder_prefill(
     // modeling_qwen2_moe.py, transformers 5.23; its shared expert's gate marks the
     // layout): under eager a second additive mask, under SDPA a boolean one the trace
     // shows built even for a prompt shorter than the window.
+    // Gemma's eager attention takes one additive mask per layer type (full and sliding).
     let both_masks = a.moe.is_some_and(|m| m.shared_gate);
+    let two_masks = both_masks || gemma;
     let mask = match attention {
         AttentionImpl::Eager => mul(&[
-            if both_masks { 2 } else { 1 },
+            if two_masks { 2 } else { 1 },
             block(&[batch, seq, seq, value]),
         ]),
         AttentionImpl::Sdpa if both_masks || window.is_some_and(|w| w <= seq) => block(&[seq, seq]),
@@ -3566,11 +3617,12 @@ pub fn decoder_prefill(
     // × d; Qwen3-VL's alike, its sections interleaved), where Llama's are one
     // sequence's.
     let rope_rows = if mrope { t } else { seq };
+    // Gemma 3 keeps cos and sin for each layer type (`Gemma3TextModel.forward`).
     let once = add(&[
         ids,
         hidden,
         block(&[seq, 8]),
-        mul(&[2, block(&[rope_rows, rope, d])]),
+        mul(&[if gemma3 { 4 } else { 2 }, block(&[rope_rows, rope, d])]),
     ]);
     let layer_kv = mul(&[2, block(&[batch, kv, seq, d, value])]);
     let mlp = if a.fused_qkv {
@@ -3667,7 +3719,17 @@ pub fn decoder_prefill(
     } else {
         add(&[mul(&[4, qd]), mul(&[2, kd])])
     };
-    let q_norm = if a.qk_norm && !post_norms {
+    let q_norm = if gemma3 {
+        // q, k and v projected, q's fp32 upcast and its normalised value, with the
+        // mean-square's fp32 statistics (two at once) or the fp32 `weight` and
+        // `1 + weight` (`Gemma3RMSNorm.forward`).
+        add(&[
+            qd,
+            mul(&[2, kd]),
+            mul(&[2, block(&[t, 4, heads, d])]),
+            mul(&[2, block(&[t, 4, heads])]).max(mul(&[2, block(&[d, 4])])),
+        ])
+    } else if a.qk_norm && !post_norms {
         add(&[
             qd,
             mul(&[2, block(&[t, 4, heads, d])]),
@@ -3714,17 +3776,46 @@ pub fn decoder_prefill(
         ),
         _ => ("", 0, 0, 0, 0),
     };
+    // Gemma's post-feedforward norm in the last layer: the layer's input, the residual
+    // and the MLP's output, with the norm's fp32 upcast and normalised value (then its
+    // product by the fp32 `1 + weight`), beside the mean-square's or the weight's fp32
+    // terms (`Gemma2RMSNorm.forward`).
+    let at_norm = if gemma {
+        (
+            "the last layer's post-feedforward norm",
+            add(&[
+                once,
+                mul(&[3, hidden]),
+                mul(&[2, block(&[t, 4, h])]),
+                block(&[t, 4]).max(mul(&[2, block(&[h, 4])])),
+            ]),
+            mlp_scores,
+            0,
+            0,
+        )
+    } else {
+        ("", 0, 0, 0, 0)
+    };
     let kept = block(&[batch, if all_logits { seq } else { 1 }, a.vocab, value]);
     let fp32 = block(&[batch, a.vocab, 4]);
-    let at_logits = if hidden >= fp32 {
-        ("the logits", add(&[ids, hidden]), 0, kept, 0)
+    // Soft-capped logits: `lm_head`'s output and its quotient by the cap alive at once
+    // (`Gemma2ForCausalLM.forward`, `final_logit_softcapping`).
+    let capped = if a.logit_softcap { kept } else { 0 };
+    let at_logits = if add(&[hidden, capped]) >= fp32 {
+        (
+            "the logits",
+            add(&[ids, hidden]),
+            0,
+            add(&[kept, capped]),
+            0,
+        )
     } else {
         ("the logits' fp32 copy", ids, 0, add(&[kept, fp32]), 0)
     };
     let total = |m: &(&'static str, u64, u64, u64, u64)| add(&[m.1, m.2, m.3]).saturating_sub(m.4);
     // A tie keeps the MLP's moment: the same bytes either way.
     let mut peak = at_mlp;
-    for m in [at_moe, at_attention, at_rope, at_latent, at_logits] {
+    for m in [at_moe, at_attention, at_rope, at_latent, at_norm, at_logits] {
         if total(&m) > total(&peak) {
             peak = m;
         }
@@ -3759,9 +3850,15 @@ pub fn decoder_prefill(
         ),
     };
     let formula = format!(
-        "the highest of: {mlp_text}{}; RoPE before the last K/V are cached, less one layer's K/V; the final norm and the logits{}; plus the input ids, embeddings, cache positions and RoPE's cos/sin{} throughout (transformers' Llama-style decoder, every tensor in 512 B blocks)",
-        if eager {
-            "; eager attention, (v + 8)·heads·tokens² per sequence and the mask"
+        "the highest of: {mlp_text}{}{}; RoPE before the last K/V are cached, less one layer's K/V; the final norm and the logits{}{}; plus the input ids, embeddings, cache positions and RoPE's cos/sin{} throughout ({}, every tensor in 512 B blocks)",
+        match (eager, two_masks) {
+            (true, true) =>
+                "; eager attention, (v + 8)·heads·tokens² per sequence and both masks (full and sliding)",
+            (true, false) => "; eager attention, (v + 8)·heads·tokens² per sequence and the mask",
+            (false, _) => "",
+        },
+        if gemma {
+            "; the post-feedforward fp32 norm, 3·v·h + 2·4·h per token"
         } else {
             ""
         },
@@ -3770,11 +3867,23 @@ pub fn decoder_prefill(
         } else {
             " (one position per sequence, then its fp32 copy)"
         },
+        if a.logit_softcap {
+            ", soft-capped (lm_head's output and its quotient by the cap at once)"
+        } else {
+            ""
+        },
         if mrope {
             " (multimodal RoPE: one per sequence)"
         } else {
             ""
-        }
+        },
+        match (gemma3, gemma2) {
+            (true, _) =>
+                "transformers' Gemma 3 text decoder: four fp32 norms a layer, q/k norms in fp32 after the three projections, two RoPE tables, the embedding scaled",
+            (false, true) =>
+                "transformers' Gemma 2 decoder: four fp32 norms a layer, soft-capped eager attention (which SDPA asked runs), the embedding scaled",
+            _ => "transformers' Llama-style decoder",
+        },
     );
     Ok(Prefill {
         intermediates: peak.1.saturating_sub(peak.4),
@@ -3783,6 +3892,7 @@ pub fn decoder_prefill(
         moment: peak.0,
         formula,
         assumed_because: why,
+        attention,
     })
 }
 
@@ -4133,6 +4243,7 @@ fn layernorm_prefill(
         moment,
         formula,
         assumed_because: why,
+        attention,
     })
 }
 
@@ -4988,6 +5099,60 @@ mod tests {
         };
         let p = decoder_prefill(&sequential, 512, 1, 2, AttentionImpl::Sdpa, None, false).unwrap();
         assert!(p.assumed_because.is_some());
+    }
+
+    /// Gemma 2's and Gemma 3's prefill peaks, `decoder_prefill` against `gpumem-agent
+    /// trace` (transformers 5.23 on the meta device, bf16), gemma-3-4b's whole model on a
+    /// text prompt with its vision tower beside the decoder: equal to the byte. Gemma 2
+    /// asked for SDPA runs eager (traced eager); under the memory-efficient kernel, which
+    /// it refuses, it stays assumed.
+    #[test]
+    fn gemma_prefills_equal_their_traces() {
+        let arch = |text: &str| crate::import::config::parse_config(text).unwrap().arch;
+        let gemma2 = arch(include_str!("../tests/cases/configs/gemma-2-2b.json"));
+        let gemma3 = arch(include_str!("../tests/cases/configs/gemma-3-1b.json"));
+        let gemma3_4b = arch(include_str!("../tests/cases/configs/gemma-3-4b.json"));
+        assert!(gemma3_4b.tower_params > 0);
+        let (sdpa, eager) = (AttentionImpl::Sdpa, AttentionImpl::Eager);
+        let mlp = "the last layer's MLP";
+        let attention = "the last layer's eager attention";
+        let rows = [
+            (gemma2, sdpa, 512, 1, 4096, 43_524_096, mlp),
+            (gemma2, eager, 512, 1, 4096, 43_524_096, mlp),
+            (gemma2, sdpa, 1024, 2, 4096, 230_711_296, attention),
+            (gemma3, sdpa, 512, 1, 512, 27_271_168, mlp),
+            (gemma3, eager, 512, 1, 512, 30_154_752, mlp),
+            (gemma3, sdpa, 1024, 2, 512, 106_979_328, mlp),
+            (gemma3, eager, 1024, 2, 512, 131_096_576, mlp),
+            (gemma3, AttentionImpl::Flash, 512, 1, 512, 27_009_024, mlp),
+            (gemma3_4b, sdpa, 512, 1, 1024, 42_999_808, mlp),
+            (gemma3_4b, sdpa, 2048, 2, 1024, 343_982_080, mlp),
+            (gemma3_4b, eager, 2048, 1, 1024, 413_171_712, attention),
+        ];
+        for (a, attention, seq, batch, window, traced, moment) in rows {
+            let p = decoder_prefill(&a, seq, batch, 2, attention, Some(window), false).unwrap();
+            assert_eq!(p.assumed_because, None, "{attention:?}");
+            assert_eq!(
+                (p.intermediates + p.scores, p.logits, p.moment),
+                (traced, 0, moment),
+                "{attention:?} {batch} × {seq}"
+            );
+        }
+        let p = decoder_prefill(&gemma2, 512, 1, 2, sdpa, Some(4096), false).unwrap();
+        assert_eq!(p.attention, eager);
+        let p = decoder_prefill(&gemma2, 512, 1, 2, AttentionImpl::Efficient, None, false);
+        assert!(p.unwrap().assumed_because.is_some());
+        // Soft-capped logits: one layer, every position's logits, the quotient beside
+        // lm_head's output (traced: 2 363 392 B and 524 288 000 B of logits).
+        let one = Architecture {
+            layers: 1,
+            ..gemma2
+        };
+        let p = decoder_prefill(&one, 512, 1, 2, eager, Some(4096), true).unwrap();
+        assert_eq!(
+            (p.intermediates + p.scores, p.logits, p.moment),
+            (2_363_392, 524_288_000, "the logits")
+        );
     }
 
     /// Mixtures of experts' prefill peaks, `decoder_prefill` against `gpumem-agent

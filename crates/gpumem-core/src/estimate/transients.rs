@@ -1,6 +1,6 @@
 //! The transients' lines: CUDA context, and the prefill's peak beyond weights and
 //! KV cache: intermediates, eager attention's tokens² tensors and logits, derived
-//! moment by moment for transformers' Llama-style decoder
+//! moment by moment for transformers' Llama-style decoder and Gemma 2's and 3's
 //! ([`crate::training::decoder_prefill`]), else assumed and summed (an upper bound).
 
 use super::*;
@@ -82,9 +82,14 @@ pub(super) fn transients(
                 LineKey::PrefillAttentionScores,
                 "Attention mask and scores (tokens²) at the prefill's peak".into(),
                 p.scores,
-                match input.attention {
+                match p.attention {
+                    AttentionImpl::Eager if input.attention != AttentionImpl::Eager => format!(
+                        "{} asked runs eager here (transformers refuses it for this model): masks sequences × tokens² × v, and at the attention's moment (v + 8) × sequences × heads × tokens² (the scores with the mask added, softmax's fp32 input and output), at the MLP's v × sequences × heads × tokens² (the probabilities the decoder layer holds); peak: {}",
+                        input.attention.name(),
+                        p.moment
+                    ),
                     AttentionImpl::Eager => format!(
-                        "eager: mask sequences × tokens² × v, and at the attention's moment (v + 8) × sequences × heads × tokens² (the scores with the mask added, softmax's fp32 input and output), at the MLP's v × sequences × heads × tokens² (the probabilities the decoder layer holds); peak: {}",
+                        "eager: mask sequences × tokens² × v (two masks where the model builds a full and a sliding one: Gemma, Qwen2-MoE), and at the attention's moment (v + 8) × sequences × heads × tokens² (the scores with the mask added, softmax's fp32 input and output), at the MLP's v × sequences × heads × tokens² (the probabilities the decoder layer holds); peak: {}",
                         p.moment
                     ),
                     other if p.scores > 0 => format!(
