@@ -1779,6 +1779,17 @@ def _build(torch, transformers, w):
     except KeyError:
         # Falcon and a few others pick their attention class from a table of their own.
         model = None
+    except ValueError as e:
+        # A model that refuses SDPA (`_supports_sdpa = False`: Gemma 2, gpt-oss) runs
+        # eager, as transformers runs it when no implementation is named
+        # (modeling_utils.py `get_correct_attn_implementation`).
+        if impl != "sdpa" or "scaled_dot_product_attention" not in str(e):
+            raise
+        _NOTES.add(f"{model_type} refuses SDPA: traced eager, which transformers runs when none is named")
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(
+                config, dtype=dtype, attn_implementation="eager"
+            )
     if impl.startswith("gpumem_") and not getattr(model, "_supports_attention_backend", False):
         # A family with attention code of its own (no AttentionInterface): run its
         # SDPA path, with SDPA mapped to the fused kernel CUDA would pick.

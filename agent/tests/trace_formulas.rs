@@ -925,6 +925,26 @@ const QWEN2_5_VL: &str = "Qwen--Qwen2.5-VL-7B-Instruct.json@2";
 const QWEN3_VL: &str = "Qwen--Qwen3-VL-8B-Instruct.json@2";
 const QWEN3_VL_MOE: &str = "Qwen--Qwen3-VL-30B-A3B-Instruct.json@2";
 
+/// Gemma 2's and Gemma 3's text decoders (gemma-3-4b's whole model on a text prompt,
+/// its vision tower idle) at two lengths under SDPA and eager: derived equal to the
+/// trace to the byte. Gemma 2 refuses SDPA, which it runs eager: its SDPA cases are
+/// traced eager.
+const GEMMA_PREFILLS: &[Prefill] = &[
+    pf("gemma-2-2b.json", "sdpa", 1, 512, false),
+    pf("gemma-2-2b.json", "eager", 1, 512, false),
+    pf("gemma-2-2b.json", "sdpa", 2, 1024, false),
+    pf("gemma-2-2b.json", "eager", 2, 1024, false),
+    pf("gemma-3-1b.json", "sdpa", 1, 512, false),
+    pf("gemma-3-1b.json", "eager", 1, 512, false),
+    pf("gemma-3-1b.json", "sdpa", 2, 1024, false),
+    pf("gemma-3-1b.json", "eager", 2, 1024, false),
+    pf("gemma-3-4b.json", "sdpa", 1, 512, false),
+    pf("gemma-3-4b.json", "eager", 1, 512, false),
+    pf("gemma-3-4b.json", "sdpa", 2, 2048, false),
+    pf("gemma-3-4b.json", "eager", 1, 2048, false),
+    pf("gemma-2-2b.json@1", "eager", 1, 512, true),
+];
+
 /// Traces every prefill in one Python process: the parameters and what was live at the
 /// prefill's peak, by category.
 const PREFILL_DRIVER: &str = r#"
@@ -952,9 +972,15 @@ fn qwen_vl_prefills_equal_their_traces() {
     check_prefills("qwen_vl_prefills_equal_their_traces", VL_PREFILLS, true);
 }
 
+#[test]
+fn gemma_prefills_equal_their_traces() {
+    check_prefills("gemma_prefills_equal_their_traces", GEMMA_PREFILLS, true);
+}
+
 /// Traces `cases` and sets each beside its estimate's prefill lines: derived, within
 /// 2 % (a mixture of experts, or every case when `exact`, to the byte); else assumed,
-/// saying why.
+/// saying why. The attention each case runs is the model's: Gemma 2 runs eager where
+/// SDPA is asked.
 fn check_prefills(name: &str, cases: &[Prefill], exact: bool) {
     let Some(python) = gpumem_e2e::torch_python(name) else {
         return;
@@ -962,9 +988,22 @@ fn check_prefills(name: &str, cases: &[Prefill], exact: bool) {
     let mut requests = String::new();
     for c in cases {
         let config: serde_json::Value = serde_json::from_str(&config_text(c.config)).unwrap();
+        // The attention the model runs: Gemma 2 runs eager where SDPA is asked.
+        let a = input_of(c.config, &[("train", "none")]).arch.unwrap();
+        let runs = gpumem_core::training::decoder_prefill(
+            &a,
+            c.tokens,
+            c.sequences,
+            2,
+            AttentionImpl::parse("attention", c.attention).unwrap(),
+            None,
+            c.all_logits,
+        )
+        .unwrap()
+        .attention;
         let w = serde_json::json!({
             "config": config, "train": "none", "sequences": c.sequences, "context": c.tokens,
-            "generate": 1, "dtype": "bfloat16", "attention": c.attention, "optimizer": "adamw",
+            "generate": 1, "dtype": "bfloat16", "attention": runs.name(), "optimizer": "adamw",
             "master_weights": false, "checkpointing": false, "lora_rank": 16,
             "lora_targets": ["q_proj", "v_proj"],
             "logits": if c.all_logits { "all" } else { "last" }, "expandable_segments": false,
