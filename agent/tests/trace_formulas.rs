@@ -928,7 +928,8 @@ const QWEN3_VL_MOE: &str = "Qwen--Qwen3-VL-30B-A3B-Instruct.json@2";
 /// Gemma 2's and Gemma 3's text decoders (gemma-3-4b's whole model on a text prompt,
 /// its vision tower idle) at two lengths under SDPA and eager: derived equal to the
 /// trace to the byte. Gemma 2 refuses SDPA, which it runs eager: its SDPA cases are
-/// traced eager.
+/// traced eager. Every position's logits: one gemma-2-2b layer (soft-capped) and
+/// gemma-3-1b.
 const GEMMA_PREFILLS: &[Prefill] = &[
     pf("gemma-2-2b.json", "sdpa", 1, 512, false),
     pf("gemma-2-2b.json", "eager", 1, 512, false),
@@ -943,6 +944,7 @@ const GEMMA_PREFILLS: &[Prefill] = &[
     pf("gemma-3-4b.json", "sdpa", 2, 2048, false),
     pf("gemma-3-4b.json", "eager", 1, 2048, false),
     pf("gemma-2-2b.json@1", "eager", 1, 512, true),
+    pf("gemma-3-1b.json", "sdpa", 1, 512, true),
 ];
 
 /// Traces every prefill in one Python process: the parameters and what was live at the
