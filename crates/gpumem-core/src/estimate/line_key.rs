@@ -96,6 +96,9 @@ pub enum LineKey {
     /// What the audio tower's forward over the prompt's clips adds to the prefill's
     /// peak (`prefill.audio_tower`).
     PrefillAudioTower,
+    /// What compressed-tensors' decompression of one module on the first forward
+    /// holds beyond the prefill's lines (`prefill.decompress`).
+    PrefillDecompress,
     /// The reserve (`reserve`).
     Reserve,
     /// Host memory per node for an offloaded optimizer (`host.optimizer`).
@@ -110,7 +113,7 @@ pub enum LineKey {
 
 impl LineKey {
     /// Every key, in the order the estimate adds its lines.
-    pub const ALL: [LineKey; 44] = [
+    pub const ALL: [LineKey; 45] = [
         LineKey::Weights,
         LineKey::WeightsEmbeddings,
         LineKey::WeightsAttention,
@@ -150,6 +153,7 @@ impl LineKey {
         LineKey::PrefillQuantizedMatmul,
         LineKey::PrefillVisionTower,
         LineKey::PrefillAudioTower,
+        LineKey::PrefillDecompress,
         LineKey::Reserve,
         LineKey::HostOptimizer,
         LineKey::HostParameters,
@@ -199,6 +203,7 @@ impl LineKey {
             LineKey::PrefillQuantizedMatmul => "prefill.quantized_matmul",
             LineKey::PrefillVisionTower => "prefill.vision_tower",
             LineKey::PrefillAudioTower => "prefill.audio_tower",
+            LineKey::PrefillDecompress => "prefill.decompress",
             LineKey::Reserve => "reserve",
             LineKey::HostOptimizer => "host.optimizer",
             LineKey::HostParameters => "host.parameters",
@@ -248,7 +253,8 @@ impl LineKey {
             | LineKey::PrefillLogits
             | LineKey::PrefillQuantizedMatmul
             | LineKey::PrefillVisionTower
-            | LineKey::PrefillAudioTower => Group::Transient,
+            | LineKey::PrefillAudioTower
+            | LineKey::PrefillDecompress => Group::Transient,
             LineKey::Reserve => Group::Reserve,
             LineKey::HostOptimizer
             | LineKey::HostParameters

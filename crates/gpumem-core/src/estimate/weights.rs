@@ -158,6 +158,78 @@ pub(crate) fn ct_kept_scales(
     stored.checked_sub(values).ok_or(over)
 }
 
+/// What compressed-tensors holds, at the peak of one `rows` × `cols` linear's
+/// decompression, beyond the state it leaves (the weight in `now` and
+/// [`ct_kept_scales`]): the module's compressed values, and the dequantisation's
+/// temporaries beside its output. Read in compressed-tensors 0.20.1:
+/// `compressors/base.py` `BaseCompressor.decompress_module` keeps the module's
+/// state dict (`get_direct_state_dict`) until it returns, so the compressed values
+/// stay alive through `decompress` and `replace_direct_state_dict` and are freed
+/// with it, before the next module; the values `decompress` allocates, in order:
+///
+/// - FP8 (`compressors/naive_quantized/base.py` `decompress` → `dequantize`,
+///   `quantization/lifecycle/forward.py`, → `_dequantize`,
+///   `quantization/lifecycle/forward_helpers.py`): `x_q.to(scale.dtype)` and
+///   `dequant_value * scale` — two dense tensors at once, the cast freed after the
+///   product. FP8-block first pads to whole 128 × 128 tiles (`_process_block`,
+///   `maybe_pad_tensor_for_block_quant`: a padded fp8 copy when a side is not a
+///   multiple of 128) and works on the padded tiles.
+/// - W4A16 (`compressors/pack_quantized/base.py` `decompress`): `unpack_from_int32`
+///   (`pack_quantized/helpers.py`: the two nibble halves and their `stack`, then the
+///   int8 values less 8, one byte each), kept in `unpacked` while `_process_group` →
+///   `_dequantize` casts them (dense) and multiplies (dense): int8 values + two dense
+///   tensors, the largest of its moments.
+/// - NVFP4 (`compressors/nvfp4/base.py` `decompress` → `nvfp4/helpers.py`
+///   `unpack_fp4_from_uint8`): per value, the high and low nibbles (½ B each), their
+///   `stack` (1 B), the sign mask (bool, 1 B), the magnitude indices (int64, 8 B),
+///   the looked-up fp32 values, `torch.where`'s fp32 signs and their fp32 product
+///   (4 B each) — 23 B a value, all alive at the product — and the lookup table's
+///   copy on the device (`kE2M1ToFloat.to(device)`: 8 fp32). The later bf16 cast
+///   and `dequantize` (the scale promoted to fp32 by the fp32 global scale, an fp32
+///   cast and product) hold less.
+///
+/// Zero for a format compressed-tensors does not decompress.
+pub(crate) fn ct_decompress_excess(
+    was: StorageFormat,
+    now: StorageFormat,
+    rows: u64,
+    cols: u64,
+) -> Result<u64, EstimateError> {
+    const WHAT: &str = "decompression";
+    let StorageFormat::Dense { dtype } = now else {
+        return Ok(0);
+    };
+    let d = dtype.bytes();
+    let values = checked_product(&[rows, cols], WHAT)?;
+    let temporaries = match was {
+        StorageFormat::Fp8 {
+            scales: Fp8Scales::Block128,
+        } => {
+            let padded =
+                checked_product(&[rows.div_ceil(128), cols.div_ceil(128), 128 * 128], WHAT)?;
+            let copy = if padded == values { 0 } else { padded };
+            copy.checked_add(checked_product(&[padded, d, 2], WHAT)?)
+        }
+        StorageFormat::Fp8 { .. } | StorageFormat::Fp8Channel => {
+            checked_product(&[values, d, 2], WHAT).ok()
+        }
+        StorageFormat::W4a16 { .. } => values.checked_add(checked_product(&[values, d, 2], WHAT)?),
+        StorageFormat::Nvfp4 { .. } => checked_product(&[values, 23], WHAT)?.checked_add(8 * 4),
+        _ => return Ok(0),
+    }
+    .ok_or(EstimateError::Overflow { what: WHAT })?;
+    let stored = was.matrix_bytes(rows, cols)?.bytes;
+    let left = now
+        .matrix_bytes(rows, cols)?
+        .bytes
+        .checked_add(ct_kept_scales(was, rows, cols)?)
+        .ok_or(EstimateError::Overflow { what: WHAT })?;
+    stored
+        .checked_add(temporaries)
+        .and_then(|b| b.checked_sub(left))
+        .ok_or(EstimateError::Overflow { what: WHAT })
+}
+
 /// Whether transformers' quantizer leaves an MoE's routed experts in the model's
 /// dtype ([`linear_only_loader`]): since transformers 5.0 every MoE family it ships
 /// stores its experts as 3D `nn.Parameter`s (`MixtralExperts.gate_up_proj`,

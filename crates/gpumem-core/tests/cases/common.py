@@ -87,6 +87,27 @@ def ct_decompressed_bytes(f, out, inp):
     raise ValueError(f)
 
 
+def ct_decompress_excess(f, out, inp):
+    """What compressed-tensors 0.20.1 holds at the peak of one linear's decompression
+    beyond the state it leaves (ct_decompressed_bytes): the stored bytes it replaces
+    and the temporaries beside the output (compressors/base.py decompress_module keeps
+    the compressed state dict until it returns). FP8 (naive_quantized decompress ->
+    _dequantize): the bf16 cast and the product; FP8-block pads to 128 x 128 tiles
+    first (_process_block, a padded fp8 copy); W4A16 (pack_quantized decompress):
+    the int8 values unpack_from_int32 returns, the cast and the product; NVFP4
+    (unpack_fp4_from_uint8): 23 B a value (nibbles 1/2 + 1/2, stack 1, bool 1,
+    int64 8, three fp32 4 + 4 + 4) and the device copy of the 8-entry fp32 table."""
+    v = out * inp
+    if f == "fp8-channel": t = 2 * 2 * v
+    elif f == "fp8-block":
+        p = cdiv(out, 128) * cdiv(inp, 128) * 128 * 128
+        t = (p if p != v else 0) + 2 * 2 * p
+    elif f.startswith("w4a16-g"): t = v + 2 * 2 * v
+    elif f in ("nvfp4", "nvfp4a16"): t = 23 * v + 32
+    else: raise ValueError(f)
+    return tensor_bytes((out, inp), "linear_mlp", f, f) + t - ct_decompressed_bytes(f, out, inp)
+
+
 def g(cfg, *keys, default=None):
     for k in keys:
         if cfg.get(k) is not None:

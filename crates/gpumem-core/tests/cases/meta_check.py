@@ -59,7 +59,13 @@ With --compressed-tensors, saves a two-layer Llama as compressed-tensors checkpo
 transformers on the CPU (default `dequantize=False`, then `dequantize=True`) and
 compares every quantised linear's parameter and buffer bytes after the load with the
 stored layout (common.tensor_bytes) and after one forward with the decompressed one
-(common.ct_decompressed_bytes). It needs the compressed-tensors package on PYTHONPATH
+(common.ct_decompressed_bytes). It also tracks every CPU storage through that first
+forward up to a pre-hook registered after compressed-tensors' decompression hook: the
+peak less what is live then is the decompression's moment, the last module's
+(common.ct_decompress_excess); and runs one module of each format (fp8-channel,
+fp8-block, w4a16-g128, nvfp4) through compressed-tensors' decompress_module, comparing
+what it holds at its peak beside the stored tensors with the derivation and checking
+that its compressed values are freed when it returns. It needs the compressed-tensors package on PYTHONPATH
 (`pip install --target DIR --no-deps compressed-tensors loguru`), which the torch venv
 does not carry.
 
@@ -683,13 +689,105 @@ def beams():
         print(f"| {key} | {w} | {got[key]} | {'same' if got[key] == w else 'differs'} |")
     return 1 if bad else 0
 
+class _LiveStorages:
+    """The bytes of live CPU storages: those given at the start and every one an op
+    makes while the mode is on (a storage counted once, dropped when freed), with the
+    peak."""
+    def __init__(self, tensors=()):
+        self.live, self.refs, self.now, self.peak = {}, [], 0, 0
+        for t in tensors:
+            self.add(t)
+
+    def add(self, t):
+        import weakref
+        st = t.untyped_storage()
+        k = id(st)
+        if k in self.live or not st.nbytes():
+            return
+        self.live[k] = st.nbytes()
+        self.now += st.nbytes()
+        self.peak = max(self.peak, self.now)
+        self.refs.append(weakref.ref(st, lambda _r, k=k: self.free(k)))
+
+    def free(self, k):
+        self.now -= self.live.pop(k)
+
+    def mode(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+        tracker = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                    if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+                        tracker.add(t)
+                return out
+        return Mode()
+
+
+def ct_module_moments():
+    """One linear of each format decompressed by compressed-tensors' own
+    decompress_module on the CPU, its storages tracked: what it allocates and holds
+    at its peak beside the stored tensors (measured: the peak less the module's bytes
+    before) against common.ct_decompress_excess less the stored layout
+    (common.tensor_bytes) plus the state after (common.ct_decompressed_bytes) — the
+    temporaries, free of the layouts' few bytes (FP8-block's scales here bf16, the
+    layout's fp32; W4A16's 16 B weight_shape; NVFP4's input global scale) — and its
+    compressed values freed on return. FP8-block at 200 x 300 (padded to 256 x 384
+    tiles). Returns the differences."""
+    from compressed_tensors.compressors.base import decompress_module
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+    from compressed_tensors.quantization.utils.helpers import calculate_range
+    from common import ct_decompress_excess, ct_decompressed_bytes, cdiv, tensor_bytes
+    import weakref
+    fp8 = lambda *s: torch.randn(*s).to(torch.float8_e4m3fn)
+    cases = [
+        ("fp8-channel", 512, 256, "float-quantized", lambda r, c: {"weight": fp8(r, c), "weight_scale": torch.rand(r, 1).to(torch.bfloat16)},
+         dict(num_bits=8, type="float", strategy="channel", symmetric=True)),
+        ("fp8-block", 200, 300, "float-quantized", lambda r, c: {"weight": fp8(r, c), "weight_scale": torch.rand(cdiv(r, 128), cdiv(c, 128)).to(torch.bfloat16)},
+         dict(num_bits=8, type="float", strategy="block", block_structure=[128, 128], symmetric=True)),
+        ("w4a16-g128", 512, 256, "pack-quantized", lambda r, c: {"weight_packed": torch.randint(-2**31, 2**31 - 1, (r, c // 8), dtype=torch.int32),
+         "weight_scale": torch.rand(r, c // 128).to(torch.bfloat16), "weight_shape": torch.tensor([r, c])},
+         dict(num_bits=4, type="int", strategy="group", group_size=128, symmetric=True)),
+        ("nvfp4", 512, 256, "nvfp4-pack-quantized", lambda r, c: {"weight_packed": torch.randint(0, 255, (r, c // 2), dtype=torch.uint8),
+         "weight_scale": torch.rand(r, c // 16).to(torch.float8_e4m3fn), "weight_global_scale": torch.rand(1)},
+         dict(num_bits=4, type="float", strategy="tensor_group", group_size=16, symmetric=True)),
+    ]
+    print("| format | rows x cols | held at the peak beside the stored tensors | derived | compressed freed | result |")
+    bad = 0
+    for fmt, rows, cols, ct_format, make, w in cases:
+        m = torch.nn.Linear(cols, rows, bias=False)
+        del m.weight
+        for n, t in make(rows, cols).items():
+            m.register_parameter(n, torch.nn.Parameter(t, requires_grad=False))
+        m.quantization_scheme = QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(**w))
+        values = weakref.ref((m.weight if fmt.startswith("fp8") else m.weight_packed).untyped_storage())
+        # The quantisation range's scalars, memoised on the first module of a model:
+        # made before, as they are for every later module.
+        calculate_range(m.quantization_scheme.weights, torch.device("cpu"))
+        t = _LiveStorages(list(m.parameters()))
+        before = t.now
+        with t.mode():
+            decompress_module(m, ct_format)
+        derived = (ct_decompress_excess(fmt, rows, cols) - tensor_bytes((rows, cols), "linear_mlp", fmt, fmt)
+                   + ct_decompressed_bytes(fmt, rows, cols))
+        # NVFP4's table copy (32 B) is a device copy: `.to("cpu")` on the CPU copies nothing.
+        measured = t.peak - before + (32 if fmt.startswith("nvfp4") else 0)
+        freed = values() is None
+        same = measured == derived and freed
+        bad += not same
+        print(f"| {fmt} | {rows} x {cols} | {measured} | {derived} | {'yes' if freed else 'no'} | {'same' if same else 'differs'} |")
+    return bad
+
+
 def compressed_tensors_check():
     """See the module doc (--compressed-tensors). Returns 1 on a difference."""
     import tempfile
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, CompressedTensorsConfig, LlamaConfig, LlamaForCausalLM
     import compressed_tensors
-    from common import ct_decompressed_bytes, tensor_bytes
+    from common import ct_decompress_excess, ct_decompressed_bytes, tensor_bytes
     torch.manual_seed(0)
     cfg = LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
                       num_key_value_heads=2, vocab_size=1000, max_position_embeddings=128)
@@ -748,8 +846,21 @@ def compressed_tensors_check():
                 # W4A16 layout counts 8 B: named, not hidden.
                 shape_gap = 8 * len(linears) if fmt.startswith("w4a16") else 0
                 loaded = sum(held(m) for m in mods)
-                with torch.no_grad():
-                    model(torch.tensor([[1, 2, 3, 4]]))
+                ids = torch.tensor([[1, 2, 3, 4]])
+                # compressed-tensors' pre-hook decompresses; a pre-hook registered after
+                # it sees the model decompressed, before any activation: the moment is
+                # the peak of every storage up to it, against what is live then.
+                t = _LiveStorages(list(model.parameters()) + list(model.buffers()))
+                after_hook = []
+                h = model.register_forward_pre_hook(lambda *_: after_hook.append(t.now) if not after_hook else None)
+                with torch.no_grad(), t.mode():
+                    model(ids)
+                h.remove()
+                if load == "default":
+                    # The last module decompressed (layers.1.mlp.down_proj) holds the moment.
+                    got, want = t.peak - after_hook[0], ct_decompress_excess(fmt, *shapes[-1])
+                    bad += got != want
+                    print(f"| {fmt} | {load} | decompression moment (excess) | {got} | {want} | {'same' if got == want else 'differs'} |")
                 after = sum(held(m) for m in mods)
                 # dequantize=True leaves a plain bf16 model: no scale is kept.
                 want_load, want_after = ((stored + shape_gap, dense + shape_gap) if load == "default"
@@ -759,6 +870,7 @@ def compressed_tensors_check():
                     bad += not same
                     note = f" (weight_shape: {shape_gap} B beyond the layout's 8 B per matrix)" if shape_gap and load == "default" else ""
                     print(f"| {fmt} | {load} | {when} | {got} | {want} | {'same' if same else 'differs'}{note} |")
+    bad += ct_module_moments()
     return 1 if bad else 0
 
 if __name__ == "__main__":
