@@ -882,6 +882,35 @@ mod tests {
         }
     }
 
+    /// A trace that replaces the text prefill's lines moves the decompression's line
+    /// with them: the sum stays the larger phase.
+    #[test]
+    fn a_traced_prefill_retops_the_decompression() {
+        let mut input = llama_8b(&[("format", "fp8-channel"), ("context", "16")]);
+        input.compressed_tensors = true;
+        input.runtime = CacheRuntime::Transformers;
+        let e = estimate(&input).unwrap();
+        let bytes = |e: &Estimate, key| e.lines.iter().find(|l| l.key == key).unwrap().bytes;
+        let (mlp, before) = (
+            bytes(&e, LineKey::PrefillMlp),
+            bytes(&e, LineKey::PrefillDecompress),
+        );
+        let total = e.total_bytes;
+        let traced = e
+            .with_traced(&[TracedLine {
+                key: LineKey::PrefillMlp,
+                label: "traced".into(),
+                bytes: mlp / 2,
+                formula: "a trace".into(),
+            }])
+            .unwrap();
+        assert_eq!(
+            bytes(&traced, LineKey::PrefillDecompress),
+            before + (mlp - mlp / 2)
+        );
+        assert_eq!(traced.total_bytes, total);
+    }
+
     /// NVFP4's scales come back in bf16 beside the decompressed weight
     /// (`NVFP4PackedCompressor.decompress`): one 4096 × 4096 matrix keeps 4096 × 256
     /// scales at 2 B and its 4 B global scale (8 B with the input's, W4A4).
