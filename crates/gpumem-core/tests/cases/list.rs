@@ -85,6 +85,7 @@
     ("real-phi-3-mini-4k", include_str!("real-phi-3-mini-4k.json")),
     ("real-pythia-160m", include_str!("real-pythia-160m.json")),
     ("real-qwen-7b-chat", include_str!("real-qwen-7b-chat.json")),
+    ("real-qwen2-vl-7b-instruct", include_str!("real-qwen2-vl-7b-instruct.json")),
     ("real-qwen2.5-0.5b", include_str!("real-qwen2.5-0.5b.json")),
     ("real-qwen2.5-72b", include_str!("real-qwen2.5-72b.json")),
     ("real-qwen2.5-7b", include_str!("real-qwen2.5-7b.json")),

@@ -1,7 +1,40 @@
 """Qwen2 / Qwen2-MoE (q/k/v biases), Qwen3 / Qwen3-MoE (per-head q/k norms), and
 Qwen3-Next (transformers' Qwen3NextForCausalLM: Gated DeltaNet layers beside gated full
 attention, the shared expert's gate)."""
-from common import Decoder, dims, g, rope_buffers, rope_freqs
+from common import Decoder, cdiv, dims, g, rope_buffers, rope_freqs
+
+
+def qwen2_vl_tower(config, c, add):
+    """transformers' Qwen2VisionTransformerPretrainedModel (models/qwen2_vl/
+    modeling_qwen2_vl.py): PatchEmbed's bias-free Conv3d, blocks of two LayerNorms,
+    VisionAttention's fused qkv and proj, VisionMlp's fc1/fc2 (embed_dim * mlp_ratio),
+    PatchMerger's ln_q and two linears to hidden_size (the text width)."""
+    vc = config.get("vision_config")
+    if config.get("model_type") != "qwen2_vl" or not vc:
+        return
+    # Qwen2VLVisionConfig's defaults.
+    d = {"embed_dim": 1280, "depth": 32, "hidden_size": 3584, "mlp_ratio": 4, "num_heads": 16,
+         "in_channels": 3, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
+    v = {k: vc.get(k, x) for k, x in d.items()}
+    e, p, t, m = v["embed_dim"], v["patch_size"], v["temporal_patch_size"], v["spatial_merge_size"]
+    i = int(e * v["mlp_ratio"])
+    add("model.visual.patch_embed.proj.weight", (e, v["in_channels"], t, p, p), "tower")
+    for n in range(v["depth"]):
+        q = f"model.visual.blocks.{n}"
+        for nm in ("norm1", "norm2"):
+            add(f"{q}.{nm}.weight", (e,), "tower"); add(f"{q}.{nm}.bias", (e,), "tower")
+        add(f"{q}.attn.qkv.weight", (3 * e, e), "tower"); add(f"{q}.attn.qkv.bias", (3 * e,), "tower")
+        add(f"{q}.attn.proj.weight", (e, e), "tower"); add(f"{q}.attn.proj.bias", (e,), "tower")
+        add(f"{q}.mlp.fc1.weight", (i, e), "tower"); add(f"{q}.mlp.fc1.bias", (i,), "tower")
+        add(f"{q}.mlp.fc2.weight", (e, i), "tower"); add(f"{q}.mlp.fc2.bias", (e,), "tower")
+    w = e * m * m
+    add("model.visual.merger.ln_q.weight", (e,), "tower"); add("model.visual.merger.ln_q.bias", (e,), "tower")
+    add("model.visual.merger.mlp.0.weight", (w, w), "tower"); add("model.visual.merger.mlp.0.bias", (w,), "tower")
+    add("model.visual.merger.mlp.2.weight", (v["hidden_size"], w), "tower")
+    add("model.visual.merger.mlp.2.bias", (v["hidden_size"],), "tower")
+    # Qwen2VLVisionRotaryEmbedding: inv_freq and original_inv_freq (fp32,
+    # non-persistent) over head // 2, torch.arange(0, head // 2, 2).
+    rope_buffers(add, cdiv(e // v["num_heads"] // 2, 2), "model.visual.rotary_pos_emb")
 
 
 def qwen3_next(c, config, add):
@@ -67,21 +100,27 @@ def qwen3_next_kv(c, tokens, nbytes, engine):
 DECODERS = {
     "qwen2": Decoder(qkv_bias=True),
     "qwen2_moe": Decoder(qkv_bias=True),
+    "qwen2_vl": Decoder(qkv_bias=True),
     "qwen3": Decoder(qk_norm="head"),
     "qwen3_moe": Decoder(qk_norm="head"),
 }
 TENSORS = {"qwen3_next": qwen3_next}
 KV = {"qwen3_next": qwen3_next_kv}
 STATE = {"qwen3_next": qwen3_next_state}
+TOWERS = {"qwen2_vl": qwen2_vl_tower}
 
 REAL = {
     "qwen2.5-0.5b": (494_032_768, "model card"),
     "qwen2.5-7b": (7_615_616_512, "model card"),
     "qwen2.5-72b": (72_706_203_648, "model card"),
+    "qwen2-vl-7b-instruct": (None, "model card: 8.29B params (transformers 5.23 builds 8 291 375 616 from this config on the meta device)"),
     "qwen3-0.6b": (596_049_920, "safetensors index"),
     "qwen3-30b-a3b": (30_532_122_624, "safetensors index"),
     "qwen3-next-80b-a3b": (79_674_391_296, "80B (model card); 79 674 391 296 published for Qwen3-Coder-Next, the same shape, without the MTP module"),
 }
+
+ROUNDED = {"qwen2-vl-7b-instruct": (8.29e9, 3)}
+WARN = {"qwen2-vl-7b-instruct": []}
 
 # Qwen3NextRotaryEmbedding over partial_rotary_factor of the head.
 ROPE = {"qwen3_next": lambda c, add: rope_buffers(add, rope_freqs(c))}

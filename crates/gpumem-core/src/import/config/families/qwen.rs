@@ -1,6 +1,7 @@
 //! Qwen2 / Qwen2-MoE (q/k/v biases, sliding layers from `max_window_layers`, the
 //! shared expert's sigmoid gate), Qwen3 / Qwen3-MoE (per-head q/k norms) and
-//! Qwen3-Next (Gated DeltaNet layers beside gated full attention).
+//! Qwen3-Next (Gated DeltaNet layers beside gated full attention); the vision towers
+//! of Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5, and Qwen2-Audio's encoder.
 
 use serde_json::Value;
 
@@ -11,10 +12,10 @@ use crate::import::config::family::{BASE, Family, Sliding};
 use crate::import::config::json::{Cfg, parse};
 use crate::import::config::tower::{axial_rope_bytes, fit, head_width, sizes};
 
-/// Qwen2, and Qwen2.5-VL's language model (its vision tower is counted by the
-/// tower reader).
+/// Qwen2, and Qwen2-VL's and Qwen2.5-VL's language models (their vision towers are
+/// counted by the tower reader).
 pub(crate) const QWEN2: Family = Family {
-    types: "qwen2 qwen2_5_vl_text",
+    types: "qwen2 qwen2_vl_text qwen2_5_vl_text",
     class: "Qwen2Config",
     arch: Architecture {
         qkv_bias: true,
@@ -22,6 +23,30 @@ pub(crate) const QWEN2: Family = Family {
     },
     sliding: Sliding::FromMaxWindowLayers,
     ..BASE
+};
+
+/// Qwen2-VL: Qwen2's language model (its `text_config`, or the root without one:
+/// transformers 5.23 `Qwen2VLConfig.__post_init__` moves the root's text keys into
+/// `Qwen2VLTextConfig`) and the vision tower and merger of its root.
+pub(crate) const QWEN2_VL: Family = Family {
+    types: "qwen2_vl",
+    tower: Some(|_, tower, _| Ok(Some((qwen2_vl(tower)?, None)))),
+    // Qwen2VisionTransformerPretrainedModel.rotary_pos_emb
+    // (`models/qwen2_vl/modeling_qwen2_vl.py`, `Qwen2VLVisionRotaryEmbedding.
+    // compute_axial_rope_parameters`: head = `head_dim` or `embed_dim // num_heads`,
+    // over `spatial_dim = head // 2`), Qwen2VLVisionConfig's embed_dim 1280, num_heads 16.
+    tower_rope: Some(|t| {
+        let [embed, heads, given] =
+            sizes(t, [("embed_dim", 1280), ("num_heads", 16), ("head_dim", 0)])?;
+        let head = if given > 0 {
+            given
+        } else {
+            embed.checked_div(heads).unwrap_or(0)
+        };
+        Ok(axial_rope_bytes(fit(head)? / 2))
+    }),
+    vision: Some(|_, tower| qwen_vision(tower, QwenTower::V2).map(Some)),
+    ..QWEN2
 };
 
 /// Qwen2.5-VL: Qwen2's language model (its `text_config`, or the root without one) and
@@ -233,6 +258,40 @@ fn qwen2_audio_shape(tower: &Value) -> Result<Option<crate::arch::AudioTower>, E
     }))
 }
 
+/// Parameters of Qwen2-VL's vision tower and merger, counted as transformers 5.23
+/// builds `Qwen2VisionTransformerPretrainedModel` (`models/qwen2_vl/modeling_qwen2_vl.py`):
+/// `PatchEmbed`'s bias-free Conv3d of `in_channels × temporal_patch_size × patch_size²`
+/// per output to `embed_dim`; `depth` `Qwen2VLVisionBlock`s of two LayerNorms (weight
+/// and bias), `VisionAttention`'s fused `qkv` and `proj` with biases and `VisionMlp`'s
+/// `fc1`/`fc2` with biases over `int(embed_dim × mlp_ratio)`; `PatchMerger`'s `ln_q`
+/// (a LayerNorm over one patch) and two linears with biases over `spatial_merge_size²`
+/// patches concatenated, to `hidden_size` (the text width). The rotary's frequencies
+/// are buffers. Missing sizes are Qwen2VLVisionConfig's defaults (embed 1280, depth 32,
+/// mlp_ratio 4, 3 channels, patch 14, temporal 2, merge 2, hidden 3584).
+// Factors at most 2^20 (see `sizes`): the u128 products stay below 2^100.
+#[allow(clippy::arithmetic_side_effects)]
+fn qwen2_vl(tower: &Value) -> Result<u64, EstimateError> {
+    let [e, ratio, depth, ch, patch, temporal, merge, out] = sizes(
+        tower,
+        [
+            ("embed_dim", 1280),
+            ("mlp_ratio", 4),
+            ("depth", 32),
+            ("in_channels", 3),
+            ("patch_size", 14),
+            ("temporal_patch_size", 2),
+            ("spatial_merge_size", 2),
+            ("hidden_size", 3584),
+        ],
+    )?;
+    let inter = e * ratio;
+    let embed = e * ch * temporal * patch * patch;
+    let block = 4 * e + (3 * e * e + 3 * e) + (e * e + e) + (inter * e + inter) + (e * inter + e);
+    let wide = e * merge * merge;
+    let merger = 2 * e + (wide * wide + wide) + (out * wide + out);
+    fit(embed + depth * block + merger)
+}
+
 /// Parameters of Qwen2.5-VL's vision tower and merger, counted as transformers'
 /// `Qwen2_5_VisionTransformerPretrainedModel` stores them: the patch embedding (a
 /// bias-free Conv3d of `in_channels × temporal_patch_size × patch_size²` per output),
@@ -307,6 +366,9 @@ fn qwen3_vl(tower: &Value, deepstack_default: usize) -> Result<u64, EstimateErro
 /// Which of Qwen's towers a config holds.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum QwenTower {
+    /// Qwen2-VL's (`Qwen2VLVisionConfig`): every block over the whole image, LayerNorms
+    /// and a plain MLP (`VisionMlp`: fc1, quick_gelu, fc2), no learned positions.
+    V2,
     /// Qwen2.5-VL's (`Qwen2_5_VLVisionConfig`): window attention beside
     /// `fullatt_block_indexes`.
     V2_5,
@@ -323,7 +385,50 @@ enum QwenTower {
 /// 16, out 3584, deepstack [8, 16, 24]; both 3 channels, temporal patch 2, merge 2).
 /// Qwen3-VL's positions are interpolated bilinearly (`Qwen3VLVisionModel`:
 /// `interpolation_mode = "bilinear"`): four table rows a patch.
+///
+/// Qwen2-VL's keys differ: its width is `embed_dim` (1280), its MLP
+/// `int(embed_dim × mlp_ratio)` (4) wide (`Qwen2VLVisionBlock`), and `hidden_size`
+/// (3584) is the merger's output (`PatchMerger(dim=config.hidden_size, …)`); depth 32,
+/// 16 heads, patch 14, no window, no deepstack, no learned positions.
 fn qwen_vision(tower: &Value, which: QwenTower) -> Result<VisionTower, EstimateError> {
+    if which == QwenTower::V2 {
+        let [
+            hidden,
+            ratio,
+            layers,
+            heads,
+            patch,
+            temporal,
+            channels,
+            merge,
+            out,
+        ] = sizes(
+            tower,
+            [
+                ("embed_dim", 1280),
+                ("mlp_ratio", 4),
+                ("depth", 32),
+                ("num_heads", 16),
+                ("patch_size", 14),
+                ("temporal_patch_size", 2),
+                ("in_channels", 3),
+                ("spatial_merge_size", 2),
+                ("hidden_size", 3584),
+            ],
+        )?;
+        return Ok(VisionTower {
+            hidden: fit(hidden)?,
+            layers: fit(layers)?,
+            heads: fit(heads)?,
+            intermediate: fit(hidden.saturating_mul(ratio))?,
+            patch: fit(patch)?,
+            temporal: fit(temporal)?,
+            channels: fit(channels)?,
+            merge: fit(merge)?,
+            out: fit(out)?,
+            ..VisionTower::BASE
+        });
+    }
     let v3 = which == QwenTower::V3;
     let [
         hidden,
@@ -388,6 +493,7 @@ fn qwen_vision(tower: &Value, which: QwenTower) -> Result<VisionTower, EstimateE
 pub(crate) const FAMILIES: &[&Family] = &[
     &QWEN2_AUDIO,
     &QWEN2,
+    &QWEN2_VL,
     &QWEN2_5_VL,
     &QWEN2_MOE,
     &QWEN3,
@@ -450,6 +556,44 @@ mod tests {
         let t = shape(&Cfg::new(&root), &v35).unwrap().unwrap();
         assert_eq!((t.deepstack, t.out, t.pos_taps, t.patch), (0, 4096, 4, 16));
         assert_eq!(shape(&Cfg::new(&root), &v3).unwrap(), None);
+    }
+
+    /// Qwen2-VL-7B's `vision_config` (`Qwen/Qwen2-VL-7B-Instruct`'s published config):
+    /// the tower and merger against transformers 5.23's
+    /// `Qwen2VLForConditionalGeneration` on the meta device (`model.visual`,
+    /// 675 759 104 parameters), its rotary tables (20 fp32 frequencies, twice) and the
+    /// shape its forward is derived over.
+    #[test]
+    fn qwen2_vl_tower_is_read() {
+        let v2 = serde_json::json!({"depth": 32, "embed_dim": 1280, "mlp_ratio": 4,
+            "num_heads": 16, "in_chans": 3, "hidden_size": 3584, "patch_size": 14,
+            "spatial_merge_size": 2, "spatial_patch_size": 14, "temporal_patch_size": 2});
+        assert_eq!(qwen2_vl(&v2).unwrap(), 675_759_104);
+        assert_eq!((QWEN2_VL.tower_rope.unwrap())(&v2).unwrap(), 160);
+        let t = qwen_vision(&v2, QwenTower::V2).unwrap();
+        assert_eq!(
+            (t.hidden, t.layers, t.heads, t.intermediate, t.out),
+            (1280, 32, 16, 5120, 3584)
+        );
+        assert_eq!((t.patch, t.temporal, t.merge, t.channels), (14, 2, 2, 3));
+        assert_eq!(
+            (
+                t.window,
+                t.full_layers,
+                t.deepstack,
+                t.pos_taps,
+                t.image,
+                t.pool
+            ),
+            (0, 0, 0, 0, 0, 0)
+        );
+        // Another width and ratio move both.
+        let narrow = serde_json::json!({"embed_dim": 640, "mlp_ratio": 2, "depth": 2});
+        assert_eq!(
+            qwen_vision(&narrow, QwenTower::V2).unwrap().intermediate,
+            1280
+        );
+        assert_ne!(qwen2_vl(&narrow).unwrap(), qwen2_vl(&v2).unwrap());
     }
 
     /// Qwen2-Audio-7B's encoder (Qwen2AudioConfig's defaults: Whisper-large-v3's
