@@ -143,7 +143,7 @@ impl Indexer {
 /// (`estimate::tower`, transformers' runtime): Gemma 3's SigLIP tower with its pooling
 /// projector (`merge` 0: a fixed `image` side, pooled to the prompt's tokens) and
 /// PaliGemma's (`merge` 0 and `out` > 0: a linear to `out` over every patch); the
-/// Qwen2.5-VL / Qwen3-VL / Qwen3.5 towers (`merge` ≥ 1, `image` 0: patches of
+/// Qwen2-VL / Qwen2.5-VL / Qwen3-VL / Qwen3.5 towers (`merge` ≥ 1, `image` 0: patches of
 /// `temporal` frames merged `merge` × `merge` into one token; Qwen2.5-VL's window
 /// attention, Qwen3-VL's interpolated learned positions and deepstack mergers); Llama
 /// 4's (`merge` ≥ 1 and `image` > 0: tiles `image` square with a class token,

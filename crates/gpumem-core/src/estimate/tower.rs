@@ -10,7 +10,8 @@
 //! Derived for Gemma 3's SigLIP tower with its pooling projector, PaliGemma's with its
 //! linear one, Gemma 4's tower with its soft-token pooler (images padded to the
 //! processor's patch budget; the padding's attention mask read from the code under
-//! sdpa; with or without clipped linears and grouped key/value heads), Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's towers
+//! sdpa; with or without clipped linears and grouped key/value heads), Qwen2-VL's,
+//! Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's towers
 //! and Llama 4's tiled tower ([`VisionTower`], read from the config); another tower's
 //! forward is not counted, and a warning says so where an image is given.
 
@@ -692,7 +693,9 @@ pub(super) fn assumed(attention: AttentionImpl, v: u64) -> Option<&'static str> 
 }
 
 /// Qwen2.5-VL's tower (transformers 5.23 `models/qwen2_5_vl/modeling_qwen2_5_vl.py`,
-/// `Qwen2_5_VisionTransformerPretrainedModel`) and Qwen3-VL's
+/// `Qwen2_5_VisionTransformerPretrainedModel`), Qwen2-VL's
+/// (`models/qwen2_vl/modeling_qwen2_vl.py`, `Qwen2VisionTransformerPretrainedModel`:
+/// no window, every block over the whole image) and Qwen3-VL's
 /// (`models/qwen3_vl/modeling_qwen3_vl.py`, `Qwen3VLVisionModel`), over the patches of
 /// all images at once: an image of n patches (tokens × merge²) is n rows of
 /// `channels × temporal × patch²` pixel values, N = images × n rows in all, h wide.
@@ -715,12 +718,16 @@ pub(super) fn assumed(attention: AttentionImpl, v: u64) -> Option<&'static str> 
 /// - the attention's: the same inputs, the rotated q and k in v, and under sdpa
 ///   (flash for 16-bit values and head dims ≤ 256, a multiple of 8) each window's
 ///   output and their concatenation with one call's log-sum-exp; under eager, for
-///   each image in turn over a full-attention block (every Qwen3-VL block, Qwen2.5-VL's
+///   each image in turn over a full-attention block (every Qwen2-VL and Qwen3-VL block, Qwen2.5-VL's
 ///   `fullatt_block_indexes`), heads × n² × (v + 8) of scores (as Gemma's above) and
 ///   the earlier images' outputs; a window's scores where no block attends over the
 ///   whole image;
 /// - the MLP's: the input, the residual sum, `norm2`'s output and three intermediate-
-///   wide tensors (Qwen2.5-VL's gated MLP; Qwen3-VL's holds two: an upper bound);
+///   wide tensors (Qwen2.5-VL's gated MLP; Qwen2-VL's `VisionMlp` under its
+///   default quick_gelu, `activations.py` `QuickGELUActivation`:
+///   `input * torch.sigmoid(1.702 * input)` beside `fc1`'s output, then the product
+///   beside the sigmoid; Qwen3-VL's holds two, and Qwen2-VL's under a one-kernel
+///   activation: an upper bound);
 /// - Qwen3-VL's positions: the patch embedding, the table rows (N × 4 × h in v) and
 ///   their fp32 product with the weights;
 /// - the mergers (`ln_q` or a LayerNorm, two linears over N ÷ merge² rows of
@@ -854,7 +861,8 @@ fn qwen(
         moment,
         // `last_hidden_state` (the last block's output) and, twice, the merged
         // embeddings and the deepstack features: in `mm_encoder_outputs`, and the
-        // `torch.cat` copies `Qwen2_5_VLModel.forward` / `Qwen3VLModel.forward` make of
+        // `torch.cat` copies `Qwen2VLModel.forward` / `Qwen2_5_VLModel.forward` /
+        // `Qwen3VLModel.forward` make of
         // them (`image_embeds`, `deepstack_visual_embeds`).
         outputs: sum(&[
             x,
@@ -970,7 +978,7 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
     }
     let Some(tower) = a.vision else {
         b.warnings.push(
-            "the vision tower's forward over the prompt's image is not counted: it is derived for Gemma 3's and PaliGemma's SigLIP towers, Gemma 4's, Qwen2.5-VL's, Qwen3-VL's, Qwen3.5's and Llama 4's (transformers), not this model's: add it to --reserve-gib".into(),
+            "the vision tower's forward over the prompt's image is not counted: it is derived for Gemma 3's and PaliGemma's SigLIP towers, Gemma 4's, Qwen2-VL's, Qwen2.5-VL's, Qwen3-VL's, Qwen3.5's and Llama 4's (transformers), not this model's: add it to --reserve-gib".into(),
         );
         return Ok(());
     };
@@ -998,7 +1006,8 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
     // model runs (`Qwen2_5_VLModel.forward`, `Qwen3VLModel.forward`: `image_mask` from
     // `get_placeholder_mask`, `input_ids == image_token_id`, a byte a token of every
     // sequence; Qwen3-VL's `visual_pos_masks` is a view of it). The text prefill's
-    // lines are its language model's over the whole prompt (`decoder_prefill`), and the
+    // lines are its language model's over the whole prompt (`decoder_prefill`;
+    // `Qwen2VLModel.forward` holds the same mask), and the
     // deepstack sums in Qwen3-VL's first layers (`_deepstack_process`: a clone of the
     // hidden states and two image-token-sized tensors) stay below their MLP's moment.
     let qwen = tower.pool == 0 && tower.merge > 0 && tower.image == 0;
@@ -1077,6 +1086,26 @@ mod tests {
         full_layers: 4,
         out: 3584,
         ..VisionTower::BASE
+    };
+
+    /// Qwen2-VL-7B's tower (`Qwen/Qwen2-VL-7B-Instruct`'s `vision_config`: embed_dim
+    /// 1280, mlp_ratio 4, the merger to hidden_size 3584).
+    const QWEN2_VL_7B: VisionTower = VisionTower {
+        hidden: 1280,
+        layers: 32,
+        heads: 16,
+        intermediate: 5120,
+        patch: 14,
+        temporal: 2,
+        merge: 2,
+        out: 3584,
+        ..VisionTower::BASE
+    };
+    /// Its MLP twice as wide (`mlp_ratio` 8; not a published config), where the MLP's
+    /// moment peaks.
+    const QWEN2_VL_WIDE_MLP: VisionTower = VisionTower {
+        intermediate: 10240,
+        ..QWEN2_VL_7B
     };
 
     /// Qwen3-VL-8B's tower (`Qwen/Qwen3-VL-8B-Instruct`'s `vision_config`).
@@ -1233,6 +1262,12 @@ mod tests {
             (&QWEN2_5_VL_7B, 1, (28, 114_688), Sdpa, 762_352_640),
             (&QWEN2_5_VL_7B, 1, (448, 448), Eager, 189_205_504),
             (&QWEN2_5_VL_7B, 1, (28, 36_288), Eager, 4_408_320_512),
+            (&QWEN2_VL_7B, 1, (448, 448), Sdpa, 47_645_184),
+            (&QWEN2_VL_7B, 1, (1792, 1792), Sdpa, 762_315_264),
+            (&QWEN2_VL_7B, 2, (896, 448), Sdpa, 190_579_200),
+            (&QWEN2_VL_7B, 1, (448, 448), Eager, 189_202_944),
+            (&QWEN2_VL_7B, 2, (896, 448), Eager, 762_053_120),
+            (&QWEN2_VL_WIDE_MLP, 1, (448, 448), Sdpa, 73_859_584),
             (&QWEN3_VL_8B, 1, (512, 512), Sdpa, 54_919_680),
             (&QWEN3_VL_8B, 1, (1792, 1792), Sdpa, 672_760_320),
             (&QWEN3_VL_8B, 2, (1024, 512), Sdpa, 219_677_184),

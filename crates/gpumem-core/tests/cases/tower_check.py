@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The vision towers' forward over an image, traced on the meta device: Gemma 3's and
 PaliGemma's SigLIP towers with their projectors, Gemma 4's tower with its embedder,
-Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's towers with their mergers and Llama 4's tiled
-tower with its adapter, built by transformers from the configs in `agent/models/`
-(Llama 4's and Gemma 4's from `tests/cases/configs/`, PaliGemma's, Gemma 4 E4B's
-tower and Gemma 4 variants written out below), run under torch.no_grad() through the model's own
+Qwen2-VL's, Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's towers with their mergers and Llama
+4's tiled tower with its adapter, built by transformers from the configs in
+`agent/models/` (Qwen2-VL's, Llama 4's and Gemma 4's from `tests/cases/configs/`,
+PaliGemma's, Gemma 4 E4B's tower, Gemma 4 variants and a Qwen2-VL variant written out
+below), run under torch.no_grad() through the model's own
 `get_image_features` as generate's first forward runs it, with the pixel values as
 the processors hand them over (fp32; Llama 4's tiles bf16; Gemma 4's patches padded
 to the processor's budget, with their int64 positions).
@@ -75,6 +76,14 @@ CASES = [
     ("Qwen--Qwen3-VL-8B-Instruct", "eager", 512, 512, 1),
     ("Qwen--Qwen3-VL-2B-Instruct", "sdpa", 512, 512, 1),
     ("Qwen--Qwen3-VL-30B-A3B-Instruct", "sdpa", 512, 512, 1),
+    ("qwen2-vl-7b-instruct", "sdpa", 448, 448, 1),
+    ("qwen2-vl-7b-instruct", "sdpa", 1792, 1792, 1),
+    ("qwen2-vl-7b-instruct", "sdpa", 896, 448, 2),
+    ("qwen2-vl-7b-instruct", "eager", 448, 448, 1),
+    ("qwen2-vl-7b-instruct", "eager", 896, 448, 2),
+    # Qwen2-VL's tower with an MLP twice as wide (not a published config), where the
+    # MLP's moment (quick_gelu's `1.702 * x` and its sigmoid beside fc1's output) peaks.
+    ("qwen2-vl-7b-wide-mlp", "sdpa", 448, 448, 1),
     ("paligemma2-3b-pt-448", "sdpa", 448, 448, 1),
     ("paligemma2-3b-pt-448", "eager", 448, 448, 1),
     ("paligemma2-3b-pt-448", "sdpa", 448, 448, 2),
@@ -177,6 +186,10 @@ PALIGEMMA = {
 
 
 def config(name):
+    if name == "qwen2-vl-7b-wide-mlp":
+        c = config("qwen2-vl-7b-instruct")
+        c["vision_config"] = {**c["vision_config"], "mlp_ratio": 8}
+        return c
     if name in GEMMA4_VARIANTS:
         c = config("gemma-4-31b")
         c["vision_config"] = {**c["vision_config"], **GEMMA4_VARIANTS[name]}
