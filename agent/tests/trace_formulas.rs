@@ -905,10 +905,12 @@ const PREFILLS: &[Prefill] = &[
     pf("pythia-160m.json", "eager", 1, 512, false),
 ];
 
-/// Qwen2.5-VL's and Qwen3-VL's whole models (tower, merger and language model, as
-/// `generate` builds them) traced over a text prompt: their language model's prefill,
-/// derived under multimodal RoPE, equals the trace to the byte.
+/// Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's whole models (tower, merger and language
+/// model, as `generate` builds them) traced over a text prompt: their language model's
+/// prefill, derived under multimodal RoPE, equals the trace to the byte.
 const VL_PREFILLS: &[Prefill] = &[
+    pf(QWEN2_VL, "sdpa", 2, 512, false),
+    pf(QWEN2_VL, "eager", 1, 1024, false),
     pf(QWEN2_5_VL, "sdpa", 2, 512, false),
     pf(QWEN2_5_VL, "sdpa", 1, 1024, false),
     pf(QWEN2_5_VL, "eager", 2, 512, false),
@@ -921,6 +923,7 @@ const VL_PREFILLS: &[Prefill] = &[
     pf(QWEN3_VL_MOE, "eager", 1, 512, false),
     pf(QWEN3_VL_MOE, "flash", 1, 1024, false),
 ];
+const QWEN2_VL: &str = "qwen2-vl-7b-instruct.json@2";
 const QWEN2_5_VL: &str = "Qwen--Qwen2.5-VL-7B-Instruct.json@2";
 const QWEN3_VL: &str = "Qwen--Qwen3-VL-8B-Instruct.json@2";
 const QWEN3_VL_MOE: &str = "Qwen--Qwen3-VL-30B-A3B-Instruct.json@2";

@@ -2029,11 +2029,12 @@ fn gemma_norms(a: &Architecture) -> bool {
     a.layer_norms == 4 && !a.qk_norm_whole && a.layer_scalars == 0 && a.global_attn.is_none()
 }
 
-/// Qwen2.5-VL's and Qwen3-VL's vision-language models (Qwen's tower: patches merged
-/// after the encoder, no fixed image side, no pooling — `VisionTower`): their
-/// language models are Qwen2's and Qwen3's layers under multimodal RoPE
-/// (transformers 5.23 `models/qwen2_5_vl/modeling_qwen2_5_vl.py`
-/// `Qwen2_5_VLTextModel`, `models/qwen3_vl/modeling_qwen3_vl.py` `Qwen3VLTextModel`).
+/// Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's vision-language models (Qwen's tower:
+/// patches merged after the encoder, no fixed image side, no pooling — `VisionTower`):
+/// their language models are Qwen2's and Qwen3's layers under multimodal RoPE
+/// (transformers 5.23 `models/qwen2_vl/modeling_qwen2_vl.py` `Qwen2VLTextModel`,
+/// `models/qwen2_5_vl/modeling_qwen2_5_vl.py` `Qwen2_5_VLTextModel`,
+/// `models/qwen3_vl/modeling_qwen3_vl.py` `Qwen3VLTextModel`).
 /// Qwen3.5's tower is the same, beside layers of its own (their mixer says why).
 fn qwen_vl(a: &Architecture) -> bool {
     a.vision
@@ -3463,7 +3464,7 @@ pub struct Prefill {
 /// value, every tensor in the allocator's 512 B blocks:
 /// - throughout the forward: the input ids (int64), the embeddings (v·h per token),
 ///   the cache positions (int64) and RoPE's cos and sin (one sequence's positions,
-///   v·d each, fp32 in OLMo-2; every sequence's under Qwen2.5-VL's and Qwen3-VL's
+///   v·d each, fp32 in OLMo-2; every sequence's under Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's
 ///   multimodal RoPE, whose text models are Qwen2's and Qwen3's layers — their
 ///   rotary's fp32 frequencies and sections, a few 4·3·d/2 tensors a token, come and
 ///   go before the first layer, far below the MLP's moment); eager attention adds its
@@ -3534,7 +3535,7 @@ pub fn decoder_prefill(
     if layernorm_decoder(a) && a.fused_qkv && (a.learned_positions > 0 || a.parallel_residual) {
         return layernorm_prefill(a, (seq, batch), value, attention, all_logits);
     }
-    // Qwen2.5-VL's and Qwen3-VL's language models run Qwen2's and Qwen3's layers; the
+    // Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's language models run Qwen2's and Qwen3's layers; the
     // tower's forward and what the text forward holds of its outputs are the vision
     // tower's own line (`estimate::tower`), so their text prefill is derived without
     // the tower's parameters.
@@ -3612,7 +3613,8 @@ pub fn decoder_prefill(
     let rope = if post_norms { 4 } else { value };
     // Multimodal RoPE expands the positions to every sequence before it computes cos
     // and sin (`Qwen2_5_VLTextModel.forward`: `position_ids.view(1, 1,
-    // -1).expand(3, batch, -1)`; `Qwen2_5_VLRotaryEmbedding.forward` and its
+    // -1).expand(3, batch, -1)`, Qwen2-VL's `Qwen2VLTextModel.forward` the same;
+    // `Qwen2_5_VLRotaryEmbedding.forward` and its
     // `recomposition_frequencies`, which `torch.cat` the sections to sequences × tokens
     // × d; Qwen3-VL's alike, its sections interleaved), where Llama's are one
     // sequence's.
