@@ -93,7 +93,8 @@ fn color(key: LineKey) -> &'static str {
         LineKey::PrefillMlp => "#9d6ccd",
         LineKey::PrefillAttentionScores => "#c9a7e6",
         LineKey::PrefillQuantizedMatmul => "#a98bc9",
-        LineKey::PrefillVisionTower => "#7d5aa6",
+        LineKey::PrefillVisionTower | LineKey::PrefillAudioTower => "#7d5aa6",
+        LineKey::PrefillDecompress => "#a98bc9",
         LineKey::CudaContext | LineKey::CublasWorkspace => "#6f6484",
         LineKey::TrainingGradBuckets => "#c77a2c",
         LineKey::CollectivesAllGather
