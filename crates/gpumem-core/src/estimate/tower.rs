@@ -3,7 +3,11 @@
 //! transformers 5.23's own tower code, and what outlives it into the text forward
 //! (the pixel values the caller holds; the tower's last hidden state, the image
 //! embeddings and Qwen3-VL's deepstack features `generate` keeps, and the copies the
-//! language model's forward makes of them). The prefill's peak is the larger of the two phases; the line
+//! language model's forward makes of them). The tower's phase is the larger of its
+//! own peak and the model forward's merge of the image embeddings into the prompt's
+//! (`masked_scatter` over the whole prompt, [`merge`]: with CUDA's scratch over the
+//! embeddings' shape, read from ATen's code, it is the phase's peak for a long
+//! prompt). The prefill's peak is the larger of the two phases; the line
 //! adds to the text prefill's lines what the tower's phase needs beyond them, so that
 //! the lines' sum stays a peak, never below either phase.
 //!
@@ -62,6 +66,11 @@ pub(super) struct Phase {
     /// features too) — and the model's forward concatenates Qwen's into copies it
     /// holds while the language model runs.
     pub outputs: u64,
+    /// What of `outputs` the model's forward already holds when it merges the image
+    /// embeddings into the prompt's (Qwen3-VL's deepstack copies come after it).
+    pub at_merge: u64,
+    /// The prompt tokens of one image.
+    pub tokens: u64,
     /// Patches of one image.
     pub patches: u64,
     /// Why the figure is assumed rather than computed, if it is.
@@ -217,6 +226,12 @@ fn llama4(
             t(&[tokens_all, tw.out, v])?,
             t(&[tokens_all, text_hidden, v])?,
         ])?,
+        // Both are held at the merge (`projected_vision_flat` is its source).
+        at_merge: sum(&[
+            t(&[tokens_all, tw.out, v])?,
+            t(&[tokens_all, text_hidden, v])?,
+        ])?,
+        tokens: checked_product(&[tiles, per_tile], WHAT)?,
         patches: checked_product(&[tiles, patches], WHAT)?,
         assumed: assumed(attention, v),
     })
@@ -561,6 +576,11 @@ fn gemma4_over(
             t(&[soft, h, v])?,
             checked_product(&[t(&[soft, text_hidden, v])?, 2], WHAT)?,
         ])?,
+        at_merge: sum(&[
+            t(&[soft, h, v])?,
+            checked_product(&[t(&[soft, text_hidden, v])?, 2], WHAT)?,
+        ])?,
+        tokens,
         patches: n,
         assumed: assumed(attention, v).or((padded && !eager).then_some(
             "the image does not fill its patch budget: under sdpa the attention mask over its padding patches (CUDA's conversion, the memory-efficient kernel) is read from ATen's code, not traced",
@@ -656,6 +676,14 @@ fn siglip(
         ("the projector's", tail),
     ]);
     let tokens = tokens.unwrap_or(n);
+    let outputs = sum(&[
+        x,
+        if tw.out > 0 {
+            t(&[rows, tw.out, v])?
+        } else {
+            t(&[images, tokens, text_hidden, v])?
+        },
+    ])?;
     Ok(Phase {
         pixels: t(&[images, tw.channels, tw.image, tw.image, 4])?,
         peak,
@@ -664,14 +692,10 @@ fn siglip(
         // (`Gemma3Model.forward` and `PaliGemmaModel.forward` take it as it is: `.to`
         // the same dtype and device): Gemma 3's pooled to the prompt's tokens of the
         // text width, PaliGemma's every patch of `projection_dim`.
-        outputs: sum(&[
-            x,
-            if tw.out > 0 {
-                t(&[rows, tw.out, v])?
-            } else {
-                t(&[images, tokens, text_hidden, v])?
-            },
-        ])?,
+        outputs,
+        at_merge: outputs,
+        // PaliGemma's image is a token a patch.
+        tokens: if tw.out > 0 { n } else { tokens },
         patches: n,
         assumed: assumed(attention, v),
     })
@@ -869,6 +893,15 @@ fn qwen(
             checked_product(&[t(&[tokens_all, tw.out, v])?, 2], WHAT)?,
             checked_product(&[deep, 2], WHAT)?,
         ])?,
+        // At the merge the deepstack features are not yet concatenated
+        // (`Qwen3VLModel.forward` makes `deepstack_visual_embeds` after
+        // `masked_scatter`).
+        at_merge: sum(&[
+            x,
+            checked_product(&[t(&[tokens_all, tw.out, v])?, 2], WHAT)?,
+            deep,
+        ])?,
+        tokens: n.checked_div(merged).unwrap_or(0),
         patches: n,
         assumed: assumed(attention, v),
     })
@@ -937,6 +970,109 @@ pub(super) fn highest(moments: &[(&'static str, u64)]) -> (&'static str, u64) {
         .fold(("", 0), |m, c| if c.1 > m.1 { c } else { m })
 }
 
+/// The prompt a tower's outputs are merged into: its sequences, its tokens a sequence
+/// (at least the item's own) and the text model's width; Gemma 4's per-layer inputs
+/// (layers × width; 0: none).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Prompt {
+    pub rows: u64,
+    pub tokens: u64,
+    pub hidden: u64,
+    pub per_layer: u64,
+}
+
+/// `inputs_embeds.masked_scatter(mask, features)` over `rows` × `s` × `h` embeddings
+/// in values `v` bytes wide, with a mask one a token (`[rows, s, 1]`, or one already
+/// expanded to the embeddings' shape): what it allocates beyond its inputs. The
+/// out-of-place op (pytorch/pytorch v2.11.0 `aten/src/ATen/native/TensorAdvancedIndexing.cpp`
+/// `masked_scatter`) expands the mask (a view) and clones the embeddings
+/// (`clone(at::MemoryFormat::Contiguous)`, traced on the meta device); CUDA's in-place
+/// kernel on the clone (`aten/src/ATen/native/cuda/IndexKernel.cpp`
+/// `masked_scatter__cuda`) allocates `maskPrefixSum`, int64 over the embeddings'
+/// whole shape, and `launch_masked_scatter_kernel` (`cuda/IndexKernel.cu`) makes the
+/// expanded mask contiguous (`mask.contiguous()`: bool, one a value; the mask is
+/// never contiguous there, its last dimension broadcast) for cub's
+/// `mask_exclusive_sum`; the features are contiguous (their `contiguous()` an
+/// alias). The scratch is read from ATen's code, not traced (the meta kernel
+/// allocates none of it); cub's scan temp storage (its tile states, a few bytes a
+/// tile of thousands of values) is not counted.
+pub(super) fn scatter(rows: u64, s: u64, h: u64, v: u64) -> Result<u64, EstimateError> {
+    let n = checked_product(&[rows, s, h], WHAT)?;
+    sum(&[t(&[n, v])?, t(&[n, 8])?, t(&[n])?])
+}
+
+/// A boolean index of the embeddings by a mask expanded to their shape (Gemma 4's
+/// `inputs_embeds[image_mask].numel()` check), `count` values selected: ATen turns
+/// the mask into `mask.nonzero()` (`expandTensors`), whose CUDA kernel
+/// (pytorch/pytorch v2.11.0 `aten/src/ATen/native/cuda/Nonzero.cu` `nonzero_cuda_out_impl`)
+/// makes the expanded mask contiguous (`self.contiguous()`, bool over the
+/// embeddings' shape) beside its count (an int) and its int64 output (3 × count);
+/// the gathered values (count × v) are made beside that output once the copy is let
+/// go. cub's reduce and select temp storage is not counted.
+pub(super) fn bool_index(
+    rows: u64,
+    s: u64,
+    h: u64,
+    v: u64,
+    count: u64,
+) -> Result<u64, EstimateError> {
+    let nz = t(&[count, 3, 8])?;
+    Ok(sum(&[t(&[rows, s, h])?, r(4), nz])?.max(sum(&[nz, t(&[count, v])?])?))
+}
+
+/// The merge of the image embeddings into the prompt's (transformers 5.23), beyond
+/// the pixel values: what the model's forward holds then (`at_merge` of the tower's
+/// outputs; `inputs_embeds`, `get_input_embeddings()(input_ids)`; its placeholder
+/// masks) and the merge's own allocations ([`scatter`], Gemma 4's [`bool_index`]).
+/// - Gemma 3 and PaliGemma (`Gemma3Model.forward`, `PaliGemmaModel.forward`):
+///   `get_placeholder_mask`'s `input_ids == image_token_id` (bool, one a token;
+///   `unsqueeze(-1)` and `.to` the same device are views), PaliGemma's
+///   `position_ids` (int64, one a token) made before it, then `masked_scatter`;
+/// - Llama 4 (`Llama4ForConditionalGeneration.forward`): the one mask, then
+///   `masked_scatter`;
+/// - Qwen2.5-VL, Qwen3-VL, Qwen3.5 (`get_placeholder_mask` returns the image's and
+///   the video's masks, both held: `image_mask, _ = …`), then `masked_scatter`;
+/// - Gemma 4 (`Gemma4Model.forward`): the image, video and audio masks and their
+///   union, `llm_input_ids` (int64), `inputs_embeds`, with per-layer inputs
+///   `llm_inputs_embeds` and `get_per_layer_inputs`' output, `n_image_tokens`;
+///   the mask `expand_as(inputs_embeds)` (a view; `.to` the same device: no copy),
+///   then `inputs_embeds[image_mask].numel()` (a boolean index) and
+///   `masked_scatter`.
+fn merge(tw: &VisionTower, p: &Phase, prompt: Prompt, v: u64) -> Result<u64, EstimateError> {
+    let (b, h) = (prompt.rows, prompt.hidden);
+    let s = prompt.tokens.max(p.tokens);
+    let e = t(&[b, s, h, v])?;
+    let mask = t(&[b, s])?;
+    let held = if tw.pool > 0 {
+        let ple = if prompt.per_layer > 0 {
+            sum(&[e, t(&[b, s, prompt.per_layer, v])?])?
+        } else {
+            0
+        };
+        sum(&[
+            checked_product(&[mask, 4], WHAT)?,
+            t(&[b, s, 8])?,
+            e,
+            ple,
+            r(8),
+        ])?
+    } else if tw.merge == 0 {
+        sum(&[e, mask, if tw.out > 0 { t(&[s, 8])? } else { 0 }])?
+    } else if tw.image > 0 {
+        sum(&[e, mask])?
+    } else {
+        sum(&[e, checked_product(&[mask, 2], WHAT)?])?
+    };
+    let step = scatter(b, s, h, v)?;
+    let step = if tw.pool > 0 {
+        let count = checked_product(&[b, p.tokens, h], WHAT)?;
+        step.max(bool_index(b, s, h, v, count)?)
+    } else {
+        step
+    };
+    sum(&[p.at_merge, held, step])
+}
+
 /// The most windows of u × u units any grid of `units` merged units is cut into:
 /// ⌈a ÷ u⌉ · ⌈b ÷ u⌉ over a · b = units (a grid one unit tall when nothing else has
 /// more); beyond 2^40 units, one a unit (a bound).
@@ -1001,7 +1137,6 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
     let assumed = p.assumed.or((input.beams > 1).then_some(
         "beam search: the tower is counted over sequences × beams images, an upper bound (generate encodes each sequence's image once)",
     ));
-    let tower_phase = p.pixels.checked_add(p.peak).ok_or_else(overflow)?;
     // Qwen's model forward also holds the prompt's placeholder mask while its language
     // model runs (`Qwen2_5_VLModel.forward`, `Qwen3VLModel.forward`: `image_mask` from
     // `get_placeholder_mask`, `input_ids == image_token_id`, a byte a token of every
@@ -1016,6 +1151,19 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
     } else {
         0
     };
+    let prompt = Prompt {
+        rows: images,
+        tokens: input.context.unwrap_or(0),
+        hidden: a.hidden,
+        per_layer: a
+            .per_layer_input
+            .map_or(0, |l| l.width.saturating_mul(a.layers)),
+    };
+    let merged = merge(&tower, &p, prompt, value)?;
+    let tower_phase = p
+        .pixels
+        .checked_add(p.peak.max(merged))
+        .ok_or_else(overflow)?;
     let held = sum(&[p.pixels, p.outputs, mask])?;
     let prefill = text_prefill(&b.lines)?;
     let (bytes, device) = top_up(tower_phase, held, prefill);
@@ -1034,7 +1182,7 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
         if assumed.is_some() { Kind::Assumed } else { Kind::Computed },
         true,
         format!(
-            "max(pixel values {} B + the tower's peak at {} moment {} B − the text prefill's lines {} B, the pixel values and image embeddings the text forward holds{} {held} B){}",
+            "max(pixel values {} B + max(the tower's peak at {} moment {} B, the merge into the prompt's embeddings {merged} B: the embeddings, the image embeddings, the placeholder masks and masked_scatter's copy, with CUDA's int64 prefix sum and contiguous mask over the embeddings' shape as read from ATen's code) − the text prefill's lines {} B, the pixel values and image embeddings the text forward holds{} {held} B){}",
             p.pixels,
             p.moment,
             p.peak,
@@ -1383,6 +1531,115 @@ mod tests {
         assert_eq!(by_values, full);
     }
 
+    /// The tower's phase and its merge into a prompt of `prompt` tokens a sequence
+    /// (one image a sequence; `tokens`: the image's), bf16, sdpa.
+    fn merged(tw: &VisionTower, tokens: u64, prompt: u64, hidden: u64) -> (Phase, u64) {
+        let p = phase(tw, 1, (Some(tokens), None), hidden, 2, AttentionImpl::Sdpa).unwrap();
+        let prompt = Prompt {
+            rows: 1,
+            tokens: prompt,
+            hidden,
+            per_layer: 0,
+        };
+        let m = merge(tw, &p, prompt, 2).unwrap();
+        (p, m)
+    }
+
+    /// The merge of each family, beside the figure `tower_check.py --merge` traces
+    /// of transformers 5.23's own forward up to and with its `masked_scatter` on the
+    /// meta device (the tower's outputs held then included): equal to the byte once
+    /// CUDA's scratch, which the meta kernel does not allocate, is taken off — the
+    /// int64 prefix sum and the contiguous bool mask over the embeddings' shape
+    /// (`masked_scatter__cuda`, `launch_masked_scatter_kernel`).
+    #[test]
+    fn the_merges_are_the_traced_ones_beside_cudas_scratch() {
+        let cases = [
+            (&GEMMA3_4B, 256, 32_768, 2560, 346_324_992),
+            (&PALIGEMMA2_3B_448, 1024, 4096, 2304, 44_863_488),
+            (&QWEN2_5_VL_7B, 256, 32_768, 3584, 476_119_040),
+            (&QWEN3_VL_8B, 256, 32_768, 4096, 549_781_504),
+            (&QWEN3_5_9B, 256, 32_768, 4096, 543_490_048),
+            // Five 336-px tiles of one image: 720 tokens.
+            (&LLAMA4_SCOUT, 720, 8192, 5120, 181_051_392),
+            (&GEMMA4_31B, 280, 32_768, 5376, 711_488_000),
+        ];
+        for (tw, tokens, prompt, hidden, traced) in cases {
+            let (_, m) = merged(tw, tokens, prompt, hidden);
+            let n = prompt * hidden;
+            assert_eq!(m - n * 8 - n, traced, "{tw:?}");
+        }
+    }
+
+    /// One case a family, derived by hand from the code (bf16; E = the prompt's
+    /// embeddings, s × h × 2 B; n = s × h values):
+    /// - Gemma 3 (Gemma-3-4B's tower, 256 tokens, a 2 560-wide text model, s = 32 768):
+    ///   the tower's outputs 4 096 × 1 152 × 2 + 256 × 2 560 × 2 = 10 747 904, E
+    ///   167 772 160, the placeholder mask 32 768, `masked_scatter`'s clone
+    ///   167 772 160, CUDA's prefix sum 8n = 671 088 640 and contiguous mask n =
+    ///   83 886 080: 1 101 299 712;
+    /// - PaliGemma 2 (448 px, 1 024 tokens, 2 304 wide, s = 4 096): outputs 1 024 ×
+    ///   1 152 × 2 + 1 024 × 2 304 × 2 = 7 077 888, E and the clone 18 874 368 each,
+    ///   the mask 4 096, `position_ids` 32 768, 8n 75 497 472, n 9 437 184:
+    ///   129 798 144;
+    /// - Qwen2.5-VL-7B (256 tokens, 3 584 wide, s = 32 768): outputs 1 024 × 1 280 ×
+    ///   2 + 2 × 256 × 3 584 × 2 = 6 291 456, E and the clone 234 881 024 each, the
+    ///   image's and the video's masks 2 × 32 768, 8n 939 524 096, n 117 440 512:
+    ///   1 533 083 648;
+    /// - Qwen3-VL-8B (256 tokens, 4 096 wide): outputs at the merge 1 024 × 1 152 ×
+    ///   2, plus 2 × 256 × 4 096 × 2, plus 3 deepstack × 256 × 4 096 × 2: 12 845 056
+    ///   (the deepstack copies come after), E and the clone 268 435 456 each, two masks
+    ///   65 536, 8n 1 073 741 824, n 134 217 728: 1 757 741 056;
+    /// - Llama-4-Scout (5 tiles, 720 tokens, 5 120 wide, s = 8 192): outputs 720 ×
+    ///   4 096 × 2 + 720 × 5 120 × 2 = 13 271 040, E and the clone 83 886 080 each,
+    ///   the mask 8 192, 8n 335 544 320, n 41 943 040: 558 538 752;
+    /// - Gemma-4-31B (280 soft tokens, 5 376 wide, s = 32 768): outputs 280 × 768 ×
+    ///   2 + 2 × 280 × 5 376 × 2 = 6 451 200, four masks 131 072, `llm_input_ids`
+    ///   262 144, E 352 321 536, `n_image_tokens` 512, then `masked_scatter`'s
+    ///   clone 352 321 536, 8n 1 409 286 144 and n 176 160 768 (above the boolean
+    ///   index's n + 512 + 280 × 5 376 × 3 × 8 = 212 288 000): 2 296 934 912.
+    #[test]
+    fn the_merge_is_derived_from_the_code() {
+        let cases = [
+            (&GEMMA3_4B, 256, 32_768, 2560, 1_101_299_712),
+            (&PALIGEMMA2_3B_448, 1024, 4096, 2304, 129_798_144),
+            (&QWEN2_5_VL_7B, 256, 32_768, 3584, 1_533_083_648),
+            (&QWEN3_VL_8B, 256, 32_768, 4096, 1_757_741_056),
+            (&LLAMA4_SCOUT, 720, 8192, 5120, 558_538_752),
+            (&GEMMA4_31B, 280, 32_768, 5376, 2_296_934_912),
+        ];
+        for (tw, tokens, prompt, hidden, derived) in cases {
+            assert_eq!(merged(tw, tokens, prompt, hidden).1, derived, "{tw:?}");
+        }
+        // Gemma 4's boolean index: a prompt of the image's tokens alone selects all
+        // of it, and the index's int64 rows (24 B a value) pass the scatter's 11.
+        let (p, m) = merged(&GEMMA4_31B, 280, 280, 5376);
+        let n = 280 * 5376;
+        let held = p.at_merge + 4 * 512 + r(280 * 8) + n * 2 + 512;
+        assert_eq!(m - held, bool_index(1, 280, 5376, 2, n).unwrap());
+        assert!(m - held > scatter(1, 280, 5376, 2).unwrap());
+    }
+
+    /// A short prompt leaves the tower's own peak the phase's; a long one makes the
+    /// merge its peak, and the line covers it.
+    #[test]
+    fn a_long_prompt_makes_the_merge_the_peak() {
+        let (p, m) = merged(&GEMMA3_4B, 256, 300, 5376);
+        assert!(m < p.peak);
+        let (p, m) = merged(&GEMMA3_4B, 256, 32_768, 5376);
+        assert!(m > p.peak, "{m} {}", p.peak);
+        let input = qwen2_5_vl_7b(&[("mm-item-tokens", "1024"), ("context", "32768")]);
+        let e = estimate(&input).unwrap();
+        let l = e
+            .lines
+            .iter()
+            .find(|l| l.key == LineKey::PrefillVisionTower)
+            .unwrap();
+        let (p, m) = merged(&QWEN2_5_VL_7B, 1024, 32_768, 3584);
+        assert!(m > p.peak);
+        assert_eq!(l.inputs["tower-phase"], (p.pixels + m).to_string());
+        assert!(l.formula.contains("the merge into the prompt's embeddings"));
+    }
+
     /// A square image of as many patches has fewer window boundaries than the grid
     /// counted (1792²: 256 windows against 1 024, 1 536 B against 4 608 in the
     /// allocator's blocks); its traced peak is below the figure by that alone.
@@ -1431,9 +1688,10 @@ mod tests {
     }
 
     /// The prefill's peak is the larger phase: the lines' sum is never below the
-    /// tower's phase (pixel values and the tower's peak) nor below the text prefill
-    /// with what it holds of the tower (pixel values, image embeddings) and the
-    /// prompt's placeholder mask (a byte a token); without an image there is no line.
+    /// tower's phase (pixel values and the larger of the tower's peak and the
+    /// merge into the prompt's embeddings) nor below the text prefill with what it
+    /// holds of the tower (pixel values, image embeddings) and the prompt's
+    /// placeholder mask (a byte a token); without an image there is no line.
     #[test]
     fn the_prefill_is_the_larger_phase() {
         assert_eq!(line(&qwen2_5_vl_7b(&[])), None);
@@ -1458,13 +1716,26 @@ mod tests {
                 AttentionImpl::Sdpa,
             )
             .unwrap();
+            let merged = merge(
+                &QWEN2_5_VL_7B,
+                &tower,
+                Prompt {
+                    rows: 1,
+                    tokens: 4608,
+                    hidden: 3584,
+                    per_layer: 0,
+                },
+                2,
+            )
+            .unwrap();
             let mask = round_size(input.context.unwrap());
             let held = tower.pixels + tower.outputs + mask;
             assert!(prefill + bytes >= tower.pixels + tower.peak, "{tokens}");
+            assert!(prefill + bytes >= tower.pixels + merged, "{tokens}");
             assert!(bytes >= held, "{tokens}");
             assert_eq!(
                 prefill + bytes,
-                (tower.pixels + tower.peak).max(prefill + held)
+                (tower.pixels + tower.peak.max(merged)).max(prefill + held)
             );
             assert_eq!(kind, Kind::Computed);
         }

@@ -39,6 +39,15 @@ copied to the meta device inside the phase; `cu_seqlens` and Qwen2.5-VL's
 `cu_window_seqlens` stay on the host (the split reads their values), with a meta
 stand-in of their size beside them as the device holds them.
 
+With `--merge`, each of MERGE_CASES runs on: the model's own forward, handed the
+tower's output as generate hands it over (`mm_encoder_outputs`), over a prompt of the
+given tokens, up to and with its `masked_scatter` (the text model is not run), and the
+line's figure is the merge's peak beyond the pixel values, the tower's outputs held then
+included. CUDA's scratch of `masked_scatter` (its int64 prefix sum and contiguous mask)
+and of `nonzero` (its contiguous mask) is not on the meta device; `src/estimate/tower.rs`
+counts it from ATen's code. Gemma 4's `inputs_embeds[image_mask]` is run as its pooler's
+boolean index is, at the known count (the image's tokens x the text width).
+
 Prints one line per case: model, attention, image (height x width, images; Llama 4:
 the tile's side and the tiles), the traced peak in bytes; arguments keep the cases
 whose model names contain one of them. `src/estimate/tower.rs`'s test holds these figures. Run with
@@ -248,7 +257,64 @@ def _is_meta(t):
     return isinstance(t, torch.Tensor) and t.device.type == "meta"
 
 
-def trace(name, attn, height, width, images):
+class _Merged(Exception):
+    """Raised once the forward's `masked_scatter` has run: the merge is traced."""
+
+
+def _merge_mode(count):
+    """The merge step of the model's forward on the meta device: a boolean index
+    (Gemma 4's `inputs_embeds[image_mask].numel()`) run as ATen runs it, its
+    `nonzero()` allocated at the known count (`count` selected values); the forward
+    stopped after `masked_scatter` (the text model is not run)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is aten.index.Tensor and any(
+                    i is not None and i.dtype == torch.bool for i in args[1]):
+                src, idx = args
+                (mask,) = [i for i in idx if i is not None]
+                nz = torch.empty((count, mask.dim()), dtype=torch.int64, device="meta")
+                return func(src, list(nz.unbind(1)))
+            out = func(*args, **kwargs)
+            if func is aten.masked_scatter.default:
+                raise _Merged()
+            return out
+
+    return Mode()
+
+
+def trace_merge(tr, model, mt, cfg, out, images, soft, prompt):
+    """The forward's merge of the image embeddings `out` (get_image_features' output,
+    as generate hands it over in `mm_encoder_outputs`) into a prompt of `prompt`
+    tokens a sequence, `soft` of them an image's: its peak beyond what was live before
+    it (the tower's outputs)."""
+    tc = cfg.get_text_config()
+    image_token = getattr(cfg, "image_token_id", None)
+    if image_token is None:
+        image_token = cfg.image_token_index
+    # Llama 4's "images" are one image's tiles: one sequence.
+    rows = 1 if mt == "llama4" else images
+    ids = torch.zeros(rows, prompt, dtype=torch.int64, device="meta")
+    kw = {"input_ids": ids, "mm_encoder_outputs": {"image": out}}
+    if mt.startswith(("qwen", )):
+        kw["image_grid_thw"] = torch.tensor([[1, 2, 2]] * images)
+    tr.begin("merge")
+    start = tr.allocated
+    try:
+        with _merge_mode(rows * soft * tc.hidden_size):
+            model(**kw)
+    except _Merged:
+        pass
+    tr.end()
+    del kw, ids
+    return tr.peak - start
+
+
+def trace(name, attn, height, width, images, prompt=None):
     c = config(name)
     cfg = AutoConfig.for_model(**c)
     mt = c["model_type"]
@@ -319,15 +385,59 @@ def trace(name, attn, height, width, images):
                 kw["interp_indices"] = ii.to("meta")
                 kw["interp_weights"] = iw.to("meta")
             out = model.get_image_features(px, grid, **kw)
-        del out
         tr.end()
-    return tr.peak - base
+        tower = tr.peak - base
+        if prompt is None:
+            del out
+            return tower
+        # The index tensors built here for the tower (`kw`, `keep`) are the tower's
+        # own: let go before the forward, as `get_image_features` lets them go.
+        if mt not in ("gemma4", "gemma3", "paligemma", "llama4"):
+            del kw
+        keep.clear()
+        held = tr.allocated - base
+        if mt == "gemma4":
+            tokens = soft
+        elif mt in ("gemma3",):
+            tokens = cfg.mm_tokens_per_image
+        elif mt == "paligemma":
+            tokens = (height // cfg.vision_config.patch_size) ** 2
+        elif mt == "llama4":
+            tokens = out.last_hidden_state.shape[0] * out.last_hidden_state.shape[1]
+        else:
+            tokens = sum(o.shape[0] for o in out.pooler_output) // images
+        merge = trace_merge(tr, model, mt, cfg, out, images, tokens, prompt)
+        del out
+    return tower, held + merge
+
+
+# The merge of one image's embeddings into a prompt of this many tokens (model,
+# attention, height, width, images, prompt): the forward's own step after
+# get_image_features, traced up to and with `masked_scatter`, beyond the pixel
+# values (the tower's outputs held then included). CUDA's scratch of
+# `masked_scatter` and `nonzero` is not on the meta device (see
+# `src/estimate/tower.rs` `scatter`).
+MERGE_CASES = [
+    ("google--gemma-3-4b-it", "sdpa", 896, 896, 1, 32768),
+    ("paligemma2-3b-pt-448", "sdpa", 448, 448, 1, 4096),
+    ("Qwen--Qwen2.5-VL-7B-Instruct", "sdpa", 448, 448, 1, 32768),
+    ("Qwen--Qwen3-VL-8B-Instruct", "sdpa", 512, 512, 1, 32768),
+    ("Qwen--Qwen3.5-9B", "sdpa", 512, 512, 1, 32768),
+    ("llama-4-scout", "sdpa", 336, 336, 5, 8192),
+    ("gemma-4-31b", "sdpa", 672, 960, 1, 32768),
+]
 
 
 if __name__ == "__main__":
     gt._patch_sdpa(torch)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
-    only = sys.argv[1:]
+    only = [a for a in sys.argv[1:] if a != "--merge"]
+    if "--merge" in sys.argv[1:]:
+        for case in MERGE_CASES:
+            if only and not any(o in case[0] for o in only):
+                continue
+            print(*case, "merge", trace(*case)[1])
+        sys.exit(0)
     for case in CASES:
         if only and not any(o in case[0] for o in only):
             continue
