@@ -11,10 +11,13 @@
 //! (`_prepare_multimodal_encoder_kwargs_for_generation` runs only `get_image_features`
 //! and `get_video_features`): `Qwen2AudioModel.forward` and `Gemma4Model.forward` run
 //! the encoder inside the first forward, before the language model, and their locals
-//! hold the encoder's output and its masks through that forward only. Another audio
+//! hold the encoder's output and its masks through that forward only. The phase ends
+//! with the merge of the clip's embeddings into the prompt's (`masked_scatter` over
+//! the whole prompt, with CUDA's scratch over the embeddings' shape read from ATen's
+//! code: `tower::scatter`), the phase's peak for a long prompt. Another audio
 //! tower's forward is not counted, and a warning says so where a clip is given.
 
-use super::tower::{assumed, highest, r, sum, t, text_prefill, top_up};
+use super::tower::{assumed, bool_index, highest, r, scatter, sum, t, text_prefill, top_up};
 use super::*;
 use crate::arch::AudioTower;
 
@@ -42,6 +45,10 @@ pub(super) struct Phase {
     pub moment: &'static str,
     /// What the model's forward still holds while the language model runs.
     pub outputs: u64,
+    /// The merge of the clip's embeddings into the prompt's, beyond the features and
+    /// the embeddings: what the forward holds then and the merge's own allocations
+    /// (`tower::scatter`, Gemma 4's `tower::bool_index`).
+    pub merge: u64,
     /// Prompt tokens of one clip.
     pub tokens: u64,
     /// Why the figure is assumed rather than computed, if it is.
@@ -83,7 +90,11 @@ pub(super) struct Phase {
 ///   clips × heads × T² in v each;
 /// - the convolutions' (the cast features, `conv1`'s output and its GELU, clips × d ×
 ///   F) and the projector's (`layer_norm`'s output and `multi_modal_projector`'s, clips ×
-///   T ÷ 2 rows after `avg_pooler`) stay below these.
+///   T ÷ 2 rows after `avg_pooler`) stay below these;
+/// - the merge's (the non-legacy path, after the tower): what the text forward will
+///   hold (`outputs`) beside `inputs_embeds.masked_scatter(special_audio_mask,
+///   audio_features)`'s clone of the embeddings and CUDA's int64 prefix sum and
+///   contiguous mask over their shape (`tower::scatter`), counted apart (`merge`).
 pub(super) fn qwen2_audio(
     tw: &AudioTower,
     clips: u64,
@@ -159,24 +170,29 @@ pub(super) fn qwen2_audio(
         ("the convolutions'", conv),
         ("the projector's", projector),
     ]);
+    // `Qwen2AudioModel.forward`'s locals through the language model: the index
+    // tensors and masks above, `audio_outputs.last_hidden_state`,
+    // `audio_features_mask` (bool, clips × T ÷ 2), the projected features of the
+    // clips' tokens (`audio_features[audio_features_mask]`: the projector's whole
+    // output is let go), and the prompt's `audio_tokens` and `special_audio_mask`
+    // (bool, one a token).
+    let outputs = sum(&[
+        index,
+        last,
+        t(&[clips, pooled])?,
+        t(&[clips, tokens, text_hidden, v])?,
+        checked_product(&[t(&[clips, prompt])?, 2], WHAT)?,
+    ])?;
     Ok(Phase {
         features: sum(&[t(&[clips, tw.mels, frames, 4])?, t(&[clips, frames, 4])?])?,
         embeds: t(&[clips, prompt, text_hidden, v])?,
         peak,
         moment,
-        // `Qwen2AudioModel.forward`'s locals through the language model: the index
-        // tensors and masks above, `audio_outputs.last_hidden_state`,
-        // `audio_features_mask` (bool, clips × T ÷ 2), the projected features of the
-        // clips' tokens (`audio_features[audio_features_mask]`: the projector's whole
-        // output is let go), and the prompt's `audio_tokens` and `special_audio_mask`
-        // (bool, one a token).
-        outputs: sum(&[
-            index,
-            last,
-            t(&[clips, pooled])?,
-            t(&[clips, tokens, text_hidden, v])?,
-            checked_product(&[t(&[clips, prompt])?, 2], WHAT)?,
-        ])?,
+        outputs,
+        // All of them are held at `inputs_embeds.masked_scatter(special_audio_mask,
+        // audio_features)` (the features already in v: `.to` is an alias), beside
+        // its copy and CUDA's scratch.
+        merge: sum(&[outputs, scatter(clips, prompt.max(tokens), text_hidden, v)?])?,
         tokens,
         assumed: assumed(attention, v),
     })
@@ -265,10 +281,13 @@ fn rms(x32: u64, out: u64, s: u64, w32: Option<u64>, cast: bool) -> Result<u64, 
 /// - `output_proj` (T × `output_proj_dims`), `embed_audio` (its RMSNorm without scale,
 ///   fp32, and `embedding_projection` to the text width) and `Gemma4Model.forward`'s
 ///   `audio_features[audio_mask_from_encoder]` (CUDA's boolean index: `nonzero`'s
-///   int64 rows beside the gathered ones).
+///   int64 rows beside the gathered ones);
+/// - the merge's, counted apart (`merge`): `inputs_embeds[audio_mask].numel()` over
+///   the mask expanded to the embeddings' shape (`tower::bool_index`) and
+///   `masked_scatter` (`tower::scatter`).
 ///
-/// Not counted: cuDNN's convolution workspace and `nonzero`'s scan scratch, as for
-/// the other towers.
+/// Not counted: cuDNN's convolution workspace and `nonzero`'s and cub's scan
+/// scratch, as for the other towers.
 pub(super) fn gemma4_audio(
     tw: &AudioTower,
     clips: u64,
@@ -501,6 +520,27 @@ pub(super) fn gemma4_audio(
         // inputs, `audio_output` (`output_proj`'s and `embed_audio`'s outputs), the
         // selected rows and `n_audio_tokens`.
         outputs: sum(&[masks, ids, ple, op, e, selected, r(8)])?,
+        // The merge (`Gemma4Model.forward`): beside the embeddings above,
+        // `audio_output` (`output_proj`'s and `embed_audio`'s outputs; its
+        // `attention_mask` is a strided view of the caller's mask,
+        // `Gemma4AudioSubSampleConvProjectionLayer`'s `mask[:, ::2]`), the selected
+        // rows and `n_audio_tokens`;
+        // `audio_mask.unsqueeze(-1).expand_as(inputs_embeds)` (a view), then
+        // `inputs_embeds[audio_mask].numel()` (a boolean index of the clips' tokens ×
+        // the text width) and `masked_scatter` (the selected rows already in v).
+        merge: sum(&[
+            op,
+            e,
+            selected,
+            r(8),
+            scatter(s, p.max(tokens), text.hidden, v)?.max(bool_index(
+                s,
+                p.max(tokens),
+                text.hidden,
+                v,
+                checked_product(&[rows, text.hidden], WHAT)?,
+            )?),
+        ])?,
         tokens,
         assumed: (v == 4).then_some("fp32 compute is not traced"),
     })
@@ -578,7 +618,7 @@ pub(super) fn audio_tower(input: &EstimateInput, b: &mut Builder) -> Result<(), 
     } else {
         0
     };
-    let tower_phase = sum(&[caller, p.features, p.embeds, p.peak])?;
+    let tower_phase = sum(&[caller, p.features, p.embeds, p.peak.max(p.merge)])?;
     let held = sum(&[caller, p.features, p.outputs])?;
     let prefill = text_prefill(&b.lines)?;
     let (bytes, device) = top_up(tower_phase, held, prefill);
@@ -602,11 +642,12 @@ pub(super) fn audio_tower(input: &EstimateInput, b: &mut Builder) -> Result<(), 
         },
         true,
         format!(
-            "max(input features {} B + the prompt's embeddings {} B + the tower's peak at {} moment {} B − the text prefill's lines {} B, the features and encoder outputs the text forward holds {held} B){}",
+            "max(input features {} B + the prompt's embeddings {} B + max(the tower's peak at {} moment {} B, the merge into the prompt's embeddings {} B: the clip's embeddings, masked_scatter's copy, with CUDA's int64 prefix sum and contiguous mask over the embeddings' shape as read from ATen's code) − the text prefill's lines {} B, the features and encoder outputs the text forward holds {held} B){}",
             p.features,
             p.embeds,
             p.moment,
             p.peak,
+            p.merge,
             prefill.0,
             p.assumed
                 .map(|w| format!(" (assumed: {w})"))
@@ -667,6 +708,45 @@ mod tests {
         }
     }
 
+    /// The merge of the clips' embeddings into the prompt's (`Qwen2AudioModel.forward`,
+    /// the non-legacy path), beside the figure `audio_check.py` traces of those lines
+    /// up to and with `masked_scatter` on the meta device, beyond the features and
+    /// the prompt's embeddings: equal to the byte once CUDA's scratch (the int64
+    /// prefix sum and the contiguous mask over the embeddings' shape, n = clips ×
+    /// prompt × 4 096 values: 9n), which the meta kernel does not allocate, is taken
+    /// off. By hand, one 30 s clip in a prompt of 8 192 tokens (bf16): the lengths
+    /// 512 + 512, `seq_range` 12 288, `padding_mask` 1 536, the 2-D mask 12 288,
+    /// `dummy_embeds` 3 072 (30 208), the encoder's output (after its pooler) 750 ×
+    /// 1 280 × 2 = 1 920 000, `audio_features_mask` 1 024 (750 B rounded), the clip's
+    /// 750 rows 750 × 4 096 × 2 = 6 144 000, `audio_tokens` and `special_audio_mask`
+    /// 8 192 each, `masked_scatter`'s clone 67 108 864, CUDA's prefix sum 268 435 456
+    /// and contiguous mask 33 554 432: 377 210 368.
+    #[test]
+    fn the_merge_is_the_traced_one_beside_cudas_scratch() {
+        for (seconds, clips, prompt, traced) in
+            [(30, 1, 8192, 75_220_480), (10, 2, 4096, 79_609_856)]
+        {
+            let p = qwen2_audio(
+                &QWEN2_AUDIO_7B,
+                clips,
+                seconds,
+                (4096, prompt),
+                2,
+                AttentionImpl::Sdpa,
+            )
+            .unwrap();
+            let n = clips * prompt * 4096;
+            assert_eq!(p.merge - 9 * n, traced, "{seconds} s × {clips}");
+        }
+        let p = qwen2_audio(&QWEN2_AUDIO_7B, 1, 30, (4096, 8192), 2, AttentionImpl::Sdpa).unwrap();
+        assert_eq!(p.merge, 377_210_368);
+        // The tower's own peak is below it: the merge is the phase's peak.
+        assert!(p.merge > p.peak);
+        let short =
+            qwen2_audio(&QWEN2_AUDIO_7B, 1, 30, (4096, 800), 2, AttentionImpl::Sdpa).unwrap();
+        assert!(short.merge < short.peak);
+    }
+
     /// Gemma 4's conformer with Gemma4AudioConfig's defaults, as google/gemma-4-E2B-it
     /// and -E4B-it publish their `audio_config`.
     const GEMMA4_AUDIO: AudioTower = AudioTower {
@@ -685,6 +765,39 @@ mod tests {
         output: 1536,
         clipped: true,
     };
+
+    /// Gemma 4's merge of the clip (`Gemma4Model.forward`), beside the figure
+    /// `audio_check.py` traces of the whole forward up to and with the audio's
+    /// `masked_scatter` on the meta device (text model 2 560 wide, no per-layer
+    /// inputs), beyond the features: the prompt's embeddings and masks, then the
+    /// larger of the tower's peak and the merge's, the merge's without CUDA's
+    /// scratch (9n over n = prompt × 2 560 values). At 800 tokens the tower's first
+    /// subsampling convolution stays the peak; at 32 768 the merge is. By hand
+    /// there: `audio_output`'s 750 × 1 536 × 2 = 2 304 000 and 750 × 2 560 × 2 =
+    /// 3 840 000, the selected rows 3 840 000 and `n_audio_tokens` 512, then
+    /// `masked_scatter`'s clone 167 772 160, CUDA's prefix sum 671 088 640 and
+    /// contiguous mask 83 886 080 (above the boolean index's contiguous mask
+    /// 83 886 080, count 512 and int64 rows 750 × 2 560 × 24 = 46 080 000): 932 731 392.
+    #[test]
+    fn gemma4s_merge_is_the_traced_one_beside_cudas_scratch() {
+        for (prompt, traced) in [(800, 77_834_752), (32_768, 345_922_048)] {
+            let text = Gemma4Text {
+                hidden: 2560,
+                prompt,
+                per_layer: 0,
+            };
+            let p = gemma4_audio(&GEMMA4_AUDIO, 1, 30, text, 2).unwrap();
+            let n = prompt * 2560;
+            let meta = p.merge - 9 * n;
+            assert_eq!(p.embeds + p.peak.max(meta), traced, "{prompt}");
+            if prompt > 800 {
+                assert_eq!(p.merge, 932_731_392);
+                assert!(p.merge > p.peak);
+            } else {
+                assert!(p.merge < p.peak);
+            }
+        }
+    }
 
     /// The peaks `tests/cases/audio_check.py` traces of transformers 5.23's
     /// `Gemma4Model.get_audio_features` (the conformer and `embed_audio`) and the

@@ -35,6 +35,13 @@ device `and_masks`'s `q_idx.new_ones(())` (masking_utils.py) and `torch.where`'s
 take a block each beyond CUDA's (512 B each where the mask is built): those moments are
 never the peak here.
 
+MERGE_CASES carry Qwen2-Audio's transcribed lines on to the merge (the clip's rows,
+the prompt's masks, `masked_scatter` over embeddings looked up before the phase), and
+GEMMA4_MERGE_CASES run `Gemma4Model.forward` itself up to and with the audio's
+`masked_scatter` (its boolean indexes at the known counts): CUDA's scratch of
+`masked_scatter` and `nonzero` is not on the meta device, and `src/estimate/audio.rs`
+counts it from ATen's code.
+
 Prints one line per case: attention, the clip's seconds, clips, the traced peak in
 bytes (for Gemma 4: the config, the seconds, clips, the peak). `src/estimate/audio.rs`'s
 tests hold these figures. Run with transformers 5.23
@@ -66,6 +73,11 @@ CASES = [
     ("eager", 30, 2),
 ]
 
+# (attention, seconds, clips, prompt tokens a sequence).
+MERGE_CASES = [
+    ("sdpa", 30, 1, 8192),
+    ("sdpa", 10, 2, 4096),
+]
 
 # (config variant, seconds, clips): Gemma4AudioConfig's defaults at 10 s and 30 s (the
 # first subsampling convolution's moment), and one layer 4096 wide (the attention's).
@@ -78,6 +90,12 @@ GEMMA4_CASES = [
     ("gemma4-audio-wide", 10, 2),
     ("gemma4-audio-wide", 24, 1),
     ("gemma4-audio-wide-plain", 30, 1),
+]
+# (config variant, seconds, clips, prompt tokens a sequence): `Gemma4Model.forward`
+# up to and with the audio's merge, its whole peak beyond the features.
+GEMMA4_MERGE_CASES = [
+    ("gemma4-audio", 30, 1, 800),
+    ("gemma4-audio", 30, 1, 32768),
 ]
 GEMMA4_VARIANTS = {
     "gemma4-audio": {},
@@ -119,7 +137,71 @@ def trace_gemma4(variant, seconds, clips):
     return tr.peak - base
 
 
-def trace(attn, seconds, clips):
+class _Merged(Exception):
+    """Raised once the forward's `masked_scatter` has run: the merge is traced."""
+
+
+def _gemma4_merge_mode(rows, width):
+    """`Gemma4Model.forward` on the meta device up to and with its `masked_scatter`:
+    its two boolean indexes run as ATen runs them (`nonzero`'s int64 [count, dims]
+    allocated at the known count: `rows` positions of the encoder's 2-D mask, `rows`
+    × `width` values of the expanded 3-D one), then the forward is stopped."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is aten.index.Tensor and any(
+                    i is not None and i.dtype == torch.bool for i in args[1]):
+                src, idx = args
+                (mask,) = [i for i in idx if i is not None]
+                count = rows if mask.dim() == 2 else rows * width
+                nz = torch.empty((count, mask.dim()), dtype=torch.int64, device="meta")
+                return func(src, list(nz.unbind(1)))
+            out = func(*args, **kwargs)
+            if func is aten.masked_scatter.default:
+                raise _Merged()
+            return out
+
+    return Mode()
+
+
+def trace_gemma4_merge(variant, seconds, clips, prompt):
+    """`Gemma4Model.forward` over a prompt of `prompt` tokens a sequence holding one
+    clip's tokens, up to and with the audio's `masked_scatter`: its peak beyond the
+    features (the text model is not run)."""
+    from transformers import Gemma4Config
+    cfg = Gemma4Config(
+        audio_config={"model_type": "gemma4_audio", **GEMMA4_VARIANTS[variant]},
+        text_config={"hidden_size": 2560, "num_hidden_layers": 1, "vocab_size": 1024,
+                     "layer_types": ["full_attention"], "hidden_size_per_layer_input": 0,
+                     "vocab_size_per_layer_input": 1024})
+    dtype = torch.bfloat16
+    tr = gt.Tracker(gt.Allocator(False), vocab=-1)
+    with gt._dispatch_mode(tr), torch.no_grad():
+        with torch.device("meta"):
+            model = transformers.Gemma4ForConditionalGeneration._from_config(cfg, dtype=dtype).eval()
+        m = model.model
+        samples = min(seconds * 16000, 480000)
+        frames = (samples + 160 - 321) // 160 + 1
+        tokens = -(-(-(-frames // 2)) // 2)
+        feats = torch.zeros(clips, frames, 128, dtype=torch.float32, device="meta")
+        fmask = torch.ones(clips, frames, dtype=torch.bool, device="meta")
+        ids = torch.zeros(clips, prompt, dtype=torch.long, device="meta")
+        tr.begin("forward")
+        base = tr.allocated
+        try:
+            with _gemma4_merge_mode(clips * tokens, cfg.text_config.hidden_size):
+                m(input_ids=ids, input_features=feats, input_features_mask=fmask)
+        except _Merged:
+            pass
+        tr.end()
+    return tr.peak - base
+
+
+def trace(attn, seconds, clips, prompt=None):
     c = json.loads((ROOT / "crates" / "gpumem-core" / "tests" / "cases" / "configs" / f"{NAME}.json").read_text())
     c = {k: v for k, v in c.items() if not k.startswith("_")}
     cfg = AutoConfig.for_model(**c)
@@ -149,6 +231,11 @@ def trace(attn, seconds, clips):
             config=tower.config,
             inputs_embeds=torch.zeros(clips, max_seq_len, 1, dtype=dtype),
             attention_mask=h_mask2d)
+        if prompt is not None:
+            # The prompt's ids and their embeddings (`get_input_embeddings()(input_ids)`,
+            # looked up before the encoder): beside the features, before the phase.
+            ids = torch.zeros(clips, prompt, dtype=torch.long, device="meta")
+            embeds = m.get_input_embeddings()(ids)
         tr.begin("forward")
         base = tr.allocated
         audio_feat_lengths, audio_output_lengths = tower._get_feat_extract_output_lengths(fam.sum(-1))
@@ -163,8 +250,34 @@ def trace(attn, seconds, clips):
         out = tower(feats, attention_mask=mask)
         selected = out.last_hidden_state
         features = m.multi_modal_projector(selected)
-        del out, selected, features, mask, dummy, mask_2d, padding_mask, seq_range, lengths_expand
+        if prompt is None:
+            del out, selected, features, mask, dummy, mask_2d, padding_mask, seq_range, lengths_expand
+            tr.end()
+            return tr.peak - base
         tr.end()
+        # The merge (the non-legacy path): `audio_features_mask`, the clips' rows
+        # (`audio_features[audio_features_mask]`: CUDA's boolean index, `nonzero`'s
+        # int64 [rows, 2] and the gathered rows, here `torch.empty` of the first and a
+        # clone of the rows, the values being absent), `audio_tokens`, the count
+        # (`(input_ids == audio_token_id).sum()`, read on the host), the prompt's
+        # `special_audio_mask` and `masked_scatter` (CUDA's scratch is not on the meta
+        # device).
+        tr.begin("merge")
+        num, max_tokens, width = features.shape
+        fmask = torch.arange(max_tokens, device="meta")[None, :]
+        fmask = fmask < audio_output_lengths[:, None]
+        tokens = int(h_out.sum())  # the clips' tokens, from the host copy of the mask
+        index = torch.empty(tokens, 2, dtype=torch.long, device="meta")
+        rows = features[:, :tokens // num].reshape(tokens, width).clone()
+        del index
+        features = rows
+        audio_tokens = ids == cfg.audio_token_id
+        count = (ids == cfg.audio_token_id).sum()
+        del count
+        special = (ids == cfg.audio_token_id).unsqueeze(-1)
+        merged = embeds.masked_scatter(special, features)
+        tr.end()
+        del merged, special, audio_tokens, features, rows, fmask, out, selected
     return tr.peak - base
 
 
@@ -173,5 +286,12 @@ if __name__ == "__main__":
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     for case in CASES:
         print(*case, trace(*case))
+    # The merge of the clips' embeddings into a prompt of this many tokens a sequence:
+    # the peak beyond the features and the prompt's embeddings, up to and with
+    # `masked_scatter`.
+    for case in MERGE_CASES:
+        print(*case, "merge", trace(*case))
+    for case in GEMMA4_MERGE_CASES:
+        print(*case, "forward", trace_gemma4_merge(*case))
     for case in GEMMA4_CASES:
         print(*case, trace_gemma4(*case))
