@@ -984,7 +984,7 @@ pub(super) struct Prompt {
 /// `inputs_embeds.masked_scatter(mask, features)` over `rows` × `s` × `h` embeddings
 /// in values `v` bytes wide, with a mask one a token (`[rows, s, 1]`, or one already
 /// expanded to the embeddings' shape): what it allocates beyond its inputs. The
-/// out-of-place op (pytorch/pytorch v2.11.0 `aten/src/ATen/native/TensorAdvancedIndexing.cpp`
+/// out-of-place op (pytorch/pytorch `aten/src/ATen/native/TensorAdvancedIndexing.cpp`
 /// `masked_scatter`) expands the mask (a view) and clones the embeddings
 /// (`clone(at::MemoryFormat::Contiguous)`, traced on the meta device); CUDA's in-place
 /// kernel on the clone (`aten/src/ATen/native/cuda/IndexKernel.cpp`
@@ -993,7 +993,9 @@ pub(super) struct Prompt {
 /// expanded mask contiguous (`mask.contiguous()`: bool, one a value; the mask is
 /// never contiguous there, its last dimension broadcast) for cub's
 /// `mask_exclusive_sum`; the features are contiguous (their `contiguous()` an
-/// alias). The scratch is read from ATen's code, not traced (the meta kernel
+/// alias). These sources were read on pytorch/pytorch's main branch of 2026
+/// (`IndexKernel.cu` at 01c6eca, `Nonzero.cu` at 0358b9e), not at the v2.11.0 tag
+/// the trace runs. The scratch is read from ATen's code, not traced (the meta kernel
 /// allocates none of it); cub's scan temp storage (its tile states, a few bytes a
 /// tile of thousands of values) is not counted.
 pub(super) fn scatter(rows: u64, s: u64, h: u64, v: u64) -> Result<u64, EstimateError> {
@@ -1004,7 +1006,7 @@ pub(super) fn scatter(rows: u64, s: u64, h: u64, v: u64) -> Result<u64, Estimate
 /// A boolean index of the embeddings by a mask expanded to their shape (Gemma 4's
 /// `inputs_embeds[image_mask].numel()` check), `count` values selected: ATen turns
 /// the mask into `mask.nonzero()` (`expandTensors`), whose CUDA kernel
-/// (pytorch/pytorch v2.11.0 `aten/src/ATen/native/cuda/Nonzero.cu` `nonzero_cuda_out_impl`)
+/// (pytorch/pytorch `aten/src/ATen/native/cuda/Nonzero.cu` `nonzero_cuda_out_impl`)
 /// makes the expanded mask contiguous (`self.contiguous()`, bool over the
 /// embeddings' shape) beside its count (an int) and its int64 output (3 × count);
 /// the gathered values (count × v) are made beside that output once the copy is let
