@@ -688,6 +688,38 @@ def _patch_sdpa(torch):
     torch.nn.functional.scaled_dot_product_attention = sdpa
 
 
+def _patch_grouped_mm(torch):
+    """Gives ``aten._grouped_mm`` on meta tensors the dtypes CUDA takes.
+
+    torch 2.11's meta kernel (``torch/_meta_registrations.py``,
+    ``_meta_grouped_mm_common``) accepts bf16 operands only, while CUDA's
+    ``_grouped_mm_cuda`` validates fp32, bf16 and fp16
+    (``aten/src/ATen/native/GroupedMMUtils.h``, ``_grouped_mm_validate_inputs``) and
+    runs any but bf16 through ``_grouped_mm_fallback``, a loop of ``mm`` over the
+    groups, into an output of the operands' dtype laid out as the bf16 one (rows padded
+    to 16 bytes). A QLoRA base prepared by PEFT casts an MoE's stacked experts to fp32,
+    so its experts run that path. The autograd formula (``derivatives.yaml``) is the
+    same whatever the kernel, so what the backward keeps is unchanged."""
+    meta = torch._meta_registrations
+    original = meta._meta_grouped_mm_common
+
+    def common(mat_a, mat_b, scale_a, scale_b, offs=None, bias=None, scale_result=None, out_dtype=None, use_fast_accum=False):
+        if (
+            scale_a is None
+            and scale_b is None
+            and mat_a.dtype == mat_b.dtype
+            and mat_a.dtype in (torch.float32, torch.float16)
+            and out_dtype in (None, mat_a.dtype)
+        ):
+            torch._check(mat_a.dim() in [2, 3] and mat_b.dim() in [2, 3], lambda: "mat_a and mat_b have to be 2 or 3d")
+            if mat_a.dim() == 3 or mat_b.dim() == 3:
+                torch._check(mat_a.size(-1) == mat_b.size(-2), lambda: "contraction dimension of mat_a and mat_b must match")
+            return meta._create_grouped_mm_output_tensor(mat_a, mat_b, offs, mat_a.dtype)
+        return original(mat_a, mat_b, scale_a, scale_b, offs, bias, scale_result, out_dtype, use_fast_accum)
+
+    meta._meta_grouped_mm_common = common
+
+
 def _patch_dropout(torch):
     """Runs ``torch.nn.functional.dropout`` on meta tensors as it runs on CUDA.
 
@@ -1945,6 +1977,7 @@ def _trace(w, group):
         model.config._is_quantized = True
         if w.get("kbit_prepared"):
             _prepare_kbit(model)
+            _patch_grouped_mm(torch)
     if train in ("lora", "qlora"):
         model, versions["peft"] = _lora(torch, model, w)
     if train == "qlora":
