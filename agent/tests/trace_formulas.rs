@@ -2276,6 +2276,198 @@ fn qlora_prepared_for_kbit_training_agrees_with_traces_to_the_byte() {
     assert!(eager.assumed_because.unwrap().contains("eager"));
 }
 
+/// QLoRA prepared by PEFT 0.21.2's `prepare_model_for_kbit_training` over routed
+/// experts (Qwen3-30B-A3B's layers with their q/k norms and Mixtral-8x7B's, two of each):
+/// the router (`Qwen3MoeTopKRouter`, `MixtralTopKRouter`: a bare parameter, not an
+/// `nn.Linear`) and the stacked experts (3-D parameters) stay unquantised and are cast
+/// to fp32 with the norms and the embedding, so they run in fp32 over the fp32 hidden
+/// states (the trace gives the meta `_grouped_mm` the fp32 operands CUDA takes). The
+/// derivation is computed and equals the trace to the byte: two lengths, flash and
+/// SDPA, q,v and q,k,v,o, checkpointing on and off. Qwen3-30B-A3B keeps its own
+/// vocabulary: the forward's peak is then the logits', where every kept tensor is alive
+/// (a small vocabulary puts it inside the last checkpointed layer's no-grad experts,
+/// before the final norm).
+#[test]
+fn qlora_prepared_for_kbit_training_on_moe_agrees_with_traces_to_the_byte() {
+    use gpumem_core::training::{Adapters, LoraTargets, ModulesToSave};
+    let Some(python) = gpumem_e2e::torch_python("qlora_prepared_for_kbit_training_on_moe") else {
+        return;
+    };
+    // (config, targets as the trace takes them, as gpumem reads them, attention,
+    // tokens, checkpointing)
+    let mut cases: Vec<(&str, &[&str], &str, &str, u64, bool)> = Vec::new();
+    for (targets, read) in [
+        (&["q_proj", "v_proj"][..], "q,v"),
+        (&["q_proj", "k_proj", "v_proj", "o_proj"][..], "q,k,v,o"),
+    ] {
+        for attention in ["flash", "sdpa"] {
+            for tokens in [512, 1024] {
+                for ckpt in [false, true] {
+                    cases.push((
+                        "qwen3-30b-a3b.json@2",
+                        targets,
+                        read,
+                        attention,
+                        tokens,
+                        ckpt,
+                    ));
+                }
+            }
+        }
+    }
+    // Mixtral's router (softmax over fp32 logits, top-k, normalised) without
+    // checkpointing: with it, its 32 000-entry vocabulary leaves the forward's peak in the
+    // last layer's experts (above).
+    cases.push((
+        "mixtral-8x7b.json@2",
+        &["q_proj", "v_proj"],
+        "q,v",
+        "sdpa",
+        512,
+        false,
+    ));
+    cases.push((
+        "mixtral-8x7b.json@2",
+        &["q_proj", "v_proj"],
+        "q,v",
+        "flash",
+        1024,
+        false,
+    ));
+    let mut requests = String::new();
+    for (config, targets, _, attention, tokens, ckpt) in &cases {
+        let config: serde_json::Value = serde_json::from_str(&config_text(config)).unwrap();
+        let w = serde_json::json!({
+            "config": config, "train": "qlora", "sequences": 2, "context": tokens,
+            "generate": 0, "dtype": "bfloat16", "attention": attention, "optimizer": "adamw",
+            "master_weights": false, "checkpointing": ckpt, "lora_rank": 16,
+            "lora_targets": targets, "logits": "last", "expandable_segments": false,
+            "kbit_prepared": true,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let mut failures = Vec::new();
+    for ((config, _, targets, attention, tokens, ckpt), t) in cases.iter().zip(&traces) {
+        assert!(
+            t.get("error").is_none(),
+            "{config} {targets} {attention}: {t}"
+        );
+        let kept = t["kept"].as_u64().unwrap();
+        let text = config_text(config);
+        let a = input_of_text(&text, &[("train", "full")]).arch.unwrap();
+        let ad = Adapters {
+            targets: LoraTargets::parse("lora-targets", targets).unwrap(),
+            rank: 16,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+            base_4bit: true,
+            fp32_hidden: true,
+            autocast: false,
+            weight_copies: 0,
+            modules: ModulesToSave::default(),
+        };
+        let kernel = AttentionImpl::parse("attention", attention).unwrap();
+        let derived = decoder_activations(&a, *tokens, 2, 2, *ckpt, kernel, Some(&ad)).unwrap();
+        // Without the preparation (a bf16 base) the step keeps other tensors.
+        let bf16_base = decoder_activations(
+            &a,
+            *tokens,
+            2,
+            2,
+            *ckpt,
+            kernel,
+            Some(&Adapters {
+                fp32_hidden: false,
+                ..ad
+            }),
+        )
+        .unwrap();
+        eprintln!(
+            "qlora kbit {config:<20} {targets:<7} {attention:<5} {tokens:>5} ckpt {ckpt:<5} | derived {:>11} traced {kept:>11} | bf16 base {:>11}",
+            derived.kept, bf16_base.kept
+        );
+        assert_eq!(
+            derived.assumed_because, None,
+            "{config} {targets} {attention}"
+        );
+        assert_ne!(
+            derived.kept, bf16_base.kept,
+            "{config} {targets} {attention}"
+        );
+        // The estimator's `--train qlora` line is this derivation, computed.
+        let est = estimate(&input_of_text(
+            &text,
+            &[
+                ("train", "qlora"),
+                ("lora-targets", targets),
+                ("lora-rank", "16"),
+                ("sequences", "2"),
+                ("context", &tokens.to_string()),
+                ("attention", attention),
+                ("checkpointing", if *ckpt { "true" } else { "false" }),
+            ],
+        ))
+        .unwrap();
+        let line = est
+            .lines
+            .iter()
+            .find(|l| l.key.as_str() == "activations")
+            .unwrap();
+        assert_eq!(
+            line.kind.name(),
+            "computed",
+            "{config} {targets} {attention}"
+        );
+        assert_eq!(line.bytes, derived.bytes, "{config} {targets} {attention}");
+        if derived.kept != kept {
+            failures.push(format!(
+                "{config} {targets} {attention} {tokens} ckpt {ckpt}: {} vs traced {kept}",
+                derived.kept
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "not equal: {failures:#?}");
+    // LoRA on the experts themselves (PEFT's ParamWrapper) and a shared expert stay
+    // assumed, saying why.
+    let text = config_text("qwen3-30b-a3b.json@2");
+    let a = input_of_text(&text, &[("train", "full")]).arch.unwrap();
+    let all = Adapters {
+        targets: LoraTargets::parse("lora-targets", "all").unwrap(),
+        rank: 16,
+        value: 4,
+        dropout: false,
+        base_keeps_inputs: false,
+        base_4bit: true,
+        fp32_hidden: true,
+        autocast: false,
+        weight_copies: 0,
+        modules: ModulesToSave::default(),
+    };
+    let experts =
+        decoder_activations(&a, 512, 2, 2, false, AttentionImpl::Flash, Some(&all)).unwrap();
+    assert!(experts.assumed_because.unwrap().contains("experts"));
+    let text = config_text("qwen1.5-moe-a2.7b.json@2");
+    let a = input_of_text(&text, &[("train", "full")]).arch.unwrap();
+    let shared = decoder_activations(
+        &a,
+        512,
+        2,
+        2,
+        false,
+        AttentionImpl::Flash,
+        Some(&Adapters {
+            targets: LoraTargets::parse("lora-targets", "q,v").unwrap(),
+            ..all
+        }),
+    )
+    .unwrap();
+    assert!(shared.assumed_because.unwrap().contains("shared experts"));
+}
+
 /// Qwen2-MoE's shared expert (transformers 5.23 `Qwen2MoeSparseMoeBlock`: a gated MLP
 /// over every token scaled by `sigmoid(shared_expert_gate(x))`) beside the routed
 /// experts, on Qwen1.5-MoE-A2.7B's and Qwen2-57B-A14B's configs: a full fine-tune under

@@ -928,7 +928,9 @@ pub struct Adapters {
     /// the embedding to the output projection, and each bitsandbytes `Linear4bit` casts
     /// its fp32 input to its compute dtype and its output back to fp32
     /// (`Linear4bit.forward`, bitsandbytes 0.45 - 0.50 `bitsandbytes/nn/modules.py`).
-    /// Derived for transformers' Llama-style dense decoder ([`kbit_outside`]).
+    /// Derived for transformers' Llama-style dense decoder and for Mixtral's and
+    /// Qwen3-MoE's routed experts, which stay unquantised and run in fp32
+    /// ([`kbit_outside`]).
     pub fp32_hidden: bool,
     /// The step runs under `torch.autocast` in the compute dtype: `F.linear` casts
     /// `lora_A`'s input and weight to that dtype and keeps those copies, so an adapter
@@ -1985,6 +1987,27 @@ fn fp32_outside(
 /// the kernel's 16-bit output to fp32 for its adapter. Eager attention stays outside:
 /// which of its matmuls' operands autograd keeps depends on which projections are
 /// adapted (traced: fewer than its full fine-tune's terms where o or k is not).
+///
+/// Mixtral's and Qwen3-MoE's routed layers ([`plain_moe`] without a shared expert) run
+/// in fp32 too, so [`moe_kept`] at v = 4 is what they keep. Their router is a bare
+/// parameter (`MixtralTopKRouter`, `Qwen3MoeTopKRouter`: `F.linear(x, self.weight)`,
+/// transformers 5.23) and their experts 3-D parameters, neither an `nn.Linear`, which
+/// is all bitsandbytes' quantiser replaces (`integrations/bitsandbytes.py`
+/// `replace_with_bnb_linear`: `type(module) is nn.Linear`), so PEFT's preparation casts
+/// both to fp32: the router's logits, its top-k weights (`.to(router_logits.dtype)`)
+/// and the gathered routing weights are fp32, and transformers' `_grouped_mm`
+/// (`integrations/moe.py`) casts its input to the weights' dtype, a no-op, before
+/// `torch.nn.functional.grouped_mm` — on CUDA an fp32 grouped matmul runs
+/// `_grouped_mm_fallback`, a loop of `mm` over the groups, its inputs validated as
+/// fp32, bf16 or fp16 (torch `aten/src/ATen/native/GroupedMMUtils.h`
+/// `_grouped_mm_validate_inputs`), into an output of the operands' dtype; its autograd
+/// formula is the bf16 kernel's (`tools/autograd/derivatives.yaml`: the input's
+/// gradient reads the weights, the weights' the input, which frozen experts do not
+/// keep), so what the backward keeps is too. Traced with q/k
+/// norms (Qwen3-30B-A3B's layers) under flash and SDPA, q,v and q,k,v,o adapted, with
+/// and without checkpointing; a shared expert (Qwen2-MoE's, whose gate and MLP are
+/// `nn.Linear`s and so 4-bit) is not. LoRA on the experts themselves (PEFT's
+/// `ParamWrapper`) stays outside, as without the preparation.
 fn kbit_outside(a: &Architecture, ad: &Adapters, attention: AttentionImpl) -> Option<&'static str> {
     if !ad.fp32_hidden {
         None
@@ -1992,17 +2015,19 @@ fn kbit_outside(a: &Architecture, ad: &Adapters, attention: AttentionImpl) -> Op
         Some(
             "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) under eager attention: which of its matmuls' operands autograd keeps depends on the adapted projections, not in the derivation (derived under flash, SDPA and the memory-efficient kernel)",
         )
-    } else if a.moe.is_some()
+    } else if a
+        .moe
+        .is_some_and(|m| !plain_moe(a, &m) || m.shared_experts > 0)
         || a.mla.is_some()
         || a.fused_qkv
-        || a.qk_norm
+        || (a.qk_norm && a.moe.is_none())
         || a.qk_norm_whole
         || gemma_norms(a)
         || layernorm_decoder(a)
         || gpt_oss(a)
     {
         Some(
-            "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) make the hidden states fp32: derived for the Llama-style dense decoder only (not q/k norms, fused projections, Gemma's norms, LayerNorm layers or experts)",
+            "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) make the hidden states fp32: derived for the Llama-style dense decoder and Mixtral's and Qwen3-MoE's experts only (not a dense decoder's q/k norms, fused projections, Gemma's norms, LayerNorm layers, shared experts or other routers)",
         )
     } else if ad.autocast {
         Some(
