@@ -2276,6 +2276,17 @@ fn qlora_prepared_for_kbit_training_agrees_with_traces_to_the_byte() {
     assert!(eager.assumed_because.unwrap().contains("eager"));
 }
 
+/// One QLoRA workload over routed experts: (config, targets as the trace takes them, as
+/// gpumem reads them, attention, tokens, checkpointing).
+type KbitMoeCase = (
+    &'static str,
+    &'static [&'static str],
+    &'static str,
+    &'static str,
+    u64,
+    bool,
+);
+
 /// QLoRA prepared by PEFT 0.21.2's `prepare_model_for_kbit_training` over routed
 /// experts (Qwen3-30B-A3B's layers with their q/k norms and Mixtral-8x7B's, two of each):
 /// the router (`Qwen3MoeTopKRouter`, `MixtralTopKRouter`: a bare parameter, not an
@@ -2293,9 +2304,7 @@ fn qlora_prepared_for_kbit_training_on_moe_agrees_with_traces_to_the_byte() {
     let Some(python) = gpumem_e2e::torch_python("qlora_prepared_for_kbit_training_on_moe") else {
         return;
     };
-    // (config, targets as the trace takes them, as gpumem reads them, attention,
-    // tokens, checkpointing)
-    let mut cases: Vec<(&str, &[&str], &str, &str, u64, bool)> = Vec::new();
+    let mut cases: Vec<KbitMoeCase> = Vec::new();
     for (targets, read) in [
         (&["q_proj", "v_proj"][..], "q,v"),
         (&["q_proj", "k_proj", "v_proj", "o_proj"][..], "q,k,v,o"),
