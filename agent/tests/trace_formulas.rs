@@ -32,12 +32,21 @@ fn config_text(config: &str) -> String {
         Some((name, n)) => (name, Some(n.parse::<u64>().unwrap())),
         None => (config, None),
     };
+    // `NAME:text`: the bundled model's text config alone.
+    let (name, text_only) = match name.strip_suffix(":text") {
+        Some(n) => (n, true),
+        None => (name, false),
+    };
     let text = if name.contains("--") {
         let bundled: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(root().join("agent/models").join(name)).unwrap(),
         )
         .unwrap();
-        bundled["config"].to_string()
+        if text_only {
+            bundled["config"]["text_config"].to_string()
+        } else {
+            bundled["config"].to_string()
+        }
     } else {
         std::fs::read_to_string(
             root()
@@ -950,6 +959,32 @@ const GEMMA_PREFILLS: &[Prefill] = &[
     pf("gemma-3-1b.json", "sdpa", 1, 512, true),
 ];
 
+/// Llama 4's text decoder (`Llama4ForCausalLM` over the text config: the trace's
+/// `AutoModelForCausalLM` maps the multimodal `llama4` config to that text class, so
+/// the text config keeps the parameter counts comparable): Scout (every layer MoE, L2 q/k norms) and Maverick (dense and MoE layers
+/// interleaved) at 2 and 4 layers (the fourth a NoPE layer with temperature tuning),
+/// SDPA and eager, prompts within one attention chunk and beyond it (the chunked
+/// mask), and one eager prompt long enough that the attention, not the experts, is
+/// the peak: derived equal to the trace to the byte.
+const LLAMA4_PREFILLS: &[Prefill] = &[
+    pf(SCOUT2, "sdpa", 2, 1024, false),
+    pf(SCOUT2, "eager", 1, 1024, false),
+    pf(SCOUT4, "sdpa", 1, 2048, false),
+    pf(SCOUT4, "eager", 2, 512, false),
+    pf(SCOUT4, "sdpa", 2, 8704, false),
+    pf(SCOUT4, "eager", 1, 8704, false),
+    pf(SCOUT4, "eager", 1, 16384, false),
+    pf(MAVERICK2, "sdpa", 1, 1024, false),
+    pf(MAVERICK2, "eager", 2, 512, false),
+    pf(MAVERICK4, "sdpa", 2, 1024, false),
+    pf(MAVERICK4, "eager", 1, 2048, false),
+    pf(MAVERICK4, "sdpa", 1, 9000, false),
+];
+const SCOUT2: &str = "meta-llama--Llama-4-Scout-17B-16E-Instruct.json:text@2";
+const SCOUT4: &str = "meta-llama--Llama-4-Scout-17B-16E-Instruct.json:text@4";
+const MAVERICK2: &str = "meta-llama--Llama-4-Maverick-17B-128E-Instruct.json:text@2";
+const MAVERICK4: &str = "meta-llama--Llama-4-Maverick-17B-128E-Instruct.json:text@4";
+
 /// Traces every prefill in one Python process: the parameters and what was live at the
 /// prefill's peak, by category.
 const PREFILL_DRIVER: &str = r#"
@@ -980,6 +1015,11 @@ fn qwen_vl_prefills_equal_their_traces() {
 #[test]
 fn gemma_prefills_equal_their_traces() {
     check_prefills("gemma_prefills_equal_their_traces", GEMMA_PREFILLS, true);
+}
+
+#[test]
+fn llama4_prefills_equal_their_traces() {
+    check_prefills("llama4_prefills_equal_their_traces", LLAMA4_PREFILLS, true);
 }
 
 /// Traces `cases` and sets each beside its estimate's prefill lines: derived, within

@@ -75,6 +75,12 @@ pub struct Moe {
     /// routers').
     #[serde(default)]
     pub router_fp32_logits: bool,
+    /// Every routed expert runs over every token, on a copy of the input weighed by the
+    /// router's sigmoid score (zero for the experts not chosen), as one batched matmul
+    /// over all experts (transformers 5.23 `models/llama4/modeling_llama4.py`,
+    /// `Llama4TextMoe.forward` and `Llama4TextExperts.forward`: Llama-4's block).
+    #[serde(default)]
+    pub dense_dispatch: bool,
 }
 
 impl Moe {
@@ -1137,6 +1143,7 @@ impl Moe {
         group_limited: false,
         router_casts: false,
         router_fp32_logits: false,
+        dense_dispatch: false,
     };
 }
 
@@ -1715,6 +1722,8 @@ pub const VARIANT_FACTS: &[Fact] = &[
         "MoE: the router casts its top-k weights to the compute dtype (Qwen2-MoE, Qwen3-MoE; Mixtral's stay fp32)", at!(moe.router_casts)),
     fact("router-fp32-logits", G::Moe, K::Bool(Moe::BASE.router_fp32_logits), "Router logits in fp32", "",
         "MoE: the router's logits are fp32, held while the experts run (GraniteMoE)", at!(moe.router_fp32_logits)),
+    fact("dense-dispatch", G::Moe, K::Bool(Moe::BASE.dense_dispatch), "Every expert over every token", "",
+        "MoE: every expert runs over every token, its input weighed by the router's sigmoid score (Llama-4's batched experts)", at!(moe.dense_dispatch)),
 ];
 
 /// Every fact's rule, the decoder's then the variants', copied out of the rows.

@@ -2072,7 +2072,8 @@ fn qwen_vl(a: &Architecture) -> bool {
 /// norms keep other tensors: +8 % against its trace), and either no shared expert or
 /// Qwen2-MoE's one shared expert scaled by its sigmoid gate — what [`moe_kept`]
 /// derives. A shared expert without a gate (DeepSeek's, Llama-4's) comes with routers
-/// of other kinds (sigmoid scores, correction biases, MLA beside it) and stays outside.
+/// of other kinds (sigmoid scores, correction biases, MLA beside it) and stays outside
+/// (Llama-4's block has a derivation of its own, [`llama4_prefill`]).
 fn plain_moe(a: &Architecture, m: &Moe) -> bool {
     ((m.shared_experts == 0 && !m.shared_gate) || (m.shared_experts == 1 && m.shared_gate))
         && !m.router_bias
@@ -3560,6 +3561,9 @@ pub fn decoder_prefill(
     if layernorm_decoder(a) && a.fused_qkv && (a.learned_positions > 0 || a.parallel_residual) {
         return layernorm_prefill(a, (seq, batch), value, attention, all_logits);
     }
+    if let Some(m) = a.moe.filter(|_| llama4(a)) {
+        return llama4_prefill(a, &m, (seq, batch), value, attention, window, all_logits);
+    }
     // Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's language models run Qwen2's and Qwen3's layers; the
     // tower's forward and what the text forward holds of its outputs are the vision
     // tower's own line (`estimate::tower`), so their text prefill is derived without
@@ -3910,6 +3914,265 @@ pub fn decoder_prefill(
             (false, true) =>
                 "transformers' Gemma 2 decoder: four fp32 norms a layer, soft-capped eager attention (which SDPA asked runs), the embedding scaled",
             _ => "transformers' Llama-style decoder",
+        },
+    );
+    Ok(Prefill {
+        intermediates: peak.1.saturating_sub(peak.4),
+        scores: peak.2,
+        logits: peak.3,
+        moment: peak.0,
+        formula,
+        assumed_because: why,
+        attention,
+    })
+}
+
+/// Llama-4's text decoder as transformers 5.23 runs it (`models/llama4/modeling_llama4.py`):
+/// `Llama4TextMoe` (one ungated shared expert, every routed expert run over every token
+/// by `Llama4TextExperts`' bmm — [`Moe::dense_dispatch`]), dense layers of
+/// `intermediate_size_mlp` between them (`interleave_moe_layer_step`), no biases, no
+/// latent attention — what [`llama4_prefill`] derives. Scout's weightless L2 q/k norm
+/// (`Llama4TextL2Norm`) has no fact: its moment stays below RoPE's (see there).
+fn llama4(a: &Architecture) -> bool {
+    a.moe.is_some_and(|m| {
+        m.dense_dispatch
+            && m.shared_experts == 1
+            && !m.shared_gate
+            && !m.router_bias
+            && !m.correction_bias
+            && m.latent == 0
+            && !m.output_bias
+    }) && a.mla.is_none()
+        && a.indexer.is_none()
+        && a.mixer.is_none()
+        && !a.mlp_bias
+        && !a.qkv_bias
+        && !a.o_bias
+        && !a.fused_qkv
+        && !a.qk_norm
+        && !a.qk_norm_whole
+}
+
+/// The prefill's peak of Llama-4's text decoder ([`llama4`]; the multimodal model runs
+/// the same `Llama4TextModel` on a text prompt), derived from transformers 5.23
+/// `models/llama4/modeling_llama4.py` and checked against `gpumem-agent trace` to the
+/// byte (Scout's and Maverick's `Llama4ForCausalLM` at 2 and 4 layers, SDPA and eager,
+/// prompts longer than the attention chunk). `T` = sequences × tokens, `v` bytes per value, every tensor
+/// in the caching allocator's 512 B blocks (c10/cuda/CUDACachingAllocator.cpp,
+/// `round_size`). Held throughout: the input ids (int64), the embeddings (v·h per
+/// token), the positions (int64) and RoPE's complex64 table, one sequence's positions
+/// × d/2 × 8 B (`Llama4TextRotaryEmbedding.forward`: `torch.polar`). Masks
+/// (`Llama4TextModel.forward` builds a full and a chunked one, `create_causal_mask`,
+/// `create_chunked_causal_mask`): under eager both, additive, sequences × tokens² × v
+/// each; under SDPA only the chunked one, a boolean per sequence, once the prompt
+/// reaches the chunk (masking_utils.py `_ignore_causal_mask_sdpa`: `kv_length >=
+/// local_attention_size`). The moments, the highest the peak:
+/// - the last MoE layer's block (`Llama4TextDecoderLayer.forward` holds the layer's
+///   input, the attention's output `attention_states`, the residual and the
+///   normalised input — and under eager the probabilities `_`): the router's logits
+///   and its sigmoid scores cast back to v (`Llama4Router.forward`, v·E per token
+///   each); `hidden_states.repeat(E, 1)` weighed by the scores, E·T rows of v·h
+///   (`Llama4TextMoe.forward`); then `Llama4TextExperts.forward`'s bmm over every
+///   expert: gate/up (E·T·2·i), act(gate) and the product (E·T·i each), or the
+///   product with the down output (E·T·h) in place of act(gate); then the routed
+///   output beside the shared expert's gated MLP (3·v·s per token, or its product and
+///   output) or the shared output and the sum over the experts; less the K/V of the
+///   layers after it;
+/// - the last dense layer's `Llama4TextMLP` (`intermediate_size_mlp` wide): act(gate),
+///   up and their product beside the same four hidden states, less the K/V after it;
+/// - RoPE (`apply_rotary_emb`): q, k, v, the fp32 copies of q and k, their complex
+///   products with the table (as wide as the fp32 copies) and their casts back to v,
+///   beside the layer's input and normalised input, counted as if the last layer
+///   rotated (one layer's K/V not yet cached; a NoPE last layer's is two, so never
+///   below). The L2 q/k norm after it (`Llama4TextL2Norm`: an fp32 copy, its product
+///   and the cast, one of q or k at a time) and the NoPE layers' temperature
+///   (`query_states * attn_scales`: an fp32 product, then its cast; positions-sized
+///   scales) hold less, as does SDPA's kernel (q, K/V repeated, the output and its
+///   contiguous copy: 5 q-sized);
+/// - eager attention in the last layer (`eager_attention_forward`, no fp32 softmax in
+///   Llama-4): a NoPE layer's positions and temperature scales (counted whichever
+///   layer is last), q, K/V repeated to every head (grouped-query only), then two
+///   heads·tokens² tensors at once (the scores and their scaled copy, the sum with the
+///   mask, softmax's output) or the probabilities beside the output and its
+///   contiguous copy;
+/// - the logits, as [`decoder_prefill`] counts them.
+fn llama4_prefill(
+    a: &Architecture,
+    m: &Moe,
+    (seq, batch): (u64, u64),
+    value: u64,
+    attention: AttentionImpl,
+    window: Option<u64>,
+    all_logits: bool,
+) -> Result<Prefill, EstimateError> {
+    // The vision tower is idle on a text prompt (the whole model traced on text: equal
+    // to the byte); its own line counts an image's pass (`estimate::tower`).
+    let rest = Architecture {
+        moe: None,
+        tower_params: 0,
+        ..*a
+    };
+    let why = match attention {
+        AttentionImpl::Sdpa | AttentionImpl::Eager => None,
+        _ => Some(
+            "Llama 4 under FlashAttention or the memory-efficient kernel is not in the derivation (SDPA's moments stand for it)",
+        ),
+    }
+    .or(not_derived(&rest))
+    .or(rest.underived())
+    .or((value == 4).then_some(
+        "fp32 compute makes the norms' and RoPE's fp32 copies aliases, not in the derivation",
+    ));
+    let t = seq.saturating_mul(batch);
+    let (h, heads, kv, d) = (a.hidden, a.heads, a.kv_heads, a.head_dim);
+    let (e, i, s) = (m.experts, m.expert_intermediate, m.shared_intermediate);
+    let eager = attention == AttentionImpl::Eager;
+    let hidden = block(&[t, value, h]);
+    let once = add(&[
+        block(&[t, 8]),
+        hidden,
+        block(&[seq, 8]),
+        block(&[seq, d.div_ceil(2), 8]),
+    ]);
+    let mask = if eager {
+        mul(&[2, block(&[batch, seq, seq, value])])
+    } else if window.is_some_and(|w| w <= seq) {
+        block(&[batch, seq, seq])
+    } else {
+        0
+    };
+    let held_weights = if eager {
+        block(&[batch, heads, seq, seq, value])
+    } else {
+        0
+    };
+    let layer_kv = mul(&[2, block(&[batch, kv, seq, d, value])]);
+    let after = |l: u64| mul(&[a.layers.saturating_sub(l).saturating_sub(1), layer_kv]);
+    let (last_moe, last_dense) = moe_last_layers(m, a.layers);
+    // Each moment: (name, held throughout + its own, tokens² tensors, logits, K/V not
+    // yet cached).
+    let four = add(&[once, mul(&[4, hidden])]);
+    let at_moe = last_moe.map_or(("", 0, 0, 0, 0), |l| {
+        let rows = block(&[e, t, value, h]);
+        let gate_up = block(&[e, t, value, i, 2]);
+        let wide = block(&[e, t, value, i]);
+        let narrow = block(&[t, value, s]);
+        let block_peak = [
+            // The repeated input and its product by the scores.
+            mul(&[2, rows]),
+            add(&[rows, gate_up, mul(&[2, wide])]),
+            add(&[rows, gate_up, wide, rows]),
+            add(&[
+                mul(&[2, rows]),
+                mul(&[3, narrow]).max(add(&[narrow, hidden])),
+            ]),
+            add(&[mul(&[2, rows]), mul(&[2, hidden])]),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+        (
+            "the last MoE layer's experts",
+            add(&[four, mul(&[2, block(&[t, value, e])]), block_peak]),
+            add(&[mask, held_weights]),
+            0,
+            after(l),
+        )
+    });
+    let at_dense = last_dense.map_or(("", 0, 0, 0, 0), |l| {
+        let w = block(&[t, value, a.intermediate]);
+        (
+            "the last dense layer's MLP",
+            add(&[four, mul(&[3, w]).max(add(&[w, hidden]))]),
+            add(&[mask, held_weights]),
+            0,
+            after(l),
+        )
+    });
+    let (qd, kd) = (block(&[t, value, heads, d]), block(&[t, value, kv, d]));
+    let (q32, k32) = (block(&[t, 4, heads, d]), block(&[t, 4, kv, d]));
+    let at_rope = (
+        "RoPE in the last layer, before its K/V are cached",
+        add(&[
+            once,
+            mul(&[2, hidden]),
+            mul(&[2, qd]),
+            mul(&[3, kd]),
+            mul(&[2, q32]),
+            mul(&[2, k32]),
+        ]),
+        mask,
+        0,
+        layer_kv,
+    );
+    let at_attention = if eager {
+        let square = block(&[batch, heads, seq, seq, value]);
+        (
+            "the last layer's eager attention",
+            // A NoPE layer holds its positions (int64) and fp32 temperature scales
+            // through the attention; counted whichever layer is last (12 B per token
+            // above a rotating one's).
+            add(&[
+                once,
+                mul(&[2, hidden]),
+                qd,
+                if kv < heads { mul(&[2, qd]) } else { 0 },
+                block(&[seq, 8]),
+                block(&[seq, 4]),
+            ]),
+            add(&[mask, mul(&[2, square]).max(add(&[square, mul(&[2, qd])]))]),
+            0,
+            0,
+        )
+    } else {
+        ("", 0, 0, 0, 0)
+    };
+    let ids = block(&[t, 8]);
+    let kept = block(&[batch, if all_logits { seq } else { 1 }, a.vocab, value]);
+    let fp32 = block(&[batch, a.vocab, 4]);
+    let at_logits = if hidden >= fp32 {
+        ("the logits", add(&[ids, hidden]), 0, kept, 0)
+    } else {
+        ("the logits' fp32 copy", ids, 0, add(&[kept, fp32]), 0)
+    };
+    let total = |m: &(&'static str, u64, u64, u64, u64)| add(&[m.1, m.2, m.3]).saturating_sub(m.4);
+    let mut peak = at_moe;
+    for m in [at_dense, at_rope, at_attention, at_logits] {
+        if total(&m) > total(&peak) {
+            peak = m;
+        }
+    }
+    if total(&peak) == u64::MAX {
+        return Err(EstimateError::Overflow { what: "prefill" });
+    }
+    let formula = format!(
+        "the highest of: the last MoE layer's block, 4·v·h per token + the router's logits and scores (2·v·E) + every expert over every token (Llama4TextExperts' bmm): the repeated weighed input E·v·h, gate/up 2·E·v·i, act(gate) and the product 2·E·v·i, or the shared expert beside the routed output{}, less the K/V cached after it{}; RoPE's fp32 and complex copies of q and k, less one layer's K/V{}; the final norm and the logits{}; plus the input ids, embeddings, positions and RoPE's complex64 table throughout ({}, every tensor in 512 B blocks; transformers' Llama-4 text decoder)",
+        if last_dense.is_some() {
+            "; the last dense layer's MLP, 4·v·h + 3·v·i per token"
+        } else {
+            ""
+        },
+        if eager {
+            ", with the probabilities the layer holds"
+        } else {
+            ""
+        },
+        if eager {
+            "; eager attention, 2·v·heads·tokens² per sequence (no fp32 softmax)"
+        } else {
+            ""
+        },
+        if all_logits {
+            " (every position)"
+        } else {
+            " (one position per sequence, then its fp32 copy)"
+        },
+        if eager {
+            "both masks, full and chunked, v·tokens² per sequence each"
+        } else if mask > 0 {
+            "SDPA: the chunked attention's boolean mask, tokens² per sequence"
+        } else {
+            "SDPA: no mask within one chunk"
         },
     );
     Ok(Prefill {

@@ -102,6 +102,9 @@ fn llama4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
         m.expert_intermediate = width;
         m.shared_experts = 1;
         m.shared_intermediate = width;
+        // Llama4TextMoe.forward repeats the input for every expert, weighed by the
+        // router's sigmoid scores, and Llama4TextExperts.forward runs one bmm over all.
+        m.dense_dispatch = true;
         // transformers 5.23 lists the MoE layers' indices (Llama4TextDecoderLayer:
         // `layer_idx in config.moe_layers`); only their count matters.
         if let Some(list) = c.list("moe_layers") {
