@@ -5698,6 +5698,51 @@ mod tests {
         );
     }
 
+    /// Llama 4's block (every expert over every token) is derived: equal to the trace
+    /// of Scout's text model at four layers; without the block's fact it stays assumed.
+    #[test]
+    fn llama4_prefill_is_derived_and_equals_its_trace() {
+        let c = crate::import::config::parse_config(
+            r#"{"model_type":"llama4_text","hidden_size":5120,"intermediate_size":8192,
+            "intermediate_size_mlp":16384,"num_attention_heads":40,"num_key_value_heads":8,
+            "head_dim":128,"num_hidden_layers":4,"num_local_experts":16,
+            "num_experts_per_tok":1,"interleave_moe_layer_step":1,"vocab_size":202048,
+            "attention_chunk_size":8192,"use_qk_norm":true,"rope_theta":500000.0,
+            "tie_word_embeddings":false}"#,
+        )
+        .unwrap();
+        let pairs = c.pairs();
+        let (input, errors) =
+            crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        let a = input.arch.unwrap();
+        let m = a.moe.unwrap();
+        assert!(m.dense_dispatch && m.shared_experts == 1);
+        let peak = |a: &Architecture, seq: u64, attention: AttentionImpl| {
+            let p = decoder_prefill(a, seq, 1, 2, attention, input.sliding_window, false).unwrap();
+            (p.intermediates + p.scores + p.logits, p.assumed_because)
+        };
+        // gpumem-agent trace, transformers 5.23 on the meta device, bf16, 1 sequence: the
+        // last MoE layer's experts (beyond one 8 192-token chunk with SDPA's chunked
+        // mask), and at 16 384 tokens under eager the last (NoPE) layer's attention.
+        assert_eq!(peak(&a, 512, AttentionImpl::Sdpa), (647_274_496, None));
+        assert_eq!(peak(&a, 512, AttentionImpl::Eager), (669_294_592, None));
+        assert_eq!(peak(&a, 9000, AttentionImpl::Sdpa), (11_458_873_344, None));
+        assert_eq!(
+            peak(&a, 16_384, AttentionImpl::Eager),
+            (45_038_895_104, None)
+        );
+        assert!(peak(&a, 512, AttentionImpl::Flash).1.is_some());
+        let other = Architecture {
+            moe: Some(Moe {
+                dense_dispatch: false,
+                ..m
+            }),
+            ..a
+        };
+        assert!(peak(&other, 512, AttentionImpl::Sdpa).1.is_some());
+    }
+
     /// DeepSeek-V2's and V3's latent attention and MoE are derived (their routers, the
     /// ungated shared experts); V3.2's indexer and LoRA on latent attention stay
     /// assumed.
