@@ -95,15 +95,7 @@ pub(super) fn retop(lines: &mut [Line]) -> Result<(), EstimateError> {
         let Some(moment) = l.inputs.get("moment").and_then(|v| v.parse::<u64>().ok()) else {
             continue;
         };
-        let (bytes, device) = tower::top_up(moment, 0, prefill);
-        if (bytes, device) != (l.bytes, l.device_bytes) {
-            l.bytes = bytes;
-            l.device_bytes = device;
-            l.formula = format!(
-                "{}; over the traced prefill lines ({} B): {bytes} B",
-                l.formula, prefill.0
-            );
-        }
+        tower::retop_line(l, moment, 0, prefill);
     }
     Ok(())
 }

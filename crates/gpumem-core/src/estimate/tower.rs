@@ -949,17 +949,23 @@ pub(super) fn retop(lines: &mut [Line]) -> Result<(), EstimateError> {
         let (Some(tower_phase), Some(held)) = (number("tower-phase"), number("held")) else {
             continue;
         };
-        let (bytes, device) = top_up(tower_phase, held, prefill);
-        if (bytes, device) != (l.bytes, l.device_bytes) {
-            l.bytes = bytes;
-            l.device_bytes = device;
-            l.formula = format!(
-                "{}; over the traced prefill lines ({} B): {bytes} B",
-                l.formula, prefill.0
-            );
-        }
+        retop_line(l, tower_phase, held, prefill);
     }
     Ok(())
+}
+
+/// Tops line `l` up again over the traced prefill lines `prefill` (whole, one device):
+/// its phase `phase` beyond them, at least `held`; the formula says so when it moved.
+pub(super) fn retop_line(l: &mut Line, phase: u64, held: u64, prefill: (u64, u64)) {
+    let (bytes, device) = top_up(phase, held, prefill);
+    if (bytes, device) != (l.bytes, l.device_bytes) {
+        l.bytes = bytes;
+        l.device_bytes = device;
+        l.formula = format!(
+            "{}; over the traced prefill lines ({} B): {bytes} B",
+            l.formula, prefill.0
+        );
+    }
 }
 
 /// The highest of a phase's moments, with its name (the first of equals).
