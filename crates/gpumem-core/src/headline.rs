@@ -200,6 +200,32 @@ impl Rule for ByInference {
     }
 }
 
+/// [`ByEstimate`] for training runs alone: its searches estimate with
+/// [`crate::estimate::estimate_training`], so a caller judging by it carries none of
+/// inference's stages (the page's training module; inference is answered by the
+/// engine module). An inference's searches find nothing: judge it [`ByEstimate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByTraining;
+
+impl Rule for ByTraining {
+    fn need(
+        &self,
+        i: &EstimateInput,
+        est: &Estimate,
+        card: &GpuCard,
+    ) -> Result<Need, EstimateError> {
+        ByEstimate.need(i, est, card)
+    }
+
+    fn engine(&self) -> Option<EngineId> {
+        None
+    }
+
+    fn estimate(&self, input: &EstimateInput) -> Result<Estimate, EstimateError> {
+        crate::estimate::estimate_training(input)
+    }
+}
+
 /// Under an engine: the workload's sequences its pool holds at once, beside those
 /// asked ("14 of 16 sequences of 32 768 tokens").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

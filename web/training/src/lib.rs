@@ -6,14 +6,15 @@
 //! `dist/training-*/`), so the dimensioner's wasm carries none of the training stages
 //! (the training state, the ranks' plan, the caching allocator's model): the engine
 //! module (`web/engine`) estimates inference for it and this module training runs,
-//! with [`gpumem_core::estimate::estimate`] — every stage, as `gpumem-agent estimate`
-//! does. Every figure is [`gpumem_core`]'s; this crate routes
+//! with [`gpumem_core::estimate::estimate_training`] — every stage a training run
+//! takes, the same figures as `gpumem-agent estimate`, and none of inference's (the
+//! prefill, the towers, decompression). Every figure is [`gpumem_core`]'s; this crate routes
 //! the page's text to the core and the estimate back as text
 //! ([`gpumem_proto::training`], [`gpumem_proto::rules`]).
 
 use gpumem_core::engine;
-use gpumem_core::estimate::{Estimate, EstimateInput, estimate as estimate_all};
-use gpumem_core::headline::{ByEstimate, Headline, headline};
+use gpumem_core::estimate::{Estimate, EstimateInput, estimate_training};
+use gpumem_core::headline::{ByTraining, Headline, headline};
 use gpumem_core::inputs;
 use gpumem_proto::rules::{self, RulesRequest};
 use gpumem_proto::training::write_estimate;
@@ -24,7 +25,7 @@ use wasm_bindgen::prelude::*;
 #[wasm_bindgen]
 pub fn estimate(request: String) -> String {
     match rules::read_request(&request) {
-        Ok(r) => write_estimate(&estimate_all(&input_of(&r).0)),
+        Ok(r) => write_estimate(&estimate_training(&input_of(&r).0)),
         Err(e) => write_estimate(&Err(gpumem_core::EstimateError::invalid("input", e))),
     }
 }
@@ -59,16 +60,18 @@ pub fn answer_of(r: &RulesRequest) -> Result<Headline, String> {
     if !read {
         return Err("the inputs do not describe a workload yet".into());
     }
-    let est: Estimate = estimate_all(&input).map_err(|e| e.to_string())?;
+    let est: Estimate = estimate_training(&input).map_err(|e| e.to_string())?;
     let (settings, _) =
         engine::from_pairs_among(r.page.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    headline(&input, &est, settings.card.as_ref(), &ByEstimate).map_err(|e| e.to_string())
+    headline(&input, &est, settings.card.as_ref(), &ByTraining).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use gpumem_core::catalogue::resolve;
+    use gpumem_core::estimate::estimate as estimate_all;
+    use gpumem_core::headline::ByEstimate;
     use gpumem_proto::training::read_estimate;
 
     fn request(pairs: &[(&str, &str)], page: &[(&str, &str)]) -> RulesRequest {

@@ -546,6 +546,15 @@ pub(super) fn gemma4_audio(
     })
 }
 
+/// What a training run's estimate says of a clip given: its tower is not counted.
+pub(super) fn training_warning(input: &EstimateInput, b: &mut Builder) {
+    if input.audio_seconds.is_some_and(|s| s > 0) {
+        b.warnings.push(
+            "--mm-audio-seconds is read for inference only: the audio tower's forward in training is not counted".into(),
+        );
+    }
+}
+
 /// The "audio tower forward" line under transformers' runtime (no engine, or
 /// `--engine transformers`), where the prompt holds a clip (`mm-audio-seconds` given):
 /// inference only, one clip a sequence. The text prefill's lines (whole model, one
@@ -556,9 +565,7 @@ pub(super) fn audio_tower(input: &EstimateInput, b: &mut Builder) -> Result<(), 
         return Ok(());
     };
     if input.train != TrainMode::None {
-        b.warnings.push(
-            "--mm-audio-seconds is read for inference only: the audio tower's forward in training is not counted".into(),
-        );
+        training_warning(input, b);
         return Ok(());
     }
     if input.runtime != crate::arch::CacheRuntime::Transformers {

@@ -260,7 +260,24 @@ impl Builder {
 
 /// Computes an estimate.
 pub fn estimate(input: &EstimateInput) -> Result<Estimate, EstimateError> {
-    stages::<true>(input)
+    stages::<true, true>(input)
+}
+
+/// Computes an estimate of a training run: the same value as [`estimate`] for an
+/// input that trains (`train` ≠ none), without inference's stages — the prefill's
+/// transients, the vision and audio towers' forward and the first forward's
+/// decompression, each of which adds nothing to such an input. A caller that answers
+/// inference elsewhere links none of them (the page's training module, loaded beside
+/// the engine module that estimates inference). An input that trains nothing is
+/// refused.
+pub fn estimate_training(input: &EstimateInput) -> Result<Estimate, EstimateError> {
+    if input.train == TrainMode::None {
+        return Err(EstimateError::invalid(
+            "train",
+            "an inference is estimated with its prefill's stages, which this estimate leaves out",
+        ));
+    }
+    stages::<true, false>(input)
 }
 
 /// Computes an estimate of inference: the same value as [`estimate`] for an input
@@ -276,7 +293,7 @@ pub fn estimate_inference(input: &EstimateInput) -> Result<Estimate, EstimateErr
             "a training run is estimated with its training stages, which this estimate leaves out",
         ));
     }
-    stages::<false>(input)
+    stages::<false, true>(input)
 }
 
 /// The input as the model runs it when it puts tokens ahead of the prompt's ids
@@ -310,9 +327,14 @@ fn with_prefix(
     Ok(Some(wide))
 }
 
-/// The estimate's stages in order; `TRAINING` runs the training ones too (a constant,
-/// so [`estimate_inference`] carries none of their code).
-fn stages<const TRAINING: bool>(input: &EstimateInput) -> Result<Estimate, EstimateError> {
+/// The estimate's stages in order; `TRAINING` runs the training ones and `INFERENCE`
+/// inference's (constants, so [`estimate_inference`] carries none of the training
+/// stages' code and [`estimate_training`] none of inference's). Each set adds nothing
+/// to an input of the other kind, so every pair gives [`estimate`]'s value where its
+/// caller admits the input.
+fn stages<const TRAINING: bool, const INFERENCE: bool>(
+    input: &EstimateInput,
+) -> Result<Estimate, EstimateError> {
     input::validate(input)?;
     let mut b = Builder {
         lines: Vec::new(),
@@ -376,14 +398,19 @@ fn stages<const TRAINING: bool>(input: &EstimateInput) -> Result<Estimate, Estim
     }
 
     // Activations and transients.
-    transients::transients(input, &split, &mut b)?;
-    // The vision tower's forward, a phase of the prefill beside the text's.
-    tower::vision_tower(input, &mut b)?;
-    audio::audio_tower(input, &mut b)?;
-    // compressed-tensors' decompression, a moment before the first forward of an
-    // inference (a training step's own activations are not modelled beside it).
-    if input.train == TrainMode::None {
-        decompress::decompress_moment(input, &mut b)?;
+    transients::cuda_context(input, &mut b)?;
+    if INFERENCE {
+        transients::prefill(input, &split, &mut b)?;
+        // The vision tower's forward, a phase of the prefill beside the text's.
+        tower::vision_tower(input, &mut b)?;
+        audio::audio_tower(input, &mut b)?;
+        // compressed-tensors' decompression, a moment before the first forward of an
+        // inference (a training step's own activations are not modelled beside it).
+        if input.train == TrainMode::None {
+            decompress::decompress_moment(input, &mut b)?;
+        }
+    } else {
+        audio::training_warning(input, &mut b);
     }
 
     // The caching allocator: the loading peak and what the step reserves.
@@ -1093,6 +1120,64 @@ mod tests {
             let refused = estimate_inference(&input).unwrap_err().to_string();
             assert!(refused.starts_with("train: "), "{refused}");
         }
+    }
+
+    /// A training run without inference's stages is the whole estimate, line for line
+    /// and warning for warning, for every preset trained every way asked here (with a
+    /// clip, an image and a CUDA context given, which inference's stages would read);
+    /// an inference is refused rather than answered without its prefill.
+    #[test]
+    fn the_training_estimate_is_the_estimate_without_inference() {
+        for p in crate::presets::PRESETS {
+            for train in ["full", "lora", "qlora"] {
+                for extra in [
+                    &[("context", "2048")][..],
+                    &[
+                        ("context", "1024"),
+                        ("sequences", "4"),
+                        ("checkpointing", "false"),
+                        ("gpus", "4"),
+                        ("zero", "2"),
+                    ],
+                    &[
+                        ("context", "512"),
+                        ("cuda-context-mib", "500"),
+                        ("mm-audio-seconds", "30"),
+                        ("mm-item-tokens", "256"),
+                    ],
+                ] {
+                    let (input, _) = from_pairs(
+                        p.pairs
+                            .iter()
+                            .copied()
+                            .chain([("train", train)])
+                            .chain(extra.iter().copied()),
+                    );
+                    assert_eq!(
+                        estimate_training(&input),
+                        estimate(&input),
+                        "{} {train}",
+                        p.id
+                    );
+                }
+            }
+        }
+        let clip = llama_8b(&[
+            ("context", "2048"),
+            ("train", "lora"),
+            ("mm-audio-seconds", "30"),
+        ]);
+        assert!(
+            estimate_training(&clip)
+                .unwrap()
+                .warnings
+                .iter()
+                .any(|w| w.contains("mm-audio-seconds"))
+        );
+        let refused = estimate_training(&llama_8b(&[("context", "2048")]))
+            .unwrap_err()
+            .to_string();
+        assert!(refused.starts_with("train: "), "{refused}");
     }
 
     #[test]

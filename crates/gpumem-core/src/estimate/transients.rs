@@ -5,11 +5,8 @@
 
 use super::*;
 
-pub(super) fn transients(
-    input: &EstimateInput,
-    split: &Split,
-    b: &mut Builder,
-) -> Result<(), EstimateError> {
+/// The CUDA context's line, where its size is given (every estimate, training or not).
+pub(super) fn cuda_context(input: &EstimateInput, b: &mut Builder) -> Result<(), EstimateError> {
     if let Some(mib) = input.cuda_context_mib {
         let bytes = checked_product(&[mib, MIB], "CUDA context")?;
         b.line(
@@ -23,6 +20,16 @@ pub(super) fn transients(
             &[("cuda-context-mib", mib.to_string())],
         );
     }
+    Ok(())
+}
+
+/// The prefill's peak beyond weights and KV cache (inference only: a training step's
+/// activations are the training stages').
+pub(super) fn prefill(
+    input: &EstimateInput,
+    split: &Split,
+    b: &mut Builder,
+) -> Result<(), EstimateError> {
     if input.train != TrainMode::None {
         return Ok(());
     }
