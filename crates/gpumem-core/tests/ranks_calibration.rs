@@ -17,11 +17,16 @@
 //! between the need and the reserved bytes with room (the need above it by no more
 //! than its `max_error_pct`, where it has one: a replay at a stand-in length); a record
 //! gpumem cannot express is listed with the options it lacks, never skipped silently.
+//!
+//! A record whose `gpumem.batches` names a file (under `calibration/ranks/`) of its
+//! run's padded batch lengths, in the order its rank saw them, is compared with FSDP1's
+//! pools replayed over those batches (`estimate::fsdp1_reserved_over_batches`); the
+//! peaks after 10, 100 and 1 000 batches and the whole file are printed beside it.
 
 // The test prints its per-record table for the reader (the harness captures it).
 #![allow(clippy::disallowed_macros)]
 
-use gpumem_core::estimate::{LineKey, estimate};
+use gpumem_core::estimate::{LineKey, estimate, fsdp1_reserved_over_batches};
 use replay::measured_bytes;
 use serde_json::Value;
 
@@ -48,6 +53,12 @@ const CONFIGS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The batch files the records name (`gpumem.batches`): a run's padded batch lengths
+/// in its rank's order, made by `tools/alpaca_batch_lengths.py` from the run's data
+/// set and tokenizer. None yet: the April LoRA row's needs yahma/alpaca-cleaned, which
+/// cannot be read here (see the corpus README).
+const BATCHES: &[(&str, &str)] = &[];
+
 /// The most loaded rank's need (no reserve) for a record's config and flags, and
 /// what `max_memory_reserved` reads on a device with room where the estimate models
 /// it apart from the need (the `allocator.cache` line's `reserved` input: FSDP1's
@@ -66,7 +77,87 @@ fn predict(r: &Value) -> (u64, Option<u64>) {
         .find(|l| l.key == LineKey::AllocatorCache)
         .and_then(|l| l.inputs.get("reserved"))
         .map(|v| v.parse::<u64>().expect("the reserved bytes"));
+    let room = match r["gpumem"]["batches"].as_str() {
+        Some(file) => Some(over_batches(id, &input, file)),
+        None => room,
+    };
     (e.per_device_bytes, room)
+}
+
+/// A record's batch lengths: the integers of its `gpumem.batches` file (one of
+/// [`BATCHES`]), `#` lines being comments.
+fn batch_lengths(id: &str, file: &str) -> Vec<u64> {
+    let text = BATCHES
+        .iter()
+        .find(|(name, _)| *name == file)
+        .map(|(_, text)| *text)
+        .unwrap_or_else(|| panic!("{id}: {file} is not among the embedded batch files"));
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .flat_map(str::split_whitespace)
+        .map(|n| n.parse().unwrap_or_else(|e| panic!("{id}: {n}: {e}")))
+        .collect()
+}
+
+/// FSDP1's pools over the record's own batches, with the peaks after 10, 100 and
+/// 1 000 of them printed: what a log at each would have read.
+fn over_batches(id: &str, input: &gpumem_core::estimate::EstimateInput, file: &str) -> u64 {
+    let lengths = batch_lengths(id, file);
+    let mut total = 0;
+    for n in [10, 100, 1000, lengths.len()] {
+        if n > lengths.len() {
+            continue;
+        }
+        let r = fsdp1_reserved_over_batches(input, &lengths[..n])
+            .unwrap_or_else(|e| panic!("{id}: {e}"))
+            .unwrap_or_else(|| panic!("{id}: no FSDP1 step to replay its batches through"));
+        eprintln!(
+            "{id}: its first {n} batches (longest {}): reserved {:.2} GiB (default {:.2}, unshard {:.2}, post-backward {:.3})",
+            lengths[..n].iter().max().unwrap_or(&0),
+            r.total as f64 / GIB,
+            r.per_stream[0] as f64 / GIB,
+            r.per_stream[1] as f64 / GIB,
+            r.per_stream[2] as f64 / GIB,
+        );
+        total = r.total;
+    }
+    total
+}
+
+/// The replay over a run's batches is the estimate's own when every batch is the
+/// record's length: the April LoRA record's 2 × 512 tokens, three batches, give the
+/// `allocator.cache` line's reserved bytes to the byte; batches that rise to 512
+/// cut the cached blocks and reserve more.
+#[test]
+fn batches_of_the_records_length_replay_the_estimate() {
+    let id = "torchtune-2024-04-llama2-7b-lora-2x4090";
+    let r: Value = RECORDS
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["id"] == id)
+        .expect("the record");
+    let input = replay::input_of(&r, CONFIGS);
+    let e = estimate(&input).unwrap();
+    let room: u64 = e
+        .lines
+        .iter()
+        .find(|l| l.key == LineKey::AllocatorCache)
+        .and_then(|l| l.inputs.get("reserved"))
+        .map(|v| v.parse().unwrap())
+        .expect("the reserved bytes");
+    let same = fsdp1_reserved_over_batches(&input, &[512; 3])
+        .unwrap()
+        .expect("an FSDP1 step");
+    assert_eq!(same.total, room);
+    let rising: Vec<u64> = (2..=16).map(|k| k * 32).collect();
+    let rising = fsdp1_reserved_over_batches(&input, &rising)
+        .unwrap()
+        .expect("an FSDP1 step");
+    assert!(rising.total > room, "{rising:?} against {room}");
+    // Bounded: no batch longer than the context, none empty, not none.
+    assert!(fsdp1_reserved_over_batches(&input, &[513]).is_err());
+    assert!(fsdp1_reserved_over_batches(&input, &[0]).is_err());
+    assert!(fsdp1_reserved_over_batches(&input, &[]).is_err());
 }
 
 /// Whether a record's figure read `max_memory_reserved` (or a counter the source does

@@ -187,6 +187,11 @@ struct Builder {
     /// allocator's model places them after the step's tensors are freed
     /// (`peaks::peaks`).
     optimizer_temporaries: u64,
+    /// Set by [`fsdp1_reserved_over_batches`]: the FSDP1 step is wanted alone, and
+    /// `peaks::peaks` leaves it in `fsdp1_step` instead of replaying it.
+    step_only: bool,
+    /// The FSDP1 step `peaks::peaks` built (with `step_only`).
+    fsdp1_step: Option<crate::training::fsdp1::Step>,
 }
 
 impl Builder {
@@ -335,12 +340,23 @@ fn with_prefix(
 fn stages<const TRAINING: bool, const INFERENCE: bool>(
     input: &EstimateInput,
 ) -> Result<Estimate, EstimateError> {
+    stages_with::<TRAINING, INFERENCE>(input, false).map(|(e, _)| e)
+}
+
+/// [`stages`], and with `step_only` the FSDP1 step the caching allocator's stage built
+/// (its replay left out).
+fn stages_with<const TRAINING: bool, const INFERENCE: bool>(
+    input: &EstimateInput,
+    step_only: bool,
+) -> Result<(Estimate, Option<crate::training::fsdp1::Step>), EstimateError> {
     input::validate(input)?;
     let mut b = Builder {
         lines: Vec::new(),
         assumptions: Vec::new(),
         warnings: Vec::new(),
         optimizer_temporaries: 0,
+        step_only,
+        fsdp1_step: None,
     };
     let arch = input.arch;
     if let Some(a) = arch {
@@ -460,21 +476,98 @@ fn stages<const TRAINING: bool, const INFERENCE: bool>(
         |l| l.bytes,
         "host memory",
     )?;
-    Ok(Estimate {
-        weights_bytes,
-        kv_cache_bytes,
-        training_bytes,
-        transient_bytes,
-        reserve_bytes: reserve,
-        host_bytes,
-        total_bytes,
-        per_device_bytes,
-        parameters: params,
-        active_parameters: active_params,
-        lines: b.lines,
-        assumptions: b.assumptions,
-        warnings: b.warnings,
-    })
+    Ok((
+        Estimate {
+            weights_bytes,
+            kv_cache_bytes,
+            training_bytes,
+            transient_bytes,
+            reserve_bytes: reserve,
+            host_bytes,
+            total_bytes,
+            per_device_bytes,
+            parameters: params,
+            active_parameters: active_params,
+            lines: b.lines,
+            assumptions: b.assumptions,
+            warnings: b.warnings,
+        },
+        b.fsdp1_step,
+    ))
+}
+
+/// The most batches [`fsdp1_reserved_over_batches`] replays (an epoch of a 52 000-row
+/// data set at one sequence a rank, with room).
+pub const MAX_BATCHES: usize = 60_000;
+
+/// What FSDP1's three streams' pools reserve on a device with room
+/// (`max_memory_reserved`) over a run's own batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchesReserved {
+    /// Default (compute) stream, unshard stream, post-backward stream, bytes.
+    pub per_stream: [u64; 3],
+    /// The highest sum of the three over the run, bytes.
+    pub total: u64,
+}
+
+/// The `allocator.cache` line's replay of an FSDP1 step (torchtune's recipes of 2024:
+/// `--fsdp full` with `--framework torchtune@0.1`) over the batches of a run whose
+/// collate function pads each batch to its longest sample (torchtune's
+/// `padded_collate`): `padded[k]` is the k-th batch's padded length in tokens, in the
+/// order the rank sees them. Each batch's step is the estimate's at `--context` =
+/// that length (its activations, loss tensors and kept logits); the units, shards and
+/// optimizer are the run's; the pools are replayed through every batch in turn, so
+/// blocks cached at one length are cut for the next
+/// (`training::fsdp1`'s `run_batches`).
+///
+/// `input.context` is the longest a batch may be (the data set's `max_seq_len`):
+/// every length lies in 1..=context, and there are 1 to [`MAX_BATCHES`] of them.
+/// `Ok(None)` where the estimate replays no FSDP1 step for `input`.
+pub fn fsdp1_reserved_over_batches(
+    input: &EstimateInput,
+    padded: &[u64],
+) -> Result<Option<BatchesReserved>, EstimateError> {
+    let Some(context) = input.context else {
+        return Err(EstimateError::invalid(
+            "context",
+            "the longest batch (the data set's max_seq_len) is needed",
+        ));
+    };
+    if padded.is_empty() || padded.len() > MAX_BATCHES {
+        return Err(EstimateError::invalid(
+            "batches",
+            format!("1 to {MAX_BATCHES} padded lengths, not {}", padded.len()),
+        ));
+    }
+    if let Some(bad) = padded.iter().find(|&&l| l == 0 || l > context) {
+        return Err(EstimateError::invalid(
+            "batches",
+            format!("a batch of {bad} tokens: each lies in 1..={context} (the context)"),
+        ));
+    }
+    let mut steps: BTreeMap<u64, crate::training::fsdp1::Step> = BTreeMap::new();
+    for &l in padded {
+        if steps.contains_key(&l) {
+            continue;
+        }
+        let at = EstimateInput {
+            context: Some(l),
+            ..input.clone()
+        };
+        match stages_with::<true, false>(&at, true)?.1 {
+            Some(s) => steps.insert(l, s),
+            None => return Ok(None),
+        };
+    }
+    let run: Vec<crate::training::fsdp1::Step> = padded
+        .iter()
+        .filter_map(|l| steps.get(l).cloned())
+        .collect();
+    let r = crate::training::fsdp1::reserved_over(&run);
+    Ok(Some(BatchesReserved {
+        per_stream: r.per_stream,
+        total: r.total,
+    }))
 }
 
 /// A figure traced for one line (see [`Kind::Traced`]).

@@ -825,6 +825,10 @@ fn fsdp1(
             .checked_div(super::training::CUBLAS_THREADS)
             .unwrap_or(0),
     };
+    if b.step_only {
+        b.fsdp1_step = Some(step);
+        return Ok(());
+    }
     let room = crate::training::fsdp1::reserved(&step);
     let least = crate::training::fsdp1::least(&step);
     let allocated = b

@@ -321,6 +321,12 @@ pub(crate) fn least(s: &Step) -> u64 {
     hi
 }
 
+/// The pools over a run's batches in order, one iteration each (at least the first
+/// step's `iterations`), on a device with room: [`run_batches`].
+pub(crate) fn reserved_over(all: &[Step]) -> Reserved {
+    run_batches(all, None).0
+}
+
 fn run(s: &Step, capacity: Option<u64>) -> (Reserved, bool) {
     run_batches(std::slice::from_ref(s), capacity)
 }
