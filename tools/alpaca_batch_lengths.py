@@ -178,7 +178,7 @@ def main() -> int:
     p.add_argument(
         "--other-data",
         action="store_true",
-        help="accept a data file whose digest is not yahma/alpaca-cleaned's (the output says so)",
+        help="accept a data file of another digest (the output says so)",
     )
     a = p.parse_args()
 
@@ -197,8 +197,8 @@ def main() -> int:
     same = (data_digest, data_size) == (DATA_SHA256, DATA_BYTES)
     if not same and not a.other_data:
         sys.exit(
-            f"{a.data}: sha256 {data_digest}, {data_size} bytes: not yahma/alpaca-cleaned's "
-            "alpaca_data_cleaned.json (--other-data to go on)"
+            f"{a.data}: sha256 {data_digest}, {data_size} bytes, not the expected "
+            f"{DATA_SHA256} ({DATA_BYTES} bytes; --other-data to go on)"
         )
     with open(a.data, encoding="utf-8") as f:
         rows = json.load(f)
@@ -218,7 +218,7 @@ def main() -> int:
         "# fef3ed10 lora_finetune_distributed, llama2/7B_lora.yaml, 2 GPUs, batch_size 2,",
         f"# DistributedSampler(shuffle=True, seed={a.seed}) epoch {a.epoch}, max_seq_len {a.max_seq_len}.",
         f"# data: {a.data.rsplit('/', 1)[-1]} sha256 {data_digest} ({data_size} bytes, {len(rows)} rows)"
-        + ("" if same else " -- NOT yahma/alpaca-cleaned's file"),
+        + ("" if same else f" -- not the expected {DATA_SHA256}"),
         f"# tokenizer: tokenizer.model sha256 {TOKENIZER_SHA256}",
         "# Made by tools/alpaca_batch_lengths.py.",
     ]
