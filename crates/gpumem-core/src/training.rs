@@ -3481,6 +3481,56 @@ pub struct Prefill {
     pub attention: AttentionImpl,
 }
 
+/// The boolean mask SDPA is handed over a text prompt (the one [`decoder_prefill`]
+/// counts): none for plain causal attention, which SDPA runs with `is_causal`; one
+/// sequence's tokens² where a sliding window is no longer than the prompt, or where
+/// Qwen2-MoE builds its sliding-window mask whatever its layers use (masking_utils.py
+/// `sdpa_mask`, `_ignore_causal_mask_sdpa`, `causal_mask.expand` over the sequences:
+/// a view; transformers 5.23).
+fn sdpa_text_mask(a: &Architecture, seq: u64, window: Option<u64>) -> u64 {
+    if a.moe.is_some_and(|m| m.shared_gate) || window.is_some_and(|w| w <= seq) {
+        block(&[seq, seq])
+    } else {
+        0
+    }
+}
+
+/// What a prompt holding an image adds to the attention masks of Gemma 3's and
+/// PaliGemma's language models beyond a text prompt's (transformers 5.23), under the
+/// attention the text model runs (Gemma 2's SDPA runs eager, as in
+/// [`decoder_prefill`]). Their processors hand over `token_type_ids` (1 on the
+/// image's tokens), which `generate` passes to the prefill, and the image's tokens
+/// attend to each other both ways: `Gemma3Model.forward` builds both masks with
+/// `get_block_sequence_ids_for_mask` (`create_masks_for_vision_model`: the full
+/// layers' and the sliding layers', whatever layers the model has);
+/// `PaliGemmaModel.forward` passes `block_sequence_ids` to `create_causal_mask` (and
+/// to its sliding mask where the text config has a window). The block overlay turns
+/// SDPA's causal skip off (`create_causal_mask`: `allow_is_causal_skip = False`) and
+/// reads `block_sequence_ids[batch_idx, q_idx]`, so each mask is a boolean
+/// sequences × tokens² tensor, held with the others through the language model's
+/// forward, where a text prompt holds [`sdpa_text_mask`]'s. Eager's additive masks
+/// are sequences × tokens² × v either way, and flash attention takes no tokens²
+/// mask. Checked to the byte against traces of the whole models (tower outputs
+/// handed over as `generate` hands them, a prompt with the image's tokens, two to six
+/// layers; `tests/cases/tower_check.py --prefill`).
+pub fn image_prompt_masks(
+    a: &Architecture,
+    seq: u64,
+    batch: u64,
+    attention: AttentionImpl,
+    window: Option<u64>,
+) -> u64 {
+    let gemma = gemma_norms(a);
+    let gemma3 = gemma && a.qk_norm;
+    // Gemma 2 (Gemma's norms without q/k norms) runs eager where SDPA is asked.
+    let gemma2 = gemma && !a.qk_norm;
+    if attention != AttentionImpl::Sdpa || gemma2 {
+        return 0;
+    }
+    let masks = if gemma3 || window.is_some() { 2 } else { 1 };
+    mul(&[masks, block(&[batch, seq, seq])]).saturating_sub(sdpa_text_mask(a, seq, window))
+}
+
 /// The peak of one prefill (`generate`'s first forward, no gradients, a `DynamicCache`)
 /// of transformers' Llama-style decoder, derived tensor by tensor from its code
 /// (modeling_llama.py, cache_utils.py and generation/utils.py, transformers 5.23) and
@@ -3634,7 +3684,7 @@ pub fn decoder_prefill(
             if two_masks { 2 } else { 1 },
             block(&[batch, seq, seq, value]),
         ]),
-        AttentionImpl::Sdpa if both_masks || window.is_some_and(|w| w <= seq) => block(&[seq, seq]),
+        AttentionImpl::Sdpa => sdpa_text_mask(a, seq, window),
         _ => 0,
     };
     let ids = block(&[t, 8]);

@@ -1145,17 +1145,38 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
     let assumed = p.assumed.or((input.beams > 1).then_some(
         "beam search: the tower is counted over sequences × beams images, an upper bound (generate encodes each sequence's image once)",
     ));
-    // Qwen's model forward also holds the prompt's placeholder mask while its language
-    // model runs (`Qwen2_5_VLModel.forward`, `Qwen3VLModel.forward`: `image_mask` from
-    // `get_placeholder_mask`, `input_ids == image_token_id`, a byte a token of every
-    // sequence; Qwen3-VL's `visual_pos_masks` is a view of it). The text prefill's
-    // lines are its language model's over the whole prompt (`decoder_prefill`;
-    // `Qwen2VLModel.forward` holds the same mask), and the
-    // deepstack sums in Qwen3-VL's first layers (`_deepstack_process`: a clone of the
-    // hidden states and two image-token-sized tensors) stay below their MLP's moment.
-    let qwen = tower.pool == 0 && tower.merge > 0 && tower.image == 0;
-    let mask = if qwen {
-        t(&[images, input.context.unwrap_or(0)])?
+    // The model's forward holds the prompt's placeholder mask while its language model
+    // runs (`get_placeholder_mask`: `input_ids == image_token_id`, a byte a token of
+    // every sequence; `unsqueeze(-1)` and `.to` the same device are views), a local of
+    // `Gemma3Model.forward`, `PaliGemmaModel.forward`,
+    // `Llama4ForConditionalGeneration.forward`, `Qwen2_5_VLModel.forward` and
+    // `Qwen3VLModel.forward` (Qwen3-VL's `visual_pos_masks` a view of it;
+    // `Qwen2VLModel.forward` the same), transformers 5.23. Gemma 3 and PaliGemma also
+    // hold the image's bidirectional attention: `block_sequence_ids` (int64, a value a
+    // token: `get_block_sequence_ids_for_mask`'s `torch.where`, PaliGemma's
+    // `torch.where(token_type_ids == 0, 0, -1)`) and, under SDPA, the boolean masks it
+    // makes (`training::image_prompt_masks`). The text prefill's lines are its
+    // language model's over the whole prompt (`decoder_prefill`), and the deepstack
+    // sums in Qwen3-VL's first layers (`_deepstack_process`: a clone of the hidden
+    // states and two image-token-sized tensors) stay below their MLP's moment.
+    // Gemma 4's masks are its merge's (`merge`).
+    let tokens = input.context.unwrap_or(0);
+    let mask = if tower.pool == 0 {
+        t(&[images, tokens])?
+    } else {
+        0
+    };
+    let bidirectional = if tower.pool == 0 && tower.merge == 0 {
+        sum(&[
+            t(&[images, tokens, 8])?,
+            crate::training::image_prompt_masks(
+                &a,
+                tokens,
+                images,
+                input.attention,
+                input.sliding_window,
+            ),
+        ])?
     } else {
         0
     };
@@ -1172,7 +1193,7 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
         .pixels
         .checked_add(p.peak.max(merged))
         .ok_or_else(overflow)?;
-    let held = sum(&[p.pixels, p.outputs, mask])?;
+    let held = sum(&[p.pixels, p.outputs, mask, bidirectional])?;
     let prefill = text_prefill(&b.lines)?;
     let (bytes, device) = top_up(tower_phase, held, prefill);
     b.assumptions.push(format!(
@@ -1195,10 +1216,12 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
             p.moment,
             p.peak,
             prefill.0,
-            if qwen {
-                format!(" with the placeholder mask ({mask} B)")
-            } else {
-                String::new()
+            match (mask, bidirectional) {
+                (0, _) => String::new(),
+                (_, 0) => format!(" with the placeholder mask ({mask} B)"),
+                _ => format!(
+                    " with the placeholder mask ({mask} B) and the image's bidirectional attention, its int64 block ids and SDPA's sequences × tokens² boolean masks beyond the text prompt's ({bidirectional} B)"
+                ),
             },
             assumed.map(|w| format!(" (assumed: {w})")).unwrap_or_default()
         ),
@@ -1646,6 +1669,107 @@ mod tests {
         assert!(m > p.peak);
         assert_eq!(l.inputs["tower-phase"], (p.pixels + m).to_string());
         assert!(l.formula.contains("the merge into the prompt's embeddings"));
+    }
+
+    /// What a prompt with an image holds through the language model beyond a text
+    /// prompt of as many tokens, beside the figures `tower_check.py --prefill` traces
+    /// of the whole models' first forward (transformers 5.23, bf16): the line's held
+    /// part less the pixel values and the tower's outputs is the placeholder mask (a
+    /// byte a token), and for Gemma 3 and PaliGemma the image's bidirectional
+    /// attention, its int64 block ids and, under SDPA, a boolean sequences × tokens²
+    /// mask for each of the masks the model builds less the text prompt's (Gemma-3-4B:
+    /// two, beyond one tokens² mask from its 1 024-token window on; PaliGemma's Gemma:
+    /// one; PaliGemma 2's Gemma 2 runs eager, whose masks are the text prompt's size).
+    /// Llama 4's traced figure also holds the projected image embeddings
+    /// (`projected_vision_flat`, 720 × 5 120 × 2 B), which the tower's outputs count.
+    #[test]
+    fn the_image_prompts_masks_are_the_traced_ones() {
+        let paligemma = |text: &str, side: u64, hidden: u64| {
+            serde_json::json!({
+                "model_type": "paligemma", "projection_dim": hidden, "hidden_size": hidden,
+                "image_token_index": 257152,
+                "text_config": serde_json::from_str::<serde_json::Value>(text).unwrap(),
+                "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152,
+                    "intermediate_size": 4304, "num_hidden_layers": 27,
+                    "num_attention_heads": 16, "patch_size": 14, "image_size": side,
+                    "projection_dim": hidden, "vision_use_head": false}
+            })
+            .to_string()
+        };
+        // google/paligemma-3b-pt-224's and google/paligemma2-3b-pt-448's text models.
+        let pg1 = paligemma(
+            r#"{"model_type": "gemma", "hidden_size": 2048, "num_hidden_layers": 18,
+                "intermediate_size": 16384, "num_attention_heads": 8,
+                "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 257216}"#,
+            224,
+            2048,
+        );
+        let pg2 = paligemma(
+            r#"{"model_type": "gemma2", "hidden_size": 2304, "num_hidden_layers": 26,
+                "intermediate_size": 9216, "num_attention_heads": 8,
+                "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 257216}"#,
+            448,
+            2304,
+        );
+        let gemma3 = include_str!("../../tests/cases/configs/gemma-3-4b.json");
+        let scout = include_str!("../../tests/cases/configs/llama-4-scout.json");
+        let projected = 720 * 5120 * 2;
+        let cases: [(&str, &str, &str, &str, &str, u64); 10] = [
+            (gemma3, "sdpa", "1", "512", "", 528_896),
+            (gemma3, "sdpa", "2", "2048", "", 12_619_776),
+            (gemma3, "eager", "1", "2048", "", 18_432),
+            (gemma3, "eager", "2", "1024", "", 18_432),
+            (&pg1, "sdpa", "1", "2048", "", 4_212_736),
+            (&pg1, "eager", "2", "1024", "", 18_432),
+            (&pg2, "eager", "1", "2048", "", 18_432),
+            (scout, "sdpa", "1", "2048", "720", 7_374_848 - projected),
+            (scout, "eager", "1", "1024", "720", 7_373_824 - projected),
+            (scout, "sdpa", "1", "9000", "720", 7_382_016 - projected),
+        ];
+        for (config, attention, sequences, context, tokens, traced) in cases {
+            let c = crate::import::config::parse_config(config).unwrap();
+            let mut pairs: Vec<(String, String)> = c
+                .pairs()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+            for (k, v) in [
+                ("attention", attention),
+                ("sequences", sequences),
+                ("context", context),
+                ("mm-item-tokens", tokens),
+            ] {
+                if !v.is_empty() {
+                    pairs.push((k.into(), v.into()));
+                }
+            }
+            let (input, errors) =
+                crate::params::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            assert!(errors.is_empty(), "{errors:?}");
+            let a = input.arch.unwrap();
+            let p = phase(
+                &a.vision.unwrap(),
+                input.sequences,
+                (input.mm_item_tokens, input.mm_item_values),
+                a.hidden,
+                2,
+                input.attention,
+            )
+            .unwrap();
+            let e = estimate(&input).unwrap();
+            let l = e
+                .lines
+                .iter()
+                .find(|l| l.key == LineKey::PrefillVisionTower)
+                .unwrap();
+            let held: u64 = l.inputs["held"].parse().unwrap();
+            assert_eq!(
+                held - p.pixels - p.outputs,
+                traced,
+                "{} {attention} {sequences} × {context}",
+                c.arch.vision.map_or(0, |v| v.image)
+            );
+        }
     }
 
     /// A square image of as many patches has fewer window boundaries than the grid

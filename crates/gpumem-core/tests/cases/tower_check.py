@@ -48,6 +48,16 @@ and of `nonzero` (its contiguous mask) is not on the meta device; `src/estimate/
 counts it from ATen's code. Gemma 4's `inputs_embeds[image_mask]` is run as its pooler's
 boolean index is, at the known count (the image's tokens x the text width).
 
+With `--prefill`, each of PREFILL_CASES runs the whole model's first forward
+(`AutoModelForImageTextToText`, its text config cut to the given layers, the layer
+types kept in their pattern) twice on the meta device: over a prompt holding the
+image, handed the tower's output as generate hands it over (`mm_encoder_outputs`)
+with the processor's `attention_mask` and (Gemma 3, PaliGemma) `token_type_ids`, and
+over a text prompt as `gpumem-agent trace` runs it; the line is the first's peak less
+the second's, what the image's prompt holds through the language model beyond a text
+prompt's (the placeholder mask, the bidirectional attention's block ids and masks,
+Llama 4's projected image embeddings), which `src/estimate/tower.rs` counts.
+
 Prints one line per case: model, attention, image (height x width, images; Llama 4:
 the tile's side and the tiles), the traced peak in bytes; arguments keep the cases
 whose model names contain one of them. `src/estimate/tower.rs`'s test holds these figures. Run with
@@ -411,6 +421,54 @@ def trace(name, attn, height, width, images, prompt=None):
     return tower, held + merge
 
 
+def _prefill_peak(name, attn, height, width, images, prompt, layers, image):
+    """The first forward's peak beyond what was live before it, over a prompt of
+    `prompt` tokens a sequence (one image a sequence; Llama 4's `images` one image's
+    tiles), with the image or without it."""
+    c = config(name)
+    cfg = AutoConfig.for_model(**c)
+    mt = c["model_type"]
+    tc = cfg.get_text_config()
+    tc.num_hidden_layers = layers
+    if getattr(tc, "layer_types", None):
+        types = list(tc.layer_types)
+        while len(types) < layers:
+            types += ["sliding_attention", "full_attention"]
+        tc.layer_types = types[:layers]
+    rows = 1 if mt == "llama4" else images
+    tr = gt.Tracker(gt.Allocator(False), vocab=tc.vocab_size)
+    with gt._dispatch_mode(tr), torch.no_grad():
+        with torch.device("meta"):
+            model = transformers.AutoModelForImageTextToText.from_config(
+                cfg, attn_implementation=attn, dtype=torch.bfloat16).eval()
+        ids = torch.zeros(rows, prompt, dtype=torch.int64, device="meta")
+        kw = {"input_ids": ids, "use_cache": True, "logits_to_keep": 1}
+        if image:
+            pdt = torch.bfloat16 if mt == "llama4" else torch.float32
+            px = torch.zeros(images, 3, height, width, dtype=pdt, device="meta")
+            out = getattr(model, "model", model).get_image_features(pixel_values=px)
+            del px
+            kw["mm_encoder_outputs"] = {"image": out}
+            kw["attention_mask"] = torch.ones(rows, prompt, dtype=torch.int64, device="meta")
+            if mt in ("gemma3", "paligemma"):
+                kw["token_type_ids"] = torch.zeros(rows, prompt, dtype=torch.int64, device="meta")
+        tr.begin("prefill")
+        start = tr.allocated
+        logits = model(**kw).logits
+        # generate(): the next token's scores are an fp32 copy of the last logits.
+        scores = logits[:, -1, :].to(dtype=torch.float32, copy=True)
+        tr.end()
+        del logits, scores, kw
+    return tr.peak - start
+
+
+def trace_prefill(name, attn, height, width, images, prompt, layers):
+    """What the prompt with the image holds at the first forward's peak beyond a text
+    prompt of as many tokens."""
+    return (_prefill_peak(name, attn, height, width, images, prompt, layers, True)
+            - _prefill_peak(name, attn, height, width, images, prompt, layers, False))
+
+
 # The merge of one image's embeddings into a prompt of this many tokens (model,
 # attention, height, width, images, prompt): the forward's own step after
 # get_image_features, traced up to and with `masked_scatter`, beyond the pixel
@@ -428,10 +486,34 @@ MERGE_CASES = [
 ]
 
 
+# What the prompt with an image holds through the language model beyond a text prompt
+# (model, attention, height, width, images, prompt, text layers): Gemma-3-4B over its
+# first six layers (five sliding, one full), SDPA below and beyond its 1 024-token
+# window; PaliGemma's Gemma and Gemma 2 (which runs eager); Llama-4-Scout's five tiles.
+PREFILL_CASES = [
+    ("google--gemma-3-4b-it", "sdpa", 896, 896, 1, 512, 6),
+    ("google--gemma-3-4b-it", "sdpa", 896, 896, 2, 2048, 6),
+    ("google--gemma-3-4b-it", "eager", 896, 896, 1, 2048, 6),
+    ("google--gemma-3-4b-it", "eager", 896, 896, 2, 1024, 6),
+    ("paligemma-3b-pt-224", "sdpa", 224, 224, 1, 2048, 2),
+    ("paligemma-3b-pt-224", "eager", 224, 224, 2, 1024, 2),
+    ("paligemma2-3b-pt-448", "eager", 448, 448, 1, 2048, 2),
+    ("llama-4-scout", "sdpa", 336, 336, 5, 2048, 2),
+    ("llama-4-scout", "eager", 336, 336, 5, 1024, 2),
+    ("llama-4-scout", "sdpa", 336, 336, 5, 9000, 4),
+]
+
+
 if __name__ == "__main__":
     gt._patch_sdpa(torch)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
-    only = [a for a in sys.argv[1:] if a != "--merge"]
+    only = [a for a in sys.argv[1:] if a not in ("--merge", "--prefill")]
+    if "--prefill" in sys.argv[1:]:
+        for case in PREFILL_CASES:
+            if only and not any(o in case[0] for o in only):
+                continue
+            print(*case, "prefill", trace_prefill(*case))
+        sys.exit(0)
     if "--merge" in sys.argv[1:]:
         for case in MERGE_CASES:
             if only and not any(o in case[0] for o in only):
