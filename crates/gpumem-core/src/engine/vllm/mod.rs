@@ -385,6 +385,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     };
     let lora = lora_bytes(c, r)?;
     let pad = mxfp4_padding(input, &c.card, &par)?;
+    let rocm_pad = rocm_fp8_padding(input, &c.card)?;
     // The checkpoint's MTP layers are not the main model's: vLLM loads them only as
     // the drafter (the `draft_weights` line), see `speculative`.
     let weights = c.weights.saturating_sub(c.mtp_bytes);
@@ -423,15 +424,16 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     lines.push(line(
         "weights",
         "Weights on this device (with the rotary cache)",
-        sum(&[weights, rope, pad])?,
+        sum(&[weights, rope, pad, rocm_pad])?,
         Kind::Computed,
-        "the estimate's weights − MTP layers − --cpu-offload-gb's parameters + max_position × rotary_dim × dtype + MXFP4 expert padding".into(),
+        "the estimate's weights − MTP layers − --cpu-offload-gb's parameters + max_position × rotary_dim × dtype + MXFP4 expert padding + ROCm's fp8 row padding".into(),
         &[
             ("cpu-offloaded", offloaded.to_string()),
             ("tp", input.tp.to_string()),
             ("pp", input.pp.to_string()),
             ("rotary-cache", rope.to_string()),
             ("mxfp4-padding", pad.to_string()),
+            ("rocm-fp8-padding", rocm_pad.to_string()),
             ("mtp-layers-skipped", c.mtp_bytes.to_string()),
         ],
         "vllm/model_executor/layers/rotary_embedding/base.py (cos_sin_cache)",
@@ -1120,6 +1122,70 @@ fn mxfp4_padding(
     let bias = sum(&[prod(&[2, ip.saturating_sub(i)])?, hp.saturating_sub(h)])?;
     let bias_bytes = prod(&[bias, par.local_experts, layers, input.compute_dtype.bytes()])?;
     sum(&[values.div_ceil(32).saturating_mul(17), bias_bytes])
+}
+
+/// FP8 linears as vLLM loads them on ROCm: `_maybe_pad_fp8_weight`
+/// (`model_executor/layers/quantization/utils/fp8_utils.py`, vLLM 0.19.0 and 0.27.1),
+/// on by default (`VLLM_ROCM_FP8_PADDING`, envs.py: "1"), replaces each fp8 weight
+/// whose rows are a multiple of 512 bytes with `F.pad(weight, (0, 256))[..., :-256]`:
+/// a view, but of a storage 256 bytes a row wider, kept for the run (the unpadded one
+/// is freed, `torch.accelerator.empty_cache()`). It runs for per-tensor scales
+/// (`process_fp8_weight_tensor_strategy`, `Fp8LinearMethod` and compressed-tensors'
+/// W8A8 FP8) and for block scales (`process_fp8_weight_block_strategy`: 0.19.0's
+/// `Fp8LinearMethod.process_weights_after_loading`, 0.27.1's
+/// `Fp8BlockScaledMMLinearKernel.process_weights_after_loading`, which ROCm's default
+/// `TritonFp8BlockScaledMMKernel` inherits; AITER's, behind `VLLM_ROCM_USE_AITER`, off
+/// by default, calls it too), not for per-channel scales nor for the fused experts.
+/// The block scales themselves are the checkpoint's grid, ⌈out ÷ 128⌉ × ⌈in ÷ 128⌉
+/// fp32 (`create_fp8_scale_parameter` over the fused output), which the weights
+/// already count matrix by matrix (⌈⌉ of each, never fewer).
+///
+/// Over tp each rank pads its own slice: the output projections (`o_proj`,
+/// `down_proj`, `out_proj`: `RowParallelLinear`) split their inputs, the others
+/// (`ColumnParallelLinear`, `QKVParallelLinear`, `MergedColumnParallelLinear`) their
+/// outputs, DeepSeek's replicated ones neither; a pipeline stage holds its share of
+/// the layers.
+fn rocm_fp8_padding(input: &EstimateInput, card: &GpuCard) -> Result<u64, EstimateError> {
+    use crate::arch::ParamClass;
+    use crate::catalogue::Vendor;
+    use crate::format::StorageFormat;
+    let Some(a) = input.arch.filter(|_| card.vendor == Vendor::Amd) else {
+        return Ok(0);
+    };
+    let formats = crate::estimate::module_formats(input)?;
+    let tp = input.tp.max(1);
+    let layers = a.layers.max(1);
+    let stage = layers.div_ceil(input.pp.max(1));
+    let mut total = 0u64;
+    for t in a.tensors()? {
+        if !matches!(t.class, ParamClass::Attention | ParamClass::Mlp)
+            || t.cols <= 1
+            || t.name.starts_with("experts.")
+            || t.name.starts_with("attn_experts.")
+            || !matches!(formats.for_group(&t), StorageFormat::Fp8 { .. })
+        {
+            continue;
+        }
+        let row_parallel = ["o_proj", "down_proj", "out_proj"]
+            .iter()
+            .any(|n| t.name.ends_with(n));
+        // DeepSeek's `q_a_proj`, `kv_a_proj_with_mqa` and its indexer's `wq_b`, `wk`
+        // are `ReplicatedLinear`s (models/deepseek_v2.py): whole on every rank.
+        let replicated = t.name.contains("_a_proj") || t.name.starts_with("indexer.");
+        let (rows, cols) = if replicated {
+            (t.rows, t.cols)
+        } else if row_parallel {
+            (t.rows, t.cols.div_ceil(tp))
+        } else {
+            (t.rows.div_ceil(tp), t.cols)
+        };
+        if !cols.is_multiple_of(512) {
+            continue;
+        }
+        let count = crate::units::share_ceil(t.count, stage, layers);
+        total = sum(&[total, prod(&[rows, 256, count])?])?;
+    }
+    Ok(total)
 }
 
 /// vLLM's LoRA slots (vllm/lora/layers/base_linear.py `create_lora_weights`): per

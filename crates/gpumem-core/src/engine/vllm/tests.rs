@@ -1392,3 +1392,34 @@ fn vllm_bitsandbytes_int8_profile_holds_the_matmul_scratch() {
     .to_string();
     assert!(err.contains("NotImplementedError"), "{err}");
 }
+
+/// vLLM on ROCm pads every fp8 linear whose rows are a multiple of 512 bytes by 256
+/// bytes a row (`_maybe_pad_fp8_weight`). Llama-3.1-8B's linears all qualify (inputs
+/// 4 096 and 14 336 = 28 × 512): per layer q 4 096 + k 1 024 + v 1 024 + o 4 096 +
+/// gate 14 336 + up 14 336 + down 4 096 = 43 008 rows, × 256 B × 32 layers =
+/// 352 321 536 B at tp 1; at tp 2 each rank's column-parallel slices halve their rows
+/// and o and down halve their inputs (2 048 and 7 168, still multiples of 512):
+/// 25 600 rows, 209 715 200 B. Per-tensor and block scales alike; none on an NVIDIA
+/// card, nor for per-channel scales.
+#[test]
+fn vllm_pads_fp8_rows_on_rocm() {
+    let pad = |format: &str, card: &str, tp: &str| {
+        let input = llama_8b(&[("format", format), ("tp", tp), ("gpus", tp)]);
+        let b = run(
+            &input,
+            &[
+                ("engine", "vllm"),
+                ("card", card),
+                ("max-model-len", "4096"),
+            ],
+        );
+        let w = b.lines.iter().find(|l| l.key == "weights").unwrap();
+        w.inputs["rocm-fp8-padding"].parse::<u64>().unwrap()
+    };
+    assert_eq!(pad("fp8", "mi300x", "1"), 352_321_536);
+    assert_eq!(pad("fp8-block", "mi300x", "1"), 352_321_536);
+    assert_eq!(pad("fp8-block", "mi300x", "2"), 209_715_200);
+    assert_eq!(pad("fp8", "h100-sxm-80gb", "1"), 0);
+    assert_eq!(pad("fp8-channel", "mi300x", "1"), 0);
+    assert_eq!(pad("bf16", "mi300x", "1"), 0);
+}
