@@ -1478,7 +1478,7 @@ pub const DECODER_FACTS: &[Fact] = &[
         .underived("an MLP activation other than a GELU or ReLU (relu²) keeps other tensors than the derivation counts"),
     fact("falcon-layer", G::Variants, K::Bool(Architecture::BASE.falcon_layer), "Falcon's layer", "",
         "The layers are Falcon's (FalconDecoderLayer)", at!(falcon_layer))
-        .underived("Falcon's layers other than Falcon-7B's (one norm, one K/V head, RoPE, no dropout) are not in the derivation"),
+        .underived("Falcon's layers other than Falcon-7B's (one norm, one K/V head) and Falcon-40B's (two parallel norms, grouped K/V), with RoPE and no dropout, are not in the derivation"),
     fact("dropout", G::Variants, K::Bool(Architecture::BASE.dropout), "Dropout in training", "",
         "Dropout after the attention's and the MLP's outputs runs in training and keeps its masks (GPT-2: resid_pdrop 0.1)", at!(dropout))
         .underived("dropout in training keeps masks outside the Llama-style derivation"),

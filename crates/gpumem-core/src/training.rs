@@ -1080,9 +1080,9 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
         )
     } else if a.mixer.is_some() {
         Some("state-space / linear-attention layers are not in the derivation")
-    } else if a.falcon_layer && !falcon_mqa(a) {
+    } else if a.falcon_layer && !falcon_derived(a) {
         Some(
-            "Falcon's layers other than Falcon-7B's (one norm, one K/V head, RoPE, no dropout) are not in the derivation",
+            "Falcon's layers other than Falcon-7B's (one norm, one K/V head) and Falcon-40B's (two parallel norms, grouped K/V), with RoPE and no dropout, are not in the derivation",
         )
     } else if layernorm_decoder(a) {
         // GPT-2's, GPT-NeoX's, StarCoder 2's, Phi's and OPT's LayerNorm layers are
@@ -1131,7 +1131,7 @@ fn layernorm_decoder(a: &Architecture) -> bool {
         && !a.gated_mlp
         && ((a.fused_qkv && a.layer_norms == 2 && a.kv_heads == a.heads)
             || layernorm_separate(a)
-            || falcon_mqa(a))
+            || falcon_derived(a))
         && !a.nonparametric_norms
         && !a.qk_norm
         && !a.qk_norm_whole
@@ -1174,9 +1174,29 @@ fn layernorm_separate(a: &Architecture) -> bool {
 /// split off the fused `query_key_value`, RoPE (no ALiBi: its rotary tables), and no
 /// dropout; the other Falcon layouts stay outside (`falcon_layer`).
 fn falcon_mqa(a: &Architecture) -> bool {
+    a.falcon_layer && a.layer_norms == 1 && a.kv_heads == 1 && falcon_plain(a)
+}
+
+/// Falcon-40B's and Falcon-180B's layer (transformers 5.23 `modeling_falcon.py`,
+/// `FalconDecoderLayer` with `new_decoder_architecture` and two norms in parallel,
+/// `num_ln_in_parallel_attn` 2): `ln_attn` and `ln_mlp` read the layer's input (the
+/// reader's `parallel_residual`), the fused `query_key_value` holds grouped K/V heads
+/// which `_split_heads` broadcasts to every query head (`torch.broadcast_to`,
+/// `flatten`: copies), RoPE and no dropout.
+fn falcon_grouped(a: &Architecture) -> bool {
+    a.falcon_layer && a.layer_norms == 2 && a.parallel_residual && falcon_plain(a)
+}
+
+/// A Falcon layer [`layernorm_activations`] derives: Falcon-7B's ([`falcon_mqa`]) or
+/// Falcon-40B's ([`falcon_grouped`]).
+fn falcon_derived(a: &Architecture) -> bool {
+    falcon_mqa(a) || falcon_grouped(a)
+}
+
+/// What both derived Falcon layouts share: RoPE (no ALiBi: its rotary tables), no
+/// dropout, no position table, no layer scalars, a final norm.
+fn falcon_plain(a: &Architecture) -> bool {
     a.falcon_layer
-        && a.layer_norms == 1
-        && a.kv_heads == 1
         && a.rope_tables > 0
         && !a.dropout
         && !a.attn_dropout
@@ -1255,7 +1275,7 @@ fn layernorm_activations(
     };
     let norms = if one_norm { 1 } else { 2 };
     let rotary = a.learned_positions == 0;
-    let falcon = falcon_mqa(a);
+    let falcon = falcon_derived(a);
     let (attn, attn_text) = if falcon {
         falcon_attention(a, (seq, batch), value, attention)
     } else if a.fused_qkv {
@@ -1470,6 +1490,10 @@ fn layernorm_attention(
 /// memory-efficient kernel keeps q, k, v, its output and its padded log-sum-exp;
 /// eager multiplies contiguous copies of q, the broadcast K and V, keeps the output made
 /// contiguous and a softmax in the compute dtype (`dtype=hidden_states.dtype`).
+/// Falcon-40B's grouped K/V ([`falcon_grouped`]) are broadcast to every query head in
+/// `_split_heads` (`torch.broadcast_to`, then `flatten(2, 3)`: a copy) and the kernels
+/// see as many K/V heads as query heads (`num_kv_heads = self.num_heads` under
+/// `new_decoder_architecture`): k and v are as wide as q.
 fn falcon_attention(
     a: &Architecture,
     (seq, batch): (u64, u64),
@@ -1477,7 +1501,12 @@ fn falcon_attention(
     attention: AttentionImpl,
 ) -> (u64, &'static str) {
     let tokens = seq.saturating_mul(batch);
-    let (heads, kv, d) = (a.heads, a.kv_heads, a.head_dim);
+    let kv = if falcon_grouped(a) {
+        a.heads
+    } else {
+        a.kv_heads
+    };
+    let (heads, d) = (a.heads, a.head_dim);
     let qd = block(&[tokens, value, heads, d]);
     let kd = block(&[tokens, value, kv, d]);
     match attention {
@@ -1493,7 +1522,11 @@ fn falcon_attention(
                 kd,
                 block(&[batch, heads, seq.div_ceil(32), 32, 4]),
             ]),
-            "v·(2·a·d + 2·k·d) + 4·a·⌈s/32⌉·32/s (Falcon's SDPA path with its mask: the memory-efficient kernel)",
+            if kv == heads && a.kv_heads != heads {
+                "v·4·a·d + 4·a·⌈s/32⌉·32/s (Falcon's SDPA path with its mask: the memory-efficient kernel; K/V broadcast to every head)"
+            } else {
+                "v·(2·a·d + 2·k·d) + 4·a·⌈s/32⌉·32/s (Falcon's SDPA path with its mask: the memory-efficient kernel)"
+            },
         ),
     }
 }
@@ -1580,7 +1613,7 @@ fn layernorm_lora_outside(value: u64, ad: &Adapters) -> Option<&'static str> {
 /// Falcon's `query_key_value` (any of q, k, v in the targets adapts it); StarCoder 2's,
 /// Phi's and OPT's `q_proj`, `k_proj` and `v_proj` are modules of their own.
 fn one_qkv_module(a: &Architecture) -> bool {
-    a.fused_qkv || falcon_mqa(a)
+    a.fused_qkv || falcon_derived(a)
 }
 
 /// Activations of a LoRA step on a LayerNorm decoder ([`layernorm_decoder`]: GPT-2,
@@ -1652,7 +1685,7 @@ fn layernorm_frozen_base(
     let hidden = block(&[tokens, value, h]);
     let stats = mul(&[2, block(&[tokens, 4])]);
     let rotary = a.learned_positions == 0;
-    let falcon = falcon_mqa(a);
+    let falcon = falcon_derived(a);
     let one_norm = a.layer_norms == 1;
     // Phi's rotated q is a `torch.cat` (head-major), as GPT-NeoX's is.
     let head_major = if a.fused_qkv {
@@ -5291,8 +5324,8 @@ mod tests {
                 .unwrap()
                 .assumed_because
         };
-        // Falcon-7B's one norm after a fused projection, Falcon-40B's grouped K/V on
-        // one, and two norms in parallel after separate projections.
+        // One norm after a fused projection, grouped K/V on one, and two norms in
+        // parallel after separate projections (none of them Falcon's layer).
         assert!(
             assumed(
                 &Architecture {
@@ -5362,8 +5395,8 @@ mod tests {
             let p = decoder_prefill(&derived, 512, 1, 2, AttentionImpl::Sdpa, None, false).unwrap();
             assert!(p.assumed_because.is_some());
         }
-        // Falcon-7B's layer (one norm, one K/V head, RoPE) is derived; with dropout or
-        // two norms (Falcon-40B) it stays outside.
+        // Falcon-7B's layer (one norm, one K/V head, RoPE) is derived; with dropout,
+        // two norms in sequence or ALiBi it stays outside.
         let falcon = Architecture {
             falcon_layer: true,
             fused_qkv: false,
@@ -5389,6 +5422,44 @@ mod tests {
             Architecture {
                 rope_tables: 0,
                 ..falcon
+            },
+        ] {
+            assert!(assumed(&outside, None).is_some(), "{outside:?}");
+        }
+        // Falcon-40B's layer (two norms over the layer's input, grouped K/V) is derived,
+        // K/V counted as wide as q (broadcast to every head); with dropout, ALiBi or
+        // one norm over grouped K/V (Falcon2-11B) it stays outside.
+        let falcon40 = Architecture {
+            layer_norms: 2,
+            kv_heads: 8,
+            parallel_residual: true,
+            ..falcon
+        };
+        assert_eq!(assumed(&falcon40, None), None);
+        assert_eq!(assumed(&falcon40, Some(&ad_fp32())), None);
+        let wide = Architecture {
+            kv_heads: falcon40.heads,
+            ..falcon40
+        };
+        let kept = |a: &Architecture| {
+            decoder_activations(a, 512, 2, 2, false, AttentionImpl::Sdpa, None)
+                .unwrap()
+                .kept
+        };
+        assert_eq!(kept(&falcon40), kept(&wide));
+        for outside in [
+            Architecture {
+                dropout: true,
+                ..falcon40
+            },
+            Architecture {
+                rope_tables: 0,
+                ..falcon40
+            },
+            Architecture {
+                layer_norms: 1,
+                parallel_residual: false,
+                ..falcon40
             },
         ] {
             assert!(assumed(&outside, None).is_some(), "{outside:?}");

@@ -135,6 +135,21 @@ fn falcon_multi_query_has_one_kv_head_and_one_norm() {
 }
 
 #[test]
+fn falcon_new_decoder_architecture_reads_two_norms_over_the_layer_input() {
+    let base = r#""model_type":"falcon","hidden_size":8192,"num_attention_heads":128,"num_hidden_layers":60,
+        "vocab_size":65024,"new_decoder_architecture":true,"num_kv_heads":8,"parallel_attn":true"#;
+    let c = parse_config(&format!("{{{base}}}")).unwrap();
+    let a = c.arch;
+    assert_eq!((a.kv_heads, a.layer_norms), (8, 2));
+    // `ln_attn` and `ln_mlp` both read the layer's input.
+    assert!(a.parallel_residual && a.falcon_layer);
+    // One norm in parallel (`num_ln_in_parallel_attn` 1): no second norm to read it.
+    let c = parse_config(&format!(r#"{{{base},"num_ln_in_parallel_attn":1}}"#)).unwrap();
+    assert_eq!((c.arch.kv_heads, c.arch.layer_norms), (8, 1));
+    assert!(!c.arch.parallel_residual);
+}
+
+#[test]
 fn gpt2_reads_its_activation_dropout_and_softmax_with_gpt2configs_defaults() {
     let base = r#""model_type":"gpt2","n_embd":768,"n_head":12,"n_layer":12,"n_positions":1024,"vocab_size":50257"#;
     let c = parse_config(&format!("{{{base}}}")).unwrap();

@@ -59,7 +59,11 @@ fn falcon(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     }
     d.arch.layer_norms = if c.flag("new_decoder_architecture") == Some(true) {
         d.arch.kv_heads = c.uint("num_kv_heads")?.unwrap_or(d.arch.heads);
-        c.uint("num_ln_in_parallel_attn")?.unwrap_or(2)
+        let norms = c.uint("num_ln_in_parallel_attn")?.unwrap_or(2);
+        // Two norms (`ln_attn`, `ln_mlp`) both read the layer's input
+        // (`FalconDecoderLayer.forward`): a parallel residual.
+        d.arch.parallel_residual = norms == 2;
+        norms
     } else if c.flag("parallel_attn").unwrap_or(true) {
         1
     } else {
