@@ -1905,7 +1905,8 @@ fn lora_on_starcoder2_phi_opt_falcon_agrees_with_traces_to_the_byte() {
 /// Falcon-40B's layer (`new_decoder_architecture`: `ln_attn` and `ln_mlp` over the
 /// layer's input, grouped K/V broadcast to every query head), over 4 of its 60 layers
 /// (every layer alike): the full fine-tune under each kernel, with and without
-/// checkpointing, at several lengths and batches, then PEFT's LoRA on the attention's
+/// checkpointing, at several lengths and batches (one sequence of 1024 tokens: the
+/// loss keeps the padded labels, 1025 values), then PEFT's LoRA on the attention's
 /// modules and on every linear layer, and the biased variant. Derived
 /// (`layernorm_activations`, `layernorm_frozen_base`), computed, and equal to the traced
 /// forward's kept bytes to the byte.
@@ -1930,11 +1931,11 @@ fn falcon_40b_layers_agree_with_traces_to_the_byte() {
     let mut cases: Vec<Falcon> = Vec::new();
     for attention in ["sdpa", "flash", "efficient", "eager"] {
         for ckpt in [false, true] {
-            for (seq, batch) in [(512, 2), (300, 1), (1024, 3)] {
-                // Checkpointed eager attention over 3 × 1024 tokens: the forward's
-                // peak (where the trace reads what is kept) falls inside a layer's
-                // recomputable scores, before the later layers' inputs are held.
-                if ckpt && attention == "eager" && batch == 3 {
+            for (seq, batch) in [(512, 2), (300, 1), (1024, 3), (1024, 1)] {
+                // Checkpointed eager attention over 1024 tokens: the forward's peak
+                // (where the trace reads what is kept) falls inside a layer's
+                // attention scores, before the later layers' inputs are held.
+                if ckpt && attention == "eager" && seq == 1024 {
                     continue;
                 }
                 cases.push(("{}", None, attention, ckpt, seq, batch));
@@ -1943,7 +1944,10 @@ fn falcon_40b_layers_agree_with_traces_to_the_byte() {
     }
     for attention in ["sdpa", "eager"] {
         for ckpt in [false, true] {
-            for (seq, batch) in [(512, 2), (300, 1)] {
+            for (seq, batch) in [(512, 2), (300, 1), (1024, 1)] {
+                if ckpt && attention == "eager" && seq == 1024 {
+                    continue;
+                }
                 cases.push(("{}", Some((QKVO, "q,k,v,o")), attention, ckpt, seq, batch));
                 cases.push(("{}", Some((ALL, "all")), attention, ckpt, seq, batch));
             }

@@ -1058,6 +1058,20 @@ fn block(xs: &[u64]) -> u64 {
     mul(xs).max(1).div_ceil(512).saturating_mul(512)
 }
 
+/// The int64 labels the loss keeps for the backward (transformers 5.23
+/// `loss/loss_utils.py` `ForCausalLMLoss`: `labels = nn.functional.pad(labels, (0, 1))`,
+/// `shift_labels = labels[..., 1:].contiguous()`, which `nll_loss` keeps). With one
+/// sequence the slice is already contiguous and `contiguous()` returns it: the padded
+/// tensor's storage, tokens + 1 values, is what stays; with more, a copy of
+/// batch × tokens values.
+fn shifted_labels(seq: u64, batch: u64) -> u64 {
+    if batch == 1 {
+        block(&[seq.saturating_add(1), 8])
+    } else {
+        block(&[seq, batch, 8])
+    }
+}
+
 /// The saturating sum of `xs`.
 fn add(xs: &[u64]) -> u64 {
     xs.iter().fold(0u64, |a, x| a.saturating_add(*x))
@@ -1330,7 +1344,7 @@ fn layernorm_activations(
         },
         if a.embedding_dropout { mask } else { 0 },
         falcon_mask,
-        block(&[tokens, 8]),
+        shifted_labels(seq, batch),
         1024,
     ]);
     let layers = a.layers;
@@ -1776,7 +1790,14 @@ fn layernorm_frozen_base(
         } else {
             0
         };
-    let once = add(&[hidden, stats, ropes, falcon_mask, block(&[tokens, 8]), 1024]);
+    let once = add(&[
+        hidden,
+        stats,
+        ropes,
+        falcon_mask,
+        shifted_labels(seq, batch),
+        1024,
+    ]);
     // OPT's position ids are per sequence (`OPTDecoder.forward`: `cumsum` of the
     // attention mask); the others' one sequence's (`position_ids`, GPT-2's
     // `cache_position`).
@@ -2301,7 +2322,7 @@ fn gpt_oss_activations(
     let once = add(&[
         norm,
         mul(&[2, block(&[seq, value, d.div_ceil(2)])]),
-        block(&[tokens, 8]),
+        shifted_labels(seq, batch),
         1024,
     ]);
     let layers = a.layers;
@@ -2496,7 +2517,7 @@ fn gpt_oss_frozen_base(
         } else {
             0
         },
-        block(&[tokens, 8]),
+        shifted_labels(seq, batch),
         1024,
         if (t.lm_head && !own) || ad.modules.lm_head {
             block(&[tokens, value, h])
@@ -3156,7 +3177,13 @@ pub fn decoder_activations(
         None => 0,
     };
     let dense_layers = a.layers.saturating_sub(moe_layers);
-    let once = add(&[final_norm, rope_once, block(&[tokens, 8]), 1024, gemma_once]);
+    let once = add(&[
+        final_norm,
+        rope_once,
+        shifted_labels(seq, batch),
+        1024,
+        gemma_once,
+    ]);
     let layers = a.layers;
     let recomputed = if moe_layers > 0 {
         moe_layer.max(if dense_layers > 0 { layer } else { 0 })
@@ -3381,7 +3408,7 @@ fn frozen_base(
         shared((t.lm_head && !own_head) || ad.modules.lm_head, h),
         head_module(t.lm_head, h),
         mul(&[ropes, block(&[seq, value, d])]),
-        block(&[tokens, 8]),
+        shifted_labels(seq, batch),
         1024,
         gemma_once,
     ]);
@@ -4996,7 +5023,18 @@ mod tests {
     /// lora_A's output 512·4·8: 294 912; SDPA q, k, v, out 4 × 512·2·64 and the
     /// log-sum-exp 512·4·4: 270 336; the MLP's gate, act and up 3 × 512·2·128: 393 216 —
     /// 1 224 704, less the first layer's input norm (133 120); once: the final norm
-    /// 133 120, cos and sin 2 × 512·2·16, labels 512·8, the loss 1 024: 171 008.
+    /// 133 120, cos and sin 2 × 512·2·16, the labels (one sequence: the padded
+    /// tensor's (512 + 1)·8, 4 608 in blocks), the loss 1 024: 171 520 (the trace of
+    /// this shape: 2 487 808).
+    #[test]
+    fn one_sequences_labels_are_the_padded_tensor() {
+        // 1024 tokens: 8 192 B shifted, 8 200 B padded (one more 512 B block); 1000
+        // tokens: both in 8 192 B.
+        assert_eq!(shifted_labels(1024, 1), 8704);
+        assert_eq!(shifted_labels(1000, 1), 8192);
+        assert_eq!(shifted_labels(1024, 2), 16384);
+    }
+
     #[test]
     fn a_frozen_base_keeps_what_its_adapters_and_frozen_operators_need() {
         let (input, errors) = crate::params::from_pairs([
@@ -5027,7 +5065,7 @@ mod tests {
         };
         let peft = lora(&ad);
         assert_eq!(peft.assumed_because, None);
-        assert_eq!(peft.bytes, 1_224_704 - 133_120 + 1_224_704 + 171_008);
+        assert_eq!(peft.bytes, 1_224_704 - 133_120 + 1_224_704 + 171_520);
         // bitsandbytes ≤ 0.43.1: each 4-bit linear keeps its input. The first layer's q,
         // k and v read an input that needs no gradient; every other norm output and
         // every MLP product is kept: 2 × 512·2·(64 + 128) + 512·2·64.
