@@ -2060,6 +2060,85 @@ fn falcon_40b_layers_agree_with_traces_to_the_byte() {
     assert!(failures.is_empty(), "not equal: {failures:#?}");
 }
 
+/// BLOOM's layer (bigscience/bloom-560m's config, its 24 layers): the full fine-tune
+/// under its own eager attention, which the default request (SDPA) runs too, with and
+/// without checkpointing, at several lengths and batches: derived
+/// (`layernorm_activations`), computed, and equal to the traced forward's kept bytes to
+/// the byte. Flash and the memory-efficient kernel (refused by transformers for BLOOM)
+/// and LoRA stay assumed, saying why.
+#[test]
+fn bloom_layers_agree_with_traces_to_the_byte() {
+    let Some(python) = gpumem_e2e::torch_python("bloom_layers_agree") else {
+        return;
+    };
+    let text = config_text("bloom-560m.json");
+    let config: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut cases = Vec::new();
+    for attention in ["sdpa", "eager"] {
+        for ckpt in [false, true] {
+            for (seq, batch) in [(512u64, 2u64), (300, 1), (1024, 1), (256, 3)] {
+                cases.push((attention, ckpt, seq, batch));
+            }
+        }
+    }
+    let mut requests = String::new();
+    for (attention, ckpt, seq, batch) in &cases {
+        let w = serde_json::json!({
+            "config": config, "train": "full", "sequences": batch, "context": seq,
+            "generate": 0, "dtype": "bfloat16", "attention": attention, "optimizer": "adamw",
+            "master_weights": false, "checkpointing": ckpt, "lora_rank": 16,
+            "lora_targets": ["query_key_value"], "logits": "last", "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let a = input_of_text(&text, &[("train", "full")]).arch.unwrap();
+    let mut failures = Vec::new();
+    for ((attention, ckpt, seq, batch), t) in cases.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{attention} {seq}x{batch}: {t}");
+        let attn = AttentionImpl::parse("attention", attention).unwrap();
+        let derived = decoder_activations(&a, *seq, *batch, 2, *ckpt, attn, None).unwrap();
+        let kept = t["kept"].as_u64().unwrap();
+        eprintln!(
+            "bloom-560m {attention:<6} ckpt {ckpt:<5} s {seq:>4} b {batch} | derived {:>12} traced {kept:>12}",
+            derived.kept
+        );
+        let shape = format!("{attention} ckpt {ckpt} s {seq} b {batch}");
+        assert_eq!(derived.assumed_because, None, "{shape}");
+        let (seq_s, batch_s) = (seq.to_string(), batch.to_string());
+        let est = estimate(&input_of_text(
+            &text,
+            &[
+                ("train", "full"),
+                ("sequences", batch_s.as_str()),
+                ("context", seq_s.as_str()),
+                ("attention", attention),
+                ("checkpointing", if *ckpt { "true" } else { "false" }),
+                ("master-weights", "false"),
+            ],
+        ))
+        .unwrap();
+        let line = est
+            .lines
+            .iter()
+            .find(|l| l.key.as_str() == "activations")
+            .unwrap();
+        assert_eq!(line.kind.name(), "computed", "{shape}");
+        assert_eq!(line.bytes, derived.bytes, "{shape}");
+        if derived.kept != kept {
+            failures.push(format!("{shape}: {} vs traced {kept}", derived.kept));
+        }
+    }
+    assert!(failures.is_empty(), "not equal: {failures:#?}");
+    // Flash and the memory-efficient kernel: transformers refuses them for BLOOM.
+    for attention in [AttentionImpl::Flash, AttentionImpl::Efficient] {
+        let d = decoder_activations(&a, 512, 2, 2, false, attention, None).unwrap();
+        assert!(d.assumed_because.is_some_and(|w| w.contains("BLOOM")));
+    }
+}
+
 /// Full fine-tunes in fp32 compute: the norms' upcasts and eager's softmax cast are the
 /// tensors themselves, and SDPA runs its memory-efficient kernel (no flash kernel for
 /// fp32): what the forward keeps equals `decoder_activations` within 2 %.

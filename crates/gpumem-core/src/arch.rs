@@ -1641,7 +1641,7 @@ pub const VARIANT_FACTS: &[Fact] = &[
         "The lm_head has a bias, one value per vocabulary row (Phi-1/2, GPT-J)", at!(lm_head_bias)),
     fact("embedding-norm", G::Variants, K::Bool(Architecture::BASE.embedding_norm), "Embedding norm", "",
         "A norm over the token embeddings before the first layer (BLOOM's word_embeddings_layernorm)", at!(embedding_norm))
-        .underived("a norm over the embeddings is not in the derivation"),
+        .underived("a norm over the embeddings outside BLOOM's layer (two norms, fused q/k/v, ALiBi, no dropout) is not in the derivation"),
     fact("prediction-head", G::Variants, K::Bool(Architecture::BASE.prediction_head), "Prediction head", "",
         "A dense [hidden, hidden] and a norm between the last layer and the output projection (ModernBERT-decoder's lm_head)", at!(prediction_head))
         .underived("a prediction head before the output projection is not in the derivation"),

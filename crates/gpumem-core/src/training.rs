@@ -1116,6 +1116,12 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
             softmax_in_dtype: Architecture::BASE.softmax_in_dtype,
             // Falcon-7B's layer is derived; Falcon's others said why above.
             falcon_layer: Architecture::BASE.falcon_layer,
+            // BLOOM's norm over the embeddings is derived with its layer.
+            embedding_norm: if bloom(a) {
+                Architecture::BASE.embedding_norm
+            } else {
+                a.embedding_norm
+            },
             ..*a
         }
         .underived()
@@ -1207,6 +1213,33 @@ fn falcon_derived(a: &Architecture) -> bool {
     falcon_mqa(a) || falcon_grouped(a)
 }
 
+/// BLOOM's layer (transformers 5.23 `models/bloom/modeling_bloom.py`, `BloomModel.forward`,
+/// `BloomBlock`, `BloomAttention.forward`, `BloomMLP`, `GeLUFunction`): a LayerNorm
+/// over the token embeddings (`word_embeddings_layernorm`), two LayerNorms in sequence,
+/// the fused `query_key_value` over every head, ALiBi (no rotary table, no position
+/// table), a GELU that keeps only its input (a `torch.autograd.Function` saving it), no
+/// dropout. Its attention is its own eager code whatever kernel is asked
+/// (`BloomPreTrainedModel` supports no SDPA: the default request runs it; flash and
+/// the memory-efficient kernel are refused by transformers).
+fn bloom(a: &Architecture) -> bool {
+    a.embedding_norm
+        && a.fused_qkv
+        && a.layer_norms == 2
+        && a.kv_heads == a.heads
+        && !a.parallel_residual
+        && a.learned_positions == 0
+        && a.rope_tables == 0
+        && a.rotary_dims == 0
+        && !a.gelu_new
+        && !a.relu
+        && !a.softmax_in_dtype
+        && !a.dropout
+        && !a.attn_dropout
+        && !a.embedding_dropout
+        && !a.falcon_layer
+        && a.final_norm
+}
+
 /// What both derived Falcon layouts share: RoPE (no ALiBi: its rotary tables), no
 /// dropout, no position table, no layer scalars, a final norm.
 fn falcon_plain(a: &Architecture) -> bool {
@@ -1288,10 +1321,20 @@ fn layernorm_activations(
         2
     };
     let norms = if one_norm { 1 } else { 2 };
-    let rotary = a.learned_positions == 0;
+    let bloom = bloom(a);
+    // BLOOM has neither a rotary nor a position table (ALiBi), and runs its eager
+    // attention whatever is asked.
+    let rotary = a.learned_positions == 0 && !bloom;
     let falcon = falcon_derived(a);
+    let why = why.or(
+        (bloom && matches!(attention, AttentionImpl::Flash | AttentionImpl::Efficient)).then_some(
+            "BLOOM runs only its eager attention (transformers 5.23 BloomPreTrainedModel supports no SDPA kernel): a flash or memory-efficient request is refused, not derived",
+        ),
+    );
     let (attn, attn_text) = if falcon {
         falcon_attention(a, (seq, batch), value, attention)
+    } else if bloom {
+        layernorm_attention(a, (seq, batch), value, AttentionImpl::Eager)
     } else if a.fused_qkv {
         layernorm_attention(a, (seq, batch), value, attention)
     } else {
@@ -1334,11 +1377,17 @@ fn layernorm_activations(
     } else {
         block(&[seq, 8])
     };
+    // BLOOM's `word_embeddings_layernorm` keeps its input (the embeddings' output) and
+    // its fp32 mean and rstd; its output is the first layer's input.
+    let embedding_norm = if bloom { add(&[hidden, stats]) } else { 0 };
     let once = add(&[
         hidden,
         norm,
+        embedding_norm,
         if rotary {
             mul(&[2, block(&[seq, value, rot])])
+        } else if bloom {
+            0
         } else {
             positions
         },
@@ -1351,8 +1400,15 @@ fn layernorm_activations(
     let (kept, bytes, shape) = if checkpointing {
         // The checkpointed layers' arguments also hold eager attention's additive
         // mask (masking_utils.py `create_causal_mask`: one 16-bit tokens² per sequence).
-        let held_mask = if attention == AttentionImpl::Eager {
+        // BLOOM's are eager's mask whatever is asked, and its ALiBi bias (one row of
+        // `batch × heads` in the compute dtype, `build_alibi_tensor`).
+        let held_mask = if attention == AttentionImpl::Eager || bloom {
             block(&[batch, seq, seq, value])
+        } else {
+            0
+        };
+        let alibi = if bloom {
+            block(&[batch, a.heads, seq, value])
         } else {
             0
         };
@@ -1361,11 +1417,14 @@ fn layernorm_activations(
             once,
             if rotary || opt { positions } else { 0 },
             held_mask,
+            alibi,
         ]);
         (
             kept,
             add(&[kept, layer]),
-            if held_mask > 0 {
+            if alibi > 0 {
+                "L × v·h (checkpointed layer inputs) + eager attention's 16-bit mask and the ALiBi bias, which their arguments hold + one layer recomputed"
+            } else if held_mask > 0 {
                 "L × v·h (checkpointed layer inputs) + eager attention's 16-bit mask, which their arguments hold + one layer recomputed"
             } else {
                 "L × v·h (checkpointed layer inputs) + one layer recomputed"
@@ -1408,6 +1467,8 @@ fn layernorm_activations(
         },
         if rotary {
             "RoPE cos/sin over the rotary width"
+        } else if bloom {
+            "the embeddings' LayerNorm (its input, mean and rstd)"
         } else {
             "position ids"
         },
@@ -1417,6 +1478,7 @@ fn layernorm_activations(
             ""
         },
         match (a.fused_qkv, rotary, one_norm) {
+            _ if bloom => "BLOOM",
             (true, true, _) => "GPT-NeoX",
             (true, false, _) => "GPT-2",
             _ if falcon => "Falcon",
@@ -2898,6 +2960,9 @@ pub fn decoder_activations(
                 // separate q, k and v projections here, both derived below, so only the
                 // layout's own reasons and the adapters' scope count.
                 let why = not_derived(a)
+                    .or(bloom(a).then_some(
+                        "LoRA on BLOOM (its embedding LayerNorm and ALiBi under a frozen base) is not in the derivation",
+                    ))
                     .or(fp32_outside(a, value, attention, true))
                     .or(layernorm_lora_outside(value, ad))
                     .or(kbit_outside(a, ad, attention));
@@ -3712,6 +3777,7 @@ pub fn decoder_prefill(
         .or((layernorm_decoder(a) && !a.fused_qkv).then_some(
             "the prefill of StarCoder 2, Phi, OPT or Falcon is not in the derivation",
         ))
+        .or(bloom(a).then_some("the prefill of BLOOM is not in the derivation"))
         .or(not_derived(a))
         // Gemma's four norms and a tower beside its text decoder: `not_derived` weighed
         // every other fact already.
@@ -5351,6 +5417,77 @@ mod tests {
             autocast: false,
             weight_copies: 0,
             modules: ModulesToSave::default(),
+        }
+    }
+
+    #[test]
+    fn blooms_full_fine_tune_is_derived_and_its_lora_and_prefill_assumed() {
+        // bigscience/bloom-560m's shape over 2 layers: by hand, 2 × 512 tokens, per layer
+        // 2 inputs and 2 norms 2·2 MiB + 2·(2 MiB + 8 KiB), eager's q, k, v and merged
+        // copies 4·2 MiB, the fp32 softmax and its bf16 copy 48 MiB, the MLP 16 MiB:
+        // 83 902 464; once the final norm 4 202 496, the embeddings' norm 2 105 344, the
+        // labels 8 192 and the loss 1 024 (the trace of these 2 layers: 174 121 984).
+        let bloom_arch = Architecture {
+            layers: 2,
+            hidden: 1024,
+            heads: 16,
+            kv_heads: 16,
+            head_dim: 64,
+            intermediate: 4096,
+            vocab: 250_880,
+            gated_mlp: false,
+            layernorm_bias: true,
+            fused_qkv: true,
+            embedding_norm: true,
+            qkv_bias: true,
+            o_bias: true,
+            mlp_bias: true,
+            tied_embeddings: true,
+            rope_tables: 0,
+            ..Architecture::BASE
+        };
+        let run = |a: &Architecture, attention, adapters: Option<&Adapters>| {
+            decoder_activations(a, 512, 2, 2, false, attention, adapters).unwrap()
+        };
+        for attention in [AttentionImpl::Sdpa, AttentionImpl::Eager] {
+            let d = run(&bloom_arch, attention, None);
+            assert_eq!(d.assumed_because, None);
+            assert_eq!(
+                d.kept,
+                2 * 83_902_464 + 4_202_496 + 2_105_344 + 8_192 + 1_024
+            );
+            assert!(d.formula.contains("BLOOM"));
+        }
+        for attention in [AttentionImpl::Flash, AttentionImpl::Efficient] {
+            assert!(run(&bloom_arch, attention, None).assumed_because.is_some());
+        }
+        assert!(
+            run(&bloom_arch, AttentionImpl::Sdpa, Some(&ad_fp32()))
+                .assumed_because
+                .is_some()
+        );
+        let p = decoder_prefill(&bloom_arch, 512, 1, 2, AttentionImpl::Sdpa, None, false).unwrap();
+        assert!(p.assumed_because.is_some());
+        for outside in [
+            Architecture {
+                dropout: true,
+                ..bloom_arch
+            },
+            Architecture {
+                learned_positions: 2048,
+                ..bloom_arch
+            },
+            Architecture {
+                parallel_residual: true,
+                ..bloom_arch
+            },
+        ] {
+            assert!(
+                run(&outside, AttentionImpl::Sdpa, None)
+                    .assumed_because
+                    .is_some(),
+                "{outside:?}"
+            );
         }
     }
 
