@@ -2065,7 +2065,7 @@ fn falcon_40b_layers_agree_with_traces_to_the_byte() {
 /// without checkpointing, at several lengths and batches: derived
 /// (`layernorm_activations`), computed, and equal to the traced forward's kept bytes to
 /// the byte. Flash and the memory-efficient kernel (refused by transformers for BLOOM)
-/// and LoRA stay assumed, saying why.
+/// stay assumed, saying why.
 #[test]
 fn bloom_layers_agree_with_traces_to_the_byte() {
     let Some(python) = gpumem_e2e::torch_python("bloom_layers_agree") else {
@@ -2137,6 +2137,54 @@ fn bloom_layers_agree_with_traces_to_the_byte() {
         let d = decoder_activations(&a, 512, 2, 2, false, attention, None).unwrap();
         assert!(d.assumed_because.is_some_and(|w| w.contains("BLOOM")));
     }
+}
+
+/// LoRA on BLOOM (bigscience/bloom-560m's 24 layers, PEFT's fp32 adapters over a bf16
+/// model) on the attention's modules, on every linear layer and on single projections,
+/// under SDPA asked (BLOOM's eager code runs) and eager, with and without
+/// checkpointing: derived (`layernorm_frozen_base`), computed, and equal to the traced
+/// forward's kept bytes to the byte.
+#[test]
+fn lora_on_bloom_agrees_with_traces_to_the_byte() {
+    let Some(python) = gpumem_e2e::torch_python("lora_on_bloom_agrees") else {
+        return;
+    };
+    const QKVO: &[&str] = &["query_key_value", "dense"];
+    const ALL: &[&str] = &["all"];
+    let cases: &[LoraCase] = &[
+        ("bloom-560m.json", "{}", QKVO, "q,k,v,o", "sdpa", false),
+        ("bloom-560m.json", "{}", QKVO, "q,k,v,o", "eager", false),
+        ("bloom-560m.json", "{}", QKVO, "q,k,v,o", "sdpa", true),
+        ("bloom-560m.json", "{}", QKVO, "q,k,v,o", "eager", true),
+        ("bloom-560m.json", "{}", ALL, "all", "sdpa", false),
+        ("bloom-560m.json", "{}", ALL, "all", "eager", true),
+        (
+            "bloom-560m.json",
+            "{}",
+            &["query_key_value"],
+            "q,k,v",
+            "eager",
+            false,
+        ),
+        ("bloom-560m.json", "{}", &["dense"], "o", "sdpa", false),
+        (
+            "bloom-560m.json",
+            "{}",
+            &["dense_h_to_4h"],
+            "up",
+            "eager",
+            false,
+        ),
+        (
+            "bloom-560m.json",
+            "{}",
+            &["dense_4h_to_h"],
+            "down",
+            "sdpa",
+            true,
+        ),
+    ];
+    lora_cases_agree_to_the_byte(&python, cases);
 }
 
 /// Full fine-tunes in fp32 compute: the norms' upcasts and eager's softmax cast are the

@@ -1760,7 +1760,15 @@ fn layernorm_frozen_base(
     let t = ad.targets;
     let hidden = block(&[tokens, value, h]);
     let stats = mul(&[2, block(&[tokens, 4])]);
-    let rotary = a.learned_positions == 0;
+    // BLOOM: no rotary or position table (ALiBi), its own eager attention whatever is
+    // asked.
+    let bloom = bloom(a);
+    let rotary = a.learned_positions == 0 && !bloom;
+    let attention = if bloom {
+        AttentionImpl::Eager
+    } else {
+        attention
+    };
     let falcon = falcon_derived(a);
     let one_norm = a.layer_norms == 1;
     // Phi's rotated q is a `torch.cat` (head-major), as GPT-NeoX's is.
@@ -1873,6 +1881,11 @@ fn layernorm_frozen_base(
         let held = add(&[
             if opt {
                 block(&[tokens, 8])
+            } else if bloom {
+                // No position ids: ALiBi's bias (batch × heads rows, 16-bit) instead,
+                // and `word_embeddings_layernorm`'s mean and rstd (its input, the
+                // embeddings' output, now needs a gradient and is held below).
+                add(&[block(&[batch, a.heads, seq, value]), stats])
             } else {
                 block(&[seq, 8])
             },
@@ -1917,6 +1930,7 @@ fn layernorm_frozen_base(
         });
     }
     let family = match (a.fused_qkv, rotary, one_norm) {
+        _ if bloom => "BLOOM",
         (true, true, _) => "GPT-NeoX",
         (true, false, _) => "GPT-2",
         _ if falcon => "Falcon",
@@ -2960,8 +2974,10 @@ pub fn decoder_activations(
                 // separate q, k and v projections here, both derived below, so only the
                 // layout's own reasons and the adapters' scope count.
                 let why = not_derived(a)
-                    .or(bloom(a).then_some(
-                        "LoRA on BLOOM (its embedding LayerNorm and ALiBi under a frozen base) is not in the derivation",
+                    .or((bloom(a)
+                        && matches!(attention, AttentionImpl::Flash | AttentionImpl::Efficient))
+                    .then_some(
+                        "BLOOM runs only its eager attention (transformers 5.23 BloomPreTrainedModel supports no SDPA kernel): a flash or memory-efficient request is refused, not derived",
                     ))
                     .or(fp32_outside(a, value, attention, true))
                     .or(layernorm_lora_outside(value, ad))
@@ -5421,7 +5437,7 @@ mod tests {
     }
 
     #[test]
-    fn blooms_full_fine_tune_is_derived_and_its_lora_and_prefill_assumed() {
+    fn blooms_full_fine_tune_and_lora_are_derived_and_its_prefill_assumed() {
         // bigscience/bloom-560m's shape over 2 layers: by hand, 2 × 512 tokens, per layer
         // 2 inputs and 2 norms 2·2 MiB + 2·(2 MiB + 8 KiB), eager's q, k, v and merged
         // copies 4·2 MiB, the fp32 softmax and its bf16 copy 48 MiB, the MLP 16 MiB:
@@ -5461,8 +5477,17 @@ mod tests {
         for attention in [AttentionImpl::Flash, AttentionImpl::Efficient] {
             assert!(run(&bloom_arch, attention, None).assumed_because.is_some());
         }
+        // LoRA with PEFT's fp32 adapters is derived too (its eager attention whatever
+        // is asked), a flash request assumed.
+        let sdpa = run(&bloom_arch, AttentionImpl::Sdpa, Some(&ad_fp32()));
+        assert_eq!(sdpa.assumed_because, None);
+        assert_eq!(
+            sdpa.kept,
+            run(&bloom_arch, AttentionImpl::Eager, Some(&ad_fp32())).kept
+        );
+        assert!(sdpa.formula.contains("BLOOM"));
         assert!(
-            run(&bloom_arch, AttentionImpl::Sdpa, Some(&ad_fp32()))
+            run(&bloom_arch, AttentionImpl::Flash, Some(&ad_fp32()))
                 .assumed_because
                 .is_some()
         );
