@@ -2187,6 +2187,71 @@ fn lora_on_bloom_agrees_with_traces_to_the_byte() {
     lora_cases_agree_to_the_byte(&python, cases);
 }
 
+/// StableLM's layer (StableLmConfig's defaults, stabilityai/stablelm-3b-4e1t's shape,
+/// over 2 of its layers: every layer alike): the full fine-tune under flash, SDPA and
+/// eager, with and without checkpointing, at several lengths and batches: derived
+/// (`layernorm_activations`), computed, and equal to the traced forward's kept bytes to
+/// the byte. The memory-efficient kernel and LoRA stay assumed.
+#[test]
+fn stablelm_layers_agree_with_traces_to_the_byte() {
+    let Some(python) = gpumem_e2e::torch_python("stablelm_layers_agree") else {
+        return;
+    };
+    let text = r#"{"model_type": "stablelm", "hidden_act": "silu", "hidden_size": 2560,
+        "intermediate_size": 6912, "layer_norm_eps": 1e-05, "max_position_embeddings": 4096,
+        "num_attention_heads": 32, "num_hidden_layers": 2, "num_key_value_heads": 32,
+        "qk_layernorm": false, "rope_parameters": {"partial_rotary_factor": 0.25,
+        "rope_theta": 10000.0, "rope_type": "default"}, "tie_word_embeddings": false,
+        "use_parallel_residual": false, "use_qkv_bias": false, "vocab_size": 50304,
+        "hidden_dropout": 0.0, "attention_dropout": 0.0}"#;
+    let config: serde_json::Value = serde_json::from_str(text).unwrap();
+    let mut cases = Vec::new();
+    for attention in ["sdpa", "flash", "eager"] {
+        for ckpt in [false, true] {
+            for (seq, batch) in [(512u64, 2u64), (300, 1), (1024, 1)] {
+                if ckpt && attention == "eager" && seq == 1024 {
+                    continue;
+                }
+                cases.push((attention, ckpt, seq, batch));
+            }
+        }
+    }
+    let mut requests = String::new();
+    for (attention, ckpt, seq, batch) in &cases {
+        let w = serde_json::json!({
+            "config": config, "train": "full", "sequences": batch, "context": seq,
+            "generate": 0, "dtype": "bfloat16", "attention": attention, "optimizer": "adamw",
+            "master_weights": false, "checkpointing": ckpt, "lora_rank": 16,
+            "lora_targets": ["q_proj", "v_proj"], "logits": "last", "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let a = input_of_text(text, &[("train", "full")]).arch.unwrap();
+    let mut failures = Vec::new();
+    for ((attention, ckpt, seq, batch), t) in cases.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{attention} {seq}x{batch}: {t}");
+        let attn = AttentionImpl::parse("attention", attention).unwrap();
+        let derived = decoder_activations(&a, *seq, *batch, 2, *ckpt, attn, None).unwrap();
+        let kept = t["kept"].as_u64().unwrap();
+        eprintln!(
+            "stablelm@2 {attention:<6} ckpt {ckpt:<5} s {seq:>4} b {batch} | derived {:>12} traced {kept:>12}",
+            derived.kept
+        );
+        let shape = format!("{attention} ckpt {ckpt} s {seq} b {batch}");
+        assert_eq!(derived.assumed_because, None, "{shape}");
+        if derived.kept != kept {
+            failures.push(format!("{shape}: {} vs traced {kept}", derived.kept));
+        }
+    }
+    assert!(failures.is_empty(), "not equal: {failures:#?}");
+    let efficient =
+        decoder_activations(&a, 512, 2, 2, false, AttentionImpl::Efficient, None).unwrap();
+    assert!(efficient.assumed_because.is_some());
+}
+
 /// Full fine-tunes in fp32 compute: the norms' upcasts and eager's softmax cast are the
 /// tensors themselves, and SDPA runs its memory-efficient kernel (no flash kernel for
 /// fp32): what the forward keeps equals `decoder_activations` within 2 %.

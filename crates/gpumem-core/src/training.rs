@@ -1147,6 +1147,11 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
 ///   attention, learned positions (GPT-2) or rotary ones (GPT-NeoX); or
 /// - [`layernorm_separate`]'s: StarCoder 2's, Phi's and OPT's.
 fn layernorm_decoder(a: &Architecture) -> bool {
+    stablelm(a) || layernorm_gelu_decoder(a)
+}
+
+/// The LayerNorm decoders with a non-gated MLP (see [`layernorm_decoder`]).
+fn layernorm_gelu_decoder(a: &Architecture) -> bool {
     a.layernorm_bias
         && !a.gated_mlp
         && ((a.fused_qkv && a.layer_norms == 2 && a.kv_heads == a.heads)
@@ -1240,6 +1245,41 @@ fn bloom(a: &Architecture) -> bool {
         && a.final_norm
 }
 
+/// StableLM's layer (transformers 5.23 `models/stablelm/modeling_stablelm.py`,
+/// `StableLmDecoderLayer` without `use_parallel_residual`, `StableLmAttention.forward`,
+/// `StableLmMLP`): two LayerNorms with bias in sequence, separate q, k and v
+/// projections whose first `partial_rotary_factor` of each head is rotated and
+/// `torch.cat` with the rest (q and k head-major, as Phi's), Llama's gated SiLU MLP, no
+/// q/k LayerNorms and no dropout.
+fn stablelm(a: &Architecture) -> bool {
+    a.layernorm_bias
+        && a.gated_mlp
+        && !a.fused_qkv
+        && a.layer_norms == 2
+        && !a.parallel_residual
+        && !a.qk_norm
+        && !a.qk_norm_whole
+        && !a.nonparametric_norms
+        && a.learned_positions == 0
+        && a.rope_tables > 0
+        && !a.dropout
+        && !a.attn_dropout
+        && !a.embedding_dropout
+        && !a.softmax_in_dtype
+        && !a.relu
+        && !a.gelu_new
+        && !a.other_activation
+        && !a.falcon_layer
+        && !a.embedding_norm
+        && a.final_norm
+        && a.layer_scalars == 0
+        && a.sinusoid_positions == 0
+        && a.mask_positions == 0
+        && a.moe.is_none()
+        && a.mla.is_none()
+        && a.mixer.is_none()
+}
+
 /// What both derived Falcon layouts share: RoPE (no ALiBi: its rotary tables), no
 /// dropout, no position table, no layer scalars, a final norm.
 fn falcon_plain(a: &Architecture) -> bool {
@@ -1326,7 +1366,11 @@ fn layernorm_activations(
     // attention whatever is asked.
     let rotary = a.learned_positions == 0 && !bloom;
     let falcon = falcon_derived(a);
-    let why = why.or(
+    let why = why
+        .or((stablelm(a) && attention == AttentionImpl::Efficient).then_some(
+            "StableLM under the memory-efficient kernel keeps one more tensor of the attention's width than the derivation counts (traced, not explained)",
+        ))
+        .or(
         (bloom && matches!(attention, AttentionImpl::Flash | AttentionImpl::Efficient)).then_some(
             "BLOOM runs only its eager attention (transformers 5.23 BloomPreTrainedModel supports no SDPA kernel): a flash or memory-efficient request is refused, not derived",
         ),
@@ -1352,7 +1396,12 @@ fn layernorm_activations(
     let masks = if a.dropout { mul(&[2, mask]) } else { 0 };
     // ReLU's backward reads its output (`threshold_backward`), which the second
     // projection keeps too: the first projection's output is not kept.
-    let act = if a.relu {
+    // StableLM's gated MLP keeps, as Llama's, the gate's and up's outputs, SiLU's
+    // output and the product `down_proj` reads.
+    let stablelm = stablelm(a);
+    let act = if stablelm {
+        4
+    } else if a.relu {
         1
     } else if a.gelu_new {
         5
@@ -1458,7 +1507,9 @@ fn layernorm_activations(
             ""
         },
         act,
-        if a.relu {
+        if stablelm {
+            "gate, up, SiLU's output and their product"
+        } else if a.relu {
             "ReLU's output"
         } else if a.gelu_new {
             "gelu_new keeps its input, tanh, 0.5·x, 1 + tanh and output"
@@ -1479,6 +1530,7 @@ fn layernorm_activations(
         },
         match (a.fused_qkv, rotary, one_norm) {
             _ if bloom => "BLOOM",
+            _ if stablelm => "StableLM",
             (true, true, _) => "GPT-NeoX",
             (true, false, _) => "GPT-2",
             _ if falcon => "Falcon",
@@ -1634,7 +1686,8 @@ fn separate_attention(
     // `sdpa_attention_forward`, `dense`'s input) is a copy beside the kernel's own;
     // StarCoder 2's q (rotated elementwise) and OPT's (`q_proj(x) * scaling`) keep the
     // projection's token-first layout and the copy is the output itself. The memory-efficient kernel writes token-first either way.
-    let phi = a.layer_norms == 1;
+    // StableLM's q and k are a `torch.cat` too.
+    let phi = a.layer_norms == 1 || stablelm(a);
     match attention {
         AttentionImpl::Flash | AttentionImpl::Sdpa if phi => (
             add(&[qd, qd, qd, kd, kd, block(&[tokens, 4, heads])]),
@@ -2974,6 +3027,9 @@ pub fn decoder_activations(
                 // separate q, k and v projections here, both derived below, so only the
                 // layout's own reasons and the adapters' scope count.
                 let why = not_derived(a)
+                    .or(stablelm(a).then_some(
+                        "LoRA on StableLM (a gated MLP under LayerNorms) is not in the derivation",
+                    ))
                     .or((bloom(a)
                         && matches!(attention, AttentionImpl::Flash | AttentionImpl::Efficient))
                     .then_some(
@@ -5505,6 +5561,61 @@ mod tests {
             Architecture {
                 parallel_residual: true,
                 ..bloom_arch
+            },
+        ] {
+            assert!(
+                run(&outside, AttentionImpl::Sdpa, None)
+                    .assumed_because
+                    .is_some(),
+                "{outside:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn stablelms_full_fine_tune_is_derived_and_its_switches_stay_assumed() {
+        let stablelm_arch = Architecture {
+            layers: 2,
+            hidden: 2560,
+            heads: 32,
+            kv_heads: 32,
+            head_dim: 80,
+            intermediate: 6912,
+            vocab: 50_304,
+            layernorm_bias: true,
+            rotary_dims: 20,
+            rope_tables: 1,
+            ..Architecture::BASE
+        };
+        let run = |a: &Architecture, attention, adapters: Option<&Adapters>| {
+            decoder_activations(a, 512, 2, 2, false, attention, adapters).unwrap()
+        };
+        // The trace of these 2 layers under flash and SDPA: 218 457 088.
+        let d = run(&stablelm_arch, AttentionImpl::Sdpa, None);
+        assert_eq!((d.assumed_because, d.kept), (None, 218_457_088));
+        assert!(d.formula.contains("StableLM"));
+        assert!(
+            run(&stablelm_arch, AttentionImpl::Efficient, None)
+                .assumed_because
+                .is_some()
+        );
+        assert!(
+            run(&stablelm_arch, AttentionImpl::Sdpa, Some(&ad_fp32()))
+                .assumed_because
+                .is_some()
+        );
+        for outside in [
+            Architecture {
+                dropout: true,
+                ..stablelm_arch
+            },
+            Architecture {
+                qk_norm_whole: true,
+                ..stablelm_arch
+            },
+            Architecture {
+                layer_norms: 1,
+                ..stablelm_arch
             },
         ] {
             assert!(

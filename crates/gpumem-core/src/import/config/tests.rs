@@ -1431,6 +1431,23 @@ fn hyperclovax_mellum_and_solar_open_switches_match_what_transformers_builds() {
 }
 
 #[test]
+fn stablelm_reads_its_rotary_width_and_dropouts() {
+    let base = r#""model_type":"stablelm","hidden_size":2560,"num_hidden_layers":32,"num_attention_heads":32,
+        "intermediate_size":6912,"vocab_size":50304"#;
+    let a = parse_config(&format!("{{{base}}}")).unwrap().arch;
+    // StableLmConfig's partial_rotary_factor 0.25 of an 80-wide head; no dropout.
+    assert_eq!(a.rotary_dims, 20);
+    assert!(!a.dropout && !a.attn_dropout);
+    let a = parse_config(&format!(
+        r#"{{{base},"partial_rotary_factor":0.5,"hidden_dropout":0.1,"attention_dropout":0.1}}"#
+    ))
+    .unwrap()
+    .arch;
+    assert_eq!(a.rotary_dims, 40);
+    assert!(a.dropout && a.attn_dropout);
+}
+
+#[test]
 fn stablelm_and_granite_moe_swa_switches_match_what_transformers_builds() {
     // transformers 5.23 on the meta device: StableLmConfig with q/k/v biases,
     // per-head q/k LayerNorms and the parallel residual (one LayerNorm with bias per

@@ -10,6 +10,7 @@
 use crate::arch::Architecture;
 use crate::error::EstimateError;
 use crate::import::config::decoder::Draft;
+use crate::import::config::families::gpt::{dropouts, rotary_fraction};
 use crate::import::config::family::{BASE, Family};
 use crate::import::config::json::Cfg;
 
@@ -28,6 +29,11 @@ pub(crate) const STABLELM: Family = Family {
 };
 
 fn stablelm(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
+    // The rotated width of each head (`StableLmAttention.rotary_ndims`), and the
+    // dropouts: `hidden_dropout` after the MLP (`StableLmDecoderLayer.dropout`),
+    // `attention_dropout` over eager attention's probabilities (both 0 by default).
+    rotary_fraction(c, d, "partial_rotary_factor", 0.25)?;
+    dropouts(c, d, ["hidden_dropout", "", "attention_dropout"], 0.0);
     d.arch.qkv_bias = c.flag("use_qkv_bias") == Some(true);
     d.arch.o_bias = false;
     d.arch.qk_norm_whole = c.flag("qk_layernorm") == Some(true);
