@@ -84,7 +84,7 @@ pub struct Info {
     /// One sentence naming it (the schema's description of its name).
     pub summary: &'static str,
     /// Its releases as `--engine` values with their labels, newest (the rules `name`
-    /// alone picks) first: `("vllm", "vLLM 0.27"), ("vllm@0.19", "vLLM 0.19")…`.
+    /// alone picks) first: `("vllm", "vLLM 0.29"), ("vllm@0.27", "vLLM 0.27")…`.
     pub releases: &'static [(&'static str, &'static str)],
     /// Reads the text after `@` into a release's place in `releases`; `None` when one
     /// release is carried.

@@ -388,7 +388,7 @@ pub const ENGINE: Flag = Flag::new(
         FieldKind::Choice,
         "Engine",
         "",
-        "Serving engine whose KV pool to predict (vllm: 0.27, Model Runner V2 or V1 with its CUDA-graph estimate; vllm@0.19, @0.10, @0.8, @0.7, @0.6 (0.6.5 on), @0.6.4, sglang@0.5.0, tgi@2.0, @0.9, mlx@0.26: older rules); an encoder-only model: vllm (its pooling runner) or tei, their largest batch on the card",
+        "Serving engine whose KV pool to predict (vllm: 0.29, Model Runner V2 with its CUDA-graph estimate; vllm@0.27, @0.19, @0.10, @0.8, @0.7, @0.6 (0.6.5 on), @0.6.4, sglang@0.5.0, tgi@2.0, @0.9, mlx@0.26: older rules); an encoder-only model: vllm (its pooling runner) or tei, their largest batch on the card",
     )
     .choices(&CHOICES),
     engine_name,

@@ -489,12 +489,34 @@ fn releases_pick_their_rules() {
     let v2 = run(&dense, &with(&[("engine", "vllm@0.27")]));
     let v019 = run(&dense, &with(&[("engine", "vllm@0.19")]));
     assert_eq!(v2.version, "0.27 (Model Runner V2)");
-    // Plain `vllm` is the newest release carried.
-    assert_eq!(run(&dense, &with(&[("engine", "vllm")])), v2);
     // V2's profile samples without top-k/top-p: a smaller sampler phase, a larger pool.
     assert!(v2.kv_capacity_bytes > v019.kv_capacity_bytes);
     let g = v2.lines.iter().find(|l| l.key == "cuda_graphs").unwrap();
     assert!(!g.subtracted);
+    // Plain `vllm` is the newest release carried, 0.29 (and 0.30 takes its rules): V2
+    // with its CUDA-graph estimate taken off the pool: 0.27's V2 pool less that line,
+    // to the byte.
+    let newest = run(&dense, &with(&[("engine", "vllm")]));
+    assert_eq!(newest.version, "0.29 (Model Runner V2)");
+    assert_eq!(run(&dense, &with(&[("engine", "vllm@0.29")])), newest);
+    assert_eq!(run(&dense, &with(&[("engine", "vllm@0.30.0")])), newest);
+    let g29 = newest
+        .lines
+        .iter()
+        .find(|l| l.key == "cuda_graphs")
+        .unwrap();
+    assert!(g29.subtracted && g29.kind == Kind::Assumed && g29.bytes > 0);
+    assert!(
+        g29.source.contains("gpu/cudagraph_utils.py"),
+        "{}",
+        g29.source
+    );
+    assert_eq!(
+        v2.kv_capacity_bytes - newest.kv_capacity_bytes,
+        g29.bytes as i64
+    );
+    let (_, errors) = from_pairs([("engine", "vllm@0.28")]);
+    assert!(format!("{errors:?}").contains("vllm@0.29"), "{errors:?}");
     // MoE models run the V1 runner, which takes its CUDA-graph estimate off the pool:
     // 0.19's pool less that line, to the byte.
     let preset = presets::find("mixtral-8x7b").expect("preset");
@@ -515,13 +537,25 @@ fn releases_pick_their_rules() {
     // 1024 sequences and 8192 batched tokens on an H100: 51 PIECEWISE and 51 FULL
     // graphs of (4 MiB + 192 KiB × 32 layers) each.
     assert_eq!(g.bytes, 102 * (4 * MIB + 32 * (192 << 10)));
-    // A quantised dense model runs V1 too; --enforce-eager captures no graph.
+    // 0.29 runs the MoE model on V2: the same graph line, V2's smaller sampler phase.
+    let v29 = budget(&moe, &est, &p("vllm")).unwrap();
+    assert_eq!(v29.version, "0.29 (Model Runner V2)");
+    let g29 = v29.lines.iter().find(|l| l.key == "cuda_graphs").unwrap();
+    assert!(g29.subtracted);
+    assert_eq!(g29.bytes, g.bytes);
+    assert!(v29.kv_capacity_bytes > v1.kv_capacity_bytes);
+    // A quantised dense model runs V1 under 0.27, V2 under 0.29; --enforce-eager
+    // captures no graph.
     let fp8 = llama_8b(&[("format", "fp8")]);
-    let q = run(&fp8, &with(&[("engine", "vllm")]));
+    let q = run(&fp8, &with(&[("engine", "vllm@0.27")]));
     assert_eq!(q.version, "0.27 (Model Runner V1)");
+    assert_eq!(
+        run(&fp8, &with(&[("engine", "vllm")])).version,
+        "0.29 (Model Runner V2)"
+    );
     let eager = run(
         &fp8,
-        &with(&[("engine", "vllm"), ("enforce-eager", "true")]),
+        &with(&[("engine", "vllm@0.27"), ("enforce-eager", "true")]),
     );
     assert!(eager.lines.iter().all(|l| l.key != "cuda_graphs"));
     assert!(eager.kv_capacity_bytes > q.kv_capacity_bytes);

@@ -34,6 +34,13 @@
 //! on by default). Its non-KV figure is the drop in free memory since start-up plus
 //! the part of the torch peak above what stays allocated (`vllm/utils/mem_utils.py`
 //! `memory_profiling`), the same sum as 0.19's three terms.
+//!
+//! 0.29 (the default `vllm`; 0.30 keeps its accounting) runs Model Runner V2 for every
+//! model, and V2 profiles its CUDA graphs before sizing the pool and takes the estimate
+//! out of it (`vllm/v1/worker/gpu/cudagraph_utils.py` `profile_cudagraph_memory`,
+//! https://github.com/vllm-project/vllm/pull/53306): 0.27's V2 profile with 0.27's V1
+//! graph line. MoE and quantised models move
+//! from the V1 runner's sampler (14 B per element and the triton buffer) to V2's.
 
 mod encoder;
 mod flags;
@@ -88,7 +95,8 @@ impl Engine for Vllm {
         aliases: &[],
         summary: "vLLM.",
         releases: &[
-            ("vllm", "vLLM 0.27"),
+            ("vllm", "vLLM 0.29"),
+            ("vllm@0.27", "vLLM 0.27"),
             ("vllm@0.19", "vLLM 0.19"),
             ("vllm@0.10", "vLLM 0.10"),
             ("vllm@0.8", "vLLM 0.8"),
@@ -97,7 +105,7 @@ impl Engine for Vllm {
             ("vllm@0.6.4", "vLLM 0.6.4 (V0)"),
         ],
         release: Some(|text| VllmVersion::parse(text).map(VllmVersion::index)),
-        hint: "vllm (0.27; vllm@0.19, @0.10, @0.8, @0.7, @0.6, @0.6.4)",
+        hint: "vllm (0.29; vllm@0.27, @0.19, @0.10, @0.8, @0.7, @0.6, @0.6.4)",
         flags: &[
             &GPU_MEMORY_UTILIZATION,
             &MAX_MODEL_LEN,
@@ -177,9 +185,9 @@ impl Engine for Vllm {
     ) -> Result<super::cross::Cross, EstimateError> {
         let refuse = |why: String| Err(EstimateError::invalid("engine", why));
         let v = VllmVersion::of(params.release);
-        if !matches!(v, VllmVersion::V027 | VllmVersion::V019) {
+        if !matches!(v, VllmVersion::V029 | VllmVersion::V027 | VllmVersion::V019) {
             return refuse(format!(
-                "vllm@{}: how this release serves Whisper (its encoder-decoder path, V0's or 0.10's V1 support) was not read: name vllm (0.27) or vllm@0.19",
+                "vllm@{}: how this release serves Whisper (its encoder-decoder path, V0's or 0.10's V1 support) was not read: name vllm (0.29), vllm@0.27 or vllm@0.19",
                 v.key()
             ));
         }
@@ -228,13 +236,13 @@ impl Engine for Vllm {
         }
         let version = VllmVersion::of(c.params.release);
         match version {
-            VllmVersion::V027 | VllmVersion::V019 => {
+            VllmVersion::V029 | VllmVersion::V027 | VllmVersion::V019 => {
                 encoder::rule(c, version.rules(c.input, false), version.key())
             }
             _ => Err(EstimateError::invalid(
                 "engine",
                 format!(
-                    "vllm@{}: an encoder-only model is modelled for vllm@0.27 and vllm@0.19 only (the pooling runner read in their source: no KV cache, no profile); earlier releases' encoder support was not read",
+                    "vllm@{}: an encoder-only model is modelled for vllm (0.29, the pooling runner assumed as 0.27's), vllm@0.27 and vllm@0.19 only (the pooling runner read in their source: no KV cache, no profile); earlier releases' encoder support was not read",
                     version.key()
                 ),
             )),
@@ -287,7 +295,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         && input.arch.is_some_and(|a| a.moe.is_some())
         && !matches!(
             version,
-            VllmVersion::V027 | VllmVersion::V019 | VllmVersion::V010
+            VllmVersion::V029 | VllmVersion::V027 | VllmVersion::V019 | VllmVersion::V010
         )
     {
         return Err(EstimateError::invalid(
@@ -313,7 +321,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         assumptions.push(
             "bitsandbytes 8-bit: the profile's outlier columns (inputs past llm_int8_threshold) are not counted: each keeps its input and dequantised weight column, 2 × (tokens + shard width) bytes".into(),
         );
-        if !matches!(version, VllmVersion::V027 | VllmVersion::V019) {
+        if !matches!(version, VllmVersion::V029 | VllmVersion::V027 | VllmVersion::V019) {
             assumptions.push(format!(
                 "bitsandbytes 8-bit under vllm@{}: the int8 matmul's scratch as bitsandbytes 0.48–0.50 runs it (what vLLM 0.19 and 0.27 accept); the bitsandbytes releases this one accepted were not read",
                 version.key()
@@ -335,6 +343,15 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     let mut warnings: Vec<String> = Vec::new();
     if r.label == RULES[4].label {
         assumptions.push("Model Runner V2 assumed for this dense, unquantised model (vLLM 0.27.1's logs run Qwen2 and Qwen3 on it; an architecture left on the V1 runner would lose its CUDA-graph estimate from the pool)".into());
+    }
+    if r.label == RULES[9].label {
+        assumptions.push("speculative decoding under vLLM 0.29: Model Runner V2 runs it, whose drafter profile was not read; the V1 runner's profile (a larger sampler phase) is counted".into());
+    }
+    if r.v2 && version == VllmVersion::V029 && input.tp > 1 {
+        assumptions.push(format!(
+            "the sampler phase is counted whole on each of the {} tp ranks (vLLM 0.29's batch-sharded sampling gives each rank 1/tp of the logits: not modelled, a smaller pool than vLLM gives)",
+            input.tp
+        ));
     }
     let util = p
         .fraction(GPU_MEMORY_UTILIZATION.key())
@@ -506,7 +523,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // allocator's segments around the weights, not only the tensors ("Model loading
     // took" prints the tensors). 0.6.5–0.19 sum torch's allocated bytes and what lies
     // outside torch's reserve: the segments' slack is in neither.
-    let rounding = if (r.label.starts_with("0.27") || r.context_counted) && offloaded == 0 {
+    let rounding = if (r.consumed || r.context_counted) && offloaded == 0 {
         load_rounding(input, rope)?
     } else {
         None
@@ -576,7 +593,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // most max_num_seqs × max_model_len ("Some models (e.g., Whisper) have embeddings
     // tied to max length").
     let batched = if p.count(BATCHED_TOKENS.key()).is_none()
-        && matches!(version, VllmVersion::V027 | VllmVersion::V019)
+        && matches!(version, VllmVersion::V029 | VllmVersion::V027 | VllmVersion::V019)
     {
         batched.min(seqs.saturating_mul(c.max_model_len))
     } else {
@@ -588,11 +605,11 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
     // The drafter (speculative decoding, 0.19 rules only) sits on the last stage.
     // The drafter is read in the V1 runner (0.19's, and 0.27's V1 runner, which runs
     // speculative decoding here).
-    let v1_runner = r.label == RULES[0].label || r.label == RULES[6].label;
+    let v1_runner = [RULES[0].label, RULES[6].label, RULES[9].label].contains(&r.label);
     let mut spec = if speculating && !v1_runner {
         return Err(EstimateError::invalid(
             "speculative-method",
-            "modelled with the vllm@0.27 and vllm@0.19 rules only",
+            "modelled with the vllm (0.29), vllm@0.27 and vllm@0.19 rules only",
         ));
     } else {
         speculative::plan(c, batched)?
@@ -643,7 +660,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             ),
             None => String::new(),
         };
-        let read = if matches!(version, VllmVersion::V027 | VllmVersion::V019) {
+        let read = if matches!(version, VllmVersion::V029 | VllmVersion::V027 | VllmVersion::V019) {
             ""
         } else {
             " (read in vLLM 0.19's and 0.27's source; this release's assumed alike)"
@@ -803,16 +820,25 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
             graph_bytes,
             Kind::Assumed,
             format!(
-                "(PIECEWISE {n_p} + FULL {n_f} graphs) × ({} MiB + {} KiB × {layers} layers): the per-graph cost assumed from the 'Estimated CUDA graph memory' vLLM 0.19 printed on H100s (0.49–1.82 GiB for 102 graphs at 8–80 layers a device; above all but an MLA model, 1.39 GiB at 27 layers, and one tp 2 run)",
+                "(PIECEWISE {n_p} + FULL {n_f} graphs) × ({} MiB + {} KiB × {layers} layers): the per-graph cost assumed from the 'Estimated CUDA graph memory' vLLM 0.19 printed on H100s (0.49–1.82 GiB for 102 graphs at 8–80 layers a device; above all but an MLA model, 1.39 GiB at 27 layers, and one tp 2 run){}",
                 GRAPH_BASE / MIB,
-                GRAPH_PER_LAYER >> 10
+                GRAPH_PER_LAYER >> 10,
+                if r.v2 {
+                    "; Model Runner V2 captures every PIECEWISE graph and the two largest FULL ones, and extrapolates the other FULL graphs from the second"
+                } else {
+                    ""
+                }
             ),
             &[
                 ("piecewise-graphs", n_p.to_string()),
                 ("full-graphs", n_f.to_string()),
                 ("layers", layers.to_string()),
             ],
-            "vllm/v1/worker/gpu_model_runner.py (profile_cudagraph_memory)",
+            if r.v2 {
+                "vllm/v1/worker/gpu/cudagraph_utils.py (profile_cudagraph_memory, _extrapolate_full_graph_memory)"
+            } else {
+                "vllm/v1/worker/gpu_model_runner.py (profile_cudagraph_memory)"
+            },
         ));
     } else {
         let mut graphs = line(
@@ -901,7 +927,7 @@ fn rule(c: &Ctx) -> Result<Draft, EstimateError> {
         group_block_bytes,
         groups,
         seq_blocks,
-        tokens_by_concurrency: r.label.starts_with("0.27"),
+        tokens_by_concurrency: r.consumed,
         kv_cache_bytes: None,
         pool,
         need: None,

@@ -101,11 +101,11 @@ pub(super) fn plan(c: &Ctx, version: VllmVersion) -> Result<Parallel, EstimateEr
     if dp == 1 && !asked_ep {
         return Ok(par);
     }
-    if !matches!(version, VllmVersion::V027 | VllmVersion::V019) {
+    if !matches!(version, VllmVersion::V029 | VllmVersion::V027 | VllmVersion::V019) {
         return Err(EstimateError::invalid(
             if asked_ep { ENABLE_EXPERT_PARALLEL.key() } else { DATA_PARALLEL_SIZE.key() },
             format!(
-                "vllm@{}: data and expert parallelism are read in vLLM 0.19 and 0.27 only (FusedMoEParallelConfig, the all-gather dispatch and the DP ranks' profile); this release's were not: name vllm (0.27) or vllm@0.19",
+                "vllm@{}: data and expert parallelism are read in vLLM 0.19 and 0.27 only (0.29 assumed as 0.27) (FusedMoEParallelConfig, the all-gather dispatch and the DP ranks' profile); this release's were not: name vllm (0.27) or vllm@0.19",
                 version.key()
             ),
         ));

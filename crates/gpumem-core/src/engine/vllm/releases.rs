@@ -9,9 +9,13 @@ use crate::estimate::EstimateInput;
 /// The vLLM accounting carried, newest first; `--engine vllm` is the newest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum VllmVersion {
-    /// 0.27 (the default): Model Runner V2 for dense, unquantised models (its sampler's
-    /// fp32 copy, no CUDA-graph estimate taken off the pool), the V1 runner otherwise
-    /// (0.19's profile, the CUDA-graph estimate taken off the pool).
+    /// 0.29 (the default; 0.30 keeps its accounting): Model Runner V2 for every model,
+    /// its CUDA-graph estimate taken off the pool.
+    #[serde(rename = "0.29")]
+    V029,
+    /// 0.27: Model Runner V2 for dense, unquantised models (its sampler's fp32 copy, no
+    /// CUDA-graph estimate taken off the pool), the V1 runner otherwise (0.19's
+    /// profile, the CUDA-graph estimate taken off the pool).
     #[serde(rename = "0.27")]
     V027,
     /// 0.19 (V1 engine; triton top-k/top-p sampler, persistent MoE workspace).
@@ -37,7 +41,8 @@ pub enum VllmVersion {
 
 impl VllmVersion {
     /// Every release carried, in the order of the engine's `releases` (newest first).
-    pub const ALL: [VllmVersion; 7] = [
+    pub const ALL: [VllmVersion; 8] = [
+        VllmVersion::V029,
         VllmVersion::V027,
         VllmVersion::V019,
         VllmVersion::V010,
@@ -52,7 +57,7 @@ impl VllmVersion {
     pub fn of(release: Option<usize>) -> VllmVersion {
         release
             .and_then(|i| VllmVersion::ALL.get(i).copied())
-            .unwrap_or(VllmVersion::V027)
+            .unwrap_or(VllmVersion::V029)
     }
 
     /// Its place in [`VllmVersion::ALL`] (`vllm@…` as the registry keeps it).
@@ -64,9 +69,10 @@ impl VllmVersion {
     }
 
     /// The release as `--engine vllm@…` names it and the version string says it
-    /// ("0.27", "0.6", "0.6.4").
+    /// ("0.29", "0.6", "0.6.4").
     pub fn key(self) -> &'static str {
         match self {
+            VllmVersion::V029 => "0.29",
             VllmVersion::V027 => "0.27",
             VllmVersion::V019 => "0.19",
             VllmVersion::V010 => "0.10",
@@ -77,10 +83,15 @@ impl VllmVersion {
         }
     }
 
-    /// Parses "0.27", "0.19.0", "0.10.2", "0.8.5", "0.7.2", "0.6.6", "0.6.4"…: the
+    /// Parses "0.30.0", "0.29", "0.27", "0.19.0", "0.10.2", "0.8.5", "0.7.2", "0.6.6", "0.6.4"…: the
     /// minor version picks the rules, and within 0.6 the patch release (0.6.4 counts the
     /// CUDA context outside torch, 0.6.5 and later measure from after it; "0.6" alone is
-    /// 0.6.5 onwards). 0.6.0–0.6.3 sized the pool another way, not carried.
+    /// 0.6.5 onwards). 0.6.0–0.6.3 sized the pool another way, not carried. 0.30 takes
+    /// 0.29's rules: its logs print what 0.29 brought (Model Runner V2 for MoE and FP8
+    /// models, the CUDA-graph estimate taken off the pool), and what changed after it
+    /// in the stored sources (the FULL graphs extrapolated by token count) lies inside
+    /// the assumed per-graph cost. 0.28 (Model Runner V2 for some models more than
+    /// 0.27, no estimate under V2) is not carried.
     pub fn parse(text: &str) -> Result<VllmVersion, EstimateError> {
         let mut parts = text.trim().trim_start_matches('v').split('.');
         let patch = |p: Option<&str>| -> Option<u64> {
@@ -88,6 +99,7 @@ impl VllmVersion {
             digits.parse().ok()
         };
         match (parts.next(), parts.next(), parts.next()) {
+            (Some("0"), Some("29" | "30"), _) => Ok(VllmVersion::V029),
             (Some("0"), Some("27"), _) => Ok(VllmVersion::V027),
             (Some("0"), Some("19"), _) => Ok(VllmVersion::V019),
             (Some("0"), Some("10"), _) => Ok(VllmVersion::V010),
@@ -107,16 +119,22 @@ impl VllmVersion {
         EstimateError::invalid(
             "engine",
             format!(
-                "vllm@{text}: the rules carried are vllm@0.27 (the default: Model Runner V2, or V1 with its CUDA-graph estimate), vllm@0.19, vllm@0.10, vllm@0.8, vllm@0.7, vllm@0.6 (0.6.5 and 0.6.6, V0) and vllm@0.6.4 (V0)"
+                "vllm@{text}: the rules carried are vllm@0.29 (the default, 0.29 and 0.30: Model Runner V2 with its CUDA-graph estimate), vllm@0.27 (Model Runner V2 without it, or V1 with it), vllm@0.19, vllm@0.10, vllm@0.8, vllm@0.7, vllm@0.6 (0.6.5 and 0.6.6, V0) and vllm@0.6.4 (V0)"
             ),
         )
     }
 
     /// The rules of this release for `input`: 0.27 runs Model Runner V2 or V1 by model
     /// (vllm/config/vllm.py `use_v2_model_runner`, `_is_default_v2_model_runner_model`:
-    /// not MoE, not quantised; speculative decoding is read in the V1 runner only).
+    /// not MoE, not quantised; speculative decoding is read in the V1 runner only); 0.29
+    /// runs V2 for every model (vLLM 0.29.0's release notes: "MRV2 is now the default
+    /// runner for all models"; the 0.30.0 logs of MoE and FP8 models print
+    /// `model_runner.py` lines), speculative decoding with the V1 runner's profile
+    /// (the drafter read there only).
     pub(super) fn rules(self, input: &EstimateInput, speculative: bool) -> &'static Rules {
         match self {
+            VllmVersion::V029 if speculative => &RULES[9],
+            VllmVersion::V029 => &RULES[8],
             VllmVersion::V027 if !v2_runs(input) || speculative => &RULES[6],
             VllmVersion::V027 => &RULES[4],
             VllmVersion::V08 => &RULES[5],
@@ -194,6 +212,10 @@ pub(super) struct Rules {
     /// Model Runner V2's sampler: `sampler_bytes` per element at every row count (the
     /// profile skips top-k/top-p), no triton buffer.
     pub(super) v2: bool,
+    /// The non-KV figure is the drop in free memory since start-up plus the transient
+    /// peak (`vllm/utils/mem_utils.py` `memory_profiling`: `total_consumed`, 0.27 on),
+    /// which sees the caching allocator's segments around the weights.
+    pub(super) consumed: bool,
     /// Hybrid attention + state models paged as read in this release's source
     /// ([`state_pool`]); the others count their attention layers in 16-token blocks.
     pub(super) state_pages: bool,
@@ -227,13 +249,14 @@ pub(super) struct Rules {
 /// the logits (2) and fp32 copy (4), the sorted values (4) and int64 indices (8), and
 /// the sort's input copy (4) and its two int64 index buffers (16) = 38 B (the last
 /// three, the sort's temporaries, assumed).
-pub(super) const RULES: [Rules; 8] = [
+pub(super) const RULES: [Rules; 10] = [
     Rules {
         label: "0.19",
         ceil: true,
         sampler_bytes: 14,
         triton: true,
         v2: false,
+        consumed: false,
         state_pages: true,
         workspace_kept: true,
         graphs_subtracted: false,
@@ -250,6 +273,7 @@ pub(super) const RULES: [Rules; 8] = [
         sampler_bytes: 38,
         triton: false,
         v2: false,
+        consumed: false,
         state_pages: true,
         workspace_kept: false,
         graphs_subtracted: false,
@@ -274,6 +298,7 @@ pub(super) const RULES: [Rules; 8] = [
         sampler_bytes: 38,
         triton: false,
         v2: false,
+        consumed: false,
         state_pages: false,
         workspace_kept: false,
         graphs_subtracted: false,
@@ -309,6 +334,7 @@ pub(super) const RULES: [Rules; 8] = [
         sampler_bytes: 38,
         triton: false,
         v2: false,
+        consumed: false,
         state_pages: false,
         workspace_kept: false,
         graphs_subtracted: false,
@@ -334,6 +360,7 @@ pub(super) const RULES: [Rules; 8] = [
         sampler_bytes: 6,
         triton: false,
         v2: true,
+        consumed: true,
         state_pages: true,
         workspace_kept: true,
         graphs_subtracted: false,
@@ -355,6 +382,7 @@ pub(super) const RULES: [Rules; 8] = [
         sampler_bytes: 38,
         triton: false,
         v2: false,
+        consumed: false,
         state_pages: false,
         workspace_kept: false,
         graphs_subtracted: false,
@@ -378,6 +406,7 @@ pub(super) const RULES: [Rules; 8] = [
         sampler_bytes: 14,
         triton: true,
         v2: false,
+        consumed: true,
         state_pages: true,
         workspace_kept: true,
         graphs_subtracted: true,
@@ -405,6 +434,7 @@ pub(super) const RULES: [Rules; 8] = [
         sampler_bytes: 38,
         triton: false,
         v2: false,
+        consumed: false,
         state_pages: false,
         workspace_kept: false,
         graphs_subtracted: false,
@@ -414,5 +444,62 @@ pub(super) const RULES: [Rules; 8] = [
         foreign_counted: true,
         context_counted: true,
         startup_gate: false,
+    },
+    // vllm 0.29 with Model Runner V2 (every model): 0.27's V2 profile (`profile_run`,
+    // the sampler's fp32 copy, top-k/top-p skipped), then the CUDA-graph estimate taken
+    // off the pool. `GPUModelRunner.profile_cudagraph_memory` delegates to
+    // `vllm/v1/worker/gpu/cudagraph_utils.py` `profile_cudagraph_memory`
+    // (https://github.com/vllm-project/vllm/pull/53306, "[Model Runner V2] Reserve CUDA
+    // graph memory", merged 2026-08-24, in 0.29.0): it allocates a minimal KV cache (`_init_minimal_kv_cache_for_profiling`),
+    // points every graph pool at a throwaway one, runs `capture_model()` with at most
+    // `_FULL_GRAPH_PROFILING_SAMPLES` = 2 FULL graphs (the largest) and every PIECEWISE,
+    // encoder and speculator graph, and returns the measured free-memory drop with the
+    // two FULL samples swapped for `_extrapolate_full_graph_memory`: first + (FULL graphs
+    // − 1) × max(second, 1 MiB). `Worker.determine_available_memory` subtracts it
+    // (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`, on by default). Read in a stored
+    // text of that file of September 2026 (the code the diff of
+    // https://github.com/vllm-project/vllm/pull/57865 starts from). The graphs' count is the V1
+    // runner's (`capture_counts`: the capture sizes are `compilation_config`'s, and V2's
+    // `CudaGraphManager` captures a PIECEWISE graph per size and a FULL decode graph per
+    // size up to max_num_seqs × the query length); their cost is the assumed one.
+    // Memory outside torch as 0.19's (assumed).
+    Rules {
+        label: "0.29 (Model Runner V2)",
+        ceil: true,
+        sampler_bytes: 6,
+        triton: false,
+        v2: true,
+        consumed: true,
+        state_pages: true,
+        workspace_kept: true,
+        graphs_subtracted: true,
+        v0: false,
+        non_torch_mib: [256, 2140, 72],
+        non_torch_logs: "0.19's: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4, 0.07 at pp 2–4 (H100 logs)",
+        foreign_counted: false,
+        context_counted: false,
+        startup_gate: true,
+    },
+    // vllm 0.29 with speculative decoding: Model Runner V2 runs the drafter too, but its
+    // drafter's profile was not read; the V1 runner's (0.27's V1 rules: the triton
+    // top-k/top-p sampler, 14 B per element, the drafter as read there) is taken, a
+    // larger sampler phase than V2's, the safe side. The CUDA-graph estimate leaves the
+    // pool, as under V2.
+    Rules {
+        label: "0.29 (speculative decoding: the V1 runner's profile)",
+        ceil: true,
+        sampler_bytes: 14,
+        triton: true,
+        v2: false,
+        consumed: true,
+        state_pages: true,
+        workspace_kept: true,
+        graphs_subtracted: true,
+        v0: false,
+        non_torch_mib: [256, 2140, 72],
+        non_torch_logs: "0.19's: 0.24–0.26 GiB at tp 1, 2.06–2.13 at tp 2–4, 0.07 at pp 2–4 (H100 logs)",
+        foreign_counted: false,
+        context_counted: false,
+        startup_gate: true,
     },
 ];

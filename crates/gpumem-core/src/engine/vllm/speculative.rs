@@ -301,8 +301,9 @@ mod tests {
     }
 
     fn params(pairs: &[(&str, &str)]) -> EngineParams {
-        // The drafter's hand derivations are 0.19's (the default 0.27 runs speculative
-        // decoding on the same V1 runner, its CUDA-graph estimate off the pool).
+        // The drafter's hand derivations are 0.19's (0.27 and the default 0.29 count
+        // speculative decoding with the same V1 profile, the CUDA-graph estimate off
+        // the pool).
         let base = [
             ("engine", "vllm@0.19"),
             ("card", "h100-sxm-80gb"),

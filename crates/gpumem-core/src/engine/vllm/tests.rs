@@ -458,7 +458,7 @@ fn vllm_holds_qwen2_audios_dummy_clips_through_the_profile() {
             56_954_518_746u64,
         ),
         (
-            "vllm",
+            "vllm@0.27",
             "0.27 (Model Runner V2)",
             10 * 750 * 4096 * 2,
             58_384_357_786,
@@ -570,8 +570,12 @@ fn vllm_pages_hybrid_state_models_in_every_v1_release() {
         run(&input, &p)
     };
     let old = with_engine("vllm@0.10");
-    let new = with_engine("vllm");
+    let new = with_engine("vllm@0.27");
     assert_eq!(new.version, "0.27 (Model Runner V1)");
+    // 0.29 runs it on Model Runner V2, paged alike.
+    let newest = with_engine("vllm");
+    assert_eq!(newest.version, "0.29 (Model Runner V2)");
+    assert_eq!(newest.block_size, old.block_size);
     assert!(old.block_size > 16, "{}", old.block_size);
     assert_eq!(new.block_size, old.block_size);
     assert_eq!(with_engine("vllm@0.19").block_size, old.block_size);
@@ -1035,7 +1039,7 @@ fn vllm_whisper_large_v3_on_h100_matches_the_hand_derivation() {
     // replay's tensors are the weights, vLLM's zero k biases and proj_out's own head,
     // dropped by tie_weights), its tokens max concurrency × 448.
     for (tp, tensors) in [("1", 3_220_101_120u64), ("2", 1_684_961_280)] {
-        let b = run(&whisper(tp), &[("engine", "vllm"), card]);
+        let b = run(&whisper(tp), &[("engine", "vllm@0.27"), card]);
         assert_eq!(b.version, "0.27 (Model Runner V2)");
         let l = b.lines.iter().find(|l| l.key == "load_rounding").expect("rounding");
         assert!(l.formula.contains(&format!("for {tensors} B of parameters")), "{}", l.formula);
