@@ -107,24 +107,24 @@ fn vllm_budget_is_in_the_json_as_an_engine_object() {
     assert_eq!(v["weights_bytes"], 16_060_522_496u64);
 }
 
-/// Plain `--engine vllm` follows the newest release carried, and says which: 0.27, on
-/// Model Runner V2 for a dense bf16 model, on the V1 runner (its CUDA-graph estimate
-/// subtracted) for an fp8 one.
+/// Plain `--engine vllm` follows the newest release carried, and says which: 0.29, on
+/// Model Runner V2 with its CUDA-graph estimate subtracted, an fp8 model too;
+/// `vllm@0.27` runs the fp8 one on the V1 runner.
 #[test]
 fn plain_vllm_is_the_newest_release_and_says_so() {
     let mut args = VLLM_H100.to_vec();
     args[1] = "vllm";
     let v = json(&args);
-    assert_eq!(v["engine"]["version"], "0.27 (Model Runner V2)");
+    assert_eq!(v["engine"]["version"], "0.29 (Model Runner V2)");
     let out = agent(&args);
     assert!(
         String::from_utf8_lossy(&out.stdout)
-            .contains("\nengine vllm 0.27 (Model Runner V2) on NVIDIA H100 SXM 80GB")
+            .contains("\nengine vllm 0.29 (Model Runner V2) on NVIDIA H100 SXM 80GB")
     );
     args.extend(["--format", "fp8"]);
     let v = json(&args);
     let e = &v["engine"];
-    assert_eq!(e["version"], "0.27 (Model Runner V1)");
+    assert_eq!(e["version"], "0.29 (Model Runner V2)");
     let graphs = e["lines"]
         .as_array()
         .unwrap()
@@ -133,6 +133,8 @@ fn plain_vllm_is_the_newest_release_and_says_so() {
         .expect("the CUDA-graph line");
     assert_eq!(graphs["subtracted"], true);
     assert_eq!(graphs["kind"], "assumed");
+    args[1] = "vllm@0.27";
+    assert_eq!(json(&args)["engine"]["version"], "0.27 (Model Runner V1)");
 }
 
 #[test]

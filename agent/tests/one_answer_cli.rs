@@ -55,7 +55,8 @@ fn row(out: &Output, label: &str) -> String {
 #[test]
 fn under_an_engine_the_verdict_checks_every_sequence_asked_for() {
     // Qwen2.5-7B on an L40S with vLLM, 16 sequences of 32 768 tokens: one sequence
-    // starts the engine, but its pool holds 14 at once.
+    // starts the engine, but its pool holds 13 at once (0.29's, its CUDA-graph
+    // estimate taken off; 14 under 0.27's rules).
     let out = estimate(
         "qwen2.5-7b",
         &[
@@ -77,7 +78,7 @@ fn under_an_engine_the_verdict_checks_every_sequence_asked_for() {
     assert_eq!(out.status.code(), Some(1), "does not fit: exit 1");
     let seqs = row(&out, "sequences");
     assert!(
-        seqs.contains("14 of 16 sequences of 32 768 tokens"),
+        seqs.contains("13 of 16 sequences of 32 768 tokens"),
         "{}",
         text(&out)
     );
@@ -94,7 +95,7 @@ fn under_an_engine_the_verdict_checks_every_sequence_asked_for() {
             "--context",
             "32768",
             "--sequences",
-            "14",
+            "13",
         ],
     );
     assert!(verdict_line(&out).starts_with("FITS"), "{}", text(&out));
@@ -116,7 +117,7 @@ fn under_an_engine_the_verdict_checks_every_sequence_asked_for() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["verdict"]["verdict"], "no");
-    assert_eq!(v["verdict"]["sequences"]["fit"], 14);
+    assert_eq!(v["verdict"]["sequences"]["fit"], 13);
     assert_eq!(v["verdict"]["sequences"]["asked"], 16);
     assert_eq!(v["engine"]["workload_outcome"], "refused");
 }

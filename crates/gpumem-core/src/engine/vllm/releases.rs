@@ -127,9 +127,10 @@ impl VllmVersion {
     /// The rules of this release for `input`: 0.27 runs Model Runner V2 or V1 by model
     /// (vllm/config/vllm.py `use_v2_model_runner`, `_is_default_v2_model_runner_model`:
     /// not MoE, not quantised; speculative decoding is read in the V1 runner only); 0.29
-    /// runs V2 for every model (vLLM 0.29.0's release notes: "MRV2 is now the default
-    /// runner for all models"; the 0.30.0 logs of MoE and FP8 models print
-    /// `model_runner.py` lines), speculative decoding with the V1 runner's profile
+    /// runs V2 for every model (vLLM 0.29.0's release,
+    /// https://github.com/vllm-project/vllm/releases/tag/v0.29.0, as summarised in
+    /// https://github.com/blazux/qwen3.8-Flash-DGX/issues/14: "the default runner for all
+    /// models"; the 0.30 logs of MoE and FP8 models print `model_runner.py` lines), speculative decoding with the V1 runner's profile
     /// (the drafter read there only).
     pub(super) fn rules(self, input: &EstimateInput, speculative: bool) -> &'static Rules {
         match self {
