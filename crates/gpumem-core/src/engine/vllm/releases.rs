@@ -90,8 +90,8 @@ impl VllmVersion {
     /// 0.29's rules: its logs print what 0.29 brought (Model Runner V2 for MoE and FP8
     /// models, the CUDA-graph estimate taken off the pool), and what changed after it
     /// in the stored sources (the FULL graphs extrapolated by token count) lies inside
-    /// the assumed per-graph cost. 0.28 (Model Runner V2 for some models more than
-    /// 0.27, no estimate under V2) is not carried.
+    /// the assumed per-graph cost. 0.28 (where V2's wider rollout began, its graph
+    /// estimate not yet there; which models it ran on V2 was not read) is not carried.
     pub fn parse(text: &str) -> Result<VllmVersion, EstimateError> {
         let mut parts = text.trim().trim_start_matches('v').split('.');
         let patch = |p: Option<&str>| -> Option<u64> {
