@@ -2154,13 +2154,18 @@ def _trace(w, group):
         generate = max(w.get("generate", 0), 1)
         keep_all = w.get("logits") == "all"
         with torch.no_grad(), mode:
+            # generate() always hands the prefill an attention mask: the caller's, else an
+            # int64 one of ones over the prompt (`_prepare_attention_mask_for_generation`,
+            # generation/utils.py, transformers 5.23), held through the forward; SDPA's
+            # materialised masks take it in (`padding_mask_function`, masking_utils.py).
+            mask = torch.ones(ids.shape, dtype=torch.long, device=ids.device)
             tracker.begin("prefill", 0)
-            out = model(input_ids=ids, use_cache=True, logits_to_keep=0 if keep_all else 1)
+            out = model(input_ids=ids, attention_mask=mask, use_cache=True, logits_to_keep=0 if keep_all else 1)
             cache = out.past_key_values
             # generate(): the next token's scores are an fp32 copy of the last logits.
             scores = out.logits[:, -1, :].to(dtype=torch.float32, copy=True)
             token = scores.argmax(dim=-1, keepdim=True)
-            del out, scores
+            del out, scores, mask
             _mark_cache(tracker, cache, sets)
             close("prefill", None)
             tracker.begin("decode", 0)

@@ -943,7 +943,7 @@ const QWEN3_VL_MOE: &str = "Qwen--Qwen3-VL-30B-A3B-Instruct.json@2";
 /// its vision tower idle) at two lengths under SDPA and eager: derived equal to the
 /// trace to the byte. Gemma 2 refuses SDPA, which it runs eager: its SDPA cases are
 /// traced eager. Every position's logits: one gemma-2-2b layer (soft-capped) and
-/// gemma-3-1b.
+/// gemma-3-1b. A long prompt under SDPA peaks while the sliding mask is built.
 const GEMMA_PREFILLS: &[Prefill] = &[
     pf("gemma-2-2b.json", "sdpa", 1, 512, false),
     pf("gemma-2-2b.json", "eager", 1, 512, false),
@@ -959,6 +959,9 @@ const GEMMA_PREFILLS: &[Prefill] = &[
     pf("gemma-3-4b.json", "eager", 1, 2048, false),
     pf("gemma-2-2b.json@1", "eager", 1, 512, true),
     pf("gemma-3-1b.json", "sdpa", 1, 512, true),
+    // A long prompt under SDPA: the sliding mask's creation, before the first layer, is
+    // the peak (three tokens² booleans at once).
+    pf("gemma-3-4b.json@6", "sdpa", 1, 131072, false),
 ];
 
 /// Llama 4's text decoder (`Llama4ForCausalLM` over the text config: the trace's

@@ -3679,14 +3679,18 @@ pub struct Prefill {
 }
 
 /// The boolean mask SDPA is handed over a text prompt (the one [`decoder_prefill`]
-/// counts): none for plain causal attention, which SDPA runs with `is_causal`; one
-/// sequence's tokens² where a sliding window is no longer than the prompt, or where
+/// counts): none for plain causal attention, which SDPA runs with `is_causal`;
+/// sequences × tokens² where a sliding window is no longer than the prompt, or where
 /// Qwen2-MoE builds its sliding-window mask whatever its layers use (masking_utils.py
-/// `sdpa_mask`, `_ignore_causal_mask_sdpa`, `causal_mask.expand` over the sequences:
-/// a view; transformers 5.23).
-fn sdpa_text_mask(a: &Architecture, seq: u64, window: Option<u64>) -> u64 {
+/// `sdpa_mask`, `_ignore_causal_mask_sdpa`; transformers 5.23). `generate` always
+/// hands the prefill an attention mask (`_prepare_attention_mask_for_generation`,
+/// generation/utils.py: ones over the prompt when the caller gives none), which
+/// `sdpa_mask` ands into the mask (`padding_mask_function`: `padding_mask[batch_idx,
+/// kv_idx]`, one row per sequence), so the mask is one per sequence, not a view of
+/// one sequence's expanded.
+fn sdpa_text_mask(a: &Architecture, seq: u64, batch: u64, window: Option<u64>) -> u64 {
     if a.moe.is_some_and(|m| m.shared_gate) || window.is_some_and(|w| w <= seq) {
-        block(&[seq, seq])
+        block(&[batch, seq, seq])
     } else {
         0
     }
@@ -3725,7 +3729,7 @@ pub fn image_prompt_masks(
         return 0;
     }
     let masks = if gemma3 || window.is_some() { 2 } else { 1 };
-    mul(&[masks, block(&[batch, seq, seq])]).saturating_sub(sdpa_text_mask(a, seq, window))
+    mul(&[masks, block(&[batch, seq, seq])]).saturating_sub(sdpa_text_mask(a, seq, batch, window))
 }
 
 /// The peak of one prefill (`generate`'s first forward, no gradients, a `DynamicCache`)
@@ -3882,10 +3886,13 @@ pub fn decoder_prefill(
             if two_masks { 2 } else { 1 },
             block(&[batch, seq, seq, value]),
         ]),
-        AttentionImpl::Sdpa => sdpa_text_mask(a, seq, window),
+        AttentionImpl::Sdpa => sdpa_text_mask(a, seq, batch, window),
         _ => 0,
     };
-    let ids = block(&[t, 8]);
+    // The input ids and `generate`'s int64 attention mask over the prompt, both held
+    // through the forward (`_prepare_attention_mask_for_generation`,
+    // generation/utils.py, transformers 5.23).
+    let ids = mul(&[2, block(&[t, 8])]);
     // OLMo-2's rotary embedding returns cos and sin in fp32 (modeling_olmo2.py).
     let rope = if post_norms { 4 } else { value };
     // Multimodal RoPE expands the positions to every sequence before it computes cos
@@ -4091,10 +4098,52 @@ pub fn decoder_prefill(
     } else {
         ("the logits' fp32 copy", ids, 0, add(&[kept, fp32]), 0)
     };
+    // SDPA's materialised mask, built before the first layer (masking_utils.py
+    // `sdpa_mask`, non-vmap path, transformers 5.23): `and_masks` evaluates the sliding
+    // overlay (`kv_idx > q_idx - sliding_window`), ands it into its running result, then
+    // the causal comparison (`kv_idx <= q_idx`) and its and: the running result, the
+    // comparison and their and, three tokens² booleans at once; the outer `and_masks`
+    // then ands the padding rows (`padding_mask[batch_idx, kv_idx]`), the previous
+    // result beside the sequences × tokens² one. Held meanwhile: the input ids,
+    // `generate`'s attention mask and its boolean copy (`_preprocess_mask_arguments`),
+    // the embeddings, the position ids and another int64 index over the prompt
+    // (`arange`), the batch's and the head's indices and `and_masks`' scalar result.
+    // Eager's additive masks are built the same way, but its attention's tokens²
+    // tensors (heads × (v + 8) per sequence) stay above them. The KV cache is still
+    // empty at this moment; the lines leave the estimate's KV line beside it (over by
+    // the cache, never under).
+    let square = block(&[seq, seq]);
+    let at_masks = if attention == AttentionImpl::Sdpa && mask > 0 {
+        (
+            "the SDPA masks' creation, before the first layer",
+            add(&[
+                ids,
+                hidden,
+                mul(&[2, block(&[seq, 8])]),
+                block(&[t]),
+                block(&[batch, 8]),
+                block(&[8]),
+                block(&[1]),
+            ]),
+            mul(&[3, square]).max(add(&[square, block(&[batch, seq, seq])])),
+            0,
+            0,
+        )
+    } else {
+        ("", 0, 0, 0, 0)
+    };
     let total = |m: &(&'static str, u64, u64, u64, u64)| add(&[m.1, m.2, m.3]).saturating_sub(m.4);
     // A tie keeps the MLP's moment: the same bytes either way.
     let mut peak = at_mlp;
-    for m in [at_moe, at_attention, at_rope, at_latent, at_norm, at_logits] {
+    for m in [
+        at_moe,
+        at_attention,
+        at_rope,
+        at_latent,
+        at_norm,
+        at_logits,
+        at_masks,
+    ] {
         if total(&m) > total(&peak) {
             peak = m;
         }
@@ -4129,7 +4178,12 @@ pub fn decoder_prefill(
         ),
     };
     let formula = format!(
-        "the highest of: {mlp_text}{}{}; RoPE before the last K/V are cached, less one layer's K/V; the final norm and the logits{}{}; plus the input ids, embeddings, cache positions and RoPE's cos/sin{} throughout ({}, every tensor in 512 B blocks)",
+        "the highest of: {mlp_text}{}{}{}; RoPE before the last K/V are cached, less one layer's K/V; the final norm and the logits{}{}; plus the input ids, generate's attention mask, embeddings, cache positions and RoPE's cos/sin{} throughout ({}, every tensor in 512 B blocks)",
+        if at_masks.2 > 0 {
+            "; SDPA's sliding mask being built before the first layer, the larger of 3·tokens² and (1 + sequences)·tokens² booleans (sdpa_mask's and_masks)"
+        } else {
+            ""
+        },
         match (eager, two_masks) {
             (true, true) =>
                 "; eager attention, (v + 8)·heads·tokens² per sequence and both masks (full and sliding)",
@@ -4276,8 +4330,10 @@ fn llama4_prefill(
     let (e, i, s) = (m.experts, m.expert_intermediate, m.shared_intermediate);
     let eager = attention == AttentionImpl::Eager;
     let hidden = block(&[t, value, h]);
+    // The input ids and `generate`'s int64 attention mask (generation/utils.py
+    // `_prepare_attention_mask_for_generation`), held through the forward.
     let once = add(&[
-        block(&[t, 8]),
+        mul(&[2, block(&[t, 8])]),
         hidden,
         block(&[seq, 8]),
         block(&[seq, d.div_ceil(2), 8]),
@@ -4375,7 +4431,7 @@ fn llama4_prefill(
     } else {
         ("", 0, 0, 0, 0)
     };
-    let ids = block(&[t, 8]);
+    let ids = mul(&[2, block(&[t, 8])]);
     let kept = block(&[batch, if all_logits { seq } else { 1 }, a.vocab, value]);
     let fp32 = block(&[batch, a.vocab, 4]);
     let at_logits = if hidden >= fp32 {
@@ -4672,7 +4728,9 @@ fn layernorm_prefill(
     } else {
         0
     };
-    let ids = block(&[t, 8]);
+    // The input ids and `generate`'s int64 attention mask (generation/utils.py
+    // `_prepare_attention_mask_for_generation`), held through the forward.
+    let ids = mul(&[2, block(&[t, 8])]);
     let rot = if a.rotary_dims > 0 {
         a.rotary_dims
     } else {
@@ -5091,14 +5149,14 @@ mod tests {
         assert_eq!(flash.moment, "the last layer's MLP");
         assert_eq!(
             (flash.intermediates, flash.scores, flash.logits),
-            (67_252_224, 0, 0)
+            (67_260_416, 0, 0)
         );
         let eager = decoder_prefill(&a, 512, 2, 2, AttentionImpl::Eager, None, false).unwrap();
         assert_eq!(eager.moment, "the last layer's eager attention");
-        assert_eq!(eager.intermediates + eager.scores, 194_129_920);
+        assert_eq!(eager.intermediates + eager.scores, 194_138_112);
         let all = decoder_prefill(&a, 512, 2, 2, AttentionImpl::Flash, None, true).unwrap();
         assert_eq!(all.moment, "the logits");
-        assert_eq!((all.intermediates, all.logits), (4_202_496, 262_668_288));
+        assert_eq!((all.intermediates, all.logits), (4_210_688, 262_668_288));
         assert_eq!(flash.assumed_because, None);
     }
 
@@ -5135,7 +5193,7 @@ mod tests {
             decoder_prefill(&qwen_vl, 512, 2, 2, AttentionImpl::Flash, None, false).unwrap();
         assert_eq!(flash.assumed_because, None);
         assert_eq!(flash.moment, "the last layer's MLP");
-        assert_eq!(flash.intermediates, 67_252_224 + 131_072);
+        assert_eq!(flash.intermediates, 67_260_416 + 131_072);
         // One sequence: the same bytes as Llama's.
         let one = |a: &Architecture| {
             decoder_prefill(a, 512, 1, 2, AttentionImpl::Sdpa, None, false)
@@ -5839,17 +5897,17 @@ mod tests {
         let mlp = "the last layer's MLP";
         let attention = "the last layer's eager attention";
         let rows = [
-            (gemma2, sdpa, 512, 1, 4096, 43_524_096, mlp),
-            (gemma2, eager, 512, 1, 4096, 43_524_096, mlp),
-            (gemma2, sdpa, 1024, 2, 4096, 230_711_296, attention),
-            (gemma3, sdpa, 512, 1, 512, 27_271_168, mlp),
-            (gemma3, eager, 512, 1, 512, 30_154_752, mlp),
-            (gemma3, sdpa, 1024, 2, 512, 106_979_328, mlp),
-            (gemma3, eager, 1024, 2, 512, 131_096_576, mlp),
-            (gemma3, AttentionImpl::Flash, 512, 1, 512, 27_009_024, mlp),
-            (gemma3_4b, sdpa, 512, 1, 1024, 42_999_808, mlp),
-            (gemma3_4b, sdpa, 2048, 2, 1024, 343_982_080, mlp),
-            (gemma3_4b, eager, 2048, 1, 1024, 413_171_712, attention),
+            (gemma2, sdpa, 512, 1, 4096, 43_528_192, mlp),
+            (gemma2, eager, 512, 1, 4096, 43_528_192, mlp),
+            (gemma2, sdpa, 1024, 2, 4096, 230_727_680, attention),
+            (gemma3, sdpa, 512, 1, 512, 27_275_264, mlp),
+            (gemma3, eager, 512, 1, 512, 30_158_848, mlp),
+            (gemma3, sdpa, 1024, 2, 512, 108_044_288, mlp),
+            (gemma3, eager, 1024, 2, 512, 131_112_960, mlp),
+            (gemma3, AttentionImpl::Flash, 512, 1, 512, 27_013_120, mlp),
+            (gemma3_4b, sdpa, 512, 1, 1024, 43_003_904, mlp),
+            (gemma3_4b, sdpa, 2048, 2, 1024, 348_209_152, mlp),
+            (gemma3_4b, eager, 2048, 1, 1024, 413_188_096, attention),
         ];
         for (a, attention, seq, batch, window, traced, moment) in rows {
             let p = decoder_prefill(&a, seq, batch, 2, attention, Some(window), false).unwrap();
@@ -5860,12 +5918,27 @@ mod tests {
                 "{attention:?} {batch} × {seq}"
             );
         }
+        // A long prompt under SDPA peaks while the sliding mask is built, before the
+        // first layer: three tokens² booleans at once (six layers of gemma-3-4b,
+        // 131 072 tokens, traced: 52 215 023 104 B; the MLP's moment gave 28 187 828 224).
+        let six = Architecture {
+            layers: 6,
+            ..gemma3_4b
+        };
+        let p = decoder_prefill(&six, 131_072, 1, 2, sdpa, Some(1024), false).unwrap();
+        assert_eq!(
+            (p.intermediates + p.scores, p.moment),
+            (
+                52_215_023_104,
+                "the SDPA masks' creation, before the first layer"
+            )
+        );
         let p = decoder_prefill(&gemma2, 512, 1, 2, sdpa, Some(4096), false).unwrap();
         assert_eq!(p.attention, eager);
         let p = decoder_prefill(&gemma2, 512, 1, 2, AttentionImpl::Efficient, None, false);
         assert!(p.unwrap().assumed_because.is_some());
         // Soft-capped logits: one layer, every position's logits, the quotient beside
-        // lm_head's output (traced: 2 363 392 B and 524 288 000 B of logits).
+        // lm_head's output (traced: 2 367 488 B and 524 288 000 B of logits).
         let one = Architecture {
             layers: 1,
             ..gemma2
@@ -5873,7 +5946,7 @@ mod tests {
         let p = decoder_prefill(&one, 512, 1, 2, eager, Some(4096), true).unwrap();
         assert_eq!(
             (p.intermediates + p.scores, p.logits, p.moment),
-            (2_363_392, 524_288_000, "the logits")
+            (2_367_488, 524_288_000, "the logits")
         );
     }
 
@@ -5881,7 +5954,7 @@ mod tests {
     /// trace` (transformers 5.23 on the meta device, bf16): GraniteMoE's router (fp32
     /// logits, cast weights), one expert a token (the sum over k is the peak), and MoE
     /// layers every second layer (the last MoE layer's moment less the K/V of the dense
-    /// layer after it: the trace's temporaries at that moment are 76 063 744 B beside a
+    /// layer after it: the trace's temporaries at that moment are 76 067 840 B beside a
     /// cache one layer short).
     #[test]
     fn moe_prefills_equal_their_traces() {
@@ -5907,21 +5980,21 @@ mod tests {
                 AttentionImpl::Sdpa,
                 512,
                 1,
-                115_663_872,
+                115_667_968,
             ),
             (
                 with(granite, "{}"),
                 AttentionImpl::Eager,
                 256,
                 2,
-                124_181_504,
+                124_185_600,
             ),
             (
                 with(granite, "{}"),
                 AttentionImpl::Flash,
                 2048,
                 1,
-                462_652_416,
+                462_668_800,
             ),
             (
                 with(
@@ -5931,7 +6004,7 @@ mod tests {
                 AttentionImpl::Flash,
                 512,
                 1,
-                79_989_760,
+                79_993_856,
             ),
             (
                 with(
@@ -5941,7 +6014,7 @@ mod tests {
                 AttentionImpl::Flash,
                 512,
                 1,
-                76_063_744,
+                76_067_840,
             ),
             (
                 with(
@@ -5951,7 +6024,7 @@ mod tests {
                 AttentionImpl::Flash,
                 512,
                 1,
-                76_063_744 - 1_048_576,
+                76_067_840 - 1_048_576,
             ),
         ];
         for (a, attention, seq, batch, traced) in rows {
@@ -6157,12 +6230,12 @@ mod tests {
         // gpumem-agent trace, transformers 5.23 on the meta device, bf16, 1 sequence: the
         // last MoE layer's experts (beyond one 8 192-token chunk with SDPA's chunked
         // mask), and at 16 384 tokens under eager the last (NoPE) layer's attention.
-        assert_eq!(peak(&a, 512, AttentionImpl::Sdpa), (647_274_496, None));
-        assert_eq!(peak(&a, 512, AttentionImpl::Eager), (669_294_592, None));
-        assert_eq!(peak(&a, 9000, AttentionImpl::Sdpa), (11_458_873_344, None));
+        assert_eq!(peak(&a, 512, AttentionImpl::Sdpa), (647_278_592, None));
+        assert_eq!(peak(&a, 512, AttentionImpl::Eager), (669_298_688, None));
+        assert_eq!(peak(&a, 9000, AttentionImpl::Sdpa), (11_458_945_536, None));
         assert_eq!(
             peak(&a, 16_384, AttentionImpl::Eager),
-            (45_038_895_104, None)
+            (45_039_026_176, None)
         );
         assert!(peak(&a, 512, AttentionImpl::Flash).1.is_some());
         let other = Architecture {

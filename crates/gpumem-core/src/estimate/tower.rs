@@ -1678,7 +1678,8 @@ mod tests {
     /// byte a token), and for Gemma 3 and PaliGemma the image's bidirectional
     /// attention, its int64 block ids and, under SDPA, a boolean sequences × tokens²
     /// mask for each of the masks the model builds less the text prompt's (Gemma-3-4B:
-    /// two, beyond one tokens² mask from its 1 024-token window on; PaliGemma's Gemma:
+    /// two, beyond the text prompt's sequences × tokens² mask from its 1 024-token window
+    /// on; PaliGemma's Gemma:
     /// one; PaliGemma 2's Gemma 2 runs eager, whose masks are the text prompt's size).
     /// Llama 4's traced figure also holds the projected image embeddings
     /// (`projected_vision_flat`, 720 × 5 120 × 2 B), which the tower's outputs count.
@@ -1716,7 +1717,9 @@ mod tests {
         let projected = 720 * 5120 * 2;
         let cases: [(&str, &str, &str, &str, &str, u64); 10] = [
             (gemma3, "sdpa", "1", "512", "", 528_896),
-            (gemma3, "sdpa", "2", "2048", "", 12_619_776),
+            // Traced beyond one tokens² mask; the text prompt's own is now one per
+            // sequence (`generate`'s attention mask), 2 048² B of it no longer the image's.
+            (gemma3, "sdpa", "2", "2048", "", 12_619_776 - 4_194_304),
             (gemma3, "eager", "1", "2048", "", 18_432),
             (gemma3, "eager", "2", "1024", "", 18_432),
             (&pg1, "sdpa", "1", "2048", "", 4_212_736),
