@@ -735,6 +735,12 @@ pub struct Architecture {
     /// `final_logit_softcapping`): training keeps the tanh's output for its backward.
     #[serde(default)]
     pub logit_softcap: bool,
+    /// A prompt's image tokens attend to each other both ways in the sliding layers
+    /// (Gemma 4's `use_bidirectional_attention: "vision"`): `Gemma4Model.forward`
+    /// holds the image's int64 block ids through the language model and builds the
+    /// sliding mask with them (`create_masks_for_vision_model`, transformers 5.23).
+    #[serde(default)]
+    pub vision_bidirectional: bool,
     /// Attention and MLP read the same layer input, each through its own norm, and
     /// both outputs join the residual at once (GPT-NeoX's `use_parallel_residual`):
     /// the second norm's input is the layer's input, not a new sum.
@@ -1044,6 +1050,7 @@ impl Architecture {
         learned_positions: 0,
         attn_sinks: false,
         logit_softcap: false,
+        vision_bidirectional: false,
         parallel_residual: false,
         gelu_new: false,
         embed_proj: 0,
@@ -1461,6 +1468,8 @@ pub const DECODER_FACTS: &[Fact] = &[
         .underived(GATE_OR_SINKS),
     fact("logit-softcap", G::Variants, K::Bool(Architecture::BASE.logit_softcap), "Soft-capped logits", "",
         "The final logits pass through cap·tanh(x / cap) (Gemma 2 and 4: final_logit_softcapping)", at!(logit_softcap)),
+    fact("vision-bidirectional", G::Variants, K::Bool(Architecture::BASE.vision_bidirectional), "Bidirectional image tokens", "",
+        "An image's tokens attend to each other both ways in the sliding layers (Gemma 4: use_bidirectional_attention \"vision\")", at!(vision_bidirectional)),
     fact("parallel-residual", G::Variants, K::Bool(Architecture::BASE.parallel_residual), "Parallel residual", "",
         "Attention and MLP read the same layer input through their own norms (GPT-NeoX: use_parallel_residual)", at!(parallel_residual))
         .underived(LAYERNORM_STYLE),

@@ -3713,7 +3713,8 @@ fn sdpa_text_mask(a: &Architecture, seq: u64, batch: u64, window: Option<u64>) -
 /// are sequences × tokens² × v either way, and flash attention takes no tokens²
 /// mask. Checked to the byte against traces of the whole models (tower outputs
 /// handed over as `generate` hands them, a prompt with the image's tokens, two to six
-/// layers; `tests/cases/tower_check.py --prefill`).
+/// layers; `tests/cases/tower_check.py --prefill`). Gemma 4 with
+/// [`Architecture::vision_bidirectional`] builds one such mask, its sliding layers'.
 pub fn image_prompt_masks(
     a: &Architecture,
     seq: u64,
@@ -3728,7 +3729,18 @@ pub fn image_prompt_masks(
     if attention != AttentionImpl::Sdpa || gemma2 {
         return 0;
     }
-    let masks = if gemma3 || window.is_some() { 2 } else { 1 };
+    // Gemma 4 with `use_bidirectional_attention: "vision"` overlays the image's block
+    // ids on its sliding mask only (`create_masks_for_vision_model`, modeling_gemma4.py:
+    // the full layers' `create_causal_mask` keeps SDPA's causal skip); the overlay's
+    // `or_mask_function` turns the skip off, so the sliding mask is built whatever the
+    // prompt's length.
+    let masks = if a.vision_bidirectional {
+        1
+    } else if gemma3 || window.is_some() {
+        2
+    } else {
+        1
+    };
     mul(&[masks, block(&[batch, seq, seq])]).saturating_sub(sdpa_text_mask(a, seq, batch, window))
 }
 

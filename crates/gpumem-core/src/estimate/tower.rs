@@ -1159,7 +1159,13 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
     // language model's over the whole prompt (`decoder_prefill`), and the deepstack
     // sums in Qwen3-VL's first layers (`_deepstack_process`: a clone of the hidden
     // states and two image-token-sized tensors) stay below their MLP's moment.
-    // Gemma 4's masks are its merge's (`merge`).
+    // Gemma 4's placeholder masks are its merge's (`merge`); its forward holds the
+    // image's token count (`n_image_tokens = image_mask.sum()`, an int64 scalar)
+    // through the language model, and with `use_bidirectional_attention: "vision"` the
+    // image's block ids (`get_block_sequence_ids_for_mask`: `torch.where(is_vision,
+    // vision_group_ids, -1)`, int64 a token) and, under SDPA, the sliding mask they
+    // overlay (`Gemma4Model.forward`, `create_masks_for_vision_model`,
+    // modeling_gemma4.py, transformers 5.23).
     let tokens = input.context.unwrap_or(0);
     let mask = if tower.pool == 0 {
         t(&[images, tokens])?
@@ -1177,6 +1183,20 @@ pub(super) fn vision_tower(input: &EstimateInput, b: &mut Builder) -> Result<(),
                 input.sliding_window,
             ),
         ])?
+    } else if tower.pool > 0 && a.vision_bidirectional {
+        sum(&[
+            r(8),
+            t(&[images, tokens, 8])?,
+            crate::training::image_prompt_masks(
+                &a,
+                tokens,
+                images,
+                input.attention,
+                input.sliding_window,
+            ),
+        ])?
+    } else if tower.pool > 0 {
+        r(8)
     } else {
         0
     };
@@ -1715,11 +1735,16 @@ mod tests {
         let gemma3 = include_str!("../../tests/cases/configs/gemma-3-4b.json");
         let scout = include_str!("../../tests/cases/configs/llama-4-scout.json");
         let projected = 720 * 5120 * 2;
-        let cases: [(&str, &str, &str, &str, &str, u64); 10] = [
+        let gemma4 = include_str!("../../tests/cases/configs/gemma-4-31b.json");
+        // Gemma 4's `torch.cat` of the image's embeddings, which the tower's outputs
+        // count (280 soft tokens × 5 376 × 2 B).
+        let features = 280 * 5376 * 2;
+        let cases: [(&str, &str, &str, &str, &str, u64); 13] = [
             (gemma3, "sdpa", "1", "512", "", 528_896),
-            // Traced beyond one tokens² mask; the text prompt's own is now one per
-            // sequence (`generate`'s attention mask), 2 048² B of it no longer the image's.
-            (gemma3, "sdpa", "2", "2048", "", 12_619_776 - 4_194_304),
+            // The text prompt's own sliding mask is one per sequence (`generate`'s
+            // attention mask, which both traces pass): 12 619 776 B before the text
+            // prompt had it.
+            (gemma3, "sdpa", "2", "2048", "", 8_425_472),
             (gemma3, "eager", "1", "2048", "", 18_432),
             (gemma3, "eager", "2", "1024", "", 18_432),
             (&pg1, "sdpa", "1", "2048", "", 4_212_736),
@@ -1728,6 +1753,12 @@ mod tests {
             (scout, "sdpa", "1", "2048", "720", 7_374_848 - projected),
             (scout, "eager", "1", "1024", "720", 7_373_824 - projected),
             (scout, "sdpa", "1", "9000", "720", 7_382_016 - projected),
+            // The block ids (8 B a token) and the token count (512 B); under SDPA a
+            // prompt within the window builds the sliding mask only with the image
+            // (512² B).
+            (gemma4, "sdpa", "1", "2048", "280", 3_027_456 - features),
+            (gemma4, "sdpa", "1", "512", "280", 3_277_312 - features),
+            (gemma4, "eager", "1", "2048", "280", 3_027_456 - features),
         ];
         for (config, attention, sequences, context, tokens, traced) in cases {
             let c = crate::import::config::parse_config(config).unwrap();

@@ -52,8 +52,9 @@ With `--prefill`, each of PREFILL_CASES runs the whole model's first forward
 (`AutoModelForImageTextToText`, its text config cut to the given layers, the layer
 types kept in their pattern) twice on the meta device: over a prompt holding the
 image, handed the tower's output as generate hands it over (`mm_encoder_outputs`)
-with the processor's `attention_mask` and (Gemma 3, PaliGemma) `token_type_ids`, and
-over a text prompt as `gpumem-agent trace` runs it; the line is the first's peak less
+with the processor's `attention_mask` and (Gemma 3, PaliGemma) `token_type_ids` (Gemma
+4: `mm_token_type_ids`), and over a text prompt as `gpumem-agent trace` runs it (with
+`generate`'s attention mask of ones); the line is the first's peak less
 the second's, what the image's prompt holds through the language model beyond a text
 prompt's (the placeholder mask, the bidirectional attention's block ids and masks,
 Llama 4's projected image embeddings), which `src/estimate/tower.rs` counts.
@@ -63,6 +64,7 @@ the tile's side and the tiles), the traced peak in bytes; arguments keep the cas
 whose model names contain one of them. `src/estimate/tower.rs`'s test holds these figures. Run with
 transformers 5.23 and torch 2.11 (`$GPUMEM_TOOLS/torch-venv/bin/python`).
 """
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -297,6 +299,28 @@ def _merge_mode(count):
     return Mode()
 
 
+def _index_mode(count):
+    """Gemma 4's boolean index of the embeddings (`inputs_embeds[image_mask].numel()`)
+    run as ATen runs it, its `nonzero()` allocated at the known count, through the
+    whole forward."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is aten.index.Tensor and any(
+                    i is not None and i.dtype == torch.bool for i in args[1]):
+                src, idx = args
+                (mask,) = [i for i in idx if i is not None]
+                nz = torch.empty((count, mask.dim()), dtype=torch.int64, device="meta")
+                return func(src, list(nz.unbind(1)))
+            return func(*args, **kwargs)
+
+    return Mode()
+
+
 def trace_merge(tr, model, mt, cfg, out, images, soft, prompt):
     """The forward's merge of the image embeddings `out` (get_image_features' output,
     as generate hands it over in `mm_encoder_outputs`) into a prompt of `prompt`
@@ -442,19 +466,38 @@ def _prefill_peak(name, attn, height, width, images, prompt, layers, image):
             model = transformers.AutoModelForImageTextToText.from_config(
                 cfg, attn_implementation=attn, dtype=torch.bfloat16).eval()
         ids = torch.zeros(rows, prompt, dtype=torch.int64, device="meta")
-        kw = {"input_ids": ids, "use_cache": True, "logits_to_keep": 1}
-        if image:
+        # generate hands either prompt an attention mask (ones where the caller gives
+        # none: `_prepare_attention_mask_for_generation`, generation/utils.py).
+        kw = {"input_ids": ids, "use_cache": True, "logits_to_keep": 1,
+              "attention_mask": torch.ones(rows, prompt, dtype=torch.int64, device="meta")}
+        index = contextlib.nullcontext()
+        if image and mt == "gemma4":
+            # Images filling their budget (as `trace` runs them), and the processor's
+            # `mm_token_type_ids`, which generate passes to the prefill.
+            vc = cfg.vision_config
+            p, k = vc.patch_size, vc.pooling_kernel_size
+            soft = (height // p) * (width // p) // (k * k)
+            assert soft in GEMMA4_BUDGETS
+            px = torch.zeros(images, soft * k * k, 3 * p * p, dtype=torch.float32, device="meta")
+            pos = torch.zeros(images, soft * k * k, 2, dtype=torch.int64, device="meta")
+            with _gemma4_mask_mode(images * soft, images, False):
+                out = model.model.get_image_features(pixel_values=px, image_position_ids=pos)
+            del px, pos
+            kw["mm_encoder_outputs"] = {"image": out}
+            kw["mm_token_type_ids"] = torch.zeros(rows, prompt, dtype=torch.int64, device="meta")
+            index = _index_mode(rows * soft * tc.hidden_size)
+        elif image:
             pdt = torch.bfloat16 if mt == "llama4" else torch.float32
             px = torch.zeros(images, 3, height, width, dtype=pdt, device="meta")
             out = getattr(model, "model", model).get_image_features(pixel_values=px)
             del px
             kw["mm_encoder_outputs"] = {"image": out}
-            kw["attention_mask"] = torch.ones(rows, prompt, dtype=torch.int64, device="meta")
             if mt in ("gemma3", "paligemma"):
                 kw["token_type_ids"] = torch.zeros(rows, prompt, dtype=torch.int64, device="meta")
         tr.begin("prefill")
         start = tr.allocated
-        logits = model(**kw).logits
+        with index:
+            logits = model(**kw).logits
         # generate(): the next token's scores are an fp32 copy of the last logits.
         scores = logits[:, -1, :].to(dtype=torch.float32, copy=True)
         tr.end()
@@ -498,6 +541,9 @@ PREFILL_CASES = [
     ("paligemma-3b-pt-224", "sdpa", 224, 224, 1, 2048, 2),
     ("paligemma-3b-pt-224", "eager", 224, 224, 2, 1024, 2),
     ("paligemma2-3b-pt-448", "eager", 448, 448, 1, 2048, 2),
+    ("gemma-4-31b", "sdpa", 672, 960, 1, 2048, 6),
+    ("gemma-4-31b", "sdpa", 672, 960, 1, 512, 6),
+    ("gemma-4-31b", "eager", 672, 960, 1, 2048, 6),
     ("llama-4-scout", "sdpa", 336, 336, 5, 2048, 2),
     ("llama-4-scout", "eager", 336, 336, 5, 1024, 2),
     ("llama-4-scout", "sdpa", 336, 336, 5, 9000, 4),

@@ -127,10 +127,9 @@ pub(crate) const GEMMA4: Family = Family {
     },
     head_dim: 256,
     sliding: Sliding::Pattern(6),
-    // Bidirectional attention over images changes the mask, not the tensors.
     // transformers writes the global layers' overrides as per_layer_config (read
     // from the global keys).
-    inert: "use_bidirectional_attention per_layer_config",
+    inert: "per_layer_config",
     hook: Some(gemma4),
     tower: Some(|root, tower, hidden| Ok(gemma4_vision(root, tower, hidden)?.map(|n| (n, None)))),
     tower_rope: Some(gemma4_vision_rope),
@@ -165,6 +164,11 @@ fn gemma4_vision_rope(tower: &Value) -> Result<u64, EstimateError> {
 
 fn gemma4(c: &Cfg, d: &mut Draft) -> Result<(), EstimateError> {
     let layers = d.arch.layers;
+    // `use_bidirectional_attention: "vision"`: an image prompt's block ids and its
+    // sliding mask built with them (`Gemma4Model.forward`, modeling_gemma4.py,
+    // transformers 5.23); "all" makes every layer bidirectional, its sliding window
+    // halved (`Gemma4TextConfig.__post_init__`), which no fact describes.
+    d.arch.vision_bidirectional = c.str("use_bidirectional_attention") == Some("vision");
     // Per-layer input embeddings (Gemma4TextModel's `embed_tokens_per_layer`, with
     // Gemma4TextConfig's `vocab_size_per_layer_input` default 262 144).
     let per_layer = c.uint("hidden_size_per_layer_input")?.unwrap_or(0);
