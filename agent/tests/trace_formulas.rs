@@ -905,6 +905,8 @@ const PREFILLS: &[Prefill] = &[
     pf("phi-3-mini-4k.json", "eager", 1, 512, false),
     pf("phi-3-mini-4k.json", "sdpa", 1, 2048, false),
     pf("mistral-7b-v0.1.json", "flash", 1, 1024, false),
+    // A sliding window no longer than the prompt: SDPA's mask, one per sequence.
+    pf("mistral-7b-v0.1.json@2", "sdpa", 2, 4096, false),
     pf("gemma-2-2b.json", "flash", 1, 512, false),
     pf("pythia-160m.json", "sdpa", 1, 512, false),
     pf("olmo-2-7b.json", "sdpa", 1, 512, false),
