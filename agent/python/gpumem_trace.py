@@ -534,7 +534,7 @@ def _asked_for_meta_by_name():
     return False
 
 
-def _dispatch_mode(tracker):
+def _dispatch_mode(tracker, compiled=False):
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
@@ -542,6 +542,14 @@ def _dispatch_mode(tracker):
     scalar = torch.ops.aten._local_scalar_dense.default
 
     class Watch(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls):
+            # Under torch.compile the mode is off while Dynamo and AOTAutograd trace
+            # and on again while the compiled graphs run (torch 2.11
+            # utils/_python_dispatch.py, `TorchDispatchMode.ignore_compile_internals`):
+            # it sees the partitioned graphs' operators, as a GPU runs them.
+            return compiled
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             if func is scalar and _is_meta(args[0]):
                 t = args[0]
@@ -1773,6 +1781,64 @@ def _checkpoint_kwargs(torch, w):
     return kwargs
 
 
+def _compiled(torch, model):
+    """``torch.compile(model)`` through Inductor's own front half, run without its code
+    generation, so the step runs on the meta device.
+
+    The backend is ``torch._inductor.compile_fx.compile_fx`` (torch 2.11), as the
+    default ``torch.compile`` backend calls it: AOTAutograd traces the joint forward and
+    backward graph, applies Inductor's decompositions, and ``compile_fx.partition_fn``
+    runs Inductor's joint-graph passes then
+    ``torch._functorch.partitioners.min_cut_rematerialization_partition(...,
+    compiler="inductor")``, which chooses what the forward saves for the backward and
+    what the backward recomputes. Only ``inner_compile`` (``compile_fx_inner``: Inductor's
+    lowering, fusion, code generation and memory planning) is replaced: each
+    partitioned graph runs op by op through ``torch.fx.Interpreter.boxed_run``, which,
+    like Inductor's generated code, takes its inputs in a list it clears and frees each
+    value after its last use. What a generated kernel keeps inside itself (fused
+    intermediates never allocated, buffers reused by its memory planning) is not seen.
+
+    One Inductor setting differs: ``joint_graph_constant_folding`` is off, because its
+    pass (``fx_passes/joint_graph.py``, ``constant_fold_uniform_value`` then
+    ``remove_no_ops``) replaces every graph output on the meta device with an empty
+    tensor, taking the meta device for "no data"; it folds only tensors of one uniform
+    value (``full``, ``zeros``, ``ones``)."""
+    import torch._dynamo
+    from torch._inductor import config as inductor_config
+    from torch._inductor.compile_fx import compile_fx
+
+    def inner_compile(gm, example_inputs, **kwargs):
+        interpreter = torch.fx.Interpreter(gm, garbage_collect_values=True)
+
+        def run(args):
+            try:
+                return interpreter.boxed_run(args)
+            finally:
+                # The interpreter keeps the output node's value in its environment
+                # after returning it: dropped, so the caller alone holds the outputs.
+                interpreter.env = {}
+
+        run._boxed_call = True
+        return run
+
+    def backend(gm, example_inputs):
+        with inductor_config.patch(joint_graph_constant_folding=False):
+            return compile_fx(gm, example_inputs, inner_compile=inner_compile)
+
+    torch._dynamo.reset()
+    blocks = _decoder_blocks(torch, model)
+    if not blocks:
+        raise ValueError("torch.compile is traced for a decoder's layers: this model has no layer list")
+    for block in blocks:
+        block.compile(backend=backend, fullgraph=True)
+    _NOTES.add(
+        "torch.compile: the step as AOTAutograd and Inductor's partitioner split it "
+        "(min_cut_rematerialization_partition), each graph run op by op without Inductor's "
+        "code generation (its fused kernels' internal buffers and memory planning are not counted)"
+    )
+    return model
+
+
 def _build(torch, transformers, w):
     config_dict = dict(w["config"])
     model_type = config_dict.pop("model_type", None)
@@ -1968,6 +2034,14 @@ def _trace(w, group):
             build = dict(w, dtype="float32")
             group.dtype = getattr(torch, DTYPES[w["dtype"]])
             group.masters_sharded = True
+    if w.get("compile"):
+        # torch.compile as torchtitan applies it (each decoder block compiled on its
+        # own, `apply_compile`), for a plain step: full or LoRA training, one device,
+        # no checkpointing, no autocast.
+        if train not in ("full", "lora"):
+            raise ValueError("torch.compile is traced for full and LoRA training")
+        if group is not None or w["checkpointing"] or w.get("autocast"):
+            raise ValueError("torch.compile is traced for one device's step, without checkpointing or autocast")
     model, config = _build(torch, transformers, build)
     nf4_layers = 0
     if train == "qlora":
@@ -2052,7 +2126,7 @@ def _trace(w, group):
             sets["parameters"].add(r.index)
     masters = []
     b, s = w["sequences"], w["context"]
-    mode = _dispatch_mode(tracker)
+    mode = _dispatch_mode(tracker, compiled=bool(w.get("compile")))
     step_model = model
     with mode, _resize_hook(torch, tracker):
         if group is not None and group.scheme == "ddp":
@@ -2089,6 +2163,8 @@ def _trace(w, group):
         else:
             opt_params = [m for _, m in masters] if masters else [p for p in model.parameters() if p.requires_grad]
             optimizer = _optimizer(torch, w["optimizer"], opt_params)
+        if w.get("compile"):
+            step_model = _compiled(torch, step_model)
         by_op = None
         for step in (0, 1):
             if optimizer is not None:

@@ -174,6 +174,28 @@ class TinyLlama(unittest.TestCase):
         act = lambda d: [p for p in d["phases"] if p["name"] == "forward" and p["step"] == 1][0]["allocated_end_bytes"]
         self.assertLess(act(ckpt), act(full))
 
+    def test_compiled_step_keeps_what_the_partitioner_saves(self):
+        eager = self.run_trace()
+        compiled = self.run_trace(compile=True)
+        forward = lambda d: [p for p in d["phases"] if p["name"] == "forward" and p["step"] == 1][0]
+        ops = lambda d: {r["op"]: r["bytes"] for r in d["activations_by_op"]}
+        self.assertLess(forward(compiled)["at_peak"]["activations"], forward(eager)["at_peak"]["activations"])
+        # The partitioner recomputes SiLU and the RMSNorm's fp32 upcast in the backward:
+        # eager keeps SiLU's output (2 layers × 2 × 128 × 256 bf16) and the upcasts.
+        self.assertEqual(ops(eager)["silu"], 2 * 2 * 128 * 256 * 2)
+        self.assertNotIn("silu", ops(compiled))
+        self.assertLess(ops(compiled)["_to_copy"], ops(eager)["_to_copy"])
+        # The flash kernel's output and log-sum-exp are kept either way.
+        key = "_scaled_dot_product_flash_attention"
+        self.assertEqual(ops(compiled)[key], ops(eager)[key])
+        self.assertTrue(any("min_cut_rematerialization_partition" in n for n in compiled["notes"]))
+        for p in compiled["phases"]:
+            self.assertEqual(sum(p["at_peak"].values()), p["allocated_peak_bytes"], p["name"])
+
+    def test_compile_is_refused_with_checkpointing(self):
+        with self.assertRaises(ValueError):
+            self.run_trace(compile=True, checkpointing=True)
+
     def test_inference_has_prefill_decode_and_a_kv_cache(self):
         doc = self.run_trace(train="none", generate=4)
         names = [p["name"] for p in doc["phases"]]
