@@ -515,3 +515,79 @@ fn a_traced_step_is_attributed_to_the_estimates_lines() {
         text(&again.stderr)
     );
 }
+
+/// `--compile`: each decoder block under torch.compile, as torchtitan compiles them.
+/// Inductor's partitioner saves less than the eager step keeps (SiLU's output and the
+/// RMSNorms' fp32 upcasts are recomputed in the backward), the fused attention
+/// kernel's output and log-sum-exp are kept either way, and the report says what was
+/// traced and what was not counted.
+#[test]
+fn a_compiled_step_keeps_what_inductors_partitioner_saves() {
+    let Some(python) =
+        gpumem_e2e::torch_python("a_compiled_step_keeps_what_inductors_partitioner_saves")
+    else {
+        return;
+    };
+    let mut flags = LLAMA_1B.to_vec();
+    flags[3] = "1";
+    flags[5] = "512";
+    let (_, eager) = trace(&python, "llama-3.2-1b.json", &flags);
+    flags.push("--compile");
+    let (_, compiled) = trace(&python, "llama-3.2-1b.json", &flags);
+    let kept = |d: &serde_json::Value| at(phase(d, "forward", 1), "activations");
+    let by_op = |d: &serde_json::Value, op: &str| {
+        d["activations_by_op"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["op"] == op)
+            .map(|r| r["bytes"].as_u64().unwrap())
+    };
+    eprintln!(
+        "forward[1] keeps {} B eager, {} B compiled",
+        kept(&eager),
+        kept(&compiled)
+    );
+    assert!(kept(&compiled) < kept(&eager));
+    // SiLU's output, 16 layers × 512 tokens × 8192 bf16, eager only.
+    assert_eq!(by_op(&eager, "silu"), Some(16 * 512 * 8192 * 2));
+    assert_eq!(by_op(&compiled, "silu"), None);
+    let flash = "_scaled_dot_product_flash_attention";
+    assert_eq!(by_op(&compiled, flash), by_op(&eager, flash));
+    assert_eq!(compiled["workload"]["compile"], true);
+    assert!(eager["workload"].get("compile").is_none());
+    // The human report marks the partition and what it leaves out.
+    let human = agent()
+        .arg("trace")
+        .arg("--config")
+        .arg(config("llama-3.2-1b.json"))
+        .arg("--python")
+        .arg(&python)
+        .args(&flags)
+        .output()
+        .expect("agent runs");
+    let human = text(&human.stdout);
+    assert!(
+        human.contains("as Inductor's partition saves it") && human.contains("not counted"),
+        "{human}"
+    );
+    let notes = compiled["notes"].to_string();
+    assert!(
+        notes.contains("min_cut_rematerialization_partition") && notes.contains("not counted"),
+        "{notes}"
+    );
+    // Refused where the probe does not trace it.
+    let out = agent()
+        .args(["trace", "--compile", "--checkpointing", "true"])
+        .arg("--config")
+        .arg(config("llama-3.2-1b.json"))
+        .args(["--train", "full", "--context", "512"])
+        .output()
+        .expect("agent runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--compile"),
+        "{}",
+        text(&out.stderr)
+    );
+}

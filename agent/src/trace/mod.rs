@@ -63,6 +63,7 @@ pub struct Args {
     python: Option<OsString>,
     expandable_segments: Option<bool>,
     memory_history: Option<PathBuf>,
+    compile: bool,
     rank: u64,
     json: bool,
 }
@@ -100,6 +101,12 @@ impl clap::Args for Args {
                     .help("Record every allocation and free as PyTorch's allocator history would (a new file PATH, the pickle pytorch.org/memory_viz reads) and attribute each phase's peak to the estimate's lines"),
             )
             .arg(
+                Arg::new("compile")
+                    .long("compile")
+                    .action(ArgAction::SetTrue)
+                    .help("Trace the training step with each decoder block under torch.compile, as torchtitan compiles them: what AOTAutograd and Inductor's partitioner (min_cut_rematerialization_partition) save for the backward, each graph run without Inductor's code generation (its fused kernels' buffers and memory planning are not counted). Full or LoRA training on one GPU, without checkpointing or autocast"),
+            )
+            .arg(
                 Arg::new("expandable-segments")
                     .long("expandable-segments")
                     .value_name("BOOL")
@@ -128,6 +135,7 @@ impl FromArgMatches for Args {
             python: m.get_one::<OsString>("python").cloned(),
             expandable_segments: m.get_one::<bool>("expandable-segments").copied(),
             memory_history: m.get_one::<PathBuf>("memory-history").cloned(),
+            compile: m.get_flag("compile"),
             rank: m.get_one::<u64>("rank").copied().unwrap_or(0),
             json: m.get_flag("json"),
         })
@@ -185,6 +193,13 @@ pub fn run(args: Args) -> Result<Exit> {
         .unwrap_or_else(python::expandable_from_env);
     let workload = match python::workload_of(&input, expandable) {
         Ok(mut w) => {
+            if args.compile {
+                if let Err(why) = compile_allowed(&w) {
+                    crate::out::errln!("gpumem-agent: invalid input: --compile: {why}");
+                    return Ok(Exit::Unavailable);
+                }
+                w.compile = true;
+            }
             match (&mut w.ranks, args.rank) {
                 (Some(r), rank) if rank < r.world_size => r.rank = rank,
                 (Some(r), rank) => {
@@ -295,10 +310,15 @@ pub fn traced_lines(doc: &TraceDocument, train: TrainMode) -> Vec<TracedLine> {
                 label: format!("Activations + temporaries at the peak ({})", short(peak)),
                 bytes: transient,
                 formula: format!(
-                    "traced at the peak of {}: kept for backward {} B + temporaries {} B (the model's code on the meta device, allocator rounding)",
+                    "traced at the peak of {}: kept for backward {} B + temporaries {} B (the model's code on the meta device, allocator rounding){}",
                     where_(peak),
                     group_digits(c.activations),
-                    group_digits(c.temporaries)
+                    group_digits(c.temporaries),
+                    if doc.workload.compile {
+                        "; each decoder block under torch.compile, kept as Inductor's partition saves (min_cut_rematerialization_partition), its graphs run without Inductor's code generation: the fused kernels' buffers and its memory planning are not counted"
+                    } else {
+                        ""
+                    }
                 ),
             },
             TracedLine {
@@ -404,6 +424,25 @@ pub fn traced_lines(doc: &TraceDocument, train: TrainMode) -> Vec<TracedLine> {
     }
 }
 
+/// Whether the probe traces `--compile` for this workload: a single-device full or
+/// LoRA step without checkpointing or autocast (what it is checked against);
+/// anything else is refused, not traced as something else.
+pub fn compile_allowed(w: &gpumem_proto::trace::TraceWorkload) -> Result<(), &'static str> {
+    if w.train != "full" && w.train != "lora" {
+        return Err("the compiled step is traced for --train full or lora");
+    }
+    if w.ranks.is_some() {
+        return Err("the compiled step is traced on one GPU: leave out --gpus");
+    }
+    if w.checkpointing {
+        return Err("the compiled step is traced without checkpointing");
+    }
+    if w.autocast.is_some() {
+        return Err("the compiled step is traced without autocast");
+    }
+    Ok(())
+}
+
 /// The human report: phases, what was live at each peak, and where the activations
 /// come from.
 pub fn render(doc: &TraceDocument) -> String {
@@ -415,26 +454,32 @@ pub fn render(doc: &TraceDocument) -> String {
             "inference, {} × {} prompt tokens + {} generated",
             w.sequences, w.context, w.generate
         ),
-        t => format!(
-            "{t} training, {} × {} tokens, {}, master weights {}, checkpointing {}{}",
-            w.sequences,
-            w.context,
-            w.optimizer,
-            if w.master_weights && t == "full" {
-                "on"
+        t => {
+            format!(
+                "{t} training, {} × {} tokens, {}, master weights {}, checkpointing {}{}",
+                w.sequences,
+                w.context,
+                w.optimizer,
+                if w.master_weights && t == "full" {
+                    "on"
+                } else {
+                    "off"
+                },
+                match (w.checkpointing, w.checkpointing_policy.as_deref()) {
+                    (true, Some(p)) => format!("on ({p} policy)"),
+                    (true, None) => "on".into(),
+                    (false, _) => "off".into(),
+                },
+                w.autocast
+                    .as_deref()
+                    .map(|d| format!(", under autocast ({d})"))
+                    .unwrap_or_default()
+            ) + if w.compile {
+                ", each decoder block under torch.compile (Inductor's partition, without its code generation)"
             } else {
-                "off"
-            },
-            match (w.checkpointing, w.checkpointing_policy.as_deref()) {
-                (true, Some(p)) => format!("on ({p} policy)"),
-                (true, None) => "on".into(),
-                (false, _) => "off".into(),
-            },
-            w.autocast
-                .as_deref()
-                .map(|d| format!(", under autocast ({d})"))
-                .unwrap_or_default()
-        ),
+                ""
+            }
+        }
     };
     let _ = writeln!(
         s,
@@ -539,7 +584,15 @@ pub fn render(doc: &TraceDocument) -> String {
         );
     }
     if !doc.activations_by_op.is_empty() {
-        let _ = writeln!(s, "\nkept for the backward (last step), by operator:");
+        if w.compile {
+            let _ = writeln!(
+                s,
+                "\nkept for the backward (last step) as Inductor's partition saves it, by operator \
+                 (its code generation not run: the fused kernels' buffers and its memory planning are not counted):"
+            );
+        } else {
+            let _ = writeln!(s, "\nkept for the backward (last step), by operator:");
+        }
         for o in doc.activations_by_op.iter().take(12) {
             let _ = writeln!(
                 s,

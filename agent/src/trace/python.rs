@@ -184,6 +184,7 @@ pub fn workload_of(input: &EstimateInput, expandable_segments: bool) -> Result<T
         lora_rank: input.lora_rank,
         autocast,
         lora_targets: targets,
+        compile: false,
         // The estimate's QLoRA keeps the unquantised modules in fp32 as PEFT's
         // prepare_model_for_kbit_training casts them (`--keep-format fp32`, its
         // default); the probe runs that preparation itself.

@@ -92,6 +92,14 @@ pub struct TraceWorkload {
     pub autocast: Option<String>,
     /// LoRA target modules (`q_proj`, … or `all`).
     pub lora_targets: Vec<String>,
+    /// Each decoder block under `torch.compile` (as torchtitan's `apply_compile`
+    /// wraps them): the step keeps what AOTAutograd and Inductor's partitioner
+    /// (`min_cut_rematerialization_partition`) save, each partitioned graph run
+    /// operator by operator without Inductor's code generation, whose fused kernels'
+    /// internal buffers and memory planning are not counted; absent (false) for the
+    /// eager step.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub compile: bool,
     /// QLoRA: the 4-bit model prepared by PEFT's `prepare_model_for_kbit_training`
     /// (its embeddings, norms and output projection cast to fp32), as the QLoRA recipes
     /// run it; absent (false) for a base left in the compute dtype.
@@ -173,10 +181,13 @@ impl TraceWorkload {
                 } else {
                     ""
                 },
-                self.autocast
-                    .as_deref()
-                    .map(|t| format!(", autocast {t}"))
-                    .unwrap_or_default(),
+                match (&self.autocast, self.compile) {
+                    (Some(t), true) => format!(", autocast {t}, compiled"),
+                    (Some(t), false) => format!(", autocast {t}"),
+                    (None, true) =>
+                        ", compiled (Inductor's partition, without its code generation)".into(),
+                    (None, false) => String::new(),
+                },
                 self.ranks
                     .as_ref()
                     .map(|r| format!(
@@ -360,6 +371,7 @@ mod tests {
                 autocast: None,
                 lora_targets: vec![],
                 kbit_prepared: false,
+                compile: false,
                 logits: "last".into(),
                 expandable_segments: false,
                 ranks: None,
