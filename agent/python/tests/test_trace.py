@@ -192,6 +192,27 @@ class TinyLlama(unittest.TestCase):
         for p in compiled["phases"]:
             self.assertEqual(sum(p["at_peak"].values()), p["allocated_peak_bytes"], p["name"])
 
+    def test_compiled_step_per_layer_is_what_the_partition_saves(self):
+        # Per decoder layer the partition saves (bf16 unless said): the layer input,
+        # each RMSNorm's fp32 rsqrt and scaled output, V, the rotated Q and K, the
+        # flash output and its fp32 log-sum-exp, the output projection's result, and
+        # the MLP's gate, up and gate-up product. The rest (final norm, rotary tables,
+        # shifted labels, loss) runs eagerly, as in the eager step.
+        doc = self.run_trace(compile=True)
+        forward = [p for p in doc["phases"] if p["name"] == "forward" and p["step"] == 1][0]
+        tokens, h, q, kv, i = 2 * 128, 64, 64, 32, 256
+        layer = 2 * tokens * (4 * h + 2 * q + 2 * kv) + 2 * tokens * 3 * i
+        layer += 2 * gt.round_size(tokens * 4) + 2 * 4 * 128 * 4
+        final_norm = tokens * (4 + 2 + 2) * h + gt.round_size(tokens * 4)
+        rotary, labels, loss = 2 * (128 * 16 * 2), gt.round_size(2 * 128 * 8), 2 * 512
+        self.assertEqual(forward["at_peak"]["activations"], 2 * layer + final_norm + rotary + labels + loss)
+
+    def test_compiled_lora_step_keeps_less(self):
+        eager = self.run_trace(train="lora")
+        compiled = self.run_trace(train="lora", compile=True)
+        act = lambda d: [p for p in d["phases"] if p["name"] == "forward" and p["step"] == 1][0]["at_peak"]["activations"]
+        self.assertLess(act(compiled), act(eager))
+
     def test_compile_is_refused_with_checkpointing(self):
         with self.assertRaises(ValueError):
             self.run_trace(compile=True, checkpointing=True)
