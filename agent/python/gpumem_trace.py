@@ -2042,6 +2042,9 @@ def _trace(w, group):
             raise ValueError("torch.compile is traced for full and LoRA training")
         if group is not None or w["checkpointing"] or w.get("autocast"):
             raise ValueError("torch.compile is traced for one device's step, without checkpointing or autocast")
+        if w.get("memory_history"):
+            # The history's scope hooks would run inside the compiled blocks.
+            raise ValueError("torch.compile is traced without the memory history")
     model, config = _build(torch, transformers, build)
     nf4_layers = 0
     if train == "qlora":

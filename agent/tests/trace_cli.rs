@@ -576,18 +576,43 @@ fn a_compiled_step_keeps_what_inductors_partitioner_saves() {
         notes.contains("min_cut_rematerialization_partition") && notes.contains("not counted"),
         "{notes}"
     );
-    // Refused where the probe does not trace it.
-    let out = agent()
-        .args(["trace", "--compile", "--checkpointing", "true"])
-        .arg("--config")
-        .arg(config("llama-3.2-1b.json"))
-        .args(["--train", "full", "--context", "512"])
-        .output()
-        .expect("agent runs");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("--compile"),
-        "{}",
-        text(&out.stderr)
-    );
+    // Refused where the probe does not trace it, before Python starts.
+    let history =
+        std::env::temp_dir().join(format!("gpumem-compile-{}.pickle", std::process::id()));
+    for (extra, why) in [
+        (
+            vec![
+                "--train".into(),
+                "full".into(),
+                "--checkpointing".into(),
+                "true".into(),
+            ],
+            "without checkpointing",
+        ),
+        (vec!["--train".into(), "qlora".into()], "full or lora"),
+        (
+            vec![
+                "--train".into(),
+                "full".into(),
+                "--memory-history".into(),
+                history.display().to_string(),
+            ],
+            "without --memory-history",
+        ),
+    ] {
+        let out = agent()
+            .args(["trace", "--compile", "--context", "512"])
+            .arg("--config")
+            .arg(config("llama-3.2-1b.json"))
+            .args(&extra)
+            .output()
+            .expect("agent runs");
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("--compile") && err.contains(why),
+            "{extra:?}: {err}"
+        );
+    }
+    assert!(!history.exists());
 }

@@ -216,6 +216,8 @@ class TinyLlama(unittest.TestCase):
     def test_compile_is_refused_with_checkpointing(self):
         with self.assertRaises(ValueError):
             self.run_trace(compile=True, checkpointing=True)
+        with self.assertRaises(ValueError):
+            self.run_trace(compile=True, memory_history={"max_entries": 1000})
 
     def test_inference_has_prefill_decode_and_a_kv_cache(self):
         doc = self.run_trace(train="none", generate=4)

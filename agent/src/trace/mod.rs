@@ -104,7 +104,7 @@ impl clap::Args for Args {
                 Arg::new("compile")
                     .long("compile")
                     .action(ArgAction::SetTrue)
-                    .help("Trace the training step with each decoder block under torch.compile, as torchtitan compiles them: what AOTAutograd and Inductor's partitioner (min_cut_rematerialization_partition) save for the backward, each graph run without Inductor's code generation (its fused kernels' buffers and memory planning are not counted). Full or LoRA training on one GPU, without checkpointing or autocast"),
+                    .help("Trace the training step with each decoder block under torch.compile, as torchtitan compiles them: what AOTAutograd and Inductor's partitioner (min_cut_rematerialization_partition) save for the backward, each graph run without Inductor's code generation (its fused kernels' buffers and memory planning are not counted). Full or LoRA training on one GPU, without checkpointing, autocast or --memory-history"),
             )
             .arg(
                 Arg::new("expandable-segments")
@@ -194,7 +194,12 @@ pub fn run(args: Args) -> Result<Exit> {
     let workload = match python::workload_of(&input, expandable) {
         Ok(mut w) => {
             if args.compile {
-                if let Err(why) = compile_allowed(&w) {
+                let allowed = if args.memory_history.is_some() {
+                    Err("the compiled step is traced without --memory-history")
+                } else {
+                    compile_allowed(&w)
+                };
+                if let Err(why) = allowed {
                     crate::out::errln!("gpumem-agent: invalid input: --compile: {why}");
                     return Ok(Exit::Unavailable);
                 }
