@@ -2036,7 +2036,8 @@ def _trace(w, group):
             group.masters_sharded = True
     if w.get("compile"):
         # torch.compile as torchtitan applies it (each decoder block compiled on its
-        # own, `apply_compile`), for a plain step: full or LoRA training, one device,
+        # own with fullgraph=True: torchtitan/models/llama3/infra/parallelize.py,
+        # `apply_compile`), for a plain step: full or LoRA training, one device,
         # no checkpointing, no autocast.
         if train not in ("full", "lora"):
             raise ValueError("torch.compile is traced for full and LoRA training")
