@@ -2257,6 +2257,167 @@ fn stablelm_layers_agree_with_traces_to_the_byte() {
     assert!(efficient.assumed_because.is_some());
 }
 
+/// GPTBigCode's layer (SantaCoder's shape, two layers): GPT-2's with one K/V head split
+/// off the fused `c_attn` (multi-query), every dropout at its default 0.1 or off, and
+/// without `multi_query` (every head), under each kernel, with and without
+/// checkpointing.
+#[test]
+fn gpt_bigcode_layers_agree_with_traces_to_the_byte() {
+    use gpumem_core::training::{Adapters, LoraTargets, ModulesToSave};
+    let Some(python) = gpumem_e2e::torch_python("gpt_bigcode_layers_agree") else {
+        return;
+    };
+    let base = r#""model_type": "gpt_bigcode", "n_embd": 2048, "n_head": 16, "n_inner": 8192,
+        "n_layer": 2, "n_positions": 2048, "vocab_size": 49280, "multi_query": true,
+        "activation_function": "gelu_pytorch_tanh", "layer_norm_epsilon": 1e-05"#;
+    let texts = [
+        format!("{{{base}}}"),
+        format!("{{{base}, \"resid_pdrop\": 0.0, \"embd_pdrop\": 0.0, \"attn_pdrop\": 0.0}}"),
+        format!(
+            "{{{base}, \"resid_pdrop\": 0.0, \"embd_pdrop\": 0.0, \"attn_pdrop\": 0.0, \"multi_query\": false}}"
+        ),
+    ];
+    let mut cases = Vec::new();
+    for (k, _) in texts.iter().enumerate() {
+        for attention in ["sdpa", "flash", "efficient", "eager"] {
+            for ckpt in [false, true] {
+                for (seq, batch) in [(512u64, 2u64), (300, 1), (1024, 1)] {
+                    if ckpt && attention == "eager" && seq == 1024 {
+                        continue;
+                    }
+                    cases.push((k, attention, ckpt, seq, batch, false));
+                }
+            }
+        }
+        // LoRA (all linear layers) over one sequence, where eager's products read views
+        // of `c_attn`'s output.
+        for attention in ["sdpa", "eager"] {
+            for seq in [300u64, 1024] {
+                cases.push((k, attention, false, seq, 1, true));
+            }
+        }
+    }
+    let mut requests = String::new();
+    for (k, attention, ckpt, seq, batch, lora) in &cases {
+        let config: serde_json::Value = serde_json::from_str(&texts[*k]).unwrap();
+        let w = serde_json::json!({
+            "config": config, "train": if *lora { "lora" } else { "full" },
+            "sequences": batch, "context": seq,
+            "generate": 0, "dtype": "bfloat16", "attention": attention, "optimizer": "adamw",
+            "master_weights": false, "checkpointing": ckpt, "lora_rank": 16,
+            "lora_targets": ["c_attn", "c_proj", "c_fc"], "logits": "last",
+            "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let archs: Vec<_> = texts
+        .iter()
+        .map(|t| input_of_text(t, &[("train", "full")]).arch.unwrap())
+        .collect();
+    let mut failures = Vec::new();
+    let ad = Adapters {
+        targets: LoraTargets::parse("lora-targets", "all").unwrap(),
+        rank: 16,
+        value: 4,
+        dropout: false,
+        base_keeps_inputs: false,
+        base_4bit: false,
+        fp32_hidden: false,
+        autocast: false,
+        weight_copies: 0,
+        modules: ModulesToSave::default(),
+    };
+    for ((k, attention, ckpt, seq, batch, lora), t) in cases.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{attention} {seq}x{batch}: {t}");
+        let attn = AttentionImpl::parse("attention", attention).unwrap();
+        let adapters = lora.then_some(&ad);
+        let derived =
+            decoder_activations(&archs[*k], *seq, *batch, 2, *ckpt, attn, adapters).unwrap();
+        let kept = t["kept"].as_u64().unwrap();
+        eprintln!(
+            "bigcode{k}@2 lora {lora:<5} {attention:<9} ckpt {ckpt:<5} s {seq:>4} b {batch} | derived {:>12} traced {kept:>12} {:?}",
+            derived.kept, derived.assumed_because
+        );
+        let shape = format!("dropout{k} lora {lora} {attention} ckpt {ckpt} s {seq} b {batch}");
+        if derived.assumed_because.is_some() || derived.kept != kept {
+            failures.push(format!("{shape}: {} vs traced {kept}", derived.kept));
+        }
+    }
+    assert!(failures.is_empty(), "not equal: {failures:#?}");
+}
+
+/// LoRA on GPTBigCode (SantaCoder's shape over 2 layers: one K/V head in the fused
+/// `c_attn`, dropouts at 0.1 or off) under each kernel, with and without checkpointing:
+/// `layernorm_frozen_base` equals the traced forward's kept bytes to the byte.
+#[test]
+fn lora_on_gpt_bigcode_agrees_with_traces_to_the_byte() {
+    let Some(python) = gpumem_e2e::torch_python("lora_on_gpt_bigcode_agrees") else {
+        return;
+    };
+    const ALL: &[&str] = &["c_attn", "c_proj", "c_fc"];
+    const OFF: &str = r#"{"embd_pdrop": 0, "resid_pdrop": 0, "attn_pdrop": 0}"#;
+    let cases: &[LoraCase] = &[
+        (
+            "santacoder.json@2",
+            "{}",
+            &["c_attn"],
+            "q,k,v",
+            "flash",
+            false,
+        ),
+        (
+            "santacoder.json@2",
+            "{}",
+            &["c_attn"],
+            "q,k,v",
+            "sdpa",
+            false,
+        ),
+        (
+            "santacoder.json@2",
+            "{}",
+            &["c_attn"],
+            "q,k,v",
+            "efficient",
+            false,
+        ),
+        (
+            "santacoder.json@2",
+            "{}",
+            &["c_attn"],
+            "q,k,v",
+            "eager",
+            false,
+        ),
+        ("santacoder.json@2", "{}", ALL, "all", "sdpa", false),
+        ("santacoder.json@2", "{}", ALL, "all", "eager", false),
+        ("santacoder.json@2", "{}", ALL, "all", "sdpa", true),
+        ("santacoder.json@2", "{}", ALL, "all", "eager", true),
+        ("santacoder.json@2", "{}", &["c_fc"], "up", "sdpa", false),
+        (
+            "santacoder.json@2",
+            OFF,
+            &["c_attn"],
+            "q,k,v",
+            "sdpa",
+            false,
+        ),
+        (
+            "santacoder.json@2",
+            OFF,
+            &["c_attn"],
+            "q,k,v",
+            "eager",
+            false,
+        ),
+        ("santacoder.json@2", OFF, ALL, "all", "flash", true),
+    ];
+    lora_cases_agree_to_the_byte(&python, cases);
+}
+
 /// Full fine-tunes in fp32 compute: the norms' upcasts and eager's softmax cast are the
 /// tensors themselves, and SDPA runs its memory-efficient kernel (no flash kernel for
 /// fp32): what the forward keeps equals `decoder_activations` within 2 %.

@@ -1099,8 +1099,8 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
             "Falcon's layers other than Falcon-7B's (one norm, one K/V head) and Falcon-40B's (two parallel norms, grouped K/V), with RoPE and no dropout, are not in the derivation",
         )
     } else if layernorm_decoder(a) {
-        // GPT-2's, GPT-NeoX's, StarCoder 2's, Phi's and OPT's LayerNorm layers are
-        // derived (`layernorm_activations`); any other fact off its default still says
+        // GPT-2's, GPTBigCode's, GPT-NeoX's, StarCoder 2's, Phi's and OPT's LayerNorm
+        // layers are derived (`layernorm_activations`); any other fact off its default still says
         // why.
         Architecture {
             layer_norms: Architecture::BASE.layer_norms,
@@ -1144,7 +1144,8 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
 /// [`layernorm_activations`] derives: LayerNorms with bias, a non-gated MLP, nothing
 /// else optional, and either
 /// - GPT-2's and GPT-NeoX's layer: two norms, one fused q/k/v projection, multi-head
-///   attention, learned positions (GPT-2) or rotary ones (GPT-NeoX); or
+///   attention, learned positions (GPT-2) or rotary ones (GPT-NeoX); GPTBigCode's
+///   ([`gpt_bigcode`]: GPT-2's with one K/V head); or
 /// - [`layernorm_separate`]'s: StarCoder 2's, Phi's and OPT's.
 fn layernorm_decoder(a: &Architecture) -> bool {
     stablelm(a) || layernorm_gelu_decoder(a)
@@ -1154,7 +1155,7 @@ fn layernorm_decoder(a: &Architecture) -> bool {
 fn layernorm_gelu_decoder(a: &Architecture) -> bool {
     a.layernorm_bias
         && !a.gated_mlp
-        && ((a.fused_qkv && a.layer_norms == 2 && a.kv_heads == a.heads)
+        && ((a.fused_qkv && a.layer_norms == 2 && (a.kv_heads == a.heads || gpt_bigcode(a)))
             || layernorm_separate(a)
             || falcon_derived(a))
         && !a.nonparametric_norms
@@ -1163,6 +1164,24 @@ fn layernorm_gelu_decoder(a: &Architecture) -> bool {
         && a.moe.is_none()
         && a.mla.is_none()
         && a.mixer.is_none()
+}
+
+/// GPTBigCode's multi-query layer (transformers 5.23
+/// `models/gpt_bigcode/modeling_gpt_bigcode.py`, `GPTBigCodeAttention.forward` with
+/// `multi_query`): GPT-2's layer with one K/V head, `c_attn`'s output (`h + 2·d` wide)
+/// split into views (`unsqueeze(1).split`), a learned position table, and an eager
+/// path whose softmax runs in fp32 (its own `eager_attention_forward`, which repeats
+/// the K/V head to every query head: `repeat_kv`, copies).
+fn gpt_bigcode(a: &Architecture) -> bool {
+    a.fused_qkv
+        && a.kv_heads == 1
+        && a.heads > 1
+        && a.layer_norms == 2
+        && a.learned_positions > 0
+        && !a.parallel_residual
+        && !a.falcon_layer
+        && !a.softmax_in_dtype
+        && !a.embedding_norm
 }
 
 /// StarCoder 2's layer (transformers 5.23 `models/starcoder2/modeling_starcoder2.py`,
@@ -1330,6 +1349,11 @@ fn falcon_plain(a: &Architecture) -> bool {
 /// With full activation checkpointing the forward keeps each layer's input and the
 /// once-terms (the checkpointed layers' arguments also hold GPT-NeoX's position ids and
 /// eager attention's additive mask), and the backward recomputes one layer at a time.
+///
+/// GPTBigCode ([`gpt_bigcode`]; equal to the trace to the byte for SantaCoder's shape
+/// with and without its dropouts, multi-query and not, under each kernel, with and
+/// without checkpointing) keeps GPT-2's tensors with its narrower `c_attn` output and
+/// an fp32 eager softmax ([`layernorm_attention`]).
 ///
 /// StarCoder 2, Phi and OPT ([`layernorm_separate`]: equal to the trace to the byte for
 /// starcoder2-7b, phi-1_5, phi-2 and opt-125m under each kernel, with and without
@@ -1531,6 +1555,7 @@ fn layernorm_activations(
         match (a.fused_qkv, rotary, one_norm) {
             _ if bloom => "BLOOM",
             _ if stablelm => "StableLM",
+            _ if gpt_bigcode(a) => "GPTBigCode",
             (true, true, _) => "GPT-NeoX",
             (true, false, _) => "GPT-2",
             _ if falcon => "Falcon",
@@ -1547,8 +1572,12 @@ fn layernorm_activations(
     })
 }
 
-/// What GPT-2's or GPT-NeoX's attention keeps for the backward in a full fine-tune
-/// (see [`layernorm_activations`]): bytes over all tokens and the formula's words.
+/// What GPT-2's, GPTBigCode's or GPT-NeoX's attention keeps for the backward in a full
+/// fine-tune (see [`layernorm_activations`]): bytes over all tokens and the formula's
+/// words. GPTBigCode's multi-query `c_attn` output is `h + 2·d` wide and the fused
+/// kernels read its views (transformers' `sdpa_attention_forward` hands SDPA the one
+/// K/V head with `enable_gqa`: no copy); its eager path repeats the K/V head
+/// (`repeat_kv`) and keeps GPT-2's four copies but over one sequence (views, above).
 fn layernorm_attention(
     a: &Architecture,
     (seq, batch): (u64, u64),
@@ -1558,7 +1587,13 @@ fn layernorm_attention(
     let tokens = seq.saturating_mul(batch);
     let (heads, d) = (a.heads, a.head_dim);
     let qd = block(&[tokens, value, heads, d]);
-    let whole = block(&[tokens, value, 3, heads, d]);
+    // GPTBigCode's multi-query `c_attn` is `h + 2·d` wide (one K/V head).
+    let whole = block(&[
+        tokens,
+        value,
+        heads.saturating_add(mul(&[2, a.kv_heads])),
+        d,
+    ]);
     let lse = block(&[tokens, 4, heads]);
     let lse_padded = block(&[batch, heads, seq.div_ceil(32), 32, 4]);
     let rotary = a.learned_positions == 0;
@@ -1578,8 +1613,18 @@ fn layernorm_attention(
             } else {
                 0
             };
+            // GPTBigCode's one K/V head over one sequence: `repeat_kv`'s expand and
+            // reshape merge a size-1 batch with the stride-0 heads, a view, and
+            // `matmul` folds q's size-1 batch into its heads as a view too: the
+            // products keep views of `c_attn`'s output (its storage once, `h + 2·d`
+            // wide) instead of contiguous copies of q, k and v.
+            let operands = if gpt_bigcode(a) && batch == 1 {
+                add(&[whole, qd])
+            } else {
+                mul(&[4, qd])
+            };
             (
-                add(&[mul(&[4, qd]), probs, dropped]),
+                add(&[operands, probs, dropped]),
                 match (a.softmax_in_dtype, a.attn_dropout) {
                     (true, true) => {
                         "v·4·h + (1 + 2v)·a·s (softmax and its dropped copy in the compute dtype, the mask)"
@@ -1602,11 +1647,19 @@ fn layernorm_attention(
         ),
         (AttentionImpl::Flash | AttentionImpl::Sdpa, false) => (
             add(&[qd, lse, whole]),
-            "v·(1 + 3)·h + 4·a (the fused output and the kernel's)",
+            if a.kv_heads == heads {
+                "v·(1 + 3)·h + 4·a (the fused output and the kernel's)"
+            } else {
+                "v·(2·h + 2·d) + 4·a (c_attn's output, one K/V head, and the kernel's)"
+            },
         ),
         (AttentionImpl::Efficient, false) => (
             add(&[qd, lse_padded, whole]),
-            "v·(1 + 3)·h + 4·a·⌈s/32⌉·32/s (the fused output and the kernel's)",
+            if a.kv_heads == heads {
+                "v·(1 + 3)·h + 4·a·⌈s/32⌉·32/s (the fused output and the kernel's)"
+            } else {
+                "v·(2·h + 2·d) + 4·a·⌈s/32⌉·32/s (c_attn's output, one K/V head, and the kernel's)"
+            },
         ),
     }
 }
@@ -1798,7 +1851,7 @@ fn one_qkv_module(a: &Architecture) -> bool {
 /// OPT's per sequence, eager's mask), the embeddings' output where it is not the first
 /// layer's input (a leaf needing a gradient, held by its `AccumulateGrad` node) and the
 /// once-terms. Equal to `gpumem-agent trace` (PEFT 0.21, transformers 5.23) to the byte
-/// for gpt2, pythia-160m, starcoder2-7b, phi-1_5, phi-2, opt-125m and falcon-7b under
+/// for gpt2, santacoder, pythia-160m, starcoder2-7b, phi-1_5, phi-2, opt-125m and falcon-7b under
 /// each kernel, with and without checkpointing, for attention and all-linear targets.
 fn layernorm_frozen_base(
     a: &Architecture,
@@ -1939,6 +1992,10 @@ fn layernorm_frozen_base(
                 // and `word_embeddings_layernorm`'s mean and rstd (its input, the
                 // embeddings' output, now needs a gradient and is held below).
                 add(&[block(&[batch, a.heads, seq, value]), stats])
+            } else if gpt_bigcode(a) {
+                // GPTBigCodeModel.forward hands its blocks no position ids (only the
+                // frozen `wpe` reads them, which keeps nothing).
+                0
             } else {
                 block(&[seq, 8])
             },
@@ -3821,7 +3878,11 @@ pub fn decoder_prefill(
     window: Option<u64>,
     all_logits: bool,
 ) -> Result<Prefill, EstimateError> {
-    if layernorm_decoder(a) && a.fused_qkv && (a.learned_positions > 0 || a.parallel_residual) {
+    if layernorm_decoder(a)
+        && a.fused_qkv
+        && !gpt_bigcode(a)
+        && (a.learned_positions > 0 || a.parallel_residual)
+    {
         return layernorm_prefill(a, (seq, batch), value, attention, all_logits);
     }
     if let Some(m) = a.moe.filter(|_| llama4(a)) {
@@ -3866,6 +3927,7 @@ pub fn decoder_prefill(
             "the prefill of StarCoder 2, Phi, OPT or Falcon is not in the derivation",
         ))
         .or(bloom(a).then_some("the prefill of BLOOM is not in the derivation"))
+        .or(gpt_bigcode(a).then_some("the prefill of GPTBigCode is not in the derivation"))
         .or(not_derived(a))
         // Gemma's four norms and a tower beside its text decoder: `not_derived` weighed
         // every other fact already.

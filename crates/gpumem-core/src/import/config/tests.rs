@@ -1431,6 +1431,29 @@ fn hyperclovax_mellum_and_solar_open_switches_match_what_transformers_builds() {
 }
 
 #[test]
+fn gpt_bigcode_has_one_kv_head_and_an_fp32_eager_softmax() {
+    let base = r#""model_type":"gpt_bigcode","n_embd":2048,"n_head":16,"n_inner":8192,"n_layer":24,
+        "n_positions":2048,"vocab_size":49280"#;
+    let a = parse_config(&format!("{{{base}}}")).unwrap().arch;
+    // GPTBigCodeConfig's multi_query default: one K/V head; its eager_attention_forward
+    // takes the softmax in fp32 (GPT-2's in the compute dtype); dropouts 0.1.
+    assert_eq!(a.kv_heads, 1);
+    assert!(a.fused_qkv && !a.softmax_in_dtype && !a.gelu_new);
+    assert!(a.dropout && a.attn_dropout && a.embedding_dropout);
+    let a = parse_config(&format!(r#"{{{base},"multi_query":false}}"#))
+        .unwrap()
+        .arch;
+    assert_eq!(a.kv_heads, 16);
+    assert!(!a.softmax_in_dtype);
+    let gpt2 = parse_config(
+        r#"{"model_type":"gpt2","n_embd":768,"n_head":12,"n_layer":12,"n_positions":1024,"vocab_size":50257}"#,
+    )
+    .unwrap()
+    .arch;
+    assert!(gpt2.softmax_in_dtype);
+}
+
+#[test]
 fn stablelm_reads_its_rotary_width_and_dropouts() {
     let base = r#""model_type":"stablelm","hidden_size":2560,"num_hidden_layers":32,"num_attention_heads":32,
         "intermediate_size":6912,"vocab_size":50304"#;

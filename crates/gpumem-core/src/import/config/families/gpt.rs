@@ -109,11 +109,18 @@ pub(crate) fn dropout(c: &Cfg, d: &mut Draft, keys: &[&str], default: f64) {
     });
 }
 
-/// GPTBigCode (StarCoder): GPT-2 with one K/V head unless `multi_query` is false.
+/// GPTBigCode (StarCoder): GPT-2 with one K/V head unless `multi_query` is false, and
+/// an eager attention whose softmax runs in fp32 whatever `attention_softmax_in_fp32`
+/// says (transformers 5.23 `modeling_gpt_bigcode.py` `eager_attention_forward`:
+/// `softmax(..., dtype=torch.float32).to(query.dtype)`).
 pub(crate) const GPT_BIGCODE: Family = Family {
     types: "gpt_bigcode",
     class: "GPTBigCodeConfig",
     multi_query: true,
+    arch: Architecture {
+        softmax_in_dtype: false,
+        ..GPT2.arch
+    },
     // Learned or no positions: no rotary buffers.
     rope_tables: 0,
     ..GPT2
