@@ -2418,6 +2418,106 @@ fn lora_on_gpt_bigcode_agrees_with_traces_to_the_byte() {
     lora_cases_agree_to_the_byte(&python, cases);
 }
 
+/// Falcon2-11B's layer (its shape over 2 layers: `new_decoder_architecture` with one
+/// norm, `num_ln_in_parallel_attn` 1, over 8 grouped K/V heads): full fine-tunes and
+/// LoRA under each kernel, with and without checkpointing, at several lengths and
+/// batches, equal to the traced forward's kept bytes to the byte.
+#[test]
+fn falcon2_layers_agree_with_traces_to_the_byte() {
+    use gpumem_core::training::{Adapters, LoraTargets, ModulesToSave};
+    let Some(python) = gpumem_e2e::torch_python("falcon2_layers_agree") else {
+        return;
+    };
+    let base = r#""model_type": "falcon", "hidden_size": 4096, "num_attention_heads": 32,
+        "num_kv_heads": 8, "num_hidden_layers": 2, "new_decoder_architecture": true,
+        "num_ln_in_parallel_attn": 1, "parallel_attn": true, "bias": false, "alibi": false,
+        "ffn_hidden_size": 16384, "max_position_embeddings": 8192, "rope_theta": 500042.0,
+        "vocab_size": 65024, "activation": "gelu", "layer_norm_epsilon": 1e-05"#;
+    let texts = [format!("{{{base}}}"), format!("{{{base}, \"bias\": true}}")];
+    // (text, LoRA targets as PEFT names them and as gpumem does, attention,
+    // checkpointing, context, sequences)
+    type Case = (
+        usize,
+        Option<(&'static [&'static str], &'static str)>,
+        &'static str,
+        bool,
+        u64,
+        u64,
+    );
+    const QKVO: &[&str] = &["query_key_value", "dense"];
+    const ALL: &[&str] = &["all"];
+    let mut cases: Vec<Case> = Vec::new();
+    for attention in ["sdpa", "flash", "efficient", "eager"] {
+        for ckpt in [false, true] {
+            for (seq, batch) in [(512, 2), (300, 1), (1024, 1)] {
+                if ckpt && attention == "eager" && seq == 1024 {
+                    continue;
+                }
+                cases.push((0, None, attention, ckpt, seq, batch));
+            }
+        }
+    }
+    for attention in ["sdpa", "eager"] {
+        for ckpt in [false, true] {
+            for (seq, batch) in [(512, 2), (300, 1)] {
+                cases.push((0, Some((QKVO, "q,k,v,o")), attention, ckpt, seq, batch));
+                cases.push((0, Some((ALL, "all")), attention, ckpt, seq, batch));
+            }
+        }
+    }
+    cases.extend([
+        (1, None, "sdpa", false, 512, 2),
+        (1, Some((ALL, "all")), "flash", true, 512, 2),
+    ]);
+    let mut requests = String::new();
+    for (k, lora, attention, ckpt, seq, batch) in &cases {
+        let config: serde_json::Value = serde_json::from_str(&texts[*k]).unwrap();
+        let w = serde_json::json!({
+            "config": config, "train": if lora.is_some() { "lora" } else { "full" },
+            "sequences": batch, "context": seq, "generate": 0, "dtype": "bfloat16",
+            "attention": attention, "optimizer": "adamw", "master_weights": false,
+            "checkpointing": ckpt, "lora_rank": 16,
+            "lora_targets": lora.map_or(QKVO, |(t, _)| t), "logits": "last",
+            "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let mut failures = Vec::new();
+    for (case, t) in cases.iter().zip(&traces) {
+        let (k, lora, attention, ckpt, seq, batch) = *case;
+        assert!(t.get("error").is_none(), "{k}: {t}");
+        let a = input_of_text(&texts[k], &[("train", "full")]).arch.unwrap();
+        let ad = lora.map(|(_, targets)| Adapters {
+            targets: LoraTargets::parse("lora-targets", targets).unwrap(),
+            rank: 16,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+            base_4bit: false,
+            fp32_hidden: false,
+            autocast: false,
+            weight_copies: 0,
+            modules: ModulesToSave::default(),
+        });
+        let attn = AttentionImpl::parse("attention", attention).unwrap();
+        let derived = decoder_activations(&a, seq, batch, 2, ckpt, attn, ad.as_ref()).unwrap();
+        let kept = t["kept"].as_u64().unwrap();
+        let targets = lora.map_or("full", |(_, t)| t);
+        eprintln!(
+            "falcon2@2 {k} {targets:<7} {attention:<9} ckpt {ckpt:<5} s {seq:>4} b {batch} | derived {:>12} traced {kept:>12} {:?}",
+            derived.kept, derived.assumed_because
+        );
+        let shape = format!("{k} {targets} {attention} ckpt {ckpt} s {seq} b {batch}");
+        if derived.assumed_because.is_some() || derived.kept != kept {
+            failures.push(format!("{shape}: {} vs traced {kept}", derived.kept));
+        }
+    }
+    assert!(failures.is_empty(), "not equal: {failures:#?}");
+}
+
 /// Full fine-tunes in fp32 compute: the norms' upcasts and eager's softmax cast are the
 /// tensors themselves, and SDPA runs its memory-efficient kernel (no flash kernel for
 /// fp32): what the forward keeps equals `decoder_activations` within 2 %.

@@ -1096,7 +1096,7 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
         Some("state-space / linear-attention layers are not in the derivation")
     } else if a.falcon_layer && !falcon_derived(a) {
         Some(
-            "Falcon's layers other than Falcon-7B's (one norm, one K/V head) and Falcon-40B's (two parallel norms, grouped K/V), with RoPE and no dropout, are not in the derivation",
+            "Falcon's layers other than Falcon-7B's (one norm, one K/V head), Falcon-40B's (two parallel norms, grouped K/V) and Falcon2-11B's (one norm, grouped K/V), with RoPE and no dropout, are not in the derivation",
         )
     } else if layernorm_decoder(a) {
         // GPT-2's, GPTBigCode's, GPT-NeoX's, StarCoder 2's, Phi's and OPT's LayerNorm
@@ -1231,10 +1231,25 @@ fn falcon_grouped(a: &Architecture) -> bool {
     a.falcon_layer && a.layer_norms == 2 && a.parallel_residual && falcon_plain(a)
 }
 
-/// A Falcon layer [`layernorm_activations`] derives: Falcon-7B's ([`falcon_mqa`]) or
-/// Falcon-40B's ([`falcon_grouped`]).
+/// Falcon2-11B's layer (transformers 5.23 `modeling_falcon.py`, `FalconDecoderLayer`
+/// with `new_decoder_architecture`, `parallel_attn` and `num_ln_in_parallel_attn` 1):
+/// one norm (`input_layernorm`) feeding attention and MLP, as Falcon-7B's, over
+/// Falcon-40B's grouped K/V, which `_split_heads` broadcasts to every query head. Told
+/// from Falcon-7B's by its K/V heads: more than one and fewer than the query heads
+/// (the old layout has one under `multi_query`, else as many as the query heads); a
+/// new-layout config with one K/V head and one norm reads as Falcon-7B's.
+fn falcon_grouped_one_norm(a: &Architecture) -> bool {
+    a.falcon_layer
+        && a.layer_norms == 1
+        && a.kv_heads > 1
+        && a.kv_heads < a.heads
+        && falcon_plain(a)
+}
+
+/// A Falcon layer [`layernorm_activations`] derives: Falcon-7B's ([`falcon_mqa`]),
+/// Falcon-40B's ([`falcon_grouped`]) or Falcon2-11B's ([`falcon_grouped_one_norm`]).
 fn falcon_derived(a: &Architecture) -> bool {
-    falcon_mqa(a) || falcon_grouped(a)
+    falcon_mqa(a) || falcon_grouped(a) || falcon_grouped_one_norm(a)
 }
 
 /// BLOOM's layer (transformers 5.23 `models/bloom/modeling_bloom.py`, `BloomModel.forward`,
@@ -1682,7 +1697,7 @@ fn falcon_attention(
     attention: AttentionImpl,
 ) -> (u64, &'static str) {
     let tokens = seq.saturating_mul(batch);
-    let kv = if falcon_grouped(a) {
+    let kv = if falcon_grouped(a) || falcon_grouped_one_norm(a) {
         a.heads
     } else {
         a.kv_heads
@@ -1851,7 +1866,8 @@ fn one_qkv_module(a: &Architecture) -> bool {
 /// OPT's per sequence, eager's mask), the embeddings' output where it is not the first
 /// layer's input (a leaf needing a gradient, held by its `AccumulateGrad` node) and the
 /// once-terms. Equal to `gpumem-agent trace` (PEFT 0.21, transformers 5.23) to the byte
-/// for gpt2, santacoder, pythia-160m, starcoder2-7b, phi-1_5, phi-2, opt-125m and falcon-7b under
+/// for gpt2, santacoder, pythia-160m, starcoder2-7b, phi-1_5, phi-2, opt-125m, falcon-7b,
+/// falcon-40b and Falcon2-11B's layout under
 /// each kernel, with and without checkpointing, for attention and all-linear targets.
 fn layernorm_frozen_base(
     a: &Architecture,
@@ -5870,8 +5886,8 @@ mod tests {
             assert!(assumed(&outside, None).is_some(), "{outside:?}");
         }
         // Falcon-40B's layer (two norms over the layer's input, grouped K/V) is derived,
-        // K/V counted as wide as q (broadcast to every head); with dropout, ALiBi or
-        // one norm over grouped K/V (Falcon2-11B) it stays outside.
+        // K/V counted as wide as q (broadcast to every head); with dropout or ALiBi it
+        // stays outside.
         let falcon40 = Architecture {
             layer_norms: 2,
             kv_heads: 8,
@@ -5899,14 +5915,25 @@ mod tests {
                 rope_tables: 0,
                 ..falcon40
             },
-            Architecture {
-                layer_norms: 1,
-                parallel_residual: false,
-                ..falcon40
-            },
         ] {
             assert!(assumed(&outside, None).is_some(), "{outside:?}");
         }
+        // Falcon2-11B's one norm over grouped K/V is derived too, K/V as wide as q.
+        let falcon2 = Architecture {
+            layer_norms: 1,
+            parallel_residual: false,
+            ..falcon40
+        };
+        assert_eq!(assumed(&falcon2, None), None);
+        assert_eq!(assumed(&falcon2, Some(&ad_fp32())), None);
+        // Falcon-7B's one K/V head, indexed off the fused output, is narrower.
+        assert!(
+            kept(&falcon2)
+                > kept(&Architecture {
+                    kv_heads: 1,
+                    ..falcon2
+                })
+        );
         // A fused projection under LoRA.
         let ad = Adapters {
             targets: LoraTargets::parse("lora-targets", "q,v").unwrap(),
