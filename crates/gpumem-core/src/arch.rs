@@ -768,8 +768,9 @@ pub struct Architecture {
     pub other_activation: bool,
     /// The layers are Falcon's (transformers 5.23 `models/falcon/modeling_falcon.py`,
     /// `FalconDecoderLayer`: its own split of the fused `query_key_value`, `dropout_add`
-    /// residuals, ALiBi in Falcon-RW), which the derivations follow for Falcon-7B's
-    /// layout only (one norm, one K/V head, RoPE, no dropout).
+    /// residuals, ALiBi in Falcon-RW), which the derivations follow for Falcon-7B's,
+    /// Falcon-40B's and Falcon2-11B's layouts (RoPE) and Falcon-RW's (ALiBi), without
+    /// dropout.
     #[serde(default)]
     pub falcon_layer: bool,
     /// Dropout runs in training after the attention's and the MLP's output projections

@@ -1096,7 +1096,7 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
         Some("state-space / linear-attention layers are not in the derivation")
     } else if a.falcon_layer && !falcon_derived(a) {
         Some(
-            "Falcon's layers other than Falcon-7B's (one norm, one K/V head), Falcon-40B's (two parallel norms, grouped K/V) and Falcon2-11B's (one norm, grouped K/V), with RoPE and no dropout, are not in the derivation",
+            "Falcon's layers other than Falcon-7B's (one norm, one K/V head), Falcon-40B's (two parallel norms, grouped K/V) and Falcon2-11B's (one norm, grouped K/V) with RoPE, and Falcon-RW's (two sequential norms, every head, ALiBi), each without dropout, are not in the derivation",
         )
     } else if layernorm_decoder(a) {
         // GPT-2's, GPTBigCode's, GPT-NeoX's, StarCoder 2's, Phi's and OPT's LayerNorm
@@ -1246,10 +1246,31 @@ fn falcon_grouped_one_norm(a: &Architecture) -> bool {
         && falcon_plain(a)
 }
 
+/// Falcon-RW's layer (transformers 5.23 `modeling_falcon.py`, `FalconDecoderLayer`
+/// without `parallel_attn`, `multi_query` or `new_decoder_architecture`, with `alibi`):
+/// two LayerNorms in sequence, every head's K/V in the fused `query_key_value`, ALiBi
+/// (no rotary table: the reader's `rope_tables` 0) and no dropout. Its SDPA path passes
+/// ALiBi folded into a 16-bit mask (the memory-efficient kernel); its eager path adds
+/// ALiBi to fp32 scores and keeps a softmax in the compute dtype; flash is refused.
+fn falcon_rw(a: &Architecture) -> bool {
+    a.falcon_layer
+        && a.layer_norms == 2
+        && !a.parallel_residual
+        && a.kv_heads == a.heads
+        && a.rope_tables == 0
+        && !a.dropout
+        && !a.attn_dropout
+        && !a.embedding_dropout
+        && a.learned_positions == 0
+        && a.layer_scalars == 0
+        && a.final_norm
+}
+
 /// A Falcon layer [`layernorm_activations`] derives: Falcon-7B's ([`falcon_mqa`]),
-/// Falcon-40B's ([`falcon_grouped`]) or Falcon2-11B's ([`falcon_grouped_one_norm`]).
+/// Falcon-40B's ([`falcon_grouped`]), Falcon2-11B's ([`falcon_grouped_one_norm`]) or
+/// Falcon-RW's ([`falcon_rw`]).
 fn falcon_derived(a: &Architecture) -> bool {
-    falcon_mqa(a) || falcon_grouped(a) || falcon_grouped_one_norm(a)
+    falcon_mqa(a) || falcon_grouped(a) || falcon_grouped_one_norm(a) || falcon_rw(a)
 }
 
 /// BLOOM's layer (transformers 5.23 `models/bloom/modeling_bloom.py`, `BloomModel.forward`,
@@ -1402,10 +1423,16 @@ fn layernorm_activations(
     let norms = if one_norm { 1 } else { 2 };
     let bloom = bloom(a);
     // BLOOM has neither a rotary nor a position table (ALiBi), and runs its eager
-    // attention whatever is asked.
-    let rotary = a.learned_positions == 0 && !bloom;
+    // attention whatever is asked. Falcon-RW's ALiBi layers apply no rotary table
+    // (FalconModel still computes one, which only the checkpointed layers' arguments
+    // hold).
+    let rw = falcon_rw(a);
+    let rotary = a.learned_positions == 0 && !bloom && !rw;
     let falcon = falcon_derived(a);
     let why = why
+        .or((rw && attention == AttentionImpl::Flash).then_some(
+            "Falcon with ALiBi refuses flash attention (transformers 5.23 FalconFlashAttention2: `alibi` is not supported): not derived",
+        ))
         .or((stablelm(a) && attention == AttentionImpl::Efficient).then_some(
             "StableLM under the memory-efficient kernel keeps one more tensor of the attention's width than the derivation counts (traced, not explained)",
         ))
@@ -1426,7 +1453,17 @@ fn layernorm_activations(
     // Falcon's SDPA path always passes its boolean causal mask (FalconModel builds it
     // for SDPA), one for all sequences, which the memory-efficient kernel's backward
     // reads.
-    let falcon_mask = if falcon && attention != AttentionImpl::Eager {
+    // Falcon-RW's is ALiBi folded into a 16-bit mask per sequence and head
+    // (`FalconModel.forward`: `masked_fill(alibi / sqrt(d), causal_mask < -1, min)`),
+    // the SDPA path's `attn_mask`, kept by the memory-efficient kernel, and held by the
+    // checkpointed layers' arguments whatever the kernel.
+    let falcon_mask = if rw {
+        if attention != AttentionImpl::Eager || checkpointing {
+            block(&[batch, a.heads, seq, seq, value])
+        } else {
+            0
+        }
+    } else if falcon && attention != AttentionImpl::Eager {
         block(&[seq, seq])
     } else {
         0
@@ -1459,7 +1496,7 @@ fn layernorm_activations(
     // GPT-2's position ids are one sequence's (`cache_position`); OPT's are computed
     // per sequence from the attention mask (`OPTDecoder.forward`: `cumsum`), and its
     // table reads them plus its offset of 2, a tensor of its own.
-    let opt = !a.fused_qkv && !rotary;
+    let opt = !a.fused_qkv && !rotary && !rw;
     let positions = if opt {
         block(&[tokens, 8])
     } else {
@@ -1474,7 +1511,7 @@ fn layernorm_activations(
         embedding_norm,
         if rotary {
             mul(&[2, block(&[seq, value, rot])])
-        } else if bloom {
+        } else if bloom || rw {
             0
         } else {
             positions
@@ -1490,12 +1527,14 @@ fn layernorm_activations(
         // mask (masking_utils.py `create_causal_mask`: one 16-bit tokens² per sequence).
         // BLOOM's are eager's mask whatever is asked, and its ALiBi bias (one row of
         // `batch × heads` in the compute dtype, `build_alibi_tensor`).
-        let held_mask = if attention == AttentionImpl::Eager || bloom {
+        // Falcon-RW's hold its mask (in `once`), the ALiBi bias as BLOOM's, the
+        // position ids and the rotary cos and sin FalconModel computes anyway.
+        let held_mask = if (attention == AttentionImpl::Eager || bloom) && !rw {
             block(&[batch, seq, seq, value])
         } else {
             0
         };
-        let alibi = if bloom {
+        let alibi = if bloom || rw {
             block(&[batch, a.heads, seq, value])
         } else {
             0
@@ -1503,7 +1542,12 @@ fn layernorm_activations(
         let kept = add(&[
             mul(&[layers, hidden]),
             once,
-            if rotary || opt { positions } else { 0 },
+            if rotary || opt || rw { positions } else { 0 },
+            if rw {
+                mul(&[2, block(&[seq, value, d])])
+            } else {
+                0
+            },
             held_mask,
             alibi,
         ]);
@@ -1885,7 +1929,9 @@ fn layernorm_frozen_base(
     // BLOOM: no rotary or position table (ALiBi), its own eager attention whatever is
     // asked.
     let bloom = bloom(a);
-    let rotary = a.learned_positions == 0 && !bloom;
+    // Falcon-RW: ALiBi, no rotary table applied (see `layernorm_activations`).
+    let rw = falcon_rw(a);
+    let rotary = a.learned_positions == 0 && !bloom && !rw;
     let attention = if bloom {
         AttentionImpl::Eager
     } else {
@@ -1976,12 +2022,20 @@ fn layernorm_frozen_base(
     // Falcon's SDPA path keeps its boolean causal mask where any layer's attention is
     // recorded (as in `layernorm_activations`), and the checkpointed layers' arguments
     // hold it.
-    let falcon_mask =
-        if falcon && attention != AttentionImpl::Eager && (checkpointing || qkv || layers > 1) {
-            block(&[seq, seq])
+    // Falcon-RW's is its 16-bit ALiBi mask per sequence and head, which the
+    // checkpointed layers' arguments hold whatever the kernel.
+    let recorded = attention != AttentionImpl::Eager && (qkv || layers > 1);
+    let falcon_mask = if rw {
+        if checkpointing || recorded {
+            block(&[batch, a.heads, seq, seq, value])
         } else {
             0
-        };
+        }
+    } else if falcon && (checkpointing && attention != AttentionImpl::Eager || recorded) {
+        block(&[seq, seq])
+    } else {
+        0
+    };
     let once = add(&[
         hidden,
         stats,
@@ -1993,7 +2047,7 @@ fn layernorm_frozen_base(
     // OPT's position ids are per sequence (`OPTDecoder.forward`: `cumsum` of the
     // attention mask); the others' one sequence's (`position_ids`, GPT-2's
     // `cache_position`).
-    let opt = !a.fused_qkv && !rotary;
+    let opt = !a.fused_qkv && !rotary && !rw;
     let (kept, bytes, shape) = if checkpointing {
         // The checkpointed layers' arguments hold the position ids and eager attention's
         // additive mask; the embeddings' output, made a leaf that needs a gradient by
@@ -2012,15 +2066,24 @@ fn layernorm_frozen_base(
                 // GPTBigCodeModel.forward hands its blocks no position ids (only the
                 // frozen `wpe` reads them, which keeps nothing).
                 0
+            } else if rw {
+                // Falcon-RW: the position ids, the ALiBi bias (as BLOOM's) and the
+                // rotary cos and sin FalconModel computes though no layer applies
+                // them; its first layer reads the embeddings' output itself.
+                add(&[
+                    block(&[seq, 8]),
+                    block(&[batch, a.heads, seq, value]),
+                    mul(&[2, block(&[seq, value, d])]),
+                ])
             } else {
                 block(&[seq, 8])
             },
-            if !rotary || a.embedding_dropout {
+            if (!rotary && !rw) || a.embedding_dropout {
                 hidden
             } else {
                 0
             },
-            if attention == AttentionImpl::Eager {
+            if attention == AttentionImpl::Eager && !rw {
                 block(&[batch, seq, seq, value])
             } else {
                 0
@@ -3107,6 +3170,9 @@ pub fn decoder_activations(
                         && matches!(attention, AttentionImpl::Flash | AttentionImpl::Efficient))
                     .then_some(
                         "BLOOM runs only its eager attention (transformers 5.23 BloomPreTrainedModel supports no SDPA kernel): a flash or memory-efficient request is refused, not derived",
+                    ))
+                    .or((falcon_rw(a) && attention == AttentionImpl::Flash).then_some(
+                        "Falcon with ALiBi refuses flash attention (transformers 5.23 FalconFlashAttention2: `alibi` is not supported): not derived",
                     ))
                     .or(fp32_outside(a, value, attention, true))
                     .or(layernorm_lora_outside(value, ad))
