@@ -1116,6 +1116,12 @@ fn not_derived(a: &Architecture) -> Option<&'static str> {
             softmax_in_dtype: Architecture::BASE.softmax_in_dtype,
             // Falcon-7B's layer is derived; Falcon's others said why above.
             falcon_layer: Architecture::BASE.falcon_layer,
+            // OPT-350m's projections around its post-norm layers are derived.
+            embed_proj: if opt_post_norm(a) {
+                Architecture::BASE.embed_proj
+            } else {
+                a.embed_proj
+            },
             // BLOOM's norm over the embeddings is derived with its layer.
             embedding_norm: if bloom(a) {
                 Architecture::BASE.embedding_norm
@@ -1204,12 +1210,24 @@ fn layernorm_separate(a: &Architecture) -> bool {
         && a.sinusoid_positions == 0
         && a.mask_positions == 0
         && a.layer_scalars == 0
-        && a.final_norm
+        && (a.final_norm || opt_post_norm(a))
         && match a.layer_norms {
             2 => !a.parallel_residual,
             1 => true,
             _ => false,
         }
+}
+
+/// OPT's post-norm layers (transformers 5.23 `models/opt/modeling_opt.py`,
+/// `OPTDecoderLayer` without `do_layer_norm_before`: OPT-350m): each LayerNorm reads a
+/// residual sum and its output is the next linear's and the next residual's input, so
+/// a layer keeps what the pre-norm layer keeps (its input, two sums, two norms' stats
+/// and outputs, the last being the next layer's input); `OPTDecoder` builds no final
+/// LayerNorm, and `project_in` / `project_out` (`word_embed_proj_dim`) keep their
+/// inputs (the embeddings' output, the last layer's) and `project_out`'s output feeds
+/// the head (none where `word_embed_proj_dim` is the hidden size).
+fn opt_post_norm(a: &Architecture) -> bool {
+    !a.final_norm && !a.fused_qkv && a.relu && a.learned_positions > 0 && a.layer_norms == 2
 }
 
 /// Falcon-7B's layer (transformers 5.23 `models/falcon/modeling_falcon.py`,
@@ -1505,9 +1523,20 @@ fn layernorm_activations(
     // BLOOM's `word_embeddings_layernorm` keeps its input (the embeddings' output) and
     // its fp32 mean and rstd; its output is the first layer's input.
     let embedding_norm = if bloom { add(&[hidden, stats]) } else { 0 };
+    // OPT's post-norm layers: no final LayerNorm (the last layer's output is the
+    // head's or `project_out`'s input); `project_in` keeps the embeddings' output and
+    // the head keeps `project_out`'s, each `word_embed_proj_dim` wide.
+    let post_norm = opt_post_norm(a);
+    let final_norm = if post_norm { 0 } else { norm };
+    let projections = if a.embed_proj > 0 {
+        mul(&[2, block(&[tokens, value, a.embed_proj])])
+    } else {
+        0
+    };
     let once = add(&[
         hidden,
-        norm,
+        final_norm,
+        projections,
         embedding_norm,
         if rotary {
             mul(&[2, block(&[seq, value, rot])])
@@ -3165,6 +3194,9 @@ pub fn decoder_activations(
                 let why = not_derived(a)
                     .or(stablelm(a).then_some(
                         "LoRA on StableLM (a gated MLP under LayerNorms) is not in the derivation",
+                    ))
+                    .or(opt_post_norm(a).then_some(
+                        "LoRA on OPT's post-norm layers (OPT-350m: project_in, project_out) is not in the derivation",
                     ))
                     .or((bloom(a)
                         && matches!(attention, AttentionImpl::Flash | AttentionImpl::Efficient))
