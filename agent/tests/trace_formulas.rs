@@ -2724,6 +2724,94 @@ fn opt_post_norm_layers_agree_with_traces_to_the_byte() {
     assert!(d.assumed_because.is_some());
 }
 
+/// Phi with `qk_layernorm` (phi-1_5's shape over 2 layers, partial rotary 0.5 and 0.25,
+/// grouped K/V too) under each kernel, with and without checkpointing: full fine-tunes
+/// equal to the traced forward's kept bytes to the byte; LoRA stays assumed.
+#[test]
+fn phi_qk_layernorm_agrees_with_traces_to_the_byte() {
+    let Some(python) = gpumem_e2e::torch_python("phi_qk_layernorm_agrees") else {
+        return;
+    };
+    let base = r#""model_type": "phi", "hidden_size": 2048, "num_attention_heads": 32,
+        "num_hidden_layers": 2, "intermediate_size": 8192, "vocab_size": 51200,
+        "max_position_embeddings": 2048, "qk_layernorm": true, "hidden_act": "gelu_new""#;
+    let texts = [
+        format!("{{{base}}}"),
+        format!("{{{base}, \"partial_rotary_factor\": 0.25, \"num_key_value_heads\": 8}}"),
+    ];
+    let mut cases = Vec::new();
+    for (k, _) in texts.iter().enumerate() {
+        for attention in ["sdpa", "flash", "efficient", "eager"] {
+            for ckpt in [false, true] {
+                for (seq, batch) in [(512u64, 2u64), (300, 1), (1024, 1)] {
+                    if ckpt && attention == "eager" && seq == 1024 {
+                        continue;
+                    }
+                    cases.push((k, attention, ckpt, seq, batch));
+                }
+            }
+        }
+    }
+    let mut requests = String::new();
+    for (k, attention, ckpt, seq, batch) in &cases {
+        let config: serde_json::Value = serde_json::from_str(&texts[*k]).unwrap();
+        let w = serde_json::json!({
+            "config": config, "train": "full", "sequences": batch, "context": seq,
+            "generate": 0, "dtype": "bfloat16", "attention": attention, "optimizer": "adamw",
+            "master_weights": false, "checkpointing": ckpt, "lora_rank": 16,
+            "lora_targets": ["q_proj", "v_proj"], "logits": "last", "expandable_segments": false,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let archs: Vec<_> = texts
+        .iter()
+        .map(|t| input_of_text(t, &[("train", "full")]).arch.unwrap())
+        .collect();
+    let mut failures = Vec::new();
+    for ((k, attention, ckpt, seq, batch), t) in cases.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{attention} {seq}x{batch}: {t}");
+        let attn = AttentionImpl::parse("attention", attention).unwrap();
+        let derived = decoder_activations(&archs[*k], *seq, *batch, 2, *ckpt, attn, None).unwrap();
+        let kept = t["kept"].as_u64().unwrap();
+        eprintln!(
+            "phi-qk{k}@2 {attention:<9} ckpt {ckpt:<5} s {seq:>4} b {batch} | derived {:>12} traced {kept:>12} {:?}",
+            derived.kept, derived.assumed_because
+        );
+        let shape = format!("{k} {attention} ckpt {ckpt} s {seq} b {batch}");
+        if derived.assumed_because.is_some() || derived.kept != kept {
+            failures.push(format!("{shape}: {} vs traced {kept}", derived.kept));
+        }
+    }
+    assert!(failures.is_empty(), "not equal: {failures:#?}");
+    // LoRA with the frozen q/k LayerNorms is not traced: it stays assumed.
+    let lora = gpumem_core::training::Adapters {
+        targets: gpumem_core::training::LoraTargets::parse("lora-targets", "q,k,v,o").unwrap(),
+        rank: 16,
+        value: 4,
+        dropout: false,
+        base_keeps_inputs: false,
+        base_4bit: false,
+        fp32_hidden: false,
+        autocast: false,
+        weight_copies: 0,
+        modules: gpumem_core::training::ModulesToSave::default(),
+    };
+    let d = decoder_activations(
+        &archs[0],
+        512,
+        2,
+        2,
+        false,
+        AttentionImpl::Sdpa,
+        Some(&lora),
+    )
+    .unwrap();
+    assert!(d.assumed_because.is_some());
+}
+
 /// Full fine-tunes in fp32 compute: the norms' upcasts and eager's softmax cast are the
 /// tensors themselves, and SDPA runs its memory-efficient kernel (no flash kernel for
 /// fp32): what the forward keeps equals `decoder_activations` within 2 %.

@@ -1197,9 +1197,9 @@ fn gpt_bigcode(a: &Architecture) -> bool {
 /// (`models/opt/modeling_opt.py`, `OPTDecoderLayer` with `do_layer_norm_before`, a
 /// learned position table, a ReLU MLP): separate q, k and v projections (grouped K/V
 /// heads allowed), rotary positions over the whole head or part of it or OPT's table,
-/// no q/k LayerNorms (Phi's `qk_layernorm` is counted in `layer_scalars`), no
-/// sinusoidal table or causal-mask buffer, a final norm (OPT builds none after
-/// post-norm layers).
+/// no q/k LayerNorms but Phi's `qk_layernorm` ([`phi_qk_norm`], counted in
+/// `layer_scalars`), no sinusoidal table or causal-mask buffer, a final norm or OPT's
+/// post-norm layers ([`opt_post_norm`]).
 fn layernorm_separate(a: &Architecture) -> bool {
     !a.fused_qkv
         && !a.falcon_layer
@@ -1209,13 +1209,28 @@ fn layernorm_separate(a: &Architecture) -> bool {
         && (a.learned_positions == 0 || (a.relu && a.layer_norms == 2))
         && a.sinusoid_positions == 0
         && a.mask_positions == 0
-        && a.layer_scalars == 0
+        && (a.layer_scalars == 0 || phi_qk_norm(a))
         && (a.final_norm || opt_post_norm(a))
         && match a.layer_norms {
             2 => !a.parallel_residual,
             1 => true,
             _ => false,
         }
+}
+
+/// Phi's `qk_layernorm` (transformers 5.23 `models/phi/modeling_phi.py`,
+/// `PhiAttention.forward`): `q_layernorm` and `k_layernorm`, each an `nn.LayerNorm`
+/// over the head width (the reader counts their weights and biases, 4 × head_dim
+/// values, in `layer_scalars`), read the projections' outputs viewed by head and keep
+/// them (`native_layer_norm` saves its input: the projection's output, a view of it)
+/// and their fp32 mean and rstd per head and token; their outputs are rotated and
+/// `torch.cat` (the rotation keeps only cos and sin), so they are not kept.
+fn phi_qk_norm(a: &Architecture) -> bool {
+    a.layer_norms == 1
+        && !a.fused_qkv
+        && !a.falcon_layer
+        && a.rope_tables > 0
+        && a.layer_scalars == a.head_dim.saturating_mul(4)
 }
 
 /// OPT's post-norm layers (transformers 5.23 `models/opt/modeling_opt.py`,
@@ -1459,6 +1474,18 @@ fn layernorm_activations(
             "BLOOM runs only its eager attention (transformers 5.23 BloomPreTrainedModel supports no SDPA kernel): a flash or memory-efficient request is refused, not derived",
         ),
     );
+    // Phi's q/k LayerNorms keep the projections' outputs and their fp32 mean and rstd.
+    let qk_norms = if phi_qk_norm(a) {
+        let (heads, kv, d) = (a.heads, a.kv_heads, a.head_dim);
+        add(&[
+            block(&[tokens, value, heads, d]),
+            block(&[tokens, value, kv, d]),
+            mul(&[2, block(&[tokens, 4, heads])]),
+            mul(&[2, block(&[tokens, 4, kv])]),
+        ])
+    } else {
+        0
+    };
     let (attn, attn_text) = if falcon {
         falcon_attention(a, (seq, batch), value, attention)
     } else if bloom {
@@ -1507,6 +1534,7 @@ fn layernorm_activations(
         mul(&[inputs, hidden]),
         mul(&[norms, norm]),
         attn,
+        qk_norms,
         masks,
         mlp,
     ]);
@@ -3197,6 +3225,9 @@ pub fn decoder_activations(
                     ))
                     .or(opt_post_norm(a).then_some(
                         "LoRA on OPT's post-norm layers (OPT-350m: project_in, project_out) is not in the derivation",
+                    ))
+                    .or(phi_qk_norm(a).then_some(
+                        "LoRA on Phi with qk_layernorm is not in the derivation",
                     ))
                     .or((bloom(a)
                         && matches!(attention, AttentionImpl::Flash | AttentionImpl::Efficient))
