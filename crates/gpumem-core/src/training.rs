@@ -928,8 +928,9 @@ pub struct Adapters {
     /// the embedding to the output projection, and each bitsandbytes `Linear4bit` casts
     /// its fp32 input to its compute dtype and its output back to fp32
     /// (`Linear4bit.forward`, bitsandbytes 0.45 - 0.50 `bitsandbytes/nn/modules.py`).
-    /// Derived for transformers' Llama-style dense decoder and for Mixtral's and
-    /// Qwen3-MoE's routed experts, which stay unquantised and run in fp32
+    /// Derived for transformers' Llama-style dense decoder (per-head q/k norms
+    /// included) under every kernel, eager too, and for Mixtral's, Qwen3-MoE's and
+    /// Qwen2-MoE's routed experts, which stay unquantised and run in fp32
     /// ([`kbit_outside`]).
     pub fp32_hidden: bool,
     /// The step runs under `torch.autocast` in the compute dtype: `F.linear` casts
@@ -2360,9 +2361,12 @@ fn fp32_outside(
 /// PEFT's fp32 adapters read the fp32 input uncast, and RoPE's cos and sin follow the
 /// hidden states' dtype (`LlamaRotaryEmbedding.forward`). Only flash-attn takes 16-bit
 /// q, k and v (transformers' `fa_peft_integration_check`), so an adapted `o_proj` casts
-/// the kernel's 16-bit output to fp32 for its adapter. Eager attention stays outside:
-/// which of its matmuls' operands autograd keeps depends on which projections are
-/// adapted (traced: fewer than its full fine-tune's terms where o or k is not).
+/// the kernel's 16-bit output to fp32 for its adapter. Eager attention runs in fp32
+/// throughout (its softmax's cast back to fp32 and its `p = 0` dropout are the
+/// softmax's output itself): what its matmuls keep follows which of q, k and v need a
+/// gradient ([`eager_kept`]). Qwen3's per-head q/k norms (`Qwen3RMSNorm`, the Llama
+/// norm over each head) keep their fp32 input, already fp32, and `rsqrt`: the frozen
+/// norm's terms at v = 4.
 ///
 /// Mixtral's and Qwen3-MoE's routed layers ([`plain_moe`] without a shared expert) run
 /// in fp32 too, so [`moe_kept`] at v = 4 is what they keep. Their router is a bare
@@ -2380,30 +2384,37 @@ fn fp32_outside(
 /// formula is the bf16 kernel's (`tools/autograd/derivatives.yaml`: the input's
 /// gradient reads the weights, the weights' the input, which frozen experts do not
 /// keep), so what the backward keeps is too. Traced with q/k
-/// norms (Qwen3-30B-A3B's layers) under flash and SDPA, q,v and q,k,v,o adapted, with
-/// and without checkpointing; a shared expert (Qwen2-MoE's, whose gate and MLP are
-/// `nn.Linear`s and so 4-bit) is not. LoRA on the experts themselves (PEFT's
-/// `ParamWrapper`) stays outside, as without the preparation.
-fn kbit_outside(a: &Architecture, ad: &Adapters, attention: AttentionImpl) -> Option<&'static str> {
+/// norms (Qwen3-30B-A3B's layers) under flash, SDPA and eager, q,v and q,k,v,o adapted,
+/// with and without checkpointing. Qwen2-MoE's shared expert and its gate are
+/// `nn.Linear`s, so 4-bit (`Qwen2MoeSparseMoeBlock`: `shared_expert` a `Qwen2MoeMLP`,
+/// `shared_expert_gate` an `nn.Linear(h, 1)`; transformers' quantiser skips only the
+/// output embedding and tied weights, `quantizers/base.py` `get_keys_to_not_convert`):
+/// each casts its fp32 input to the compute dtype and its output back, so the shared
+/// expert keeps fp32 `gate`, `act(gate)` and `up`, the sigmoid its fp32 output and the
+/// product the fp32 down output — [`moe_kept`]'s shared terms at v = 4 (traced, flash,
+/// SDPA and eager). LoRA on the experts themselves (PEFT's `ParamWrapper`) stays
+/// outside, as without the preparation; so do the layouts below, each for a reason of
+/// its own: whole-projection q/k norms (OLMo-2's, OLMoE's, whose fp32 weight product is
+/// not the per-head norm's), a fused qkv projection (Phi-3's, not derived for LoRA over
+/// a 16-bit base either), Gemma's fp32 `1 + w` norms and LayerNorm decoders (their
+/// 16-bit LoRA derivations not traced over fp32 hidden states), routers of other kinds
+/// (DeepSeek's, gpt-oss's, latent experts), autocast (what it casts between the fp32
+/// hidden states and the 16-bit linears), and dropout, 16-bit adapters, an adapted or
+/// trained output projection or embedding and bitsandbytes 0.43.1's 4-bit linears (not
+/// traced).
+fn kbit_outside(a: &Architecture, ad: &Adapters) -> Option<&'static str> {
     if !ad.fp32_hidden {
         None
-    } else if attention == AttentionImpl::Eager {
-        Some(
-            "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) under eager attention: which of its matmuls' operands autograd keeps depends on the adapted projections, not in the derivation (derived under flash, SDPA and the memory-efficient kernel)",
-        )
-    } else if a
-        .moe
-        .is_some_and(|m| !plain_moe(a, &m) || m.shared_experts > 0)
+    } else if a.moe.is_some_and(|m| !plain_moe(a, &m))
         || a.mla.is_some()
         || a.fused_qkv
-        || (a.qk_norm && a.moe.is_none())
         || a.qk_norm_whole
         || gemma_norms(a)
         || layernorm_decoder(a)
         || gpt_oss(a)
     {
         Some(
-            "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) make the hidden states fp32: derived for the Llama-style dense decoder and Mixtral's and Qwen3-MoE's experts only (not a dense decoder's q/k norms, fused projections, Gemma's norms, LayerNorm layers, shared experts or other routers)",
+            "fp32 embeddings and norms (PEFT's prepare_model_for_kbit_training) make the hidden states fp32: derived for the Llama-style dense decoder (per-head q/k norms included) and Mixtral's, Qwen3-MoE's and Qwen2-MoE's experts only (not whole-projection q/k norms, fused projections, Gemma's norms, LayerNorm layers or other routers)",
         )
     } else if ad.autocast {
         Some(
@@ -3193,7 +3204,7 @@ pub fn decoder_activations(
         _ => None,
     })
     .or(fp32_outside(a, value, attention, adapters.is_some()))
-    .or(adapters.and_then(|ad| kbit_outside(a, ad, attention)));
+    .or(adapters.and_then(|ad| kbit_outside(a, ad)));
     // gpt-oss's full fine-tune (`gpt_oss_activations`) and LoRA on its attention
     // (`gpt_oss_frozen_base`) are derived under the kernels transformers runs it with;
     // elsewhere its line stays assumed, saying why.
@@ -3239,7 +3250,7 @@ pub fn decoder_activations(
                     ))
                     .or(fp32_outside(a, value, attention, true))
                     .or(layernorm_lora_outside(value, ad))
-                    .or(kbit_outside(a, ad, attention));
+                    .or(kbit_outside(a, ad));
                 match why {
                     None => {
                         layernorm_frozen_base(a, (seq, batch), value, checkpointing, attention, ad)
@@ -3438,7 +3449,27 @@ pub fn decoder_activations(
             (seq, batch),
             value,
             checkpointing,
-            (attn, attn_text, kbit && attention == AttentionImpl::Flash),
+            (
+                attn,
+                attn_text,
+                kbit && attention == AttentionImpl::Flash,
+                // Eager attention over a frozen base: what its matmuls keep depends on
+                // which of q, k and v need a gradient (`eager_kept`). Derived without
+                // autocast, Gemma's norms (Gemma 2's soft-capping) or bitsandbytes
+                // 0.43.1's 4-bit linears (which keep o_proj's input themselves).
+                (attention == AttentionImpl::Eager
+                    && why.is_none()
+                    && !gemma_norms(a)
+                    && !ad.autocast
+                    && !ad.base_keeps_inputs)
+                    .then(|| {
+                        (
+                            block(&[tokens, value, heads, d]),
+                            block(&[batch, heads, seq, seq, 4]),
+                            softmax_copy,
+                        )
+                    }),
+            ),
             (ropes, gemma_once, held),
             ad,
         );
@@ -3583,6 +3614,47 @@ pub fn decoder_activations(
     })
 }
 
+/// What transformers' eager attention keeps in a frozen base's layer whose input does or
+/// does not need a gradient (`input_grad`), `qd` one tensor of v·a·d per token (q, K or
+/// V repeated to every head, the output), `probs` the softmax's fp32 4·a·s per token
+/// and `copy` its cast back to a 16-bit compute dtype (0 in fp32: a QLoRA base prepared
+/// by PEFT, [`Adapters::fp32_hidden`], where the cast is the softmax's output itself).
+///
+/// `eager_attention_forward` (transformers 5.23 `models/llama/modeling_llama.py`; the
+/// Qwen3, Mixtral, Qwen2-MoE and Qwen3-MoE copies alike) runs `matmul(q,
+/// repeat_kv(k)ᵀ)`, a scalar product and the mask's sum (neither keeps anything),
+/// `softmax(…, dtype=fp32).to(q.dtype)`, `dropout` with `p = 0.0` (the configs'
+/// `attention_dropout`; ATen's `dropout` returns its input when `p == 0`,
+/// `aten/src/ATen/native/Dropout.cpp`), `matmul(probs, repeat_kv(v))` and a
+/// `transpose(1, 2).contiguous()` copy of the output that `o_proj` reads. Autograd saves
+/// an operand only for the gradient that reads it (`BmmBackward0` saves `self` where
+/// `mat2` needs a gradient and `mat2` where `self` does; `SoftmaxBackward0` its output
+/// where its input needs one). Where the layer's input needs a gradient, q, k and v all
+/// do; in the first layer (its input the frozen embedding's output) only the adapted
+/// ones. So q is kept where k needs a gradient, K repeated where q does, V repeated
+/// where the scores do (q or k), the softmax's output where the scores do, its 16-bit
+/// cast where v does (in fp32 the one tensor where either does), and the output's copy
+/// only by an adapted `o_proj`'s `lora_A` where it reads that input uncast
+/// (`shared_input`: PEFT's fp32 adapters over fp32 hidden states; a cast copy is
+/// [`frozen_base`]'s `module`) — the frozen `o_proj` keeps none (bitsandbytes'
+/// `MatMul4Bit` from 0.43.2 only its packed weight, a frozen `nn.Linear` no input).
+fn eager_kept(
+    (qd, probs, copy): (u64, u64, u64),
+    input_grad: bool,
+    t: LoraTargets,
+    shared_input: bool,
+) -> u64 {
+    let (q, k, v) = (input_grad || t.q, input_grad || t.k, input_grad || t.v);
+    add(&[
+        if k { qd } else { 0 },
+        if q { qd } else { 0 },
+        if q || k { qd } else { 0 },
+        if q || k || (v && copy == 0) { probs } else { 0 },
+        if v { copy } else { 0 },
+        if t.o && shared_input { qd } else { 0 },
+    ])
+}
+
 /// What the same decoder keeps when its base is frozen and LoRA adapters train
 /// (`decoder_activations` with adapters): `(kept at the forward's end, with one layer
 /// recomputed under checkpointing, formula)`. `attn` is the attention kernel's term and
@@ -3610,16 +3682,29 @@ pub fn decoder_activations(
 /// - without checkpointing the first layer's input (the frozen embedding's output)
 ///   needs no gradient, so nothing before the layer's first adapter is recorded: its
 ///   first norm, and its attention and second norm too when only MLP projections are
-///   adapted.
+///   adapted;
+/// - eager attention (outside autocast, Gemma's soft-capped layers and bitsandbytes
+///   0.43.1's linears) keeps only the operands its matmuls' gradients read, and no
+///   copy of the output for the frozen `o_proj` ([`eager_kept`]): fewer than the full
+///   fine-tune's terms where o or, in the first layer, k, q or v is not adapted.
 fn frozen_base(
     a: &Architecture,
     (seq, batch): (u64, u64),
     value: u64,
     checkpointing: bool,
-    (attn, attn_text, o_cast): (u64, &str, bool),
+    (attn, attn_text, o_cast, eager): (u64, &str, bool, Option<(u64, u64, u64)>),
     (ropes, gemma_once, held): (u64, u64, u64),
     ad: &Adapters,
 ) -> (u64, u64, String) {
+    let attn_text = match eager {
+        Some((_, _, 0)) => {
+            "eager over fp32 q, k, v: 4·a·d each for q (where k needs a gradient), K and V repeated to every head (where q, or q or k, does) and an adapted o_proj's input, + 4·a·s, the softmax's fp32 output, its cast and p = 0 dropout the same tensor (eager_kept)"
+        }
+        Some(_) => {
+            "eager: v·a·d each for q (where k needs a gradient), K and V repeated to every head (where q, or q or k, does) and an adapted o_proj's input read uncast, + the softmax's fp32 output 4·a·s (where q or k needs a gradient) and its cast v·a·s (where v does) (eager_kept)"
+        }
+        None => attn_text,
+    };
     let tokens = seq.saturating_mul(batch);
     let (h, i, d) = (a.hidden, a.intermediate, a.head_dim);
     let width_o = a.heads.saturating_mul(d);
@@ -3711,7 +3796,11 @@ fn frozen_base(
             module(t.v, h),
             if input_grad || t.q { q_norm } else { 0 },
             if input_grad || t.k { k_norm } else { 0 },
-            if attn_grad { attn } else { 0 },
+            match eager {
+                Some((qd, probs, copy)) => eager_kept((qd, probs, copy), input_grad, t, !own),
+                None if attn_grad => attn,
+                None => 0,
+            },
             module(t.o, width_o),
             // The flash kernel's 16-bit output read by an fp32 adapter (a QLoRA base
             // prepared by PEFT): `_cast_input_dtype` makes an fp32 copy lora_A keeps.

@@ -2035,11 +2035,20 @@ mod tests {
             "{}",
             act.formula
         );
-        // Outside what was traced (eager attention; a 16-bit LoRA base with fp32 norms,
-        // which PyTorch would not run without autocast) the line stays assumed, saying
-        // why.
+        // Eager attention is derived too (its matmuls keep what their gradients read).
+        let mut pairs = crate::params::to_pairs(&input);
+        pairs.retain(|(key, _)| *key != "attention");
+        pairs.push(("attention", "eager".into()));
+        let (eager, errors) = from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(errors.is_empty(), "{errors:?}");
+        let eager = line(&estimate(&eager).unwrap(), LineKey::Activations);
+        assert_eq!(eager.kind, Kind::Computed, "{}", eager.formula);
+        assert!(eager.formula.contains("eager_kept"), "{}", eager.formula);
+        // Outside what was traced (autocast over the fp32 hidden states; a 16-bit LoRA
+        // base with fp32 norms, which PyTorch would not run without autocast) the line
+        // stays assumed, saying why.
         for (k, v, why) in [
-            ("attention", "eager", "eager attention"),
+            ("autocast", "bf16", "under autocast"),
             ("train", "lora", "fp32 embeddings and norms"),
         ] {
             let mut pairs = crate::params::to_pairs(&input);
