@@ -728,6 +728,30 @@ def _patch_grouped_mm(torch):
     meta._meta_grouped_mm_common = common
 
 
+def _patch_meta_autocast(torch):
+    """Reads ``torch.autocast(device_type="meta")`` as the CPU's autocast, the one the
+    probe's stand-in follows (``_autocast_enabled``).
+
+    PEFT's adapters on parameters (``target_parameters``, and ``all-linear`` over an
+    MoE's stacked experts: ``ParamWrapper``) fold ``W + scaling · lhs @ rhs`` in
+    ``_LoraFactorsProxy.forward`` under ``torch.autocast(device_type=W.device.type,
+    enabled=False)`` (peft 0.21.2 ``peft/tuners/lora/layer.py``), which on CUDA turns the
+    step's autocast off around the ``baddbmm``. torch refuses a meta device type
+    (``get_autocast_dtype``: "unsupported scalarType"), so a meta trace could not run
+    it; read as the CPU's, an autocast turned off is off for the stand-in too, and one
+    turned on casts as it would."""
+    cls = torch.amp.autocast_mode.autocast
+    if getattr(cls, "_gpumem_meta", False):
+        return
+    original = cls.__init__
+
+    def init(self, device_type, *args, **kwargs):
+        original(self, "cpu" if device_type == "meta" else device_type, *args, **kwargs)
+
+    cls.__init__ = init
+    cls._gpumem_meta = True
+
+
 def _patch_dropout(torch):
     """Runs ``torch.nn.functional.dropout`` on meta tensors as it runs on CUDA.
 
@@ -2058,6 +2082,7 @@ def _trace(w, group):
             _patch_grouped_mm(torch)
     if train in ("lora", "qlora"):
         model, versions["peft"] = _lora(torch, model, w)
+        _patch_meta_autocast(torch)
     if train == "qlora":
         _qlora_layers(torch, model)
     autocast = w.get("autocast")

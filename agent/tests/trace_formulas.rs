@@ -3640,6 +3640,83 @@ fn qlora_under_eager_with_shared_experts_and_qk_norms_agrees_with_traces_to_the_
     assert!(failures.is_empty(), "not equal: {failures:#?}");
 }
 
+/// PEFT's `all-linear` over an MoE's stacked experts (peft 0.21.2 `ParamWrapper`: the
+/// experts' 3-D parameters adapted through a parametrisation) now traces: its fold
+/// `_LoraFactorsProxy.forward` enters `torch.autocast(device_type=W.device.type,
+/// enabled=False)`, which the probe reads as the CPU's autocast on the meta device.
+/// The fold `baddbmm(W, lhs, rhs)` makes a copy of each adapted expert stack in the
+/// parameter's dtype, which the grouped matmuls keep for the input's gradient, so each
+/// MoE layer keeps at least its experts' weights (3·E·e·h values: gate/up and down)
+/// beyond what the attention's adapters keep. The estimator's line stays assumed (not
+/// derived), and `estimate --trace` puts this traced figure in its place.
+#[test]
+fn lora_on_stacked_experts_traces_and_keeps_the_folded_expert_weights() {
+    use gpumem_core::training::{Adapters, LoraTargets, ModulesToSave};
+    let Some(python) = gpumem_e2e::torch_python("lora_on_stacked_experts_traces") else {
+        return;
+    };
+    let name = "qwen3-30b-a3b.json@2";
+    let config: serde_json::Value = serde_json::from_str(&config_text(name)).unwrap();
+    // (train, prepared by PEFT: fp32 experts)
+    let cases = [("lora", false), ("qlora", true)];
+    let mut requests = String::new();
+    for (train, kbit) in cases {
+        let w = serde_json::json!({
+            "config": config, "train": train, "sequences": 2, "context": 512,
+            "generate": 0, "dtype": "bfloat16", "attention": "sdpa", "optimizer": "adamw",
+            "master_weights": false, "checkpointing": false, "lora_rank": 16,
+            "lora_targets": ["all"], "logits": "last", "expandable_segments": false,
+            "kbit_prepared": kbit,
+        });
+        requests.push_str(&serde_json::to_string(&w).unwrap());
+        requests.push('\n');
+    }
+    let traces = run_driver(&python, DRIVER, &requests);
+    assert_eq!(traces.len(), cases.len(), "one answer per case");
+    let text = config_text(name);
+    let a = input_of_text(&text, &[("train", "full")]).arch.unwrap();
+    let m = a.moe.unwrap();
+    for ((train, kbit), t) in cases.iter().zip(&traces) {
+        assert!(t.get("error").is_none(), "{train}: {t}");
+        let kept = t["kept"].as_u64().unwrap();
+        let ad = Adapters {
+            targets: LoraTargets::parse("lora-targets", "q,k,v,o").unwrap(),
+            rank: 16,
+            value: 4,
+            dropout: false,
+            base_keeps_inputs: false,
+            base_4bit: *train == "qlora",
+            fp32_hidden: *kbit,
+            autocast: false,
+            weight_copies: 0,
+            modules: ModulesToSave::default(),
+        };
+        let attention_only =
+            decoder_activations(&a, 512, 2, 2, false, AttentionImpl::Sdpa, Some(&ad)).unwrap();
+        let value = if *kbit { 4 } else { 2 };
+        let folded = a.layers * 3 * m.experts * m.expert_intermediate * a.hidden * value;
+        eprintln!(
+            "{train} all-linear over stacked experts: traced {kept}, attention's adapters alone {}, folded expert weights {folded}",
+            attention_only.kept
+        );
+        assert!(kept >= attention_only.kept + folded, "{train}: {kept}");
+        let all = decoder_activations(
+            &a,
+            512,
+            2,
+            2,
+            false,
+            AttentionImpl::Sdpa,
+            Some(&Adapters {
+                targets: LoraTargets::parse("lora-targets", "all").unwrap(),
+                ..ad
+            }),
+        )
+        .unwrap();
+        assert!(all.assumed_because.unwrap().contains("experts"), "{train}");
+    }
+}
+
 /// Qwen2-MoE's shared expert (transformers 5.23 `Qwen2MoeSparseMoeBlock`: a gated MLP
 /// over every token scaled by `sigmoid(shared_expert_gate(x))`) beside the routed
 /// experts, on Qwen1.5-MoE-A2.7B's and Qwen2-57B-A14B's configs: a full fine-tune under

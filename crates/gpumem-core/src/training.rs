@@ -3199,7 +3199,9 @@ pub fn decoder_activations(
                     || ad.targets.down
                     || ad.base_keeps_inputs) =>
         {
-            Some("LoRA or 4-bit kernels on a mixture of experts' MLP are not in the derivation")
+            Some(
+                "LoRA or 4-bit kernels on a mixture of experts' MLP are not in the derivation (PEFT's all-linear adapts the stacked experts through ParamWrapper, whose fold keeps a copy of every expert's weights a layer: traced far above this formula)",
+            )
         }
         _ => None,
     })
