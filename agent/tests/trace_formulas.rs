@@ -3426,7 +3426,7 @@ const LORA_BF16: &str = "lora";
 /// byte; Qwen2-MoE's router under `norm_topk_prob` false keeps less than the
 /// derivation counts (top-k's fp32 values and their sum, which a normalising router
 /// keeps and the architecture does not say which it is): exactly that much above. One
-/// sequence keeps the loss's padded labels (`training::labels_kept`).
+/// sequence keeps the loss's padded labels (`training::shifted_labels`).
 /// Where checkpointing leaves the forward's peak inside the last layer (Mixtral's
 /// small vocabulary, above), the cases run without it.
 #[test]
@@ -3465,7 +3465,7 @@ fn qlora_under_eager_with_shared_experts_and_qk_norms_agrees_with_traces_to_the_
     let c = "llama-3.2-1b.json@3";
     cases.push((c, None, QV, "q,v", "eager", 512, 2, false, LORA_BF16));
     // One sequence: the loss's shifted labels are a view of the padded ones, which stay
-    // (`labels_kept`), under each kernel.
+    // (`shifted_labels`), under each kernel.
     cases.push((c, None, QV, "q,v", "sdpa", 1024, 1, false, KBIT));
     cases.push((c, None, QV, "q,v", "flash", 1024, 1, true, KBIT));
     cases.push((
