@@ -206,7 +206,12 @@ AGENT_PAGE_BUDGET=250000
 # moment, the text prefills of Gemma 2/3, the Qwen-VL models and Llama 4 derived, QLoRA's
 # activations under PEFT's fp32 preparation (dense and MoE), Qwen2-VL's reader, vLLM's
 # audio profile: 424.0 KB (423 978 B), ceiling 424.5 KB.
-AGENT_PAGE_CEILING=424478
+# The training activations derived for Falcon-40B, Falcon2-11B, Falcon-RW, BLOOM,
+# StableLM, GPTBigCode, OPT-350m and Phi's q/k LayerNorms, QLoRA under eager attention
+# and over Qwen2-MoE's shared expert, vLLM 0.29's rules (Model Runner V2's graph
+# estimate), ROCm's fp8 row padding, the image prompt's and SDPA's mask-building
+# moments: 427.6 KB (427 575 B), ceiling 428.1 KB.
+AGENT_PAGE_CEILING=428075
 # The lazily loaded readers were 120.6 KB when they moved out of the dimensioner, 122.8 KB
 # with the lookup for mirrors without a file listing, 126.9 KB with the model search,
 # 131.1 KB with the state-space mixers' config reader, 133.4 KB with the readers of
@@ -339,7 +344,10 @@ LOOKUP_BUDGET=181401
 # moment, compressed-tensors' decompression, the Gemma 2/3, Qwen-VL and Llama 4 text
 # prefills derived, vLLM's audio profile: 365.4 KB (365 390 B), ceiling 365.9 KB (a
 # lazily loaded module).
-ENGINE_BUDGET=365890
+# vLLM 0.29's rules (Model Runner V2's CUDA-graph estimate by release), ROCm's fp8 row
+# padding, the image prompt's masks and SDPA's mask-building moment in the prefill,
+# generate's attention mask: 370.1 KB (370 105 B), ceiling 370.6 KB.
+ENGINE_BUDGET=370605
 # The training module (web/training): the training estimator (the training state, the
 # ranks' plan, the caching allocator's model, with the estimator they run on), moved out
 # of the dimensioner (36.1 KB of it, 277.3 → 241.2 KB), with the text documents it
@@ -380,7 +388,11 @@ ENGINE_BUDGET=365890
 # It carries only the training stages now (estimate_training: no prefill, towers,
 # audio or decompression, as the engine module carries only inference's) and judges
 # its searches by them (headline::ByTraining): 183.4 KB (183 437 B), ceiling 183.9 KB.
-TRAINING_BUDGET=183937
+# The activations derived for eight more LayerNorm layouts (Falcon-40B, Falcon2-11B,
+# Falcon-RW, BLOOM, StableLM, GPTBigCode, OPT-350m, Phi's q/k LayerNorms) and QLoRA's
+# under eager attention and over Qwen2-MoE's shared expert: 185.8 KB (185 802 B),
+# ceiling 186.3 KB.
+TRAINING_BUDGET=186302
 # The diffusion module (web/diffusion): a diffusers pipeline's files read from the Hub
 # (the lookup module's HTTP client, linked without its exports) and its answer (the
 # pipeline's reader and its JSON, each component's count, the activations, the
