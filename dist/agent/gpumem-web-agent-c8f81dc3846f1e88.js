@@ -391,7 +391,7 @@ function __wbg_get_imports() {
                     const a = state0.a;
                     state0.a = 0;
                     try {
-                        return __wasm_bindgen_func_elem_3073(a, state0.b, arg0, arg1);
+                        return __wasm_bindgen_func_elem_3088(a, state0.b, arg0, arg1);
                     } finally {
                         state0.a = a;
                     }
@@ -589,7 +589,7 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 472, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3006);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_3021);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
@@ -614,7 +614,7 @@ function __wbg_get_imports() {
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 264, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4482);
+            const ret = makeMutClosure(arg0, arg1, __wasm_bindgen_func_elem_4497);
             return ret;
         },
         __wbindgen_generic_0000000000000007: function(arg0, arg1) {
@@ -637,8 +637,8 @@ function __wbg_get_imports() {
     };
 }
 
-function __wasm_bindgen_func_elem_4482(arg0, arg1) {
-    wasm.__wasm_bindgen_func_elem_4482(arg0, arg1);
+function __wasm_bindgen_func_elem_4497(arg0, arg1) {
+    wasm.__wasm_bindgen_func_elem_4497(arg0, arg1);
 }
 
 function __wasm_bindgen_func_elem_286(arg0, arg1, arg2) {
@@ -657,14 +657,14 @@ function __wasm_bindgen_func_elem_286_15(arg0, arg1, arg2) {
     wasm.__wasm_bindgen_func_elem_286_15(arg0, arg1, arg2);
 }
 
-function __wasm_bindgen_func_elem_3073(arg0, arg1, arg2, arg3) {
-    wasm.__wasm_bindgen_func_elem_3073(arg0, arg1, arg2, arg3);
+function __wasm_bindgen_func_elem_3088(arg0, arg1, arg2, arg3) {
+    wasm.__wasm_bindgen_func_elem_3088(arg0, arg1, arg2, arg3);
 }
 
-function __wasm_bindgen_func_elem_3006(arg0, arg1, arg2) {
+function __wasm_bindgen_func_elem_3021(arg0, arg1, arg2) {
     try {
         const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-        wasm.__wasm_bindgen_func_elem_3006(retptr, arg0, arg1, arg2);
+        wasm.__wasm_bindgen_func_elem_3021(retptr, arg0, arg1, arg2);
         var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
         var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
         if (r1) {
