@@ -138,9 +138,35 @@ pub(super) fn kv_cache(
     } else {
         shape.formula()
     };
-    let prefill = shape.bytes(context)?;
+    // transformers 5.23 `cache_utils.py` `DynamicSlidingWindowLayer.update`: the
+    // prefill concatenates the prompt's keys and values into new tensors of the whole
+    // prompt and keeps `[:, :, -sliding_window + 1:, :]` of them, a view that holds the
+    // whole storage until the first decode step's concatenation replaces it (then
+    // `min(tokens, window)` stay). So under transformers' own dynamic cache a sliding
+    // layer holds every prompt token at the prefill's peak; a serving engine sizes its
+    // own cache, and a static cache is its fixed length.
+    let whole_prompt = input.runtime == CacheRuntime::Transformers
+        && input.static_cache.is_none()
+        && shape.sliding_window.is_some_and(|w| context > w);
+    let prefill = if whole_prompt {
+        // The same layers and widths, the window no longer cutting the prompt.
+        KvShape {
+            sliding_window: Some(u64::MAX),
+            ..shape
+        }
+        .bytes(context)?
+    } else {
+        shape.bytes(context)?
+    };
     let mut generation = shape.bytes(end)?;
     let mut gen_formula = formula.clone();
+    let formula = if whole_prompt {
+        format!(
+            "{formula}; at the prefill every sliding layer holds the whole prompt's {context} tokens (transformers' DynamicSlidingWindowLayer keeps a view of the prompt's keys and values until the first decode step)"
+        )
+    } else {
+        formula
+    };
     if beams {
         // transformers 5.23 `cache_utils.py`: `_beam_search` calls the cache's
         // `reorder_cache` after each step, and `DynamicLayer.reorder_cache` replaces
@@ -203,11 +229,25 @@ pub(super) fn kv_cache(
     );
     let mut gen_inputs = inputs;
     gen_inputs.push(("tokens", end.to_string()));
+    // The counted cache is the larger of the two moments: where the prefill's sliding
+    // layers hold the whole prompt beyond what the end of generation keeps, the
+    // prefill's (the moment the prefill's transients are counted at).
+    let (label, held, gen_formula) = if prefill > generation {
+        (
+            "KV cache at the prefill (sliding layers holding the whole prompt)",
+            prefill,
+            format!(
+                "the prefill's cache, above the end of generation's {generation} B: every sliding layer holds the prompt's {context} tokens until the first decode step (transformers' DynamicSlidingWindowLayer keeps a view of the prompt's keys and values), then {gen_formula}"
+            ),
+        )
+    } else {
+        ("KV cache at the end of generation", generation, gen_formula)
+    };
     b.line(
         LineKey::KvCache,
-        "KV cache at the end of generation",
-        generation,
-        kv_per_device(generation),
+        label,
+        held,
+        kv_per_device(held),
         Kind::Computed,
         true,
         gen_formula,

@@ -147,12 +147,19 @@ write("llama-3.1-8b-q4_k_m", "meta-llama/Llama-3.1-8B config.json; llama.cpp src
       {**arch_inputs(c), "format": "q4_k_m", "reserve-gib": 0},
       {"weights_bytes": sum(lines.values()), "lines": lines})
 
-# Mistral sliding window: 32 layers x window 4096 at 16k tokens, 2 sequences.
+# Mistral sliding window: 32 layers x window 4096 at 16k tokens, 2 sequences, under
+# transformers' own cache: the prefill's update keeps a view of the whole prompt's keys
+# and values (transformers 5.23 cache_utils.py DynamicSlidingWindowLayer.update slices
+# `full_key_states[:, :, -sliding_window + 1:, :]`), so every layer holds the 12 288
+# prompt tokens until the first decode step; at the end of generation the window's.
+# The counted cache is the larger of the two.
 c = MODELS["mistral-7b-v0.1"][0]
+prefill_kv = kv(c, 12288, 2)
+end_kv = kv(c, 16384, 2, window=4096)
 write("mistral-7b-sliding-window", "Mistral-7B-v0.1 sliding_window 4096",
       {**arch_inputs(c), "context": 12288, "generate": 4096, "sequences": 2, "sliding-window": 4096, "reserve-gib": 0},
-      {"kv_cache_bytes": kv(c, 16384, 2, window=4096),
-       "lines": {"kv_cache": kv(c, 16384, 2, window=4096), "kv_cache.prefill": kv(c, 12288, 2, window=4096)}})
+      {"kv_cache_bytes": max(prefill_kv, end_kv),
+       "lines": {"kv_cache": max(prefill_kv, end_kv), "kv_cache.prefill": prefill_kv}})
 
 # Qwen2.5-7B, 4 sequences of 32k with an fp8 cache, tp=2 on 2 GPUs.
 c = MODELS["qwen2.5-7b"][0]
@@ -291,9 +298,16 @@ def state_bytes(config, nbytes=2, layout="transformers"):
     return state(c, nbytes, layout) if state else 0
 
 
-def kv_bytes(config, tokens, engine="latent", nbytes=2):
-    """KV cache of one sequence at `tokens` tokens (attention layers only)."""
+def kv_bytes(config, tokens, engine="latent", nbytes=2, whole_prompt=False):
+    """KV cache of one sequence at `tokens` tokens (attention layers only).
+    `whole_prompt`: at the prefill under transformers' own cache, where every sliding
+    (or chunked) layer still holds the whole prompt: transformers 5.23 cache_utils.py
+    DynamicSlidingWindowLayer.update (also the chunked layers' class) concatenates the
+    prompt's keys and values and keeps the view `[:, :, -sliding_window + 1:, :]` of
+    that storage until the first decode step; no window cuts the prompt then."""
     c = text_config(config)
+    if whole_prompt:
+        c = {k: (10**18 if k in ("sliding_window", "attention_chunk_size") and v else v) for k, v in c.items()}
     mt = c.get("model_type", config.get("model_type"))
     if mt in KV:
         return KV[mt](c, tokens, nbytes, engine)
@@ -379,7 +393,8 @@ def config_format(cfg):
 
 def write_real(name, cfg, source, tokens, fmt, attn_fmt, published):
     params, active, wbytes, mtp = summarise(cfg, fmt, attn_fmt)
-    kvb = kv_bytes(cfg, tokens)
+    # Prefill only, under transformers' own cache: the whole prompt in every layer.
+    kvb = kv_bytes(cfg, tokens, whole_prompt=True)
     state = state_bytes(cfg)
     index = indexer_bytes(cfg, tokens)
     expect = {"parameters": params, "active_parameters": active, "weights_bytes": wbytes, "kv_cache_bytes": kvb + state + index}

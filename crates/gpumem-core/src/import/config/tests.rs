@@ -868,15 +868,32 @@ fn gemma4_global_layers_have_their_own_kv_shape_and_k_eq_v_drops_v_proj() {
         counts(&kv.arch).0 - counts(&c.arch).0,
         2 * (2 * 32 * 64 + 32 * 64)
     );
-    // The KV line: 4 sliding layers keep 8 tokens of 2 × 2 × 16 values, the 2 global
-    // layers every token with 2 × 1 × 32 (K and V both cached), bf16, 100 tokens.
+    // The KV line at the prefill of 100 tokens, bf16: the 2 global layers every token
+    // with 2 × 1 × 32 values (K and V both cached) and the 4 sliding layers, with
+    // 2 × 2 × 16, every prompt token too (transformers' DynamicSlidingWindowLayer keeps
+    // a view of the prompt's keys and values until the first decode step); after 20
+    // generated tokens the sliding layers keep their window of 8, the prefill's moment
+    // still the larger.
     let mut pairs = c.pairs();
     pairs.extend([("context", "100".to_string()), ("kv-dtype", "bf16".into())]);
     let (input, errors) = crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(input.arch, Some(c.arch));
     let est = crate::estimate::estimate(&input).unwrap();
-    assert_eq!(est.kv_cache_bytes, (4 * 8 * 64 + 2 * 100 * 64) * 2);
+    assert_eq!(est.kv_cache_bytes, (4 * 100 * 64 + 2 * 100 * 64) * 2);
+    pairs.push(("generate", "20".into()));
+    let (input, _) = crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+    let est = crate::estimate::estimate(&input).unwrap();
+    let end = est
+        .lines
+        .iter()
+        .find(|l| l.key == crate::estimate::LineKey::KvCache)
+        .unwrap();
+    assert_eq!(end.bytes, (4 * 100 * 64 + 2 * 100 * 64) * 2);
+    assert!(
+        end.formula
+            .contains(&format!("{} B", (4 * 8 * 64 + 2 * 120 * 64) * 2))
+    );
 }
 
 /// Gemma 4's KV sharing: the last `num_kv_shared_layers` layers keep no cache and
@@ -915,15 +932,16 @@ fn gemma4_kv_shared_layers_keep_no_cache_and_no_kv_projections() {
         parameters(&plain) - parameters(&narrow),
         3 * (2 * 64 * 512 + 64) + (2 * 128 * 512 + 128)
     );
-    // The KV line at 1 024 tokens, bf16: 7 sliding layers × 128 tokens × 2 × 64 and one
-    // full layer × 1 024 × 2 × 128.
+    // The KV line at the prefill of 1 024 tokens, bf16: 7 sliding layers and one full
+    // layer, each holding every prompt token (the sliding layers' window of 128 is
+    // kept from the first decode step on), 2 × 64 and 2 × 128 values.
     let mut pairs = c.pairs();
     pairs.extend([("context", "1024".to_string()), ("kv-dtype", "bf16".into())]);
     let (input, errors) = crate::params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(input.arch, Some(c.arch));
     let est = crate::estimate::estimate(&input).unwrap();
-    assert_eq!(est.kv_cache_bytes, (7 * 128 * 128 + 1024 * 256) * 2);
+    assert_eq!(est.kv_cache_bytes, (7 * 1024 * 128 + 1024 * 256) * 2);
     // Every layer shared, or a shared type no earlier layer produces: refused.
     assert!(parse_config(&format!(r#"{{{text},"num_kv_shared_layers":12}}"#)).is_err());
     assert!(parse_config(&format!(r#"{{{text},"num_kv_shared_layers":7}}"#)).is_err());
