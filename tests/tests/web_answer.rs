@@ -299,7 +299,7 @@ fn web_agent_page_without_a_gpu_starts_nothing() {
 }
 
 /// Under an engine the page's answer is the engine's for the workload asked: Qwen2.5-7B
-/// on an L40S with vLLM, 16 sequences of 32 768 tokens — vLLM 0.29's pool holds 13 — does not
+/// on an L40S with vLLM, 16 sequences of 32 768 tokens — vLLM 0.29's pool holds 14 (459 040 tokens) — does not
 /// fit, says how many do, and the workload card shows the same need, not a
 /// transformers-style total beside it.
 #[test]
@@ -313,7 +313,7 @@ fn web_under_an_engine_the_answer_checks_every_sequence() {
     );
     let cli = agent_verdict(&query);
     assert_eq!(cli["verdict"], "no");
-    assert_eq!(cli["sequences"]["fit"], 13);
+    assert_eq!(cli["sequences"]["fit"], 14);
     page.browser
         .goto(&format!("{}/?{query}", page.server.origin));
     let word = page.browser.wait_for(
@@ -322,7 +322,7 @@ fn web_under_an_engine_the_answer_checks_every_sequence() {
     );
     assert_eq!(word, json!("DOES NOT FIT"));
     let seqs = page.browser.testid("answer-sequences");
-    assert!(seqs.starts_with("13 of 16 at 32 768 tokens"), "{seqs}");
+    assert!(seqs.starts_with("14 of 16 at 32 768 tokens"), "{seqs}");
     let need = cli["card"]["need_bytes"].as_u64().expect("need");
     let answer_need = page.browser.testid("answer-need");
     assert!(answer_need.starts_with(&both(need)), "{answer_need}");
