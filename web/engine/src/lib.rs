@@ -514,12 +514,13 @@ mod tests {
         assert_eq!(p.rows.len(), engine::ENGINES.len());
         let (cells, explained) = p.rows[0].cells.as_ref().unwrap();
         assert_eq!(p.rows[0].engine, "vllm");
-        // The same figure the core and the CLI derive under the default vLLM (0.27, Model
-        // Runner V2 for a dense model; max-model-len = context here; the weights' whole
-        // allocator segments in its non-KV figure): `gpumem-agent estimate` with these
-        // flags and `--engine vllm --card h100-sxm-80gb --json`.
-        assert_eq!(cells[1], "59 289 213 338 B");
-        assert!(cells[4].starts_with("28 × "), "{cells:?}");
+        // The same figure the core and the CLI derive under the default vLLM (0.29, Model
+        // Runner V2 with its CUDA-graph estimate off the pool; max-model-len = context
+        // here; the weights' whole allocator segments in its non-KV figure):
+        // `gpumem-agent estimate` with these flags and `--engine vllm --card
+        // h100-sxm-80gb --json`.
+        assert_eq!(cells[1], "58 219 665 818 B");
+        assert!(cells[4].starts_with("27 × "), "{cells:?}");
         assert_eq!(cells[5], "fits");
         assert!(explained.contains("gpu_memory_utilization"), "{explained}");
         assert!(p.sequences.is_some_and(|s| s.ends_with("at 16 000 tokens")));
